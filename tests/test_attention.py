@@ -1,0 +1,131 @@
+"""Attention scores against hand computations, masking, precompute, gradients."""
+
+import math
+
+import pytest
+import torch
+
+from text_attn.attention import (
+    AdditiveAttention,
+    LuongAttention,
+    ProjectedKeys,
+    build_attention,
+    masked_softmax,
+)
+
+
+def _set(linear: torch.nn.Linear, weight, bias=None):
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor(weight, dtype=torch.float32))
+        if bias is not None:
+            linear.bias.copy_(torch.tensor(bias, dtype=torch.float32))
+
+
+def test_additive_scores_match_hand_computation():
+    att = AdditiveAttention(query_dim=1, key_dim=1, attn_dim=1)
+    _set(att.query_proj, [[2.0]])
+    _set(att.key_proj, [[1.0]], [0.0])
+    _set(att.v, [[3.0]])
+    q = torch.tensor([[0.5]])  # (B=1, Q=1)
+    keys = torch.tensor([[[0.0], [1.0]]])  # (B=1, S=2, K=1)
+    ctx, w = att(q, keys)
+    s = torch.tensor([3 * math.tanh(1.0 + 0.0), 3 * math.tanh(1.0 + 1.0)])  # v tanh(W q + U k)
+    expected = torch.softmax(s, 0)
+    assert torch.allclose(w[0], expected, atol=1e-6)
+    assert torch.allclose(
+        ctx[0], (expected * torch.tensor([0.0, 1.0])).sum(0, keepdim=True), atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "concat"])
+def test_luong_scores_match_hand_computation(score):
+    att = LuongAttention(query_dim=2, key_dim=2, score=score, attn_dim=2)
+    q = torch.tensor([[1.0, 2.0]])
+    k = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
+    if score == "dot":
+        s = torch.tensor([1.0, 2.0, 3.0])
+    elif score == "general":
+        W = [[1.0, 2.0], [0.0, 1.0]]  # maps k -> W k
+        _set(att.W, W)
+        Wk = k[0] @ torch.tensor(W).T
+        s = Wk @ q[0]  # qᵀ W k
+    else:
+        _set(att.W_q, [[1.0, 0.0], [0.0, 1.0]])
+        _set(att.W_k, [[0.5, 0.0], [0.0, -1.0]], [0.0, 0.0])
+        _set(att.v, [[1.0, 1.0]])
+        cat = torch.cat([q.expand(3, 2), k[0]], dim=1)  # [q; k] with W = [W_q, W_k]
+        W = torch.tensor([[1.0, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, -1.0]])
+        s = torch.tanh(cat @ W.T).sum(1)
+    _, w = att(q, k)
+    assert torch.allclose(w[0], torch.softmax(s, 0), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["bahdanau", "luong-dot", "luong-general", "luong-concat"])
+def test_weights_sum_to_one_and_masked_positions_are_zero(kind):
+    torch.manual_seed(0)
+    att = build_attention(kind, query_dim=8, key_dim=8, attn_dim=6)
+    keys = torch.randn(3, 5, 8)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    ctx, w = att(torch.randn(3, 8), keys, mask=mask)
+    assert ctx.shape == (3, 8) and w.shape == (3, 5)
+    assert torch.allclose(w.sum(-1), torch.ones(3), atol=1e-6)
+    assert (w[~mask] == 0).all()
+    assert torch.allclose(w[2, 0], torch.tensor(1.0))
+    assert torch.allclose(ctx[2], keys[2, 0], atol=1e-6)
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    att = AdditiveAttention(4, 4, 4)
+    mask = torch.tensor([[False, False, False], [True, True, False]])
+    ctx, w = att(torch.randn(2, 4), torch.randn(2, 3, 4), mask=mask)
+    assert not torch.isnan(w).any() and not torch.isnan(ctx).any()
+    assert (w[0] == 0).all() and (ctx[0] == 0).all()
+    # gradients stay finite through a fully masked row
+    scores = torch.randn(2, 3, requires_grad=True)
+    masked_softmax(scores, mask).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+
+
+@pytest.mark.parametrize("kind", ["bahdanau", "luong-general", "luong-concat"])
+def test_precomputed_keys_equal_fresh_projection_and_multi_step_queries(kind):
+    torch.manual_seed(1)
+    att = build_attention(kind, query_dim=6, key_dim=6, attn_dim=5)
+    keys, values = torch.randn(2, 7, 6), torch.randn(2, 7, 3)
+    pk = att.precompute(keys)
+    assert isinstance(pk, ProjectedKeys)
+    q = torch.randn(2, 4, 6)  # (B, T, Q): four decoder steps at once
+    ctx_all, w_all = att(q, pk, values)
+    assert ctx_all.shape == (2, 4, 3) and w_all.shape == (2, 4, 7)
+    for t in range(4):
+        ctx_t, w_t = att(q[:, t], keys, values)
+        assert torch.allclose(w_all[:, t], w_t, atol=1e-6)
+        assert torch.allclose(ctx_all[:, t], ctx_t, atol=1e-6)
+
+
+def test_key_projection_runs_once_per_source_when_precomputed():
+    att = AdditiveAttention(4, 4, 4)
+    calls = []
+    att.key_proj.register_forward_hook(lambda *a: calls.append(1))
+    pk = att.precompute(torch.randn(1, 5, 4))
+    for _ in range(10):
+        att(torch.randn(1, 4), pk)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("kind", ["bahdanau", "luong-dot", "luong-general", "luong-concat"])
+def test_gradients_flow_to_query_keys_and_parameters(kind):
+    att = build_attention(kind, 5, 5, 5)
+    q = torch.randn(2, 5, requires_grad=True)
+    k = torch.randn(2, 3, 5, requires_grad=True)
+    ctx, _ = att(q, k)
+    ctx.pow(2).sum().backward()
+    assert q.grad.abs().sum() > 0 and k.grad.abs().sum() > 0
+    for p in att.parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0
+
+
+def test_bad_configuration_is_rejected():
+    with pytest.raises(ValueError, match="unknown attention"):
+        build_attention("luong-cosine", 4, 4, 4)
+    with pytest.raises(ValueError, match="query_dim == key_dim"):
+        LuongAttention(4, 6, score="dot")

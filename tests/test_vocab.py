@@ -1,0 +1,41 @@
+"""Vocabulary build, encode/decode, JSON round trip; the offline tokenizer."""
+
+import pytest
+
+from text_attn.vocab import SPECIALS, Vocabulary, tokenize
+
+
+def test_build_orders_by_frequency_and_applies_min_freq_and_max_size():
+    sents = [["b", "a", "a"], ["c", "a", "b"], ["d"]]
+    v = Vocabulary.build(sents)
+    assert v.itos == [*SPECIALS, "a", "b", "c", "d"]
+    assert Vocabulary.build(sents, min_freq=2).itos == [*SPECIALS, "a", "b"]
+    assert Vocabulary.build(sents, max_size=5).itos == [*SPECIALS, "a"]
+
+
+def test_encode_decode_with_specials_and_unknowns():
+    v = Vocabulary.build([["the", "cat", "sat"]])
+    ids = v.encode(["the", "dog", "sat"], bos=True, eos=True)
+    assert ids == [v.bos_id, v.token_id("the"), v.unk_id, v.token_id("sat"), v.eos_id]
+    assert v.decode(ids) == ["the", "<unk>", "sat"]
+    assert v.decode(ids + [v.token_id("cat")]) == ["the", "<unk>", "sat"]  # stops at eos
+    assert v.decode([v.pad_id, v.token_id("cat")], strip_special=False) == ["<pad>", "cat"]
+    assert v.unknown(["the", "dog"]) == ["dog"]
+
+
+def test_json_round_trip(tmp_path):
+    v = Vocabulary.build([["é", "ü", "x"], ["x"]])
+    v.save(tmp_path / "v.json")
+    assert Vocabulary.load(tmp_path / "v.json") == v
+
+
+def test_invalid_vocabularies_are_rejected():
+    with pytest.raises(ValueError, match="special"):
+        Vocabulary(["a", "b"])
+    with pytest.raises(ValueError, match="unique"):
+        Vocabulary([*SPECIALS, "a", "a"])
+
+
+def test_tokenize_offline():
+    assert tokenize("Don't stop, it's 3.5 km!") == ["don't", "stop", ",", "it's", "3.5", "km", "!"]
+    assert tokenize("Ein Mann läuft.", lower=False) == ["Ein", "Mann", "läuft", "."]
