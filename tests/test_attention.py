@@ -32,9 +32,7 @@ def test_additive_scores_match_hand_computation():
     s = torch.tensor([3 * math.tanh(1.0 + 0.0), 3 * math.tanh(1.0 + 1.0)])  # v tanh(W q + U k)
     expected = torch.softmax(s, 0)
     assert torch.allclose(w[0], expected, atol=1e-6)
-    assert torch.allclose(
-        ctx[0], (expected * torch.tensor([0.0, 1.0])).sum(0, keepdim=True), atol=1e-6
-    )
+    assert torch.allclose(ctx[0], (expected * torch.tensor([0.0, 1.0])).sum(0, keepdim=True), atol=1e-6)
 
 
 @pytest.mark.parametrize("score", ["dot", "general", "concat"])

@@ -76,9 +76,7 @@ def test_length_penalty_prefers_longer_hypothesis():
     # the per-token average (-0.92 vs -0.34) the long one.
     table = {(): {EOS: 0.4, 3: 0.6}, (3,): {3: 0.6, EOS: 0.4}, (3, 3): {EOS: 1.0}}
     raw = beam_search(TableModel(table), _table_state(1), 1, BOS, EOS, 6, beam_size=2)
-    norm = beam_search(
-        TableModel(table), _table_state(1), 1, BOS, EOS, 6, beam_size=2, length_penalty=1.0
-    )
+    norm = beam_search(TableModel(table), _table_state(1), 1, BOS, EOS, 6, beam_size=2, length_penalty=1.0)
     assert raw.token_lists() == [[]]
     assert norm.token_lists() == [[3, 3]]
 
@@ -115,9 +113,7 @@ def test_batched_beam_equals_one_sentence_at_a_time():
     h0 = torch.randn(5, 16)
     batched = beam_search(m, {"h": h0}, 5, BOS, EOS, max_len=15, beam_size=4, length_penalty=0.7)
     for i in range(5):
-        one = beam_search(
-            m, {"h": h0[i : i + 1]}, 1, BOS, EOS, max_len=15, beam_size=4, length_penalty=0.7
-        )
+        one = beam_search(m, {"h": h0[i : i + 1]}, 1, BOS, EOS, max_len=15, beam_size=4, length_penalty=0.7)
         assert one.token_lists()[0] == batched.token_lists()[i]
         assert torch.allclose(one.scores[0], batched.scores[i], atol=1e-5)
         n = one.attention.size(1)

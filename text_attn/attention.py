@@ -110,18 +110,14 @@ class LuongAttention(_Attention):
 
     SCORES = ("dot", "general", "concat")
 
-    def __init__(
-        self, query_dim: int, key_dim: int, score: str = "general", attn_dim: int | None = None
-    ):
+    def __init__(self, query_dim: int, key_dim: int, score: str = "general", attn_dim: int | None = None):
         super().__init__()
         if score not in self.SCORES:
             raise ValueError(f"unknown Luong score {score!r}; choose one of {self.SCORES}")
         self.score_name = score
         if score == "dot":
             if query_dim != key_dim:
-                raise ValueError(
-                    f"dot score needs query_dim == key_dim, got {query_dim} and {key_dim}"
-                )
+                raise ValueError(f"dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
         elif score == "general":
             self.W = nn.Linear(key_dim, query_dim, bias=False)  # k -> W k in query space
         else:
@@ -156,6 +152,4 @@ def build_attention(kind: str, query_dim: int, key_dim: int, attn_dim: int) -> _
     score = kind.removeprefix("luong-").removeprefix("luong_")
     if score in LuongAttention.SCORES:
         return LuongAttention(query_dim, key_dim, score=score, attn_dim=attn_dim)
-    raise ValueError(
-        f"unknown attention {kind!r}; choose bahdanau, luong-dot, luong-general or luong-concat"
-    )
+    raise ValueError(f"unknown attention {kind!r}; choose bahdanau, luong-dot, luong-general or luong-concat")

@@ -173,13 +173,7 @@ def _expand(mask: Tensor, like: Tensor) -> Tensor:
 def _state_device(state: Any) -> torch.device:
     if isinstance(state, Tensor):
         return state.device
-    items = (
-        state.values()
-        if isinstance(state, dict)
-        else state
-        if isinstance(state, (tuple, list))
-        else []
-    )
+    items = state.values() if isinstance(state, dict) else state if isinstance(state, (tuple, list)) else []
     for s in items:
         try:
             return _state_device(s)
@@ -188,9 +182,7 @@ def _state_device(state: Any) -> torch.device:
     raise ValueError("the decoder state holds no tensor")
 
 
-def _result(
-    tokens: list[Tensor], lengths: Tensor, scores: Tensor, attns: list[Tensor], eos_id: int
-):
+def _result(tokens: list[Tensor], lengths: Tensor, scores: Tensor, attns: list[Tensor], eos_id: int):
     toks = torch.stack(tokens, dim=1)  # (B, T)
     attention = torch.stack(attns, dim=1) if attns else None  # (B, T, ...)
     return SearchResult(toks, lengths, scores, attention, eos_id)

@@ -54,9 +54,7 @@ class Vocabulary:
         counts = Counter(tok for toks in token_lists for tok in toks)
         for special in SPECIALS:
             counts.pop(special, None)
-        words = sorted(
-            (w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w)
-        )
+        words = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
         if max_size is not None:
             words = words[: max(0, max_size - len(SPECIALS))]
         return cls([*SPECIALS, *words])

@@ -1,0 +1,207 @@
+"""Tests for text_attn.metrics: hand-computed BLEU, length buckets, and the coco-caption wrapper."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+
+import pytest
+
+from text_attn import metrics
+from text_attn.metrics import (
+    DEFAULT_BUCKETS,
+    bleu_by_length,
+    bucket_label,
+    coco_metrics,
+    corpus_bleu,
+    java_available,
+)
+
+
+def toks(s: str) -> list[str]:
+    return s.split()
+
+
+# ----------------------------------------------------------------------------------------------
+# corpus BLEU
+
+
+def test_identical_corpus_scores_one():
+    sents = ["the cat sat on the mat", "a dog runs in the park today"]
+    scores = corpus_bleu([[toks(s)] for s in sents], [toks(s) for s in sents])
+    assert set(scores) == {"bleu1", "bleu2", "bleu3", "bleu4"}
+    for value in scores.values():
+        assert value == pytest.approx(1.0)
+
+
+def test_hand_computed_bleu():
+    # ref "a b c d", hyp "a b c e": same length -> brevity penalty 1.
+    # p1 = 3/4, p2 = 2/3 (ab, bc of ab bc ce), p3 = 1/2 (abc of abc bce), p4 = 0/1 -> method1: 0.1/1.
+    scores = corpus_bleu([[toks("a b c d")]], [toks("a b c e")])
+    assert scores["bleu1"] == pytest.approx(0.75)
+    assert scores["bleu2"] == pytest.approx(math.sqrt(0.75 * 2 / 3))  # = sqrt(1/2)
+    assert scores["bleu3"] == pytest.approx((0.75 * 2 / 3 * 0.5) ** (1 / 3))
+    assert scores["bleu4"] == pytest.approx((0.75 * 2 / 3 * 0.5 * 0.1) ** (1 / 4))
+
+
+def test_counts_are_pooled_over_the_corpus():
+    # Sentence precisions 4/4 and 1/2 average to 0.75, but corpus BLEU pools counts: 5/6.
+    refs = [[toks("a b c d")], [toks("x z")]]
+    hyps = [toks("a b c d"), toks("x y")]
+    assert corpus_bleu(refs, hyps)["bleu1"] == pytest.approx(5 / 6)
+
+
+def test_brevity_penalty_and_closest_reference():
+    # hyp length 3 vs ref length 6: BP = exp(1 - 6/3) = e^-1, all unigrams match.
+    assert corpus_bleu([[toks("a b c d e f")]], [toks("a b c")])["bleu1"] == pytest.approx(math.exp(-1))
+    # With a second reference of length 3, the closest reference length is used -> BP = 1.
+    refs = [[toks("a b c d e f"), toks("a b c")]]
+    assert corpus_bleu(refs, [toks("a b c")])["bleu1"] == pytest.approx(1.0)
+
+
+def test_corpus_bleu_rejects_bad_input():
+    with pytest.raises(ValueError, match="empty"):
+        corpus_bleu([], [])
+    with pytest.raises(ValueError, match="2 references but 1 hypotheses"):
+        corpus_bleu([[toks("a")], [toks("b")]], [toks("a")])
+
+
+# ----------------------------------------------------------------------------------------------
+# BLEU by length
+
+
+def test_bucket_label():
+    assert bucket_label(5, 10) == "5-10"
+
+
+def test_bleu_by_length_buckets_and_boundaries():
+    # Each sentence has its own words; "good" hypotheses copy the reference, "bad" ones share nothing.
+    lengths = [5, 9, 10, 19, 50, 60, 61, 4]
+    good = [True, False, True, True, True, True, False, False]
+    refs, hyps = [], []
+    for i, ok in enumerate(good):
+        ref = [f"w{i}_{j}" for j in range(6)]
+        refs.append([ref])
+        hyps.append(list(ref) if ok else [f"bad{i}_{j}" for j in range(6)])
+
+    out = bleu_by_length(lengths, refs, hyps)
+    assert list(out) == [bucket_label(lo, hi) for lo, hi in DEFAULT_BUCKETS]
+    counts = {label: v["count"] for label, v in out.items()}
+    # 10 opens "10-20" (half-open buckets); 60 closes the last bucket; 61 and 4 are ignored.
+    assert counts == {"5-10": 2, "10-20": 2, "20-30": 0, "30-40": 0, "40-50": 0, "50-60": 2}
+    assert out["10-20"]["bleu"] == pytest.approx(1.0)  # would drop if the bad 9 or 61 leaked in
+    assert out["50-60"]["bleu"] == pytest.approx(1.0)
+    # "5-10" holds one perfect and one wrong sentence: equal to corpus BLEU on exactly those two.
+    assert out["5-10"]["bleu"] == pytest.approx(corpus_bleu(refs[:2], hyps[:2])["bleu4"])
+    assert out["5-10"]["bleu"] < 1.0
+    for label in ("20-30", "30-40", "40-50"):
+        assert math.isnan(out[label]["bleu"])
+
+
+def test_bleu_by_length_custom_buckets_and_n():
+    refs = [[toks("a b c d")], [toks("a b c d")]]
+    hyps = [toks("a b c e"), toks("a b c d")]
+    out = bleu_by_length([3, 7], refs, hyps, buckets=[(0, 5), (5, 7)], n=1)
+    assert out["0-5"] == {"bleu": pytest.approx(0.75), "count": 1}
+    assert out["5-7"] == {"bleu": pytest.approx(1.0), "count": 1}  # last bucket includes 7
+    with pytest.raises(ValueError, match="differ in length"):
+        bleu_by_length([3], refs, hyps)
+
+
+# ----------------------------------------------------------------------------------------------
+# coco-caption metrics (METEOR off unless the test is about METEOR: its JVM is slow to start)
+
+REFS = {
+    "img1": ["a man rides a brown horse", "a person riding a horse on a beach"],
+    "img2": ["two dogs play in the green grass", "dogs playing on the grass"],
+    "img3": ["a red car parked on the street", "a car is parked by the road"],
+}
+GOOD = {"img1": "a man rides a brown horse", "img2": "two dogs play in the green grass"}
+GOOD["img3"] = "a red car parked on the street"
+BAD = {"img1": "a horse", "img2": "a cat sleeps on a sofa", "img3": "the street"}
+
+
+def test_coco_identical_hypotheses(capsys):
+    scores = coco_metrics(REFS, GOOD, meteor=False)
+    assert list(scores) == ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr"]
+    assert scores["Bleu_4"] == pytest.approx(1.0, abs=1e-6)
+    assert scores["ROUGE_L"] == pytest.approx(1.0)
+    assert scores["CIDEr"] > 0
+    assert capsys.readouterr().out == ""  # pycocoevalcap's BLEU chatter is swallowed
+
+
+def test_coco_worse_hypotheses_score_lower():
+    good = coco_metrics(REFS, GOOD, meteor=False)
+    bad = coco_metrics(REFS, BAD, meteor=False)
+    for key in good:
+        assert bad[key] < good[key], key
+
+
+def test_cider_is_corpus_dependent():
+    # One image: every n-gram occurs in all (one) reference documents -> IDF log(1/1) = 0 -> CIDEr 0.
+    one = coco_metrics({"x": REFS["img1"]}, {"x": GOOD["img1"]}, meteor=False)
+    assert one["CIDEr"] == pytest.approx(0.0)
+    assert one["ROUGE_L"] == pytest.approx(1.0)
+
+
+def test_coco_rejects_mismatched_ids():
+    with pytest.raises(ValueError, match="1 missing"):
+        coco_metrics(REFS, {"img1": "a horse", "img2": "dogs"}, meteor=False)
+    with pytest.raises(ValueError, match="1 extra"):
+        coco_metrics(REFS, {**GOOD, "img9": "x"}, meteor=False)
+    with pytest.raises(ValueError, match="empty"):
+        coco_metrics({}, {}, meteor=False)
+
+
+def test_no_java_skips_meteor_with_one_notice(monkeypatch, capsys):
+    monkeypatch.setattr(metrics, "java_available", lambda: False)
+    monkeypatch.setattr(metrics, "_notices_shown", set())
+    first = coco_metrics(REFS, GOOD)
+    second = coco_metrics(REFS, GOOD)
+    assert "METEOR" not in first and "METEOR" not in second
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "METEOR" in err  # one line, once per process
+    with pytest.raises(RuntimeError, match="Java"):
+        coco_metrics(REFS, GOOD, meteor=True)
+
+
+def test_meteor_failure_degrades_to_a_notice(monkeypatch, capsys):
+    def broken(gts, res):
+        raise OSError("jvm crashed")
+
+    monkeypatch.setattr(metrics, "java_available", lambda: True)
+    monkeypatch.setattr(metrics, "_meteor_score", broken)
+    monkeypatch.setattr(metrics, "_notices_shown", set())
+    scores = coco_metrics(REFS, GOOD)
+    assert "METEOR" not in scores and scores["ROUGE_L"] == pytest.approx(1.0)
+    err = capsys.readouterr().err
+    assert "METEOR failed" in err and "jvm crashed" in err
+
+
+def test_java_available_false_without_java(monkeypatch):
+    monkeypatch.setattr(metrics.shutil, "which", lambda name: None)
+    java_available.cache_clear()
+    try:
+        assert java_available() is False
+    finally:
+        java_available.cache_clear()  # do not leave the faked answer cached for other tests
+
+
+@pytest.mark.skipif(not java_available(), reason="METEOR needs Java")
+def test_meteor_with_java_and_process_is_closed(monkeypatch, capsys):
+    # The only test that starts METEOR's JVM (several seconds).
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def spy(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(metrics.subprocess, "Popen", spy)
+    scores = coco_metrics(REFS, GOOD)
+    assert list(scores) == ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr"]
+    assert scores["METEOR"] == pytest.approx(1.0, abs=1e-6)
+    jvms = [p for p in started if "-jar" in p.args]  # not a `java -version` probe
+    assert len(jvms) == 1 and jvms[0].poll() is not None  # the METEOR JVM has been shut down
+    assert capsys.readouterr().out == ""

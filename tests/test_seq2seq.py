@@ -1,0 +1,79 @@
+"""The RNN encoder-decoder: shapes, step == teacher forcing, padding invariance, overfitting a tiny batch."""
+
+import pytest
+import torch
+
+from text_attn.decoding import greedy_search
+from text_attn.seq2seq import ATTENTIONS, Seq2Seq, Seq2SeqConfig
+
+BOS, EOS = 1, 2
+
+
+def _batch():
+    torch.manual_seed(0)
+    src = torch.tensor([[5, 6, 7, 8, EOS], [9, 5, EOS, 0, 0], [6, EOS, 0, 0, 0]])
+    lens = torch.tensor([5, 3, 2])
+    tgt = torch.tensor([[BOS, 8, 7, 6, 5, EOS], [BOS, 5, 9, EOS, 0, 0], [BOS, 6, EOS, 0, 0, 0]])
+    return src, lens, tgt
+
+
+def _model(attention, rnn="gru"):
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(
+        12, 12, attention=attention, rnn=rnn, embed_dim=16, enc_hidden=16, dec_hidden=24, attn_dim=16, dropout=0.0
+    )
+    return Seq2Seq(cfg).eval()
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_shapes_masks_and_step_equals_teacher_forcing(attention, rnn):
+    m = _model(attention, rnn)
+    src, lens, tgt = _batch()
+    logits, attn = m(src, lens, tgt[:, :-1])
+    assert logits.shape == (3, 5, 12)
+    if attention == "none":
+        assert attn is None
+    else:
+        assert attn.shape == (3, 5, 5)
+        assert torch.allclose(attn.sum(-1), torch.ones(3, 5), atol=1e-5)
+        assert (attn[1, :, 3:] == 0).all() and (attn[2, :, 2:] == 0).all()  # padding gets no weight
+    state = m.encode(src, lens)
+    for t in range(5):
+        lp, a, state = m.step(tgt[:, t], state)
+        assert torch.allclose(lp, torch.log_softmax(logits[:, t], -1), atol=1e-5)
+
+
+@pytest.mark.parametrize("attention", ["bahdanau", "luong-general", "none"])
+def test_padding_does_not_change_a_sentence(attention):
+    m = _model(attention)
+    src, lens, tgt = _batch()
+    full, _ = m(src, lens, tgt[:, :-1])
+    alone, _ = m(src[1:2, :3], lens[1:2], tgt[1:2, :-1])
+    assert torch.allclose(full[1], alone[0], atol=1e-5)
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError, match="unknown attention"):
+        Seq2SeqConfig(10, 10, attention="cosine")
+    with pytest.raises(ValueError, match="unknown rnn"):
+        Seq2SeqConfig(10, 10, rnn="transformer")
+
+
+@pytest.mark.parametrize("attention", ["bahdanau", "luong-dot", "luong-concat", "none"])
+def test_overfits_a_tiny_batch(attention):
+    m = _model(attention).train()
+    src, lens, tgt = _batch()
+    opt = torch.optim.Adam(m.parameters(), lr=0.02)
+    for _ in range(150):
+        logits, _ = m(src, lens, tgt[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt[:, 1:], ignore_index=0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
+    m.eval()
+    res = greedy_search(m, m.encode(src, lens), 3, BOS, EOS, max_len=8)
+    assert res.token_lists() == [[8, 7, 6, 5], [5, 9], [6]]
+    beam = m.generate(src, lens, BOS, EOS, max_len=8, beam_size=3)
+    assert beam.token_lists() == res.token_lists()

@@ -1,0 +1,172 @@
+"""TranslationDataModule: sentence pairs -> padded id batches of similar lengths.
+
+Synthetic tasks draw train / val / test from three different seeds; a user's corpus (``tsv`` or ``parallel``) is
+shuffled once with the seed and split by ``val_size`` / ``test_size``. Vocabularies come from the train split only.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from text_attn.tasks import SPACE, Example, load_examples
+from text_attn.vocab import Vocabulary, tokenize
+
+CHAR_TASKS = ("dates",)  # tasks whose tokens are characters (a space is the token SPACE)
+
+
+def tokenize_text(text: str, mode: str, lower: bool = True) -> list[str]:
+    """User input -> tokens the way a task tokenizes: ``word`` (regex tokenizer) or ``char``."""
+    if mode == "char":
+        text = " ".join(text.split())
+        return list((text.lower() if lower else text).replace(" ", SPACE))
+    return tokenize(text, lower=lower)
+
+
+def detokenize(tokens: Sequence[str], mode: str) -> str:
+    return "".join(tokens).replace(SPACE, " ") if mode == "char" else " ".join(tokens)
+
+
+class PairDataset(Dataset):
+    def __init__(self, examples: list[Example], src_vocab: Vocabulary, tgt_vocab: Vocabulary):
+        self.examples = examples
+        self.src = [torch.tensor(src_vocab.encode(e.src, eos=True)) for e in examples]
+        self.tgt = [torch.tensor(tgt_vocab.encode(e.tgt, bos=True, eos=True)) for e in examples]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> int:
+        return i  # the collate function gathers by index, so it can also return the examples
+
+
+class LengthBatchSampler(Sampler[list[int]]):
+    """Batches of similar source length (less padding), in random order; each epoch reshuffles."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0):
+        self.lengths, self.batch_size, self.shuffle, self.seed = list(lengths), batch_size, shuffle, seed
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        idx = list(range(len(self.lengths)))
+        rng = random.Random(self.seed + self.epoch)
+        self.epoch += 1
+        if self.shuffle:
+            rng.shuffle(idx)
+        # Sort within pools of 50 batches: batches are length-homogeneous yet differ from epoch to epoch.
+        pool = self.batch_size * 50
+        batches = []
+        for p in range(0, len(idx), pool):
+            chunk = sorted(idx[p : p + pool], key=lambda i: self.lengths[i])
+            batches += [chunk[b : b + self.batch_size] for b in range(0, len(chunk), self.batch_size)]
+        if self.shuffle:
+            rng.shuffle(batches)
+        return iter(batches)
+
+    def __len__(self) -> int:
+        return (len(self.lengths) + self.batch_size - 1) // self.batch_size
+
+
+def collate(dataset: PairDataset, indices: list[int], pad_id: int = 0) -> dict:
+    src = [dataset.src[i] for i in indices]
+    tgt = [dataset.tgt[i] for i in indices]
+    return {
+        "src": torch.nn.utils.rnn.pad_sequence(src, batch_first=True, padding_value=pad_id),  # (B, S)
+        "src_lens": torch.tensor([len(s) for s in src]),  # (B,)
+        "tgt": torch.nn.utils.rnn.pad_sequence(tgt, batch_first=True, padding_value=pad_id),  # (B, T+2) bos..eos
+        "index": torch.tensor(indices),
+    }
+
+
+class TranslationDataModule(pl.LightningDataModule):
+    def __init__(
+        self,
+        task: str = "reorder",
+        train_size: int = 20000,
+        val_size: int = 500,
+        test_size: int = 1000,
+        seed: int = 0,
+        batch_size: int = 64,
+        min_len: int = 5,
+        max_len: int = 60,
+        path: str | None = None,
+        src_path: str | None = None,
+        tgt_path: str | None = None,
+        lower: bool = True,
+        min_freq: int = 1,
+        max_vocab: int | None = None,
+        shared_vocab: bool = False,
+    ):
+        """
+        Args:
+            task: ``reorder`` | ``dates`` (synthetic) or ``tsv`` (needs ``path``) | ``parallel`` (``src_path``,
+                ``tgt_path``) for a corpus you bring.
+            train_size: synthetic training pairs (for a corpus: the cap on pairs read, 0 = all).
+            val_size: validation pairs. test_size: test pairs.
+            seed: data seed (train/val/test use seed, seed+1, seed+2 for synthetic tasks).
+            batch_size: sentence pairs per batch.
+            min_len: shortest synthetic source (reorder). max_len: longest synthetic source (reorder).
+            path: the TSV file for ``tsv``. src_path: source file for ``parallel``. tgt_path: its target file.
+            lower: lowercase corpus text.
+            min_freq: words seen fewer times in train become <unk>. max_vocab: vocabulary size cap (specials count).
+            shared_vocab: one vocabulary for both sides (for tied embeddings).
+        """
+        super().__init__()
+        self.save_hyperparameters()
+        self.tokenizer = "char" if task in CHAR_TASKS else "word"
+        self.src_vocab: Vocabulary | None = None
+        self.tgt_vocab: Vocabulary | None = None
+        self.splits: dict[str, PairDataset] = {}
+
+    def _load_splits(self) -> dict[str, list[Example]]:
+        hp = self.hparams
+        if hp.task in ("reorder", "dates"):
+            kw = {"min_len": hp.min_len, "max_len": hp.max_len} if hp.task == "reorder" else {}
+            return {
+                "train": load_examples(hp.task, hp.train_size, hp.seed, **kw),
+                "val": load_examples(hp.task, hp.val_size, hp.seed + 1, **kw),
+                "test": load_examples(hp.task, hp.test_size, hp.seed + 2, **kw),
+            }
+        kw = {"path": hp.path, "src_path": hp.src_path, "tgt_path": hp.tgt_path, "lower": hp.lower}
+        examples = load_examples(hp.task, hp.train_size, hp.seed, **{k: v for k, v in kw.items() if v is not None})
+        random.Random(hp.seed).shuffle(examples)
+        n_val, n_test = hp.val_size, hp.test_size
+        if len(examples) <= n_val + n_test:
+            raise ValueError(f"{len(examples)} pairs are too few for val_size={n_val} and test_size={n_test}")
+        return {"val": examples[:n_val], "test": examples[n_val : n_val + n_test], "train": examples[n_val + n_test :]}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        data = self._load_splits()
+        hp = self.hparams
+        train = data["train"]
+        if hp.shared_vocab:
+            self.src_vocab = self.tgt_vocab = Vocabulary.build(
+                [e.src for e in train] + [e.tgt for e in train], hp.min_freq, hp.max_vocab
+            )
+        else:
+            self.src_vocab = Vocabulary.build([e.src for e in train], hp.min_freq, hp.max_vocab)
+            self.tgt_vocab = Vocabulary.build([e.tgt for e in train], hp.min_freq, hp.max_vocab)
+        self.splits = {k: PairDataset(v, self.src_vocab, self.tgt_vocab) for k, v in data.items()}
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        ds = self.splits[split]
+        sampler = LengthBatchSampler([len(s) for s in ds.src], self.hparams.batch_size, shuffle, self.hparams.seed)
+        return DataLoader(ds, batch_sampler=sampler, collate_fn=lambda idx: collate(ds, idx))
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)

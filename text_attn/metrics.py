@@ -1,0 +1,246 @@
+"""Evaluation metrics: corpus BLEU (nltk), BLEU by source-length bucket, and coco-caption metrics.
+
+- `corpus_bleu` returns cumulative BLEU-1..4 in [0, 1] from one pass over the corpus.
+- `bleu_by_length` splits a test set by source length (Bahdanau et al.'s Figure 2) and scores
+  each bucket.
+- `coco_metrics` wraps pycocoevalcap (BLEU, METEOR, ROUGE-L, CIDEr) on already-tokenized strings.
+  It never uses pycocoevalcap's PTBTokenizer (which needs Java and Stanford CoreNLP); lowercasing
+  and our own tokenizer upstream are enough. METEOR needs Java: without it, METEOR is skipped with
+  one notice.
+
+CIDEr is corpus-dependent: its n-gram IDF weights are computed from the references being evaluated,
+so scores are only comparable on the same reference set, and a corpus of a single image gets CIDEr 0
+(every n-gram then occurs in "all" documents and has IDF log(1/1) = 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import math
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+
+from nltk.translate.bleu_score import SmoothingFunction
+from nltk.translate.bleu_score import corpus_bleu as _nltk_corpus_bleu
+
+# Cumulative weights: BLEU-n is the geometric mean of the 1..n-gram precisions.
+_CUMULATIVE_WEIGHTS = [tuple(1.0 / n for _ in range(n)) for n in range(1, 5)]
+
+# method1 adds epsilon (0.1) only to n-gram orders with *zero* matches and leaves all other
+# precisions untouched, so on any realistic corpus the score equals plain BLEU exactly; it only keeps a tiny
+# corpus (or one of very short sentences) from collapsing to 0 (with an nltk warning) when, say, no
+# 4-gram matches. Methods 2+ add +1 counts to every order and would bias corpus-level scores upward.
+_SMOOTHING = SmoothingFunction(epsilon=0.1).method1
+
+
+def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) -> dict[str, float]:
+    """Cumulative corpus BLEU-1..4 in [0, 1].
+
+    `references[i]` is the list of reference token lists for sentence i, `hypotheses[i]` its tokens.
+    Counts are pooled over the corpus (not averaged over sentences); the brevity penalty uses, per
+    sentence, the reference length closest to the hypothesis length.
+    """
+    if len(references) == 0 or len(hypotheses) == 0:
+        raise ValueError("corpus_bleu: empty corpus (no references or no hypotheses)")
+    if len(references) != len(hypotheses):
+        raise ValueError(f"corpus_bleu: {len(references)} references but {len(hypotheses)} hypotheses")
+    for i, refs in enumerate(references):
+        if len(refs) == 0:
+            raise ValueError(f"corpus_bleu: sentence {i} has no reference")
+    scores = _nltk_corpus_bleu(references, hypotheses, weights=_CUMULATIVE_WEIGHTS, smoothing_function=_SMOOTHING)
+    return {f"bleu{n}": float(s) for n, s in enumerate(scores, start=1)}
+
+
+DEFAULT_BUCKETS = [(5, 10), (10, 20), (20, 30), (30, 40), (40, 50), (50, 60)]
+
+
+def bucket_label(lo: int, hi: int) -> str:
+    """Label of a length bucket, e.g. "5-10"."""
+    return f"{lo}-{hi}"
+
+
+def bleu_by_length(
+    source_lengths: list[int],
+    references: list[list[list[str]]],
+    hypotheses: list[list[str]],
+    buckets: Sequence[tuple[int, int]] = DEFAULT_BUCKETS,
+    n: int = 4,
+) -> dict[str, dict]:
+    """Corpus BLEU-n per source-length bucket: label -> {"bleu": float, "count": int}.
+
+    Buckets are half-open [lo, hi), except the last, which also includes hi (so a 60-word sentence
+    falls in "50-60"). Lengths outside every bucket are ignored; empty buckets get bleu = nan.
+    """
+    if not 1 <= n <= 4:
+        raise ValueError(f"bleu_by_length: n must be in 1..4, got {n}")
+    if not len(source_lengths) == len(references) == len(hypotheses):
+        raise ValueError(
+            "bleu_by_length: source_lengths, references and hypotheses differ in length "
+            f"({len(source_lengths)}, {len(references)}, {len(hypotheses)})"
+        )
+    if len(buckets) == 0:
+        raise ValueError("bleu_by_length: no buckets given")
+    last = len(buckets) - 1
+    out: dict[str, dict] = {}
+    for b, (lo, hi) in enumerate(buckets):
+        members = [i for i, length in enumerate(source_lengths) if lo <= length < hi or (b == last and length == hi)]
+        if members:
+            scores = corpus_bleu([references[i] for i in members], [hypotheses[i] for i in members])
+            bleu = scores[f"bleu{n}"]
+        else:
+            bleu = math.nan
+        out[bucket_label(lo, hi)] = {"bleu": bleu, "count": len(members)}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# coco-caption metrics
+
+# A METEOR run longer than this is killed and METEOR skipped (a guard against a hung JVM).
+METEOR_TIMEOUT_S = 600.0
+
+# Kinds of notice already printed in this process ("no-java", "meteor-failed").
+_notices_shown: set[str] = set()
+
+
+def _notice(kind: str, message: str) -> None:
+    """Print one notice line to stderr, at most once per process for each kind."""
+    if kind not in _notices_shown:
+        print(message, file=sys.stderr)
+        _notices_shown.add(kind)
+
+
+@functools.lru_cache(maxsize=1)
+def java_available() -> bool:
+    """True when `java` is on PATH and `java -version` succeeds (cached per process)."""
+    java = shutil.which("java")
+    if java is None:
+        return False
+    try:
+        done = subprocess.run([java, "-version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def _clean(text: str) -> str:
+    # Single spaces only: ROUGE-L splits on " ", so double spaces would create empty tokens, and a
+    # newline would break METEOR's line protocol.
+    return " ".join(text.split())
+
+
+def _meteor_score(gts: dict[Hashable, list[str]], res: dict[Hashable, list[str]]) -> float:
+    """Corpus METEOR through pycocoevalcap's meteor-1.5.jar, in a JVM that is always shut down.
+
+    We drive the jar ourselves rather than through pycocoevalcap's Meteor class because that class
+    keeps stderr on an unread pipe (a chatty JVM can fill it and hang) and only stops the process in
+    __del__. The line protocol is the jar's: "SCORE ||| ref ||| ... ||| hyp" returns a statistics
+    line per segment, then "EVAL ||| stats ||| ..." returns one score per segment and the corpus
+    score.
+    """
+    from pycocoevalcap.meteor import meteor as _meteor_mod
+
+    jar_dir = Path(_meteor_mod.__file__).resolve().parent
+    cmd = ["java", "-Dfile.encoding=UTF-8", "-Xmx2G", "-jar", _meteor_mod.METEOR_JAR]
+    cmd += ["-", "-", "-stdio", "-l", "en", "-norm"]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=jar_dir,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    # If the JVM hangs, killing it makes the pending readline return b"" and float() fail -> skip.
+    watchdog = threading.Timer(METEOR_TIMEOUT_S, proc.kill)
+    watchdog.daemon = True
+    watchdog.start()
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(line: str) -> None:
+        proc.stdin.write((line + "\n").encode("utf-8"))
+        proc.stdin.flush()
+
+    try:
+        stats = []
+        for key in gts:
+            hyp = res[key][0].replace("|||", " ")
+            refs = [r.replace("|||", " ") for r in gts[key]]
+            ask(" ||| ".join(["SCORE", *refs, hyp]))
+            stats.append(proc.stdout.readline().decode("utf-8").strip())
+        ask(" ||| ".join(["EVAL", *stats]))
+        for _ in stats:  # per-segment scores, not needed
+            float(proc.stdout.readline().strip())
+        return float(proc.stdout.readline().strip())
+    finally:
+        watchdog.cancel()
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def coco_metrics(
+    references: dict[Hashable, list[str]],
+    hypotheses: dict[Hashable, str],
+    meteor: bool | None = None,
+) -> dict[str, float]:
+    """coco-caption scores: Bleu_1..Bleu_4, METEOR (Java only), ROUGE_L, CIDEr.
+
+    `references[id]` is a list of reference sentences and `hypotheses[id]` one sentence, each
+    already tokenized and joined by spaces. `meteor`: None = run METEOR when Java is available
+    (otherwise skip it with one stderr notice per process), False = never, True = required
+    (RuntimeError without Java). A METEOR failure at run time degrades to skipping it with one notice.
+    CIDEr's IDF comes from these references, so it depends on the evaluated corpus (see module doc).
+    """
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.rouge.rouge import Rouge
+
+    if len(references) == 0:
+        raise ValueError("coco_metrics: empty corpus (no references)")
+    missing = [k for k in references if k not in hypotheses]
+    extra = [k for k in hypotheses if k not in references]
+    if missing or extra:
+        raise ValueError(
+            f"coco_metrics: hypothesis ids do not match reference ids "
+            f"({len(missing)} missing, e.g. {missing[:3]}; {len(extra)} extra, e.g. {extra[:3]})"
+        )
+    gts: dict[Hashable, list[str]] = {}
+    res: dict[Hashable, list[str]] = {}
+    for key, refs in references.items():
+        if isinstance(refs, str) or len(refs) == 0:
+            raise ValueError(f"coco_metrics: references[{key!r}] must be a non-empty list of str")
+        gts[key] = [_clean(r) for r in refs]
+        res[key] = [_clean(hypotheses[key])]
+
+    if meteor is True and not java_available():
+        raise RuntimeError("coco_metrics: METEOR was requested but Java is not available")
+    run_meteor = meteor is not False and java_available()
+    if meteor is None and not run_meteor:
+        _notice("no-java", "coco_metrics: Java not found, skipping METEOR (install a JRE to get it)")
+
+    out: dict[str, float] = {}
+    # The BLEU scorer prints its n-gram statistics; keep that chatter out of our stdout.
+    with contextlib.redirect_stdout(io.StringIO()):
+        bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
+    for n, s in enumerate(bleu, start=1):
+        out[f"Bleu_{n}"] = float(s)
+    if run_meteor:
+        try:
+            out["METEOR"] = _meteor_score(gts, res)
+        except Exception as err:  # noqa: BLE001 - any JVM/protocol failure just means "no METEOR"
+            _notice(
+                "meteor-failed",
+                f"coco_metrics: METEOR failed ({type(err).__name__}: {err}), skipping it",
+            )
+    with contextlib.redirect_stdout(io.StringIO()):
+        out["ROUGE_L"] = float(Rouge().compute_score(gts, res)[0])
+        out["CIDEr"] = float(Cider().compute_score(gts, res)[0])
+    return out

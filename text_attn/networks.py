@@ -1,0 +1,33 @@
+"""The text model families by name, so training, model files and `translate` build them the same way."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from typing import Any
+
+from torch import nn
+
+from text_attn.seq2seq import Seq2Seq, Seq2SeqConfig
+
+# arch name -> (config dataclass, network class); the network takes the config as its only argument.
+NETWORKS: dict[str, tuple[type, type[nn.Module]]] = {"rnn": (Seq2SeqConfig, Seq2Seq)}
+
+
+def make_config(arch: str, options: dict[str, Any], **sizes: int) -> Any:
+    """Config dataclass for ``arch`` from user ``options`` plus the data-dependent ``sizes`` (vocab sizes, pad)."""
+    if arch not in NETWORKS:
+        raise ValueError(f"unknown arch {arch!r}; choose one of {sorted(NETWORKS)}")
+    cls = NETWORKS[arch][0]
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"unknown {arch} network option(s) {unknown}; known: {sorted(known - set(sizes))}")
+    return cls(**{**options, **sizes})
+
+
+def build_network(arch: str, config: Any) -> nn.Module:
+    return NETWORKS[arch][1](config)
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    return asdict(config)

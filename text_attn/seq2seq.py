@@ -1,0 +1,178 @@
+"""RNN encoder-decoder with Bahdanau or Luong attention, or none (the fixed-vector bottleneck baseline).
+
+- Encoder: embedding + bidirectional GRU/LSTM over packed sequences -> states (B, S, 2*H_enc).
+- Decoder, by ``attention``:
+  - ``bahdanau`` (Bahdanau et al. 2015): the query is the previous decoder state s_{t-1};
+    s_t = RNN([E y_{t-1}; c_t], s_{t-1}).
+  - ``luong-dot|general|concat`` (Luong et al. 2015): s_t = RNN([E y_{t-1}; h~_{t-1}], s_{t-1}) (input feeding), the
+    query is the current state s_t, h~_t = tanh(W_c [s_t; c_t]).
+  - ``none``: s_t = RNN(E y_{t-1}, s_{t-1}); the only link to the source is the final encoder state that initialises
+    s_0 (Sutskever et al. / Cho et al.'s bottleneck).
+- Output step: concat(decoder state, context) -> feed-forward (tanh) -> vocabulary.
+
+The decoder implements the step protocol of :mod:`text_attn.decoding`, so greedy and beam search work unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from text_attn.attention import build_attention
+from text_attn.decoding import SearchResult, beam_search, greedy_search
+
+ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
+
+
+@dataclass
+class Seq2SeqConfig:
+    src_vocab_size: int  # source vocabulary, specials included
+    tgt_vocab_size: int  # target vocabulary, specials included
+    attention: str = "bahdanau"  # one of ATTENTIONS
+    rnn: str = "gru"  # "gru" or "lstm", for encoder and decoder
+    embed_dim: int = 128  # word embedding size, both sides
+    enc_hidden: int = 128  # encoder state size per direction (states are 2*enc_hidden)
+    dec_hidden: int = 256  # decoder state size
+    attn_dim: int = 256  # additive / concat attention's hidden size
+    enc_layers: int = 1  # stacked bidirectional encoder layers
+    dropout: float = 0.1  # on embeddings and before the output layer
+    pad_id: int = 0  # padding id of both vocabularies
+
+    def __post_init__(self):
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}")
+        if self.rnn not in ("gru", "lstm"):
+            raise ValueError(f"unknown rnn {self.rnn!r}; choose gru or lstm")
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg: Seq2SeqConfig):
+        super().__init__()
+        self.embed = nn.Embedding(cfg.src_vocab_size, cfg.embed_dim, padding_idx=cfg.pad_id)
+        rnn = nn.GRU if cfg.rnn == "gru" else nn.LSTM
+        self.rnn = rnn(
+            cfg.embed_dim,
+            cfg.enc_hidden,
+            num_layers=cfg.enc_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=cfg.dropout if cfg.enc_layers > 1 else 0.0,
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, src: Tensor, src_lens: Tensor) -> tuple[Tensor, Tensor]:
+        """src (B, S), src_lens (B,) -> states (B, S, 2H), final (B, 2H) = [last forward; last backward]."""
+        packed = pack_padded_sequence(
+            self.drop(self.embed(src)), src_lens.cpu(), batch_first=True, enforce_sorted=False
+        )
+        out, hidden = self.rnn(packed)
+        states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        h_n = hidden[0] if isinstance(hidden, tuple) else hidden  # (layers*2, B, H)
+        final = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # top layer's two directions
+        return states, final
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, cfg: Seq2SeqConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = Encoder(cfg)
+        enc_dim, H = 2 * cfg.enc_hidden, cfg.dec_hidden
+        self.kind = "none" if cfg.attention == "none" else cfg.attention.split("-")[0]
+        self.embed = nn.Embedding(cfg.tgt_vocab_size, cfg.embed_dim, padding_idx=cfg.pad_id)
+        self.bridge = nn.Linear(enc_dim, H)  # final encoder state -> s_0
+        self.lstm = cfg.rnn == "lstm"
+        if self.lstm:
+            self.bridge_c = nn.Linear(enc_dim, H)
+        cell = nn.LSTMCell if self.lstm else nn.GRUCell
+        if self.kind == "none":
+            self.cell = cell(cfg.embed_dim, H)
+            self.attn = None
+            self.hidden_out = nn.Linear(H, H)
+        else:
+            kind = "bahdanau" if self.kind == "bahdanau" else cfg.attention
+            # Luong's dot score needs the query in key space: keys are projected to H by `key_in`.
+            self.key_in = nn.Linear(enc_dim, H) if cfg.attention == "luong-dot" else nn.Identity()
+            key_dim = H if cfg.attention == "luong-dot" else enc_dim
+            self.attn = build_attention(kind, query_dim=H, key_dim=key_dim, attn_dim=cfg.attn_dim)
+            feed = H if self.kind == "luong" else enc_dim  # input feeding (Luong) or context (Bahdanau)
+            self.cell = cell(cfg.embed_dim + feed, H)
+            self.hidden_out = nn.Linear(H + key_dim, H)  # W_c [s_t; c_t]
+        self.drop = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(H, cfg.tgt_vocab_size)
+
+    # --- step protocol -------------------------------------------------------------------------------------------
+    def encode(self, src: Tensor, src_lens: Tensor) -> dict:
+        """The decoder's initial state for a source batch: s_0, the attention keys (projected once), the mask."""
+        states, final = self.encoder(src, src_lens)
+        state = {"h": torch.tanh(self.bridge(final))}  # (B, H)
+        if self.lstm:
+            state["c"] = torch.tanh(self.bridge_c(final))
+        if self.attn is not None:
+            state["keys"] = self.attn.precompute(self.key_in(states))  # (B, S, K) and its projection
+            state["mask"] = src != self.cfg.pad_id  # (B, S)
+            if self.kind == "luong":
+                state["feed"] = state["h"].new_zeros(state["h"].shape)  # h~_0
+        return state
+
+    def step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor | None, dict]:
+        logits, attn, state = self._step(tokens, state)
+        return torch.log_softmax(logits, dim=-1), attn, state
+
+    def _step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor | None, dict]:
+        """tokens (N,) -> logits (N, V), attention (N, S) or None, new state."""
+        emb = self.drop(self.embed(tokens))  # (N, E)
+        new = dict(state)
+        attn = None
+        if self.kind == "none":
+            self._cell(emb, state, new)
+            hidden = torch.tanh(self.hidden_out(new["h"]))
+        elif self.kind == "bahdanau":
+            ctx, attn = self.attn(state["h"], state["keys"], mask=state["mask"])  # query = s_{t-1}
+            self._cell(torch.cat([emb, ctx], -1), state, new)
+            hidden = torch.tanh(self.hidden_out(torch.cat([new["h"], ctx], -1)))
+        else:
+            self._cell(torch.cat([emb, state["feed"]], -1), state, new)  # input feeding
+            ctx, attn = self.attn(new["h"], state["keys"], mask=state["mask"])  # query = s_t
+            hidden = torch.tanh(self.hidden_out(torch.cat([new["h"], ctx], -1)))  # h~_t
+            new["feed"] = hidden
+        return self.out(self.drop(hidden)), attn, new
+
+    def _cell(self, x: Tensor, state: dict, new: dict) -> None:
+        if self.lstm:
+            new["h"], new["c"] = self.cell(x, (state["h"], state["c"]))
+        else:
+            new["h"] = self.cell(x, state["h"])
+
+    # --- training ---------------------------------------------------------------------------------------------------
+    def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing: tgt_in (B, T) = bos + target -> logits (B, T, V), attention (B, T, S) or None."""
+        state = self.encode(src, src_lens)
+        logits, attns = [], []
+        for t in range(tgt_in.size(1)):
+            lg, attn, state = self._step(tgt_in[:, t], state)
+            logits.append(lg)
+            if attn is not None:
+                attns.append(attn)
+        return torch.stack(logits, 1), (torch.stack(attns, 1) if attns else None)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        src: Tensor,
+        src_lens: Tensor,
+        bos_id: int,
+        eos_id: int,
+        max_len: int,
+        beam_size: int = 1,
+        length_penalty: float = 0.0,
+    ) -> SearchResult:
+        state = self.encode(src, src_lens)
+        if beam_size <= 1:
+            return greedy_search(self, state, src.size(0), bos_id, eos_id, max_len, pad_id=self.cfg.pad_id)
+        return beam_search(
+            self, state, src.size(0), bos_id, eos_id, max_len, beam_size, length_penalty, pad_id=self.cfg.pad_id
+        )

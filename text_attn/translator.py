@@ -1,0 +1,79 @@
+"""Load a text model file and translate sentences with it (no Lightning needed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from text_attn.data import detokenize, tokenize_text
+from text_attn.modelfile import ModelFileError, load_model_file
+from text_attn.networks import NETWORKS, build_network, make_config
+from text_attn.vocab import Vocabulary
+
+
+@dataclass
+class Translation:
+    source: list[str]  # source tokens as the model saw them
+    tokens: list[str]  # output tokens (no specials)
+    text: str  # output detokenized
+    attention: torch.Tensor | None  # (T, S+1) one row per output token, columns = source tokens + eos (or heads first)
+    unknown: list[str]  # source tokens the vocabulary does not know (they became <unk>)
+
+
+class Translator:
+    def __init__(self, net: torch.nn.Module, src_vocab: Vocabulary, tgt_vocab: Vocabulary, tokenizer: str, lower: bool):
+        self.net, self.src_vocab, self.tgt_vocab = net.eval(), src_vocab, tgt_vocab
+        self.tokenizer, self.lower = tokenizer, lower
+
+    @classmethod
+    def load(cls, path: str | Path) -> Translator:
+        data = load_model_file(path, "text-model")
+        try:
+            arch, options = data["arch"], dict(data["config"])
+            if arch not in NETWORKS:
+                raise ModelFileError(f"{path}: unknown architecture {arch!r}")
+            net = build_network(arch, make_config(arch, options))
+            net.load_state_dict(data["state_dict"])
+            src, tgt = Vocabulary.from_dict(data["src_vocab"]), Vocabulary.from_dict(data["tgt_vocab"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            if isinstance(exc, ModelFileError):
+                raise
+            raise ModelFileError(f"{path}: damaged text model file ({type(exc).__name__}: {exc})") from None
+        return cls(net, src, tgt, data.get("tokenizer", "word"), bool(data.get("lower", True)))
+
+    def tokenize(self, text: str) -> list[str]:
+        return tokenize_text(text, self.tokenizer, self.lower)
+
+    @torch.no_grad()
+    def translate(
+        self, sentences: list[str], beam_size: int = 1, length_penalty: float = 0.0, max_len: int | None = None
+    ) -> list[Translation]:
+        """Translate a batch of non-empty sentences (raise ValueError for an empty one)."""
+        toks = [self.tokenize(s) for s in sentences]
+        for s, t in zip(sentences, toks, strict=True):
+            if not t:
+                raise ValueError(f"empty input: {s!r}")
+        ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
+        src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
+        lens = torch.tensor([len(i) for i in ids])
+        res = self.net.generate(
+            src,
+            lens,
+            self.tgt_vocab.bos_id,
+            self.tgt_vocab.eos_id,
+            max_len=max_len or int(lens.max()) * 2 + 10,
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+        )
+        out = []
+        for i, ids_out in enumerate(res.token_lists()):
+            words = self.tgt_vocab.decode(ids_out)
+            attn = None
+            if res.attention is not None:
+                attn = res.attention[i, : len(words), ..., : int(lens[i])]  # drop padded steps and source columns
+            out.append(
+                Translation(toks[i], words, detokenize(words, self.tokenizer), attn, self.src_vocab.unknown(toks[i]))
+            )
+        return out
