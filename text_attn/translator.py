@@ -55,6 +55,13 @@ class Translator:
         for s, t in zip(sentences, toks, strict=True):
             if not t:
                 raise ValueError(f"empty input: {s!r}")
+        return self.translate_tokens(toks, beam_size, length_penalty, max_len)
+
+    @torch.no_grad()
+    def translate_tokens(
+        self, toks: list[list[str]], beam_size: int = 1, length_penalty: float = 0.0, max_len: int | None = None
+    ) -> list[Translation]:
+        """Translate already tokenized sentences."""
         ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
         src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
         lens = torch.tensor([len(i) for i in ids])

@@ -1,0 +1,124 @@
+"""BLEU by source length on `reorder`: the no-attention bottleneck against Bahdanau and Luong attention.
+
+    python benchmarks/text_bleu_by_length.py                 # train what is missing (~15 min per model), evaluate
+    python benchmarks/text_bleu_by_length.py --retrain       # train every model again
+    python benchmarks/text_bleu_by_length.py --models none bahdanau --beam-size 3
+
+Each model is trained by its config (configs/text/reorder_<name>.yaml, capped at 15 minutes by trainer.max_time) and
+its model file kept under --runs. The test set is the config's test split (seed + 2: never seen in training). Prints
+BLEU-4 per source-length bucket, the attention's alignment accuracy (arg-max source word == the true word), the
+training time, writes the BLEU-by-length plot and, with --json, the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from text_attn.cli import text_cli  # noqa: E402
+from text_attn.data import TranslationDataModule  # noqa: E402
+from text_attn.metrics import DEFAULT_BUCKETS, bleu_by_length, bucket_label, corpus_bleu  # noqa: E402
+from text_attn.module import alignment_hits  # noqa: E402
+from text_attn.plots import plot_bleu_by_length  # noqa: E402
+from text_attn.translator import Translator  # noqa: E402
+
+MODELS = {
+    "none": "configs/text/reorder_none.yaml",
+    "bahdanau": "configs/text/reorder_bahdanau.yaml",
+    "luong": "configs/text/reorder_luong_general.yaml",
+}
+
+
+def train(name: str, config: str, runs: Path) -> tuple[Path, float]:
+    out = runs / name
+    model = out / "model.pt"
+    t0 = time.perf_counter()
+    text_cli(
+        [
+            "fit",
+            "--config",
+            str(ROOT / config),
+            "--trainer.default_root_dir",
+            str(out),
+            "--trainer.enable_progress_bar",
+            "false",
+            "--model.export_path",
+            str(model),
+        ]
+    )
+    minutes = (time.perf_counter() - t0) / 60
+    (out / "train_minutes.txt").write_text(f"{minutes:.2f}\n")
+    return model, minutes
+
+
+def evaluate(model: Path, config: str, beam_size: int, batch: int = 100) -> dict:
+    data_cfg = yaml.safe_load((ROOT / config).read_text())["data"]
+    dm = TranslationDataModule(**data_cfg)
+    dm.setup("test")
+    examples = dm.splits["test"].examples
+    tr = Translator.load(model)
+    hyps, hits, total = [], 0, 0
+    for b in range(0, len(examples), batch):
+        chunk = examples[b : b + batch]
+        for ex, out in zip(chunk, tr.translate_tokens([e.src for e in chunk], beam_size=beam_size), strict=True):
+            hyps.append(out.tokens)
+            if out.attention is not None and ex.alignment is not None:
+                h, n = alignment_hits(out.attention, ex.alignment, len(out.tokens))
+                hits, total = hits + h, total + n
+    refs = [[e.tgt] for e in examples]
+    return {
+        "bleu": corpus_bleu(refs, hyps)["bleu4"],
+        "buckets": bleu_by_length([len(e.src) for e in examples], refs, hyps, DEFAULT_BUCKETS),
+        "align_acc": hits / total if total else math.nan,
+        "n": len(examples),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--runs", type=Path, default=ROOT / "runs" / "reorder", help="model files live here")
+    p.add_argument("--retrain", action="store_true", help="train even when a model file exists")
+    p.add_argument("--beam-size", type=int, default=1)
+    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "bleu_by_length.png")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args(argv)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    results, minutes = {}, {}
+    for name in args.models:
+        model = args.runs / name / "model.pt"
+        if args.retrain or not model.exists():
+            print(f"training {name} ({MODELS[name]}) ...", file=sys.stderr)
+            model, minutes[name] = train(name, MODELS[name], args.runs)
+        else:
+            stamp = args.runs / name / "train_minutes.txt"
+            minutes[name] = float(stamp.read_text()) if stamp.exists() else math.nan
+        results[name] = evaluate(model, MODELS[name], args.beam_size)
+    labels = [bucket_label(lo, hi) for lo, hi in DEFAULT_BUCKETS]
+    print(f"\nBLEU-4 by source length on reorder (test split, beam {args.beam_size})\n")
+    print("| model | " + " | ".join(labels) + " | all | align acc | train min |")
+    print("|---" * (len(labels) + 4) + "|")
+    for name, r in results.items():
+        cells = [f"{r['buckets'][lab]['bleu']:.3f}" for lab in labels]
+        print(f"| {name} | " + " | ".join(cells) + f" | {r['bleu']:.3f} | {r['align_acc']:.3f} | {minutes[name]:.1f} |")
+    counts = [str(results[next(iter(results))]["buckets"][lab]["count"]) for lab in labels]
+    print("\nsentences per bucket: " + ", ".join(f"{lab}: {c}" for lab, c in zip(labels, counts, strict=True)))
+    plot = plot_bleu_by_length({n: r["buckets"] for n, r in results.items()}, args.plot, "BLEU-4 by source length")
+    print(f"plot: {plot}")
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "train_minutes": minutes}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
