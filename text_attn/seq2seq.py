@@ -119,11 +119,11 @@ class Seq2Seq(nn.Module):
         return state
 
     def step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor | None, dict]:
-        logits, attn, state = self._step(tokens, state)
-        return torch.log_softmax(logits, dim=-1), attn, state
+        hidden, attn, state = self._step(tokens, state)
+        return torch.log_softmax(self.out(self.drop(hidden)), dim=-1), attn, state
 
     def _step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor | None, dict]:
-        """tokens (N,) -> logits (N, V), attention (N, S) or None, new state."""
+        """tokens (N,) -> output-layer input (N, H), attention (N, S) or None, new state."""
         emb = self.drop(self.embed(tokens))  # (N, E)
         new = dict(state)
         attn = None
@@ -139,7 +139,7 @@ class Seq2Seq(nn.Module):
             ctx, attn = self.attn(new["h"], state["keys"], mask=state["mask"])  # query = s_t
             hidden = torch.tanh(self.hidden_out(torch.cat([new["h"], ctx], -1)))  # h~_t
             new["feed"] = hidden
-        return self.out(self.drop(hidden)), attn, new
+        return hidden, attn, new
 
     def _cell(self, x: Tensor, state: dict, new: dict) -> None:
         if self.lstm:
@@ -151,13 +151,15 @@ class Seq2Seq(nn.Module):
     def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) = bos + target -> logits (B, T, V), attention (B, T, S) or None."""
         state = self.encode(src, src_lens)
-        logits, attns = [], []
+        hiddens, attns = [], []
         for t in range(tgt_in.size(1)):
-            lg, attn, state = self._step(tgt_in[:, t], state)
-            logits.append(lg)
+            hidden, attn, state = self._step(tgt_in[:, t], state)
+            hiddens.append(hidden)
             if attn is not None:
                 attns.append(attn)
-        return torch.stack(logits, 1), (torch.stack(attns, 1) if attns else None)
+        # One vocabulary projection for all steps: cheaper than T small ones.
+        logits = self.out(self.drop(torch.stack(hiddens, 1)))  # (B, T, V)
+        return logits, (torch.stack(attns, 1) if attns else None)
 
     @torch.no_grad()
     def generate(

@@ -1,0 +1,183 @@
+"""Show-Attend-Tell LSTM decoder (Xu et al. 2015, "Show, Attend and Tell"), soft attention.
+
+Equation numbers below are the paper's. One decoder step t, given the previous word y_{t-1}, the previous LSTM
+state (h_{t-1}, c_{t-1}) and the L annotation vectors a_i (the encoder's regions, (B, L, D)):
+
+    e_ti, α_ti = f_att(a_i, h_{t-1}), softmax over i          (4), (5)  -- additive attention, query h_{t-1}
+    β_t        = σ(f_β(h_{t-1}))                              Sec. 4.2.1 -- the gating scalar ("selector")
+    z_t        = β_t · Σ_i α_ti a_i                            (6), (13) -- φ for soft attention, gated
+    h_t, c_t   = LSTM([E y_{t-1}; z_t], h_{t-1}, c_{t-1})     (1)-(3)
+    p(y_t)     ∝ exp(L_o(E y_{t-1} + L_h h_t + L_z z_t))       (7)  -- the "deep output"
+    h_0, c_0   = tanh(f_init,h(mean_i a_i)), tanh(f_init,c(mean_i a_i))   (Sec. 3.1.2)
+
+The region keys' attention projection (U a_i) is computed once per image in ``init_state``, not at every step.
+``forward`` (teacher forcing) and ``step`` (search) share the per-step code, so they compute the same thing.
+The training loss adds the doubly stochastic penalty of eq. (14): see :func:`doubly_stochastic_penalty`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from text_attn.attention import AdditiveAttention, ProjectedKeys
+
+GATES = ("scalar", "vector", "none")
+ATTENTIONS = ("soft",)
+
+
+@dataclass
+class DecoderConfig:
+    vocab_size: int  # V: output vocabulary size, specials included (pad=0, bos=1, eos=2, unk=3)
+    feature_dim: int  # D: dimension of the encoder's region vectors a_i
+    embed_dim: int = 256  # m: word embedding size (E y); also the deep output's hidden size
+    hidden_dim: int = 512  # n: LSTM hidden / cell size
+    attn_dim: int = 512  # size of the additive attention's hidden layer (f_att)
+    dropout: float = 0.5  # dropout on h_t and on the deep output's sum, before the vocabulary projection
+    # "scalar": the paper's β_t = σ(f_β(h_{t-1})), one number per step; "vector": one gate per feature dim
+    # (as the popular PyTorch port does); "none": z_t = Σ α a, ungated.
+    gate: str = "scalar"
+    # True: the paper's eq. (7), logits = L_o(E y_{t-1} + L_h h_t + L_z z_t); False: logits = linear(h_t).
+    deep_output: bool = True
+    attention: str = "soft"  # "soft" (deterministic, eq. 13); "hard" (REINFORCE) is not implemented yet
+
+    def __post_init__(self):
+        if self.attention not in ATTENTIONS:
+            hint = " (hard attention is not implemented yet)" if self.attention == "hard" else ""
+            raise ValueError(f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}{hint}")
+        if self.gate not in GATES:
+            raise ValueError(f"unknown gate {self.gate!r}; choose one of {GATES}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+class ShowAttendTellDecoder(nn.Module):
+    """LSTM decoder with soft attention over image regions; implements the text_attn search protocol."""
+
+    def __init__(self, cfg: DecoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        E, D, H = cfg.embed_dim, cfg.feature_dim, cfg.hidden_dim
+        self.embedding = nn.Embedding(cfg.vocab_size, E)  # E in eqs. (1) and (7)
+        self.attention = AdditiveAttention(H, D, cfg.attn_dim)  # f_att, eq. (4)
+        # f_init,h and f_init,c: one affine layer + tanh each, as in the authors' code (n_layers_init=1).
+        self.init_h = nn.Linear(D, H)
+        self.init_c = nn.Linear(D, H)
+        if cfg.gate == "scalar":
+            self.f_beta = nn.Linear(H, 1)
+        elif cfg.gate == "vector":
+            self.f_beta = nn.Linear(H, D)
+        else:
+            self.f_beta = None
+        self.lstm = nn.LSTMCell(E + D, H)  # eqs. (1)-(3); input [E y_{t-1}; z_t]
+        self.dropout = nn.Dropout(cfg.dropout)
+        if cfg.deep_output:
+            self.L_h = nn.Linear(H, E)
+            self.L_z = nn.Linear(D, E)
+            self.L_o = nn.Linear(E, cfg.vocab_size)
+        else:
+            self.out = nn.Linear(H, cfg.vocab_size)
+
+    # --- state -------------------------------------------------------------------------------
+    def init_state(self, features: Tensor) -> dict:
+        """features (B, L, D) -> {"h": (B, H), "c": (B, H), "keys": ProjectedKeys} (all batch-first)."""
+        mean = features.mean(dim=1)  # (B, D) the average annotation vector
+        return {
+            "h": torch.tanh(self.init_h(mean)),
+            "c": torch.tanh(self.init_c(mean)),
+            # U a_i does not depend on t: projected once here, reused at every step (and reordered by beam search).
+            "keys": self.attention.precompute(features),
+        }
+
+    # --- the shared per-step code -----------------------------------------------------------
+    def _recur(self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """emb (N, E) = E y_{t-1}; h, c (N, H) -> h_t, c_t (N, H), z_t (N, D), α_t (N, L)."""
+        context, alpha = self.attention(h, keys)  # (N, D), (N, L): eqs. (4)-(6), query h_{t-1}
+        if self.f_beta is not None:
+            context = torch.sigmoid(self.f_beta(h)) * context  # β_t (N, 1) or (N, D), Sec. 4.2.1
+        h, c = self.lstm(torch.cat([emb, context], dim=-1), (h, c))  # eqs. (1)-(3)
+        return h, c, context, alpha
+
+    def _readout(self, emb: Tensor, h: Tensor, z: Tensor) -> Tensor:
+        """Logits from (..., E), (..., H), (..., D) with any leading dims -> (..., V)."""
+        h = self.dropout(h)
+        if not self.cfg.deep_output:
+            return self.out(h)
+        # Eq. (7) as printed: a plain sum, no nonlinearity. (The authors' Theano code puts a tanh on this sum;
+        # we keep the paper's form.) Dropout on the sum, as in their code.
+        return self.L_o(self.dropout(emb + self.L_h(h) + self.L_z(z)))
+
+    # --- search protocol ---------------------------------------------------------------------
+    def step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor, dict]:
+        """tokens (N,) previous words -> log_probs (N, V), α (N, L), new state."""
+        emb = self.embedding(tokens)  # (N, E)
+        h, c, z, alpha = self._recur(emb, state["h"], state["c"], state["keys"])
+        log_probs = F.log_softmax(self._readout(emb, h, z), dim=-1)
+        return log_probs, alpha, {"h": h, "c": c, "keys": state["keys"]}
+
+    # --- teacher forcing ---------------------------------------------------------------------
+    def forward(self, features: Tensor, captions_in: Tensor) -> tuple[Tensor, Tensor]:
+        """features (B, L, D), captions_in (B, T) = bos + words -> logits (B, T, V), alphas (B, T, L)."""
+        state = self.init_state(features)
+        h, c, keys = state["h"], state["c"], state["keys"]
+        emb = self.embedding(captions_in)  # (B, T, E)
+        hs, zs, alphas = [], [], []
+        for t in range(captions_in.size(1)):
+            h, c, z, alpha = self._recur(emb[:, t], h, c, keys)
+            hs.append(h)
+            zs.append(z)
+            alphas.append(alpha)
+        # The readout does not feed back into the recurrence, so it runs once over all T steps (one big matmul).
+        logits = self._readout(emb, torch.stack(hs, dim=1), torch.stack(zs, dim=1))  # (B, T, V)
+        return logits, torch.stack(alphas, dim=1)
+
+
+def doubly_stochastic_penalty(alphas: Tensor, step_mask: Tensor, target: float | None = 1.0) -> Tensor:
+    """Eq. (14)'s λ-free term: mean over the batch of Σ_i (target − Σ_t α_ti)², padded steps left out of Σ_t.
+
+    alphas (B, T, L), step_mask (B, T) bool (True = a real step). ``target=None`` uses each caption's own T_b / L.
+
+    Softmax already makes Σ_i α_ti = 1 at every step; this asks also Σ_t α_ti ≈ target, i.e. that every region
+    gets its share of attention over the whole caption (the paper: "pay equal attention to every part of the image
+    over the course of generation"). Choice of target -- we checked the authors' code (kelvinxu/arctic-captions,
+    capgen.py): ``alpha_c * ((1 - alphas.sum(0))**2).sum(0).mean()`` with alphas (T, B, L), i.e. target 1 as in
+    the paper, Σ_t over ALL steps (padding included -- we exclude it), then a SUM over the batch and a MEAN over
+    the L regions; so their alpha_c equals our λ times L/B. There is no τ/L target in that code.
+    Why the target hardly matters: since Σ_i Σ_t α_ti = T_b exactly (T_b real steps), with s_i = Σ_t α_ti
+    and s̄ = T_b / L,  Σ_i (τ − s_i)² = Σ_i (s_i − s̄)² + L (τ − s̄)².  The second term is a constant, so every τ
+    gives the same gradient; only the reported value moves. τ = 1 (default) matches the paper and its code;
+    τ = None (s̄ per caption) reports the constant-free spread, 0 for perfectly uniform attention.
+    """
+    mask = step_mask.to(alphas.dtype).unsqueeze(-1)  # (B, T, 1)
+    totals = (alphas * mask).sum(dim=1)  # (B, L) Σ_t α_ti over real steps
+    if target is None:
+        goal = step_mask.sum(dim=1, keepdim=True).to(alphas.dtype) / alphas.size(-1)  # (B, 1) T_b / L
+    else:
+        goal = torch.as_tensor(target, dtype=alphas.dtype, device=alphas.device)
+    return ((goal - totals) ** 2).sum(dim=-1).mean()
+
+
+def caption_loss(
+    logits: Tensor,
+    targets: Tensor,
+    alphas: Tensor,
+    pad_id: int,
+    ds_lambda: float = 1.0,
+    label_smoothing: float = 0.0,
+    ds_target: float | None = 1.0,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Cross-entropy per non-pad target token + ds_lambda · doubly stochastic penalty (eq. 14).
+
+    logits (B, T, V), targets (B, T) = words + eos then pad, alphas (B, T, L). Returns (total, {"ce", "ds"}).
+    """
+    ce = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)),
+        targets.reshape(-1),
+        ignore_index=pad_id,  # mean over the non-pad tokens only
+        label_smoothing=label_smoothing,
+    )
+    ds = doubly_stochastic_penalty(alphas, targets != pad_id, target=ds_target)
+    return ce + ds_lambda * ds, {"ce": ce, "ds": ds}

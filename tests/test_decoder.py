@@ -1,0 +1,212 @@
+"""Show-Attend-Tell decoder: shapes, forward == repeated step, gates, the doubly stochastic term, the loss."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from captioning.decoder import (
+    DecoderConfig,
+    ShowAttendTellDecoder,
+    caption_loss,
+    doubly_stochastic_penalty,
+)
+
+B, T, L, D, V = 3, 5, 6, 8, 11
+
+
+def _decoder(**kw) -> ShowAttendTellDecoder:
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=V, feature_dim=D, embed_dim=7, hidden_dim=9, attn_dim=5, dropout=0.0)
+    return ShowAttendTellDecoder(DecoderConfig(**{**cfg, **kw})).eval()
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(B, L, D, generator=g), torch.randint(1, V, (B, T), generator=g)
+
+
+def test_shapes_and_alphas_are_distributions():
+    feats, caps = _inputs()
+    logits, alphas = _decoder()(feats, caps)
+    assert logits.shape == (B, T, V)
+    assert alphas.shape == (B, T, L)
+    assert (alphas >= 0).all()
+    assert torch.allclose(alphas.sum(-1), torch.ones(B, T), atol=1e-6)
+
+
+@pytest.mark.parametrize("gate", ["scalar", "vector", "none"])
+@pytest.mark.parametrize("deep_output", [True, False])
+def test_forward_equals_repeated_step(gate, deep_output):
+    dec = _decoder(gate=gate, deep_output=deep_output)
+    feats, caps = _inputs()
+    logits, alphas = dec(feats, caps)
+    state = dec.init_state(feats)
+    for t in range(T):
+        log_probs, alpha, state = dec.step(caps[:, t], state)
+        assert torch.allclose(log_probs, F.log_softmax(logits[:, t], -1), atol=1e-5)
+        assert torch.allclose(alpha, alphas[:, t], atol=1e-6)
+    assert set(state) == {"h", "c", "keys"}
+
+
+def test_region_keys_are_projected_once_per_image():
+    dec = _decoder()
+    calls = []
+    dec.attention.key_proj.register_forward_hook(lambda mod, inp, out: calls.append(inp[0].shape))
+    feats, caps = _inputs()
+    dec(feats, caps)  # T steps of teacher forcing
+    assert calls == [(B, L, D)]
+    calls.clear()
+    state = dec.init_state(feats)
+    for t in range(T):
+        _, _, state = dec.step(caps[:, t], state)
+    assert calls == [(B, L, D)]
+
+
+def _copy_shared(src: ShowAttendTellDecoder, dst: ShowAttendTellDecoder) -> None:
+    shared = {k: v for k, v in src.state_dict().items() if not k.startswith("f_beta")}
+    missing, unexpected = dst.load_state_dict(shared, strict=False)
+    assert not unexpected and all(k.startswith("f_beta") for k in missing)
+
+
+def test_gates_change_the_output_and_an_open_gate_is_no_gate():
+    feats, caps = _inputs()
+    none = _decoder(gate="none")
+    outs = {"none": none(feats, caps)[0]}
+    for gate in ("scalar", "vector"):
+        dec = _decoder(gate=gate)
+        _copy_shared(none, dec)
+        assert dec.f_beta.out_features == (1 if gate == "scalar" else D)
+        outs[gate] = dec(feats, caps)[0]
+        # β = σ(50) = 1 everywhere: z = Σ α a exactly as without a gate.
+        with torch.no_grad():
+            dec.f_beta.weight.zero_()
+            dec.f_beta.bias.fill_(50.0)
+        assert torch.allclose(dec(feats, caps)[0], outs["none"], atol=1e-5)
+    assert not torch.allclose(outs["scalar"], outs["none"], atol=1e-3)
+    assert not torch.allclose(outs["vector"], outs["none"], atol=1e-3)
+    assert not torch.allclose(outs["scalar"], outs["vector"], atol=1e-3)
+
+
+def test_scalar_gate_scales_the_context_by_one_number():
+    # f_β = 0 gives β = σ(0) = 1/2 for every feature: z_t = ½ Σ_i α_ti a_i, checked on one step by hand.
+    dec = _decoder(gate="scalar")
+    with torch.no_grad():
+        dec.f_beta.weight.zero_()
+        dec.f_beta.bias.zero_()
+    feats, caps = _inputs()
+    state = dec.init_state(feats)
+    emb = dec.embedding(caps[:, 0])
+    h, c, z, alpha = dec._recur(emb, state["h"], state["c"], state["keys"])
+    expected = 0.5 * torch.einsum("bl,bld->bd", alpha, feats)
+    assert torch.allclose(z, expected, atol=1e-6)
+
+
+def test_deep_output_false_uses_a_linear_layer_on_h():
+    dec = _decoder(deep_output=False)
+    assert not hasattr(dec, "L_o") and dec.out.in_features == 9
+    feats, caps = _inputs()
+    logits, alphas = dec(feats, caps)
+    assert logits.shape == (B, T, V) and alphas.shape == (B, T, L)
+
+
+def test_config_rejects_unknown_choices():
+    with pytest.raises(ValueError, match="hard attention is not implemented"):
+        DecoderConfig(vocab_size=V, feature_dim=D, attention="hard")
+    with pytest.raises(ValueError, match="gate"):
+        DecoderConfig(vocab_size=V, feature_dim=D, gate="sigmoid")
+
+
+def test_dropout_is_active_in_training_only():
+    dec = _decoder(dropout=0.5)
+    feats, caps = _inputs()
+    assert torch.equal(dec(feats, caps)[0], dec(feats, caps)[0])
+    dec.train()
+    assert not torch.equal(dec(feats, caps)[0], dec(feats, caps)[0])
+
+
+# --- doubly stochastic penalty ------------------------------------------------------------------
+# B=2, T=3, L=2. Caption 0 has 3 real steps; caption 1 has 2 (its last step is padding).
+ALPHAS = torch.tensor(
+    [
+        [[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]],
+        [[0.3, 0.7], [0.6, 0.4], [0.1, 0.9]],  # [0.1, 0.9] is a padded step
+    ]
+)
+STEP_MASK = torch.tensor([[True, True, True], [True, True, False]])
+
+
+def test_doubly_stochastic_penalty_by_hand():
+    # caption 0: Σ_t α = (1.6, 1.4) -> (1-1.6)² + (1-1.4)² = 0.36 + 0.16 = 0.52
+    # caption 1: Σ_t α over real steps = (0.9, 1.1) -> 0.01 + 0.01 = 0.02;  mean = 0.27
+    assert doubly_stochastic_penalty(ALPHAS, STEP_MASK).item() == pytest.approx(0.27)
+    # counting the padded step would give (1.0, 2.0) -> 0 + 1 for caption 1 and a mean of 0.76
+    all_real = torch.ones_like(STEP_MASK)
+    assert doubly_stochastic_penalty(ALPHAS, all_real).item() == pytest.approx(0.76)
+    # target 0.5: caption 0 (1.1² + 0.9²) = 2.02, caption 1 (0.4² + 0.6²) = 0.52 -> 1.27
+    assert doubly_stochastic_penalty(ALPHAS, STEP_MASK, target=0.5).item() == pytest.approx(1.27)
+    # target None = T_b / L: caption 0 aims at 1.5 -> 0.1² + 0.1² = 0.02; caption 1 at 1.0 -> 0.02
+    assert doubly_stochastic_penalty(ALPHAS, STEP_MASK, target=None).item() == pytest.approx(0.02)
+
+
+def test_doubly_stochastic_target_only_shifts_the_value_not_the_gradient():
+    torch.manual_seed(0)
+    scores = torch.randn(4, 7, 10, requires_grad=True)
+    mask = torch.ones(4, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+    mask[3, 2:] = False
+    grads = []
+    for target in (1.0, 0.3, None):
+        (g,) = torch.autograd.grad(doubly_stochastic_penalty(scores.softmax(-1), mask, target), scores)
+        grads.append(g)
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+    assert torch.allclose(grads[0], grads[2], atol=1e-6)
+    assert grads[0].abs().max() > 1e-3  # the gradient itself is not trivially zero
+
+
+# --- caption loss --------------------------------------------------------------------------------
+def _loss_inputs():
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(2, 3, V, generator=g)
+    targets = torch.tensor([[5, 6, 2], [7, 2, 0]])  # pad = 0 at [1, 2]
+    alphas = ALPHAS
+    return logits, targets, alphas
+
+
+def test_caption_loss_by_hand_and_ignores_pad_targets():
+    logits, targets, alphas = _loss_inputs()
+    total, parts = caption_loss(logits, targets, alphas, pad_id=0, ds_lambda=2.0)
+    logp = logits.log_softmax(-1)
+    real = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
+    ce = -sum(logp[b, t, targets[b, t]] for b, t in real) / len(real)
+    assert parts["ce"].item() == pytest.approx(ce.item(), rel=1e-5)
+    assert parts["ds"].item() == pytest.approx(0.27, rel=1e-5)  # the step mask comes from targets != pad
+    assert total.item() == pytest.approx(ce.item() + 2.0 * 0.27, rel=1e-5)
+    changed = logits.clone()
+    changed[1, 2] = torch.randn(V) * 100  # logits at the pad position
+    assert caption_loss(changed, targets, alphas, pad_id=0, ds_lambda=2.0)[0].item() == pytest.approx(
+        total.item(), rel=1e-6
+    )
+    changed[1, 1, 4] += 5.0  # a real position does count
+    assert caption_loss(changed, targets, alphas, pad_id=0)[1]["ce"].item() != pytest.approx(ce.item())
+
+
+def test_caption_loss_label_smoothing_and_zero_lambda():
+    logits, targets, alphas = _loss_inputs()
+    total, parts = caption_loss(logits, targets, alphas, pad_id=0, ds_lambda=0.0, label_smoothing=0.1)
+    assert total.item() == pytest.approx(parts["ce"].item())
+    logp = logits.log_softmax(-1)
+    real = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
+    smoothed = [-(0.9 * logp[b, t, targets[b, t]] + 0.1 * logp[b, t].mean()) for b, t in real]
+    assert parts["ce"].item() == pytest.approx((sum(smoothed) / len(real)).item(), rel=1e-5)
+
+
+def test_caption_loss_trains_through_the_decoder():
+    dec = _decoder()
+    dec.train()
+    feats, caps = _inputs()
+    logits, alphas = dec(feats, caps)
+    targets = torch.cat([caps[:, 1:], torch.full((B, 1), 2)], dim=1)
+    total, _ = caption_loss(logits, targets, alphas, pad_id=0)
+    total.backward()
+    assert dec.attention.key_proj.weight.grad.abs().sum() > 0
+    assert dec.init_h.weight.grad.abs().sum() > 0
