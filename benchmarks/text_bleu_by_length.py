@@ -92,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beam-size", type=int, default=1)
     p.add_argument("--plot", type=Path, default=ROOT / "docs" / "bleu_by_length.png")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = p.parse_args(argv)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    if args.threads:
+        torch.set_num_threads(args.threads)
     results, minutes = {}, {}
     for name in args.models:
         model = args.runs / name / "model.pt"

@@ -153,3 +153,132 @@ def build_attention(kind: str, query_dim: int, key_dim: int, attn_dim: int) -> _
     if score in LuongAttention.SCORES:
         return LuongAttention(query_dim, key_dim, score=score, attn_dim=attn_dim)
     raise ValueError(f"unknown attention {kind!r}; choose bahdanau, luong-dot, luong-general or luong-concat")
+
+
+# --- multi-head scaled dot-product attention (Vaswani et al. 2017) ----------------------------------------------------
+
+
+class HeadKV(NamedTuple):
+    """Keys and values already projected and split into heads. A NamedTuple of batch-first tensors, so
+    ``decoding.index_state`` reorders it. The Transformer keeps one per decoder layer: the memory's (computed once per
+    source) and the self-attention cache (grown by one position per generated token)."""
+
+    k: Tensor  # (B, H, S, Dh)
+    v: Tensor  # (B, H, S, Dh)
+
+    def extend(self, new: HeadKV) -> HeadKV:
+        """Append ``new`` positions (B, H, S', Dh) after these: the self-attention cache at the next step."""
+        if self.k.size(2) == 0:  # the empty start cache: take new's dtype (it may be bf16 under autocast)
+            return new
+        return HeadKV(torch.cat([self.k, new.k], dim=2), torch.cat([self.v, new.v], dim=2))
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention: softmax(Q Kᵀ / √d_h) V in H heads of d_h = D / H, then an output projection.
+
+    Same signature as the other modules: ``forward(query, keys, values=None, mask=None) -> (context, weights)``:
+
+    - ``query`` (B, D) for one step or (B, T, D); ``keys`` (B, S, D) or a :class:`HeadKV` from ``precompute``;
+      ``values`` (B, S, D), default the keys; ``mask`` (B, S) bool, True = attend (padding is False), or (B, T, S).
+    - ``causal=True``: query t sees keys up to t (aligned at the end when S > T: the last query sees every key, as in
+      cached decoding where the keys are the whole prefix).
+    - ``context`` (B, [T,] D). ``weights`` (B, H, [T,] S) per head when asked for (``need_weights=True`` or the
+      ``need_weights`` attribute, e.g. for plots), else None: the fast path runs
+      ``torch.nn.functional.scaled_dot_product_attention`` and never materialises the weights.
+
+    Parameter names match ``torch.nn.MultiheadAttention`` (``in_proj_weight`` (3D, D) = [W_q; W_k; W_v],
+    ``in_proj_bias``, ``out_proj``), so a state dict moves between the two. A fully masked row gives zero weights and
+    attends to nothing (its heads' context is 0, so its output is the output projection's bias), never NaN. The
+    returned weights are the softmax before attention dropout.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.dropout = dropout
+        self.need_weights = False
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim)) if bias else None
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        if bias:
+            nn.init.zeros_(self.out_proj.bias)
+
+    # --- projections ---------------------------------------------------------------------------------------------
+    def _proj(self, x: Tensor, part: slice) -> Tensor:
+        bias = None if self.in_proj_bias is None else self.in_proj_bias[part]
+        return nn.functional.linear(x, self.in_proj_weight[part], bias)
+
+    def _heads(self, x: Tensor) -> Tensor:  # (B, S, D) -> (B, H, S, Dh)
+        return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim).transpose(1, 2)
+
+    def precompute(self, keys: Tensor | HeadKV, values: Tensor | None = None) -> HeadKV:
+        """Project keys (B, S, D) and values (default: the keys) into heads once: (B, H, S, Dh) each."""
+        if isinstance(keys, HeadKV):
+            return keys
+        D = self.embed_dim
+        if values is None or values is keys:  # one matmul for W_k and W_v
+            k, v = self._proj(keys, slice(D, 3 * D)).chunk(2, dim=-1)
+        else:
+            k, v = self._proj(keys, slice(D, 2 * D)), self._proj(values, slice(2 * D, 3 * D))
+        return HeadKV(self._heads(k), self._heads(v))
+
+    # --- attention -----------------------------------------------------------------------------------------------
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor | HeadKV,
+        values: Tensor | None = None,
+        mask: Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        one_step = query.dim() == 2
+        if one_step:
+            query = query.unsqueeze(1)  # (B, 1, D)
+        B, T, D = query.shape
+        if keys is query and values is None:  # self-attention: one matmul for W_q, W_k, W_v
+            q, k, v = (self._heads(x) for x in self._proj(query, slice(0, 3 * D)).chunk(3, dim=-1))
+        else:
+            q = self._heads(self._proj(query, slice(0, D)))  # (B, H, T, Dh)
+            k, v = self.precompute(keys, values)  # (B, H, S, Dh)
+        S = k.size(2)
+        keep = self._keep_mask(mask, causal, T, S, query.device)  # (B|1, 1, T|1, S) bool or None
+        want = self.need_weights if need_weights is None else need_weights
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if want:
+            scores = torch.matmul(q, k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, T, S)
+            if keep is None:
+                weights = torch.softmax(scores, dim=-1)
+            else:  # as masked_softmax: exact zeros where masked, a fully masked row all zero
+                scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+                weights = torch.softmax(scores, dim=-1) * keep
+            ctx = torch.matmul(nn.functional.dropout(weights, p, self.training), v)  # (B, H, T, Dh)
+        else:
+            # A causal mask alone, with T == S, is the kernel's own is_causal (no mask tensor at all).
+            plain_causal = causal and mask is None and T == S
+            ctx = nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=None if plain_causal else keep, dropout_p=p, is_causal=plain_causal
+            )
+            if keep is not None:  # kernels differ on fully masked rows (0 or NaN): make them 0
+                ctx = ctx.masked_fill(~keep.any(-1, keepdim=True), 0.0)
+        context = self.out_proj(ctx.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
+        if one_step:
+            return context.squeeze(1), None if weights is None else weights.squeeze(2)
+        return context, weights
+
+    @staticmethod
+    def _keep_mask(mask: Tensor | None, causal: bool, T: int, S: int, device: torch.device) -> Tensor | None:
+        """Combine a padding mask (B, S) or (B, T, S) and a causal mask into one (B|1, 1, T|1, S) bool, True = keep."""
+        keep = None
+        if mask is not None:
+            keep = mask[:, None, None, :] if mask.dim() == 2 else mask[:, None]
+        if causal and T > 1:  # a single (last) query sees every key anyway
+            # Query t (of the last T positions) sees key s when s <= t + (S - T).
+            tri = torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T)
+            keep = tri if keep is None else keep & tri
+        return keep

@@ -56,7 +56,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PNG",
         help="write the attention grid (source across, output down); with several sentences, PNG gets -1, -2, ...",
     )
-    p.add_argument("--layer", type=int, default=-1, help="Transformer: cross-attention layer to plot (default: last)")
+    p.add_argument(
+        "--layer",
+        type=int,
+        default=-1,
+        help="Transformer: decoder layer whose cross-attention heads --plot draws (0-based; default -1: last)",
+    )
     return p
 
 
@@ -66,7 +71,8 @@ def _plot(path: Path, tr, layer: int) -> Path:
     src = [*tr.source, "<eos>"]
     attn = tr.attention
     if attn.dim() == 3:  # (T, H, S): one layer's heads
-        return plot_alignment_heads(attn.transpose(0, 1), src, tr.tokens, path)
+        title = "cross-attention, last decoder layer" if layer == -1 else f"cross-attention, decoder layer {layer}"
+        return plot_alignment_heads(attn.transpose(0, 1), src, tr.tokens, path, title=title)
     return plot_alignment(attn, src, tr.tokens, path)
 
 
@@ -81,6 +87,11 @@ def translate_main(argv: list[str] | None = None) -> int:
         translator = Translator.load(args.model)
     except ModelFileError as exc:
         _fail("translate", str(exc))
+    if hasattr(translator.net, "set_plot_layer"):  # the Transformer: which layer's cross-attention to return
+        try:
+            translator.net.set_plot_layer(args.layer)
+        except ValueError as exc:
+            _fail("translate", str(exc))
     lines = args.sentences if args.sentences else [line.rstrip("\n") for line in sys.stdin]
     if not lines:
         _fail("translate", "no input: give sentences as arguments or on stdin")

@@ -23,8 +23,11 @@ from text_attn.networks import build_network, config_dict, make_config
 def alignment_hits(attention: torch.Tensor, alignment: list[int], n_tokens: int) -> tuple[int, int]:
     """How many of the first ``n_tokens`` target words put their arg-max attention on the true source word.
 
-    attention (T, S) for one sentence; alignment[j] = source index of target word j.
+    attention (T, S) for one sentence, or (T, H, S) per head (the Transformer): then the mean over heads;
+    alignment[j] = source index of target word j.
     """
+    if attention.dim() == 3:
+        attention = attention.mean(1)  # (T, S)
     n = min(n_tokens, len(alignment), attention.size(0))
     if n == 0:
         return 0, 0
@@ -45,8 +48,9 @@ class TranslationModule(pl.LightningModule):
     ):
         """
         Args:
-            arch: network family: ``rnn`` (text_attn.seq2seq).
-            network: the family's options (for ``rnn`` the fields of Seq2SeqConfig: attention, rnn, embed_dim, ...).
+            arch: network family: ``rnn`` (text_attn.seq2seq) or ``transformer`` (text_attn.transformer).
+            network: the family's options: for ``rnn`` the fields of Seq2SeqConfig (attention, rnn, embed_dim, ...),
+                for ``transformer`` those of TransformerConfig (d_model, num_heads, enc_layers, ...).
             lr: Adam learning rate (the peak rate when warmup_steps > 0).
             label_smoothing: cross-entropy label smoothing.
             warmup_steps: 0 = constant rate; > 0 = linear warm-up then inverse square root decay (Vaswani et al.).
@@ -72,6 +76,8 @@ class TranslationModule(pl.LightningModule):
             src_vocab_size=len(self.src_vocab),
             tgt_vocab_size=len(self.tgt_vocab),
         )
+        if getattr(self.config, "share_embeddings", False) and self.src_vocab is not self.tgt_vocab:
+            raise ValueError("network.share_embeddings needs one vocabulary for both sides: set data.shared_vocab: true")
         self.net = build_network(self.hparams.arch, self.config)
 
     def model_payload(self) -> dict[str, Any]:

@@ -8,9 +8,13 @@ from typing import Any
 from torch import nn
 
 from text_attn.seq2seq import Seq2Seq, Seq2SeqConfig
+from text_attn.transformer import Transformer, TransformerConfig
 
 # arch name -> (config dataclass, network class); the network takes the config as its only argument.
-NETWORKS: dict[str, tuple[type, type[nn.Module]]] = {"rnn": (Seq2SeqConfig, Seq2Seq)}
+NETWORKS: dict[str, tuple[type, type[nn.Module]]] = {
+    "rnn": (Seq2SeqConfig, Seq2Seq),
+    "transformer": (TransformerConfig, Transformer),
+}
 
 
 def make_config(arch: str, options: dict[str, Any], **sizes: int) -> Any:

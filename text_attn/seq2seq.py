@@ -6,8 +6,8 @@
     s_t = RNN([E y_{t-1}; c_t], s_{t-1}).
   - ``luong-dot|general|concat`` (Luong et al. 2015): s_t = RNN([E y_{t-1}; h~_{t-1}], s_{t-1}) (input feeding), the
     query is the current state s_t, h~_t = tanh(W_c [s_t; c_t]).
-  - ``none``: s_t = RNN(E y_{t-1}, s_{t-1}); the only link to the source is the final encoder state that initialises
-    s_0 (Sutskever et al. / Cho et al.'s bottleneck).
+  - ``none``: the fixed-vector bottleneck of Cho et al. 2014: the only link to the source is the final encoder state
+    c, which initialises s_0 and is the (constant) context of every step: s_t = RNN([E y_{t-1}; c], s_{t-1}).
 - Output step: concat(decoder state, context) -> feed-forward (tanh) -> vocabulary.
 
 The decoder implements the step protocol of :mod:`text_attn.decoding`, so greedy and beam search work unchanged.
@@ -89,9 +89,9 @@ class Seq2Seq(nn.Module):
             self.bridge_c = nn.Linear(enc_dim, H)
         cell = nn.LSTMCell if self.lstm else nn.GRUCell
         if self.kind == "none":
-            self.cell = cell(cfg.embed_dim, H)
+            self.cell = cell(cfg.embed_dim + enc_dim, H)
             self.attn = None
-            self.hidden_out = nn.Linear(H, H)
+            self.hidden_out = nn.Linear(H + enc_dim, H)
         else:
             kind = "bahdanau" if self.kind == "bahdanau" else cfg.attention
             # Luong's dot score needs the query in key space: keys are projected to H by `key_in`.
@@ -111,7 +111,9 @@ class Seq2Seq(nn.Module):
         state = {"h": torch.tanh(self.bridge(final))}  # (B, H)
         if self.lstm:
             state["c"] = torch.tanh(self.bridge_c(final))
-        if self.attn is not None:
+        if self.attn is None:
+            state["context"] = final  # (B, 2H_enc): the same context at every step
+        else:
             state["keys"] = self.attn.precompute(self.key_in(states))  # (B, S, K) and its projection
             state["mask"] = src != self.cfg.pad_id  # (B, S)
             if self.kind == "luong":
@@ -128,8 +130,8 @@ class Seq2Seq(nn.Module):
         new = dict(state)
         attn = None
         if self.kind == "none":
-            self._cell(emb, state, new)
-            hidden = torch.tanh(self.hidden_out(new["h"]))
+            self._cell(torch.cat([emb, state["context"]], -1), state, new)
+            hidden = torch.tanh(self.hidden_out(torch.cat([new["h"], state["context"]], -1)))
         elif self.kind == "bahdanau":
             ctx, attn = self.attn(state["h"], state["keys"], mask=state["mask"])  # query = s_{t-1}
             self._cell(torch.cat([emb, ctx], -1), state, new)
