@@ -1,0 +1,366 @@
+"""Command-line entry points ``caption`` (caption images, optionally with attention overlays) and ``caption-export``
+(a caption-train checkpoint or a model file -> a self-contained model file, optionally with float16 weights).
+
+``caption`` output. Plain: with one IMAGE argument, just its caption; with several, ``path<TAB>caption`` per image
+in argument order (like grep with one vs several files). ``--json``: one JSON list, one record per IMAGE argument:
+    {"image": path, "caption": "a red circle ..." | null, "words": [...],
+     "attention": [[L floats] per word]   (row t: step t's weights over the grid*grid regions, row-major, sum 1),
+     "grid": [g, g], "size": [W, H]        (the image as captioned: after its EXIF rotation),
+     "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
+     "overlay": PNG path | null, "error": null | "one line"}
+A failed image gets caption, grid, size, crop_box null and empty lists. Every failure is also one line on stderr
+(``caption: error: PATH: what is wrong``); the other images are still captioned, and the exit code is 1. Bad
+options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``).
+
+``caption --demo`` prints four lines, ``scene:``, ``caption:``, ``reference:`` (the scene's canonical caption) and
+``overlay:``; with ``--json`` its one record also has "reference" and "seed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from text_attn.modelfile import ModelFileError
+
+BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
+DEMO_DIR = "caption-demo"
+BATCH = 8  # images encoded together
+_ENCODER_HPARAMS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop")
+
+
+def _fail(prog: str, message: str, code: int = 2) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+class ImageReadError(ValueError):
+    """An input image that cannot be used; the message is one line naming it."""
+
+
+def read_image(path: str | Path) -> Image.Image:
+    """The image at path, EXIF orientation applied first, as 8-bit RGB (any mode Pillow reads)."""
+    from captioning.encoder import to_rgb
+
+    p = Path(path)
+    if not p.exists():
+        raise ImageReadError(f"{path}: no such file")
+    if p.is_dir():
+        raise ImageReadError(f"{path}: is a directory, not an image")
+    try:
+        with Image.open(p) as img:
+            return to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
+    except UnidentifiedImageError:
+        raise ImageReadError(f"{path}: not an image file Pillow can read") from None
+    except Exception as err:  # noqa: BLE001 - Pillow's decoders raise many types for damaged files
+        raise ImageReadError(f"{path}: cannot read image ({_one_line(err)})") from None
+
+
+# --- caption --------------------------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="caption",
+        description="Caption images with a Show-Attend-Tell model file. Plain output: the caption (one image) or "
+        "path<TAB>caption per image (several). Without --model the bundled shapes model is used: it only knows "
+        "synthetic shape scenes (try --demo).",
+    )
+    p.add_argument("images", nargs="*", metavar="IMAGE", help="image files (any format and mode Pillow reads)")
+    p.add_argument("--model", help="model file (from caption-train fit or caption-export; default: bundled model)")
+    p.add_argument("--beam-size", type=int, default=3, help="beam width; 1 = greedy (default: 3)")
+    p.add_argument("--max-len", type=int, default=30, help="longest caption in words (default: 30)")
+    p.add_argument("--length-penalty", type=float, default=0.0, help="rank beams by score / length**this (default: 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON list with per-word attention (see docs)")
+    p.add_argument(
+        "--overlay",
+        metavar="DIR",
+        help="write per image DIR/<name>-attention.png: the image, then "
+        f"one attention panel per word (default with --demo: ./{DEMO_DIR}/)",
+    )
+    p.add_argument("--per-word", action="store_true", help="with --overlay: also one PNG per word")
+    p.add_argument("--demo", action="store_true", help="caption a fresh synthetic shapes scene and draw its overlay")
+    p.add_argument("--seed", type=int, help="--demo: the scene's seed (default: random; printed)")
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    return p
+
+
+def _load_model(args: argparse.Namespace):
+    from captioning.model import CaptionModel
+
+    path = args.model
+    if path is None:
+        if not BUNDLED_MODEL.is_file():
+            _fail(
+                "caption",
+                f"no --model given and the bundled model {BUNDLED_MODEL} is not installed; pass "
+                "--model FILE (a model file written by caption-train fit or caption-export)",
+            )
+        path = BUNDLED_MODEL
+    try:
+        model = CaptionModel.load(path)  # on the CPU: a device problem must not read as a broken file
+    except ModelFileError as err:
+        hint = "; turn a checkpoint into a model file with caption-export" if str(path).endswith(".ckpt") else ""
+        _fail("caption", f"{err}{hint}")
+    try:
+        return model.to(args.device)
+    except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
+        _fail("caption", f"cannot use device {args.device!r}: {_one_line(err)}")
+
+
+def _unique_stem(name: str, used: set[str]) -> str:
+    stem, k = name, 1
+    while stem in used:  # a/x.png and b/x.png in one call must not overwrite each other's overlay
+        k += 1
+        stem = f"{name}-{k}"
+    used.add(stem)
+    return stem
+
+
+def _chunks(items: list[str], n: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _record(name: str, error: str | None = None) -> dict[str, Any]:
+    keys = ("caption", "grid", "size", "crop_box", "overlay")
+    return {"image": name, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
+
+
+def caption_images(
+    model, named: list[tuple[str, Image.Image]], args: argparse.Namespace, used: set[str] | None = None
+) -> list[dict[str, Any]]:
+    """Caption (name, RGB image) pairs as one batch; per image a JSON-able record (see the module doc), with its
+    overlay written when args.overlay is set. ``used``: overlay names taken so far in this run."""
+    from captioning.overlay import draw_overlay, draw_word_panels
+
+    g = model.encoder.grid
+    preprocess = model.encoder.preprocess
+    used = set() if used is None else used
+    results = model.caption_images([im for _, im in named], args.beam_size, args.max_len, args.length_penalty)
+    out = []
+    for (name, image), (words, alphas) in zip(named, results, strict=True):
+        box = preprocess.crop_box(*image.size)
+        rec = _record(name)
+        rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(image.size), crop_box=list(box))
+        rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
+        if args.overlay:
+            stem = _unique_stem(Path(name).stem or "image", used)
+            try:
+                path = draw_overlay(image, words, alphas, g, box, Path(args.overlay) / f"{stem}-attention.png")
+                extra = ""
+                if args.per_word:
+                    n = len(draw_word_panels(image, words, alphas, g, box, args.overlay, stem))
+                    extra = f" (+ {n} per-word PNGs)"
+            except OSError as err:
+                rec["error"] = f"{name}: cannot write its overlay ({_one_line(err)})"
+                print(f"caption: error: {rec['error']}", file=sys.stderr)
+            else:
+                rec["overlay"] = str(path)
+                print(f"wrote {path}{extra}", file=sys.stderr)
+        out.append(rec)
+    return out
+
+
+def _demo(model, args: argparse.Namespace) -> int:
+    from captioning.shapes import make_scene
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
+    size = min(max(model.encoder.preprocess.image_size, 64), 512)  # the canvas the shapes model was trained on
+    scene = make_scene(random.Random(seed), size=size)
+    out_dir = Path(args.overlay or DEMO_DIR)
+    name = str(out_dir / f"scene-{seed}.png")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        scene.image.save(name)
+    except OSError as err:
+        _fail("caption", f"cannot write the demo scene to {out_dir}: {_one_line(err)}")
+    args.overlay = str(out_dir)
+    (rec,) = caption_images(model, [(name, scene.image)], args)
+    if args.json:
+        rec["reference"] = " ".join(scene.captions[0])
+        rec["seed"] = seed
+        print(json.dumps([rec]))
+    else:
+        print(f"scene:     {name} (seed {seed}; repeat with --demo --seed {seed})")
+        print(f"caption:   {rec['caption']}")
+        print(f"reference: {' '.join(scene.captions[0])}")
+        print(f"overlay:   {rec['overlay']}")
+    return 1 if rec["error"] else 0
+
+
+def caption_main(argv: list[str] | None = None) -> int:
+    """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
+    args = _parser().parse_args(argv)
+    if args.beam_size < 1:
+        _fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
+    if args.max_len < 1:
+        _fail("caption", f"--max-len must be at least 1, got {args.max_len}")
+    if args.demo and args.images:
+        _fail("caption", "--demo draws its own scene; give either --demo or IMAGE files, not both")
+    if not args.demo and not args.images:
+        _fail("caption", "no input: give IMAGE files, or --demo to caption a synthetic scene")
+    if args.per_word and not args.overlay and not args.demo:
+        _fail("caption", "--per-word needs --overlay DIR")
+    if args.seed is not None and not args.demo:
+        _fail("caption", "--seed only applies to --demo")
+    model = _load_model(args)
+    if args.demo:
+        return _demo(model, args)
+    if args.overlay:
+        try:
+            Path(args.overlay).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            _fail("caption", f"cannot create --overlay directory {args.overlay}: {_one_line(err)}")
+    used: set[str] = set()
+    records = []
+    for chunk in _chunks(args.images, BATCH):  # read, caption and print a batch at a time: memory stays bounded
+        batch: list[dict[str, Any]] = []
+        good = []
+        for name in chunk:
+            try:
+                good.append((name, read_image(name)))
+                batch.append({})  # filled below, in argument order
+            except ImageReadError as err:
+                print(f"caption: error: {err}", file=sys.stderr)
+                batch.append(_record(name, str(err)))
+        done = iter(caption_images(model, good, args, used) if good else [])
+        batch = [rec or next(done) for rec in batch]
+        if not args.json:
+            for rec in batch:
+                if rec["caption"] is not None:
+                    print(rec["caption"] if len(args.images) == 1 else f"{rec['image']}\t{rec['caption']}", flush=True)
+        records += batch
+    if args.json:
+        print(json.dumps(records))
+    return 1 if any(rec["error"] for rec in records) else 0
+
+
+# --- caption-export -------------------------------------------------------------------------------------------------
+def _checkpoint_vocab(ckpt: dict, path: str):
+    """The training vocabulary: stored in the checkpoint, else rebuilt from its data settings (deterministic)."""
+    import inspect
+
+    from text_attn.vocab import Vocabulary
+
+    if isinstance(ckpt.get("vocab"), dict):
+        return Vocabulary.from_dict(ckpt["vocab"])
+    from captioning.data import CaptionDataModule
+
+    hp = dict(ckpt.get("datamodule_hyper_parameters") or {})
+    if not hp:
+        raise ModelFileError(f"{path}: the checkpoint holds neither a vocabulary nor the data settings to rebuild it")
+    allowed = inspect.signature(CaptionDataModule.__init__).parameters
+    hp = {k: v for k, v in hp.items() if k in allowed}
+    if hp.get("source", "shapes") == "shapes":
+        hp.update(val_size=1, test_size=1)  # the vocabulary comes from the train scenes alone; skip drawing the rest
+    print(f"caption-export: note: {path} holds no vocabulary; rebuilding it from its data settings", file=sys.stderr)
+    try:
+        dm = CaptionDataModule(**hp)
+        dm.setup("fit")
+    except Exception as err:  # noqa: BLE001 - missing data files, bad settings, ...: all mean "cannot rebuild"
+        raise ModelFileError(
+            f"{path}: no vocabulary stored and rebuilding it from the data failed: {_one_line(err)}"
+        ) from None
+    return dm.vocab
+
+
+def model_from_checkpoint(ckpt: dict, path: str):
+    """A CaptionModel with the weights of a caption-train (CaptionModule) Lightning checkpoint."""
+    from captioning.decoder import DecoderConfig
+    from captioning.model import CaptionModel
+
+    hp = ckpt.get("hyper_parameters") or {}
+    state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    if not state:
+        raise ModelFileError(f"{path}: not a caption-train checkpoint (no 'model.*' weights in its state_dict)")
+    vocab = _checkpoint_vocab(ckpt, path)
+    decoder_keys = {f.name for f in fields(DecoderConfig)} - {"vocab_size", "feature_dim"}
+    try:
+        model = CaptionModel.build(
+            vocab,
+            weights=None,  # every encoder weight comes from the checkpoint: no download, no weights file
+            **{k: hp[k] for k in _ENCODER_HPARAMS if k in hp},
+            **{k: hp[k] for k in decoder_keys if k in hp},
+        )
+        model.load_state_dict(state)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({_one_line(err)})") from None
+    return model.eval()
+
+
+def load_any(path: str):
+    """(CaptionModel, what) from a caption-train checkpoint or a caption model file."""
+    import torch
+
+    from captioning.model import CaptionModel
+
+    if not Path(path).is_file():
+        raise ModelFileError(f"{path}: no such file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
+        raise ModelFileError(f"{path}: not a checkpoint or model file ({type(err).__name__})") from None
+    if isinstance(data, dict) and "format" in data:
+        return CaptionModel.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
+    if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
+        return model_from_checkpoint(data, path), "checkpoint"
+    raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
+
+
+def export_model(model, out: str | Path, half: bool = False) -> Path:
+    """Write model's self-contained file; half: parameters stored as float16 (buffers, e.g. BatchNorm statistics,
+    stay float32). CaptionModel.load casts them back: load_state_dict copies into float32 parameters."""
+    import torch
+
+    from captioning.model import CaptionModel
+
+    out = Path(out)
+    tmp = out.with_name(out.name + ".part")  # written and checked before it replaces out (which may be the input)
+    model.save(tmp)
+    if half:
+        data = torch.load(tmp, map_location="cpu", weights_only=True)
+        params = {name for name, _ in model.named_parameters()}
+        sd = data["state_dict"]
+        data["state_dict"] = {k: v.half() if k in params and v.is_floating_point() else v for k, v in sd.items()}
+        torch.save(data, tmp)
+    CaptionModel.load(tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code."""
+    p = argparse.ArgumentParser(
+        prog="caption-export",
+        description="Turn a caption-train Lightning checkpoint (or a model file: re-export, halve) into a "
+        "self-contained model file for `caption --model`.",
+    )
+    p.add_argument("input", metavar="CHECKPOINT", help="a caption-train .ckpt file, or a caption model file")
+    p.add_argument("output", metavar="OUT", help="model file to write (e.g. model.pt)")
+    p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")
+    args = p.parse_args(argv)
+    try:
+        model, what = load_any(args.input)
+        out = export_model(model, args.output, half=args.half)
+    except ModelFileError as err:
+        _fail("caption-export", str(err))
+    except OSError as err:
+        _fail("caption-export", f"cannot write {args.output}: {_one_line(err)}")
+    n = sum(p.numel() for p in model.parameters())
+    dtype = "float16" if args.half else "float32"
+    size = out.stat().st_size / 2**20
+    print(f"wrote {out} from {what} {args.input}: {n / 1e6:.2f}M parameters, {dtype} weights, {size:.1f} MiB")
+    return 0

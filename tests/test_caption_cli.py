@@ -1,0 +1,320 @@
+"""The ``caption`` and ``caption-export`` commands on tiny random models: output formats, every image mode, bad
+files among good ones, the demo, model-file errors, and checkpoint / model-file export (float16 included)."""
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from captioning import caption_cli
+from captioning.caption_cli import caption_main, export_main, read_image
+from captioning.model import CaptionModel
+from captioning.shapes import VOCAB, make_scenes
+from text_attn.vocab import Vocabulary
+
+IMAGES = Path(__file__).parent / "fixtures" / "images"
+PHOTOS = [str(IMAGES / n) for n in ("coffee.png", "chelsea.png", "astronaut.png", "rocket.jpg")]
+# resnet18 cut at stride 16 (no layer4): 2.8M parameters, an 11 MB model file
+TINY = dict(
+    backbone="resnet18", stride=16, weights=None, grid=4, image_size=64, embed_dim=16, hidden_dim=32, attn_dim=16
+)
+FAST = ["--max-len", "6"]  # an untrained model would otherwise talk for 30 words
+
+
+def _tiny(vocab: Vocabulary, crop: bool = False) -> CaptionModel:
+    torch.manual_seed(0)
+    return CaptionModel.build(vocab, crop=crop, **TINY)
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "tiny.pt"
+    _tiny(Vocabulary.build([list(VOCAB)])).save(path)
+    return path
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    code = caption_main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, model_file, *args) -> list[dict]:
+    code, out, err = run(capsys, *args, "--model", model_file, "--json", *FAST)
+    assert code == 0, err
+    return json.loads(out)
+
+
+# --- caption ------------------------------------------------------------------------------------------------------
+def test_plain_output_one_line_per_image(capsys, model_file):
+    code, out, err = run(capsys, *PHOTOS, "--model", model_file, *FAST)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == PHOTOS
+    records = run_json(capsys, model_file, *PHOTOS)
+    assert [line.split("\t")[1] for line in lines] == [r["caption"] for r in records]
+    # one image: just the caption
+    code, out, _ = run(capsys, PHOTOS[0], "--model", model_file, *FAST)
+    assert out == records[0]["caption"] + "\n"
+
+
+def test_json_schema(capsys, model_file):
+    records = run_json(capsys, model_file, *PHOTOS, "--beam-size", "1")
+    assert len(records) == 4
+    keys = {"image", "caption", "words", "attention", "grid", "size", "crop_box", "overlay", "error"}
+    for rec, path in zip(records, PHOTOS, strict=True):
+        assert set(rec) == keys
+        assert rec["image"] == path and rec["error"] is None and rec["overlay"] is None
+        assert rec["caption"] == " ".join(rec["words"])
+        assert rec["grid"] == [4, 4]
+        w, h = Image.open(path).size
+        assert rec["size"] == [w, h] and rec["crop_box"] == [0, 0, w, h]  # crop=False: the whole image
+        assert len(rec["attention"]) == len(rec["words"])
+        for row in rec["attention"]:
+            assert len(row) == 16 and min(row) >= 0 and sum(row) == pytest.approx(1.0, abs=1e-4)
+    assert sum(len(r["words"]) for r in records) > 0  # the schema was checked on real rows
+
+
+def test_crop_box_of_a_cropping_model(capsys, tmp_path):
+    path = tmp_path / "crop.pt"
+    _tiny(Vocabulary.build([list(VOCAB)]), crop=True).save(path)
+    (rec,) = run_json(capsys, path, PHOTOS[0])
+    assert rec["size"] == [256, 171] and rec["crop_box"] == [42.5, 0.0, 213.5, 171.0]  # centre square, side 171
+
+
+@pytest.fixture
+def odd_images(tmp_path) -> dict[str, Path]:
+    """coffee.png in modes L, LA, RGBA, P, CMYK, I;16, and as a JPEG stored sideways with an EXIF rotation tag."""
+    rgb = Image.open(PHOTOS[0]).convert("RGB")
+    out = {}
+    for mode in ("L", "LA", "RGBA", "P"):
+        out[mode] = tmp_path / f"{mode}.png"
+        rgb.convert(mode).save(out[mode])
+    out["CMYK"] = tmp_path / "cmyk.jpg"
+    rgb.convert("CMYK").save(out["CMYK"], quality=95)
+    grey16 = np.asarray(rgb.convert("L"), dtype=np.uint16) * 257
+    out["I;16"] = tmp_path / "grey16.png"
+    Image.fromarray(grey16).save(out["I;16"])
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation 6: the camera was turned; show the pixels rotated 90 degrees clockwise
+    out["exif"] = tmp_path / "sideways.jpg"
+    rgb.rotate(90, expand=True).save(out["exif"], exif=exif, quality=95)  # stored counter-clockwise
+    return out
+
+
+def test_every_image_mode_reads_right(odd_images):
+    rgb = Image.open(PHOTOS[0]).convert("RGB")
+    assert Image.open(odd_images["I;16"]).mode == "I;16"
+
+    def small(img: Image.Image) -> np.ndarray:  # 8 x 8 px blocks: palette dithering and JPEG noise average out
+        return np.asarray(img.convert("L").resize((32, 21), Image.Resampling.BOX), dtype=float)
+
+    for mode in ("L", "LA", "RGBA", "P", "CMYK", "I;16"):
+        img = read_image(odd_images[mode])
+        assert img.mode == "RGB" and img.size == (256, 171), mode
+        # the same picture, not e.g. a white 16-bit image clipped at 255 or a black CMYK
+        assert np.abs(small(img) - small(rgb)).mean() < 4, mode
+    upright = read_image(odd_images["exif"])
+    assert upright.size == (256, 171)  # EXIF orientation applied first
+    assert np.abs(small(upright) - small(rgb)).mean() < 4
+    assert np.abs(small(upright.transpose(Image.Transpose.ROTATE_180)) - small(rgb)).mean() > 20  # (it can tell)
+
+
+def test_caption_every_image_mode(capsys, model_file, odd_images):
+    paths = [str(p) for p in odd_images.values()]
+    records = run_json(capsys, model_file, *paths)
+    assert [r["image"] for r in records] == paths
+    assert all(r["error"] is None and r["caption"] is not None for r in records)
+    assert records[-1]["size"] == [256, 171]  # the EXIF-rotated file is captioned upright
+
+
+@pytest.mark.parametrize("batch", [1, 8])  # batch 1: a batch with no readable image at all
+def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, monkeypatch, batch):
+    monkeypatch.setattr(caption_cli, "BATCH", batch)
+    bad = tmp_path / "x.png"
+    bad.write_text("not a picture\n")
+    missing = tmp_path / "missing.jpg"
+    args = [PHOTOS[0], bad, missing, PHOTOS[3]]
+    code, out, err = run(capsys, *args, "--model", model_file, *FAST)
+    assert code == 1
+    assert [line.split("\t")[0] for line in out.splitlines()] == [PHOTOS[0], PHOTOS[3]]
+    lines = err.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("caption: error: ") and str(bad) in lines[0] and "not an image" in lines[0]
+    assert lines[1].startswith("caption: error: ") and str(missing) in lines[1] and "no such file" in lines[1]
+    # JSON keeps one record per argument, in order; the failed ones carry their error
+    code, out, _ = run(capsys, *args, "--model", model_file, "--json", *FAST)
+    records = json.loads(out)
+    assert code == 1 and [r["image"] for r in records] == [str(a) for a in args]
+    assert [r["error"] is None for r in records] == [True, False, False, True]
+    assert records[1]["caption"] is None and records[1]["words"] == [] and records[1]["crop_box"] is None
+
+
+def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(caption_cli, "BATCH", 1)  # the two images in separate batches
+    twin = tmp_path / "other" / "coffee.png"  # same name as PHOTOS[0]: its overlay must not overwrite the first
+    twin.parent.mkdir()
+    twin.write_bytes(Path(PHOTOS[0]).read_bytes())
+    out_dir = tmp_path / "ov"
+    records = run_json(capsys, model_file, PHOTOS[0], twin, "--overlay", out_dir, "--per-word")
+    overlays = [Path(r["overlay"]) for r in records]
+    assert overlays == [out_dir / "coffee-attention.png", out_dir / "coffee-2-attention.png"]
+    n_words = len(records[0]["words"])
+    assert n_words > 0
+    cols = min(n_words + 1, 5)
+    rows = -(-(n_words + 1) // cols)
+    # overlay layout: panels 224 x 150, 4 px gaps, a 22 px word band above each panel
+    assert Image.open(overlays[0]).size == (cols * 224 + (cols + 1) * 4, rows * 172 + (rows + 1) * 4)
+    per_word = sorted(out_dir.glob("coffee-[0-9][0-9]-*.png"))
+    assert len(per_word) == n_words
+    assert [p.name.split("-", 2)[2] for p in per_word] == [f"{w}.png" for w in records[0]["words"]]
+
+
+def test_demo_writes_an_overlay(capsys, model_file, tmp_path):
+    code, out, err = run(capsys, "--demo", "--seed", 7, "--model", model_file, "--overlay", tmp_path / "demo", *FAST)
+    assert code == 0, err
+    fields = dict(line.split(":", 1) for line in out.splitlines())
+    assert set(fields) == {"scene", "caption", "reference", "overlay"}
+    overlay = Path(fields["overlay"].strip())
+    assert overlay == tmp_path / "demo" / "scene-7-attention.png" and overlay.is_file()
+    scene = Image.open(tmp_path / "demo" / "scene-7.png")
+    assert scene.size == (64, 64)  # the model's input size
+    expected = make_scenes_with_seed(7)
+    assert fields["reference"].strip() == " ".join(expected.captions[0])
+    assert np.array_equal(np.asarray(scene), np.asarray(expected.image))  # --seed repeats the scene
+
+
+def make_scenes_with_seed(seed: int):
+    from captioning.shapes import make_scene
+
+    return make_scene(random.Random(seed), size=64)
+
+
+def test_demo_default_dir_and_json(capsys, model_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "--demo", "--model", model_file, "--json", *FAST)
+    (rec,) = json.loads(out)
+    assert code == 0 and Path(rec["overlay"]).parent == Path("caption-demo") and Path(rec["overlay"]).is_file()
+    assert rec["overlay"] == f"caption-demo/scene-{rec['seed']}-attention.png"
+
+
+def test_model_errors(capsys, model_file, tmp_path, monkeypatch):
+    with pytest.raises(SystemExit) as exc:
+        caption_main([PHOTOS[0], "--model", str(tmp_path / "nope.pt")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("caption: error: ") and "nope.pt" in err
+    with pytest.raises(SystemExit) as exc:
+        caption_main([PHOTOS[0], "--model", str(model_file), "--device", "no-such-device"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "no-such-device" in err
+    # no --model and no bundled model file: one clear line
+    monkeypatch.setattr(caption_cli, "BUNDLED_MODEL", tmp_path / "assets" / "shapes_soft.pt")
+    with pytest.raises(SystemExit) as exc:
+        caption_main([PHOTOS[0]])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "shapes_soft.pt" in err and "--model" in err
+
+
+@pytest.mark.parametrize(
+    "args", [["--beam-size", "0", "x.png"], [], ["--demo", "x.png"], ["x.png", "--per-word"], ["x.png", "--seed", "1"]]
+)
+def test_usage_errors(capsys, args):
+    with pytest.raises(SystemExit) as exc:
+        caption_main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("caption: error: ")
+
+
+# --- caption-export -----------------------------------------------------------------------------------------------
+def _states_equal(a: CaptionModel, b: CaptionModel) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_export_model_file_to_half(capsys, model_file, tmp_path):
+    out = tmp_path / "half.pt"
+    assert export_main([str(model_file), str(out), "--half"]) == 0
+    assert "float16" in capsys.readouterr().out
+    assert out.stat().st_size < 0.6 * model_file.stat().st_size
+    stored = torch.load(out, weights_only=True)["state_dict"]
+    assert stored["decoder.embedding.weight"].dtype == torch.float16  # parameters halved ...
+    assert stored["encoder.body.stem.1.running_var"].dtype == torch.float32  # ... buffers not
+    full, half = CaptionModel.load(model_file), CaptionModel.load(out)
+    for (name, p), q in zip(full.state_dict().items(), half.state_dict().values(), strict=True):
+        assert q.dtype == p.dtype, name  # back to float32 on load
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4, msg=name)
+    key = "encoder.body.stem.1.running_var"
+    assert torch.equal(half.state_dict()[key], full.state_dict()[key])  # BatchNorm statistics kept exactly
+    # re-export in place: back to float32 values of the halved weights
+    assert export_main([str(out), str(out)]) == 0
+    assert all(v.dtype != torch.float16 for v in torch.load(out, weights_only=True)["state_dict"].values())
+
+
+def _checkpoint(model: CaptionModel, **extra) -> dict:
+    hp = dict(TINY, crop=False, fine_tune="none", dropout=0.5, gate="scalar", deep_output=True, lr=1e-3)
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    return {"epoch": 3, "state_dict": state, "hyper_parameters": hp, **extra}
+
+
+def test_export_checkpoint_with_vocab(capsys, tmp_path):
+    vocab = Vocabulary.build([list(VOCAB)])
+    model = _tiny(vocab)
+    torch.save(_checkpoint(model, vocab=vocab.to_dict()), tmp_path / "best.ckpt")
+    assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
+    loaded = CaptionModel.load(tmp_path / "m.pt")
+    assert _states_equal(loaded, model) and loaded.vocab == vocab
+    assert loaded.encoder.preprocess == model.encoder.preprocess
+
+
+def test_export_checkpoint_rebuilds_the_vocab_from_the_data_settings(capsys, tmp_path):
+    data = dict(source="shapes", train_size=12, val_size=3, test_size=3, image_size=64, max_objects=3, seed=5)
+    scenes = make_scenes(12, 5, 64, 3)
+    vocab = Vocabulary.build(c for s in scenes for c in s.captions)
+    model = _tiny(vocab)
+    torch.save(_checkpoint(model, datamodule_hyper_parameters=data), tmp_path / "best.ckpt")
+    assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
+    assert "no vocabulary" in capsys.readouterr().err
+    loaded = CaptionModel.load(tmp_path / "m.pt")
+    assert loaded.vocab == vocab and _states_equal(loaded, model)
+
+
+def test_export_errors(capsys, tmp_path):
+    (tmp_path / "junk.ckpt").write_text("junk")
+    torch.save({"state_dict": {"w": torch.zeros(1)}, "hyper_parameters": {}}, tmp_path / "other.ckpt")
+    for name in ("missing.ckpt", "junk.ckpt", "other.ckpt"):
+        with pytest.raises(SystemExit) as exc:
+            export_main([str(tmp_path / name), str(tmp_path / "out.pt")])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("caption-export: error: ")
+        assert name in err
+    assert not (tmp_path / "out.pt").exists()
+
+
+@pytest.mark.slow
+def test_export_a_real_training_checkpoint(capsys, tmp_path):
+    """A caption-train run's best checkpoint exports to the same file that fit itself writes at the end."""
+    import pytorch_lightning as pl
+
+    from captioning.data import CaptionDataModule
+    from captioning.module import CaptionModule
+
+    pl.seed_everything(0)
+    module = CaptionModule(**TINY, crop=False, val_meteor=False, export_path=str(tmp_path / "fit.pt"))
+    dm = CaptionDataModule(source="shapes", train_size=16, val_size=4, test_size=4, image_size=64, batch_size=8)
+    ckpt = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_Bleu_4", mode="max", save_top_k=1)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        callbacks=[ckpt],
+        logger=False,
+        enable_progress_bar=False,
+        num_sanity_val_steps=0,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(module, dm)
+    assert export_main([ckpt.best_model_path, str(tmp_path / "export.pt")]) == 0
+    a, b = CaptionModel.load(tmp_path / "fit.pt"), CaptionModel.load(tmp_path / "export.pt")
+    assert _states_equal(a, b) and a.vocab == b.vocab and a.encoder.preprocess == b.encoder.preprocess
