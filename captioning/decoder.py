@@ -26,6 +26,23 @@ from torch import Tensor, nn
 from text_attn.attention import AdditiveAttention, ProjectedKeys
 
 GATES = ("scalar", "vector", "none")
+POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
+
+
+def region_codes(num_regions: int, device: torch.device | None = None) -> Tensor:
+    """(L, 4 * POS_FREQS) sin/cos codes of each region's row and column on a square grid, row-major."""
+    g = round(num_regions**0.5)
+    if g * g != num_regions:
+        raise ValueError(f"region positions need a square grid, got {num_regions} regions")
+    pos = (torch.arange(g, device=device, dtype=torch.float32) + 0.5) / g  # cell centres in (0, 1)
+    freqs = torch.pi * 2.0 ** torch.arange(POS_FREQS, device=device, dtype=torch.float32)  # (F,)
+    ang = pos[:, None] * freqs  # (g, F)
+    axis = torch.cat([ang.sin(), ang.cos()], dim=-1)  # (g, 2F)
+    rows = axis[:, None, :].expand(g, g, -1)  # (g, g, 2F): varies down the rows
+    cols = axis[None, :, :].expand(g, g, -1)  # varies across the columns
+    return torch.cat([rows, cols], dim=-1).reshape(num_regions, -1)
+
+
 ATTENTIONS = ("soft",)
 
 
@@ -43,6 +60,9 @@ class DecoderConfig:
     # True: the paper's eq. (7), logits = L_o(E y_{t-1} + L_h h_t + L_z z_t); False: logits = linear(h_t).
     deep_output: bool = True
     attention: str = "soft"  # "soft" (deterministic, eq. 13); "hard" (REINFORCE) is not implemented yet
+    # Not in the paper: add a learned projection of each region's 2-D sinusoidal (row, col) code to its features.
+    # CNN features say little about *where* a region is, and captions with spatial relations ("left of") need it.
+    region_pos: bool = False
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -74,6 +94,7 @@ class ShowAttendTellDecoder(nn.Module):
             self.f_beta = None
         self.lstm = nn.LSTMCell(E + D, H)  # eqs. (1)-(3); input [E y_{t-1}; z_t]
         self.dropout = nn.Dropout(cfg.dropout)
+        self.pos_proj = nn.Linear(4 * POS_FREQS, D) if cfg.region_pos else None
         if cfg.deep_output:
             self.L_h = nn.Linear(H, E)
             self.L_z = nn.Linear(D, E)
@@ -84,6 +105,8 @@ class ShowAttendTellDecoder(nn.Module):
     # --- state -------------------------------------------------------------------------------
     def init_state(self, features: Tensor) -> dict:
         """features (B, L, D) -> {"h": (B, H), "c": (B, H), "keys": ProjectedKeys} (all batch-first)."""
+        if self.pos_proj is not None:
+            features = features + self.pos_proj(region_codes(features.size(1), features.device))  # (B, L, D)
         mean = features.mean(dim=1)  # (B, D) the average annotation vector
         return {
             "h": torch.tanh(self.init_h(mean)),

@@ -210,3 +210,21 @@ def test_caption_loss_trains_through_the_decoder():
     total.backward()
     assert dec.attention.key_proj.weight.grad.abs().sum() > 0
     assert dec.init_h.weight.grad.abs().sum() > 0
+
+
+def test_region_positions_make_identical_regions_distinguishable():
+    from captioning.decoder import DecoderConfig, ShowAttendTellDecoder, region_codes
+
+    codes = region_codes(16)
+    assert codes.shape == (16, 16)
+    assert torch.cdist(codes, codes).add(torch.eye(16)).min() > 0.1  # every region has its own code
+    torch.manual_seed(0)
+    feats = torch.ones(1, 16, 8)  # all regions look the same
+    plain = ShowAttendTellDecoder(DecoderConfig(vocab_size=10, feature_dim=8, embed_dim=8, hidden_dim=8, attn_dim=8))
+    _, alpha = plain.eval()(feats, torch.tensor([[1, 4]]))
+    assert torch.allclose(alpha, torch.full_like(alpha, 1 / 16))  # without positions attention cannot choose
+    pos = ShowAttendTellDecoder(
+        DecoderConfig(vocab_size=10, feature_dim=8, embed_dim=8, hidden_dim=8, attn_dim=8, region_pos=True)
+    )
+    _, alpha = pos.eval()(feats, torch.tensor([[1, 4]]))
+    assert alpha.std() > 1e-4 and torch.allclose(alpha.sum(-1), torch.ones(1, 2), atol=1e-5)

@@ -1,0 +1,399 @@
+"""Caption data: readers for Karpathy-split JSON (COCO, Flickr8k, Flickr30k) and folder + TSV, and CaptionDataModule.
+
+Sources:
+  ``shapes``   synthetic scenes (captioning.shapes), train / val / test drawn with seeds seed, seed+1, seed+2; the
+               Scene objects are kept (``dm.scenes[split]``) so validation can score attention grounding.
+  ``karpathy`` the Karpathy-split JSON: ``{"images": [{"filepath"?, "filename", "split", "sentences": [{"tokens",
+               "raw"}]}]}``; "restval" counts as train; files at image_root/filepath/filename.
+  ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (several per image allowed); the images
+               are shuffled once with the seed and split into val / test / train.
+
+Training batches hold every (image, caption) pair, in batches of similar caption length; evaluation batches hold
+one entry per image with all its references. Captions longer than ``max_caption_len`` words are TRUNCATED for
+training (an image keeps all its captions); evaluation always uses the full references. The vocabulary comes from
+the train captions only.
+
+Feature caching: with a frozen encoder, the module calls ``dm.cache_features(encode_fn, preprocess)``; every image
+of the requested splits is then preprocessed and encoded once, and batches carry "features" (B, L, D) instead of
+"images" (B, 3, H, W). Cached features are stored in float16 (half the memory; ~1e-3 relative rounding, far below
+what the decoder can notice). Memory: N images x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much
+for COCO at 14 x 14 x 2048 (about 100 GB): leave caching off there.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from PIL import Image, ImageOps, UnidentifiedImageError
+from torch.utils.data import DataLoader, Dataset
+
+from captioning.encoder import Preprocess, to_rgb
+from captioning.shapes import Scene, make_scenes
+from text_attn.data import LengthBatchSampler
+from text_attn.vocab import Vocabulary, tokenize
+
+SOURCES = ("shapes", "karpathy", "folder")
+SPLITS = ("train", "val", "test")
+_KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "test"}
+# Default split sizes when a size is None: shapes scenes per split; folder val / test fraction.
+_SHAPES_SIZES = {"train": 4000, "val": 500, "test": 500}
+_FOLDER_FRACTION = 0.05
+
+
+class CaptionDataError(ValueError):
+    """Caption data that cannot be used; the message is one line naming the input and what is wrong."""
+
+
+@dataclass
+class ImageItem:
+    path: Path
+    captions: list[list[str]]  # reference captions as token lists
+
+
+@dataclass
+class CaptionSplit:
+    """One split: images (files, or in-memory PIL images for shapes) with their references."""
+
+    images: list[Path | Image.Image]
+    references: list[list[list[str]]]  # per image, its captions as token lists
+    scenes: list[Scene] | None = None  # shapes only: ground truth for grounding
+
+
+# --- readers ---------------------------------------------------------------------------------------------------------
+def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[ImageItem]:
+    """Drop items whose image file is missing, with one stderr line (or a CaptionDataError when strict)."""
+    missing = [it for it in items if not it.path.is_file()]
+    if not missing:
+        return items
+    if strict:
+        raise CaptionDataError(
+            f"{source}: {len(missing)} of {len(items)} image files are missing (first: {missing[0].path})"
+        )
+    print(
+        f"caption data: {source}: skipped {len(missing)} of {len(items)} images whose files are missing "
+        f"(first: {missing[0].path})",
+        file=sys.stderr,
+    )
+    gone = {id(it) for it in missing}
+    return [it for it in items if id(it) not in gone]
+
+
+def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = False) -> dict[str, list[ImageItem]]:
+    """Karpathy-split JSON -> {"train", "val", "test": [ImageItem]} ("restval" joins train).
+
+    Sentence tokens come from "tokens" (lowercased), else from tokenizing "raw". Images without sentences are
+    dropped. Missing image files are skipped with one line on stderr, or raise CaptionDataError when ``strict``.
+    """
+    json_path, root = Path(json_path), Path(image_root)
+    if not json_path.is_file():
+        raise CaptionDataError(f"captions file {json_path} does not exist")
+    try:
+        data = json.loads(json_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CaptionDataError(f"{json_path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise CaptionDataError(f"{json_path} has no 'images' list (expected a Karpathy-split JSON)")
+    items: list[ImageItem] = []
+    splits: list[str] = []
+    for n, entry in enumerate(data["images"]):
+        if not isinstance(entry, dict) or "filename" not in entry:
+            raise CaptionDataError(f"{json_path}: images[{n}] has no 'filename'")
+        split = _KARPATHY_SPLITS.get(entry.get("split", ""))
+        if split is None:
+            raise CaptionDataError(
+                f"{json_path}: images[{n}] has split {entry.get('split')!r}; expected train, restval, val or test"
+            )
+        caps = []
+        for sent in entry.get("sentences", []):
+            sent = sent if isinstance(sent, dict) else {}
+            toks = [str(t).lower() for t in sent.get("tokens") or []] or tokenize(str(sent.get("raw", "")))
+            if toks:
+                caps.append(toks)
+        if caps:
+            items.append(ImageItem(root / entry.get("filepath", "") / entry["filename"], caps))
+            splits.append(split)
+    kept = {id(it) for it in _check_files(items, json_path, strict)}
+    out: dict[str, list[ImageItem]] = {s: [] for s in SPLITS}
+    for it, split in zip(items, splits, strict=True):
+        if id(it) in kept:
+            out[split].append(it)
+    return out
+
+
+def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = False) -> list[ImageItem]:
+    """A folder of images + ``filename<TAB>caption`` lines -> [ImageItem], in order of first appearance.
+
+    Captions are tokenized with text_attn.vocab.tokenize (lowercased). Blank lines and lines starting with "#"
+    are ignored; a line without a tab or with an empty caption is an error naming its line number.
+    """
+    image_dir, tsv = Path(image_dir), Path(captions_tsv)
+    if not tsv.is_file():
+        raise CaptionDataError(f"captions file {tsv} does not exist")
+    if not image_dir.is_dir():
+        raise CaptionDataError(f"image folder {image_dir} does not exist")
+    by_name: dict[str, ImageItem] = {}
+    for n, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, tab, caption = line.partition("\t")
+        toks = tokenize(caption)
+        if not tab or not name.strip() or not toks:
+            raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
+        name = name.strip()
+        by_name.setdefault(name, ImageItem(image_dir / name, [])).captions.append(toks)
+    if not by_name:
+        raise CaptionDataError(f"{tsv}: no captions")
+    return _check_files(list(by_name.values()), tsv, strict)
+
+
+def load_image(src: Path | Image.Image) -> Image.Image:
+    """An RGB PIL image, with the EXIF orientation applied (phones store rotated pixels plus a tag)."""
+    if isinstance(src, Image.Image):
+        return to_rgb(src)
+    try:
+        with Image.open(src) as img:
+            return to_rgb(ImageOps.exif_transpose(img))
+    except (OSError, UnidentifiedImageError) as err:
+        raise CaptionDataError(f"cannot read image {src}: {err}") from None
+
+
+# --- datasets and batches --------------------------------------------------------------------------------------------
+class _Indices(Dataset):
+    """Index-only dataset: the collate function gathers images / features / captions by index."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class _ImageTensors(Dataset):
+    """Preprocessed image tensors of one split (for the caching pass and image batches)."""
+
+    def __init__(self, images: Sequence[Path | Image.Image], preprocess: Callable):
+        self.images, self.preprocess = images, preprocess
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.preprocess(load_image(self.images[i]))  # (3, H, W)
+
+
+def _pad(seqs: list[list[int]], pad_id: int) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad_id)
+
+
+class CaptionDataModule(pl.LightningDataModule):
+    def __init__(
+        self,
+        source: str = "shapes",
+        karpathy_json: str | None = None,
+        image_root: str | None = None,
+        image_dir: str | None = None,
+        captions_tsv: str | None = None,
+        strict: bool = False,
+        train_size: int | None = None,
+        val_size: int | None = None,
+        test_size: int | None = None,
+        image_size: int = 128,
+        max_objects: int = 3,
+        seed: int = 0,
+        min_freq: int = 1,
+        max_caption_len: int = 50,
+        captions_per_image: int | None = None,
+        batch_size: int = 64,
+        num_workers: int = 0,
+        cache_features: bool = False,
+    ):
+        """
+        Args:
+            source: ``shapes`` (synthetic), ``karpathy`` (needs karpathy_json, image_root) or ``folder``
+                (needs image_dir, captions_tsv).
+            karpathy_json: the Karpathy-split JSON (dataset_coco.json, dataset_flickr8k.json, ...).
+            image_root: folder that the JSON's filepath/filename are relative to.
+            image_dir: the image folder for ``folder``. captions_tsv: its ``filename<TAB>caption`` file.
+            strict: a missing image file is an error (default: skipped, with one line on stderr).
+            train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
+            val_size: shapes: scenes (default 500); karpathy: cap (None = all); folder: images held out
+                (default 5%). test_size: likewise for test.
+            image_size: shapes canvas side in pixels. max_objects: shapes objects per scene (1..4).
+            seed: shapes uses seed, seed+1, seed+2 for train / val / test; also shuffles folder data and batches.
+            min_freq: words seen fewer times in the train captions become <unk>.
+            max_caption_len: training captions longer than this are truncated to it (eos follows).
+            captions_per_image: train on only the first k captions of each image (None = all of them).
+            batch_size: (image, caption) pairs per training batch; images per evaluation batch.
+            num_workers: DataLoader worker processes (0 = load in the main process).
+            cache_features: encode every image once when the encoder is frozen (see the module doc).
+        """
+        super().__init__()
+        if source not in SOURCES:
+            raise CaptionDataError(f"unknown caption source {source!r}; choose one of {', '.join(SOURCES)}")
+        self.save_hyperparameters()
+        self.vocab: Vocabulary | None = None
+        self.splits: dict[str, CaptionSplit] = {}
+        self.scenes: dict[str, list[Scene]] = {}
+        self.features: dict[str, torch.Tensor] = {}  # split -> (N, L, D) float16, once cached
+        self.preprocess: Callable = Preprocess()
+        self._train_pairs: list[tuple[int, list[int]]] = []  # (image index, caption ids without bos/eos)
+
+    # --- loading ------------------------------------------------------------------------------------------------------
+    def _load(self) -> dict[str, CaptionSplit]:
+        hp = self.hparams
+        if hp.source == "shapes":
+            out = {}
+            for k, split in enumerate(SPLITS):
+                n = getattr(hp, f"{split}_size")
+                scenes = make_scenes(
+                    _SHAPES_SIZES[split] if n is None else n, hp.seed + k, hp.image_size, hp.max_objects
+                )
+                out[split] = CaptionSplit([s.image for s in scenes], [s.captions for s in scenes], scenes)
+            return out
+        if hp.source == "karpathy":
+            if not hp.karpathy_json or not hp.image_root:
+                raise CaptionDataError("source 'karpathy' needs data.karpathy_json and data.image_root")
+            items = read_karpathy(hp.karpathy_json, hp.image_root, hp.strict)
+            for split in SPLITS:
+                cap = getattr(hp, f"{split}_size")
+                items[split] = items[split][:cap] if cap else items[split]
+        else:
+            if not hp.image_dir or not hp.captions_tsv:
+                raise CaptionDataError("source 'folder' needs data.image_dir and data.captions_tsv")
+            pool = read_folder(hp.image_dir, hp.captions_tsv, hp.strict)
+            random.Random(hp.seed).shuffle(pool)
+            default = max(1, round(_FOLDER_FRACTION * len(pool)))
+            n_val = default if hp.val_size is None else hp.val_size
+            n_test = default if hp.test_size is None else hp.test_size
+            if len(pool) <= n_val + n_test:
+                raise CaptionDataError(
+                    f"{hp.captions_tsv}: {len(pool)} images are too few for val_size={n_val} and test_size={n_test}"
+                )
+            items = {"val": pool[:n_val], "test": pool[n_val : n_val + n_test], "train": pool[n_val + n_test :]}
+            items["train"] = items["train"][: hp.train_size] if hp.train_size else items["train"]
+        for split in ("train", "val"):
+            if not items[split]:
+                raise CaptionDataError(f"{hp.karpathy_json or hp.captions_tsv}: no {split} images")
+        return {s: CaptionSplit([it.path for it in v], [it.captions for it in v]) for s, v in items.items()}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        self.splits = self._load()
+        self.scenes = {s: sp.scenes for s, sp in self.splits.items() if sp.scenes is not None}
+        hp = self.hparams
+        train = self.splits["train"].references
+        self.vocab = Vocabulary.build((c for caps in train for c in caps[: hp.captions_per_image]), hp.min_freq)
+        self._train_pairs = [
+            (i, self.vocab.encode(c[: hp.max_caption_len], eos=False))
+            for i, caps in enumerate(train)
+            for c in caps[: hp.captions_per_image]
+        ]
+
+    # --- features -----------------------------------------------------------------------------------------------------
+    def set_preprocess(self, preprocess: Callable) -> None:
+        """How images become network input (the encoder's Preprocess); image batches use it."""
+        self.preprocess = preprocess
+
+    @torch.no_grad()
+    def cache_features(
+        self,
+        encode_fn: Callable[[torch.Tensor], torch.Tensor],
+        preprocess: Callable | None = None,
+        splits: Sequence[str] | None = None,
+        batch_size: int = 64,
+        progress: bool = True,
+    ) -> None:
+        """Encode every image of ``splits`` (default: all) once: (B, 3, H, W) -> encode_fn -> (B, L, D) float16.
+
+        Splits already cached are skipped (so fit, then test, encode each image once). The features must come
+        from a frozen encoder: caching assumes they never change during training.
+        """
+        from tqdm.auto import tqdm
+
+        if preprocess is not None:
+            self.preprocess = preprocess
+        todo = [s for s in (splits or self.splits) if s in self.splits and s not in self.features]
+        total = sum(len(self.splits[s].images) for s in todo)
+        if total == 0:
+            return
+        bar = tqdm(total=total, desc="caching image features", unit="img", disable=not progress, file=sys.stderr)
+        for split in todo:
+            ds = _ImageTensors(self.splits[split].images, self.preprocess)
+            chunks = []
+            for images in DataLoader(ds, batch_size=batch_size, num_workers=self.hparams.num_workers):
+                chunks.append(encode_fn(images).to("cpu", torch.float16))  # (b, L, D)
+                bar.update(images.size(0))
+            self.features[split] = torch.cat(chunks)  # (N, L, D)
+        bar.close()
+
+    def _visual(self, split: str, index: list[int]) -> dict[str, torch.Tensor]:
+        feats = self.features.get(split)
+        if feats is not None:
+            return {"features": feats[index].float()}  # (B, L, D)
+        images = self.splits[split].images
+        return {"images": torch.stack([self.preprocess(load_image(images[i])) for i in index])}  # (B, 3, H, W)
+
+    def _caption_tensors(self, captions: list[list[int]]) -> dict[str, torch.Tensor]:
+        v = self.vocab
+        return {
+            "captions_in": _pad([[v.bos_id, *c] for c in captions], v.pad_id),  # (B, T) bos + words
+            "targets": _pad([[*c, v.eos_id] for c in captions], v.pad_id),  # (B, T) words + eos
+        }
+
+    # --- batches ------------------------------------------------------------------------------------------------------
+    def _collate_train(self, index: list[int]) -> dict:
+        pairs = [self._train_pairs[i] for i in index]
+        images = [img for img, _ in pairs]
+        batch = {**self._visual("train", images), **self._caption_tensors([c for _, c in pairs])}
+        batch["image_index"] = torch.tensor(images)  # (B,)
+        return batch
+
+    def _collate_eval(self, split: str, index: list[int]) -> dict:
+        refs = [self.splits[split].references[i] for i in index]
+        # The first reference gives a teacher-forced loss; the metrics use all of them.
+        first = [self.vocab.encode(r[0][: self.hparams.max_caption_len], eos=False) for r in refs]
+        batch = {**self._visual(split, index), **self._caption_tensors(first)}
+        batch["image_index"] = torch.tensor(index)  # (B,)
+        batch["references"] = refs  # per image, its reference token lists
+        return batch
+
+    def train_dataloader(self) -> DataLoader:
+        hp = self.hparams
+        lengths = [len(c) for _, c in self._train_pairs]
+        sampler = LengthBatchSampler(lengths, hp.batch_size, shuffle=True, seed=hp.seed)
+        return DataLoader(
+            _Indices(len(lengths)),
+            batch_sampler=sampler,
+            collate_fn=self._collate_train,
+            num_workers=hp.num_workers,
+        )
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        return DataLoader(
+            _Indices(len(self.splits[split].images)),
+            batch_size=self.hparams.batch_size,
+            shuffle=False,
+            collate_fn=partial(self._collate_eval, split),
+            num_workers=self.hparams.num_workers,
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")

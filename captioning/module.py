@@ -1,0 +1,252 @@
+"""CaptionModule: a thin LightningModule around CaptionModel (loss, optimiser, logging, export).
+
+The model is built in ``setup`` because its vocabulary comes from the data module. Training minimises the
+cross-entropy plus λ times the doubly stochastic attention penalty (Xu et al. 2015, eq. 14). Validation and test
+decode free-running (no teacher forcing) one caption per image and score it against all its references with the
+coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``, ``{stage}_CIDEr`` (and ``{stage}_METEOR`` when
+Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's first reference. On shapes it also logs
+``{stage}_grounding`` (fraction of object-naming nouns whose arg-max attention cell lies in the named object's box;
+0 when no noun names an object), ``{stage}_grounding_mass`` (mean attention mass in that box) and
+``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint.
+
+With a frozen encoder and ``data.cache_features: true``, every image is encoded once before the first batch (in
+``on_fit_start`` / ``on_validation_start`` / ``on_test_start``: after any checkpoint has been restored and the model
+moved to its device, so the cached features come from the weights actually used).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+from captioning.decoder import caption_loss
+from captioning.grounding import grounding
+from captioning.model import CaptionModel
+from text_attn.metrics import coco_metrics
+
+_STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
+
+
+class CaptionModule(pl.LightningModule):
+    def __init__(
+        self,
+        backbone: str = "resnet101",
+        grid: int = 14,
+        stride: int = 32,
+        weights: str | None = "imagenet",
+        fine_tune: str = "none",
+        image_size: int | None = None,
+        crop: bool | None = None,
+        embed_dim: int = 512,
+        hidden_dim: int = 512,
+        attn_dim: int = 512,
+        dropout: float = 0.5,
+        gate: str = "scalar",
+        deep_output: bool = True,
+        region_pos: bool = False,
+        ds_lambda: float = 1.0,
+        label_smoothing: float = 0.0,
+        lr: float = 4e-4,
+        encoder_lr: float = 1e-4,
+        val_beam_size: int = 1,
+        val_max_len: int = 30,
+        val_meteor: bool | None = None,
+        export_path: str | None = None,
+        cpu_threads: int | None = None,
+    ):
+        """
+        Args:
+            backbone: CNN encoder (captioning.encoder.BACKBONES): resnet18..152, vgg16, vgg19, efficientnet_lite0.
+            grid: regions per side; L = grid * grid annotation vectors (the paper: 14).
+            stride: 16 or 32, the backbone's output stride (16 gives a finer map at the same input size).
+            weights: ``imagenet`` (torchvision's, from the hub cache; efficientnet_lite0's ship offline),
+                a state_dict file, or null for random init.
+            fine_tune: ``none`` (frozen; features can be cached), ``last`` (last stage trains) or ``all``.
+            image_size: network input side (default: the backbone's 224). crop: centre square crop (default true).
+            embed_dim: word embedding size. hidden_dim: LSTM size. attn_dim: attention hidden size.
+            dropout: decoder dropout. gate: ``scalar`` (the paper's β), ``vector`` or ``none``.
+            deep_output: the paper's eq. (7) readout (else a linear layer on h_t).
+            region_pos: add a learned code of each region's (row, col) to its features (not in the paper; spatial
+                captions need it: CNN features carry little position information).
+            ds_lambda: weight of the doubly stochastic penalty (the paper: 1.0).
+            label_smoothing: cross-entropy label smoothing.
+            lr: Adam learning rate of the decoder. encoder_lr: Adam rate of the trainable encoder layers.
+            val_beam_size: beam size of the free-running decoding in validation and test (1 = greedy, fastest).
+            val_max_len: longest caption decoded in validation and test.
+            val_meteor: METEOR in validation / test: null = when Java is available, false = never (faster).
+            export_path: where fit writes the self-contained model file (default: <log dir>/model.pt).
+            cpu_threads: torch CPU threads, set in setup (null = torch's default, one per core). On a small CPU
+                shared with other work, 1 is much faster: threads waiting for a busy core stall every op.
+        """
+        super().__init__()
+        self.save_hyperparameters()
+        self.model: CaptionModel | None = None
+        self.vocab = None
+        self._outputs: list[dict] = []
+
+    # --- building from the data -------------------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        if self.hparams.cpu_threads:
+            torch.set_num_threads(self.hparams.cpu_threads)
+        dm = self.trainer.datamodule
+        dm.setup(stage)
+        if self.model is None:
+            hp = self.hparams
+            self.vocab = dm.vocab
+            self.model = CaptionModel.build(
+                self.vocab,
+                backbone=hp.backbone,
+                grid=hp.grid,
+                stride=hp.stride,
+                weights=hp.weights,
+                fine_tune=hp.fine_tune,
+                image_size=hp.image_size,
+                crop=hp.crop,
+                embed_dim=hp.embed_dim,
+                hidden_dim=hp.hidden_dim,
+                attn_dim=hp.attn_dim,
+                dropout=hp.dropout,
+                gate=hp.gate,
+                deep_output=hp.deep_output,
+                region_pos=hp.region_pos,
+            )
+        dm.set_preprocess(self.model.encoder.preprocess)
+
+    def _cache(self, stage: str) -> None:
+        dm = self.trainer.datamodule
+        if self.hparams.fine_tune != "none" or not dm.hparams.cache_features:
+            return
+
+        def encode(images: torch.Tensor) -> torch.Tensor:
+            return self.model.encode(images.to(self.device))  # (B, L, D)
+
+        was_training = self.model.training
+        self.model.eval()
+        progress = self.trainer.progress_bar_callback is not None
+        dm.cache_features(encode, self.model.encoder.preprocess, _STAGE_SPLITS[stage], progress=progress)
+        self.model.train(was_training)
+
+    def on_fit_start(self) -> None:
+        self._cache("fit")
+
+    def on_validation_start(self) -> None:
+        self._cache("validate")  # a no-op during fit: val was cached at fit start
+
+    def on_test_start(self) -> None:
+        self._cache("test")
+
+    def on_predict_start(self) -> None:
+        self._cache("predict")
+
+    # --- training ---------------------------------------------------------------------------------------------------
+    def _features(self, batch: dict) -> torch.Tensor:
+        return batch["features"] if "features" in batch else self.model.encode(batch["images"])  # (B, L, D)
+
+    def _loss(self, batch: dict, features: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        logits, alphas = self.model.decoder(features, batch["captions_in"])  # (B, T, V), (B, T, L)
+        return caption_loss(
+            logits,
+            batch["targets"],
+            alphas,
+            pad_id=self.vocab.pad_id,
+            ds_lambda=self.hparams.ds_lambda,
+            label_smoothing=self.hparams.label_smoothing,
+        )
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, parts = self._loss(batch, self._features(batch))
+        n = batch["targets"].size(0)
+        self.log("train_loss", loss, prog_bar=True, batch_size=n)
+        self.log("train_ce", parts["ce"], batch_size=n)
+        self.log("train_ds", parts["ds"], batch_size=n)
+        return loss
+
+    def configure_optimizers(self):
+        groups = [{"params": list(self.model.decoder.parameters()), "lr": self.hparams.lr}]
+        enc = [p for p in self.model.encoder.parameters() if p.requires_grad]
+        if enc:
+            groups.append({"params": enc, "lr": self.hparams.encoder_lr})
+        return torch.optim.Adam(groups)
+
+    # --- free-running evaluation ------------------------------------------------------------------------------------
+    def _eval_step(self, batch: dict, stage: str) -> None:
+        features = self._features(batch)
+        loss, _ = self._loss(batch, features)
+        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=features.size(0))
+        captions = self.model.generate(features, beam_size=self.hparams.val_beam_size, max_len=self.hparams.val_max_len)
+        for i, refs, (words, alphas) in zip(batch["image_index"].tolist(), batch["references"], captions, strict=True):
+            self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas})
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def _eval_epoch_end(self, stage: str) -> None:
+        outs, self._outputs = self._outputs, []
+        if not outs:
+            return
+        refs = {o["index"]: [" ".join(r) for r in o["refs"]] for o in outs}
+        hyps = {o["index"]: " ".join(o["words"]) for o in outs}
+        scores = coco_metrics(refs, hyps, meteor=False if self.hparams.val_meteor is False else None)
+        for name, value in scores.items():
+            self.log(f"{stage}_{name}", value, prog_bar=name in ("Bleu_4", "CIDEr"))
+        scenes = self.trainer.datamodule.scenes.get(stage)
+        if scenes:
+            g = self.model.encoder.grid
+            result = grounding(
+                [scenes[o["index"]] for o in outs], [o["words"] for o in outs], [o["alphas"] for o in outs], (g, g)
+            )
+            # No scored word (e.g. an untrained model naming no object) counts as 0, not nan, so "max" monitors work.
+            self.log(f"{stage}_grounding", 0.0 if math.isnan(result.accuracy) else result.accuracy, prog_bar=True)
+            self.log(f"{stage}_grounding_mass", 0.0 if math.isnan(result.mass) else result.mass)
+            self.log(f"{stage}_grounding_words", float(result.words))
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_epoch_end("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_epoch_end("test")
+
+    def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        captions = self.model.generate(
+            self._features(batch), beam_size=self.hparams.val_beam_size, max_len=self.hparams.val_max_len
+        )
+        index = batch["image_index"].tolist()
+        return [{"index": i, "caption": " ".join(w)} for i, (w, _) in zip(index, captions, strict=True)]
+
+    # --- checkpoints -----------------------------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["vocab"] = self.vocab.to_dict()  # a checkpoint can be turned into a model file without the data
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        saved = checkpoint.get("vocab")
+        if saved is not None and self.vocab is not None and saved != self.vocab.to_dict():
+            raise ValueError(
+                f"the checkpoint's vocabulary ({len(saved['tokens'])} words) differs from the one built from "
+                f"the data ({len(self.vocab)} words): use the data settings the checkpoint was trained with"
+            )
+
+    # --- export -----------------------------------------------------------------------------------------------------
+    def _load_best(self) -> str | None:
+        """Load the best checkpoint's weights (if ModelCheckpoint kept one) into this module; its path, or None."""
+        ckpt = self.trainer.checkpoint_callback
+        best = getattr(ckpt, "best_model_path", "") if ckpt is not None else ""
+        if not best or not Path(best).is_file():
+            return None
+        state = torch.load(best, map_location=self.device, weights_only=True)["state_dict"]
+        self.load_state_dict(state)
+        return best
+
+    def on_fit_end(self) -> None:
+        if not self.trainer.is_global_zero:
+            return
+        best = self._load_best()
+        path = self.hparams.export_path or str(Path(self.trainer.log_dir or self.trainer.default_root_dir, "model.pt"))
+        self.model.save(path)
+        note = f" (best checkpoint {best})" if best else ""
+        print(f"wrote model file: {path}{note}")

@@ -1,0 +1,121 @@
+"""caption-train through its LightningCLI: fit caches features and writes a model file CaptionModel.load reads,
+the best checkpoint's weights are what gets exported, test / validate report coco metrics and grounding, and bad
+options get one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from captioning.cli import caption_cli, train_main
+from captioning.model import CaptionModel
+
+CONFIG = str(Path(__file__).parent / "fixtures/captions/tiny_shapes.yaml")
+COCO_KEYS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr")
+
+
+@pytest.fixture(autouse=True)
+def _run_in_tmp(tmp_path, monkeypatch):
+    """LightningCLI saves its config.yaml in the working directory when there is no logger."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _restore_threads():
+    """The tiny config sets torch to 1 CPU thread (cpu_threads); give later test files back their default."""
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fit") / "model.pt"
+    cli = caption_cli(
+        ["fit", "--config", CONFIG, "--model.export_path", str(out), "--trainer.default_root_dir", str(out.parent)]
+    )
+    return cli, out
+
+
+def test_fit_caches_features_and_writes_a_loadable_model_file(fitted, capsys):
+    cli, path = fitted
+    dm = cli.datamodule
+    assert sorted(dm.features) == ["train", "val"]  # fit encodes train and val once, not test
+    assert dm.features["train"].shape == (32, 16, 512)  # resnet18, 4 x 4 grid
+    assert cli.trainer.global_step == 4
+    model = CaptionModel.load(path)
+    assert model.vocab == dm.vocab
+    assert model.encoder.config()["grid"] == 4 and model.decoder.cfg.hidden_dim == 32
+    # the file holds the trained weights: same decoder parameters as the module after fit
+    trained = cli.model.model.decoder.state_dict()
+    for k, v in model.decoder.state_dict().items():
+        torch.testing.assert_close(v, trained[k].cpu())
+    # and the loaded model captions images end to end
+    (words, alphas), *_ = model.caption_images([dm.scenes["test"][0].image], beam_size=2, max_len=8)
+    assert alphas.shape == (len(words), 16) and all(w in dm.vocab for w in words)
+
+
+def test_fit_exports_the_best_checkpoint(tmp_path, capsys):
+    cfg = yaml.safe_load(Path(CONFIG).read_text())
+    cfg["trainer"].update(
+        max_steps=6,
+        val_check_interval=2,
+        enable_checkpointing=True,
+        callbacks=[
+            {
+                "class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
+                "init_args": {"monitor": "val_loss", "mode": "min", "save_top_k": 1, "dirpath": str(tmp_path / "ck")},
+            }
+        ],
+    )
+    cfg["model"]["lr"] = 0.05  # big steps, so the three validated weight sets differ
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "best.pt"
+    cli = caption_cli(["fit", "--config", str(tmp_path / "cfg.yaml"), "--model.export_path", str(out)])
+    best = cli.trainer.checkpoint_callback.best_model_path
+    assert best and f"wrote model file: {out} (best checkpoint {best})" in capsys.readouterr().out
+    ckpt = torch.load(best, map_location="cpu", weights_only=True)
+    assert ckpt["vocab"] == cli.datamodule.vocab.to_dict()  # checkpoints carry their vocabulary
+    exported = torch.load(out, weights_only=True)["state_dict"]
+    for k, v in exported.items():
+        torch.testing.assert_close(v, ckpt["state_dict"][f"model.{k}"])
+
+
+def test_test_and_validate_report_coco_metrics_and_grounding():
+    cli = caption_cli(["test", "--config", CONFIG])
+    metrics = cli.trainer.callback_metrics
+    for key in ("loss", *COCO_KEYS, "grounding", "grounding_mass", "grounding_words"):
+        assert f"test_{key}" in metrics, key
+    assert "test" in cli.datamodule.features and "train" not in cli.datamodule.features  # test encodes test only
+    for key in ("Bleu_4", "grounding", "grounding_mass"):
+        assert 0.0 <= float(metrics[f"test_{key}"]) <= 1.0
+    cli = caption_cli(["validate", "--config", CONFIG])
+    assert {"val_Bleu_4", "val_CIDEr", "val_grounding"} <= set(cli.trainer.callback_metrics)
+
+
+def test_without_cache_training_reads_images(tmp_path):
+    cli = caption_cli(
+        ["fit", "--config", CONFIG, "--data.cache_features", "false", "--trainer.max_steps", "1"]
+        + ["--trainer.limit_val_batches", "0", "--model.export_path", str(tmp_path / "m.pt")]
+    )
+    assert cli.datamodule.features == {} and cli.trainer.global_step == 1
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--data.source", "coco", "unknown caption source 'coco'"),
+        ("--model.backbone", "alexnet", "unknown backbone 'alexnet'"),
+        ("--data.source", "karpathy", "needs data.karpathy_json"),
+    ],
+)
+def test_bad_options_get_one_clear_line(option, value, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        train_main(["fit", "--config", CONFIG, option, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("caption-train: error: ") and message in err[-1]
+    assert not any("Traceback" in line for line in err)
