@@ -36,6 +36,7 @@ MODELS = {
     "none": "configs/text/reorder_none.yaml",
     "bahdanau": "configs/text/reorder_bahdanau.yaml",
     "luong": "configs/text/reorder_luong_general.yaml",
+    "transformer": "configs/text/reorder_transformer.yaml",
 }
 
 
