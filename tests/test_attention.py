@@ -127,3 +127,37 @@ def test_bad_configuration_is_rejected():
         build_attention("luong-cosine", 4, 4, 4)
     with pytest.raises(ValueError, match="query_dim == key_dim"):
         LuongAttention(4, 6, score="dot")
+
+
+def test_hard_attention_log_prob_and_entropy_match_torch_distributions():
+    from text_attn.attention import HardAttention
+
+    torch.manual_seed(3)
+    att = HardAttention(6, 6, 5)
+    q, k = torch.randn(4, 6), torch.randn(4, 7, 6)
+    mask = torch.ones(4, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+    out = att.attend(q, k, mask=mask, mode="sample")
+    dist = torch.distributions.Categorical(probs=out.weights)
+    assert torch.allclose(out.log_prob, dist.log_prob(out.index), atol=1e-5)
+    assert torch.allclose(out.entropy, dist.entropy(), atol=1e-5)
+    assert torch.equal(out.context, k[torch.arange(4), out.index])
+    assert (out.index[1] < 5).item()  # never samples a masked position
+
+
+def test_hard_attention_samples_follow_alpha_and_soft_rows_use_the_expectation():
+    from text_attn.attention import HardAttention
+
+    torch.manual_seed(0)
+    att = HardAttention(3, 3, 3)
+    q, k = torch.randn(1, 3).expand(4000, 3), torch.randn(1, 5, 3).expand(4000, 5, 3)
+    out = att.attend(q, k, mode="sample")
+    freq = torch.bincount(out.index, minlength=5).float() / 4000
+    assert torch.allclose(freq, out.weights[0], atol=0.03)
+    soft = torch.zeros(4000, dtype=torch.bool)
+    soft[::2] = True
+    mixed = att.attend(q, k, mode="sample", use_soft=soft)
+    expected = out.weights[0] @ k[0]
+    assert torch.allclose(mixed.context[0], expected, atol=1e-6) and (mixed.log_prob[soft] == 0).all()
+    arg = att.attend(q[:1], k[:1], mode="argmax")
+    assert arg.index.item() == out.weights[0].argmax().item()

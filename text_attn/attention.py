@@ -282,3 +282,66 @@ class MultiHeadAttention(nn.Module):
             tri = torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T)
             keep = tri if keep is None else keep & tri
         return keep
+
+
+class HardAttentionResult(NamedTuple):
+    context: Tensor  # (B, V) the chosen region's value (or the expected context where soft)
+    weights: Tensor  # (B, S) α, the distribution s_t is drawn from
+    index: Tensor  # (B,) the chosen location s_t (the arg-max of α where the soft context was used)
+    log_prob: Tensor  # (B,) log α[s_t]; 0 where the soft context was used (nothing was sampled)
+    entropy: Tensor  # (B,) H[α] = -Σ α log α
+
+
+class HardAttention(nn.Module):
+    """Show-Attend-Tell's stochastic hard attention (Xu et al. 2015, sec. 4.1).
+
+    α comes from an additive scorer; s_t ~ Multinoulli(α) and the context is the value at s_t. ``attend`` returns
+    log p(s_t) and H[α] for the REINFORCE and entropy terms of the paper's eq. 12. ``mode`` picks how to attend:
+    ``sample`` (training), ``argmax`` or ``expect`` (inference: the arg-max location or the expected, soft context).
+    ``use_soft`` (B,) bool selects rows that take the expected context instead of a sample (the paper does this with
+    probability 0.5 per caption during training).
+    """
+
+    MODES = ("sample", "argmax", "expect")
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
+        super().__init__()
+        self.scorer = AdditiveAttention(query_dim, key_dim, attn_dim)
+
+    def precompute(self, keys: Tensor | ProjectedKeys) -> ProjectedKeys:
+        return self.scorer.precompute(keys)
+
+    def attend(
+        self,
+        query: Tensor,
+        keys: Tensor | ProjectedKeys,
+        values: Tensor | None = None,
+        mask: Tensor | None = None,
+        mode: str = "sample",
+        use_soft: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> HardAttentionResult:
+        if mode not in self.MODES:
+            raise ValueError(f"unknown hard attention mode {mode!r}; choose one of {self.MODES}")
+        pk = self.scorer.precompute(keys)
+        values = pk.keys if values is None else values  # (B, S, V)
+        weights = masked_softmax(self.scorer.score(query, pk.proj), mask)  # (B, S)
+        if mode == "sample":
+            index = torch.multinomial(weights.detach().float(), 1, generator=generator).squeeze(1)  # (B,)
+        else:
+            index = weights.argmax(-1)
+        log_prob = torch.log(weights.gather(1, index.unsqueeze(1)).squeeze(1).clamp_min(1e-12))
+        context = values[torch.arange(values.size(0), device=values.device), index]  # (B, V)
+        soft = torch.ones_like(index, dtype=torch.bool) if mode == "expect" else use_soft
+        if soft is not None:
+            expected = _weighted_sum(weights, values)
+            context = torch.where(soft.unsqueeze(1), expected, context)
+            log_prob = log_prob.masked_fill(soft, 0.0)
+        entropy = -(weights * torch.log(weights.clamp_min(1e-12))).sum(-1)
+        return HardAttentionResult(context, weights, index, log_prob, entropy)
+
+    def forward(
+        self, query: Tensor, keys: Tensor | ProjectedKeys, values: Tensor | None = None, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        out = self.attend(query, keys, values, mask, mode="sample" if self.training else "argmax")
+        return out.context, out.weights

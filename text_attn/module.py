@@ -77,7 +77,9 @@ class TranslationModule(pl.LightningModule):
             tgt_vocab_size=len(self.tgt_vocab),
         )
         if getattr(self.config, "share_embeddings", False) and self.src_vocab is not self.tgt_vocab:
-            raise ValueError("network.share_embeddings needs one vocabulary for both sides: set data.shared_vocab: true")
+            raise ValueError(
+                "network.share_embeddings needs one vocabulary for both sides: set data.shared_vocab: true"
+            )
         self.net = build_network(self.hparams.arch, self.config)
 
     def model_payload(self) -> dict[str, Any]:

@@ -54,8 +54,9 @@ class TransformerConfig:
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by num_heads {self.num_heads}")
         if self.enc_layers < 1 or self.dec_layers < 1:
-            raise ValueError(f"need at least one layer per stack, got enc_layers={self.enc_layers}, "
-                             f"dec_layers={self.dec_layers}")
+            raise ValueError(
+                f"need at least one layer per stack, got enc_layers={self.enc_layers}, dec_layers={self.dec_layers}"
+            )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("share_embeddings needs one vocabulary for both sides: set data.shared_vocab: true")
 
