@@ -7,8 +7,10 @@ in argument order (like grep with one vs several files). ``--json``: one JSON li
      "attention": [[L floats] per word]   (row t: step t's weights over the grid*grid regions, row-major, sum 1),
      "grid": [g, g], "size": [W, H]        (the image as captioned: after its EXIF rotation),
      "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
+     "chosen": [region per word] | null (a hard-attention model's attended region, row-major; null for soft),
      "overlay": PNG path | null, "error": null | "one line"}
-A failed image gets caption, grid, size, crop_box null and empty lists. Every failure is also one line on stderr
+A failed image gets caption, grid, size, crop_box, chosen null and empty lists. Overlays of a hard-attention model
+outline each word's chosen region. Every failure is also one line on stderr
 (``caption: error: PATH: what is wrong``); the other images are still captioned, and the exit code is 1. Bad
 options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``).
 
@@ -135,7 +137,7 @@ def _chunks(items: list[str], n: int) -> Iterator[list[str]]:
 
 
 def _record(name: str, error: str | None = None) -> dict[str, Any]:
-    keys = ("caption", "grid", "size", "crop_box", "overlay")
+    keys = ("caption", "grid", "size", "crop_box", "chosen", "overlay")
     return {"image": name, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
 
 
@@ -156,13 +158,15 @@ def caption_images(
         rec = _record(name)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(image.size), crop_box=list(box))
         rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
+        rec["chosen"] = chosen = model.chosen_regions(alphas)  # hard attention's region per word, else None
         if args.overlay:
             stem = _unique_stem(Path(name).stem or "image", used)
             try:
-                path = draw_overlay(image, words, alphas, g, box, Path(args.overlay) / f"{stem}-attention.png")
+                png = Path(args.overlay) / f"{stem}-attention.png"
+                path = draw_overlay(image, words, alphas, g, box, png, chosen=chosen)
                 extra = ""
                 if args.per_word:
-                    n = len(draw_word_panels(image, words, alphas, g, box, args.overlay, stem))
+                    n = len(draw_word_panels(image, words, alphas, g, box, args.overlay, stem, chosen=chosen))
                     extra = f" (+ {n} per-word PNGs)"
             except OSError as err:
                 rec["error"] = f"{name}: cannot write its overlay ({_one_line(err)})"

@@ -1,4 +1,4 @@
-"""Show-Attend-Tell LSTM decoder (Xu et al. 2015, "Show, Attend and Tell"), soft attention.
+"""Show-Attend-Tell LSTM decoder (Xu et al. 2015, "Show, Attend and Tell"), soft or stochastic hard attention.
 
 Equation numbers below are the paper's. One decoder step t, given the previous word y_{t-1}, the previous LSTM
 state (h_{t-1}, c_{t-1}) and the L annotation vectors a_i (the encoder's regions, (B, L, D)):
@@ -10,6 +10,12 @@ state (h_{t-1}, c_{t-1}) and the L annotation vectors a_i (the encoder's regions
     p(y_t)     ∝ exp(L_o(E y_{t-1} + L_h h_t + L_z z_t))       (7)  -- the "deep output"
     h_0, c_0   = tanh(f_init,h(mean_i a_i)), tanh(f_init,c(mean_i a_i))   (Sec. 3.1.2)
 
+Hard attention (Sec. 4.1, ``attention="hard"``) replaces eq. (6) by z_t = a_{s_t}, one region s_t ~ Multinoulli(α_t)
+(same scorer f_att); the gate β_t still scales it. In training, each caption takes the expected (soft) context
+instead of sampling with probability ``soft_prob`` (the paper: 0.5), and ``forward`` also returns log p(s_t | a),
+H[α_t] and s_t for the REINFORCE loss of eq. (12) (:func:`captioning.reinforce.hard_attention_loss`). In eval mode
+it is deterministic: the arg-max region, or the expected context (``hard_inference``), so beam search works as usual.
+
 The region keys' attention projection (U a_i) is computed once per image in ``init_state``, not at every step.
 ``forward`` (teacher forcing) and ``step`` (search) share the per-step code, so they compute the same thing.
 The training loss adds the doubly stochastic penalty of eq. (14): see :func:`doubly_stochastic_penalty`.
@@ -18,12 +24,13 @@ The training loss adds the doubly stochastic penalty of eq. (14): see :func:`dou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from text_attn.attention import AdditiveAttention, ProjectedKeys
+from text_attn.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
 
 GATES = ("scalar", "vector", "none")
 POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
@@ -43,7 +50,8 @@ def region_codes(num_regions: int, device: torch.device | None = None) -> Tensor
     return torch.cat([rows, cols], dim=-1).reshape(num_regions, -1)
 
 
-ATTENTIONS = ("soft",)
+ATTENTIONS = ("soft", "hard")
+HARD_INFERENCE = ("argmax", "expect")
 
 
 @dataclass
@@ -59,30 +67,61 @@ class DecoderConfig:
     gate: str = "scalar"
     # True: the paper's eq. (7), logits = L_o(E y_{t-1} + L_h h_t + L_z z_t); False: logits = linear(h_t).
     deep_output: bool = True
-    attention: str = "soft"  # "soft" (deterministic, eq. 13); "hard" (REINFORCE) is not implemented yet
+    attention: str = "soft"  # "soft" (deterministic, eq. 13) or "hard" (stochastic, Sec. 4.1; REINFORCE, eq. 12)
+    # Hard attention at inference (eval mode): "argmax" looks at the single most likely region; "expect" uses the
+    # expected context Σ_i α_ti a_i (what the authors' sampler does by default), i.e. soft attention's φ.
+    hard_inference: str = "argmax"
+    # Hard attention in training: per caption, the probability of using the expected context instead of a sampled
+    # location (the paper, Sec. 4.1: 0.5). 0 = pure REINFORCE; 1 = always soft (no sampling at all).
+    soft_prob: float = 0.5
     # Not in the paper: add a learned projection of each region's 2-D sinusoidal (row, col) code to its features.
     # CNN features say little about *where* a region is, and captions with spatial relations ("left of") need it.
     region_pos: bool = False
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
-            hint = " (hard attention is not implemented yet)" if self.attention == "hard" else ""
-            raise ValueError(f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}{hint}")
+            raise ValueError(f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}")
+        if self.hard_inference not in HARD_INFERENCE:
+            raise ValueError(f"unknown hard_inference {self.hard_inference!r}; choose one of {HARD_INFERENCE}")
+        if not 0.0 <= self.soft_prob <= 1.0:
+            raise ValueError(f"soft_prob must be in [0, 1], got {self.soft_prob}")
         if self.gate not in GATES:
             raise ValueError(f"unknown gate {self.gate!r}; choose one of {GATES}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
 
+class DecoderOutput(NamedTuple):
+    """What teacher-forced ``forward`` returns. The last four are None for soft attention."""
+
+    logits: Tensor  # (B, T, V) next-word scores
+    alphas: Tensor  # (B, T, L) α_t, the attention distribution over regions at each step
+    # (B, T) log p(s_t | a) = log α_t[s_t] of the location used; 0 where the caption took the expected context
+    attn_log_probs: Tensor | None = None
+    entropies: Tensor | None = None  # (B, T) H[α_t] = -Σ_i α_ti log α_ti
+    chosen: Tensor | None = None  # (B, T) s_t: the sampled region (training), else the arg-max of α_t
+    sampled: Tensor | None = None  # (B,) bool: True where the caption used sampled locations (training only)
+
+
+class _Step(NamedTuple):
+    h: Tensor  # (N, H)
+    c: Tensor  # (N, H)
+    z: Tensor  # (N, D) the (gated) context
+    alpha: Tensor  # (N, L)
+    hard: HardAttentionResult | None  # hard attention's index / log-prob / entropy, else None
+
+
 class ShowAttendTellDecoder(nn.Module):
-    """LSTM decoder with soft attention over image regions; implements the text_attn search protocol."""
+    """LSTM decoder with soft or hard attention over image regions; implements the text_attn search protocol."""
 
     def __init__(self, cfg: DecoderConfig):
         super().__init__()
         self.cfg = cfg
         E, D, H = cfg.embed_dim, cfg.feature_dim, cfg.hidden_dim
         self.embedding = nn.Embedding(cfg.vocab_size, E)  # E in eqs. (1) and (7)
-        self.attention = AdditiveAttention(H, D, cfg.attn_dim)  # f_att, eq. (4)
+        # f_att, eq. (4): the same additive scorer for both; hard attention samples a location from its α.
+        attention = HardAttention if cfg.attention == "hard" else AdditiveAttention
+        self.attention = attention(H, D, cfg.attn_dim)
         # f_init,h and f_init,c: one affine layer + tanh each, as in the authors' code (n_layers_init=1).
         self.init_h = nn.Linear(D, H)
         self.init_c = nn.Linear(D, H)
@@ -116,13 +155,25 @@ class ShowAttendTellDecoder(nn.Module):
         }
 
     # --- the shared per-step code -----------------------------------------------------------
-    def _recur(self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """emb (N, E) = E y_{t-1}; h, c (N, H) -> h_t, c_t (N, H), z_t (N, D), α_t (N, L)."""
-        context, alpha = self.attention(h, keys)  # (N, D), (N, L): eqs. (4)-(6), query h_{t-1}
+    @property
+    def hard(self) -> bool:
+        return self.cfg.attention == "hard"
+
+    def _recur(self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys, use_soft: Tensor | None = None) -> _Step:
+        """emb (N, E) = E y_{t-1}; h, c (N, H) -> h_t, c_t (N, H), z_t (N, D), α_t (N, L) and, for hard attention,
+        the chosen location. ``use_soft`` (N,) bool: hard rows that take the expected context (training only)."""
+        hard = None
+        if self.hard:
+            # Training samples s_t; eval is deterministic (search needs step() to be a function of its input).
+            mode = "sample" if self.training else self.cfg.hard_inference
+            hard = self.attention.attend(h, keys, mode=mode, use_soft=use_soft if self.training else None)
+            context, alpha = hard.context, hard.weights  # (N, D): a_{s_t} (or Σ α a where soft), (N, L)
+        else:
+            context, alpha = self.attention(h, keys)  # (N, D), (N, L): eqs. (4)-(6), query h_{t-1}
         if self.f_beta is not None:
             context = torch.sigmoid(self.f_beta(h)) * context  # β_t (N, 1) or (N, D), Sec. 4.2.1
         h, c = self.lstm(torch.cat([emb, context], dim=-1), (h, c))  # eqs. (1)-(3)
-        return h, c, context, alpha
+        return _Step(h, c, context, alpha, hard)
 
     def _readout(self, emb: Tensor, h: Tensor, z: Tensor) -> Tensor:
         """Logits from (..., E), (..., H), (..., D) with any leading dims -> (..., V)."""
@@ -137,25 +188,48 @@ class ShowAttendTellDecoder(nn.Module):
     def step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor, dict]:
         """tokens (N,) previous words -> log_probs (N, V), α (N, L), new state."""
         emb = self.embedding(tokens)  # (N, E)
-        h, c, z, alpha = self._recur(emb, state["h"], state["c"], state["keys"])
-        log_probs = F.log_softmax(self._readout(emb, h, z), dim=-1)
-        return log_probs, alpha, {"h": h, "c": c, "keys": state["keys"]}
+        s = self._recur(emb, state["h"], state["c"], state["keys"])
+        log_probs = F.log_softmax(self._readout(emb, s.h, s.z), dim=-1)
+        return log_probs, s.alpha, {"h": s.h, "c": s.c, "keys": state["keys"]}
 
     # --- teacher forcing ---------------------------------------------------------------------
-    def forward(self, features: Tensor, captions_in: Tensor) -> tuple[Tensor, Tensor]:
-        """features (B, L, D), captions_in (B, T) = bos + words -> logits (B, T, V), alphas (B, T, L)."""
+    def forward(self, features: Tensor, captions_in: Tensor) -> DecoderOutput:
+        """features (B, L, D), captions_in (B, T) = bos + words -> DecoderOutput: logits (B, T, V), alphas
+        (B, T, L), and for hard attention the per-step log p(s_t), H[α_t] and s_t (B, T) and which captions sampled."""
         state = self.init_state(features)
         h, c, keys = state["h"], state["c"], state["keys"]
         emb = self.embedding(captions_in)  # (B, T, E)
-        hs, zs, alphas = [], [], []
+        use_soft = None
+        if self.hard and self.training:
+            # One draw per caption, kept for all its steps: the caption is either sampled or soft throughout.
+            use_soft = torch.rand(features.size(0), device=features.device) < self.cfg.soft_prob  # (B,)
+        steps = []
         for t in range(captions_in.size(1)):
-            h, c, z, alpha = self._recur(emb[:, t], h, c, keys)
-            hs.append(h)
-            zs.append(z)
-            alphas.append(alpha)
+            s = self._recur(emb[:, t], h, c, keys, use_soft)
+            h, c = s.h, s.c
+            steps.append(s)
         # The readout does not feed back into the recurrence, so it runs once over all T steps (one big matmul).
-        logits = self._readout(emb, torch.stack(hs, dim=1), torch.stack(zs, dim=1))  # (B, T, V)
-        return logits, torch.stack(alphas, dim=1)
+        hs = torch.stack([s.h for s in steps], dim=1)  # (B, T, H)
+        zs = torch.stack([s.z for s in steps], dim=1)  # (B, T, D)
+        logits = self._readout(emb, hs, zs)  # (B, T, V)
+        alphas = torch.stack([s.alpha for s in steps], dim=1)  # (B, T, L)
+        if not self.hard:
+            return DecoderOutput(logits, alphas)
+        chosen = torch.stack([s.hard.index for s in steps], dim=1)  # (B, T)
+        if use_soft is None:
+            sampled = torch.zeros_like(chosen[:, 0], dtype=torch.bool)
+        else:
+            sampled = ~use_soft
+            # A soft caption sampled nothing: report its arg-max region (HardAttention leaves its unused draw there).
+            chosen = torch.where(use_soft.unsqueeze(1), alphas.argmax(-1), chosen)
+        return DecoderOutput(
+            logits,
+            alphas,
+            attn_log_probs=torch.stack([s.hard.log_prob for s in steps], dim=1),  # (B, T)
+            entropies=torch.stack([s.hard.entropy for s in steps], dim=1),  # (B, T)
+            chosen=chosen,
+            sampled=sampled,
+        )
 
 
 def doubly_stochastic_penalty(alphas: Tensor, step_mask: Tensor, target: float | None = 1.0) -> Tensor:

@@ -20,7 +20,7 @@ import torch
 from PIL import Image
 from torch import Tensor, nn
 
-from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.encoder import ImageEncoder, Preprocess
 from text_attn.decoding import beam_search, greedy_search
 from text_attn.modelfile import ModelFileError, load_model_file, save_model_file
@@ -57,8 +57,9 @@ class CaptionModel(nn.Module):
         """(B, 3, H, W) -> region features (B, L, D)."""
         return self.encoder(images)
 
-    def forward(self, images: Tensor, captions_in: Tensor) -> tuple[Tensor, Tensor]:
-        """Teacher forcing: images (B, 3, H, W), captions_in (B, T) -> logits (B, T, V), alphas (B, T, L)."""
+    def forward(self, images: Tensor, captions_in: Tensor) -> DecoderOutput:
+        """Teacher forcing: images (B, 3, H, W), captions_in (B, T) -> DecoderOutput (logits (B, T, V), alphas
+        (B, T, L), and the chosen regions etc. for hard attention)."""
         return self.decoder(self.encode(images), captions_in)
 
     # --- search protocol (text_attn.decoding) --------------------------------------------------
@@ -103,6 +104,18 @@ class CaptionModel(nn.Module):
             alphas = result.attention[b, keep].cpu()  # (len(words), L)
             out.append((words, alphas))
         return out
+
+    def chosen_regions(self, alphas: Tensor) -> list[int] | None:
+        """Per word of a generated caption (alphas (T, L) from :meth:`generate`), the one region a hard-attention
+        model looked at; None when there is no single region (soft attention, or hard_inference "expect").
+
+        In eval mode hard attention with "argmax" attends to exactly ``α_t.argmax()`` (``step`` picks that very
+        index), so the chosen regions follow from the returned α without changing what ``generate`` returns.
+        """
+        cfg = self.decoder.cfg
+        if cfg.attention != "hard" or cfg.hard_inference != "argmax":
+            return None
+        return alphas.argmax(dim=-1).tolist()
 
     @torch.no_grad()
     def caption_images(

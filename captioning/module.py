@@ -1,7 +1,11 @@
 """CaptionModule: a thin LightningModule around CaptionModel (loss, optimiser, logging, export).
 
 The model is built in ``setup`` because its vocabulary comes from the data module. Training minimises the
-cross-entropy plus λ times the doubly stochastic attention penalty (Xu et al. 2015, eq. 14). Validation and test
+cross-entropy plus λ times the doubly stochastic attention penalty (Xu et al. 2015, eq. 14); with
+``attention: hard`` it minimises eq. (12) instead (captioning.reinforce: cross-entropy with sampled locations,
+REINFORCE with a moving-average baseline, entropy bonus) and logs ``train_reinforce``, ``train_entropy`` (mean
+attention entropy per step), ``train_reward`` and ``baseline``; it warns once if the attention stays near uniform
+after ``collapse_warmup`` steps. Validation and test
 decode free-running (no teacher forcing) one caption per image and score it against all its references with the
 coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``, ``{stage}_CIDEr`` (and ``{stage}_METEOR`` when
 Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's first reference. On shapes it also logs
@@ -21,10 +25,12 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_warn
 
 from captioning.decoder import caption_loss
 from captioning.grounding import grounding
 from captioning.model import CaptionModel
+from captioning.reinforce import CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from text_attn.metrics import coco_metrics
 
 _STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
@@ -47,6 +53,14 @@ class CaptionModule(pl.LightningModule):
         gate: str = "scalar",
         deep_output: bool = True,
         region_pos: bool = False,
+        attention: str = "soft",
+        hard_inference: str = "argmax",
+        soft_prob: float = 0.5,
+        rl_lambda: float = 1.0,
+        entropy_lambda: float = 0.01,
+        baseline_decay: float = 0.9,
+        collapse_warmup: int = 500,
+        collapse_ratio: float = 0.95,
         ds_lambda: float = 1.0,
         label_smoothing: float = 0.0,
         lr: float = 4e-4,
@@ -71,7 +85,17 @@ class CaptionModule(pl.LightningModule):
             deep_output: the paper's eq. (7) readout (else a linear layer on h_t).
             region_pos: add a learned code of each region's (row, col) to its features (not in the paper; spatial
                 captions need it: CNN features carry little position information).
-            ds_lambda: weight of the doubly stochastic penalty (the paper: 1.0).
+            attention: ``soft`` (deterministic, eq. 13) or ``hard`` (stochastic, Sec. 4.1, trained by eq. 12).
+            hard_inference: hard attention at inference: ``argmax`` (one region per word) or ``expect`` (the expected,
+                soft context). soft_prob: hard training: per caption, probability of using the expected context
+                instead of sampling (the paper: 0.5).
+            rl_lambda: λ_r, weight of the REINFORCE term (reward = the caption's log-likelihood minus the baseline).
+            entropy_lambda: λ_e, weight of the attention entropy bonus. baseline_decay: the moving-average baseline's
+                decay (the paper: 0.9).
+            collapse_warmup / collapse_ratio: warn once when, after this many steps, the mean attention entropy is
+                still above ratio x log L (near uniform). 0 turns the check off.
+            ds_lambda: weight of the doubly stochastic penalty (the paper: 1.0; it is a soft-attention regulariser,
+                0 is usual for hard attention).
             label_smoothing: cross-entropy label smoothing.
             lr: Adam learning rate of the decoder. encoder_lr: Adam rate of the trainable encoder layers.
             val_beam_size: beam size of the free-running decoding in validation and test (1 = greedy, fastest).
@@ -83,6 +107,10 @@ class CaptionModule(pl.LightningModule):
         """
         super().__init__()
         self.save_hyperparameters()
+        # The baseline is a buffer of the module (saved in checkpoints); only hard attention has one, so soft
+        # checkpoints keep their keys.
+        self.baseline = MovingAverageBaseline(baseline_decay) if attention == "hard" else None
+        self._collapse = CollapseMonitor(collapse_warmup, collapse_ratio)
         self.model: CaptionModel | None = None
         self.vocab = None
         self._outputs: list[dict] = []
@@ -112,6 +140,9 @@ class CaptionModule(pl.LightningModule):
                 gate=hp.gate,
                 deep_output=hp.deep_output,
                 region_pos=hp.region_pos,
+                attention=hp.attention,
+                hard_inference=hp.hard_inference,
+                soft_prob=hp.soft_prob,
             )
         dm.set_preprocess(self.model.encoder.preprocess)
 
@@ -146,23 +177,52 @@ class CaptionModule(pl.LightningModule):
         return batch["features"] if "features" in batch else self.model.encode(batch["images"])  # (B, L, D)
 
     def _loss(self, batch: dict, features: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        logits, alphas = self.model.decoder(features, batch["captions_in"])  # (B, T, V), (B, T, L)
+        """Training (hard attention): eq. (12); otherwise, and in evaluation, cross-entropy + ds penalty."""
+        hp = self.hparams
+        out = self.model.decoder(features, batch["captions_in"])  # logits (B, T, V), alphas (B, T, L), ...
+        if self.baseline is not None and self.model.decoder.training:
+            return hard_attention_loss(
+                out,
+                batch["targets"],
+                pad_id=self.vocab.pad_id,
+                baseline=self.baseline.value if self.baseline.ready else None,
+                rl_lambda=hp.rl_lambda,
+                entropy_lambda=hp.entropy_lambda,
+                ds_lambda=hp.ds_lambda,
+                label_smoothing=hp.label_smoothing,
+            )
         return caption_loss(
-            logits,
+            out.logits,
             batch["targets"],
-            alphas,
+            out.alphas,
             pad_id=self.vocab.pad_id,
-            ds_lambda=self.hparams.ds_lambda,
-            label_smoothing=self.hparams.label_smoothing,
+            ds_lambda=hp.ds_lambda,
+            label_smoothing=hp.label_smoothing,
         )
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss, parts = self._loss(batch, self._features(batch))
+        features = self._features(batch)
+        loss, parts = self._loss(batch, features)
         n = batch["targets"].size(0)
         self.log("train_loss", loss, prog_bar=True, batch_size=n)
         self.log("train_ce", parts["ce"], batch_size=n)
         self.log("train_ds", parts["ds"], batch_size=n)
+        if "reinforce" in parts:
+            self._hard_step(parts, n, features.size(1))
         return loss
+
+    def _hard_step(self, parts: dict[str, torch.Tensor], n: int, num_regions: int) -> None:
+        """Log the REINFORCE pieces, move the baseline (after the loss used its old value), watch for collapse."""
+        sampled = parts["sampled"]  # (B,) captions that sampled locations (the rest took the expected context)
+        self.log("train_reinforce", parts["reinforce"], batch_size=n)
+        self.log("train_entropy", parts["entropy"], batch_size=n)
+        if bool(sampled.any()):
+            self.log("train_reward", parts["reward"][sampled].mean(), batch_size=n)
+        self.baseline.update(parts["reward"][sampled])
+        self.log("baseline", self.baseline.value, batch_size=n)
+        message = self._collapse.update(parts["entropy"].item(), num_regions, self.global_step)
+        if message:
+            rank_zero_warn(message)
 
     def configure_optimizers(self):
         groups = [{"params": list(self.model.decoder.parameters()), "lr": self.hparams.lr}]

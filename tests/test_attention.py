@@ -161,3 +161,13 @@ def test_hard_attention_samples_follow_alpha_and_soft_rows_use_the_expectation()
     assert torch.allclose(mixed.context[0], expected, atol=1e-6) and (mixed.log_prob[soft] == 0).all()
     arg = att.attend(q[:1], k[:1], mode="argmax")
     assert arg.index.item() == out.weights[0].argmax().item()
+
+
+def test_hard_attention_reports_the_argmax_where_the_soft_context_was_used():
+    from text_attn.attention import HardAttention
+
+    torch.manual_seed(5)
+    att = HardAttention(3, 3, 3)
+    q, k = torch.randn(64, 3), torch.randn(64, 6, 3)
+    out = att.attend(q, k, mode="sample", use_soft=torch.ones(64, dtype=torch.bool))
+    assert torch.equal(out.index, out.weights.argmax(-1))

@@ -65,10 +65,11 @@ def test_plain_output_one_line_per_image(capsys, model_file):
 def test_json_schema(capsys, model_file):
     records = run_json(capsys, model_file, *PHOTOS, "--beam-size", "1")
     assert len(records) == 4
-    keys = {"image", "caption", "words", "attention", "grid", "size", "crop_box", "overlay", "error"}
+    keys = {"image", "caption", "words", "attention", "grid", "size", "crop_box", "chosen", "overlay", "error"}
     for rec, path in zip(records, PHOTOS, strict=True):
         assert set(rec) == keys
         assert rec["image"] == path and rec["error"] is None and rec["overlay"] is None
+        assert rec["chosen"] is None  # a soft-attention model has no single chosen region
         assert rec["caption"] == " ".join(rec["words"])
         assert rec["grid"] == [4, 4]
         w, h = Image.open(path).size
@@ -172,6 +173,22 @@ def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
     per_word = sorted(out_dir.glob("coffee-[0-9][0-9]-*.png"))
     assert len(per_word) == n_words
     assert [p.name.split("-", 2)[2] for p in per_word] == [f"{w}.png" for w in records[0]["words"]]
+
+
+def test_hard_attention_model_reports_and_outlines_its_chosen_regions(capsys, tmp_path, monkeypatch):
+    from captioning import overlay
+
+    torch.manual_seed(0)
+    path = tmp_path / "hard.pt"
+    CaptionModel.build(Vocabulary.build([list(VOCAB)]), attention="hard", **TINY).save(path)
+    marked = []
+    mark = overlay._Painter._mark
+    monkeypatch.setattr(overlay._Painter, "_mark", lambda self, panel, r: (marked.append(r), mark(self, panel, r)))
+    (rec,) = run_json(capsys, path, PHOTOS[0], "--overlay", tmp_path / "ov", "--beam-size", "2")
+    assert rec["words"] and len(rec["chosen"]) == len(rec["words"])
+    for r, row in zip(rec["chosen"], rec["attention"], strict=True):
+        assert row[r] == max(row)  # the arg-max region (eval: hard_inference "argmax")
+    assert marked == rec["chosen"]  # each word's panel outlines its region
 
 
 def test_demo_writes_an_overlay(capsys, model_file, tmp_path):

@@ -64,7 +64,7 @@ def trained():
     opt = torch.optim.Adam(model.decoder.parameters(), lr=1e-2)
     model.train()
     for _ in range(300):
-        logits, alphas = model.decoder(feats, cin)
+        logits, alphas = model.decoder(feats, cin)[:2]
         loss, parts = caption_loss(logits, tgt, alphas, pad_id=vocab.pad_id, ds_lambda=0.1)
         opt.zero_grad()
         loss.backward()

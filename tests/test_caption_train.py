@@ -4,6 +4,7 @@ options get one clear line."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,24 @@ def test_bad_options_get_one_clear_line(option, value, message, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("caption-train: error: ") and message in err[-1]
     assert not any("Traceback" in line for line in err)
+
+
+def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(tmp_path):
+    out = tmp_path / "hard.pt"
+    # ratio 0: any entropy counts as "near uniform", so the one-time warning must fire right after the warm-up.
+    args = ["--model.attention", "hard", "--model.collapse_warmup", "2", "--model.collapse_ratio", "0.0"]
+    with pytest.warns(UserWarning, match="almost uniform after 2 steps") as record:
+        cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(out)])
+    assert sum("almost uniform" in str(w.message) for w in record) == 1  # once, not at every later step
+    metrics = cli.trainer.callback_metrics
+    for key in ("train_reinforce", "train_entropy", "train_reward", "baseline"):
+        assert key in metrics, key
+    assert 0.0 < float(metrics["train_entropy"]) <= math.log(16) + 1e-5  # mean H[α] over a 4 x 4 grid
+    module = cli.model
+    assert int(module.baseline.updates) == cli.trainer.global_step == 4  # one baseline update per batch
+    assert float(metrics["baseline"]) == pytest.approx(float(module.baseline.value))
+    assert "baseline.value" in module.state_dict()  # checkpoints keep the baseline
+    model = CaptionModel.load(out)
+    assert model.decoder.cfg.attention == "hard" and model.decoder.cfg.soft_prob == 0.5
+    (words, alphas), *_ = model.caption_images([cli.datamodule.scenes["val"][0].image], beam_size=2, max_len=8)
+    assert model.chosen_regions(alphas) == alphas.argmax(-1).tolist()

@@ -27,7 +27,9 @@ def _inputs():
 
 def test_shapes_and_alphas_are_distributions():
     feats, caps = _inputs()
-    logits, alphas = _decoder()(feats, caps)
+    out = _decoder()(feats, caps)
+    logits, alphas = out.logits, out.alphas
+    assert out.attn_log_probs is None and out.entropies is None and out.chosen is None  # soft: no hard extras
     assert logits.shape == (B, T, V)
     assert alphas.shape == (B, T, L)
     assert (alphas >= 0).all()
@@ -39,7 +41,7 @@ def test_shapes_and_alphas_are_distributions():
 def test_forward_equals_repeated_step(gate, deep_output):
     dec = _decoder(gate=gate, deep_output=deep_output)
     feats, caps = _inputs()
-    logits, alphas = dec(feats, caps)
+    logits, alphas = dec(feats, caps)[:2]
     state = dec.init_state(feats)
     for t in range(T):
         log_probs, alpha, state = dec.step(caps[:, t], state)
@@ -96,7 +98,8 @@ def test_scalar_gate_scales_the_context_by_one_number():
     feats, caps = _inputs()
     state = dec.init_state(feats)
     emb = dec.embedding(caps[:, 0])
-    h, c, z, alpha = dec._recur(emb, state["h"], state["c"], state["keys"])
+    h, c, z, alpha, hard = dec._recur(emb, state["h"], state["c"], state["keys"])
+    assert hard is None
     expected = 0.5 * torch.einsum("bl,bld->bd", alpha, feats)
     assert torch.allclose(z, expected, atol=1e-6)
 
@@ -105,13 +108,17 @@ def test_deep_output_false_uses_a_linear_layer_on_h():
     dec = _decoder(deep_output=False)
     assert not hasattr(dec, "L_o") and dec.out.in_features == 9
     feats, caps = _inputs()
-    logits, alphas = dec(feats, caps)
+    logits, alphas = dec(feats, caps)[:2]
     assert logits.shape == (B, T, V) and alphas.shape == (B, T, L)
 
 
 def test_config_rejects_unknown_choices():
-    with pytest.raises(ValueError, match="hard attention is not implemented"):
-        DecoderConfig(vocab_size=V, feature_dim=D, attention="hard")
+    with pytest.raises(ValueError, match="unknown attention 'sparse'"):
+        DecoderConfig(vocab_size=V, feature_dim=D, attention="sparse")
+    with pytest.raises(ValueError, match="hard_inference"):
+        DecoderConfig(vocab_size=V, feature_dim=D, attention="hard", hard_inference="sample")
+    with pytest.raises(ValueError, match="soft_prob"):
+        DecoderConfig(vocab_size=V, feature_dim=D, attention="hard", soft_prob=1.5)
     with pytest.raises(ValueError, match="gate"):
         DecoderConfig(vocab_size=V, feature_dim=D, gate="sigmoid")
 
@@ -204,7 +211,7 @@ def test_caption_loss_trains_through_the_decoder():
     dec = _decoder()
     dec.train()
     feats, caps = _inputs()
-    logits, alphas = dec(feats, caps)
+    logits, alphas = dec(feats, caps)[:2]
     targets = torch.cat([caps[:, 1:], torch.full((B, 1), 2)], dim=1)
     total, _ = caption_loss(logits, targets, alphas, pad_id=0)
     total.backward()
@@ -221,10 +228,10 @@ def test_region_positions_make_identical_regions_distinguishable():
     torch.manual_seed(0)
     feats = torch.ones(1, 16, 8)  # all regions look the same
     plain = ShowAttendTellDecoder(DecoderConfig(vocab_size=10, feature_dim=8, embed_dim=8, hidden_dim=8, attn_dim=8))
-    _, alpha = plain.eval()(feats, torch.tensor([[1, 4]]))
+    alpha = plain.eval()(feats, torch.tensor([[1, 4]])).alphas
     assert torch.allclose(alpha, torch.full_like(alpha, 1 / 16))  # without positions attention cannot choose
     pos = ShowAttendTellDecoder(
         DecoderConfig(vocab_size=10, feature_dim=8, embed_dim=8, hidden_dim=8, attn_dim=8, region_pos=True)
     )
-    _, alpha = pos.eval()(feats, torch.tensor([[1, 4]]))
+    alpha = pos.eval()(feats, torch.tensor([[1, 4]])).alphas
     assert alpha.std() > 1e-4 and torch.allclose(alpha.sum(-1), torch.ones(1, 2), atol=1e-5)

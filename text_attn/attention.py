@@ -337,6 +337,7 @@ class HardAttention(nn.Module):
             expected = _weighted_sum(weights, values)
             context = torch.where(soft.unsqueeze(1), expected, context)
             log_prob = log_prob.masked_fill(soft, 0.0)
+            index = torch.where(soft, weights.argmax(-1), index)  # nothing was sampled: report the arg-max
         entropy = -(weights * torch.log(weights.clamp_min(1e-12))).sum(-1)
         return HardAttentionResult(context, weights, index, log_prob, entropy)
 

@@ -186,3 +186,39 @@ def _result(tokens: list[Tensor], lengths: Tensor, scores: Tensor, attns: list[T
     toks = torch.stack(tokens, dim=1)  # (B, T)
     attention = torch.stack(attns, dim=1) if attns else None  # (B, T, ...)
     return SearchResult(toks, lengths, scores, attention, eos_id)
+
+
+def search(
+    model: StepModel,
+    state: Any,
+    batch_size: int,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    beam_size: int = 1,
+    length_penalty: float = 0.0,
+    pad_id: int = 0,
+) -> SearchResult:
+    """Greedy search for ``beam_size`` 1, batched beam search above."""
+    if beam_size <= 1:
+        return greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id=pad_id)
+    return beam_search(model, state, batch_size, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id=pad_id)
+
+
+class GenerateMixin:
+    """``generate`` for text encoder-decoders that have ``encode(src, src_lens) -> state`` and ``cfg.pad_id``."""
+
+    @torch.no_grad()
+    def generate(
+        self,
+        src: Tensor,
+        src_lens: Tensor,
+        bos_id: int,
+        eos_id: int,
+        max_len: int,
+        beam_size: int = 1,
+        length_penalty: float = 0.0,
+    ) -> SearchResult:
+        """src (B, S), src_lens (B,) -> the search result for the whole batch."""
+        state = self.encode(src, src_lens)
+        return search(self, state, src.size(0), bos_id, eos_id, max_len, beam_size, length_penalty, self.cfg.pad_id)

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from text_attn.attention import build_attention
-from text_attn.decoding import SearchResult, beam_search, greedy_search
+from text_attn.decoding import GenerateMixin
 
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
 
@@ -75,7 +75,7 @@ class Encoder(nn.Module):
         return states, final
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(GenerateMixin, nn.Module):
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()
         self.cfg = cfg
@@ -162,21 +162,3 @@ class Seq2Seq(nn.Module):
         # One vocabulary projection for all steps: cheaper than T small ones.
         logits = self.out(self.drop(torch.stack(hiddens, 1)))  # (B, T, V)
         return logits, (torch.stack(attns, 1) if attns else None)
-
-    @torch.no_grad()
-    def generate(
-        self,
-        src: Tensor,
-        src_lens: Tensor,
-        bos_id: int,
-        eos_id: int,
-        max_len: int,
-        beam_size: int = 1,
-        length_penalty: float = 0.0,
-    ) -> SearchResult:
-        state = self.encode(src, src_lens)
-        if beam_size <= 1:
-            return greedy_search(self, state, src.size(0), bos_id, eos_id, max_len, pad_id=self.cfg.pad_id)
-        return beam_search(
-            self, state, src.size(0), bos_id, eos_id, max_len, beam_size, length_penalty, pad_id=self.cfg.pad_id
-        )

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from text_attn.attention import HeadKV, MultiHeadAttention
-from text_attn.decoding import SearchResult, beam_search, greedy_search
+from text_attn.decoding import GenerateMixin
 
 POSITIONS = ("sinusoidal", "learned")
 
@@ -157,7 +157,7 @@ class DecoderLayer(_Residual):
         return self.add(y, self.ff(self.inp(y, 2)), 2), cache, weights
 
 
-class Transformer(nn.Module):
+class Transformer(GenerateMixin, nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.cfg = cfg
@@ -253,21 +253,3 @@ class Transformer(nn.Module):
             attn = w[:, :, 0] if w is not None else attn  # (N, H, S)
         log_probs = torch.log_softmax(self.out(self.dec_norm(y[:, 0])), dim=-1)  # (N, V)
         return log_probs, attn, {**state, "self": tuple(caches)}
-
-    @torch.no_grad()
-    def generate(
-        self,
-        src: Tensor,
-        src_lens: Tensor,
-        bos_id: int,
-        eos_id: int,
-        max_len: int,
-        beam_size: int = 1,
-        length_penalty: float = 0.0,
-    ) -> SearchResult:
-        state = self.encode(src, src_lens)
-        if beam_size <= 1:
-            return greedy_search(self, state, src.size(0), bos_id, eos_id, max_len, pad_id=self.cfg.pad_id)
-        return beam_search(
-            self, state, src.size(0), bos_id, eos_id, max_len, beam_size, length_penalty, pad_id=self.cfg.pad_id
-        )

@@ -1,0 +1,157 @@
+"""Soft against hard attention on synthetic shapes, like the paper's Table 1: BLEU-1..4, CIDEr and grounding.
+
+    python benchmarks/caption_shapes.py                  # train what is missing (~15 min per model), evaluate
+    python benchmarks/caption_shapes.py --retrain        # train every model again
+    python benchmarks/caption_shapes.py --models hard --beam-size 1 --json shapes.json
+
+Each model is trained by its config (configs/caption/shapes_<name>.yaml, capped at about 15 minutes by
+trainer.max_time) and its model file kept under --runs (<runs>/<name>/model.pt, with train_minutes.txt). The test
+scenes are the data module's test split (seed + 2: never seen in training), the first --test-size of them (scene i
+depends only on the seed and i). Every model is evaluated from its model file: CaptionModel.load, encode the test
+scenes, generate with --beam-size. Prints a markdown table of BLEU-1..4 and CIDEr (coco-caption, against each scene's
+reference captions), grounding accuracy (object-naming nouns whose arg-max attention cell lies in the named object's
+box: for a hard model, the region it looked at) and grounding mass (mean attention mass in that box), and the
+training time; with --json, also the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from captioning.cli import caption_cli  # noqa: E402
+from captioning.grounding import grounding  # noqa: E402
+from captioning.model import CaptionModel  # noqa: E402
+from captioning.shapes import make_scenes  # noqa: E402
+from text_attn.metrics import coco_metrics  # noqa: E402
+
+MODELS = {
+    "soft": "configs/caption/shapes_soft.yaml",
+    "hard": "configs/caption/shapes_hard.yaml",
+}
+METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "CIDEr")
+
+
+def train(name: str, config: str, runs: Path, fit_args: list[str]) -> tuple[Path, float]:
+    out = runs / name
+    model = out / "model.pt"
+    t0 = time.perf_counter()
+    caption_cli(
+        [
+            "fit",
+            "--config",
+            str(ROOT / config),
+            "--trainer.default_root_dir",
+            str(out),
+            "--trainer.enable_progress_bar",
+            "false",
+            "--model.export_path",
+            str(model),
+            *fit_args,
+        ]
+    )
+    minutes = (time.perf_counter() - t0) / 60
+    (out / "train_minutes.txt").write_text(f"{minutes:.2f}\n")
+    return model, minutes
+
+
+@torch.no_grad()
+def evaluate(model_path: Path, config: str, beam_size: int, test_size: int, batch: int = 50) -> dict:
+    cfg = yaml.safe_load((ROOT / config).read_text())
+    data, max_len = cfg["data"], cfg["model"].get("val_max_len", 30)
+    # The data module's test split: make_scenes(test_size, seed + 2, ...) exactly (CaptionDataModule._load).
+    scenes = make_scenes(test_size, data.get("seed", 0) + 2, data.get("image_size", 128), data.get("max_objects", 3))
+    model = CaptionModel.load(model_path).eval()
+    words, alphas = [], []
+    for b in range(0, len(scenes), batch):
+        chunk = scenes[b : b + batch]
+        images = torch.stack([model.encoder.preprocess(s.image) for s in chunk])  # (N, 3, H, W)
+        for w, a in model.generate(model.encode(images), beam_size=beam_size, max_len=max_len):
+            words.append(w)
+            alphas.append(a)  # (len(w), L)
+    refs = {i: [" ".join(c) for c in s.captions] for i, s in enumerate(scenes)}
+    hyps = {i: " ".join(w) for i, w in enumerate(words)}
+    scores = coco_metrics(refs, hyps, meteor=False)
+    g = model.encoder.grid
+    ground = grounding(scenes, words, alphas, (g, g))
+    return {
+        **{k: scores[k] for k in METRICS},
+        "grounding": ground.accuracy,
+        "grounding_mass": ground.mass,
+        "grounding_words": ground.words,
+        "attention": model.decoder.cfg.attention,
+        "n": len(scenes),
+        "example": hyps[0],
+    }
+
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{100 * x:.1f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--runs", type=Path, default=ROOT / "runs" / "shapes", help="model files live here")
+    p.add_argument("--retrain", action="store_true", help="train even when a model file exists")
+    p.add_argument("--beam-size", type=int, default=3)
+    p.add_argument("--test-size", type=int, default=500, help="held-out test scenes (default: 500)")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument(
+        "--fit-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra caption-train fit option, e.g. --fit-arg=--trainer.max_steps=20 (repeatable; training only)",
+    )
+    args = p.parse_args(argv)
+    if args.beam_size < 1 or args.test_size < 1:
+        p.error("--beam-size and --test-size must be at least 1")
+    results, minutes = {}, {}
+    for name in args.models:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        model = args.runs / name / "model.pt"
+        if args.retrain or not model.exists():
+            print(f"training {name} ({MODELS[name]}) ...", file=sys.stderr)
+            model, minutes[name] = train(name, MODELS[name], args.runs, args.fit_arg)
+        else:
+            stamp = args.runs / name / "train_minutes.txt"
+            minutes[name] = float(stamp.read_text()) if stamp.exists() else math.nan
+        if args.threads:  # the configs' cpu_threads may have changed it during training
+            torch.set_num_threads(args.threads)
+        results[name] = evaluate(model, MODELS[name], args.beam_size, args.test_size)
+    n = next(iter(results.values()))["n"]
+    print(f"\nShapes captioning, {n} held-out scenes (test split, seed + 2), beam {args.beam_size}\n")
+    print("| attention | BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | CIDEr | grounding acc | grounding mass | train min |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        bleu = " | ".join(_pct(r[f"Bleu_{k}"]) for k in range(1, 5))
+        print(
+            f"| {name} | {bleu} | {r['CIDEr']:.3f} | {_pct(r['grounding'])} | {_pct(r['grounding_mass'])} "
+            f"| {minutes[name]:.1f} |"
+        )
+    words = ", ".join(f"{name}: {r['grounding_words']}" for name, r in results.items())
+    print(f"\nBLEU and grounding in %. Object-naming nouns scored for grounding: {words}.")
+    for name, r in results.items():
+        print(f"{name} on scene 0: {r['example']}")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"results": results, "train_minutes": minutes, "beam_size": args.beam_size}, indent=2)
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
