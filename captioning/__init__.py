@@ -1,0 +1,1 @@
+"""captioning: Show-Attend-Tell image captioning on the shared text_attn library."""
