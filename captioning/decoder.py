@@ -77,6 +77,10 @@ class DecoderConfig:
     # Not in the paper: add a learned projection of each region's 2-D sinusoidal (row, col) code to its features.
     # CNN features say little about *where* a region is, and captions with spatial relations ("left of") need it.
     region_pos: bool = False
+    # True: the paper's h0, c0 = tanh(f_init(mean_i a_i)). False: h0 = c0 = 0, so the decoder's only view of the image
+    # is its attention (the mean already tells the LSTM most of a simple scene, and it then needs not look where it
+    # names things: grounding suffers). Not in the paper.
+    init_from_image: bool = True
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -147,6 +151,8 @@ class ShowAttendTellDecoder(nn.Module):
         if self.pos_proj is not None:
             features = features + self.pos_proj(region_codes(features.size(1), features.device))  # (B, L, D)
         mean = features.mean(dim=1)  # (B, D) the average annotation vector
+        if not self.cfg.init_from_image:
+            mean = torch.zeros_like(mean)  # h0, c0 = tanh(bias): the same start for every image
         return {
             "h": torch.tanh(self.init_h(mean)),
             "c": torch.tanh(self.init_c(mean)),

@@ -53,6 +53,7 @@ class CaptionModule(pl.LightningModule):
         gate: str = "scalar",
         deep_output: bool = True,
         region_pos: bool = False,
+        init_from_image: bool = True,
         attention: str = "soft",
         hard_inference: str = "argmax",
         soft_prob: float = 0.5,
@@ -85,6 +86,8 @@ class CaptionModule(pl.LightningModule):
             deep_output: the paper's eq. (7) readout (else a linear layer on h_t).
             region_pos: add a learned code of each region's (row, col) to its features (not in the paper; spatial
                 captions need it: CNN features carry little position information).
+            init_from_image: the paper's h0/c0 from the mean region (true) or a fixed start (false), which leaves
+                attention as the decoder's only view of the image.
             attention: ``soft`` (deterministic, eq. 13) or ``hard`` (stochastic, Sec. 4.1, trained by eq. 12).
             hard_inference: hard attention at inference: ``argmax`` (one region per word) or ``expect`` (the expected,
                 soft context). soft_prob: hard training: per caption, probability of using the expected context
@@ -140,6 +143,7 @@ class CaptionModule(pl.LightningModule):
                 gate=hp.gate,
                 deep_output=hp.deep_output,
                 region_pos=hp.region_pos,
+                init_from_image=hp.init_from_image,
                 attention=hp.attention,
                 hard_inference=hp.hard_inference,
                 soft_prob=hp.soft_prob,

@@ -235,3 +235,15 @@ def test_region_positions_make_identical_regions_distinguishable():
     )
     alpha = pos.eval()(feats, torch.tensor([[1, 4]])).alphas
     assert alpha.std() > 1e-4 and torch.allclose(alpha.sum(-1), torch.ones(1, 2), atol=1e-5)
+
+
+def test_init_from_image_false_starts_every_image_the_same():
+    from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+
+    dec = ShowAttendTellDecoder(
+        DecoderConfig(vocab_size=10, feature_dim=8, embed_dim=8, hidden_dim=8, attn_dim=8, init_from_image=False)
+    )
+    a, b = dec.init_state(torch.randn(1, 4, 8)), dec.init_state(torch.randn(1, 4, 8))
+    assert torch.equal(a["h"], b["h"]) and torch.equal(a["c"], b["c"])
+    paper = ShowAttendTellDecoder(DecoderConfig(vocab_size=10, feature_dim=8, embed_dim=8, hidden_dim=8, attn_dim=8))
+    assert not torch.equal(paper.init_state(torch.randn(1, 4, 8))["h"], paper.init_state(torch.randn(1, 4, 8))["h"])
