@@ -303,7 +303,7 @@ def _lite0_stages(backbone: str, state: dict | None, stride: int) -> tuple[Order
         head = nn.Sequential(net._conv_head, net._bn1, nn.ReLU6())
         stages["stride32"] = nn.Sequential(stages["stride32"], head)
         return stages, net._bn1.num_features
-    return stages, net._blocks[groups[16][-1]]._bn2.num_features
+    return stages, net._blocks[groups[stride][-1]]._bn2.num_features
 
 
 def imagenet_classifier_lite0() -> tuple[nn.Module, Preprocess]:
@@ -341,8 +341,10 @@ class ImageEncoder(nn.Module):
             raise ValueError(f"unknown backbone {backbone!r}; choose one of {', '.join(BACKBONES)}")
         if int(grid) != grid or grid < 1:
             raise ValueError(f"grid must be a positive integer, got {grid!r}")
-        if stride not in (16, 32):
-            raise ValueError(f"stride must be 16 or 32, got {stride!r}")
+        if stride not in (8, 16, 32):
+            raise ValueError(f"stride must be 8, 16 or 32, got {stride!r}")
+        if stride == 8 and backbone != "efficientnet_lite0":
+            raise ValueError("stride 8 is available for efficientnet_lite0 only")
         if fine_tune not in FINE_TUNE:
             raise ValueError(f"fine_tune must be one of {', '.join(FINE_TUNE)}, got {fine_tune!r}")
         state = _state_for(backbone, weights)  # before building, so a missing file fails fast

@@ -37,6 +37,7 @@ OUT_DIM = {
     ("vgg16", 16): 512,
     ("efficientnet_lite0", 32): 1280,
     ("efficientnet_lite0", 16): 112,
+    ("efficientnet_lite0", 8): 40,
 }
 
 
@@ -103,8 +104,10 @@ def test_regions_are_row_major_and_small_maps_are_replicated() -> None:
 def test_unknown_backbone_and_bad_options() -> None:
     with pytest.raises(ValueError, match="resnet101.*efficientnet_lite0"):
         ImageEncoder("alexnet", weights=None)
-    with pytest.raises(ValueError, match="stride"):
+    with pytest.raises(ValueError, match="stride 8 is available for efficientnet_lite0 only"):
         ImageEncoder("resnet18", weights=None, stride=8)
+    with pytest.raises(ValueError, match="stride must be 8, 16 or 32"):
+        ImageEncoder("resnet18", weights=None, stride=4)
     with pytest.raises(ValueError, match="fine_tune"):
         ImageEncoder("resnet18", weights=None, fine_tune="some")
     with pytest.raises(ValueError, match=r"\(B, 3, H, W\)"):
