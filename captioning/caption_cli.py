@@ -37,7 +37,7 @@ from text_attn.modelfile import ModelFileError
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"
 BATCH = 8  # images encoded together
-_ENCODER_HPARAMS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop")
+_ENCODER_HPARAMS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop", "multiscale")
 
 
 def _fail(prog: str, message: str, code: int = 2) -> None:

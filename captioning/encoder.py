@@ -335,6 +335,7 @@ class ImageEncoder(nn.Module):
         fine_tune: str = "none",
         image_size: int | None = None,
         crop: bool | None = None,
+        multiscale: bool = False,
     ) -> None:
         super().__init__()
         if backbone not in BACKBONES:
@@ -349,7 +350,15 @@ class ImageEncoder(nn.Module):
             raise ValueError(f"fine_tune must be one of {', '.join(FINE_TUNE)}, got {fine_tune!r}")
         state = _state_for(backbone, weights)  # before building, so a missing file fails fast
         family = next(f for f in _BUILDERS if backbone.startswith(f))
-        stages, self.out_dim = _BUILDERS[family](backbone, state, stride)
+        if multiscale and (backbone != "efficientnet_lite0" or stride != 8):
+            raise ValueError("multiscale is available for efficientnet_lite0 at stride 8 only")
+        # multiscale: run one stage further (stride 16) and append its map, upsampled, to every stride-8 region:
+        # fine cells for precise attention, coarse context for what a small receptive field cannot see (size, shape).
+        stages, self.out_dim = _BUILDERS[family](backbone, state, 16 if multiscale else stride)
+        self.multiscale = multiscale
+        if multiscale:
+            self._tap = list(stages).index("stride8")  # the stage whose output is the fine map
+            self.out_dim += stages["stride8"].blocks[-1]._bn2.num_features  # fine channels (40)
         self.body = nn.Sequential(stages)
         self.backbone, self.stride, self.fine_tune = backbone, stride, fine_tune
         self.grid, self.num_regions = int(grid), int(grid) ** 2
@@ -375,6 +384,7 @@ class ImageEncoder(nn.Module):
             "fine_tune": self.fine_tune,
             "image_size": self.preprocess.image_size,
             "crop": self.preprocess.crop,
+            "multiscale": self.multiscale,
         }
 
     def train(self, mode: bool = True) -> ImageEncoder:
@@ -387,12 +397,15 @@ class ImageEncoder(nn.Module):
         """(B, 3, H, W) -> the backbone's map (B, D, h, w), h ~ H / stride."""
         if images.dim() != 4 or images.size(1) != 3:
             raise ValueError(f"images must be (B, 3, H, W), got shape {tuple(images.shape)}")
-        x = images
-        with torch.no_grad():
-            for stage in self.body[: self._n_frozen]:
+        x, fine = images, None
+        for i, stage in enumerate(self.body):
+            with torch.set_grad_enabled(torch.is_grad_enabled() and i >= self._n_frozen):
                 x = stage(x)
-        for stage in self.body[self._n_frozen :]:
-            x = stage(x)
+            if self.multiscale and i == self._tap:
+                fine = x  # (B, D8, h, w)
+        if fine is not None:
+            coarse = F.interpolate(x, size=fine.shape[-2:], mode="nearest")  # (B, D16, h, w): each cell's parent
+            x = torch.cat([fine, coarse], dim=1)
         return x
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

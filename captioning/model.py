@@ -29,7 +29,7 @@ from text_attn.vocab import Vocabulary
 KIND = "caption-model"  # the model file format tag is attention-toolkit/caption-model
 VERSION = 1
 # The ImageEncoder keyword arguments a model file stores (weights are not among them: the file holds them).
-ENCODER_KEYS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop")
+ENCODER_KEYS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop", "multiscale")
 
 Caption = tuple[list[str], Tensor]  # words (no specials), attention (len(words), L)
 
@@ -179,6 +179,7 @@ class CaptionModel(nn.Module):
         fine_tune: str = "none",
         image_size: int | None = None,
         crop: bool | None = None,
+        multiscale: bool = False,
         **decoder_kwargs: Any,
     ) -> CaptionModel:
         """A fresh model: encoder (optionally pretrained) + new decoder sized for ``vocab`` and the encoder."""
@@ -190,17 +191,11 @@ class CaptionModel(nn.Module):
             fine_tune=fine_tune,
             image_size=image_size,
             crop=crop,
+            multiscale=multiscale,
         )
         cfg = DecoderConfig(vocab_size=len(vocab), feature_dim=encoder.out_dim, **decoder_kwargs)
         # Record the resolved size / crop, not None: defaults could change, the trained model must not.
-        encoder_config = {
-            "backbone": backbone,
-            "grid": grid,
-            "stride": stride,
-            "fine_tune": fine_tune,
-            "image_size": encoder.preprocess.image_size,
-            "crop": encoder.preprocess.crop,
-        }
+        encoder_config = encoder.config()
         return cls(encoder, ShowAttendTellDecoder(cfg), vocab, encoder_config)
 
 

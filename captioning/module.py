@@ -46,6 +46,7 @@ class CaptionModule(pl.LightningModule):
         fine_tune: str = "none",
         image_size: int | None = None,
         crop: bool | None = None,
+        multiscale: bool = False,
         embed_dim: int = 512,
         hidden_dim: int = 512,
         attn_dim: int = 512,
@@ -81,6 +82,7 @@ class CaptionModule(pl.LightningModule):
                 a state_dict file, or null for random init.
             fine_tune: ``none`` (frozen; features can be cached), ``last`` (last stage trains) or ``all``.
             image_size: network input side (default: the backbone's 224). crop: centre square crop (default true).
+            multiscale: efficientnet_lite0 at stride 8 only: append the stride-16 map (upsampled) to every region.
             embed_dim: word embedding size. hidden_dim: LSTM size. attn_dim: attention hidden size.
             dropout: decoder dropout. gate: ``scalar`` (the paper's β), ``vector`` or ``none``.
             deep_output: the paper's eq. (7) readout (else a linear layer on h_t).
@@ -136,6 +138,7 @@ class CaptionModule(pl.LightningModule):
                 fine_tune=hp.fine_tune,
                 image_size=hp.image_size,
                 crop=hp.crop,
+                multiscale=hp.multiscale,
                 embed_dim=hp.embed_dim,
                 hidden_dim=hp.hidden_dim,
                 attn_dim=hp.attn_dim,

@@ -150,6 +150,7 @@ def test_model_file_is_plain_tensors_and_json(trained, tmp_path):
         "fine_tune": "none",
         "image_size": 64,
         "crop": False,
+        "multiscale": False,
     }
     assert data["vocab"] == model.vocab.to_dict()
     assert any(k.startswith("encoder.") for k in data["state_dict"])  # the encoder's weights travel too

@@ -333,3 +333,18 @@ def test_lite0_encoder_matches_the_package_network() -> None:
         expected = net.extract_features(x)  # (1, 1280, 3, 3)
     torch.testing.assert_close(enc.feature_map(x), expected)
     torch.testing.assert_close(enc(x), expected.flatten(2).transpose(1, 2))
+
+
+def test_multiscale_appends_each_fine_cells_coarse_parent() -> None:
+    enc = ImageEncoder("efficientnet_lite0", weights=None, stride=8, grid=8, image_size=64, crop=False, multiscale=True)
+    x = torch.randn(1, 3, 64, 64)
+    fmap = enc.feature_map(x)  # (1, 40 + 112, 8, 8)
+    assert fmap.shape == (1, 152, 8, 8) and enc.out_dim == 152
+    coarse = fmap[0, 40:]
+    # the stride-16 part is constant over each 2 x 2 block of fine cells (nearest upsampling of one parent cell)
+    torch.testing.assert_close(coarse[:, 0::2, 0::2], coarse[:, 1::2, 1::2])
+    fine_only = ImageEncoder("efficientnet_lite0", weights=None, stride=8, grid=8, image_size=64, crop=False)
+    fine_only.load_state_dict(enc.state_dict(), strict=False)
+    torch.testing.assert_close(fmap[0, :40], fine_only.feature_map(x)[0])
+    with pytest.raises(ValueError, match="multiscale"):
+        ImageEncoder("efficientnet_lite0", weights=None, stride=16, multiscale=True)
