@@ -20,7 +20,6 @@ import argparse
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -28,6 +27,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runs import recorded_minutes, timed_fit  # noqa: E402
 
 from captioning.cli import caption_cli  # noqa: E402
 from captioning.grounding import grounding  # noqa: E402
@@ -43,26 +45,7 @@ METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "CIDEr")
 
 
 def train(name: str, config: str, runs: Path, fit_args: list[str]) -> tuple[Path, float]:
-    out = runs / name
-    model = out / "model.pt"
-    t0 = time.perf_counter()
-    caption_cli(
-        [
-            "fit",
-            "--config",
-            str(ROOT / config),
-            "--trainer.default_root_dir",
-            str(out),
-            "--trainer.enable_progress_bar",
-            "false",
-            "--model.export_path",
-            str(model),
-            *fit_args,
-        ]
-    )
-    minutes = (time.perf_counter() - t0) / 60
-    (out / "train_minutes.txt").write_text(f"{minutes:.2f}\n")
-    return model, minutes
+    return timed_fit(caption_cli, ROOT / config, runs / name, fit_args)
 
 
 @torch.no_grad()
@@ -127,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"training {name} ({MODELS[name]}) ...", file=sys.stderr)
             model, minutes[name] = train(name, MODELS[name], args.runs, args.fit_arg)
         else:
-            stamp = args.runs / name / "train_minutes.txt"
-            minutes[name] = float(stamp.read_text()) if stamp.exists() else math.nan
+            minutes[name] = recorded_minutes(args.runs / name)
         if args.threads:  # the configs' cpu_threads may have changed it during training
             torch.set_num_threads(args.threads)
         results[name] = evaluate(model, MODELS[name], args.beam_size, args.test_size)

@@ -16,7 +16,6 @@ import argparse
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -24,6 +23,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runs import recorded_minutes, timed_fit  # noqa: E402
 
 from text_attn.cli import text_cli  # noqa: E402
 from text_attn.data import TranslationDataModule  # noqa: E402
@@ -41,25 +43,7 @@ MODELS = {
 
 
 def train(name: str, config: str, runs: Path) -> tuple[Path, float]:
-    out = runs / name
-    model = out / "model.pt"
-    t0 = time.perf_counter()
-    text_cli(
-        [
-            "fit",
-            "--config",
-            str(ROOT / config),
-            "--trainer.default_root_dir",
-            str(out),
-            "--trainer.enable_progress_bar",
-            "false",
-            "--model.export_path",
-            str(model),
-        ]
-    )
-    minutes = (time.perf_counter() - t0) / 60
-    (out / "train_minutes.txt").write_text(f"{minutes:.2f}\n")
-    return model, minutes
+    return timed_fit(text_cli, ROOT / config, runs / name)
 
 
 def evaluate(model: Path, config: str, beam_size: int, batch: int = 100) -> dict:
@@ -104,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"training {name} ({MODELS[name]}) ...", file=sys.stderr)
             model, minutes[name] = train(name, MODELS[name], args.runs)
         else:
-            stamp = args.runs / name / "train_minutes.txt"
-            minutes[name] = float(stamp.read_text()) if stamp.exists() else math.nan
+            minutes[name] = recorded_minutes(args.runs / name)
         results[name] = evaluate(model, MODELS[name], args.beam_size)
     labels = [bucket_label(lo, hi) for lo, hi in DEFAULT_BUCKETS]
     print(f"\nBLEU-4 by source length on reorder (test split, beam {args.beam_size})\n")

@@ -32,17 +32,13 @@ from typing import Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from text_attn.cli import fail
 from text_attn.modelfile import ModelFileError
 
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"
 BATCH = 8  # images encoded together
 _ENCODER_HPARAMS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop", "multiscale")
-
-
-def _fail(prog: str, message: str, code: int = 2) -> None:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    raise SystemExit(code)
 
 
 def _one_line(err: BaseException) -> str:
@@ -105,7 +101,7 @@ def _load_model(args: argparse.Namespace):
     path = args.model
     if path is None:
         if not BUNDLED_MODEL.is_file():
-            _fail(
+            fail(
                 "caption",
                 f"no --model given and the bundled model {BUNDLED_MODEL} is not installed; pass "
                 "--model FILE (a model file written by caption-train fit or caption-export)",
@@ -115,11 +111,11 @@ def _load_model(args: argparse.Namespace):
         model = CaptionModel.load(path)  # on the CPU: a device problem must not read as a broken file
     except ModelFileError as err:
         hint = "; turn a checkpoint into a model file with caption-export" if str(path).endswith(".ckpt") else ""
-        _fail("caption", f"{err}{hint}")
+        fail("caption", f"{err}{hint}")
     try:
         return model.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
-        _fail("caption", f"cannot use device {args.device!r}: {_one_line(err)}")
+        fail("caption", f"cannot use device {args.device!r}: {_one_line(err)}")
 
 
 def _unique_stem(name: str, used: set[str]) -> str:
@@ -190,7 +186,7 @@ def _demo(model, args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         scene.image.save(name)
     except OSError as err:
-        _fail("caption", f"cannot write the demo scene to {out_dir}: {_one_line(err)}")
+        fail("caption", f"cannot write the demo scene to {out_dir}: {_one_line(err)}")
     args.overlay = str(out_dir)
     (rec,) = caption_images(model, [(name, scene.image)], args)
     if args.json:
@@ -209,17 +205,17 @@ def caption_main(argv: list[str] | None = None) -> int:
     """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
     args = _parser().parse_args(argv)
     if args.beam_size < 1:
-        _fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
+        fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
     if args.max_len < 1:
-        _fail("caption", f"--max-len must be at least 1, got {args.max_len}")
+        fail("caption", f"--max-len must be at least 1, got {args.max_len}")
     if args.demo and args.images:
-        _fail("caption", "--demo draws its own scene; give either --demo or IMAGE files, not both")
+        fail("caption", "--demo draws its own scene; give either --demo or IMAGE files, not both")
     if not args.demo and not args.images:
-        _fail("caption", "no input: give IMAGE files, or --demo to caption a synthetic scene")
+        fail("caption", "no input: give IMAGE files, or --demo to caption a synthetic scene")
     if args.per_word and not args.overlay and not args.demo:
-        _fail("caption", "--per-word needs --overlay DIR")
+        fail("caption", "--per-word needs --overlay DIR")
     if args.seed is not None and not args.demo:
-        _fail("caption", "--seed only applies to --demo")
+        fail("caption", "--seed only applies to --demo")
     model = _load_model(args)
     if args.demo:
         return _demo(model, args)
@@ -227,7 +223,7 @@ def caption_main(argv: list[str] | None = None) -> int:
         try:
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            _fail("caption", f"cannot create --overlay directory {args.overlay}: {_one_line(err)}")
+            fail("caption", f"cannot create --overlay directory {args.overlay}: {_one_line(err)}")
     used: set[str] = set()
     records = []
     for chunk in _chunks(args.images, BATCH):  # read, caption and print a batch at a time: memory stays bounded
@@ -360,9 +356,9 @@ def export_main(argv: list[str] | None = None) -> int:
         model, what = load_any(args.input)
         out = export_model(model, args.output, half=args.half)
     except ModelFileError as err:
-        _fail("caption-export", str(err))
+        fail("caption-export", str(err))
     except OSError as err:
-        _fail("caption-export", f"cannot write {args.output}: {_one_line(err)}")
+        fail("caption-export", f"cannot write {args.output}: {_one_line(err)}")
     n = sum(p.numel() for p in model.parameters())
     dtype = "float16" if args.half else "float32"
     size = out.stat().st_size / 2**20

@@ -2,35 +2,17 @@
 
 from __future__ import annotations
 
-import sys
-
-
-def _fail(prog: str, message: str, code: int = 2) -> None:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    raise SystemExit(code)
+from text_attn.cli import run_lightning_cli
 
 
 def caption_cli(args: list[str] | None = None):
     """Run the ``caption-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
-    import warnings
-
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-    from pytorch_lightning.cli import LightningCLI
-
     from captioning.data import CaptionDataError, CaptionDataModule
     from captioning.encoder import EncoderWeightsError
     from captioning.module import CaptionModule
 
-    try:
-        return LightningCLI(
-            CaptionModule,
-            CaptionDataModule,
-            args=args,
-            seed_everything_default=0,
-            save_config_kwargs={"overwrite": True},
-        )
-    except (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError) as exc:
-        _fail("caption-train", " ".join(str(exc).split()))
+    errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
+    return run_lightning_cli("caption-train", CaptionModule, CaptionDataModule, args, errors)
 
 
 def train_main(args: list[str] | None = None) -> None:

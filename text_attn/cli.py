@@ -7,32 +7,36 @@ import sys
 from pathlib import Path
 
 
-def _fail(prog: str, message: str, code: int = 2) -> None:
-    print(f"{prog}: error: {message}", file=sys.stderr)
+def fail(prog: str, message: str, code: int = 2) -> None:
+    """One line on stderr, ``prog: error: message``, then exit with ``code``."""
+    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise SystemExit(code)
 
 
-def text_cli(args: list[str] | None = None):
-    """Run the ``text-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
+def run_lightning_cli(prog: str, module_cls: type, datamodule_cls: type, args: list[str] | None, errors: tuple):
+    """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line."""
     import warnings
 
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     from pytorch_lightning.cli import LightningCLI
 
+    try:
+        return LightningCLI(
+            module_cls, datamodule_cls, args=args, seed_everything_default=0, save_config_kwargs={"overwrite": True}
+        )
+    except errors as exc:
+        fail(prog, str(exc))
+
+
+def text_cli(args: list[str] | None = None):
+    """Run the ``text-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
     from text_attn.data import TranslationDataModule
     from text_attn.module import TranslationModule
     from text_attn.tasks import TaskError
 
-    try:
-        return LightningCLI(
-            TranslationModule,
-            TranslationDataModule,
-            args=args,
-            seed_everything_default=0,
-            save_config_kwargs={"overwrite": True},
-        )
-    except (TaskError, ValueError, FileNotFoundError) as exc:
-        _fail("text-train", str(exc))
+    return run_lightning_cli(
+        "text-train", TranslationModule, TranslationDataModule, args, (TaskError, ValueError, FileNotFoundError)
+    )
 
 
 def train_main(args: list[str] | None = None) -> None:
@@ -79,22 +83,22 @@ def _plot(path: Path, tr, layer: int) -> Path:
 def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.beam_size < 1:
-        _fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
+        fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
     from text_attn.modelfile import ModelFileError
     from text_attn.translator import Translator
 
     try:
         translator = Translator.load(args.model)
     except ModelFileError as exc:
-        _fail("translate", str(exc))
+        fail("translate", str(exc))
     if hasattr(translator.net, "set_plot_layer"):  # the Transformer: which layer's cross-attention to return
         try:
             translator.net.set_plot_layer(args.layer)
         except ValueError as exc:
-            _fail("translate", str(exc))
+            fail("translate", str(exc))
     lines = args.sentences if args.sentences else [line.rstrip("\n") for line in sys.stdin]
     if not lines:
-        _fail("translate", "no input: give sentences as arguments or on stdin")
+        fail("translate", "no input: give sentences as arguments or on stdin")
     failed = 0
     todo = []
     for n, line in enumerate(lines, 1):
