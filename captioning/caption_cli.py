@@ -52,7 +52,7 @@ class ImageReadError(ValueError):
 
 def read_image(path: str | Path) -> Image.Image:
     """The image at path, EXIF orientation applied first, as 8-bit RGB (any mode Pillow reads)."""
-    from captioning.encoder import to_rgb
+    from captioning.preprocess import to_rgb
 
     p = Path(path)
     if not p.exists():

@@ -35,7 +35,7 @@ import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.encoder import Preprocess, to_rgb
+from captioning.preprocess import Preprocess, to_rgb
 from captioning.shapes import Scene, make_scenes
 from text_attn.data import LengthBatchSampler
 from text_attn.vocab import Vocabulary, tokenize

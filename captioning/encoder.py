@@ -19,92 +19,20 @@ import http.client
 import os
 import urllib.parse
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image
 from torch import nn
+
+# The preprocessing lives in its own module; importing it here keeps ``captioning.encoder.Preprocess`` working.
+from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess, to_rgb  # noqa: F401
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "efficientnet_lite0")
 FINE_TUNE = ("none", "last", "all")
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-# EfficientNet-Lite was trained (in TensorFlow) on (pixel - 127) / 128 with pixels in 0..255,
-# "inception-style" scaling to about [-1, 1]; in ToTensor units that is mean 127/255, std 128/255.
-LITE_MEAN = (127 / 255,) * 3
-LITE_STD = (128 / 255,) * 3
 # Keys of classifier heads: the encoder does not use them, so a weights file may have them or not.
 _HEAD_PREFIXES = ("fc.", "_fc.", "classifier.")
-
-
-@dataclass(frozen=True)
-class Preprocess:
-    """PIL image -> normalised (3, image_size, image_size) tensor, as the backbone expects it."""
-
-    image_size: int = 224  # side of the square the network sees
-    crop: bool = True  # True: centre square of side min(w, h); False: whole image, aspect not kept
-    mean: tuple[float, float, float] = IMAGENET_MEAN  # per channel, in 0..1 pixel units
-    std: tuple[float, float, float] = IMAGENET_STD
-
-    def __post_init__(self) -> None:
-        # JSON round trips give lists; keep tuples so instances stay hashable and compare equal.
-        object.__setattr__(self, "mean", tuple(float(v) for v in self.mean))
-        object.__setattr__(self, "std", tuple(float(v) for v in self.std))
-        if int(self.image_size) != self.image_size or self.image_size < 1:
-            raise ValueError(f"image_size must be a positive integer, got {self.image_size!r}")
-        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
-            raise ValueError(f"mean and std need 3 values (std > 0), got {self.mean}, {self.std}")
-
-    def crop_box(self, width: int, height: int) -> tuple[float, float, float, float]:
-        """(x0, y0, x1, y1) of the original image that the network sees, in pixels."""
-        if not self.crop:
-            return (0.0, 0.0, float(width), float(height))
-        side = min(width, height)
-        x0, y0 = (width - side) / 2, (height - side) / 2
-        return (x0, y0, x0 + side, y0 + side)
-
-    def __call__(self, img: Image.Image) -> torch.Tensor:
-        rgb = to_rgb(img)
-        size = (self.image_size, self.image_size)
-        # Resampling straight from the crop box (instead of resize, then crop on whole pixels)
-        # makes crop_box exactly the region seen (PIL's antialiasing filter still blends the
-        # edge pixels with their neighbours just outside, as resize-then-crop would).
-        pixels = rgb.resize(size, Image.Resampling.BILINEAR, box=self.crop_box(*rgb.size))
-        x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1)  # (3, S, S)
-        x = x.float().div_(255.0)
-        mean = torch.tensor(self.mean).view(3, 1, 1)
-        std = torch.tensor(self.std).view(3, 1, 1)
-        return (x - mean) / std
-
-
-def to_rgb(img: Image.Image) -> Image.Image:
-    """Any PIL mode -> 8-bit RGB. Transparency is composited onto white; 16-bit grey is scaled.
-
-    PIL's own convert("RGB") clips 16-bit values at 255 (a mostly white image), hence the scaling.
-    Mode "I" (32-bit int) is read as 16-bit when it holds values above 255; "F" as 0..1 when its
-    maximum is at most 1, else as 0..255.
-    """
-    mode = img.mode
-    if mode == "RGB":
-        return img
-    if mode.startswith("I;16") or mode in ("I", "F"):
-        arr = np.asarray(img, dtype=np.float64)
-        if mode.startswith("I;16") or (mode == "I" and arr.size and arr.max() > 255):
-            arr = arr / 257.0  # 65535 -> 255
-        elif mode == "F" and arr.size and arr.max() <= 1.0:
-            arr = arr * 255.0
-        grey = np.clip(np.rint(arr), 0, 255).astype(np.uint8)
-        return Image.fromarray(grey, mode="L").convert("RGB")
-    has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in img.info
-    if has_alpha:
-        rgba = img.convert("RGBA")
-        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(white, rgba).convert("RGB")
-    return img.convert("RGB")  # L, 1, P, CMYK, YCbCr, ...
 
 
 class EncoderWeightsError(RuntimeError):

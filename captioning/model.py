@@ -21,7 +21,8 @@ from PIL import Image
 from torch import Tensor, nn
 
 from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
-from captioning.encoder import ImageEncoder, Preprocess
+from captioning.encoder import ImageEncoder
+from captioning.preprocess import Preprocess
 from text_attn.decoding import beam_search, greedy_search
 from text_attn.modelfile import ModelFileError, load_model_file, save_model_file
 from text_attn.vocab import Vocabulary

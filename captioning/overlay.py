@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from captioning.encoder import to_rgb
+from captioning.preprocess import to_rgb
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels
 
