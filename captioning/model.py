@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.encoder import ImageEncoder
 from captioning.preprocess import Preprocess
-from text_attn.decoding import beam_search, greedy_search
+from text_attn.decoding import search
 from text_attn.modelfile import ModelFileError, load_model_file, save_model_file
 from text_attn.vocab import Vocabulary
 
@@ -89,11 +89,8 @@ class CaptionModel(nn.Module):
         try:
             v = self.vocab
             state = self.init_state(features)
-            args = (self, state, features.size(0), v.bos_id, v.eos_id, max_len)
-            if beam_size == 1:
-                result = greedy_search(*args, pad_id=v.pad_id)
-            else:
-                result = beam_search(*args, beam_size=beam_size, length_penalty=length_penalty, pad_id=v.pad_id)
+            B = features.size(0)
+            result = search(self, state, B, v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id)
         finally:
             self.train(was_training)
         out = []
