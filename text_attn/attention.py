@@ -265,7 +265,9 @@ class MultiHeadAttention(nn.Module):
                 q, k, v, attn_mask=None if plain_causal else keep, dropout_p=p, is_causal=plain_causal
             )
             if keep is not None:  # kernels differ on fully masked rows (0 or NaN): make them 0
-                ctx = ctx.masked_fill(~keep.any(-1, keepdim=True), 0.0)
+                dead = ~keep.any(-1, keepdim=True)  # (B|1, 1, T|1, 1)
+                if bool(dead.any()):  # rare: skip a full-size masked_fill (and its backward) when no row is dead
+                    ctx = ctx.masked_fill(dead, 0.0)
         context = self.out_proj(ctx.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
         if one_step:
             return context.squeeze(1), None if weights is None else weights.squeeze(2)
