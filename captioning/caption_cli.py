@@ -33,17 +33,13 @@ from typing import Any
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from text_attn.cli import fail
+from text_attn.errors import one_line
 from text_attn.modelfile import ModelFileError
 
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"
 BATCH = 8  # images encoded together
 _ENCODER_HPARAMS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop", "multiscale")
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 160 else text[:157] + "..."
 
 
 class ImageReadError(ValueError):
@@ -65,7 +61,7 @@ def read_image(path: str | Path) -> Image.Image:
     except UnidentifiedImageError:
         raise ImageReadError(f"{path}: not an image file Pillow can read") from None
     except Exception as err:  # noqa: BLE001 - Pillow's decoders raise many types for damaged files
-        raise ImageReadError(f"{path}: cannot read image ({_one_line(err)})") from None
+        raise ImageReadError(f"{path}: cannot read image ({one_line(err)})") from None
 
 
 # --- caption --------------------------------------------------------------------------------------------------------
@@ -115,7 +111,7 @@ def _load_model(args: argparse.Namespace):
     try:
         return model.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
-        fail("caption", f"cannot use device {args.device!r}: {_one_line(err)}")
+        fail("caption", f"cannot use device {args.device!r}: {one_line(err)}")
 
 
 def _unique_stem(name: str, used: set[str]) -> str:
@@ -165,7 +161,7 @@ def caption_images(
                     n = len(draw_word_panels(image, words, alphas, g, box, args.overlay, stem, chosen=chosen))
                     extra = f" (+ {n} per-word PNGs)"
             except OSError as err:
-                rec["error"] = f"{name}: cannot write its overlay ({_one_line(err)})"
+                rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"
                 print(f"caption: error: {rec['error']}", file=sys.stderr)
             else:
                 rec["overlay"] = str(path)
@@ -186,7 +182,7 @@ def _demo(model, args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         scene.image.save(name)
     except OSError as err:
-        fail("caption", f"cannot write the demo scene to {out_dir}: {_one_line(err)}")
+        fail("caption", f"cannot write the demo scene to {out_dir}: {one_line(err)}")
     args.overlay = str(out_dir)
     (rec,) = caption_images(model, [(name, scene.image)], args)
     if args.json:
@@ -223,7 +219,7 @@ def caption_main(argv: list[str] | None = None) -> int:
         try:
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            fail("caption", f"cannot create --overlay directory {args.overlay}: {_one_line(err)}")
+            fail("caption", f"cannot create --overlay directory {args.overlay}: {one_line(err)}")
     used: set[str] = set()
     records = []
     for chunk in _chunks(args.images, BATCH):  # read, caption and print a batch at a time: memory stays bounded
@@ -272,7 +268,7 @@ def _checkpoint_vocab(ckpt: dict, path: str):
         dm.setup("fit")
     except Exception as err:  # noqa: BLE001 - missing data files, bad settings, ...: all mean "cannot rebuild"
         raise ModelFileError(
-            f"{path}: no vocabulary stored and rebuilding it from the data failed: {_one_line(err)}"
+            f"{path}: no vocabulary stored and rebuilding it from the data failed: {one_line(err)}"
         ) from None
     return dm.vocab
 
@@ -297,7 +293,7 @@ def model_from_checkpoint(ckpt: dict, path: str):
         )
         model.load_state_dict(state)
     except (TypeError, ValueError, RuntimeError) as err:
-        raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({_one_line(err)})") from None
+        raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({one_line(err)})") from None
     return model.eval()
 
 
@@ -358,7 +354,7 @@ def export_main(argv: list[str] | None = None) -> int:
     except ModelFileError as err:
         fail("caption-export", str(err))
     except OSError as err:
-        fail("caption-export", f"cannot write {args.output}: {_one_line(err)}")
+        fail("caption-export", f"cannot write {args.output}: {one_line(err)}")
     n = sum(p.numel() for p in model.parameters())
     dtype = "float16" if args.half else "float32"
     size = out.stat().st_size / 2**20

@@ -28,6 +28,7 @@ from torch import nn
 
 # The preprocessing lives in its own module; importing it here keeps ``captioning.encoder.Preprocess`` working.
 from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess, to_rgb  # noqa: F401
+from text_attn.errors import one_line
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "efficientnet_lite0")
 FINE_TUNE = ("none", "last", "all")
@@ -43,11 +44,6 @@ def _weights_hint(backbone: str) -> str:
     return f"pass weights='/path/to/{backbone}.pth' (a torchvision state_dict) or weights=None for random init"
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 160 else text[:157] + "..."
-
-
 def _read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """A state_dict file, loaded with weights_only=True (no arbitrary pickles)."""
     path = Path(path)
@@ -59,7 +55,7 @@ def _read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # unpickling errors come in many types; all mean "not usable"
-        raise EncoderWeightsError(f"cannot read weights file {str(path)!r}: {_one_line(err)}") from err
+        raise EncoderWeightsError(f"cannot read weights file {str(path)!r}: {one_line(err)}") from err
     if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
         obj = obj["state_dict"]  # a checkpoint that wraps its state_dict
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
@@ -88,11 +84,11 @@ def _torchvision_imagenet(backbone: str) -> dict[str, torch.Tensor]:
     except (OSError, http.client.HTTPException) as err:  # URLError and timeouts are OSErrors
         raise EncoderWeightsError(
             f"ImageNet weights for {backbone} need a download and there is no network "
-            f"({_one_line(err)}); {_weights_hint(backbone)}"
+            f"({one_line(err)}); {_weights_hint(backbone)}"
         ) from err
     except RuntimeError as err:  # e.g. a corrupted download failing the hash check
         raise EncoderWeightsError(
-            f"download of ImageNet weights for {backbone} failed ({_one_line(err)}); {_weights_hint(backbone)}"
+            f"download of ImageNet weights for {backbone} failed ({one_line(err)}); {_weights_hint(backbone)}"
         ) from err
 
 
@@ -113,7 +109,7 @@ def _load_into(net: nn.Module, state: dict[str, torch.Tensor], backbone: str) ->
     try:
         missing, unexpected = net.load_state_dict(state, strict=False)
     except RuntimeError as err:  # shape mismatches
-        raise EncoderWeightsError(f"the weights do not fit {backbone}: {_one_line(err)}") from err
+        raise EncoderWeightsError(f"the weights do not fit {backbone}: {one_line(err)}") from err
     missing = [k for k in missing if not k.startswith(_HEAD_PREFIXES)]
     unexpected = [k for k in unexpected if not k.startswith(_HEAD_PREFIXES)]
     if missing or unexpected:

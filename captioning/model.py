@@ -24,6 +24,7 @@ from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecod
 from captioning.encoder import ImageEncoder
 from captioning.preprocess import Preprocess
 from text_attn.decoding import search
+from text_attn.errors import one_line
 from text_attn.modelfile import ModelFileError, load_model_file, save_model_file
 from text_attn.vocab import Vocabulary
 
@@ -160,7 +161,7 @@ class CaptionModel(nn.Module):
             model = cls(encoder, decoder, vocab, enc_cfg)
             model.load_state_dict(data["state_dict"])
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise ModelFileError(f"{str(path)!r}: broken caption model file ({_one_line(err)})") from err
+            raise ModelFileError(f"{str(path)!r}: broken caption model file ({one_line(err)})") from err
         if isinstance(map_location, (str, torch.device)):
             model.to(map_location)  # load_state_dict copies into the (CPU) parameters of the fresh model
         return model.eval()
@@ -195,8 +196,3 @@ class CaptionModel(nn.Module):
         # Record the resolved size / crop, not None: defaults could change, the trained model must not.
         encoder_config = encoder.config()
         return cls(encoder, ShowAttendTellDecoder(cfg), vocab, encoder_config)
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 160 else text[:157] + "..."

@@ -12,14 +12,7 @@ from captioning.shapes import make_scene
 IMAGES = caption_cli.Path(__file__).parent / "fixtures" / "images"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_bundled_model_is_a_small_self_contained_file():

@@ -41,13 +41,7 @@ OUT_DIM = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Helpers share 2 cores: several intra-op threads per process then mostly wait on each other.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _encoder(backbone: str, **kw) -> ImageEncoder:
