@@ -81,6 +81,10 @@ class DecoderConfig:
     # is its attention (the mean already tells the LSTM most of a simple scene, and it then needs not look where it
     # names things: grounding suffers). Not in the paper.
     init_from_image: bool = True
+    # Not in the paper: the attention scores (eq. 4) see only the first ``key_dims`` features of each region, while
+    # the context still reads all D. With a multiscale encoder these are the fine, local channels: where to look is
+    # then decided by what is IN a cell, not by what its wide receptive field sees nearby. None = all D.
+    key_dims: int | None = None
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -93,6 +97,8 @@ class DecoderConfig:
             raise ValueError(f"unknown gate {self.gate!r}; choose one of {GATES}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.key_dims is not None and not 1 <= self.key_dims <= self.feature_dim:
+            raise ValueError(f"key_dims must be in [1, feature_dim={self.feature_dim}], got {self.key_dims}")
 
 
 class DecoderOutput(NamedTuple):
@@ -125,7 +131,7 @@ class ShowAttendTellDecoder(nn.Module):
         self.embedding = nn.Embedding(cfg.vocab_size, E)  # E in eqs. (1) and (7)
         # f_att, eq. (4): the same additive scorer for both; hard attention samples a location from its α.
         attention = HardAttention if cfg.attention == "hard" else AdditiveAttention
-        self.attention = attention(H, D, cfg.attn_dim)
+        self.attention = attention(H, cfg.key_dims or D, cfg.attn_dim)
         # f_init,h and f_init,c: one affine layer + tanh each, as in the authors' code (n_layers_init=1).
         self.init_h = nn.Linear(D, H)
         self.init_c = nn.Linear(D, H)
@@ -157,8 +163,15 @@ class ShowAttendTellDecoder(nn.Module):
             "h": torch.tanh(self.init_h(mean)),
             "c": torch.tanh(self.init_c(mean)),
             # U a_i does not depend on t: projected once here, reused at every step (and reordered by beam search).
-            "keys": self.attention.precompute(features),
+            "keys": self._keys(features),
         }
+
+    def _keys(self, features: Tensor) -> ProjectedKeys:
+        """Regions (B, L, D) -> values (B, L, D) with their key projection (B, L, A) from the first key_dims."""
+        k = self.cfg.key_dims
+        if k is None or k == features.size(-1):
+            return self.attention.precompute(features)
+        return ProjectedKeys(features, self.attention.precompute(features[..., :k]).proj)
 
     # --- the shared per-step code -----------------------------------------------------------
     @property

@@ -280,9 +280,11 @@ class ImageEncoder(nn.Module):
         # fine cells for precise attention, coarse context for what a small receptive field cannot see (size, shape).
         stages, self.out_dim = _BUILDERS[family](backbone, state, 16 if multiscale else stride)
         self.multiscale = multiscale
+        self.fine_dim: int | None = None  # multiscale: the first fine_dim features of a region are the fine ones
         if multiscale:
             self._tap = list(stages).index("stride8")  # the stage whose output is the fine map
-            self.out_dim += stages["stride8"].blocks[-1]._bn2.num_features  # fine channels (40)
+            self.fine_dim = stages["stride8"].blocks[-1]._bn2.num_features  # 40
+            self.out_dim += self.fine_dim
         self.body = nn.Sequential(stages)
         self.backbone, self.stride, self.fine_tune = backbone, stride, fine_tune
         self.grid, self.num_regions = int(grid), int(grid) ** 2

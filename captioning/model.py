@@ -179,9 +179,18 @@ class CaptionModel(nn.Module):
         image_size: int | None = None,
         crop: bool | None = None,
         multiscale: bool = False,
+        attend_on: str = "all",
         **decoder_kwargs: Any,
     ) -> CaptionModel:
-        """A fresh model: encoder (optionally pretrained) + new decoder sized for ``vocab`` and the encoder."""
+        """A fresh model: encoder (optionally pretrained) + new decoder sized for ``vocab`` and the encoder.
+
+        attend_on: "all" (the attention scores see every feature of a region) or "fine" (a multiscale encoder's
+        fine channels only: see DecoderConfig.key_dims).
+        """
+        if attend_on not in ("all", "fine"):
+            raise ValueError(f"attend_on must be 'all' or 'fine', got {attend_on!r}")
+        if attend_on == "fine" and not multiscale:
+            raise ValueError("attend_on 'fine' needs multiscale features (efficientnet_lite0, stride 8, multiscale)")
         encoder = ImageEncoder(
             backbone,
             grid=grid,
@@ -192,7 +201,8 @@ class CaptionModel(nn.Module):
             crop=crop,
             multiscale=multiscale,
         )
-        cfg = DecoderConfig(vocab_size=len(vocab), feature_dim=encoder.out_dim, **decoder_kwargs)
+        key_dims = encoder.fine_dim if attend_on == "fine" else None
+        cfg = DecoderConfig(vocab_size=len(vocab), feature_dim=encoder.out_dim, key_dims=key_dims, **decoder_kwargs)
         # Record the resolved size / crop, not None: defaults could change, the trained model must not.
         encoder_config = encoder.config()
         return cls(encoder, ShowAttendTellDecoder(cfg), vocab, encoder_config)

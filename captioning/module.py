@@ -47,6 +47,7 @@ class CaptionModule(pl.LightningModule):
         image_size: int | None = None,
         crop: bool | None = None,
         multiscale: bool = False,
+        attend_on: str = "all",
         embed_dim: int = 512,
         hidden_dim: int = 512,
         attn_dim: int = 512,
@@ -83,6 +84,8 @@ class CaptionModule(pl.LightningModule):
             fine_tune: ``none`` (frozen; features can be cached), ``last`` (last stage trains) or ``all``.
             image_size: network input side (default: the backbone's 224). crop: centre square crop (default true).
             multiscale: efficientnet_lite0 at stride 8 only: append the stride-16 map (upsampled) to every region.
+            attend_on: ``all`` or ``fine``: with multiscale, the attention scores see only the fine (stride-8) channels
+                of each region, so where to look follows what is in a cell; the context still reads all channels.
             embed_dim: word embedding size. hidden_dim: LSTM size. attn_dim: attention hidden size.
             dropout: decoder dropout. gate: ``scalar`` (the paper's β), ``vector`` or ``none``.
             deep_output: the paper's eq. (7) readout (else a linear layer on h_t).
@@ -139,6 +142,7 @@ class CaptionModule(pl.LightningModule):
                 image_size=hp.image_size,
                 crop=hp.crop,
                 multiscale=hp.multiscale,
+                attend_on=hp.attend_on,
                 embed_dim=hp.embed_dim,
                 hidden_dim=hp.hidden_dim,
                 attn_dim=hp.attn_dim,

@@ -188,3 +188,17 @@ def test_mismatched_parts_are_rejected(trained):
     cfg = DecoderConfig(vocab_size=len(model.vocab), feature_dim=7)
     with pytest.raises(ValueError, match="feature_dim"):
         CaptionModel(model.encoder, ShowAttendTellDecoder(cfg), model.vocab, model.encoder_config)
+
+
+def test_attend_on_fine_keys_the_scores_to_the_fine_channels_and_survives_save_load(tmp_path):
+    vocab = Vocabulary.build([["a", "red", "circle"]])
+    kw = dict(backbone="efficientnet_lite0", weights=None, stride=8, grid=4, image_size=64, crop=False)
+    model = CaptionModel.build(vocab, multiscale=True, attend_on="fine", hidden_dim=8, embed_dim=8, attn_dim=8, **kw)
+    assert model.decoder.cfg.key_dims == model.encoder.fine_dim == 40 and model.encoder.out_dim == 152
+    assert model.decoder.attention.key_proj.in_features == 40
+    model.save(tmp_path / "m.pt")
+    assert CaptionModel.load(tmp_path / "m.pt").decoder.cfg.key_dims == 40
+    with pytest.raises(ValueError, match="needs multiscale"):
+        CaptionModel.build(vocab, attend_on="fine", **kw)
+    with pytest.raises(ValueError, match="attend_on"):
+        CaptionModel.build(vocab, multiscale=True, attend_on="coarse", **kw)

@@ -247,3 +247,21 @@ def test_init_from_image_false_starts_every_image_the_same():
     assert torch.equal(a["h"], b["h"]) and torch.equal(a["c"], b["c"])
     paper = ShowAttendTellDecoder(DecoderConfig(vocab_size=10, feature_dim=8, embed_dim=8, hidden_dim=8, attn_dim=8))
     assert not torch.equal(paper.init_state(torch.randn(1, 4, 8))["h"], paper.init_state(torch.randn(1, 4, 8))["h"])
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_key_dims_scores_see_only_the_first_channels_and_the_context_reads_all(attention):
+    dec = _decoder(key_dims=3, attention=attention)
+    feats, caps = _inputs()
+    other = feats.clone()
+    other[..., 3:] = torch.randn(B, L, D - 3)  # change only the channels the scores must not see
+    out_a, out_b = dec(feats, caps), dec(other, caps)
+    assert not torch.allclose(out_a.logits, out_b.logits)  # the context (and h0, from the mean) read channels 3..D
+    # With a fixed start (h0 not from the image) the first step's α depends on the key channels only.
+    fixed = _decoder(key_dims=3, attention=attention, init_from_image=False)
+    _, a0, s0 = fixed.step(caps[:, 0], fixed.init_state(feats))
+    _, b0, _ = fixed.step(caps[:, 0], fixed.init_state(other))
+    assert torch.allclose(a0, b0, atol=1e-6)
+    assert s0["keys"].proj.shape == (B, L, 5) and s0["keys"].keys.shape == (B, L, D)
+    with pytest.raises(ValueError, match="key_dims"):
+        DecoderConfig(vocab_size=V, feature_dim=D, key_dims=D + 1)
