@@ -68,6 +68,8 @@ class CaptionModule(pl.LightningModule):
         label_smoothing: float = 0.0,
         lr: float = 4e-4,
         encoder_lr: float = 1e-4,
+        lr_patience: int | None = None,
+        lr_factor: float = 0.5,
         val_beam_size: int = 1,
         val_max_len: int = 30,
         val_meteor: bool | None = None,
@@ -106,6 +108,10 @@ class CaptionModule(pl.LightningModule):
                 0 is usual for hard attention).
             label_smoothing: cross-entropy label smoothing.
             lr: Adam learning rate of the decoder. encoder_lr: Adam rate of the trainable encoder layers.
+            lr_patience: when set, multiply the learning rates by ``lr_factor`` whenever ``val_Bleu_4`` has not
+                improved for this many validations (ReduceLROnPlateau); null keeps them constant. A schedule by
+                plateaus, not by step count, suits runs capped by ``trainer.max_time``, whose length in steps
+                depends on the machine.
             val_beam_size: beam size of the free-running decoding in validation and test (1 = greedy, fastest).
             val_max_len: longest caption decoded in validation and test.
             val_meteor: METEOR in validation / test: null = when Java is available, false = never (faster).
@@ -240,7 +246,14 @@ class CaptionModule(pl.LightningModule):
         enc = [p for p in self.model.encoder.parameters() if p.requires_grad]
         if enc:
             groups.append({"params": enc, "lr": self.hparams.encoder_lr})
-        return torch.optim.Adam(groups)
+        optimizer = torch.optim.Adam(groups)
+        if self.hparams.lr_patience is None:
+            return optimizer
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode="max", factor=self.hparams.lr_factor, patience=self.hparams.lr_patience
+        )
+        # Lightning steps it after each validation, with the logged val_Bleu_4.
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "monitor": "val_Bleu_4"}}
 
     # --- free-running evaluation ------------------------------------------------------------------------------------
     def _eval_step(self, batch: dict, stage: str) -> None:

@@ -4,6 +4,7 @@ options get one clear line."""
 
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 
@@ -103,6 +104,35 @@ def test_without_cache_training_reads_images(tmp_path):
         + ["--trainer.limit_val_batches", "0", "--model.export_path", str(tmp_path / "m.pt")]
     )
     assert cli.datamodule.features == {} and cli.trainer.global_step == 1
+
+
+def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
+    cfg = yaml.safe_load(Path(CONFIG).read_text())
+    cfg["trainer"].update(
+        max_steps=-1,
+        max_epochs=5,
+        logger={"class_path": "pytorch_lightning.loggers.CSVLogger", "init_args": {"save_dir": str(tmp_path)}},
+        callbacks=[{"class_path": "pytorch_lightning.callbacks.LearningRateMonitor"}],
+    )
+    cfg["model"].update(lr_patience=0, lr_factor=0.1, export_path=str(tmp_path / "m.pt"))
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    cli = caption_cli(["fit", "--config", str(tmp_path / "cfg.yaml")])
+    rows = list(csv.DictReader(open(Path(cli.trainer.logger.log_dir) / "metrics.csv")))
+    bleus = [float(r["val_Bleu_4"]) for r in rows if r.get("val_Bleu_4")]  # one per epoch
+    lrs = [float(r["lr-Adam"]) for r in rows if r.get("lr-Adam")]  # at the start of each epoch
+    assert len(bleus) == 5 and len(lrs) == 5 and lrs[0] == 0.01
+    # By hand: patience 0 cuts the rate after every validation that does not beat the best so far (ReduceLROnPlateau's
+    # default threshold: 1e-4 relative), effective from the next epoch.
+    best, lr = -math.inf, 0.01
+    for bleu, got in zip(bleus[:-1], lrs[1:], strict=True):
+        if bleu > (best * (1 + 1e-4) if best > 0 else best):
+            best = bleu
+        else:
+            lr *= 0.1
+        assert got == pytest.approx(lr)
+    final = cli.trainer.optimizers[0].param_groups[0]["lr"]
+    assert final == pytest.approx(lr * (1 if bleus[-1] > best * (1 + 1e-4) else 0.1))
+    assert final < 0.01  # an untrained tiny model's BLEU stalls at some point in 5 epochs
 
 
 @pytest.mark.parametrize(
