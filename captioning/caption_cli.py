@@ -39,7 +39,8 @@ from text_attn.modelfile import ModelFileError
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"
 BATCH = 8  # images encoded together
-_ENCODER_HPARAMS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop", "multiscale")
+# The CaptionModule settings that CaptionModel.build takes besides the decoder's own (DecoderConfig) ones.
+_BUILD_HPARAMS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop", "multiscale", "attend_on")
 
 
 class ImageReadError(ValueError):
@@ -288,7 +289,7 @@ def model_from_checkpoint(ckpt: dict, path: str):
         model = CaptionModel.build(
             vocab,
             weights=None,  # every encoder weight comes from the checkpoint: no download, no weights file
-            **{k: hp[k] for k in _ENCODER_HPARAMS if k in hp},
+            **{k: hp[k] for k in _BUILD_HPARAMS if k in hp},
             **{k: hp[k] for k in decoder_keys if k in hp},
         )
         model.load_state_dict(state)

@@ -287,6 +287,19 @@ def test_export_checkpoint_with_vocab(capsys, tmp_path):
     assert loaded.encoder.preprocess == model.encoder.preprocess
 
 
+def test_export_checkpoint_of_a_multiscale_model_attending_on_fine_channels(capsys, tmp_path):
+    vocab = Vocabulary.build([list(VOCAB)])
+    settings = dict(backbone="efficientnet_lite0", stride=8, grid=4, multiscale=True, attend_on="fine")
+    torch.manual_seed(0)
+    model = CaptionModel.build(vocab, **{**TINY, **settings}, crop=False)
+    ckpt = _checkpoint(model, vocab=vocab.to_dict())
+    ckpt["hyper_parameters"].update(settings)
+    torch.save(ckpt, tmp_path / "best.ckpt")
+    assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
+    loaded = CaptionModel.load(tmp_path / "m.pt")
+    assert _states_equal(loaded, model) and loaded.decoder.cfg.key_dims == 40
+
+
 def test_export_checkpoint_rebuilds_the_vocab_from_the_data_settings(capsys, tmp_path):
     data = dict(source="shapes", train_size=12, val_size=3, test_size=3, image_size=64, max_objects=3, seed=5)
     scenes = make_scenes(12, 5, 64, 3)
