@@ -212,16 +212,20 @@ class ShowAttendTellDecoder(nn.Module):
         return log_probs, s.alpha, {"h": s.h, "c": s.c, "keys": state["keys"]}
 
     # --- teacher forcing ---------------------------------------------------------------------
-    def forward(self, features: Tensor, captions_in: Tensor) -> DecoderOutput:
+    def forward(self, features: Tensor, captions_in: Tensor, soft_prob: float | None = None) -> DecoderOutput:
         """features (B, L, D), captions_in (B, T) = bos + words -> DecoderOutput: logits (B, T, V), alphas
-        (B, T, L), and for hard attention the per-step log p(s_t), H[α_t] and s_t (B, T) and which captions sampled."""
+        (B, T, L), and for hard attention the per-step log p(s_t), H[α_t] and s_t (B, T) and which captions sampled.
+
+        ``soft_prob`` overrides ``cfg.soft_prob`` for this batch (hard attention in training; e.g. 1.0 in a warm-up).
+        """
         state = self.init_state(features)
         h, c, keys = state["h"], state["c"], state["keys"]
         emb = self.embedding(captions_in)  # (B, T, E)
         use_soft = None
         if self.hard and self.training:
             # One draw per caption, kept for all its steps: the caption is either sampled or soft throughout.
-            use_soft = torch.rand(features.size(0), device=features.device) < self.cfg.soft_prob  # (B,)
+            p = self.cfg.soft_prob if soft_prob is None else soft_prob
+            use_soft = torch.rand(features.size(0), device=features.device) < p  # (B,)
         steps = []
         for t in range(captions_in.size(1)):
             s = self._recur(emb[:, t], h, c, keys, use_soft)

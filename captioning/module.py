@@ -59,6 +59,7 @@ class CaptionModule(pl.LightningModule):
         attention: str = "soft",
         hard_inference: str = "argmax",
         soft_prob: float = 0.5,
+        soft_warmup: int = 0,
         rl_lambda: float = 1.0,
         entropy_lambda: float = 0.01,
         baseline_decay: float = 0.9,
@@ -99,6 +100,9 @@ class CaptionModule(pl.LightningModule):
             hard_inference: hard attention at inference: ``argmax`` (one region per word) or ``expect`` (the expected,
                 soft context). soft_prob: hard training: per caption, probability of using the expected context
                 instead of sampling (the paper: 0.5).
+            soft_warmup: hard training: for the first this many steps every caption takes the expected context
+                (soft attention), then ``soft_prob`` applies. Not in the paper: REINFORCE from a random start spends
+                its budget finding the objects; after a soft start it only has to learn to use one region at a time.
             rl_lambda: λ_r, weight of the REINFORCE term (reward = the caption's log-likelihood minus the baseline).
             entropy_lambda: λ_e, weight of the attention entropy bonus. baseline_decay: the moving-average baseline's
                 decay (the paper: 0.9).
@@ -196,7 +200,9 @@ class CaptionModule(pl.LightningModule):
     def _loss(self, batch: dict, features: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Training (hard attention): eq. (12); otherwise, and in evaluation, cross-entropy + ds penalty."""
         hp = self.hparams
-        out = self.model.decoder(features, batch["captions_in"])  # logits (B, T, V), alphas (B, T, L), ...
+        warm = self.model.decoder.training and self.global_step < hp.soft_warmup
+        # logits (B, T, V), alphas (B, T, L), ...
+        out = self.model.decoder(features, batch["captions_in"], soft_prob=1.0 if warm else None)
         if self.baseline is not None and self.model.decoder.training:
             return hard_attention_loss(
                 out,

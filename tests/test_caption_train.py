@@ -171,3 +171,12 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
     assert model.decoder.cfg.attention == "hard" and model.decoder.cfg.soft_prob == 0.5
     (words, alphas), *_ = model.caption_images([cli.datamodule.scenes["val"][0].image], beam_size=2, max_len=8)
     assert model.chosen_regions(alphas) == alphas.argmax(-1).tolist()
+
+
+def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
+    # 4 steps, warm-up 2: the first two batches sample no location (nothing for REINFORCE, no baseline update),
+    # the last two do (soft_prob 0: every caption samples).
+    args = ["--model.attention", "hard", "--model.soft_warmup", "2", "--model.soft_prob", "0.0"]
+    cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(tmp_path / "m.pt")])
+    assert cli.trainer.global_step == 4
+    assert int(cli.model.baseline.updates) == 2  # updated only by the two batches after the warm-up

@@ -71,6 +71,14 @@ def test_soft_captions_sample_nothing_and_report_the_argmax():
     assert (out.attn_log_probs[out.sampled] < 0).all()
 
 
+def test_soft_prob_argument_overrides_the_config_for_one_batch():
+    dec = _decoder(soft_prob=0.0).train()
+    feats, caps = _inputs()
+    torch.manual_seed(0)
+    assert not dec(feats, caps, soft_prob=1.0).sampled.any()  # a warm-up batch: every caption soft
+    assert dec(feats, caps).sampled.all()  # the config's 0.0 again
+
+
 def test_soft_prob_one_is_the_soft_decoder_with_the_same_weights():
     soft = ShowAttendTellDecoder(DecoderConfig(**{**_decoder().cfg.__dict__, "attention": "soft"}))
     hard = _decoder(soft_prob=1.0)
