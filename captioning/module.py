@@ -261,13 +261,6 @@ class CaptionModule(pl.LightningModule):
         # Lightning steps it after each validation, with the logged val_Bleu_4.
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "monitor": "val_Bleu_4"}}
 
-    def lr_scheduler_step(self, scheduler, metric) -> None:
-        # Validation BLEU during a hard-attention soft warm-up measures a model not yet trained for one region per
-        # word (evaluation uses the arg-max region): the plateau schedule starts counting after the warm-up.
-        if self.global_step < self.hparams.soft_warmup:
-            return
-        super().lr_scheduler_step(scheduler, metric)
-
     # --- free-running evaluation ------------------------------------------------------------------------------------
     def _eval_step(self, batch: dict, stage: str) -> None:
         features = self._features(batch)

@@ -180,19 +180,3 @@ def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
     cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(tmp_path / "m.pt")])
     assert cli.trainer.global_step == 4
     assert int(cli.model.baseline.updates) == 2  # updated only by the two batches after the warm-up
-
-
-def test_the_plateau_schedule_waits_for_the_end_of_the_soft_warmup(tmp_path):
-    # 4 epochs; the schedule steps after each epoch's validation, except while global_step < warm-up.
-    def fit(warmup: int):
-        args = ["--model.attention", "hard", "--model.soft_warmup", str(warmup), "--model.lr_patience", "0"]
-        args += ["--trainer.max_steps", "-1", "--trainer.max_epochs", "4"]
-        cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(tmp_path / "m.pt")])
-        assert cli.trainer.current_epoch == 4
-        return cli.trainer, cli.trainer.lr_scheduler_configs[0].scheduler.last_epoch
-
-    trainer, stepped = fit(10**6)  # the whole run is warm-up
-    assert stepped == 0
-    per_epoch = trainer.num_training_batches
-    trainer, stepped = fit(per_epoch + 1)  # the first epoch ends inside the warm-up, the other three after it
-    assert stepped == 3 and trainer.global_step == 4 * per_epoch
