@@ -21,6 +21,7 @@ options or an unusable model file: one line, exit code 2. Each overlay written i
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -39,8 +40,6 @@ from text_attn.modelfile import ModelFileError
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"
 BATCH = 8  # images encoded together
-# The CaptionModule settings that CaptionModel.build takes besides the decoder's own (DecoderConfig) ones.
-_BUILD_HPARAMS = ("backbone", "grid", "stride", "fine_tune", "image_size", "crop", "multiscale", "attend_on")
 
 
 class ImageReadError(ValueError):
@@ -285,11 +284,15 @@ def model_from_checkpoint(ckpt: dict, path: str):
         raise ModelFileError(f"{path}: not a caption-train checkpoint (no 'model.*' weights in its state_dict)")
     vocab = _checkpoint_vocab(ckpt, path)
     decoder_keys = {f.name for f in fields(DecoderConfig)} - {"vocab_size", "feature_dim"}
+    # CaptionModel.build's own keyword options (encoder settings, attend_on), read from its signature so a new one is
+    # never forgotten here; weights are not among them: they come from the checkpoint.
+    build = inspect.signature(CaptionModel.build).parameters.values()
+    build_keys = {p.name for p in build if p.kind is p.KEYWORD_ONLY} - {"weights"}
     try:
         model = CaptionModel.build(
             vocab,
             weights=None,  # every encoder weight comes from the checkpoint: no download, no weights file
-            **{k: hp[k] for k in _BUILD_HPARAMS if k in hp},
+            **{k: hp[k] for k in build_keys if k in hp},
             **{k: hp[k] for k in decoder_keys if k in hp},
         )
         model.load_state_dict(state)
