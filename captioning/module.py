@@ -30,7 +30,7 @@ from pytorch_lightning.utilities import rank_zero_warn
 from captioning.decoder import caption_loss
 from captioning.grounding import grounding
 from captioning.model import CaptionModel
-from captioning.reinforce import CollapseMonitor, MovingAverageBaseline, hard_attention_loss
+from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from text_attn.metrics import coco_metrics
 
 _STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
@@ -61,6 +61,7 @@ class CaptionModule(pl.LightningModule):
         soft_prob: float = 0.5,
         soft_warmup: int = 0,
         rl_lambda: float = 1.0,
+        rl_reward: str = "caption",
         entropy_lambda: float = 0.01,
         baseline_decay: float = 0.9,
         collapse_warmup: int = 500,
@@ -104,6 +105,9 @@ class CaptionModule(pl.LightningModule):
                 (soft attention), then ``soft_prob`` applies. Not in the paper: REINFORCE from a random start spends
                 its budget finding the objects; after a soft start it only has to learn to use one region at a time.
             rl_lambda: λ_r, weight of the REINFORCE term (reward = the caption's log-likelihood minus the baseline).
+            rl_reward: ``caption`` (the paper: every location of a caption shares its log-likelihood minus the
+                baseline) or ``word`` (the authors' code: each location gets its own word's log-probability, no
+                baseline; less variance, blind to what a location does to later words).
             entropy_lambda: λ_e, weight of the attention entropy bonus. baseline_decay: the moving-average baseline's
                 decay (the paper: 0.9).
             collapse_warmup / collapse_ratio: warn once when, after this many steps, the mean attention entropy is
@@ -127,6 +131,8 @@ class CaptionModule(pl.LightningModule):
         self.save_hyperparameters()
         # The baseline is a buffer of the module (saved in checkpoints); only hard attention has one, so soft
         # checkpoints keep their keys.
+        if rl_reward not in REWARDS:
+            raise ValueError(f"unknown rl_reward {rl_reward!r}; choose one of {REWARDS}")
         self.baseline = MovingAverageBaseline(baseline_decay) if attention == "hard" else None
         self._collapse = CollapseMonitor(collapse_warmup, collapse_ratio)
         self.model: CaptionModel | None = None
@@ -210,6 +216,7 @@ class CaptionModule(pl.LightningModule):
                 pad_id=self.vocab.pad_id,
                 baseline=self.baseline.value if self.baseline.ready else None,
                 rl_lambda=hp.rl_lambda,
+                reward=hp.rl_reward,
                 entropy_lambda=hp.entropy_lambda,
                 ds_lambda=hp.ds_lambda,
                 label_smoothing=hp.label_smoothing,

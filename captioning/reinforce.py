@@ -21,7 +21,11 @@ The authors' code (kelvinxu/arctic-captions, capgen.py), for reference: it injec
 the batch size, while its cost is a batch mean), λ_e = ``alpha_entropy_c`` (default 0: no entropy term), and by
 default each step's reward is that step's word NLL with no baseline; only its ``RL_sumCost`` option uses the moving
 baseline, there as (b − mean_t cost), which has the opposite sign of the paper's rule (b tracks the cost, not the
-log-likelihood). It also draws the sample-or-expect coin once per mini-batch, not per caption. We follow the paper.
+log-likelihood). It also draws the sample-or-expect coin once per mini-batch, not per caption. We follow the paper,
+and offer that per-word reward as ``reward="word"``: location s_t is credited with log p(y_t | ...) of the word it
+was sampled for, with no baseline (the reward is at most 0, so a location that yields its word with certainty is
+left alone and one that yields a wrong word is pushed down). It ignores what s_t does to later words (through h_t),
+but its variance is far smaller than the whole caption's: the other T − 1 words' luck no longer moves s_t.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.decoder import DecoderOutput, caption_loss
+
+REWARDS = ("caption", "word")  # the paper's R = log p(y | s, a) minus a baseline; the authors' code's log p(y_t)
 
 
 class MovingAverageBaseline(nn.Module):
@@ -82,6 +88,7 @@ def hard_attention_loss(
     ds_lambda: float = 0.0,
     label_smoothing: float = 0.0,
     ds_target: float | None = 1.0,
+    reward: str = "caption",
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Eq. (12) as a loss to minimise (see the module doc); ``out`` from a hard decoder's training-mode forward.
 
@@ -89,7 +96,11 @@ def hard_attention_loss(
     captions (before the moving average has its first value). Returns (total, parts): "ce", "ds" (as
     :func:`caption_loss`), "reinforce" and "entropy_bonus" (the terms as added to the total), "entropy" (mean H[α_t]
     per real step), "reward" (B,) R detached, "advantage" (B,) (R − b) where sampled, else 0, "sampled" (B,) bool.
+    ``reward="word"``: each location's reward is its own word's log p(y_t), no baseline; "advantage" is then (B, T).
     """
+    per_word = reward == "word"
+    if reward not in REWARDS:
+        raise ValueError(f"unknown reward {reward!r}; choose one of {REWARDS}")
     if out.attn_log_probs is None or out.entropies is None or out.sampled is None:
         raise ValueError("hard_attention_loss needs a hard-attention decoder output (attention='hard')")
     total, parts = caption_loss(
@@ -108,8 +119,17 @@ def hard_attention_loss(
         sampled = out.sampled
         if baseline is None:
             baseline = reward[sampled].mean() if bool(sampled.any()) else reward.new_zeros(())
-        advantage = (reward - baseline) * sampled.to(reward.dtype)  # (B,) soft captions sampled nothing
-    log_p_s = (out.attn_log_probs * step_mask).sum(dim=1)  # (B,) Σ_t log p(s_t | a) over real steps
+        if per_word:
+            word_logp = -F.cross_entropy(
+                out.logits.detach().float().transpose(1, 2), targets, ignore_index=pad_id, reduction="none"
+            )  # (B, T) log p(y_t), 0 at pad
+            advantage = word_logp * sampled.to(word_logp.dtype).unsqueeze(1)  # (B, T)
+        else:
+            advantage = (reward - baseline) * sampled.to(reward.dtype)  # (B,) soft captions sampled nothing
+    if per_word:
+        log_p_s = out.attn_log_probs * step_mask  # (B, T) each step credited with its own word
+    else:
+        log_p_s = (out.attn_log_probs * step_mask).sum(dim=1)  # (B,) Σ_t log p(s_t | a) over real steps
     reinforce = -rl_lambda * (advantage.to(log_p_s.dtype) * log_p_s).sum() / n_tokens
     entropy = (out.entropies * step_mask).sum() / n_tokens  # mean H[α_t] per real step
     entropy_bonus = -entropy_lambda * entropy

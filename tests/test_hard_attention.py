@@ -182,6 +182,37 @@ def test_hard_attention_loss_by_hand():
     torch.testing.assert_close(ent.grad[0], torch.full((3,), -0.1 / n_tok))
 
 
+def test_word_reward_credits_each_location_with_its_own_word_by_hand():
+    # Caption 0: step 0 puts p = 0.9 on its target, step 1 p = 0.2, step 2 is padding. Caption 1 took the expected
+    # context (sampled nothing). Each sampled location's gradient is -λ_r log p(y_t) / N_tokens, no baseline.
+    targets = torch.tensor([[5, 2, 0], [6, 2, 0]])
+    probs = torch.full((2, 3, V), 1e-9)
+    probs[0, 0, 5], probs[0, 0, 6] = 0.9, 0.1
+    probs[0, 1, 2], probs[0, 1, 7] = 0.2, 0.8
+    probs[1, :, 2] = probs[1, :, 6] = 0.5
+    logits = probs.log()
+    logp_s = torch.tensor([[-0.5, -1.0, -0.2], [-0.3, -0.4, -0.6]], requires_grad=True)
+    out = _fake_output(logp_s, torch.zeros(2, 3), torch.tensor([True, False]), logits=logits)
+    total, parts = hard_attention_loss(out, targets, 0, baseline=123.0, rl_lambda=2.0, entropy_lambda=0.0, reward="word")
+    n_tok = 4
+    word = torch.tensor([math.log(0.9), math.log(0.2)])
+    torch.testing.assert_close(parts["advantage"][0, :2], word)
+    assert parts["advantage"][0, 2] == 0 and bool((parts["advantage"][1] == 0).all())  # padding; soft caption
+    expected = -2.0 * (word[0] * -0.5 + word[1] * -1.0) / n_tok  # the baseline (123) plays no part
+    assert parts["reinforce"].item() == pytest.approx(expected.item(), rel=1e-5)
+    total.backward()
+    torch.testing.assert_close(logp_s.grad[0, :2], -2.0 * word / n_tok)
+    assert logp_s.grad[0, 2] == 0 and bool((logp_s.grad[1] == 0).all())
+    # A worse word pushes its location down harder: the step with p(y) = 0.2 gets the larger gradient on log p(s).
+    assert logp_s.grad[0, 1] > logp_s.grad[0, 0] > 0
+
+
+def test_unknown_reward_is_refused():
+    out = _fake_output(torch.zeros(1, 1), torch.zeros(1, 1), torch.tensor([True]))
+    with pytest.raises(ValueError, match="unknown reward"):
+        hard_attention_loss(out, torch.tensor([[2]]), 0, baseline=0.0, reward="sentence")
+
+
 def test_soft_captions_get_no_reinforce_term_and_no_baseline_uses_the_batch_mean():
     targets = torch.tensor([[5, 2], [6, 2], [7, 2]])
     logits = torch.randn(3, 2, V, generator=torch.Generator().manual_seed(0))
