@@ -141,6 +141,7 @@ def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
         ("--data.source", "coco", "unknown caption source 'coco'"),
         ("--model.backbone", "alexnet", "unknown backbone 'alexnet'"),
         ("--data.source", "karpathy", "needs data.karpathy_json"),
+        ("--model.rl_reward", "sentence", "unknown rl_reward 'sentence'"),
     ],
 )
 def test_bad_options_get_one_clear_line(option, value, message, capsys):
