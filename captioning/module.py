@@ -5,7 +5,7 @@ cross-entropy plus λ times the doubly stochastic attention penalty (Xu et al. 2
 ``attention: hard`` it minimises eq. (12) instead (captioning.reinforce: cross-entropy with sampled locations,
 REINFORCE with a moving-average baseline, entropy bonus) and logs ``train_reinforce``, ``train_entropy`` (mean
 attention entropy per step), ``train_reward`` and ``baseline``; it warns once if the attention stays near uniform
-after ``collapse_warmup`` steps. Validation and test
+``collapse_warmup`` steps after sampling starts (the end of ``soft_warmup``). Validation and test
 decode free-running (no teacher forcing) one caption per image and score it against all its references with the
 coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``, ``{stage}_CIDEr`` (and ``{stage}_METEOR`` when
 Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's first reference. On shapes it also logs
@@ -110,8 +110,8 @@ class CaptionModule(pl.LightningModule):
                 baseline; less variance, blind to what a location does to later words).
             entropy_lambda: λ_e, weight of the attention entropy bonus. baseline_decay: the moving-average baseline's
                 decay (the paper: 0.9).
-            collapse_warmup / collapse_ratio: warn once when, after this many steps, the mean attention entropy is
-                still above ratio x log L (near uniform). 0 turns the check off.
+            collapse_warmup / collapse_ratio: warn once when, this many steps after the soft warm-up, the mean
+                attention entropy is still above ratio x log L (near uniform). 0 turns the check off.
             ds_lambda: weight of the doubly stochastic penalty (the paper: 1.0; it is a soft-attention regulariser,
                 0 is usual for hard attention).
             label_smoothing: cross-entropy label smoothing.
@@ -250,7 +250,12 @@ class CaptionModule(pl.LightningModule):
             self.log("train_reward", parts["reward"][sampled].mean(), batch_size=n)
         self.baseline.update(parts["reward"][sampled])
         self.log("baseline", self.baseline.value, batch_size=n)
-        message = self._collapse.update(parts["entropy"].item(), num_regions, self.global_step)
+        # The watch starts when sampling does: during a soft warm-up the attention may well be spread (soft attention
+        # averages), and the move to sampling is what should sharpen it.
+        sampling_steps = self.global_step - self.hparams.soft_warmup
+        if sampling_steps < 0:
+            return
+        message = self._collapse.update(parts["entropy"].item(), num_regions, sampling_steps)
         if message:
             rank_zero_warn(message)
 

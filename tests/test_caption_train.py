@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -157,7 +158,7 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
     out = tmp_path / "hard.pt"
     # ratio 0: any entropy counts as "near uniform", so the one-time warning must fire right after the warm-up.
     args = ["--model.attention", "hard", "--model.collapse_warmup", "2", "--model.collapse_ratio", "0.0"]
-    with pytest.warns(UserWarning, match="almost uniform after 2 steps") as record:
+    with pytest.warns(UserWarning, match="almost uniform after 2 steps of sampling") as record:
         cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(out)])
     assert sum("almost uniform" in str(w.message) for w in record) == 1  # once, not at every later step
     metrics = cli.trainer.callback_metrics
@@ -181,3 +182,18 @@ def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
     cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(tmp_path / "m.pt")])
     assert cli.trainer.global_step == 4
     assert int(cli.model.baseline.updates) == 2  # updated only by the two batches after the warm-up
+
+
+def test_collapse_watch_starts_when_sampling_does(tmp_path):
+    # Soft attention in a warm-up is spread on purpose; the watch counts steps from the end of the warm-up. 4 steps,
+    # warm-up 2, ratio 0 (any entropy counts as near uniform): after 1 sampling step (global step 3) it warns.
+    args = ["--model.attention", "hard", "--model.soft_warmup", "2", "--model.collapse_warmup", "1"]
+    args += ["--model.collapse_ratio", "0.0", "--model.export_path", str(tmp_path / "m.pt")]
+    with pytest.warns(UserWarning, match="almost uniform after 1 steps of sampling"):
+        caption_cli(["fit", "--config", CONFIG, *args])
+    # A watch that would start after the run ends never warns.
+    args[5] = "3"
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        caption_cli(["fit", "--config", CONFIG, *args])
+    assert not any("almost uniform" in str(w.message) for w in record)
