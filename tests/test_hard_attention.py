@@ -193,7 +193,8 @@ def test_word_reward_credits_each_location_with_its_own_word_by_hand():
     logits = probs.log()
     logp_s = torch.tensor([[-0.5, -1.0, -0.2], [-0.3, -0.4, -0.6]], requires_grad=True)
     out = _fake_output(logp_s, torch.zeros(2, 3), torch.tensor([True, False]), logits=logits)
-    total, parts = hard_attention_loss(out, targets, 0, baseline=123.0, rl_lambda=2.0, entropy_lambda=0.0, reward="word")
+    kw = dict(rl_lambda=2.0, entropy_lambda=0.0, reward="word")
+    total, parts = hard_attention_loss(out, targets, 0, baseline=123.0, **kw)
     n_tok = 4
     word = torch.tensor([math.log(0.9), math.log(0.2)])
     torch.testing.assert_close(parts["advantage"][0, :2], word)
