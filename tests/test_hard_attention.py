@@ -300,7 +300,7 @@ def _toy_batch(n: int, g: torch.Generator):
     return f, captions_in, targets
 
 
-def _train_toy(rl_lambda: float) -> float:
+def _train_toy(rl_lambda: float, reward: str = "caption") -> float:
     torch.manual_seed(0)
     # soft_prob 0: every caption samples, so the attention scorer gets gradients from the REINFORCE term only.
     cfg = DecoderConfig(vocab_size=6, feature_dim=6, embed_dim=8, hidden_dim=16, attn_dim=16, dropout=0.0)
@@ -313,7 +313,7 @@ def _train_toy(rl_lambda: float) -> float:
         f, cin, tgt = _toy_batch(64, g)
         out = dec.train()(f, cin)
         b = baseline.value if baseline.ready else None
-        loss, parts = hard_attention_loss(out, tgt, 0, b, rl_lambda=rl_lambda, entropy_lambda=0.0)
+        loss, parts = hard_attention_loss(out, tgt, 0, b, rl_lambda=rl_lambda, entropy_lambda=0.0, reward=reward)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -326,3 +326,7 @@ def _train_toy(rl_lambda: float) -> float:
 def test_hard_attention_learns_to_pick_the_region_that_carries_the_answer():
     assert _train_toy(rl_lambda=1.0) > 0.9
     assert _train_toy(rl_lambda=0.0) < 0.7  # without REINFORCE the sampled attention never learns where to look
+
+
+def test_the_per_word_reward_learns_it_too():
+    assert _train_toy(rl_lambda=1.0, reward="word") > 0.9
