@@ -197,3 +197,21 @@ def test_collapse_watch_starts_when_sampling_does(tmp_path):
         warnings.simplefilter("always")
         caption_cli(["fit", "--config", CONFIG, *args])
     assert not any("almost uniform" in str(w.message) for w in record)
+
+
+SHIPPED = sorted((Path(__file__).parent.parent / "configs" / "caption").glob("*.yaml"))
+
+
+def test_the_shipped_configs_are_found():
+    assert {"shapes_soft.yaml", "shapes_hard.yaml", "coco_resnet101_hard.yaml"} <= {p.name for p in SHIPPED}
+
+
+@pytest.mark.parametrize("config", SHIPPED, ids=lambda p: p.name)
+def test_shipped_configs_parse(config, capsys):
+    # --print_config checks every key against CaptionModule / the data module and exits 0; a stale or misspelt
+    # option exits 2 with one line.
+    with pytest.raises(SystemExit) as exc:
+        train_main(["fit", "--config", str(config), "--print_config"])
+    assert exc.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["model"]["attention"] in ("soft", "hard")
