@@ -71,10 +71,14 @@ class MovingAverageBaseline(nn.Module):
         self.updates += 1
 
 
+def word_log_likelihoods(logits: Tensor, targets: Tensor, pad_id: int) -> Tensor:
+    """log p(y_t) of each target word, 0 at padding.  (B, T, V), (B, T) -> (B, T)"""
+    return -F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=pad_id, reduction="none")
+
+
 def caption_log_likelihood(logits: Tensor, targets: Tensor, pad_id: int) -> Tensor:
     """log p(y | s, a) per caption: Σ over real (non-pad) steps of log p(y_t).  (B, T, V), (B, T) -> (B,)"""
-    nll = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=pad_id, reduction="none")  # (B, T), 0 at pad
-    return -nll.sum(dim=1)
+    return word_log_likelihoods(logits, targets, pad_id).sum(dim=1)
 
 
 def hard_attention_loss(
@@ -98,9 +102,9 @@ def hard_attention_loss(
     per real step), "reward" (B,) R detached, "advantage" (B,) (R − b) where sampled, else 0, "sampled" (B,) bool.
     ``reward="word"``: each location's reward is its own word's log p(y_t), no baseline; "advantage" is then (B, T).
     """
-    per_word = reward == "word"
     if reward not in REWARDS:
         raise ValueError(f"unknown reward {reward!r}; choose one of {REWARDS}")
+    per_word = reward == "word"
     if out.attn_log_probs is None or out.entropies is None or out.sampled is None:
         raise ValueError("hard_attention_loss needs a hard-attention decoder output (attention='hard')")
     total, parts = caption_loss(
@@ -115,17 +119,16 @@ def hard_attention_loss(
     step_mask = (targets != pad_id).to(out.logits.dtype)  # (B, T)
     n_tokens = step_mask.sum().clamp_min(1.0)
     with torch.no_grad():
-        reward = caption_log_likelihood(out.logits.detach().float(), targets, pad_id)  # (B,) no label smoothing
+        word_logp = word_log_likelihoods(out.logits.detach().float(), targets, pad_id)  # (B, T) no label smoothing
+        reward = word_logp.sum(dim=1)  # (B,) R = log p(y | s, a)
         sampled = out.sampled
-        if baseline is None:
-            baseline = reward[sampled].mean() if bool(sampled.any()) else reward.new_zeros(())
+        took_sample = sampled.to(reward.dtype)  # (B,) soft captions sampled nothing: no REINFORCE term
         if per_word:
-            word_logp = -F.cross_entropy(
-                out.logits.detach().float().transpose(1, 2), targets, ignore_index=pad_id, reduction="none"
-            )  # (B, T) log p(y_t), 0 at pad
-            advantage = word_logp * sampled.to(word_logp.dtype).unsqueeze(1)  # (B, T)
+            advantage = word_logp * took_sample.unsqueeze(1)  # (B, T)
         else:
-            advantage = (reward - baseline) * sampled.to(reward.dtype)  # (B,) soft captions sampled nothing
+            if baseline is None:
+                baseline = reward[sampled].mean() if bool(sampled.any()) else reward.new_zeros(())
+            advantage = (reward - baseline) * took_sample  # (B,)
     if per_word:
         log_p_s = out.attn_log_probs * step_mask  # (B, T) each step credited with its own word
     else:
