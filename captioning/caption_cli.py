@@ -33,8 +33,8 @@ from typing import Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from text_attn.cli import fail
 from text_attn.errors import one_line
+from text_attn.lightning_cli import fail
 from text_attn.modelfile import ModelFileError
 
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)

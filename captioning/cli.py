@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from text_attn.cli import run_lightning_cli
+from text_attn.lightning_cli import run_lightning_cli
+
+TRAIN_DESCRIPTION = (
+    "caption-train: train and evaluate Show-Attend-Tell captioners (soft or hard attention) with PyTorch Lightning. "
+    "Shipped configs: configs/caption/*.yaml (shapes_soft / shapes_hard run on a CPU; flickr8k_* and coco_* are the "
+    "paper's settings for your download). Example: `caption-train fit --config configs/caption/shapes_soft.yaml`. "
+    "Subcommands: fit, validate, test, predict; `caption-train fit --help` lists every option. The end of fit "
+    "writes a model file for `caption`; `caption-export` turns a checkpoint into one."
+)
 
 
 def caption_cli(args: list[str] | None = None):
@@ -12,7 +20,7 @@ def caption_cli(args: list[str] | None = None):
     from captioning.module import CaptionModule
 
     errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
-    return run_lightning_cli("caption-train", CaptionModule, CaptionDataModule, args, errors)
+    return run_lightning_cli("caption-train", CaptionModule, CaptionDataModule, args, errors, TRAIN_DESCRIPTION)
 
 
 def train_main(args: list[str] | None = None) -> None:

@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from captioning.preprocess import Preprocess, to_rgb
 from captioning.shapes import Scene, make_scenes
-from text_attn.data import LengthBatchSampler
+from text_attn.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.vocab import Vocabulary, tokenize
 
 SOURCES = ("shapes", "karpathy", "folder")
@@ -196,7 +196,7 @@ def _pad(seqs: list[list[int]], pad_id: int) -> torch.Tensor:
     return torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad_id)
 
 
-class CaptionDataModule(pl.LightningDataModule):
+class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def __init__(
         self,
         source: str = "shapes",
@@ -372,9 +372,12 @@ class CaptionDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         hp = self.hparams
         lengths = [len(c) for _, c in self._train_pairs]
-        sampler = LengthBatchSampler(lengths, hp.batch_size, shuffle=True, seed=hp.seed)
+        pairs = _Indices(len(lengths))
+        sampler = LengthBatchSampler(
+            EpochShuffle(pairs, hp.seed), lengths, hp.batch_size, seed=hp.seed, skip=self.take_resume_skip()
+        )
         return DataLoader(
-            _Indices(len(lengths)),
+            pairs,
             batch_sampler=sampler,
             collate_fn=self._collate_train,
             num_workers=hp.num_workers,

@@ -21,7 +21,6 @@ moved to its device, so the cached features come from the weights actually used)
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -32,6 +31,16 @@ from captioning.grounding import grounding
 from captioning.model import CaptionModel
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from text_attn.metrics import coco_metrics
+from text_attn.training import (
+    check_finite,
+    check_weights_fit,
+    export_target,
+    forget_elapsed_time,
+    gather_outputs,
+    load_best_weights,
+    restore_random_state,
+    save_random_state,
+)
 
 _STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
 
@@ -233,6 +242,7 @@ class CaptionModule(pl.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         features = self._features(batch)
         loss, parts = self._loss(batch, features)
+        check_finite(loss, self.global_step)
         n = batch["targets"].size(0)
         self.log("train_loss", loss, prog_bar=True, batch_size=n)
         self.log("train_ce", parts["ce"], batch_size=n)
@@ -277,10 +287,10 @@ class CaptionModule(pl.LightningModule):
     def _eval_step(self, batch: dict, stage: str) -> None:
         features = self._features(batch)
         loss, _ = self._loss(batch, features)
-        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=features.size(0))
+        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=features.size(0), sync_dist=True)
         captions = self.model.generate(features, beam_size=self.hparams.val_beam_size, max_len=self.hparams.val_max_len)
         for i, refs, (words, alphas) in zip(batch["image_index"].tolist(), batch["references"], captions, strict=True):
-            self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas})
+            self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas.cpu()})
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._eval_step(batch, "val")
@@ -289,7 +299,7 @@ class CaptionModule(pl.LightningModule):
         self._eval_step(batch, "test")
 
     def _eval_epoch_end(self, stage: str) -> None:
-        outs, self._outputs = self._outputs, []
+        outs, self._outputs = gather_outputs(self._outputs), []  # the whole split, on every rank
         if not outs:
             return
         refs = {o["index"]: [" ".join(r) for r in o["refs"]] for o in outs}
@@ -324,31 +334,26 @@ class CaptionModule(pl.LightningModule):
     # --- checkpoints -----------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["vocab"] = self.vocab.to_dict()  # a checkpoint can be turned into a model file without the data
+        save_random_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        restore_random_state(checkpoint)
+        forget_elapsed_time(checkpoint)
         saved = checkpoint.get("vocab")
         if saved is not None and self.vocab is not None and saved != self.vocab.to_dict():
             raise ValueError(
                 f"the checkpoint's vocabulary ({len(saved['tokens'])} words) differs from the one built from "
                 f"the data ({len(self.vocab)} words): use the data settings the checkpoint was trained with"
             )
+        if self.model is not None:
+            check_weights_fit(self, checkpoint)
 
     # --- export -----------------------------------------------------------------------------------------------------
-    def _load_best(self) -> str | None:
-        """Load the best checkpoint's weights (if ModelCheckpoint kept one) into this module; its path, or None."""
-        ckpt = self.trainer.checkpoint_callback
-        best = getattr(ckpt, "best_model_path", "") if ckpt is not None else ""
-        if not best or not Path(best).is_file():
-            return None
-        state = torch.load(best, map_location=self.device, weights_only=True)["state_dict"]
-        self.load_state_dict(state)
-        return best
-
     def on_fit_end(self) -> None:
+        path = export_target(self, self.hparams.export_path)  # on every rank: a collective under DDP
         if not self.trainer.is_global_zero:
             return
-        best = self._load_best()
-        path = self.hparams.export_path or str(Path(self.trainer.log_dir or self.trainer.default_root_dir, "model.pt"))
+        best = load_best_weights(self)
         self.model.save(path)
-        note = f" (best checkpoint {best})" if best else ""
+        note = f" (best checkpoint {best})" if best else " (the last weights: no checkpoint monitors a metric)"
         print(f"wrote model file: {path}{note}")

@@ -6,26 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from text_attn.lightning_cli import fail, run_lightning_cli
 
-def fail(prog: str, message: str, code: int = 2) -> None:
-    """One line on stderr, ``prog: error: message``, then exit with ``code``."""
-    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
-    raise SystemExit(code)
-
-
-def run_lightning_cli(prog: str, module_cls: type, datamodule_cls: type, args: list[str] | None, errors: tuple):
-    """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line."""
-    import warnings
-
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-    from pytorch_lightning.cli import LightningCLI
-
-    try:
-        return LightningCLI(
-            module_cls, datamodule_cls, args=args, seed_everything_default=0, save_config_kwargs={"overwrite": True}
-        )
-    except errors as exc:
-        fail(prog, str(exc))
+TRAIN_DESCRIPTION = (
+    "text-train: train and evaluate the text attention models (RNN encoder-decoder with Bahdanau / Luong / no "
+    "attention, Transformer) with PyTorch Lightning. Shipped configs: configs/text/*.yaml, e.g. "
+    "`text-train fit --config configs/text/reorder_bahdanau.yaml`. Subcommands: fit, validate, test, predict; "
+    "`text-train fit --help` lists every option. The end of fit writes a model file for `translate`; "
+    "`text-export` turns a checkpoint into one."
+)
 
 
 def text_cli(args: list[str] | None = None):
@@ -35,7 +24,12 @@ def text_cli(args: list[str] | None = None):
     from text_attn.tasks import TaskError
 
     return run_lightning_cli(
-        "text-train", TranslationModule, TranslationDataModule, args, (TaskError, ValueError, FileNotFoundError)
+        "text-train",
+        TranslationModule,
+        TranslationDataModule,
+        args,
+        (TaskError, ValueError, FileNotFoundError),
+        TRAIN_DESCRIPTION,
     )
 
 

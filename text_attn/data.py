@@ -7,12 +7,14 @@ shuffled once with the seed and split by ``val_size`` / ``test_size``. Vocabular
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from functools import partial
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
+from text_attn.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.tasks import SPACE, Example, load_examples
 from text_attn.vocab import Vocabulary, tokenize
 
@@ -44,33 +46,6 @@ class PairDataset(Dataset):
         return i  # the collate function gathers by index, so it can also return the examples
 
 
-class LengthBatchSampler(Sampler[list[int]]):
-    """Batches of similar source length (less padding), in random order; each epoch reshuffles."""
-
-    def __init__(self, lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0):
-        self.lengths, self.batch_size, self.shuffle, self.seed = list(lengths), batch_size, shuffle, seed
-        self.epoch = 0
-
-    def __iter__(self) -> Iterator[list[int]]:
-        idx = list(range(len(self.lengths)))
-        rng = random.Random(self.seed + self.epoch)
-        self.epoch += 1
-        if self.shuffle:
-            rng.shuffle(idx)
-        # Sort within pools of 50 batches: batches are length-homogeneous yet differ from epoch to epoch.
-        pool = self.batch_size * 50
-        batches = []
-        for p in range(0, len(idx), pool):
-            chunk = sorted(idx[p : p + pool], key=lambda i: self.lengths[i])
-            batches += [chunk[b : b + self.batch_size] for b in range(0, len(chunk), self.batch_size)]
-        if self.shuffle:
-            rng.shuffle(batches)
-        return iter(batches)
-
-    def __len__(self) -> int:
-        return (len(self.lengths) + self.batch_size - 1) // self.batch_size
-
-
 def collate(dataset: PairDataset, indices: list[int], pad_id: int = 0) -> dict:
     src = [dataset.src[i] for i in indices]
     tgt = [dataset.tgt[i] for i in indices]
@@ -82,7 +57,7 @@ def collate(dataset: PairDataset, indices: list[int], pad_id: int = 0) -> dict:
     }
 
 
-class TranslationDataModule(pl.LightningDataModule):
+class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
     def __init__(
         self,
         task: str = "reorder",
@@ -156,8 +131,11 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         ds = self.splits[split]
-        sampler = LengthBatchSampler([len(s) for s in ds.src], self.hparams.batch_size, shuffle, self.hparams.seed)
-        return DataLoader(ds, batch_sampler=sampler, collate_fn=lambda idx: collate(ds, idx))
+        seed = self.hparams.seed
+        order = EpochShuffle(ds, seed) if shuffle else SequentialSampler(ds)
+        skip = self.take_resume_skip() if shuffle else None
+        sampler = LengthBatchSampler(order, [len(s) for s in ds.src], self.hparams.batch_size, seed=seed, skip=skip)
+        return DataLoader(ds, batch_sampler=sampler, collate_fn=partial(collate, ds))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -8,7 +8,6 @@ alignment accuracy when the task has a true alignment.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -18,6 +17,16 @@ import torch.nn.functional as F
 from text_attn.metrics import DEFAULT_BUCKETS, bleu_by_length, bucket_label, corpus_bleu
 from text_attn.modelfile import save_model_file
 from text_attn.networks import build_network, config_dict, make_config
+from text_attn.training import (
+    check_finite,
+    check_weights_fit,
+    export_target,
+    forget_elapsed_time,
+    gather_outputs,
+    load_best_weights,
+    restore_random_state,
+    save_random_state,
+)
 
 
 def alignment_hits(attention: torch.Tensor, alignment: list[int], n_tokens: int) -> tuple[int, int]:
@@ -82,8 +91,8 @@ class TranslationModule(pl.LightningModule):
             )
         self.net = build_network(self.hparams.arch, self.config)
 
-    def model_payload(self) -> dict[str, Any]:
-        """Everything `translate` needs, as plain tensors and JSON-able values."""
+    def model_metadata(self) -> dict[str, Any]:
+        """What `translate` needs besides the weights (JSON-able): also stored in every checkpoint (text-export)."""
         return {
             "arch": self.hparams.arch,
             "config": config_dict(self.config),
@@ -91,8 +100,11 @@ class TranslationModule(pl.LightningModule):
             "tgt_vocab": self.tgt_vocab.to_dict(),
             "tokenizer": self.tokenizer,
             "lower": self.lower,
-            "state_dict": {k: v.detach().cpu() for k, v in self.net.state_dict().items()},
         }
+
+    def model_payload(self) -> dict[str, Any]:
+        """Everything `translate` needs, as plain tensors and JSON-able values."""
+        return {**self.model_metadata(), "state_dict": {k: v.detach().cpu() for k, v in self.net.state_dict().items()}}
 
     # --- training ---------------------------------------------------------------------------------------------------
     def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -108,6 +120,7 @@ class TranslationModule(pl.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss, _ = self._loss(batch)
+        check_finite(loss, self.global_step)
         self.log("train_loss", loss, prog_bar=True, batch_size=batch["src"].size(0))
         return loss
 
@@ -134,11 +147,11 @@ class TranslationModule(pl.LightningModule):
 
     def _eval_step(self, batch: dict, stage: str, dataset) -> None:
         loss, _ = self._loss(batch)
-        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=batch["src"].size(0))
+        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=batch["src"].size(0), sync_dist=True)
         res = self._decode(batch)
         for row, (i, toks) in enumerate(zip(batch["index"].tolist(), res.token_lists(), strict=True)):
             ex = dataset.examples[i]
-            out = {"hyp": self.tgt_vocab.decode(toks), "ref": ex.tgt, "src_len": len(ex.src)}
+            out = {"index": i, "hyp": self.tgt_vocab.decode(toks), "ref": ex.tgt, "src_len": len(ex.src)}
             if ex.alignment is not None and res.attention is not None:
                 out["align"] = alignment_hits(res.attention[row], ex.alignment, len(toks))
             self._outputs.append(out)
@@ -150,7 +163,7 @@ class TranslationModule(pl.LightningModule):
         self._eval_step(batch, "test", self.trainer.datamodule.splits["test"])
 
     def _eval_epoch_end(self, stage: str) -> None:
-        outs, self._outputs = self._outputs, []
+        outs, self._outputs = gather_outputs(self._outputs), []  # the whole split, on every rank
         if not outs:
             return
         refs = [[o["ref"]] for o in outs]
@@ -173,10 +186,23 @@ class TranslationModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._eval_epoch_end("test")
 
+    # --- checkpoints ----------------------------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["model_metadata"] = self.model_metadata()  # text-export turns a checkpoint into a model file
+        save_random_state(checkpoint)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if self.net is not None:
+            check_weights_fit(self, checkpoint)
+        restore_random_state(checkpoint)
+        forget_elapsed_time(checkpoint)
+
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
+        path = export_target(self, self.hparams.export_path)  # on every rank: a collective under DDP
         if not self.trainer.is_global_zero:
             return
-        path = self.hparams.export_path or str(Path(self.trainer.log_dir or self.trainer.default_root_dir, "model.pt"))
+        best = load_best_weights(self)
         save_model_file(path, "text-model", self.model_payload())
-        print(f"wrote model file: {path}")
+        note = f" (best checkpoint {best})" if best else " (the last weights: no checkpoint monitors a metric)"
+        print(f"wrote model file: {path}{note}")

@@ -1,0 +1,98 @@
+"""The LightningCLI every training command runs (``text-train``, ``caption-train``).
+
+On top of Lightning's own CLI:
+- options given on the command line or in the config win over a checkpoint's saved ones with ``--ckpt_path`` (Lightning
+  overlays the checkpoint's hyper-parameters on everything, so ``--model.val_beam_size 3`` was silently dropped);
+  the checkpoint only fills in what was left at its default. An option that changes the network's shape is refused
+  in one line when the weights are loaded (``text_attn.training.check_weights_fit``);
+- bad input (the ``errors`` given) becomes one line and exit code 2, never a traceback;
+- Lightning's promotional tips and its tensorboardX notice are not printed on every run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import sys
+import warnings
+from pathlib import Path
+
+from text_attn.training import TrainingDiverged
+
+
+def fail(prog: str, message: str, code: int = 2) -> None:
+    """One line on stderr, ``prog: error: message``, then exit with ``code``."""
+    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+class _NoTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip:" not in str(record.getMessage())
+
+
+def quiet_lightning() -> None:
+    """Drop the notices that say nothing about this run."""
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    warnings.filterwarnings("ignore", message=".*tensorboardX.*")
+    # Our train loaders resume mid-epoch through the data module's state (text_attn.batching), which Lightning's
+    # check for a stateful loader does not see.
+    warnings.filterwarnings("ignore", message=".*your dataloader is not resumable.*")
+    # Evaluation metrics are computed from the outputs of all ranks (text_attn.training.gather_outputs): every rank
+    # logs the same value, so there is nothing to synchronise.
+    warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
+    # A frozen encoder stays in eval mode (batch-norm statistics fixed) on purpose.
+    warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")
+    for name in ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning.pytorch"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _NoTips) for f in logger.filters):
+            logger.addFilter(_NoTips())
+
+
+def _make_cli_class():
+    import torch
+    from pytorch_lightning.cli import LightningCLI
+
+    class ToolkitCLI(LightningCLI):
+        def _parse_ckpt_path(self) -> None:
+            """Fill options left at their default from the checkpoint; never override what the user gave."""
+            sub = self.config.get("subcommand")
+            if not sub:
+                return
+            ckpt_path = self.config[sub].get("ckpt_path")
+            if not ckpt_path or not Path(ckpt_path).is_file():
+                return
+            try:
+                ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True)
+            except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one line
+                raise ValueError(f"{ckpt_path}: not a training checkpoint ({type(exc).__name__})") from None
+            saved = dict(ckpt.get("hyper_parameters") or {}) if isinstance(ckpt, dict) else {}
+            model = self.config[sub]["model"]
+            params = inspect.signature(self.model_class.__init__).parameters
+            for key, value in saved.items():
+                p = params.get(key)
+                if p is None or p.default is inspect.Parameter.empty:
+                    continue
+                if model.get(key) == p.default and value != p.default:
+                    model[key] = value
+
+    return ToolkitCLI
+
+
+def run_lightning_cli(
+    prog: str, module_cls: type, datamodule_cls: type, args: list[str] | None, errors: tuple, description: str = ""
+):
+    """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line."""
+    quiet_lightning()
+    cli_cls = _make_cli_class()
+    try:
+        return cli_cls(
+            module_cls,
+            datamodule_cls,
+            args=args,
+            seed_everything_default=0,
+            save_config_kwargs={"overwrite": True},
+            parser_kwargs={"prog": prog, "description": description},
+        )
+    except (*errors, TrainingDiverged) as exc:
+        fail(prog, str(exc))

@@ -1,0 +1,121 @@
+"""What every family's LightningModule does the same way: evaluation outputs gathered across DDP ranks, a cheap
+NaN/inf check, random state in checkpoints, a fresh ``max_time`` budget on resume, the best checkpoint at export.
+
+Lightning is not imported here: these helpers take the trainer / module they are given.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the message is one line naming the step."""
+
+
+def gather_outputs(outputs: list[dict], key: str = "index") -> list[dict]:
+    """Every rank's evaluation outputs, on every rank, once per ``key``, ordered by it.
+
+    Under DDP each rank decodes its share of the split (Lightning's DistributedSampler pads the shares to equal size by
+    repeating a few items, hence the de-duplication); all ranks then score the same, whole list, so every rank logs the
+    same metric and a 2-process run reports exactly what a 1-process run does. In one process this only sorts.
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        parts: list[list[dict] | None] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(parts, outputs)
+        outputs = [o for part in parts for o in (part or [])]
+    unique = {o[key]: o for o in outputs}
+    return [unique[k] for k in sorted(unique)]
+
+
+def check_finite(loss: torch.Tensor, step: int) -> None:
+    """Stop with one line when the loss is NaN/inf (one scalar check per step: far cheaper than detect_anomaly)."""
+    if not bool(torch.isfinite(loss.detach())):
+        raise TrainingDiverged(
+            f"the training loss is {loss.item()} at step {step}: training stopped (lower model.lr, set "
+            "trainer.gradient_clip_val, or resume from an earlier checkpoint)"
+        )
+
+
+def save_random_state(checkpoint: dict[str, Any]) -> None:
+    """Python, torch (and CUDA) random states, so dropout and sampling continue as if never interrupted."""
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    checkpoint["random_state"] = state
+
+
+def restore_random_state(checkpoint: dict[str, Any]) -> None:
+    state = checkpoint.get("random_state")
+    if not state:
+        return
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def forget_elapsed_time(checkpoint: dict[str, Any]) -> None:
+    """A resumed ``fit`` gets ``trainer.max_time`` of its own: drop the Timer's elapsed time from the checkpoint.
+
+    Lightning would restore it, so a run stopped by max_time would resume, train 0 steps and exit.
+    """
+    callbacks = checkpoint.get("callbacks") or {}
+    for name in [k for k in callbacks if str(k).startswith("Timer")]:
+        del callbacks[name]
+
+
+def best_checkpoint(trainer) -> str | None:
+    """The best checkpoint of the first ModelCheckpoint that monitors a metric, if it saved one."""
+    for cb in getattr(trainer, "checkpoint_callbacks", []):
+        best = getattr(cb, "best_model_path", "")
+        if getattr(cb, "monitor", None) and best and Path(best).is_file():
+            return best
+    return None
+
+
+def export_target(module, export_path: str | None) -> str:
+    """Where ``fit`` writes the model file: ``export_path``, else ``<log dir>/model.pt``.
+
+    Call it on every rank: ``trainer.log_dir`` is a collective under DDP.
+    """
+    trainer = module.trainer
+    return export_path or str(Path(trainer.log_dir or trainer.default_root_dir, "model.pt"))
+
+
+def load_best_weights(module) -> str | None:
+    """Load the best checkpoint's weights (by the monitored metric) into ``module``; its path, or None."""
+    best = best_checkpoint(module.trainer)
+    if best is None:
+        return None
+    state = torch.load(best, map_location=module.device, weights_only=True)["state_dict"]
+    module.load_state_dict(state)
+    return best
+
+
+def check_weights_fit(module, checkpoint: dict[str, Any]) -> None:
+    """Refuse, in one line, a checkpoint whose weights do not fit the network built from the options given.
+
+    Options on the command line win over a checkpoint's (so ``--model.val_beam_size 3`` with ``--ckpt_path`` is
+    honoured); an option that changes the network's shape cannot, and is named here instead of a size-mismatch trace.
+    """
+    saved = checkpoint.get("state_dict", {})
+    own = module.state_dict()
+    bad = sorted(set(saved) ^ set(own)) + sorted(k for k in set(saved) & set(own) if saved[k].shape != own[k].shape)
+    if not bad:
+        return
+    old = checkpoint.get("hyper_parameters", {})
+    new = dict(module.hparams)
+    changed = [
+        f"model.{k}={new.get(k)!r} (checkpoint: {old.get(k)!r})" for k in sorted(old) if old.get(k) != new.get(k)
+    ]
+    hint = "; ".join(changed) if changed else f"first differing weight: {bad[0]}"
+    raise ValueError(
+        f"the checkpoint's weights do not fit the network these options build ({hint}): "
+        "leave the network's options as they were trained, or start a new run"
+    )
