@@ -56,7 +56,7 @@ def evaluate(
     cfg = yaml.safe_load((ROOT / config).read_text())
     data, max_len = cfg["data"], cfg["model"].get("val_max_len", 30)
     # The data module's test split: make_scenes(test_size, seed + 2, ...) exactly (CaptionDataModule._load).
-    scenes = make_scenes(test_size, data.get("seed", 0) + 2, data.get("image_size", 128), data.get("max_objects", 3))
+    scenes = make_scenes(test_size, data.get("seed", 0) + 2, data.get("scene_size", 128), data.get("max_objects", 3))
     model = CaptionModel.load(model_path).eval()
     if hard_inference is not None:
         model.decoder.cfg.hard_inference = hard_inference  # read at every step: no rebuild needed

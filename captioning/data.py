@@ -35,6 +35,7 @@ import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
 from torch.utils.data import DataLoader, Dataset
 
+from captioning.feature_cache import cache_file, load_features, save_features, split_key
 from captioning.preprocess import Preprocess, to_rgb
 from captioning.shapes import Scene, make_scenes
 from text_attn.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
@@ -208,7 +209,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         train_size: int | None = None,
         val_size: int | None = None,
         test_size: int | None = None,
-        image_size: int = 128,
+        scene_size: int = 128,
         max_objects: int = 3,
         seed: int = 0,
         min_freq: int = 1,
@@ -217,6 +218,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         batch_size: int = 64,
         num_workers: int = 0,
         cache_features: bool = False,
+        feature_cache_dir: str | None = "auto",
     ):
         """
         Args:
@@ -229,7 +231,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
             val_size: shapes: scenes (default 500); karpathy: cap (None = all); folder: images held out
                 (default 5%). test_size: likewise for test.
-            image_size: shapes canvas side in pixels. max_objects: shapes objects per scene (1..4).
+            scene_size: shapes canvas side in pixels (the network's input side is model.image_size).
+                max_objects: shapes objects per scene (1..4).
             seed: shapes uses seed, seed+1, seed+2 for train / val / test; also shuffles folder data and batches.
             min_freq: words seen fewer times in the train captions become <unk>.
             max_caption_len: training captions longer than this are truncated to it (eos follows).
@@ -237,6 +240,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             batch_size: (image, caption) pairs per training batch; images per evaluation batch.
             num_workers: DataLoader worker processes (0 = load in the main process).
             cache_features: encode every image once when the encoder is frozen (see the module doc).
+            feature_cache_dir: where cached features persist between runs (captioning.feature_cache): ``auto`` =
+                ``<trainer.default_root_dir>/feature_cache``; null = in memory only, re-encoded by every run.
         """
         super().__init__()
         if source not in SOURCES:
@@ -257,7 +262,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             for k, split in enumerate(SPLITS):
                 n = getattr(hp, f"{split}_size")
                 scenes = make_scenes(
-                    _SHAPES_SIZES[split] if n is None else n, hp.seed + k, hp.image_size, hp.max_objects
+                    _SHAPES_SIZES[split] if n is None else n, hp.seed + k, hp.scene_size, hp.max_objects
                 )
                 out[split] = CaptionSplit([s.image for s in scenes], [s.captions for s in scenes], scenes)
             return out
@@ -314,20 +319,33 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         splits: Sequence[str] | None = None,
         batch_size: int = 64,
         progress: bool = True,
-    ) -> None:
+        cache_dir: str | Path | None = None,
+        fingerprint: str | None = None,
+    ) -> list[str]:
         """Encode every image of ``splits`` (default: all) once: (B, 3, H, W) -> encode_fn -> (B, L, D) float16.
 
-        Splits already cached are skipped (so fit, then test, encode each image once). The features must come
-        from a frozen encoder: caching assumes they never change during training.
+        Splits already cached are skipped (so fit, then test, encode each image once). With ``cache_dir`` and the
+        encoder's ``fingerprint`` (captioning.feature_cache), a split found on disk is loaded instead, and a split
+        encoded here is written there. The features must come from a frozen encoder: caching assumes they never
+        change during training. Returns the splits that were encoded (not loaded).
         """
         from tqdm.auto import tqdm
 
         if preprocess is not None:
             self.preprocess = preprocess
         todo = [s for s in (splits or self.splits) if s in self.splits and s not in self.features]
+        files = {}
+        if cache_dir is not None and fingerprint is not None:
+            for split in list(todo):
+                images = self.splits[split].images
+                files[split] = cache_file(cache_dir, split, split_key(fingerprint, images))
+                found = load_features(files[split], len(images))
+                if found is not None:
+                    self.features[split] = found
+                    todo.remove(split)
         total = sum(len(self.splits[s].images) for s in todo)
         if total == 0:
-            return
+            return []
         bar = tqdm(total=total, desc="caching image features", unit="img", disable=not progress, file=sys.stderr)
         for split in todo:
             ds = _ImageTensors(self.splits[split].images, self.preprocess)
@@ -336,7 +354,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 chunks.append(encode_fn(images).to("cpu", torch.float16))  # (b, L, D)
                 bar.update(images.size(0))
             self.features[split] = torch.cat(chunks)  # (N, L, D)
+            if split in files:
+                save_features(files[split], self.features[split])
         bar.close()
+        return todo
 
     def _visual(self, split: str, index: list[int]) -> dict[str, torch.Tensor]:
         feats = self.features.get(split)

@@ -21,12 +21,14 @@ moved to its device, so the cached features come from the weights actually used)
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
 from captioning.decoder import caption_loss
+from captioning.feature_cache import encoder_fingerprint
 from captioning.grounding import grounding
 from captioning.model import CaptionModel
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
@@ -183,18 +185,48 @@ class CaptionModule(pl.LightningModule):
         dm.set_preprocess(self.model.encoder.preprocess)
 
     def _cache(self, stage: str) -> None:
-        dm = self.trainer.datamodule
-        if self.hparams.fine_tune != "none" or not dm.hparams.cache_features:
+        """Encode (or load from disk) the features of the splits ``stage`` uses, with the frozen encoder.
+
+        Under DDP the first process of each machine encodes and writes the cache files while the others wait, then
+        they read them (memory-mapped). ``fast_dev_run`` caches nothing: its few batches encode their own images.
+        """
+        trainer = self.trainer
+        dm = trainer.datamodule
+        if self.hparams.fine_tune != "none" or not dm.hparams.cache_features or trainer.fast_dev_run:
             return
+        cache_dir = dm.hparams.feature_cache_dir
+        if cache_dir == "auto":
+            cache_dir = str(Path(trainer.default_root_dir, "feature_cache"))
+        fingerprint = None
+        if cache_dir:
+            settings = {**self.model.encoder.config(), "preprocess": repr(self.model.encoder.preprocess)}
+            fingerprint = encoder_fingerprint(self.model.encoder, settings)
 
         def encode(images: torch.Tensor) -> torch.Tensor:
             return self.model.encode(images.to(self.device))  # (B, L, D)
 
-        was_training = self.model.training
-        self.model.eval()
-        progress = self.trainer.progress_bar_callback is not None
-        dm.cache_features(encode, self.model.encoder.preprocess, _STAGE_SPLITS[stage], progress=progress)
-        self.model.train(was_training)
+        def run(progress: bool) -> None:
+            was_training = self.model.training
+            self.model.eval()
+            dm.cache_features(
+                encode,
+                self.model.encoder.preprocess,
+                _STAGE_SPLITS[stage],
+                progress=progress,
+                cache_dir=cache_dir,
+                fingerprint=fingerprint,
+            )
+            self.model.train(was_training)
+
+        progress = trainer.progress_bar_callback is not None
+        if trainer.world_size > 1 and cache_dir:
+            if trainer.local_rank == 0:
+                run(progress)
+            trainer.strategy.barrier("feature_cache")
+            if trainer.local_rank != 0:
+                run(False)  # reads what the first process wrote (encodes only if the disk is not shared)
+        else:
+            run(progress and trainer.is_global_zero)
 
     def on_fit_start(self) -> None:
         self._cache("fit")

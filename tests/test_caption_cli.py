@@ -301,7 +301,7 @@ def test_export_checkpoint_of_a_multiscale_model_attending_on_fine_channels(caps
 
 
 def test_export_checkpoint_rebuilds_the_vocab_from_the_data_settings(capsys, tmp_path):
-    data = dict(source="shapes", train_size=12, val_size=3, test_size=3, image_size=64, max_objects=3, seed=5)
+    data = dict(source="shapes", train_size=12, val_size=3, test_size=3, scene_size=64, max_objects=3, seed=5)
     scenes = make_scenes(12, 5, 64, 3)
     vocab = Vocabulary.build(c for s in scenes for c in s.captions)
     model = _tiny(vocab)
@@ -334,7 +334,7 @@ def test_export_a_real_training_checkpoint(capsys, tmp_path):
 
     pl.seed_everything(0)
     module = CaptionModule(**TINY, crop=False, val_meteor=False, export_path=str(tmp_path / "fit.pt"))
-    dm = CaptionDataModule(source="shapes", train_size=16, val_size=4, test_size=4, image_size=64, batch_size=8)
+    dm = CaptionDataModule(source="shapes", train_size=16, val_size=4, test_size=4, scene_size=64, batch_size=8)
     ckpt = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_Bleu_4", mode="max", save_top_k=1)
     trainer = pl.Trainer(
         max_epochs=1,

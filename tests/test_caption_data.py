@@ -86,7 +86,7 @@ def test_load_image_respects_exif_orientation(tmp_path):
 
 # --- data module -----------------------------------------------------------------------------------------------------
 def _shapes(**kw) -> CaptionDataModule:
-    args = dict(source="shapes", train_size=12, val_size=4, test_size=4, image_size=64, max_objects=2, batch_size=4)
+    args = dict(source="shapes", train_size=12, val_size=4, test_size=4, scene_size=64, max_objects=2, batch_size=4)
     dm = CaptionDataModule(**{**args, **kw})
     dm.setup("fit")
     return dm
