@@ -368,8 +368,12 @@ class CaptionModule(pl.LightningModule):
         checkpoint["vocab"] = self.vocab.to_dict()  # a checkpoint can be turned into a model file without the data
         save_random_state(checkpoint)
 
+    def on_train_start(self) -> None:
+        restore_random_state(getattr(self, "_random_state", None))
+        self._random_state = None
+
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        restore_random_state(checkpoint)
+        self._random_state = checkpoint.get("random_state")  # set in on_train_start
         forget_elapsed_time(checkpoint)
         saved = checkpoint.get("vocab")
         if saved is not None and self.vocab is not None and saved != self.vocab.to_dict():

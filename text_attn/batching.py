@@ -92,13 +92,20 @@ class LengthBatchSampler(BatchSampler):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        batches = self.batches()
-        if self.skip is not None and self.skip[0] == self.epoch:
-            batches = batches[self.skip[1] :]
+        # A generator: with a single-process loader the batches are drawn at the first next(), after Lightning's
+        # set_epoch. A resumed run's first loader iterator is made before set_epoch, so the skip names its epoch.
+        skip = 0
+        if self.skip is not None:
+            epoch, skip = self.skip
             self.skip = None  # only the epoch that was interrupted
+            if skip >= len(self):  # the checkpoint closed its epoch: the run goes on with the next one
+                epoch, skip = epoch + 1, 0
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(epoch)
+        batches = self.batches()[skip:]
         if not hasattr(self.sampler, "epoch"):
             self._own_epoch += 1
-        return iter(batches)
+        yield from batches
 
     def __len__(self) -> int:
         n = len(self.sampler)
@@ -116,7 +123,7 @@ class ResumableBatches:
     _resume_skip: tuple[int, int] | None = None
 
     def state_dict(self) -> dict[str, Any]:
-        trainer = getattr(self, "_trainer", None)
+        trainer = getattr(self, "trainer", None)
         if trainer is None:
             return {}
         loop = trainer.fit_loop

@@ -191,10 +191,14 @@ class TranslationModule(pl.LightningModule):
         checkpoint["model_metadata"] = self.model_metadata()  # text-export turns a checkpoint into a model file
         save_random_state(checkpoint)
 
+    def on_train_start(self) -> None:
+        restore_random_state(getattr(self, "_random_state", None))
+        self._random_state = None
+
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if self.net is not None:
             check_weights_fit(self, checkpoint)
-        restore_random_state(checkpoint)
+        self._random_state = checkpoint.get("random_state")  # set in on_train_start
         forget_elapsed_time(checkpoint)
 
     # --- export -----------------------------------------------------------------------------------------------------

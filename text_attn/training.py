@@ -49,8 +49,10 @@ def save_random_state(checkpoint: dict[str, Any]) -> None:
     checkpoint["random_state"] = state
 
 
-def restore_random_state(checkpoint: dict[str, Any]) -> None:
-    state = checkpoint.get("random_state")
+def restore_random_state(state: dict[str, Any] | None) -> None:
+    """Set the states :func:`save_random_state` stored. Call it at the start of training (``on_train_start``), not
+    when the checkpoint loads: creating the train loader's iterator draws from torch's generator in between, as it
+    did in the interrupted run before the state was saved."""
     if not state:
         return
     version, internal, gauss = state["python"]
