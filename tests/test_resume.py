@@ -15,6 +15,7 @@ from text_attn.cli import text_cli
 from text_attn.modelfile import load_model_file
 
 FIX = Path(__file__).parent / "fixtures"
+CKPT = "pytorch_lightning.callbacks.ModelCheckpoint"
 
 
 def resumable_config(tmp_path: Path, family: str, every: int = 4) -> Path:
@@ -25,9 +26,9 @@ def resumable_config(tmp_path: Path, family: str, every: int = 4) -> Path:
     cfg["trainer"].update(
         enable_checkpointing=True,
         callbacks=[
-            {"class_path": "pytorch_lightning.callbacks.ModelCheckpoint", "init_args": {"monitor": monitor, "mode": "max"}},
+            {"class_path": CKPT, "init_args": {"monitor": monitor, "mode": "max"}},
             {
-                "class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
+                "class_path": CKPT,
                 "init_args": {"save_last": True, "save_top_k": 0, "every_n_train_steps": every},
             },
         ],
@@ -68,10 +69,8 @@ def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(fa
     last = next(Path("b").rglob("last.ckpt"))
     interrupted = torch.load(last, weights_only=True)
     assert interrupted["global_step"] == 10
-    resumed = run(
-        family,
-        ["fit", "--config", cfg, "--trainer.max_steps", "15", "--trainer.default_root_dir", "c", "--ckpt_path", str(last)],
-    )
+    args = ["fit", "--config", cfg, "--trainer.max_steps", "15", "--trainer.default_root_dir", "c"]
+    resumed = run(family, [*args, "--ckpt_path", str(last)])
     assert resumed.trainer.global_step == 15
     a = torch.load(next(Path("a").rglob("last.ckpt")), weights_only=True)
     c = torch.load(next(Path("c").rglob("last.ckpt")), weights_only=True)
@@ -88,10 +87,8 @@ def test_command_line_options_win_over_the_checkpoints(tmp_path, capsys):
     run("caption", ["fit", "--config", cfg, "--trainer.max_steps", "4", "--model.export_path", "old/model.pt"])
     old_bytes = Path("old/model.pt").read_bytes()
     ckpt = str(next(Path(".").rglob("last.ckpt")))
-    cli = run(
-        "caption",
-        ["fit", "--config", cfg, "--trainer.max_steps", "6", "--ckpt_path", ckpt, "--model.export_path", "new/model.pt"],
-    )
+    args = ["fit", "--config", cfg, "--trainer.max_steps", "6", "--ckpt_path", ckpt]
+    cli = run("caption", [*args, "--model.export_path", "new/model.pt"])
     assert cli.model.hparams.export_path == "new/model.pt" and Path("new/model.pt").is_file()
     assert Path("old/model.pt").read_bytes() == old_bytes  # resuming never overwrites the first run's model file
     cli = run("caption", ["test", "--config", cfg, "--ckpt_path", ckpt, "--model.val_beam_size", "3"])
@@ -119,10 +116,8 @@ def test_a_resumed_fit_gets_its_own_max_time(tmp_path):
     stopped = first.trainer.global_step
     assert 0 < stopped < 100  # stopped by the clock
     ckpt = str(next(Path(".").rglob("last.ckpt")))
-    resumed = run(
-        "text",
-        ["fit", "--config", cfg, "--trainer.max_steps", "100", "--trainer.max_time", "00:00:01:00", "--ckpt_path", ckpt],
-    )
+    args = ["fit", "--config", cfg, "--trainer.max_steps", "100", "--trainer.max_time", "00:00:01:00"]
+    resumed = run("text", [*args, "--ckpt_path", ckpt])
     assert resumed.trainer.global_step == 100  # the elapsed second was not carried over: it trained to the end
 
 
