@@ -379,6 +379,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         images = [img for img, _ in pairs]
         batch = {**self._visual("train", images), **self._caption_tensors([c for _, c in pairs])}
         batch["image_index"] = torch.tensor(images)  # (B,)
+        batch["pair_index"] = torch.tensor(index)  # (B,) which (image, caption) pairs: DDP ranks draw disjoint ones
         return batch
 
     def _collate_eval(self, split: str, index: list[int]) -> dict:

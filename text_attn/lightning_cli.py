@@ -50,10 +50,30 @@ def quiet_lightning() -> None:
 
 
 def _make_cli_class():
+    import os
+
     import torch
+    from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
     from pytorch_lightning.cli import LightningCLI
 
+    class AtomicCheckpointIO(TorchCheckpointIO):
+        """Write a checkpoint to a temporary file, then rename it: a process killed while saving leaves the previous
+        ``last.ckpt`` whole, never a torn one."""
+
+        def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+            if "://" in str(path):  # remote file systems: Lightning's own writer
+                return super().save_checkpoint(checkpoint, path, storage_options)
+            tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+            super().save_checkpoint(checkpoint, tmp, storage_options)
+            os.replace(tmp, path)
+
     class ToolkitCLI(LightningCLI):
+        def after_instantiate_classes(self) -> None:
+            super().after_instantiate_classes()
+            strategy = getattr(self.trainer, "strategy", None)
+            if strategy is not None and type(strategy.checkpoint_io) is TorchCheckpointIO:
+                strategy.checkpoint_io = AtomicCheckpointIO()
+
         def _parse_ckpt_path(self) -> None:
             """Fill options left at their default from the checkpoint; never override what the user gave."""
             sub = self.config.get("subcommand")
