@@ -20,7 +20,12 @@ def caption_cli(args: list[str] | None = None):
     from captioning.module import CaptionModule
 
     errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
-    return run_lightning_cli("caption-train", CaptionModule, CaptionDataModule, args, errors, TRAIN_DESCRIPTION)
+    renamed = {
+        "data.image_size": "data.scene_size (the shapes canvas side; the network's input side is model.image_size)"
+    }
+    return run_lightning_cli(
+        "caption-train", CaptionModule, CaptionDataModule, args, errors, TRAIN_DESCRIPTION, renamed=renamed
+    )
 
 
 def train_main(args: list[str] | None = None) -> None:

@@ -99,11 +99,47 @@ def _make_cli_class():
     return ToolkitCLI
 
 
+def _given_options(args: list[str]) -> set[str]:
+    """Dotted option names given on the command line and in ``--config`` files (``data.image_size``, ...)."""
+    import yaml
+
+    found: set[str] = set()
+
+    def walk(node, prefix: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                found.add(f"{prefix}{key}")
+                walk(value, f"{prefix}{key}.")
+
+    for i, arg in enumerate(args):
+        if arg.startswith("--") and arg not in ("--config", "-c"):
+            found.add(arg[2:].split("=", 1)[0])
+        if arg in ("--config", "-c") and i + 1 < len(args) and Path(args[i + 1]).is_file():
+            try:
+                walk(yaml.safe_load(Path(args[i + 1]).read_text(encoding="utf-8")), "")
+            except (yaml.YAMLError, UnicodeDecodeError):
+                pass  # the CLI reports a broken file itself
+    return found
+
+
 def run_lightning_cli(
-    prog: str, module_cls: type, datamodule_cls: type, args: list[str] | None, errors: tuple, description: str = ""
+    prog: str,
+    module_cls: type,
+    datamodule_cls: type,
+    args: list[str] | None,
+    errors: tuple,
+    description: str = "",
+    renamed: dict[str, str] | None = None,
 ):
-    """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line."""
+    """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line.
+
+    ``renamed``: old option name -> what to write instead; an old config or command line gets one line saying so.
+    """
     quiet_lightning()
+    given = _given_options(list(sys.argv[1:] if args is None else args))
+    for old, new in (renamed or {}).items():
+        if old in given or any(g.endswith(f".{old}") for g in given):
+            fail(prog, f"option {old} was renamed: use {new}")
     cli_cls = _make_cli_class()
     try:
         return cli_cls(
