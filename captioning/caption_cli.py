@@ -105,9 +105,8 @@ def _load_model(args: argparse.Namespace):
         path = BUNDLED_MODEL
     try:
         model = CaptionModel.load(path)  # on the CPU: a device problem must not read as a broken file
-    except ModelFileError as err:
-        hint = "; turn a checkpoint into a model file with caption-export" if str(path).endswith(".ckpt") else ""
-        fail("caption", f"{err}{hint}")
+    except ModelFileError as err:  # a caption-train checkpoint's message names the caption-export command
+        fail("caption", str(err))
     try:
         return model.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...

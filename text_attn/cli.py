@@ -41,11 +41,15 @@ def train_main(args: list[str] | None = None) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="translate",
-        description="Translate sentences with a text model file written by `text-train fit`. "
+        description="Translate sentences with a text model file written by `text-train fit` or `text-export`. "
         "Sentences come from the arguments, or one per line from stdin.",
     )
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: read lines from stdin)")
-    p.add_argument("--model", required=True, help="model file (model.pt written at the end of `text-train fit`)")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="model file (model.pt written at the end of `text-train fit`, or by `text-export` from a checkpoint)",
+    )
     p.add_argument("--beam-size", type=int, default=1, help="beam width; 1 = greedy (default: 1)")
     p.add_argument("--length-penalty", type=float, default=0.0, help="rank beams by score / length**this (default: 0)")
     p.add_argument("--max-len", type=int, default=None, help="longest output (default: 2 x source + 10)")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,57 @@ class ModelFileError(RuntimeError):
     """A model file that is missing, unreadable, or not the kind of model asked for. The message is one line."""
 
 
+# Per model kind: the training command whose checkpoints hold it, the command that turns those into a model file, and
+# the prefix of the network's weights in the checkpoint's state_dict (the LightningModule attribute).
+CHECKPOINT_FAMILIES = {
+    "text-model": ("text-train", "text-export", "net."),
+    "caption-model": ("caption-train", "caption-export", "model."),
+}
+
+
+def is_lightning_checkpoint(data: Any) -> bool:
+    """Whether a ``torch.load``-ed object is a PyTorch Lightning checkpoint (judged by its content, not its name)."""
+    return (
+        isinstance(data, dict)
+        and "format" not in data
+        and isinstance(data.get("state_dict"), dict)
+        and ("pytorch-lightning_version" in data or "hyper_parameters" in data)
+    )
+
+
+def checkpoint_family(data: dict) -> str | None:
+    """The model kind whose training wrote this Lightning checkpoint, from its weight names (None: cannot tell)."""
+    keys = list(data.get("state_dict") or {})
+    found = [
+        kind for kind, (_, _, prefix) in CHECKPOINT_FAMILIES.items() if keys and all(k.startswith(prefix) for k in keys)
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def checkpoint_message(path: str | Path, data: dict, kind: str) -> str:
+    """One line for a Lightning checkpoint given where a ``kind`` model file is expected: how to convert it."""
+    family = checkpoint_family(data)
+    if family is not None and family != kind:
+        train, export, _ = CHECKPOINT_FAMILIES[family]
+        return (
+            f"{path} is a {train} checkpoint, not a {kind} file "
+            f"(`{export} {shlex.quote(str(path))} model.pt` makes a {family} file of it)"
+        )
+    if kind in CHECKPOINT_FAMILIES:
+        export = CHECKPOINT_FAMILIES[kind][1]
+        return (
+            f"{path} is a training checkpoint, not a model file; "
+            f"convert it with: {export} {shlex.quote(str(path))} model.pt"
+        )
+    return f"{path} is a training checkpoint, not a {kind} file"
+
+
 def save_model_file(path: str | Path, kind: str, payload: dict[str, Any], version: int = 1) -> Path:
     """Write ``payload`` (state_dict tensors + JSON-able values) tagged with ``kind`` and ``version``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"format": f"attention-toolkit/{kind}", "version": version, **payload}, path)
+    with open(path, "wb") as f:  # an unwritable path raises OSError (torch.save given a name raises RuntimeError)
+        torch.save({"format": f"attention-toolkit/{kind}", "version": version, **payload}, f)
     return path
 
 
@@ -31,6 +78,14 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
         raise ModelFileError(f"{path}: not a model file ({type(exc).__name__})") from None
+    return check_model_data(path, data, kind, version)
+
+
+def check_model_data(path: str | Path, data: Any, kind: str, version: int = 1) -> dict[str, Any]:
+    """``data`` (a ``torch.load``-ed file) if it is a ``kind`` model file of ``version``, else :class:`ModelFileError`
+    (for a training checkpoint: which export command turns it into a model file)."""
+    if is_lightning_checkpoint(data):
+        raise ModelFileError(checkpoint_message(path, data, kind))
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt != f"attention-toolkit/{kind}":
         what = f"a {fmt.split('/')[-1]} file" if isinstance(fmt, str) else "not a model file of this toolkit"

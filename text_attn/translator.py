@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from text_attn.data import detokenize, tokenize_text
+from text_attn.errors import one_line
 from text_attn.modelfile import ModelFileError, load_model_file
 from text_attn.networks import NETWORKS, build_network, make_config
 from text_attn.vocab import Vocabulary
@@ -29,7 +30,16 @@ class Translator:
 
     @classmethod
     def load(cls, path: str | Path) -> Translator:
-        data = load_model_file(path, "text-model")
+        """A translator from a text model file; anything else (a training checkpoint included: its message names the
+        text-export command) raises ModelFileError with one line."""
+        return cls.from_data(load_model_file(path, "text-model"), path)
+
+    @classmethod
+    def from_data(cls, data: dict, path: str | Path, what: str = "text model file") -> Translator:
+        """A translator from a model file's content (metadata + "state_dict"); path and what only name it in errors.
+
+        The network is built in float32 and the weights are copied into it, so float16 weights (text-export --half)
+        come back as float32."""
         try:
             arch, options = data["arch"], dict(data["config"])
             if arch not in NETWORKS:
@@ -40,7 +50,7 @@ class Translator:
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             if isinstance(exc, ModelFileError):
                 raise
-            raise ModelFileError(f"{path}: damaged text model file ({type(exc).__name__}: {exc})") from None
+            raise ModelFileError(f"{path}: damaged {what} ({type(exc).__name__}: {one_line(exc)})") from None
         return cls(net, src, tgt, data.get("tokenizer", "word"), bool(data.get("lower", True)))
 
     def tokenize(self, text: str) -> list[str]:

@@ -1,0 +1,136 @@
+"""Command-line entry point ``text-export``: a text-train Lightning checkpoint (or a text model file: re-export, halve)
+-> the self-contained model file that ``translate --model`` reads.
+
+A checkpoint holds what a model file needs besides the weights under "model_metadata" (written by
+``TranslationModule.on_save_checkpoint``: arch, config, vocabularies, tokenizer, lower) and the network's weights in
+its state_dict under ``net.``. Checkpoints written before that metadata existed cannot be exported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from text_attn.errors import one_line
+from text_attn.lightning_cli import fail
+from text_attn.modelfile import (
+    ModelFileError,
+    check_model_data,
+    checkpoint_family,
+    checkpoint_message,
+    is_lightning_checkpoint,
+    save_model_file,
+)
+
+KIND = "text-model"
+PREFIX = "net."  # TranslationModule.net: the network's weights in a checkpoint's state_dict
+FILE_KEYS = ("format", "version", "state_dict")  # what a model file holds besides its metadata
+
+
+def read_source(src: str | Path) -> tuple[dict[str, Any], str]:
+    """(content of a model file: metadata + "state_dict", what it was read from) for a text-train checkpoint or a
+    text model file; anything else raises :class:`ModelFileError` with one line."""
+    path = Path(src)
+    if not path.is_file():
+        raise ModelFileError(f"{src}: {'not a file' if path.exists() else 'no such file'}")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
+        raise ModelFileError(f"{src}: not a checkpoint or model file ({type(exc).__name__})") from None
+    if isinstance(data, dict) and "format" in data:
+        return check_model_data(src, data, KIND), "model file"  # names a wrong kind (e.g. a caption model)
+    if not is_lightning_checkpoint(data):
+        raise ModelFileError(f"{src}: neither a text-train checkpoint nor a text model file")
+    family = checkpoint_family(data)
+    if family not in (None, KIND):  # e.g. a caption-train checkpoint: say which command exports it
+        raise ModelFileError(checkpoint_message(src, data, KIND))
+    state = {k[len(PREFIX) :]: v for k, v in data["state_dict"].items() if k.startswith(PREFIX)}
+    meta = data.get("model_metadata")
+    if not isinstance(meta, dict):
+        if state:
+            raise ModelFileError(
+                f"{src}: this checkpoint was written by an older version of text-train, without the vocabularies and "
+                "settings a model file needs, so it cannot be exported (use the model file its fit run wrote, "
+                "or train again)"
+            )
+        raise ModelFileError(f"{src}: not a text-train checkpoint (no model metadata, no '{PREFIX}*' weights)")
+    if not state:
+        raise ModelFileError(f"{src}: not a text-train checkpoint (no '{PREFIX}*' weights in its state_dict)")
+    where = [
+        f"{name} {data[k]}" for k, name in (("epoch", "epoch"), ("global_step", "step")) if type(data.get(k)) is int
+    ]
+    what = "checkpoint" + (f" ({', '.join(where)})" if where else "")
+    return {**meta, "state_dict": state}, what
+
+
+def write_model_file(content: dict[str, Any], dst: str | Path, half: bool = False, src: str | Path = "") -> Path:
+    """Write ``content`` (metadata + "state_dict") as a text model file at ``dst``; return its path.
+
+    The weights are first loaded into a freshly built network (so they are checked to fit its settings, and
+    float16 ones come back as float32); half: its parameters are stored as float16 (buffers stay as they are).
+    The file is written next to dst and read back before it replaces dst (which may be the input)."""
+    from text_attn.translator import Translator
+
+    what = "text model file" if "format" in content else "text-train checkpoint"
+    net = Translator.from_data(content, src or dst, what).net
+    params = {name for name, _ in net.named_parameters(remove_duplicate=False)}  # tied weights under each name
+    state: dict[str, torch.Tensor] = {}
+    halves: dict[tuple, torch.Tensor] = {}  # tied weights (a Transformer's output projection) stay one tensor
+    for name, value in net.state_dict().items():
+        value = value.detach().cpu()
+        if half and name in params and value.is_floating_point():
+            key = (value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
+            value = halves.setdefault(key, value.half())
+        state[name] = value
+    meta = {k: v for k, v in content.items() if k not in FILE_KEYS}
+    out = Path(dst)
+    tmp = out.with_name(out.name + ".part")
+    try:
+        save_model_file(tmp, KIND, {**meta, "state_dict": state})
+        Translator.load(tmp)  # what translate will do
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def export_checkpoint(src: str | Path, dst: str | Path, half: bool = False) -> Path:
+    """Turn a text-train checkpoint (or a text model file) into a text model file at dst; return its path.
+    Raises :class:`ModelFileError` (one line) for an input that cannot be exported, OSError when dst cannot be
+    written."""
+    content, _ = read_source(src)
+    return write_model_file(content, dst, half=half, src=src)
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:.1f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.0f} KiB"
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code (errors: one line, exit 2)."""
+    p = argparse.ArgumentParser(
+        prog="text-export",
+        description="Turn a text-train Lightning checkpoint (or a text model file: re-export, halve) into a "
+        "self-contained model file for `translate --model`. Example: "
+        "text-export runs/x/checkpoints/last.ckpt model.pt",
+    )
+    p.add_argument("input", metavar="CHECKPOINT", help="a text-train .ckpt file, or a text model file")
+    p.add_argument("output", metavar="OUT", help="model file to write (e.g. model.pt); may be the input")
+    p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")
+    args = p.parse_args(argv)
+    try:
+        content, what = read_source(args.input)
+        out = write_model_file(content, args.output, half=args.half, src=args.input)
+    except ModelFileError as err:
+        fail("text-export", str(err))
+    except OSError as err:
+        fail("text-export", f"cannot write {args.output}: {err.strerror or one_line(err)}")
+    tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
+    n = sum(v.numel() for v in tensors.values())
+    dtype = "float16" if args.half else "float32"
+    print(f"wrote {out} from {what} {args.input}: {n:,} parameters, {dtype} weights, {_size(out.stat().st_size)}")
+    return 0
