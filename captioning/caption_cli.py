@@ -257,6 +257,8 @@ def _checkpoint_vocab(ckpt: dict, path: str):
     hp = dict(ckpt.get("datamodule_hyper_parameters") or {})
     if not hp:
         raise ModelFileError(f"{path}: the checkpoint holds neither a vocabulary nor the data settings to rebuild it")
+    if "image_size" in hp and "scene_size" not in hp:  # checkpoints from before the rename (same meaning)
+        hp["scene_size"] = hp.pop("image_size")
     allowed = inspect.signature(CaptionDataModule.__init__).parameters
     hp = {k: v for k, v in hp.items() if k in allowed}
     if hp.get("source", "shapes") == "shapes":
