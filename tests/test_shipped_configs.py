@@ -1,5 +1,5 @@
 """Every YAML under configs/ trains as shipped: `fit` for two steps through the real CLI, with only data paths and
-sizes overridden (an epoch of one or two batches, so validation runs), then the best checkpoint
+sizes overridden (an epoch of two batches: two steps end with one validation), then the best checkpoint
 becomes the model file. The paper configs also get a small backbone (ResNet-101 ImageNet weights cannot load
 offline) and no METEOR (its Java start costs 9 s per validation). A config that parses but cannot fit can never
 land again."""
@@ -30,7 +30,7 @@ TEXT_CORPUS = [
     "--trainer.val_check_interval", "1",  # the config validates every 5000 steps
 ]  # fmt: skip
 SHAPES_DATA = [
-    "--data.train_size", "8",
+    "--data.train_size", "16",
     "--data.captions_per_image", "1",
     "--data.val_size", "4",
     "--data.test_size", "4",
@@ -41,8 +41,10 @@ KARPATHY_DATA = [
     "--data.image_root", str(FIX / "images"),
     "--data.min_freq", "1",
     "--data.num_workers", "0",
+    "--data.batch_size", "8",
     "--model.backbone", "resnet18",
     "--model.weights", "null",
+    "--model.image_size", "224",  # the configs' 448: 4x the pixels, for nothing a test needs
     "--model.val_meteor", "false",
 ]  # fmt: skip
 
