@@ -11,3 +11,13 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def cli_run_in_tmp(tmp_path, monkeypatch):
+    """For tests that run a training CLI: work in tmp_path (runs and LightningCLI's config.yaml land there), and give
+    later tests their torch thread count back (configs may set model.cpu_threads)."""
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+    yield tmp_path
+    torch.set_num_threads(threads)

@@ -51,11 +51,8 @@ def weights(cli) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(autouse=True)
-def _in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
+def _in_tmp(cli_run_in_tmp):
+    """Each test runs a training CLI in its own folder (tests/conftest.py)."""
 
 
 @pytest.mark.parametrize("family", ["text", "caption"])

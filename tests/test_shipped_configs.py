@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from captioning.cli import caption_cli
 from captioning.model import CaptionModel
@@ -56,12 +55,8 @@ def _overrides(config: Path) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def _restore_threads(tmp_path, monkeypatch):
-    """Shapes configs set torch to 1 thread (model.cpu_threads); give later tests their default back."""
-    monkeypatch.chdir(tmp_path)
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
+def _in_tmp(cli_run_in_tmp):
+    """Each test runs a training CLI in its own folder (tests/conftest.py)."""
 
 
 def test_every_config_is_covered():
