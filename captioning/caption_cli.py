@@ -31,8 +31,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image
 
+from captioning.preprocess import ImageReadError, load_image
 from text_attn.errors import one_line
 from text_attn.lightning_cli import fail
 from text_attn.modelfile import ModelFileError
@@ -40,28 +41,6 @@ from text_attn.modelfile import ModelFileError
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"
 BATCH = 8  # images encoded together
-
-
-class ImageReadError(ValueError):
-    """An input image that cannot be used; the message is one line naming it."""
-
-
-def read_image(path: str | Path) -> Image.Image:
-    """The image at path, EXIF orientation applied first, as 8-bit RGB (any mode Pillow reads)."""
-    from captioning.preprocess import to_rgb
-
-    p = Path(path)
-    if not p.exists():
-        raise ImageReadError(f"{path}: no such file")
-    if p.is_dir():
-        raise ImageReadError(f"{path}: is a directory, not an image")
-    try:
-        with Image.open(p) as img:
-            return to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
-    except UnidentifiedImageError:
-        raise ImageReadError(f"{path}: not an image file Pillow can read") from None
-    except Exception as err:  # noqa: BLE001 - Pillow's decoders raise many types for damaged files
-        raise ImageReadError(f"{path}: cannot read image ({one_line(err)})") from None
 
 
 # --- caption --------------------------------------------------------------------------------------------------------
@@ -226,7 +205,7 @@ def caption_main(argv: list[str] | None = None) -> int:
         good = []
         for name in chunk:
             try:
-                good.append((name, read_image(name)))
+                good.append((name, load_image(name)))
                 batch.append({})  # filled below, in argument order
             except ImageReadError as err:
                 print(f"caption: error: {err}", file=sys.stderr)

@@ -32,11 +32,11 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from captioning.feature_cache import cache_file, load_features, save_features, split_key
-from captioning.preprocess import Preprocess, to_rgb
+from captioning.preprocess import Preprocess, load_image
 from captioning.shapes import Scene, make_scenes
 from text_attn.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.vocab import Vocabulary, tokenize
@@ -153,17 +153,6 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")
     return _check_files(list(by_name.values()), tsv, strict)
-
-
-def load_image(src: Path | Image.Image) -> Image.Image:
-    """An RGB PIL image, with the EXIF orientation applied (phones store rotated pixels plus a tag)."""
-    if isinstance(src, Image.Image):
-        return to_rgb(src)
-    try:
-        with Image.open(src) as img:
-            return to_rgb(ImageOps.exif_transpose(img))
-    except (OSError, UnidentifiedImageError) as err:
-        raise CaptionDataError(f"cannot read image {src}: {err}") from None
 
 
 # --- datasets and batches --------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from captioning.preprocess import to_rgb
+from text_attn.arrays import to_numpy
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels
 
@@ -77,19 +78,13 @@ def _axis_weights(n: int, lo: float, hi: float, grid: int) -> np.ndarray:
     return weights
 
 
-def _as_numpy(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch.Tensor (any device / dtype)
-        x = x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=np.float64)
-
-
 def attention_map(alpha: Any, grid: int, image_size: tuple[int, int], crop_box: Sequence[float]) -> np.ndarray:
     """One step's α (L = grid * grid, row-major) -> (H, W) map in [0, 1] over an image of size (W, H).
 
     The grid covers ``crop_box`` (pixels of that image); the map is 0 outside it. Scaled by
     max(max α, FOCUS / L): a focused step peaks at 1, uniform α gives 1 / FOCUS inside the box.
     """
-    a = _as_numpy(alpha).reshape(-1)
+    a = to_numpy(alpha).reshape(-1)
     if a.size != grid * grid:
         raise ValueError(f"alpha has {a.size} values, expected grid * grid = {grid * grid}")
     width, height = image_size
@@ -210,7 +205,7 @@ def draw_overlay(
     alphas (T, L) with T = len(words); crop_box from ``Preprocess.crop_box`` of this image's size. ``chosen``: per
     word the region a hard-attention model sampled (or None), outlined on its panel.
     """
-    a = _as_numpy(alphas)
+    a = to_numpy(alphas)
     _check(words, a, grid, chosen)
     painter = _Painter(image, grid, crop_box, panel_side, cmap)
     panels = [(painter.base, "")]
@@ -250,7 +245,7 @@ def draw_word_panels(
     cmap: str = CMAP,
 ) -> list[Path]:
     """Write one PNG per word (its panel, word above it) into out_dir as ``word_filename(stem, t, word)``."""
-    a = _as_numpy(alphas)
+    a = to_numpy(alphas)
     _check(words, a, grid, chosen)
     painter = _Painter(image, grid, crop_box, panel_side, cmap)
     out_dir = Path(out_dir)

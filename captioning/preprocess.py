@@ -6,10 +6,13 @@ A :class:`Preprocess` is a small JSON-able dataclass, so model files store exact
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from text_attn.errors import one_line
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -83,3 +86,26 @@ def to_rgb(img: Image.Image) -> Image.Image:
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(white, rgba).convert("RGB")
     return img.convert("RGB")  # L, 1, P, CMYK, YCbCr, ...
+
+
+class ImageReadError(ValueError):
+    """An input image that cannot be used; the message is one line naming it."""
+
+
+def load_image(src: str | Path | Image.Image) -> Image.Image:
+    """8-bit RGB from an image file (EXIF orientation applied first: phones store rotated pixels plus a tag) or a
+    PIL image (any mode). The one image loader of the project: training data and the ``caption`` command use it."""
+    if isinstance(src, Image.Image):
+        return to_rgb(src)
+    p = Path(src)
+    if not p.exists():
+        raise ImageReadError(f"{src}: no such file")
+    if p.is_dir():
+        raise ImageReadError(f"{src}: is a directory, not an image")
+    try:
+        with Image.open(p) as img:
+            return to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
+    except UnidentifiedImageError:
+        raise ImageReadError(f"{src}: not an image file Pillow can read") from None
+    except Exception as err:  # noqa: BLE001 - Pillow's decoders raise many types for damaged files
+        raise ImageReadError(f"{src}: cannot read image ({one_line(err)})") from None

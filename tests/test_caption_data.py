@@ -9,8 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.data import CaptionDataError, CaptionDataModule, load_image, read_folder, read_karpathy
+from captioning.data import CaptionDataError, CaptionDataModule, read_folder, read_karpathy
 from captioning.encoder import Preprocess
+from captioning.preprocess import ImageReadError, load_image
 
 FIX = Path(__file__).parent / "fixtures"
 CAPS = FIX / "captions"
@@ -80,7 +81,7 @@ def test_load_image_respects_exif_orientation(tmp_path):
     r, g, b = out.getpixel((16, 3))  # the top-left block ends up top-right after a clockwise turn
     assert b > 150 and r < 100
     assert out.getpixel((3, 3))[0] > 150  # top-left is red now
-    with pytest.raises(CaptionDataError, match="cannot read image"):
+    with pytest.raises(ImageReadError, match="not an image file Pillow can read"):
         load_image(CAPS / "captions.tsv")
 
 

@@ -28,3 +28,10 @@ def test_importing_every_text_attn_module_loads_no_captioning_module():
     code += "print(sorted(m for m in sys.modules if m.split('.')[0] == 'captioning'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_translator_and_the_caption_model_need_no_lightning():
+    """Inference (translate, caption) loads a model file and decodes: it must not import the training stack."""
+    code = "import sys, text_attn.translator, captioning.model\nprint('pytorch_lightning' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"

@@ -3,7 +3,8 @@
 from torch.utils.data import DistributedSampler
 
 from text_attn.batching import EpochShuffle, LengthBatchSampler
-from text_attn.data import TranslationDataModule, detokenize, tokenize_text
+from text_attn.data import TranslationDataModule
+from text_attn.tokens import detokenize, tokenize_text
 
 
 def test_synthetic_splits_differ_and_vocab_comes_from_train():

@@ -33,14 +33,19 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
 
     scores: (B, S) or (B, T, S); mask: (B, S) bool, True = keep.
     """
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    if scores.dim() == 3:
+    if mask is not None and scores.dim() == 3:
         mask = mask.unsqueeze(1)  # (B, 1, S) broadcast over the T queries
+    return softmax_keep(scores, mask)
+
+
+def softmax_keep(scores: Tensor, keep: Tensor | None) -> Tensor:
+    """Softmax over the last dim with ``keep`` (bool, broadcastable to scores; None = all) already shaped."""
+    if keep is None:
+        return torch.softmax(scores, dim=-1)
     # The most negative finite value (not -inf) keeps a fully masked row finite; multiplying by the mask afterwards
     # zeroes that row exactly. In other rows exp(min - max) underflows to exactly 0.
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=-1) * mask
+    scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) * keep
 
 
 def _weighted_sum(weights: Tensor, values: Tensor) -> Tensor:
@@ -252,11 +257,7 @@ class MultiHeadAttention(nn.Module):
         weights = None
         if want:
             scores = torch.matmul(q, k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, T, S)
-            if keep is None:
-                weights = torch.softmax(scores, dim=-1)
-            else:  # as masked_softmax: exact zeros where masked, a fully masked row all zero
-                scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-                weights = torch.softmax(scores, dim=-1) * keep
+            weights = softmax_keep(scores, keep)  # exact zeros where masked, a fully masked row all zero
             ctx = torch.matmul(nn.functional.dropout(weights, p, self.training), v)  # (B, H, T, Dh)
         else:
             # A causal mask alone, with T == S, is the kernel's own is_causal (no mask tensor at all).

@@ -7,7 +7,6 @@ shuffled once with the seed and split by ``val_size`` / ``test_size``. Vocabular
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 from functools import partial
 
 import pytorch_lightning as pl
@@ -15,22 +14,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
 from text_attn.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
-from text_attn.tasks import SPACE, Example, load_examples
-from text_attn.vocab import Vocabulary, tokenize
-
-CHAR_TASKS = ("dates",)  # tasks whose tokens are characters (a space is the token SPACE)
-
-
-def tokenize_text(text: str, mode: str, lower: bool = True) -> list[str]:
-    """User input -> tokens the way a task tokenizes: ``word`` (regex tokenizer) or ``char``."""
-    if mode == "char":
-        text = " ".join(text.split())
-        return list((text.lower() if lower else text).replace(" ", SPACE))
-    return tokenize(text, lower=lower)
-
-
-def detokenize(tokens: Sequence[str], mode: str) -> str:
-    return "".join(tokens).replace(SPACE, " ") if mode == "char" else " ".join(tokens)
+from text_attn.tasks import Example, load_examples
+from text_attn.tokens import CHAR_TASKS
+from text_attn.vocab import Vocabulary
 
 
 class PairDataset(Dataset):

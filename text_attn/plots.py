@@ -16,6 +16,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from text_attn.arrays import to_numpy
+
 # Attention weights are probabilities, so a fixed 0..1 scale makes plots comparable across
 # sentences and models. "gray": black = 0, white = 1, as in Bahdanau et al. (2015).
 _CMAP = "gray"
@@ -23,13 +25,6 @@ _CELL_IN = 0.22  # inches per grid cell in a single alignment plot (60 cells -> 
 _HEAD_CELL_IN = 0.14  # smaller cells for the multi-head grid, which has several panels
 _MAX_SIDE_IN = 40.0  # cap so huge inputs do not make a gigantic image
 _DPI = 100
-
-
-def _to_numpy(weights: Any) -> np.ndarray:
-    """Torch tensor (any device/dtype, with or without grad) or array-like -> float numpy array."""
-    if hasattr(weights, "detach"):  # torch.Tensor, without importing torch here
-        weights = weights.detach().float().cpu().numpy()
-    return np.asarray(weights, dtype=np.float64)
 
 
 def _check_grid(w: np.ndarray, source_tokens: list[str], target_tokens: list[str]) -> None:
@@ -75,7 +70,7 @@ def plot_alignment(
     title: str | None = None,
 ) -> Path:
     """Save a (T, S) attention grid as PNG: rows = target words (down), columns = source words."""
-    w = _to_numpy(weights)  # (T, S)
+    w = to_numpy(weights)  # (T, S)
     if w.ndim != 2:
         raise ValueError(f"weights must be 2-D (T, S), got shape {tuple(w.shape)}")
     _check_grid(w, source_tokens, target_tokens)
@@ -100,7 +95,7 @@ def plot_alignment_heads(
     title: str | None = None,
 ) -> Path:
     """Save (H, T, S) attention as a grid of panels "head 1".."head H" plus their "mean"."""
-    w = _to_numpy(weights)  # (H, T, S)
+    w = to_numpy(weights)  # (H, T, S)
     if w.ndim != 3:
         raise ValueError(f"weights must be 3-D (H, T, S), got shape {tuple(w.shape)}")
     _check_grid(w, source_tokens, target_tokens)

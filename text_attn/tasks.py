@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from text_attn.tokens import SPACE
 from text_attn.vocab import tokenize
 
 
@@ -129,7 +130,6 @@ def make_reorder(n: int, seed: int, min_len: int = 5, max_len: int = 60) -> list
 
 
 # --- dates ------------------------------------------------------------------------------------
-SPACE = "▁"  # the visible token for a space in `dates` sources
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
           "september", "october", "november", "december")  # fmt: skip
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from text_attn.data import detokenize, tokenize_text
 from text_attn.errors import one_line
 from text_attn.modelfile import ModelFileError, load_model_file
 from text_attn.networks import NETWORKS, build_network, make_config
+from text_attn.tokens import detokenize, tokenize_text
 from text_attn.vocab import Vocabulary
 
 
