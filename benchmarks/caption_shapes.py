@@ -25,18 +25,15 @@ from pathlib import Path
 
 import torch
 import yaml
+from _runs import recorded_minutes, timed_fit
+
+from captioning.cli import caption_cli
+from captioning.grounding import grounding
+from captioning.model import CaptionModel
+from captioning.shapes import make_scenes
+from text_attn.metrics import coco_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from _runs import recorded_minutes, timed_fit  # noqa: E402
-
-from captioning.cli import caption_cli  # noqa: E402
-from captioning.grounding import grounding  # noqa: E402
-from captioning.model import CaptionModel  # noqa: E402
-from captioning.shapes import make_scenes  # noqa: E402
-from text_attn.metrics import coco_metrics  # noqa: E402
 
 MODELS = {
     "soft": "configs/caption/shapes_soft.yaml",

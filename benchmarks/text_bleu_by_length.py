@@ -20,19 +20,15 @@ from pathlib import Path
 
 import torch
 import yaml
+from _runs import recorded_minutes, timed_fit
+
+from text_attn.cli import text_cli
+from text_attn.data import TranslationDataModule
+from text_attn.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
+from text_attn.plots import plot_bleu_by_length
+from text_attn.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from _runs import recorded_minutes, timed_fit  # noqa: E402
-
-from text_attn.cli import text_cli  # noqa: E402
-from text_attn.data import TranslationDataModule  # noqa: E402
-from text_attn.metrics import DEFAULT_BUCKETS, bleu_by_length, bucket_label, corpus_bleu  # noqa: E402
-from text_attn.module import alignment_hits  # noqa: E402
-from text_attn.plots import plot_bleu_by_length  # noqa: E402
-from text_attn.translator import Translator  # noqa: E402
 
 MODELS = {
     "none": "configs/text/reorder_none.yaml",

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -31,11 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from text_attn.decoding import greedy_search  # noqa: E402
-from text_attn.transformer import Transformer, TransformerConfig  # noqa: E402
+from text_attn.decoding import greedy_search
+from text_attn.transformer import Transformer, TransformerConfig
 
 BOS, PAD = 1, 0
 

@@ -26,8 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# The preprocessing lives in its own module; importing it here keeps ``captioning.encoder.Preprocess`` working.
-from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess, to_rgb  # noqa: F401
+from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 from text_attn.errors import one_line
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "efficientnet_lite0")

@@ -53,20 +53,6 @@ def _check_alpha(alpha: torch.Tensor, grid: tuple[int, int]) -> None:
         )
 
 
-def mass_in_box(alpha: torch.Tensor, box: Box, image_size: tuple[int, int], grid: tuple[int, int]) -> torch.Tensor:
-    """α mass on the cells whose centre lies inside `box`: (..., L) -> (...,)."""
-    _check_alpha(alpha, grid)
-    inside = cells_in_box(box, image_size, grid).to(alpha.device)  # (L,)
-    return (alpha * inside.to(alpha.dtype)).sum(dim=-1)
-
-
-def argmax_in_box(alpha: torch.Tensor, box: Box, image_size: tuple[int, int], grid: tuple[int, int]) -> torch.Tensor:
-    """Whether the centre of the arg-max cell lies inside `box`: (..., L) -> bool (...,)."""
-    _check_alpha(alpha, grid)
-    inside = cells_in_box(box, image_size, grid).to(alpha.device)  # (L,)
-    return inside[alpha.argmax(dim=-1)]
-
-
 @dataclass
 class GroundingResult:
     accuracy: float  # fraction of scored words whose arg-max cell centre is inside the named box

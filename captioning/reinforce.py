@@ -76,11 +76,6 @@ def word_log_likelihoods(logits: Tensor, targets: Tensor, pad_id: int) -> Tensor
     return -F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=pad_id, reduction="none")
 
 
-def caption_log_likelihood(logits: Tensor, targets: Tensor, pad_id: int) -> Tensor:
-    """log p(y | s, a) per caption: Σ over real (non-pad) steps of log p(y_t).  (B, T, V), (B, T) -> (B,)"""
-    return word_log_likelihoods(logits, targets, pad_id).sum(dim=1)
-
-
 def hard_attention_loss(
     out: DecoderOutput,
     targets: Tensor,

@@ -10,8 +10,7 @@ import torch
 from PIL import Image
 
 from captioning.data import CaptionDataError, CaptionDataModule, read_folder, read_karpathy
-from captioning.encoder import Preprocess
-from captioning.preprocess import ImageReadError, load_image
+from captioning.preprocess import ImageReadError, Preprocess, load_image
 
 FIX = Path(__file__).parent / "fixtures"
 CAPS = FIX / "captions"

@@ -14,16 +14,8 @@ import torchvision
 from PIL import Image
 from torch import nn
 
-from captioning.encoder import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    LITE_MEAN,
-    LITE_STD,
-    EncoderWeightsError,
-    ImageEncoder,
-    Preprocess,
-    imagenet_classifier_lite0,
-)
+from captioning.encoder import EncoderWeightsError, ImageEncoder, imagenet_classifier_lite0
+from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 
 IMAGES = Path(__file__).parent / "fixtures" / "images"
 

@@ -8,13 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.grounding import (
-    argmax_in_box,
-    cells_in_box,
-    grounding,
-    mass_in_box,
-    region_boxes,
-)
+from captioning.grounding import cells_in_box, grounding, region_boxes
 from captioning.shapes import Scene, SceneObject, make_scenes
 
 
@@ -35,35 +29,13 @@ def test_region_boxes_non_square():
     assert torch.equal(boxes[5], torch.tensor([80.0, 30.0, 120.0, 60.0]))
 
 
-def test_mass_in_box():
-    alpha = torch.zeros(16)
-    alpha[[0, 1, 4, 5, 10, 15]] = torch.tensor([0.1, 0.2, 0.05, 0.15, 0.3, 0.2])
+def test_cells_in_box():
     # box (0, 0, 50, 50) holds the centres (12.5|37.5, 12.5|37.5): cells 0, 1, 4, 5
-    box = (0, 0, 50, 50)
-    assert cells_in_box(box, (100, 100), (4, 4)).nonzero().flatten().tolist() == [0, 1, 4, 5]
-    assert mass_in_box(alpha, box, (100, 100), (4, 4)).item() == pytest.approx(0.5)
-    # a box edge exactly at a centre: x0 inclusive, x1 exclusive
-    assert mass_in_box(alpha, (62.5, 62.5, 87.5, 87.5), (100, 100), (4, 4)).item() == (pytest.approx(0.3))
+    assert cells_in_box((0, 0, 50, 50), (100, 100), (4, 4)).nonzero().flatten().tolist() == [0, 1, 4, 5]
+    # a box edge exactly at a centre: x0 inclusive, x1 exclusive -> centre 62.5 is in, 87.5 out: cell 10 only
+    assert cells_in_box((62.5, 62.5, 87.5, 87.5), (100, 100), (4, 4)).nonzero().flatten().tolist() == [10]
     # ... and at the other corner: centre 62.5 is out, 37.5 in -> cell 5 only
     assert cells_in_box((37.5, 37.5, 62.5, 62.5), (100, 100), (4, 4)).nonzero().flatten().tolist() == [5]
-    # leading dims are kept: (2, 3, L) -> (2, 3)
-    batch = torch.stack([alpha, alpha.flip(0), torch.full((16,), 1 / 16)])  # (3, 16)
-    out = mass_in_box(batch.expand(2, 3, 16), box, (100, 100), (4, 4))
-    assert out.shape == (2, 3)
-    # alpha.flip puts cell 15-i at i: cells 0, 1, 4, 5 get alpha[15, 14, 11, 10] = 0.2, 0, 0, 0.3
-    assert torch.allclose(out[1], torch.tensor([0.5, 0.5, 0.25]))
-
-
-def test_argmax_in_box():
-    alpha = torch.zeros(2, 16)
-    alpha[0, 5] = 1.0  # cell (1, 1), centre (37.5, 37.5)
-    alpha[1, 10] = 0.6  # cell (2, 2), centre (62.5, 62.5)
-    alpha[1, 0] = 0.4
-    inside = argmax_in_box(alpha, (0, 0, 50, 50), (100, 100), (4, 4))
-    assert inside.dtype == torch.bool and inside.tolist() == [True, False]
-    assert argmax_in_box(alpha, (50, 50, 100, 100), (100, 100), (4, 4)).tolist() == [False, True]
-    with pytest.raises(ValueError, match="regions"):
-        argmax_in_box(torch.zeros(2, 15), (0, 0, 50, 50), (100, 100), (4, 4))
 
 
 def _scene() -> Scene:

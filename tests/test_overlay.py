@@ -8,7 +8,6 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.encoder import Preprocess
 from captioning.overlay import (
     DIM,
     FOCUS,
@@ -19,6 +18,7 @@ from captioning.overlay import (
     draw_word_panels,
     word_filename,
 )
+from captioning.preprocess import Preprocess
 
 COFFEE = Path(__file__).parent / "fixtures" / "images" / "coffee.png"  # 256 x 171
 

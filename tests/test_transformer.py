@@ -240,7 +240,7 @@ def test_cached_generation_under_bf16_autocast():
 
 
 def test_alignment_hits_averages_the_heads():
-    from text_attn.module import alignment_hits
+    from text_attn.metrics import alignment_hits
 
     # 2 target words, 2 heads, 3 source words: head 1 alone would say [0, 0], the mean over heads says [2, 1]
     attn = torch.tensor([[[0.5, 0.0, 0.5], [0.0, 0.1, 0.9]], [[0.4, 0.3, 0.3], [0.0, 0.9, 0.1]]])  # (T, H, S)

@@ -25,9 +25,13 @@ import sys
 import threading
 from collections.abc import Hashable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nltk.translate.bleu_score import SmoothingFunction
 from nltk.translate.bleu_score import corpus_bleu as _nltk_corpus_bleu
+
+if TYPE_CHECKING:  # the alignment metric takes tensors; the module itself needs no torch
+    import torch
 
 # Cumulative weights: BLEU-n is the geometric mean of the 1..n-gram precisions.
 _CUMULATIVE_WEIGHTS = [tuple(1.0 / n for _ in range(n)) for n in range(1, 5)]
@@ -244,3 +248,18 @@ def coco_metrics(
         out["ROUGE_L"] = float(Rouge().compute_score(gts, res)[0])
         out["CIDEr"] = float(Cider().compute_score(gts, res)[0])
     return out
+
+
+def alignment_hits(attention: torch.Tensor, alignment: list[int], n_tokens: int) -> tuple[int, int]:
+    """How many of the first ``n_tokens`` target words put their arg-max attention on the true source word.
+
+    attention (T, S) for one sentence, or (T, H, S) per head (the Transformer): then the mean over heads;
+    alignment[j] = source index of target word j.
+    """
+    if attention.dim() == 3:
+        attention = attention.mean(1)  # (T, S)
+    n = min(n_tokens, len(alignment), attention.size(0))
+    if n == 0:
+        return 0, 0
+    pred = attention[:n].argmax(-1).tolist()
+    return sum(int(p == a) for p, a in zip(pred, alignment[:n], strict=True)), n

@@ -14,7 +14,7 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 
-from text_attn.metrics import DEFAULT_BUCKETS, bleu_by_length, bucket_label, corpus_bleu
+from text_attn.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
 from text_attn.modelfile import save_model_file
 from text_attn.networks import build_network, config_dict, make_config
 from text_attn.training import (
@@ -27,21 +27,6 @@ from text_attn.training import (
     restore_random_state,
     save_random_state,
 )
-
-
-def alignment_hits(attention: torch.Tensor, alignment: list[int], n_tokens: int) -> tuple[int, int]:
-    """How many of the first ``n_tokens`` target words put their arg-max attention on the true source word.
-
-    attention (T, S) for one sentence, or (T, H, S) per head (the Transformer): then the mean over heads;
-    alignment[j] = source index of target word j.
-    """
-    if attention.dim() == 3:
-        attention = attention.mean(1)  # (T, S)
-    n = min(n_tokens, len(alignment), attention.size(0))
-    if n == 0:
-        return 0, 0
-    pred = attention[:n].argmax(-1).tolist()
-    return sum(int(p == a) for p, a in zip(pred, alignment[:n], strict=True)), n
 
 
 class TranslationModule(pl.LightningModule):

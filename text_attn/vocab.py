@@ -6,11 +6,9 @@ so padding masks and decoding never need to look the ids up. It is saved as JSON
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -68,9 +66,6 @@ class Vocabulary:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocabulary) and self.itos == other.itos
 
-    def token_id(self, token: str) -> int:
-        return self.stoi.get(token, self.unk_id)
-
     def encode(self, tokens: Sequence[str], bos: bool = False, eos: bool = True) -> list[int]:
         ids = [self.stoi.get(t, self.unk_id) for t in tokens]
         return ([self.bos_id] if bos else []) + ids + ([self.eos_id] if eos else [])
@@ -99,10 +94,3 @@ class Vocabulary:
     @classmethod
     def from_dict(cls, data: dict) -> Vocabulary:
         return cls(data["tokens"])
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False))
-
-    @classmethod
-    def load(cls, path: str | Path) -> Vocabulary:
-        return cls.from_dict(json.loads(Path(path).read_text()))
