@@ -11,7 +11,8 @@ import torch
 from PIL import Image
 
 from captioning import caption_cli
-from captioning.caption_cli import caption_main, export_main
+from captioning.caption_cli import caption_main
+from captioning.export import export_main
 from captioning.model import CaptionModel
 from captioning.preprocess import load_image as read_image
 from captioning.shapes import VOCAB, make_scenes

@@ -1,0 +1,140 @@
+"""Command-line entry point ``caption-export``: a caption-train checkpoint or a model file -> a self-contained model
+file, optionally with float16 weights (``--half``). A checkpoint without a stored vocabulary has it rebuilt from its
+data settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from text_attn.errors import one_line
+from text_attn.lightning_cli import fail
+from text_attn.modelfile import ModelFileError
+
+
+def _checkpoint_vocab(ckpt: dict, path: str):
+    """The training vocabulary: stored in the checkpoint, else rebuilt from its data settings (deterministic)."""
+    import inspect
+
+    from text_attn.vocab import Vocabulary
+
+    if isinstance(ckpt.get("vocab"), dict):
+        return Vocabulary.from_dict(ckpt["vocab"])
+    from captioning.data import CaptionDataModule
+
+    hp = dict(ckpt.get("datamodule_hyper_parameters") or {})
+    if not hp:
+        raise ModelFileError(f"{path}: the checkpoint holds neither a vocabulary nor the data settings to rebuild it")
+    if "image_size" in hp and "scene_size" not in hp:  # checkpoints from before the rename (same meaning)
+        hp["scene_size"] = hp.pop("image_size")
+    allowed = inspect.signature(CaptionDataModule.__init__).parameters
+    hp = {k: v for k, v in hp.items() if k in allowed}
+    if hp.get("source", "shapes") == "shapes":
+        hp.update(val_size=1, test_size=1)  # the vocabulary comes from the train scenes alone; skip drawing the rest
+    print(f"caption-export: note: {path} holds no vocabulary; rebuilding it from its data settings", file=sys.stderr)
+    try:
+        dm = CaptionDataModule(**hp)
+        dm.setup("fit")
+    except Exception as err:  # noqa: BLE001 - missing data files, bad settings, ...: all mean "cannot rebuild"
+        raise ModelFileError(
+            f"{path}: no vocabulary stored and rebuilding it from the data failed: {one_line(err)}"
+        ) from None
+    return dm.vocab
+
+
+def model_from_checkpoint(ckpt: dict, path: str):
+    """A CaptionModel with the weights of a caption-train (CaptionModule) Lightning checkpoint."""
+    from captioning.decoder import DecoderConfig
+    from captioning.model import CaptionModel
+
+    hp = ckpt.get("hyper_parameters") or {}
+    state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    if not state:
+        raise ModelFileError(f"{path}: not a caption-train checkpoint (no 'model.*' weights in its state_dict)")
+    vocab = _checkpoint_vocab(ckpt, path)
+    decoder_keys = {f.name for f in fields(DecoderConfig)} - {"vocab_size", "feature_dim"}
+    # CaptionModel.build's own keyword options (encoder settings, attend_on), read from its signature so a new one is
+    # never forgotten here; weights are not among them: they come from the checkpoint.
+    build = inspect.signature(CaptionModel.build).parameters.values()
+    build_keys = {p.name for p in build if p.kind is p.KEYWORD_ONLY} - {"weights"}
+    try:
+        model = CaptionModel.build(
+            vocab,
+            weights=None,  # every encoder weight comes from the checkpoint: no download, no weights file
+            **{k: hp[k] for k in build_keys if k in hp},
+            **{k: hp[k] for k in decoder_keys if k in hp},
+        )
+        model.load_state_dict(state)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({one_line(err)})") from None
+    return model.eval()
+
+
+def load_any(path: str):
+    """(CaptionModel, what) from a caption-train checkpoint or a caption model file."""
+    import torch
+
+    from captioning.model import CaptionModel
+
+    if not Path(path).is_file():
+        raise ModelFileError(f"{path}: no such file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
+        raise ModelFileError(f"{path}: not a checkpoint or model file ({type(err).__name__})") from None
+    if isinstance(data, dict) and "format" in data:
+        return CaptionModel.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
+    if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
+        return model_from_checkpoint(data, path), "checkpoint"
+    raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
+
+
+def export_model(model, out: str | Path, half: bool = False) -> Path:
+    """Write model's self-contained file; half: parameters stored as float16 (buffers, e.g. BatchNorm statistics,
+    stay float32). CaptionModel.load casts them back: load_state_dict copies into float32 parameters."""
+    import torch
+
+    from captioning.model import CaptionModel
+
+    out = Path(out)
+    tmp = out.with_name(out.name + ".part")  # written and checked before it replaces out (which may be the input)
+    model.save(tmp)
+    if half:
+        data = torch.load(tmp, map_location="cpu", weights_only=True)
+        params = {name for name, _ in model.named_parameters()}
+        sd = data["state_dict"]
+        data["state_dict"] = {k: v.half() if k in params and v.is_floating_point() else v for k, v in sd.items()}
+        torch.save(data, tmp)
+    CaptionModel.load(tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code."""
+    p = argparse.ArgumentParser(
+        prog="caption-export",
+        description="Turn a caption-train Lightning checkpoint (or a model file: re-export, halve) into a "
+        "self-contained model file for `caption --model`.",
+    )
+    p.add_argument("input", metavar="CHECKPOINT", help="a caption-train .ckpt file, or a caption model file")
+    p.add_argument("output", metavar="OUT", help="model file to write (e.g. model.pt)")
+    p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")
+    args = p.parse_args(argv)
+    try:
+        model, what = load_any(args.input)
+        out = export_model(model, args.output, half=args.half)
+    except ModelFileError as err:
+        fail("caption-export", str(err))
+    except OSError as err:
+        fail("caption-export", f"cannot write {args.output}: {one_line(err)}")
+    n = sum(p.numel() for p in model.parameters())
+    dtype = "float16" if args.half else "float32"
+    size = out.stat().st_size / 2**20
+    print(f"wrote {out} from {what} {args.input}: {n / 1e6:.2f}M parameters, {dtype} weights, {size:.1f} MiB")
+    return 0
