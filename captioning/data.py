@@ -13,9 +13,10 @@ one entry per image with all its references. Captions longer than ``max_caption_
 training (an image keeps all its captions); evaluation always uses the full references. The vocabulary comes from
 the train captions only.
 
-Feature caching: with a frozen encoder, the module calls ``dm.cache_features(encode_fn, preprocess)``; every image
-of the requested splits is then preprocessed and encoded once, and batches carry "features" (B, L, D) instead of
-"images" (B, 3, H, W). Cached features are stored in float16 (half the memory; ~1e-3 relative rounding, far below
+Feature caching: with a frozen encoder, the module calls ``dm.cache_features(encode_fn, preprocess, ...)``; every
+image of the requested splits is then preprocessed and encoded once (or read from the disk cache of an earlier run:
+captioning.feature_cache), and batches carry "features" (B, L, D) instead of "images" (B, 3, H, W). Cached
+features are stored in float16 (half the memory; ~1e-3 relative rounding, far below
 what the decoder can notice). Memory: N images x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much
 for COCO at 14 x 14 x 2048 (about 100 GB): leave caching off there.
 """
