@@ -5,7 +5,6 @@ data settings.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 import sys
@@ -13,8 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from text_attn.errors import one_line
-from text_attn.lightning_cli import fail
-from text_attn.modelfile import ModelFileError
+from text_attn.modelfile import ModelFileError, export_command
 
 
 def _checkpoint_vocab(ckpt: dict, path: str):
@@ -117,24 +115,21 @@ def export_model(model, out: str | Path, half: bool = False) -> Path:
 
 def export_main(argv: list[str] | None = None) -> int:
     """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code."""
-    p = argparse.ArgumentParser(
-        prog="caption-export",
-        description="Turn a caption-train Lightning checkpoint (or a model file: re-export, halve) into a "
+
+    def convert(src: str, dst: str, half: bool) -> str:
+        model, what = load_any(src)
+        out = export_model(model, dst, half=half)
+        n = sum(p.numel() for p in model.parameters())
+        dtype = "float16" if half else "float32"
+        size = out.stat().st_size / 2**20
+        return f"wrote {out} from {what} {src}: {n / 1e6:.2f}M parameters, {dtype} weights, {size:.1f} MiB"
+
+    return export_command(
+        "caption-export",
+        "Turn a caption-train Lightning checkpoint (or a model file: re-export, halve) into a "
         "self-contained model file for `caption --model`.",
+        "a caption-train .ckpt file, or a caption model file",
+        "model file to write (e.g. model.pt)",
+        convert,
+        argv,
     )
-    p.add_argument("input", metavar="CHECKPOINT", help="a caption-train .ckpt file, or a caption model file")
-    p.add_argument("output", metavar="OUT", help="model file to write (e.g. model.pt)")
-    p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")
-    args = p.parse_args(argv)
-    try:
-        model, what = load_any(args.input)
-        out = export_model(model, args.output, half=args.half)
-    except ModelFileError as err:
-        fail("caption-export", str(err))
-    except OSError as err:
-        fail("caption-export", f"cannot write {args.output}: {one_line(err)}")
-    n = sum(p.numel() for p in model.parameters())
-    dtype = "float16" if args.half else "float32"
-    size = out.stat().st_size / 2**20
-    print(f"wrote {out} from {what} {args.input}: {n / 1e6:.2f}M parameters, {dtype} weights, {size:.1f} MiB")
-    return 0

@@ -8,20 +8,18 @@ its state_dict under ``net.``. Checkpoints written before that metadata existed 
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from text_attn.errors import one_line
-from text_attn.lightning_cli import fail
 from text_attn.modelfile import (
     ModelFileError,
     check_model_data,
     checkpoint_family,
     checkpoint_message,
+    export_command,
     is_lightning_checkpoint,
     save_model_file,
 )
@@ -112,25 +110,22 @@ def _size(n_bytes: int) -> str:
 
 def export_main(argv: list[str] | None = None) -> int:
     """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code (errors: one line, exit 2)."""
-    p = argparse.ArgumentParser(
-        prog="text-export",
-        description="Turn a text-train Lightning checkpoint (or a text model file: re-export, halve) into a "
+
+    def convert(src: str, dst: str, half: bool) -> str:
+        content, what = read_source(src)
+        out = write_model_file(content, dst, half=half, src=src)
+        tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
+        n = sum(v.numel() for v in tensors.values())
+        dtype = "float16" if half else "float32"
+        return f"wrote {out} from {what} {src}: {n:,} parameters, {dtype} weights, {_size(out.stat().st_size)}"
+
+    return export_command(
+        "text-export",
+        "Turn a text-train Lightning checkpoint (or a text model file: re-export, halve) into a "
         "self-contained model file for `translate --model`. Example: "
         "text-export runs/x/checkpoints/last.ckpt model.pt",
+        "a text-train .ckpt file, or a text model file",
+        "model file to write (e.g. model.pt); may be the input",
+        convert,
+        argv,
     )
-    p.add_argument("input", metavar="CHECKPOINT", help="a text-train .ckpt file, or a text model file")
-    p.add_argument("output", metavar="OUT", help="model file to write (e.g. model.pt); may be the input")
-    p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")
-    args = p.parse_args(argv)
-    try:
-        content, what = read_source(args.input)
-        out = write_model_file(content, args.output, half=args.half, src=args.input)
-    except ModelFileError as err:
-        fail("text-export", str(err))
-    except OSError as err:
-        fail("text-export", f"cannot write {args.output}: {err.strerror or one_line(err)}")
-    tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
-    n = sum(v.numel() for v in tensors.values())
-    dtype = "float16" if args.half else "float32"
-    print(f"wrote {out} from {what} {args.input}: {n:,} parameters, {dtype} weights, {_size(out.stat().st_size)}")
-    return 0

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import argparse
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,32 @@ def check_model_data(path: str | Path, data: Any, kind: str, version: int = 1) -
     if data.get("version") != version:
         raise ModelFileError(f"{path}: {kind} file version {data.get('version')} is not supported (need {version})")
     return data
+
+
+def export_command(
+    prog: str,
+    description: str,
+    input_help: str,
+    output_help: str,
+    convert: Callable[[str, str, bool], str],
+    argv: list[str] | None = None,
+) -> int:
+    """The one shape of every family's export command (``caption-export``, ``text-export``): ``CHECKPOINT OUT
+    [--half]``; ``convert(input, output, half)`` writes the file and returns the line to print. Bad input: one line,
+    exit code 2."""
+    from text_attn.errors import one_line
+    from text_attn.lightning_cli import fail
+
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("input", metavar="CHECKPOINT", help=input_help)
+    p.add_argument("output", metavar="OUT", help=output_help)
+    p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")
+    args = p.parse_args(argv)
+    try:
+        line = convert(args.input, args.output, args.half)
+    except ModelFileError as err:
+        fail(prog, str(err))
+    except OSError as err:
+        fail(prog, f"cannot write {args.output}: {getattr(err, 'strerror', None) or one_line(err)}")
+    print(line)
+    return 0
