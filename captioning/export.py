@@ -12,7 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from text_attn.errors import one_line
-from text_attn.modelfile import ModelFileError, export_command
+from text_attn.modelfile import ModelFileError, export_command, read_export_source
 
 
 def _checkpoint_vocab(ckpt: dict, path: str):
@@ -75,16 +75,9 @@ def model_from_checkpoint(ckpt: dict, path: str):
 
 def load_any(path: str):
     """(CaptionModel, what) from a caption-train checkpoint or a caption model file."""
-    import torch
-
     from captioning.model import CaptionModel
 
-    if not Path(path).is_file():
-        raise ModelFileError(f"{path}: no such file")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
-        raise ModelFileError(f"{path}: not a checkpoint or model file ({type(err).__name__})") from None
+    data = read_export_source(path)
     if isinstance(data, dict) and "format" in data:
         return CaptionModel.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
     if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:

@@ -33,21 +33,12 @@ from captioning.grounding import grounding
 from captioning.model import CaptionModel
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from text_attn.metrics import coco_metrics
-from text_attn.training import (
-    check_finite,
-    check_weights_fit,
-    export_target,
-    forget_elapsed_time,
-    gather_outputs,
-    load_best_weights,
-    restore_random_state,
-    save_random_state,
-)
+from text_attn.training import RunState, check_finite, gather_outputs
 
 _STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
 
 
-class CaptionModule(pl.LightningModule):
+class CaptionModule(RunState, pl.LightningModule):
     def __init__(
         self,
         backbone: str = "resnet101",
@@ -366,30 +357,17 @@ class CaptionModule(pl.LightningModule):
     # --- checkpoints -----------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["vocab"] = self.vocab.to_dict()  # a checkpoint can be turned into a model file without the data
-        save_random_state(checkpoint)
-
-    def on_train_start(self) -> None:
-        restore_random_state(getattr(self, "_random_state", None))
-        self._random_state = None
+        self.save_run_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self._random_state = checkpoint.get("random_state")  # set in on_train_start
-        forget_elapsed_time(checkpoint)
         saved = checkpoint.get("vocab")
         if saved is not None and self.vocab is not None and saved != self.vocab.to_dict():
             raise ValueError(
                 f"the checkpoint's vocabulary ({len(saved['tokens'])} words) differs from the one built from "
                 f"the data ({len(self.vocab)} words): use the data settings the checkpoint was trained with"
             )
-        if self.model is not None:
-            check_weights_fit(self, checkpoint)
+        self.load_run_state(checkpoint, network_built=self.model is not None)
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
-        path = export_target(self, self.hparams.export_path)  # on every rank: a collective under DDP
-        if not self.trainer.is_global_zero:
-            return
-        best = load_best_weights(self)
-        self.model.save(path)
-        note = f" (best checkpoint {best})" if best else " (the last weights: no checkpoint monitors a metric)"
-        print(f"wrote model file: {path}{note}")
+        self.export_best(self.hparams.export_path, self.model.save)

@@ -40,9 +40,6 @@ class EpochShuffle(RandomSampler):
         g = torch.Generator().manual_seed(self.seed + self.epoch)
         return iter(torch.randperm(len(self.data_source), generator=g).tolist())
 
-    def __len__(self) -> int:
-        return len(self.data_source)
-
 
 def _shuffles(sampler: Sampler) -> bool:
     return isinstance(sampler, RandomSampler) or bool(getattr(sampler, "shuffle", False))
@@ -106,10 +103,6 @@ class LengthBatchSampler(BatchSampler):
         if not hasattr(self.sampler, "epoch"):
             self._own_epoch += 1
         yield from batches
-
-    def __len__(self) -> int:
-        n = len(self.sampler)
-        return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
 
 
 class ResumableBatches:

@@ -21,6 +21,7 @@ from text_attn.modelfile import (
     checkpoint_message,
     export_command,
     is_lightning_checkpoint,
+    read_export_source,
     save_model_file,
 )
 
@@ -32,13 +33,7 @@ FILE_KEYS = ("format", "version", "state_dict")  # what a model file holds besid
 def read_source(src: str | Path) -> tuple[dict[str, Any], str]:
     """(content of a model file: metadata + "state_dict", what it was read from) for a text-train checkpoint or a
     text model file; anything else raises :class:`ModelFileError` with one line."""
-    path = Path(src)
-    if not path.is_file():
-        raise ModelFileError(f"{src}: {'not a file' if path.exists() else 'no such file'}")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
-        raise ModelFileError(f"{src}: not a checkpoint or model file ({type(exc).__name__})") from None
+    data = read_export_source(src)
     if isinstance(data, dict) and "format" in data:
         return check_model_data(src, data, KIND), "model file"  # names a wrong kind (e.g. a caption model)
     if not is_lightning_checkpoint(data):

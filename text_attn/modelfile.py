@@ -83,6 +83,18 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
     return check_model_data(path, data, kind, version)
 
 
+def read_export_source(src: str | Path) -> Any:
+    """``torch.load`` of what an export command is given (a training checkpoint or a model file, to be told apart
+    by the caller); a missing or unreadable file raises :class:`ModelFileError` with one line."""
+    path = Path(src)
+    if not path.is_file():
+        raise ModelFileError(f"{src}: {'not a file' if path.exists() else 'no such file'}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
+        raise ModelFileError(f"{src}: not a checkpoint or model file ({type(exc).__name__})") from None
+
+
 def check_model_data(path: str | Path, data: Any, kind: str, version: int = 1) -> dict[str, Any]:
     """``data`` (a ``torch.load``-ed file) if it is a ``kind`` model file of ``version``, else :class:`ModelFileError`
     (for a training checkpoint: which export command turns it into a model file)."""

@@ -17,19 +17,10 @@ import torch.nn.functional as F
 from text_attn.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
 from text_attn.modelfile import save_model_file
 from text_attn.networks import build_network, config_dict, make_config
-from text_attn.training import (
-    check_finite,
-    check_weights_fit,
-    export_target,
-    forget_elapsed_time,
-    gather_outputs,
-    load_best_weights,
-    restore_random_state,
-    save_random_state,
-)
+from text_attn.training import RunState, check_finite, gather_outputs
 
 
-class TranslationModule(pl.LightningModule):
+class TranslationModule(RunState, pl.LightningModule):
     def __init__(
         self,
         arch: str = "rnn",
@@ -174,24 +165,13 @@ class TranslationModule(pl.LightningModule):
     # --- checkpoints ----------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["model_metadata"] = self.model_metadata()  # text-export turns a checkpoint into a model file
-        save_random_state(checkpoint)
-
-    def on_train_start(self) -> None:
-        restore_random_state(getattr(self, "_random_state", None))
-        self._random_state = None
+        self.save_run_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if self.net is not None:
-            check_weights_fit(self, checkpoint)
-        self._random_state = checkpoint.get("random_state")  # set in on_train_start
-        forget_elapsed_time(checkpoint)
+        self.load_run_state(checkpoint, network_built=self.net is not None)
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
-        path = export_target(self, self.hparams.export_path)  # on every rank: a collective under DDP
-        if not self.trainer.is_global_zero:
-            return
-        best = load_best_weights(self)
-        save_model_file(path, "text-model", self.model_payload())
-        note = f" (best checkpoint {best})" if best else " (the last weights: no checkpoint monitors a metric)"
-        print(f"wrote model file: {path}{note}")
+        self.export_best(
+            self.hparams.export_path, lambda path: save_model_file(path, "text-model", self.model_payload())
+        )

@@ -121,3 +121,38 @@ def check_weights_fit(module, checkpoint: dict[str, Any]) -> None:
         f"the checkpoint's weights do not fit the network these options build ({hint}): "
         "leave the network's options as they were trained, or start a new run"
     )
+
+
+class RunState:
+    """Mixin for a family's LightningModule: what both families do the same way around checkpoints and export.
+
+    The module calls :meth:`save_run_state` from ``on_save_checkpoint``, :meth:`load_run_state` from
+    ``on_load_checkpoint`` and :meth:`export_best` from ``on_fit_end``; ``on_train_start`` is provided here.
+    """
+
+    _random_state: dict[str, Any] | None = None
+
+    def save_run_state(self, checkpoint: dict[str, Any]) -> None:
+        save_random_state(checkpoint)
+
+    def load_run_state(self, checkpoint: dict[str, Any], network_built: bool) -> None:
+        """Refuse weights that do not fit (once the network exists), keep the random state for ``on_train_start``,
+        and give the resumed fit a ``max_time`` of its own."""
+        if network_built:
+            check_weights_fit(self, checkpoint)
+        self._random_state = checkpoint.get("random_state")
+        forget_elapsed_time(checkpoint)
+
+    def on_train_start(self) -> None:
+        restore_random_state(self._random_state)
+        self._random_state = None
+
+    def export_best(self, export_path: str | None, save) -> None:
+        """End of fit: load the best checkpoint's weights (else keep the last) and ``save(path)`` on rank 0."""
+        path = export_target(self, export_path)  # on every rank: a collective under DDP
+        if not self.trainer.is_global_zero:
+            return
+        best = load_best_weights(self)
+        save(path)
+        note = f" (best checkpoint {best})" if best else " (the last weights: no checkpoint monitors a metric)"
+        print(f"wrote model file: {path}{note}")
