@@ -27,11 +27,11 @@ import torch
 import yaml
 from _runs import recorded_minutes, timed_fit
 
-from captioning.cli import caption_cli
 from captioning.grounding import grounding
 from captioning.model import CaptionModel
 from captioning.shapes import make_scenes
-from text_attn.metrics import coco_metrics
+from captioning.train_cli import caption_cli
+from text_attn.core.metrics import coco_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,11 +22,11 @@ import torch
 import yaml
 from _runs import recorded_minutes, timed_fit
 
-from text_attn.cli import text_cli
-from text_attn.data import TranslationDataModule
-from text_attn.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
-from text_attn.plots import plot_bleu_by_length
-from text_attn.translator import Translator
+from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.plots import plot_bleu_by_length
+from text_attn.translation.train_cli import text_cli
+from text_attn.translation.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@
 Everything is measured in one run, with the variants interleaved in every repeat (so a machine that slows down
 mid-run slows all of them alike); the table reports the median over repeats.
 
-- Generation: greedy search (the shared `text_attn.decoding.greedy_search`) for exactly --out-len tokens (no eos can
+- Generation: greedy search (`text_attn.core.decoding.greedy_search`) for exactly --out-len tokens (no eos can
   stop it) from an untrained model, once with our key/value cache (`Transformer.step`) and once with a step that
   re-runs the decoder over the whole prefix and projects only its last position to the vocabulary. Neither computes
   attention weights for plots. Goal: the cache at least 3x faster at 64 tokens.
@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from text_attn.decoding import greedy_search
-from text_attn.transformer import Transformer, TransformerConfig
+from text_attn.core.decoding import greedy_search
+from text_attn.translation.transformer import Transformer, TransformerConfig
 
 BOS, PAD = 1, 0
 

@@ -31,9 +31,8 @@ from typing import Any
 from PIL import Image
 
 from captioning.preprocess import ImageReadError, load_image
-from text_attn.errors import one_line
-from text_attn.lightning_cli import fail
-from text_attn.modelfile import ModelFileError
+from text_attn.core.errors import fail, one_line
+from text_attn.core.modelfile import ModelFileError
 
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"

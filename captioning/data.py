@@ -39,8 +39,8 @@ from torch.utils.data import DataLoader, Dataset
 from captioning.feature_cache import cache_file, load_features, save_features, split_key
 from captioning.preprocess import Preprocess, load_image
 from captioning.shapes import Scene, make_scenes
-from text_attn.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
-from text_attn.vocab import Vocabulary, tokenize
+from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.vocab import Vocabulary, tokenize
 
 SOURCES = ("shapes", "karpathy", "folder")
 SPLITS = ("train", "val", "test")
@@ -133,7 +133,7 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
 def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = False) -> list[ImageItem]:
     """A folder of images + ``filename<TAB>caption`` lines -> [ImageItem], in order of first appearance.
 
-    Captions are tokenized with text_attn.vocab.tokenize (lowercased). Blank lines and lines starting with "#"
+    Captions are tokenized with text_attn.core.vocab.tokenize (lowercased). Blank lines and lines starting with "#"
     are ignored; a line without a tab or with an empty caption is an error naming its line number.
     """
     image_dir, tsv = Path(image_dir), Path(captions_tsv)

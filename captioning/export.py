@@ -11,15 +11,15 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from text_attn.errors import one_line
-from text_attn.modelfile import ModelFileError, export_command, read_export_source
+from text_attn.core.errors import one_line
+from text_attn.core.modelfile import ModelFileError, export_command, read_export_source
 
 
 def _checkpoint_vocab(ckpt: dict, path: str):
     """The training vocabulary: stored in the checkpoint, else rebuilt from its data settings (deterministic)."""
     import inspect
 
-    from text_attn.vocab import Vocabulary
+    from text_attn.core.vocab import Vocabulary
 
     if isinstance(ckpt.get("vocab"), dict):
         return Vocabulary.from_dict(ckpt["vocab"])

@@ -32,8 +32,8 @@ from captioning.feature_cache import encoder_fingerprint
 from captioning.grounding import grounding
 from captioning.model import CaptionModel
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
-from text_attn.metrics import coco_metrics
-from text_attn.training import RunState, check_finite, gather_outputs
+from text_attn.core.metrics import coco_metrics
+from text_attn.core.training import RunState, check_finite, gather_outputs
 
 _STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
 

@@ -38,7 +38,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from captioning.preprocess import to_rgb
-from text_attn.arrays import to_numpy
+from text_attn.core.arrays import to_numpy
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from text_attn.attention import (
+from text_attn.core.attention import (
     AdditiveAttention,
     LuongAttention,
     ProjectedKeys,
@@ -130,7 +130,7 @@ def test_bad_configuration_is_rejected():
 
 
 def test_hard_attention_log_prob_and_entropy_match_torch_distributions():
-    from text_attn.attention import HardAttention
+    from text_attn.core.attention import HardAttention
 
     torch.manual_seed(3)
     att = HardAttention(6, 6, 5)
@@ -146,7 +146,7 @@ def test_hard_attention_log_prob_and_entropy_match_torch_distributions():
 
 
 def test_hard_attention_samples_follow_alpha_and_soft_rows_use_the_expectation():
-    from text_attn.attention import HardAttention
+    from text_attn.core.attention import HardAttention
 
     torch.manual_seed(0)
     att = HardAttention(3, 3, 3)
@@ -164,7 +164,7 @@ def test_hard_attention_samples_follow_alpha_and_soft_rows_use_the_expectation()
 
 
 def test_hard_attention_reports_the_argmax_where_the_soft_context_was_used():
-    from text_attn.attention import HardAttention
+    from text_attn.core.attention import HardAttention
 
     torch.manual_seed(5)
     att = HardAttention(3, 3, 3)

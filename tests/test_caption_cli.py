@@ -16,7 +16,7 @@ from captioning.export import export_main
 from captioning.model import CaptionModel
 from captioning.preprocess import load_image as read_image
 from captioning.shapes import VOCAB, make_scenes
-from text_attn.vocab import Vocabulary
+from text_attn.core.vocab import Vocabulary
 
 IMAGES = Path(__file__).parent / "fixtures" / "images"
 PHOTOS = [str(IMAGES / n) for n in ("coffee.png", "chelsea.png", "astronaut.png", "rocket.jpg")]

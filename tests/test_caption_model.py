@@ -10,8 +10,8 @@ from PIL import Image
 
 from captioning.decoder import DecoderConfig, ShowAttendTellDecoder, caption_loss
 from captioning.model import CaptionModel, ModelFileError
-from text_attn.decoding import beam_search, greedy_search
-from text_attn.vocab import Vocabulary
+from text_attn.core.decoding import beam_search, greedy_search
+from text_attn.core.vocab import Vocabulary
 
 CAPTIONS = [
     "a red circle above squares",

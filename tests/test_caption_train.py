@@ -13,8 +13,8 @@ import pytest
 import torch
 import yaml
 
-from captioning.cli import caption_cli, train_main
 from captioning.model import CaptionModel
+from captioning.train_cli import caption_cli, train_main
 
 CONFIG = str(Path(__file__).parent / "fixtures/captions/tiny_shapes.yaml")
 COCO_KEYS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr")

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from text_attn.decoding import beam_search, greedy_search, index_state
+from text_attn.core.decoding import beam_search, greedy_search, index_state
 
 BOS, EOS, PAD = 1, 2, 0
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from captioning import feature_cache
-from captioning.cli import caption_cli
 from captioning.data import CaptionDataModule
+from captioning.train_cli import caption_cli
 
 CONFIG = str(Path(__file__).parent / "fixtures/captions/tiny_shapes.yaml")
 

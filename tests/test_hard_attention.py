@@ -11,8 +11,8 @@ from torch.distributions import Categorical
 from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.model import CaptionModel
 from captioning.reinforce import CollapseMonitor, MovingAverageBaseline, hard_attention_loss
-from text_attn.decoding import beam_search, greedy_search
-from text_attn.vocab import Vocabulary
+from text_attn.core.decoding import beam_search, greedy_search
+from text_attn.core.vocab import Vocabulary
 
 B, T, L, D, V = 4, 5, 6, 8, 11
 

@@ -1,4 +1,6 @@
-"""The layering rule of DESIGN.md: text_attn is the lower layer and never imports captioning."""
+"""The layering rule of DESIGN.md: text_attn.core is the library every family imports; it imports no application
+(text_attn.translation, captioning), builds nothing when imported, and loads Lightning only where it must. Captioning
+imports the core only, never the text application."""
 
 import ast
 import pathlib
@@ -6,32 +8,69 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+CORE = ROOT / "text_attn" / "core"
+# The only core modules that may import Lightning (the CLI runner, and the training helpers it uses at run time).
+LIGHTNING_CORE = {"lightning_cli", "training"}
 
 
-def test_text_attn_sources_never_import_captioning():
-    offenders = []
-    for path in sorted((ROOT / "text_attn").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "captioning"]
-    assert offenders == []
-    assert len(list((ROOT / "text_attn").glob("*.py"))) > 5  # the scan really saw the package
+def _imports(path: pathlib.Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
 
 
-def test_importing_every_text_attn_module_loads_no_captioning_module():
-    mods = [f"text_attn.{p.stem}" for p in (ROOT / "text_attn").glob("*.py") if p.stem != "__init__"]
-    code = "import sys, importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in mods)
-    code += "print(sorted(m for m in sys.modules if m.split('.')[0] == 'captioning'))"
+def _offenders(folder: pathlib.Path, banned: tuple[str, ...]) -> list[str]:
+    return [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in sorted(folder.rglob("*.py"))
+        for n in _imports(p)
+        if any(n == b or n.startswith(b + ".") for b in banned)
+    ]
+
+
+def _modules(folder: pathlib.Path, package: str) -> list[str]:
+    return [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem != "__init__"]
+
+
+def _loaded_after(imports: list[str]) -> set[str]:
+    code = "import sys, importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in imports)
+    code += "print(' '.join(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip() == "[]"
+    return set(out.stdout.split())
 
 
-def test_the_translator_and_the_caption_model_need_no_lightning():
+def test_the_core_never_imports_an_application():
+    assert len(list(CORE.glob("*.py"))) > 8  # the scan really saw the package
+    assert _offenders(CORE, ("captioning", "text_attn.translation")) == []
+
+
+def test_captioning_imports_the_core_only():
+    assert len(list((ROOT / "captioning").glob("*.py"))) > 8
+    assert _offenders(ROOT / "captioning", ("text_attn.translation",)) == []
+
+
+def test_importing_the_core_builds_no_application_and_no_lightning():
+    """Every core module but the Lightning runner, imported together: no text task (the toy lexicons are built when
+    text_attn.translation.tasks is imported), no captioning module and no Lightning come along."""
+    plain = [m for m in _modules(CORE, "text_attn.core") if m.rsplit(".", 1)[1] not in LIGHTNING_CORE]
+    loaded = _loaded_after(["text_attn", "text_attn.core", *plain])
+    assert "text_attn.core.attention" in loaded and "text_attn.core.decoding" in loaded
+    assert sorted(m for m in loaded if m.startswith(("captioning", "text_attn.translation"))) == []
+    assert "pytorch_lightning" not in loaded and "lightning_fabric" not in loaded
+
+
+def test_importing_all_of_captioning_loads_no_text_application():
+    loaded = _loaded_after(_modules(ROOT / "captioning", "captioning"))
+    assert "captioning.module" in loaded
+    assert sorted(m for m in loaded if m.startswith("text_attn.translation")) == []
+
+
+def test_inference_needs_no_lightning():
     """Inference (translate, caption) loads a model file and decodes: it must not import the training stack."""
-    code = "import sys, text_attn.translator, captioning.model\nprint('pytorch_lightning' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip() == "False"
+    loaded = _loaded_after(["text_attn.translation.translator", "captioning.model", "captioning.caption_cli"])
+    assert "text_attn.translation.translator" in loaded and "captioning.model" in loaded
+    assert "pytorch_lightning" not in loaded

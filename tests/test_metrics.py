@@ -1,4 +1,4 @@
-"""Tests for text_attn.metrics: hand-computed BLEU, length buckets, and the coco-caption wrapper."""
+"""Tests for text_attn.core.metrics: hand-computed BLEU, length buckets, and the coco-caption wrapper."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from text_attn import metrics
-from text_attn.metrics import (
+from text_attn.core import metrics
+from text_attn.core.metrics import (
     DEFAULT_BUCKETS,
     bleu_by_length,
     bucket_label,

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from text_attn.attention import HeadKV, MultiHeadAttention
+from text_attn.core.attention import HeadKV, MultiHeadAttention
 
 B, T, S, D, H = 3, 4, 6, 16, 4
 ATOL = 1e-5

@@ -1,4 +1,4 @@
-"""Tests for text_attn.plots: PNGs are written, grids are oriented right, bad shapes are refused."""
+"""Tests for text_attn.translation.plots: PNGs are written, grids are oriented right, bad shapes are refused."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 from PIL import Image
 
-from text_attn import plots
-from text_attn.plots import plot_alignment, plot_alignment_heads, plot_bleu_by_length
+from text_attn.translation import plots
+from text_attn.translation.plots import plot_alignment, plot_alignment_heads, plot_bleu_by_length
 
 
 def random_weights(*shape: int, seed: int = 0) -> np.ndarray:

@@ -10,9 +10,9 @@ import pytest
 import torch
 import yaml
 
-from captioning.cli import caption_cli
-from text_attn.cli import text_cli
-from text_attn.modelfile import load_model_file
+from captioning.train_cli import caption_cli
+from text_attn.core.modelfile import load_model_file
+from text_attn.translation.train_cli import text_cli
 
 FIX = Path(__file__).parent / "fixtures"
 CKPT = "pytorch_lightning.callbacks.ModelCheckpoint"
@@ -120,7 +120,7 @@ def test_a_resumed_fit_gets_its_own_max_time(tmp_path):
 
 
 def test_a_nan_loss_stops_training_with_one_line_naming_the_step(tmp_path, capsys, monkeypatch):
-    from text_attn.module import TranslationModule
+    from text_attn.translation.module import TranslationModule
 
     real_loss = TranslationModule._loss
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from text_attn.decoding import greedy_search
-from text_attn.seq2seq import ATTENTIONS, Seq2Seq, Seq2SeqConfig
+from text_attn.core.decoding import greedy_search
+from text_attn.translation.seq2seq import ATTENTIONS, Seq2Seq, Seq2SeqConfig
 
 BOS, EOS = 1, 2
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from captioning.cli import caption_cli
 from captioning.model import CaptionModel
-from text_attn.cli import text_cli
-from text_attn.translator import Translator
+from captioning.train_cli import caption_cli
+from text_attn.translation.train_cli import text_cli
+from text_attn.translation.translator import Translator
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests/fixtures"

@@ -1,4 +1,4 @@
-"""Tests for text_attn.tasks: the synthetic tasks' ground truth, and the corpus readers."""
+"""Tests for text_attn.translation.tasks: the synthetic tasks' ground truth, and the corpus readers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from text_attn.tasks import (
+from text_attn.translation.tasks import (
     DATE_FORMATS,
     DATE_RANGE,
     REORDER_DICT,

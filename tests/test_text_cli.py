@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from text_attn.cli import text_cli, train_main, translate_main
+from text_attn.translation.train_cli import text_cli, train_main
+from text_attn.translation.translate_cli import translate_main
 
 CONFIG = str(Path(__file__).parent / "fixtures/text/tiny_reorder.yaml")
 

@@ -2,9 +2,9 @@
 
 from torch.utils.data import DistributedSampler
 
-from text_attn.batching import EpochShuffle, LengthBatchSampler
-from text_attn.data import TranslationDataModule
-from text_attn.tokens import detokenize, tokenize_text
+from text_attn.core.batching import EpochShuffle, LengthBatchSampler
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.tokens import detokenize, tokenize_text
 
 
 def test_synthetic_splits_differ_and_vocab_comes_from_train():

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from text_attn.cli import text_cli, translate_main
-from text_attn.export import export_checkpoint, export_main
-from text_attn.modelfile import ModelFileError, load_model_file
-from text_attn.translator import Translator
+from text_attn.core.modelfile import ModelFileError, load_model_file
+from text_attn.translation.export import export_checkpoint, export_main
+from text_attn.translation.train_cli import text_cli
+from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translator import Translator
 
 CONFIG = str(Path(__file__).parent / "fixtures/text/tiny_reorder.yaml")
 SENTENCES = ["ma pipo deko", "ro gake kade tuko", "ma pipo deko ro gotu"]
@@ -112,9 +113,9 @@ def test_half_halves_the_file_and_still_translates(run, tmp_path, capsys):
 
 def test_half_keeps_tied_weights_shared(tmp_path, capsys):
     """A Transformer's output projection is its target embedding: halving must not store the matrix twice."""
-    from text_attn.modelfile import save_model_file
-    from text_attn.networks import build_network, config_dict, make_config
-    from text_attn.vocab import Vocabulary
+    from text_attn.core.modelfile import save_model_file
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.networks import build_network, config_dict, make_config
 
     vocab = Vocabulary.build([["a", "b", "c"]])
     sizes = dict(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), pad_id=vocab.pad_id)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from captioning.cli import caption_cli, train_main
-from text_attn.cli import text_cli
-from text_attn.cli import train_main as text_train_main
+from captioning.train_cli import caption_cli, train_main
+from text_attn.translation.train_cli import text_cli
+from text_attn.translation.train_cli import train_main as text_train_main
 
 FIX = Path(__file__).parent / "fixtures"
 

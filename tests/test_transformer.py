@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from text_attn.decoding import beam_search, greedy_search
-from text_attn.transformer import Transformer, TransformerConfig, sinusoid_table
+from text_attn.core.decoding import beam_search, greedy_search
+from text_attn.translation.transformer import Transformer, TransformerConfig, sinusoid_table
 
 V_SRC, V_TGT, BOS, EOS, PAD = 13, 11, 1, 2, 0
 FIXTURE = str(Path(__file__).parent / "fixtures/text/tiny_transformer.yaml")
@@ -163,7 +163,7 @@ def test_shared_and_tied_embeddings():
 
 def test_warmup_schedule_is_the_papers_inverse_square_root():
     """lr(s) ∝ min(s^-0.5, s * warm^-1.5) for step s = 1, 2, ..., rescaled so the peak (s = warm) is `lr`."""
-    from text_attn.module import TranslationModule
+    from text_attn.translation.module import TranslationModule
 
     module = TranslationModule(arch="transformer", lr=0.01, warmup_steps=4)
     module.net = torch.nn.Linear(1, 1)
@@ -181,7 +181,7 @@ def test_warmup_schedule_is_the_papers_inverse_square_root():
 # --- the CLI: text-train fit on a tiny transformer config, translate --plot draws the heads ---------------------------
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory):
-    from text_attn.cli import train_main
+    from text_attn.translation.train_cli import train_main
 
     out = tmp_path_factory.mktemp("fit") / "model.pt"
     train_main(
@@ -191,19 +191,19 @@ def model_file(tmp_path_factory):
 
 
 def test_fit_and_translate_plot_the_heads_of_a_layer(model_file, tmp_path, capsys, monkeypatch):
-    import text_attn.plots
-    from text_attn.cli import translate_main
+    import text_attn.translation.plots
+    from text_attn.translation.translate_cli import translate_main
 
     data = torch.load(model_file, weights_only=True)
     assert data["arch"] == "transformer" and data["config"]["d_model"] == 16
     drawn = []
-    real = text_attn.plots.plot_alignment_heads
+    real = text_attn.translation.plots.plot_alignment_heads
 
     def spy(weights, src, tgt, path, title=None):
         drawn.append((tuple(weights.shape), len(src), len(tgt), title))
         return real(weights, src, tgt, path, title)
 
-    monkeypatch.setattr(text_attn.plots, "plot_alignment_heads", spy)
+    monkeypatch.setattr(text_attn.translation.plots, "plot_alignment_heads", spy)
     png = tmp_path / "heads.png"
     assert translate_main(["--model", str(model_file), "--plot", str(png), "--layer", "0", "ma pipo deko ro"]) == 0
     assert png.stat().st_size > 0
@@ -216,7 +216,7 @@ def test_fit_and_translate_plot_the_heads_of_a_layer(model_file, tmp_path, capsy
 
 
 def test_share_embeddings_without_shared_vocab_is_one_clear_line(capsys, tmp_path, monkeypatch):
-    from text_attn.cli import train_main
+    from text_attn.translation.train_cli import train_main
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:
@@ -240,7 +240,7 @@ def test_cached_generation_under_bf16_autocast():
 
 
 def test_alignment_hits_averages_the_heads():
-    from text_attn.metrics import alignment_hits
+    from text_attn.core.metrics import alignment_hits
 
     # 2 target words, 2 heads, 3 source words: head 1 alone would say [0, 0], the mean over heads says [2, 1]
     attn = torch.tensor([[[0.5, 0.0, 0.5], [0.0, 0.1, 0.9]], [[0.4, 0.3, 0.3], [0.0, 0.9, 0.1]]])  # (T, H, S)

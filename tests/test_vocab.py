@@ -2,7 +2,7 @@
 
 import pytest
 
-from text_attn.vocab import SPECIALS, Vocabulary, tokenize
+from text_attn.core.vocab import SPECIALS, Vocabulary, tokenize
 
 
 def test_build_orders_by_frequency_and_applies_min_freq_and_max_size():

@@ -10,7 +10,7 @@
     c, which initialises s_0 and is the (constant) context of every step: s_t = RNN([E y_{t-1}; c], s_{t-1}).
 - Output step: concat(decoder state, context) -> feed-forward (tanh) -> vocabulary.
 
-The decoder implements the step protocol of :mod:`text_attn.decoding`, so greedy and beam search work unchanged.
+The decoder implements the step protocol of :mod:`text_attn.core.decoding`, so greedy and beam search work unchanged.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from text_attn.attention import build_attention
-from text_attn.decoding import GenerateMixin
+from text_attn.core.attention import build_attention
+from text_attn.core.decoding import GenerateMixin
 
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
 

@@ -4,7 +4,7 @@ On top of Lightning's own CLI:
 - options given on the command line or in the config win over a checkpoint's saved ones with ``--ckpt_path`` (Lightning
   overlays the checkpoint's hyper-parameters on everything, so ``--model.val_beam_size 3`` was silently dropped);
   the checkpoint only fills in what was left at its default. An option that changes the network's shape is refused
-  in one line when the weights are loaded (``text_attn.training.check_weights_fit``);
+  in one line when the weights are loaded (``text_attn.core.training.check_weights_fit``);
 - bad input (the ``errors`` given) becomes one line and exit code 2, never a traceback;
 - Lightning's promotional tips and its tensorboardX notice are not printed on every run.
 """
@@ -17,13 +17,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from text_attn.training import TrainingDiverged
-
-
-def fail(prog: str, message: str, code: int = 2) -> None:
-    """One line on stderr, ``prog: error: message``, then exit with ``code``."""
-    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
-    raise SystemExit(code)
+from text_attn.core.errors import fail
+from text_attn.core.training import TrainingDiverged
 
 
 class _NoTips(logging.Filter):
@@ -35,10 +30,10 @@ def quiet_lightning() -> None:
     """Drop the notices that say nothing about this run."""
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*tensorboardX.*")
-    # Our train loaders resume mid-epoch through the data module's state (text_attn.batching), which Lightning's
+    # Our train loaders resume mid-epoch through the data module's state (text_attn.core.batching), which Lightning's
     # check for a stateful loader does not see.
     warnings.filterwarnings("ignore", message=".*your dataloader is not resumable.*")
-    # Evaluation metrics are computed from the outputs of all ranks (text_attn.training.gather_outputs): every rank
+    # Evaluation metrics are computed from the outputs of all ranks (text_attn.core.training.gather_outputs): every rank
     # logs the same value, so there is nothing to synchronise.
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
     # A frozen encoder stays in eval mode (batch-norm statistics fixed) on purpose.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from text_attn.vocab import tokenize
+from text_attn.core.vocab import tokenize
 
 SPACE = "▁"  # the visible token for a space in `dates` sources
 CHAR_TASKS = ("dates",)  # tasks whose tokens are characters

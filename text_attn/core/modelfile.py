@@ -120,8 +120,7 @@ def export_command(
     """The one shape of every family's export command (``caption-export``, ``text-export``): ``CHECKPOINT OUT
     [--half]``; ``convert(input, output, half)`` writes the file and returns the line to print. Bad input: one line,
     exit code 2."""
-    from text_attn.errors import one_line
-    from text_attn.lightning_cli import fail
+    from text_attn.core.errors import fail, one_line
 
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("input", metavar="CHECKPOINT", help=input_help)

@@ -1,6 +1,6 @@
 """Transformer encoder-decoder (Vaswani et al. 2017) on the shared attention and decoding code.
 
-- Attention: :class:`text_attn.attention.MultiHeadAttention` (scaled dot-product, on
+- Attention: :class:`text_attn.core.attention.MultiHeadAttention` (scaled dot-product, on
   ``torch.nn.functional.scaled_dot_product_attention``): encoder self-attention, causal decoder self-attention, and
   decoder cross-attention over the encoder output (the "memory").
 - Positions: sinusoidal (the paper) or learned, added to the embeddings scaled by √d_model.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from text_attn.attention import HeadKV, MultiHeadAttention
-from text_attn.decoding import GenerateMixin
+from text_attn.core.attention import HeadKV, MultiHeadAttention
+from text_attn.core.decoding import GenerateMixin
 
 POSITIONS = ("sinusoidal", "learned")
 

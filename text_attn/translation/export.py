@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from text_attn.modelfile import (
+from text_attn.core.modelfile import (
     ModelFileError,
     check_model_data,
     checkpoint_family,
@@ -66,7 +66,7 @@ def write_model_file(content: dict[str, Any], dst: str | Path, half: bool = Fals
     The weights are first loaded into a freshly built network (so they are checked to fit its settings, and
     float16 ones come back as float32); half: its parameters are stored as float16 (buffers stay as they are).
     The file is written next to dst and read back before it replaces dst (which may be the input)."""
-    from text_attn.translator import Translator
+    from text_attn.translation.translator import Translator
 
     what = "text model file" if "format" in content else "text-train checkpoint"
     net = Translator.from_data(content, src or dst, what).net

@@ -13,10 +13,10 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
-from text_attn.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
-from text_attn.tasks import Example, load_examples
-from text_attn.tokens import CHAR_TASKS
-from text_attn.vocab import Vocabulary
+from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.vocab import Vocabulary
+from text_attn.translation.tasks import Example, load_examples
+from text_attn.translation.tokens import CHAR_TASKS
 
 
 class PairDataset(Dataset):

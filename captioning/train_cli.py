@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from text_attn.lightning_cli import run_lightning_cli
+from text_attn.core.lightning_cli import run_lightning_cli
 
 TRAIN_DESCRIPTION = (
     "caption-train: train and evaluate Show-Attend-Tell captioners (soft or hard attention) with PyTorch Lightning. "

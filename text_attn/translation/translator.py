@@ -7,11 +7,11 @@ from pathlib import Path
 
 import torch
 
-from text_attn.errors import one_line
-from text_attn.modelfile import ModelFileError, load_model_file
-from text_attn.networks import NETWORKS, build_network, make_config
-from text_attn.tokens import detokenize, tokenize_text
-from text_attn.vocab import Vocabulary
+from text_attn.core.errors import one_line
+from text_attn.core.modelfile import ModelFileError, load_model_file
+from text_attn.core.vocab import Vocabulary
+from text_attn.translation.networks import NETWORKS, build_network, make_config
+from text_attn.translation.tokens import detokenize, tokenize_text
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Command-line entry points: ``text-train`` (LightningCLI) and ``translate``."""
+"""Command-line entry point ``translate``: sentences in, translations (and attention grids) out, through the
+Translator inference object (no Lightning)."""
 
 from __future__ import annotations
 
@@ -6,36 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from text_attn.lightning_cli import fail, run_lightning_cli
-
-TRAIN_DESCRIPTION = (
-    "text-train: train and evaluate the text attention models (RNN encoder-decoder with Bahdanau / Luong / no "
-    "attention, Transformer) with PyTorch Lightning. Shipped configs: configs/text/*.yaml, e.g. "
-    "`text-train fit --config configs/text/reorder_bahdanau.yaml`. Subcommands: fit, validate, test, predict; "
-    "`text-train fit --help` lists every option. The end of fit writes a model file for `translate`; "
-    "`text-export` turns a checkpoint into one."
-)
-
-
-def text_cli(args: list[str] | None = None):
-    """Run the ``text-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
-    from text_attn.data import TranslationDataModule
-    from text_attn.module import TranslationModule
-    from text_attn.tasks import TaskError
-
-    return run_lightning_cli(
-        "text-train",
-        TranslationModule,
-        TranslationDataModule,
-        args,
-        (TaskError, ValueError, FileNotFoundError),
-        TRAIN_DESCRIPTION,
-    )
-
-
-def train_main(args: list[str] | None = None) -> None:
-    """``text-train {fit,validate,test,predict} --config configs/text/X.yaml``."""
-    text_cli(args)
+from text_attn.core.errors import fail
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _plot(path: Path, tr, layer: int) -> Path:
-    from text_attn.plots import plot_alignment, plot_alignment_heads
+    from text_attn.translation.plots import plot_alignment, plot_alignment_heads
 
     src = [*tr.source, "<eos>"]
     attn = tr.attention
@@ -82,8 +54,8 @@ def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.beam_size < 1:
         fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
-    from text_attn.modelfile import ModelFileError
-    from text_attn.translator import Translator
+    from text_attn.core.modelfile import ModelFileError
+    from text_attn.translation.translator import Translator
 
     try:
         translator = Translator.load(args.model)

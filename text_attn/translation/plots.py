@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from text_attn.arrays import to_numpy
+from text_attn.core.arrays import to_numpy
 
 # Attention weights are probabilities, so a fixed 0..1 scale makes plots comparable across
 # sentences and models. "gray": black = 0, white = 1, as in Bahdanau et al. (2015).

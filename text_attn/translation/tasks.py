@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from text_attn.tokens import SPACE
-from text_attn.vocab import tokenize
+from text_attn.core.vocab import tokenize
+from text_attn.translation.tokens import SPACE
 
 
 class TaskError(ValueError):

@@ -14,10 +14,10 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 
-from text_attn.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
-from text_attn.modelfile import save_model_file
-from text_attn.networks import build_network, config_dict, make_config
-from text_attn.training import RunState, check_finite, gather_outputs
+from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
+from text_attn.core.modelfile import save_model_file
+from text_attn.core.training import RunState, check_finite, gather_outputs
+from text_attn.translation.networks import build_network, config_dict, make_config
 
 
 class TranslationModule(RunState, pl.LightningModule):
@@ -33,7 +33,7 @@ class TranslationModule(RunState, pl.LightningModule):
     ):
         """
         Args:
-            arch: network family: ``rnn`` (text_attn.seq2seq) or ``transformer`` (text_attn.transformer).
+            arch: network family: ``rnn`` (translation.seq2seq) or ``transformer`` (translation.transformer).
             network: the family's options: for ``rnn`` the fields of Seq2SeqConfig (attention, rnn, embed_dim, ...),
                 for ``transformer`` those of TransformerConfig (d_model, num_heads, enc_layers, ...).
             lr: Adam learning rate (the peak rate when warmup_steps > 0).

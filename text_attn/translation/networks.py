@@ -7,8 +7,8 @@ from typing import Any
 
 from torch import nn
 
-from text_attn.seq2seq import Seq2Seq, Seq2SeqConfig
-from text_attn.transformer import Transformer, TransformerConfig
+from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+from text_attn.translation.transformer import Transformer, TransformerConfig
 
 # arch name -> (config dataclass, network class); the network takes the config as its only argument.
 NETWORKS: dict[str, tuple[type, type[nn.Module]]] = {
