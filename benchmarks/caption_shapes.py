@@ -27,8 +27,8 @@ import torch
 import yaml
 from _runs import recorded_minutes, timed_fit
 
+from captioning.captioner import Captioner
 from captioning.grounding import grounding
-from captioning.model import CaptionModel
 from captioning.shapes import make_scenes
 from captioning.train_cli import caption_cli
 from text_attn.core.metrics import coco_metrics
@@ -54,14 +54,15 @@ def evaluate(
     data, max_len = cfg["data"], cfg["model"].get("val_max_len", 30)
     # The data module's test split: make_scenes(test_size, seed + 2, ...) exactly (CaptionDataModule._load).
     scenes = make_scenes(test_size, data.get("seed", 0) + 2, data.get("scene_size", 128), data.get("max_objects", 3))
-    model = CaptionModel.load(model_path).eval()
+    captioner = Captioner.load(model_path)
+    model = captioner.model
     if hard_inference is not None:
         model.decoder.cfg.hard_inference = hard_inference  # read at every step: no rebuild needed
     words, alphas = [], []
     for b in range(0, len(scenes), batch):
         chunk = scenes[b : b + batch]
-        images = torch.stack([model.encoder.preprocess(s.image) for s in chunk])  # (N, 3, H, W)
-        for w, a in model.generate(model.encode(images), beam_size=beam_size, max_len=max_len):
+        images = torch.stack([captioner.preprocess(s.image) for s in chunk])  # (N, 3, H, W)
+        for w, a in captioner.caption_features(model.encode(images), beam_size=beam_size, max_len=max_len):
             words.append(w)
             alphas.append(a)  # (len(w), L)
     refs = {i: [" ".join(c) for c in s.captions] for i, s in enumerate(scenes)}

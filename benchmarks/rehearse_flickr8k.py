@@ -236,8 +236,8 @@ def overrides(args: argparse.Namespace, out: Path) -> list[str]:
         # At 224 px its stride-32 map is 7 x 7 (the config's 448 px ResNet gives 14 x 14). The config's grid 14
         # would only replicate every cell 2 x 2 (adaptive pooling): 4x the regions, the cache and the attention
         # work with no new information, so the grid follows the map: 7 x 7 = 49 regions of 1280 features.
-        *("--model.backbone", "efficientnet_lite0", "--model.weights", "imagenet"),
-        *("--model.image_size", str(args.image_size), "--model.grid", str(args.grid)),
+        *("--model.encoder.backbone", "efficientnet_lite0", "--model.encoder.weights", "imagenet"),
+        *("--model.encoder.image_size", str(args.image_size), "--model.encoder.grid", str(args.grid)),
         # CPU: on 2 cores shared with other work one torch thread is faster than two (module doc of cpu_threads)
         *("--trainer.accelerator", "cpu", "--model.cpu_threads", str(args.cpu_threads)),
         # time cap: the config's 30 epochs would take hours here (the Timer starts after feature caching)
@@ -421,13 +421,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="fit's trainer.max_time (DD:HH:MM:SS), encoding excluded (default: %(default)s)",
     )
     p.add_argument(
-        "--image-size", type=int, default=224, help="network input side (model.image_size) (default: %(default)s)"
+        "--image-size",
+        type=int,
+        default=224,
+        help="network input side (model.encoder.image_size) (default: %(default)s)",
     )
     p.add_argument(
         "--grid",
         type=int,
         default=7,
-        help="model.grid: regions per side (7 = the 7 x 7 map at 224 px) (default: %(default)s)",
+        help="model.encoder.grid: regions per side (7 = the 7 x 7 map at 224 px) (default: %(default)s)",
     )
     p.add_argument("--cpu-threads", type=int, default=1, help="model.cpu_threads (default: %(default)s)")
     p.add_argument("--num-workers", type=int, default=2, help="data.num_workers (default: %(default)s)")

@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load_model(args: argparse.Namespace):
-    from captioning.model import CaptionModel
+def _load_captioner(args: argparse.Namespace):
+    from captioning.captioner import Captioner
 
     path = args.model
     if path is None:
@@ -79,11 +79,11 @@ def _load_model(args: argparse.Namespace):
             )
         path = BUNDLED_MODEL
     try:
-        model = CaptionModel.load(path)  # on the CPU: a device problem must not read as a broken file
+        captioner = Captioner.load(path)  # on the CPU: a device problem must not read as a broken file
     except ModelFileError as err:  # a caption-train checkpoint's message names the caption-export command
         fail("caption", str(err))
     try:
-        return model.to(args.device)
+        return captioner.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
         fail("caption", f"cannot use device {args.device!r}: {one_line(err)}")
 
@@ -108,23 +108,23 @@ def _record(name: str, error: str | None = None) -> dict[str, Any]:
 
 
 def caption_images(
-    model, named: list[tuple[str, Image.Image]], args: argparse.Namespace, used: set[str] | None = None
+    captioner, named: list[tuple[str, Image.Image]], args: argparse.Namespace, used: set[str] | None = None
 ) -> list[dict[str, Any]]:
     """Caption (name, RGB image) pairs as one batch; per image a JSON-able record (see the module doc), with its
     overlay written when args.overlay is set. ``used``: overlay names taken so far in this run."""
     from captioning.overlay import draw_overlay, draw_word_panels
 
-    g = model.encoder.grid
-    preprocess = model.encoder.preprocess
+    g = captioner.grid
+    preprocess = captioner.preprocess
     used = set() if used is None else used
-    results = model.caption_images([im for _, im in named], args.beam_size, args.max_len, args.length_penalty)
+    results = captioner.caption_images([im for _, im in named], args.beam_size, args.max_len, args.length_penalty)
     out = []
     for (name, image), (words, alphas) in zip(named, results, strict=True):
         box = preprocess.crop_box(*image.size)
         rec = _record(name)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(image.size), crop_box=list(box))
         rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
-        rec["chosen"] = chosen = model.chosen_regions(alphas)  # hard attention's region per word, else None
+        rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
         if args.overlay:
             stem = _unique_stem(Path(name).stem or "image", used)
             try:
@@ -144,11 +144,11 @@ def caption_images(
     return out
 
 
-def _demo(model, args: argparse.Namespace) -> int:
+def _demo(captioner, args: argparse.Namespace) -> int:
     from captioning.shapes import make_scene
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
-    size = min(max(model.encoder.preprocess.image_size, 64), 512)  # the canvas the shapes model was trained on
+    size = min(max(captioner.preprocess.image_size, 64), 512)  # the canvas the shapes model was trained on
     scene = make_scene(random.Random(seed), size=size)
     out_dir = Path(args.overlay or DEMO_DIR)
     name = str(out_dir / f"scene-{seed}.png")
@@ -158,7 +158,7 @@ def _demo(model, args: argparse.Namespace) -> int:
     except OSError as err:
         fail("caption", f"cannot write the demo scene to {out_dir}: {one_line(err)}")
     args.overlay = str(out_dir)
-    (rec,) = caption_images(model, [(name, scene.image)], args)
+    (rec,) = caption_images(captioner, [(name, scene.image)], args)
     if args.json:
         rec["reference"] = " ".join(scene.captions[0])
         rec["seed"] = seed
@@ -186,9 +186,9 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "--per-word needs --overlay DIR")
     if args.seed is not None and not args.demo:
         fail("caption", "--seed only applies to --demo")
-    model = _load_model(args)
+    captioner = _load_captioner(args)
     if args.demo:
-        return _demo(model, args)
+        return _demo(captioner, args)
     if args.overlay:
         try:
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
@@ -206,7 +206,7 @@ def caption_main(argv: list[str] | None = None) -> int:
             except ImageReadError as err:
                 print(f"caption: error: {err}", file=sys.stderr)
                 batch.append(_record(name, str(err)))
-        done = iter(caption_images(model, good, args, used) if good else [])
+        done = iter(caption_images(captioner, good, args, used) if good else [])
         batch = [rec or next(done) for rec in batch]
         if not args.json:
             for rec in batch:

@@ -13,8 +13,10 @@ one entry per image with all its references. Captions longer than ``max_caption_
 training (an image keeps all its captions); evaluation always uses the full references. The vocabulary comes from
 the train captions only.
 
-Feature caching: with a frozen encoder, the module calls ``dm.cache_features(encode_fn, preprocess, ...)``; every
-image of the requested splits is then preprocessed and encoded once (or read from the disk cache of an earlier run:
+Preprocessing and feature caching belong to the data module; it is given the model's encoder by the CacheFeatures
+callback (captioning.caching), never called by the LightningModule. With a frozen encoder,
+``cache_features(encode_fn, preprocess, ...)`` preprocesses and encodes every image of the requested splits once (or
+reads them from the disk cache of an earlier run:
 captioning.feature_cache), and batches carry "features" (B, L, D) instead of "images" (B, 3, H, W). Cached
 features are stored in float16 (half the memory; ~1e-3 relative rounding, far below
 what the decoder can notice). Memory: N images x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much
@@ -221,7 +223,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
             val_size: shapes: scenes (default 500); karpathy: cap (None = all); folder: images held out
                 (default 5%). test_size: likewise for test.
-            scene_size: shapes canvas side in pixels (the network's input side is model.image_size).
+            scene_size: shapes canvas side in pixels (the network's input side is model.encoder.image_size).
                 max_objects: shapes objects per scene (1..4).
             seed: shapes uses seed, seed+1, seed+2 for train / val / test; also shuffles folder data and batches.
             min_freq: words seen fewer times in the train captions become <unk>.

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from text_attn.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
+from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
 
 GATES = ("scalar", "vector", "none")
 POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
@@ -54,10 +54,17 @@ ATTENTIONS = ("soft", "hard")
 HARD_INFERENCE = ("argmax", "expect")
 
 
+ATTEND_ON = ("all", "fine")
+
+
 @dataclass
 class DecoderConfig:
-    vocab_size: int  # V: output vocabulary size, specials included (pad=0, bos=1, eos=2, unk=3)
-    feature_dim: int  # D: dimension of the encoder's region vectors a_i
+    """The Show-Attend-Tell decoder: the ``model.decoder`` block of a caption config and of a model file. A new
+    decoder option is a field here (with its comment), read where the decoder uses it; configs, the CLI, model files
+    and caption-export follow. vocab_size, feature_dim and key_dims are filled in by ``CaptionModel.build``."""
+
+    vocab_size: int = 0  # V: output vocabulary size, specials included (pad=0, bos=1, eos=2, unk=3). From the data.
+    feature_dim: int = 0  # D: dimension of the encoder's region vectors a_i. From the encoder.
     embed_dim: int = 256  # m: word embedding size (E y); also the deep output's hidden size
     hidden_dim: int = 512  # n: LSTM hidden / cell size
     attn_dim: int = 512  # size of the additive attention's hidden layer (f_att)
@@ -81,9 +88,11 @@ class DecoderConfig:
     # is its attention (the mean already tells the LSTM most of a simple scene, and it then needs not look where it
     # names things: grounding suffers). Not in the paper.
     init_from_image: bool = True
-    # Not in the paper: the attention scores (eq. 4) see only the first ``key_dims`` features of each region, while
-    # the context still reads all D. With a multiscale encoder these are the fine, local channels: where to look is
-    # then decided by what is IN a cell, not by what its wide receptive field sees nearby. None = all D.
+    # Not in the paper: "fine" = the attention scores (eq. 4) see only a multiscale encoder's fine (stride-8) features
+    # of each region, while the context still reads all D: where to look is then decided by what is IN a cell, not
+    # by what its wide receptive field sees nearby. "all": the scores see every feature.
+    attend_on: str = "all"
+    # How many leading features of a region the scores read (None = all D). From attend_on and the encoder.
     key_dims: int | None = None
 
     def __post_init__(self):
@@ -97,7 +106,9 @@ class DecoderConfig:
             raise ValueError(f"unknown gate {self.gate!r}; choose one of {GATES}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.key_dims is not None and not 1 <= self.key_dims <= self.feature_dim:
+        if self.attend_on not in ATTEND_ON:
+            raise ValueError(f"attend_on must be one of {ATTEND_ON}, got {self.attend_on!r}")
+        if self.key_dims is not None and self.feature_dim and not 1 <= self.key_dims <= self.feature_dim:
             raise ValueError(f"key_dims must be in [1, feature_dim={self.feature_dim}], got {self.key_dims}")
 
 

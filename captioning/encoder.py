@@ -19,6 +19,7 @@ import http.client
 import os
 import urllib.parse
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,43 @@ import torch.nn.functional as F
 from torch import nn
 
 from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
-from text_attn.errors import one_line
+from text_attn.core.errors import one_line
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "efficientnet_lite0")
 FINE_TUNE = ("none", "last", "all")
 # Keys of classifier heads: the encoder does not use them, so a weights file may have them or not.
 _HEAD_PREFIXES = ("fc.", "_fc.", "classifier.")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """The image encoder: the ``model.encoder`` block of a caption config. A model file stores all but ``weights``
+    (it holds the weights themselves), with ``image_size`` and ``crop`` resolved."""
+
+    # The CNN (BACKBONES): resnet18 / 34 / 50 / 101 / 152, vgg16, vgg19, efficientnet_lite0. A new backbone: a
+    # ``_<family>_stages`` builder below, registered in _BUILDERS.
+    backbone: str = "resnet101"
+    grid: int = 14  # regions per side: L = grid * grid annotation vectors (the paper: 14)
+    stride: int = 32  # the backbone's output stride: 32, 16 (a finer map at the same input size) or 8 (lite0 only)
+    # "imagenet" (torchvision's, from the torch hub cache; efficientnet_lite0's ship offline in a package), the path
+    # of a state_dict file, or null for random init.
+    weights: str | None = "imagenet"
+    fine_tune: str = "none"  # "none" (frozen: features can be cached), "last" (the last stage trains) or "all"
+    image_size: int | None = None  # network input side (null: 224)
+    crop: bool | None = None  # true (null): the centre square; false: the whole image, aspect ratio not kept
+    # efficientnet_lite0 at stride 8 only: append each region's stride-16 parent's features to its own (fine) ones.
+    multiscale: bool = False
+
+
+def preprocess_for(cfg: EncoderConfig) -> Preprocess:
+    """How images become this encoder's input (size, crop, the backbone's normalisation), without building it."""
+    lite = cfg.backbone.startswith("efficientnet")
+    return Preprocess(
+        image_size=224 if cfg.image_size is None else cfg.image_size,
+        crop=True if cfg.crop is None else cfg.crop,
+        mean=LITE_MEAN if lite else IMAGENET_MEAN,
+        std=LITE_STD if lite else IMAGENET_STD,
+    )
 
 
 class EncoderWeightsError(RuntimeError):
@@ -229,12 +261,6 @@ def _lite0_stages(backbone: str, state: dict | None, stride: int) -> tuple[Order
     return stages, net._blocks[groups[stride][-1]]._bn2.num_features
 
 
-def imagenet_classifier_lite0() -> tuple[nn.Module, Preprocess]:
-    """EfficientNet-Lite0 with its ImageNet head and the package's offline weights, in eval mode."""
-    net = _lite0_network(_read_state_dict(_lite0_weights_file()))
-    return net.eval(), Preprocess(224, True, LITE_MEAN, LITE_STD)
-
-
 _BUILDERS = {"resnet": _resnet_stages, "vgg": _vgg_stages, "efficientnet": _lite0_stages}
 
 
@@ -287,18 +313,25 @@ class ImageEncoder(nn.Module):
         self.body = nn.Sequential(stages)
         self.backbone, self.stride, self.fine_tune = backbone, stride, fine_tune
         self.grid, self.num_regions = int(grid), int(grid) ** 2
-        lite = family == "efficientnet"
-        self.preprocess = Preprocess(
-            image_size=224 if image_size is None else image_size,
-            crop=True if crop is None else crop,
-            mean=LITE_MEAN if lite else IMAGENET_MEAN,
-            std=LITE_STD if lite else IMAGENET_STD,
-        )
+        self.preprocess = preprocess_for(EncoderConfig(backbone, image_size=image_size, crop=crop))
         n_stages = len(self.body)
         self._n_frozen = {"none": n_stages, "last": n_stages - 1, "all": 0}[fine_tune]
         for stage in self.body[: self._n_frozen]:
             stage.requires_grad_(False)
         self.train(self.training)
+
+    @classmethod
+    def from_config(cls, cfg: EncoderConfig) -> ImageEncoder:
+        return cls(
+            cfg.backbone,
+            grid=cfg.grid,
+            weights=cfg.weights,
+            stride=cfg.stride,
+            fine_tune=cfg.fine_tune,
+            image_size=cfg.image_size,
+            crop=cfg.crop,
+            multiscale=cfg.multiscale,
+        )
 
     def config(self) -> dict[str, Any]:
         """JSON-able keyword arguments that rebuild this encoder (load its state_dict after)."""

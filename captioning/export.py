@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from text_attn.core.errors import one_line
@@ -17,8 +16,6 @@ from text_attn.core.modelfile import ModelFileError, export_command, read_export
 
 def _checkpoint_vocab(ckpt: dict, path: str):
     """The training vocabulary: stored in the checkpoint, else rebuilt from its data settings (deterministic)."""
-    import inspect
-
     from text_attn.core.vocab import Vocabulary
 
     if isinstance(ckpt.get("vocab"), dict):
@@ -46,62 +43,51 @@ def _checkpoint_vocab(ckpt: dict, path: str):
 
 
 def model_from_checkpoint(ckpt: dict, path: str):
-    """A CaptionModel with the weights of a caption-train (CaptionModule) Lightning checkpoint."""
+    """A Captioner with the weights of a caption-train (CaptionModule) Lightning checkpoint; checkpoints from before the
+    nested configuration (flat model options) are read too."""
+    from captioning.captioner import Captioner
     from captioning.decoder import DecoderConfig
-    from captioning.model import CaptionModel
+    from captioning.encoder import EncoderConfig
+    from captioning.model import as_config, nest_options
 
-    hp = ckpt.get("hyper_parameters") or {}
+    hp = nest_options(dict(ckpt.get("hyper_parameters") or {}))
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     if not state:
         raise ModelFileError(f"{path}: not a caption-train checkpoint (no 'model.*' weights in its state_dict)")
     vocab = _checkpoint_vocab(ckpt, path)
-    decoder_keys = {f.name for f in fields(DecoderConfig)} - {"vocab_size", "feature_dim"}
-    # CaptionModel.build's own keyword options (encoder settings, attend_on), read from its signature so a new one is
-    # never forgotten here; weights are not among them: they come from the checkpoint.
-    build = inspect.signature(CaptionModel.build).parameters.values()
-    build_keys = {p.name for p in build if p.kind is p.KEYWORD_ONLY} - {"weights"}
     try:
-        model = CaptionModel.build(
-            vocab,
-            weights=None,  # every encoder weight comes from the checkpoint: no download, no weights file
-            **{k: hp[k] for k in build_keys if k in hp},
-            **{k: hp[k] for k in decoder_keys if k in hp},
-        )
-        model.load_state_dict(state)
+        # every encoder weight comes from the checkpoint: no download, no weights file
+        encoder = as_config(EncoderConfig, {**dict(hp.get("encoder") or {}), "weights": None}, "encoder")
+        decoder = as_config(DecoderConfig, dict(hp.get("decoder") or {}), "decoder")
+        captioner = Captioner.build(vocab, encoder, decoder)
+        captioner.model.load_state_dict(state)
     except (TypeError, ValueError, RuntimeError) as err:
         raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({one_line(err)})") from None
-    return model.eval()
+    captioner.model.eval()
+    return captioner
 
 
 def load_any(path: str):
-    """(CaptionModel, what) from a caption-train checkpoint or a caption model file."""
-    from captioning.model import CaptionModel
+    """(Captioner, what) from a caption-train checkpoint or a caption model file."""
+    from captioning.captioner import Captioner
 
     data = read_export_source(path)
     if isinstance(data, dict) and "format" in data:
-        return CaptionModel.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
+        return Captioner.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
     if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
         return model_from_checkpoint(data, path), "checkpoint"
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
 
 
-def export_model(model, out: str | Path, half: bool = False) -> Path:
-    """Write model's self-contained file; half: parameters stored as float16 (buffers, e.g. BatchNorm statistics,
-    stay float32). CaptionModel.load casts them back: load_state_dict copies into float32 parameters."""
-    import torch
-
-    from captioning.model import CaptionModel
+def export_model(captioner, out: str | Path, half: bool = False) -> Path:
+    """Write the captioner's model file at ``out`` (float16 parameters with ``half``): next to it first, read back,
+    then moved over ``out`` (which may be the input)."""
+    from captioning.captioner import Captioner
 
     out = Path(out)
-    tmp = out.with_name(out.name + ".part")  # written and checked before it replaces out (which may be the input)
-    model.save(tmp)
-    if half:
-        data = torch.load(tmp, map_location="cpu", weights_only=True)
-        params = {name for name, _ in model.named_parameters()}
-        sd = data["state_dict"]
-        data["state_dict"] = {k: v.half() if k in params and v.is_floating_point() else v for k, v in sd.items()}
-        torch.save(data, tmp)
-    CaptionModel.load(tmp)
+    tmp = out.with_name(out.name + ".part")
+    captioner.save(tmp, half=half)
+    Captioner.load(tmp)
     os.replace(tmp, out)
     return out
 
@@ -110,9 +96,9 @@ def export_main(argv: list[str] | None = None) -> int:
     """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code."""
 
     def convert(src: str, dst: str, half: bool) -> str:
-        model, what = load_any(src)
-        out = export_model(model, dst, half=half)
-        n = sum(p.numel() for p in model.parameters())
+        captioner, what = load_any(src)
+        out = export_model(captioner, dst, half=half)
+        n = sum(p.numel() for p in captioner.model.parameters())
         dtype = "float16" if half else "float32"
         size = out.stat().st_size / 2**20
         return f"wrote {out} from {what} {src}: {n / 1e6:.2f}M parameters, {dtype} weights, {size:.1f} MiB"

@@ -2,7 +2,7 @@
 
 The model is built in ``setup`` because its vocabulary comes from the data module. Training minimises the
 cross-entropy plus λ times the doubly stochastic attention penalty (Xu et al. 2015, eq. 14); with
-``attention: hard`` it minimises eq. (12) instead (captioning.reinforce: cross-entropy with sampled locations,
+``decoder.attention: hard`` it minimises eq. (12) instead (captioning.reinforce: cross-entropy with sampled locations,
 REINFORCE with a moving-average baseline, entropy bonus) and logs ``train_reinforce``, ``train_entropy`` (mean
 attention entropy per step), ``train_reward`` and ``baseline``; it warns once if the attention stays near uniform
 ``collapse_warmup`` steps after sampling starts (the end of ``soft_warmup``). Validation and test
@@ -13,54 +13,36 @@ Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's first re
 0 when no noun names an object), ``{stage}_grounding_mass`` (mean attention mass in that box) and
 ``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint.
 
-With a frozen encoder and ``data.cache_features: true``, every image is encoded once before the first batch (in
-``on_fit_start`` / ``on_validation_start`` / ``on_test_start``: after any checkpoint has been restored and the model
-moved to its device, so the cached features come from the weights actually used).
+The module never calls into the data module: it reads its vocabulary (``dm.vocab``) and, for grounding, its scenes;
+the CacheFeatures callback (captioning.caching, added by ``configure_callbacks``) gives the data module the encoder
+for preprocessing and the feature cache.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from dataclasses import asdict
 
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
-from captioning.decoder import caption_loss
-from captioning.feature_cache import encoder_fingerprint
+from captioning.caching import CacheFeatures
+from captioning.captioner import Captioner
+from captioning.decoder import DecoderConfig, caption_loss
+from captioning.encoder import EncoderConfig
 from captioning.grounding import grounding
-from captioning.model import CaptionModel
+from captioning.model import CaptionModel, as_config
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.training import RunState, check_finite, gather_outputs
-
-_STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
 
 
 class CaptionModule(RunState, pl.LightningModule):
     def __init__(
         self,
-        backbone: str = "resnet101",
-        grid: int = 14,
-        stride: int = 32,
-        weights: str | None = "imagenet",
-        fine_tune: str = "none",
-        image_size: int | None = None,
-        crop: bool | None = None,
-        multiscale: bool = False,
-        attend_on: str = "all",
-        embed_dim: int = 512,
-        hidden_dim: int = 512,
-        attn_dim: int = 512,
-        dropout: float = 0.5,
-        gate: str = "scalar",
-        deep_output: bool = True,
-        region_pos: bool = False,
-        init_from_image: bool = True,
-        attention: str = "soft",
-        hard_inference: str = "argmax",
-        soft_prob: float = 0.5,
+        encoder: EncoderConfig = EncoderConfig(),  # noqa: B008 - a frozen dataclass; stored as a dict below
+        decoder: DecoderConfig = DecoderConfig(),  # noqa: B008
         soft_warmup: int = 0,
         rl_lambda: float = 1.0,
         rl_reward: str = "caption",
@@ -82,30 +64,15 @@ class CaptionModule(RunState, pl.LightningModule):
     ):
         """
         Args:
-            backbone: CNN encoder (captioning.encoder.BACKBONES): resnet18..152, vgg16, vgg19, efficientnet_lite0.
-            grid: regions per side; L = grid * grid annotation vectors (the paper: 14).
-            stride: 16 or 32, the backbone's output stride (16 gives a finer map at the same input size).
-            weights: ``imagenet`` (torchvision's, from the hub cache; efficientnet_lite0's ship offline),
-                a state_dict file, or null for random init.
-            fine_tune: ``none`` (frozen; features can be cached), ``last`` (last stage trains) or ``all``.
-            image_size: network input side (default: the backbone's 224). crop: centre square crop (default true).
-            multiscale: efficientnet_lite0 at stride 8 only: append the stride-16 map (upsampled) to every region.
-            attend_on: ``all`` or ``fine``: with multiscale, the attention scores see only the fine (stride-8) channels
-                of each region, so where to look follows what is in a cell; the context still reads all channels.
-            embed_dim: word embedding size. hidden_dim: LSTM size. attn_dim: attention hidden size.
-            dropout: decoder dropout. gate: ``scalar`` (the paper's β), ``vector`` or ``none``.
-            deep_output: the paper's eq. (7) readout (else a linear layer on h_t).
-            region_pos: add a learned code of each region's (row, col) to its features (not in the paper; spatial
-                captions need it: CNN features carry little position information).
-            init_from_image: the paper's h0/c0 from the mean region (true) or a fixed start (false), which leaves
-                attention as the decoder's only view of the image.
-            attention: ``soft`` (deterministic, eq. 13) or ``hard`` (stochastic, Sec. 4.1, trained by eq. 12).
-            hard_inference: hard attention at inference: ``argmax`` (one region per word) or ``expect`` (the expected,
-                soft context). soft_prob: hard training: per caption, probability of using the expected context
-                instead of sampling (the paper: 0.5).
+            encoder: the image encoder (captioning.encoder.EncoderConfig: backbone, grid, stride, weights, fine_tune,
+                image_size, crop, multiscale), a dataclass or a dict of its fields.
+            decoder: the Show-Attend-Tell decoder (captioning.decoder.DecoderConfig: embed_dim, hidden_dim, attn_dim,
+                dropout, gate, deep_output, attention, hard_inference, soft_prob, region_pos, init_from_image,
+                attend_on), a dataclass or a dict of its fields.
             soft_warmup: hard training: for the first this many steps every caption takes the expected context
-                (soft attention), then ``soft_prob`` applies. Not in the paper: REINFORCE from a random start spends
-                its budget finding the objects; after a soft start it only has to learn to use one region at a time.
+                (soft attention), then ``decoder.soft_prob`` applies. Not in the paper: REINFORCE from a random start
+                spends its budget finding the objects; after a soft start it only has to learn to use one region at a
+                time.
             rl_lambda: λ_r, weight of the REINFORCE term (reward = the caption's log-likelihood minus the baseline).
             rl_reward: ``caption`` (the paper: every location of a caption shares its log-likelihood minus the
                 baseline) or ``word`` (the authors' code: each location gets its own word's log-probability, no
@@ -130,12 +97,16 @@ class CaptionModule(RunState, pl.LightningModule):
                 shared with other work, 1 is much faster: threads waiting for a busy core stall every op.
         """
         super().__init__()
+        encoder, decoder = as_config(EncoderConfig, encoder, "encoder"), as_config(DecoderConfig, decoder, "decoder")
+        self.encoder_config, self.decoder_config = encoder, decoder
+        # Checkpoints keep plain dicts (they load with weights_only=True); save_hyperparameters reads these locals.
+        encoder, decoder = asdict(encoder), asdict(decoder)
         self.save_hyperparameters()
         # The baseline is a buffer of the module (saved in checkpoints); only hard attention has one, so soft
         # checkpoints keep their keys.
         if rl_reward not in REWARDS:
             raise ValueError(f"unknown rl_reward {rl_reward!r}; choose one of {REWARDS}")
-        self.baseline = MovingAverageBaseline(baseline_decay) if attention == "hard" else None
+        self.baseline = MovingAverageBaseline(baseline_decay) if self.decoder_config.attention == "hard" else None
         self._collapse = CollapseMonitor(collapse_warmup, collapse_ratio)
         self.model: CaptionModel | None = None
         self.vocab = None
@@ -145,91 +116,18 @@ class CaptionModule(RunState, pl.LightningModule):
     def setup(self, stage: str | None = None) -> None:
         if self.hparams.cpu_threads:
             torch.set_num_threads(self.hparams.cpu_threads)
-        dm = self.trainer.datamodule
-        dm.setup(stage)
         if self.model is None:
-            hp = self.hparams
-            self.vocab = dm.vocab
-            self.model = CaptionModel.build(
-                self.vocab,
-                backbone=hp.backbone,
-                grid=hp.grid,
-                stride=hp.stride,
-                weights=hp.weights,
-                fine_tune=hp.fine_tune,
-                image_size=hp.image_size,
-                crop=hp.crop,
-                multiscale=hp.multiscale,
-                attend_on=hp.attend_on,
-                embed_dim=hp.embed_dim,
-                hidden_dim=hp.hidden_dim,
-                attn_dim=hp.attn_dim,
-                dropout=hp.dropout,
-                gate=hp.gate,
-                deep_output=hp.deep_output,
-                region_pos=hp.region_pos,
-                init_from_image=hp.init_from_image,
-                attention=hp.attention,
-                hard_inference=hp.hard_inference,
-                soft_prob=hp.soft_prob,
-            )
-        dm.set_preprocess(self.model.encoder.preprocess)
+            vocab = getattr(self.trainer.datamodule, "vocab", None)
+            if vocab is None:
+                raise ValueError("CaptionModule needs a CaptionDataModule (its vocabulary sizes the decoder)")
+            self.vocab = vocab
+            self.model = CaptionModel.build(len(vocab), self.encoder_config, self.decoder_config)
 
-    def _cache(self, stage: str) -> None:
-        """Encode (or load from disk) the features of the splits ``stage`` uses, with the frozen encoder.
+    def configure_callbacks(self) -> list:
+        return [CacheFeatures()]  # the data module encodes each image once with this model's frozen encoder
 
-        Under DDP the first process of each machine encodes and writes the cache files while the others wait, then
-        they read them (memory-mapped). ``fast_dev_run`` caches nothing: its few batches encode their own images.
-        """
-        trainer = self.trainer
-        dm = trainer.datamodule
-        if self.hparams.fine_tune != "none" or not dm.hparams.cache_features or trainer.fast_dev_run:
-            return
-        cache_dir = dm.hparams.feature_cache_dir
-        if cache_dir == "auto":
-            cache_dir = str(Path(trainer.default_root_dir, "feature_cache"))
-        fingerprint = None
-        if cache_dir:
-            settings = {**self.model.encoder.config(), "preprocess": repr(self.model.encoder.preprocess)}
-            fingerprint = encoder_fingerprint(self.model.encoder, settings)
-
-        def encode(images: torch.Tensor) -> torch.Tensor:
-            return self.model.encode(images.to(self.device))  # (B, L, D)
-
-        def run(progress: bool) -> None:
-            was_training = self.model.training
-            self.model.eval()
-            dm.cache_features(
-                encode,
-                self.model.encoder.preprocess,
-                _STAGE_SPLITS[stage],
-                progress=progress,
-                cache_dir=cache_dir,
-                fingerprint=fingerprint,
-            )
-            self.model.train(was_training)
-
-        progress = trainer.progress_bar_callback is not None
-        if trainer.world_size > 1 and cache_dir:
-            if trainer.local_rank == 0:
-                run(progress)
-            trainer.strategy.barrier("feature_cache")
-            if trainer.local_rank != 0:
-                run(False)  # reads what the first process wrote (encodes only if the disk is not shared)
-        else:
-            run(progress and trainer.is_global_zero)
-
-    def on_fit_start(self) -> None:
-        self._cache("fit")
-
-    def on_validation_start(self) -> None:
-        self._cache("validate")  # a no-op during fit: val was cached at fit start
-
-    def on_test_start(self) -> None:
-        self._cache("test")
-
-    def on_predict_start(self) -> None:
-        self._cache("predict")
+    def captioner(self) -> Captioner:
+        return Captioner(self.model, self.vocab)
 
     # --- training ---------------------------------------------------------------------------------------------------
     def _features(self, batch: dict) -> torch.Tensor:
@@ -311,7 +209,7 @@ class CaptionModule(RunState, pl.LightningModule):
         features = self._features(batch)
         loss, _ = self._loss(batch, features)
         self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=features.size(0), sync_dist=True)
-        captions = self.model.generate(features, beam_size=self.hparams.val_beam_size, max_len=self.hparams.val_max_len)
+        captions = self.captioner().caption_features(features, self.hparams.val_beam_size, self.hparams.val_max_len)
         for i, refs, (words, alphas) in zip(batch["image_index"].tolist(), batch["references"], captions, strict=True):
             self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas.cpu()})
 
@@ -348,8 +246,8 @@ class CaptionModule(RunState, pl.LightningModule):
         self._eval_epoch_end("test")
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
-        captions = self.model.generate(
-            self._features(batch), beam_size=self.hparams.val_beam_size, max_len=self.hparams.val_max_len
+        captions = self.captioner().caption_features(
+            self._features(batch), self.hparams.val_beam_size, self.hparams.val_max_len
         )
         index = batch["image_index"].tolist()
         return [{"index": i, "caption": " ".join(w)} for i, (w, _) in zip(index, captions, strict=True)]
@@ -370,4 +268,4 @@ class CaptionModule(RunState, pl.LightningModule):
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
-        self.export_best(self.hparams.export_path, self.model.save)
+        self.export_best(self.hparams.export_path, self.captioner().save)

@@ -161,5 +161,5 @@ class CollapseMonitor:
             f"hard attention is still almost uniform after {step} steps of sampling: mean entropy "
             f"{self.level:.3f} x log L "
             f"(L = {num_regions}); REINFORCE is not moving it. Try a smaller model.entropy_lambda, a larger "
-            "model.rl_lambda or model.soft_prob, or a lower learning rate."
+            "model.rl_lambda or model.decoder.soft_prob, or a lower learning rate."
         )

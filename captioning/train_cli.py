@@ -21,10 +21,38 @@ def caption_cli(args: list[str] | None = None):
 
     errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
     renamed = {
-        "data.image_size": "data.scene_size (the shapes canvas side; the network's input side is model.image_size)"
+        "data.image_size": "data.scene_size (the shapes canvas side; the network's input side is "
+        "model.encoder.image_size)"
     }
     return run_lightning_cli(
-        "caption-train", CaptionModule, CaptionDataModule, args, errors, TRAIN_DESCRIPTION, renamed=renamed
+        "caption-train",
+        CaptionModule,
+        CaptionDataModule,
+        args,
+        errors,
+        TRAIN_DESCRIPTION,
+        renamed=renamed,
+        outdated=flat_model_options,
+    )
+
+
+def flat_model_options(given: set[str]) -> str | None:
+    """One line for a config or command line that still sets encoder / decoder options directly under ``model``
+    (before they were nested), saying where each one goes now."""
+    from captioning.model import DECODER_OPTIONS, ENCODER_OPTIONS
+
+    flat = {g.removeprefix("fit.").removeprefix("test.").removeprefix("validate.").removeprefix("predict.")
+            for g in given}  # fmt: skip
+    enc = [n for n in ENCODER_OPTIONS if f"model.{n}" in flat]
+    dec = [n for n in DECODER_OPTIONS if f"model.{n}" in flat]
+    if not enc and not dec:
+        return None
+    moves = [
+        f"{', '.join(names)} under model.{block}" for block, names in (("encoder", enc), ("decoder", dec)) if names
+    ]
+    return (
+        f"the model options are nested now: put {' and '.join(moves)} (e.g. model.{(enc or dec)[0]} -> "
+        f"model.{'encoder' if enc else 'decoder'}.{(enc or dec)[0]}; see configs/caption/shapes_soft.yaml)"
     )
 
 

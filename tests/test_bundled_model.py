@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from captioning import caption_cli
-from captioning.model import CaptionModel
+from captioning.captioner import Captioner
 from captioning.shapes import make_scene
 
 IMAGES = caption_cli.Path(__file__).parent / "fixtures" / "images"
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_bundled_model_is_a_small_self_contained_file():
     path = caption_cli.BUNDLED_MODEL
     assert path.is_file() and path.stat().st_size < 8 * 2**20
-    model = CaptionModel.load(path)
+    model = Captioner.load(path).model
     assert model.decoder.cfg.attention == "soft" and model.encoder.backbone == "efficientnet_lite0"
 
 

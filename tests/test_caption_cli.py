@@ -12,8 +12,10 @@ from PIL import Image
 
 from captioning import caption_cli
 from captioning.caption_cli import caption_main
+from captioning.captioner import Captioner
+from captioning.decoder import DecoderConfig
+from captioning.encoder import EncoderConfig
 from captioning.export import export_main
-from captioning.model import CaptionModel
 from captioning.preprocess import load_image as read_image
 from captioning.shapes import VOCAB, make_scenes
 from text_attn.core.vocab import Vocabulary
@@ -21,15 +23,14 @@ from text_attn.core.vocab import Vocabulary
 IMAGES = Path(__file__).parent / "fixtures" / "images"
 PHOTOS = [str(IMAGES / n) for n in ("coffee.png", "chelsea.png", "astronaut.png", "rocket.jpg")]
 # resnet18 cut at stride 16 (no layer4): 2.8M parameters, an 11 MB model file
-TINY = dict(
-    backbone="resnet18", stride=16, weights=None, grid=4, image_size=64, embed_dim=16, hidden_dim=32, attn_dim=16
-)
+TINY_ENCODER = dict(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
+TINY_DECODER = dict(embed_dim=16, hidden_dim=32, attn_dim=16)
 FAST = ["--max-len", "6"]  # an untrained model would otherwise talk for 30 words
 
 
-def _tiny(vocab: Vocabulary, crop: bool = False) -> CaptionModel:
+def _tiny(vocab: Vocabulary, crop: bool = False, **decoder) -> Captioner:
     torch.manual_seed(0)
-    return CaptionModel.build(vocab, crop=crop, **TINY)
+    return Captioner.build(vocab, EncoderConfig(**TINY_ENCODER, crop=crop), DecoderConfig(**TINY_DECODER, **decoder))
 
 
 @pytest.fixture(scope="module")
@@ -180,9 +181,8 @@ def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
 def test_hard_attention_model_reports_and_outlines_its_chosen_regions(capsys, tmp_path, monkeypatch):
     from captioning import overlay
 
-    torch.manual_seed(0)
     path = tmp_path / "hard.pt"
-    CaptionModel.build(Vocabulary.build([list(VOCAB)]), attention="hard", **TINY).save(path)
+    _tiny(Vocabulary.build([list(VOCAB)]), crop=True, attention="hard").save(path)
     marked = []
     mark = overlay._Painter._mark
     monkeypatch.setattr(overlay._Painter, "_mark", lambda self, panel, r: (marked.append(r), mark(self, panel, r)))
@@ -249,8 +249,8 @@ def test_usage_errors(capsys, args):
 
 
 # --- caption-export -----------------------------------------------------------------------------------------------
-def _states_equal(a: CaptionModel, b: CaptionModel) -> bool:
-    sa, sb = a.state_dict(), b.state_dict()
+def _states_equal(a: Captioner, b: Captioner) -> bool:
+    sa, sb = a.model.state_dict(), b.model.state_dict()
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
@@ -262,7 +262,7 @@ def test_export_model_file_to_half(capsys, model_file, tmp_path):
     stored = torch.load(out, weights_only=True)["state_dict"]
     assert stored["decoder.embedding.weight"].dtype == torch.float16  # parameters halved ...
     assert stored["encoder.body.stem.1.running_var"].dtype == torch.float32  # ... buffers not
-    full, half = CaptionModel.load(model_file), CaptionModel.load(out)
+    full, half = Captioner.load(model_file).model, Captioner.load(out).model
     for (name, p), q in zip(full.state_dict().items(), half.state_dict().values(), strict=True):
         assert q.dtype == p.dtype, name  # back to float32 on load
         torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4, msg=name)
@@ -273,9 +273,13 @@ def test_export_model_file_to_half(capsys, model_file, tmp_path):
     assert all(v.dtype != torch.float16 for v in torch.load(out, weights_only=True)["state_dict"].values())
 
 
-def _checkpoint(model: CaptionModel, **extra) -> dict:
-    hp = dict(TINY, crop=False, fine_tune="none", dropout=0.5, gate="scalar", deep_output=True, lr=1e-3)
-    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+def _checkpoint(captioner: Captioner, flat: bool = False, **extra) -> dict:
+    """A caption-train checkpoint of the captioner's weights; flat: with the model options of older checkpoints
+    (before model.encoder / model.decoder), which caption-export still reads."""
+    encoder = dict(TINY_ENCODER, crop=False, fine_tune="none")
+    decoder = dict(TINY_DECODER, dropout=0.5, gate="scalar", deep_output=True)
+    hp = {**encoder, **decoder, "lr": 1e-3} if flat else {"encoder": encoder, "decoder": decoder, "lr": 1e-3}
+    state = {f"model.{k}": v for k, v in captioner.model.state_dict().items()}
     return {"epoch": 3, "state_dict": state, "hyper_parameters": hp, **extra}
 
 
@@ -284,22 +288,26 @@ def test_export_checkpoint_with_vocab(capsys, tmp_path):
     model = _tiny(vocab)
     torch.save(_checkpoint(model, vocab=vocab.to_dict()), tmp_path / "best.ckpt")
     assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
-    loaded = CaptionModel.load(tmp_path / "m.pt")
+    loaded = Captioner.load(tmp_path / "m.pt")
     assert _states_equal(loaded, model) and loaded.vocab == vocab
-    assert loaded.encoder.preprocess == model.encoder.preprocess
+    assert loaded.preprocess == model.preprocess
 
 
 def test_export_checkpoint_of_a_multiscale_model_attending_on_fine_channels(capsys, tmp_path):
     vocab = Vocabulary.build([list(VOCAB)])
-    settings = dict(backbone="efficientnet_lite0", stride=8, grid=4, multiscale=True, attend_on="fine")
+    settings = dict(backbone="efficientnet_lite0", stride=8, grid=4, multiscale=True)
     torch.manual_seed(0)
-    model = CaptionModel.build(vocab, **{**TINY, **settings}, crop=False)
-    ckpt = _checkpoint(model, vocab=vocab.to_dict())
-    ckpt["hyper_parameters"].update(settings)
-    torch.save(ckpt, tmp_path / "best.ckpt")
-    assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
-    loaded = CaptionModel.load(tmp_path / "m.pt")
-    assert _states_equal(loaded, model) and loaded.decoder.cfg.key_dims == 40
+    encoder = EncoderConfig(**{**TINY_ENCODER, **settings}, crop=False)
+    model = Captioner.build(vocab, encoder, DecoderConfig(**TINY_DECODER, attend_on="fine"))
+    for flat in (False, True):  # today's nested options, and an older checkpoint's flat ones
+        ckpt = _checkpoint(model, flat=flat, vocab=vocab.to_dict())
+        hp = ckpt["hyper_parameters"]
+        (hp if flat else hp["encoder"]).update(settings)
+        (hp if flat else hp["decoder"]).update(attend_on="fine")
+        torch.save(ckpt, tmp_path / "best.ckpt")
+        assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
+        loaded = Captioner.load(tmp_path / "m.pt")
+        assert _states_equal(loaded, model) and loaded.model.decoder.cfg.key_dims == 40
 
 
 def test_export_checkpoint_rebuilds_the_vocab_from_the_data_settings(capsys, tmp_path):
@@ -307,10 +315,10 @@ def test_export_checkpoint_rebuilds_the_vocab_from_the_data_settings(capsys, tmp
     scenes = make_scenes(12, 5, 64, 3)
     vocab = Vocabulary.build(c for s in scenes for c in s.captions)
     model = _tiny(vocab)
-    torch.save(_checkpoint(model, datamodule_hyper_parameters=data), tmp_path / "best.ckpt")
+    torch.save(_checkpoint(model, flat=True, datamodule_hyper_parameters=data), tmp_path / "best.ckpt")
     assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
     assert "no vocabulary" in capsys.readouterr().err
-    loaded = CaptionModel.load(tmp_path / "m.pt")
+    loaded = Captioner.load(tmp_path / "m.pt")
     assert loaded.vocab == vocab and _states_equal(loaded, model)
 
 
@@ -335,7 +343,8 @@ def test_export_a_real_training_checkpoint(capsys, tmp_path):
     from captioning.module import CaptionModule
 
     pl.seed_everything(0)
-    module = CaptionModule(**TINY, crop=False, val_meteor=False, export_path=str(tmp_path / "fit.pt"))
+    encoder, decoder = EncoderConfig(**TINY_ENCODER, crop=False), DecoderConfig(**TINY_DECODER)
+    module = CaptionModule(encoder, decoder, val_meteor=False, export_path=str(tmp_path / "fit.pt"))
     dm = CaptionDataModule(source="shapes", train_size=16, val_size=4, test_size=4, scene_size=64, batch_size=8)
     ckpt = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_Bleu_4", mode="max", save_top_k=1)
     trainer = pl.Trainer(
@@ -348,5 +357,5 @@ def test_export_a_real_training_checkpoint(capsys, tmp_path):
     )
     trainer.fit(module, dm)
     assert export_main([ckpt.best_model_path, str(tmp_path / "export.pt")]) == 0
-    a, b = CaptionModel.load(tmp_path / "fit.pt"), CaptionModel.load(tmp_path / "export.pt")
-    assert _states_equal(a, b) and a.vocab == b.vocab and a.encoder.preprocess == b.encoder.preprocess
+    a, b = Captioner.load(tmp_path / "fit.pt"), Captioner.load(tmp_path / "export.pt")
+    assert _states_equal(a, b) and a.vocab == b.vocab and a.preprocess == b.preprocess

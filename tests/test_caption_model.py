@@ -1,4 +1,4 @@
-"""CaptionModel: overfit tiny images to exact recall, greedy / beam search through the search protocol,
+"""CaptionModel and Captioner: overfit tiny images to exact recall, greedy / beam search through the search protocol,
 the self-contained model file and its error messages."""
 
 import json
@@ -8,8 +8,10 @@ import pytest
 import torch
 from PIL import Image
 
+from captioning.captioner import Captioner, ModelFileError
 from captioning.decoder import DecoderConfig, ShowAttendTellDecoder, caption_loss
-from captioning.model import CaptionModel, ModelFileError
+from captioning.encoder import EncoderConfig
+from captioning.model import CaptionModel
 from text_attn.core.decoding import beam_search, greedy_search
 from text_attn.core.vocab import Vocabulary
 
@@ -19,7 +21,7 @@ CAPTIONS = [
     "a green square near circles",
     "one large yellow star",
 ]
-TINY = dict(backbone="resnet18", weights=None, grid=4, image_size=64, crop=False)
+TINY = EncoderConfig(backbone="resnet18", weights=None, grid=4, image_size=64, crop=False)
 SMALL_DECODER = dict(embed_dim=32, hidden_dim=64, attn_dim=32, dropout=0.0)
 
 
@@ -55,7 +57,8 @@ def trained():
     torch.manual_seed(0)
     words = [c.split() for c in CAPTIONS]
     vocab = Vocabulary.build(words)
-    model = CaptionModel.build(vocab, **TINY, **SMALL_DECODER)
+    captioner = Captioner.build(vocab, TINY, DecoderConfig(**SMALL_DECODER))
+    model = captioner.model
     images = _block_images()
     model.eval()
     with torch.no_grad():
@@ -73,13 +76,13 @@ def trained():
             break
     assert parts["ce"].item() < 0.01, "the decoder did not overfit 4 captions"
     model.eval()
-    return model, images, feats, words
+    return captioner, images, feats, words
 
 
 def test_overfits_to_exact_recall_with_greedy_and_beam(trained):
-    model, _, feats, words = trained
+    captioner, _, feats, words = trained
     for beam_size in (1, 3):
-        out = model.generate(feats, beam_size=beam_size, max_len=12)
+        out = captioner.caption_features(feats, beam_size=beam_size, max_len=12)
         assert [w for w, _ in out] == words
         for w, alphas in out:
             assert alphas.shape == (len(w), feats.size(1))  # the eos step's alpha is dropped
@@ -87,21 +90,21 @@ def test_overfits_to_exact_recall_with_greedy_and_beam(trained):
 
 
 def test_caption_images_end_to_end(trained):
-    model, images, _, words = trained
-    model.train()  # generate must switch dropout off itself, and restore the mode after
-    out = model.caption_images(images, beam_size=3)
-    assert model.training
-    model.eval()
+    captioner, images, _, words = trained
+    captioner.model.train()  # generate must switch dropout off itself, and restore the mode after
+    out = captioner.caption_images(images, beam_size=3)
+    assert captioner.model.training
+    captioner.model.eval()
     assert [w for w, _ in out] == words
-    assert model.caption_images([]) == []
+    assert captioner.caption_images([]) == []
 
 
 def test_beam_size_one_equals_greedy_on_an_untrained_decoder(trained):
-    model, _, _, _ = trained
+    model = trained[0].model
     torch.manual_seed(5)
     vocab = Vocabulary(["<pad>", "<bos>", "<eos>", "<unk>", *[f"w{i}" for i in range(20)]])
     cfg = DecoderConfig(vocab_size=len(vocab), feature_dim=model.encoder.out_dim, **SMALL_DECODER)
-    fresh = CaptionModel(model.encoder, ShowAttendTellDecoder(cfg), vocab, model.encoder_config).eval()
+    fresh = CaptionModel(model.encoder, ShowAttendTellDecoder(cfg)).eval()
     feats = torch.randn(6, 16, model.encoder.out_dim)
     args = (fresh, fresh.init_state(feats), 6, vocab.bos_id, vocab.eos_id, 8)
     g = greedy_search(*args)
@@ -110,34 +113,38 @@ def test_beam_size_one_equals_greedy_on_an_untrained_decoder(trained):
     assert torch.allclose(g.scores, b.scores, atol=1e-5)
     assert torch.allclose(g.attention, b.attention, atol=1e-6)
     assert g.tokens.size(1) > 1  # a random decoder does not stop at once: the comparison covers steps
-    words = [w for w, _ in fresh.generate(feats, beam_size=1, max_len=8)]
+    result = fresh.generate(feats, vocab.bos_id, vocab.eos_id, max_len=8, beam_size=1)  # ids: a SearchResult
+    assert torch.equal(result.tokens, g.tokens)
+    words = [w for w, _ in Captioner(fresh, vocab).captions(result)]
     assert words == [[vocab.itos[i] for i in ids if i > 3] for ids in g.token_lists()]
 
 
 def test_save_load_round_trip(trained, tmp_path, monkeypatch):
-    model, images, feats, words = trained
+    captioner, images, feats, words = trained
+    model = captioner.model
     path = tmp_path / "sub" / "model.pt"
-    model.save(path)
+    captioner.save(path)
     # Loading must never reach for downloadable weights.
     monkeypatch.setattr(torch.hub, "load_state_dict_from_url", lambda *a, **k: pytest.fail("load tried a download"))
-    loaded = CaptionModel.load(path)
+    reloaded = Captioner.load(path)
+    loaded = reloaded.model
     assert not loaded.training
-    assert loaded.vocab == model.vocab
+    assert reloaded.vocab == captioner.vocab
     assert loaded.decoder.cfg == model.decoder.cfg
     assert loaded.encoder.preprocess == model.encoder.preprocess
     x = torch.stack([model.encoder.preprocess(im) for im in images])
-    cin, _ = _batch(model.vocab, words)
+    cin, _ = _batch(captioner.vocab, words)
     with torch.no_grad():
         a, b = model(x, cin), loaded(x, cin)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-    out_a, out_b = model.generate(feats), loaded.generate(feats)
+    out_a, out_b = captioner.caption_features(feats), reloaded.caption_features(feats)
     assert all(wa == wb and torch.equal(aa, ab) for (wa, aa), (wb, ab) in zip(out_a, out_b, strict=True))
 
 
 def test_model_file_is_plain_tensors_and_json(trained, tmp_path):
-    model, _, _, _ = trained
+    captioner = trained[0]
     path = tmp_path / "model.pt"
-    model.save(path)
+    captioner.save(path)
     data = torch.load(path, weights_only=True)
     assert data["format"] == "attention-toolkit/caption-model" and data["version"] == 1
     assert all(isinstance(v, torch.Tensor) for v in data["state_dict"].values())
@@ -152,53 +159,58 @@ def test_model_file_is_plain_tensors_and_json(trained, tmp_path):
         "crop": False,
         "multiscale": False,
     }
-    assert data["vocab"] == model.vocab.to_dict()
+    assert data["vocab"] == captioner.vocab.to_dict()
     assert any(k.startswith("encoder.") for k in data["state_dict"])  # the encoder's weights travel too
 
 
 def test_bad_model_files_raise_one_clear_error(trained, tmp_path):
-    model, _, _, _ = trained
+    captioner = trained[0]
     with pytest.raises(ModelFileError, match="not found"):
-        CaptionModel.load(tmp_path / "missing.pt")
+        Captioner.load(tmp_path / "missing.pt")
     text = tmp_path / "notes.txt"
     text.write_text("just some words\n")
     with pytest.raises(ModelFileError, match="not a model file"):
-        CaptionModel.load(text)
+        Captioner.load(text)
     plain = tmp_path / "plain.pt"
     torch.save({"weights": torch.zeros(3)}, plain)
     with pytest.raises(ModelFileError, match="expected a caption-model file"):
-        CaptionModel.load(plain)
+        Captioner.load(plain)
     good = tmp_path / "model.pt"
-    model.save(good)
+    captioner.save(good)
     data = torch.load(good, weights_only=True)
     torch.save({**data, "version": 99}, tmp_path / "future.pt")
     with pytest.raises(ModelFileError, match="version 99 is not supported"):
-        CaptionModel.load(tmp_path / "future.pt")
+        Captioner.load(tmp_path / "future.pt")
     del data["state_dict"]["decoder.L_o.weight"]
     torch.save(data, tmp_path / "broken.pt")
     with pytest.raises(ModelFileError, match="broken caption model file"):
-        CaptionModel.load(tmp_path / "broken.pt")
+        Captioner.load(tmp_path / "broken.pt")
 
 
 def test_mismatched_parts_are_rejected(trained):
-    model, _, _, _ = trained
-    cfg = DecoderConfig(vocab_size=len(model.vocab) + 1, feature_dim=model.encoder.out_dim)
+    captioner = trained[0]
+    model, vocab = captioner.model, captioner.vocab
+    cfg = DecoderConfig(vocab_size=len(vocab) + 1, feature_dim=model.encoder.out_dim)
     with pytest.raises(ValueError, match="vocab_size"):
-        CaptionModel(model.encoder, ShowAttendTellDecoder(cfg), model.vocab, model.encoder_config)
-    cfg = DecoderConfig(vocab_size=len(model.vocab), feature_dim=7)
+        Captioner(CaptionModel(model.encoder, ShowAttendTellDecoder(cfg)), vocab)
+    cfg = DecoderConfig(vocab_size=len(vocab), feature_dim=7)
     with pytest.raises(ValueError, match="feature_dim"):
-        CaptionModel(model.encoder, ShowAttendTellDecoder(cfg), model.vocab, model.encoder_config)
+        CaptionModel(model.encoder, ShowAttendTellDecoder(cfg))
+    with pytest.raises(ValueError, match="decoder.vocab_size is set from the data"):
+        CaptionModel.build(len(vocab), TINY, DecoderConfig(vocab_size=3))
 
 
 def test_attend_on_fine_keys_the_scores_to_the_fine_channels_and_survives_save_load(tmp_path):
     vocab = Vocabulary.build([["a", "red", "circle"]])
     kw = dict(backbone="efficientnet_lite0", weights=None, stride=8, grid=4, image_size=64, crop=False)
-    model = CaptionModel.build(vocab, multiscale=True, attend_on="fine", hidden_dim=8, embed_dim=8, attn_dim=8, **kw)
+    small = dict(hidden_dim=8, embed_dim=8, attn_dim=8)
+    captioner = Captioner.build(vocab, EncoderConfig(multiscale=True, **kw), DecoderConfig(attend_on="fine", **small))
+    model = captioner.model
     assert model.decoder.cfg.key_dims == model.encoder.fine_dim == 40 and model.encoder.out_dim == 152
     assert model.decoder.attention.key_proj.in_features == 40
-    model.save(tmp_path / "m.pt")
-    assert CaptionModel.load(tmp_path / "m.pt").decoder.cfg.key_dims == 40
+    captioner.save(tmp_path / "m.pt")
+    assert Captioner.load(tmp_path / "m.pt").model.decoder.cfg.key_dims == 40
     with pytest.raises(ValueError, match="needs multiscale"):
-        CaptionModel.build(vocab, attend_on="fine", **kw)
+        CaptionModel.build(len(vocab), EncoderConfig(**kw), DecoderConfig(attend_on="fine"))
     with pytest.raises(ValueError, match="attend_on"):
-        CaptionModel.build(vocab, multiscale=True, attend_on="coarse", **kw)
+        DecoderConfig(attend_on="coarse")

@@ -1,4 +1,4 @@
-"""caption-train through its LightningCLI: fit caches features and writes a model file CaptionModel.load reads,
+"""caption-train through its LightningCLI: fit caches features and writes a model file Captioner.load reads,
 the best checkpoint's weights are what gets exported, test / validate report coco metrics and grounding, and bad
 options get one clear line."""
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from captioning.model import CaptionModel
+from captioning.captioner import Captioner
 from captioning.train_cli import caption_cli, train_main
 
 CONFIG = str(Path(__file__).parent / "fixtures/captions/tiny_shapes.yaml")
@@ -49,15 +49,16 @@ def test_fit_caches_features_and_writes_a_loadable_model_file(fitted, capsys):
     assert sorted(dm.features) == ["train", "val"]  # fit encodes train and val once, not test
     assert dm.features["train"].shape == (32, 16, 512)  # resnet18, 4 x 4 grid
     assert cli.trainer.global_step == 4
-    model = CaptionModel.load(path)
-    assert model.vocab == dm.vocab
+    captioner = Captioner.load(path)
+    model = captioner.model
+    assert captioner.vocab == dm.vocab
     assert model.encoder.config()["grid"] == 4 and model.decoder.cfg.hidden_dim == 32
     # the file holds the trained weights: same decoder parameters as the module after fit
     trained = cli.model.model.decoder.state_dict()
     for k, v in model.decoder.state_dict().items():
         torch.testing.assert_close(v, trained[k].cpu())
     # and the loaded model captions images end to end
-    (words, alphas), *_ = model.caption_images([dm.scenes["test"][0].image], beam_size=2, max_len=8)
+    (words, alphas), *_ = captioner.caption_images([dm.scenes["test"][0].image], beam_size=2, max_len=8)
     assert alphas.shape == (len(words), 16) and all(w in dm.vocab for w in words)
 
 
@@ -140,7 +141,8 @@ def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
     ("option", "value", "message"),
     [
         ("--data.source", "coco", "unknown caption source 'coco'"),
-        ("--model.backbone", "alexnet", "unknown backbone 'alexnet'"),
+        ("--model.encoder.backbone", "alexnet", "unknown backbone 'alexnet'"),
+        ("--model.grid", "7", "put grid under model.encoder"),
         ("--data.source", "karpathy", "needs data.karpathy_json"),
         ("--model.rl_reward", "sentence", "unknown rl_reward 'sentence'"),
     ],
@@ -157,7 +159,7 @@ def test_bad_options_get_one_clear_line(option, value, message, capsys):
 def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(tmp_path):
     out = tmp_path / "hard.pt"
     # ratio 0: any entropy counts as "near uniform", so the one-time warning must fire right after the warm-up.
-    args = ["--model.attention", "hard", "--model.collapse_warmup", "2", "--model.collapse_ratio", "0.0"]
+    args = ["--model.decoder.attention", "hard", "--model.collapse_warmup", "2", "--model.collapse_ratio", "0.0"]
     with pytest.warns(UserWarning, match="almost uniform after 2 steps of sampling") as record:
         cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(out)])
     assert sum("almost uniform" in str(w.message) for w in record) == 1  # once, not at every later step
@@ -169,16 +171,16 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
     assert int(module.baseline.updates) == cli.trainer.global_step == 4  # one baseline update per batch
     assert float(metrics["baseline"]) == pytest.approx(float(module.baseline.value))
     assert "baseline.value" in module.state_dict()  # checkpoints keep the baseline
-    model = CaptionModel.load(out)
-    assert model.decoder.cfg.attention == "hard" and model.decoder.cfg.soft_prob == 0.5
-    (words, alphas), *_ = model.caption_images([cli.datamodule.scenes["val"][0].image], beam_size=2, max_len=8)
-    assert model.chosen_regions(alphas) == alphas.argmax(-1).tolist()
+    captioner = Captioner.load(out)
+    assert captioner.model.decoder.cfg.attention == "hard" and captioner.model.decoder.cfg.soft_prob == 0.5
+    (words, alphas), *_ = captioner.caption_images([cli.datamodule.scenes["val"][0].image], beam_size=2, max_len=8)
+    assert captioner.chosen_regions(alphas) == alphas.argmax(-1).tolist()
 
 
 def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
     # 4 steps, warm-up 2: the first two batches sample no location (nothing for REINFORCE, no baseline update),
     # the last two do (soft_prob 0: every caption samples).
-    args = ["--model.attention", "hard", "--model.soft_warmup", "2", "--model.soft_prob", "0.0"]
+    args = ["--model.decoder.attention", "hard", "--model.soft_warmup", "2", "--model.decoder.soft_prob", "0.0"]
     cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(tmp_path / "m.pt")])
     assert cli.trainer.global_step == 4
     assert int(cli.model.baseline.updates) == 2  # updated only by the two batches after the warm-up
@@ -187,7 +189,7 @@ def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
 def test_collapse_watch_starts_when_sampling_does(tmp_path):
     # Soft attention in a warm-up is spread on purpose; the watch counts steps from the end of the warm-up. 4 steps,
     # warm-up 2, ratio 0 (any entropy counts as near uniform): after 1 sampling step (global step 3) it warns.
-    args = ["--model.attention", "hard", "--model.soft_warmup", "2", "--model.collapse_warmup", "1"]
+    args = ["--model.decoder.attention", "hard", "--model.soft_warmup", "2", "--model.collapse_warmup", "1"]
     args += ["--model.collapse_ratio", "0.0", "--model.export_path", str(tmp_path / "m.pt")]
     with pytest.warns(UserWarning, match="almost uniform after 1 steps of sampling"):
         caption_cli(["fit", "--config", CONFIG, *args])
@@ -214,4 +216,5 @@ def test_shipped_configs_parse(config, capsys):
         train_main(["fit", "--config", str(config), "--print_config"])
     assert exc.value.code == 0
     printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed["model"]["attention"] in ("soft", "hard")
+    assert printed["model"]["decoder"]["attention"] in ("soft", "hard")
+    assert printed["model"]["encoder"]["backbone"] in ("resnet101", "efficientnet_lite0")

@@ -14,7 +14,7 @@ import torchvision
 from PIL import Image
 from torch import nn
 
-from captioning.encoder import EncoderWeightsError, ImageEncoder, imagenet_classifier_lite0
+from captioning.encoder import EncoderWeightsError, ImageEncoder, _lite0_network, _lite0_weights_file, _read_state_dict
 from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 
 IMAGES = Path(__file__).parent / "fixtures" / "images"
@@ -297,6 +297,12 @@ def test_bad_weights_files_fail_clearly(tmp_path) -> None:
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(EncoderWeightsError, match="cannot read"):
         ImageEncoder("resnet18", weights=junk)
+
+
+def imagenet_classifier_lite0() -> tuple[torch.nn.Module, Preprocess]:
+    """The package's EfficientNet-Lite0 with its ImageNet head and offline weights, in eval mode: the reference."""
+    net = _lite0_network(_read_state_dict(_lite0_weights_file()))
+    return net.eval(), Preprocess(224, True, LITE_MEAN, LITE_STD)
 
 
 def test_lite0_offline_weights_are_real_imagenet_weights() -> None:

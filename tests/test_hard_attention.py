@@ -8,8 +8,9 @@ import pytest
 import torch
 from torch.distributions import Categorical
 
+from captioning.captioner import Captioner
 from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
-from captioning.model import CaptionModel
+from captioning.encoder import EncoderConfig
 from captioning.reinforce import CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from text_attn.core.decoding import beam_search, greedy_search
 from text_attn.core.vocab import Vocabulary
@@ -126,22 +127,24 @@ def test_region_keys_are_projected_once_per_image():
 def test_beam_search_over_a_hard_model():
     vocab = Vocabulary.build([["a", "red", "circle", "blue", "square"]])
     torch.manual_seed(0)
-    model = CaptionModel.build(
-        vocab, backbone="resnet18", weights=None, grid=2, image_size=64, embed_dim=8, hidden_dim=16, attn_dim=8,
-        attention="hard",
-    ).eval()  # fmt: skip
+    captioner = Captioner.build(
+        vocab,
+        EncoderConfig(backbone="resnet18", weights=None, grid=2, image_size=64),
+        DecoderConfig(embed_dim=8, hidden_dim=16, attn_dim=8, attention="hard"),
+    )
+    model = captioner.model.eval()
     feats = torch.randn(3, 4, model.encoder.out_dim)
     args = (model, model.init_state(feats), 3, vocab.bos_id, vocab.eos_id, 6)
     greedy = greedy_search(*args)
     beam1 = beam_search(*args, beam_size=1)
     assert torch.equal(greedy.tokens, beam1.tokens)
     torch.testing.assert_close(greedy.attention, beam1.attention)
-    first, again = model.generate(feats, beam_size=3, max_len=6), model.generate(feats, beam_size=3, max_len=6)
+    first, again = (captioner.caption_features(feats, beam_size=3, max_len=6) for _ in range(2))
     for (w1, a1), (w2, a2) in zip(first, again, strict=True):
         assert w1 == w2 and torch.equal(a1, a2)  # eval-mode hard attention is deterministic
-        assert model.chosen_regions(a1) == a1.argmax(-1).tolist()
+        assert captioner.chosen_regions(a1) == a1.argmax(-1).tolist()
     model.decoder.cfg.hard_inference = "expect"
-    assert model.chosen_regions(first[0][1]) is None  # no single region when the context is the expectation
+    assert captioner.chosen_regions(first[0][1]) is None  # no single region when the context is the expectation
 
 
 # --- the loss -----------------------------------------------------------------------------------------------------

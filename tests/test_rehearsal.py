@@ -42,9 +42,9 @@ def test_rehearsal_runs_every_stage(tmp_path):
     assert isinstance(bleu4, float) and 0.0 <= bleu4 <= 1.0
     assert "CIDEr" in test["metrics"]
 
-    from captioning.model import CaptionModel
+    from captioning.captioner import Captioner
 
-    model = CaptionModel.load(export["file"])
+    model = Captioner.load(export["file"]).model
     assert model.encoder.backbone == "efficientnet_lite0" and model.encoder.grid == 7
     assert (out / "run" / "model.pt").is_file()  # fit's own model file, too
 

@@ -36,7 +36,7 @@ def resumable_config(tmp_path: Path, family: str, every: int = 4) -> Path:
     if family == "text":
         cfg["model"]["network"]["dropout"] = 0.3  # random state must be restored for the weights to match
     else:
-        cfg["model"]["dropout"] = 0.3
+        cfg["model"]["decoder"]["dropout"] = 0.3
     path = tmp_path / f"{family}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -93,10 +93,10 @@ def test_command_line_options_win_over_the_checkpoints(tmp_path, capsys):
     # an option that changes the network's shape cannot apply to the checkpoint's weights: one line, exit 2
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
-        run("caption", ["test", "--config", cfg, "--ckpt_path", ckpt, "--model.hidden_dim", "48"])
+        run("caption", ["test", "--config", cfg, "--ckpt_path", ckpt, "--model.decoder.hidden_dim", "48"])
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and len(err.splitlines()) == 1
-    assert "model.hidden_dim=48 (checkpoint: 32)" in err and "Traceback" not in err
+    assert "model.decoder.hidden_dim=48 (checkpoint: 32)" in err and "Traceback" not in err
 
 
 def test_options_left_at_their_default_come_from_the_checkpoint(tmp_path):

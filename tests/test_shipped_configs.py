@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from captioning.model import CaptionModel
+from captioning.captioner import Captioner
 from captioning.train_cli import caption_cli
 from text_attn.translation.train_cli import text_cli
 from text_attn.translation.translator import Translator
@@ -41,9 +41,9 @@ KARPATHY_DATA = [
     "--data.min_freq", "1",
     "--data.num_workers", "0",
     "--data.batch_size", "8",
-    "--model.backbone", "resnet18",
-    "--model.weights", "null",
-    "--model.image_size", "224",  # the configs' 448: 4x the pixels, for nothing a test needs
+    "--model.encoder.backbone", "resnet18",
+    "--model.encoder.weights", "null",
+    "--model.encoder.image_size", "224",  # the configs' 448: 4x the pixels, for nothing a test needs
     "--model.val_meteor", "false",
 ]  # fmt: skip
 
@@ -78,4 +78,4 @@ def test_config_fits_as_shipped(config, tmp_path, capsys):
     if config.parent.name == "text":
         assert Translator.load(out).net is not None
     else:
-        assert CaptionModel.load(out).vocab == cli.datamodule.vocab
+        assert Captioner.load(out).vocab == cli.datamodule.vocab

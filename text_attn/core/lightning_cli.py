@@ -11,10 +11,12 @@ On top of Lightning's own CLI:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from text_attn.core.errors import fail
@@ -88,7 +90,13 @@ def _make_cli_class():
                 p = params.get(key)
                 if p is None or p.default is inspect.Parameter.empty:
                     continue
-                if model.get(key) == p.default and value != p.default:
+                if dataclasses.is_dataclass(p.default) and isinstance(value, dict):
+                    # a nested block (model.encoder, model.decoder): field by field
+                    for name, saved_value in value.items():
+                        default = getattr(p.default, name, None)
+                        if model.get(f"{key}.{name}") == default and saved_value != default:
+                            model[f"{key}.{name}"] = saved_value
+                elif model.get(key) == p.default and value != p.default:
                     model[key] = value
 
     return ToolkitCLI
@@ -125,16 +133,22 @@ def run_lightning_cli(
     errors: tuple,
     description: str = "",
     renamed: dict[str, str] | None = None,
+    outdated: Callable[[set[str]], str | None] | None = None,
 ):
     """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line.
 
     ``renamed``: old option name -> what to write instead; an old config or command line gets one line saying so.
+    ``outdated``: given the dotted option names of the command line and its config files, a line saying how to
+    update them (None: nothing outdated).
     """
     quiet_lightning()
     given = _given_options(list(sys.argv[1:] if args is None else args))
     for old, new in (renamed or {}).items():
         if old in given or any(g.endswith(f".{old}") for g in given):
             fail(prog, f"option {old} was renamed: use {new}")
+    message = outdated(given) if outdated is not None else None
+    if message:
+        fail(prog, message)
     cli_cls = _make_cli_class()
     try:
         return cli_cls(

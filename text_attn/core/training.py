@@ -100,6 +100,17 @@ def load_best_weights(module) -> str | None:
     return best
 
 
+def _dotted(options: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """{"decoder": {"hidden_dim": 32}} -> {"model.decoder.hidden_dim": 32}: nested blocks by their option names."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, dict) and value:
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def check_weights_fit(module, checkpoint: dict[str, Any]) -> None:
     """Refuse, in one line, a checkpoint whose weights do not fit the network built from the options given.
 
@@ -111,11 +122,9 @@ def check_weights_fit(module, checkpoint: dict[str, Any]) -> None:
     bad = sorted(set(saved) ^ set(own)) + sorted(k for k in set(saved) & set(own) if saved[k].shape != own[k].shape)
     if not bad:
         return
-    old = checkpoint.get("hyper_parameters", {})
-    new = dict(module.hparams)
-    changed = [
-        f"model.{k}={new.get(k)!r} (checkpoint: {old.get(k)!r})" for k in sorted(old) if old.get(k) != new.get(k)
-    ]
+    old = _dotted(checkpoint.get("hyper_parameters", {}), "model.")
+    new = _dotted(dict(module.hparams), "model.")
+    changed = [f"{k}={new.get(k)!r} (checkpoint: {old.get(k)!r})" for k in sorted(old) if old.get(k) != new.get(k)]
     hint = "; ".join(changed) if changed else f"first differing weight: {bad[0]}"
     raise ValueError(
         f"the checkpoint's weights do not fit the network these options build ({hint}): "

@@ -12,8 +12,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from text_attn.core.modelfile import (
     ModelFileError,
     check_model_data,
@@ -22,12 +20,10 @@ from text_attn.core.modelfile import (
     export_command,
     is_lightning_checkpoint,
     read_export_source,
-    save_model_file,
 )
 
 KIND = "text-model"
 PREFIX = "net."  # TranslationModule.net: the network's weights in a checkpoint's state_dict
-FILE_KEYS = ("format", "version", "state_dict")  # what a model file holds besides its metadata
 
 
 def read_source(src: str | Path) -> tuple[dict[str, Any], str]:
@@ -69,21 +65,11 @@ def write_model_file(content: dict[str, Any], dst: str | Path, half: bool = Fals
     from text_attn.translation.translator import Translator
 
     what = "text model file" if "format" in content else "text-train checkpoint"
-    net = Translator.from_data(content, src or dst, what).net
-    params = {name for name, _ in net.named_parameters(remove_duplicate=False)}  # tied weights under each name
-    state: dict[str, torch.Tensor] = {}
-    halves: dict[tuple, torch.Tensor] = {}  # tied weights (a Transformer's output projection) stay one tensor
-    for name, value in net.state_dict().items():
-        value = value.detach().cpu()
-        if half and name in params and value.is_floating_point():
-            key = (value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
-            value = halves.setdefault(key, value.half())
-        state[name] = value
-    meta = {k: v for k, v in content.items() if k not in FILE_KEYS}
+    translator = Translator.from_data(content, src or dst, what)
     out = Path(dst)
     tmp = out.with_name(out.name + ".part")
     try:
-        save_model_file(tmp, KIND, {**meta, "state_dict": state})
+        translator.save(tmp, half=half)
         Translator.load(tmp)  # what translate will do
         os.replace(tmp, out)
     finally:

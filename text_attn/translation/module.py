@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
-from text_attn.core.modelfile import save_model_file
 from text_attn.core.training import RunState, check_finite, gather_outputs
-from text_attn.translation.networks import build_network, config_dict, make_config
+from text_attn.translation.networks import build_network, make_config
+from text_attn.translation.translator import Translator
 
 
 class TranslationModule(RunState, pl.LightningModule):
@@ -67,20 +67,9 @@ class TranslationModule(RunState, pl.LightningModule):
             )
         self.net = build_network(self.hparams.arch, self.config)
 
-    def model_metadata(self) -> dict[str, Any]:
-        """What `translate` needs besides the weights (JSON-able): also stored in every checkpoint (text-export)."""
-        return {
-            "arch": self.hparams.arch,
-            "config": config_dict(self.config),
-            "src_vocab": self.src_vocab.to_dict(),
-            "tgt_vocab": self.tgt_vocab.to_dict(),
-            "tokenizer": self.tokenizer,
-            "lower": self.lower,
-        }
-
-    def model_payload(self) -> dict[str, Any]:
-        """Everything `translate` needs, as plain tensors and JSON-able values."""
-        return {**self.model_metadata(), "state_dict": {k: v.detach().cpu() for k, v in self.net.state_dict().items()}}
+    def translator(self) -> Translator:
+        """The inference object over this module's network: it writes the model file and the checkpoints' metadata."""
+        return Translator(self.net, self.src_vocab, self.tgt_vocab, self.tokenizer, self.lower)
 
     # --- training ---------------------------------------------------------------------------------------------------
     def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -164,7 +153,7 @@ class TranslationModule(RunState, pl.LightningModule):
 
     # --- checkpoints ----------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["model_metadata"] = self.model_metadata()  # text-export turns a checkpoint into a model file
+        checkpoint["model_metadata"] = self.translator().metadata()  # text-export turns a checkpoint into a model file
         self.save_run_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -172,6 +161,4 @@ class TranslationModule(RunState, pl.LightningModule):
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
-        self.export_best(
-            self.hparams.export_path, lambda path: save_model_file(path, "text-model", self.model_payload())
-        )
+        self.export_best(self.hparams.export_path, self.translator().save)

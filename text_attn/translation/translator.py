@@ -1,16 +1,22 @@
-"""Load a text model file and translate sentences with it (no Lightning needed)."""
+"""Translator: the text family's inference object (as ``Captioner`` is captioning's). It saves and loads the model
+file, tokenizes, generates, and turns ids into words with their attention. No Lightning.
+
+The model file is ``torch.save`` of plain tensors and JSON-able values (format tag, version, state_dict, arch, network
+config, source and target vocabularies, tokenizer, lower), read back with ``torch.load(weights_only=True)``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from text_attn.core.errors import one_line
-from text_attn.core.modelfile import ModelFileError, load_model_file
+from text_attn.core.modelfile import ModelFileError, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
-from text_attn.translation.networks import NETWORKS, build_network, make_config
+from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
 from text_attn.translation.tokens import detokenize, tokenize_text
 
 
@@ -23,16 +29,49 @@ class Translation:
     unknown: list[str]  # source tokens the vocabulary does not know (they became <unk>)
 
 
+KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
+
+
 class Translator:
     def __init__(self, net: torch.nn.Module, src_vocab: Vocabulary, tgt_vocab: Vocabulary, tokenizer: str, lower: bool):
-        self.net, self.src_vocab, self.tgt_vocab = net.eval(), src_vocab, tgt_vocab
+        """net: a network of text_attn.translation.networks.NETWORKS (its mode is left as it is: training keeps it)."""
+        self.net, self.src_vocab, self.tgt_vocab = net, src_vocab, tgt_vocab
         self.tokenizer, self.lower = tokenizer, lower
+        self.arch = next((a for a, (_, net_cls) in NETWORKS.items() if isinstance(net, net_cls)), None)
+        if self.arch is None:
+            raise ValueError(f"not a text network: {type(net).__name__}")
+
+    # --- model file ----------------------------------------------------------------------------
+    def metadata(self) -> dict[str, Any]:
+        """What a model file holds besides the weights (JSON-able); checkpoints keep it too, for text-export."""
+        return {
+            "arch": self.arch,
+            "config": config_dict(self.net.cfg),
+            "src_vocab": self.src_vocab.to_dict(),
+            "tgt_vocab": self.tgt_vocab.to_dict(),
+            "tokenizer": self.tokenizer,
+            "lower": self.lower,
+        }
+
+    def save(self, path: str | Path, half: bool = False) -> Path:
+        """Write the model file; half: parameters stored as float16 (buffers stay as they are; ``load`` brings them
+        back as float32)."""
+        params = {name for name, _ in self.net.named_parameters(remove_duplicate=False)}  # tied weights: every name
+        state: dict[str, torch.Tensor] = {}
+        halves: dict[tuple, torch.Tensor] = {}  # tied weights (a Transformer's output projection) stay one tensor
+        for name, value in self.net.state_dict().items():
+            value = value.detach().cpu()
+            if half and name in params and value.is_floating_point():
+                key = (value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
+                value = halves.setdefault(key, value.half())
+            state[name] = value
+        return save_model_file(path, KIND, {**self.metadata(), "state_dict": state})
 
     @classmethod
     def load(cls, path: str | Path) -> Translator:
         """A translator from a text model file; anything else (a training checkpoint included: its message names the
         text-export command) raises ModelFileError with one line."""
-        return cls.from_data(load_model_file(path, "text-model"), path)
+        return cls.from_data(load_model_file(path, KIND), path)
 
     @classmethod
     def from_data(cls, data: dict, path: str | Path, what: str = "text model file") -> Translator:
@@ -51,7 +90,7 @@ class Translator:
             if isinstance(exc, ModelFileError):
                 raise
             raise ModelFileError(f"{path}: damaged {what} ({type(exc).__name__}: {one_line(exc)})") from None
-        return cls(net, src, tgt, data.get("tokenizer", "word"), bool(data.get("lower", True)))
+        return cls(net.eval(), src, tgt, data.get("tokenizer", "word"), bool(data.get("lower", True)))
 
     def tokenize(self, text: str) -> list[str]:
         return tokenize_text(text, self.tokenizer, self.lower)
@@ -75,15 +114,20 @@ class Translator:
         ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
         src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
         lens = torch.tensor([len(i) for i in ids])
-        res = self.net.generate(
-            src,
-            lens,
-            self.tgt_vocab.bos_id,
-            self.tgt_vocab.eos_id,
-            max_len=max_len or int(lens.max()) * 2 + 10,
-            beam_size=beam_size,
-            length_penalty=length_penalty,
-        )
+        was_training = self.net.training
+        self.net.eval()  # no dropout, whatever mode a training network is in; restored below
+        try:
+            res = self.net.generate(
+                src,
+                lens,
+                self.tgt_vocab.bos_id,
+                self.tgt_vocab.eos_id,
+                max_len=max_len or int(lens.max()) * 2 + 10,
+                beam_size=beam_size,
+                length_penalty=length_penalty,
+            )
+        finally:
+            self.net.train(was_training)
         out = []
         for i, ids_out in enumerate(res.token_lists()):
             words = self.tgt_vocab.decode(ids_out)
