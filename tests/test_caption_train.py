@@ -156,6 +156,20 @@ def test_bad_options_get_one_clear_line(option, value, message, capsys):
     assert not any("Traceback" in line for line in err)
 
 
+def test_a_config_written_before_the_nesting_gets_one_line(tmp_path, capsys):
+    old = yaml.safe_load(Path(CONFIG).read_text())
+    model = old.pop("model")
+    old["model"] = {**model.pop("encoder"), **model.pop("decoder"), **model}  # the flat layout of older configs
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(old))
+    with pytest.raises(SystemExit) as exc:
+        train_main(["fit", "--config", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert "put backbone, grid, stride, weights, image_size, crop under model.encoder" in err[0]
+    assert "embed_dim, hidden_dim, attn_dim, dropout under model.decoder" in err[0]
+
+
 def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(tmp_path):
     out = tmp_path / "hard.pt"
     # ratio 0: any entropy counts as "near uniform", so the one-time warning must fire right after the warm-up.

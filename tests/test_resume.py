@@ -99,6 +99,25 @@ def test_command_line_options_win_over_the_checkpoints(tmp_path, capsys):
     assert "model.decoder.hidden_dim=48 (checkpoint: 32)" in err and "Traceback" not in err
 
 
+def test_a_checkpoint_fills_the_nested_blocks_field_by_field(tmp_path):
+    """test --ckpt_path with no model options: the network comes from the checkpoint's model.encoder / model.decoder
+    (the defaults would build a ResNet-101 and a 512-wide decoder); a field given on the command line still wins."""
+    cfg = yaml.safe_load((FIX / "captions/tiny_shapes.yaml").read_text())
+    run(
+        "caption", ["fit", "--config", str(FIX / "captions/tiny_shapes.yaml"), "--trainer.enable_checkpointing", "true"]
+    )
+    ckpt = str(next(Path(".").rglob("*.ckpt")))
+    data = [f"--data.{k}={v}" for k, v in cfg["data"].items()]
+    cli = run(
+        "caption", ["test", "--ckpt_path", ckpt, *data, "--trainer.logger", "false", "--model.val_meteor", "false"]
+    )
+    enc, dec = cli.model.model.encoder, cli.model.model.decoder
+    assert (enc.backbone, enc.grid, dec.cfg.hidden_dim) == ("resnet18", 4, 32)
+    cli = run("caption", ["test", "--ckpt_path", ckpt, *data, "--trainer.logger", "false", "--model.val_meteor",
+                          "false", "--model.decoder.hard_inference", "expect"])  # fmt: skip
+    assert cli.model.model.decoder.cfg.hard_inference == "expect" and cli.model.model.encoder.grid == 4
+
+
 def test_options_left_at_their_default_come_from_the_checkpoint(tmp_path):
     cfg = str(resumable_config(tmp_path, "text"))
     run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--model.val_beam_size", "2"])
