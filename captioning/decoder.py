@@ -135,6 +135,8 @@ class _Step(NamedTuple):
 class ShowAttendTellDecoder(nn.Module):
     """LSTM decoder with soft or hard attention over image regions; implements the text_attn search protocol."""
 
+    shared_state = ("keys",)  # the regions and their projection: kept once per image for all its beams (search)
+
     def __init__(self, cfg: DecoderConfig):
         super().__init__()
         self.cfg = cfg

@@ -55,6 +55,8 @@ def as_config(cls: type, value: Any, name: str) -> Any:
 
 
 class CaptionModel(nn.Module):
+    shared_state = ShowAttendTellDecoder.shared_state  # the decoder's state is the model's (search protocol)
+
     def __init__(self, encoder: ImageEncoder, decoder: ShowAttendTellDecoder):
         super().__init__()
         if decoder.cfg.feature_dim != encoder.out_dim:

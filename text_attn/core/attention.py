@@ -49,10 +49,29 @@ def softmax_keep(scores: Tensor, keep: Tensor | None) -> Tensor:
 
 
 def _weighted_sum(weights: Tensor, values: Tensor) -> Tensor:
-    """weights (B, S) or (B, T, S), values (B, S, V) -> (B, V) or (B, T, V)."""
+    """weights (B, S) or (B, T, S), values (B, S, V) -> (B, V) or (B, T, V). Shared sources: weights (B*g, S) of g
+    query rows per source row of values (B, S, V) -> (B*g, V), without copying the values g times."""
     if weights.dim() == 2:
-        return torch.bmm(weights.unsqueeze(1), values).squeeze(1)
+        g = _group(weights.size(0), values.size(0))
+        return torch.bmm(weights.view(values.size(0), g, -1), values).view(weights.size(0), -1)
     return torch.bmm(weights, values)
+
+
+def _group(query_rows: int, source_rows: int) -> int:
+    """How many query rows share each source row: beam search keeps a source's keys once for its K beams (rows
+    b*K .. b*K+K-1 of the queries read row b of the keys). 1 in the ordinary case."""
+    if query_rows == source_rows:
+        return 1
+    if source_rows == 0 or query_rows % source_rows:
+        raise ValueError(f"{query_rows} query rows cannot share {source_rows} source rows")
+    return query_rows // source_rows
+
+
+def _rows_mask(mask: Tensor | None, query_rows: int) -> Tensor | None:
+    """A (B, S) mask for B*g query rows sharing B sources: each source's mask row repeated for its g queries."""
+    if mask is None or mask.dim() != 2 or mask.size(0) == query_rows:
+        return mask
+    return mask.repeat_interleave(_group(query_rows, mask.size(0)), dim=0)
 
 
 class _Attention(nn.Module):
@@ -78,7 +97,7 @@ class _Attention(nn.Module):
         mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         pk = self.precompute(keys)
-        weights = masked_softmax(self.score(query, pk.proj), mask)
+        weights = masked_softmax(self.score(query, pk.proj), _rows_mask(mask, query.size(0)))
         context = _weighted_sum(weights, pk.keys if values is None else values)
         return context, weights
 
@@ -101,9 +120,36 @@ class AdditiveAttention(_Attention):
     def score(self, query: Tensor, proj: Tensor) -> Tensor:
         q = self.query_proj(query)  # (B, A) or (B, T, A)
         if q.dim() == 2:
+            if not torch.is_grad_enabled():  # inference: in cache-sized blocks (any batch size: same numerics)
+                return self._score_in_blocks(q, proj)
+            g = _group(q.size(0), proj.size(0))
+            if g > 1:  # g query rows per source: (B, g, 1, A) + (B, 1, S, A) -> (B*g, S)
+                e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), g, 1, -1))
+                return self.v(e).view(q.size(0), -1)
             return self.v(torch.tanh(proj + q.unsqueeze(1))).squeeze(-1)  # (B, S)
         # (B, T, 1, A) + (B, 1, S, A) -> (B, T, S, A) -> (B, T, S)
         return self.v(torch.tanh(proj.unsqueeze(1) + q.unsqueeze(2))).squeeze(-1)
+
+    def _score_in_blocks(self, q: Tensor, proj: Tensor) -> Tensor:
+        """Inference with many rows (beam search: B*K rows of S x A): the (rows, S, A) tanh is computed a few rows at a
+        time, in a buffer that stays in the CPU cache, instead of as one tensor of hundreds of MB that every
+        elementwise pass streams through memory. Same numbers as the one-shot path."""
+        N, (B, S, A) = q.size(0), proj.shape
+        g = _group(N, B)  # query rows per source row (beam search's K), 1 otherwise
+        rows = max(1, _SCORE_BLOCK // (S * A))
+        v = self.v.weight.view(A)  # (A,)
+        out = proj.new_empty(N, S)
+        buf = proj.new_empty(rows, S, A)
+        source = torch.arange(N, device=q.device) // g  # (N,) the source row of each query row
+        for i in range(0, N, rows):
+            n = min(rows, N - i)
+            e = torch.index_select(proj, 0, source[i : i + n], out=buf[:n]).add_(q[i : i + n].unsqueeze(1))
+            torch.matmul(e.tanh_(), v, out=out[i : i + n])  # (n, S)
+        return out
+
+
+# Elements of the additive score's (rows, S, A) tanh computed at once in inference (256K floats = 1 MiB: in cache).
+_SCORE_BLOCK = 1 << 18
 
 
 class LuongAttention(_Attention):
@@ -327,14 +373,15 @@ class HardAttention(nn.Module):
         if mode not in self.MODES:
             raise ValueError(f"unknown hard attention mode {mode!r}; choose one of {self.MODES}")
         pk = self.scorer.precompute(keys)
-        values = pk.keys if values is None else values  # (B, S, V)
-        weights = masked_softmax(self.scorer.score(query, pk.proj), mask)  # (B, S)
+        values = pk.keys if values is None else values  # (B, S, V); beam search: B sources for B*K query rows
+        weights = masked_softmax(self.scorer.score(query, pk.proj), _rows_mask(mask, query.size(0)))  # (N, S)
         if mode == "sample":
             index = torch.multinomial(weights.detach().float(), 1, generator=generator).squeeze(1)  # (B,)
         else:
             index = weights.argmax(-1)
         log_prob = torch.log(weights.gather(1, index.unsqueeze(1)).squeeze(1).clamp_min(1e-12))
-        context = values[torch.arange(values.size(0), device=values.device), index]  # (B, V)
+        rows = torch.arange(query.size(0), device=values.device) // _group(query.size(0), values.size(0))
+        context = values[rows, index]  # (N, V)
         soft = torch.ones_like(index, dtype=torch.bool) if mode == "expect" else use_soft
         if soft is not None:
             expected = _weighted_sum(weights, values)

@@ -6,6 +6,12 @@ A model that wants to be decoded implements :class:`StepModel`:
   ``log_probs`` (N, V) the next-token log-probabilities; ``attention`` (N, ...) that step's attention weights (or None).
 - ``reorder_state(state, index) -> state`` (optional): select rows ``index`` (N',) of every tensor in the state.
   The default, :func:`index_state`, does that for nested tuples / lists / dicts of batch-first tensors.
+- ``static_state`` (optional): names of the entries of a dict state that are constant within a source (encoder
+  memory, projected keys, masks). Beam search expands them to the K beams once and never reorders them: a beam's
+  parent is always a beam of the same source, so they would be copied onto themselves at every step.
+- ``shared_state`` (optional): such entries that beam search does not even expand: they keep one row per source,
+  and ``step`` reads row r // K of them for its row r (text_attn.core.attention does this for additive and hard
+  attention: their queries may have K rows per key row).
 
 The initial state is the model's business (encode the source, build the decoder's first state) and is passed in.
 Search is pure tensor logic over whole batches: no Python loop over sentences, only over output steps.
@@ -37,9 +43,20 @@ def index_state(state: Any, index: Tensor) -> Any:
     return state
 
 
-def _reorder(model: Any, state: Any, index: Tensor) -> Any:
+def _reorder(model: Any, state: Any, index: Tensor, within_sources: bool = True) -> Any:
+    """Select rows ``index`` of the state. ``within_sources``: every new row comes from a row of the same source
+    sentence / image (beam search's per-step reorder), so the entries a model names in ``static_state`` (what never
+    changes within a source: encoder memory, projected keys, masks; identical across its beams) are left as they are
+    instead of being copied at every step."""
     reorder = getattr(model, "reorder_state", None)
-    return reorder(state, index) if reorder is not None else index_state(state, index)
+    if reorder is not None:
+        return reorder(state, index)
+    keep = set(getattr(model, "shared_state", ()))
+    if within_sources:
+        keep |= set(getattr(model, "static_state", ()))
+    if keep and isinstance(state, dict):
+        return {k: v if k in keep else index_state(v, index) for k, v in state.items()}
+    return index_state(state, index)
 
 
 @dataclass
@@ -113,18 +130,25 @@ def beam_search(
     """
     B, K = batch_size, beam_size
     device = _state_device(state)
-    state = _reorder(model, state, torch.arange(B, device=device).repeat_interleave(K))
+    # The first step runs once per source (its K beams would all start from the same bos and state); its state is
+    # then expanded to the K beams, the row of beam k of source b being b*K + k.
+    first = model.step(torch.full((B,), bos_id, dtype=torch.long, device=device), state)  # (B, V), ...
+    expand = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,)
+    prev = torch.full((B * K,), bos_id, dtype=torch.long, device=device)  # the previous token of every beam
     # Only beam 0 is live at the start: the K copies are identical and must not fill the beam with duplicates.
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0
     scores = scores.view(-1)  # (B*K,)
-    prev = torch.full((B * K,), bos_id, dtype=torch.long, device=device)
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     lengths = torch.zeros(B * K, dtype=torch.long, device=device)
     offsets = (torch.arange(B, device=device) * K).unsqueeze(1)  # (B, 1)
     parents, step_tokens, step_attns = [], [], []
-    for _ in range(max_len):
-        log_probs, attn, state = model.step(prev, state)  # (B*K, V)
+    for t in range(max_len):
+        if t == 0:
+            log_probs, attn, state = first[0][expand], None if first[1] is None else first[1][expand], first[2]
+            state = _reorder(model, state, expand, within_sources=False)
+        else:
+            log_probs, attn, state = model.step(prev, state)  # (B*K, V)
         V = log_probs.size(-1)
         # Finished rows may only continue with pad, at no cost.
         frozen = torch.full_like(log_probs, float("-inf"))

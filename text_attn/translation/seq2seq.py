@@ -76,6 +76,9 @@ class Encoder(nn.Module):
 
 
 class Seq2Seq(GenerateMixin, nn.Module):
+    # encoder memory, its projection, its mask, the no-attention context: fixed per sentence, never reordered
+    static_state = ("keys", "mask", "context")
+
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()
         self.cfg = cfg

@@ -158,6 +158,9 @@ class DecoderLayer(_Residual):
 
 
 class Transformer(GenerateMixin, nn.Module):
+    # the cross-attention keys / values of the memory and its mask: fixed per sentence, never reordered
+    static_state = ("cross", "mask")
+
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.cfg = cfg

@@ -1,0 +1,184 @@
+"""Speed of the toolkit on this machine, in one run: a few minutes on 2 CPU cores. Prints a markdown table.
+
+    python benchmarks/speed.py                    # 2 threads, 3 repeats
+    python benchmarks/speed.py --threads 1 --repeats 5 --json speed.json
+
+Every comparison is measured in this run, its variants interleaved in each repeat (a machine that slows down slows
+them alike); the table gives medians. Rows:
+- matmul peak: fp32 (N x N) @ (N x N), the ceiling the training step is compared with (GFLOP/s).
+- beam search, Show-Attend-Tell at the paper's size (32 images of 14 x 14 regions of 2048 features; embedding,
+  attention and LSTM 512; vocabulary 10,000; beam 5; exactly 20 steps: the end token is never produced): the batched
+  search against the same search one image at a time, and whether their captions are identical. Goal: >= 5x.
+- training step of that decoder (batch 32, captions of 20 words: teacher forcing, cross-entropy + doubly stochastic
+  term, backward, Adam) on cached features: time, GFLOP/s counted by torch's FlopCounterMode, and that as a fraction
+  of the matmul peak.
+- caption throughput of the bundled model (captioning/assets/shapes_soft.pt, EfficientNet-Lite0 at 128 px, end to end:
+  preprocess, encode, generate) at beam 1 / 3 / 5 and batch 1 / 32 (images/s).
+- translation throughput of an RNN with Bahdanau attention of the reorder configs' size (random weights; 64 sentences
+  of 30 tokens, 30 output tokens each) at beam 1 / 3 (output tokens/s).
+- peak memory: the process's maximum resident set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def interleaved(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median seconds per variant; each repeat runs every variant once, in turn (after one warm-up call each)."""
+    for fn in variants.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(repeats):
+        for name, fn in variants.items():
+            times[name].append(timed(fn))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+@torch.no_grad()
+def matmul_peak(repeats: int, n: int = 1536) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    t = interleaved({"mm": lambda: a @ b}, max(repeats, 5))["mm"]
+    return 2 * n**3 / t / 1e9
+
+
+def paper_decoder():
+    from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+
+    torch.manual_seed(0)
+    cfg = DecoderConfig(vocab_size=10_000, feature_dim=2048, embed_dim=512, hidden_dim=512, attn_dim=512)
+    return ShowAttendTellDecoder(cfg)
+
+
+def beam_search_rows(repeats: int) -> list[dict]:
+    from text_attn.core.decoding import beam_search
+
+    dec = paper_decoder().eval()
+    images, steps, beam, eos = 32, 20, 5, 10_005  # eos outside the vocabulary: every caption runs all 20 steps
+    feats = torch.randn(images, 196, 2048)
+
+    @torch.no_grad()
+    def batched():
+        return beam_search(dec, dec.init_state(feats), images, 1, eos, steps, beam)
+
+    @torch.no_grad()
+    def one_by_one():
+        return [beam_search(dec, dec.init_state(feats[i : i + 1]), 1, 1, eos, steps, beam) for i in range(images)]
+
+    a, b = batched(), one_by_one()
+    same = all(torch.equal(a.tokens[i], b[i].tokens[0]) for i in range(images))
+    t = interleaved({"batched": batched, "one image at a time": one_by_one}, repeats)
+    ratio = t["one image at a time"] / t["batched"]
+    return [
+        {"what": "beam 5, 32 images, batched", "value": f"{t['batched']:.2f} s", "seconds": t["batched"]},
+        {"what": "beam 5, one image at a time", "value": f"{t['one image at a time']:.2f} s"},
+        {"what": "batched speed-up (goal >= 5x)", "value": f"{ratio:.2f}x, identical captions: {same}", "x": ratio},
+    ]
+
+
+def train_step_rows(repeats: int, peak: float) -> list[dict]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from captioning.decoder import caption_loss
+
+    dec = paper_decoder().train()
+    opt = torch.optim.Adam(dec.parameters(), lr=1e-4)
+    feats = torch.randn(32, 196, 2048)
+    captions = torch.randint(4, 10_000, (32, 21))
+    captions_in, targets = captions[:, :-1], captions[:, 1:]
+
+    def step():
+        out = dec(feats, captions_in)
+        loss, _ = caption_loss(out.logits, targets, out.alphas, pad_id=0, ds_lambda=1.0)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    with FlopCounterMode(display=False) as counter:
+        step()
+    flops = counter.get_total_flops()
+    t = interleaved({"step": step}, repeats)["step"]
+    rate = flops / t / 1e9
+    return [
+        {"what": "training step, batch 32 x 20 words", "value": f"{t:.2f} s ({flops / 1e9:.0f} GFLOP)", "seconds": t},
+        {
+            "what": "training step GFLOP/s (share of peak)",
+            "value": f"{rate:.1f} ({rate / peak:.0%})",
+            "share": rate / peak,
+        },
+    ]
+
+
+def caption_rows(repeats: int) -> list[dict]:
+    from captioning.captioner import Captioner
+    from captioning.shapes import make_scenes
+
+    captioner = Captioner.load(ROOT / "captioning" / "assets" / "shapes_soft.pt")
+    images = [s.image for s in make_scenes(32, 7, 128, 3)]
+    variants = {}
+    for beam in (1, 3, 5):
+        variants[f"beam {beam}, batch 32"] = lambda b=beam: captioner.caption_images(images, b, 30)
+        variants[f"beam {beam}, batch 1"] = lambda b=beam: [captioner.caption_images([im], b, 30) for im in images]
+    t = interleaved(variants, repeats)
+    return [{"what": f"caption, {k}", "value": f"{len(images) / v:.1f} images/s"} for k, v in t.items()]
+
+
+def translate_rows(repeats: int) -> list[dict]:
+    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(src_vocab_size=200, tgt_vocab_size=200, attention="bahdanau", rnn="gru", embed_dim=64,
+                        enc_hidden=64, dec_hidden=128, attn_dim=64)  # fmt: skip
+    net = Seq2Seq(cfg).eval()
+    src = torch.randint(4, 200, (64, 30))
+    lens = torch.full((64,), 30)
+    out_len = 30
+
+    def run(beam: int):
+        return net.generate(src, lens, 1, 10_000, max_len=out_len, beam_size=beam)  # eos never: 30 tokens each
+
+    t = interleaved({f"beam {b}": (lambda b=b: torch.no_grad()(run)(b)) for b in (1, 3)}, repeats)
+    return [{"what": f"translate, {k}, batch 64", "value": f"{64 * out_len / v:.0f} tokens/s"} for k, v in t.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats per variant; the median is reported")
+    p.add_argument("--json", type=Path, help="also write the rows here")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    peak = matmul_peak(args.repeats)
+    rows = [{"what": "matmul peak (fp32)", "value": f"{peak:.1f} GFLOP/s", "gflops": peak}]
+    for part in (beam_search_rows, lambda r: train_step_rows(r, peak), caption_rows, translate_rows):
+        rows += part(args.repeats)
+        print(f"... {rows[-1]['what']}: {rows[-1]['value']}", flush=True)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    rows.append({"what": "peak memory (max RSS)", "value": f"{rss:.2f} GiB"})
+    print(f"\n{args.threads} threads, median of {args.repeats} repeats\n")
+    print("| measurement | result |\n|---|---|")
+    for row in rows:
+        print(f"| {row['what']} | {row['value']} |")
+    if args.json:
+        args.json.write_text(json.dumps({"threads": args.threads, "repeats": args.repeats, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
