@@ -62,7 +62,7 @@ def evaluate(
     for b in range(0, len(scenes), batch):
         chunk = scenes[b : b + batch]
         images = torch.stack([captioner.preprocess(s.image) for s in chunk])  # (N, 3, H, W)
-        for w, a in captioner.caption_features(model.encode(images), beam_size=beam_size, max_len=max_len):
+        for w, a, *_ in captioner.caption_features(model.encode(images), beam_size=beam_size, max_len=max_len):
             words.append(w)
             alphas.append(a)  # (len(w), L)
     refs = {i: [" ".join(c) for c in s.captions] for i, s in enumerate(scenes)}

@@ -1,18 +1,28 @@
-"""Command-line entry point ``caption``: caption images, optionally with attention overlays (``caption-export`` is in
-captioning/export.py).
+"""Command-line entry point ``caption``: caption images, folders and lists of paths, optionally with attention
+overlays (``caption-export`` is in captioning/export.py).
 
-``caption`` output. Plain: with one IMAGE argument, just its caption; with several, ``path<TAB>caption`` per image
-in argument order (like grep with one vs several files). ``--json``: one JSON list, one record per IMAGE argument:
+Input: IMAGE arguments are files, folders (their image files, recursively, in sorted order) or ``-`` (one path per
+line on stdin). Images are decoded and preprocessed by DataLoader workers (``--workers``) while the model captions the
+previous batch (``--batch-size``); memory stays bounded whatever the number of images. A progress bar is shown on
+stderr when there is more than one batch.
+
+``caption`` output. Plain: with one image, just its caption; with several, ``path<TAB>caption`` per image in input
+order (like grep with one vs several files). ``--json``: one JSON list, one record per image. ``--jsonl FILE``: the
+same records, one per line, written as each batch is done (nothing on stdout); with ``--resume`` the images FILE
+already holds a caption for are skipped and the rest appended. A record:
     {"image": path, "caption": "a red circle ..." | null, "words": [...],
      "attention": [[L floats] per word]   (row t: step t's weights over the grid*grid regions, row-major, sum 1),
+     "score": log-probability of the caption (beam: / length**length_penalty),
+     "truncated": true when the caption hit --max-len before its end (it is cut off),
      "grid": [g, g], "size": [W, H]        (the image as captioned: after its EXIF rotation),
      "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
      "chosen": [region per word] | null (a hard-attention model's attended region, row-major; null for soft),
      "overlay": PNG path | null, "error": null | "one line"}
-A failed image gets caption, grid, size, crop_box, chosen null and empty lists. Overlays of a hard-attention model
-outline each word's chosen region. Every failure is also one line on stderr
+A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists. Overlays of a
+hard-attention model outline each word's chosen region. Every failure is also one line on stderr
 (``caption: error: PATH: what is wrong``); the other images are still captioned, and the exit code is 1. Bad
-options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``).
+options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``);
+captions cut off by --max-len are counted in one note there.
 
 ``caption --demo`` prints four lines, ``scene:``, ``caption:``, ``reference:`` (the scene's canonical caption) and
 ``overlay:``; with ``--json`` its one record also has "reference" and "seed".
@@ -24,35 +34,34 @@ import argparse
 import json
 import random
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from PIL import Image
-
-from captioning.preprocess import ImageReadError, load_image
 from text_attn.core.errors import fail, one_line
 from text_attn.core.modelfile import ModelFileError
 
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"
-BATCH = 8  # images encoded together
+BATCH = 16  # images encoded together (--batch-size)
 
 
 # --- caption --------------------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="caption",
-        description="Caption images with a Show-Attend-Tell model file. Plain output: the caption (one image) or "
-        "path<TAB>caption per image (several). Without --model the bundled shapes model is used: it only knows "
-        "synthetic shape scenes (try --demo).",
+        description="Caption images with a Show-Attend-Tell model file. IMAGE: a file, a folder (its images, "
+        "recursively) or - (paths on stdin). Plain output: the caption (one image) or path<TAB>caption per image "
+        "(several). Without --model the bundled shapes model is used: it only knows synthetic shape scenes (try "
+        "--demo).",
     )
-    p.add_argument("images", nargs="*", metavar="IMAGE", help="image files (any format and mode Pillow reads)")
+    p.add_argument("images", nargs="*", metavar="IMAGE", help="image files, folders, or - for paths on stdin")
     p.add_argument("--model", help="model file (from caption-train fit or caption-export; default: bundled model)")
     p.add_argument("--beam-size", type=int, default=3, help="beam width; 1 = greedy (default: 3)")
     p.add_argument("--max-len", type=int, default=30, help="longest caption in words (default: 30)")
     p.add_argument("--length-penalty", type=float, default=0.0, help="rank beams by score / length**this (default: 0)")
     p.add_argument("--json", action="store_true", help="print one JSON list with per-word attention (see docs)")
+    p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done")
+    p.add_argument("--resume", action="store_true", help="with --jsonl: skip the images FILE already holds")
     p.add_argument(
         "--overlay",
         metavar="DIR",
@@ -62,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-word", action="store_true", help="with --overlay: also one PNG per word")
     p.add_argument("--demo", action="store_true", help="caption a fresh synthetic shapes scene and draw its overlay")
     p.add_argument("--seed", type=int, help="--demo: the scene's seed (default: random; printed)")
+    p.add_argument("--batch-size", type=int, default=BATCH, help=f"images captioned together (default: {BATCH})")
+    p.add_argument("--workers", type=int, default=2, help="processes decoding images ahead of the model (default: 2)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     return p
 
@@ -97,36 +109,40 @@ def _unique_stem(name: str, used: set[str]) -> str:
     return stem
 
 
-def _chunks(items: list[str], n: int) -> Iterator[list[str]]:
-    for i in range(0, len(items), n):
-        yield items[i : i + n]
-
-
 def _record(name: str, error: str | None = None) -> dict[str, Any]:
-    keys = ("caption", "grid", "size", "crop_box", "chosen", "overlay")
+    keys = ("caption", "score", "truncated", "grid", "size", "crop_box", "chosen", "overlay")
     return {"image": name, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
 
 
-def caption_images(
-    captioner, named: list[tuple[str, Image.Image]], args: argparse.Namespace, used: set[str] | None = None
+def caption_items(
+    captioner, items: list[dict[str, Any]], args: argparse.Namespace, used: set[str] | None = None
 ) -> list[dict[str, Any]]:
-    """Caption (name, RGB image) pairs as one batch; per image a JSON-able record (see the module doc), with its
-    overlay written when args.overlay is set. ``used``: overlay names taken so far in this run."""
+    """Caption preprocessed images (captioning.collection items: name, tensor, size, image) as one batch; per image a
+    JSON-able record (see the module doc), with its overlay written when args.overlay is set. ``used``: overlay names
+    taken so far in this run."""
+    import torch
+
+    from captioning.collection import stack
     from captioning.overlay import draw_overlay, draw_word_panels
 
     g = captioner.grid
-    preprocess = captioner.preprocess
     used = set() if used is None else used
-    results = captioner.caption_images([im for _, im in named], args.beam_size, args.max_len, args.length_penalty)
+    device = next(captioner.model.parameters()).device
+    with torch.no_grad():
+        features = captioner.model.encode(stack(items).to(device))  # (B, L, D)
+    results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty)
     out = []
-    for (name, image), (words, alphas) in zip(named, results, strict=True):
-        box = preprocess.crop_box(*image.size)
+    for item, (words, alphas, score, truncated) in zip(items, results, strict=True):
+        name = item["name"]
+        box = captioner.preprocess.crop_box(*item["size"])
         rec = _record(name)
-        rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(image.size), crop_box=list(box))
+        rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
+        rec.update(score=round(score, 6), truncated=truncated)
         rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
         rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
         if args.overlay:
             stem = _unique_stem(Path(name).stem or "image", used)
+            image = item["image"]
             try:
                 png = Path(args.overlay) / f"{stem}-attention.png"
                 path = draw_overlay(image, words, alphas, g, box, png, chosen=chosen)
@@ -158,7 +174,8 @@ def _demo(captioner, args: argparse.Namespace) -> int:
     except OSError as err:
         fail("caption", f"cannot write the demo scene to {out_dir}: {one_line(err)}")
     args.overlay = str(out_dir)
-    (rec,) = caption_images(captioner, [(name, scene.image)], args)
+    item = {"name": name, "tensor": captioner.preprocess(scene.image), "size": scene.image.size, "image": scene.image}
+    (rec,) = caption_items(captioner, [item], args)
     if args.json:
         rec["reference"] = " ".join(scene.captions[0])
         rec["seed"] = seed
@@ -186,33 +203,85 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "--per-word needs --overlay DIR")
     if args.seed is not None and not args.demo:
         fail("caption", "--seed only applies to --demo")
+    if args.resume and not args.jsonl:
+        fail("caption", "--resume needs --jsonl FILE (the file to continue)")
+    if args.jsonl and args.json:
+        fail("caption", "give --json (one list on stdout) or --jsonl FILE (one record per line), not both")
+    for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads or 1)):
+        if value < 1:
+            fail("caption", f"{flag} must be at least 1, got {value}")
+    if args.workers < 0:
+        fail("caption", f"--workers must be 0 or more, got {args.workers}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     captioner = _load_captioner(args)
     if args.demo:
         return _demo(captioner, args)
+    return _caption_collection(captioner, args)
+
+
+def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
+    from tqdm.auto import tqdm
+
+    from captioning.collection import image_batches, image_paths, read_done
+
+    paths = list(image_paths(args.images, stdin))  # strings only: the images themselves are read batch by batch
+    if not paths:
+        fail("caption", "no images: the folders hold no image files and stdin gave no paths")
     if args.overlay:
         try:
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
         except OSError as err:
             fail("caption", f"cannot create --overlay directory {args.overlay}: {one_line(err)}")
+    out = None
+    if args.jsonl:
+        jsonl = Path(args.jsonl)
+        try:
+            done = read_done(jsonl) if args.resume else set()
+            out = open(jsonl, "a" if args.resume else "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        except (OSError, UnicodeDecodeError) as err:
+            fail("caption", f"cannot use --jsonl {jsonl}: {one_line(err)}")
+        if done:
+            print(f"caption: {len(done)} images already in {jsonl}: skipped", file=sys.stderr)
+        paths = [p for p in paths if p not in done]
+    several = len(paths) > 1
+    batches = -(-len(paths) // args.batch_size)
+    workers = args.workers if batches > 1 else 0  # starting processes is not worth it for one batch
+    loader = image_batches(paths, captioner.preprocess, args.batch_size, workers, keep=bool(args.overlay))
+    quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
+    bar = tqdm(total=len(paths), unit="img", desc="captioning", disable=quiet, file=sys.stderr)
     used: set[str] = set()
-    records = []
-    for chunk in _chunks(args.images, BATCH):  # read, caption and print a batch at a time: memory stays bounded
-        batch: list[dict[str, Any]] = []
-        good = []
-        for name in chunk:
-            try:
-                good.append((name, load_image(name)))
-                batch.append({})  # filled below, in argument order
-            except ImageReadError as err:
-                print(f"caption: error: {err}", file=sys.stderr)
-                batch.append(_record(name, str(err)))
-        done = iter(caption_images(captioner, good, args, used) if good else [])
-        batch = [rec or next(done) for rec in batch]
-        if not args.json:
-            for rec in batch:
-                if rec["caption"] is not None:
-                    print(rec["caption"] if len(args.images) == 1 else f"{rec['image']}\t{rec['caption']}", flush=True)
-        records += batch
+    records, failed, cut = [], False, 0
+    try:
+        for items in loader:
+            for it in items:
+                if it["error"] is not None:
+                    print(f"caption: error: {it['error']}", file=sys.stderr)
+                elif it["note"] is not None:
+                    print(f"caption: note: {it['note']}", file=sys.stderr)
+            good = [it for it in items if it["error"] is None]
+            captioned = iter(caption_items(captioner, good, args, used) if good else [])
+            batch = [next(captioned) if it["error"] is None else _record(it["name"], it["error"]) for it in items]
+            failed = failed or any(rec["error"] for rec in batch)
+            cut += sum(bool(rec["truncated"]) for rec in batch)
+            if out is not None:
+                out.write("".join(json.dumps(rec) + "\n" for rec in batch))
+                out.flush()
+            elif args.json:
+                records += batch
+            else:
+                for rec in batch:
+                    if rec["caption"] is not None:
+                        print(f"{rec['image']}\t{rec['caption']}" if several else rec["caption"], flush=True)
+            bar.update(len(items))
+    finally:
+        bar.close()
+        if out is not None:
+            out.close()
     if args.json:
         print(json.dumps(records))
-    return 1 if any(rec["error"] for rec in records) else 0
+    if cut:
+        print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off", file=sys.stderr)
+    return 1 if failed else 0

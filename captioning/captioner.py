@@ -32,6 +32,8 @@ VERSION = 1
 class Caption(NamedTuple):
     words: list[str]  # the caption, no special tokens
     alphas: Tensor  # (len(words), L): each word's attention over the grid * grid regions, row-major
+    score: float  # the search's score: log-probability (beam: divided by length**length_penalty)
+    truncated: bool  # the caption hit max_len before the end token: it was cut off
 
 
 class Captioner:
@@ -114,11 +116,14 @@ class Captioner:
     def captions(self, result: SearchResult) -> list[Caption]:
         """Ids -> words, each with its attention map; the eos step's attention is dropped."""
         v, out = self.vocab, []
+        ended = result.tokens.gather(1, (result.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == v.eos_id
         for b, ids in enumerate(result.token_lists()):  # eos and what follows already removed
             # pad / bos can only come out of an untrained model; they name nothing, so they are dropped
             # (with their alphas). unk stays: it stands for a real word.
             keep = [i for i, tok in enumerate(ids) if tok not in (v.pad_id, v.bos_id)]
-            out.append(Caption([v.itos[ids[i]] for i in keep], result.attention[b, keep].cpu()))
+            words = [v.itos[ids[i]] for i in keep]
+            truncated = not bool(ended[b]) and int(result.lengths[b]) > 0
+            out.append(Caption(words, result.attention[b, keep].cpu(), float(result.scores[b]), truncated))
         return out
 
     def caption_features(

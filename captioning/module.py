@@ -210,7 +210,9 @@ class CaptionModule(RunState, pl.LightningModule):
         loss, _ = self._loss(batch, features)
         self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=features.size(0), sync_dist=True)
         captions = self.captioner().caption_features(features, self.hparams.val_beam_size, self.hparams.val_max_len)
-        for i, refs, (words, alphas) in zip(batch["image_index"].tolist(), batch["references"], captions, strict=True):
+        for i, refs, (words, alphas, *_) in zip(
+            batch["image_index"].tolist(), batch["references"], captions, strict=True
+        ):
             self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas.cpu()})
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:

@@ -83,8 +83,8 @@ def test_overfits_to_exact_recall_with_greedy_and_beam(trained):
     captioner, _, feats, words = trained
     for beam_size in (1, 3):
         out = captioner.caption_features(feats, beam_size=beam_size, max_len=12)
-        assert [w for w, _ in out] == words
-        for w, alphas in out:
+        assert [c.words for c in out] == words
+        for w, alphas, *_ in out:
             assert alphas.shape == (len(w), feats.size(1))  # the eos step's alpha is dropped
             assert torch.allclose(alphas.sum(-1), torch.ones(len(w)), atol=1e-5)
 
@@ -95,7 +95,7 @@ def test_caption_images_end_to_end(trained):
     out = captioner.caption_images(images, beam_size=3)
     assert captioner.model.training
     captioner.model.eval()
-    assert [w for w, _ in out] == words
+    assert [c.words for c in out] == words
     assert captioner.caption_images([]) == []
 
 
@@ -115,7 +115,7 @@ def test_beam_size_one_equals_greedy_on_an_untrained_decoder(trained):
     assert g.tokens.size(1) > 1  # a random decoder does not stop at once: the comparison covers steps
     result = fresh.generate(feats, vocab.bos_id, vocab.eos_id, max_len=8, beam_size=1)  # ids: a SearchResult
     assert torch.equal(result.tokens, g.tokens)
-    words = [w for w, _ in Captioner(fresh, vocab).captions(result)]
+    words = [c.words for c in Captioner(fresh, vocab).captions(result)]
     assert words == [[vocab.itos[i] for i in ids if i > 3] for ids in g.token_lists()]
 
 
@@ -138,7 +138,7 @@ def test_save_load_round_trip(trained, tmp_path, monkeypatch):
         a, b = model(x, cin), loaded(x, cin)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     out_a, out_b = captioner.caption_features(feats), reloaded.caption_features(feats)
-    assert all(wa == wb and torch.equal(aa, ab) for (wa, aa), (wb, ab) in zip(out_a, out_b, strict=True))
+    assert all(wa == wb and torch.equal(aa, ab) for (wa, aa, *_), (wb, ab, *_) in zip(out_a, out_b, strict=True))
 
 
 def test_model_file_is_plain_tensors_and_json(trained, tmp_path):

@@ -140,7 +140,7 @@ def test_beam_search_over_a_hard_model():
     assert torch.equal(greedy.tokens, beam1.tokens)
     torch.testing.assert_close(greedy.attention, beam1.attention)
     first, again = (captioner.caption_features(feats, beam_size=3, max_len=6) for _ in range(2))
-    for (w1, a1), (w2, a2) in zip(first, again, strict=True):
+    for (w1, a1, *_), (w2, a2, *_) in zip(first, again, strict=True):
         assert w1 == w2 and torch.equal(a1, a2)  # eval-mode hard attention is deterministic
         assert captioner.chosen_regions(a1) == a1.argmax(-1).tolist()
     model.decoder.cfg.hard_inference = "expect"
