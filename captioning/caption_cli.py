@@ -14,6 +14,7 @@ already holds a caption for are skipped and the rest appended. A record:
      "attention": [[L floats] per word]   (row t: step t's weights over the grid*grid regions, row-major, sum 1),
      "score": log-probability of the caption (beam: / length**length_penalty),
      "truncated": true when the caption hit --max-len before its end (it is cut off),
+     "out_of_domain": true when the image looks unlike the model's training images (null: the model cannot tell),
      "grid": [g, g], "size": [W, H]        (the image as captioned: after its EXIF rotation),
      "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
      "chosen": [region per word] | null (a hard-attention model's attended region, row-major; null for soft),
@@ -22,7 +23,7 @@ A failed image gets caption, score, truncated, grid, size, crop_box, chosen null
 hard-attention model outline each word's chosen region. Every failure is also one line on stderr
 (``caption: error: PATH: what is wrong``); the other images are still captioned, and the exit code is 1. Bad
 options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``);
-captions cut off by --max-len are counted in one note there.
+captions cut off by --max-len, and images unlike the model's training images, are counted in one note each there.
 
 ``caption --demo`` prints four lines, ``scene:``, ``caption:``, ``reference:`` (the scene's canonical caption) and
 ``overlay:``; with ``--json`` its one record also has "reference" and "seed".
@@ -110,7 +111,7 @@ def _unique_stem(name: str, used: set[str]) -> str:
 
 
 def _record(name: str, error: str | None = None) -> dict[str, Any]:
-    keys = ("caption", "score", "truncated", "grid", "size", "crop_box", "chosen", "overlay")
+    keys = ("caption", "score", "truncated", "out_of_domain", "grid", "size", "crop_box", "chosen", "overlay")
     return {"image": name, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
 
 
@@ -131,13 +132,14 @@ def caption_items(
     with torch.no_grad():
         features = captioner.model.encode(stack(items).to(device))  # (B, L, D)
     results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty)
+    far = captioner.out_of_domain(features) or [None] * len(items)
     out = []
-    for item, (words, alphas, score, truncated) in zip(items, results, strict=True):
+    for item, (words, alphas, score, truncated), unfamiliar in zip(items, results, far, strict=True):
         name = item["name"]
         box = captioner.preprocess.crop_box(*item["size"])
         rec = _record(name)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
-        rec.update(score=round(score, 6), truncated=truncated)
+        rec.update(score=round(score, 6), truncated=truncated, out_of_domain=unfamiliar)
         rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
         rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
         if args.overlay:
@@ -253,7 +255,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
     bar = tqdm(total=len(paths), unit="img", desc="captioning", disable=quiet, file=sys.stderr)
     used: set[str] = set()
-    records, failed, cut = [], False, 0
+    records, failed, cut, far = [], False, 0, 0
     try:
         for items in loader:
             for it in items:
@@ -266,6 +268,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             batch = [next(captioned) if it["error"] is None else _record(it["name"], it["error"]) for it in items]
             failed = failed or any(rec["error"] for rec in batch)
             cut += sum(bool(rec["truncated"]) for rec in batch)
+            far += sum(bool(rec["out_of_domain"]) for rec in batch)
             if out is not None:
                 out.write("".join(json.dumps(rec) + "\n" for rec in batch))
                 out.flush()
@@ -284,4 +287,17 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         print(json.dumps(records))
     if cut:
         print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off", file=sys.stderr)
+    if far:
+        print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:
+    what = captioner.domain or "its training images"
+    note = f"{far} image(s) look unlike what this model was trained on ({what}): their captions are guesses"
+    if args.model is None:
+        note += (
+            "; the bundled model knows only synthetic shape scenes: train a model on your images with caption-train "
+            "(README: Train a captioner) and pass it with --model"
+        )
+    return note

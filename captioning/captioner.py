@@ -37,10 +37,15 @@ class Caption(NamedTuple):
 
 
 class Captioner:
-    def __init__(self, model: CaptionModel, vocab: Vocabulary):
+    def __init__(
+        self, model: CaptionModel, vocab: Vocabulary, domain: str | None = None, domain_check: dict | None = None
+    ):
+        """domain: what the model was trained on, in words (e.g. "synthetic shapes"); domain_check: the centre of its
+        training images' mean region features and a radius (see :func:`domain_check`), to tell images far from them."""
         if model.decoder.cfg.vocab_size != len(vocab):
             raise ValueError(f"decoder vocab_size {model.decoder.cfg.vocab_size} != vocabulary size {len(vocab)}")
         self.model, self.vocab = model, vocab
+        self.domain, self.domain_check = domain, domain_check
 
     @classmethod
     def build(
@@ -80,6 +85,8 @@ class Captioner:
                 "decoder": asdict(model.decoder.cfg),
                 "encoder": model.encoder.config(),
                 "preprocess": asdict(model.encoder.preprocess),
+                **({"domain": self.domain} if self.domain else {}),
+                **({"domain_check": self.domain_check} if self.domain_check else {}),
             },
             VERSION,
         )
@@ -97,7 +104,7 @@ class Captioner:
             encoder.preprocess = Preprocess(**data["preprocess"])  # exactly what training used
             model = CaptionModel(encoder, ShowAttendTellDecoder(DecoderConfig(**decoder)))
             model.load_state_dict(data["state_dict"])
-            captioner = cls(model, vocab)
+            captioner = cls(model, vocab, data.get("domain"), data.get("domain_check"))
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
             raise ModelFileError(f"{str(path)!r}: broken caption model file ({one_line(err)})") from err
         if isinstance(map_location, (str, torch.device)):
@@ -150,6 +157,14 @@ class Captioner:
             model.train(was_training)
         return self.caption_features(features, beam_size, max_len, length_penalty)
 
+    def out_of_domain(self, features: Tensor) -> list[bool] | None:
+        """Per image (features (B, L, D)), whether it lies far from the training images (None: no check stored)."""
+        if not self.domain_check:
+            return None
+        centre = torch.tensor(self.domain_check["centre"], dtype=features.dtype, device=features.device)  # (D,)
+        distance = (features.mean(dim=1) - centre).norm(dim=-1)  # (B,)
+        return (distance > self.domain_check["radius"]).tolist()
+
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
         """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is
         no single region (soft attention, or hard_inference "expect").
@@ -161,3 +176,12 @@ class Captioner:
         if cfg.attention != "hard" or cfg.hard_inference != "argmax":
             return None
         return alphas.argmax(dim=-1).tolist()
+
+
+def domain_check(features: Tensor, margin: float = 1.5) -> dict:
+    """What ``Captioner.out_of_domain`` compares with, from training images' features (N, L, D): the centre of their
+    mean region features and ``margin`` times the distance from it that 99% of them stay within (JSON-able)."""
+    means = features.float().mean(dim=1)  # (N, D)
+    centre = means.mean(dim=0)
+    radius = (means - centre).norm(dim=-1).quantile(0.99).item() * margin
+    return {"centre": [round(v, 6) for v in centre.tolist()], "radius": radius}

@@ -246,6 +246,14 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.preprocess: Callable = Preprocess()
         self._train_pairs: list[tuple[int, list[int]]] = []  # (image index, caption ids without bos/eos)
 
+    @property
+    def domain(self) -> str:
+        """What the images are, in words: model files record it (``caption`` names it in its notes)."""
+        hp = self.hparams
+        if hp.source == "shapes":
+            return "synthetic shapes"
+        return f"{Path(hp.karpathy_json).stem}" if hp.source == "karpathy" else f"the images of {hp.image_dir}"
+
     # --- loading ------------------------------------------------------------------------------------------------------
     def _load(self) -> dict[str, CaptionSplit]:
         hp = self.hparams

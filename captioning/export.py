@@ -61,6 +61,7 @@ def model_from_checkpoint(ckpt: dict, path: str):
         decoder = as_config(DecoderConfig, dict(hp.get("decoder") or {}), "decoder")
         captioner = Captioner.build(vocab, encoder, decoder)
         captioner.model.load_state_dict(state)
+        captioner.domain, captioner.domain_check = ckpt.get("domain"), ckpt.get("domain_check")
     except (TypeError, ValueError, RuntimeError) as err:
         raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({one_line(err)})") from None
     captioner.model.eval()

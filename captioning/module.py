@@ -28,7 +28,7 @@ import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
 from captioning.caching import CacheFeatures
-from captioning.captioner import Captioner
+from captioning.captioner import Captioner, domain_check
 from captioning.decoder import DecoderConfig, caption_loss
 from captioning.encoder import EncoderConfig
 from captioning.grounding import grounding
@@ -126,8 +126,16 @@ class CaptionModule(RunState, pl.LightningModule):
     def configure_callbacks(self) -> list:
         return [CacheFeatures()]  # the data module encodes each image once with this model's frozen encoder
 
-    def captioner(self) -> Captioner:
-        return Captioner(self.model, self.vocab)
+    def captioner(self, for_export: bool = False) -> Captioner:
+        """The inference object over this module's model. for_export: it also records what the data was
+        (``dm.domain``) and, when the training features are cached, where they lie (``domain_check``), so ``caption``
+        can tell images far from them."""
+        if not for_export:
+            return Captioner(self.model, self.vocab)
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        train = getattr(dm, "features", {}).get("train")
+        check = domain_check(train) if train is not None and len(train) > 1 else None
+        return Captioner(self.model, self.vocab, getattr(dm, "domain", None), check)
 
     # --- training ---------------------------------------------------------------------------------------------------
     def _features(self, batch: dict) -> torch.Tensor:
@@ -257,6 +265,8 @@ class CaptionModule(RunState, pl.LightningModule):
     # --- checkpoints -----------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["vocab"] = self.vocab.to_dict()  # a checkpoint can be turned into a model file without the data
+        exported = self.captioner(for_export=True)  # and caption-export keeps what the data was
+        checkpoint["domain"], checkpoint["domain_check"] = exported.domain, exported.domain_check
         self.save_run_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -270,4 +280,4 @@ class CaptionModule(RunState, pl.LightningModule):
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
-        self.export_best(self.hparams.export_path, self.captioner().save)
+        self.export_best(self.hparams.export_path, self.captioner(for_export=True).save)

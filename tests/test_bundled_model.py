@@ -1,6 +1,7 @@
 """The bundled default model (captioning/assets/shapes_soft.pt): `caption --demo` and photos work out of the box."""
 
 import json
+import random
 
 import pytest
 from PIL import Image
@@ -43,3 +44,18 @@ def test_bundled_model_captions_a_photo(capsys):
     assert caption_cli.caption_main([str(IMAGES / "coffee.png")]) == 0
     words = capsys.readouterr().out.split()
     assert words and words[0] in ("a", "there")  # it speaks its shapes language, whatever the picture
+
+
+def test_the_bundled_model_says_when_an_image_is_not_a_shapes_scene(capsys, tmp_path):
+    import torch
+
+    captioner = Captioner.load(caption_cli.BUNDLED_MODEL)
+    assert captioner.domain == "synthetic shapes" and captioner.domain_check["radius"] > 0
+    scene = make_scene(random.Random(11), size=128).image
+    photos = [Image.open(p).convert("RGB") for p in sorted(IMAGES.glob("*.png"))]
+    with torch.no_grad():
+        feats = captioner.model.encode(torch.stack([captioner.preprocess(im) for im in [scene, *photos]]))
+    assert captioner.out_of_domain(feats) == [False] + [True] * len(photos)
+    assert caption_cli.caption_main([str(p) for p in sorted(IMAGES.glob("*.png"))]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "look unlike" in line]
+    assert len(notes) == 1 and "synthetic shapes" in notes[0] and "--model" in notes[0]
