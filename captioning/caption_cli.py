@@ -40,6 +40,7 @@ from typing import IO, Any
 
 from text_attn.core.errors import fail, one_line
 from text_attn.core.modelfile import ModelFileError
+from text_attn.core.search_options import add_search_options, check_search_options, search_options
 
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
 DEMO_DIR = "caption-demo"
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("images", nargs="*", metavar="IMAGE", help="image files, folders, or - for paths on stdin")
     p.add_argument("--model", help="model file (from caption-train fit or caption-export; default: bundled model)")
-    p.add_argument("--beam-size", type=int, default=3, help="beam width; 1 = greedy (default: 3)")
+    p.add_argument("--beam-size", type=int, help="beam width; 1 = greedy (default: 3, with --sample 1)")
     p.add_argument("--max-len", type=int, default=30, help="longest caption in words (default: 30)")
     p.add_argument("--length-penalty", type=float, default=0.0, help="rank beams by score / length**this (default: 0)")
     p.add_argument("--json", action="store_true", help="print one JSON list with per-word attention (see docs)")
@@ -72,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-word", action="store_true", help="with --overlay: also one PNG per word")
     p.add_argument("--demo", action="store_true", help="caption a fresh synthetic shapes scene and draw its overlay")
     p.add_argument("--seed", type=int, help="--demo: the scene's seed (default: random; printed)")
+    add_search_options(p)
     p.add_argument("--batch-size", type=int, default=BATCH, help=f"images captioned together (default: {BATCH})")
     p.add_argument("--workers", type=int, default=2, help="processes decoding images ahead of the model (default: 2)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
@@ -131,15 +133,18 @@ def caption_items(
     device = next(captioner.model.parameters()).device
     with torch.no_grad():
         features = captioner.model.encode(stack(items).to(device))  # (B, L, D)
-    results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty)
+    options = search_options(args)
+    results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
     far = captioner.out_of_domain(features) or [None] * len(items)
     out = []
-    for item, (words, alphas, score, truncated), unfamiliar in zip(items, results, far, strict=True):
+    for item, (words, alphas, score, truncated, nbest), unfamiliar in zip(items, results, far, strict=True):
         name = item["name"]
         box = captioner.preprocess.crop_box(*item["size"])
         rec = _record(name)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
         rec.update(score=round(score, 6), truncated=truncated, out_of_domain=unfamiliar)
+        if nbest is not None:
+            rec["n_best"] = [{"caption": " ".join(w), "score": round(sc, 6)} for w, sc in nbest]
         rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
         rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
         if args.overlay:
@@ -193,6 +198,8 @@ def _demo(captioner, args: argparse.Namespace) -> int:
 def caption_main(argv: list[str] | None = None) -> int:
     """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
     args = _parser().parse_args(argv)
+    if args.beam_size is None:
+        args.beam_size = 1 if args.sample else 3
     if args.beam_size < 1:
         fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
     if args.max_len < 1:
@@ -205,6 +212,7 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "--per-word needs --overlay DIR")
     if args.seed is not None and not args.demo:
         fail("caption", "--seed only applies to --demo")
+    check_search_options("caption", args)
     if args.resume and not args.jsonl:
         fail("caption", "--resume needs --jsonl FILE (the file to continue)")
     if args.jsonl and args.json:

@@ -34,6 +34,7 @@ class Caption(NamedTuple):
     alphas: Tensor  # (len(words), L): each word's attention over the grid * grid regions, row-major
     score: float  # the search's score: log-probability (beam: divided by length**length_penalty)
     truncated: bool  # the caption hit max_len before the end token: it was cut off
+    nbest: list[tuple[list[str], float]] | None = None  # with n_best > 1: the n best captions and scores, best first
 
 
 class Captioner:
@@ -114,11 +115,14 @@ class Captioner:
 
     # --- captioning ----------------------------------------------------------------------------
     def generate(
-        self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0
+        self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
     ) -> SearchResult:
-        """Region features (B, L, D) -> the model's SearchResult (ids and attention per step)."""
+        """Region features (B, L, D) -> the model's SearchResult (ids and attention per step). options: sampling,
+        n_best, no_repeat_ngram (text_attn.core.decoding.search)."""
         v = self.vocab
-        return self.model.generate(features, v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id)
+        return self.model.generate(
+            features, v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id, **options
+        )
 
     def captions(self, result: SearchResult) -> list[Caption]:
         """Ids -> words, each with its attention map; the eos step's attention is dropped."""
@@ -130,14 +134,20 @@ class Captioner:
             keep = [i for i, tok in enumerate(ids) if tok not in (v.pad_id, v.bos_id)]
             words = [v.itos[ids[i]] for i in keep]
             truncated = not bool(ended[b]) and int(result.lengths[b]) > 0
-            out.append(Caption(words, result.attention[b, keep].cpu(), float(result.scores[b]), truncated))
+            nbest = None
+            if result.nbest is not None:
+                nbest = [(self._words(ids), score) for ids, score in result.nbest[b]]
+            out.append(Caption(words, result.attention[b, keep].cpu(), float(result.scores[b]), truncated, nbest))
         return out
 
+    def _words(self, ids: list[int]) -> list[str]:
+        return [self.vocab.itos[i] for i in ids if i not in (self.vocab.pad_id, self.vocab.bos_id)]
+
     def caption_features(
-        self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0
+        self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
     ) -> list[Caption]:
-        """Region features (B, L, D) -> per image its Caption (words, alphas (len(words), L))."""
-        return self.captions(self.generate(features, beam_size, max_len, length_penalty))
+        """Region features (B, L, D) -> per image its Caption (words, alphas (len(words), L), ...)."""
+        return self.captions(self.generate(features, beam_size, max_len, length_penalty, **options))
 
     @torch.no_grad()
     def caption_images(

@@ -111,11 +111,12 @@ class CaptionModel(nn.Module):
         beam_size: int = 1,
         length_penalty: float = 0.0,
         pad_id: int = 0,
+        **options: Any,
     ) -> SearchResult:
         """Features (B, L, D) -> the search result: ids (B, T) and attention (B, T, L) per generated step.
 
         Runs in eval mode (no dropout; hard attention deterministic) and restores the previous mode. beam_size 1 is
-        greedy search.
+        greedy search; options (sampling, n_best, no_repeat_ngram): see text_attn.core.decoding.search.
         """
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -123,6 +124,7 @@ class CaptionModel(nn.Module):
         self.eval()
         try:
             state = self.init_state(features)
-            return search(self, state, features.size(0), bos_id, eos_id, max_len, beam_size, length_penalty, pad_id)
+            B = features.size(0)
+            return search(self, state, B, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id, **options)
         finally:
             self.train(was_training)

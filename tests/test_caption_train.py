@@ -61,7 +61,7 @@ def test_fit_caches_features_and_writes_a_loadable_model_file(fitted, capsys):
     for k, v in model.decoder.state_dict().items():
         torch.testing.assert_close(v, trained[k].cpu())
     # and the loaded model captions images end to end
-    (words, alphas, _, _), *_ = captioner.caption_images([dm.scenes["test"][0].image], beam_size=2, max_len=8)
+    (words, alphas, *_), *_ = captioner.caption_images([dm.scenes["test"][0].image], beam_size=2, max_len=8)
     assert alphas.shape == (len(words), 16) and all(w in dm.vocab for w in words)
 
 
@@ -190,9 +190,7 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
     assert "baseline.value" in module.state_dict()  # checkpoints keep the baseline
     captioner = Captioner.load(out)
     assert captioner.model.decoder.cfg.attention == "hard" and captioner.model.decoder.cfg.soft_prob == 0.5
-    (words, alphas, _, _), *_ = captioner.caption_images(
-        [cli.datamodule.scenes["val"][0].image], beam_size=2, max_len=8
-    )
+    (words, alphas, *_), *_ = captioner.caption_images([cli.datamodule.scenes["val"][0].image], beam_size=2, max_len=8)
     assert captioner.chosen_regions(alphas) == alphas.argmax(-1).tolist()
 
 

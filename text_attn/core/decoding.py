@@ -66,6 +66,8 @@ class SearchResult:
     scores: Tensor  # (B,) total log-probability (beam: divided by length**length_penalty)
     attention: Tensor | None  # (B, T, ...) attention of each generated step; zeros after the end
     eos_id: int | None = None
+    # beam search with n_best > 1: per sentence its n best hypotheses, best first: (ids without eos, score)
+    nbest: list[list[tuple[list[int], float]]] | None = None
 
     def token_lists(self) -> list[list[int]]:
         """The generated ids per sentence, without eos and padding."""
@@ -74,6 +76,58 @@ class SearchResult:
             row = row[:n]
             out.append(row[:-1] if row and row[-1] == self.eos_id else row)
         return out
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Draw each token instead of taking the best: from the model's distribution divided by ``temperature``, cut to
+    the ``top_k`` most likely tokens (0: no cut) and to the smallest set holding ``top_p`` of the probability
+    (nucleus sampling; 1: no cut). ``seed`` makes the draws repeat (None: torch's global generator)."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self):
+        if self.temperature <= 0 or self.top_k < 0 or not 0 < self.top_p <= 1:
+            raise ValueError(
+                f"sampling needs temperature > 0, top_k >= 0 and 0 < top_p <= 1 (got {self.temperature}, "
+                f"{self.top_k}, {self.top_p})"
+            )
+
+    def draw(self, log_probs: Tensor, generator: torch.Generator | None) -> Tensor:
+        """(N, V) log-probabilities -> (N,) drawn tokens."""
+        logits = log_probs / self.temperature
+        if self.top_k and self.top_k < logits.size(-1):
+            kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # (N, 1)
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p < 1.0:
+            ordered, order = logits.sort(dim=-1, descending=True)
+            probs = ordered.softmax(dim=-1)
+            drop = probs.cumsum(dim=-1) - probs >= self.top_p  # tokens after the nucleus is full (the first stays)
+            logits = logits.scatter(-1, order, ordered.masked_fill(drop, float("-inf")))
+        return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
+
+
+def ban_repeated_ngrams(log_probs: Tensor, history: Tensor, n: int) -> Tensor:
+    """Forbid (log-prob -inf) every token that would repeat an n-gram already in its row: history (N, t) of generated
+    tokens, log_probs (N, V). The last n-1 tokens are compared with every earlier (n-1)-gram; the tokens that
+    followed those are banned."""
+    t = history.size(1)
+    if n < 1 or t < n - 1:
+        return log_probs
+    if n == 1:
+        return log_probs.scatter(1, history, float("-inf")) if t else log_probs
+    windows = history.unfold(1, n - 1, 1)  # (N, t-n+2, n-1)
+    earlier = windows[:, :-1]  # (N, t-n+1, n-1): each is followed by a token
+    if earlier.size(1) == 0:
+        return log_probs
+    hits = (earlier == windows[:, -1:]).all(dim=-1)  # (N, t-n+1)
+    following = history[:, n - 1 :]  # (N, t-n+1) the token after each earlier window
+    # a token banned by any earlier window: count the hits per token (scatter_add), not the last write
+    banned = torch.zeros(log_probs.shape, device=log_probs.device).scatter_add_(1, following, hits.float()) > 0
+    return log_probs.masked_fill(banned, float("-inf"))
 
 
 @torch.no_grad()
@@ -85,17 +139,30 @@ def greedy_search(
     eos_id: int,
     max_len: int,
     pad_id: int = 0,
+    *,
+    sampling: Sampling | None = None,
+    no_repeat_ngram: int = 0,
 ) -> SearchResult:
-    """Pick the arg-max token at every step until every sentence has produced eos or ``max_len`` tokens."""
+    """Pick the arg-max token (or, with ``sampling``, a drawn one) at every step until every sentence has produced
+    eos or ``max_len`` tokens. ``no_repeat_ngram`` n > 0: no n-gram occurs twice in a sentence."""
     device = _state_device(state)
     prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)
     finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
     scores = torch.zeros(batch_size, device=device)
     lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
+    generator = None
+    if sampling is not None and sampling.seed is not None:
+        generator = torch.Generator(device=device).manual_seed(sampling.seed)
     tokens, attns = [], []
     for _ in range(max_len):
         log_probs, attn, state = model.step(prev, state)
-        best_lp, tok = log_probs.max(dim=-1)  # (B,)
+        if no_repeat_ngram:
+            log_probs = ban_repeated_ngrams(log_probs, _history(tokens, batch_size, device), no_repeat_ngram)
+        if sampling is None:
+            best_lp, tok = log_probs.max(dim=-1)  # (B,)
+        else:
+            tok = sampling.draw(log_probs, generator)
+            best_lp = log_probs.gather(1, tok.unsqueeze(1)).squeeze(1)
         tok = tok.masked_fill(finished, pad_id)
         scores += best_lp.masked_fill(finished, 0.0)
         lengths += (~finished).long()
@@ -120,8 +187,14 @@ def beam_search(
     beam_size: int = 4,
     length_penalty: float = 0.0,
     pad_id: int = 0,
+    *,
+    n_best: int = 1,
+    no_repeat_ngram: int = 0,
 ) -> SearchResult:
     """Batched beam search: the B sentences' K beams are B*K rows of one batch.
+
+    ``n_best`` > 1 (at most K): the result's ``nbest`` also lists each sentence's n best final hypotheses.
+    ``no_repeat_ngram`` n > 0: no hypothesis repeats an n-gram.
 
     A beam that produced eos stays in the beam with its score frozen (it can only extend with pad at log-prob 0),
     so finished and live hypotheses compete for the K slots. The winner per sentence is chosen among the final K by
@@ -142,6 +215,9 @@ def beam_search(
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     lengths = torch.zeros(B * K, dtype=torch.long, device=device)
     offsets = (torch.arange(B, device=device) * K).unsqueeze(1)  # (B, 1)
+    if not 1 <= n_best <= K:
+        raise ValueError(f"n_best must be between 1 and the beam size {K}, got {n_best}")
+    history = torch.zeros(B * K, 0, dtype=torch.long, device=device)  # (B*K, t) each beam's tokens so far
     parents, step_tokens, step_attns = [], [], []
     for t in range(max_len):
         if t == 0:
@@ -150,6 +226,8 @@ def beam_search(
         else:
             log_probs, attn, state = model.step(prev, state)  # (B*K, V)
         V = log_probs.size(-1)
+        if no_repeat_ngram:
+            log_probs = ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
         # Finished rows may only continue with pad, at no cost.
         frozen = torch.full_like(log_probs, float("-inf"))
         frozen[:, pad_id] = 0.0
@@ -167,27 +245,37 @@ def beam_search(
             step_attns.append(attn[rows].masked_fill(_expand(finished, attn), 0.0))
         finished = finished | (tok == eos_id)
         prev = tok
+        if no_repeat_ngram:
+            history = torch.cat([history[rows], tok.unsqueeze(1)], dim=1)
         state = _reorder(model, state, rows)
         if bool(finished.all()):
             break
     norm = scores / lengths.clamp(min=1).float().pow(length_penalty)
-    best = norm.view(B, K).argmax(dim=-1)  # (B,)
-    row = offsets.squeeze(1) + best  # (B,) final row of each sentence's winner
-    tokens, attns = [], []
-    for t in range(len(step_tokens) - 1, -1, -1):  # backtrack through the parent pointers
-        tokens.append(step_tokens[t][row])
-        if step_attns:
-            attns.append(step_attns[t][row])
-        row = parents[t][row]
-    tokens.reverse()
-    attns.reverse()
-    return _result(
-        tokens,
-        lengths[offsets.squeeze(1) + best],
-        norm.view(B, K)[torch.arange(B), best],
-        attns,
-        eos_id,
-    )
+    ranked = norm.view(B, K).argsort(dim=-1, descending=True)  # (B, K) best first
+    results = []
+    for rank in range(n_best):
+        best = ranked[:, rank]  # (B,)
+        row = offsets.squeeze(1) + best  # (B,) final row of each sentence's hypothesis of this rank
+        tokens, attns = [], []
+        for t in range(len(step_tokens) - 1, -1, -1):  # backtrack through the parent pointers
+            tokens.append(step_tokens[t][row])
+            if step_attns:
+                attns.append(step_attns[t][row])
+            row = parents[t][row]
+        tokens.reverse()
+        attns.reverse()
+        final = offsets.squeeze(1) + best
+        results.append(_result(tokens, lengths[final], norm[final], attns, eos_id))
+    top = results[0]
+    if n_best > 1:
+        lists = [r.token_lists() for r in results]
+        top.nbest = [[(lists[k][b], float(results[k].scores[b])) for k in range(n_best)] for b in range(B)]
+    return top
+
+
+def _history(tokens: list[Tensor], rows: int, device: torch.device) -> Tensor:
+    """The tokens generated so far as (rows, t)."""
+    return torch.stack(tokens, dim=1) if tokens else torch.zeros(rows, 0, dtype=torch.long, device=device)
 
 
 def _expand(mask: Tensor, like: Tensor) -> Tensor:
@@ -222,11 +310,22 @@ def search(
     beam_size: int = 1,
     length_penalty: float = 0.0,
     pad_id: int = 0,
+    *,
+    sampling: Sampling | None = None,
+    n_best: int = 1,
+    no_repeat_ngram: int = 0,
 ) -> SearchResult:
-    """Greedy search for ``beam_size`` 1, batched beam search above."""
+    """Greedy search for ``beam_size`` 1 (drawing tokens with ``sampling``), batched beam search above (``n_best``
+    hypotheses per sentence); ``no_repeat_ngram`` for all. Sampling draws one hypothesis: it takes no beam."""
+    if sampling is not None and (beam_size > 1 or n_best > 1):
+        raise ValueError("sampling draws one caption per input: use it with beam size 1 and n_best 1")
     if beam_size <= 1:
-        return greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id=pad_id)
-    return beam_search(model, state, batch_size, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id=pad_id)
+        if n_best > 1:
+            raise ValueError(f"n_best {n_best} needs a beam at least as wide (beam_size >= n_best)")
+        return greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id,
+                             sampling=sampling, no_repeat_ngram=no_repeat_ngram)  # fmt: skip
+    return beam_search(model, state, batch_size, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id,
+                       n_best=n_best, no_repeat_ngram=no_repeat_ngram)  # fmt: skip
 
 
 class GenerateMixin:
@@ -242,7 +341,9 @@ class GenerateMixin:
         max_len: int,
         beam_size: int = 1,
         length_penalty: float = 0.0,
+        **options: Any,
     ) -> SearchResult:
-        """src (B, S), src_lens (B,) -> the search result for the whole batch."""
+        """src (B, S), src_lens (B,) -> the search result for the whole batch (options: see :func:`search`)."""
         state = self.encode(src, src_lens)
-        return search(self, state, src.size(0), bos_id, eos_id, max_len, beam_size, length_penalty, self.cfg.pad_id)
+        B, pad = src.size(0), self.cfg.pad_id
+        return search(self, state, B, bos_id, eos_id, max_len, beam_size, length_penalty, pad, **options)

@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from text_attn.core.errors import fail
+from text_attn.core.errors import fail, one_line
+from text_attn.core.search_options import add_search_options, check_search_options, search_options
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
         default=-1,
         help="Transformer: decoder layer whose cross-attention heads --plot draws (0-based; default -1: last)",
     )
+    p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    add_search_options(p)
     return p
 
 
@@ -50,10 +56,61 @@ def _plot(path: Path, tr, layer: int) -> Path:
     return plot_alignment(attn, src, tr.tokens, path)
 
 
+def _translate_stream(translator, args: argparse.Namespace, out) -> tuple[int, int, list]:
+    """Read sentences (arguments, or stdin line by line), translate them a batch at a time, write each batch as it is
+    done. Returns (failed inputs, inputs read, the (number, Translation) pairs kept for --plot)."""
+    from tqdm.auto import tqdm
+
+    source = args.sentences if args.sentences else (line.rstrip("\n") for line in sys.stdin)
+    total = len(args.sentences) if args.sentences else None
+    quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
+    bar = tqdm(total=total, unit="sent", desc="translating", disable=quiet, file=sys.stderr)
+    options = search_options(args)
+    failed, seen, kept, chunk = 0, 0, [], []
+
+    def flush() -> None:
+        outs = translator.translate([t for _, t in chunk], args.beam_size, args.length_penalty, args.max_len, **options)
+        for (n, _), tr in zip(chunk, outs, strict=True):
+            if tr.unknown:
+                print(f"translate: note: input {n}: unknown word(s) {', '.join(tr.unknown)} read as <unk>",
+                      file=sys.stderr)  # fmt: skip
+            if tr.nbest is not None:  # n lines per input: number, score, translation; best first
+                out.write("".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest))
+            else:
+                out.write(tr.text + "\n")
+            if args.plot:
+                kept.append((n, tr))
+        out.flush()
+        bar.update(len(chunk))
+        chunk.clear()
+
+    for n, line in enumerate(source, 1):
+        seen = n
+        if not translator.tokenize(line):
+            print(f"translate: error: input {n}: empty sentence", file=sys.stderr)
+            failed += 1
+            continue
+        chunk.append((n, line))
+        if len(chunk) == args.batch_size:
+            flush()
+    if chunk:
+        flush()
+    bar.close()
+    return failed, seen, kept
+
+
 def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.beam_size < 1:
         fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
+    check_search_options("translate", args)
+    for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads or 1)):
+        if value < 1:
+            fail("translate", f"{flag} must be at least 1, got {value}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     from text_attn.core.modelfile import ModelFileError
     from text_attn.translation.translator import Translator
 
@@ -66,26 +123,21 @@ def translate_main(argv: list[str] | None = None) -> int:
             translator.net.set_plot_layer(args.layer)
         except ValueError as exc:
             fail("translate", str(exc))
-    lines = args.sentences if args.sentences else [line.rstrip("\n") for line in sys.stdin]
-    if not lines:
+    try:
+        translator.net.to(args.device)
+    except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
+        fail("translate", f"cannot use device {args.device!r}: {one_line(err)}")
+    try:
+        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 - closed below
+    except OSError as err:
+        fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
+    try:
+        failed, seen, results = _translate_stream(translator, args, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
-    failed = 0
-    todo = []
-    for n, line in enumerate(lines, 1):
-        if not translator.tokenize(line):
-            print(f"translate: error: input {n}: empty sentence", file=sys.stderr)
-            failed += 1
-        else:
-            todo.append((n, line))
-    results = []
-    for b in range(0, len(todo), 64):
-        chunk = todo[b : b + 64]
-        outs = translator.translate([t for _, t in chunk], args.beam_size, args.length_penalty, args.max_len)
-        results += list(zip([n for n, _ in chunk], outs, strict=True))
-    for n, tr in results:
-        if tr.unknown:
-            print(f"translate: note: input {n}: unknown word(s) {', '.join(tr.unknown)} read as <unk>", file=sys.stderr)
-        print(tr.text)
     if args.plot:
         if results and results[0][1].attention is None:
             print("translate: note: this model has no attention to plot", file=sys.stderr)

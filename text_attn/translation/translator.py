@@ -27,6 +27,8 @@ class Translation:
     text: str  # output detokenized
     attention: torch.Tensor | None  # (T, S+1) one row per output token, columns = source tokens + eos (or heads first)
     unknown: list[str]  # source tokens the vocabulary does not know (they became <unk>)
+    score: float = 0.0  # the search's score: log-probability (beam: divided by length**length_penalty)
+    nbest: list[tuple[str, float]] | None = None  # with n_best > 1: the n best translations and scores, best first
 
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
@@ -97,23 +99,35 @@ class Translator:
 
     @torch.no_grad()
     def translate(
-        self, sentences: list[str], beam_size: int = 1, length_penalty: float = 0.0, max_len: int | None = None
+        self,
+        sentences: list[str],
+        beam_size: int = 1,
+        length_penalty: float = 0.0,
+        max_len: int | None = None,
+        **options: Any,
     ) -> list[Translation]:
-        """Translate a batch of non-empty sentences (raise ValueError for an empty one)."""
+        """Translate a batch of non-empty sentences (raise ValueError for an empty one). options: sampling, n_best,
+        no_repeat_ngram (text_attn.core.decoding.search)."""
         toks = [self.tokenize(s) for s in sentences]
         for s, t in zip(sentences, toks, strict=True):
             if not t:
                 raise ValueError(f"empty input: {s!r}")
-        return self.translate_tokens(toks, beam_size, length_penalty, max_len)
+        return self.translate_tokens(toks, beam_size, length_penalty, max_len, **options)
 
     @torch.no_grad()
     def translate_tokens(
-        self, toks: list[list[str]], beam_size: int = 1, length_penalty: float = 0.0, max_len: int | None = None
+        self,
+        toks: list[list[str]],
+        beam_size: int = 1,
+        length_penalty: float = 0.0,
+        max_len: int | None = None,
+        **options: Any,
     ) -> list[Translation]:
         """Translate already tokenized sentences."""
         ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
         src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
-        lens = torch.tensor([len(i) for i in ids])
+        device = next(self.net.parameters()).device
+        src, lens = src.to(device), torch.tensor([len(i) for i in ids], device=device)
         was_training = self.net.training
         self.net.eval()  # no dropout, whatever mode a training network is in; restored below
         try:
@@ -125,6 +139,7 @@ class Translator:
                 max_len=max_len or int(lens.max()) * 2 + 10,
                 beam_size=beam_size,
                 length_penalty=length_penalty,
+                **options,
             )
         finally:
             self.net.train(was_training)
@@ -133,8 +148,10 @@ class Translator:
             words = self.tgt_vocab.decode(ids_out)
             attn = None
             if res.attention is not None:
-                attn = res.attention[i, : len(words), ..., : int(lens[i])]  # drop padded steps and source columns
-            out.append(
-                Translation(toks[i], words, detokenize(words, self.tokenizer), attn, self.src_vocab.unknown(toks[i]))
-            )
+                attn = res.attention[i, : len(words), ..., : int(lens[i])].cpu()  # drop padded steps, source columns
+            nbest = None
+            if res.nbest is not None:
+                nbest = [(detokenize(self.tgt_vocab.decode(alt), self.tokenizer), sc) for alt, sc in res.nbest[i]]
+            text, unknown = detokenize(words, self.tokenizer), self.src_vocab.unknown(toks[i])
+            out.append(Translation(toks[i], words, text, attn, unknown, float(res.scores[i]), nbest))
         return out
