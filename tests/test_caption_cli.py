@@ -437,3 +437,15 @@ def test_an_empty_folder_is_one_clear_error(capsys, model_file, tmp_path):
         caption_main([str(tmp_path / "empty"), "--model", str(model_file)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "no images" in err
+
+
+def test_a_huge_image_gets_our_note_not_pillows_warning(capsys, model_file, monkeypatch):
+    import warnings
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 30_000)  # coffee.png (256 x 171) is "huge" now, not a bomb (2x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)  # leaking Pillow's warning would fail here
+        code, out, err = run(capsys, PHOTOS[0], "--model", model_file, *FAST)
+    assert code == 0 and out.strip()
+    notes = [line for line in err.splitlines() if "very large image" in line]
+    assert len(notes) == 1 and notes[0].startswith(f"caption: note: {PHOTOS[0]}: a very large image")
