@@ -7,7 +7,7 @@
 Each model is trained by its config (configs/caption/shapes_<name>.yaml, capped at about 15 minutes by
 trainer.max_time) and its model file kept under --runs (<runs>/<name>/model.pt, with train_minutes.txt). The test
 scenes are the data module's test split (seed + 2: never seen in training), the first --test-size of them (scene i
-depends only on the seed and i). Every model is evaluated from its model file: CaptionModel.load, encode the test
+depends only on the seed and i). Every model is evaluated from its model file: Captioner.load, encode the test
 scenes, generate with --beam-size. Prints a markdown table of BLEU-1..4 and CIDEr (coco-caption, against each scene's
 reference captions), grounding accuracy (object-naming nouns whose arg-max attention cell lies in the named object's
 box: for a hard model, the region it looked at) and grounding mass (mean attention mass in that box), and the

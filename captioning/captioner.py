@@ -191,7 +191,8 @@ class Captioner:
 def domain_check(features: Tensor, margin: float = 1.5) -> dict:
     """What ``Captioner.out_of_domain`` compares with, from training images' features (N, L, D): the centre of their
     mean region features and ``margin`` times the distance from it that 99% of them stay within (JSON-able)."""
-    means = features.float().mean(dim=1)  # (N, D)
+    # per image its mean region, a chunk at a time: the cache may be float16 and far larger than memory in float32
+    means = torch.cat([features[i : i + 256].float().mean(dim=1) for i in range(0, len(features), 256)])  # (N, D)
     centre = means.mean(dim=0)
     radius = (means - centre).norm(dim=-1).quantile(0.99).item() * margin
     return {"centre": [round(v, 6) for v in centre.tolist()], "radius": radius}

@@ -134,7 +134,9 @@ class CaptionModule(RunState, pl.LightningModule):
             return Captioner(self.model, self.vocab)
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         train = getattr(dm, "features", {}).get("train")
-        check = domain_check(train) if train is not None and len(train) > 1 else None
+        if train is not None and len(train) > 1 and getattr(self, "_domain_source", None) is not train:
+            self._domain_source, self._domain_check = train, domain_check(train)  # once: the cache never changes
+        check = self._domain_check if train is not None and len(train) > 1 else None
         return Captioner(self.model, self.vocab, getattr(dm, "domain", None), check)
 
     # --- training ---------------------------------------------------------------------------------------------------
