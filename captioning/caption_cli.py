@@ -118,22 +118,23 @@ def _record(name: str, error: str | None = None) -> dict[str, Any]:
 
 
 def caption_items(
-    captioner, items: list[dict[str, Any]], args: argparse.Namespace, used: set[str] | None = None
+    captioner,
+    items: list[dict[str, Any]],
+    args: argparse.Namespace,
+    options: dict[str, Any],
+    used: set[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Caption preprocessed images (captioning.collection items: name, tensor, size, image) as one batch; per image a
-    JSON-able record (see the module doc), with its overlay written when args.overlay is set. ``used``: overlay names
-    taken so far in this run."""
+    JSON-able record (see the module doc), with its overlay written when args.overlay is set. ``options``: the
+    decoding options of the run (search_options: one seeded sampler for all batches). ``used``: overlay names taken
+    so far in this run."""
     import torch
 
-    from captioning.collection import stack
     from captioning.overlay import draw_overlay, draw_word_panels
 
     g = captioner.grid
     used = set() if used is None else used
-    device = next(captioner.model.parameters()).device
-    with torch.no_grad():
-        features = captioner.model.encode(stack(items).to(device))  # (B, L, D)
-    options = search_options(args)
+    features = captioner.encode(torch.stack([it["tensor"] for it in items]))  # (B, L, D)
     results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
     far = captioner.out_of_domain(features) or [None] * len(items)
     out = []
@@ -182,7 +183,7 @@ def _demo(captioner, args: argparse.Namespace) -> int:
         fail("caption", f"cannot write the demo scene to {out_dir}: {one_line(err)}")
     args.overlay = str(out_dir)
     item = {"name": name, "tensor": captioner.preprocess(scene.image), "size": scene.image.size, "image": scene.image}
-    (rec,) = caption_items(captioner, [item], args)
+    (rec,) = caption_items(captioner, [item], args, search_options(args))
     if args.json:
         rec["reference"] = " ".join(scene.captions[0])
         rec["seed"] = seed
@@ -263,6 +264,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
     bar = tqdm(total=len(paths), unit="img", desc="captioning", disable=quiet, file=sys.stderr)
     used: set[str] = set()
+    options = search_options(args)
     records, failed, cut, far = [], False, 0, 0
     try:
         for items in loader:
@@ -272,7 +274,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
                 elif it["note"] is not None:
                     print(f"caption: note: {it['note']}", file=sys.stderr)
             good = [it for it in items if it["error"] is None]
-            captioned = iter(caption_items(captioner, good, args, used) if good else [])
+            captioned = iter(caption_items(captioner, good, args, options, used) if good else [])
             batch = [next(captioned) if it["error"] is None else _record(it["name"], it["error"]) for it in items]
             failed = failed or any(rec["error"] for rec in batch)
             cut += sum(bool(rec["truncated"]) for rec in batch)

@@ -132,7 +132,7 @@ class Captioner:
             # pad / bos can only come out of an untrained model; they name nothing, so they are dropped
             # (with their alphas). unk stays: it stands for a real word.
             keep = [i for i, tok in enumerate(ids) if tok not in (v.pad_id, v.bos_id)]
-            words = [v.itos[ids[i]] for i in keep]
+            words = self._words(ids)
             truncated = not bool(ended[b]) and int(result.lengths[b]) > 0
             nbest = None
             if result.nbest is not None:
@@ -156,16 +156,20 @@ class Captioner:
         """PIL images -> per image its Caption, in input order (preprocess, batch, encode, generate)."""
         if not images:
             return []
+        features = self.encode(torch.stack([self.preprocess(im) for im in images]))  # (B, L, D)
+        return self.caption_features(features, beam_size, max_len, length_penalty)
+
+    @torch.no_grad()
+    def encode(self, images: Tensor) -> Tensor:
+        """Preprocessed images (B, 3, H, W) -> region features (B, L, D) on the model's device, in eval mode (the
+        model's mode is restored after)."""
         model = self.model
         was_training = model.training
         model.eval()
         try:
-            device = next(model.parameters()).device
-            batch = torch.stack([self.preprocess(im) for im in images]).to(device)  # (B, 3, H, W)
-            features = model.encode(batch)  # (B, L, D)
+            return model.encode(images.to(next(model.parameters()).device))
         finally:
             model.train(was_training)
-        return self.caption_features(features, beam_size, max_len, length_penalty)
 
     def out_of_domain(self, features: Tensor) -> list[bool] | None:
         """Per image (features (B, L, D)), whether it lies far from the training images (None: no check stored)."""

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
@@ -101,7 +100,3 @@ def image_batches(paths: list[str], preprocess: Preprocess, batch_size: int, wor
         collate_fn=list,
         prefetch_factor=2 if workers else None,
     )
-
-
-def stack(items: list[dict[str, Any]]) -> torch.Tensor:
-    return torch.stack([it["tensor"] for it in items])  # (B, 3, S, S)

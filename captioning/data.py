@@ -38,6 +38,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from captioning.captioner import domain_check
 from captioning.feature_cache import cache_file, load_features, save_features, split_key
 from captioning.preprocess import Preprocess, load_image
 from captioning.shapes import Scene, make_scenes
@@ -245,6 +246,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.features: dict[str, torch.Tensor] = {}  # split -> (N, L, D) float16, once cached
         self.preprocess: Callable = Preprocess()
         self._train_pairs: list[tuple[int, list[int]]] = []  # (image index, caption ids without bos/eos)
+        self._domain_check: dict | None = None
 
     @property
     def domain(self) -> str:
@@ -253,6 +255,17 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if hp.source == "shapes":
             return "synthetic shapes"
         return f"{Path(hp.karpathy_json).stem}" if hp.source == "karpathy" else f"the images of {hp.image_dir}"
+
+    @property
+    def domain_check(self) -> dict | None:
+        """Where the cached train features lie (captioning.captioner.domain_check), computed once when first asked;
+        None while the train split is not cached. Cached splits never change, so neither does this."""
+        train = self.features.get("train")
+        if train is None or len(train) < 2:
+            return None
+        if self._domain_check is None:
+            self._domain_check = domain_check(train)
+        return self._domain_check
 
     # --- loading ------------------------------------------------------------------------------------------------------
     def _load(self) -> dict[str, CaptionSplit]:

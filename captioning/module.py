@@ -28,7 +28,7 @@ import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
 from captioning.caching import CacheFeatures
-from captioning.captioner import Captioner, domain_check
+from captioning.captioner import Captioner
 from captioning.decoder import DecoderConfig, caption_loss
 from captioning.encoder import EncoderConfig
 from captioning.grounding import grounding
@@ -128,16 +128,12 @@ class CaptionModule(RunState, pl.LightningModule):
 
     def captioner(self, for_export: bool = False) -> Captioner:
         """The inference object over this module's model. for_export: it also records what the data was
-        (``dm.domain``) and, when the training features are cached, where they lie (``domain_check``), so ``caption``
-        can tell images far from them."""
+        (``dm.domain``) and, when the training features are cached, where they lie (``dm.domain_check``), so
+        ``caption`` can tell images far from them."""
         if not for_export:
             return Captioner(self.model, self.vocab)
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        train = getattr(dm, "features", {}).get("train")
-        if train is not None and len(train) > 1 and getattr(self, "_domain_source", None) is not train:
-            self._domain_source, self._domain_check = train, domain_check(train)  # once: the cache never changes
-        check = self._domain_check if train is not None and len(train) > 1 else None
-        return Captioner(self.model, self.vocab, getattr(dm, "domain", None), check)
+        return Captioner(self.model, self.vocab, getattr(dm, "domain", None), getattr(dm, "domain_check", None))
 
     # --- training ---------------------------------------------------------------------------------------------------
     def _features(self, batch: dict) -> torch.Tensor:

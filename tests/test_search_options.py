@@ -61,6 +61,10 @@ def test_seeded_sampling_repeats_and_its_limits_reduce_to_greedy():
     b = greedy_search(model, state, 50, 1, 2, 10, sampling=Sampling(seed=7))
     c = greedy_search(model, state, 50, 1, 2, 10, sampling=Sampling(seed=8))
     assert torch.equal(a.tokens, b.tokens) and not torch.equal(a.tokens, c.tokens)
+    # one Sampling continues its stream over successive searches (a collection's batches): no batch repeats another
+    run = Sampling(seed=7)
+    first, second = (greedy_search(model, state, 50, 1, 2, 10, sampling=run) for _ in range(2))
+    assert torch.equal(first.tokens, a.tokens) and not torch.equal(second.tokens, a.tokens)
     greedy = greedy_search(model, state, 50, 1, 2, 10)
     for narrow in (Sampling(top_k=1, seed=3), Sampling(top_p=1e-6, seed=3), Sampling(temperature=1e-4, seed=3)):
         assert torch.equal(greedy_search(model, state, 50, 1, 2, 10, sampling=narrow).tokens, greedy.tokens)

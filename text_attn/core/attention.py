@@ -122,11 +122,9 @@ class AdditiveAttention(_Attention):
         if q.dim() == 2:
             if not torch.is_grad_enabled():  # inference: in cache-sized blocks (any batch size: same numerics)
                 return self._score_in_blocks(q, proj)
-            g = _group(q.size(0), proj.size(0))
-            if g > 1:  # g query rows per source: (B, g, 1, A) + (B, 1, S, A) -> (B*g, S)
-                e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), g, 1, -1))
-                return self.v(e).view(q.size(0), -1)
-            return self.v(torch.tanh(proj + q.unsqueeze(1))).squeeze(-1)  # (B, S)
+            g = _group(q.size(0), proj.size(0))  # query rows per source: 1, or beam search's K
+            e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), g, 1, -1))  # (B, g, 1, A) + (B, 1, S, A)
+            return self.v(e).view(q.size(0), -1)  # (B*g, S)
         # (B, T, 1, A) + (B, 1, S, A) -> (B, T, S, A) -> (B, T, S)
         return self.v(torch.tanh(proj.unsqueeze(1) + q.unsqueeze(2))).squeeze(-1)
 

@@ -19,7 +19,7 @@ Search is pure tensor logic over whole batches: no Python loop over sentences, o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
@@ -88,6 +88,9 @@ class Sampling:
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
+    # device -> the seeded generator: one per Sampling, so successive searches (a collection's batches) continue the
+    # stream instead of starting it again
+    _generators: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.temperature <= 0 or self.top_k < 0 or not 0 < self.top_p <= 1:
@@ -95,6 +98,14 @@ class Sampling:
                 f"sampling needs temperature > 0, top_k >= 0 and 0 < top_p <= 1 (got {self.temperature}, "
                 f"{self.top_k}, {self.top_p})"
             )
+
+    def generator(self, device: torch.device) -> torch.Generator | None:
+        """The seeded generator for ``device`` (None without a seed: torch's global one)."""
+        if self.seed is None:
+            return None
+        if str(device) not in self._generators:
+            self._generators[str(device)] = torch.Generator(device=device).manual_seed(self.seed)
+        return self._generators[str(device)]
 
     def draw(self, log_probs: Tensor, generator: torch.Generator | None) -> Tensor:
         """(N, V) log-probabilities -> (N,) drawn tokens."""
@@ -150,9 +161,7 @@ def greedy_search(
     finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
     scores = torch.zeros(batch_size, device=device)
     lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
-    generator = None
-    if sampling is not None and sampling.seed is not None:
-        generator = torch.Generator(device=device).manual_seed(sampling.seed)
+    generator = sampling.generator(device) if sampling is not None else None
     tokens, attns = [], []
     for _ in range(max_len):
         log_probs, attn, state = model.step(prev, state)
@@ -202,6 +211,8 @@ def beam_search(
     produce eos still returns its best hypothesis after ``max_len`` steps.
     """
     B, K = batch_size, beam_size
+    if not 1 <= n_best <= K:
+        raise ValueError(f"n_best must be between 1 and the beam size {K}, got {n_best}")
     device = _state_device(state)
     # The first step runs once per source (its K beams would all start from the same bos and state); its state is
     # then expanded to the K beams, the row of beam k of source b being b*K + k.
@@ -215,8 +226,6 @@ def beam_search(
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     lengths = torch.zeros(B * K, dtype=torch.long, device=device)
     offsets = (torch.arange(B, device=device) * K).unsqueeze(1)  # (B, 1)
-    if not 1 <= n_best <= K:
-        raise ValueError(f"n_best must be between 1 and the beam size {K}, got {n_best}")
     history = torch.zeros(B * K, 0, dtype=torch.long, device=device)  # (B*K, t) each beam's tokens so far
     parents, step_tokens, step_attns = [], [], []
     for t in range(max_len):
@@ -254,9 +263,8 @@ def beam_search(
     ranked = norm.view(B, K).argsort(dim=-1, descending=True)  # (B, K) best first
     results = []
     for rank in range(n_best):
-        best = ranked[:, rank]  # (B,)
-        row = offsets.squeeze(1) + best  # (B,) final row of each sentence's hypothesis of this rank
-        tokens, attns = [], []
+        final = offsets.squeeze(1) + ranked[:, rank]  # (B,) final row of each sentence's hypothesis of this rank
+        row, tokens, attns = final, [], []
         for t in range(len(step_tokens) - 1, -1, -1):  # backtrack through the parent pointers
             tokens.append(step_tokens[t][row])
             if step_attns:
@@ -264,7 +272,6 @@ def beam_search(
             row = parents[t][row]
         tokens.reverse()
         attns.reverse()
-        final = offsets.squeeze(1) + best
         results.append(_result(tokens, lengths[final], norm[final], attns, eos_id))
     top = results[0]
     if n_best > 1:
