@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
+from text_attn.core.fused import DeferredWeightGrad
 
 GATES = ("scalar", "vector", "none")
 POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
@@ -191,9 +192,9 @@ class ShowAttendTellDecoder(nn.Module):
     def hard(self) -> bool:
         return self.cfg.attention == "hard"
 
-    def _recur(self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys, use_soft: Tensor | None = None) -> _Step:
-        """emb (N, E) = E y_{t-1}; h, c (N, H) -> h_t, c_t (N, H), z_t (N, D), α_t (N, L) and, for hard attention,
-        the chosen location. ``use_soft`` (N,) bool: hard rows that take the expected context (training only)."""
+    def _attend(self, h: Tensor, keys: ProjectedKeys, use_soft: Tensor | None = None):
+        """h (N, H) = h_{t-1} -> the gated context z_t (N, D), α_t (N, L) and, for hard attention, the chosen
+        location. ``use_soft`` (N,) bool: hard rows that take the expected context (training only)."""
         hard = None
         if self.hard:
             # Training samples s_t; eval is deterministic (search needs step() to be a function of its input).
@@ -204,6 +205,11 @@ class ShowAttendTellDecoder(nn.Module):
             context, alpha = self.attention(h, keys)  # (N, D), (N, L): eqs. (4)-(6), query h_{t-1}
         if self.f_beta is not None:
             context = torch.sigmoid(self.f_beta(h)) * context  # β_t (N, 1) or (N, D), Sec. 4.2.1
+        return context, alpha, hard
+
+    def _recur(self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys) -> _Step:
+        """One search step: emb (N, E) = E y_{t-1}; h, c (N, H) -> h_t, c_t (N, H), z_t (N, D), α_t (N, L)."""
+        context, alpha, hard = self._attend(h, keys)
         h, c = self.lstm(torch.cat([emb, context], dim=-1), (h, c))  # eqs. (1)-(3)
         return _Step(h, c, context, alpha, hard)
 
@@ -225,6 +231,37 @@ class ShowAttendTellDecoder(nn.Module):
         return log_probs, s.alpha, {"h": s.h, "c": s.c, "keys": state["keys"]}
 
     # --- teacher forcing ---------------------------------------------------------------------
+    def _teacher_forced_steps(
+        self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys, use_soft: Tensor | None
+    ) -> list[_Step]:
+        """The recurrence over all T steps of emb (B, T, E); the same numbers as T calls of ``_recur``, faster.
+
+        The LSTM's input projection W_ih [E y; z] + W_hh h splits into W_e E y, known for every step at once (one
+        (B·T, E) product), and [W_z W_hh] [z; h], one (B, D + H) product per step. The weight gradient of the latter
+        is deferred to one product over all steps (:class:`DeferredWeightGrad`); the steps compute only their inputs'
+        gradients. Gate order i, f, g, o as in nn.LSTMCell, whose parameters these are.
+        """
+        E, T = emb.size(-1), emb.size(1)
+        lstm = self.lstm
+        gates_emb = F.linear(emb, lstm.weight_ih[:, :E], lstm.bias_ih + lstm.bias_hh)  # (B, T, 4H)
+        w_zh = torch.cat([lstm.weight_ih[:, E:], lstm.weight_hh], dim=1)  # (4H, D + H)
+        inputs: list[Tensor] = []  # [z_t; h_{t-1}] (B, D + H) per step, for the deferred weight gradient
+        zeros = DeferredWeightGrad.apply(w_zh, emb.size(0), T, inputs) if w_zh.requires_grad else None
+        w = w_zh.detach()
+        steps = []
+        for t in range(T):
+            context, alpha, hard = self._attend(h, keys, use_soft)
+            x = torch.cat([context, h], dim=-1)  # (B, D + H)
+            gates = torch.addmm(gates_emb[:, t], x, w.t())  # (B, 4H)
+            if zeros is not None:
+                inputs.append(x.detach())
+                gates = gates + zeros[t]
+            i, f, g, o = gates.chunk(4, dim=-1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            steps.append(_Step(h, c, context, alpha, hard))
+        return steps
+
     def forward(self, features: Tensor, captions_in: Tensor, soft_prob: float | None = None) -> DecoderOutput:
         """features (B, L, D), captions_in (B, T) = bos + words -> DecoderOutput: logits (B, T, V), alphas
         (B, T, L), and for hard attention the per-step log p(s_t), H[α_t] and s_t (B, T) and which captions sampled.
@@ -239,11 +276,7 @@ class ShowAttendTellDecoder(nn.Module):
             # One draw per caption, kept for all its steps: the caption is either sampled or soft throughout.
             p = self.cfg.soft_prob if soft_prob is None else soft_prob
             use_soft = torch.rand(features.size(0), device=features.device) < p  # (B,)
-        steps = []
-        for t in range(captions_in.size(1)):
-            s = self._recur(emb[:, t], h, c, keys, use_soft)
-            h, c = s.h, s.c
-            steps.append(s)
+        steps = self._teacher_forced_steps(emb, h, c, keys, use_soft)
         # The readout does not feed back into the recurrence, so it runs once over all T steps (one big matmul).
         hs = torch.stack([s.h for s in steps], dim=1)  # (B, T, H)
         zs = torch.stack([s.z for s in steps], dim=1)  # (B, T, D)

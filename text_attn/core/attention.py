@@ -20,6 +20,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from text_attn.core.fused import AdditiveScore, additive_score
+
 
 class ProjectedKeys(NamedTuple):
     """Keys with their step-independent projection cached. A NamedTuple, so state reordering indexes it."""
@@ -119,35 +121,14 @@ class AdditiveAttention(_Attention):
 
     def score(self, query: Tensor, proj: Tensor) -> Tensor:
         q = self.query_proj(query)  # (B, A) or (B, T, A)
-        if q.dim() == 2:
-            if not torch.is_grad_enabled():  # inference: in cache-sized blocks (any batch size: same numerics)
-                return self._score_in_blocks(q, proj)
-            g = _group(q.size(0), proj.size(0))  # query rows per source: 1, or beam search's K
-            e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), g, 1, -1))  # (B, g, 1, A) + (B, 1, S, A)
-            return self.v(e).view(q.size(0), -1)  # (B*g, S)
+        if q.dim() == 2 and q.device.type == "cpu":  # one step (training or search): fused, in cache-sized blocks
+            v = self.v.weight.to(q.dtype)  # (1, A)
+            return AdditiveScore.apply(q, proj, v) if torch.is_grad_enabled() else additive_score(q, proj, v)
+        if q.dim() == 2:  # (B, g, 1, A) + (B, 1, S, A): g query rows per source (beam search's K; 1 in training)
+            e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), _group(q.size(0), proj.size(0)), 1, -1))
+            return self.v(e).view(q.size(0), -1)  # (N, S)
         # (B, T, 1, A) + (B, 1, S, A) -> (B, T, S, A) -> (B, T, S)
         return self.v(torch.tanh(proj.unsqueeze(1) + q.unsqueeze(2))).squeeze(-1)
-
-    def _score_in_blocks(self, q: Tensor, proj: Tensor) -> Tensor:
-        """Inference with many rows (beam search: B*K rows of S x A): the (rows, S, A) tanh is computed a few rows at a
-        time, in a buffer that stays in the CPU cache, instead of as one tensor of hundreds of MB that every
-        elementwise pass streams through memory. Same numbers as the one-shot path."""
-        N, (B, S, A) = q.size(0), proj.shape
-        g = _group(N, B)  # query rows per source row (beam search's K), 1 otherwise
-        rows = max(1, _SCORE_BLOCK // (S * A))
-        v = self.v.weight.view(A)  # (A,)
-        out = proj.new_empty(N, S)
-        buf = proj.new_empty(rows, S, A)
-        source = torch.arange(N, device=q.device) // g  # (N,) the source row of each query row
-        for i in range(0, N, rows):
-            n = min(rows, N - i)
-            e = torch.index_select(proj, 0, source[i : i + n], out=buf[:n]).add_(q[i : i + n].unsqueeze(1))
-            torch.matmul(e.tanh_(), v, out=out[i : i + n])  # (n, S)
-        return out
-
-
-# Elements of the additive score's (rows, S, A) tanh computed at once in inference (256K floats = 1 MiB: in cache).
-_SCORE_BLOCK = 1 << 18
 
 
 class LuongAttention(_Attention):
