@@ -25,6 +25,10 @@ hard-attention model outline each word's chosen region. Every failure is also on
 options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``);
 captions cut off by --max-len, and images unlike the model's training images, are counted in one note each there.
 
+``--html FILE`` also writes one self-contained interactive page (captioning/report_html.py): per image its picture
+and caption; hovering a word (or stepping with the arrow keys) shows that word's attention. It is written as images
+are done, with any output mode above; an unwritable FILE is one line and exit code 2 before any image is read.
+
 ``caption --demo`` prints four lines, ``scene:``, ``caption:``, ``reference:`` (the scene's canonical caption) and
 ``overlay:``; with ``--json`` its one record also has "reference" and "seed".
 """
@@ -71,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
         f"one attention panel per word (default with --demo: ./{DEMO_DIR}/)",
     )
     p.add_argument("--per-word", action="store_true", help="with --overlay: also one PNG per word")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write FILE: one self-contained interactive page, each image with its per-word attention",
+    )
     p.add_argument("--demo", action="store_true", help="caption a fresh synthetic shapes scene and draw its overlay")
     p.add_argument("--seed", type=int, help="--demo: the scene's seed (default: random; printed)")
     add_search_options(p)
@@ -168,6 +177,30 @@ def caption_items(
     return out
 
 
+def _open_html(captioner, args: argparse.Namespace):
+    """The --html page, started (None without --html); an unwritable FILE ends the run here, before any work."""
+    if not args.html:
+        return None
+    from captioning.report_html import open_report
+
+    try:
+        return open_report(args.html, str(args.model or f"bundled ({BUNDLED_MODEL.name})"), captioner.grid)
+    except OSError as err:
+        fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
+
+
+def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:
+    from captioning.report_html import image_section
+
+    for item, rec in zip(items, records, strict=True):
+        report.add(image_section(report.sections + 1, rec, item.get("image")))
+
+
+def _close_html(report, failed: int) -> None:
+    bad = f", {failed} failed" if failed else ""
+    print(f"wrote {report.close(f'{report.sections} image(s){bad}')}", file=sys.stderr)
+
+
 def _demo(captioner, args: argparse.Namespace) -> int:
     from captioning.shapes import make_scene
 
@@ -183,7 +216,11 @@ def _demo(captioner, args: argparse.Namespace) -> int:
         fail("caption", f"cannot write the demo scene to {out_dir}: {one_line(err)}")
     args.overlay = str(out_dir)
     item = {"name": name, "tensor": captioner.preprocess(scene.image), "size": scene.image.size, "image": scene.image}
+    report = _open_html(captioner, args)
     (rec,) = caption_items(captioner, [item], args, search_options(args))
+    if report is not None:
+        _add_html(report, [item], [rec])
+        _close_html(report, 0)
     if args.json:
         rec["reference"] = " ".join(scene.captions[0])
         rec["seed"] = seed
@@ -227,6 +264,8 @@ def caption_main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.html and args.jsonl and Path(args.html).resolve() == Path(args.jsonl).resolve():
+        fail("caption", "--html and --jsonl name the same file; give two files")
     captioner = _load_captioner(args)
     if args.demo:
         return _demo(captioner, args)
@@ -246,6 +285,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
         except OSError as err:
             fail("caption", f"cannot create --overlay directory {args.overlay}: {one_line(err)}")
+    report = _open_html(captioner, args)  # before --jsonl: a bad --html must not have emptied FILE
     out = None
     if args.jsonl:
         jsonl = Path(args.jsonl)
@@ -253,6 +293,8 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             done = read_done(jsonl) if args.resume else set()
             out = open(jsonl, "a" if args.resume else "w", encoding="utf-8")  # noqa: SIM115 - closed below
         except (OSError, UnicodeDecodeError) as err:
+            if report is not None:
+                report.close()
             fail("caption", f"cannot use --jsonl {jsonl}: {one_line(err)}")
         if done:
             print(f"caption: {len(done)} images already in {jsonl}: skipped", file=sys.stderr)
@@ -260,12 +302,13 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     several = len(paths) > 1
     batches = -(-len(paths) // args.batch_size)
     workers = args.workers if batches > 1 else 0  # starting processes is not worth it for one batch
-    loader = image_batches(paths, captioner.preprocess, args.batch_size, workers, keep=bool(args.overlay))
+    keep = bool(args.overlay or args.html)  # the decoded images, for overlays and the page's pictures
+    loader = image_batches(paths, captioner.preprocess, args.batch_size, workers, keep=keep)
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
     bar = tqdm(total=len(paths), unit="img", desc="captioning", disable=quiet, file=sys.stderr)
     used: set[str] = set()
     options = search_options(args)
-    records, failed, cut, far = [], False, 0, 0
+    records, failed, cut, far = [], 0, 0, 0
     try:
         for items in loader:
             for it in items:
@@ -276,7 +319,9 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             good = [it for it in items if it["error"] is None]
             captioned = iter(caption_items(captioner, good, args, options, used) if good else [])
             batch = [next(captioned) if it["error"] is None else _record(it["name"], it["error"]) for it in items]
-            failed = failed or any(rec["error"] for rec in batch)
+            failed += sum(bool(rec["error"]) for rec in batch)
+            if report is not None:
+                _add_html(report, items, batch)
             cut += sum(bool(rec["truncated"]) for rec in batch)
             far += sum(bool(rec["out_of_domain"]) for rec in batch)
             if out is not None:
@@ -293,6 +338,8 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         bar.close()
         if out is not None:
             out.close()
+        if report is not None:
+            _close_html(report, failed)
     if args.json:
         print(json.dumps(records))
     if cut:

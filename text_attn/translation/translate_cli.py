@@ -1,5 +1,6 @@
 """Command-line entry point ``translate``: sentences in, translations (and attention grids) out, through the
-Translator inference object (no Lightning)."""
+Translator inference object (no Lightning). ``--html FILE`` also writes one self-contained interactive page, a
+section per sentence, as batches are done (text_attn/translation/report_html.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
         default=-1,
         help="Transformer: decoder layer whose cross-attention heads --plot draws (0-based; default -1: last)",
     )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write FILE: one self-contained interactive page linking output and source words by attention "
+        "(Transformer: every layer and head)",
+    )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
@@ -56,9 +63,10 @@ def _plot(path: Path, tr, layer: int) -> Path:
     return plot_alignment(attn, src, tr.tokens, path)
 
 
-def _translate_stream(translator, args: argparse.Namespace, out) -> tuple[int, int, list]:
+def _translate_stream(translator, args: argparse.Namespace, out, report=None) -> tuple[int, int, list]:
     """Read sentences (arguments, or stdin line by line), translate them a batch at a time, write each batch as it is
-    done. Returns (failed inputs, inputs read, the (number, Translation) pairs kept for --plot)."""
+    done (to ``out``, and a section per sentence to the --html ``report``). Returns (failed inputs, inputs read, the
+    (number, Translation) pairs kept for --plot)."""
     from tqdm.auto import tqdm
 
     source = args.sentences if args.sentences else (line.rstrip("\n") for line in sys.stdin)
@@ -81,6 +89,11 @@ def _translate_stream(translator, args: argparse.Namespace, out) -> tuple[int, i
             if args.plot:
                 kept.append((n, tr))
         out.flush()
+        if report is not None:
+            from text_attn.translation.report_html import report_attention, sentence_section
+
+            for (n, _), tr, attn in zip(chunk, outs, report_attention(translator, outs), strict=True):
+                report.add(sentence_section(n, tr, attn))
         bar.update(len(chunk))
         chunk.clear()
 
@@ -127,15 +140,29 @@ def translate_main(argv: list[str] | None = None) -> int:
         translator.net.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
         fail("translate", f"cannot use device {args.device!r}: {one_line(err)}")
+    if args.html and args.output and Path(args.html).resolve() == Path(args.output).resolve():
+        fail("translate", "--html and --output name the same file; give two files")
+    report = None
+    if args.html:
+        from text_attn.translation.report_html import open_report
+
+        try:
+            report = open_report(args.html, translator, args.model)
+        except OSError as err:
+            fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
     try:
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 - closed below
     except OSError as err:
+        if report is not None:
+            report.close()
         fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
     try:
-        failed, seen, results = _translate_stream(translator, args, out)
+        failed, seen, results = _translate_stream(translator, args, out, report)
     finally:
         if out is not sys.stdout:
             out.close()
+        if report is not None:
+            print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
     if args.plot:

@@ -1,0 +1,167 @@
+"""Self-contained interactive HTML reports of attention (``caption --html``, ``translate --html``): the page skeleton,
+its CSS and JavaScript, safe embedding of words and data, and compact attention arrays. Each family adds its sections
+(captioning/report_html.py, text_attn/translation/report_html.py). Imports no application and no torch.
+
+The page needs no network: images are data: URIs, data are JSON inside ``<script type="application/json">``, there
+are no external scripts, styles or fonts, and a Content-Security-Policy forbids every fetch. It is written a section
+at a time (:class:`HtmlReport`), so memory stays bounded whatever the number of sections, and a browser builds and
+paints a section only when it scrolls into view, so hundreds of sections open fast.
+
+Attention arrays travel as base64 of uint8 (:func:`quantise`): v in [0, 1] -> round(255 v), within 1/510 of v,
+about 1.33 bytes per weight in the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from text_attn.core.arrays import to_numpy
+
+# Everything the page may load comes from itself: inline styles and scripts, data: images; no fetch of any kind.
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+
+CORE_CSS = """
+:root { --ink: #1d232b; --muted: #5d6672; --line: #d9dee5; --accent: #c2410c; --hue: 37, 99, 235; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink);
+       background: #f4f5f7; }
+header { position: sticky; top: 0; z-index: 5; background: #fff; border-bottom: 1px solid var(--line);
+         padding: 8px 20px; display: flex; flex-wrap: wrap; gap: 6px 18px; align-items: baseline; }
+header h1 { font-size: 17px; margin: 0; }
+header .meta, header label, footer { color: var(--muted); font-size: 13px; }
+header .hint { flex-basis: 100%; }
+main { max-width: 1100px; margin: 0 auto; padding: 14px 20px; }
+footer { text-align: center; padding: 10px 0 24px; }
+section.item { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px;
+               margin: 0 0 14px; outline: none; }
+section.item.active { border-color: #9aa6b5; }
+section.item h2 { font-size: 13px; font-weight: 600; margin: 0 0 8px; color: var(--muted); overflow-wrap: anywhere; }
+.words { margin: 6px 0; line-height: 2.1; }
+.w { display: inline-block; padding: 0 5px; margin: 0 1px; border-radius: 4px; cursor: pointer;
+     border: 1px solid transparent; line-height: 1.6; }
+.w:hover { border-color: #9aa6b5; }
+.w.on { border-color: var(--accent); box-shadow: 0 0 0 1px var(--accent); }
+.label { display: inline-block; min-width: 58px; color: var(--muted); font-size: 12px; }
+.error { color: #b91c1c; }
+.hint { color: var(--muted); font-size: 12px; }
+button, select { font: inherit; font-size: 13px; }
+kbd { border: 1px solid var(--line); border-radius: 3px; padding: 0 3px; font-size: 11px; }
+"""
+
+# Shared script: base64 -> bytes, the active section and arrow keys, lazy building of sections as they come in view.
+CORE_JS = r"""
+"use strict";
+const Report = {
+  bytes(b64) { const s = atob(b64), a = new Uint8Array(s.length);
+               for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i); return a; },
+  shade(v) { return v > 0 ? `rgba(var(--hue), ${(0.85 * Math.min(1, v)).toFixed(3)})` : ""; },
+  active: null,
+  activate(sec) {
+    if (Report.active && Report.active !== sec) Report.active.classList.remove("active");
+    Report.active = sec; sec.classList.add("active");
+  },
+  // Build each section (render(sec, data) once) when it first comes near the viewport; waits for the page.
+  lazy(render) {
+    if (document.readyState === "loading") {
+      document.addEventListener("DOMContentLoaded", () => Report.lazy(render)); return;
+    }
+    const build = (sec) => {
+      if (sec.dataset.built) return;
+      sec.dataset.built = "1";
+      const node = sec.querySelector("script.data");
+      if (node) render(sec, JSON.parse(node.textContent));
+      sec.addEventListener("mouseenter", () => Report.activate(sec));
+      sec.addEventListener("focusin", () => Report.activate(sec));
+    };
+    const secs = document.querySelectorAll("section.item");
+    if (!("IntersectionObserver" in window)) { secs.forEach(build); return; }
+    const io = new IntersectionObserver((entries) => entries.forEach((e) => {
+      if (e.isIntersecting) { io.unobserve(e.target); build(e.target); }
+    }), { rootMargin: "600px 0px" });
+    secs.forEach((s) => io.observe(s));
+  },
+};
+document.addEventListener("keydown", (ev) => {
+  const sec = Report.active;
+  if (!sec || !sec.step || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+  if (ev.target.closest && ev.target.closest("input, select, textarea")) return;
+  if (ev.key === "ArrowRight") { sec.step(1); ev.preventDefault(); }
+  if (ev.key === "ArrowLeft") { sec.step(-1); ev.preventDefault(); }
+});
+"""
+
+
+def escape(text: Any) -> str:
+    """Text for HTML content and quoted attributes (``<``, ``>``, ``&``, quotes escaped)."""
+    return html.escape(str(text), quote=True)
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe inside ``<script type="application/json">``: no ``<``, ``>`` or ``&`` appear literally
+    (so neither ``</script>`` nor ``<!--`` can end or change the script), nor U+2028 / U+2029."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    for char in "<>&\u2028\u2029":
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
+
+
+def data_script(data: Any) -> str:
+    """The section's data block, read by ``Report.lazy`` when the section comes into view."""
+    return f'<script type="application/json" class="data">{script_json(data)}</script>'
+
+
+def quantise(values: Any) -> str:
+    """Values in [0, 1] (any shape; clipped) -> base64 of uint8 round(255 v), row-major."""
+    v = np.clip(to_numpy(values), 0.0, 1.0)
+    return base64.b64encode(np.round(v * 255).astype(np.uint8).tobytes()).decode("ascii")
+
+
+def dequantise(text: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """Inverse of :func:`quantise`: float64 values in [0, 1], within 1/510 of what was quantised."""
+    q = np.frombuffer(base64.b64decode(text), dtype=np.uint8).astype(np.float64) / 255.0
+    return q if shape is None else q.reshape(shape)
+
+
+class HtmlReport:
+    """One report page, written as it grows: the head (styles, scripts, a header) when opened, then each section as
+    it is added, then a footer on :meth:`close`. Opening raises OSError when ``path`` cannot be written (its parent
+    folders are created). Family code passes its own CSS and JS; its JS calls ``Report.lazy(render)``."""
+
+    def __init__(self, path: str | Path, title: str, *, header: str = "", css: str = "", js: str = ""):
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise IsADirectoryError(f"{self.path} is a directory")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.sections = 0
+        self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._out.write(
+            '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{escape(title)}</title>\n<style>{CORE_CSS}{css}</style>\n"
+            f"<script>{CORE_JS}{js}</script>\n</head>\n<body>\n"
+            f"<header><h1>{escape(title)}</h1>{header}</header>\n<main>\n"
+        )
+
+    def add(self, section: str) -> None:
+        """One ``<section class="item">`` (its data in a :func:`data_script` block inside it)."""
+        self._out.write(section + "\n")
+        self.sections += 1
+
+    def close(self, footer: str = "") -> Path:
+        if not self._out.closed:
+            self._out.write(f"</main>\n<footer>{footer}</footer>\n</body>\n</html>\n")
+            self._out.close()
+        return self.path
+
+    def __enter__(self) -> HtmlReport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

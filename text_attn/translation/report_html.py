@@ -1,0 +1,205 @@
+"""``translate --html``: one self-contained page, one section per sentence: the source and the output as words, linked
+by attention (hover an output word: the source words light up by its weights; hover a source word: the output words
+that looked at it, the strongest outlined), and the alignment grid as a scrollable table (output words down, source
+words across, darker = more weight). For the Transformer a layer and head selector (or the heads' average) applies
+to every section. The page skeleton is text_attn/core/html_report.py.
+
+Size in the file per sentence: layers x heads x T x S bytes of weights as base64 (x 4/3; an RNN: T x S) plus the
+words; a 30 x 30 sentence: 1.2 KB for an RNN, 38 KB for a 3-layer, 8-head Transformer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from text_attn.core.arrays import to_numpy
+from text_attn.core.html_report import HtmlReport, data_script, escape, quantise
+
+TRANSLATE_CSS = """
+.pair p { margin: 2px 0; display: flex; align-items: baseline; line-height: 2; }
+.pair .label { flex: none; }
+.w.best { border-color: var(--accent); }
+.grid-box { display: inline-block; overflow: auto; max-height: 460px; max-width: 100%; margin-top: 8px;
+            border: 1px solid var(--line); }
+table.grid { border-collapse: collapse; font-size: 12px; }
+table.grid th { background: #fff; font-weight: normal; color: var(--muted); padding: 2px 4px; white-space: nowrap; }
+table.grid thead th { position: sticky; top: 0; z-index: 2; vertical-align: bottom; }
+table.grid thead th span { writing-mode: vertical-rl; transform: rotate(180deg); display: inline-block; }
+table.grid tbody th { position: sticky; left: 0; z-index: 1; text-align: right; }
+table.grid td { width: 20px; min-width: 20px; height: 20px; border: 1px solid #eef0f3; padding: 0; }
+table.grid tr.on th, table.grid th.on { color: var(--accent); font-weight: 600; }
+"""
+
+TRANSLATE_JS = r"""
+const Align = {
+  choice(id, fallback) { const s = document.getElementById(id); return s ? Number(s.value) : fallback; },
+  // the (T, S) weights shown: the chosen layer, one head or the heads' mean
+  weights(sec) {
+    const c = sec.al, d = c.d, n = d.T * d.S, out = new Float32Array(n);
+    const l = Math.min(d.L - 1, Align.choice("layer", d.L - 1)), h = Align.choice("head", -1);
+    const heads = h >= 0 && h < d.H ? [h] : [...Array(d.H).keys()];
+    for (const hh of heads) {
+      const base = (l * d.H + hh) * n;
+      for (let k = 0; k < n; k++) out[k] += c.a[base + k] / 255 / heads.length;
+    }
+    return out;
+  },
+  render(sec, d) {
+    const src = [...sec.querySelectorAll(".w.src")], tgt = [...sec.querySelectorAll(".w.tgt")];
+    const c = sec.al = { d, a: Report.bytes(d.a), src, tgt, t: -1, s: -1, cells: [] };
+    const table = document.createElement("table");
+    table.className = "grid";
+    const head = table.createTHead().insertRow();
+    head.appendChild(document.createElement("th"));
+    for (const w of src) {
+      const th = document.createElement("th"), span = document.createElement("span");
+      span.textContent = w.textContent; th.appendChild(span); head.appendChild(th);
+    }
+    const body = table.createTBody();
+    tgt.forEach((w, t) => {
+      const row = body.insertRow(), th = document.createElement("th");
+      th.textContent = w.textContent; row.appendChild(th);
+      src.forEach((_, s) => {
+        const td = row.insertCell();
+        td.addEventListener("mouseenter", () => Align.fromTarget(sec, t, s));
+        c.cells.push(td);
+      });
+    });
+    sec.querySelector(".grid-box").appendChild(table);
+    tgt.forEach((w, t) => w.addEventListener("mouseenter", () => Align.fromTarget(sec, t, -1)));
+    src.forEach((w, s) => w.addEventListener("mouseenter", () => Align.fromSource(sec, s)));
+    sec.step = (k) => Align.fromTarget(sec, Math.max(0, Math.min(tgt.length - 1, c.t + k)), -1);
+    Align.paint(sec);
+  },
+  paint(sec) {
+    const c = sec.al, d = c.d, src = c.src, tgt = c.tgt;
+    c.w = Align.weights(sec);
+    c.cells.forEach((td, k) => {
+      const t = Math.floor(k / d.S), s = k % d.S;
+      td.style.background = Report.shade(c.w[k]);
+      td.title = `${tgt[t].textContent} \u2190 ${src[s].textContent}: ${c.w[k].toFixed(3)}`;
+    });
+    if (c.s >= 0) Align.fromSource(sec, c.s); else if (c.t >= 0) Align.fromTarget(sec, c.t, -1);
+  },
+  clear(sec) {
+    const c = sec.al;
+    for (const w of [...c.src, ...c.tgt]) { w.classList.remove("on", "best"); w.style.background = ""; w.title = ""; }
+    sec.querySelectorAll(".grid .on").forEach((e) => e.classList.remove("on"));
+  },
+  fromTarget(sec, t, s) {
+    const c = sec.al, S = c.d.S;
+    Align.clear(sec);
+    c.t = t; c.s = -1;
+    const row = c.w.subarray(t * S, (t + 1) * S), top = Math.max(...row) || 1;
+    c.src.forEach((w, k) => { w.style.background = Report.shade(row[k] / top); w.title = row[k].toFixed(3); });
+    c.tgt[t].classList.add("on");
+    sec.querySelectorAll(".grid tbody tr")[t].classList.add("on");
+    if (s >= 0) { c.src[s].classList.add("on"); sec.querySelectorAll(".grid thead th")[s + 1].classList.add("on"); }
+    sec.dataset.shown = `t${t}`;
+  },
+  fromSource(sec, s) {
+    const c = sec.al, S = c.d.S;
+    Align.clear(sec);
+    c.s = s;
+    const col = c.tgt.map((_, t) => c.w[t * S + s]), top = Math.max(...col) || 1;
+    c.tgt.forEach((w, t) => { w.style.background = Report.shade(col[t] / top); w.title = col[t].toFixed(3); });
+    if (c.tgt.length) c.tgt[col.indexOf(Math.max(...col))].classList.add("best");
+    c.src[s].classList.add("on");
+    sec.querySelectorAll(".grid thead th")[s + 1].classList.add("on");
+    sec.dataset.shown = `s${s}`;
+  },
+};
+document.addEventListener("change", (ev) => {
+  if (ev.target.id !== "layer" && ev.target.id !== "head") return;
+  document.querySelectorAll("section.item[data-built]").forEach((sec) => { if (sec.al) Align.paint(sec); });
+});
+Report.lazy(Align.render);
+"""
+
+
+def open_report(path: Any, translator: Any, model: str) -> HtmlReport:
+    """Start the page (raises OSError when ``path`` cannot be written); a Transformer gets the layer/head selector."""
+    cfg = translator.net.cfg
+    if _is_transformer(translator):
+        what = f"Transformer, {cfg.dec_layers} decoder layers x {cfg.num_heads} heads"
+    else:
+        what = f"RNN, {cfg.attention} attention"
+    header = f'<span class="meta">model {escape(model)} ({escape(what)})</span>'
+    if _is_transformer(translator):
+        layers = "".join(
+            f'<option value="{i}"{" selected" if i == cfg.dec_layers - 1 else ""}>layer {i + 1}</option>'
+            for i in range(cfg.dec_layers)
+        )
+        heads = "".join(f'<option value="{h}">head {h + 1}</option>' for h in range(cfg.num_heads))
+        header += (
+            f'<label>cross-attention of <select id="layer">{layers}</select> '
+            f'<select id="head"><option value="-1" selected>average of heads</option>{heads}</select></label>'
+        )
+    header += (
+        '<span class="hint">hover an output word (or step with <kbd>&larr;</kbd> <kbd>&rarr;</kbd>): its source '
+        "words light up by weight (relative to the strongest); hover a source word: the output words that looked at "
+        "it (the strongest outlined); grid: darker = more weight</span>"
+    )
+    return HtmlReport(path, "translate: attention report", header=header, css=TRANSLATE_CSS, js=TRANSLATE_JS)
+
+
+def _is_transformer(translator: Any) -> bool:
+    return translator.arch == "transformer"
+
+
+@torch.no_grad()
+def report_attention(translator: Any, translations: list[Any]) -> list[np.ndarray | None]:
+    """Per translation its cross-attention as (layers, heads, T, S+1) (an RNN: (1, 1, T, S+1); None: no attention).
+
+    The search returns one Transformer layer only, so for a Transformer every decoder layer's weights are computed
+    again in one teacher-forced pass per layer over the words it output (eval mode: the same weights)."""
+    if not translations or translations[0].attention is None:
+        return [None] * len(translations)
+    if not _is_transformer(translator):
+        return [to_numpy(tr.attention)[None, None] for tr in translations]  # (1, 1, T, S+1)
+    net, src_vocab, tgt_vocab = translator.net, translator.src_vocab, translator.tgt_vocab
+    device = next(net.parameters()).device
+    pad = torch.nn.utils.rnn.pad_sequence
+    src_ids = [torch.tensor(src_vocab.encode(tr.source, eos=True)) for tr in translations]
+    tgt_ids = [torch.tensor(tgt_vocab.encode(tr.tokens, bos=True, eos=False)) for tr in translations]
+    src = pad(src_ids, batch_first=True, padding_value=src_vocab.pad_id).to(device)
+    tgt_in = pad(tgt_ids, batch_first=True, padding_value=tgt_vocab.pad_id).to(device)  # (B, T) = bos + words
+    lens = torch.tensor([len(i) for i in src_ids], device=device)
+    was_training, plot_layer = net.training, net.plot_layer
+    net.eval()
+    try:
+        state = net.encode(src, lens)
+        layers = []
+        for layer in range(len(net.decoder_layers)):
+            net.plot_layer = layer
+            layers.append(net.decode(tgt_in, state, need_weights=True)[1])  # (B, T, H, S)
+    finally:
+        net.plot_layer = plot_layer
+        net.train(was_training)
+    weights = torch.stack(layers, dim=1).transpose(2, 3).float().cpu().numpy()  # (B, layers, H, T, S)
+    return [weights[b, :, :, : len(tr.tokens), : len(src_ids[b])] for b, tr in enumerate(translations)]
+
+
+def sentence_section(number: int, translation: Any, attention: np.ndarray | None) -> str:
+    """One ``<section>``: input number, source and output words, the grid's place, and the weights (quantised)."""
+    source = [*translation.source, "<eos>"]
+
+    def words(tokens: list[str], kind: str, key: str) -> str:
+        return " ".join(f'<span class="w {kind}" data-{key}="{i}">{escape(w)}</span>' for i, w in enumerate(tokens))
+
+    pair = (
+        f'<div class="pair"><p><span class="label">source</span><span>{words(source, "src", "s")}</span></p>'
+        f'<p><span class="label">output</span><span>{words(translation.tokens, "tgt", "t")}</span></p></div>'
+    )
+    head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}</h2>{pair}'
+    if attention is None or not translation.tokens:
+        why = "this model has no attention" if attention is None else "the output is empty"
+        return head + f'<p class="hint">no attention to show: {why}</p></section>'
+    n_layers, n_heads, t, s = attention.shape
+    if (t, s) != (len(translation.tokens), len(source)):
+        raise ValueError(f"attention {attention.shape} does not match {len(translation.tokens)} x {len(source)} words")
+    data = {"L": n_layers, "H": n_heads, "T": t, "S": s, "a": quantise(attention)}
+    return head + f'<div class="grid-box"></div>{data_script(data)}</section>'
