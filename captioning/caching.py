@@ -3,7 +3,8 @@
 The data module owns preprocessing and the feature cache (captioning.data); the LightningModule builds the encoder
 (its vocabulary comes from the data). This callback joins them at the start of each stage, after any checkpoint has
 been restored and the model moved to its device, so cached features come from the weights actually used:
-- image batches are preprocessed the way the encoder expects (``dm.set_preprocess``);
+- image batches are preprocessed the way the encoder expects (``dm.set_preprocess``), and attention targets are
+  distributions over the encoder's grid (``dm.set_grid``);
 - with a frozen encoder and ``data.cache_features: true``, every image of the stage's splits is encoded once
   (``dm.cache_features``), or read from the disk cache of an earlier run (captioning.feature_cache).
 Under DDP the first process of each machine encodes and writes the cache files while the others wait, then they read
@@ -27,6 +28,7 @@ class CacheFeatures(pl.Callback):
         dm, model = trainer.datamodule, pl_module.model
         encoder = model.encoder
         dm.set_preprocess(encoder.preprocess)
+        dm.set_grid(encoder.grid)  # attention targets are distributions over the encoder's grid cells
         if encoder.fine_tune != "none" or not dm.hparams.cache_features or trainer.fast_dev_run:
             return
         cache_dir = dm.hparams.feature_cache_dir

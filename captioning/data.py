@@ -4,9 +4,31 @@ Sources:
   ``shapes``   synthetic scenes (captioning.shapes), train / val / test drawn with seeds seed, seed+1, seed+2; the
                Scene objects are kept (``dm.scenes[split]``) so validation can score attention grounding.
   ``karpathy`` the Karpathy-split JSON: ``{"images": [{"filepath"?, "filename", "split", "sentences": [{"tokens",
-               "raw"}]}]}``; "restval" counts as train; files at image_root/filepath/filename.
+               "raw"}]}]}``; "restval" counts as train; files at image_root/filepath/filename. Optional, for
+               attention supervision (Flickr30k-Entities style), see "Boxes" below.
   ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (several per image allowed); the images
                are shuffled once with the seed and split into val / test / train.
+
+Boxes (optional, karpathy): a sentence may carry ``"boxes": [[token_index, x0, y0, x1, y1], ...]``: token
+``token_index`` (0-based, into the sentence's "tokens" -- or into the tokenized "raw" when it has no "tokens") names the
+region (x0, y0, x1, y1), in pixels of the image as ``load_image`` returns it (EXIF orientation applied: for a file
+without an orientation tag, its stored pixels), x1/y1 exclusive. A token may be listed with several boxes (a phrase
+naming several objects: its target is their union); list every token of a phrase that should attend to it ("two brown
+dogs": usually just the noun). An image may give its ``"width"`` and ``"height"`` in pixels (else they are read from the
+file's header). Example::
+
+    {"filename": "1000092795.jpg", "split": "train", "width": 500, "height": 375,
+     "sentences": [{"tokens": ["two", "young", "guys", "near", "a", "bush"],
+                    "boxes": [[2, 15, 40, 130, 370], [2, 140, 30, 290, 375], [5, 300, 0, 500, 200]]}]}
+
+With ``attention_targets: true`` (sources ``shapes`` and ``karpathy`` with boxes) every batch also carries
+``attn_targets`` (B, T, L): for each output step t (aligned with ``targets``: step t predicts token t) that names a
+region, the uniform distribution over the encoder grid cells inside its box(es) (captioning.attention_targets: the
+cells whose centre lies in the box, on the grid that tiles the preprocessing's crop, as the grounding metric counts
+them), else zeros; and ``attn_targets_mask`` (B, T) bool, True exactly on those steps. On shapes the words that name
+an object are the shape nouns (``attention_words: nouns``) or also their size and colour words (``all``). The grid is
+the encoder's: ``set_grid`` (the CacheFeatures callback calls it with the model's encoder, next to the preprocessing).
+Evaluation batches carry the targets of the first reference (the one their teacher-forced loss uses).
 
 Training batches hold every (image, caption) pair, in batches of similar caption length; evaluation batches hold
 one entry per image with all its references. Captions longer than ``max_caption_len`` words are TRUNCATED for
@@ -38,10 +60,12 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from captioning.attention_targets import TARGET_WORDS, TokenBoxes, image_size, scene_token_boxes, token_cells
 from captioning.captioner import domain_check
 from captioning.feature_cache import cache_file, load_features, save_features, split_key
 from captioning.preprocess import Preprocess, load_image
 from captioning.shapes import Scene, make_scenes
+from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.vocab import Vocabulary, tokenize
 
@@ -61,6 +85,8 @@ class CaptionDataError(ValueError):
 class ImageItem:
     path: Path
     captions: list[list[str]]  # reference captions as token lists
+    boxes: list[TokenBoxes] | None = None  # per caption, its token boxes (karpathy "boxes"); None: no sentence has any
+    size: tuple[int, int] | None = None  # (width, height) in pixels when the JSON gives them
 
 
 @dataclass
@@ -70,6 +96,8 @@ class CaptionSplit:
     images: list[Path | Image.Image]
     references: list[list[list[str]]]  # per image, its captions as token lists
     scenes: list[Scene] | None = None  # shapes only: ground truth for grounding
+    boxes: list[list[TokenBoxes]] | None = None  # karpathy with boxes: per image, per caption, its token boxes
+    sizes: list[tuple[int, int] | None] | None = None  # per image (width, height) when known without opening it
 
 
 # --- readers ---------------------------------------------------------------------------------------------------------
@@ -91,11 +119,43 @@ def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[Ima
     return [it for it in items if id(it) not in gone]
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _sentence_boxes(raw, n_tokens: int, where: str) -> TokenBoxes:
+    """A sentence's "boxes" ([[token_index, x0, y0, x1, y1], ...]) -> token boxes, checked."""
+    if not isinstance(raw, list):
+        raise CaptionDataError(f"{where}: 'boxes' must be a list of [token_index, x0, y0, x1, y1], got {raw!r:.60}")
+    out: TokenBoxes = []
+    for k, entry in enumerate(raw):
+        if not isinstance(entry, list | tuple) or len(entry) != 5 or not all(_is_number(v) for v in entry):
+            raise CaptionDataError(f"{where}: boxes[{k}] must be [token_index, x0, y0, x1, y1], got {entry!r:.60}")
+        t, x0, y0, x1, y1 = entry
+        if int(t) != t or not 0 <= t < n_tokens:
+            raise CaptionDataError(f"{where}: boxes[{k}] names token {t}, but the sentence has {n_tokens} tokens")
+        if not (x1 > x0 and y1 > y0):
+            raise CaptionDataError(f"{where}: boxes[{k}] is empty: need x0 < x1 and y0 < y1, got {entry!r:.60}")
+        out.append((int(t), (float(x0), float(y0), float(x1), float(y1))))
+    return out
+
+
+def _image_wh(entry: dict, where: str) -> tuple[int, int] | None:
+    w, h = entry.get("width"), entry.get("height")
+    if w is None and h is None:
+        return None
+    if not (_is_number(w) and _is_number(h) and w > 0 and h > 0):
+        raise CaptionDataError(f"{where}: 'width' and 'height' must both be positive numbers, got {w!r}, {h!r}")
+    return int(w), int(h)
+
+
 def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = False) -> dict[str, list[ImageItem]]:
     """Karpathy-split JSON -> {"train", "val", "test": [ImageItem]} ("restval" joins train).
 
     Sentence tokens come from "tokens" (lowercased), else from tokenizing "raw". Images without sentences are
     dropped. Missing image files are skipped with one line on stderr, or raise CaptionDataError when ``strict``.
+    Optional per-sentence "boxes" and per-image "width" / "height" (module doc, "Boxes") are read and checked into
+    ``ImageItem.boxes`` / ``.size``; a malformed one is a CaptionDataError naming the image and sentence.
     """
     json_path, root = Path(json_path), Path(image_root)
     if not json_path.is_file():
@@ -116,14 +176,24 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
             raise CaptionDataError(
                 f"{json_path}: images[{n}] has split {entry.get('split')!r}; expected train, restval, val or test"
             )
-        caps = []
-        for sent in entry.get("sentences", []):
+        caps, boxes = [], []
+        for s, sent in enumerate(entry.get("sentences", [])):
             sent = sent if isinstance(sent, dict) else {}
             toks = [str(t).lower() for t in sent.get("tokens") or []] or tokenize(str(sent.get("raw", "")))
             if toks:
                 caps.append(toks)
+                raw = sent.get("boxes")
+                where = f"{json_path}: images[{n}].sentences[{s}]"
+                boxes.append(None if raw is None else _sentence_boxes(raw, len(toks), where))
         if caps:
-            items.append(ImageItem(root / entry.get("filepath", "") / entry["filename"], caps))
+            has_boxes = any(b is not None for b in boxes)
+            item = ImageItem(
+                root / entry.get("filepath", "") / entry["filename"],
+                caps,
+                [b or [] for b in boxes] if has_boxes else None,
+                _image_wh(entry, f"{json_path}: images[{n}]"),
+            )
+            items.append(item)
             splits.append(split)
     kept = {id(it) for it in _check_files(items, json_path, strict)}
     out: dict[str, list[ImageItem]] = {s: [] for s in SPLITS}
@@ -212,6 +282,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         num_workers: int = 0,
         cache_features: bool = False,
         feature_cache_dir: str | None = "auto",
+        attention_targets: bool = False,
+        attention_words: str = "nouns",
     ):
         """
         Args:
@@ -235,10 +307,18 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             cache_features: encode every image once when the encoder is frozen (see the module doc).
             feature_cache_dir: where cached features persist between runs (captioning.feature_cache): ``auto`` =
                 ``<trainer.default_root_dir>/feature_cache``; null = in memory only, re-encoded by every run.
+            attention_targets: batches also carry ``attn_targets`` (B, T, L) and ``attn_targets_mask`` (B, T), the
+                ground-truth attention of the words that name a region (module doc; shapes, or karpathy with boxes).
+            attention_words: shapes: which words get a target: ``nouns`` (shape words) or ``all`` (also size and
+                colour words).
         """
         super().__init__()
         if source not in SOURCES:
             raise CaptionDataError(f"unknown caption source {source!r}; choose one of {', '.join(SOURCES)}")
+        if attention_words not in TARGET_WORDS:
+            raise CaptionDataError(f"unknown attention_words {attention_words!r}; choose one of {sorted(TARGET_WORDS)}")
+        if attention_targets and source == "folder":
+            raise CaptionDataError("attention_targets needs boxes: use source shapes, or karpathy with sentence boxes")
         self.save_hyperparameters()
         self.vocab: Vocabulary | None = None
         self.splits: dict[str, CaptionSplit] = {}
@@ -246,6 +326,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.features: dict[str, torch.Tensor] = {}  # split -> (N, L, D) float16, once cached
         self.preprocess: Callable = Preprocess()
         self._train_pairs: list[tuple[int, list[int]]] = []  # (image index, caption ids without bos/eos)
+        self._train_caption: list[int] = []  # per train pair: which caption of its image it is
+        self.grid: tuple[int, int] | None = None  # the encoder's (gh, gw), for attention targets (set_grid)
+        self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
         self._domain_check: dict | None = None
 
     @property
@@ -303,7 +386,16 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         for split in ("train", "val"):
             if not items[split]:
                 raise CaptionDataError(f"{hp.karpathy_json or hp.captions_tsv}: no {split} images")
-        return {s: CaptionSplit([it.path for it in v], [it.captions for it in v]) for s, v in items.items()}
+        out = {}
+        for s, v in items.items():
+            boxed = any(it.boxes is not None for it in v)
+            boxes = [it.boxes or [[] for _ in it.captions] for it in v] if boxed else None
+            out[s] = CaptionSplit([it.path for it in v], [it.captions for it in v], None, boxes, [it.size for it in v])
+        if hp.attention_targets and out["train"].boxes is None:
+            raise CaptionDataError(
+                f"{hp.karpathy_json}: attention_targets needs sentence 'boxes', and no train sentence has any"
+            )
+        return out
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
@@ -318,11 +410,21 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             for i, caps in enumerate(train)
             for c in caps[: hp.captions_per_image]
         ]
+        self._train_caption = [k for caps in train for k in range(len(caps[: hp.captions_per_image]))]
 
     # --- features -----------------------------------------------------------------------------------------------------
     def set_preprocess(self, preprocess: Callable) -> None:
         """How images become network input (the encoder's Preprocess); image batches use it."""
+        if preprocess != self.preprocess:
+            self._cells.clear()  # its crop box decides which cells a box covers
         self.preprocess = preprocess
+
+    def set_grid(self, grid: int | tuple[int, int]) -> None:
+        """The encoder's region grid (side, or (rows, cols)): attention targets are distributions over its cells."""
+        grid = (int(grid), int(grid)) if isinstance(grid, int) else (int(grid[0]), int(grid[1]))
+        if grid != self.grid:
+            self._cells.clear()
+        self.grid = grid
 
     @torch.no_grad()
     def cache_features(
@@ -379,6 +481,48 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         images = self.splits[split].images
         return {"images": torch.stack([self.preprocess(load_image(images[i])) for i in index])}  # (B, 3, H, W)
 
+    # --- attention targets --------------------------------------------------------------------------------------------
+    def _image_hw(self, split: str, i: int) -> tuple[int, int]:
+        """(height, width) of image i of the split, in the pixels its boxes use."""
+        sp = self.splits[split]
+        if sp.scenes is not None:
+            width, height = sp.scenes[i].image.size
+        elif sp.sizes is not None and sp.sizes[i] is not None:
+            width, height = sp.sizes[i]
+        else:
+            width, height = image_size(sp.images[i])
+        return height, width
+
+    def _token_cells(self, split: str, i: int, caption: int) -> list[tuple[int, list[int]]]:
+        """Caption ``caption`` of image i: (token index, grid cells) of each token that names a region, sparse."""
+        key = (split, i, caption)
+        found = self._cells.get(key)
+        if found is not None:
+            return found
+        sp, hp = self.splits[split], self.hparams
+        if sp.scenes is not None:
+            boxes = scene_token_boxes(sp.scenes[i], caption, hp.attention_words)
+        else:
+            boxes = sp.boxes[i][caption] if sp.boxes is not None else []
+        n_tokens = min(len(sp.references[i][caption]), hp.max_caption_len)  # training truncates captions
+        boxes = [(t, box) for t, box in boxes if t < n_tokens]
+        height, width = self._image_hw(split, i) if boxes else (1, 1)
+        crop = getattr(self.preprocess, "crop_box", None)
+        cells = token_cells(boxes, (height, width), self.grid, crop(width, height) if crop else None)
+        self._cells[key] = cells
+        return cells
+
+    def _attention_targets(self, split: str, pairs: list[tuple[int, int]], steps: int) -> dict[str, torch.Tensor]:
+        """``attn_targets`` (B, steps, L) and ``attn_targets_mask`` (B, steps) of (image, caption) pairs."""
+        if self.grid is None:
+            raise CaptionDataError(
+                "attention_targets needs the encoder's grid: call set_grid(model.encoder.grid) (caption-train's "
+                "CacheFeatures callback does)"
+            )
+        items = [self._token_cells(split, i, c) for i, c in pairs]
+        target, mask = dense_targets(items, steps, self.grid[0] * self.grid[1])
+        return {"attn_targets": target, "attn_targets_mask": mask}
+
     def _caption_tensors(self, captions: list[list[int]]) -> dict[str, torch.Tensor]:
         v = self.vocab
         return {
@@ -393,6 +537,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         batch = {**self._visual("train", images), **self._caption_tensors([c for _, c in pairs])}
         batch["image_index"] = torch.tensor(images)  # (B,)
         batch["pair_index"] = torch.tensor(index)  # (B,) which (image, caption) pairs: DDP ranks draw disjoint ones
+        if self.hparams.attention_targets:
+            which = [(img, self._train_caption[i]) for img, i in zip(images, index, strict=True)]
+            batch.update(self._attention_targets("train", which, batch["targets"].size(1)))
         return batch
 
     def _collate_eval(self, split: str, index: list[int]) -> dict:
@@ -402,6 +549,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         batch = {**self._visual(split, index), **self._caption_tensors(first)}
         batch["image_index"] = torch.tensor(index)  # (B,)
         batch["references"] = refs  # per image, its reference token lists
+        if self.hparams.attention_targets:
+            batch.update(self._attention_targets(split, [(i, 0) for i in index], batch["targets"].size(1)))
         return batch
 
     def train_dataloader(self) -> DataLoader:

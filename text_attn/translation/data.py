@@ -2,6 +2,12 @@
 
 Synthetic tasks draw train / val / test from three different seeds; a user's corpus (``tsv`` or ``parallel``) is
 shuffled once with the seed and split by ``val_size`` / ``test_size``. Vocabularies come from the train split only.
+
+With ``attention_targets: true`` (``reorder`` only: its examples keep the true alignment) every batch also carries
+``attn_targets`` (B, T+1, S) and ``attn_targets_mask`` (B, T+1), aligned with the decoder's output steps
+(``tgt[:, 1:]``) and the padded ``src``: output step j (predicting target word j) is one-hot on the source position
+that word translates; the final eos step and padding have no target (mask False, zeros). For
+text_attn.core.attention_supervision.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
+from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.tasks import Example, load_examples
@@ -32,15 +39,25 @@ class PairDataset(Dataset):
         return i  # the collate function gathers by index, so it can also return the examples
 
 
-def collate(dataset: PairDataset, indices: list[int], pad_id: int = 0) -> dict:
+def collate(dataset: PairDataset, indices: list[int], pad_id: int = 0, attention_targets: bool = False) -> dict:
     src = [dataset.src[i] for i in indices]
     tgt = [dataset.tgt[i] for i in indices]
-    return {
+    batch = {
         "src": torch.nn.utils.rnn.pad_sequence(src, batch_first=True, padding_value=pad_id),  # (B, S)
         "src_lens": torch.tensor([len(s) for s in src]),  # (B,)
         "tgt": torch.nn.utils.rnn.pad_sequence(tgt, batch_first=True, padding_value=pad_id),  # (B, T+2) bos..eos
         "index": torch.tensor(indices),
     }
+    if attention_targets:
+        items = []
+        for i in indices:
+            alignment = dataset.examples[i].alignment
+            if alignment is None:
+                raise ValueError(f"example {i} has no alignment: attention targets need a task that keeps one")
+            items.append([(j, [a]) for j, a in enumerate(alignment)])
+        steps, positions = batch["tgt"].size(1) - 1, batch["src"].size(1)
+        batch["attn_targets"], batch["attn_targets_mask"] = dense_targets(items, steps, positions)  # (B, T+1, S)
+    return batch
 
 
 class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
@@ -61,6 +78,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         min_freq: int = 1,
         max_vocab: int | None = None,
         shared_vocab: bool = False,
+        attention_targets: bool = False,
     ):
         """
         Args:
@@ -75,7 +93,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             lower: lowercase corpus text.
             min_freq: words seen fewer times in train become <unk>. max_vocab: vocabulary size cap (specials count).
             shared_vocab: one vocabulary for both sides (for tied embeddings).
+            attention_targets: batches also carry the true alignment as ``attn_targets`` (B, T+1, S) and
+                ``attn_targets_mask`` (B, T+1) (module doc); ``reorder`` only.
         """
+        if attention_targets and task != "reorder":
+            raise ValueError(f"attention_targets needs a true alignment, which only task 'reorder' has (got {task!r})")
         super().__init__()
         self.save_hyperparameters()
         self.tokenizer = "char" if task in CHAR_TASKS else "word"
@@ -121,7 +143,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         order = EpochShuffle(ds, seed) if shuffle else SequentialSampler(ds)
         skip = self.take_resume_skip() if shuffle else None
         sampler = LengthBatchSampler(order, [len(s) for s in ds.src], self.hparams.batch_size, seed=seed, skip=skip)
-        return DataLoader(ds, batch_sampler=sampler, collate_fn=partial(collate, ds))
+        collate_fn = partial(collate, ds, attention_targets=self.hparams.attention_targets)
+        return DataLoader(ds, batch_sampler=sampler, collate_fn=collate_fn)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -1,0 +1,76 @@
+"""Attention supervision: cross-entropy between the attention and a ground-truth distribution where one is known.
+
+Liu et al. 2017 ("Attention Correctness in Neural Image Captioning") for image regions; supervised alignment
+(Mi et al. 2016, Liu et al. 2016) for source words. Where the data knows what an output word refers to (the regions
+of the object a caption word names, the source word a target word translates), the loss at that decoder step is
+
+    CE_t = −Σ_s target[t, s] · log(α[t, s] + eps)
+
+and the loss is the mean of CE_t over the supervised steps only; a training objective adds λ times it. For hard
+attention the same loss applies to α, the distribution the location is sampled from. Batches carry the targets as
+``attn_targets`` (B, T, S) and ``attn_targets_mask`` (B, T) (captioning.data, text_attn.translation.data), aligned
+with the decoder's output steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+
+def attention_supervision_loss(weights: Tensor, target: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """Mean cross-entropy −Σ_s target · log(weights + eps) over the supervised decoder steps.
+
+    Args:
+        weights: (B, T, S) attention distributions (rows sum to 1; for several heads, average them first).
+        target: (B, T, S) ground-truth distributions (rows sum to 1) on supervised steps; anything elsewhere.
+        mask: (B, T) bool, True on the steps that have a target.
+        eps: added inside the log, so a target cell with zero attention costs log(1 / eps), not infinity.
+
+    Returns:
+        A scalar: the mean over supervised steps; 0 when no step is supervised, still connected to ``weights`` (so
+        ``backward`` works and gives zero gradients). Unsupervised steps never reach the loss or its gradient, even
+        when their weights or targets hold nan.
+    """
+    if weights.dim() != 3 or target.shape != weights.shape:
+        raise ValueError(
+            f"weights and target must both be (B, T, S), got {tuple(weights.shape)} and {tuple(target.shape)}"
+        )
+    if mask.shape != weights.shape[:2]:
+        raise ValueError(f"mask must be (B, T) = {tuple(weights.shape[:2])}, got {tuple(mask.shape)}")
+    keep = mask.bool().unsqueeze(-1)  # (B, T, 1)
+    # where (not multiply) so nan/inf on unsupervised steps cannot leak into the value or the gradient.
+    w = torch.where(keep, weights, torch.ones_like(weights))
+    t = torch.where(keep, target.to(weights.dtype), torch.zeros_like(weights))
+    ce = -(t * torch.log(w + eps)).sum(dim=-1)  # (B, T), 0 on unsupervised steps
+    return ce.sum() / mask.sum().clamp(min=1).to(weights.dtype)
+
+
+def dense_targets(
+    items: Sequence[Sequence[tuple[int, Sequence[int]]]], steps: int, positions: int
+) -> tuple[Tensor, Tensor]:
+    """Sparse targets of a batch -> the dense (target, mask) pair that ``attention_supervision_loss`` takes.
+
+    ``items[b]`` lists (step t, the positions step t refers to) for batch row b; the target of a listed step is
+    uniform over its positions (one position: one-hot). Steps at or beyond ``steps`` and empty position lists are
+    dropped; listing a step twice is an error.
+
+    Returns:
+        target (B, steps, positions) float32 (rows of supervised steps sum to 1, others are 0) and mask (B, steps) bool.
+    """
+    target = torch.zeros(len(items), steps, positions)
+    mask = torch.zeros(len(items), steps, dtype=torch.bool)
+    for b, item in enumerate(items):
+        for t, where in item:
+            if not 0 <= t < steps or len(where) == 0:
+                continue
+            if mask[b, t]:
+                raise ValueError(f"row {b} lists step {t} twice; give each step all its positions at once")
+            index = torch.as_tensor(list(where), dtype=torch.long)
+            if int(index.min()) < 0 or int(index.max()) >= positions:
+                raise ValueError(f"row {b}, step {t}: positions {index.tolist()} outside 0..{positions - 1}")
+            target[b, t, index] = 1.0 / len(set(index.tolist()))
+            mask[b, t] = True
+    return target, mask

@@ -1,0 +1,114 @@
+"""Self-critical sequence training (Rennie et al. 2017): REINFORCE on a sequence-level reward, with a baseline that
+comes from the model itself.
+
+For each source (an image, a source sentence) the model samples K sequences w¹..wᴷ; each gets a reward r (CIDEr-D,
+BLEU, ...) and a baseline b that does not depend on the sample: the reward of the model's own greedy decode of the
+same source (the paper), or, with K > 1, the mean reward of the OTHER K − 1 samples of the same source
+("leave-one-out"; needs no extra greedy decode). The policy gradient  −(r − b) ∇ log p(w)  raises the probability
+of samples that beat the baseline and lowers that of samples that fall short; a sample as good as the baseline
+teaches nothing.
+
+Layout: the N = B · K samples are stacked with the samples of one source next to each other, sample k of source b at
+row b · K + k (what ``x.repeat_interleave(K, dim=0)`` gives). Sequences are (N, T) per-token log-probabilities of the
+sampled tokens with a mask of the real tokens: every sampled word AND the eos that ended the sample (its probability
+decides the length, which CIDEr-D's length penalty scores), nothing after it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+NORMALISATIONS = ("tokens", "sequences")
+BASELINES = ("greedy", "leave_one_out")
+
+
+def self_critical_loss(
+    sample_log_probs: Tensor,
+    sample_mask: Tensor,
+    rewards: Tensor,
+    baseline: Tensor,
+    normalise: str = "tokens",
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The self-critical surrogate loss, to MINIMISE.
+
+    Args:
+        sample_log_probs: (N, T) log p(w_t | w_<t, source) of each sampled token (a graph to the model's parameters).
+        sample_mask: (N, T) bool, True on real tokens (words and the ending eos), False on padding after it.
+        rewards: (N,) each sample's reward. baseline: (N,) its baseline (``greedy_baseline`` /
+            ``leave_one_out_baseline``). Both are treated as constants (detached).
+        normalise: ``tokens`` (default, as in the common SCST code): loss = −Σ_i (r_i − b_i) Σ_t log p(w_it) / Σ_i T_i,
+            a mean over all real tokens of the batch, so the step size does not grow with caption length;
+            ``sequences``: loss = −mean_i (r_i − b_i) Σ_t log p(w_it), the plain REINFORCE estimate per sample.
+
+    Returns:
+        (loss, stats): stats are detached scalars: ``reward`` (mean r), ``baseline`` (mean b), ``advantage`` (mean
+        r − b), ``better`` (fraction of samples with r > b), ``tokens`` (mean real tokens per sample).
+    """
+    if normalise not in NORMALISATIONS:
+        raise ValueError(f"normalise must be one of {NORMALISATIONS}, got {normalise!r}")
+    if sample_log_probs.dim() != 2 or sample_mask.shape != sample_log_probs.shape:
+        raise ValueError(
+            f"sample_log_probs and sample_mask must both be (N, T), got {tuple(sample_log_probs.shape)} and "
+            f"{tuple(sample_mask.shape)}"
+        )
+    n = sample_log_probs.size(0)
+    if rewards.shape != (n,) or baseline.shape != (n,):
+        raise ValueError(f"rewards and baseline must be ({n},), got {tuple(rewards.shape)} and {tuple(baseline.shape)}")
+    mask = sample_mask.bool()
+    rewards = rewards.detach().to(sample_log_probs.dtype)
+    baseline = baseline.detach().to(sample_log_probs.dtype)
+    advantage = rewards - baseline  # (N,)
+    # where, not multiply: a padded step's log-prob may be -inf (a banned token), and 0 * -inf is nan.
+    seq_log_prob = torch.where(mask, sample_log_probs, torch.zeros_like(sample_log_probs)).sum(dim=1)  # (N,)
+    weighted = -(advantage * seq_log_prob)  # (N,)
+    tokens = mask.sum()
+    if normalise == "tokens":
+        loss = weighted.sum() / tokens.clamp(min=1)
+    else:
+        loss = weighted.mean() if n else weighted.sum()
+    stats = {
+        "reward": rewards.mean(),
+        "baseline": baseline.mean(),
+        "advantage": advantage.mean(),
+        "better": (advantage > 0).to(rewards.dtype).mean(),
+        "tokens": tokens.to(rewards.dtype) / max(n, 1),
+    }
+    return loss, {k: v.detach() for k, v in stats.items()}
+
+
+def greedy_baseline(greedy_rewards: Tensor, samples_per_source: int) -> Tensor:
+    """The greedy decode's reward of each source, repeated for its K samples.  (B,) -> (B · K,)"""
+    if samples_per_source < 1:
+        raise ValueError(f"samples_per_source must be at least 1, got {samples_per_source}")
+    return greedy_rewards.detach().repeat_interleave(samples_per_source)
+
+
+def leave_one_out_baseline(rewards: Tensor, samples_per_source: int) -> Tensor:
+    """Each sample's baseline = the mean reward of the other K − 1 samples of its source.  (B · K,) -> (B · K,)"""
+    k = samples_per_source
+    if k < 2:
+        raise ValueError(f"a leave-one-out baseline needs at least 2 samples per source, got {k}")
+    if rewards.dim() != 1 or rewards.numel() % k:
+        raise ValueError(f"rewards must be (B * {k},), got shape {tuple(rewards.shape)}")
+    r = rewards.detach().view(-1, k)  # (B, K)
+    return ((r.sum(dim=1, keepdim=True) - r) / (k - 1)).reshape(-1)
+
+
+def scst_baseline(kind: str, rewards: Tensor, samples_per_source: int, greedy_rewards: Tensor | None = None) -> Tensor:
+    """The baseline of each sample by name: ``greedy`` (needs greedy_rewards, (B,)) or ``leave_one_out`` (K > 1).
+
+    rewards: (B · K,) the samples' rewards. Returns (B · K,).
+    """
+    if kind == "greedy":
+        if greedy_rewards is None:
+            raise ValueError("the greedy baseline needs greedy_rewards: the reward of each source's greedy decode")
+        if greedy_rewards.numel() * samples_per_source != rewards.numel():
+            raise ValueError(
+                f"{greedy_rewards.numel()} greedy rewards x {samples_per_source} samples per source != "
+                f"{rewards.numel()} sample rewards"
+            )
+        return greedy_baseline(greedy_rewards, samples_per_source)
+    if kind == "leave_one_out":
+        return leave_one_out_baseline(rewards, samples_per_source)
+    raise ValueError(f"unknown baseline {kind!r}; choose one of {BASELINES}")
