@@ -34,7 +34,10 @@ from captioning.encoder import EncoderConfig
 from captioning.grounding import grounding
 from captioning.model import CaptionModel, as_config
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
+from captioning.scst import CaptionReward, load_initial_weights, self_critical_step
+from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.metrics import coco_metrics
+from text_attn.core.self_critical import BASELINES
 from text_attn.core.training import RunState, check_finite, gather_outputs
 
 
@@ -61,6 +64,12 @@ class CaptionModule(RunState, pl.LightningModule):
         val_meteor: bool | None = None,
         export_path: str | None = None,
         cpu_threads: int | None = None,
+        attn_sup_lambda: float = 0.0,
+        scst: bool = False,
+        scst_samples: int = 5,
+        scst_baseline: str = "greedy",
+        scst_max_len: int | None = None,
+        init_from: str | None = None,
     ):
         """
         Args:
@@ -95,6 +104,17 @@ class CaptionModule(RunState, pl.LightningModule):
             export_path: where fit writes the self-contained model file (default: <log dir>/model.pt).
             cpu_threads: torch CPU threads, set in setup (null = torch's default, one per core). On a small CPU
                 shared with other work, 1 is much faster: threads waiting for a busy core stall every op.
+            attn_sup_lambda: attention supervision (Liu et al. 2017): add λ times the cross-entropy between α_t and
+                the ground-truth attention of each word that names a region (needs ``data.attention_targets: true``;
+                shapes scenes and Karpathy sentence boxes have them). For hard attention it supervises the
+                distribution the location is sampled from. 0 = off.
+            scst: self-critical sequence training (Rennie et al. 2017; captioning.scst) instead of cross-entropy:
+                ``scst_samples`` sampled captions per image, reward CIDEr-D (document frequencies from the training
+                references), baseline ``greedy`` (the model's greedy caption's CIDEr-D) or ``leave_one_out``; captions
+                up to ``scst_max_len`` words (null: val_max_len). Start it from a trained model: ``init_from``.
+            init_from: a model file or training checkpoint whose weights start this run (e.g. the cross-entropy
+                model for an SCST stage); the config must build the same network, the data the same vocabulary. A
+                resumed run (--ckpt_path) takes the checkpoint's weights instead.
         """
         super().__init__()
         encoder, decoder = as_config(EncoderConfig, encoder, "encoder"), as_config(DecoderConfig, decoder, "decoder")
@@ -106,10 +126,17 @@ class CaptionModule(RunState, pl.LightningModule):
         # checkpoints keep their keys.
         if rl_reward not in REWARDS:
             raise ValueError(f"unknown rl_reward {rl_reward!r}; choose one of {REWARDS}")
+        if scst_baseline not in BASELINES:
+            raise ValueError(f"unknown scst_baseline {scst_baseline!r}; choose one of {BASELINES}")
+        if scst and (scst_samples < 1 or (scst_baseline == "leave_one_out" and scst_samples < 2)):
+            raise ValueError(f"scst_samples must be >= 1 (>= 2 with the leave_one_out baseline), got {scst_samples}")
+        if attn_sup_lambda < 0:
+            raise ValueError(f"attn_sup_lambda must be >= 0, got {attn_sup_lambda}")
         self.baseline = MovingAverageBaseline(baseline_decay) if self.decoder_config.attention == "hard" else None
         self._collapse = CollapseMonitor(collapse_warmup, collapse_ratio)
         self.model: CaptionModel | None = None
         self.vocab = None
+        self._reward: CaptionReward | None = None  # SCST's CIDEr-D, document frequencies from the training references
         self._outputs: list[dict] = []
 
     # --- building from the data -------------------------------------------------------------------------------------
@@ -122,6 +149,18 @@ class CaptionModule(RunState, pl.LightningModule):
                 raise ValueError("CaptionModule needs a CaptionDataModule (its vocabulary sizes the decoder)")
             self.vocab = vocab
             self.model = CaptionModel.build(len(vocab), self.encoder_config, self.decoder_config)
+            if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these
+                load_initial_weights(self.model, vocab, self.hparams.init_from)
+        dm = getattr(self.trainer, "datamodule", None)
+        if dm is None:
+            return
+        if self.hparams.attn_sup_lambda > 0 and not getattr(dm.hparams, "attention_targets", False):
+            raise ValueError(
+                "model.attn_sup_lambda > 0 needs the ground-truth attention: set data.attention_targets: true "
+                "(source shapes, or karpathy with sentence boxes)"
+            )
+        if self.hparams.scst and stage in (None, "fit") and self._reward is None:
+            self._reward = CaptionReward(dm.splits["train"].references)
 
     def configure_callbacks(self) -> list:
         return [CacheFeatures()]  # the data module encodes each image once with this model's frozen encoder
@@ -145,6 +184,14 @@ class CaptionModule(RunState, pl.LightningModule):
         warm = self.model.decoder.training and self.global_step < hp.soft_warmup
         # logits (B, T, V), alphas (B, T, L), ...
         out = self.model.decoder(features, batch["captions_in"], soft_prob=1.0 if warm else None)
+        loss, parts = self._word_loss(batch, out)
+        if hp.attn_sup_lambda > 0 and "attn_targets" in batch:
+            sup = attention_supervision_loss(out.alphas, batch["attn_targets"], batch["attn_targets_mask"])
+            loss, parts = loss + hp.attn_sup_lambda * sup, {**parts, "attn_sup": sup}
+        return loss, parts
+
+    def _word_loss(self, batch: dict, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        hp = self.hparams
         if self.baseline is not None and self.model.decoder.training:
             return hard_attention_loss(
                 out,
@@ -168,14 +215,37 @@ class CaptionModule(RunState, pl.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         features = self._features(batch)
+        if self.hparams.scst:
+            return self._scst_step(batch, features)
         loss, parts = self._loss(batch, features)
         check_finite(loss, self.global_step)
         n = batch["targets"].size(0)
         self.log("train_loss", loss, prog_bar=True, batch_size=n)
         self.log("train_ce", parts["ce"], batch_size=n)
         self.log("train_ds", parts["ds"], batch_size=n)
+        if "attn_sup" in parts:
+            self.log("train_attn_sup", parts["attn_sup"], batch_size=n)
         if "reinforce" in parts:
             self._hard_step(parts, n, features.size(1))
+        return loss
+
+    def _scst_step(self, batch: dict, features: torch.Tensor) -> torch.Tensor:
+        """Self-critical loss on this batch's images (+ λ attention supervision on their captions when on)."""
+        hp, n = self.hparams, features.size(0)
+        refs = self.trainer.datamodule.splits["train"].references
+        references = [refs[i] for i in batch["image_index"].tolist()]
+        max_len = hp.scst_max_len or hp.val_max_len
+        loss, stats = self_critical_step(
+            self.model, self.vocab, features, references, self._reward, hp.scst_samples, hp.scst_baseline, max_len
+        )
+        if hp.attn_sup_lambda > 0:
+            _, parts = self._loss(batch, features)
+            loss = loss + hp.attn_sup_lambda * parts["attn_sup"]
+            self.log("train_attn_sup", parts["attn_sup"], batch_size=n)
+        check_finite(loss, self.global_step)
+        self.log("train_loss", loss, prog_bar=True, batch_size=n)
+        for key in ("reward", "baseline", "advantage"):
+            self.log(f"train_{key}", stats[key], prog_bar=key == "reward", batch_size=n)
         return loss
 
     def _hard_step(self, parts: dict[str, torch.Tensor], n: int, num_regions: int) -> None:

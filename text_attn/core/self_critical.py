@@ -112,3 +112,22 @@ def scst_baseline(kind: str, rewards: Tensor, samples_per_source: int, greedy_re
     if kind == "leave_one_out":
         return leave_one_out_baseline(rewards, samples_per_source)
     raise ValueError(f"unknown baseline {kind!r}; choose one of {BASELINES}")
+
+
+def teacher_inputs(tokens: Tensor, lengths: Tensor, bos_id: int, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Sampled sequences -> what teacher forcing needs to score them again with gradients.
+
+    tokens (N, T) generated ids (a ``SearchResult``: eos included when produced, anything after it), lengths (N,) the
+    generated tokens per row, eos included. Returns inputs (N, T) = bos + tokens[:, :-1], targets (N, T) = tokens
+    with pad after each row's end, and mask (N, T) bool, True on the real tokens (position < length).
+    """
+    steps = torch.arange(tokens.size(1), device=tokens.device)
+    mask = steps.unsqueeze(0) < lengths.unsqueeze(1)  # (N, T)
+    targets = tokens.masked_fill(~mask, pad_id)
+    bos = targets.new_full((tokens.size(0), 1), bos_id)
+    return torch.cat([bos, targets[:, :-1]], dim=1), targets, mask
+
+
+def token_log_probs(logits: Tensor, targets: Tensor) -> Tensor:
+    """logits (N, T, V), targets (N, T) -> log p(targets[n, t]) (N, T): what ``self_critical_loss`` takes."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
