@@ -3,6 +3,11 @@
     python benchmarks/caption_shapes.py                  # train what is missing (~15 min per model), evaluate
     python benchmarks/caption_shapes.py --retrain        # train every model again
     python benchmarks/caption_shapes.py --models hard --beam-size 1 --json shapes.json
+    python benchmarks/caption_shapes.py --models soft soft_sup soft_scst soft_sup_scst   # issue 15's ablation
+
+Models: soft, hard (their configs); soft_sup / hard_sup (+ attention supervision: data.attention_targets, λ = 1);
+soft_scst / soft_sup_scst (the SCST stage, configs/caption/shapes_soft_scst.yaml, from soft's / soft_sup's model
+file: train those first). An "exact" caption equals one of the scene's references word for word.
 
 Each model is trained by its config (configs/caption/shapes_<name>.yaml, capped at about 15 minutes by
 trainer.max_time) and its model file kept under --runs (<runs>/<name>/model.pt, with train_minutes.txt). The test
@@ -22,6 +27,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import yaml
@@ -35,15 +41,36 @@ from text_attn.core.metrics import coco_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
+SUPERVISED = ["--data.attention_targets=true", "--model.attn_sup_lambda=1.0"]
+
+
+class Variant(NamedTuple):
+    config: str
+    extra: tuple[str, ...] = ()  # caption-train options on top of the config
+    first: str | None = None  # an SCST stage: the variant whose model file it starts from (model.init_from)
+
+
 MODELS = {
-    "soft": "configs/caption/shapes_soft.yaml",
-    "hard": "configs/caption/shapes_hard.yaml",
+    "soft": Variant("configs/caption/shapes_soft.yaml"),
+    "hard": Variant("configs/caption/shapes_hard.yaml"),
+    # Issue 15's ablation: attention supervision (the nouns' boxes), self-critical training (CIDEr-D), both.
+    "soft_sup": Variant("configs/caption/shapes_soft.yaml", tuple(SUPERVISED)),
+    "soft_scst": Variant("configs/caption/shapes_soft_scst.yaml", (), first="soft"),
+    "soft_sup_scst": Variant("configs/caption/shapes_soft_scst.yaml", tuple(SUPERVISED), first="soft_sup"),
+    "hard_sup": Variant("configs/caption/shapes_hard.yaml", tuple(SUPERVISED)),
 }
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "CIDEr")
 
 
-def train(name: str, config: str, runs: Path, fit_args: list[str]) -> tuple[Path, float]:
-    return timed_fit(caption_cli, ROOT / config, runs / name, fit_args)
+def train(name: str, runs: Path, fit_args: list[str]) -> tuple[Path, float]:
+    v = MODELS[name]
+    extra = list(v.extra)
+    if v.first is not None:
+        first = runs / v.first / "model.pt"
+        if not first.exists():
+            raise SystemExit(f"{name} starts from {v.first}'s model file {first}: train it first (--models {v.first})")
+        extra.append(f"--model.init_from={first}")
+    return timed_fit(caption_cli, ROOT / v.config, runs / name, [*extra, *fit_args])
 
 
 @torch.no_grad()
@@ -70,8 +97,10 @@ def evaluate(
     scores = coco_metrics(refs, hyps, meteor=False)
     g = model.encoder.grid
     ground = grounding(scenes, words, alphas, (g, g))
+    exact = sum(w in s.captions for w, s in zip(words, scenes, strict=True)) / len(scenes)
     return {
         **{k: scores[k] for k in METRICS},
+        "exact": exact,  # captions equal to one of the scene's references, word for word
         "grounding": ground.accuracy,
         "grounding_mass": ground.mass,
         "grounding_words": ground.words,
@@ -87,7 +116,7 @@ def _pct(x: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--models", nargs="+", default=["soft", "hard"], choices=list(MODELS), help="default: soft hard")
     p.add_argument("--runs", type=Path, default=ROOT / "runs" / "shapes", help="model files live here")
     p.add_argument("--retrain", action="store_true", help="train even when a model file exists")
     p.add_argument("--beam-size", type=int, default=3)
@@ -116,32 +145,33 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         model = args.runs / name / "model.pt"
         if args.retrain or not model.exists():
-            print(f"training {name} ({MODELS[name]}) ...", file=sys.stderr)
-            model, minutes[name] = train(name, MODELS[name], args.runs, args.fit_arg)
+            print(f"training {name} ({MODELS[name].config} {' '.join(MODELS[name].extra)}) ...", file=sys.stderr)
+            model, minutes[name] = train(name, args.runs, args.fit_arg)
         else:
             minutes[name] = recorded_minutes(args.runs / name)
         if args.threads:  # the configs' cpu_threads may have changed it during training
             torch.set_num_threads(args.threads)
-        results[name] = evaluate(model, MODELS[name], args.beam_size, args.test_size)
+        results[name] = evaluate(model, MODELS[name].config, args.beam_size, args.test_size)
         if results[name]["attention"] == "hard" and args.hard_expect:
             # The authors' sampler decodes stochastic-attention models with the expected context (their
             # arctic-captions code: argmax=False), so the paper's hard numbers are of this kind.
             results[f"{name}, expected context"] = evaluate(
-                model, MODELS[name], args.beam_size, args.test_size, hard_inference="expect"
+                model, MODELS[name].config, args.beam_size, args.test_size, hard_inference="expect"
             )
             minutes[f"{name}, expected context"] = minutes[name]
     n = next(iter(results.values()))["n"]
     print(f"\nShapes captioning, {n} held-out scenes (test split, seed + 2), beam {args.beam_size}\n")
-    print("| attention | BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | CIDEr | grounding acc | grounding mass | train min |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| model | BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | CIDEr | exact | grounding acc | grounding mass | train min |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         bleu = " | ".join(_pct(r[f"Bleu_{k}"]) for k in range(1, 5))
         print(
-            f"| {name} | {bleu} | {r['CIDEr']:.3f} | {_pct(r['grounding'])} | {_pct(r['grounding_mass'])} "
+            f"| {name} | {bleu} | {r['CIDEr']:.3f} | {_pct(r['exact'])} | {_pct(r['grounding'])} "
+            f"| {_pct(r['grounding_mass'])} "
             f"| {minutes[name]:.1f} |"
         )
     words = ", ".join(f"{name}: {r['grounding_words']}" for name, r in results.items())
-    print(f"\nBLEU and grounding in %. Object-naming nouns scored for grounding: {words}.")
+    print(f"\nBLEU, exact captions and grounding in %. Object-naming nouns scored for grounding: {words}.")
     for name, r in results.items():
         print(f"{name} on scene 0: {r['example']}")
     if args.json:

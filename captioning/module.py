@@ -13,6 +13,10 @@ Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's first re
 0 when no noun names an object), ``{stage}_grounding_mass`` (mean attention mass in that box) and
 ``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint.
 
+Beyond the anchors (issue 15): ``attn_sup_lambda`` adds attention supervision on the data's ground-truth attention
+(``train_attn_sup``); ``scst`` replaces the cross-entropy by self-critical training on CIDEr-D (captioning.scst; logs
+``train_reward``, ``train_baseline``, ``train_advantage``), usually from a first stage's weights (``init_from``).
+
 The module never calls into the data module: it reads its vocabulary (``dm.vocab``) and, for grounding, its scenes;
 the CacheFeatures callback (captioning.caching, added by ``configure_callbacks``) gives the data module the encoder
 for preprocessing and the feature cache.
