@@ -171,7 +171,7 @@ def encoding_note(text: str) -> str | None:
 
 
 def fit_history(version_dir: Path) -> list[dict[str, float]]:
-    """The rows of a CSVLogger's metrics.csv (Lightning's default logger when TensorBoard is absent), as floats."""
+    """The rows of a run's metrics.csv (written by the default loggers, text_attn.core.lightning_cli), as floats."""
     path = version_dir / "metrics.csv"
     if not path.is_file():
         return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from text_attn.core.lightning_cli import run_lightning_cli
 
 TRAIN_DESCRIPTION = (
@@ -9,7 +11,9 @@ TRAIN_DESCRIPTION = (
     "Shipped configs: configs/caption/*.yaml (shapes_soft / shapes_hard run on a CPU; flickr8k_* and coco_* are the "
     "paper's settings for your download). Example: `caption-train fit --config configs/caption/shapes_soft.yaml`. "
     "Subcommands: fit, validate, test, predict; `caption-train fit --help` lists every option. The end of fit "
-    "writes a model file for `caption`; `caption-export` turns a checkpoint into one."
+    "writes a model file for `caption`; `caption-export` turns a checkpoint into one. Watch a run with "
+    "`tensorboard --logdir runs/shapes_soft`; `caption-train report RUN_DIR` plots its loss, validation scores and "
+    "grounding into RUN_DIR/report.png."
 )
 
 
@@ -57,5 +61,11 @@ def flat_model_options(given: set[str]) -> str | None:
 
 
 def train_main(args: list[str] | None = None) -> None:
-    """``caption-train {fit,validate,test,predict} --config configs/caption/X.yaml``."""
+    """``caption-train {fit,validate,test,predict} --config configs/caption/X.yaml``, or ``caption-train report
+    RUN_DIR``: the run's logged metrics as a PNG (text_attn.core.run_report), handled before LightningCLI parses."""
+    argv = sys.argv[1:] if args is None else args
+    if argv[:1] == ["report"]:
+        from text_attn.core.run_report import report_main
+
+        raise SystemExit(report_main("caption-train", argv[1:]))
     caption_cli(args)

@@ -16,6 +16,7 @@ from captioning.captioner import Captioner
 from captioning.decoder import DecoderConfig
 from captioning.encoder import EncoderConfig
 from captioning.export import export_main
+from captioning.overlay import grid_layout, word_png_size
 from captioning.preprocess import load_image as read_image
 from captioning.shapes import VOCAB, make_scenes
 from text_attn.core.vocab import Vocabulary
@@ -171,14 +172,14 @@ def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
     records = run_json(capsys, model_file, PHOTOS[0], twin, "--overlay", out_dir, "--per-word")
     overlays = [Path(r["overlay"]) for r in records]
     assert overlays == [out_dir / "coffee-attention.png", out_dir / "coffee-2-attention.png"]
-    n_words = len(records[0]["words"])
-    assert n_words > 0
-    cols = min(n_words + 1, 5)
-    rows = -(-(n_words + 1) // cols)
-    # overlay layout: panels 224 x 150, 4 px gaps, a 22 px word band above each panel
-    assert Image.open(overlays[0]).size == (cols * 224 + (cols + 1) * 4, rows * 172 + (rows + 1) * 4)
+    words = records[0]["words"]
+    assert len(words) > 0
+    # overlay layout (captioning.overlay's rule): the caption and the key, then panels 224 x 150, at most 6 per row
+    lay = grid_layout((256, 171), words)
+    assert Image.open(overlays[0]).size == lay.size and lay.panel == (224, 150) and lay.cols <= 6
     per_word = sorted(out_dir.glob("coffee-[0-9][0-9]-*.png"))
-    assert len(per_word) == n_words
+    assert len(per_word) == len(words)
+    assert Image.open(per_word[0]).size == word_png_size((256, 171), words)  # a 512 x 342 panel
     assert [p.name.split("-", 2)[2] for p in per_word] == [f"{w}.png" for w in records[0]["words"]]
 
 

@@ -15,6 +15,7 @@ import yaml
 
 from captioning.captioner import Captioner
 from captioning.train_cli import caption_cli, train_main
+from text_attn.core.run_report import find_log_dir, panels_for, read_metrics
 
 CONFIG = str(Path(__file__).parent / "fixtures/captions/tiny_shapes.yaml")
 COCO_KEYS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr")
@@ -138,6 +139,12 @@ def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
     final = cli.trainer.optimizers[0].param_groups[0]["lr"]
     assert final == pytest.approx(lr * (1 if bleus[-1] > best * (1 + 1e-4) else 0.1))
     assert final < 0.01  # an untrained tiny model's BLEU stalls at some point in 5 epochs
+    # the run's report reads that metrics.csv: loss, scores, CIDEr, grounding on shapes, and the learning rate
+    names = [name for name, _ in panels_for(read_metrics(find_log_dir(tmp_path)))]
+    assert names == ["loss", "validation scores", "CIDEr (validation)", "grounding (validation)", "learning rate"]
+    with pytest.raises(SystemExit) as exc:
+        train_main(["report", str(tmp_path)])
+    assert exc.value.code == 0 and (tmp_path / "report.png").is_file()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Tests for text_attn.translation.plots: PNGs are written, grids are oriented right, bad shapes are refused."""
+"""Tests for text_attn.translation.plots: PNGs are written, grids are oriented right, bad shapes are refused, and
+long inputs are split into panels (every source token in exactly one) inside a bounded PNG."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 from PIL import Image
 
 from text_attn.translation import plots
-from text_attn.translation.plots import plot_alignment, plot_alignment_heads, plot_bleu_by_length
+from text_attn.translation.plots import plot_alignment, plot_alignment_heads, plot_bleu_by_length, source_chunks
 
 
 def random_weights(*shape: int, seed: int = 0) -> np.ndarray:
@@ -67,6 +68,47 @@ def test_alignment_size_grows_with_grid(tmp_path):
     big = png_size(plot_alignment(random_weights(40, 40), words("s", 40), words("t", 40), tmp_path / "b.png"))
     assert wide[0] > small[0]  # more source words -> wider
     assert big[0] > small[0] and big[1] > wide[1]  # more target words -> taller
+
+
+@pytest.mark.parametrize("n", [0, 1, 40, 41, 80, 81, 200, 333, 1000])
+def test_source_chunks_cover_every_token_exactly_once(n):
+    chunks = source_chunks(n)
+    assert [i for c in chunks for i in c] == list(range(n))  # in order, none twice, none missing
+    sizes = [len(c) for c in chunks]
+    assert max(sizes) - min(sizes) <= 1 and len(chunks) <= 8  # even panels, a bounded number of them
+    assert max(sizes) <= 40 or len(chunks) == 8  # at most 40 tokens a panel, until 8 panels are not enough
+    assert len(chunks) == (1 if n <= 40 else min(8, -(-n // 40)))
+
+
+BOUND = (1700, 2500)  # 16 x 24 inches at 100 dpi, plus what "tight" saving may add around the edges
+
+
+def test_a_long_input_is_split_into_stacked_panels_in_a_bounded_png(tmp_path, captured):
+    src, tgt = words("s", 200), words("t", 5)
+    w = random_weights(5, 200)
+    size = png_size(plot_alignment(w, src, tgt, tmp_path / "long.png"))
+    assert size[0] <= BOUND[0] and size[1] <= BOUND[1] and size[1] > size[0] / 2  # not a 4005 x 311 strip
+    fig = captured[0]
+    grids = [ax for ax in fig.axes if ax.images and ax.get_xticklabels()]
+    assert [ax.get_title(loc="left") for ax in grids] == [f"source tokens {a}-{a + 39}" for a in range(1, 200, 40)]
+    shown = [t.get_text() for ax in grids for t in ax.get_xticklabels()]
+    assert shown == src  # every source token labelled once, in order
+    np.testing.assert_allclose(np.hstack([ax.images[0].get_array() for ax in grids]), w)
+    assert {ax.images[0].get_clim() for ax in grids} == {(0.0, 1.0)}  # one colour scale
+    assert all([t.get_text() for t in ax.get_yticklabels()] == tgt for ax in grids)
+    assert "200 source tokens, split into 5 panels of at most 40" in fig.get_suptitle()
+
+
+def test_long_input_and_output_stay_bounded_with_a_note(tmp_path, captured):
+    # 70 x 70: two stacked panels would shrink the cells more than one square grid does
+    size = png_size(plot_alignment(random_weights(70, 70), words("s", 70), words("t", 70), tmp_path / "sq.png"))
+    assert size[0] <= BOUND[0] and size[1] <= BOUND[1]
+    assert len([ax for ax in captured[0].axes if ax.images]) == 1  # one grid, not three panels
+    assert "cells shrunk to fit 70 source x 70 output tokens" in captured[0].get_suptitle()
+    heads = random_weights(2, 8, 50)  # 2 heads + mean, 2 panels across
+    size = png_size(plot_alignment_heads(heads, words("s", 50), words("t", 8), tmp_path / "h.png", title="x"))
+    assert size[0] <= BOUND[0] and size[1] <= BOUND[1]
+    assert captured[1].get_suptitle().startswith("x\n50 source x 8 output tokens: cells shrunk to fit")
 
 
 def test_alignment_shape_mismatch_names_both_shapes(tmp_path):

@@ -1,5 +1,6 @@
 """What the training commands print: --help starts with what the tool does and where its configs are; a run shows
-no promotional tips or tensorboardX notices; an old config's `data.image_size` gets one line saying what to use."""
+no promotional tips or tensorboardX notices, and its default logger writes TensorBoard event files and a metrics.csv
+that `text-train report` reads; an old config's `data.image_size` gets one line saying what to use."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from captioning.train_cli import caption_cli, train_main
+from text_attn.core.run_report import read_metrics
 from text_attn.translation.train_cli import text_cli
 from text_attn.translation.train_cli import train_main as text_train_main
 
@@ -35,6 +37,21 @@ def test_a_run_prints_no_tips_or_tensorboardx_notice(tmp_path, monkeypatch, caps
     shown = text.out + text.err + caplog.text + " ".join(str(w.message) for w in recwarn)
     assert "Tip:" not in shown and "tensorboardX" not in shown
     assert "GPU available" in caplog.text  # Lightning's own information still shows
+    assert "exists and is not empty" not in shown  # the two default loggers share one folder without a warning
+    # the default logger: TensorBoard event files and a metrics.csv in the one version folder, next to the model
+    run = tmp_path / "lightning_logs" / "version_0"
+    assert len(list(run.glob("events.out.tfevents.*"))) == 1 and (run / "model.pt").is_file()
+    from_csv = read_metrics(run)
+    assert [s for s, _ in from_csv["val_bleu"]] == [5]  # the one validation, at the end of the 6 steps
+    (run / "metrics.csv").rename(tmp_path / "metrics.csv")
+    from_events = read_metrics(run)  # without metrics.csv, the TensorBoard files are read
+    assert set(from_events) == set(from_csv) == {"val_loss", "val_bleu", "val_align_acc"}
+    for key, points in from_csv.items():
+        assert [s for s, _ in from_events[key]] == [s for s, _ in points]
+        assert [v for _, v in from_events[key]] == pytest.approx([v for _, v in points], rel=1e-6)
+    with pytest.raises(SystemExit) as exc:  # and the run's report
+        text_train_main(["report", str(tmp_path)])
+    assert exc.value.code == 0 and (tmp_path / "report.png").is_file()
 
 
 def test_an_old_config_with_data_image_size_gets_one_line(tmp_path, monkeypatch, capsys):

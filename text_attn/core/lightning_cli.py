@@ -6,7 +6,11 @@ On top of Lightning's own CLI:
   the checkpoint only fills in what was left at its default. An option that changes the network's shape is refused
   in one line when the weights are loaded (``text_attn.core.training.check_weights_fit``);
 - bad input (the ``errors`` given) becomes one line and exit code 2, never a traceback;
-- Lightning's promotional tips and its tensorboardX notice are not printed on every run.
+- Lightning's promotional tips and its tensorboardX notice are not printed on every run;
+- the default logger (``trainer.logger`` unset or true) writes both TensorBoard event files (watch a run with
+  ``tensorboard --logdir <default_root_dir>``) and a ``metrics.csv`` (read by ``report RUN_DIR`` and the
+  benchmarks), into the one folder ``<default_root_dir>/lightning_logs/version_N/`` that also holds the
+  checkpoints. A ``trainer.logger`` given in a config or on the command line is used as it is.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -47,8 +52,6 @@ def quiet_lightning() -> None:
 
 
 def _make_cli_class():
-    import os
-
     import torch
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
     from pytorch_lightning.cli import LightningCLI
@@ -65,6 +68,12 @@ def _make_cli_class():
             os.replace(tmp, path)
 
     class ToolkitCLI(LightningCLI):
+        def instantiate_trainer(self, **kwargs):
+            trainer = self._get(self.config_init, "trainer", default={})
+            if "logger" not in kwargs and trainer.get("logger") in (None, True):
+                kwargs["logger"] = default_loggers(trainer.get("default_root_dir"))
+            return super().instantiate_trainer(**kwargs)
+
         def after_instantiate_classes(self) -> None:
             super().after_instantiate_classes()
             strategy = getattr(self.trainer, "strategy", None)
@@ -100,6 +109,28 @@ def _make_cli_class():
                     model[key] = value
 
     return ToolkitCLI
+
+
+def default_loggers(root: str | Path | None) -> list:
+    """[CSVLogger, TensorBoardLogger] writing into the same ``<root>/lightning_logs/version_N`` (N: TensorBoard's next
+    free version). The CSV logger comes first: it creates the folder, so neither warns that it found the other's
+    files there; both give the same ``log_dir``, where Lightning puts the checkpoints. Without tensorboard installed
+    (it is a dependency, but an environment may lack it): the CSV logger alone."""
+    from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
+
+    try:
+        board = TensorBoardLogger(str(root or os.getcwd()), name="lightning_logs", default_hp_metric=False)
+    except ModuleNotFoundError:
+        return [CSVLogger(str(root or os.getcwd()), name="lightning_logs")]
+
+    class BesideCSV(CSVLogger):
+        """metrics.csv in the TensorBoard logger's version folder (its version, chosen once, lazily)."""
+
+        @property
+        def version(self) -> int | str:
+            return board.version
+
+    return [BesideCSV(board.save_dir, name=board.name), board]
 
 
 def _given_options(args: list[str]) -> set[str]:

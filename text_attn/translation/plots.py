@@ -4,6 +4,14 @@ Figures are built with matplotlib's object API (`matplotlib.figure.Figure`) and 
 backend straight to PNG. No pyplot: nothing is registered in a global figure list (so nothing leaks
 and there is nothing to close), no window can open, and importing this module never switches the
 caller's matplotlib backend.
+
+Long inputs stay readable and the PNG stays bounded (at most _MAX_W_IN x _MAX_H_IN inches, 100 dpi). A single
+grid with more than _CHUNK source tokens is split into panels of consecutive source tokens, stacked top to bottom
+("source tokens 41-80"), as even as possible, all on the one 0..1 colour scale, with a note in the title; past
+_MAX_PANELS panels the panels hold more tokens instead. Where the output is long too, so that stacking would make
+the cells smaller still, it stays one panel. Cells are _CELL_IN inches (a 40-token panel is ~11 in wide) and
+shrink, with their labels, only when the bounds demand it, with a note in the title. Multi-head grids shrink their
+cells to fit the bounds too, with the same note.
 """
 
 from __future__ import annotations
@@ -23,7 +31,10 @@ from text_attn.core.arrays import to_numpy
 _CMAP = "gray"
 _CELL_IN = 0.22  # inches per grid cell in a single alignment plot (60 cells -> ~13 in)
 _HEAD_CELL_IN = 0.14  # smaller cells for the multi-head grid, which has several panels
-_MAX_SIDE_IN = 40.0  # cap so huge inputs do not make a gigantic image
+_MAX_W_IN, _MAX_H_IN = 16.0, 24.0  # bounds of an alignment figure, inches (1600 x 2400 px at _DPI)
+_CHUNK = 40  # source tokens per panel at most in a single alignment plot; longer inputs are split into panels
+_MAX_PANELS = 8  # ... into at most this many panels (past 320 tokens the panels hold more tokens each)
+_PANEL_EXTRA_W_IN = 2.0  # room beside one panel's cells: target labels and the colour bar
 _DPI = 100
 
 
@@ -36,21 +47,41 @@ def _check_grid(w: np.ndarray, source_tokens: list[str], target_tokens: list[str
         )
 
 
-def _font_size(n_cells: int) -> float:
-    # Tick labels must fit a cell: full size for short sentences, smaller for 60-word ones.
-    return 10.0 if n_cells <= 20 else 8.0 if n_cells <= 40 else 6.5
+def _font_size(n_cells: int, cell_in: float = 1.0) -> float:
+    # Tick labels must fit a cell: full size for short sentences, smaller for 60-word ones, and never taller than
+    # a cell that was shrunk to keep the figure bounded (72 points per inch).
+    size = 10.0 if n_cells <= 20 else 8.0 if n_cells <= 40 else 6.5
+    return max(2.0, min(size, 0.8 * 72 * cell_in))
 
 
-def _draw_grid(ax: Any, w: np.ndarray, source_tokens: list[str], target_tokens: list[str]) -> Any:
+def source_chunks(n_src: int, size: int = _CHUNK, max_panels: int = _MAX_PANELS) -> list[range]:
+    """Consecutive source-token ranges, one per panel: every token in exactly one, at most ``size`` tokens each
+    (unless that would take more than ``max_panels`` panels), as even as possible (41 tokens: 21 + 20)."""
+    if n_src <= size:
+        return [range(n_src)]
+    n = min(math.ceil(n_src / size), max_panels)
+    bounds = [round(i * n_src / n) for i in range(n + 1)]
+    return [range(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _draw_grid(ax: Any, w: np.ndarray, source_tokens: list[str], target_tokens: list[str], cell_in: float = 1.0):
     """Draw one (T, S) weight grid on `ax`: source words across the top, target words down."""
     image = ax.imshow(w, cmap=_CMAP, vmin=0.0, vmax=1.0, aspect="equal", interpolation="nearest")
     ax.xaxis.tick_top()
     ax.set_xticks(range(len(source_tokens)))
-    ax.set_xticklabels(source_tokens, rotation=90, fontsize=_font_size(len(source_tokens)))
+    ax.set_xticklabels(source_tokens, rotation=90, fontsize=_font_size(len(source_tokens), cell_in))
     ax.set_yticks(range(len(target_tokens)))
-    ax.set_yticklabels(target_tokens, fontsize=_font_size(len(target_tokens)))
+    ax.set_yticklabels(target_tokens, fontsize=_font_size(len(target_tokens), cell_in))
     ax.tick_params(length=0)
     return image
+
+
+def _cell_size(across: int, down: int, panels_across: int, panels_down: int, extra: tuple[float, float]) -> float:
+    """Inches per cell: _CELL_IN, or less where ``panels_across x panels_down`` panels of ``across x down`` cells
+    (each with ``extra`` inches of labels) would pass the figure's bounds."""
+    fit_w = (_MAX_W_IN - extra[0] * panels_across) / max(1, across * panels_across)
+    fit_h = (_MAX_H_IN - 0.5 - extra[1] * panels_down) / max(1, down * panels_down)
+    return max(0.02, min(_CELL_IN, fit_w, fit_h))
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
@@ -69,21 +100,40 @@ def plot_alignment(
     path: str | Path,
     title: str | None = None,
 ) -> Path:
-    """Save a (T, S) attention grid as PNG: rows = target words (down), columns = source words."""
+    """Save a (T, S) attention grid as PNG: rows = target words (down), columns = source words. More than _CHUNK
+    source words: panels of consecutive source words stacked top to bottom, one colour scale (module doc)."""
     w = to_numpy(weights)  # (T, S)
     if w.ndim != 2:
         raise ValueError(f"weights must be 2-D (T, S), got shape {tuple(w.shape)}")
     _check_grid(w, source_tokens, target_tokens)
     n_tgt, n_src = w.shape
-    # Room for grid, labels and colour bar; cells keep a fixed size so 60x60 stays legible.
-    width = min(_MAX_SIDE_IN, max(4.0, _CELL_IN * n_src + 2.0))
-    height = min(_MAX_SIDE_IN, max(3.0, _CELL_IN * n_tgt + 1.5))
+    chunks = source_chunks(n_src)
+    # room above a panel's cells: its title and the source labels, written upwards (~0.6 em a character)
+    extra = (_PANEL_EXTRA_W_IN, 0.6 + max(map(len, source_tokens), default=1) * 0.6 * _font_size(min(n_src, 40)) / 72)
+    cell = _cell_size(max(len(c) for c in chunks), n_tgt, 1, len(chunks), extra)
+    whole = _cell_size(n_src, n_tgt, 1, 1, extra)
+    if len(chunks) > 1 and whole > 1.25 * cell:  # many output words too: stacking would shrink the cells more
+        chunks, cell = [range(n_src)], whole
+    widest = max(len(c) for c in chunks)
+    # Room for grid, labels and colour bar; cells keep a fixed size so 40 x 60 stays legible.
+    width = min(_MAX_W_IN, max(4.0, cell * widest + extra[0]))
+    height = min(_MAX_H_IN, max(3.0, len(chunks) * (cell * n_tgt + extra[1]) + 0.5 * (len(chunks) > 1)))
     fig = Figure(figsize=(width, height), layout="constrained")
-    ax = fig.add_subplot()
-    image = _draw_grid(ax, w, source_tokens, target_tokens)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
-    if title:
-        ax.set_title(title)  # matplotlib lifts it above the top tick labels
+    axes = fig.subplots(len(chunks), 1, squeeze=False)[:, 0]  # (panels,)
+    for ax, c in zip(axes, chunks, strict=True):
+        image = _draw_grid(ax, w[:, c.start : c.stop], source_tokens[c.start : c.stop], target_tokens, cell)
+        if len(chunks) > 1:
+            ax.set_title(f"source tokens {c.start + 1}-{c.stop}", fontsize=9, loc="left")
+    fig.colorbar(image, ax=list(axes), fraction=0.046, pad=0.04, shrink=min(1.0, 3 / len(chunks) + 0.2),
+                 label="attention weight")  # fmt: skip
+    notes = [f"{n_src} source tokens, split into {len(chunks)} panels of at most {widest}"] if len(chunks) > 1 else []
+    if cell < _CELL_IN:
+        notes.append(f"cells shrunk to fit {n_src} source x {n_tgt} output tokens")
+    if notes:
+        note = "; ".join(notes) + " (one colour scale)"
+        fig.suptitle(f"{title}\n{note}" if title else note, fontsize=10)
+    elif title:
+        axes[0].set_title(title)  # matplotlib lifts it above the top tick labels
     return _save(fig, path)
 
 
@@ -105,9 +155,10 @@ def plot_alignment_heads(
     panels = [(f"head {h + 1}", w[h]) for h in range(n_heads)] + [("mean", w.mean(axis=0))]
     ncols = math.ceil(math.sqrt(len(panels)))
     nrows = math.ceil(len(panels) / ncols)
-    panel_w = max(2.5, _HEAD_CELL_IN * n_src + 1.2)
-    panel_h = max(2.5, _HEAD_CELL_IN * n_tgt + 1.2)
-    size = (min(_MAX_SIDE_IN, panel_w * ncols + 1.0), min(_MAX_SIDE_IN, panel_h * nrows))
+    cell = min(_HEAD_CELL_IN, _cell_size(n_src, n_tgt, ncols, nrows, (1.2, 1.2)))
+    panel_w = max(2.5, cell * n_src + 1.2)
+    panel_h = max(2.5, cell * n_tgt + 1.2)
+    size = (min(_MAX_W_IN, panel_w * ncols + 1.0), min(_MAX_H_IN, panel_h * nrows))
     # Constrained layout keeps each panel's token labels and title clear of its neighbours.
     fig = Figure(figsize=size, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)  # (nrows, ncols)
@@ -117,9 +168,12 @@ def plot_alignment_heads(
             ax.set_axis_off()  # unused cells of the grid
             continue
         name, grid = panels[i]
-        image = _draw_grid(ax, grid, source_tokens, target_tokens)
+        image = _draw_grid(ax, grid, source_tokens, target_tokens, cell)
         ax.set_title(name)
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6)
+    if cell < _HEAD_CELL_IN:
+        note = f"{n_src} source x {n_tgt} output tokens: cells shrunk to fit"
+        title = f"{title}\n{note}" if title else note
     if title:
         fig.suptitle(title)
     return _save(fig, path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from text_attn.core.lightning_cli import run_lightning_cli
 
 TRAIN_DESCRIPTION = (
@@ -9,7 +11,8 @@ TRAIN_DESCRIPTION = (
     "attention, Transformer) with PyTorch Lightning. Shipped configs: configs/text/*.yaml, e.g. "
     "`text-train fit --config configs/text/reorder_bahdanau.yaml`. Subcommands: fit, validate, test, predict; "
     "`text-train fit --help` lists every option. The end of fit writes a model file for `translate`; "
-    "`text-export` turns a checkpoint into one."
+    "`text-export` turns a checkpoint into one. Watch a run with `tensorboard --logdir runs/reorder_bahdanau`; "
+    "`text-train report RUN_DIR` plots its loss and validation scores into RUN_DIR/report.png."
 )
 
 
@@ -30,5 +33,11 @@ def text_cli(args: list[str] | None = None):
 
 
 def train_main(args: list[str] | None = None) -> None:
-    """``text-train {fit,validate,test,predict} --config configs/text/X.yaml``."""
+    """``text-train {fit,validate,test,predict} --config configs/text/X.yaml``, or ``text-train report RUN_DIR``: the
+    run's logged metrics as a PNG (text_attn.core.run_report), handled before LightningCLI parses anything."""
+    argv = sys.argv[1:] if args is None else args
+    if argv[:1] == ["report"]:
+        from text_attn.core.run_report import report_main
+
+        raise SystemExit(report_main("text-train", argv[1:]))
     text_cli(args)

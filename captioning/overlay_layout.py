@@ -1,0 +1,138 @@
+"""Text and bands of the attention overlay PNGs (captioning.overlay): fonts, the caption as a wrapped title, and the
+key that says what brightness means.
+
+The header of every overlay PNG, top to bottom (pixels):
+    MARGIN
+    the caption, wrapped to the PNG's width less 2 * MARGIN: TITLE_SIZE type, TITLE_LINE per line, at most
+        TITLE_LINES lines (the last one ends in "..." when the caption is longer); a per-word PNG shows its word in
+        bold black and the others in grey
+    KEY_GAP, then the key row (KEY_H): "attention 0 [bar] max", the bar going from the darkest a panel gets to full
+        brightness, then what that means and, right-aligned, a note (e.g. words left out) where there is room
+    MARGIN
+Text is matplotlib's bundled DejaVu Sans, drawn with Pillow (exact sizes, no pyplot state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+MARGIN = 12  # around the header text, pixels
+TITLE_SIZE = 18  # caption type size, pixels
+TITLE_LINE = 24  # caption line height, pixels
+TITLE_LINES = 4  # the caption is cut to this many lines (a 40-word caption fits in 2-3 on a 6-panel-wide PNG)
+KEY_GAP = 6  # between the caption and the key row, pixels
+KEY_H = 20  # the key row, pixels
+KEY_SIZE = 13  # key type size, pixels
+BAR = (140, 12)  # the brightness bar, pixels (width, height)
+INK, GREY = (20, 20, 20), (120, 120, 120)  # text colours
+EXPLAIN = "bright = where it looked (each word scaled to its own peak)"
+Font = ImageFont.ImageFont | ImageFont.FreeTypeFont
+
+
+@lru_cache(maxsize=8)
+def font(size: int, bold: bool = False) -> Font:
+    try:
+        from matplotlib import font_manager
+
+        name = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans", weight="bold" if bold else 400))
+        return ImageFont.truetype(name, size)
+    except (OSError, ImportError, ValueError):
+        return ImageFont.load_default()
+
+
+def _width(text: str, fnt: Font) -> float:
+    return ImageDraw.Draw(Image.new("RGB", (1, 1))).textlength(text, font=fnt)
+
+
+def wrap(words: Sequence[str], width: float) -> list[list[int]]:
+    """Greedy word wrap of the caption at TITLE_SIZE (bold width, so a highlighted word never overflows): lines
+    of word indices, at most TITLE_LINES (the rest is cut; :func:`draw_title` ends the last line with "...")."""
+    fnt, space = font(TITLE_SIZE, bold=True), _width(" ", font(TITLE_SIZE, bold=True))
+    lines: list[list[int]] = []
+    used = 0.0
+    for i, word in enumerate(words):
+        w = _width(word, fnt)
+        if lines and used + space + w <= width:
+            lines[-1].append(i)
+            used += space + w
+        else:
+            lines.append([i])
+            used = w
+    return lines[:TITLE_LINES] if words else [[]]
+
+
+def key_top(lines: list[list[int]]) -> int:
+    """y of the key row under a caption of these lines."""
+    return MARGIN + len(lines) * TITLE_LINE + KEY_GAP
+
+
+def header_height(lines: list[list[int]]) -> int:
+    return key_top(lines) + KEY_H + MARGIN
+
+
+def draw_title(canvas: Image.Image, words: Sequence[str], lines: list[list[int]], highlight: int | None = None) -> None:
+    """The caption at the top of ``canvas``, as laid out by :func:`wrap`; word ``highlight`` bold, the rest grey."""
+    draw = ImageDraw.Draw(canvas)
+    regular, bold = font(TITLE_SIZE), font(TITLE_SIZE, bold=True)
+    space = _width(" ", regular)
+    cut = bool(lines[-1]) and lines[-1][-1] < len(words) - 1
+    for row, line in enumerate(lines):
+        x, y = MARGIN, MARGIN + row * TITLE_LINE + TITLE_LINE // 2
+        for i in line:
+            strong = highlight is None or i == highlight
+            fnt = bold if i == highlight else regular
+            draw.text((x, y), words[i], fill=INK if strong else GREY, font=fnt, anchor="lm")
+            x += _width(words[i], fnt) + space
+        if cut and row == len(lines) - 1:
+            draw.text((x, y), "...", fill=GREY, font=regular, anchor="lm")
+
+
+def draw_key(canvas: Image.Image, y: int, floor: float, note: str = "") -> None:
+    """The key row at height ``y``: a bar from brightness ``floor`` (no attention) to 1 (the word's peak) over a
+    white field, labelled 0 and max; then EXPLAIN, and ``note`` right-aligned, each where it fits."""
+    draw = ImageDraw.Draw(canvas)
+    fnt = font(KEY_SIZE)
+    mid = y + KEY_H // 2
+    x = MARGIN
+    for text in ("attention", "0"):
+        draw.text((x, mid), text, fill=INK, font=fnt, anchor="lm")
+        x += round(_width(text, fnt)) + 6
+    bar_w, bar_h = BAR
+    ramp = np.round(255 * (floor + (1 - floor) * np.linspace(0.0, 1.0, bar_w)))  # (bar_w,)
+    strip = np.broadcast_to(ramp[None, :, None], (bar_h, bar_w, 3)).astype(np.uint8)
+    top = mid - bar_h // 2
+    canvas.paste(Image.fromarray(np.ascontiguousarray(strip), mode="RGB"), (x, top))
+    draw.rectangle([x - 1, top - 1, x + bar_w, top + bar_h], outline=GREY, width=1)
+    x += bar_w + 6
+    draw.text((x, mid), "max", fill=INK, font=fnt, anchor="lm")
+    x += round(_width("max", fnt)) + 14
+    right = canvas.width - MARGIN
+    if note:
+        note_w = _width(note, fnt)
+        if x + note_w <= right:
+            draw.text((right - note_w, mid), note, fill=INK, font=fnt, anchor="lm")
+            right -= round(note_w) + 14
+    if x + _width(EXPLAIN, fnt) <= right:
+        draw.text((x, mid), EXPLAIN, fill=GREY, font=fnt, anchor="lm")
+
+
+def draw_label(canvas: Image.Image, text: str, x: int, y: int, width: int, height: int, index: int | None) -> None:
+    """A panel's word centred in the band (x, y, width, height), shrunk until it fits; its 1-based position in grey
+    at the band's left (words repeat: "a" ... "a")."""
+    draw = ImageDraw.Draw(canvas)
+    mid = y + height / 2
+    lead = 0
+    if index is not None:
+        num = str(index)
+        draw.text((x + 2, mid), num, fill=GREY, font=font(11), anchor="lm")
+        lead = round(_width(num, font(11))) + 6
+    room = width - 2 * lead
+    for size in (15, 13, 11, 9):  # shrink long words until they fit the panel
+        fnt = font(size, bold=True)
+        if _width(text, fnt) <= room:
+            break
+    draw.text((x + width / 2, mid), text, fill=INK if index is not None else GREY, font=fnt, anchor="mm")

@@ -1,0 +1,228 @@
+"""A training run at a glance: its logged metrics over the steps, as one PNG (``caption-train report RUN_DIR``,
+``text-train report RUN_DIR``).
+
+It reads what the default logger wrote (text_attn.core.lightning_cli.default_loggers) in
+``RUN_DIR/lightning_logs/version_N/``: ``metrics.csv``, or, without one, the TensorBoard event files there. RUN_DIR
+is the run's ``trainer.default_root_dir`` (its newest version with training steps is read), its ``lightning_logs``
+folder, or one ``version_N`` folder. The panels, each drawn only when the run logged something for it:
+    loss           train_loss at each logged step (thin) and its running mean, val_loss at each validation
+    validation     the 0..1 scores: BLEU-4 (val_Bleu_4 / val_bleu), ROUGE-L, METEOR, alignment accuracy;
+                   the best of the first one is marked
+    CIDEr          val_CIDEr, on its own axis (it is not a 0..1 score)
+    grounding      val_grounding, val_grounding_mass: on synthetic shapes, does the decoder look at what it names
+    learning rate  lr-* (from a LearningRateMonitor), log scale
+Lightning is not imported; matplotlib only through its object API (no pyplot state), as in the other plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from text_attn.core.errors import fail, one_line
+
+Series = dict[str, list[tuple[int, float]]]  # metric name -> (step, value) pairs, by step
+
+NAMES = {  # how the panels' legends call the logged metrics
+    "train_loss": "train loss",
+    "val_loss": "validation loss",
+    "val_Bleu_4": "BLEU-4",
+    "val_bleu": "BLEU-4",
+    "val_ROUGE_L": "ROUGE-L",
+    "val_METEOR": "METEOR",
+    "val_align_acc": "alignment accuracy",
+    "val_CIDEr": "CIDEr",
+    "val_grounding": "grounding accuracy",
+    "val_grounding_mass": "attention mass on the named object",
+}
+SCORES = ("val_Bleu_4", "val_bleu", "val_ROUGE_L", "val_METEOR", "val_align_acc")  # the validation panel, in order
+PANELS: list[tuple[str, Callable[[str], bool]]] = [  # (title, which metrics) in drawing order
+    ("loss", lambda k: k in ("train_loss", "train_loss_step", "val_loss")),
+    ("validation scores", lambda k: k in SCORES),
+    ("CIDEr (validation)", lambda k: k == "val_CIDEr"),
+    ("grounding (validation)", lambda k: k in ("val_grounding", "val_grounding_mass")),
+    ("learning rate", lambda k: k.startswith("lr-")),
+]
+_MEAN_OF = 20  # running mean of the train loss over this many logged steps
+
+
+class RunReportError(ValueError):
+    """RUN_DIR holds nothing to report; the message is one line naming it."""
+
+
+def _version(path: Path) -> int:
+    m = re.fullmatch(r"version_(\d+)", path.name)
+    return int(m.group(1)) if m else -1
+
+
+def _has_logs(folder: Path) -> bool:
+    return (folder / "metrics.csv").is_file() or any(folder.glob("events.out.tfevents.*"))
+
+
+def find_log_dir(run_dir: str | Path) -> Path:
+    """The folder holding the run's logs: RUN_DIR itself, or the newest version under it with training steps
+    (a ``test`` run's version has none), else the newest with any logs."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise RunReportError(f"{run} is not a folder (give a run's trainer.default_root_dir, e.g. runs/shapes_soft)")
+    if _has_logs(run):
+        return run
+    root = run / "lightning_logs" if (run / "lightning_logs").is_dir() else run
+    found = sorted((p for p in root.glob("version_*") if p.is_dir() and _has_logs(p)), key=_version, reverse=True)
+    if not found:
+        raise RunReportError(
+            f"{run} holds no training logs (metrics.csv or TensorBoard event files in lightning_logs/version_N/): "
+            "was it trained with trainer.logger false?"
+        )
+    trained = [p for p in found if any(k.startswith("train_") for k in read_metrics(p))]
+    return (trained or found)[0]
+
+
+def _read_csv(path: Path) -> Series:
+    series: Series = {}
+    with path.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            step = row.get("step")
+            if not step:
+                continue
+            for key, value in row.items():
+                if key in ("step", "epoch") or value in ("", None):
+                    continue
+                series.setdefault(key, []).append((int(float(step)), float(value)))
+    return series
+
+
+def _read_events(folder: Path) -> Series:
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        raise RunReportError(f"{folder} has TensorBoard logs only, and tensorboard is not installed") from None
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})  # 0: keep every point
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"] if tag != "epoch"}
+
+
+def read_metrics(log_dir: str | Path) -> Series:
+    """Every logged metric of one version folder as (step, value) pairs sorted by step (metrics.csv if there is
+    one, else the TensorBoard event files)."""
+    folder = Path(log_dir)
+    try:
+        raw = _read_csv(folder / "metrics.csv") if (folder / "metrics.csv").is_file() else _read_events(folder)
+    except (OSError, ValueError, csv.Error) as err:
+        if isinstance(err, RunReportError):
+            raise
+        raise RunReportError(f"cannot read the logs in {folder}: {one_line(err)}") from None
+    return {k: sorted(v) for k, v in raw.items() if v}
+
+
+def _running_mean(values: list[float], n: int) -> list[float]:
+    """Mean over a window of n values centred on each one (narrower at the ends): no lag behind a falling loss."""
+    half = n // 2
+    return [sum(values[max(0, i - half) : i + half + 1]) / len(values[max(0, i - half) : i + half + 1])
+            for i in range(len(values))]  # fmt: skip
+
+
+def _draw_panel(ax, title: str, keys: list[str], series: Series) -> None:
+    for key in keys:
+        steps, values = zip(*series[key], strict=True)
+        label = NAMES.get(key, key.removeprefix("lr-"))
+        if key.startswith("train_loss") and len(values) > _MEAN_OF:
+            line = ax.plot(steps, values, lw=0.8, alpha=0.35)[0]
+            ax.plot(steps, _running_mean(list(values), _MEAN_OF), color=line.get_color(), label=f"{label} (mean)")
+        else:
+            style = "steps-post" if key.startswith("lr-") else "default"  # a rate holds until the next one
+            ax.plot(steps, values, marker="o" if len(values) < 40 else None, ms=3, label=label, drawstyle=style)
+    if title == "validation scores":
+        steps, values = zip(*series[keys[0]], strict=True)
+        best = max(range(len(values)), key=values.__getitem__)
+        side = "right" if best > 0.7 * len(values) else "left" if best < 0.3 * len(values) else "center"
+        ax.annotate(f"best {values[best]:.3f}\nstep {steps[best]}", (steps[best], values[best]), fontsize=8,
+                    xytext=(0, -30 if values[best] > 0.5 else 18), textcoords="offset points", ha=side,
+                    arrowprops={"arrowstyle": "-", "lw": 0.6})  # fmt: skip
+    if title.startswith(("validation", "grounding")):
+        ax.set_ylim(0.0, 1.0)
+    if title == "learning rate":
+        ax.set_yscale("log")
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.set_xlabel("step")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def panels_for(series: Series) -> list[tuple[str, list[str]]]:
+    """The report's panels for these metrics: (title, metric names), empty panels left out."""
+    panels = []
+    for name, wanted in PANELS:
+        keys = [k for k in series if wanted(k)]
+        if name == "validation scores":
+            keys.sort(key=SCORES.index)
+        if keys:
+            panels.append((name, keys))
+    return panels
+
+
+def plot_report(series: Series, path: str | Path, title: str = "") -> Path:
+    """Write the report PNG (the module doc's panels, two per row); returns the path."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = panels_for(series)
+    if not panels:
+        raise RunReportError(f"nothing to plot: no loss or validation metric among {sorted(series) or 'no metrics'}")
+    cols = 1 if len(panels) == 1 else 2
+    rows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(6.0 * cols, 3.4 * rows + 0.4), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, (name, keys) in zip(axes, panels, strict=False):
+        _draw_panel(ax, name, keys, series)
+    for ax in axes[len(panels) :]:
+        ax.set_axis_off()
+    if title:
+        fig.suptitle(title, fontsize=11)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.savefig(out, format="png", dpi=100)
+    return out
+
+
+def summary(series: Series) -> str:
+    """'logged to step 119, 5 validations; best BLEU-4 0.412 at step 99' (the report's gist in one line)."""
+    last = max((s for v in series.values() for s, _ in v), default=0)
+    head = next((k for k in SCORES if k in series), None)
+    text = f"logged to step {last}"
+    if head:
+        step, value = max(series[head], key=lambda p: p[1])
+        text += f", {len(series[head])} validations; best {NAMES[head]} {value:.3f} at step {step}"
+    return text
+
+
+def report_main(prog: str, argv: list[str]) -> int:
+    """``PROG report RUN_DIR [--out PNG]``: write the run's report; bad RUN_DIR: one line, exit code 2."""
+    p = argparse.ArgumentParser(
+        prog=f"{prog} report",
+        description="Plot a training run's logged metrics over the steps into one PNG: the loss, the validation "
+        "scores (BLEU-4, CIDEr, ...) and, where logged, grounding. RUN_DIR: the run's trainer.default_root_dir "
+        "(its newest version with training steps), its lightning_logs folder or one version_N folder. The same "
+        "logs open live in TensorBoard: tensorboard --logdir RUN_DIR.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run's folder, e.g. runs/shapes_soft")
+    p.add_argument("--out", metavar="PNG", help="where to write the report (default: RUN_DIR/report.png)")
+    args = p.parse_args(argv)
+    try:
+        log_dir = find_log_dir(args.run_dir)
+        series = read_metrics(log_dir)
+        out = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
+        path = plot_report(series, out, f"{log_dir}: {summary(series)}")
+    except RunReportError as err:
+        fail(f"{prog} report", str(err))
+    except OSError as err:
+        fail(f"{prog} report", f"cannot write {args.out or 'RUN_DIR/report.png'}: {one_line(err)}")
+    print(f"{log_dir}: {summary(series)}")
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
