@@ -60,17 +60,27 @@ def dense_targets(
     Returns:
         target (B, steps, positions) float32 (rows of supervised steps sum to 1, others are 0) and mask (B, steps) bool.
     """
-    target = torch.zeros(len(items), steps, positions)
-    mask = torch.zeros(len(items), steps, dtype=torch.bool)
+    # Gathered first, written with one index_put: a tensor write per step cost ~0.2 s for 64 sixty-word sentences.
+    rows, cols, where_all, weights = [], [], [], []
+    seen: set[tuple[int, int]] = set()
     for b, item in enumerate(items):
         for t, where in item:
             if not 0 <= t < steps or len(where) == 0:
                 continue
-            if mask[b, t]:
+            if (b, t) in seen:
                 raise ValueError(f"row {b} lists step {t} twice; give each step all its positions at once")
-            index = torch.as_tensor(list(where), dtype=torch.long)
-            if int(index.min()) < 0 or int(index.max()) >= positions:
-                raise ValueError(f"row {b}, step {t}: positions {index.tolist()} outside 0..{positions - 1}")
-            target[b, t, index] = 1.0 / len(set(index.tolist()))
-            mask[b, t] = True
+            seen.add((b, t))
+            unique = {int(p) for p in where}
+            if min(unique) < 0 or max(unique) >= positions:
+                raise ValueError(f"row {b}, step {t}: positions {list(where)} outside 0..{positions - 1}")
+            rows += [b] * len(unique)
+            cols += [t] * len(unique)
+            where_all += unique
+            weights += [1.0 / len(unique)] * len(unique)
+    target = torch.zeros(len(items), steps, positions)
+    mask = torch.zeros(len(items), steps, dtype=torch.bool)
+    if rows:
+        index = (torch.tensor(rows), torch.tensor(cols))
+        target[(*index, torch.tensor(where_all))] = torch.tensor(weights)
+        mask[index] = True
     return target, mask
