@@ -249,17 +249,20 @@ class ShowAttendTellDecoder(nn.Module):
         zeros = DeferredWeightGrad.apply(w_zh, emb.size(0), T, inputs) if w_zh.requires_grad else None
         w = w_zh.detach()
         steps = []
-        for t in range(T):
-            context, alpha, hard = self._attend(h, keys, use_soft)
-            x = torch.cat([context, h], dim=-1)  # (B, D + H)
-            gates = torch.addmm(gates_emb[:, t], x, w.t())  # (B, 4H)
-            if zeros is not None:
-                inputs.append(x.detach())
-                gates = gates + zeros[t]
-            i, f, g, o = gates.chunk(4, dim=-1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
-            steps.append(_Step(h, c, context, alpha, hard))
+        # The steps add the region keys' gradient into one buffer (AdditiveAttention.summing_key_grads).
+        scorer = self.attention.scorer if self.hard else self.attention
+        with scorer.summing_key_grads(keys.proj):
+            for t in range(T):
+                context, alpha, hard = self._attend(h, keys, use_soft)
+                x = torch.cat([context, h], dim=-1)  # (B, D + H)
+                gates = torch.addmm(gates_emb[:, t], x, w.t())  # (B, 4H)
+                if zeros is not None:
+                    inputs.append(x.detach())
+                    gates = gates + zeros[t]
+                i, f, g, o = gates.chunk(4, dim=-1)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+                steps.append(_Step(h, c, context, alpha, hard))
         return steps
 
     def forward(self, features: Tensor, captions_in: Tensor, soft_prob: float | None = None) -> DecoderOutput:

@@ -76,3 +76,29 @@ def test_teacher_forcing_gradients_equal_the_search_steps(attention):
     slow = torch.autograd.grad(loss, list(dec.parameters()))
     for (name, _), a, b in zip(dec.named_parameters(), fast, slow, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("soft_prob", [0.0, 0.5])
+def test_summed_key_gradients_equal_autograds_sum_in_any_backward_order(soft_prob, monkeypatch):
+    """Pure sampling (soft_prob 0) lets a hard step's score gradient arrive before later steps' (no path through the
+    context): the sink still returns the whole sum, whichever step's backward runs last."""
+    import contextlib
+
+    from text_attn.core.attention import AdditiveAttention
+
+    cfg = DecoderConfig(vocab_size=11, feature_dim=8, embed_dim=7, hidden_dim=9, attn_dim=5, dropout=0.0,
+                        attention="hard", soft_prob=soft_prob)  # fmt: skip
+    feats, caps = torch.randn(3, 6, 8), torch.randint(1, 11, (3, 5))
+
+    def grads() -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        dec = ShowAttendTellDecoder(cfg).train()
+        out = dec(feats, caps)
+        loss = F.cross_entropy(out.logits.flatten(0, 1), caps.flatten()) + out.attn_log_probs.sum()
+        return torch.autograd.grad(loss, list(dec.parameters()))
+
+    summed = grads()
+    monkeypatch.setattr(AdditiveAttention, "summing_key_grads", lambda self, proj: contextlib.nullcontext())
+    plain = grads()
+    for a, b in zip(summed, plain, strict=True):
+        torch.testing.assert_close(a, b)

@@ -15,12 +15,13 @@ context (never NaN).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from text_attn.core.fused import AdditiveScore, additive_score
+from text_attn.core.fused import AdditiveScore, KeyGradSink, additive_score
 
 
 class ProjectedKeys(NamedTuple):
@@ -112,6 +113,8 @@ class AdditiveAttention(_Attention):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
+        # Set by ``summing_key_grads`` for a teacher-forced loop: the steps add the keys' gradient in one buffer.
+        self.key_grad_sink: KeyGradSink | None = None
         self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W
         self.key_proj = nn.Linear(key_dim, attn_dim)  # U (its bias is the usual b inside the tanh)
         self.v = nn.Linear(attn_dim, 1, bias=False)
@@ -119,11 +122,24 @@ class AdditiveAttention(_Attention):
     def project_keys(self, keys: Tensor) -> Tensor:
         return self.key_proj(keys)  # (B, S, A)
 
+    @contextmanager
+    def summing_key_grads(self, proj: Tensor):
+        """Within: the one-step scores over ``proj`` (B, S, A) add their keys' gradient into one buffer (a
+        :class:`KeyGradSink`) instead of each writing a full one for autograd to sum; the same gradient, less memory
+        traffic. For a decoder's teacher-forced loop over one sequence."""
+        self.key_grad_sink = KeyGradSink(proj)
+        try:
+            yield
+        finally:
+            self.key_grad_sink = None
+
     def score(self, query: Tensor, proj: Tensor) -> Tensor:
         q = self.query_proj(query)  # (B, A) or (B, T, A)
         if q.dim() == 2 and q.device.type == "cpu":  # one step (training or search): fused, in cache-sized blocks
             v = self.v.weight.to(q.dtype)  # (1, A)
-            return AdditiveScore.apply(q, proj, v) if torch.is_grad_enabled() else additive_score(q, proj, v)
+            if not torch.is_grad_enabled():
+                return additive_score(q, proj, v)
+            return AdditiveScore.apply(q, proj, v, self.key_grad_sink)
         if q.dim() == 2:  # (B, g, 1, A) + (B, 1, S, A): g query rows per source (beam search's K; 1 in training)
             e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), _group(q.size(0), proj.size(0)), 1, -1))
             return self.v(e).view(q.size(0), -1)  # (N, S)

@@ -44,35 +44,69 @@ def additive_score(q: Tensor, proj: Tensor, v: Tensor, keep: Tensor | None = Non
     return out.mul_(2).sub_(vv.sum())  # vᵀ tanh(x) = 2 vᵀσ(2x) − Σv
 
 
+class KeyGradSink:
+    """Where the steps of one teacher-forced sequence add their gradients for the shared projected keys (B, S, A).
+
+    Every step reads the same ``proj``; left to autograd, each step's backward writes a full (B, S, A) gradient that
+    is then added to the running sum: two extra passes over memory per step. With a sink, each step adds its block
+    into one buffer while it is in the cache, and the step whose backward runs last returns the total."""
+
+    def __init__(self, proj: Tensor):
+        self.proj = proj
+        self.steps = 0  # forwards registered
+        self.done = 0  # backwards run
+        self.total: Tensor | None = None
+
+
 class AdditiveScore(torch.autograd.Function):
-    """:func:`additive_score` with its backward. Saves σ(2x) (N, S, A): the memory autograd would keep for tanh."""
+    """:func:`additive_score` with its backward. Saves σ(2x) (N, S, A): the memory autograd would keep for tanh.
+    ``sink`` (a :class:`KeyGradSink` for this ``proj``, one query row per key row): the keys' gradient is summed
+    over the steps there."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, proj: Tensor, v: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(ctx, q: Tensor, proj: Tensor, v: Tensor, sink: KeyGradSink | None = None) -> Tensor:  # type: ignore[override]
         sig = proj.new_empty(q.size(0), *proj.shape[1:])
         out = additive_score(q, proj, v, keep=sig)
         ctx.save_for_backward(sig, v)
         ctx.g = q.size(0) // proj.size(0)
+        ctx.sink = sink if ctx.g == 1 and sink is not None and sink.proj is proj else None
+        if ctx.sink is not None:
+            ctx.sink.steps += 1
         return out
 
     @staticmethod
-    def backward(ctx, de: Tensor) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[override]
+    def backward(ctx, de: Tensor) -> tuple[Tensor, Tensor | None, Tensor, None]:  # type: ignore[override]
         sig, v = ctx.saved_tensors
         N, S, A = sig.shape
         rows, de = _rows_per_block(S, A), de.contiguous()
         v4 = v.reshape(A) * -4
-        dx = torch.empty_like(sig)  # ∂e/∂x · de = de ⊗ v · tanh'(x) = de ⊗ v · 4σ(1 − σ)
+        sink = ctx.sink
+        if sink is None:
+            dx = torch.empty_like(sig)  # ∂e/∂x · de = de ⊗ v · tanh'(x) = de ⊗ v · 4σ(1 − σ)
+            scratch = None
+        else:
+            if sink.total is None:
+                sink.total = torch.zeros_like(sig)
+            dx, scratch = sink.total, sig.new_empty(min(rows, N), S, A)
         dq = sig.new_empty(N, A)
         dv = sig.new_zeros(A)
         for i in range(0, N, rows):
             s, d = sig[i : i + rows], de[i : i + rows]
-            x = torch.mul(s, s, out=dx[i : i + rows]).sub_(s).mul_(d.unsqueeze(-1)).mul_(v4)  # (σ² − σ)·de·(−4v)
+            x = scratch[: s.size(0)] if scratch is not None else dx[i : i + rows]
+            torch.mul(s, s, out=x).sub_(s).mul_(d.unsqueeze(-1)).mul_(v4)  # (σ² − σ)·de·(−4v)
             torch.sum(x, 1, out=dq[i : i + rows])
+            if scratch is not None:
+                dx[i : i + rows].add_(x)
             dv.addmv_(s.reshape(-1, A).t(), d.reshape(-1))  # Σ de · σ
         dv = dv.mul_(2).sub_(de.sum())  # ∂e/∂v = tanh(x) = 2σ − 1
-        if ctx.g > 1:  # query rows sharing a source row add their gradients into it
+        if sink is not None:
+            sink.done += 1
+            if sink.done < sink.steps:
+                return dq, None, dv.view_as(v), None  # the last step to run its backward returns the sum
+            dx, sink.total, sink.done = sink.total, None, 0
+        elif ctx.g > 1:  # query rows sharing a source row add their gradients into it
             dx = dx.view(-1, ctx.g, S, A).sum(1)
-        return dq, dx, dv.view_as(v)
+        return dq, dx, dv.view_as(v), None
 
 
 class DeferredWeightGrad(torch.autograd.Function):
