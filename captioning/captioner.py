@@ -132,16 +132,13 @@ class Captioner:
             # pad / bos can only come out of an untrained model; they name nothing, so they are dropped
             # (with their alphas). unk stays: it stands for a real word.
             keep = [i for i, tok in enumerate(ids) if tok not in (v.pad_id, v.bos_id)]
-            words = self._words(ids)
+            words = v.decode(ids)
             truncated = not bool(ended[b]) and int(result.lengths[b]) > 0
             nbest = None
             if result.nbest is not None:
-                nbest = [(self._words(ids), score) for ids, score in result.nbest[b]]
+                nbest = [(v.decode(ids), score) for ids, score in result.nbest[b]]
             out.append(Caption(words, result.attention[b, keep].cpu(), float(result.scores[b]), truncated, nbest))
         return out
-
-    def _words(self, ids: list[int]) -> list[str]:
-        return [self.vocab.itos[i] for i in ids if i not in (self.vocab.pad_id, self.vocab.bos_id)]
 
     def caption_features(
         self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any

@@ -41,7 +41,7 @@ from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline
 from captioning.scst import CaptionReward, load_initial_weights, self_critical_step
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.metrics import coco_metrics
-from text_attn.core.self_critical import BASELINES
+from text_attn.core.self_critical import check_objective_options
 from text_attn.core.training import RunState, check_finite, gather_outputs
 
 
@@ -130,12 +130,7 @@ class CaptionModule(RunState, pl.LightningModule):
         # checkpoints keep their keys.
         if rl_reward not in REWARDS:
             raise ValueError(f"unknown rl_reward {rl_reward!r}; choose one of {REWARDS}")
-        if scst_baseline not in BASELINES:
-            raise ValueError(f"unknown scst_baseline {scst_baseline!r}; choose one of {BASELINES}")
-        if scst and (scst_samples < 1 or (scst_baseline == "leave_one_out" and scst_samples < 2)):
-            raise ValueError(f"scst_samples must be >= 1 (>= 2 with the leave_one_out baseline), got {scst_samples}")
-        if attn_sup_lambda < 0:
-            raise ValueError(f"attn_sup_lambda must be >= 0, got {attn_sup_lambda}")
+        check_objective_options(attn_sup_lambda, scst_samples, scst_baseline, scst_max_len)
         self.baseline = MovingAverageBaseline(baseline_decay) if self.decoder_config.attention == "hard" else None
         self._collapse = CollapseMonitor(collapse_warmup, collapse_ratio)
         self.model: CaptionModel | None = None

@@ -19,7 +19,8 @@ from torch import Tensor
 from captioning.model import CaptionModel
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
-from text_attn.core.self_critical import scst_baseline, self_critical_loss, teacher_inputs, token_log_probs
+from text_attn.core.self_critical import self_critical_step as shared_step
+from text_attn.core.training import weight_misfit
 from text_attn.core.vocab import Vocabulary
 
 
@@ -32,10 +33,6 @@ class CaptionReward:
 
     def __call__(self, captions: list[list[str]], references: list[list[list[str]]]) -> Tensor:
         return torch.as_tensor(self.cider.scores(captions, references), dtype=torch.float32)  # (N,)
-
-
-def _words(vocab: Vocabulary, ids: list[int]) -> list[str]:
-    return [vocab.itos[i] for i in ids if i not in (vocab.pad_id, vocab.bos_id)]
 
 
 def self_critical_step(
@@ -51,28 +48,27 @@ def self_critical_step(
     """One SCST loss: features (B, L, D) of B images, ``references`` per image -> (loss, stats).
 
     K = ``samples`` captions per image are drawn from the model's distribution (rows b*K .. b*K+K-1 are image b's),
-    scored with ``reward``, and compared with ``baseline`` ("greedy" or "leave_one_out").
+    scored with ``reward``, and compared with ``baseline`` ("greedy" or "leave_one_out"); the shared
+    :func:`text_attn.core.self_critical.self_critical_step` does the rest.
     """
-    bos, eos, pad = vocab.bos_id, vocab.eos_id, vocab.pad_id
+    bos, eos = vocab.bos_id, vocab.eos_id
     repeated = features.repeat_interleave(samples, dim=0)  # (B*K, L, D)
-    refs = [r for r in references for _ in range(samples)]
-    with torch.no_grad():
-        drawn = model.generate(repeated, bos, eos, max_len, sampling=Sampling())
-        rewards = reward([_words(vocab, ids) for ids in drawn.token_lists()], refs)  # (B*K,)
-        greedy = None
-        if baseline == "greedy":
-            best = model.generate(features, bos, eos, max_len)
-            greedy = reward([_words(vocab, ids) for ids in best.token_lists()], references)  # (B,)
-    b = scst_baseline(baseline, rewards, samples, greedy).to(features.device)
-    inputs, targets, mask = teacher_inputs(drawn.tokens, drawn.lengths, bos, pad)
-    decoder = model.decoder
-    was_training = decoder.training
-    decoder.eval()  # the sampling policy: no dropout
-    try:
-        logits = decoder(repeated, inputs).logits  # (B*K, T, V)
-    finally:
-        decoder.train(was_training)
-    return self_critical_loss(token_log_probs(logits, targets), mask, rewards.to(features.device), b)
+
+    def cider(token_lists: list[list[int]], copies: int) -> Tensor:  # (len,)
+        refs = [r for r in references for _ in range(copies)]
+        return reward([vocab.decode(ids) for ids in token_lists], refs).to(features.device)
+
+    return shared_step(
+        model,
+        sample=lambda: model.generate(repeated, bos, eos, max_len, sampling=Sampling()),
+        greedy=lambda: model.generate(features, bos, eos, max_len),
+        reward=cider,
+        score=lambda inputs: model.decoder(repeated, inputs).logits,  # (B*K, T, V)
+        samples=samples,
+        baseline=baseline,
+        bos_id=bos,
+        pad_id=vocab.pad_id,
+    )
 
 
 def load_initial_weights(model: CaptionModel, vocab: Vocabulary, path: str | Path) -> None:
@@ -101,14 +97,7 @@ def load_initial_weights(model: CaptionModel, vocab: Vocabulary, path: str | Pat
                 f"data's ({len(vocab)}); train the first stage on the same data"
             )
         state = loaded.model.state_dict()
-    mine = model.state_dict()
-    wrong = [
-        f"{k} {tuple(v.shape)} (file: {tuple(state[k].shape)})"
-        for k, v in mine.items()
-        if k in state and state[k].shape != v.shape
-    ]
-    missing = sorted(set(mine) - set(state))
-    if wrong or missing:
-        what = wrong[0] if wrong else f"no {missing[0]}"
-        raise ValueError(f"model.init_from: {path} does not fit this config's network: {what}")
+    misfit = weight_misfit(model.state_dict(), state)
+    if misfit is not None:
+        raise ValueError(f"model.init_from: {path} does not fit this config's network: {misfit}")
     model.load_state_dict(state)

@@ -16,8 +16,14 @@ decides the length, which CIDEr-D's length penalty scores), nothing after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from text_attn.core.decoding import SearchResult
 
 NORMALISATIONS = ("tokens", "sequences")
 BASELINES = ("greedy", "leave_one_out")
@@ -131,3 +137,48 @@ def teacher_inputs(tokens: Tensor, lengths: Tensor, bos_id: int, pad_id: int) ->
 def token_log_probs(logits: Tensor, targets: Tensor) -> Tensor:
     """logits (N, T, V), targets (N, T) -> log p(targets[n, t]) (N, T): what ``self_critical_loss`` takes."""
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def self_critical_step(
+    policy: nn.Module,
+    sample: Callable[[], SearchResult],
+    greedy: Callable[[], SearchResult],
+    reward: Callable[[list[list[int]], int], Tensor],
+    score: Callable[[Tensor], Tensor],
+    samples: int,
+    baseline: str,
+    bos_id: int,
+    pad_id: int,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """One self-critical loss, the same for every family: ``policy`` (the network) runs in eval mode throughout (no
+    dropout: the policy that draws a sequence is the one whose log-probabilities are raised).
+
+    sample() -> K = ``samples`` sampled sequences per source (rows b*K .. b*K+K-1 are source b's); greedy() -> one
+    greedy sequence per source (called only for the ``greedy`` baseline); reward(token lists, copies per source) ->
+    (len,) rewards; score(inputs (N, T)) -> teacher-forced logits (N, T, V) of the repeated sources, with gradients.
+    """
+    was_training = policy.training
+    policy.eval()
+    try:
+        with torch.no_grad():
+            drawn = sample()
+            rewards = reward(drawn.token_lists(), samples)  # (B*K,)
+            best = reward(greedy().token_lists(), 1) if baseline == "greedy" else None  # (B,)
+            b = scst_baseline(baseline, rewards, samples, best)
+        inputs, targets, mask = teacher_inputs(drawn.tokens, drawn.lengths, bos_id, pad_id)
+        return self_critical_loss(token_log_probs(score(inputs), targets), mask, rewards, b)
+    finally:
+        policy.train(was_training)
+
+
+def check_objective_options(attn_sup_lambda: float, scst_samples: int, scst_baseline: str, scst_max_len: int | None):
+    """The options both families' modules take for issue 15's objectives; a bad one is one ValueError line."""
+    if attn_sup_lambda < 0:
+        raise ValueError(f"model.attn_sup_lambda must be >= 0, got {attn_sup_lambda}")
+    if scst_baseline not in BASELINES:
+        raise ValueError(f"model.scst_baseline must be one of {BASELINES}, got {scst_baseline!r}")
+    least = 2 if scst_baseline == "leave_one_out" else 1
+    if scst_samples < least:
+        raise ValueError(f"model.scst_samples must be >= {least} with the {scst_baseline} baseline, got {scst_samples}")
+    if scst_max_len is not None and scst_max_len < 1:
+        raise ValueError(f"model.scst_max_len must be >= 1 (or null), got {scst_max_len}")

@@ -111,21 +111,32 @@ def _dotted(options: dict[str, Any], prefix: str) -> dict[str, Any]:
     return out
 
 
+def weight_misfit(own: dict[str, Any], saved: dict[str, Any]) -> str | None:
+    """The first weight that differs between a network's state dict and saved weights, described ("NAME: (32,) in
+    the file, (48,) here", "NAME: only in the file", "NAME: not in the file"); None when all fit. A missing or extra
+    name comes first (sorted), then a shape, in the network's order (its first layer first)."""
+    bad = sorted(set(saved) ^ set(own)) + [k for k in own if k in saved and saved[k].shape != own[k].shape]
+    if not bad:
+        return None
+    k = bad[0]
+    if k in own and k in saved:
+        return f"{k}: {tuple(saved[k].shape)} in the file, {tuple(own[k].shape)} here"
+    return f"{k}: {'only in the file' if k in saved else 'not in the file'}"
+
+
 def check_weights_fit(module, checkpoint: dict[str, Any]) -> None:
     """Refuse, in one line, a checkpoint whose weights do not fit the network built from the options given.
 
     Options on the command line win over a checkpoint's (so ``--model.val_beam_size 3`` with ``--ckpt_path`` is
     honoured); an option that changes the network's shape cannot, and is named here instead of a size-mismatch trace.
     """
-    saved = checkpoint.get("state_dict", {})
-    own = module.state_dict()
-    bad = sorted(set(saved) ^ set(own)) + sorted(k for k in set(saved) & set(own) if saved[k].shape != own[k].shape)
-    if not bad:
+    misfit = weight_misfit(module.state_dict(), checkpoint.get("state_dict", {}))
+    if misfit is None:
         return
     old = _dotted(checkpoint.get("hyper_parameters", {}), "model.")
     new = _dotted(dict(module.hparams), "model.")
     changed = [f"{k}={new.get(k)!r} (checkpoint: {old.get(k)!r})" for k in sorted(old) if old.get(k) != new.get(k)]
-    hint = "; ".join(changed) if changed else f"first differing weight: {bad[0]}"
+    hint = "; ".join(changed) if changed else f"first differing weight: {misfit}"
     raise ValueError(
         f"the checkpoint's weights do not fit the network these options build ({hint}): "
         "leave the network's options as they were trained, or start a new run"

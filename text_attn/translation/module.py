@@ -32,8 +32,8 @@ from text_attn.core.decoding import Sampling
 from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.rewards import bleu_rewards
-from text_attn.core.self_critical import BASELINES, scst_baseline, self_critical_loss, teacher_inputs, token_log_probs
-from text_attn.core.training import RunState, check_finite, gather_outputs
+from text_attn.core.self_critical import check_objective_options, self_critical_step
+from text_attn.core.training import RunState, check_finite, gather_outputs, weight_misfit
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.export import read_source
 from text_attn.translation.networks import build_network, make_config
@@ -83,17 +83,7 @@ class TranslationModule(RunState, pl.LightningModule):
             cpu_threads: torch CPU threads, set in setup (null = torch's default). On 2 shared cores 1 is fastest.
         """
         super().__init__()
-        if attn_sup_lambda < 0:
-            raise ValueError(f"model.attn_sup_lambda must be >= 0, got {attn_sup_lambda}")
-        if scst_baseline not in BASELINES:
-            raise ValueError(f"model.scst_baseline must be one of {BASELINES}, got {scst_baseline!r}")
-        if scst_samples < (2 if scst_baseline == "leave_one_out" else 1):
-            raise ValueError(
-                f"model.scst_samples must be >= {2 if scst_baseline == 'leave_one_out' else 1} with the "
-                f"{scst_baseline} baseline, got {scst_samples}"
-            )
-        if scst_max_len is not None and scst_max_len < 1:
-            raise ValueError(f"model.scst_max_len must be >= 1 (or null), got {scst_max_len}")
+        check_objective_options(attn_sup_lambda, scst_samples, scst_baseline, scst_max_len)
         self.save_hyperparameters()
         self.net: torch.nn.Module | None = None
         self._outputs: list[dict] = []
@@ -149,18 +139,11 @@ class TranslationModule(RunState, pl.LightningModule):
 
     def _load_start(self, state: dict[str, torch.Tensor]) -> None:
         """Load ``init_from``'s weights; a weight that does not fit the network built here is one line."""
-        own = self.net.state_dict()
-        bad = sorted(set(own) ^ set(state)) or [k for k in own if own[k].shape != state[k].shape]
-        if bad:
-            k = bad[0]
-            what = (
-                f"{tuple(state[k].shape)} in the file, {tuple(own[k].shape)} here"
-                if k in own and k in state
-                else ("only in the file" if k in state else "not in the file")
-            )
+        misfit = weight_misfit(self.net.state_dict(), state)
+        if misfit is not None:
             raise ValueError(
                 f"model.init_from {self.hparams.init_from}: its weights do not fit the network these options build "
-                f"({k}: {what}); leave out the network options that change a weight's shape"
+                f"({misfit}); leave out the network options that change a weight's shape"
             )
         self.net.load_state_dict(state)
 
@@ -241,19 +224,19 @@ class TranslationModule(RunState, pl.LightningModule):
         max_len = hp.scst_max_len or self._max_len(src_lens)
         src_k, lens_k = src.repeat_interleave(k, 0), src_lens.repeat_interleave(k, 0)  # row b*K + j: sample j of b
         was_training = self.net.training
-        self.net.eval()  # no dropout: the policy that samples is the one that is scored and updated
+        self.net.eval()  # no dropout, also for the supervision term below (self_critical_step restores eval)
         try:
-            with torch.no_grad():
-                samples = self.net.generate(src_k, lens_k, bos, eos, max_len=max_len, sampling=self._sampling)
-                rewards = torch.tensor(bleu_rewards(refs, samples.token_lists(), k), device=src.device)
-                greedy_rewards = None
-                if hp.scst_baseline == "greedy":
-                    greedy = self.net.generate(src, src_lens, bos, eos, max_len=max_len)
-                    greedy_rewards = torch.tensor(bleu_rewards(refs, greedy.token_lists(), 1), device=src.device)
-                baseline = scst_baseline(hp.scst_baseline, rewards, k, greedy_rewards)
-            inputs, targets, mask = teacher_inputs(samples.tokens, samples.lengths, bos, pad)
-            logits, _ = self._forward(src_k, lens_k, inputs, attention=False)  # (B*K, T, V), with gradients
-            loss, stats = self_critical_loss(token_log_probs(logits, targets), mask, rewards, baseline)
+            loss, stats = self_critical_step(
+                self.net,
+                sample=lambda: self.net.generate(src_k, lens_k, bos, eos, max_len=max_len, sampling=self._sampling),
+                greedy=lambda: self.net.generate(src, src_lens, bos, eos, max_len=max_len),
+                reward=lambda lists, copies: torch.tensor(bleu_rewards(refs, lists, copies), device=src.device),
+                score=lambda inputs: self._forward(src_k, lens_k, inputs, attention=False)[0],  # (B*K, T, V)
+                samples=k,
+                baseline=hp.scst_baseline,
+                bos_id=bos,
+                pad_id=pad,
+            )
             sup = None
             if hp.attn_sup_lambda > 0:  # the supervision term on the reference translation
                 _, attn = self._forward(src, src_lens, tgt[:, :-1], attention=True)
