@@ -91,6 +91,12 @@ def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
     )  # fmt: skip
     with pytest.raises(ValueError, match="does not fit this config's network"):
         load_initial_weights(bigger, vocab, path)
+    ungated = CaptionModel.build(
+        len(vocab), EncoderConfig(backbone="resnet18", weights=None, grid=2, stride=32, image_size=64, crop=False),
+        DecoderConfig(embed_dim=8, hidden_dim=16, attn_dim=8, gate="none"),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"decoder\.f_beta\.bias: only in the file"):  # named, not a trace
+        load_initial_weights(ungated, vocab, path)
     with pytest.raises(ValueError, match="no such file"):
         load_initial_weights(other, vocab, tmp_path / "missing.pt")
 
