@@ -58,6 +58,9 @@ MODELS = {
     "soft_scst": Variant("configs/caption/shapes_soft_scst.yaml", (), first="soft"),
     "soft_sup_scst": Variant("configs/caption/shapes_soft_scst.yaml", tuple(SUPERVISED), first="soft_sup"),
     "hard_sup": Variant("configs/caption/shapes_hard.yaml", tuple(SUPERVISED)),
+    # Every word supervised: a word naming no object ("a", "left of") looks at the object named next.
+    "soft_sup_every": Variant("configs/caption/shapes_soft.yaml", (*SUPERVISED, "--data.attention_words=every")),
+    "hard_sup_every": Variant("configs/caption/shapes_hard.yaml", (*SUPERVISED, "--data.attention_words=every")),
 }
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "CIDEr")
 

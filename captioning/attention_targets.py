@@ -25,7 +25,11 @@ from captioning.preprocess import ImageReadError
 from captioning.shapes import COLOURS, SHAPES, SIZES, Scene
 
 TokenBoxes = list[tuple[int, tuple[float, float, float, float]]]  # (token index, (x0, y0, x1, y1) pixels)
-TARGET_WORDS = {"nouns": frozenset(SHAPES), "all": frozenset(SHAPES + COLOURS + SIZES)}
+# Which words of a shapes caption get a target. "every" also gives one to the words that name no object ("a", the
+# relation words, "there is"): the object the caption names next. A relation word depends on where that next object
+# lies against the last one, so looking at it while saying "left of" is what the words need (and what an
+# unsupervised decoder finds late, if at all: most of its wrong captions have a wrong relation word).
+TARGET_WORDS = {"nouns": frozenset(SHAPES), "all": frozenset(SHAPES + COLOURS + SIZES), "every": None}
 
 
 # EXIF orientations 5..8 turn the stored pixels by 90 degrees: load_image's image has width and height swapped.
@@ -92,11 +96,18 @@ def token_cells(
 def scene_token_boxes(scene: Scene, caption_index: int, words: str = "nouns") -> TokenBoxes:
     """Token boxes of reference caption ``caption_index`` of a shapes scene: each word that names an object (the
     scene's own word -> object map), with that object's box. words: ``nouns`` (shape words, what the grounding metric
-    scores) or ``all`` (size, colour and shape words)."""
+    scores), ``all`` (size, colour and shape words) or ``every`` (every token: the object it names, else the object
+    the caption names next; a caption always ends with a shape word, so every token has one)."""
     if words not in TARGET_WORDS:
         raise ValueError(f"attention target words must be one of {sorted(TARGET_WORDS)}, got {words!r}")
-    scored = TARGET_WORDS[words]
     tokens, owners = scene.captions[caption_index], scene.word_objects[caption_index]
+    if words == "every":
+        owners = list(owners)
+        for t in range(len(owners) - 2, -1, -1):  # right to left: a word without an object takes the next one's
+            if owners[t] is None:
+                owners[t] = owners[t + 1]
+        return [(t, tuple(scene.objects[o].box)) for t, o in enumerate(owners) if o is not None]
+    scored = TARGET_WORDS[words]
     return [
         (t, tuple(scene.objects[o].box))
         for t, (word, o) in enumerate(zip(tokens, owners, strict=True))

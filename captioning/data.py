@@ -26,7 +26,8 @@ With ``attention_targets: true`` (sources ``shapes`` and ``karpathy`` with boxes
 region, the uniform distribution over the encoder grid cells inside its box(es) (captioning.attention_targets: the
 cells whose centre lies in the box, on the grid that tiles the preprocessing's crop, as the grounding metric counts
 them), else zeros; and ``attn_targets_mask`` (B, T) bool, True exactly on those steps. On shapes the words that name
-an object are the shape nouns (``attention_words: nouns``) or also their size and colour words (``all``). The grid is
+an object are the shape nouns (``attention_words: nouns``), also their size and colour words (``all``), or every
+word, those that name no object ("a", "left of", "there is") taking the object named next (``every``). The grid is
 the encoder's: ``set_grid`` (the CacheFeatures callback calls it with the model's encoder, next to the preprocessing).
 Evaluation batches carry the targets of the first reference (the one their teacher-forced loss uses).
 
@@ -309,8 +310,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 ``<trainer.default_root_dir>/feature_cache``; null = in memory only, re-encoded by every run.
             attention_targets: batches also carry ``attn_targets`` (B, T, L) and ``attn_targets_mask`` (B, T), the
                 ground-truth attention of the words that name a region (module doc; shapes, or karpathy with boxes).
-            attention_words: shapes: which words get a target: ``nouns`` (shape words) or ``all`` (also size and
-                colour words).
+            attention_words: shapes: which words get a target: ``nouns`` (shape words), ``all`` (also size and
+                colour words) or ``every`` (all words; a word naming no object: the object named next).
         """
         super().__init__()
         if source not in SOURCES:

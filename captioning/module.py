@@ -42,6 +42,7 @@ from captioning.scst import CaptionReward, load_initial_weights, self_critical_s
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.self_critical import check_objective_options
+from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.training import RunState, check_finite, gather_outputs
 
 
@@ -63,6 +64,7 @@ class CaptionModule(RunState, pl.LightningModule):
         encoder_lr: float = 1e-4,
         lr_patience: int | None = None,
         lr_factor: float = 0.5,
+        lr_schedule: str = "plateau",
         val_beam_size: int = 1,
         val_max_len: int = 30,
         val_meteor: bool | None = None,
@@ -102,6 +104,9 @@ class CaptionModule(RunState, pl.LightningModule):
                 improved for this many validations (ReduceLROnPlateau); null keeps them constant. A schedule by
                 plateaus, not by step count, suits runs capped by ``trainer.max_time``, whose length in steps
                 depends on the machine.
+            lr_schedule: ``plateau`` (``lr_patience`` above) or ``budget``: the rates fall linearly to zero over the
+                run's budget, whichever of trainer.max_steps / max_epochs / max_time ends it first
+                (text_attn.core.lr_budget); lr_patience is then unused.
             val_beam_size: beam size of the free-running decoding in validation and test (1 = greedy, fastest).
             val_max_len: longest caption decoded in validation and test.
             val_meteor: METEOR in validation / test: null = when Java is available, false = never (faster).
@@ -131,6 +136,10 @@ class CaptionModule(RunState, pl.LightningModule):
         if rl_reward not in REWARDS:
             raise ValueError(f"unknown rl_reward {rl_reward!r}; choose one of {REWARDS}")
         check_objective_options(attn_sup_lambda, scst_samples, scst_baseline, scst_max_len)
+        if lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"unknown lr_schedule {lr_schedule!r}; choose one of {LR_SCHEDULES}")
+        self._budget: BudgetProgress | None = None  # the budget schedule's progress (configure_optimizers)
+        self._budget_saved = 0.0  # its progress in the checkpoint a resumed fit starts from
         self.baseline = MovingAverageBaseline(baseline_decay) if self.decoder_config.attention == "hard" else None
         self._collapse = CollapseMonitor(collapse_warmup, collapse_ratio)
         self.model: CaptionModel | None = None
@@ -273,6 +282,10 @@ class CaptionModule(RunState, pl.LightningModule):
         # fused: one kernel per parameter group instead of a dozen passes per tensor (the same update; about 5% of a
         # paper-size CPU step).
         optimizer = torch.optim.Adam(groups, fused=True)
+        if self.hparams.lr_schedule == "budget":
+            self._budget = BudgetProgress(self.trainer)
+            self._budget.saved = self._budget_saved
+            return {"optimizer": optimizer, "lr_scheduler": budget_scheduler(optimizer, self._budget)}
         if self.hparams.lr_patience is None:
             return optimizer
         plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -336,6 +349,8 @@ class CaptionModule(RunState, pl.LightningModule):
         checkpoint["vocab"] = self.vocab.to_dict()  # a checkpoint can be turned into a model file without the data
         exported = self.captioner(for_export=True)  # and caption-export keeps what the data was
         checkpoint["domain"], checkpoint["domain_check"] = exported.domain, exported.domain_check
+        if self._budget is not None:
+            checkpoint["lr_budget_progress"] = self._budget.last  # a resumed fit's max_time decays what is left
         self.save_run_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -346,6 +361,7 @@ class CaptionModule(RunState, pl.LightningModule):
                 f"the data ({len(self.vocab)} words): use the data settings the checkpoint was trained with"
             )
         self.load_run_state(checkpoint, network_built=self.model is not None)
+        self._budget_saved = float(checkpoint.get("lr_budget_progress", 0.0))
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:

@@ -92,9 +92,13 @@ def load_initial_weights(model: CaptionModel, vocab: Vocabulary, path: str | Pat
         except ModelFileError as err:
             raise ValueError(f"model.init_from: {err}") from None
         if loaded.vocab.itos != vocab.itos:
+            # The ids follow word frequencies in the training captions: the same words from other data (another
+            # train_size) can come in another order, which would scramble every output.
+            same_words = sorted(loaded.vocab.itos) == sorted(vocab.itos)
+            differs = "the same words in another order" if same_words else f"{len(loaded.vocab)} words"
             raise ValueError(
-                f"model.init_from: {path} was trained with another vocabulary ({len(loaded.vocab)} words) than this "
-                f"data's ({len(vocab)}); train the first stage on the same data"
+                f"model.init_from: {path} was trained with another vocabulary ({differs}) than this data's "
+                f"({len(vocab)} words); use the first stage's data settings (e.g. data.train_size)"
             )
         state = loaded.model.state_dict()
     misfit = weight_misfit(model.state_dict(), state)

@@ -104,6 +104,12 @@ def test_shapes_scene_targets_by_hand():
     scene.objects, scene.captions, scene.word_objects = objects, captions, owners
     assert scene_token_boxes(scene, 0) == [(3, (0, 0, 60, 60)), (9, (64, 64, 128, 128))]
     assert [t for t, _ in scene_token_boxes(scene, 0, "all")] == [1, 2, 3, 7, 8, 9]
+    # every: "a" and the relation words look at the object named next ("left of" -> the square)
+    every = scene_token_boxes(scene, 0, "every")
+    assert [t for t, _ in every] == list(range(10))
+    assert [box for _, box in every] == [(0, 0, 60, 60)] * 4 + [(64, 64, 128, 128)] * 6
+    there = captions.index(["there", "is", *captions[0]])
+    assert [box for _, box in scene_token_boxes(scene, there, "every")][:2] == [(0, 0, 60, 60)] * 2
     cells = token_cells(scene_token_boxes(scene, 0), (128, 128), (4, 4))
     assert cells == [(3, [0, 1, 4, 5]), (9, [10, 11, 14, 15])]  # 4 x 4 grid of 32 px cells
     target, mask = dense_targets([cells], steps=11, positions=16)

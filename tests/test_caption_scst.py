@@ -85,6 +85,9 @@ def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
     assert torch.equal(other.decoder.L_o.weight, model.decoder.L_o.weight)
     with pytest.raises(ValueError, match="another vocabulary"):
         load_initial_weights(other, Vocabulary(["<pad>", "<bos>", "<eos>", "<unk>", "x"]), path)
+    shuffled = Vocabulary([*vocab.itos[:4], *reversed(vocab.itos[4:])])  # other data: the ids in another order
+    with pytest.raises(ValueError, match=r"another vocabulary \(the same words in another order\)"):
+        load_initial_weights(other, shuffled, path)
     bigger = CaptionModel.build(
         len(vocab), EncoderConfig(backbone="resnet18", weights=None, grid=2, stride=32, image_size=64, crop=False),
         DecoderConfig(embed_dim=8, hidden_dim=24, attn_dim=8),
