@@ -79,7 +79,7 @@ class AdditiveScore(torch.autograd.Function):
         sig, v = ctx.saved_tensors
         N, S, A = sig.shape
         rows, de = _rows_per_block(S, A), de.contiguous()
-        v4 = v.reshape(A) * -4
+        v4 = v.reshape(A) * 4
         sink = ctx.sink
         if sink is None:
             dx = torch.empty_like(sig)  # ∂e/∂x · de = de ⊗ v · tanh'(x) = de ⊗ v · 4σ(1 − σ)
@@ -93,10 +93,14 @@ class AdditiveScore(torch.autograd.Function):
         for i in range(0, N, rows):
             s, d = sig[i : i + rows], de[i : i + rows]
             x = scratch[: s.size(0)] if scratch is not None else dx[i : i + rows]
-            torch.mul(s, s, out=x).sub_(s).mul_(d.unsqueeze(-1)).mul_(v4)  # (σ² − σ)·de·(−4v)
-            torch.sum(x, 1, out=dq[i : i + rows])
+            # y = de·σ(1 − σ) in two passes; then ∂x = y·(4v) is added into the sink in one more (addcmul), and
+            # ∂q = Σ_s ∂x = 4v · Σ_s y needs only the sum of y: no pass writes y·4v on its own.
+            torch.mul(s, d.unsqueeze(-1), out=x).addcmul_(x, s, value=-1)
+            torch.sum(x, 1, out=dq[i : i + rows]).mul_(v4)
             if scratch is not None:
-                dx[i : i + rows].add_(x)
+                dx[i : i + rows].addcmul_(x, v4)
+            else:
+                x.mul_(v4)
             dv.addmv_(s.reshape(-1, A).t(), d.reshape(-1))  # Σ de · σ
         dv = dv.mul_(2).sub_(de.sum())  # ∂e/∂v = tanh(x) = 2σ − 1
         if sink is not None:
