@@ -35,6 +35,7 @@ SHAPES_DATA = [
     "--data.val_size", "4",
     "--data.test_size", "4",
     "--data.batch_size", "8",
+    "--trainer.check_val_every_n_epoch", "1",  # shapes_soft validates every 2 epochs: these runs have 1
 ]  # fmt: skip
 KARPATHY_DATA = [
     "--data.karpathy_json", str(FIX / "captions/karpathy.json"),

@@ -15,12 +15,14 @@ checkpoint: p = p_saved + (1 - p_saved) x elapsed / max_time. p never falls.
 from __future__ import annotations
 
 import torch
-from pytorch_lightning.callbacks import Timer
 
 LR_SCHEDULES = ("plateau", "budget")
 
 
-def _timer(trainer) -> Timer | None:
+def _timer(trainer):
+    """The trainer's Timer callback (there when max_time is set), else None."""
+    from pytorch_lightning.callbacks import Timer  # here: importing the core never loads Lightning
+
     return next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
 
 
