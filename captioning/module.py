@@ -40,9 +40,9 @@ from captioning.model import CaptionModel, as_config
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from captioning.scst import CaptionReward, load_initial_weights, self_critical_step
 from text_attn.core.attention_supervision import attention_supervision_loss
+from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.self_critical import check_objective_options
-from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.training import RunState, check_finite, gather_outputs
 
 
