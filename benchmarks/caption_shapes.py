@@ -9,8 +9,8 @@ Models: soft, hard (their configs as shipped: attention supervision on, the cano
 hard_ce (cross-entropy only: no attention supervision); soft_scst / soft_ce_scst (the SCST stage,
 configs/caption/shapes_soft_scst.yaml, from soft's / soft_ce's model file and cached features: train those first);
 soft_every (every word's attention supervised: "a" and relation words look at the object named next); soft_all_refs
-(all five references per scene, as before issue 15). An "exact" caption equals one of the scene's references word for
-word.
+(all five references per scene, as the configs had before issue 15; otherwise as shipped). An "exact" caption equals
+one of the scene's references word for word.
 
 Each model is trained by its config (configs/caption/shapes_<name>.yaml, capped at about 15 minutes by
 trainer.max_time) and its model file kept under --runs (<runs>/<name>/model.pt, with train_minutes.txt). The test
@@ -64,7 +64,7 @@ MODELS = {
     "soft_ce_scst": Variant("configs/caption/shapes_soft_scst.yaml", CE_ONLY, first="soft_ce"),
     # Supervising every word: a word naming no object ("a", "left of") looks at the object named next.
     "soft_every": Variant("configs/caption/shapes_soft.yaml", ("--data.attention_words=every",)),
-    # All five references per scene instead of the canonical caption (the configs before issue 15).
+    # All five references per scene instead of the canonical caption (as the configs had before issue 15).
     "soft_all_refs": Variant("configs/caption/shapes_soft.yaml", ("--data.captions_per_image=null",)),
 }
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "CIDEr")

@@ -283,8 +283,7 @@ class CaptionModule(RunState, pl.LightningModule):
         # paper-size CPU step).
         optimizer = torch.optim.Adam(groups, fused=True)
         if self.hparams.lr_schedule == "budget":
-            self._budget = BudgetProgress(self.trainer)
-            self._budget.saved = self._budget_saved
+            self._budget = BudgetProgress(self.trainer, saved=self._budget_saved)
             return {"optimizer": optimizer, "lr_scheduler": budget_scheduler(optimizer, self._budget)}
         if self.hparams.lr_patience is None:
             return optimizer

@@ -52,8 +52,7 @@ def test_progress_is_the_first_budget_to_end():
 
 def test_a_resumed_fit_decays_what_is_left_and_progress_never_falls():
     clock = _Clock(30, 60)
-    p = BudgetProgress(_trainer(clock=clock))
-    p.saved = 0.5  # the checkpoint was written half way: the new max_time covers the other half
+    p = BudgetProgress(_trainer(clock=clock), saved=0.5)  # written half way: the new max_time covers the other half
     assert p() == 0.75
     clock.elapsed = 0  # a clock that went back does not raise the rate again
     assert p() == 0.75

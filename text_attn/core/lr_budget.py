@@ -27,12 +27,13 @@ def _timer(trainer):
 
 
 class BudgetProgress:
-    """How far a fit is through its budget (module doc). ``state`` is what a checkpoint keeps."""
+    """How far a fit is through its budget (module doc). ``last`` is what a checkpoint keeps; a fit resumed from it
+    passes it back as ``saved``."""
 
-    def __init__(self, trainer) -> None:
+    def __init__(self, trainer, saved: float = 0.0) -> None:
         self.trainer = trainer
-        self.saved = 0.0  # progress when the checkpoint this fit resumed from was written
-        self.last = 0.0
+        self.saved = saved  # progress when the checkpoint this fit resumed from was written
+        self.last = saved
 
     def check(self) -> None:
         """Raise when the trainer sets no budget at all (no max_steps, max_epochs or max_time)."""
