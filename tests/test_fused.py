@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
 from text_attn.core import fused
-from text_attn.core.fused import AdditiveScore, DeferredWeightGrad, additive_score
+from text_attn.core.fused import AdditiveScore, DeferredWeightGrad, ThinLinear, additive_score
 
 
 def _plain_score(q, proj, v):  # vᵀ tanh(proj[n // g] + q[n]), (N, S)
@@ -53,6 +53,20 @@ def test_deferred_weight_gradient_is_the_sum_over_steps():
         h = torch.tanh(F.linear(x, w) + h)
     (h**2).sum().backward()
     torch.testing.assert_close(ours, w.grad)
+
+
+def test_thin_linear_equals_linear_in_value_and_input_gradients():
+    torch.manual_seed(0)
+    w = torch.randn(6, 4, dtype=torch.float64)
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    full = torch.randn(3, 5, 6, dtype=torch.float64, requires_grad=True)  # a strided bias: one step of (B, T, O)
+    ours = ThinLinear.apply(x, full[:, 1], w, w.t().contiguous())
+    plain = F.linear(x, w, full[:, 1])
+    torch.testing.assert_close(ours, plain)
+    g = torch.randn(3, 6, dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(ours, (x, full), g), torch.autograd.grad(plain, (x, full), g), strict=True):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(lambda x, b: ThinLinear.apply(x, b, w, w.t().contiguous()), (x, full[:, 1]))
 
 
 @pytest.mark.parametrize("attention", ["soft", "hard"])
