@@ -244,7 +244,9 @@ class ShowAttendTellDecoder(nn.Module):
         """
         E, T = emb.size(-1), emb.size(1)
         lstm = self.lstm
-        gates_emb = F.linear(emb, lstm.weight_ih[:, :E], lstm.bias_ih + lstm.bias_hh)  # (B, T, 4H)
+        # (B, T, 4H) as T tensors (B, 4H): the backward stacks their gradients once, where indexing [:, t] would
+        # scatter each into its own zero (B, T, 4H) gradient and add the T of them up.
+        gates_emb = F.linear(emb, lstm.weight_ih[:, :E], lstm.bias_ih + lstm.bias_hh).unbind(1)
         w_zh = torch.cat([lstm.weight_ih[:, E:], lstm.weight_hh], dim=1)  # (4H, D + H)
         inputs: list[Tensor] = []  # [z_t; h_{t-1}] (B, D + H) per step, for the deferred weight gradient
         zeros = DeferredWeightGrad.apply(w_zh, emb.size(0), T, inputs) if w_zh.requires_grad else None
@@ -257,10 +259,10 @@ class ShowAttendTellDecoder(nn.Module):
             for t in range(T):
                 context, alpha, hard = self._attend(h, keys, use_soft)
                 x = torch.cat([context, h], dim=-1)  # (B, D + H)
-                gates = ThinLinear.apply(x, gates_emb[:, t], w, wt)  # (B, 4H)
                 if zeros is not None:
                     inputs.append(x.detach())
-                    gates = gates + zeros[t]
+                # (B, 4H); zeros[t] takes the gates' gradient for the deferred weight gradient
+                gates = ThinLinear.apply(x, gates_emb[t], w, wt, None if zeros is None else zeros[t])
                 i, f, g, o = gates.chunk(4, dim=-1)
                 c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
                 h = torch.sigmoid(o) * torch.tanh(c)

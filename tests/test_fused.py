@@ -60,11 +60,16 @@ def test_thin_linear_equals_linear_in_value_and_input_gradients():
     w = torch.randn(6, 4, dtype=torch.float64)
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     full = torch.randn(3, 5, 6, dtype=torch.float64, requires_grad=True)  # a strided bias: one step of (B, T, O)
-    ours = ThinLinear.apply(x, full[:, 1], w, w.t().contiguous())
-    plain = F.linear(x, w, full[:, 1])
+    tap = torch.zeros(3, 6, dtype=torch.float64, requires_grad=True)  # gets the output's gradient, adds nothing
+    ours = ThinLinear.apply(x, full[:, 1], w, w.t().contiguous(), tap)
+    plain = F.linear(x, w, full[:, 1]) + tap
     torch.testing.assert_close(ours, plain)
     g = torch.randn(3, 6, dtype=torch.float64)
-    for a, b in zip(torch.autograd.grad(ours, (x, full), g), torch.autograd.grad(plain, (x, full), g), strict=True):
+    ours_grads, plain_grads = (
+        torch.autograd.grad(ours, (x, full, tap), g),
+        torch.autograd.grad(plain, (x, full, tap), g),
+    )
+    for a, b in zip(ours_grads, plain_grads, strict=True):
         torch.testing.assert_close(a, b)
     assert torch.autograd.gradcheck(lambda x, b: ThinLinear.apply(x, b, w, w.t().contiguous()), (x, full[:, 1]))
 

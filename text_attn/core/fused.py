@@ -118,9 +118,10 @@ class AdditiveScore(torch.autograd.Function):
 class DeferredWeightGrad(torch.autograd.Function):
     """T zero tensors (B, O), one per step, whose gradients are the steps' output gradients g_t.
 
-    Use: ``y_t = F.linear(x_t, weight.detach()) + zeros[t]`` with x_t (B, I) appended (detached) to ``inputs``; the
-    backward through time then computes only the inputs' gradients (g_t W) per step, and this function's backward,
-    which runs once every g_t is known, returns weight's gradient Σ_t g_tᵀ x_t as one (O, T·B) x (T·B, I) product.
+    Use: ``y_t = F.linear(x_t, weight.detach()) + zeros[t]`` (or :class:`ThinLinear` with ``tap=zeros[t]``) with x_t
+    (B, I) appended (detached) to ``inputs``; the backward through time then computes only the inputs' gradients
+    (g_t W) per step, and this function's backward, which runs once every g_t is known, returns weight's gradient
+    Σ_t g_tᵀ x_t as one (O, T·B) x (T·B, I) product.
     """
 
     @staticmethod
@@ -141,19 +142,23 @@ class DeferredWeightGrad(torch.autograd.Function):
 class ThinLinear(torch.autograd.Function):
     """y = bias + x Wᵀ (B, O) for x (B, I) with few rows, the weight W (O, I) held fixed (its gradient is taken
     elsewhere, e.g. by :class:`DeferredWeightGrad`); ``wt`` = Wᵀ made contiguous (I, O), once per sequence.
+    ``tap``: one of :class:`DeferredWeightGrad`'s all-zero (B, O) tensors, which gets the output's gradient; adding
+    zeros changes nothing, so it is not added (that addition, on the transposed output, cost more than the product's
+    bias).
 
     Why: MKL's sgemm runs a thin product about twice as fast with the large matrix first, contiguous and not
     transposed, and the thin one second, transposed: measured for (32 x 2560)(2560 x 2048) on 2 threads, x Wᵀ took
     6.1 ms and (W xᵀ)ᵀ 3.2 ms; for the backward, g W took 6.3 ms and (Wᵀ gᵀ)ᵀ with Wᵀ contiguous 3.7 ms. The output
-    is the transposed view of an (O, B) result; consumers that need rows contiguous copy it (a few KB).
+    is the transposed view of an (O, B) result.
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, bias: Tensor, w: Tensor, wt: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(ctx, x: Tensor, bias: Tensor, w: Tensor, wt: Tensor, tap: Tensor | None = None) -> Tensor:  # type: ignore[override]
         ctx.wt = wt
         return torch.addmm(bias.t(), w, x.t()).t()  # (O, B) -> (B, O)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor, None, None]:  # type: ignore[override]
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor, None, None, Tensor | None]:  # type: ignore[override]
         dx = (ctx.wt @ grad.t()).t() if ctx.needs_input_grad[0] else None  # (I, O)(O, B) -> (B, I)
-        return dx, grad, None, None
+        tapped = len(ctx.needs_input_grad) > 4 and ctx.needs_input_grad[4]
+        return dx, grad, None, None, grad if tapped else None
