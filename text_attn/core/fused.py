@@ -17,18 +17,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-# Elements of an (rows, S, A) block processed at once (256K floats = 1 MiB: stays in the CPU cache).
-SCORE_BLOCK = 1 << 18
+# Elements of an (rows, S, A) block processed at once: 1M floats = 4 MiB, kept in the CPU's L3 between the passes.
+# Measured (20 steps of (32, 196, 512), fwd + bwd, 2 threads): blocks of 128K / 256K / 512K / 1M / 2M floats took
+# 299 / 276 / 229 / 199 / 212 ms: the per-call cost of each pass outweighs what a smaller block gains in cache.
+SCORE_BLOCK = 1 << 20
 
 
 def _rows_per_block(S: int, A: int) -> int:
     return max(1, SCORE_BLOCK // (S * A))
 
 
-def additive_score(q: Tensor, proj: Tensor, v: Tensor, keep: Tensor | None = None) -> Tensor:
+def additive_score(q: Tensor, proj: Tensor, v: Tensor, keep: Tensor | None = None, doubled: bool = False) -> Tensor:
     """e (N, S) with e[n, s] = vᵀ tanh(proj[n // g, s] + q[n]) for q (N, A), proj (B, S, A), v (1, A); g = N / B query
     rows share each row of ``proj`` (1 in training; beam search's K). ``keep`` (N, S, A): where to leave σ(2x) for
-    a backward; None (inference) computes block by block in a small scratch buffer, never the whole (N, S, A)."""
+    a backward; None (inference) computes block by block in a small scratch buffer, never the whole (N, S, A).
+    ``doubled``: ``proj`` holds 2·proj (made once for many steps), which saves one pass per step: 2x = 2p + 2q."""
     N, (B, S, A) = q.size(0), proj.shape
     if B == 0 or N % B:
         raise ValueError(f"{N} query rows cannot share {B} source rows")
@@ -41,8 +44,11 @@ def additive_score(q: Tensor, proj: Tensor, v: Tensor, keep: Tensor | None = Non
         n = min(rows, N - i)
         buf = scratch[:n] if keep is None else keep[i : i + n]
         p = proj[i : i + n] if source is None else torch.index_select(proj, 0, source[i : i + n], out=buf)
-        x = torch.add(p, q[i : i + n].unsqueeze(1), out=buf)
-        torch.matmul(x.mul_(2).sigmoid_(), vv, out=out[i : i + n])  # vᵀσ(2x)
+        if doubled:
+            x = torch.add(p, q[i : i + n].unsqueeze(1), alpha=2, out=buf)  # 2p + 2q
+        else:
+            x = torch.add(p, q[i : i + n].unsqueeze(1), out=buf).mul_(2)
+        torch.matmul(x.sigmoid_(), vv, out=out[i : i + n])  # vᵀσ(2x)
     return out.mul_(2).sub_(vv.sum())  # vᵀ tanh(x) = 2 vᵀσ(2x) − Σv
 
 
@@ -55,6 +61,7 @@ class KeyGradSink:
 
     def __init__(self, proj: Tensor):
         self.proj = proj
+        self.doubled: Tensor | None = None  # 2·proj, made by the first step, read by all (no gradient of its own)
         self.steps = 0  # forwards registered
         self.done = 0  # backwards run
         self.total: Tensor | None = None
@@ -68,12 +75,16 @@ class AdditiveScore(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, proj: Tensor, v: Tensor, sink: KeyGradSink | None = None) -> Tensor:  # type: ignore[override]
         sig = proj.new_empty(q.size(0), *proj.shape[1:])
-        out = additive_score(q, proj, v, keep=sig)
-        ctx.save_for_backward(sig, v)
         ctx.g = q.size(0) // proj.size(0)
         ctx.sink = sink if ctx.g == 1 and sink is not None and sink.proj is proj else None
-        if ctx.sink is not None:
+        if ctx.sink is None:
+            out = additive_score(q, proj, v, keep=sig)
+        else:
+            if ctx.sink.doubled is None:
+                ctx.sink.doubled = proj.detach() * 2
+            out = additive_score(q, ctx.sink.doubled, v, keep=sig, doubled=True)
             ctx.sink.steps += 1
+        ctx.save_for_backward(sig, v)
         return out
 
     @staticmethod
