@@ -251,6 +251,9 @@ class ShowAttendTellDecoder(nn.Module):
         inputs: list[Tensor] = []  # [z_t; h_{t-1}] (B, D + H) per step, for the deferred weight gradient
         zeros = DeferredWeightGrad.apply(w_zh, emb.size(0), T, inputs) if w_zh.requires_grad else None
         w = w_zh.detach()
+        device = emb.device.type
+        if torch.is_autocast_enabled(device):  # the products' dtype under autocast: cast the weight once, not per step
+            w = w.to(torch.get_autocast_dtype(device))
         wt = w.t().contiguous()  # (D + H, 4H): for the steps' input gradients (ThinLinear)
         steps = []
         # The steps add the region keys' gradient into one buffer (AdditiveAttention.summing_key_grads).

@@ -121,3 +121,25 @@ def test_summed_key_gradients_equal_autograds_sum_in_any_backward_order(soft_pro
     plain = grads()
     for a, b in zip(summed, plain, strict=True):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_teacher_forcing_under_bf16_autocast_matches_float32(attention):
+    """Mixed precision: the per-step products run in the autocast dtype (ThinLinear's backward too), gradients come
+    back in the parameters' float32 and agree with a float32 step to bfloat16's precision."""
+    cfg = DecoderConfig(vocab_size=11, feature_dim=16, embed_dim=8, hidden_dim=12, attn_dim=8, dropout=0.0,
+                        attention=attention, soft_prob=1.0)  # fmt: skip
+    torch.manual_seed(0)
+    dec = ShowAttendTellDecoder(cfg).train()
+    feats, caps = torch.randn(4, 6, 16), torch.randint(1, 11, (4, 5))
+
+    def grads(autocast: bool) -> list[torch.Tensor]:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logits = dec(feats, caps).logits
+        loss = F.cross_entropy(logits.float().flatten(0, 1), caps.roll(-1, 1).flatten())
+        return torch.autograd.grad(loss, list(dec.parameters()))
+
+    for (name, p), a, b in zip(dec.named_parameters(), grads(True), grads(False), strict=True):
+        assert a.dtype == p.dtype and torch.isfinite(a).all(), name
+        cos = F.cosine_similarity(a.flatten(), b.flatten(), dim=0)
+        assert cos > 0.98, (name, cos.item())

@@ -170,6 +170,7 @@ class ThinLinear(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor, None, None, Tensor | None]:  # type: ignore[override]
-        dx = (ctx.wt @ grad.t()).t() if ctx.needs_input_grad[0] else None  # (I, O)(O, B) -> (B, I)
+        wt = ctx.wt if ctx.wt.dtype == grad.dtype else ctx.wt.to(grad.dtype)  # autocast: the output's precision
+        dx = (wt @ grad.t()).t() if ctx.needs_input_grad[0] else None  # (I, O)(O, B) -> (B, I)
         tapped = len(ctx.needs_input_grad) > 4 and ctx.needs_input_grad[4]
         return dx, grad, None, None, grad if tapped else None
