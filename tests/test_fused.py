@@ -143,3 +143,35 @@ def test_teacher_forcing_under_bf16_autocast_matches_float32(attention):
         assert a.dtype == p.dtype and torch.isfinite(a).all(), name
         cos = F.cosine_similarity(a.flatten(), b.flatten(), dim=0)
         assert cos > 0.98, (name, cos.item())
+
+
+def test_scratch_pool_reuses_score_buffers_and_keeps_retained_graphs_safe():
+    """The teacher-forced score takes its saved σ from fused.SCRATCH and gives it back after its backward: the next
+    step reuses the same memory. A graph kept with retain_graph still runs backward again with the same gradients
+    until a later step has reused its buffers; after that autograd refuses (an error, not wrong numbers)."""
+    fused.SCRATCH.clear()
+    torch.manual_seed(0)
+    cfg = DecoderConfig(vocab_size=11, feature_dim=8, embed_dim=7, hidden_dim=9, attn_dim=5, dropout=0.0)
+    dec = ShowAttendTellDecoder(cfg).train()
+    feats, caps = torch.randn(3, 6, 8), torch.randint(1, 11, (3, 5))
+    params = list(dec.parameters())
+
+    def loss() -> torch.Tensor:
+        return F.cross_entropy(dec(feats, caps).logits.flatten(0, 1), caps.flatten())
+
+    first = loss()
+    grads = torch.autograd.grad(first, params, retain_graph=True)
+    pooled = {b.data_ptr() for bufs in fused.SCRATCH.free.values() for b in bufs}
+    assert len(pooled) >= caps.size(1)  # one σ per step (and the block scratch, 2·proj) came back
+    again = torch.autograd.grad(first, params, retain_graph=True)  # nothing reused yet: the same gradients
+    for a, b in zip(grads, again, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+    free = sum(map(len, fused.SCRATCH.free.values()))
+    second = loss()  # takes the pooled buffers (σ of each step, 2·proj; the backward's scratch stays)...
+    assert sum(map(len, fused.SCRATCH.free.values())) == free - caps.size(1) - 1
+    for a, b in zip(grads, torch.autograd.grad(second, params), strict=True):
+        torch.testing.assert_close(a, b)  # ...and computes the same gradients in them
+    assert {b.data_ptr() for bufs in fused.SCRATCH.free.values() for b in bufs} == pooled  # and gave them back
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(first, params)  # its σ now hold the second step's numbers

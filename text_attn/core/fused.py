@@ -52,6 +52,49 @@ def additive_score(q: Tensor, proj: Tensor, v: Tensor, keep: Tensor | None = Non
     return out.mul_(2).sub_(vv.sum())  # vᵀ tanh(x) = 2 vᵀσ(2x) − Σv
 
 
+class ScratchPool:
+    """Large buffers that a training loop needs at every step (the additive score's saved σ, 12.8 MB per decoder step
+    at the paper's size, and its block scratch), kept from one training step to the next.
+
+    Why: glibc gives large freed blocks back to the operating system, so fresh buffers are fresh pages, and writing
+    into them the first time costs more than the arithmetic: profiled at the paper's size, the score's additions took
+    63 ms per training step into fresh buffers and 25 ms into reused ones. A buffer returns here when the backward
+    that read it has run; if a graph kept with ``retain_graph`` is run backward again after a later step reused its
+    buffer, autograd's in-place check raises its usual error instead of computing with the wrong numbers (the reuse
+    writes into the buffer, which bumps the version autograd saved)."""
+
+    def __init__(self, max_bytes: int = 1 << 30):
+        self.max_bytes = max_bytes  # free buffers kept at most; beyond that they go back to the allocator
+        self.free: dict[tuple, list[Tensor]] = {}
+        self.held = 0  # bytes in ``free``
+
+    @staticmethod
+    def _key(t: Tensor) -> tuple:
+        return tuple(t.shape), t.dtype, t.device
+
+    def take(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
+        bufs = self.free.get((tuple(shape), like.dtype, like.device))
+        if not bufs:
+            return like.new_empty(shape)
+        buf = bufs.pop()
+        self.held -= buf.numel() * buf.element_size()
+        return buf
+
+    def give(self, buf: Tensor) -> None:
+        size, bufs = buf.numel() * buf.element_size(), self.free.setdefault(self._key(buf), [])
+        if self.held + size > self.max_bytes or any(b is buf for b in bufs):  # full, or given back twice
+            return
+        bufs.append(buf)
+        self.held += size
+
+    def clear(self) -> None:
+        self.free.clear()
+        self.held = 0
+
+
+SCRATCH = ScratchPool()
+
+
 class KeyGradSink:
     """Where the steps of one teacher-forced sequence add their gradients for the shared projected keys (B, S, A).
 
@@ -74,14 +117,15 @@ class AdditiveScore(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q: Tensor, proj: Tensor, v: Tensor, sink: KeyGradSink | None = None) -> Tensor:  # type: ignore[override]
-        sig = proj.new_empty(q.size(0), *proj.shape[1:])
         ctx.g = q.size(0) // proj.size(0)
         ctx.sink = sink if ctx.g == 1 and sink is not None and sink.proj is proj else None
         if ctx.sink is None:
+            sig = proj.new_empty(q.size(0), *proj.shape[1:])
             out = additive_score(q, proj, v, keep=sig)
-        else:
+        else:  # a teacher-forced loop: σ from the pool (given back by the backward), 2·proj made once
+            sig = SCRATCH.take((q.size(0), *proj.shape[1:]), proj)
             if ctx.sink.doubled is None:
-                ctx.sink.doubled = proj.detach() * 2
+                ctx.sink.doubled = torch.mul(proj.detach(), 2, out=SCRATCH.take(proj.shape, proj))
             out = additive_score(q, ctx.sink.doubled, v, keep=sig, doubled=True)
             ctx.sink.steps += 1
         ctx.save_for_backward(sig, v)
@@ -100,7 +144,7 @@ class AdditiveScore(torch.autograd.Function):
         else:
             if sink.total is None:
                 sink.total = torch.zeros_like(sig)
-            dx, scratch = sink.total, sig.new_empty(min(rows, N), S, A)
+            dx, scratch = sink.total, SCRATCH.take((min(rows, N), S, A), sig)
         dq = sig.new_empty(N, A)
         dv = sig.new_zeros(A)
         for i in range(0, N, rows):
@@ -117,10 +161,15 @@ class AdditiveScore(torch.autograd.Function):
             dv.addmv_(s.reshape(-1, A).t(), d.reshape(-1))  # Σ de · σ
         dv = dv.mul_(2).sub_(de.sum())  # ∂e/∂v = tanh(x) = 2σ − 1
         if sink is not None:
+            SCRATCH.give(sig)  # read for the last time: the next training step's forward reuses it
+            SCRATCH.give(scratch)
             sink.done += 1
             if sink.done < sink.steps:
                 return dq, None, dv.view_as(v), None  # the last step to run its backward returns the sum
             dx, sink.total, sink.done = sink.total, None, 0
+            if sink.doubled is not None:
+                SCRATCH.give(sink.doubled)
+                sink.doubled = None
         elif ctx.g > 1:  # query rows sharing a source row add their gradients into it
             dx = dx.view(-1, ctx.g, S, A).sum(1)
         return dq, dx, dv.view_as(v), None
