@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
-from text_attn.core.fused import DeferredWeightGrad, ThinLinear
+from text_attn.core.fused import SCRATCH, DeferredWeightGrad, ThinLinear
 
 GATES = ("scalar", "vector", "none")
 POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
@@ -242,19 +242,26 @@ class ShowAttendTellDecoder(nn.Module):
         gradients, with the operands in BLAS's fast order for a 32-row product (:class:`ThinLinear`). Gate order
         i, f, g, o as in nn.LSTMCell, whose parameters these are.
         """
-        E, T = emb.size(-1), emb.size(1)
+        B, T, E = emb.shape
         lstm = self.lstm
         # (B, T, 4H) as T tensors (B, 4H): the backward stacks their gradients once, where indexing [:, t] would
-        # scatter each into its own zero (B, T, 4H) gradient and add the T of them up.
-        gates_emb = F.linear(emb, lstm.weight_ih[:, :E], lstm.bias_ih + lstm.bias_hh).unbind(1)
-        w_zh = torch.cat([lstm.weight_ih[:, E:], lstm.weight_hh], dim=1)  # (4H, D + H)
-        inputs: list[Tensor] = []  # [z_t; h_{t-1}] (B, D + H) per step, for the deferred weight gradient
-        zeros = DeferredWeightGrad.apply(w_zh, emb.size(0), T, inputs) if w_zh.requires_grad else None
-        w = w_zh.detach()
-        device = emb.device.type
-        if torch.is_autocast_enabled(device):  # the products' dtype under autocast: cast the weight once, not per step
-            w = w.to(torch.get_autocast_dtype(device))
-        wt = w.t().contiguous()  # (D + H, 4H): for the steps' input gradients (ThinLinear)
+        # scatter each into its own zero (B, T, 4H) gradient and add the T of them up. The weight's gradient comes
+        # from DeferredWeightGrad with the recurrent part's (one product over all steps for all of W_ih).
+        gates_emb = F.linear(emb, lstm.weight_ih[:, :E].detach(), lstm.bias_ih + lstm.bias_hh).unbind(1)
+        with torch.no_grad():  # [W_z W_hh] (4H, D + H) and its transpose, in memory kept between training steps
+            H4, DH = lstm.weight_hh.size(0), lstm.weight_ih.size(1) - E + lstm.weight_hh.size(1)
+            w_buf = SCRATCH.take((H4, DH), lstm.weight_hh)
+            w = torch.cat([lstm.weight_ih[:, E:], lstm.weight_hh], dim=1, out=w_buf)
+            device = emb.device.type
+            if torch.is_autocast_enabled(device):  # the products' dtype under autocast: cast once, not per step
+                w = w.to(torch.get_autocast_dtype(device))
+            wt = SCRATCH.take((DH, H4), w).copy_(w.t())  # (D + H, 4H): the steps' input gradients (ThinLinear)
+        inputs: list[Tensor] = []  # [z_t; h_{t-1}] (B, D + H) per step, for the deferred weight gradients
+        zeros = None
+        if torch.is_grad_enabled() and (lstm.weight_ih.requires_grad or lstm.weight_hh.requires_grad):
+            words = emb.detach().transpose(0, 1).reshape(T * B, E)  # W_ih's first E inputs, rows in step order
+            # Its backward runs after every step's: then wt goes back to the pool.
+            zeros = DeferredWeightGrad.apply(B, T, inputs, words, [wt], lstm.weight_ih, lstm.weight_hh)
         steps = []
         # The steps add the region keys' gradient into one buffer (AdditiveAttention.summing_key_grads).
         scorer = self.attention.scorer if self.hard else self.attention
@@ -270,6 +277,9 @@ class ShowAttendTellDecoder(nn.Module):
                 c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
                 h = torch.sigmoid(o) * torch.tanh(c)
                 steps.append(_Step(h, c, context, alpha, hard))
+        SCRATCH.give(w_buf)  # read by the forward only
+        if not torch.is_grad_enabled():
+            SCRATCH.give(wt)  # no backward will read it (with gradients, DeferredWeightGrad's backward gives it back)
         return steps
 
     def forward(self, features: Tensor, captions_in: Tensor, soft_prob: float | None = None) -> DecoderOutput:

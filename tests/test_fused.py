@@ -40,7 +40,7 @@ def test_deferred_weight_gradient_is_the_sum_over_steps():
     w = torch.randn(4, 3, requires_grad=True)
     xs = [torch.randn(2, 3) for _ in range(5)]
     inputs: list[torch.Tensor] = []
-    zeros = DeferredWeightGrad.apply(w, 2, 5, inputs)
+    zeros = DeferredWeightGrad.apply(2, 5, inputs, None, [], w)
     h = torch.zeros(2, 4)
     for t, x in enumerate(xs):  # a toy recurrence: the step's output feeds the next step
         inputs.append(x)
@@ -72,6 +72,28 @@ def test_thin_linear_equals_linear_in_value_and_input_gradients():
     for a, b in zip(ours_grads, plain_grads, strict=True):
         torch.testing.assert_close(a, b)
     assert torch.autograd.gradcheck(lambda x, b: ThinLinear.apply(x, b, w, w.t().contiguous()), (x, full[:, 1]))
+
+
+def test_deferred_gradients_of_weights_sharing_the_steps_with_a_prefix():
+    """Two weights on one recorded input: W1 reads [prefix | first column], W2 the other two columns (an LSTM's
+    W_ih on [E y; z] with the words known up front, W_hh on h); each gets Σ_t g_tᵀ x_t over its own columns."""
+    torch.manual_seed(0)
+    w1, w2 = torch.randn(4, 3, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    prefix = [torch.randn(2, 2) for _ in range(5)]  # (B, 2) per step, known before the loop
+    xs = [torch.randn(2, 3) for _ in range(5)]
+    inputs: list[torch.Tensor] = []
+    zeros = DeferredWeightGrad.apply(2, 5, inputs, torch.cat(prefix), [], w1, w2)
+    h = torch.zeros(2, 4)
+    for t, x in enumerate(xs):
+        inputs.append(x)
+        full = torch.cat([prefix[t], x], dim=1)  # (B, 5) = w1's 3 columns, then w2's 2
+        h = torch.tanh(F.linear(full, torch.cat([w1, w2], 1).detach()) + zeros[t] + h)
+    ours = torch.autograd.grad((h**2).sum(), (w1, w2))
+    h = torch.zeros(2, 4)
+    for t, x in enumerate(xs):
+        h = torch.tanh(F.linear(torch.cat([prefix[t], x], dim=1), torch.cat([w1, w2], 1)) + h)
+    for a, b in zip(ours, torch.autograd.grad((h**2).sum(), (w1, w2)), strict=True):
+        torch.testing.assert_close(a, b)
 
 
 @pytest.mark.parametrize("attention", ["soft", "hard"])
@@ -167,9 +189,10 @@ def test_scratch_pool_reuses_score_buffers_and_keeps_retained_graphs_safe():
     for a, b in zip(grads, again, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
-    free = sum(map(len, fused.SCRATCH.free.values()))
+    sigmas = (tuple(feats.shape[:2]) + (cfg.attn_dim,), torch.float32, feats.device)  # σ's shape (also 2·proj's)
+    free = len(fused.SCRATCH.free[sigmas])
     second = loss()  # takes the pooled buffers (σ of each step, 2·proj; the backward's scratch stays)...
-    assert sum(map(len, fused.SCRATCH.free.values())) == free - caps.size(1) - 1
+    assert len(fused.SCRATCH.free[sigmas]) == free - caps.size(1) - 1
     for a, b in zip(grads, torch.autograd.grad(second, params), strict=True):
         torch.testing.assert_close(a, b)  # ...and computes the same gradients in them
     assert {b.data_ptr() for bufs in fused.SCRATCH.free.values() for b in bufs} == pooled  # and gave them back

@@ -176,27 +176,54 @@ class AdditiveScore(torch.autograd.Function):
 
 
 class DeferredWeightGrad(torch.autograd.Function):
-    """T zero tensors (B, O), one per step, whose gradients are the steps' output gradients g_t.
+    """T zero tensors (B, O), one per step, whose gradients are the steps' output gradients g_t; the weights'
+    gradients are computed once from all of them.
 
     Use: ``y_t = F.linear(x_t, weight.detach()) + zeros[t]`` (or :class:`ThinLinear` with ``tap=zeros[t]``) with x_t
     (B, I) appended (detached) to ``inputs``; the backward through time then computes only the inputs' gradients
-    (g_t W) per step, and this function's backward, which runs once every g_t is known, returns weight's gradient
-    Σ_t g_tᵀ x_t as one (O, T·B) x (T·B, I) product.
+    (g_t W) per step, and this function's backward, which runs once every g_t is known, returns the weight's
+    gradient Σ_t g_tᵀ x_t as one (O, T·B) x (T·B, I) product. Several weights W_1 (O, I_1), ..., W_k (O, I_k) may
+    share the g_t: W_j's inputs are the j-th block of columns of [prefix | x_t] (``prefix`` (T·B, P): inputs known
+    for all steps before the loop, rows in step order, e.g. the embedded words of an LSTM whose W_ih reads
+    [E y; z] and W_hh reads h), and each gets its own contiguous gradient: no slicing of a joint one.
+    ``release``: :data:`SCRATCH` buffers that the steps' backward reads (e.g. ThinLinear's Wᵀ), given back when
+    this backward runs, which is after all of theirs.
     """
 
     @staticmethod
-    def forward(ctx, weight: Tensor, batch: int, steps: int, inputs: list[Tensor]) -> tuple[Tensor, ...]:  # type: ignore[override]
-        ctx.inputs = inputs  # filled by the caller's loop after this call; complete before the backward
+    def forward(
+        ctx,
+        batch: int,
+        steps: int,
+        inputs: list[Tensor],
+        prefix: Tensor | None,
+        release: list[Tensor],
+        *weights: Tensor,
+    ) -> tuple[Tensor, ...]:  # type: ignore[override]
+        ctx.inputs, ctx.prefix = inputs, prefix  # inputs: filled by the caller's loop; complete before the backward
+        ctx.release = release
+        ctx.widths = [w.size(1) for w in weights]
         ctx.set_materialize_grads(True)  # a step whose output got no gradient contributes zeros
-        return tuple(weight.new_zeros(batch, weight.size(0)) for _ in range(steps))
+        return tuple(weights[0].new_zeros(batch, weights[0].size(0)) for _ in range(steps))
 
     @staticmethod
-    def backward(ctx, *grads: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+    def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         g = torch.cat(grads)  # (T·B, O)
-        x = torch.cat(ctx.inputs).to(g.dtype)  # (T·B, I) (autocast may have made the inputs half precision)
+        x = torch.cat(ctx.inputs)  # (T·B, I)
         if g.size(0) != x.size(0):
             raise RuntimeError(f"DeferredWeightGrad: {len(ctx.inputs)} inputs recorded for {len(grads)} steps")
-        return g.t() @ x, None, None, None
+        if ctx.prefix is not None:
+            x = torch.cat([ctx.prefix.to(x.dtype), x], dim=1)
+        x = x.to(g.dtype)  # autocast may have made the inputs half precision
+        if sum(ctx.widths) != x.size(1):
+            raise RuntimeError(f"DeferredWeightGrad: inputs of {x.size(1)} columns for weights of {ctx.widths}")
+        out, start = [], 0
+        for width in ctx.widths:
+            out.append(g.t() @ x[:, start : start + width])  # (O, width): Σ_t g_tᵀ x_t over this weight's columns
+            start += width
+        for buf in ctx.release:
+            SCRATCH.give(buf)
+        return (None, None, None, None, None, *out)
 
 
 class ThinLinear(torch.autograd.Function):
@@ -214,12 +241,13 @@ class ThinLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, bias: Tensor, w: Tensor, wt: Tensor, tap: Tensor | None = None) -> Tensor:  # type: ignore[override]
-        ctx.wt = wt
+        ctx.save_for_backward(wt)  # saved, not kept as an attribute: a pooled wt reused too early fails the check
         return torch.addmm(bias.t(), w, x.t()).t()  # (O, B) -> (B, O)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor, None, None, Tensor | None]:  # type: ignore[override]
-        wt = ctx.wt if ctx.wt.dtype == grad.dtype else ctx.wt.to(grad.dtype)  # autocast: the output's precision
+        (wt,) = ctx.saved_tensors
+        wt = wt if wt.dtype == grad.dtype else wt.to(grad.dtype)  # autocast: the output's precision
         dx = (wt @ grad.t()).t() if ctx.needs_input_grad[0] else None  # (I, O)(O, B) -> (B, I)
         tapped = len(ctx.needs_input_grad) > 4 and ctx.needs_input_grad[4]
         return dx, grad, None, None, grad if tapped else None
