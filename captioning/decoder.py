@@ -248,14 +248,18 @@ class ShowAttendTellDecoder(nn.Module):
         # scatter each into its own zero (B, T, 4H) gradient and add the T of them up. The weight's gradient comes
         # from DeferredWeightGrad with the recurrent part's (one product over all steps for all of W_ih).
         gates_emb = F.linear(emb, lstm.weight_ih[:, :E].detach(), lstm.bias_ih + lstm.bias_hh).unbind(1)
-        with torch.no_grad():  # [W_z W_hh] (4H, D + H) and its transpose, in memory kept between training steps
+        # [W_z W_hh] (4H, D + H) and its transpose; in training (only then: validation's inference-mode tensors
+        # cannot be written in training) in memory kept between the steps.
+        pooled = torch.is_grad_enabled()
+        with torch.no_grad():
             H4, DH = lstm.weight_hh.size(0), lstm.weight_ih.size(1) - E + lstm.weight_hh.size(1)
-            w_buf = SCRATCH.take((H4, DH), lstm.weight_hh)
+            w_buf = SCRATCH.take((H4, DH), lstm.weight_hh) if pooled else None
             w = torch.cat([lstm.weight_ih[:, E:], lstm.weight_hh], dim=1, out=w_buf)
             device = emb.device.type
             if torch.is_autocast_enabled(device):  # the products' dtype under autocast: cast once, not per step
                 w = w.to(torch.get_autocast_dtype(device))
-            wt = SCRATCH.take((DH, H4), w).copy_(w.t())  # (D + H, 4H): the steps' input gradients (ThinLinear)
+            # (D + H, 4H): the steps' input gradients (ThinLinear)
+            wt = SCRATCH.take((DH, H4), w).copy_(w.t()) if pooled else w.t().contiguous()
         inputs: list[Tensor] = []  # [z_t; h_{t-1}] (B, D + H) per step, for the deferred weight gradients
         zeros = None
         if torch.is_grad_enabled() and (lstm.weight_ih.requires_grad or lstm.weight_hh.requires_grad):
@@ -277,9 +281,8 @@ class ShowAttendTellDecoder(nn.Module):
                 c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
                 h = torch.sigmoid(o) * torch.tanh(c)
                 steps.append(_Step(h, c, context, alpha, hard))
-        SCRATCH.give(w_buf)  # read by the forward only
-        if not torch.is_grad_enabled():
-            SCRATCH.give(wt)  # no backward will read it (with gradients, DeferredWeightGrad's backward gives it back)
+        if w_buf is not None:
+            SCRATCH.give(w_buf)  # read by the forward only; wt goes back after DeferredWeightGrad's backward
         return steps
 
     def forward(self, features: Tensor, captions_in: Tensor, soft_prob: float | None = None) -> DecoderOutput:

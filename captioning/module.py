@@ -40,6 +40,7 @@ from captioning.model import CaptionModel, as_config
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from captioning.scst import CaptionReward, load_initial_weights, self_critical_step
 from text_attn.core.attention_supervision import attention_supervision_loss
+from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.self_critical import check_objective_options
@@ -364,4 +365,5 @@ class CaptionModule(RunState, pl.LightningModule):
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
+        SCRATCH.clear()  # the training steps' pooled buffers (a few hundred MB at the paper's size): not needed now
         self.export_best(self.hparams.export_path, self.captioner(for_export=True).save)

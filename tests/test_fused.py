@@ -198,3 +198,19 @@ def test_scratch_pool_reuses_score_buffers_and_keeps_retained_graphs_safe():
     assert {b.data_ptr() for bufs in fused.SCRATCH.free.values() for b in bufs} == pooled  # and gave them back
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         torch.autograd.grad(first, params)  # its σ now hold the second step's numbers
+
+
+def test_inference_mode_forward_leaves_no_buffer_that_training_cannot_write():
+    """Lightning validates under torch.inference_mode: the teacher-forced forward there must not hand the pool
+    tensors that a later training step would write into (in-place writes to inference tensors are refused)."""
+    fused.SCRATCH.clear()
+    cfg = DecoderConfig(vocab_size=11, feature_dim=8, embed_dim=7, hidden_dim=9, attn_dim=5, dropout=0.0)
+    dec = ShowAttendTellDecoder(cfg).train()
+    feats, caps = torch.randn(3, 6, 8), torch.randint(1, 11, (3, 5))
+    with torch.inference_mode():
+        dec(feats, caps)
+    fused.SCRATCH.give(torch.inference_mode()(torch.empty)(3, 6, 5))  # an inference tensor offered directly: refused
+    assert not any(b.is_inference() for bufs in fused.SCRATCH.free.values() for b in bufs)
+    for _ in range(2):  # training steps after it: pooled buffers written and reused
+        F.cross_entropy(dec(feats, caps).logits.flatten(0, 1), caps.flatten()).backward()
+    assert fused.SCRATCH.held > 0

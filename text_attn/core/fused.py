@@ -81,6 +81,8 @@ class ScratchPool:
         return buf
 
     def give(self, buf: Tensor) -> None:
+        if buf.is_inference():  # made under inference_mode: training could never write into it
+            return
         size, bufs = buf.numel() * buf.element_size(), self.free.setdefault(self._key(buf), [])
         if self.held + size > self.max_bytes or any(b is buf for b in bufs):  # full, or given back twice
             return
