@@ -248,21 +248,22 @@ class ShowAttendTellDecoder(nn.Module):
         # scatter each into its own zero (B, T, 4H) gradient and add the T of them up. The weight's gradient comes
         # from DeferredWeightGrad with the recurrent part's (one product over all steps for all of W_ih).
         gates_emb = F.linear(emb, lstm.weight_ih[:, :E].detach(), lstm.bias_ih + lstm.bias_hh).unbind(1)
-        # [W_z W_hh] (4H, D + H) and its transpose; in training (only then: validation's inference-mode tensors
-        # cannot be written in training) in memory kept between the steps.
-        pooled = torch.is_grad_enabled()
+        # [W_z W_hh] (4H, D + H) and its transpose, in memory kept between training steps. Only with gradients:
+        # without, no backward gives wt back (each validation batch would drain the pool), and buffers made under
+        # inference_mode (Lightning's validation) could not be written by a later training step.
+        with_grad = torch.is_grad_enabled()
         with torch.no_grad():
             H4, DH = lstm.weight_hh.size(0), lstm.weight_ih.size(1) - E + lstm.weight_hh.size(1)
-            w_buf = SCRATCH.take((H4, DH), lstm.weight_hh) if pooled else None
+            w_buf = SCRATCH.take((H4, DH), lstm.weight_hh) if with_grad else None
             w = torch.cat([lstm.weight_ih[:, E:], lstm.weight_hh], dim=1, out=w_buf)
             device = emb.device.type
             if torch.is_autocast_enabled(device):  # the products' dtype under autocast: cast once, not per step
                 w = w.to(torch.get_autocast_dtype(device))
             # (D + H, 4H): the steps' input gradients (ThinLinear)
-            wt = SCRATCH.take((DH, H4), w).copy_(w.t()) if pooled else w.t().contiguous()
+            wt = SCRATCH.take((DH, H4), w).copy_(w.t()) if with_grad else w.t().contiguous()
         inputs: list[Tensor] = []  # [z_t; h_{t-1}] (B, D + H) per step, for the deferred weight gradients
         zeros = None
-        if torch.is_grad_enabled() and (lstm.weight_ih.requires_grad or lstm.weight_hh.requires_grad):
+        if with_grad and (lstm.weight_ih.requires_grad or lstm.weight_hh.requires_grad):
             words = emb.detach().transpose(0, 1).reshape(T * B, E)  # W_ih's first E inputs, rows in step order
             # Its backward runs after every step's: then wt goes back to the pool.
             zeros = DeferredWeightGrad.apply(B, T, inputs, words, [wt], lstm.weight_ih, lstm.weight_hh)

@@ -69,11 +69,11 @@ class ScratchPool:
         self.held = 0  # bytes in ``free``
 
     @staticmethod
-    def _key(t: Tensor) -> tuple:
-        return tuple(t.shape), t.dtype, t.device
+    def _key(shape: tuple[int, ...] | torch.Size, like: Tensor) -> tuple:
+        return tuple(shape), like.dtype, like.device
 
     def take(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
-        bufs = self.free.get((tuple(shape), like.dtype, like.device))
+        bufs = self.free.get(self._key(shape, like))
         if not bufs:
             return like.new_empty(shape)
         buf = bufs.pop()
@@ -83,7 +83,7 @@ class ScratchPool:
     def give(self, buf: Tensor) -> None:
         if buf.is_inference():  # made under inference_mode: training could never write into it
             return
-        size, bufs = buf.numel() * buf.element_size(), self.free.setdefault(self._key(buf), [])
+        size, bufs = buf.numel() * buf.element_size(), self.free.setdefault(self._key(buf.shape, buf), [])
         if self.held + size > self.max_bytes or any(b is buf for b in bufs):  # full, or given back twice
             return
         bufs.append(buf)
@@ -211,12 +211,11 @@ class DeferredWeightGrad(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         g = torch.cat(grads)  # (T·B, O)
-        x = torch.cat(ctx.inputs)  # (T·B, I)
+        x = torch.cat(ctx.inputs).to(g.dtype)  # (T·B, I) (autocast may have made the inputs half precision)
         if g.size(0) != x.size(0):
             raise RuntimeError(f"DeferredWeightGrad: {len(ctx.inputs)} inputs recorded for {len(grads)} steps")
         if ctx.prefix is not None:
-            x = torch.cat([ctx.prefix.to(x.dtype), x], dim=1)
-        x = x.to(g.dtype)  # autocast may have made the inputs half precision
+            x = torch.cat([ctx.prefix.to(g.dtype), x], dim=1)
         if sum(ctx.widths) != x.size(1):
             raise RuntimeError(f"DeferredWeightGrad: inputs of {x.size(1)} columns for weights of {ctx.widths}")
         out, start = [], 0
