@@ -4,8 +4,10 @@ Both compute exactly what the plain PyTorch expressions compute (tests compare v
 with fewer passes over memory:
 
 - :class:`AdditiveScore`: eᵢ = vᵀ tanh(pᵢ + q) for one decoder step, over (N, S, A) -- the additive attention's
-  score, the largest elementwise work of the step. PyTorch's CPU tanh is about 3x slower than its sigmoid, so it uses
-  tanh(x) = 2σ(2x) − 1, keeps σ for the backward (tanh' = 4σ(1 − σ)), and runs each pass over cache-sized blocks.
+  score, the largest elementwise work of the step. It keeps σ(2x) for the backward (tanh(x) = 2σ(2x) − 1,
+  tanh' = 4σ(1 − σ)). For float32 on the CPU a compiled C kernel (:mod:`text_attn.core.native`) does each direction
+  in one pass over memory; otherwise PyTorch passes over cache-sized blocks (sigmoid, as PyTorch's CPU tanh is about
+  3x slower).
 - :class:`DeferredWeightGrad`: a recurrent weight's gradient, Σ_t g_tᵀ x_t, as ONE matrix product over all steps
   after the backward through time, instead of T thin (B-row) products each added into a full-size buffer.
 - :class:`ThinLinear`: bias + x Wᵀ for a few-row x (a recurrent step's 32 rows against a 2048 x 2560 weight), with
@@ -17,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from text_attn.core import native
+
 # Elements of an (rows, S, A) block processed at once: 1M floats = 4 MiB, kept in the CPU's L3 between the passes.
 # Measured (20 steps of (32, 196, 512), fwd + bwd, 2 threads): blocks of 128K / 256K / 512K / 1M / 2M floats took
 # 299 / 276 / 229 / 199 / 212 ms: the per-call cost of each pass outweighs what a smaller block gains in cache.
@@ -25,6 +29,17 @@ SCORE_BLOCK = 1 << 20
 
 def _rows_per_block(S: int, A: int) -> int:
     return max(1, SCORE_BLOCK // (S * A))
+
+
+def _native(*tensors: Tensor) -> native.Kernels | None:
+    """The compiled score kernels (:mod:`text_attn.core.native`) if they can take these tensors (float32, CPU)."""
+    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors):
+        return None
+    return native.kernels()
+
+
+def _threads() -> int:
+    return torch.get_num_threads()
 
 
 def additive_score(q: Tensor, proj: Tensor, v: Tensor, keep: Tensor | None = None, doubled: bool = False) -> Tensor:
@@ -36,6 +51,13 @@ def additive_score(q: Tensor, proj: Tensor, v: Tensor, keep: Tensor | None = Non
     if B == 0 or N % B:
         raise ValueError(f"{N} query rows cannot share {B} source rows")
     g = N // B
+    kernels = None if doubled else _native(q, proj, v)
+    if kernels is not None:  # one pass: 2x, σ, the product with v (and σ kept) per element
+        q, proj, vv, out = q.contiguous(), proj.contiguous(), v.reshape(A).contiguous(), proj.new_empty(N, S)
+        kept = None if keep is None else keep.data_ptr()
+        p, qp, vp, ep = proj.data_ptr(), q.data_ptr(), vv.data_ptr(), out.data_ptr()
+        kernels.score_forward(p, qp, vp, kept, ep, N, S, A, g, _threads())
+        return out
     rows, vv = _rows_per_block(S, A), v.reshape(A)
     scratch = proj.new_empty(rows, S, A) if keep is None else None
     source = torch.arange(N, device=q.device) // g if g > 1 else None  # (N,) the proj row of each query row
@@ -124,11 +146,14 @@ class AdditiveScore(torch.autograd.Function):
         if ctx.sink is None:
             sig = proj.new_empty(q.size(0), *proj.shape[1:])
             out = additive_score(q, proj, v, keep=sig)
-        else:  # a teacher-forced loop: σ from the pool (given back by the backward), 2·proj made once
+        else:  # a teacher-forced loop: σ from the pool (given back by the backward)
             sig = SCRATCH.take((q.size(0), *proj.shape[1:]), proj)
-            if ctx.sink.doubled is None:
-                ctx.sink.doubled = torch.mul(proj.detach(), 2, out=SCRATCH.take(proj.shape, proj))
-            out = additive_score(q, ctx.sink.doubled, v, keep=sig, doubled=True)
+            if _native(q, proj, v) is not None:
+                out = additive_score(q, proj, v, keep=sig)
+            else:  # PyTorch's passes: 2·proj made once saves one per step
+                if ctx.sink.doubled is None:
+                    ctx.sink.doubled = torch.mul(proj.detach(), 2, out=SCRATCH.take(proj.shape, proj))
+                out = additive_score(q, ctx.sink.doubled, v, keep=sig, doubled=True)
             ctx.sink.steps += 1
         ctx.save_for_backward(sig, v)
         return out
@@ -136,35 +161,26 @@ class AdditiveScore(torch.autograd.Function):
     @staticmethod
     def backward(ctx, de: Tensor) -> tuple[Tensor, Tensor | None, Tensor, None]:  # type: ignore[override]
         sig, v = ctx.saved_tensors
-        N, S, A = sig.shape
-        rows, de = _rows_per_block(S, A), de.contiguous()
-        v4 = v.reshape(A) * 4
-        sink = ctx.sink
+        sink, de = ctx.sink, de.contiguous()
+        # ∂e/∂x · de = de ⊗ v · tanh'(x) = de ⊗ v · 4σ(1 − σ), written to dx or added into the sink's total
+        kernels = _native(sig, de, v) if ctx.g == 1 else None
         if sink is None:
-            dx = torch.empty_like(sig)  # ∂e/∂x · de = de ⊗ v · tanh'(x) = de ⊗ v · 4σ(1 − σ)
-            scratch = None
+            dx, add = torch.empty_like(sig), False
+        elif kernels is not None:  # the first backward to run writes the total, the others add
+            dx, add = (torch.empty_like(sig), False) if sink.total is None else (sink.total, True)
+        else:  # PyTorch adds even the first (into zeros) through a block scratch taken before any σ of this
+            # backward goes back to the pool: a σ given back may not be written while a retained graph could read it
+            dx, add = (torch.zeros_like(sig) if sink.total is None else sink.total), True
+        if sink is not None:
+            sink.total = dx
+        if kernels is not None:
+            (dq, dv), scratch = _native_score_backward(kernels, sig, de, v, dx, add), None
         else:
-            if sink.total is None:
-                sink.total = torch.zeros_like(sig)
-            dx, scratch = sink.total, SCRATCH.take((min(rows, N), S, A), sig)
-        dq = sig.new_empty(N, A)
-        dv = sig.new_zeros(A)
-        for i in range(0, N, rows):
-            s, d = sig[i : i + rows], de[i : i + rows]
-            x = scratch[: s.size(0)] if scratch is not None else dx[i : i + rows]
-            # y = de·σ(1 − σ) in two passes; then ∂x = y·(4v) is added into the sink in one more (addcmul), and
-            # ∂q = Σ_s ∂x = 4v · Σ_s y needs only the sum of y: no pass writes y·4v on its own.
-            torch.mul(s, d.unsqueeze(-1), out=x).addcmul_(x, s, value=-1)
-            torch.sum(x, 1, out=dq[i : i + rows]).mul_(v4)
-            if scratch is not None:
-                dx[i : i + rows].addcmul_(x, v4)
-            else:
-                x.mul_(v4)
-            dv.addmv_(s.reshape(-1, A).t(), d.reshape(-1))  # Σ de · σ
-        dv = dv.mul_(2).sub_(de.sum())  # ∂e/∂v = tanh(x) = 2σ − 1
+            dq, dv, scratch = _score_backward(sig, de, v, dx, add)
         if sink is not None:
             SCRATCH.give(sig)  # read for the last time: the next training step's forward reuses it
-            SCRATCH.give(scratch)
+            if scratch is not None:  # after σ: the next step's backward takes it back, not this σ
+                SCRATCH.give(scratch)
             sink.done += 1
             if sink.done < sink.steps:
                 return dq, None, dv.view_as(v), None  # the last step to run its backward returns the sum
@@ -173,8 +189,52 @@ class AdditiveScore(torch.autograd.Function):
                 SCRATCH.give(sink.doubled)
                 sink.doubled = None
         elif ctx.g > 1:  # query rows sharing a source row add their gradients into it
-            dx = dx.view(-1, ctx.g, S, A).sum(1)
+            dx = dx.view(-1, ctx.g, *dx.shape[1:]).sum(1)
         return dq, dx, dv.view_as(v), None
+
+
+def _native_score_backward(kernels: native.Kernels, sig: Tensor, de: Tensor, v: Tensor, dx: Tensor, add: bool):
+    """(dq (N, A), dv (A)) of :class:`AdditiveScore` in one pass; dx (N, S, A) written, or added to when ``add``."""
+    N, S, A = sig.shape
+    dq, dv, vv = sig.new_empty(N, A), sig.new_empty(A), v.reshape(A).contiguous()
+    if kernels.score_backward(
+        sig.data_ptr(),
+        de.data_ptr(),
+        vv.data_ptr(),
+        dx.data_ptr(),
+        int(add),
+        dq.data_ptr(),
+        dv.data_ptr(),
+        N,
+        S,
+        A,
+        _threads(),
+    ):
+        raise MemoryError("the attention score's backward could not allocate its few kilobytes")
+    return dq, dv
+
+
+def _score_backward(sig: Tensor, de: Tensor, v: Tensor, dx: Tensor, add: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+    """:func:`_native_score_backward` in PyTorch: a few passes per cache-sized block. Also returns the block scratch
+    taken from :data:`SCRATCH` when ``add`` (the caller gives it back)."""
+    N, S, A = sig.shape
+    rows, v4 = _rows_per_block(S, A), v.reshape(A) * 4
+    scratch = SCRATCH.take((min(rows, N), S, A), sig) if add else None
+    dq = sig.new_empty(N, A)
+    dv = sig.new_zeros(A)
+    for i in range(0, N, rows):
+        s, d = sig[i : i + rows], de[i : i + rows]
+        x = scratch[: s.size(0)] if scratch is not None else dx[i : i + rows]
+        # y = de·σ(1 − σ) in two passes; then ∂x = y·(4v) is added into the sink in one more (addcmul), and
+        # ∂q = Σ_s ∂x = 4v · Σ_s y needs only the sum of y: no pass writes y·4v on its own.
+        torch.mul(s, d.unsqueeze(-1), out=x).addcmul_(x, s, value=-1)
+        torch.sum(x, 1, out=dq[i : i + rows]).mul_(v4)
+        if scratch is not None:
+            dx[i : i + rows].addcmul_(x, v4)
+        else:
+            x.mul_(v4)
+        dv.addmv_(s.reshape(-1, A).t(), d.reshape(-1))  # Σ de · σ
+    return dq, dv.mul_(2).sub_(de.sum()), scratch  # ∂e/∂v = tanh(x) = 2σ − 1
 
 
 class DeferredWeightGrad(torch.autograd.Function):

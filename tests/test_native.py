@@ -1,0 +1,133 @@
+"""The compiled attention-score kernel (text_attn/core/native) against float64 PyTorch, the PyTorch fallback, and how
+it is built, cached and turned off."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+from text_attn.core import fused, native
+from text_attn.core.fused import AdditiveScore, KeyGradSink, additive_score
+
+KERNEL_OFF = os.environ.get("TEXT_ATTN_NATIVE") == "0"
+pytestmark = pytest.mark.skipif(KERNEL_OFF, reason="the compiled kernels are turned off (TEXT_ATTN_NATIVE=0)")
+
+
+@pytest.fixture(autouse=True)
+def compiled():
+    assert native.kernels() is not None, f"the score kernel did not build here: {native.status()}"
+
+
+def _plain_score(q, proj, v):  # vᵀ tanh(proj[n // g] + q[n]), (N, S)
+    g = q.size(0) // proj.size(0)
+    return torch.tanh(proj.repeat_interleave(g, 0) + q.unsqueeze(1)) @ v.view(-1)
+
+
+@pytest.mark.parametrize("g", [1, 3])
+@pytest.mark.parametrize("A", [5, 16, 37])  # 8-wide lanes: only a tail, whole lanes, both
+def test_compiled_score_equals_float64_tanh_in_value_and_gradient(g, A):
+    torch.manual_seed(0)
+    B, S = 4, 9
+    q = torch.randn(B * g, A, requires_grad=True)
+    proj = (2 * torch.randn(B, S, A)).requires_grad_()  # large values too: tanh saturates
+    v = torch.randn(1, A, requires_grad=True)
+    de = torch.randn(B * g, S)
+    ours = AdditiveScore.apply(q, proj, v)
+    ours_grads = torch.autograd.grad((ours * de).sum(), (q, proj, v))
+    q64, proj64, v64 = (t.detach().double().requires_grad_() for t in (q, proj, v))
+    exact = _plain_score(q64, proj64, v64)
+    exact_grads = torch.autograd.grad((exact * de.double()).sum(), (q64, proj64, v64))
+    torch.testing.assert_close(ours, exact.float(), rtol=1e-5, atol=1e-5)
+    for a, b in zip(ours_grads, exact_grads, strict=True):
+        torch.testing.assert_close(a, b.float(), rtol=1e-5, atol=1e-5)
+    with torch.no_grad():  # inference: no σ kept
+        torch.testing.assert_close(additive_score(q, proj, v), ours)
+
+
+def test_summed_backward_writes_then_adds_into_the_sink():
+    """A teacher-forced sequence: the first backward to run writes the keys' gradient, the others add into it."""
+    torch.manual_seed(0)
+    B, S, A, T = 3, 6, 11, 4
+    proj = torch.randn(B, S, A, requires_grad=True)
+    v = torch.randn(1, A, requires_grad=True)
+    qs = [torch.randn(B, A, requires_grad=True) for _ in range(T)]
+    sink = KeyGradSink(proj)
+    scores = [AdditiveScore.apply(q, proj, v, sink) for q in qs]
+    des = [torch.randn(B, S) for _ in range(T)]
+    ours = torch.autograd.grad(scores, [proj, v, *qs], des)
+    plain = torch.autograd.grad([_plain_score(q, proj, v) for q in qs], [proj, v, *qs], des)
+    for a, b in zip(ours, plain, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_row_gives_the_same_bits_alone_or_in_a_batch():
+    """Batched and per-image beam search must agree exactly: a score row may not depend on where it sits."""
+    torch.manual_seed(0)
+    proj, v = torch.randn(5, 7, 37), torch.randn(1, 37)
+    q = torch.randn(15, 37)  # 3 beams per image
+    batched = additive_score(q, proj, v)
+    for i in range(5):
+        alone = additive_score(q[3 * i : 3 * i + 3].clone(), proj[i : i + 1].clone(), v)
+        assert torch.equal(alone, batched[3 * i : 3 * i + 3])
+
+
+def test_nan_in_the_keys_reaches_the_score():
+    proj, v, q = torch.randn(2, 3, 9), torch.randn(1, 9), torch.randn(2, 9)
+    proj[1, 2, 4] = float("nan")
+    e = additive_score(q, proj, v)
+    assert torch.isnan(e[1, 2]) and torch.isfinite(e).sum() == e.numel() - 1
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_training_gradients_equal_the_pytorch_path(attention, monkeypatch):
+    """The same decoder step with the kernel and with the PyTorch passes (the fallback where no compiler works)."""
+    cfg = DecoderConfig(vocab_size=11, feature_dim=8, embed_dim=7, hidden_dim=9, attn_dim=13, dropout=0.0,
+                        attention=attention, soft_prob=0.5)  # fmt: skip
+    feats, caps = torch.randn(3, 6, 8), torch.randint(1, 11, (3, 5))
+
+    def grads() -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        dec = ShowAttendTellDecoder(cfg).train()
+        out = dec(feats, caps)
+        loss = F.cross_entropy(out.logits.flatten(0, 1), caps.flatten())
+        if attention == "hard":
+            loss = loss + out.attn_log_probs.sum()
+        return torch.autograd.grad(loss, list(dec.parameters()))
+
+    compiled = grads()
+    monkeypatch.setattr(fused, "_native", lambda *tensors: None)
+    for a, b in zip(compiled, grads(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def _status_in_subprocess(tmp_path, **env) -> str:
+    code = "from text_attn.core import native; print(native.status())"
+    full = {**os.environ, "TEXT_ATTN_CACHE": str(tmp_path / "cache"), **env}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_built_once_into_the_cache_then_reused(tmp_path):
+    first = _status_in_subprocess(tmp_path)
+    assert first.startswith("compiled C") and str(tmp_path / "cache") in first
+    (built,) = (tmp_path / "cache").glob("score-*.so")  # one file, no temporaries left
+    stamp = built.stat().st_mtime_ns
+    assert _status_in_subprocess(tmp_path) == first and built.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ({"TEXT_ATTN_NATIVE": "0"}, "PyTorch (off (TEXT_ATTN_NATIVE=0))"),
+        ({"CC": "no-such-compiler"}, "PyTorch (no C compiler ('no-such-compiler' not found; set CC))"),
+        ({"CC": "false"}, "PyTorch (not built: false -O3"),  # a compiler that fails
+    ],
+)
+def test_without_a_working_compiler_pytorch_runs_and_status_says_why(tmp_path, env, why):
+    assert _status_in_subprocess(tmp_path, **env).startswith(why)
+    assert not list((tmp_path / "cache").glob("*.so"))
