@@ -6,6 +6,7 @@
 Every comparison is measured in this run, its variants interleaved in each repeat (a machine that slows down slows
 them alike); the table gives medians. Rows:
 - matmul peak: fp32 (N x N) @ (N x N), the ceiling the training step is compared with (GFLOP/s).
+- attention score kernel: the compiled C kernel (text_attn/core/native.py) or, where no C compiler works, PyTorch.
 - beam search, Show-Attend-Tell at the paper's size (32 images of 14 x 14 regions of 2048 features; embedding,
   attention and LSTM 512; vocabulary 10,000; beam 5; exactly 20 steps: the end token is never produced): the batched
   search against the same search one image at a time, and whether their captions are identical. Goal: >= 5x.
@@ -236,7 +237,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     peak = matmul_peak(args.repeats)
-    rows = [{"what": "matmul peak (fp32)", "value": f"{peak:.1f} GFLOP/s", "gflops": peak}]
+    from text_attn.core import native
+
+    rows = [
+        {"what": "matmul peak (fp32)", "value": f"{peak:.1f} GFLOP/s", "gflops": peak},
+        {"what": "attention score kernel", "value": native.status()},  # compiled C, or why PyTorch runs it
+    ]
     for part in (beam_search_rows, lambda r: train_step_rows(r, peak), caption_rows, translate_rows):
         rows += part(args.repeats)
         print(f"... {rows[-1]['what']}: {rows[-1]['value']}", flush=True)

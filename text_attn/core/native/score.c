@@ -91,6 +91,7 @@ int ta_score_backward(const float *sig, const float *de, const float *v, float *
                       float *dv, int64_t N, int64_t S, int64_t A, int threads) {
     const int64_t groups = (A + W - 1) / W, full = A / W, rest = A % W;
     if (threads < 1) threads = 1;
+    if (groups == 0) return 0; /* A = 0: dq and dv are empty */
     /* vector-aligned (malloc's 16 bytes are not enough for 32-byte vectors) */
     vf *part = aligned_alloc(sizeof(vf), (size_t)(threads * groups) * sizeof(vf)); /* per thread: Σ de · σ */
     vf *sums = aligned_alloc(sizeof(vf), (size_t)(threads * groups) * sizeof(vf)); /* per thread: Σ_s y of a row */
