@@ -64,6 +64,35 @@ def test_summed_backward_writes_then_adds_into_the_sink():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
+def test_a_retained_graph_refuses_to_run_after_a_later_step_rewrote_its_pooled_sigma():
+    """The kernel writes σ into a pooled buffer behind autograd's back; it bumps the buffer's version itself, so the
+    reuse is caught as PyTorch's own in-place writes are (an error, not gradients from another step's σ)."""
+    fused.SCRATCH.clear()
+    torch.manual_seed(0)
+    proj = torch.randn(2, 3, 8, requires_grad=True)
+    v = torch.randn(1, 8, requires_grad=True)
+
+    def step() -> torch.Tensor:
+        sink = KeyGradSink(proj)
+        return AdditiveScore.apply(torch.randn(2, 8, requires_grad=True), proj, v, sink).sum()
+
+    first = step()
+    grads = torch.autograd.grad(first, (proj, v), retain_graph=True)  # σ goes back to the pool
+    torch.autograd.grad(step(), (proj, v))  # takes that σ and writes its own numbers into it
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(first, (proj, v))
+    assert all(torch.isfinite(g).all() for g in grads)
+
+
+def test_a_query_of_another_shape_takes_the_pytorch_way():
+    """q (N, 1) broadcasts in PyTorch; the kernel, which reads exactly (N, A), is not handed it."""
+    torch.manual_seed(0)
+    proj, v, q = torch.randn(2, 3, 8), torch.randn(1, 8), torch.randn(2, 1)
+    torch.testing.assert_close(additive_score(q, proj, v), _plain_score(q, proj, v))
+    with pytest.raises(RuntimeError):  # too narrow: PyTorch's shape error, no read past the end of q
+        additive_score(torch.randn(2, 5), proj, v)
+
+
 def test_a_row_gives_the_same_bits_alone_or_in_a_batch():
     """Batched and per-image beam search must agree exactly: a score row may not depend on where it sits."""
     torch.manual_seed(0)
@@ -106,18 +135,29 @@ def test_training_gradients_equal_the_pytorch_path(attention, monkeypatch):
 
 def _status_in_subprocess(tmp_path, **env) -> str:
     code = "from text_attn.core import native; print(native.status())"
-    full = {**os.environ, "TEXT_ATTN_CACHE": str(tmp_path / "cache"), **env}
+    full = {k: value for k, value in os.environ.items() if k != "CC"}  # the caller's CC is no part of the test
+    full.update({"TEXT_ATTN_CACHE": str(tmp_path / "cache"), **env})
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
 
-def test_built_once_into_the_cache_then_reused(tmp_path):
+def test_built_once_into_the_cache_then_reused_and_rebuilt_when_damaged(tmp_path):
     first = _status_in_subprocess(tmp_path)
     assert first.startswith("compiled C") and str(tmp_path / "cache") in first
-    (built,) = (tmp_path / "cache").glob("score-*.so")  # one file, no temporaries left
+    (built,) = (tmp_path / "cache").glob("*")  # one file, no temporaries left
     stamp = built.stat().st_mtime_ns
     assert _status_in_subprocess(tmp_path) == first and built.stat().st_mtime_ns == stamp
+    built.write_bytes(b"not a shared library")
+    assert _status_in_subprocess(tmp_path) == first and built.read_bytes().startswith(b"\x7fELF")
+
+
+def test_an_unwritable_cache_builds_for_the_process_alone_and_cc_may_be_a_command_line(tmp_path):
+    # /proc exists and takes no new files, even for root; CC with an argument, as "ccache gcc" would be
+    status = _status_in_subprocess(tmp_path, TEXT_ATTN_CACHE="/proc", CC="env cc")
+    assert status.startswith("compiled C") and "/proc" not in status
+    private = status.split("(", 1)[1].rstrip(")")
+    assert not os.path.exists(private)  # that folder went away with its process
 
 
 @pytest.mark.parametrize(

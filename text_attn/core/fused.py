@@ -51,12 +51,18 @@ def additive_score(q: Tensor, proj: Tensor, v: Tensor, keep: Tensor | None = Non
     if B == 0 or N % B:
         raise ValueError(f"{N} query rows cannot share {B} source rows")
     g = N // B
-    kernels = None if doubled else _native(q, proj, v)
+    # The kernel takes exactly q (N, A), v of A and σ into a contiguous (N, S, A); anything else (a broadcast q, ...)
+    # goes the PyTorch way, which broadcasts or raises as PyTorch does.
+    fits = q.shape == (N, A) and v.numel() == A and (keep is None or (keep.shape == (N, S, A) and keep.is_contiguous()))
+    kernels = _native(q, proj, v, *(() if keep is None else (keep,))) if fits and not doubled else None
     if kernels is not None:  # one pass: 2x, σ, the product with v (and σ kept) per element
         q, proj, vv, out = q.contiguous(), proj.contiguous(), v.reshape(A).contiguous(), proj.new_empty(N, S)
         kept = None if keep is None else keep.data_ptr()
         p, qp, vp, ep = proj.data_ptr(), q.data_ptr(), vv.data_ptr(), out.data_ptr()
         kernels.score_forward(p, qp, vp, kept, ep, N, S, A, g, _threads())
+        if keep is not None:  # written behind autograd's back: bump its version as PyTorch's out= would, so that a
+            # retained graph that saved this (pooled) buffer refuses to run after a later step rewrote it
+            torch.autograd.graph.increment_version(keep)
         return out
     rows, vv = _rows_per_block(S, A), v.reshape(A)
     scratch = proj.new_empty(rows, S, A) if keep is None else None

@@ -8,20 +8,25 @@ step. Where no compiler works, everything runs as before in PyTorch (the same nu
 - Built once per machine into ``$TEXT_ATTN_CACHE`` (default ``~/.cache/attention-toolkit/native``), the file named by
   a hash of the source, the compiler, its flags and the CPU's features (``-march=native`` code never meets another
   CPU); written under a temporary name and renamed, so processes building at once (DDP) do not see half a file.
-- ``TEXT_ATTN_NATIVE=0`` turns the kernels off (PyTorch only); ``CC`` picks the compiler (default ``cc``).
+- ``TEXT_ATTN_NATIVE=0`` turns the kernels off (PyTorch only); ``CC`` picks the compiler (default ``cc``; a command
+  line such as ``ccache gcc`` works). An unwritable cache builds into a temporary folder for this process; a cached
+  file that does not load is built again.
 - :func:`status` says which path runs and why (``benchmarks/speed.py`` prints it).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,24 +71,52 @@ def _cpu_features() -> str:
     return platform.processor()
 
 
-def _build_key(cc: str) -> str:
+def _build_key(cc: list[str]) -> str:
     try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+        version = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         version = ""
-    parts = [SOURCE.read_bytes(), cc.encode(), " ".join(FLAGS).encode(), version.encode(), _cpu_features().encode()]
+    parts = [SOURCE.read_bytes(), " ".join(cc + list(FLAGS)).encode(), version.encode(), _cpu_features().encode()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
 
 
-def _compile(cc: str, out: Path) -> None:
+def _compile(cc: list[str], out: Path) -> None:
+    """Builds into a fresh temporary file beside ``out`` (OSError if that folder is not writable), then renames it:
+    a process or thread building at the same time never loads a half-written file."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f"{out.stem}.{os.getpid()}.tmp.so")
-    cmd = [cc, *FLAGS, str(SOURCE), "-o", str(tmp)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
+    fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.stem}.", suffix=".tmp.so")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        cmd = [*cc, *FLAGS, str(SOURCE), "-o", str(tmp)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
+        os.replace(tmp, out)
+    finally:
         tmp.unlink(missing_ok=True)
-        raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
-    os.replace(tmp, out)
+
+
+def _private_dir() -> Path:
+    """A folder for this process only (the cache was not writable), removed at exit."""
+    path = Path(tempfile.mkdtemp(prefix="attention-toolkit-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def _build_and_load(cc: list[str], name: str) -> Kernels:
+    try:
+        out = cache_dir() / name
+        if not out.exists():
+            _compile(cc, out)
+    except OSError:  # an unwritable cache
+        out = _private_dir() / name
+        _compile(cc, out)
+    try:
+        return _load(out)
+    except OSError:  # a cached file that does not load (damaged): build it again, once
+        _compile(cc, out)
+        return _load(out)
 
 
 def _load(path: Path) -> Kernels:
@@ -99,27 +132,27 @@ def _load(path: Path) -> Kernels:
     return Kernels(lib, path)
 
 
-@functools.cache
+_lock = threading.Lock()
+
+
 def kernels() -> Kernels | None:
     """The compiled kernels, or None (then the callers use PyTorch; :func:`status` says why)."""
+    with _lock:  # one build per process, even when threads ask at once
+        return _kernels()
+
+
+@functools.cache
+def _kernels() -> Kernels | None:
     global _why_not
     if os.environ.get("TEXT_ATTN_NATIVE", "1") == "0":
         _why_not = "off (TEXT_ATTN_NATIVE=0)"
         return None
-    cc = os.environ.get("CC") or "cc"
-    if shutil.which(cc) is None:
-        _why_not = f"no C compiler ({cc!r} not found; set CC)"
+    cc = shlex.split(os.environ.get("CC") or "cc")
+    if not cc or shutil.which(cc[0]) is None:
+        _why_not = f"no C compiler ({' '.join(cc)!r} not found; set CC)"
         return None
-    name = f"score-{_build_key(cc)}.so"
     try:
-        out = cache_dir() / name
-        if not out.exists():
-            try:
-                _compile(cc, out)
-            except OSError:  # an unwritable cache: build for this process only
-                out = Path(tempfile.mkdtemp(prefix="attention-toolkit-")) / name
-                _compile(cc, out)
-        return _load(out)
+        return _build_and_load(cc, f"score-{_build_key(cc)}.so")
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as e:
         _why_not = f"not built: {e}"
         return None

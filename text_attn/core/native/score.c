@@ -10,7 +10,8 @@
  * what the backward needs (tanh(x) = 2σ(2x) − 1, tanh'(x) = 4σ(2x)(1 − σ(2x))).
  *
  * Deterministic: GCC vector extensions, explicit lanes, no alignment-dependent peeling; the sums over A run in a fixed
- * order, so a row gives the same bits wherever it sits in memory (batched and per-image beam search agree). */
+ * order, so a row gives the same bits wherever it sits in memory (batched and per-image beam search agree). Only the
+ * backward's dv (a sum over all rows, split between the threads) depends on the thread count, in its last bits. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static inline float lanes_sum(vf v) {
 
 /* e^x, Cephes' expf: 2^n · e^r with |r| <= ln2 / 2, a degree-7 polynomial (about 1 ulp); NaN stays NaN. */
 static inline vf v_exp(vf x) {
-    x = pick(x > splat(88.f), splat(88.f), x);
+    x = pick(x > splat(87.f), splat(87.f), x); /* σ = 1 / (1 + e^x) >= 1.6e-38 stays a normal float (no denormals) */
     x = pick(x < splat(-87.f), splat(-87.f), x); /* 2^n stays a normal float */
     const vf magic = splat(12582912.f);            /* 1.5 · 2^23: adding it rounds to an integer */
     vf t = x * splat(1.44269504088896341f) + magic;
@@ -61,6 +62,7 @@ static inline vf load_tail(const float *p, int64_t n) {
 void ta_score_forward(const float *p, const float *q, const float *v, float *keep, float *e, int64_t N, int64_t S,
                       int64_t A, int64_t g, int threads) {
     const int64_t full = A - A % W, rest = A % W;
+    if (threads < 1) threads = 1;
     float vsum = 0.f;
     for (int64_t a = 0; a < A; a++) vsum += v[a];
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -139,12 +141,12 @@ int ta_score_backward(const float *sig, const float *de, const float *v, float *
             }
         }
     }
-    float desum = 0.f;
+    double desum = 0.; /* in double: N·S terms */
     for (int64_t i = 0; i < N * S; i++) desum += de[i];
     for (int64_t j = 0; j < groups; j++) {
         vf t = splat(0.f);
         for (int i = 0; i < threads; i++) t += part[i * groups + j];
-        vf out = splat(2.f) * t - splat(desum);
+        vf out = splat(2.f) * t - splat((float)desum);
         memcpy(dv + j * W, &out, (size_t)(j < full ? W : rest) * sizeof(float));
     }
     free(part), free(sums), free(v4);
