@@ -142,20 +142,22 @@ def _status_in_subprocess(tmp_path, **env) -> str:
     return done.stdout.strip()
 
 
-def test_built_once_into_the_cache_then_reused_and_rebuilt_when_damaged(tmp_path):
-    first = _status_in_subprocess(tmp_path)
-    assert first.startswith("compiled C") and str(tmp_path / "cache") in first
-    (built,) = (tmp_path / "cache").glob("*")  # one file, no temporaries left
+def test_built_once_into_the_cache_then_reused_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEXT_ATTN_CACHE", str(tmp_path / "cache"))
+    cc = ["cc"]
+    built = native._build_and_load(cc, "score-test.so").path  # in this process: no torch import to wait for
+    assert built.parent == tmp_path / "cache" and list(built.parent.iterdir()) == [built]  # no temporaries left
     stamp = built.stat().st_mtime_ns
-    assert _status_in_subprocess(tmp_path) == first and built.stat().st_mtime_ns == stamp
-    built.write_bytes(b"not a shared library")
-    assert _status_in_subprocess(tmp_path) == first and built.read_bytes().startswith(b"\x7fELF")
+    assert native._build_and_load(cc, "score-test.so").path == built and built.stat().st_mtime_ns == stamp
+    damaged = tmp_path / "cache" / "score-damaged.so"  # a name this process never loaded (dlopen would reuse it)
+    damaged.write_bytes(b"not a shared library")
+    assert native._build_and_load(cc, damaged.name).path == damaged and damaged.read_bytes().startswith(b"\x7fELF")
 
 
 def test_an_unwritable_cache_builds_for_the_process_alone_and_cc_may_be_a_command_line(tmp_path):
     # /proc exists and takes no new files, even for root; CC with an argument, as "ccache gcc" would be
     status = _status_in_subprocess(tmp_path, TEXT_ATTN_CACHE="/proc", CC="env cc")
-    assert status.startswith("compiled C") and "/proc" not in status
+    assert status.startswith("compiled C (/") and "/proc" not in status
     private = status.split("(", 1)[1].rstrip(")")
     assert not os.path.exists(private)  # that folder went away with its process
 
