@@ -135,6 +135,11 @@ def _load(path: Path) -> Kernels:
 _lock = threading.Lock()
 
 
+def compiler() -> list[str]:
+    """``$CC`` as a command line (``ccache gcc`` -> two words), ``cc`` by default."""
+    return shlex.split(os.environ.get("CC") or "cc")
+
+
 def kernels() -> Kernels | None:
     """The compiled kernels, or None (then the callers use PyTorch; :func:`status` says why)."""
     with _lock:  # one build per process, even when threads ask at once
@@ -147,7 +152,7 @@ def _kernels() -> Kernels | None:
     if os.environ.get("TEXT_ATTN_NATIVE", "1") == "0":
         _why_not = "off (TEXT_ATTN_NATIVE=0)"
         return None
-    cc = shlex.split(os.environ.get("CC") or "cc")
+    cc = compiler()
     if not cc or shutil.which(cc[0]) is None:
         _why_not = f"no C compiler ({' '.join(cc)!r} not found; set CC)"
         return None
