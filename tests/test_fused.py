@@ -218,3 +218,29 @@ def test_inference_mode_forward_leaves_no_buffer_that_training_cannot_write():
     for _ in range(2):  # training steps after it: pooled buffers written and reused
         F.cross_entropy(dec(feats, caps).logits.flatten(0, 1), caps.flatten()).backward()
     assert fused.SCRATCH.held > 0
+
+
+def test_a_sequence_whose_step_missed_the_loss_is_reported_when_the_next_one_starts():
+    """The keys' gradient comes out when the last step's backward runs: a step whose score never reaches the loss
+    holds it back. That cannot be seen during the backward, so the next teacher-forced sequence warns."""
+    import warnings
+
+    from text_attn.core.attention import AdditiveAttention
+
+    torch.manual_seed(0)
+    att = AdditiveAttention(4, 6, 5)
+
+    def sequence(steps_in_loss: int) -> None:
+        proj = att.project_keys(torch.randn(2, 3, 6))
+        with att.summing_key_grads(proj):
+            scores = [att.score(torch.randn(2, 4), proj) for _ in range(3)]
+        sum(e.sum() for e in scores[:steps_in_loss]).backward()
+
+    sequence(2)  # the third step's score is left out of the loss
+    assert att.key_proj.weight.grad is None  # held back: no step returned the keys' gradient
+    with pytest.warns(RuntimeWarning, match="2 of its 3 steps ran backward"):
+        sequence(3)
+    assert att.key_proj.weight.grad is not None  # a whole sequence gives it...
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sequence(3)  # ...and the next one has nothing to report

@@ -15,13 +15,14 @@ context (never NaN).
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from text_attn.core.fused import AdditiveScore, KeyGradSink, additive_score
+from text_attn.core.fused import AdditiveScore, KeyGradSink, SinkProgress, additive_score
 
 
 class ProjectedKeys(NamedTuple):
@@ -115,6 +116,7 @@ class AdditiveAttention(_Attention):
         super().__init__()
         # Set by ``summing_key_grads`` for a teacher-forced loop: the steps add the keys' gradient in one buffer.
         self.key_grad_sink: KeyGradSink | None = None
+        self._last_sink: SinkProgress | None = None  # the previous sequence's, checked when the next one starts
         self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W
         self.key_proj = nn.Linear(key_dim, attn_dim)  # U (its bias is the usual b inside the tanh)
         self.v = nn.Linear(attn_dim, 1, bias=False)
@@ -126,8 +128,19 @@ class AdditiveAttention(_Attention):
     def summing_key_grads(self, proj: Tensor):
         """Within: the one-step scores over ``proj`` (B, S, A) add their keys' gradient into one buffer (a
         :class:`KeyGradSink`) instead of each writing a full one for autograd to sum; the same gradient, less memory
-        traffic. For a decoder's teacher-forced loop over one sequence."""
+        traffic. For a decoder's teacher-forced loop over one sequence. Every step's score must reach the loss (a
+        decoder's stacked outputs do): the sum comes out when the last of their backwards has run, so a step whose
+        backward never runs holds back the keys' whole gradient -- the next sequence then warns."""
+        last = getattr(self, "_last_sink", None)  # (absent in a module pickled before it existed)
+        if last is not None and 0 < last.done < last.steps:
+            warnings.warn(
+                f"the attention keys' gradient of the previous sequence was lost: {last.done} of its {last.steps} "
+                "steps ran backward (each step's score must reach the loss)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         self.key_grad_sink = KeyGradSink(proj)
+        self._last_sink = self.key_grad_sink.progress
         try:
             yield
         finally:

@@ -125,6 +125,18 @@ class ScratchPool:
 SCRATCH = ScratchPool()
 
 
+class SinkProgress:
+    """How many steps of a :class:`KeyGradSink` ran forward and how many of their backwards ran since its total was
+    last returned. 0 < done < steps after a backward means the keys' gradient never came out: some step's score did
+    not reach the loss (its backward never runs), so the total waits for it."""
+
+    __slots__ = ("steps", "done")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.done = 0
+
+
 class KeyGradSink:
     """Where the steps of one teacher-forced sequence add their gradients for the shared projected keys (B, S, A).
 
@@ -135,8 +147,7 @@ class KeyGradSink:
     def __init__(self, proj: Tensor):
         self.proj = proj
         self.doubled: Tensor | None = None  # 2·proj, made by the first step, read by all (no gradient of its own)
-        self.steps = 0  # forwards registered
-        self.done = 0  # backwards run
+        self.progress = SinkProgress()  # a caller may keep it (no tensors) to check the backward later
         self.total: Tensor | None = None
 
 
@@ -160,7 +171,7 @@ class AdditiveScore(torch.autograd.Function):
                 if ctx.sink.doubled is None:
                     ctx.sink.doubled = torch.mul(proj.detach(), 2, out=SCRATCH.take(proj.shape, proj))
                 out = additive_score(q, ctx.sink.doubled, v, keep=sig, doubled=True)
-            ctx.sink.steps += 1
+            ctx.sink.progress.steps += 1
         ctx.save_for_backward(sig, v)
         return out
 
@@ -187,10 +198,11 @@ class AdditiveScore(torch.autograd.Function):
             SCRATCH.give(sig)  # read for the last time: the next training step's forward reuses it
             if scratch is not None:  # after σ: the next step's backward takes it back, not this σ
                 SCRATCH.give(scratch)
-            sink.done += 1
-            if sink.done < sink.steps:
+            progress = sink.progress
+            progress.done += 1
+            if progress.done < progress.steps:
                 return dq, None, dv.view_as(v), None  # the last step to run its backward returns the sum
-            dx, sink.total, sink.done = sink.total, None, 0
+            dx, sink.total, progress.done = sink.total, None, 0
             if sink.doubled is not None:
                 SCRATCH.give(sink.doubled)
                 sink.doubled = None
