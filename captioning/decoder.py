@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
-from text_attn.core.fused import SCRATCH, DeferredWeightGrad, ThinLinear
+from text_attn.core.fused import SCRATCH, DeferredWeightGrad, ThinLinear, cross_entropy
 
 GATES = ("scalar", "vector", "none")
 POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
@@ -363,7 +363,7 @@ def caption_loss(
 
     logits (B, T, V), targets (B, T) = words + eos then pad, alphas (B, T, L). Returns (total, {"ce", "ds"}).
     """
-    ce = F.cross_entropy(
+    ce = cross_entropy(  # F.cross_entropy's numbers (a compiled kernel on the CPU: text_attn.core.fused)
         logits.reshape(-1, logits.size(-1)),
         targets.reshape(-1),
         ignore_index=pad_id,  # mean over the non-pad tokens only
