@@ -6,7 +6,8 @@
 Every comparison is measured in this run, its variants interleaved in each repeat (a machine that slows down slows
 them alike); the table gives medians. Rows:
 - matmul peak: fp32 (N x N) @ (N x N), the ceiling the training step is compared with (GFLOP/s).
-- attention score kernel: the compiled C kernel (text_attn/core/native.py) or, where no C compiler works, PyTorch.
+- compiled kernels: the attention score's and the cross-entropy's C kernels (text_attn/core/native.py) or, where no C
+  compiler works, PyTorch.
 - beam search, Show-Attend-Tell at the paper's size (32 images of 14 x 14 regions of 2048 features; embedding,
   attention and LSTM 512; vocabulary 10,000; beam 5; exactly 20 steps: the end token is never produced): the batched
   search against the same search one image at a time, and whether their captions are identical. Goal: >= 5x.
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = [
         {"what": "matmul peak (fp32)", "value": f"{peak:.1f} GFLOP/s", "gflops": peak},
-        {"what": "attention score kernel", "value": native.status()},  # compiled C, or why PyTorch runs it
+        {"what": "compiled kernels (score, cross-entropy)", "value": native.status()},  # or why PyTorch runs them
     ]
     for part in (beam_search_rows, lambda r: train_step_rows(r, peak), caption_rows, translate_rows):
         rows += part(args.repeats)

@@ -22,7 +22,7 @@ def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     rows = {r["what"]: r for r in result["rows"]}
     for what in ("matmul peak (fp32)", "training step, batch 32 x 20 words", "peak memory (max RSS)"):
         assert what in rows and what in done.stdout  # the printed table has the JSON's rows
-    assert rows["attention score kernel"]["value"].startswith("compiled C")
+    assert rows["compiled kernels (score, cross-entropy)"]["value"].startswith("compiled C")
     beams = [w for w in rows if w.startswith("caption, beam")]
     assert len(beams) == 6 and all(rows[w]["value"].endswith("images/s") for w in beams)
     # The batched beam search finds exactly the captions of the one-image-at-a-time search.
