@@ -205,6 +205,12 @@ def test_compiled_cross_entropy_edge_cases_match_pytorch():
     x = torch.randn(3, 9, requires_grad=True)
     ignored = torch.full((3,), -100)
     assert torch.isnan(fused.cross_entropy(x, ignored)) and torch.isnan(F.cross_entropy(x, ignored))  # 0 / 0
+    masked = torch.randn(2, 9)
+    masked[0, 3] = float("-inf")  # a word masked out: no smoothing, so a finite loss as PyTorch's
+    masked.requires_grad_()
+    torch.testing.assert_close(
+        fused.cross_entropy(masked, torch.tensor([1, 2])), F.cross_entropy(masked, torch.tensor([1, 2]))
+    )
     huge = torch.tensor([[1e4, -1e4, 0.0, 3.0, 1e4, 2.0, -5.0, 7.0, 1.0]], requires_grad=True)
     t = torch.tensor([4])
     torch.testing.assert_close(fused.cross_entropy(huge, t), F.cross_entropy(huge, t))

@@ -83,7 +83,10 @@ void ta_cross_entropy(const float *x, const int64_t *target, int64_t R, int64_t 
             shifted += xr[c] - m;
         }
         const float logz = logf(z);
-        loss_rows[r] = (1.f - eps) * (logz - (xr[t] - m)) + eps * (logz - shifted / (float)C);
+        /* the smoothing term only when asked for: a −inf logit (a word masked out) makes it −inf, and 0 · inf = NaN */
+        float loss = (1.f - eps) * (logz - (xr[t] - m));
+        if (eps != 0.f) loss += eps * (logz - shifted / (float)C);
+        loss_rows[r] = loss;
         /* pass 3: softmax − smoothed target */
         const float inv = 1.f / z, off = eps / (float)C;
         for (int64_t c = 0; c < full; c += W) store(gr + c, load(gr + c) * splat(inv) - splat(off));
