@@ -204,7 +204,12 @@ def test_compiled_cross_entropy_equals_pytorchs_in_value_and_gradient(eps, C):
 def test_compiled_cross_entropy_edge_cases_match_pytorch():
     x = torch.randn(3, 9, requires_grad=True)
     ignored = torch.full((3,), -100)
-    assert torch.isnan(fused.cross_entropy(x, ignored)) and torch.isnan(F.cross_entropy(x, ignored))  # 0 / 0
+    ours = fused.cross_entropy(x, ignored)
+    assert torch.isnan(ours) and torch.isnan(F.cross_entropy(x, ignored))  # 0 / 0, and a zero gradient as PyTorch's
+    assert torch.equal(torch.autograd.grad(ours, x)[0], torch.zeros(3, 9))
+    for bad in ({"targets": torch.tensor([0, 1])}, {"label_smoothing": 1.5}):  # PyTorch's errors, not a number
+        with pytest.raises((ValueError, RuntimeError)):
+            fused.cross_entropy(**{"logits": x, "targets": torch.tensor([0, 1, 2]), **bad})
     masked = torch.randn(2, 9)
     masked[0, 3] = float("-inf")  # a word masked out: no smoothing, so a finite loss as PyTorch's
     masked.requires_grad_()
@@ -220,3 +225,16 @@ def test_compiled_cross_entropy_edge_cases_match_pytorch():
         torch.testing.assert_close(
             fused.cross_entropy(x, torch.tensor([0, 8, 1])), F.cross_entropy(x, torch.tensor([0, 8, 1]))
         )
+
+
+def test_compiled_cross_entropy_gradient_accumulates_through_a_view_of_a_leaf():
+    """caption_loss reshapes (B, T, V) logits: the gradient handed to a leaf through that view becomes its .grad and
+    is accumulated into; the kernel's buffer must not be reused afterwards (a retained graph recomputes it)."""
+    torch.manual_seed(0)
+    leaf = torch.randn(2, 3, 11, requires_grad=True)
+    t = torch.randint(0, 11, (6,))
+    loss = fused.cross_entropy(leaf.reshape(-1, 11), t)
+    for _ in range(3):
+        loss.backward(retain_graph=True)
+    once = torch.autograd.grad(F.cross_entropy(leaf.reshape(-1, 11), t), leaf)[0]
+    torch.testing.assert_close(leaf.grad, 3 * once)
