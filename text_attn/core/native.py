@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SOURCES = tuple(Path(__file__).with_name("native") / name for name in ("score.c", "cross_entropy.c"))
+HEADERS = (Path(__file__).with_name("native") / "vector.h",)  # included by both: part of the build's identity
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 LIBS = ("-lm",)
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -83,7 +84,7 @@ def _build_key(cc: list[str]) -> str:
         version = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         version = ""
-    parts = [*(p.read_bytes() for p in SOURCES), " ".join(cc + list(FLAGS + LIBS)).encode(), version.encode()]
+    parts = [*(p.read_bytes() for p in SOURCES + HEADERS), " ".join(cc + list(FLAGS + LIBS)).encode(), version.encode()]
     parts.append(_cpu_features().encode())
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
 

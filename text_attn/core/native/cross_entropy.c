@@ -9,34 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define W 8
-typedef float vf __attribute__((vector_size(4 * W)));
-typedef int32_t vi __attribute__((vector_size(4 * W)));
-
-static inline vf splat(float x) { return (vf){x, x, x, x, x, x, x, x}; }
-static inline vf load(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
-static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
-static inline vf pick(vi mask, vf a, vf b) { return (vf)((mask & (vi)a) | (~mask & (vi)b)); }
-
-/* e^x as in score.c (Cephes' expf, about 1 ulp); below −87 it gives e^−87 where e^x is smaller: negligible next to
- * the row's largest term, which is e^0 = 1 here (x − max <= 0). */
-static inline vf v_exp(vf x) {
-    x = pick(x > splat(87.f), splat(87.f), x);
-    x = pick(x < splat(-87.f), splat(-87.f), x);
-    const vf magic = splat(12582912.f);
-    vf t = x * splat(1.44269504088896341f) + magic;
-    vf n = t - magic;
-    vf r = x - n * splat(0.693359375f) - n * splat(-2.12194440e-4f);
-    vf y = splat(1.9875691500e-4f);
-    y = y * r + splat(1.3981999507e-3f);
-    y = y * r + splat(8.3334519073e-3f);
-    y = y * r + splat(4.1665795894e-2f);
-    y = y * r + splat(1.6666665459e-1f);
-    y = y * r + splat(5.0000001201e-1f);
-    y = y * (r * r) + r + splat(1.f);
-    vi scale = ((vi)t - (vi)magic + 127) << 23;
-    return y * (vf)scale;
-}
+#include "vector.h"
 
 void ta_cross_entropy(const float *x, const int64_t *target, int64_t R, int64_t C, int64_t ignore, float eps,
                       float *loss_rows, float *grad, int threads) {
@@ -71,11 +44,7 @@ void ta_cross_entropy(const float *x, const int64_t *target, int64_t R, int64_t 
             vz += e;
             vs += d;
         }
-        float z = 0.f, shifted = 0.f;
-        for (int i = 0; i < W; i++) {
-            z += vz[i];
-            shifted += vs[i];
-        }
+        float z = lanes_sum(vz), shifted = lanes_sum(vs);
         for (int64_t c = full; c < C; c++) {
             float e = expf(xr[c] - m);
             gr[c] = e;

@@ -16,48 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define W 8 /* lanes: one AVX register; split in two by compilers for narrower vector units */
-typedef float vf __attribute__((vector_size(4 * W)));
-typedef int32_t vi __attribute__((vector_size(4 * W)));
-
-static inline vf splat(float x) { return (vf){x, x, x, x, x, x, x, x}; }
-static inline vf load(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
-static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
-static inline vf pick(vi mask, vf a, vf b) { return (vf)((mask & (vi)a) | (~mask & (vi)b)); }
-static inline float lanes_sum(vf v) {
-    float s = 0.f;
-    for (int i = 0; i < W; i++) s += v[i];
-    return s;
-}
-
-/* e^x, Cephes' expf: 2^n · e^r with |r| <= ln2 / 2, a degree-7 polynomial (about 1 ulp); NaN stays NaN. */
-static inline vf v_exp(vf x) {
-    x = pick(x > splat(87.f), splat(87.f), x); /* σ = 1 / (1 + e^x) >= 1.6e-38 stays a normal float (no denormals) */
-    x = pick(x < splat(-87.f), splat(-87.f), x); /* 2^n stays a normal float */
-    const vf magic = splat(12582912.f);            /* 1.5 · 2^23: adding it rounds to an integer */
-    vf t = x * splat(1.44269504088896341f) + magic;
-    vf n = t - magic;
-    vf r = x - n * splat(0.693359375f) - n * splat(-2.12194440e-4f);
-    vf y = splat(1.9875691500e-4f);
-    y = y * r + splat(1.3981999507e-3f);
-    y = y * r + splat(8.3334519073e-3f);
-    y = y * r + splat(4.1665795894e-2f);
-    y = y * r + splat(1.6666665459e-1f);
-    y = y * r + splat(5.0000001201e-1f);
-    y = y * (r * r) + r + splat(1.f);
-    vi scale = ((vi)t - (vi)magic + 127) << 23; /* the bits of 2^n */
-    return y * (vf)scale;
-}
+#include "vector.h"
 
 /* σ(2(p + q)) for W lanes */
 static inline vf v_sig2(vf p, vf q) { return splat(1.f) / (splat(1.f) + v_exp(splat(-2.f) * (p + q))); }
-
-/* Loads of the last, partial group of lanes (A % W of them), zeros elsewhere. */
-static inline vf load_tail(const float *p, int64_t n) {
-    vf v = splat(0.f);
-    memcpy(&v, p, (size_t)n * sizeof(float));
-    return v;
-}
 
 void ta_score_forward(const float *p, const float *q, const float *v, float *keep, float *e, int64_t N, int64_t S,
                       int64_t A, int64_t g, int threads) {
