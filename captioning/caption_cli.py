@@ -29,8 +29,11 @@ captions cut off by --max-len, and images unlike the model's training images, ar
 and caption; hovering a word (or stepping with the arrow keys) shows that word's attention. It is written as images
 are done, with any output mode above; an unwritable FILE is one line and exit code 2 before any image is read.
 
-``caption --demo`` prints four lines, ``scene:``, ``caption:``, ``reference:`` (the scene's canonical caption) and
-``overlay:``; with ``--json`` its one record also has "reference" and "seed".
+``caption --demo`` captions the bundled CC0 photographs (captioning/assets/photos) with the bundled Flickr8k model and
+writes their overlays: three lines per photo, ``photo:``, ``caption:``, ``overlay:``. ``caption --demo shapes`` draws
+a synthetic scene for the shapes model and prints four lines, ``scene:``, ``caption:``, ``reference:`` (the scene's
+canonical caption) and ``overlay:``; with ``--json`` its one record also has "reference" and "seed".
+``caption --model-info`` prints what the model is, its training data and their terms, and its test scores.
 """
 
 from __future__ import annotations
@@ -46,7 +49,11 @@ from text_attn.core.errors import fail, one_line
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.search_options import add_search_options, check_search_options, search_options
 
-BUNDLED_MODEL = Path(__file__).parent / "assets" / "shapes_soft.pt"  # the default model (trained on shapes scenes)
+ASSETS = Path(__file__).parent / "assets"
+BUNDLED_MODEL = ASSETS / "flickr8k_soft.pt"  # the default model: Show-Attend-Tell trained on Flickr8k's photographs
+SHAPES_MODEL = ASSETS / "shapes_soft.pt"  # trained on synthetic shape scenes (--model shapes, --demo shapes)
+MODEL_NAMES = {"flickr8k": BUNDLED_MODEL, "shapes": SHAPES_MODEL}  # --model NAME: a bundled model
+DEMO_PHOTOS = sorted((ASSETS / "photos").glob("*.[jp][pn]g"))  # CC0 / public-domain photos (assets/photos/README.md)
 DEMO_DIR = "caption-demo"
 BATCH = 16  # images encoded together (--batch-size)
 
@@ -57,11 +64,16 @@ def _parser() -> argparse.ArgumentParser:
         prog="caption",
         description="Caption images with a Show-Attend-Tell model file. IMAGE: a file, a folder (its images, "
         "recursively) or - (paths on stdin). Plain output: the caption (one image) or path<TAB>caption per image "
-        "(several). Without --model the bundled shapes model is used: it only knows synthetic shape scenes (try "
-        "--demo).",
+        "(several). Without --model the bundled Flickr8k model captions photographs (try --demo; --model-info says "
+        "what it was trained on and how well it scores).",
     )
     p.add_argument("images", nargs="*", metavar="IMAGE", help="image files, folders, or - for paths on stdin")
-    p.add_argument("--model", help="model file (from caption-train fit or caption-export; default: bundled model)")
+    p.add_argument(
+        "--model",
+        help="model file (from caption-train fit or caption-export), or a bundled model by name: flickr8k (the "
+        "default: photographs) or shapes (synthetic shape scenes)",
+    )
+    p.add_argument("--model-info", action="store_true", help="print what the model is and was trained on, and exit")
     p.add_argument("--beam-size", type=int, help="beam width; 1 = greedy (default: 3, with --sample 1)")
     p.add_argument("--max-len", type=int, default=30, help="longest caption in words (default: 30)")
     p.add_argument("--length-penalty", type=float, default=0.0, help="rank beams by score / length**this (default: 0)")
@@ -80,8 +92,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write FILE: one self-contained interactive page, each image with its per-word attention",
     )
-    p.add_argument("--demo", action="store_true", help="caption a fresh synthetic shapes scene and draw its overlay")
-    p.add_argument("--seed", type=int, help="--demo: the scene's seed (default: random; printed)")
+    p.add_argument(
+        "--demo",
+        nargs="?",
+        const="photo",
+        metavar="photo|shapes",
+        help="photo (the default): caption the bundled CC0 photographs and draw their overlays; shapes: a fresh "
+        "synthetic scene with the shapes model",
+    )
+    p.add_argument("--seed", type=int, help="--demo shapes: the scene's seed (default: random; printed)")
     add_search_options(p)
     p.add_argument("--batch-size", type=int, default=BATCH, help=f"images captioned together (default: {BATCH})")
     p.add_argument("--workers", type=int, default=2, help="processes decoding images ahead of the model (default: 2)")
@@ -95,13 +114,15 @@ def _load_captioner(args: argparse.Namespace):
 
     path = args.model
     if path is None:
-        if not BUNDLED_MODEL.is_file():
-            fail(
-                "caption",
-                f"no --model given and the bundled model {BUNDLED_MODEL} is not installed; pass "
-                "--model FILE (a model file written by caption-train fit or caption-export)",
-            )
-        path = BUNDLED_MODEL
+        path = SHAPES_MODEL if args.demo == "shapes" else BUNDLED_MODEL
+    if str(path) in MODEL_NAMES and not Path(path).exists():  # a file of that name wins over the bundled model
+        path = MODEL_NAMES[str(path)]
+    if Path(path) in MODEL_NAMES.values() and not Path(path).is_file():
+        fail(
+            "caption",
+            f"the bundled model {path} is not installed; pass --model FILE (a model file written by caption-train "
+            "fit or caption-export)",
+        )
     try:
         captioner = Captioner.load(path)  # on the CPU: a device problem must not read as a broken file
     except ModelFileError as err:  # a caption-train checkpoint's message names the caption-export command
@@ -201,7 +222,59 @@ def _close_html(report, failed: int) -> None:
     print(f"wrote {report.close(f'{report.sections} image(s){bad}')}", file=sys.stderr)
 
 
-def _demo(captioner, args: argparse.Namespace) -> int:
+def _demo_photos(captioner, args: argparse.Namespace) -> int:
+    """Caption the bundled photos (assets/photos) and draw their overlays: per photo, its caption and overlay."""
+    from captioning.preprocess import load_image
+
+    if not DEMO_PHOTOS:
+        fail("caption", f"the demo photos are not installed ({ASSETS / 'photos'} holds none)")
+    out_dir = Path(args.overlay or DEMO_DIR)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        fail("caption", f"cannot create the demo folder {out_dir}: {one_line(err)}")
+    args.overlay = str(out_dir)
+    items = []
+    for path in DEMO_PHOTOS:
+        image = load_image(path)
+        items.append({"name": str(path), "tensor": captioner.preprocess(image), "size": image.size, "image": image})
+    report = _open_html(captioner, args)
+    records = caption_items(captioner, items, args, search_options(args))
+    if report is not None:
+        _add_html(report, items, records)
+        _close_html(report, 0)
+    if args.json:
+        print(json.dumps(records))
+    else:
+        for rec in records:
+            print(f"photo:   {rec['image']}")
+            print(f"caption: {rec['caption']}")
+            print(f"overlay: {rec['overlay']}")
+    return 1 if any(rec["error"] for rec in records) else 0
+
+
+def model_info(captioner, path: str | Path) -> list[str]:
+    """``caption --model-info``: what the model is, what it was trained on (and under which terms), its scores."""
+    model = captioner.model
+    enc, dec = model.encoder, model.decoder.cfg
+    pre = captioner.preprocess
+    resize = "centre square crop" if pre.crop else "whole image squashed to a square (no crop)"
+    lines = [
+        f"model:          {path}",
+        f"attention:      {dec.attention} (Show-Attend-Tell), {enc.grid} x {enc.grid} regions",
+        f"encoder:        {enc.backbone} (frozen: {enc.fine_tune == 'none'}), {pre.image_size} px, {resize}",
+        f"decoder:        LSTM {dec.hidden_dim}, embedding {dec.embed_dim}, attention {dec.attn_dim}",
+        f"vocabulary:     {len(captioner.vocab)} words",
+        f"trained on:     {captioner.domain or 'not recorded'}",
+    ]
+    for key, value in captioner.info.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        lines.append(f"{key.replace('_', ' ') + ':':<15} {value}")
+    return lines
+
+
+def _demo_shapes(captioner, args: argparse.Namespace) -> int:
     from captioning.shapes import make_scene
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
@@ -242,14 +315,17 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
     if args.max_len < 1:
         fail("caption", f"--max-len must be at least 1, got {args.max_len}")
+    if args.demo not in (None, "photo", "shapes"):  # `--demo x.png`: an image after --demo, not a kind of demo
+        args.images.insert(0, args.demo)
+        args.demo = "photo"
     if args.demo and args.images:
-        fail("caption", "--demo draws its own scene; give either --demo or IMAGE files, not both")
-    if not args.demo and not args.images:
-        fail("caption", "no input: give IMAGE files, or --demo to caption a synthetic scene")
+        fail("caption", "--demo captions its own images; give either --demo or IMAGE files, not both")
+    if not args.demo and not args.images and not args.model_info:
+        fail("caption", "no input: give IMAGE files, or --demo to caption the bundled photos")
     if args.per_word and not args.overlay and not args.demo:
         fail("caption", "--per-word needs --overlay DIR")
-    if args.seed is not None and not args.demo:
-        fail("caption", "--seed only applies to --demo")
+    if args.seed is not None and args.demo != "shapes":
+        fail("caption", "--seed only applies to --demo shapes")
     check_search_options("caption", args)
     if args.resume and not args.jsonl:
         fail("caption", "--resume needs --jsonl FILE (the file to continue)")
@@ -267,8 +343,13 @@ def caption_main(argv: list[str] | None = None) -> int:
     if args.html and args.jsonl and Path(args.html).resolve() == Path(args.jsonl).resolve():
         fail("caption", "--html and --jsonl name the same file; give two files")
     captioner = _load_captioner(args)
+    if args.model_info:
+        print("\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
+        return 0
+    if args.demo == "shapes":
+        return _demo_shapes(captioner, args)
     if args.demo:
-        return _demo(captioner, args)
+        return _demo_photos(captioner, args)
     return _caption_collection(captioner, args)
 
 
@@ -354,7 +435,7 @@ def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:
     note = f"{far} image(s) look unlike what this model was trained on ({what}): their captions are guesses"
     if args.model is None:
         note += (
-            "; the bundled model knows only synthetic shape scenes: train a model on your images with caption-train "
-            "(README: Train a captioner) and pass it with --model"
+            "; the bundled model knows Flickr8k's everyday photographs (people, dogs, outdoor scenes): for other "
+            "images train a model with caption-train (README: Train a captioner) and pass it with --model"
         )
     return note

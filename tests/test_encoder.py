@@ -14,7 +14,15 @@ import torchvision
 from PIL import Image
 from torch import nn
 
-from captioning.encoder import EncoderWeightsError, ImageEncoder, _lite0_network, _lite0_weights_file, _read_state_dict
+from captioning.encoder import (
+    LITE,
+    LITE_SIZES,
+    EncoderWeightsError,
+    ImageEncoder,
+    _lite_network,
+    _lite_weights_file,
+    _read_state_dict,
+)
 from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 
 IMAGES = Path(__file__).parent / "fixtures" / "images"
@@ -90,7 +98,7 @@ def test_regions_are_row_major_and_small_maps_are_replicated() -> None:
 def test_unknown_backbone_and_bad_options() -> None:
     with pytest.raises(ValueError, match="resnet101.*efficientnet_lite0"):
         ImageEncoder("alexnet", weights=None)
-    with pytest.raises(ValueError, match="stride 8 is available for efficientnet_lite0 only"):
+    with pytest.raises(ValueError, match="stride 8 is available for the efficientnet_lite backbones only"):
         ImageEncoder("resnet18", weights=None, stride=8)
     with pytest.raises(ValueError, match="stride must be 8, 16 or 32"):
         ImageEncoder("resnet18", weights=None, stride=4)
@@ -300,32 +308,35 @@ def test_bad_weights_files_fail_clearly(tmp_path) -> None:
         ImageEncoder("resnet18", weights=junk)
 
 
-def imagenet_classifier_lite0() -> tuple[torch.nn.Module, Preprocess]:
-    """The package's EfficientNet-Lite0 with its ImageNet head and offline weights, in eval mode: the reference."""
-    net = _lite0_network(_read_state_dict(_lite0_weights_file()))
-    return net.eval(), Preprocess(224, True, LITE_MEAN, LITE_STD)
+def imagenet_classifier(backbone: str = "efficientnet_lite0") -> tuple[torch.nn.Module, Preprocess]:
+    """The package's EfficientNet-Lite with its ImageNet head and offline weights, in eval mode: the reference."""
+    net = _lite_network(backbone, _read_state_dict(_lite_weights_file(backbone)))
+    return net.eval(), Preprocess(LITE_SIZES[backbone], True, LITE_MEAN, LITE_STD)
 
 
-def test_lite0_offline_weights_are_real_imagenet_weights() -> None:
-    net, pre = imagenet_classifier_lite0()
+@pytest.mark.parametrize("backbone", LITE)
+def test_lite_offline_weights_are_real_imagenet_weights(backbone) -> None:
+    net, pre = imagenet_classifier(backbone)
     assert pre.mean == LITE_MEAN and pre.std == LITE_STD
     with Image.open(IMAGES / "coffee.png") as img:
-        x = pre(img).unsqueeze(0)  # (1, 3, 224, 224)
+        x = pre(img).unsqueeze(0)  # (1, 3, S, S) at the backbone's own size
     with torch.no_grad():
         top5 = net(x).topk(5).indices[0].tolist()
     assert {967, 968, 504} & set(top5), top5  # espresso, cup, coffee mug
 
 
-def test_lite0_encoder_matches_the_package_network() -> None:
-    net, pre = imagenet_classifier_lite0()
-    enc = ImageEncoder("efficientnet_lite0", grid=3, image_size=96)  # offline ImageNet weights
+@pytest.mark.parametrize("backbone", LITE)
+def test_lite_encoder_matches_the_package_network(backbone) -> None:
+    net, pre = imagenet_classifier(backbone)
+    enc = ImageEncoder(backbone, grid=3, image_size=96)  # offline ImageNet weights
     assert enc.preprocess == Preprocess(96, True, pre.mean, pre.std)
+    assert ImageEncoder(backbone, grid=3, weights=None).preprocess.image_size == LITE_SIZES[backbone]
     with Image.open(IMAGES / "chelsea.png") as img:
         x = enc.preprocess(img).unsqueeze(0)  # (1, 3, 96, 96)
     with torch.no_grad():
         expected = net.extract_features(x)  # (1, 1280, 3, 3)
+        torch.testing.assert_close(enc(x), expected.flatten(2).transpose(1, 2), atol=1e-4, rtol=1e-4)  # folded BN
     torch.testing.assert_close(enc.feature_map(x), expected, atol=1e-4, rtol=1e-4)  # channels-last: rounding
-    torch.testing.assert_close(enc(x), expected.flatten(2).transpose(1, 2), atol=1e-4, rtol=1e-4)
 
 
 def test_multiscale_appends_each_fine_cells_coarse_parent() -> None:

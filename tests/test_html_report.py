@@ -14,7 +14,7 @@ import torch
 from helpers.browser import MISSING, Browser, find_chromium
 from PIL import Image
 
-from captioning.caption_cli import BUNDLED_MODEL, caption_main
+from captioning.caption_cli import SHAPES_MODEL, caption_main
 from captioning.report_html import image_section, open_report
 from captioning.shapes import make_scene
 from text_attn.core.html_report import HtmlReport, dequantise, escape, quantise, script_json
@@ -55,18 +55,19 @@ def scenes(tmp_path_factory) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def caption_page(scenes, tmp_path_factory) -> Path:
-    """The bundled model on two shape scenes, a photo and a missing file: four sections."""
+    """The bundled shapes model on two shape scenes, a photo and a missing file: four sections."""
     page = tmp_path_factory.mktemp("caption") / "report.html"
     missing = page.parent / "missing.png"
-    code = caption_main([*map(str, scenes), str(PHOTO), str(missing), "--html", str(page), "--beam-size", "1"])
+    args = [*map(str, scenes), str(PHOTO), str(missing), "--html", str(page), "--beam-size", "1", "--model", "shapes"]
+    code = caption_main(args)
     assert code == 1  # the missing file: reported, the others captioned
     return page
 
 
 @pytest.fixture(scope="module")
 def hard_page(scenes, tmp_path_factory) -> Path:
-    """The bundled model's weights as a hard-attention model (the same scorer, under its hard-attention name)."""
-    data = torch.load(BUNDLED_MODEL, weights_only=True)
+    """The bundled shapes model's weights as a hard-attention model (the same scorer, under its hard-attention name)."""
+    data = torch.load(SHAPES_MODEL, weights_only=True)
     data["decoder"]["attention"] = "hard"
     old, new = "decoder.attention.", "decoder.attention.scorer."
     data["state_dict"] = {new + k[len(old) :] if k.startswith(old) else k: v for k, v in data["state_dict"].items()}

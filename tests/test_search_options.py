@@ -140,7 +140,7 @@ def test_caption_n_best_and_seeded_sampling(capsys):
     from captioning.caption_cli import caption_main
 
     def run(*args):
-        assert caption_main(["--demo", "--seed", "5", "--json", *args]) == 0
+        assert caption_main(["--demo", "shapes", "--seed", "5", "--json", *args]) == 0
         return json.loads(capsys.readouterr().out)[0]
 
     rec = run("--beam-size", "4", "--n-best", "3")

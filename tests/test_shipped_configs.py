@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.flickr8k import write_original
 
 from captioning.captioner import Captioner
 from captioning.train_cli import caption_cli
@@ -51,10 +52,26 @@ KARPATHY_DATA = [
 ]  # fmt: skip
 
 
-def _overrides(config: Path) -> list[str]:
+# Flickr8k configs: a 4-photo copy in the dataset's layout (tests/helpers/flickr8k.py), written once per session.
+FLICKR8K_DATA = [
+    "--data.min_freq", "1",
+    "--data.batch_size", "2",
+    "--data.feature_cache_dir", "feature_cache",  # the configs share the first stage's cache under runs/
+    "--trainer.val_check_interval", "1.0",  # the SCST config validates every 100 steps
+]  # fmt: skip
+
+
+def _overrides(config: Path, flickr8k: Path) -> list[str]:
     if config.parent.name == "text":
         return TEXT_DATA + (TEXT_CORPUS if "transformer_base" in config.name else [])
+    if config.name.startswith("flickr8k") and "resnet" not in config.name:
+        return ["--data.root", str(flickr8k), *FLICKR8K_DATA]
     return SHAPES_DATA if config.name.startswith("shapes") else KARPATHY_DATA
+
+
+@pytest.fixture(scope="module")
+def flickr8k(tmp_path_factory) -> Path:
+    return write_original(tmp_path_factory.mktemp("data") / "flickr8k")
 
 
 @pytest.fixture(autouse=True)
@@ -73,21 +90,21 @@ def _first_stage_config(config: Path) -> Path:
     return config.with_name(config.stem.removesuffix("_scst") + ".yaml")
 
 
-def _fit(config: Path, root: Path, extra: list[str] = ()):
+def _fit(config: Path, root: Path, flickr8k: Path, extra: list[str] = ()):
     out = root / "model.pt"
-    args = ["fit", "--config", str(config), *_overrides(config), *extra]
+    args = ["fit", "--config", str(config), *_overrides(config, flickr8k), *extra]
     args += ["--trainer.max_steps", "2", "--trainer.limit_val_batches", "1", "--trainer.enable_progress_bar", "false"]
     args += ["--trainer.default_root_dir", str(root), "--model.export_path", str(out)]
     return (text_cli if config.parent.name == "text" else caption_cli)(args), out
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.parent.name}/{c.stem}")
-def test_config_fits_as_shipped(config, tmp_path, capsys):
+def test_config_fits_as_shipped(config, tmp_path, capsys, flickr8k):
     extra = []
     if config.stem.endswith("_scst"):  # a second stage: its first stage runs first (2 steps), as a user would
-        _, first = _fit(_first_stage_config(config), tmp_path / "first")
+        _, first = _fit(_first_stage_config(config), tmp_path / "first", flickr8k)
         extra = ["--model.init_from", str(first)]
-    cli, out = _fit(config, tmp_path, extra)
+    cli, out = _fit(config, tmp_path, flickr8k, extra)
     assert cli.trainer.global_step == 2
     assert f"wrote model file: {out}" in capsys.readouterr().out
     # the shipped checkpoint callbacks ran: last.ckpt for resuming, and the best one by the monitored metric

@@ -19,6 +19,7 @@ Search is pure tensor logic over whole batches: no Python loop over sentences, o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -121,6 +122,13 @@ class Sampling:
         return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
 
 
+def ban_tokens(log_probs: Tensor, banned: Sequence[int]) -> Tensor:
+    """(N, V) log-probabilities with the ``banned`` token ids at -inf (unchanged when there are none)."""
+    if not banned:
+        return log_probs
+    return log_probs.index_fill(1, torch.tensor(list(banned), device=log_probs.device), float("-inf"))
+
+
 def ban_repeated_ngrams(log_probs: Tensor, history: Tensor, n: int) -> Tensor:
     """Forbid (log-prob -inf) every token that would repeat an n-gram already in its row: history (N, t) of generated
     tokens, log_probs (N, V). The last n-1 tokens are compared with every earlier (n-1)-gram; the tokens that
@@ -153,9 +161,11 @@ def greedy_search(
     *,
     sampling: Sampling | None = None,
     no_repeat_ngram: int = 0,
+    banned: Sequence[int] = (),
 ) -> SearchResult:
     """Pick the arg-max token (or, with ``sampling``, a drawn one) at every step until every sentence has produced
-    eos or ``max_len`` tokens. ``no_repeat_ngram`` n > 0: no n-gram occurs twice in a sentence."""
+    eos or ``max_len`` tokens. ``no_repeat_ngram`` n > 0: no n-gram occurs twice in a sentence. ``banned``: token ids
+    never produced (e.g. <unk>: the next most likely word stands in for it)."""
     device = _state_device(state)
     prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)
     finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
@@ -165,6 +175,7 @@ def greedy_search(
     tokens, attns = [], []
     for _ in range(max_len):
         log_probs, attn, state = model.step(prev, state)
+        log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
             log_probs = ban_repeated_ngrams(log_probs, _history(tokens, batch_size, device), no_repeat_ngram)
         if sampling is None:
@@ -199,11 +210,12 @@ def beam_search(
     *,
     n_best: int = 1,
     no_repeat_ngram: int = 0,
+    banned: Sequence[int] = (),
 ) -> SearchResult:
     """Batched beam search: the B sentences' K beams are B*K rows of one batch.
 
     ``n_best`` > 1 (at most K): the result's ``nbest`` also lists each sentence's n best final hypotheses.
-    ``no_repeat_ngram`` n > 0: no hypothesis repeats an n-gram.
+    ``no_repeat_ngram`` n > 0: no hypothesis repeats an n-gram. ``banned``: token ids never produced.
 
     A beam that produced eos stays in the beam with its score frozen (it can only extend with pad at log-prob 0),
     so finished and live hypotheses compete for the K slots. The winner per sentence is chosen among the final K by
@@ -235,6 +247,7 @@ def beam_search(
         else:
             log_probs, attn, state = model.step(prev, state)  # (B*K, V)
         V = log_probs.size(-1)
+        log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
             log_probs = ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
         # Finished rows may only continue with pad, at no cost.
@@ -321,18 +334,20 @@ def search(
     sampling: Sampling | None = None,
     n_best: int = 1,
     no_repeat_ngram: int = 0,
+    banned: Sequence[int] = (),
 ) -> SearchResult:
     """Greedy search for ``beam_size`` 1 (drawing tokens with ``sampling``), batched beam search above (``n_best``
-    hypotheses per sentence); ``no_repeat_ngram`` for all. Sampling draws one hypothesis: it takes no beam."""
+    hypotheses per sentence); ``no_repeat_ngram`` and ``banned`` (token ids never produced) for all. Sampling draws
+    one hypothesis: it takes no beam."""
     if sampling is not None and (beam_size > 1 or n_best > 1):
         raise ValueError("sampling draws one caption per input: use it with beam size 1 and n_best 1")
     if beam_size <= 1:
         if n_best > 1:
             raise ValueError(f"n_best {n_best} needs a beam at least as wide (beam_size >= n_best)")
         return greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id,
-                             sampling=sampling, no_repeat_ngram=no_repeat_ngram)  # fmt: skip
+                             sampling=sampling, no_repeat_ngram=no_repeat_ngram, banned=banned)  # fmt: skip
     return beam_search(model, state, batch_size, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id,
-                       n_best=n_best, no_repeat_ngram=no_repeat_ngram)  # fmt: skip
+                       n_best=n_best, no_repeat_ngram=no_repeat_ngram, banned=banned)  # fmt: skip
 
 
 class GenerateMixin:

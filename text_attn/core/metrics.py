@@ -190,15 +190,31 @@ def _meteor_score(gts: dict[Hashable, list[str]], res: dict[Hashable, list[str]]
         proc.stdout.close()
 
 
+def _ptb_tokenize(sentences: dict[Hashable, list[str]]) -> dict[Hashable, list[str]]:
+    """pycocoevalcap's PTBTokenizer (Stanford CoreNLP, in Java) over {id: [sentence, ...]}; its chatter off stdout."""
+    if not java_available():
+        raise RuntimeError("coco_metrics: the PTB tokenizer was requested but Java is not available")
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    keys = list(sentences)  # its id round trip goes through strings: keep our own keys
+    wrapped = {str(i): [{"caption": c} for c in sentences[k]] for i, k in enumerate(keys)}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        out = PTBTokenizer().tokenize(wrapped)
+    return {k: out[str(i)] for i, k in enumerate(keys)}
+
+
 def coco_metrics(
     references: dict[Hashable, list[str]],
     hypotheses: dict[Hashable, str],
     meteor: bool | None = None,
+    ptb: bool = False,
 ) -> dict[str, float]:
     """coco-caption scores: Bleu_1..Bleu_4, METEOR (Java only), ROUGE_L, CIDEr.
 
     `references[id]` is a list of reference sentences and `hypotheses[id]` one sentence, each
-    already tokenized and joined by spaces. `meteor`: None = run METEOR when Java is available
+    already tokenized and joined by spaces; `ptb`: first pass both through pycocoevalcap's PTB tokenizer (Java;
+    lowercases, splits clitics, drops punctuation), as coco-caption's own evaluation does: benchmarks use it to
+    compare with published numbers. `meteor`: None = run METEOR when Java is available
     (otherwise skip it with one stderr notice per process), False = never, True = required
     (RuntimeError without Java). A METEOR failure at run time degrades to skipping it with one notice.
     CIDEr's IDF comes from these references, so it depends on the evaluated corpus (see module doc).
@@ -224,6 +240,8 @@ def coco_metrics(
         gts[key] = [_clean(r) for r in refs]
         res[key] = [_clean(hypotheses[key])]
 
+    if ptb:
+        gts, res = _ptb_tokenize(gts), _ptb_tokenize(res)
     if meteor is True and not java_available():
         raise RuntimeError("coco_metrics: METEOR was requested but Java is not available")
     run_meteor = meteor is not False and java_available()

@@ -114,11 +114,13 @@ def export_command(
     description: str,
     input_help: str,
     output_help: str,
-    convert: Callable[[str, str, bool], str],
+    convert: Callable[..., str],
     argv: list[str] | None = None,
+    add_options: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:
     """The one shape of every family's export command (``caption-export``, ``text-export``): ``CHECKPOINT OUT
-    [--half]``; ``convert(input, output, half)`` writes the file and returns the line to print. Bad input: one line,
+    [--half]``; ``convert(input, output, half, **family_options)`` writes the file and returns the line to print
+    (``add_options`` adds a family's own options to the parser; they reach convert by name). Bad input: one line,
     exit code 2."""
     from text_attn.core.errors import fail, one_line
 
@@ -126,9 +128,12 @@ def export_command(
     p.add_argument("input", metavar="CHECKPOINT", help=input_help)
     p.add_argument("output", metavar="OUT", help=output_help)
     p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")
+    if add_options is not None:
+        add_options(p)
     args = p.parse_args(argv)
+    extra = {k: v for k, v in vars(args).items() if k not in ("input", "output", "half")}
     try:
-        line = convert(args.input, args.output, args.half)
+        line = convert(args.input, args.output, args.half, **extra)
     except ModelFileError as err:
         fail(prog, str(err))
     except OSError as err:

@@ -1,0 +1,241 @@
+"""Flickr8k benchmark: train the shipped configs on the real data, score the model files on the 1,000 test photos.
+
+    python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k                       # the README's table
+    python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k --json docs/flickr8k.json --bundle
+    python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k --quick --out /tmp/f8k   # a smoke run (~5 min)
+
+Stages, each a console script a user would type (printed before it runs; output in OUT/logs/<stage>.log):
+  soft   caption-train fit configs/caption/flickr8k_lite2_soft.yaml        cross-entropy, soft attention
+  scst   caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml   self-critical on CIDEr-D, from soft
+  hard   caption-train fit configs/caption/flickr8k_lite2_hard.yaml        cross-entropy + REINFORCE, hard attention
+A stage whose model file OUT/<stage>/model.pt exists is not trained again (delete it, or --retrain). All stages share
+one feature cache (OUT/feature_cache): the photos are encoded once. Then per model:
+  caption-export --half --encoder-from-package      the model file a user gets (float16; the encoder from its package)
+  caption - --beam-size 1 / 3 / 5 --jsonl ...       the 1,000 test photos captioned as a user would, timed (images/s)
+and the coco-caption metrics of those captions against the 5 references (pycocoevalcap: its PTB tokenizer, BLEU,
+METEOR, ROUGE-L, CIDEr; METEOR and the tokenizer run in Java). Test photos are never used for training or selection:
+checkpoints are chosen on val.
+
+Prints the table with Xu et al. (2015)'s Flickr8k rows, the stage times and images/s; ``--json`` writes the numbers;
+``--bundle`` copies the chosen model (scst, else soft) with its scores into captioning/assets/flickr8k_soft.pt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs" / "caption"
+BUNDLED = ROOT / "captioning" / "assets" / "flickr8k_soft.pt"
+STAGES = {  # stage -> (config, first stage it starts from)
+    "soft": ("flickr8k_lite2_soft.yaml", None),
+    "scst": ("flickr8k_lite2_soft_scst.yaml", "soft"),
+    "hard": ("flickr8k_lite2_hard.yaml", None),
+}
+BEAMS = (1, 3, 5)
+METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
+# Xu et al. 2015, Table 1, Flickr8k (BLEU and METEOR x 100; CIDEr not reported).
+PAPER = {
+    "Xu et al. 2015, soft attention": {"Bleu_1": 67, "Bleu_2": 44.8, "Bleu_3": 29.9, "Bleu_4": 19.5, "METEOR": 18.93},
+    "Xu et al. 2015, hard attention": {"Bleu_1": 67, "Bleu_2": 45.7, "Bleu_3": 31.4, "Bleu_4": 21.3, "METEOR": 20.30},
+}
+TERMS = (
+    "Flickr8k (Hodosh, Young and Hockenmaier 2013) is for non-commercial research and educational use only; the "
+    "photographs are under the Flickr Terms of Use. This model was trained on it: the same terms apply to it."
+)
+# --quick: a few minutes end to end, to check that every stage runs (its scores mean nothing).
+QUICK = [
+    "--data.train_size", "300", "--data.val_size", "50", "--trainer.max_time", "00:00:01:30",
+    "--trainer.val_check_interval", "1.0",
+]  # fmt: skip
+QUICK_TEST = 100
+
+
+class StageError(RuntimeError):
+    """A stage failed: one line naming it and its log."""
+
+
+def console_script(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    if found is None:
+        raise StageError(f"the console script {name!r} is not installed (pip install -e . in this repository)")
+    return found
+
+
+def run(stage: str, cmd: list[str], logs: Path, stdin: str | None = None) -> float:
+    """Run cmd with its output in logs/<stage>.log; returns its wall seconds."""
+    print(f"[{stage}] $ {shlex.join([Path(cmd[0]).name, *cmd[1:]])}", flush=True)
+    log = logs / f"{stage}.log"
+    t0 = time.perf_counter()
+    with log.open("w") as out:
+        code = subprocess.run(cmd, input=stdin, text=True, stdout=out, stderr=subprocess.STDOUT).returncode
+    seconds = time.perf_counter() - t0
+    if code != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        raise StageError(f"stage {stage} failed (exit code {code}); its output: {log}; last line: {tail[0][:200]}")
+    print(f"[{stage}] done in {seconds / 60:.1f} min", flush=True)
+    return seconds
+
+
+def train(stage: str, args: argparse.Namespace, out: Path, logs: Path) -> tuple[Path, float | None]:
+    """The stage's model file, trained now unless it exists; (file, training minutes or None when reused)."""
+    config, first = STAGES[stage]
+    model = out / stage / "model.pt"
+    minutes_file = out / stage / "train_minutes.txt"
+    if model.is_file() and not args.retrain:
+        minutes = float(minutes_file.read_text()) if minutes_file.is_file() else None
+        print(f"[{stage}] {model} exists: not trained again (--retrain to train it)", flush=True)
+        return model, minutes
+    cmd = [console_script("caption-train"), "fit", "--config", str(CONFIGS / config)]
+    cmd += ["--data.root", str(args.data_root), "--trainer.default_root_dir", str(out / stage)]
+    cmd += ["--model.export_path", str(model), "--data.feature_cache_dir", str(out / "feature_cache")]
+    cmd += ["--trainer.enable_progress_bar", "false"]
+    if first is not None:
+        cmd += ["--model.init_from", str(out / first / "model.pt")]
+    if args.quick:
+        cmd += QUICK
+    seconds = run(f"fit-{stage}", cmd, logs)
+    minutes_file.write_text(f"{seconds / 60:.2f}\n")
+    return model, seconds / 60
+
+
+def test_split(args: argparse.Namespace) -> tuple[list[str], dict[str, list[str]]]:
+    """The test photos' paths and, per path, its references (token strings)."""
+    from captioning.readers import read_flickr8k
+
+    items = read_flickr8k(args.data_root)["test"]
+    if args.quick:
+        items = items[:QUICK_TEST]
+    return [str(it.path) for it in items], {str(it.path): [" ".join(c) for c in it.captions] for it in items}
+
+
+def caption_test(model: Path, paths: list[str], beam: int, out: Path, logs: Path, stage: str) -> tuple[dict, float]:
+    """``caption -`` on the test photos at this beam, as a user runs it: ({path: caption}, images/s)."""
+    jsonl = out / f"test-beam{beam}.jsonl"
+    cmd = [console_script("caption"), "-", "--model", str(model), "--beam-size", str(beam), "--jsonl", str(jsonl)]
+    seconds = run(f"caption-{stage}-beam{beam}", cmd, logs, stdin="\n".join(paths) + "\n")
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    bad = [r["image"] for r in records if r["error"]]
+    if bad or len(records) != len(paths):
+        raise StageError(f"caption {model}: {len(bad)} of {len(paths)} test photos failed (first: {bad[:1]})")
+    return {r["image"]: r["caption"] for r in records}, len(paths) / seconds
+
+
+def score(references: dict[str, list[str]], captions: dict[str, str]) -> dict[str, float]:
+    """coco-caption scores x 100 (pycocoevalcap's PTB tokenizer first, as its own evaluation does)."""
+    from text_attn.core.metrics import coco_metrics
+
+    return {k: 100 * v for k, v in coco_metrics(references, captions, meteor=True, ptb=True).items()}
+
+
+def export(model: Path, out: Path, logs: Path, stage: str, info: dict) -> Path:
+    info_file = out / "info.json"
+    info_file.write_text(json.dumps(info, indent=1))
+    final = out / "final.pt"
+    cmd = [console_script("caption-export"), str(model), str(final), "--half", "--encoder-from-package"]
+    run(f"export-{stage}", [*cmd, "--info", str(info_file)], logs)
+    return final
+
+
+def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None) -> dict:
+    trained = ", ".join(f"{s} {m:.0f} min" for s, m in minutes.items() if m is not None) or "not recorded"
+    info = {
+        "training_data": "Flickr8k, the standard split: 6,000 train photos x 5 captions; chosen on the 1,000 val "
+        "photos",
+        "terms": TERMS,
+        "training": f"{stage} ({' then '.join(minutes)}) on a 2-core CPU: {trained}",
+    }
+    if scores:
+        info["test_scores"] = {k: round(v, 2) for k, v in scores.items() if k in METRICS} | {"beam": 3}
+    return info
+
+
+def table(results: dict, minutes: dict) -> str:
+    head = "| model | beam | " + " | ".join(m.replace("_", "-") for m in METRICS) + " | images/s |"
+    lines = [head, "|" + "---|" * (len(METRICS) + 3)]
+    for name, row in PAPER.items():
+        cells = [f"{row[m]:.2f}" if m in row else "–" for m in METRICS]
+        lines.append(f"| {name} | – | " + " | ".join(cells) + " | – |")
+    for stage, per_beam in results.items():
+        for beam, r in per_beam.items():
+            cells = [f"{r[m]:.2f}" if m in r else "–" for m in METRICS]
+            lines.append(f"| ours, {stage} | {beam} | " + " | ".join(cells) + f" | {r['images_per_s']:.1f} |")
+    lines.append("")
+    lines.append("| stage | training minutes (2 CPU cores, encoding the photos included) |")
+    lines.append("|---|---|")
+    for stage, m in minutes.items():
+        lines.append(f"| {stage} | {'reused' if m is None else f'{m:.1f}'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", type=Path, required=True, help="Flickr8k (original or Kaggle layout)")
+    p.add_argument("--out", type=Path, default=Path("runs/flickr8k_benchmark"), help="runs, logs and model files")
+    p.add_argument("--stages", default="soft,scst,hard", help="comma-separated: soft, scst, hard (default: all)")
+    p.add_argument("--retrain", action="store_true", help="train stages whose model file exists again")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 300 train photos, 90 s a stage, 100 test")
+    p.add_argument("--json", type=Path, help="also write the numbers to this file")
+    p.add_argument("--bundle", action="store_true", help=f"copy the chosen model with its scores to {BUNDLED}")
+    args = p.parse_args(argv)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown or not stages:
+        p.error(f"--stages: unknown {unknown}; choose from {', '.join(STAGES)}")
+    for s in stages:
+        first = STAGES[s][1]
+        if first and first not in stages and not (args.out / first / "model.pt").is_file():
+            p.error(f"--stages: {s} starts from {first}'s model file, which is neither there nor in --stages")
+    logs = args.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        paths, references = test_split(args)
+        minutes: dict[str, float | None] = {}
+        results: dict[str, dict] = {}
+        finals: dict[str, Path] = {}
+        for stage in stages:
+            model, minutes[stage] = train(stage, args, args.out, logs)
+            chain = (
+                {s: minutes.get(s) for s in ("soft", stage) if s in minutes}
+                if stage == "scst"
+                else {stage: minutes[stage]}
+            )
+            final = export(model, args.out / stage, logs, stage, model_info(stage, chain, None))
+            results[stage] = {}
+            for beam in BEAMS:
+                captions, speed = caption_test(final, paths, beam, args.out / stage, logs, stage)
+                results[stage][beam] = {**score(references, captions), "images_per_s": speed}
+                print(f"[{stage}] beam {beam}: " + ", ".join(f"{m} {results[stage][beam][m]:.2f}" for m in METRICS
+                                                              if m in results[stage][beam]), flush=True)  # fmt: skip
+            finals[stage] = export(model, args.out / stage, logs, stage, model_info(stage, chain, results[stage][3]))
+    except StageError as err:
+        print(f"flickr8k benchmark: error: {err}", file=sys.stderr)
+        return 1
+    print()
+    print(f"Flickr8k test split ({len(paths)} photos){' -- QUICK smoke run' if args.quick else ''}")
+    print(table(results, minutes))
+    if args.json:
+        numbers = {"test_photos": len(paths), "quick": args.quick, "paper": PAPER, "minutes": minutes,
+                   "results": {s: {str(b): r for b, r in v.items()} for s, v in results.items()}}  # fmt: skip
+        args.json.write_text(json.dumps(numbers, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.bundle:
+        chosen = "scst" if "scst" in finals else "soft"
+        if chosen not in finals:
+            print("flickr8k benchmark: error: --bundle needs the soft or scst stage", file=sys.stderr)
+            return 1
+        shutil.copy(finals[chosen], BUNDLED)
+        print(f"bundled {finals[chosen]} ({chosen}) as {BUNDLED} ({BUNDLED.stat().st_size / 2**20:.1f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
