@@ -17,8 +17,11 @@ them alike); the table gives medians. Rows:
   of the popular public PyTorch decoder's algorithm (sgrvinod's tutorial, written here as ReferenceDecoder: it
   projects the regions again at every step). Goal: >= 6x, as the median of the repeats' ratios (each repeat runs
   ours, then the reference).
-- caption throughput of the bundled model (captioning/assets/shapes_soft.pt, EfficientNet-Lite0 at 128 px, end to end:
+- caption throughput of the shapes model (captioning/assets/shapes_soft.pt, EfficientNet-Lite0 at 128 px, end to end:
   preprocess, encode, generate) at beam 1 / 3 / 5 and batch 1 / 32 (images/s).
+- `caption FOLDER --jsonl FILE` as a user runs it with the default (Flickr8k) model, on a folder of 192 photos of
+  500 x 375 (JPEG; cut from the bundled CC0 photos): files read and decoded by the CLI's workers, preprocessed,
+  encoded, captioned at beam 1 / 3, written; model loading included (images/s). Goal at beam 3: >= 40.
 - translation throughput of an RNN with Bahdanau attention of the reorder configs' size (random weights; 64 sentences
   of 30 tokens, 30 output tokens each) at beam 1 / 3 (output tokens/s).
 - peak memory: the process's maximum resident set.
@@ -212,6 +215,55 @@ def caption_rows(repeats: int) -> list[dict]:
     return [{"what": f"caption, {k}", "value": f"{len(images) / v:.1f} images/s"} for k, v in t.items()]
 
 
+def photo_folder(folder: Path, n: int = 192) -> Path:
+    """n JPEG photos of 500 x 375 (Flickr's usual size): crops and flips of the bundled CC0 photos."""
+    import random
+
+    from PIL import Image, ImageOps
+
+    from captioning.caption_cli import DEMO_PHOTOS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    sources = [Image.open(p).convert("RGB") for p in DEMO_PHOTOS]
+    for i in range(n):
+        im = sources[i % len(sources)]
+        w, h = im.size
+        cw, ch = rng.randint(w * 2 // 3, w), rng.randint(h * 2 // 3, h)
+        x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
+        crop = im.crop((x, y, x + cw, y + ch)).resize((500, 375), Image.Resampling.BICUBIC)
+        (ImageOps.mirror(crop) if i % 2 else crop).save(folder / f"photo{i:04d}.jpg", quality=90)
+    return folder
+
+
+def caption_folder_rows(repeats: int) -> list[dict]:
+    import contextlib
+    import io
+    import tempfile
+
+    from captioning.caption_cli import BUNDLED_MODEL, caption_main
+
+    if not BUNDLED_MODEL.is_file():
+        return [{"what": "caption FOLDER (Flickr8k model)", "value": f"skipped: {BUNDLED_MODEL.name} is missing"}]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = photo_folder(Path(tmp) / "photos")
+        n = len(list(folder.iterdir()))
+
+        def run(beam: int) -> None:
+            out = Path(tmp) / f"beam{beam}.jsonl"
+            out.unlink(missing_ok=True)
+            with contextlib.redirect_stderr(io.StringIO()):
+                code = caption_main([str(folder), "--beam-size", str(beam), "--jsonl", str(out)])
+            if code != 0 or len(out.read_text().splitlines()) != n:
+                raise RuntimeError(f"caption {folder} at beam {beam} failed (exit code {code})")
+
+        t = interleaved({f"beam {b}": (lambda b=b: run(b)) for b in (1, 3)}, repeats)
+    return [
+        {"what": f"caption FOLDER of {n} photos (Flickr8k model), {k}", "value": f"{n / v:.1f} images/s", "rate": n / v}
+        for k, v in t.items()
+    ]
+
+
 def translate_rows(repeats: int) -> list[dict]:
     from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
 
@@ -244,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         {"what": "matmul peak (fp32)", "value": f"{peak:.1f} GFLOP/s", "gflops": peak},
         {"what": "compiled kernels (score, cross-entropy)", "value": native.status()},  # or why PyTorch runs them
     ]
-    for part in (beam_search_rows, lambda r: train_step_rows(r, peak), caption_rows, translate_rows):
+    parts = (beam_search_rows, lambda r: train_step_rows(r, peak), caption_rows, caption_folder_rows, translate_rows)
+    for part in parts:
         rows += part(args.repeats)
         print(f"... {rows[-1]['what']}: {rows[-1]['value']}", flush=True)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB

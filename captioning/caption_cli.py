@@ -161,12 +161,14 @@ def caption_items(
     import torch
 
     from captioning.overlay import draw_overlay, draw_word_panels
+    from captioning.photo_check import photo_stats
 
     g = captioner.grid
     used = set() if used is None else used
     features = captioner.encode(torch.stack([it["tensor"] for it in items]))  # (B, L, D)
     results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
-    far = captioner.out_of_domain(features) or [None] * len(items)
+    stats = [it.get("photo_stats") or photo_stats(it["image"]) for it in items]
+    far = captioner.out_of_domain(features, stats) or [None] * len(items)
     out = []
     for item, (words, alphas, score, truncated, nbest), unfamiliar in zip(items, results, far, strict=True):
         name = item["name"]

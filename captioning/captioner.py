@@ -20,6 +20,7 @@ from torch import Tensor
 from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
 from captioning.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
 from captioning.model import CaptionModel
+from captioning.photo_check import photo_stats, unlike_a_photo
 from captioning.preprocess import Preprocess
 from text_attn.core.decoding import SearchResult
 from text_attn.core.errors import one_line
@@ -205,13 +206,22 @@ class Captioner:
         finally:
             model.train(was_training)
 
-    def out_of_domain(self, features: Tensor) -> list[bool] | None:
-        """Per image (features (B, L, D)), whether it lies far from the training images (None: no check stored)."""
+    def out_of_domain(
+        self, features: Tensor, images: list[Image.Image | tuple[float, float]] | None = None
+    ) -> list[bool] | None:
+        """Per image (features (B, L, D)), whether it lies far from the training images (None: no check stored).
+
+        A model trained on photographs (``domain_check["photos"]``) also flags images whose pixels are unlike any
+        photo (captioning.photo_check): pass ``images``, the PIL images or their ``photo_stats``, in batch order."""
         if not self.domain_check:
             return None
         centre = torch.tensor(self.domain_check["centre"], dtype=features.dtype, device=features.device)  # (D,)
         distance = (features.mean(dim=1) - centre).norm(dim=-1)  # (B,)
-        return (distance > self.domain_check["radius"]).tolist()
+        far = (distance > self.domain_check["radius"]).tolist()
+        if self.domain_check.get("photos") and images is not None:
+            stats = [im if isinstance(im, tuple) else photo_stats(im) for im in images]
+            far = [f or unlike_a_photo(s) for f, s in zip(far, stats, strict=True)]
+        return far
 
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
         """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is
@@ -226,14 +236,15 @@ class Captioner:
         return alphas.argmax(dim=-1).tolist()
 
 
-def domain_check(features: Tensor, margin: float = 1.5) -> dict:
+def domain_check(features: Tensor, margin: float = 1.5, photos: bool = False) -> dict:
     """What ``Captioner.out_of_domain`` compares with, from training images' features (N, L, D): the centre of their
-    mean region features and ``margin`` times the distance from it that 99% of them stay within (JSON-able)."""
+    mean region features and ``margin`` times the distance from it that 99% of them stay within (JSON-able);
+    ``photos``: the images were photographs, so the pixel check applies too (captioning.photo_check)."""
     # per image its mean region, a chunk at a time: the cache may be float16 and far larger than memory in float32
     means = torch.cat([features[i : i + 256].float().mean(dim=1) for i in range(0, len(features), 256)])  # (N, D)
     centre = means.mean(dim=0)
     radius = (means - centre).norm(dim=-1).quantile(0.99).item() * margin
-    return {"centre": [round(v, 6) for v in centre.tolist()], "radius": radius}
+    return {"centre": [round(v, 6) for v in centre.tolist()], "radius": radius, **({"photos": True} if photos else {})}
 
 
 def encoder_digest(encoder: ImageEncoder) -> str:

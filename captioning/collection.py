@@ -16,6 +16,7 @@ from typing import IO, Any
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from captioning.photo_check import photo_stats
 from captioning.preprocess import ImageReadError, Preprocess, load_image
 
 # What a folder contributes: files with these extensions (any case), found recursively, in sorted order.
@@ -61,8 +62,9 @@ def read_done(jsonl: Path) -> set[str]:
 
 
 class ImageFiles(Dataset):
-    """Per path: the preprocessed tensor (3, S, S), the image's size, and with ``keep`` the RGB image itself (for
-    overlays); an unreadable file gives its one-line error instead. Runs in DataLoader workers."""
+    """Per path: the preprocessed tensor (3, S, S), the image's size, its photo_stats (captioning.photo_check), and
+    with ``keep`` the RGB image itself (for overlays); an unreadable file gives its one-line error instead. Runs in
+    DataLoader workers."""
 
     def __init__(self, paths: list[str], preprocess: Preprocess, keep: bool = False):
         self.paths, self.preprocess, self.keep = paths, preprocess, keep
@@ -85,6 +87,7 @@ class ImageFiles(Dataset):
             item["note"] = f"{name}: a very large image ({pixels / 1e6:.0f} megapixels): decoding it takes much memory"
         item["tensor"] = self.preprocess(image)  # (3, S, S)
         item["size"] = image.size
+        item["photo_stats"] = photo_stats(image)  # for a photo model's out-of-domain check
         if self.keep:
             item["image"] = image
         return item

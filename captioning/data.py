@@ -342,8 +342,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         train = self.features.get("train")
         if train is None or len(train) < 2:
             return None
-        if self._domain_check is None:
-            self._domain_check = domain_check(train)
+        if self._domain_check is None:  # every source but the synthetic shapes is photographs
+            self._domain_check = domain_check(train, photos=self.hparams.source != "shapes")
         return self._domain_check
 
     # --- loading ------------------------------------------------------------------------------------------------------

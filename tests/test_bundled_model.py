@@ -86,7 +86,7 @@ def test_out_of_domain_flag_is_off_for_photos_and_on_for_shapes_blank_and_screen
     images = photos + shapes + blank + [screen, noise]
     with torch.no_grad():
         feats = photo_model.encode(torch.stack([photo_model.preprocess(im) for im in images]))
-    flags = photo_model.out_of_domain(feats)
+    flags = photo_model.out_of_domain(feats, images)  # the features' check, then the pixels' (photo_check)
     assert flags == [False] * len(photos) + [True] * (len(images) - len(photos))
 
 

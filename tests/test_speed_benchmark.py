@@ -25,6 +25,8 @@ def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     assert rows["compiled kernels (score, cross-entropy)"]["value"].startswith("compiled C")
     beams = [w for w in rows if w.startswith("caption, beam")]
     assert len(beams) == 6 and all(rows[w]["value"].endswith("images/s") for w in beams)
+    folder = [w for w in rows if w.startswith("caption FOLDER of 192 photos")]
+    assert len(folder) == 2 and all(rows[w]["rate"] > 0 for w in folder)  # the Flickr8k model on a folder, beam 1 / 3
     # The batched beam search finds exactly the captions of the one-image-at-a-time search.
     assert rows["batched speed-up (goal >= 5x)"]["value"].endswith("identical captions: True")
     # FlopCounterMode's count of the paper-size training step: a fixed number, whatever the machine.
