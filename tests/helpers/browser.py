@@ -17,7 +17,7 @@ from typing import Any
 
 MISSING = (
     "chromium is not installed: the HTML report tests need a real browser; install it with "
-    "`apt-get install chromium` (.ci/run does)"
+    "`apt-get install chromium` (.ci/run does; under CI=1 a missing browser fails these tests)"
 )
 _KEYS = {"ArrowRight": 39, "ArrowLeft": 37}
 
