@@ -360,9 +360,12 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
 
     from captioning.collection import image_batches, image_paths, read_done
 
-    paths = list(image_paths(args.images, stdin))  # strings only: the images themselves are read batch by batch
+    empty: list[str] = []  # folders without image files: each is a failed input, named in a note
+    paths = list(image_paths(args.images, stdin, empty))  # strings only: the images are read batch by batch
     if not paths:
         fail("caption", "no images: the folders hold no image files and stdin gave no paths")
+    for folder in empty:
+        print(f"caption: note: {folder}: no image files", file=sys.stderr)
     if args.overlay:
         try:
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
@@ -429,7 +432,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off", file=sys.stderr)
     if far:
         print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or empty else 0
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:

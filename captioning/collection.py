@@ -23,20 +23,25 @@ from captioning.preprocess import ImageReadError, Preprocess, load_image
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
 
 
-def image_paths(items: Iterable[str], stdin: IO[str] | None = None) -> Iterator[str]:
+def image_paths(items: Iterable[str], stdin: IO[str] | None = None, empty: list[str] | None = None) -> Iterator[str]:
     """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders not followed),
-    ``-`` -> one path per non-empty line of stdin, anything else as given (a missing file is reported later)."""
+    ``-`` -> one path per non-empty line of stdin, anything else as given (a missing file is reported later).
+    A folder without image files is appended to ``empty`` (the caller names it: it is a failed input)."""
     for item in items:
         if item == "-":
             for line in stdin if stdin is not None else sys.stdin:
                 if line.strip():
                     yield line.rstrip("\n")
         elif os.path.isdir(item):
+            found = 0
             for root, dirs, files in os.walk(item):
                 dirs.sort()
                 for name in sorted(files):
                     if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
+                        found += 1
                         yield os.path.join(root, name)
+            if not found and empty is not None:
+                empty.append(item)
         else:
             yield item
 

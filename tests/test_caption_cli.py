@@ -453,6 +453,23 @@ def test_an_empty_folder_is_one_clear_error(capsys, model_file, tmp_path):
     assert exc.value.code == 2 and err.count("\n") == 1 and "no images" in err
 
 
+def test_an_empty_folder_among_inputs_is_named_and_fails_the_exit_code(model_file, tmp_path):
+    """The real command in a subprocess: a and b are captioned, the empty folder is one note, the exit code is 1."""
+    import subprocess
+    import sys
+
+    (tmp_path / "emptydir").mkdir()
+    jsonl = tmp_path / "out.jsonl"
+    args = [PHOTOS[0], str(tmp_path / "emptydir"), PHOTOS[1], "--model", str(model_file), *FAST, "--jsonl", str(jsonl)]
+    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    notes = [line for line in done.stderr.splitlines() if "emptydir" in line]
+    assert notes == [f"caption: note: {tmp_path / 'emptydir'}: no image files"] and "Traceback" not in done.stderr
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [r["image"] for r in records] == PHOTOS[:2] and all(r["error"] is None for r in records)
+
+
 def test_a_huge_image_gets_our_note_not_pillows_warning(capsys, model_file, monkeypatch):
     import warnings
 
