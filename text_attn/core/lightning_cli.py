@@ -5,7 +5,9 @@ On top of Lightning's own CLI:
   overlays the checkpoint's hyper-parameters on everything, so ``--model.val_beam_size 3`` was silently dropped);
   the checkpoint only fills in what was left at its default. An option that changes the network's shape is refused
   in one line when the weights are loaded (``text_attn.core.training.check_weights_fit``);
-- bad input (the ``errors`` given) becomes one line and exit code 2, never a traceback;
+- bad input (the ``errors`` given) becomes one line and exit code 2, never a traceback; so does what the parser
+  refuses (an unknown option, a value of the wrong type: no 80 lines of usage, which ``--help`` prints), and a config
+  file that is missing, not UTF-8 or not YAML (its line and column);
 - Lightning's promotional tips and its tensorboardX notice are not printed on every run;
 - the default logger (``trainer.logger`` unset or true) writes both TensorBoard event files (watch a run with
   ``tensorboard --logdir <default_root_dir>``) and a ``metrics.csv`` (read by ``report RUN_DIR`` and the
@@ -51,10 +53,19 @@ def quiet_lightning() -> None:
             logger.addFilter(_NoTips())
 
 
-def _make_cli_class():
+def _make_cli_class(prog: str):
     import torch
+    from jsonargparse._common import debug_mode_active
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-    from pytorch_lightning.cli import LightningCLI
+    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+
+    class OneLineParser(LightningArgumentParser):
+        """What the parser refuses is one line, ``prog: error: ...``, and exit code 2 (the usage only with --help)."""
+
+        def error(self, message: str, ex: Exception | None = None):
+            if not self.exit_on_error or debug_mode_active():  # jsonargparse trying a parse: it handles the error
+                return super().error(message, ex)
+            fail(prog, _parser_message(message))
 
     class AtomicCheckpointIO(TorchCheckpointIO):
         """Write a checkpoint to a temporary file, then rename it: a process killed while saving leaves the previous
@@ -108,7 +119,55 @@ def _make_cli_class():
                 elif model.get(key) == p.default and value != p.default:
                     model[key] = value
 
+    ToolkitCLI.parser_class_ = OneLineParser
     return ToolkitCLI
+
+
+def _parser_message(message: str) -> str:
+    """jsonargparse's message in one line: 'Parser key "model.lr": Expected a <class 'float'>. Got value: abc' reads
+    'model.lr: expected a float, got abc'; other messages keep their words, whitespace collapsed."""
+    import re
+
+    text = " ".join(str(message).split())
+    m = re.search(r'Parser key "([^"]+)": .*?Expected a <class \'(\w+)\'>\. Got value: (.*)', text)
+    if m and "Union subtypes" not in text:
+        return f"--{m.group(1)}: expected {'an' if m.group(2)[0] in 'aeiou' else 'a'} {m.group(2)}, got {m.group(3)}"
+    m = re.search(r'Parser key "([^"]+)": Does not validate against any of the Union subtypes.*Given value: (.*)', text)
+    if m:  # e.g. int | None: "expected int or null"
+        kinds = [k.replace("NoneType", "null") for k in re.findall(r"Expected a <class '(\w+)'>", text)]
+        return f"--{m.group(1)}: expected {' or '.join(dict.fromkeys(kinds)) or 'another value'}, got {m.group(2)}"
+    return text
+
+
+def check_config_files(prog: str, args: list[str]) -> None:
+    """Each ``--config FILE`` that cannot be read or is not YAML: one line naming it (and the line and column)."""
+    import yaml
+
+    for i, arg in enumerate(args):
+        if arg in ("--config", "-c") and i + 1 < len(args):
+            name = args[i + 1]
+        elif arg.startswith("--config="):
+            name = arg.split("=", 1)[1]
+        else:
+            continue
+        path = Path(name)
+        if not path.is_file():
+            fail(prog, f"--config {name}: {'is a directory' if path.is_dir() else 'no such file'}")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            fail(prog, f"--config {name}: not UTF-8 text (byte {err.start})")
+        except OSError as err:
+            fail(prog, f"--config {name}: cannot read it: {err.strerror or err}")
+        try:
+            node = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+            what = " ".join(p for p in (getattr(err, "problem", None), getattr(err, "context", None)) if p)
+            fail(prog, f"--config {name}: not valid YAML: {where}{what or err}")
+        if node is not None and not isinstance(node, dict):
+            fail(prog, f"--config {name}: expected a YAML mapping of options (key: value), got a {type(node).__name__}")
 
 
 def default_loggers(root: str | Path | None) -> list:
@@ -180,11 +239,13 @@ def run_lightning_cli(
     message = outdated(given) if outdated is not None else None
     if message:
         fail(prog, message)
-    cli_cls = _make_cli_class()
+    check_config_files(prog, list(sys.argv[1:] if args is None else args))
+    cli_cls = _make_cli_class(prog)
     try:
         return cli_cls(
             module_cls,
             datamodule_cls,
+            parser_class=cli_cls.parser_class_,
             args=args,
             seed_everything_default=0,
             save_config_kwargs={"overwrite": True},
