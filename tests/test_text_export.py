@@ -38,7 +38,7 @@ def run(tmp_path_factory):
         )
     (ckpt,) = root.rglob("*.ckpt")  # the default ModelCheckpoint keeps the last one: it holds the final weights
     m = cli.model
-    final = Translator(m.net, m.src_vocab, m.tgt_vocab, m.tokenizer, m.lower)
+    final = Translator(m.net, m.src_vocab, m.tgt_vocab, m.codec)
     return ckpt, final, root / "m.pt"
 
 

@@ -1,6 +1,8 @@
 """Evaluation metrics: corpus BLEU (nltk), BLEU by source-length bucket, and coco-caption metrics.
 
 - `corpus_bleu` returns cumulative BLEU-1..4 in [0, 1] from one pass over the corpus.
+- `sacre_scores`: the field's standard for translation, sacreBLEU (13a tokenization of detokenized, cased text) and
+  chrF, with their signatures (what makes a reported number reproducible).
 - `bleu_by_length` splits a test set by source length (Bahdanau et al.'s Figure 2) and scores
   each bucket.
 - `coco_metrics` wraps pycocoevalcap (BLEU, METEOR, ROUGE-L, CIDEr) on already-tokenized strings.
@@ -62,6 +64,26 @@ def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) 
 
 
 DEFAULT_BUCKETS = [(5, 10), (10, 20), (20, 30), (30, 40), (40, 50), (50, 60)]
+# Real sentences (Multi30k: ~13 words, up to ~40), by source words: 1-10, 11-15, 16-20, 21-30, 31+ (half-open pairs;
+# the last reaches any length). REAL_BUCKET_LABELS names them inclusively.
+REAL_BUCKETS = [(1, 11), (11, 16), (16, 21), (21, 31), (31, 10_000)]
+REAL_BUCKET_LABELS = ["1-10", "11-15", "16-20", "21-30", "31+"]
+
+
+def sacre_scores(references: Sequence[str], hypotheses: Sequence[str]) -> dict:
+    """sacreBLEU and chrF (0-100) of detokenized hypotheses against one reference each (both as written: cased,
+    punctuation attached), and the two signatures."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    if len(references) != len(hypotheses) or not references:
+        raise ValueError(f"sacre_scores: {len(references)} references but {len(hypotheses)} hypotheses")
+    bleu, chrf = BLEU(), CHRF()
+    refs = [list(references)]
+    return {
+        "sacrebleu": bleu.corpus_score(list(hypotheses), refs).score,
+        "chrf": chrf.corpus_score(list(hypotheses), refs).score,
+        "signature": f"BLEU {bleu.get_signature()}; chrF {chrf.get_signature()}",
+    }
 
 
 def bucket_label(lo: int, hi: int) -> str:

@@ -1,7 +1,14 @@
 """TranslationDataModule: sentence pairs -> padded id batches of similar lengths.
 
 Synthetic tasks draw train / val / test from three different seeds; a user's corpus (``tsv`` or ``parallel``) is
-shuffled once with the seed and split by ``val_size`` / ``test_size``. Vocabularies come from the train split only.
+shuffled once with the seed and split by ``val_size`` / ``test_size``; a corpus in the ``<split>.<lang>[.gz]`` layout
+(task ``pair``: Multi30k, WMT-style folders) keeps its own train / val / test files. Vocabularies come from the train
+split only.
+
+Real text can be split into subword units (``tokenizer: subword``): one SentencePiece model is learned from both
+sides of the train split (translation.subwords), every word is spelled from its pieces (no <unk>), and the model keeps
+case and punctuation, so what ``translate`` prints reads as text. Examples of real corpora keep their sentences as
+written (``src_text`` / ``tgt_text``): the references of sacreBLEU and chrF.
 
 With ``attention_targets: true`` (``reorder`` only: its examples keep the true alignment) every batch also carries
 ``attn_targets`` (B, T+1, S) and ``attn_targets_mask`` (B, T+1), aligned with the decoder's output steps
@@ -22,8 +29,17 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.vocab import Vocabulary
-from text_attn.translation.tasks import Example, load_examples
-from text_attn.translation.tokens import CHAR_TASKS
+from text_attn.translation.subwords import MODEL_TYPES, Subwords
+from text_attn.translation.tasks import (
+    Example,
+    corpus_file,
+    load_examples,
+    read_parallel_text,
+    read_tsv_text,
+)
+from text_attn.translation.tokens import CHAR_TASKS, TextCodec
+
+CORPUS_TASKS = ("tsv", "parallel", "pair")  # sentences a user brings (the others are made up here)
 
 
 class PairDataset(Dataset):
@@ -74,7 +90,14 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         path: str | None = None,
         src_path: str | None = None,
         tgt_path: str | None = None,
+        root: str | None = None,
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
+        split_names: dict[str, str] | None = None,
         lower: bool = True,
+        tokenizer: str = "word",
+        subword_vocab: int = 8000,
+        subword_type: str = "bpe",
         min_freq: int = 1,
         max_vocab: int | None = None,
         shared_vocab: bool = False,
@@ -82,15 +105,22 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
     ):
         """
         Args:
-            task: ``reorder`` | ``dates`` (synthetic) or ``tsv`` (needs ``path``) | ``parallel`` (``src_path``,
-                ``tgt_path``) for a corpus you bring.
+            task: ``reorder`` | ``dates`` (synthetic) or, for a corpus you bring, ``tsv`` (needs ``path``) |
+                ``parallel`` (``src_path``, ``tgt_path``) | ``pair`` (``root``, ``src_lang``, ``tgt_lang``: files
+                ``<split>.<lang>`` or ``<split>.<lang>.gz``, the corpus's own splits).
             train_size: synthetic training pairs (for a corpus: the cap on pairs read, 0 = all).
-            val_size: validation pairs. test_size: test pairs.
+            val_size: validation pairs. test_size: test pairs. (``pair``: caps on the corpus's splits, 0 = all.)
             seed: data seed (train/val/test use seed, seed+1, seed+2 for synthetic tasks).
             batch_size: sentence pairs per batch.
             min_len: shortest synthetic source (reorder). max_len: longest synthetic source (reorder).
             path: the TSV file for ``tsv``. src_path: source file for ``parallel``. tgt_path: its target file.
-            lower: lowercase corpus text.
+            root: the corpus folder for ``pair``. src_lang: source language suffix (``de``). tgt_lang: target (``en``).
+            split_names: ``pair``: file prefixes of the splits, {train: train, val: val, test: test_2016_flickr} by
+                default (Multi30k's), e.g. {test: test_2017_flickr}; names not given keep their default.
+            lower: lowercase corpus text (``word`` tokens only: subwords keep case).
+            tokenizer: a corpus's tokens: ``word`` (words and punctuation, offline regex) or ``subword``
+                (SentencePiece learned from the train split: no <unk>, cased text out; module doc).
+            subword_vocab: number of subword units (shared by both languages). subword_type: ``bpe`` or ``unigram``.
             min_freq: words seen fewer times in train become <unk>. max_vocab: vocabulary size cap (specials count).
             shared_vocab: one vocabulary for both sides (for tied embeddings).
             attention_targets: batches also carry the true alignment as ``attn_targets`` (B, T+1, S) and
@@ -98,9 +128,28 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         """
         if attention_targets and task != "reorder":
             raise ValueError(f"attention_targets needs a true alignment, which only task 'reorder' has (got {task!r})")
+        if tokenizer not in ("word", "subword"):
+            raise ValueError(f"data.tokenizer {tokenizer!r}: choose word or subword")
+        if tokenizer == "subword" and task not in CORPUS_TASKS:
+            raise ValueError(f"data.tokenizer subword is for real text (task {', '.join(CORPUS_TASKS)}), not {task!r}")
+        if subword_type not in MODEL_TYPES:
+            raise ValueError(f"data.subword_type {subword_type!r}: choose {' or '.join(MODEL_TYPES)}")
+        if tokenizer == "subword" and subword_vocab < 300:
+            raise ValueError(f"data.subword_vocab must be at least 300 (256 byte pieces and more), got {subword_vocab}")
+        if task == "pair" and not (root and src_lang and tgt_lang):
+            raise ValueError("task pair needs data.root (the corpus folder), data.src_lang and data.tgt_lang")
+        unknown = set(split_names or {}) - {"train", "val", "test"}
+        if unknown:
+            raise ValueError(f"data.split_names: unknown split {sorted(unknown)}; the splits are train, val, test")
+        for name, value in (("train_size", train_size), ("val_size", val_size), ("test_size", test_size)):
+            if value < 0:
+                raise ValueError(f"data.{name} must be 0 or more, got {value}")
+        if batch_size < 1:
+            raise ValueError(f"data.batch_size must be at least 1, got {batch_size}")
         super().__init__()
         self.save_hyperparameters()
-        self.tokenizer = "char" if task in CHAR_TASKS else "word"
+        self.tokenizer = "char" if task in CHAR_TASKS else tokenizer
+        self.codec: TextCodec | None = None  # set in setup (a subword model is learned from the train split)
         self.src_vocab: Vocabulary | None = None
         self.tgt_vocab: Vocabulary | None = None
         self.splits: dict[str, PairDataset] = {}
@@ -114,18 +163,49 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 "val": load_examples(hp.task, hp.val_size, hp.seed + 1, **kw),
                 "test": load_examples(hp.task, hp.test_size, hp.seed + 2, **kw),
             }
-        kw = {"path": hp.path, "src_path": hp.src_path, "tgt_path": hp.tgt_path, "lower": hp.lower}
-        examples = load_examples(hp.task, hp.train_size, hp.seed, **{k: v for k, v in kw.items() if v is not None})
-        random.Random(hp.seed).shuffle(examples)
+        texts = self._load_texts()
+        if self.tokenizer == "subword":
+            train_text = [t for pair in texts["train"] for t in pair]
+            self.codec = TextCodec("subword", False, Subwords.train(train_text, hp.subword_vocab, hp.subword_type))
+        else:
+            self.codec = TextCodec("word", hp.lower)
+        encode = self.codec.encode
+        return {k: [Example(encode(s), encode(t), src_text=s, tgt_text=t) for s, t in v] for k, v in texts.items()}
+
+    def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
+        """A real corpus's sentences per split, as written: (source, target) pairs."""
+        hp = self.hparams
+        cap = hp.train_size if hp.train_size > 0 else None
+        if hp.task == "pair":
+            names = {"train": "train", "val": "val", "test": "test_2016_flickr", **(hp.split_names or {})}
+            out = {}
+            for split, name in names.items():
+                src, tgt = corpus_file(hp.root, name, hp.src_lang), corpus_file(hp.root, name, hp.tgt_lang)
+                size = {"train": hp.train_size, "val": hp.val_size, "test": hp.test_size}[split]
+                out[split] = read_parallel_text(src, tgt, size if size > 0 else None)
+            return out
+        if hp.task == "tsv":
+            if not hp.path:
+                raise ValueError("task tsv needs data.path (the tab-separated file)")
+            pairs = [(s, t) for s, t, _ in read_tsv_text(hp.path, max_pairs=cap)]
+        elif hp.task == "parallel":
+            if not (hp.src_path and hp.tgt_path):
+                raise ValueError("task parallel needs data.src_path and data.tgt_path")
+            pairs = read_parallel_text(hp.src_path, hp.tgt_path, cap)
+        else:
+            raise ValueError(f"unknown task {hp.task!r}; known: reorder, dates, {', '.join(CORPUS_TASKS)}")
+        random.Random(hp.seed).shuffle(pairs)
         n_val, n_test = hp.val_size, hp.test_size
-        if len(examples) <= n_val + n_test:
-            raise ValueError(f"{len(examples)} pairs are too few for val_size={n_val} and test_size={n_test}")
-        return {"val": examples[:n_val], "test": examples[n_val : n_val + n_test], "train": examples[n_val + n_test :]}
+        if len(pairs) <= n_val + n_test:
+            raise ValueError(f"{len(pairs)} pairs are too few for val_size={n_val} and test_size={n_test}")
+        return {"val": pairs[:n_val], "test": pairs[n_val : n_val + n_test], "train": pairs[n_val + n_test :]}
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        data = self._load_splits()
+        data = self._load_splits()  # a bad corpus is a TaskError (a ValueError): one line naming the file and line
+        if self.codec is None:  # synthetic tasks
+            self.codec = TextCodec(self.tokenizer, self.hparams.lower)
         hp = self.hparams
         train = data["train"]
         if hp.shared_vocab:

@@ -29,7 +29,16 @@ import torch.nn.functional as F
 
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.decoding import Sampling
-from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
+from text_attn.core.metrics import (
+    DEFAULT_BUCKETS,
+    REAL_BUCKET_LABELS,
+    REAL_BUCKETS,
+    alignment_hits,
+    bleu_by_length,
+    bucket_label,
+    corpus_bleu,
+    sacre_scores,
+)
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.rewards import bleu_rewards
 from text_attn.core.self_critical import check_objective_options, self_critical_step
@@ -98,8 +107,7 @@ class TranslationModule(RunState, pl.LightningModule):
             torch.set_num_threads(hp.cpu_threads)
         dm = self.trainer.datamodule
         dm.setup(stage)
-        self.src_vocab, self.tgt_vocab, self.tokenizer = dm.src_vocab, dm.tgt_vocab, dm.tokenizer
-        self.lower = bool(getattr(dm.hparams, "lower", True))
+        self.src_vocab, self.tgt_vocab, self.codec = dm.src_vocab, dm.tgt_vocab, dm.codec
         start = self._read_init_from() if hp.init_from else None
         options = {**(start["config"] if start else {}), **dict(hp.network or {})}
         self.config = make_config(
@@ -161,7 +169,7 @@ class TranslationModule(RunState, pl.LightningModule):
 
     def translator(self) -> Translator:
         """The inference object over this module's network: it writes the model file and the checkpoints' metadata."""
-        return Translator(self.net, self.src_vocab, self.tgt_vocab, self.tokenizer, self.lower)
+        return Translator(self.net, self.src_vocab, self.tgt_vocab, self.codec)
 
     # --- training ---------------------------------------------------------------------------------------------------
     def _forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, attention: bool):
@@ -281,7 +289,11 @@ class TranslationModule(RunState, pl.LightningModule):
         res = self._decode(batch)
         for row, (i, toks) in enumerate(zip(batch["index"].tolist(), res.token_lists(), strict=True)):
             ex = dataset.examples[i]
-            out = {"index": i, "hyp": self.tgt_vocab.decode(toks), "ref": ex.tgt, "src_len": len(ex.src)}
+            hyp = self.tgt_vocab.decode(toks)
+            out = {"index": i, "hyp": self.codec.words(hyp), "ref": self.codec.words(ex.tgt), "src_len": len(ex.src)}
+            if ex.tgt_text is not None:  # a real corpus: the detokenized text too, for sacreBLEU and chrF
+                out["hyp_text"], out["ref_text"] = self.codec.decode(hyp), ex.tgt_text
+                out["src_words"] = len(ex.src_text.split())
             if ex.alignment is not None and res.attention is not None:
                 out["align"] = alignment_hits(res.attention[row], ex.alignment, len(toks))
             self._outputs.append(out)
@@ -298,17 +310,28 @@ class TranslationModule(RunState, pl.LightningModule):
             return
         refs = [[o["ref"]] for o in outs]
         hyps = [o["hyp"] for o in outs]
-        self.log(f"{stage}_bleu", corpus_bleu(refs, hyps)["bleu4"], prog_bar=True)
+        self.log(f"{stage}_bleu", corpus_bleu(refs, hyps)["bleu4"], prog_bar=True)  # lowercased, tokenized
+        if all("ref_text" in o for o in outs):
+            sacre = sacre_scores([o["ref_text"] for o in outs], [o["hyp_text"] for o in outs])
+            self.log(f"{stage}_sacrebleu", sacre["sacrebleu"], prog_bar=True)
+            self.log(f"{stage}_chrf", sacre["chrf"])
+            if stage == "test" and self.trainer.is_global_zero:
+                print(f"sacreBLEU {sacre['sacrebleu']:.2f}, chrF {sacre['chrf']:.2f} ({sacre['signature']})")
         aligned = [o["align"] for o in outs if "align" in o]
         if aligned:
             hits, total = map(sum, zip(*aligned, strict=True))
             self.log(f"{stage}_align_acc", hits / max(total, 1))
         if stage == "test":
-            buckets = bleu_by_length([o["src_len"] for o in outs], refs, hyps, DEFAULT_BUCKETS)
-            for lo, hi in DEFAULT_BUCKETS:
+            if all("src_words" in o for o in outs):  # real text: by source words, in buckets that fit its lengths
+                lengths, bounds, labels = [o["src_words"] for o in outs], REAL_BUCKETS, REAL_BUCKET_LABELS
+            else:
+                lengths, bounds = [o["src_len"] for o in outs], DEFAULT_BUCKETS
+                labels = [bucket_label(lo, hi) for lo, hi in bounds]
+            buckets = bleu_by_length(lengths, refs, hyps, bounds)
+            for (lo, hi), label in zip(bounds, labels, strict=True):
                 b = buckets[bucket_label(lo, hi)]
                 if b["count"]:
-                    self.log(f"test_bleu_{bucket_label(lo, hi)}", b["bleu"])
+                    self.log(f"test_bleu_{label}", b["bleu"])
 
     def on_validation_epoch_end(self) -> None:
         self._eval_epoch_end("val")

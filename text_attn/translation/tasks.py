@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import codecs
 import datetime
+import gzip
 import random
+import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from text_attn.core.vocab import tokenize
@@ -38,6 +40,9 @@ class Example:
     src: list[str]  # source tokens
     tgt: list[str]  # target tokens
     alignment: list[int] | None = None  # alignment[j]: source index that tgt[j] translates
+    # a real corpus's sentences as written (the references of sacreBLEU and chrF); not part of equality
+    src_text: str | None = field(default=None, compare=False)
+    tgt_text: str | None = field(default=None, compare=False)
 
 
 # --- reorder: the two made-up languages -------------------------------------------------------
@@ -186,11 +191,17 @@ def make_dates(n: int, seed: int, formats: Sequence[str] | None = None) -> list[
 
 # --- readers for real corpora -----------------------------------------------------------------
 def _read_lines(path: str | Path) -> list[str]:
-    """UTF-8 lines without line endings; a decoding error names its line."""
+    """UTF-8 lines without line endings (a gzipped file is read through: .gz or gzip's magic bytes); a decoding error
+    names its line."""
     p = Path(path)
     if not p.is_file():
         raise TaskError(f"{p}: file not found")
-    raw = p.read_bytes()
+    try:
+        raw = p.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise TaskError(f"{p}: cannot read it ({' '.join(str(e).split()) or type(e).__name__})") from None
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8) :]
     chunks = raw.split(b"\n")  # not str.splitlines: it would also split on U+2028 etc.
@@ -212,17 +223,13 @@ def _tokens(text: str, lower: bool, where: str) -> list[str]:
     return toks
 
 
-def read_tsv_pairs(
-    path: str | Path,
-    src_col: int = 0,
-    tgt_col: int = 1,
-    lower: bool = True,
-    max_pairs: int | None = None,
-) -> list[Example]:
-    """Tab-separated pairs (Tatoeba/Anki: `English<TAB>French<TAB>attribution`); extra columns
-    are ignored, blank lines skipped."""
+def read_tsv_text(
+    path: str | Path, src_col: int = 0, tgt_col: int = 1, max_pairs: int | None = None
+) -> list[tuple[str, str, str]]:
+    """Tab-separated pairs (Tatoeba/Anki: `English<TAB>French<TAB>attribution`) -> (source, target, "path:line");
+    extra columns are ignored, blank lines skipped; an empty side is a TaskError naming the line."""
     need = max(src_col, tgt_col) + 1
-    out: list[Example] = []
+    out: list[tuple[str, str, str]] = []
     for i, line in enumerate(_read_lines(path), 1):
         if max_pairs is not None and len(out) >= max_pairs:
             break
@@ -232,33 +239,77 @@ def read_tsv_pairs(
         where = f"{path}:{i}"
         if len(cols) < need:
             raise TaskError(f"{where}: expected at least {need} tab-separated columns, found {len(cols)}")
-        out.append(Example(_tokens(cols[src_col], lower, where), _tokens(cols[tgt_col], lower, where)))
+        s, t = cols[src_col].strip(), cols[tgt_col].strip()
+        if not s or not t:
+            raise TaskError(f"{where}: empty sentence in column {src_col if not s else tgt_col}")
+        out.append((s, t, where))
     if not out:
         raise TaskError(f"{path}: no sentence pairs")
     return out
 
 
-def read_parallel_files(
-    src_path: str | Path, tgt_path: str | Path, lower: bool = True, max_pairs: int | None = None
+def read_tsv_pairs(
+    path: str | Path,
+    src_col: int = 0,
+    tgt_col: int = 1,
+    lower: bool = True,
+    max_pairs: int | None = None,
 ) -> list[Example]:
-    """Two line-aligned files (Multi30k: train.en / train.de); line pairs blank on both sides
-    are skipped."""
+    """Tab-separated pairs as word tokens (read_tsv_text)."""
+    return [
+        Example(_tokens(s, lower, where), _tokens(t, lower, where), src_text=s, tgt_text=t)
+        for s, t, where in read_tsv_text(path, src_col, tgt_col, max_pairs)
+    ]
+
+
+def read_parallel_text(
+    src_path: str | Path, tgt_path: str | Path, max_pairs: int | None = None
+) -> list[tuple[str, str]]:
+    """Two line-aligned files (Multi30k: train.de / train.en, gzipped or not) -> (source, target) sentences as written
+    (whitespace at the ends stripped). Line pairs blank on both sides are skipped; a line blank on one side only, or
+    files of different lengths, is a TaskError naming the file and line (never a silent shift)."""
     src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
         raise TaskError(
             f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "
             "parallel files must have the same number of lines"
         )
-    out: list[Example] = []
+    out: list[tuple[str, str]] = []
     for i, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), 1):
         if max_pairs is not None and len(out) >= max_pairs:
             break
-        if not s.strip() and not t.strip():
+        s, t = s.strip(), t.strip()
+        if not s and not t:
             continue
-        out.append(Example(_tokens(s, lower, f"{src_path}:{i}"), _tokens(t, lower, f"{tgt_path}:{i}")))
+        if not s or not t:
+            empty, other = (src_path, tgt_path) if not s else (tgt_path, src_path)
+            raise TaskError(f"{empty}:{i}: empty sentence (line {i} of {other} is not): the files are misaligned")
+        out.append((s, t))
     if not out:
         raise TaskError(f"{src_path}: no sentence pairs")
     return out
+
+
+def read_parallel_files(
+    src_path: str | Path, tgt_path: str | Path, lower: bool = True, max_pairs: int | None = None
+) -> list[Example]:
+    """Two line-aligned files as word tokens (read_parallel_text; a sentence without a word is a TaskError)."""
+    pairs = read_parallel_text(src_path, tgt_path, max_pairs)
+    return [
+        Example(_tokens(s, lower, f"{src_path}:{i}"), _tokens(t, lower, f"{tgt_path}:{i}"), src_text=s, tgt_text=t)
+        for i, (s, t) in enumerate(pairs, 1)
+    ]
+
+
+def corpus_file(root: str | Path, split: str, lang: str) -> Path:
+    """``<root>/<split>.<lang>`` or ``<root>/<split>.<lang>.gz`` (Multi30k's layout); a TaskError names both."""
+    root = Path(root)
+    if not root.is_dir():
+        raise TaskError(f"{root}: no such folder (data.root: the corpus folder with <split>.<lang>[.gz] files)")
+    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
+        if (root / name).is_file():
+            return root / name
+    raise TaskError(f"{root}: found neither {split}.{lang} nor {split}.{lang}.gz")
 
 
 TASKS = ("dates", "parallel", "reorder", "tsv")

@@ -1,14 +1,19 @@
-"""How text becomes tokens and back, the way each task tokenizes: ``word`` (the offline regex tokenizer) or ``char``
-(characters; a space is the visible token SPACE). Shared by the data module and the translator; no Lightning."""
+"""How text becomes tokens and back, the way each task tokenizes: ``word`` (the offline regex tokenizer), ``char``
+(characters; a space is the visible token SPACE) or ``subword`` (a SentencePiece model learned from the training
+side: text keeps its case and punctuation, translation.subwords). Shared by the data module and the translator; no
+Lightning."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from text_attn.core.vocab import tokenize
+from text_attn.translation.subwords import Subwords
 
 SPACE = "▁"  # the visible token for a space in `dates` sources
 CHAR_TASKS = ("dates",)  # tasks whose tokens are characters
+MODES = ("word", "char", "subword")
 
 
 def tokenize_text(text: str, mode: str, lower: bool = True) -> list[str]:
@@ -21,3 +26,50 @@ def tokenize_text(text: str, mode: str, lower: bool = True) -> list[str]:
 
 def detokenize(tokens: Sequence[str], mode: str) -> str:
     return "".join(tokens).replace(SPACE, " ") if mode == "char" else " ".join(tokens)
+
+
+@dataclass
+class TextCodec:
+    """Text <-> tokens for one model: the mode, lowercasing (word and char), and the subword model (subword)."""
+
+    mode: str = "word"
+    lower: bool = True
+    subwords: Subwords | None = None
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"unknown tokenizer {self.mode!r}; known: {', '.join(MODES)}")
+        if (self.mode == "subword") != (self.subwords is not None):
+            raise ValueError("the subword tokenizer needs its subword model, and only it has one")
+
+    def encode(self, text: str) -> list[str]:
+        if self.subwords is not None:
+            return self.subwords.encode(" ".join(text.split()))  # one space between words: decode gives it back
+        return tokenize_text(text, self.mode, self.lower)
+
+    def decode(self, tokens: Sequence[str]) -> str:
+        if self.subwords is not None:
+            return self.subwords.decode(tokens)
+        return detokenize(tokens, self.mode)
+
+    def words(self, tokens: Sequence[str]) -> list[str]:
+        """The units the tutorials' BLEU counts: lowercased words and punctuation (of the decoded text, for subwords);
+        characters for ``char`` (a date's BLEU is over its characters)."""
+        if self.mode == "char":
+            return list(tokens)
+        if self.mode == "word":
+            return [t.lower() for t in tokens]
+        return tokenize(self.decode(tokens), lower=True)
+
+    # --- in a model file --------------------------------------------------------------------------------------------
+    def metadata(self) -> dict:
+        data = {"tokenizer": self.mode, "lower": self.lower}
+        if self.subwords is not None:
+            data["subword_model"] = self.subwords.to_tensor()  # (N,) uint8: the SentencePiece model's bytes
+        return data
+
+    @classmethod
+    def from_metadata(cls, data: dict) -> TextCodec:
+        model = data.get("subword_model")
+        subwords = Subwords.from_tensor(model) if model is not None else None
+        return cls(data.get("tokenizer", "word"), bool(data.get("lower", True)), subwords)

@@ -2,7 +2,9 @@
 file, tokenizes, generates, and turns ids into words with their attention. No Lightning.
 
 The model file is ``torch.save`` of plain tensors and JSON-able values (format tag, version, state_dict, arch, network
-config, source and target vocabularies, tokenizer, lower), read back with ``torch.load(weights_only=True)``.
+config, source and target vocabularies, tokenizer, lower, and for subword models the SentencePiece model as a uint8
+tensor; optionally ``info``: what it was trained on, its terms and scores), read back with
+``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from text_attn.core.errors import one_line
 from text_attn.core.modelfile import ModelFileError, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
-from text_attn.translation.tokens import detokenize, tokenize_text
+from text_attn.translation.subwords import SubwordError
+from text_attn.translation.tokens import TextCodec
 
 
 @dataclass
@@ -35,10 +38,22 @@ KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
 
 
 class Translator:
-    def __init__(self, net: torch.nn.Module, src_vocab: Vocabulary, tgt_vocab: Vocabulary, tokenizer: str, lower: bool):
-        """net: a network of text_attn.translation.networks.NETWORKS (its mode is left as it is: training keeps it)."""
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        src_vocab: Vocabulary,
+        tgt_vocab: Vocabulary,
+        codec: TextCodec | str = "word",
+        lower: bool = True,
+        info: dict | None = None,
+    ):
+        """net: a network of text_attn.translation.networks.NETWORKS (its mode is left as it is: training keeps it).
+        codec: how text becomes tokens (a TextCodec, or the name of a mode without a model: word, char; then
+        ``lower``). info: JSON-able notes the model file carries (training data, terms, scores)."""
         self.net, self.src_vocab, self.tgt_vocab = net, src_vocab, tgt_vocab
-        self.tokenizer, self.lower = tokenizer, lower
+        self.codec = codec if isinstance(codec, TextCodec) else TextCodec(codec, lower)
+        self.tokenizer, self.lower = self.codec.mode, self.codec.lower
+        self.info = dict(info or {})
         self.arch = next((a for a, (_, net_cls) in NETWORKS.items() if isinstance(net, net_cls)), None)
         if self.arch is None:
             raise ValueError(f"not a text network: {type(net).__name__}")
@@ -51,8 +66,8 @@ class Translator:
             "config": config_dict(self.net.cfg),
             "src_vocab": self.src_vocab.to_dict(),
             "tgt_vocab": self.tgt_vocab.to_dict(),
-            "tokenizer": self.tokenizer,
-            "lower": self.lower,
+            **self.codec.metadata(),
+            **({"info": self.info} if self.info else {}),
         }
 
     def save(self, path: str | Path, half: bool = False) -> Path:
@@ -88,14 +103,15 @@ class Translator:
             net = build_network(arch, make_config(arch, options))
             net.load_state_dict(data["state_dict"])
             src, tgt = Vocabulary.from_dict(data["src_vocab"]), Vocabulary.from_dict(data["tgt_vocab"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            codec = TextCodec.from_metadata(data)
+        except (KeyError, TypeError, ValueError, RuntimeError, SubwordError) as exc:
             if isinstance(exc, ModelFileError):
                 raise
             raise ModelFileError(f"{path}: damaged {what} ({type(exc).__name__}: {one_line(exc)})") from None
-        return cls(net.eval(), src, tgt, data.get("tokenizer", "word"), bool(data.get("lower", True)))
+        return cls(net.eval(), src, tgt, codec, info=data.get("info"))
 
     def tokenize(self, text: str) -> list[str]:
-        return tokenize_text(text, self.tokenizer, self.lower)
+        return self.codec.encode(text)
 
     @torch.no_grad()
     def translate(
@@ -123,7 +139,10 @@ class Translator:
         max_len: int | None = None,
         **options: Any,
     ) -> list[Translation]:
-        """Translate already tokenized sentences."""
+        """Translate already tokenized sentences. A subword model never writes <unk> (the next most likely piece stands
+        in: every word can be spelled from pieces)."""
+        if self.codec.subwords is not None:
+            options.setdefault("banned", (self.tgt_vocab.unk_id,))
         ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
         src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
         device = next(self.net.parameters()).device
@@ -151,7 +170,7 @@ class Translator:
                 attn = res.attention[i, : len(words), ..., : int(lens[i])].cpu()  # drop padded steps, source columns
             nbest = None
             if res.nbest is not None:
-                nbest = [(detokenize(self.tgt_vocab.decode(alt), self.tokenizer), sc) for alt, sc in res.nbest[i]]
-            text, unknown = detokenize(words, self.tokenizer), self.src_vocab.unknown(toks[i])
+                nbest = [(self.codec.decode(self.tgt_vocab.decode(alt)), sc) for alt, sc in res.nbest[i]]
+            text, unknown = self.codec.decode(words), self.src_vocab.unknown(toks[i])
             out.append(Translation(toks[i], words, text, attn, unknown, float(res.scores[i]), nbest))
         return out

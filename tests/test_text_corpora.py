@@ -1,0 +1,168 @@
+"""Real corpora for the text models: the ``<split>.<lang>[.gz]`` layout (task ``pair``) with the corpus's own splits,
+gzipped parallel files, misaligned files and bad encodings in one line naming the file and line; subword units
+(SentencePiece) that round-trip real text and never produce <unk>; sacreBLEU and chrF on a hand-computed case. All on
+small files written here (Multi30k itself never enters the repository)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+import torch
+
+from text_attn.core.metrics import sacre_scores
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+from text_attn.translation.subwords import Subwords, SubwordError
+from text_attn.translation.tasks import TaskError, read_parallel_text
+from text_attn.translation.tokens import TextCodec
+from text_attn.translation.translator import Translator
+
+DE = [
+    "Ein Mann fährt Fahrrad.",
+    "Zwei Hunde spielen im Schnee.",
+    "Eine Frau liest ein Buch im Park.",
+    "Drei Kinder essen Äpfel.",
+    "Ein Mädchen springt über den Zaun.",
+    "Der Hund läuft schnell.",
+]
+EN = [
+    "A man rides a bike.",
+    "Two dogs are playing in the snow.",
+    "A woman is reading a book in the park.",
+    "Three children eat apples.",
+    "A girl jumps over the fence.",
+    "The dog runs fast.",
+]
+
+
+def write_corpus(root: Path, splits: dict[str, int] | None = None, gz: bool = True) -> Path:
+    """A Multi30k-shaped folder: <split>.de / <split>.en, gzipped (or not), line-aligned."""
+    root.mkdir(parents=True, exist_ok=True)
+    for split, n in (splits or {"train": 6, "val": 2, "test_2016_flickr": 2}).items():
+        for lang, lines in (("de", DE), ("en", EN)):
+            text = "".join(f"{lines[i % len(lines)]}\n" for i in range(n)).encode()
+            path = root / f"{split}.{lang}{'.gz' if gz else ''}"
+            path.write_bytes(gzip.compress(text) if gz else text)
+    return root
+
+
+# --- readers ------------------------------------------------------------------------------------------------------
+def test_pair_task_uses_the_corpus_own_splits_gzipped_or_not(tmp_path):
+    for gz in (True, False):
+        root = write_corpus(tmp_path / f"m30k-{gz}", {"train": 6, "val": 2, "test_2016_flickr": 3}, gz=gz)
+        dm = TranslationDataModule(task="pair", root=str(root), src_lang="de", tgt_lang="en", val_size=0, test_size=0)
+        dm.setup("fit")
+        assert {k: len(v) for k, v in dm.splits.items()} == {"train": 6, "val": 2, "test": 3}
+        first = dm.splits["test"].examples[0]
+        assert first.src_text == DE[0] and first.tgt_text == EN[0]  # as written, in the file's order: no shuffling
+        assert first.src == ["ein", "mann", "fährt", "fahrrad", "."]  # word tokens, lowercased (data.lower)
+
+
+def test_split_names_are_configurable_and_missing_files_are_named(tmp_path):
+    root = write_corpus(tmp_path / "c", {"train": 6, "dev": 2, "test2017": 2})
+    kw = dict(task="pair", root=str(root), src_lang="de", tgt_lang="en", val_size=0, test_size=0)
+    dm = TranslationDataModule(**kw, split_names={"val": "dev", "test": "test2017"})
+    dm.setup("fit")
+    assert len(dm.splits["val"]) == 2
+    with pytest.raises(ValueError, match=r"found neither val\.de nor val\.de\.gz"):
+        TranslationDataModule(**kw).setup("fit")
+    with pytest.raises(ValueError, match="unknown split"):
+        TranslationDataModule(**kw, split_names={"dev": "dev"})
+    with pytest.raises(ValueError, match="task pair needs data.root"):
+        TranslationDataModule(task="pair", src_lang="de", tgt_lang="en")
+
+
+def test_misaligned_files_empty_lines_and_bad_bytes_name_file_and_line(tmp_path):
+    de, en = tmp_path / "a.de.gz", tmp_path / "a.en"
+    de.write_bytes(gzip.compress(b"Ein Hund.\nZwei Hunde.\n"))
+    en.write_text("A dog.\nTwo dogs.\nThree dogs.\n")
+    with pytest.raises(TaskError, match=r"a\.de\.gz has 2 lines but .*a\.en has 3"):
+        read_parallel_text(de, en)
+    en.write_text("A dog.\n\n")
+    with pytest.raises(TaskError, match=r"a\.en:2: empty sentence \(line 2 of .*a\.de\.gz is not\)"):
+        read_parallel_text(de, en)
+    en.write_text("A dog.\nTwo dogs.\n")
+    assert read_parallel_text(de, en) == [("Ein Hund.", "A dog."), ("Zwei Hunde.", "Two dogs.")]
+    de.write_bytes(gzip.compress(b"Ein Hund.\nZwei H\xfcnde.\n"))  # Latin-1, not UTF-8
+    with pytest.raises(TaskError, match=r"a\.de\.gz:2: not valid UTF-8"):
+        read_parallel_text(de, en)
+    de.write_bytes(gzip.compress(b"Ein Hund.\n")[:-6])  # a truncated download
+    with pytest.raises(TaskError, match=r"a\.de\.gz: cannot read it"):
+        read_parallel_text(de, en)
+
+
+# --- subwords -----------------------------------------------------------------------------------------------------
+SENTENCES = [
+    "Ein Mann fährt Fahrrad.",
+    'Die Straße ist 3,5 km lang, sagt Jürgen\'s Freund: "Schön!"',
+    "It's 10:30 — the café's crème brûlée costs $4.50 (tax incl.).",
+    "Größe ÄÖÜ äöü ß; l'homme d'affaires à Paris?",
+]
+
+
+@pytest.fixture(scope="module")
+def subwords() -> Subwords:
+    return Subwords.train(DE + EN + SENTENCES, vocab_size=400)
+
+
+def test_subwords_round_trip_real_text(subwords):
+    for text in SENTENCES + DE + EN:
+        pieces = subwords.encode(text)
+        assert subwords.decode(pieces) == text
+    codec = TextCodec("subword", False, subwords)
+    assert codec.decode(codec.encode("  Ein   Mann\tfährt  ")) == "Ein Mann fährt"  # whitespace runs become one space
+    assert codec.words(codec.encode("A Man, fast.")) == ["a", "man", ",", "fast", "."]  # the tutorials' BLEU units
+
+
+def test_unseen_characters_fall_back_to_bytes_not_unk(subwords):
+    text = "Ein Mann 🚲 fährt 東京"
+    pieces = subwords.encode(text)
+    assert subwords.decode(pieces) == text and "<unk>" not in pieces
+    assert any(p.startswith("<0x") for p in pieces)  # the emoji and the kanji are spelled as UTF-8 bytes
+
+
+def test_a_subword_model_travels_in_a_weights_only_model_file(subwords, tmp_path):
+    root = write_corpus(tmp_path / "c")
+    dm = TranslationDataModule(
+        task="pair", root=str(root), src_lang="de", tgt_lang="en", tokenizer="subword", subword_vocab=300
+    )
+    dm.setup("fit")
+    assert dm.codec.mode == "subword" and dm.splits["train"].examples[0].src[0].startswith("▁")
+    cfg = Seq2SeqConfig(
+        src_vocab_size=len(dm.src_vocab), tgt_vocab_size=len(dm.tgt_vocab), embed_dim=8, enc_hidden=8, dec_hidden=8,
+        attn_dim=8,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    path = Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec).save(tmp_path / "m.pt")
+    data = torch.load(path, weights_only=True)
+    assert data["tokenizer"] == "subword" and data["subword_model"].dtype == torch.uint8
+    loaded = Translator.load(path)
+    assert loaded.tokenize(DE[0]) == dm.codec.encode(DE[0])
+    out = loaded.translate([DE[0]], max_len=8)[0]  # an untrained network: any pieces, but never <unk>
+    assert "<unk>" not in out.tokens and out.text == loaded.codec.decode(out.tokens)
+
+
+def test_bad_subword_settings_are_one_line():
+    with pytest.raises(SubwordError, match="cannot learn 5000 subword units"):
+        Subwords.train(["a b c", "d e f"], vocab_size=5000)
+    with pytest.raises(SubwordError, match="not a SentencePiece model"):
+        Subwords(b"not a model")
+    with pytest.raises(ValueError, match="data.tokenizer subword is for real text"):
+        TranslationDataModule(task="reorder", tokenizer="subword")
+
+
+# --- metrics ------------------------------------------------------------------------------------------------------
+def test_sacrebleu_and_chrf_against_hand_computed_values():
+    # 5 tokens, the last wrong: precisions 4/5, 3/4, 2/3, 1/2; no brevity penalty: BLEU = 0.2 ** 0.25
+    scores = sacre_scores(["a b c d f"], ["a b c d e"])
+    assert scores["sacrebleu"] == pytest.approx(100 * 0.2**0.25, abs=1e-3)
+    assert sacre_scores(["The cat sat."], ["The cat sat."])["sacrebleu"] == pytest.approx(100)
+    assert sacre_scores(["The cat sat."], ["The cat sat."])["chrf"] == pytest.approx(100)
+    # cased: a lowercased hypothesis loses the capital's n-grams
+    assert sacre_scores(["The cat sat on it."], ["the cat sat on it."])["sacrebleu"] < 100
+    assert (
+        scores["signature"].startswith("BLEU nrefs:1|case:mixed|eff:no|tok:13a")
+        and "; chrF nrefs:1" in scores["signature"]
+    )
