@@ -7,10 +7,12 @@ land again."""
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
 from helpers.flickr8k import write_original
+from helpers.multi30k import write_corpus
 
 from captioning.captioner import Captioner
 from captioning.train_cli import caption_cli
@@ -30,6 +32,10 @@ TEXT_CORPUS = [
     "--data.test_size", "1",
     "--trainer.val_check_interval", "1",  # the config validates every 5000 steps
 ]  # fmt: skip
+# Multi30k's sizes decode an untrained network's 30 steps at ~10 ms each: small ones for what a test needs
+SMALL_RNN = ["--model.network.embed_dim", "16", "--model.network.enc_hidden", "16", "--model.network.dec_hidden", "32",
+             "--model.network.attn_dim", "16"]  # fmt: skip
+SMALL_TRANSFORMER = ["--model.network.d_model", "32", "--model.network.ff_dim", "64"]
 SHAPES_DATA = [
     "--data.train_size", "16",
     "--data.captions_per_image", "1",
@@ -62,11 +68,17 @@ FLICKR8K_DATA = [
 
 
 def _overrides(config: Path, flickr8k: Path) -> list[str]:
+    if config.name.startswith("multi30k"):  # a 6-pair corpus in Multi30k's layout, fr beside de and en
+        data = ["--data.root", str(MULTI30K), "--data.subword_vocab", "300", "--data.batch_size", "4"]
+        return data + (SMALL_TRANSFORMER if "transformer" in config.name else SMALL_RNN)
     if config.parent.name == "text":
         return TEXT_DATA + (TEXT_CORPUS if "transformer_base" in config.name else [])
     if config.name.startswith("flickr8k") and "resnet" not in config.name:
         return ["--data.root", str(flickr8k), *FLICKR8K_DATA]
     return SHAPES_DATA if config.name.startswith("shapes") else KARPATHY_DATA
+
+
+MULTI30K = write_corpus(Path(tempfile.mkdtemp(prefix="multi30k-")), langs=("de", "en", "fr"))
 
 
 @pytest.fixture(scope="module")

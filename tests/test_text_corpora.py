@@ -6,10 +6,10 @@ small files written here (Multi30k itself never enters the repository)."""
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 
 import pytest
 import torch
+from helpers.multi30k import DE, EN, write_corpus
 
 from text_attn.core.metrics import sacre_scores
 from text_attn.translation.data import TranslationDataModule
@@ -18,34 +18,6 @@ from text_attn.translation.subwords import SubwordError, Subwords
 from text_attn.translation.tasks import TaskError, read_parallel_text
 from text_attn.translation.tokens import TextCodec
 from text_attn.translation.translator import Translator
-
-DE = [
-    "Ein Mann fährt Fahrrad.",
-    "Zwei Hunde spielen im Schnee.",
-    "Eine Frau liest ein Buch im Park.",
-    "Drei Kinder essen Äpfel.",
-    "Ein Mädchen springt über den Zaun.",
-    "Der Hund läuft schnell.",
-]
-EN = [
-    "A man rides a bike.",
-    "Two dogs are playing in the snow.",
-    "A woman is reading a book in the park.",
-    "Three children eat apples.",
-    "A girl jumps over the fence.",
-    "The dog runs fast.",
-]
-
-
-def write_corpus(root: Path, splits: dict[str, int] | None = None, gz: bool = True) -> Path:
-    """A Multi30k-shaped folder: <split>.de / <split>.en, gzipped (or not), line-aligned."""
-    root.mkdir(parents=True, exist_ok=True)
-    for split, n in (splits or {"train": 6, "val": 2, "test_2016_flickr": 2}).items():
-        for lang, lines in (("de", DE), ("en", EN)):
-            text = "".join(f"{lines[i % len(lines)]}\n" for i in range(n)).encode()
-            path = root / f"{split}.{lang}{'.gz' if gz else ''}"
-            path.write_bytes(gzip.compress(text) if gz else text)
-    return root
 
 
 # --- readers ------------------------------------------------------------------------------------------------------

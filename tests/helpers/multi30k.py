@@ -1,0 +1,48 @@
+"""A Multi30k-shaped corpus for tests, written from a few German / English sentences (Multi30k's own never enter the
+repository)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+DE = [
+    "Ein Mann fährt Fahrrad.",
+    "Zwei Hunde spielen im Schnee.",
+    "Eine Frau liest ein Buch im Park.",
+    "Drei Kinder essen Äpfel.",
+    "Ein Mädchen springt über den Zaun.",
+    "Der Hund läuft schnell.",
+]
+EN = [
+    "A man rides a bike.",
+    "Two dogs are playing in the snow.",
+    "A woman is reading a book in the park.",
+    "Three children eat apples.",
+    "A girl jumps over the fence.",
+    "The dog runs fast.",
+]
+
+
+FR = [
+    "Un homme fait du vélo.",
+    "Deux chiens jouent dans la neige.",
+    "Une femme lit un livre dans le parc.",
+    "Trois enfants mangent des pommes.",
+    "Une fille saute par-dessus la clôture.",
+    "Le chien court vite.",
+]
+
+
+def write_corpus(
+    root: Path, splits: dict[str, int] | None = None, gz: bool = True, langs: tuple[str, ...] = ("de", "en")
+) -> Path:
+    """A Multi30k-shaped folder: <split>.<lang> for de / en (and fr), gzipped (or not), line-aligned."""
+    root.mkdir(parents=True, exist_ok=True)
+    text_of = {"de": DE, "en": EN, "fr": FR}
+    for split, n in (splits or {"train": 6, "val": 2, "test_2016_flickr": 2}).items():
+        for lang, lines in ((lang, text_of[lang]) for lang in langs):
+            text = "".join(f"{lines[i % len(lines)]}\n" for i in range(n)).encode()
+            path = root / f"{split}.{lang}{'.gz' if gz else ''}"
+            path.write_bytes(gzip.compress(text) if gz else text)
+    return root
