@@ -11,6 +11,16 @@ from pathlib import Path
 from text_attn.core.errors import fail, one_line
 from text_attn.core.search_options import add_search_options, check_search_options, search_options
 
+ASSETS = Path(__file__).parent / "assets"
+BUNDLED_MODEL = ASSETS / "multi30k_de_en.pt"  # the default: German -> English, trained on Multi30k
+# translate --demo: German sentences of the kind Multi30k describes (written for this project, not from the corpus)
+DEMO_SENTENCES = [
+    "Ein Mann fährt mit seinem Fahrrad eine Straße entlang.",
+    "Zwei kleine Kinder spielen im Sand am Strand.",
+    "Eine Frau mit einem roten Hut sitzt auf einer Bank und liest eine Zeitung.",
+    "Ein brauner Hund rennt durch das hohe Gras.",
+]
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -21,8 +31,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: read lines from stdin)")
     p.add_argument(
         "--model",
-        required=True,
-        help="model file (model.pt written at the end of `text-train fit`, or by `text-export` from a checkpoint)",
+        help="model file (model.pt written at the end of `text-train fit`, or by `text-export` from a checkpoint); "
+        f"default: the bundled German -> English model ({BUNDLED_MODEL.name})",
+    )
+    p.add_argument("--model-info", action="store_true", help="print what the model is and was trained on, and exit")
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="translate a few German sentences and show which words each output looked at",
     )
     p.add_argument("--beam-size", type=int, default=1, help="beam width; 1 = greedy (default: 1)")
     p.add_argument("--length-penalty", type=float, default=0.0, help="rank beams by score / length**this (default: 0)")
@@ -86,7 +102,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None) ->
                 out.write("".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest))
             else:
                 out.write(tr.text + "\n")
-            if args.plot:
+            if args.plot or args.demo:
                 kept.append((n, tr))
         out.flush()
         if report is not None:
@@ -112,6 +128,65 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None) ->
     return failed, seen, kept
 
 
+def model_info(translator, path: str | Path) -> list[str]:
+    """``translate --model-info``: the network, the tokenizer and vocabularies, what it was trained on, its scores."""
+    cfg = translator.net.cfg
+    if translator.arch == "transformer":
+        net = f"Transformer, d_model {cfg.d_model}, {cfg.enc_layers} + {cfg.dec_layers} layers, {cfg.num_heads} heads"
+    else:
+        net = f"{cfg.rnn.upper()} encoder-decoder, attention {cfg.attention}, decoder {cfg.dec_hidden}"
+    codec = translator.codec
+    tokens = {"subword": f"subword units (SentencePiece, {len(codec.subwords) if codec.subwords else 0} pieces)",
+              "word": f"words{' (lowercased)' if codec.lower else ''}", "char": "characters"}[codec.mode]  # fmt: skip
+    lines = [
+        f"model:          {path}",
+        f"network:        {net}",
+        f"tokens:         {tokens}",
+        f"vocabularies:   source {len(translator.src_vocab)}, target {len(translator.tgt_vocab)}",
+    ]
+    for key, value in translator.info.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        lines.append(f"{key.replace('_', ' ') + ':':<15} {value}")
+    return lines
+
+
+def word_alignment(translator, tr) -> list[str]:
+    """Per output word, the source word it attended most (attention summed over the pieces of a source word and
+    averaged over the pieces of an output word); an empty list for a model without attention."""
+    if tr.attention is None:
+        return []
+    attn = tr.attention
+    if attn.dim() == 3:  # (T, H, S): a Transformer layer's heads, averaged
+        attn = attn.mean(1)
+    src_words, src_of = _words(translator, tr.source)
+    out_words, out_of = _words(translator, tr.tokens)
+    lines = []
+    for w, word in enumerate(out_words):
+        rows = [i for i, k in enumerate(out_of) if k == w]
+        weights = attn[rows, : len(tr.source)].mean(0)  # (S,) over source pieces
+        per_word = [float(weights[[i for i, k in enumerate(src_of) if k == j]].sum()) for j in range(len(src_words))]
+        best = max(range(len(src_words)), key=per_word.__getitem__) if src_words else None
+        if best is not None:
+            lines.append(f"{word} <- {src_words[best]} ({per_word[best]:.0%})")
+    return lines
+
+
+def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
+    """Tokens grouped into words: (the words, per token the index of its word). Subword pieces join until the next
+    piece that starts a word ("▁"); other tokenizers' tokens are words already."""
+    if translator.codec.mode != "subword":
+        return list(tokens), list(range(len(tokens)))
+    words: list[list[str]] = []
+    index = []
+    for t in tokens:
+        if t.startswith("▁") or not words:
+            words.append([])
+        words[-1].append(t)
+        index.append(len(words) - 1)
+    return [translator.codec.decode(w) for w in words], index
+
+
 def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.beam_size < 1:
@@ -127,10 +202,20 @@ def translate_main(argv: list[str] | None = None) -> int:
     from text_attn.core.modelfile import ModelFileError
     from text_attn.translation.translator import Translator
 
+    if args.model is None and not BUNDLED_MODEL.is_file():
+        fail("translate", f"the bundled model {BUNDLED_MODEL} is not installed; pass --model FILE (a model file "
+             "written by text-train fit or text-export)")  # fmt: skip
     try:
-        translator = Translator.load(args.model)
+        translator = Translator.load(args.model or BUNDLED_MODEL)
     except ModelFileError as exc:
         fail("translate", str(exc))
+    if args.model_info:
+        print("\n".join(model_info(translator, args.model or BUNDLED_MODEL)))
+        return 0
+    if args.demo:
+        if args.sentences:
+            fail("translate", "--demo translates its own sentences: give sentences without --demo")
+        args.sentences = list(DEMO_SENTENCES)
     if hasattr(translator.net, "set_plot_layer"):  # the Transformer: which layer's cross-attention to return
         try:
             translator.net.set_plot_layer(args.layer)
@@ -165,7 +250,12 @@ def translate_main(argv: list[str] | None = None) -> int:
             print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
-    if args.plot:
+    if args.demo:
+        for (_, tr), source in zip(results, DEMO_SENTENCES, strict=True):
+            print(f"\n{source}\n{tr.text}")
+            for line in word_alignment(translator, tr):
+                print(f"  {line}")
+    if args.plot and not args.demo:
         if results and results[0][1].attention is None:
             print("translate: note: this model has no attention to plot", file=sys.stderr)
         else:

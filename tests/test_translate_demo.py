@@ -1,0 +1,69 @@
+"""translate's defaults for a newcomer: the bundled model when --model is omitted (one line when it is missing),
+--model-info (the network, tokens, training data, terms, scores), --demo (fixed German sentences, each output word
+with the source word it looked at). On a small subword model trained for a few steps here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers.multi30k import write_corpus
+
+from text_attn.translation import translate_cli
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+from text_attn.translation.translate_cli import translate_main, word_alignment
+from text_attn.translation.translator import Translator
+
+INFO = {"training_data": "Multi30k (tiny test copy)", "terms": "non-commercial research and education",
+        "test_scores": {"sacreBLEU": 1.5}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("m")
+    dm = TranslationDataModule(task="pair", root=str(write_corpus(tmp / "c")), src_lang="de", tgt_lang="en",
+                               tokenizer="subword", subword_vocab=300)  # fmt: skip
+    dm.setup("fit")
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(src_vocab_size=len(dm.src_vocab), tgt_vocab_size=len(dm.tgt_vocab), embed_dim=8,
+                        enc_hidden=8, dec_hidden=16, attn_dim=8)  # fmt: skip
+    return Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec, info=INFO).save(tmp / "m.pt")
+
+
+def test_model_info_prints_network_tokens_and_info(model_file, capsys):
+    assert translate_main(["--model", str(model_file), "--model-info"]) == 0
+    out = capsys.readouterr().out
+    assert "GRU encoder-decoder, attention bahdanau" in out and "subword units (SentencePiece" in out
+    assert "non-commercial research and education" in out and "sacreBLEU 1.5" in out
+
+
+def test_demo_translates_its_sentences_with_word_alignment(model_file, capsys):
+    assert translate_main(["--model", str(model_file), "--demo", "--max-len", "6"]) == 0
+    out = capsys.readouterr().out
+    for sentence in translate_cli.DEMO_SENTENCES:
+        assert f"\n{sentence}\n" in out
+    assert out.count(" <- ") >= len(translate_cli.DEMO_SENTENCES)  # every output word names a source word
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(model_file), "--demo", "Ein Satz."])
+    assert exc.value.code == 2
+
+
+def test_word_alignment_joins_pieces_into_words(model_file):
+    tr = Translator.load(model_file)
+    (out,) = tr.translate(["Ein Mann fährt Fahrrad."], max_len=5)
+    lines = word_alignment(tr, out)
+    source_words = {"Ein", "Mann", "fährt", "Fahrrad."}
+    assert lines and all(line.split(" <- ")[1].rsplit(" (", 1)[0] in source_words for line in lines)
+    shares = [float(line.rsplit("(", 1)[1].rstrip("%)")) for line in lines]
+    assert all(0 < s <= 100 for s in shares)
+
+
+def test_without_model_uses_the_bundled_one_or_says_it_is_missing(model_file, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(translate_cli, "BUNDLED_MODEL", model_file)
+    assert translate_main(["Ein Mann fährt Fahrrad.", "--max-len", "4"]) == 0
+    assert capsys.readouterr().out.count("\n") == 1
+    monkeypatch.setattr(translate_cli, "BUNDLED_MODEL", tmp_path / "gone.pt")
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["Ein Mann."])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "gone.pt is not installed; pass --model FILE" in err
