@@ -1,0 +1,274 @@
+"""Multi30k benchmark: train the shipped configs on the real corpus, score the model files on test_2016_flickr.
+
+    python benchmarks/multi30k.py --data-root ../shared/data/multi30k                          # every model
+    python benchmarks/multi30k.py --data-root ../shared/data/multi30k --models bahdanau --bundle
+    python benchmarks/multi30k.py --data-root ../shared/data/multi30k --quick --out /tmp/m30k   # a smoke run
+
+Models (configs/text/multi30k_<pair>_<name>.yaml), each trained by the console script a user would type, output in
+OUT/logs/<stage>.log; a model whose OUT/<name>/model.pt exists is not trained again (--retrain):
+  none, bahdanau, luong, transformer   German -> English
+  en_fr_bahdanau                       English -> French (the README's alignment grids)
+Then per model, ``translate --model M --beam-size 1 / 5`` on the test sources as a user runs it (timed: sentences/s),
+scored three ways against the test references:
+  BLEU (tok.)  lowercased, tokenized BLEU-4 (words and punctuation): the measure of the PyTorch seq2seq tutorials
+  sacreBLEU    cased, detokenized, 13a tokenization: the field's standard (signature printed); chrF beside it
+and BLEU (tok.) by source length (words: 1-10, 11-15, 16-20, 21-30, 31+) with its plot, and the count of outputs
+holding <unk>. Model selection happens on val inside fit; test is only scored here.
+
+``--json`` writes every number; ``--bundle`` writes the best German -> English model (by test sacreBLEU at beam 5
+of those run now) as text_attn/translation/assets/multi30k_de_en.pt: float16, with its data, terms and scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs" / "text"
+BUNDLED = ROOT / "text_attn" / "translation" / "assets" / "multi30k_de_en.pt"
+MODELS = {  # name -> (config, source language, target language)
+    "none": ("multi30k_de_en_none.yaml", "de", "en"),
+    "bahdanau": ("multi30k_de_en_bahdanau.yaml", "de", "en"),
+    "luong": ("multi30k_de_en_luong.yaml", "de", "en"),
+    "transformer": ("multi30k_de_en_transformer.yaml", "de", "en"),
+    "en_fr_bahdanau": ("multi30k_en_fr_bahdanau.yaml", "en", "fr"),
+}
+TEST = "test_2016_flickr"
+BEAMS = (1, 5)
+# The PyTorch seq2seq tutorials (bentrevett/pytorch-seq2seq) on this test set, lowercased tokenized BLEU x 100.
+TUTORIALS = {"none": 20.6, "bahdanau": 28.3, "transformer": 36.5}
+TERMS = (
+    "Multi30k (Elliott et al. 2016) is for non-commercial research and educational use only; this model was trained "
+    "on it: the same terms apply to it."
+)
+QUICK = ["--data.train_size", "2000", "--data.val_size", "100", "--trainer.max_time", "00:00:02:00",
+         "--data.subword_vocab", "2000"]  # fmt: skip
+QUICK_TEST = 200
+
+
+class StageError(RuntimeError):
+    """A stage failed: one line naming it and its log."""
+
+
+def console_script(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    if found is None:
+        raise StageError(f"the console script {name!r} is not installed (pip install -e . in this repository)")
+    return found
+
+
+def run(stage: str, cmd: list[str], logs: Path, stdin: str | None = None) -> float:
+    """Run cmd with its output in logs/<stage>.log; returns its wall seconds."""
+    print(f"[{stage}] $ {shlex.join([Path(cmd[0]).name, *cmd[1:]])}", flush=True)
+    log = logs / f"{stage}.log"
+    t0 = time.perf_counter()
+    with log.open("w") as out:
+        code = subprocess.run(cmd, input=stdin, text=True, stdout=out, stderr=subprocess.STDOUT).returncode
+    seconds = time.perf_counter() - t0
+    if code != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        raise StageError(f"stage {stage} failed (exit code {code}); its output: {log}; last line: {tail[0][:200]}")
+    print(f"[{stage}] done in {seconds / 60:.1f} min", flush=True)
+    return seconds
+
+
+def read_lines(root: Path, split: str, lang: str) -> list[str]:
+    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
+        path = root / name
+        if path.is_file():
+            raw = path.read_bytes()
+            text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+            return [line.strip() for line in text.decode("utf-8").splitlines()]
+    raise StageError(f"{root}: found neither {split}.{lang} nor {split}.{lang}.gz")
+
+
+def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
+    """The model's file, trained now unless it exists; (file, training minutes or None when reused)."""
+    config = MODELS[name][0]
+    model = args.out / name / "model.pt"
+    minutes_file = args.out / name / "train_minutes.txt"
+    if model.is_file() and not args.retrain:
+        minutes = float(minutes_file.read_text()) if minutes_file.is_file() else None
+        print(f"[{name}] {model} exists: not trained again (--retrain to train it)", flush=True)
+        return model, minutes
+    cmd = [console_script("text-train"), "fit", "--config", str(CONFIGS / config), "--data.root", str(args.data_root)]
+    cmd += ["--trainer.default_root_dir", str(args.out / name), "--model.export_path", str(model)]
+    cmd += ["--trainer.enable_progress_bar", "false"]
+    if args.quick:
+        cmd += QUICK
+    seconds = run(f"fit-{name}", cmd, args.logs)
+    minutes_file.write_text(f"{seconds / 60:.2f}\n")
+    return model, seconds / 60
+
+
+def score(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
+    """BLEU (tok.), sacreBLEU, chrF (x 100), BLEU (tok.) by source words, outputs with <unk>."""
+    from text_attn.core.metrics import (
+        REAL_BUCKET_LABELS,
+        REAL_BUCKETS,
+        bleu_by_length,
+        bucket_label,
+        corpus_bleu,
+        sacre_scores,
+    )
+    from text_attn.core.vocab import tokenize
+
+    ref_tok = [[tokenize(r, lower=True)] for r in refs]
+    hyp_tok = [tokenize(h, lower=True) for h in hyps]
+    sacre = sacre_scores(refs, hyps)
+    by_len = bleu_by_length([len(s.split()) for s in sources], ref_tok, hyp_tok, REAL_BUCKETS)
+    return {
+        "bleu_tok": 100 * corpus_bleu(ref_tok, hyp_tok)["bleu4"],
+        "sacrebleu": sacre["sacrebleu"],
+        "chrf": sacre["chrf"],
+        "signature": sacre["signature"],
+        "unk": sum("<unk>" in h for h in hyps),
+        "by_length": {
+            label: {"bleu": 100 * by_len[bucket_label(lo, hi)]["bleu"], "count": by_len[bucket_label(lo, hi)]["count"]}
+            for (lo, hi), label in zip(REAL_BUCKETS, REAL_BUCKET_LABELS, strict=True)
+        },
+    }
+
+
+def translate_test(name: str, model: Path, beam: int, sources: list[str], args: argparse.Namespace) -> tuple:
+    """``translate`` on the test sources at this beam, as a user runs it: (outputs, sentences/s)."""
+    out = args.out / name / f"test-beam{beam}.txt"
+    cmd = [console_script("translate"), "--model", str(model), "--beam-size", str(beam), "--output", str(out)]
+    seconds = run(f"translate-{name}-beam{beam}", cmd, args.logs, stdin="\n".join(sources) + "\n")
+    hyps = out.read_text(encoding="utf-8").splitlines()
+    if len(hyps) != len(sources):
+        raise StageError(f"translate {model}: {len(hyps)} outputs for {len(sources)} sources")
+    return hyps, len(sources) / seconds
+
+
+def table(results: dict, minutes: dict) -> str:
+    lines = [
+        "| model | tutorials BLEU (tok.) | BLEU (tok.) beam 1 | BLEU (tok.) beam 5 | sacreBLEU beam 5 | chrF beam 5 "
+        "| outputs with <unk> | training minutes | sentences/s beam 1 / 5 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        tutorial = TUTORIALS.get(name)
+        b1, b5 = r["1"], r["5"]
+        mins = minutes.get(name)
+        lines.append(
+            f"| {name} | {'–' if tutorial is None else tutorial} | {b1['bleu_tok']:.2f} | {b5['bleu_tok']:.2f} "
+            f"| {b5['sacrebleu']:.2f} | {b5['chrf']:.2f} | {b5['unk']} | {'reused' if mins is None else f'{mins:.1f}'} "
+            f"| {b1['sentences_per_s']:.1f} / {b5['sentences_per_s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def length_table(results: dict) -> str:
+    names = [n for n in results if MODELS[n][1:] == ("de", "en")]
+    if not names:
+        return ""
+    labels = list(next(iter(results[names[0]].values()))["by_length"])
+    counts = results[names[0]]["5"]["by_length"]
+    lines = ["| source words | sentences | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for label in labels:
+        cells = [f"{results[n]['5']['by_length'][label]['bleu']:.1f}" for n in names]
+        lines.append(f"| {label} | {counts[label]['count']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def bundle(name: str, model: Path, result: dict, minutes: float | None) -> Path:
+    from text_attn.translation.translator import Translator
+
+    translator = Translator.load(model)
+    b5 = result["5"]
+    translator.info = {
+        "training_data": "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs; chosen on "
+        "the 1,014 val pairs",
+        "terms": TERMS,
+        "training": f"configs/text/{MODELS[name][0]} on a 2-core CPU"
+        + ("" if minutes is None else f", {minutes:.0f} minutes"),
+        "test_scores": {"test_2016_flickr beam 5: sacreBLEU": round(b5["sacrebleu"], 2),
+                        "chrF": round(b5["chrf"], 2), "BLEU (lowercased, tokenized)": round(b5["bleu_tok"], 2)},
+    }  # fmt: skip
+    BUNDLED.parent.mkdir(parents=True, exist_ok=True)
+    return translator.save(BUNDLED, half=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", type=Path, required=True, help="Multi30k: <split>.<lang>[.gz] files")
+    p.add_argument("--out", type=Path, default=Path("runs/multi30k_benchmark"), help="runs, logs and model files")
+    p.add_argument("--models", default="none,bahdanau,luong,transformer", help=f"comma-separated: {', '.join(MODELS)}")
+    p.add_argument("--retrain", action="store_true", help="train models whose model file exists again")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 2,000 pairs, 2 minutes a model, 200 test")
+    p.add_argument("--json", type=Path, help="also write the numbers to this file")
+    p.add_argument("--plot", type=Path, help="also draw BLEU (tok.) by source length to this PNG")
+    p.add_argument("--bundle", action="store_true", help=f"write the best German -> English model to {BUNDLED}")
+    args = p.parse_args(argv)
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown or not names:
+        p.error(f"--models: unknown {unknown}; choose from {', '.join(MODELS)}")
+    args.logs = args.out / "logs"
+    args.logs.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict] = {}
+    minutes: dict[str, float | None] = {}
+    try:
+        for name in names:
+            _, src, tgt = MODELS[name]
+            sources, refs = read_lines(args.data_root, TEST, src), read_lines(args.data_root, TEST, tgt)
+            if args.quick:
+                sources, refs = sources[:QUICK_TEST], refs[:QUICK_TEST]
+            model, minutes[name] = train(name, args)
+            results[name] = {}
+            for beam in BEAMS:
+                hyps, speed = translate_test(name, model, beam, sources, args)
+                results[name][str(beam)] = {**score(refs, hyps, sources), "sentences_per_s": speed}
+                r = results[name][str(beam)]
+                print(f"[{name}] beam {beam}: BLEU (tok.) {r['bleu_tok']:.2f}, sacreBLEU {r['sacrebleu']:.2f}, "
+                      f"chrF {r['chrf']:.2f}, <unk> in {r['unk']} outputs", flush=True)  # fmt: skip
+    except StageError as err:
+        print(f"multi30k benchmark: error: {err}", file=sys.stderr)
+        return 1
+    n_test = len(sources)
+    print()
+    print(f"Multi30k {TEST} ({n_test} sentences){' -- QUICK smoke run' if args.quick else ''}")
+    print(table(results, minutes))
+    lengths = length_table(results)
+    if lengths:
+        print(f"\nBLEU (tok.) by source length, beam 5, {TEST}:")
+        print(lengths)
+    signature = next(iter(results.values()))["5"]["signature"]
+    print(f"\nsacreBLEU signature: {signature}")
+    if args.plot:
+        from text_attn.translation.plots import plot_bleu_by_length
+
+        curves = {
+            n: {label: {"bleu": v["bleu"] / 100, "count": v["count"]} for label, v in r["5"]["by_length"].items()}
+            for n, r in results.items()
+            if MODELS[n][1:] == ("de", "en")
+        }
+        print(f"wrote {plot_bleu_by_length(curves, args.plot, title=f'Multi30k {TEST}, German -> English, beam 5')}")
+    if args.json:
+        numbers = {"test_sentences": n_test, "quick": args.quick, "tutorials": TUTORIALS, "minutes": minutes,
+                   "results": results}  # fmt: skip
+        args.json.write_text(json.dumps(numbers, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.bundle:
+        de_en = [n for n in results if MODELS[n][1:] == ("de", "en")]
+        if not de_en:
+            print("multi30k benchmark: error: --bundle needs a German -> English model", file=sys.stderr)
+            return 1
+        best = max(de_en, key=lambda n: results[n]["5"]["sacrebleu"])
+        path = bundle(best, args.out / best / "model.pt", results[best], minutes.get(best))
+        print(f"bundled {best} as {path} ({path.stat().st_size / 2**20:.1f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
