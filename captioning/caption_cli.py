@@ -407,12 +407,22 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             batch = [next(captioned) if it["error"] is None else _record(it["name"], it["error"]) for it in items]
             failed += sum(bool(rec["error"]) for rec in batch)
             if report is not None:
-                _add_html(report, items, batch)
+                try:
+                    _add_html(report, items, batch)
+                except OSError as err:  # disk full, the file or its folder gone: what was written stays readable
+                    report = None
+                    fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
             cut += sum(bool(rec["truncated"]) for rec in batch)
             far += sum(bool(rec["out_of_domain"]) for rec in batch)
             if out is not None:
-                out.write("".join(json.dumps(rec) + "\n" for rec in batch))
-                out.flush()
+                try:
+                    out.write("".join(json.dumps(rec) + "\n" for rec in batch))
+                    out.flush()
+                except OSError as err:  # the records before stay whole; a torn last line is dropped by --resume
+                    _close_quietly(out)
+                    out = None
+                    fail("caption", f"cannot write --jsonl {args.jsonl}: {one_line(err)}; --resume continues after "
+                         "the images it holds")  # fmt: skip
             elif args.json:
                 records += batch
             else:
@@ -423,9 +433,12 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     finally:
         bar.close()
         if out is not None:
-            out.close()
+            _close_quietly(out)
         if report is not None:
-            _close_html(report, failed)
+            try:
+                _close_html(report, failed)
+            except OSError as err:
+                print(f"caption: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
     if args.json:
         print(json.dumps(records))
     if cut:
@@ -433,6 +446,14 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     if far:
         print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
     return 1 if failed or empty else 0
+
+
+def _close_quietly(out) -> None:
+    """Close an output whose write may have failed (its buffer's flush then fails again: already reported)."""
+    try:
+        out.close()
+    except OSError:
+        pass
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:

@@ -470,6 +470,42 @@ def test_an_empty_folder_among_inputs_is_named_and_fails_the_exit_code(model_fil
     assert [r["image"] for r in records] == PHOTOS[:2] and all(r["error"] is None for r in records)
 
 
+def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file, album, tmp_path):
+    """The real command in a subprocess whose files may not grow past 3 KB (RLIMIT_FSIZE: the kernel's "disk full"
+    for this process): one line naming --jsonl, exit code 2, the records written stay whole; --resume (no limit)
+    then captions exactly the rest: no record lost or repeated."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    jsonl = tmp_path / "out.jsonl"
+    # --workers 0: the limit would also stop the workers' shared-memory hand-over (a real full disk does not)
+    args = [str(album), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2", "--workers", "0"]
+    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+
+    def limit():  # in the child: writes past 3 KB fail with EFBIG instead of killing it (SIGXFSZ ignored)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          preexec_fn=limit)  # fmt: skip
+    err = [line for line in done.stderr.splitlines() if "error" in line]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert err == [f"caption: error: cannot write --jsonl {jsonl}: [Errno 27] File too large; --resume continues "
+                   "after the images it holds"]  # fmt: skip
+    lines = jsonl.read_text().splitlines()
+    whole = [json.loads(line) for line in lines if line.endswith("}")]
+    assert whole and all(r["image"] for r in whole)
+    from captioning.collection import image_paths
+
+    images = sorted(image_paths([str(album)]))
+    assert len(whole) < len(images)  # the limit stopped it part of the way
+    done = subprocess.run([sys.executable, "-c", code, *args, "--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(line)["image"] for line in jsonl.read_text().splitlines()) == images
+
+
 def test_a_huge_image_gets_our_note_not_pillows_warning(capsys, model_file, monkeypatch):
     import warnings
 
