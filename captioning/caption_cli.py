@@ -333,7 +333,7 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "--resume needs --jsonl FILE (the file to continue)")
     if args.jsonl and args.json:
         fail("caption", "give --json (one list on stdout) or --jsonl FILE (one record per line), not both")
-    for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads or 1)):
+    for flag, value in (("--batch-size", args.batch_size), ("--threads", 1 if args.threads is None else args.threads)):
         if value < 1:
             fail("caption", f"{flag} must be at least 1, got {value}")
     if args.workers < 0:

@@ -313,6 +313,14 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             raise CaptionDataError(f"unknown attention_words {attention_words!r}; choose one of {sorted(TARGET_WORDS)}")
         if attention_targets and source == "folder":
             raise CaptionDataError("attention_targets needs boxes: use source shapes, or karpathy with sentence boxes")
+        # counts and sizes out of range: refused here in the option's name, not later as a tensor error
+        at_least = {"train_size": (train_size, 1), "val_size": (val_size, 0), "test_size": (test_size, 0),
+                    "batch_size": (batch_size, 1), "num_workers": (num_workers, 0), "min_freq": (min_freq, 1),
+                    "max_caption_len": (max_caption_len, 1), "captions_per_image": (captions_per_image, 1),
+                    "scene_size": (scene_size, 16), "max_objects": (max_objects, 1)}  # fmt: skip
+        for name, (value, low) in at_least.items():
+            if value is not None and value < low:
+                raise CaptionDataError(f"data.{name} must be at least {low}, got {value}")
         self.save_hyperparameters()
         self.vocab: Vocabulary | None = None
         self.splits: dict[str, CaptionSplit] = {}

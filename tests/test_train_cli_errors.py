@@ -65,3 +65,44 @@ def test_help_still_prints_the_usage(capsys):
     with pytest.raises(SystemExit) as exc:
         caption_train(["fit", "--help"])
     assert exc.value.code == 0 and "usage: caption-train" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data.train_size", "-5"], "data.train_size must be at least 1, got -5"),
+        (["--data.batch_size", "0"], "data.batch_size must be at least 1, got 0"),
+        (["--data.min_freq", "0"], "data.min_freq must be at least 1, got 0"),
+    ],
+)
+def test_caption_data_sizes_out_of_range_are_refused_by_name(args, message, capsys, cli_run_in_tmp):
+    config = Path(__file__).parent / "fixtures" / "captions" / "tiny_shapes.yaml"
+    with pytest.raises(SystemExit) as exc:
+        caption_train(["fit", "--config", str(config), *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.strip().splitlines()[-1] == f"caption-train: error: {message}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data.train_size", "-1"], "data.train_size must be 0 or more, got -1"),
+        (["--data.batch_size", "0"], "data.batch_size must be at least 1, got 0"),
+        (["--data.tokenizer", "bpe"], "data.tokenizer 'bpe': choose word or subword"),
+    ],
+)
+def test_text_data_options_out_of_range_are_refused_by_name(args, message, capsys, cli_run_in_tmp):
+    with pytest.raises(SystemExit) as exc:
+        text_train(["fit", *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.strip().splitlines()[-1] == f"text-train: error: {message}"
+
+
+@pytest.mark.parametrize("main", ["caption", "translate"])
+def test_zero_threads_is_refused(main, capsys):
+    from captioning.caption_cli import caption_main
+    from text_attn.translation.translate_cli import translate_main
+
+    with pytest.raises(SystemExit) as exc:
+        (caption_main if main == "caption" else translate_main)(["x", "--threads", "0"])
+    assert exc.value.code == 2 and capsys.readouterr().err == f"{main}: error: --threads must be at least 1, got 0\n"

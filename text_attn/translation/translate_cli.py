@@ -192,7 +192,7 @@ def translate_main(argv: list[str] | None = None) -> int:
     if args.beam_size < 1:
         fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
     check_search_options("translate", args)
-    for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads or 1)):
+    for flag, value in (("--batch-size", args.batch_size), ("--threads", 1 if args.threads is None else args.threads)):
         if value < 1:
             fail("translate", f"{flag} must be at least 1, got {value}")
     if args.threads:
