@@ -344,6 +344,10 @@ def caption_main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     if args.html and args.jsonl and Path(args.html).resolve() == Path(args.jsonl).resolve():
         fail("caption", "--html and --jsonl name the same file; give two files")
+    inputs = {Path(i).resolve() for i in args.images if i != "-" and Path(i).is_file()}
+    for flag, value in (("--jsonl", args.jsonl), ("--html", args.html)):
+        if value and Path(value).resolve() in inputs:  # writing it would destroy an input before it is read
+            fail("caption", f"{flag} {value} is also an input image; give another file")
     captioner = _load_captioner(args)
     if args.model_info:
         print("\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))

@@ -85,6 +85,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None) ->
     (number, Translation) pairs kept for --plot)."""
     from tqdm.auto import tqdm
 
+    if not args.sentences and hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8: one line each, below
+        sys.stdin.reconfigure(errors="surrogateescape")
     source = args.sentences if args.sentences else (line.rstrip("\n") for line in sys.stdin)
     total = len(args.sentences) if args.sentences else None
     quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
@@ -115,6 +117,13 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None) ->
 
     for n, line in enumerate(source, 1):
         seen = n
+        line = line.rstrip("\r")  # a CRLF file read on any system
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # stdin bytes that are not UTF-8 arrive as lone surrogates
+            print(f"translate: error: input {n}: not valid UTF-8 text", file=sys.stderr)
+            failed += 1
+            continue
         if not translator.tokenize(line):
             print(f"translate: error: input {n}: empty sentence", file=sys.stderr)
             failed += 1
