@@ -398,7 +398,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     bar = tqdm(total=len(paths), unit="img", desc="captioning", disable=quiet, file=sys.stderr)
     used: set[str] = set()
     options = search_options(args)
-    records, failed, cut, far = [], 0, 0, 0
+    records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
     try:
         for items in loader:
             for it in items:
@@ -433,7 +433,10 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
                 for rec in batch:
                     if rec["caption"] is not None:
                         print(f"{rec['image']}\t{rec['caption']}" if several else rec["caption"], flush=True)
+            finished += len(items)
             bar.update(len(items))
+    except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
+        interrupted = True
     finally:
         bar.close()
         if out is not None:
@@ -443,6 +446,10 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
                 _close_html(report, failed)
             except OSError as err:
                 print(f"caption: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
+    if interrupted:
+        where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
+        print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
+        raise SystemExit(130)
     if args.json:
         print(json.dumps(records))
     if cut:

@@ -506,6 +506,39 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file,
     assert sorted(json.loads(line)["image"] for line in jsonl.read_text().splitlines()) == images
 
 
+def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_file, tmp_path):
+    """SIGINT to the real command while it writes a folder's records: exit 130, one line saying how far it got, no
+    traceback; --resume then captions exactly the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    with Image.open(PHOTOS[0]) as im:
+        for i in range(60):
+            im.convert("RGB").resize((48 + i, 40)).save(folder / f"{i:03d}.png")
+    jsonl = tmp_path / "out.jsonl"
+    args = [str(folder), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2"]
+    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not jsonl.is_file() or len(jsonl.read_text().splitlines()) < 4):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    note = [line for line in err.splitlines() if "interrupted" in line]
+    assert len(note) == 1 and note[0].startswith("caption: interrupted after ") and "--resume" in note[0]
+    first = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]
+    assert 4 <= len(first) < 60
+    done = subprocess.run([sys.executable, "-c", code, *args, "--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    images = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]
+    assert sorted(images) == sorted(str(p) for p in folder.iterdir()) and len(set(images)) == 60
+
+
 def test_a_huge_image_gets_our_note_not_pillows_warning(capsys, model_file, monkeypatch):
     import warnings
 
