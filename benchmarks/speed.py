@@ -287,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per variant; the median is reported")
     p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument(
+        "--parts",
+        nargs="+",
+        default=["beam", "train", "caption", "folder", "translate"],
+        help="which rows beside the matmul peak and memory: beam, train, caption, folder, translate (all)",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     peak = matmul_peak(args.repeats)
@@ -296,8 +302,14 @@ def main(argv: list[str] | None = None) -> int:
         {"what": "matmul peak (fp32)", "value": f"{peak:.1f} GFLOP/s", "gflops": peak},
         {"what": "compiled kernels (score, cross-entropy)", "value": native.status()},  # or why PyTorch runs them
     ]
-    parts = (beam_search_rows, lambda r: train_step_rows(r, peak), caption_rows, caption_folder_rows, translate_rows)
-    for part in parts:
+    parts = {"beam": beam_search_rows, "train": lambda r: train_step_rows(r, peak), "caption": caption_rows,
+             "folder": caption_folder_rows, "translate": translate_rows}  # fmt: skip
+    unknown = set(args.parts) - set(parts)
+    if unknown:
+        p.error(f"--parts: unknown {sorted(unknown)}; choose from {', '.join(parts)}")
+    for name, part in parts.items():
+        if name not in args.parts:
+            continue
         rows += part(args.repeats)
         print(f"... {rows[-1]['what']}: {rows[-1]['value']}", flush=True)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
