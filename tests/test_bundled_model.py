@@ -58,8 +58,10 @@ def test_demo_captions_the_bundled_photos_in_real_words(capsys, tmp_path):
         assert len(rec["attention"]) == len(rec["words"])
         with Image.open(rec["overlay"]) as im:
             assert im.width > im.height > 0
-    coffee = next(r for r in records if r["image"].endswith("coffee.png"))
-    assert {"cup", "coffee", "mug", "table", "drink", "food"} & set(coffee["words"]), coffee["caption"]
+    # the one scene of the kind Flickr8k shows (a person outdoors; the cat, the cup and the rocket are not: README)
+    camera = next(r for r in records if r["image"].endswith("camera.png"))
+    assert {"man", "woman", "person", "boy", "girl"} & set(camera["words"]), camera["caption"]
+    assert {"camera", "picture", "photo", "tripod", "photograph"} & set(camera["words"]), camera["caption"]
 
 
 def test_photo_of_any_shape_is_captioned_as_trained(photo_model, capsys, tmp_path):
