@@ -31,7 +31,7 @@ def image_paths(items: Iterable[str], stdin: IO[str] | None = None, empty: list[
         if item == "-":
             for line in stdin if stdin is not None else sys.stdin:
                 if line.strip():
-                    yield line.rstrip("\n")
+                    yield line.rstrip("\r\n")  # a list written on Windows too
         elif os.path.isdir(item):
             found = 0
             for root, dirs, files in os.walk(item):

@@ -106,3 +106,24 @@ def test_zero_threads_is_refused(main, capsys):
     with pytest.raises(SystemExit) as exc:
         (caption_main if main == "caption" else translate_main)(["x", "--threads", "0"])
     assert exc.value.code == 2 and capsys.readouterr().err == f"{main}: error: --threads must be at least 1, got 0\n"
+
+
+@pytest.mark.parametrize(
+    ("main", "args", "message"),
+    [
+        (text_train, ["--model.lr", "-1"], "text-train: error: model.lr must be positive, got -1"),
+        (text_train, ["--model.label_smoothing", "1.5"], "model.label_smoothing must be between 0 and 0.99, got 1.5"),
+        (
+            text_train,
+            ["--model.val_beam_size", "0"],
+            "text-train: error: model.val_beam_size must be at least 1, got 0",
+        ),
+        (caption_train, ["--model.lr", "0"], "caption-train: error: model.lr must be positive, got 0"),
+        (caption_train, ["--model.ds_lambda", "-2"], "model.ds_lambda must be at least 0, got -2"),
+    ],
+)
+def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, capsys, cli_run_in_tmp):
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err.strip().splitlines()[-1]

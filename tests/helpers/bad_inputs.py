@@ -77,6 +77,7 @@ def fixtures(work: Path) -> dict[str, Path]:
     Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(work / "text.pt")
     f["text_model"] = work / "text.pt"
     raw = f["caption_model"].read_bytes()
+    (work / "model.ckpt").write_bytes(raw)  # a model file under a checkpoint's name
     (work / "truncated.pt").write_bytes(raw[: len(raw) // 3])
     (work / "notes.pt").write_text("not a model\n")
     # a training checkpoint by content (what Lightning writes), whatever its name
@@ -148,6 +149,10 @@ def cases(f: dict[str, Path]) -> list[Case]:
              "cannot write --jsonl /dev/full"),
         Case("stdin list with a missing path", "caption", ["-", "--model", cm, *small], 1, "missing.jpg",
              stdin=f"{photo}\n\n{w / 'missing.jpg'}\n"),
+        Case("stdin list with CRLF line ends (captioned)", "caption", ["-", "--model", cm, *small], 0, "",
+             stdin=f"{photo}\r\n{photo}\r\n"),
+        Case("a model file named .ckpt (read by content)", "caption", [photo, "--model", str(w / "model.ckpt"),
+             *small], 0, ""),
         # --- caption-export -------------------------------------------------------------------------------------------
         Case("export: input missing", "caption-export", [str(w / "gone.ckpt"), str(w / "o.pt")], 2, "gone.ckpt"),
         Case("export: input is text", "caption-export", [str(w / "notes.pt"), str(w / "o.pt")], 2, "notes.pt"),
@@ -177,6 +182,10 @@ def cases(f: dict[str, Path]) -> list[Case]:
              stdin="ein mann\n\nein mann\n"),
         Case("translate: bytes not UTF-8", "translate", ["--model", tm, *small], 1, "input 2: not valid UTF-8",
              stdin=b"ein mann\nzwei \xff hunde\n"),
+        Case("translate: a 10,000-word line (translated)", "translate", ["--model", tm, "--max-len", "3"], 0, "",
+             stdin=" ".join(["ein mann"] * 5000) + "\n"),
+        Case("translate: CRLF lines (translated)", "translate", ["--model", tm, *small], 0, "",
+             stdin="ein mann\r\nein mann\r\n"),
         Case("translate: beam size 0", "translate", ["x", "--model", tm, "--beam-size", "0"], 2, "--beam-size"),
         Case("translate: n-best above beam", "translate", ["x", "--model", tm, "--n-best", "3"], 2, "--n-best"),
         Case("translate: --output equals --html", "translate", ["x", "--model", tm, "--output", str(w / "t"),
@@ -206,6 +215,10 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("text: subword vocabulary too small", "text-train", ["fit", "--data.task", "pair", "--data.root",
              str(f["corpus"]), "--data.src_lang", "de", "--data.tgt_lang", "en", "--data.tokenizer", "subword",
              "--data.subword_vocab", "10"], 2, "subword_vocab"),
+        Case("text: --ckpt_path a model file", "text-train", ["test", "--ckpt_path", tm], 2, "--model.init_from"),
+        Case("text: --ckpt_path missing", "text-train", ["test", "--ckpt_path", str(w / "gone.ckpt")], 2, "gone.ckpt"),
+        Case("caption-train: --ckpt_path a model file", "caption-train", ["test", "--config", str(TINY_SHAPES),
+             "--ckpt_path", cm], 2, "not a training checkpoint"),
         Case("text: init_from a caption model", "text-train", ["fit", "--model.init_from", cm], 2, "caption.pt"),
         # --- text-export ----------------------------------------------------------------------------------------------
         Case("text-export: caption model", "text-export", [cm, str(w / "o.pt")], 2, "caption.pt"),

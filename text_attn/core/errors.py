@@ -15,3 +15,7 @@ def fail(prog: str, message: str, code: int = 2) -> None:
     """One line on stderr, ``prog: error: message``, then exit with ``code``."""
     print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise SystemExit(code)
+
+
+class WriteError(RuntimeError):
+    """An output could not be written (disk full, permission lost, folder gone): one line naming the file."""

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from text_attn.core.errors import fail
+from text_attn.core.errors import WriteError, fail, one_line
 from text_attn.core.training import TrainingDiverged
 
 
@@ -75,8 +75,12 @@ def _make_cli_class(prog: str):
             if "://" in str(path):  # remote file systems: Lightning's own writer
                 return super().save_checkpoint(checkpoint, path, storage_options)
             tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
-            super().save_checkpoint(checkpoint, tmp, storage_options)
-            os.replace(tmp, path)
+            try:
+                super().save_checkpoint(checkpoint, tmp, storage_options)
+                os.replace(tmp, path)
+            except (OSError, RuntimeError) as err:  # disk full (torch reports it as a RuntimeError), permission lost
+                Path(tmp).unlink(missing_ok=True)  # the previous checkpoint stays whole
+                raise WriteError(f"cannot write checkpoint {path}: {one_line(err)}") from None
 
     class ToolkitCLI(LightningCLI):
         def instantiate_trainer(self, **kwargs):
@@ -97,12 +101,19 @@ def _make_cli_class(prog: str):
             if not sub:
                 return
             ckpt_path = self.config[sub].get("ckpt_path")
-            if not ckpt_path or not Path(ckpt_path).is_file():
+            if not ckpt_path or str(ckpt_path) in ("best", "last", "hpc") or "://" in str(ckpt_path):
                 return
+            if not Path(ckpt_path).is_file():
+                raise ValueError(f"--ckpt_path {ckpt_path}: no such file")
             try:
                 ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True)
             except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one line
                 raise ValueError(f"{ckpt_path}: not a training checkpoint ({type(exc).__name__})") from None
+            if not isinstance(ckpt, dict) or "pytorch-lightning_version" not in ckpt:
+                raise ValueError(
+                    f"--ckpt_path {ckpt_path}: not a training checkpoint (a model file? --ckpt_path takes the .ckpt "
+                    "files a fit writes; to start from a model file use --model.init_from)"
+                )
             saved = dict(ckpt.get("hyper_parameters") or {}) if isinstance(ckpt, dict) else {}
             model = self.config[sub]["model"]
             params = inspect.signature(self.model_class.__init__).parameters
@@ -251,5 +262,5 @@ def run_lightning_cli(
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"prog": prog, "description": description},
         )
-    except (*errors, TrainingDiverged) as exc:
+    except (*errors, TrainingDiverged, WriteError) as exc:
         fail(prog, str(exc))

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from text_attn.core.errors import WriteError, one_line
+
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message is one line naming the step."""
@@ -173,6 +175,18 @@ class RunState:
         if not self.trainer.is_global_zero:
             return
         best = load_best_weights(self)
-        save(path)
+        try:
+            save(path)
+        except (OSError, RuntimeError) as err:  # disk full, folder gone: the checkpoints are still there
+            raise WriteError(f"cannot write the model file {path}: {one_line(err)}") from None
         note = f" (best checkpoint {best})" if best else " (the last weights: no checkpoint monitors a metric)"
         print(f"wrote model file: {path}{note}")
+
+
+def check_options(prefix: str = "model", **ranges: tuple[float | None, float, float]) -> None:
+    """Rates, weights and widths out of range, refused up front by name: each keyword is (value, low, high), both
+    bounds included (``high`` may be math.inf); a None value is not checked. One ValueError line."""
+    for name, (value, low, high) in ranges.items():
+        if value is not None and not low <= value <= high:
+            span = f"at least {low:g}" if high == float("inf") else f"between {low:g} and {high:g}"
+            raise ValueError(f"{prefix}.{name} must be {span}, got {value:g}")

@@ -137,6 +137,14 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None) ->
     return failed, seen, kept
 
 
+def _closed(out) -> None:
+    """Close an output whose write may have failed (the flush of its buffer then fails again: already reported)."""
+    try:
+        out.close()
+    except OSError:
+        pass
+
+
 def model_info(translator, path: str | Path) -> list[str]:
     """``translate --model-info``: the network, the tokenizer and vocabularies, what it was trained on, its scores."""
     cfg = translator.net.cfg
@@ -252,9 +260,16 @@ def translate_main(argv: list[str] | None = None) -> int:
         fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
     try:
         failed, seen, results = _translate_stream(translator, args, out, report)
+    except OSError as err:  # --output or --html could not be written mid-run: what was written stays whole
+        out = _closed(out)
+        report = None
+        names = " / ".join(
+            f"{flag} {value}" for flag, value in (("--output", args.output), ("--html", args.html)) if value
+        )
+        fail("translate", f"cannot write {names or 'stdout'}: {one_line(err)}")
     finally:
-        if out is not sys.stdout:
-            out.close()
+        if out is not sys.stdout and out is not None:
+            _closed(out)
         if report is not None:
             print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
     if not seen:
