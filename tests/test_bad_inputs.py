@@ -1,4 +1,4 @@
-"""The bad-input corpus (tests/helpers/bad_inputs.py): 60 bad inputs across caption, caption-train, caption-export,
+"""The bad-input corpus (tests/helpers/bad_inputs.py): over 60 bad inputs across caption, caption-train, caption-export,
 translate, text-train and text-export, run through each command's entry point in one subprocess. Every one must end
 with its exit code and one error line that names the input, never a traceback. The table of input -> exit code ->
 message is printed (pytest -s shows it)."""
