@@ -64,3 +64,15 @@ def test_text_train_checkpoint_full(tmp_path):
     assert len(errors) == 1 and errors[0].startswith("text-train: error: cannot write checkpoint "), errors
     assert errors[0].endswith("[Errno 27] File too large") or "File too large" in errors[0]
     assert not list((tmp_path / "run").rglob("*.tmp"))  # the half-written file is removed
+
+
+def test_exports_full_disk(tmp_path):
+    """caption-export and text-export on a full disk: one line, exit code 2, no half-written file left behind."""
+    text_model = _tiny_text_model(tmp_path)
+    shapes = Path(__file__).resolve().parents[1] / "captioning" / "assets" / "shapes_soft.pt"
+    for prog, src in (("caption-export", shapes), ("text-export", text_model)):
+        out = tmp_path / f"{prog}.pt"
+        done = subprocess.run([str(BIN / prog), str(src), str(out)], capture_output=True, text=True, timeout=120,
+                              preexec_fn=_limit(2000))  # fmt: skip
+        assert done.returncode == 2 and done.stderr == f"{prog}: error: cannot write {out}: File too large\n"
+        assert not out.exists() and not list(tmp_path.glob(f"{prog}.pt*"))

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -66,8 +67,10 @@ def save_model_file(path: str | Path, kind: str, payload: dict[str, Any], versio
     """Write ``payload`` (state_dict tensors + JSON-able values) tagged with ``kind`` and ``version``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:  # an unwritable path raises OSError (torch.save given a name raises RuntimeError)
-        torch.save({"format": f"attention-toolkit/{kind}", "version": version, **payload}, f)
+    buffer = io.BytesIO()  # serialised in memory, then written by Python: a full disk is an OSError naming its cause
+    torch.save({"format": f"attention-toolkit/{kind}", "version": version, **payload}, buffer)  # (torch's own file
+    with open(path, "wb") as f:  # writer turns ENOSPC into an opaque RuntimeError)
+        f.write(buffer.getbuffer())
     return path
 
 
