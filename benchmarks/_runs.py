@@ -1,11 +1,44 @@
-"""What the benchmarks share: train a config through its CLI once, timed, and remember how long it took."""
+"""What the benchmarks share: train a config through its CLI once, timed, and remember how long it took; run a
+console script as a stage with its output in a log file."""
 
 from __future__ import annotations
 
 import math
+import shlex
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+
+class StageError(RuntimeError):
+    """A stage failed: one line naming it and its log."""
+
+
+def console_script(name: str) -> str:
+    """The installed console script ``name`` (beside this Python first); StageError when it is not installed."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    if found is None:
+        raise StageError(f"the console script {name!r} is not installed (pip install -e . in this repository)")
+    return found
+
+
+def run_stage(stage: str, cmd: list[str], logs: Path, stdin: str | None = None) -> float:
+    """Run cmd (printed first) with its output in logs/<stage>.log; returns its wall seconds; StageError on failure."""
+    print(f"[{stage}] $ {shlex.join([Path(cmd[0]).name, *cmd[1:]])}", flush=True)
+    log = logs / f"{stage}.log"
+    t0 = time.perf_counter()
+    with log.open("w") as out:
+        code = subprocess.run(cmd, input=stdin, text=True, stdout=out, stderr=subprocess.STDOUT).returncode
+    seconds = time.perf_counter() - t0
+    if code != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        raise StageError(f"stage {stage} failed (exit code {code}); its output: {log}; last line: {tail[0][:200]}")
+    print(f"[{stage}] done in {seconds / 60:.1f} min", flush=True)
+    return seconds
 
 
 def timed_fit(cli: Callable, config: Path, out: Path, extra: list[str] = ()) -> tuple[Path, float]:

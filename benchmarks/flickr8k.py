@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _runs import StageError, console_script, run_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "caption"
@@ -59,33 +58,6 @@ QUICK = [
 QUICK_TEST = 100
 
 
-class StageError(RuntimeError):
-    """A stage failed: one line naming it and its log."""
-
-
-def console_script(name: str) -> str:
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.is_file() else shutil.which(name)
-    if found is None:
-        raise StageError(f"the console script {name!r} is not installed (pip install -e . in this repository)")
-    return found
-
-
-def run(stage: str, cmd: list[str], logs: Path, stdin: str | None = None) -> float:
-    """Run cmd with its output in logs/<stage>.log; returns its wall seconds."""
-    print(f"[{stage}] $ {shlex.join([Path(cmd[0]).name, *cmd[1:]])}", flush=True)
-    log = logs / f"{stage}.log"
-    t0 = time.perf_counter()
-    with log.open("w") as out:
-        code = subprocess.run(cmd, input=stdin, text=True, stdout=out, stderr=subprocess.STDOUT).returncode
-    seconds = time.perf_counter() - t0
-    if code != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
-        raise StageError(f"stage {stage} failed (exit code {code}); its output: {log}; last line: {tail[0][:200]}")
-    print(f"[{stage}] done in {seconds / 60:.1f} min", flush=True)
-    return seconds
-
-
 def train(stage: str, args: argparse.Namespace, out: Path, logs: Path) -> tuple[Path, float | None]:
     """The stage's model file, trained now unless it exists; (file, training minutes or None when reused)."""
     config, first = STAGES[stage]
@@ -103,7 +75,7 @@ def train(stage: str, args: argparse.Namespace, out: Path, logs: Path) -> tuple[
         cmd += ["--model.init_from", str(out / first / "model.pt")]
     if args.quick:
         cmd += QUICK
-    seconds = run(f"fit-{stage}", cmd, logs)
+    seconds = run_stage(f"fit-{stage}", cmd, logs)
     minutes_file.write_text(f"{seconds / 60:.2f}\n")
     return model, seconds / 60
 
@@ -122,7 +94,7 @@ def caption_test(model: Path, paths: list[str], beam: int, out: Path, logs: Path
     """``caption -`` on the test photos at this beam, as a user runs it: ({path: caption}, images/s)."""
     jsonl = out / f"test-beam{beam}.jsonl"
     cmd = [console_script("caption"), "-", "--model", str(model), "--beam-size", str(beam), "--jsonl", str(jsonl)]
-    seconds = run(f"caption-{stage}-beam{beam}", cmd, logs, stdin="\n".join(paths) + "\n")
+    seconds = run_stage(f"caption-{stage}-beam{beam}", cmd, logs, stdin="\n".join(paths) + "\n")
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     bad = [r["image"] for r in records if r["error"]]
     if bad or len(records) != len(paths):
@@ -142,7 +114,7 @@ def export(model: Path, out: Path, logs: Path, stage: str, info: dict) -> Path:
     info_file.write_text(json.dumps(info, indent=1))
     final = out / "final.pt"
     cmd = [console_script("caption-export"), str(model), str(final), "--half", "--encoder-from-package"]
-    run(f"export-{stage}", [*cmd, "--info", str(info_file)], logs)
+    run_stage(f"export-{stage}", [*cmd, "--info", str(info_file)], logs)
     return final
 
 

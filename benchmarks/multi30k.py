@@ -24,12 +24,10 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import shlex
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _runs import StageError, console_script, run_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "text"
@@ -52,33 +50,6 @@ TERMS = (
 QUICK = ["--data.train_size", "2000", "--data.val_size", "100", "--trainer.max_time", "00:00:02:00",
          "--data.subword_vocab", "2000"]  # fmt: skip
 QUICK_TEST = 200
-
-
-class StageError(RuntimeError):
-    """A stage failed: one line naming it and its log."""
-
-
-def console_script(name: str) -> str:
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.is_file() else shutil.which(name)
-    if found is None:
-        raise StageError(f"the console script {name!r} is not installed (pip install -e . in this repository)")
-    return found
-
-
-def run(stage: str, cmd: list[str], logs: Path, stdin: str | None = None) -> float:
-    """Run cmd with its output in logs/<stage>.log; returns its wall seconds."""
-    print(f"[{stage}] $ {shlex.join([Path(cmd[0]).name, *cmd[1:]])}", flush=True)
-    log = logs / f"{stage}.log"
-    t0 = time.perf_counter()
-    with log.open("w") as out:
-        code = subprocess.run(cmd, input=stdin, text=True, stdout=out, stderr=subprocess.STDOUT).returncode
-    seconds = time.perf_counter() - t0
-    if code != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
-        raise StageError(f"stage {stage} failed (exit code {code}); its output: {log}; last line: {tail[0][:200]}")
-    print(f"[{stage}] done in {seconds / 60:.1f} min", flush=True)
-    return seconds
 
 
 def read_lines(root: Path, split: str, lang: str) -> list[str]:
@@ -105,7 +76,7 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
     cmd += ["--trainer.enable_progress_bar", "false"]
     if args.quick:
         cmd += QUICK
-    seconds = run(f"fit-{name}", cmd, args.logs)
+    seconds = run_stage(f"fit-{name}", cmd, args.logs)
     minutes_file.write_text(f"{seconds / 60:.2f}\n")
     return model, seconds / 60
 
@@ -143,7 +114,7 @@ def translate_test(name: str, model: Path, beam: int, sources: list[str], args: 
     """``translate`` on the test sources at this beam, as a user runs it: (outputs, sentences/s)."""
     out = args.out / name / f"test-beam{beam}.txt"
     cmd = [console_script("translate"), "--model", str(model), "--beam-size", str(beam), "--output", str(out)]
-    seconds = run(f"translate-{name}-beam{beam}", cmd, args.logs, stdin="\n".join(sources) + "\n")
+    seconds = run_stage(f"translate-{name}-beam{beam}", cmd, args.logs, stdin="\n".join(sources) + "\n")
     hyps = out.read_text(encoding="utf-8").splitlines()
     if len(hyps) != len(sources):
         raise StageError(f"translate {model}: {len(hyps)} outputs for {len(sources)} sources")

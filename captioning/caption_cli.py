@@ -269,11 +269,9 @@ def model_info(captioner, path: str | Path) -> list[str]:
         f"vocabulary:     {len(captioner.vocab)} words",
         f"trained on:     {captioner.domain or 'not recorded'}",
     ]
-    for key, value in captioner.info.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items())
-        lines.append(f"{key.replace('_', ' ') + ':':<15} {value}")
-    return lines
+    from text_attn.core.modelfile import info_lines
+
+    return lines + info_lines(captioner.info)
 
 
 def _demo_shapes(captioner, args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.self_critical import check_objective_options
-from text_attn.core.training import RunState, check_finite, check_options, gather_outputs
+from text_attn.core.training import RunState, check_finite, check_training_options, gather_outputs
 
 
 class CaptionModule(RunState, pl.LightningModule):
@@ -138,14 +138,8 @@ class CaptionModule(RunState, pl.LightningModule):
             raise ValueError(f"unknown rl_reward {rl_reward!r}; choose one of {REWARDS}")
         check_objective_options(attn_sup_lambda, scst_samples, scst_baseline, scst_max_len)
         inf = float("inf")
-        if not lr > 0:
-            raise ValueError(f"model.lr must be positive, got {lr:g}")
-        check_options(
-            lr=(lr, 1e-12, inf),
-            label_smoothing=(label_smoothing, 0, 0.99),
-            val_beam_size=(val_beam_size, 1, inf),
-            ds_lambda=(ds_lambda, 0, inf),
-            encoder_lr=(encoder_lr, 0, inf),
+        check_training_options(
+            lr, label_smoothing, val_beam_size, ds_lambda=(ds_lambda, 0, inf), encoder_lr=(encoder_lr, 0, inf)
         )
         if lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"unknown lr_schedule {lr_schedule!r}; choose one of {LR_SCHEDULES}")

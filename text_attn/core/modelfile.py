@@ -143,3 +143,13 @@ def export_command(
         fail(prog, f"cannot write {args.output}: {getattr(err, 'strerror', None) or one_line(err)}")
     print(line)
     return 0
+
+
+def info_lines(info: dict[str, Any]) -> list[str]:
+    """A model file's ``info`` (training data, terms, scores) as ``--model-info`` prints it: one aligned line a key."""
+    lines = []
+    for key, value in info.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        lines.append(f"{key.replace('_', ' ') + ':':<15} {value}")
+    return lines

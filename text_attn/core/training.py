@@ -190,3 +190,12 @@ def check_options(prefix: str = "model", **ranges: tuple[float | None, float, fl
         if value is not None and not low <= value <= high:
             span = f"at least {low:g}" if high == float("inf") else f"between {low:g} and {high:g}"
             raise ValueError(f"{prefix}.{name} must be {span}, got {value:g}")
+
+
+def check_training_options(lr: float, label_smoothing: float, val_beam_size: int, **more) -> None:
+    """What both families' modules take: a positive learning rate, label smoothing in [0, 0.99], a beam of 1 or more,
+    and ``more`` ranges for check_options. One ValueError line naming the option."""
+    if not lr > 0:
+        raise ValueError(f"model.lr must be positive, got {lr:g}")
+    inf = float("inf")
+    check_options(label_smoothing=(label_smoothing, 0, 0.99), val_beam_size=(val_beam_size, 1, inf), **more)

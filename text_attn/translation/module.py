@@ -42,7 +42,7 @@ from text_attn.core.metrics import (
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.rewards import bleu_rewards
 from text_attn.core.self_critical import check_objective_options, self_critical_step
-from text_attn.core.training import RunState, check_finite, check_options, gather_outputs, weight_misfit
+from text_attn.core.training import RunState, check_finite, check_training_options, gather_outputs, weight_misfit
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.export import read_source
 from text_attn.translation.networks import build_network, make_config
@@ -94,14 +94,7 @@ class TranslationModule(RunState, pl.LightningModule):
         super().__init__()
         check_objective_options(attn_sup_lambda, scst_samples, scst_baseline, scst_max_len)
         inf = float("inf")
-        if not lr > 0:
-            raise ValueError(f"model.lr must be positive, got {lr:g}")
-        check_options(
-            lr=(lr, 1e-12, inf),
-            label_smoothing=(label_smoothing, 0, 0.99),
-            val_beam_size=(val_beam_size, 1, inf),
-            warmup_steps=(warmup_steps, 0, inf),
-        )
+        check_training_options(lr, label_smoothing, val_beam_size, warmup_steps=(warmup_steps, 0, inf))
         self.save_hyperparameters()
         self.net: torch.nn.Module | None = None
         self._outputs: list[dict] = []

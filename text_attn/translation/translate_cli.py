@@ -161,11 +161,9 @@ def model_info(translator, path: str | Path) -> list[str]:
         f"tokens:         {tokens}",
         f"vocabularies:   source {len(translator.src_vocab)}, target {len(translator.tgt_vocab)}",
     ]
-    for key, value in translator.info.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items())
-        lines.append(f"{key.replace('_', ' ') + ':':<15} {value}")
-    return lines
+    from text_attn.core.modelfile import info_lines
+
+    return lines + info_lines(translator.info)
 
 
 def word_alignment(translator, tr) -> list[str]:
