@@ -45,7 +45,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from text_attn.core.errors import fail, one_line
+from text_attn.core.errors import close_quietly, fail, one_line
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.search_options import add_search_options, check_search_options, search_options
 
@@ -421,7 +421,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
                     out.write("".join(json.dumps(rec) + "\n" for rec in batch))
                     out.flush()
                 except OSError as err:  # the records before stay whole; a torn last line is dropped by --resume
-                    _close_quietly(out)
+                    close_quietly(out)
                     out = None
                     fail("caption", f"cannot write --jsonl {args.jsonl}: {one_line(err)}; --resume continues after "
                          "the images it holds")  # fmt: skip
@@ -438,7 +438,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     finally:
         bar.close()
         if out is not None:
-            _close_quietly(out)
+            close_quietly(out)
         if report is not None:
             try:
                 _close_html(report, failed)
@@ -455,14 +455,6 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     if far:
         print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
     return 1 if failed or empty else 0
-
-
-def _close_quietly(out) -> None:
-    """Close an output whose write may have failed (its buffer's flush then fails again: already reported)."""
-    try:
-        out.close()
-    except OSError:
-        pass
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:

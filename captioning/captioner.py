@@ -207,7 +207,7 @@ class Captioner:
             model.train(was_training)
 
     def out_of_domain(
-        self, features: Tensor, images: list[Image.Image | tuple[float, float]] | None = None
+        self, features: Tensor, images: list[Image.Image | tuple[float, float, float]] | None = None
     ) -> list[bool] | None:
         """Per image (features (B, L, D)), whether it lies far from the training images (None: no check stored).
 

@@ -38,7 +38,7 @@ def photo_stats(image: Image.Image) -> tuple[float, float, float]:
     return flat, grey, rough
 
 
-def unlike_a_photo(stats: tuple[float, ...]) -> bool:
+def unlike_a_photo(stats: tuple[float, float, float]) -> bool:
     """True for blank frames, drawings, pages and noise (module doc), from :func:`photo_stats`."""
-    flat, grey, rough = (*stats, 0.0)[:3]  # (flat, grey) alone: the two colour rules
+    flat, grey, rough = stats
     return flat >= FLAT or (grey >= GREY and flat >= GREY_FLAT) or rough >= ROUGH

@@ -19,3 +19,11 @@ def fail(prog: str, message: str, code: int = 2) -> None:
 
 class WriteError(RuntimeError):
     """An output could not be written (disk full, permission lost, folder gone): one line naming the file."""
+
+
+def close_quietly(out) -> None:
+    """Close an output whose write may have failed: the flush of its buffer then fails again, already reported."""
+    try:
+        out.close()
+    except OSError:
+        pass

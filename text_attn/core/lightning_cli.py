@@ -114,7 +114,7 @@ def _make_cli_class(prog: str):
                     f"--ckpt_path {ckpt_path}: not a training checkpoint (a model file? --ckpt_path takes the .ckpt "
                     "files a fit writes; to start from a model file use --model.init_from)"
                 )
-            saved = dict(ckpt.get("hyper_parameters") or {}) if isinstance(ckpt, dict) else {}
+            saved = dict(ckpt.get("hyper_parameters") or {})
             model = self.config[sub]["model"]
             params = inspect.signature(self.model_class.__init__).parameters
             for key, value in saved.items():
@@ -150,10 +150,12 @@ def _parser_message(message: str) -> str:
     return text
 
 
-def check_config_files(prog: str, args: list[str]) -> None:
-    """Each ``--config FILE`` that cannot be read or is not YAML: one line naming it (and the line and column)."""
+def read_config_files(prog: str, args: list[str]) -> list:
+    """The contents of each ``--config FILE`` (parsed once, here); one that cannot be read or is not a YAML mapping
+    ends the run with one line naming it (and the line and column)."""
     import yaml
 
+    nodes = []
     for i, arg in enumerate(args):
         if arg in ("--config", "-c") and i + 1 < len(args):
             name = args[i + 1]
@@ -179,6 +181,8 @@ def check_config_files(prog: str, args: list[str]) -> None:
             fail(prog, f"--config {name}: not valid YAML: {where}{what or err}")
         if node is not None and not isinstance(node, dict):
             fail(prog, f"--config {name}: expected a YAML mapping of options (key: value), got a {type(node).__name__}")
+        nodes.append(node)
+    return nodes
 
 
 def default_loggers(root: str | Path | None) -> list:
@@ -203,10 +207,9 @@ def default_loggers(root: str | Path | None) -> list:
     return [BesideCSV(board.save_dir, name=board.name), board]
 
 
-def _given_options(args: list[str]) -> set[str]:
-    """Dotted option names given on the command line and in ``--config`` files (``data.image_size``, ...)."""
-    import yaml
-
+def _given_options(args: list[str], configs: list) -> set[str]:
+    """Dotted option names given on the command line and in the ``--config`` files' contents ``configs``
+    (``data.image_size``, ...)."""
     found: set[str] = set()
 
     def walk(node, prefix: str) -> None:
@@ -215,14 +218,11 @@ def _given_options(args: list[str]) -> set[str]:
                 found.add(f"{prefix}{key}")
                 walk(value, f"{prefix}{key}.")
 
-    for i, arg in enumerate(args):
+    for arg in args:
         if arg.startswith("--") and arg not in ("--config", "-c"):
             found.add(arg[2:].split("=", 1)[0])
-        if arg in ("--config", "-c") and i + 1 < len(args) and Path(args[i + 1]).is_file():
-            try:
-                walk(yaml.safe_load(Path(args[i + 1]).read_text(encoding="utf-8")), "")
-            except (yaml.YAMLError, UnicodeDecodeError):
-                pass  # the CLI reports a broken file itself
+    for node in configs:
+        walk(node, "")
     return found
 
 
@@ -243,14 +243,14 @@ def run_lightning_cli(
     update them (None: nothing outdated).
     """
     quiet_lightning()
-    given = _given_options(list(sys.argv[1:] if args is None else args))
+    argv = list(sys.argv[1:] if args is None else args)
+    given = _given_options(argv, read_config_files(prog, argv))
     for old, new in (renamed or {}).items():
         if old in given or any(g.endswith(f".{old}") for g in given):
             fail(prog, f"option {old} was renamed: use {new}")
     message = outdated(given) if outdated is not None else None
     if message:
         fail(prog, message)
-    check_config_files(prog, list(sys.argv[1:] if args is None else args))
     cli_cls = _make_cli_class(prog)
     try:
         return cli_cls(

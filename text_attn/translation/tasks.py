@@ -262,19 +262,15 @@ def read_tsv_pairs(
     ]
 
 
-def read_parallel_text(
-    src_path: str | Path, tgt_path: str | Path, max_pairs: int | None = None
-) -> list[tuple[str, str]]:
-    """Two line-aligned files (Multi30k: train.de / train.en, gzipped or not) -> (source, target) sentences as written
-    (whitespace at the ends stripped). Line pairs blank on both sides are skipped; a line blank on one side only, or
-    files of different lengths, is a TaskError naming the file and line (never a silent shift)."""
+def _aligned_lines(src_path: str | Path, tgt_path: str | Path, max_pairs: int | None) -> list[tuple[int, str, str]]:
+    """Two line-aligned files -> (line number, source, target) as written (ends stripped); see read_parallel_text."""
     src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
         raise TaskError(
             f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "
             "parallel files must have the same number of lines"
         )
-    out: list[tuple[str, str]] = []
+    out: list[tuple[int, str, str]] = []
     for i, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), 1):
         if max_pairs is not None and len(out) >= max_pairs:
             break
@@ -284,20 +280,29 @@ def read_parallel_text(
         if not s or not t:
             empty, other = (src_path, tgt_path) if not s else (tgt_path, src_path)
             raise TaskError(f"{empty}:{i}: empty sentence (line {i} of {other} is not): the files are misaligned")
-        out.append((s, t))
+        out.append((i, s, t))
     if not out:
         raise TaskError(f"{src_path}: no sentence pairs")
     return out
 
 
+def read_parallel_text(
+    src_path: str | Path, tgt_path: str | Path, max_pairs: int | None = None
+) -> list[tuple[str, str]]:
+    """Two line-aligned files (Multi30k: train.de / train.en, gzipped or not) -> (source, target) sentences as written
+    (whitespace at the ends stripped). Line pairs blank on both sides are skipped; a line blank on one side only, or
+    files of different lengths, is a TaskError naming the file and line (never a silent shift)."""
+    return [(s, t) for _, s, t in _aligned_lines(src_path, tgt_path, max_pairs)]
+
+
 def read_parallel_files(
     src_path: str | Path, tgt_path: str | Path, lower: bool = True, max_pairs: int | None = None
 ) -> list[Example]:
-    """Two line-aligned files as word tokens (read_parallel_text; a sentence without a word is a TaskError)."""
-    pairs = read_parallel_text(src_path, tgt_path, max_pairs)
+    """Two line-aligned files as word tokens (read_parallel_text; a sentence without a word is a TaskError naming
+    its line)."""
     return [
         Example(_tokens(s, lower, f"{src_path}:{i}"), _tokens(t, lower, f"{tgt_path}:{i}"), src_text=s, tgt_text=t)
-        for i, (s, t) in enumerate(pairs, 1)
+        for i, s, t in _aligned_lines(src_path, tgt_path, max_pairs)
     ]
 
 

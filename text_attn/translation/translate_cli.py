@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from text_attn.core.errors import fail, one_line
+from text_attn.core.errors import close_quietly, fail, one_line
 from text_attn.core.search_options import add_search_options, check_search_options, search_options
 
 ASSETS = Path(__file__).parent / "assets"
@@ -137,14 +137,6 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None) ->
     return failed, seen, kept
 
 
-def _closed(out) -> None:
-    """Close an output whose write may have failed (the flush of its buffer then fails again: already reported)."""
-    try:
-        out.close()
-    except OSError:
-        pass
-
-
 def model_info(translator, path: str | Path) -> list[str]:
     """``translate --model-info``: the network, the tokenizer and vocabularies, what it was trained on, its scores."""
     cfg = translator.net.cfg
@@ -259,15 +251,14 @@ def translate_main(argv: list[str] | None = None) -> int:
     try:
         failed, seen, results = _translate_stream(translator, args, out, report)
     except OSError as err:  # --output or --html could not be written mid-run: what was written stays whole
-        out = _closed(out)
-        report = None
+        report = None  # not finished: the page stays as far as it was written (finally closes --output)
         names = " / ".join(
             f"{flag} {value}" for flag, value in (("--output", args.output), ("--html", args.html)) if value
         )
         fail("translate", f"cannot write {names or 'stdout'}: {one_line(err)}")
     finally:
-        if out is not sys.stdout and out is not None:
-            _closed(out)
+        if out is not sys.stdout:
+            close_quietly(out)
         if report is not None:
             print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
     if not seen:

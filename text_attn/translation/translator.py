@@ -52,11 +52,19 @@ class Translator:
         ``lower``). info: JSON-able notes the model file carries (training data, terms, scores)."""
         self.net, self.src_vocab, self.tgt_vocab = net, src_vocab, tgt_vocab
         self.codec = codec if isinstance(codec, TextCodec) else TextCodec(codec, lower)
-        self.tokenizer, self.lower = self.codec.mode, self.codec.lower
         self.info = dict(info or {})
         self.arch = next((a for a, (_, net_cls) in NETWORKS.items() if isinstance(net, net_cls)), None)
         if self.arch is None:
             raise ValueError(f"not a text network: {type(net).__name__}")
+
+    @property
+    def tokenizer(self) -> str:
+        """How text becomes tokens: word, char or subword (the codec's mode)."""
+        return self.codec.mode
+
+    @property
+    def lower(self) -> bool:
+        return self.codec.lower
 
     # --- model file ----------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
