@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -447,6 +448,13 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     if interrupted:
         where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
         print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
+        if workers:
+            # The outputs are closed and flushed; leave now. A normal exit would tear down the loader's worker
+            # processes while multiprocessing's fd-sharing thread may be mid-handshake with one of them, and that
+            # thread then prints a traceback (seen once in three CI runs of the SIGINT test).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         raise SystemExit(130)
     if args.json:
         print(json.dumps(records))
