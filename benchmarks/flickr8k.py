@@ -14,7 +14,9 @@ one feature cache (OUT/feature_cache): the photos are encoded once. Then per mod
   caption - --beam-size 1 / 3 / 5 --jsonl ...       the 1,000 test photos captioned as a user would, timed (images/s)
 and the coco-caption metrics of those captions against the 5 references (pycocoevalcap: its PTB tokenizer, BLEU,
 METEOR, ROUGE-L, CIDEr; METEOR and the tokenizer run in Java). Test photos are never used for training or selection:
-checkpoints are chosen on val.
+checkpoints are chosen on val. ``--tune``: each model's beam width and length penalty are chosen on the val photos
+(benchmarks/tune_caption_decoding.py, recorded in the model file, so ``caption`` uses them by default), and the test
+photos are captioned with them too (the "tuned" rows: ``caption`` without --beam-size).
 
 Prints the table with Xu et al. (2015)'s Flickr8k rows, the stage times and images/s; ``--json`` writes the numbers;
 ``--bundle`` copies the chosen model (of soft and scst, the one with the higher validation CIDEr: never chosen on
@@ -90,11 +92,17 @@ def test_split(args: argparse.Namespace) -> tuple[list[str], dict[str, list[str]
     return [str(it.path) for it in items], {str(it.path): [" ".join(c) for c in it.captions] for it in items}
 
 
-def caption_test(model: Path, paths: list[str], beam: int, out: Path, logs: Path, stage: str) -> tuple[dict, float]:
-    """``caption -`` on the test photos at this beam, as a user runs it: ({path: caption}, images/s)."""
-    jsonl = out / f"test-beam{beam}.jsonl"
-    cmd = [console_script("caption"), "-", "--model", str(model), "--beam-size", str(beam), "--jsonl", str(jsonl)]
-    seconds = run_stage(f"caption-{stage}-beam{beam}", cmd, logs, stdin="\n".join(paths) + "\n")
+def caption_test(
+    model: Path, paths: list[str], beam: int | None, out: Path, logs: Path, stage: str
+) -> tuple[dict, float]:
+    """``caption -`` on the test photos at this beam (None: the model file's val-chosen decoding), as a user runs
+    it: ({path: caption}, images/s)."""
+    tag = "tuned" if beam is None else f"beam{beam}"
+    jsonl = out / f"test-{tag}.jsonl"
+    jsonl.unlink(missing_ok=True)
+    cmd = [console_script("caption"), "-", "--model", str(model), "--jsonl", str(jsonl)]
+    cmd += [] if beam is None else ["--beam-size", str(beam)]
+    seconds = run_stage(f"caption-{stage}-{tag}", cmd, logs, stdin="\n".join(paths) + "\n")
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     bad = [r["image"] for r in records if r["error"]]
     if bad or len(records) != len(paths):
@@ -118,6 +126,25 @@ def export(model: Path, out: Path, logs: Path, stage: str, info: dict) -> Path:
     return final
 
 
+def tune(model: Path, args: argparse.Namespace, out: Path, logs: Path, stage: str) -> dict:
+    """Choose the model file's beam and length penalty on the val photos and record them in it; returns the choice."""
+    report = out / "tune_val.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "tune_caption_decoding.py"), "--data-root", str(args.data_root),
+           "--model", str(model), "--json", str(report), "--write"]  # fmt: skip
+    if args.quick:
+        cmd += ["--limit", "50", "--beams", "1", "3", "--length-penalties", "0", "1"]
+    run_stage(f"tune-{stage}", cmd, logs)
+    chosen = json.loads(report.read_text())["chosen"]
+    return {"beam": chosen["beam"], "length_penalty": chosen["length_penalty"]}
+
+
+def file_info(model: Path) -> dict:
+    """The info a model file carries (its JSON-able facts: data, terms, scores, decoding)."""
+    import torch
+
+    return dict(torch.load(model, map_location="cpu", weights_only=True).get("info") or {})
+
+
 def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None) -> dict:
     trained = ", ".join(f"{s} {m:.0f} min" for s, m in minutes.items() if m is not None) or "not recorded"
     info = {
@@ -127,7 +154,10 @@ def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None
         "training": f"{stage} ({' then '.join(minutes)}) on a 2-core CPU: {trained}",
     }
     if scores:
-        info["test_scores"] = {k: round(v, 2) for k, v in scores.items() if k in METRICS} | {"beam": 3}
+        decoding = {"beam": scores.get("beam", 3)} | (
+            {"length_penalty": scores["length_penalty"]} if "length_penalty" in scores else {}
+        )
+        info["test_scores"] = {k: round(v, 2) for k, v in scores.items() if k in METRICS} | decoding
     return info
 
 
@@ -140,6 +170,8 @@ def table(results: dict, minutes: dict) -> str:
     for stage, per_beam in results.items():
         for beam, r in per_beam.items():
             cells = [f"{r[m]:.2f}" if m in r else "–" for m in METRICS]
+            if beam == "tuned":
+                beam = f"{r['beam']}, length penalty {r['length_penalty']:g} (chosen on val)"
             lines.append(f"| ours, {stage} | {beam} | " + " | ".join(cells) + f" | {r['images_per_s']:.1f} |")
     lines.append("")
     lines.append("| stage | training minutes (2 CPU cores, encoding the photos included) |")
@@ -171,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a smoke run: 300 train photos, 90 s a stage, 100 test")
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     p.add_argument("--bundle", action="store_true", help=f"copy the chosen model with its scores to {BUNDLED}")
+    p.add_argument("--tune", action="store_true", help="choose each model's beam and length penalty on val, score too")
     args = p.parse_args(argv)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
     unknown = [s for s in stages if s not in STAGES]
@@ -178,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--stages: unknown {unknown}; choose from {', '.join(STAGES)}")
     for s in stages:
         first = STAGES[s][1]
-        if first and first not in stages and not (args.out / first / "model.pt").is_file():
+        trained = (args.out / s / "model.pt").is_file() and not args.retrain
+        if first and first not in stages and not trained and not (args.out / first / "model.pt").is_file():
             p.error(f"--stages: {s} starts from {first}'s model file, which is neither there nor in --stages")
     logs = args.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -201,7 +235,17 @@ def main(argv: list[str] | None = None) -> int:
                 results[stage][beam] = {**score(references, captions), "images_per_s": speed}
                 print(f"[{stage}] beam {beam}: " + ", ".join(f"{m} {results[stage][beam][m]:.2f}" for m in METRICS
                                                               if m in results[stage][beam]), flush=True)  # fmt: skip
-            finals[stage] = export(model, args.out / stage, logs, stage, model_info(stage, chain, results[stage][3]))
+            if args.tune:
+                chosen = tune(final, args, args.out / stage, logs, stage)
+                captions, speed = caption_test(final, paths, None, args.out / stage, logs, stage)
+                results[stage]["tuned"] = {**chosen, **score(references, captions), "images_per_s": speed}
+                r = results[stage]["tuned"]
+                print(f"[{stage}] tuned: " + ", ".join(f"{m} {r[m]:.2f}" for m in METRICS if m in r), flush=True)
+            shown = results[stage].get("tuned", results[stage][3])
+            info = model_info(stage, chain, shown)
+            if args.tune:  # the re-export starts from the trained weights: the val-chosen decoding goes in again
+                info["decoding"] = file_info(final)["decoding"]
+            finals[stage] = export(model, args.out / stage, logs, stage, info)
     except StageError as err:
         print(f"flickr8k benchmark: error: {err}", file=sys.stderr)
         return 1

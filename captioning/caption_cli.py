@@ -48,7 +48,12 @@ from typing import IO, Any
 
 from text_attn.core.errors import close_quietly, fail, one_line
 from text_attn.core.modelfile import ModelFileError
-from text_attn.core.search_options import add_search_options, check_search_options, search_options
+from text_attn.core.search_options import (
+    add_search_options,
+    check_search_options,
+    fill_decoding_defaults,
+    search_options,
+)
 
 ASSETS = Path(__file__).parent / "assets"
 BUNDLED_MODEL = ASSETS / "flickr8k_soft.pt"  # the default model: Show-Attend-Tell trained on Flickr8k's photographs
@@ -75,9 +80,15 @@ def _parser() -> argparse.ArgumentParser:
         "default: photographs) or shapes (synthetic shape scenes)",
     )
     p.add_argument("--model-info", action="store_true", help="print what the model is and was trained on, and exit")
-    p.add_argument("--beam-size", type=int, help="beam width; 1 = greedy (default: 3, with --sample 1)")
+    p.add_argument(
+        "--beam-size", type=int, help="beam width; 1 = greedy (default: the model file's choice, else 3; --sample: 1)"
+    )
     p.add_argument("--max-len", type=int, default=30, help="longest caption in words (default: 30)")
-    p.add_argument("--length-penalty", type=float, default=0.0, help="rank beams by score / length**this (default: 0)")
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        help="rank beams by score / length**this (default: the model file's choice, chosen on validation data, else 0)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON list with per-word attention (see docs)")
     p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done")
     p.add_argument("--resume", action="store_true", help="with --jsonl: skip the images FILE already holds")
@@ -310,9 +321,7 @@ def _demo_shapes(captioner, args: argparse.Namespace) -> int:
 def caption_main(argv: list[str] | None = None) -> int:
     """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
     args = _parser().parse_args(argv)
-    if args.beam_size is None:
-        args.beam_size = 1 if args.sample else 3
-    if args.beam_size < 1:
+    if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
     if args.max_len < 1:
         fail("caption", f"--max-len must be at least 1, got {args.max_len}")
@@ -327,7 +336,6 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "--per-word needs --overlay DIR")
     if args.seed is not None and args.demo != "shapes":
         fail("caption", "--seed only applies to --demo shapes")
-    check_search_options("caption", args)
     if args.resume and not args.jsonl:
         fail("caption", "--resume needs --jsonl FILE (the file to continue)")
     if args.jsonl and args.json:
@@ -348,6 +356,8 @@ def caption_main(argv: list[str] | None = None) -> int:
         if value and Path(value).resolve() in inputs:  # writing it would destroy an input before it is read
             fail("caption", f"{flag} {value} is also an input image; give another file")
     captioner = _load_captioner(args)
+    fill_decoding_defaults(args, captioner.info)
+    check_search_options("caption", args)
     if args.model_info:
         print("\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
         return 0

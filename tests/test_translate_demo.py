@@ -43,6 +43,9 @@ def test_demo_translates_its_sentences_with_word_alignment(model_file, capsys):
     for sentence in translate_cli.DEMO_SENTENCES:
         assert f"\n{sentence}\n" in out
     assert out.count(" <- ") >= len(translate_cli.DEMO_SENTENCES)  # every output word names a source word
+    first = out.strip().split("\n\n")[0].splitlines()
+    assert first[0] == translate_cli.DEMO_SENTENCES[0]  # the output starts with the demo block: no bare list before
+    assert out.count(f"\n{first[1]}\n") == 1  # each translation printed once
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(model_file), "--demo", "Ein Satz."])
     assert exc.value.code == 2

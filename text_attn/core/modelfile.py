@@ -86,6 +86,43 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
     return check_model_data(path, data, kind, version)
 
 
+def update_info(path: str | Path, updates: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``updates`` into a model file's ``info`` (any kind; its weights untouched) and rewrite it in place via
+    a temporary file and a rename, so a failed write leaves the old file whole. Returns the new info."""
+    import os
+
+    path = Path(path)
+    data = read_export_source(path)
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if not (isinstance(fmt, str) and fmt.startswith("attention-toolkit/")):
+        raise ModelFileError(f"{path}: not a model file of this toolkit")
+    data["info"] = {**dict(data.get("info") or {}), **updates}
+    tmp = path.with_name(path.name + ".part")
+    try:
+        buffer = io.BytesIO()
+        torch.save(data, buffer)
+        with open(tmp, "wb") as f:
+            f.write(buffer.getbuffer())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return data["info"]
+
+
+def decoding_defaults(info: dict[str, Any]) -> dict[str, Any]:
+    """The decoding a model file recommends (``info["decoding"]``, chosen on validation data by a tuning benchmark):
+    ``beam_size`` and ``length_penalty`` where recorded; {} when none."""
+    chosen = info.get("decoding") if isinstance(info, dict) else None
+    if not isinstance(chosen, dict):
+        return {}
+    out: dict[str, Any] = {}
+    if isinstance(chosen.get("beam_size"), int) and chosen["beam_size"] >= 1:
+        out["beam_size"] = chosen["beam_size"]
+    if isinstance(chosen.get("length_penalty"), (int, float)) and chosen["length_penalty"] >= 0:
+        out["length_penalty"] = float(chosen["length_penalty"])
+    return out
+
+
 def read_export_source(src: str | Path) -> Any:
     """``torch.load`` of what an export command is given (a training checkpoint or a model file, to be told apart
     by the caller); a missing or unreadable file raises :class:`ModelFileError` with one line."""

@@ -20,8 +20,24 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-repeat-ngram", type=int, default=0, help="never repeat an n-gram of this size (0: allowed)")
 
 
+def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_size: int = 3) -> None:
+    """--beam-size / --length-penalty left out (None): the model file's recorded choice (``info["decoding"]``, chosen
+    on validation data), else ``beam_size`` and no length penalty; --sample draws one hypothesis (beam 1)."""
+    from text_attn.core.modelfile import decoding_defaults
+
+    chosen = decoding_defaults(info)
+    if args.beam_size is None:
+        args.beam_size = 1 if args.sample else chosen.get("beam_size", beam_size)
+    if args.length_penalty is None:
+        args.length_penalty = chosen.get("length_penalty", 0.0)
+
+
 def check_search_options(prog: str, args: argparse.Namespace) -> None:
-    """One line and exit 2 for options that cannot go together."""
+    """One line and exit 2 for options that cannot go together (after :func:`fill_decoding_defaults`)."""
+    if args.beam_size < 1:
+        fail(prog, f"--beam-size must be at least 1, got {args.beam_size}")
+    if args.length_penalty < 0:
+        fail(prog, f"--length-penalty must be 0 or more, got {args.length_penalty}")
     if args.sample and (args.beam_size > 1 or args.n_best > 1):
         fail(prog, "--sample draws one hypothesis: use it with --beam-size 1 and no --n-best")
     if not 1 <= args.n_best <= max(args.beam_size, 1):

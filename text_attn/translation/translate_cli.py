@@ -5,11 +5,17 @@ section per sentence, as batches are done (text_attn/translation/report_html.py)
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
 from text_attn.core.errors import close_quietly, fail, one_line
-from text_attn.core.search_options import add_search_options, check_search_options, search_options
+from text_attn.core.search_options import (
+    add_search_options,
+    check_search_options,
+    fill_decoding_defaults,
+    search_options,
+)
 
 ASSETS = Path(__file__).parent / "assets"
 BUNDLED_MODEL = ASSETS / "multi30k_de_en.pt"  # the default: German -> English, trained on Multi30k
@@ -40,8 +46,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="translate a few German sentences and show which words each output looked at",
     )
-    p.add_argument("--beam-size", type=int, default=1, help="beam width; 1 = greedy (default: 1)")
-    p.add_argument("--length-penalty", type=float, default=0.0, help="rank beams by score / length**this (default: 0)")
+    p.add_argument(
+        "--beam-size", type=int, help="beam width; 1 = greedy (default: the model file's choice, else 1; --sample: 1)"
+    )
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        help="rank beams by score / length**this (default: the model file's choice, chosen on validation data, else 0)",
+    )
     p.add_argument("--max-len", type=int, default=None, help="longest output (default: 2 x source + 10)")
     p.add_argument(
         "--plot",
@@ -196,9 +208,8 @@ def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
 
 def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.beam_size < 1:
+    if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
-    check_search_options("translate", args)
     for flag, value in (("--batch-size", args.batch_size), ("--threads", 1 if args.threads is None else args.threads)):
         if value < 1:
             fail("translate", f"{flag} must be at least 1, got {value}")
@@ -216,6 +227,8 @@ def translate_main(argv: list[str] | None = None) -> int:
         translator = Translator.load(args.model or BUNDLED_MODEL)
     except ModelFileError as exc:
         fail("translate", str(exc))
+    fill_decoding_defaults(args, translator.info, beam_size=1)
+    check_search_options("translate", args)
     if args.model_info:
         print("\n".join(model_info(translator, args.model or BUNDLED_MODEL)))
         return 0
@@ -244,6 +257,8 @@ def translate_main(argv: list[str] | None = None) -> int:
             fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
     try:
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 - closed below
+        if args.demo and not args.output:
+            out = io.StringIO()  # the demo prints each translation once, below, with its alignment
     except OSError as err:
         if report is not None:
             report.close()

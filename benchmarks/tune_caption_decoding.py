@@ -1,0 +1,121 @@
+"""Choose a caption model's decoding (beam width, length penalty) on Flickr8k's VALIDATION photos, never on test.
+
+    python benchmarks/tune_caption_decoding.py --data-root ../shared/data/flickr8k                 # the bundled model
+    python benchmarks/tune_caption_decoding.py --data-root ../shared/data/flickr8k --model runs/x/model.pt \\
+        --beams 1 3 5 --length-penalties 0 0.5 1 --write                 # store the chosen setting in the model file
+
+The photos of the split are encoded once with the model's own preprocessing and encoder; every (beam, length
+penalty) pair then decodes the same features. Scores are coco-caption's (pycocoevalcap, its PTB tokenizer; METEOR
+in Java), beside the mean caption length and BLEU's length ratio (hypothesis words / closest reference's words:
+below 1 BLEU's brevity penalty lowers every BLEU-n).
+
+The chosen setting is the one with the highest sum of BLEU-4, METEOR and CIDEr (x 100) on val: the measures the
+Show-Attend-Tell comparison is about, plus the one that rewards content. ``--write`` records it in the model file
+(``decoding``), and ``caption`` uses it when --beam-size / --length-penalty are not given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
+CHOICE = ("Bleu_4", "METEOR", "CIDEr")  # summed: what the chosen setting maximises on val
+
+
+def encode_split(captioner, paths: list[str], batch: int = 32) -> torch.Tensor:
+    """The photos' region features (N, L, D), encoded as `caption` encodes them (the model file's preprocessing)."""
+    from PIL import Image
+    from tqdm import tqdm
+
+    chunks = []
+    for i in tqdm(range(0, len(paths), batch), desc="encoding", unit="batch", file=sys.stderr):
+        ims = [captioner.preprocess(Image.open(p).convert("RGB")) for p in paths[i : i + batch]]
+        chunks.append(captioner.encode(torch.stack(ims)))
+    return torch.cat(chunks)
+
+
+def length_ratio(references: dict[str, list[str]], captions: dict[str, str]) -> float:
+    """BLEU's length ratio: hypothesis words over the closest reference's words, summed over the corpus."""
+    hyp = ref = 0
+    for key, caption in captions.items():
+        n = len(caption.split())
+        hyp += n
+        ref += min((len(r.split()) for r in references[key]), key=lambda m: (abs(m - n), m))
+    return hyp / max(ref, 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from captioning.captioner import Captioner
+    from captioning.readers import CaptionDataError, read_flickr8k
+    from text_attn.core.metrics import coco_metrics
+    from text_attn.core.modelfile import ModelFileError
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", type=Path, required=True, help="Flickr8k (original or Kaggle layout)")
+    p.add_argument("--model", type=Path, default=ROOT / "captioning" / "assets" / "flickr8k_soft.pt")
+    p.add_argument("--split", default="val", choices=("val", "train"), help="the photos tuned on (never test)")
+    p.add_argument("--limit", type=int, help="only the first N photos of the split")
+    p.add_argument("--beams", type=int, nargs="+", default=[1, 3, 5])
+    p.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.5, 1.0, 1.5])
+    p.add_argument("--json", type=Path, help="also write the table to this file")
+    p.add_argument("--write", action="store_true", help="record the chosen setting in the model file")
+    args = p.parse_args(argv)
+    if any(b < 1 for b in args.beams) or any(lp < 0 for lp in args.length_penalties):
+        p.error("--beams must be >= 1 and --length-penalties >= 0")
+    try:
+        captioner = Captioner.load(args.model)
+        items = read_flickr8k(args.data_root)[args.split][: args.limit]
+    except (ModelFileError, CaptionDataError) as err:
+        print(f"tune_caption_decoding: error: {err}", file=sys.stderr)
+        return 1
+    paths = [str(it.path) for it in items]
+    references = {p: [" ".join(c) for c in it.captions] for p, it in zip(paths, items, strict=True)}
+    features = encode_split(captioner, paths)
+    rows = []
+    for beam in args.beams:
+        for lp in args.length_penalties if beam > 1 else [0.0]:  # greedy has nothing to rank
+            start = time.perf_counter()
+            caps = []
+            for i in range(0, len(paths), 64):
+                caps += captioner.caption_features(features[i : i + 64], beam, 30, lp)
+            seconds = time.perf_counter() - start
+            captions = {p: " ".join(c.words) for p, c in zip(paths, caps, strict=True)}
+            scores = {k: 100 * v for k, v in coco_metrics(references, captions, meteor=True, ptb=True).items()}
+            words = sum(len(c.words) for c in caps) / len(caps)
+            row = {"beam": beam, "length_penalty": lp, **scores, "words": words,
+                   "ratio": length_ratio(references, captions), "decode_s": seconds}  # fmt: skip
+            rows.append(row)
+            print(f"beam {beam} lp {lp}: " + ", ".join(f"{m} {row[m]:.2f}" for m in METRICS)
+                  + f", words {words:.2f}, ratio {row['ratio']:.3f}", file=sys.stderr, flush=True)  # fmt: skip
+    best = max(rows, key=lambda r: sum(r[m] for m in CHOICE))
+    print(f"\n{args.model.name} on Flickr8k {args.split} ({len(paths)} photos); chosen: the highest "
+          f"{' + '.join(CHOICE)}")  # fmt: skip
+    print("| beam | length penalty | " + " | ".join(m.replace("_", "-") for m in METRICS) + " | words | ratio | |")
+    print("|" + "---|" * (len(METRICS) + 5))
+    for r in rows:
+        cells = " | ".join(f"{r[m]:.2f}" for m in METRICS)
+        mark = "chosen" if r is best else ""
+        print(f"| {r['beam']} | {r['length_penalty']:g} | {cells} | {r['words']:.2f} | {r['ratio']:.3f} | {mark} |")
+    if args.json:
+        args.json.write_text(json.dumps({"model": str(args.model), "split": args.split, "photos": len(paths),
+                                         "rows": rows, "chosen": best}, indent=1) + "\n")  # fmt: skip
+    if args.write:
+        from text_attn.core.modelfile import update_info
+
+        rule = f"highest {' + '.join(CHOICE)} on Flickr8k {args.split} ({len(paths)} photos)"
+        decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"], "chosen_by": rule}
+        update_info(args.model, {"decoding": decoding})
+        print(f"wrote decoding beam {best['beam']}, length penalty {best['length_penalty']:g} into {args.model}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

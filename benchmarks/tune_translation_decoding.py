@@ -1,0 +1,96 @@
+"""Choose a text model's decoding (beam width, length penalty) on Multi30k's VALIDATION split, never on test.
+
+    python benchmarks/tune_translation_decoding.py --data-root ../shared/data/multi30k               # bundled de->en
+    python benchmarks/tune_translation_decoding.py --data-root ../shared/data/multi30k --model runs/x/model.pt \\
+        --src de --tgt en --beams 1 3 5 8 --length-penalties 0 0.5 1 --write
+
+Every (beam, length penalty) pair translates the val sources in-process (as ``translate`` does) and is scored like
+``benchmarks/multi30k.py`` scores test: BLEU (tok.) (lowercased, tokenized: the PyTorch seq2seq tutorials' measure,
+which the goals use), sacreBLEU and chrF, and the length ratio (output words / reference words, sacreBLEU's).
+The chosen setting has the highest val BLEU (tok.); ``--write`` records it in the model file (``decoding``), and
+``translate`` uses it when --beam-size / --length-penalty are not given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+    from multi30k import read_lines, score
+
+    from text_attn.core.modelfile import ModelFileError
+    from text_attn.translation.translator import Translator
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", type=Path, required=True, help="Multi30k: <split>.<lang>[.gz] files")
+    p.add_argument("--model", type=Path, default=ROOT / "text_attn" / "translation" / "assets" / "multi30k_de_en.pt")
+    p.add_argument("--src", default="de")
+    p.add_argument("--tgt", default="en")
+    p.add_argument("--split", default="val", help="the split tuned on (never the test split)")
+    p.add_argument("--limit", type=int, help="only the first N sentences of the split")
+    p.add_argument("--beams", type=int, nargs="+", default=[1, 3, 5, 8])
+    p.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.5, 1.0, 1.5])
+    p.add_argument("--json", type=Path, help="also write the table to this file")
+    p.add_argument("--write", action="store_true", help="record the chosen setting in the model file")
+    args = p.parse_args(argv)
+    if args.split.startswith("test"):
+        p.error("--split: decoding is chosen on validation data, never on a test split")
+    if any(b < 1 for b in args.beams) or any(lp < 0 for lp in args.length_penalties):
+        p.error("--beams must be >= 1 and --length-penalties >= 0")
+    try:
+        translator = Translator.load(args.model)
+        sources = read_lines(args.data_root, args.split, args.src)
+        refs = read_lines(args.data_root, args.split, args.tgt)
+        sources, refs = sources[: args.limit], refs[: args.limit]
+    except (ModelFileError, OSError, Exception) as err:  # noqa: BLE001 - one line for any unreadable input
+        print(f"tune_translation_decoding: error: {err}", file=sys.stderr)
+        return 1
+    torch.set_grad_enabled(False)
+    rows = []
+    for beam in args.beams:
+        for lp in args.length_penalties if beam > 1 else [0.0]:  # greedy has nothing to rank
+            start = time.perf_counter()
+            hyps = []
+            for i in range(0, len(sources), 64):
+                hyps += [t.text for t in translator.translate(sources[i : i + 64], beam, lp)]
+            seconds = time.perf_counter() - start
+            s = score(refs, hyps, sources)
+            ratio = sum(len(h.split()) for h in hyps) / max(1, sum(len(r.split()) for r in refs))
+            row = {"beam": beam, "length_penalty": lp, "bleu_tok": s["bleu_tok"], "sacrebleu": s["sacrebleu"],
+                   "chrf": s["chrf"], "ratio": ratio, "seconds": seconds}  # fmt: skip
+            rows.append(row)
+            print(f"beam {beam} lp {lp}: BLEU (tok.) {row['bleu_tok']:.2f}, sacreBLEU {row['sacrebleu']:.2f}, "
+                  f"chrF {row['chrf']:.2f}, ratio {ratio:.3f}", file=sys.stderr, flush=True)  # fmt: skip
+    best = max(rows, key=lambda r: r["bleu_tok"])
+    print(f"\n{args.model.name} on Multi30k {args.split} ({len(sources)} sentences); chosen: the highest BLEU (tok.)")
+    print("| beam | length penalty | BLEU (tok.) | sacreBLEU | chrF | length ratio | seconds | |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        mark = "chosen" if r is best else ""
+        print(f"| {r['beam']} | {r['length_penalty']:g} | {r['bleu_tok']:.2f} | {r['sacrebleu']:.2f} | "
+              f"{r['chrf']:.2f} | {r['ratio']:.3f} | {r['seconds']:.1f} | {mark} |")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({"model": str(args.model), "split": args.split, "sentences": len(sources),
+                                         "rows": rows, "chosen": best}, indent=1) + "\n")  # fmt: skip
+    if args.write:
+        from text_attn.core.modelfile import update_info
+
+        rule = f"highest BLEU (tok.) on Multi30k {args.split} ({len(sources)} sentences)"
+        decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"], "chosen_by": rule}
+        update_info(args.model, {"decoding": decoding})
+        print(f"wrote decoding beam {best['beam']}, length penalty {best['length_penalty']:g} into {args.model}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
