@@ -226,7 +226,7 @@ def bundle(name: str, model: Path, result: dict, minutes: float | None) -> Path:
     }  # fmt: skip
     if "tuned" in result:
         t = result["tuned"]
-        translator.info["test_scores_tuned"] = {
+        translator.info["test_scores_default_decoding"] = {
             f"test_2016_flickr beam {t['beam']}, length penalty {t['length_penalty']:g}: sacreBLEU": round(
                 t["sacrebleu"], 2
             ),

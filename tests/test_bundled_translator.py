@@ -22,6 +22,9 @@ def test_bundled_translator_is_small_half_and_says_its_terms():
     info = Translator.load(BUNDLED_MODEL).info
     assert "non-commercial research" in info["terms"] and "Multi30k" in info["training_data"]
     assert info["test_scores"]["test_2016_flickr beam 5: sacreBLEU"] > 30
+    # the beam and length penalty translate uses by default were chosen on val; their test scores are recorded too
+    assert info["decoding"]["beam_size"] >= 1 and "val" in info["decoding"]["chosen_by"]
+    assert max(info["test_scores_default_decoding"].values()) > 30
 
 
 def test_translates_german_into_cased_english_from_any_directory(tmp_path):
