@@ -135,7 +135,7 @@ def tune(model: Path, args: argparse.Namespace, out: Path, logs: Path, stage: st
         cmd += ["--limit", "50", "--beams", "1", "3", "--length-penalties", "0", "1"]
     run_stage(f"tune-{stage}", cmd, logs)
     chosen = json.loads(report.read_text())["chosen"]
-    return {"beam": chosen["beam"], "length_penalty": chosen["length_penalty"]}
+    return {k: chosen[k] for k in ("beam", "length_penalty", "no_repeat_ngram")}
 
 
 def file_info(model: Path) -> dict:
@@ -154,9 +154,9 @@ def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None
         "training": f"{stage} ({' then '.join(minutes)}) on a 2-core CPU: {trained}",
     }
     if scores:
-        decoding = {"beam": scores.get("beam", 3)} | (
-            {"length_penalty": scores["length_penalty"]} if "length_penalty" in scores else {}
-        )
+        decoding = {"beam": scores.get("beam", 3)} | {
+            k: scores[k] for k in ("length_penalty", "no_repeat_ngram") if k in scores
+        }
         info["test_scores"] = {k: round(v, 2) for k, v in scores.items() if k in METRICS} | decoding
     return info
 
@@ -171,7 +171,8 @@ def table(results: dict, minutes: dict) -> str:
         for beam, r in per_beam.items():
             cells = [f"{r[m]:.2f}" if m in r else "–" for m in METRICS]
             if beam == "tuned":
-                beam = f"{r['beam']}, length penalty {r['length_penalty']:g} (chosen on val)"
+                block = f", no repeated {r['no_repeat_ngram']}-gram" if r.get("no_repeat_ngram") else ""
+                beam = f"{r['beam']}, length penalty {r['length_penalty']:g}{block} (chosen on val)"
             lines.append(f"| ours, {stage} | {beam} | " + " | ".join(cells) + f" | {r['images_per_s']:.1f} |")
     lines.append("")
     lines.append("| stage | training minutes (2 CPU cores, encoding the photos included) |")

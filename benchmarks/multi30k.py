@@ -205,7 +205,7 @@ def tune(name: str, model: Path, args: argparse.Namespace) -> dict:
         cmd += ["--beams", "1", "3", "--length-penalties", "0", "1"]
     run_stage(f"tune-{name}", cmd, args.logs)
     chosen = json.loads(report.read_text())["chosen"]
-    return {"beam": chosen["beam"], "length_penalty": chosen["length_penalty"]}
+    return {k: chosen[k] for k in ("beam", "length_penalty", "no_repeat_ngram")}
 
 
 def bundle(name: str, model: Path, result: dict, minutes: float | None) -> Path:

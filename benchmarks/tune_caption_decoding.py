@@ -1,17 +1,19 @@
-"""Choose a caption model's decoding (beam width, length penalty) on Flickr8k's VALIDATION photos, never on test.
+"""Choose a caption model's decoding (beam width, length penalty, n-gram blocking) on Flickr8k's VALIDATION photos,
+never on test.
 
     python benchmarks/tune_caption_decoding.py --data-root ../shared/data/flickr8k                 # the bundled model
     python benchmarks/tune_caption_decoding.py --data-root ../shared/data/flickr8k --model runs/x/model.pt \\
         --beams 1 3 5 --length-penalties 0 0.5 1 --write                 # store the chosen setting in the model file
 
 The photos of the split are encoded once with the model's own preprocessing and encoder; every (beam, length
-penalty) pair then decodes the same features. Scores are coco-caption's (pycocoevalcap, its PTB tokenizer; METEOR
-in Java), beside the mean caption length and BLEU's length ratio (hypothesis words / closest reference's words:
-below 1 BLEU's brevity penalty lowers every BLEU-n).
+penalty, no-repeat n-gram) setting then decodes the same features. Scores are coco-caption's (pycocoevalcap, its
+PTB tokenizer; METEOR in Java), beside the mean caption length, BLEU's length ratio (hypothesis words / closest
+reference's words: below 1 BLEU's brevity penalty lowers every BLEU-n) and how many captions repeat a word trigram
+("a blue car is driving through a blue car": what --no-repeat-ngram 3 forbids).
 
 The chosen setting is the one with the highest sum of BLEU-4, METEOR and CIDEr (x 100) on val: the measures the
 Show-Attend-Tell comparison is about, plus the one that rewards content. ``--write`` records it in the model file
-(``decoding``), and ``caption`` uses it when --beam-size / --length-penalty are not given.
+(``decoding``), and ``caption`` uses it when --beam-size / --length-penalty / --no-repeat-ngram are not given.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def length_ratio(references: dict[str, list[str]], captions: dict[str, str]) -> 
     return hyp / max(ref, 1)
 
 
+def repeats_a_trigram(words: list[str]) -> bool:
+    grams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
+    return len(set(grams)) < len(grams)
+
+
 def main(argv: list[str] | None = None) -> int:
     from captioning.captioner import Captioner
     from captioning.readers import CaptionDataError, read_flickr8k
@@ -65,11 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, help="only the first N photos of the split")
     p.add_argument("--beams", type=int, nargs="+", default=[1, 3, 5])
     p.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.5, 1.0, 1.5])
+    p.add_argument("--no-repeat-ngrams", type=int, nargs="+", default=[0, 3], help="n-gram blocking sizes (0: off)")
     p.add_argument("--json", type=Path, help="also write the table to this file")
     p.add_argument("--write", action="store_true", help="record the chosen setting in the model file")
     args = p.parse_args(argv)
-    if any(b < 1 for b in args.beams) or any(lp < 0 for lp in args.length_penalties):
-        p.error("--beams must be >= 1 and --length-penalties >= 0")
+    if any(b < 1 for b in args.beams) or any(x < 0 for x in [*args.length_penalties, *args.no_repeat_ngrams]):
+        p.error("--beams must be >= 1, --length-penalties and --no-repeat-ngrams >= 0")
     try:
         captioner = Captioner.load(args.model)
         items = read_flickr8k(args.data_root)[args.split][: args.limit]
@@ -80,30 +88,40 @@ def main(argv: list[str] | None = None) -> int:
     references = {p: [" ".join(c) for c in it.captions] for p, it in zip(paths, items, strict=True)}
     features = encode_split(captioner, paths)
     rows = []
-    for beam in args.beams:
-        for lp in args.length_penalties if beam > 1 else [0.0]:  # greedy has nothing to rank
-            start = time.perf_counter()
-            caps = []
-            for i in range(0, len(paths), 64):
-                caps += captioner.caption_features(features[i : i + 64], beam, 30, lp)
-            seconds = time.perf_counter() - start
-            captions = {p: " ".join(c.words) for p, c in zip(paths, caps, strict=True)}
-            scores = {k: 100 * v for k, v in coco_metrics(references, captions, meteor=True, ptb=True).items()}
-            words = sum(len(c.words) for c in caps) / len(caps)
-            row = {"beam": beam, "length_penalty": lp, **scores, "words": words,
-                   "ratio": length_ratio(references, captions), "decode_s": seconds}  # fmt: skip
-            rows.append(row)
-            print(f"beam {beam} lp {lp}: " + ", ".join(f"{m} {row[m]:.2f}" for m in METRICS)
-                  + f", words {words:.2f}, ratio {row['ratio']:.3f}", file=sys.stderr, flush=True)  # fmt: skip
+    # every (beam, length penalty, n-gram block) setting; greedy has no beams to rank, so no penalty to choose
+    grid = [
+        (b, lp, n)
+        for n in args.no_repeat_ngrams
+        for b in args.beams
+        for lp in (args.length_penalties if b > 1 else [0.0])
+    ]
+    for beam, lp, ngram in grid:
+        start = time.perf_counter()
+        caps = []
+        for i in range(0, len(paths), 64):
+            caps += captioner.caption_features(features[i : i + 64], beam, 30, lp, no_repeat_ngram=ngram)
+        seconds = time.perf_counter() - start
+        captions = {p: " ".join(c.words) for p, c in zip(paths, caps, strict=True)}
+        scores = {k: 100 * v for k, v in coco_metrics(references, captions, meteor=True, ptb=True).items()}
+        words = sum(len(c.words) for c in caps) / len(caps)
+        repeats = sum(repeats_a_trigram(c.words) for c in caps)
+        row = {"beam": beam, "length_penalty": lp, "no_repeat_ngram": ngram, **scores, "words": words,
+               "ratio": length_ratio(references, captions), "repeats": repeats, "decode_s": seconds}  # fmt: skip
+        rows.append(row)
+        print(f"beam {beam} lp {lp} no-repeat {ngram}: " + ", ".join(f"{m} {row[m]:.2f}" for m in METRICS)
+              + f", words {words:.2f}, ratio {row['ratio']:.3f}, repeats {repeats}", file=sys.stderr,
+              flush=True)  # fmt: skip
     best = max(rows, key=lambda r: sum(r[m] for m in CHOICE))
     print(f"\n{args.model.name} on Flickr8k {args.split} ({len(paths)} photos); chosen: the highest "
           f"{' + '.join(CHOICE)}")  # fmt: skip
-    print("| beam | length penalty | " + " | ".join(m.replace("_", "-") for m in METRICS) + " | words | ratio | |")
-    print("|" + "---|" * (len(METRICS) + 5))
+    head = " | ".join(m.replace("_", "-") for m in METRICS)
+    print(f"| beam | length penalty | no-repeat n-gram | {head} | words | ratio | repeated trigram | |")
+    print("|" + "---|" * (len(METRICS) + 7))
     for r in rows:
         cells = " | ".join(f"{r[m]:.2f}" for m in METRICS)
         mark = "chosen" if r is best else ""
-        print(f"| {r['beam']} | {r['length_penalty']:g} | {cells} | {r['words']:.2f} | {r['ratio']:.3f} | {mark} |")
+        print(f"| {r['beam']} | {r['length_penalty']:g} | {r['no_repeat_ngram']} | {cells} | {r['words']:.2f} "
+              f"| {r['ratio']:.3f} | {r['repeats']} | {mark} |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"model": str(args.model), "split": args.split, "photos": len(paths),
                                          "rows": rows, "chosen": best}, indent=1) + "\n")  # fmt: skip
@@ -111,9 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         from text_attn.core.modelfile import update_info
 
         rule = f"highest {' + '.join(CHOICE)} on Flickr8k {args.split} ({len(paths)} photos)"
-        decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"], "chosen_by": rule}
+        decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"],
+                    "no_repeat_ngram": best["no_repeat_ngram"], "chosen_by": rule}  # fmt: skip
         update_info(args.model, {"decoding": decoding})
-        print(f"wrote decoding beam {best['beam']}, length penalty {best['length_penalty']:g} into {args.model}")
+        print(f"wrote decoding beam {best['beam']}, length penalty {best['length_penalty']:g}, no-repeat n-gram "
+              f"{best['no_repeat_ngram']} into {args.model}")  # fmt: skip
     return 0
 
 

@@ -40,13 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, help="only the first N sentences of the split")
     p.add_argument("--beams", type=int, nargs="+", default=[1, 3, 5, 8])
     p.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.5, 1.0, 1.5])
+    p.add_argument("--no-repeat-ngrams", type=int, nargs="+", default=[0], help="n-gram blocking sizes (0: off)")
     p.add_argument("--json", type=Path, help="also write the table to this file")
     p.add_argument("--write", action="store_true", help="record the chosen setting in the model file")
     args = p.parse_args(argv)
     if args.split.startswith("test"):
         p.error("--split: decoding is chosen on validation data, never on a test split")
-    if any(b < 1 for b in args.beams) or any(lp < 0 for lp in args.length_penalties):
-        p.error("--beams must be >= 1 and --length-penalties >= 0")
+    if any(b < 1 for b in args.beams) or any(x < 0 for x in [*args.length_penalties, *args.no_repeat_ngrams]):
+        p.error("--beams must be >= 1, --length-penalties and --no-repeat-ngrams >= 0")
     try:
         translator = Translator.load(args.model)
         sources = read_lines(args.data_root, args.split, args.src)
@@ -57,28 +58,35 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     torch.set_grad_enabled(False)
     rows = []
-    for beam in args.beams:
-        for lp in args.length_penalties if beam > 1 else [0.0]:  # greedy has nothing to rank
-            start = time.perf_counter()
-            hyps = []
-            for i in range(0, len(sources), 64):
-                hyps += [t.text for t in translator.translate(sources[i : i + 64], beam, lp)]
-            seconds = time.perf_counter() - start
-            s = score(refs, hyps, sources)
-            ratio = sum(len(h.split()) for h in hyps) / max(1, sum(len(r.split()) for r in refs))
-            row = {"beam": beam, "length_penalty": lp, "bleu_tok": s["bleu_tok"], "sacrebleu": s["sacrebleu"],
-                   "chrf": s["chrf"], "ratio": ratio, "seconds": seconds}  # fmt: skip
-            rows.append(row)
-            print(f"beam {beam} lp {lp}: BLEU (tok.) {row['bleu_tok']:.2f}, sacreBLEU {row['sacrebleu']:.2f}, "
-                  f"chrF {row['chrf']:.2f}, ratio {ratio:.3f}", file=sys.stderr, flush=True)  # fmt: skip
+    # every (beam, length penalty, n-gram block) setting; greedy has no beams to rank, so no penalty to choose
+    grid = [
+        (b, lp, n)
+        for n in args.no_repeat_ngrams
+        for b in args.beams
+        for lp in (args.length_penalties if b > 1 else [0.0])
+    ]
+    for beam, lp, ngram in grid:
+        start = time.perf_counter()
+        hyps = []
+        for i in range(0, len(sources), 64):
+            hyps += [t.text for t in translator.translate(sources[i : i + 64], beam, lp, no_repeat_ngram=ngram)]
+        seconds = time.perf_counter() - start
+        s = score(refs, hyps, sources)
+        ratio = sum(len(h.split()) for h in hyps) / max(1, sum(len(r.split()) for r in refs))
+        row = {"beam": beam, "length_penalty": lp, "no_repeat_ngram": ngram, "bleu_tok": s["bleu_tok"],
+               "sacrebleu": s["sacrebleu"], "chrf": s["chrf"], "ratio": ratio, "seconds": seconds}  # fmt: skip
+        rows.append(row)
+        print(f"beam {beam} lp {lp} no-repeat {ngram}: BLEU (tok.) {row['bleu_tok']:.2f}, sacreBLEU "
+              f"{row['sacrebleu']:.2f}, chrF {row['chrf']:.2f}, ratio {ratio:.3f}", file=sys.stderr,
+              flush=True)  # fmt: skip
     best = max(rows, key=lambda r: r["bleu_tok"])
     print(f"\n{args.model.name} on Multi30k {args.split} ({len(sources)} sentences); chosen: the highest BLEU (tok.)")
-    print("| beam | length penalty | BLEU (tok.) | sacreBLEU | chrF | length ratio | seconds | |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| beam | length penalty | no-repeat n-gram | BLEU (tok.) | sacreBLEU | chrF | length ratio | seconds | |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         mark = "chosen" if r is best else ""
-        print(f"| {r['beam']} | {r['length_penalty']:g} | {r['bleu_tok']:.2f} | {r['sacrebleu']:.2f} | "
-              f"{r['chrf']:.2f} | {r['ratio']:.3f} | {r['seconds']:.1f} | {mark} |")  # fmt: skip
+        print(f"| {r['beam']} | {r['length_penalty']:g} | {r['no_repeat_ngram']} | {r['bleu_tok']:.2f} | "
+              f"{r['sacrebleu']:.2f} | {r['chrf']:.2f} | {r['ratio']:.3f} | {r['seconds']:.1f} | {mark} |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"model": str(args.model), "split": args.split, "sentences": len(sources),
                                          "rows": rows, "chosen": best}, indent=1) + "\n")  # fmt: skip
@@ -86,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         from text_attn.core.modelfile import update_info
 
         rule = f"highest BLEU (tok.) on Multi30k {args.split} ({len(sources)} sentences)"
-        decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"], "chosen_by": rule}
+        decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"],
+                    "no_repeat_ngram": best["no_repeat_ngram"], "chosen_by": rule}  # fmt: skip
         update_info(args.model, {"decoding": decoding})
         print(f"wrote decoding beam {best['beam']}, length penalty {best['length_penalty']:g} into {args.model}")
     return 0

@@ -49,9 +49,10 @@ def test_update_info_merges_and_keeps_the_weights(tmp_path):
 def test_decoding_defaults_keep_only_valid_values():
     assert decoding_defaults({}) == {}
     assert decoding_defaults({"decoding": "beam 3"}) == {}
-    chosen = {"beam_size": 5, "length_penalty": 1}
-    assert decoding_defaults({"decoding": chosen}) == {"beam_size": 5, "length_penalty": 1.0}
-    assert decoding_defaults({"decoding": {"beam_size": 0, "length_penalty": -1, "chosen_by": "x"}}) == {}
+    chosen = {"beam_size": 5, "length_penalty": 1, "no_repeat_ngram": 3}
+    assert decoding_defaults({"decoding": chosen}) == {"beam_size": 5, "length_penalty": 1.0, "no_repeat_ngram": 3}
+    bad = {"beam_size": 0, "length_penalty": -1, "no_repeat_ngram": -2, "chosen_by": "x"}
+    assert decoding_defaults({"decoding": bad}) == {}
 
 
 def test_translate_uses_the_recorded_decoding_and_a_flag_wins(tmp_path, capsys):
@@ -84,18 +85,22 @@ def test_caption_uses_the_recorded_decoding_and_model_info_says_it(tmp_path, cap
 
     tuned = tmp_path / "shapes.pt"
     shutil.copy(SHAPES, tuned)
-    update_info(tuned, {"decoding": {"beam_size": 4, "length_penalty": 1.5, "chosen_by": "a test"}})
+    update_info(
+        tuned, {"decoding": {"beam_size": 4, "length_penalty": 1.5, "no_repeat_ngram": 2, "chosen_by": "a test"}}
+    )
 
     def run(model, *flags):
         assert caption_main(["--demo", "shapes", "--seed", "5", "--json", "--model", str(model), *flags]) == 0
         return json.loads(capsys.readouterr().out)[0]
 
     rec = run(tuned, "--n-best", "4")  # beam 4 from the file
-    explicit = run(SHAPES, "--beam-size", "4", "--length-penalty", "1.5", "--n-best", "4")
+    explicit = run(SHAPES, "--beam-size", "4", "--length-penalty", "1.5", "--no-repeat-ngram", "2", "--n-best", "4")
     assert rec["caption"] == explicit["caption"] and rec["score"] == pytest.approx(explicit["score"], abs=1e-6)
     assert [n["score"] for n in rec["n_best"]] == pytest.approx([n["score"] for n in explicit["n_best"]], abs=1e-6)
-    greedy = run(tuned, "--beam-size", "1")
+    unblocked = run(SHAPES, "--beam-size", "4", "--length-penalty", "1.5", "--n-best", "4")
+    assert rec["n_best"] != unblocked["n_best"]  # the recorded blocking took effect (shapes captions repeat bigrams)
+    greedy = run(tuned, "--beam-size", "1", "--no-repeat-ngram", "0")
     assert greedy["score"] == pytest.approx(run(SHAPES, "--beam-size", "1")["score"], abs=1e-6)
     assert caption_main(["--model-info", "--model", str(tuned)]) == 0
     info = capsys.readouterr().out
-    assert "decoding:" in info and "beam_size 4, length_penalty 1.5, chosen_by a test" in info
+    assert "decoding:" in info and "beam_size 4, length_penalty 1.5, no_repeat_ngram 2, chosen_by a test" in info

@@ -34,17 +34,27 @@ def test_caption_tuner_records_a_val_choice_that_caption_uses(tmp_path, capsys):
     shutil.copy(ROOT / "captioning" / "assets" / "flickr8k_soft.pt", model)
     report = tmp_path / "tune.json"
     out = _run("tune_caption_decoding.py", "--data-root", str(DATA / "flickr8k"), "--model", str(model), "--limit",
-               "40", "--beams", "1", "2", "--length-penalties", "0", "2", "--json", str(report), "--write")  # fmt: skip
+               "40", "--beams", "1", "2", "--length-penalties", "0", "2", "--no-repeat-ngrams", "0", "3", "--json", str(report),
+               "--write")  # fmt: skip
     assert "| beam | length penalty | BLEU-1 |" in out and out.count("chosen") == 2  # the rule line and one row
     rows = json.loads(report.read_text())["rows"]
-    assert [(r["beam"], r["length_penalty"]) for r in rows] == [(1, 0.0), (2, 0.0), (2, 2.0)]
+    settings = [(1, 0.0), (2, 0.0), (2, 2.0)]
+    assert [(r["beam"], r["length_penalty"], r["no_repeat_ngram"]) for r in rows] == [
+        (*s, n) for n in (0, 3) for s in settings
+    ]
+    assert all(r["repeats"] == 0 for r in rows[3:])  # trigram blocking leaves no repeated trigram
     best = max(rows, key=lambda r: r["Bleu_4"] + r["METEOR"] + r["CIDEr"])
     decoding = torch.load(model, weights_only=True)["info"]["decoding"]
-    assert (decoding["beam_size"], decoding["length_penalty"]) == (best["beam"], best["length_penalty"])
+    assert (decoding["beam_size"], decoding["length_penalty"], decoding["no_repeat_ngram"]) == (
+        best["beam"],
+        best["length_penalty"],
+        best["no_repeat_ngram"],
+    )
     # a longer caption under a length penalty: the tuner's rows say so
     assert rows[2]["words"] >= rows[1]["words"]
     assert caption_main(["--model-info", "--model", str(model)]) == 0
-    assert f"beam_size {best['beam']}, length_penalty {best['length_penalty']}" in capsys.readouterr().out
+    shown = f"beam_size {best['beam']}, length_penalty {best['length_penalty']}, no_repeat_ngram"
+    assert shown in capsys.readouterr().out
 
 
 @pytest.mark.skipif(not (DATA / "multi30k" / "val.de.gz").is_file(), reason="real Multi30k not found")

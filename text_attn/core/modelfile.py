@@ -111,7 +111,7 @@ def update_info(path: str | Path, updates: dict[str, Any]) -> dict[str, Any]:
 
 def decoding_defaults(info: dict[str, Any]) -> dict[str, Any]:
     """The decoding a model file recommends (``info["decoding"]``, chosen on validation data by a tuning benchmark):
-    ``beam_size`` and ``length_penalty`` where recorded; {} when none."""
+    ``beam_size``, ``length_penalty`` and ``no_repeat_ngram`` where recorded; {} when none."""
     chosen = info.get("decoding") if isinstance(info, dict) else None
     if not isinstance(chosen, dict):
         return {}
@@ -120,6 +120,8 @@ def decoding_defaults(info: dict[str, Any]) -> dict[str, Any]:
         out["beam_size"] = chosen["beam_size"]
     if isinstance(chosen.get("length_penalty"), (int, float)) and chosen["length_penalty"] >= 0:
         out["length_penalty"] = float(chosen["length_penalty"])
+    if isinstance(chosen.get("no_repeat_ngram"), int) and chosen["no_repeat_ngram"] >= 0:
+        out["no_repeat_ngram"] = chosen["no_repeat_ngram"]
     return out
 
 

@@ -17,12 +17,17 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-p", type=float, default=1.0, help="--sample: draw from the nucleus of this probability")
     g.add_argument("--sample-seed", type=int, help="--sample: seed of the draws (default: a fresh one each run)")
     g.add_argument("--n-best", type=int, default=1, help="also report the N best hypotheses (N <= --beam-size)")
-    g.add_argument("--no-repeat-ngram", type=int, default=0, help="never repeat an n-gram of this size (0: allowed)")
+    g.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        help="never repeat an n-gram of this size (0: allowed; default: the model file's choice, else 0)",
+    )
 
 
 def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_size: int = 3) -> None:
-    """--beam-size / --length-penalty left out (None): the model file's recorded choice (``info["decoding"]``, chosen
-    on validation data), else ``beam_size`` and no length penalty; --sample draws one hypothesis (beam 1)."""
+    """--beam-size / --length-penalty / --no-repeat-ngram left out (None): the model file's recorded choice
+    (``info["decoding"]``, chosen on validation data), else ``beam_size``, no length penalty and no n-gram blocking;
+    --sample draws one hypothesis (beam 1)."""
     from text_attn.core.modelfile import decoding_defaults
 
     chosen = decoding_defaults(info)
@@ -30,6 +35,8 @@ def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_
         args.beam_size = 1 if args.sample else chosen.get("beam_size", beam_size)
     if args.length_penalty is None:
         args.length_penalty = chosen.get("length_penalty", 0.0)
+    if args.no_repeat_ngram is None:
+        args.no_repeat_ngram = chosen.get("no_repeat_ngram", 0)
 
 
 def check_search_options(prog: str, args: argparse.Namespace) -> None:
