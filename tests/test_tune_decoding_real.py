@@ -33,10 +33,12 @@ def test_caption_tuner_records_a_val_choice_that_caption_uses(tmp_path, capsys):
     model = tmp_path / "model.pt"
     shutil.copy(ROOT / "captioning" / "assets" / "flickr8k_soft.pt", model)
     report = tmp_path / "tune.json"
+    grid = ["--beams", "1", "2", "--length-penalties", "0", "2", "--no-repeat-ngrams", "0", "3"]
     out = _run("tune_caption_decoding.py", "--data-root", str(DATA / "flickr8k"), "--model", str(model), "--limit",
-               "40", "--beams", "1", "2", "--length-penalties", "0", "2", "--no-repeat-ngrams", "0", "3", "--json", str(report),
-               "--write")  # fmt: skip
-    assert "| beam | length penalty | BLEU-1 |" in out and out.count("chosen") == 2  # the rule line and one row
+               "40", *grid, "--json", str(report), "--write")  # fmt: skip
+    assert (
+        "| beam | length penalty | no-repeat n-gram | BLEU-1 |" in out and out.count("chosen") == 2
+    )  # the rule line and one row
     rows = json.loads(report.read_text())["rows"]
     settings = [(1, 0.0), (2, 0.0), (2, 2.0)]
     assert [(r["beam"], r["length_penalty"], r["no_repeat_ngram"]) for r in rows] == [
@@ -67,7 +69,7 @@ def test_translation_tuner_records_a_val_choice_that_translate_uses(tmp_path):
     out = _run("tune_translation_decoding.py", "--data-root", str(DATA / "multi30k"), "--model", str(model),
                "--limit", "100", "--beams", "1", "3", "--length-penalties", "0", "1", "--json", str(report),
                "--write")  # fmt: skip
-    assert "| beam | length penalty | BLEU (tok.) |" in out
+    assert "| beam | length penalty | no-repeat n-gram | BLEU (tok.) |" in out
     rows = json.loads(report.read_text())["rows"]
     best = max(rows, key=lambda r: r["bleu_tok"])
     assert best["bleu_tok"] > 20  # the bundled model on 100 real val sentences
