@@ -41,7 +41,6 @@ STAGES = {  # stage -> (config, first stage it starts from)
     "scst": ("flickr8k_lite2_soft_scst.yaml", "soft"),
     "hard": ("flickr8k_lite2_hard.yaml", None),
 }
-BEAMS = (1, 3, 5)
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 # Xu et al. 2015, Table 1, Flickr8k (BLEU and METEOR x 100; CIDEr not reported).
 PAPER = {
@@ -205,8 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     p.add_argument("--bundle", action="store_true", help=f"copy the chosen model with its scores to {BUNDLED}")
     p.add_argument("--tune", action="store_true", help="choose each model's beam and length penalty on val, score too")
+    p.add_argument("--beams", default="1,3,5", help="comma-separated beam widths to score test at (default: 1,3,5)")
     args = p.parse_args(argv)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    try:
+        beams = [int(b) for b in args.beams.split(",") if b.strip()]
+    except ValueError:
+        p.error(f"--beams: expected comma-separated integers, got {args.beams!r}")
+    if not beams or min(beams) < 1:
+        p.error(f"--beams: expected widths of at least 1, got {args.beams!r}")
     unknown = [s for s in stages if s not in STAGES]
     if unknown or not stages:
         p.error(f"--stages: unknown {unknown}; choose from {', '.join(STAGES)}")
@@ -231,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             final = export(model, args.out / stage, logs, stage, model_info(stage, chain, None))
             results[stage] = {}
-            for beam in BEAMS:
+            for beam in beams:
                 captions, speed = caption_test(final, paths, beam, args.out / stage, logs, stage)
                 results[stage][beam] = {**score(references, captions), "images_per_s": speed}
                 print(f"[{stage}] beam {beam}: " + ", ".join(f"{m} {results[stage][beam][m]:.2f}" for m in METRICS
@@ -242,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[stage]["tuned"] = {**chosen, **score(references, captions), "images_per_s": speed}
                 r = results[stage]["tuned"]
                 print(f"[{stage}] tuned: " + ", ".join(f"{m} {r[m]:.2f}" for m in METRICS if m in r), flush=True)
-            shown = results[stage].get("tuned", results[stage][3])
+            shown = results[stage].get("tuned", results[stage].get(3))
             info = model_info(stage, chain, shown)
             if args.tune:  # the re-export starts from the trained weights: the val-chosen decoding goes in again
                 info["decoding"] = file_info(final)["decoding"]
