@@ -36,9 +36,8 @@ def test_caption_tuner_records_a_val_choice_that_caption_uses(tmp_path, capsys):
     grid = ["--beams", "1", "2", "--length-penalties", "0", "2", "--no-repeat-ngrams", "0", "3"]
     out = _run("tune_caption_decoding.py", "--data-root", str(DATA / "flickr8k"), "--model", str(model), "--limit",
                "40", *grid, "--json", str(report), "--write")  # fmt: skip
-    assert (
-        "| beam | length penalty | no-repeat n-gram | BLEU-1 |" in out and out.count("chosen") == 2
-    )  # the rule line and one row
+    assert "| beam | length penalty | no-repeat n-gram | Bleu-1 |" in out
+    assert out.count("chosen") == 2  # the rule line and one row
     rows = json.loads(report.read_text())["rows"]
     settings = [(1, 0.0), (2, 0.0), (2, 2.0)]
     assert [(r["beam"], r["length_penalty"], r["no_repeat_ngram"]) for r in rows] == [
