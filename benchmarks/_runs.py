@@ -68,3 +68,16 @@ def recorded_minutes(out: Path) -> float:
     """The training minutes ``timed_fit`` wrote for ``out`` (NaN when the model was made otherwise)."""
     stamp = out / "train_minutes.txt"
     return float(stamp.read_text()) if stamp.exists() else math.nan
+
+
+def best_logged(run: Path, metric: str) -> float:
+    """The best (highest) value of ``metric`` a fit under ``run`` logged (its metrics.csv files; -inf when none)."""
+    import csv
+
+    best = float("-inf")
+    for metrics in run.glob("lightning_logs/version_*/metrics.csv"):
+        with metrics.open() as f:
+            for row in csv.DictReader(f):
+                if row.get(metric):
+                    best = max(best, float(row[metric]))
+    return best

@@ -31,7 +31,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from _runs import StageError, console_script, run_stage
+from _runs import StageError, best_logged, console_script, run_stage
+from _tuning import run_tuner
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "caption"
@@ -127,21 +128,9 @@ def export(model: Path, out: Path, logs: Path, stage: str, info: dict) -> Path:
 
 def tune(model: Path, args: argparse.Namespace, out: Path, logs: Path, stage: str) -> dict:
     """Choose the model file's beam and length penalty on the val photos and record them in it; returns the choice."""
-    report = out / "tune_val.json"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "tune_caption_decoding.py"), "--data-root", str(args.data_root),
-           "--model", str(model), "--json", str(report), "--write"]  # fmt: skip
-    if args.quick:
-        cmd += ["--limit", "50", "--beams", "1", "3", "--length-penalties", "0", "1"]
-    run_stage(f"tune-{stage}", cmd, logs)
-    chosen = json.loads(report.read_text())["chosen"]
-    return {k: chosen[k] for k in ("beam", "length_penalty", "no_repeat_ngram")}
-
-
-def file_info(model: Path) -> dict:
-    """The info a model file carries (its JSON-able facts: data, terms, scores, decoding)."""
-    import torch
-
-    return dict(torch.load(model, map_location="cpu", weights_only=True).get("info") or {})
+    options = ["--data-root", str(args.data_root), "--model", str(model)]
+    quick = ["--limit", "50", "--beams", "1", "3", "--length-penalties", "0", "1"] if args.quick else []
+    return run_tuner("tune_caption_decoding.py", options, out / "tune_val.json", logs, f"tune-{stage}", quick)
 
 
 def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None) -> dict:
@@ -179,19 +168,6 @@ def table(results: dict, minutes: dict) -> str:
     for stage, m in minutes.items():
         lines.append(f"| {stage} | {'reused' if m is None else f'{m:.1f}'} |")
     return "\n".join(lines)
-
-
-def best_val_cider(run: Path) -> float:
-    """The best val_CIDEr a stage's fit logged (its metrics.csv files; -inf when none)."""
-    import csv
-
-    best = float("-inf")
-    for metrics in run.glob("lightning_logs/version_*/metrics.csv"):
-        with metrics.open() as f:
-            for row in csv.DictReader(f):
-                if row.get("val_CIDEr"):
-                    best = max(best, float(row["val_CIDEr"]))
-    return best
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,11 +224,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[stage]["tuned"] = {**chosen, **score(references, captions), "images_per_s": speed}
                 r = results[stage]["tuned"]
                 print(f"[{stage}] tuned: " + ", ".join(f"{m} {r[m]:.2f}" for m in METRICS if m in r), flush=True)
-            shown = results[stage].get("tuned", results[stage].get(3))
-            info = model_info(stage, chain, shown)
-            if args.tune:  # the re-export starts from the trained weights: the val-chosen decoding goes in again
-                info["decoding"] = file_info(final)["decoding"]
-            finals[stage] = export(model, args.out / stage, logs, stage, info)
+            from text_attn.core.modelfile import update_info
+
+            # the test scores join the model file's info (beside the val-chosen decoding --tune recorded)
+            finals[stage] = final
+            update_info(final, model_info(stage, chain, results[stage].get("tuned", results[stage].get(3))))
     except StageError as err:
         print(f"flickr8k benchmark: error: {err}", file=sys.stderr)
         return 1
@@ -266,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.json}")
     if args.bundle:
         # chosen on val, never on test: the stage whose best validation CIDEr (greedy, logged by fit) is higher
-        candidates = {s: best_val_cider(args.out / s) for s in ("soft", "scst") if s in finals}
+        candidates = {s: best_logged(args.out / s, "val_CIDEr") for s in ("soft", "scst") if s in finals}
         if not candidates:
             print("flickr8k benchmark: error: --bundle needs the soft or scst stage", file=sys.stderr)
             return 1

@@ -30,7 +30,8 @@ import json
 import sys
 from pathlib import Path
 
-from _runs import StageError, console_script, run_stage
+from _runs import StageError, best_logged, console_script, run_stage
+from _tuning import run_tuner
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "text"
@@ -169,43 +170,13 @@ def length_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def best_val_bleu(run: Path) -> float:
-    """The best val_bleu a model's fit logged (its metrics.csv files; -inf when none)."""
-    import csv
-
-    best = float("-inf")
-    for metrics in run.glob("lightning_logs/version_*/metrics.csv"):
-        with metrics.open() as f:
-            for row in csv.DictReader(f):
-                if row.get("val_bleu"):
-                    best = max(best, float(row["val_bleu"]))
-    return best
-
-
 def tune(name: str, model: Path, args: argparse.Namespace) -> dict:
     """Choose the model's beam and length penalty on val and record them in its file; returns the choice."""
     _, src, tgt = MODELS[name]
+    options = ["--data-root", str(args.data_root), "--model", str(model), "--src", src, "--tgt", tgt]
+    quick = ["--beams", "1", "3", "--length-penalties", "0", "1"] if args.quick else []
     report = args.out / name / "tune_val.json"
-    cmd = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "tune_translation_decoding.py"),
-        "--data-root",
-        str(args.data_root),
-        "--model",
-        str(model),
-        "--src",
-        src,
-        "--tgt",
-        tgt,
-        "--json",
-        str(report),
-        "--write",
-    ]
-    if args.quick:
-        cmd += ["--beams", "1", "3", "--length-penalties", "0", "1"]
-    run_stage(f"tune-{name}", cmd, args.logs)
-    chosen = json.loads(report.read_text())["chosen"]
-    return {k: chosen[k] for k in ("beam", "length_penalty", "no_repeat_ngram")}
+    return run_tuner("tune_translation_decoding.py", options, report, args.logs, f"tune-{name}", quick)
 
 
 def bundle(name: str, model: Path, result: dict, minutes: float | None) -> Path:
@@ -308,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             print("multi30k benchmark: error: --bundle needs a German -> English model", file=sys.stderr)
             return 1
         # chosen on val, never on test: the model whose fit logged the highest val BLEU
-        val = {n: best_val_bleu(args.out / n) for n in de_en}
+        val = {n: best_logged(args.out / n, "val_bleu") for n in de_en}
         print("val BLEU (best of each fit): " + ", ".join(f"{n} {v:.4f}" for n, v in val.items()))
         best = max(de_en, key=lambda n: val[n])
         path = bundle(best, args.out / best / "model.pt", results[best], minutes.get(best))

@@ -19,7 +19,6 @@ Show-Attend-Tell comparison is about, plus the one that rewards content. ``--wri
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,18 +27,20 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 CHOICE = ("Bleu_4", "METEOR", "CIDEr")  # summed: what the chosen setting maximises on val
 
 
 def encode_split(captioner, paths: list[str], batch: int = 32) -> torch.Tensor:
     """The photos' region features (N, L, D), encoded as `caption` encodes them (the model file's preprocessing)."""
-    from PIL import Image
     from tqdm import tqdm
+
+    from captioning.preprocess import load_image
 
     chunks = []
     for i in tqdm(range(0, len(paths), batch), desc="encoding", unit="batch", file=sys.stderr):
-        ims = [captioner.preprocess(Image.open(p).convert("RGB")) for p in paths[i : i + batch]]
+        ims = [captioner.preprocess(load_image(p)) for p in paths[i : i + batch]]
         chunks.append(captioner.encode(torch.stack(ims)))
     return torch.cat(chunks)
 
@@ -60,6 +61,8 @@ def repeats_a_trigram(words: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _tuning import add_grid_options, finish, settings
+
     from captioning.captioner import Captioner
     from captioning.readers import CaptionDataError, read_flickr8k
     from text_attn.core.metrics import coco_metrics
@@ -70,14 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", type=Path, default=ROOT / "captioning" / "assets" / "flickr8k_soft.pt")
     p.add_argument("--split", default="val", choices=("val", "train"), help="the photos tuned on (never test)")
     p.add_argument("--limit", type=int, help="only the first N photos of the split")
-    p.add_argument("--beams", type=int, nargs="+", default=[1, 3, 5])
-    p.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.5, 1.0, 1.5])
-    p.add_argument("--no-repeat-ngrams", type=int, nargs="+", default=[0, 3], help="n-gram blocking sizes (0: off)")
-    p.add_argument("--json", type=Path, help="also write the table to this file")
-    p.add_argument("--write", action="store_true", help="record the chosen setting in the model file")
+    add_grid_options(p, beams=[1, 3, 5], no_repeat_ngrams=[0, 3])
     args = p.parse_args(argv)
-    if any(b < 1 for b in args.beams) or any(x < 0 for x in [*args.length_penalties, *args.no_repeat_ngrams]):
-        p.error("--beams must be >= 1, --length-penalties and --no-repeat-ngrams >= 0")
+    grid = settings(p, args)
     try:
         captioner = Captioner.load(args.model)
         items = read_flickr8k(args.data_root)[args.split][: args.limit]
@@ -88,13 +86,6 @@ def main(argv: list[str] | None = None) -> int:
     references = {p: [" ".join(c) for c in it.captions] for p, it in zip(paths, items, strict=True)}
     features = encode_split(captioner, paths)
     rows = []
-    # every (beam, length penalty, n-gram block) setting; greedy has no beams to rank, so no penalty to choose
-    grid = [
-        (b, lp, n)
-        for n in args.no_repeat_ngrams
-        for b in args.beams
-        for lp in (args.length_penalties if b > 1 else [0.0])
-    ]
     for beam, lp, ngram in grid:
         start = time.perf_counter()
         caps = []
@@ -122,18 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         mark = "chosen" if r is best else ""
         print(f"| {r['beam']} | {r['length_penalty']:g} | {r['no_repeat_ngram']} | {cells} | {r['words']:.2f} "
               f"| {r['ratio']:.3f} | {r['repeats']} | {mark} |")  # fmt: skip
-    if args.json:
-        args.json.write_text(json.dumps({"model": str(args.model), "split": args.split, "photos": len(paths),
-                                         "rows": rows, "chosen": best}, indent=1) + "\n")  # fmt: skip
-    if args.write:
-        from text_attn.core.modelfile import update_info
-
-        rule = f"highest {' + '.join(CHOICE)} on Flickr8k {args.split} ({len(paths)} photos)"
-        decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"],
-                    "no_repeat_ngram": best["no_repeat_ngram"], "chosen_by": rule}  # fmt: skip
-        update_info(args.model, {"decoding": decoding})
-        print(f"wrote decoding beam {best['beam']}, length penalty {best['length_penalty']:g}, no-repeat n-gram "
-              f"{best['no_repeat_ngram']} into {args.model}")  # fmt: skip
+    report = {"model": str(args.model), "split": args.split, "photos": len(paths)}
+    finish(args, rows, best, report, f"highest {' + '.join(CHOICE)} on Flickr8k {args.split} ({len(paths)} photos)")
     return 0
 
 

@@ -14,7 +14,6 @@ The chosen setting has the highest val BLEU (tok.); ``--write`` records it in th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,9 +25,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def main(argv: list[str] | None = None) -> int:
     import torch
+    from _tuning import add_grid_options, finish, settings
     from multi30k import read_lines, score
 
-    from text_attn.core.modelfile import ModelFileError
     from text_attn.translation.translator import Translator
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,33 +37,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tgt", default="en")
     p.add_argument("--split", default="val", help="the split tuned on (never the test split)")
     p.add_argument("--limit", type=int, help="only the first N sentences of the split")
-    p.add_argument("--beams", type=int, nargs="+", default=[1, 3, 5, 8])
-    p.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.5, 1.0, 1.5])
-    p.add_argument("--no-repeat-ngrams", type=int, nargs="+", default=[0], help="n-gram blocking sizes (0: off)")
-    p.add_argument("--json", type=Path, help="also write the table to this file")
-    p.add_argument("--write", action="store_true", help="record the chosen setting in the model file")
+    add_grid_options(p, beams=[1, 3, 5, 8], no_repeat_ngrams=[0])
     args = p.parse_args(argv)
     if args.split.startswith("test"):
         p.error("--split: decoding is chosen on validation data, never on a test split")
-    if any(b < 1 for b in args.beams) or any(x < 0 for x in [*args.length_penalties, *args.no_repeat_ngrams]):
-        p.error("--beams must be >= 1, --length-penalties and --no-repeat-ngrams >= 0")
+    grid = settings(p, args)
     try:
         translator = Translator.load(args.model)
         sources = read_lines(args.data_root, args.split, args.src)
         refs = read_lines(args.data_root, args.split, args.tgt)
         sources, refs = sources[: args.limit], refs[: args.limit]
-    except (ModelFileError, OSError, Exception) as err:  # noqa: BLE001 - one line for any unreadable input
+    except Exception as err:  # noqa: BLE001 - one line for any unreadable input (gzip and zlib raise many kinds)
         print(f"tune_translation_decoding: error: {err}", file=sys.stderr)
         return 1
     torch.set_grad_enabled(False)
     rows = []
-    # every (beam, length penalty, n-gram block) setting; greedy has no beams to rank, so no penalty to choose
-    grid = [
-        (b, lp, n)
-        for n in args.no_repeat_ngrams
-        for b in args.beams
-        for lp in (args.length_penalties if b > 1 else [0.0])
-    ]
     for beam, lp, ngram in grid:
         start = time.perf_counter()
         hyps = []
@@ -87,17 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         mark = "chosen" if r is best else ""
         print(f"| {r['beam']} | {r['length_penalty']:g} | {r['no_repeat_ngram']} | {r['bleu_tok']:.2f} | "
               f"{r['sacrebleu']:.2f} | {r['chrf']:.2f} | {r['ratio']:.3f} | {r['seconds']:.1f} | {mark} |")  # fmt: skip
-    if args.json:
-        args.json.write_text(json.dumps({"model": str(args.model), "split": args.split, "sentences": len(sources),
-                                         "rows": rows, "chosen": best}, indent=1) + "\n")  # fmt: skip
-    if args.write:
-        from text_attn.core.modelfile import update_info
-
-        rule = f"highest BLEU (tok.) on Multi30k {args.split} ({len(sources)} sentences)"
-        decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"],
-                    "no_repeat_ngram": best["no_repeat_ngram"], "chosen_by": rule}  # fmt: skip
-        update_info(args.model, {"decoding": decoding})
-        print(f"wrote decoding beam {best['beam']}, length penalty {best['length_penalty']:g} into {args.model}")
+    report = {"model": str(args.model), "split": args.split, "sentences": len(sources)}
+    finish(args, rows, best, report, f"highest BLEU (tok.) on Multi30k {args.split} ({len(sources)} sentences)")
     return 0
 
 

@@ -96,17 +96,15 @@ def update_info(path: str | Path, updates: dict[str, Any]) -> dict[str, Any]:
     fmt = data.get("format") if isinstance(data, dict) else None
     if not (isinstance(fmt, str) and fmt.startswith("attention-toolkit/")):
         raise ModelFileError(f"{path}: not a model file of this toolkit")
-    data["info"] = {**dict(data.get("info") or {}), **updates}
+    payload = {k: v for k, v in data.items() if k not in ("format", "version")}
+    payload["info"] = {**dict(data.get("info") or {}), **updates}
     tmp = path.with_name(path.name + ".part")
     try:
-        buffer = io.BytesIO()
-        torch.save(data, buffer)
-        with open(tmp, "wb") as f:
-            f.write(buffer.getbuffer())
+        save_model_file(tmp, fmt.removeprefix("attention-toolkit/"), payload, data.get("version", 1))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return data["info"]
+    return payload["info"]
 
 
 def decoding_defaults(info: dict[str, Any]) -> dict[str, Any]:
