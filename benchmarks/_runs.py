@@ -70,6 +70,17 @@ def recorded_minutes(out: Path) -> float:
     return float(stamp.read_text()) if stamp.exists() else math.nan
 
 
+def logged_curve(run: Path, metric: str) -> list[tuple[int, int, float]]:
+    """(epoch, step, value) of every ``metric`` a fit under ``run`` logged (its metrics.csv files), in order."""
+    import csv
+
+    rows = []
+    for metrics in sorted(run.glob("lightning_logs/version_*/metrics.csv")):
+        with metrics.open() as f:
+            rows += [(int(r["epoch"]), int(r["step"]), float(r[metric])) for r in csv.DictReader(f) if r.get(metric)]
+    return rows
+
+
 def best_logged(run: Path, metric: str) -> float:
     """The best (highest) value of ``metric`` a fit under ``run`` logged (its metrics.csv files; -inf when none)."""
     import csv

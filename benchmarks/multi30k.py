@@ -7,15 +7,21 @@
 Models (configs/text/multi30k_<pair>_<name>.yaml), each trained by the console script a user would type, output in
 OUT/logs/<stage>.log; a model whose OUT/<name>/model.pt exists is not trained again (--retrain):
   none, bahdanau, luong, transformer   German -> English
-  en_fr_bahdanau                       English -> French (the README's alignment grids)
+  en_fr_bahdanau                       English -> French (the alignment grids of docs/results.md)
+A model trained elsewhere (a GPU, say) can be put there with a line in OUT/<name>/trained_on.txt naming where it
+was trained (the table prints it beside the minutes; the benchmark's own fits write "2-core CPU").
 Then per model, ``translate --model M --beam-size 1 / 5`` on the test sources as a user runs it (timed: sentences/s),
 scored three ways against the test references:
   BLEU (tok.)  lowercased, tokenized BLEU-4 (words and punctuation): the measure of the PyTorch seq2seq tutorials
   sacreBLEU    cased, detokenized, 13a tokenization: the field's standard (signature printed); chrF beside it
-and BLEU (tok.) by source length (words: 1-10, 11-15, 16-20, 21-30, 31+) with its plot, and the count of outputs
-holding <unk>. Model selection happens on val inside fit; test is only scored here.
+and BLEU (tok.) by source length (words: 1-10, 11-15, 16-20, 21-30, 31+), and the count of outputs holding <unk>.
+Test has only 26 sentences over 20 words (and none over 30), so German -> English models also translate val at beam 5
+and BLEU by length is printed for val + test together too (47 sentences over 20 words); the plot draws that one.
+Model selection happens on val inside fit; test is only scored here. Each model's scores are kept in
+OUT/<name>/scores.json with the model file's size and time, and reused while the file is unchanged (--rescore).
 ``--tune``: each model's beam width and length penalty are chosen on val (benchmarks/tune_translation_decoding.py,
-recorded in its model file), and test is also scored with them ("tuned": ``translate`` without --beam-size).
+recorded in its model file; not again when the file already records it and OUT/<name>/tune_val.json exists), and
+test is also scored with them ("tuned": ``translate`` without --beam-size).
 
 ``--json`` writes every number; ``--bundle`` writes the best German -> English model (by the best val BLEU its fit
 logged: never chosen on test) as text_attn/translation/assets/multi30k_de_en.pt: float16, with its data, terms,
@@ -27,11 +33,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 
-from _runs import StageError, best_logged, console_script, run_stage
-from _tuning import run_tuner
+from _runs import StageError, best_logged, console_script, logged_curve, run_stage
+from _tuning import CHOSEN, run_tuner
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "text"
@@ -82,7 +89,21 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
         cmd += QUICK
     seconds = run_stage(f"fit-{name}", cmd, args.logs)
     minutes_file.write_text(f"{seconds / 60:.2f}\n")
+    (args.out / name / "trained_on.txt").write_text(f"{device()}\n")
     return model, seconds / 60
+
+
+def device() -> str:
+    """What ``text-train fit`` trains on here (Lightning takes a GPU when there is one)."""
+    import torch
+
+    return "GPU" if torch.cuda.is_available() else f"{os.cpu_count()}-core CPU"
+
+
+def trained_on(name: str, args: argparse.Namespace) -> str:
+    """Where the model was trained: OUT/<name>/trained_on.txt's line ("" when unknown)."""
+    where = args.out / name / "trained_on.txt"
+    return where.read_text().strip() if where.is_file() else ""
 
 
 def score(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
@@ -114,21 +135,30 @@ def score(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
     }
 
 
-def translate_test(name: str, model: Path, beam: int | None, sources: list[str], args: argparse.Namespace) -> tuple:
-    """``translate`` on the test sources at this beam (None: the model file's val-chosen decoding), as a user runs
+def translate_test(
+    name: str, model: Path, beam: int | None, sources: list[str], args: argparse.Namespace, split: str = "test"
+) -> tuple:
+    """``translate`` on the split's sources at this beam (None: the model file's val-chosen decoding), as a user runs
     it: (outputs, sentences/s)."""
     tag = "tuned" if beam is None else f"beam{beam}"
-    out = args.out / name / f"test-{tag}.txt"
+    out = args.out / name / f"{split}-{tag}.txt"
     cmd = [console_script("translate"), "--model", str(model), "--output", str(out)]
-    cmd += [] if beam is None else ["--beam-size", str(beam)]
-    seconds = run_stage(f"translate-{name}-{tag}", cmd, args.logs, stdin="\n".join(sources) + "\n")
+    # a plain beam: no length penalty or n-gram block (else translate takes the file's val-chosen ones for the flags
+    # not given)
+    cmd += [] if beam is None else ["--beam-size", str(beam), "--length-penalty", "0", "--no-repeat-ngram", "0"]
+    seconds = run_stage(f"translate-{name}-{split}-{tag}", cmd, args.logs, stdin="\n".join(sources) + "\n")
     hyps = out.read_text(encoding="utf-8").splitlines()
     if len(hyps) != len(sources):
         raise StageError(f"translate {model}: {len(hyps)} outputs for {len(sources)} sources")
     return hyps, len(sources) / seconds
 
 
-def table(results: dict, minutes: dict) -> str:
+def training(minutes: float | None, where: str) -> str:
+    text = "reused" if minutes is None else f"{minutes:.1f}"
+    return f"{text} ({where})" if where else text
+
+
+def table(results: dict, minutes: dict, where: dict) -> str:
     lines = [
         "| model | tutorials BLEU (tok.) | BLEU (tok.) beam 1 | BLEU (tok.) beam 5 | sacreBLEU beam 5 | chrF beam 5 "
         "| outputs with <unk> | training minutes | sentences/s beam 1 / 5 |",
@@ -141,7 +171,7 @@ def table(results: dict, minutes: dict) -> str:
         mins = minutes.get(name)
         lines.append(
             f"| {name} | {'–' if tutorial is None else tutorial} | {b1['bleu_tok']:.2f} | {b5['bleu_tok']:.2f} "
-            f"| {b5['sacrebleu']:.2f} | {b5['chrf']:.2f} | {b5['unk']} | {'reused' if mins is None else f'{mins:.1f}'} "
+            f"| {b5['sacrebleu']:.2f} | {b5['chrf']:.2f} | {b5['unk']} | {training(mins, where.get(name, ''))} "
             f"| {b1['sentences_per_s']:.1f} / {b5['sentences_per_s']:.1f} |"
         )
         if "tuned" in r:
@@ -157,29 +187,127 @@ def table(results: dict, minutes: dict) -> str:
     return "\n".join(lines)
 
 
-def length_table(results: dict) -> str:
+def length_table(results: dict, key: str = "test") -> str:
+    """BLEU (tok.) by source length at beam 5 of the German -> English models: on test (key "test") or on val + test
+    (key "val_test")."""
     names = [n for n in results if MODELS[n][1:] == ("de", "en")]
     if not names:
         return ""
-    labels = list(next(iter(results[names[0]].values()))["by_length"])
-    counts = results[names[0]]["5"]["by_length"]
+    buckets = {n: results[n]["5"]["by_length"] if key == "test" else results[n]["val_test_by_length"] for n in names}
+    first = buckets[names[0]]
     lines = ["| source words | sentences | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
-    for label in labels:
-        cells = [f"{results[n]['5']['by_length'][label]['bleu']:.1f}" for n in names]
-        lines.append(f"| {label} | {counts[label]['count']} | " + " | ".join(cells) + " |")
+    for label in first:
+        cells = [f"{buckets[n][label]['bleu']:.1f}" for n in names]
+        lines.append(f"| {label} | {first[label]['count']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def curve_table(curves: dict[str, list[tuple[int, int, float]]]) -> str:
+    """One row per epoch, one column per model: val BLEU (tok.) x 100 (blank where a fit stopped earlier)."""
+    names = list(curves)
+    epochs = sorted({e for c in curves.values() for e, _, _ in c})
+    by = {n: {e: v for e, _, v in c} for n, c in curves.items()}
+    lines = ["| epoch | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for e in epochs:
+        lines.append(f"| {e + 1} | " + " | ".join(f"{100 * by[n][e]:.1f}" if e in by[n] else "" for n in names) + " |")
+    return "\n".join(lines)
+
+
+def val_test_by_length(name: str, args: argparse.Namespace) -> dict:
+    """BLEU (tok.) by source length at beam 5 over val + test together, from the two output files."""
+    from text_attn.core.metrics import REAL_BUCKET_LABELS, REAL_BUCKETS, bleu_by_length, bucket_label
+    from text_attn.core.vocab import tokenize
+
+    _, src, tgt = MODELS[name]
+    sources, refs, hyps = [], [], []
+    for split, tag in (("val", "val"), (TEST, "test")):
+        n = QUICK_TEST if args.quick else None  # the quick run translates the first QUICK_TEST of each split
+        sources += read_lines(args.data_root, split, src)[:n]
+        refs += read_lines(args.data_root, split, tgt)[:n]
+        hyps += (args.out / name / f"{tag}-beam5.txt").read_text("utf-8").splitlines()
+    by_len = bleu_by_length([len(s.split()) for s in sources], [[tokenize(r, lower=True)] for r in refs],
+                            [tokenize(h, lower=True) for h in hyps], REAL_BUCKETS)  # fmt: skip
+    return {label: {"bleu": 100 * by_len[bucket_label(lo, hi)]["bleu"], "count": by_len[bucket_label(lo, hi)]["count"]}
+            for (lo, hi), label in zip(REAL_BUCKETS, REAL_BUCKET_LABELS, strict=True)}  # fmt: skip
+
+
+def stamp(model: Path) -> list[int]:
+    """What says the model file is unchanged: its size and modification time."""
+    st = model.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def evaluate(name: str, model: Path, args: argparse.Namespace) -> dict:
+    """The model's scores on test at beams 1 and 5 (and, with --tune, its val-chosen decoding), plus BLEU by length
+    over val + test for German -> English; reused from OUT/<name>/scores.json while the model file is unchanged."""
+    cache = args.out / name / "scores.json"
+    if cache.is_file() and not args.rescore:
+        saved = json.loads(cache.read_text())
+        same = saved["model"] == stamp(model) and saved["quick"] == args.quick  # --quick scores 200 sentences
+        if same and (not args.tune or "tuned" in saved["results"]):
+            print(f"[{name}] scores of this model file reused from {cache} (--rescore to score it again)", flush=True)
+            if args.retime:
+                retime(name, model, saved["results"], args)
+                cache.write_text(json.dumps(saved, indent=1) + "\n")
+            return saved["results"]
+    _, src, tgt = MODELS[name]
+    n = QUICK_TEST if args.quick else None
+    sources, refs = read_lines(args.data_root, TEST, src)[:n], read_lines(args.data_root, TEST, tgt)[:n]
+    results: dict = {}
+    for beam in BEAMS:
+        hyps, speed = translate_test(name, model, beam, sources, args)
+        results[str(beam)] = r = {**score(refs, hyps, sources), "sentences_per_s": speed}
+        print(f"[{name}] beam {beam}: BLEU (tok.) {r['bleu_tok']:.2f}, sacreBLEU {r['sacrebleu']:.2f}, "
+              f"chrF {r['chrf']:.2f}, <unk> in {r['unk']} outputs", flush=True)  # fmt: skip
+    if (src, tgt) == ("de", "en"):
+        translate_test(name, model, 5, read_lines(args.data_root, "val", src)[:n], args, split="val")
+        results["val_test_by_length"] = val_test_by_length(name, args)
+    if args.tune:
+        chosen = tune(name, model, args)
+        hyps, speed = translate_test(name, model, None, sources, args)
+        results["tuned"] = {**chosen, **score(refs, hyps, sources), "sentences_per_s": speed}
+    cache.write_text(json.dumps({"model": stamp(model), "quick": args.quick, "results": results}, indent=1) + "\n")
+    return results
+
+
+def retime(name: str, model: Path, results: dict, args: argparse.Namespace) -> None:
+    """Time ``translate`` on test again at each decoding already scored (scores reused), e.g. on a quiet machine
+    after scoring ran beside a training run."""
+    _, src, _ = MODELS[name]
+    sources = read_lines(args.data_root, TEST, src)[: QUICK_TEST if args.quick else None]
+    for key in [k for k in ("1", "5", "tuned") if k in results]:
+        beam = None if key == "tuned" else int(key)
+        _, results[key]["sentences_per_s"] = translate_test(name, model, beam, sources, args)
 
 
 def tune(name: str, model: Path, args: argparse.Namespace) -> dict:
     """Choose the model's beam and length penalty on val and record them in its file; returns the choice."""
     _, src, tgt = MODELS[name]
     options = ["--data-root", str(args.data_root), "--model", str(model), "--src", src, "--tgt", tgt]
-    quick = ["--beams", "1", "3", "--length-penalties", "0", "1"] if args.quick else []
+    quick = ["--beams", "1", "3", "--length-penalties", "0", "1", "--limit", str(QUICK_TEST)] if args.quick else []
     report = args.out / name / "tune_val.json"
+    if report.is_file() and not args.retune:
+        from text_attn.translation.translator import Translator
+
+        if Translator.load(model).info.get("decoding"):
+            print(f"[{name}] decoding already chosen on val ({report}): not tuned again (--retune)", flush=True)
+            chosen = json.loads(report.read_text())["chosen"]
+            return {k: chosen.get(k, 0) for k in CHOSEN}  # reports older than n-gram blocking: none chosen
     return run_tuner("tune_translation_decoding.py", options, report, args.logs, f"tune-{name}", quick)
 
 
-def bundle(name: str, model: Path, result: dict, minutes: float | None) -> Path:
+def val_bleu(name: str, args: argparse.Namespace) -> float:
+    """The model's best val BLEU (tok.) as its fit logged it (greedy), else its tuner's greedy row on val (the same
+    measure) when the fit's logs are gone; -inf when neither is there."""
+    logged = best_logged(args.out / name, "val_bleu")
+    report = args.out / name / "tune_val.json"
+    if logged == float("-inf") and report.is_file():
+        greedy = [r for r in json.loads(report.read_text())["rows"] if r["beam"] == 1]
+        return greedy[0]["bleu_tok"] / 100 if greedy else logged
+    return logged
+
+
+def bundle(name: str, model: Path, result: dict, minutes: float | None, where: str) -> Path:
     from text_attn.translation.translator import Translator
 
     translator = Translator.load(model)
@@ -189,7 +317,7 @@ def bundle(name: str, model: Path, result: dict, minutes: float | None) -> Path:
         "training_data": "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs; chosen on "
         "the 1,014 val pairs",
         "terms": TERMS,
-        "training": f"configs/text/{MODELS[name][0]} on a 2-core CPU"
+        "training": f"configs/text/{MODELS[name][0]} on a {where or 'CPU'}"
         + ("" if minutes is None else f", {minutes:.0f} minutes"),
         "test_scores": {"test_2016_flickr beam 5: sacreBLEU": round(b5["sacrebleu"], 2),
                         "chrF": round(b5["chrf"], 2), "BLEU (lowercased, tokenized)": round(b5["bleu_tok"], 2)},
@@ -219,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=Path, help="also draw BLEU (tok.) by source length to this PNG")
     p.add_argument("--bundle", action="store_true", help=f"write the best German -> English model to {BUNDLED}")
     p.add_argument("--tune", action="store_true", help="choose each model's beam and length penalty on val, score too")
+    p.add_argument("--retune", action="store_true", help="with --tune: choose again where the model file records it")
+    p.add_argument("--rescore", action="store_true", help="score models again whose scores.json matches their file")
+    p.add_argument("--retime", action="store_true", help="where scores are reused, time translate on test again")
     args = p.parse_args(argv)
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in MODELS]
@@ -228,49 +359,44 @@ def main(argv: list[str] | None = None) -> int:
     args.logs.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     minutes: dict[str, float | None] = {}
+    where: dict[str, str] = {}
     try:
         for name in names:
-            _, src, tgt = MODELS[name]
-            sources, refs = read_lines(args.data_root, TEST, src), read_lines(args.data_root, TEST, tgt)
-            if args.quick:
-                sources, refs = sources[:QUICK_TEST], refs[:QUICK_TEST]
             model, minutes[name] = train(name, args)
-            results[name] = {}
-            for beam in BEAMS:
-                hyps, speed = translate_test(name, model, beam, sources, args)
-                results[name][str(beam)] = {**score(refs, hyps, sources), "sentences_per_s": speed}
-                r = results[name][str(beam)]
-                print(f"[{name}] beam {beam}: BLEU (tok.) {r['bleu_tok']:.2f}, sacreBLEU {r['sacrebleu']:.2f}, "
-                      f"chrF {r['chrf']:.2f}, <unk> in {r['unk']} outputs", flush=True)  # fmt: skip
-            if args.tune:
-                chosen = tune(name, model, args)
-                hyps, speed = translate_test(name, model, None, sources, args)
-                results[name]["tuned"] = {**chosen, **score(refs, hyps, sources), "sentences_per_s": speed}
+            where[name] = trained_on(name, args)
+            results[name] = evaluate(name, model, args)
     except StageError as err:
         print(f"multi30k benchmark: error: {err}", file=sys.stderr)
         return 1
-    n_test = len(sources)
+    n_test = len(read_lines(args.data_root, TEST, "en")[: QUICK_TEST if args.quick else None])
     print()
     print(f"Multi30k {TEST} ({n_test} sentences){' -- QUICK smoke run' if args.quick else ''}")
-    print(table(results, minutes))
+    print(table(results, minutes, where))
     lengths = length_table(results)
     if lengths:
         print(f"\nBLEU (tok.) by source length, beam 5, {TEST}:")
         print(lengths)
+        print(f"\nBLEU (tok.) by source length, beam 5, val + {TEST} (more sentences over 20 words):")
+        print(length_table(results, "val_test"))
+    curves = {n: logged_curve(args.out / n, "val_bleu") for n in results}
+    if any(curves.values()):
+        print("\nLearning curves: val BLEU (tok.), greedy, after each epoch (as each fit logged it):")
+        print(curve_table({n: c for n, c in curves.items() if c}))
     signature = next(iter(results.values()))["5"]["signature"]
     print(f"\nsacreBLEU signature: {signature}")
     if args.plot:
         from text_attn.translation.plots import plot_bleu_by_length
 
-        curves = {
-            n: {label: {"bleu": v["bleu"] / 100, "count": v["count"]} for label, v in r["5"]["by_length"].items()}
+        curves = {  # val + test: test alone has 26 sentences over 20 words
+            n: {label: {"bleu": v["bleu"] / 100, "count": v["count"]} for label, v in r["val_test_by_length"].items()}
             for n, r in results.items()
             if MODELS[n][1:] == ("de", "en")
         }
-        print(f"wrote {plot_bleu_by_length(curves, args.plot, title=f'Multi30k {TEST}, German -> English, beam 5')}")
+        title = f"Multi30k val + {TEST}, German -> English, beam 5"
+        print(f"wrote {plot_bleu_by_length(curves, args.plot, title=title)}")
     if args.json:
         numbers = {"test_sentences": n_test, "quick": args.quick, "tutorials": TUTORIALS, "minutes": minutes,
-                   "results": results}  # fmt: skip
+                   "trained_on": where, "val_bleu_curves": curves, "results": results}  # fmt: skip
         args.json.write_text(json.dumps(numbers, indent=1) + "\n")
         print(f"wrote {args.json}")
     if args.bundle:
@@ -279,10 +405,10 @@ def main(argv: list[str] | None = None) -> int:
             print("multi30k benchmark: error: --bundle needs a German -> English model", file=sys.stderr)
             return 1
         # chosen on val, never on test: the model whose fit logged the highest val BLEU
-        val = {n: best_logged(args.out / n, "val_bleu") for n in de_en}
+        val = {n: val_bleu(n, args) for n in de_en}
         print("val BLEU (best of each fit): " + ", ".join(f"{n} {v:.4f}" for n, v in val.items()))
         best = max(de_en, key=lambda n: val[n])
-        path = bundle(best, args.out / best / "model.pt", results[best], minutes.get(best))
+        path = bundle(best, args.out / best / "model.pt", results[best], minutes.get(best), where[best])
         print(f"bundled {best} as {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0
 

@@ -481,6 +481,6 @@ def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:
     if args.model is None:
         note += (
             "; the bundled model knows Flickr8k's everyday photographs (people, dogs, outdoor scenes): for other "
-            "images train a model with caption-train (README: Train a captioner) and pass it with --model"
+            "images train a model with caption-train (docs/captioning.md: Train a captioner) and pass it with --model"
         )
     return note

@@ -2,12 +2,12 @@
 
 A model trained on photographs (Flickr8k) must say when it is handed something else: a blank frame, a synthetic
 drawing, a screenshot of a page. The ImageNet features of such images look ordinary (their mean and spread over the
-regions sat inside the Flickr8k photos' own range, measured on Lite2: README, "Out of domain"), so the model file's
-feature check cannot tell them apart. Their pixels can: one colour covers most of them, or they have no colour at
-all. On 3,000 Flickr8k photos the largest share of one colour was 0.82 and no photo met either rule below; blank
-frames, the shapes scenes (0.92-0.97) and a page of text (grey, 0.70) do. Random noise has neither property, but in a
-photo neighbouring pixels are alike: at 64 x 64 the mean difference of neighbours over the mean deviation from the
-image's mean brightness was at most 0.74 on those 3,000 photos (median 0.28), and 1.2 for noise.
+regions sat inside the Flickr8k photos' own range, measured on Lite2: docs/captioning.md, "Honest defaults"), so the
+model file's feature check cannot tell them apart. Their pixels can: one colour covers most of them, or they have no
+colour at all. On 3,000 Flickr8k photos the largest share of one colour was 0.82 and no photo met either rule below;
+blank frames, the shapes scenes (0.92-0.97) and a page of text (grey, 0.70) do. Random noise has neither property, but
+in a photo neighbouring pixels are alike: at 64 x 64 the mean difference of neighbours over the mean deviation from
+the image's mean brightness was at most 0.74 on those 3,000 photos (median 0.28), and 1.2 for noise.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The bad-input corpus: bad inputs for the six commands, each run through the command's own entry point in one
-process (the driver below; tests/test_bad_inputs.py starts it as a subprocess). Per case the driver records the exit
+process (the driver below; tests/cli/test_bad_inputs.py starts it as a subprocess). Per case the driver records the exit
 code, stdout, stderr, and any uncaught exception's traceback (what a user must never see).
 
     python tests/helpers/bad_inputs.py WORKDIR OUT.json

@@ -16,7 +16,7 @@ references give the document frequencies:
 
 pycocoevalcap computes df (and N) from the references of the images being scored, in each call. ``CiderD(corpus)``
 computes them ONCE from ``corpus`` (for SCST: the training references), and ``scores`` then scores any batch
-against them. With the corpus equal to the scored set the two agree to float rounding (tests/test_cider.py).
+against them. With the corpus equal to the scored set the two agree to float rounding (tests/core/test_cider.py).
 
 Speed: a reference set's tf-idf vectors (per reference, over the n-grams of that image's references) are built once
 per call for all the candidates that share them (the K samples and the greedy caption of one image), and kept in an

@@ -1,0 +1,185 @@
+"""Caption data: Karpathy JSON and folder + TSV readers (missing files, bad input), EXIF orientation, and
+CaptionDataModule batches (cached features vs images, one eval entry per image, vocabulary from train only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from captioning.data import CaptionDataError, CaptionDataModule, read_folder, read_karpathy
+from captioning.preprocess import ImageReadError, Preprocess, load_image
+
+FIX = Path(__file__).parent.parent / "fixtures"
+CAPS = FIX / "captions"
+IMAGES = FIX / "images"
+PRE = Preprocess(image_size=32, crop=False)
+
+
+# --- readers ---------------------------------------------------------------------------------------------------------
+def test_karpathy_reader_splits_tokens_and_counted_skip(capsys):
+    splits = read_karpathy(CAPS / "karpathy.json", IMAGES)
+    assert [it.path.name for it in splits["train"]] == ["coffee.png", "chelsea.png"]  # restval joins train
+    assert [it.path.name for it in splits["val"]] == ["rocket.jpg"]
+    assert [it.path.name for it in splits["test"]] == ["astronaut.png"]
+    coffee, chelsea = splits["train"]
+    assert coffee.path == IMAGES / "coffee.png"
+    assert coffee.captions[1] == ["coffee", "in", "a", "white", "cup"]  # tokens lowercased
+    assert chelsea.captions == [["a", "tabby", "cat", "looks", "to", "the", "side", "."]]  # from "raw"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "skipped 1 of 5 images" in err[0] and "missing_photo.jpg" in err[0]
+
+
+def test_karpathy_reader_strict_and_bad_files(tmp_path):
+    with pytest.raises(CaptionDataError, match=r"1 of 5 image files are missing .*missing_photo\.jpg"):
+        read_karpathy(CAPS / "karpathy.json", IMAGES, strict=True)
+    cases = [
+        (CAPS / "bad.json", "is not valid JSON"),
+        (CAPS / "no_images.json", "has no 'images' list"),
+        (tmp_path / "none.json", "does not exist"),
+    ]
+    for path, msg in cases:
+        with pytest.raises(CaptionDataError) as exc:
+            read_karpathy(path, IMAGES)
+        assert msg in str(exc.value) and "\n" not in str(exc.value)
+    bad_split = tmp_path / "split.json"
+    bad_split.write_text('{"images": [{"filename": "coffee.png", "split": "dev", "sentences": []}]}')
+    with pytest.raises(CaptionDataError, match=r"images\[0\] has split 'dev'"):
+        read_karpathy(bad_split, IMAGES)
+
+
+def test_folder_reader_groups_lines_per_image(capsys, tmp_path):
+    items = read_folder(IMAGES, CAPS / "captions.tsv")
+    assert [it.path.name for it in items] == ["coffee.png", "chelsea.png", "rocket.jpg"]  # first appearance
+    assert items[0].captions == [
+        ["a", "cup", "of", "coffee", "on", "a", "saucer", "."],
+        ["coffee", "in", "a", "white", "cup"],
+    ]
+    err = capsys.readouterr().err
+    assert "skipped 1 of 4 images" in err and "not_there.png" in err
+    with pytest.raises(CaptionDataError, match="not_there.png"):
+        read_folder(IMAGES, CAPS / "captions.tsv", strict=True)
+    no_tab = tmp_path / "no_tab.tsv"
+    no_tab.write_text("coffee.png\tfine\ncoffee.png a caption without a tab\n")
+    with pytest.raises(CaptionDataError, match="line 2: expected 'filename<TAB>caption'"):
+        read_folder(IMAGES, no_tab)
+
+
+def test_load_image_respects_exif_orientation(tmp_path):
+    img = Image.new("RGB", (40, 20), (255, 0, 0))
+    img.paste((0, 0, 255), (0, 0, 8, 8))  # a blue block at the top left
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to display
+    path = tmp_path / "rotated.jpg"
+    img.save(path, exif=exif, quality=100)
+    out = load_image(path)
+    assert out.mode == "RGB" and out.size == (20, 40)
+    r, g, b = out.getpixel((16, 3))  # the top-left block ends up top-right after a clockwise turn
+    assert b > 150 and r < 100
+    assert out.getpixel((3, 3))[0] > 150  # top-left is red now
+    with pytest.raises(ImageReadError, match="not an image file Pillow can read"):
+        load_image(CAPS / "captions.tsv")
+
+
+# --- data module -----------------------------------------------------------------------------------------------------
+def _shapes(**kw) -> CaptionDataModule:
+    args = dict(source="shapes", train_size=12, val_size=4, test_size=4, scene_size=64, max_objects=2, batch_size=4)
+    dm = CaptionDataModule(**{**args, **kw})
+    dm.setup("fit")
+    return dm
+
+
+def _fake_encoder(calls: list[int]):
+    """(B, 3, H, W) -> (B, 4, 3): per-quadrant channel means. Records how many images it saw."""
+
+    def encode(images: torch.Tensor) -> torch.Tensor:
+        calls.append(images.size(0))
+        b, c, h, w = images.shape
+        quads = images.reshape(b, c, 2, h // 2, 2, w // 2).mean(dim=(3, 5))  # (B, 3, 2, 2)
+        return quads.flatten(2).transpose(1, 2)  # (B, 4, 3)
+
+    return encode
+
+
+def test_cached_features_batches_and_each_image_encoded_once():
+    dm = _shapes(cache_features=True)
+    calls: list[int] = []
+    dm.cache_features(_fake_encoder(calls), PRE, splits=["train", "val"], progress=False)
+    dm.cache_features(_fake_encoder(calls), PRE, splits=["train", "val", "test"], progress=False)
+    assert sum(calls) == 12 + 4 + 4  # the second call only encodes the missing test split
+    assert dm.features["train"].shape == (12, 4, 3) and dm.features["train"].dtype == torch.float16
+
+    batch = next(iter(dm.train_dataloader()))
+    assert "images" not in batch and batch["features"].shape == (4, 4, 3)
+    assert batch["features"].dtype == torch.float32
+    idx = batch["image_index"]
+    expect = _fake_encoder([])(torch.stack([PRE(dm.splits["train"].images[i]) for i in idx.tolist()]))
+    torch.testing.assert_close(batch["features"], expect, atol=2e-3, rtol=1e-3)
+    # captions_in = bos + words, targets = words + eos: the same words shifted by one
+    cin, tgt = batch["captions_in"], batch["targets"]
+    v = dm.vocab
+    assert (cin[:, 0] == v.bos_id).all()
+    for row in range(cin.size(0)):
+        n = int((tgt[row] != v.pad_id).sum())
+        assert tgt[row, n - 1] == v.eos_id
+        assert torch.equal(cin[row, 1:n], tgt[row, : n - 1])
+
+    ev = next(iter(dm.val_dataloader()))  # one entry per image, all its references
+    assert ev["features"].shape == (4, 4, 3) and ev["image_index"].tolist() == [0, 1, 2, 3]
+    assert ev["references"] == [s.captions for s in dm.scenes["val"]]
+    assert all(len(r) >= 3 for r in ev["references"])
+
+
+def test_without_cache_batches_carry_preprocessed_images():
+    dm = _shapes()
+    dm.set_preprocess(PRE)
+    batch = next(iter(dm.test_dataloader()))
+    assert "features" not in batch and batch["images"].shape == (4, 3, 32, 32)
+    torch.testing.assert_close(batch["images"][2], PRE(dm.scenes["test"][2].image))
+
+
+def test_every_pair_once_per_epoch_and_truncation():
+    dm = _shapes(max_caption_len=3)
+    n_pairs = sum(len(s.captions) for s in dm.scenes["train"])
+    seen = torch.cat([b["image_index"] for b in dm.train_dataloader()])
+    assert len(seen) == n_pairs  # every (image, caption) pair, once per epoch
+    assert torch.bincount(seen, minlength=12).tolist() == [len(s.captions) for s in dm.scenes["train"]]
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["targets"].size(1) <= 4  # 3 words + eos
+    one = _shapes(captions_per_image=1)
+    assert sum(b["targets"].size(0) for b in one.train_dataloader()) == 12
+
+
+def test_vocabulary_from_train_captions_only():
+    dm = CaptionDataModule(source="karpathy", karpathy_json=str(CAPS / "karpathy.json"), image_root=str(IMAGES))
+    dm.setup("fit")
+    v = dm.vocab
+    assert "coffee" in v and "tabby" in v
+    assert "rocket" not in v and "astronaut" not in v  # val / test words
+    assert v.itos[4] == "a"  # the most frequent train word
+    freq2 = CaptionDataModule(
+        source="karpathy", karpathy_json=str(CAPS / "karpathy.json"), image_root=str(IMAGES), min_freq=2
+    )
+    freq2.setup("fit")
+    assert freq2.vocab.itos[4:] == ["a", "coffee", "cup"]
+    dm.set_preprocess(PRE)
+    ev = next(iter(dm.val_dataloader()))
+    assert ev["images"].shape == (1, 3, 32, 32)
+    assert ev["references"] == [[["a", "rocket", "launch", "at", "night"]]]
+
+
+def test_folder_split_and_bad_source():
+    dm = CaptionDataModule(
+        source="folder", image_dir=str(IMAGES), captions_tsv=str(CAPS / "captions.tsv"), val_size=1, test_size=1
+    )
+    dm.setup()
+    names = {s: [p.name for p in dm.splits[s].images] for s in ("train", "val", "test")}
+    assert sorted(sum(names.values(), [])) == ["chelsea.png", "coffee.png", "rocket.jpg"]
+    assert all(len(v) == 1 for v in names.values())
+    with pytest.raises(CaptionDataError, match="unknown caption source 'coco'"):
+        CaptionDataModule(source="coco")
+    with pytest.raises(CaptionDataError, match="needs data.karpathy_json"):
+        CaptionDataModule(source="karpathy").setup()

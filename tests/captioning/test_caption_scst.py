@@ -1,0 +1,142 @@
+"""Captioning beyond cross-entropy: self-critical training raises its reward, attention supervision pulls α to the
+named object, and caption-train runs both through the CLI (an SCST stage starting from a first stage's model file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from captioning.captioner import Captioner
+from captioning.decoder import DecoderConfig
+from captioning.encoder import EncoderConfig
+from captioning.model import CaptionModel
+from captioning.scst import CaptionReward, load_initial_weights, self_critical_step
+from captioning.train_cli import caption_cli
+from text_attn.core.vocab import Vocabulary
+
+CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
+QUIET = ["--trainer.enable_progress_bar", "false"]
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(cli_run_in_tmp):
+    """Runs land in tmp_path; the tiny config's cpu_threads is undone afterwards (tests/conftest.py)."""
+
+
+def _toy():
+    torch.manual_seed(0)
+    words = "a red blue circle square".split()
+    vocab = Vocabulary(["<pad>", "<bos>", "<eos>", "<unk>", *words])
+    enc = EncoderConfig(backbone="resnet18", weights=None, grid=2, stride=32, image_size=64, crop=False)
+    dec = DecoderConfig(embed_dim=8, hidden_dim=16, attn_dim=8, dropout=0.0)
+    model = CaptionModel.build(len(vocab), enc, dec)
+    features = torch.randn(2, 4, model.decoder.cfg.feature_dim)  # two "images", four regions each
+    references = [[["a", "red", "circle"]], [["a", "blue", "square"]]]
+    return model, vocab, features, references
+
+
+def test_self_critical_steps_raise_the_cider_reward(one_thread):
+    model, vocab, features, references = _toy()
+    reward = CaptionReward(references * 3)
+
+    def greedy_reward() -> float:
+        ids = model.generate(features, vocab.bos_id, vocab.eos_id, 5).token_lists()
+        return float(reward([[vocab.itos[i] for i in row] for row in ids], references).mean())
+
+    opt = torch.optim.Adam(model.decoder.parameters(), lr=0.01)
+    torch.manual_seed(1)
+    start, means = greedy_reward(), []
+    for _ in range(80):
+        loss, stats = self_critical_step(
+            model, vocab, features, references, reward, samples=8, baseline="leave_one_out", max_len=5
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        means.append(float(stats["reward"]))
+    # CIDEr-D (x10): a random caption scores under 1 here, the reference itself 10
+    assert sum(means[-5:]) / 5 > sum(means[:5]) / 5 + 2.0, means
+    assert greedy_reward() > start + 2.0
+
+
+def test_an_scst_sample_as_good_as_greedy_teaches_nothing(one_thread):
+    """Negative control: with every reward equal (a constant reward function), the loss has zero gradient."""
+    model, vocab, features, references = _toy()
+
+    class Constant(CaptionReward):
+        def __call__(self, captions, refs):
+            return torch.full((len(captions),), 3.0)
+
+    loss, stats = self_critical_step(model, vocab, features, references, Constant(references), samples=3, max_len=5)
+    loss.backward()
+    assert float(stats["advantage"]) == 0.0
+    assert all(p.grad is None or float(p.grad.abs().max()) == 0.0 for p in model.parameters())
+
+
+def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
+    model, vocab, _, _ = _toy()
+    path = tmp_path / "m.pt"
+    Captioner(model, vocab).save(path)
+    other, _, _, _ = _toy()
+    torch.nn.init.zeros_(other.decoder.L_o.weight)
+    load_initial_weights(other, vocab, path)
+    assert torch.equal(other.decoder.L_o.weight, model.decoder.L_o.weight)
+    with pytest.raises(ValueError, match="another vocabulary"):
+        load_initial_weights(other, Vocabulary(["<pad>", "<bos>", "<eos>", "<unk>", "x"]), path)
+    shuffled = Vocabulary([*vocab.itos[:4], *reversed(vocab.itos[4:])])  # other data: the ids in another order
+    with pytest.raises(ValueError, match=r"another vocabulary \(the same words in another order\)"):
+        load_initial_weights(other, shuffled, path)
+    bigger = CaptionModel.build(
+        len(vocab), EncoderConfig(backbone="resnet18", weights=None, grid=2, stride=32, image_size=64, crop=False),
+        DecoderConfig(embed_dim=8, hidden_dim=24, attn_dim=8),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="does not fit this config's network"):
+        load_initial_weights(bigger, vocab, path)
+    ungated = CaptionModel.build(
+        len(vocab), EncoderConfig(backbone="resnet18", weights=None, grid=2, stride=32, image_size=64, crop=False),
+        DecoderConfig(embed_dim=8, hidden_dim=16, attn_dim=8, gate="none"),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"decoder\.f_beta\.bias: only in the file"):  # named, not a trace
+        load_initial_weights(ungated, vocab, path)
+    with pytest.raises(ValueError, match="no such file"):
+        load_initial_weights(other, vocab, tmp_path / "missing.pt")
+
+
+def test_caption_train_runs_an_scst_stage_from_a_model_file_and_attention_supervision(tmp_path, capsys):
+    first = tmp_path / "first.pt"
+    caption_cli(["fit", "--config", CONFIG, "--model.export_path", str(first), *QUIET])
+    second = tmp_path / "second.pt"
+    args = ["fit", "--config", CONFIG, "--model.export_path", str(second), *QUIET]
+    cli = caption_cli([*args, "--model.scst", "true", "--model.init_from", str(first), "--trainer.max_steps", "2"])
+    assert cli.trainer.global_step == 2
+    logged = cli.trainer.logged_metrics
+    assert {"train_reward", "train_baseline", "train_advantage"} <= set(logged)
+    assert Captioner.load(second).vocab == cli.datamodule.vocab
+    sup = ["--model.attn_sup_lambda", "1.0", "--data.attention_targets", "true", "--trainer.max_steps", "2"]
+    cli = caption_cli([*args, *sup])
+    assert float(cli.trainer.logged_metrics["train_attn_sup"]) > 0
+    with pytest.raises(SystemExit):
+        caption_cli([*args, "--model.attn_sup_lambda", "1.0"])
+    assert "set data.attention_targets: true" in capsys.readouterr().err
+
+
+def test_attention_supervision_pulls_alpha_to_the_target(one_thread):
+    from text_attn.core.attention_supervision import attention_supervision_loss
+
+    model, vocab, features, _ = _toy()
+    caps = torch.tensor([[1, 4, 5, 6], [1, 4, 7, 8]])  # bos a red circle / bos a blue square
+    target = torch.zeros(2, 4, 4)
+    target[:, 3, 2] = 1.0  # the noun (step 3) names region 2
+    mask = torch.zeros(2, 4, dtype=torch.bool)
+    mask[:, 3] = True
+    opt = torch.optim.Adam(model.decoder.parameters(), lr=0.05)
+    before = model.decoder(features, caps).alphas[:, 3, 2].detach()
+    for _ in range(20):
+        loss = attention_supervision_loss(model.decoder(features, caps).alphas, target, mask)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    after = model.decoder(features, caps).alphas[:, 3, 2].detach()
+    assert bool((after > 0.9).all()) and bool((before < 0.5).all()), (before, after)

@@ -1,0 +1,27 @@
+"""Beam search never copies what is constant within a source: the caption decoder's shared state (its keys, kept
+once per source, K query rows per key row) gives exactly the search of the plain, fully reordered state. (The
+attention modules' K query rows per key row: tests/core/test_search_state.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers.plain_model import Plain
+
+from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+from text_attn.core.decoding import beam_search
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_caption_beam_search_with_shared_keys_equals_the_fully_reordered_search(attention):
+    torch.manual_seed(0)
+    cfg = DecoderConfig(vocab_size=30, feature_dim=24, embed_dim=8, hidden_dim=16, attn_dim=8, attention=attention)
+    dec = ShowAttendTellDecoder(cfg).eval()
+    assert dec.shared_state == ("keys",)
+    feats = torch.randn(3, 9, 24)
+    a = beam_search(dec, dec.init_state(feats), 3, 1, 2, 12, beam_size=4)
+    b = beam_search(Plain(dec), dec.init_state(feats), 3, 1, 2, 12, beam_size=4)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.lengths, b.lengths)
+    torch.testing.assert_close(a.scores, b.scores)
+    torch.testing.assert_close(a.attention, b.attention)
+    assert a.tokens.size(1) > 2  # a random decoder does not stop at once: the comparison covers reordering steps

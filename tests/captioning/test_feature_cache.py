@@ -1,0 +1,72 @@
+"""The feature cache persists on disk: a second fit and a test read it instead of encoding; a change of encoder
+weights or of the image list encodes afresh; fast_dev_run encodes only the batches it runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from captioning import feature_cache
+from captioning.data import CaptionDataModule
+from captioning.train_cli import caption_cli
+
+CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(cli_run_in_tmp):
+    """Each test runs a training CLI in its own folder (tests/conftest.py)."""
+
+
+@pytest.fixture
+def encodings(monkeypatch):
+    """Counts the images each cache_features call encodes (the split names it encoded)."""
+    calls: list[list[str]] = []
+    real = CaptionDataModule.cache_features
+
+    def counting(self, *args, **kwargs):
+        done = real(self, *args, **kwargs)
+        calls.append(done)
+        return done
+
+    monkeypatch.setattr(CaptionDataModule, "cache_features", counting)
+    return calls
+
+
+def test_the_disk_cache_is_read_by_later_runs_and_keyed_by_images_and_weights(encodings):
+    first = caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run"])
+    assert encodings == [["train", "val"]]
+    files = sorted(p.name.split("-")[0] for p in Path("run/feature_cache").glob("*.pt"))
+    assert files == ["train", "val"]
+    second = caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run"])
+    assert encodings[-1] == []  # nothing encoded: both splits came from disk
+    for split in ("train", "val"):
+        torch.testing.assert_close(second.datamodule.features[split], first.datamodule.features[split])
+    caption_cli(["test", "--config", CONFIG, "--trainer.default_root_dir", "run"])
+    assert encodings[-1] == ["test"]  # only the split never encoded before
+    caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.seed", "1"])
+    assert encodings[-1] == ["train", "val"]  # other scenes
+    caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--seed_everything", "1"])
+    assert encodings[-1] == ["train", "val"]  # other (random) encoder weights
+    assert len(list(Path("run/feature_cache").glob("train-*.pt"))) == 3
+
+
+def test_disk_cache_off_and_fast_dev_run(encodings):
+    caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.feature_cache_dir", "null"])
+    assert encodings == [["train", "val"]] and not Path("run/feature_cache").exists()
+    cli = caption_cli(
+        ["fit", "--config", CONFIG, "--trainer.default_root_dir", "dev", "--trainer.fast_dev_run", "true"]
+    )
+    assert len(encodings) == 1 and not cli.datamodule.features  # no caching pass: batches carried images
+    assert cli.trainer.global_step == 1
+
+
+def test_a_torn_or_foreign_cache_file_is_not_trusted(tmp_path):
+    path = tmp_path / "train-x.pt"
+    path.write_bytes(b"not a tensor")
+    assert feature_cache.load_features(path, 4) is None
+    feature_cache.save_features(path, torch.zeros(3, 2, 5))
+    assert feature_cache.load_features(path, 4) is None  # wrong number of images
+    assert feature_cache.load_features(path, 3).shape == (3, 2, 5)

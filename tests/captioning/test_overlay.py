@@ -1,0 +1,238 @@
+"""captioning.overlay: attention maps placed through the encoder's crop box (hand-computed cells), their scale,
+and the PNGs: sizes from the documented layout rule, attention as brightness (the attended part bright, the rest
+dimmed, a neutral veil on dark images: no colour map), the caption title and the brightness key, long captions in
+bounded rows, word labels and hard-attention marks."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from captioning.overlay import (
+    FLOOR,
+    FOCUS,
+    GAP,
+    GLOW,
+    LABEL_H,
+    MAX_WORDS,
+    attention_map,
+    draw_overlay,
+    draw_word_panels,
+    grid_layout,
+    word_filename,
+    word_png_size,
+)
+from captioning.overlay_layout import BAR, KEY_H, MARGIN, TITLE_LINE, key_top
+from captioning.preprocess import Preprocess
+
+COFFEE = Path(__file__).parent.parent / "fixtures" / "images" / "coffee.png"  # 256 x 171
+
+
+def one_hot(grid: int, r: int, c: int) -> torch.Tensor:
+    a = torch.zeros(grid * grid)
+    a[r * grid + c] = 1.0
+    return a
+
+
+# --- attention_map ------------------------------------------------------------------------------------------------
+def test_one_hot_peaks_in_its_cell_of_the_centre_crop():
+    box = Preprocess(64, crop=True).crop_box(256, 171)
+    assert box == (42.5, 0.0, 213.5, 171.0)  # centre square of side 171
+    m = attention_map(one_hot(4, 1, 2), 4, (256, 171), box)
+    assert m.shape == (171, 256)
+    # cell (1, 2): x in [42.5 + 2 * 42.75, 42.5 + 3 * 42.75) = [128, 170.75), y in [42.75, 85.5); centre
+    # (149.375, 64.125). The nearest pixel centres are x = 149.5 (pixel 149) and y = 64.5 (pixel 64).
+    y, x = np.unravel_index(m.argmax(), m.shape)
+    assert (y, x) == (64, 149)
+    assert m.max() == pytest.approx(1.0, abs=0.01)
+    # Keys' kernel is 0.5625 half a cell from a centre: above 0.6 lies strictly inside the cell
+    hot_y, hot_x = np.nonzero(m > 0.6)
+    assert 128 <= hot_x.min() + 0.5 and hot_x.max() + 0.5 < 170.75  # the bright part stays inside the cell
+    assert 42.75 <= hot_y.min() + 0.5 and hot_y.max() + 0.5 < 85.5
+    # outside the crop box (pixel centres < 42.5 or >= 213.5) the network saw nothing: 0
+    assert m[:, :42].max() == 0.0 and m[:, 213:].max() == 0.0
+    assert m[:, 42:213].max() > 0
+    # the bicubic kernel reaches two cells at most: cell (3, 0) is untouched
+    assert m[int(3.5 * 42.75), int(42.5 + 0.5 * 42.75)] == 0.0
+    assert m.min() >= 0.0
+
+
+def test_one_hot_without_crop_covers_the_whole_image():
+    m = attention_map(one_hot(4, 2, 1), 4, (256, 171), Preprocess(64, crop=False).crop_box(256, 171))
+    # cell (2, 1): x in [64, 128), y in [85.5, 128.25); centre (96, 106.875): pixel centres 95.5 and 96.5 tie in x,
+    # 106.5 is nearest in y
+    y, x = np.unravel_index(m.argmax(), m.shape)
+    assert y == 106 and x in (95, 96)
+    assert m[106, 95] == pytest.approx(m[106, 96])
+    hot_y, hot_x = np.nonzero(m > 0.6)
+    assert 64 <= hot_x.min() and hot_x.max() < 128 and 85 <= hot_y.min() and hot_y.max() < 129
+    corner = attention_map(one_hot(4, 0, 0), 4, (256, 171), (0, 0, 256, 171))
+    assert corner[0, 0] > 0.95  # edge cells extend to the border (clamped), no fade to 0 at the image edge
+
+
+def test_scale_uniform_and_focused():
+    g, L = 4, 16
+    flat = attention_map(torch.full((L,), 1 / L), g, (256, 171), (42.5, 0, 213.5, 171))
+    # uniform attention is a faint even tint, 1 / FOCUS, on the crop and 0 outside
+    np.testing.assert_allclose(flat[:, 43:213], 1 / FOCUS, atol=1e-9)
+    assert flat[:, :42].max() == 0.0 and flat[:, 214:].max() == 0.0
+    # attention spread evenly over the top-left quadrant (4 of 16 cells: FOCUS times uniform) reaches 1 there
+    quad = torch.zeros(g, g)
+    quad[:2, :2] = 0.25
+    m = attention_map(quad.flatten(), g, (200, 200), (0, 0, 200, 200))
+    np.testing.assert_allclose(m[:60, :60], 1.0, atol=1e-9)  # well inside the quadrant: flat at full scale
+    assert m[150:, 150:].max() < 0.01  # only the product of two small negative bicubic lobes reaches here
+    # the map does not depend on the overall scale of α once it is focused
+    np.testing.assert_allclose(attention_map(3 * quad.flatten(), g, (200, 200), (0, 0, 200, 200)), m)
+    with pytest.raises(ValueError, match="grid"):
+        attention_map(torch.ones(15), 4, (10, 10), (0, 0, 10, 10))
+
+
+# --- PNGs ---------------------------------------------------------------------------------------------------------
+BOX = (42.5, 0, 213.5, 171)  # the centre crop of coffee.png
+PW, PH = 224, 150  # a grid panel of coffee.png: 171 * 224 / 256 = 149.6
+HEADER = 74  # one caption line: MARGIN 12 + line 24 + gap 6 + key row 20 + MARGIN 12
+
+
+def _alphas(grid: int, cells: list[tuple[int, int]]) -> torch.Tensor:
+    return torch.stack([one_hot(grid, r, c) for r, c in cells])  # (T, L)
+
+
+def _png(path: Path) -> np.ndarray:
+    return np.asarray(Image.open(path).convert("RGB"), dtype=np.float64)
+
+
+@pytest.mark.parametrize(
+    ("n_words", "cols", "size"),
+    [
+        # width = max(cols * 224 + (cols + 1) * 4, 320); height = 74 + rows * (24 + 150) + (rows + 1) * 4
+        (3, None, (916, 256)),  # 4 panels, one row of 4
+        (7, None, (916, 434)),  # 8 panels: 2 rows (at most 6 per row), filled evenly: 4 + 4
+        (11, None, (1372, 434)),  # 12 panels: 6 + 6
+        (2, 3, (688, 256)),
+        (0, None, (320, 256)),  # the image alone, on the key's minimum width
+    ],
+)
+def test_overlay_size_follows_the_layout_rule(tmp_path, n_words, cols, size):
+    words = [f"w{i}" for i in range(n_words)]
+    cells = [(i % 4, (i * 3) % 4) for i in range(n_words)]
+    alphas = _alphas(4, cells) if n_words else torch.zeros(0, 16)
+    path = draw_overlay(Image.open(COFFEE), words, alphas, 4, BOX, tmp_path / "o.png", cols=cols)
+    assert path == tmp_path / "o.png"
+    assert Image.open(path).size == size == grid_layout((256, 171), words, cols).size
+
+
+def test_attention_is_brightness_over_the_image_with_its_own_colours(tmp_path):
+    image = Image.open(COFFEE).convert("RGB")
+    path = draw_overlay(image, ["cup", "saucer"], _alphas(4, [(1, 2), (3, 0)]), 4, BOX, tmp_path / "o.png")
+    out = _png(path)
+    top = HEADER + GAP + LABEL_H
+
+    def panel(k: int) -> np.ndarray:
+        x = GAP + k * (PW + GAP)
+        return out[top : top + PH, x : x + PW]
+
+    base = np.asarray(image.resize((PW, PH), Image.Resampling.BICUBIC), dtype=np.float64)
+    np.testing.assert_array_equal(panel(0), base)  # first panel: the image itself
+    # inside the crop box (panel x in [37.2, 186.8), pixels 37-186) every pixel is the image times one brightness
+    # factor, FLOOR + (1 - FLOOR) * map, plus a neutral veil where it looked, as strong as the image is dark: no
+    # colour map is blended in
+    amap = attention_map(one_hot(4, 1, 2), 4, (PW, PH), (37.2, 0, 186.8, PH))[..., None]
+    glow = GLOW * (1 - (base[:, 37:187] / 255 @ np.array([0.299, 0.587, 0.114])).mean())
+    assert 0.1 < glow < 0.25  # a mid-dark photo
+    lit = base * (FLOOR + (1 - FLOOR) * amap)
+    expected = lit + glow * amap * (255 - lit)
+    np.testing.assert_allclose(panel(1)[:, 37:187], expected[:, 37:187], atol=1)
+    # the attended cell (1, 2) -> x in [112, 149.4), y in [37.5, 75) is bright: at its centre (130.7, 56.25) the
+    # image at full brightness under the veil; the far cells are dimmed to FLOOR
+    centre = base[55:58, 129:132]
+    np.testing.assert_allclose(panel(1)[55:58, 129:132], centre + glow * (255 - centre), atol=3)
+    hot, cold = panel(1)[45:68, 120:142], panel(1)[100:150, 40:100]
+    np.testing.assert_allclose(cold, FLOOR * base[100:150, 40:100], atol=2)  # (bicubic lobes: a trace of veil)
+    assert hot.sum() / base[45:68, 120:142].sum() > 0.8 > 0.3 > cold.sum() / base[100:150, 40:100].sum()
+    white = _png(draw_overlay(Image.new("RGB", (64, 64), "white"), ["a"], one_hot(4, 0, 0)[None], 4, (0, 0, 64, 64),
+                              tmp_path / "w.png"))  # fmt: skip
+    assert white[HEADER + GAP + LABEL_H + 20, GAP + PW + GAP + 20].tolist() == [255] * 3  # no veil: nothing to lift
+    # outside the crop box the network saw nothing: grey (R = G = B), at FLOOR
+    outside = panel(2)[:, :36]
+    luma = base[:, :36] @ np.array([0.299, 0.587, 0.114])
+    np.testing.assert_allclose(outside, np.repeat(FLOOR * luma[..., None], 3, -1), atol=1)
+
+
+def test_the_caption_is_the_title_and_the_key_shows_the_brightness_scale(tmp_path):
+    words = ["a", "cup", "of", "coffee"]
+    out = _png(draw_overlay(Image.open(COFFEE), words, _alphas(4, [(0, 0)] * 4), 4, BOX, tmp_path / "o.png"))
+    title = out[MARGIN : MARGIN + TITLE_LINE, MARGIN:400]
+    assert (title < 100).any() and (out[:MARGIN] == 255).all()  # the caption is written above everything
+    untitled = _png(draw_overlay(Image.open(COFFEE), [], torch.zeros(0, 16), 4, BOX, tmp_path / "e.png"))
+    assert (untitled[MARGIN : MARGIN + TITLE_LINE] == 255).all()  # no caption, no ink: the ink above is the words
+    # the key row holds the bar: grey from FLOOR (no attention) to white (the word's peak), left to right
+    row = out[key_top([[0]]) + KEY_H // 2, :, 0]
+    ramp = np.round(255 * (FLOOR + (1 - FLOOR) * np.linspace(0, 1, BAR[0])))
+    starts = [x for x in range(len(row) - BAR[0]) if np.array_equal(row[x : x + BAR[0]], ramp)]
+    assert len(starts) == 1
+
+
+def test_a_long_caption_is_drawn_in_bounded_rows(tmp_path):
+    words = [f"word{i}" for i in range(55)]
+    alphas = torch.softmax(torch.randn(55, 16, generator=torch.Generator().manual_seed(0)), -1)
+    lay = grid_layout((256, 171), words)
+    assert lay.shown == MAX_WORDS == 40 and lay.cols == 6 and lay.rows == 7  # 41 panels, 6 per row
+    assert 2 <= len(lay.lines) <= 4  # the 55-word caption wraps in the title
+    path = draw_overlay(Image.open(COFFEE), words, alphas, 4, BOX, tmp_path / "long.png")
+    width, height = Image.open(path).size
+    assert (width, height) == lay.size and width <= 1400 and height <= 1500
+    out = _png(path)
+    # the note "first 40 of 55 words drawn" sits at the right of the key row; the bottom row holds panels 37-41
+    key = out[key_top(lay.lines) : key_top(lay.lines) + KEY_H, width // 2 : width - MARGIN]
+    assert (key < 100).any()
+    last_row = lay.header + GAP + 6 * (LABEL_H + PH + GAP) + LABEL_H
+    x_last = lay.left + GAP + 4 * (PW + GAP)  # panel 41 = column 5 of row 7
+    assert (out[last_row + 10, x_last + 10] != 255).any() and (out[last_row + 10, x_last + PW + 20] == 255).all()
+
+
+def test_chosen_region_is_outlined(tmp_path):
+    image = Image.open(COFFEE)
+    alphas = _alphas(4, [(0, 0), (2, 3)])
+    plain = np.asarray(Image.open(draw_overlay(image, ["a", "b"], alphas, 4, BOX, tmp_path / "p.png")))
+    marked = np.asarray(Image.open(draw_overlay(image, ["a", "b"], alphas, 4, BOX, tmp_path / "m.png", [None, 9])))
+    ys, xs = np.nonzero((plain != marked).any(-1))
+    assert len(ys) > 50  # something was drawn ...
+    # ... only around region 9 = (row 2, col 1) of panel 2: crop x in [37.2, 186.8) -> cell x in [74.6, 112),
+    # y in [75, 112.5) of the panel, whose top-left corner is (2 * 228 + 4, 74 + 4 + 24) in the PNG
+    x0, y0 = 2 * (PW + GAP) + GAP, HEADER + GAP + LABEL_H
+    assert xs.min() >= x0 + 74 and xs.max() < x0 + 113 and ys.min() >= y0 + 75 and ys.max() < y0 + 113
+    assert xs.max() - xs.min() > 30 and ys.max() - ys.min() > 30  # the whole cell outline, not a dot
+    with pytest.raises(ValueError, match="outside"):
+        draw_overlay(image, ["a", "b"], alphas, 4, BOX, tmp_path / "x.png", [None, 16])
+    with pytest.raises(ValueError, match="chosen"):
+        draw_overlay(image, ["a", "b"], alphas, 4, BOX, tmp_path / "x.png", [1])
+
+
+def test_shape_mismatch_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="2 words x 16 regions"):
+        draw_overlay(Image.open(COFFEE), ["a", "b"], torch.zeros(3, 16), 4, (0, 0, 256, 171), tmp_path / "x.png")
+
+
+def test_word_panels(tmp_path):
+    words = ["a", "<unk>", "circle"]
+    image = Image.open(COFFEE)
+    paths = draw_word_panels(image, words, _alphas(4, [(0, 0), (1, 1), (2, 2)]), 4, (0, 0, 256, 171), tmp_path, "cup")
+    assert [p.name for p in paths] == ["cup-01-a.png", "cup-02-unk.png", "cup-03-circle.png"]
+    assert sorted(Path(tmp_path).iterdir()) == sorted(paths)
+    # a useful size: the panel's longer side is 512 px (171 * 2 = 342 high), under the caption and the key
+    assert word_png_size((256, 171), words) == (512 + 2 * GAP, HEADER + 342 + GAP)
+    for p in paths:
+        assert Image.open(p).size == (520, 420)
+    out = _png(paths[2])
+    base = np.asarray(image.convert("RGB").resize((512, 342), Image.Resampling.BICUBIC), dtype=np.float64)
+    # its word's cell (2, 2): x in [256, 384), y in [171, 256.5), at full brightness in its centre (320, 213.75)
+    glow = GLOW * (1 - (base / 255 @ np.array([0.299, 0.587, 0.114])).mean())
+    centre = base[212:215, 319:322]
+    np.testing.assert_allclose(out[HEADER + 212 : HEADER + 215, GAP + 319 : GAP + 322], centre + glow * (255 - centre),
+                               atol=3)  # fmt: skip
+    corner = out[HEADER + 10 : HEADER + 60, GAP + 10 : GAP + 60]  # cell (0, 0), far from it: dimmed
+    np.testing.assert_allclose(corner, FLOOR * base[10:60, 10:60], atol=1)
+    assert word_filename("x", 12, "a/b c") == "x-12-a_b_c.png"

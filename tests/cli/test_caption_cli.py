@@ -1,0 +1,551 @@
+"""The ``caption`` and ``caption-export`` commands on tiny random models: output formats, every image mode, bad
+files among good ones, the demo, model-file errors, and checkpoint / model-file export (float16 included)."""
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from captioning import caption_cli
+from captioning.caption_cli import caption_main
+from captioning.captioner import Captioner
+from captioning.decoder import DecoderConfig
+from captioning.encoder import EncoderConfig
+from captioning.export import export_main
+from captioning.overlay import grid_layout, word_png_size
+from captioning.preprocess import load_image as read_image
+from captioning.shapes import VOCAB, make_scenes
+from text_attn.core.vocab import Vocabulary
+
+IMAGES = Path(__file__).parent.parent / "fixtures" / "images"
+PHOTOS = [str(IMAGES / n) for n in ("coffee.png", "chelsea.png", "astronaut.png", "rocket.jpg")]
+# resnet18 cut at stride 16 (no layer4): 2.8M parameters, an 11 MB model file
+TINY_ENCODER = dict(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
+TINY_DECODER = dict(embed_dim=16, hidden_dim=32, attn_dim=16)
+FAST = ["--max-len", "6"]  # an untrained model would otherwise talk for 30 words
+
+
+def _tiny(vocab: Vocabulary, crop: bool = False, **decoder) -> Captioner:
+    torch.manual_seed(0)
+    return Captioner.build(vocab, EncoderConfig(**TINY_ENCODER, crop=crop), DecoderConfig(**TINY_DECODER, **decoder))
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "tiny.pt"
+    _tiny(Vocabulary.build([list(VOCAB)])).save(path)
+    return path
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    code = caption_main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, model_file, *args) -> list[dict]:
+    code, out, err = run(capsys, *args, "--model", model_file, "--json", *FAST)
+    assert code == 0, err
+    return json.loads(out)
+
+
+# --- caption ------------------------------------------------------------------------------------------------------
+def test_plain_output_one_line_per_image(capsys, model_file):
+    code, out, err = run(capsys, *PHOTOS, "--model", model_file, *FAST)
+    # an untrained model never ends a caption: the only stderr line counts the captions cut off at --max-len
+    assert code == 0 and err == "caption: note: 4 caption(s) reached --max-len 6 and are cut off\n"
+    lines = out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == PHOTOS
+    records = run_json(capsys, model_file, *PHOTOS)
+    assert [line.split("\t")[1] for line in lines] == [r["caption"] for r in records]
+    # one image: just the caption
+    code, out, _ = run(capsys, PHOTOS[0], "--model", model_file, *FAST)
+    assert out == records[0]["caption"] + "\n"
+
+
+def test_json_schema(capsys, model_file):
+    records = run_json(capsys, model_file, *PHOTOS, "--beam-size", "1")
+    assert len(records) == 4
+    keys = {"image", "caption", "words", "attention", "grid", "size", "crop_box", "chosen", "overlay", "error"}
+    keys |= {"score", "truncated", "out_of_domain"}
+    for rec, path in zip(records, PHOTOS, strict=True):
+        assert set(rec) == keys
+        assert rec["score"] < 0 and rec["truncated"] is True  # untrained, --max-len 6: every caption is cut off
+        assert rec["out_of_domain"] is None  # a model file without a domain check cannot tell
+        assert rec["image"] == path and rec["error"] is None and rec["overlay"] is None
+        assert rec["chosen"] is None  # a soft-attention model has no single chosen region
+        assert rec["caption"] == " ".join(rec["words"])
+        assert rec["grid"] == [4, 4]
+        w, h = Image.open(path).size
+        assert rec["size"] == [w, h] and rec["crop_box"] == [0, 0, w, h]  # crop=False: the whole image
+        assert len(rec["attention"]) == len(rec["words"])
+        for row in rec["attention"]:
+            assert len(row) == 16 and min(row) >= 0 and sum(row) == pytest.approx(1.0, abs=1e-4)
+    assert sum(len(r["words"]) for r in records) > 0  # the schema was checked on real rows
+
+
+def test_crop_box_of_a_cropping_model(capsys, tmp_path):
+    path = tmp_path / "crop.pt"
+    _tiny(Vocabulary.build([list(VOCAB)]), crop=True).save(path)
+    (rec,) = run_json(capsys, path, PHOTOS[0])
+    assert rec["size"] == [256, 171] and rec["crop_box"] == [42.5, 0.0, 213.5, 171.0]  # centre square, side 171
+
+
+@pytest.fixture
+def odd_images(tmp_path) -> dict[str, Path]:
+    """coffee.png in modes L, LA, RGBA, P, CMYK, I;16, and as a JPEG stored sideways with an EXIF rotation tag."""
+    rgb = Image.open(PHOTOS[0]).convert("RGB")
+    out = {}
+    for mode in ("L", "LA", "RGBA", "P"):
+        out[mode] = tmp_path / f"{mode}.png"
+        rgb.convert(mode).save(out[mode])
+    out["CMYK"] = tmp_path / "cmyk.jpg"
+    rgb.convert("CMYK").save(out["CMYK"], quality=95)
+    grey16 = np.asarray(rgb.convert("L"), dtype=np.uint16) * 257
+    out["I;16"] = tmp_path / "grey16.png"
+    Image.fromarray(grey16).save(out["I;16"])
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation 6: the camera was turned; show the pixels rotated 90 degrees clockwise
+    out["exif"] = tmp_path / "sideways.jpg"
+    rgb.rotate(90, expand=True).save(out["exif"], exif=exif, quality=95)  # stored counter-clockwise
+    return out
+
+
+def test_every_image_mode_reads_right(odd_images):
+    rgb = Image.open(PHOTOS[0]).convert("RGB")
+    assert Image.open(odd_images["I;16"]).mode == "I;16"
+
+    def small(img: Image.Image) -> np.ndarray:  # 8 x 8 px blocks: palette dithering and JPEG noise average out
+        return np.asarray(img.convert("L").resize((32, 21), Image.Resampling.BOX), dtype=float)
+
+    for mode in ("L", "LA", "RGBA", "P", "CMYK", "I;16"):
+        img = read_image(odd_images[mode])
+        assert img.mode == "RGB" and img.size == (256, 171), mode
+        # the same picture, not e.g. a white 16-bit image clipped at 255 or a black CMYK
+        assert np.abs(small(img) - small(rgb)).mean() < 4, mode
+    upright = read_image(odd_images["exif"])
+    assert upright.size == (256, 171)  # EXIF orientation applied first
+    assert np.abs(small(upright) - small(rgb)).mean() < 4
+    assert np.abs(small(upright.transpose(Image.Transpose.ROTATE_180)) - small(rgb)).mean() > 20  # (it can tell)
+
+
+def test_caption_every_image_mode(capsys, model_file, odd_images):
+    paths = [str(p) for p in odd_images.values()]
+    records = run_json(capsys, model_file, *paths)
+    assert [r["image"] for r in records] == paths
+    assert all(r["error"] is None and r["caption"] is not None for r in records)
+    assert records[-1]["size"] == [256, 171]  # the EXIF-rotated file is captioned upright
+
+
+@pytest.mark.parametrize("batch", [1, 8])  # batch 1: a batch with no readable image at all
+def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, monkeypatch, batch):
+    monkeypatch.setattr(caption_cli, "BATCH", batch)
+    bad = tmp_path / "x.png"
+    bad.write_text("not a picture\n")
+    missing = tmp_path / "missing.jpg"
+    args = [PHOTOS[0], bad, missing, PHOTOS[3]]
+    code, out, err = run(capsys, *args, "--model", model_file, *FAST)
+    assert code == 1
+    assert [line.split("\t")[0] for line in out.splitlines()] == [PHOTOS[0], PHOTOS[3]]
+    lines = err.splitlines()
+    assert len(lines) == 3 and lines[2] == "caption: note: 2 caption(s) reached --max-len 6 and are cut off"
+    assert lines[0].startswith("caption: error: ") and str(bad) in lines[0] and "not an image" in lines[0]
+    assert lines[1].startswith("caption: error: ") and str(missing) in lines[1] and "no such file" in lines[1]
+    # JSON keeps one record per argument, in order; the failed ones carry their error
+    code, out, _ = run(capsys, *args, "--model", model_file, "--json", *FAST)
+    records = json.loads(out)
+    assert code == 1 and [r["image"] for r in records] == [str(a) for a in args]
+    assert [r["error"] is None for r in records] == [True, False, False, True]
+    assert records[1]["caption"] is None and records[1]["words"] == [] and records[1]["crop_box"] is None
+
+
+def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(caption_cli, "BATCH", 1)  # the two images in separate batches
+    twin = tmp_path / "other" / "coffee.png"  # same name as PHOTOS[0]: its overlay must not overwrite the first
+    twin.parent.mkdir()
+    twin.write_bytes(Path(PHOTOS[0]).read_bytes())
+    out_dir = tmp_path / "ov"
+    records = run_json(capsys, model_file, PHOTOS[0], twin, "--overlay", out_dir, "--per-word")
+    overlays = [Path(r["overlay"]) for r in records]
+    assert overlays == [out_dir / "coffee-attention.png", out_dir / "coffee-2-attention.png"]
+    words = records[0]["words"]
+    assert len(words) > 0
+    # overlay layout (captioning.overlay's rule): the caption and the key, then panels 224 x 150, at most 6 per row
+    lay = grid_layout((256, 171), words)
+    assert Image.open(overlays[0]).size == lay.size and lay.panel == (224, 150) and lay.cols <= 6
+    per_word = sorted(out_dir.glob("coffee-[0-9][0-9]-*.png"))
+    assert len(per_word) == len(words)
+    assert Image.open(per_word[0]).size == word_png_size((256, 171), words)  # a 512 x 342 panel
+    assert [p.name.split("-", 2)[2] for p in per_word] == [f"{w}.png" for w in records[0]["words"]]
+
+
+def test_hard_attention_model_reports_and_outlines_its_chosen_regions(capsys, tmp_path, monkeypatch):
+    from captioning import overlay
+
+    path = tmp_path / "hard.pt"
+    _tiny(Vocabulary.build([list(VOCAB)]), crop=True, attention="hard").save(path)
+    marked = []
+    mark = overlay._Painter._mark
+    monkeypatch.setattr(overlay._Painter, "_mark", lambda self, panel, r: (marked.append(r), mark(self, panel, r)))
+    (rec,) = run_json(capsys, path, PHOTOS[0], "--overlay", tmp_path / "ov", "--beam-size", "2")
+    assert rec["words"] and len(rec["chosen"]) == len(rec["words"])
+    for r, row in zip(rec["chosen"], rec["attention"], strict=True):
+        assert row[r] == max(row)  # the arg-max region (eval: hard_inference "argmax")
+    assert marked == rec["chosen"]  # each word's panel outlines its region
+
+
+def test_demo_writes_an_overlay(capsys, model_file, tmp_path):
+    code, out, err = run(
+        capsys, "--demo", "shapes", "--seed", 7, "--model", model_file, "--overlay", tmp_path / "demo", *FAST
+    )
+    assert code == 0, err
+    fields = dict(line.split(":", 1) for line in out.splitlines())
+    assert set(fields) == {"scene", "caption", "reference", "overlay"}
+    overlay = Path(fields["overlay"].strip())
+    assert overlay == tmp_path / "demo" / "scene-7-attention.png" and overlay.is_file()
+    scene = Image.open(tmp_path / "demo" / "scene-7.png")
+    assert scene.size == (64, 64)  # the model's input size
+    expected = make_scenes_with_seed(7)
+    assert fields["reference"].strip() == " ".join(expected.captions[0])
+    assert np.array_equal(np.asarray(scene), np.asarray(expected.image))  # --seed repeats the scene
+
+
+def make_scenes_with_seed(seed: int):
+    from captioning.shapes import make_scene
+
+    return make_scene(random.Random(seed), size=64)
+
+
+def test_demo_default_dir_and_json(capsys, model_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "--demo", "shapes", "--model", model_file, "--json", *FAST)
+    (rec,) = json.loads(out)
+    assert code == 0 and Path(rec["overlay"]).parent == Path("caption-demo") and Path(rec["overlay"]).is_file()
+    assert rec["overlay"] == f"caption-demo/scene-{rec['seed']}-attention.png"
+
+
+def test_model_errors(capsys, model_file, tmp_path, monkeypatch):
+    with pytest.raises(SystemExit) as exc:
+        caption_main([PHOTOS[0], "--model", str(tmp_path / "nope.pt")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("caption: error: ") and "nope.pt" in err
+    with pytest.raises(SystemExit) as exc:
+        caption_main([PHOTOS[0], "--model", str(model_file), "--device", "no-such-device"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "no-such-device" in err
+    # no --model and no bundled model file: one clear line
+    missing = tmp_path / "assets" / "flickr8k_soft.pt"
+    monkeypatch.setattr(caption_cli, "BUNDLED_MODEL", missing)
+    monkeypatch.setitem(caption_cli.MODEL_NAMES, "flickr8k", missing)
+    for args in ([PHOTOS[0]], [PHOTOS[0], "--model", "flickr8k"]):
+        with pytest.raises(SystemExit) as exc:
+            caption_main(args)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and "flickr8k_soft.pt" in err and "--model" in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--beam-size", "0", "x.png"],
+        [],
+        ["--demo", "x.png"],
+        ["x.png", "--per-word"],
+        ["x.png", "--seed", "1"],
+        ["--demo", "--seed", "1"],  # the photo demo has no scene to seed
+    ],
+)
+def test_usage_errors(capsys, args):
+    with pytest.raises(SystemExit) as exc:
+        caption_main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("caption: error: ")
+
+
+# --- caption-export -----------------------------------------------------------------------------------------------
+def _states_equal(a: Captioner, b: Captioner) -> bool:
+    sa, sb = a.model.state_dict(), b.model.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_export_model_file_to_half(capsys, model_file, tmp_path):
+    out = tmp_path / "half.pt"
+    assert export_main([str(model_file), str(out), "--half"]) == 0
+    assert "float16" in capsys.readouterr().out
+    assert out.stat().st_size < 0.6 * model_file.stat().st_size
+    stored = torch.load(out, weights_only=True)["state_dict"]
+    assert stored["decoder.embedding.weight"].dtype == torch.float16  # parameters halved ...
+    assert stored["encoder.body.stem.1.running_var"].dtype == torch.float32  # ... buffers not
+    full, half = Captioner.load(model_file).model, Captioner.load(out).model
+    for (name, p), q in zip(full.state_dict().items(), half.state_dict().values(), strict=True):
+        assert q.dtype == p.dtype, name  # back to float32 on load
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4, msg=name)
+    key = "encoder.body.stem.1.running_var"
+    assert torch.equal(half.state_dict()[key], full.state_dict()[key])  # BatchNorm statistics kept exactly
+    # re-export in place: back to float32 values of the halved weights
+    assert export_main([str(out), str(out)]) == 0
+    assert all(v.dtype != torch.float16 for v in torch.load(out, weights_only=True)["state_dict"].values())
+
+
+def _checkpoint(captioner: Captioner, flat: bool = False, **extra) -> dict:
+    """A caption-train checkpoint of the captioner's weights; flat: with the model options of older checkpoints
+    (before model.encoder / model.decoder), which caption-export still reads."""
+    encoder = dict(TINY_ENCODER, crop=False, fine_tune="none")
+    decoder = dict(TINY_DECODER, dropout=0.5, gate="scalar", deep_output=True)
+    hp = {**encoder, **decoder, "lr": 1e-3} if flat else {"encoder": encoder, "decoder": decoder, "lr": 1e-3}
+    state = {f"model.{k}": v for k, v in captioner.model.state_dict().items()}
+    return {"epoch": 3, "state_dict": state, "hyper_parameters": hp, **extra}
+
+
+def test_export_checkpoint_with_vocab(capsys, tmp_path):
+    vocab = Vocabulary.build([list(VOCAB)])
+    model = _tiny(vocab)
+    torch.save(_checkpoint(model, vocab=vocab.to_dict()), tmp_path / "best.ckpt")
+    assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
+    loaded = Captioner.load(tmp_path / "m.pt")
+    assert _states_equal(loaded, model) and loaded.vocab == vocab
+    assert loaded.preprocess == model.preprocess
+
+
+def test_export_checkpoint_of_a_multiscale_model_attending_on_fine_channels(capsys, tmp_path):
+    vocab = Vocabulary.build([list(VOCAB)])
+    settings = dict(backbone="efficientnet_lite0", stride=8, grid=4, multiscale=True)
+    torch.manual_seed(0)
+    encoder = EncoderConfig(**{**TINY_ENCODER, **settings}, crop=False)
+    model = Captioner.build(vocab, encoder, DecoderConfig(**TINY_DECODER, attend_on="fine"))
+    for flat in (False, True):  # today's nested options, and an older checkpoint's flat ones
+        ckpt = _checkpoint(model, flat=flat, vocab=vocab.to_dict())
+        hp = ckpt["hyper_parameters"]
+        (hp if flat else hp["encoder"]).update(settings)
+        (hp if flat else hp["decoder"]).update(attend_on="fine")
+        torch.save(ckpt, tmp_path / "best.ckpt")
+        assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
+        loaded = Captioner.load(tmp_path / "m.pt")
+        assert _states_equal(loaded, model) and loaded.model.decoder.cfg.key_dims == 40
+
+
+def test_export_checkpoint_rebuilds_the_vocab_from_the_data_settings(capsys, tmp_path):
+    data = dict(source="shapes", train_size=12, val_size=3, test_size=3, scene_size=64, max_objects=3, seed=5)
+    scenes = make_scenes(12, 5, 64, 3)
+    vocab = Vocabulary.build(c for s in scenes for c in s.captions)
+    model = _tiny(vocab)
+    torch.save(_checkpoint(model, flat=True, datamodule_hyper_parameters=data), tmp_path / "best.ckpt")
+    assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
+    assert "no vocabulary" in capsys.readouterr().err
+    loaded = Captioner.load(tmp_path / "m.pt")
+    assert loaded.vocab == vocab and _states_equal(loaded, model)
+
+
+def test_export_errors(capsys, tmp_path):
+    (tmp_path / "junk.ckpt").write_text("junk")
+    torch.save({"state_dict": {"w": torch.zeros(1)}, "hyper_parameters": {}}, tmp_path / "other.ckpt")
+    for name in ("missing.ckpt", "junk.ckpt", "other.ckpt"):
+        with pytest.raises(SystemExit) as exc:
+            export_main([str(tmp_path / name), str(tmp_path / "out.pt")])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("caption-export: error: ")
+        assert name in err
+    assert not (tmp_path / "out.pt").exists()
+
+
+@pytest.mark.slow
+def test_export_a_real_training_checkpoint(capsys, tmp_path):
+    """A caption-train run's best checkpoint exports to the same file that fit itself writes at the end."""
+    import pytorch_lightning as pl
+
+    from captioning.data import CaptionDataModule
+    from captioning.module import CaptionModule
+
+    pl.seed_everything(0)
+    encoder, decoder = EncoderConfig(**TINY_ENCODER, crop=False), DecoderConfig(**TINY_DECODER)
+    module = CaptionModule(encoder, decoder, val_meteor=False, export_path=str(tmp_path / "fit.pt"))
+    dm = CaptionDataModule(source="shapes", train_size=16, val_size=4, test_size=4, scene_size=64, batch_size=8)
+    ckpt = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_Bleu_4", mode="max", save_top_k=1)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        callbacks=[ckpt],
+        logger=False,
+        enable_progress_bar=False,
+        num_sanity_val_steps=0,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(module, dm)
+    assert export_main([ckpt.best_model_path, str(tmp_path / "export.pt")]) == 0
+    a, b = Captioner.load(tmp_path / "fit.pt"), Captioner.load(tmp_path / "export.pt")
+    assert _states_equal(a, b) and a.vocab == b.vocab and a.preprocess == b.preprocess
+
+
+# --- collections: folders, stdin, JSON Lines, resume --------------------------------------------------------------
+@pytest.fixture
+def album(tmp_path) -> Path:
+    """A folder of 5 images in two levels, plus files that are not images (skipped)."""
+    root = tmp_path / "album"
+    (root / "b" / "deeper").mkdir(parents=True)
+    rgb = Image.open(PHOTOS[0]).convert("RGB")
+    for name in ("a1.png", "a2.JPG", "b/b1.png", "b/deeper/c1.jpeg", "b/deeper/c2.webp"):
+        rgb.resize((40 + len(name), 32)).save(root / name, format=None if not name.endswith("JPG") else "JPEG")
+    (root / "notes.txt").write_text("not an image\n")
+    (root / "b" / "captions.tsv").write_text("a1.png\ta cup\n")
+    return root
+
+
+def test_a_folder_is_captioned_recursively_in_sorted_order(capsys, model_file, album):
+    code, out, err = run(capsys, album, "--model", model_file, *FAST, "--batch-size", "2")
+    assert code == 0, err
+    names = [line.split("\t")[0] for line in out.splitlines()]
+    expected = ["a1.png", "a2.JPG", "b/b1.png", "b/deeper/c1.jpeg", "b/deeper/c2.webp"]
+    assert names == [str(album / n) for n in expected]
+
+
+def test_paths_from_stdin(capsys, model_file, album, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{album / 'a1.png'}\n\n{album / 'b' / 'b1.png'}\n"))
+    code, out, _ = run(capsys, "-", PHOTOS[1], "--model", model_file, *FAST)
+    assert code == 0
+    assert [line.split("\t")[0] for line in out.splitlines()] == [str(album / "a1.png"), str(album / "b/b1.png"),
+                                                                  PHOTOS[1]]  # fmt: skip
+
+
+def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file, album, tmp_path):
+    out_file = tmp_path / "out.jsonl"
+    code, out, _ = run(capsys, album, "--model", model_file, *FAST, "--jsonl", out_file, "--batch-size", "2")
+    assert code == 0 and out == ""  # the records go to the file
+    first = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert [r["image"] for r in first] == [str(p) for p in sorted(album.rglob("*")) if p.suffix.lower() != ".txt"
+                                           and p.suffix != ".tsv" and p.is_file()]  # fmt: skip
+    # an interrupted run: the last two records missing, the one before torn mid-line
+    lines = out_file.read_text().splitlines()
+    out_file.write_text("\n".join(lines[:2]) + "\n" + lines[2][:25])
+    seen = []
+    from captioning import collection
+
+    real = collection.ImageFiles.__getitem__
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(collection.ImageFiles, "__getitem__", lambda self, i: (seen.append(self.paths[i]), real(self, i))[1])
+        code, _, err = run(capsys, album, "--model", model_file, *FAST, "--jsonl", out_file, "--resume",
+                           "--workers", "0", "--batch-size", "2")  # fmt: skip
+    assert code == 0 and "2 images already in" in err
+    assert seen == [r["image"] for r in first[2:]]  # only the images without a whole record were read again
+    again = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert again == first  # the same records (batched as before), in the same order, the torn line gone
+    with pytest.raises(SystemExit):
+        caption_main([str(album), "--resume"])
+    assert "--resume needs --jsonl" in capsys.readouterr().err
+
+
+def test_workers_decode_in_other_processes_with_the_same_result(capsys, model_file, album):
+    base = ["--model", str(model_file), *FAST, "--json", "--batch-size", "2"]
+    code, one, _ = run(capsys, album, *base, "--workers", "0")
+    code2, two, _ = run(capsys, album, *base, "--workers", "2")
+    assert code == code2 == 0 and json.loads(one) == json.loads(two)
+
+
+def test_an_empty_folder_is_one_clear_error(capsys, model_file, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as exc:
+        caption_main([str(tmp_path / "empty"), "--model", str(model_file)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "no images" in err
+
+
+def test_an_empty_folder_among_inputs_is_named_and_fails_the_exit_code(model_file, tmp_path):
+    """The real command in a subprocess: a and b are captioned, the empty folder is one note, the exit code is 1."""
+    import subprocess
+    import sys
+
+    (tmp_path / "emptydir").mkdir()
+    jsonl = tmp_path / "out.jsonl"
+    args = [PHOTOS[0], str(tmp_path / "emptydir"), PHOTOS[1], "--model", str(model_file), *FAST, "--jsonl", str(jsonl)]
+    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    notes = [line for line in done.stderr.splitlines() if "emptydir" in line]
+    assert notes == [f"caption: note: {tmp_path / 'emptydir'}: no image files"] and "Traceback" not in done.stderr
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [r["image"] for r in records] == PHOTOS[:2] and all(r["error"] is None for r in records)
+
+
+def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file, album, tmp_path):
+    """The real command in a subprocess whose files may not grow past 3 KB (RLIMIT_FSIZE: the kernel's "disk full"
+    for this process): one line naming --jsonl, exit code 2, the records written stay whole; --resume (no limit)
+    then captions exactly the rest: no record lost or repeated."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    jsonl = tmp_path / "out.jsonl"
+    # --workers 0: the limit would also stop the workers' shared-memory hand-over (a real full disk does not)
+    args = [str(album), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2", "--workers", "0"]
+    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+
+    def limit():  # in the child: writes past 3 KB fail with EFBIG instead of killing it (SIGXFSZ ignored)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          preexec_fn=limit)  # fmt: skip
+    err = [line for line in done.stderr.splitlines() if "error" in line]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert err == [f"caption: error: cannot write --jsonl {jsonl}: [Errno 27] File too large; --resume continues "
+                   "after the images it holds"]  # fmt: skip
+    lines = jsonl.read_text().splitlines()
+    whole = [json.loads(line) for line in lines if line.endswith("}")]
+    assert whole and all(r["image"] for r in whole)
+    from captioning.collection import image_paths
+
+    images = sorted(image_paths([str(album)]))
+    assert len(whole) < len(images)  # the limit stopped it part of the way
+    done = subprocess.run([sys.executable, "-c", code, *args, "--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(line)["image"] for line in jsonl.read_text().splitlines()) == images
+
+
+def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_file, tmp_path):
+    """SIGINT to the real command while it writes a folder's records: exit 130, one line saying how far it got, no
+    traceback; --resume then captions exactly the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    with Image.open(PHOTOS[0]) as im:
+        for i in range(60):
+            im.convert("RGB").resize((48 + i, 40)).save(folder / f"{i:03d}.png")
+    jsonl = tmp_path / "out.jsonl"
+    args = [str(folder), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2"]
+    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not jsonl.is_file() or len(jsonl.read_text().splitlines()) < 4):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    note = [line for line in err.splitlines() if "interrupted" in line]
+    assert len(note) == 1 and note[0].startswith("caption: interrupted after ") and "--resume" in note[0]
+    first = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]
+    assert 4 <= len(first) < 60
+    done = subprocess.run([sys.executable, "-c", code, *args, "--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    images = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]
+    assert sorted(images) == sorted(str(p) for p in folder.iterdir()) and len(set(images)) == 60
+
+
+def test_a_huge_image_gets_our_note_not_pillows_warning(capsys, model_file, monkeypatch):
+    import warnings
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 30_000)  # coffee.png (256 x 171) is "huge" now, not a bomb (2x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)  # leaking Pillow's warning would fail here
+        code, out, err = run(capsys, PHOTOS[0], "--model", model_file, *FAST)
+    assert code == 0 and out.strip()
+    notes = [line for line in err.splitlines() if "very large image" in line]
+    assert len(notes) == 1 and notes[0].startswith(f"caption: note: {PHOTOS[0]}: a very large image")

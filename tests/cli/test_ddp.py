@@ -1,0 +1,71 @@
+"""DDP on Lightning's own engine, 2 CPU processes (gloo): both families finish, the ranks train on disjoint data
+in equal numbers of batches, and the validation metrics of a 2-process run equal those of 1 process on the same
+weights and split (the outputs are gathered from all ranks). Slow: each run launches two Python processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+TESTS = Path(__file__).resolve().parents[1]
+DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
+CONFIGS = {"text": TESTS / "fixtures/text/tiny_reorder.yaml", "caption": TESTS / "fixtures/captions/tiny_shapes.yaml"}
+TOOLS = {"text": "text-train", "caption": "caption-train"}
+
+
+def launch(family: str, args: list[str], cwd: Path, probe: Path) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": f"{TESTS / 'helpers'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    exe = Path(sys.executable).parent / TOOLS[family]
+    cmd = [str(exe), *args, "--trainer.callbacks+=ddp_probe.Probe", f"--trainer.callbacks.out={probe}"]
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(p.read_text()) for p in sorted(probe.glob("rank*.json"))]
+
+
+def config(family: str, tmp_path: Path) -> str:
+    cfg = yaml.safe_load(CONFIGS[family].read_text())
+    # val split of odd size: the DistributedSampler pads one rank's share with a repeat, which must not count twice
+    cfg["data"].update(val_size=15) if family == "text" else cfg["data"].update(val_size=7)
+    cfg["trainer"].update(limit_val_batches=None, enable_checkpointing=True)
+    cfg["trainer"]["callbacks"] = [
+        {
+            "class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
+            "init_args": {"save_last": True, "save_top_k": 0, "every_n_train_steps": 1},
+        }
+    ]
+    path = tmp_path / f"{family}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+@pytest.mark.parametrize("family", ["text", "caption"])
+def test_two_process_ddp_trains_disjoint_shares_and_scores_the_whole_split(family, tmp_path):
+    cfg = config(family, tmp_path)
+    ranks = launch(family, ["fit", "--config", cfg, *DDP, "--trainer.max_steps", "3"], tmp_path, tmp_path / "fit")
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    assert len(ranks[0]["batches"]) == len(ranks[1]["batches"]) == 3
+    seen = [{i for b in r["batches"] for i in b} for r in ranks]
+    assert seen[0] and seen[1] and not seen[0] & seen[1]  # disjoint shares of one epoch
+    assert (tmp_path / "model.pt").is_file() or list(tmp_path.rglob("model.pt"))
+    # the same weights validated by 2 processes and by 1: the same numbers, on every rank
+    ckpt = str(next(tmp_path.rglob("last.ckpt")))
+    two = launch(family, ["validate", "--config", cfg, *DDP, "--ckpt_path", ckpt], tmp_path, tmp_path / "v2")
+    one = launch(family, ["validate", "--config", cfg, "--ckpt_path", ckpt], tmp_path, tmp_path / "v1")
+    assert len(two) == 2 and len(one) == 1
+    metric = "val_bleu" if family == "text" else "val_Bleu_4"
+    assert metric in one[0]["metrics"]
+    scores = [v for k, v in one[0]["metrics"].items() if not k.endswith("_loss")]
+    assert any(v > 0 for v in scores), one[0]["metrics"]  # something non-trivial to compare
+    for rank in two:
+        for name, value in one[0]["metrics"].items():
+            if name.endswith("_loss"):  # a mean of per-batch means: batch boundaries differ between the runs
+                assert rank["metrics"][name] == pytest.approx(value, rel=0.05), name
+            else:
+                assert rank["metrics"][name] == pytest.approx(value, abs=1e-9), name

@@ -1,0 +1,271 @@
+"""The interactive HTML reports (``caption --html``, ``translate --html``): the page code's escaping, one section per
+input, no network references, bad paths; then the real pages in a headless Chromium (driven over the DevTools
+protocol, tests/helpers/browser.py): the scripts run without an error, and real mouse and key events on a word change
+what is shown (the canvas pixels for captions; word highlights and the grid for translations). (Quantised attention
+round-trips: tests/core/test_html_report.py.)"""
+
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers.browser import MISSING, Browser, find_chromium
+from PIL import Image
+
+from captioning.caption_cli import SHAPES_MODEL, caption_main
+from captioning.report_html import image_section, open_report
+from captioning.shapes import make_scene
+from text_attn.core.html_report import HtmlReport, dequantise, escape, script_json
+from text_attn.core.vocab import Vocabulary
+from text_attn.translation.networks import build_network, make_config
+from text_attn.translation.report_html import report_attention
+from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translator import Translator
+
+PHOTO = Path(__file__).parent.parent / "fixtures" / "images" / "coffee.png"
+WORDS = "ma pipo deko ro gotu tuko ka bako gake kade".split()
+SENTENCES = ["ma pipo deko ro gotu", "ka bako gake kade ma pipo"]
+TINY = {
+    "transformer": dict(d_model=16, num_heads=2, enc_layers=2, dec_layers=2, ff_dim=32),
+    "rnn": dict(embed_dim=16, enc_hidden=16, dec_hidden=32, attn_dim=16),
+}
+CANVAS_SUM = (
+    "(() => {{ const c = document.querySelector('{} canvas'), d = c.getContext('2d')"
+    ".getImageData(0, 0, c.width, c.height).data; let s = 0;"
+    " for (let i = 0; i < d.length; i += 4) s += d[i] + d[i + 1] + d[i + 2]; return s; }})()"
+)
+
+
+def sections(page: Path) -> list[str]:
+    return re.findall(r"<section class=\"item.*?</section>", page.read_text(), flags=re.S)
+
+
+# --- pages made through the real CLIs -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory) -> list[Path]:
+    out = []
+    for seed in (3, 11):
+        path = tmp_path_factory.mktemp("scenes") / f"scene-{seed}.png"
+        make_scene(random.Random(seed), size=128).image.save(path)
+        out.append(path)
+    return out
+
+
+@pytest.fixture(scope="module")
+def caption_page(scenes, tmp_path_factory) -> Path:
+    """The bundled shapes model on two shape scenes, a photo and a missing file: four sections."""
+    page = tmp_path_factory.mktemp("caption") / "report.html"
+    missing = page.parent / "missing.png"
+    args = [*map(str, scenes), str(PHOTO), str(missing), "--html", str(page), "--beam-size", "1", "--model", "shapes"]
+    code = caption_main(args)
+    assert code == 1  # the missing file: reported, the others captioned
+    return page
+
+
+@pytest.fixture(scope="module")
+def hard_page(scenes, tmp_path_factory) -> Path:
+    """The bundled shapes model's weights as a hard-attention model (the same scorer, under its hard-attention name)."""
+    data = torch.load(SHAPES_MODEL, weights_only=True)
+    data["decoder"]["attention"] = "hard"
+    old, new = "decoder.attention.", "decoder.attention.scorer."
+    data["state_dict"] = {new + k[len(old) :] if k.startswith(old) else k: v for k, v in data["state_dict"].items()}
+    folder = tmp_path_factory.mktemp("hard")
+    torch.save(data, folder / "hard.pt")
+    page = folder / "report.html"
+    args = [str(scenes[0]), "--model", str(folder / "hard.pt"), "--html", str(page), "--beam-size", "1"]
+    assert caption_main(args) == 0
+    return page
+
+
+def tiny_translator(arch: str, path: Path) -> Path:
+    """An untrained text model that never ends early (end, pad and begin tokens made unlikely): its outputs are
+    exactly --max-len words, so every sentence has attention to show."""
+    vocab = Vocabulary.build([WORDS])
+    torch.manual_seed(0)
+    config = make_config(arch, TINY[arch], src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), pad_id=vocab.pad_id)
+    net = build_network(arch, config).eval()
+    for m in net.modules():
+        if isinstance(m, torch.nn.Linear) and m.out_features == len(vocab):  # the output layer
+            with torch.no_grad():
+                m.bias[[vocab.eos_id, vocab.pad_id, vocab.bos_id]] = -1e4
+    Translator(net, vocab, vocab, "word", True).save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def translate_page(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("translate")
+    model = tiny_translator("transformer", folder / "model.pt")
+    page = folder / "report.html"
+    assert translate_main(["--model", str(model), "--max-len", "6", "--html", str(page), *SENTENCES]) == 0
+    return page
+
+
+# --- the page code ------------------------------------------------------------------------------------------------
+def test_words_are_escaped_in_the_html_and_in_the_embedded_json():
+    word = "</script><b>"
+    assert escape(word) == "&lt;/script&gt;&lt;b&gt;"
+    data = {"w": word + " & \u2028"}
+    text = script_json(data)
+    assert not set("<>&\u2028") & set(text) and json.loads(text) == data
+    record = {"image": "a<b>.png", "words": ["a", word], "attention": np.full((2, 4), 0.25).tolist(), "grid": [2, 2],
+              "size": [40, 30], "crop_box": [0, 0, 40, 30], "chosen": None, "error": None}  # fmt: skip
+    html = image_section(1, record, Image.new("RGB", (40, 30), "red"))
+    assert html.count("</script>") == 1 and "<b>" not in html  # only the data block's own end tag
+    assert '<span class="w" data-t="1">&lt;/script&gt;&lt;b&gt;</span>' in html and "a&lt;b&gt;.png" in html
+
+
+def test_caption_page_has_one_section_per_image_and_nothing_from_the_network(caption_page):
+    html = caption_page.read_text()
+    found = sections(caption_page)
+    assert len(found) == 4 and "missing.png" in found[3] and 'class="error"' in found[3]
+    assert "http://" not in html and "https://" not in html
+    assert re.findall(r"\ssrc=", html) == [] and "@import" not in html and "url(" not in html
+    assert all(len(s) < 120_000 for s in found)  # each image's share of the file is bounded (report_html.py)
+    data = json.loads(re.search(r'class="data">(.*?)</script>', found[0]).group(1))
+    assert data["img"].startswith("data:image/jpeg;base64,") and data["g"] == 8 and data["chosen"] is None
+    words = re.findall(r'class="w" data-t="\d+">([^<]*)<', found[0])
+    assert len(dequantise(data["a"])) == len(words) * 64 and len(data["peak"]) == len(words)
+
+
+def test_translate_report_has_every_layer_and_head_and_rnn_reports_one(tmp_path, translate_page):
+    found = sections(translate_page)
+    assert len(found) == 2 and "http://" not in translate_page.read_text()
+    data = json.loads(re.search(r'class="data">(.*?)</script>', found[0]).group(1))
+    assert (data["L"], data["H"], data["T"], data["S"]) == (2, 2, 6, 6)  # 2 layers, 2 heads, 6 words, 5 + <eos>
+    # the teacher-forced weights of the last layer are the ones the search returned
+    translator = Translator.load(tiny_translator("transformer", tmp_path / "t.pt"))
+    trs = translator.translate(SENTENCES, max_len=6)
+    for tr, attn in zip(trs, report_attention(translator, trs), strict=True):
+        assert attn.shape == (2, 2, len(tr.tokens), len(tr.source) + 1)
+        np.testing.assert_allclose(attn[-1], tr.attention.transpose(0, 1).numpy(), atol=1e-5)
+    model, page = tiny_translator("rnn", tmp_path / "rnn.pt"), tmp_path / "rnn.html"
+    assert translate_main(["--model", str(model), "--max-len", "4", "--html", str(page), SENTENCES[0]]) == 0
+    (section,) = sections(page)
+    data = json.loads(re.search(r'class="data">(.*?)</script>', section).group(1))
+    assert (data["L"], data["H"], data["T"], data["S"]) == (1, 1, 4, 6) and 'id="layer"' not in page.read_text()
+
+
+def test_an_unwritable_html_path_is_one_line_and_loses_nothing(tmp_path, capsys, translate_page):
+    jsonl = tmp_path / "done.jsonl"
+    jsonl.write_text('{"image": "x.png"}\n')
+    with pytest.raises(SystemExit) as exc:
+        caption_main([str(PHOTO), "--html", str(tmp_path), "--jsonl", str(jsonl)])  # a folder
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and err == [f"caption: error: cannot write --html {tmp_path}: {tmp_path} is a directory"]
+    assert jsonl.read_text() == '{"image": "x.png"}\n'  # the run stopped before touching --jsonl
+    model = translate_page.parent / "model.pt"
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(model), "--html", str(jsonl / "report.html"), "ma"])  # under a file
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "translate: error: cannot write --html" in err[0]
+
+
+# --- in a real browser --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def browser():
+    if find_chromium() is None:
+        # On a developer's machine the browser tests skip with the reason; under CI (.ci/run sets CI=1 and installs
+        # chromium) a missing browser fails them: it must never pass there as a skip.
+        if os.environ.get("CI"):
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        pytest.fail("the websocket-client package is missing: pip install -e '.[dev]'")
+    with Browser() as b:
+        yield b
+
+
+def test_caption_page_hover_and_keys_change_the_attention_drawn(browser, caption_page):
+    b = browser
+    b.open(caption_page)
+    b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")  # built and painted: the plain image
+    plain = b.eval(CANVAS_SUM.format("#i1"))
+    sums = []
+    for t in (0, 1):
+        b.hover(f"#i1 .w[data-t='{t}']")  # a real mouse move onto the word
+        b.wait_for(f"document.querySelector('#i1').dataset.shown === '{t}'")
+        sums.append(b.eval(CANVAS_SUM.format("#i1")))
+        assert b.eval("[...document.querySelectorAll('#i1 .w.on')].map(w => w.dataset.t)") == [str(t)]
+    assert len({plain, *sums}) == 3 and max(sums) < plain  # each word its own map; attention darkens the rest
+    b.key("ArrowRight")  # the section under the mouse steps to the next word
+    b.wait_for("document.querySelector('#i1').dataset.shown === '2'")
+    b.click("#i1 .prev")
+    b.wait_for("document.querySelector('#i1').dataset.shown === '1'")
+    assert b.eval(CANVAS_SUM.format("#i1")) == sums[1]
+    assert "peak weight" in b.eval("document.querySelector('#i1 .info').textContent")
+    b.eval("(() => { const s = document.querySelector('#i1 .opacity'); s.value = 0;"
+           " s.dispatchEvent(new Event('input')); })()")  # fmt: skip
+    assert b.eval(CANVAS_SUM.format("#i1")) == plain  # opacity 0: the image as it is
+    b.hover("#i3 .w[data-t='0']")  # the photo, further down
+    b.wait_for("document.querySelector('#i3').dataset.shown === '0'")
+    assert b.errors == []
+
+
+def test_hard_attention_page_outlines_the_chosen_region(browser, hard_page):
+    b = browser
+    b.open(hard_page)
+    b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")
+    b.hover("#i1 .w[data-t='0']")
+    b.wait_for("document.querySelector('#i1').dataset.shown === '0'")
+    assert "(outlined)" in b.eval("document.querySelector('#i1 .info').textContent")
+    assert b.errors == []
+
+
+def test_hundreds_of_sections_are_built_only_when_scrolled_to(browser, tmp_path):
+    page, n = tmp_path / "many.html", 150
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (30, 40, 3), dtype=np.uint8))
+    alphas = np.random.default_rng(1).dirichlet(np.ones(4), size=2)
+    with open_report(page, "synthetic", 2) as report:
+        for k in range(1, n + 1):
+            record = {"image": f"img{k}.png", "words": ["a", "</script><b>"], "attention": alphas.tolist(),
+                      "grid": [2, 2], "size": [40, 30], "crop_box": [0, 0, 40, 30],
+                      "chosen": None, "error": None}  # fmt: skip
+            report.add(image_section(k, record, image))
+    assert isinstance(report, HtmlReport) and len(sections(page)) == n
+    b = browser
+    b.open(page)
+    b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")
+    assert b.eval("document.querySelectorAll('section[data-built]').length") < 20
+    b.centre(f"#i{n}")  # scrolled into view: built and painted, then its words work
+    b.wait_for(f"document.querySelector('#i{n}').dataset.shown === '-1'")
+    b.hover(f"#i{n} .w[data-t='1']")
+    b.wait_for(f"document.querySelector('#i{n}').dataset.shown === '1'")
+    assert b.eval(f"document.querySelector('#i{n} .w[data-t=\"1\"]').textContent") == "</script><b>"
+    assert b.eval("document.querySelectorAll('b').length") == 0 and b.errors == []
+
+
+def test_translate_page_links_words_by_attention_per_layer_and_head(browser, translate_page):
+    b = browser
+    b.open(translate_page)
+    b.wait_for("!!document.querySelector('#s1 table.grid')")
+    assert b.eval("document.querySelectorAll('#s1 table.grid tbody tr').length") == 6
+    assert b.eval("document.querySelectorAll('#s1 table.grid tbody td').length") == 36
+    shades = "[...document.querySelectorAll('#s1 .w.src')].map(w => w.style.background)"
+    seen = []
+    for t in (0, 1):
+        b.hover(f"#s1 .w.tgt[data-t='{t}']")
+        b.wait_for(f"document.querySelector('#s1').dataset.shown === 't{t}'")
+        seen.append(b.eval(shades))
+        assert all(seen[-1]) and b.eval("document.querySelectorAll('#s1 .grid tbody tr.on').length") == 1
+    assert seen[0] != seen[1]  # each output word lights up its own source words
+    b.key("ArrowRight")
+    b.wait_for("document.querySelector('#s1').dataset.shown === 't2'")
+    b.hover("#s1 .w.src")  # a source word: the output words that looked at it, the strongest outlined
+    b.wait_for("document.querySelector('#s1').dataset.shown === 's0'")
+    assert b.eval("document.querySelectorAll('#s1 .w.tgt.best').length") == 1
+    b.hover("#s1 .w.tgt")
+    b.wait_for("document.querySelector('#s1').dataset.shown === 't0'")
+    for layer, head in (("0", "-1"), ("0", "1")):  # another layer, then one head of it: other weights
+        b.eval(f"(() => {{ for (const [id, v] of [['layer', '{layer}'], ['head', '{head}']]) {{"
+               " const s = document.getElementById(id); s.value = v;"
+               " s.dispatchEvent(new Event('change', {bubbles: true})); } })()")  # fmt: skip
+        seen.append(b.eval(shades))
+    assert seen[2] != seen[0] and seen[3] != seen[2]
+    assert b.errors == []

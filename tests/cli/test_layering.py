@@ -1,0 +1,113 @@
+"""The layering rule of DESIGN.md: text_attn.core is the library every family imports; it imports no application
+(text_attn.translation, captioning), builds nothing when imported, and loads Lightning only where it must. Captioning
+imports the core only, never the text application. The core's own tests (tests/core) import no application either."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CORE = ROOT / "text_attn" / "core"
+CORE_TESTS = ROOT / "tests" / "core"
+HELPERS = ROOT / "tests" / "helpers"
+# The only core modules that may import Lightning (the CLI runner, and the training helpers it uses at run time).
+LIGHTNING_CORE = {"lightning_cli", "training"}
+
+
+def _imports(path: pathlib.Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
+
+
+def _offenders(folder: pathlib.Path, banned: tuple[str, ...]) -> list[str]:
+    return _offending_files(sorted(folder.rglob("*.py")), banned)
+
+
+def _offending_files(paths: list[pathlib.Path], banned: tuple[str, ...]) -> list[str]:
+    return [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in paths
+        for n in _imports(p)
+        if any(n == b or n.startswith(b + ".") for b in banned)
+    ]
+
+
+def _helpers_imported(paths: list[pathlib.Path]) -> list[pathlib.Path]:
+    """The tests/helpers modules these files import (``from helpers.NAME import ...``), and those the helpers import."""
+    seen: set[pathlib.Path] = set()
+    todo = list(paths)
+    while todo:
+        for name in _imports(todo.pop()):
+            if name == "helpers":  # ``from helpers import NAME``: any of them
+                found = set(HELPERS.glob("*.py"))
+            elif name.startswith("helpers."):
+                found = {HELPERS / f"{name.split('.')[1]}.py"}
+            else:
+                continue
+            todo += sorted(found - seen)
+            seen |= found
+    return sorted(seen)
+
+
+def _modules(folder: pathlib.Path, package: str) -> list[str]:
+    return [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem != "__init__"]
+
+
+def _loaded_after(imports: list[str]) -> set[str]:
+    code = "import sys, importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in imports)
+    code += "print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return set(out.stdout.split())
+
+
+def test_the_core_never_imports_an_application():
+    assert len(list(CORE.glob("*.py"))) > 8  # the scan really saw the package
+    assert _offenders(CORE, ("captioning", "text_attn.translation")) == []
+
+
+def test_the_core_tests_import_no_application():
+    """tests/core tests the core alone: no test there imports captioning or text_attn.translation, directly or through
+    a tests/helpers module it imports (a family's part of a core test lives in that family's tests)."""
+    tests = sorted(CORE_TESTS.rglob("*.py"))
+    assert len([p for p in tests if p.name.startswith("test_")]) > 5  # the scan really saw the core's tests
+    banned = ("captioning", "text_attn.translation")
+    assert _offenders(CORE_TESTS, banned) == []
+    helpers = _helpers_imported(tests)
+    assert HELPERS / "run_logs.py" in helpers  # the helper scan follows `from helpers.NAME import ...`
+    assert _offending_files(helpers, banned) == []
+
+
+def test_captioning_imports_the_core_only():
+    assert len(list((ROOT / "captioning").glob("*.py"))) > 8
+    assert _offenders(ROOT / "captioning", ("text_attn.translation",)) == []
+
+
+def test_importing_the_core_builds_no_application_and_no_lightning():
+    """Every core module but the Lightning runner, imported together: no text task (the toy lexicons are built when
+    text_attn.translation.tasks is imported), no captioning module and no Lightning come along."""
+    plain = [m for m in _modules(CORE, "text_attn.core") if m.rsplit(".", 1)[1] not in LIGHTNING_CORE]
+    loaded = _loaded_after(["text_attn", "text_attn.core", *plain])
+    assert "text_attn.core.attention" in loaded and "text_attn.core.decoding" in loaded
+    assert sorted(m for m in loaded if m.startswith(("captioning", "text_attn.translation"))) == []
+    assert "pytorch_lightning" not in loaded and "lightning_fabric" not in loaded
+
+
+def test_importing_all_of_captioning_loads_no_text_application():
+    loaded = _loaded_after(_modules(ROOT / "captioning", "captioning"))
+    assert "captioning.module" in loaded
+    assert sorted(m for m in loaded if m.startswith("text_attn.translation")) == []
+
+
+def test_inference_needs_no_lightning():
+    """Inference (translate, caption) loads a model file and decodes: it must not import the training stack."""
+    loaded = _loaded_after(
+        ["text_attn.translation.translator", "captioning.captioner", "captioning.model", "captioning.caption_cli"]
+    )
+    assert "text_attn.translation.translator" in loaded and "captioning.captioner" in loaded
+    assert "pytorch_lightning" not in loaded

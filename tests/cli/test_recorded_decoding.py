@@ -1,0 +1,97 @@
+"""A model file may record the decoding chosen for it on validation data (``info["decoding"]``, written by the
+tuning benchmarks): ``caption`` and ``translate`` use it when --beam-size / --length-penalty are not given, and an
+explicit flag still wins. (Which recorded values are valid: tests/core/test_decoding_defaults.py.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from text_attn.core.modelfile import ModelFileError, update_info
+
+SHAPES = Path(__file__).resolve().parents[2] / "captioning" / "assets" / "shapes_soft.pt"
+
+
+def _text_model_file(path):
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+    from text_attn.translation.translator import Translator
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([["ma", "pipo", "deko", "ro", "su"]])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8, dec_hidden=8,
+                        attn_dim=8)  # fmt: skip
+    Translator(Seq2Seq(cfg), vocab, vocab, "word", True, info={"terms": "test"}).save(path)
+    return path
+
+
+def test_update_info_merges_and_keeps_the_weights(tmp_path):
+    from text_attn.translation.translator import Translator
+
+    path = _text_model_file(tmp_path / "m.pt")
+    before = torch.load(path, weights_only=True)
+    info = update_info(path, {"decoding": {"beam_size": 4, "length_penalty": 0.5}})
+    assert info == {"terms": "test", "decoding": {"beam_size": 4, "length_penalty": 0.5}}
+    after = torch.load(path, weights_only=True)
+    assert after["info"] == info and not list(tmp_path.glob("*.part"))
+    for name, value in before["state_dict"].items():
+        assert torch.equal(value, after["state_dict"][name])
+    assert Translator.load(path).info["decoding"]["beam_size"] == 4
+    (tmp_path / "x.pt").write_bytes(b"not a model")
+    with pytest.raises(ModelFileError):
+        update_info(tmp_path / "x.pt", {"decoding": {}})
+
+
+def test_translate_uses_the_recorded_decoding_and_a_flag_wins(tmp_path, capsys):
+    from text_attn.translation.translate_cli import translate_main
+
+    plain = _text_model_file(tmp_path / "plain.pt")
+    tuned = tmp_path / "tuned.pt"
+    shutil.copy(plain, tuned)
+    update_info(tuned, {"decoding": {"beam_size": 3, "length_penalty": 1.0}})
+    out = tmp_path / "out.txt"
+
+    def run(model, *flags):
+        assert translate_main(["--model", str(model), "--output", str(out), *flags, "ma pipo", "deko ro su"]) == 0
+        return out.read_text()
+
+    # --n-best 3 needs a beam of 3: the tuned file's default beam gives it, the plain file's (1) does not
+    assert run(tuned, "--n-best", "3") == run(plain, "--beam-size", "3", "--length-penalty", "1", "--n-best", "3")
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(plain), "--n-best", "3", "ma"])
+    assert exc.value.code == 2 and "--beam-size (1)" in capsys.readouterr().err
+    assert run(tuned, "--beam-size", "1", "--n-best", "1") == run(plain, "--n-best", "1")
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(tuned), "--length-penalty", "-1", "ma"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err == "translate: error: --length-penalty must be 0 or more, got -1.0\n"
+
+
+def test_caption_uses_the_recorded_decoding_and_model_info_says_it(tmp_path, capsys):
+    from captioning.caption_cli import caption_main
+
+    tuned = tmp_path / "shapes.pt"
+    shutil.copy(SHAPES, tuned)
+    update_info(
+        tuned, {"decoding": {"beam_size": 4, "length_penalty": 1.5, "no_repeat_ngram": 2, "chosen_by": "a test"}}
+    )
+
+    def run(model, *flags):
+        assert caption_main(["--demo", "shapes", "--seed", "5", "--json", "--model", str(model), *flags]) == 0
+        return json.loads(capsys.readouterr().out)[0]
+
+    rec = run(tuned, "--n-best", "4")  # beam 4 from the file
+    explicit = run(SHAPES, "--beam-size", "4", "--length-penalty", "1.5", "--no-repeat-ngram", "2", "--n-best", "4")
+    assert rec["caption"] == explicit["caption"] and rec["score"] == pytest.approx(explicit["score"], abs=1e-6)
+    assert [n["score"] for n in rec["n_best"]] == pytest.approx([n["score"] for n in explicit["n_best"]], abs=1e-6)
+    unblocked = run(SHAPES, "--beam-size", "4", "--length-penalty", "1.5", "--n-best", "4")
+    assert rec["n_best"] != unblocked["n_best"]  # the recorded blocking took effect (shapes captions repeat bigrams)
+    greedy = run(tuned, "--beam-size", "1", "--no-repeat-ngram", "0")
+    assert greedy["score"] == pytest.approx(run(SHAPES, "--beam-size", "1")["score"], abs=1e-6)
+    assert caption_main(["--model-info", "--model", str(tuned)]) == 0
+    info = capsys.readouterr().out
+    assert "decoding:" in info and "beam_size 4, length_penalty 1.5, no_repeat_ngram 2, chosen_by a test" in info

@@ -1,0 +1,39 @@
+"""``caption-train report`` / ``text-train report``: a run's logged metrics drawn as one PNG with the loss,
+validation and grounding panels; a RUN_DIR with nothing to report is one line and exit code 2. (Reading the metrics
+back: tests/core/test_run_report.py.)"""
+
+from __future__ import annotations
+
+import pytest
+from helpers.run_logs import write_run
+from PIL import Image
+
+from captioning.train_cli import train_main as caption_train
+from text_attn.translation.train_cli import train_main as text_train
+
+
+@pytest.mark.parametrize("main, out", [(caption_train, None), (text_train, "other/r.png")])
+def test_report_command_writes_the_png(tmp_path, capsys, main, out):
+    write_run(tmp_path / "run")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(tmp_path / "run"), *(["--out", str(tmp_path / out)] if out else [])])
+    printed, err = capsys.readouterr()
+    assert exc.value.code == 0
+    assert printed.strip().endswith("logged to step 59, 3 validations; best BLEU-4 0.500 at step 39")
+    png = tmp_path / out if out else tmp_path / "run" / "report.png"  # default: RUN_DIR/report.png
+    assert err.strip() == f"wrote {png}"
+    with Image.open(png) as im:
+        assert im.format == "PNG" and 1000 <= im.width <= 1400 and 600 <= im.height <= 1200  # 2 x 2 panels
+
+
+def test_report_help_and_bad_run_dirs(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        caption_train(["report", "--help"])
+    assert exc.value.code == 0 and "RUN_DIR" in capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    for run, says in ((tmp_path / "nope", "is not a folder"), (tmp_path / "empty", "holds no training logs")):
+        with pytest.raises(SystemExit) as exc:
+            text_train(["report", str(run)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1
+        assert err[0].startswith(f"text-train report: error: {run} ") and says in err[0]

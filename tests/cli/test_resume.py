@@ -1,0 +1,167 @@
+"""Resume that users can trust: a run resumed from a mid-epoch last.ckpt ends with the same weights as an
+uninterrupted run; options given with --ckpt_path are honoured or refused in one line; a resumed fit gets its own
+max_time; a NaN loss stops training with one line naming the step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from captioning.train_cli import caption_cli
+from text_attn.core.modelfile import load_model_file
+from text_attn.translation.train_cli import text_cli
+
+FIX = Path(__file__).parent.parent / "fixtures"
+CKPT = "pytorch_lightning.callbacks.ModelCheckpoint"
+
+
+def resumable_config(tmp_path: Path, family: str, every: int = 4) -> Path:
+    """The tiny test config with the shipped configs' checkpointing: last.ckpt every `every` steps, best by metric."""
+    src = FIX / ("text/tiny_reorder.yaml" if family == "text" else "captions/tiny_shapes.yaml")
+    cfg = yaml.safe_load(src.read_text())
+    monitor = "val_bleu" if family == "text" else "val_Bleu_4"
+    cfg["trainer"].update(
+        enable_checkpointing=True,
+        callbacks=[
+            {"class_path": CKPT, "init_args": {"monitor": monitor, "mode": "max"}},
+            {
+                "class_path": CKPT,
+                "init_args": {"save_last": True, "save_top_k": 0, "every_n_train_steps": every},
+            },
+        ],
+    )
+    if family == "text":
+        cfg["model"]["network"]["dropout"] = 0.3  # random state must be restored for the weights to match
+    else:
+        cfg["model"]["decoder"]["dropout"] = 0.3
+    path = tmp_path / f"{family}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run(family: str, args: list[str]):
+    return (text_cli if family == "text" else caption_cli)(args)
+
+
+def weights(cli) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in cli.model.state_dict().items()}
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(cli_run_in_tmp):
+    """Each test runs a training CLI in its own folder (tests/conftest.py)."""
+
+
+@pytest.mark.parametrize("family", ["text", "caption"])
+def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(family, tmp_path):
+    cfg = str(resumable_config(tmp_path, family, every=5))
+    # 6 batches per epoch (text: 96 pairs / 16; caption: 32 scenes x ~3 captions / 16): step 10 is mid-epoch 1.
+    # (fit leaves the BEST weights in the module and the model file; compare the last weights, from last.ckpt.)
+    run(family, ["fit", "--config", cfg, "--trainer.max_steps", "15", "--trainer.default_root_dir", "a"])
+    first = run(family, ["fit", "--config", cfg, "--trainer.max_steps", "10", "--trainer.default_root_dir", "b"])
+    assert 10 % first.trainer.num_training_batches != 0, "the interruption must fall inside an epoch"
+    last = next(Path("b").rglob("last.ckpt"))
+    interrupted = torch.load(last, weights_only=True)
+    assert interrupted["global_step"] == 10
+    args = ["fit", "--config", cfg, "--trainer.max_steps", "15", "--trainer.default_root_dir", "c"]
+    resumed = run(family, [*args, "--ckpt_path", str(last)])
+    assert resumed.trainer.global_step == 15
+    a = torch.load(next(Path("a").rglob("last.ckpt")), weights_only=True)
+    c = torch.load(next(Path("c").rglob("last.ckpt")), weights_only=True)
+    assert a["global_step"] == c["global_step"] == 15
+    assert a["state_dict"].keys() == c["state_dict"].keys()
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(c["state_dict"][k], v, msg=k)
+    # and the check has teeth: the weights at step 10 differ from those at 15
+    assert any(not torch.allclose(interrupted["state_dict"][k], v) for k, v in a["state_dict"].items())
+
+
+def test_command_line_options_win_over_the_checkpoints(tmp_path, capsys):
+    cfg = str(resumable_config(tmp_path, "caption"))
+    run("caption", ["fit", "--config", cfg, "--trainer.max_steps", "4", "--model.export_path", "old/model.pt"])
+    old_bytes = Path("old/model.pt").read_bytes()
+    ckpt = str(next(Path(".").rglob("last.ckpt")))
+    args = ["fit", "--config", cfg, "--trainer.max_steps", "6", "--ckpt_path", ckpt]
+    cli = run("caption", [*args, "--model.export_path", "new/model.pt"])
+    assert cli.model.hparams.export_path == "new/model.pt" and Path("new/model.pt").is_file()
+    assert Path("old/model.pt").read_bytes() == old_bytes  # resuming never overwrites the first run's model file
+    cli = run("caption", ["test", "--config", cfg, "--ckpt_path", ckpt, "--model.val_beam_size", "3"])
+    assert cli.model.hparams.val_beam_size == 3
+    # an option that changes the network's shape cannot apply to the checkpoint's weights: one line, exit 2
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        run("caption", ["test", "--config", cfg, "--ckpt_path", ckpt, "--model.decoder.hidden_dim", "48"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1
+    assert "model.decoder.hidden_dim=48 (checkpoint: 32)" in err and "Traceback" not in err
+
+
+def test_a_checkpoint_fills_the_nested_blocks_field_by_field(tmp_path):
+    """test --ckpt_path with no model options: the network comes from the checkpoint's model.encoder / model.decoder
+    (the defaults would build a ResNet-101 and a 512-wide decoder); a field given on the command line still wins."""
+    cfg = yaml.safe_load((FIX / "captions/tiny_shapes.yaml").read_text())
+    run(
+        "caption", ["fit", "--config", str(FIX / "captions/tiny_shapes.yaml"), "--trainer.enable_checkpointing", "true"]
+    )
+    ckpt = str(next(Path(".").rglob("*.ckpt")))
+    data = [f"--data.{k}={v}" for k, v in cfg["data"].items()]
+    cli = run(
+        "caption", ["test", "--ckpt_path", ckpt, *data, "--trainer.logger", "false", "--model.val_meteor", "false"]
+    )
+    enc, dec = cli.model.model.encoder, cli.model.model.decoder
+    assert (enc.backbone, enc.grid, dec.cfg.hidden_dim) == ("resnet18", 4, 32)
+    cli = run("caption", ["test", "--ckpt_path", ckpt, *data, "--trainer.logger", "false", "--model.val_meteor",
+                          "false", "--model.decoder.hard_inference", "expect"])  # fmt: skip
+    assert cli.model.model.decoder.cfg.hard_inference == "expect" and cli.model.model.encoder.grid == 4
+
+
+def test_options_left_at_their_default_come_from_the_checkpoint(tmp_path):
+    cfg = str(resumable_config(tmp_path, "text"))
+    run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--model.val_beam_size", "2"])
+    ckpt = str(next(Path(".").rglob("last.ckpt")))
+    cli = run("text", ["validate", "--config", cfg, "--ckpt_path", ckpt])
+    assert cli.model.hparams.val_beam_size == 2  # not in the config: the checkpoint's value, as before
+
+
+def test_a_resumed_fit_gets_its_own_max_time(tmp_path):
+    cfg = str(resumable_config(tmp_path, "text", every=1))
+    args = ["fit", "--config", cfg, "--trainer.max_steps", "1000", "--trainer.max_time", "00:00:00:01"]
+    first = run("text", args)
+    stopped = first.trainer.global_step
+    assert 0 < stopped < 1000  # stopped by the clock
+    ckpt = str(next(Path(".").rglob("last.ckpt")))
+    resumed = run("text", [*args, "--ckpt_path", ckpt])
+    # Lightning would restore the elapsed second and stop at once; a fresh second trains on (at least one step)
+    assert resumed.trainer.global_step > stopped
+
+
+def test_a_nan_loss_stops_training_with_one_line_naming_the_step(tmp_path, capsys, monkeypatch):
+    from text_attn.translation.module import TranslationModule
+
+    real_loss = TranslationModule._loss
+
+    def loss_that_turns_nan(self, batch):
+        loss, attn = real_loss(self, batch)
+        return (loss * float("nan") if self.global_step == 3 else loss), attn
+
+    monkeypatch.setattr(TranslationModule, "_loss", loss_that_turns_nan)
+    with pytest.raises(SystemExit) as exc:
+        run("text", ["fit", "--config", str(resumable_config(tmp_path, "text"))])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1
+    assert err[0].startswith("text-train: error: the training loss is nan at step 3: training stopped"), err
+
+
+def test_text_fit_exports_the_best_checkpoint(tmp_path, capsys):
+    cfg = str(resumable_config(tmp_path, "text"))
+    run("text", ["fit", "--config", cfg, "--trainer.max_steps", "12", "--model.export_path", "m.pt"])
+    out = capsys.readouterr().out
+    assert "wrote model file: m.pt (best checkpoint " in out
+    best = out.split("(best checkpoint ")[1].split(")")[0]
+    state = torch.load(best, weights_only=True)["state_dict"]
+    exported = load_model_file("m.pt", "text-model")["state_dict"]
+    for k, v in exported.items():
+        torch.testing.assert_close(v, state[f"net.{k}"])

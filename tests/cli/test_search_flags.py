@@ -1,0 +1,58 @@
+"""The caption / translate flags that expose what generate() offers for every family: n-gram blocking, seeded
+sampling (temperature, top-k, top-p), n-best lists with scores. (The search options themselves:
+tests/core/test_search_options.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+
+# --- the command-line flags ---------------------------------------------------------------------------------------
+def _text_model_file(path):
+    """An untrained RNN translator over a few words, saved as a text model file."""
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+    from text_attn.translation.translator import Translator
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([["ma", "pipo", "deko", "ro", "su"]])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8, dec_hidden=8,
+                        attn_dim=8)  # fmt: skip
+    Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(path)
+    return path
+
+
+def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
+    from text_attn.translation.translate_cli import translate_main
+
+    model = _text_model_file(tmp_path / "text.pt")
+    out = tmp_path / "out.txt"
+    args = ["--model", str(model), "--beam-size", "3", "--n-best", "2", "--output", str(out)]
+    assert translate_main([*args, "ma pipo", "deko ro"]) == 0
+    lines = out.read_text().splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["1", "1", "2", "2"]
+    assert float(lines[0].split("\t")[1]) >= float(lines[1].split("\t")[1])
+    assert capsys.readouterr().out == ""
+    for bad in (["--sample", "--beam-size", "2"], ["--n-best", "3"], ["--top-p", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            translate_main(["--model", str(model), *bad, "ma"])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("translate: error: ")
+
+
+def test_caption_n_best_and_seeded_sampling(capsys):
+    from captioning.caption_cli import caption_main
+
+    def run(*args):
+        assert caption_main(["--demo", "shapes", "--seed", "5", "--json", *args]) == 0
+        return json.loads(capsys.readouterr().out)[0]
+
+    rec = run("--beam-size", "4", "--n-best", "3")
+    assert len(rec["n_best"]) == 3 and rec["n_best"][0]["caption"] == rec["caption"]
+    assert rec["n_best"][0]["score"] == pytest.approx(rec["score"], abs=1e-5)
+    one, two = run("--sample", "--sample-seed", "1", "--temperature", "2"), run("--sample", "--sample-seed", "1",
+                                                                                  "--temperature", "2")  # fmt: skip
+    assert one["caption"] == two["caption"] and "n_best" not in one

@@ -1,0 +1,128 @@
+"""Every YAML under configs/ trains as shipped: `fit` for two steps through the real CLI, with only data paths and
+sizes overridden (an epoch of two batches: two steps end with one validation), then the best checkpoint
+becomes the model file. The paper configs also get a small backbone (ResNet-101 ImageNet weights cannot load
+offline) and no METEOR (its Java start costs 9 s per validation). A config that parses but cannot fit can never
+land again."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from helpers.flickr8k import write_original
+from helpers.multi30k import write_corpus
+
+from captioning.captioner import Captioner
+from captioning.train_cli import caption_cli
+from text_attn.translation.train_cli import text_cli
+from text_attn.translation.translator import Translator
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests/fixtures"
+CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+
+# Per config: the data paths and sizes a user would change (fixtures instead of their download).
+TEXT_DATA = ["--data.train_size", "32", "--data.val_size", "8", "--data.test_size", "8", "--data.batch_size", "16"]
+TEXT_CORPUS = [
+    "--data.src_path", str(FIX / "text/small.en"),
+    "--data.tgt_path", str(FIX / "text/small.de"),
+    "--data.val_size", "1",
+    "--data.test_size", "1",
+    "--trainer.val_check_interval", "1",  # the config validates every 5000 steps
+]  # fmt: skip
+# Multi30k's sizes decode an untrained network's 30 steps at ~10 ms each: small ones for what a test needs
+SMALL_RNN = ["--model.network.embed_dim", "16", "--model.network.enc_hidden", "16", "--model.network.dec_hidden", "32",
+             "--model.network.attn_dim", "16"]  # fmt: skip
+SMALL_TRANSFORMER = ["--model.network.d_model", "32", "--model.network.ff_dim", "64"]
+SHAPES_DATA = [
+    "--data.train_size", "16",
+    "--data.captions_per_image", "1",
+    "--data.val_size", "4",
+    "--data.test_size", "4",
+    "--data.batch_size", "8",
+    "--trainer.check_val_every_n_epoch", "1",  # shapes_soft validates every 2 epochs: these runs have 1
+]  # fmt: skip
+KARPATHY_DATA = [
+    "--data.karpathy_json", str(FIX / "captions/karpathy.json"),
+    "--data.image_root", str(FIX / "images"),
+    "--data.min_freq", "1",
+    "--data.num_workers", "0",
+    "--data.batch_size", "8",
+    "--model.encoder.backbone", "resnet18",
+    "--model.encoder.weights", "null",
+    "--model.encoder.image_size", "224",  # the configs' 448: 4x the pixels, for nothing a test needs
+    "--model.decoder.hidden_dim", "64",  # the paper's COCO LSTM of 1800: seconds per step, for nothing a test needs
+    "--model.val_meteor", "false",
+]  # fmt: skip
+
+
+# Flickr8k configs: a 4-photo copy in the dataset's layout (tests/helpers/flickr8k.py), written once per session.
+FLICKR8K_DATA = [
+    "--data.min_freq", "1",
+    "--data.batch_size", "2",
+    "--data.feature_cache_dir", "feature_cache",  # the configs share the first stage's cache under runs/
+    "--trainer.val_check_interval", "1.0",  # the SCST config validates every 100 steps
+]  # fmt: skip
+
+
+def _overrides(config: Path, flickr8k: Path) -> list[str]:
+    if config.name.startswith("multi30k"):  # a 6-pair corpus in Multi30k's layout, fr beside de and en
+        data = ["--data.root", str(MULTI30K), "--data.subword_vocab", "300", "--data.batch_size", "4"]
+        return data + (SMALL_TRANSFORMER if "transformer" in config.name else SMALL_RNN)
+    if config.parent.name == "text":
+        return TEXT_DATA + (TEXT_CORPUS if "transformer_base" in config.name else [])
+    if config.name.startswith("flickr8k") and "resnet" not in config.name:
+        return ["--data.root", str(flickr8k), *FLICKR8K_DATA]
+    return SHAPES_DATA if config.name.startswith("shapes") else KARPATHY_DATA
+
+
+MULTI30K = write_corpus(Path(tempfile.mkdtemp(prefix="multi30k-")), langs=("de", "en", "fr"))
+
+
+@pytest.fixture(scope="module")
+def flickr8k(tmp_path_factory) -> Path:
+    return write_original(tmp_path_factory.mktemp("data") / "flickr8k")
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(cli_run_in_tmp):
+    """Each test runs a training CLI in its own folder (tests/conftest.py)."""
+
+
+def test_every_config_is_covered():
+    assert len(CONFIGS) >= 14 and {c.parent.name for c in CONFIGS} == {"text", "caption"}
+    for config in CONFIGS:  # a second stage (init_from) names the config of its first, <name>_scst -> <name>
+        if re.search(r"^\s*init_from:", config.read_text(), re.MULTILINE):
+            assert config.stem.endswith("_scst") and _first_stage_config(config).is_file(), config
+
+
+def _first_stage_config(config: Path) -> Path:
+    return config.with_name(config.stem.removesuffix("_scst") + ".yaml")
+
+
+def _fit(config: Path, root: Path, flickr8k: Path, extra: list[str] = ()):
+    out = root / "model.pt"
+    args = ["fit", "--config", str(config), *_overrides(config, flickr8k), *extra]
+    args += ["--trainer.max_steps", "2", "--trainer.limit_val_batches", "1", "--trainer.enable_progress_bar", "false"]
+    args += ["--trainer.default_root_dir", str(root), "--model.export_path", str(out)]
+    return (text_cli if config.parent.name == "text" else caption_cli)(args), out
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.parent.name}/{c.stem}")
+def test_config_fits_as_shipped(config, tmp_path, capsys, flickr8k):
+    extra = []
+    if config.stem.endswith("_scst"):  # a second stage: its first stage runs first (2 steps), as a user would
+        _, first = _fit(_first_stage_config(config), tmp_path / "first", flickr8k)
+        extra = ["--model.init_from", str(first)]
+    cli, out = _fit(config, tmp_path, flickr8k, extra)
+    assert cli.trainer.global_step == 2
+    assert f"wrote model file: {out}" in capsys.readouterr().out
+    # the shipped checkpoint callbacks ran: last.ckpt for resuming, and the best one by the monitored metric
+    ckpts = {p.name for p in tmp_path.rglob("*.ckpt")}
+    assert "last.ckpt" in ckpts and any(n.startswith("best") for n in ckpts), ckpts
+    if config.parent.name == "text":
+        assert Translator.load(out).net is not None
+    else:
+        assert Captioner.load(out).vocab == cli.datamodule.vocab

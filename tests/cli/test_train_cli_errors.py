@@ -1,0 +1,129 @@
+"""What the training CLIs' parser refuses is one line naming the option or file, exit code 2, no usage (that is for
+--help): a config that is missing, not UTF-8, not YAML (its line and column) or not a mapping; a value of the wrong
+type on the command line or in a config; an unknown option."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from captioning.train_cli import train_main as caption_train
+from text_attn.translation.train_cli import train_main as text_train
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.mark.parametrize("prog", ["text-train", "caption-train"])
+def test_malformed_yaml_is_one_line_with_line_and_column_from_the_real_command(prog, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  lr: 0.1\na: [\n")
+    done = subprocess.run([str(BIN / prog), "fit", "--config", str(bad)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"{prog}: error: --config {bad}: not valid YAML: line 4, column 1: expected the node content, but found "
+        "'<stream end>' while parsing a flow node"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "config", "message"),
+    [
+        (["--model.lr", "abc"], None, "--model.lr: expected a float, got abc"),
+        (["--trainer.max_epochs", "x"], None, "--trainer.max_epochs: expected int or null, got x"),
+        (["--data.batch_size", "1.5"], None, "--data.batch_size: expected an int, got 1.5"),
+        ([], "model:\n  lr: abc\n", "--model.lr: expected a float, got abc"),
+        ([], "- a\n- b\n", "expected a YAML mapping of options (key: value), got a list"),
+        ([], b"\xff\xfemodel: 1\n", "not UTF-8 text (byte 0)"),
+        (["--model.bogus", "3"], None, "unrecognized arguments: --model.bogus 3"),
+        ([], "model:\n  bogus: 3\n", "does not accept option 'model.bogus'"),
+    ],
+)
+@pytest.mark.parametrize("main", [text_train, caption_train], ids=["text-train", "caption-train"])
+def test_wrong_values_are_one_line_naming_the_option(main, args, config, message, tmp_path, capsys):
+    if config is not None:
+        path = tmp_path / "c.yaml"
+        (path.write_bytes if isinstance(config, bytes) else path.write_text)(config)
+        args = [*args, "--config", str(path)]
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", *args])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+    assert err.startswith(("text-train: error: ", "caption-train: error: ")) and "usage" not in err
+
+
+def test_a_missing_config_and_a_folder_as_config(tmp_path, capsys):
+    for name, what in ((tmp_path / "none.yaml", "no such file"), (tmp_path, "is a directory")):
+        with pytest.raises(SystemExit) as exc:
+            text_train(["fit", "--config", str(name)])
+        assert exc.value.code == 2 and capsys.readouterr().err == f"text-train: error: --config {name}: {what}\n"
+
+
+def test_help_still_prints_the_usage(capsys):
+    with pytest.raises(SystemExit) as exc:
+        caption_train(["fit", "--help"])
+    assert exc.value.code == 0 and "usage: caption-train" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data.train_size", "-5"], "data.train_size must be at least 1, got -5"),
+        (["--data.batch_size", "0"], "data.batch_size must be at least 1, got 0"),
+        (["--data.min_freq", "0"], "data.min_freq must be at least 1, got 0"),
+    ],
+)
+def test_caption_data_sizes_out_of_range_are_refused_by_name(args, message, capsys, cli_run_in_tmp):
+    config = Path(__file__).parent.parent / "fixtures" / "captions" / "tiny_shapes.yaml"
+    with pytest.raises(SystemExit) as exc:
+        caption_train(["fit", "--config", str(config), *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.strip().splitlines()[-1] == f"caption-train: error: {message}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data.train_size", "-1"], "data.train_size must be 0 or more, got -1"),
+        (["--data.batch_size", "0"], "data.batch_size must be at least 1, got 0"),
+        (["--data.tokenizer", "bpe"], "data.tokenizer 'bpe': choose word or subword"),
+    ],
+)
+def test_text_data_options_out_of_range_are_refused_by_name(args, message, capsys, cli_run_in_tmp):
+    with pytest.raises(SystemExit) as exc:
+        text_train(["fit", *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.strip().splitlines()[-1] == f"text-train: error: {message}"
+
+
+@pytest.mark.parametrize("main", ["caption", "translate"])
+def test_zero_threads_is_refused(main, capsys):
+    from captioning.caption_cli import caption_main
+    from text_attn.translation.translate_cli import translate_main
+
+    with pytest.raises(SystemExit) as exc:
+        (caption_main if main == "caption" else translate_main)(["x", "--threads", "0"])
+    assert exc.value.code == 2 and capsys.readouterr().err == f"{main}: error: --threads must be at least 1, got 0\n"
+
+
+@pytest.mark.parametrize(
+    ("main", "args", "message"),
+    [
+        (text_train, ["--model.lr", "-1"], "text-train: error: model.lr must be positive, got -1"),
+        (text_train, ["--model.label_smoothing", "1.5"], "model.label_smoothing must be between 0 and 0.99, got 1.5"),
+        (
+            text_train,
+            ["--model.val_beam_size", "0"],
+            "text-train: error: model.val_beam_size must be at least 1, got 0",
+        ),
+        (caption_train, ["--model.lr", "0"], "caption-train: error: model.lr must be positive, got 0"),
+        (caption_train, ["--model.ds_lambda", "-2"], "model.ds_lambda must be at least 0, got -2"),
+    ],
+)
+def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, capsys, cli_run_in_tmp):
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err.strip().splitlines()[-1]

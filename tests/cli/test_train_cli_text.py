@@ -1,0 +1,68 @@
+"""What the training commands print: --help starts with what the tool does and where its configs are; a run shows
+no promotional tips or tensorboardX notices, and its default logger writes TensorBoard event files and a metrics.csv
+that `text-train report` reads; an old config's `data.image_size` gets one line saying what to use."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from captioning.train_cli import caption_cli, train_main
+from text_attn.core.run_report import read_metrics
+from text_attn.translation.train_cli import text_cli
+from text_attn.translation.train_cli import train_main as text_train_main
+
+FIX = Path(__file__).parent.parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    "main, start", [(train_main, "caption-train: train and evaluate"), (text_train_main, "text-train: train and")]
+)
+def test_help_says_what_the_tool_does_and_where_the_configs_are(main, start, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    description = " ".join(out.split("\n\n")[1].split())  # the paragraph right after the usage line
+    assert description.startswith(start) and "configs/" in description
+
+
+def test_a_run_prints_no_tips_or_tensorboardx_notice(tmp_path, monkeypatch, capsys, caplog, recwarn):
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.INFO)
+    text_cli(["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--trainer.logger", "true"])
+    text = capsys.readouterr()
+    shown = text.out + text.err + caplog.text + " ".join(str(w.message) for w in recwarn)
+    assert "Tip:" not in shown and "tensorboardX" not in shown
+    assert "GPU available" in caplog.text  # Lightning's own information still shows
+    assert "exists and is not empty" not in shown  # the two default loggers share one folder without a warning
+    # the default logger: TensorBoard event files and a metrics.csv in the one version folder, next to the model
+    run = tmp_path / "lightning_logs" / "version_0"
+    assert len(list(run.glob("events.out.tfevents.*"))) == 1 and (run / "model.pt").is_file()
+    from_csv = read_metrics(run)
+    assert [s for s, _ in from_csv["val_bleu"]] == [5]  # the one validation, at the end of the 6 steps
+    (run / "metrics.csv").rename(tmp_path / "metrics.csv")
+    from_events = read_metrics(run)  # without metrics.csv, the TensorBoard files are read
+    assert set(from_events) == set(from_csv) == {"val_loss", "val_bleu", "val_align_acc"}
+    for key, points in from_csv.items():
+        assert [s for s, _ in from_events[key]] == [s for s, _ in points]
+        assert [v for _, v in from_events[key]] == pytest.approx([v for _, v in points], rel=1e-6)
+    with pytest.raises(SystemExit) as exc:  # and the run's report
+        text_train_main(["report", str(tmp_path)])
+    assert exc.value.code == 0 and (tmp_path / "report.png").is_file()
+
+
+def test_an_old_config_with_data_image_size_gets_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        caption_cli(["fit", "--config", str(FIX / "captions/tiny_shapes.yaml"), "--data.image_size", "64"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1
+    assert err[0].startswith("caption-train: error: option data.image_size was renamed: use data.scene_size")
+    old = tmp_path / "old.yaml"
+    old.write_text((FIX / "captions/tiny_shapes.yaml").read_text().replace("scene_size", "image_size"))
+    with pytest.raises(SystemExit):
+        caption_cli(["fit", "--config", str(old)])
+    assert "option data.image_size was renamed" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""A write error mid-run (the disk fills: here RLIMIT_FSIZE, the kernel's limit on how large this process may make a
+file, which fails writes with EFBIG as a full disk fails them with ENOSPC) is one line naming the file, a non-zero exit
+and no traceback, for translate --output and for text-train's checkpoints; what was written before stays whole.
+(caption --jsonl: tests/cli/test_caption_cli.py.)"""
+
+from __future__ import annotations
+
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.multi30k import write_corpus
+
+BIN = Path(sys.executable).parent
+
+
+def _limit(size: int):
+    def child() -> None:  # writes past `size` bytes fail with EFBIG instead of killing the process (SIGXFSZ ignored)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return child
+
+
+def _tiny_text_model(tmp: Path) -> Path:
+    import torch
+
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+    from text_attn.translation.translator import Translator
+
+    vocab = Vocabulary.build([["ein", "mann", "a", "man"]])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8, dec_hidden=8,
+                        attn_dim=8)  # fmt: skip
+    torch.manual_seed(0)
+    return Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(tmp / "m.pt") or tmp / "m.pt"
+
+
+def test_translate_output_full_mid_run(tmp_path):
+    model = _tiny_text_model(tmp_path)
+    out = tmp_path / "out.txt"
+    lines = "".join("ein mann ein mann\n" for _ in range(400))
+    cmd = [str(BIN / "translate"), "--model", str(model), "--max-len", "6", "--batch-size", "16", "--output", str(out)]
+    done = subprocess.run(cmd, input=lines, capture_output=True, text=True, timeout=120, preexec_fn=_limit(150))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert errors == [f"translate: error: cannot write --output {out}: [Errno 27] File too large"]
+    written = out.read_text().splitlines()
+    assert 0 < len(written) < 400
+
+
+def test_text_train_checkpoint_full(tmp_path):
+    corpus = write_corpus(tmp_path / "c")
+    cmd = [str(BIN / "text-train"), "fit", "--data.task", "pair", "--data.root", str(corpus), "--data.src_lang", "de",
+           "--data.tgt_lang", "en", "--trainer.max_steps", "2", "--trainer.default_root_dir", str(tmp_path / "run"),
+           "--trainer.enable_progress_bar", "false", "--model.network.embed_dim", "8",
+           "--model.network.enc_hidden", "8", "--model.network.dec_hidden", "8", "--model.network.attn_dim", "8",
+           "--trainer.logger", "false"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, preexec_fn=_limit(20_000), cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("text-train: error: cannot write checkpoint "), errors
+    assert errors[0].endswith("[Errno 27] File too large") or "File too large" in errors[0]
+    assert not list((tmp_path / "run").rglob("*.tmp"))  # the half-written file is removed
+
+
+def test_exports_full_disk(tmp_path):
+    """caption-export and text-export on a full disk: one line, exit code 2, no half-written file left behind."""
+    text_model = _tiny_text_model(tmp_path)
+    shapes = Path(__file__).resolve().parents[2] / "captioning" / "assets" / "shapes_soft.pt"
+    for prog, src in (("caption-export", shapes), ("text-export", text_model)):
+        out = tmp_path / f"{prog}.pt"
+        done = subprocess.run([str(BIN / prog), str(src), str(out)], capture_output=True, text=True, timeout=120,
+                              preexec_fn=_limit(2000))  # fmt: skip
+        assert done.returncode == 2 and done.stderr == f"{prog}: error: cannot write {out}: File too large\n"
+        assert not out.exists() and not list(tmp_path.glob(f"{prog}.pt*"))

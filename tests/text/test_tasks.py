@@ -1,0 +1,261 @@
+"""Tests for text_attn.translation.tasks: the synthetic tasks' ground truth, and the corpus readers."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from text_attn.translation.tasks import (
+    DATE_FORMATS,
+    DATE_RANGE,
+    REORDER_DICT,
+    REORDER_POS,
+    REORDER_SRC_WORDS,
+    REORDER_TGT_WORDS,
+    SPACE,
+    WEEKDAYS,
+    Example,
+    TaskError,
+    format_date,
+    load_examples,
+    make_dates,
+    make_reorder,
+    read_parallel_files,
+    read_tsv_pairs,
+    translate_word,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "text"
+POS_OF = {w: pos for pos, words in REORDER_POS.items() for w in words}
+
+
+# --- reorder ----------------------------------------------------------------------------------
+def test_lexicon_is_small_one_to_one_and_disjoint():
+    assert 60 <= len(REORDER_SRC_WORDS) <= 80
+    assert len(set(REORDER_SRC_WORDS)) == len(REORDER_SRC_WORDS)
+    assert len(set(REORDER_TGT_WORDS)) == len(REORDER_TGT_WORDS) == len(REORDER_SRC_WORDS)
+    assert not set(REORDER_SRC_WORDS) & set(REORDER_TGT_WORDS)
+    assert sum(len(ws) for ws in REORDER_POS.values()) == len(REORDER_SRC_WORDS)
+    assert all(translate_word(w) == REORDER_DICT[w] for w in REORDER_SRC_WORDS)
+    with pytest.raises(KeyError):
+        translate_word("notaword")
+
+
+def test_reorder_is_deterministic_per_seed():
+    a, b, c = make_reorder(50, seed=1), make_reorder(50, seed=1), make_reorder(50, seed=2)
+    assert a == b
+    assert a != c
+    # the language itself does not depend on the seed: both splits use the same words
+    vocab_a = {w for e in a for w in e.src}
+    vocab_c = {w for e in c for w in e.src}
+    assert vocab_a | vocab_c <= set(REORDER_SRC_WORDS)
+
+
+def test_reorder_alignment_is_a_dictionary_permutation():
+    for ex in make_reorder(300, seed=3):
+        assert ex.alignment is not None and len(ex.alignment) == len(ex.tgt) == len(ex.src)
+        assert sorted(ex.alignment) == list(range(len(ex.src)))
+        assert [translate_word(ex.src[i]) for i in ex.alignment] == ex.tgt
+
+
+def _clauses(tokens: list[str], pos_of: dict[str, str]) -> list[list[str]]:
+    """Split a sentence at its conjunctions."""
+    out: list[list[str]] = [[]]
+    for t in tokens:
+        if pos_of[t] == "conj":
+            out.append([])
+        else:
+            out[-1].append(t)
+    return out
+
+
+def test_reorder_grammar_and_reordering_rules():
+    tgt_pos = {REORDER_DICT[w]: pos for w, pos in POS_OF.items()}
+    n_adj_pairs = 0
+    for ex in make_reorder(300, seed=4):
+        pos = [POS_OF[w] for w in ex.src]
+        assert pos[0] == "det" and pos[-1] in ("noun", "verb")
+        # conjunctions stay in place
+        for i, p in enumerate(pos):
+            if p == "conj":
+                assert ex.tgt[i] == translate_word(ex.src[i]) and ex.alignment[i] == i
+        # ADJ NOUN in the source -> noun translation then adjective translation in the target
+        for i in range(len(ex.src) - 1):
+            if pos[i] == "adj":
+                assert pos[i + 1] == "noun"
+                j = ex.alignment.index(i + 1)
+                assert ex.tgt[j : j + 2] == [translate_word(ex.src[i + 1]), translate_word(ex.src[i])]
+                n_adj_pairs += 1
+        # each clause: exactly one verb, second in source order after the subject NP, last in target
+        src_clauses, tgt_clauses = _clauses(ex.src, POS_OF), _clauses(ex.tgt, tgt_pos)
+        assert len(src_clauses) == len(tgt_clauses)
+        for sc, tc in zip(src_clauses, tgt_clauses, strict=True):
+            assert 3 <= len(sc) <= 8
+            assert [POS_OF[w] for w in sc].count("verb") == 1
+            assert tgt_pos[tc[-1]] == "verb"
+            assert sorted(tc) == sorted(translate_word(w) for w in sc)
+    assert n_adj_pairs > 100
+
+
+def test_reorder_hand_checked_sentence():
+    # SVO with adjectives -> SOV with adjectives after nouns, word for word
+    d, a, n, v = (REORDER_POS[p] for p in ("det", "adj", "noun", "verb"))
+    # find a generated sentence shaped DET ADJ NOUN VERB DET NOUN and check it exactly
+    shape = ["det", "adj", "noun", "verb", "det", "noun"]
+    ex = next(e for e in make_reorder(500, seed=5, min_len=6, max_len=6) if [POS_OF[w] for w in e.src] == shape)
+    s = ex.src
+    assert s[0] in d and s[1] in a and s[2] in n and s[3] in v
+    want = [s[0], s[2], s[1], s[4], s[5], s[3]]
+    assert ex.tgt == [translate_word(w) for w in want]
+    assert ex.alignment == [0, 2, 1, 4, 5, 3]
+
+
+def test_reorder_lengths_cover_range_uniformly():
+    exs = make_reorder(2000, seed=6, min_len=5, max_len=60)
+    counts = Counter(len(e.src) for e in exs)
+    assert set(counts) == set(range(5, 61))  # every length reachable, none outside
+    expected = 2000 / 56
+    assert min(counts.values()) > expected / 3 and max(counts.values()) < expected * 2
+    short = make_reorder(200, seed=6, min_len=3, max_len=4)
+    assert {len(e.src) for e in short} == {3, 4}
+
+
+def test_reorder_rejects_bad_lengths():
+    with pytest.raises(ValueError):
+        make_reorder(3, seed=0, min_len=2, max_len=10)
+    with pytest.raises(ValueError):
+        make_reorder(3, seed=0, min_len=10, max_len=9)
+
+
+# --- dates ------------------------------------------------------------------------------------
+def test_format_date_hand_checked():
+    d = datetime.date(2015, 3, 3)  # a Tuesday
+    assert format_date(d, "weekday, month d, yyyy") == "tuesday, march 3, 2015"
+    assert format_date(d, "wkd d mon yyyy") == "tue 3 mar 2015"
+    assert format_date(d, "the dth of month yyyy") == "the 3rd of march 2015"
+    assert format_date(datetime.date(2015, 4, 3), "dd/mm/yyyy") == "03/04/2015"  # day first
+    assert format_date(datetime.date(1962, 7, 21), "d mon yy") == "21 jul 62"
+    assert format_date(datetime.date(2001, 9, 9), "yyyymmdd") == "20010909"
+    assert format_date(datetime.date(1969, 7, 20), "weekday, month d, yyyy").startswith("sunday")
+    days = (1, 2, 3, 4, 11, 12, 13, 14, 21, 22, 23, 24, 31)
+    nth = [format_date(datetime.date(2000, 1, k), "month dth, yyyy").split()[1] for k in days]
+    assert nth == ["1st,", "2nd,", "3rd,", "4th,", "11th,", "12th,", "13th,", "14th,",
+                   "21st,", "22nd,", "23rd,", "24th,", "31st,"]  # fmt: skip
+
+
+# strptime patterns for each format (ordinal suffixes are stripped first); independent of tasks.py
+PATTERNS = ["%d %B %Y", "%B %d, %Y", "%d/%m/%Y", "%A, %B %d, %Y", "%d %b %y", "%Y.%m.%d",
+            "the %d of %B %Y", "%b %d %Y", "%d-%b-%Y", "%a %d %b %Y", "%Y%m%d"]  # fmt: skip
+
+
+def _parse(text: str) -> tuple[datetime.date, str]:
+    text = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", text)
+    for pat in PATTERNS:
+        try:
+            d = datetime.datetime.strptime(text, pat).date()
+        except ValueError:
+            continue
+        if d.year > 2049:  # strptime maps 00-68 to 20xx; our convention is 1950..2049
+            d = d.replace(year=d.year - 100)
+        return d, pat
+    raise AssertionError(f"unparseable date {text!r}")
+
+
+def test_dates_sources_denote_their_targets():
+    exs = make_dates(600, seed=7)
+    used = set()
+    for ex in exs:
+        target = datetime.date.fromisoformat("".join(ex.tgt))
+        assert len(ex.tgt) == 10 and ex.alignment is None
+        assert DATE_RANGE[0] <= target <= DATE_RANGE[1]
+        assert " " not in ex.src and all(len(c) == 1 for c in ex.src)
+        text = "".join(ex.src).replace(SPACE, " ")
+        parsed, pat = _parse(text)
+        assert parsed == target, text
+        used.add(pat)
+        first = text.split(",")[0].split()[0]
+        if first in WEEKDAYS or first in [w[:3] for w in WEEKDAYS]:
+            assert WEEKDAYS[target.weekday()].startswith(first), text  # strptime ignores %A
+    assert used == set(PATTERNS)  # every format shows up
+    assert len(DATE_FORMATS) >= 10
+
+
+def test_dates_determinism_vocab_and_format_choice():
+    assert make_dates(40, seed=1) == make_dates(40, seed=1)
+    assert make_dates(40, seed=1) != make_dates(40, seed=2)
+    chars = {c for e in make_dates(2000, seed=1) for c in e.src + e.tgt}
+    assert len(chars) < 45
+    only = make_dates(20, seed=1, formats=["yyyy.mm.dd"])
+    assert all("".join(e.src).replace(".", "-") == "".join(e.tgt) for e in only)
+    with pytest.raises(ValueError, match="unknown date formats"):
+        make_dates(2, seed=1, formats=["mm/dd/yyyy"])
+
+
+# --- readers ----------------------------------------------------------------------------------
+def test_read_tsv_pairs_fixture():
+    exs = read_tsv_pairs(FIXTURES / "pairs.tsv")
+    assert len(exs) == 5  # the blank line is skipped, attribution column ignored
+    assert exs[0] == Example(["go", "."], ["va", "!"])
+    assert exs[1].tgt == ["j'ai", "gagné", "!"]
+    assert exs[4].src == ["it's", "3.5", "km", "away", "."]
+    assert all(e.alignment is None for e in exs)
+    swapped = read_tsv_pairs(FIXTURES / "pairs.tsv", src_col=1, tgt_col=0, lower=False, max_pairs=2)
+    assert swapped == [Example(["Va", "!"], ["Go", "."]), Example(["J'ai", "gagné", "!"], ["I", "won", "!"])]
+
+
+def test_read_tsv_errors(tmp_path):
+    with pytest.raises(TaskError, match=r"bad\.tsv:3: expected at least 2 tab-separated columns, found 1"):
+        read_tsv_pairs(FIXTURES / "bad.tsv")
+    with pytest.raises(TaskError, match="pairs.tsv:1: expected at least 4"):
+        read_tsv_pairs(FIXTURES / "pairs.tsv", tgt_col=3)
+    with pytest.raises(TaskError, match="nope.tsv: file not found"):
+        read_tsv_pairs(tmp_path / "nope.tsv")
+    bad_utf8 = tmp_path / "latin1.tsv"
+    bad_utf8.write_bytes("a\tb\nd\u00e9j\u00e0\tc\n".encode("latin-1"))
+    with pytest.raises(TaskError, match=r"latin1\.tsv:2: not valid UTF-8"):
+        read_tsv_pairs(bad_utf8)
+    empty_side = tmp_path / "empty.tsv"
+    empty_side.write_text("hello\tbonjour\n...\t\n", encoding="utf-8")
+    with pytest.raises(TaskError, match=r"empty\.tsv:2: empty sentence"):
+        read_tsv_pairs(empty_side)
+    assert issubclass(TaskError, ValueError)
+
+
+def test_read_parallel_files_fixture():
+    exs = read_parallel_files(FIXTURES / "small.en", FIXTURES / "small.de")
+    assert len(exs) == 4  # the line blank on both sides is skipped
+    assert exs[0].src == ["a", "man", "rides", "a", "red", "bicycle", "."]
+    assert exs[3].tgt == ["leute", "gehen", "eine", "belebte", "straße", "entlang", "."]
+    assert len(read_parallel_files(FIXTURES / "small.en", FIXTURES / "small.de", max_pairs=3)) == 3
+
+
+def test_read_parallel_errors(tmp_path):
+    ragged = tmp_path / "ragged.de"
+    ragged.write_text("eins\nzwei\n", encoding="utf-8")
+    with pytest.raises(TaskError, match=r"small\.en has 5 lines but .*ragged\.de has 2"):
+        read_parallel_files(FIXTURES / "small.en", ragged)
+    with pytest.raises(TaskError, match="missing.de: file not found"):
+        read_parallel_files(FIXTURES / "small.en", tmp_path / "missing.de")
+    # CRLF endings and a final line without a newline are both fine
+    crlf_en, crlf_de = tmp_path / "a.en", tmp_path / "a.de"
+    crlf_en.write_bytes(b"one\r\ntwo")
+    crlf_de.write_bytes(b"eins\r\nzwei")
+    assert [e.tgt for e in read_parallel_files(crlf_en, crlf_de)] == [["eins"], ["zwei"]]
+
+
+# --- dispatch ---------------------------------------------------------------------------------
+def test_load_examples_dispatch():
+    assert load_examples("reorder", 5, seed=1, min_len=7, max_len=9) == make_reorder(5, 1, 7, 9)
+    assert load_examples("dates", 5, seed=1) == make_dates(5, 1)
+    assert len(load_examples("tsv", 3, seed=0, path=FIXTURES / "pairs.tsv")) == 3
+    assert len(load_examples("tsv", 0, seed=0, path=FIXTURES / "pairs.tsv")) == 5
+    par = load_examples("parallel", 2, seed=0, src_path=FIXTURES / "small.en", tgt_path=FIXTURES / "small.de")
+    assert par == read_parallel_files(FIXTURES / "small.en", FIXTURES / "small.de")[:2]
+    with pytest.raises(ValueError, match="unknown task 'bogus'; known: dates, parallel, reorder, tsv"):
+        load_examples("bogus", 5, seed=0)
+    with pytest.raises(ValueError, match="needs path="):
+        load_examples("tsv", 5, seed=0)

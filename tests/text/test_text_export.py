@@ -1,0 +1,218 @@
+"""``text-export``: a text-train checkpoint (or a text model file) -> the model file ``translate`` reads, float16
+included; and ``translate`` / ``caption`` given a training checkpoint instead of a model file name the command that
+converts it."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from text_attn.core.modelfile import ModelFileError, load_model_file
+from text_attn.translation.export import export_checkpoint, export_main
+from text_attn.translation.train_cli import text_cli
+from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translator import Translator
+
+CONFIG = str(Path(__file__).parent.parent / "fixtures/text/tiny_reorder.yaml")
+SENTENCES = ["ma pipo deko", "ro gake kade tuko", "ma pipo deko ro gotu"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One tiny fit with checkpointing: (its final checkpoint, its Translator, the model file fit wrote)."""
+    root = tmp_path_factory.mktemp("fit")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)  # LightningCLI saves its config.yaml in the working directory when there is no logger
+        cli = text_cli(
+            [
+                "fit",
+                "--config",
+                CONFIG,
+                "--trainer.enable_checkpointing",
+                "true",
+                "--trainer.default_root_dir",
+                str(root),
+                "--model.export_path",
+                str(root / "m.pt"),
+            ]
+        )
+    (ckpt,) = root.rglob("*.ckpt")  # the default ModelCheckpoint keeps the last one: it holds the final weights
+    m = cli.model
+    final = Translator(m.net, m.src_vocab, m.tgt_vocab, m.codec)
+    return ckpt, final, root / "m.pt"
+
+
+@pytest.fixture(autouse=True)
+def _run_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def _texts(translator: Translator, beam_size: int = 1) -> list[str]:
+    return [t.text for t in translator.translate(SENTENCES, beam_size=beam_size)]
+
+
+def _one_error_line(capsys, exc, prog: str) -> str:
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    assert err.count("\n") == 1 and err.startswith(f"{prog}: error: ") and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_export_a_checkpoint_translates_like_the_trained_network(run, tmp_path, capsys):
+    ckpt, final, fit_file = run
+    out = tmp_path / "exported.pt"
+    assert export_main([str(ckpt), str(out)]) == 0
+    msg = capsys.readouterr().out
+    assert msg.startswith(f"wrote {out} from checkpoint (epoch ") and f", step 6) {ckpt}: " in msg and "float32" in msg
+    data = load_model_file(out, "text-model")
+    expected = final.net.state_dict()
+    assert data["state_dict"].keys() == expected.keys()
+    for k, v in expected.items():
+        assert data["state_dict"][k].dtype == torch.float32 and torch.equal(data["state_dict"][k], v), k
+    meta = torch.load(ckpt, weights_only=True)["model_metadata"]
+    assert {k: data[k] for k in meta} == meta
+    # the same file fit itself wrote at the end (same weights, same metadata)
+    fit_data = load_model_file(fit_file, "text-model")
+    assert {k: v for k, v in fit_data.items() if k != "state_dict"} == {
+        k: v for k, v in data.items() if k != "state_dict"
+    }
+    assert all(torch.equal(fit_data["state_dict"][k], v) for k, v in data["state_dict"].items())
+    exported = Translator.load(out)
+    assert _texts(exported) == _texts(final) and _texts(exported, 3) == _texts(final, 3)
+    assert translate_main(["--model", str(out), "ma pipo deko"]) == 0
+    assert capsys.readouterr().out.strip() == _texts(final)[0]
+    # the reusable function writes the same file
+    assert export_checkpoint(ckpt, tmp_path / "again.pt") == tmp_path / "again.pt"
+    again = load_model_file(tmp_path / "again.pt", "text-model")["state_dict"]
+    assert all(torch.equal(again[k], v) for k, v in data["state_dict"].items())
+
+
+def test_half_halves_the_file_and_still_translates(run, tmp_path, capsys):
+    ckpt, final, _ = run
+    full, half = tmp_path / "full.pt", tmp_path / "half.pt"
+    assert export_main([str(ckpt), str(full)]) == 0
+    assert export_main([str(ckpt), str(half), "--half"]) == 0
+    assert "float16 weights" in capsys.readouterr().out.splitlines()[-1]
+    assert half.stat().st_size < 0.65 * full.stat().st_size
+    stored = torch.load(half, weights_only=True)["state_dict"]
+    assert stored and all(v.dtype == torch.float16 for v in stored.values() if v.is_floating_point())
+    loaded = Translator.load(half)
+    for (name, p), q in zip(final.net.state_dict().items(), loaded.net.state_dict().values(), strict=True):
+        assert q.dtype == torch.float32, name  # back to float32 on load
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-3, msg=name)
+    assert len(_texts(loaded)) == len(SENTENCES)
+    assert translate_main(["--model", str(half), "ma pipo deko"]) == 0
+    assert capsys.readouterr().out.count("\n") == 1
+    # a model file re-exported in place: float32 again (the halved values)
+    assert export_main([str(half), str(half)]) == 0
+    assert "from model file" in capsys.readouterr().out
+    again = torch.load(half, weights_only=True)["state_dict"]
+    assert all(v.dtype == torch.float32 and torch.equal(v, stored[k].float()) for k, v in again.items())
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_half_keeps_tied_weights_shared(tmp_path, capsys):
+    """A Transformer's output projection is its target embedding: halving must not store the matrix twice."""
+    from text_attn.core.modelfile import save_model_file
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.networks import build_network, config_dict, make_config
+
+    vocab = Vocabulary.build([["a", "b", "c"]])
+    sizes = dict(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), pad_id=vocab.pad_id)
+    cfg = make_config("transformer", dict(d_model=16, num_heads=2, enc_layers=1, dec_layers=1, ff_dim=32), **sizes)
+    net = build_network("transformer", cfg)
+    meta = dict(arch="transformer", config=config_dict(cfg), src_vocab=vocab.to_dict(), tgt_vocab=vocab.to_dict())
+    save_model_file(
+        tmp_path / "t.pt", "text-model", {**meta, "tokenizer": "word", "lower": True, "state_dict": net.state_dict()}
+    )
+    assert export_main([str(tmp_path / "t.pt"), str(tmp_path / "h.pt"), "--half"]) == 0
+    sd = torch.load(tmp_path / "h.pt", weights_only=True)["state_dict"]
+    assert sd["out.weight"].data_ptr() == sd["tgt_embed.weight"].data_ptr()
+    Translator.load(tmp_path / "h.pt")
+
+
+def test_a_checkpoint_without_metadata_cannot_be_exported(run, tmp_path, capsys):
+    ckpt, _, _ = run
+    old = torch.load(ckpt, weights_only=True)
+    del old["model_metadata"]  # as written before text-export existed
+    torch.save(old, tmp_path / "old.ckpt")
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(tmp_path / "old.ckpt"), str(tmp_path / "out.pt")])
+    err = _one_error_line(capsys, exc, "text-export")
+    assert "old.ckpt" in err and "older version" in err and "cannot be exported" in err
+    assert not (tmp_path / "out.pt").exists()
+
+
+def test_inputs_that_are_not_text_checkpoints_or_model_files(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("hello")
+    torch.save({"a": torch.zeros(1)}, tmp_path / "plain.pt")
+    torch.save({"format": "attention-toolkit/caption-model", "version": 1, "state_dict": {}}, tmp_path / "cap.pt")
+    caption_ckpt = {
+        "state_dict": {"model.w": torch.zeros(1)},
+        "pytorch-lightning_version": "2.6.0",
+        "hyper_parameters": {},
+    }
+    torch.save(caption_ckpt, tmp_path / "cap.ckpt")
+    cases = [
+        ("missing.ckpt", "no such file"),
+        ("notes.txt", "not a checkpoint or model file"),
+        ("plain.pt", "neither a text-train checkpoint nor a text model file"),
+        ("cap.pt", "expected a text-model file, found a caption-model file"),
+        ("cap.ckpt", "caption-train checkpoint"),
+    ]
+    for name, msg in cases:
+        with pytest.raises(SystemExit) as exc:
+            export_main([str(tmp_path / name), str(tmp_path / "out.pt")])
+        err = _one_error_line(capsys, exc, "text-export")
+        assert name in err and msg in err, err
+    assert "caption-export" in err  # the caption checkpoint: which command exports it
+    assert not (tmp_path / "out.pt").exists()
+    with pytest.raises(ModelFileError):
+        export_checkpoint(tmp_path / "plain.pt", tmp_path / "out.pt")
+
+
+def test_unwritable_output_is_one_line(run, tmp_path, capsys):
+    ckpt, _, _ = run
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(ckpt), str(tmp_path / "afile" / "m.pt")])
+    assert "cannot write" in _one_error_line(capsys, exc, "text-export")
+
+
+def test_help_names_translate(capsys):
+    with pytest.raises(SystemExit) as exc:
+        export_main(["--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "translate --model" in out and "--half" in out
+
+
+def test_translate_given_a_checkpoint_names_the_export_command(run, tmp_path, capsys):
+    ckpt, _, _ = run
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(ckpt), "ma pipo"])
+    err = _one_error_line(capsys, exc, "translate")
+    assert "training checkpoint, not a model file" in err and f"text-export {ckpt} model.pt" in err
+    # judged by content, not by name; a path with a space is quoted so the command can be pasted
+    spaced = tmp_path / "my run" / "weights.pt"
+    spaced.parent.mkdir()
+    spaced.write_bytes(ckpt.read_bytes())
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(spaced), "ma pipo"])
+    assert f"text-export '{spaced}' model.pt" in _one_error_line(capsys, exc, "translate")
+
+
+def test_caption_given_a_checkpoint_names_the_export_command(tmp_path, capsys):
+    from captioning.caption_cli import caption_main
+
+    fake = tmp_path / "last.ckpt"
+    torch.save({"state_dict": {}, "pytorch-lightning_version": "2.6.0", "hyper_parameters": {}}, fake)
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["x.png", "--model", str(fake)])
+    err = _one_error_line(capsys, exc, "caption")
+    assert "training checkpoint, not a model file" in err and f"caption-export {fake} model.pt" in err
+    # a text-train checkpoint given to caption: named as such, with the command that does export it
+    torch.save({"state_dict": {"net.w": torch.zeros(1)}, "hyper_parameters": {}}, fake)
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["x.png", "--model", str(fake)])
+    err = _one_error_line(capsys, exc, "caption")
+    assert "text-train checkpoint, not a caption-model file" in err and "text-export" in err
