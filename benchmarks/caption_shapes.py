@@ -39,7 +39,7 @@ from _runs import recorded_minutes, timed_fit
 from captioning.captioner import Captioner
 from captioning.grounding import grounding
 from captioning.shapes import make_scenes
-from captioning.train_cli import caption_cli
+from captioning.train_cli import caption_train_cli
 from text_attn.core.metrics import coco_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def train(name: str, runs: Path, fit_args: list[str]) -> tuple[Path, float]:
             raise SystemExit(f"{name} starts from {v.first}'s model file {first}: train it first (--models {v.first})")
         extra.append(f"--model.init_from={first}")
         extra.append(f"--data.feature_cache_dir={runs / v.first / 'feature_cache'}")  # the first stage's features
-    return timed_fit(caption_cli, ROOT / v.config, runs / name, [*extra, *fit_args])
+    return timed_fit(caption_train_cli, ROOT / v.config, runs / name, [*extra, *fit_args])
 
 
 @torch.no_grad()

@@ -5,7 +5,7 @@ a model file made otherwise (the bundled shapes model was given its check with t
     python benchmarks/domain_check.py captioning/assets/shapes_soft.pt --shapes 500 --domain "synthetic shapes" --half
 
 The check: the centre of the training images' mean region features, and 1.5 x the distance from it that 99% of
-them stay within (captioning.captioner.domain_check). It prints how many of 200 held-out scenes it flags.
+them stay within (captioning.domain.domain_check). It prints how many of 200 held-out scenes it flags.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import argparse
 
 import torch
 
-from captioning.captioner import Captioner, domain_check
+from captioning.captioner import Captioner
+from captioning.domain import domain_check
 from captioning.shapes import make_scenes
 
 

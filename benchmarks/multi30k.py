@@ -231,51 +231,60 @@ def val_test_by_length(name: str, args: argparse.Namespace) -> dict:
             for (lo, hi), label in zip(REAL_BUCKETS, REAL_BUCKET_LABELS, strict=True)}  # fmt: skip
 
 
-def stamp(model: Path) -> list[int]:
-    """What says the model file is unchanged: its size and modification time."""
-    st = model.stat()
-    return [st.st_size, st.st_mtime_ns]
+def weights_digest(model: Path) -> str:
+    """What says the model's weights are unchanged: a digest of its parameters (not of the file, whose metadata
+    --tune rewrites)."""
+    import hashlib
+
+    from text_attn.translation.translator import Translator
+
+    digest = hashlib.sha256()
+    for name, value in sorted(Translator.load(model).net.state_dict().items()):
+        digest.update(name.encode() + value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def evaluate(name: str, model: Path, args: argparse.Namespace) -> dict:
     """The model's scores on test at beams 1 and 5 (and, with --tune, its val-chosen decoding), plus BLEU by length
-    over val + test for German -> English; reused from OUT/<name>/scores.json while the model file is unchanged."""
+    over val + test for German -> English; kept in OUT/<name>/scores.json and reused while the weights are the same
+    (--rescore scores again; --retime times the reused ones again)."""
     cache = args.out / name / "scores.json"
-    if cache.is_file() and not args.rescore:
-        saved = json.loads(cache.read_text())
-        same = saved["model"] == stamp(model) and saved["quick"] == args.quick  # --quick scores 200 sentences
-        if same and (not args.tune or "tuned" in saved["results"]):
-            print(f"[{name}] scores of this model file reused from {cache} (--rescore to score it again)", flush=True)
-            if args.retime:
-                retime(name, model, saved["results"], args)
-                cache.write_text(json.dumps(saved, indent=1) + "\n")
-            return saved["results"]
+    key = {"weights": weights_digest(model), "quick": args.quick}  # --quick scores 200 sentences
+    saved = json.loads(cache.read_text()) if cache.is_file() else {}
+    results: dict = saved.get("results", {}) if saved.get("key") == key and not args.rescore else {}
     _, src, tgt = MODELS[name]
     n = QUICK_TEST if args.quick else None
     sources, refs = read_lines(args.data_root, TEST, src)[:n], read_lines(args.data_root, TEST, tgt)[:n]
-    results: dict = {}
-    for beam in BEAMS:
-        hyps, speed = translate_test(name, model, beam, sources, args)
-        results[str(beam)] = r = {**score(refs, hyps, sources), "sentences_per_s": speed}
-        print(f"[{name}] beam {beam}: BLEU (tok.) {r['bleu_tok']:.2f}, sacreBLEU {r['sacrebleu']:.2f}, "
-              f"chrF {r['chrf']:.2f}, <unk> in {r['unk']} outputs", flush=True)  # fmt: skip
-    if (src, tgt) == ("de", "en"):
-        translate_test(name, model, 5, read_lines(args.data_root, "val", src)[:n], args, split="val")
-        results["val_test_by_length"] = val_test_by_length(name, args)
+    if "5" in results:
+        print(f"[{name}] scores of these weights reused from {cache} (--rescore to score them again)", flush=True)
+        if args.retime:
+            retime(name, model, results, [str(b) for b in BEAMS], sources, args)
+    else:
+        for beam in BEAMS:
+            hyps, speed = translate_test(name, model, beam, sources, args)
+            results[str(beam)] = r = {**score(refs, hyps, sources), "sentences_per_s": speed}
+            print(f"[{name}] beam {beam}: BLEU (tok.) {r['bleu_tok']:.2f}, sacreBLEU {r['sacrebleu']:.2f}, "
+                  f"chrF {r['chrf']:.2f}, <unk> in {r['unk']} outputs", flush=True)  # fmt: skip
+        if (src, tgt) == ("de", "en"):
+            translate_test(name, model, 5, read_lines(args.data_root, "val", src)[:n], args, split="val")
+            results["val_test_by_length"] = val_test_by_length(name, args)
     if args.tune:
         chosen = tune(name, model, args)
-        hyps, speed = translate_test(name, model, None, sources, args)
-        results["tuned"] = {**chosen, **score(refs, hyps, sources), "sentences_per_s": speed}
-    cache.write_text(json.dumps({"model": stamp(model), "quick": args.quick, "results": results}, indent=1) + "\n")
+        if "tuned" not in results or any(results["tuned"].get(k) != v for k, v in chosen.items()):
+            hyps, speed = translate_test(name, model, None, sources, args)
+            results["tuned"] = {**chosen, **score(refs, hyps, sources), "sentences_per_s": speed}
+        elif args.retime:
+            retime(name, model, results, ["tuned"], sources, args)
+    cache.write_text(json.dumps({"key": key, "results": results}, indent=1) + "\n")
     return results
 
 
-def retime(name: str, model: Path, results: dict, args: argparse.Namespace) -> None:
-    """Time ``translate`` on test again at each decoding already scored (scores reused), e.g. on a quiet machine
-    after scoring ran beside a training run."""
-    _, src, _ = MODELS[name]
-    sources = read_lines(args.data_root, TEST, src)[: QUICK_TEST if args.quick else None]
-    for key in [k for k in ("1", "5", "tuned") if k in results]:
+def retime(
+    name: str, model: Path, results: dict, keys: list[str], sources: list[str], args: argparse.Namespace
+) -> None:
+    """Time ``translate`` on test again at each decoding already scored (keys: "1", "5", "tuned"), e.g. on a quiet
+    machine after scoring ran beside a training run; the scores stay."""
+    for key in keys:
         beam = None if key == "tuned" else int(key)
         _, results[key]["sentences_per_s"] = translate_test(name, model, beam, sources, args)
 

@@ -28,7 +28,7 @@ from _runs import recorded_minutes, timed_fit
 from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.plots import plot_bleu_by_length
-from text_attn.translation.train_cli import text_cli
+from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def train(name: str, config: str, runs: Path) -> tuple[Path, float]:
             print(f"training {FIRST_STAGE[name]} first (the start of {name}) ...", file=sys.stderr)
             train(FIRST_STAGE[name], MODELS[FIRST_STAGE[name]], runs)
         extra = ["--model.init_from", str(first)]
-    return timed_fit(text_cli, ROOT / config, runs / name, extra)
+    return timed_fit(text_train_cli, ROOT / config, runs / name, extra)
 
 
 def evaluate(model: Path, config: str, beam_size: int, batch: int = 100) -> dict:

@@ -3,18 +3,19 @@
 A caption carries "token boxes": (token index, box) pairs, a box (x0, y0, x1, y1) in pixels of the image as
 ``load_image`` returns it (x1/y1 exclusive, as in captioning.shapes). A token may have several boxes (Flickr30k
 Entities: "two dogs" -> two boxes); its target is their union. Shapes scenes give them for the words that name an
-object (``scene_token_boxes``); the Karpathy reader reads them from the JSON (captioning.data).
+object (``scene_token_boxes``); the Karpathy reader reads them from the JSON (captioning.readers).
 
 A box becomes grid cells the way the grounding metric counts them (captioning.grounding.cells_in_box): the encoder
 sees the preprocessing's crop box of the image (the whole image when ``crop`` is off) resized to its input, and its
 gh x gw grid tiles that crop evenly, row-major; a cell belongs to the box when its centre lies inside. The box is
 first clipped to the crop; a box outside the crop has no cells (no target); a box too small to hold a cell centre
-gets the one cell that holds its own centre. The target of a token is uniform over its cells.
+gets the one cell that holds its own centre. The target of a token is uniform over its cells. ``caption_cells``
+puts these together for one caption of an image (the data module's ``attn_targets``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -91,6 +92,24 @@ def token_cells(
         covered = box_cells(box, image_size, grid, crop_box)
         cells[t] = cells[t] | covered if t in cells else covered
     return [(t, m.nonzero().flatten().tolist()) for t, m in sorted(cells.items()) if m.any()]
+
+
+def caption_cells(
+    token_boxes: TokenBoxes,
+    n_tokens: int,
+    image: str | Path | Image.Image,
+    size: tuple[int, int] | None,
+    grid: tuple[int, int],
+    preprocess: Callable | None = None,
+) -> list[tuple[int, list[int]]]:
+    """The sparse attention targets of one caption of ``image``: the ``token_cells`` of its token boxes on its first
+    ``n_tokens`` tokens (training truncates captions), on the grid that tiles the crop ``preprocess`` takes (its
+    ``crop_box``; none: the whole image). ``size``: the image's (width, height) when known without opening it, else
+    it is read from the file's header (``image_size``), and only when a box is left."""
+    boxes = [(t, box) for t, box in token_boxes if t < n_tokens]
+    width, height = (size if size is not None else image_size(image)) if boxes else (1, 1)
+    crop = getattr(preprocess, "crop_box", None)
+    return token_cells(boxes, (height, width), grid, crop(width, height) if crop else None)
 
 
 def scene_token_boxes(scene: Scene, caption_index: int, words: str = "nouns") -> TokenBoxes:

@@ -25,7 +25,7 @@ hard-attention model outline each word's chosen region. Every failure is also on
 options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``);
 captions cut off by --max-len, and images unlike the model's training images, are counted in one note each there.
 
-``--html FILE`` also writes one self-contained interactive page (captioning/report_html.py): per image its picture
+``--html FILE`` also writes one self-contained interactive page (captioning/caption_page.py): per image its picture
 and caption; hovering a word (or stepping with the arrow keys) shows that word's attention. It is written as images
 are done, with any output mode above; an unwritable FILE is one line and exit code 2 before any image is read.
 
@@ -216,7 +216,7 @@ def _open_html(captioner, args: argparse.Namespace):
     """The --html page, started (None without --html); an unwritable FILE ends the run here, before any work."""
     if not args.html:
         return None
-    from captioning.report_html import open_report
+    from captioning.caption_page import open_report
 
     try:
         return open_report(args.html, str(args.model or f"bundled ({BUNDLED_MODEL.name})"), captioner.grid)
@@ -225,7 +225,7 @@ def _open_html(captioner, args: argparse.Namespace):
 
 
 def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:
-    from captioning.report_html import image_section
+    from captioning.caption_page import image_section
 
     for item, rec in zip(items, records, strict=True):
         report.add(image_section(report.sections + 1, rec, item.get("image")))

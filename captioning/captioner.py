@@ -18,9 +18,9 @@ from PIL import Image
 from torch import Tensor
 
 from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.domain import far_from_domain
 from captioning.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
 from captioning.model import CaptionModel
-from captioning.photo_check import photo_stats, unlike_a_photo
 from captioning.preprocess import Preprocess
 from text_attn.core.decoding import SearchResult
 from text_attn.core.errors import one_line
@@ -49,7 +49,7 @@ class Captioner:
         info: dict | None = None,
     ):
         """domain: what the model was trained on, in words (e.g. "synthetic shapes"); domain_check: the centre of its
-        training images' mean region features and a radius (see :func:`domain_check`), to tell images far from them;
+        training images' mean region features and a radius (captioning.domain), to tell images far from them;
         info: JSON-able facts about the model for people (its training data and their terms, test scores, ...),
         stored in the model file and printed by ``caption --model-info``."""
         if model.decoder.cfg.vocab_size != len(vocab):
@@ -212,16 +212,11 @@ class Captioner:
         """Per image (features (B, L, D)), whether it lies far from the training images (None: no check stored).
 
         A model trained on photographs (``domain_check["photos"]``) also flags images whose pixels are unlike any
-        photo (captioning.photo_check): pass ``images``, the PIL images or their ``photo_stats``, in batch order."""
+        photo (captioning.photo_check): pass ``images``, the PIL images or their ``photo_stats``, in batch order
+        (captioning.domain)."""
         if not self.domain_check:
             return None
-        centre = torch.tensor(self.domain_check["centre"], dtype=features.dtype, device=features.device)  # (D,)
-        distance = (features.mean(dim=1) - centre).norm(dim=-1)  # (B,)
-        far = (distance > self.domain_check["radius"]).tolist()
-        if self.domain_check.get("photos") and images is not None:
-            stats = [im if isinstance(im, tuple) else photo_stats(im) for im in images]
-            far = [f or unlike_a_photo(s) for f, s in zip(far, stats, strict=True)]
-        return far
+        return far_from_domain(self.domain_check, features, images)
 
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
         """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is
@@ -234,17 +229,6 @@ class Captioner:
         if cfg.attention != "hard" or cfg.hard_inference != "argmax":
             return None
         return alphas.argmax(dim=-1).tolist()
-
-
-def domain_check(features: Tensor, margin: float = 1.5, photos: bool = False) -> dict:
-    """What ``Captioner.out_of_domain`` compares with, from training images' features (N, L, D): the centre of their
-    mean region features and ``margin`` times the distance from it that 99% of them stay within (JSON-able);
-    ``photos``: the images were photographs, so the pixel check applies too (captioning.photo_check)."""
-    # per image its mean region, a chunk at a time: the cache may be float16 and far larger than memory in float32
-    means = torch.cat([features[i : i + 256].float().mean(dim=1) for i in range(0, len(features), 256)])  # (N, D)
-    centre = means.mean(dim=0)
-    radius = (means - centre).norm(dim=-1).quantile(0.99).item() * margin
-    return {"centre": [round(v, 6) for v in centre.tolist()], "radius": radius, **({"photos": True} if photos else {})}
 
 
 def encoder_digest(encoder: ImageEncoder) -> str:

@@ -1,25 +1,15 @@
-"""Caption data: readers for Karpathy-split JSON (COCO, Flickr8k, Flickr30k) and folder + TSV, and CaptionDataModule.
+"""Caption data: CaptionDataModule (sources, splits, vocabulary, batches; the feature cache and attention targets).
 
 Sources:
   ``shapes``   synthetic scenes (captioning.shapes), train / val / test drawn with seeds seed, seed+1, seed+2; the
                Scene objects are kept (``dm.scenes[split]``) so validation can score attention grounding.
-  ``karpathy`` the Karpathy-split JSON: ``{"images": [{"filepath"?, "filename", "split", "sentences": [{"tokens",
-               "raw"}]}]}``; "restval" counts as train; files at image_root/filepath/filename. Optional, for
-               attention supervision (Flickr30k-Entities style), see "Boxes" below.
-  ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (several per image allowed); the images
-               are shuffled once with the seed and split into val / test / train.
-
-Boxes (optional, karpathy): a sentence may carry ``"boxes": [[token_index, x0, y0, x1, y1], ...]``: token
-``token_index`` (0-based, into the sentence's "tokens" -- or into the tokenized "raw" when it has no "tokens") names the
-region (x0, y0, x1, y1), in pixels of the image as ``load_image`` returns it (EXIF orientation applied: for a file
-without an orientation tag, its stored pixels), x1/y1 exclusive. A token may be listed with several boxes (a phrase
-naming several objects: its target is their union); list every token of a phrase that should attend to it ("two brown
-dogs": usually just the noun). An image may give its ``"width"`` and ``"height"`` in pixels (else they are read from the
-file's header). Example::
-
-    {"filename": "1000092795.jpg", "split": "train", "width": 500, "height": 375,
-     "sentences": [{"tokens": ["two", "young", "guys", "near", "a", "bush"],
-                    "boxes": [[2, 15, 40, 130, 370], [2, 140, 30, 290, 375], [5, 300, 0, 500, 200]]}]}
+  ``karpathy`` the Karpathy-split JSON (captioning.readers.read_karpathy; "restval" counts as train), optionally with
+               sentence boxes for attention supervision (Flickr30k-Entities style; the format, with an example, is
+               in captioning.readers' docstring, "Boxes").
+  ``flickr8k`` Flickr8k in its original layout or Kaggle's (captioning.readers.read_flickr8k).
+  ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (captioning.readers.read_folder); the
+               images are shuffled once with the seed and split into val / test / train.
+The file formats and their checks are captioning.readers'.
 
 With ``attention_targets: true`` (sources ``shapes`` and ``karpathy`` with boxes) every batch also carries
 ``attn_targets`` (B, T, L): for each output step t (aligned with ``targets``: step t predicts token t) that names a
@@ -28,7 +18,7 @@ cells whose centre lies in the box, on the grid that tiles the preprocessing's c
 them), else zeros; and ``attn_targets_mask`` (B, T) bool, True exactly on those steps. On shapes the words that name
 an object are the shape nouns (``attention_words: nouns``), also their size and colour words (``all``), or every
 word, those that name no object ("a", "left of", "there is") taking the object named next (``every``). The grid is
-the encoder's: ``set_grid`` (the CacheFeatures callback calls it with the model's encoder, next to the preprocessing).
+the encoder's: ``set_grid`` (the FeatureCacheCallback calls it with the model's encoder, next to the preprocessing).
 Evaluation batches carry the targets of the first reference (the one their teacher-forced loss uses).
 
 Training batches hold every (image, caption) pair, in batches of similar caption length; evaluation batches hold
@@ -36,21 +26,18 @@ one entry per image with all its references. Captions longer than ``max_caption_
 training (an image keeps all its captions); evaluation always uses the full references. The vocabulary comes from
 the train captions only.
 
-Preprocessing and feature caching belong to the data module; it is given the model's encoder by the CacheFeatures
-callback (captioning.caching), never called by the LightningModule. With a frozen encoder,
-``cache_features(encode_fn, preprocess, ...)`` preprocesses and encodes every image of the requested splits once (or
-reads them from the disk cache of an earlier run:
-captioning.feature_cache), and batches carry "features" (B, L, D) instead of "images" (B, 3, H, W). Cached
-features are stored in float16 (half the memory; ~1e-3 relative rounding, far below
-what the decoder can notice). Memory: N images x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much
-for COCO at 14 x 14 x 2048 (about 100 GB): leave caching off there.
+Preprocessing and the feature cache belong to the data module; it is given the model's encoder by the
+FeatureCacheCallback (captioning.feature_cache), never called by the LightningModule, and imports no model. With a
+frozen encoder and ``cache_features: true``, ``fill_feature_cache(encode_fn, preprocess, ...)`` preprocesses and
+encodes every image of the requested splits once (or reads them from the disk cache of an earlier run), and batches
+carry "features" (B, L, D) instead of "images" (B, 3, H, W). Cached features are stored in float16. Memory: N images
+x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much for COCO at 14 x 14 x 2048 (about 100 GB): leave
+caching off there.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -61,19 +48,17 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.attention_targets import TARGET_WORDS, TokenBoxes, image_size, scene_token_boxes, token_cells
-from captioning.captioner import domain_check
-from captioning.feature_cache import cache_file, load_features, save_features, split_key
+from captioning.attention_targets import TARGET_WORDS, TokenBoxes, caption_cells, scene_token_boxes
+from captioning.domain import domain_check
+from captioning.feature_cache import fill_features
 from captioning.preprocess import Preprocess, load_image
-from captioning.readers import CaptionDataError, ImageItem, read_flickr8k
+from captioning.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
 from captioning.shapes import Scene, make_scenes
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
-from text_attn.core.vocab import Vocabulary, tokenize
+from text_attn.core.vocab import Vocabulary
 
 SOURCES = ("shapes", "karpathy", "flickr8k", "folder")
-SPLITS = ("train", "val", "test")
-_KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "test"}
 # Default split sizes when a size is None: shapes scenes per split; folder val / test fraction.
 _SHAPES_SIZES = {"train": 4000, "val": 500, "test": 500}
 _FOLDER_FRACTION = 0.05
@@ -90,135 +75,6 @@ class CaptionSplit:
     sizes: list[tuple[int, int] | None] | None = None  # per image (width, height) when known without opening it
 
 
-# --- readers ---------------------------------------------------------------------------------------------------------
-def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[ImageItem]:
-    """Drop items whose image file is missing, with one stderr line (or a CaptionDataError when strict)."""
-    missing = [it for it in items if not it.path.is_file()]
-    if not missing:
-        return items
-    if strict:
-        raise CaptionDataError(
-            f"{source}: {len(missing)} of {len(items)} image files are missing (first: {missing[0].path})"
-        )
-    print(
-        f"caption data: {source}: skipped {len(missing)} of {len(items)} images whose files are missing "
-        f"(first: {missing[0].path})",
-        file=sys.stderr,
-    )
-    gone = {id(it) for it in missing}
-    return [it for it in items if id(it) not in gone]
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
-
-
-def _sentence_boxes(raw, n_tokens: int, where: str) -> TokenBoxes:
-    """A sentence's "boxes" ([[token_index, x0, y0, x1, y1], ...]) -> token boxes, checked."""
-    if not isinstance(raw, list):
-        raise CaptionDataError(f"{where}: 'boxes' must be a list of [token_index, x0, y0, x1, y1], got {raw!r:.60}")
-    out: TokenBoxes = []
-    for k, entry in enumerate(raw):
-        if not isinstance(entry, list | tuple) or len(entry) != 5 or not all(_is_number(v) for v in entry):
-            raise CaptionDataError(f"{where}: boxes[{k}] must be [token_index, x0, y0, x1, y1], got {entry!r:.60}")
-        t, x0, y0, x1, y1 = entry
-        if int(t) != t or not 0 <= t < n_tokens:
-            raise CaptionDataError(f"{where}: boxes[{k}] names token {t}, but the sentence has {n_tokens} tokens")
-        if not (x1 > x0 and y1 > y0):
-            raise CaptionDataError(f"{where}: boxes[{k}] is empty: need x0 < x1 and y0 < y1, got {entry!r:.60}")
-        out.append((int(t), (float(x0), float(y0), float(x1), float(y1))))
-    return out
-
-
-def _image_wh(entry: dict, where: str) -> tuple[int, int] | None:
-    w, h = entry.get("width"), entry.get("height")
-    if w is None and h is None:
-        return None
-    if not (_is_number(w) and _is_number(h) and w > 0 and h > 0):
-        raise CaptionDataError(f"{where}: 'width' and 'height' must both be positive numbers, got {w!r}, {h!r}")
-    return int(w), int(h)
-
-
-def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = False) -> dict[str, list[ImageItem]]:
-    """Karpathy-split JSON -> {"train", "val", "test": [ImageItem]} ("restval" joins train).
-
-    Sentence tokens come from "tokens" (lowercased), else from tokenizing "raw". Images without sentences are
-    dropped. Missing image files are skipped with one line on stderr, or raise CaptionDataError when ``strict``.
-    Optional per-sentence "boxes" and per-image "width" / "height" (module doc, "Boxes") are read and checked into
-    ``ImageItem.boxes`` / ``.size``; a malformed one is a CaptionDataError naming the image and sentence.
-    """
-    json_path, root = Path(json_path), Path(image_root)
-    if not json_path.is_file():
-        raise CaptionDataError(f"captions file {json_path} does not exist")
-    try:
-        data = json.loads(json_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CaptionDataError(f"{json_path} is not valid JSON ({err})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise CaptionDataError(f"{json_path} has no 'images' list (expected a Karpathy-split JSON)")
-    items: list[ImageItem] = []
-    splits: list[str] = []
-    for n, entry in enumerate(data["images"]):
-        if not isinstance(entry, dict) or "filename" not in entry:
-            raise CaptionDataError(f"{json_path}: images[{n}] has no 'filename'")
-        split = _KARPATHY_SPLITS.get(entry.get("split", ""))
-        if split is None:
-            raise CaptionDataError(
-                f"{json_path}: images[{n}] has split {entry.get('split')!r}; expected train, restval, val or test"
-            )
-        caps, boxes = [], []
-        for s, sent in enumerate(entry.get("sentences", [])):
-            sent = sent if isinstance(sent, dict) else {}
-            toks = [str(t).lower() for t in sent.get("tokens") or []] or tokenize(str(sent.get("raw", "")))
-            if toks:
-                caps.append(toks)
-                raw = sent.get("boxes")
-                where = f"{json_path}: images[{n}].sentences[{s}]"
-                boxes.append(None if raw is None else _sentence_boxes(raw, len(toks), where))
-        if caps:
-            has_boxes = any(b is not None for b in boxes)
-            item = ImageItem(
-                root / entry.get("filepath", "") / entry["filename"],
-                caps,
-                [b or [] for b in boxes] if has_boxes else None,
-                _image_wh(entry, f"{json_path}: images[{n}]"),
-            )
-            items.append(item)
-            splits.append(split)
-    kept = {id(it) for it in _check_files(items, json_path, strict)}
-    out: dict[str, list[ImageItem]] = {s: [] for s in SPLITS}
-    for it, split in zip(items, splits, strict=True):
-        if id(it) in kept:
-            out[split].append(it)
-    return out
-
-
-def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = False) -> list[ImageItem]:
-    """A folder of images + ``filename<TAB>caption`` lines -> [ImageItem], in order of first appearance.
-
-    Captions are tokenized with text_attn.core.vocab.tokenize (lowercased). Blank lines and lines starting with "#"
-    are ignored; a line without a tab or with an empty caption is an error naming its line number.
-    """
-    image_dir, tsv = Path(image_dir), Path(captions_tsv)
-    if not tsv.is_file():
-        raise CaptionDataError(f"captions file {tsv} does not exist")
-    if not image_dir.is_dir():
-        raise CaptionDataError(f"image folder {image_dir} does not exist")
-    by_name: dict[str, ImageItem] = {}
-    for n, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, tab, caption = line.partition("\t")
-        toks = tokenize(caption)
-        if not tab or not name.strip() or not toks:
-            raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
-        name = name.strip()
-        by_name.setdefault(name, ImageItem(image_dir / name, [])).captions.append(toks)
-    if not by_name:
-        raise CaptionDataError(f"{tsv}: no captions")
-    return _check_files(list(by_name.values()), tsv, strict)
-
-
 # --- datasets and batches --------------------------------------------------------------------------------------------
 class _Indices(Dataset):
     """Index-only dataset: the collate function gathers images / features / captions by index."""
@@ -231,19 +87,6 @@ class _Indices(Dataset):
 
     def __getitem__(self, i: int) -> int:
         return i
-
-
-class _ImageTensors(Dataset):
-    """Preprocessed image tensors of one split (for the caching pass and image batches)."""
-
-    def __init__(self, images: Sequence[Path | Image.Image], preprocess: Callable):
-        self.images, self.preprocess = images, preprocess
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return self.preprocess(load_image(self.images[i]))  # (3, H, W)
 
 
 def _pad(seqs: list[list[int]], pad_id: int) -> torch.Tensor:
@@ -345,7 +188,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     @property
     def domain_check(self) -> dict | None:
-        """Where the cached train features lie (captioning.captioner.domain_check), computed once when first asked;
+        """Where the cached train features lie (captioning.domain.domain_check), computed once when first asked;
         None while the train split is not cached. Cached splits never change, so neither does this."""
         train = self.features.get("train")
         if train is None or len(train) < 2:
@@ -437,8 +280,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             self._cells.clear()
         self.grid = grid
 
-    @torch.no_grad()
-    def cache_features(
+    def fill_feature_cache(
         self,
         encode_fn: Callable[[torch.Tensor], torch.Tensor],
         preprocess: Callable | None = None,
@@ -448,7 +290,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         cache_dir: str | Path | None = None,
         fingerprint: str | None = None,
     ) -> list[str]:
-        """Encode every image of ``splits`` (default: all) once: (B, 3, H, W) -> encode_fn -> (B, L, D) float16.
+        """Encode every image of ``splits`` (default: all) once: (B, 3, H, W) -> encode_fn -> (B, L, D) float16
+        (captioning.feature_cache.fill_features).
 
         Splits already cached are skipped (so fit, then test, encode each image once). With ``cache_dir`` and the
         encoder's ``fingerprint`` (captioning.feature_cache), a split found on disk is loaded instead, and a split
@@ -456,35 +299,20 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         change during training. Returns the splits that were encoded (not loaded). Batches of 16: the channels-last
         EfficientNet runs about twice as fast an image on a CPU as in batches of 64 (its activations stay in cache).
         """
-        from tqdm.auto import tqdm
-
         if preprocess is not None:
             self.preprocess = preprocess
-        todo = [s for s in (splits or self.splits) if s in self.splits and s not in self.features]
-        files = {}
-        if cache_dir is not None and fingerprint is not None:
-            for split in list(todo):
-                images = self.splits[split].images
-                files[split] = cache_file(cache_dir, split, split_key(fingerprint, images))
-                found = load_features(files[split], len(images))
-                if found is not None:
-                    self.features[split] = found
-                    todo.remove(split)
-        total = sum(len(self.splits[s].images) for s in todo)
-        if total == 0:
-            return []
-        bar = tqdm(total=total, desc="caching image features", unit="img", disable=not progress, file=sys.stderr)
-        for split in todo:
-            ds = _ImageTensors(self.splits[split].images, self.preprocess)
-            chunks = []
-            for images in DataLoader(ds, batch_size=batch_size, num_workers=self.hparams.num_workers):
-                chunks.append(encode_fn(images).to("cpu", torch.float16))  # (b, L, D)
-                bar.update(images.size(0))
-            self.features[split] = torch.cat(chunks)  # (N, L, D)
-            if split in files:
-                save_features(files[split], self.features[split])
-        bar.close()
-        return todo
+        images = {s: self.splits[s].images for s in (splits or self.splits) if s in self.splits}
+        return fill_features(
+            self.features,
+            images,
+            encode_fn,
+            self.preprocess,
+            batch_size,
+            self.hparams.num_workers,
+            progress,
+            cache_dir,
+            fingerprint,
+        )
 
     def _visual(self, split: str, index: list[int]) -> dict[str, torch.Tensor]:
         feats = self.features.get(split)
@@ -494,17 +322,6 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         return {"images": torch.stack([self.preprocess(load_image(images[i])) for i in index])}  # (B, 3, H, W)
 
     # --- attention targets --------------------------------------------------------------------------------------------
-    def _image_hw(self, split: str, i: int) -> tuple[int, int]:
-        """(height, width) of image i of the split, in the pixels its boxes use."""
-        sp = self.splits[split]
-        if sp.scenes is not None:
-            width, height = sp.scenes[i].image.size
-        elif sp.sizes is not None and sp.sizes[i] is not None:
-            width, height = sp.sizes[i]
-        else:
-            width, height = image_size(sp.images[i])
-        return height, width
-
     def _token_cells(self, split: str, i: int, caption: int) -> list[tuple[int, list[int]]]:
         """Caption ``caption`` of image i: (token index, grid cells) of each token that names a region, sparse."""
         key = (split, i, caption)
@@ -517,10 +334,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         else:
             boxes = sp.boxes[i][caption] if sp.boxes is not None else []
         n_tokens = min(len(sp.references[i][caption]), hp.max_caption_len)  # training truncates captions
-        boxes = [(t, box) for t, box in boxes if t < n_tokens]
-        height, width = self._image_hw(split, i) if boxes else (1, 1)
-        crop = getattr(self.preprocess, "crop_box", None)
-        cells = token_cells(boxes, (height, width), self.grid, crop(width, height) if crop else None)
+        size = sp.sizes[i] if sp.sizes is not None else None
+        cells = caption_cells(boxes, n_tokens, sp.images[i], size, self.grid, self.preprocess)
         self._cells[key] = cells
         return cells
 
@@ -529,7 +344,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if self.grid is None:
             raise CaptionDataError(
                 "attention_targets needs the encoder's grid: call set_grid(model.encoder.grid) (caption-train's "
-                "CacheFeatures callback does)"
+                "FeatureCacheCallback does)"
             )
         items = [self._token_cells(split, i, c) for i, c in pairs]
         target, mask = dense_targets(items, steps, self.grid[0] * self.grid[1])

@@ -136,7 +136,8 @@ class _Step(NamedTuple):
 class ShowAttendTellDecoder(nn.Module):
     """LSTM decoder with soft or hard attention over image regions; implements the text_attn search protocol."""
 
-    shared_state = ("keys",)  # the regions and their projection: kept once per image for all its beams (search)
+    # the regions and their projection: kept once per image for all its beams (search protocol)
+    one_row_per_source_state = ("keys",)
 
     def __init__(self, cfg: DecoderConfig):
         super().__init__()

@@ -55,7 +55,8 @@ def as_config(cls: type, value: Any, name: str) -> Any:
 
 
 class CaptionModel(nn.Module):
-    shared_state = ShowAttendTellDecoder.shared_state  # the decoder's state is the model's (search protocol)
+    # the decoder's state is the model's (search protocol)
+    one_row_per_source_state = ShowAttendTellDecoder.one_row_per_source_state
 
     def __init__(self, encoder: ImageEncoder, decoder: ShowAttendTellDecoder):
         super().__init__()

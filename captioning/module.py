@@ -18,7 +18,7 @@ Beyond the anchors (issue 15): ``attn_sup_lambda`` adds attention supervision on
 ``train_reward``, ``train_baseline``, ``train_advantage``), usually from a first stage's weights (``init_from``).
 
 The module never calls into the data module: it reads its vocabulary (``dm.vocab``) and, for grounding, its scenes;
-the CacheFeatures callback (captioning.caching, added by ``configure_callbacks``) gives the data module the encoder
+the FeatureCacheCallback (captioning.feature_cache, added by ``configure_callbacks``) gives the data module the encoder
 for preprocessing and the feature cache.
 """
 
@@ -31,10 +31,10 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
-from captioning.caching import CacheFeatures
 from captioning.captioner import Captioner
 from captioning.decoder import DecoderConfig, caption_loss
 from captioning.encoder import EncoderConfig
+from captioning.feature_cache import FeatureCacheCallback
 from captioning.grounding import grounding
 from captioning.model import CaptionModel, as_config
 from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
@@ -176,7 +176,7 @@ class CaptionModule(RunState, pl.LightningModule):
             self._reward = CaptionReward(dm.splits["train"].references)
 
     def configure_callbacks(self) -> list:
-        return [CacheFeatures()]  # the data module encodes each image once with this model's frozen encoder
+        return [FeatureCacheCallback()]  # the data module encodes each image once with this model's frozen encoder
 
     def captioner(self, for_export: bool = False) -> Captioner:
         """The inference object over this module's model. for_export: it also records what the data was

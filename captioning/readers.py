@@ -1,7 +1,32 @@
-"""Readers for Flickr8k as people actually have it: the original distribution and Kaggle's copy.
+"""Caption file readers: a dataset as people have it -> ``ImageItem``s (an image file and its captions as tokens).
 
-Both return ``{"train", "val", "test": [ImageItem]}`` like ``read_karpathy`` (captioning.data), so every reader
-feeds the same data module.
+``read_karpathy`` and ``read_flickr8k`` return ``{"train", "val", "test": [ImageItem]}``, ``read_folder`` one list
+that the data module splits (captioning.data), so every source feeds the same data module. A file that cannot be used
+is a CaptionDataError naming it (and its line, or the image and sentence).
+
+Karpathy-split JSON (``read_karpathy``: COCO, Flickr8k, Flickr30k): ``{"images": [{"filepath"?, "filename", "split",
+"sentences": [{"tokens", "raw"}]}]}``; "restval" counts as train; files at image_root/filepath/filename. Optional,
+for attention supervision (Flickr30k-Entities style), see "Boxes" below.
+
+Folder + TSV (``read_folder``): a folder of images + a TSV of ``filename<TAB>caption`` lines (several per image
+allowed), in order of first appearance (the data module shuffles them once with its seed and splits them).
+
+Missing image files (Karpathy JSON, folder + TSV) are skipped with one line on stderr, or a CaptionDataError when
+``strict``.
+
+Boxes (optional, Karpathy JSON): a sentence may carry ``"boxes": [[token_index, x0, y0, x1, y1], ...]``: token
+``token_index`` (0-based, into the sentence's "tokens" -- or into the tokenized "raw" when it has no "tokens") names the
+region (x0, y0, x1, y1), in pixels of the image as ``load_image`` returns it (EXIF orientation applied: for a file
+without an orientation tag, its stored pixels), x1/y1 exclusive. A token may be listed with several boxes (a phrase
+naming several objects: its target is their union); list every token of a phrase that should attend to it ("two brown
+dogs": usually just the noun). An image may give its ``"width"`` and ``"height"`` in pixels (else they are read from the
+file's header). Example::
+
+    {"filename": "1000092795.jpg", "split": "train", "width": 500, "height": 375,
+     "sentences": [{"tokens": ["two", "young", "guys", "near", "a", "bush"],
+                    "boxes": [[2, 15, 40, 130, 370], [2, 140, 30, 290, 375], [5, 300, 0, 500, 200]]}]}
+
+Flickr8k (``read_flickr8k``) as people actually have it: the original distribution and Kaggle's copy.
 
 Original layout (the dataset's own download; the image folder's typo is the original's)::
 
@@ -23,14 +48,16 @@ Real files carry junk: Flickr8k.token.txt has 505 lines naming images that are n
 counted in ONE stderr line per file; a missing folder, a missing or unreadable file, or a split left empty is a
 CaptionDataError naming it.
 
-Captions are lowercased and split into words; punctuation-only tokens are dropped (as in Karpathy's tokens, which
-coco-caption's PTB tokenizer also strips before scoring).
+Flickr8k captions are lowercased and split into words; punctuation-only tokens are dropped (as in Karpathy's tokens,
+which coco-caption's PTB tokenizer also strips before scoring). Karpathy "raw" sentences and TSV captions are
+tokenized with text_attn.core.vocab.tokenize (lowercased).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import random
 import sys
 from dataclasses import dataclass
@@ -39,6 +66,8 @@ from pathlib import Path
 from captioning.attention_targets import TokenBoxes
 from text_attn.core.vocab import tokenize
 
+SPLITS = ("train", "val", "test")
+_KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "test"}
 LAYOUTS = ("auto", "original", "kaggle")
 ORIGINAL_IMAGES, ORIGINAL_TEXT = "Flicker8k_Dataset", "Flickr8k_text"
 TOKEN_FILE = "Flickr8k.token.txt"
@@ -68,6 +97,136 @@ def caption_tokens(text: str) -> list[str]:
     return [t for t in tokenize(text) if any(ch.isalnum() for ch in t)]
 
 
+# --- Karpathy JSON, folder + TSV --------------------------------------------------------------------------------------
+def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[ImageItem]:
+    """Drop items whose image file is missing, with one stderr line (or a CaptionDataError when strict)."""
+    missing = [it for it in items if not it.path.is_file()]
+    if not missing:
+        return items
+    if strict:
+        raise CaptionDataError(
+            f"{source}: {len(missing)} of {len(items)} image files are missing (first: {missing[0].path})"
+        )
+    print(
+        f"caption data: {source}: skipped {len(missing)} of {len(items)} images whose files are missing "
+        f"(first: {missing[0].path})",
+        file=sys.stderr,
+    )
+    gone = {id(it) for it in missing}
+    return [it for it in items if id(it) not in gone]
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _sentence_boxes(raw, n_tokens: int, where: str) -> TokenBoxes:
+    """A sentence's "boxes" ([[token_index, x0, y0, x1, y1], ...]) -> token boxes, checked."""
+    if not isinstance(raw, list):
+        raise CaptionDataError(f"{where}: 'boxes' must be a list of [token_index, x0, y0, x1, y1], got {raw!r:.60}")
+    out: TokenBoxes = []
+    for k, entry in enumerate(raw):
+        if not isinstance(entry, list | tuple) or len(entry) != 5 or not all(_is_number(v) for v in entry):
+            raise CaptionDataError(f"{where}: boxes[{k}] must be [token_index, x0, y0, x1, y1], got {entry!r:.60}")
+        t, x0, y0, x1, y1 = entry
+        if int(t) != t or not 0 <= t < n_tokens:
+            raise CaptionDataError(f"{where}: boxes[{k}] names token {t}, but the sentence has {n_tokens} tokens")
+        if not (x1 > x0 and y1 > y0):
+            raise CaptionDataError(f"{where}: boxes[{k}] is empty: need x0 < x1 and y0 < y1, got {entry!r:.60}")
+        out.append((int(t), (float(x0), float(y0), float(x1), float(y1))))
+    return out
+
+
+def _image_wh(entry: dict, where: str) -> tuple[int, int] | None:
+    w, h = entry.get("width"), entry.get("height")
+    if w is None and h is None:
+        return None
+    if not (_is_number(w) and _is_number(h) and w > 0 and h > 0):
+        raise CaptionDataError(f"{where}: 'width' and 'height' must both be positive numbers, got {w!r}, {h!r}")
+    return int(w), int(h)
+
+
+def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = False) -> dict[str, list[ImageItem]]:
+    """Karpathy-split JSON -> {"train", "val", "test": [ImageItem]} ("restval" joins train).
+
+    Sentence tokens come from "tokens" (lowercased), else from tokenizing "raw". Images without sentences are
+    dropped. Missing image files are skipped with one line on stderr, or raise CaptionDataError when ``strict``.
+    Optional per-sentence "boxes" and per-image "width" / "height" (module doc, "Boxes") are read and checked into
+    ``ImageItem.boxes`` / ``.size``; a malformed one is a CaptionDataError naming the image and sentence.
+    """
+    json_path, root = Path(json_path), Path(image_root)
+    if not json_path.is_file():
+        raise CaptionDataError(f"captions file {json_path} does not exist")
+    try:
+        data = json.loads(json_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CaptionDataError(f"{json_path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise CaptionDataError(f"{json_path} has no 'images' list (expected a Karpathy-split JSON)")
+    items: list[ImageItem] = []
+    splits: list[str] = []
+    for n, entry in enumerate(data["images"]):
+        if not isinstance(entry, dict) or "filename" not in entry:
+            raise CaptionDataError(f"{json_path}: images[{n}] has no 'filename'")
+        split = _KARPATHY_SPLITS.get(entry.get("split", ""))
+        if split is None:
+            raise CaptionDataError(
+                f"{json_path}: images[{n}] has split {entry.get('split')!r}; expected train, restval, val or test"
+            )
+        caps, boxes = [], []
+        for s, sent in enumerate(entry.get("sentences", [])):
+            sent = sent if isinstance(sent, dict) else {}
+            toks = [str(t).lower() for t in sent.get("tokens") or []] or tokenize(str(sent.get("raw", "")))
+            if toks:
+                caps.append(toks)
+                raw = sent.get("boxes")
+                where = f"{json_path}: images[{n}].sentences[{s}]"
+                boxes.append(None if raw is None else _sentence_boxes(raw, len(toks), where))
+        if caps:
+            has_boxes = any(b is not None for b in boxes)
+            item = ImageItem(
+                root / entry.get("filepath", "") / entry["filename"],
+                caps,
+                [b or [] for b in boxes] if has_boxes else None,
+                _image_wh(entry, f"{json_path}: images[{n}]"),
+            )
+            items.append(item)
+            splits.append(split)
+    kept = {id(it) for it in _check_files(items, json_path, strict)}
+    out: dict[str, list[ImageItem]] = {s: [] for s in SPLITS}
+    for it, split in zip(items, splits, strict=True):
+        if id(it) in kept:
+            out[split].append(it)
+    return out
+
+
+def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = False) -> list[ImageItem]:
+    """A folder of images + ``filename<TAB>caption`` lines -> [ImageItem], in order of first appearance.
+
+    Captions are tokenized with text_attn.core.vocab.tokenize (lowercased). Blank lines and lines starting with "#"
+    are ignored; a line without a tab or with an empty caption is an error naming its line number.
+    """
+    image_dir, tsv = Path(image_dir), Path(captions_tsv)
+    if not tsv.is_file():
+        raise CaptionDataError(f"captions file {tsv} does not exist")
+    if not image_dir.is_dir():
+        raise CaptionDataError(f"image folder {image_dir} does not exist")
+    by_name: dict[str, ImageItem] = {}
+    for n, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, tab, caption = line.partition("\t")
+        toks = tokenize(caption)
+        if not tab or not name.strip() or not toks:
+            raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
+        name = name.strip()
+        by_name.setdefault(name, ImageItem(image_dir / name, [])).captions.append(toks)
+    if not by_name:
+        raise CaptionDataError(f"{tsv}: no captions")
+    return _check_files(list(by_name.values()), tsv, strict)
+
+
+# --- Flickr8k ---------------------------------------------------------------------------------------------------------
 def _read_text(path: Path, what: str) -> str:
     if not path.is_file():
         raise CaptionDataError(f"{path}: {what} not found")

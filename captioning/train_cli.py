@@ -17,7 +17,7 @@ TRAIN_DESCRIPTION = (
 )
 
 
-def caption_cli(args: list[str] | None = None):
+def caption_train_cli(args: list[str] | None = None):
     """Run the ``caption-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
     from captioning.data import CaptionDataError, CaptionDataModule
     from captioning.encoder import EncoderWeightsError
@@ -68,4 +68,4 @@ def train_main(args: list[str] | None = None) -> None:
         from text_attn.core.run_report import report_main
 
         raise SystemExit(report_main("caption-train", argv[1:]))
-    caption_cli(args)
+    caption_train_cli(args)

@@ -9,8 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.data import CaptionDataError, CaptionDataModule, read_folder, read_karpathy
+from captioning.data import CaptionDataModule
 from captioning.preprocess import ImageReadError, Preprocess, load_image
+from captioning.readers import CaptionDataError, read_folder, read_karpathy
 
 FIX = Path(__file__).parent.parent / "fixtures"
 CAPS = FIX / "captions"
@@ -107,8 +108,8 @@ def _fake_encoder(calls: list[int]):
 def test_cached_features_batches_and_each_image_encoded_once():
     dm = _shapes(cache_features=True)
     calls: list[int] = []
-    dm.cache_features(_fake_encoder(calls), PRE, splits=["train", "val"], progress=False)
-    dm.cache_features(_fake_encoder(calls), PRE, splits=["train", "val", "test"], progress=False)
+    dm.fill_feature_cache(_fake_encoder(calls), PRE, splits=["train", "val"], progress=False)
+    dm.fill_feature_cache(_fake_encoder(calls), PRE, splits=["train", "val", "test"], progress=False)
     assert sum(calls) == 12 + 4 + 4  # the second call only encodes the missing test split
     assert dm.features["train"].shape == (12, 4, 3) and dm.features["train"].dtype == torch.float16
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from captioning.train_cli import caption_cli, train_main
+from captioning.train_cli import caption_train_cli, train_main
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
 
@@ -22,7 +22,9 @@ def test_caption_fit_with_the_budget_schedule_ends_at_rate_zero(tmp_path, monkey
     cfg["model"].update(lr_schedule="budget", export_path=str(tmp_path / "m.pt"))
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     try:
-        cli = caption_cli(["fit", "--config", str(tmp_path / "cfg.yaml"), "--trainer.default_root_dir", str(tmp_path)])
+        cli = caption_train_cli(
+            ["fit", "--config", str(tmp_path / "cfg.yaml"), "--trainer.default_root_dir", str(tmp_path)]
+        )
     finally:
         torch.set_num_threads(n)
     assert cli.trainer.global_step == 6

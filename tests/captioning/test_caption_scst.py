@@ -13,7 +13,7 @@ from captioning.decoder import DecoderConfig
 from captioning.encoder import EncoderConfig
 from captioning.model import CaptionModel
 from captioning.scst import CaptionReward, load_initial_weights, self_critical_step
-from captioning.train_cli import caption_cli
+from captioning.train_cli import caption_train_cli
 from text_attn.core.vocab import Vocabulary
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
@@ -106,19 +106,21 @@ def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
 
 def test_caption_train_runs_an_scst_stage_from_a_model_file_and_attention_supervision(tmp_path, capsys):
     first = tmp_path / "first.pt"
-    caption_cli(["fit", "--config", CONFIG, "--model.export_path", str(first), *QUIET])
+    caption_train_cli(["fit", "--config", CONFIG, "--model.export_path", str(first), *QUIET])
     second = tmp_path / "second.pt"
     args = ["fit", "--config", CONFIG, "--model.export_path", str(second), *QUIET]
-    cli = caption_cli([*args, "--model.scst", "true", "--model.init_from", str(first), "--trainer.max_steps", "2"])
+    cli = caption_train_cli(
+        [*args, "--model.scst", "true", "--model.init_from", str(first), "--trainer.max_steps", "2"]
+    )
     assert cli.trainer.global_step == 2
     logged = cli.trainer.logged_metrics
     assert {"train_reward", "train_baseline", "train_advantage"} <= set(logged)
     assert Captioner.load(second).vocab == cli.datamodule.vocab
     sup = ["--model.attn_sup_lambda", "1.0", "--data.attention_targets", "true", "--trainer.max_steps", "2"]
-    cli = caption_cli([*args, *sup])
+    cli = caption_train_cli([*args, *sup])
     assert float(cli.trainer.logged_metrics["train_attn_sup"]) > 0
     with pytest.raises(SystemExit):
-        caption_cli([*args, "--model.attn_sup_lambda", "1.0"])
+        caption_train_cli([*args, "--model.attn_sup_lambda", "1.0"])
     assert "set data.attention_targets: true" in capsys.readouterr().err
 
 

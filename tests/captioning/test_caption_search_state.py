@@ -1,6 +1,6 @@
-"""Beam search never copies what is constant within a source: the caption decoder's shared state (its keys, kept
-once per source, K query rows per key row) gives exactly the search of the plain, fully reordered state. (The
-attention modules' K query rows per key row: tests/core/test_search_state.py.)"""
+"""Beam search never copies what is constant within a source: the caption decoder's one-row-per-source state (its
+keys, kept once per source, K query rows per key row) gives exactly the search of the plain, fully reordered state.
+(The attention modules' K query rows per key row: tests/core/test_search_state.py.)"""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from text_attn.core.decoding import beam_search
 
 
 @pytest.mark.parametrize("attention", ["soft", "hard"])
-def test_caption_beam_search_with_shared_keys_equals_the_fully_reordered_search(attention):
+def test_caption_beam_search_with_one_row_per_source_keys_equals_the_fully_reordered_search(attention):
     torch.manual_seed(0)
     cfg = DecoderConfig(vocab_size=30, feature_dim=24, embed_dim=8, hidden_dim=16, attn_dim=8, attention=attention)
     dec = ShowAttendTellDecoder(cfg).eval()
-    assert dec.shared_state == ("keys",)
+    assert dec.one_row_per_source_state == ("keys",)
     feats = torch.randn(3, 9, 24)
     a = beam_search(dec, dec.init_state(feats), 3, 1, 2, 12, beam_size=4)
     b = beam_search(Plain(dec), dec.init_state(feats), 3, 1, 2, 12, beam_size=4)

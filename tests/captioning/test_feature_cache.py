@@ -10,7 +10,7 @@ import torch
 
 from captioning import feature_cache
 from captioning.data import CaptionDataModule
-from captioning.train_cli import caption_cli
+from captioning.train_cli import caption_train_cli
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
 
@@ -22,41 +22,43 @@ def _in_tmp(cli_run_in_tmp):
 
 @pytest.fixture
 def encodings(monkeypatch):
-    """Counts the images each cache_features call encodes (the split names it encoded)."""
+    """Counts the images each fill_feature_cache call encodes (the split names it encoded)."""
     calls: list[list[str]] = []
-    real = CaptionDataModule.cache_features
+    real = CaptionDataModule.fill_feature_cache
 
     def counting(self, *args, **kwargs):
         done = real(self, *args, **kwargs)
         calls.append(done)
         return done
 
-    monkeypatch.setattr(CaptionDataModule, "cache_features", counting)
+    monkeypatch.setattr(CaptionDataModule, "fill_feature_cache", counting)
     return calls
 
 
 def test_the_disk_cache_is_read_by_later_runs_and_keyed_by_images_and_weights(encodings):
-    first = caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run"])
+    first = caption_train_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run"])
     assert encodings == [["train", "val"]]
     files = sorted(p.name.split("-")[0] for p in Path("run/feature_cache").glob("*.pt"))
     assert files == ["train", "val"]
-    second = caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run"])
+    second = caption_train_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run"])
     assert encodings[-1] == []  # nothing encoded: both splits came from disk
     for split in ("train", "val"):
         torch.testing.assert_close(second.datamodule.features[split], first.datamodule.features[split])
-    caption_cli(["test", "--config", CONFIG, "--trainer.default_root_dir", "run"])
+    caption_train_cli(["test", "--config", CONFIG, "--trainer.default_root_dir", "run"])
     assert encodings[-1] == ["test"]  # only the split never encoded before
-    caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.seed", "1"])
+    caption_train_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.seed", "1"])
     assert encodings[-1] == ["train", "val"]  # other scenes
-    caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--seed_everything", "1"])
+    caption_train_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--seed_everything", "1"])
     assert encodings[-1] == ["train", "val"]  # other (random) encoder weights
     assert len(list(Path("run/feature_cache").glob("train-*.pt"))) == 3
 
 
 def test_disk_cache_off_and_fast_dev_run(encodings):
-    caption_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.feature_cache_dir", "null"])
+    caption_train_cli(
+        ["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.feature_cache_dir", "null"]
+    )
     assert encodings == [["train", "val"]] and not Path("run/feature_cache").exists()
-    cli = caption_cli(
+    cli = caption_train_cli(
         ["fit", "--config", CONFIG, "--trainer.default_root_dir", "dev", "--trainer.fast_dev_run", "true"]
     )
     assert len(encodings) == 1 and not cli.datamodule.features  # no caching pass: batches carried images

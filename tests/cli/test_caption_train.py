@@ -15,7 +15,7 @@ import yaml
 
 from captioning.captioner import Captioner
 from captioning.encoder import LITE
-from captioning.train_cli import caption_cli, train_main
+from captioning.train_cli import caption_train_cli, train_main
 from text_attn.core.run_report import find_log_dir, panels_for, read_metrics
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
@@ -39,7 +39,7 @@ def _restore_threads():
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     out = tmp_path_factory.mktemp("fit") / "model.pt"
-    cli = caption_cli(
+    cli = caption_train_cli(
         ["fit", "--config", CONFIG, "--model.export_path", str(out), "--trainer.default_root_dir", str(out.parent)]
     )
     return cli, out
@@ -83,7 +83,7 @@ def test_fit_exports_the_best_checkpoint(tmp_path, capsys):
     cfg["model"]["lr"] = 0.05  # big steps, so the three validated weight sets differ
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     out = tmp_path / "best.pt"
-    cli = caption_cli(["fit", "--config", str(tmp_path / "cfg.yaml"), "--model.export_path", str(out)])
+    cli = caption_train_cli(["fit", "--config", str(tmp_path / "cfg.yaml"), "--model.export_path", str(out)])
     best = cli.trainer.checkpoint_callback.best_model_path
     assert best and f"wrote model file: {out} (best checkpoint {best})" in capsys.readouterr().out
     ckpt = torch.load(best, map_location="cpu", weights_only=True)
@@ -94,19 +94,19 @@ def test_fit_exports_the_best_checkpoint(tmp_path, capsys):
 
 
 def test_test_and_validate_report_coco_metrics_and_grounding():
-    cli = caption_cli(["test", "--config", CONFIG])
+    cli = caption_train_cli(["test", "--config", CONFIG])
     metrics = cli.trainer.callback_metrics
     for key in ("loss", *COCO_KEYS, "grounding", "grounding_mass", "grounding_words"):
         assert f"test_{key}" in metrics, key
     assert "test" in cli.datamodule.features and "train" not in cli.datamodule.features  # test encodes test only
     for key in ("Bleu_4", "grounding", "grounding_mass"):
         assert 0.0 <= float(metrics[f"test_{key}"]) <= 1.0
-    cli = caption_cli(["validate", "--config", CONFIG])
+    cli = caption_train_cli(["validate", "--config", CONFIG])
     assert {"val_Bleu_4", "val_CIDEr", "val_grounding"} <= set(cli.trainer.callback_metrics)
 
 
 def test_without_cache_training_reads_images(tmp_path):
-    cli = caption_cli(
+    cli = caption_train_cli(
         ["fit", "--config", CONFIG, "--data.cache_features", "false", "--trainer.max_steps", "1"]
         + ["--trainer.limit_val_batches", "0", "--model.export_path", str(tmp_path / "m.pt")]
     )
@@ -123,7 +123,7 @@ def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
     )
     cfg["model"].update(lr_patience=0, lr_factor=0.1, export_path=str(tmp_path / "m.pt"))
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    cli = caption_cli(["fit", "--config", str(tmp_path / "cfg.yaml")])
+    cli = caption_train_cli(["fit", "--config", str(tmp_path / "cfg.yaml")])
     rows = list(csv.DictReader(open(Path(cli.trainer.logger.log_dir) / "metrics.csv")))
     bleus = [float(r["val_Bleu_4"]) for r in rows if r.get("val_Bleu_4")]  # one per epoch
     lrs = [float(r["lr-Adam"]) for r in rows if r.get("lr-Adam")]  # at the start of each epoch
@@ -186,7 +186,7 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
     # ratio 0: any entropy counts as "near uniform", so the one-time warning must fire right after the warm-up.
     args = ["--model.decoder.attention", "hard", "--model.collapse_warmup", "2", "--model.collapse_ratio", "0.0"]
     with pytest.warns(UserWarning, match="almost uniform after 2 steps of sampling") as record:
-        cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(out)])
+        cli = caption_train_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(out)])
     assert sum("almost uniform" in str(w.message) for w in record) == 1  # once, not at every later step
     metrics = cli.trainer.callback_metrics
     for key in ("train_reinforce", "train_entropy", "train_reward", "baseline"):
@@ -206,7 +206,7 @@ def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
     # 4 steps, warm-up 2: the first two batches sample no location (nothing for REINFORCE, no baseline update),
     # the last two do (soft_prob 0: every caption samples).
     args = ["--model.decoder.attention", "hard", "--model.soft_warmup", "2", "--model.decoder.soft_prob", "0.0"]
-    cli = caption_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(tmp_path / "m.pt")])
+    cli = caption_train_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(tmp_path / "m.pt")])
     assert cli.trainer.global_step == 4
     assert int(cli.model.baseline.updates) == 2  # updated only by the two batches after the warm-up
 
@@ -217,12 +217,12 @@ def test_collapse_watch_starts_when_sampling_does(tmp_path):
     args = ["--model.decoder.attention", "hard", "--model.soft_warmup", "2", "--model.collapse_warmup", "1"]
     args += ["--model.collapse_ratio", "0.0", "--model.export_path", str(tmp_path / "m.pt")]
     with pytest.warns(UserWarning, match="almost uniform after 1 steps of sampling"):
-        caption_cli(["fit", "--config", CONFIG, *args])
+        caption_train_cli(["fit", "--config", CONFIG, *args])
     # A watch that would start after the run ends never warns.
     args[5] = "3"
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        caption_cli(["fit", "--config", CONFIG, *args])
+        caption_train_cli(["fit", "--config", CONFIG, *args])
     assert not any("almost uniform" in str(w.message) for w in record)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from captioning.captioner import Captioner
-from captioning.train_cli import caption_cli
+from captioning.train_cli import caption_train_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "flickr8k"
@@ -27,7 +27,7 @@ def test_shipped_config_fits_and_tests_on_200_real_photos(cli_run_in_tmp, capsys
     common = ["--config", str(CONFIG), "--data.root", str(DATA), "--data.feature_cache_dir", str(tmp / "cache")]
     common += ["--data.train_size", "200", "--data.val_size", "50", "--data.test_size", "100"]
     common += ["--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(tmp)]
-    fit = caption_cli(["fit", *common, "--trainer.max_epochs", "8", "--model.export_path", str(tmp / "model.pt")])
+    fit = caption_train_cli(["fit", *common, "--trainer.max_epochs", "8", "--model.export_path", str(tmp / "model.pt")])
     metrics = fit.trainer.callback_metrics
     assert fit.trainer.current_epoch == 8
     out = capsys.readouterr()
@@ -36,7 +36,7 @@ def test_shipped_config_fits_and_tests_on_200_real_photos(cli_run_in_tmp, capsys
     # the training loss came down: it starts near ln |vocabulary| (uniform over ~500 words: ~6.2)
     assert float(metrics["train_ce"]) < 0.75 * math.log(len(captioner.vocab)), metrics
     assert captioner.domain == "Flickr8k" and "<unk>" in captioner.vocab and len(captioner.vocab) > 300
-    test = caption_cli(["test", *common, "--ckpt_path", str(_best_checkpoint(tmp)), "--model.val_beam_size", "3"])
+    test = caption_train_cli(["test", *common, "--ckpt_path", str(_best_checkpoint(tmp)), "--model.val_beam_size", "3"])
     scores = test.trainer.callback_metrics
     # 200 photos x 5 captions for a few minutes: far from the full model, far above chance (BLEU-4 ~0 for random words)
     assert float(scores["test_Bleu_1"]) > 0.4 and float(scores["test_Bleu_4"]) > 0.05, scores

@@ -2,7 +2,7 @@
 input, no network references, bad paths; then the real pages in a headless Chromium (driven over the DevTools
 protocol, tests/helpers/browser.py): the scripts run without an error, and real mouse and key events on a word change
 what is shown (the canvas pixels for captions; word highlights and the grid for translations). (Quantised attention
-round-trips: tests/core/test_html_report.py.)"""
+round-trips: tests/core/test_html_page.py.)"""
 
 import json
 import os
@@ -17,12 +17,12 @@ from helpers.browser import MISSING, Browser, find_chromium
 from PIL import Image
 
 from captioning.caption_cli import SHAPES_MODEL, caption_main
-from captioning.report_html import image_section, open_report
+from captioning.caption_page import image_section, open_report
 from captioning.shapes import make_scene
-from text_attn.core.html_report import HtmlReport, dequantise, escape, script_json
+from text_attn.core.html_page import HtmlReport, dequantise, escape, script_json
 from text_attn.core.vocab import Vocabulary
+from text_attn.translation.alignment_page import report_attention
 from text_attn.translation.networks import build_network, make_config
-from text_attn.translation.report_html import report_attention
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
@@ -125,7 +125,7 @@ def test_caption_page_has_one_section_per_image_and_nothing_from_the_network(cap
     assert len(found) == 4 and "missing.png" in found[3] and 'class="error"' in found[3]
     assert "http://" not in html and "https://" not in html
     assert re.findall(r"\ssrc=", html) == [] and "@import" not in html and "url(" not in html
-    assert all(len(s) < 120_000 for s in found)  # each image's share of the file is bounded (report_html.py)
+    assert all(len(s) < 120_000 for s in found)  # each image's share of the file is bounded (caption_page.py)
     data = json.loads(re.search(r'class="data">(.*?)</script>', found[0]).group(1))
     assert data["img"].startswith("data:image/jpeg;base64,") and data["g"] == 8 and data["chosen"] is None
     words = re.findall(r'class="w" data-t="\d+">([^<]*)<', found[0])

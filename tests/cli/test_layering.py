@@ -1,6 +1,7 @@
 """The layering rule of DESIGN.md: text_attn.core is the library every family imports; it imports no application
 (text_attn.translation, captioning), builds nothing when imported, and loads Lightning only where it must. Captioning
-imports the core only, never the text application. The core's own tests (tests/core) import no application either."""
+imports the core only, never the text application. The core's own tests (tests/core) import no application either.
+The data modules (captioning.data, text_attn.translation.data) import no model, network or inference object."""
 
 import ast
 import pathlib
@@ -86,6 +87,49 @@ def test_the_core_tests_import_no_application():
 def test_captioning_imports_the_core_only():
     assert len(list((ROOT / "captioning").glob("*.py"))) > 8
     assert _offenders(ROOT / "captioning", ("text_attn.translation",)) == []
+
+
+# The data modules never depend on a model: no network, no LightningModule, no inference object (docs/code.md).
+DATA_MODULES = {
+    "captioning/data.py": (
+        "captioning.captioner",  # the inference object
+        "captioning.model",
+        "captioning.encoder",
+        "captioning.inference_encoder",
+        "captioning.decoder",
+        "captioning.module",  # the LightningModule
+        "captioning.reinforce",
+        "captioning.scst",
+    ),
+    "text_attn/translation/data.py": (
+        "text_attn.translation.translator",  # the inference object
+        "text_attn.translation.networks",
+        "text_attn.translation.seq2seq",
+        "text_attn.translation.transformer",
+        "text_attn.translation.module",  # the LightningModule
+    ),
+}
+
+
+def _imported_modules(path: pathlib.Path) -> list[str]:
+    """What a file imports, ``from pkg import name`` counted as ``pkg.name`` too (name may be a module)."""
+    names = _imports(path)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names += [f"{node.module}.{a.name}" for a in node.names]
+    return names
+
+
+def test_the_data_modules_import_no_model_network_or_inference_object():
+    """Directly (the file's own imports) and indirectly (what importing it loads)."""
+    for path, banned in DATA_MODULES.items():
+        assert all((ROOT / f"{m.replace('.', '/')}.py").is_file() for m in banned)  # the list names real modules
+        names = _imported_modules(ROOT / path)
+        assert "text_attn.core.batching" in names  # the scan really read the file
+        assert [n for n in names if any(n == b or n.startswith(b + ".") for b in banned)] == [], path
+    loaded = _loaded_after([p.removesuffix(".py").replace("/", ".") for p in DATA_MODULES])
+    assert "captioning.data" in loaded and "text_attn.translation.data" in loaded
+    assert sorted(loaded & {b for banned in DATA_MODULES.values() for b in banned}) == []
 
 
 def test_importing_the_core_builds_no_application_and_no_lightning():

@@ -48,9 +48,9 @@ def test_quick_benchmark_trains_scores_tunes_and_reuses(tmp_path):
 
     # again: the model file and its scores are reused; --rescore translates again but does not tune again
     second = _bench(out, "--tune")
-    assert "exists: not trained again" in second and "scores of this model file reused" in second
+    assert "exists: not trained again" in second and "scores of these weights reused" in second
     assert "[fit-none]" not in second and "[translate-" not in second
     timed = _bench(out, "--tune", "--retime")  # scores reused, translate timed again
-    assert "scores of this model file reused" in timed and "[translate-none-test-tuned]" in timed
+    assert "scores of these weights reused" in timed and "[translate-none-test-tuned]" in timed
     third = _bench(out, "--tune", "--rescore")
     assert "[translate-none-test-beam5]" in third and "not tuned again" in third

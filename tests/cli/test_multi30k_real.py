@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from text_attn.translation.train_cli import text_cli
+from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,14 +27,14 @@ def test_shipped_config_fits_tests_and_translates_2000_real_pairs(cli_run_in_tmp
     common = ["--config", str(CONFIG), "--data.root", str(DATA), "--data.train_size", "2000"]
     common += ["--data.val_size", "200", "--data.test_size", "200", "--data.subword_vocab", "2000"]
     common += ["--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(tmp)]
-    fit = text_cli(["fit", *common, "--trainer.max_epochs", "6", "--model.export_path", str(tmp / "model.pt")])
+    fit = text_train_cli(["fit", *common, "--trainer.max_epochs", "6", "--model.export_path", str(tmp / "model.pt")])
     metrics = fit.trainer.callback_metrics
     translator = Translator.load(tmp / "model.pt")
     assert translator.codec.mode == "subword" and translator.info == {}
     # the loss came down from ln |vocabulary| (uniform over ~2,000 pieces: 7.6)
     assert float(metrics["val_loss"]) < 0.8 * math.log(len(translator.tgt_vocab)), metrics
     assert float(metrics["val_sacrebleu"]) > 1.0 and float(metrics["val_chrf"]) > 15.0, metrics
-    test = text_cli(["test", *common, "--ckpt_path", str(_best_checkpoint(tmp))])
+    test = text_train_cli(["test", *common, "--ckpt_path", str(_best_checkpoint(tmp))])
     scores = test.trainer.callback_metrics
     assert {"test_bleu", "test_sacrebleu", "test_chrf", "test_bleu_1-10"} <= set(scores), scores
     assert "sacreBLEU" in capsys.readouterr().out  # with its signature

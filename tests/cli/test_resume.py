@@ -10,9 +10,9 @@ import pytest
 import torch
 import yaml
 
-from captioning.train_cli import caption_cli
+from captioning.train_cli import caption_train_cli
 from text_attn.core.modelfile import load_model_file
-from text_attn.translation.train_cli import text_cli
+from text_attn.translation.train_cli import text_train_cli
 
 FIX = Path(__file__).parent.parent / "fixtures"
 CKPT = "pytorch_lightning.callbacks.ModelCheckpoint"
@@ -43,7 +43,7 @@ def resumable_config(tmp_path: Path, family: str, every: int = 4) -> Path:
 
 
 def run(family: str, args: list[str]):
-    return (text_cli if family == "text" else caption_cli)(args)
+    return (text_train_cli if family == "text" else caption_train_cli)(args)
 
 
 def weights(cli) -> dict[str, torch.Tensor]:

@@ -15,8 +15,8 @@ from helpers.flickr8k import write_original
 from helpers.multi30k import write_corpus
 
 from captioning.captioner import Captioner
-from captioning.train_cli import caption_cli
-from text_attn.translation.train_cli import text_cli
+from captioning.train_cli import caption_train_cli
+from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def _fit(config: Path, root: Path, flickr8k: Path, extra: list[str] = ()):
     args = ["fit", "--config", str(config), *_overrides(config, flickr8k), *extra]
     args += ["--trainer.max_steps", "2", "--trainer.limit_val_batches", "1", "--trainer.enable_progress_bar", "false"]
     args += ["--trainer.default_root_dir", str(root), "--model.export_path", str(out)]
-    return (text_cli if config.parent.name == "text" else caption_cli)(args), out
+    return (text_train_cli if config.parent.name == "text" else caption_train_cli)(args), out
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.parent.name}/{c.stem}")

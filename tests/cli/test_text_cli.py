@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from text_attn.translation.train_cli import text_cli, train_main
+from text_attn.translation.train_cli import text_train_cli, train_main
 from text_attn.translation.translate_cli import translate_main
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/text/tiny_reorder.yaml")
@@ -83,7 +83,7 @@ def test_text_train_reports_bad_options_in_one_line(capsys):
 
 
 def test_test_subcommand_reports_free_running_bleu_by_length_and_alignment():
-    cli = text_cli(["test", "--config", CONFIG])
+    cli = text_train_cli(["test", "--config", CONFIG])
     metrics = cli.trainer.callback_metrics
     for key in ("test_loss", "test_bleu", "test_align_acc", "test_bleu_5-10"):
         assert key in metrics, key

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from captioning.train_cli import caption_cli, train_main
+from captioning.train_cli import caption_train_cli, train_main
 from text_attn.core.run_report import read_metrics
-from text_attn.translation.train_cli import text_cli
+from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.train_cli import train_main as text_train_main
 
 FIX = Path(__file__).parent.parent / "fixtures"
@@ -32,7 +32,7 @@ def test_help_says_what_the_tool_does_and_where_the_configs_are(main, start, cap
 def test_a_run_prints_no_tips_or_tensorboardx_notice(tmp_path, monkeypatch, capsys, caplog, recwarn):
     monkeypatch.chdir(tmp_path)
     caplog.set_level(logging.INFO)
-    text_cli(["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--trainer.logger", "true"])
+    text_train_cli(["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--trainer.logger", "true"])
     text = capsys.readouterr()
     shown = text.out + text.err + caplog.text + " ".join(str(w.message) for w in recwarn)
     assert "Tip:" not in shown and "tensorboardX" not in shown
@@ -57,12 +57,12 @@ def test_a_run_prints_no_tips_or_tensorboardx_notice(tmp_path, monkeypatch, caps
 def test_an_old_config_with_data_image_size_gets_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:
-        caption_cli(["fit", "--config", str(FIX / "captions/tiny_shapes.yaml"), "--data.image_size", "64"])
+        caption_train_cli(["fit", "--config", str(FIX / "captions/tiny_shapes.yaml"), "--data.image_size", "64"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1
     assert err[0].startswith("caption-train: error: option data.image_size was renamed: use data.scene_size")
     old = tmp_path / "old.yaml"
     old.write_text((FIX / "captions/tiny_shapes.yaml").read_text().replace("scene_size", "image_size"))
     with pytest.raises(SystemExit):
-        caption_cli(["fit", "--config", str(old)])
+        caption_train_cli(["fit", "--config", str(old)])
     assert "option data.image_size was renamed" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """Beam search never copies what is constant within a source: the attention modules answer K query rows against one
-key row like K copies of that row. (Shared and static state in a real search against the plain, fully reordered state:
-tests/captioning/test_caption_search_state.py, tests/text/test_text_search_state.py.)"""
+key row like K copies of that row. (One-row-per-source and source-constant state in a real search against the plain,
+fully reordered state: tests/captioning/test_caption_search_state.py, tests/text/test_text_search_state.py.)"""
 
 from __future__ import annotations
 

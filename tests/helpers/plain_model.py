@@ -3,7 +3,8 @@ tests/text/test_text_search_state.py)."""
 
 
 class Plain:
-    """The same model with no shared / static state: beam search expands and reorders everything (the reference)."""
+    """The same model with no one-row-per-source / source-constant state: beam search expands and reorders
+    everything (the reference)."""
 
     def __init__(self, model):
         self.model = model

@@ -9,7 +9,7 @@ import torch
 
 from text_attn.core.modelfile import ModelFileError, load_model_file
 from text_attn.translation.export import export_checkpoint, export_main
-from text_attn.translation.train_cli import text_cli
+from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
@@ -23,7 +23,7 @@ def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("fit")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)  # LightningCLI saves its config.yaml in the working directory when there is no logger
-        cli = text_cli(
+        cli = text_train_cli(
             [
                 "fit",
                 "--config",

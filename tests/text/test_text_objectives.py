@@ -24,7 +24,7 @@ from text_attn.core.decoding import Sampling
 from text_attn.core.rewards import bleu_rewards
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.module import TranslationModule
-from text_attn.translation.train_cli import text_cli
+from text_attn.translation.train_cli import text_train_cli
 
 FIX = Path(__file__).parent.parent / "fixtures"
 NET = {"attention": "bahdanau", "embed_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16, "dropout": 0.0}
@@ -222,7 +222,7 @@ def test_mistakes_are_one_clear_line(tmp_path):
 def test_the_cli_reports_missing_targets_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:
-        text_cli(["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--model.attn_sup_lambda", "1.0"])
+        text_train_cli(["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--model.attn_sup_lambda", "1.0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1
     assert err[0].startswith("text-train: error: model.attn_sup_lambda=1.0 needs the true alignment")

@@ -1,6 +1,6 @@
-"""Beam search never copies what is constant within a source: the text networks' static state (the encoder's memory,
-expanded once, never reordered) gives exactly the search of the plain, fully reordered state. (The attention
-modules' K query rows per key row: tests/core/test_search_state.py.)"""
+"""Beam search never copies what is constant within a source: the text networks' source-constant state (the
+encoder's memory, expanded once, never reordered) gives exactly the search of the plain, fully reordered state. (The
+attention modules' K query rows per key row: tests/core/test_search_state.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from text_attn.translation.transformer import Transformer, TransformerConfig
 
 
 @pytest.mark.parametrize("arch", ["rnn", "transformer"])
-def test_text_beam_search_with_static_memory_equals_the_fully_reordered_search(arch):
+def test_text_beam_search_with_source_constant_memory_equals_the_fully_reordered_search(arch):
     torch.manual_seed(0)
     if arch == "rnn":
         net = Seq2Seq(Seq2SeqConfig(src_vocab_size=20, tgt_vocab_size=25, embed_dim=8, enc_hidden=8, dec_hidden=16,
@@ -23,7 +23,7 @@ def test_text_beam_search_with_static_memory_equals_the_fully_reordered_search(a
         net = Transformer(TransformerConfig(src_vocab_size=20, tgt_vocab_size=25, d_model=16, num_heads=2,
                                             enc_layers=1, dec_layers=1, ff_dim=32))  # fmt: skip
     net.eval()
-    assert net.static_state
+    assert net.source_constant_state
     src = torch.randint(4, 20, (3, 7))
     lens = torch.tensor([7, 5, 3])
     src[1, 5:], src[2, 3:] = 0, 0

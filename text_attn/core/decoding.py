@@ -6,12 +6,12 @@ A model that wants to be decoded implements :class:`StepModel`:
   ``log_probs`` (N, V) the next-token log-probabilities; ``attention`` (N, ...) that step's attention weights (or None).
 - ``reorder_state(state, index) -> state`` (optional): select rows ``index`` (N',) of every tensor in the state.
   The default, :func:`index_state`, does that for nested tuples / lists / dicts of batch-first tensors.
-- ``static_state`` (optional): names of the entries of a dict state that are constant within a source (encoder
-  memory, projected keys, masks). Beam search expands them to the K beams once and never reorders them: a beam's
-  parent is always a beam of the same source, so they would be copied onto themselves at every step.
-- ``shared_state`` (optional): such entries that beam search does not even expand: they keep one row per source,
-  and ``step`` reads row r // K of them for its row r (text_attn.core.attention does this for additive and hard
-  attention: their queries may have K rows per key row).
+- ``source_constant_state`` (optional): names of the entries of a dict state that are constant within a source
+  (encoder memory, projected keys, masks). Beam search expands them to the K beams once and never reorders them: a
+  beam's parent is always a beam of the same source, so they would be copied onto themselves at every step.
+- ``one_row_per_source_state`` (optional): such entries that beam search does not even expand: they keep one row per
+  source, and ``step`` reads row r // K of them for its row r (text_attn.core.attention does this for additive and
+  hard attention: their queries may have K rows per key row).
 
 The initial state is the model's business (encode the source, build the decoder's first state) and is passed in.
 Search is pure tensor logic over whole batches: no Python loop over sentences, only over output steps.
@@ -46,15 +46,15 @@ def index_state(state: Any, index: Tensor) -> Any:
 
 def _reorder(model: Any, state: Any, index: Tensor, within_sources: bool = True) -> Any:
     """Select rows ``index`` of the state. ``within_sources``: every new row comes from a row of the same source
-    sentence / image (beam search's per-step reorder), so the entries a model names in ``static_state`` (what never
-    changes within a source: encoder memory, projected keys, masks; identical across its beams) are left as they are
-    instead of being copied at every step."""
+    sentence / image (beam search's per-step reorder), so the entries a model names in ``source_constant_state``
+    (what never changes within a source: encoder memory, projected keys, masks; identical across its beams) are left
+    as they are instead of being copied at every step."""
     reorder = getattr(model, "reorder_state", None)
     if reorder is not None:
         return reorder(state, index)
-    keep = set(getattr(model, "shared_state", ()))
+    keep = set(getattr(model, "one_row_per_source_state", ()))
     if within_sources:
-        keep |= set(getattr(model, "static_state", ()))
+        keep |= set(getattr(model, "source_constant_state", ()))
     if keep and isinstance(state, dict):
         return {k: v if k in keep else index_state(v, index) for k, v in state.items()}
     return index_state(state, index)

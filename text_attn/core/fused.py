@@ -358,7 +358,7 @@ def _ce_rows(kernels: native.Kernels, x: Tensor, t: Tensor, ignore_index: int, e
 
 
 class CompiledCrossEntropy(torch.autograd.Function):
-    """:func:`cross_entropy` by ``native/cross_entropy.c``: the forward writes each row's loss and its gradient
+    """:func:`cross_entropy` by ``csrc/cross_entropy.c``: the forward writes each row's loss and its gradient
     (softmax − smoothed one-hot) in three passes over the logits; the backward scales that gradient in place by the
     incoming one over the row count and hands it over (not kept: autograd may accumulate into it). A retained graph
     run again computes the gradient anew from the saved logits. Measured on (640, 10000), 2 threads: forward and

@@ -1,9 +1,9 @@
 """Small C kernels for the CPU hot spots, compiled on first use with the system's C compiler and called via ctypes.
 
 Two, used by :mod:`text_attn.core.fused` for float32 CPU tensors, each measured at the paper's size on 2 threads:
-- the additive attention score of a decoder step and its backward (``native/score.c``): 20 steps of (32, 196, 512),
+- the additive attention score of a decoder step and its backward (``csrc/score.c``): 20 steps of (32, 196, 512),
   forward and backward, 42-50 ms where the PyTorch passes take 127-133 ms, about 9% of a Show-Attend-Tell step;
-- cross-entropy with its gradient (``native/cross_entropy.c``): (640, 10000) logits, forward and
+- cross-entropy with its gradient (``csrc/cross_entropy.c``): (640, 10000) logits, forward and
   backward 8-10 ms where PyTorch's take 17.5-20 ms.
 Where no compiler works, everything runs as before in PyTorch (the same numbers to float rounding).
 
@@ -32,8 +32,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCES = tuple(Path(__file__).with_name("native") / name for name in ("score.c", "cross_entropy.c"))
-HEADERS = (Path(__file__).with_name("native") / "vector.h",)  # included by both: part of the build's identity
+SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("score.c", "cross_entropy.c"))
+HEADERS = (Path(__file__).with_name("csrc") / "vector.h",)  # included by both: part of the build's identity
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 LIBS = ("-lm",)
 _P, _I = ctypes.c_void_p, ctypes.c_int64

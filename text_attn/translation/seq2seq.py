@@ -77,7 +77,7 @@ class Encoder(nn.Module):
 
 class Seq2Seq(GenerateMixin, nn.Module):
     # encoder memory, its projection, its mask, the no-attention context: fixed per sentence, never reordered
-    static_state = ("keys", "mask", "context")
+    source_constant_state = ("keys", "mask", "context")
 
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()

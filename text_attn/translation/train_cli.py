@@ -16,7 +16,7 @@ TRAIN_DESCRIPTION = (
 )
 
 
-def text_cli(args: list[str] | None = None):
+def text_train_cli(args: list[str] | None = None):
     """Run the ``text-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
     from text_attn.translation.data import TranslationDataModule
     from text_attn.translation.module import TranslationModule
@@ -40,4 +40,4 @@ def train_main(args: list[str] | None = None) -> None:
         from text_attn.core.run_report import report_main
 
         raise SystemExit(report_main("text-train", argv[1:]))
-    text_cli(args)
+    text_train_cli(args)

@@ -159,7 +159,7 @@ class DecoderLayer(_Residual):
 
 class Transformer(GenerateMixin, nn.Module):
     # the cross-attention keys / values of the memory and its mask: fixed per sentence, never reordered
-    static_state = ("cross", "mask")
+    source_constant_state = ("cross", "mask")
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()

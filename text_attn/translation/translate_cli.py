@@ -1,6 +1,6 @@
 """Command-line entry point ``translate``: sentences in, translations (and attention grids) out, through the
 Translator inference object (no Lightning). ``--html FILE`` also writes one self-contained interactive page, a
-section per sentence, as batches are done (text_attn/translation/report_html.py)."""
+section per sentence, as batches are done (text_attn/translation/alignment_page.py)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None) ->
                 kept.append((n, tr))
         out.flush()
         if report is not None:
-            from text_attn.translation.report_html import report_attention, sentence_section
+            from text_attn.translation.alignment_page import report_attention, sentence_section
 
             for (n, _), tr, attn in zip(chunk, outs, report_attention(translator, outs), strict=True):
                 report.add(sentence_section(n, tr, attn))
@@ -249,7 +249,7 @@ def translate_main(argv: list[str] | None = None) -> int:
         fail("translate", "--html and --output name the same file; give two files")
     report = None
     if args.html:
-        from text_attn.translation.report_html import open_report
+        from text_attn.translation.alignment_page import open_report
 
         try:
             report = open_report(args.html, translator, args.model)

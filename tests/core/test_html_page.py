@@ -1,9 +1,9 @@
-"""text_attn.core.html_report, the page code the interactive HTML reports share: quantised attention round-trips.
+"""text_attn.core.html_page, the page code the interactive HTML reports share: quantised attention round-trips.
 (The reports themselves, made through the real CLIs and driven in a headless browser: tests/cli/test_html_pages.py.)"""
 
 import numpy as np
 
-from text_attn.core.html_report import dequantise, quantise
+from text_attn.core.html_page import dequantise, quantise
 
 
 def test_quantised_attention_round_trips_within_1_255():

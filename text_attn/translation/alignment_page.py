@@ -2,7 +2,7 @@
 by attention (hover an output word: the source words light up by its weights; hover a source word: the output words
 that looked at it, the strongest outlined), and the alignment grid as a scrollable table (output words down, source
 words across, darker = more weight). For the Transformer a layer and head selector (or the heads' average) applies
-to every section. The page skeleton is text_attn/core/html_report.py.
+to every section. The page skeleton is text_attn/core/html_page.py.
 
 Size in the file per sentence: layers x heads x T x S bytes of weights as base64 (x 4/3; an RNN: T x S) plus the
 words; a 30 x 30 sentence: 1.2 KB for an RNN, 38 KB for a 3-layer, 8-head Transformer.
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from text_attn.core.arrays import to_numpy
-from text_attn.core.html_report import HtmlReport, data_script, escape, quantise
+from text_attn.core.html_page import HtmlReport, data_script, escape, quantise
 
 TRANSLATE_CSS = """
 .pair p { margin: 2px 0; display: flex; align-items: baseline; line-height: 2; }

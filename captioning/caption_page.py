@@ -1,7 +1,7 @@
 """``caption --html``: one self-contained page, one section per image: the image, its caption as words, and for the
 word under the mouse (or stepped to with the buttons or the arrow keys) where the model looked, drawn on a canvas as
 brightness: the image is darkened where the word's attention is low (an opacity slider sets how much), and a
-hard-attention model's chosen region is outlined. The page skeleton is text_attn/core/html_report.py.
+hard-attention model's chosen region is outlined. The page skeleton is text_attn/core/html_page.py.
 
 Each word's map is :func:`captioning.overlay.attention_map` at grid resolution (the same scaling as the PNG
 overlays: full brightness at FOCUS times the uniform share or more), quantised to one byte per region; the browser
@@ -23,7 +23,7 @@ from PIL import Image
 
 from captioning.overlay import attention_map
 from captioning.preprocess import to_rgb
-from text_attn.core.html_report import HtmlReport, data_script, escape, quantise
+from text_attn.core.html_page import HtmlReport, data_script, escape, quantise
 
 MAX_SIDE = 384  # longest side of the embedded image and of its canvas, pixels
 JPEG_QUALITY = 85
