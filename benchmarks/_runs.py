@@ -83,12 +83,4 @@ def logged_curve(run: Path, metric: str) -> list[tuple[int, int, float]]:
 
 def best_logged(run: Path, metric: str) -> float:
     """The best (highest) value of ``metric`` a fit under ``run`` logged (its metrics.csv files; -inf when none)."""
-    import csv
-
-    best = float("-inf")
-    for metrics in run.glob("lightning_logs/version_*/metrics.csv"):
-        with metrics.open() as f:
-            for row in csv.DictReader(f):
-                if row.get(metric):
-                    best = max(best, float(row[metric]))
-    return best
+    return max((value for _, _, value in logged_curve(run, metric)), default=float("-inf"))

@@ -106,32 +106,34 @@ def trained_on(name: str, args: argparse.Namespace) -> str:
     return where.read_text().strip() if where.is_file() else ""
 
 
-def score(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
-    """BLEU (tok.), sacreBLEU, chrF (x 100), BLEU (tok.) by source words, outputs with <unk>."""
-    from text_attn.core.metrics import (
-        REAL_BUCKET_LABELS,
-        REAL_BUCKETS,
-        bleu_by_length,
-        bucket_label,
-        corpus_bleu,
-        sacre_scores,
-    )
+def by_length(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
+    """BLEU (tok.) x 100 and sentence count per source-length bucket (words: 1-10, 11-15, 16-20, 21-30, 31+)."""
+    from text_attn.core.metrics import REAL_BUCKET_LABELS, REAL_BUCKETS, bleu_by_length, bucket_label
     from text_attn.core.vocab import tokenize
 
     ref_tok = [[tokenize(r, lower=True)] for r in refs]
     hyp_tok = [tokenize(h, lower=True) for h in hyps]
-    sacre = sacre_scores(refs, hyps)
     by_len = bleu_by_length([len(s.split()) for s in sources], ref_tok, hyp_tok, REAL_BUCKETS)
     return {
-        "bleu_tok": 100 * corpus_bleu(ref_tok, hyp_tok)["bleu4"],
+        label: {"bleu": 100 * by_len[bucket_label(lo, hi)]["bleu"], "count": by_len[bucket_label(lo, hi)]["count"]}
+        for (lo, hi), label in zip(REAL_BUCKETS, REAL_BUCKET_LABELS, strict=True)
+    }
+
+
+def score(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
+    """BLEU (tok.), sacreBLEU, chrF (x 100), BLEU (tok.) by source words, outputs with <unk>."""
+    from text_attn.core.metrics import corpus_bleu, sacre_scores
+    from text_attn.core.vocab import tokenize
+
+    sacre = sacre_scores(refs, hyps)
+    bleu = corpus_bleu([[tokenize(r, lower=True)] for r in refs], [tokenize(h, lower=True) for h in hyps])
+    return {
+        "bleu_tok": 100 * bleu["bleu4"],
         "sacrebleu": sacre["sacrebleu"],
         "chrf": sacre["chrf"],
         "signature": sacre["signature"],
         "unk": sum("<unk>" in h for h in hyps),
-        "by_length": {
-            label: {"bleu": 100 * by_len[bucket_label(lo, hi)]["bleu"], "count": by_len[bucket_label(lo, hi)]["count"]}
-            for (lo, hi), label in zip(REAL_BUCKETS, REAL_BUCKET_LABELS, strict=True)
-        },
+        "by_length": by_length(refs, hyps, sources),
     }
 
 
@@ -215,9 +217,6 @@ def curve_table(curves: dict[str, list[tuple[int, int, float]]]) -> str:
 
 def val_test_by_length(name: str, args: argparse.Namespace) -> dict:
     """BLEU (tok.) by source length at beam 5 over val + test together, from the two output files."""
-    from text_attn.core.metrics import REAL_BUCKET_LABELS, REAL_BUCKETS, bleu_by_length, bucket_label
-    from text_attn.core.vocab import tokenize
-
     _, src, tgt = MODELS[name]
     sources, refs, hyps = [], [], []
     for split, tag in (("val", "val"), (TEST, "test")):
@@ -225,10 +224,7 @@ def val_test_by_length(name: str, args: argparse.Namespace) -> dict:
         sources += read_lines(args.data_root, split, src)[:n]
         refs += read_lines(args.data_root, split, tgt)[:n]
         hyps += (args.out / name / f"{tag}-beam5.txt").read_text("utf-8").splitlines()
-    by_len = bleu_by_length([len(s.split()) for s in sources], [[tokenize(r, lower=True)] for r in refs],
-                            [tokenize(h, lower=True) for h in hyps], REAL_BUCKETS)  # fmt: skip
-    return {label: {"bleu": 100 * by_len[bucket_label(lo, hi)]["bleu"], "count": by_len[bucket_label(lo, hi)]["count"]}
-            for (lo, hi), label in zip(REAL_BUCKETS, REAL_BUCKET_LABELS, strict=True)}  # fmt: skip
+    return by_length(refs, hyps, sources)
 
 
 def weights_digest(model: Path) -> str:
