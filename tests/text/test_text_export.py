@@ -216,3 +216,43 @@ def test_caption_given_a_checkpoint_names_the_export_command(tmp_path, capsys):
         caption_main(["x.png", "--model", str(fake)])
     err = _one_error_line(capsys, exc, "caption")
     assert "text-train checkpoint, not a caption-model file" in err and "text-export" in err
+
+
+def test_average_writes_the_mean_of_the_epochs_weights(tmp_path, capsys):
+    """Checkpoint averaging: one fit saves each epoch's weights (weights-only checkpoints, as the Multi30k
+    Transformer config does); ``--average`` writes their mean, element by element, and the file translates."""
+    cb = (
+        '[{"class_path": "pytorch_lightning.callbacks.ModelCheckpoint", "init_args": {"save_top_k": -1, '
+        '"every_n_epochs": 1, "save_weights_only": true, "filename": "epoch-{epoch}"}}]'
+    )
+    args = ["fit", "--config", CONFIG, "--trainer.enable_checkpointing", "true", "--trainer.max_steps", "-1"]
+    args += ["--trainer.max_epochs", "3", "--trainer.limit_train_batches", "2", "--trainer.callbacks", cb]
+    text_train_cli(args + ["--trainer.default_root_dir", str(tmp_path), "--model.export_path", str(tmp_path / "m.pt")])
+    ckpts = [next(tmp_path.rglob(f"epoch-epoch={e}.ckpt")) for e in range(3)]
+    states = [torch.load(c, weights_only=True)["state_dict"] for c in ckpts]
+    assert any(not torch.equal(states[0][k], v) for k, v in states[2].items())  # the weights moved between epochs
+    capsys.readouterr()
+    out = tmp_path / "avg.pt"
+    assert export_main([str(ckpts[2]), str(out), "--average", str(ckpts[0]), str(ckpts[1])]) == 0
+    assert f"averaged with {ckpts[0]} {ckpts[1]}: " in capsys.readouterr().out
+    data = load_model_file(out, "text-model")
+    for k, v in data["state_dict"].items():
+        mean = sum(s["net." + k] for s in states) / 3
+        torch.testing.assert_close(v, mean, rtol=0, atol=1e-6, msg=k)
+    assert len(_texts(Translator.load(out))) == len(SENTENCES)
+
+
+def test_average_refuses_another_model(run, tmp_path, capsys):
+    ckpt, _, _ = run
+    other = tmp_path / "other"
+    text_train_cli(
+        ["fit", "--config", CONFIG, "--trainer.enable_checkpointing", "true", "--model.network.dec_hidden", "24"]
+        + ["--trainer.default_root_dir", str(other), "--model.export_path", str(other / "m.pt")]
+    )
+    (other_ckpt,) = other.rglob("*.ckpt")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(ckpt), str(tmp_path / "avg.pt"), "--average", str(other_ckpt)])
+    err = _one_error_line(capsys, exc, "text-export")
+    assert str(other_ckpt) in err and "not the same model" in err
+    assert not (tmp_path / "avg.pt").exists()

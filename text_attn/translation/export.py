@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from text_attn.core.modelfile import (
     ModelFileError,
     check_model_data,
@@ -77,6 +79,40 @@ def write_model_file(content: dict[str, Any], dst: str | Path, half: bool = Fals
     return out
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal metadata, tensors included (a subword model travels as a uint8 tensor)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def average_sources(content: dict[str, Any], src: str | Path, others: list[str]) -> dict[str, Any]:
+    """``content`` (read from src) with each weight replaced by its mean over src and ``others`` (checkpoint
+    averaging, as Vaswani et al. 2017 did with their last checkpoints). Every other source must be the same model:
+    the same settings and vocabularies (its metadata equal to src's, bar ``info``) and the same weight names and shapes;
+    else :class:`ModelFileError` names it. Integer buffers (none in today's networks) are kept from src."""
+    meta = {k: v for k, v in content.items() if k not in ("state_dict", "info")}
+    total = {k: v.double() if v.is_floating_point() else v for k, v in content["state_dict"].items()}
+    for other in others:
+        data, _ = read_source(other)
+        if not _same({k: v for k, v in data.items() if k not in ("state_dict", "info")}, meta):
+            raise ModelFileError(f"{other}: not the same model as {src} (other settings or vocabularies)")
+        state = data["state_dict"]
+        if state.keys() != total.keys() or any(state[k].shape != v.shape for k, v in total.items()):
+            raise ModelFileError(f"{other}: its weights differ in names or shapes from {src}'s: cannot average")
+        for k, v in total.items():
+            if v.is_floating_point():
+                total[k] = v + state[k].double()
+    n = 1 + len(others)
+    dtypes = {k: v.dtype for k, v in content["state_dict"].items()}
+    averaged = {k: (v / n).to(dtypes[k]) if v.is_floating_point() else v for k, v in total.items()}
+    return {**content, "state_dict": averaged}
+
+
 def export_checkpoint(src: str | Path, dst: str | Path, half: bool = False) -> Path:
     """Turn a text-train checkpoint (or a text model file) into a text model file at dst; return its path.
     Raises :class:`ModelFileError` (one line) for an input that cannot be exported, OSError when dst cannot be
@@ -92,11 +128,14 @@ def _size(n_bytes: int) -> str:
 def export_main(argv: list[str] | None = None) -> int:
     """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code (errors: one line, exit 2)."""
 
-    def convert(src: str, dst: str, half: bool) -> str:
+    def convert(src: str, dst: str, half: bool, average: list[str] | None) -> str:
         content, what = read_source(src)
-        out = write_model_file(content, dst, half=half, src=src)
         tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
         n = sum(v.numel() for v in tensors.values())
+        if average:
+            content = average_sources(content, src, average)
+            src = f"{src} averaged with {' '.join(average)}"
+        out = write_model_file(content, dst, half=half, src=src)
         dtype = "float16" if half else "float32"
         return f"wrote {out} from {what} {src}: {n:,} parameters, {dtype} weights, {_size(out.stat().st_size)}"
 
@@ -104,9 +143,17 @@ def export_main(argv: list[str] | None = None) -> int:
         "text-export",
         "Turn a text-train Lightning checkpoint (or a text model file: re-export, halve) into a "
         "self-contained model file for `translate --model`. Example: "
-        "text-export runs/x/checkpoints/last.ckpt model.pt",
+        "text-export runs/x/checkpoints/last.ckpt model.pt; averaging the last three epochs: "
+        "text-export epoch-12.ckpt model.pt --average epoch-11.ckpt epoch-10.ckpt",
         "a text-train .ckpt file, or a text model file",
         "model file to write (e.g. model.pt); may be the input",
         convert,
         argv,
+        lambda p: p.add_argument(
+            "--average",
+            nargs="+",
+            metavar="CHECKPOINT",
+            help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these "
+            "(e.g. the last epochs' checkpoints of one run; same settings and vocabularies)",
+        ),
     )
