@@ -45,7 +45,7 @@ from text_attn.core.metrics import coco_metrics
 ROOT = Path(__file__).resolve().parents[1]
 
 # The shipped shapes configs supervise the attention (issue 15); "_ce" variants train without it.
-CE_ONLY = ("--model.attn_sup_lambda=0", "--data.attention_targets=false")
+CE_ONLY = ("--model.objective.attn_sup_lambda=0", "--data.attention_targets=false")
 
 
 class Variant(NamedTuple):

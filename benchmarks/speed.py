@@ -144,7 +144,7 @@ class ReferenceDecoder(torch.nn.Module):
 def train_step_rows(repeats: int, peak: float) -> list[dict]:
     from torch.utils.flop_counter import FlopCounterMode
 
-    from captioning.decoder import caption_loss
+    from captioning.objective import caption_loss
 
     dec = paper_decoder().train()
     opt = torch.optim.Adam(dec.parameters(), lr=1e-4, fused=True)  # as CaptionModule's; the tutorial's is plain Adam

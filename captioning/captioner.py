@@ -150,6 +150,44 @@ class Captioner:
         return captioner
 
     # --- captioning ----------------------------------------------------------------------------
+    @classmethod
+    def start_weights(cls, path: str | os.PathLike[str], model: CaptionModel, vocab: Vocabulary) -> None:
+        """``model.init_from``: load into the freshly built ``model`` the weights of a model file (``caption``'s,
+        written by fit or caption-export) or a training checkpoint (.ckpt). The network's shape and the vocabulary
+        must match the config's and the data's; otherwise one ValueError line says what differs."""
+        from pathlib import Path
+
+        from text_attn.core.training import weight_misfit
+
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"model.init_from: no such file {path}")
+        if path.suffix == ".ckpt":
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            prefix = "model."
+            state = {k.removeprefix(prefix): v for k, v in ckpt.get("state_dict", {}).items() if k.startswith(prefix)}
+            if not state:
+                raise ValueError(f"model.init_from: {path} holds no caption model weights")
+        else:
+            try:
+                loaded = cls.load(path)
+            except ModelFileError as err:
+                raise ValueError(f"model.init_from: {err}") from None
+            if loaded.vocab.itos != vocab.itos:
+                # The ids follow word frequencies in the training captions: the same words from other data (another
+                # train_size) can come in another order, which would scramble every output.
+                same_words = sorted(loaded.vocab.itos) == sorted(vocab.itos)
+                differs = "the same words in another order" if same_words else f"{len(loaded.vocab)} words"
+                raise ValueError(
+                    f"model.init_from: {path} was trained with another vocabulary ({differs}) than this data's "
+                    f"({len(vocab)} words); use the first stage's data settings (e.g. data.train_size)"
+                )
+            state = loaded.model.state_dict()
+        misfit = weight_misfit(model.state_dict(), state)
+        if misfit is not None:
+            raise ValueError(f"model.init_from: {path} does not fit this config's network: {misfit}")
+        model.load_state_dict(state)
+
     def generate(
         self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
     ) -> SearchResult:

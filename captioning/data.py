@@ -266,6 +266,11 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         ]
         self._train_caption = [k for caps in train for k in range(len(caps[: hp.captions_per_image]))]
 
+    @property
+    def train_references(self) -> list[list[list[str]]]:
+        """Per training image, its captions as token lists (SCST's CIDEr-D takes its document frequencies here)."""
+        return self.splits["train"].references
+
     # --- features -----------------------------------------------------------------------------------------------------
     def set_preprocess(self, preprocess: Callable) -> None:
         """How images become network input (the encoder's Preprocess); image batches use it."""
@@ -363,6 +368,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         images = [img for img, _ in pairs]
         batch = {**self._visual("train", images), **self._caption_tensors([c for _, c in pairs])}
         batch["image_index"] = torch.tensor(images)  # (B,)
+        batch["references"] = [self.splits["train"].references[i] for i in images]  # SCST's reward scores these
         batch["pair_index"] = torch.tensor(index)  # (B,) which (image, caption) pairs: DDP ranks draw disjoint ones
         if self.hparams.attention_targets:
             which = [(img, self._train_caption[i]) for img, i in zip(images, index, strict=True)]

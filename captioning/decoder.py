@@ -13,12 +13,12 @@ state (h_{t-1}, c_{t-1}) and the L annotation vectors a_i (the encoder's regions
 Hard attention (Sec. 4.1, ``attention="hard"``) replaces eq. (6) by z_t = a_{s_t}, one region s_t ~ Multinoulli(α_t)
 (same scorer f_att); the gate β_t still scales it. In training, each caption takes the expected (soft) context
 instead of sampling with probability ``soft_prob`` (the paper: 0.5), and ``forward`` also returns log p(s_t | a),
-H[α_t] and s_t for the REINFORCE loss of eq. (12) (:func:`captioning.reinforce.hard_attention_loss`). In eval mode
+H[α_t] and s_t for the REINFORCE loss of eq. (12) (:func:`captioning.objective.hard_attention_loss`). In eval mode
 it is deterministic: the arg-max region, or the expected context (``hard_inference``), so beam search works as usual.
 
 The region keys' attention projection (U a_i) is computed once per image in ``init_state``, not at every step.
 ``forward`` (teacher forcing) and ``step`` (search) share the per-step code, so they compute the same thing.
-The training loss adds the doubly stochastic penalty of eq. (14): see :func:`doubly_stochastic_penalty`.
+What training minimises (eq. (14)'s penalty, eq. (12) for hard attention, SCST) is captioning.objective's.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
-from text_attn.core.fused import SCRATCH, DeferredWeightGrad, ThinLinear, cross_entropy
+from text_attn.core.fused import SCRATCH, DeferredWeightGrad, ThinLinear
 
 GATES = ("scalar", "vector", "none")
 POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
@@ -324,51 +324,3 @@ class ShowAttendTellDecoder(nn.Module):
             chosen=chosen,
             sampled=sampled,
         )
-
-
-def doubly_stochastic_penalty(alphas: Tensor, step_mask: Tensor, target: float | None = 1.0) -> Tensor:
-    """Eq. (14)'s λ-free term: mean over the batch of Σ_i (target − Σ_t α_ti)², padded steps left out of Σ_t.
-
-    alphas (B, T, L), step_mask (B, T) bool (True = a real step). ``target=None`` uses each caption's own T_b / L.
-
-    Softmax already makes Σ_i α_ti = 1 at every step; this asks also Σ_t α_ti ≈ target, i.e. that every region
-    gets its share of attention over the whole caption (the paper: "pay equal attention to every part of the image
-    over the course of generation"). Choice of target -- we checked the authors' code (kelvinxu/arctic-captions,
-    capgen.py): ``alpha_c * ((1 - alphas.sum(0))**2).sum(0).mean()`` with alphas (T, B, L), i.e. target 1 as in
-    the paper, Σ_t over ALL steps (padding included -- we exclude it), then a SUM over the batch and a MEAN over
-    the L regions; so their alpha_c equals our λ times L/B. There is no τ/L target in that code.
-    Why the target hardly matters: since Σ_i Σ_t α_ti = T_b exactly (T_b real steps), with s_i = Σ_t α_ti
-    and s̄ = T_b / L,  Σ_i (τ − s_i)² = Σ_i (s_i − s̄)² + L (τ − s̄)².  The second term is a constant, so every τ
-    gives the same gradient; only the reported value moves. τ = 1 (default) matches the paper and its code;
-    τ = None (s̄ per caption) reports the constant-free spread, 0 for perfectly uniform attention.
-    """
-    mask = step_mask.to(alphas.dtype).unsqueeze(-1)  # (B, T, 1)
-    totals = (alphas * mask).sum(dim=1)  # (B, L) Σ_t α_ti over real steps
-    if target is None:
-        goal = step_mask.sum(dim=1, keepdim=True).to(alphas.dtype) / alphas.size(-1)  # (B, 1) T_b / L
-    else:
-        goal = torch.as_tensor(target, dtype=alphas.dtype, device=alphas.device)
-    return ((goal - totals) ** 2).sum(dim=-1).mean()
-
-
-def caption_loss(
-    logits: Tensor,
-    targets: Tensor,
-    alphas: Tensor,
-    pad_id: int,
-    ds_lambda: float = 1.0,
-    label_smoothing: float = 0.0,
-    ds_target: float | None = 1.0,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """Cross-entropy per non-pad target token + ds_lambda · doubly stochastic penalty (eq. 14).
-
-    logits (B, T, V), targets (B, T) = words + eos then pad, alphas (B, T, L). Returns (total, {"ce", "ds"}).
-    """
-    ce = cross_entropy(  # F.cross_entropy's numbers (a compiled kernel on the CPU: text_attn.core.fused)
-        logits.reshape(-1, logits.size(-1)),
-        targets.reshape(-1),
-        ignore_index=pad_id,  # mean over the non-pad tokens only
-        label_smoothing=label_smoothing,
-    )
-    ds = doubly_stochastic_penalty(alphas, targets != pad_id, target=ds_target)
-    return ce + ds_lambda * ds, {"ce": ce, "ds": ds}

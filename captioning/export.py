@@ -1,60 +1,37 @@
 """Command-line entry point ``caption-export``: a caption-train checkpoint or a model file -> a self-contained model
-file, optionally with float16 weights (``--half``). A checkpoint without a stored vocabulary has it rebuilt from its
-data settings.
+file, optionally with float16 weights (``--half``). Checkpoints of older versions (without a stored vocabulary, or
+with the model options not yet in blocks) cannot be exported: their fit runs wrote model files.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
-import sys
 from pathlib import Path
 
 from text_attn.core.errors import one_line
 from text_attn.core.modelfile import ModelFileError, export_command, read_export_source
 
 
-def _checkpoint_vocab(ckpt: dict, path: str):
-    """The training vocabulary: stored in the checkpoint, else rebuilt from its data settings (deterministic)."""
-    from text_attn.core.vocab import Vocabulary
-
-    if isinstance(ckpt.get("vocab"), dict):
-        return Vocabulary.from_dict(ckpt["vocab"])
-    from captioning.data import CaptionDataModule
-
-    hp = dict(ckpt.get("datamodule_hyper_parameters") or {})
-    if not hp:
-        raise ModelFileError(f"{path}: the checkpoint holds neither a vocabulary nor the data settings to rebuild it")
-    if "image_size" in hp and "scene_size" not in hp:  # checkpoints from before the rename (same meaning)
-        hp["scene_size"] = hp.pop("image_size")
-    allowed = inspect.signature(CaptionDataModule.__init__).parameters
-    hp = {k: v for k, v in hp.items() if k in allowed}
-    if hp.get("source", "shapes") == "shapes":
-        hp.update(val_size=1, test_size=1)  # the vocabulary comes from the train scenes alone; skip drawing the rest
-    print(f"caption-export: note: {path} holds no vocabulary; rebuilding it from its data settings", file=sys.stderr)
-    try:
-        dm = CaptionDataModule(**hp)
-        dm.setup("fit")
-    except Exception as err:  # noqa: BLE001 - missing data files, bad settings, ...: all mean "cannot rebuild"
-        raise ModelFileError(
-            f"{path}: no vocabulary stored and rebuilding it from the data failed: {one_line(err)}"
-        ) from None
-    return dm.vocab
-
-
 def model_from_checkpoint(ckpt: dict, path: str):
-    """A Captioner with the weights of a caption-train (CaptionModule) Lightning checkpoint; checkpoints from before the
-    nested configuration (flat model options) are read too."""
+    """A Captioner with the weights of a caption-train (CaptionModule) Lightning checkpoint of this version (its
+    vocabulary stored, its model options in the encoder / decoder blocks)."""
     from captioning.captioner import Captioner
     from captioning.decoder import DecoderConfig
     from captioning.encoder import EncoderConfig
-    from captioning.model import as_config, nest_options
+    from text_attn.core.training import as_config
+    from text_attn.core.vocab import Vocabulary
 
-    hp = nest_options(dict(ckpt.get("hyper_parameters") or {}))
+    hp = dict(ckpt.get("hyper_parameters") or {})
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     if not state:
         raise ModelFileError(f"{path}: not a caption-train checkpoint (no 'model.*' weights in its state_dict)")
-    vocab = _checkpoint_vocab(ckpt, path)
+    if not isinstance(ckpt.get("vocab"), dict) or not isinstance(hp.get("decoder"), dict):
+        raise ModelFileError(
+            f"{path}: this checkpoint was written by an older version of caption-train, without the vocabulary and "
+            "settings a model file needs, so it cannot be exported (use the model file its fit run wrote, or train "
+            "again)"
+        )
+    vocab = Vocabulary.from_dict(ckpt["vocab"])
     try:
         # every encoder weight comes from the checkpoint: no download, no weights file
         encoder = as_config(EncoderConfig, {**dict(hp.get("encoder") or {}), "weights": None}, "encoder")

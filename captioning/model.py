@@ -6,8 +6,7 @@ text networks' ``generate``. Words, attention per word and the model file are th
 (captioning.captioner.Captioner), as they are ``Translator``'s for text.
 
 Configuration: ``EncoderConfig`` (captioning.encoder) and ``DecoderConfig`` (captioning.decoder), the ``model.encoder``
-and ``model.decoder`` blocks of a caption config. ``nest_options`` turns the flat options of older configs and
-checkpoints into those two blocks.
+and ``model.decoder`` blocks of a caption config.
 """
 
 from __future__ import annotations
@@ -22,36 +21,11 @@ from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecod
 from captioning.encoder import EncoderConfig, ImageEncoder
 from text_attn.core.decoding import SearchResult, search
 
-# Options a config or checkpoint of the flat era held at model level, by the block they now belong to.
+# Each block's option names (caption-train names the block of an option given directly under model).
 ENCODER_OPTIONS = tuple(f.name for f in fields(EncoderConfig))
 # vocab_size, feature_dim and key_dims are filled in by CaptionModel.build, never given.
 DERIVED_DECODER_FIELDS = ("vocab_size", "feature_dim", "key_dims")
 DECODER_OPTIONS = tuple(f.name for f in fields(DecoderConfig) if f.name not in DERIVED_DECODER_FIELDS)
-
-
-def nest_options(flat: dict[str, Any]) -> dict[str, Any]:
-    """{"backbone": .., "hidden_dim": .., "lr": ..} -> {"encoder": {"backbone": ..}, "decoder": {"hidden_dim": ..},
-    "lr": ..}: the flat model options of older checkpoints, in today's blocks (nested ones pass through)."""
-    out = {k: v for k, v in flat.items() if k not in ENCODER_OPTIONS and k not in DECODER_OPTIONS}
-    for block, names in (("encoder", ENCODER_OPTIONS), ("decoder", DECODER_OPTIONS)):
-        moved = {k: flat[k] for k in names if k in flat}
-        if moved or isinstance(flat.get(block), dict):
-            out[block] = {**moved, **dict(flat.get(block) or {})}
-    return out
-
-
-def as_config(cls: type, value: Any, name: str) -> Any:
-    """``value`` as the config dataclass ``cls``: itself, or built from a dict of its fields (checkpoints and
-    ``load_from_checkpoint`` hold dicts); an unknown field is one clear error naming ``name``."""
-    if isinstance(value, cls):
-        return value
-    if not isinstance(value, dict):
-        raise TypeError(f"{name} must be a {cls.__name__} or a dict of its fields, got {type(value).__name__}")
-    known = [f.name for f in fields(cls)]
-    unknown = sorted(set(value) - set(known))
-    if unknown:
-        raise ValueError(f"unknown {name} option(s) {unknown}; known: {known}")
-    return cls(**value)
 
 
 class CaptionModel(nn.Module):

@@ -1,25 +1,21 @@
-"""CaptionModule: a thin LightningModule around CaptionModel (loss, optimiser, logging, export).
+"""CaptionModule: the LightningModule around CaptionModel: model, optimiser, logging, evaluation, checkpoints, export.
 
-The model is built in ``setup`` because its vocabulary comes from the data module. Training minimises the
-cross-entropy plus λ times the doubly stochastic attention penalty (Xu et al. 2015, eq. 14); with
-``decoder.attention: hard`` it minimises eq. (12) instead (captioning.reinforce: cross-entropy with sampled locations,
-REINFORCE with a moving-average baseline, entropy bonus) and logs ``train_reinforce``, ``train_entropy`` (mean
-attention entropy per step), ``train_reward`` and ``baseline``; it warns once if the attention stays near uniform
-``collapse_warmup`` steps after sampling starts (the end of ``soft_warmup``). Validation and test
-decode free-running (no teacher forcing) one caption per image and score it against all its references with the
-coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``, ``{stage}_CIDEr`` (and ``{stage}_METEOR`` when
-Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's first reference. On shapes it also logs
-``{stage}_grounding`` (fraction of object-naming nouns whose arg-max attention cell lies in the named object's box;
-0 when no noun names an object), ``{stage}_grounding_mass`` (mean attention mass in that box) and
-``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint.
+The model is built in ``setup`` because its vocabulary comes from the data module. What training minimises is the
+``model.objective`` block's business (captioning.objective: cross-entropy with the doubly stochastic penalty, eq. (12)
+for hard attention, SCST, attention supervision); a training step asks it for the loss and logs what it returns
+(``train_loss``, ``train_ce``, ``train_ds``; for hard attention ``train_reinforce``, ``train_entropy``,
+``train_reward``, ``baseline``; for SCST ``train_reward``, ``train_baseline``, ``train_advantage``;
+``train_attn_sup``). Validation and test decode free-running (no teacher forcing) one caption per image and score it
+against all its references with the coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``,
+``{stage}_CIDEr`` (and ``{stage}_METEOR`` when Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's
+first reference. On shapes it also logs ``{stage}_grounding`` (fraction of object-naming nouns whose arg-max
+attention cell lies in the named object's box; 0 when no noun names an object), ``{stage}_grounding_mass`` (mean
+attention mass in that box) and ``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in
+ModelCheckpoint.
 
-Beyond the anchors (issue 15): ``attn_sup_lambda`` adds attention supervision on the data's ground-truth attention
-(``train_attn_sup``); ``scst`` replaces the cross-entropy by self-critical training on CIDEr-D (captioning.scst; logs
-``train_reward``, ``train_baseline``, ``train_advantage``), usually from a first stage's weights (``init_from``).
-
-The module never calls into the data module: it reads its vocabulary (``dm.vocab``) and, for grounding, its scenes;
-the FeatureCacheCallback (captioning.feature_cache, added by ``configure_callbacks``) gives the data module the encoder
-for preprocessing and the feature cache.
+The module never calls into the data module: it reads its vocabulary (``dm.vocab``), its training references (for
+SCST's reward) and, for grounding, its scenes; the FeatureCacheCallback (captioning.feature_cache, added by
+``configure_callbacks``) gives the data module the encoder for preprocessing and the feature cache.
 """
 
 from __future__ import annotations
@@ -32,19 +28,16 @@ import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
 from captioning.captioner import Captioner
-from captioning.decoder import DecoderConfig, caption_loss
+from captioning.decoder import DecoderConfig
 from captioning.encoder import EncoderConfig
 from captioning.feature_cache import FeatureCacheCallback
 from captioning.grounding import grounding
-from captioning.model import CaptionModel, as_config
-from captioning.reinforce import REWARDS, CollapseMonitor, MovingAverageBaseline, hard_attention_loss
-from captioning.scst import CaptionReward, load_initial_weights, self_critical_step
-from text_attn.core.attention_supervision import attention_supervision_loss
+from captioning.model import CaptionModel
+from captioning.objective import CaptionObjective, ObjectiveConfig
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics
-from text_attn.core.self_critical import check_objective_options
-from text_attn.core.training import RunState, check_finite, check_training_options, gather_outputs
+from text_attn.core.training import RunState, as_config, check_finite, check_training_options, gather_outputs
 
 
 class CaptionModule(RunState, pl.LightningModule):
@@ -52,15 +45,7 @@ class CaptionModule(RunState, pl.LightningModule):
         self,
         encoder: EncoderConfig = EncoderConfig(),  # noqa: B008 - a frozen dataclass; stored as a dict below
         decoder: DecoderConfig = DecoderConfig(),  # noqa: B008
-        soft_warmup: int = 0,
-        rl_lambda: float = 1.0,
-        rl_reward: str = "caption",
-        entropy_lambda: float = 0.01,
-        baseline_decay: float = 0.9,
-        collapse_warmup: int = 500,
-        collapse_ratio: float = 0.95,
-        ds_lambda: float = 1.0,
-        label_smoothing: float = 0.0,
+        objective: ObjectiveConfig = ObjectiveConfig(),  # noqa: B008
         lr: float = 4e-4,
         encoder_lr: float = 1e-4,
         lr_patience: int | None = None,
@@ -71,11 +56,6 @@ class CaptionModule(RunState, pl.LightningModule):
         val_meteor: bool | None = None,
         export_path: str | None = None,
         cpu_threads: int | None = None,
-        attn_sup_lambda: float = 0.0,
-        scst: bool = False,
-        scst_samples: int = 5,
-        scst_baseline: str = "greedy",
-        scst_max_len: int | None = None,
         init_from: str | None = None,
     ):
         """
@@ -85,21 +65,10 @@ class CaptionModule(RunState, pl.LightningModule):
             decoder: the Show-Attend-Tell decoder (captioning.decoder.DecoderConfig: embed_dim, hidden_dim, attn_dim,
                 dropout, gate, deep_output, attention, hard_inference, soft_prob, region_pos, init_from_image,
                 attend_on), a dataclass or a dict of its fields.
-            soft_warmup: hard training: for the first this many steps every caption takes the expected context
-                (soft attention), then ``decoder.soft_prob`` applies. Not in the paper: REINFORCE from a random start
-                spends its budget finding the objects; after a soft start it only has to learn to use one region at a
-                time.
-            rl_lambda: λ_r, weight of the REINFORCE term (reward = the caption's log-likelihood minus the baseline).
-            rl_reward: ``caption`` (the paper: every location of a caption shares its log-likelihood minus the
-                baseline) or ``word`` (the authors' code: each location gets its own word's log-probability, no
-                baseline; less variance, blind to what a location does to later words).
-            entropy_lambda: λ_e, weight of the attention entropy bonus. baseline_decay: the moving-average baseline's
-                decay (the paper: 0.9).
-            collapse_warmup / collapse_ratio: warn once when, this many steps after the soft warm-up, the mean
-                attention entropy is still above ratio x log L (near uniform). 0 turns the check off.
-            ds_lambda: weight of the doubly stochastic penalty (the paper: 1.0; it is a soft-attention regulariser,
-                0 is usual for hard attention).
-            label_smoothing: cross-entropy label smoothing.
+            objective: what training minimises (captioning.objective.ObjectiveConfig: ds_lambda, label_smoothing,
+                attn_sup_lambda; for hard attention soft_warmup, rl_lambda, rl_reward, entropy_lambda, baseline_decay,
+                collapse_warmup, collapse_ratio; scst, scst_samples, scst_baseline, scst_max_len), a dataclass or a
+                dict of its fields.
             lr: Adam learning rate of the decoder. encoder_lr: Adam rate of the trainable encoder layers.
             lr_patience: when set, multiply the learning rates by ``lr_factor`` whenever ``val_Bleu_4`` has not
                 improved for this many validations (ReduceLROnPlateau); null keeps them constant. A schedule by
@@ -114,42 +83,27 @@ class CaptionModule(RunState, pl.LightningModule):
             export_path: where fit writes the self-contained model file (default: <log dir>/model.pt).
             cpu_threads: torch CPU threads, set in setup (null = torch's default, one per core). On a small CPU
                 shared with other work, 1 is much faster: threads waiting for a busy core stall every op.
-            attn_sup_lambda: attention supervision (Liu et al. 2017): add λ times the cross-entropy between α_t and
-                the ground-truth attention of each word that names a region (needs ``data.attention_targets: true``;
-                shapes scenes and Karpathy sentence boxes have them). For hard attention it supervises the
-                distribution the location is sampled from. 0 = off.
-            scst: self-critical sequence training (Rennie et al. 2017; captioning.scst) instead of cross-entropy:
-                ``scst_samples`` sampled captions per image, reward CIDEr-D (document frequencies from the training
-                references), baseline ``greedy`` (the model's greedy caption's CIDEr-D) or ``leave_one_out``; captions
-                up to ``scst_max_len`` words (null: val_max_len). Start it from a trained model: ``init_from``.
             init_from: a model file or training checkpoint whose weights start this run (e.g. the cross-entropy
                 model for an SCST stage); the config must build the same network, the data the same vocabulary. A
                 resumed run (--ckpt_path) takes the checkpoint's weights instead.
         """
         super().__init__()
         encoder, decoder = as_config(EncoderConfig, encoder, "encoder"), as_config(DecoderConfig, decoder, "decoder")
+        objective = as_config(ObjectiveConfig, objective, "objective")
         self.encoder_config, self.decoder_config = encoder, decoder
         # Checkpoints keep plain dicts (they load with weights_only=True); save_hyperparameters reads these locals.
-        encoder, decoder = asdict(encoder), asdict(decoder)
+        encoder, decoder, objective_config, objective = asdict(encoder), asdict(decoder), objective, asdict(objective)
         self.save_hyperparameters()
-        # The baseline is a buffer of the module (saved in checkpoints); only hard attention has one, so soft
-        # checkpoints keep their keys.
-        if rl_reward not in REWARDS:
-            raise ValueError(f"unknown rl_reward {rl_reward!r}; choose one of {REWARDS}")
-        check_objective_options(attn_sup_lambda, scst_samples, scst_baseline, scst_max_len)
         inf = float("inf")
-        check_training_options(
-            lr, label_smoothing, val_beam_size, ds_lambda=(ds_lambda, 0, inf), encoder_lr=(encoder_lr, 0, inf)
-        )
+        check_training_options(lr, val_beam_size, encoder_lr=(encoder_lr, 0, inf))
         if lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"unknown lr_schedule {lr_schedule!r}; choose one of {LR_SCHEDULES}")
         self._budget: BudgetProgress | None = None  # the budget schedule's progress (configure_optimizers)
         self._budget_saved = 0.0  # its progress in the checkpoint a resumed fit starts from
-        self.baseline = MovingAverageBaseline(baseline_decay) if self.decoder_config.attention == "hard" else None
-        self._collapse = CollapseMonitor(collapse_warmup, collapse_ratio)
+        # A submodule: the hard-attention baseline is a buffer, so checkpoints keep it.
+        self.objective = CaptionObjective(objective_config, self.decoder_config.attention == "hard", val_max_len)
         self.model: CaptionModel | None = None
         self.vocab = None
-        self._reward: CaptionReward | None = None  # SCST's CIDEr-D, document frequencies from the training references
         self._outputs: list[dict] = []
 
     # --- building from the data -------------------------------------------------------------------------------------
@@ -163,17 +117,17 @@ class CaptionModule(RunState, pl.LightningModule):
             self.vocab = vocab
             self.model = CaptionModel.build(len(vocab), self.encoder_config, self.decoder_config)
             if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these
-                load_initial_weights(self.model, vocab, self.hparams.init_from)
+                Captioner.start_weights(self.hparams.init_from, self.model, vocab)
         dm = getattr(self.trainer, "datamodule", None)
         if dm is None:
             return
-        if self.hparams.attn_sup_lambda > 0 and not getattr(dm.hparams, "attention_targets", False):
+        if self.objective.cfg.attn_sup_lambda > 0 and not getattr(dm.hparams, "attention_targets", False):
             raise ValueError(
-                "model.attn_sup_lambda > 0 needs the ground-truth attention: set data.attention_targets: true "
-                "(source shapes, or karpathy with sentence boxes)"
+                "model.objective.attn_sup_lambda > 0 needs the ground-truth attention: set data.attention_targets: "
+                "true (source shapes, or karpathy with sentence boxes)"
             )
-        if self.hparams.scst and stage in (None, "fit") and self._reward is None:
-            self._reward = CaptionReward(dm.splits["train"].references)
+        if stage in (None, "fit") and self.objective.cfg.scst:
+            self.objective.use_references(dm.train_references)  # SCST's CIDEr-D document frequencies
 
     def configure_callbacks(self) -> list:
         return [FeatureCacheCallback()]  # the data module encodes each image once with this model's frozen encoder
@@ -191,93 +145,16 @@ class CaptionModule(RunState, pl.LightningModule):
     def _features(self, batch: dict) -> torch.Tensor:
         return batch["features"] if "features" in batch else self.model.encode(batch["images"])  # (B, L, D)
 
-    def _loss(self, batch: dict, features: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Training (hard attention): eq. (12); otherwise, and in evaluation, cross-entropy + ds penalty."""
-        hp = self.hparams
-        warm = self.model.decoder.training and self.global_step < hp.soft_warmup
-        # logits (B, T, V), alphas (B, T, L), ...
-        out = self.model.decoder(features, batch["captions_in"], soft_prob=1.0 if warm else None)
-        loss, parts = self._word_loss(batch, out)
-        if hp.attn_sup_lambda > 0 and "attn_targets" in batch:
-            sup = attention_supervision_loss(out.alphas, batch["attn_targets"], batch["attn_targets_mask"])
-            loss, parts = loss + hp.attn_sup_lambda * sup, {**parts, "attn_sup": sup}
-        return loss, parts
-
-    def _word_loss(self, batch: dict, out) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        hp = self.hparams
-        if self.baseline is not None and self.model.decoder.training:
-            return hard_attention_loss(
-                out,
-                batch["targets"],
-                pad_id=self.vocab.pad_id,
-                baseline=self.baseline.value if self.baseline.ready else None,
-                rl_lambda=hp.rl_lambda,
-                reward=hp.rl_reward,
-                entropy_lambda=hp.entropy_lambda,
-                ds_lambda=hp.ds_lambda,
-                label_smoothing=hp.label_smoothing,
-            )
-        return caption_loss(
-            out.logits,
-            batch["targets"],
-            out.alphas,
-            pad_id=self.vocab.pad_id,
-            ds_lambda=hp.ds_lambda,
-            label_smoothing=hp.label_smoothing,
-        )
-
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         features = self._features(batch)
-        if self.hparams.scst:
-            return self._scst_step(batch, features)
-        loss, parts = self._loss(batch, features)
+        loss, logs, warning = self.objective.training_loss(self.model, self.vocab, features, batch, self.global_step)
         check_finite(loss, self.global_step)
-        n = batch["targets"].size(0)
-        self.log("train_loss", loss, prog_bar=True, batch_size=n)
-        self.log("train_ce", parts["ce"], batch_size=n)
-        self.log("train_ds", parts["ds"], batch_size=n)
-        if "attn_sup" in parts:
-            self.log("train_attn_sup", parts["attn_sup"], batch_size=n)
-        if "reinforce" in parts:
-            self._hard_step(parts, n, features.size(1))
+        progress = {"train_loss", "train_reward"} if self.objective.cfg.scst else {"train_loss"}
+        for name, value in logs.items():
+            self.log(name, value, prog_bar=name in progress, batch_size=features.size(0))
+        if warning:
+            rank_zero_warn(warning)
         return loss
-
-    def _scst_step(self, batch: dict, features: torch.Tensor) -> torch.Tensor:
-        """Self-critical loss on this batch's images (+ λ attention supervision on their captions when on)."""
-        hp, n = self.hparams, features.size(0)
-        refs = self.trainer.datamodule.splits["train"].references
-        references = [refs[i] for i in batch["image_index"].tolist()]
-        max_len = hp.scst_max_len or hp.val_max_len
-        loss, stats = self_critical_step(
-            self.model, self.vocab, features, references, self._reward, hp.scst_samples, hp.scst_baseline, max_len
-        )
-        if hp.attn_sup_lambda > 0:
-            _, parts = self._loss(batch, features)
-            loss = loss + hp.attn_sup_lambda * parts["attn_sup"]
-            self.log("train_attn_sup", parts["attn_sup"], batch_size=n)
-        check_finite(loss, self.global_step)
-        self.log("train_loss", loss, prog_bar=True, batch_size=n)
-        for key in ("reward", "baseline", "advantage"):
-            self.log(f"train_{key}", stats[key], prog_bar=key == "reward", batch_size=n)
-        return loss
-
-    def _hard_step(self, parts: dict[str, torch.Tensor], n: int, num_regions: int) -> None:
-        """Log the REINFORCE pieces, move the baseline (after the loss used its old value), watch for collapse."""
-        sampled = parts["sampled"]  # (B,) captions that sampled locations (the rest took the expected context)
-        self.log("train_reinforce", parts["reinforce"], batch_size=n)
-        self.log("train_entropy", parts["entropy"], batch_size=n)
-        if bool(sampled.any()):
-            self.log("train_reward", parts["reward"][sampled].mean(), batch_size=n)
-        self.baseline.update(parts["reward"][sampled])
-        self.log("baseline", self.baseline.value, batch_size=n)
-        # The watch starts when sampling does: during a soft warm-up the attention may well be spread (soft attention
-        # averages), and the move to sampling is what should sharpen it.
-        sampling_steps = self.global_step - self.hparams.soft_warmup
-        if sampling_steps < 0:
-            return
-        message = self._collapse.update(parts["entropy"].item(), num_regions, sampling_steps)
-        if message:
-            rank_zero_warn(message)
 
     def configure_optimizers(self):
         groups = [{"params": list(self.model.decoder.parameters()), "lr": self.hparams.lr}]
@@ -301,7 +178,7 @@ class CaptionModule(RunState, pl.LightningModule):
     # --- free-running evaluation ------------------------------------------------------------------------------------
     def _eval_step(self, batch: dict, stage: str) -> None:
         features = self._features(batch)
-        loss, _ = self._loss(batch, features)
+        loss, _ = self.objective.teacher_forced(self.model, features, batch, self.vocab.pad_id)
         self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=features.size(0), sync_dist=True)
         captions = self.captioner().caption_features(features, self.hparams.val_beam_size, self.hparams.val_max_len)
         for i, refs, (words, alphas, *_) in zip(

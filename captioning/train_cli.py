@@ -41,23 +41,14 @@ def caption_train_cli(args: list[str] | None = None):
 
 
 def flat_model_options(given: set[str]) -> str | None:
-    """One line for a config or command line that still sets encoder / decoder options directly under ``model``
-    (before they were nested), saying where each one goes now."""
+    """One line for a config or command line that still sets encoder / decoder / objective options directly under
+    ``model`` (before they were nested), saying where each one goes now."""
     from captioning.model import DECODER_OPTIONS, ENCODER_OPTIONS
+    from captioning.objective import OBJECTIVE_OPTIONS
+    from text_attn.core.lightning_cli import nested_options_message
 
-    flat = {g.removeprefix("fit.").removeprefix("test.").removeprefix("validate.").removeprefix("predict.")
-            for g in given}  # fmt: skip
-    enc = [n for n in ENCODER_OPTIONS if f"model.{n}" in flat]
-    dec = [n for n in DECODER_OPTIONS if f"model.{n}" in flat]
-    if not enc and not dec:
-        return None
-    moves = [
-        f"{', '.join(names)} under model.{block}" for block, names in (("encoder", enc), ("decoder", dec)) if names
-    ]
-    return (
-        f"the model options are nested now: put {' and '.join(moves)} (e.g. model.{(enc or dec)[0]} -> "
-        f"model.{'encoder' if enc else 'decoder'}.{(enc or dec)[0]}; see configs/caption/shapes_soft.yaml)"
-    )
+    blocks = [("encoder", ENCODER_OPTIONS), ("decoder", DECODER_OPTIONS), ("objective", OBJECTIVE_OPTIONS)]
+    return nested_options_message(given, blocks, "configs/caption/shapes_soft.yaml")
 
 
 def train_main(args: list[str] | None = None) -> None:

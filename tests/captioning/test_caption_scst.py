@@ -12,7 +12,7 @@ from captioning.captioner import Captioner
 from captioning.decoder import DecoderConfig
 from captioning.encoder import EncoderConfig
 from captioning.model import CaptionModel
-from captioning.scst import CaptionReward, load_initial_weights, self_critical_step
+from captioning.objective import CaptionReward, self_critical_step
 from captioning.train_cli import caption_train_cli
 from text_attn.core.vocab import Vocabulary
 
@@ -81,27 +81,27 @@ def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
     Captioner(model, vocab).save(path)
     other, _, _, _ = _toy()
     torch.nn.init.zeros_(other.decoder.L_o.weight)
-    load_initial_weights(other, vocab, path)
+    Captioner.start_weights(path, other, vocab)
     assert torch.equal(other.decoder.L_o.weight, model.decoder.L_o.weight)
     with pytest.raises(ValueError, match="another vocabulary"):
-        load_initial_weights(other, Vocabulary(["<pad>", "<bos>", "<eos>", "<unk>", "x"]), path)
+        Captioner.start_weights(path, other, Vocabulary(["<pad>", "<bos>", "<eos>", "<unk>", "x"]))
     shuffled = Vocabulary([*vocab.itos[:4], *reversed(vocab.itos[4:])])  # other data: the ids in another order
     with pytest.raises(ValueError, match=r"another vocabulary \(the same words in another order\)"):
-        load_initial_weights(other, shuffled, path)
+        Captioner.start_weights(path, other, shuffled)
     bigger = CaptionModel.build(
         len(vocab), EncoderConfig(backbone="resnet18", weights=None, grid=2, stride=32, image_size=64, crop=False),
         DecoderConfig(embed_dim=8, hidden_dim=24, attn_dim=8),
     )  # fmt: skip
     with pytest.raises(ValueError, match="does not fit this config's network"):
-        load_initial_weights(bigger, vocab, path)
+        Captioner.start_weights(path, bigger, vocab)
     ungated = CaptionModel.build(
         len(vocab), EncoderConfig(backbone="resnet18", weights=None, grid=2, stride=32, image_size=64, crop=False),
         DecoderConfig(embed_dim=8, hidden_dim=16, attn_dim=8, gate="none"),
     )  # fmt: skip
     with pytest.raises(ValueError, match=r"decoder\.f_beta\.bias: only in the file"):  # named, not a trace
-        load_initial_weights(ungated, vocab, path)
+        Captioner.start_weights(path, ungated, vocab)
     with pytest.raises(ValueError, match="no such file"):
-        load_initial_weights(other, vocab, tmp_path / "missing.pt")
+        Captioner.start_weights(tmp_path / "missing.pt", other, vocab)
 
 
 def test_caption_train_runs_an_scst_stage_from_a_model_file_and_attention_supervision(tmp_path, capsys):
@@ -110,17 +110,17 @@ def test_caption_train_runs_an_scst_stage_from_a_model_file_and_attention_superv
     second = tmp_path / "second.pt"
     args = ["fit", "--config", CONFIG, "--model.export_path", str(second), *QUIET]
     cli = caption_train_cli(
-        [*args, "--model.scst", "true", "--model.init_from", str(first), "--trainer.max_steps", "2"]
+        [*args, "--model.objective.scst", "true", "--model.init_from", str(first), "--trainer.max_steps", "2"]
     )
     assert cli.trainer.global_step == 2
     logged = cli.trainer.logged_metrics
     assert {"train_reward", "train_baseline", "train_advantage"} <= set(logged)
     assert Captioner.load(second).vocab == cli.datamodule.vocab
-    sup = ["--model.attn_sup_lambda", "1.0", "--data.attention_targets", "true", "--trainer.max_steps", "2"]
+    sup = ["--model.objective.attn_sup_lambda", "1.0", "--data.attention_targets", "true", "--trainer.max_steps", "2"]
     cli = caption_train_cli([*args, *sup])
     assert float(cli.trainer.logged_metrics["train_attn_sup"]) > 0
     with pytest.raises(SystemExit):
-        caption_train_cli([*args, "--model.attn_sup_lambda", "1.0"])
+        caption_train_cli([*args, "--model.objective.attn_sup_lambda", "1.0"])
     assert "set data.attention_targets: true" in capsys.readouterr().err
 
 

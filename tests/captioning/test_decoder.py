@@ -1,15 +1,12 @@
-"""Show-Attend-Tell decoder: shapes, forward == repeated step, gates, the doubly stochastic term, the loss."""
+"""Show-Attend-Tell decoder: shapes, forward == repeated step, gates, dropout, region positions, and that the loss
+trains through it (the loss itself: test_objective.py)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from captioning.decoder import (
-    DecoderConfig,
-    ShowAttendTellDecoder,
-    caption_loss,
-    doubly_stochastic_penalty,
-)
+from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.objective import caption_loss
 
 B, T, L, D, V = 3, 5, 6, 8, 11
 
@@ -129,82 +126,6 @@ def test_dropout_is_active_in_training_only():
     assert torch.equal(dec(feats, caps)[0], dec(feats, caps)[0])
     dec.train()
     assert not torch.equal(dec(feats, caps)[0], dec(feats, caps)[0])
-
-
-# --- doubly stochastic penalty ------------------------------------------------------------------
-# B=2, T=3, L=2. Caption 0 has 3 real steps; caption 1 has 2 (its last step is padding).
-ALPHAS = torch.tensor(
-    [
-        [[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]],
-        [[0.3, 0.7], [0.6, 0.4], [0.1, 0.9]],  # [0.1, 0.9] is a padded step
-    ]
-)
-STEP_MASK = torch.tensor([[True, True, True], [True, True, False]])
-
-
-def test_doubly_stochastic_penalty_by_hand():
-    # caption 0: Σ_t α = (1.6, 1.4) -> (1-1.6)² + (1-1.4)² = 0.36 + 0.16 = 0.52
-    # caption 1: Σ_t α over real steps = (0.9, 1.1) -> 0.01 + 0.01 = 0.02;  mean = 0.27
-    assert doubly_stochastic_penalty(ALPHAS, STEP_MASK).item() == pytest.approx(0.27)
-    # counting the padded step would give (1.0, 2.0) -> 0 + 1 for caption 1 and a mean of 0.76
-    all_real = torch.ones_like(STEP_MASK)
-    assert doubly_stochastic_penalty(ALPHAS, all_real).item() == pytest.approx(0.76)
-    # target 0.5: caption 0 (1.1² + 0.9²) = 2.02, caption 1 (0.4² + 0.6²) = 0.52 -> 1.27
-    assert doubly_stochastic_penalty(ALPHAS, STEP_MASK, target=0.5).item() == pytest.approx(1.27)
-    # target None = T_b / L: caption 0 aims at 1.5 -> 0.1² + 0.1² = 0.02; caption 1 at 1.0 -> 0.02
-    assert doubly_stochastic_penalty(ALPHAS, STEP_MASK, target=None).item() == pytest.approx(0.02)
-
-
-def test_doubly_stochastic_target_only_shifts_the_value_not_the_gradient():
-    torch.manual_seed(0)
-    scores = torch.randn(4, 7, 10, requires_grad=True)
-    mask = torch.ones(4, 7, dtype=torch.bool)
-    mask[1, 5:] = False
-    mask[3, 2:] = False
-    grads = []
-    for target in (1.0, 0.3, None):
-        (g,) = torch.autograd.grad(doubly_stochastic_penalty(scores.softmax(-1), mask, target), scores)
-        grads.append(g)
-    assert torch.allclose(grads[0], grads[1], atol=1e-6)
-    assert torch.allclose(grads[0], grads[2], atol=1e-6)
-    assert grads[0].abs().max() > 1e-3  # the gradient itself is not trivially zero
-
-
-# --- caption loss --------------------------------------------------------------------------------
-def _loss_inputs():
-    g = torch.Generator().manual_seed(3)
-    logits = torch.randn(2, 3, V, generator=g)
-    targets = torch.tensor([[5, 6, 2], [7, 2, 0]])  # pad = 0 at [1, 2]
-    alphas = ALPHAS
-    return logits, targets, alphas
-
-
-def test_caption_loss_by_hand_and_ignores_pad_targets():
-    logits, targets, alphas = _loss_inputs()
-    total, parts = caption_loss(logits, targets, alphas, pad_id=0, ds_lambda=2.0)
-    logp = logits.log_softmax(-1)
-    real = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
-    ce = -sum(logp[b, t, targets[b, t]] for b, t in real) / len(real)
-    assert parts["ce"].item() == pytest.approx(ce.item(), rel=1e-5)
-    assert parts["ds"].item() == pytest.approx(0.27, rel=1e-5)  # the step mask comes from targets != pad
-    assert total.item() == pytest.approx(ce.item() + 2.0 * 0.27, rel=1e-5)
-    changed = logits.clone()
-    changed[1, 2] = torch.randn(V) * 100  # logits at the pad position
-    assert caption_loss(changed, targets, alphas, pad_id=0, ds_lambda=2.0)[0].item() == pytest.approx(
-        total.item(), rel=1e-6
-    )
-    changed[1, 1, 4] += 5.0  # a real position does count
-    assert caption_loss(changed, targets, alphas, pad_id=0)[1]["ce"].item() != pytest.approx(ce.item())
-
-
-def test_caption_loss_label_smoothing_and_zero_lambda():
-    logits, targets, alphas = _loss_inputs()
-    total, parts = caption_loss(logits, targets, alphas, pad_id=0, ds_lambda=0.0, label_smoothing=0.1)
-    assert total.item() == pytest.approx(parts["ce"].item())
-    logp = logits.log_softmax(-1)
-    real = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
-    smoothed = [-(0.9 * logp[b, t, targets[b, t]] + 0.1 * logp[b, t].mean()) for b, t in real]
-    assert parts["ce"].item() == pytest.approx((sum(smoothed) / len(real)).item(), rel=1e-5)
 
 
 def test_caption_loss_trains_through_the_decoder():

@@ -11,7 +11,7 @@ from torch.distributions import Categorical
 from captioning.captioner import Captioner
 from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.encoder import EncoderConfig
-from captioning.reinforce import CollapseMonitor, MovingAverageBaseline, hard_attention_loss
+from captioning.objective import CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from text_attn.core.decoding import beam_search, greedy_search
 from text_attn.core.vocab import Vocabulary
 

@@ -18,7 +18,7 @@ from captioning.encoder import EncoderConfig
 from captioning.export import export_main
 from captioning.overlay import grid_layout, word_png_size
 from captioning.preprocess import load_image as read_image
-from captioning.shapes import VOCAB, make_scenes
+from captioning.shapes import VOCAB
 from text_attn.core.vocab import Vocabulary
 
 IMAGES = Path(__file__).parent.parent / "fixtures" / "images"
@@ -291,12 +291,11 @@ def test_export_model_file_to_half(capsys, model_file, tmp_path):
     assert all(v.dtype != torch.float16 for v in torch.load(out, weights_only=True)["state_dict"].values())
 
 
-def _checkpoint(captioner: Captioner, flat: bool = False, **extra) -> dict:
-    """A caption-train checkpoint of the captioner's weights; flat: with the model options of older checkpoints
-    (before model.encoder / model.decoder), which caption-export still reads."""
+def _checkpoint(captioner: Captioner, **extra) -> dict:
+    """A caption-train checkpoint of the captioner's weights (its model options in the encoder / decoder blocks)."""
     encoder = dict(TINY_ENCODER, crop=False, fine_tune="none")
     decoder = dict(TINY_DECODER, dropout=0.5, gate="scalar", deep_output=True)
-    hp = {**encoder, **decoder, "lr": 1e-3} if flat else {"encoder": encoder, "decoder": decoder, "lr": 1e-3}
+    hp = {"encoder": encoder, "decoder": decoder, "lr": 1e-3}
     state = {f"model.{k}": v for k, v in captioner.model.state_dict().items()}
     return {"epoch": 3, "state_dict": state, "hyper_parameters": hp, **extra}
 
@@ -317,27 +316,30 @@ def test_export_checkpoint_of_a_multiscale_model_attending_on_fine_channels(caps
     torch.manual_seed(0)
     encoder = EncoderConfig(**{**TINY_ENCODER, **settings}, crop=False)
     model = Captioner.build(vocab, encoder, DecoderConfig(**TINY_DECODER, attend_on="fine"))
-    for flat in (False, True):  # today's nested options, and an older checkpoint's flat ones
-        ckpt = _checkpoint(model, flat=flat, vocab=vocab.to_dict())
-        hp = ckpt["hyper_parameters"]
-        (hp if flat else hp["encoder"]).update(settings)
-        (hp if flat else hp["decoder"]).update(attend_on="fine")
-        torch.save(ckpt, tmp_path / "best.ckpt")
-        assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
-        loaded = Captioner.load(tmp_path / "m.pt")
-        assert _states_equal(loaded, model) and loaded.model.decoder.cfg.key_dims == 40
-
-
-def test_export_checkpoint_rebuilds_the_vocab_from_the_data_settings(capsys, tmp_path):
-    data = dict(source="shapes", train_size=12, val_size=3, test_size=3, scene_size=64, max_objects=3, seed=5)
-    scenes = make_scenes(12, 5, 64, 3)
-    vocab = Vocabulary.build(c for s in scenes for c in s.captions)
-    model = _tiny(vocab)
-    torch.save(_checkpoint(model, flat=True, datamodule_hyper_parameters=data), tmp_path / "best.ckpt")
+    ckpt = _checkpoint(model, vocab=vocab.to_dict())
+    ckpt["hyper_parameters"]["encoder"].update(settings)
+    ckpt["hyper_parameters"]["decoder"].update(attend_on="fine")
+    torch.save(ckpt, tmp_path / "best.ckpt")
     assert export_main([str(tmp_path / "best.ckpt"), str(tmp_path / "m.pt")]) == 0
-    assert "no vocabulary" in capsys.readouterr().err
     loaded = Captioner.load(tmp_path / "m.pt")
-    assert loaded.vocab == vocab and _states_equal(loaded, model)
+    assert _states_equal(loaded, model) and loaded.model.decoder.cfg.key_dims == 40
+
+
+def test_a_checkpoint_of_an_older_version_is_refused_in_one_line(capsys, tmp_path):
+    """Checkpoints without a stored vocabulary, or with flat model options (before model.encoder / model.decoder),
+    come from older versions: no longer read (their fit runs wrote model files)."""
+    vocab = Vocabulary.build([list(VOCAB)])
+    model = _tiny(vocab)
+    flat = _checkpoint(model, vocab=vocab.to_dict())
+    hp = flat["hyper_parameters"]
+    flat["hyper_parameters"] = {**hp.pop("encoder"), **hp.pop("decoder"), **hp}
+    for name, ckpt in (("novocab.ckpt", _checkpoint(model)), ("flat.ckpt", flat)):
+        torch.save(ckpt, tmp_path / name)
+        with pytest.raises(SystemExit) as exc:
+            export_main([str(tmp_path / name), str(tmp_path / "m.pt")])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and "written by an older version of caption-train" in err
+        assert name in err and not (tmp_path / "m.pt").exists()
 
 
 def test_export_errors(capsys, tmp_path):

@@ -155,7 +155,7 @@ def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
         ("--model.encoder.backbone", "alexnet", "unknown backbone 'alexnet'"),
         ("--model.grid", "7", "put grid under model.encoder"),
         ("--data.source", "karpathy", "needs data.karpathy_json"),
-        ("--model.rl_reward", "sentence", "unknown rl_reward 'sentence'"),
+        ("--model.objective.rl_reward", "sentence", "unknown rl_reward 'sentence'"),
     ],
 )
 def test_bad_options_get_one_clear_line(option, value, message, capsys):
@@ -184,7 +184,8 @@ def test_a_config_written_before_the_nesting_gets_one_line(tmp_path, capsys):
 def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(tmp_path):
     out = tmp_path / "hard.pt"
     # ratio 0: any entropy counts as "near uniform", so the one-time warning must fire right after the warm-up.
-    args = ["--model.decoder.attention", "hard", "--model.collapse_warmup", "2", "--model.collapse_ratio", "0.0"]
+    args = ["--model.decoder.attention", "hard", "--model.objective.collapse_warmup", "2"]
+    args += ["--model.objective.collapse_ratio", "0.0"]
     with pytest.warns(UserWarning, match="almost uniform after 2 steps of sampling") as record:
         cli = caption_train_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(out)])
     assert sum("almost uniform" in str(w.message) for w in record) == 1  # once, not at every later step
@@ -193,9 +194,9 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
         assert key in metrics, key
     assert 0.0 < float(metrics["train_entropy"]) <= math.log(16) + 1e-5  # mean H[α] over a 4 x 4 grid
     module = cli.model
-    assert int(module.baseline.updates) == cli.trainer.global_step == 4  # one baseline update per batch
-    assert float(metrics["baseline"]) == pytest.approx(float(module.baseline.value))
-    assert "baseline.value" in module.state_dict()  # checkpoints keep the baseline
+    assert int(module.objective.baseline.updates) == cli.trainer.global_step == 4  # one baseline update per batch
+    assert float(metrics["baseline"]) == pytest.approx(float(module.objective.baseline.value))
+    assert "objective.baseline.value" in module.state_dict()  # checkpoints keep the baseline
     captioner = Captioner.load(out)
     assert captioner.model.decoder.cfg.attention == "hard" and captioner.model.decoder.cfg.soft_prob == 0.5
     (words, alphas, *_), *_ = captioner.caption_images([cli.datamodule.scenes["val"][0].image], beam_size=2, max_len=8)
@@ -205,17 +206,19 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
 def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
     # 4 steps, warm-up 2: the first two batches sample no location (nothing for REINFORCE, no baseline update),
     # the last two do (soft_prob 0: every caption samples).
-    args = ["--model.decoder.attention", "hard", "--model.soft_warmup", "2", "--model.decoder.soft_prob", "0.0"]
+    args = ["--model.decoder.attention", "hard", "--model.objective.soft_warmup", "2"]
+    args += ["--model.decoder.soft_prob", "0.0"]
     cli = caption_train_cli(["fit", "--config", CONFIG, *args, "--model.export_path", str(tmp_path / "m.pt")])
     assert cli.trainer.global_step == 4
-    assert int(cli.model.baseline.updates) == 2  # updated only by the two batches after the warm-up
+    assert int(cli.model.objective.baseline.updates) == 2  # updated only by the two batches after the warm-up
 
 
 def test_collapse_watch_starts_when_sampling_does(tmp_path):
     # Soft attention in a warm-up is spread on purpose; the watch counts steps from the end of the warm-up. 4 steps,
     # warm-up 2, ratio 0 (any entropy counts as near uniform): after 1 sampling step (global step 3) it warns.
-    args = ["--model.decoder.attention", "hard", "--model.soft_warmup", "2", "--model.collapse_warmup", "1"]
-    args += ["--model.collapse_ratio", "0.0", "--model.export_path", str(tmp_path / "m.pt")]
+    args = ["--model.decoder.attention", "hard", "--model.objective.soft_warmup", "2"]
+    args += ["--model.objective.collapse_warmup", "1"]
+    args += ["--model.objective.collapse_ratio", "0.0", "--model.export_path", str(tmp_path / "m.pt")]
     with pytest.warns(UserWarning, match="almost uniform after 1 steps of sampling"):
         caption_train_cli(["fit", "--config", CONFIG, *args])
     # A watch that would start after the run ends never warns.

@@ -98,8 +98,7 @@ DATA_MODULES = {
         "captioning.inference_encoder",
         "captioning.decoder",
         "captioning.module",  # the LightningModule
-        "captioning.reinforce",
-        "captioning.scst",
+        "captioning.objective",
     ),
     "text_attn/translation/data.py": (
         "text_attn.translation.translator",  # the inference object

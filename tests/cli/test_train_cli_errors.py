@@ -112,14 +112,18 @@ def test_zero_threads_is_refused(main, capsys):
     ("main", "args", "message"),
     [
         (text_train, ["--model.lr", "-1"], "text-train: error: model.lr must be positive, got -1"),
-        (text_train, ["--model.label_smoothing", "1.5"], "model.label_smoothing must be between 0 and 0.99, got 1.5"),
+        (
+            text_train,
+            ["--model.objective.label_smoothing", "1.5"],
+            "model.objective.label_smoothing must be between 0 and 0.99, got 1.5",
+        ),
         (
             text_train,
             ["--model.val_beam_size", "0"],
             "text-train: error: model.val_beam_size must be at least 1, got 0",
         ),
         (caption_train, ["--model.lr", "0"], "caption-train: error: model.lr must be positive, got 0"),
-        (caption_train, ["--model.ds_lambda", "-2"], "model.ds_lambda must be at least 0, got -2"),
+        (caption_train, ["--model.objective.ds_lambda", "-2"], "model.objective.ds_lambda must be at least 0, got -2"),
     ],
 )
 def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, capsys, cli_run_in_tmp):

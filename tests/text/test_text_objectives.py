@@ -55,6 +55,11 @@ def _built(data: dict | None = None, seed: int = 0, **model) -> TranslationModul
     return module
 
 
+def _loss(module: TranslationModule, batch: dict):
+    """The module's teacher-forced loss: (cross-entropy + λ · supervision, the supervision term or None)."""
+    return module.objective.teacher_forced(module.net, batch, module.tgt_vocab.pad_id)
+
+
 def _batch(module: TranslationModule) -> dict:
     return next(iter(module.trainer.datamodule.train_dataloader()))
 
@@ -75,23 +80,25 @@ def _trainer(steps: int, root) -> pl.Trainer:
 
 # --- attention supervision -------------------------------------------------------------------------------------------
 def test_the_supervision_term_is_in_the_loss():
-    module = _built(attn_sup_lambda=0.5)
+    module = _built(objective={"attn_sup_lambda": 0.5})
     batch = _batch(module)
-    loss, sup = (x.detach() for x in module._loss(batch))
+    loss, sup = (x.detach() for x in _loss(module, batch))
     logits, attn = module.net(batch["src"], batch["src_lens"], batch["tgt"][:, :-1])  # no dropout: the same values
     ce = F.cross_entropy(logits.transpose(1, 2), batch["tgt"][:, 1:], ignore_index=module.tgt_vocab.pad_id)
     by_hand = attention_supervision_loss(attn, batch["attn_targets"], batch["attn_targets_mask"])
     assert float(sup) == pytest.approx(float(by_hand)) and float(sup) > 0.5
     assert float(loss) == pytest.approx(float(ce + 0.5 * by_hand))
-    plain_loss, none = _built(attn_sup_lambda=0.0)._loss(batch)  # same seed, same weights: λ = 0 is plain CE
+    plain_loss, none = _loss(
+        _built(objective={"attn_sup_lambda": 0.0}), batch
+    )  # same seed, same weights: λ = 0 is plain CE
     assert none is None and float(plain_loss) == pytest.approx(float(ce))
 
 
 def test_the_transformer_supervises_the_mean_of_its_last_layer_heads():
     tiny = {"d_model": 16, "num_heads": 2, "enc_layers": 1, "dec_layers": 2, "ff_dim": 32, "dropout": 0.0}
-    module = _built(arch="transformer", network=tiny, attn_sup_lambda=1.0)
+    module = _built(arch="transformer", network=tiny, objective={"attn_sup_lambda": 1.0})
     batch = _batch(module)
-    loss, sup = module._loss(batch)
+    loss, sup = _loss(module, batch)
     _, heads = module.net(batch["src"], batch["src_lens"], batch["tgt"][:, :-1], need_weights=True)  # (B, T, H, S)
     by_hand = attention_supervision_loss(heads.mean(2), batch["attn_targets"], batch["attn_targets_mask"])
     assert float(sup.detach()) == pytest.approx(float(by_hand.detach()))
@@ -110,13 +117,13 @@ def _true_word_weight(module: TranslationModule, batch: dict) -> float:
 def test_supervision_moves_the_attention_to_the_true_word():
     after = {}
     for lam in (0.0, 1.0):
-        module = _built(attn_sup_lambda=lam, lr=0.03)
+        module = _built(objective={"attn_sup_lambda": lam}, lr=0.03)
         batch = _batch(module)
         before = _true_word_weight(module, batch)
         opt = module.configure_optimizers()
         for _ in range(20):
             opt.zero_grad()
-            module._loss(batch)[0].backward()
+            _loss(module, batch)[0].backward()
             opt.step()
         after[lam] = _true_word_weight(module, batch)
     # seeded: 0.16 at the start; 0.21 after 20 steps of cross-entropy alone, 0.73 with the supervision term
@@ -167,8 +174,7 @@ def test_a_short_scst_run_raises_the_sampled_reward(tmp_path):
     scst = TranslationModule(
         network=net,
         lr=0.01,
-        scst=True,
-        scst_samples=4,
+        objective={"scst": True, "scst_samples": 4},
         init_from=str(tmp_path / "ce.pt"),
         export_path=str(tmp_path / "scst.pt"),
     )
@@ -201,13 +207,13 @@ def _record_modes(module: TranslationModule, modes: list):
 # --- one clear line per mistake ---------------------------------------------------------------------------------------
 def test_mistakes_are_one_clear_line(tmp_path):
     with pytest.raises(ValueError, match=r"set data.attention_targets: true \(task reorder"):
-        _built(data={"attention_targets": False}, attn_sup_lambda=1.0)
+        _built(data={"attention_targets": False}, objective={"attn_sup_lambda": 1.0})
     with pytest.raises(ValueError, match="needs a network with attention, but network.attention is 'none'"):
-        _built(network=dict(NET, attention="none"), attn_sup_lambda=1.0)
+        _built(network=dict(NET, attention="none"), objective={"attn_sup_lambda": 1.0})
     with pytest.raises(ValueError, match="leave_one_out baseline, got 1"):
-        TranslationModule(scst=True, scst_baseline="leave_one_out", scst_samples=1)
+        TranslationModule(objective={"scst": True, "scst_baseline": "leave_one_out", "scst_samples": 1})
     with pytest.raises(ValueError, match="scst_baseline must be one of"):
-        TranslationModule(scst_baseline="beam")
+        TranslationModule(objective={"scst_baseline": "beam"})
     model_file = _built().translator().save(tmp_path / "model.pt")
     with pytest.raises(ValueError, match=r"its source vocabulary differs from the data's .*same data options and seed"):
         _built(data={"train_size": 40}, init_from=str(model_file))
@@ -222,7 +228,18 @@ def test_mistakes_are_one_clear_line(tmp_path):
 def test_the_cli_reports_missing_targets_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:
-        text_train_cli(["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--model.attn_sup_lambda", "1.0"])
+        text_train_cli(
+            ["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--model.objective.attn_sup_lambda", "1.0"]
+        )
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1
-    assert err[0].startswith("text-train: error: model.attn_sup_lambda=1.0 needs the true alignment")
+    assert err[0].startswith("text-train: error: model.objective.attn_sup_lambda=1.0 needs the true alignment")
+
+
+def test_an_objective_option_at_its_old_place_names_the_new_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--model.label_smoothing", "0.1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1
+    assert "put label_smoothing under model.objective (e.g. model.label_smoothing -> model.objective." in err[0]

@@ -264,3 +264,23 @@ def run_lightning_cli(
         )
     except (*errors, TrainingDiverged, WriteError) as exc:
         fail(prog, str(exc))
+
+
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
+
+
+def nested_options_message(given: set[str], blocks: list[tuple[str, tuple[str, ...]]], example: str) -> str | None:
+    """One line for a config or command line that still sets, directly under ``model``, options that now live in a
+    ``model.<block>`` (``blocks``: each block's option names), saying where each one goes; None when none does.
+    ``given``: the dotted option names (a subcommand prefix such as ``fit.`` is ignored)."""
+    flat = {g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given}
+    found = [(block, [n for n in names if f"model.{n}" in flat]) for block, names in blocks]
+    found = [(block, names) for block, names in found if names]
+    if not found:
+        return None
+    moves = " and ".join(f"{', '.join(names)} under model.{block}" for block, names in found)
+    block, names = found[0]
+    return (
+        f"the model options are nested now: put {moves} (e.g. model.{names[0]} -> model.{block}.{names[0]}; "
+        f"see {example})"
+    )

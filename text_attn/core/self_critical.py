@@ -171,14 +171,19 @@ def self_critical_step(
         policy.train(was_training)
 
 
-def check_objective_options(attn_sup_lambda: float, scst_samples: int, scst_baseline: str, scst_max_len: int | None):
-    """The options both families' modules take for issue 15's objectives; a bad one is one ValueError line."""
+def check_objective_options(
+    attn_sup_lambda: float, scst_samples: int, scst_baseline: str, scst_max_len: int | None, prefix: str = "model"
+) -> None:
+    """The options both families' objectives take for attention supervision and SCST; a bad one is one ValueError
+    line naming it as ``prefix``.NAME (where the config sets it)."""
     if attn_sup_lambda < 0:
-        raise ValueError(f"model.attn_sup_lambda must be >= 0, got {attn_sup_lambda}")
+        raise ValueError(f"{prefix}.attn_sup_lambda must be >= 0, got {attn_sup_lambda}")
     if scst_baseline not in BASELINES:
-        raise ValueError(f"model.scst_baseline must be one of {BASELINES}, got {scst_baseline!r}")
+        raise ValueError(f"{prefix}.scst_baseline must be one of {BASELINES}, got {scst_baseline!r}")
     least = 2 if scst_baseline == "leave_one_out" else 1
     if scst_samples < least:
-        raise ValueError(f"model.scst_samples must be >= {least} with the {scst_baseline} baseline, got {scst_samples}")
+        raise ValueError(
+            f"{prefix}.scst_samples must be >= {least} with the {scst_baseline} baseline, got {scst_samples}"
+        )
     if scst_max_len is not None and scst_max_len < 1:
-        raise ValueError(f"model.scst_max_len must be >= 1 (or null), got {scst_max_len}")
+        raise ValueError(f"{prefix}.scst_max_len must be >= 1 (or null), got {scst_max_len}")

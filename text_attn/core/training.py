@@ -1,5 +1,6 @@
 """What every family's LightningModule does the same way: evaluation outputs gathered across DDP ranks, a cheap
-NaN/inf check, random state in checkpoints, a fresh ``max_time`` budget on resume, the best checkpoint at export.
+NaN/inf check, random state in checkpoints, a fresh ``max_time`` budget on resume, the best checkpoint at export,
+option checks and config blocks (``as_config``).
 
 Lightning is not imported here: these helpers take the trainer / module they are given.
 """
@@ -7,6 +8,7 @@ Lightning is not imported here: these helpers take the trainer / module they are
 from __future__ import annotations
 
 import random
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -192,10 +194,24 @@ def check_options(prefix: str = "model", **ranges: tuple[float | None, float, fl
             raise ValueError(f"{prefix}.{name} must be {span}, got {value:g}")
 
 
-def check_training_options(lr: float, label_smoothing: float, val_beam_size: int, **more) -> None:
-    """What both families' modules take: a positive learning rate, label smoothing in [0, 0.99], a beam of 1 or more,
-    and ``more`` ranges for check_options. One ValueError line naming the option."""
+def check_training_options(lr: float, val_beam_size: int, **more) -> None:
+    """What both families' modules take: a positive learning rate, a beam of 1 or more, and ``more`` ranges for
+    check_options. One ValueError line naming the option."""
     if not lr > 0:
         raise ValueError(f"model.lr must be positive, got {lr:g}")
     inf = float("inf")
-    check_options(label_smoothing=(label_smoothing, 0, 0.99), val_beam_size=(val_beam_size, 1, inf), **more)
+    check_options(val_beam_size=(val_beam_size, 1, inf), **more)
+
+
+def as_config(cls: type, value: Any, name: str) -> Any:
+    """``value`` as the config dataclass ``cls``: itself, or built from a dict of its fields (checkpoints and
+    ``load_from_checkpoint`` hold dicts); an unknown field is one clear error naming ``name``."""
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a {cls.__name__} or a dict of its fields, got {type(value).__name__}")
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {name} option(s) {unknown}; known: {known}")
+    return cls(**value)

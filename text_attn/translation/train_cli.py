@@ -29,7 +29,17 @@ def text_train_cli(args: list[str] | None = None):
         args,
         (TaskError, ValueError, FileNotFoundError),
         TRAIN_DESCRIPTION,
+        outdated=flat_objective_options,
     )
+
+
+def flat_objective_options(given: set[str]) -> str | None:
+    """One line for a config or command line that still sets objective options (label_smoothing, SCST, ...) directly
+    under ``model``, saying that they go under ``model.objective`` now."""
+    from text_attn.core.lightning_cli import nested_options_message
+    from text_attn.translation.objective import OBJECTIVE_OPTIONS
+
+    return nested_options_message(given, [("objective", OBJECTIVE_OPTIONS)], "configs/text/reorder_bahdanau_scst.yaml")
 
 
 def train_main(args: list[str] | None = None) -> None:

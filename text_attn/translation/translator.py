@@ -118,6 +118,31 @@ class Translator:
             raise ModelFileError(f"{path}: damaged {what} ({type(exc).__name__}: {one_line(exc)})") from None
         return cls(net.eval(), src, tgt, codec, info=data.get("info"))
 
+    @staticmethod
+    def start_content(path: str | Path, arch: str, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> dict[str, Any]:
+        """``model.init_from``: the model file or text-train checkpoint at ``path`` (metadata + state_dict), checked
+        against the architecture and the data's vocabularies; anything wrong is one ValueError line (what text-train
+        reports without a trace)."""
+        from text_attn.translation.export import read_source
+
+        try:
+            content, _ = read_source(path)
+        except ModelFileError as exc:
+            raise ValueError(f"model.init_from: {exc}") from None
+        if content.get("arch") != arch:
+            raise ValueError(
+                f"model.init_from {path} holds a {content.get('arch')!r} network, but model.arch is {arch!r}: set "
+                f"model.arch: {content.get('arch')}"
+            )
+        for side, key, own in (("source", "src_vocab", src_vocab), ("target", "tgt_vocab", tgt_vocab)):
+            theirs = Vocabulary.from_dict(content[key])
+            if theirs != own:
+                raise ValueError(
+                    f"model.init_from {path}: its {side} vocabulary differs from the data's ({len(theirs)} vs "
+                    f"{len(own)} words): use the data it was trained on (the same data options and seed)"
+                )
+        return content
+
     def tokenize(self, text: str) -> list[str]:
         return self.codec.encode(text)
 

@@ -1,0 +1,181 @@
+"""What a text model's training minimises: the whole objective of ``text-train``, in one place.
+
+Configured by the ``model.objective`` block of a text config (:class:`ObjectiveConfig`); computed by
+:class:`TranslationObjective`, which needs no Lightning: given the network, a batch and a sampler, it returns the loss
+and what to log.
+
+- **Cross-entropy** of the reference tokens under teacher forcing (label smoothing optional). This is also the loss
+  validation reports.
+- **Attention supervision** (``attn_sup_lambda`` > 0): + λ · the cross-entropy between the teacher-forced attention and
+  the true alignment the batches carry (``data.attention_targets: true``, task ``reorder``),
+  :mod:`text_attn.core.attention_supervision`. RNN models supervise their one attention; the Transformer the mean of
+  its plot layer's (by default its last decoder layer's) cross-attention heads (what the alignment accuracy scores).
+- **Self-critical training** (``scst: true``, Rennie et al. 2017) instead of the cross-entropy, usually from a trained
+  model (``model.init_from``): per source K sampled translations, each rewarded with its sentence BLEU against the
+  reference (:mod:`text_attn.core.rewards`) minus a baseline (the greedy translation's BLEU, or the other samples'
+  mean), loss :func:`text_attn.core.self_critical.self_critical_step`. The network samples and is scored in eval mode
+  (no dropout), so the policy that is rewarded is the one whose log-probabilities are raised; with supervision on, its
+  term is computed on the reference translation, also without dropout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from text_attn.core.attention_supervision import attention_supervision_loss
+from text_attn.core.decoding import Sampling
+from text_attn.core.rewards import bleu_rewards
+from text_attn.core.self_critical import check_objective_options, self_critical_step
+from text_attn.core.training import check_options
+
+PREFIX = "model.objective"  # where a text config sets these options
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """The ``model.objective`` block of a text config.
+
+    label_smoothing: cross-entropy label smoothing.
+    attn_sup_lambda: weight λ of the attention supervision term added to the training loss (and the validation loss);
+        0 = off. Needs the true alignment in the batches (``data.attention_targets: true``, task ``reorder``) and a
+        network with attention.
+    scst: self-critical training instead of cross-entropy (module doc); start it from a trained model with
+        ``model.init_from``. ``attn_sup_lambda`` > 0 adds the supervision term on the reference translation.
+    scst_samples: K translations sampled per source.
+    scst_baseline: ``greedy`` (the reward of the greedy translation, the paper's choice) or ``leave_one_out`` (the mean
+        reward of the source's other K − 1 samples; needs K >= 2).
+    scst_max_len: longest sampled translation (null: 2 x the longest source + 10, as validation decodes).
+    """
+
+    label_smoothing: float = 0.0
+    attn_sup_lambda: float = 0.0
+    scst: bool = False
+    scst_samples: int = 5
+    scst_baseline: str = "greedy"
+    scst_max_len: int | None = None
+
+    def __post_init__(self):
+        check_objective_options(self.attn_sup_lambda, self.scst_samples, self.scst_baseline, self.scst_max_len, PREFIX)
+        check_options(PREFIX, label_smoothing=(self.label_smoothing, 0, 0.99))
+
+
+OBJECTIVE_OPTIONS = tuple(ObjectiveConfig.__dataclass_fields__)
+
+
+class ObjectiveResult(NamedTuple):
+    loss: Tensor  # () what the step minimises
+    logs: dict[str, Tensor]  # what to log, by name (train_loss, train_attn_sup, train_reward, ...)
+
+
+def max_decode_len(src_lens: Tensor) -> int:
+    """The longest output decoded for these sources (validation and SCST's samples): 2 x the longest + 10."""
+    return int(src_lens.max()) * 2 + 10
+
+
+def teacher_forcing(net: nn.Module, src: Tensor, src_lens: Tensor, tgt_in: Tensor, attention: bool):
+    """Teacher forcing -> logits (B, T, V) and, when ``attention``, the supervised attention (B, T, S): the RNN's one
+    attention, the mean of the Transformer's plot layer (by default its last) cross-attention heads."""
+    from text_attn.translation.transformer import Transformer
+
+    if isinstance(net, Transformer):
+        logits, attn = net(src, src_lens, tgt_in, need_weights=attention)  # attn (B, T, H, S)
+        return logits, None if attn is None else attn.mean(2)
+    return net(src, src_lens, tgt_in)
+
+
+class TranslationObjective:
+    """:class:`ObjectiveConfig` applied to a text network's batches (module doc); ``pad_id`` etc. of the target
+    vocabulary. Sampling draws from torch's generator (seeded, checkpointed with the run)."""
+
+    def __init__(self, cfg: ObjectiveConfig):
+        self.cfg = cfg
+        self._sampling = Sampling()  # plain sampling at temperature 1
+
+    def check(self, net: nn.Module, attention_targets: bool) -> None:
+        """attn_sup_lambda > 0: one ValueError line when the batches carry no alignment or the network has no
+        attention."""
+        if self.cfg.attn_sup_lambda <= 0:
+            return
+        if not attention_targets:
+            raise ValueError(
+                f"{PREFIX}.attn_sup_lambda={self.cfg.attn_sup_lambda} needs the true alignment in the batches: set "
+                "data.attention_targets: true (task reorder keeps one)"
+            )
+        if getattr(net, "attn", True) is None:  # an RNN network without attention (a Transformer has no .attn)
+            raise ValueError(
+                f"{PREFIX}.attn_sup_lambda > 0 needs a network with attention, but network.attention is 'none'"
+            )
+
+    def supervision(self, batch: dict, attn: Tensor | None) -> Tensor:
+        if "attn_targets" not in batch:
+            raise ValueError(
+                f"{PREFIX}.attn_sup_lambda > 0 but the batch has no attn_targets: set data.attention_targets: true"
+            )
+        if attn is None:
+            raise ValueError(f"{PREFIX}.attn_sup_lambda > 0 needs a network with attention")
+        return attention_supervision_loss(attn, batch["attn_targets"], batch["attn_targets_mask"])
+
+    def teacher_forced(self, net: nn.Module, batch: dict, pad_id: int) -> tuple[Tensor, Tensor | None]:
+        """(cross-entropy + λ · attention supervision, the supervision term alone or None when λ = 0)."""
+        tgt = batch["tgt"]  # (B, T+2): bos ... eos pad
+        lam = self.cfg.attn_sup_lambda
+        logits, attn = teacher_forcing(net, batch["src"], batch["src_lens"], tgt[:, :-1], lam > 0)  # (B, T+1, V)
+        loss = F.cross_entropy(
+            logits.transpose(1, 2), tgt[:, 1:], ignore_index=pad_id, label_smoothing=self.cfg.label_smoothing
+        )
+        if lam <= 0:
+            return loss, None
+        sup = self.supervision(batch, attn)
+        return loss + lam * sup, sup
+
+    def training_loss(self, net: nn.Module, batch: dict, bos_id: int, eos_id: int, pad_id: int) -> ObjectiveResult:
+        """One training step's loss on the batch, with what to log."""
+        if self.cfg.scst:
+            return self._self_critical(net, batch, bos_id, eos_id, pad_id)
+        loss, sup = self.teacher_forced(net, batch, pad_id)
+        logs = {"train_loss": loss}
+        if sup is not None:
+            logs["train_attn_sup"] = sup
+        return ObjectiveResult(loss, logs)
+
+    def _self_critical(self, net: nn.Module, batch: dict, bos: int, eos: int, pad: int) -> ObjectiveResult:
+        """Sample K translations per source, reward each with its sentence BLEU minus the baseline, and minimise the
+        self-critical loss on their log-probabilities (module doc)."""
+        cfg = self.cfg
+        k = cfg.scst_samples
+        src, src_lens, tgt = batch["src"], batch["src_lens"], batch["tgt"]
+        ref_lens = (tgt != pad).sum(1).tolist()  # bos + words + eos
+        refs = [row[1 : m - 1] for row, m in zip(tgt.tolist(), ref_lens, strict=True)]
+        max_len = cfg.scst_max_len or max_decode_len(src_lens)
+        src_k, lens_k = src.repeat_interleave(k, 0), src_lens.repeat_interleave(k, 0)  # row b*K + j: sample j of b
+        was_training = net.training
+        net.eval()  # no dropout, also for the supervision term below (self_critical_step restores eval)
+        try:
+            loss, stats = self_critical_step(
+                net,
+                sample=lambda: net.generate(src_k, lens_k, bos, eos, max_len=max_len, sampling=self._sampling),
+                greedy=lambda: net.generate(src, src_lens, bos, eos, max_len=max_len),
+                reward=lambda lists, copies: torch.tensor(bleu_rewards(refs, lists, copies), device=src.device),
+                score=lambda inputs: teacher_forcing(net, src_k, lens_k, inputs, attention=False)[0],  # (B*K, T, V)
+                samples=k,
+                baseline=cfg.scst_baseline,
+                bos_id=bos,
+                pad_id=pad,
+            )
+            sup = None
+            if cfg.attn_sup_lambda > 0:  # the supervision term on the reference translation
+                _, attn = teacher_forcing(net, src, src_lens, tgt[:, :-1], attention=True)
+                sup = self.supervision(batch, attn)
+                loss = loss + cfg.attn_sup_lambda * sup
+        finally:
+            net.train(was_training)
+        logs = {"train_loss": loss, "train_reward": stats["reward"], "train_baseline": stats["baseline"]}
+        logs["train_advantage"] = stats["advantage"]
+        if sup is not None:
+            logs["train_attn_sup"] = sup
+        return ObjectiveResult(loss, logs)
