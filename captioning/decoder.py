@@ -30,8 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from captioning.fast_path import fused_steps
 from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
-from text_attn.core.fused import SCRATCH, DeferredWeightGrad, ThinLinear
+from text_attn.core.fused import KeyGradSink, KeyGradSummer
 
 GATES = ("scalar", "vector", "none")
 POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
@@ -95,6 +96,9 @@ class DecoderConfig:
     attend_on: str = "all"
     # How many leading features of a region the scores read (None = all D). From attend_on and the encoder.
     key_dims: int | None = None
+    # The teacher-forced loop of training: true = captioning.fast_path (hand-written autograd: the same values and
+    # gradients, fewer passes over memory; docs/speed.md); false = the plain loop over the paper's equations.
+    fast_path: bool = True
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -165,6 +169,7 @@ class ShowAttendTellDecoder(nn.Module):
             self.L_o = nn.Linear(E, cfg.vocab_size)
         else:
             self.out = nn.Linear(H, cfg.vocab_size)
+        self.key_grads = KeyGradSummer()  # the fast path's per-sequence sinks for the region keys' gradient
 
     # --- state -------------------------------------------------------------------------------
     def init_state(self, features: Tensor) -> dict:
@@ -193,24 +198,28 @@ class ShowAttendTellDecoder(nn.Module):
     def hard(self) -> bool:
         return self.cfg.attention == "hard"
 
-    def _attend(self, h: Tensor, keys: ProjectedKeys, use_soft: Tensor | None = None):
+    def attend(
+        self, h: Tensor, keys: ProjectedKeys, use_soft: Tensor | None = None, key_grad_sink: KeyGradSink | None = None
+    ):
         """h (N, H) = h_{t-1} -> the gated context z_t (N, D), α_t (N, L) and, for hard attention, the chosen
-        location. ``use_soft`` (N,) bool: hard rows that take the expected context (training only)."""
+        location. ``use_soft`` (N,) bool: hard rows that take the expected context (training only).
+        ``key_grad_sink``: the fast path's sink for the keys' gradient (captioning.fast_path)."""
         hard = None
         if self.hard:
             # Training samples s_t; eval is deterministic (search needs step() to be a function of its input).
             mode = "sample" if self.training else self.cfg.hard_inference
-            hard = self.attention.attend(h, keys, mode=mode, use_soft=use_soft if self.training else None)
+            use_soft = use_soft if self.training else None
+            hard = self.attention.attend(h, keys, mode=mode, use_soft=use_soft, key_grad_sink=key_grad_sink)
             context, alpha = hard.context, hard.weights  # (N, D): a_{s_t} (or Σ α a where soft), (N, L)
         else:
-            context, alpha = self.attention(h, keys)  # (N, D), (N, L): eqs. (4)-(6), query h_{t-1}
+            context, alpha = self.attention(h, keys, key_grad_sink=key_grad_sink)  # (N, D), (N, L): eqs. (4)-(6)
         if self.f_beta is not None:
             context = torch.sigmoid(self.f_beta(h)) * context  # β_t (N, 1) or (N, D), Sec. 4.2.1
         return context, alpha, hard
 
     def _recur(self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys) -> _Step:
         """One search step: emb (N, E) = E y_{t-1}; h, c (N, H) -> h_t, c_t (N, H), z_t (N, D), α_t (N, L)."""
-        context, alpha, hard = self._attend(h, keys)
+        context, alpha, hard = self.attend(h, keys)
         h, c = self.lstm(torch.cat([emb, context], dim=-1), (h, c))  # eqs. (1)-(3)
         return _Step(h, c, context, alpha, hard)
 
@@ -232,59 +241,16 @@ class ShowAttendTellDecoder(nn.Module):
         return log_probs, s.alpha, {"h": s.h, "c": s.c, "keys": state["keys"]}
 
     # --- teacher forcing ---------------------------------------------------------------------
-    def _teacher_forced_steps(
+    def _plain_steps(
         self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys, use_soft: Tensor | None
     ) -> list[_Step]:
-        """The recurrence over all T steps of emb (B, T, E); the same numbers as T calls of ``_recur``, faster.
-
-        The LSTM's input projection W_ih [E y; z] + W_hh h splits into W_e E y, known for every step at once (one
-        (B·T, E) product), and [W_z W_hh] [z; h], one (B, D + H) product per step. The weight gradient of the latter
-        is deferred to one product over all steps (:class:`DeferredWeightGrad`); the steps compute only their inputs'
-        gradients, with the operands in BLAS's fast order for a 32-row product (:class:`ThinLinear`). Gate order
-        i, f, g, o as in nn.LSTMCell, whose parameters these are.
-        """
-        B, T, E = emb.shape
-        lstm = self.lstm
-        # (B, T, 4H) as T tensors (B, 4H): the backward stacks their gradients once, where indexing [:, t] would
-        # scatter each into its own zero (B, T, 4H) gradient and add the T of them up. The weight's gradient comes
-        # from DeferredWeightGrad with the recurrent part's (one product over all steps for all of W_ih).
-        gates_emb = F.linear(emb, lstm.weight_ih[:, :E].detach(), lstm.bias_ih + lstm.bias_hh).unbind(1)
-        # [W_z W_hh] (4H, D + H) and its transpose, in memory kept between training steps. Only with gradients:
-        # without, no backward gives wt back (each validation batch would drain the pool), and buffers made under
-        # inference_mode (Lightning's validation) could not be written by a later training step.
-        with_grad = torch.is_grad_enabled()
-        with torch.no_grad():
-            H4, DH = lstm.weight_hh.size(0), lstm.weight_ih.size(1) - E + lstm.weight_hh.size(1)
-            w_buf = SCRATCH.take((H4, DH), lstm.weight_hh) if with_grad else None
-            w = torch.cat([lstm.weight_ih[:, E:], lstm.weight_hh], dim=1, out=w_buf)
-            device = emb.device.type
-            if torch.is_autocast_enabled(device):  # the products' dtype under autocast: cast once, not per step
-                w = w.to(torch.get_autocast_dtype(device))
-            # (D + H, 4H): the steps' input gradients (ThinLinear)
-            wt = SCRATCH.take((DH, H4), w).copy_(w.t()) if with_grad else w.t().contiguous()
-        inputs: list[Tensor] = []  # [z_t; h_{t-1}] (B, D + H) per step, for the deferred weight gradients
-        zeros = None
-        if with_grad and (lstm.weight_ih.requires_grad or lstm.weight_hh.requires_grad):
-            words = emb.detach().transpose(0, 1).reshape(T * B, E)  # W_ih's first E inputs, rows in step order
-            # Its backward runs after every step's: then wt goes back to the pool.
-            zeros = DeferredWeightGrad.apply(B, T, inputs, words, [wt], lstm.weight_ih, lstm.weight_hh)
+        """The recurrence over all T steps of emb (B, T, E), one step at a time, as the paper writes it: eqs. (4)-(6)
+        then the LSTM of eqs. (1)-(3). The reference the fast path (captioning.fast_path) is tested against."""
         steps = []
-        # The steps add the region keys' gradient into one buffer (AdditiveAttention.summing_key_grads).
-        scorer = self.attention.scorer if self.hard else self.attention
-        with scorer.summing_key_grads(keys.proj):
-            for t in range(T):
-                context, alpha, hard = self._attend(h, keys, use_soft)
-                x = torch.cat([context, h], dim=-1)  # (B, D + H)
-                if zeros is not None:
-                    inputs.append(x.detach())
-                # (B, 4H); zeros[t] takes the gates' gradient for the deferred weight gradient
-                gates = ThinLinear.apply(x, gates_emb[t], w, wt, None if zeros is None else zeros[t])
-                i, f, g, o = gates.chunk(4, dim=-1)
-                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-                h = torch.sigmoid(o) * torch.tanh(c)
-                steps.append(_Step(h, c, context, alpha, hard))
-        if w_buf is not None:
-            SCRATCH.give(w_buf)  # read by the forward only; wt goes back after DeferredWeightGrad's backward
+        for t in range(emb.size(1)):
+            context, alpha, hard = self.attend(h, keys, use_soft)
+            h, c = self.lstm(torch.cat([emb[:, t], context], dim=-1), (h, c))  # eqs. (1)-(3)
+            steps.append(_Step(h, c, context, alpha, hard))
         return steps
 
     def forward(self, features: Tensor, captions_in: Tensor, soft_prob: float | None = None) -> DecoderOutput:
@@ -301,7 +267,10 @@ class ShowAttendTellDecoder(nn.Module):
             # One draw per caption, kept for all its steps: the caption is either sampled or soft throughout.
             p = self.cfg.soft_prob if soft_prob is None else soft_prob
             use_soft = torch.rand(features.size(0), device=features.device) < p  # (B,)
-        steps = self._teacher_forced_steps(emb, h, c, keys, use_soft)
+        if self.cfg.fast_path:  # the same numbers, fewer passes over memory
+            steps = [_Step(*s) for s in fused_steps(self, emb, h, c, keys, use_soft)]
+        else:
+            steps = self._plain_steps(emb, h, c, keys, use_soft)
         # The readout does not feed back into the recurrence, so it runs once over all T steps (one big matmul).
         hs = torch.stack([s.h for s in steps], dim=1)  # (B, T, H)
         zs = torch.stack([s.z for s in steps], dim=1)  # (B, T, D)

@@ -60,10 +60,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from captioning.fast_path import cross_entropy
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
-from text_attn.core.fused import cross_entropy
 from text_attn.core.self_critical import check_objective_options
 from text_attn.core.self_critical import self_critical_step as shared_step
 from text_attn.core.training import check_options
@@ -271,7 +271,7 @@ def caption_loss(
 
     logits (B, T, V), targets (B, T) = words + eos then pad, alphas (B, T, L). Returns (total, {"ce", "ds"}).
     """
-    ce = cross_entropy(  # F.cross_entropy's numbers (a compiled kernel on the CPU: text_attn.core.fused)
+    ce = cross_entropy(  # F.cross_entropy's numbers (a compiled kernel on the CPU: captioning.fast_path)
         logits.reshape(-1, logits.size(-1)),
         targets.reshape(-1),
         ignore_index=pad_id,  # mean over the non-pad tokens only

@@ -15,14 +15,12 @@ context (never NaN).
 
 from __future__ import annotations
 
-import warnings
-from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from text_attn.core.fused import AdditiveScore, KeyGradSink, SinkProgress, additive_score
+from text_attn.core.fused import AdditiveScore, KeyGradSink, additive_score
 
 
 class ProjectedKeys(NamedTuple):
@@ -99,9 +97,13 @@ class _Attention(nn.Module):
         keys: Tensor | ProjectedKeys,
         values: Tensor | None = None,
         mask: Tensor | None = None,
+        key_grad_sink: KeyGradSink | None = None,
     ) -> tuple[Tensor, Tensor]:
+        """``key_grad_sink``: a teacher-forced loop's sink for the keys' gradient (additive scores only; see
+        :class:`text_attn.core.fused.KeyGradSummer`)."""
         pk = self.precompute(keys)
-        weights = masked_softmax(self.score(query, pk.proj), _rows_mask(mask, query.size(0)))
+        scores = self.score(query, pk.proj) if key_grad_sink is None else self.score(query, pk.proj, key_grad_sink)
+        weights = masked_softmax(scores, _rows_mask(mask, query.size(0)))
         context = _weighted_sum(weights, pk.keys if values is None else values)
         return context, weights
 
@@ -114,9 +116,6 @@ class AdditiveAttention(_Attention):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
-        # Set by ``summing_key_grads`` for a teacher-forced loop: the steps add the keys' gradient in one buffer.
-        self.key_grad_sink: KeyGradSink | None = None
-        self._last_sink: SinkProgress | None = None  # the previous sequence's, checked when the next one starts
         self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W
         self.key_proj = nn.Linear(key_dim, attn_dim)  # U (its bias is the usual b inside the tanh)
         self.v = nn.Linear(attn_dim, 1, bias=False)
@@ -124,35 +123,15 @@ class AdditiveAttention(_Attention):
     def project_keys(self, keys: Tensor) -> Tensor:
         return self.key_proj(keys)  # (B, S, A)
 
-    @contextmanager
-    def summing_key_grads(self, proj: Tensor):
-        """Within: the one-step scores over ``proj`` (B, S, A) add their keys' gradient into one buffer (a
-        :class:`KeyGradSink`) instead of each writing a full one for autograd to sum; the same gradient, less memory
-        traffic. For a decoder's teacher-forced loop over one sequence. Every step's score must reach the loss (a
-        decoder's stacked outputs do): the sum comes out when the last of their backwards has run, so a step whose
-        backward never runs holds back the keys' whole gradient -- the next sequence then warns."""
-        last = getattr(self, "_last_sink", None)  # (absent in a module pickled before it existed)
-        if last is not None and 0 < last.done < last.steps:
-            warnings.warn(
-                f"the attention keys' gradient of the previous sequence was lost: {last.done} of its {last.steps} "
-                "steps ran backward (each step's score must reach the loss)",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        self.key_grad_sink = KeyGradSink(proj)
-        self._last_sink = self.key_grad_sink.progress
-        try:
-            yield
-        finally:
-            self.key_grad_sink = None
-
-    def score(self, query: Tensor, proj: Tensor) -> Tensor:
+    def score(self, query: Tensor, proj: Tensor, key_grad_sink: KeyGradSink | None = None) -> Tensor:
+        """(B, [T,] Q), (B, S, A) -> (B, [T,] S). ``key_grad_sink``: the steps of a teacher-forced loop add the keys'
+        gradient there (text_attn.core.fused.KeyGradSummer) instead of each writing a full one for autograd to sum."""
         q = self.query_proj(query)  # (B, A) or (B, T, A)
         if q.dim() == 2 and q.device.type == "cpu":  # one step (training or search): fused, in cache-sized blocks
             v = self.v.weight.to(q.dtype)  # (1, A)
             if not torch.is_grad_enabled():
                 return additive_score(q, proj, v)
-            return AdditiveScore.apply(q, proj, v, self.key_grad_sink)
+            return AdditiveScore.apply(q, proj, v, key_grad_sink)
         if q.dim() == 2:  # (B, g, 1, A) + (B, 1, S, A): g query rows per source (beam search's K; 1 in training)
             e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), _group(q.size(0), proj.size(0)), 1, -1))
             return self.v(e).view(q.size(0), -1)  # (N, S)
@@ -377,12 +356,14 @@ class HardAttention(nn.Module):
         mode: str = "sample",
         use_soft: Tensor | None = None,
         generator: torch.Generator | None = None,
+        key_grad_sink: KeyGradSink | None = None,
     ) -> HardAttentionResult:
         if mode not in self.MODES:
             raise ValueError(f"unknown hard attention mode {mode!r}; choose one of {self.MODES}")
         pk = self.scorer.precompute(keys)
         values = pk.keys if values is None else values  # (B, S, V); beam search: B sources for B*K query rows
-        weights = masked_softmax(self.scorer.score(query, pk.proj), _rows_mask(mask, query.size(0)))  # (N, S)
+        scores = self.scorer.score(query, pk.proj, key_grad_sink)  # (N, S)
+        weights = masked_softmax(scores, _rows_mask(mask, query.size(0)))
         if mode == "sample":
             index = torch.multinomial(weights.detach().float(), 1, generator=generator).squeeze(1)  # (B,)
         else:

@@ -1,25 +1,25 @@
-"""Hand-written autograd for the training loop's hot spots (the Show-Attend-Tell decoder's 20-odd steps per caption).
+"""Hand-written autograd for the additive attention score, the hot spot of every recurrent attention model's steps
+(the Show-Attend-Tell decoder's 20-odd per caption, the Bahdanau decoder's per word): both families use it through
+:class:`text_attn.core.attention.AdditiveAttention`. (The caption decoder's own fast path is captioning.fast_path.)
 
-Both compute exactly what the plain PyTorch expressions compute (tests compare values and gradients); they only do it
-with fewer passes over memory:
-
-- :class:`AdditiveScore`: eᵢ = vᵀ tanh(pᵢ + q) for one decoder step, over (N, S, A) -- the additive attention's
-  score, the largest elementwise work of the step. It keeps σ(2x) for the backward (tanh(x) = 2σ(2x) − 1,
-  tanh' = 4σ(1 − σ)). For float32 on the CPU a compiled C kernel (:mod:`text_attn.core.native`) does each direction
-  in one pass over memory; otherwise PyTorch passes over cache-sized blocks (sigmoid, as PyTorch's CPU tanh is about
-  3x slower).
-- :class:`DeferredWeightGrad`: a recurrent weight's gradient, Σ_t g_tᵀ x_t, as ONE matrix product over all steps
-  after the backward through time, instead of T thin (B-row) products each added into a full-size buffer.
-- :class:`ThinLinear`: bias + x Wᵀ for a few-row x (a recurrent step's 32 rows against a 2048 x 2560 weight), with
-  the operands in the order the CPU's BLAS runs fastest for such a thin product.
+- :class:`AdditiveScore`: eᵢ = vᵀ tanh(pᵢ + q) for one decoder step, over (N, S, A). It computes exactly what the
+  plain expression computes (tests compare values and gradients) with fewer passes over memory: it keeps σ(2x) for
+  the backward (tanh(x) = 2σ(2x) − 1, tanh' = 4σ(1 − σ)); for float32 on the CPU a compiled C kernel
+  (:mod:`text_attn.core.native`) does each direction in one pass over memory; otherwise PyTorch passes over
+  cache-sized blocks (sigmoid, as PyTorch's CPU tanh is about 3x slower).
+- :class:`KeyGradSink` / :class:`KeyGradSummer`: in a teacher-forced loop every step reads the same projected keys;
+  the steps add their gradients for them into one buffer instead of autograd summing T full ones.
+- :data:`SCRATCH`: large buffers kept from one training step to the next (fresh pages cost more than the arithmetic).
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
-import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from text_attn.core import native
 
@@ -153,6 +153,30 @@ class KeyGradSink:
         self.total: Tensor | None = None
 
 
+class KeyGradSummer:
+    """Gives a teacher-forced loop one :class:`KeyGradSink` per sequence (``with summer.sequence(proj) as sink``) and
+    warns when the previous sequence's keys' gradient was lost: its total comes out when the last of its steps'
+    backwards has run, so a step whose score never reached the loss holds it back, which only the next sequence can
+    see. The loop's owner keeps one (training-loop state: never in the shared attention modules)."""
+
+    def __init__(self) -> None:
+        self._last: SinkProgress | None = None
+
+    @contextmanager
+    def sequence(self, proj: Tensor) -> Iterator[KeyGradSink]:
+        last = self._last
+        if last is not None and 0 < last.done < last.steps:
+            warnings.warn(
+                f"the attention keys' gradient of the previous sequence was lost: {last.done} of its {last.steps} "
+                "steps ran backward (each step's score must reach the loss)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        sink = KeyGradSink(proj)
+        self._last = sink.progress
+        yield sink
+
+
 class AdditiveScore(torch.autograd.Function):
     """:func:`additive_score` with its backward. Saves σ(2x) (N, S, A): the memory autograd would keep for tanh.
     ``sink`` (a :class:`KeyGradSink` for this ``proj``, one query row per key row): the keys' gradient is summed
@@ -255,131 +279,3 @@ def _score_backward(sig: Tensor, de: Tensor, v: Tensor, dx: Tensor, add: bool) -
             x.mul_(v4)
         dv.addmv_(s.reshape(-1, A).t(), d.reshape(-1))  # Σ de · σ
     return dq, dv.mul_(2).sub_(de.sum()), scratch  # ∂e/∂v = tanh(x) = 2σ − 1
-
-
-class DeferredWeightGrad(torch.autograd.Function):
-    """T zero tensors (B, O), one per step, whose gradients are the steps' output gradients g_t; the weights'
-    gradients are computed once from all of them.
-
-    Use: ``y_t = F.linear(x_t, weight.detach()) + zeros[t]`` (or :class:`ThinLinear` with ``tap=zeros[t]``) with x_t
-    (B, I) appended (detached) to ``inputs``; the backward through time then computes only the inputs' gradients
-    (g_t W) per step, and this function's backward, which runs once every g_t is known, returns the weight's
-    gradient Σ_t g_tᵀ x_t as one (O, T·B) x (T·B, I) product. Several weights W_1 (O, I_1), ..., W_k (O, I_k) may
-    share the g_t: W_j's inputs are the j-th block of columns of [prefix | x_t] (``prefix`` (T·B, P): inputs known
-    for all steps before the loop, rows in step order, e.g. the embedded words of an LSTM whose W_ih reads
-    [E y; z] and W_hh reads h), and each gets its own contiguous gradient: no slicing of a joint one.
-    ``release``: :data:`SCRATCH` buffers that the steps' backward reads (e.g. ThinLinear's Wᵀ), given back when
-    this backward runs, which is after all of theirs.
-    """
-
-    @staticmethod
-    def forward(
-        ctx,
-        batch: int,
-        steps: int,
-        inputs: list[Tensor],
-        prefix: Tensor | None,
-        release: list[Tensor],
-        *weights: Tensor,
-    ) -> tuple[Tensor, ...]:  # type: ignore[override]
-        ctx.inputs, ctx.prefix = inputs, prefix  # inputs: filled by the caller's loop; complete before the backward
-        ctx.release = release
-        ctx.widths = [w.size(1) for w in weights]
-        ctx.set_materialize_grads(True)  # a step whose output got no gradient contributes zeros
-        return tuple(weights[0].new_zeros(batch, weights[0].size(0)) for _ in range(steps))
-
-    @staticmethod
-    def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        g = torch.cat(grads)  # (T·B, O)
-        x = torch.cat(ctx.inputs).to(g.dtype)  # (T·B, I) (autocast may have made the inputs half precision)
-        if g.size(0) != x.size(0):
-            raise RuntimeError(f"DeferredWeightGrad: {len(ctx.inputs)} inputs recorded for {len(grads)} steps")
-        if ctx.prefix is not None:
-            x = torch.cat([ctx.prefix.to(g.dtype), x], dim=1)
-        if sum(ctx.widths) != x.size(1):
-            raise RuntimeError(f"DeferredWeightGrad: inputs of {x.size(1)} columns for weights of {ctx.widths}")
-        out, start = [], 0
-        for width in ctx.widths:
-            out.append(g.t() @ x[:, start : start + width])  # (O, width): Σ_t g_tᵀ x_t over this weight's columns
-            start += width
-        for buf in ctx.release:
-            SCRATCH.give(buf)
-        return (None, None, None, None, None, *out)
-
-
-class ThinLinear(torch.autograd.Function):
-    """y = bias + x Wᵀ (B, O) for x (B, I) with few rows, the weight W (O, I) held fixed (its gradient is taken
-    elsewhere, e.g. by :class:`DeferredWeightGrad`); ``wt`` = Wᵀ made contiguous (I, O), once per sequence.
-    ``tap``: one of :class:`DeferredWeightGrad`'s all-zero (B, O) tensors, which gets the output's gradient; adding
-    zeros changes nothing, so it is not added (that addition, on the transposed output, cost more than the product's
-    bias).
-
-    Why: MKL's sgemm runs a thin product about twice as fast with the large matrix first, contiguous and not
-    transposed, and the thin one second, transposed: measured for (32 x 2560)(2560 x 2048) on 2 threads, x Wᵀ took
-    6.1 ms and (W xᵀ)ᵀ 3.2 ms; for the backward, g W took 6.3 ms and (Wᵀ gᵀ)ᵀ with Wᵀ contiguous 3.7 ms. The output
-    is the transposed view of an (O, B) result.
-    """
-
-    @staticmethod
-    def forward(ctx, x: Tensor, bias: Tensor, w: Tensor, wt: Tensor, tap: Tensor | None = None) -> Tensor:  # type: ignore[override]
-        ctx.save_for_backward(wt)  # saved, not kept as an attribute: a pooled wt reused too early fails the check
-        return torch.addmm(bias.t(), w, x.t()).t()  # (O, B) -> (B, O)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor, None, None, Tensor | None]:  # type: ignore[override]
-        (wt,) = ctx.saved_tensors
-        wt = wt if wt.dtype == grad.dtype else wt.to(grad.dtype)  # autocast: the output's precision
-        dx = (wt @ grad.t()).t() if ctx.needs_input_grad[0] else None  # (I, O)(O, B) -> (B, I)
-        tapped = len(ctx.needs_input_grad) > 4 and ctx.needs_input_grad[4]
-        return dx, grad, None, None, grad if tapped else None
-
-
-def cross_entropy(logits: Tensor, targets: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0) -> Tensor:
-    """F.cross_entropy(logits (R, C), targets (R,), ignore_index, label_smoothing), mean over the rows not ignored.
-    Float32 CPU logits that need a gradient go to the compiled kernel (:class:`CompiledCrossEntropy`); everything else,
-    and anything PyTorch would refuse (targets out of range or of another length, smoothing outside [0, 1]), to
-    PyTorch."""
-    wanted = torch.is_grad_enabled() and logits.requires_grad and logits.dim() == 2 and targets.dim() == 1
-    kernels = _native(logits) if wanted and 0.0 <= label_smoothing <= 1.0 else None
-    if kernels is not None and targets.dtype == torch.int64 and targets.device.type == "cpu":
-        rows, n = logits.shape
-        if targets.size(0) == rows and not bool((((targets < 0) | (targets >= n)) & (targets != ignore_index)).any()):
-            return CompiledCrossEntropy.apply(logits, targets, ignore_index, float(label_smoothing), kernels)
-    return F.cross_entropy(logits, targets, ignore_index=ignore_index, label_smoothing=label_smoothing)
-
-
-def _ce_rows(kernels: native.Kernels, x: Tensor, t: Tensor, ignore_index: int, eps: float) -> tuple[Tensor, Tensor]:
-    """(row losses (R,), their gradient (R, C)) of contiguous float32 x (R, C) and int64 t (R,)."""
-    R, C = x.shape
-    rows, grad = x.new_empty(R), torch.empty_like(x)
-    kernels.cross_entropy(x.data_ptr(), t.data_ptr(), R, C, ignore_index, eps, rows.data_ptr(), grad.data_ptr(),
-                          _threads())  # fmt: skip
-    return rows, grad
-
-
-class CompiledCrossEntropy(torch.autograd.Function):
-    """:func:`cross_entropy` by ``csrc/cross_entropy.c``: the forward writes each row's loss and its gradient
-    (softmax − smoothed one-hot) in three passes over the logits; the backward scales that gradient in place by the
-    incoming one over the row count and hands it over (not kept: autograd may accumulate into it). A retained graph
-    run again computes the gradient anew from the saved logits. Measured on (640, 10000), 2 threads: forward and
-    backward 8-10 ms, PyTorch's 17.5-20 ms."""
-
-    @staticmethod
-    def forward(ctx, logits: Tensor, targets: Tensor, ignore_index: int, eps: float, kernels) -> Tensor:  # type: ignore[override]
-        x, t = logits.detach().contiguous(), targets.contiguous()
-        rows, grad = _ce_rows(kernels, x, t, ignore_index, eps)
-        count = (t != ignore_index).sum().to(x.dtype)  # 0 rows: 0 / 0 = nan, as PyTorch's mean
-        ctx.save_for_backward(x, t, count)
-        ctx.grad, ctx.args = grad, (kernels, ignore_index, eps)  # grad: neither input nor output, scaled in place
-        return rows.sum() / count
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g: Tensor):  # type: ignore[override]
-        x, t, count = ctx.saved_tensors
-        kernels, ignore_index, eps = ctx.args
-        grad, ctx.grad = ctx.grad, None
-        if grad is None:  # a retained graph, run again
-            grad = _ce_rows(kernels, x, t, ignore_index, eps)[1]
-        # no rows counted: PyTorch's gradient is zeros (every row's is), not 0 · inf
-        return grad.mul_(g / count.clamp_min(1)), None, None, None, None
