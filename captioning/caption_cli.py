@@ -216,10 +216,10 @@ def _open_html(captioner, args: argparse.Namespace):
     """The --html page, started (None without --html); an unwritable FILE ends the run here, before any work."""
     if not args.html:
         return None
-    from captioning.caption_page import open_report
+    from captioning.caption_page import open_caption_page
 
     try:
-        return open_report(args.html, str(args.model or f"bundled ({BUNDLED_MODEL.name})"), captioner.grid)
+        return open_caption_page(args.html, str(args.model or f"bundled ({BUNDLED_MODEL.name})"), captioner.grid)
     except OSError as err:
         fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
 

@@ -23,7 +23,7 @@ from PIL import Image
 
 from captioning.overlay import attention_map
 from captioning.preprocess import to_rgb
-from text_attn.core.html_page import HtmlReport, data_script, escape, quantise
+from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
 
 MAX_SIDE = 384  # longest side of the embedded image and of its canvas, pixels
 JPEG_QUALITY = 85
@@ -103,14 +103,14 @@ Report.lazy(Caption.render);
 """
 
 
-def open_report(path: Any, model: str, grid: int) -> HtmlReport:
+def open_caption_page(path: Any, model: str, grid: int) -> HtmlPage:
     """Start the page (raises OSError when ``path`` cannot be written)."""
     header = (
         f'<span class="meta">model {escape(model)}, {grid} &times; {grid} regions</span>'
         '<span class="hint">hover a word, or click one and step with <kbd>&larr;</kbd> <kbd>&rarr;</kbd>: '
         "bright = where the model looked for that word</span>"
     )
-    return HtmlReport(path, "caption: attention report", header=header, css=CAPTION_CSS, js=CAPTION_JS)
+    return HtmlPage(path, "caption: attention report", header=header, css=CAPTION_CSS, js=CAPTION_JS)
 
 
 def thumbnail(image: Image.Image) -> tuple[str, tuple[int, int]]:

@@ -17,9 +17,9 @@ from helpers.browser import MISSING, Browser, find_chromium
 from PIL import Image
 
 from captioning.caption_cli import SHAPES_MODEL, caption_main
-from captioning.caption_page import image_section, open_report
+from captioning.caption_page import image_section, open_caption_page
 from captioning.shapes import make_scene
-from text_attn.core.html_page import HtmlReport, dequantise, escape, script_json
+from text_attn.core.html_page import HtmlPage, dequantise, escape, script_json
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.alignment_page import report_attention
 from text_attn.translation.networks import build_network, make_config
@@ -222,13 +222,13 @@ def test_hundreds_of_sections_are_built_only_when_scrolled_to(browser, tmp_path)
     page, n = tmp_path / "many.html", 150
     image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (30, 40, 3), dtype=np.uint8))
     alphas = np.random.default_rng(1).dirichlet(np.ones(4), size=2)
-    with open_report(page, "synthetic", 2) as report:
+    with open_caption_page(page, "synthetic", 2) as report:
         for k in range(1, n + 1):
             record = {"image": f"img{k}.png", "words": ["a", "</script><b>"], "attention": alphas.tolist(),
                       "grid": [2, 2], "size": [40, 30], "crop_box": [0, 0, 40, 30],
                       "chosen": None, "error": None}  # fmt: skip
             report.add(image_section(k, record, image))
-    assert isinstance(report, HtmlReport) and len(sections(page)) == n
+    assert isinstance(report, HtmlPage) and len(sections(page)) == n
     b = browser
     b.open(page)
     b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from text_attn.core.decoding import beam_search, greedy_search, index_state
+from text_attn.core.decoding import beam_search, greedy_search, select_rows
 
 BOS, EOS, PAD = 1, 2, 0
 
@@ -25,7 +25,7 @@ class TableModel:
         attn = torch.stack([torch.tensor([len(p), 0.0]) for p in prefixes])
         return torch.stack(rows), attn, {"prefix": prefixes, "dummy": state["dummy"]}
 
-    def reorder_state(self, state, index):
+    def select_state(self, state, index):
         return {
             "prefix": [state["prefix"][i] for i in index.tolist()],
             "dummy": state["dummy"][index],
@@ -137,6 +137,6 @@ def test_beam_score_is_the_true_sequence_log_prob():
 
 def test_index_state_handles_nested_states():
     st = {"a": (torch.arange(3), [torch.arange(6).view(3, 2)]), "n": 5}
-    out = index_state(st, torch.tensor([2, 0]))
+    out = select_rows(st, torch.tensor([2, 0]))
     assert out["a"][0].tolist() == [2, 0] and out["a"][1][0].tolist() == [[4, 5], [0, 1]]
     assert out["n"] == 5

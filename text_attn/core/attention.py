@@ -198,7 +198,7 @@ def build_attention(kind: str, query_dim: int, key_dim: int, attn_dim: int) -> _
 
 class HeadKV(NamedTuple):
     """Keys and values already projected and split into heads. A NamedTuple of batch-first tensors, so
-    ``decoding.index_state`` reorders it. The Transformer keeps one per decoder layer: the memory's (computed once per
+    ``decoding.select_rows`` reorders it. The Transformer keeps one per decoder layer: the memory's (computed once per
     source) and the self-attention cache (grown by one position per generated token)."""
 
     k: Tensor  # (B, H, S, Dh)

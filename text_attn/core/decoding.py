@@ -4,8 +4,8 @@ A model that wants to be decoded implements :class:`StepModel`:
 
 - ``step(tokens, state) -> (log_probs, attention, new_state)``: ``tokens`` (N,) are the previous tokens of N rows;
   ``log_probs`` (N, V) the next-token log-probabilities; ``attention`` (N, ...) that step's attention weights (or None).
-- ``reorder_state(state, index) -> state`` (optional): select rows ``index`` (N',) of every tensor in the state.
-  The default, :func:`index_state`, does that for nested tuples / lists / dicts of batch-first tensors.
+- ``select_state(state, index) -> state`` (optional): select rows ``index`` (N',) of every tensor in the state.
+  The default, :func:`select_rows`, does that for nested tuples / lists / dicts of batch-first tensors.
 - ``source_constant_state`` (optional): names of the entries of a dict state that are constant within a source
   (encoder memory, projected keys, masks). Beam search expands them to the K beams once and never reorders them: a
   beam's parent is always a beam of the same source, so they would be copied onto themselves at every step.
@@ -31,33 +31,33 @@ class StepModel(Protocol):
     def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Tensor | None, Any]: ...
 
 
-def index_state(state: Any, index: Tensor) -> Any:
+def select_rows(state: Any, index: Tensor) -> Any:
     """Select rows ``index`` along dim 0 of every tensor in a nested state; non-tensors pass through."""
     if isinstance(state, Tensor):
         return state.index_select(0, index)
     if isinstance(state, tuple) and hasattr(state, "_fields"):  # NamedTuple
-        return type(state)(*(index_state(s, index) for s in state))
+        return type(state)(*(select_rows(s, index) for s in state))
     if isinstance(state, (tuple, list)):
-        return type(state)(index_state(s, index) for s in state)
+        return type(state)(select_rows(s, index) for s in state)
     if isinstance(state, dict):
-        return {k: index_state(v, index) for k, v in state.items()}
+        return {k: select_rows(v, index) for k, v in state.items()}
     return state
 
 
-def _reorder(model: Any, state: Any, index: Tensor, within_sources: bool = True) -> Any:
+def _select_state(model: Any, state: Any, index: Tensor, within_sources: bool = True) -> Any:
     """Select rows ``index`` of the state. ``within_sources``: every new row comes from a row of the same source
     sentence / image (beam search's per-step reorder), so the entries a model names in ``source_constant_state``
     (what never changes within a source: encoder memory, projected keys, masks; identical across its beams) are left
     as they are instead of being copied at every step."""
-    reorder = getattr(model, "reorder_state", None)
+    reorder = getattr(model, "select_state", None)
     if reorder is not None:
         return reorder(state, index)
     keep = set(getattr(model, "one_row_per_source_state", ()))
     if within_sources:
         keep |= set(getattr(model, "source_constant_state", ()))
     if keep and isinstance(state, dict):
-        return {k: v if k in keep else index_state(v, index) for k, v in state.items()}
-    return index_state(state, index)
+        return {k: v if k in keep else select_rows(v, index) for k, v in state.items()}
+    return select_rows(state, index)
 
 
 @dataclass
@@ -243,7 +243,7 @@ def beam_search(
     for t in range(max_len):
         if t == 0:
             log_probs, attn, state = first[0][expand], None if first[1] is None else first[1][expand], first[2]
-            state = _reorder(model, state, expand, within_sources=False)
+            state = _select_state(model, state, expand, within_sources=False)
         else:
             log_probs, attn, state = model.step(prev, state)  # (B*K, V)
         V = log_probs.size(-1)
@@ -269,7 +269,7 @@ def beam_search(
         prev = tok
         if no_repeat_ngram:
             history = torch.cat([history[rows], tok.unsqueeze(1)], dim=1)
-        state = _reorder(model, state, rows)
+        state = _select_state(model, state, rows)
         if bool(finished.all()):
             break
     norm = scores / lengths.clamp(min=1).float().pow(length_penalty)

@@ -4,7 +4,7 @@ its CSS and JavaScript, safe embedding of words and data, and compact attention 
 
 The page needs no network: images are data: URIs, data are JSON inside ``<script type="application/json">``, there
 are no external scripts, styles or fonts, and a Content-Security-Policy forbids every fetch. It is written a section
-at a time (:class:`HtmlReport`), so memory stays bounded whatever the number of sections, and a browser builds and
+at a time (:class:`HtmlPage`), so memory stays bounded whatever the number of sections, and a browser builds and
 paints a section only when it scrolls into view, so hundreds of sections open fast.
 
 Attention arrays travel as base64 of uint8 (:func:`quantise`): v in [0, 1] -> round(255 v), within 1/510 of v,
@@ -128,7 +128,7 @@ def dequantise(text: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     return q if shape is None else q.reshape(shape)
 
 
-class HtmlReport:
+class HtmlPage:
     """One report page, written as it grows: the head (styles, scripts, a header) when opened, then each section as
     it is added, then a footer on :meth:`close`. Opening raises OSError when ``path`` cannot be written (its parent
     folders are created). Family code passes its own CSS and JS; its JS calls ``Report.lazy(render)``."""
@@ -160,7 +160,7 @@ class HtmlReport:
             self._out.close()
         return self.path
 
-    def __enter__(self) -> HtmlReport:
+    def __enter__(self) -> HtmlPage:
         return self
 
     def __exit__(self, *exc: object) -> None:

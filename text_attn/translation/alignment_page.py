@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from text_attn.core.arrays import to_numpy
-from text_attn.core.html_page import HtmlReport, data_script, escape, quantise
+from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
 
-TRANSLATE_CSS = """
+ALIGNMENT_CSS = """
 .pair p { margin: 2px 0; display: flex; align-items: baseline; line-height: 2; }
 .pair .label { flex: none; }
 .w.best { border-color: var(--accent); }
@@ -33,7 +33,7 @@ table.grid td { width: 20px; min-width: 20px; height: 20px; border: 1px solid #e
 table.grid tr.on th, table.grid th.on { color: var(--accent); font-weight: 600; }
 """
 
-TRANSLATE_JS = r"""
+ALIGNMENT_JS = r"""
 const Align = {
   choice(id, fallback) { const s = document.getElementById(id); return s ? Number(s.value) : fallback; },
   // the (T, S) weights shown: the chosen layer, one head or the heads' mean
@@ -120,7 +120,7 @@ Report.lazy(Align.render);
 """
 
 
-def open_report(path: Any, translator: Any, model: str) -> HtmlReport:
+def open_alignment_page(path: Any, translator: Any, model: str) -> HtmlPage:
     """Start the page (raises OSError when ``path`` cannot be written); a Transformer gets the layer/head selector."""
     cfg = translator.net.cfg
     if _is_transformer(translator):
@@ -143,7 +143,7 @@ def open_report(path: Any, translator: Any, model: str) -> HtmlReport:
         "words light up by weight (relative to the strongest); hover a source word: the output words that looked at "
         "it (the strongest outlined); grid: darker = more weight</span>"
     )
-    return HtmlReport(path, "translate: attention report", header=header, css=TRANSLATE_CSS, js=TRANSLATE_JS)
+    return HtmlPage(path, "translate: attention report", header=header, css=ALIGNMENT_CSS, js=ALIGNMENT_JS)
 
 
 def _is_transformer(translator: Any) -> bool:

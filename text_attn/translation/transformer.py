@@ -10,7 +10,7 @@
 
 ``encode`` and ``decode`` are separate, so decoding lives outside the model: ``decode`` runs a whole target prefix at
 once (training, and the recompute baseline), ``step`` one token with a key/value cache for the shared greedy and beam
-search. The decoder state is a dict of batch-first tensors, so ``decoding.index_state`` reorders it for beam search::
+search. The decoder state is a dict of batch-first tensors, so ``decoding.select_rows`` reorders it for beam search::
 
     {"mask": (B, S) bool, "cross": per layer HeadKV (B, H, S, Dh) of the memory, computed once per source,
      "self": per layer HeadKV (B, H, t, Dh), the self-attention keys/values of the t tokens fed so far}

@@ -249,10 +249,10 @@ def translate_main(argv: list[str] | None = None) -> int:
         fail("translate", "--html and --output name the same file; give two files")
     report = None
     if args.html:
-        from text_attn.translation.alignment_page import open_report
+        from text_attn.translation.alignment_page import open_alignment_page
 
         try:
-            report = open_report(args.html, translator, args.model)
+            report = open_alignment_page(args.html, translator, args.model)
         except OSError as err:
             fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
     try:
