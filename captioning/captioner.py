@@ -123,7 +123,6 @@ class Captioner:
         try:
             vocab = Vocabulary.from_dict(data["vocab"])
             decoder = dict(data["decoder"])
-            decoder.setdefault("attend_on", "fine" if decoder.get("key_dims") else "all")  # files before attend_on
             shipped = data.get("encoder_weights")
             # the weights come from the file, or (encoder_from_package) from the installed package that ships them
             encoder = ImageEncoder(**data["encoder"], weights="imagenet" if shipped else None)

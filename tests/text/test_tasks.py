@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from text_attn.translation.corpora import read_parallel_files, read_tsv_pairs
 from text_attn.translation.tasks import (
     DATE_FORMATS,
     DATE_RANGE,
@@ -24,8 +25,6 @@ from text_attn.translation.tasks import (
     load_examples,
     make_dates,
     make_reorder,
-    read_parallel_files,
-    read_tsv_pairs,
     translate_word,
 )
 

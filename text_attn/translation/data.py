@@ -29,14 +29,9 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.vocab import Vocabulary
+from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.subwords import MODEL_TYPES, Subwords
-from text_attn.translation.tasks import (
-    Example,
-    corpus_file,
-    load_examples,
-    read_parallel_text,
-    read_tsv_text,
-)
+from text_attn.translation.tasks import Example, load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec
 
 CORPUS_TASKS = ("tsv", "parallel", "pair")  # sentences a user brings (the others are made up here)
