@@ -1,0 +1,41 @@
+"""``benchmarks/multi30k_variants.py`` on a tiny Multi30k-shaped corpus written by the test: two Bahdanau variants
+(GRU, LSTM) trained for two epochs each as subprocesses, their val curves read from the logs into the table and the
+JSON; unknown variants are refused with the list of known ones."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers.multi30k import write_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "multi30k_variants.py"
+TINY = ["--data.subword_vocab", "300", "--model.network.embed_dim", "16", "--model.network.enc_hidden", "16"]
+TINY += ["--model.network.dec_hidden", "32", "--model.network.attn_dim", "16", "--data.batch_size", "16"]
+
+
+def test_two_variants_train_and_their_val_curves_are_tabled(tmp_path):
+    corpus = write_corpus(tmp_path / "m30k", {"train": 64, "val": 8, "test_2016_flickr": 4})
+    report = tmp_path / "variants.json"
+    cmd = [sys.executable, str(SCRIPT), "--data-root", str(corpus), "--family", "bahdanau"]
+    cmd += ["--variants", "shipped,lstm", "--epochs", "2", "--out", str(tmp_path / "runs"), "--json", str(report), "--", *TINY]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("| ")]
+    assert lines[0] == "| variant | best | epochs | minutes an epoch |"  # no reported epoch (3, 5, ...) reached
+    assert lines[2].startswith("| GRU, embed 256") and lines[3].startswith("| LSTM instead of GRU")
+    assert all(ln.split(" | ")[-2] == "2" for ln in lines[2:])  # two epochs each
+    data = json.loads(report.read_text())
+    assert data["family"] == "bahdanau" and set(data["curves"]) == {"shipped", "lstm"}
+    assert all(len(curve) == 2 for curve in data["curves"].values())
+    lstm_config = next((tmp_path / "runs" / "lstm").rglob("config.yaml")).read_text()
+    assert "rnn: lstm" in lstm_config and "embed_dim: 16" in lstm_config  # the variant's and the extra options
+
+
+def test_an_unknown_variant_names_the_known_ones(tmp_path):
+    cmd = [sys.executable, str(SCRIPT), "--data-root", str(tmp_path), "--family", "bahdanau", "--variants", "xl"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "choose from shipped, lstm" in done.stderr
