@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                    + "; ".join(f"{f}: {', '.join(v)}" for f, v in VARIANTS.items()))  # fmt: skip
     p.add_argument("--parallel", type=int, default=1, help="fits at once (a GPU holds several)")
     p.add_argument("--json", type=Path, help="also write every val curve to this file")
-    p.add_argument("fit_args", nargs="*", help="after --: more text-train fit options for every variant (they win over its own)")
+    p.add_argument("fit_args", nargs="*", help="after --: more text-train fit options for every variant (they win)")
     args = p.parse_args(argv)
     variants = VARIANTS[args.family]
     args.out = args.out or Path("runs/multi30k_variants") / args.family

@@ -21,7 +21,8 @@ def test_two_variants_train_and_their_val_curves_are_tabled(tmp_path):
     corpus = write_corpus(tmp_path / "m30k", {"train": 64, "val": 8, "test_2016_flickr": 4})
     report = tmp_path / "variants.json"
     cmd = [sys.executable, str(SCRIPT), "--data-root", str(corpus), "--family", "bahdanau"]
-    cmd += ["--variants", "shipped,lstm", "--epochs", "2", "--out", str(tmp_path / "runs"), "--json", str(report), "--", *TINY]
+    cmd += ["--variants", "shipped,lstm", "--epochs", "2", "--out", str(tmp_path / "runs"), "--json", str(report)]
+    cmd += ["--", *TINY]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("| ")]
