@@ -17,7 +17,8 @@ H[α_t] and s_t for the REINFORCE loss of eq. (12) (:func:`captioning.objective.
 it is deterministic: the arg-max region, or the expected context (``hard_inference``), so beam search works as usual.
 
 The region keys' attention projection (U a_i) is computed once per image in ``init_state``, not at every step.
-``forward`` (teacher forcing) and ``step`` (search) share the per-step code, so they compute the same thing.
+``step`` (search) and the plain teacher-forced loop (``fast_path: false``) share the per-step code, so they compute the
+same thing; the fast path (captioning.fast_path, the default) is tested equal to them in values and gradients.
 What training minimises (eq. (14)'s penalty, eq. (12) for hard attention, SCST) is captioning.objective's.
 """
 

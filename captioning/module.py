@@ -37,7 +37,7 @@ from captioning.objective import CaptionObjective, ObjectiveConfig
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics
-from text_attn.core.training import RunState, as_config, check_finite, check_training_options, gather_outputs
+from text_attn.core.training import RunState, as_config, check_training_options, gather_outputs
 
 
 class CaptionModule(RunState, pl.LightningModule):
@@ -64,7 +64,7 @@ class CaptionModule(RunState, pl.LightningModule):
                 image_size, crop, multiscale), a dataclass or a dict of its fields.
             decoder: the Show-Attend-Tell decoder (captioning.decoder.DecoderConfig: embed_dim, hidden_dim, attn_dim,
                 dropout, gate, deep_output, attention, hard_inference, soft_prob, region_pos, init_from_image,
-                attend_on), a dataclass or a dict of its fields.
+                attend_on, fast_path), a dataclass or a dict of its fields.
             objective: what training minimises (captioning.objective.ObjectiveConfig: ds_lambda, label_smoothing,
                 attn_sup_lambda; for hard attention soft_warmup, rl_lambda, rl_reward, entropy_lambda, baseline_decay,
                 collapse_warmup, collapse_ratio; scst, scst_samples, scst_baseline, scst_max_len), a dataclass or a
@@ -148,7 +148,6 @@ class CaptionModule(RunState, pl.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         features = self._features(batch)
         loss, logs, warning = self.objective.training_loss(self.model, self.vocab, features, batch, self.global_step)
-        check_finite(loss, self.global_step)
         progress = {"train_loss", "train_reward"} if self.objective.cfg.scst else {"train_loss"}
         for name, value in logs.items():
             self.log(name, value, prog_bar=name in progress, batch_size=features.size(0))
@@ -235,6 +234,11 @@ class CaptionModule(RunState, pl.LightningModule):
         self.save_run_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if any(k.startswith("baseline.") for k in checkpoint.get("state_dict", {})):
+            raise ValueError(
+                "this hard-attention checkpoint predates model.objective (its baseline is not where this version keeps "
+                "it): it cannot be resumed; start from its model file with model.init_from"
+            )
         saved = checkpoint.get("vocab")
         if saved is not None and self.vocab is not None and saved != self.vocab.to_dict():
             raise ValueError(

@@ -66,7 +66,7 @@ from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
 from text_attn.core.self_critical import check_objective_options
 from text_attn.core.self_critical import self_critical_step as shared_step
-from text_attn.core.training import check_options
+from text_attn.core.training import check_finite, check_options
 
 if TYPE_CHECKING:
     from captioning.decoder import DecoderOutput
@@ -186,10 +186,12 @@ class CaptionObjective(nn.Module):
     def training_loss(
         self, model: CaptionModel, vocab: Vocabulary, features: Tensor, batch: dict, step: int
     ) -> ObjectiveResult:
-        """One training step's loss on ``features`` (B, L, D) of the batch's images, with what to log."""
+        """One training step's loss on ``features`` (B, L, D) of the batch's images, with what to log. A NaN/inf loss
+        stops training with one line (text_attn.core.training.TrainingDiverged) before any state moves."""
         if self.cfg.scst:
             return self._self_critical(model, vocab, features, batch, step)
         loss, parts = self.teacher_forced(model, features, batch, vocab.pad_id, step)
+        check_finite(loss, step)  # before the baseline takes this batch's rewards
         logs = {"train_loss": loss, "train_ce": parts["ce"], "train_ds": parts["ds"]}
         if "attn_sup" in parts:
             logs["train_attn_sup"] = parts["attn_sup"]
@@ -212,6 +214,7 @@ class CaptionObjective(nn.Module):
             _, parts = self.teacher_forced(model, features, batch, vocab.pad_id, step)
             loss = loss + cfg.attn_sup_lambda * parts["attn_sup"]
             logs = {"train_attn_sup": parts["attn_sup"], "train_loss": loss}
+        check_finite(loss, step)
         logs.update({f"train_{key}": stats[key] for key in ("reward", "baseline", "advantage")})
         return ObjectiveResult(loss, logs, None)
 

@@ -203,3 +203,12 @@ def test_an_objective_option_at_its_old_place_names_the_new_one(tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1
     assert "put ds_lambda, scst under model.objective (e.g. model.ds_lambda -> model.objective.ds_lambda" in err[0]
+
+
+def test_a_hard_checkpoint_from_before_the_objective_block_is_refused_in_one_line():
+    """Its baseline buffer sat at the module's top level ("baseline.value"); resuming it is refused, not mis-loaded."""
+    from captioning.module import CaptionModule
+
+    old = {"state_dict": {"baseline.value": torch.tensor(-3.0), "baseline.updates": torch.tensor(7)}}
+    with pytest.raises(ValueError, match="predates model.objective .* start from its model file with model.init_from"):
+        CaptionModule(decoder={"attention": "hard"}).on_load_checkpoint(old)

@@ -135,7 +135,7 @@ def test_beam_score_is_the_true_sequence_log_prob():
         assert abs(total - res.scores[i].item()) < 1e-4
 
 
-def test_index_state_handles_nested_states():
+def test_select_rows_handles_nested_states():
     st = {"a": (torch.arange(3), [torch.arange(6).view(3, 2)]), "n": 5}
     out = select_rows(st, torch.tensor([2, 0]))
     assert out["a"][0].tolist() == [2, 0] and out["a"][1][0].tolist() == [[4, 5], [0, 1]]

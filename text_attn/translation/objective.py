@@ -1,8 +1,8 @@
 """What a text model's training minimises: the whole objective of ``text-train``, in one place.
 
 Configured by the ``model.objective`` block of a text config (:class:`ObjectiveConfig`); computed by
-:class:`TranslationObjective`, which needs no Lightning: given the network, a batch and a sampler, it returns the loss
-and what to log.
+:class:`TranslationObjective`, which needs no Lightning: given the network and a batch, it returns the loss and what
+to log.
 
 - **Cross-entropy** of the reference tokens under teacher forcing (label smoothing optional). This is also the loss
   validation reports.
