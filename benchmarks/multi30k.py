@@ -17,7 +17,9 @@ scored three ways against the test references:
 and BLEU (tok.) by source length (words: 1-10, 11-15, 16-20, 21-30, 31+), and the count of outputs holding <unk>.
 Test has only 26 sentences over 20 words (and none over 30), so German -> English models also translate val at beam 5
 and BLEU by length is printed for val + test together too (47 sentences over 20 words); the plot draws that one.
-Model selection happens on val inside fit; test is only scored here. Each model's scores are kept in
+Model selection happens on val inside fit (and, for a fit that kept each epoch's weights, checkpoint averaging:
+the best epoch or the mean of the last 3 or 5 epochs, whichever scores best on val, becomes the model file; the
+choice in OUT/<name>/averaging.json); test is only scored here. Each model's scores are kept in
 OUT/<name>/scores.json with the model file's size and time, and reused while the file is unchanged (--rescore).
 ``--tune``: each model's beam width and length penalty are chosen on val (benchmarks/tune_translation_decoding.py,
 recorded in its model file; not again when the file already records it and OUT/<name>/tune_val.json exists), and
@@ -90,7 +92,26 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
     seconds = run_stage(f"fit-{name}", cmd, args.logs)
     minutes_file.write_text(f"{seconds / 60:.2f}\n")
     (args.out / name / "trained_on.txt").write_text(f"{device()}\n")
+    average(name, model, args)
     return model, seconds / 60
+
+
+def average(name: str, model: Path, args: argparse.Namespace) -> None:
+    """Checkpoint averaging, chosen on val: when the fit kept each epoch's weights (the Transformer's config does),
+    benchmarks/checkpoint_averaging.py compares the fit's best epoch (kept as OUT/<name>/model_best_epoch.pt) with the
+    mean of its last 3 and 5 epochs and writes the best of them as the model file."""
+    from checkpoint_averaging import epoch_checkpoints
+
+    if len(epoch_checkpoints(args.out / name)) < 3:
+        return
+    best_epoch = args.out / name / "model_best_epoch.pt"
+    best_epoch.write_bytes(model.read_bytes())
+    _, src, tgt = MODELS[name]
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "checkpoint_averaging.py"), "--run", str(args.out / name)]
+    cmd += ["--model", str(best_epoch), "--data-root", str(args.data_root), "--src", src, "--tgt", tgt]
+    cmd += ["--counts", "3", "5", "--write", str(model), "--json", str(args.out / name / "averaging.json")]
+    cmd += ["--limit", str(QUICK_TEST)] if args.quick else []
+    run_stage(f"average-{name}", cmd, args.logs)
 
 
 def device() -> str:
