@@ -139,15 +139,17 @@ def test_a_resumed_fit_gets_its_own_max_time(tmp_path):
 
 
 def test_a_nan_loss_stops_training_with_one_line_naming_the_step(tmp_path, capsys, monkeypatch):
-    from text_attn.translation.module import TranslationModule
+    from text_attn.translation.objective import TranslationObjective
 
-    real_loss = TranslationModule._loss
+    real_loss = TranslationObjective.training_loss
+    calls = []
 
-    def loss_that_turns_nan(self, batch):
-        loss, attn = real_loss(self, batch)
-        return (loss * float("nan") if self.global_step == 3 else loss), attn
+    def loss_that_turns_nan(self, *args):
+        loss, logs = real_loss(self, *args)
+        calls.append(1)
+        return (loss * float("nan") if len(calls) == 4 else loss), logs  # the 4th training step: step 3
 
-    monkeypatch.setattr(TranslationModule, "_loss", loss_that_turns_nan)
+    monkeypatch.setattr(TranslationObjective, "training_loss", loss_that_turns_nan)
     with pytest.raises(SystemExit) as exc:
         run("text", ["fit", "--config", str(resumable_config(tmp_path, "text"))])
     err = capsys.readouterr().err.strip().splitlines()
