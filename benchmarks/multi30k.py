@@ -36,6 +36,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def average(name: str, model: Path, args: argparse.Namespace) -> None:
     if len(epoch_checkpoints(args.out / name)) < 3:
         return
     best_epoch = args.out / name / "model_best_epoch.pt"
-    best_epoch.write_bytes(model.read_bytes())
+    shutil.copyfile(model, best_epoch)
     _, src, tgt = MODELS[name]
     cmd = [sys.executable, str(ROOT / "benchmarks" / "checkpoint_averaging.py"), "--run", str(args.out / name)]
     cmd += ["--model", str(best_epoch), "--data-root", str(args.data_root), "--src", src, "--tgt", tgt]

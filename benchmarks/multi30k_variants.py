@@ -15,7 +15,10 @@ its overrides (below), for --epochs epochs (the shipped config's time cap lifted
 OUT/<name>/. Variants of one size take the same time an epoch, so equal epochs are equal CPU time; a larger network
 (``wide``) is fairly compared at equal --minutes (the table also prints each variant's minutes an epoch). On a GPU,
 ``--parallel`` runs that many fits at once. Prints val BLEU (tok.) x 100 after the reported epochs and the best
-within the budget; ``--json`` writes every curve.
+within the budget; ``--json`` writes every curve. A variant whose run folder already holds a fit of at least
+--epochs epochs (one command's runs cut short, or a table of fewer epochs from longer runs) is not trained again: its
+logged curve up to --epochs is reused (``--retrain`` trains it again). Minutes come from each fit's own files (its
+config written at the start, its metrics at the end), so reused runs report theirs.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ BAHDANAU = {  # name -> (what it is, overrides of the shipped config)
               "1024", "--model.network.attn_dim", "512"]),
 }  # fmt: skip
 VARIANTS = {"transformer": TRANSFORMER, "bahdanau": BAHDANAU}
-REPORTED = (3, 5, 10, 13, 16)  # epochs whose val BLEU the table shows
+REPORTED = (1, 2, 3, 5, 10, 13, 16)  # epochs whose val BLEU the table shows
 
 
 def command(name: str, args: argparse.Namespace) -> list[str]:
@@ -77,6 +80,21 @@ def command(name: str, args: argparse.Namespace) -> list[str]:
     return [*cmd, "--trainer.enable_progress_bar", "false", *VARIANTS[args.family][name][1], *args.fit_args]
 
 
+def fit_minutes(run: Path) -> float:
+    """Wall minutes of the fits under ``run``: from each fit's config.yaml (written as it starts) to its
+    metrics.csv's last write."""
+    total = 0.0
+    for metrics in run.glob("lightning_logs/version_*/metrics.csv"):
+        start = metrics.with_name("config.yaml")
+        total += (metrics.stat().st_mtime - (start if start.is_file() else metrics).stat().st_mtime) / 60
+    return total
+
+
+def finished(run: Path, epochs: int) -> bool:
+    """Whether ``run`` already holds a fit that validated at least ``epochs`` epochs."""
+    return len({e for e, _, _ in logged_curve(run, "val_bleu")}) >= epochs
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", type=Path, required=True, help="Multi30k: <split>.<lang>[.gz] files")
@@ -88,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                    + "; ".join(f"{f}: {', '.join(v)}" for f, v in VARIANTS.items()))  # fmt: skip
     p.add_argument("--parallel", type=int, default=1, help="fits at once (a GPU holds several)")
     p.add_argument("--json", type=Path, help="also write every val curve to this file")
+    p.add_argument("--retrain", action="store_true", help="train every variant again, even one already trained")
     p.add_argument("fit_args", nargs="*", help="after --: more text-train fit options for every variant (they win)")
     args = p.parse_args(argv)
     variants = VARIANTS[args.family]
@@ -98,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.epochs < 1 or args.parallel < 1 or (args.minutes is not None and args.minutes < 1):
         p.error("--epochs, --minutes and --parallel must be >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
-    waiting, running, started, minutes = list(names), [], {}, {}
+    reused = [n for n in names if not args.retrain and not args.minutes and finished(args.out / n, args.epochs)]
+    for name in reused:
+        print(f"[{name}] {args.out / name} holds {args.epochs} epochs or more: not trained again", flush=True)
+    waiting, running, started = [n for n in names if n not in reused], [], {}
     while waiting or running:
         while waiting and len(running) < args.parallel:
             name = waiting.pop(0)
@@ -115,9 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"multi30k variants: error: {name} failed (exit {proc.returncode}): {args.out / name}.log",
                       file=sys.stderr)  # fmt: skip
                 return 1
-            minutes[name] = (time.monotonic() - started[name]) / 60
-            print(f"[{name}] done in {minutes[name]:.1f} minutes", flush=True)
+            print(f"[{name}] done in {(time.monotonic() - started[name]) / 60:.1f} minutes", flush=True)
     curves = {n: logged_curve(args.out / n, "val_bleu") for n in names}
+    if not args.minutes:  # a longer run reused: its curve up to --epochs
+        curves = {n: [row for row in c if row[0] < args.epochs] for n, c in curves.items()}
+    minutes = {n: fit_minutes(args.out / n) for n in names}
     trained = max((len(c) for c in curves.values()), default=0) if args.minutes else args.epochs
     shown = [e for e in REPORTED if e <= trained]
     budget = f"{args.minutes} minutes each" if args.minutes else f"{args.epochs} epochs each"
@@ -128,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         by_epoch = {e + 1: 100 * v for e, _, v in curves[n]}
         cells = [f"{by_epoch[e]:.1f}" if e in by_epoch else "–" for e in shown]
-        per_epoch = minutes[n] / max(len(by_epoch), 1)
+        per_epoch = minutes[n] / max(len({e for e, _, _ in logged_curve(args.out / n, "val_bleu")}), 1)
         best = max(by_epoch.values(), default=float("nan"))
         row = [variants[n][0], *cells, f"{best:.1f}", str(len(by_epoch)), f"{per_epoch:.1f}"]
         print("| " + " | ".join(row) + " |")

@@ -368,7 +368,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         images = [img for img, _ in pairs]
         batch = {**self._visual("train", images), **self._caption_tensors([c for _, c in pairs])}
         batch["image_index"] = torch.tensor(images)  # (B,)
-        batch["references"] = [self.splits["train"].references[i] for i in images]  # SCST's reward scores these
+        references = self.train_references
+        batch["references"] = [references[i] for i in images]  # SCST's reward scores these
         batch["pair_index"] = torch.tensor(index)  # (B,) which (image, caption) pairs: DDP ranks draw disjoint ones
         if self.hparams.attention_targets:
             which = [(img, self._train_caption[i]) for img, i in zip(images, index, strict=True)]

@@ -64,7 +64,8 @@ from captioning.fast_path import cross_entropy
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
-from text_attn.core.self_critical import check_objective_options
+from text_attn.core.self_critical import OBJECTIVE_PREFIX as PREFIX
+from text_attn.core.self_critical import SequenceObjectiveConfig
 from text_attn.core.self_critical import self_critical_step as shared_step
 from text_attn.core.training import check_finite, check_options
 
@@ -73,20 +74,19 @@ if TYPE_CHECKING:
     from captioning.model import CaptionModel
     from text_attn.core.vocab import Vocabulary
 
-PREFIX = "model.objective"  # where a caption config sets these options
 REWARDS = ("caption", "word")  # the paper's R = log p(y | s, a) minus a baseline; the authors' code's log p(y_t)
 
 
 @dataclass(frozen=True)
-class ObjectiveConfig:
-    """The ``model.objective`` block of a caption config.
+class ObjectiveConfig(SequenceObjectiveConfig):
+    """The ``model.objective`` block of a caption config: the options both families take (label smoothing,
+    attention supervision, SCST: core/self_critical.py's SequenceObjectiveConfig) and these.
 
     ds_lambda: weight of the doubly stochastic penalty (the paper: 1.0; a soft-attention regulariser, 0 is usual
-        for hard attention). label_smoothing: cross-entropy label smoothing.
-    attn_sup_lambda: attention supervision (Liu et al. 2017): λ times the cross-entropy between α_t and the
-        ground-truth attention of each word that names a region (needs ``data.attention_targets: true``; shapes
-        scenes and Karpathy sentence boxes have them). For hard attention it supervises the distribution the location
-        is sampled from. 0 = off.
+        for hard attention).
+    attn_sup_lambda (Liu et al. 2017) supervises α_t for each word that names a region (shapes scenes and Karpathy
+        sentence boxes have the ground truth); for hard attention it supervises the distribution the location is
+        sampled from.
     Hard attention only:
     soft_warmup: for the first this many steps every caption takes the expected context (soft attention), then
         ``decoder.soft_prob`` applies. Not in the paper: REINFORCE from a random start spends its budget finding the
@@ -99,16 +99,11 @@ class ObjectiveConfig:
         (the paper: 0.9).
     collapse_warmup / collapse_ratio: warn once when, this many steps after the soft warm-up, the mean attention
         entropy is still above ratio x log L (near uniform). 0 turns the check off.
-    Self-critical training:
-    scst: self-critical sequence training instead of cross-entropy: ``scst_samples`` sampled captions per image,
-        reward CIDEr-D, baseline ``greedy`` (the model's greedy caption's CIDEr-D) or ``leave_one_out``; captions up
-        to ``scst_max_len`` words (null: the module's val_max_len). Start it from a trained model
-        (``model.init_from``).
+    Self-critical training (``scst``) rewards a caption with its CIDEr-D; ``scst_max_len`` null: the module's
+        val_max_len.
     """
 
     ds_lambda: float = 1.0
-    label_smoothing: float = 0.0
-    attn_sup_lambda: float = 0.0
     soft_warmup: int = 0
     rl_lambda: float = 1.0
     rl_reward: str = "caption"
@@ -116,20 +111,18 @@ class ObjectiveConfig:
     baseline_decay: float = 0.9
     collapse_warmup: int = 500
     collapse_ratio: float = 0.95
-    scst: bool = False
-    scst_samples: int = 5
-    scst_baseline: str = "greedy"
-    scst_max_len: int | None = None
 
     def __post_init__(self):
+        super().__post_init__()
         if self.rl_reward not in REWARDS:
             raise ValueError(f"unknown rl_reward {self.rl_reward!r}; choose one of {REWARDS}")
-        check_objective_options(self.attn_sup_lambda, self.scst_samples, self.scst_baseline, self.scst_max_len, PREFIX)
-        inf = float("inf")
-        check_options(PREFIX, ds_lambda=(self.ds_lambda, 0, inf), label_smoothing=(self.label_smoothing, 0, 0.99))
+        check_options(PREFIX, ds_lambda=(self.ds_lambda, 0, float("inf")))
 
 
-OBJECTIVE_OPTIONS = tuple(ObjectiveConfig.__dataclass_fields__)
+# the caption-only options first (messages name them in this order), then those both families take
+OBJECTIVE_OPTIONS = tuple(
+    sorted(ObjectiveConfig.__dataclass_fields__, key=lambda n: n in SequenceObjectiveConfig.__dataclass_fields__)
+)
 
 
 class ObjectiveResult(NamedTuple):

@@ -1,7 +1,16 @@
 """Shared test fixtures."""
 
+import os
+
 import pytest
 import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist's workers (addopts: -n auto) share the machine's cores: each computes on its share of threads,
+    # and so do the commands its tests start; otherwise every worker's torch would use all of them and each wait.
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    os.environ["OMP_NUM_THREADS"] = _share
+    torch.set_num_threads(int(_share))
 
 
 @pytest.fixture

@@ -518,24 +518,34 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
 
     folder = tmp_path / "many"
     folder.mkdir()
-    n = 400  # enough that a loaded machine cannot caption them all before the signal arrives
+    n = 40
     with Image.open(PHOTOS[0]) as im:
         for i in range(n):
             im.convert("RGB").resize((48 + i % 60, 40)).save(folder / f"{i:03d}.png")
     jsonl = tmp_path / "out.jsonl"
     args = [str(folder), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2"]
     code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
+    # The third batch waits (no race with a fast machine): the signal arrives with 2 batches (4 records) written.
+    paused = (
+        "import sys, time; import captioning.caption_cli as cli; real, calls = cli.caption_items, []\n"
+        "def third_waits(*a, **k):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 3: time.sleep(900)\n"
+        "    return real(*a, **k)\n"
+        "cli.caption_items = third_waits; sys.exit(cli.caption_main(sys.argv[1:]))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", paused, *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600  # a loaded machine is slow to start; the signal waits for the 4 records
     while time.monotonic() < deadline and (not jsonl.is_file() or len(jsonl.read_text().splitlines()) < 4):
         time.sleep(0.05)
+    assert jsonl.is_file() and len(jsonl.read_text().splitlines()) == 4, "2 batches were not written in 600 s"
     proc.send_signal(signal.SIGINT)
-    err = proc.communicate(timeout=60)[1]
+    err = proc.communicate(timeout=120)[1]
     assert proc.returncode == 130 and "Traceback" not in err, err
     note = [line for line in err.splitlines() if "interrupted" in line]
     assert len(note) == 1 and note[0].startswith("caption: interrupted after ") and "--resume" in note[0]
     first = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]
-    assert 4 <= len(first) < n
+    assert len(first) == 4  # the two batches before the signal, whole
     done = subprocess.run([sys.executable, "-c", code, *args, "--resume"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     images = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]

@@ -17,6 +17,7 @@ decides the length, which CIDEr-D's length penalty scores), nothing after it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 NORMALISATIONS = ("tokens", "sequences")
 BASELINES = ("greedy", "leave_one_out")
+OBJECTIVE_PREFIX = "model.objective"  # where both families' configs set the objective's options
 
 
 def self_critical_loss(
@@ -171,19 +173,40 @@ def self_critical_step(
         policy.train(was_training)
 
 
-def check_objective_options(
-    attn_sup_lambda: float, scst_samples: int, scst_baseline: str, scst_max_len: int | None, prefix: str = "model"
-) -> None:
-    """The options both families' objectives take for attention supervision and SCST; a bad one is one ValueError
-    line naming it as ``prefix``.NAME (where the config sets it)."""
-    if attn_sup_lambda < 0:
-        raise ValueError(f"{prefix}.attn_sup_lambda must be >= 0, got {attn_sup_lambda}")
-    if scst_baseline not in BASELINES:
-        raise ValueError(f"{prefix}.scst_baseline must be one of {BASELINES}, got {scst_baseline!r}")
-    least = 2 if scst_baseline == "leave_one_out" else 1
-    if scst_samples < least:
-        raise ValueError(
-            f"{prefix}.scst_samples must be >= {least} with the {scst_baseline} baseline, got {scst_samples}"
-        )
-    if scst_max_len is not None and scst_max_len < 1:
-        raise ValueError(f"{prefix}.scst_max_len must be >= 1 (or null), got {scst_max_len}")
+@dataclass(frozen=True)
+class SequenceObjectiveConfig:
+    """The ``model.objective`` options both families take; each family's ObjectiveConfig adds its own.
+
+    label_smoothing: cross-entropy label smoothing.
+    attn_sup_lambda: weight λ of attention supervision (the cross-entropy between α_t and the ground-truth attention,
+        where the data has it: ``data.attention_targets: true``); 0 = off.
+    scst: self-critical sequence training (above) instead of cross-entropy; start it from a trained model
+        (``model.init_from``). scst_samples: K samples per source. scst_baseline: ``greedy`` (the reward of the greedy
+        decode, the paper's choice) or ``leave_one_out`` (the mean reward of the source's other K − 1 samples; needs
+        K >= 2). scst_max_len: longest sample (null: the family's validation length).
+    A bad value is one ValueError line naming it as ``model.objective.NAME``.
+    """
+
+    label_smoothing: float = 0.0
+    attn_sup_lambda: float = 0.0
+    scst: bool = False
+    scst_samples: int = 5
+    scst_baseline: str = "greedy"
+    scst_max_len: int | None = None
+
+    def __post_init__(self):
+        prefix = OBJECTIVE_PREFIX
+        if not 0 <= self.label_smoothing <= 0.99:
+            raise ValueError(f"{prefix}.label_smoothing must be between 0 and 0.99, got {self.label_smoothing:g}")
+        if self.attn_sup_lambda < 0:
+            raise ValueError(f"{prefix}.attn_sup_lambda must be >= 0, got {self.attn_sup_lambda}")
+        if self.scst_baseline not in BASELINES:
+            raise ValueError(f"{prefix}.scst_baseline must be one of {BASELINES}, got {self.scst_baseline!r}")
+        least = 2 if self.scst_baseline == "leave_one_out" else 1
+        if self.scst_samples < least:
+            raise ValueError(
+                f"{prefix}.scst_samples must be >= {least} with the {self.scst_baseline} baseline, "
+                f"got {self.scst_samples}"
+            )
+        if self.scst_max_len is not None and self.scst_max_len < 1:
+            raise ValueError(f"{prefix}.scst_max_len must be >= 1 (or null), got {self.scst_max_len}")

@@ -30,38 +30,18 @@ from torch import Tensor, nn
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.decoding import Sampling
 from text_attn.core.rewards import bleu_rewards
-from text_attn.core.self_critical import check_objective_options, self_critical_step
-from text_attn.core.training import check_options
-
-PREFIX = "model.objective"  # where a text config sets these options
+from text_attn.core.self_critical import OBJECTIVE_PREFIX as PREFIX
+from text_attn.core.self_critical import SequenceObjectiveConfig, self_critical_step
 
 
 @dataclass(frozen=True)
-class ObjectiveConfig:
-    """The ``model.objective`` block of a text config.
-
-    label_smoothing: cross-entropy label smoothing.
-    attn_sup_lambda: weight λ of the attention supervision term added to the training loss (and the validation loss);
-        0 = off. Needs the true alignment in the batches (``data.attention_targets: true``, task ``reorder``) and a
-        network with attention.
-    scst: self-critical training instead of cross-entropy (module doc); start it from a trained model with
-        ``model.init_from``. ``attn_sup_lambda`` > 0 adds the supervision term on the reference translation.
-    scst_samples: K translations sampled per source.
-    scst_baseline: ``greedy`` (the reward of the greedy translation, the paper's choice) or ``leave_one_out`` (the mean
-        reward of the source's other K − 1 samples; needs K >= 2).
-    scst_max_len: longest sampled translation (null: 2 x the longest source + 10, as validation decodes).
+class ObjectiveConfig(SequenceObjectiveConfig):
+    """The ``model.objective`` block of a text config: label smoothing, attention supervision and SCST (fields and
+    checks in core/self_critical.py's SequenceObjectiveConfig). Attention supervision needs the true alignment in the
+    batches (``data.attention_targets: true``, task ``reorder``) and a network with attention; with ``scst`` it adds
+    the supervision term on the reference translation. ``scst_max_len`` null: 2 x the longest source + 10, as
+    validation decodes.
     """
-
-    label_smoothing: float = 0.0
-    attn_sup_lambda: float = 0.0
-    scst: bool = False
-    scst_samples: int = 5
-    scst_baseline: str = "greedy"
-    scst_max_len: int | None = None
-
-    def __post_init__(self):
-        check_objective_options(self.attn_sup_lambda, self.scst_samples, self.scst_baseline, self.scst_max_len, PREFIX)
-        check_options(PREFIX, label_smoothing=(self.label_smoothing, 0, 0.99))
 
 
 OBJECTIVE_OPTIONS = tuple(ObjectiveConfig.__dataclass_fields__)
