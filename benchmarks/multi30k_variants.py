@@ -138,9 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)  # fmt: skip
                 return 1
             print(f"[{name}] done in {(time.monotonic() - started[name]) / 60:.1f} minutes", flush=True)
-    curves = {n: logged_curve(args.out / n, "val_bleu") for n in names}
-    if not args.minutes:  # a longer run reused: its curve up to --epochs
-        curves = {n: [row for row in c if row[0] < args.epochs] for n, c in curves.items()}
+    logged = {n: logged_curve(args.out / n, "val_bleu") for n in names}  # every epoch each fit validated
+    # a longer run reused: its curve up to --epochs
+    curves = logged if args.minutes else {n: [row for row in c if row[0] < args.epochs] for n, c in logged.items()}
     minutes = {n: fit_minutes(args.out / n) for n in names}
     trained = max((len(c) for c in curves.values()), default=0) if args.minutes else args.epochs
     shown = [e for e in REPORTED if e <= trained]
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         by_epoch = {e + 1: 100 * v for e, _, v in curves[n]}
         cells = [f"{by_epoch[e]:.1f}" if e in by_epoch else "–" for e in shown]
-        per_epoch = minutes[n] / max(len({e for e, _, _ in logged_curve(args.out / n, "val_bleu")}), 1)
+        per_epoch = minutes[n] / max(len({e for e, _, _ in logged[n]}), 1)
         best = max(by_epoch.values(), default=float("nan"))
         row = [variants[n][0], *cells, f"{best:.1f}", str(len(by_epoch)), f"{per_epoch:.1f}"]
         print("| " + " | ".join(row) + " |")

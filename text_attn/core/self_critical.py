@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from text_attn.core.training import check_options
+
 if TYPE_CHECKING:
     from text_attn.core.decoding import SearchResult
 
@@ -196,8 +198,7 @@ class SequenceObjectiveConfig:
 
     def __post_init__(self):
         prefix = OBJECTIVE_PREFIX
-        if not 0 <= self.label_smoothing <= 0.99:
-            raise ValueError(f"{prefix}.label_smoothing must be between 0 and 0.99, got {self.label_smoothing:g}")
+        check_options(prefix, label_smoothing=(self.label_smoothing, 0, 0.99))
         if self.attn_sup_lambda < 0:
             raise ValueError(f"{prefix}.attn_sup_lambda must be >= 0, got {self.attn_sup_lambda}")
         if self.scst_baseline not in BASELINES:
