@@ -21,7 +21,9 @@ them alike); the table gives medians. Rows:
   preprocess, encode, generate) at beam 1 / 3 / 5 and batch 1 / 32 (images/s).
 - `caption FOLDER --jsonl FILE` as a user runs it with the default (Flickr8k) model, on a folder of 192 photos of
   500 x 375 (JPEG; cut from the bundled CC0 photos): files read and decoded by the CLI's workers, preprocessed,
-  encoded, captioned at beam 1 / 3, written; model loading included (images/s). Goal at beam 3: >= 40.
+  encoded, captioned at beam 1 / 3, written; model loading included (images/s). Goal at beam 3: >= 40. Then where
+  the time goes: the encoder alone and the beam 3 search alone on the same photos (batches of 16), and that search
+  stepping every image until the batch's last caption ends (what it did before ended images left the batch).
 - translation throughput of an RNN with Bahdanau attention of the reorder configs' size (random weights; 64 sentences
   of 30 tokens, 30 output tokens each) at beam 1 / 3 (output tokens/s).
 - peak memory: the process's maximum resident set.
@@ -258,10 +260,46 @@ def caption_folder_rows(repeats: int) -> list[dict]:
                 raise RuntimeError(f"caption {folder} at beam {beam} failed (exit code {code})")
 
         t = interleaved({f"beam {b}": (lambda b=b: run(b)) for b in (1, 3)}, repeats)
+        rows = [
+            {"what": f"caption FOLDER of {n} photos (Flickr8k model), {k}", "value": f"{n / v:.1f} images/s",
+             "rate": n / v}
+            for k, v in t.items()
+        ]  # fmt: skip
+        return rows + folder_split_rows(folder, repeats)
+
+
+def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]:
+    """Where the folder's time goes: the model's encoder alone and its beam 3 search alone over the same photos, in
+    the CLI's batches of 16, and the search stepping every image to the end (drop_ended False) against the default,
+    which stops stepping an image once its beams have all ended (the same captions)."""
+    from captioning.caption_cli import BUNDLED_MODEL
+    from captioning.captioner import Captioner
+    from captioning.preprocess import load_image
+
+    captioner = Captioner.load(BUNDLED_MODEL)
+    pixels = torch.stack([captioner.preprocess(load_image(p)) for p in sorted(folder.iterdir())])
+    n = len(pixels)
+
+    def encode():
+        return torch.cat([captioner.encode(pixels[i : i + batch]) for i in range(0, n, batch)])
+
+    features = encode()
+
+    def search(drop: bool):
+        return [
+            " ".join(c.words)
+            for i in range(0, n, batch)
+            for c in captioner.caption_features(features[i : i + batch], 3, 30, drop_ended=drop)
+        ]
+
+    same = search(True) == search(False)
+    t = interleaved({"encode": encode, "drop": lambda: search(True), "all": lambda: search(False)}, repeats)
     return [
-        {"what": f"caption FOLDER of {n} photos (Flickr8k model), {k}", "value": f"{n / v:.1f} images/s", "rate": n / v}
-        for k, v in t.items()
-    ]
+        {"what": f"the folder's photos: encoder alone, batch {batch}", "value": f"{n / t['encode']:.1f} images/s"},
+        {"what": f"the folder's photos: beam 3 search alone, batch {batch}", "value": f"{n / t['drop']:.1f} images/s"},
+        {"what": "the same search stepping every image to the end (before: ended images kept in the batch)",
+         "value": f"{n / t['all']:.1f} images/s ({t['all'] / t['drop']:.2f}x the time), identical captions: {same}"},
+    ]  # fmt: skip
 
 
 def translate_rows(repeats: int) -> list[dict]:

@@ -1,6 +1,8 @@
-"""Beam search never copies what is constant within a source: the caption decoder's one-row-per-source state (its
-keys, kept once per source, K query rows per key row) gives exactly the search of the plain, fully reordered state.
-(The attention modules' K query rows per key row: tests/core/test_search_state.py.)"""
+"""Beam search never copies what is constant within a source, and drops a source once its beams have all ended: the
+caption decoder's one-row-per-source state (its keys, kept once per source, K query rows per key row) gives exactly
+the search of the plain, fully reordered state stepped on every row. (The attention modules' K query rows per key
+row: tests/core/test_search_state.py; sources leaving the batch, on a model built to end them at chosen steps:
+tests/core/test_decoding.py.)"""
 
 from __future__ import annotations
 

@@ -120,6 +120,58 @@ def test_batched_beam_equals_one_sentence_at_a_time():
         assert torch.allclose(one.attention[0], batched.attention[i, :n], atol=1e-6)
 
 
+class EndsAt(RandomGRU):
+    """RandomGRU whose source b can only end at step ends[b] and then must: ``ends`` is kept one row per source (row
+    r of the queries reads source r // K, as the caption decoder's keys), so a source leaving the batch must take its
+    row of it along."""
+
+    one_row_per_source_state = ("ends",)
+
+    def step(self, tokens, state):
+        log_probs, attn, new = super().step(tokens, state)
+        ends, t = state["ends"], state["t"]
+        at_end = ends.repeat_interleave(tokens.numel() // ends.numel()) == t  # (N,)
+        logits = log_probs.clone()
+        logits[:, EOS] = torch.where(at_end, 50.0, -50.0)  # end exactly at the source's step
+        return torch.log_softmax(logits, -1), attn, {**new, "ends": ends, "t": t + 1}
+
+
+def test_sources_that_ended_leave_the_batch_with_the_same_result():
+    # beam search and greedy against the same searches stepping every row to the end (drop_ended=False)
+    torch.manual_seed(3)
+    rows = []
+
+    class Counted(EndsAt):
+        def step(self, tokens, state):
+            rows.append(tokens.numel())
+            return super().step(tokens, state)
+
+    m = Counted()
+    h0 = torch.randn(5, 16)
+    ends = torch.tensor([2, 6, 1, 4, 6])
+    for lp, ngram in [(0.0, 0), (1.0, 2)]:
+        kw = dict(max_len=10, beam_size=3, length_penalty=lp, no_repeat_ngram=ngram, n_best=2)
+        b = beam_search(m, {"h": h0, "ends": ends, "t": 0}, 5, BOS, EOS, drop_ended=False, **kw)
+        assert rows == [5] + [15] * 6
+        rows.clear()
+        a = beam_search(m, {"h": h0, "ends": ends, "t": 0}, 5, BOS, EOS, **kw)
+        assert a.lengths.tolist() == [3, 7, 2, 5, 7]  # each source ended at its step (eos included)
+        assert torch.equal(a.tokens, b.tokens) and a.nbest == b.nbest
+        torch.testing.assert_close(a.scores, b.scores)
+        torch.testing.assert_close(a.attention, b.attention)
+        # once per source, then K rows a live source: sources 2, 0, 3 leave after their ends (steps 1, 2, 4)
+        assert rows == [5, 15, 12, 9, 9, 6, 6]
+        rows.clear()
+    b = greedy_search(m, {"h": h0, "ends": ends, "t": 0}, 5, BOS, EOS, max_len=10, drop_ended=False)
+    rows.clear()
+    a = greedy_search(m, {"h": h0, "ends": ends, "t": 0}, 5, BOS, EOS, max_len=10)
+    assert a.lengths.tolist() == [3, 7, 2, 5, 7]
+    assert torch.equal(a.tokens, b.tokens)
+    torch.testing.assert_close(a.scores, b.scores)
+    torch.testing.assert_close(a.attention, b.attention)
+    assert rows == [5, 5, 4, 3, 3, 2, 2]  # greedy too: an ended sentence is not stepped again
+
+
 def test_beam_score_is_the_true_sequence_log_prob():
     torch.manual_seed(2)
     m = RandomGRU()

@@ -14,7 +14,9 @@ A model that wants to be decoded implements :class:`StepModel`:
   hard attention: their queries may have K rows per key row).
 
 The initial state is the model's business (encode the source, build the decoder's first state) and is passed in.
-Search is pure tensor logic over whole batches: no Python loop over sentences, only over output steps.
+Search is pure tensor logic over whole batches: no Python loop over sentences, only over output steps. A sentence
+that has ended leaves the batch (its state rows are dropped; the model steps the others), unless the model has its own
+``select_state`` or greedy search is sampling.
 """
 
 from __future__ import annotations
@@ -162,10 +164,12 @@ def greedy_search(
     sampling: Sampling | None = None,
     no_repeat_ngram: int = 0,
     banned: Sequence[int] = (),
+    drop_ended: bool = True,
 ) -> SearchResult:
     """Pick the arg-max token (or, with ``sampling``, a drawn one) at every step until every sentence has produced
     eos or ``max_len`` tokens. ``no_repeat_ngram`` n > 0: no n-gram occurs twice in a sentence. ``banned``: token ids
-    never produced (e.g. <unk>: the next most likely word stands in for it)."""
+    never produced (e.g. <unk>: the next most likely word stands in for it). ``drop_ended``: stop stepping the
+    sentences that ended (the same result, less work; False: every row to the end, for comparison)."""
     device = _state_device(state)
     prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)
     finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
@@ -173,8 +177,12 @@ def greedy_search(
     lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
     generator = sampling.generator(device) if sampling is not None else None
     tokens, attns = [], []
+    # A sentence that ended leaves the batch (as in beam_search), except when sampling: each step's draws would then
+    # come from fewer rows and a seed would no longer give the captions it gave.
+    compact = drop_ended and sampling is None and getattr(model, "select_state", None) is None
+    live = torch.arange(batch_size, device=device)  # (A,) the rows the model's state holds, in order
     for _ in range(max_len):
-        log_probs, attn, state = model.step(prev, state)
+        log_probs, attn, state = _step_live(model, prev, state, live)  # ended rows: zeros, masked below
         log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
             log_probs = ban_repeated_ngrams(log_probs, _history(tokens, batch_size, device), no_repeat_ngram)
@@ -193,6 +201,8 @@ def greedy_search(
         prev = tok
         if bool(finished.all()):
             break
+        if compact and bool(finished[live].any()):
+            state, live = _next_state(model, state, torch.arange(batch_size, device=device), live, finished, 1)
     return _result(tokens, lengths, scores, attns, eos_id)
 
 
@@ -211,6 +221,7 @@ def beam_search(
     n_best: int = 1,
     no_repeat_ngram: int = 0,
     banned: Sequence[int] = (),
+    drop_ended: bool = True,
 ) -> SearchResult:
     """Batched beam search: the B sentences' K beams are B*K rows of one batch.
 
@@ -221,6 +232,12 @@ def beam_search(
     so finished and live hypotheses compete for the K slots. The winner per sentence is chosen among the final K by
     ``score / length**length_penalty`` (0 = raw log-probability, 1 = per-token average). A sentence whose beams never
     produce eos still returns its best hypothesis after ``max_len`` steps.
+
+    A source whose K beams have all ended leaves the batch: later steps run the model on the other sources' rows
+    only (a batch runs until its longest caption ends, its mean one ends much sooner). Its rows keep their place in
+    the search's own tensors, where an ended beam can only extend with pad, so the result is the same as without.
+    A model with its own ``select_state`` is always stepped on every row (its state's layout is its own), as is
+    every model with ``drop_ended`` False (for comparison).
     """
     B, K = batch_size, beam_size
     if not 1 <= n_best <= K:
@@ -240,12 +257,14 @@ def beam_search(
     offsets = (torch.arange(B, device=device) * K).unsqueeze(1)  # (B, 1)
     history = torch.zeros(B * K, 0, dtype=torch.long, device=device)  # (B*K, t) each beam's tokens so far
     parents, step_tokens, step_attns = [], [], []
+    compact = drop_ended and getattr(model, "select_state", None) is None
+    live = torch.arange(B * K, device=device)  # (A*K,) the rows the model's state holds, in order: live sources'
     for t in range(max_len):
         if t == 0:
             log_probs, attn, state = first[0][expand], None if first[1] is None else first[1][expand], first[2]
             state = _select_state(model, state, expand, within_sources=False)
-        else:
-            log_probs, attn, state = model.step(prev, state)  # (B*K, V)
+        else:  # the ended sources' rows get zeros: they are frozen below
+            log_probs, attn, state = _step_live(model, prev, state, live)  # (B*K, V), (B*K, ...)
         V = log_probs.size(-1)
         log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
@@ -269,9 +288,9 @@ def beam_search(
         prev = tok
         if no_repeat_ngram:
             history = torch.cat([history[rows], tok.unsqueeze(1)], dim=1)
-        state = _select_state(model, state, rows)
         if bool(finished.all()):
             break
+        state, live = _next_state(model, state, rows, live, finished.view(B, K).all(dim=1) if compact else None, K)
     norm = scores / lengths.clamp(min=1).float().pow(length_penalty)
     ranked = norm.view(B, K).argsort(dim=-1, descending=True)  # (B, K) best first
     results = []
@@ -291,6 +310,40 @@ def beam_search(
         lists = [r.token_lists() for r in results]
         top.nbest = [[(lists[k][b], float(results[k].scores[b])) for k in range(n_best)] for b in range(B)]
     return top
+
+
+def _step_live(model: Any, prev: Tensor, state: Any, live: Tensor) -> tuple[Tensor, Tensor | None, Any]:
+    """One model step on the rows ``live`` (A,) of the search's N rows (the rows the state holds). Returns (N, V)
+    log-probabilities and (N, ...) attention with zeros in the other rows, and the model's new state."""
+    n = prev.numel()
+    if live.numel() == n:
+        return model.step(prev, state)
+    log_probs, attn, state = model.step(prev[live], state)  # (A, V), (A, ...)
+    log_probs = log_probs.new_zeros(n, log_probs.size(-1)).index_copy_(0, live, log_probs)
+    if attn is not None:
+        attn = attn.new_zeros(n, *attn.shape[1:]).index_copy_(0, live, attn)
+    return log_probs, attn, state
+
+
+def _next_state(model: Any, state: Any, rows: Tensor, live: Tensor, ended: Tensor | None, K: int):
+    """Beam search's state for the next step: each new beam's row is its parent's (``rows`` (B*K,), in the search's
+    row numbers), for the sources still searching. ``live`` (A*K,): the rows the state holds now, in order; ``ended``
+    (B,): the sources whose K beams have all ended (None: keep every source). Returns (state, its rows)."""
+    position = torch.full_like(rows, -1)
+    position[live] = torch.arange(live.numel(), device=live.device)  # search row -> row of the state
+    keep = live if ended is None else (~ended).repeat_interleave(K).nonzero().squeeze(1)  # (A'*K,)
+    index = position[rows[keep]]  # (A'*K,) the parent of each kept row, as a row of the state
+    if keep.numel() == live.numel():  # nobody left: the usual per-step reorder within sources
+        return _select_state(model, state, index), live
+    # Sources left: every entry drops their rows, the ones kept one row per source too (there, source i of the state
+    # is row i; the kept sources stay in order, so query row r still reads source row r // K).
+    sources = position[keep[::K]] // K  # (A',) each kept source's row in the per-source entries
+    per_source = set(getattr(model, "one_row_per_source_state", ()))
+    if isinstance(state, dict) and per_source:
+        state = {k: select_rows(v, sources if k in per_source else index) for k, v in state.items()}
+    else:
+        state = select_rows(state, index)
+    return state, keep
 
 
 def _history(tokens: list[Tensor], rows: int, device: torch.device) -> Tensor:
@@ -335,19 +388,21 @@ def search(
     n_best: int = 1,
     no_repeat_ngram: int = 0,
     banned: Sequence[int] = (),
+    drop_ended: bool = True,
 ) -> SearchResult:
     """Greedy search for ``beam_size`` 1 (drawing tokens with ``sampling``), batched beam search above (``n_best``
     hypotheses per sentence); ``no_repeat_ngram`` and ``banned`` (token ids never produced) for all. Sampling draws
-    one hypothesis: it takes no beam."""
+    one hypothesis: it takes no beam. ``drop_ended`` False: step every row to the end (for comparison)."""
     if sampling is not None and (beam_size > 1 or n_best > 1):
         raise ValueError("sampling draws one caption per input: use it with beam size 1 and n_best 1")
     if beam_size <= 1:
         if n_best > 1:
             raise ValueError(f"n_best {n_best} needs a beam at least as wide (beam_size >= n_best)")
-        return greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id,
-                             sampling=sampling, no_repeat_ngram=no_repeat_ngram, banned=banned)  # fmt: skip
+        return greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id, sampling=sampling,
+                             no_repeat_ngram=no_repeat_ngram, banned=banned, drop_ended=drop_ended)  # fmt: skip
     return beam_search(model, state, batch_size, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id,
-                       n_best=n_best, no_repeat_ngram=no_repeat_ngram, banned=banned)  # fmt: skip
+                       n_best=n_best, no_repeat_ngram=no_repeat_ngram, banned=banned,
+                       drop_ended=drop_ended)  # fmt: skip
 
 
 class GenerateMixin:
