@@ -26,6 +26,9 @@ them alike); the table gives medians. Rows:
   stepping every image until the batch's last caption ends (what it did before ended images left the batch).
 - translation throughput of an RNN with Bahdanau attention of the reorder configs' size (random weights; 64 sentences
   of 30 tokens, 30 output tokens each) at beam 1 / 3 (output tokens/s).
+- with ``--multi30k-root`` (its val.de.gz): the bundled German -> English model on 256 Multi30k val sentences in
+  batches of 64, beam 1 and 8, the search dropping ended sentences from the batch against stepping them to the end
+  (sentences/s).
 - peak memory: the process's maximum resident set.
 """
 
@@ -320,6 +323,39 @@ def translate_rows(repeats: int) -> list[dict]:
     return [{"what": f"translate, {k}, batch 64", "value": f"{64 * out_len / v:.0f} tokens/s"} for k, v in t.items()]
 
 
+def translate_real_rows(repeats: int, root: Path | None, n: int = 256, batch: int = 64) -> list[dict]:
+    """The bundled German -> English model on Multi30k's first n val sentences (real lengths: the sentences of a
+    batch end at different steps), batches of 64, beam 1 and 8 (its val-chosen width, length penalty 1): sentences/s
+    with ended sentences dropped from the batch (the default) and stepped to the end (before), the same output."""
+    import gzip
+
+    from text_attn.translation.translate_cli import BUNDLED_MODEL
+    from text_attn.translation.translator import Translator
+
+    what = "translate Multi30k val (bundled de->en model)"
+    if root is None or not (root / "val.de.gz").is_file():
+        return [{"what": what, "value": f"skipped: no Multi30k val.de.gz in {root} (--multi30k-root)"}]
+    translator = Translator.load(BUNDLED_MODEL)
+    sentences = gzip.decompress((root / "val.de.gz").read_bytes()).decode("utf-8").splitlines()[:n]
+
+    def run(beam: int, drop: bool) -> list[str]:
+        return [
+            t.text
+            for i in range(0, len(sentences), batch)
+            for t in translator.translate(sentences[i : i + batch], beam, 1.0, drop_ended=drop)
+        ]
+
+    rows = []
+    for beam in (1, 8):
+        same = run(beam, True) == run(beam, False)
+        t = interleaved({"drop": lambda b=beam: run(b, True), "all": lambda b=beam: run(b, False)}, repeats)
+        rows.append({"what": f"{what}, {len(sentences)} sentences, beam {beam}, batch {batch}",
+                     "value": f"{len(sentences) / t['drop']:.1f} sentences/s; stepping every sentence to the end "
+                              f"{len(sentences) / t['all']:.1f} ({t['all'] / t['drop']:.2f}x the time), "
+                              f"identical output: {same}"})  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
@@ -328,9 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--parts",
         nargs="+",
-        default=["beam", "train", "caption", "folder", "translate"],
-        help="which rows beside the matmul peak and memory: beam, train, caption, folder, translate (all)",
+        default=["beam", "train", "caption", "folder", "translate", "translate-real"],
+        help="which rows beside the matmul peak and memory: beam, train, caption, folder, translate, translate-real "
+        "(all)",
     )
+    p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de[.gz]) for the translate-real rows")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     peak = matmul_peak(args.repeats)
@@ -341,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         {"what": "compiled kernels (score, cross-entropy)", "value": native.status()},  # or why PyTorch runs them
     ]
     parts = {"beam": beam_search_rows, "train": lambda r: train_step_rows(r, peak), "caption": caption_rows,
-             "folder": caption_folder_rows, "translate": translate_rows}  # fmt: skip
+             "folder": caption_folder_rows, "translate": translate_rows,
+             "translate-real": lambda r: translate_real_rows(r, args.multi30k_root)}  # fmt: skip
     unknown = set(args.parts) - set(parts)
     if unknown:
         p.error(f"--parts: unknown {sorted(unknown)}; choose from {', '.join(parts)}")

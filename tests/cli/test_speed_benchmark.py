@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "speed.py"
+MULTI30K = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k"  # real data: never in the repository
 
 
 @pytest.mark.slow
 def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     out = tmp_path / "speed.json"
-    cmd = [sys.executable, str(SCRIPT), "--repeats", "1", "--json", str(out)]
+    cmd = [sys.executable, str(SCRIPT), "--repeats", "1", "--json", str(out), "--multi30k-root", str(MULTI30K)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -27,6 +28,16 @@ def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     assert len(beams) == 6 and all(rows[w]["value"].endswith("images/s") for w in beams)
     folder = [w for w in rows if w.startswith("caption FOLDER of 192 photos")]
     assert len(folder) == 2 and all(rows[w]["rate"] > 0 for w in folder)  # the Flickr8k model on a folder, beam 1 / 3
+    # where the folder's time goes; the search that drops ended images finds the captions of the one that does not
+    assert rows["the folder's photos: encoder alone, batch 16"]["value"].endswith("images/s")
+    assert rows["the same search stepping every image to the end (before: ended images kept in the batch)"][
+        "value"
+    ].endswith("identical captions: True")
+    real = [w for w in rows if w.startswith("translate Multi30k val")]
+    if (MULTI30K / "val.de.gz").is_file():  # the bundled translator on real sentences, both ways, the same output
+        assert len(real) == 2 and all(rows[w]["value"].endswith("identical output: True") for w in real)
+    else:
+        assert len(real) == 1 and rows[real[0]]["value"].startswith("skipped: ")
     # The batched beam search finds exactly the captions of the one-image-at-a-time search.
     assert rows["batched speed-up (goal >= 5x)"]["value"].endswith("identical captions: True")
     # FlopCounterMode's count of the paper-size training step: a fixed number, whatever the machine.
