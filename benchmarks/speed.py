@@ -26,9 +26,9 @@ them alike); the table gives medians. Rows:
   stepping every image until the batch's last caption ends (what it did before ended images left the batch).
 - translation throughput of an RNN with Bahdanau attention of the reorder configs' size (random weights; 64 sentences
   of 30 tokens, 30 output tokens each) at beam 1 / 3 (output tokens/s).
-- with ``--multi30k-root`` (its val.de.gz): the bundled German -> English model on 256 Multi30k val sentences in
-  batches of 64, beam 1 and 8, the search dropping ended sentences from the batch against stepping them to the end
-  (sentences/s).
+- with ``--multi30k-root`` (its val.de[.gz] and val.en[.gz]): the bundled German -> English model on 256 Multi30k
+  val sentences in batches of 64, beam 1 and 8, the search dropping ended sentences from the batch against stepping
+  them to the end (sentences/s).
 - peak memory: the process's maximum resident set.
 """
 
@@ -327,16 +327,20 @@ def translate_real_rows(repeats: int, root: Path | None, n: int = 256, batch: in
     """The bundled German -> English model on Multi30k's first n val sentences (real lengths: the sentences of a
     batch end at different steps), batches of 64, beam 1 and 8 (its val-chosen width, length penalty 1): sentences/s
     with ended sentences dropped from the batch (the default) and stepped to the end (before), the same output."""
-    import gzip
-
+    from text_attn.translation.corpora import corpus_file, read_parallel_text
+    from text_attn.translation.tasks import TaskError
     from text_attn.translation.translate_cli import BUNDLED_MODEL
     from text_attn.translation.translator import Translator
 
     what = "translate Multi30k val (bundled de->en model)"
-    if root is None or not (root / "val.de.gz").is_file():
-        return [{"what": what, "value": f"skipped: no Multi30k val.de.gz in {root} (--multi30k-root)"}]
+    try:
+        if root is None:
+            raise TaskError("no --multi30k-root")
+        pairs = read_parallel_text(corpus_file(root, "val", "de"), corpus_file(root, "val", "en"), max_pairs=n)
+    except TaskError as err:
+        return [{"what": what, "value": f"skipped: {err}"}]
     translator = Translator.load(BUNDLED_MODEL)
-    sentences = gzip.decompress((root / "val.de.gz").read_bytes()).decode("utf-8").splitlines()[:n]
+    sentences = [src for src, _ in pairs]
 
     def run(beam: int, drop: bool) -> list[str]:
         return [
@@ -368,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         help="which rows beside the matmul peak and memory: beam, train, caption, folder, translate, translate-real "
         "(all)",
     )
-    p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de[.gz]) for the translate-real rows")
+    p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de[.gz], val.en[.gz]) for the translate-real rows")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     peak = matmul_peak(args.repeats)

@@ -258,7 +258,7 @@ def beam_search(
     history = torch.zeros(B * K, 0, dtype=torch.long, device=device)  # (B*K, t) each beam's tokens so far
     parents, step_tokens, step_attns = [], [], []
     compact = drop_ended and getattr(model, "select_state", None) is None
-    live = torch.arange(B * K, device=device)  # (A*K,) the rows the model's state holds, in order: live sources'
+    live = torch.arange(B * K, device=device)  # (A*K,) the rows the model's state holds: the K of each live source
     for t in range(max_len):
         if t == 0:
             log_probs, attn, state = first[0][expand], None if first[1] is None else first[1][expand], first[2]
