@@ -33,7 +33,6 @@ decoding and scores.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import shutil
@@ -66,14 +65,17 @@ QUICK = ["--data.train_size", "2000", "--data.val_size", "100", "--trainer.max_t
 QUICK_TEST = 200
 
 
-def read_lines(root: Path, split: str, lang: str) -> list[str]:
-    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
-        path = root / name
-        if path.is_file():
-            raw = path.read_bytes()
-            text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-            return [line.strip() for line in text.decode("utf-8").splitlines()]
-    raise StageError(f"{root}: found neither {split}.{lang} nor {split}.{lang}.gz")
+def read_pair(root: Path, split: str, src: str, tgt: str, n: int | None = None) -> tuple[list[str], list[str]]:
+    """The first n (all: None) sentence pairs of ``<root>/<split>.<src|tgt>[.gz]`` as (sources, references), read
+    as training reads them (misaligned files: a StageError naming the file and line)."""
+    from text_attn.translation.corpora import corpus_file, read_parallel_text
+    from text_attn.translation.tasks import TaskError
+
+    try:
+        pairs = read_parallel_text(corpus_file(root, split, src), corpus_file(root, split, tgt), max_pairs=n)
+    except TaskError as err:
+        raise StageError(str(err)) from err
+    return [s for s, _ in pairs], [t for _, t in pairs]
 
 
 def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
@@ -243,8 +245,8 @@ def val_test_by_length(name: str, args: argparse.Namespace) -> dict:
     sources, refs, hyps = [], [], []
     for split, tag in (("val", "val"), (TEST, "test")):
         n = QUICK_TEST if args.quick else None  # the quick run translates the first QUICK_TEST of each split
-        sources += read_lines(args.data_root, split, src)[:n]
-        refs += read_lines(args.data_root, split, tgt)[:n]
+        split_sources, split_refs = read_pair(args.data_root, split, src, tgt, n)
+        sources, refs = sources + split_sources, refs + split_refs
         hyps += (args.out / name / f"{tag}-beam5.txt").read_text("utf-8").splitlines()
     return by_length(refs, hyps, sources)
 
@@ -272,7 +274,7 @@ def evaluate(name: str, model: Path, args: argparse.Namespace) -> dict:
     results: dict = saved.get("results", {}) if saved.get("key") == key and not args.rescore else {}
     _, src, tgt = MODELS[name]
     n = QUICK_TEST if args.quick else None
-    sources, refs = read_lines(args.data_root, TEST, src)[:n], read_lines(args.data_root, TEST, tgt)[:n]
+    sources, refs = read_pair(args.data_root, TEST, src, tgt, n)
     if "5" in results:
         print(f"[{name}] scores of these weights reused from {cache} (--rescore to score them again)", flush=True)
         if args.retime:
@@ -284,7 +286,7 @@ def evaluate(name: str, model: Path, args: argparse.Namespace) -> dict:
             print(f"[{name}] beam {beam}: BLEU (tok.) {r['bleu_tok']:.2f}, sacreBLEU {r['sacrebleu']:.2f}, "
                   f"chrF {r['chrf']:.2f}, <unk> in {r['unk']} outputs", flush=True)  # fmt: skip
         if (src, tgt) == ("de", "en"):
-            translate_test(name, model, 5, read_lines(args.data_root, "val", src)[:n], args, split="val")
+            translate_test(name, model, 5, read_pair(args.data_root, "val", src, tgt, n)[0], args, split="val")
             results["val_test_by_length"] = val_test_by_length(name, args)
     if args.tune:
         chosen = tune(name, model, args)
@@ -395,7 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     except StageError as err:
         print(f"multi30k benchmark: error: {err}", file=sys.stderr)
         return 1
-    n_test = len(read_lines(args.data_root, TEST, "en")[: QUICK_TEST if args.quick else None])
+    try:
+        n_test = len(read_pair(args.data_root, TEST, *MODELS[names[0]][1:], QUICK_TEST if args.quick else None)[0])
+    except StageError as err:
+        print(f"multi30k benchmark: error: {err}", file=sys.stderr)
+        return 1
     print()
     print(f"Multi30k {TEST} ({n_test} sentences){' -- QUICK smoke run' if args.quick else ''}")
     print(table(results, minutes, where))
