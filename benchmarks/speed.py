@@ -24,6 +24,9 @@ them alike); the table gives medians. Rows:
   encoded, captioned at beam 1 / 3, written; model loading included (images/s). Goal at beam 3: >= 40. Then where
   the time goes: the encoder alone and the beam 3 search alone on the same photos (batches of 16), and that search
   stepping every image until the batch's last caption ends (what it did before ended images left the batch).
+- `caption FOLDER` of 25 phone photos (4032 x 3024 JPEGs, 12 megapixels: the bundled photos scaled up), beam 3:
+  large JPEGs decoded at a reduced scale (the default since it was added) against decoded in full (before), and how
+  many captions are the same both ways.
 - translation throughput of an RNN with Bahdanau attention of the reorder configs' size (random weights; 64 sentences
   of 30 tokens, 30 output tokens each) at beam 1 / 3 (output tokens/s).
 - with ``--multi30k-root`` (its val.de[.gz] and val.en[.gz]): the bundled German -> English model on 256 Multi30k
@@ -280,7 +283,8 @@ def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]
     from captioning.preprocess import load_image
 
     captioner = Captioner.load(BUNDLED_MODEL)
-    pixels = torch.stack([captioner.preprocess(load_image(p)) for p in sorted(folder.iterdir())])
+    side = captioner.preprocess.decode_side
+    pixels = torch.stack([captioner.preprocess(load_image(p, side)) for p in sorted(folder.iterdir())])
     n = len(pixels)
 
     def encode():
@@ -302,6 +306,52 @@ def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]
         {"what": f"the folder's photos: beam 3 search alone, batch {batch}", "value": f"{n / t['drop']:.1f} images/s"},
         {"what": "the same search stepping every image to the end (before: ended images kept in the batch)",
          "value": f"{n / t['all']:.1f} images/s ({t['all'] / t['drop']:.2f}x the time), identical captions: {same}"},
+    ]  # fmt: skip
+
+
+def phone_folder_rows(repeats: int, n: int = 25) -> list[dict]:
+    """``caption`` of a folder of n 12-megapixel phone photos (4032 x 3024 JPEGs: the 5 bundled CC0 photos, scaled up),
+    beam 3: large JPEGs decoded at a reduced scale (captioning.preprocess.load_photo, the default) against decoded
+    in full (before); images/s both ways and how many captions are the same word for word."""
+    import contextlib
+    import io
+    import tempfile
+    from unittest import mock
+
+    from PIL import Image
+
+    from captioning.caption_cli import BUNDLED_MODEL, DEMO_PHOTOS, caption_main
+    from captioning.preprocess import Preprocess
+
+    if not BUNDLED_MODEL.is_file():
+        return [{"what": "caption FOLDER of phone photos", "value": f"skipped: {BUNDLED_MODEL.name} is missing"}]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "phone"
+        folder.mkdir()
+        for i in range(n):
+            photo = Image.open(DEMO_PHOTOS[i % len(DEMO_PHOTOS)]).convert("RGB")
+            photo.resize((4032, 3024), Image.Resampling.BICUBIC).save(folder / f"IMG_{i:04d}.jpg", quality=90)
+        captions: dict[str, list[str]] = {}
+
+        def run(full: bool) -> None:
+            out = Path(tmp) / f"full{full}.jsonl"
+            out.unlink(missing_ok=True)
+            everything = mock.patch.object(Preprocess, "decode_side", property(lambda self: None))
+            with contextlib.redirect_stderr(io.StringIO()), everything if full else contextlib.nullcontext():
+                code = caption_main([str(folder), "--beam-size", "3", "--jsonl", str(out)])
+            if code != 0:
+                raise RuntimeError(f"caption {folder} failed (exit code {code})")
+            captions[str(full)] = [json.loads(line)["caption"] for line in out.read_text().splitlines()]
+
+        t = interleaved({"reduced": lambda: run(False), "full": lambda: run(True)}, repeats)
+    k = len(DEMO_PHOTOS)  # the files are copies of these k photos, in turn: compare each photo once
+    same = sum(a == b for a, b in zip(captions["False"][:k], captions["True"][:k], strict=True))
+    return [
+        {"what": f"caption FOLDER of {n} phone photos (12 megapixels, JPEG), beam 3", "value":
+         f"{n / t['reduced']:.1f} images/s"},
+        {"what": "the same, every photo decoded in full (before: no reduced-scale JPEG decoding)", "value":
+         f"{n / t['full']:.1f} images/s ({t['full'] / t['reduced']:.2f}x the time), the same caption for {same} of "
+         f"the {k} photos"},
     ]  # fmt: skip
 
 
@@ -368,9 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--parts",
         nargs="+",
-        default=["beam", "train", "caption", "folder", "translate", "translate-real"],
-        help="which rows beside the matmul peak and memory: beam, train, caption, folder, translate, translate-real "
-        "(all)",
+        default=["beam", "train", "caption", "folder", "phone", "translate", "translate-real"],
+        help="which rows beside the matmul peak and memory: beam, train, caption, folder, phone, translate, "
+        "translate-real (all)",
     )
     p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de[.gz], val.en[.gz]) for the translate-real rows")
     args = p.parse_args(argv)
@@ -383,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         {"what": "compiled kernels (score, cross-entropy)", "value": native.status()},  # or why PyTorch runs them
     ]
     parts = {"beam": beam_search_rows, "train": lambda r: train_step_rows(r, peak), "caption": caption_rows,
-             "folder": caption_folder_rows, "translate": translate_rows,
+             "folder": caption_folder_rows, "phone": phone_folder_rows, "translate": translate_rows,
              "translate-real": lambda r: translate_real_rows(r, args.multi30k_root)}  # fmt: skip
     unknown = set(args.parts) - set(parts)
     if unknown:

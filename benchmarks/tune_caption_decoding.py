@@ -40,7 +40,7 @@ def encode_split(captioner, paths: list[str], batch: int = 32) -> torch.Tensor:
 
     chunks = []
     for i in tqdm(range(0, len(paths), batch), desc="encoding", unit="batch", file=sys.stderr):
-        ims = [captioner.preprocess(load_image(p)) for p in paths[i : i + batch]]
+        ims = [captioner.preprocess(load_image(p, captioner.preprocess.decode_side)) for p in paths[i : i + batch]]
         chunks.append(captioner.encode(torch.stack(ims)))
     return torch.cat(chunks)
 

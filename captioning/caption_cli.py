@@ -197,10 +197,11 @@ def caption_items(
             image = item["image"]
             try:
                 png = Path(args.overlay) / f"{stem}-attention.png"
-                path = draw_overlay(image, words, alphas, g, box, png, chosen=chosen)
+                seen = captioner.preprocess.crop_box(*image.size)  # the box in the decoded image's pixels
+                path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen)
                 extra = ""
                 if args.per_word:
-                    n = len(draw_word_panels(image, words, alphas, g, box, args.overlay, stem, chosen=chosen))
+                    n = len(draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen))
                     extra = f" (+ {n} per-word PNGs)"
             except OSError as err:
                 rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"
@@ -238,7 +239,7 @@ def _close_html(report, failed: int) -> None:
 
 def _demo_photos(captioner, args: argparse.Namespace) -> int:
     """Caption the bundled photos (assets/photos) and draw their overlays: per photo, its caption and overlay."""
-    from captioning.preprocess import load_image
+    from captioning.preprocess import load_photo
 
     if not DEMO_PHOTOS:
         fail("caption", f"the demo photos are not installed ({ASSETS / 'photos'} holds none)")
@@ -250,8 +251,8 @@ def _demo_photos(captioner, args: argparse.Namespace) -> int:
     args.overlay = str(out_dir)
     items = []
     for path in DEMO_PHOTOS:
-        image = load_image(path)
-        items.append({"name": str(path), "tensor": captioner.preprocess(image), "size": image.size, "image": image})
+        image, size = load_photo(path, captioner.preprocess.decode_side)
+        items.append({"name": str(path), "tensor": captioner.preprocess(image), "size": size, "image": image})
     report = _open_html(captioner, args)
     records = caption_items(captioner, items, args, search_options(args))
     if report is not None:

@@ -17,7 +17,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from captioning.photo_check import photo_stats
-from captioning.preprocess import ImageReadError, Preprocess, load_image
+from captioning.preprocess import ImageReadError, Preprocess, load_photo
 
 # What a folder contributes: files with these extensions (any case), found recursively, in sorted order.
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
@@ -83,15 +83,15 @@ class ImageFiles(Dataset):
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", Image.DecompressionBombWarning)
-                image = load_image(name)
+                image, size = load_photo(name, self.preprocess.decode_side)  # a large JPEG: decoded smaller
         except ImageReadError as err:
             item["error"] = str(err)
             return item
         if any(issubclass(w.category, Image.DecompressionBombWarning) for w in caught):
-            pixels = image.size[0] * image.size[1]
+            pixels = size[0] * size[1]
             item["note"] = f"{name}: a very large image ({pixels / 1e6:.0f} megapixels): decoding it takes much memory"
         item["tensor"] = self.preprocess(image)  # (3, S, S)
-        item["size"] = image.size
+        item["size"] = size  # the full image's (W, H): the record's crop box is in its pixels
         item["photo_stats"] = photo_stats(image)  # for a photo model's out-of-domain check
         if self.keep:
             item["image"] = image

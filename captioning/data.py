@@ -324,7 +324,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if feats is not None:
             return {"features": feats[index].float()}  # (B, L, D)
         images = self.splits[split].images
-        return {"images": torch.stack([self.preprocess(load_image(images[i])) for i in index])}  # (B, 3, H, W)
+        side = getattr(self.preprocess, "decode_side", None)  # a large JPEG decodes smaller, as `caption` decodes it
+        return {"images": torch.stack([self.preprocess(load_image(images[i], side)) for i in index])}  # (B, 3, H, W)
 
     # --- attention targets --------------------------------------------------------------------------------------------
     def _token_cells(self, split: str, i: int, caption: int) -> list[tuple[int, list[int]]]:

@@ -107,7 +107,7 @@ class _ImageTensors(Dataset):
         return len(self.images)
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        return self.preprocess(load_image(self.images[i]))  # (3, H, W)
+        return self.preprocess(load_image(self.images[i], getattr(self.preprocess, "decode_side", None)))  # (3, H, W)
 
 
 @torch.no_grad()

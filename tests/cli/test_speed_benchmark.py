@@ -33,6 +33,12 @@ def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     assert rows["the same search stepping every image to the end (before: ended images kept in the batch)"][
         "value"
     ].endswith("identical captions: True")
+    # 12-megapixel photos: decoded at a reduced scale and in full, both timed
+    assert rows["caption FOLDER of 25 phone photos (12 megapixels, JPEG), beam 3"]["value"].endswith("images/s")
+    assert (
+        "the same caption for"
+        in rows["the same, every photo decoded in full (before: no reduced-scale JPEG decoding)"]["value"]
+    )
     real = [w for w in rows if w.startswith("translate Multi30k val")]
     if (MULTI30K / "val.de.gz").is_file():  # the bundled translator on real sentences, both ways, the same output
         assert len(real) == 2 and all(rows[w]["value"].endswith("identical output: True") for w in real)

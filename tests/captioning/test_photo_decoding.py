@@ -1,0 +1,100 @@
+"""Large JPEGs decode at a reduced scale (captioning.preprocess.load_photo): the network's input stays within a few
+grey levels of a full decode's, the full image's size and crop box are what a caption record reports, EXIF rotation
+still applies, and anything else (PNG, small JPEGs) decodes in full."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from captioning.caption_cli import caption_main
+from captioning.captioner import Captioner
+from captioning.decoder import DecoderConfig
+from captioning.encoder import EncoderConfig
+from captioning.preprocess import LITE_MEAN, LITE_STD, Preprocess, load_image, load_photo
+from captioning.shapes import VOCAB
+from text_attn.core.vocab import Vocabulary
+
+W, H = 2080, 1560  # 3.2 megapixels; at a least side of 520 the decoder scales by 1/2 (1560 // 520 = 3 -> 2)
+
+
+def _photo(width: int = W, height: int = H) -> Image.Image:
+    """A photo-like picture: smooth light, a few objects with edges, sensor noise (JPEG's DCT scaling meets all)."""
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    img = np.stack([80 + 100 * x / width, 60 + 120 * y / height, 140 - 60 * x / width], axis=-1)
+    for cx, cy, r, colour in ((0.3, 0.4, 0.15, (220, 40, 30)), (0.7, 0.6, 0.2, (30, 160, 60))):
+        disc = (x - cx * width) ** 2 + (y - cy * height) ** 2 < (r * height) ** 2
+        img[disc] = colour
+    img[int(0.8 * height) :, : width // 2] = (20, 20, 20)  # a dark band with a hard edge
+    img += rng.normal(0, 6, img.shape)
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+
+
+@pytest.fixture(scope="module")
+def big_jpeg(tmp_path_factory):
+    path = tmp_path_factory.mktemp("photos") / "big.jpg"
+    _photo().save(path, quality=92)
+    return path
+
+
+@pytest.mark.parametrize("crop", [False, True])
+def test_a_large_jpeg_decodes_smaller_with_the_same_network_input(big_jpeg, crop):
+    pre = Preprocess(260, crop, LITE_MEAN, LITE_STD)
+    assert pre.decode_side == 520
+    small, size = load_photo(big_jpeg, pre.decode_side)
+    assert size == (W, H) and small.size == (W // 2, H // 2)
+    full = load_image(big_jpeg)  # no least side: decoded in full
+    assert full.size == (W, H)
+    # the input the network sees, in grey levels of 0..255: a few at sharp edges, a fraction of one on average
+    diff = (pre(small) - pre(full)).abs() * torch.tensor(LITE_STD).view(3, 1, 1) * 255
+    assert diff.max() <= 6 and diff.mean() <= 0.4, (diff.max(), diff.mean())
+
+
+def test_scale_is_chosen_so_both_sides_stay_at_least_the_decode_side(big_jpeg):
+    assert load_photo(big_jpeg, 390)[0].size == (W // 4, H // 4)  # 1560 // 390 = 4
+    assert load_photo(big_jpeg, 190)[0].size == (W // 8, H // 8)  # 1/8 is the decoder's smallest scale
+    assert load_photo(big_jpeg, 800)[0].size == (W, H)  # 1560 // 800 = 1: no reduction
+    assert load_photo(big_jpeg, None)[0].size == (W, H)
+
+
+def test_exif_rotation_still_applies_and_the_full_size_is_the_rotated_one(tmp_path):
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to display
+    path = tmp_path / "phone.jpg"
+    _photo().save(path, quality=92, exif=exif)
+    small, size = load_photo(path, 520)
+    assert size == (H, W) and small.size == (H // 2, W // 2)  # portrait, as displayed
+    full = np.asarray(load_image(path).resize(small.size, Image.Resampling.BOX), dtype=np.float32)
+    assert np.abs(np.asarray(small, dtype=np.float32) - full).mean() < 3  # the same picture, the same way up
+
+
+def test_other_formats_and_pil_images_decode_in_full(tmp_path):
+    png = tmp_path / "big.png"
+    _photo(1200, 1100).save(png)
+    image, size = load_photo(png, 260)
+    assert image.size == size == (1200, 1100)
+    pil = _photo(300, 200)
+    image, size = load_photo(pil, 64)
+    assert image.size == size == (300, 200)
+
+
+def test_caption_reports_the_full_image_and_draws_on_the_decoded_one(tmp_path, big_jpeg, capsys):
+    torch.manual_seed(0)
+    enc = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64, crop=True)
+    model = tmp_path / "tiny.pt"
+    Captioner.build(Vocabulary.build([list(VOCAB)]), enc, DecoderConfig(embed_dim=16, hidden_dim=32, attn_dim=16)).save(
+        model
+    )
+    overlays = tmp_path / "attn"
+    args = [str(big_jpeg), "--model", str(model), "--json", "--max-len", "4", "--overlay", str(overlays)]
+    code = caption_main(args)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    (rec,) = json.loads(out)
+    assert rec["size"] == [W, H]  # the photo's own size, not the decoded one (1/8: 260 x 195)
+    side = H  # the centre square, in the full image's pixels
+    assert rec["crop_box"] == [(W - side) / 2, 0.0, (W + side) / 2, float(H)]
+    assert Image.open(rec["overlay"]).size[0] > 0
