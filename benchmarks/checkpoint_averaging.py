@@ -36,7 +36,7 @@ def epoch_checkpoints(run: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     import torch
-    from multi30k import read_lines, score
+    from multi30k import StageError, read_pair, score
 
     from text_attn.core.modelfile import ModelFileError
     from text_attn.translation.export import average_sources, read_source, write_model_file
@@ -63,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"checkpoint_averaging: error: need {model} and >= 2 epoch checkpoints under {args.run} "
               f"(found {len(ckpts)})", file=sys.stderr)  # fmt: skip
         return 1
-    sources = read_lines(args.data_root, args.split, args.src)[: args.limit]
-    refs = read_lines(args.data_root, args.split, args.tgt)[: args.limit]
+    try:
+        sources, refs = read_pair(args.data_root, args.split, args.src, args.tgt, args.limit)
+    except StageError as err:
+        print(f"checkpoint_averaging: error: {err}", file=sys.stderr)
+        return 1
     torch.set_grad_enabled(False)
 
     def evaluate(translator: Translator) -> dict:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def main(argv: list[str] | None = None) -> int:
     import torch
     from _tuning import add_grid_options, finish, settings
-    from multi30k import read_lines, score
+    from multi30k import read_pair, score
 
     from text_attn.translation.translator import Translator
 
@@ -44,9 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     grid = settings(p, args)
     try:
         translator = Translator.load(args.model)
-        sources = read_lines(args.data_root, args.split, args.src)
-        refs = read_lines(args.data_root, args.split, args.tgt)
-        sources, refs = sources[: args.limit], refs[: args.limit]
+        sources, refs = read_pair(args.data_root, args.split, args.src, args.tgt, args.limit)
     except Exception as err:  # noqa: BLE001 - one line for any unreadable input (gzip and zlib raise many kinds)
         print(f"tune_translation_decoding: error: {err}", file=sys.stderr)
         return 1

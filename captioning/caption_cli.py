@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from text_attn.core.errors import close_quietly, fail, one_line
+from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.search_options import (
     add_search_options,
@@ -66,7 +66,7 @@ BATCH = 16  # images encoded together (--batch-size)
 
 # --- caption --------------------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="caption",
         description="Caption images with a Show-Attend-Tell model file. IMAGE: a file, a folder (its images, "
         "recursively) or - (paths on stdin). Plain output: the caption (one image) or path<TAB>caption per image "
@@ -259,12 +259,10 @@ def _demo_photos(captioner, args: argparse.Namespace) -> int:
         _add_html(report, items, records)
         _close_html(report, 0)
     if args.json:
-        print(json.dumps(records))
+        emit("caption", json.dumps(records))
     else:
         for rec in records:
-            print(f"photo:   {rec['image']}")
-            print(f"caption: {rec['caption']}")
-            print(f"overlay: {rec['overlay']}")
+            emit("caption", f"photo:   {rec['image']}\ncaption: {rec['caption']}\noverlay: {rec['overlay']}")
     return 1 if any(rec["error"] for rec in records) else 0
 
 
@@ -310,12 +308,13 @@ def _demo_shapes(captioner, args: argparse.Namespace) -> int:
     if args.json:
         rec["reference"] = " ".join(scene.captions[0])
         rec["seed"] = seed
-        print(json.dumps([rec]))
+        emit("caption", json.dumps([rec]))
     else:
-        print(f"scene:     {name} (seed {seed}; repeat with --demo --seed {seed})")
-        print(f"caption:   {rec['caption']}")
-        print(f"reference: {' '.join(scene.captions[0])}")
-        print(f"overlay:   {rec['overlay']}")
+        emit(
+            "caption",
+            f"scene:     {name} (seed {seed}; repeat with --demo shapes --seed {seed})\n"
+            f"caption:   {rec['caption']}\nreference: {' '.join(scene.captions[0])}\noverlay:   {rec['overlay']}",
+        )
     return 1 if rec["error"] else 0
 
 
@@ -327,6 +326,8 @@ def caption_main(argv: list[str] | None = None) -> int:
     if args.max_len < 1:
         fail("caption", f"--max-len must be at least 1, got {args.max_len}")
     if args.demo not in (None, "photo", "shapes"):  # `--demo x.png`: an image after --demo, not a kind of demo
+        if not Path(args.demo).exists():
+            fail("caption", f"--demo takes photo (the default: the bundled photos) or shapes, got {args.demo!r}")
         args.images.insert(0, args.demo)
         args.demo = "photo"
     if args.demo and args.images:
@@ -339,8 +340,13 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "--seed only applies to --demo shapes")
     if args.resume and not args.jsonl:
         fail("caption", "--resume needs --jsonl FILE (the file to continue)")
+    if args.resume and args.html and Path(args.html).is_file() and Path(args.html).stat().st_size:
+        fail("caption", f"--html {args.html} exists, and --resume would replace it with a page of this run's images "
+             "only; give a new --html file (the old page stays as it is)")  # fmt: skip
     if args.jsonl and args.json:
         fail("caption", "give --json (one list on stdout) or --jsonl FILE (one record per line), not both")
+    if args.n_best > 1 and not (args.json or args.jsonl):  # plain lines hold one caption
+        fail("caption", "--n-best lists are part of the --json / --jsonl records; add one of them")
     for flag, value in (("--batch-size", args.batch_size), ("--threads", 1 if args.threads is None else args.threads)):
         if value < 1:
             fail("caption", f"{flag} must be at least 1, got {value}")
@@ -360,7 +366,7 @@ def caption_main(argv: list[str] | None = None) -> int:
     fill_decoding_defaults(args, captioner.info)
     check_search_options("caption", args)
     if args.model_info:
-        print("\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
+        emit("caption", "\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
         return 0
     if args.demo == "shapes":
         return _demo_shapes(captioner, args)
@@ -372,7 +378,7 @@ def caption_main(argv: list[str] | None = None) -> int:
 def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
     from tqdm.auto import tqdm
 
-    from captioning.collection import image_batches, image_paths, read_done
+    from captioning.collection import ResumeError, image_batches, image_key, image_paths, read_done
 
     empty: list[str] = []  # folders without image files: each is a failed input, named in a note
     paths = list(image_paths(args.images, stdin, empty))  # strings only: the images are read batch by batch
@@ -392,13 +398,14 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         try:
             done = read_done(jsonl) if args.resume else set()
             out = open(jsonl, "a" if args.resume else "w", encoding="utf-8")  # noqa: SIM115 - closed below
-        except (OSError, UnicodeDecodeError) as err:
+        except (OSError, UnicodeDecodeError, ResumeError) as err:
             if report is not None:
                 report.close()
-            fail("caption", f"cannot use --jsonl {jsonl}: {one_line(err)}")
-        if done:
-            print(f"caption: {len(done)} images already in {jsonl}: skipped", file=sys.stderr)
-        paths = [p for p in paths if p not in done]
+            fail("caption", f"cannot use --jsonl {jsonl}: {one_line(err, 300)}")
+        todo = [p for p in paths if image_key(p) not in done]
+        if len(todo) < len(paths):
+            print(f"caption: {len(paths) - len(todo)} image(s) already in {jsonl}: skipped", file=sys.stderr)
+        paths = todo
     several = len(paths) > 1
     batches = -(-len(paths) // args.batch_size)
     workers = args.workers if batches > 1 else 0  # starting processes is not worth it for one batch
@@ -442,7 +449,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             else:
                 for rec in batch:
                     if rec["caption"] is not None:
-                        print(f"{rec['image']}\t{rec['caption']}" if several else rec["caption"], flush=True)
+                        emit("caption", f"{rec['image']}\t{rec['caption']}" if several else rec["caption"])
             finished += len(items)
             bar.update(len(items))
     except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
@@ -468,7 +475,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             os._exit(130)
         raise SystemExit(130)
     if args.json:
-        print(json.dumps(records))
+        emit("caption", json.dumps(records))
     if cut:
         print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off", file=sys.stderr)
     if far:

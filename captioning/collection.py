@@ -24,8 +24,9 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", "
 
 
 def image_paths(items: Iterable[str], stdin: IO[str] | None = None, empty: list[str] | None = None) -> Iterator[str]:
-    """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders not followed),
-    ``-`` -> one path per non-empty line of stdin, anything else as given (a missing file is reported later).
+    """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders not followed; hidden
+    files and folders, whose names start with '.', skipped: thumbnails, macOS's ._ copies), ``-`` -> one path per
+    non-empty line of stdin, anything else as given (a missing file is reported later).
     A folder without image files is appended to ``empty`` (the caller names it: it is a failed input)."""
     for item in items:
         if item == "-":
@@ -35,9 +36,9 @@ def image_paths(items: Iterable[str], stdin: IO[str] | None = None, empty: list[
         elif os.path.isdir(item):
             found = 0
             for root, dirs, files in os.walk(item):
-                dirs.sort()
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
-                    if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
+                    if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
                         found += 1
                         yield os.path.join(root, name)
             if not found and empty is not None:
@@ -46,20 +47,41 @@ def image_paths(items: Iterable[str], stdin: IO[str] | None = None, empty: list[
             yield item
 
 
+class ResumeError(ValueError):
+    """The --jsonl file to resume is not one that caption wrote; the message names the file and line."""
+
+
+def image_key(path: str) -> str:
+    """What identifies an image between runs: its absolute, normalised path (``rs/a.jpg``, ``./rs/a.jpg`` and
+    ``$PWD/rs/a.jpg`` are one image), relative paths taken from the working directory."""
+    return os.path.abspath(path)
+
+
 def read_done(jsonl: Path) -> set[str]:
-    """The images a JSON Lines output already holds a caption for (``--resume``). The file is rewritten with those
-    records only: a line torn by a killed run and the records of failed images (tried again) are dropped."""
+    """The images (:func:`image_key`) a JSON Lines output already holds a caption for (``--resume``). The file is
+    rewritten with those records only: a line torn by a killed run (the last) and the records of failed images (tried
+    again) are dropped. Any other line that is not a caption record means the file is not caption's: ResumeError,
+    and the file is left as it is."""
     if not jsonl.is_file():
         return set()
     kept, done = [], set()
-    for line in jsonl.read_text(encoding="utf-8").splitlines():
+    lines = jsonl.read_text(encoding="utf-8").splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
         try:
-            rec = json.loads(line)
+            rec = json.loads(line) if line.strip() else None
         except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and rec.get("error") is None and isinstance(rec.get("image"), str):
+            rec = None
+        if not (isinstance(rec, dict) and isinstance(rec.get("image"), str) and "caption" in rec):
+            if i == last or not line.strip():  # the torn last line of a killed run, or an empty line
+                continue
+            raise ResumeError(
+                f"line {i + 1} is not a caption record: --resume continues a file that caption --jsonl wrote "
+                "(give that file, or a new one without --resume)"
+            )
+        if rec.get("error") is None:
             kept.append(line)
-            done.add(rec["image"])
+            done.add(image_key(rec["image"]))
     tmp = jsonl.with_name(jsonl.name + ".part")
     tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
     os.replace(tmp, jsonl)

@@ -130,6 +130,11 @@ def load_photo(src: str | Path | Image.Image, min_side: int | None = None) -> tu
             rgb = to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
     except UnidentifiedImageError:
         raise ImageReadError(f"{src}: not an image file Pillow can read") from None
+    except Image.DecompressionBombError:
+        raise ImageReadError(
+            f"{src}: more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels, which Pillow refuses to decode (a "
+            "guard against decompression bombs); scale it down first"
+        ) from None
     except Exception as err:  # noqa: BLE001 - Pillow's decoders raise many types for damaged files
         raise ImageReadError(f"{src}: cannot read image ({one_line(err)})") from None
     if scale == 1:

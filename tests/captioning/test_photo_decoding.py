@@ -7,15 +7,11 @@ import json
 import numpy as np
 import pytest
 import torch
+from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
 from captioning.caption_cli import caption_main
-from captioning.captioner import Captioner
-from captioning.decoder import DecoderConfig
-from captioning.encoder import EncoderConfig
 from captioning.preprocess import LITE_MEAN, LITE_STD, Preprocess, load_image, load_photo
-from captioning.shapes import VOCAB
-from text_attn.core.vocab import Vocabulary
 
 W, H = 2080, 1560  # 3.2 megapixels; at a least side of 520 the decoder scales by 1/2 (1560 // 520 = 3 -> 2)
 
@@ -82,12 +78,7 @@ def test_other_formats_and_pil_images_decode_in_full(tmp_path):
 
 
 def test_caption_reports_the_full_image_and_draws_on_the_decoded_one(tmp_path, big_jpeg, capsys):
-    torch.manual_seed(0)
-    enc = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64, crop=True)
-    model = tmp_path / "tiny.pt"
-    Captioner.build(Vocabulary.build([list(VOCAB)]), enc, DecoderConfig(embed_dim=16, hidden_dim=32, attn_dim=16)).save(
-        model
-    )
+    model = tiny_model_file(tmp_path / "tiny.pt")
     overlays = tmp_path / "attn"
     args = [str(big_jpeg), "--model", str(model), "--json", "--max-len", "4", "--overlay", str(overlays)]
     code = caption_main(args)

@@ -40,6 +40,7 @@ def test_every_bad_input_is_one_line_and_its_exit_code(tmp_path):
             and r["code"] == c["code"]
             and c["says"] in message
             and (c["code"] != 2 or len(errors) == 1)  # a refused run: exactly one error line
+            and "usage:" not in r["stderr"]  # the usage text only with --help
             and (c["code"] != 0 or not errors)
         )
         if not ok:

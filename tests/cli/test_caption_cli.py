@@ -431,7 +431,7 @@ def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file,
         mp.setattr(collection.ImageFiles, "__getitem__", lambda self, i: (seen.append(self.paths[i]), real(self, i))[1])
         code, _, err = run(capsys, album, "--model", model_file, *FAST, "--jsonl", out_file, "--resume",
                            "--workers", "0", "--batch-size", "2")  # fmt: skip
-    assert code == 0 and "2 images already in" in err
+    assert code == 0 and "2 image(s) already in" in err
     assert seen == [r["image"] for r in first[2:]]  # only the images without a whole record were read again
     again = [json.loads(line) for line in out_file.read_text().splitlines()]
     assert again == first  # the same records (batched as before), in the same order, the torn line gone

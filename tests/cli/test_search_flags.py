@@ -36,11 +36,15 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
     assert [line.split("\t")[0] for line in lines] == ["1", "1", "2", "2"]
     assert float(lines[0].split("\t")[1]) >= float(lines[1].split("\t")[1])
     assert capsys.readouterr().out == ""
-    for bad in (["--sample", "--beam-size", "2"], ["--n-best", "3"], ["--top-p", "0"]):
+    # a sampler setting without --sample, and --layer for an RNN, would be ignored: refused instead
+    ignored = (["--temperature", "2"], ["--top-k", "5", "--sample-seed", "1"], ["--layer", "0"])
+    for bad in (["--sample", "--beam-size", "2"], ["--n-best", "3"], ["--top-p", "0"], *ignored):
         with pytest.raises(SystemExit) as exc:
             translate_main(["--model", str(model), *bad, "ma"])
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("translate: error: ")
+        if bad[0] in ("--temperature", "--top-k"):
+            assert f"{' '.join(bad[::2]).replace(' ', ', ')} only apply with --sample" in err
 
 
 def test_caption_n_best_and_seeded_sampling(capsys):
@@ -51,6 +55,9 @@ def test_caption_n_best_and_seeded_sampling(capsys):
         return json.loads(capsys.readouterr().out)[0]
 
     rec = run("--beam-size", "4", "--n-best", "3")
+    with pytest.raises(SystemExit) as exc:  # plain lines hold one caption: the lists are in --json / --jsonl
+        caption_main(["--demo", "shapes", "--seed", "5", "--beam-size", "4", "--n-best", "3"])
+    assert exc.value.code == 2 and "--n-best lists are part of the --json / --jsonl records" in capsys.readouterr().err
     assert len(rec["n_best"]) == 3 and rec["n_best"][0]["caption"] == rec["caption"]
     assert rec["n_best"][0]["score"] == pytest.approx(rec["score"], abs=1e-5)
     one, two = run("--sample", "--sample-seed", "1", "--temperature", "2"), run("--sample", "--sample-seed", "1",

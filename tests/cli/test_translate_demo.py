@@ -41,8 +41,9 @@ def test_demo_translates_its_sentences_with_word_alignment(model_file, capsys):
     assert translate_main(["--model", str(model_file), "--demo", "--max-len", "6"]) == 0
     out = capsys.readouterr().out
     for sentence in translate_cli.DEMO_SENTENCES:
-        assert f"\n{sentence}\n" in out
+        assert f"{sentence}\n" in out
     assert out.count(" <- ") >= len(translate_cli.DEMO_SENTENCES)  # every output word names a source word
+    assert not out.startswith("\n")  # no blank line before the first block
     first = out.strip().split("\n\n")[0].splitlines()
     assert first[0] == translate_cli.DEMO_SENTENCES[0]  # the output starts with the demo block: no bare list before
     assert out.count(f"\n{first[1]}\n") == 1  # each translation printed once

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 
 
@@ -27,3 +29,31 @@ def close_quietly(out) -> None:
         out.close()
     except OSError:
         pass
+
+
+def emit(prog: str, text: str) -> None:
+    """``text`` and a newline on stdout, flushed. A stdout that cannot be written (its reader gone, as in
+    ``| head -1``; a full disk) ends the command with one line and exit code 2 (:func:`stdout_failed`)."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except OSError as err:
+        stdout_failed(prog, err)
+
+
+def stdout_failed(prog: str, err: OSError) -> None:
+    """Stdout could not be written: point it at the null device (the interpreter's last flush would fail again, with
+    a traceback-like "Exception ignored" message), then one line and exit 2."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stdout with no file behind it (a test's capture)
+        pass
+    fail(prog, f"cannot write stdout: {one_line(err)}")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, except that what it refuses (an unknown option, a value of the wrong type) is one line,
+    ``prog: error: ...``, and exit code 2: the usage text only with --help, as every command of the toolkit does."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        fail(self.prog, f"{message} (see {self.prog} --help)")

@@ -162,9 +162,9 @@ def export_command(
     [--half]``; ``convert(input, output, half, **family_options)`` writes the file and returns the line to print
     (``add_options`` adds a family's own options to the parser; they reach convert by name). Bad input: one line,
     exit code 2."""
-    from text_attn.core.errors import fail, one_line
+    from text_attn.core.errors import ArgumentParser, fail, one_line
 
-    p = argparse.ArgumentParser(prog=prog, description=description)
+    p = ArgumentParser(prog=prog, description=description)
     p.add_argument("input", metavar="CHECKPOINT", help=input_help)
     p.add_argument("output", metavar="OUT", help=output_help)
     p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")

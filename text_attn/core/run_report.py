@@ -16,7 +16,6 @@ Lightning is not imported; matplotlib only through its object API (no pyplot sta
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import re
@@ -24,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from text_attn.core.errors import fail, one_line
+from text_attn.core.errors import ArgumentParser, fail, one_line
 
 Series = dict[str, list[tuple[int, float]]]  # metric name -> (step, value) pairs, by step
 
@@ -204,7 +203,7 @@ def summary(series: Series) -> str:
 
 def report_main(prog: str, argv: list[str]) -> int:
     """``PROG report RUN_DIR [--out PNG]``: write the run's report; bad RUN_DIR: one line, exit code 2."""
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=f"{prog} report",
         description="Plot a training run's logged metrics over the steps into one PNG: the loss, the validation "
         "scores (BLEU-4, CIDEr, ...) and, where logged, grounding. RUN_DIR: the run's trainer.default_root_dir "

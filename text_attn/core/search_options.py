@@ -11,7 +11,7 @@ from text_attn.core.errors import fail
 
 def add_search_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding")
-    g.add_argument("--sample", action="store_true", help="draw each word instead of searching (needs --beam-size 1)")
+    g.add_argument("--sample", action="store_true", help="draw each word instead of searching (one hypothesis: beam 1)")
     g.add_argument("--temperature", type=float, default=1.0, help="--sample: divide the log-probabilities by this")
     g.add_argument("--top-k", type=int, default=0, help="--sample: draw from the k likeliest words (0: all)")
     g.add_argument("--top-p", type=float, default=1.0, help="--sample: draw from the nucleus of this probability")
@@ -53,6 +53,10 @@ def check_search_options(prog: str, args: argparse.Namespace) -> None:
         fail(prog, f"--no-repeat-ngram must be 0 or more, got {args.no_repeat_ngram}")
     if args.temperature <= 0 or args.top_k < 0 or not 0 < args.top_p <= 1:
         fail(prog, "--temperature must be > 0, --top-k >= 0 and --top-p in (0, 1]")
+    given = [flag for flag, value, default in (("--temperature", args.temperature, 1.0), ("--top-k", args.top_k, 0),
+             ("--top-p", args.top_p, 1.0), ("--sample-seed", args.sample_seed, None)) if value != default]  # fmt: skip
+    if given and not args.sample:  # a setting of the sampler without the sampler: the search would ignore it
+        fail(prog, f"{', '.join(given)} only apply with --sample (draw each word instead of searching)")
 
 
 def search_options(args: argparse.Namespace) -> dict[str, Any]:

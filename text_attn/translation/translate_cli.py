@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 from pathlib import Path
 
-from text_attn.core.errors import close_quietly, fail, one_line
+from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line, stdout_failed
 from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
@@ -29,12 +30,12 @@ DEMO_SENTENCES = [
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="translate",
         description="Translate sentences with a text model file written by `text-train fit` or `text-export`. "
         "Sentences come from the arguments, or one per line from stdin.",
     )
-    p.add_argument("sentences", nargs="*", help="sentences to translate (default: read lines from stdin)")
+    p.add_argument("sentences", nargs="*", help="sentences to translate (default, or '-': read lines from stdin)")
     p.add_argument(
         "--model",
         help="model file (model.pt written at the end of `text-train fit`, or by `text-export` from a checkpoint); "
@@ -58,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--plot",
         metavar="PNG",
-        help="write the attention grid (source across, output down); with several sentences, PNG gets -1, -2, ...",
+        help="write the attention grid (source across, output down) as a PNG; with several sentences, PNG gets the "
+        "input's number: -1, -2, ...",
     )
     p.add_argument(
         "--layer",
@@ -91,56 +93,77 @@ def _plot(path: Path, tr, layer: int) -> Path:
     return plot_alignment(attn, src, tr.tokens, path)
 
 
-def _translate_stream(translator, args: argparse.Namespace, out, report=None) -> tuple[int, int, list]:
+SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Translator.search_bytes) is refused
+
+
+def _translate_stream(translator, args: argparse.Namespace, out, report=None, progress=None) -> tuple[int, int, list]:
     """Read sentences (arguments, or stdin line by line), translate them a batch at a time, write each batch as it is
-    done (to ``out``, and a section per sentence to the --html ``report``). Returns (failed inputs, inputs read, the
-    (number, Translation) pairs kept for --plot)."""
+    done (to ``out``, and a section per sentence to the --html ``report``). An input that cannot be translated gets
+    its error line on stderr and an empty line in the output, so output line N stays input line N (not with
+    --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
+    pairs kept for --plot); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
+    ``progress["cut"]`` the translations that reached --max-len."""
     from tqdm.auto import tqdm
 
     if not args.sentences and hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8: one line each, below
         sys.stdin.reconfigure(errors="surrogateescape")
-    source = args.sentences if args.sentences else (line.rstrip("\n") for line in sys.stdin)
+    source = args.sentences or (line.rstrip("\n") for line in sys.stdin)
     total = len(args.sentences) if args.sentences else None
     quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
     bar = tqdm(total=total, unit="sent", desc="translating", disable=quiet, file=sys.stderr)
     options = search_options(args)
-    failed, seen, kept, chunk = 0, 0, [], []
+    progress = {} if progress is None else progress
+    progress.update(done=0, cut=0)
+    failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, sentence, or None for a failed input)
 
     def flush() -> None:
-        outs = translator.translate([t for _, t in chunk], args.beam_size, args.length_penalty, args.max_len, **options)
-        for (n, _), tr in zip(chunk, outs, strict=True):
+        good = [(n, t) for n, t in chunk if t is not None]
+        outs = translator.translate([t for _, t in good], args.beam_size, args.length_penalty, args.max_len, **options)
+        by_number = dict(zip((n for n, _ in good), outs, strict=True))
+        if args.n_best is None or args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
+            written = "".join(by_number[n].text + "\n" if n in by_number else "\n" for n, _ in chunk)
+        else:
+            written = ""
+        for (n, _), tr in zip(good, outs, strict=True):
             if tr.unknown:
-                print(f"translate: note: input {n}: unknown word(s) {', '.join(tr.unknown)} read as <unk>",
-                      file=sys.stderr)  # fmt: skip
+                print(f"translate: note: input {n}: unknown word(s) {', '.join(_unknown_words(translator, tr))} read "
+                      "as <unk>", file=sys.stderr)  # fmt: skip
             if tr.nbest is not None:  # n lines per input: number, score, translation; best first
-                out.write("".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest))
-            else:
-                out.write(tr.text + "\n")
+                written += "".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest)
+            progress["cut"] += tr.truncated
             if args.plot or args.demo:
                 kept.append((n, tr))
+        out.write(written)
         out.flush()
-        if report is not None:
+        if report is not None and good:
             from text_attn.translation.alignment_page import report_attention, sentence_section
 
-            for (n, _), tr, attn in zip(chunk, outs, report_attention(translator, outs), strict=True):
+            for (n, _), tr, attn in zip(good, outs, report_attention(translator, outs), strict=True):
                 report.add(sentence_section(n, tr, attn))
         bar.update(len(chunk))
+        progress["done"] += len(chunk)
         chunk.clear()
 
     for n, line in enumerate(source, 1):
         seen = n
         line = line.rstrip("\r")  # a CRLF file read on any system
+        error = None
         try:
             line.encode("utf-8")
         except UnicodeEncodeError:  # stdin bytes that are not UTF-8 arrive as lone surrogates
-            print(f"translate: error: input {n}: not valid UTF-8 text", file=sys.stderr)
+            error = "not valid UTF-8 text"
+        else:
+            tokens = translator.tokenize(line)
+            need = translator.search_bytes(len(tokens), args.beam_size, args.max_len)
+            if not tokens:
+                error = "empty sentence"
+            elif need > SENTENCE_BYTES:  # a paragraph without line breaks, a file that is not text
+                error = (f"{len(tokens):,} tokens: its search at beam {args.beam_size} would need about "
+                         f"{need / 2**30:.0f} GiB; split it into sentences (one a line)")  # fmt: skip
+        if error is not None:
+            print(f"translate: error: input {n}: {error}", file=sys.stderr)
             failed += 1
-            continue
-        if not translator.tokenize(line):
-            print(f"translate: error: input {n}: empty sentence", file=sys.stderr)
-            failed += 1
-            continue
-        chunk.append((n, line))
+        chunk.append((n, None if error else line))
         if len(chunk) == args.batch_size:
             flush()
     if chunk:
@@ -191,6 +214,15 @@ def word_alignment(translator, tr) -> list[str]:
     return lines
 
 
+def _unknown_words(translator, tr) -> list[str]:
+    """The source words that hold a token the model does not know, as the user wrote them (a subword model's
+    pieces, e.g. "<0xC5>" or "▁riding", joined back into their words), each once, in order."""
+    words, word_of = _words(translator, tr.source)
+    unknown = set(tr.unknown)
+    hit = dict.fromkeys(words[word_of[i]] for i, t in enumerate(tr.source) if t in unknown)
+    return list(hit)
+
+
 def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
     """Tokens grouped into words: (the words, per token the index of its word). Subword pieces join until the next
     piece that starts a word ("▁"); other tokenizers' tokens are words already."""
@@ -206,13 +238,43 @@ def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
     return [translator.codec.decode(w) for w in words], index
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output that is also the input (stdin redirected from that very file: writing it
+    would empty the input before it is read) and a --plot that names a folder or a folder that does not exist."""
+    try:
+        stdin = os.fstat(sys.stdin.fileno()) if not args.sentences and not args.demo else None
+    except (OSError, ValueError, AttributeError):  # no real stdin (closed, or replaced by a test)
+        stdin = None
+    for flag, value in (("--output", args.output), ("--html", args.html), ("--plot", args.plot)):
+        if not value or stdin is None:
+            continue
+        try:
+            out = os.stat(value)
+        except OSError:  # not there yet: a new file cannot be the input
+            continue
+        if (out.st_dev, out.st_ino) == (stdin.st_dev, stdin.st_ino):
+            fail("translate", f"{flag} {value} is also the input (stdin reads it); give another file")
+    if args.plot:
+        plot = Path(args.plot)
+        if plot.is_dir():
+            fail("translate", f"--plot {args.plot} is a folder; give a PNG file name, e.g. {plot / 'grid.png'}")
+        if not plot.parent.is_dir():
+            fail("translate", f"cannot write --plot {args.plot}: the folder {plot.parent} does not exist")
+        if plot.suffix.lower() not in ("", ".png"):
+            fail("translate", f"--plot {args.plot}: the grids are PNG images; give a name ending in .png")
+
+
 def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
-    for flag, value in (("--batch-size", args.batch_size), ("--threads", 1 if args.threads is None else args.threads)):
-        if value < 1:
+    sizes = (("--batch-size", args.batch_size), ("--threads", args.threads), ("--max-len", args.max_len))
+    for flag, value in sizes:
+        if value is not None and value < 1:
             fail("translate", f"{flag} must be at least 1, got {value}")
+    if args.sentences == ["-"]:  # '-': stdin, as for caption
+        args.sentences = []
+    _check_outputs(args)
     if args.threads:
         import torch
 
@@ -230,12 +292,14 @@ def translate_main(argv: list[str] | None = None) -> int:
     fill_decoding_defaults(args, translator.info, beam_size=1)
     check_search_options("translate", args)
     if args.model_info:
-        print("\n".join(model_info(translator, args.model or BUNDLED_MODEL)))
+        emit("translate", "\n".join(model_info(translator, args.model or BUNDLED_MODEL)))
         return 0
     if args.demo:
         if args.sentences:
             fail("translate", "--demo translates its own sentences: give sentences without --demo")
         args.sentences = list(DEMO_SENTENCES)
+    if args.layer != -1 and not hasattr(translator.net, "set_plot_layer"):
+        fail("translate", "--layer picks a Transformer decoder layer; this model is an RNN (one attention)")
     if hasattr(translator.net, "set_plot_layer"):  # the Transformer: which layer's cross-attention to return
         try:
             translator.net.set_plot_layer(args.layer)
@@ -263,32 +327,48 @@ def translate_main(argv: list[str] | None = None) -> int:
         if report is not None:
             report.close()
         fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
+    progress: dict[str, int] = {}
+    interrupted = False
     try:
-        failed, seen, results = _translate_stream(translator, args, out, report)
+        failed, seen, results = _translate_stream(translator, args, out, report, progress)
+    except KeyboardInterrupt:  # Ctrl-C: what was written stays whole (each batch is flushed), one line, exit 130
+        interrupted = True
     except OSError as err:  # --output or --html could not be written mid-run: what was written stays whole
         report = None  # not finished: the page stays as far as it was written (finally closes --output)
         names = " / ".join(
             f"{flag} {value}" for flag, value in (("--output", args.output), ("--html", args.html)) if value
         )
-        fail("translate", f"cannot write {names or 'stdout'}: {one_line(err)}")
+        if not names:
+            stdout_failed("translate", err)
+        fail("translate", f"cannot write {names}: {one_line(err)}")
     finally:
         if out is not sys.stdout:
             close_quietly(out)
         if report is not None:
             print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
+    if interrupted:
+        where = f" in {args.output}" if args.output else ""
+        print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)
+        raise SystemExit(130)
+    if progress.get("cut"):
+        cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x source + 10)"
+        print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
     if args.demo:
-        for (_, tr), source in zip(results, DEMO_SENTENCES, strict=True):
-            print(f"\n{source}\n{tr.text}")
-            for line in word_alignment(translator, tr):
-                print(f"  {line}")
+        for k, ((_, tr), source) in enumerate(zip(results, DEMO_SENTENCES, strict=True)):
+            lines = [f"  {line}" for line in word_alignment(translator, tr)]
+            emit("translate", "\n".join([f"{chr(10) if k else ''}{source}", tr.text, *lines]))
     if args.plot and not args.demo:
         if results and results[0][1].attention is None:
             print("translate: note: this model has no attention to plot", file=sys.stderr)
         else:
             base = Path(args.plot)
-            for k, (_, tr) in enumerate(results, 1):
-                path = base if len(results) == 1 else base.with_name(f"{base.stem}-{k}{base.suffix or '.png'}")
-                print(f"wrote {_plot(path, tr, args.layer)}", file=sys.stderr)
+            several = seen > 1
+            for n, tr in results:  # named by input number: a failed input leaves its number out
+                path = base.with_name(f"{base.stem}-{n}{base.suffix or '.png'}") if several else base
+                try:
+                    print(f"wrote {_plot(path, tr, args.layer)}", file=sys.stderr)
+                except OSError as err:
+                    fail("translate", f"cannot write --plot {path}: {one_line(err)}")
     return 1 if failed else 0

@@ -32,9 +32,11 @@ class Translation:
     unknown: list[str]  # source tokens the vocabulary does not know (they became <unk>)
     score: float = 0.0  # the search's score: log-probability (beam: divided by length**length_penalty)
     nbest: list[tuple[str, float]] | None = None  # with n_best > 1: the n best translations and scores, best first
+    truncated: bool = False  # the output hit max_len before the end token: it was cut off
 
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
+BATCH_BYTES = 1 << 30  # what one batch's search may hold (Translator._batches): 1 GiB
 
 
 class Translator:
@@ -163,6 +165,34 @@ class Translator:
                 raise ValueError(f"empty input: {s!r}")
         return self.translate_tokens(toks, beam_size, length_penalty, max_len, **options)
 
+    def search_bytes(self, n_tokens: int, beam_size: int = 1, max_len: int | None = None) -> int:
+        """About how much memory the search holds for one sentence of ``n_tokens`` source tokens: each of its beams
+        keeps an attention row over the source for every output step (a Transformer: one per head) and, in a
+        Transformer, every step's keys and values in each decoder layer (float32)."""
+        steps = max_len or (n_tokens + 1) * 2 + 10  # translate_tokens' default: 2 x source (with <eos>) + 10
+        cfg = self.net.cfg
+        per_step = n_tokens + 1
+        if self.arch == "transformer":
+            per_step = (n_tokens + 1) * cfg.num_heads + 2 * cfg.dec_layers * cfg.d_model
+        return 4 * max(beam_size, 1) * steps * per_step
+
+    def _batches(self, lens: list[int], beam_size: int, max_len: int | None) -> list[list[int]]:
+        """The sentences' indices in batches whose search fits in BATCH_BYTES: all in one when they fit (the usual
+        case); else sorted by length and packed, so one long paragraph among short sentences does not make every
+        row of the batch keep its length's worth of attention (a 1,000-word line in a batch of 64 at beam 8 would
+        need about 30 GB)."""
+        longest = max(lens)
+        if len(lens) == 1 or len(lens) * self.search_bytes(longest, beam_size, max_len) <= BATCH_BYTES:
+            return [list(range(len(lens)))]
+        batches: list[list[int]] = []
+        for i in sorted(range(len(lens)), key=lambda k: lens[k]):
+            # sorted by length: the sentence joining a batch is its longest, so it sets the batch's rows' size
+            if batches and (len(batches[-1]) + 1) * self.search_bytes(lens[i], beam_size, max_len) <= BATCH_BYTES:
+                batches[-1].append(i)
+            else:
+                batches.append([i])
+        return batches
+
     @torch.no_grad()
     def translate_tokens(
         self,
@@ -173,7 +203,27 @@ class Translator:
         **options: Any,
     ) -> list[Translation]:
         """Translate already tokenized sentences. A subword model never writes <unk> (the next most likely piece stands
-        in: every word can be spelled from pieces)."""
+        in: every word can be spelled from pieces). Sentences whose search would not fit in BATCH_BYTES together are
+        translated in smaller batches (:meth:`_batches`); each gets the translation it gets in any batch, up to
+        the batch's output cap (``max_len``'s default follows the batch's longest source)."""
+        batches = self._batches([len(t) for t in toks], beam_size, max_len)
+        if len(batches) == 1:
+            return self._translate_batch(toks, beam_size, length_penalty, max_len, **options)
+        out: list[Translation | None] = [None] * len(toks)
+        for index in batches:
+            done = self._translate_batch([toks[i] for i in index], beam_size, length_penalty, max_len, **options)
+            for i, tr in zip(index, done, strict=True):
+                out[i] = tr
+        return out  # type: ignore[return-value]
+
+    def _translate_batch(
+        self,
+        toks: list[list[str]],
+        beam_size: int,
+        length_penalty: float,
+        max_len: int | None,
+        **options: Any,
+    ) -> list[Translation]:
         if self.codec.subwords is not None:
             options.setdefault("banned", (self.tgt_vocab.unk_id,))
         ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
@@ -196,6 +246,8 @@ class Translator:
         finally:
             self.net.train(was_training)
         out = []
+        eos = self.tgt_vocab.eos_id
+        ended = res.tokens.gather(1, (res.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == eos  # (B,)
         for i, ids_out in enumerate(res.token_lists()):
             words = self.tgt_vocab.decode(ids_out)
             attn = None
@@ -205,5 +257,6 @@ class Translator:
             if res.nbest is not None:
                 nbest = [(self.codec.decode(self.tgt_vocab.decode(alt)), sc) for alt, sc in res.nbest[i]]
             text, unknown = self.codec.decode(words), self.src_vocab.unknown(toks[i])
-            out.append(Translation(toks[i], words, text, attn, unknown, float(res.scores[i]), nbest))
+            cut = not bool(ended[i]) and int(res.lengths[i]) > 0
+            out.append(Translation(toks[i], words, text, attn, unknown, float(res.scores[i]), nbest, cut))
         return out

@@ -1,0 +1,118 @@
+"""caption on what users actually do: pipe it into `head` or a full disk (one line, not a traceback), resume with the
+same folder spelled another way (nothing captioned twice), resume into a file caption did not write or with an
+existing --html page (refused, the file kept), folders with hidden files, a mistyped --demo, an image over Pillow's
+size guard. On a tiny random-weight model (the plumbing is under test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers.tiny_captioner import tiny_model_file
+from PIL import Image
+
+from captioning.caption_cli import caption_main
+from captioning.collection import image_paths
+from captioning.preprocess import ImageReadError, load_image
+
+FAST = ["--max-len", "3"]
+CAPTION = "import sys; from captioning.caption_cli import caption_main; sys.exit(caption_main(sys.argv[1:]))"
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    return tiny_model_file(tmp_path_factory.mktemp("model") / "tiny.pt")
+
+
+@pytest.fixture
+def folder(tmp_path):
+    root = tmp_path / "rs"
+    root.mkdir()
+    for i, colour in enumerate(("red", "blue")):
+        Image.new("RGB", (48, 40), colour).save(root / f"p{i}.png")
+    return root
+
+
+def _refused(capsys, *args) -> str:
+    with pytest.raises(SystemExit) as exc:
+        caption_main([str(a) for a in args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("where", ["closed pipe", "full disk"])
+def test_a_stdout_that_cannot_be_written_is_one_line(model_file, folder, where):
+    cmd = [sys.executable, "-c", CAPTION, str(folder), "--model", str(model_file), *FAST, "--workers", "0"]
+    if where == "full disk":
+        with open("/dev/full", "w") as full:  # stdout only: nothing is renamed over it
+            done = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        err, code = done.stderr, done.returncode
+    else:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc.stdout.close()  # the reader is gone before the first caption, as `| head -0` would be
+        err, code = proc.stderr.read(), proc.wait(timeout=120)
+        proc.stderr.close()
+    expected = "[Errno 28] No space left on device" if where == "full disk" else "[Errno 32] Broken pipe"
+    assert code == 2 and err.strip() == f"caption: error: cannot write stdout: {expected}", err
+
+
+def test_resume_knows_an_image_by_its_absolute_path(model_file, folder, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "rs.jsonl"
+    assert caption_main(["rs", "--model", str(model_file), *FAST, "--jsonl", str(out)]) == 0
+    capsys.readouterr()
+    for spelled in ("./rs/", str(folder)):
+        assert caption_main([spelled, "--model", str(model_file), *FAST, "--jsonl", str(out), "--resume"]) == 0
+        assert "2 image(s) already in" in capsys.readouterr().err
+        assert len(out.read_text().splitlines()) == 2  # nothing captioned again, nothing appended
+
+
+def test_resume_refuses_a_file_caption_did_not_write_and_keeps_it(model_file, folder, tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\nabout these photos\n")
+    record = json.dumps({"image": str(folder / "p0.png"), "caption": "a red square", "error": None})
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(f"{record}\nnot a record\n{record}\n")
+    for path, line in ((notes, 1), (mixed, 2)):
+        before = path.read_bytes()
+        err = _refused(capsys, folder, "--model", model_file, *FAST, "--jsonl", path, "--resume")
+        assert f"cannot use --jsonl {path}: line {line} is not a caption record" in err
+        assert path.read_bytes() == before
+
+
+def test_resume_with_an_existing_html_page_is_refused(model_file, folder, tmp_path, capsys):
+    page, out = tmp_path / "report.html", tmp_path / "out.jsonl"
+    page.write_text("<html>an earlier run's page</html>")
+    err = _refused(capsys, folder, "--model", model_file, *FAST, "--jsonl", out, "--resume", "--html", page)
+    assert f"--html {page} exists, and --resume would replace it" in err
+    assert page.read_text() == "<html>an earlier run's page</html>" and not out.exists()
+
+
+def test_hidden_files_and_folders_are_skipped(folder):
+    (folder / ".thumbs").mkdir()
+    Image.new("RGB", (8, 8)).save(folder / ".thumbs" / "t.png")
+    (folder / "._p0.png").write_bytes(b"\x00\x05\x16\x07 AppleDouble")  # what macOS leaves on other disks
+    assert list(image_paths([str(folder)])) == [os.path.join(folder, "p0.png"), os.path.join(folder, "p1.png")]
+
+
+def test_a_mistyped_demo_and_the_shapes_demo_hint(capsys, tmp_path, monkeypatch):
+    assert _refused(capsys, "--demo", "fish") == (
+        "caption: error: --demo takes photo (the default: the bundled photos) or shapes, got 'fish'"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert caption_main(["--demo", "shapes", "--seed", "5", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "repeat with --demo shapes --seed 5" in out
+    assert caption_main(["--demo", "shapes", "--seed", "5", *FAST]) == 0  # the hint's command runs
+
+
+def test_an_image_over_pillows_size_guard_is_one_line(tmp_path, monkeypatch):
+    path = tmp_path / "huge.png"
+    Image.new("RGB", (100, 100)).save(path)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 10,000 pixels: over twice the guard, as a 200 MP image is
+    with pytest.raises(ImageReadError, match=r"huge.png: more than 0 megapixels, which Pillow refuses to decode"):
+        load_image(path)

@@ -1,0 +1,168 @@
+"""translate on what users actually feed it: output line N stays input line N when an input fails, an output that is
+also the redirected input is refused before it is emptied, a paragraph with no line breaks is translated in a batch
+of its own (or refused when even that would not fit), Ctrl-C ends with one line, --plot / --max-len mistakes get one
+line, '-' reads stdin. On a small subword model built here (random weights: the tests check the plumbing)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from helpers.multi30k import write_corpus
+
+from text_attn.translation import translate_cli
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translator import Translator
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("m")
+    dm = TranslationDataModule(task="pair", root=str(write_corpus(tmp / "c")), src_lang="de", tgt_lang="en",
+                               tokenizer="subword", subword_vocab=300)  # fmt: skip
+    dm.setup("fit")
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(src_vocab_size=len(dm.src_vocab), tgt_vocab_size=len(dm.tgt_vocab), embed_dim=8,
+                        enc_hidden=8, dec_hidden=16, attn_dim=8)  # fmt: skip
+    return Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec).save(tmp / "m.pt")
+
+
+def _refused(capsys, *args) -> str:
+    with pytest.raises(SystemExit) as exc:
+        translate_main([str(a) for a in args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    return err[0]
+
+
+def test_a_failed_input_keeps_its_line_in_the_output(model_file, tmp_path, capsys, monkeypatch):
+    lines = ["Ein Hund läuft.", "", "Eine Frau liest.", "\udcff", "Ein Kind spielt."]  # empty; not UTF-8 (read so)
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    out = tmp_path / "out.txt"
+    plot = tmp_path / "grid.png"
+    args = ["--model", model_file, "--max-len", "4", "--output", out, "--plot", plot, "--batch-size", "2"]
+    assert translate_main([str(a) for a in args]) == 1
+    err = capsys.readouterr().err
+    assert "input 2: empty sentence" in err and "input 4: not valid UTF-8 text" in err
+    written = out.read_text(encoding="utf-8").split("\n")
+    assert len(written) == 6 and written[-1] == ""  # five lines, each ending in a newline
+    assert written[1] == "" and written[3] == "" and all(written[i] for i in (0, 2, 4))
+    # alone, each good input gets the line it got among the others (a batch does not change a translation)
+    alone = Translator.load(model_file).translate([lines[2]], 1, 0.0, 4)[0].text
+    assert written[2] == alone
+    # the grids are named by input number: input 3's grid is grid-3.png, the failed ones have none
+    assert sorted(p.name for p in tmp_path.glob("grid-*.png")) == ["grid-1.png", "grid-3.png", "grid-5.png"]
+
+
+def test_an_output_that_is_also_the_redirected_input_is_refused_and_kept(model_file, tmp_path, capsys):
+    same = tmp_path / "same.txt"
+    same.write_text("Ein Hund läuft.\nEine Frau liest.\n", encoding="utf-8")
+    before = same.read_bytes()
+    for flag in ("--output", "--html", "--plot"):
+        with open(same, encoding="utf-8") as stdin:
+            cmd = [sys.executable, "-c", "import sys; from text_attn.translation.translate_cli import translate_main;"
+                   " sys.exit(translate_main(sys.argv[1:]))", "--model", str(model_file), flag, str(same)]  # fmt: skip
+            done = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == f"translate: error: {flag} {same} is also the input (stdin reads it); give " \
+            "another file"  # fmt: skip
+        assert same.read_bytes() == before  # not emptied
+
+
+def test_a_paragraph_without_line_breaks_gets_a_batch_of_its_own(model_file, monkeypatch):
+    translator = Translator.load(model_file)
+    short = ["Ein Hund läuft.", "Eine Frau liest ein Buch."]
+    long = " ".join(["Ein Mann mit einem roten Hut fährt mit seinem Fahrrad eine Straße entlang."] * 40)
+    toks = [translator.tokenize(s) for s in (short[0], long, short[1])]
+    # with a budget that one short sentence's search fits in twice, but not the paragraph beside it: three searches
+    budget = 2 * translator.search_bytes(len(toks[2]), 2, 20)
+    monkeypatch.setattr("text_attn.translation.translator.BATCH_BYTES", budget)
+    batches = translator._batches([len(t) for t in toks], 2, 20)
+    assert sorted(i for b in batches for i in b) == [0, 1, 2] and [1] in batches  # the paragraph alone
+    split = translator.translate_tokens(toks, 2, 0.0, 20)
+    monkeypatch.setattr("text_attn.translation.translator.BATCH_BYTES", 1 << 40)
+    assert translator._batches([len(t) for t in toks], 2, 20) == [[0, 1, 2]]  # fits: one batch, as before
+    whole = translator.translate_tokens(toks, 2, 0.0, 20)
+    for a, b in zip(split, whole, strict=True):  # the same translations, in input order
+        assert a.tokens == b.tokens and a.truncated == b.truncated
+        assert torch.allclose(a.attention, b.attention, atol=1e-6)
+
+
+def test_search_bytes_counts_beams_steps_and_source(model_file):
+    translator = Translator.load(model_file)
+    # an RNN keeps one attention row over the source (with <eos>) per beam and step
+    assert translator.search_bytes(99, beam_size=8, max_len=50) == 4 * 8 * 50 * 100
+    assert translator.search_bytes(99, beam_size=1) == 4 * 1 * (2 * 100 + 10) * 100  # default cap: 2 x source + 10
+
+
+def test_a_sentence_too_long_for_memory_is_refused_and_the_others_translated(model_file, capsys, monkeypatch):
+    monkeypatch.setattr(translate_cli, "SENTENCE_BYTES", 4 * 8 * 30 * 30)  # a tiny memory, for the test
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund.\n" + "Ein Mann fährt Fahrrad. " * 20 + "\n"))
+    assert translate_main(["--model", str(model_file), "--beam-size", "8", "--max-len", "30"]) == 1
+    out = capsys.readouterr()
+    assert len(out.out.split("\n")) == 3 and out.out.split("\n")[1] == ""  # input 2: an empty line
+    assert "input 2:" in out.err and "split it into sentences (one a line)" in out.err and "Traceback" not in out.err
+
+
+def test_bad_plot_and_max_len_get_one_line(model_file, tmp_path, capsys):
+    model = ["--model", model_file]
+    assert "--max-len must be at least 1, got -1" in _refused(capsys, *model, "--max-len", "-1", "Ein Hund.")
+    assert "--max-len must be at least 1, got 0" in _refused(capsys, *model, "--max-len", "0", "Ein Hund.")
+    assert "is a folder; give a PNG file name" in _refused(capsys, *model, "--plot", tmp_path, "Ein Hund.")
+    missing = tmp_path / "nowhere" / "g.png"
+    assert f"the folder {missing.parent} does not exist" in _refused(capsys, *model, "--plot", missing, "Ein Hund.")
+    assert "give a name ending in .png" in _refused(capsys, *model, "--plot", tmp_path / "g.pdf", "Ein Hund.")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder anyway")
+def test_an_unwritable_plot_gets_one_line(model_file, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert "cannot write --plot" in _refused(capsys, "--model", model_file, "--plot", locked / "g.png", "Ein Hund.")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_dash_reads_stdin_and_a_cut_translation_gets_a_note(model_file, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund läuft.\n"))
+    assert translate_main(["--model", str(model_file), "-", "--max-len", "2"]) == 0
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 1  # the stdin line, not the text "-"
+    assert out.err.strip() == "translate: note: 1 translation(s) reached --max-len 2 and are cut off"
+
+
+def test_ctrl_c_ends_with_one_line_and_what_was_written(model_file, tmp_path, capsys, monkeypatch):
+    calls = {"n": 0}
+    real = Translator.translate
+
+    def interrupted(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second batch: Ctrl-C
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Translator, "translate", interrupted)
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund.\nEine Frau.\nEin Kind.\n"))
+    out = tmp_path / "out.txt"
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(model_file), "--batch-size", "2", "--output", str(out), "--max-len", "3"])
+    assert exc.value.code == 130
+    err = capsys.readouterr().err
+    assert err.strip() == f"translate: interrupted after 2 sentence(s) in {out}" and "Traceback" not in err
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # the first batch, whole
+
+
+def test_unknown_words_are_named_as_written(model_file, capsys):
+    # characters the training text never had: the subword model spells them as byte pieces ("<0xC5>", ...) that
+    # its vocabulary does not hold; the note names the word the user wrote
+    assert translate_main(["--model", str(model_file), "--max-len", "3", "Ein Hund in Łódź."]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "unknown word(s)" in line]
+    assert len(notes) == 1 and "Łódź" in notes[0] and "<0x" not in notes[0] and "▁" not in notes[0], notes

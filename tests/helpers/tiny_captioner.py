@@ -1,0 +1,22 @@
+"""A tiny random-weight caption model file (resnet18 cut at stride 16, a 4 x 4 grid at 64 px, the shapes vocabulary):
+what the CLI tests caption with when only the plumbing is under test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from captioning.captioner import Captioner
+from captioning.decoder import DecoderConfig
+from captioning.encoder import EncoderConfig
+from captioning.shapes import VOCAB
+from text_attn.core.vocab import Vocabulary
+
+
+def tiny_model_file(path: Path, crop: bool = True) -> Path:
+    torch.manual_seed(0)
+    enc = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64, crop=crop)
+    dec = DecoderConfig(embed_dim=16, hidden_dim=32, attn_dim=16)
+    Captioner.build(Vocabulary.build([list(VOCAB)]), enc, dec).save(path)
+    return path
