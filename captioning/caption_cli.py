@@ -43,6 +43,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 from pathlib import Path
 from typing import IO, Any
 
@@ -391,6 +392,10 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
         except OSError as err:
             fail("caption", f"cannot create --overlay directory {args.overlay}: {one_line(err)}")
+        try:  # a folder that exists but cannot be written: one line now, not one error an image later
+            tempfile.TemporaryFile(dir=args.overlay).close()
+        except OSError as err:
+            fail("caption", f"cannot write into --overlay directory {args.overlay}: {one_line(err)}")
     report = _open_html(captioner, args)  # before --jsonl: a bad --html must not have emptied FILE
     out = None
     if args.jsonl:

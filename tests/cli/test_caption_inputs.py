@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from helpers.tiny_captioner import tiny_model_file
@@ -116,3 +118,27 @@ def test_an_image_over_pillows_size_guard_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 10,000 pixels: over twice the guard, as a 200 MP image is
     with pytest.raises(ImageReadError, match=r"huge.png: more than 0 megapixels, which Pillow refuses to decode"):
         load_image(path)
+
+
+def test_an_overlay_folder_that_cannot_be_written_is_one_line_before_any_image(
+    model_file, folder, tmp_path, capsys, monkeypatch
+):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)  # read-only for anyone but root; for root (CI), the write is made to fail
+    real = tempfile.TemporaryFile
+
+    def refused(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == locked:
+            raise PermissionError(13, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refused)
+    seen = []
+    monkeypatch.setattr("captioning.collection.load_photo", lambda *a: seen.append(a) or (_ for _ in ()).throw(OSError))
+    try:
+        err = _refused(capsys, folder, "--model", model_file, *FAST, "--overlay", locked, "--workers", "0")
+        assert err == f"caption: error: cannot write into --overlay directory {locked}: [Errno 13] Permission denied"
+        assert seen == []  # before any image is read
+    finally:
+        locked.chmod(0o700)

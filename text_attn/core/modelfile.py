@@ -188,5 +188,9 @@ def info_lines(info: dict[str, Any]) -> list[str]:
     for key, value in info.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())
-        lines.append(f"{key.replace('_', ' ') + ':':<15} {value}")
+        label = key.replace("_", " ") + ":"
+        if len(label) > 15:  # a long label on a line of its own, its value below in the values' column
+            lines += [label, f"{'':15} {value}"]
+        else:
+            lines.append(f"{label:<15} {value}")
     return lines
