@@ -382,7 +382,8 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     from captioning.collection import ResumeError, image_batches, image_key, image_paths, read_done
 
     empty: list[str] = []  # folders without image files: each is a failed input, named in a note
-    paths = list(image_paths(args.images, stdin, empty))  # strings only: the images are read batch by batch
+    outputs = [args.overlay] if args.overlay else []  # an --overlay folder inside an input folder: not an input
+    paths = list(image_paths(args.images, stdin, empty, skip=outputs))  # strings: the images are read batch by batch
     if not paths:
         fail("caption", "no images: the folders hold no image files and stdin gave no paths")
     for folder in empty:

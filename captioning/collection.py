@@ -23,11 +23,15 @@ from captioning.preprocess import ImageReadError, Preprocess, load_photo
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
 
 
-def image_paths(items: Iterable[str], stdin: IO[str] | None = None, empty: list[str] | None = None) -> Iterator[str]:
+def image_paths(
+    items: Iterable[str], stdin: IO[str] | None = None, empty: list[str] | None = None, skip: Iterable[str] = ()
+) -> Iterator[str]:
     """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders not followed; hidden
     files and folders, whose names start with '.', skipped: thumbnails, macOS's ._ copies), ``-`` -> one path per
     non-empty line of stdin, anything else as given (a missing file is reported later).
-    A folder without image files is appended to ``empty`` (the caller names it: it is a failed input)."""
+    A folder without image files is appended to ``empty`` (the caller names it: it is a failed input). Folders in
+    ``skip`` are not entered (``caption``'s own --overlay folder inside an input folder: its PNGs are outputs)."""
+    skipped = {os.path.realpath(s) for s in skip}
     for item in items:
         if item == "-":
             for line in stdin if stdin is not None else sys.stdin:
@@ -36,7 +40,9 @@ def image_paths(items: Iterable[str], stdin: IO[str] | None = None, empty: list[
         elif os.path.isdir(item):
             found = 0
             for root, dirs, files in os.walk(item):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                dirs[:] = sorted(
+                    d for d in dirs if not d.startswith(".") and os.path.realpath(os.path.join(root, d)) not in skipped
+                )
                 for name in sorted(files):
                     if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
                         found += 1

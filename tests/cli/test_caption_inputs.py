@@ -101,6 +101,15 @@ def test_hidden_files_and_folders_are_skipped(folder):
     assert list(image_paths([str(folder)])) == [os.path.join(folder, "p0.png"), os.path.join(folder, "p1.png")]
 
 
+def test_the_overlay_folder_inside_an_input_folder_is_not_captioned(model_file, folder, capsys):
+    attn = folder / "attn"
+    for _ in range(2):  # the second run finds the first run's overlays in the folder, and leaves them alone
+        assert caption_main([str(folder), "--model", str(model_file), *FAST, "--overlay", str(attn)]) == 0
+        out = capsys.readouterr().out
+        assert [line.split("\t")[0] for line in out.splitlines()] == [str(folder / "p0.png"), str(folder / "p1.png")]
+    assert sorted(p.name for p in attn.iterdir()) == ["p0-attention.png", "p1-attention.png"]
+
+
 def test_a_mistyped_demo_and_the_shapes_demo_hint(capsys, tmp_path, monkeypatch):
     assert _refused(capsys, "--demo", "fish") == (
         "caption: error: --demo takes photo (the default: the bundled photos) or shapes, got 'fish'"
