@@ -333,6 +333,8 @@ def caption_main(argv: list[str] | None = None) -> int:
         args.demo = "photo"
     if args.demo and args.images:
         fail("caption", "--demo captions its own images; give either --demo or IMAGE files, not both")
+    if args.model_info and (args.images or args.demo):
+        fail("caption", "--model-info describes the model and exits: give it without images or --demo")
     if not args.demo and not args.images and not args.model_info:
         fail("caption", "no input: give IMAGE files, or --demo to caption the bundled photos")
     if args.per_word and not args.overlay and not args.demo:

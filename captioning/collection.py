@@ -28,15 +28,15 @@ def image_paths(
 ) -> Iterator[str]:
     """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders not followed; hidden
     files and folders, whose names start with '.', skipped: thumbnails, macOS's ._ copies), ``-`` -> one path per
-    non-empty line of stdin, anything else as given (a missing file is reported later).
-    A folder without image files is appended to ``empty`` (the caller names it: it is a failed input). Folders in
-    ``skip`` are not entered (``caption``'s own --overlay folder inside an input folder: its PNGs are outputs)."""
+    non-empty line of stdin (a folder there expands as an argument does), anything else as given (a missing file is
+    reported later). A folder without image files is appended to ``empty`` (the caller names it: it is a failed
+    input). Folders in ``skip`` are not entered (``caption``'s own --overlay folder inside an input folder: its PNGs
+    are outputs)."""
     skipped = {os.path.realpath(s) for s in skip}
     for item in items:
         if item == "-":
-            for line in stdin if stdin is not None else sys.stdin:
-                if line.strip():
-                    yield line.rstrip("\r\n")  # a list written on Windows too
+            lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else sys.stdin))  # Windows lists too
+            yield from image_paths((line for line in lines if line.strip() and line != "-"), None, empty, skip)
         elif os.path.isdir(item):
             found = 0
             for root, dirs, files in os.walk(item):

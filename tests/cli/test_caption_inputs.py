@@ -101,6 +101,15 @@ def test_hidden_files_and_folders_are_skipped(folder):
     assert list(image_paths([str(folder)])) == [os.path.join(folder, "p0.png"), os.path.join(folder, "p1.png")]
 
 
+def test_a_folder_in_a_stdin_list_expands_as_an_argument_does(folder, tmp_path):
+    import io
+
+    one = tmp_path / "one.png"
+    Image.new("RGB", (8, 8)).save(one)
+    listed = list(image_paths(["-"], io.StringIO(f"{folder}\r\n\n{one}\n")))
+    assert listed == [os.path.join(folder, "p0.png"), os.path.join(folder, "p1.png"), str(one)]
+
+
 def test_the_overlay_folder_inside_an_input_folder_is_not_captioned(model_file, folder, capsys):
     attn = folder / "attn"
     for _ in range(2):  # the second run finds the first run's overlays in the folder, and leaves them alone

@@ -272,6 +272,8 @@ def translate_main(argv: list[str] | None = None) -> int:
     for flag, value in sizes:
         if value is not None and value < 1:
             fail("translate", f"{flag} must be at least 1, got {value}")
+    if args.model_info and (args.sentences or args.demo):
+        fail("translate", "--model-info describes the model and exits: give it without sentences or --demo")
     if args.sentences == ["-"]:  # '-': stdin, as for caption
         args.sentences = []
     _check_outputs(args)
