@@ -26,7 +26,8 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", "
 def image_paths(
     items: Iterable[str], stdin: IO[str] | None = None, empty: list[str] | None = None, skip: Iterable[str] = ()
 ) -> Iterator[str]:
-    """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders not followed; hidden
+    """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders followed, each folder
+    once, so a link back up ends there; hidden
     files and folders, whose names start with '.', skipped: thumbnails, macOS's ._ copies), ``-`` -> one path per
     non-empty line of stdin (a folder there expands as an argument does), anything else as given (a missing file is
     reported later). A folder without image files is appended to ``empty`` (the caller names it: it is a failed
@@ -38,11 +39,15 @@ def image_paths(
             lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else sys.stdin))  # Windows lists too
             yield from image_paths((line for line in lines if line.strip() and line != "-"), None, empty, skip)
         elif os.path.isdir(item):
-            found = 0
-            for root, dirs, files in os.walk(item):
-                dirs[:] = sorted(
-                    d for d in dirs if not d.startswith(".") and os.path.realpath(os.path.join(root, d)) not in skipped
-                )
+            found, seen = 0, {os.path.realpath(item)}
+            for root, dirs, files in os.walk(item, followlinks=True):
+                kept = []
+                for d in sorted(dirs):
+                    real = os.path.realpath(os.path.join(root, d))
+                    if not d.startswith(".") and real not in skipped and real not in seen:
+                        seen.add(real)
+                        kept.append(d)
+                dirs[:] = kept
                 for name in sorted(files):
                     if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
                         found += 1

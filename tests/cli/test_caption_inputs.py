@@ -101,6 +101,15 @@ def test_hidden_files_and_folders_are_skipped(folder):
     assert list(image_paths([str(folder)])) == [os.path.join(folder, "p0.png"), os.path.join(folder, "p1.png")]
 
 
+def test_symlinked_folders_are_followed_once(folder, tmp_path):
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "album").symlink_to(folder, target_is_directory=True)
+    (folder / "loop").symlink_to(links, target_is_directory=True)  # a link back up: walked once, not forever
+    expected = [os.path.join(links, "album", "p0.png"), os.path.join(links, "album", "p1.png")]
+    assert list(image_paths([str(links)])) == expected
+
+
 def test_a_folder_in_a_stdin_list_expands_as_an_argument_does(folder, tmp_path):
     import io
 
