@@ -61,5 +61,5 @@ def test_ten_thousand_images_in_bounded_memory_then_resume(tmp_path):
     # 10x the images, about the same memory: nothing grows with the collection but the list of paths
     assert rss_big < rss_small + 150 * 1024, (rss_small, rss_big)
     _, err = _caption(big, model, tmp_path / "big.jsonl", "--resume")
-    assert "10000 images already in" in err
+    assert "10000 image(s) already in" in err
     assert len((tmp_path / "big.jsonl").read_text().splitlines()) == 10_000

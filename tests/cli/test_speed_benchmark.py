@@ -16,7 +16,7 @@ MULTI30K = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k" 
 def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     out = tmp_path / "speed.json"
     cmd = [sys.executable, str(SCRIPT), "--repeats", "1", "--json", str(out), "--multi30k-root", str(MULTI30K)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["threads"] == 2 and result["repeats"] == 1
