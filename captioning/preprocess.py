@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 from text_attn.core.errors import one_line
 
@@ -123,10 +123,11 @@ def load_photo(src: str | Path | Image.Image, min_side: int | None = None) -> tu
         raise ImageReadError(f"{src}: is a directory, not an image")
     try:
         with Image.open(p) as img:
-            stored = img.size  # (W, H) as stored, before the EXIF rotation
+            width, height = img.size  # as stored, before the EXIF rotation
+            # orientations 5-8 turn the picture by 90 degrees (exif_transpose below): the full size's sides swap
+            size = (height, width) if img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8) else (width, height)
             if min_side is not None and img.format == "JPEG":
                 img.draft(img.mode, (int(min_side), int(min_side)))  # no-op unless both sides stay >= min_side
-            scale = stored[0] / img.size[0]  # 1, 2, 4 or 8
             rgb = to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
     except UnidentifiedImageError:
         raise ImageReadError(f"{src}: not an image file Pillow can read") from None
@@ -137,7 +138,4 @@ def load_photo(src: str | Path | Image.Image, min_side: int | None = None) -> tu
         ) from None
     except Exception as err:  # noqa: BLE001 - Pillow's decoders raise many types for damaged files
         raise ImageReadError(f"{src}: cannot read image ({one_line(err)})") from None
-    if scale == 1:
-        return rgb, rgb.size
-    turned = (rgb.size[0] > rgb.size[1]) != (stored[0] > stored[1])  # EXIF orientations 5-8 swap the sides
-    return rgb, (stored[1], stored[0]) if turned else stored
+    return rgb, size

@@ -67,6 +67,15 @@ def test_exif_rotation_still_applies_and_the_full_size_is_the_rotated_one(tmp_pa
     assert np.abs(np.asarray(small, dtype=np.float32) - full).mean() < 3  # the same picture, the same way up
 
 
+def test_a_nearly_square_photo_keeps_its_own_size(tmp_path):
+    # 1000 x 999 decoded at 1/8 is 125 x 125: the reported size comes from the file and its EXIF tag, not from the
+    # decoded picture's shape
+    path = tmp_path / "nearly_square.jpg"
+    _photo(1000, 999).save(path, quality=92)
+    small, size = load_photo(path, 120)
+    assert small.size == (125, 125) and size == (1000, 999)
+
+
 def test_other_formats_and_pil_images_decode_in_full(tmp_path):
     png = tmp_path / "big.png"
     _photo(1200, 1100).save(png)

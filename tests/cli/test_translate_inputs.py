@@ -59,6 +59,16 @@ def test_a_failed_input_keeps_its_line_in_the_output(model_file, tmp_path, capsy
     assert sorted(p.name for p in tmp_path.glob("grid-*.png")) == ["grid-1.png", "grid-3.png", "grid-5.png"]
 
 
+def test_a_batch_of_failed_inputs_only_gets_its_empty_lines(model_file, capsys, monkeypatch):
+    # a batch whose every input failed has nothing to translate (and must not try to)
+    monkeypatch.setattr("sys.stdin", io.StringIO("\nEin Hund.\n\n"))
+    assert translate_main(["--model", str(model_file), "--batch-size", "1", "--max-len", "3"]) == 1
+    out = capsys.readouterr()
+    assert out.out.split("\n")[0] == "" and out.out.split("\n")[2] == "" and len(out.out.split("\n")) == 4
+    assert "input 1: empty sentence" in out.err and "input 3: empty sentence" in out.err
+    assert "Traceback" not in out.err
+
+
 def test_an_output_that_is_also_the_redirected_input_is_refused_and_kept(model_file, tmp_path, capsys):
     same = tmp_path / "same.txt"
     same.write_text("Ein Hund läuft.\nEine Frau liest.\n", encoding="utf-8")
@@ -142,7 +152,7 @@ def test_dash_reads_stdin_and_a_cut_translation_gets_a_note(model_file, capsys, 
 
 def test_ctrl_c_ends_with_one_line_and_what_was_written(model_file, tmp_path, capsys, monkeypatch):
     calls = {"n": 0}
-    real = Translator.translate
+    real = Translator.translate_tokens  # what translate calls for each batch
 
     def interrupted(self, *a, **k):
         calls["n"] += 1
@@ -150,7 +160,7 @@ def test_ctrl_c_ends_with_one_line_and_what_was_written(model_file, tmp_path, ca
             raise KeyboardInterrupt
         return real(self, *a, **k)
 
-    monkeypatch.setattr(Translator, "translate", interrupted)
+    monkeypatch.setattr(Translator, "translate_tokens", interrupted)
     monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund.\nEine Frau.\nEin Kind.\n"))
     out = tmp_path / "out.txt"
     with pytest.raises(SystemExit) as exc:

@@ -114,13 +114,14 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     options = search_options(args)
     progress = {} if progress is None else progress
     progress.update(done=0, cut=0)
-    failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, sentence, or None for a failed input)
+    failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
 
     def flush() -> None:
-        good = [(n, t) for n, t in chunk if t is not None]
-        outs = translator.translate([t for _, t in good], args.beam_size, args.length_penalty, args.max_len, **options)
+        good = [(n, t) for n, t in chunk if t is not None]  # tokenized once, when read
+        toks = [t for _, t in good]
+        outs = translator.translate_tokens(toks, args.beam_size, args.length_penalty, args.max_len, **options)
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
-        if args.n_best is None or args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
+        if args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
             written = "".join(by_number[n].text + "\n" if n in by_number else "\n" for n, _ in chunk)
         else:
             written = ""
@@ -147,14 +148,14 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     for n, line in enumerate(source, 1):
         seen = n
         line = line.rstrip("\r")  # a CRLF file read on any system
-        error = None
+        error, tokens = None, None
         try:
             line.encode("utf-8")
         except UnicodeEncodeError:  # stdin bytes that are not UTF-8 arrive as lone surrogates
             error = "not valid UTF-8 text"
         else:
             tokens = translator.tokenize(line)
-            need = translator.search_bytes(len(tokens), args.beam_size, args.max_len)
+            need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
             elif need > SENTENCE_BYTES:  # a paragraph without line breaks, a file that is not text
@@ -163,7 +164,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
         if error is not None:
             print(f"translate: error: input {n}: {error}", file=sys.stderr)
             failed += 1
-        chunk.append((n, None if error else line))
+        chunk.append((n, None if error else tokens))
         if len(chunk) == args.batch_size:
             flush()
     if chunk:

@@ -205,7 +205,10 @@ class Translator:
         """Translate already tokenized sentences. A subword model never writes <unk> (the next most likely piece stands
         in: every word can be spelled from pieces). Sentences whose search would not fit in BATCH_BYTES together are
         translated in smaller batches (:meth:`_batches`); each gets the translation it gets in any batch, up to
-        the batch's output cap (``max_len``'s default follows the batch's longest source)."""
+        the batch's output cap (``max_len``'s default follows the batch's longest source). No sentences: no
+        translations."""
+        if not toks:
+            return []
         batches = self._batches([len(t) for t in toks], beam_size, max_len)
         if len(batches) == 1:
             return self._translate_batch(toks, beam_size, length_penalty, max_len, **options)
