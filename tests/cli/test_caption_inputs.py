@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers.one_line import refused
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
@@ -40,11 +41,7 @@ def folder(tmp_path):
 
 
 def _refused(capsys, *args) -> str:
-    with pytest.raises(SystemExit) as exc:
-        caption_main([str(a) for a in args])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and len(err) == 1, err
-    return err[0]
+    return refused(caption_main, capsys, *args)
 
 
 def test_a_closed_pipe_on_stdout_is_one_line(model_file, folder):

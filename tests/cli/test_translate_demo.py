@@ -5,12 +5,9 @@ with the source word it looked at). On a small subword model trained for a few s
 from __future__ import annotations
 
 import pytest
-import torch
-from helpers.multi30k import write_corpus
+from helpers.tiny_translator import tiny_subword_model_file
 
 from text_attn.translation import translate_cli
-from text_attn.translation.data import TranslationDataModule
-from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
 from text_attn.translation.translate_cli import translate_main, word_alignment
 from text_attn.translation.translator import Translator
 
@@ -20,14 +17,7 @@ INFO = {"training_data": "Multi30k (tiny test copy)", "terms": "non-commercial r
 
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("m")
-    dm = TranslationDataModule(task="pair", root=str(write_corpus(tmp / "c")), src_lang="de", tgt_lang="en",
-                               tokenizer="subword", subword_vocab=300)  # fmt: skip
-    dm.setup("fit")
-    torch.manual_seed(0)
-    cfg = Seq2SeqConfig(src_vocab_size=len(dm.src_vocab), tgt_vocab_size=len(dm.tgt_vocab), embed_dim=8,
-                        enc_hidden=8, dec_hidden=16, attn_dim=8)  # fmt: skip
-    return Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec, info=INFO).save(tmp / "m.pt")
+    return tiny_subword_model_file(tmp_path_factory.mktemp("m"), info=INFO)
 
 
 def test_model_info_prints_network_tokens_and_info(model_file, capsys):

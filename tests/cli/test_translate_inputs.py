@@ -11,33 +11,21 @@ import sys
 
 import pytest
 import torch
-from helpers.multi30k import write_corpus
+from helpers.one_line import refused
+from helpers.tiny_translator import tiny_subword_model_file
 
 from text_attn.translation import translate_cli
-from text_attn.translation.data import TranslationDataModule
-from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
 
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("m")
-    dm = TranslationDataModule(task="pair", root=str(write_corpus(tmp / "c")), src_lang="de", tgt_lang="en",
-                               tokenizer="subword", subword_vocab=300)  # fmt: skip
-    dm.setup("fit")
-    torch.manual_seed(0)
-    cfg = Seq2SeqConfig(src_vocab_size=len(dm.src_vocab), tgt_vocab_size=len(dm.tgt_vocab), embed_dim=8,
-                        enc_hidden=8, dec_hidden=16, attn_dim=8)  # fmt: skip
-    return Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec).save(tmp / "m.pt")
+    return tiny_subword_model_file(tmp_path_factory.mktemp("m"))
 
 
 def _refused(capsys, *args) -> str:
-    with pytest.raises(SystemExit) as exc:
-        translate_main([str(a) for a in args])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and len(err) == 1, err
-    return err[0]
+    return refused(translate_main, capsys, *args)
 
 
 def test_a_failed_input_keeps_its_line_in_the_output(model_file, tmp_path, capsys, monkeypatch):

@@ -1,0 +1,24 @@
+"""A tiny random-weight German -> English model file on subword units learned from the test corpus
+(helpers.multi30k): what the translate CLI tests run when only the plumbing is under test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from helpers.multi30k import write_corpus
+
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+from text_attn.translation.translator import Translator
+
+
+def tiny_subword_model_file(folder: Path, info: dict[str, Any] | None = None) -> Path:
+    dm = TranslationDataModule(task="pair", root=str(write_corpus(folder / "c")), src_lang="de", tgt_lang="en",
+                               tokenizer="subword", subword_vocab=300)  # fmt: skip
+    dm.setup("fit")
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(src_vocab_size=len(dm.src_vocab), tgt_vocab_size=len(dm.tgt_vocab), embed_dim=8,
+                        enc_hidden=8, dec_hidden=16, attn_dim=8)  # fmt: skip
+    return Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec, info=info).save(folder / "m.pt")
