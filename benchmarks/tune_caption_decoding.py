@@ -36,11 +36,11 @@ def encode_split(captioner, paths: list[str], batch: int = 32) -> torch.Tensor:
     """The photos' region features (N, L, D), encoded as `caption` encodes them (the model file's preprocessing)."""
     from tqdm import tqdm
 
-    from captioning.preprocess import load_image
+    from captioning.preprocess import prepared
 
     chunks = []
     for i in tqdm(range(0, len(paths), batch), desc="encoding", unit="batch", file=sys.stderr):
-        ims = [captioner.preprocess(load_image(p, captioner.preprocess.decode_side)) for p in paths[i : i + batch]]
+        ims = [prepared(p, captioner.preprocess) for p in paths[i : i + batch]]
         chunks.append(captioner.encode(torch.stack(ims)))
     return torch.cat(chunks)
 

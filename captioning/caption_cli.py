@@ -462,6 +462,10 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             bar.update(len(items))
     except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
         interrupted = True
+        # The image loader's workers stop as this unwinds. One cut off while handing a batch over makes the
+        # thread that passes tensors' file descriptors print a ConnectionResetError traceback through sys.excepthook
+        # (seen under load): the run is ending with its own one line, so such reports are dropped.
+        sys.excepthook = _quiet
     finally:
         bar.close()
         if out is not None:
@@ -489,6 +493,10 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     if far:
         print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
     return 1 if failed or empty else 0
+
+
+def _quiet(*exc_info) -> None:
+    """sys.excepthook after Ctrl-C: nothing (see _caption_collection)."""
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:

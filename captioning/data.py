@@ -51,7 +51,7 @@ from torch.utils.data import DataLoader, Dataset
 from captioning.attention_targets import TARGET_WORDS, TokenBoxes, caption_cells, scene_token_boxes
 from captioning.domain import domain_check
 from captioning.feature_cache import fill_features
-from captioning.preprocess import Preprocess, load_image
+from captioning.preprocess import Preprocess, prepared
 from captioning.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
 from captioning.shapes import Scene, make_scenes
 from text_attn.core.attention_supervision import dense_targets
@@ -324,8 +324,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if feats is not None:
             return {"features": feats[index].float()}  # (B, L, D)
         images = self.splits[split].images
-        side = getattr(self.preprocess, "decode_side", None)  # a large JPEG decodes smaller, as `caption` decodes it
-        return {"images": torch.stack([self.preprocess(load_image(images[i], side)) for i in index])}  # (B, 3, H, W)
+        return {"images": torch.stack([prepared(images[i], self.preprocess) for i in index])}  # (B, 3, H, W)
 
     # --- attention targets --------------------------------------------------------------------------------------------
     def _token_cells(self, split: str, i: int, caption: int) -> list[tuple[int, list[int]]]:

@@ -39,7 +39,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.preprocess import load_image
+from captioning.preprocess import prepared
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
 STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
@@ -107,7 +107,7 @@ class _ImageTensors(Dataset):
         return len(self.images)
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        return self.preprocess(load_image(self.images[i], getattr(self.preprocess, "decode_side", None)))  # (3, H, W)
+        return prepared(self.images[i], self.preprocess)  # (3, H, W)
 
 
 @torch.no_grad()

@@ -5,6 +5,7 @@ A :class:`Preprocess` is a small JSON-able dataclass, so model files store exact
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +107,13 @@ def load_image(src: str | Path | Image.Image, min_side: int | None = None) -> Im
     PIL image (any mode). The one image loader of the project: training data and the ``caption`` command use it.
     ``min_side``: see :func:`load_photo` (a JPEG larger than needed decodes at a reduced scale)."""
     return load_photo(src, min_side)[0]
+
+
+def prepared(src: str | Path | Image.Image, preprocess: Callable[[Image.Image], torch.Tensor]) -> torch.Tensor:
+    """``preprocess`` of the image ``src``, decoded at the preprocess's ``decode_side`` when it has one (a
+    :class:`Preprocess` does; any other callable gets the full image): training, the feature cache and ``caption``
+    read a large JPEG alike."""
+    return preprocess(load_image(src, getattr(preprocess, "decode_side", None)))
 
 
 def load_photo(src: str | Path | Image.Image, min_side: int | None = None) -> tuple[Image.Image, tuple[int, int]]:

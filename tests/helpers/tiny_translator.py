@@ -21,4 +21,5 @@ def tiny_subword_model_file(folder: Path, info: dict[str, Any] | None = None) ->
     torch.manual_seed(0)
     cfg = Seq2SeqConfig(src_vocab_size=len(dm.src_vocab), tgt_vocab_size=len(dm.tgt_vocab), embed_dim=8,
                         enc_hidden=8, dec_hidden=16, attn_dim=8)  # fmt: skip
-    return Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec, info=info).save(folder / "m.pt")
+    translator = Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec, info=info, source_check=dm.source_check)
+    return translator.save(folder / "m.pt")

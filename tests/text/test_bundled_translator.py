@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from text_attn.translation.translate_cli import BUNDLED_MODEL
+from text_attn.translation.translate_cli import BUNDLED_MODEL, DEMO_SENTENCES
 from text_attn.translation.translator import Translator
 
 
@@ -38,3 +38,12 @@ def test_translates_german_into_cased_english_from_any_directory(tmp_path):
     assert "man" in lines[0].lower() and "bike" in lines[0].lower(), lines
     assert "dogs" in lines[1].lower() and "snow" in lines[1].lower(), lines
     assert "woman" in lines[2].lower() and "book" in lines[2].lower(), lines
+
+
+def test_english_given_to_the_german_model_gets_a_note_and_german_none():
+    translator = Translator.load(BUNDLED_MODEL)
+    assert translator.source_check["lang"] == "de"
+    english = ["A man is riding a bike.", "Two dogs are playing in the snow.", "A woman reads a book."]
+    german = [*DEMO_SENTENCES, "Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch."]
+    assert all(translator.unlike_source(s) for s in english)
+    assert not any(translator.unlike_source(s) for s in german)

@@ -15,7 +15,7 @@ from text_attn.core.vocab import tokenize
 from text_attn.translation.tasks import Example, TaskError
 
 
-def _read_lines(path: str | Path) -> list[str]:
+def read_lines(path: str | Path) -> list[str]:
     """UTF-8 lines without line endings (a gzipped file is read through: .gz or gzip's magic bytes); a decoding error
     names its line."""
     p = Path(path)
@@ -55,7 +55,7 @@ def read_tsv_text(
     extra columns are ignored, blank lines skipped; an empty side is a TaskError naming the line."""
     need = max(src_col, tgt_col) + 1
     out: list[tuple[str, str, str]] = []
-    for i, line in enumerate(_read_lines(path), 1):
+    for i, line in enumerate(read_lines(path), 1):
         if max_pairs is not None and len(out) >= max_pairs:
             break
         if not line.strip():
@@ -89,7 +89,7 @@ def read_tsv_pairs(
 
 def _aligned_lines(src_path: str | Path, tgt_path: str | Path, max_pairs: int | None) -> list[tuple[int, str, str]]:
     """Two line-aligned files -> (line number, source, target) as written (ends stripped); see read_parallel_text."""
-    src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
+    src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
         raise TaskError(
             f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "

@@ -30,6 +30,7 @@ from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
+from text_attn.translation.source_check import source_check
 from text_attn.translation.subwords import MODEL_TYPES, Subwords
 from text_attn.translation.tasks import Example, load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec
@@ -148,6 +149,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         self.src_vocab: Vocabulary | None = None
         self.tgt_vocab: Vocabulary | None = None
         self.splits: dict[str, PairDataset] = {}
+        # a real corpus: whether an input looks like its source side (model files keep it; source_check.py)
+        self.source_check: dict | None = None
 
     def _load_splits(self) -> dict[str, list[Example]]:
         hp = self.hparams
@@ -159,6 +162,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 "test": load_examples(hp.task, hp.test_size, hp.seed + 2, **kw),
             }
         texts = self._load_texts()
+        self.source_check = source_check(
+            (s for s, _ in texts["train"]), [s for s, _ in texts["val"]], hp.src_lang if hp.task == "pair" else None
+        )
         if self.tokenizer == "subword":
             train_text = [t for pair in texts["train"] for t in pair]
             self.codec = TextCodec("subword", False, Subwords.train(train_text, hp.subword_vocab, hp.subword_type))

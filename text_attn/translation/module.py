@@ -89,6 +89,7 @@ class TranslationModule(RunState, pl.LightningModule):
         dm = self.trainer.datamodule
         dm.setup(stage)
         self.src_vocab, self.tgt_vocab, self.codec = dm.src_vocab, dm.tgt_vocab, dm.codec
+        self.source_check = getattr(dm, "source_check", None)
         start = (
             Translator.start_content(hp.init_from, hp.arch, self.src_vocab, self.tgt_vocab) if hp.init_from else None
         )
@@ -117,7 +118,7 @@ class TranslationModule(RunState, pl.LightningModule):
 
     def translator(self) -> Translator:
         """The inference object over this module's network: it writes the model file and the checkpoints' metadata."""
-        return Translator(self.net, self.src_vocab, self.tgt_vocab, self.codec)
+        return Translator(self.net, self.src_vocab, self.tgt_vocab, self.codec, source_check=self.source_check)
 
     # --- training ---------------------------------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:

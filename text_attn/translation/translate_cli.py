@@ -102,7 +102,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     its error line on stderr and an empty line in the output, so output line N stays input line N (not with
     --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
     pairs kept for --plot); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
-    ``progress["cut"]`` the translations that reached --max-len."""
+    ``progress["cut"]`` the translations that reached --max-len, ``progress["unlike"]`` the numbers of the inputs
+    that look unlike the model's training source text (Translator.unlike_source)."""
     from tqdm.auto import tqdm
 
     if not args.sentences and hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8: one line each, below
@@ -113,7 +114,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     bar = tqdm(total=total, unit="sent", desc="translating", disable=quiet, file=sys.stderr)
     options = search_options(args)
     progress = {} if progress is None else progress
-    progress.update(done=0, cut=0)
+    progress.update(done=0, cut=0, unlike=[])
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
 
     def flush() -> None:
@@ -158,6 +159,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
+            elif translator.unlike_source(line):
+                progress["unlike"].append(n)
             elif need > SENTENCE_BYTES:  # a paragraph without line breaks, a file that is not text
                 error = (f"{len(tokens):,} tokens: its search at beam {args.beam_size} would need about "
                          f"{need / 2**30:.0f} GiB; split it into sentences (one a line)")  # fmt: skip
@@ -189,6 +192,10 @@ def model_info(translator, path: str | Path) -> list[str]:
         f"tokens:         {tokens}",
         f"vocabularies:   source {len(translator.src_vocab)}, target {len(translator.tgt_vocab)}",
     ]
+    check = translator.source_check
+    if check is not None:
+        lang = check.get("lang")
+        lines.append(f"input check:    notes input unlike its training {LANGUAGES.get(lang, lang) or 'source'} text")
     from text_attn.core.modelfile import info_lines
 
     return lines + info_lines(translator.info)
@@ -237,6 +244,24 @@ def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
         words[-1].append(t)
         index.append(len(words) - 1)
     return [translator.codec.decode(w) for w in words], index
+
+
+LANGUAGES = {"de": "German", "en": "English", "fr": "French", "cs": "Czech"}  # Multi30k's, for the note
+
+
+def _source_note(translator, args: argparse.Namespace, numbers: list[int]) -> str:
+    """The note for inputs that look unlike the model's training source text (numbers: theirs, in order)."""
+    shown = ", ".join(map(str, numbers[:10])) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
+    lang = translator.source_check.get("lang")
+    what = f"the {LANGUAGES.get(lang, lang)} text" if lang else "the source text"
+    note = (f"input{'s' if len(numbers) > 1 else ''} {shown} look{'' if len(numbers) > 1 else 's'} unlike {what} "
+            "this model was trained on: the translation may be wrong")  # fmt: skip
+    if args.model is None:
+        note += (
+            " (the bundled model translates German descriptions of everyday scenes, Multi30k's, into English; for "
+            "other text train a model with text-train: docs/text.md)"
+        )
+    return note
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -356,6 +381,8 @@ def translate_main(argv: list[str] | None = None) -> int:
     if progress.get("cut"):
         cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x source + 10)"
         print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
+    if progress.get("unlike"):
+        print(f"translate: note: {_source_note(translator, args, progress['unlike'])}", file=sys.stderr)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
     if args.demo:

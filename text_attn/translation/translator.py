@@ -19,6 +19,7 @@ from text_attn.core.errors import one_line
 from text_attn.core.modelfile import ModelFileError, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
+from text_attn.translation.source_check import unlike_source
 from text_attn.translation.subwords import SubwordError
 from text_attn.translation.tokens import TextCodec
 
@@ -48,13 +49,16 @@ class Translator:
         codec: TextCodec | str = "word",
         lower: bool = True,
         info: dict | None = None,
+        source_check: dict | None = None,
     ):
         """net: a network of text_attn.translation.networks.NETWORKS (its mode is left as it is: training keeps it).
         codec: how text becomes tokens (a TextCodec, or the name of a mode without a model: word, char; then
-        ``lower``). info: JSON-able notes the model file carries (training data, terms, scores)."""
+        ``lower``). info: JSON-able notes the model file carries (training data, terms, scores). source_check: what
+        :meth:`unlike_source` compares an input with (text_attn.translation.source_check; None: no check)."""
         self.net, self.src_vocab, self.tgt_vocab = net, src_vocab, tgt_vocab
         self.codec = codec if isinstance(codec, TextCodec) else TextCodec(codec, lower)
         self.info = dict(info or {})
+        self.source_check = source_check
         self.arch = next((a for a, (_, net_cls) in NETWORKS.items() if isinstance(net, net_cls)), None)
         if self.arch is None:
             raise ValueError(f"not a text network: {type(net).__name__}")
@@ -78,6 +82,7 @@ class Translator:
             "tgt_vocab": self.tgt_vocab.to_dict(),
             **self.codec.metadata(),
             **({"info": self.info} if self.info else {}),
+            **({"source_check": self.source_check} if self.source_check else {}),
         }
 
     def save(self, path: str | Path, half: bool = False) -> Path:
@@ -114,11 +119,14 @@ class Translator:
             net.load_state_dict(data["state_dict"])
             src, tgt = Vocabulary.from_dict(data["src_vocab"]), Vocabulary.from_dict(data["tgt_vocab"])
             codec = TextCodec.from_metadata(data)
+            check = data.get("source_check")
+            if check is not None and not (isinstance(check, dict) and {"logp", "floor", "threshold"} <= check.keys()):
+                raise ValueError("source_check lacks logp, floor or threshold")
         except (KeyError, TypeError, ValueError, RuntimeError, SubwordError) as exc:
             if isinstance(exc, ModelFileError):
                 raise
             raise ModelFileError(f"{path}: damaged {what} ({type(exc).__name__}: {one_line(exc)})") from None
-        return cls(net.eval(), src, tgt, codec, info=data.get("info"))
+        return cls(net.eval(), src, tgt, codec, info=data.get("info"), source_check=check)
 
     @staticmethod
     def start_content(path: str | Path, arch: str, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> dict[str, Any]:
@@ -147,6 +155,11 @@ class Translator:
 
     def tokenize(self, text: str) -> list[str]:
         return self.codec.encode(text)
+
+    def unlike_source(self, text: str) -> bool | None:
+        """Whether ``text`` looks unlike the source side this model was trained on (None: the model file has no
+        check: a synthetic task, or written before the check existed)."""
+        return None if self.source_check is None else unlike_source(self.source_check, text)
 
     @torch.no_grad()
     def translate(

@@ -1,0 +1,92 @@
+"""The source check (text_attn/translation/source_check.py): a character-trigram profile of a model's training source
+side that flags input unlike it. Hand-computed scores, the threshold's guarantee on its own val lines, other languages
+flagged, the model file keeping it, and translate's note."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+from helpers.multi30k import DE, EN, FR, write_corpus
+from helpers.tiny_translator import tiny_subword_model_file
+
+from text_attn.core.modelfile import ModelFileError
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.source_check import MARGIN, line_score, source_check, trigrams, unlike_source
+from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translator import Translator
+
+
+def test_trigrams_are_lowercased_with_whitespace_runs_as_one_space():
+    assert trigrams("Ab \t c") == [" ab", "ab ", "b c", " c "]
+    assert trigrams("") == []
+
+
+def test_a_line_scores_its_mean_trigram_log_probability_with_the_floor_for_unknown_trigrams():
+    check = {"logp": {" ab": -1.0, "ab ": -2.0}, "floor": -5.0, "threshold": -3.0}
+    assert line_score(check, "AB") == pytest.approx(-1.5)  # " ab", "ab "
+    assert line_score(check, "ab c") == pytest.approx((-1 - 2 - 5 - 5) / 4)  # "b c", " c " are unknown
+    assert not unlike_source(check, "ab") and unlike_source(check, "ab c")
+
+
+def test_the_profile_holds_log_probabilities_of_the_training_trigrams():
+    check = source_check(["aaa", "aab"], ["aaa"])
+    # trigrams: " aa", "aaa", "aa " | " aa", "aab", "ab ": 6 in all, " aa" twice
+    assert check["logp"][" aa"] == pytest.approx(math.log(2 / 6), abs=1e-3)
+    assert check["logp"]["aab"] == pytest.approx(math.log(1 / 6), abs=1e-3)
+    assert check["floor"] == pytest.approx(math.log(1 / 6 / 10), abs=1e-3)  # a tenth of the rarest kept trigram's
+    assert source_check([], ["x"]) is None and source_check(["x"], []) is None
+
+
+def test_its_own_val_lines_pass_and_other_languages_are_flagged():
+    check = source_check(DE, DE[:4], "de")
+    # fewer than 100 val lines: the threshold is the lowest val score less the margin
+    assert check["threshold"] == pytest.approx(min(line_score(check, s) for s in DE[:4]) - MARGIN, abs=1e-3)
+    assert check["lang"] == "de"
+    assert not any(unlike_source(check, s) for s in DE)
+    assert all(unlike_source(check, s) for s in EN + FR)
+
+
+def test_a_corpus_data_module_makes_the_check_and_a_synthetic_one_none(tmp_path):
+    dm = TranslationDataModule(task="pair", root=str(write_corpus(tmp_path / "c")), src_lang="de", tgt_lang="en")
+    dm.setup("fit")
+    assert dm.source_check["lang"] == "de"
+    assert not any(unlike_source(dm.source_check, s) for s in DE) and unlike_source(dm.source_check, EN[0])
+    synthetic = TranslationDataModule(task="reorder", train_size=20, val_size=4, test_size=4)
+    synthetic.setup("fit")
+    assert synthetic.source_check is None
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    return tiny_subword_model_file(tmp_path_factory.mktemp("m"))
+
+
+def test_the_model_file_keeps_the_check_and_a_damaged_one_is_one_line(model_file, tmp_path):
+    translator = Translator.load(model_file)
+    assert translator.unlike_source(EN[1]) is True and translator.unlike_source(DE[1]) is False
+    data = torch.load(model_file, weights_only=True)
+    data["source_check"] = {"logp": {}}  # no floor, no threshold
+    torch.save(data, tmp_path / "bad.pt")
+    with pytest.raises(ModelFileError, match=r"bad\.pt: damaged .*source_check"):
+        Translator.load(tmp_path / "bad.pt")
+    del data["source_check"]  # a model file from before the check: no note, no error
+    torch.save(data, tmp_path / "old.pt")
+    assert Translator.load(tmp_path / "old.pt").unlike_source(EN[1]) is None
+
+
+def test_translate_notes_the_inputs_unlike_the_training_text(model_file, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{EN[1]}\n{DE[2]}\n{FR[3]}\n"))
+    assert translate_main(["--model", str(model_file), "--max-len", "3"]) == 0
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 4  # every input is still translated
+    notes = [line for line in out.err.splitlines() if "looks unlike" in line or "look unlike" in line]
+    assert notes == ["translate: note: inputs 2, 4 look unlike the German text this model was trained on: the "
+                     "translation may be wrong"], out.err  # fmt: skip
+
+
+def test_model_info_says_the_model_checks_its_input(model_file, capsys):
+    assert translate_main(["--model", str(model_file), "--model-info"]) == 0
+    assert "input check:    notes input unlike its training German text\n" in capsys.readouterr().out
