@@ -83,10 +83,20 @@ def test_translate_notes_the_inputs_unlike_the_training_text(model_file, capsys,
     out = capsys.readouterr()
     assert len(out.out.splitlines()) == 4  # every input is still translated
     notes = [line for line in out.err.splitlines() if "looks unlike" in line or "look unlike" in line]
-    assert notes == ["translate: note: inputs 2, 4 look unlike the German text this model was trained on: the "
-                     "translation may be wrong"], out.err  # fmt: skip
+    assert notes == ["translate: note: inputs 2, 4 look unlike the German text this model was trained on: their "
+                     "translations may be wrong"], out.err  # fmt: skip
 
 
 def test_model_info_says_the_model_checks_its_input(model_file, capsys):
     assert translate_main(["--model", str(model_file), "--model-info"]) == 0
     assert "input check:    notes input unlike its training German text\n" in capsys.readouterr().out
+
+
+def test_an_unlike_input_too_long_for_memory_is_still_refused(model_file, capsys, monkeypatch):
+    from text_attn.translation import translate_cli
+
+    monkeypatch.setattr(translate_cli, "SENTENCE_BYTES", 4 * 8 * 30 * 30)  # a tiny memory, for the test
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{EN[1] * 20}\n"))  # English, and too long
+    assert translate_main(["--model", str(model_file), "--beam-size", "8", "--max-len", "30"]) == 1
+    err = capsys.readouterr().err
+    assert "input 2:" in err and "split it into sentences" in err and "unlike" not in err

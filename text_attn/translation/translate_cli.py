@@ -159,14 +159,14 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
-            elif translator.unlike_source(line):
-                progress["unlike"].append(n)
             elif need > SENTENCE_BYTES:  # a paragraph without line breaks, a file that is not text
                 error = (f"{len(tokens):,} tokens: its search at beam {args.beam_size} would need about "
                          f"{need / 2**30:.0f} GiB; split it into sentences (one a line)")  # fmt: skip
         if error is not None:
             print(f"translate: error: input {n}: {error}", file=sys.stderr)
             failed += 1
+        elif translator.unlike_source(line):
+            progress["unlike"].append(n)
         chunk.append((n, None if error else tokens))
         if len(chunk) == args.batch_size:
             flush()
@@ -254,8 +254,9 @@ def _source_note(translator, args: argparse.Namespace, numbers: list[int]) -> st
     shown = ", ".join(map(str, numbers[:10])) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
     lang = translator.source_check.get("lang")
     what = f"the {LANGUAGES.get(lang, lang)} text" if lang else "the source text"
-    note = (f"input{'s' if len(numbers) > 1 else ''} {shown} look{'' if len(numbers) > 1 else 's'} unlike {what} "
-            "this model was trained on: the translation may be wrong")  # fmt: skip
+    several = len(numbers) > 1
+    note = (f"input{'s' if several else ''} {shown} look{'' if several else 's'} unlike {what} this model was "
+            f"trained on: {'their translations' if several else 'the translation'} may be wrong")  # fmt: skip
     if args.model is None:
         note += (
             " (the bundled model translates German descriptions of everyday scenes, Multi30k's, into English; for "
