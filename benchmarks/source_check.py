@@ -1,7 +1,8 @@
 """How often a translation model's source check flags real sentences, per language and split of a corpus laid out as
 ``<split>.<lang>[.gz]`` (Multi30k): the model's own source language should pass, other languages should not. With
-``--write``, first give the check to a model file that has none (the bundled model was given its check so), from the
-corpus's train and val source lines, as ``text-train fit`` makes it; the weights stay as they are.
+``--write``, first give the model file a check made from the corpus's train and val source lines, as ``text-train fit``
+makes it (one it has is replaced, and said so; the bundled model was given its check so); the weights stay as they
+are, float16 ones too.
 
     python benchmarks/source_check.py --data-root ../shared/data/multi30k
     python benchmarks/source_check.py --data-root ../shared/data/multi30k --model M.pt --write --src-lang de
@@ -17,8 +18,12 @@ import json
 import sys
 from pathlib import Path
 
+import torch
+
+from text_attn.core.modelfile import ModelFileError
 from text_attn.translation.corpora import corpus_file, read_lines
 from text_attn.translation.source_check import source_check, unlike_source
+from text_attn.translation.tasks import TaskError
 from text_attn.translation.translate_cli import BUNDLED_MODEL
 from text_attn.translation.translator import Translator
 
@@ -28,6 +33,23 @@ EXAMPLES = [  # written for this table: in and out of Multi30k's domain (image d
     "Wo ist der Bahnhof?",
     "A man is riding a bike down the street.",
 ]
+
+
+def write_check(model: Path, root: Path, lang: str) -> None:
+    """Give the model file ``model`` a source check made from ``root``'s train and val lines of ``lang``, in place;
+    its weights are kept as stored (float16 stays float16)."""
+    translator = Translator.load(model)
+    stored = torch.load(model, map_location="cpu", weights_only=True)["state_dict"]
+    half = any(v.dtype == torch.float16 for v in stored.values())
+    train = read_lines(corpus_file(root, "train", lang))
+    val = read_lines(corpus_file(root, "val", lang))
+    replaced = translator.source_check is not None
+    translator.source_check = source_check(train, val, lang)
+    if translator.source_check is None:
+        raise ValueError(f"{root}: train.{lang} or val.{lang} has no text to make a check from")
+    translator.save(model, half=half)
+    what = "replaced its check with one" if replaced else "wrote the check"
+    print(f"{what} ({len(train):,} train and {len(val):,} val lines of {lang}) into {model}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,33 +62,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src-lang", help="with --write: the model's source language in the corpus (e.g. de)")
     p.add_argument("--json", type=Path, help="also write the table to this file")
     args = p.parse_args(argv)
-    translator = Translator.load(args.model)
-    if args.write:
-        if not args.src_lang:
-            p.error("--write needs --src-lang (the model's source language in the corpus)")
-        train = read_lines(corpus_file(args.data_root, "train", args.src_lang))
-        val = read_lines(corpus_file(args.data_root, "val", args.src_lang))
-        translator.source_check = source_check(train, val, args.src_lang)
-        half = any(v.dtype.is_floating_point and v.element_size() == 2 for v in translator.net.parameters())
-        translator.save(args.model, half=half or args.model == BUNDLED_MODEL)
-        print(f"wrote the check ({len(train):,} train and {len(val):,} val lines of {args.src_lang}) into {args.model}")
-        translator = Translator.load(args.model)
-    check = translator.source_check
-    if check is None:
-        sys.exit(f"source check: {args.model} has no source check (give it one with --write)")
-    langs, splits = args.langs.split(","), args.splits.split(",")
-    table = {}
-    for lang in langs:
-        for split in splits:
-            lines = [line for line in read_lines(corpus_file(args.data_root, split, lang)) if line.strip()]
-            table[f"{lang} {split}"] = (sum(unlike_source(check, line) for line in lines), len(lines))
+    if args.write and not args.src_lang:
+        p.error("--write needs --src-lang (the model's source language in the corpus)")
+    try:
+        if args.write:
+            write_check(args.model, args.data_root, args.src_lang)
+        check = Translator.load(args.model).source_check
+        if check is None:
+            raise ValueError(f"{args.model} has no source check (give it one with --write)")
+        langs, splits = args.langs.split(","), args.splits.split(",")
+        table = {}
+        for lang in langs:
+            for split in splits:
+                lines = [line for line in read_lines(corpus_file(args.data_root, split, lang)) if line.strip()]
+                table[f"{lang} {split}"] = (sum(unlike_source(check, line) for line in lines), len(lines))
+    except (ModelFileError, TaskError, ValueError) as err:  # TaskError: a missing or unreadable corpus file
+        sys.exit(f"source check: error: {err}")
     print(f"\n{args.model.name}: source check of a {check.get('lang', '?')} model; lines flagged (threshold "
           f"{check['threshold']}):")  # fmt: skip
     print("| language | " + " | ".join(splits) + " |")
     print("|---|" + "---|" * len(splits))
     for lang in langs:
         cells = [table[f"{lang} {split}"] for split in splits]
-        print(f"| {lang} | " + " | ".join(f"{k:,} of {n:,} ({100 * k / n:.1f}%)" for k, n in cells) + " |")
+        print(f"| {lang} | " + " | ".join(f"{k:,} of {n:,} ({100 * k / max(n, 1):.1f}%)" for k, n in cells) + " |")
     print("\nexamples:")
     for line in EXAMPLES:
         print(f"  {'flagged' if unlike_source(check, line) else 'passes '}  {line}")

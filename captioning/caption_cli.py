@@ -462,10 +462,12 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             bar.update(len(items))
     except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
         interrupted = True
-        # The image loader's workers stop as this unwinds. One cut off while handing a batch over makes the
-        # thread that passes tensors' file descriptors print a ConnectionResetError traceback through sys.excepthook
-        # (seen under load): the run is ending with its own one line, so such reports are dropped.
-        sys.excepthook = _quiet
+        if workers:
+            # The loader's workers already stopped as this unwound (before os._exit below). One cut off while
+            # handing a batch over makes the thread that passes tensors' file descriptors print a
+            # ConnectionResetError traceback through sys.excepthook (seen under load): this run ends with its own
+            # one line and os._exit, so such reports are dropped.
+            sys.excepthook = _quiet
     finally:
         bar.close()
         if out is not None:
@@ -496,7 +498,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
 
 
 def _quiet(*exc_info) -> None:
-    """sys.excepthook after Ctrl-C: nothing (see _caption_collection)."""
+    """sys.excepthook after Ctrl-C with loader workers: nothing (see _caption_collection)."""
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:

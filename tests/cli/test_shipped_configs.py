@@ -68,8 +68,8 @@ FLICKR8K_DATA = [
 
 def _overrides(config: Path, data: Path) -> list[str]:
     if config.name.startswith("multi30k"):  # a 6-pair corpus in Multi30k's layout, fr beside de and en
-        data = ["--data.root", str(data / "multi30k"), "--data.subword_vocab", "300", "--data.batch_size", "4"]
-        return data + (SMALL_TRANSFORMER if "transformer" in config.name else SMALL_RNN)
+        corpus = ["--data.root", str(data / "multi30k"), "--data.subword_vocab", "300", "--data.batch_size", "4"]
+        return corpus + (SMALL_TRANSFORMER if "transformer" in config.name else SMALL_RNN)
     if config.parent.name == "text":
         # transformer_base: the paper's 6 + 6 layers of 512 in bf16 on a CPU took ~20 s of a quiet core for 2 steps
         return TEXT_DATA + (TEXT_CORPUS + SMALL_TRANSFORMER if "transformer_base" in config.name else [])

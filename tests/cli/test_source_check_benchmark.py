@@ -28,6 +28,7 @@ def _script():
 def test_write_gives_a_model_its_check_and_the_table_counts_flagged_lines(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "c", langs=("de", "en", "fr"))
     model = tiny_subword_model_file(tmp_path / "m")
+    Translator.load(model).save(model, half=True)  # float16, as the bundled model is stored
     data = torch.load(model, weights_only=True)
     del data["source_check"]  # a model file from before the check
     torch.save(data, model)
@@ -45,4 +46,14 @@ def test_write_gives_a_model_its_check_and_the_table_counts_flagged_lines(tmp_pa
     written = Translator.load(model)
     assert written.source_check == source_check(DE, DE[:2], "de")
     after = torch.load(model, weights_only=True)["state_dict"]
-    assert all(torch.equal(after[k], v) for k, v in data["state_dict"].items())
+    assert all(torch.equal(after[k], v) and after[k].dtype == v.dtype for k, v in data["state_dict"].items())
+    assert any(v.dtype == torch.float16 for v in after.values())  # still half
+    assert script.main([*args, "--write", "--src-lang", "de"]) == 0  # again: said to replace the check
+    assert f"replaced its check with one (6 train and 2 val lines of de) into {model}" in capsys.readouterr().out
+
+
+def test_a_missing_corpus_file_is_one_line(tmp_path):
+    corpus = write_corpus(tmp_path / "c")  # de and en only
+    model = tiny_subword_model_file(tmp_path / "m")
+    with pytest.raises(SystemExit, match=r"^source check: error: .*found neither val\.fr nor val\.fr\.gz$"):
+        _script().main(["--data-root", str(corpus), "--model", str(model), "--langs", "fr", "--splits", "val"])

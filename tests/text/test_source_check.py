@@ -68,10 +68,12 @@ def test_the_model_file_keeps_the_check_and_a_damaged_one_is_one_line(model_file
     translator = Translator.load(model_file)
     assert translator.unlike_source(EN[1]) is True and translator.unlike_source(DE[1]) is False
     data = torch.load(model_file, weights_only=True)
-    data["source_check"] = {"logp": {}}  # no floor, no threshold
-    torch.save(data, tmp_path / "bad.pt")
-    with pytest.raises(ModelFileError, match=r"bad\.pt: damaged .*source_check"):
-        Translator.load(tmp_path / "bad.pt")
+    good = data["source_check"]
+    for bad in ({"logp": {}}, {**good, "logp": []}, {**good, "threshold": "low"}, {**good, "lang": 5}, [good]):
+        data["source_check"] = bad
+        torch.save(data, tmp_path / "bad.pt")
+        with pytest.raises(ModelFileError, match=r"bad\.pt: damaged .*source_check is not a trigram profile"):
+            Translator.load(tmp_path / "bad.pt")
     del data["source_check"]  # a model file from before the check: no note, no error
     torch.save(data, tmp_path / "old.pt")
     assert Translator.load(tmp_path / "old.pt").unlike_source(EN[1]) is None
@@ -90,6 +92,13 @@ def test_translate_notes_the_inputs_unlike_the_training_text(model_file, capsys,
 def test_model_info_says_the_model_checks_its_input(model_file, capsys):
     assert translate_main(["--model", str(model_file), "--model-info"]) == 0
     assert "input check:    notes input unlike its training German text\n" in capsys.readouterr().out
+
+
+def test_the_note_names_the_first_ten_and_counts_the_rest(model_file, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n" + f"{EN[1]}\n" * 12))
+    assert translate_main(["--model", str(model_file), "--max-len", "2", "--batch-size", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "inputs 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more look unlike the German text" in err
 
 
 def test_an_unlike_input_too_long_for_memory_is_still_refused(model_file, capsys, monkeypatch):

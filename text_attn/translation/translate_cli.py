@@ -9,6 +9,7 @@ import io
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line, stdout_failed
 from text_attn.core.search_options import (
@@ -102,8 +103,9 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     its error line on stderr and an empty line in the output, so output line N stays input line N (not with
     --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
     pairs kept for --plot); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
-    ``progress["cut"]`` the translations that reached --max-len, ``progress["unlike"]`` the numbers of the inputs
-    that look unlike the model's training source text (Translator.unlike_source)."""
+    ``progress["cut"]`` the translations that reached --max-len, ``progress["unlike"]`` how many inputs look unlike
+    the model's training source text (Translator.unlike_source) and ``progress["unlike_first"]`` the first ten's
+    numbers."""
     from tqdm.auto import tqdm
 
     if not args.sentences and hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8: one line each, below
@@ -114,7 +116,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     bar = tqdm(total=total, unit="sent", desc="translating", disable=quiet, file=sys.stderr)
     options = search_options(args)
     progress = {} if progress is None else progress
-    progress.update(done=0, cut=0, unlike=[])
+    progress.update(done=0, cut=0, unlike=0, unlike_first=[])
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
 
     def flush() -> None:
@@ -166,7 +168,9 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
             print(f"translate: error: input {n}: {error}", file=sys.stderr)
             failed += 1
         elif translator.unlike_source(line):
-            progress["unlike"].append(n)
+            progress["unlike"] += 1
+            if len(progress["unlike_first"]) < 10:  # the note names these; a big file of English keeps no more
+                progress["unlike_first"].append(n)
         chunk.append((n, None if error else tokens))
         if len(chunk) == args.batch_size:
             flush()
@@ -249,12 +253,13 @@ def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
 LANGUAGES = {"de": "German", "en": "English", "fr": "French", "cs": "Czech"}  # Multi30k's, for the note
 
 
-def _source_note(translator, args: argparse.Namespace, numbers: list[int]) -> str:
-    """The note for inputs that look unlike the model's training source text (numbers: theirs, in order)."""
-    shown = ", ".join(map(str, numbers[:10])) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
+def _source_note(translator, args: argparse.Namespace, count: int, first: list[int]) -> str:
+    """The note for the ``count`` inputs that look unlike the model's training source text (``first``: the first
+    ones' numbers, in order)."""
+    shown = ", ".join(map(str, first)) + (f" and {count - len(first)} more" if count > len(first) else "")
     lang = translator.source_check.get("lang")
     what = f"the {LANGUAGES.get(lang, lang)} text" if lang else "the source text"
-    several = len(numbers) > 1
+    several = count > 1
     note = (f"input{'s' if several else ''} {shown} look{'' if several else 's'} unlike {what} this model was "
             f"trained on: {'their translations' if several else 'the translation'} may be wrong")  # fmt: skip
     if args.model is None:
@@ -356,7 +361,7 @@ def translate_main(argv: list[str] | None = None) -> int:
         if report is not None:
             report.close()
         fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
-    progress: dict[str, int] = {}
+    progress: dict[str, Any] = {}
     interrupted = False
     try:
         failed, seen, results = _translate_stream(translator, args, out, report, progress)
@@ -383,7 +388,8 @@ def translate_main(argv: list[str] | None = None) -> int:
         cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x source + 10)"
         print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
     if progress.get("unlike"):
-        print(f"translate: note: {_source_note(translator, args, progress['unlike'])}", file=sys.stderr)
+        note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
+        print(f"translate: note: {note}", file=sys.stderr)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
     if args.demo:

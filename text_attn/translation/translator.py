@@ -19,7 +19,7 @@ from text_attn.core.errors import one_line
 from text_attn.core.modelfile import ModelFileError, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
-from text_attn.translation.source_check import unlike_source
+from text_attn.translation.source_check import unlike_source, valid_check
 from text_attn.translation.subwords import SubwordError
 from text_attn.translation.tokens import TextCodec
 
@@ -120,8 +120,8 @@ class Translator:
             src, tgt = Vocabulary.from_dict(data["src_vocab"]), Vocabulary.from_dict(data["tgt_vocab"])
             codec = TextCodec.from_metadata(data)
             check = data.get("source_check")
-            if check is not None and not (isinstance(check, dict) and {"logp", "floor", "threshold"} <= check.keys()):
-                raise ValueError("source_check lacks logp, floor or threshold")
+            if check is not None and not valid_check(check):
+                raise ValueError("its source_check is not a trigram profile with a floor and a threshold")
         except (KeyError, TypeError, ValueError, RuntimeError, SubwordError) as exc:
             if isinstance(exc, ModelFileError):
                 raise
