@@ -12,7 +12,7 @@ from captioning.captioner import Captioner
 from captioning.decoder import DecoderConfig
 from captioning.encoder import EncoderConfig
 from captioning.model import CaptionModel
-from captioning.objective import CaptionReward, self_critical_step
+from captioning.objective import CaptionReward, ObjectiveConfig, self_critical_step
 from captioning.train_cli import caption_train_cli
 from text_attn.core.vocab import Vocabulary
 
@@ -59,6 +59,20 @@ def test_self_critical_steps_raise_the_cider_reward(one_thread):
     # CIDEr-D (x10): a random caption scores under 1 here, the reference itself 10
     assert sum(means[-5:]) / 5 > sum(means[:5]) / 5 + 2.0, means
     assert greedy_reward() > start + 2.0
+
+
+def test_the_bleu_weight_adds_sentence_bleu_to_the_cider_reward():
+    references = [[["a", "red", "circle"], ["a", "red", "round", "circle"]], [["a", "blue", "square"]]]
+    captions = [["a", "red", "circle"], ["a", "red", "square"]]
+    cider = CaptionReward(references)(captions, references)
+    mixed = CaptionReward(references, bleu=2.0)(captions, references)
+    # BLEU-4 with add-one smoothing above unigrams, by hand (each caption as long as a reference: no brevity
+    # penalty). The first is a reference: p1..p3 = 1, and its no 4-grams of at least one counted give (0+1)/(1+1).
+    # The second matches "a" and "square": p1 = 2/3, no bigram (0+1)/(2+1), no trigram (0+1)/(1+1), p4 = 1/2.
+    by_hand = [0.5**0.25, (2 / 3 * 1 / 3 * 1 / 2 * 1 / 2) ** 0.25]
+    torch.testing.assert_close(mixed - cider, 2.0 * torch.tensor(by_hand))
+    with pytest.raises(ValueError, match="scst_bleu must be at least 0, got -1"):
+        ObjectiveConfig(scst_bleu=-1.0)
 
 
 def test_an_scst_sample_as_good_as_greedy_teaches_nothing(one_thread):
