@@ -29,7 +29,8 @@ Layout of the grid PNG (pixels): the header of captioning.overlay_layout (the ca
 key: a brightness bar 0..max and what it means), then the panels, ``cols`` per row (default: the fewest rows of at
 most MAX_COLS, filled evenly: ``ceil(panels / ceil(panels / MAX_COLS))``); panels = 1 (the image) + one per word,
 at most MAX_WORDS words (a longer caption is drawn up to there and the key says so):
-    panel size  (pw, ph) = the image scaled so its longer side is ``panel_side`` (aspect ratio kept)
+    panel size  (pw, ph) = the image scaled so its longer side is ``panel_side`` (aspect ratio kept up to
+                MAX_ASPECT: a thinner image is stretched to a shorter side of panel_side / MAX_ASPECT)
     PNG width   W = max(cols * pw + (cols + 1) * GAP, MIN_WIDTH), the panels centred
     PNG height  = header + rows * (LABEL_H + ph) + (rows + 1) * GAP,   rows = ceil(panels / cols)
 each panel has its word (and its position, in grey) in a LABEL_H band above it; :func:`grid_layout` computes it.
@@ -56,6 +57,7 @@ from text_attn.core.arrays import to_numpy
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels
 
 PANEL_SIDE = 224  # longer side of a grid panel, pixels
+MAX_ASPECT = 4  # a panel's longer side over its shorter one, at most (a panorama of 4:1 is drawn as it is)
 WORD_SIDE = 512  # longer side of a per-word PNG's panel, pixels
 GAP = 4  # white space around and between panels, pixels
 LABEL_H = 24  # height of the word band above each panel, pixels
@@ -121,7 +123,9 @@ def _inside(size: tuple[int, int], box: Box) -> np.ndarray:
 def _panel_size(image_size: tuple[int, int], panel_side: int) -> tuple[int, int]:
     width, height = image_size
     scale = panel_side / max(width, height)
-    return max(1, round(width * scale)), max(1, round(height * scale))
+    # a sliver (a 1 x 1000 strip) is stretched to 1:MAX_ASPECT: a 1-pixel panel shows nothing and its labels overlap
+    low = math.ceil(panel_side / MAX_ASPECT)
+    return max(low, round(width * scale)), max(low, round(height * scale))
 
 
 def _check(words: Sequence[str], alphas: np.ndarray, grid: int, chosen: Sequence[int | None] | None) -> None:

@@ -236,3 +236,17 @@ def test_word_panels(tmp_path):
     corner = out[HEADER + 10 : HEADER + 60, GAP + 10 : GAP + 60]  # cell (0, 0), far from it: dimmed
     np.testing.assert_allclose(corner, FLOOR * base[10:60, 10:60], atol=1)
     assert word_filename("x", 12, "a/b c") == "x-12-a_b_c.png"
+
+
+@pytest.mark.parametrize("size", [(1, 1000), (1000, 1), (40, 1000)])
+def test_a_sliver_of_an_image_gets_panels_wide_enough_for_their_words(tmp_path, size):
+    """A 1 x 1000 strip once gave 1-pixel panels whose word labels were drawn on top of each other: panels are
+    stretched to at most 4:1, so each is at least 56 pixels on its shorter side."""
+    image = Image.open(COFFEE).convert("RGB").resize(size)
+    words = ["a", "man", "is", "standing"]
+    alphas = _alphas(4, [(0, 0), (1, 1), (2, 2), (3, 3)])
+    box = (0.0, 0.0, float(size[0]), float(size[1]))
+    lay = grid_layout(size, words)
+    assert min(lay.panel) == 56 and max(lay.panel) == 224
+    path = draw_overlay(image, words, alphas, 4, box, tmp_path / "o.png")
+    assert Image.open(path).size == lay.size
