@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from text_attn.core.modelfile import ModelFileError
+from text_attn.core.modelfile import ModelFileError, load_model_file
 from text_attn.translation.corpora import corpus_file, read_lines
 from text_attn.translation.source_check import source_check, unlike_source
 from text_attn.translation.tasks import TaskError
 from text_attn.translation.translate_cli import BUNDLED_MODEL
-from text_attn.translation.translator import Translator
+from text_attn.translation.translator import KIND, Translator
 
 EXAMPLES = [  # written for this table: in and out of Multi30k's domain (image descriptions), and English
     "Ein Mann fährt mit seinem Fahrrad eine Straße entlang.",
@@ -35,12 +35,12 @@ EXAMPLES = [  # written for this table: in and out of Multi30k's domain (image d
 ]
 
 
-def write_check(model: Path, root: Path, lang: str) -> None:
-    """Give the model file ``model`` a source check made from ``root``'s train and val lines of ``lang``, in place;
-    its weights are kept as stored (float16 stays float16)."""
-    translator = Translator.load(model)
-    stored = torch.load(model, map_location="cpu", weights_only=True)["state_dict"]
-    half = any(v.dtype == torch.float16 for v in stored.values())
+def write_check(model: Path, root: Path, lang: str) -> dict:
+    """Give the model file ``model`` a source check made from ``root``'s train and val lines of ``lang``, in place,
+    and return it; its weights are kept as stored (float16 stays float16)."""
+    data = load_model_file(model, KIND)  # read once: the stored dtypes, then the translator built from them
+    half = any(v.dtype == torch.float16 for v in data["state_dict"].values())
+    translator = Translator.from_data(data, model)
     train = read_lines(corpus_file(root, "train", lang))
     val = read_lines(corpus_file(root, "val", lang))
     replaced = translator.source_check is not None
@@ -50,6 +50,7 @@ def write_check(model: Path, root: Path, lang: str) -> None:
     translator.save(model, half=half)
     what = "replaced its check with one" if replaced else "wrote the check"
     print(f"{what} ({len(train):,} train and {len(val):,} val lines of {lang}) into {model}")
+    return translator.source_check
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,9 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write and not args.src_lang:
         p.error("--write needs --src-lang (the model's source language in the corpus)")
     try:
-        if args.write:
-            write_check(args.model, args.data_root, args.src_lang)
-        check = Translator.load(args.model).source_check
+        check = (write_check(args.model, args.data_root, args.src_lang) if args.write
+                 else Translator.load(args.model).source_check)  # fmt: skip
         if check is None:
             raise ValueError(f"{args.model} has no source check (give it one with --write)")
         langs, splits = args.langs.split(","), args.splits.split(",")
