@@ -478,6 +478,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             except OSError as err:
                 print(f"caption: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
     if interrupted:
+        _closing_notes(captioner, args, cut, far)  # about the captions that were written
         where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
         print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
         if workers:
@@ -490,11 +491,16 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         raise SystemExit(130)
     if args.json:
         emit("caption", json.dumps(records))
+    _closing_notes(captioner, args, cut, far)
+    return 1 if failed or empty else 0
+
+
+def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> None:
+    """The notes on the captions written: ``cut`` reached --max-len, ``far`` are out of the model's domain."""
     if cut:
         print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off", file=sys.stderr)
     if far:
         print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
-    return 1 if failed or empty else 0
 
 
 def _quiet(*exc_info) -> None:

@@ -507,6 +507,27 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file,
     assert sorted(json.loads(line)["image"] for line in jsonl.read_text().splitlines()) == images
 
 
+def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_file, album, monkeypatch):
+    import captioning.caption_cli as cli
+
+    real, calls = cli.caption_items, []
+
+    def second_interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:  # the second batch of 2: Ctrl-C
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(cli, "caption_items", second_interrupted)
+    with pytest.raises(SystemExit) as exc:
+        caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 130 and len(out.splitlines()) == 2  # the first batch, printed
+    # an untrained model never ends a caption: the first batch's 2 were cut off, the note says so before the end line
+    assert err.splitlines() == ["caption: note: 2 caption(s) reached --max-len 6 and are cut off",
+                                "caption: interrupted after 2 image(s)"]  # fmt: skip
+
+
 def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_file, tmp_path):
     """SIGINT to the real command while it writes a folder's records: exit 130, one line saying how far it got, no
     traceback; --resume then captions exactly the rest."""

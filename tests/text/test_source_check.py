@@ -101,6 +101,31 @@ def test_the_note_names_the_first_ten_and_counts_the_rest(model_file, capsys, mo
     assert "inputs 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more look unlike the German text" in err
 
 
+def test_after_ctrl_c_the_note_names_only_the_inputs_written(model_file, tmp_path, capsys, monkeypatch):
+    calls = {"n": 0}
+    real = Translator.translate_tokens  # what translate calls for each batch
+
+    def interrupted(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second batch (inputs 3 and 4, with English in it): Ctrl-C
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Translator, "translate_tokens", interrupted)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{EN[1]}\n{FR[2]}\n{EN[3]}\n"))
+    out = tmp_path / "out.txt"
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(model_file), "--batch-size", "2", "--max-len", "50", "--output", str(out)])
+    assert exc.value.code == 130
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2:] == [
+        "translate: note: input 2 looks unlike the German text this model was trained on: the translation may be "
+        "wrong",
+        f"translate: interrupted after 2 sentence(s) in {out}",
+    ], err
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2
+
+
 def test_an_unlike_input_too_long_for_memory_is_still_refused(model_file, capsys, monkeypatch):
     from text_attn.translation import translate_cli
 

@@ -103,8 +103,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     its error line on stderr and an empty line in the output, so output line N stays input line N (not with
     --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
     pairs kept for --plot); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
-    ``progress["cut"]`` the translations that reached --max-len, ``progress["unlike"]`` how many inputs look unlike
-    the model's training source text (Translator.unlike_source) and ``progress["unlike_first"]`` the first ten's
+    ``progress["cut"]`` the translations that reached --max-len, ``progress["unlike"]`` how many inputs written look
+    unlike the model's training source text (Translator.unlike_source) and ``progress["unlike_first"]`` the first ten's
     numbers."""
     from tqdm.auto import tqdm
 
@@ -118,6 +118,12 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     progress = {} if progress is None else progress
     progress.update(done=0, cut=0, unlike=0, unlike_first=[])
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
+    unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
+
+    def count_unlike() -> None:
+        progress["unlike"] += len(unlike)
+        progress["unlike_first"] += unlike[: 10 - len(progress["unlike_first"])]  # the note names no more than ten
+        unlike.clear()
 
     def flush() -> None:
         good = [(n, t) for n, t in chunk if t is not None]  # tokenized once, when read
@@ -146,6 +152,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
                 report.add(sentence_section(n, tr, attn))
         bar.update(len(chunk))
         progress["done"] += len(chunk)
+        count_unlike()
         chunk.clear()
 
     for n, line in enumerate(source, 1):
@@ -168,9 +175,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
             print(f"translate: error: input {n}: {error}", file=sys.stderr)
             failed += 1
         elif translator.unlike_source(line):
-            progress["unlike"] += 1
-            if len(progress["unlike_first"]) < 10:  # the note names these; a big file of English keeps no more
-                progress["unlike_first"].append(n)
+            unlike.append(n)
         chunk.append((n, None if error else tokens))
         if len(chunk) == args.batch_size:
             flush()
@@ -251,6 +256,16 @@ def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
 
 
 LANGUAGES = {"de": "German", "en": "English", "fr": "French", "cs": "Czech"}  # Multi30k's, for the note
+
+
+def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any]) -> None:
+    """The closing notes on the translations written: cut off by the length cap, inputs unlike the training text."""
+    if progress.get("cut"):
+        cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x source + 10)"
+        print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
+    if progress.get("unlike"):
+        note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
+        print(f"translate: note: {note}", file=sys.stderr)
 
 
 def _source_note(translator, args: argparse.Namespace, count: int, first: list[int]) -> str:
@@ -380,16 +395,11 @@ def translate_main(argv: list[str] | None = None) -> int:
             close_quietly(out)
         if report is not None:
             print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
+    _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
     if interrupted:
         where = f" in {args.output}" if args.output else ""
         print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)
         raise SystemExit(130)
-    if progress.get("cut"):
-        cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x source + 10)"
-        print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
-    if progress.get("unlike"):
-        note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
-        print(f"translate: note: {note}", file=sys.stderr)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
     if args.demo:
