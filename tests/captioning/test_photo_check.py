@@ -22,9 +22,10 @@ def test_stats_of_a_blank_frame_and_of_a_half_split_one():
     ImageDraw.Draw(half).rectangle([0, 0, 63, 31], fill=(0, 0, 255))  # the top 32 of 64 rows blue
     flat, grey, rough = photo_stats(half)
     assert flat == pytest.approx(0.5, abs=0.02) and grey == pytest.approx(0.5, abs=0.02)
-    # brightness 0 and 85 (blue: (0 + 0 + 255) / 3) in two halves: deviation 42.5 everywhere; of the 2 x 63 x 64
-    # neighbour pairs only the 64 across the edge differ (by 85, less where bilinear resizing blends the edge)
-    assert rough == pytest.approx(85 * 64 / (2 * 63 * 64) / 42.5, rel=0.15)
+    # brightness 0 and 85 (blue: (0 + 0 + 255) / 3) in two halves: deviation 42.5 everywhere; of the 63 x 64
+    # neighbour pairs down the columns only the 64 across the edge differ (by 85, less where bilinear resizing blends
+    # the edge); along the rows none do, and the larger of the two directions counts
+    assert rough == pytest.approx(85 * 64 / (63 * 64) / 42.5, rel=0.15)
 
 
 def test_rules_at_their_thresholds():
@@ -48,3 +49,7 @@ def test_photos_pass_and_drawings_blanks_pages_do_not():
     noise = Image.fromarray(np.random.default_rng(0).integers(0, 256, (224, 224, 3), dtype=np.uint8))
     flat, grey, rough = photo_stats(noise)
     assert flat < FLAT and grey < GREY and rough > 1.1 and unlike_a_photo((flat, grey, rough))
+    # a strip of noise is stretched to 64 rows alike: down the columns neighbours are equal, along the rows as rough
+    for shape in ((1, 1000, 3), (1000, 1, 3), (4, 800, 3)):
+        strip = Image.fromarray(np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8))
+        assert photo_stats(strip)[2] > 1.1 and unlike_a_photo(photo_stats(strip)), shape
