@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -55,6 +56,23 @@ def length_ratio(references: dict[str, list[str]], captions: dict[str, str]) -> 
     return hyp / max(ref, 1)
 
 
+def unmatched_words(references: dict[str, list[str]], captions: dict[str, str]) -> tuple[Counter, Counter]:
+    """BLEU-1's misses by word: (per word, how many of its uses no reference of the image holds, how many uses).
+
+    A use is matched as BLEU counts it: a word written k times in a caption matches at most as many times as the
+    image's reference that uses it most often holds it (clipping), so 1 - sum(missed) / sum(uses) is the corpus's
+    unigram precision, BLEU-1 before its brevity penalty (on these already lowercased, tokenized words)."""
+    missed, uses = Counter(), Counter()
+    for key, caption in captions.items():
+        most = Counter()
+        for ref in references[key]:
+            most |= Counter(ref.split())  # per word, the most any one reference holds it
+        for word, k in Counter(caption.split()).items():
+            uses[word] += k
+            missed[word] += k - min(k, most[word])
+    return missed, uses
+
+
 def repeats_a_trigram(words: list[str]) -> bool:
     grams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
     return len(set(grams)) < len(grams)
@@ -73,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", type=Path, default=ROOT / "captioning" / "assets" / "flickr8k_soft.pt")
     p.add_argument("--split", default="val", choices=("val", "train"), help="the photos tuned on (never test)")
     p.add_argument("--limit", type=int, help="only the first N photos of the split")
+    p.add_argument(
+        "--unmatched",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print the N words of the chosen setting's captions that its references most often lack",
+    )
     add_grid_options(p, beams=[1, 3, 5], no_repeat_ngrams=[0, 3])
     args = p.parse_args(argv)
     grid = settings(p, args)
@@ -85,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = [str(it.path) for it in items]
     references = {p: [" ".join(c) for c in it.captions] for p, it in zip(paths, items, strict=True)}
     features = encode_split(captioner, paths)
-    rows = []
+    rows, kept = [], {}
     for beam, lp, ngram in grid:
         start = time.perf_counter()
         caps = []
@@ -99,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {"beam": beam, "length_penalty": lp, "no_repeat_ngram": ngram, **scores, "words": words,
                "ratio": length_ratio(references, captions), "repeats": repeats, "decode_s": seconds}  # fmt: skip
         rows.append(row)
+        kept[id(row)] = captions
         print(f"beam {beam} lp {lp} no-repeat {ngram}: " + ", ".join(f"{m} {row[m]:.2f}" for m in METRICS)
               + f", words {words:.2f}, ratio {row['ratio']:.3f}, repeats {repeats}", file=sys.stderr,
               flush=True)  # fmt: skip
@@ -113,6 +139,15 @@ def main(argv: list[str] | None = None) -> int:
         mark = "chosen" if r is best else ""
         print(f"| {r['beam']} | {r['length_penalty']:g} | {r['no_repeat_ngram']} | {cells} | {r['words']:.2f} "
               f"| {r['ratio']:.3f} | {r['repeats']} | {mark} |")  # fmt: skip
+    if args.unmatched > 0:
+        missed, uses = unmatched_words(references, kept[id(best)])
+        total = sum(uses.values())
+        print(f"\nWords of the chosen captions that no reference of their photo holds (unigram precision "
+              f"{100 * (1 - sum(missed.values()) / total):.2f}% of {total:,} words):")  # fmt: skip
+        print("| word | uses | unmatched | share of its uses | share of all words |")
+        print("|---|---|---|---|---|")
+        for word, k in missed.most_common(args.unmatched):
+            print(f"| {word} | {uses[word]} | {k} | {100 * k / uses[word]:.0f}% | {100 * k / total:.2f}% |")
     report = {"model": str(args.model), "split": args.split, "photos": len(paths)}
     finish(args, rows, best, report, f"highest {' + '.join(CHOICE)} on Flickr8k {args.split} ({len(paths)} photos)")
     return 0

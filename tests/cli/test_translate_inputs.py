@@ -1,7 +1,8 @@
 """translate on what users actually feed it: output line N stays input line N when an input fails, an output that is
 also the redirected input is refused before it is emptied, a paragraph with no line breaks is translated in a batch
 of its own (or refused when even that would not fit), Ctrl-C ends with one line (after the notes on what was
-written), --plot / --max-len mistakes get one line, '-' reads stdin. On a small subword model built here (random weights: the tests check the plumbing)."""
+written), --plot / --max-len mistakes get one line, '-' reads stdin. On a small subword model built here (random
+weights: the tests check the plumbing)."""
 
 from __future__ import annotations
 

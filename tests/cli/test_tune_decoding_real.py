@@ -35,8 +35,10 @@ def test_caption_tuner_records_a_val_choice_that_caption_uses(tmp_path, capsys):
     report = tmp_path / "tune.json"
     grid = ["--beams", "1", "2", "--length-penalties", "0", "2", "--no-repeat-ngrams", "0", "3"]
     out = _run("tune_caption_decoding.py", "--data-root", str(DATA / "flickr8k"), "--model", str(model), "--limit",
-               "40", *grid, "--json", str(report), "--write")  # fmt: skip
+               "40", *grid, "--json", str(report), "--write", "--unmatched", "5")  # fmt: skip
     assert "| beam | length penalty | no-repeat n-gram | Bleu-1 |" in out
+    words = out.split("| share of all words |\n|---|---|---|---|---|\n")[1]
+    assert len(words.strip().splitlines()) == 5  # --unmatched 5: the five words the references most often lack
     assert out.count("chosen") == 2  # the rule line and one row
     rows = json.loads(report.read_text())["rows"]
     settings = [(1, 0.0), (2, 0.0), (2, 2.0)]
