@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_grid_options(p, beams=[1, 3, 5], no_repeat_ngrams=[0, 3])
     args = p.parse_args(argv)
+    if args.unmatched < 0:
+        p.error("--unmatched must be >= 0")
     grid = settings(p, args)
     try:
         captioner = Captioner.load(args.model)
@@ -139,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         mark = "chosen" if r is best else ""
         print(f"| {r['beam']} | {r['length_penalty']:g} | {r['no_repeat_ngram']} | {cells} | {r['words']:.2f} "
               f"| {r['ratio']:.3f} | {r['repeats']} | {mark} |")  # fmt: skip
-    if args.unmatched > 0:
-        missed, uses = unmatched_words(references, kept[id(best)])
-        total = sum(uses.values())
-        print(f"\nWords of the chosen captions that no reference of their photo holds (unigram precision "
+    missed, uses = unmatched_words(references, kept[id(best)])
+    total = sum(uses.values())
+    if args.unmatched and total:
+        print(f"\nWords of the best setting's captions that no reference of their photo holds (unigram precision "
               f"{100 * (1 - sum(missed.values()) / total):.2f}% of {total:,} words):")  # fmt: skip
         print("| word | uses | unmatched | share of its uses | share of all words |")
         print("|---|---|---|---|---|")

@@ -441,8 +441,6 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
                 except OSError as err:  # disk full, the file or its folder gone: what was written stays readable
                     report = None
                     fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
-            cut += sum(bool(rec["truncated"]) for rec in batch)
-            far += sum(bool(rec["out_of_domain"]) for rec in batch)
             if out is not None:
                 try:
                     out.write("".join(json.dumps(rec) + "\n" for rec in batch))
@@ -458,7 +456,9 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
                 for rec in batch:
                     if rec["caption"] is not None:
                         emit("caption", f"{rec['image']}\t{rec['caption']}" if several else rec["caption"])
-            finished += len(items)
+            finished += len(items)  # written: what the notes and the interrupted line count
+            cut += sum(bool(rec["truncated"]) for rec in batch)
+            far += sum(bool(rec["out_of_domain"]) for rec in batch)
             bar.update(len(items))
     except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
         interrupted = True
@@ -478,7 +478,8 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             except OSError as err:
                 print(f"caption: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
     if interrupted:
-        _closing_notes(captioner, args, cut, far)  # about the captions that were written
+        if args.jsonl or not args.json:  # --json alone prints its records at the end: none were printed
+            _closing_notes(captioner, args, cut, far)  # about the captions that were written
         where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
         print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
         if workers:

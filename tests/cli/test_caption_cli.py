@@ -526,6 +526,12 @@ def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_fi
     # an untrained model never ends a caption: the first batch's 2 were cut off, the note says so before the end line
     assert err.splitlines() == ["caption: note: 2 caption(s) reached --max-len 6 and are cut off",
                                 "caption: interrupted after 2 image(s)"]  # fmt: skip
+    # --json prints its records at the end: interrupted, it printed none, and no note speaks of them
+    calls.clear()
+    with pytest.raises(SystemExit):
+        caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0", "--json"])
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == ["caption: interrupted after 2 image(s)"]
 
 
 def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_file, tmp_path):

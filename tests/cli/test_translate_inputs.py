@@ -139,7 +139,7 @@ def test_dash_reads_stdin_and_a_cut_translation_gets_a_note(model_file, capsys, 
     assert out.err.strip() == "translate: note: 1 translation(s) reached --max-len 2 and are cut off"
 
 
-def test_ctrl_c_ends_with_one_line_and_what_was_written(model_file, tmp_path, capsys, monkeypatch):
+def test_ctrl_c_ends_with_the_notes_and_one_line_and_keeps_what_was_written(model_file, tmp_path, capsys, monkeypatch):
     calls = {"n": 0}
     real = Translator.translate_tokens  # what translate calls for each batch
 

@@ -37,8 +37,9 @@ def test_caption_tuner_records_a_val_choice_that_caption_uses(tmp_path, capsys):
     out = _run("tune_caption_decoding.py", "--data-root", str(DATA / "flickr8k"), "--model", str(model), "--limit",
                "40", *grid, "--json", str(report), "--write", "--unmatched", "5")  # fmt: skip
     assert "| beam | length penalty | no-repeat n-gram | Bleu-1 |" in out
-    words = out.split("| share of all words |\n|---|---|---|---|---|\n")[1]
-    assert len(words.strip().splitlines()) == 5  # --unmatched 5: the five words the references most often lack
+    after = out.split("| share of all words |\n|---|---|---|---|---|\n")[1].splitlines()
+    words = after[: next((i for i, line in enumerate(after) if not line.startswith("|")), len(after))]
+    assert len(words) == 5  # --unmatched 5: the five words the references most often lack
     assert out.count("chosen") == 2  # the rule line and one row
     rows = json.loads(report.read_text())["rows"]
     settings = [(1, 0.0), (2, 0.0), (2, 2.0)]

@@ -140,19 +140,19 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
                       "as <unk>", file=sys.stderr)  # fmt: skip
             if tr.nbest is not None:  # n lines per input: number, score, translation; best first
                 written += "".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest)
-            progress["cut"] += tr.truncated
             if args.plot or args.demo:
                 kept.append((n, tr))
         out.write(written)
         out.flush()
+        progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
+        progress["cut"] += sum(tr.truncated for tr in outs)
+        count_unlike()
         if report is not None and good:
             from text_attn.translation.alignment_page import report_attention, sentence_section
 
             for (n, _), tr, attn in zip(good, outs, report_attention(translator, outs), strict=True):
                 report.add(sentence_section(n, tr, attn))
         bar.update(len(chunk))
-        progress["done"] += len(chunk)
-        count_unlike()
         chunk.clear()
 
     for n, line in enumerate(source, 1):
