@@ -6,7 +6,7 @@
 
 Stages, each a console script a user would type (printed before it runs; output in OUT/logs/<stage>.log):
   soft   caption-train fit configs/caption/flickr8k_lite2_soft.yaml        cross-entropy, soft attention
-  scst   caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml   self-critical on CIDEr-D, from soft
+  scst   caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml   self-critical (CIDEr-D + BLEU-4), from soft
   hard   caption-train fit configs/caption/flickr8k_lite2_hard.yaml        cross-entropy + REINFORCE, hard attention
 A stage whose model file OUT/<stage>/model.pt exists is not trained again (delete it, or --retrain). All stages share
 one feature cache (OUT/feature_cache): the photos are encoded once. Then per model:
