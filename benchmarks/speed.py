@@ -303,8 +303,8 @@ def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]
 
     # EfficientNet-Lite0 at 224 px, the encoder the goal's own figures are for (the bundled model's is Lite2 at 260):
     # what a Lite0 captioner's encoder would cost here, frozen and folded the same way
-    lite0 = ImageEncoder("efficientnet_lite0", grid=7, image_size=224, crop=False).eval()
-    pre0 = preprocess_for(EncoderConfig("efficientnet_lite0", grid=7, image_size=224, crop=False))
+    cfg0 = EncoderConfig("efficientnet_lite0", grid=7, image_size=224, crop=False)
+    lite0, pre0 = ImageEncoder.from_config(cfg0).eval(), preprocess_for(cfg0)
     small = torch.stack([prepared(p, pre0) for p in sorted(folder.iterdir())])
 
     @torch.no_grad()

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = [str(it.path) for it in items]
     references = {p: [" ".join(c) for c in it.captions] for p, it in zip(paths, items, strict=True)}
     features = encode_split(captioner, paths)
-    rows, kept = [], {}
+    rows, captions_of = [], []  # captions_of[i]: row i's captions, by photo
     for beam, lp, ngram in grid:
         start = time.perf_counter()
         caps = []
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {"beam": beam, "length_penalty": lp, "no_repeat_ngram": ngram, **scores, "words": words,
                "ratio": length_ratio(references, captions), "repeats": repeats, "decode_s": seconds}  # fmt: skip
         rows.append(row)
-        kept[id(row)] = captions
+        captions_of.append(captions)
         print(f"beam {beam} lp {lp} no-repeat {ngram}: " + ", ".join(f"{m} {row[m]:.2f}" for m in METRICS)
               + f", words {words:.2f}, ratio {row['ratio']:.3f}, repeats {repeats}", file=sys.stderr,
               flush=True)  # fmt: skip
@@ -141,9 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         mark = "chosen" if r is best else ""
         print(f"| {r['beam']} | {r['length_penalty']:g} | {r['no_repeat_ngram']} | {cells} | {r['words']:.2f} "
               f"| {r['ratio']:.3f} | {r['repeats']} | {mark} |")  # fmt: skip
-    missed, uses = unmatched_words(references, kept[id(best)])
+    chosen_captions = captions_of[rows.index(best)]
+    missed, uses = unmatched_words(references, chosen_captions) if args.unmatched else (Counter(), Counter())
     total = sum(uses.values())
-    if args.unmatched and total:
+    if total:  # --unmatched given and the captions have words
         print(f"\nWords of the best setting's captions that no reference of their photo holds (unigram precision "
               f"{100 * (1 - sum(missed.values()) / total):.2f}% of {total:,} words):")  # fmt: skip
         print("| word | uses | unmatched | share of its uses | share of all words |")
