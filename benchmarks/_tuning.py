@@ -14,9 +14,14 @@ from _runs import run_stage
 CHOSEN = ("beam", "length_penalty", "no_repeat_ngram")  # one row's decoding setting, as the tuners' JSON names it
 
 
-def add_grid_options(p: argparse.ArgumentParser, beams: list[int], no_repeat_ngrams: list[int]) -> None:
+def add_grid_options(
+    p: argparse.ArgumentParser,
+    beams: list[int],
+    no_repeat_ngrams: list[int],
+    length_penalties: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5),
+) -> None:
     p.add_argument("--beams", type=int, nargs="+", default=beams)
-    p.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.5, 1.0, 1.5])
+    p.add_argument("--length-penalties", type=float, nargs="+", default=list(length_penalties))
     p.add_argument("--no-repeat-ngrams", type=int, nargs="+", default=no_repeat_ngrams, help="n-gram blocks (0: off)")
     p.add_argument("--json", type=Path, help="also write the table to this file")
     p.add_argument("--write", action="store_true", help="record the chosen setting in the model file")

@@ -28,6 +28,11 @@ them alike); the table gives medians. Rows:
 - `caption FOLDER` of 25 phone photos (4032 x 3024 JPEGs, 12 megapixels: the bundled photos scaled up), beam 3:
   large JPEGs decoded at a reduced scale (the default since it was added) against decoded in full (before), and how
   many captions are the same both ways.
+- self-critical training step of the bundled Flickr8k model (its decoder: Lite2's 9 x 9 regions of 1280 features,
+  512 wide; the SCST config's 64 photos x 5 samples of at most 20 words, CIDEr-D + BLEU-4 reward, backward) on the
+  folder's photos: as it runs now (each photo's keys projected once for its 5 samples; ended samples leave the
+  sampling batch; the samples scored in up to 4 groups of similar length) against as it ran before (keys projected
+  per sample, every sample stepped to the 20th word and scored over the longest sample's length).
 - translation throughput of an RNN with Bahdanau attention of the reorder configs' size (random weights; 64 sentences
   of 30 tokens, 30 output tokens each) at beam 1 / 3 (output tokens/s).
 - with ``--multi30k-root`` (its val.de[.gz] and val.en[.gz]): the bundled German -> English model on 256 Multi30k
@@ -327,6 +332,64 @@ def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]
     ]  # fmt: skip
 
 
+def scst_step_rows(repeats: int, n: int = 64, samples: int = 5, max_len: int = 20) -> list[dict]:
+    """The self-critical step of the bundled model on n of the folder's photos, now against before (module doc)."""
+    import tempfile
+
+    from captioning.caption_cli import BUNDLED_MODEL
+    from captioning.captioner import Captioner
+    from captioning.objective import CaptionReward, self_critical_step
+    from captioning.preprocess import load_image
+    from text_attn.core.decoding import Sampling
+    from text_attn.core.self_critical import self_critical_step as shared_step
+
+    if not BUNDLED_MODEL.is_file():
+        return [{"what": "SCST step (Flickr8k model)", "value": f"skipped: {BUNDLED_MODEL.name} is missing"}]
+    captioner = Captioner.load(BUNDLED_MODEL)
+    model, vocab = captioner.model.float(), captioner.vocab
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = sorted(photo_folder(Path(tmp) / "photos", n).iterdir())
+        side = captioner.preprocess.decode_side
+        pixels = torch.stack([captioner.preprocess(load_image(p, side)) for p in paths])
+    features = torch.cat([captioner.encode(pixels[i : i + 16]) for i in range(0, n, 16)]).float()  # (n, L, D)
+    # the rewards' values do not change the work: each photo's references are its greedy caption, 5 times
+    greedy = [c.words for c in captioner.caption_features(features, 1, max_len)]
+    references = [[words] * 5 for words in greedy]
+    reward = CaptionReward(references, bleu=1.0)
+    bos, eos, pad = vocab.bos_id, vocab.eos_id, vocab.pad_id
+    repeated = features.repeat_interleave(samples, dim=0)  # (n*K, L, D): before, every sample had its own copy
+    words: dict[str, list[float]] = {"now": [], "before": []}
+
+    def step(kind: str) -> None:
+        if kind == "now":
+            loss, stats = self_critical_step(model, vocab, features, references, reward, samples, "leave_one_out",
+                                             max_len)  # fmt: skip
+        else:  # a seeded Sampling steps every row to the end, as every sampling search did before
+            loss, stats = shared_step(
+                model,
+                sample=lambda: model.generate(repeated, bos, eos, max_len, sampling=Sampling(seed=len(words[kind]))),
+                greedy=lambda: None,
+                reward=lambda ids, copies: reward([vocab.decode(i) for i in ids],
+                                                  [r for r in references for _ in range(copies)]),
+                score=lambda inputs, rows: model.decoder(repeated, inputs).logits,
+                samples=samples, baseline="leave_one_out", bos_id=bos, pad_id=pad, max_groups=1,
+            )  # fmt: skip
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        words[kind].append(float(stats["tokens"]))
+
+    model.train()
+    t = interleaved({"now": lambda: step("now"), "before": lambda: step("before")}, repeats)
+    mean = {k: statistics.mean(v) for k, v in words.items()}
+    return [
+        {"what": f"SCST step, bundled Flickr8k decoder, {n} photos x {samples} samples (now)",
+         "value": f"{t['now']:.2f} s ({mean['now']:.1f} tokens a sample)"},
+        {"what": "the same step as before (keys per sample, every sample to word 20, one scoring batch)",
+         "value": f"{t['before']:.2f} s ({mean['before']:.1f} tokens a sample): "
+                  f"{t['before'] / t['now']:.2f}x the time"},
+    ]  # fmt: skip
+
+
 def phone_folder_rows(repeats: int, n: int = 25) -> list[dict]:
     """``caption`` of a folder of n 12-megapixel phone photos (4032 x 3024 JPEGs: the 5 bundled CC0 photos, scaled up),
     beam 3: large JPEGs decoded at a reduced scale (captioning.preprocess.load_photo, the default) against decoded
@@ -436,8 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--parts",
         nargs="+",
-        default=["beam", "train", "caption", "folder", "phone", "translate", "translate-real"],
-        help="which rows beside the matmul peak and memory: beam, train, caption, folder, phone, translate, "
+        default=["beam", "train", "caption", "folder", "phone", "scst", "translate", "translate-real"],
+        help="which rows beside the matmul peak and memory: beam, train, caption, folder, phone, scst, translate, "
         "translate-real (all)",
     )
     p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de[.gz], val.en[.gz]) for the translate-real rows")
@@ -451,7 +514,8 @@ def main(argv: list[str] | None = None) -> int:
         {"what": "compiled kernels (score, cross-entropy)", "value": native.status()},  # or why PyTorch runs them
     ]
     parts = {"beam": beam_search_rows, "train": lambda r: train_step_rows(r, peak), "caption": caption_rows,
-             "folder": caption_folder_rows, "phone": phone_folder_rows, "translate": translate_rows,
+             "folder": caption_folder_rows, "phone": phone_folder_rows, "scst": scst_step_rows,
+             "translate": translate_rows,
              "translate-real": lambda r: translate_real_rows(r, args.multi30k_root)}  # fmt: skip
     unknown = set(args.parts) - set(parts)
     if unknown:

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from captioning.fast_path import fused_steps
 from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
+from text_attn.core.decoding import select_rows
 from text_attn.core.fused import KeyGradSink, KeyGradSummer
 
 GATES = ("scalar", "vector", "none")
@@ -254,20 +255,26 @@ class ShowAttendTellDecoder(nn.Module):
             steps.append(_Step(h, c, context, alpha, hard))
         return steps
 
-    def forward(self, features: Tensor, captions_in: Tensor, soft_prob: float | None = None) -> DecoderOutput:
+    def forward(
+        self, features: Tensor, captions_in: Tensor, soft_prob: float | None = None, rows: Tensor | None = None
+    ) -> DecoderOutput:
         """features (B, L, D), captions_in (B, T) = bos + words -> DecoderOutput: logits (B, T, V), alphas
         (B, T, L), and for hard attention the per-step log p(s_t), H[α_t] and s_t (B, T) and which captions sampled.
 
         ``soft_prob`` overrides ``cfg.soft_prob`` for this batch (hard attention in training; e.g. 1.0 in a warm-up).
+        ``rows`` (N,): caption n is of image rows[n] (then captions_in is (N, T) and so is everything returned):
+        several captions of one image (SCST's samples) share its key projection, computed once per image.
         """
         state = self.init_state(features)
+        if rows is not None:
+            state = select_rows(state, rows)  # (N, ...): the projected keys copied, not projected again
         h, c, keys = state["h"], state["c"], state["keys"]
         emb = self.embedding(captions_in)  # (B, T, E)
         use_soft = None
         if self.hard and self.training:
             # One draw per caption, kept for all its steps: the caption is either sampled or soft throughout.
             p = self.cfg.soft_prob if soft_prob is None else soft_prob
-            use_soft = torch.rand(features.size(0), device=features.device) < p  # (B,)
+            use_soft = torch.rand(captions_in.size(0), device=features.device) < p  # (B,)
         if self.cfg.fast_path:  # the same numbers, fewer passes over memory
             steps = [_Step(*s) for s in fused_steps(self, emb, h, c, keys, use_soft)]
         else:

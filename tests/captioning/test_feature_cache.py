@@ -3,6 +3,8 @@ weights or of the image list encodes afresh; fast_dev_run encodes only the batch
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,23 @@ def test_a_torn_or_foreign_cache_file_is_not_trusted(tmp_path):
     feature_cache.save_features(path, torch.zeros(3, 2, 5))
     assert feature_cache.load_features(path, 4) is None  # wrong number of images
     assert feature_cache.load_features(path, 3).shape == (3, 2, 5)
+
+
+def test_the_key_follows_the_photos_bytes_not_their_folder_or_time(tmp_path):
+    from PIL import Image
+
+    first, second = tmp_path / "a", tmp_path / "copy"
+    first.mkdir()
+    for i, colour in enumerate(("red", "blue")):
+        Image.new("RGB", (8, 8), colour).save(first / f"p{i}.bmp")
+    shutil.copytree(first, second)  # another folder, new modification times
+    os.utime(second / "p0.bmp", (1, 1))
+    key = feature_cache.split_key("enc", sorted(first.iterdir()))
+    assert feature_cache.split_key("enc", sorted(second.iterdir())) == key  # the same photos: the same features
+    assert feature_cache.split_key("other-encoder", sorted(first.iterdir())) != key
+    assert feature_cache.split_key("enc", sorted(first.iterdir())[::-1]) != key  # the order is the tensor's
+    Image.new("RGB", (8, 8), "green").save(second / "p0.bmp")  # edited in place: same name and size (BMP: uncompressed)
+    assert (second / "p0.bmp").stat().st_size == (first / "p0.bmp").stat().st_size
+    assert feature_cache.split_key("enc", sorted(second.iterdir())) != key
+    (second / "p1.bmp").unlink()
+    assert feature_cache.split_key("enc", [second / "p0.bmp", second / "p1.bmp"]) != key  # a missing photo

@@ -41,6 +41,12 @@ def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
         "the same caption for"
         in rows["the same, every photo decoded in full (before: no reduced-scale JPEG decoding)"]["value"]
     )
+    # the self-critical step of the bundled model, now and as before: both ran and gave their samples' lengths
+    scst = [w for w in rows if w.startswith("SCST step")]
+    assert len(scst) == 1 and "tokens a sample" in rows[scst[0]]["value"]
+    assert rows["the same step as before (keys per sample, every sample to word 20, one scoring batch)"][
+        "value"
+    ].endswith("x the time")
     real = [w for w in rows if w.startswith("translate Multi30k val")]
     if (MULTI30K / "val.de.gz").is_file():  # the bundled translator on real sentences, both ways, the same output
         assert len(real) == 2 and all(rows[w]["value"].endswith("identical output: True") for w in real)

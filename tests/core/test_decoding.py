@@ -169,7 +169,9 @@ def test_sources_that_ended_leave_the_batch_with_the_same_result():
     assert torch.equal(a.tokens, b.tokens)
     torch.testing.assert_close(a.scores, b.scores)
     torch.testing.assert_close(a.attention, b.attention)
-    assert rows == [5, 5, 4, 3, 3, 2, 2]  # greedy too: an ended sentence is not stepped again
+    # greedy too, once a quarter of the live rows have ended: source 2 alone (1 of 5) waits for source 0 (2 of 5),
+    # then source 3 (1 of 3) leaves at once
+    assert rows == [5, 5, 5, 3, 3, 2, 2]
 
 
 def test_beam_score_is_the_true_sequence_log_prob():

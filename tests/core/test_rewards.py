@@ -76,3 +76,22 @@ def test_bad_arguments_are_one_clear_error():
         sentence_bleu([[1]], [1], smoothing="none")
     with pytest.raises(ValueError, match="at least one reference"):
         sentence_bleu([], [1])
+
+
+def test_unigram_fmean_by_hand():
+    from text_attn.core.rewards import unigram_fmean
+
+    ref = "a dog runs on the grass".split()
+    # every word, in order: P = R = 1, one chunk of 6: 1 - 0.5 (1/6)^3
+    assert unigram_fmean([ref], ref) == pytest.approx(1 - 0.5 / 216)
+    # "a dog on grass": 4 matches at reference positions 0 1 3 5 -> chunks [0 1] [3] [5] = 3; P = 1, R = 4/6
+    p, r = 1.0, 4 / 6
+    by_hand = 10 * p * r / (r + 9 * p) * (1 - 0.5 * (3 / 4) ** 3)
+    assert unigram_fmean([ref], "a dog on grass".split()) == pytest.approx(by_hand)
+    # recall weighs nine times precision: leaving words out costs more than adding wrong ones
+    short, padded = "a dog".split(), "a dog runs on the grass near a big red house".split()
+    assert unigram_fmean([ref], padded) > unigram_fmean([ref], short)
+    # each reference word matches once ("a a" has one match with a one-"a" reference); the best reference counts
+    assert unigram_fmean([ref], ["a", "a"]) == pytest.approx(10 * 0.5 * (1 / 6) / (1 / 6 + 9 * 0.5) * (1 - 0.5))
+    assert unigram_fmean([["cat"], ref], ref) == unigram_fmean([ref], ref)
+    assert unigram_fmean([ref], []) == 0.0 and unigram_fmean([ref], ["cat"]) == 0.0

@@ -102,3 +102,29 @@ def bleu_rewards(
         counts, lens = _max_ref_counts([ref], max_n), [len(ref)]
         out += [_bleu(hyp, counts, lens, max_n, smoothing) for hyp in hypotheses[b * k : (b + 1) * k]]
     return out
+
+
+def unigram_fmean(references: Sequence[Sequence[Hashable]], hypothesis: Sequence[Hashable]) -> float:
+    """METEOR's score without its stemmer and synonyms (Banerjee & Lavie 2005), the best over the references: exact
+    unigram matches m (each reference word used once), P = m / len(hyp), R = m / len(ref), the recall-weighted
+    harmonic mean Fmean = 10PR / (R + 9P), times 1 − 0.5 (chunks / m)^3, chunks being the runs of matched hypothesis
+    words whose references words are adjacent and in order (matches made left to right, each hypothesis word to the
+    first unused equal reference word). A reward for what BLEU's precision does not see: the references' words left
+    out. 0 for an empty hypothesis or no match."""
+    best = 0.0
+    for ref in references:
+        unused: dict[Hashable, list[int]] = {}
+        for j, w in enumerate(ref):
+            unused.setdefault(w, []).append(j)
+        positions = []  # the reference position of each matched hypothesis word, in hypothesis order
+        for w in hypothesis:
+            if unused.get(w):
+                positions.append(unused[w].pop(0))
+        m = len(positions)
+        if m == 0:
+            continue
+        p, r = m / len(hypothesis), m / len(ref)
+        fmean = 10 * p * r / (r + 9 * p)
+        chunks = 1 + sum(1 for a, b in zip(positions, positions[1:], strict=False) if b != a + 1)
+        best = max(best, fmean * (1 - 0.5 * (chunks / m) ** 3))
+    return best

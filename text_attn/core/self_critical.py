@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from text_attn.core.training import check_options
@@ -143,23 +144,78 @@ def token_log_probs(logits: Tensor, targets: Tensor) -> Tensor:
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
+def length_groups(lengths: Tensor, max_groups: int = 4) -> list[tuple[Tensor, int]]:
+    """Split N sequences by length into at most ``max_groups`` groups -> [(rows (n_g,), steps T_g)], T_g the longest
+    length in the group, chosen to make Σ n_g T_g (the teacher-forced steps run) smallest.
+
+    Samples end anywhere from the first word to the length cap: scored as one (N, T_max) batch, half of the steps of
+    a typical SCST batch are padding after the end. Groups of similar length skip most of them. Exact optimum over
+    contiguous runs of the sorted lengths, by dynamic programming over the distinct lengths (at most T_max + 1 of
+    them). Empty rows (length 0) need no scoring and are left out."""
+    lengths = lengths.long()
+    values, counts = torch.unique(lengths[lengths > 0], return_counts=True)  # ascending
+    vals, cnts = values.tolist(), counts.tolist()
+    m = len(vals)
+    if m == 0:
+        return []
+    before = [0]
+    for c in cnts:
+        before.append(before[-1] + c)
+    inf = float("inf")
+    # cost[g][j]: the least steps for the first j distinct lengths in g groups; cut[g][j]: where its last group starts
+    cost = [[0.0] + [inf] * m] + [[inf] * (m + 1) for _ in range(max_groups)]
+    cut = [[0] * (m + 1) for _ in range(max_groups + 1)]
+    for g in range(1, max_groups + 1):
+        for j in range(1, m + 1):
+            for i in range(j):  # last group: distinct lengths i .. j-1, all padded to vals[j-1]
+                c = cost[g - 1][i] + (before[j] - before[i]) * vals[j - 1]
+                if c < cost[g][j]:
+                    cost[g][j], cut[g][j] = c, i
+    g = min(range(1, max_groups + 1), key=lambda k: cost[k][m])
+    bounds, j = [], m
+    while j > 0:
+        i = cut[g][j]
+        bounds.append((vals[i], vals[j - 1]))
+        j, g = i, g - 1
+    return [(((lengths >= lo) & (lengths <= hi)).nonzero().squeeze(1), hi) for lo, hi in reversed(bounds)]
+
+
+def grouped_token_log_probs(
+    score: Callable[[Tensor, Tensor], Tensor], inputs: Tensor, targets: Tensor, lengths: Tensor, max_groups: int = 4
+) -> Tensor:
+    """Teacher-forced log-probabilities of ``targets`` (N, T) -> (N, T), zero at and after each row's length,
+    scored group by group (:func:`length_groups`): ``score(inputs[rows, :T_g], rows)`` -> logits (n_g, T_g, V) of
+    those rows. A row's log-probabilities do not depend on the other rows of its batch (eval mode, no batch
+    statistics), so this equals scoring all N rows at once over T steps, on the real tokens."""
+    out = torch.zeros(targets.shape, dtype=torch.float32, device=targets.device)
+    for rows, steps in length_groups(lengths, max_groups):
+        logp = token_log_probs(score(inputs[rows, :steps], rows), targets[rows, :steps])  # (n_g, T_g)
+        real = torch.arange(steps, device=logp.device).unsqueeze(0) < lengths[rows].unsqueeze(1)  # (n_g, T_g)
+        logp = torch.where(real, logp, torch.zeros_like(logp))  # where: a padded step may be -inf
+        out = out.index_put((rows,), F.pad(logp, (0, targets.size(1) - steps)))
+    return out
+
+
 def self_critical_step(
     policy: nn.Module,
     sample: Callable[[], SearchResult],
     greedy: Callable[[], SearchResult],
     reward: Callable[[list[list[int]], int], Tensor],
-    score: Callable[[Tensor], Tensor],
+    score: Callable[[Tensor, Tensor], Tensor],
     samples: int,
     baseline: str,
     bos_id: int,
     pad_id: int,
+    max_groups: int = 4,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """One self-critical loss, the same for every family: ``policy`` (the network) runs in eval mode throughout (no
     dropout: the policy that draws a sequence is the one whose log-probabilities are raised).
 
     sample() -> K = ``samples`` sampled sequences per source (rows b*K .. b*K+K-1 are source b's); greedy() -> one
     greedy sequence per source (called only for the ``greedy`` baseline); reward(token lists, copies per source) ->
-    (len,) rewards; score(inputs (N, T)) -> teacher-forced logits (N, T, V) of the repeated sources, with gradients.
+    (len,) rewards; score(inputs (n, T'), rows (n,)) -> teacher-forced logits (n, T', V), with gradients, of the
+    samples ``rows`` (of the N = B*K; sample row r is of source r // K). The samples are scored in up to
+    ``max_groups`` groups of similar length (:func:`grouped_token_log_probs`; 1: all at once).
     """
     was_training = policy.training
     policy.eval()
@@ -170,7 +226,8 @@ def self_critical_step(
             best = reward(greedy().token_lists(), 1) if baseline == "greedy" else None  # (B,)
             b = scst_baseline(baseline, rewards, samples, best)
         inputs, targets, mask = teacher_inputs(drawn.tokens, drawn.lengths, bos_id, pad_id)
-        return self_critical_loss(token_log_probs(score(inputs), targets), mask, rewards, b)
+        log_probs = grouped_token_log_probs(score, inputs, targets, drawn.lengths, max_groups)
+        return self_critical_loss(log_probs, mask, rewards, b)
     finally:
         policy.train(was_training)
 

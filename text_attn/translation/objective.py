@@ -141,7 +141,7 @@ class TranslationObjective:
                 sample=lambda: net.generate(src_k, lens_k, bos, eos, max_len=max_len, sampling=self._sampling),
                 greedy=lambda: net.generate(src, src_lens, bos, eos, max_len=max_len),
                 reward=lambda lists, copies: torch.tensor(bleu_rewards(refs, lists, copies), device=src.device),
-                score=lambda inputs: teacher_forcing(net, src_k, lens_k, inputs, attention=False)[0],  # (B*K, T, V)
+                score=lambda inputs, rows: teacher_forcing(net, src_k[rows], lens_k[rows], inputs, attention=False)[0],
                 samples=k,
                 baseline=cfg.scst_baseline,
                 bos_id=bos,
