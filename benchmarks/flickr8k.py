@@ -64,9 +64,8 @@ def train(stage: str, args: argparse.Namespace, out: Path, logs: Path) -> tuple[
     """The stage's model file, trained now unless it exists; (file, training minutes or None when reused)."""
     config, first = STAGES[stage]
     model = out / stage / "model.pt"
-    minutes_file = out / stage / "train_minutes.txt"
     if model.is_file() and not args.retrain:
-        minutes = float(minutes_file.read_text()) if minutes_file.is_file() else None
+        minutes = recorded_minutes(out, stage)
         print(f"[{stage}] {model} exists: not trained again (--retrain to train it)", flush=True)
         return model, minutes
     cmd = [console_script("caption-train"), "fit", "--config", str(CONFIGS / config)]
@@ -78,8 +77,14 @@ def train(stage: str, args: argparse.Namespace, out: Path, logs: Path) -> tuple[
     if args.quick:
         cmd += QUICK
     seconds = run_stage(f"fit-{stage}", cmd, logs)
-    minutes_file.write_text(f"{seconds / 60:.2f}\n")
+    (out / stage / "train_minutes.txt").write_text(f"{seconds / 60:.2f}\n")
     return model, seconds / 60
+
+
+def recorded_minutes(out: Path, stage: str) -> float | None:
+    """The training minutes a stage's earlier run wrote beside its model file (None: not recorded)."""
+    path = out / stage / "train_minutes.txt"
+    return float(path.read_text()) if path.is_file() else None
 
 
 def test_split(args: argparse.Namespace) -> tuple[list[str], dict[str, list[str]]]:
@@ -208,11 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         finals: dict[str, Path] = {}
         for stage in stages:
             model, minutes[stage] = train(stage, args, args.out, logs)
-            chain = (
-                {s: minutes.get(s) for s in ("soft", stage) if s in minutes}
-                if stage == "scst"
-                else {stage: minutes[stage]}
-            )
+            # scst's model file names both stages' minutes; soft's from its file when it was trained in another run
+            chain = {"soft": minutes.get("soft", recorded_minutes(args.out, "soft"))} if stage == "scst" else {}
+            chain[stage] = minutes[stage]
             final = export(model, args.out / stage, logs, stage, model_info(stage, chain, None))
             results[stage] = {}
             for beam in beams:
