@@ -72,7 +72,7 @@ def test_grouped_scoring_equals_all_rows_at_once_in_values_and_gradients():
 
     full = token_log_probs(score(inputs, torch.arange(N)), targets) * mask
     g_full = torch.autograd.grad(full.sum(), params)
-    grouped = grouped_token_log_probs(score, inputs, targets, lengths, max_groups=3)
+    grouped = grouped_token_log_probs(score, inputs, targets, mask, max_groups=3)
     g_grouped = torch.autograd.grad(grouped.sum(), params)
     torch.testing.assert_close(grouped, full)
     assert torch.all(grouped[~mask] == 0)

@@ -181,17 +181,17 @@ def length_groups(lengths: Tensor, max_groups: int = 4) -> list[tuple[Tensor, in
 
 
 def grouped_token_log_probs(
-    score: Callable[[Tensor, Tensor], Tensor], inputs: Tensor, targets: Tensor, lengths: Tensor, max_groups: int = 4
+    score: Callable[[Tensor, Tensor], Tensor], inputs: Tensor, targets: Tensor, mask: Tensor, max_groups: int = 4
 ) -> Tensor:
-    """Teacher-forced log-probabilities of ``targets`` (N, T) -> (N, T), zero at and after each row's length,
-    scored group by group (:func:`length_groups`): ``score(inputs[rows, :T_g], rows)`` -> logits (n_g, T_g, V) of
-    those rows. A row's log-probabilities do not depend on the other rows of its batch (eval mode, no batch
-    statistics), so this equals scoring all N rows at once over T steps, on the real tokens."""
+    """Teacher-forced log-probabilities of ``targets`` (N, T) -> (N, T), zero where ``mask`` (N, T) (True on each
+    row's real tokens, :func:`teacher_inputs`) is False, scored group by group (:func:`length_groups` of the rows'
+    lengths): ``score(inputs[rows, :T_g], rows)`` -> logits (n_g, T_g, V) of those rows. A row's log-probabilities do
+    not depend on the other rows of its batch (eval mode, no batch statistics), so this equals scoring all N rows at
+    once over T steps, on the real tokens."""
     out = torch.zeros(targets.shape, dtype=torch.float32, device=targets.device)
-    for rows, steps in length_groups(lengths, max_groups):
+    for rows, steps in length_groups(mask.sum(dim=1), max_groups):
         logp = token_log_probs(score(inputs[rows, :steps], rows), targets[rows, :steps])  # (n_g, T_g)
-        real = torch.arange(steps, device=logp.device).unsqueeze(0) < lengths[rows].unsqueeze(1)  # (n_g, T_g)
-        logp = torch.where(real, logp, torch.zeros_like(logp))  # where: a padded step may be -inf
+        logp = torch.where(mask[rows, :steps], logp, torch.zeros_like(logp))  # where: a padded step may be -inf
         out = out.index_put((rows,), F.pad(logp, (0, targets.size(1) - steps)))
     return out
 
@@ -226,7 +226,7 @@ def self_critical_step(
             best = reward(greedy().token_lists(), 1) if baseline == "greedy" else None  # (B,)
             b = scst_baseline(baseline, rewards, samples, best)
         inputs, targets, mask = teacher_inputs(drawn.tokens, drawn.lengths, bos_id, pad_id)
-        log_probs = grouped_token_log_probs(score, inputs, targets, drawn.lengths, max_groups)
+        log_probs = grouped_token_log_probs(score, inputs, targets, mask, max_groups)
         return self_critical_loss(log_probs, mask, rewards, b)
     finally:
         policy.train(was_training)
