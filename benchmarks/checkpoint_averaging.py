@@ -1,14 +1,24 @@
-"""Checkpoint averaging, chosen on Multi30k's VALIDATION split: does the mean of a run's last epochs' weights
-translate better than its best single epoch?
+"""Checkpoint averaging, chosen on VALIDATION data: does the mean of a run's last checkpoints' weights do better than
+its best single one? For translation models (Multi30k) and caption models (Flickr8k) alike; the family is the
+model file's.
 
     python benchmarks/checkpoint_averaging.py --run runs/m30k/transformer --data-root ../shared/data/multi30k \\
         --counts 2 3 5 8 --write runs/m30k/transformer/model.pt
+    python benchmarks/checkpoint_averaging.py --run runs/f8k/scst --data-root ../shared/data/flickr8k \\
+        --counts 2 3 4 6 --write runs/f8k/scst/model.pt
 
-The run must have saved each epoch's weights (``epoch-epoch=N.ckpt``: the ModelCheckpoint with ``save_top_k: -1``
-in configs/text/multi30k_de_en_transformer.yaml). Rows: the fit's own model file (the best epoch by val BLEU), then
-the mean of the last k epochs for each k of --counts (as ``text-export LAST.ckpt OUT --average ...`` writes it).
-Each is scored on val with greedy decoding (what fit's val_bleu measures): BLEU (tok.), sacreBLEU, chrF.
-``--write`` writes the row with the highest val BLEU (tok.) as a model file.
+The run must have saved its weights as it went: each epoch's (``epoch-epoch=N.ckpt``: the ModelCheckpoint with
+``save_top_k: -1`` in configs/text/multi30k_de_en_transformer.yaml) or every few steps (``step-step=N.ckpt``:
+configs/caption/flickr8k_lite2_soft_scst.yaml). Rows: the fit's own model file (its best checkpoint on val), then
+the mean of the last k checkpoints for each k of --counts (as ``text-export`` / ``caption-export LAST.ckpt OUT
+--average ...`` write it), each scored on the split:
+  translation: greedy (what fit's validation measures); BLEU (tok.), sacreBLEU, chrF on the --src -> --tgt pairs;
+    the highest BLEU (tok.) is chosen;
+  captions: at --beam-size 5 --length-penalty 1 --no-repeat-ngram 3 (how the Flickr8k models are used) on the
+    split's photos, their features read from the fit's own feature cache when it holds them; coco-caption's
+    BLEU-1..4, METEOR, CIDEr (PTB tokenizer); the highest sum of BLEU-4, METEOR and CIDEr is chosen (the decoding
+    tuner's rule: benchmarks/tune_caption_decoding.py).
+``--write`` writes the chosen row as a model file (float32: export it with --half afterwards if wanted).
 """
 
 from __future__ import annotations
@@ -25,91 +35,248 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-EPOCH_FILE = re.compile(r"epoch-epoch=(\d+)\.ckpt$")
+SAVED_FILE = re.compile(r"(epoch|step)-\1=(\d+)\.ckpt$")
 
 
-def epoch_checkpoints(run: Path) -> list[Path]:
-    """The run's per-epoch checkpoints, oldest first."""
-    found = [(int(m.group(1)), p) for p in run.rglob("*.ckpt") if (m := EPOCH_FILE.search(p.name))]
-    return [p for _, p in sorted(found)]
+def saved_checkpoints(run: Path) -> list[Path]:
+    """The run's per-epoch or per-step checkpoints, oldest first: those of its latest fit (the folder holding the
+    newest one; a fit run again under the same root, e.g. lightning_logs/version_1, never mixes in an older one's)."""
+    found = [(int(m.group(2)), p) for p in run.rglob("*.ckpt") if (m := SAVED_FILE.search(p.name))]
+    if not found:
+        return []
+    latest = max(found, key=lambda f: f[1].stat().st_mtime)[1].parent
+    return [p for _, p in sorted(found) if p.parent == latest]
+
+
+def _number(path: Path) -> str:
+    return SAVED_FILE.search(path.name).group(2)
+
+
+class TextFamily:
+    """Translation models: greedy translations of the split, BLEU (tok.) / sacreBLEU / chrF."""
+
+    choice = "bleu"
+
+    def __init__(self, args: argparse.Namespace):
+        from multi30k import StageError, read_pair
+
+        try:
+            self.sources, self.refs = read_pair(args.data_root, args.split, args.src, args.tgt, args.limit)
+        except StageError as err:
+            raise SystemExit(f"checkpoint_averaging: error: {err}") from None
+        self.what = f"{len(self.sources)} sentences"
+
+    def load(self, model: Path):
+        from text_attn.translation.translator import Translator
+
+        return Translator.load(model)
+
+    def average(self, last: list[Path]):
+        from text_attn.translation.export import average_sources, read_source
+        from text_attn.translation.translator import Translator
+
+        content, _ = read_source(last[-1])
+        content = average_sources(content, last[-1], [str(c) for c in last[:-1]])
+        return Translator.from_data(content, last[-1], "averaged checkpoints"), (content, last[-1])
+
+    def write(self, made, out: Path) -> None:
+        from text_attn.translation.export import write_model_file
+
+        content, src = made
+        write_model_file(content, out, src=src)
+
+    def evaluate(self, translator) -> dict:
+        from multi30k import score
+
+        hyps = []
+        for i in range(0, len(self.sources), 64):
+            hyps += [t.text for t in translator.translate(self.sources[i : i + 64], 1)]
+        s = score(self.refs, hyps, self.sources)
+        return {"bleu": s["bleu_tok"], "sacrebleu": s["sacrebleu"], "chrf": s["chrf"]}
+
+    def header(self, split: str) -> tuple[str, str]:
+        return f"{split} BLEU (tok.), greedy | sacreBLEU | chrF", "---|---|---"
+
+    def cells(self, row: dict) -> str:
+        return f"{row['bleu']:.2f} | {row['sacrebleu']:.2f} | {row['chrf']:.2f}"
+
+
+class CaptionFamily:
+    """Caption models: the split's photos captioned at --beam-size / --length-penalty / --no-repeat-ngram (their
+    features read from the fit's feature cache, else encoded once: the encoders are frozen and equal, else again),
+    coco-caption metrics with METEOR."""
+
+    choice, metrics = "chosen_by", ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
+
+    def __init__(self, args: argparse.Namespace):
+        from captioning.readers import CaptionDataError, read_flickr8k
+
+        try:
+            items = read_flickr8k(args.data_root)[args.split][: args.limit]
+        except CaptionDataError as err:
+            raise SystemExit(f"checkpoint_averaging: error: {err}") from None
+        self.paths = [str(it.path) for it in items]
+        self.refs = {p: [" ".join(c) for c in it.captions] for p, it in zip(self.paths, items, strict=True)}
+        self.what, self.encoded = f"{len(self.paths)} photos", None  # (encoder weights, features)
+        self.split, self.caches = args.split, fit_feature_caches(args.run)
+        self.decoding = (args.beam_size, args.length_penalty, args.no_repeat_ngram)
+
+    def load(self, model: Path):
+        from captioning.captioner import Captioner
+
+        return Captioner.load(model)
+
+    def average(self, last: list[Path]):
+        from captioning.export import average_into, load_any
+
+        captioner, _ = load_any(str(last[-1]))
+        average_into(captioner, str(last[-1]), [str(c) for c in last[:-1]])
+        return captioner, captioner
+
+    def write(self, captioner, out: Path) -> None:
+        from captioning.export import export_model
+
+        export_model(captioner, out)
+
+    def cached(self, captioner):
+        """The split's features from the fit's own feature cache, when one holds them for this encoder (the key: its
+        weights, settings and the split's photos, as fit computed it); else None."""
+        from captioning.feature_cache import cache_file, encoder_fingerprint, load_features, split_key
+
+        enc = captioner.model.encoder
+        key = split_key(encoder_fingerprint(enc, {**enc.config(), "preprocess": repr(enc.preprocess)}), self.paths)
+        for folder in self.caches:
+            features = load_features(cache_file(folder, self.split, key), len(self.paths))
+            if features is not None:
+                print(f"{self.split} features from the fit's feature cache {folder}", flush=True)
+                return features
+        return None
+
+    def evaluate(self, captioner) -> dict:
+        import torch
+        from tune_caption_decoding import CHOICE, encode_split
+
+        from text_attn.core.metrics import coco_metrics
+
+        weights = list(captioner.model.encoder.state_dict().values())
+        if self.encoded is None or not all(map(torch.equal, self.encoded[0], weights)):
+            features = self.cached(captioner)
+            self.encoded = (weights, encode_split(captioner, self.paths) if features is None else features)
+        features = self.encoded[1]
+        beam, lp, ngram = self.decoding
+        caps = []
+        for i in range(0, len(self.paths), 64):
+            caps += captioner.caption_features(features[i : i + 64].float(), beam, 30, lp, no_repeat_ngram=ngram)
+        hyps = {p: " ".join(c.words) for p, c in zip(self.paths, caps, strict=True)}
+        scores = {k: 100 * v for k, v in coco_metrics(self.refs, hyps, meteor=True, ptb=True).items()}
+        row = {m: scores[m] for m in self.metrics}
+        return {**row, "chosen_by": sum(row[m] for m in CHOICE)}
+
+    def header(self, split: str) -> tuple[str, str]:
+        names = " | ".join(m.replace("_", "-") for m in self.metrics)
+        beam, lp, ngram = self.decoding
+        how = "greedy" if beam == 1 else f"beam {beam}, length penalty {lp:g}"
+        how += f", no repeated {ngram}-gram" if ngram else ""
+        return f"{names} (coco-caption, {split}, {how}) | BLEU-4 + METEOR + CIDEr", "---|" * 6 + "---"
+
+    def cells(self, row: dict) -> str:
+        return " | ".join(f"{row[m]:.2f}" for m in self.metrics) + f" | {row['chosen_by']:.2f}"
+
+
+def fit_feature_caches(run: Path) -> list[Path]:
+    """The feature cache folders the run's fits used (data.feature_cache_dir of each config.yaml LightningCLI saved
+    under the run)."""
+    import yaml
+
+    found = []
+    for config in sorted(run.rglob("config.yaml")):
+        try:
+            folder = (yaml.safe_load(config.read_text()) or {}).get("data", {}).get("feature_cache_dir")
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        if isinstance(folder, str) and folder and folder != "auto" and Path(folder).is_dir():
+            found.append(Path(folder))
+    return found
+
+
+def family_of(model: Path):
+    """TextFamily or CaptionFamily, by the model file's kind (None: not a model file of either)."""
+    import torch
+
+    try:
+        fmt = torch.load(model, map_location="cpu", weights_only=True).get("format", "")
+    except Exception:  # noqa: BLE001 - unreadable: the caller names the file
+        return None
+    return {"attention-toolkit/text-model": TextFamily, "attention-toolkit/caption-model": CaptionFamily}.get(fmt)
 
 
 def main(argv: list[str] | None = None) -> int:
     import torch
-    from multi30k import StageError, read_pair, score
 
     from text_attn.core.modelfile import ModelFileError
-    from text_attn.translation.export import average_sources, read_source, write_model_file
-    from text_attn.translation.translator import Translator
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", type=Path, required=True, help="the fit's root dir (its per-epoch checkpoints)")
-    p.add_argument("--data-root", type=Path, required=True, help="Multi30k: <split>.<lang>[.gz] files")
+    p.add_argument("--run", type=Path, required=True, help="the fit's root dir (its per-epoch or per-step checkpoints)")
+    p.add_argument("--data-root", type=Path, required=True, help="Multi30k or Flickr8k, as the model's family needs")
     p.add_argument("--model", type=Path, help="the fit's model file (default: RUN/model.pt)")
-    p.add_argument("--src", default="de")
-    p.add_argument("--tgt", default="en")
+    p.add_argument("--src", default="de", help="translation: source language")
+    p.add_argument("--tgt", default="en", help="translation: target language")
     p.add_argument("--split", default="val", help="the split chosen on (never a test split)")
-    p.add_argument("--counts", type=int, nargs="+", default=[2, 3, 5, 8], help="average the last k epochs, each k")
-    p.add_argument("--limit", type=int, help="only the first N sentences of the split")
+    p.add_argument("--counts", type=int, nargs="+", default=[2, 3, 5, 8], help="average the last k checkpoints, each k")
+    p.add_argument("--limit", type=int, help="only the first N sentences or photos of the split")
+    # captions are chosen at the decoding a Flickr8k model is used with (beam 5, length penalty 1, no repeated
+    # trigram: what the tuner chose for the SCST models); greedy undersold the averages there (docs/results.md)
+    p.add_argument("--beam-size", type=int, default=5, help="captions: beam width (translations: greedy)")
+    p.add_argument("--length-penalty", type=float, default=1.0, help="captions: length penalty")
+    p.add_argument("--no-repeat-ngram", type=int, default=3, help="captions: n-gram blocking (0: off)")
     p.add_argument("--write", type=Path, help="write the best row here as a model file (may be the fit's own)")
     p.add_argument("--json", type=Path, help="write the rows here")
     args = p.parse_args(argv)
     if args.split.startswith("test"):
         p.error("--split: averaging is chosen on validation data, never on a test split")
     model = args.model or args.run / "model.pt"
-    ckpts = epoch_checkpoints(args.run)
+    ckpts = saved_checkpoints(args.run)
     counts = sorted({k for k in args.counts if 2 <= k <= len(ckpts)})
-    if not model.is_file() or not counts:
-        print(f"checkpoint_averaging: error: need {model} and >= 2 epoch checkpoints under {args.run} "
+    family = family_of(model) if model.is_file() else None
+    if family is None or not counts:
+        what = "" if family or not model.is_file() else " (a text or caption model file)"
+        print(f"checkpoint_averaging: error: need {model}{what} and >= 2 epoch or step checkpoints under {args.run} "
               f"(found {len(ckpts)})", file=sys.stderr)  # fmt: skip
         return 1
-    try:
-        sources, refs = read_pair(args.data_root, args.split, args.src, args.tgt, args.limit)
-    except StageError as err:
-        print(f"checkpoint_averaging: error: {err}", file=sys.stderr)
-        return 1
-    torch.set_grad_enabled(False)
-
-    def evaluate(translator: Translator) -> dict:
-        start = time.perf_counter()
-        hyps = []
-        for i in range(0, len(sources), 64):
-            hyps += [t.text for t in translator.translate(sources[i : i + 64], 1)]
-        s = score(refs, hyps, sources)
-        seconds = time.perf_counter() - start
-        return {"bleu": s["bleu_tok"], "sacrebleu": s["sacrebleu"], "chrf": s["chrf"], "seconds": seconds}
-
-    rows, contents = [], {}
-    print(f"{args.split}: {len(sources)} sentences; {len(ckpts)} epoch checkpoints under {args.run}", flush=True)
-    candidates = [("fit's model file (best epoch)", None)] + [(f"mean of the last {k} epochs", k) for k in counts]
+    fam = family(args)
+    rows, made = [], {}
+    print(f"{args.split}: {fam.what}; {len(ckpts)} saved checkpoints under {args.run}", flush=True)
+    unit = "epochs" if ckpts[-1].name.startswith("epoch") else "steps"
+    what = "epochs" if unit == "epochs" else "step checkpoints"
+    candidates = [(f"fit's model file (best {unit[:-1]})", None)]
+    candidates += [(f"mean of the last {k} {what}", k) for k in counts]
     for label, k in candidates:
         try:
             if k is None:
-                translator = Translator.load(model)
+                loaded = fam.load(model)
             else:
-                last = ckpts[-k:]
-                content, _ = read_source(last[-1])
-                contents[label] = (average_sources(content, last[-1], [str(c) for c in last[:-1]]), last[-1])
-                translator = Translator.from_data(contents[label][0], last[-1], "averaged checkpoints")
+                loaded, made[label] = fam.average(ckpts[-k:])
         except ModelFileError as err:
             print(f"checkpoint_averaging: error: {err}", file=sys.stderr)
             return 1
-        epochs = "" if k is None else ", ".join(EPOCH_FILE.search(c.name).group(1) for c in ckpts[-k:])
-        rows.append({"variant": label, "epochs": epochs, **evaluate(translator)})
-        print(f"  {label}: BLEU (tok.) {rows[-1]['bleu']:.2f}", flush=True)
-    best = max(rows, key=lambda r: r["bleu"])
-    print(f"\n| variant | epochs (0-based) | {args.split} BLEU (tok.), greedy | sacreBLEU | chrF |")
-    print("|---|---|---|---|---|")
+        start = time.perf_counter()
+        numbers = "" if k is None else ", ".join(_number(c) for c in ckpts[-k:])
+        with torch.no_grad():  # not set_grad_enabled(False): a caller's process (a test) keeps its autograd
+            scores = fam.evaluate(loaded)
+        rows.append({"variant": label, unit: numbers, **scores, "seconds": time.perf_counter() - start})
+        print(f"  {label}: {fam.cells(rows[-1])}", flush=True)
+    best = max(rows, key=lambda r: r[fam.choice])
+    head, rule = fam.header(args.split)
+    print(f"\n| variant | {unit}{' (0-based)' if unit == 'epochs' else ''} | {head} |")
+    print(f"|---|---|{rule}|")
     for r in rows:
         mark = "**" if r is best else ""
-        print(f"| {mark}{r['variant']}{mark} | {r['epochs'] or '-'} | {r['bleu']:.2f} | {r['sacrebleu']:.2f} | "
-              f"{r['chrf']:.2f} |")  # fmt: skip
+        print(f"| {mark}{r['variant']}{mark} | {r[unit] or '-'} | {fam.cells(r)} |")
     if args.json:
         args.json.write_text(json.dumps({"split": args.split, "rows": rows, "chosen": best["variant"]}, indent=1))
     if args.write:
-        if best["variant"] in contents:
-            content, src = contents[best["variant"]]
-            write_model_file(content, args.write, src=src)
+        if best["variant"] in made:
+            fam.write(made[best["variant"]], args.write)
             print(f"wrote {args.write}: {best['variant']}")
         elif args.write.resolve() != model.resolve():
             shutil.copyfile(model, args.write)

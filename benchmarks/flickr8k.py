@@ -8,7 +8,9 @@ Stages, each a console script a user would type (printed before it runs; output 
   soft   caption-train fit configs/caption/flickr8k_lite2_soft.yaml        cross-entropy, soft attention
   scst   caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml   self-critical (CIDEr-D + BLEU-4), from soft
   hard   caption-train fit configs/caption/flickr8k_lite2_hard.yaml        cross-entropy + REINFORCE, hard attention
-A stage whose model file OUT/<stage>/model.pt exists is not trained again (delete it, or --retrain). All stages share
+A stage whose fit saved its weights every few steps (scst) then gets checkpoint averaging, chosen on val
+(benchmarks/checkpoint_averaging.py: the best checkpoint or the mean of the last 2 / 3 / 4 / 6; its minutes count in
+the stage's). A stage whose model file OUT/<stage>/model.pt exists is not trained again (or --retrain). All stages share
 one feature cache (OUT/feature_cache): the photos are encoded once. Then per model:
   caption-export --half --encoder-from-package      the model file a user gets (float16; the encoder from its package)
   caption - --beam-size 1 / 3 / 5 --jsonl ...       the 1,000 test photos captioned as a user would, timed (images/s)
@@ -77,8 +79,27 @@ def train(stage: str, args: argparse.Namespace, out: Path, logs: Path) -> tuple[
     if args.quick:
         cmd += QUICK
     seconds = run_stage(f"fit-{stage}", cmd, logs)
+    seconds += average(stage, model, args, out, logs)
     (out / stage / "train_minutes.txt").write_text(f"{seconds / 60:.2f}\n")
     return model, seconds / 60
+
+
+def average(stage: str, model: Path, args: argparse.Namespace, out: Path, logs: Path) -> float:
+    """Checkpoint averaging, chosen on val: when the fit saved its weights every few steps (the SCST config does),
+    benchmarks/checkpoint_averaging.py compares the fit's best checkpoint (kept as OUT/<stage>/model_best_step.pt)
+    with the mean of its last 2, 3, 4 and 6 and writes the best of them as the model file. Returns its seconds (part
+    of the stage's time: it is how the stage's model is made)."""
+    from checkpoint_averaging import saved_checkpoints
+
+    if len(saved_checkpoints(out / stage)) < 2:
+        return 0.0
+    best_step = out / stage / "model_best_step.pt"
+    shutil.copyfile(model, best_step)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "checkpoint_averaging.py"), "--run", str(out / stage)]
+    cmd += ["--model", str(best_step), "--data-root", str(args.data_root), "--counts", "2", "3", "4", "6"]
+    cmd += ["--write", str(model), "--json", str(out / stage / "averaging.json")]
+    cmd += ["--limit", "50"] if args.quick else []
+    return run_stage(f"average-{stage}", cmd, logs)
 
 
 def recorded_minutes(out: Path, stage: str) -> float | None:
@@ -170,7 +191,7 @@ def table(results: dict, minutes: dict) -> str:
                 beam = f"{r['beam']}, length penalty {r['length_penalty']:g}{block} (chosen on val)"
             lines.append(f"| ours, {stage} | {beam} | " + " | ".join(cells) + f" | {r['images_per_s']:.1f} |")
     lines.append("")
-    lines.append("| stage | training minutes (2 CPU cores, encoding the photos included) |")
+    lines.append("| stage | training minutes (2 CPU cores; encoding the photos and checkpoint averaging included) |")
     lines.append("|---|---|")
     for stage, m in minutes.items():
         lines.append(f"| {stage} | {'reused' if m is None else f'{m:.1f}'} |")

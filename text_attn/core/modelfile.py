@@ -194,3 +194,20 @@ def info_lines(info: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"{label:<15} {value}")
     return lines
+
+
+def mean_weights(states: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
+    """The mean of several state dicts of one network (checkpoint averaging, as Vaswani et al. 2017 did with their last
+    checkpoints; for caption models, the last steps of a self-critical run). ``sources[i]`` names ``states[i]`` in the
+    one-line :class:`ModelFileError` raised when its weight names or shapes differ from the first's. Floating weights
+    are summed in float64 and returned in the first's dtypes; integer buffers are kept from the first."""
+    first = states[0]
+    total = {k: v.double() if v.is_floating_point() else v for k, v in first.items()}
+    for state, source in zip(states[1:], sources[1:], strict=True):
+        if state.keys() != total.keys() or any(state[k].shape != v.shape for k, v in total.items()):
+            raise ModelFileError(f"{source}: its weights differ in names or shapes from {sources[0]}'s: cannot average")
+        for k, v in total.items():
+            if v.is_floating_point():
+                total[k] = v + state[k].double()
+    n = len(states)
+    return {k: (v / n).to(first[k].dtype) if v.is_floating_point() else v for k, v in total.items()}

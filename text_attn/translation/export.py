@@ -21,6 +21,7 @@ from text_attn.core.modelfile import (
     checkpoint_message,
     export_command,
     is_lightning_checkpoint,
+    mean_weights,
     read_export_source,
 )
 
@@ -91,26 +92,18 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def average_sources(content: dict[str, Any], src: str | Path, others: list[str]) -> dict[str, Any]:
-    """``content`` (read from src) with each weight replaced by its mean over src and ``others`` (checkpoint
-    averaging, as Vaswani et al. 2017 did with their last checkpoints). Every other source must be the same model:
-    the same settings and vocabularies (its metadata equal to src's, bar ``info``) and the same weight names and shapes;
-    else :class:`ModelFileError` names it. Integer buffers (none in today's networks) are kept from src."""
+    """``content`` (read from src) with each weight replaced by its mean over src and ``others``
+    (:func:`~text_attn.core.modelfile.mean_weights`). Every other source must be the same model: the same settings
+    and vocabularies (its metadata equal to src's, bar ``info``) and the same weight names and shapes; else
+    :class:`ModelFileError` names it."""
     meta = {k: v for k, v in content.items() if k not in ("state_dict", "info")}
-    total = {k: v.double() if v.is_floating_point() else v for k, v in content["state_dict"].items()}
+    states = [content["state_dict"]]
     for other in others:
         data, _ = read_source(other)
         if not _same({k: v for k, v in data.items() if k not in ("state_dict", "info")}, meta):
             raise ModelFileError(f"{other}: not the same model as {src} (other settings or vocabularies)")
-        state = data["state_dict"]
-        if state.keys() != total.keys() or any(state[k].shape != v.shape for k, v in total.items()):
-            raise ModelFileError(f"{other}: its weights differ in names or shapes from {src}'s: cannot average")
-        for k, v in total.items():
-            if v.is_floating_point():
-                total[k] = v + state[k].double()
-    n = 1 + len(others)
-    dtypes = {k: v.dtype for k, v in content["state_dict"].items()}
-    averaged = {k: (v / n).to(dtypes[k]) if v.is_floating_point() else v for k, v in total.items()}
-    return {**content, "state_dict": averaged}
+        states.append(data["state_dict"])
+    return {**content, "state_dict": mean_weights(states, [str(src), *others])}
 
 
 def export_checkpoint(src: str | Path, dst: str | Path, half: bool = False) -> Path:
