@@ -138,8 +138,10 @@ def test_a_caption_run_is_averaged_over_its_step_checkpoints(cli_run_in_tmp, cap
     args = ["--run", str(run), "--data-root", str(data), "--counts", "2", "3", "9", "--write", str(out)]
     assert main([*args, "--json", str(report)]) == 0
     printed = capsys.readouterr().out
-    head = "| variant | steps | Bleu-1 | Bleu-2 | Bleu-3 | Bleu-4 | METEOR | CIDEr (coco-caption, val, greedy) |"
+    how = "beam 5, length penalty 1, no repeated 3-gram"  # the default: how the Flickr8k models are used
+    head = f"| variant | steps | Bleu-1 | Bleu-2 | Bleu-3 | Bleu-4 | METEOR | CIDEr (coco-caption, val, {how}) |"
     assert head in printed
+    assert f"val features from the fit's feature cache {tmp / 'cache'}" in printed  # not encoded again
     rows = json.loads(report.read_text())["rows"]
     assert [r["variant"] for r in rows] == [
         "fit's model file (best step)",
