@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.split.startswith("test"):
         p.error("--split: averaging is chosen on validation data, never on a test split")
+    if args.beam_size < 1 or args.length_penalty < 0 or args.no_repeat_ngram < 0:
+        p.error("--beam-size must be >= 1, --length-penalty and --no-repeat-ngram >= 0")
     model = args.model or args.run / "model.pt"
     ckpts = saved_checkpoints(args.run)
     counts = sorted({k for k in args.counts if 2 <= k <= len(ckpts)})

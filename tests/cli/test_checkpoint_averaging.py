@@ -101,6 +101,9 @@ def test_a_test_split_and_a_run_without_saved_checkpoints_are_refused(run, tmp_p
     with pytest.raises(SystemExit) as exc:
         main(["--run", str(run_dir), "--data-root", str(corpus), "--split", "test_2016_flickr"])
     assert exc.value.code == 2 and "never on a test split" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["--run", str(run_dir), "--data-root", str(corpus), "--beam-size", "0"])
+    assert exc.value.code == 2 and "--beam-size must be >= 1" in capsys.readouterr().err
     assert main(["--run", str(tmp_path), "--data-root", str(corpus)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "found 0" in err and str(tmp_path) in err
