@@ -84,14 +84,23 @@ def test_rows_are_scored_on_val_and_the_best_is_written(run, tmp_path, capsys):
     assert all(0 <= r["bleu"] <= 100 and 0 <= r["chrf"] <= 100 for r in rows)
     best = max(rows, key=lambda r: r["bleu"])
     assert json.loads(report.read_text())["chosen"] == best["variant"] and printed.count("**") == 2
-    written = load_model_file(out, "text-model")["state_dict"]
-    if best["epochs"]:  # the mean of the named epochs, weight by weight
-        states = [torch.load(ckpts[int(e)], weights_only=True)["state_dict"] for e in best["epochs"].split(", ")]
-        for k, v in written.items():
-            torch.testing.assert_close(v, sum(s["net." + k] for s in states) / len(states), rtol=0, atol=1e-6)
-    else:
-        fit = load_model_file(run_dir / "model.pt", "text-model")["state_dict"]
+    named = [ckpts[int(e)] for e in best["epochs"].split(", ")] if best["epochs"] else []
+    fit = load_model_file(run_dir / "model.pt", "text-model")["state_dict"]
+    _assert_written(load_model_file(out, "text-model")["state_dict"], named, "net.", fit)
+
+
+def _assert_written(written: dict, named: list, prefix: str, fit: dict) -> None:
+    """The written row's weights: the mean of the named checkpoints' (``prefix`` + name in their state_dict; integer
+    buffers as the newest one's), or, when the row names none, the fit's own model file's."""
+    if not named:
         assert all(torch.equal(fit[k], v) for k, v in written.items())
+        return
+    states = [torch.load(c, weights_only=True)["state_dict"] for c in named]
+    for k, v in written.items():
+        if v.is_floating_point():
+            torch.testing.assert_close(v, sum(s[prefix + k] for s in states) / len(states), rtol=0, atol=1e-6)
+        else:
+            assert torch.equal(v, states[-1][prefix + k]), k
 
 
 def test_a_test_split_and_a_run_without_saved_checkpoints_are_refused(run, tmp_path, capsys):
@@ -120,7 +129,7 @@ EACH_STEP = (
 def test_a_caption_run_is_averaged_over_its_step_checkpoints(cli_run_in_tmp, capsys):
     """The caption family: a 3-step fit of the shipped Flickr8k config on a 4-photo copy of the dataset's layout,
     its weights saved each step; rows scored with coco-caption on the val photo; the chosen row written."""
-    from checkpoint_averaging import main, saved_checkpoints
+    from checkpoint_averaging import _number, main, saved_checkpoints
 
     from captioning.captioner import Captioner
     from captioning.train_cli import caption_train_cli
@@ -157,13 +166,7 @@ def test_a_caption_run_is_averaged_over_its_step_checkpoints(cli_run_in_tmp, cap
         assert r["chosen_by"] == pytest.approx(r["Bleu_4"] + r["METEOR"] + r["CIDEr"])
     best = max(rows, key=lambda r: r["chosen_by"])
     assert json.loads(report.read_text())["chosen"] == best["variant"] and printed.count("**") == 2
-    written = Captioner.load(out).model.state_dict()
-    if best["steps"]:  # the mean of the named steps' weights
-        states = [torch.load(run.rglob(f"step-step={s}.ckpt").__next__(), weights_only=True)["state_dict"]
-                  for s in best["steps"].split(", ")]  # fmt: skip
-        for k, v in written.items():
-            if v.is_floating_point():
-                torch.testing.assert_close(v, sum(s["model." + k] for s in states) / len(states), rtol=0, atol=1e-6)
-    else:
-        fit = Captioner.load(run / "model.pt").model.state_dict()
-        assert all(torch.equal(fit[k], v) for k, v in written.items())
+    by_step = {_number(c): c for c in ckpts}
+    named = [by_step[n] for n in best["steps"].split(", ")] if best["steps"] else []
+    fit = Captioner.load(run / "model.pt").model.state_dict()
+    _assert_written(Captioner.load(out).model.state_dict(), named, "model.", fit)
