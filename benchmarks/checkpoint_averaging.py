@@ -52,6 +52,26 @@ def _number(path: Path) -> str:
     return SAVED_FILE.search(path.name).group(2)
 
 
+def averaging_stage(
+    stage: str, run: Path, model: Path, data_root: Path, counts: list[int], logs: Path, options: list[str] = ()
+) -> float:
+    """This script as a benchmark stage after a fit (benchmarks/multi30k.py, flickr8k.py): when the fit saved at least
+    min(counts) checkpoints, its model file is kept as RUN/model_best_<epoch|step>.pt and the row chosen on val (that
+    file, or the mean of the last k checkpoints for k in counts) is written over ``model``; ``options``: more of this
+    script's options (the family's data, --limit). Returns the stage's wall seconds (0: nothing to average)."""
+    from _runs import run_stage
+
+    saved = saved_checkpoints(run)
+    if len(saved) < min(counts):
+        return 0.0
+    best = run / f"model_best_{SAVED_FILE.search(saved[-1].name).group(1)}.pt"
+    shutil.copyfile(model, best)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--run", str(run), "--model", str(best)]
+    cmd += ["--data-root", str(data_root), "--counts", *map(str, counts), *options]
+    cmd += ["--write", str(model), "--json", str(run / "averaging.json")]
+    return run_stage(f"average-{stage}", cmd, logs)
+
+
 class TextFamily:
     """Translation models: greedy translations of the split, BLEU (tok.) / sacreBLEU / chrF."""
 

@@ -89,17 +89,10 @@ def average(stage: str, model: Path, args: argparse.Namespace, out: Path, logs: 
     benchmarks/checkpoint_averaging.py compares the fit's best checkpoint (kept as OUT/<stage>/model_best_step.pt)
     with the mean of its last 2, 3, 4 and 6 and writes the best of them as the model file. Returns its seconds (part
     of the stage's time: it is how the stage's model is made)."""
-    from checkpoint_averaging import saved_checkpoints
+    from checkpoint_averaging import averaging_stage
 
-    if len(saved_checkpoints(out / stage)) < 2:
-        return 0.0
-    best_step = out / stage / "model_best_step.pt"
-    shutil.copyfile(model, best_step)
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "checkpoint_averaging.py"), "--run", str(out / stage)]
-    cmd += ["--model", str(best_step), "--data-root", str(args.data_root), "--counts", "2", "3", "4", "6"]
-    cmd += ["--write", str(model), "--json", str(out / stage / "averaging.json")]
-    cmd += ["--limit", "50"] if args.quick else []
-    return run_stage(f"average-{stage}", cmd, logs)
+    options = ["--limit", "50"] if args.quick else []
+    return averaging_stage(stage, out / stage, model, args.data_root, [2, 3, 4, 6], logs, options)
 
 
 def recorded_minutes(out: Path, stage: str) -> float | None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -103,18 +102,11 @@ def average(name: str, model: Path, args: argparse.Namespace) -> None:
     """Checkpoint averaging, chosen on val: when the fit kept each epoch's weights (the Transformer's config does),
     benchmarks/checkpoint_averaging.py compares the fit's best epoch (kept as OUT/<name>/model_best_epoch.pt) with the
     mean of its last 3 and 5 epochs and writes the best of them as the model file."""
-    from checkpoint_averaging import saved_checkpoints
+    from checkpoint_averaging import averaging_stage
 
-    if len(saved_checkpoints(args.out / name)) < 3:
-        return
-    best_epoch = args.out / name / "model_best_epoch.pt"
-    shutil.copyfile(model, best_epoch)
     _, src, tgt = MODELS[name]
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "checkpoint_averaging.py"), "--run", str(args.out / name)]
-    cmd += ["--model", str(best_epoch), "--data-root", str(args.data_root), "--src", src, "--tgt", tgt]
-    cmd += ["--counts", "3", "5", "--write", str(model), "--json", str(args.out / name / "averaging.json")]
-    cmd += ["--limit", str(QUICK_TEST)] if args.quick else []
-    run_stage(f"average-{name}", cmd, args.logs)
+    options = ["--src", src, "--tgt", tgt] + (["--limit", str(QUICK_TEST)] if args.quick else [])
+    averaging_stage(name, args.out / name, model, args.data_root, [3, 5], args.logs, options)
 
 
 def device() -> str:

@@ -103,6 +103,31 @@ def _assert_written(written: dict, named: list, prefix: str, fit: dict) -> None:
             assert torch.equal(v, states[-1][prefix + k]), k
 
 
+def test_the_benchmark_stage_keeps_the_fit_s_file_and_writes_the_chosen_row(run, tmp_path, capsys):
+    """averaging_stage (what benchmarks/multi30k.py and flickr8k.py run after a fit), on a copy of the run: the
+    script in a subprocess, the fit's model file kept as model_best_epoch.pt, the chosen row written over it."""
+    import shutil
+
+    from checkpoint_averaging import averaging_stage, saved_checkpoints
+
+    corpus, run_dir = run
+    copy, logs = tmp_path / "run", tmp_path / "logs"
+    shutil.copytree(run_dir, copy)  # modification times kept: the same latest folder
+    logs.mkdir()
+    model = copy / "model.pt"
+    fit_bytes = model.read_bytes()
+    assert averaging_stage("x", copy, model, corpus, [9], logs) == 0.0  # fewer checkpoints than 9: nothing runs
+    assert not (copy / "model_best_epoch.pt").exists() and not (logs / "average-x.log").exists()
+    assert averaging_stage("x", copy, model, corpus, [2, 3], logs) > 0
+    assert "[average-x] $ python" in capsys.readouterr().out
+    assert (copy / "model_best_epoch.pt").read_bytes() == fit_bytes
+    report = json.loads((copy / "averaging.json").read_text())
+    chosen = next(r for r in report["rows"] if r["variant"] == report["chosen"])
+    named = [saved_checkpoints(copy)[int(e)] for e in chosen["epochs"].split(", ")] if chosen["epochs"] else []
+    fit = load_model_file(copy / "model_best_epoch.pt", "text-model")["state_dict"]
+    _assert_written(load_model_file(model, "text-model")["state_dict"], named, "net.", fit)
+
+
 def test_a_test_split_and_a_run_without_saved_checkpoints_are_refused(run, tmp_path, capsys):
     from checkpoint_averaging import main
 
