@@ -16,7 +16,7 @@ the mean of the last k checkpoints for each k of --counts (as ``text-export`` / 
     the highest BLEU (tok.) is chosen;
   captions: at --beam-size 5 --length-penalty 1 --no-repeat-ngram 3 (how the Flickr8k models are used) on the
     split's photos, their features read from the fit's own feature cache when it holds them; coco-caption's
-    BLEU-1..4, METEOR, CIDEr (PTB tokenizer); the highest sum of BLEU-4, METEOR and CIDEr is chosen (the decoding
+    BLEU-1..4, METEOR, CIDEr (PTB tokenizer); the highest sum of BLEU-1..4, METEOR and CIDEr is chosen (the decoding
     tuner's rule: benchmarks/tune_caption_decoding.py).
 ``--write`` writes the chosen row as a model file (float32: export it with --half afterwards if wanted).
 """
@@ -197,7 +197,7 @@ class CaptionFamily:
         beam, lp, ngram = self.decoding
         how = "greedy" if beam == 1 else f"beam {beam}, length penalty {lp:g}"
         how += f", no repeated {ngram}-gram" if ngram else ""
-        return f"{names} (coco-caption, {split}, {how}) | BLEU-4 + METEOR + CIDEr", "---|" * 6 + "---"
+        return f"{names} (coco-caption, {split}, {how}) | sum (BLEU-1..4, METEOR, CIDEr)", "---|" * 6 + "---"
 
     def cells(self, row: dict) -> str:
         return " | ".join(f"{row[m]:.2f}" for m in self.metrics) + f" | {row['chosen_by']:.2f}"

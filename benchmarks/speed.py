@@ -21,8 +21,10 @@ them alike); the table gives medians. Rows:
   preprocess, encode, generate) at beam 1 / 3 / 5 and batch 1 / 32 (images/s).
 - `caption FOLDER --jsonl FILE` as a user runs it with the default (Flickr8k) model, on a folder of 192 photos of
   500 x 375 (JPEG; cut from the bundled CC0 photos): files read and decoded by the CLI's workers, preprocessed,
-  encoded, captioned at beam 1 / 3, written; model loading included (images/s). Goal at beam 3: >= 40. Then where
-  the time goes: the encoder alone and the beam 3 search alone on the same photos (batches of 16), that search
+  encoded, captioned at beam 1 / 3, written; model loading included (images/s). Goal at beam 3: >= 40. Beside it,
+  beam 3 with the encoder in PyTorch (CAPTION_ONNX=0; by default ONNX Runtime runs the frozen encoder, and a row says
+  which did). Then where the time goes: the encoder alone (ONNX Runtime, and PyTorch: the same features to 1e-3) and
+  the beam 3 search alone on the same photos (batches of 16), that search
   stepping every image until the batch's last caption ends (what it did before ended images left the batch), and
   EfficientNet-Lite0 at 224 px alone (the encoder the goal's figures are for; the bundled model's is Lite2 at 260).
 - `caption FOLDER` of 25 phone photos (4032 x 3024 JPEGs, 12 megapixels: the bundled photos scaled up), beam 3:
@@ -44,7 +46,9 @@ them alike); the table gives medians. Rows:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import resource
 import statistics
 import time
@@ -251,10 +255,10 @@ def photo_folder(folder: Path, n: int = 192) -> Path:
 
 
 def caption_folder_rows(repeats: int) -> list[dict]:
-    import contextlib
     import io
     import tempfile
 
+    from captioning import onnx_encoder
     from captioning.caption_cli import BUNDLED_MODEL, caption_main
 
     if not BUNDLED_MODEL.is_file():
@@ -271,13 +275,34 @@ def caption_folder_rows(repeats: int) -> list[dict]:
             if code != 0 or len(out.read_text().splitlines()) != n:
                 raise RuntimeError(f"caption {folder} at beam {beam} failed (exit code {code})")
 
-        t = interleaved({f"beam {b}": (lambda b=b: run(b)) for b in (1, 3)}, repeats)
+        def run_torch() -> None:  # the encoder in PyTorch, as before ONNX Runtime ran it
+            with onnx_off():
+                run(3)
+
+        t = interleaved({**{f"beam {b}": (lambda b=b: run(b)) for b in (1, 3)}, "torch": run_torch}, repeats)
         rows = [
-            {"what": f"caption FOLDER of {n} photos (Flickr8k model), {k}", "value": f"{n / v:.1f} images/s",
-             "rate": n / v}
-            for k, v in t.items()
+            {"what": f"caption FOLDER of {n} photos (Flickr8k model), beam {b}", "value": f"{n / t[f'beam {b}']:.1f} "
+             "images/s", "rate": n / t[f"beam {b}"]}
+            for b in (1, 3)
         ]  # fmt: skip
+        rows.append({"what": "the same at beam 3, the encoder in PyTorch (before: CAPTION_ONNX=0)",
+                     "value": f"{n / t['torch']:.1f} images/s ({t['torch'] / t['beam 3']:.2f}x the time)"})  # fmt: skip
+        rows.append({"what": "frozen encoder (beam 1 / 3 rows)", "value": onnx_encoder.status()})
         return rows + folder_split_rows(folder, repeats)
+
+
+@contextlib.contextmanager
+def onnx_off():
+    """CAPTION_ONNX=0 for the block: the frozen encoder runs in PyTorch (captioning.onnx_encoder)."""
+    before = os.environ.get("CAPTION_ONNX")
+    os.environ["CAPTION_ONNX"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["CAPTION_ONNX"]
+        else:
+            os.environ["CAPTION_ONNX"] = before
 
 
 def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]:
@@ -297,7 +322,12 @@ def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]
     def encode():
         return torch.cat([captioner.encode(pixels[i : i + batch]) for i in range(0, n, batch)])
 
+    def encode_torch():
+        with onnx_off():
+            return encode()
+
     features = encode()
+    torch.testing.assert_close(encode_torch(), features, rtol=1e-3, atol=1e-3)  # the same features, either library
 
     def search(drop: bool):
         return [
@@ -317,13 +347,15 @@ def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]
         return torch.cat([lite0(small[i : i + batch]) for i in range(0, n, batch)])
 
     same = search(True) == search(False)
-    t = interleaved({"encode": encode, "lite0": encode_lite0, "drop": lambda: search(True),
+    t = interleaved({"encode": encode, "torch": encode_torch, "lite0": encode_lite0, "drop": lambda: search(True),
                      "all": lambda: search(False)}, repeats)  # fmt: skip
     # the two in turn, nothing else (no files, no decoding); the search is the bundled decoder's over 81 regions (a
     # Lite0 model's 7 x 7 grid has 49: its search would cost somewhat less)
     both = 1 / (t["lite0"] / n + t["drop"] / n)
     return [
         {"what": f"the folder's photos: encoder alone, batch {batch}", "value": f"{n / t['encode']:.1f} images/s"},
+        {"what": "the same encoder in PyTorch (before: CAPTION_ONNX=0)",
+         "value": f"{n / t['torch']:.1f} images/s ({t['torch'] / t['encode']:.2f}x the time)"},
         {"what": f"the folder's photos: beam 3 search alone, batch {batch}", "value": f"{n / t['drop']:.1f} images/s"},
         {"what": "the same search stepping every image to the end (before: ended images kept in the batch)",
          "value": f"{n / t['all']:.1f} images/s ({t['all'] / t['drop']:.2f}x the time), identical captions: {same}"},
@@ -394,7 +426,6 @@ def phone_folder_rows(repeats: int, n: int = 25) -> list[dict]:
     """``caption`` of a folder of n 12-megapixel phone photos (4032 x 3024 JPEGs: the 5 bundled CC0 photos, scaled up),
     beam 3: large JPEGs decoded at a reduced scale (captioning.preprocess.load_photo, the default) against decoded
     in full (before); images/s both ways and how many captions are the same word for word."""
-    import contextlib
     import io
     import tempfile
     from unittest import mock

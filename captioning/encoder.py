@@ -270,6 +270,33 @@ def _lite_stages(backbone: str, state: dict | None, stride: int) -> tuple[Ordere
 _BUILDERS = {"resnet": _resnet_stages, "vgg": _vgg_stages, "efficientnet": _lite_stages}
 
 
+def _with_coarse(fine: torch.Tensor, coarse: torch.Tensor) -> torch.Tensor:
+    """Multiscale: each fine cell (B, D8, h, w) gets its stride-16 parent's features (B, D16, h/2, w/2) appended."""
+    up = F.interpolate(coarse, size=fine.shape[-2:], mode="nearest")  # (B, D16, h, w): each cell's parent
+    return torch.cat([fine, up], dim=1)
+
+
+def _stages_map(body: nn.Module, x: torch.Tensor, tap: int | None) -> torch.Tensor:
+    """The body's stages in order, without gradients; ``tap``: the stage whose output is the fine map (multiscale)."""
+    fine = None
+    for i, stage in enumerate(body):
+        x = stage(x)
+        if i == tap:
+            fine = x
+    return x if fine is None else _with_coarse(fine, x)
+
+
+class _StagesMap(nn.Module):
+    """_stages_map as a module: what captioning.onnx_encoder exports."""
+
+    def __init__(self, body: nn.Module, tap: int | None) -> None:
+        super().__init__()
+        self.body, self.tap = body, tap
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _stages_map(self.body, x, self.tap)
+
+
 class ImageEncoder(nn.Module):
     """Backbone -> (B, L, D) region features, L = grid * grid in row-major order.
 
@@ -330,6 +357,7 @@ class ImageEncoder(nn.Module):
         # False: always the plain body (the reference the folded copy is tested against).
         self.fold_for_inference = backbone in LITE and fine_tune == "none"
         self._folded: tuple[tuple, nn.Module] | None = None  # (key of the weights it was made from, folded body)
+        self._onnx: dict[tuple[int, int], tuple] = {}  # (H, W) -> (the folded body it was made from, its runner)
         for stage in self.body[: self._n_frozen]:
             stage.requires_grad_(False)
         self.train(self.training)
@@ -369,17 +397,35 @@ class ImageEncoder(nn.Module):
         """(B, 3, H, W) -> the backbone's map (B, D, h, w), h ~ H / stride."""
         if images.dim() != 4 or images.size(1) != 3:
             raise ValueError(f"images must be (B, 3, H, W), got shape {tuple(images.shape)}")
-        x, fine = images.contiguous(memory_format=torch.channels_last), None
-        body = self._inference_body() if self.fold_for_inference and not torch.is_grad_enabled() else self.body
-        for i, stage in enumerate(body):
+        x = images.contiguous(memory_format=torch.channels_last)
+        if self.fold_for_inference and not torch.is_grad_enabled():
+            folded = self._inference_body()
+            fast = self._onnx_map(folded, x)
+            return fast(images) if fast is not None else _stages_map(folded, x, self._tap if self.multiscale else None)
+        fine = None
+        for i, stage in enumerate(self.body):
             with torch.set_grad_enabled(torch.is_grad_enabled() and i >= self._n_frozen):
                 x = stage(x)
             if self.multiscale and i == self._tap:
                 fine = x  # (B, D8, h, w)
-        if fine is not None:
-            coarse = F.interpolate(x, size=fine.shape[-2:], mode="nearest")  # (B, D16, h, w): each cell's parent
-            x = torch.cat([fine, coarse], dim=1)
-        return x
+        return x if fine is None else _with_coarse(fine, x)
+
+    def _onnx_map(self, folded: nn.Module, x: torch.Tensor):
+        """The folded body with its multiscale step as an ONNX Runtime call for inputs shaped like x, or None where
+        PyTorch runs it (captioning.onnx_encoder: another device or dtype, turned off, not installed, failed)."""
+        from captioning import onnx_encoder
+
+        if x.device.type != "cpu" or x.dtype != torch.float32:
+            return None
+        if not onnx_encoder.enabled():  # checked at every call: the variable may change between two
+            return onnx_encoder.pytorch_runs("CAPTION_ONNX=0")
+        shape = (int(x.size(2)), int(x.size(3)))
+        made = self._onnx.get(shape)
+        if made is None or made[0] is not folded:  # first use at this size, or the weights changed since
+            module = _StagesMap(folded, self._tap if self.multiscale else None)
+            made = (folded, onnx_encoder.onnx_body(module, shape))
+            self._onnx[shape] = made
+        return made[1]
 
     def _inference_body(self) -> nn.Module:
         """The folded copy of the body, made again whenever the weights were changed, moved or loaded since."""

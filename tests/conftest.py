@@ -5,6 +5,11 @@ import os
 import pytest
 import torch
 
+# The frozen EfficientNet-Lite encoder runs in PyTorch here, not ONNX Runtime (captioning.onnx_encoder): every test's
+# randomly initialised encoder would be exported once (about a second each). tests/captioning/test_onnx_encoder.py
+# turns it on and checks it against PyTorch, with the bundled model too.
+os.environ.setdefault("CAPTION_ONNX", "0")
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest-xdist's workers (addopts: -n auto) share the machine's cores: each computes on its share of threads,
     # and so do the commands its tests start; otherwise every worker's torch would use all of them and each wait.

@@ -1,0 +1,134 @@
+"""The frozen encoder's folded body run by ONNX Runtime on a CPU: the same numbers (to float rounding), faster.
+
+``caption`` spends about three quarters of its time in the encoder (docs/speed.md). ONNX Runtime's CPU kernels run
+EfficientNet-Lite2's folded body (captioning.inference_encoder) at 260 px about 1.4x as fast as PyTorch's channels-last
+oneDNN path on 2 threads (36 against 25.5 images/s, batch 16; features equal to a relative 3e-6). So a frozen
+EfficientNet-Lite encoder in eval mode, without gradients and on the CPU, runs there when ``onnxruntime`` is
+installed; everything else (training, the GPU, gradients, another backbone) keeps PyTorch.
+
+- The graph is exported once per folded weights, input size and library versions (TorchScript exporter, its
+  "same" paddings fixed for that size; the batch stays free) into ``$TEXT_ATTN_CACHE/onnx`` (default
+  ``~/.cache/attention-toolkit/native/onnx``), the file named by a digest of them, written to a temporary file and
+  renamed: one export (2-5 s for Lite2), then every process loads the file.
+- ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or the export fails, PyTorch runs, and ``status()``
+  says why (benchmarks/speed.py prints it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+_why_not = ""  # why the last encoder ran in PyTorch, for status()
+_ran = False  # whether ONNX Runtime ran an encoder in this process
+_sessions: dict[tuple, object] = {}  # (graph file, threads) -> InferenceSession, shared by encoders in one process
+
+
+def enabled() -> bool:
+    return os.environ.get("CAPTION_ONNX", "1") != "0"
+
+
+def status() -> str:
+    """One line: which library ran the frozen encoder last (ONNX Runtime, or PyTorch and why)."""
+    if _ran:
+        import onnxruntime
+
+        return f"ONNX Runtime {onnxruntime.__version__}"
+    return f"PyTorch ({_why_not or 'no frozen EfficientNet-Lite encoder ran yet'})"
+
+
+def cache_dir() -> Path:
+    from text_attn.core.native import cache_dir as native_cache
+
+    return native_cache() / "onnx"
+
+
+def _digest(module: nn.Module, shape: tuple[int, int], versions: str) -> str:
+    h = hashlib.sha256(f"{shape}|{versions}".encode())
+    for name, value in module.state_dict().items():
+        h.update(name.encode())
+        h.update(value.detach().float().contiguous().reshape(-1).numpy().tobytes())
+    return h.hexdigest()[:24]
+
+
+def _export(module: nn.Module, shape: tuple[int, int], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    example = torch.zeros(1, 3, *shape).contiguous(memory_format=torch.channels_last)
+    fd, tmp = tempfile.mkstemp(suffix=".onnx.part", dir=path.parent)
+    os.close(fd)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the tracer's notes on the fixed paddings and the exporter's deprecation
+            torch.onnx.export(
+                module, (example,), tmp, input_names=["images"], output_names=["features"],
+                dynamic_axes={"images": {0: "batch"}, "features": {0: "batch"}}, opset_version=17, dynamo=False,
+            )  # fmt: skip
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp's file is private; the cache is as readable as any file the user writes
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    key = (str(path), threads)
+    if key not in _sessions:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads  # as many as PyTorch uses: the same share of the machine
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # errors only
+        # no busy-waiting for the next call: PyTorch's beam search runs between two batches on the same cores
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        _sessions[key] = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return _sessions[key]
+
+
+class OnnxBody:
+    """Calls an exported folded body: (B, 3, H, W) float32 CPU tensor -> (B, D, h, w), as the module would."""
+
+    def __init__(self, module: nn.Module, shape: tuple[int, int]) -> None:
+        import onnxruntime as ort
+
+        versions = f"torch {torch.__version__} onnxruntime {ort.__version__}"
+        self.path = cache_dir() / f"encoder-{_digest(module, shape, versions)}.onnx"
+        self.shape = shape
+        if not self.path.exists():
+            _export(module, shape, self.path)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        global _ran
+        session = _session(self.path, torch.get_num_threads())
+        _ran = True
+        array = images.detach().contiguous().numpy()  # NCHW, as exported
+        return torch.from_numpy(session.run(None, {"images": array})[0])
+
+
+def pytorch_runs(reason: str) -> None:
+    """Record that PyTorch runs the frozen encoder, and why (status())."""
+    global _why_not, _ran
+    _why_not, _ran = reason, False
+
+
+def onnx_body(module: nn.Module, shape: tuple[int, int]) -> OnnxBody | None:
+    """The module run by ONNX Runtime for inputs of this (H, W), or None (status() says why)."""
+    if not enabled():
+        return pytorch_runs("CAPTION_ONNX=0")
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return pytorch_runs("onnxruntime is not installed")
+    try:
+        return OnnxBody(module, shape)
+    except Exception as error:  # an exporter that cannot trace this torch's graph: PyTorch is still right
+        return pytorch_runs(f"the ONNX export failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}")

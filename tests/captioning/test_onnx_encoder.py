@@ -1,0 +1,147 @@
+"""ONNX Runtime runs the frozen EfficientNet-Lite encoder without gradients (captioning.onnx_encoder): the same
+features as PyTorch's plain body, any batch size, one export per weights and input size (reused by later encoders
+and processes), PyTorch where it is off, missing or failing, and the bundled model's captions unchanged by it."""
+
+from __future__ import annotations
+
+import copy
+import sys
+
+import pytest
+import torch
+
+from captioning import caption_cli, onnx_encoder
+from captioning.captioner import Captioner
+from captioning.encoder import ImageEncoder
+from captioning.preprocess import load_image
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture
+def onnx_on(tmp_path, monkeypatch):
+    """ONNX Runtime on (the suite turns it off: tests/conftest.py), its graphs in a fresh cache folder."""
+    monkeypatch.setenv("CAPTION_ONNX", "1")
+    monkeypatch.setenv("TEXT_ATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(onnx_encoder, "_ran", False)
+    return tmp_path / "cache" / "onnx"
+
+
+def _random_encoder(backbone: str = "efficientnet_lite0", **kwargs) -> ImageEncoder:
+    torch.manual_seed(0)
+    enc = ImageEncoder(backbone, grid=3, weights=None, **kwargs).eval()
+    for m in enc.modules():  # BatchNorm statistics far from identity: the exported graph must carry the fold
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+            m.weight.uniform_(0.5, 1.5)
+            m.bias.uniform_(-0.5, 0.5)
+    return enc
+
+
+def _plain(enc: ImageEncoder, x: torch.Tensor) -> torch.Tensor:
+    """The reference: the unfolded body in PyTorch."""
+    enc.fold_for_inference = False
+    try:
+        with torch.no_grad():
+            return enc(x)
+    finally:
+        enc.fold_for_inference = True
+
+
+def _close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item())
+
+
+@pytest.mark.parametrize(
+    "backbone, size, stride, multiscale",
+    [
+        ("efficientnet_lite0", 97, 32, False),  # odd: the strided layers' fixed "same" paddings are asymmetric
+        ("efficientnet_lite0", 64, 8, True),  # the multiscale concatenation is in the graph too
+        ("efficientnet_lite2", 66, 32, False),
+    ],
+)
+def test_onnx_runtime_computes_the_plain_bodys_features_at_any_batch(onnx_on, backbone, size, stride, multiscale):
+    enc = _random_encoder(backbone, stride=stride, multiscale=multiscale)
+    x = torch.randn(3, 3, size, size)
+    with torch.no_grad():
+        fast = enc(x)
+        single = enc(x[1:2])  # the batch is free in the graph
+    assert onnx_encoder.status().startswith("ONNX Runtime")
+    assert len(list(onnx_on.glob("encoder-*.onnx"))) == 1
+    expected = _plain(enc, x)
+    _close(fast, expected)
+    _close(single, expected[1:2])
+
+
+def test_one_export_per_weights_reused_by_a_second_encoder(onnx_on, monkeypatch):
+    exports = []
+    real_export = onnx_encoder._export
+    monkeypatch.setattr(onnx_encoder, "_export", lambda *a: (exports.append(a[1]), real_export(*a)))
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        first = enc(x)
+        enc(x)
+        twin = copy.deepcopy(enc)
+        twin._onnx.clear()
+        twin._folded = None
+        _close(twin(x), first)  # an encoder with the same weights (another process: the same file) loads the graph
+        assert exports == [(64, 64)]
+        enc(torch.randn(1, 3, 80, 80))  # another input size: another graph
+        assert exports == [(64, 64), (80, 80)]
+        for p in enc.body.parameters():  # new weights: a new graph, not the stale one
+            p.mul_(1.1)
+        changed = enc(x)
+    assert exports == [(64, 64), (80, 80), (64, 64)] and len(list(onnx_on.glob("*.onnx"))) == 3
+    _close(changed, _plain(enc, x))
+    assert not torch.allclose(changed, first)
+    assert not list(onnx_on.glob("*.part"))  # written whole, then renamed
+
+
+def test_pytorch_runs_with_gradients_when_off_and_without_onnxruntime(onnx_on, monkeypatch):
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    expected = _plain(enc, x)
+    _close(enc(x).detach(), expected)  # gradients on: the plain body, nothing exported
+    assert not onnx_on.exists()
+    monkeypatch.setenv("CAPTION_ONNX", "0")
+    with torch.no_grad():
+        _close(enc(x), expected)
+    assert onnx_encoder.status() == "PyTorch (CAPTION_ONNX=0)" and not onnx_on.exists()
+    monkeypatch.setenv("CAPTION_ONNX", "1")
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if it were not installed
+    with torch.no_grad():
+        _close(enc(x), expected)
+    assert onnx_encoder.status() == "PyTorch (onnxruntime is not installed)" and not onnx_on.exists()
+
+
+def test_a_failed_export_leaves_pytorch_running_and_no_file(onnx_on, monkeypatch):
+    def broken(*args, **kwargs):
+        open(args[2], "wb").write(b"half a graph")  # noqa: SIM115 - what an exporter dying midway leaves
+        raise RuntimeError("this torch cannot trace that\nsecond line")
+
+    monkeypatch.setattr(torch.onnx, "export", broken)
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        got = enc(x)
+        enc(x)  # the failure is remembered for these weights and size: not tried at every batch
+    _close(got, _plain(enc, x))
+    assert onnx_encoder.status() == "PyTorch (the ONNX export failed: RuntimeError: this torch cannot trace that)"
+    assert list(onnx_on.iterdir()) == []  # the partial file is gone
+
+
+def test_bundled_model_captions_the_same_with_onnx_runtime(onnx_on, monkeypatch):
+    photos = [str(p) for p in caption_cli.DEMO_PHOTOS]
+    captioner = Captioner.load(caption_cli.BUNDLED_MODEL)
+    images = [captioner.preprocess(load_image(p, captioner.preprocess.decode_side)) for p in photos]
+    pixels = torch.stack(images)
+    monkeypatch.setenv("CAPTION_ONNX", "0")
+    slow = captioner.encode(pixels)
+    monkeypatch.setenv("CAPTION_ONNX", "1")
+    fast = captioner.encode(pixels)
+    assert onnx_encoder.status().startswith("ONNX Runtime")
+    torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-4 * slow.abs().max().item())
+    same = [c.words for c in captioner.caption_features(slow, 3, 30)]
+    assert [c.words for c in captioner.caption_features(fast, 3, 30)] == same
