@@ -13,8 +13,9 @@ reference's words: below 1 BLEU's brevity penalty lowers every BLEU-n) and how m
 
 The chosen setting is the one with the highest sum of BLEU-1, -2, -3, -4, METEOR and CIDEr (x 100) on val: every
 column of the Flickr8k goal's table (beat Show-Attend-Tell on each), plus the one that rewards content. (Until
-2026-11-26 the sum left out BLEU-1 to -3; a longer decoding then won on METEOR and CIDEr at BLEU-1's cost.) ``--write`` records it in the model file
-(``decoding``), and ``caption`` uses it when --beam-size / --length-penalty / --no-repeat-ngram are not given.
+2026-11-26 the sum left out BLEU-1 to -3; a longer decoding then won on METEOR and CIDEr at BLEU-1's cost.)
+``--write`` records it in the model file (``decoding``), and ``caption`` uses it when --beam-size /
+--length-penalty / --no-repeat-ngram are not given.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ installed; everything else (training, the GPU, gradients, another backbone) keep
 - The graph is exported once per folded weights, input size and library versions (TorchScript exporter, its
   "same" paddings fixed for that size; the batch stays free) into ``$TEXT_ATTN_CACHE/onnx`` (default
   ``~/.cache/attention-toolkit/native/onnx``), the file named by a digest of them, written to a temporary file and
-  renamed: one export (2-5 s for Lite2), then every process loads the file.
+  renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s).
 - ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or the export fails, PyTorch runs, and ``status()``
   says why (benchmarks/speed.py prints it).
 """

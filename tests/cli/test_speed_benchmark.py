@@ -1,6 +1,7 @@
 """benchmarks/speed.py runs end to end (one repeat) and writes every row of its table; no timing is asserted."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -16,7 +17,8 @@ MULTI30K = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k" 
 def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     out = tmp_path / "speed.json"
     cmd = [sys.executable, str(SCRIPT), "--repeats", "1", "--json", str(out), "--multi30k-root", str(MULTI30K)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    env = {**os.environ, "CAPTION_ONNX": "1"}  # as a user runs it (the suite turns ONNX Runtime off: conftest.py)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["threads"] == 2 and result["repeats"] == 1
@@ -30,6 +32,10 @@ def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     assert len(folder) == 2 and all(rows[w]["rate"] > 0 for w in folder)  # the Flickr8k model on a folder, beam 1 / 3
     # where the folder's time goes; the search that drops ended images finds the captions of the one that does not
     assert rows["the folder's photos: encoder alone, batch 16"]["value"].endswith("images/s")
+    # the frozen encoder in ONNX Runtime by default, against PyTorch's (CAPTION_ONNX=0), whole runs and alone
+    assert rows["frozen encoder (beam 1 / 3 rows)"]["value"].startswith("ONNX Runtime ")
+    assert rows["the same at beam 3, the encoder in PyTorch (before: CAPTION_ONNX=0)"]["value"].endswith("x the time)")
+    assert rows["the same encoder in PyTorch (before: CAPTION_ONNX=0)"]["value"].endswith("x the time)")
     assert rows["the same search stepping every image to the end (before: ended images kept in the batch)"][
         "value"
     ].endswith("identical captions: True")
