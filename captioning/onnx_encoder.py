@@ -6,10 +6,11 @@ oneDNN path on 2 threads (36 against 25.5 images/s, batch 16; features equal to 
 EfficientNet-Lite encoder in eval mode, without gradients and on the CPU, runs there when ``onnxruntime`` is
 installed; everything else (training, the GPU, gradients, another backbone) keeps PyTorch.
 
-- The graph is exported once per folded weights, input size and library versions (TorchScript exporter, its
-  "same" paddings fixed for that size; the batch stays free) into ``$TEXT_ATTN_CACHE/onnx`` (default
+- The graph is exported once per folded weights, input size and library versions (TorchScript exporter; one file
+  per input size, the batch left free) into ``$TEXT_ATTN_CACHE/onnx`` (default
   ``~/.cache/attention-toolkit/native/onnx``), the file named by a digest of them, written to a temporary file and
-  renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s).
+  renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s). A file that does not load
+  (damaged elsewhere) is exported again.
 - ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or the export fails, PyTorch runs, and ``status()``
   says why (benchmarks/speed.py prints it).
 """
@@ -105,6 +106,12 @@ class OnnxBody:
         self.shape = shape
         if not self.path.exists():
             _export(module, shape, self.path)
+        try:
+            _session(self.path, torch.get_num_threads())  # now, so that a bad file shows here and not mid-run
+        except Exception:  # a damaged file (this code writes whole files only): exported again, once
+            self.path.unlink(missing_ok=True)
+            _export(module, shape, self.path)
+            _session(self.path, torch.get_num_threads())
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
         global _ran

@@ -132,6 +132,22 @@ def test_a_failed_export_leaves_pytorch_running_and_no_file(onnx_on, monkeypatch
     assert list(onnx_on.iterdir()) == []  # the partial file is gone
 
 
+def test_a_damaged_graph_file_is_exported_again(onnx_on, monkeypatch):
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        first = enc(x)
+    (graph,) = onnx_on.glob("*.onnx")
+    graph.write_bytes(b"not a graph")  # e.g. copied in half from another machine's cache
+    monkeypatch.setattr(onnx_encoder, "_sessions", {})  # a new process: nothing loaded yet
+    twin = copy.deepcopy(enc)
+    twin._onnx.clear()
+    with torch.no_grad():
+        again = twin(x)
+    assert onnx_encoder.status().startswith("ONNX Runtime") and graph.stat().st_size > 1000
+    _close(again, first)
+
+
 def test_bundled_model_captions_the_same_with_onnx_runtime(onnx_on, monkeypatch):
     photos = [str(p) for p in caption_cli.DEMO_PHOTOS]
     captioner = Captioner.load(caption_cli.BUNDLED_MODEL)
