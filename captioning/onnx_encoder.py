@@ -50,8 +50,8 @@ def cache_dir() -> Path:
     return native_cache() / "onnx"
 
 
-def _digest(module: nn.Module, shape: tuple[int, int], versions: str) -> str:
-    h = hashlib.sha256(f"{shape}|{versions}".encode())
+def _digest(module: nn.Module, shape: tuple[int, int], what: str) -> str:
+    h = hashlib.sha256(f"{shape}|{what}".encode())
     for name, value in module.state_dict().items():
         h.update(name.encode())
         h.update(value.detach().float().contiguous().reshape(-1).numpy().tobytes())
@@ -101,8 +101,9 @@ class OnnxBody:
     def __init__(self, module: nn.Module, shape: tuple[int, int]) -> None:
         import onnxruntime as ort
 
-        versions = f"torch {torch.__version__} onnxruntime {ort.__version__}"
-        self.path = cache_dir() / f"encoder-{_digest(module, shape, versions)}.onnx"
+        # the tap is part of the graph, not of the weights: a multiscale body and a plain stride-16 one share them
+        what = f"torch {torch.__version__} onnxruntime {ort.__version__} tap {getattr(module, 'tap', None)}"
+        self.path = cache_dir() / f"encoder-{_digest(module, shape, what)}.onnx"
         self.shape = shape
         if not self.path.exists():
             _export(module, shape, self.path)

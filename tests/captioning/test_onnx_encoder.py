@@ -99,6 +99,18 @@ def test_one_export_per_weights_reused_by_a_second_encoder(onnx_on, monkeypatch)
     assert not list(onnx_on.glob("*.part"))  # written whole, then renamed
 
 
+def test_a_multiscale_body_and_a_plain_one_with_the_same_weights_get_their_own_graphs(onnx_on):
+    plain = _random_encoder(stride=16)
+    multi = _random_encoder(stride=8, multiscale=True)
+    multi.body.load_state_dict(plain.body.state_dict())  # the same stages up to stride 16, the same weights
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        got_plain, got_multi = plain(x), multi(x)
+    assert len(list(onnx_on.glob("*.onnx"))) == 2
+    _close(got_plain, _plain(plain, x))
+    _close(got_multi, _plain(multi, x))  # not the plain body's graph: the fine map is appended
+
+
 def test_pytorch_runs_with_gradients_when_off_and_without_onnxruntime(onnx_on, monkeypatch):
     enc = _random_encoder()
     x = torch.randn(2, 3, 64, 64)
