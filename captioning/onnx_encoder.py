@@ -6,7 +6,7 @@ oneDNN path on 2 threads (36 against 25.5 images/s, batch 16; features equal to 
 EfficientNet-Lite encoder in eval mode, without gradients and on the CPU, runs there when ``onnxruntime`` is
 installed; everything else (training, the GPU, gradients, another backbone) keeps PyTorch.
 
-- The graph is exported once per folded weights, input size and library versions (TorchScript exporter; one file
+- The graph is exported once per folded weights, input size, library versions and code (TorchScript exporter; one file
   per input size, the batch left free) into ``$TEXT_ATTN_CACHE/onnx`` (default
   ``~/.cache/attention-toolkit/native/onnx``), the file named by a digest of them, written to a temporary file and
   renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s). A file that does not load
@@ -48,6 +48,16 @@ def cache_dir() -> Path:
     from text_attn.core.native import cache_dir as native_cache
 
     return native_cache() / "onnx"
+
+
+def _code() -> str:
+    """A digest of the code that builds what is exported (the encoder, its fold, this file): a changed graph after an
+    update of the toolkit gets a new file, not the old one."""
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in ("encoder.py", "inference_encoder.py", "onnx_encoder.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _digest(module: nn.Module, shape: tuple[int, int], what: str) -> str:
@@ -102,7 +112,7 @@ class OnnxBody:
         import onnxruntime as ort
 
         # the tap is part of the graph, not of the weights: a multiscale body and a plain stride-16 one share them
-        what = f"torch {torch.__version__} onnxruntime {ort.__version__} tap {getattr(module, 'tap', None)}"
+        what = f"torch {torch.__version__} onnxruntime {ort.__version__} tap {getattr(module, 'tap', None)} {_code()}"
         self.path = cache_dir() / f"encoder-{_digest(module, shape, what)}.onnx"
         self.shape = shape
         if not self.path.exists():

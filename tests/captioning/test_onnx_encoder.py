@@ -99,6 +99,17 @@ def test_one_export_per_weights_reused_by_a_second_encoder(onnx_on, monkeypatch)
     assert not list(onnx_on.glob("*.part"))  # written whole, then renamed
 
 
+def test_changed_code_gets_a_new_graph_not_the_cached_one(onnx_on, monkeypatch):
+    enc = _random_encoder()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        enc(x)
+        monkeypatch.setattr(onnx_encoder, "_code", lambda: "the toolkit, updated")
+        enc._onnx.clear()
+        _close(enc(x), _plain(enc, x))
+    assert len(list(onnx_on.glob("*.onnx"))) == 2
+
+
 def test_a_multiscale_body_and_a_plain_one_with_the_same_weights_get_their_own_graphs(onnx_on):
     plain = _random_encoder(stride=16)
     multi = _random_encoder(stride=8, multiscale=True)
