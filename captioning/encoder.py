@@ -292,6 +292,9 @@ class _StagesMap(nn.Module):
     def __init__(self, body: nn.Module, tap: int | None) -> None:
         super().__init__()
         self.body, self.tap = body, tap
+        # eval: the exporter puts a module back in its own mode after tracing, and a new module is in training mode,
+        # which would switch the shared folded body's drop-connect on for every later PyTorch call
+        self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return _stages_map(self.body, x, self.tap)
@@ -357,7 +360,8 @@ class ImageEncoder(nn.Module):
         # False: always the plain body (the reference the folded copy is tested against).
         self.fold_for_inference = backbone in LITE and fine_tune == "none"
         self._folded: tuple[tuple, nn.Module] | None = None  # (key of the weights it was made from, folded body)
-        self._onnx: dict[tuple[int, int], tuple] = {}  # (H, W) -> (the folded body it was made from, its runner)
+        # (H, W) -> (the folded body it was made from, its runner or None, why not)
+        self._onnx: dict[tuple[int, int], tuple] = {}
         for stage in self.body[: self._n_frozen]:
             stage.requires_grad_(False)
         self.train(self.training)
@@ -401,7 +405,16 @@ class ImageEncoder(nn.Module):
         if self.fold_for_inference and not torch.is_grad_enabled():
             folded = self._inference_body()
             fast = self._onnx_map(folded, x)
-            return fast(images) if fast is not None else _stages_map(folded, x, self._tap if self.multiscale else None)
+            if fast is not None:
+                try:
+                    return fast(images)
+                except Exception as error:  # a session that will not start or run: PyTorch from now on, same numbers
+                    from captioning import onnx_encoder
+
+                    reason = f"ONNX Runtime failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+                    self._onnx[tuple(x.shape[-2:])] = (folded, None, reason)
+                    onnx_encoder.pytorch_runs(reason)
+            return _stages_map(folded, x, self._tap if self.multiscale else None)
         fine = None
         for i, stage in enumerate(self.body):
             with torch.set_grad_enabled(torch.is_grad_enabled() and i >= self._n_frozen):
@@ -416,15 +429,19 @@ class ImageEncoder(nn.Module):
         from captioning import onnx_encoder
 
         if x.device.type != "cpu" or x.dtype != torch.float32:
-            return None
+            return onnx_encoder.pytorch_runs(f"{x.device.type} {x.dtype}: ONNX Runtime runs float32 on the CPU")
+        if torch.is_autocast_enabled("cpu"):  # PyTorch's path gives autocast's dtype; keep it
+            return onnx_encoder.pytorch_runs("autocast is on")
         if not onnx_encoder.enabled():  # checked at every call: the variable may change between two
             return onnx_encoder.pytorch_runs("CAPTION_ONNX=0")
         shape = (int(x.size(2)), int(x.size(3)))
         made = self._onnx.get(shape)
         if made is None or made[0] is not folded:  # first use at this size, or the weights changed since
             module = _StagesMap(folded, self._tap if self.multiscale else None)
-            made = (folded, onnx_encoder.onnx_body(module, shape))
+            made = (folded, onnx_encoder.onnx_body(module, shape), onnx_encoder.status())
             self._onnx[shape] = made
+        if made[1] is None:  # failed before for these weights and size: not tried at every batch
+            onnx_encoder.pytorch_runs(made[2].removeprefix("PyTorch (").removesuffix(")"))
         return made[1]
 
     def _inference_body(self) -> nn.Module:

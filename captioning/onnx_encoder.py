@@ -3,21 +3,24 @@
 ``caption`` spends about three quarters of its time in the encoder (docs/speed.md). ONNX Runtime's CPU kernels run
 EfficientNet-Lite2's folded body (captioning.inference_encoder) at 260 px about 1.4x as fast as PyTorch's channels-last
 oneDNN path on 2 threads (36 against 25.5 images/s, batch 16; features equal to a relative 3e-6). So a frozen
-EfficientNet-Lite encoder in eval mode, without gradients and on the CPU, runs there when ``onnxruntime`` is
-installed; everything else (training, the GPU, gradients, another backbone) keeps PyTorch.
+EfficientNet-Lite encoder without gradients, on the CPU, in float32 and outside autocast runs there when
+``onnxruntime`` is installed (``caption``, and a training run's feature cache and validation); everything else
+(gradients, the GPU, autocast, a fine-tuned encoder, another backbone) keeps PyTorch.
 
 - The graph is exported once per folded weights, input size, library versions and code (TorchScript exporter; one file
   per input size, the batch left free) into ``$TEXT_ATTN_CACHE/onnx`` (default
   ``~/.cache/attention-toolkit/native/onnx``), the file named by a digest of them, written to a temporary file and
-  renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s). A file that does not load
-  (damaged elsewhere) is exported again.
-- ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or the export fails, PyTorch runs, and ``status()``
-  says why (benchmarks/speed.py prints it).
+  renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s) and keeps its bytes. A file
+  that does not load (damaged elsewhere) is exported again. Old files are not removed.
+- ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or does not load, the export fails (an unwritable
+  cache folder too) or a session fails to start or run, PyTorch runs, for good for those weights and that size, and
+  ``status()`` says why (benchmarks/speed.py prints it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import tempfile
 import warnings
@@ -60,6 +63,21 @@ def _code() -> str:
     return h.hexdigest()[:16]
 
 
+def _versions() -> str:
+    """What else shapes the graph: the exporter, the runtime, the EfficientNet-Lite package whose blocks it traces."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import onnxruntime
+
+    found = []
+    for package in ("onnx", "efficientnet-lite-pytorch"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} ?")
+    return f"torch {torch.__version__} onnxruntime {onnxruntime.__version__} " + " ".join(found)
+
+
 def _digest(module: nn.Module, shape: tuple[int, int], what: str) -> str:
     h = hashlib.sha256(f"{shape}|{what}".encode())
     for name, value in module.state_dict().items():
@@ -73,23 +91,23 @@ def _export(module: nn.Module, shape: tuple[int, int], path: Path) -> None:
     example = torch.zeros(1, 3, *shape).contiguous(memory_format=torch.channels_last)
     fd, tmp = tempfile.mkstemp(suffix=".onnx.part", dir=path.parent)
     os.close(fd)
+    # the TorchScript exporter: torch >= 2.5 defaults to the dynamo one (it needs onnxscript), torch 2.4 has no choice
+    choice = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     try:
         with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the tracer's notes on the fixed paddings and the exporter's deprecation
+            warnings.simplefilter("ignore")  # the tracer's notes on the traced paddings and the exporter's deprecation
             torch.onnx.export(
                 module, (example,), tmp, input_names=["images"], output_names=["features"],
-                dynamic_axes={"images": {0: "batch"}, "features": {0: "batch"}}, opset_version=17, dynamo=False,
+                dynamic_axes={"images": {0: "batch"}, "features": {0: "batch"}}, opset_version=17, **choice,
             )  # fmt: skip
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp's file is private; the cache is as readable as any file the user writes
+        os.chmod(tmp, 0o644)  # mkstemp's file is private; the cache is readable like the native kernels' folder
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
-def _session(path: Path, threads: int):
+def _session(path: Path, graph: bytes, threads: int):
     import onnxruntime as ort
 
     key = (str(path), threads)
@@ -101,7 +119,7 @@ def _session(path: Path, threads: int):
         options.log_severity_level = 3  # errors only
         # no busy-waiting for the next call: PyTorch's beam search runs between two batches on the same cores
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        _sessions[key] = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        _sessions[key] = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
     return _sessions[key]
 
 
@@ -109,24 +127,24 @@ class OnnxBody:
     """Calls an exported folded body: (B, 3, H, W) float32 CPU tensor -> (B, D, h, w), as the module would."""
 
     def __init__(self, module: nn.Module, shape: tuple[int, int]) -> None:
-        import onnxruntime as ort
-
         # the tap is part of the graph, not of the weights: a multiscale body and a plain stride-16 one share them
-        what = f"torch {torch.__version__} onnxruntime {ort.__version__} tap {getattr(module, 'tap', None)} {_code()}"
+        what = f"{_versions()} tap {getattr(module, 'tap', None)} {_code()}"
         self.path = cache_dir() / f"encoder-{_digest(module, shape, what)}.onnx"
         self.shape = shape
         if not self.path.exists():
             _export(module, shape, self.path)
+        self.graph = self.path.read_bytes()  # kept: a session for another thread count needs no file (deleted since?)
         try:
-            _session(self.path, torch.get_num_threads())  # now, so that a bad file shows here and not mid-run
+            _session(self.path, self.graph, torch.get_num_threads())  # now, so that a bad file shows here, not mid-run
         except Exception:  # a damaged file (this code writes whole files only): exported again, once
             self.path.unlink(missing_ok=True)
             _export(module, shape, self.path)
-            _session(self.path, torch.get_num_threads())
+            self.graph = self.path.read_bytes()
+            _session(self.path, self.graph, torch.get_num_threads())
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
         global _ran
-        session = _session(self.path, torch.get_num_threads())
+        session = _session(self.path, self.graph, torch.get_num_threads())
         _ran = True
         array = images.detach().contiguous().numpy()  # NCHW, as exported
         return torch.from_numpy(session.run(None, {"images": array})[0])
@@ -146,6 +164,8 @@ def onnx_body(module: nn.Module, shape: tuple[int, int]) -> OnnxBody | None:
         import onnxruntime  # noqa: F401
     except ImportError:
         return pytorch_runs("onnxruntime is not installed")
+    except Exception as error:  # a broken install (a missing shared library, ...)
+        return pytorch_runs(f"onnxruntime does not load: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
     try:
         return OnnxBody(module, shape)
     except Exception as error:  # an exporter that cannot trace this torch's graph: PyTorch is still right

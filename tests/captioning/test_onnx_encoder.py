@@ -86,7 +86,8 @@ def test_one_export_per_weights_reused_by_a_second_encoder(onnx_on, monkeypatch)
         twin = copy.deepcopy(enc)
         twin._onnx.clear()
         twin._folded = None
-        _close(twin(x), first)  # an encoder with the same weights (another process: the same file) loads the graph
+        monkeypatch.setattr(onnx_encoder, "_sessions", {})  # as in another process: the graph comes from the file
+        _close(twin(x), first)  # an encoder with the same weights loads the graph written before
         assert exports == [(64, 64)]
         enc(torch.randn(1, 3, 80, 80))  # another input size: another graph
         assert exports == [(64, 64), (80, 80)]
@@ -122,6 +123,16 @@ def test_a_multiscale_body_and_a_plain_one_with_the_same_weights_get_their_own_g
     _close(got_multi, _plain(multi, x))  # not the plain body's graph: the fine map is appended
 
 
+def test_after_an_export_pytorch_still_computes_the_plain_features(onnx_on, monkeypatch):
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        enc(x)  # exports the folded body
+        assert not any(m.training for m in enc._folded[1].modules())  # drop-connect stays off
+        monkeypatch.setenv("CAPTION_ONNX", "0")
+        _close(enc(x), _plain(enc, x))  # the same folded body, now in PyTorch
+
+
 def test_pytorch_runs_with_gradients_when_off_and_without_onnxruntime(onnx_on, monkeypatch):
     enc = _random_encoder()
     x = torch.randn(2, 3, 64, 64)
@@ -153,6 +164,41 @@ def test_a_failed_export_leaves_pytorch_running_and_no_file(onnx_on, monkeypatch
     _close(got, _plain(enc, x))
     assert onnx_encoder.status() == "PyTorch (the ONNX export failed: RuntimeError: this torch cannot trace that)"
     assert list(onnx_on.iterdir()) == []  # the partial file is gone
+
+
+def test_a_deleted_file_and_a_new_thread_count_need_no_file(onnx_on):
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        first = enc(x)
+        for graph in onnx_on.glob("*.onnx"):
+            graph.unlink()  # the user cleared the cache while this process runs
+        threads = torch.get_num_threads()
+        torch.set_num_threads(threads + 1)  # a new session: built from the graph kept in memory
+        try:
+            again = enc(x)
+        finally:
+            torch.set_num_threads(threads)
+    assert onnx_encoder.status().startswith("ONNX Runtime")
+    _close(again, first)
+
+
+def test_a_failing_run_falls_back_to_pytorch_for_good(onnx_on, monkeypatch):
+    calls = []
+
+    def broken(self, images):
+        calls.append(len(images))
+        raise RuntimeError("bad allocation")
+
+    monkeypatch.setattr(onnx_encoder.OnnxBody, "__call__", broken)
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        got = enc(x)
+        enc(x)
+    _close(got, _plain(enc, x))
+    assert calls == [2]  # not tried again at the next batch
+    assert onnx_encoder.status() == "PyTorch (ONNX Runtime failed: RuntimeError: bad allocation)"
 
 
 def test_a_damaged_graph_file_is_exported_again(onnx_on, monkeypatch):

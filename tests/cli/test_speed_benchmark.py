@@ -17,7 +17,8 @@ MULTI30K = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k" 
 def test_speed_benchmark_prints_and_writes_every_row(tmp_path):
     out = tmp_path / "speed.json"
     cmd = [sys.executable, str(SCRIPT), "--repeats", "1", "--json", str(out), "--multi30k-root", str(MULTI30K)]
-    env = {**os.environ, "CAPTION_ONNX": "1"}  # as a user runs it (the suite turns ONNX Runtime off: conftest.py)
+    # as a user runs it (the suite turns ONNX Runtime off: conftest.py); its graphs and kernels in a fresh cache
+    env = {**os.environ, "CAPTION_ONNX": "1", "TEXT_ATTN_CACHE": str(tmp_path / "cache")}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
