@@ -276,21 +276,16 @@ def caption_folder_rows(repeats: int) -> list[dict]:
                 code = caption_main([str(folder), "--beam-size", str(beam), "--jsonl", str(out)])
             if code != 0 or len(out.read_text().splitlines()) != n:
                 raise RuntimeError(f"caption {folder} at beam {beam} failed (exit code {code})")
-            if not forced_off:
-                encoders.add(onnx_encoder.status())
 
-        forced_off = False
+        def run_default(beam: int) -> None:
+            run(beam)
+            encoders.add(onnx_encoder.status())
 
         def run_torch() -> None:  # the encoder in PyTorch, as before ONNX Runtime ran it
-            nonlocal forced_off
-            forced_off = True
-            try:
-                with onnx_off():
-                    run(3)
-            finally:
-                forced_off = False
+            with onnx_off():
+                run(3)
 
-        t = interleaved({**{f"beam {b}": (lambda b=b: run(b)) for b in (1, 3)}, "torch": run_torch}, repeats)
+        t = interleaved({**{f"beam {b}": (lambda b=b: run_default(b)) for b in (1, 3)}, "torch": run_torch}, repeats)
         rows = [
             {"what": f"caption FOLDER of {n} photos (Flickr8k model), beam {b}", "value": f"{n / t[f'beam {b}']:.1f} "
              "images/s", "rate": n / t[f"beam {b}"]}

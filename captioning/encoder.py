@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from captioning import onnx_encoder
 from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 from text_attn.core.errors import one_line
 
@@ -409,11 +410,8 @@ class ImageEncoder(nn.Module):
                 try:
                     return fast(images)
                 except Exception as error:  # a session that will not start or run: PyTorch from now on, same numbers
-                    from captioning import onnx_encoder
-
-                    reason = f"ONNX Runtime failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
-                    self._onnx[tuple(x.shape[-2:])] = (folded, None, reason)
-                    onnx_encoder.pytorch_runs(reason)
+                    onnx_encoder.failed("ONNX Runtime failed", error)
+                    self._onnx[tuple(x.shape[-2:])] = (folded, None, onnx_encoder.why_not())
             return _stages_map(folded, x, self._tap if self.multiscale else None)
         fine = None
         for i, stage in enumerate(self.body):
@@ -426,8 +424,6 @@ class ImageEncoder(nn.Module):
     def _onnx_map(self, folded: nn.Module, x: torch.Tensor):
         """The folded body with its multiscale step as an ONNX Runtime call for inputs shaped like x, or None where
         PyTorch runs it (captioning.onnx_encoder: another device or dtype, turned off, not installed, failed)."""
-        from captioning import onnx_encoder
-
         if x.device.type != "cpu" or x.dtype != torch.float32:
             return onnx_encoder.pytorch_runs(f"{x.device.type} {x.dtype}: ONNX Runtime runs float32 on the CPU")
         if torch.is_autocast_enabled("cpu"):  # PyTorch's path gives autocast's dtype; keep it
@@ -438,10 +434,11 @@ class ImageEncoder(nn.Module):
         made = self._onnx.get(shape)
         if made is None or made[0] is not folded:  # first use at this size, or the weights changed since
             module = _StagesMap(folded, self._tap if self.multiscale else None)
-            made = (folded, onnx_encoder.onnx_body(module, shape), onnx_encoder.status())
+            body = onnx_encoder.onnx_body(module, shape)
+            made = (folded, body, "" if body is not None else onnx_encoder.why_not())
             self._onnx[shape] = made
         if made[1] is None:  # failed before for these weights and size: not tried at every batch
-            onnx_encoder.pytorch_runs(made[2].removeprefix("PyTorch (").removesuffix(")"))
+            onnx_encoder.pytorch_runs(made[2])
         return made[1]
 
     def _inference_body(self) -> nn.Module:

@@ -156,6 +156,16 @@ def pytorch_runs(reason: str) -> None:
     _why_not, _ran = reason, False
 
 
+def failed(what: str, error: BaseException) -> None:
+    """pytorch_runs, the reason being what failed and the error's type and first line."""
+    return pytorch_runs(f"{what}: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+
+
+def why_not() -> str:
+    """The reason recorded by the last pytorch_runs."""
+    return _why_not
+
+
 def onnx_body(module: nn.Module, shape: tuple[int, int]) -> OnnxBody | None:
     """The module run by ONNX Runtime for inputs of this (H, W), or None (status() says why)."""
     if not enabled():
@@ -165,8 +175,8 @@ def onnx_body(module: nn.Module, shape: tuple[int, int]) -> OnnxBody | None:
     except ImportError:
         return pytorch_runs("onnxruntime is not installed")
     except Exception as error:  # a broken install (a missing shared library, ...)
-        return pytorch_runs(f"onnxruntime does not load: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+        return failed("onnxruntime does not load", error)
     try:
         return OnnxBody(module, shape)
     except Exception as error:  # an exporter that cannot trace this torch's graph: PyTorch is still right
-        return pytorch_runs(f"the ONNX export failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+        return failed("the ONNX export failed", error)
