@@ -3,6 +3,8 @@
     python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k   # the table of docs/results.md
     python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k --json docs/flickr8k.json --bundle
     python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k --quick --out /tmp/f8k   # a smoke run (~5 min)
+    python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k --out runs/f8k_lite0 -- \
+        --model.encoder.backbone efficientnet_lite0 --model.encoder.image_size 224 --model.encoder.grid 7
 
 Stages, each a console script a user would type (printed before it runs; output in OUT/logs/<stage>.log):
   soft   caption-train fit configs/caption/flickr8k_lite2_soft.yaml        cross-entropy, soft attention
@@ -78,6 +80,7 @@ def train(stage: str, args: argparse.Namespace, out: Path, logs: Path) -> tuple[
         cmd += ["--model.init_from", str(out / first / "model.pt")]
     if args.quick:
         cmd += QUICK
+    cmd += args.fit_args  # last: they win (another encoder for every stage, say)
     seconds = run_stage(f"fit-{stage}", cmd, logs)
     seconds += average(stage, model, args, out, logs)
     (out / stage / "train_minutes.txt").write_text(f"{seconds / 60:.2f}\n")
@@ -201,6 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     p.add_argument("--bundle", action="store_true", help=f"copy the chosen model with its scores to {BUNDLED}")
     p.add_argument("--tune", action="store_true", help="choose each model's beam and length penalty on val, score too")
+    p.add_argument(
+        "fit_args",
+        nargs="*",
+        help="after --: more caption-train fit options for every stage's fit (they "
+        "win), e.g. -- --model.encoder.backbone efficientnet_lite0 --model.encoder.image_size 224 "
+        "--model.encoder.grid 7",
+    )
     p.add_argument("--beams", default="1,3,5", help="comma-separated beam widths to score test at (default: 1,3,5)")
     args = p.parse_args(argv)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]

@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line
-from text_attn.core.modelfile import ModelFileError
 from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
@@ -124,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load_captioner(args: argparse.Namespace):
     from captioning.captioner import Captioner
+    from text_attn.core.modelfile import ModelFileError
 
     path = args.model
     if path is None:

@@ -23,13 +23,15 @@ def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
     """A plain nn.Conv2d computing bn(conv(x)) (eval statistics), with "same" padding inside when stride is 1."""
     k = conv.kernel_size[0]
     stride_one = tuple(conv.stride) == (1, 1) and conv.kernel_size[0] == conv.kernel_size[1] and k % 2 == 1
+    # on the body's device and in its dtype: a body moved to the GPU (caption --device cuda) folds into a GPU copy
+    where = {"device": conv.weight.device, "dtype": conv.weight.dtype}
     if stride_one:
         out = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, 1, k // 2 * conv.dilation[0],
-                        conv.dilation, conv.groups, bias=True)  # fmt: skip
+                        conv.dilation, conv.groups, bias=True, **where)  # fmt: skip
     else:
         out = copy.deepcopy(conv)
         if out.bias is None:
-            out.bias = nn.Parameter(torch.zeros(conv.out_channels))
+            out.bias = nn.Parameter(torch.zeros(conv.out_channels, **where))
     scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C_out,)
     bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
     with torch.no_grad():

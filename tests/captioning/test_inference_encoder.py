@@ -77,3 +77,16 @@ def test_fold_for_inference_leaves_the_original_alone():
     fold_for_inference(enc.body)
     after = enc.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+@torch.no_grad()
+def test_the_folded_copy_keeps_the_bodys_device_and_dtype():
+    """A body moved elsewhere folds into a copy there: `caption --device cuda` once ran CPU convolutions on CUDA
+    input (found on a GPU). The CPU stand-in for a device is the dtype: a float64 body folds into float64 layers."""
+    torch.manual_seed(0)
+    enc = ImageEncoder("efficientnet_lite0", grid=2, weights=None, stride=16).eval().double()
+    x = torch.randn(1, 3, 64, 64, dtype=torch.float64)
+    folded = enc(x)
+    assert {p.dtype for p in enc._folded[1].parameters()} == {torch.float64}
+    assert {p.device for p in enc._folded[1].parameters()} == {x.device}
+    torch.testing.assert_close(folded, _plain(enc, x), rtol=1e-9, atol=1e-9 * folded.abs().max().item())

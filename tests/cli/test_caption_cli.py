@@ -611,3 +611,14 @@ def test_a_huge_image_gets_our_note_not_pillows_warning(capsys, model_file, monk
     assert code == 0 and out.strip()
     notes = [line for line in err.splitlines() if "very large image" in line]
     assert len(notes) == 1 and notes[0].startswith(f"caption: note: {PHOTOS[0]}: a very large image")
+
+
+def test_help_answers_without_importing_torch():
+    """``caption --help`` is the first thing a newcomer types: it must not wait seconds for torch to load."""
+    import subprocess
+    import sys
+
+    probe = "import sys\nfrom captioning.caption_cli import caption_main\ntry:\n    caption_main(['--help'])\n"
+    probe += "except SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "usage: caption" in done.stdout and done.stdout.strip().endswith("exit 0 False"), done.stderr[-500:]

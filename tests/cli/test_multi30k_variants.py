@@ -30,9 +30,9 @@ def test_two_variants_train_and_their_val_curves_are_tabled(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("| ")]
-    assert lines[0] == "| variant | epoch 1 | epoch 2 | best | epochs | minutes an epoch |"
+    assert lines[0] == "| variant | epoch 1 | epoch 2 | best | epochs | steps | minutes an epoch |"
     assert lines[1].startswith("| GRU, embed 256") and lines[2].startswith("| LSTM instead of GRU")
-    assert len(lines) == 3 and all(ln.split(" | ")[-2] == "2" for ln in lines[1:])  # two epochs each
+    assert len(lines) == 3 and all(ln.split(" | ")[-3] == "2" for ln in lines[1:])  # two epochs each
     data = json.loads(report.read_text())
     assert data["family"] == "bahdanau" and set(data["curves"]) == {"shipped", "lstm"}
     assert all(len(curve) == 2 for curve in data["curves"].values())
@@ -45,9 +45,9 @@ def test_two_variants_train_and_their_val_curves_are_tabled(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.count("not trained again") == 2 and "done in" not in again.stdout
     rows = [ln for ln in again.stdout.splitlines() if ln.startswith("| ")]
-    assert rows[0] == "| variant | epoch 1 | best | epochs | minutes an epoch |"
+    assert rows[0] == "| variant | epoch 1 | best | epochs | steps | minutes an epoch |"
     assert all(ln.split(" | ")[1] == cells[ln.split(" | ")[0]] for ln in rows[1:])  # the same epoch-1 values
-    assert all(ln.split(" | ")[-2] == "1" and float(ln.split(" | ")[-1].rstrip(" |")) >= 0 for ln in rows[1:])
+    assert all(ln.split(" | ")[-3] == "1" and float(ln.split(" | ")[-1].rstrip(" |")) >= 0 for ln in rows[1:])
 
 
 def test_an_unknown_variant_names_the_known_ones(tmp_path):

@@ -1,0 +1,59 @@
+"""Choose the Flickr8k captioner's settings on VALIDATION photos: train variants of
+configs/caption/flickr8k_lite2_soft.yaml (the cross-entropy stage) for the same minutes (or epochs) and compare their
+greedy val CIDEr after each epoch (never test).
+
+    python benchmarks/flickr8k_variants.py --data-root ../shared/data/flickr8k --minutes 15
+    python benchmarks/flickr8k_variants.py --data-root ../shared/data/flickr8k --minutes 15 --variants shipped,lite0_224
+    python benchmarks/flickr8k_variants.py --data-root ../shared/data/flickr8k --epochs 1 -- --data.train_size 500
+
+Each variant is ``caption-train fit --config configs/caption/flickr8k_lite2_soft.yaml`` with its overrides (below), its
+run in OUT/<name>/ (default runs/flickr8k_variants). The encoders are frozen, so every encoder's features are cached
+once in OUT/feature_cache, shared by the variants (keyed by the encoder and the photos: the variants that change only
+the decoder reuse the shipped encoder's file), and encoding is not part of a fit's minutes (it runs before the
+clock starts). The backbones differ in cost an epoch (more regions, more work an attention step), so they are
+compared at equal --minutes, as the shipped config's 50-minute budget is spent: the learning rate falls to 0 over the
+budget (``lr_schedule: budget``), so a short budget is a whole, smaller run, not the start of a long one. Prints val
+CIDEr x 100 (pycocoevalcap's, greedy captions, the 1,000 val photos) after the reported epochs and the best within
+the budget, and minutes an epoch; ``--json`` writes every curve. Runs already done are reused (benchmarks/_variants.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from _variants import Family, add_options, run
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "caption" / "flickr8k_lite2_soft.yaml"
+ENCODER = "--model.encoder."
+VARIANTS = {  # name -> (what it is, overrides of the shipped config)
+    "shipped": ("EfficientNet-Lite2 at 260 px, 9 x 9 regions (shipped)", []),
+    "lite0_224": ("Lite0 at 224 px, 7 x 7", [ENCODER + "backbone", "efficientnet_lite0", ENCODER + "image_size", "224",
+                                             ENCODER + "grid", "7"]),
+    "lite1_240": ("Lite1 at 240 px, 8 x 8", [ENCODER + "backbone", "efficientnet_lite1", ENCODER + "image_size", "240",
+                                             ENCODER + "grid", "8"]),
+    "lite2_224": ("Lite2 at 224 px, 7 x 7", [ENCODER + "image_size", "224", ENCODER + "grid", "7"]),
+    "ds0": ("no doubly stochastic penalty (ds_lambda 0)", ["--model.objective.ds_lambda", "0"]),
+    "ds1": ("ds_lambda 1 (the paper's; ~5x the word-averaged cross-entropy)", ["--model.objective.ds_lambda", "1"]),
+    "dropout0.3": ("dropout 0.3", ["--model.decoder.dropout", "0.3"]),
+    "lr5e-4": ("learning rate 5e-4", ["--model.lr", "0.0005"]),
+}  # fmt: skip
+REPORTED = (1, 2, 3, 4, 6, 8, 10)  # epochs whose val CIDEr the table shows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", type=Path, required=True, help="Flickr8k, its original layout or Kaggle's")
+    p.add_argument("--out", type=Path, default=Path("runs/flickr8k_variants"), help="one run folder a variant")
+    add_options(p, ", ".join(VARIANTS))
+    args = p.parse_args(argv)
+    family = Family("flickr8k variants", "flickr8k", CONFIG, "caption-train", "val_CIDEr",
+                    "val CIDEr, greedy, Flickr8k val (1,000 photos)", VARIANTS, REPORTED,
+                    extra=("--data.feature_cache_dir", "{out}/feature_cache"), clock_from="hparams.yaml")  # fmt: skip
+    return run(p, family, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
