@@ -127,7 +127,8 @@ def report(family: Family, names: list[str], args: argparse.Namespace) -> dict:
     # a longer run reused: its curve up to --epochs
     curves = logged if args.minutes else {n: [row for row in c if row[0] < args.epochs] for n, c in logged.items()}
     minutes = {n: fit_minutes(args.out / n, family.clock_from) for n in names}
-    steps = {n: max((step + 1 for _, step, _ in logged[n]), default=0) for n in names}  # training steps taken
+    ran = {n: max((step + 1 for _, step, _ in logged[n]), default=0) for n in names}  # the whole fit's steps
+    steps = {n: max((step + 1 for _, step, _ in curves[n]), default=0) for n in names}  # within the budget shown
     trained = max((len(c) for c in curves.values()), default=0) if args.minutes else args.epochs
     shown = [e for e in family.reported if e <= trained]
     budget = f"{args.minutes} minutes each" if args.minutes else f"{args.epochs} epochs each"
@@ -138,9 +139,10 @@ def report(family: Family, names: list[str], args: argparse.Namespace) -> dict:
     for n in names:
         by_epoch = {e + 1: 100 * v for e, _, v in curves[n]}
         cells = [f"{by_epoch[e]:.1f}" if e in by_epoch else "–" for e in shown]
-        # a budget in minutes stops mid-epoch: the epochs done are its steps over the first epoch's
-        first_epoch = min((step + 1 for e, step, _ in logged[n] if e == 0), default=0)
-        done = steps[n] / first_epoch if first_epoch else len({e for e, _, _ in logged[n]})
+        # a budget in minutes stops mid-epoch: the epochs done are the fit's steps over a whole first epoch's
+        whole_first = any(e > 0 for e, _, _ in logged[n])
+        first_epoch = max((step + 1 for e, step, _ in logged[n] if e == 0), default=0) if whole_first else 0
+        done = ran[n] / first_epoch if first_epoch else len({e for e, _, _ in logged[n]})
         per_epoch = minutes[n] / max(done, 1e-9)
         best = max(by_epoch.values(), default=float("nan"))
         row = [family.variants[n][0], *cells, f"{best:.1f}", str(len(by_epoch)), str(steps[n]), f"{per_epoch:.1f}"]
