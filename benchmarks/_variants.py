@@ -97,7 +97,8 @@ def train(family: Family, names: list[str], args: argparse.Namespace) -> int:
     reused = [n for n in names if not args.retrain and reusable(family, args.out / n, args)]
     budget = f"{args.minutes} minutes" if args.minutes else f"{args.epochs} epochs"
     for name in reused:
-        print(f"[{name}] {args.out / name} holds {budget} or more: not trained again", flush=True)
+        held = budget if args.minutes else f"{budget} or more"  # minutes: exactly that budget (reusable)
+        print(f"[{name}] {args.out / name} holds {held}: not trained again", flush=True)
     waiting, running, started = [n for n in names if n not in reused], [], {}
     while waiting or running:
         while waiting and len(running) < args.parallel:

@@ -157,8 +157,9 @@ def pytorch_runs(reason: str) -> None:
 
 
 def failed(what: str, error: BaseException) -> None:
-    """pytorch_runs, the reason being what failed and the error's type and first line."""
-    return pytorch_runs(f"{what}: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+    """pytorch_runs, the reason being what failed and the error's type and first line (if it has a message)."""
+    first = (str(error).splitlines() or [""])[0][:200]  # an error without a message has no first line
+    return pytorch_runs(f"{what}: {type(error).__name__}" + (f": {first}" if first else ""))
 
 
 def why_not() -> str:

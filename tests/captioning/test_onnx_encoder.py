@@ -230,3 +230,16 @@ def test_bundled_model_captions_the_same_with_onnx_runtime(onnx_on, monkeypatch)
     torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-4 * slow.abs().max().item())
     same = [c.words for c in captioner.caption_features(slow, 3, 30)]
     assert [c.words for c in captioner.caption_features(fast, 3, 30)] == same
+
+
+def test_an_error_without_a_message_is_named_by_its_type(onnx_on, monkeypatch):
+    def broken(self, images):
+        raise MemoryError  # no message: the fallback's reason must not fail to take its first line
+
+    monkeypatch.setattr(onnx_encoder.OnnxBody, "__call__", broken)
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        got = enc(x)
+    _close(got, _plain(enc, x))
+    assert onnx_encoder.status() == "PyTorch (ONNX Runtime failed: MemoryError)"
