@@ -7,10 +7,11 @@
         --model.encoder.backbone efficientnet_lite0 --model.encoder.image_size 224 --model.encoder.grid 7
 
 Stages, each a console script a user would type (printed before it runs; output in OUT/logs/<stage>.log):
-  soft   caption-train fit configs/caption/flickr8k_lite2_soft.yaml        cross-entropy, soft attention
-  scst   caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml   self-critical (CIDEr-D + BLEU-4), from soft
-  hard   caption-train fit configs/caption/flickr8k_lite2_hard.yaml        cross-entropy + REINFORCE, hard attention
-A stage whose fit saved its weights every few steps (scst) then gets checkpoint averaging, chosen on val
+  soft       caption-train fit configs/caption/flickr8k_lite2_soft.yaml       cross-entropy, soft attention
+  scst       caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml  self-critical (CIDEr-D + BLEU-4), from soft
+  hard       caption-train fit configs/caption/flickr8k_lite2_hard.yaml       cross-entropy + REINFORCE, hard attention
+  hard_scst  caption-train fit configs/caption/flickr8k_lite2_hard_scst.yaml  the same self-critical stage, from hard
+A stage whose fit saved its weights every few steps (scst, hard_scst) then gets checkpoint averaging, chosen on val
 (benchmarks/checkpoint_averaging.py: the best checkpoint or the mean of the last 2 / 3 / 4 / 6; its minutes count in
 the stage's). A stage whose model file OUT/<stage>/model.pt exists is not trained again (or --retrain). All stages share
 one feature cache (OUT/feature_cache): the photos are encoded once. Then per model:
@@ -45,6 +46,7 @@ STAGES = {  # stage -> (config, first stage it starts from)
     "soft": ("flickr8k_lite2_soft.yaml", None),
     "scst": ("flickr8k_lite2_soft_scst.yaml", "soft"),
     "hard": ("flickr8k_lite2_hard.yaml", None),
+    "hard_scst": ("flickr8k_lite2_hard_scst.yaml", "hard"),
 }
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 # Xu et al. 2015, Table 1, Flickr8k (BLEU and METEOR x 100; CIDEr not reported).
@@ -198,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", type=Path, required=True, help="Flickr8k (original or Kaggle layout)")
     p.add_argument("--out", type=Path, default=Path("runs/flickr8k_benchmark"), help="runs, logs and model files")
-    p.add_argument("--stages", default="soft,scst,hard", help="comma-separated: soft, scst, hard (default: all)")
+    p.add_argument(
+        "--stages", default=",".join(STAGES), help=f"comma-separated: {', '.join(STAGES)} (default: all)"
+    )
     p.add_argument("--retrain", action="store_true", help="train stages whose model file exists again")
     p.add_argument("--quick", action="store_true", help="a smoke run: 300 train photos, 90 s a stage, 100 test")
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
@@ -237,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         finals: dict[str, Path] = {}
         for stage in stages:
             model, minutes[stage] = train(stage, args, args.out, logs)
-            # scst's model file names both stages' minutes; soft's from its file when it was trained in another run
-            chain = {"soft": minutes.get("soft", recorded_minutes(args.out, "soft"))} if stage == "scst" else {}
+            # a second stage's model file names both stages' minutes; the first's from its file when it was
+            # trained in another run
+            first = STAGES[stage][1]
+            chain = {first: minutes.get(first, recorded_minutes(args.out, first))} if first else {}
             chain[stage] = minutes[stage]
             final = export(model, args.out / stage, logs, stage, model_info(stage, chain, None))
             results[stage] = {}

@@ -28,6 +28,14 @@ from _variants import Family, add_options, run
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "caption" / "flickr8k_lite2_soft.yaml"
 ENCODER = "--model.encoder."
+DECODER = "--model.decoder."
+
+
+def decoder_width(width: int) -> list[str]:
+    """Overrides making the decoder's embedding, LSTM and attention all ``width`` wide (the shipped: 512)."""
+    return [x for dim in ("embed_dim", "hidden_dim", "attn_dim") for x in (DECODER + dim, str(width))]
+
+
 VARIANTS = {  # name -> (what it is, overrides of the shipped config)
     "shipped": ("EfficientNet-Lite2 at 260 px, 9 x 9 regions (shipped)", []),
     "lite0_224": ("Lite0 at 224 px, 7 x 7", [ENCODER + "backbone", "efficientnet_lite0", ENCODER + "image_size", "224",
@@ -37,8 +45,10 @@ VARIANTS = {  # name -> (what it is, overrides of the shipped config)
     "lite2_224": ("Lite2 at 224 px, 7 x 7", [ENCODER + "image_size", "224", ENCODER + "grid", "7"]),
     "ds0": ("no doubly stochastic penalty (ds_lambda 0)", ["--model.objective.ds_lambda", "0"]),
     "ds1": ("ds_lambda 1 (the paper's; ~5x the word-averaged cross-entropy)", ["--model.objective.ds_lambda", "1"]),
-    "dropout0.3": ("dropout 0.3", ["--model.decoder.dropout", "0.3"]),
+    "dropout0.3": ("dropout 0.3", [DECODER + "dropout", "0.3"]),
     "lr5e-4": ("learning rate 5e-4", ["--model.lr", "0.0005"]),
+    "dec384": ("decoder 384 wide (embedding, LSTM, attention)", decoder_width(384)),
+    "dec768": ("decoder 768 wide (embedding, LSTM, attention)", decoder_width(768)),
 }  # fmt: skip
 REPORTED = (1, 2, 3, 4, 6, 8, 10)  # epochs whose val CIDEr the table shows
 

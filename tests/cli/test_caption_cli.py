@@ -613,12 +613,21 @@ def test_a_huge_image_gets_our_note_not_pillows_warning(capsys, model_file, monk
     assert len(notes) == 1 and notes[0].startswith(f"caption: note: {PHOTOS[0]}: a very large image")
 
 
-def test_help_answers_without_importing_torch():
-    """``caption --help`` is the first thing a newcomer types: it must not wait seconds for torch to load."""
+@pytest.mark.parametrize(
+    "module, main, prog",
+    [
+        ("captioning.caption_cli", "caption_main", "caption"),
+        ("captioning.export", "export_main", "caption-export"),
+        ("text_attn.translation.export", "export_main", "text-export"),
+        ("text_attn.translation.translate_cli", "translate_main", "translate"),
+    ],
+)
+def test_help_answers_without_importing_torch(module, main, prog):
+    """``--help`` is the first thing a newcomer types: it must not wait seconds for torch to load."""
     import subprocess
     import sys
 
-    probe = "import sys\nfrom captioning.caption_cli import caption_main\ntry:\n    caption_main(['--help'])\n"
+    probe = f"import sys\nfrom {module} import {main}\ntry:\n    {main}(['--help'])\n"
     probe += "except SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
-    assert "usage: caption" in done.stdout and done.stdout.strip().endswith("exit 0 False"), done.stderr[-500:]
+    assert f"usage: {prog}" in done.stdout and done.stdout.strip().endswith("exit 0 False"), done.stderr[-500:]

@@ -11,8 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
 
 class ModelFileError(RuntimeError):
     """A model file that is missing, unreadable, or not the kind of model asked for. The message is one line."""
@@ -65,6 +63,8 @@ def checkpoint_message(path: str | Path, data: dict, kind: str) -> str:
 
 def save_model_file(path: str | Path, kind: str, payload: dict[str, Any], version: int = 1) -> Path:
     """Write ``payload`` (state_dict tensors + JSON-able values) tagged with ``kind`` and ``version``."""
+    import torch  # here, not at the top: the export commands' --help and errors need no torch (seconds to import)
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()  # serialised in memory, then written by Python: a full disk is an OSError naming its cause
@@ -76,6 +76,8 @@ def save_model_file(path: str | Path, kind: str, payload: dict[str, Any], versio
 
 def load_model_file(path: str | Path, kind: str, version: int = 1, map_location: str = "cpu") -> dict[str, Any]:
     """Read a file written by :func:`save_model_file`; anything else raises :class:`ModelFileError`."""
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise ModelFileError(f"{path}: model file not found")
@@ -126,6 +128,8 @@ def decoding_defaults(info: dict[str, Any]) -> dict[str, Any]:
 def read_export_source(src: str | Path) -> Any:
     """``torch.load`` of what an export command is given (a training checkpoint or a model file, to be told apart
     by the caller); a missing or unreadable file raises :class:`ModelFileError` with one line."""
+    import torch
+
     path = Path(src)
     if not path.is_file():
         raise ModelFileError(f"{src}: {'not a file' if path.exists() else 'no such file'}")

@@ -12,8 +12,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from text_attn.core.modelfile import (
     ModelFileError,
     check_model_data,
@@ -82,6 +80,8 @@ def write_model_file(content: dict[str, Any], dst: str | Path, half: bool = Fals
 
 def _same(a: Any, b: Any) -> bool:
     """Equal metadata, tensors included (a subword model travels as a uint8 tensor)."""
+    import torch  # here: text-export --help needs no torch
+
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
     if isinstance(a, dict) and isinstance(b, dict):

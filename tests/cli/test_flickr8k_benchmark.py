@@ -1,0 +1,53 @@
+"""``benchmarks/flickr8k.py`` end to end on a 4-photo copy of Flickr8k's layout written by the test: all four stages
+(soft, its SCST; hard, its SCST) as the console scripts a user types, each exported and its test photo captioned and
+scored, the table and JSON written, each second stage started from its own first stage's model file. The fits are
+tiny (2 steps, 16-wide decoder), so the scores mean nothing; what is checked is the plumbing. Slow: eight
+subprocesses. The refusal of a second stage without its first is fast."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.flickr8k import write_original
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "flickr8k.py"
+TINY = ["--data.min_freq", "1", "--data.batch_size", "2", "--model.decoder.embed_dim", "16", "--trainer.max_steps", "2"]
+TINY += ["--model.decoder.hidden_dim", "16", "--model.decoder.attn_dim", "16", "--model.objective.soft_warmup", "1"]
+
+
+@pytest.mark.slow
+def test_every_stage_trains_exports_and_scores_from_its_own_first_stage(tmp_path):
+    data, out, report = write_original(tmp_path / "flickr8k"), tmp_path / "runs", tmp_path / "f8k.json"
+    cmd = [sys.executable, str(SCRIPT), "--data-root", str(data), "--out", str(out), "--quick", "--beams", "1"]
+    cmd += ["--json", str(report), "--", *TINY]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    rows = [ln.split(" | ")[0] for ln in done.stdout.splitlines() if ln.startswith("| ours, ")]
+    assert rows == ["| ours, soft", "| ours, scst", "| ours, hard", "| ours, hard_scst"]
+    numbers = json.loads(report.read_text())
+    assert list(numbers["results"]) == ["soft", "scst", "hard", "hard_scst"]
+    assert all(0 <= numbers["results"][s]["1"]["Bleu_4"] <= 100 for s in numbers["results"])
+    assert all(numbers["minutes"][s] > 0 for s in numbers["results"])
+    # each second stage starts from its own first stage and keeps its network
+    hard_scst = next((out / "hard_scst").rglob("config.yaml")).read_text()
+    assert f"init_from: {out / 'hard' / 'model.pt'}" in hard_scst and "attention: hard" in hard_scst
+    assert "scst: true" in hard_scst
+    assert f"init_from: {out / 'soft' / 'model.pt'}" in next((out / "scst").rglob("config.yaml")).read_text()
+    # the model file a user gets names both stages' minutes
+    from text_attn.core.modelfile import load_model_file
+
+    info = load_model_file(out / "hard_scst" / "final.pt", "caption-model")["info"]
+    assert info["training"].startswith("hard_scst (hard then hard_scst)")
+
+
+def test_a_second_stage_without_its_first_is_refused(tmp_path):
+    cmd = [sys.executable, str(SCRIPT), "--data-root", str(tmp_path), "--out", str(tmp_path), "--stages", "hard_scst"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "hard_scst starts from hard's model file, which is neither there nor in --stages" in done.stderr
