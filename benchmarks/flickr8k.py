@@ -8,7 +8,7 @@
 
 Stages, each a console script a user would type (printed before it runs; output in OUT/logs/<stage>.log):
   soft       caption-train fit configs/caption/flickr8k_lite2_soft.yaml       cross-entropy, soft attention
-  scst       caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml  self-critical (CIDEr-D + BLEU-4), from soft
+  scst       caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml  self-critical (CIDEr-D + BLEU-4) from soft
   hard       caption-train fit configs/caption/flickr8k_lite2_hard.yaml       cross-entropy + REINFORCE, hard attention
   hard_scst  caption-train fit configs/caption/flickr8k_lite2_hard_scst.yaml  the same self-critical stage, from hard
 A stage whose fit saved its weights every few steps (scst, hard_scst) then gets checkpoint averaging, chosen on val
@@ -200,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", type=Path, required=True, help="Flickr8k (original or Kaggle layout)")
     p.add_argument("--out", type=Path, default=Path("runs/flickr8k_benchmark"), help="runs, logs and model files")
-    p.add_argument(
-        "--stages", default=",".join(STAGES), help=f"comma-separated: {', '.join(STAGES)} (default: all)"
-    )
+    p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated: {', '.join(STAGES)} (default: all)")
     p.add_argument("--retrain", action="store_true", help="train stages whose model file exists again")
     p.add_argument("--quick", action="store_true", help="a smoke run: 300 train photos, 90 s a stage, 100 test")
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
