@@ -11,7 +11,9 @@ EfficientNet-Lite encoder without gradients, on the CPU, in float32 and outside 
   per input size, the batch left free) into ``$TEXT_ATTN_CACHE/onnx`` (default
   ``~/.cache/attention-toolkit/native/onnx``), the file named by a digest of them, written to a temporary file and
   renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s) and keeps its bytes. A file
-  that does not load (damaged elsewhere) is exported again. Old files are not removed.
+  that does not load (damaged elsewhere) is exported again. Each model file, input size and toolkit version makes a
+  new graph (13-19 MB), so after an export the folder keeps the ``KEEP`` most recently used graphs (loading one marks
+  it used) and removes the rest; a graph removed by another process's tidying is exported again.
 - ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or does not load, the export fails (an unwritable
   cache folder too) or a session fails to start or run, PyTorch runs, for good for those weights and that size, and
   ``status()`` says why (benchmarks/speed.py prints it).
@@ -32,6 +34,7 @@ from torch import nn
 _why_not = ""  # why the last encoder ran in PyTorch, for status()
 _ran = False  # whether ONNX Runtime ran an encoder in this process
 _sessions: dict[tuple, object] = {}  # (graph file, threads) -> InferenceSession, shared by encoders in one process
+KEEP = 8  # graphs the cache folder keeps: the bundled model at its size, a few trained ones, and room to switch back
 
 
 def enabled() -> bool:
@@ -107,6 +110,34 @@ def _export(module: nn.Module, shape: tuple[int, int], path: Path) -> None:
             os.unlink(tmp)
 
 
+def _load_or_export(module: nn.Module, shape: tuple[int, int], path: Path) -> bytes:
+    """The graph file's bytes, exported first when it is not there (then the folder is tidied)."""
+    if path.exists():
+        try:
+            os.utime(path)  # used now: the tidying keeps the most recently used graphs
+            return path.read_bytes()
+        except FileNotFoundError:
+            pass  # removed by another process's tidying just now: exported again
+        except PermissionError:  # a read-only cache folder someone shared: it is read, not marked
+            return path.read_bytes()
+    _export(module, shape, path)
+    graph = path.read_bytes()
+    prune(path.parent, keep=KEEP)
+    return graph
+
+
+def prune(folder: Path, keep: int = KEEP) -> list[Path]:
+    """Remove all but the ``keep`` most recently used graphs of the folder; returns what was removed. A folder that
+    cannot be tidied (read-only, a file gone meanwhile) is left as it is: the cache still works."""
+    try:
+        graphs = sorted(folder.glob("encoder-*.onnx"), key=lambda f: f.stat().st_mtime, reverse=True)
+        for old in graphs[keep:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        return []
+    return graphs[keep:]
+
+
 def _session(path: Path, graph: bytes, threads: int):
     import onnxruntime as ort
 
@@ -131,9 +162,7 @@ class OnnxBody:
         what = f"{_versions()} tap {getattr(module, 'tap', None)} {_code()}"
         self.path = cache_dir() / f"encoder-{_digest(module, shape, what)}.onnx"
         self.shape = shape
-        if not self.path.exists():
-            _export(module, shape, self.path)
-        self.graph = self.path.read_bytes()  # kept: a session for another thread count needs no file (deleted since?)
+        self.graph = _load_or_export(module, shape, self.path)  # kept: a session for another thread count needs no file
         try:
             _session(self.path, self.graph, torch.get_num_threads())  # now, so that a bad file shows here, not mid-run
         except Exception:  # a damaged file (this code writes whole files only): exported again, once

@@ -5,7 +5,9 @@ and processes), PyTorch where it is off, missing or failing, and the bundled mod
 from __future__ import annotations
 
 import copy
+import os
 import sys
+import time
 
 import pytest
 import torch
@@ -214,6 +216,47 @@ def test_a_damaged_graph_file_is_exported_again(onnx_on, monkeypatch):
     with torch.no_grad():
         again = twin(x)
     assert onnx_encoder.status().startswith("ONNX Runtime") and graph.stat().st_size > 1000
+    _close(again, first)
+
+
+def test_the_cache_keeps_the_most_recently_used_graphs(onnx_on, monkeypatch):
+    monkeypatch.setattr(onnx_encoder, "KEEP", 2)
+    enc = _random_encoder()
+    sizes = {}
+    with torch.no_grad():
+        for side in (64, 80):
+            before = set(onnx_on.glob("*.onnx"))
+            enc(torch.randn(1, 3, side, side))
+            (sizes[side],) = set(onnx_on.glob("*.onnx")) - before
+        now = time.time()
+        os.utime(sizes[64], (now - 300, now - 300))  # both written a while ago, the 64 one first
+        os.utime(sizes[80], (now - 200, now - 200))
+        enc._onnx.clear()  # a new process: the 64 graph is loaded from its file, so it counts as used now
+        monkeypatch.setattr(onnx_encoder, "_sessions", {})
+        enc(torch.randn(1, 3, 64, 64))
+        got = enc(torch.randn(1, 3, 96, 96))  # a third graph: one too many, the least recently used goes
+    left = set(onnx_on.glob("*.onnx"))
+    assert len(left) == 2 and sizes[64] in left and sizes[80] not in left
+    x = torch.randn(1, 3, 80, 80)
+    with torch.no_grad():
+        enc._onnx.clear()
+        _close(enc(x), _plain(enc, x))  # exported again when asked for
+    assert sizes[80].is_file() and len(list(onnx_on.glob("*.onnx"))) == 2
+    assert got.shape[:2] == (1, 9) and onnx_encoder.status().startswith("ONNX Runtime")
+
+
+def test_a_graph_removed_by_another_process_is_exported_again(onnx_on, monkeypatch):
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        first = enc(x)
+        (graph,) = onnx_on.glob("*.onnx")
+        # another process tidies the folder between this one's check and its read
+        monkeypatch.setattr(onnx_encoder.os, "utime", lambda path: os.unlink(path))
+        monkeypatch.setattr(onnx_encoder, "_sessions", {})
+        enc._onnx.clear()
+        again = enc(x)
+    assert graph.is_file() and onnx_encoder.status().startswith("ONNX Runtime")
     _close(again, first)
 
 
