@@ -26,7 +26,7 @@ def test_every_stage_trains_exports_and_scores_from_its_own_first_stage(tmp_path
     data, out, report = write_original(tmp_path / "flickr8k"), tmp_path / "runs", tmp_path / "f8k.json"
     cmd = [sys.executable, str(SCRIPT), "--data-root", str(data), "--out", str(out), "--quick", "--beams", "1"]
     cmd += ["--json", str(report), "--", *TINY]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=2400, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     rows = [ln.split(" | ")[0] for ln in done.stdout.splitlines() if ln.startswith("| ours, ")]
     assert rows == ["| ours, soft", "| ours, scst", "| ours, hard", "| ours, hard_scst"]
