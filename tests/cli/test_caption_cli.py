@@ -575,7 +575,10 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
     args = [str(folder), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2"]
     code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
     # The third batch waits (no race with a fast machine): the signal arrives with 2 batches (4 records) written.
+    # Ctrl-C as a terminal delivers it: a test run started in the background by a non-interactive shell inherits
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler (the command would sleep on).
     paused = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import sys, time; import captioning.caption_cli as cli; real, calls = cli.caption_items, []\n"
         "def third_waits(*a, **k):\n"
         "    calls.append(1)\n"
