@@ -424,6 +424,8 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     used: set[str] = set()
     options = search_options(args)
     records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
+    if workers:
+        _drop_handover_noise()
     try:
         for items in loader:
             for it in items:
@@ -506,6 +508,27 @@ def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> N
 
 def _quiet(*exc_info) -> None:
     """sys.excepthook after Ctrl-C with loader workers: nothing (see _caption_collection)."""
+
+
+def _drop_handover_noise() -> None:
+    """A loader worker stopped by Ctrl-C while handing a batch over leaves multiprocessing's fd-sharing thread
+    (resource_sharer._serve) with a broken connection, and its traceback would be printed as the loop unwinds, before
+    the ``except KeyboardInterrupt`` runs. Only that thread's connection errors are dropped; any other goes on."""
+    import threading
+
+    previous = threading.excepthook
+
+    def hook(args) -> None:
+        files, tb = [], args.exc_traceback  # the thread's own target is gone by now (Thread.run deletes it)
+        while tb is not None:
+            files.append(tb.tb_frame.f_code.co_filename)
+            tb = tb.tb_next
+        sharer = any(f.endswith("resource_sharer.py") for f in files)
+        if sharer and isinstance(args.exc_value, (ConnectionError, EOFError)):
+            return
+        previous(args)
+
+    threading.excepthook = hook
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:

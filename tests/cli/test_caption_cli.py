@@ -634,3 +634,25 @@ def test_help_answers_without_importing_torch(module, main, prog):
     probe += "except SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert f"usage: {prog}" in done.stdout and done.stdout.strip().endswith("exit 0 False"), done.stderr[-500:]
+
+
+def test_after_ctrl_c_only_the_fd_sharing_threads_broken_connection_is_dropped(monkeypatch):
+    """A worker stopped mid-handover breaks multiprocessing's fd-sharing thread (resource_sharer.py); its traceback
+    would print as the loop unwinds. That one is dropped; another thread's error still prints."""
+    import multiprocessing.resource_sharer as sharer
+    import threading
+
+    passed_on = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: passed_on.append(str(args.exc_value)))
+    caption_cli._drop_handover_noise()  # wraps the hook above
+    namespace: dict = {}
+    exec(compile("def _serve():\n    raise ConnectionResetError('peer gone')\n", sharer.__file__, "exec"), namespace)
+
+    def elsewhere():
+        raise ConnectionResetError("another thread")
+
+    for target in (namespace["_serve"], elsewhere):
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+    assert passed_on == ["another thread"]
