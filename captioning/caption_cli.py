@@ -463,13 +463,9 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             far += sum(bool(rec["out_of_domain"]) for rec in batch)
             bar.update(len(items))
     except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
+        # The loader's workers already stopped as this unwound; a broken handover's thread traceback is dropped by
+        # the hook _drop_handover_noise set before the loop (a thread's error never reaches sys.excepthook).
         interrupted = True
-        if workers:
-            # The loader's workers already stopped as this unwound (before os._exit below). One cut off while
-            # handing a batch over makes the thread that passes tensors' file descriptors print a
-            # ConnectionResetError traceback through sys.excepthook (seen under load): this run ends with its own
-            # one line and os._exit, so such reports are dropped.
-            sys.excepthook = _quiet
     finally:
         bar.close()
         if out is not None:
@@ -506,28 +502,26 @@ def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> N
         print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
 
 
-def _quiet(*exc_info) -> None:
-    """sys.excepthook after Ctrl-C with loader workers: nothing (see _caption_collection)."""
-
-
 def _drop_handover_noise() -> None:
     """A loader worker stopped by Ctrl-C while handing a batch over leaves multiprocessing's fd-sharing thread
     (resource_sharer._serve) with a broken connection, and its traceback would be printed as the loop unwinds, before
-    the ``except KeyboardInterrupt`` runs. Only that thread's connection errors are dropped; any other goes on."""
+    the ``except KeyboardInterrupt`` runs. Only that thread's connection errors are dropped; any other goes on. Set
+    once a process (a second caption_main in the same process keeps the one hook)."""
     import threading
+    import traceback
 
     previous = threading.excepthook
+    if getattr(previous, "drops_handover_noise", False):
+        return
 
     def hook(args) -> None:
-        files, tb = [], args.exc_traceback  # the thread's own target is gone by now (Thread.run deletes it)
-        while tb is not None:
-            files.append(tb.tb_frame.f_code.co_filename)
-            tb = tb.tb_next
-        sharer = any(f.endswith("resource_sharer.py") for f in files)
-        if sharer and isinstance(args.exc_value, (ConnectionError, EOFError)):
-            return
-        previous(args)
+        # the thread's own target is gone by now (Thread.run deletes it): its traceback names the file
+        frames = traceback.walk_tb(args.exc_traceback)
+        sharer = any(frame.f_code.co_filename.endswith("resource_sharer.py") for frame, _ in frames)
+        if not (sharer and isinstance(args.exc_value, (ConnectionError, EOFError))):
+            previous(args)
 
+    hook.drops_handover_noise = True
     threading.excepthook = hook
 
 

@@ -126,16 +126,15 @@ def _load_or_export(module: nn.Module, shape: tuple[int, int], path: Path) -> by
     return graph
 
 
-def prune(folder: Path, keep: int = KEEP) -> list[Path]:
-    """Remove all but the ``keep`` most recently used graphs of the folder; returns what was removed. A folder that
-    cannot be tidied (read-only, a file gone meanwhile) is left as it is: the cache still works."""
+def prune(folder: Path, keep: int = KEEP) -> None:
+    """Remove all but the ``keep`` most recently used graphs of the folder. A folder that cannot be tidied
+    (read-only, a file gone meanwhile) is left as it is: the cache still works."""
     try:
         graphs = sorted(folder.glob("encoder-*.onnx"), key=lambda f: f.stat().st_mtime, reverse=True)
         for old in graphs[keep:]:
             old.unlink(missing_ok=True)
     except OSError:
-        return []
-    return graphs[keep:]
+        pass
 
 
 def _session(path: Path, graph: bytes, threads: int):

@@ -51,6 +51,12 @@ def _plain(enc: ImageEncoder, x: torch.Tensor) -> torch.Tensor:
         enc.fold_for_inference = True
 
 
+def _in_a_new_process(enc: ImageEncoder, monkeypatch) -> None:
+    """What another process has of this encoder: no graph loaded, no session; its graph comes from the cache file."""
+    enc._onnx.clear()
+    monkeypatch.setattr(onnx_encoder, "_sessions", {})
+
+
 def _close(actual: torch.Tensor, expected: torch.Tensor) -> None:
     torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item())
 
@@ -210,9 +216,8 @@ def test_a_damaged_graph_file_is_exported_again(onnx_on, monkeypatch):
         first = enc(x)
     (graph,) = onnx_on.glob("*.onnx")
     graph.write_bytes(b"not a graph")  # e.g. copied in half from another machine's cache
-    monkeypatch.setattr(onnx_encoder, "_sessions", {})  # a new process: nothing loaded yet
     twin = copy.deepcopy(enc)
-    twin._onnx.clear()
+    _in_a_new_process(twin, monkeypatch)
     with torch.no_grad():
         again = twin(x)
     assert onnx_encoder.status().startswith("ONNX Runtime") and graph.stat().st_size > 1000
@@ -231,8 +236,7 @@ def test_the_cache_keeps_the_most_recently_used_graphs(onnx_on, monkeypatch):
         now = time.time()
         os.utime(sizes[64], (now - 300, now - 300))  # both written a while ago, the 64 one first
         os.utime(sizes[80], (now - 200, now - 200))
-        enc._onnx.clear()  # a new process: the 64 graph is loaded from its file, so it counts as used now
-        monkeypatch.setattr(onnx_encoder, "_sessions", {})
+        _in_a_new_process(enc, monkeypatch)  # the 64 graph is loaded from its file, so it counts as used now
         enc(torch.randn(1, 3, 64, 64))
         got = enc(torch.randn(1, 3, 96, 96))  # a third graph: one too many, the least recently used goes
     left = set(onnx_on.glob("*.onnx"))
@@ -253,8 +257,7 @@ def test_a_graph_removed_by_another_process_is_exported_again(onnx_on, monkeypat
         (graph,) = onnx_on.glob("*.onnx")
         # another process tidies the folder between this one's check and its read
         monkeypatch.setattr(onnx_encoder.os, "utime", lambda path: os.unlink(path))
-        monkeypatch.setattr(onnx_encoder, "_sessions", {})
-        enc._onnx.clear()
+        _in_a_new_process(enc, monkeypatch)
         again = enc(x)
     assert graph.is_file() and onnx_encoder.status().startswith("ONNX Runtime")
     _close(again, first)

@@ -595,7 +595,7 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
     err = proc.communicate(timeout=120)[1]
     assert proc.returncode == 130 and "Traceback" not in err, err
     note = [line for line in err.splitlines() if "interrupted" in line]
-    assert len(note) == 1 and note[0].startswith("caption: interrupted after ") and "--resume" in note[0]
+    assert len(note) == 1 and note[0].startswith("caption: interrupted after ") and "--resume" in note[0], err
     first = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]
     assert len(first) == 4  # the two batches before the signal, whole
     done = subprocess.run([sys.executable, "-c", code, *args, "--resume"], capture_output=True, text=True, timeout=120)
@@ -645,6 +645,9 @@ def test_after_ctrl_c_only_the_fd_sharing_threads_broken_connection_is_dropped(m
     passed_on = []
     monkeypatch.setattr(threading, "excepthook", lambda args: passed_on.append(str(args.exc_value)))
     caption_cli._drop_handover_noise()  # wraps the hook above
+    hook = threading.excepthook
+    caption_cli._drop_handover_noise()  # a second caption_main in the process: still the one hook, not a chain
+    assert threading.excepthook is hook
     namespace: dict = {}
     exec(compile("def _serve():\n    raise ConnectionResetError('peer gone')\n", sharer.__file__, "exec"), namespace)
 
