@@ -44,9 +44,13 @@ def finish(args: argparse.Namespace, rows: list[dict], best: dict, report: dict,
 
         decoding = {"beam_size": best["beam"], "length_penalty": best["length_penalty"],
                     "no_repeat_ngram": best["no_repeat_ngram"], "chosen_by": rule}  # fmt: skip
-        update_info(args.model, {"decoding": decoding})
+        merge, also = None, ""
+        if best.get("hard_inference"):  # a hard-attention captioner reads it from its decoder's config
+            decoding["hard_inference"] = best["hard_inference"]
+            merge, also = {"decoder": {"hard_inference": best["hard_inference"]}}, f", {best['hard_inference']}"
+        update_info(args.model, {"decoding": decoding}, merge=merge)
         print(f"wrote decoding beam {best['beam']}, length penalty {best['length_penalty']:g}, no-repeat n-gram "
-              f"{best['no_repeat_ngram']} into {args.model}")  # fmt: skip
+              f"{best['no_repeat_ngram']}{also} into {args.model}")  # fmt: skip
 
 
 def run_tuner(script: str, options: list[str], report: Path, logs: Path, stage: str, quick: list[str]) -> dict:
@@ -55,4 +59,4 @@ def run_tuner(script: str, options: list[str], report: Path, logs: Path, stage: 
     cmd = [sys.executable, str(Path(__file__).with_name(script)), *options, "--json", str(report), "--write", *quick]
     run_stage(stage, cmd, logs)
     chosen = json.loads(report.read_text())["chosen"]
-    return {k: chosen[k] for k in CHOSEN}
+    return {k: chosen[k] for k in (*CHOSEN, "hard_inference") if k in chosen}

@@ -48,6 +48,7 @@ STAGES = {  # stage -> (config, first stage it starts from)
     "hard": ("flickr8k_lite2_hard.yaml", None),
     "hard_scst": ("flickr8k_lite2_hard_scst.yaml", "hard"),
 }
+HARD_NAMES = {"expect": ", expected context", "argmax": ", one region a word"}  # a hard model's chosen decoding
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 # Xu et al. 2015, Table 1, Flickr8k (BLEU and METEOR x 100; CIDEr not reported).
 PAPER = {
@@ -169,7 +170,7 @@ def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None
     }
     if scores:
         decoding = {"beam": scores.get("beam", 3)} | {
-            k: scores[k] for k in ("length_penalty", "no_repeat_ngram") if k in scores
+            k: scores[k] for k in ("length_penalty", "no_repeat_ngram", "hard_inference") if k in scores
         }
         info["test_scores"] = {k: round(v, 2) for k, v in scores.items() if k in METRICS} | decoding
     return info
@@ -186,7 +187,8 @@ def table(results: dict, minutes: dict) -> str:
             cells = [f"{r[m]:.2f}" if m in r else "–" for m in METRICS]
             if beam == "tuned":
                 block = f", no repeated {r['no_repeat_ngram']}-gram" if r.get("no_repeat_ngram") else ""
-                beam = f"{r['beam']}, length penalty {r['length_penalty']:g}{block} (chosen on val)"
+                context = HARD_NAMES.get(r.get("hard_inference"), "")
+                beam = f"{r['beam']}, length penalty {r['length_penalty']:g}{block}{context} (chosen on val)"
             lines.append(f"| ours, {stage} | {beam} | " + " | ".join(cells) + f" | {r['images_per_s']:.1f} |")
     lines.append("")
     lines.append("| stage | training minutes (2 CPU cores; encoding the photos and checkpoint averaging included) |")

@@ -88,9 +88,13 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
     return check_model_data(path, data, kind, version)
 
 
-def update_info(path: str | Path, updates: dict[str, Any]) -> dict[str, Any]:
+def update_info(
+    path: str | Path, updates: dict[str, Any], merge: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Merge ``updates`` into a model file's ``info`` (any kind; its weights untouched) and rewrite it in place via
-    a temporary file and a rename, so a failed write leaves the old file whole. Returns the new info."""
+    a temporary file and a rename, so a failed write leaves the old file whole. Returns the new info. ``merge``:
+    entries merged into the file's own dicts of those names as well (e.g. {"decoder": {"hard_inference": "expect"}},
+    a decoding setting the model reads from its config)."""
     import os
 
     path = Path(path)
@@ -100,6 +104,10 @@ def update_info(path: str | Path, updates: dict[str, Any]) -> dict[str, Any]:
         raise ModelFileError(f"{path}: not a model file of this toolkit")
     payload = {k: v for k, v in data.items() if k not in ("format", "version")}
     payload["info"] = {**dict(data.get("info") or {}), **updates}
+    for name, entries in (merge or {}).items():
+        if not isinstance(payload.get(name), dict):
+            raise ModelFileError(f"{path}: the model file has no {name!r} settings to update")
+        payload[name] = {**payload[name], **entries}
     tmp = path.with_name(path.name + ".part")
     try:
         save_model_file(tmp, fmt.removeprefix("attention-toolkit/"), payload, data.get("version", 1))

@@ -1,0 +1,72 @@
+"""The caption decoding tuner on a hard-attention model: it tries both test-time decodings (one region a word, the
+expected context), names them in its table, and ``--write`` records the chosen one in the model file's decoder, which
+``caption`` then runs with. On a few real Flickr8k val photos (../shared/data, never in the repository); skipped with
+the reason when the data is not there (CI has it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data" / "flickr8k"
+pytestmark = pytest.mark.skipif(not (DATA / "Flickr8k_text").is_dir(), reason="real Flickr8k not found")
+
+
+def _model(path: Path, attention: str) -> Path:
+    from captioning.captioner import Captioner
+    from captioning.decoder import DecoderConfig
+    from captioning.encoder import EncoderConfig
+    from text_attn.core.vocab import Vocabulary
+
+    torch.manual_seed(0)
+    encoder = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
+    decoder = DecoderConfig(embed_dim=8, hidden_dim=8, attn_dim=8, attention=attention)
+    Captioner.build(Vocabulary.build([["a", "dog", "runs", "on", "the", "grass"]]), encoder, decoder).save(path)
+    return path
+
+
+def _tune(model: Path, report: Path, *extra: str) -> str:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "tune_caption_decoding.py"), "--data-root", str(DATA),
+           "--model", str(model), "--limit", "6", "--beams", "1", "--no-repeat-ngrams", "0", "--json", str(report),
+           "--write", *extra]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_both_hard_decodings_are_tried_and_the_chosen_one_is_recorded(tmp_path):
+    from captioning.captioner import Captioner
+
+    model = _model(tmp_path / "hard.pt", "hard")
+    out = _tune(model, tmp_path / "tune.json")
+    assert "| hard attention | beam |" in out
+    assert "| one region a word | 1 |" in out and "| expected context | 1 |" in out
+    report = json.loads((tmp_path / "tune.json").read_text())
+    assert [r["hard_inference"] for r in report["rows"]] == ["argmax", "expect"]
+    columns = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
+    best = max(report["rows"], key=lambda r: sum(r[m] for m in columns))
+    assert report["chosen"]["hard_inference"] == best["hard_inference"]
+    saved = torch.load(model, weights_only=True)
+    assert saved["decoder"]["hard_inference"] == best["hard_inference"]
+    assert saved["info"]["decoding"]["hard_inference"] == best["hard_inference"]
+    assert Captioner.load(model).model.decoder.cfg.hard_inference == best["hard_inference"]
+    # one decoding asked for: only it is tried, and recorded
+    _tune(model, tmp_path / "one.json", "--hard-inference", "argmax")
+    rows = json.loads((tmp_path / "one.json").read_text())["rows"]
+    assert [r["hard_inference"] for r in rows] == ["argmax"]
+    assert torch.load(model, weights_only=True)["decoder"]["hard_inference"] == "argmax"
+
+
+def test_a_soft_model_has_one_decoding_and_no_hard_column(tmp_path):
+    model = _model(tmp_path / "soft.pt", "soft")
+    out = _tune(model, tmp_path / "tune.json")
+    assert "hard attention" not in out and "| beam |" in out
+    report = json.loads((tmp_path / "tune.json").read_text())
+    assert len(report["rows"]) == 1 and "hard_inference" not in report["rows"][0]
+    assert "hard_inference" not in torch.load(model, weights_only=True)["info"]["decoding"]
