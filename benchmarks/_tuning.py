@@ -12,6 +12,8 @@ from pathlib import Path
 from _runs import run_stage
 
 CHOSEN = ("beam", "length_penalty", "no_repeat_ngram")  # one row's decoding setting, as the tuners' JSON names it
+# a hard-attention captioner's test-time decodings (captioning.decoder's hard_inference), as tables name them
+HARD_NAMES = {"argmax": "one region a word", "expect": "expected context"}
 
 
 def add_grid_options(

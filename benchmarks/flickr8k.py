@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 from _runs import StageError, best_logged, console_script, run_stage
-from _tuning import run_tuner
+from _tuning import HARD_NAMES, run_tuner
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "caption"
@@ -48,7 +48,6 @@ STAGES = {  # stage -> (config, first stage it starts from)
     "hard": ("flickr8k_lite2_hard.yaml", None),
     "hard_scst": ("flickr8k_lite2_hard_scst.yaml", "hard"),
 }
-HARD_NAMES = {"expect": ", expected context", "argmax": ", one region a word"}  # a hard model's chosen decoding
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 # Xu et al. 2015, Table 1, Flickr8k (BLEU and METEOR x 100; CIDEr not reported).
 PAPER = {
@@ -187,7 +186,7 @@ def table(results: dict, minutes: dict) -> str:
             cells = [f"{r[m]:.2f}" if m in r else "–" for m in METRICS]
             if beam == "tuned":
                 block = f", no repeated {r['no_repeat_ngram']}-gram" if r.get("no_repeat_ngram") else ""
-                context = HARD_NAMES.get(r.get("hard_inference"), "")
+                context = f", {HARD_NAMES[r['hard_inference']]}" if r.get("hard_inference") else ""
                 beam = f"{r['beam']}, length penalty {r['length_penalty']:g}{block}{context} (chosen on val)"
             lines.append(f"| ours, {stage} | {beam} | " + " | ".join(cells) + f" | {r['images_per_s']:.1f} |")
     lines.append("")

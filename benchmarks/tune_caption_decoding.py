@@ -35,7 +35,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 CHOICE = METRICS  # summed: what the chosen setting maximises on val
-HARD_NAMES = {"argmax": "one region a word", "expect": "expected context"}
 
 
 def encode_split(captioner, paths: list[str], batch: int = 32) -> torch.Tensor:
@@ -84,7 +83,7 @@ def repeats_a_trigram(words: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from _tuning import add_grid_options, finish, settings
+    from _tuning import HARD_NAMES, add_grid_options, finish, settings
 
     from captioning.captioner import Captioner
     from captioning.decoder import HARD_INFERENCE

@@ -101,16 +101,11 @@ def test_caption_uses_the_recorded_decoding_and_model_info_says_it(tmp_path, cap
 def test_update_info_merges_a_decoder_setting_the_model_reads(tmp_path):
     """The caption tuner records a hard-attention model's chosen decoding (one region a word or the expected context)
     in the decoder's own config, which the loaded model then runs with; a file without such settings is refused."""
-    from captioning.captioner import Captioner
-    from captioning.decoder import DecoderConfig
-    from captioning.encoder import EncoderConfig
-    from text_attn.core.vocab import Vocabulary
+    from helpers.tiny_captioner import tiny_model_file
 
-    torch.manual_seed(0)
-    encoder = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
-    decoder = DecoderConfig(embed_dim=8, hidden_dim=8, attn_dim=8, attention="hard")
-    path = tmp_path / "hard.pt"
-    Captioner.build(Vocabulary.build([["a", "dog"]]), encoder, decoder).save(path)
+    from captioning.captioner import Captioner
+
+    path = tiny_model_file(tmp_path / "hard.pt", attention="hard")
     assert Captioner.load(path).model.decoder.cfg.hard_inference == "argmax"
     info = update_info(path, {"decoding": {"beam_size": 3, "hard_inference": "expect"}},
                        merge={"decoder": {"hard_inference": "expect"}})  # fmt: skip

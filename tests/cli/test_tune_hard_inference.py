@@ -12,23 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.tiny_captioner import tiny_model_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "flickr8k"
 pytestmark = pytest.mark.skipif(not (DATA / "Flickr8k_text").is_dir(), reason="real Flickr8k not found")
-
-
-def _model(path: Path, attention: str) -> Path:
-    from captioning.captioner import Captioner
-    from captioning.decoder import DecoderConfig
-    from captioning.encoder import EncoderConfig
-    from text_attn.core.vocab import Vocabulary
-
-    torch.manual_seed(0)
-    encoder = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
-    decoder = DecoderConfig(embed_dim=8, hidden_dim=8, attn_dim=8, attention=attention)
-    Captioner.build(Vocabulary.build([["a", "dog", "runs", "on", "the", "grass"]]), encoder, decoder).save(path)
-    return path
 
 
 def _tune(model: Path, report: Path, *extra: str) -> str:
@@ -43,7 +31,7 @@ def _tune(model: Path, report: Path, *extra: str) -> str:
 def test_both_hard_decodings_are_tried_and_the_chosen_one_is_recorded(tmp_path):
     from captioning.captioner import Captioner
 
-    model = _model(tmp_path / "hard.pt", "hard")
+    model = tiny_model_file(tmp_path / "hard.pt", attention="hard")
     out = _tune(model, tmp_path / "tune.json")
     assert "| hard attention | beam |" in out
     assert "| one region a word | 1 |" in out and "| expected context | 1 |" in out
@@ -64,7 +52,7 @@ def test_both_hard_decodings_are_tried_and_the_chosen_one_is_recorded(tmp_path):
 
 
 def test_a_soft_model_has_one_decoding_and_no_hard_column(tmp_path):
-    model = _model(tmp_path / "soft.pt", "soft")
+    model = tiny_model_file(tmp_path / "soft.pt")
     out = _tune(model, tmp_path / "tune.json")
     assert "hard attention" not in out and "| beam |" in out
     report = json.loads((tmp_path / "tune.json").read_text())

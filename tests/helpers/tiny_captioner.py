@@ -14,9 +14,10 @@ from captioning.shapes import VOCAB
 from text_attn.core.vocab import Vocabulary
 
 
-def tiny_model_file(path: Path, crop: bool = True) -> Path:
+def tiny_model_file(path: Path, crop: bool = True, **decoder) -> Path:
+    """``decoder``: further DecoderConfig settings (e.g. attention="hard")."""
     torch.manual_seed(0)
     enc = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64, crop=crop)
-    dec = DecoderConfig(embed_dim=16, hidden_dim=32, attn_dim=16)
+    dec = DecoderConfig(embed_dim=16, hidden_dim=32, attn_dim=16, **decoder)
     Captioner.build(Vocabulary.build([list(VOCAB)]), enc, dec).save(path)
     return path
