@@ -412,13 +412,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         from text_attn.translation.plots import plot_bleu_by_length
 
-        curves = {  # val + test: test alone has 26 sentences over 20 words
+        by_length = {  # val + test: test alone has 26 sentences over 20 words
             n: {label: {"bleu": v["bleu"] / 100, "count": v["count"]} for label, v in r["val_test_by_length"].items()}
             for n, r in results.items()
             if MODELS[n][1:] == ("de", "en")
         }
         title = f"Multi30k val + {TEST}, German -> English, beam 5"
-        print(f"wrote {plot_bleu_by_length(curves, args.plot, title=title)}")
+        print(f"wrote {plot_bleu_by_length(by_length, args.plot, title=title)}")
     if args.json:
         numbers = {"test_sentences": n_test, "quick": args.quick, "tutorials": TUTORIALS, "minutes": minutes,
                    "trained_on": where, "val_bleu_curves": curves, "results": results}  # fmt: skip

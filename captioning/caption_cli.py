@@ -29,10 +29,11 @@ captions cut off by --max-len, and images unlike the model's training images, ar
 and caption; hovering a word (or stepping with the arrow keys) shows that word's attention. It is written as images
 are done, with any output mode above; an unwritable FILE is one line and exit code 2 before any image is read.
 
-``caption --demo`` captions the bundled CC0 photographs (captioning/assets/photos) with the bundled Flickr8k model and
-writes their overlays: three lines per photo, ``photo:``, ``caption:``, ``overlay:``. ``caption --demo shapes`` draws
-a synthetic scene for the shapes model and prints four lines, ``scene:``, ``caption:``, ``reference:`` (the scene's
-canonical caption) and ``overlay:``; with ``--json`` its one record also has "reference" and "seed".
+``caption --demo`` captions the bundled CC0 and public-domain photographs (captioning/assets/photos) with the bundled
+Flickr8k model and writes their overlays: three lines per photo, ``photo:``, ``caption:``, ``overlay:``.
+``caption --demo shapes`` draws a synthetic scene for the shapes model and prints four lines, ``scene:``, ``caption:``,
+``reference:`` (the scene's canonical caption) and ``overlay:``; with ``--json`` its one record also has "reference"
+and "seed".
 ``caption --model-info`` prints what the model is, its training data and their terms, and its test scores.
 """
 
@@ -109,8 +110,8 @@ def _parser() -> argparse.ArgumentParser:
         nargs="?",
         const="photo",
         metavar="photo|shapes",
-        help="photo (the default): caption the bundled CC0 photographs and draw their overlays; shapes: a fresh "
-        "synthetic scene with the shapes model",
+        help="photo (the default): caption the bundled CC0 and public-domain photographs and draw their overlays; "
+        "shapes: a fresh synthetic scene with the shapes model",
     )
     p.add_argument("--seed", type=int, help="--demo shapes: the scene's seed (default: random; printed)")
     add_search_options(p)

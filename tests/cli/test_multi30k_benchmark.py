@@ -42,6 +42,10 @@ def test_quick_benchmark_trains_scores_tunes_and_reuses(tmp_path):
     assert sum(b["count"] for b in none["val_test_by_length"].values()) == 400
     assert sum(b["count"] for b in none["5"]["by_length"].values()) == 200
     assert numbers["trained_on"]["none"].endswith("CPU") or numbers["trained_on"]["none"] == "GPU"
+    # the learning curve the fit logged, (epoch, step, val BLEU) after each validation; --plot's length buckets
+    # once overwrote it
+    curve = numbers["val_bleu_curves"]["none"]
+    assert curve and all(len(point) == 3 and 0 <= point[2] <= 1 for point in curve), curve
     assert (tmp_path / "len.png").stat().st_size > 10_000
     # the model file carries the val choice, and its scores are kept beside it
     assert json.loads((out / "none" / "scores.json").read_text())["results"]["tuned"]["beam"] in (1, 3)
