@@ -46,8 +46,8 @@ def command(family: Family, name: str, args: argparse.Namespace) -> list[str]:
     if args.minutes:  # equal time: as many epochs as fit
         budget = f"00:{int(args.minutes) // 60:02d}:{int(args.minutes) % 60:02d}:00"
         cmd += ["--trainer.max_epochs", "1000", "--trainer.max_time", budget]
-    else:
-        cmd += ["--trainer.max_epochs", str(args.epochs), "--trainer.max_time", "null"]
+    else:  # equal epochs: a step cap in the config does not cut them short
+        cmd += ["--trainer.max_epochs", str(args.epochs), "--trainer.max_time", "null", "--trainer.max_steps", "-1"]
     extra = [part.replace("{out}", str(args.out)) for part in family.extra]
     return [*cmd, "--trainer.enable_progress_bar", "false", *extra, *family.variants[name][1], *args.fit_args]
 
