@@ -14,8 +14,8 @@ clock starts). The backbones differ in cost an epoch (more regions, more work an
 compared at equal --minutes, as the shipped config's 50-minute budget is spent: the learning rate falls to 0 over the
 budget (``lr_schedule: budget``), so a short budget is a whole, smaller run, not the start of a long one. Even so,
 a 15-minute lead turned at the whole 50 minutes twice (docs/results.md), so settings are decided at --minutes 50.
-The config's own step cap (trainer.max_steps 3,800) still holds under --minutes: on a fast machine a variant ends at
-its 3,800th step, well inside the minutes (``minutes_only`` lifts the cap); --epochs replaces both.
+The config's own step cap (its trainer.max_steps) still holds under --minutes: on a fast machine a variant ends at
+that step, well inside the minutes (``minutes_only`` lifts the cap); --epochs replaces both.
 Prints val CIDEr x 100 (pycocoevalcap's, greedy captions, the 1,000 val photos) after the reported epochs and the best
 within the budget, and minutes an epoch; ``--json`` writes every curve. Runs already done are reused
 (benchmarks/_variants.py).

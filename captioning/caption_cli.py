@@ -404,6 +404,8 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     out = None
     if args.jsonl:
         jsonl = Path(args.jsonl)
+        # a rerun without --resume starts FILE afresh, as a shell's > would; say so, as a forgotten --resume loses work
+        replacing = not args.resume and jsonl.is_file() and jsonl.stat().st_size > 0
         try:
             done = read_done(jsonl) if args.resume else set()
             out = open(jsonl, "a" if args.resume else "w", encoding="utf-8")  # noqa: SIM115 - closed below
@@ -411,6 +413,9 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
             if report is not None:
                 report.close()
             fail("caption", f"cannot use --jsonl {jsonl}: {one_line(err, 300)}")
+        if replacing:
+            print(f"caption: --jsonl {jsonl} existed and is started afresh (--resume continues a file instead)",
+                  file=sys.stderr)  # fmt: skip
         todo = [p for p in paths if image_key(p) not in done]
         if len(todo) < len(paths):
             print(f"caption: {len(paths) - len(todo)} image(s) already in {jsonl}: skipped", file=sys.stderr)

@@ -442,8 +442,8 @@ def test_paths_from_stdin(capsys, model_file, album, monkeypatch):
 
 def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file, album, tmp_path):
     out_file = tmp_path / "out.jsonl"
-    code, out, _ = run(capsys, album, "--model", model_file, *FAST, "--jsonl", out_file, "--batch-size", "2")
-    assert code == 0 and out == ""  # the records go to the file
+    code, out, err = run(capsys, album, "--model", model_file, *FAST, "--jsonl", out_file, "--batch-size", "2")
+    assert code == 0 and out == "" and "afresh" not in err  # the records go to the (new) file
     first = [json.loads(line) for line in out_file.read_text().splitlines()]
     assert [r["image"] for r in first] == [str(p) for p in sorted(album.rglob("*")) if p.suffix.lower() != ".txt"
                                            and p.suffix != ".tsv" and p.is_file()]  # fmt: skip
@@ -462,6 +462,10 @@ def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file,
     assert seen == [r["image"] for r in first[2:]]  # only the images without a whole record were read again
     again = [json.loads(line) for line in out_file.read_text().splitlines()]
     assert again == first  # the same records (batched as before), in the same order, the torn line gone
+    # a rerun without --resume starts the file afresh, and says so (the first run had no such note)
+    code, _, err = run(capsys, album, "--model", model_file, *FAST, "--jsonl", out_file, "--batch-size", "2")
+    assert code == 0 and f"--jsonl {out_file} existed and is started afresh" in err
+    assert [json.loads(line) for line in out_file.read_text().splitlines()] == first
     with pytest.raises(SystemExit):
         caption_main([str(album), "--resume"])
     assert "--resume needs --jsonl" in capsys.readouterr().err
