@@ -11,6 +11,8 @@ from pathlib import Path
 
 from _runs import run_stage
 
+from text_attn.core.safe_files import write_text
+
 CHOSEN = ("beam", "length_penalty", "no_repeat_ngram")  # one row's decoding setting, as the tuners' JSON names it
 # a hard-attention captioner's test-time decodings (captioning.decoder's hard_inference), as tables name them
 HARD_NAMES = {"argmax": "one region a word", "expect": "expected context"}
@@ -40,7 +42,7 @@ def settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple
 def finish(args: argparse.Namespace, rows: list[dict], best: dict, report: dict, rule: str) -> None:
     """``--json``: the rows and the choice; ``--write``: the choice (and ``rule``) into the model file's decoding."""
     if args.json:
-        args.json.write_text(json.dumps({**report, "rows": rows, "chosen": best}, indent=1) + "\n")
+        write_text(args.json, json.dumps({**report, "rows": rows, "chosen": best}, indent=1) + "\n")
     if args.write:
         from text_attn.core.modelfile import update_info
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from _runs import console_script, logged_curve
 
+from text_attn.core.safe_files import write_text
+
 BUDGET = "budget.json"  # in a variant's folder once its fit ended: {"minutes": M} or {"epochs": E}
 
 
@@ -158,6 +160,6 @@ def run(p: argparse.ArgumentParser, family: Family, args: argparse.Namespace) ->
         return 1
     data = report(family, names, args)
     if args.json:
-        args.json.write_text(json.dumps({"family": family.name, **data}, indent=1) + "\n")
+        write_text(args.json, json.dumps({"family": family.name, **data}, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 0

@@ -41,6 +41,7 @@ from captioning.grounding import grounding
 from captioning.shapes import make_scenes
 from captioning.train_cli import caption_train_cli
 from text_attn.core.metrics import coco_metrics
+from text_attn.core.safe_files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in results.items():
         print(f"{name} on scene 0: {r['example']}")
     if args.json:
-        args.json.write_text(
-            json.dumps({"results": results, "train_minutes": minutes, "beam_size": args.beam_size}, indent=2)
+        write_text(
+            args.json, json.dumps({"results": results, "train_minutes": minutes, "beam_size": args.beam_size}, indent=2)
         )
     return 0
 

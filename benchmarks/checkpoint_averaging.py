@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.safe_files import write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -295,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         mark = "**" if r is best else ""
         print(f"| {mark}{r['variant']}{mark} | {r[unit] or '-'} | {fam.cells(r)} |")
     if args.json:
-        args.json.write_text(json.dumps({"split": args.split, "rows": rows, "chosen": best["variant"]}, indent=1))
+        write_text(args.json, json.dumps({"split": args.split, "rows": rows, "chosen": best["variant"]}, indent=1))
     if args.write:
         if best["variant"] in made:
             fam.write(made[best["variant"]], args.write)

@@ -39,6 +39,8 @@ from pathlib import Path
 from _runs import StageError, best_logged, console_script, run_stage
 from _tuning import HARD_NAMES, run_tuner
 
+from text_attn.core.safe_files import write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "caption"
 BUNDLED = ROOT / "captioning" / "assets" / "flickr8k_soft.pt"
@@ -272,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         numbers = {"test_photos": len(paths), "quick": args.quick, "paper": PAPER, "minutes": minutes,
                    "results": {s: {str(b): r for b, r in v.items()} for s, v in results.items()}}  # fmt: skip
-        args.json.write_text(json.dumps(numbers, indent=1) + "\n")
+        write_text(args.json, json.dumps(numbers, indent=1) + "\n")
         print(f"wrote {args.json}")
     if args.bundle:
         # chosen on val, never on test: the stage whose best validation CIDEr (greedy, logged by fit) is higher

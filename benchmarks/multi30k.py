@@ -41,6 +41,8 @@ from pathlib import Path
 from _runs import StageError, best_logged, console_script, logged_curve, run_stage
 from _tuning import CHOSEN, run_tuner
 
+from text_attn.core.safe_files import write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "text"
 BUNDLED = ROOT / "text_attn" / "translation" / "assets" / "multi30k_de_en.pt"
@@ -422,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         numbers = {"test_sentences": n_test, "quick": args.quick, "tutorials": TUTORIALS, "minutes": minutes,
                    "trained_on": where, "val_bleu_curves": curves, "results": results}  # fmt: skip
-        args.json.write_text(json.dumps(numbers, indent=1) + "\n")
+        write_text(args.json, json.dumps(numbers, indent=1) + "\n")
         print(f"wrote {args.json}")
     if args.bundle:
         de_en = [n for n in results if MODELS[n][1:] == ("de", "en")]

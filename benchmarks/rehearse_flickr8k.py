@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.safe_files import write_text
+
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "caption" / "flickr8k_resnet101_soft.yaml"
 FLICKR_DIR = "Flicker8k_Dataset"  # sic: the folder name of the Flickr8k download
 JSON_NAME = "dataset_flickr8k.json"
@@ -455,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_summary(summary)
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+        write_text(args.json, json.dumps(summary, indent=2) + "\n")
         print(f"\nwrote {args.json}")
     return 0
 

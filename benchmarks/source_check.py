@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from text_attn.core.modelfile import ModelFileError, load_model_file
+from text_attn.core.safe_files import write_text
 from text_attn.translation.corpora import corpus_file, read_lines
 from text_attn.translation.source_check import source_check, unlike_source
 from text_attn.translation.tasks import TaskError
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in EXAMPLES:
         print(f"  {'flagged' if unlike_source(check, line) else 'passes '}  {line}")
     if args.json:
-        args.json.write_text(json.dumps({"threshold": check["threshold"], "flagged": table}, indent=1) + "\n")
+        write_text(args.json, json.dumps({"threshold": check["threshold"], "flagged": table}, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 0
 

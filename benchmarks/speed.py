@@ -57,6 +57,8 @@ from pathlib import Path
 
 import torch
 
+from text_attn.core.safe_files import write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -569,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(f"| {row['what']} | {row['value']} |")
     if args.json:
-        args.json.write_text(json.dumps({"threads": args.threads, "repeats": args.repeats, "rows": rows}, indent=1))
+        write_text(args.json, json.dumps({"threads": args.threads, "repeats": args.repeats, "rows": rows}, indent=1))
     return 0
 
 

@@ -26,6 +26,7 @@ import yaml
 from _runs import recorded_minutes, timed_fit
 
 from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
+from text_attn.core.safe_files import write_text
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.plots import plot_bleu_by_length
 from text_attn.translation.train_cli import text_train_cli
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     plot = plot_bleu_by_length({n: r["buckets"] for n, r in results.items()}, args.plot, "BLEU-4 by source length")
     print(f"plot: {plot}")
     if args.json:
-        args.json.write_text(json.dumps({"results": results, "train_minutes": minutes}, indent=2))
+        write_text(args.json, json.dumps({"results": results, "train_minutes": minutes}, indent=2))
     return 0
 
 

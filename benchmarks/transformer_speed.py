@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from text_attn.core.decoding import greedy_search
+from text_attn.core.safe_files import write_text
 from text_attn.translation.transformer import Transformer, TransformerConfig
 
 BOS, PAD = 1, 0
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             "train_speedup_vs_torch": train_ratio,
             "train_speedup_vs_torch_attention_dropout": matched_ratio,
         }
-        args.json.write_text(json.dumps(result, indent=2))
+        write_text(args.json, json.dumps(result, indent=2))
     return 0
 
 

@@ -45,10 +45,19 @@ import os
 import random
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line
+from text_attn.core.safe_files import (
+    OutputRefused,
+    atomic_output,
+    inert_output,
+    open_stream,
+    protecting,
+    refuse_overlap,
+)
 from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
@@ -297,7 +306,8 @@ def _demo_shapes(captioner, args: argparse.Namespace) -> int:
     name = str(out_dir / f"scene-{seed}.png")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        scene.image.save(name)
+        with atomic_output(name) as tmp:
+            scene.image.save(tmp, format="PNG")
     except OSError as err:
         fail("caption", f"cannot write the demo scene to {out_dir}: {one_line(err)}")
     args.overlay = str(out_dir)
@@ -320,6 +330,7 @@ def _demo_shapes(captioner, args: argparse.Namespace) -> int:
     return 1 if rec["error"] else 0
 
 
+@inert_output
 def caption_main(argv: list[str] | None = None) -> int:
     """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
     args = _parser().parse_args(argv)
@@ -362,10 +373,10 @@ def caption_main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     if args.html and args.jsonl and Path(args.html).resolve() == Path(args.jsonl).resolve():
         fail("caption", "--html and --jsonl name the same file; give two files")
-    inputs = {Path(i).resolve() for i in args.images if i != "-" and Path(i).is_file()}
-    for flag, value in (("--jsonl", args.jsonl), ("--html", args.html)):
-        if value and Path(value).resolve() in inputs:  # writing it would destroy an input before it is read
-            fail("caption", f"{flag} {value} is also an input image; give another file")
+    try:  # the files given, before the model loads (folders and stdin's list are checked once expanded)
+        refuse_overlap(_outputs(args), [i for i in args.images if i != "-"], stdin="-" in args.images)
+    except OutputRefused as err:
+        fail("caption", str(err))
     captioner = _load_captioner(args)
     fill_decoding_defaults(args, captioner.info)
     check_search_options("caption", args)
@@ -379,10 +390,19 @@ def caption_main(argv: list[str] | None = None) -> int:
     return _caption_collection(captioner, args)
 
 
-def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
-    from tqdm.auto import tqdm
+def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, str | None]:
+    """The files this run writes, by label: --jsonl, --html, and each image's overlay (named as caption_items will
+    name them; the per-word PNGs, named by the caption's words, are checked as written: safe_files.protecting)."""
+    out = {f"--jsonl {args.jsonl}": args.jsonl, f"--html {args.html}": args.html}
+    used: set[str] = set()
+    for name in paths if args.overlay else ():
+        png = str(Path(args.overlay) / f"{_unique_stem(Path(name).stem or 'image', used)}-attention.png")
+        out[f"the overlay {png}"] = png
+    return out
 
-    from captioning.collection import ResumeError, image_batches, image_key, image_paths, read_done
+
+def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
+    from captioning.collection import image_paths
 
     empty: list[str] = []  # folders without image files: each is a failed input, named in a note
     outputs = [args.overlay] if args.overlay else []  # an --overlay folder inside an input folder: not an input
@@ -391,6 +411,19 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         fail("caption", "no images: the folders hold no image files and stdin gave no paths")
     for folder in empty:
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
+    try:  # every input, found in folders and read from stdin too, against every output: before anything is written
+        refuse_overlap(_outputs(args, paths), paths, stdin="-" in args.images)
+    except OutputRefused as err:
+        fail("caption", str(err))
+    with protecting(paths, stdin="-" in args.images):  # and each file written as the run goes (per-word PNGs)
+        return _caption_paths(captioner, args, paths, empty)
+
+
+def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty: list[str]) -> int:
+    from tqdm.auto import tqdm
+
+    from captioning.collection import ResumeError, image_batches, image_key, read_done
+
     if args.overlay:
         try:
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
@@ -408,7 +441,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         replacing = not args.resume and jsonl.is_file() and jsonl.stat().st_size > 0
         try:
             done = read_done(jsonl) if args.resume else set()
-            out = open(jsonl, "a" if args.resume else "w", encoding="utf-8")  # noqa: SIM115 - closed below
+            out = open_stream(jsonl, append=args.resume)  # a link, FIFO or device is refused (safe_files)
         except (OSError, UnicodeDecodeError, ResumeError) as err:
             if report is not None:
                 report.close()

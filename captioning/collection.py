@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from captioning.photo_check import photo_stats
 from captioning.preprocess import ImageReadError, Preprocess, load_photo
+from text_attn.core.safe_files import write_text
 
 # What a folder contributes: files with these extensions (any case), found recursively, in sorted order.
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
@@ -93,9 +94,7 @@ def read_done(jsonl: Path) -> set[str]:
         if rec.get("error") is None:
             kept.append(line)
             done.add(image_key(rec["image"]))
-    tmp = jsonl.with_name(jsonl.name + ".part")
-    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, jsonl)
+    write_text(jsonl, "".join(f"{line}\n" for line in kept))  # a fresh temporary file, renamed: never FILE.part
     return done
 
 

@@ -5,11 +5,11 @@ with the model options not yet in blocks) cannot be exported: their fit runs wro
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from text_attn.core.errors import one_line
 from text_attn.core.modelfile import ModelFileError, export_command, mean_weights, read_export_source
+from text_attn.core.safe_files import atomic_output, inert_output
 
 
 def model_from_checkpoint(ckpt: dict, path: str):
@@ -85,13 +85,9 @@ def export_model(captioner, out: str | Path, half: bool = False, encoder_from_pa
     from captioning.captioner import Captioner
 
     out = Path(out)
-    tmp = out.with_name(out.name + ".part")
-    try:
+    with atomic_output(out) as tmp:  # a fresh file beside out (never a predictable name), renamed when it loads
         captioner.save(tmp, half=half, encoder_from_package=encoder_from_package)
         Captioner.load(tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out
 
 
@@ -130,6 +126,7 @@ def _options(p) -> None:
     )
 
 
+@inert_output
 def export_main(argv: list[str] | None = None) -> int:
     """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]
     [--average CHECKPOINT ...]``; returns the exit code."""

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from captioning.preprocess import prepared
+from text_attn.core.safe_files import atomic_output
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
 STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
@@ -95,9 +95,8 @@ def load_features(path: Path, n_images: int) -> torch.Tensor | None:
 def save_features(path: Path, features: torch.Tensor) -> None:
     """Write atomically (a temporary file, then rename): a crash or a second rank never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(features.contiguous(), tmp)
-    os.replace(tmp, path)
+    with atomic_output(path) as tmp:
+        torch.save(features.contiguous(), tmp)
 
 
 # --- filling it ------------------------------------------------------------------------------------------------------

@@ -11,9 +11,11 @@ EfficientNet-Lite encoder without gradients, on the CPU, in float32 and outside 
   per input size, the batch left free) into ``$TEXT_ATTN_CACHE/onnx`` (default
   ``~/.cache/attention-toolkit/native/onnx``), the file named by a digest of them, written to a temporary file and
   renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s) and keeps its bytes. A file
-  that does not load (damaged elsewhere) is exported again. Each model file, input size and toolkit version makes a
-  new graph (13-19 MB), so after an export the folder keeps the ``KEEP`` most recently used graphs (loading one marks
-  it used) and removes the rest; a graph removed by another process's tidying is exported again.
+  that does not load (damaged elsewhere) is exported again. The folder and a graph in it are used only when they
+  belong to this user (or root) and no one else can write them (safe_files.untrusted_reason); otherwise the graph is
+  exported into a private folder for this process, with one note. Each model file, input size and toolkit version
+  makes a new graph (13-19 MB), so after an export the folder keeps the ``KEEP`` most recently used graphs (loading
+  one marks it used) and removes the rest; a graph removed by another process's tidying is exported again.
 - ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or does not load, the export fails (an unwritable
   cache folder too) or a session fails to start or run, PyTorch runs, for good for those weights and that size, and
   ``status()`` says why (benchmarks/speed.py prints it).
@@ -30,6 +32,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from text_attn.core.safe_files import cache_path, make_private_dirs
 
 _why_not = ""  # why the last encoder ran in PyTorch, for status()
 _ran = False  # whether ONNX Runtime ran an encoder in this process
@@ -90,7 +94,7 @@ def _digest(module: nn.Module, shape: tuple[int, int], what: str) -> str:
 
 
 def _export(module: nn.Module, shape: tuple[int, int], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     example = torch.zeros(1, 3, *shape).contiguous(memory_format=torch.channels_last)
     fd, tmp = tempfile.mkstemp(suffix=".onnx.part", dir=path.parent)
     os.close(fd)
@@ -159,7 +163,9 @@ class OnnxBody:
     def __init__(self, module: nn.Module, shape: tuple[int, int]) -> None:
         # the tap is part of the graph, not of the weights: a multiscale body and a plain stride-16 one share them
         what = f"{_versions()} tap {getattr(module, 'tap', None)} {_code()}"
-        self.path = cache_dir() / f"encoder-{_digest(module, shape, what)}.onnx"
+        name = f"encoder-{_digest(module, shape, what)}.onnx"
+        # a graph from a folder someone else can write could compute anything (features times zero: empty captions)
+        self.path = cache_path(cache_dir(), name, "ONNX graph")
         self.shape = shape
         self.graph = _load_or_export(module, shape, self.path)  # kept: a session for another thread count needs no file
         try:

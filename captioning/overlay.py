@@ -53,6 +53,7 @@ from PIL import Image, ImageDraw
 from captioning.overlay_layout import MARGIN, draw_key, draw_label, draw_title, header_height, key_top, wrap
 from captioning.preprocess import to_rgb
 from text_attn.core.arrays import to_numpy
+from text_attn.core.safe_files import atomic_output
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels
 
@@ -210,7 +211,8 @@ def grid_layout(
 
 def _save(canvas: Image.Image, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    canvas.save(path, format="PNG")
+    with atomic_output(path) as tmp:  # a fresh file, renamed: a planted link or FIFO at path is never written
+        canvas.save(tmp, format="PNG")
     return path
 
 

@@ -42,6 +42,7 @@ def test_every_bad_input_is_one_line_and_its_exit_code(tmp_path):
             and (c["code"] != 2 or len(errors) == 1)  # a refused run: exactly one error line
             and "usage:" not in r["stderr"]  # the usage text only with --help
             and (c["code"] != 0 or not errors)
+            and "\x1b" not in r["stdout"] + r["stderr"]  # text from files reaches the terminal inert (SECURITY.md)
         )
         if not ok:
             trace = f" TRACEBACK {r['traceback'][-600:]}" if r["traceback"] else ""
@@ -49,3 +50,8 @@ def test_every_bad_input_is_one_line_and_its_exit_code(tmp_path):
                        f"(want {c['says']!r}){trace}")  # fmt: skip
     print("\n| command | bad input | exit code | message |\n|---|---|---|---|\n" + "\n".join(rows))
     assert not bad, "\n".join(bad)
+    work = tmp_path / "work"  # what the security cases planted is as it was, and no planted code ran
+    assert (work / "victim.txt").read_text() == "precious\n" and (work / "fifo").is_fifo()
+    photo = DRIVER.parent.parent / "fixtures" / "images" / "coffee.png"
+    assert (work / "photos" / "b.png").read_bytes() == photo.read_bytes()
+    assert not (work / "code_ran").exists()

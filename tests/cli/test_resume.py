@@ -9,37 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers.resumable import resumable_config
 
 from captioning.train_cli import caption_train_cli
 from text_attn.core.modelfile import load_model_file
 from text_attn.translation.train_cli import text_train_cli
 
 FIX = Path(__file__).parent.parent / "fixtures"
-CKPT = "pytorch_lightning.callbacks.ModelCheckpoint"
-
-
-def resumable_config(tmp_path: Path, family: str, every: int = 4) -> Path:
-    """The tiny test config with the shipped configs' checkpointing: last.ckpt every `every` steps, best by metric."""
-    src = FIX / ("text/tiny_reorder.yaml" if family == "text" else "captions/tiny_shapes.yaml")
-    cfg = yaml.safe_load(src.read_text())
-    monitor = "val_bleu" if family == "text" else "val_Bleu_4"
-    cfg["trainer"].update(
-        enable_checkpointing=True,
-        callbacks=[
-            {"class_path": CKPT, "init_args": {"monitor": monitor, "mode": "max"}},
-            {
-                "class_path": CKPT,
-                "init_args": {"save_last": True, "save_top_k": 0, "every_n_train_steps": every},
-            },
-        ],
-    )
-    if family == "text":
-        cfg["model"]["network"]["dropout"] = 0.3  # random state must be restored for the weights to match
-    else:
-        cfg["model"]["decoder"]["dropout"] = 0.3
-    path = tmp_path / f"{family}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def run(family: str, args: list[str]):

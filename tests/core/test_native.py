@@ -136,7 +136,7 @@ def test_an_unwritable_cache_builds_for_the_process_alone(tmp_path, monkeypatch)
     built = native._build_and_load(["cc"], "score-test.so").path
     assert built.is_file() and not str(built).startswith("/proc")
     # that private folder goes away with its process (checked in one that needs no torch)
-    code = "from text_attn.core import native; print(native._private_dir())"
+    code = "from text_attn.core import native; print(native.private_dir())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert os.path.isabs(done.stdout.strip()) and not os.path.exists(done.stdout.strip())
 

@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import io
 import json
+import os
 import sys
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -106,6 +107,24 @@ def fixtures(work: Path) -> dict[str, Path]:
     (work / "crlf.en").write_bytes(b"A man.\r\nTwo dogs.\r\n" * 8)
     (work / "broken.gz").write_bytes(gzip.compress(b"Ein Mann.\n" * 50)[:-10])
     (work / "jsonl_in").mkdir(exist_ok=True)
+    # what the security cases plant (SECURITY.md): a FIFO and a link as outputs, inputs named as outputs, a checkpoint
+    # that runs code when unpickled, a model file whose info holds terminal escape sequences
+    from helpers.attacks import code_checkpoint
+
+    from text_attn.core.modelfile import update_info
+
+    if not (work / "fifo").exists():
+        os.mkfifo(work / "fifo")
+    (work / "victim.txt").write_text("precious\n")
+    if not (work / "link").is_symlink():
+        (work / "link").symlink_to(work / "victim.txt")
+    (work / "photos").mkdir(exist_ok=True)
+    (work / "photos" / "b.png").write_bytes(PHOTO.read_bytes())
+    if not (work / "hard.png").exists():
+        os.link(work / "photos" / "b.png", work / "hard.png")
+    code_checkpoint(work / "evil.ckpt", work / "code_ran")
+    (work / "escapes.pt").write_bytes(f["caption_model"].read_bytes())
+    update_info(work / "escapes.pt", {"data": "photos\x1b]52;c;ZWNobw==\x07\x1b[2J"})
     return f
 
 
@@ -142,14 +161,24 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("--jsonl in a missing folder", "caption", [photo, "--model", cm, "--jsonl", str(w / "no_c" / "o.jsonl")],
              2, "o.jsonl"),
         Case("--jsonl equals an input image", "caption", [photo, str(w / "copy.png"), "--model", cm, "--jsonl",
-             str(w / "copy.png")], 2, "is also an input image"),
+             str(w / "copy.png")], 2, "is also an input"),
         Case("--html equals an input image", "caption", [str(w / "copy.png"), "--model", cm, "--html",
-             str(w / "copy.png")], 2, "is also an input image"),
+             str(w / "copy.png")], 2, "is also an input"),
         Case("--html equals --jsonl", "caption", [photo, "--model", cm, "--jsonl", str(w / "x"), "--html",
              str(w / "x")], 2, "same file"),
         Case("--html is a folder", "caption", [photo, "--model", cm, "--html", str(w / "empty")], 2, "--html"),
-        Case("disk full on --jsonl", "caption", [photo, "--model", cm, *small, "--jsonl", "/dev/full"], 2,
-             "cannot write --jsonl /dev/full"),
+        Case("--jsonl is a FIFO", "caption", [photo, "--model", cm, *small, "--jsonl", str(w / "fifo")], 2,
+             "is a FIFO, not a regular file"),
+        Case("--jsonl is a symbolic link", "caption", [photo, "--model", cm, *small, "--jsonl", str(w / "link")], 2,
+             "is a symbolic link"),
+        Case("--html is an image found in an input folder", "caption", [str(w / "photos"), "--model", cm, *small,
+             "--html", str(w / "photos" / "b.png")], 2, "is also an input"),
+        Case("stdin's list names the --jsonl file", "caption", ["-", "--model", cm, *small, "--jsonl",
+             str(w / "photos" / "b.png")], 2, "is also an input", stdin=f"{w / 'photos' / 'b.png'}\n"),
+        Case("--jsonl is a hard link to an input", "caption", [str(w / "photos" / "b.png"), "--model", cm, *small,
+             "--jsonl", str(w / "hard.png")], 2, "is also an input"),
+        Case("a model file whose info holds terminal escapes (printed inert)", "caption", ["--model",
+             str(w / "escapes.pt"), "--model-info"], 0, ""),
         Case("stdin list with a missing path", "caption", ["-", "--model", cm, *small], 1, "missing.jpg",
              stdin=f"{photo}\n\n{w / 'missing.jpg'}\n"),
         Case("stdin list with CRLF line ends (captioned)", "caption", ["-", "--model", cm, *small], 0, "",
@@ -229,6 +258,10 @@ def cases(f: dict[str, Path]) -> list[Case]:
              "--data.subword_vocab", "10"], 2, "subword_vocab"),
         Case("text: --ckpt_path a model file", "text-train", ["test", "--ckpt_path", tm], 2, "--model.init_from"),
         Case("text: --ckpt_path missing", "text-train", ["test", "--ckpt_path", str(w / "gone.ckpt")], 2, "gone.ckpt"),
+        Case("text: --ckpt_path a URL", "text-train", ["test", "--ckpt_path", "http://127.0.0.1:9/evil.ckpt"], 2,
+             "download it first"),
+        Case("caption-train: --ckpt_path a checkpoint that runs code", "caption-train", ["test", "--config",
+             str(TINY_SHAPES), "--ckpt_path", str(w / "evil.ckpt")], 2, "evil.ckpt"),
         Case("caption-train: --ckpt_path a model file", "caption-train", ["test", "--config", str(TINY_SHAPES),
              "--ckpt_path", cm], 2, "not a training checkpoint"),
         Case("text: init_from a caption model", "text-train", ["fit", "--model.init_from", cm], 2, "caption.pt"),
@@ -239,6 +272,11 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("text-export: output is a folder", "text-export", [tm, str(w / "empty")], 2, "empty"),
         Case("caption-export: output is a folder", "caption-export", [cm, str(w / "empty")], 2, "empty"),
         Case("text-export: not a model", "text-export", [str(w / "notes.pt"), str(w / "o.pt")], 2, "notes.pt"),
+        Case("text-export: output is a FIFO", "text-export", [tm, str(w / "fifo")], 2, "is a FIFO"),
+        Case("caption-export: output is a symbolic link", "caption-export", [cm, str(w / "link")], 2,
+             "is a symbolic link"),
+        Case("translate: --output is a FIFO", "translate", ["x", "--model", tm, "--output", str(w / "fifo")], 2,
+             "is a FIFO"),
     ]  # fmt: skip
     return c
 
@@ -268,8 +306,6 @@ def run_case(case: Case) -> dict:
 
 def main(argv: list[str]) -> int:
     work, out = Path(argv[0]), Path(argv[1])
-    import os
-
     work.mkdir(parents=True, exist_ok=True)
     os.chdir(work)  # runs write their logs and config.yaml here, not in the repository
     all_cases = cases(fixtures(work))

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from text_attn.core.safe_files import inert
+
 
 def one_line(err: BaseException, limit: int = 160) -> str:
     """An exception's message on one line (whitespace collapsed, at most ``limit`` characters; its type if empty)."""
@@ -15,7 +17,8 @@ def one_line(err: BaseException, limit: int = 160) -> str:
 
 def fail(prog: str, message: str, code: int = 2) -> None:
     """One line on stderr, ``prog: error: message``, then exit with ``code``."""
-    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    text = inert(" ".join(str(message).split()))  # file names, a file's text: no control character reaches a terminal
+    print(f"{prog}: error: {text}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -35,7 +38,7 @@ def emit(prog: str, text: str) -> None:
     """``text`` and a newline on stdout, flushed. A stdout that cannot be written (its reader gone, as in
     ``| head -1``; a full disk) ends the command with one line and exit code 2 (:func:`stdout_failed`)."""
     try:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(inert(text, lines=True) + "\n")
         sys.stdout.flush()
     except OSError as err:
         stdout_failed(prog, err)

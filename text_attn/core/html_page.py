@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from text_attn.core.arrays import to_numpy
+from text_attn.core.safe_files import open_stream
 
 # Everything the page may load comes from itself: inline styles and scripts, data: images; no fetch of any kind.
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -139,7 +140,7 @@ class HtmlPage:
             raise IsADirectoryError(f"{self.path} is a directory")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.sections = 0
-        self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._out = open_stream(self.path)  # written as it grows; a link, FIFO or device is refused (safe_files)
         self._out.write(
             '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'

@@ -21,12 +21,14 @@ import dataclasses
 import inspect
 import logging
 import os
+import pickle
 import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from text_attn.core.errors import WriteError, fail, one_line
+from text_attn.core.safe_files import atomic_output
 from text_attn.core.training import TrainingDiverged
 
 
@@ -69,18 +71,30 @@ def _make_cli_class(prog: str):
 
     class AtomicCheckpointIO(TorchCheckpointIO):
         """Write a checkpoint to a temporary file, then rename it: a process killed while saving leaves the previous
-        ``last.ckpt`` whole, never a torn one."""
+        ``last.ckpt`` whole, never a torn one. Read every checkpoint Lightning resumes from (a file, ``last``, ``best``,
+        ``hpc``) with ``weights_only=True``: tensors and plain values only, never pickled code (Lightning's own
+        reader loads a URL with ``weights_only=False``)."""
+
+        def load_checkpoint(self, path, map_location=None, weights_only=None):
+            if "://" in str(path):
+                raise CheckpointRefused(remote_message(path))
+            try:
+                return torch.load(path, map_location=map_location or "cpu", weights_only=True)
+            except pickle.UnpicklingError:
+                raise CheckpointRefused(
+                    f"{path}: refused: it holds more than tensors and plain values (pickled objects or code), which "
+                    "this toolkit never loads"
+                ) from None
 
         def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
             if "://" in str(path):  # remote file systems: Lightning's own writer
                 return super().save_checkpoint(checkpoint, path, storage_options)
-            tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
             try:
-                super().save_checkpoint(checkpoint, tmp, storage_options)
-                os.replace(tmp, path)
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                with atomic_output(path) as tmp:  # a fresh mkstemp file: a planted link is never written through
+                    super().save_checkpoint(checkpoint, tmp, storage_options)
             except (OSError, RuntimeError) as err:  # disk full (torch reports it as a RuntimeError), permission lost
-                Path(tmp).unlink(missing_ok=True)  # the previous checkpoint stays whole
-                raise WriteError(f"cannot write checkpoint {path}: {one_line(err)}") from None
+                raise WriteError(f"cannot write checkpoint {path}: {one_line(err)}") from None  # the old one is whole
 
     class ToolkitCLI(LightningCLI):
         def instantiate_trainer(self, **kwargs):
@@ -101,8 +115,10 @@ def _make_cli_class(prog: str):
             if not sub:
                 return
             ckpt_path = self.config[sub].get("ckpt_path")
-            if not ckpt_path or str(ckpt_path) in ("best", "last", "hpc") or "://" in str(ckpt_path):
-                return
+            if ckpt_path and "://" in str(ckpt_path):
+                raise CheckpointRefused(remote_message(ckpt_path))
+            if not ckpt_path or str(ckpt_path) in ("best", "last", "hpc"):
+                return  # resolved by Lightning to a local file, read by AtomicCheckpointIO.load_checkpoint
             if not Path(ckpt_path).is_file():
                 raise ValueError(f"--ckpt_path {ckpt_path}: no such file")
             try:
@@ -131,7 +147,19 @@ def _make_cli_class(prog: str):
                     model[key] = value
 
     ToolkitCLI.parser_class_ = OneLineParser
+    ToolkitCLI.checkpoint_io_class_ = AtomicCheckpointIO
     return ToolkitCLI
+
+
+class CheckpointRefused(ValueError):
+    """A checkpoint that is not loaded: remote, or holding pickled objects beyond tensors. One line."""
+
+
+def remote_message(path) -> str:
+    return (
+        f"--ckpt_path {path}: remote checkpoints are not loaded (a checkpoint from elsewhere can run code when "
+        "unpickled); download it first and give the local file"
+    )
 
 
 def _parser_message(message: str) -> str:
@@ -262,7 +290,7 @@ def run_lightning_cli(
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"prog": prog, "description": description},
         )
-    except (*errors, TrainingDiverged, WriteError) as exc:
+    except (*errors, TrainingDiverged, WriteError, CheckpointRefused) as exc:
         fail(prog, str(exc))
 
 

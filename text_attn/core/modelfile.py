@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.safe_files import write_bytes
+
 
 class ModelFileError(RuntimeError):
     """A model file that is missing, unreadable, or not the kind of model asked for. The message is one line."""
@@ -69,9 +71,7 @@ def save_model_file(path: str | Path, kind: str, payload: dict[str, Any], versio
     path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()  # serialised in memory, then written by Python: a full disk is an OSError naming its cause
     torch.save({"format": f"attention-toolkit/{kind}", "version": version, **payload}, buffer)  # (torch's own file
-    with open(path, "wb") as f:  # writer turns ENOSPC into an opaque RuntimeError)
-        f.write(buffer.getbuffer())
-    return path
+    return write_bytes(path, buffer.getbuffer())  # writer turns ENOSPC into an opaque RuntimeError); never torn
 
 
 def load_model_file(path: str | Path, kind: str, version: int = 1, map_location: str = "cpu") -> dict[str, Any]:
@@ -91,12 +91,10 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
 def update_info(
     path: str | Path, updates: dict[str, Any], merge: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, Any]:
-    """Merge ``updates`` into a model file's ``info`` (any kind; its weights untouched) and rewrite it in place via
-    a temporary file and a rename, so a failed write leaves the old file whole. Returns the new info. ``merge``:
-    entries merged into the file's own dicts of those names as well (e.g. {"decoder": {"hard_inference": "expect"}},
-    a decoding setting the model reads from its config)."""
-    import os
-
+    """Merge ``updates`` into a model file's ``info`` (any kind; its weights untouched) and rewrite it in place via a
+    fresh temporary file and a rename (safe_files.atomic_output), so a failed write leaves the old file whole. Returns
+    the new info. ``merge``: entries merged into the file's own dicts of those names as well (e.g. {"decoder":
+    {"hard_inference": "expect"}}, a decoding setting the model reads from its config)."""
     path = Path(path)
     data = read_export_source(path)
     fmt = data.get("format") if isinstance(data, dict) else None
@@ -108,12 +106,7 @@ def update_info(
         if not isinstance(payload.get(name), dict):
             raise ModelFileError(f"{path}: the model file has no {name!r} settings to update")
         payload[name] = {**payload[name], **entries}
-    tmp = path.with_name(path.name + ".part")
-    try:
-        save_model_file(tmp, fmt.removeprefix("attention-toolkit/"), payload, data.get("version", 1))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    save_model_file(path, fmt.removeprefix("attention-toolkit/"), payload, data.get("version", 1))  # atomic
     return payload["info"]
 
 

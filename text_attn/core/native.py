@@ -13,13 +13,14 @@ Where no compiler works, everything runs as before in PyTorch (the same numbers 
   CPU); written under a temporary name and renamed, so processes building at once (DDP) do not see half a file.
 - ``TEXT_ATTN_NATIVE=0`` turns the kernels off (PyTorch only); ``CC`` picks the compiler (default ``cc``; a command
   line such as ``ccache gcc`` works). An unwritable cache builds into a temporary folder for this process; a cached
-  file that does not load is built again.
+  file that does not load is built again. The cache is trusted only when it and the folders above it belong to this
+  user (or root) and no one else can write them (safe_files.untrusted_reason); otherwise the kernels are built into
+  a private folder for this process, with one note (a planted library would run its code when loaded).
 - :func:`status` says which path runs and why (``benchmarks/speed.py`` prints it).
 """
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import functools
 import hashlib
@@ -32,6 +33,8 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from text_attn.core.safe_files import cache_path, make_private_dirs, private_dir
 
 SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("score.c", "cross_entropy.c"))
 HEADERS = (Path(__file__).with_name("csrc") / "vector.h",)  # included by both: part of the build's identity
@@ -93,7 +96,7 @@ def _build_key(cc: list[str]) -> str:
 def _compile(cc: list[str], out: Path) -> None:
     """Builds into a fresh temporary file beside ``out`` (OSError if that folder is not writable), then renames it:
     a process or thread building at the same time never loads a half-written file."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(out.parent)
     fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.stem}.", suffix=".tmp.so")
     os.close(fd)
     tmp = Path(name)
@@ -102,25 +105,20 @@ def _compile(cc: list[str], out: Path) -> None:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
+        os.chmod(tmp, 0o755)  # not the umask's: a group-writable library would not be trusted next time
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def _private_dir() -> Path:
-    """A folder for this process only (the cache was not writable), removed at exit."""
-    path = Path(tempfile.mkdtemp(prefix="attention-toolkit-"))
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return path
-
-
 def _build_and_load(cc: list[str], name: str) -> Kernels:
     try:
-        out = cache_dir() / name
+        # a library loaded from a folder someone else can write would run their code (its constructor runs on load)
+        out = cache_path(cache_dir(), name, "compiled kernels")
         if not out.exists():
             _compile(cc, out)
     except OSError:  # an unwritable cache
-        out = _private_dir() / name
+        out = private_dir() / name
         _compile(cc, out)
     try:
         return _load(out)

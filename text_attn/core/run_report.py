@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from text_attn.core.errors import ArgumentParser, fail, one_line
+from text_attn.core.safe_files import atomic_output, inert_output
 
 Series = dict[str, list[tuple[int, float]]]  # metric name -> (step, value) pairs, by step
 
@@ -186,7 +187,8 @@ def plot_report(series: Series, path: str | Path, title: str = "") -> Path:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
-    fig.savefig(out, format="png", dpi=100)
+    with atomic_output(out) as tmp:  # a fresh file, renamed: a planted link or FIFO at out is never written
+        fig.savefig(tmp, format="png", dpi=100)
     return out
 
 
@@ -201,6 +203,7 @@ def summary(series: Series) -> str:
     return text
 
 
+@inert_output
 def report_main(prog: str, argv: list[str]) -> int:
     """``PROG report RUN_DIR [--out PNG]``: write the run's report; bad RUN_DIR: one line, exit code 2."""
     p = ArgumentParser(

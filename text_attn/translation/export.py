@@ -8,7 +8,6 @@ its state_dict under ``net.``. Checkpoints written before that metadata existed 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from text_attn.core.modelfile import (
     mean_weights,
     read_export_source,
 )
+from text_attn.core.safe_files import atomic_output, inert_output
 
 KIND = "text-model"
 PREFIX = "net."  # TranslationModule.net: the network's weights in a checkpoint's state_dict
@@ -68,13 +68,9 @@ def write_model_file(content: dict[str, Any], dst: str | Path, half: bool = Fals
     what = "text model file" if "format" in content else "text-train checkpoint"
     translator = Translator.from_data(content, src or dst, what)
     out = Path(dst)
-    tmp = out.with_name(out.name + ".part")
-    try:
+    with atomic_output(out) as tmp:  # a fresh file beside dst (never a predictable name), renamed when it loads
         translator.save(tmp, half=half)
         Translator.load(tmp)  # what translate will do
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out
 
 
@@ -118,6 +114,7 @@ def _size(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:.1f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.0f} KiB"
 
 
+@inert_output
 def export_main(argv: list[str] | None = None) -> int:
     """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code (errors: one line, exit 2)."""
 

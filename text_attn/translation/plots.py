@@ -25,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from text_attn.core.arrays import to_numpy
+from text_attn.core.safe_files import atomic_output
 
 # Attention weights are probabilities, so a fixed 0..1 scale makes plots comparable across
 # sentences and models. "gray": black = 0, white = 1, as in Bahdanau et al. (2015).
@@ -89,7 +90,8 @@ def _save(fig: Figure, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)  # attach an Agg canvas explicitly, whatever the default backend is
     # "tight" grows the canvas to fit long rotated token labels instead of clipping them.
-    fig.savefig(path, format="png", dpi=_DPI, bbox_inches="tight")
+    with atomic_output(path) as tmp:  # a fresh file, renamed: a planted link or FIFO at path is never written
+        fig.savefig(tmp, format="png", dpi=_DPI, bbox_inches="tight")
     return path
 
 

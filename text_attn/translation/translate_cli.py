@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line, stdout_failed
+from text_attn.core.safe_files import inert_output, open_stream
 from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
@@ -311,6 +312,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
             fail("translate", f"--plot {args.plot}: the grids are PNG images; give a name ending in .png")
 
 
+@inert_output
 def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
@@ -369,7 +371,7 @@ def translate_main(argv: list[str] | None = None) -> int:
         except OSError as err:
             fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
     try:
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 - closed below
+        out = open_stream(args.output) if args.output else sys.stdout  # a link, FIFO or device is refused
         if args.demo and not args.output:
             out = io.StringIO()  # the demo prints each translation once, below, with its alignment
     except OSError as err:

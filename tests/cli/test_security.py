@@ -1,0 +1,316 @@
+"""The attacks of SECURITY.md, each run through the real command: a checkpoint that runs code (remote, local, resumed
+as `last`), planted cache files (a kernel library, an ONNX graph), planted links at the names writers used to use,
+outputs that are FIFOs or links, outputs that are inputs, and terminal escape sequences in a model file. Code that must
+not run leaves a marker file; files that must not change are compared byte for byte."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from helpers.attacks import code_checkpoint, constructor_library, serving
+from helpers.tiny_captioner import tiny_model_file
+
+from captioning.caption_cli import caption_main
+from captioning.export import export_main as caption_export
+from text_attn.core.modelfile import update_info
+from text_attn.translation.export import export_main as text_export
+from text_attn.translation.train_cli import train_main as text_train
+from text_attn.translation.translate_cli import translate_main
+
+FIX = Path(__file__).parent.parent / "fixtures"
+PHOTO = FIX / "images" / "coffee.png"
+ESCAPES = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x1b[31m"  # clipboard write (OSC 52), clear screen, red
+
+
+def _exit(main, argv: list[str], capsys, stdin: str | None = None, monkeypatch=None) -> tuple[int, str, str]:
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    try:
+        code = main(argv) or 0
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if ": error: " in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def cap_model(tmp_path_factory) -> Path:
+    return tiny_model_file(tmp_path_factory.mktemp("m") / "caption.pt")
+
+
+@pytest.fixture(scope="module")
+def text_model(tmp_path_factory) -> Path:
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+    from text_attn.translation.translator import Translator
+
+    vocab = Vocabulary.build([["ein", "mann", "a", "man"]])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
+                        dec_hidden=8, attn_dim=8)  # fmt: skip
+    return Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(tmp_path_factory.mktemp("t") / "text.pt")
+
+
+# --- 1. checkpoints never unpickle code --------------------------------------------------------------------------
+
+
+def test_the_planted_checkpoint_runs_code_when_unpickled_the_unsafe_way(tmp_path):
+    """The control: the file the tests plant really runs code under weights_only=False (what Lightning did with a URL),
+    so its marker staying absent below means the toolkit refused it."""
+    marker = tmp_path / "ran"
+    torch.load(code_checkpoint(tmp_path / "evil.ckpt", marker), weights_only=False)
+    assert marker.exists()
+
+
+def test_a_remote_checkpoint_is_refused_before_it_is_fetched(tmp_path, capsys, cli_run_in_tmp):
+    marker = tmp_path / "ran"
+    code_checkpoint(tmp_path / "evil.ckpt", marker)
+    with serving(tmp_path) as (url, asked):
+        for ckpt in (f"{url}/evil.ckpt", "s3://bucket/evil.ckpt"):
+            code, _, err = _exit(text_train, ["test", "--ckpt_path", ckpt], capsys)
+            assert code == 2 and "download it first" in _one_error(err)
+    assert not marker.exists() and asked == []
+
+
+def test_a_local_checkpoint_that_holds_code_is_refused(tmp_path, capsys, cli_run_in_tmp):
+    marker = tmp_path / "ran"
+    evil = code_checkpoint(tmp_path / "evil.ckpt", marker)
+    code, _, err = _exit(text_train, ["test", "--ckpt_path", str(evil)], capsys)
+    assert code == 2 and "evil.ckpt" in _one_error(err) and "not a training checkpoint" in err
+    assert not marker.exists()
+
+
+def test_a_planted_last_checkpoint_is_read_weights_only_when_resumed(tmp_path, capsys, cli_run_in_tmp):
+    """--ckpt_path last: Lightning finds the file itself, and reads it through the toolkit's checkpoint IO."""
+    from helpers.resumable import resumable_config
+
+    cfg = str(resumable_config(tmp_path, "text", every=2))
+    text_train(["fit", "--config", cfg, "--trainer.max_steps", "2", "--trainer.default_root_dir", "run"])
+    (last,) = Path("run").rglob("last.ckpt")
+    marker = tmp_path / "ran"
+    code_checkpoint(last, marker)
+    args = ["fit", "--config", cfg, "--trainer.max_steps", "4", "--trainer.default_root_dir", "run"]
+    code, _, err = _exit(text_train, [*args, "--ckpt_path", "last"], capsys)
+    assert code == 2 and "refused" in _one_error(err) and "last.ckpt" in err
+    assert not marker.exists()
+
+
+def test_the_checkpoint_reader_lightning_uses_refuses_urls_and_code(tmp_path):
+    from text_attn.core.lightning_cli import CheckpointRefused, _make_cli_class
+
+    reader = _make_cli_class("text-train").checkpoint_io_class_()
+    marker = tmp_path / "ran"
+    with pytest.raises(CheckpointRefused, match="holds more than tensors"):
+        reader.load_checkpoint(code_checkpoint(tmp_path / "evil.ckpt", marker))
+    with pytest.raises(CheckpointRefused, match="download it first"):
+        reader.load_checkpoint("https://example.org/x.ckpt")
+    assert not marker.exists()
+    torch.save({"state_dict": {"w": torch.ones(2)}, "epoch": 3}, tmp_path / "good.ckpt")
+    assert reader.load_checkpoint(tmp_path / "good.ckpt")["epoch"] == 3
+
+
+# --- 2. caches trust only what this user built ------------------------------------------------------------------
+
+
+def _kernel_name() -> str:
+    from text_attn.core import native
+
+    return f"kernels-{native._build_key(native.compiler())}.so"
+
+
+def _native_status(cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TEXT_ATTN_CACHE": str(cache), "TEXT_ATTN_NATIVE": "1"}
+    env.pop("CC", None)
+    code = "from text_attn.core import native; print(native.status())"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
+
+
+@pytest.mark.parametrize("how", ["control", "folder writable by others", "file of another user"])
+def test_a_planted_kernel_library_is_not_loaded(tmp_path, how):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    marker = tmp_path / "ran"
+    planted = constructor_library(cache / _kernel_name(), marker)
+    if how == "folder writable by others":
+        cache.chmod(0o777)
+    elif how == "file of another user":
+        if os.geteuid() != 0:
+            planted.chmod(0o666)  # not root: a file others can write stands in for one they own
+        else:
+            os.chown(planted, 65534, 65534)
+    done = _native_status(cache)
+    assert done.returncode == 0, done.stderr
+    if how == "control":  # this user's own cache: the file is trusted and loaded (so the marker detects a load)
+        assert marker.exists()
+        return
+    assert not marker.exists(), done.stderr
+    assert done.stderr.count("note: the compiled kernels cache") == 1 and "is not used" in done.stderr
+    assert done.stdout.startswith("compiled C") and str(cache) not in done.stdout  # built in a private folder
+
+
+def test_a_planted_onnx_graph_is_not_run(tmp_path, monkeypatch, cap_model):
+    """A graph that multiplies the features by zero, planted under the name the encoder's graph has."""
+    import onnx
+
+    from captioning import onnx_encoder
+    from captioning.encoder import ImageEncoder
+
+    monkeypatch.setenv("CAPTION_ONNX", "1")
+    monkeypatch.setenv("TEXT_ATTN_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    enc = ImageEncoder("efficientnet_lite0", grid=3, weights=None).eval()
+    for m in enc.modules():  # batch-norm statistics far from their defaults: features far from zero
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+            m.bias.uniform_(0.5, 1.5)
+    x = torch.rand(2, 3, 64, 64)
+    with torch.no_grad():
+        honest = enc(x)
+    assert honest.abs().max() > 0.1
+    (graph,) = (tmp_path / "cache" / "onnx").glob("*.onnx")
+    model = onnx.load(graph)
+    zero = onnx.helper.make_tensor("zero", onnx.TensorProto.FLOAT, [], [0.0])
+    out = model.graph.output[0].name
+    model.graph.initializer.append(zero)
+    for node in model.graph.node:  # the last node writes "<out>_raw", then a Mul by zero writes the output
+        node.output[:] = [f"{o}_raw" if o == out else o for o in node.output]
+    model.graph.node.append(onnx.helper.make_node("Mul", [f"{out}_raw", "zero"], [out]))
+    onnx.save(model, graph)
+
+    def fresh():
+        twin = ImageEncoder("efficientnet_lite0", grid=3, weights=None).eval()
+        twin.load_state_dict(enc.state_dict())
+        monkeypatch.setattr(onnx_encoder, "_sessions", {})
+        with torch.no_grad():
+            return twin(x)
+
+    assert fresh().abs().max() == 0  # the control: in this user's own folder the planted graph runs
+    graph.parent.chmod(0o777)  # a folder others can write
+    torch.testing.assert_close(fresh(), honest, rtol=1e-4, atol=1e-4 * honest.abs().max().item())
+
+
+# --- 3, 4. writers never follow links, never replace what is not a regular file -----------------------------------
+
+
+def test_planted_links_at_the_old_temporary_names_change_nothing(tmp_path, capsys, monkeypatch, cap_model):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n")
+    (tmp_path / "out.pt.part").symlink_to(victim)
+    assert caption_export([str(cap_model), str(tmp_path / "out.pt")]) in (0, None)
+    capsys.readouterr()
+    (tmp_path / "run.jsonl").write_text("")
+    (tmp_path / "run.jsonl.part").symlink_to(victim)
+    code, _, err = _exit(caption_main, [str(PHOTO), "--model", str(cap_model), "--max-len", "3", "--jsonl",
+                                        str(tmp_path / "run.jsonl"), "--resume"], capsys)  # fmt: skip
+    assert code == 0, err
+    copy = tmp_path / "copy.pt"
+    copy.write_bytes((tmp_path / "out.pt").read_bytes())
+    (tmp_path / "copy.pt.part").symlink_to(victim)
+    update_info(copy, {"note": "x"})
+    assert victim.read_bytes() == b"precious\n" and (tmp_path / "run.jsonl").read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_an_output_that_is_a_fifo_or_a_link_is_refused_and_left_as_it_is(tmp_path, capsys, kind, cap_model, text_model):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n")
+
+    def target(name: str) -> str:
+        path = tmp_path / name
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to(victim)
+        return str(path)
+
+    runs = [
+        (text_export, [str(text_model), target("a")]),
+        (caption_export, [str(cap_model), target("b")]),
+        (caption_main, [str(PHOTO), "--model", str(cap_model), "--max-len", "3", "--jsonl", target("c")]),
+        (caption_main, [str(PHOTO), "--model", str(cap_model), "--max-len", "3", "--html", target("d")]),
+        (translate_main, ["ein mann", "--model", str(text_model), "--output", target("e")]),
+        (translate_main, ["ein mann", "--model", str(text_model), "--plot", target("f")]),
+    ]
+    for main, argv in runs:
+        code, _, err = _exit(main, argv, capsys)
+        line = _one_error(err)
+        assert code == 2 and ("a FIFO" if kind == "fifo" else "symbolic link") in line, line
+    for name in "abcdef":
+        mode = os.lstat(tmp_path / name).st_mode
+        assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISLNK(mode)
+    assert victim.read_bytes() == b"precious\n"
+
+
+# --- 5. an output is never an input --------------------------------------------------------------------------------
+
+
+def test_an_output_that_is_an_input_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch, cap_model):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("a.png", "b.png"):
+        (photos / name).write_bytes(PHOTO.read_bytes())
+    os.link(photos / "a.png", tmp_path / "hard.png")
+    before = {p: p.read_bytes() for p in photos.iterdir()}
+    m = ["--model", str(cap_model), "--max-len", "3"]
+    attempts = [
+        ([str(photos), "--html", str(photos / "b.png")], None),  # found in a folder
+        (["-", "--jsonl", str(photos / "a.png")], f"{photos / 'a.png'}\n"),  # read from stdin
+        ([str(photos / "a.png"), "--jsonl", str(tmp_path / "hard.png")], None),  # a hard link to the input
+        ([str(photos), "--jsonl", str(tmp_path / "hard.png")], None),
+    ]
+    for argv, stdin in attempts:
+        code, _, err = _exit(caption_main, [*argv, *m], capsys, stdin=stdin or "", monkeypatch=monkeypatch)
+        assert code == 2 and "is also an input" in _one_error(err), err
+    # an overlay that would be written over an input: out/a-attention.png is given as an image
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a-attention.png").write_bytes(PHOTO.read_bytes())
+    code, _, err = _exit(caption_main, [str(out / "a-attention.png"), str(photos / "a.png"), "--overlay", str(out),
+                                        *m], capsys)  # fmt: skip
+    assert code == 2 and "the overlay" in _one_error(err) and "is also an input" in err
+    assert (out / "a-attention.png").read_bytes() == PHOTO.read_bytes()
+    assert {p: p.read_bytes() for p in photos.iterdir()} == before
+
+
+def test_a_file_on_stdin_is_an_input_too(tmp_path, text_model):
+    """translate --output FILE < FILE would empty FILE before reading it."""
+    src = tmp_path / "in.txt"
+    src.write_text("ein mann\n")
+    with src.open() as stdin:
+        translate = str(Path(sys.executable).parent / "translate")
+        done = subprocess.run([translate, "--model", str(text_model), "--output", str(src)], stdin=stdin,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "is also the input (stdin reads it)" in done.stderr, done.stderr
+    assert src.read_text() == "ein mann\n"
+
+
+# --- 6. text from files reaches the terminal inert ---------------------------------------------------------------
+
+
+def test_model_info_and_file_names_reach_the_terminal_inert(tmp_path, capsys, cap_model, text_model):
+    cap, txt = tmp_path / "c.pt", tmp_path / "t.pt"
+    cap.write_bytes(cap_model.read_bytes())
+    txt.write_bytes(text_model.read_bytes())
+    for path in (cap, txt):
+        update_info(path, {"data": f"photos{ESCAPES}", "license": f"x{ESCAPES}"})
+    for main, argv in ((caption_main, ["--model", str(cap), "--model-info"]),
+                       (translate_main, ["--model", str(txt), "--model-info"])):  # fmt: skip
+        code, out, err = _exit(main, argv, capsys)
+        assert code == 0, err
+        assert "\x1b" not in out + err and "\x07" not in out and "\\x1b]52;c;" in out
+    odd = tmp_path / f"name{ESCAPES}.png"
+    code, out, err = _exit(caption_main, [str(odd), "--model", str(cap), "--max-len", "3"], capsys)
+    assert code == 1 and "\x1b" not in out + err and "name\\x1b]52" in err

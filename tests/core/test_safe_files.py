@@ -1,0 +1,140 @@
+"""text_attn.core.safe_files, the one place outputs are opened, caches are trusted and file text is made inert: each
+rule on its own (the commands' attacks are in tests/cli/test_security.py). FIFOs and links in temporary folders only;
+never a real device."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+import pytest
+
+from text_attn.core import safe_files
+from text_attn.core.safe_files import (
+    OutputRefused,
+    atomic_output,
+    cache_path,
+    inert,
+    open_stream,
+    protecting,
+    refuse_overlap,
+    untrusted_reason,
+    write_text,
+)
+
+
+def test_atomic_output_replaces_the_file_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text("old")
+    with pytest.raises(RuntimeError), atomic_output(out) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed mid-write")
+    assert out.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    write_text(out, "new")
+    assert out.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask  # not mkstemp's private 0600
+
+
+def test_a_fresh_temporary_name_each_time_never_a_planted_one(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for name in ("out.part", ".out.tmp", f".out.{os.getpid()}.tmp"):  # names writers used to use
+        (tmp_path / name).symlink_to(victim)
+    write_text(tmp_path / "out", "data")
+    assert victim.read_text() == "precious" and (tmp_path / "out").read_text() == "data"
+
+
+@pytest.mark.parametrize("writer", ["atomic", "stream"])
+def test_links_fifos_and_folders_are_refused_as_outputs(tmp_path, writer):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "link").symlink_to(victim)
+    os.mkfifo(tmp_path / "fifo")  # no reader: an open without O_NONBLOCK would hang here
+    (tmp_path / "folder").mkdir()
+    for name, says in (("link", "symbolic link"), ("fifo", "a FIFO"), ("folder", "a folder")):
+        with pytest.raises(OutputRefused, match=says):
+            if writer == "atomic":
+                write_text(tmp_path / name, "x")
+            else:
+                open_stream(tmp_path / name).close()
+    assert victim.read_text() == "precious" and stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
+
+
+def test_a_stream_appends_or_starts_afresh(tmp_path):
+    out = tmp_path / "log.jsonl"
+    out.write_text("a\n")
+    with open_stream(out, append=True) as f:
+        f.write("b\n")
+    assert out.read_text() == "a\nb\n"
+    with open_stream(out) as f:
+        f.write("c\n")
+    assert out.read_text() == "c\n"
+
+
+def test_an_output_is_never_an_input_by_identity(tmp_path):
+    src = tmp_path / "in.png"
+    src.write_bytes(b"img")
+    os.link(src, tmp_path / "hard.png")
+    (tmp_path / "soft.png").symlink_to(src)
+    for out in ("hard.png", "in.png"):
+        with pytest.raises(OutputRefused, match="is also an input"):
+            refuse_overlap({f"--x {out}": tmp_path / out}, [str(src)])
+    refuse_overlap({"--x new": tmp_path / "new.png", "--y": None}, [str(src)])  # a new file is no input
+    with protecting([str(tmp_path / "soft.png")]):  # given through a link: the file it names is protected
+        with pytest.raises(OutputRefused, match="is also an input"):
+            write_text(tmp_path / "hard.png", "x")
+    write_text(tmp_path / "hard.png", "x")  # outside the block: an ordinary output again
+    assert (tmp_path / "hard.png").read_text() == "x" and src.read_text() == "img"  # a new file, not written through
+
+
+def test_a_cache_is_trusted_only_when_no_one_else_can_write_it(tmp_path, monkeypatch, capsys):
+    mine = tmp_path / "mine"
+    assert cache_path(mine, "k.so", "test") == mine / "k.so"  # created private
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o700 and untrusted_reason(mine) is None
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    assert "can be written by other users (mode 775)" in untrusted_reason(shared)
+    monkeypatch.setattr(safe_files, "_noted", set())
+    path = cache_path(shared, "k.so", "test")
+    assert path.parent == safe_files.private_dir() and path.parent != shared
+    cache_path(shared, "k.so", "test")
+    assert capsys.readouterr().err.count("note: the test cache") == 1  # one note a process
+    (mine / "k.so").symlink_to(tmp_path / "elsewhere")
+    assert "symbolic link" in untrusted_reason(mine / "k.so")
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # like /tmp: others may write, but not rename what is ours
+    (sticky / "ours").mkdir(mode=0o700)
+    assert untrusted_reason(sticky / "ours") is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user (the mode test runs always)")
+def test_a_cache_file_of_another_user_is_not_trusted(tmp_path):
+    (tmp_path / "k.so").write_bytes(b"x")
+    os.chown(tmp_path / "k.so", 65534, 65534)
+    assert "belongs to another user (uid 65534)" in untrusted_reason(tmp_path / "k.so")
+
+
+def test_control_characters_are_shown_not_sent():
+    text = "a\x1b]52;c;eA==\x07b\x1b[2J\x9b\u202ec\td\ne\x7f"
+    assert inert(text) == "a\\x1b]52;c;eA==\\x07b\\x1b[2J\\x9b\\u202ec\\x09d\\x0ae\\x7f"
+    assert inert(text, lines=True).endswith("c\td\ne\\x7f")
+    assert inert("Zwei Hunde laufen über die Straße.") == "Zwei Hunde laufen über die Straße."
+
+
+def test_a_commands_streams_are_inert_while_it_runs(capsys):
+    @safe_files.inert_output
+    def main() -> int:
+        print("caption: \x1b[2Jboo\r")
+        print("note \x07", file=sys.stderr)
+        return 3
+
+    assert main() == 3
+    out, err = capsys.readouterr()
+    assert out == "caption: \\x1b[2Jboo\r\n" and err == "note \\x07\n"
+    print("\x1b")  # restored afterwards
+    assert capsys.readouterr().out == "\x1b\n"

@@ -1,0 +1,298 @@
+"""The one place outputs are opened, caches are trusted and file text reaches a terminal (SECURITY.md).
+
+- **Outputs** (model files, checkpoints, JSON Lines, pages, PNGs, benchmark JSON) are written by
+  :func:`atomic_output` (a fresh ``mkstemp`` file in the output's folder, then a rename: never a predictable
+  ``OUT.part`` name a planted link could redirect) or, when they are written as the work goes on, opened by
+  :func:`open_stream` (``O_NOFOLLOW``, checked to be a regular file before a byte is written). Either refuses, in one
+  line, an output that exists and is a symbolic link, a folder, a FIFO, a socket or a device (renaming over a FIFO or
+  a device node would replace it with a file).
+- **An output is never an input**: :func:`refuse_overlap` compares files by identity (device and inode: links and
+  hard links included) before anything is written.
+- **Caches** (compiled kernels, ONNX graphs) are loaded only from a folder that :func:`untrusted_reason` finds owned
+  by this user (or root) and writable by no one else, up to the root, as ssh checks its files.
+- **Text from files** (a model file's info, a file name, a caption, an input line) is made inert by :func:`inert`:
+  control characters are shown as ``\\x1b``-style escapes, so no escape sequence reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+class OutputRefused(OSError):
+    """An output that must not be written (a link, not a regular file, also an input). The message is one line; an
+    OSError, so every writer's "cannot write FILE: ..." handling reports it."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def check_output(path: str | Path) -> None:
+    """Refuse (OutputRefused) an output path that exists and is a symbolic link or not a regular file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError:  # a folder above that cannot be read: the write itself reports it
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise OutputRefused(f"{path} is a symbolic link: name the file itself (a link is never written through)")
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputRefused(f"{path} exists and is {_kind(st.st_mode)}, not a regular file: give a file path")
+    if (st.st_dev, st.st_ino) in _protected:
+        raise OutputRefused(f"{path} is also an input ({_protected[(st.st_dev, st.st_ino)]}): it is not written")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path) -> Iterator[Path]:
+    """Yield a fresh temporary file beside ``path`` (created with O_EXCL by mkstemp) for the caller to write; on
+    success it becomes ``path`` by a rename (its mode the usual 0666 less the umask), on an error it is removed and the
+    old ``path`` stays whole. Refuses a ``path`` that is a link or not a regular file (:func:`check_output`)."""
+    path = Path(path)
+    check_output(path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        os.close(fd)
+        yield tmp
+        check_output(path)  # again: something may have been put there during a long write
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_bytes(path: str | Path, data: bytes | memoryview) -> Path:
+    """``data`` into ``path`` through :func:`atomic_output`."""
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+    return Path(path)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """``text`` (UTF-8) into ``path`` through :func:`atomic_output`."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def open_stream(path: str | Path, append: bool = False) -> IO[str]:
+    """A UTF-8 text file opened for writing as the work goes on (``append``: after what it holds, else emptied). The
+    final name is never followed as a link (O_NOFOLLOW), and what was opened is checked to be a regular file before
+    anything is written or emptied (O_NONBLOCK: a FIFO without a reader does not hang the open)."""
+    check_output(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags | (os.O_APPEND if append else 0), 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a link put there since the check
+            raise OutputRefused(f"{path} is a symbolic link: name the file itself") from None
+        check_output(path)  # a folder: EISDIR, said as the other kinds are
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputRefused(f"{path} exists and is {_kind(st.st_mode)}, not a regular file: give a file path")
+        os.set_blocking(fd, True)
+        if not append:
+            os.ftruncate(fd, 0)  # now, not by O_TRUNC: only a file known to be regular is emptied
+        return os.fdopen(fd, "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _identity(path: str | Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)  # following links: an input is read through them
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def input_identities(inputs: Iterable[str | Path], stdin: bool = False) -> dict[tuple[int, int], str]:
+    """The identities (device, inode) of the input files that exist, each with its name for a message. ``stdin``:
+    what stdin reads is an input too (a file redirected with ``< FILE``)."""
+    have = {ident: inert(p) for p in inputs if (ident := _identity(p)) is not None}
+    if stdin:
+        try:
+            st = os.fstat(sys.stdin.fileno())
+        except (OSError, ValueError, AttributeError):  # no stdin, or one with no file behind it (a test's)
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode):
+            have[(st.st_dev, st.st_ino)] = "stdin"
+    return have
+
+
+_protected: dict[tuple[int, int], str] = {}  # inputs of the running command: check_output refuses to write them
+
+
+@contextlib.contextmanager
+def protecting(inputs: Iterable[str | Path], stdin: bool = False) -> Iterator[None]:
+    """While the block runs, every writer of this module refuses an output that is one of ``inputs`` (by
+    identity): an output whose name is known only as the work goes (a per-word PNG) is checked as it is written."""
+    added = {k: v for k, v in input_identities(inputs, stdin).items() if k not in _protected}
+    _protected.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            _protected.pop(key, None)
+
+
+def refuse_overlap(outputs: dict[str, str | Path | None], inputs: Iterable[str | Path], stdin: bool = False) -> None:
+    """Refuse (OutputRefused) when an output (``{"--jsonl FILE": path}``; None: not given) is the same file as an
+    input, by identity: a link or a hard link to an input counts (see :func:`input_identities`). Outputs that do not
+    exist yet cannot be inputs. Called before anything is written."""
+    have = input_identities(inputs, stdin)
+    if not have:
+        return
+    for label, out in outputs.items():
+        ident = _identity(out) if out is not None else None
+        if ident in have:
+            raise OutputRefused(f"{label} is also an input ({have[ident]}): give another file; nothing was written")
+
+
+# --- caches -----------------------------------------------------------------------------------------------------------
+
+
+def untrusted_reason(path: str | Path) -> str | None:
+    """Why a cache file or folder cannot be trusted as this user's own (None: it can). It and every folder above it
+    must be owned by this user or root; it writable by no one else; the folders above may be writable by others only
+    with the sticky bit (as /tmp is), where no one can rename or replace what another user made there."""
+    me = os.geteuid()
+    path = Path(os.path.abspath(path))
+    chain = [path, *path.parents]
+    for i, p in enumerate(chain):
+        try:
+            st = os.lstat(p)
+        except OSError as err:
+            return f"{p} cannot be checked ({err.strerror})"
+        if i == 0 and stat.S_ISLNK(st.st_mode):
+            return f"{p} is a symbolic link"
+        if st.st_uid not in (me, 0):
+            return f"{p} belongs to another user (uid {st.st_uid})"
+        shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if shared and (i == 0 or not st.st_mode & stat.S_ISVTX):
+            return f"{p} can be written by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def make_private_dirs(folder: str | Path) -> Path:
+    """Create ``folder`` and its missing parents with mode 0700 (not the umask's default: a umask of 002 would make a
+    cache folder group-writable, and so untrusted)."""
+    folder = Path(folder)
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for q in reversed(missing):
+        try:
+            q.mkdir(mode=0o700)
+        except FileExistsError:  # made by another process meanwhile
+            pass
+    return folder
+
+
+_noted: set[str] = set()
+
+
+@functools.cache
+def private_dir() -> Path:
+    """A folder for this process only (mode 0700, made by mkdtemp), removed at exit."""
+    import atexit
+    import shutil
+
+    path = Path(tempfile.mkdtemp(prefix="attention-toolkit-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def cache_path(folder: str | Path, name: str, what: str) -> Path:
+    """Where to keep and load the cached file ``name``: ``folder/name`` when :func:`untrusted_reason` finds the folder
+    (created private if missing) and the file there, if any, this user's alone; else ``name`` in this process's
+    :func:`private_dir`, with one note on stderr (once a process per folder). OSError when ``folder`` cannot be
+    created (the caller's own fallback)."""
+    folder = make_private_dirs(folder)
+    path = folder / name
+    why = untrusted_reason(path if os.path.lexists(path) else folder)
+    if why is None:
+        return path
+    if str(folder) not in _noted:
+        _noted.add(str(folder))
+        print(f"note: the {what} cache {inert(folder)} is not used ({inert(why)}); using a private folder instead",
+              file=sys.stderr)  # fmt: skip
+    return private_dir() / name
+
+
+# --- text for a terminal ----------------------------------------------------------------------------------------------
+
+# C0 controls, DEL, C1 controls, and the bidirectional overrides (which reorder what follows on screen)
+_CONTROLS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS}
+_INERT = str.maketrans(_ESCAPES)
+_INERT_LINES = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t"})
+_INERT_STREAM = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t\r"})
+
+
+def inert(text: Any, lines: bool = False) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``), so printing it sends the terminal no
+    command. ``lines``: keep newlines and tabs (a multi-line text); else they are escaped too (a name, one field)."""
+    return str(text).translate(_INERT_LINES if lines else _INERT)
+
+
+class _InertStream:
+    """A text stream that writes through another, control characters escaped (newlines, tabs and the carriage
+    return a progress bar redraws its line with are kept)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(text.translate(_INERT_STREAM))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, buffer, ...
+        return getattr(self._stream, name)
+
+
+def inert_output(main: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a command's main: while it runs, what it prints on stdout and stderr is made inert."""
+
+    @functools.wraps(main)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        saved = sys.stdout, sys.stderr
+        if not isinstance(sys.stdout, _InertStream):
+            sys.stdout = _InertStream(sys.stdout)  # type: ignore[assignment]
+        if not isinstance(sys.stderr, _InertStream):
+            sys.stderr = _InertStream(sys.stderr)  # type: ignore[assignment]
+        try:
+            return main(*args, **kwargs)
+        finally:
+            sys.stdout, sys.stderr = saved
+
+    return run
