@@ -53,10 +53,12 @@ from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one
 from text_attn.core.safe_files import (
     OutputRefused,
     atomic_output,
+    inert,
     inert_output,
     open_stream,
     protecting,
     refuse_overlap,
+    same_file,
 )
 from text_attn.core.search_options import (
     add_search_options,
@@ -371,10 +373,11 @@ def caption_main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    if args.html and args.jsonl and Path(args.html).resolve() == Path(args.jsonl).resolve():
+    if args.html and args.jsonl and same_file(args.html, args.jsonl):
         fail("caption", "--html and --jsonl name the same file; give two files")
-    try:  # the files given, before the model loads (folders and stdin's list are checked once expanded)
-        refuse_overlap(_outputs(args), [i for i in args.images if i != "-"], stdin="-" in args.images)
+    try:  # the files given and the model, before it loads (folders and stdin's list are checked once expanded)
+        refuse_overlap(_outputs(args), [*_model_files(args), *(i for i in args.images if i != "-")],
+                       stdin="-" in args.images)  # fmt: skip
     except OutputRefused as err:
         fail("caption", str(err))
     captioner = _load_captioner(args)
@@ -383,11 +386,19 @@ def caption_main(argv: list[str] | None = None) -> int:
     if args.model_info:
         emit("caption", "\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
         return 0
-    if args.demo == "shapes":
-        return _demo_shapes(captioner, args)
     if args.demo:
-        return _demo_photos(captioner, args)
+        with protecting(_model_files(args)):  # no --html or --overlay file may replace the model or a demo photo
+            return _demo_shapes(captioner, args) if args.demo == "shapes" else _demo_photos(captioner, args)
     return _caption_collection(captioner, args)
+
+
+def _model_files(args: argparse.Namespace) -> list[str]:
+    """The model file this run reads (an input too: no output may replace it) and, for --demo, its photos."""
+    path = args.model or (SHAPES_MODEL if args.demo == "shapes" else BUNDLED_MODEL)
+    files = [str(MODEL_NAMES.get(str(path), path))]
+    if args.demo == "photo":
+        files += [str(p) for p in DEMO_PHOTOS]
+    return files
 
 
 def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, str | None]:
@@ -412,10 +423,12 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     for folder in empty:
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written
-        refuse_overlap(_outputs(args, paths), paths, stdin="-" in args.images)
+        refuse_overlap(_outputs(args, paths), [*_model_files(args), *paths], stdin="-" in args.images)
     except OutputRefused as err:
         fail("caption", str(err))
-    with protecting(paths, stdin="-" in args.images):  # and each file written as the run goes (per-word PNGs)
+    with protecting(
+        [*_model_files(args), *paths], stdin="-" in args.images
+    ):  # and each file written as the run goes (per-word PNGs)
         return _caption_paths(captioner, args, paths, empty)
 
 
@@ -496,7 +509,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             else:
                 for rec in batch:
                     if rec["caption"] is not None:
-                        emit("caption", f"{rec['image']}\t{rec['caption']}" if several else rec["caption"])
+                        line = f"{inert(rec['image'])}\t{inert(rec['caption'])}" if several else inert(rec["caption"])
+                        emit("caption", line)  # a name or word with a line break or tab cannot forge a line
             finished += len(items)  # written: what the notes and the interrupted line count
             cut += sum(bool(rec["truncated"]) for rec in batch)
             far += sum(bool(rec["out_of_domain"]) for rec in batch)

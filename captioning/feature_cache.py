@@ -39,7 +39,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from captioning.preprocess import prepared
-from text_attn.core.safe_files import atomic_output
+from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
 STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
@@ -82,8 +82,15 @@ def cache_file(cache_dir: str | Path, split: str, key: str) -> Path:
 
 
 def load_features(path: Path, n_images: int) -> torch.Tensor | None:
-    """The cached (N, L, D) tensor, memory-mapped; None when absent, unreadable or of the wrong length."""
+    """The cached (N, L, D) tensor, memory-mapped; None when absent, unreadable or of the wrong length, or when the
+    file or a folder above it is not this user's alone (safe_files.untrusted_reason: features someone else could
+    write would train the model on whatever they put there; one note, then the photos are encoded afresh)."""
     if not path.is_file():
+        return None
+    why = untrusted_reason(path)
+    if why is not None:
+        print(f"caption data: note: the cached features {inert(path)} are not used ({inert(why)}); encoding afresh",
+              file=sys.stderr)  # fmt: skip
         return None
     try:
         feats = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -94,8 +101,8 @@ def load_features(path: Path, n_images: int) -> torch.Tensor | None:
 
 def save_features(path: Path, features: torch.Tensor) -> None:
     """Write atomically (a temporary file, then rename): a crash or a second rank never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_output(path) as tmp:
+    make_private_dirs(path.parent)  # this user's alone, as load_features requires
+    with atomic_output(path, mode=0o644) as tmp:
         torch.save(features.contiguous(), tmp)
 
 

@@ -5,6 +5,7 @@ A :class:`Preprocess` is a small JSON-able dataclass, so model files store exact
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,14 +60,21 @@ class Preprocess:
         return (x0, y0, x0 + side, y0 + side)
 
     def __call__(self, img: Image.Image) -> torch.Tensor:
+        return self.normalise(self.pixels(img))
+
+    def pixels(self, img: Image.Image) -> np.ndarray:
+        """The (S, S, 3) uint8 square the network sees, before normalising (what the server sends its workers: a
+        quarter of the float tensor's bytes)."""
         rgb = to_rgb(img)
         size = (self.image_size, self.image_size)
         # Resampling straight from the crop box (instead of resize, then crop on whole pixels)
         # makes crop_box exactly the region seen (PIL's antialiasing filter still blends the
         # edge pixels with their neighbours just outside, as resize-then-crop would).
-        pixels = rgb.resize(size, Image.Resampling.BILINEAR, box=self.crop_box(*rgb.size))
-        x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1)  # (3, S, S)
-        x = x.float().div_(255.0)
+        return np.array(rgb.resize(size, Image.Resampling.BILINEAR, box=self.crop_box(*rgb.size)), dtype=np.uint8)
+
+    def normalise(self, pixels: np.ndarray) -> torch.Tensor:
+        """(S, S, 3) uint8 from :meth:`pixels` -> the normalised (3, S, S) float tensor."""
+        x = torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1).float().div_(255.0)  # (3, S, S)
         mean = torch.tensor(self.mean).view(3, 1, 1)
         std = torch.tensor(self.std).view(3, 1, 1)
         return (x - mean) / std
@@ -99,7 +107,12 @@ def to_rgb(img: Image.Image) -> Image.Image:
 
 
 class ImageReadError(ValueError):
-    """An input image that cannot be used; the message is one line naming it."""
+    """An input image that cannot be used; the message is one line naming it. ``kind``: "missing", "not_image",
+    "too_large" (the decompression-bomb guard) or "damaged" (what the server answers 404/415/413/422 with)."""
+
+    def __init__(self, message: str, kind: str = "damaged") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def load_image(src: str | Path | Image.Image, min_side: int | None = None) -> Image.Image:
@@ -116,7 +129,9 @@ def prepared(src: str | Path | Image.Image, preprocess: Callable[[Image.Image], 
     return preprocess(load_image(src, getattr(preprocess, "decode_side", None)))
 
 
-def load_photo(src: str | Path | Image.Image, min_side: int | None = None) -> tuple[Image.Image, tuple[int, int]]:
+def load_photo(
+    src: str | Path | Image.Image | bytes, min_side: int | None = None
+) -> tuple[Image.Image, tuple[int, int]]:
     """(8-bit RGB image, (width, height) of the full image after its EXIF rotation); see :func:`load_image`.
 
     With ``min_side`` a JPEG file decodes at 1/2, 1/4 or 1/8 of its size (the JPEG decoder's own DCT scaling) when
@@ -124,11 +139,14 @@ def load_photo(src: str | Path | Image.Image, min_side: int | None = None) -> tu
     a few hundred pixels a side sees the same picture (:attr:`Preprocess.decode_side`). Other files decode in full."""
     if isinstance(src, Image.Image):
         return to_rgb(src), src.size
-    p = Path(src)
-    if not p.exists():
-        raise ImageReadError(f"{src}: no such file")
-    if p.is_dir():
-        raise ImageReadError(f"{src}: is a directory, not an image")
+    if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server): its bytes, named "upload"
+        p, src = io.BytesIO(src), "upload"
+    else:
+        p = Path(src)
+        if not p.exists():
+            raise ImageReadError(f"{src}: no such file", "missing")
+        if p.is_dir():
+            raise ImageReadError(f"{src}: is a directory, not an image", "not_image")
     try:
         with Image.open(p) as img:
             width, height = img.size  # as stored, before the EXIF rotation
@@ -138,11 +156,12 @@ def load_photo(src: str | Path | Image.Image, min_side: int | None = None) -> tu
                 img.draft(img.mode, (int(min_side), int(min_side)))  # no-op unless both sides stay >= min_side
             rgb = to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
     except UnidentifiedImageError:
-        raise ImageReadError(f"{src}: not an image file Pillow can read") from None
+        raise ImageReadError(f"{src}: not an image file Pillow can read", "not_image") from None
     except Image.DecompressionBombError:
         raise ImageReadError(
             f"{src}: more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels, which Pillow refuses to decode (a "
-            "guard against decompression bombs); scale it down first"
+            "guard against decompression bombs); scale it down first",
+            "too_large",
         ) from None
     except Exception as err:  # noqa: BLE001 - Pillow's decoders raise many types for damaged files
         raise ImageReadError(f"{src}: cannot read image ({one_line(err)})") from None

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from captioning.attention_targets import TokenBoxes
+from text_attn.core.safe_files import inert
 from text_attn.core.vocab import tokenize
 
 SPLITS = ("train", "val", "test")
@@ -109,7 +110,7 @@ def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[Ima
         )
     print(
         f"caption data: {source}: skipped {len(missing)} of {len(items)} images whose files are missing "
-        f"(first: {missing[0].path})",
+        f"(first: {inert(missing[0].path)})",
         file=sys.stderr,
     )
     gone = {id(it) for it in missing}
@@ -243,7 +244,8 @@ def _read_text(path: Path, what: str) -> str:
 
 def _note(path: Path, skipped: int, total: int, why: str, first: str) -> None:
     if skipped:
-        print(f"caption data: {path}: skipped {skipped} of {total} lines {why} (first: {first!r})", file=sys.stderr)
+        print(f"caption data: {inert(path)}: skipped {skipped} of {total} lines {why} (first: {inert(repr(first))})",
+              file=sys.stderr)  # fmt: skip
 
 
 def _image_names(folder: Path) -> set[str]:

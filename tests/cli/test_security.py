@@ -314,3 +314,83 @@ def test_model_info_and_file_names_reach_the_terminal_inert(tmp_path, capsys, ca
     odd = tmp_path / f"name{ESCAPES}.png"
     code, out, err = _exit(caption_main, [str(odd), "--model", str(cap), "--max-len", "3"], capsys)
     assert code == 1 and "\x1b" not in out + err and "name\\x1b]52" in err
+
+
+# --- what the review of the first fix found --------------------------------------------------------------------
+
+
+def test_the_model_file_is_an_input_too(tmp_path, capsys, cap_model, text_model):
+    cap, txt = tmp_path / "c.pt", tmp_path / "t.pt"
+    cap.write_bytes(cap_model.read_bytes())
+    txt.write_bytes(text_model.read_bytes())
+    before = cap.read_bytes(), txt.read_bytes()
+    for main, argv in ((caption_main, [str(PHOTO), "--model", str(cap), "--jsonl", str(cap)]),
+                       (caption_main, [str(PHOTO), "--model", str(cap), "--html", str(cap)]),
+                       (translate_main, ["ein mann", "--model", str(txt), "--output", str(txt)]),
+                       (translate_main, ["ein mann", "--model", str(txt), "--html", str(txt)])):  # fmt: skip
+        code, _, err = _exit(main, argv, capsys)
+        assert code == 2 and "is also an input" in _one_error(err), err
+    assert (cap.read_bytes(), txt.read_bytes()) == before
+
+
+def test_a_numbered_plot_never_replaces_the_file_on_stdin(tmp_path, text_model):
+    src = tmp_path / "g-1.png"
+    src.write_text("ein mann\nein mann\n")
+    with src.open() as stdin:
+        translate = str(Path(sys.executable).parent / "translate")
+        done = subprocess.run([translate, "--model", str(text_model), "--plot", str(tmp_path / "g.png")], stdin=stdin,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "is also an input (stdin)" in done.stderr, done.stderr
+    assert src.read_text() == "ein mann\nein mann\n"
+
+
+def test_an_export_never_writes_over_its_info_file(tmp_path, capsys, cap_model):
+    info = tmp_path / "info.json"
+    info.write_text('{"data": "x"}')
+    code, _, err = _exit(caption_export, [str(cap_model), str(info), "--info", str(info)], capsys)
+    assert code == 2 and "is also an input" in _one_error(err)
+    assert info.read_text() == '{"data": "x"}'
+
+
+def test_a_planted_link_at_the_runs_config_yaml_is_not_written_through(tmp_path, capsys, cli_run_in_tmp):
+    from captioning.train_cli import train_main as caption_train
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "config.yaml").symlink_to(victim)  # the tiny config logs nowhere: config.yaml lands in the cwd
+    code, _, err = _exit(caption_train, ["fit", "--config", str(FIX / "captions" / "tiny_shapes.yaml"),
+                                         "--trainer.max_steps", "1"], capsys)  # fmt: skip
+    assert code == 2 and "symbolic link" in _one_error(err)
+    assert victim.read_text() == "precious\n"
+
+
+def test_report_never_replaces_the_logs_it_reads(tmp_path, capsys):
+    from helpers.run_logs import write_run
+
+    from text_attn.core.run_report import report_main
+
+    log_dir = write_run(tmp_path / "run")
+    metrics = next(p for p in log_dir.iterdir() if p.name == "metrics.csv")
+    before = metrics.read_bytes()
+    code, _, err = _exit(lambda argv: report_main("caption-train", argv),
+                         [str(tmp_path / "run"), "--out", str(metrics)], capsys)  # fmt: skip
+    assert code == 2 and "is also an input" in _one_error(err) and metrics.read_bytes() == before
+
+
+def test_names_and_captions_cannot_forge_lines(tmp_path, capsys, cap_model):
+    odd = tmp_path / "b\nforged.png\tA FORGED CAPTION.png"
+    odd.write_bytes(PHOTO.read_bytes())
+    code, out, err = _exit(caption_main, [str(PHOTO), str(odd), "--model", str(cap_model), "--max-len", "3"], capsys)
+    assert code == 0, err
+    assert len(out.splitlines()) == 2 and all(line.count("\t") == 1 for line in out.splitlines())
+    assert "b\\x0aforged.png\\x09A FORGED CAPTION.png\t" in out
+
+
+def test_features_cached_in_a_folder_others_can_write_are_not_used(tmp_path, capsys):
+    from captioning.feature_cache import load_features, save_features
+
+    mine = tmp_path / "mine" / "f.pt"
+    save_features(mine, torch.ones(2, 3, 4))
+    assert load_features(mine, 2) is not None
+    mine.parent.chmod(0o777)
+    assert load_features(mine, 2) is None and "are not used" in capsys.readouterr().err

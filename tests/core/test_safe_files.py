@@ -138,3 +138,15 @@ def test_a_commands_streams_are_inert_while_it_runs(capsys):
     assert out == "caption: \\x1b[2Jboo\r\n" and err == "note \\x07\n"
     print("\x1b")  # restored afterwards
     assert capsys.readouterr().out == "\x1b\n"
+
+
+def test_a_linked_folder_above_a_cache_is_judged_by_its_target(tmp_path):
+    """~/.cache -> /data/cache: the link's own mode (777 on Linux) says nothing; its target's does."""
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (tmp_path / "real" / "k.so").write_bytes(b"x")
+    for path in (tmp_path / "link", tmp_path / "link" / "k.so"):
+        assert untrusted_reason(path) is None
+    (tmp_path / "real").chmod(0o777)
+    for path in (tmp_path / "link", tmp_path / "link" / "k.so"):
+        assert "can be written by other users" in untrusted_reason(path)

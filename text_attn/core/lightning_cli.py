@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from text_attn.core.errors import WriteError, fail, one_line
-from text_attn.core.safe_files import atomic_output
+from text_attn.core.safe_files import atomic_output, write_text
 from text_attn.core.training import TrainingDiverged
 
 
@@ -59,7 +59,7 @@ def _make_cli_class(prog: str):
     import torch
     from jsonargparse._common import debug_mode_active
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
     class OneLineParser(LightningArgumentParser):
         """What the parser refuses is one line, ``prog: error: ...``, and exit code 2 (the usage only with --help)."""
@@ -95,6 +95,26 @@ def _make_cli_class(prog: str):
                     super().save_checkpoint(checkpoint, tmp, storage_options)
             except (OSError, RuntimeError) as err:  # disk full (torch reports it as a RuntimeError), permission lost
                 raise WriteError(f"cannot write checkpoint {path}: {one_line(err)}") from None  # the old one is whole
+
+    class SafeSaveConfig(SaveConfigCallback):
+        """The run's config.yaml written through safe_files.write_text (a fresh temporary file, renamed): a link
+        planted at its name is refused, never written through (Lightning's own writer follows it)."""
+
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if self.already_saved:
+                return
+            log_dir = trainer.log_dir  # on every rank: it broadcasts
+            if self.save_to_log_dir and trainer.is_global_zero and log_dir is not None:
+                path = Path(log_dir) / self.config_filename
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    write_text(path, self.parser.dump(self.config, skip_none=False))
+                except OSError as err:
+                    raise WriteError(f"cannot write {path}: {one_line(err)}") from None
+            if trainer.is_global_zero:
+                self.save_config(trainer, pl_module, stage)
+                self.already_saved = True
+            self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
     class ToolkitCLI(LightningCLI):
         def instantiate_trainer(self, **kwargs):
@@ -147,6 +167,7 @@ def _make_cli_class(prog: str):
                     model[key] = value
 
     ToolkitCLI.parser_class_ = OneLineParser
+    ToolkitCLI.save_config_class_ = SafeSaveConfig
     ToolkitCLI.checkpoint_io_class_ = AtomicCheckpointIO
     return ToolkitCLI
 
@@ -285,6 +306,7 @@ def run_lightning_cli(
             module_cls,
             datamodule_cls,
             parser_class=cli_cls.parser_class_,
+            save_config_callback=cli_cls.save_config_class_,
             args=args,
             seed_everything_default=0,
             save_config_kwargs={"overwrite": True},

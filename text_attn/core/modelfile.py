@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from text_attn.core.safe_files import write_bytes
+from text_attn.core.safe_files import inert, refuse_overlap, write_bytes
 
 
 class ModelFileError(RuntimeError):
@@ -177,6 +177,12 @@ def export_command(
         add_options(p)
     args = p.parse_args(argv)
     extra = {k: v for k, v in vars(args).items() if k not in ("input", "output", "half")}
+    others = [v for v in extra.values() if isinstance(v, str)] + [x for v in extra.values() if isinstance(v, list)
+                                                                  for x in v]  # fmt: skip
+    try:  # the input itself may be OUT (a re-export in place: read whole, then replaced); no other input may
+        refuse_overlap({f"OUT {args.output}": args.output}, others)
+    except OSError as err:
+        fail(prog, str(err))
     try:
         line = convert(args.input, args.output, args.half, **extra)
     except ModelFileError as err:
@@ -193,7 +199,7 @@ def info_lines(info: dict[str, Any]) -> list[str]:
     for key, value in info.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())
-        label = key.replace("_", " ") + ":"
+        label, value = inert(key.replace("_", " ")) + ":", inert(value)  # a file's text: no line breaks, no escapes
         if len(label) > 15:  # a long label on a line of its own, its value below in the values' column
             lines += [label, f"{'':15} {value}"]
         else:

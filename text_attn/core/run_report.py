@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from text_attn.core.errors import ArgumentParser, fail, one_line
-from text_attn.core.safe_files import atomic_output, inert_output
+from text_attn.core.safe_files import atomic_output, inert_output, protecting
 
 Series = dict[str, list[tuple[int, float]]]  # metric name -> (step, value) pairs, by step
 
@@ -220,7 +220,8 @@ def report_main(prog: str, argv: list[str]) -> int:
         log_dir = find_log_dir(args.run_dir)
         series = read_metrics(log_dir)
         out = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
-        path = plot_report(series, out, f"{log_dir}: {summary(series)}")
+        with protecting(p for p in Path(log_dir).iterdir() if p.is_file()):  # the logs read are never replaced
+            path = plot_report(series, out, f"{log_dir}: {summary(series)}")
     except RunReportError as err:
         fail(f"{prog} report", str(err))
     except OSError as err:

@@ -69,16 +69,17 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | Path) -> Iterator[Path]:
+def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
     """Yield a fresh temporary file beside ``path`` (created with O_EXCL by mkstemp) for the caller to write; on
     success it becomes ``path`` by a rename (its mode the usual 0666 less the umask), on an error it is removed and the
-    old ``path`` stays whole. Refuses a ``path`` that is a link or not a regular file (:func:`check_output`)."""
+    old ``path`` stays whole. Refuses a ``path`` that is a link or not a regular file (:func:`check_output`).
+    ``mode``: the file's mode instead (a cache file: 0644, so a umask of 002 does not make it untrusted)."""
     path = Path(path)
     check_output(path)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(name)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
         os.close(fd)
         yield tmp
         check_output(path)  # again: something may have been put there during a long write
@@ -123,6 +124,15 @@ def open_stream(path: str | Path, append: bool = False) -> IO[str]:
     except BaseException:
         os.close(fd)
         raise
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file: by identity when both exist (links and hard links count), else by their
+    resolved paths."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
 
 
 def _identity(path: str | Path) -> tuple[int, int] | None:
@@ -182,17 +192,25 @@ def refuse_overlap(outputs: dict[str, str | Path | None], inputs: Iterable[str |
 def untrusted_reason(path: str | Path) -> str | None:
     """Why a cache file or folder cannot be trusted as this user's own (None: it can). It and every folder above it
     must be owned by this user or root; it writable by no one else; the folders above may be writable by others only
-    with the sticky bit (as /tmp is), where no one can rename or replace what another user made there."""
+    with the sticky bit (as /tmp is), where no one can rename or replace what another user made there. A link is
+    judged by its target (~/.cache -> /data/cache), except that a file may not be a link (a planted one would be)."""
     me = os.geteuid()
     path = Path(os.path.abspath(path))
-    chain = [path, *path.parents]
-    for i, p in enumerate(chain):
+    try:
+        st = os.lstat(path)
+    except OSError as err:
+        return f"{path} cannot be checked ({err.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        if st.st_uid not in (me, 0):
+            return f"{path} is a link made by another user (uid {st.st_uid})"
+        if not path.is_dir():
+            return f"{path} is a symbolic link"
+    real = Path(os.path.realpath(path))
+    for i, p in enumerate([real, *real.parents]):
         try:
             st = os.lstat(p)
         except OSError as err:
             return f"{p} cannot be checked ({err.strerror})"
-        if i == 0 and stat.S_ISLNK(st.st_mode):
-            return f"{p} is a symbolic link"
         if st.st_uid not in (me, 0):
             return f"{p} belongs to another user (uid {st.st_uid})"
         shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)

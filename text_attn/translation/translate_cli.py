@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line, stdout_failed
-from text_attn.core.safe_files import inert_output, open_stream
+from text_attn.core.safe_files import inert, inert_output, open_stream, protecting, refuse_overlap, same_file
 from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
@@ -132,7 +132,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
         outs = translator.translate_tokens(toks, args.beam_size, args.length_penalty, args.max_len, **options)
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
         if args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
-            written = "".join(by_number[n].text + "\n" if n in by_number else "\n" for n, _ in chunk)
+            written = "".join(inert(by_number[n].text) + "\n" if n in by_number else "\n" for n, _ in chunk)
         else:
             written = ""
         for (n, _), tr in zip(good, outs, strict=True):
@@ -302,6 +302,12 @@ def _check_outputs(args: argparse.Namespace) -> None:
             continue
         if (out.st_dev, out.st_ino) == (stdin.st_dev, stdin.st_ino):
             fail("translate", f"{flag} {value} is also the input (stdin reads it); give another file")
+    outputs = {f"{flag} {value}": value for flag, value in (("--output", args.output), ("--html", args.html),
+                                                            ("--plot", args.plot)) if value}  # fmt: skip
+    try:
+        refuse_overlap(outputs, [args.model or BUNDLED_MODEL])
+    except OSError as err:
+        fail("translate", str(err))
     if args.plot:
         plot = Path(args.plot)
         if plot.is_dir():
@@ -315,6 +321,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
 @inert_output
 def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo and not args.model_info
+    # the model file and a file on stdin are inputs: no output (the numbered --plot files included) may replace them
+    with protecting([args.model or BUNDLED_MODEL], stdin=reads_stdin):
+        return _translate_main(args)
+
+
+def _translate_main(args: argparse.Namespace) -> int:
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
     sizes = (("--batch-size", args.batch_size), ("--threads", args.threads), ("--max-len", args.max_len))
@@ -360,7 +373,7 @@ def translate_main(argv: list[str] | None = None) -> int:
         translator.net.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
         fail("translate", f"cannot use device {args.device!r}: {one_line(err)}")
-    if args.html and args.output and Path(args.html).resolve() == Path(args.output).resolve():
+    if args.html and args.output and same_file(args.html, args.output):
         fail("translate", "--html and --output name the same file; give two files")
     report = None
     if args.html:

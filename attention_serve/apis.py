@@ -1,0 +1,184 @@
+"""The two ``LitAPI``s LitServe's inference workers run, with dynamic batching: requests that arrive within
+``batch_timeout`` of each other, up to ``max_batch_size``, are one batch (one encoder pass over all the photos; one
+search per group of requests that asked for the same decoding).
+
+Everything a worker receives was checked by the HTTP process (front.py), so decoding a request cannot fail: LitServe
+answers a whole batch with the error of any one item. A worker ignores Ctrl-C (the terminal sends it to every
+process): the main process stops it after the requests in flight are answered.
+"""
+
+from __future__ import annotations
+
+import base64
+import signal
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import litserve as ls
+import numpy as np
+
+
+def _options_key(options: dict[str, Any]) -> tuple:
+    return tuple(sorted(options.items()))
+
+
+def _rounded(matrix: Any, digits: int = 4) -> list:
+    return np.round(np.asarray(matrix, dtype=np.float64), digits).tolist()
+
+
+def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
+    """Request indices by the decoding they asked for (one search each)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, it in enumerate(items):
+        groups[_options_key(it["options"])].append(i)
+    return groups
+
+
+class CaptionAPI(ls.LitAPI):
+    """POST /caption: a prepared photo (front.prepare_photo) -> its caption, words and attention."""
+
+    def __init__(self, path: Path, name: str, note: str, threads: int, max_batch_size: int, batch_timeout: float):
+        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path="/caption")
+        self.path, self.name, self.note, self.threads = str(path), name, note, threads
+
+    def setup(self, device) -> None:
+        import torch
+
+        from captioning.captioner import Captioner
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        torch.set_num_threads(self.threads)
+        self.captioner = Captioner.load(self.path).to(device)
+
+    def decode_request(self, request):  # unannotated: LitServe then passes the JSON body front.py wrote
+        pixels = np.frombuffer(bytearray(base64.b64decode(request["pixels"])), dtype=np.uint8).reshape(request["shape"])
+        return {**request, "pixels": self.captioner.preprocess.normalise(pixels)}  # (3, S, S)
+
+    def batch(self, inputs: list) -> list:
+        return inputs
+
+    def unbatch(self, output: list) -> list:
+        return output
+
+    def predict(self, items: Any) -> Any:
+        import torch
+
+        single = isinstance(items, dict)  # max_batch_size 1: LitServe passes the request itself
+        items = [items] if single else items
+        cap = self.captioner
+        with torch.no_grad():
+            features = cap.encode(torch.stack([it["pixels"] for it in items]))  # (B, L, D)
+            far = cap.out_of_domain(features, [tuple(it["stats"]) for it in items]) or [None] * len(items)
+            out: list[dict[str, Any] | None] = [None] * len(items)
+            for _, index in _groups(items).items():
+                o = items[index[0]]["options"]
+                extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
+                results = cap.caption_features(features[index], o["beam_size"], o.get("max_len", 30),
+                                               o["length_penalty"], **extra)  # fmt: skip
+                for i, result in zip(index, results, strict=True):
+                    out[i] = self._record(items[i], result, far[i])
+        return out[0] if single else out
+
+    def _record(self, item: dict[str, Any], result: Any, far: bool | None) -> dict[str, Any]:
+        g = self.captioner.grid
+        words, alphas = result.words, result.alphas  # (T, L)
+        return {
+            "caption": " ".join(words),
+            "words": words,
+            "attention": _rounded(alphas),
+            "grid": [g, g],
+            "size": item["size"],
+            "crop_box": [round(v, 3) for v in item["crop_box"]],
+            "chosen": self.captioner.chosen_regions(alphas),
+            "score": round(float(result.score), 6),
+            "truncated": bool(result.truncated),
+            "out_of_domain": far,
+            "note": self.note if far else None,
+            "options": item["options"],
+            "model": self.name,
+        }
+
+    def encode_response(self, output: dict[str, Any]) -> dict[str, Any]:
+        return output
+
+
+class TranslateAPI(ls.LitAPI):
+    """POST /translate: checked sentences -> translations with their tokens and attention."""
+
+    def __init__(self, path: Path, name: str, note: str, threads: int, max_batch_size: int, batch_timeout: float):
+        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path="/translate")
+        self.path, self.name, self.note, self.threads = str(path), name, note, threads
+
+    def setup(self, device) -> None:
+        import torch
+
+        from text_attn.translation.translator import Translator
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        torch.set_num_threads(self.threads)
+        self.translator = Translator.load(self.path)
+        self.translator.net.to(device)
+
+    def batch(self, inputs: list) -> list:
+        return inputs
+
+    def unbatch(self, output: list) -> list:
+        return output
+
+    def predict(self, items: Any) -> Any:
+        single = isinstance(items, dict)
+        items = [items] if single else items
+        out: list[dict[str, Any] | None] = [None] * len(items)
+        for _, index in _groups(items).items():
+            o = items[index[0]]["options"]
+            sentences = [(i, s) for i in index for s in items[i]["sentences"]]
+            done = self._translate([s for _, s in sentences], o)
+            for i in index:
+                out[i] = {"translations": [], "model": self.name, "options": items[i]["options"]}
+            for (i, _), record in zip(sentences, done, strict=True):
+                out[i]["translations"].append(record)
+        return out[0] if single else out
+
+    def _translate(self, sentences: list[str], o: dict[str, Any]) -> list[dict[str, Any]]:
+        tr = self.translator
+        tokens = [tr.tokenize(s) for s in sentences]
+        keep = [k for k, t in enumerate(tokens) if t]  # a sentence with nothing to translate gets an empty record
+        extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
+        done = tr.translate_tokens([tokens[k] for k in keep], o["beam_size"], o["length_penalty"], o.get("max_len"),
+                                   **extra)  # fmt: skip
+        records: list[dict[str, Any]] = [self._empty(s) for s in sentences]
+        for k, t in zip(keep, done, strict=True):
+            records[k] = self._record(sentences[k], t)
+        return records
+
+    def _empty(self, source: str) -> dict[str, Any]:
+        return {"source": source, "translation": "", "source_tokens": ["<eos>"], "tokens": [], "attention": None,
+                "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None,
+                "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
+
+    def _record(self, source: str, t: Any) -> dict[str, Any]:
+        unlike = self.translator.unlike_source(source)
+        attention = heads = None
+        if t.attention is not None:
+            a = t.attention.float().cpu().numpy()
+            if a.ndim == 3:  # (T, H, S+1): a Transformer's heads
+                heads = _rounded(a.transpose(1, 0, 2))  # (H, T, S+1)
+                a = a.mean(axis=1)
+            attention = _rounded(a)  # (T, S+1)
+        return {
+            "source": source,
+            "translation": t.text,
+            "source_tokens": [*t.source, "<eos>"],
+            "tokens": t.tokens,
+            "attention": attention,
+            "heads": heads,
+            "score": round(float(t.score), 6),
+            "truncated": bool(t.truncated),
+            "unknown": t.unknown,
+            "unlike_source": unlike,
+            "note": self.note if unlike else None,
+        }
+
+    def encode_response(self, output: dict[str, Any]) -> dict[str, Any]:
+        return output

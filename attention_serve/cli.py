@@ -1,0 +1,207 @@
+"""``attention-serve``: the captioner and the translator behind a JSON API and a live page, on LitServe.
+
+    attention-serve                       # the bundled models at http://127.0.0.1:8000
+    attention-serve --caption-model shapes --text-model none --port 8080
+
+Routes: ``GET /`` the page, ``POST /caption``, ``POST /translate``, ``GET /health``, ``GET /info``, ``GET /docs`` (the
+OpenAPI page). docs/serve.md has the API, examples and limits. Bad options or model files: one line, exit 2.
+SIGTERM or Ctrl-C: the requests in flight are answered (within --grace seconds), then exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+
+from text_attn.core.errors import ArgumentParser, fail, one_line
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds (localhost is 127.0.0.1)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="attention-serve",
+        description="Serve the captioner and the translator: a live attention page at / and a JSON API "
+        "(POST /caption, POST /translate, GET /health, GET /info; OpenAPI at /docs).",
+    )
+    p.add_argument("--caption-model", metavar="PATH|shapes|none",
+                   help="the caption model file (default: the bundled Flickr8k model; shapes: the bundled shapes "
+                   "model; none: no /caption)")  # fmt: skip
+    p.add_argument("--text-model", metavar="PATH|none",
+                   help="the translation model file (default: the bundled German -> English model; none: no "
+                   "/translate)")  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on: 127.0.0.1 (default), 0.0.0.0 or ::")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument("--api-key", help="require this key on every API request (Authorization: Bearer KEY or X-API-Key; "
+                   "default: $ATTENTION_SERVE_API_KEY, else none)")  # fmt: skip
+    p.add_argument("--max-upload-mb", type=float, default=20, help="largest photo upload, MB (default: 20)")
+    p.add_argument("--max-queue", type=int, default=64,
+                   help="requests in flight before new ones get 503 with Retry-After (default: 64)")  # fmt: skip
+    p.add_argument("--max-sentences", type=int, default=64, help="sentences in one /translate request (default: 64)")
+    p.add_argument("--max-chars", type=int, default=1000, help="characters in one sentence (default: 1000)")
+    p.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=16,
+        help="requests a worker runs as one batch (default: 16; docs/serve.md has the measurement)",
+    )
+    p.add_argument("--batch-timeout", type=float, default=0.01,
+                   help="seconds a worker waits for a batch to fill (default: 0.01)")  # fmt: skip
+    p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "cuda"), help="where the models run")
+    p.add_argument("--devices", default="auto", help="GPUs to use: a count or auto (default: auto: every GPU)")
+    p.add_argument("--workers-per-device", type=int, default=1, help="model workers per device and model (default 1)")
+    p.add_argument("--threads", type=int, help="torch threads per worker (default: the cores shared among workers)")
+    p.add_argument("--grace", type=float, default=10, help="seconds to finish requests in flight on stop (default 10)")
+    p.add_argument("--timeout", type=float, default=120, help="seconds a request may wait for its answer (default 120)")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.host == "localhost":
+        args.host = "127.0.0.1"
+    if args.host not in HOSTS:
+        fail("attention-serve", f"--host {args.host}: LitServe listens on 127.0.0.1, 0.0.0.0 (every IPv4 address) or "
+             ":: (every IPv6 address); choose one")  # fmt: skip
+    if not 1024 <= args.port <= 65535:
+        fail("attention-serve", f"--port must be from 1024 to 65535, got {args.port}")
+    positive = ("max_upload_mb", "max_queue", "max_sentences", "max_chars", "max_batch_size", "workers_per_device")
+    for name in positive:
+        if getattr(args, name) <= 0:
+            fail("attention-serve", f"--{name.replace('_', '-')} must be more than 0, got {getattr(args, name)}")
+    for name in ("batch_timeout", "grace"):
+        if getattr(args, name) < 0:
+            fail("attention-serve", f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    if args.threads is not None and args.threads < 1:
+        fail("attention-serve", f"--threads must be at least 1, got {args.threads}")
+    if args.devices != "auto" and not (args.devices.isdigit() and int(args.devices) > 0):
+        fail("attention-serve", f"--devices takes a number of GPUs or auto, got {args.devices!r}")
+    if args.caption_model == "none" and args.text_model == "none":
+        fail("attention-serve", "--caption-model none and --text-model none: nothing to serve")
+    args.api_key = args.api_key or os.environ.get("ATTENTION_SERVE_API_KEY") or None
+    try:  # the port, now: a port in use is one line, not a traceback from a worker process
+        with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((args.host, args.port))
+    except OSError as err:
+        fail("attention-serve", f"cannot listen on {args.host}:{args.port}: {err.strerror or one_line(err)}")
+
+
+def build_server(args: argparse.Namespace):
+    """The LitServer for these options (models loaded and checked in this process first)."""
+    import litserve as ls
+
+    from attention_serve import apis, models, page
+    from attention_serve.front import Front
+    from attention_serve.limits import Limits
+    from attention_serve.openapi import describe
+    from text_attn.core.modelfile import ModelFileError
+
+    try:
+        caption, text = models.load(args.caption_model, args.text_model)
+    except ModelFileError as err:
+        fail("attention-serve", str(err))
+    served = [m for m in (caption, text) if m is not None]
+    cores = os.cpu_count() or 1
+    threads = args.threads or max(1, cores // (len(served) * args.workers_per_device))
+    limits = Limits(max_upload_bytes=int(args.max_upload_mb * 2**20), max_sentences=args.max_sentences,
+                    max_chars=args.max_chars, max_queue=args.max_queue, api_key=args.api_key)  # fmt: skip
+    batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": threads}
+    lit_apis = []
+    if caption is not None:
+        lit_apis.append(apis.CaptionAPI(caption.path, caption.name, caption_note(caption), **batching))
+    if text is not None:
+        lit_apis.append(apis.TranslateAPI(text.path, text.name, text_note(text), **batching))
+    html = page.render(caption and caption.info, text and text.info, bool(args.api_key))
+    info = {"caption": caption and caption.info, "translate": text and text.info}
+    devices = "auto" if args.devices == "auto" else int(args.devices)
+    server = ls.LitServer(
+        lit_apis, accelerator=args.accelerator, devices=devices, workers_per_device=args.workers_per_device,
+        timeout=args.timeout, model_metadata=info,
+        middlewares=[(Front, {"caption": caption, "text": text, "limits": limits, "page": html})],
+    )  # fmt: skip
+    server.uvicorn_graceful_timeout = args.grace
+    describe(server.app)
+    return server, caption, text
+
+
+def caption_note(served) -> str:
+    what = served.extra.get("domain") or "its training images"
+    note = f"this photo looks unlike what the model was trained on ({what}): its caption is a guess"
+    if served.extra.get("bundled") == "flickr8k":
+        note += "; the bundled model knows Flickr8k's everyday photographs (people, dogs, outdoor scenes)"
+    return note
+
+
+def text_note(served) -> str:
+    note = "this sentence looks unlike the text the model was trained on: its translation may be wrong"
+    if served.extra.get("bundled"):
+        note += " (the bundled model translates German descriptions of everyday scenes, Multi30k's, into English)"
+    return note
+
+
+def _stop_gracefully(grace: float) -> None:
+    """SIGTERM (a service manager's stop) and Ctrl-C: the requests in flight are answered, then everything stops.
+
+    LitServe's own shutdown closes its queues before it stops its HTTP processes, so a request in flight gets no
+    answer (measured: curl's "empty reply" on a request sent 0.3 s before SIGTERM). So first the HTTP process is
+    stopped (uvicorn then accepts nothing new and finishes what it holds, within --grace seconds, while the model
+    workers still run), and only then LitServe's shutdown is started, quietly (its monitor thread reports the
+    closed queues as a crash)."""
+    import logging
+    import multiprocessing
+    import time
+
+    stopping, main = [], os.getpid()
+
+    def stop(signum, frame):
+        if os.getpid() != main:  # an HTTP process (forked with this handler) re-raising the signal once it is done
+            raise SystemExit(0)
+        if stopping:
+            return
+        stopping.append(signum)
+        print("attention-serve: stopping: answering the requests in flight", file=sys.stderr, flush=True)
+        front = [p for p in multiprocessing.active_children() if p.name.startswith("LitServer-")]
+        for p in front:
+            if p.pid is not None and p.is_alive() and signum != signal.SIGINT:  # Ctrl-C reached them already
+                os.kill(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace + 2
+        for p in front:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        logging.getLogger("litserve").setLevel(logging.CRITICAL)
+        logging.getLogger("litserve.server").setLevel(logging.CRITICAL)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+def serve_main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _check(args)
+    server, caption, text = build_server(args)
+    shown = "localhost" if args.host == "127.0.0.1" else args.host
+    names = " and ".join(f"{what} {m.name}" for what, m in (("captioner", caption), ("translator", text)) if m)
+    print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/ (API docs at /docs)",
+          file=sys.stderr, flush=True)  # fmt: skip
+    if args.host not in LOOPBACK and not args.api_key:
+        print(f"attention-serve: note: listening on {args.host}, reachable from other machines, with no "
+              "authentication: anyone who can reach it can use it (give --api-key KEY to require a key)",
+              file=sys.stderr, flush=True)  # fmt: skip
+    _stop_gracefully(args.grace)
+    server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
+               generate_client_file=False, access_log=False)  # fmt: skip
+    print("attention-serve: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def main() -> None:
+    sys.exit(serve_main())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""The HTTP process's half of the server: an ASGI middleware in front of LitServe's routes.
+
+LitServe's batched loop answers a whole batch with the error of one bad item, so nothing that can be refused may reach
+the model workers: every request is read, limited and checked here, and photos are decoded and prepared here (in a
+thread, so the event loop keeps serving), as ``caption``'s loader workers do beside the model. What goes on to LitServe
+is a small JSON body the workers cannot fail on: a photo's (S, S, 3) uint8 square (a quarter of the float tensor), its
+size, crop box and photo statistics, and the checked options.
+
+Answered here: ``GET /`` (the page, page.py), every refusal (a JSON ``{"error": ..., "status": ...}``, one log line),
+the API key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` on /caption, /translate and /info), and the queue
+limit (503 with Retry-After when more than ``max_queue`` requests are in flight in this process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import io
+import json
+import sys
+import warnings
+from typing import Any
+from urllib.parse import parse_qsl
+
+from attention_serve.limits import CAPTION_OPTIONS, TRANSLATE_OPTIONS, ClientError, Limits, parse_options, sentences_of
+from attention_serve.models import Served
+from text_attn.core.safe_files import inert
+
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+]
+IMAGE_TYPES = ("image/", "application/octet-stream")
+
+
+def log(line: str) -> None:
+    """One line on the server's stderr (control characters shown, never sent)."""
+    print(f"attention-serve: {inert(line)}", file=sys.stderr, flush=True)
+
+
+async def send_json(send, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    data = json.dumps(body).encode()
+    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *SECURITY_HEADERS,
+        *extra]})  # fmt: skip
+    await send({"type": "http.response.body", "body": data})
+
+
+DRAIN = 64 << 20  # an oversized body is read and dropped up to this much, so its client reads the 413 (not a reset)
+
+
+async def read_body(receive, limit: int, declared: int | None, why: str) -> bytes:
+    """The request body, at most ``limit`` bytes kept (ClientError 413 when it is more; ``why``: the limit's name,
+    for the message). Memory stays bounded: what is over the limit is read and dropped (up to DRAIN), not kept."""
+    chunks, size, more = [], 0, True
+    too_big = declared is not None and declared > limit
+    while more and size <= (DRAIN if too_big else limit):
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientError(400, "the client went away before sending the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        more = bool(message.get("more_body"))
+        too_big = too_big or size > limit
+        if not too_big:
+            chunks.append(chunk)
+    if too_big:
+        told = f"{declared / 2**20:.1f} MB" if declared is not None else f"over {limit / 2**20:g} MB"
+        raise ClientError(413, f"the body is {told}; at most {limit / 2**20:g} MB ({why})")
+    return b"".join(chunks)
+
+
+def _replay(body: bytes):
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            await asyncio.Event().wait()  # as a server would: nothing more until the client goes
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]:
+    """An upload's bytes -> the workers' payload: the (S, S, 3) uint8 square, the image's size and crop box, its
+    photo statistics. ClientError: 415 not an image, 413 more pixels than the guard allows, 422 damaged."""
+    from PIL import Image, UnidentifiedImageError
+
+    from captioning.photo_check import photo_stats
+    from captioning.preprocess import ImageReadError, load_photo
+
+    preprocess = served.extra["preprocess"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the guard below is the server's own
+        try:
+            with Image.open(io.BytesIO(data)) as probe:
+                width, height = probe.size
+        except UnidentifiedImageError:
+            raise ClientError(415, "the upload is not an image Pillow can read (JPEG, PNG, WebP, ...)") from None
+        except Image.DecompressionBombError:
+            raise ClientError(413, f"the image has more than {limits.max_pixels / 1e6:.0f} megapixels") from None
+        except Exception as err:  # noqa: BLE001 - a header Pillow cannot parse
+            raise ClientError(422, f"the image is damaged ({type(err).__name__})") from None
+        if width * height > limits.max_pixels:
+            raise ClientError(413, f"the image has {width * height / 1e6:.0f} megapixels; at most "
+                              f"{limits.max_pixels / 1e6:.0f} (a guard against decompression bombs)")  # fmt: skip
+        try:
+            image, size = load_photo(data, preprocess.decode_side)
+        except ImageReadError as err:
+            status = {"not_image": 415, "too_large": 413}.get(err.kind, 422)
+            why = str(err).removeprefix("upload: ")
+            message = f"the image is damaged: {why}" if status == 422 else f"the image: {why}"
+            raise ClientError(status, message) from None
+    pixels = preprocess.pixels(image)  # (S, S, 3) uint8
+    return {
+        "pixels": base64.b64encode(pixels.tobytes()).decode("ascii"),
+        "shape": list(pixels.shape),
+        "size": list(size),
+        "crop_box": list(preprocess.crop_box(*size)),
+        "stats": list(photo_stats(image)),
+    }
+
+
+class Front:
+    """The ASGI middleware (see the module doc). ``caption`` / ``text``: the served models (None: not served)."""
+
+    def __init__(self, app, caption: Served | None, text: Served | None, limits: Limits, page: bytes) -> None:
+        self.app, self.caption, self.text, self.limits, self.page = app, caption, text, limits, page
+        self.in_flight = 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path, method = scope["path"], scope["method"]
+        if path == "/" and method in ("GET", "HEAD"):
+            return await self._page(send)
+        api = path in ("/caption", "/translate")
+        try:
+            if (api or path == "/info") and self.limits.api_key and not self._authorized(scope):
+                raise ClientError(401, "this server needs its API key: send 'Authorization: Bearer KEY' or "
+                                  "'X-API-Key: KEY'")  # fmt: skip
+            if not api or method != "POST":
+                return await self.app(scope, receive, send)
+            if self.in_flight >= self.limits.max_queue:
+                raise ClientError(503, f"busy: {self.in_flight} requests in flight (--max-queue); retry in a second",
+                                  {"Retry-After": "1"})  # fmt: skip
+        except ClientError as err:
+            return await self._refuse(send, method, path, err)
+        self.in_flight += 1  # counted until answered: the workers' queue is what the limit protects
+        try:
+            try:
+                body = await self._payload(scope, receive, path)
+            except ClientError as err:
+                return await self._refuse(send, method, path, err)
+            data = json.dumps(body).encode()
+            headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-type", b"content-length")]
+            headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+            await self.app({**scope, "headers": headers}, _replay(data), send)
+        finally:
+            self.in_flight -= 1
+
+    def _authorized(self, scope) -> bool:
+        headers = dict(scope["headers"])
+        given = headers.get(b"x-api-key", b"").decode("latin-1")
+        bearer = headers.get(b"authorization", b"").decode("latin-1")
+        if bearer.lower().startswith("bearer "):
+            given = given or bearer[7:].strip()
+        return hmac.compare_digest(given.encode(), self.limits.api_key.encode())
+
+    async def _refuse(self, send, method: str, path: str, err: ClientError) -> None:
+        log(f"{err.status} {method} {path}: {err.message}")
+        await send_json(send, err.status, {"error": err.message, "status": err.status}, err.headers)
+
+    async def _page(self, send) -> None:
+        from attention_serve.page import CSP
+
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(self.page)).encode()),
+            (b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"), *SECURITY_HEADERS]})  # fmt: skip
+        await send({"type": "http.response.body", "body": self.page})
+
+    async def _payload(self, scope, receive, path: str) -> dict[str, Any]:
+        """The request's body checked and turned into what the workers take (ClientError for anything wrong)."""
+        served = self.caption if path == "/caption" else self.text
+        if served is None:
+            raise ClientError(404, f"this server does not serve {path[1:]} (started with --"
+                              f"{'caption' if path == '/caption' else 'text'}-model none)")  # fmt: skip
+        headers = dict(scope["headers"])
+        ctype = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+        declared = headers.get(b"content-length")
+        if path == "/caption":
+            limit, why = self.limits.max_upload_bytes, "--max-upload-mb"
+        else:  # every sentence at its longest, in UTF-8's widest characters, and room for the JSON around them
+            limit, why = self.limits.max_chars * 4 * self.limits.max_sentences + 4096, "--max-chars x --max-sentences"
+        body = await read_body(receive, limit, int(declared) if declared and declared.isdigit() else None, why)
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if not body:
+            raise ClientError(422, "empty body: " + ("send a photo" if path == "/caption" else "send JSON text"))
+        if path == "/translate":
+            if ctype != "application/json":
+                raise ClientError(415, f"send JSON (Content-Type: application/json), not {ctype or 'no type'}")
+            sentences, given = sentences_of(_json(body), self.limits)
+            options = parse_options({**query, **given}, TRANSLATE_OPTIONS, served.defaults)
+            return {"sentences": sentences, "options": options}
+        image, given = await self._upload(ctype, body, scope)
+        options = parse_options({**query, **given}, CAPTION_OPTIONS, served.defaults)
+        photo = await asyncio.to_thread(prepare_photo, image, served, self.limits)
+        return {**photo, "options": options}
+
+    async def _upload(self, ctype: str, body: bytes, scope) -> tuple[bytes, dict[str, Any]]:
+        """(the image's bytes, the options given in the body) of a multipart form, raw bytes or JSON."""
+        if ctype.startswith(IMAGE_TYPES):
+            return body, {}
+        if ctype == "application/json":
+            data = _json(body)
+            if not isinstance(data, dict) or not isinstance(data.get("image"), str):
+                raise ClientError(422, 'send {"image": "<base64 of the file>", ...options} as JSON')
+            try:
+                image = base64.b64decode(data.pop("image"), validate=True)
+            except (binascii.Error, ValueError):
+                raise ClientError(422, '"image" is not valid base64') from None
+            if not image:
+                raise ClientError(422, '"image" is empty')
+            return image, data
+        if ctype == "multipart/form-data":
+            from starlette.datastructures import UploadFile
+            from starlette.requests import Request
+
+            try:
+                form = await Request(scope, _replay(body)).form(max_files=2, max_fields=16)
+            except Exception as err:  # noqa: BLE001 - python-multipart's errors for a malformed body
+                raise ClientError(422, f"a malformed multipart body ({type(err).__name__})") from None
+            fields = dict(form)
+            upload = fields.pop("image", None)
+            if not isinstance(upload, UploadFile):
+                others = [k for k, v in form.items() if isinstance(v, UploadFile)]
+                hint = f" (a file came as {others[0]!r})" if others else ""
+                raise ClientError(422, f"no file in the form field 'image'{hint}")
+            data = await upload.read()
+            if not data:
+                raise ClientError(422, "the uploaded file is empty")
+            extra = [k for k, v in fields.items() if isinstance(v, UploadFile)]
+            if extra:
+                raise ClientError(422, f"one photo a request: an extra file in field {extra[0]!r}")
+            return data, fields
+        raise ClientError(415, f"send a photo as multipart/form-data (field 'image'), as raw bytes (Content-Type: "
+                          f"image/...) or as JSON; got {ctype or 'no Content-Type'}")  # fmt: skip
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ClientError(422, f"the body is not valid JSON ({type(err).__name__})") from None

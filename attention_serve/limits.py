@@ -1,0 +1,106 @@
+"""What a client may send, checked in the HTTP process before any work is queued: the decoding options and their
+ranges, the size limits, and the one error type every refusal becomes (a JSON body ``{"error": ..., "status": ...}``
+with a 4xx status; docs/serve.md lists them)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+class ClientError(Exception):
+    """A request refused: ``status`` (4xx, or 503 when the queue is full) and a one-line ``message`` naming the
+    problem. ``headers``: extra response headers (Retry-After)."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One decoding option: its type and inclusive range (the same ones ``caption`` / ``translate`` accept)."""
+
+    kind: type  # int or float
+    low: float
+    high: float
+    help: str
+
+    def parse(self, name: str, value: Any) -> int | float:
+        """A JSON value or a form / query string -> the option's value; ClientError(422) naming it otherwise."""
+        if isinstance(value, str):
+            try:
+                value = int(value) if self.kind is int else float(value)
+            except ValueError:
+                raise ClientError(422, f"{name} must be {self._what()}, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ClientError(422, f"{name} must be {self._what()}, got {value!r}")
+        if self.kind is int and (isinstance(value, float) and not value.is_integer()):
+            raise ClientError(422, f"{name} must be {self._what()}, got {value!r}")
+        if not math.isfinite(value) or not self.low <= value <= self.high:
+            raise ClientError(422, f"{name} must be {self._what()}, got {value!r}")
+        return int(value) if self.kind is int else float(value)
+
+    def _what(self) -> str:
+        kind = "an integer" if self.kind is int else "a number"
+        return f"{kind} from {self.low:g} to {self.high:g}"
+
+
+CAPTION_OPTIONS = {
+    "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice; the bundled model: 5)"),
+    "max_len": Option(int, 1, 100, "longest caption in words (default 30)"),
+    "length_penalty": Option(float, 0, 5, "beam scores divided by length**penalty (default: the model file's)"),
+    "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
+}
+TRANSLATE_OPTIONS = {
+    "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice)"),
+    "max_len": Option(int, 1, 512, "longest translation in tokens (default: 2 x source + 10)"),
+    "length_penalty": Option(float, 0, 5, "beam scores divided by length**penalty (default: the model file's)"),
+    "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
+}
+
+
+def parse_options(given: dict[str, Any], specs: dict[str, Option], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``defaults`` overlaid with the ``given`` options, each checked; an unknown name is a ClientError(422)."""
+    out = dict(defaults)
+    for name, value in given.items():
+        if name not in specs:
+            raise ClientError(422, f"unknown option {name!r} (options: {', '.join(specs)})")
+        out[name] = specs[name].parse(name, value)
+    return out
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may carry (``attention-serve`` options set them)."""
+
+    max_upload_bytes: int = 20 << 20  # --max-upload-mb: a photo's bytes (413 above)
+    max_pixels: int = 89_478_485  # Pillow's decompression-bomb guard (413 above): the same as `caption`'s
+    max_sentences: int = 64  # sentences in one /translate request (413 above)
+    max_chars: int = 1000  # characters in one sentence (413 above)
+    max_queue: int = 64  # requests in flight in one HTTP process (503 with Retry-After above)
+    api_key: str | None = None  # --api-key: every API request must carry it
+
+
+def sentences_of(body: Any, limits: Limits) -> tuple[list[str], dict[str, Any]]:
+    """A /translate JSON body -> (sentences, the options given). ``{"text": "..."}`` or ``{"sentences": [...]}``,
+    plus options; ClientError for anything else (422), too many or too long sentences (413)."""
+    if not isinstance(body, dict):
+        raise ClientError(422, 'send a JSON object: {"text": "Ein Hund rennt."} or {"sentences": ["...", "..."]}')
+    body = dict(body)
+    if ("text" in body) == ("sentences" in body):
+        raise ClientError(422, 'give "text" (one sentence) or "sentences" (a list), not both and not neither')
+    sentences = [body.pop("text")] if "text" in body else body.pop("sentences")
+    if not isinstance(sentences, list) or not sentences:
+        raise ClientError(422, '"sentences" must be a non-empty list of strings')
+    if len(sentences) > limits.max_sentences:
+        raise ClientError(413, f"{len(sentences)} sentences in one request; at most {limits.max_sentences}")
+    for i, s in enumerate(sentences, 1):
+        if not isinstance(s, str):
+            raise ClientError(422, f"sentence {i} is not a string")
+        if not s.strip():
+            raise ClientError(422, f"sentence {i} is empty")
+        if len(s) > limits.max_chars:
+            raise ClientError(413, f"sentence {i} has {len(s)} characters; at most {limits.max_chars}")
+    return [s.strip() for s in sentences], body

@@ -1,0 +1,102 @@
+"""Which model files the server serves (``--caption-model`` / ``--text-model``) and what the HTTP process needs of
+them: their names, decoding defaults, ``/info`` and, for photos, the preprocessing. Loaded once in the main process,
+so a bad file is one line before anything starts; the inference workers load their own copy (apis.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from text_attn.core.modelfile import ModelFileError, decoding_defaults
+
+
+@dataclass
+class Served:
+    """One served model: its file, the name clients see, the decoding it defaults to and its /info entry."""
+
+    path: Path
+    name: str
+    defaults: dict[str, Any]
+    info: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)  # caption: preprocess, grid, domain; text: arch
+
+
+def _details(lines: list[str]) -> dict[str, str]:
+    """``--model-info``'s ``key:   value`` lines as a dict (the model file's own ``info`` is added whole)."""
+    out = {}
+    for line in lines:
+        key, sep, value = line.partition(":")
+        if sep and key and not key.startswith(" "):
+            out[key.strip().replace(" ", "_")] = value.strip()
+    return out
+
+
+def caption_path(value: str | None) -> Path | None:
+    """``--caption-model``: None -> the bundled Flickr8k model; ``none`` -> not served; ``shapes`` / ``flickr8k`` ->
+    that bundled model; else a file."""
+    from captioning.caption_cli import BUNDLED_MODEL, MODEL_NAMES
+
+    if value == "none":
+        return None
+    if value is None:
+        return BUNDLED_MODEL
+    if value in MODEL_NAMES and not Path(value).exists():
+        return MODEL_NAMES[value]
+    return Path(value)
+
+
+def text_path(value: str | None) -> Path | None:
+    """``--text-model``: None -> the bundled German -> English model; ``none`` -> not served; else a file."""
+    from text_attn.translation.translate_cli import BUNDLED_MODEL
+
+    if value == "none":
+        return None
+    return BUNDLED_MODEL if value is None else Path(value)
+
+
+def load_caption(path: Path) -> Served:
+    """The captioner's facts (raises ModelFileError with one line for a file that is not a caption model)."""
+    from captioning.caption_cli import MODEL_NAMES, model_info
+    from captioning.captioner import Captioner
+
+    captioner = Captioner.load(path)
+    defaults = {"beam_size": 3, "max_len": 30, "length_penalty": 0.0, "no_repeat_ngram": 0}
+    defaults.update(decoding_defaults(captioner.info))
+    bundled = {v: k for k, v in MODEL_NAMES.items()}.get(Path(path))
+    name = f"{bundled} (bundled)" if bundled else Path(path).name
+    info = {
+        "model": name,
+        **_details(model_info(captioner, path)[1:6]),
+        "decoding": defaults,
+        "info": captioner.info,
+    }
+    extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled}
+    return Served(Path(path), name, defaults, info, extra)
+
+
+def load_text(path: Path) -> Served:
+    """The translator's facts (raises ModelFileError with one line for a file that is not a text model)."""
+    from text_attn.translation.translate_cli import BUNDLED_MODEL, model_info
+    from text_attn.translation.translator import Translator
+
+    translator = Translator.load(path)
+    defaults = {"beam_size": 1, "length_penalty": 0.0, "no_repeat_ngram": 0}
+    defaults.update(decoding_defaults(translator.info))
+    name = f"{BUNDLED_MODEL.stem} (bundled)" if Path(path) == BUNDLED_MODEL else Path(path).name
+    info = {
+        "model": name,
+        **_details(model_info(translator, path)[1:]),
+        "decoding": defaults,
+        "info": translator.info,
+    }
+    return Served(Path(path), name, defaults, info, {"arch": translator.arch, "bundled": Path(path) == BUNDLED_MODEL})
+
+
+def load(caption: str | None, text: str | None) -> tuple[Served | None, Served | None]:
+    """Both models' facts; ModelFileError (one line) for a file that is missing or not that kind of model."""
+    cpath, tpath = caption_path(caption), text_path(text)
+    for flag, p in (("--caption-model", cpath), ("--text-model", tpath)):
+        if p is not None and not p.is_file():
+            raise ModelFileError(f"{flag} {p}: no such model file")
+    return (load_caption(cpath) if cpath else None), (load_text(tpath) if tpath else None)

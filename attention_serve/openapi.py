@@ -1,0 +1,167 @@
+"""The OpenAPI description of /caption and /translate as clients call them (LitServe registers the routes with the
+body the HTTP process hands its workers, which no client sends): request bodies, options, answers and errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attention_serve.limits import CAPTION_OPTIONS, TRANSLATE_OPTIONS, Option
+
+ERROR = {
+    "type": "object",
+    "properties": {
+        "error": {"type": "string", "description": "what is wrong, in one line"},
+        "status": {"type": "integer"},
+    },
+}
+
+
+def _option_schema(spec: Option) -> dict[str, Any]:
+    kind = "integer" if spec.kind is int else "number"
+    return {"type": kind, "minimum": spec.low, "maximum": spec.high, "description": spec.help}
+
+
+def _errors(codes: dict[int, str]) -> dict[str, Any]:
+    return {
+        str(code): {"description": why, "content": {"application/json": {"schema": ERROR}}}
+        for code, why in codes.items()
+    }
+
+
+CAPTION_ANSWER = {
+    "type": "object",
+    "properties": {
+        "caption": {"type": "string"},
+        "words": {"type": "array", "items": {"type": "string"}},
+        "attention": {
+            "type": "array",
+            "description": "per word, its weights over the grid's regions (row-major; each row sums to 1)",
+            "items": {"type": "array", "items": {"type": "number"}},
+        },  # fmt: skip
+        "grid": {"type": "array", "items": {"type": "integer"}, "description": "regions down and across"},
+        "size": {"type": "array", "items": {"type": "integer"}, "description": "the photo's width and height"},
+        "crop_box": {"type": "array", "items": {"type": "number"}, "description": "x0, y0, x1, y1: what the model saw"},
+        "chosen": {"type": ["array", "null"], "description": "hard attention: the region each word looked at"},
+        "score": {"type": "number"},
+        "truncated": {"type": "boolean", "description": "the caption reached max_len"},
+        "out_of_domain": {"type": ["boolean", "null"], "description": "the photo looks unlike the training photos"},
+        "note": {"type": ["string", "null"]},
+        "options": {"type": "object", "description": "the decoding used"},
+        "model": {"type": "string"},
+    },
+}
+TRANSLATE_ANSWER = {
+    "type": "object",
+    "properties": {
+        "translations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "source": {"type": "string"},
+                    "translation": {"type": "string"},
+                    "source_tokens": {"type": "array", "items": {"type": "string"}, "description": "ends with <eos>"},
+                    "tokens": {"type": "array", "items": {"type": "string"}},
+                    "attention": {
+                        "type": ["array", "null"],
+                        "description": "per output token, weights over source_tokens",
+                    },
+                    "heads": {"type": ["array", "null"], "description": "a Transformer: the same per head (H, T, S)"},
+                    "unlike_source": {"type": ["boolean", "null"]},
+                    "note": {"type": ["string", "null"]},
+                },
+            },
+        },  # fmt: skip
+        "model": {"type": "string"},
+        "options": {"type": "object"},
+    },
+}
+
+
+def describe(app) -> None:
+    """Set the two routes' OpenAPI description on the FastAPI ``app`` (LitServe's own routes)."""
+    caption_options = {name: _option_schema(spec) for name, spec in CAPTION_OPTIONS.items()}
+    translate_options = {name: _option_schema(spec) for name, spec in TRANSLATE_OPTIONS.items()}
+    docs = {
+        "/caption": {
+            "summary": "Caption a photo: its words and where the model looked for each",
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "multipart/form-data": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["image"],
+                            "properties": {"image": {"type": "string", "format": "binary"}, **caption_options},
+                        }
+                    },
+                    "image/*": {
+                        "schema": {"type": "string", "format": "binary"},
+                        "description": "raw bytes; options in the query string",
+                    },
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["image"],
+                            "properties": {
+                                "image": {"type": "string", "format": "byte", "description": "the file, base64"},
+                                **caption_options,
+                            },
+                        }
+                    },
+                },
+            },  # fmt: skip
+            "responses": {
+                "200": {"description": "the caption", "content": {"application/json": {"schema": CAPTION_ANSWER}}},
+                **_errors(
+                    {  # fmt: skip
+                        401: "no or a wrong API key",
+                        413: "over --max-upload-mb, or too many pixels (a decompression bomb)",
+                        415: "not an image, or an unknown Content-Type",
+                        422: "damaged image, empty body, unknown option or value out of range",
+                        503: "the queue is full: retry after Retry-After seconds",
+                    }
+                ),
+            },  # fmt: skip
+        },
+        "/translate": {
+            "summary": "Translate sentences: the translations, their tokens and attention",
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                "text": {"type": "string", "description": "one sentence"},
+                                "sentences": {"type": "array", "items": {"type": "string"}},
+                                **translate_options,
+                            },
+                        }
+                    }
+                },
+            },  # fmt: skip
+            "responses": {
+                "200": {
+                    "description": "the translations",
+                    "content": {"application/json": {"schema": TRANSLATE_ANSWER}},
+                },
+                **_errors(
+                    {  # fmt: skip
+                        401: "no or a wrong API key",
+                        413: "too many sentences or a sentence too long",
+                        415: "not JSON",
+                        422: "malformed JSON, an empty sentence, unknown option or value out of range",
+                        503: "the queue is full: retry after Retry-After seconds",
+                    }
+                ),
+            },  # fmt: skip
+        },
+    }
+    for route in app.routes:
+        doc = docs.get(getattr(route, "path", None))
+        if doc is not None and "POST" in getattr(route, "methods", ()):
+            route.summary = doc["summary"]
+            route.openapi_extra = {"requestBody": doc["requestBody"], "responses": doc["responses"]}
+            route.dependant.query_params.clear()  # the handler's `request` is not a query parameter
+    app.openapi_schema = None

@@ -1,0 +1,224 @@
+"""The page at ``/``: drop, pick or paste a photo, read its caption, hover or tap a word to see where the model looked;
+a second tab translates German and draws its alignment grid.
+
+It is the ``--html`` reports' own drawing code, live: the shared skeleton's styles and script
+(text_attn/core/html_page.py), the caption report's canvas painter (captioning/caption_page.py) and the alignment
+report's grid (text_attn/translation/alignment_page.py); this file adds the forms and turns an API answer into the
+data those painters read. Offline (no CDN, no external font); a Content-Security-Policy allows only this page's own
+inline code, the photo the user picked (a blob: URL) and requests to this server. All text from the server is set
+with ``textContent``, never parsed as HTML.
+"""
+
+from __future__ import annotations
+
+from captioning.caption_page import CAPTION_CSS, CAPTION_JS, OPACITY
+from captioning.overlay import FOCUS
+from text_attn.core.html_page import CORE_CSS, CORE_JS, escape, script_json
+from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS
+
+META_CSP = (  # in the page too, so a saved copy keeps it; frame-ancestors works only as a header
+    "default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "connect-src 'self'; form-action 'none'; base-uri 'none'"
+)
+CSP = META_CSP + "; frame-ancestors 'none'"  # the header the server sends with the page
+MAX_SIDE = 480  # the canvas's longest side, pixels
+
+PAGE_CSS = """
+nav.tabs { display: flex; gap: 4px; }
+nav.tabs button { border: 1px solid var(--line); background: #fff; padding: 4px 14px; border-radius: 6px; cursor: pointer; }
+nav.tabs button.on { border-color: var(--accent); color: var(--accent); font-weight: 600; }
+.panel[hidden] { display: none; }
+.drop { border: 2px dashed #9aa6b5; border-radius: 8px; padding: 18px; text-align: center; background: #fff;
+        margin-bottom: 12px; cursor: pointer; }
+.drop.over { border-color: var(--accent); background: #fff7ed; }
+.row { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin: 8px 0; font-size: 13px; }
+textarea { width: 100%; min-height: 5em; font: inherit; padding: 6px; }
+.status { min-height: 1.4em; font-size: 13px; color: var(--muted); }
+.status.error { color: #b91c1c; }
+.note { color: #92400e; font-size: 13px; }
+"""
+
+PAGE_JS = r"""
+const Live = {
+  key() { const k = document.getElementById("key"); return k && k.value ? { "X-API-Key": k.value } : {}; },
+  status(id, text, bad) { const s = document.getElementById(id); s.textContent = text; s.classList.toggle("error", !!bad); },
+  async post(path, body, headers) {
+    const r = await fetch(path, { method: "POST", body, headers: { ...Live.key(), ...headers } });
+    let data = null;
+    try { data = await r.json(); } catch (e) { data = null; }
+    if (!r.ok) throw new Error((data && (data.error || data.detail)) || `the server answered ${r.status}`);
+    return data;
+  },
+  b64(bytes) { let s = ""; for (const b of bytes) s += String.fromCharCode(b); return btoa(s); },
+  el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; },
+  tab(name) {
+    document.querySelectorAll("nav.tabs button").forEach((b) => b.classList.toggle("on", b.dataset.tab === name));
+    document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== name; });
+  },
+  // one word's map at grid resolution, as the report draws it: alpha / max(max alpha, FOCUS / L), clipped, one byte
+  maps(attention) {
+    const out = [];
+    for (const row of attention) {
+      const L = row.length, scale = Math.max(Math.max(...row), CFG.focus / L);
+      for (const v of row) out.push(Math.round(255 * Math.min(1, Math.max(0, v / scale))));
+    }
+    return out;
+  },
+  async caption(file) {
+    if (!file) return;
+    if (!CFG.caption) { Live.status("cap-status", "this server does not caption photos", true); return; }
+    const url = URL.createObjectURL(file);
+    Live.status("cap-status", `captioning ${file.name || "the pasted image"}\u2026`);
+    const form = new FormData();
+    form.append("image", file, file.name || "pasted.png");
+    form.append("beam_size", document.getElementById("beam").value);
+    let rec;
+    try { rec = await Live.post("/caption", form, {}); }
+    catch (e) { Live.status("cap-status", e.message, true); URL.revokeObjectURL(url); return; }
+    Live.status("cap-status", "");
+    Live.showCaption(rec, url, file.name || "pasted image");
+  },
+  showCaption(rec, url, name) {
+    const out = document.getElementById("cap-out");
+    out.textContent = "";
+    const [W, H] = rec.size, scale = CFG.side / Math.max(W, H);
+    const sec = Live.el("section", "item cap"); sec.tabIndex = 0;
+    sec.appendChild(Live.el("h2", "", `${name} \u00b7 ${W} \u00d7 ${H} px \u00b7 ${rec.model}`));
+    const view = Live.el("div", "cap-view"), cv = Live.el("canvas"), side = Live.el("div", "cap-side");
+    cv.width = Math.max(1, Math.round(W * scale)); cv.height = Math.max(1, Math.round(H * scale));
+    const words = Live.el("p", "words caption");
+    rec.words.forEach((w, t) => { const s = Live.el("span", "w", w); s.dataset.t = String(t); words.appendChild(s); words.append(" "); });
+    const controls = Live.el("div", "controls");
+    const prev = Live.el("button", "prev", "\u25c0"), next = Live.el("button", "next", "\u25b6");
+    const label = Live.el("label", "", "attention "), range = Live.el("input", "opacity");
+    range.type = "range"; range.min = "0"; range.max = "100"; range.value = String(CFG.opacity);
+    label.appendChild(range); controls.append(prev, next, label);
+    side.append(words, controls, Live.el("p", "info hint", "the photo as captioned; hover or tap a word"));
+    if (rec.note) side.appendChild(Live.el("p", "note", rec.note));
+    if (rec.truncated) side.appendChild(Live.el("p", "note", "the caption reached max_len and is cut off"));
+    view.append(cv, side); sec.appendChild(view); out.appendChild(sec);
+    const b = rec.crop_box;
+    const d = { img: url, box: [b[0] / W, b[1] / H, b[2] / W, b[3] / H], g: rec.grid[0],
+                a: Live.b64(Live.maps(rec.attention)), peak: rec.attention.map((r) => Math.max(...r)),
+                chosen: rec.chosen };
+    sec.dataset.built = "1";
+    sec.addEventListener("mouseenter", () => Report.activate(sec));
+    sec.addEventListener("focusin", () => Report.activate(sec));
+    Caption.render(sec, d);
+    Report.activate(sec);
+  },
+  async translate() {
+    const text = document.getElementById("src").value.trim();
+    if (!text) { Live.status("tr-status", "type a German sentence first", true); return; }
+    if (!CFG.text) { Live.status("tr-status", "this server does not translate", true); return; }
+    const sentences = text.split(/\n+/).map((s) => s.trim()).filter((s) => s);
+    Live.status("tr-status", "translating\u2026");
+    let res;
+    try {
+      res = await Live.post("/translate", JSON.stringify({ sentences, beam_size: Number(document.getElementById("tr-beam").value) }),
+                            { "Content-Type": "application/json" });
+    } catch (e) { Live.status("tr-status", e.message, true); return; }
+    Live.status("tr-status", "");
+    const out = document.getElementById("tr-out");
+    out.textContent = "";
+    res.translations.forEach((tr, k) => out.appendChild(Live.sentence(tr, k + 1, res.model)));
+  },
+  sentence(tr, number, model) {
+    const sec = Live.el("section", "item tr"); sec.tabIndex = 0;
+    sec.appendChild(Live.el("h2", "", `sentence ${number} \u00b7 ${model}`));
+    const pair = Live.el("div", "pair");
+    const line = (label, tokens, kind, key) => {
+      const p = Live.el("p"), span = Live.el("span");
+      p.appendChild(Live.el("span", "label", label));
+      tokens.forEach((w, i) => { const s = Live.el("span", `w ${kind}`, w); s.dataset[key] = String(i); span.appendChild(s); span.append(" "); });
+      p.appendChild(span); return p;
+    };
+    pair.append(line("source", tr.source_tokens, "src", "s"), line("output", tr.tokens, "tgt", "t"));
+    sec.appendChild(pair);
+    sec.appendChild(Live.el("p", "translation", tr.translation));
+    if (tr.note) sec.appendChild(Live.el("p", "note", tr.note));
+    if (!tr.attention || !tr.tokens.length) {
+      sec.appendChild(Live.el("p", "hint", "no attention to show")); return sec;
+    }
+    sec.appendChild(Live.el("div", "grid-box"));
+    const heads = tr.heads || [tr.attention], T = tr.tokens.length, S = tr.source_tokens.length, bytes = [];
+    for (const h of heads) for (const row of h) for (const v of row) bytes.push(Math.round(255 * Math.min(1, Math.max(0, v))));
+    const d = { L: 1, H: heads.length, T, S, a: Live.b64(bytes) };
+    sec.dataset.built = "1";
+    sec.addEventListener("mouseenter", () => Report.activate(sec));
+    sec.addEventListener("focusin", () => Report.activate(sec));
+    setTimeout(() => { Align.render(sec, d); Report.activate(sec); }, 0);
+    return sec;
+  },
+};
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("nav.tabs button").forEach((b) => b.addEventListener("click", () => Live.tab(b.dataset.tab)));
+  const drop = document.getElementById("drop"), pick = document.getElementById("pick");
+  drop.addEventListener("click", () => pick.click());
+  drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") pick.click(); });
+  pick.addEventListener("change", () => Live.caption(pick.files[0]));
+  drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); Live.caption(e.dataTransfer.files[0]); });
+  document.addEventListener("paste", (e) => {
+    if (document.getElementById("caption").hidden) return;
+    const item = [...(e.clipboardData || {}).items || []].find((i) => i.type.startsWith("image/"));
+    if (item) Live.caption(item.getAsFile());
+  });
+  document.getElementById("go").addEventListener("click", () => Live.translate());
+  Live.tab(CFG.caption || !CFG.text ? "caption" : "translate");
+});
+"""
+
+
+def _beam_select(element_id: str, default: int) -> str:
+    options = "".join(
+        f'<option value="{b}"{" selected" if b == default else ""}>{b}</option>' for b in (1, 2, 3, 4, 5, 8, 10)
+    )
+    return f'<label>beam size <select id="{element_id}">{options}</select></label>'
+
+
+def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
+    """The page's HTML for the served models (``caption`` / ``text``: their /info entries, None: not served)."""
+    cfg = {"caption": caption is not None, "text": text is not None, "focus": FOCUS, "side": MAX_SIDE,
+           "opacity": OPACITY}  # fmt: skip
+    cap_beam = (caption or {}).get("decoding", {}).get("beam_size", 3)
+    tr_beam = (text or {}).get("decoding", {}).get("beam_size", 1)
+    heads = ""
+    if text is not None and "Transformer" in str(text.get("network", "")):
+        count = text.get("network", "").split(" heads")[0].split()[-1]
+        n = int(count) if count.isdigit() else 0
+        options = "".join(f'<option value="{h}">head {h + 1}</option>' for h in range(n))
+        heads = f'<label>cross-attention <select id="head"><option value="-1" selected>average of heads</option>{options}</select></label>'
+    key = '<label>API key <input id="key" type="password" autocomplete="off"></label>' if api_key else ""
+    models = " &middot; ".join(escape(m["model"]) for m in (caption, text) if m)
+    body = f"""
+<nav class="tabs"><button data-tab="caption">Caption a photo</button><button data-tab="translate">Translate German</button></nav>
+{key}<span class="meta">{models}</span>
+<span class="hint">hover or tap a word: bright = where the model looked for it; arrow keys step through the words</span>
+</header>
+<main>
+<div class="panel" id="caption">
+  <div class="drop" id="drop" tabindex="0" role="button">Drop a photo here, click to pick one, or paste one (Ctrl+V)
+    <input type="file" id="pick" accept="image/*" hidden></div>
+  <div class="row">{_beam_select("beam", cap_beam)}</div>
+  <p class="status" id="cap-status" role="status"></p>
+  <div id="cap-out"></div>
+</div>
+<div class="panel" id="translate" hidden>
+  <textarea id="src" placeholder="Ein Hund rennt über eine grüne Wiese.">Zwei Männer spielen Fußball auf einer Wiese.</textarea>
+  <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}</div>
+  <p class="status" id="tr-status" role="status"></p>
+  <div id="tr-out"></div>
+</div>
+</main>"""
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{META_CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        "<title>attention-serve</title>\n"
+        f"<style>{CORE_CSS}{CAPTION_CSS}{ALIGNMENT_CSS}{PAGE_CSS}</style>\n"
+        f"<script>const CFG = {script_json(cfg)};\n{CORE_JS}{CAPTION_JS}{ALIGNMENT_JS}{PAGE_JS}</script>\n"
+        "</head>\n<body>\n<header><h1>attention-serve</h1>"
+        f"{body}\n</body>\n</html>\n"
+    ).encode()

@@ -1,0 +1,226 @@
+"""attention-serve's JSON API against a real server process on a free port (tiny random models: the plumbing is under
+test): answers equal to the in-process Captioner and Translator, every bad request a JSON 4xx naming the problem with
+one log line while the server keeps serving, the API key, the queue limit, and a stop that answers what is in flight.
+The tests run in order on one server; the last one stops it."""
+
+from __future__ import annotations
+
+import base64
+import io
+import socket
+import struct
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers.server import Server
+from helpers.tiny_captioner import tiny_model_file
+from PIL import Image
+
+FIX = Path(__file__).parent.parent / "fixtures"
+PHOTO = FIX / "images" / "coffee.png"
+KEY = "test-key-123"
+
+
+def tiny_translator(path: Path) -> Path:
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+    from text_attn.translation.translator import Translator
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([["ein", "mann", "hund", "a", "man", "dog"]])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
+                        dec_hidden=8, attn_dim=8)  # fmt: skip
+    return Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(path)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("models")
+    return {"caption": tiny_model_file(folder / "caption.pt"), "text": tiny_translator(folder / "text.pt")}
+
+
+@pytest.fixture(scope="module")
+def server(models, tmp_path_factory):
+    args = ["--caption-model", str(models["caption"]), "--text-model", str(models["text"]), "--max-upload-mb",
+            "0.5", "--max-queue", "2", "--max-sentences", "4", "--max-chars", "200", "--api-key", KEY, "--grace",
+            "20"]  # fmt: skip
+    srv = Server(args, tmp_path_factory.mktemp("log") / "server.log", key=KEY)
+    yield srv
+    srv.stop()
+
+
+def _png(image: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _bomb(width: int, height: int) -> bytes:
+    """A tiny PNG file that claims width x height pixels (a decompression bomb's header)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b"")
+    )
+
+
+def _reference_caption(model: Path, data: bytes, options: dict) -> list[str]:
+    """What the server must answer: the photo through the same decoding and preprocessing as `caption`, in process."""
+    from captioning.captioner import Captioner
+    from captioning.preprocess import load_photo
+
+    cap = Captioner.load(model)
+    image, _ = load_photo(data, cap.preprocess.decode_side)
+    feats = cap.encode(cap.preprocess(image).unsqueeze(0))
+    extra = {"no_repeat_ngram": options["no_repeat_ngram"]} if options["no_repeat_ngram"] else {}
+    (result,) = cap.caption_features(feats, options["beam_size"], options["max_len"], options["length_penalty"],
+                                     **extra)  # fmt: skip
+    return result.words
+
+
+def test_health_info_and_the_openapi_page(server):
+    assert server.get("/health", key=False)[0] == 200  # health needs no key
+    status, _, info = server.get("/info")
+    assert status == 200 and info["model"]["caption"]["model"] == "caption.pt"
+    assert info["model"]["translate"]["decoding"]["beam_size"] == 1
+    status, _, spec = server.get("/openapi.json", key=False)
+    assert status == 200 and {"/caption", "/translate"} <= set(spec["paths"])
+    assert "multipart/form-data" in spec["paths"]["/caption"]["post"]["requestBody"]["content"]
+
+
+def test_a_caption_equals_the_in_process_captioner_in_every_upload_form(server, models):
+    data = PHOTO.read_bytes()
+    status, _, rec = server.post_file("/caption", data, {"beam_size": "2"})
+    assert status == 200, rec
+    width, height = Image.open(PHOTO).size
+    assert rec["words"] == _reference_caption(models["caption"], data, rec["options"]) and rec["words"]
+    assert rec["caption"] == " ".join(rec["words"]) and rec["options"]["beam_size"] == 2
+    attention = np.asarray(rec["attention"])
+    assert attention.shape == (len(rec["words"]), 16) and rec["grid"] == [4, 4]
+    np.testing.assert_allclose(attention.sum(axis=1), 1.0, atol=1e-3)  # each word's weights sum to 1
+    assert rec["size"] == [width, height] and rec["model"] == "caption.pt"
+    side = min(width, height)
+    assert rec["crop_box"] == [(width - side) / 2, (height - side) / 2, (width + side) / 2, (height + side) / 2]
+    raw = server.request("POST", "/caption?beam_size=2", data, {"Content-Type": "image/png"})
+    as_json = server.post_json("/caption", {"image": base64.b64encode(data).decode(), "beam_size": 2})
+    for status, _, other in (raw, as_json):
+        assert status == 200 and other["words"] == rec["words"] and other["attention"] == rec["attention"]
+
+
+def test_sentences_equal_the_in_process_translator(server, models):
+    from text_attn.translation.translator import Translator
+
+    status, _, res = server.post_json("/translate", {"sentences": ["ein mann", "ein hund"], "beam_size": 2})
+    assert status == 200, res
+    expected = Translator.load(models["text"]).translate(["ein mann", "ein hund"], beam_size=2)
+    assert [t["translation"] for t in res["translations"]] == [e.text for e in expected]
+    for t, e in zip(res["translations"], expected, strict=True):
+        a = np.asarray(t["attention"])
+        assert a.shape == (len(t["tokens"]), len(t["source_tokens"])) and t["source_tokens"][-1] == "<eos>"
+        np.testing.assert_allclose(a, e.attention.numpy(), atol=1e-4)
+    status, _, one = server.post_json("/translate", {"text": "ein mann"})
+    assert status == 200 and len(one["translations"]) == 1
+
+
+def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
+    png = PHOTO.read_bytes()
+    big = _png(Image.fromarray(np.random.default_rng(0).integers(0, 255, (600, 600, 3), dtype=np.uint8)))
+    return [
+        ("over --max-upload-mb", server.post_file("/caption", big), 413, "0.5 MB"),
+        ("not an image", server.post_file("/caption", b"hello, not a photo"), 415, "not an image"),
+        ("truncated PNG", server.post_file("/caption", png[: len(png) * 2 // 3]), 422, "damaged"),
+        ("a decompression bomb", server.post_file("/caption", _bomb(30000, 30000)), 413, "megapixels"),
+        ("a bomb under Pillow's own limit", server.post_file("/caption", _bomb(12000, 12000)), 413, "megapixels"),
+        ("empty body", server.request("POST", "/caption", b"", {"Content-Type": "image/png"}), 422, "empty"),
+        ("the photo in another field", server.post_file("/caption", png, field="photo"), 422, "'image'"),
+        ("unknown option", server.post_file("/caption", png, {"colour": "red"}), 422, "colour"),
+        ("beam size out of range", server.post_file("/caption", png, {"beam_size": "0"}), 422, "beam_size"),
+        ("beam size not a number", server.post_file("/caption", png, {"beam_size": "x"}), 422, "beam_size"),
+        ("an unknown content type", server.request("POST", "/caption", b"x", {"Content-Type": "text/csv"}), 415,
+         "multipart"),
+        ("JSON without an image", server.post_json("/caption", {"photo": "x"}), 422, '"image"'),
+        ("image not base64", server.post_json("/caption", {"image": "@@@"}), 422, "base64"),
+        ("a sentence too long", server.post_json("/translate", {"text": "ein " * 100}), 413, "characters"),
+        ("too many sentences", server.post_json("/translate", {"sentences": ["ein"] * 5}), 413, "at most 4"),
+        ("an empty sentence", server.post_json("/translate", {"sentences": ["ein", " "]}), 422, "empty"),
+        ("text and sentences", server.post_json("/translate", {"text": "a", "sentences": ["b"]}), 422, "not both"),
+        ("translate option out of range", server.post_json("/translate", {"text": "ein", "max_len": 0}), 422,
+         "max_len"),
+        ("translate body not JSON", server.request("POST", "/translate", b"{", {"Content-Type": "application/json"}),
+         422, "not valid JSON"),
+        ("translate body not JSON typed", server.request("POST", "/translate", b"ein", {"Content-Type": "text/plain"}),
+         415, "JSON"),
+        ("no API key", server.post_file("/caption", png, key=False), 401, "API key"),
+        ("a wrong API key", server.request("GET", "/info", headers={"X-API-Key": "nope"}, key=False), 401, "API key"),
+    ]  # fmt: skip
+
+
+def test_every_bad_request_is_a_json_4xx_naming_it_and_one_log_line(server):
+    before = server.log.read_text().count("attention-serve: 4")
+    cases = _bad_requests(server)
+    rows, bad = [], []
+    for name, (status, _head, body), want, says in cases:
+        rows.append(f"| {name} | {status} | {body.get('error') if isinstance(body, dict) else body!r} |")
+        if status != want or not isinstance(body, dict) or says not in body.get("error", "") or body["status"] != want:
+            bad.append(f"{name}: {status} {body!r} (want {want}, saying {says!r})")
+    print("\n| bad request | status | error |\n|---|---|---|\n" + "\n".join(rows))
+    assert not bad, "\n".join(bad)
+    time.sleep(0.5)
+    log = server.log.read_text()
+    assert log.count("attention-serve: 4") - before == len(cases) and "Traceback" not in log
+    assert server.post_file("/caption", PHOTO.read_bytes())[0] == 200  # still serving
+
+
+def test_the_page_is_self_contained_behind_a_content_security_policy(server):
+    status, head, page = server.get("/", key=False)
+    assert status == 200 and "default-src 'none'" in head["content-security-policy"]
+    assert "frame-ancestors 'none'" in head["content-security-policy"] and head["x-content-type-options"] == "nosniff"
+    assert "Caption.render" in page and "Align.render" in page  # the reports' own painters
+    assert "http://" not in page and "https://" not in page  # no CDN, no external font
+
+
+def test_a_full_queue_answers_503_with_retry_after(server):
+    """--max-queue 2: two requests whose bodies are still coming hold both places; the third is told to retry."""
+    held = []
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", server.port))
+        s.sendall(f"POST /caption HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY}\r\nContent-Type: image/png\r\n"
+                  "Content-Length: 1000\r\n\r\nabc".encode())  # fmt: skip
+        held.append(s)
+    time.sleep(0.5)
+    try:
+        status, head, body = server.post_file("/caption", PHOTO.read_bytes())
+        assert status == 503 and head.get("retry-after") == "1" and "--max-queue" in body["error"]
+    finally:
+        for s in held:
+            s.close()
+    time.sleep(0.5)
+    assert server.post_file("/caption", PHOTO.read_bytes())[0] == 200  # the places are free again
+
+
+def test_a_stop_answers_the_requests_in_flight_and_exits_0(server):
+    """SIGTERM while requests are being captioned: each gets its caption, then the server exits 0 (it is the last
+    test of the file: it stops the module's server)."""
+    answers: list = []
+
+    def ask():
+        answers.append(server.post_file("/caption", PHOTO.read_bytes(), {"beam_size": "20", "max_len": "100"}))
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    code = server.stop()
+    for t in threads:
+        t.join(60)
+    assert code == 0, server.log.read_text()[-2000:]
+    assert [a[0] for a in answers] == [200, 200], answers
+    assert "stopped" in server.log.read_text() and "Traceback" not in server.log.read_text()
