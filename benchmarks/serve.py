@@ -144,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-timeout", type=float, default=0.01, help="the server's --batch-timeout")
     p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de or val.de.gz): also time /translate")
     p.add_argument("--json", type=Path, help="also write the numbers here")
+    p.add_argument("--batching", help="instead: compare batch settings at 16 clients, e.g. 1:0,4:0.01,16:0.01 "
+                   "(max_batch_size:batch_timeout each; the captioner alone)")  # fmt: skip
     args = p.parse_args(argv)
+    if args.batching:
+        return compare_batching(args)
     work = Path(tempfile.mkdtemp(prefix="serve-bench-"))
     folder = photo_folder(work / "photos")
     photos = [f.read_bytes() for f in sorted(folder.iterdir())]
@@ -193,6 +197,32 @@ def main(argv: list[str] | None = None) -> int:
         print("| " + " | ".join(row) + " |")
     if args.json:
         write_text(args.json, json.dumps(numbers, indent=1) + "\n")
+    return 0
+
+
+def compare_batching(args: argparse.Namespace) -> int:
+    """Images/s and latency at 16 clients for each batch setting, one server each, the same photos."""
+    work = Path(tempfile.mkdtemp(prefix="serve-batching-"))
+    photos = [f.read_bytes() for f in sorted(photo_folder(work / "photos").iterdir())]
+    jobs = [("/caption", *multipart({}, {"image": ("p.jpg", photos[i % len(photos)])})) for i in range(args.requests)]
+    rows, numbers = [], {}
+    for setting in args.batching.split(","):
+        size, timeout = setting.split(":")
+        server = Server(["--text-model", "none", "--max-queue", "512", "--max-batch-size", size, "--batch-timeout",
+                         timeout], work / f"server-{size}-{timeout}.log")  # fmt: skip
+        try:
+            drive(server.port, jobs[:8], 2)  # warm up
+            results, wall = drive(server.port, jobs, 16)
+        finally:
+            server.stop()
+        ok = [s for code, s in results if code == 200]
+        p50, p95, _ = quantiles(ok)
+        numbers[setting] = {"images_per_s": len(ok) / wall, "p50_ms": p50, "p95_ms": p95}
+        rows.append(f"| {size} | {timeout} | {len(ok) / wall:.1f} | {p50:.0f} | {p95:.0f} | {len(results) - len(ok)} |")
+    print("\n| max_batch_size | batch_timeout (s) | images/s | p50 ms | p95 ms | errors |\n|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if args.json:
+        write_text(args.json, json.dumps({"clients": 16, "requests": args.requests, "settings": numbers}, indent=1))
     return 0
 
 

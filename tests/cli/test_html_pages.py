@@ -1,6 +1,6 @@
 """The interactive HTML reports (``caption --html``, ``translate --html``): the page code's escaping, one section per
-input, no network references, bad paths; then the real pages in a headless Chromium (driven over the DevTools
-protocol, tests/helpers/browser.py): the scripts run without an error, and real mouse and key events on a word change
+input, no network references, bad paths; then the real pages in a headless Chromium (driven by Playwright,
+tests/helpers/browser.py): the scripts run without an error, and real mouse and key events on a word change
 what is shown (the canvas pixels for captions; word highlights and the grid for translations). (Quantised attention
 round-trips: tests/core/test_html_page.py.)"""
 
@@ -175,9 +175,9 @@ def browser():
             pytest.fail(MISSING)
         pytest.skip(MISSING)
     try:
-        import websocket  # noqa: F401
+        import playwright  # noqa: F401
     except ImportError:
-        pytest.fail("the websocket-client package is missing: pip install -e '.[dev]'")
+        pytest.fail("the playwright package is missing: pip install -e '.[dev]'")
     with Browser() as b:
         yield b
 

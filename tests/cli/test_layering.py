@@ -1,7 +1,8 @@
 """The layering rule of DESIGN.md: text_attn.core is the library every family imports; it imports no application
 (text_attn.translation, captioning), builds nothing when imported, and loads Lightning only where it must. Captioning
 imports the core only, never the text application. The core's own tests (tests/core) import no application either.
-The data modules (captioning.data, text_attn.translation.data) import no model, network or inference object."""
+The data modules (captioning.data, text_attn.translation.data) import no model, network or inference object. The server
+(attention_serve) sits above both families; nothing below imports it."""
 
 import ast
 import functools
@@ -97,6 +98,15 @@ def test_the_core_tests_import_no_application():
     helpers = _helpers_imported(tests)
     assert HELPERS / "run_logs.py" in helpers  # the helper scan follows `from helpers.NAME import ...`
     assert _offending_files(helpers, banned) == []
+
+
+def test_the_server_sits_above_both_families_and_neither_imports_it():
+    """attention_serve imports captioning and text_attn; no module of either family (or of the core) imports it."""
+    assert len(list((ROOT / "attention_serve").glob("*.py"))) >= 6
+    for family in ("captioning", "text_attn"):
+        assert _offenders(ROOT / family, ("attention_serve",)) == []
+    used = {n.split(".")[0] for p in (ROOT / "attention_serve").glob("*.py") for n in _imports(p)}
+    assert {"captioning", "text_attn", "litserve"} <= used
 
 
 def test_captioning_imports_the_core_only():

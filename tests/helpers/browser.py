@@ -1,25 +1,29 @@
-"""A headless Chromium for tests, driven over the DevTools protocol (JSON messages on a websocket): open a page, run
-JavaScript, send real mouse and key events, take screenshots, and collect the page's errors (uncaught exceptions,
-console.error, error log entries). Needs the ``chromium`` program and the ``websocket-client`` package."""
+"""A headless Chromium for tests, driven by Playwright (the ``playwright`` package, dev extra) through the system's
+own browser: never ``playwright install``, nothing is downloaded. Open a page, run JavaScript, send real mouse and key
+events, take screenshots, and collect the page's errors (uncaught exceptions and console errors).
+
+``page()`` gives a Playwright page (the server's page tests); ``Browser`` keeps the small interface the HTML report
+tests were written against (open, eval, wait_for, hover, click, key, screenshot)."""
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import json
 import os
 import shutil
-import subprocess
-import tempfile
 import time
-import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 MISSING = (
-    "chromium is not installed: the HTML report tests need a real browser; install it with "
+    "chromium is not installed: the browser tests need a real browser; install it with "
     "`apt-get install chromium` (.ci/run does; under CI=1 a missing browser fails these tests)"
 )
-_KEYS = {"ArrowRight": 39, "ArrowLeft": 37}
+# quiet on a machine with no network: no background requests, no component updates, no QUIC probes
+FLAGS = ["--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", "--no-default-browser-check", "--disable-quic", "--disable-dev-shm-usage",
+         "--disable-extensions", "--mute-audio"]  # fmt: skip
 
 
 def find_chromium() -> str | None:
@@ -30,94 +34,56 @@ def find_chromium() -> str | None:
     return None
 
 
+def _watch(page) -> None:
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(f"pageerror: {e}"))
+    page.on("console", lambda m: page.errors.append(f"console: {m.text}") if m.type == "error" else None)
+
+
+@contextlib.contextmanager
+def page(width: int = 1100, height: int = 800) -> Iterator:
+    """A fresh Playwright page in a fresh headless Chromium; ``page.errors`` collects what went wrong on it."""
+    from playwright.sync_api import sync_playwright
+
+    exe = find_chromium()
+    if exe is None:
+        raise RuntimeError(MISSING)
+    args = FLAGS + (["--no-sandbox"] if os.geteuid() == 0 else [])  # Chromium refuses root with its sandbox
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=args)
+        try:
+            pg = browser.new_page(viewport={"width": width, "height": height})
+            _watch(pg)
+            yield pg
+        finally:
+            browser.close()
+
+
 class Browser:
     """One headless browser with one page; ``errors`` collects what went wrong on the page. Use as a context manager."""
 
     def __init__(self, width: int = 1200, height: int = 900, timeout: float = 20.0):
-        import websocket  # websocket-client, in the dev extra
+        self.timeout = timeout
+        self._context = page(width, height)
+        self.page = self._context.__enter__()
+        self.page.set_default_timeout(timeout * 1000)
 
-        exe = find_chromium()
-        if exe is None:
-            raise RuntimeError(MISSING)
-        self.timeout, self.errors, self._events, self._id = timeout, [], [], 0
-        self._dir = tempfile.mkdtemp(prefix="chromium-")
-        args = [exe, "--headless=new", "--remote-debugging-port=0", f"--user-data-dir={self._dir}",
-                "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-gpu",
-                "--disable-dev-shm-usage", "--mute-audio", f"--window-size={width},{height}",
-                "about:blank"]  # fmt: skip
-        if os.geteuid() == 0:
-            args.insert(1, "--no-sandbox")  # Chromium refuses to run as root with its sandbox
-        self._log = open(Path(self._dir) / "stderr.log", "wb")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._log)
-        try:
-            port = self._port()
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=self.timeout) as reply:
-                page = next(t for t in json.load(reply) if t["type"] == "page")
-            self.ws = websocket.create_connection(
-                page["webSocketDebuggerUrl"], timeout=self.timeout, suppress_origin=True
-            )
-            for domain in ("Page", "Runtime", "Log"):
-                self.send(f"{domain}.enable")
-        except BaseException:
-            self.close()
-            raise
-
-    def _port(self) -> int:
-        marker = Path(self._dir) / "DevToolsActivePort"
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"chromium exited with {self.proc.returncode}: {self._stderr()}")
-            lines = marker.read_text().splitlines() if marker.is_file() else []
-            if lines and lines[0].isdigit():
-                return int(lines[0])
-            time.sleep(0.05)
-        raise RuntimeError(f"chromium did not open its DevTools port within {self.timeout} s: {self._stderr()}")
-
-    def _stderr(self) -> str:
-        self._log.flush()
-        return (Path(self._dir) / "stderr.log").read_text(errors="replace")[-2000:]
-
-    # --- protocol -----------------------------------------------------------------------------------------------------
-    def send(self, method: str, **params: Any) -> dict:
-        """Call one DevTools method and return its result; events that arrive meanwhile are recorded."""
-        self._id += 1
-        self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == self._id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
-            self._event(msg)
-
-    def _event(self, msg: dict) -> None:
-        method, params = msg.get("method"), msg.get("params", {})
-        self._events.append(method)
-        if method == "Runtime.exceptionThrown":
-            details = params["exceptionDetails"]
-            self.errors.append(details.get("exception", {}).get("description") or details.get("text"))
-        elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
-            self.errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
-        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-            self.errors.append(params["entry"].get("text"))
+    @property
+    def errors(self) -> list[str]:
+        return self.page.errors
 
     def open(self, path: str | Path) -> None:
         """Load a local file and wait for its load event."""
-        self._events.clear()
-        self.send("Page.navigate", url=Path(path).resolve().as_uri())
-        deadline = time.monotonic() + self.timeout
-        while "Page.loadEventFired" not in self._events:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{path} did not finish loading")
-            self._event(json.loads(self.ws.recv()))
+        self.page.goto(Path(path).resolve().as_uri(), wait_until="load")
 
     def eval(self, expression: str) -> Any:
         """The value of a JavaScript expression (promises awaited); a thrown error raises RuntimeError."""
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"{expression!r} threw: {result['exceptionDetails']}")
-        return result["result"].get("value")
+        from playwright.sync_api import Error
+
+        try:
+            return self.page.evaluate(expression)
+        except Error as err:
+            raise RuntimeError(f"{expression!r} threw: {err}") from None
 
     def wait_for(self, expression: str, timeout: float = 5.0) -> Any:
         """Poll until the expression is truthy; returns its value."""
@@ -130,7 +96,6 @@ class Browser:
                 raise TimeoutError(f"still false after {timeout} s: {expression}")
             time.sleep(0.02)
 
-    # --- input --------------------------------------------------------------------------------------------------------
     def centre(self, selector: str) -> tuple[float, float]:
         """Scroll the element into view; its centre in viewport pixels."""
         box = self.eval(
@@ -142,40 +107,20 @@ class Browser:
 
     def hover(self, selector: str) -> None:
         """A real mouse move onto the element's centre."""
-        x, y = self.centre(selector)
-        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+        self.page.mouse.move(*self.centre(selector))
 
     def click(self, selector: str) -> None:
-        x, y = self.centre(selector)
-        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+        self.page.mouse.click(*self.centre(selector))
 
     def key(self, key: str) -> None:
-        code = _KEYS[key]
-        for kind in ("keyDown", "keyUp"):
-            self.send("Input.dispatchKeyEvent", type=kind, key=key, code=key, windowsVirtualKeyCode=code)
+        self.page.keyboard.press(key)
 
     def screenshot(self, path: str | Path) -> Path:
-        data = self.send("Page.captureScreenshot", format="png")["data"]
-        Path(path).write_bytes(base64.b64decode(data))
+        self.page.screenshot(path=str(path))
         return Path(path)
 
-    # --- end ----------------------------------------------------------------------------------------------------------
     def close(self) -> None:
-        ws = getattr(self, "ws", None)
-        if ws is not None:
-            try:
-                self.send("Browser.close")
-            except Exception:  # noqa: BLE001 - the browser may already be gone
-                pass
-            ws.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._context.__exit__(None, None, None)
 
     def __enter__(self) -> Browser:
         return self

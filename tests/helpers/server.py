@@ -31,7 +31,7 @@ class Server:
     def __init__(self, args: list[str], log: Path, key: str | None = None, timeout: float = 180) -> None:
         self.port, self.key, self.log = free_port(), key, log
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "CAPTION_ONNX": "0"}
+        env = dict(os.environ)  # the tests run with CAPTION_ONNX=0 (tests/conftest.py); the benchmark as users do
         self._err = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([SERVE, *args, "--port", str(self.port)], stdout=subprocess.DEVNULL,
                                      stderr=self._err, env=env, start_new_session=True)  # fmt: skip
@@ -73,9 +73,13 @@ class Server:
         body, ctype = multipart({**(fields or {})}, {field: (name, content)})
         return self.request("POST", path, body, {"Content-Type": ctype}, **kw)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60, group: bool = False) -> int:
+        """Send ``sig`` (to the whole process group with ``group``: what Ctrl-C in a terminal does) and wait."""
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
+            if group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -23,3 +23,14 @@ def tiny_subword_model_file(folder: Path, info: dict[str, Any] | None = None) ->
                         enc_hidden=8, dec_hidden=16, attn_dim=8)  # fmt: skip
     translator = Translator(Seq2Seq(cfg), dm.src_vocab, dm.tgt_vocab, dm.codec, info=info, source_check=dm.source_check)
     return translator.save(folder / "m.pt")
+
+
+def tiny_word_model_file(path: Path) -> Path:
+    """A tiny random-weight word-level model (German and English words in one vocabulary): the server tests' model."""
+    from text_attn.core.vocab import Vocabulary
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([["ein", "mann", "hund", "a", "man", "dog"]])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
+                        dec_hidden=8, attn_dim=8)  # fmt: skip
+    return Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(path)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from helpers.server import Server
 from helpers.tiny_captioner import tiny_model_file
+from helpers.tiny_translator import tiny_word_model_file
 from PIL import Image
 
 FIX = Path(__file__).parent.parent / "fixtures"
@@ -26,22 +26,10 @@ PHOTO = FIX / "images" / "coffee.png"
 KEY = "test-key-123"
 
 
-def tiny_translator(path: Path) -> Path:
-    from text_attn.core.vocab import Vocabulary
-    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
-    from text_attn.translation.translator import Translator
-
-    torch.manual_seed(0)
-    vocab = Vocabulary.build([["ein", "mann", "hund", "a", "man", "dog"]])
-    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
-                        dec_hidden=8, attn_dim=8)  # fmt: skip
-    return Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(path)
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("models")
-    return {"caption": tiny_model_file(folder / "caption.pt"), "text": tiny_translator(folder / "text.pt")}
+    return {"caption": tiny_model_file(folder / "caption.pt"), "text": tiny_word_model_file(folder / "text.pt")}
 
 
 @pytest.fixture(scope="module")

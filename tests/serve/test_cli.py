@@ -1,0 +1,57 @@
+"""attention-serve's command line: --help, and every bad option or model file refused in one line with exit code 2
+before anything starts (no worker process, no port held)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from helpers.tiny_translator import tiny_word_model_file
+
+from attention_serve.cli import serve_main
+
+
+def _refused(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        serve_main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("attention-serve: error: "), err
+    return err[0]
+
+
+def test_help_names_the_routes_and_options(capsys):
+    with pytest.raises(SystemExit) as exc:
+        serve_main(["--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "POST /caption" in out and "--max-upload-mb" in out and "--api-key" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--port", "80"], "--port must be from 1024 to 65535"),
+        (["--host", "10.1.2.3"], "--host 10.1.2.3"),
+        (["--max-upload-mb", "0"], "--max-upload-mb must be more than 0"),
+        (["--max-queue", "-1"], "--max-queue"),
+        (["--batch-timeout", "-1"], "--batch-timeout must be 0 or more"),
+        (["--devices", "two"], "--devices"),
+        (["--caption-model", "none", "--text-model", "none"], "nothing to serve"),
+        (["--colour", "red"], "--colour"),
+    ],
+)
+def test_a_bad_option_is_one_line(argv, says, capsys):
+    assert says in _refused(argv, capsys)
+
+
+def test_a_model_file_that_is_missing_or_of_the_other_family_is_one_line(tmp_path, capsys):
+    assert "nope.pt: no such model file" in _refused(["--caption-model", str(tmp_path / "nope.pt")], capsys)
+    text = tiny_word_model_file(tmp_path / "t.pt")
+    assert "t.pt" in _refused(["--caption-model", str(text), "--text-model", "none", "--port", "18765"], capsys)
+
+
+def test_a_port_in_use_is_one_line(capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert f"cannot listen on 127.0.0.1:{port}" in _refused(["--port", str(port)], capsys)

@@ -1,0 +1,101 @@
+"""The live page at / in a real browser (Playwright driving the system's Chromium), against a real attention-serve
+process: upload a photo and read its caption, hover a word and see the attention canvas change, translate on the
+second tab and hover the alignment, and an oversized upload's error shown on the page. No page error, ever."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers.browser import MISSING, find_chromium
+from helpers.server import Server
+from helpers.tiny_captioner import tiny_model_file
+from helpers.tiny_translator import tiny_word_model_file
+from PIL import Image
+
+FIX = Path(__file__).parent.parent / "fixtures"
+PHOTO = FIX / "images" / "chelsea.png"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if find_chromium() is None:  # under CI (.ci/run installs chromium) a missing browser fails, never skips
+        pytest.fail(MISSING) if os.environ.get("CI") else pytest.skip(MISSING)
+    folder = tmp_path_factory.mktemp("models")
+    args = ["--caption-model", str(tiny_model_file(folder / "caption.pt")), "--text-model",
+            str(tiny_word_model_file(folder / "text.pt")), "--max-upload-mb", "0.5", "--host", "0.0.0.0"]  # fmt: skip
+    srv = Server(args, folder / "server.log")
+    # every address, no key: the server says once that anyone who can reach it can use it
+    assert srv.log.read_text().count("with no authentication") == 1
+    yield srv
+    # Ctrl-C in a terminal reaches every process of the group: the server stops cleanly, exit code 0
+    assert srv.stop(signal.SIGINT, group=True) == 0, srv.log.read_text()[-2000:]
+    assert "Traceback" not in srv.log.read_text()
+
+
+def _canvas(page) -> str:
+    return page.evaluate("document.querySelector('#cap-out canvas').toDataURL()")
+
+
+def test_upload_a_photo_read_its_caption_and_hover_a_word(server, tmp_path):
+    from helpers.browser import page as browser_page
+
+    with browser_page() as page:
+        page.goto(server.url + "/")
+        page.set_input_files("#pick", str(PHOTO))
+        page.wait_for_selector("#cap-out .words .w", timeout=60_000)
+        words = page.locator("#cap-out .words .w")
+        assert words.count() >= 1 and page.locator("#cap-status").inner_text() == ""
+        page.wait_for_function("document.querySelector('#cap-out section').dataset.shown === '-1'")
+        before = _canvas(page)  # the photo as captioned, before any word is chosen
+        words.nth(0).hover()
+        page.wait_for_function("document.querySelector('#cap-out section').dataset.shown === '0'")
+        assert _canvas(page) != before  # the word's attention is drawn over the photo
+        assert "word 1 of" in page.locator("#cap-out .info").inner_text()
+        page.keyboard.press("ArrowRight")  # the reports' keys step through the words
+        if words.count() > 1:
+            page.wait_for_function("document.querySelector('#cap-out section').dataset.shown === '1'")
+        page.screenshot(path=str(tmp_path / "caption.png"))
+        assert page.errors == []
+
+
+def test_translate_on_the_second_tab_and_hover_the_alignment(server):
+    from helpers.browser import page as browser_page
+
+    with browser_page() as page:
+        page.goto(server.url + "/")
+        page.click("nav.tabs button[data-tab=translate]")
+        page.fill("#src", "ein mann\nein hund")
+        page.click("#go")
+        page.wait_for_selector("#tr-out table.grid", timeout=60_000)
+        assert page.locator("#tr-out section").count() == 2
+        target = page.locator("#tr-out section").first.locator(".w.tgt")
+        if target.count():
+            target.nth(0).hover()
+            shaded = page.evaluate(
+                "[...document.querySelectorAll('#tr-out section:first-child .w.src')].some(w => w.style.background)"
+            )
+            assert shaded  # the source words it looked at light up
+        assert page.errors == []
+
+
+def test_an_oversized_upload_shows_its_error_on_the_page(server, tmp_path):
+    from helpers.browser import page as browser_page
+
+    big = tmp_path / "big.png"
+    noise = np.random.default_rng(0).integers(0, 255, (600, 600, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(noise).save(buf, format="PNG")
+    big.write_bytes(buf.getvalue())
+    with browser_page() as page:
+        page.goto(server.url + "/")
+        page.set_input_files("#pick", str(big))
+        page.wait_for_function("document.querySelector('#cap-status').classList.contains('error')", timeout=60_000)
+        assert "at most 0.5 MB" in page.locator("#cap-status").inner_text()
+        assert page.locator("#cap-out section").count() == 0
+        # a refused upload is a message on the page, not a page error (the browser logs the 413 itself)
+        assert all(e.startswith("console: Failed to load resource") for e in page.errors), page.errors
