@@ -35,31 +35,49 @@ def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
     return groups
 
 
-class CaptionAPI(ls.LitAPI):
-    """POST /caption: a prepared photo (front.prepare_photo) -> its caption, words and attention."""
+class _ModelAPI(ls.LitAPI):
+    """What both APIs share: their model file, the name and note clients see, torch threads, batching by LitServe,
+    and a worker that ignores Ctrl-C (the main process stops it once the requests in flight are answered)."""
+
+    route = "/"
 
     def __init__(self, path: Path, name: str, note: str, threads: int, max_batch_size: int, batch_timeout: float):
-        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path="/caption")
+        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route)
         self.path, self.name, self.note, self.threads = str(path), name, note, threads
 
     def setup(self, device) -> None:
         import torch
 
-        from captioning.captioner import Captioner
-
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         torch.set_num_threads(self.threads)
-        self.captioner = Captioner.load(self.path).to(device)
+        self.load(device)
 
-    def decode_request(self, request):  # unannotated: LitServe then passes the JSON body front.py wrote
-        pixels = np.frombuffer(bytearray(base64.b64decode(request["pixels"])), dtype=np.uint8).reshape(request["shape"])
-        return {**request, "pixels": self.captioner.preprocess.normalise(pixels)}  # (3, S, S)
+    def load(self, device) -> None:
+        raise NotImplementedError
 
     def batch(self, inputs: list) -> list:
         return inputs
 
     def unbatch(self, output: list) -> list:
         return output
+
+    def encode_response(self, output: dict[str, Any]) -> dict[str, Any]:
+        return output
+
+
+class CaptionAPI(_ModelAPI):
+    """POST /caption: a prepared photo (front.prepare_photo) -> its caption, words and attention."""
+
+    route = "/caption"
+
+    def load(self, device) -> None:
+        from captioning.captioner import Captioner
+
+        self.captioner = Captioner.load(self.path).to(device)
+
+    def decode_request(self, request):  # unannotated: LitServe then passes the JSON body front.py wrote
+        pixels = np.frombuffer(bytearray(base64.b64decode(request["pixels"])), dtype=np.uint8).reshape(request["shape"])
+        return {**request, "pixels": self.captioner.preprocess.normalise(pixels)}  # (3, S, S)
 
     def predict(self, items: Any) -> Any:
         import torch
@@ -99,32 +117,17 @@ class CaptionAPI(ls.LitAPI):
             "model": self.name,
         }
 
-    def encode_response(self, output: dict[str, Any]) -> dict[str, Any]:
-        return output
 
-
-class TranslateAPI(ls.LitAPI):
+class TranslateAPI(_ModelAPI):
     """POST /translate: checked sentences -> translations with their tokens and attention."""
 
-    def __init__(self, path: Path, name: str, note: str, threads: int, max_batch_size: int, batch_timeout: float):
-        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path="/translate")
-        self.path, self.name, self.note, self.threads = str(path), name, note, threads
+    route = "/translate"
 
-    def setup(self, device) -> None:
-        import torch
-
+    def load(self, device) -> None:
         from text_attn.translation.translator import Translator
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        torch.set_num_threads(self.threads)
         self.translator = Translator.load(self.path)
         self.translator.net.to(device)
-
-    def batch(self, inputs: list) -> list:
-        return inputs
-
-    def unbatch(self, output: list) -> list:
-        return output
 
     def predict(self, items: Any) -> Any:
         single = isinstance(items, dict)
@@ -179,6 +182,3 @@ class TranslateAPI(ls.LitAPI):
             "unlike_source": unlike,
             "note": self.note if unlike else None,
         }
-
-    def encode_response(self, output: dict[str, Any]) -> dict[str, Any]:
-        return output

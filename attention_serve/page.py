@@ -25,7 +25,8 @@ MAX_SIDE = 480  # the canvas's longest side, pixels
 
 PAGE_CSS = """
 nav.tabs { display: flex; gap: 4px; }
-nav.tabs button { border: 1px solid var(--line); background: #fff; padding: 4px 14px; border-radius: 6px; cursor: pointer; }
+nav.tabs button { border: 1px solid var(--line); background: #fff; padding: 4px 14px; border-radius: 6px;
+                  cursor: pointer; }
 nav.tabs button.on { border-color: var(--accent); color: var(--accent); font-weight: 600; }
 .panel[hidden] { display: none; }
 .drop { border: 2px dashed #9aa6b5; border-radius: 8px; padding: 18px; text-align: center; background: #fff;
@@ -41,7 +42,10 @@ textarea { width: 100%; min-height: 5em; font: inherit; padding: 6px; }
 PAGE_JS = r"""
 const Live = {
   key() { const k = document.getElementById("key"); return k && k.value ? { "X-API-Key": k.value } : {}; },
-  status(id, text, bad) { const s = document.getElementById(id); s.textContent = text; s.classList.toggle("error", !!bad); },
+  status(id, text, bad) {
+    const s = document.getElementById(id);
+    s.textContent = text; s.classList.toggle("error", !!bad);
+  },
   async post(path, body, headers) {
     const r = await fetch(path, { method: "POST", body, headers: { ...Live.key(), ...headers } });
     let data = null;
@@ -50,7 +54,12 @@ const Live = {
     return data;
   },
   b64(bytes) { let s = ""; for (const b of bytes) s += String.fromCharCode(b); return btoa(s); },
-  el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text != null) e.textContent = text; return e; },
+  el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    return e;
+  },
   tab(name) {
     document.querySelectorAll("nav.tabs button").forEach((b) => b.classList.toggle("on", b.dataset.tab === name));
     document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== name; });
@@ -87,7 +96,10 @@ const Live = {
     const view = Live.el("div", "cap-view"), cv = Live.el("canvas"), side = Live.el("div", "cap-side");
     cv.width = Math.max(1, Math.round(W * scale)); cv.height = Math.max(1, Math.round(H * scale));
     const words = Live.el("p", "words caption");
-    rec.words.forEach((w, t) => { const s = Live.el("span", "w", w); s.dataset.t = String(t); words.appendChild(s); words.append(" "); });
+    rec.words.forEach((w, t) => {
+      const s = Live.el("span", "w", w);
+      s.dataset.t = String(t); words.appendChild(s); words.append(" ");
+    });
     const controls = Live.el("div", "controls");
     const prev = Live.el("button", "prev", "\u25c0"), next = Live.el("button", "next", "\u25b6");
     const label = Live.el("label", "", "attention "), range = Live.el("input", "opacity");
@@ -115,7 +127,8 @@ const Live = {
     Live.status("tr-status", "translating\u2026");
     let res;
     try {
-      res = await Live.post("/translate", JSON.stringify({ sentences, beam_size: Number(document.getElementById("tr-beam").value) }),
+      const beam = Number(document.getElementById("tr-beam").value);
+      res = await Live.post("/translate", JSON.stringify({ sentences, beam_size: beam }),
                             { "Content-Type": "application/json" });
     } catch (e) { Live.status("tr-status", e.message, true); return; }
     Live.status("tr-status", "");
@@ -130,7 +143,10 @@ const Live = {
     const line = (label, tokens, kind, key) => {
       const p = Live.el("p"), span = Live.el("span");
       p.appendChild(Live.el("span", "label", label));
-      tokens.forEach((w, i) => { const s = Live.el("span", `w ${kind}`, w); s.dataset[key] = String(i); span.appendChild(s); span.append(" "); });
+      tokens.forEach((w, i) => {
+        const s = Live.el("span", `w ${kind}`, w);
+        s.dataset[key] = String(i); span.appendChild(s); span.append(" ");
+      });
       p.appendChild(span); return p;
     };
     pair.append(line("source", tr.source_tokens, "src", "s"), line("output", tr.tokens, "tgt", "t"));
@@ -142,7 +158,9 @@ const Live = {
     }
     sec.appendChild(Live.el("div", "grid-box"));
     const heads = tr.heads || [tr.attention], T = tr.tokens.length, S = tr.source_tokens.length, bytes = [];
-    for (const h of heads) for (const row of h) for (const v of row) bytes.push(Math.round(255 * Math.min(1, Math.max(0, v))));
+    for (const h of heads) {
+      for (const row of h) for (const v of row) bytes.push(Math.round(255 * Math.min(1, Math.max(0, v))));
+    }
     const d = { L: 1, H: heads.length, T, S, a: Live.b64(bytes) };
     sec.dataset.built = "1";
     sec.addEventListener("mouseenter", () => Report.activate(sec));
@@ -152,14 +170,18 @@ const Live = {
   },
 };
 document.addEventListener("DOMContentLoaded", () => {
-  document.querySelectorAll("nav.tabs button").forEach((b) => b.addEventListener("click", () => Live.tab(b.dataset.tab)));
+  document.querySelectorAll("nav.tabs button").forEach((b) => {
+    b.addEventListener("click", () => Live.tab(b.dataset.tab));
+  });
   const drop = document.getElementById("drop"), pick = document.getElementById("pick");
   drop.addEventListener("click", () => pick.click());
   drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") pick.click(); });
   pick.addEventListener("change", () => Live.caption(pick.files[0]));
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", () => drop.classList.remove("over"));
-  drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); Live.caption(e.dataTransfer.files[0]); });
+  drop.addEventListener("drop", (e) => {
+    e.preventDefault(); drop.classList.remove("over"); Live.caption(e.dataTransfer.files[0]);
+  });
   document.addEventListener("paste", (e) => {
     if (document.getElementById("caption").hidden) return;
     const item = [...(e.clipboardData || {}).items || []].find((i) => i.type.startsWith("image/"));
@@ -189,11 +211,15 @@ def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
         count = text.get("network", "").split(" heads")[0].split()[-1]
         n = int(count) if count.isdigit() else 0
         options = "".join(f'<option value="{h}">head {h + 1}</option>' for h in range(n))
-        heads = f'<label>cross-attention <select id="head"><option value="-1" selected>average of heads</option>{options}</select></label>'
+        heads = (
+            '<label>cross-attention <select id="head"><option value="-1" selected>average of heads</option>'
+            f"{options}</select></label>"
+        )
     key = '<label>API key <input id="key" type="password" autocomplete="off"></label>' if api_key else ""
     models = " &middot; ".join(escape(m["model"]) for m in (caption, text) if m)
     body = f"""
-<nav class="tabs"><button data-tab="caption">Caption a photo</button><button data-tab="translate">Translate German</button></nav>
+<nav class="tabs"><button data-tab="caption">Caption a photo</button>
+<button data-tab="translate">Translate German</button></nav>
 {key}<span class="meta">{models}</span>
 <span class="hint">hover or tap a word: bright = where the model looked for it; arrow keys step through the words</span>
 </header>
@@ -206,7 +232,8 @@ def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
   <div id="cap-out"></div>
 </div>
 <div class="panel" id="translate" hidden>
-  <textarea id="src" placeholder="Ein Hund rennt über eine grüne Wiese.">Zwei Männer spielen Fußball auf einer Wiese.</textarea>
+  <textarea id="src" placeholder="Ein Hund rennt über eine grüne Wiese.">
+Zwei Männer spielen Fußball auf einer Wiese.</textarea>
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}</div>
   <p class="status" id="tr-status" role="status"></p>
   <div id="tr-out"></div>
