@@ -26,12 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
 
-from text_attn.core.safe_files import write_text
+from text_attn.core.safe_files import write_bytes, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -67,7 +66,7 @@ def averaging_stage(
     if len(saved) < min(counts):
         return 0.0
     best = run / f"model_best_{SAVED_FILE.search(saved[-1].name).group(1)}.pt"
-    shutil.copyfile(model, best)
+    write_bytes(best, Path(model).read_bytes())  # a fresh file renamed: never through a link
     cmd = [sys.executable, str(Path(__file__).resolve()), "--run", str(run), "--model", str(best)]
     cmd += ["--data-root", str(data_root), "--counts", *map(str, counts), *options]
     cmd += ["--write", str(model), "--json", str(run / "averaging.json")]
@@ -303,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             fam.write(made[best["variant"]], args.write)
             print(f"wrote {args.write}: {best['variant']}")
         elif args.write.resolve() != model.resolve():
-            shutil.copyfile(model, args.write)
+            write_bytes(args.write, Path(model).read_bytes())
             print(f"wrote {args.write}: a copy of {model}, the best on {args.split}")
         else:
             print(f"{model} is the best on {args.split}: left as it is")

@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
 from _runs import StageError, best_logged, console_script, run_stage
 from _tuning import HARD_NAMES, run_tuner
 
-from text_attn.core.safe_files import write_text
+from text_attn.core.safe_files import write_bytes, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "caption"
@@ -284,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         chosen = max(candidates, key=lambda s: candidates[s])
         print("val CIDEr (best of each fit): " + ", ".join(f"{s} {v:.4f}" for s, v in candidates.items()))
-        shutil.copy(finals[chosen], BUNDLED)
+        write_bytes(BUNDLED, Path(finals[chosen]).read_bytes())  # a fresh file renamed
         print(f"bundled {finals[chosen]} ({chosen}) as {BUNDLED} ({BUNDLED.stat().st_size / 2**20:.1f} MiB)")
     return 0
 

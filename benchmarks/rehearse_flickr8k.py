@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from text_attn.core.safe_files import write_text
+from text_attn.core.safe_files import write_bytes, write_text
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "caption" / "flickr8k_resnet101_soft.yaml"
 FLICKR_DIR = "Flicker8k_Dataset"  # sic: the folder name of the Flickr8k download
@@ -323,7 +323,7 @@ def rehearse(args: argparse.Namespace) -> dict:
     samples.mkdir()
     chosen = [im["filename"] for im in corpus if im["split"] == "test"][: args.samples]
     for name in chosen:
-        shutil.copy2(out / FLICKR_DIR / name, samples / name)
+        write_bytes(samples / name, (out / FLICKR_DIR / name).read_bytes())
     files = [str(samples / name) for name in chosen]
     cmd = [console_script("caption"), *files, "--model", str(exported), "--json"]
     found = logs / "caption.json"
