@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from text_attn.core.modelfile import ModelFileError, decoding_defaults
+from text_attn.core.modelfile import ModelFileError
 
 
 @dataclass
@@ -61,8 +61,7 @@ def load_caption(path: Path) -> Served:
     from captioning.captioner import Captioner
 
     captioner = Captioner.load(path)
-    defaults = {"beam_size": 3, "max_len": 30, "length_penalty": 0.0, "no_repeat_ngram": 0}
-    defaults.update(decoding_defaults(captioner.info))
+    defaults = {"max_len": 30, **captioner.decoding()}  # what `caption` and Captioner.caption_images use
     bundled = {v: k for k, v in MODEL_NAMES.items()}.get(Path(path))
     name = f"{bundled} (bundled)" if bundled else Path(path).name
     info = {
@@ -81,8 +80,7 @@ def load_text(path: Path) -> Served:
     from text_attn.translation.translator import Translator
 
     translator = Translator.load(path)
-    defaults = {"beam_size": 1, "length_penalty": 0.0, "no_repeat_ngram": 0}
-    defaults.update(decoding_defaults(translator.info))
+    defaults = translator.decoding()  # what `translate` and Translator.translate use
     name = f"{BUNDLED_MODEL.stem} (bundled)" if Path(path) == BUNDLED_MODEL else Path(path).name
     info = {
         "model": name,

@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from captioning.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line
 from text_attn.core.safe_files import (
     OutputRefused,
@@ -67,11 +68,6 @@ from text_attn.core.search_options import (
     search_options,
 )
 
-ASSETS = Path(__file__).parent / "assets"
-BUNDLED_MODEL = ASSETS / "flickr8k_soft.pt"  # the default model: Show-Attend-Tell trained on Flickr8k's photographs
-SHAPES_MODEL = ASSETS / "shapes_soft.pt"  # trained on synthetic shape scenes (--model shapes, --demo shapes)
-MODEL_NAMES = {"flickr8k": BUNDLED_MODEL, "shapes": SHAPES_MODEL}  # --model NAME: a bundled model
-DEMO_PHOTOS = sorted((ASSETS / "photos").glob("*.[jp][pn]g"))  # CC0 / public-domain photos (assets/photos/README.md)
 DEMO_DIR = "caption-demo"
 BATCH = 16  # images encoded together (--batch-size)
 
@@ -137,11 +133,7 @@ def _load_captioner(args: argparse.Namespace):
     from captioning.captioner import Captioner
     from text_attn.core.modelfile import ModelFileError
 
-    path = args.model
-    if path is None:
-        path = SHAPES_MODEL if args.demo == "shapes" else BUNDLED_MODEL
-    if str(path) in MODEL_NAMES and not Path(path).exists():  # a file of that name wins over the bundled model
-        path = MODEL_NAMES[str(path)]
+    path = model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
     if Path(path) in MODEL_NAMES.values() and not Path(path).is_file():
         fail(
             "caption",
@@ -195,7 +187,7 @@ def caption_items(
     stats = [it.get("photo_stats") or photo_stats(it["image"]) for it in items]
     far = captioner.out_of_domain(features, stats) or [None] * len(items)
     out = []
-    for item, (words, alphas, score, truncated, nbest), unfamiliar in zip(items, results, far, strict=True):
+    for item, (words, alphas, score, truncated, nbest, _), unfamiliar in zip(items, results, far, strict=True):
         name = item["name"]
         box = captioner.preprocess.crop_box(*item["size"])
         rec = _record(name)
@@ -394,8 +386,7 @@ def caption_main(argv: list[str] | None = None) -> int:
 
 def _model_files(args: argparse.Namespace) -> list[str]:
     """The model file this run reads (an input too: no output may replace it) and, for --demo, its photos."""
-    path = args.model or (SHAPES_MODEL if args.demo == "shapes" else BUNDLED_MODEL)
-    files = [str(MODEL_NAMES.get(str(path), path))]
+    files = [str(model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes"))]
     if args.demo == "photo":
         files += [str(p) for p in DEMO_PHOTOS]
     return files

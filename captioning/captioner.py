@@ -24,7 +24,7 @@ from captioning.model import CaptionModel
 from captioning.preprocess import Preprocess
 from text_attn.core.decoding import SearchResult
 from text_attn.core.errors import one_line
-from text_attn.core.modelfile import ModelFileError, load_model_file, save_model_file
+from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
 
 KIND = "caption-model"  # the model file format tag is attention-toolkit/caption-model
@@ -37,6 +37,7 @@ class Caption(NamedTuple):
     score: float  # the search's score: log-probability (beam: divided by length**length_penalty)
     truncated: bool  # the caption hit max_len before the end token: it was cut off
     nbest: list[tuple[list[str], float]] | None = None  # with n_best > 1: the n best captions and scores, best first
+    unfamiliar: bool | None = None  # the photo looks unlike the model's training photos (None: no check was made)
 
 
 class Captioner:
@@ -116,9 +117,13 @@ class Captioner:
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], map_location: Any = "cpu") -> Captioner:
-        """A captioner from a file written by :meth:`save` (no network needed); anything else, a training checkpoint
-        included (its message names caption-export), raises ModelFileError with one line."""
+    def load(cls, path: str | os.PathLike[str] | None = None, map_location: Any = "cpu") -> Captioner:
+        """A captioner from a file written by :meth:`save` (no network needed), or a bundled model by name
+        (``flickr8k``, ``shapes``; no argument: the bundled Flickr8k model, as ``caption`` uses); anything else, a
+        training checkpoint included (its message names caption-export), raises ModelFileError with one line."""
+        from captioning.bundled import model_path
+
+        path = model_path(path)
         data = load_model_file(path, KIND, VERSION, map_location=map_location)
         try:
             vocab = Vocabulary.from_dict(data["vocab"])
@@ -221,15 +226,39 @@ class Captioner:
         """Region features (B, L, D) -> per image its Caption (words, alphas (len(words), L), ...)."""
         return self.captions(self.generate(features, beam_size, max_len, length_penalty, **options))
 
+    def decoding(self, **given: Any) -> dict[str, Any]:
+        """The decoding ``caption`` uses: the model file's recorded choice (chosen on validation data: the bundled
+        model's beam 5, length penalty 1.5, no repeated trigram), else beam 3 with no penalty and no blocking;
+        ``given`` values that are not None win. The one place the command, the server and Python take it from."""
+        chosen = {"beam_size": 3, "length_penalty": 0.0, "no_repeat_ngram": 0, **decoding_defaults(self.info)}
+        return {**chosen, **{k: v for k, v in given.items() if v is not None}}
+
     @torch.no_grad()
     def caption_images(
-        self, images: list[Image.Image], beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0
+        self,
+        images: list[Image.Image | str | os.PathLike[str]],
+        beam_size: int | None = None,
+        max_len: int = 30,
+        length_penalty: float | None = None,
+        no_repeat_ngram: int | None = None,
     ) -> list[Caption]:
-        """PIL images -> per image its Caption, in input order (preprocess, batch, encode, generate)."""
+        """Photos (PIL images or files) -> per photo its Caption, in input order, as ``caption`` makes it: a file
+        decoded as the command decodes it (a large JPEG at reduced size), the same preprocessing, the decoding
+        recorded in the model file unless given (:meth:`decoding`), and ``unfamiliar`` set where the model file holds
+        a check of its training photos."""
+        from captioning.photo_check import photo_stats
+        from captioning.preprocess import load_photo
+
         if not images:
             return []
-        features = self.encode(torch.stack([self.preprocess(im) for im in images]))  # (B, L, D)
-        return self.caption_features(features, beam_size, max_len, length_penalty)
+        side = self.preprocess.decode_side
+        loaded = [load_photo(im, side)[0] for im in images]  # RGB; files decoded as the command does
+        features = self.encode(torch.stack([self.preprocess(im) for im in loaded]))  # (B, L, D)
+        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
+        extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
+        out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)
+        far = self.out_of_domain(features, [photo_stats(im) for im in loaded]) or [None] * len(out)
+        return [c._replace(unfamiliar=f) for c, f in zip(out, far, strict=True)]
 
     @torch.no_grad()
     def encode(self, images: Tensor) -> Tensor:

@@ -239,8 +239,11 @@ def test_model_errors(capsys, model_file, tmp_path, monkeypatch):
     assert exc.value.code == 2 and err.count("\n") == 1 and "no-such-device" in err
     # no --model and no bundled model file: one clear line
     missing = tmp_path / "assets" / "flickr8k_soft.pt"
+    from captioning import bundled
+
     monkeypatch.setattr(caption_cli, "BUNDLED_MODEL", missing)
-    monkeypatch.setitem(caption_cli.MODEL_NAMES, "flickr8k", missing)
+    monkeypatch.setattr(bundled, "BUNDLED_MODEL", missing)  # where every caller resolves the default
+    monkeypatch.setitem(bundled.MODEL_NAMES, "flickr8k", missing)
     for args in ([PHOTOS[0]], [PHOTOS[0], "--model", "flickr8k"]):
         with pytest.raises(SystemExit) as exc:
             caption_main(args)

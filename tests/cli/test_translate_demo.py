@@ -53,9 +53,13 @@ def test_word_alignment_joins_pieces_into_words(model_file):
 
 
 def test_without_model_uses_the_bundled_one_or_says_it_is_missing(model_file, monkeypatch, capsys, tmp_path):
+    from text_attn.translation import bundled
+
+    monkeypatch.setattr(bundled, "BUNDLED_MODEL", model_file)  # where the command and Translator.load() find it
     monkeypatch.setattr(translate_cli, "BUNDLED_MODEL", model_file)
     assert translate_main(["Ein Mann fährt Fahrrad.", "--max-len", "4"]) == 0
     assert capsys.readouterr().out.count("\n") == 1
+    monkeypatch.setattr(bundled, "BUNDLED_MODEL", tmp_path / "gone.pt")
     monkeypatch.setattr(translate_cli, "BUNDLED_MODEL", tmp_path / "gone.pt")
     with pytest.raises(SystemExit) as exc:
         translate_main(["Ein Mann."])

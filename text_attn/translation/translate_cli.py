@@ -19,9 +19,8 @@ from text_attn.core.search_options import (
     fill_decoding_defaults,
     search_options,
 )
+from text_attn.translation.bundled import ASSETS, BUNDLED_MODEL, model_path  # noqa: F401 - names others import
 
-ASSETS = Path(__file__).parent / "assets"
-BUNDLED_MODEL = ASSETS / "multi30k_de_en.pt"  # the default: German -> English, trained on Multi30k
 # translate --demo: German sentences of the kind Multi30k describes (written for this project, not from the corpus)
 DEMO_SENTENCES = [
     "Ein Mann fährt mit seinem Fahrrad eine Straße entlang.",
@@ -41,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         help="model file (model.pt written at the end of `text-train fit`, or by `text-export` from a checkpoint); "
-        f"default: the bundled German -> English model ({BUNDLED_MODEL.name})",
+        f"or a bundled model's name (multi30k_de_en, bahdanau); default: the bundled German -> English model "
+        f"({BUNDLED_MODEL.name})",
     )
     p.add_argument("--model-info", action="store_true", help="print what the model is and was trained on, and exit")
     p.add_argument(
@@ -305,7 +305,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     outputs = {f"{flag} {value}": value for flag, value in (("--output", args.output), ("--html", args.html),
                                                             ("--plot", args.plot)) if value}  # fmt: skip
     try:
-        refuse_overlap(outputs, [args.model or BUNDLED_MODEL])
+        refuse_overlap(outputs, [model_path(args.model)])
     except OSError as err:
         fail("translate", str(err))
     if args.plot:
@@ -323,7 +323,7 @@ def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo and not args.model_info
     # the model file and a file on stdin are inputs: no output (the numbered --plot files included) may replace them
-    with protecting([args.model or BUNDLED_MODEL], stdin=reads_stdin):
+    with protecting([model_path(args.model)], stdin=reads_stdin):
         return _translate_main(args)
 
 
@@ -346,17 +346,17 @@ def _translate_main(args: argparse.Namespace) -> int:
     from text_attn.core.modelfile import ModelFileError
     from text_attn.translation.translator import Translator
 
-    if args.model is None and not BUNDLED_MODEL.is_file():
-        fail("translate", f"the bundled model {BUNDLED_MODEL} is not installed; pass --model FILE (a model file "
+    if args.model is None and not model_path(None).is_file():
+        fail("translate", f"the bundled model {model_path(None)} is not installed; pass --model FILE (a model file "
              "written by text-train fit or text-export)")  # fmt: skip
     try:
-        translator = Translator.load(args.model or BUNDLED_MODEL)
+        translator = Translator.load(args.model)  # None: the bundled default; a name: that bundled model
     except ModelFileError as exc:
         fail("translate", str(exc))
     fill_decoding_defaults(args, translator.info, beam_size=1)
     check_search_options("translate", args)
     if args.model_info:
-        emit("translate", "\n".join(model_info(translator, args.model or BUNDLED_MODEL)))
+        emit("translate", "\n".join(model_info(translator, model_path(args.model))))
         return 0
     if args.demo:
         if args.sentences:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from text_attn.core.errors import one_line
-from text_attn.core.modelfile import ModelFileError, load_model_file, save_model_file
+from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
 from text_attn.translation.source_check import unlike_source, valid_check
@@ -34,6 +34,7 @@ class Translation:
     score: float = 0.0  # the search's score: log-probability (beam: divided by length**length_penalty)
     nbest: list[tuple[str, float]] | None = None  # with n_best > 1: the n best translations and scores, best first
     truncated: bool = False  # the output hit max_len before the end token: it was cut off
+    unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
 
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
@@ -100,10 +101,21 @@ class Translator:
         return save_model_file(path, KIND, {**self.metadata(), "state_dict": state})
 
     @classmethod
-    def load(cls, path: str | Path) -> Translator:
-        """A translator from a text model file; anything else (a training checkpoint included: its message names the
-        text-export command) raises ModelFileError with one line."""
+    def load(cls, path: str | Path | None = None) -> Translator:
+        """A translator from a text model file, or a bundled model by name (``multi30k_de_en``, ``bahdanau``; no
+        argument: the bundled default, as ``translate`` uses); anything else (a training checkpoint included: its
+        message names the text-export command) raises ModelFileError with one line."""
+        from text_attn.translation.bundled import model_path
+
+        path = model_path(path)
         return cls.from_data(load_model_file(path, KIND), path)
+
+    def decoding(self, **given: Any) -> dict[str, Any]:
+        """The decoding ``translate`` uses: the model file's recorded choice (chosen on validation data), else greedy
+        with no length penalty and no blocking; ``given`` values that are not None win. The one place the command,
+        the server and Python take it from."""
+        chosen = {"beam_size": 1, "length_penalty": 0.0, "no_repeat_ngram": 0, **decoding_defaults(self.info)}
+        return {**chosen, **{k: v for k, v in given.items() if v is not None}}
 
     @classmethod
     def from_data(cls, data: dict, path: str | Path, what: str = "text model file") -> Translator:
@@ -165,18 +177,27 @@ class Translator:
     def translate(
         self,
         sentences: list[str],
-        beam_size: int = 1,
-        length_penalty: float = 0.0,
+        beam_size: int | None = None,
+        length_penalty: float | None = None,
         max_len: int | None = None,
         **options: Any,
     ) -> list[Translation]:
-        """Translate a batch of non-empty sentences (raise ValueError for an empty one). options: sampling, n_best,
-        no_repeat_ngram (text_attn.core.decoding.search)."""
+        """Translate a batch of non-empty sentences (raise ValueError for an empty one) as ``translate`` does: the
+        decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` set where the
+        model file holds a check of its training text. options: sampling, n_best, no_repeat_ngram
+        (text_attn.core.decoding.search)."""
         toks = [self.tokenize(s) for s in sentences]
         for s, t in zip(sentences, toks, strict=True):
             if not t:
                 raise ValueError(f"empty input: {s!r}")
-        return self.translate_tokens(toks, beam_size, length_penalty, max_len, **options)
+        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty,
+                          no_repeat_ngram=options.pop("no_repeat_ngram", None))  # fmt: skip
+        if d["no_repeat_ngram"]:
+            options["no_repeat_ngram"] = d["no_repeat_ngram"]
+        out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, **options)
+        for s, t in zip(sentences, out, strict=True):
+            t.unlike_source = self.unlike_source(s)
+        return out
 
     def search_bytes(self, n_tokens: int, beam_size: int = 1, max_len: int | None = None) -> int:
         """About how much memory the search holds for one sentence of ``n_tokens`` source tokens: each of its beams
