@@ -3,8 +3,9 @@
     attention-serve                       # the bundled models at http://127.0.0.1:8000
     attention-serve --caption-model shapes --text-model none --port 8080
 
-Routes: ``GET /`` the page, ``POST /caption``, ``POST /translate``, ``GET /health``, ``GET /info``, ``GET /docs`` (the
-OpenAPI page). docs/serve.md has the API, examples and limits. Bad options or model files: one line, exit 2.
+Routes: ``GET /`` the page, ``POST /caption``, ``POST /translate``, ``GET /health``, ``GET /info``,
+``GET /openapi.json`` (the API's OpenAPI description). docs/serve.md has the API, examples and limits. Bad options
+or model files: one line, exit 2.
 SIGTERM or Ctrl-C: the requests in flight are answered (within --grace seconds), then exit 0.
 """
 
@@ -26,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="attention-serve",
         description="Serve the captioner and the translator: a live attention page at / and a JSON API "
-        "(POST /caption, POST /translate, GET /health, GET /info; OpenAPI at /docs).",
+        "(POST /caption, POST /translate, GET /health, GET /info; OpenAPI at /openapi.json).",
     )
     p.add_argument("--caption-model", metavar="PATH|shapes|none",
                    help="the caption model file (default: the bundled Flickr8k model; shapes: the bundled shapes "
@@ -43,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="requests in flight before new ones get 503 with Retry-After (default: 64)")  # fmt: skip
     p.add_argument("--max-sentences", type=int, default=64, help="sentences in one /translate request (default: 64)")
     p.add_argument("--max-chars", type=int, default=1000, help="characters in one sentence (default: 1000)")
+    p.add_argument("--max-pixels", type=float, default=89.5,
+                   help="largest photo in megapixels, read from its header (default: 89.5, caption's "
+                   "decompression-bomb guard)")  # fmt: skip
+    p.add_argument("--read-timeout", type=float, default=30,
+                   help="seconds a request's body may take to arrive (408 after; default: 30)")  # fmt: skip
     p.add_argument(
         "--max-batch-size",
         type=int,
@@ -69,7 +75,8 @@ def _check(args: argparse.Namespace) -> None:
              ":: (every IPv6 address); choose one")  # fmt: skip
     if not 1024 <= args.port <= 65535:
         fail("attention-serve", f"--port must be from 1024 to 65535, got {args.port}")
-    positive = ("max_upload_mb", "max_queue", "max_sentences", "max_chars", "max_batch_size", "workers_per_device")
+    positive = ("max_upload_mb", "max_queue", "max_sentences", "max_chars", "max_batch_size", "workers_per_device",
+                "max_pixels", "read_timeout")  # fmt: skip
     for name in positive:
         if getattr(args, name) <= 0:
             fail("attention-serve", f"--{name.replace('_', '-')} must be more than 0, got {getattr(args, name)}")
@@ -108,8 +115,9 @@ def build_server(args: argparse.Namespace):
     served = [m for m in (caption, text) if m is not None]
     cores = os.cpu_count() or 1
     threads = args.threads or max(1, cores // (len(served) * args.workers_per_device))
-    limits = Limits(max_upload_bytes=int(args.max_upload_mb * 2**20), max_sentences=args.max_sentences,
-                    max_chars=args.max_chars, max_queue=args.max_queue, api_key=args.api_key)  # fmt: skip
+    limits = Limits(max_upload_bytes=int(args.max_upload_mb * 2**20), max_pixels=int(args.max_pixels * 1e6),
+                    max_sentences=args.max_sentences, max_chars=args.max_chars, max_queue=args.max_queue,
+                    read_timeout=args.read_timeout, api_key=args.api_key)  # fmt: skip
     batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": threads}
     lit_apis = []
     if caption is not None:
@@ -126,7 +134,34 @@ def build_server(args: argparse.Namespace):
     )  # fmt: skip
     server.uvicorn_graceful_timeout = args.grace
     describe(server.app)
+    json_errors(server.app)
     return server, caption, text
+
+
+def json_errors(app) -> None:
+    """Every refusal in the one JSON shape with its log line, also those FastAPI makes itself (an unknown path 404,
+    a wrong method 405) or LitServe raises (a worker's 500, a timed-out request's 504); no slash redirects (their
+    Location would echo the client's Host header); and no /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc
+    from a CDN, which an offline server cannot reach (/openapi.json is the description)."""
+    import logging
+
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException
+
+    from attention_serve.front import SECURITY_HEADERS, log
+
+    async def answer(request, exc: HTTPException):
+        message = exc.detail if isinstance(exc.detail, str) else "the request could not be answered"
+        log(f"{exc.status_code} {request.method} {request.url.path}: {message}")
+        headers = {k.decode(): v.decode() for k, v in SECURITY_HEADERS} | dict(exc.headers or {})
+        return JSONResponse({"error": message, "status": exc.status_code}, exc.status_code, headers=headers)
+
+    app.add_exception_handler(HTTPException, answer)
+    app.router.redirect_slashes = False
+    app.router.routes = [r for r in app.router.routes
+                         if getattr(r, "path", None) not in ("/docs", "/docs/oauth2-redirect", "/redoc")]  # fmt: skip
+    logging.getLogger("python_multipart").setLevel(logging.ERROR)  # a malformed form is our one log line, not two
+    logging.getLogger("multipart").setLevel(logging.ERROR)
 
 
 def caption_note(served) -> str:
@@ -186,7 +221,7 @@ def serve_main(argv: list[str] | None = None) -> int:
     server, caption, text = build_server(args)
     shown = "localhost" if args.host == "127.0.0.1" else args.host
     names = " and ".join(f"{what} {m.name}" for what, m in (("captioner", caption), ("translator", text)) if m)
-    print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/ (API docs at /docs)",
+    print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/ (the API: /openapi.json)",
           file=sys.stderr, flush=True)  # fmt: skip
     if args.host not in LOOPBACK and not args.api_key:
         print(f"attention-serve: note: listening on {args.host}, reachable from other machines, with no "

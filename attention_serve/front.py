@@ -24,7 +24,15 @@ import warnings
 from typing import Any
 from urllib.parse import parse_qsl
 
-from attention_serve.limits import CAPTION_OPTIONS, TRANSLATE_OPTIONS, ClientError, Limits, parse_options, sentences_of
+from attention_serve.limits import (
+    CAPTION_OPTIONS,
+    TRANSLATE_OPTIONS,
+    ClientError,
+    Limits,
+    parse_options,
+    sentences_of,
+    shown,
+)
 from attention_serve.models import Served
 from text_attn.core.safe_files import inert
 
@@ -53,13 +61,21 @@ async def send_json(send, status: int, body: Any, headers: dict[str, str] | None
 DRAIN = 64 << 20  # an oversized body is read and dropped up to this much, so its client reads the 413 (not a reset)
 
 
-async def read_body(receive, limit: int, declared: int | None, why: str) -> bytes:
+async def read_body(receive, limit: int, declared: int | None, why: str, timeout: float, expect: bool) -> bytes:
     """The request body, at most ``limit`` bytes kept (ClientError 413 when it is more; ``why``: the limit's name,
-    for the message). Memory stays bounded: what is over the limit is read and dropped (up to DRAIN), not kept."""
-    chunks, size, more = [], 0, True
+    for the message). Memory stays bounded: what is over the limit is read and dropped (up to DRAIN), not kept; a
+    client that asked first (``Expect: 100-continue``) is refused before it sends anything. A body that has not
+    arrived within ``timeout`` seconds is a 408: a stalled upload does not hold its place."""
     too_big = declared is not None and declared > limit
+    if too_big and expect:
+        raise ClientError(413, f"the body is {_size(declared)}; at most {_size(limit)} ({why})")
+    chunks, size, more = [], 0, True
+    deadline = asyncio.get_running_loop().time() + timeout
     while more and size <= (DRAIN if too_big else limit):
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+        except asyncio.TimeoutError:
+            raise ClientError(408, f"the body did not arrive within {timeout:g} s") from None
         if message["type"] == "http.disconnect":
             raise ClientError(400, "the client went away before sending the whole body")
         chunk = message.get("body", b"")
@@ -69,9 +85,13 @@ async def read_body(receive, limit: int, declared: int | None, why: str) -> byte
         if not too_big:
             chunks.append(chunk)
     if too_big:
-        told = f"{declared / 2**20:.1f} MB" if declared is not None else f"over {limit / 2**20:g} MB"
-        raise ClientError(413, f"the body is {told}; at most {limit / 2**20:g} MB ({why})")
+        told = _size(declared) if declared is not None else f"over {_size(limit)}"
+        raise ClientError(413, f"the body is {told}; at most {_size(limit)} ({why})")
     return b"".join(chunks)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 // 10 else f"{n / 1024:.1f} KB"
 
 
 def _replay(body: bytes):
@@ -93,13 +113,13 @@ def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]
     from PIL import Image, UnidentifiedImageError
 
     from captioning.photo_check import photo_stats
-    from captioning.preprocess import ImageReadError, load_photo
+    from captioning.preprocess import PHOTO_FORMATS, ImageReadError, load_photo
 
     preprocess = served.extra["preprocess"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the guard below is the server's own
         try:
-            with Image.open(io.BytesIO(data)) as probe:
+            with Image.open(io.BytesIO(data), formats=PHOTO_FORMATS) as probe:
                 width, height = probe.size
         except UnidentifiedImageError:
             raise ClientError(415, "the upload is not an image Pillow can read (JPEG, PNG, WebP, ...)") from None
@@ -132,7 +152,9 @@ class Front:
 
     def __init__(self, app, caption: Served | None, text: Served | None, limits: Limits, page: bytes) -> None:
         self.app, self.caption, self.text, self.limits, self.page = app, caption, text, limits, page
-        self.in_flight = 0
+        self.reading = 0  # requests whose body is arriving or being checked (at most 4 x max_queue)
+        self.queued = 0  # checked requests waiting for their answer from a model worker (at most max_queue)
+        self.preparing = asyncio.Semaphore(2)  # photos decoded at once: a few large ones must not take all memory
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -141,37 +163,46 @@ class Front:
         if path == "/" and method in ("GET", "HEAD"):
             return await self._page(send)
         api = path in ("/caption", "/translate")
+        send = _with_headers(send)  # every answer: nosniff, no-store
         try:
             if (api or path == "/info") and self.limits.api_key and not self._authorized(scope):
                 raise ClientError(401, "this server needs its API key: send 'Authorization: Bearer KEY' or "
-                                  "'X-API-Key: KEY'")  # fmt: skip
+                                  "'X-API-Key: KEY'", {"WWW-Authenticate": "Bearer"})  # fmt: skip
             if not api or method != "POST":
                 return await self.app(scope, receive, send)
-            if self.in_flight >= self.limits.max_queue:
-                raise ClientError(503, f"busy: {self.in_flight} requests in flight (--max-queue); retry in a second",
-                                  {"Retry-After": "1"})  # fmt: skip
+            if self.reading >= 4 * self.limits.max_queue:
+                raise ClientError(
+                    503, f"busy: {self.reading} uploads arriving; retry in a second", {"Retry-After": "1"}
+                )
         except ClientError as err:
             return await self._refuse(send, method, path, err)
-        self.in_flight += 1  # counted until answered: the workers' queue is what the limit protects
+        self.reading += 1
         try:
-            try:
-                body = await self._payload(scope, receive, path)
-            except ClientError as err:
-                return await self._refuse(send, method, path, err)
+            body = await self._payload(scope, receive, path)
+        except ClientError as err:
+            return await self._refuse(send, method, path, err)
+        finally:
+            self.reading -= 1
+        if self.queued >= self.limits.max_queue:
+            err = ClientError(503, f"busy: {self.queued} requests waiting for the model (--max-queue); retry in a "
+                              "second", {"Retry-After": "1"})  # fmt: skip
+            return await self._refuse(send, method, path, err)
+        self.queued += 1  # counted until answered: the workers' queue is what the limit protects
+        try:
             data = json.dumps(body).encode()
             headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-type", b"content-length")]
             headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
             await self.app({**scope, "headers": headers}, _replay(data), send)
         finally:
-            self.in_flight -= 1
+            self.queued -= 1
 
     def _authorized(self, scope) -> bool:
         headers = dict(scope["headers"])
-        given = headers.get(b"x-api-key", b"").decode("latin-1")
-        bearer = headers.get(b"authorization", b"").decode("latin-1")
-        if bearer.lower().startswith("bearer "):
+        given = headers.get(b"x-api-key", b"")
+        bearer = headers.get(b"authorization", b"")
+        if bearer.lower().startswith(b"bearer "):
             given = given or bearer[7:].strip()
-        return hmac.compare_digest(given.encode(), self.limits.api_key.encode())
+        return hmac.compare_digest(given, self.limits.api_key.encode("utf-8"))  # the header's own bytes
 
     async def _refuse(self, send, method: str, path: str, err: ClientError) -> None:
         log(f"{err.status} {method} {path}: {err.message}")
@@ -196,21 +227,27 @@ class Front:
         declared = headers.get(b"content-length")
         if path == "/caption":
             limit, why = self.limits.max_upload_bytes, "--max-upload-mb"
-        else:  # every sentence at its longest, in UTF-8's widest characters, and room for the JSON around them
-            limit, why = self.limits.max_chars * 4 * self.limits.max_sentences + 4096, "--max-chars x --max-sentences"
-        body = await read_body(receive, limit, int(declared) if declared and declared.isdigit() else None, why)
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        else:  # every sentence at its longest, each character as JSON's widest escape (12 bytes), and room around
+            limit, why = self.limits.max_chars * 12 * self.limits.max_sentences + 4096, "--max-chars x --max-sentences"
+        expect = headers.get(b"expect", b"").lower() == b"100-continue"
+        body = await read_body(receive, limit, int(declared) if declared and declared.isdigit() else None, why,
+                               self.limits.read_timeout, expect)  # fmt: skip
+        query_pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+        query = dict(query_pairs)
+        if len(query) < len(query_pairs):
+            raise ClientError(422, "an option is given twice in the query string")
         if not body:
             raise ClientError(422, "empty body: " + ("send a photo" if path == "/caption" else "send JSON text"))
         if path == "/translate":
             if ctype != "application/json":
                 raise ClientError(415, f"send JSON (Content-Type: application/json), not {ctype or 'no type'}")
             sentences, given = sentences_of(_json(body), self.limits)
-            options = parse_options({**query, **given}, TRANSLATE_OPTIONS, served.defaults)
+            options = parse_options(_merged(query, given), TRANSLATE_OPTIONS, served.defaults)
             return {"sentences": sentences, "options": options}
         image, given = await self._upload(ctype, body, scope)
-        options = parse_options({**query, **given}, CAPTION_OPTIONS, served.defaults)
-        photo = await asyncio.to_thread(prepare_photo, image, served, self.limits)
+        options = parse_options(_merged(query, given), CAPTION_OPTIONS, served.defaults)
+        async with self.preparing:
+            photo = await asyncio.to_thread(prepare_photo, image, served, self.limits)
         return {**photo, "options": options}
 
     async def _upload(self, ctype: str, body: bytes, scope) -> tuple[bytes, dict[str, Any]]:
@@ -235,7 +272,11 @@ class Front:
             try:
                 form = await Request(scope, _replay(body)).form(max_files=2, max_fields=16)
             except Exception as err:  # noqa: BLE001 - python-multipart's errors for a malformed body
-                raise ClientError(422, f"a malformed multipart body ({type(err).__name__})") from None
+                why = getattr(err, "detail", None) or type(err).__name__
+                raise ClientError(422, f"a malformed multipart body ({shown(why, 80)})") from None
+            twice = [k for k in form if len(form.getlist(k)) > 1]
+            if twice:
+                raise ClientError(422, f"the form field {shown(twice[0])} is given twice")
             fields = dict(form)
             upload = fields.pop("image", None)
             if not isinstance(upload, UploadFile):
@@ -254,7 +295,37 @@ class Front:
 
 
 def _json(body: bytes) -> Any:
+    """The body as JSON; ClientError(422) for anything that is not (too deep, a number too long, a key twice)."""
+
+    def no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        twice = [k for k in keys if keys.count(k) > 1]
+        if twice:
+            raise ClientError(422, f"the key {shown(twice[0])} is given twice")
+        return dict(pairs)
+
     try:
-        return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return json.loads(body, object_pairs_hook=no_twice)
+    except (ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors too
         raise ClientError(422, f"the body is not valid JSON ({type(err).__name__})") from None
+
+
+def _merged(query: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """The options of the query string and of the body, refusing one given in both (which should win is a guess)."""
+    both = sorted(set(query) & set(given))
+    if both:
+        raise ClientError(422, f"{shown(both[0])} is given in both the query string and the body")
+    return {**query, **given}
+
+
+def _with_headers(send):
+    """``send`` that adds the security headers to every response start it passes on."""
+
+    async def wrapped(message) -> None:
+        if message["type"] == "http.response.start":
+            names = {k.lower() for k, _ in message.get("headers", [])}
+            extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return wrapped

@@ -5,8 +5,18 @@ with a 4xx status; docs/serve.md lists them)."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
+
+INTEGER = re.compile(r"-?[0-9]{1,6}")
+NUMBER = re.compile(r"-?[0-9]{1,6}(\.[0-9]{1,6})?")
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """A client's value for an error message and the log: its repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class ClientError(Exception):
@@ -28,18 +38,20 @@ class Option:
     help: str
 
     def parse(self, name: str, value: Any) -> int | float:
-        """A JSON value or a form / query string -> the option's value; ClientError(422) naming it otherwise."""
+        """A JSON value or a form / query string -> the option's value; ClientError(422) naming it otherwise. A
+        string must be plain ASCII digits (``"2"``; a number ``"0.5"`` for a float option): no ``" 2 "``, ``"1_0"``
+        or other scripts' digits, which Python's int() would take."""
+        wrong = ClientError(422, f"{name} must be {self._what()}, got {shown(value)}")
         if isinstance(value, str):
-            try:
-                value = int(value) if self.kind is int else float(value)
-            except ValueError:
-                raise ClientError(422, f"{name} must be {self._what()}, got {value!r}") from None
+            if not (INTEGER if self.kind is int else NUMBER).fullmatch(value):
+                raise wrong
+            value = int(value) if self.kind is int else float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ClientError(422, f"{name} must be {self._what()}, got {value!r}")
+            raise wrong
         if self.kind is int and (isinstance(value, float) and not value.is_integer()):
-            raise ClientError(422, f"{name} must be {self._what()}, got {value!r}")
+            raise wrong
         if not math.isfinite(value) or not self.low <= value <= self.high:
-            raise ClientError(422, f"{name} must be {self._what()}, got {value!r}")
+            raise wrong
         return int(value) if self.kind is int else float(value)
 
     def _what(self) -> str:
@@ -66,7 +78,7 @@ def parse_options(given: dict[str, Any], specs: dict[str, Option], defaults: dic
     out = dict(defaults)
     for name, value in given.items():
         if name not in specs:
-            raise ClientError(422, f"unknown option {name!r} (options: {', '.join(specs)})")
+            raise ClientError(422, f"unknown option {shown(name)} (options: {', '.join(specs)})")
         out[name] = specs[name].parse(name, value)
     return out
 
@@ -79,7 +91,10 @@ class Limits:
     max_pixels: int = 89_478_485  # Pillow's decompression-bomb guard (413 above): the same as `caption`'s
     max_sentences: int = 64  # sentences in one /translate request (413 above)
     max_chars: int = 1000  # characters in one sentence (413 above)
-    max_queue: int = 64  # requests in flight in one HTTP process (503 with Retry-After above)
+    max_queue: int = 64  # checked requests waiting for a model worker in one HTTP process (503 with Retry-After above)
+    read_timeout: float = (
+        30.0  # seconds a request's body may take to arrive (408 after): a stalled upload frees its place
+    )
     api_key: str | None = None  # --api-key: every API request must carry it
 
 
@@ -103,4 +118,8 @@ def sentences_of(body: Any, limits: Limits) -> tuple[list[str], dict[str, Any]]:
             raise ClientError(422, f"sentence {i} is empty")
         if len(s) > limits.max_chars:
             raise ClientError(413, f"sentence {i} has {len(s)} characters; at most {limits.max_chars}")
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"): no text, and no answer could carry it
+            raise ClientError(422, f"sentence {i} is not valid Unicode (a lone surrogate)") from None
     return [s.strip() for s in sentences], body

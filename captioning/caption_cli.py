@@ -277,6 +277,8 @@ def model_info(captioner, path: str | Path) -> list[str]:
     enc, dec = model.encoder, model.decoder.cfg
     pre = captioner.preprocess
     resize = "centre square crop" if pre.crop else "whole image squashed to a square (no crop)"
+    if pre.source_side:  # the training photos' own size, which every photo passes through first
+        resize = f"squashed to {pre.source_side} x {pre.source_side} first, as its training photos were"
     lines = [
         f"model:          {path}",
         f"attention:      {dec.attention} (Show-Attend-Tell), {enc.grid} x {enc.grid} regions",

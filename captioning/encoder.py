@@ -59,6 +59,9 @@ class EncoderConfig:
     crop: bool | None = None  # true (null): the centre square; false: the whole image, aspect ratio not kept
     # efficientnet_lite* at stride 8 only: append each region's stride-16 parent's features to its own (fine) ones.
     multiscale: bool = False
+    # the side of the square photos it is trained on (the shared Flickr8k copy: 224): every photo is squashed to it
+    # first, as they were (captioning.preprocess.Preprocess.source_side); null: photos of any size, as they come
+    source_side: int | None = None
 
 
 def preprocess_for(cfg: EncoderConfig) -> Preprocess:
@@ -69,6 +72,7 @@ def preprocess_for(cfg: EncoderConfig) -> Preprocess:
         crop=True if cfg.crop is None else cfg.crop,
         mean=LITE_MEAN if lite else IMAGENET_MEAN,
         std=LITE_STD if lite else IMAGENET_STD,
+        source_side=cfg.source_side,
     )
 
 
@@ -322,6 +326,7 @@ class ImageEncoder(nn.Module):
         image_size: int | None = None,
         crop: bool | None = None,
         multiscale: bool = False,
+        source_side: int | None = None,
     ) -> None:
         super().__init__()
         if backbone not in BACKBONES:
@@ -353,7 +358,8 @@ class ImageEncoder(nn.Module):
         self.body = nn.Sequential(stages).to(memory_format=torch.channels_last)
         self.backbone, self.stride, self.fine_tune = backbone, stride, fine_tune
         self.grid, self.num_regions = int(grid), int(grid) ** 2
-        self.preprocess = preprocess_for(EncoderConfig(backbone, image_size=image_size, crop=crop))
+        self.preprocess = preprocess_for(EncoderConfig(backbone, image_size=image_size, crop=crop,
+                                                       source_side=source_side))  # fmt: skip
         n_stages = len(self.body)
         self._n_frozen = {"none": n_stages, "last": n_stages - 1, "all": 0}[fine_tune]
         # Frozen EfficientNet-Lite without gradients: run a copy with its BatchNorms folded into the convolutions
@@ -378,6 +384,7 @@ class ImageEncoder(nn.Module):
             image_size=cfg.image_size,
             crop=cfg.crop,
             multiscale=cfg.multiscale,
+            source_side=cfg.source_side,
         )
 
     def config(self) -> dict[str, Any]:
@@ -390,6 +397,7 @@ class ImageEncoder(nn.Module):
             "image_size": self.preprocess.image_size,
             "crop": self.preprocess.crop,
             "multiscale": self.multiscale,
+            **({"source_side": self.preprocess.source_side} if self.preprocess.source_side else {}),
         }
 
     def train(self, mode: bool = True) -> ImageEncoder:

@@ -32,6 +32,11 @@ class Preprocess:
     crop: bool = True  # True: centre square of side min(w, h); False: whole image, aspect not kept
     mean: tuple[float, float, float] = IMAGENET_MEAN  # per channel, in 0..1 pixel units
     std: tuple[float, float, float] = IMAGENET_STD
+    # The side of the square photos the model was trained on, when they all had one (the shared Flickr8k copy: 224,
+    # squashed from about 500 x 375): every photo is first squashed to it (bicubic), so a sharp full-size photo looks
+    # like a training photo (the issue's check: 6 CIDEr-D points lost without). None: photos go straight to
+    # image_size. A photo already of that size is unchanged, so training on those copies is too.
+    source_side: int | None = None
 
     def __post_init__(self) -> None:
         # JSON round trips give lists; keep tuples so instances stay hashable and compare equal.
@@ -41,6 +46,8 @@ class Preprocess:
             raise ValueError(f"image_size must be a positive integer, got {self.image_size!r}")
         if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
             raise ValueError(f"mean and std need 3 values (std > 0), got {self.mean}, {self.std}")
+        if self.source_side is not None and (int(self.source_side) != self.source_side or self.source_side < 1):
+            raise ValueError(f"source_side must be a positive integer or None, got {self.source_side!r}")
 
     @property
     def decode_side(self) -> int:
@@ -52,8 +59,9 @@ class Preprocess:
         return 2 * int(self.image_size)
 
     def crop_box(self, width: int, height: int) -> tuple[float, float, float, float]:
-        """(x0, y0, x1, y1) of the original image that the network sees, in pixels."""
-        if not self.crop:
+        """(x0, y0, x1, y1) of the original image that the network sees, in pixels (with ``source_side``: all of
+        it, squashed to a square first, whose centre square is the whole)."""
+        if not self.crop or self.source_side is not None:
             return (0.0, 0.0, float(width), float(height))
         side = min(width, height)
         x0, y0 = (width - side) / 2, (height - side) / 2
@@ -66,6 +74,8 @@ class Preprocess:
         """The (S, S, 3) uint8 square the network sees, before normalising (what the server sends its workers: a
         quarter of the float tensor's bytes)."""
         rgb = to_rgb(img)
+        if self.source_side is not None and rgb.size != (self.source_side, self.source_side):
+            rgb = rgb.resize((self.source_side, self.source_side), Image.Resampling.BICUBIC)  # as the training copies
         size = (self.image_size, self.image_size)
         # Resampling straight from the crop box (instead of resize, then crop on whole pixels)
         # makes crop_box exactly the region seen (PIL's antialiasing filter still blends the
@@ -104,6 +114,11 @@ def to_rgb(img: Image.Image) -> Image.Image:
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(white, rgba).convert("RGB")
     return img.convert("RGB")  # L, 1, P, CMYK, YCbCr, ...
+
+
+# The photo formats read (Pillow's others are not photos, and some hand the bytes to outside programs: EPS to
+# Ghostscript): a file in another format is "not an image file Pillow can read".
+PHOTO_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "PPM", "ICO")  # JPEG covers MPO (phones)
 
 
 class ImageReadError(ValueError):
@@ -148,7 +163,7 @@ def load_photo(
         if p.is_dir():
             raise ImageReadError(f"{src}: is a directory, not an image", "not_image")
     try:
-        with Image.open(p) as img:
+        with Image.open(p, formats=PHOTO_FORMATS) as img:
             width, height = img.size  # as stored, before the EXIF rotation
             # orientations 5-8 turn the picture by 90 degrees (exif_transpose below): the full size's sides swap
             size = (height, width) if img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8) else (width, height)

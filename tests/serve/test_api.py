@@ -24,6 +24,7 @@ from PIL import Image
 FIX = Path(__file__).parent.parent / "fixtures"
 PHOTO = FIX / "images" / "coffee.png"
 KEY = "test-key-123"
+EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n"
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
 def server(models, tmp_path_factory):
     args = ["--caption-model", str(models["caption"]), "--text-model", str(models["text"]), "--max-upload-mb",
             "0.5", "--max-queue", "2", "--max-sentences", "4", "--max-chars", "200", "--api-key", KEY, "--grace",
-            "20"]  # fmt: skip
+            "20", "--read-timeout", "3"]  # fmt: skip
     srv = Server(args, tmp_path_factory.mktemp("log") / "server.log", key=KEY)
     yield srv
     srv.stop()
@@ -146,6 +147,27 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
          422, "not valid JSON"),
         ("translate body not JSON typed", server.request("POST", "/translate", b"ein", {"Content-Type": "text/plain"}),
          415, "JSON"),
+        ("EPS (PostScript: never handed to Ghostscript)", server.request("POST", "/caption", EPS,
+         {"Content-Type": "image/eps"}), 415, "not an image"),
+        ("a number too long to parse", server.request("POST", "/translate", b'{"text": "ein", "beam_size": ' +
+         b"9" * 5000 + b"}", {"Content-Type": "application/json"}), 422, "not valid JSON"),
+        ("JSON nested too deep", server.request("POST", "/translate", b"[" * 5000 + b"]" * 5000,
+         {"Content-Type": "application/json"}), 422, "not valid JSON"),
+        ("a lone surrogate", server.request("POST", "/translate", b'{"text": "ein \\ud800 mann"}',
+         {"Content-Type": "application/json"}), 422, "not valid Unicode"),
+        ("a JSON key twice", server.request("POST", "/translate", b'{"text": "ein", "text": "mann"}',
+         {"Content-Type": "application/json"}), 422, "given twice"),
+        ("a form field twice", server.post_file("/caption", png, {"beam_size": "2", "max_len": "3"},
+                                                field="beam_size"), 422, "given twice"),
+        ("an option in the query and the body",
+         server.post_file("/caption?beam_size=2", png, {"beam_size": "3"}), 422, "in both"),
+        ("a padded number", server.post_file("/caption", png, {"beam_size": " 2 "}), 422, "beam_size"),
+        ("a long unknown option is cut in the message", server.post_file("/caption", png, {"x" * 500: "1"}), 422,
+         "..."),
+        ("no such path", server.get("/nope"), 404, "Not Found"),
+        ("a trailing slash (no redirect)", server.post_file("/caption/", png), 404, "Not Found"),
+        ("a wrong method", server.request("PUT", "/caption", b"x", {"Content-Type": "image/png"}), 405, "Method"),
+        ("the CDN-loading docs page is off", server.get("/docs", key=False), 404, "Not Found"),
         ("no API key", server.post_file("/caption", png, key=False), 401, "API key"),
         ("a wrong API key", server.request("GET", "/info", headers={"X-API-Key": "nope"}, key=False), 401, "API key"),
     ]  # fmt: skip
@@ -164,6 +186,7 @@ def test_every_bad_request_is_a_json_4xx_naming_it_and_one_log_line(server):
     time.sleep(0.5)
     log = server.log.read_text()
     assert log.count("attention-serve: 4") - before == len(cases) and "Traceback" not in log
+    assert max(len(line) for line in log.splitlines()) < 400  # a client's long value is cut, in the log too
     assert server.post_file("/caption", PHOTO.read_bytes())[0] == 200  # still serving
 
 
@@ -176,9 +199,9 @@ def test_the_page_is_self_contained_behind_a_content_security_policy(server):
 
 
 def test_a_full_queue_answers_503_with_retry_after(server):
-    """--max-queue 2: two requests whose bodies are still coming hold both places; the third is told to retry."""
+    """--max-queue 2: eight uploads still arriving (4 x the queue) hold every place; the next is told to retry."""
     held = []
-    for _ in range(2):
+    for _ in range(8):
         s = socket.create_connection(("127.0.0.1", server.port))
         s.sendall(f"POST /caption HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY}\r\nContent-Type: image/png\r\n"
                   "Content-Length: 1000\r\n\r\nabc".encode())  # fmt: skip
@@ -186,12 +209,33 @@ def test_a_full_queue_answers_503_with_retry_after(server):
     time.sleep(0.5)
     try:
         status, head, body = server.post_file("/caption", PHOTO.read_bytes())
-        assert status == 503 and head.get("retry-after") == "1" and "--max-queue" in body["error"]
+        assert status == 503 and head.get("retry-after") == "1" and "uploads arriving" in body["error"]
     finally:
         for s in held:
             s.close()
     time.sleep(0.5)
     assert server.post_file("/caption", PHOTO.read_bytes())[0] == 200  # the places are free again
+
+
+def test_a_stalled_upload_is_a_408_after_the_read_timeout(server):
+    """--read-timeout 3: a body that stops arriving frees its place with a 408, in JSON."""
+    s = socket.create_connection(("127.0.0.1", server.port))
+    try:
+        s.sendall(f"POST /translate HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\n"
+                  "Content-Length: 100\r\n\r\n{\"te".encode())  # fmt: skip
+        s.settimeout(20)
+        start = time.monotonic()
+        reply = s.recv(4096).decode()
+    finally:
+        s.close()
+    assert reply.startswith("HTTP/1.1 408") and '"status": 408' in reply and 2.5 < time.monotonic() - start < 15
+
+
+def test_every_answer_carries_the_security_headers(server):
+    status, head, _ = server.post_file("/caption", PHOTO.read_bytes())
+    assert status == 200 and head["x-content-type-options"] == "nosniff" and head["cache-control"] == "no-store"
+    status, head, _ = server.post_file("/caption", PHOTO.read_bytes(), key=False)
+    assert status == 401 and head["www-authenticate"] == "Bearer"
 
 
 def test_a_stop_answers_the_requests_in_flight_and_exits_0(server):
