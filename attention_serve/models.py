@@ -33,26 +33,19 @@ def _details(lines: list[str]) -> dict[str, str]:
 
 
 def caption_path(value: str | None) -> Path | None:
-    """``--caption-model``: None -> the bundled Flickr8k model; ``none`` -> not served; ``shapes`` / ``flickr8k`` ->
-    that bundled model; else a file."""
-    from captioning.caption_cli import BUNDLED_MODEL, MODEL_NAMES
+    """``--caption-model``: ``none`` -> not served; else as ``caption --model`` resolves it (None: the bundled
+    Flickr8k model; ``shapes`` / ``flickr8k``: that bundled model; else a file)."""
+    from captioning.bundled import model_path
 
-    if value == "none":
-        return None
-    if value is None:
-        return BUNDLED_MODEL
-    if value in MODEL_NAMES and not Path(value).exists():
-        return MODEL_NAMES[value]
-    return Path(value)
+    return None if value == "none" else model_path(value)
 
 
 def text_path(value: str | None) -> Path | None:
-    """``--text-model``: None -> the bundled German -> English model; ``none`` -> not served; else a file."""
-    from text_attn.translation.translate_cli import BUNDLED_MODEL
+    """``--text-model``: ``none`` -> not served; else as ``translate --model`` resolves it (None: the bundled
+    German -> English model; a bundled model's name; else a file)."""
+    from text_attn.translation.bundled import model_path
 
-    if value == "none":
-        return None
-    return BUNDLED_MODEL if value is None else Path(value)
+    return None if value == "none" else model_path(value)
 
 
 def load_caption(path: Path) -> Served:

@@ -133,7 +133,7 @@ def _load_captioner(args: argparse.Namespace):
     from captioning.captioner import Captioner
     from text_attn.core.modelfile import ModelFileError
 
-    path = model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
+    path = _model_file(args)
     if Path(path) in MODEL_NAMES.values() and not Path(path).is_file():
         fail(
             "caption",
@@ -386,9 +386,14 @@ def caption_main(argv: list[str] | None = None) -> int:
     return _caption_collection(captioner, args)
 
 
+def _model_file(args: argparse.Namespace) -> Path:
+    """The model file this run reads: --model (a path or a bundled name), else the bundled one --demo asks for."""
+    return model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
+
+
 def _model_files(args: argparse.Namespace) -> list[str]:
     """The model file this run reads (an input too: no output may replace it) and, for --demo, its photos."""
-    files = [str(model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes"))]
+    files = [str(_model_file(args))]
     if args.demo == "photo":
         files += [str(p) for p in DEMO_PHOTOS]
     return files

@@ -16,6 +16,7 @@ import pytest
 import torch
 from helpers.attacks import code_checkpoint, constructor_library, serving
 from helpers.tiny_captioner import tiny_model_file
+from helpers.tiny_translator import tiny_word_model_file
 
 from captioning.caption_cli import caption_main
 from captioning.export import export_main as caption_export
@@ -53,14 +54,7 @@ def cap_model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def text_model(tmp_path_factory) -> Path:
-    from text_attn.core.vocab import Vocabulary
-    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
-    from text_attn.translation.translator import Translator
-
-    vocab = Vocabulary.build([["ein", "mann", "a", "man"]])
-    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
-                        dec_hidden=8, attn_dim=8)  # fmt: skip
-    return Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(tmp_path_factory.mktemp("t") / "text.pt")
+    return tiny_word_model_file(tmp_path_factory.mktemp("t") / "text.pt")
 
 
 # --- 1. checkpoints never unpickle code --------------------------------------------------------------------------
