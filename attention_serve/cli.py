@@ -165,18 +165,13 @@ def json_errors(app) -> None:
 
 
 def caption_note(served) -> str:
-    what = served.extra.get("domain") or "its training images"
-    note = f"this photo looks unlike what the model was trained on ({what}): its caption is a guess"
-    if served.extra.get("bundled") == "flickr8k":
-        note += "; the bundled model knows Flickr8k's everyday photographs (people, dogs, outdoor scenes)"
-    return note
+    """The note on a photo the model flags: the model's own (Captioner.note), as ``caption`` writes it."""
+    return served.extra["note"]
 
 
 def text_note(served) -> str:
-    note = "this sentence looks unlike the text the model was trained on: its translation may be wrong"
-    if served.extra.get("bundled"):
-        note += " (the bundled model translates German descriptions of everyday scenes, Multi30k's, into English)"
-    return note
+    """The note on a sentence the model flags: the model's own (Translator.note), as ``translate`` shows it."""
+    return served.extra["note"]
 
 
 def _stop_gracefully(grace: float) -> None:

@@ -63,7 +63,8 @@ def load_caption(path: Path) -> Served:
         "decoding": defaults,
         "info": captioner.info,
     }
-    extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled}
+    extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled,
+             "note": captioner.note()}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)
 
 
@@ -81,7 +82,8 @@ def load_text(path: Path) -> Served:
         "decoding": defaults,
         "info": translator.info,
     }
-    return Served(Path(path), name, defaults, info, {"arch": translator.arch, "bundled": Path(path) == BUNDLED_MODEL})
+    extra = {"arch": translator.arch, "bundled": Path(path) == BUNDLED_MODEL, "note": translator.note()}
+    return Served(Path(path), name, defaults, info, extra)
 
 
 def load(caption: str | None, text: str | None) -> tuple[Served | None, Served | None]:

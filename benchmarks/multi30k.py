@@ -93,6 +93,8 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
     cmd += ["--trainer.enable_progress_bar", "false"]
     if args.quick:
         cmd += QUICK
+    if args.max_time:
+        cmd += ["--trainer.max_time", args.max_time]
     seconds = run_stage(f"fit-{name}", cmd, args.logs)
     minutes_file.write_text(f"{seconds / 60:.2f}\n")
     (args.out / name / "trained_on.txt").write_text(f"{device()}\n")
@@ -366,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default="none,bahdanau,luong,transformer", help=f"comma-separated: {', '.join(MODELS)}")
     p.add_argument("--retrain", action="store_true", help="train models whose model file exists again")
     p.add_argument("--quick", action="store_true", help="a smoke run: 2,000 pairs, 2 minutes a model, 200 test")
+    p.add_argument("--max-time", metavar="DD:HH:MM:SS", help="each fit's time budget instead of its config's")
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     p.add_argument("--plot", type=Path, help="also draw BLEU (tok.) by source length to this PNG")
     p.add_argument("--bundle", action="store_true", help=f"write the best German -> English model to {BUNDLED}")

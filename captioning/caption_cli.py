@@ -15,6 +15,7 @@ already holds a caption for are skipped and the rest appended. A record:
      "score": log-probability of the caption (beam: / length**length_penalty),
      "truncated": true when the caption hit --max-len before its end (it is cut off),
      "out_of_domain": true when the image looks unlike the model's training images (null: the model cannot tell),
+     "note": what the model knows, when out_of_domain ("this photo looks unlike the Flickr8k photos ..."), else null,
      "grid": [g, g], "size": [W, H]        (the image as captioned: after its EXIF rotation),
      "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
      "chosen": [region per word] | null (a hard-attention model's attended region, row-major; null for soft),
@@ -160,7 +161,7 @@ def _unique_stem(name: str, used: set[str]) -> str:
 
 
 def _record(name: str, error: str | None = None) -> dict[str, Any]:
-    keys = ("caption", "score", "truncated", "out_of_domain", "grid", "size", "crop_box", "chosen", "overlay")
+    keys = ("caption", "score", "truncated", "out_of_domain", "note", "grid", "size", "crop_box", "chosen", "overlay")
     return {"image": name, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
 
 
@@ -193,6 +194,7 @@ def caption_items(
         rec = _record(name)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
         rec.update(score=round(score, 6), truncated=truncated, out_of_domain=unfamiliar)
+        rec["note"] = captioner.note() if unfamiliar else None
         if nbest is not None:
             rec["n_best"] = [{"caption": " ".join(w), "score": round(sc, 6)} for w, sc in nbest]
         rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
@@ -267,7 +269,8 @@ def _demo_photos(captioner, args: argparse.Namespace) -> int:
         emit("caption", json.dumps(records))
     else:
         for rec in records:
-            emit("caption", f"photo:   {rec['image']}\ncaption: {rec['caption']}\noverlay: {rec['overlay']}")
+            note = f"\nnote:    {rec['note']}" if rec.get("note") else ""
+            emit("caption", f"photo:   {rec['image']}\ncaption: {rec['caption']}{note}\noverlay: {rec['overlay']}")
     return 1 if any(rec["error"] for rec in records) else 0
 
 
@@ -577,11 +580,10 @@ def _drop_handover_noise() -> None:
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:
-    what = captioner.domain or "its training images"
-    note = f"{far} image(s) look unlike what this model was trained on ({what}): their captions are guesses"
+    note = f"{far} image(s) look unlike {captioner.known()}: their captions may be wrong"
     if args.model is None:
         note += (
-            "; the bundled model knows Flickr8k's everyday photographs (people, dogs, outdoor scenes): for other "
-            "images train a model with caption-train (docs/captioning.md: Train a captioner) and pass it with --model"
+            "; for other images train a model with caption-train (docs/captioning.md: Train a captioner) and pass it "
+            "with --model"
         )
     return note

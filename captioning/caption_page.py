@@ -37,6 +37,7 @@ CAPTION_CSS = """
 .controls { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; font-size: 13px; color: var(--muted); }
 .controls input[type=range] { width: 120px; vertical-align: middle; }
 .info { min-height: 2.6em; }
+.note { color: #92400e; font-size: 13px; margin: 0 0 8px; }
 """
 
 CAPTION_JS = r"""
@@ -151,9 +152,10 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None)
     head = f"<h2>{index}. {escape(record['image'])}"
     if record.get("truncated"):
         head += " &middot; cut off at --max-len"
-    if record.get("out_of_domain"):
-        head += " &middot; looks unlike the model&#x27;s training images"
     head += "</h2>"
+    if record.get("out_of_domain"):  # the model's own note: what it learned from
+        note = record.get("note") or "this image looks unlike the model's training images"
+        head += f'<p class="note">{escape(note)}</p>'
     error = f'<p class="error">{escape(record["error"])}</p>' if record.get("error") else ""
     if image is None or record.get("grid") is None:  # not captioned: the image could not be read
         return f'<section class="item cap" id="i{index}">{head}{error}</section>'

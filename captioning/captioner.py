@@ -18,7 +18,7 @@ from PIL import Image
 from torch import Tensor
 
 from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
-from captioning.domain import far_from_domain
+from captioning.domain import far_from_domain, valid_check
 from captioning.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
 from captioning.model import CaptionModel
 from captioning.preprocess import Preprocess
@@ -49,14 +49,16 @@ class Captioner:
         domain_check: dict | None = None,
         info: dict | None = None,
     ):
-        """domain: what the model was trained on, in words (e.g. "synthetic shapes"); domain_check: the centre of its
-        training images' mean region features and a radius (captioning.domain), to tell images far from them;
+        """domain: what the model was trained on, in words (e.g. "synthetic shapes"); domain_check: prototypes of its
+        training images' features and a threshold calibrated on held-out ones (captioning.domain), to tell images far
+        from them (``domain_about``, what the training photos show in words, completes the note: :meth:`note`);
         info: JSON-able facts about the model for people (its training data and their terms, test scores, ...),
         stored in the model file and printed by ``caption --model-info``."""
         if model.decoder.cfg.vocab_size != len(vocab):
             raise ValueError(f"decoder vocab_size {model.decoder.cfg.vocab_size} != vocabulary size {len(vocab)}")
         self.model, self.vocab = model, vocab
         self.domain, self.domain_check = domain, domain_check
+        self.domain_about: str | None = None  # e.g. "people, dogs, outdoor scenes": what the training photos show
         self.info: dict = dict(info or {})
 
     @classmethod
@@ -110,6 +112,7 @@ class Captioner:
                 "preprocess": asdict(model.encoder.preprocess),
                 **({"domain": self.domain} if self.domain else {}),
                 **({"domain_check": self.domain_check} if self.domain_check else {}),
+                **({"domain_about": self.domain_about} if self.domain_about else {}),
                 **({"info": self.info} if self.info else {}),
                 **({"encoder_weights": {"from": "imagenet", "sha256": shipped}} if shipped else {}),
             },
@@ -141,7 +144,12 @@ class Captioner:
             missing, unexpected = model.load_state_dict(data["state_dict"], strict=not shipped)
             if unexpected or any(not k.startswith("encoder.") for k in missing):
                 raise ValueError(f"weights do not fit: missing {missing[:2]}, unexpected {unexpected[:2]}")
-            captioner = cls(model, vocab, data.get("domain"), data.get("domain_check"), data.get("info"))
+            check = data.get("domain_check")
+            if check is not None and not valid_check(check):
+                raise ValueError("its domain check is not one this toolkit writes")
+            captioner = cls(model, vocab, data.get("domain"), check, data.get("info"))
+            about = data.get("domain_about")
+            captioner.domain_about = about if isinstance(about, str) else None
         except EncoderWeightsError as err:
             raise ModelFileError(f"{str(path)!r}: {err}") from None
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
@@ -283,6 +291,20 @@ class Captioner:
         if not self.domain_check:
             return None
         return far_from_domain(self.domain_check, features, images)
+
+    def known(self) -> str:
+        """What the model learned from, in words for its notes: "the Flickr8k photos the model learned from (people,
+        dogs, outdoor scenes)"."""
+        about = f" ({self.domain_about})" if self.domain_about else ""
+        if self.domain_check and self.domain_check.get("photos") and self.domain:
+            return f"the {self.domain} photos the model learned from{about}"
+        return f"what the model learned from ({self.domain or 'its training images'}){about}"
+
+    def note(self) -> str:
+        """The note on a photo :meth:`out_of_domain` flags, saying what the model knows (one sentence; ``caption``,
+        its JSON records and HTML report, and the server's answers all show this one)."""
+        photos = bool(self.domain_check and self.domain_check.get("photos"))
+        return f"this {'photo' if photos else 'image'} looks unlike {self.known()}: the caption may be wrong"
 
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
         """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is

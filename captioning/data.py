@@ -188,13 +188,15 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     @property
     def domain_check(self) -> dict | None:
-        """Where the cached train features lie (captioning.domain.domain_check), computed once when first asked;
+        """Prototypes of the cached train features and a threshold set on the cached val features (or, when val is
+        not cached, on a tenth of train held out) (captioning.domain.domain_check), computed once when first asked;
         None while the train split is not cached. Cached splits never change, so neither does this."""
         train = self.features.get("train")
         if train is None or len(train) < 2:
             return None
         if self._domain_check is None:  # every source but the synthetic shapes is photographs
-            self._domain_check = domain_check(train, photos=self.hparams.source != "shapes")
+            val = self.features.get("val")
+            self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes")
         return self._domain_check
 
     # --- loading ------------------------------------------------------------------------------------------------------

@@ -54,7 +54,9 @@ def test_demo_captions_the_bundled_photos_in_real_words(capsys, tmp_path):
     for rec in records:
         assert 3 <= len(rec["words"]) <= 30 and "<unk>" not in rec["words"]
         assert all(w in vocab for w in rec["words"])
-        assert rec["out_of_domain"] is False  # photos are what it knows
+        # none is of Flickr8k's world; the check misses the astronaut's portrait (a person: docs/captioning.md)
+        assert rec["out_of_domain"] is not rec["image"].endswith("astronaut.png"), rec["image"]
+        assert rec["note"] == (Captioner.load().note() if rec["out_of_domain"] else None)
         assert len(rec["attention"]) == len(rec["words"])
         with Image.open(rec["overlay"]) as im:
             assert im.width > im.height > 0
@@ -76,7 +78,8 @@ def test_photo_of_any_shape_is_captioned_as_trained(photo_model, capsys, tmp_pat
         assert rec["crop_box"] == [0, 0, *rec["size"]] and rec["words"]
 
 
-def test_out_of_domain_flag_is_off_for_photos_and_on_for_shapes_blank_and_screenshots(photo_model):
+def test_out_of_domain_flag_is_on_for_photos_far_from_flickr8k_shapes_blank_and_screenshots(photo_model):
+    # the fixtures' photos (astronaut, camera, chelsea, coffee): only the astronaut's portrait passes the feature check
     photos = [Image.open(p).convert("RGB") for p in sorted(IMAGES.glob("*.png"))]
     shapes = [make_scene(random.Random(s), size=224).image for s in range(3)]
     blank = [Image.new("RGB", (300, 200), c) for c in ("white", "black", (120, 120, 120))]
@@ -89,7 +92,11 @@ def test_out_of_domain_flag_is_off_for_photos_and_on_for_shapes_blank_and_screen
     with torch.no_grad():
         feats = photo_model.encode(torch.stack([photo_model.preprocess(im) for im in images]))
     flags = photo_model.out_of_domain(feats, images)  # the features' check, then the pixels' (photo_check)
-    assert flags == [False] * len(photos) + [True] * (len(images) - len(photos))
+    names = [p.stem for p in sorted(IMAGES.glob("*.png"))]
+    assert flags[: len(photos)] == [name != "astronaut" for name in names], names
+    assert flags[len(photos) :] == [True] * (len(images) - len(photos))
+    assert photo_model.note() == ("this photo looks unlike the Flickr8k photos the model learned from (people, dogs, "
+                                  "outdoor scenes): the caption may be wrong")  # fmt: skip
 
 
 # --- the shapes model -------------------------------------------------------------------------------------------------
@@ -117,7 +124,7 @@ def test_demo_shapes_captions_fresh_scenes_correctly(capsys, tmp_path):
 
 def test_shapes_model_says_when_an_image_is_not_a_shapes_scene(capsys):
     captioner = Captioner.load(caption_cli.SHAPES_MODEL)
-    assert captioner.domain == "synthetic shapes" and captioner.domain_check["radius"] > 0
+    assert captioner.domain == "synthetic shapes" and captioner.domain_check["threshold"] > 0
     scene = make_scene(random.Random(11), size=128).image
     photos = [Image.open(p).convert("RGB") for p in sorted(IMAGES.glob("*.png"))]
     with torch.no_grad():

@@ -71,11 +71,11 @@ def test_json_schema(capsys, model_file):
     records = run_json(capsys, model_file, *PHOTOS, "--beam-size", "1")
     assert len(records) == 4
     keys = {"image", "caption", "words", "attention", "grid", "size", "crop_box", "chosen", "overlay", "error"}
-    keys |= {"score", "truncated", "out_of_domain"}
+    keys |= {"score", "truncated", "out_of_domain", "note"}
     for rec, path in zip(records, PHOTOS, strict=True):
         assert set(rec) == keys
         assert rec["score"] < 0 and rec["truncated"] is True  # untrained, --max-len 6: every caption is cut off
-        assert rec["out_of_domain"] is None  # a model file without a domain check cannot tell
+        assert rec["out_of_domain"] is None and rec["note"] is None  # a model file without a domain check cannot tell
         assert rec["image"] == path and rec["error"] is None and rec["overlay"] is None
         assert rec["chosen"] is None  # a soft-attention model has no single chosen region
         assert rec["caption"] == " ".join(rec["words"])

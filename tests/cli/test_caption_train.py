@@ -55,7 +55,8 @@ def test_fit_caches_features_and_writes_a_loadable_model_file(fitted, capsys):
     model = captioner.model
     assert captioner.vocab == dm.vocab
     # what it was trained on, and where the (cached) training features lie: caption's out-of-domain note
-    assert captioner.domain == "synthetic shapes" and len(captioner.domain_check["centre"]) == 512
+    # prototypes of the 32 training images' features (no more than there are), the threshold set on val's
+    assert captioner.domain == "synthetic shapes" and captioner.domain_check["prototypes"].shape == (32, 512)
     assert captioner.out_of_domain(dm.features["train"][:8].float()) == [False] * 8
     assert model.encoder.config()["grid"] == 4 and model.decoder.cfg.hidden_dim == 32
     # the file holds the trained weights: same decoder parameters as the module after fit

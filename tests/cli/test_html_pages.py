@@ -119,6 +119,34 @@ def test_words_are_escaped_in_the_html_and_in_the_embedded_json():
     assert '<span class="w" data-t="1">&lt;/script&gt;&lt;b&gt;</span>' in html and "a&lt;b&gt;.png" in html
 
 
+def test_the_models_notes_show_under_the_heading_escaped():
+    record = {"image": "x.png", "words": ["a"], "attention": [[0.25] * 4], "grid": [2, 2], "size": [40, 30],
+              "crop_box": [0, 0, 40, 30], "chosen": None, "error": None, "out_of_domain": True,
+              "note": "this photo looks unlike <the> photos"}  # fmt: skip
+    html = image_section(1, record, Image.new("RGB", (40, 30), "red"))
+    assert '</h2><p class="note">this photo looks unlike &lt;the&gt; photos</p>' in html
+    assert 'class="note"' not in image_section(1, {**record, "out_of_domain": False}, Image.new("RGB", (40, 30)))
+    from text_attn.translation.alignment_page import sentence_section
+    from text_attn.translation.translator import Translation
+
+    tr = Translation(source=["ein", "hund"], tokens=["a", "dog"], text="a dog", attention=None, unknown=[])
+    html = sentence_section(3, tr, None, "this sentence looks unlike <German> text")
+    assert '<h2>input 3</h2><p class="note">this sentence looks unlike &lt;German&gt; text</p>' in html
+    assert 'class="note"' not in sentence_section(3, tr, None)
+
+
+def test_translate_report_notes_the_inputs_unlike_the_training_text(tmp_path):
+    from helpers.multi30k import DE, EN
+    from helpers.tiny_translator import tiny_subword_model_file
+
+    model = tiny_subword_model_file(tmp_path)
+    page = tmp_path / "r.html"
+    assert translate_main(["--model", str(model), "--max-len", "4", "--html", str(page), DE[0], EN[1]]) == 0
+    html = page.read_text(encoding="utf-8")
+    note = escape(Translator.load(model).note())
+    assert html.count(f'<p class="note">{note}</p>') == 1 and html.index(note) > html.index("input 2")
+
+
 def test_caption_page_has_one_section_per_image_and_nothing_from_the_network(caption_page):
     html = caption_page.read_text()
     found = sections(caption_page)

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import torch
+from helpers.multi30k import DE
 from helpers.one_line import refused
 from helpers.tiny_translator import tiny_subword_model_file
 
@@ -150,7 +151,8 @@ def test_ctrl_c_ends_with_the_notes_and_one_line_and_keeps_what_was_written(mode
         return real(self, *a, **k)
 
     monkeypatch.setattr(Translator, "translate_tokens", interrupted)
-    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund.\nEine Frau.\nEin Kind.\n"))
+    # the corpus's val lines: like its training text (no note on them)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{DE[1]}\n{DE[0]}\n"))
     out = tmp_path / "out.txt"
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(model_file), "--batch-size", "2", "--output", str(out), "--max-len", "3"])

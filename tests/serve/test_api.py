@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.server import Server
-from helpers.tiny_captioner import tiny_model_file
+from helpers.tiny_captioner import flag_every_photo, tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 from PIL import Image
 
@@ -30,7 +30,14 @@ EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n"
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("models")
-    return {"caption": tiny_model_file(folder / "caption.pt"), "text": tiny_word_model_file(folder / "text.pt")}
+    from text_attn.translation.source_check import source_check
+    from text_attn.translation.translator import Translator
+
+    flag_every_photo(tiny_model_file(folder / "caption.pt"))  # the note's whole path runs
+    text = Translator.load(tiny_word_model_file(folder / "text.pt"))
+    text.source_check = source_check(["ein mann", "ein hund", "der mann"] * 5, ["ein mann", "ein hund"], "de")
+    text.save(folder / "text.pt")
+    return {"caption": folder / "caption.pt", "text": folder / "text.pt"}
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +93,8 @@ def test_health_info_and_the_openapi_page(server):
 
 
 def test_a_caption_equals_the_in_process_captioner_in_every_upload_form(server, models):
+    from captioning.captioner import Captioner
+
     data = PHOTO.read_bytes()
     status, _, rec = server.post_file("/caption", data, {"beam_size": "2"})
     assert status == 200, rec
@@ -98,6 +107,8 @@ def test_a_caption_equals_the_in_process_captioner_in_every_upload_form(server, 
     assert rec["size"] == [width, height] and rec["model"] == "caption.pt"
     side = min(width, height)
     assert rec["crop_box"] == [(width - side) / 2, (height - side) / 2, (width + side) / 2, (height + side) / 2]
+    assert rec["out_of_domain"] is True and rec["note"] == Captioner.load(models["caption"]).note()
+    assert rec["note"] == "this image looks unlike what the model learned from (a tiny world): the caption may be wrong"
     raw = server.request("POST", "/caption?beam_size=2", data, {"Content-Type": "image/png"})
     as_json = server.post_json("/caption", {"image": base64.b64encode(data).decode(), "beam_size": 2})
     for status, _, other in (raw, as_json):
@@ -117,6 +128,12 @@ def test_sentences_equal_the_in_process_translator(server, models):
         np.testing.assert_allclose(a, e.attention.numpy(), atol=1e-4)
     status, _, one = server.post_json("/translate", {"text": "ein mann"})
     assert status == 200 and len(one["translations"]) == 1
+    # the model's note on a sentence unlike its training text (English here), as translate shows it
+    assert res["translations"][0]["unlike_source"] is False and res["translations"][0]["note"] is None
+    status, _, other = server.post_json("/translate", {"text": "the quick brown fox jumps over it"})
+    assert status == 200 and other["translations"][0]["unlike_source"] is True
+    assert other["translations"][0]["note"] == Translator.load(models["text"]).note()
+    assert "the German text the model learned from" in other["translations"][0]["note"]
 
 
 def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:

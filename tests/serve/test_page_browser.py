@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from helpers.browser import MISSING, find_chromium
 from helpers.server import Server
-from helpers.tiny_captioner import tiny_model_file
+from helpers.tiny_captioner import flag_every_photo, tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 from PIL import Image
 
@@ -26,7 +26,7 @@ def server(tmp_path_factory):
     if find_chromium() is None:  # under CI (.ci/run installs chromium) a missing browser fails, never skips
         pytest.fail(MISSING) if os.environ.get("CI") else pytest.skip(MISSING)
     folder = tmp_path_factory.mktemp("models")
-    args = ["--caption-model", str(tiny_model_file(folder / "caption.pt")), "--text-model",
+    args = ["--caption-model", str(flag_every_photo(tiny_model_file(folder / "caption.pt"))), "--text-model",
             str(tiny_word_model_file(folder / "text.pt")), "--max-upload-mb", "0.5", "--host", "0.0.0.0"]  # fmt: skip
     srv = Server(args, folder / "server.log")
     # every address, no key: the server says once that anyone who can reach it can use it
@@ -56,6 +56,11 @@ def test_upload_a_photo_read_its_caption_and_hover_a_word(server, tmp_path):
         page.wait_for_function("document.querySelector('#cap-out section').dataset.shown === '0'")
         assert _canvas(page) != before  # the word's attention is drawn over the photo
         assert "word 1 of" in page.locator("#cap-out .info").inner_text()
+        # the model's note on a photo unlike its training photos, shown beside the caption
+        assert (
+            "looks unlike what the model learned from (a tiny world)"
+            in page.locator("#cap-out .note").first.inner_text()
+        )
         page.keyboard.press("ArrowRight")  # the reports' keys step through the words
         if words.count() > 1:
             page.wait_for_function("document.querySelector('#cap-out section').dataset.shown === '1'")

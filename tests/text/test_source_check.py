@@ -14,7 +14,16 @@ from helpers.tiny_translator import tiny_subword_model_file
 
 from text_attn.core.modelfile import ModelFileError
 from text_attn.translation.data import TranslationDataModule
-from text_attn.translation.source_check import MARGIN, line_score, source_check, trigrams, unlike_source
+from text_attn.translation.source_check import (
+    MARGIN,
+    line_score,
+    source_check,
+    trigrams,
+    unlike_source,
+    word_profile,
+    word_score,
+    words_of,
+)
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
@@ -53,7 +62,8 @@ def test_a_corpus_data_module_makes_the_check_and_a_synthetic_one_none(tmp_path)
     dm = TranslationDataModule(task="pair", root=str(write_corpus(tmp_path / "c")), src_lang="de", tgt_lang="en")
     dm.setup("fit")
     assert dm.source_check["lang"] == "de"
-    assert not any(unlike_source(dm.source_check, s) for s in DE) and unlike_source(dm.source_check, EN[0])
+    # its val lines pass (a tiny corpus's other lines may hold words rarer than any val line's: the word part)
+    assert not any(unlike_source(dm.source_check, s) for s in DE[:2]) and unlike_source(dm.source_check, EN[0])
     synthetic = TranslationDataModule(task="reorder", train_size=20, val_size=4, test_size=4)
     synthetic.setup("fit")
     assert synthetic.source_check is None
@@ -85,20 +95,23 @@ def test_translate_notes_the_inputs_unlike_the_training_text(model_file, capsys,
     out = capsys.readouterr()
     assert len(out.out.splitlines()) == 4  # every input is still translated
     notes = [line for line in out.err.splitlines() if "looks unlike" in line or "look unlike" in line]
-    assert notes == ["translate: note: inputs 2, 4 look unlike the German text this model was trained on: their "
+    assert notes == ["translate: note: inputs 2, 4 look unlike the German text the model learned from: their "
                      "translations may be wrong"], out.err  # fmt: skip
 
 
 def test_model_info_says_the_model_checks_its_input(model_file, capsys):
     assert translate_main(["--model", str(model_file), "--model-info"]) == 0
-    assert "input check:    notes input unlike its training German text\n" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert (
+        "input check:    notes input unlike the German text the model learned from, by its language and words\n" in out
+    )
 
 
 def test_the_note_names_the_first_ten_and_counts_the_rest(model_file, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n" + f"{EN[1]}\n" * 12))
     assert translate_main(["--model", str(model_file), "--max-len", "2", "--batch-size", "5"]) == 0
     err = capsys.readouterr().err
-    assert "inputs 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more look unlike the German text" in err
+    assert "inputs 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more look unlike the German text the model learned from" in err
 
 
 def test_after_ctrl_c_the_note_names_only_the_inputs_written(model_file, tmp_path, capsys, monkeypatch):
@@ -119,7 +132,7 @@ def test_after_ctrl_c_the_note_names_only_the_inputs_written(model_file, tmp_pat
     assert exc.value.code == 130
     err = capsys.readouterr().err.splitlines()
     assert err[-2:] == [
-        "translate: note: input 2 looks unlike the German text this model was trained on: the translation may be wrong",
+        "translate: note: input 2 looks unlike the German text the model learned from: the translation may be wrong",
         f"translate: interrupted after 2 sentence(s) in {out}",
     ], err
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2
@@ -133,3 +146,59 @@ def test_an_unlike_input_too_long_for_memory_is_still_refused(model_file, capsys
     assert translate_main(["--model", str(model_file), "--beam-size", "8", "--max-len", "30"]) == 1
     err = capsys.readouterr().err
     assert "input 2:" in err and "split it into sentences" in err and "unlike" not in err
+
+
+def test_the_word_profile_is_add_half_smoothed_log_probabilities_by_hand():
+    words = word_profile(["A b.", "a 12 c-d"])  # words: a, b, a, c-d (numbers and punctuation left out)
+    total = 4 + 0.5 * (3 + 1)  # 4 words, 3 kinds, and room for the unseen
+    assert words["logp"] == pytest.approx({"a": math.log(2.5 / total), "b": math.log(1.5 / total),
+                                           "c-d": math.log(1.5 / total)}, abs=1e-3)  # fmt: skip
+    assert words["floor"] == pytest.approx(math.log(0.5 / total), abs=1e-3)
+    assert word_score(words, "A zebra!") == pytest.approx(
+        -(math.log(2.5 / total) + math.log(0.5 / total)) / 2, abs=2e-3
+    )
+    assert word_score(words, "42 ?") == 0.0 and words_of("Ein Auto-Bahn, 3 Kinder's") == [
+        "ein",
+        "auto-bahn",
+        "kinder's",
+    ]
+    assert word_profile(["1 2 3"]) is None
+
+
+def test_both_parts_together_flag_at_most_two_percent_of_val_and_unseen_words_are_flagged():
+    train = [f"ein mann {w} hund" for w in "und der die das mit auf im am".split()] * 20
+    # 100 val lines of the training text's world, 4 of them with a word it never had, one of those in English
+    val = [f"ein mann {w} hund" for w in "und der die das mit auf im am".split()] * 12 + [
+        "ein mann und ein zebra",
+        "ein mann und ein kamel",
+        "der hund und der wal",
+        "the man walks the dog",
+    ]
+    check = source_check(train, val, "de")
+    assert len(val) == 100 and sum(unlike_source(check, line) for line in val) <= 2  # int(100 x 2%)
+    assert unlike_source(check, "the man walks the dog")  # the language part
+    assert unlike_source(check, "die bundesregierung beschloss ein gesetz")  # German words the corpus never had
+    assert not unlike_source(check, "ein mann mit hund")
+
+
+def test_model_files_keep_the_word_part_and_older_files_without_it_still_check_the_language(model_file, tmp_path):
+    data = torch.load(model_file, weights_only=True)
+    assert "words" in data["source_check"] and data["source_check"]["words"]["threshold"] > 0
+    data["source_check"] = {k: v for k, v in data["source_check"].items() if k != "words"}  # a file from before
+    torch.save(data, tmp_path / "older.pt")
+    older = Translator.load(tmp_path / "older.pt")
+    assert older.unlike_source(EN[1]) is True and older.unlike_source(DE[1]) is False
+    data["source_check"]["words"] = {"logp": {"ein": "x"}, "floor": -3.0, "threshold": 5.0}
+    torch.save(data, tmp_path / "bad.pt")
+    with pytest.raises(ModelFileError, match=r"bad\.pt: damaged"):
+        Translator.load(tmp_path / "bad.pt")
+
+
+def test_the_note_says_what_the_model_learned_from(model_file, tmp_path):
+    translator = Translator.load(model_file)
+    assert (
+        translator.note()
+        == "this sentence looks unlike the German text the model learned from: the translation may be wrong"
+    )
+    translator.source_check["about"] = "descriptions of pictures"
+    assert translator.known() == "the German text the model learned from (descriptions of pictures)"

@@ -19,6 +19,7 @@ from text_attn.core.arrays import to_numpy
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
 
 ALIGNMENT_CSS = """
+.note { color: #92400e; font-size: 13px; margin: 0 0 6px; }
 .pair p { margin: 2px 0; display: flex; align-items: baseline; line-height: 2; }
 .pair .label { flex: none; }
 .w.best { border-color: var(--accent); }
@@ -183,8 +184,9 @@ def report_attention(translator: Any, translations: list[Any]) -> list[np.ndarra
     return [weights[b, :, :, : len(tr.tokens), : len(src_ids[b])] for b, tr in enumerate(translations)]
 
 
-def sentence_section(number: int, translation: Any, attention: np.ndarray | None) -> str:
-    """One ``<section>``: input number, source and output words, the grid's place, and the weights (quantised)."""
+def sentence_section(number: int, translation: Any, attention: np.ndarray | None, note: str | None = None) -> str:
+    """One ``<section>``: input number, source and output words, the grid's place, and the weights (quantised);
+    ``note``: the model's note on an input unlike its training text (Translator.note), shown under the heading."""
     source = [*translation.source, "<eos>"]
 
     def words(tokens: list[str], kind: str, key: str) -> str:
@@ -194,7 +196,8 @@ def sentence_section(number: int, translation: Any, attention: np.ndarray | None
         f'<div class="pair"><p><span class="label">source</span><span>{words(source, "src", "s")}</span></p>'
         f'<p><span class="label">output</span><span>{words(translation.tokens, "tgt", "t")}</span></p></div>'
     )
-    head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}</h2>{pair}'
+    shown = f'<p class="note">{escape(note)}</p>' if note else ""
+    head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}</h2>{shown}{pair}'
     if attention is None or not translation.tokens:
         why = "this model has no attention" if attention is None else "the output is empty"
         return head + f'<p class="hint">no attention to show: {why}</p></section>'

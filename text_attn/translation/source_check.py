@@ -1,16 +1,24 @@
 """The source check: whether an input line looks like the text a translation model was trained on.
 
 A subword model translates anything without an ``<unk>``, so English given to a German -> English model comes back as
-a fluent, confident and wrong "translation". The check is a character-trigram profile of the training source side
-(its most frequent trigrams' log-probabilities, lowercased): a line's score is its mean trigram log-probability, and a
-line scoring below what 99% of the validation source lines reach (less a margin) is flagged. On Multi30k's German
-side it flags 0.1% of German val lines and 91-100% of the English, French and Czech ones (docs/text.md). Plain
-JSON-able values: model files store the check (``Translator.source_check``), and neither side needs a model.
+a fluent, confident and wrong "translation", and so does German news given to a model that only saw descriptions of
+pictures. The check has two parts:
+- the language: a character-trigram profile of the training source side (its most frequent trigrams'
+  log-probabilities, lowercased); a line whose mean trigram log-probability is below what 99% of the validation
+  source lines reach (less a margin) is flagged. On Multi30k's German side it flags 0.1% of German val lines and
+  91-100% of the English, French and Czech ones (docs/text.md);
+- the world: a word profile of the training source side (each word's log-probability, lowercased, add-half
+  smoothed); a line whose words are on average more surprising than the threshold is flagged. The threshold is set on
+  the validation lines so that both parts together flag at most ``FLAGGED`` (2%) of them. News and everyday speech use
+  words a corpus of picture descriptions rarely or never has ("Verspätung", "Haushalt", "Rechnung").
+Plain JSON-able values: model files store the check (``Translator.source_check``), and neither side needs a model.
+A model file from before the word profile has only the first part, and keeps it.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import islice
@@ -21,6 +29,12 @@ TRIGRAMS = 2000  # the profile's size: more changed the flagged fractions by und
 # nats of mean log-probability below the val lines' 1st percentile: on Multi30k it brings German val lines flagged from
 # 1% to 0.1%; a greeting or a question ("Hallo", "Wo ist der Bahnhof?") is still flagged: the corpus describes pictures
 MARGIN = 0.5
+WORDS = (
+    50_000  # the word profile's most: Multi30k's German side has 18,500 words; the rest of a larger corpus's is rare
+)
+LANGUAGES = {"de": "German", "en": "English", "fr": "French", "cs": "Czech"}  # Multi30k's, for the notes
+FLAGGED = 0.02  # at most this share of the val lines is flagged by the two parts together
+WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")  # a word: letters, joined by hyphens or apostrophes
 
 
 def trigrams(line: str) -> list[str]:
@@ -32,7 +46,8 @@ def trigrams(line: str) -> list[str]:
 def source_check(train: Iterable[str], val: Sequence[str], lang: str | None = None) -> dict | None:
     """The check from the training source lines (the first ``SAMPLE_LINES`` of them) and the validation source lines
     that set its threshold (None when either has no text). ``lang``: the source language's code, for messages."""
-    counts = Counter(g for line in islice(train, SAMPLE_LINES) for g in trigrams(line))
+    train = list(islice(train, SAMPLE_LINES))
+    counts = Counter(g for line in train for g in trigrams(line))
     if not counts or not val:
         return None
     total = sum(counts.values())
@@ -44,12 +59,45 @@ def source_check(train: Iterable[str], val: Sequence[str], lang: str | None = No
     }
     scores = sorted(line_score(check, line) for line in val)
     check["threshold"] = round(scores[len(scores) // 100] - MARGIN, 3)
+    words = word_profile(train)
+    if words is not None:
+        other = [line for line in val if line_score(check, line) >= check["threshold"]]  # not flagged already
+        allowed = int(len(val) * FLAGGED) - (len(val) - len(other))
+        surprise = sorted(word_score(words, line) for line in other)
+        # the score that at most `allowed` of those lines exceed (none: the highest)
+        # rounded up: a threshold rounded below a line's score would flag it too
+        words["threshold"] = math.ceil(surprise[-1 - max(allowed, 0)] * 1000) / 1000 if surprise else 1e9
+        check["words"] = words
     return {**check, **({"lang": lang} if lang else {})}
 
 
+def words_of(line: str) -> list[str]:
+    """The words of ``line``, lowercased (numbers and punctuation are left out: they say nothing of its world)."""
+    return WORD.findall(line.lower())
+
+
+def word_profile(train: Sequence[str]) -> dict | None:
+    """Each training word's log-probability, add-half smoothed, and the floor for a word never seen (None: no words)."""
+    counts = Counter(w for line in train for w in words_of(line))
+    if not counts:
+        return None
+    total = sum(counts.values()) + 0.5 * (len(counts) + 1)
+    return {"logp": {w: round(math.log((n + 0.5) / total), 3) for w, n in counts.most_common(WORDS)},
+            "floor": round(math.log(0.5 / total), 3)}  # fmt: skip
+
+
+def word_score(words: dict, line: str) -> float:
+    """The mean surprisal (nats) of the words of ``line`` under a :func:`word_profile` (higher: less like the training
+    text; 0 for a line without words)."""
+    found = words_of(line)
+    logp, floor = words["logp"], words["floor"]
+    return -sum(logp.get(w, floor) for w in found) / len(found) if found else 0.0
+
+
 def valid_check(check: object) -> bool:
-    """Whether ``check`` (read from a model file) is what :func:`source_check` makes."""
+    """Whether ``check`` (read from a model file) is what :func:`source_check` makes (with or without its words)."""
     number = (int, float)
+    words = check.get("words") if isinstance(check, dict) else None
     return (
         isinstance(check, dict)
         and isinstance(check.get("logp"), dict)
@@ -57,6 +105,15 @@ def valid_check(check: object) -> bool:
         and isinstance(check.get("floor"), number)
         and isinstance(check.get("threshold"), number)
         and isinstance(check.get("lang", ""), str)
+        and isinstance(check.get("about", ""), str)
+        and (
+            words is None
+            or isinstance(words, dict)
+            and isinstance(words.get("logp"), dict)
+            and all(isinstance(w, str) and isinstance(v, number) for w, v in words["logp"].items())
+            and isinstance(words.get("floor"), number)
+            and isinstance(words.get("threshold"), number)
+        )
     )
 
 
@@ -68,5 +125,9 @@ def line_score(check: dict, line: str) -> float:
 
 
 def unlike_source(check: dict, line: str) -> bool:
-    """Whether ``line`` looks unlike the training source text of ``check`` (a :func:`source_check`)."""
-    return line_score(check, line) < check["threshold"]
+    """Whether ``line`` looks unlike the training source text of ``check`` (a :func:`source_check`): another language,
+    or words its training text rarely or never had."""
+    if line_score(check, line) < check["threshold"]:
+        return True
+    words = check.get("words")
+    return words is not None and word_score(words, line) > words["threshold"]

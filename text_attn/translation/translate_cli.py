@@ -147,12 +147,13 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
         out.flush()
         progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
         progress["cut"] += sum(tr.truncated for tr in outs)
+        flagged = set(unlike)  # this chunk's inputs unlike the training text (count_unlike empties the list)
         count_unlike()
         if report is not None and good:
             from text_attn.translation.alignment_page import report_attention, sentence_section
 
             for (n, _), tr, attn in zip(good, outs, report_attention(translator, outs), strict=True):
-                report.add(sentence_section(n, tr, attn))
+                report.add(sentence_section(n, tr, attn, translator.note() if n in flagged else None))
         bar.update(len(chunk))
         chunk.clear()
 
@@ -204,8 +205,8 @@ def model_info(translator, path: str | Path) -> list[str]:
     ]
     check = translator.source_check
     if check is not None:
-        lang = check.get("lang")
-        lines.append(f"input check:    notes input unlike its training {LANGUAGES.get(lang, lang) or 'source'} text")
+        how = "language and words" if "words" in check else "language"
+        lines.append(f"input check:    notes input unlike {translator.known()}, by its {how}")
     from text_attn.core.modelfile import info_lines
 
     return lines + info_lines(translator.info)
@@ -256,9 +257,6 @@ def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
     return [translator.codec.decode(w) for w in words], index
 
 
-LANGUAGES = {"de": "German", "en": "English", "fr": "French", "cs": "Czech"}  # Multi30k's, for the note
-
-
 def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any]) -> None:
     """The closing notes on the translations written: cut off by the length cap, inputs unlike the training text."""
     if progress.get("cut"):
@@ -273,16 +271,11 @@ def _source_note(translator, args: argparse.Namespace, count: int, first: list[i
     """The note for the ``count`` inputs that look unlike the model's training source text (``first``: the first
     ones' numbers, in order)."""
     shown = ", ".join(map(str, first)) + (f" and {count - len(first)} more" if count > len(first) else "")
-    lang = translator.source_check.get("lang")
-    what = f"the {LANGUAGES.get(lang, lang)} text" if lang else "the source text"
     several = count > 1
-    note = (f"input{'s' if several else ''} {shown} look{'' if several else 's'} unlike {what} this model was "
-            f"trained on: {'their translations' if several else 'the translation'} may be wrong")  # fmt: skip
+    note = (f"input{'s' if several else ''} {shown} look{'' if several else 's'} unlike {translator.known()}: "
+            f"{'their translations' if several else 'the translation'} may be wrong")  # fmt: skip
     if args.model is None:
-        note += (
-            " (the bundled model translates German descriptions of everyday scenes, Multi30k's, into English; for "
-            "other text train a model with text-train: docs/text.md)"
-        )
+        note += " (for other text train a model with text-train: docs/text.md)"
     return note
 
 

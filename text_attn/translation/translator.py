@@ -173,6 +173,21 @@ class Translator:
         check: a synthetic task, or written before the check existed)."""
         return None if self.source_check is None else unlike_source(self.source_check, text)
 
+    def known(self) -> str:
+        """What the model learned from, in words for its notes: "the German text the model learned from (descriptions
+        of everyday pictures, Multi30k's)" (the check's ``lang`` and ``about``)."""
+        from text_attn.translation.source_check import LANGUAGES
+
+        check = self.source_check or {}
+        lang = check.get("lang")
+        about = f" ({check['about']})" if check.get("about") else ""
+        return f"the {LANGUAGES.get(lang, lang) + ' ' if lang else ''}text the model learned from{about}"
+
+    def note(self) -> str:
+        """The note on an input :meth:`unlike_source` flags (one sentence; ``translate``'s closing note and report,
+        and the server's answers show it)."""
+        return f"this sentence looks unlike {self.known()}: the translation may be wrong"
+
     @torch.no_grad()
     def translate(
         self,
