@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         from captioning.shapes import make_scenes
 
         counts = (("train", args.shapes, 0), ("val", args.held_out, 1), ("test", args.held_out, 2))  # (split, n, seed)
-        sets = {name: encode(captioner, [s.image for s in make_scenes(n, seed, 128, 3)], name) for name, n, seed in counts}
+        sets = {
+            name: encode(captioner, [s.image for s in make_scenes(n, seed, 128, 3)], name) for name, n, seed in counts
+        }
     else:
         sets = flickr8k_features(captioner, args)
     check = domain_check(sets["train"][0], sets["val"][0], photos=bool(args.flickr8k), held_out_stats=sets["val"][1])
