@@ -188,7 +188,14 @@ def caption_items(
     stats = [it.get("photo_stats") or photo_stats(it["image"]) for it in items]
     far = captioner.out_of_domain(features, stats) or [None] * len(items)
     out = []
-    for item, (words, alphas, score, truncated, nbest, _), unfamiliar in zip(items, results, far, strict=True):
+    for item, result, unfamiliar in zip(items, results, far, strict=True):
+        words, alphas, score, truncated, nbest = (
+            result.words,
+            result.alphas,
+            result.score,
+            result.truncated,
+            result.nbest,
+        )
         name = item["name"]
         box = captioner.preprocess.crop_box(*item["size"])
         rec = _record(name)

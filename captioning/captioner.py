@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
@@ -38,6 +39,35 @@ class Caption(NamedTuple):
     truncated: bool  # the caption hit max_len before the end token: it was cut off
     nbest: list[tuple[list[str], float]] | None = None  # with n_best > 1: the n best captions and scores, best first
     unfamiliar: bool | None = None  # the photo looks unlike the model's training photos (None: no check was made)
+    # set by Captioner.caption_images, for showing the caption over its photo (Jupyter: _repr_html_, _repr_png_)
+    photo: Image.Image | None = None  # the photo as captioned (RGB, after its EXIF rotation)
+    grid: int | None = None  # the encoder's grid side: alphas' L = grid * grid
+    crop_box: tuple[float, float, float, float] | None = None  # the part of the photo the network saw, pixels
+    chosen: list[int] | None = None  # a hard-attention model's region per word (None: soft attention)
+    note: str | None = None  # the model's note when ``unfamiliar`` (Captioner.note)
+    name: str | None = None  # the photo's file name, or None for an image given as a PIL image
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter: the caption over its photo, hover a word to see where the model looked (as ``caption --html``),
+        in one self-contained frame; None (no HTML view) for a caption without its photo."""
+        from captioning.display import captions_html
+
+        return captions_html([self])
+
+    def _repr_png_(self) -> bytes | None:
+        """Where HTML is not shown: the overlay picture ``caption --overlay`` writes (PNG bytes; None without photo)."""
+        from captioning.display import caption_png
+
+        return caption_png(self)
+
+
+class Captions(list):
+    """The captions of :meth:`Captioner.caption_images`: a list, shown in Jupyter as one page of them all."""
+
+    def _repr_html_(self) -> str | None:
+        from captioning.display import captions_html
+
+        return captions_html(list(self))
 
 
 class Captioner:
@@ -249,16 +279,17 @@ class Captioner:
         max_len: int = 30,
         length_penalty: float | None = None,
         no_repeat_ngram: int | None = None,
-    ) -> list[Caption]:
+    ) -> Captions:
         """Photos (PIL images or files) -> per photo its Caption, in input order, as ``caption`` makes it: a file
         decoded as the command decodes it (a large JPEG at reduced size), the same preprocessing, the decoding
-        recorded in the model file unless given (:meth:`decoding`), and ``unfamiliar`` set where the model file holds
-        a check of its training photos."""
+        recorded in the model file unless given (:meth:`decoding`), and ``unfamiliar`` (with the model's ``note``) set
+        where the model file holds a check of its training photos. Each caption keeps its photo, grid and crop box, so
+        it draws itself in Jupyter; the list shows as one page."""
         from captioning.photo_check import photo_stats
         from captioning.preprocess import load_photo
 
         if not images:
-            return []
+            return Captions()
         side = self.preprocess.decode_side
         loaded = [load_photo(im, side)[0] for im in images]  # RGB; files decoded as the command does
         features = self.encode(torch.stack([self.preprocess(im) for im in loaded]))  # (B, L, D)
@@ -266,7 +297,12 @@ class Captioner:
         extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
         out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)
         far = self.out_of_domain(features, [photo_stats(im) for im in loaded]) or [None] * len(out)
-        return [c._replace(unfamiliar=f) for c, f in zip(out, far, strict=True)]
+        names = [None if isinstance(im, Image.Image) else Path(im).name for im in images]
+        return Captions(
+            c._replace(unfamiliar=f, note=self.note() if f else None, photo=im, grid=self.grid, name=name,
+                       crop_box=tuple(self.preprocess.crop_box(*im.size)), chosen=self.chosen_regions(c.alphas))
+            for c, f, im, name in zip(out, far, loaded, names, strict=True)
+        )  # fmt: skip
 
     @torch.no_grad()
     def encode(self, images: Tensor) -> Tensor:

@@ -216,20 +216,19 @@ def _save(canvas: Image.Image, path: Path) -> Path:
     return path
 
 
-def draw_overlay(
+def overlay_image(
     image: Image.Image,
     words: list[str],
     alphas: Any,
     grid: int,
     crop_box: Sequence[float],
-    path: str | Path,
     chosen: Sequence[int | None] | None = None,
     cols: int | None = None,
     *,
     panel_side: int = PANEL_SIDE,
-) -> Path:
-    """Write the grid PNG: the caption and the key, then the image and one panel per word (the first MAX_WORDS)
-    with that step's attention; returns the path.
+) -> Image.Image:
+    """The grid picture (RGB): the caption and the key, then the image and one panel per word (the first MAX_WORDS)
+    with that step's attention.
 
     alphas (T, L) with T = len(words); crop_box from ``Preprocess.crop_box`` of this image's size. ``chosen``: per
     word the region a hard-attention model sampled (or None), outlined on its panel.
@@ -250,6 +249,23 @@ def draw_overlay(
         x, y = lay.left + GAP + col * (pw + GAP), lay.header + GAP + row * (LABEL_H + ph + GAP)
         draw_label(canvas, text, x, y, pw, LABEL_H, index)
         canvas.paste(panel, (x, y + LABEL_H))
+    return canvas
+
+
+def draw_overlay(
+    image: Image.Image,
+    words: list[str],
+    alphas: Any,
+    grid: int,
+    crop_box: Sequence[float],
+    path: str | Path,
+    chosen: Sequence[int | None] | None = None,
+    cols: int | None = None,
+    *,
+    panel_side: int = PANEL_SIDE,
+) -> Path:
+    """Write :func:`overlay_image` as a PNG at ``path``; returns the path."""
+    canvas = overlay_image(image, words, alphas, grid, crop_box, chosen, cols, panel_side=panel_side)
     return _save(canvas, Path(path))
 
 

@@ -14,7 +14,9 @@ about 1.33 bytes per weight in the file.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -134,13 +136,18 @@ class HtmlPage:
     it is added, then a footer on :meth:`close`. Opening raises OSError when ``path`` cannot be written (its parent
     folders are created). Family code passes its own CSS and JS; its JS calls ``Report.lazy(render)``."""
 
-    def __init__(self, path: str | Path, title: str, *, header: str = "", css: str = "", js: str = ""):
-        self.path = Path(path)
-        if self.path.is_dir():
-            raise IsADirectoryError(f"{self.path} is a directory")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: str | Path | None, title: str, *, header: str = "", css: str = "", js: str = ""):
+        """``path`` None: the page is kept in memory (:meth:`text`), for Jupyter (:func:`notebook_frame`)."""
+        self.path = None if path is None else Path(path)
         self.sections = 0
-        self._out = open_stream(self.path)  # written as it grows; a link, FIFO or device is refused (safe_files)
+        self._text = ""
+        if self.path is None:
+            self._out: Any = io.StringIO()
+        else:
+            if self.path.is_dir():
+                raise IsADirectoryError(f"{self.path} is a directory")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._out = open_stream(self.path)  # written as it grows; a link, FIFO or device is refused (safe_files)
         self._out.write(
             '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
@@ -155,14 +162,43 @@ class HtmlPage:
         self._out.write(section + "\n")
         self.sections += 1
 
-    def close(self, footer: str = "") -> Path:
+    def close(self, footer: str = "") -> Path | None:
         if not self._out.closed:
             self._out.write(f"</main>\n<footer>{footer}</footer>\n</body>\n</html>\n")
+            if self.path is None:
+                self._text = self._out.getvalue()
             self._out.close()
         return self.path
+
+    def text(self) -> str:
+        """The whole page of an in-memory page (closed first)."""
+        self.close()
+        return self._text
 
     def __enter__(self) -> HtmlPage:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def notebook_frame(page: str, height: int, fallback: bytes | None = None) -> str:
+    """An HTML fragment that shows a whole report page (``page``, self-contained) inside a notebook: an ``<iframe>``
+    holding the page (its styles and scripts cannot meet the notebook's), grown to the page's height once shown.
+    ``fallback``: a JPEG shown where the frame is not (a viewer that strips frames and scripts, like a repository's
+    web page); the frame removes it once it has loaded. ``height``: the frame's first height, in pixels."""
+    # named by the content, not at random: a notebook re-run with the same results stores the same output
+    tag = "attn-" + hashlib.sha1(page.encode("utf-8")).hexdigest()[:12]
+    still = ""
+    if fallback is not None:
+        uri = "data:image/jpeg;base64," + base64.b64encode(fallback).decode("ascii")
+        still = f'<img id="{tag}" src="{uri}" alt="attention (static picture)" style="max-width:100%">'
+    fit = (
+        "const f=this,fit=()=>{try{f.style.height=(f.contentDocument.documentElement.scrollHeight+4)+'px'}catch(e){}};"
+        f"fit();setTimeout(fit,400);setTimeout(fit,1500);const s=document.getElementById('{tag}');if(s)s.remove();"
+    )
+    return (
+        f'<div>{still}<iframe srcdoc="{escape(page)}" onload="{escape(fit)}" '
+        f'style="width:100%;height:{int(height)}px;border:1px solid #d9dee5;border-radius:6px" '
+        'title="attention report"></iframe></div>'
+    )

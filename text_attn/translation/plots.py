@@ -16,6 +16,7 @@ cells to fit the bounds too, with the same note.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,24 @@ def plot_alignment(
     path: str | Path,
     title: str | None = None,
 ) -> Path:
-    """Save a (T, S) attention grid as PNG: rows = target words (down), columns = source words. More than _CHUNK
-    source words: panels of consecutive source words stacked top to bottom, one colour scale (module doc)."""
+    """Save a (T, S) attention grid as PNG (:func:`alignment_figure`)."""
+    return _save(alignment_figure(weights, source_tokens, target_tokens, title), path)
+
+
+def alignment_png(weights: Any, source_tokens: list[str], target_tokens: list[str], title: str | None = None) -> bytes:
+    """:func:`alignment_figure` as PNG bytes (nothing written: Jupyter's picture of a translation)."""
+    fig = alignment_figure(weights, source_tokens, target_tokens, title)
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def alignment_figure(
+    weights: Any, source_tokens: list[str], target_tokens: list[str], title: str | None = None
+) -> Figure:
+    """A (T, S) attention grid: rows = target words (down), columns = source words. More than _CHUNK source words:
+    panels of consecutive source words stacked top to bottom, one colour scale (module doc)."""
     w = to_numpy(weights)  # (T, S)
     if w.ndim != 2:
         raise ValueError(f"weights must be 2-D (T, S), got shape {tuple(w.shape)}")
@@ -136,7 +153,7 @@ def plot_alignment(
         fig.suptitle(f"{title}\n{note}" if title else note, fontsize=10)
     elif title:
         axes[0].set_title(title)  # matplotlib lifts it above the top tick labels
-    return _save(fig, path)
+    return fig
 
 
 def plot_alignment_heads(

@@ -35,6 +35,29 @@ class Translation:
     nbest: list[tuple[str, float]] | None = None  # with n_best > 1: the n best translations and scores, best first
     truncated: bool = False  # the output hit max_len before the end token: it was cut off
     unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
+    note: str | None = None  # the model's note when ``unlike_source`` (Translator.note)
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter: source and output words, hover one to see its alignment, and the grid (as ``translate --html``),
+        in one self-contained frame."""
+        from text_attn.translation.display import translations_html
+
+        return translations_html([self])
+
+    def _repr_png_(self) -> bytes | None:
+        """Where HTML is not shown: the alignment grid picture (PNG; None without attention)."""
+        from text_attn.translation.display import translation_png
+
+        return translation_png(self)
+
+
+class Translations(list):
+    """The translations of :meth:`Translator.translate`: a list, shown in Jupyter as one page of them all."""
+
+    def _repr_html_(self) -> str | None:
+        from text_attn.translation.display import translations_html
+
+        return translations_html(list(self))
 
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
@@ -196,11 +219,11 @@ class Translator:
         length_penalty: float | None = None,
         max_len: int | None = None,
         **options: Any,
-    ) -> list[Translation]:
+    ) -> Translations:
         """Translate a batch of non-empty sentences (raise ValueError for an empty one) as ``translate`` does: the
-        decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` set where the
-        model file holds a check of its training text. options: sampling, n_best, no_repeat_ngram
-        (text_attn.core.decoding.search)."""
+        decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` (with the model's
+        ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
+        no_repeat_ngram (text_attn.core.decoding.search). In Jupyter each translation and the list draw themselves."""
         toks = [self.tokenize(s) for s in sentences]
         for s, t in zip(sentences, toks, strict=True):
             if not t:
@@ -212,7 +235,8 @@ class Translator:
         out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, **options)
         for s, t in zip(sentences, out, strict=True):
             t.unlike_source = self.unlike_source(s)
-        return out
+            t.note = self.note() if t.unlike_source else None
+        return Translations(out)
 
     def search_bytes(self, n_tokens: int, beam_size: int = 1, max_len: int | None = None) -> int:
         """About how much memory the search holds for one sentence of ``n_tokens`` source tokens: each of its beams

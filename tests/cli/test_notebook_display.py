@@ -1,0 +1,133 @@
+"""Results that draw themselves in Jupyter: ``Caption`` / ``Captions`` and ``Translation`` / ``Translations`` give a
+self-contained HTML view (``_repr_html_``: the --html reports' page inside a frame, a still picture for viewers
+without frames) and a PNG (``_repr_png_``). Checked as HTML (nothing fetched, text escaped, the same words and
+attention the objects hold) and in a real browser (the frame builds the view and hovering a word redraws it)."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import os
+import re
+
+import pytest
+import torch
+from helpers.browser import MISSING, find_chromium
+from helpers.multi30k import DE, EN
+from helpers.tiny_translator import tiny_subword_model_file
+from PIL import Image
+
+from captioning.bundled import DEMO_PHOTOS
+from captioning.captioner import Caption, Captioner, Captions
+from text_attn.core.html_page import dequantise
+from text_attn.translation.translator import Translation, Translations, Translator
+
+
+@pytest.fixture(scope="module")
+def captions() -> Captions:
+    return Captioner.load().caption_images(DEMO_PHOTOS[:2], beam_size=1)
+
+
+@pytest.fixture(scope="module")
+def translations(tmp_path_factory) -> Translations:
+    translator = Translator.load(tiny_subword_model_file(tmp_path_factory.mktemp("m")))
+    return translator.translate([DE[0], EN[1]], beam_size=1, max_len=5)
+
+
+def _page(fragment: str) -> str:
+    """The report page inside the frame (its srcdoc, unescaped)."""
+    return html.unescape(re.search(r'srcdoc="([^"]*)"', fragment).group(1))
+
+
+def _data(page: str) -> list[dict]:
+    return [json.loads(m) for m in re.findall(r'<script type="application/json" class="data">(.*?)</script>', page)]
+
+
+def _self_contained(fragment: str) -> None:
+    """Nothing is fetched: no URL but data: URIs anywhere, and the page forbids every fetch."""
+    page = _page(fragment)
+    assert "default-src 'none'" in page
+    for text in (fragment, page):
+        assert not re.search(r"(?:src|href)\s*=\s*[\"']?(?!data:)[a-z]+:", text, re.I)
+        assert "http://" not in text and "https://" not in text
+
+
+def test_a_caption_shows_its_photo_words_and_attention_self_contained(captions):
+    cap = captions[0]
+    assert isinstance(captions, Captions) and cap.photo is not None and cap.name == DEMO_PHOTOS[0].name
+    fragment = cap._repr_html_()
+    _self_contained(fragment)
+    assert fragment.startswith("<div><img id=") and 'src="data:image/jpeg;base64,' in fragment  # the still
+    page = _page(fragment)
+    (data,) = _data(page)
+    g = Captioner.load().grid
+    assert data["g"] == g and len(cap.words) == len(data["peak"])
+    assert dequantise(data["a"]).size == len(cap.words) * g * g  # one map per word
+    assert [round(float(a.max()), 4) for a in cap.alphas] == data["peak"]  # the caption's own attention
+    assert all(f">{w}</span>" in page for w in cap.words)
+    png = cap._repr_png_()
+    with Image.open(io.BytesIO(png)) as im:
+        assert im.format == "PNG" and im.width > im.height > 100
+    # a collection: one page with a section per caption
+    assert len(_data(_page(captions._repr_html_()))) == len(captions) == 2
+
+
+def test_text_in_the_view_is_escaped_and_a_caption_without_its_photo_has_no_view(captions):
+    cap = captions[0]._replace(words=["<script>alert(1)</script>", "&amp"], name="a<b>.png", note="it's <odd>",
+                               unfamiliar=True, alphas=captions[0].alphas[:2])  # fmt: skip
+    page = _page(cap._repr_html_())
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "a&lt;b&gt;.png" in page and '<p class="note">it&#x27;s &lt;odd&gt;</p>' in page
+    bare = Caption(["a"], torch.ones(1, 4) / 4, -1.0, False)  # made by caption_features: no photo
+    assert bare._repr_html_() is None and bare._repr_png_() is None
+
+
+def test_a_translation_shows_its_words_and_alignment_with_the_note(translations):
+    assert isinstance(translations, Translations)
+    first, english = translations
+    assert first.note is None and english.unlike_source is True
+    assert english.note.startswith("this sentence looks unlike the German text the model learned from")
+    fragment = translations._repr_html_()
+    _self_contained(fragment)
+    page = _page(fragment)
+    sections = _data(page)
+    assert len(sections) == 2 and sections[0]["T"] == len(first.tokens) and sections[0]["S"] == len(first.source) + 1
+    weights = dequantise(sections[0]["a"], (sections[0]["T"], sections[0]["S"]))
+    assert abs(weights - first.attention.float().numpy()).max() <= 1 / 510 + 1e-9  # its own attention, quantised
+    assert page.count('<p class="note">') == 1 and html.escape(english.note) in page
+    with Image.open(io.BytesIO(first._repr_png_())) as im:
+        assert im.format == "PNG"
+    odd = _page(Translation(["<b>"], ["</script>"], "x", torch.ones(1, 2) / 2, [])._repr_html_())
+    assert "&lt;b&gt;" in odd and "&lt;/script&gt;" in odd and "<b>" not in odd
+    assert Translation(["a"], [], "", None, [])._repr_png_() is None
+
+
+@pytest.fixture(scope="module")
+def browser_page():
+    if find_chromium() is None:  # under CI (.ci/run installs chromium) a missing browser fails, never skips
+        pytest.fail(MISSING) if os.environ.get("CI") else pytest.skip(MISSING)
+    from helpers.browser import page
+
+    with page() as pg:
+        yield pg
+
+
+def test_in_a_browser_the_frame_builds_the_view_and_a_hovered_word_redraws_it(browser_page, captions, translations,
+                                                                             tmp_path_factory):  # fmt: skip
+    out = tmp_path_factory.mktemp("nb") / "notebook.html"
+    out.write_text(f"<html><body>{captions[0]._repr_html_()}{translations._repr_html_()}</body></html>", "utf-8")
+    pg = browser_page
+    pg.goto(out.as_uri())
+    pg.wait_for_function("document.querySelectorAll('img[id^=attn-]').length === 0")  # the stills gave way
+    cap_frame, text_frame = (f.content_frame() for f in pg.query_selector_all("iframe"))
+    cap_frame.wait_for_function("document.querySelector('section.item').dataset.shown === '-1'")
+    before = cap_frame.evaluate("document.querySelector('canvas').toDataURL()")
+    cap_frame.hover("section.item .w >> nth=0")
+    cap_frame.wait_for_function("document.querySelector('section.item').dataset.shown === '0'")
+    assert cap_frame.evaluate("document.querySelector('canvas').toDataURL()") != before
+    text_frame.wait_for_selector("table.grid")
+    assert text_frame.evaluate("document.querySelectorAll('table.grid').length") >= 1
+    frame_height = pg.evaluate("document.querySelector('iframe').getBoundingClientRect().height")
+    assert frame_height > 300  # grown to the page it holds
+    assert pg.errors == []
