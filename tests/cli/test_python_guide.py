@@ -19,7 +19,7 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "python.md"
 
 def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for block in blocks:  # in order, in one namespace, as a reader would paste them
@@ -30,6 +30,8 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     assert re.search(r"^\(\d+, 81\)$", out, flags=re.M)  # a caption's attention: (words, 9 x 9 regions)
     assert len(re.findall(r"^\(\d+, \d+\)$", out, flags=re.M)) == 3  # and each translation's
     assert sum(1 for line in out.splitlines() if "\t" in line) == len(DEMO_PHOTOS)
+    assert namespace["page"].startswith("<div>") and "<iframe srcdoc=" in namespace["page"]  # the Jupyter view
+    assert namespace["picture"].startswith(b"\x89PNG")
 
 
 def test_python_captions_as_the_command_does(capsys):
