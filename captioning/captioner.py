@@ -47,6 +47,11 @@ class Caption(NamedTuple):
     note: str | None = None  # the model's note when ``unfamiliar`` (Captioner.note)
     name: str | None = None  # the photo's file name, or None for an image given as a PIL image
 
+    def __repr__(self) -> str:
+        """Short and stable (no tensor, no photo object and its memory address): what a notebook stores as text."""
+        note = f", unfamiliar={self.unfamiliar}" if self.unfamiliar is not None else ""
+        return f"Caption({' '.join(self.words)!r}, score={self.score:.4f}{note})"
+
     def _repr_html_(self) -> str | None:
         """Jupyter: the caption over its photo, hover a word to see where the model looked (as ``caption --html``),
         in one self-contained frame; None (no HTML view) for a caption without its photo."""

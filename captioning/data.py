@@ -184,7 +184,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             return "synthetic shapes"
         if hp.source == "flickr8k":
             return "Flickr8k"
-        return f"{Path(hp.karpathy_json).stem}" if hp.source == "karpathy" else f"the images of {hp.image_dir}"
+        # a folder: its name alone ("my_photos"), never the path it was given (no machine's path in a model file);
+        # the notes read "the my_photos photos the model learned from"
+        return Path(hp.karpathy_json).stem if hp.source == "karpathy" else Path(hp.image_dir).resolve().name
 
     @property
     def domain_check(self) -> dict | None:

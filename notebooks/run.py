@@ -83,12 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("names", nargs="*", help="notebooks to run (default: all)")
     p.add_argument("--quick", action="store_true", help="quick mode (small sizes); outputs are not written")
     p.add_argument("--check", action="store_true", help="full run without writing the outputs")
+    p.add_argument("--pictures", action="store_true", help="only write the README pictures from the stored outputs")
     args = p.parse_args(argv)
     chosen = [HERE / n for n in args.names] if args.names else notebooks()
     missing = [str(c) for c in chosen if not c.is_file()]
     if missing:
         print(f"run notebooks: error: no such notebook: {', '.join(missing)}", file=sys.stderr)
         return 2
+    if args.pictures:
+        import nbformat
+
+        for path in chosen:
+            print(f"{path.name}: {readme_picture(nbformat.read(path, as_version=4), path) or 'no readme-picture cell'}")
+        return 0
     from nbclient.exceptions import CellExecutionError
 
     for path in chosen:

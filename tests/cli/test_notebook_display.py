@@ -69,6 +69,9 @@ def test_a_caption_shows_its_photo_words_and_attention_self_contained(captions):
     png = cap._repr_png_()
     with Image.open(io.BytesIO(png)) as im:
         assert im.format == "PNG" and im.width > im.height > 100
+    # what a notebook stores as text: short, no tensor, no photo object with its memory address
+    assert repr(cap) == f"Caption({' '.join(cap.words)!r}, score={cap.score:.4f}, unfamiliar={cap.unfamiliar})"
+    assert "0x" not in repr(captions)
     # a collection: one page with a section per caption
     assert len(_data(_page(captions._repr_html_()))) == len(captions) == 2
 
@@ -87,6 +90,7 @@ def test_a_translation_shows_its_words_and_alignment_with_the_note(translations)
     assert isinstance(translations, Translations)
     first, english = translations
     assert first.note is None and english.unlike_source is True
+    assert repr(first) == f"Translation({first.text!r}, score={first.score:.4f}, unlike_source=False)"
     assert english.note.startswith("this sentence looks unlike the German text the model learned from")
     fragment = translations._repr_html_()
     _self_contained(fragment)

@@ -37,6 +37,11 @@ class Translation:
     unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
     note: str | None = None  # the model's note when ``unlike_source`` (Translator.note)
 
+    def __repr__(self) -> str:
+        """Short and stable (no attention tensor): what a notebook stores as text."""
+        note = f", unlike_source={self.unlike_source}" if self.unlike_source is not None else ""
+        return f"Translation({self.text!r}, score={self.score:.4f}{note})"
+
     def _repr_html_(self) -> str | None:
         """Jupyter: source and output words, hover one to see its alignment, and the grid (as ``translate --html``),
         in one self-contained frame."""
