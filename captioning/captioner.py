@@ -74,6 +74,10 @@ class Captions(list):
 
         return captions_html(list(self))
 
+    def __getitem__(self, index):  # a slice stays a Captions (it shows as one page too)
+        got = super().__getitem__(index)
+        return Captions(got) if isinstance(index, slice) else got
+
 
 class Captioner:
     def __init__(

@@ -64,6 +64,10 @@ class Translations(list):
 
         return translations_html(list(self))
 
+    def __getitem__(self, index):  # a slice stays a Translations (it shows as one page too)
+        got = super().__getitem__(index)
+        return Translations(got) if isinstance(index, slice) else got
+
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
 BATCH_BYTES = 1 << 30  # what one batch's search may hold (Translator._batches): 1 GiB
