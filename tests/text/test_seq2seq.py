@@ -77,3 +77,26 @@ def test_overfits_a_tiny_batch(attention):
     assert res.token_lists() == [[8, 7, 6, 5], [5, 9], [6]]
     beam = m.generate(src, lens, BOS, EOS, max_len=8, beam_size=3)
     assert beam.token_lists() == res.token_lists()
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_a_one_directional_encoder_reads_left_to_right_only(rnn):
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(12, 12, rnn=rnn, embed_dim=16, enc_hidden=16, dec_hidden=24, attn_dim=16, dropout=0.0,
+                        bidirectional=False)  # fmt: skip
+    m = Seq2Seq(cfg).eval()
+    src, lens, tgt = _batch()
+    states, final = m.encoder(src, lens)
+    assert states.shape == (3, 5, 16) and final.shape == (3, 16)  # enc_hidden, not 2 x enc_hidden
+    # the last real position's state is the final state, and a state never depends on later words
+    torch.testing.assert_close(final[0], states[0, 4])
+    changed = src.clone()
+    changed[0, 3] = 9  # a later word
+    torch.testing.assert_close(m.encoder(changed, lens)[0][0, :3], states[0, :3])
+    logits, attn = m(src, lens, tgt[:, :-1])
+    assert logits.shape == (3, 5, 12) and torch.allclose(attn.sum(-1), torch.ones(3, 5), atol=1e-5)
+    state = m.encode(src, lens)
+    for t in range(5):  # step == teacher forcing, as for the bidirectional encoder
+        lp, _, state = m.step(tgt[:, t], state)
+        assert torch.allclose(lp, torch.log_softmax(logits[:, t], -1), atol=1e-5)
+    assert Seq2SeqConfig(12, 12).bidirectional  # the default (and every model file before the switch) reads both ways

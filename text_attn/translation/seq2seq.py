@@ -34,10 +34,11 @@ class Seq2SeqConfig:
     attention: str = "bahdanau"  # one of ATTENTIONS
     rnn: str = "gru"  # "gru" or "lstm", for encoder and decoder
     embed_dim: int = 128  # word embedding size, both sides
-    enc_hidden: int = 128  # encoder state size per direction (states are 2*enc_hidden)
+    enc_hidden: int = 128  # encoder state size per direction (states are 2*enc_hidden; one-directional: enc_hidden)
     dec_hidden: int = 256  # decoder state size
     attn_dim: int = 256  # additive / concat attention's hidden size
-    enc_layers: int = 1  # stacked bidirectional encoder layers
+    enc_layers: int = 1  # stacked encoder layers
+    bidirectional: bool = True  # read the source both ways (Bahdanau et al.); False: left to right only
     dropout: float = 0.1  # on embeddings and before the output layer
     pad_id: int = 0  # padding id of both vocabularies
 
@@ -58,20 +59,21 @@ class Encoder(nn.Module):
             cfg.enc_hidden,
             num_layers=cfg.enc_layers,
             batch_first=True,
-            bidirectional=True,
+            bidirectional=cfg.bidirectional,
             dropout=cfg.dropout if cfg.enc_layers > 1 else 0.0,
         )
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, src: Tensor, src_lens: Tensor) -> tuple[Tensor, Tensor]:
-        """src (B, S), src_lens (B,) -> states (B, S, 2H), final (B, 2H) = [last forward; last backward]."""
+        """src (B, S), src_lens (B,) -> states (B, S, 2H), final (B, 2H) = [last forward; last backward]
+        (one-directional: (B, S, H) and the last forward state (B, H))."""
         packed = pack_padded_sequence(
             self.drop(self.embed(src)), src_lens.cpu(), batch_first=True, enforce_sorted=False
         )
         out, hidden = self.rnn(packed)
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
-        h_n = hidden[0] if isinstance(hidden, tuple) else hidden  # (layers*2, B, H)
-        final = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # top layer's two directions
+        h_n = hidden[0] if isinstance(hidden, tuple) else hidden  # (layers*directions, B, H)
+        final = torch.cat([h_n[-2], h_n[-1]], dim=-1) if self.rnn.bidirectional else h_n[-1]  # the top layer's
         return states, final
 
 
@@ -83,7 +85,7 @@ class Seq2Seq(GenerateMixin, nn.Module):
         super().__init__()
         self.cfg = cfg
         self.encoder = Encoder(cfg)
-        enc_dim, H = 2 * cfg.enc_hidden, cfg.dec_hidden
+        enc_dim, H = (2 if cfg.bidirectional else 1) * cfg.enc_hidden, cfg.dec_hidden
         self.kind = "none" if cfg.attention == "none" else cfg.attention.split("-")[0]
         self.embed = nn.Embedding(cfg.tgt_vocab_size, cfg.embed_dim, padding_idx=cfg.pad_id)
         self.bridge = nn.Linear(enc_dim, H)  # final encoder state -> s_0
