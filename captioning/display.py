@@ -10,7 +10,7 @@ from typing import Any
 
 from captioning.caption_page import CAPTION_CSS, CAPTION_JS, image_section
 from captioning.overlay import PANEL_SIDE, overlay_image
-from text_attn.core.html_page import HtmlPage, notebook_frame
+from text_attn.core.html_page import notebook_view
 
 FALLBACK_SIDE = 900  # the still fallback's longest side, pixels: small enough to keep a stored notebook light
 PNG_PANEL = 160  # the PNG picture's panel side, pixels (``caption --overlay``: 224)
@@ -51,11 +51,9 @@ def captions_html(captions: list[Any]) -> str | None:
         '<span class="hint">hover a word, or click one and step with <kbd>&larr;</kbd> <kbd>&rarr;</kbd>: '
         "bright = where the model looked for that word</span>"
     )
-    page = HtmlPage(None, "where the model looked", header=header, css=CAPTION_CSS, js=CAPTION_JS)
-    for i, caption in enumerate(shown, 1):
-        page.add(image_section(i, _record(caption, i), caption.photo))
+    sections = [image_section(i, _record(c, i), c.photo) for i, c in enumerate(shown, 1)]
     still = _jpeg(overlay_picture(shown[0], PNG_PANEL))  # the first caption's: a still for viewers without frames
-    return notebook_frame(page.text(), 90 + SECTION_HEIGHT * min(len(shown), 3), still)
+    return notebook_view(sections, header, CAPTION_CSS, CAPTION_JS, 90 + SECTION_HEIGHT * min(len(shown), 3), still)
 
 
 def overlay_picture(caption: Any, panel_side: int = PANEL_SIDE) -> Any:

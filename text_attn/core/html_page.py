@@ -182,6 +182,15 @@ class HtmlPage:
         self.close()
 
 
+def notebook_view(sections: list[str], header: str, css: str, js: str, height: int, still: bytes | None) -> str:
+    """A report of ``sections`` (a family's page code: its CSS and JS) built in memory and framed for a notebook
+    (:func:`notebook_frame`): what a result's ``_repr_html_`` returns."""
+    page = HtmlPage(None, "where the model looked", header=header, css=css, js=js)
+    for section in sections:
+        page.add(section)
+    return notebook_frame(page.text(), height, still)
+
+
 def notebook_frame(page: str, height: int, fallback: bytes | None = None) -> str:
     """An HTML fragment that shows a whole report page (``page``, self-contained) inside a notebook: an ``<iframe>``
     holding the page (its styles and scripts cannot meet the notebook's), grown to the page's height once shown.

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from text_attn.core.html_page import HtmlPage, notebook_frame
+from text_attn.core.html_page import notebook_view
 from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS, sentence_section
 
 SECTION_HEIGHT = 260  # a section's first height on the page, pixels (it grows with the grid)
@@ -43,13 +43,9 @@ def translations_html(translations: list[Any]) -> str | None:
         "source words light up by weight; hover a source word: the output words that looked at it; grid: darker = "
         "more weight (a Transformer: its last layer, mean of the heads)</span>"
     )
-    page = HtmlPage(None, "where the model looked", header=header, css=ALIGNMENT_CSS, js=ALIGNMENT_JS)
-    for i, t in enumerate(translations, 1):
-        page.add(sentence_section(i, t, layered(t) if t.tokens else None, t.note))
-    first = translations[0]
-    still = translation_png(first, jpeg=True)
+    sections = [sentence_section(i, t, layered(t) if t.tokens else None, t.note) for i, t in enumerate(translations, 1)]
     height = sum(SECTION_HEIGHT + 18 * len(t.tokens) for t in translations[:3]) + 90
-    return notebook_frame(page.text(), height, still)
+    return notebook_view(sections, header, ALIGNMENT_CSS, ALIGNMENT_JS, height, translation_png(translations[0], True))
 
 
 def translation_png(translation: Any, jpeg: bool = False) -> bytes | None:
