@@ -36,14 +36,14 @@ def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
 
 
 class _ModelAPI(ls.LitAPI):
-    """What both APIs share: their model file, the name and note clients see, torch threads, batching by LitServe,
+    """What both APIs share: their model file, the name clients see, torch threads, batching by LitServe,
     and a worker that ignores Ctrl-C (the main process stops it once the requests in flight are answered)."""
 
     route = "/"
 
-    def __init__(self, path: Path, name: str, note: str, threads: int, max_batch_size: int, batch_timeout: float):
+    def __init__(self, path: Path, name: str, threads: int, max_batch_size: int, batch_timeout: float):
         super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route)
-        self.path, self.name, self.note, self.threads = str(path), name, note, threads
+        self.path, self.name, self.threads = str(path), name, threads
 
     def setup(self, device) -> None:
         import torch
@@ -112,7 +112,7 @@ class CaptionAPI(_ModelAPI):
             "score": round(float(result.score), 6),
             "truncated": bool(result.truncated),
             "out_of_domain": far,
-            "note": self.note if far else None,
+            "note": self.captioner.note() if far else None,  # the model's own, as `caption` writes it
             "options": item["options"],
             "model": self.name,
         }
@@ -180,5 +180,5 @@ class TranslateAPI(_ModelAPI):
             "truncated": bool(t.truncated),
             "unknown": t.unknown,
             "unlike_source": unlike,
-            "note": self.note if unlike else None,
+            "note": self.translator.note() if unlike else None,  # the model's own, as `translate` prints it
         }

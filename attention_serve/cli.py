@@ -121,9 +121,9 @@ def build_server(args: argparse.Namespace):
     batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": threads}
     lit_apis = []
     if caption is not None:
-        lit_apis.append(apis.CaptionAPI(caption.path, caption.name, caption_note(caption), **batching))
+        lit_apis.append(apis.CaptionAPI(caption.path, caption.name, **batching))
     if text is not None:
-        lit_apis.append(apis.TranslateAPI(text.path, text.name, text_note(text), **batching))
+        lit_apis.append(apis.TranslateAPI(text.path, text.name, **batching))
     html = page.render(caption and caption.info, text and text.info, bool(args.api_key))
     info = {"caption": caption and caption.info, "translate": text and text.info}
     devices = "auto" if args.devices == "auto" else int(args.devices)
@@ -162,16 +162,6 @@ def json_errors(app) -> None:
                          if getattr(r, "path", None) not in ("/docs", "/docs/oauth2-redirect", "/redoc")]  # fmt: skip
     logging.getLogger("python_multipart").setLevel(logging.ERROR)  # a malformed form is our one log line, not two
     logging.getLogger("multipart").setLevel(logging.ERROR)
-
-
-def caption_note(served) -> str:
-    """The note on a photo the model flags: the model's own (Captioner.note), as ``caption`` writes it."""
-    return served.extra["note"]
-
-
-def text_note(served) -> str:
-    """The note on a sentence the model flags: the model's own (Translator.note), as ``translate`` shows it."""
-    return served.extra["note"]
 
 
 def _stop_gracefully(grace: float) -> None:

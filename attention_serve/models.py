@@ -63,8 +63,7 @@ def load_caption(path: Path) -> Served:
         "decoding": defaults,
         "info": captioner.info,
     }
-    extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled,
-             "note": captioner.note()}  # fmt: skip
+    extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled}
     return Served(Path(path), name, defaults, info, extra)
 
 
@@ -82,8 +81,7 @@ def load_text(path: Path) -> Served:
         "decoding": defaults,
         "info": translator.info,
     }
-    extra = {"arch": translator.arch, "bundled": Path(path) == BUNDLED_MODEL, "note": translator.note()}
-    return Served(Path(path), name, defaults, info, extra)
+    return Served(Path(path), name, defaults, info, {"arch": translator.arch, "bundled": Path(path) == BUNDLED_MODEL})
 
 
 def load(caption: str | None, text: str | None) -> tuple[Served | None, Served | None]:
