@@ -20,6 +20,7 @@ measured on as many held-out scenes (seed 2).
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from pathlib import Path
@@ -33,8 +34,7 @@ from captioning.bundled import DEMO_PHOTOS  # noqa: E402
 from captioning.captioner import Captioner  # noqa: E402
 from captioning.domain import domain_check, far_from_domain, novelty  # noqa: E402
 from captioning.photo_check import photo_stats, unlike_a_photo  # noqa: E402
-from captioning.preprocess import load_photo  # noqa: E402
-from text_attn.core.safe_files import write_text  # noqa: E402
+from text_attn.core.safe_files import write_bytes, write_text  # noqa: E402
 
 # scikit-image's data photographs (its drawings, test patterns and silhouettes are left out: not photographs)
 SKIMAGE_PHOTOS = ("astronaut.png", "brick.png", "camera.png", "cell.png", "chelsea.png", "clock_motion.png",
@@ -49,11 +49,11 @@ def encode(captioner: Captioner, images: list, label: str = "") -> tuple[torch.T
     ``caption`` does, 32 at a time."""
     from tqdm import tqdm
 
-    side, feats, stats = captioner.preprocess.decode_side, [], []
+    feats, stats = [], []
     for i in tqdm(range(0, len(images), 32), desc=f"encoding {label}".strip(), unit="batch", disable=len(images) < 64):
-        loaded = [load_photo(im, side)[0] for im in images[i : i + 32]]
+        loaded, features = captioner.encode_photos(images[i : i + 32])
         stats += [photo_stats(im) for im in loaded]
-        feats.append(captioner.encode(torch.stack([captioner.preprocess(im) for im in loaded])).half().cpu())
+        feats.append(features.half().cpu())
     return torch.cat(feats), stats
 
 
@@ -71,8 +71,15 @@ def flickr8k_features(captioner: Captioner, args: argparse.Namespace) -> dict:
         out[name] = encode(captioner, [it.path for it in items], name)
     if args.cache:
         args.cache.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(out, args.cache)
+        save(out, args.cache)
     return out
+
+
+def save(obj: object, path: Path) -> None:
+    """torch.save through safe_files (a fresh file, renamed: never through a planted link, never half-written)."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    write_bytes(path, buffer.getbuffer())
 
 
 def outside_photos() -> list[tuple[str, Path]]:
@@ -184,18 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         write_text(args.json, json.dumps(report, indent=1) + "\n")
         print(f"wrote {args.json}")
     if args.write:  # the file's other entries (its float16 weights included) are written back as they were
-        import io
-
-        from text_attn.core.safe_files import write_bytes
-
         data = torch.load(args.model, weights_only=True)
         data["domain_check"] = check
         data["domain"] = args.domain or data.get("domain")
         if args.about:
             data["domain_about"] = args.about
-        buffer = io.BytesIO()
-        torch.save(data, buffer)
-        write_bytes(args.model, buffer.getbuffer())
+        save(data, args.model)
         print(f"wrote the check into {args.model}")
     return 0
 

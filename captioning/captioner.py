@@ -25,6 +25,7 @@ from captioning.model import CaptionModel
 from captioning.preprocess import Preprocess
 from text_attn.core.decoding import SearchResult
 from text_attn.core.errors import one_line
+from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
 
@@ -66,17 +67,13 @@ class Caption(NamedTuple):
         return caption_png(self)
 
 
-class Captions(list):
+class Captions(PageList):
     """The captions of :meth:`Captioner.caption_images`: a list, shown in Jupyter as one page of them all."""
 
-    def _repr_html_(self) -> str | None:
+    def _page(self, items: list) -> str | None:
         from captioning.display import captions_html
 
-        return captions_html(list(self))
-
-    def __getitem__(self, index):  # a slice stays a Captions (it shows as one page too)
-        got = super().__getitem__(index)
-        return Captions(got) if isinstance(index, slice) else got
+        return captions_html(items)
 
 
 class Captioner:
@@ -295,13 +292,10 @@ class Captioner:
         where the model file holds a check of its training photos. Each caption keeps its photo, grid and crop box, so
         it draws itself in Jupyter; the list shows as one page."""
         from captioning.photo_check import photo_stats
-        from captioning.preprocess import load_photo
 
         if not images:
             return Captions()
-        side = self.preprocess.decode_side
-        loaded = [load_photo(im, side)[0] for im in images]  # RGB; files decoded as the command does
-        features = self.encode(torch.stack([self.preprocess(im) for im in loaded]))  # (B, L, D)
+        loaded, features = self.encode_photos(images)
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
         extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
         out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)
@@ -312,6 +306,15 @@ class Captioner:
                        crop_box=tuple(self.preprocess.crop_box(*im.size)), chosen=self.chosen_regions(c.alphas))
             for c, f, im, name in zip(out, far, loaded, names, strict=True)
         )  # fmt: skip
+
+    def encode_photos(self, images: list[Image.Image | str | os.PathLike[str]]) -> tuple[list[Image.Image], Tensor]:
+        """Photos (PIL images or files, at least one) read and prepared as ``caption`` does (a large JPEG decoded at
+        reduced size, the model's preprocessing) -> (the RGB images as read, their region features (B, L, D))."""
+        from captioning.preprocess import load_photo
+
+        side = self.preprocess.decode_side
+        loaded = [load_photo(im, side)[0] for im in images]  # RGB, after the EXIF rotation
+        return loaded, self.encode(torch.stack([self.preprocess(im) for im in loaded]))
 
     @torch.no_grad()
     def encode(self, images: Tensor) -> Tensor:
@@ -341,15 +344,19 @@ class Captioner:
         """What the model learned from, in words for its notes: "the Flickr8k photos the model learned from (people,
         dogs, outdoor scenes)"."""
         about = f" ({self.domain_about})" if self.domain_about else ""
-        if self.domain_check and self.domain_check.get("photos") and self.domain:
+        if self._photos and self.domain:
             return f"the {self.domain} photos the model learned from{about}"
         return f"what the model learned from ({self.domain or 'its training images'}){about}"
 
     def note(self) -> str:
         """The note on a photo :meth:`out_of_domain` flags, saying what the model knows (one sentence; ``caption``,
         its JSON records and HTML report, and the server's answers all show this one)."""
-        photos = bool(self.domain_check and self.domain_check.get("photos"))
-        return f"this {'photo' if photos else 'image'} looks unlike {self.known()}: the caption may be wrong"
+        return f"this {'photo' if self._photos else 'image'} looks unlike {self.known()}: the caption may be wrong"
+
+    @property
+    def _photos(self) -> bool:
+        """The model was trained on photographs (its domain check says so)."""
+        return bool(self.domain_check and self.domain_check.get("photos"))
 
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
         """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is

@@ -182,6 +182,21 @@ class HtmlPage:
         self.close()
 
 
+class PageList(list):
+    """Results that Jupyter shows as one page: a list whose ``_repr_html_`` is its family's display of all its items
+    (``_page``, given by the subclass); a slice stays one (``results[:3]`` shows as a page too)."""
+
+    def _page(self, items: list) -> str | None:
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str | None:
+        return self._page(list(self))
+
+    def __getitem__(self, index):
+        got = super().__getitem__(index)
+        return type(self)(got) if isinstance(index, slice) else got
+
+
 def notebook_view(sections: list[str], header: str, css: str, js: str, height: int, still: bytes | None) -> str:
     """A report of ``sections`` (a family's page code: its CSS and JS) built in memory and framed for a notebook
     (:func:`notebook_frame`): what a result's ``_repr_html_`` returns."""

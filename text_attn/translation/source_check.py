@@ -57,11 +57,11 @@ def source_check(train: Iterable[str], val: Sequence[str], lang: str | None = No
         # a trigram outside the profile: a tenth of the rarest kept one's probability
         "floor": round(math.log(kept[-1][1] / total / 10), 3),
     }
-    scores = sorted(line_score(check, line) for line in val)
-    check["threshold"] = round(scores[len(scores) // 100] - MARGIN, 3)
+    scored = [(line_score(check, line), line) for line in val]  # each val line scored once
+    check["threshold"] = round(sorted(score for score, _ in scored)[len(scored) // 100] - MARGIN, 3)
     words = word_profile(train)
     if words is not None:
-        other = [line for line in val if line_score(check, line) >= check["threshold"]]  # not flagged already
+        other = [line for score, line in scored if score >= check["threshold"]]  # not flagged already
         allowed = int(len(val) * FLAGGED) - (len(val) - len(other))
         surprise = sorted(word_score(words, line) for line in other)
         # the score that at most `allowed` of those lines exceed (none: the highest)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from text_attn.core.errors import one_line
+from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
@@ -56,17 +57,13 @@ class Translation:
         return translation_png(self)
 
 
-class Translations(list):
+class Translations(PageList):
     """The translations of :meth:`Translator.translate`: a list, shown in Jupyter as one page of them all."""
 
-    def _repr_html_(self) -> str | None:
+    def _page(self, items: list) -> str | None:
         from text_attn.translation.display import translations_html
 
-        return translations_html(list(self))
-
-    def __getitem__(self, index):  # a slice stays a Translations (it shows as one page too)
-        got = super().__getitem__(index)
-        return Translations(got) if isinstance(index, slice) else got
+        return translations_html(items)
 
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
