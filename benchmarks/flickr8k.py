@@ -160,6 +160,19 @@ def tune(model: Path, args: argparse.Namespace, out: Path, logs: Path, stage: st
     return run_tuner("tune_caption_decoding.py", options, out / "tune_val.json", logs, f"tune-{stage}", quick)
 
 
+def recorded(model: Path) -> dict:
+    """The decoding the model file records (CHOSEN's keys, as a tuner's JSON names them); a StageError when it
+    records none (then --tune chooses one)."""
+    from captioning.captioner import Captioner
+
+    captioner = Captioner.load(model)
+    if not captioner.info.get("decoding"):
+        raise StageError(f"--recorded: {model} records no decoding chosen on val; use --tune")
+    d, hard = captioner.decoding(), captioner.info["decoding"].get("hard_inference")
+    chosen = {"beam": d["beam_size"], "length_penalty": d["length_penalty"], "no_repeat_ngram": d["no_repeat_ngram"]}
+    return chosen | ({"hard_inference": hard} if hard else {})
+
+
 def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None) -> dict:
     trained = ", ".join(f"{s} {m:.0f} min" for s, m in minutes.items() if m is not None) or "not recorded"
     info = {
@@ -209,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bundle", action="store_true", help=f"copy the chosen model with its scores to {BUNDLED}")
     p.add_argument("--tune", action="store_true", help="choose each model's beam and length penalty on val, score too")
     p.add_argument(
+        "--recorded",
+        action="store_true",
+        help="score test with the decoding the model file already records (chosen on val by an earlier --tune), "
+        "without tuning again: e.g. the bundled model copied in as OUT/scst/model.pt",
+    )
+    p.add_argument(
         "fit_args",
         nargs="*",
         help="after --: more caption-train fit options for every stage's fit (they "
@@ -253,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                 results[stage][beam] = {**score(references, captions), "images_per_s": speed}
                 print(f"[{stage}] beam {beam}: " + ", ".join(f"{m} {results[stage][beam][m]:.2f}" for m in METRICS
                                                               if m in results[stage][beam]), flush=True)  # fmt: skip
-            if args.tune:
-                chosen = tune(final, args, args.out / stage, logs, stage)
+            if args.tune or args.recorded:
+                chosen = tune(final, args, args.out / stage, logs, stage) if args.tune else recorded(final)
                 captions, speed = caption_test(final, paths, None, args.out / stage, logs, stage)
                 results[stage]["tuned"] = {**chosen, **score(references, captions), "images_per_s": speed}
                 r = results[stage]["tuned"]

@@ -51,3 +51,20 @@ def test_a_second_stage_without_its_first_is_refused(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "hard_scst starts from hard's model file, which is neither there nor in --stages" in done.stderr
+
+
+def test_recorded_reads_the_decoding_the_model_file_records_or_refuses(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import flickr8k
+    from _runs import StageError
+
+    from captioning.captioner import Captioner
+    from tests.helpers.tiny_captioner import tiny_model_file
+
+    model = tiny_model_file(tmp_path / "m.pt")
+    with pytest.raises(StageError, match="records no decoding chosen on val; use --tune"):
+        flickr8k.recorded(model)
+    captioner = Captioner.load(model)
+    captioner.info["decoding"] = {"beam_size": 5, "length_penalty": 1.5, "no_repeat_ngram": 3, "chosen_by": "val"}
+    captioner.save(model)
+    assert flickr8k.recorded(model) == {"beam": 5, "length_penalty": 1.5, "no_repeat_ngram": 3}
