@@ -32,9 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--caption-model", metavar="PATH|shapes|none",
                    help="the caption model file (default: the bundled Flickr8k model; shapes: the bundled shapes "
                    "model; none: no /caption)")  # fmt: skip
-    p.add_argument("--text-model", metavar="PATH|none",
-                   help="the translation model file (default: the bundled German -> English model; none: no "
-                   "/translate)")  # fmt: skip
+    p.add_argument("--text-model", metavar="PATH|bahdanau|none",
+                   help="the translation model file (default: the bundled German -> English Transformer; bahdanau: "
+                   "the bundled GRU with Bahdanau attention; none: no /translate)")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="address to listen on: 127.0.0.1 (default), 0.0.0.0 or ::")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     p.add_argument("--api-key", help="require this key on every API request (Authorization: Bearer KEY or X-API-Key; "

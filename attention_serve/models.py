@@ -69,19 +69,21 @@ def load_caption(path: Path) -> Served:
 
 def load_text(path: Path) -> Served:
     """The translator's facts (raises ModelFileError with one line for a file that is not a text model)."""
-    from text_attn.translation.translate_cli import BUNDLED_MODEL, model_info
+    from text_attn.translation.bundled import bundled_name
+    from text_attn.translation.translate_cli import model_info
     from text_attn.translation.translator import Translator
 
     translator = Translator.load(path)
     defaults = translator.decoding()  # what `translate` and Translator.translate use
-    name = f"{BUNDLED_MODEL.stem} (bundled)" if Path(path) == BUNDLED_MODEL else Path(path).name
+    bundled = bundled_name(path)
+    name = f"{bundled} (bundled)" if bundled else Path(path).name
     info = {
         "model": name,
         **_details(model_info(translator, path)[1:]),
         "decoding": defaults,
         "info": translator.info,
     }
-    return Served(Path(path), name, defaults, info, {"arch": translator.arch, "bundled": Path(path) == BUNDLED_MODEL})
+    return Served(Path(path), name, defaults, info, {"arch": translator.arch, "bundled": bundled})
 
 
 def load(caption: str | None, text: str | None) -> tuple[Served | None, Served | None]:

@@ -26,8 +26,9 @@ recorded in its model file; not again when the file already records it and OUT/<
 test is also scored with them ("tuned": ``translate`` without --beam-size).
 
 ``--json`` writes every number; ``--bundle`` writes the best German -> English model (by the best val BLEU its fit
-logged: never chosen on test) as text_attn/translation/assets/multi30k_de_en.pt: float16, with its data, terms,
-decoding and scores.
+logged: never chosen on test) as text_attn/translation/assets/multi30k_de_en.pt, the default, and the Bahdanau GRU
+(when scored and not the best) as multi30k_de_en_bahdanau.pt, kept by name: float16, with data, terms, decoding and
+scores.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ from text_attn.core.safe_files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "text"
-BUNDLED = ROOT / "text_attn" / "translation" / "assets" / "multi30k_de_en.pt"
+ASSETS = ROOT / "text_attn" / "translation" / "assets"
+BUNDLED = ASSETS / "multi30k_de_en.pt"  # the default: the best on val
+BUNDLED_BY_NAME = {"bahdanau": ASSETS / "multi30k_de_en_bahdanau.pt"}  # also installed when not the best
 MODELS = {  # name -> (config, source language, target language)
     "none": ("multi30k_de_en_none.yaml", "de", "en"),
     "bahdanau": ("multi30k_de_en_bahdanau.yaml", "de", "en"),
@@ -332,7 +335,14 @@ def val_bleu(name: str, args: argparse.Namespace) -> float:
     return logged
 
 
-def bundle(name: str, model: Path, result: dict, minutes: float | None, where: str) -> Path:
+def bundle_choice(val: dict[str, float]) -> dict[str, Path]:
+    """Which German -> English models to bundle, and as which file: the one with the best val BLEU as the default
+    (never chosen on test), and each model kept by name (BUNDLED_BY_NAME) that is scored and not the best."""
+    best = max(val, key=val.__getitem__)
+    return {best: BUNDLED, **{n: f for n, f in BUNDLED_BY_NAME.items() if n in val and n != best}}
+
+
+def bundle(name: str, model: Path, result: dict, minutes: float | None, where: str, to: Path = BUNDLED) -> Path:
     from text_attn.translation.translator import Translator
 
     translator = Translator.load(model)
@@ -357,8 +367,8 @@ def bundle(name: str, model: Path, result: dict, minutes: float | None, where: s
             "chrF": round(t["chrf"], 2),
             "BLEU (lowercased, tokenized)": round(t["bleu_tok"], 2),
         }
-    BUNDLED.parent.mkdir(parents=True, exist_ok=True)
-    return translator.save(BUNDLED, half=True)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    return translator.save(to, half=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -437,9 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         # chosen on val, never on test: the model whose fit logged the highest val BLEU
         val = {n: val_bleu(n, args) for n in de_en}
         print("val BLEU (best of each fit): " + ", ".join(f"{n} {v:.4f}" for n, v in val.items()))
-        best = max(de_en, key=lambda n: val[n])
-        path = bundle(best, args.out / best / "model.pt", results[best], minutes.get(best), where[best])
-        print(f"bundled {best} as {path} ({path.stat().st_size / 2**20:.1f} MiB)")
+        for name, to in bundle_choice(val).items():
+            path = bundle(name, args.out / name / "model.pt", results[name], minutes.get(name), where[name], to)
+            print(f"bundled {name} as {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0
 
 

@@ -494,22 +494,22 @@ def translate_rows(repeats: int) -> list[dict]:
 
 
 def translate_real_rows(repeats: int, root: Path | None, n: int = 256, batch: int = 64) -> list[dict]:
-    """The bundled German -> English model on Multi30k's first n val sentences (real lengths: the sentences of a
-    batch end at different steps), batches of 64, beam 1 and 8 (its val-chosen width, length penalty 1): sentences/s
-    with ended sentences dropped from the batch (the default) and stepped to the end (before), the same output."""
+    """The bundled German -> English GRU (``bahdanau``) on Multi30k's first n val sentences (real lengths: the
+    sentences of a batch end at different steps), batches of 64, beam 1 and 8 (its val-chosen width, length penalty
+    1): sentences/s with ended sentences dropped from the batch (the default) and stepped to the end (before), the same
+    output."""
     from text_attn.translation.corpora import corpus_file, read_parallel_text
     from text_attn.translation.tasks import TaskError
-    from text_attn.translation.translate_cli import BUNDLED_MODEL
     from text_attn.translation.translator import Translator
 
-    what = "translate Multi30k val (bundled de->en model)"
+    what = "translate Multi30k val (bundled de->en bahdanau model)"
     try:
         if root is None:
             raise TaskError("no --multi30k-root")
         pairs = read_parallel_text(corpus_file(root, "val", "de"), corpus_file(root, "val", "en"), max_pairs=n)
     except TaskError as err:
         return [{"what": what, "value": f"skipped: {err}"}]
-    translator = Translator.load(BUNDLED_MODEL)
+    translator = Translator.load("bahdanau")
     sentences = [src for src, _ in pairs]
 
     def run(beam: int, drop: bool) -> list[str]:

@@ -28,7 +28,8 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     assert f"{DEMO_PHOTOS[0].name}: " in out and "'beam_size': 5" in out
     assert "most weight on region row" in out and (tmp_path / "attention.png").stat().st_size > 10_000
     assert re.search(r"^\(\d+, 81\)$", out, flags=re.M)  # a caption's attention: (words, 9 x 9 regions)
-    assert len(re.findall(r"^\(\d+, \d+\)$", out, flags=re.M)) == 3  # and each translation's
+    assert len(re.findall(r"^\(\d+, 4, \d+\)$", out, flags=re.M)) == 2  # each translation's: 4 heads
+    assert len(re.findall(r"^\(\d+, \d+\)$", out, flags=re.M)) == 2  # the caption's and the GRU's translation
     assert sum(1 for line in out.splitlines() if "\t" in line) == len(DEMO_PHOTOS)
     assert namespace["page"].startswith("<div>") and "<iframe srcdoc=" in namespace["page"]  # the Jupyter view
     assert namespace["picture"].startswith(b"\x89PNG")
@@ -47,7 +48,8 @@ def test_python_captions_as_the_command_does(capsys):
 
 def test_python_translates_as_the_command_does(capsys):
     translator = Translator.load()
-    assert Translator.load("bahdanau").decoding() == translator.decoding()
+    assert Translator.load("transformer").decoding() == translator.decoding()
+    assert Translator.load("bahdanau").arch == "rnn" and translator.arch == "transformer"
     sentence = "Ein Mann fährt mit seinem Fahrrad eine Straße entlang."
     (t,) = translator.translate([sentence])
     assert translate_main([sentence]) == 0

@@ -67,7 +67,7 @@ def test_translation_tuner_records_a_val_choice_that_translate_uses(tmp_path):
     from text_attn.translation.translate_cli import translate_main
 
     model = tmp_path / "model.pt"
-    shutil.copy(ROOT / "text_attn" / "translation" / "assets" / "multi30k_de_en.pt", model)
+    shutil.copy(ROOT / "text_attn" / "translation" / "assets" / "multi30k_de_en_bahdanau.pt", model)
     report = tmp_path / "tune.json"
     out = _run("tune_translation_decoding.py", "--data-root", str(DATA / "multi30k"), "--model", str(model),
                "--limit", "100", "--beams", "1", "3", "--length-penalties", "0", "1", "--json", str(report),

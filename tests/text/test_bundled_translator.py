@@ -1,6 +1,7 @@
-"""The bundled German -> English translator (text_attn/translation/assets/multi30k_de_en.pt): a small self-contained
-float16 file that carries its data's terms and test scores, and translates German into cased English, never <unk>,
-from any directory without --model."""
+"""The bundled German -> English translators (text_attn/translation/assets): the Transformer, the default
+(multi30k_de_en.pt), and the Bahdanau GRU by name (multi30k_de_en_bahdanau.pt). Each is a small self-contained float16
+file that carries its data's terms and test scores, and translates German into cased English, never <unk>, from any
+directory."""
 
 from __future__ import annotations
 
@@ -8,41 +9,61 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
+from text_attn.translation.bundled import BAHDANAU_MODEL, MODEL_NAMES, model_path
 from text_attn.translation.translate_cli import BUNDLED_MODEL, DEMO_SENTENCES
 from text_attn.translation.translator import Translator
 
+FILES = {"transformer": BUNDLED_MODEL, "bahdanau": BAHDANAU_MODEL}
 
-def test_bundled_translator_is_small_half_and_says_its_terms():
-    assert BUNDLED_MODEL.stat().st_size < 25 * 2**20
-    data = torch.load(BUNDLED_MODEL, weights_only=True)  # plain tensors and JSON-able values only
-    assert data["tokenizer"] == "subword" and data["subword_model"].dtype == torch.uint8
+
+@pytest.mark.parametrize("name", FILES)
+def test_bundled_translator_is_small_half_and_says_its_terms(name):
+    path = FILES[name]
+    assert path.stat().st_size < 40 * 2**20
+    data = torch.load(path, weights_only=True)  # plain tensors and JSON-able values only
+    kind = data["arch"] if name == "transformer" else data["config"]["attention"]  # an RNN names its attention
+    assert kind == name and data["tokenizer"] == "subword" and data["subword_model"].dtype == torch.uint8
     assert all(v.dtype == torch.float16 for k, v in data["state_dict"].items() if k.endswith("weight"))
-    info = Translator.load(BUNDLED_MODEL).info
+    info = Translator.load(path).info
     assert "non-commercial research" in info["terms"] and "Multi30k" in info["training_data"]
+    assert f"multi30k_de_en_{name}.yaml" in info["training"]
     assert info["test_scores"]["test_2016_flickr beam 5: sacreBLEU"] > 30
     # the beam and length penalty translate uses by default were chosen on val; their test scores are recorded too
     assert info["decoding"]["beam_size"] >= 1 and "val" in info["decoding"]["chosen_by"]
     assert max(info["test_scores_default_decoding"].values()) > 30
 
 
-def test_translates_german_into_cased_english_from_any_directory(tmp_path):
+def test_the_transformer_is_the_default_and_leads_the_gru_on_test():
+    assert model_path(None) == model_path("multi30k_de_en") == model_path("transformer") == BUNDLED_MODEL
+    assert model_path("bahdanau") == BAHDANAU_MODEL
+    assert set(MODEL_NAMES) == {"multi30k_de_en", "transformer", "bahdanau"}
+    scores = {n: Translator.load(f).info["test_scores_default_decoding"] for n, f in FILES.items()}
+    sacre = {n: next(v for k, v in s.items() if k.endswith("sacreBLEU")) for n, s in scores.items()}
+    assert sacre["transformer"] >= 40 > sacre["bahdanau"], sacre
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_translates_german_into_cased_english_from_any_directory(tmp_path, name):
     sentences = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch."]
     translate = Path(sys.executable).parent / "translate"
-    done = subprocess.run([str(translate), *sentences, "--beam-size", "5"], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120)  # fmt: skip
+    model = [] if name == "transformer" else ["--model", name]
+    done = subprocess.run([str(translate), *sentences, *model], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120)  # fmt: skip
     assert done.returncode == 0 and done.stderr == "", done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 3 and all(line[0].isupper() and line.endswith(".") and "<unk>" not in line for line in lines)
-    assert "man" in lines[0].lower() and "bike" in lines[0].lower(), lines
+    assert "man" in lines[0].lower() and ("bike" in lines[0].lower() or "bicycle" in lines[0].lower()), lines
     assert "dogs" in lines[1].lower() and "snow" in lines[1].lower(), lines
     assert "woman" in lines[2].lower() and "book" in lines[2].lower(), lines
 
 
-def test_english_given_to_the_german_model_gets_a_note_and_german_none():
-    translator = Translator.load(BUNDLED_MODEL)
-    assert translator.source_check["lang"] == "de"
+@pytest.mark.parametrize("name", FILES)
+def test_english_given_to_the_german_model_gets_a_note_and_german_none(name):
+    translator = Translator.load(name)
+    assert translator.source_check["lang"] == "de" and "Multi30k" in translator.source_check["about"]
     english = ["A man is riding a bike.", "Two dogs are playing in the snow.", "A woman reads a book."]
     german = [*DEMO_SENTENCES, "Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch."]
     assert all(translator.unlike_source(s) for s in english)

@@ -40,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         help="model file (model.pt written at the end of `text-train fit`, or by `text-export` from a checkpoint); "
-        f"or a bundled model's name (multi30k_de_en, bahdanau); default: the bundled German -> English model "
-        f"({BUNDLED_MODEL.name})",
+        "or a bundled model's name: multi30k_de_en (also called transformer: the default, German -> English, a "
+        "Transformer trained on Multi30k) or bahdanau (the same data, a GRU with Bahdanau attention: faster)",
     )
     p.add_argument("--model-info", action="store_true", help="print what the model is and was trained on, and exit")
     p.add_argument(

@@ -131,9 +131,9 @@ class Translator:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Translator:
-        """A translator from a text model file, or a bundled model by name (``multi30k_de_en``, ``bahdanau``; no
-        argument: the bundled default, as ``translate`` uses); anything else (a training checkpoint included: its
-        message names the text-export command) raises ModelFileError with one line."""
+        """A translator from a text model file, or a bundled model by name (``multi30k_de_en`` or ``transformer``: the
+        default; ``bahdanau``; no argument: the bundled default, as ``translate`` uses); anything else (a training
+        checkpoint included: its message names the text-export command) raises ModelFileError with one line."""
         from text_attn.translation.bundled import model_path
 
         path = model_path(path)
