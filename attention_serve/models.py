@@ -50,12 +50,13 @@ def text_path(value: str | None) -> Path | None:
 
 def load_caption(path: Path) -> Served:
     """The captioner's facts (raises ModelFileError with one line for a file that is not a caption model)."""
-    from captioning.caption_cli import MODEL_NAMES, model_info
+    from captioning.bundled import bundled_name
+    from captioning.caption_cli import model_info
     from captioning.captioner import Captioner
 
     captioner = Captioner.load(path)
     defaults = {"max_len": 30, **captioner.decoding()}  # what `caption` and Captioner.caption_images use
-    bundled = {v: k for k, v in MODEL_NAMES.items()}.get(Path(path))
+    bundled = bundled_name(path)
     name = f"{bundled} (bundled)" if bundled else Path(path).name
     info = {
         "model": name,

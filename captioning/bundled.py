@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from text_attn.core.bundled_names import name_of, resolve
+
 ASSETS = Path(__file__).parent / "assets"
 BUNDLED_MODEL = ASSETS / "flickr8k_soft.pt"  # the default model: Show-Attend-Tell trained on Flickr8k's photographs
 SHAPES_MODEL = ASSETS / "shapes_soft.pt"  # trained on synthetic shape scenes (--model shapes, --demo shapes)
@@ -18,8 +20,9 @@ DEMO_PHOTOS = sorted((ASSETS / "photos").glob("*.[jp][pn]g"))  # CC0 / public-do
 def model_path(model: str | Path | None = None) -> Path:
     """The file of ``model``: None -> the bundled Flickr8k model; ``flickr8k`` / ``shapes`` -> that bundled model
     (a file of that name in the working folder wins); else the path itself."""
-    if model is None:
-        return BUNDLED_MODEL
-    if str(model) in MODEL_NAMES and not Path(model).exists():
-        return MODEL_NAMES[str(model)]
-    return Path(model)
+    return resolve(model, MODEL_NAMES, BUNDLED_MODEL)  # the module's names when called (tests replace them)
+
+
+def bundled_name(path: str | Path) -> str | None:
+    """The name a bundled model file is known by (``flickr8k``, ``shapes``), or None for any other file."""
+    return name_of(path, MODEL_NAMES)

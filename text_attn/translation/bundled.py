@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from text_attn.core.bundled_names import name_of, resolve
+
 ASSETS = Path(__file__).parent / "assets"
 # German -> English, both trained on Multi30k. The default is the Transformer, the better of the two on val and test;
 # the Bahdanau GRU stays installed: the classic attention model, and faster.
@@ -19,13 +21,9 @@ MODEL_NAMES = {"multi30k_de_en": BUNDLED_MODEL, "transformer": BUNDLED_MODEL, "b
 def model_path(model: str | Path | None = None) -> Path:
     """The file of ``model``: None -> the bundled default; a bundled name -> its file (a file of that name in the
     working folder wins); else the path itself."""
-    if model is None:
-        return BUNDLED_MODEL
-    if str(model) in MODEL_NAMES and not Path(model).exists():
-        return MODEL_NAMES[str(model)]
-    return Path(model)
+    return resolve(model, MODEL_NAMES, BUNDLED_MODEL)  # the module's names when called (tests replace them)
 
 
 def bundled_name(path: str | Path) -> str | None:
     """The name a bundled model file is known by (its first name in MODEL_NAMES), or None for any other file."""
-    return next((name for name, file in MODEL_NAMES.items() if Path(path) == file), None)
+    return name_of(path, MODEL_NAMES)

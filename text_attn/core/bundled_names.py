@@ -1,0 +1,23 @@
+"""Bundled model files by name, for both families (no torch here: the commands' --help stays fast).
+
+Each family keeps its own table of names (captioning/bundled.py, text_attn/translation/bundled.py); the rules that
+turn a ``--model`` value into a file, and a file back into its name, are these, once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def resolve(model: str | Path | None, names: dict[str, Path], default: Path) -> Path:
+    """The file of ``model``: None -> ``default``; a name in ``names`` -> its file (unless a file of that name exists
+    in the working folder: a path always wins); else the path itself."""
+    if model is None:
+        return default
+    if str(model) in names and not Path(model).exists():
+        return names[str(model)]
+    return Path(model)
+
+
+def name_of(path: str | Path, names: dict[str, Path]) -> str | None:
+    """The name a bundled model file is known by (its first name in ``names``), or None for any other file."""
+    return next((name for name, file in names.items() if Path(path) == file), None)
