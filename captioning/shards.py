@@ -131,33 +131,50 @@ def iter_shard(
     path: str,
     wanted: Callable[[int], bool] | None = None,
     notes: Callable[[ShardNote], None] | None = _stderr_note,
+    chosen: Callable[[ShardSample], bool] | None = None,
 ) -> Iterator[ShardSample]:
     """The samples of the tar shard ``path`` in the order it stores them, read member by member.
 
     ``wanted(index)``: read only those samples (the others are skipped without reading their bytes, and not
-    yielded); how ranks and loader workers share a shard. ``notes``: called with a :class:`ShardNote` when the shard
-    is truncated (default: one ``caption: note:`` line on stderr; None: silent)."""
+    yielded); how ranks and loader workers share a shard. ``chosen(sample)``: the same, asked once the sample's
+    member names are known (``key``, ``image_member``, ``name``) and before its bytes are read (skipping photos
+    already captioned by name). ``notes``: called with a :class:`ShardNote` when the shard is truncated (default: one
+    ``caption: note:`` line on stderr; None: silent). A shard that cannot be read at all is one error sample at
+    index 0."""
+    wanted = wanted or (lambda i: True)
     try:
         f = open(path, "rb")  # noqa: SIM115 -- closed in the finally below, after the generator is done
     except OSError as err:
-        yield ShardSample(path, 0, "", error=f"{path}: cannot read the shard ({err.strerror or err})")
+        if wanted(0):
+            yield ShardSample(path, 0, "", error=f"{path}: cannot read the shard ({err.strerror or err})")
         return
     try:
-        yield from _samples(path, f, wanted or (lambda i: True), notes)
+        yield from _samples(path, f, wanted, chosen or (lambda s: True), notes)
     finally:
         f.close()
 
 
-def _samples(path: str, f, wanted: Callable[[int], bool], notes) -> Iterator[ShardSample]:
+def _samples(path: str, f, wanted, chosen, notes) -> Iterator[ShardSample]:
     size = os.fstat(f.fileno()).st_size
     try:
         # ignore_zeros: a damaged header is skipped block by block up to the next valid one (see the gap check below)
         tar = tarfile.open(fileobj=f, mode="r:", ignore_zeros=True)
     except tarfile.TarError as err:
-        yield ShardSample(path, 0, "", error=f"{path}: not a tar shard ({err})")
+        if wanted(0):
+            yield ShardSample(path, 0, "", error=f"{path}: not a tar shard ({err})")
         return
-    index, current, take = 0, None, False  # current: the sample being read; take: wanted(its index)
+    index, key, members = 0, None, []  # the sample being gathered: its key and whole members (TarInfo)
     end, whole, truncated = 0, 0, ""  # end: the byte after the last whole member; whole: members read whole
+
+    def flush() -> Iterator[ShardSample]:  # the gathered sample, read if wanted and chosen
+        sample = ShardSample(path, index, key)
+        images = [m for m in members if _split(m.name)[1] in IMAGE_EXTS]
+        sample.image_member = images[0].name if images else None
+        if wanted(index) and chosen(sample):
+            for info in members:
+                _add_member(sample, info, _split(info.name)[1], tar)
+            yield _finished(sample)
+
     while True:
         try:
             info = tar.next()
@@ -168,9 +185,9 @@ def _samples(path: str, f, wanted: Callable[[int], bool], notes) -> Iterator[Sha
             break
         tar.members.clear()  # tarfile keeps every header it read: memory would grow with the shard
         if info.offset > end and _not_zeros(f, end, info.offset):  # bytes skipped over: a damaged header
-            if current is not None and take:
-                yield _finished(current)
-            current, index = None, index + (current is not None)
+            if key is not None:
+                yield from flush()
+                index, key, members = index + 1, None, []
             if wanted(index):
                 yield ShardSample(path, index, f"@{end}", error=f"{path}@{end}: a damaged tar header: bytes {end} "
                                   f"to {info.offset} skipped (a sample there is lost)")  # fmt: skip
@@ -178,32 +195,30 @@ def _samples(path: str, f, wanted: Callable[[int], bool], notes) -> Iterator[Sha
         end = info.offset_data + _padded(info.size)
         if not info.isfile():
             continue
-        key, ext = _split(info.name)
-        if current is not None and current.key != key:
-            if take:
-                yield _finished(current)
-            current, index = None, index + 1
         if end > size:  # the member's data (or its padding) is cut off
             if info.offset_data + info.size > size:  # its bytes are not all there: the shard ends before it
                 truncated = f"cut off in {info.name}"
                 break
             truncated = f"cut off after {info.name}"  # only its padding is missing: it is whole
-        if current is None:
-            current, take = ShardSample(path, index, key), wanted(index)
-        if take:
-            _add_member(current, info, ext, tar)
+        name_key = _split(info.name)[0]
+        if key is not None and name_key != key:
+            yield from flush()
+            index, members = index + 1, []
+        key = name_key
+        members.append(info)
         whole += 1
         if truncated:
             break
-    if current is not None and take:
-        yield _finished(current)
+    if key is not None:
+        yield from flush()
+        index += 1
     if not truncated and not whole and _not_zeros(f, 0, size):
-        yield ShardSample(path, 0, "", error=f"{path}: not a tar shard (no tar member found)")
+        if wanted(0):
+            yield ShardSample(path, 0, "", error=f"{path}: not a tar shard (no tar member found)")
         return
     if not truncated and whole and size - end < 2 * _BLOCK:  # no end-of-archive marker (two zero blocks)
         truncated = "no end-of-archive marker"
     elif not truncated and _not_zeros(f, end, size):  # bytes after the last member that are not tar's end marker
-        index += current is not None
         if wanted(index):
             yield ShardSample(path, index, f"@{end}", error=f"{path}@{end}: bytes {end} to {size} after the last "
                               "member are not tar members (damaged): skipped")  # fmt: skip
@@ -238,16 +253,14 @@ def _not_zeros(f, start: int, stop: int) -> bool:
 def _add_member(sample: ShardSample, info: tarfile.TarInfo, ext: str, tar: tarfile.TarFile) -> None:
     """Read one member into its sample (an error there names SHARD/MEMBER; the first error is kept)."""
     where = f"{sample.shard}/{info.name}"
-    wants = ext in IMAGE_EXTS or ext in ("txt", "json")
-    if not wants:
-        return
+    if ext in IMAGE_EXTS and info.name != sample.image_member or ext not in (*IMAGE_EXTS, "txt", "json"):
+        return  # a second image of the sample, or a member caption has no use for
     member = tar.extractfile(info)
     data = member.read() if member is not None else b""
     if len(data) != info.size:
         raise tarfile.ReadError("unexpected end of data")
     if ext in IMAGE_EXTS:
-        if sample.image_member is None:
-            sample.image_member, sample.image = info.name, data
+        sample.image = data
     elif ext == "txt":
         try:
             sample.text = data.decode("utf-8").strip()

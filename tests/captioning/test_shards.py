@@ -140,3 +140,16 @@ def test_bytes_after_the_last_member_that_are_not_tar_are_one_error_sample(tmp_p
     samples, notes = _read(shard)
     assert [s.key for s in samples] == ["000000000", "000000001", f"@{end}"] and notes == []
     assert "not tar members" in samples[2].error and samples[2].index == 2
+
+
+def test_chosen_sees_the_names_before_the_bytes_are_read(tmp_path):
+    shard = write_shard(tmp_path / "s.tar", 0, 4)
+    asked = []
+
+    def chosen(sample):
+        asked.append((sample.index, sample.name, sample.image))
+        return sample.key != "000000002"
+
+    samples, _ = _read(shard, wanted=lambda i: i > 0, chosen=chosen)
+    assert [s.key for s in samples] == ["000000001", "000000003"]
+    assert asked == [(i, f"{shard}/{i:09d}.jpg", None) for i in (1, 2, 3)]
