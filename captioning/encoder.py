@@ -62,6 +62,12 @@ class EncoderConfig:
     # the side of the square photos it is trained on (the shared Flickr8k copy: 224): every photo is squashed to it
     # first, as they were (captioning.preprocess.Preprocess.source_side); null: photos of any size, as they come
     source_side: int | None = None
+    squash_filter: str = "bicubic"  # how they were squashed to source_side: bicubic, bilinear or lanczos
+    # The training copies' JPEG step after the squash (the shared Flickr8k copy: 90 and "4:2:0", as their own
+    # quantization tables say: `python benchmarks/jpeg_step.py DIR`; fit checks them): a squashed photo goes
+    # through it too. null: the photos were not recompressed (PNGs, the shapes scenes).
+    jpeg_quality: int | None = None
+    jpeg_subsampling: str | None = None  # "4:4:4", "4:2:2" or "4:2:0"
 
 
 def preprocess_for(cfg: EncoderConfig) -> Preprocess:
@@ -73,6 +79,9 @@ def preprocess_for(cfg: EncoderConfig) -> Preprocess:
         mean=LITE_MEAN if lite else IMAGENET_MEAN,
         std=LITE_STD if lite else IMAGENET_STD,
         source_side=cfg.source_side,
+        squash_filter=cfg.squash_filter,
+        jpeg_quality=cfg.jpeg_quality,
+        jpeg_subsampling=cfg.jpeg_subsampling,
     )
 
 
@@ -327,6 +336,9 @@ class ImageEncoder(nn.Module):
         crop: bool | None = None,
         multiscale: bool = False,
         source_side: int | None = None,
+        squash_filter: str = "bicubic",
+        jpeg_quality: int | None = None,
+        jpeg_subsampling: str | None = None,
     ) -> None:
         super().__init__()
         if backbone not in BACKBONES:
@@ -359,7 +371,9 @@ class ImageEncoder(nn.Module):
         self.backbone, self.stride, self.fine_tune = backbone, stride, fine_tune
         self.grid, self.num_regions = int(grid), int(grid) ** 2
         self.preprocess = preprocess_for(EncoderConfig(backbone, image_size=image_size, crop=crop,
-                                                       source_side=source_side))  # fmt: skip
+                                                       source_side=source_side, squash_filter=squash_filter,
+                                                       jpeg_quality=jpeg_quality,
+                                                       jpeg_subsampling=jpeg_subsampling))  # fmt: skip
         n_stages = len(self.body)
         self._n_frozen = {"none": n_stages, "last": n_stages - 1, "all": 0}[fine_tune]
         # Frozen EfficientNet-Lite without gradients: run a copy with its BatchNorms folded into the convolutions
@@ -385,10 +399,14 @@ class ImageEncoder(nn.Module):
             crop=cfg.crop,
             multiscale=cfg.multiscale,
             source_side=cfg.source_side,
+            squash_filter=cfg.squash_filter,
+            jpeg_quality=cfg.jpeg_quality,
+            jpeg_subsampling=cfg.jpeg_subsampling,
         )
 
     def config(self) -> dict[str, Any]:
         """JSON-able keyword arguments that rebuild this encoder (load its state_dict after)."""
+        pre = self.preprocess
         return {
             "backbone": self.backbone,
             "grid": self.grid,
@@ -398,6 +416,11 @@ class ImageEncoder(nn.Module):
             "crop": self.preprocess.crop,
             "multiscale": self.multiscale,
             **({"source_side": self.preprocess.source_side} if self.preprocess.source_side else {}),
+            # named only when they differ from a file without them (older files rebuild as before)
+            **({"squash_filter": pre.squash_filter} if pre.squash_filter != "bicubic" else {}),
+            **(
+                {"jpeg_quality": pre.jpeg_quality, "jpeg_subsampling": pre.jpeg_subsampling} if pre.jpeg_quality else {}
+            ),
         }
 
     def train(self, mode: bool = True) -> ImageEncoder:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,12 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # "inception-style" scaling to about [-1, 1]; in ToTensor units that is mean 127/255, std 128/255.
 LITE_MEAN = (127 / 255,) * 3
 LITE_STD = (128 / 255,) * 3
+SQUASH_FILTERS = {
+    "bicubic": Image.Resampling.BICUBIC,
+    "bilinear": Image.Resampling.BILINEAR,
+    "lanczos": Image.Resampling.LANCZOS,
+}
+SUBSAMPLINGS = ("4:4:4", "4:2:2", "4:2:0")  # Pillow's names, in the order of JpegImagePlugin.get_sampling's 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,16 @@ class Preprocess:
     # like a training photo (the issue's check: 6 CIDEr-D points lost without). None: photos go straight to
     # image_size. A photo already of that size is unchanged, so training on those copies is too.
     source_side: int | None = None
+    # How the training copies were squashed (bicubic, bilinear or lanczos): issue 57's table, 125 full-size Flickr8k
+    # test photos, bicubic and bilinear equal within noise, Lanczos 2-3 CIDEr-D points worse (docs/captioning.md).
+    squash_filter: str = "bicubic"
+    # The JPEG step of the training copies (the shared Flickr8k copy: quality 90, "4:2:0"; read from their own
+    # quantization tables, captioning.jpeg_step): a squashed photo is saved at that quality and chroma subsampling in
+    # memory and decoded again, so it carries the artifacts the encoder learned on (the issue's check: 13 of 125 of
+    # its own world's photos called foreign without, 1 with). None: photos that were not recompressed (PNGs, the
+    # shapes scenes). Like the squash, never applied to a photo already of source_side.
+    jpeg_quality: int | None = None
+    jpeg_subsampling: str | None = None  # "4:4:4", "4:2:2" or "4:2:0"; given with jpeg_quality
 
     def __post_init__(self) -> None:
         # JSON round trips give lists; keep tuples so instances stay hashable and compare equal.
@@ -48,6 +64,26 @@ class Preprocess:
             raise ValueError(f"mean and std need 3 values (std > 0), got {self.mean}, {self.std}")
         if self.source_side is not None and (int(self.source_side) != self.source_side or self.source_side < 1):
             raise ValueError(f"source_side must be a positive integer or None, got {self.source_side!r}")
+        if self.squash_filter not in SQUASH_FILTERS:
+            raise ValueError(f"squash_filter must be one of {', '.join(SQUASH_FILTERS)}, got {self.squash_filter!r}")
+        if self.jpeg_quality is not None:
+            if self.source_side is None:
+                raise ValueError("jpeg_quality needs source_side: the JPEG step follows the squash to that size")
+            if int(self.jpeg_quality) != self.jpeg_quality or not 1 <= self.jpeg_quality <= 100:
+                raise ValueError(f"jpeg_quality must be an integer from 1 to 100 or None, got {self.jpeg_quality!r}")
+        if (self.jpeg_quality is None) != (self.jpeg_subsampling is None):
+            raise ValueError("jpeg_quality and jpeg_subsampling are given together (or neither)")
+        if self.jpeg_subsampling is not None and self.jpeg_subsampling not in SUBSAMPLINGS:
+            raise ValueError(
+                f"jpeg_subsampling must be one of {', '.join(SUBSAMPLINGS)}, got {self.jpeg_subsampling!r}"
+            )
+
+    def __repr__(self) -> str:
+        # The fields added after feature caches were keyed by this repr are named only when set: a cache written
+        # for a model without a JPEG step keeps its key (captioning.feature_cache).
+        later = {"squash_filter": "bicubic", "jpeg_quality": None, "jpeg_subsampling": None}
+        shown = [(f.name, getattr(self, f.name)) for f in fields(self)]
+        return f"Preprocess({', '.join(f'{k}={v!r}' for k, v in shown if k not in later or v != later[k])})"
 
     @property
     def decode_side(self) -> int:
@@ -75,7 +111,10 @@ class Preprocess:
         quarter of the float tensor's bytes)."""
         rgb = to_rgb(img)
         if self.source_side is not None and rgb.size != (self.source_side, self.source_side):
-            rgb = rgb.resize((self.source_side, self.source_side), Image.Resampling.BICUBIC)  # as the training copies
+            side = (self.source_side, self.source_side)
+            rgb = rgb.resize(side, SQUASH_FILTERS[self.squash_filter])  # as the training copies were
+            if self.jpeg_quality is not None:
+                rgb = jpeg_round_trip(rgb, self.jpeg_quality, str(self.jpeg_subsampling))
         size = (self.image_size, self.image_size)
         # Resampling straight from the crop box (instead of resize, then crop on whole pixels)
         # makes crop_box exactly the region seen (PIL's antialiasing filter still blends the
@@ -88,6 +127,15 @@ class Preprocess:
         mean = torch.tensor(self.mean).view(3, 1, 1)
         std = torch.tensor(self.std).view(3, 1, 1)
         return (x - mean) / std
+
+
+def jpeg_round_trip(rgb: Image.Image, quality: int, subsampling: str) -> Image.Image:
+    """``rgb`` saved as a JPEG at this quality and chroma subsampling, in memory, and decoded again (8-bit RGB)."""
+    buffer = io.BytesIO()
+    rgb.save(buffer, "JPEG", quality=int(quality), subsampling=subsampling)
+    buffer.seek(0)
+    with Image.open(buffer, formats=["JPEG"]) as decoded:
+        return decoded.convert("RGB")
 
 
 def to_rgb(img: Image.Image) -> Image.Image:

@@ -161,7 +161,7 @@ def test_a_caption_run_is_averaged_over_its_step_checkpoints(cli_run_in_tmp, cap
     from tests.helpers.flickr8k import write_original
 
     tmp = cli_run_in_tmp
-    data, run = write_original(tmp / "flickr8k"), tmp / "run"
+    data, run = write_original(tmp / "flickr8k", copies=True), tmp / "run"
     caption_train_cli(
         ["fit", "--config", str(ROOT / "configs/caption/flickr8k_lite2_soft.yaml"), "--data.root", str(data)]
         + ["--data.min_freq", "1", "--data.batch_size", "2", "--trainer.max_steps", "3", "--trainer.max_time", "null"]

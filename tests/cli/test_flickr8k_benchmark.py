@@ -23,7 +23,7 @@ TINY += ["--model.decoder.hidden_dim", "16", "--model.decoder.attn_dim", "16", "
 
 @pytest.mark.slow
 def test_every_stage_trains_exports_and_scores_from_its_own_first_stage(tmp_path):
-    data, out, report = write_original(tmp_path / "flickr8k"), tmp_path / "runs", tmp_path / "f8k.json"
+    data, out, report = write_original(tmp_path / "flickr8k", copies=True), tmp_path / "runs", tmp_path / "f8k.json"
     cmd = [sys.executable, str(SCRIPT), "--data-root", str(data), "--out", str(out), "--quick", "--beams", "1"]
     cmd += ["--json", str(report), "--", *TINY]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=2400, cwd=tmp_path)
