@@ -44,6 +44,8 @@ def quiet_lightning() -> None:
     # Our train loaders resume mid-epoch through the data module's state (text_attn.core.batching), which Lightning's
     # check for a stateful loader does not see.
     warnings.filterwarnings("ignore", message=".*your dataloader is not resumable.*")
+    # A streamed train split (text_attn.core.streaming): LitData gives each loader worker its own share and length.
+    warnings.filterwarnings("ignore", message=".*`IterableDataset` has `__len__` defined.*")
     # Evaluation metrics are computed from the outputs of all ranks (text_attn.core.training.gather_outputs): every rank
     # logs the same value, so there is nothing to synchronise.
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")

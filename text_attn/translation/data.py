@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.source_check import source_check
@@ -110,7 +111,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             batch_size: sentence pairs per batch.
             min_len: shortest synthetic source (reorder). max_len: longest synthetic source (reorder).
             path: the TSV file for ``tsv``. src_path: source file for ``parallel``. tgt_path: its target file.
-            root: the corpus folder for ``pair``. src_lang: source language suffix (``de``). tgt_lang: target (``en``).
+            root: the corpus folder for ``pair``; or, for any task, a folder ``text-train optimize`` wrote: its
+                chunks are streamed (translation.streaming; the vocabularies are the ones it stored).
+            src_lang: source language suffix (``de``). tgt_lang: target (``en``).
             split_names: ``pair``: file prefixes of the splits, {train: train, val: val, test: test_2016_flickr} by
                 default (Multi30k's), e.g. {test: test_2017_flickr}; names not given keep their default.
             lower: lowercase corpus text (``word`` tokens only: subwords keep case).
@@ -201,8 +204,18 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             raise ValueError(f"{len(pairs)} pairs are too few for val_size={n_val} and test_size={n_test}")
         return {"val": pairs[:n_val], "test": pairs[n_val : n_val + n_test], "train": pairs[n_val + n_test :]}
 
+    @property
+    def streams(self) -> bool:
+        """Whether data.root is a chunk folder (``text-train optimize``'s): the train split is streamed from it."""
+        return is_chunk_folder(self.hparams.root)
+
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
+            return
+        if self.streams:
+            from text_attn.translation.streaming import load_chunks
+
+            load_chunks(self)  # vocabularies, tokenizer, val and test; train streams
             return
         data = self._load_splits()  # a bad corpus is a TaskError (a ValueError): one line naming the file and line
         if self.codec is None:  # synthetic tasks
@@ -228,6 +241,13 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         return DataLoader(ds, batch_sampler=sampler, collate_fn=collate_fn)
 
     def train_dataloader(self) -> DataLoader:
+        if self.streams:
+            from text_attn.translation.streaming import stream_collate
+
+            hp = self.hparams
+            collate = partial(stream_collate, pad_id=self.tgt_vocab.pad_id, attention_targets=hp.attention_targets)
+            world = world_size_of(getattr(self, "trainer", None))
+            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, 0, world, self.take_resume_skip())
         return self._loader("train", shuffle=True)
 
     def val_dataloader(self) -> DataLoader:

@@ -12,7 +12,9 @@ TRAIN_DESCRIPTION = (
     "`text-train fit --config configs/text/reorder_bahdanau.yaml`. Subcommands: fit, validate, test, predict; "
     "`text-train fit --help` lists every option. The end of fit writes a model file for `translate`; "
     "`text-export` turns a checkpoint into one. Watch a run with `tensorboard --logdir runs/reorder_bahdanau`; "
-    "`text-train report RUN_DIR` plots its loss and validation scores into RUN_DIR/report.png."
+    "`text-train report RUN_DIR` plots its loss and validation scores into RUN_DIR/report.png. "
+    "`text-train optimize --config C.yaml --out DIR` writes the corpus as LitData chunks; `text-train fit --config "
+    "C.yaml --data.root DIR` streams them (docs/scale.md)."
 )
 
 
@@ -50,4 +52,22 @@ def train_main(args: list[str] | None = None) -> None:
         from text_attn.core.run_report import report_main
 
         raise SystemExit(report_main("text-train", argv[1:]))
+    if argv[:1] == ["optimize"]:
+        text_optimize(argv[1:])
+        return
     text_train_cli(args)
+
+
+def text_optimize(args: list[str]) -> None:
+    """``text-train optimize --config C.yaml --out DIR [--data.X ...]``: the corpus as LitData chunks."""
+    from text_attn.core.optimize_cli import optimize_main
+    from text_attn.translation.data import TranslationDataModule
+    from text_attn.translation.streaming import optimize_text
+    from text_attn.translation.tasks import TaskError
+
+    def write(dm, config, opts) -> None:
+        manifest = optimize_text(dm, opts.out, opts.num_workers, opts.chunk_bytes)
+        counts = ", ".join(f"{s} {v['items']}" for s, v in manifest["splits"].items())
+        print(f"text-train optimize: {opts.out}: {counts} pairs; train on it with --data.root {opts.out}")
+
+    optimize_main("text-train", TranslationDataModule, args, (TaskError, ValueError, FileNotFoundError), write)

@@ -1,0 +1,70 @@
+"""``text-train optimize`` / ``caption-train optimize``: a corpus -> LitData chunks (text_attn.core.streaming).
+
+They take what ``fit`` takes for the data: ``--config C.yaml`` (its ``data:`` block) and ``--data.X`` options, which
+win over the config; the model and trainer blocks are read only where a family needs them (a frozen encoder's
+features). Bad input is one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from text_attn.core.errors import fail
+
+
+def optimize_main(
+    prog: str,
+    datamodule_cls: type,
+    args: list[str] | None,
+    errors: tuple,
+    write: Callable[[Any, dict[str, Any], Any], Any],
+    extra: Callable[[Any], None] | None = None,
+) -> None:
+    """Parse ``prog optimize`` options, build the data module with them and call ``write(dm, config, options)``
+    (``config``: the ``--config`` files' contents merged; ``options``: --out, --num_workers, --chunk_bytes and what
+    ``extra`` added to the parser)."""
+    from jsonargparse import ArgumentParser
+
+    from text_attn.core.lightning_cli import _parser_message, read_config_files
+
+    argv = list(sys.argv[2:] if args is None else args)
+    description = (
+        f"{prog} optimize: write a corpus as LitData chunks (train / val / test apart, vocabulary from train) for "
+        f"`{prog} fit --config C.yaml --data.root DIR`. Takes fit's data options (--config and --data.*). Running "
+        "the same command again continues a stopped run."
+    )
+
+    class OneLine(ArgumentParser):
+        def error(self, message: str, ex: Exception | None = None):
+            fail(f"{prog} optimize", _parser_message(message))
+
+    parser = OneLine(prog=f"{prog} optimize", description=description, exit_on_error=True)
+    parser.add_argument("--config", action="append", default=[], help="a fit config (its data: block is used)")
+    parser.add_argument("--out", required=True, help="the folder to write the chunks into")
+    parser.add_argument("--num_workers", type=int, default=1, help="LitData worker processes writing chunks")
+    parser.add_argument("--chunk_bytes", type=str, default="64MB", help="the size of a chunk file")
+    if extra is not None:
+        extra(parser)
+    parser.add_class_arguments(datamodule_cls, "data", fail_untyped=False)
+    config: dict[str, Any] = {}
+    for node in read_config_files(f"{prog} optimize", argv):
+        for key, value in (node or {}).items():
+            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    data = dict(config.get("data") or {})
+    known = {a.dest.split(".", 1)[1] for a in parser._actions if a.dest.startswith("data.")}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        fail(f"{prog} optimize", f"--config: data.{unknown[0]} is not a data option")
+    parser.set_defaults({f"data.{k}": v for k, v in data.items()})
+    opts = parser.parse_args(argv)
+    if opts.num_workers < 1:
+        fail(f"{prog} optimize", f"--num_workers must be at least 1, got {opts.num_workers}")
+    try:
+        dm = datamodule_cls(**opts.data.as_dict())
+        write(dm, config, opts)
+    except (*errors, OSError) as exc:
+        from text_attn.core.errors import one_line
+
+        fail(f"{prog} optimize", one_line(exc, limit=400))

@@ -1,0 +1,240 @@
+"""The LitData glue both training families share: a corpus -> streaming chunks, chunks -> training batches.
+
+A folder ``optimize`` writes (``text-train optimize`` / ``caption-train optimize``)::
+
+    DIR/streaming.json     what it holds: family, format, the data options it was made with, items per split
+    DIR/data_state.pt      what training needs besides the samples: vocabularies, tokenizer, checks (tensors and
+                           plain values only, read with ``weights_only=True``)
+    DIR/train/ val/ test/  one LitData dataset each (``index.json`` + ``chunk-*.bin``), written by ``litdata.optimize``
+
+A split is recorded in ``streaming.json`` only once LitData has written its index, so a run stopped while writing
+is continued by running the same command again: finished splits are kept, the interrupted one goes on from LitData's
+own checkpoints (``use_checkpoint``). ``fit --data.root DIR`` recognises such a folder by its ``streaming.json``.
+
+Training streams the train split with a ``StreamingDataset`` (shuffled by LitData with the seed and the epoch; under
+DDP each rank reads its own chunks, in equal numbers of batches: ``drop_last``) through a ``StreamingDataLoader``.
+Evaluation splits are read by index (``StreamingDataset[i]``), so validation and test batch, shard and score exactly
+as they do for a folder.
+
+Exact resume. Lightning saves a stateful loader's own state in a checkpoint, but that state counts the batch Lightning
+has already fetched ahead (one past those trained), and a run resumed at an epoch's end starts LitData's epoch
+counter (its shuffle seed) from 1 again. So the loader here gives Lightning no state of its own; the data module
+stores the epoch and the batches trained (``text_attn.core.batching.ResumableBatches``), and ``resume_at`` turns that
+into LitData's resume state: LitData's epoch is always the trainer's epoch + 1, and the samples already yielded are
+the trained batches times the batch size (per rank).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MANIFEST = "streaming.json"
+STATE = "data_state.pt"
+FORMAT = 1
+SPLITS = ("train", "val", "test")
+
+
+class ChunkError(ValueError):
+    """A chunk folder that cannot be used (missing, from the other family, damaged); the message is one line."""
+
+
+# --- the folder ------------------------------------------------------------------------------------------------------
+def is_chunk_folder(root: str | Path | None) -> bool:
+    """Whether ``root`` is a folder ``optimize`` wrote (it holds ``streaming.json``)."""
+    return root is not None and (Path(root) / MANIFEST).is_file()
+
+
+def read_manifest(root: str | Path, family: str) -> dict[str, Any]:
+    """``DIR/streaming.json``, checked: this family's, this format, every split written and its index present."""
+    root = Path(root)
+    path = root / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ChunkError(f"{path}: not a readable chunk manifest ({type(err).__name__})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ChunkError(f"{path}: not a chunk manifest of format {FORMAT}: run optimize again")
+    if manifest.get("family") != family:
+        raise ChunkError(f"{root}: chunks of {manifest.get('family')!r} data, not {family!r}")
+    for split in SPLITS:
+        if split not in manifest.get("splits", {}):
+            raise ChunkError(f"{root}: split {split} was not finished: run the same optimize command again")
+        if not (root / split / "index.json").is_file():
+            raise ChunkError(f"{root / split / 'index.json'}: missing (the {split} chunks' index)")
+    return manifest
+
+
+def read_state(root: str | Path) -> dict[str, Any]:
+    path = Path(root) / STATE
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as err:  # noqa: BLE001 - a missing, torn or foreign file: the same one line
+        raise ChunkError(f"{path}: cannot read it ({type(err).__name__}): run optimize again") from None
+
+
+def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    from text_attn.core.safe_files import write_text
+
+    write_text(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def optimize_splits(
+    out: str | Path,
+    family: str,
+    options: dict[str, Any],
+    state: dict[str, Any],
+    inputs: dict[str, Sequence[Any]],
+    make_item: Callable[[Any], dict[str, Any]],
+    num_workers: int = 1,
+    chunk_bytes: str = "64MB",
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Write ``inputs[split]`` (each turned into a sample by ``make_item``, in LitData's worker processes: a
+    module-level function, picklable) as ``out/<split>/`` chunks, split by split; ``options`` and ``state`` go to
+    the manifest and ``data_state.pt``. Splits a previous run finished with the same options are kept. Returns the
+    manifest."""
+    import litdata
+
+    from text_attn.core.safe_files import atomic_output
+
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    options = json.loads(json.dumps(options, default=str))  # as the manifest will hold them
+    manifest = {"format": FORMAT, "family": family, "options": options, "splits": {}}
+    if (root / MANIFEST).is_file():
+        old = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        if old.get("family") != family or old.get("options") != options:
+            raise ChunkError(f"--out {root}: holds chunks made with other data options; give a new folder")
+        manifest["splits"] = old.get("splits", {})
+    with atomic_output(root / STATE) as tmp:
+        torch.save(state, tmp)
+    for split in SPLITS:
+        items = inputs[split]
+        done = manifest["splits"].get(split)
+        if done is not None and done.get("items") == len(items) and (root / split / "index.json").is_file():
+            log(f"{split}: {len(items)} samples, written earlier: kept")
+            continue
+        log(f"{split}: {len(items)} samples -> {root / split}")
+        # use_checkpoint: a stopped run's chunks are kept and the next run continues after them
+        litdata.optimize(
+            make_item,
+            list(items),
+            str(root / split),
+            chunk_bytes=chunk_bytes,
+            num_workers=max(1, min(num_workers, len(items))),
+            use_checkpoint=True,
+            keep_data_ordered=True,
+            start_method="fork",  # no fresh interpreter (torch imported again) per split and worker
+            verbose=True,
+        )
+        manifest["splits"][split] = {"items": len(items)}
+        _write_manifest(root, manifest)
+    return manifest
+
+
+# --- reading ---------------------------------------------------------------------------------------------------------
+def split_dataset(root: str | Path, split: str, shuffle: bool = False, seed: int = 0, drop_last: bool = False):
+    """The ``split`` of a chunk folder as a LitData ``StreamingDataset`` (read in place: no cache copy)."""
+    from litdata import StreamingDataset
+
+    path = Path(root) / split
+    try:
+        return StreamingDataset(str(path.resolve()), shuffle=shuffle, seed=seed, drop_last=drop_last)
+    except Exception as err:  # noqa: BLE001 - LitData raises many types for a damaged index
+        raise ChunkError(f"{path}: cannot open its chunks ({type(err).__name__}: {one_line_of(err)})") from None
+
+
+def one_line_of(err: BaseException) -> str:
+    from text_attn.core.errors import one_line
+
+    return one_line(err)
+
+
+def read_item(dataset, i: int, where: str | Path) -> dict[str, Any]:
+    """Sample ``i`` of a StreamingDataset; a damaged chunk is a ChunkError naming the folder and the sample."""
+    try:
+        return dataset[i]
+    except Exception as err:  # noqa: BLE001 - a torn or altered chunk fails in many ways
+        raise ChunkError(f"{where}: sample {i} cannot be read: a damaged chunk ({type(err).__name__})") from None
+
+
+def read_all(root: str | Path, split: str) -> list[dict[str, Any]]:
+    """Every sample of a (small) split, in the order written; a damaged chunk is one line naming the folder."""
+    ds = split_dataset(root, split)
+    where = Path(root) / split
+    return [read_item(ds, i, where) for i in range(len(ds))]
+
+
+class _CheckedCollate:
+    """``collate`` with a damaged sample turned into one line naming the folder (picklable: loader workers spawn)."""
+
+    def __init__(self, collate: Callable[[list], Any], where: str):
+        self.collate, self.where = collate, where
+
+    def __call__(self, items: list) -> Any:
+        try:
+            return self.collate(items)
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+            raise ChunkError(f"{self.where}: a sample cannot be read: a damaged chunk ({type(err).__name__})") from None
+
+
+def streaming_loader(
+    root: str | Path,
+    batch_size: int,
+    collate: Callable[[list[dict[str, Any]]], Any],
+    seed: int,
+    num_workers: int = 0,
+    world_size: int = 1,
+    resume: tuple[int, int] | None = None,
+):
+    """The train split of a chunk folder as a shuffled ``StreamingDataLoader`` of ``batch_size`` samples per rank
+    (``collate``: a list of samples -> a batch); ``resume`` = (epoch, batches trained in it), from
+    ``ResumableBatches.take_resume_skip`` (module doc)."""
+    from litdata import StreamingDataLoader
+
+    class TrainedPositionLoader(StreamingDataLoader):
+        """No state for Lightning to save or restore: the data module keeps the trained position (module doc)."""
+
+        def state_dict(self) -> dict[str, Any]:
+            return {}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            if state:  # only the data module's resume_at passes a state
+                super().load_state_dict(state)
+
+    ds = split_dataset(root, "train", shuffle=True, seed=seed, drop_last=world_size > 1)
+    where = str(Path(root) / "train")
+    loader = TrainedPositionLoader(
+        ds, batch_size=batch_size, collate_fn=_CheckedCollate(collate, where), num_workers=num_workers
+    )
+    resume_at(loader, *(resume or (0, 0)), world_size=world_size)
+    return loader
+
+
+def resume_at(loader, epoch: int, batches: int, world_size: int = 1) -> None:
+    """Set ``loader`` (a fresh StreamingDataLoader, not iterated yet) to start trainer epoch ``epoch`` after its first
+    ``batches`` batches (per rank); ``batches`` at or past the epoch's end starts the next epoch."""
+    if batches >= len(loader):
+        epoch, batches = epoch + 1, 0
+    if batches == 0:
+        loader.current_epoch = epoch  # LitData adds 1 when the epoch starts: its epoch is the trainer's + 1
+        return
+    from litdata import StreamingDataLoader
+
+    samples = batches * loader.batch_size
+    state = copy.deepcopy(StreamingDataLoader.state_dict(loader))  # LitData's own state of the fresh loader
+    state.update(current_epoch=epoch + 1, num_samples_yielded=samples)
+    state["latest_worker_idx"] = (batches - 1) % max(1, loader.num_workers)
+    state["dataset"].update(current_epoch=epoch + 1, num_samples_yielded=samples, sample_in_epoch=samples * world_size)
+    loader.load_state_dict(state)
+
+
+def world_size_of(trainer) -> int:
+    return int(getattr(trainer, "world_size", 1) or 1) if trainer is not None else int(os.environ.get("WORLD_SIZE", 1))
