@@ -81,8 +81,9 @@ class CaptionModule(RunState, pl.LightningModule):
             val_max_len: longest caption decoded in validation and test.
             val_meteor: METEOR in validation / test: null = when Java is available, false = never (faster).
             export_path: where fit writes the self-contained model file (default: <log dir>/model.pt).
-            cpu_threads: torch CPU threads, set in setup (null = torch's default, one per core). On a small CPU
-                shared with other work, 1 is much faster: threads waiting for a busy core stall every op.
+            cpu_threads: torch CPU threads while the run lasts (null = torch's default, one per core; the caller's
+                count is given back after). On a small CPU shared with other work, 1 is much faster: threads waiting
+                for a busy core stall every op.
             init_from: a model file or training checkpoint whose weights start this run (e.g. the cross-entropy
                 model for an SCST stage); the config must build the same network, the data the same vocabulary. A
                 resumed run (--ckpt_path) takes the checkpoint's weights instead.
@@ -108,8 +109,7 @@ class CaptionModule(RunState, pl.LightningModule):
 
     # --- building from the data -------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
-        if self.hparams.cpu_threads:
-            torch.set_num_threads(self.hparams.cpu_threads)
+        self.use_cpu_threads(self.hparams.cpu_threads)  # torch's own count again after the run (teardown)
         if self.model is None:
             vocab = getattr(self.trainer.datamodule, "vocab", None)
             if vocab is None:

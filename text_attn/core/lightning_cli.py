@@ -119,6 +119,19 @@ def _make_cli_class(prog: str):
             self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
     class ToolkitCLI(LightningCLI):
+        def parse_arguments(self, parser, args) -> None:
+            """Called in-process with its own ``args`` (a notebook, a test, a benchmark), the process's argv is not
+            this command line: a Jupyter kernel's ``-f kernel.json`` made Lightning warn that both were given. Its
+            check reads ``sys.argv``, so it sees only the program name while these args are parsed."""
+            if args is None:
+                return super().parse_arguments(parser, args)
+            argv = sys.argv
+            sys.argv = argv[:1]
+            try:
+                return super().parse_arguments(parser, args)
+            finally:
+                sys.argv = argv
+
         def instantiate_trainer(self, **kwargs):
             trainer = self._get(self.config_init, "trainer", default={})
             if "logger" not in kwargs and trainer.get("logger") in (None, True):

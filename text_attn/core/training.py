@@ -91,7 +91,12 @@ def export_target(module, export_path: str | None) -> str:
     Call it on every rank: ``trainer.log_dir`` is a collective under DDP.
     """
     trainer = module.trainer
-    return export_path or str(Path(trainer.log_dir or trainer.default_root_dir, "model.pt"))
+    if export_path:
+        return export_path  # as given: `wrote model file:` prints what the user typed
+    path = Path(trainer.log_dir or trainer.default_root_dir, "model.pt")
+    # Lightning makes an unset default_root_dir the absolute working directory: a file under it is named from there
+    # (lightning_logs/version_0/model.pt), as the user would type it
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
 def load_best_weights(module) -> str | None:
@@ -155,6 +160,19 @@ class RunState:
     """
 
     _random_state: dict[str, Any] | None = None
+    _threads_before: int | None = None  # torch's CPU threads before ``use_cpu_threads``, given back at teardown
+
+    def use_cpu_threads(self, threads: int | None) -> None:
+        """``model.cpu_threads``: torch's CPU threads while this run lasts (call it from ``setup``). torch's count is
+        the whole process's, so ``teardown`` gives the caller (a notebook, a test, a script that fits) its own back."""
+        if threads and self._threads_before is None:
+            self._threads_before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+
+    def teardown(self, stage: str) -> None:
+        if self._threads_before is not None:
+            torch.set_num_threads(self._threads_before)
+            self._threads_before = None
 
     def save_run_state(self, checkpoint: dict[str, Any]) -> None:
         save_random_state(checkpoint)

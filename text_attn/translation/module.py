@@ -68,7 +68,8 @@ class TranslationModule(RunState, pl.LightningModule):
             init_from: a text model file (``fit``'s or ``text-export``'s) or a text-train checkpoint to start from:
                 the network is built from its settings (options under ``network`` override them, as long as the
                 weights still fit) and loaded with its weights. Its vocabularies must equal the data's.
-            cpu_threads: torch CPU threads, set in setup (null = torch's default). On 2 shared cores 1 is fastest.
+            cpu_threads: torch CPU threads while the run lasts (null = torch's default; the caller's count is given
+                back after). On 2 shared cores 1 is fastest.
         """
         super().__init__()
         objective_config = as_config(ObjectiveConfig, objective, "objective")
@@ -81,11 +82,10 @@ class TranslationModule(RunState, pl.LightningModule):
 
     # --- building from the data ------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
+        hp = self.hparams
+        self.use_cpu_threads(hp.cpu_threads)  # torch's own count again after the run (teardown)
         if self.net is not None:
             return
-        hp = self.hparams
-        if hp.cpu_threads:
-            torch.set_num_threads(hp.cpu_threads)
         dm = self.trainer.datamodule
         dm.setup(stage)
         self.src_vocab, self.tgt_vocab, self.codec = dm.src_vocab, dm.tgt_vocab, dm.codec
