@@ -56,6 +56,7 @@ from captioning.readers import SPLITS, CaptionDataError, read_flickr8k, read_fol
 from captioning.shapes import Scene, make_scenes
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
 
 SOURCES = ("shapes", "karpathy", "flickr8k", "folder")
@@ -127,7 +128,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             karpathy_json: the Karpathy-split JSON (dataset_coco.json, dataset_flickr8k.json, ...).
             image_root: folder that the JSON's filepath/filename are relative to.
             image_dir: the image folder for ``folder``. captions_tsv: its ``filename<TAB>caption`` file.
-            root: ``flickr8k``: the dataset's folder, in its original layout or Kaggle's (captioning.readers).
+            root: ``flickr8k``: the dataset's folder, in its original layout or Kaggle's (captioning.readers); or,
+                for any source, a folder ``caption-train optimize`` wrote: its chunks are streamed
+                (captioning.streaming; the vocabulary is the one it stored).
             layout: ``flickr8k``: ``auto`` (found from what root holds), ``original`` or ``kaggle``.
             strict: a missing image file is an error (default: skipped, with one line on stderr).
             train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
@@ -175,11 +178,19 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.grid: tuple[int, int] | None = None  # the encoder's (gh, gw), for attention targets (set_grid)
         self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
         self._domain_check: dict | None = None
+        self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.streaming)
+
+    @property
+    def streams(self) -> bool:
+        """Whether data.root is a chunk folder (``caption-train optimize``'s): the train split is streamed from it."""
+        return is_chunk_folder(self.hparams.root)
 
     @property
     def domain(self) -> str:
         """What the images are, in words: model files record it (``caption`` names it in its notes)."""
         hp = self.hparams
+        if self.chunk_state is not None:
+            return str(self.chunk_state["domain"])
         if hp.source == "shapes":
             return "synthetic shapes"
         if hp.source == "flickr8k":
@@ -258,6 +269,11 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        if self.streams:
+            from captioning.streaming import load_chunks
+
+            load_chunks(self)  # vocabulary, val and test; train streams
+            return
         self.splits = self._load()
         self.scenes = {s: sp.scenes for s, sp in self.splits.items() if sp.scenes is not None}
         hp = self.hparams
@@ -310,6 +326,17 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         """
         if preprocess is not None:
             self.preprocess = preprocess
+        if self.streams:  # the train split streams; chunks of features bring their own
+            state = self.chunk_state or {}
+            if state.get("fingerprint") and fingerprint and fingerprint != state["fingerprint"]:
+                raise ChunkError(
+                    f"{self.hparams.root} holds the features of another encoder (or other preprocessing) than "
+                    "model.encoder: optimize again with this config"
+                )
+            splits = [s for s in (splits or self.splits) if s != "train" and s not in self.features]
+            cache_dir = None  # the images are chunk samples, not files a cache key can name
+            if not splits:
+                return []
         images = {s: self.splits[s].images for s in (splits or self.splits) if s in self.splits}
         return fill_features(
             self.features,
@@ -393,6 +420,13 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         hp = self.hparams
+        if self.streams:
+            from captioning.streaming import StreamCollate
+
+            collate = StreamCollate(self.vocab, self.preprocess, hp.max_caption_len)
+            world = world_size_of(getattr(self, "trainer", None))
+            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, hp.num_workers, world,
+                                    self.take_resume_skip())  # fmt: skip
         lengths = [len(c) for _, c in self._train_pairs]
         pairs = _Indices(len(lengths))
         sampler = LengthBatchSampler(

@@ -13,7 +13,9 @@ TRAIN_DESCRIPTION = (
     "Subcommands: fit, validate, test, predict; `caption-train fit --help` lists every option. The end of fit "
     "writes a model file for `caption`; `caption-export` turns a checkpoint into one. Watch a run with "
     "`tensorboard --logdir runs/shapes_soft`; `caption-train report RUN_DIR` plots its loss, validation scores and "
-    "grounding into RUN_DIR/report.png."
+    "grounding into RUN_DIR/report.png. `caption-train optimize --config C.yaml --out DIR` writes the corpus as "
+    "LitData chunks (--features true: a frozen encoder's features); `caption-train fit --config C.yaml --data.root "
+    "DIR` streams them (docs/scale.md)."
 )
 
 
@@ -59,4 +61,32 @@ def train_main(args: list[str] | None = None) -> None:
         from text_attn.core.run_report import report_main
 
         raise SystemExit(report_main("caption-train", argv[1:]))
+    if argv[:1] == ["optimize"]:
+        caption_optimize(argv[1:])
+        return
     caption_train_cli(args)
+
+
+def caption_optimize(args: list[str]) -> None:
+    """``caption-train optimize --config C.yaml --out DIR [--features true] [--data.X ...]``: the corpus as LitData
+    chunks (captioning.streaming)."""
+    from captioning.data import CaptionDataError, CaptionDataModule
+    from captioning.encoder import EncoderWeightsError
+    from captioning.streaming import optimize_captions
+    from text_attn.core.optimize_cli import optimize_main
+
+    def features_option(parser) -> None:
+        parser.add_argument(
+            "--features",
+            type=bool,
+            default=False,
+            help="store the frozen model.encoder's float16 features instead of the image bytes",
+        )
+
+    def write(dm, config, opts) -> None:
+        manifest = optimize_captions(dm, opts.out, config, opts.features, opts.num_workers, opts.chunk_bytes)
+        counts = ", ".join(f"{s} {v['items']}" for s, v in manifest["splits"].items())
+        print(f"caption-train optimize: {opts.out}: {counts} samples; train on it with --data.root {opts.out}")
+
+    errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
+    optimize_main("caption-train", CaptionDataModule, args, errors, write, features_option)

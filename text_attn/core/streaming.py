@@ -91,13 +91,13 @@ def optimize_splits(
     options: dict[str, Any],
     state: dict[str, Any],
     inputs: dict[str, Sequence[Any]],
-    make_item: Callable[[Any], dict[str, Any]],
+    item_fn: Callable[[str], Callable[[Any], dict[str, Any]]],
     num_workers: int = 1,
     chunk_bytes: str = "64MB",
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Write ``inputs[split]`` (each turned into a sample by ``make_item``, in LitData's worker processes: a
-    module-level function, picklable) as ``out/<split>/`` chunks, split by split; ``options`` and ``state`` go to
+    """Write ``inputs[split]`` (each turned into a sample by ``item_fn(split)``, in LitData's forked worker
+    processes) as ``out/<split>/`` chunks, split by split; ``options`` and ``state`` go to
     the manifest and ``data_state.pt``. Splits a previous run finished with the same options are kept. Returns the
     manifest."""
     import litdata
@@ -124,7 +124,7 @@ def optimize_splits(
         log(f"{split}: {len(items)} samples -> {root / split}")
         # use_checkpoint: a stopped run's chunks are kept and the next run continues after them
         litdata.optimize(
-            make_item,
+            item_fn(split),
             list(items),
             str(root / split),
             chunk_bytes=chunk_bytes,

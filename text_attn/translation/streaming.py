@@ -56,7 +56,8 @@ def optimize_text(dm, out: str | Path, num_workers: int = 1, chunk_bytes: str = 
         "codec": dm.codec.metadata(),
         "source_check": dm.source_check,
     }
-    return optimize_splits(out, FAMILY, dict(dm.hparams), state, inputs, make_item, num_workers, chunk_bytes)
+    options = dict(dm.hparams)
+    return optimize_splits(out, FAMILY, options, state, inputs, lambda split: make_item, num_workers, chunk_bytes)
 
 
 def _example(record: dict[str, Any]) -> Example:

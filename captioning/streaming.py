@@ -1,0 +1,194 @@
+"""Photos and captions as LitData chunks: ``caption-train optimize`` writes them, ``caption-train fit --data.root DIR``
+streams them (text_attn.core.streaming holds what both families share).
+
+A sample is ``{"index", "image", "caption", "jpeg" | "features"}``:
+- train: one sample per (image, caption) pair as the folder reader numbers them (``index`` = its pair index,
+  ``image`` = its image's index in the split), ``caption`` the JSON ``{"tokens": [...], "k": caption number,
+  "refs": all the image's captions}``. An image with 5 captions is stored 5 times (Flickr8k: 5 x its JPEG bytes);
+  web-scale sets have one caption an image.
+- val / test: one sample per image (``index`` = ``image``), ``caption`` the JSON ``{"refs": [...]}``.
+- ``jpeg``: the image file's bytes exactly as they were on disk (decoded, with the JPEG's reduced-scale draft, by the
+  same ``prepared`` as a file); or, with ``--features true`` and a frozen encoder, ``features``: its (L, D) float16
+  region features (the feature cache, at scale); the encoder's fingerprint is kept and a fit with another encoder is
+  refused in one line.
+The vocabulary is built from the train captions (data.min_freq, captions_per_image), as fit builds it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from captioning.preprocess import prepared
+from captioning.readers import CaptionDataError
+from text_attn.core.streaming import ChunkError, optimize_splits, read_all, read_manifest, read_state, split_dataset
+from text_attn.core.vocab import Vocabulary
+
+FAMILY = "caption"
+SHAPING = ("min_freq", "captions_per_image")  # options that shape the samples or the vocabulary
+_FEATURES: dict[str, np.ndarray] = {}  # split -> (N, L, D) float16, for optimize's (forked) workers
+
+
+def make_item(split: str, entry: tuple[int, int, str, str]) -> dict[str, Any]:
+    """optimize's function (runs in LitData's forked workers): (index, image index, file, caption JSON) -> sample."""
+    index, image, path, caption = entry
+    item: dict[str, Any] = {"index": index, "image": image, "caption": caption}
+    if split in _FEATURES:
+        item["features"] = _FEATURES[split][image]  # (L, D) float16
+    else:
+        item["jpeg"] = Path(path).read_bytes()
+    return item
+
+
+def frozen_encoder(config: dict[str, Any]):
+    """The ``model.encoder`` block of a caption config, built and frozen: (encoder, its fingerprint)."""
+    from captioning.encoder import EncoderConfig, ImageEncoder
+    from captioning.feature_cache import encoder_fingerprint
+
+    block = dict((config.get("model") or {}).get("encoder") or {})
+    try:
+        cfg = EncoderConfig(**block)
+    except TypeError as err:
+        raise CaptionDataError(f"--config: model.encoder: {err}") from None
+    if cfg.fine_tune != "none":
+        raise CaptionDataError(
+            f"--features: model.encoder.fine_tune is {cfg.fine_tune!r}: stored features need a frozen encoder (none)"
+        )
+    encoder = ImageEncoder.from_config(cfg).eval()
+    settings = {**encoder.config(), "preprocess": repr(encoder.preprocess)}
+    return encoder, encoder_fingerprint(encoder, settings)
+
+
+def optimize_captions(
+    dm, out: str | Path, config: dict[str, Any], features: bool = False, num_workers: int = 1, chunk_bytes="64MB"
+) -> dict[str, Any]:
+    """Read the corpus the data module ``dm`` describes with its folder reader and write it as chunks to ``out``
+    (``features``: the frozen ``model.encoder`` of ``config`` encodes every image once; the float16 features are
+    stored instead of the image bytes). Returns the manifest."""
+    hp = dm.hparams
+    if hp.source == "shapes":
+        raise CaptionDataError("data.source shapes: the scenes are drawn in memory, there is no corpus to optimize")
+    if hp.attention_targets:
+        raise CaptionDataError("data.attention_targets: not available with streamed chunks (boxes are not stored)")
+    dm.setup("fit")
+    fingerprint = None
+    if features:
+        from captioning.feature_cache import fill_features
+        from captioning.jpeg_step import check_jpeg_step
+
+        encoder, fingerprint = frozen_encoder(config)
+        check_jpeg_step(encoder.preprocess, dm.splits["train"].images)
+        feats: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            images = {s: sp.images for s, sp in dm.splits.items()}
+            fill_features(feats, images, encoder, encoder.preprocess, 16, hp.num_workers, True)
+        _FEATURES.update({s: f.numpy() for s, f in feats.items()})
+    inputs: dict[str, list] = {}
+    train = dm.splits["train"]
+    inputs["train"] = []
+    for p, ((i, _), k) in enumerate(zip(dm._train_pairs, dm._train_caption, strict=True)):
+        record = {"tokens": train.references[i][k], "k": k, "refs": train.references[i]}
+        inputs["train"].append((p, i, str(train.images[i]), json.dumps(record)))
+    for split in ("val", "test"):
+        sp = dm.splits[split]
+        inputs[split] = [(i, i, str(path), json.dumps({"refs": sp.references[i]})) for i, path in enumerate(sp.images)]
+    state = {
+        "vocab": dm.vocab.to_dict(),
+        "train_references": train.references,
+        "domain": dm.domain,
+        "stores": "features" if features else "jpeg",
+        "fingerprint": fingerprint or "",
+    }
+    options = {**dict(hp), "features": features}
+    try:
+        item_fn = partial(partial, make_item)  # split -> make_item(split, .): picklable by reference
+        return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes)
+    finally:
+        _FEATURES.clear()
+
+
+# --- reading ---------------------------------------------------------------------------------------------------------
+class ChunkImages(Sequence):
+    """An evaluation split's images, read from its chunks by index: the image file's bytes (``prepared`` decodes them
+    as it decodes a file)."""
+
+    def __init__(self, root: str | Path, split: str):
+        self.ds, self.where = split_dataset(root, split), Path(root) / split
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, i: int) -> bytes:
+        from text_attn.core.streaming import read_item
+
+        return bytes(read_item(self.ds, i, self.where)["jpeg"])
+
+
+def load_chunks(dm) -> None:
+    """Fill the caption data module ``dm`` from the chunk folder ``dm.hparams.root``: vocabulary and train references
+    from ``data_state.pt``; val and test references (and features, when the chunks hold them) in memory, their images
+    read by index; the train split streams (``StreamCollate``)."""
+    from captioning.data import CaptionSplit
+
+    hp = dm.hparams
+    root = hp.root
+    manifest = read_manifest(root, FAMILY)
+    made = manifest["options"]
+    for name in SHAPING:
+        if made.get(name) != hp[name]:
+            raise ChunkError(
+                f"data.{name}={hp[name]!r}, but {root} was made with {made.get(name)!r}: give the same data options "
+                "to optimize and fit, or optimize again"
+            )
+    if hp.attention_targets:
+        raise ChunkError(f"data.attention_targets: {root} holds no boxes (not available with streamed chunks)")
+    state = read_state(root)
+    dm.chunk_state = state
+    dm.vocab = Vocabulary.from_dict(state["vocab"])
+    if state["stores"] == "features" and not hp.cache_features:
+        raise ChunkError(f"{root} holds encoder features: set data.cache_features: true (and a frozen encoder)")
+    dm.splits = {"train": CaptionSplit([], state["train_references"])}
+    for split in ("val", "test"):
+        items = read_all(root, split)
+        try:
+            refs = [json.loads(it["caption"])["refs"] for it in items]
+            if state["stores"] == "features":
+                dm.features[split] = torch.from_numpy(np.stack([np.asarray(it["features"]) for it in items]))
+                images: Sequence = [None] * len(items)
+            else:
+                images = ChunkImages(root, split)
+        except (KeyError, TypeError, ValueError):
+            raise ChunkError(f"{Path(root) / split}: a sample cannot be read: a damaged chunk") from None
+        dm.splits[split] = CaptionSplit(images, refs)
+
+
+class StreamCollate:
+    """Streamed train samples -> the batch the folder reader's train collate makes: images (B, 3, H, W) or features
+    (B, L, D), captions_in / targets (B, T), image_index, references, pair_index. Picklable (loader workers)."""
+
+    def __init__(self, vocab: Vocabulary, preprocess, max_caption_len: int):
+        self.vocab, self.preprocess, self.max_len = vocab, preprocess, max_caption_len
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict:
+        v = self.vocab
+        records = [json.loads(it["caption"]) for it in items]
+        captions = [v.encode(r["tokens"][: self.max_len], eos=False) for r in records]
+        if "features" in items[0]:
+            visual = {"features": torch.from_numpy(np.stack([np.asarray(it["features"]) for it in items])).float()}
+        else:
+            visual = {"images": torch.stack([prepared(bytes(it["jpeg"]), self.preprocess) for it in items])}
+        pad = partial(torch.nn.utils.rnn.pad_sequence, batch_first=True, padding_value=v.pad_id)
+        return {
+            **visual,  # (B, L, D) or (B, 3, H, W)
+            "captions_in": pad([torch.tensor([v.bos_id, *c]) for c in captions]),  # (B, T)
+            "targets": pad([torch.tensor([*c, v.eos_id]) for c in captions]),  # (B, T)
+            "image_index": torch.tensor([int(it["image"]) for it in items]),  # (B,)
+            "references": [r["refs"] for r in records],
+            "pair_index": torch.tensor([int(it["index"]) for it in items]),  # (B,)
+        }
