@@ -141,12 +141,15 @@ def optimize_splits(
 
 # --- reading ---------------------------------------------------------------------------------------------------------
 def split_dataset(root: str | Path, split: str, shuffle: bool = False, seed: int = 0, drop_last: bool = False):
-    """The ``split`` of a chunk folder as a LitData ``StreamingDataset`` (read in place: no cache copy)."""
-    from litdata import StreamingDataset
+    """The ``split`` of a chunk folder as a LitData ``StreamingDataset`` (read in place: no cache copy) whose damaged
+    chunks are one line naming the file (streaming_dataset.DamagedChunk, a ValueError)."""
+    from text_attn.core.streaming_dataset import NamedStreamingDataset
 
     path = Path(root) / split
+    if not (path / "index.json").is_file():
+        raise ChunkError(f"{path / 'index.json'}: missing (the {split} chunks' index)")
     try:
-        return StreamingDataset(str(path.resolve()), shuffle=shuffle, seed=seed, drop_last=drop_last)
+        return NamedStreamingDataset(str(path.resolve()), shuffle=shuffle, seed=seed, drop_last=drop_last)
     except Exception as err:  # noqa: BLE001 - LitData raises many types for a damaged index
         raise ChunkError(f"{path}: cannot open its chunks ({type(err).__name__}: {one_line_of(err)})") from None
 
@@ -158,11 +161,8 @@ def one_line_of(err: BaseException) -> str:
 
 
 def read_item(dataset, i: int, where: str | Path) -> dict[str, Any]:
-    """Sample ``i`` of a StreamingDataset; a damaged chunk is a ChunkError naming the folder and the sample."""
-    try:
-        return dataset[i]
-    except Exception as err:  # noqa: BLE001 - a torn or altered chunk fails in many ways
-        raise ChunkError(f"{where}: sample {i} cannot be read: a damaged chunk ({type(err).__name__})") from None
+    """Sample ``i`` of a chunk folder's split; a damaged chunk is one line naming the file and the sample."""
+    return dataset[i]
 
 
 def read_all(root: str | Path, split: str) -> list[dict[str, Any]]:
