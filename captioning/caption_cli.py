@@ -82,7 +82,13 @@ def _parser() -> argparse.ArgumentParser:
         "(several). Without --model the bundled Flickr8k model captions photographs (try --demo; --model-info says "
         "what it was trained on and how well it scores).",
     )
-    p.add_argument("images", nargs="*", metavar="IMAGE", help="image files, folders, or - for paths on stdin")
+    p.add_argument(
+        "images",
+        nargs="*",
+        metavar="IMAGE",
+        help="image files, folders, webdataset tar shards as img2dataset writes them (a quoted "
+        "'shards/{00000..00099}.tar' is expanded), or - for paths on stdin",
+    )
     p.add_argument(
         "--model",
         help="model file (from caption-train fit or caption-export), or a bundled model by name: flickr8k (the "
@@ -127,6 +133,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, help="processes decoding images ahead of the model (default: 2)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument(
+        "--devices",
+        type=int,
+        help="caption with N processes on Lightning's predict loop (N GPUs with --device cuda, else N CPU "
+        "processes); needs --jsonl OUT: each process writes its part to OUT.parts/ and the first merges them into OUT, "
+        "in input order, after the loop; progress: one bar on the first process counting every process's images. "
+        "torchrun and SLURM launch it as they launch caption-train (docs/scale.md)",
+    )
+    p.add_argument("--num-nodes", type=int, default=1, help="with --devices: machines taking part (default: 1)")
     return p
 
 
@@ -160,9 +175,11 @@ def _unique_stem(name: str, used: set[str]) -> str:
     return stem
 
 
-def _record(name: str, error: str | None = None) -> dict[str, Any]:
+def _record(name: str, error: str | None = None, item: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A record's fields, empty; a shard member's ``item`` adds its img2dataset key and the shard's caption."""
     keys = ("caption", "score", "truncated", "out_of_domain", "note", "grid", "size", "crop_box", "chosen", "overlay")
-    return {"image": name, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
+    member = {"key": item["key"], "reference": item["reference"]} if item is not None and "key" in item else {}
+    return {"image": name, **member, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
 
 
 def caption_items(
@@ -198,7 +215,7 @@ def caption_items(
         )
         name = item["name"]
         box = captioner.preprocess.crop_box(*item["size"])
-        rec = _record(name)
+        rec = _record(name, item=item)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
         rec.update(score=round(score, 6), truncated=truncated, out_of_domain=unfamiliar)
         rec["note"] = captioner.note() if unfamiliar else None
@@ -207,7 +224,7 @@ def caption_items(
         rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
         rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
         if args.overlay:
-            stem = _unique_stem(Path(name).stem or "image", used)
+            stem = item.get("stem") or _unique_stem(Path(name).stem or "image", used)
             image = item["image"]
             try:
                 png = Path(args.overlay) / f"{stem}-attention.png"
@@ -225,6 +242,41 @@ def caption_items(
                 print(f"wrote {path}{extra}", file=sys.stderr)
         out.append(rec)
     return out
+
+
+class OverlayNames:
+    """The overlay names of a run, the same whichever process draws a photo: a file's from the whole input list (in
+    order, as :func:`_outputs` checks them), a shard member's from its image member, made unique against them."""
+
+    def __init__(self, sources: Sequence[str]):
+        from captioning.shards import is_shard
+
+        self.used: set[str] = set()
+        self.files = {s: _unique_stem(Path(n).stem or "image", self.used) for s, n in enumerate(sources) if not
+                      is_shard(n)}  # fmt: skip
+
+    def stem(self, item: dict[str, Any]) -> str:
+        return self.files.get(item["id"][0]) or _unique_stem(Path(item["name"]).stem or "image", self.used)
+
+
+def caption_batch(
+    captioner, items: list[dict[str, Any]], args: argparse.Namespace, options: dict[str, Any], names: OverlayNames
+) -> list[dict[str, Any]]:
+    """The per-batch work of a run, one function for one process and for many (caption_scale's predict_step calls
+    it too): each item's error or note as one line on stderr, the readable photos captioned (:func:`caption_items`:
+    encode, search, record, overlays) and every item's record, in item order. ``items``: a batch of
+    captioning.photo_stream items (read and prepared in the loader's workers)."""
+    for it in items:
+        if it["error"] is not None:
+            print(f"caption: error: {it['error']}", file=sys.stderr)
+        elif it["note"] is not None:
+            print(f"caption: note: {it['note']}", file=sys.stderr)
+    good = [it for it in items if it["error"] is None]
+    if args.overlay:
+        for it in good:
+            it["stem"] = names.stem(it)
+    captioned = iter(caption_items(captioner, good, args, options, names.used) if good else [])
+    return [next(captioned) if it["error"] is None else _record(it["name"], it["error"], it) for it in items]
 
 
 def _open_html(captioner, args: argparse.Namespace):
@@ -366,6 +418,7 @@ def caption_main(argv: list[str] | None = None) -> int:
              "only; give a new --html file (the old page stays as it is)")  # fmt: skip
     if args.jsonl and args.json:
         fail("caption", "give --json (one list on stdout) or --jsonl FILE (one record per line), not both")
+    _check_processes(args)
     if args.n_best > 1 and not (args.json or args.jsonl):  # plain lines hold one caption
         fail("caption", "--n-best lists are part of the --json / --jsonl records; add one of them")
     for flag, value in (("--batch-size", args.batch_size), ("--threads", 1 if args.threads is None else args.threads)):
@@ -396,6 +449,29 @@ def caption_main(argv: list[str] | None = None) -> int:
     return _caption_collection(captioner, args)
 
 
+def _check_processes(args: argparse.Namespace) -> None:
+    """--devices / --num-nodes: what a run over several processes needs, checked before the model loads."""
+    if args.devices is None:
+        if args.num_nodes != 1:
+            fail("caption", "--num-nodes needs --devices N (the processes on each machine)")
+        parts = Path(f"{args.jsonl}.parts") if args.jsonl else None
+        if args.resume and parts is not None and parts.is_dir():
+            fail("caption", f"{parts} holds the parts of a run with --devices: resume it with --devices (any "
+                 "number of processes)")  # fmt: skip
+        return
+    for flag, value in (("--devices", args.devices), ("--num-nodes", args.num_nodes)):
+        if value < 1:
+            fail("caption", f"{flag} must be at least 1, got {value}")
+    if not args.jsonl:
+        fail("caption", "--devices writes its records to --jsonl OUT (each process its part, merged into OUT): "
+             "give --jsonl FILE")  # fmt: skip
+    if args.html:
+        fail("caption", "--html draws one page as one process captions: give it to a run without --devices (the "
+             "records in OUT hold what the page shows)")  # fmt: skip
+    if args.demo or args.model_info:
+        fail("caption", "--devices captions IMAGE inputs: give it without --demo or --model-info")
+
+
 def _model_file(args: argparse.Namespace) -> Path:
     """The model file this run reads: --model (a path or a bundled name), else the bundled one --demo asks for."""
     return model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
@@ -422,28 +498,38 @@ def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, s
 
 def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
     from captioning.collection import image_paths
+    from captioning.shards import expand_braces, is_shard
 
     empty: list[str] = []  # folders without image files: each is a failed input, named in a note
     outputs = [args.overlay] if args.overlay else []  # an --overlay folder inside an input folder: not an input
-    paths = list(image_paths(args.images, stdin, empty, skip=outputs))  # strings: the images are read batch by batch
+    given = [p for arg in args.images for p in (expand_braces(arg) if "{" in arg and not Path(arg).exists() else [arg])]
+    # strings: images and shards are read batch by batch
+    paths = list(image_paths(given, stdin, empty, skip=outputs))
     if not paths:
         fail("caption", "no images: the folders hold no image files and stdin gave no paths")
     for folder in empty:
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written
-        refuse_overlap(_outputs(args, paths), [*_model_files(args), *paths], stdin="-" in args.images)
+        files = [p for p in paths if not is_shard(p)]  # a shard's members are named as drawn (protecting)
+        refuse_overlap(_outputs(args, files), [*_model_files(args), *paths], stdin="-" in args.images)
     except OutputRefused as err:
         fail("caption", str(err))
     with protecting(
         [*_model_files(args), *paths], stdin="-" in args.images
     ):  # and each file written as the run goes (per-word PNGs)
+        if args.devices is not None:
+            from captioning.caption_scale import caption_on_processes
+
+            return caption_on_processes(captioner, args, paths, empty)
         return _caption_paths(captioner, args, paths, empty)
 
 
 def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty: list[str]) -> int:
     from tqdm.auto import tqdm
 
-    from captioning.collection import ResumeError, image_batches, image_key, read_done
+    from captioning.collection import ResumeError, image_key, read_done
+    from captioning.photo_stream import PhotoStream, photo_batches
+    from captioning.shards import is_shard
 
     if args.overlay:
         try:
@@ -455,7 +541,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         except OSError as err:
             fail("caption", f"cannot write into --overlay directory {args.overlay}: {one_line(err)}")
     report = _open_html(captioner, args)  # before --jsonl: a bad --html must not have emptied FILE
-    out = None
+    out, done = None, set()
+    shards = any(is_shard(p) for p in paths)
     if args.jsonl:
         jsonl = Path(args.jsonl)
         # a rerun without --resume starts FILE afresh, as a shell's > would; say so, as a forgotten --resume loses work
@@ -470,32 +557,26 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         if replacing:
             print(f"caption: --jsonl {jsonl} existed and is started afresh (--resume continues a file instead)",
                   file=sys.stderr)  # fmt: skip
-        todo = [p for p in paths if image_key(p) not in done]
-        if len(todo) < len(paths):
-            print(f"caption: {len(paths) - len(todo)} image(s) already in {jsonl}: skipped", file=sys.stderr)
-        paths = todo
-    several = len(paths) > 1
-    batches = -(-len(paths) // args.batch_size)
+        held = _done_in(paths, done)
+        if held:
+            print(f"caption: {held} image(s) already in {jsonl}: skipped", file=sys.stderr)
+    todo = None if shards else sum(image_key(p) not in done for p in paths)  # a shard's size is known once read
+    several = len(paths) > 1 or shards
+    batches = -(-todo // args.batch_size) if todo is not None else 2
     workers = args.workers if batches > 1 else 0  # starting processes is not worth it for one batch
     keep = bool(args.overlay or args.html)  # the decoded images, for overlays and the page's pictures
-    loader = image_batches(paths, captioner.preprocess, args.batch_size, workers, keep=keep)
+    skip = (lambda item, name: image_key(name) in done) if done else None
+    loader = photo_batches(PhotoStream(paths, captioner.preprocess, args.batch_size, keep, skip=skip), workers)
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
-    bar = tqdm(total=len(paths), unit="img", desc="captioning", disable=quiet, file=sys.stderr)
-    used: set[str] = set()
+    bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)
+    names = OverlayNames(paths)
     options = search_options(args)
     records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
     if workers:
         _drop_handover_noise()
     try:
         for items in loader:
-            for it in items:
-                if it["error"] is not None:
-                    print(f"caption: error: {it['error']}", file=sys.stderr)
-                elif it["note"] is not None:
-                    print(f"caption: note: {it['note']}", file=sys.stderr)
-            good = [it for it in items if it["error"] is None]
-            captioned = iter(caption_items(captioner, good, args, options, used) if good else [])
-            batch = [next(captioned) if it["error"] is None else _record(it["name"], it["error"]) for it in items]
+            batch = caption_batch(captioner, items, args, options, names)
             failed += sum(bool(rec["error"]) for rec in batch)
             if report is not None:
                 try:
@@ -553,6 +634,22 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         emit("caption", json.dumps(records))
     _closing_notes(captioner, args, cut, far)
     return 1 if failed or empty else 0
+
+
+def _done_in(paths: list[str], done: set[str]) -> int:
+    """How many of the inputs (files, and shard members by their ``SHARD.tar/MEMBER`` names) ``done`` holds."""
+    from captioning.collection import image_key
+    from captioning.shards import is_shard
+
+    shards = {image_key(p) for p in paths if is_shard(p)}
+    files = sum(image_key(p) in done for p in paths if not is_shard(p))
+    members = 0
+    for key in done if shards else ():
+        parent = os.path.dirname(key)
+        while parent and parent not in shards and parent != os.path.dirname(parent):  # a member in a tar's folder
+            parent = os.path.dirname(parent)
+        members += parent in shards
+    return files + members
 
 
 def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from captioning.photo_check import photo_stats
 from captioning.preprocess import ImageReadError, Preprocess, load_photo
@@ -98,10 +98,36 @@ def read_done(jsonl: Path) -> set[str]:
     return done
 
 
+def read_photo(name: str, src: str | bytes, preprocess: Preprocess, keep: bool = False) -> dict[str, Any]:
+    """One photo read and prepared, as ``caption`` captions it: the preprocessed tensor (3, S, S), the image's size,
+    its photo_stats (captioning.photo_check), and with ``keep`` the RGB image itself (for overlays and the page); an
+    unreadable photo gives its one-line error (naming ``name``) instead. ``src``: a file, or a shard member's bytes.
+    Runs in DataLoader workers: the per-photo half of the per-batch work (captioning.caption_cli.caption_batch is the
+    other)."""
+    item: dict[str, Any] = {"name": name, "tensor": None, "image": None, "error": None, "note": None}
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            image, size = load_photo(src, preprocess.decode_side)  # a large JPEG: decoded smaller
+    except ImageReadError as err:
+        text = str(err)
+        if isinstance(src, bytes) and text.startswith("upload"):  # load_photo names bytes "upload": name the member
+            text = name + text[len("upload") :]
+        item["error"] = text
+        return item
+    if any(issubclass(w.category, Image.DecompressionBombWarning) for w in caught):
+        pixels = size[0] * size[1]
+        item["note"] = f"{name}: a very large image ({pixels / 1e6:.0f} megapixels): decoding it takes much memory"
+    item["tensor"] = preprocess(image)  # (3, S, S)
+    item["size"] = size  # the full image's (W, H): the record's crop box is in its pixels
+    item["photo_stats"] = photo_stats(image)  # for a photo model's out-of-domain check
+    if keep:
+        item["image"] = image
+    return item
+
+
 class ImageFiles(Dataset):
-    """Per path: the preprocessed tensor (3, S, S), the image's size, its photo_stats (captioning.photo_check), and
-    with ``keep`` the RGB image itself (for overlays); an unreadable file gives its one-line error instead. Runs in
-    DataLoader workers."""
+    """Per path, :func:`read_photo` (map-style; ``caption`` itself reads through :class:`PhotoStream`)."""
 
     def __init__(self, paths: list[str], preprocess: Preprocess, keep: bool = False):
         self.paths, self.preprocess, self.keep = paths, preprocess, keep
@@ -110,33 +136,4 @@ class ImageFiles(Dataset):
         return len(self.paths)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        name = self.paths[i]
-        item: dict[str, Any] = {"name": name, "tensor": None, "image": None, "error": None, "note": None}
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", Image.DecompressionBombWarning)
-                image, size = load_photo(name, self.preprocess.decode_side)  # a large JPEG: decoded smaller
-        except ImageReadError as err:
-            item["error"] = str(err)
-            return item
-        if any(issubclass(w.category, Image.DecompressionBombWarning) for w in caught):
-            pixels = size[0] * size[1]
-            item["note"] = f"{name}: a very large image ({pixels / 1e6:.0f} megapixels): decoding it takes much memory"
-        item["tensor"] = self.preprocess(image)  # (3, S, S)
-        item["size"] = size  # the full image's (W, H): the record's crop box is in its pixels
-        item["photo_stats"] = photo_stats(image)  # for a photo model's out-of-domain check
-        if self.keep:
-            item["image"] = image
-        return item
-
-
-def image_batches(paths: list[str], preprocess: Preprocess, batch_size: int, workers: int, keep: bool) -> DataLoader:
-    """Batches of ``ImageFiles`` items (lists, in input order), decoded by ``workers`` processes ahead of the model;
-    at most a few batches are in memory at any time, whatever the number of paths."""
-    return DataLoader(
-        ImageFiles(paths, preprocess, keep),
-        batch_size=batch_size,
-        num_workers=workers,
-        collate_fn=list,
-        prefetch_factor=2 if workers else None,
-    )
+        return read_photo(self.paths[i], self.paths[i], self.preprocess, self.keep)

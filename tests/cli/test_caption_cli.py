@@ -456,9 +456,9 @@ def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file,
     seen = []
     from captioning import collection
 
-    real = collection.ImageFiles.__getitem__
+    real = collection.read_photo
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(collection.ImageFiles, "__getitem__", lambda self, i: (seen.append(self.paths[i]), real(self, i))[1])
+        mp.setattr(collection, "read_photo", lambda name, *a: (seen.append(name), real(name, *a))[1])
         code, _, err = run(capsys, album, "--model", model_file, *FAST, "--jsonl", out_file, "--resume",
                            "--workers", "0", "--batch-size", "2")  # fmt: skip
     assert code == 0 and "2 image(s) already in" in err
