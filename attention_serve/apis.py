@@ -10,13 +10,17 @@ process): the main process stops it after the requests in flight are answered.
 from __future__ import annotations
 
 import base64
+import os
 import signal
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import litserve as ls
 import numpy as np
+
+from text_attn.core.errors import one_line
 
 
 def _options_key(options: dict[str, Any]) -> tuple:
@@ -45,12 +49,24 @@ class _ModelAPI(ls.LitAPI):
         super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route)
         self.path, self.name, self.threads = str(path), name, threads
 
+    slot_base = 0  # set by workers.SupervisedServer: this model's first worker's index among all workers
+
     def setup(self, device) -> None:
+        """Load the model. The worker loop then tags each request it takes with this worker's index among all the
+        server's workers (LitServe reads LITSERVE_WORKER_ID after setup; its own id restarts at 0 for each model), so
+        the HTTP process knows which requests a dead worker held. A model that cannot load is one line and exit 1
+        (no traceback); the supervisor counts it as a death."""
         import torch
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        os.environ["LITSERVE_WORKER_ID"] = str(self.slot_base + int(os.environ.get("LITSERVE_WORKER_ID", "0")))
         torch.set_num_threads(self.threads)
-        self.load(device)
+        try:
+            self.load(device)
+        except Exception as err:  # noqa: BLE001 - whatever stops the model loading: the line says what
+            print(f"attention-serve: a {self.route[1:]} worker cannot load its model: {one_line(err)}", file=sys.stderr,
+                  flush=True)  # fmt: skip
+            os._exit(1)
 
     def load(self, device) -> None:
         raise NotImplementedError

@@ -7,6 +7,8 @@ Routes: ``GET /`` the page, ``POST /caption``, ``POST /translate``, ``GET /healt
 ``GET /openapi.json`` (the API's OpenAPI description). docs/serve.md has the API, examples and limits. Bad options
 or model files: one line, exit 2.
 SIGTERM or Ctrl-C: the requests in flight are answered (within --grace seconds), then exit 0.
+A model worker that stops (killed, crashed) is replaced; its requests in flight get 503 with Retry-After, /health
+says 503 until it is back; a crash loop (more than --max-restarts stops in 60 s) stops the server with exit 1.
 """
 
 from __future__ import annotations
@@ -62,7 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers-per-device", type=int, default=1, help="model workers per device and model (default 1)")
     p.add_argument("--threads", type=int, help="torch threads per worker (default: the cores shared among workers)")
     p.add_argument("--grace", type=float, default=10, help="seconds to finish requests in flight on stop (default 10)")
-    p.add_argument("--timeout", type=float, default=120, help="seconds a request may wait for its answer (default 120)")
+    p.add_argument("--timeout", type=float, default=120,
+                   help="seconds a request may wait for its answer (504 after; default 120)")  # fmt: skip
+    p.add_argument("--max-restarts", type=int, default=5,
+                   help="a model worker that stops is replaced; more than this many stops of one model's workers "
+                   "within 60 s stop the server, exit 1 (default: 5)")  # fmt: skip
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -76,11 +82,11 @@ def _check(args: argparse.Namespace) -> None:
     if not 1024 <= args.port <= 65535:
         fail("attention-serve", f"--port must be from 1024 to 65535, got {args.port}")
     positive = ("max_upload_mb", "max_queue", "max_sentences", "max_chars", "max_batch_size", "workers_per_device",
-                "max_pixels", "read_timeout")  # fmt: skip
+                "max_pixels", "read_timeout", "timeout")  # fmt: skip
     for name in positive:
         if getattr(args, name) <= 0:
             fail("attention-serve", f"--{name.replace('_', '-')} must be more than 0, got {getattr(args, name)}")
-    for name in ("batch_timeout", "grace"):
+    for name in ("batch_timeout", "grace", "max_restarts"):
         if getattr(args, name) < 0:
             fail("attention-serve", f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
     if args.threads is not None and args.threads < 1:
@@ -100,12 +106,12 @@ def _check(args: argparse.Namespace) -> None:
 
 def build_server(args: argparse.Namespace):
     """The LitServer for these options (models loaded and checked in this process first)."""
-    import litserve as ls
-
     from attention_serve import apis, models, page
     from attention_serve.front import Front
+    from attention_serve.inflight import Waiting
     from attention_serve.limits import Limits
     from attention_serve.openapi import describe
+    from attention_serve.workers import SupervisedServer
     from text_attn.core.modelfile import ModelFileError
 
     try:
@@ -127,11 +133,13 @@ def build_server(args: argparse.Namespace):
     html = page.render(caption and caption.info, text and text.info, bool(args.api_key))
     info = {"caption": caption and caption.info, "translate": text and text.info}
     devices = "auto" if args.devices == "auto" else int(args.devices)
-    server = ls.LitServer(
+    waiting = Waiting(args.timeout)
+    front = {"caption": caption, "text": text, "limits": limits, "page": html, "waiting": waiting}
+    server = SupervisedServer(
         lit_apis, accelerator=args.accelerator, devices=devices, workers_per_device=args.workers_per_device,
-        timeout=args.timeout, model_metadata=info,
-        middlewares=[(Front, {"caption": caption, "text": text, "limits": limits, "page": html})],
+        timeout=args.timeout, model_metadata=info, middlewares=[(Front, front)], max_restarts=args.max_restarts,
     )  # fmt: skip
+    waiting.attach(server)  # before LitServe forks the HTTP process: it reads the workers' board
     server.uvicorn_graceful_timeout = args.grace
     describe(server.app)
     json_errors(server.app)
@@ -164,7 +172,7 @@ def json_errors(app) -> None:
     logging.getLogger("multipart").setLevel(logging.ERROR)
 
 
-def _stop_gracefully(grace: float) -> None:
+def _stop_gracefully(server, grace: float) -> None:
     """SIGTERM (a service manager's stop) and Ctrl-C: the requests in flight are answered, then everything stops.
 
     LitServe's own shutdown closes its queues before it stops its HTTP processes, so a request in flight gets no
@@ -185,6 +193,7 @@ def _stop_gracefully(grace: float) -> None:
             return
         stopping.append(signum)
         print("attention-serve: stopping: answering the requests in flight", file=sys.stderr, flush=True)
+        server.stop_supervising()  # no worker is replaced from now on (one being started is stopped with the rest)
         front = [p for p in multiprocessing.active_children() if p.name.startswith("LitServer-")]
         for p in front:
             if p.pid is not None and p.is_alive() and signum != signal.SIGINT:  # Ctrl-C reached them already
@@ -212,9 +221,12 @@ def serve_main(argv: list[str] | None = None) -> int:
         print(f"attention-serve: note: listening on {args.host}, reachable from other machines, with no "
               "authentication: anyone who can reach it can use it (give --api-key KEY to require a key)",
               file=sys.stderr, flush=True)  # fmt: skip
-    _stop_gracefully(args.grace)
+    _stop_gracefully(server, args.grace)
     server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
                generate_client_file=False, access_log=False)  # fmt: skip
+    if server.gave_up is not None:  # its line is in the log already (workers.py)
+        print("attention-serve: stopped (exit 1)", file=sys.stderr, flush=True)
+        return 1
     print("attention-serve: stopped", file=sys.stderr, flush=True)
     return 0
 

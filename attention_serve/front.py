@@ -7,8 +7,10 @@ is a small JSON body the workers cannot fail on: a photo's (S, S, 3) uint8 squar
 size, crop box and photo statistics, and the checked options.
 
 Answered here: ``GET /`` (the page, page.py), every refusal (a JSON ``{"error": ..., "status": ...}``, one log line),
-the API key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` on /caption, /translate and /info), and the queue
-limit (503 with Retry-After when more than ``max_queue`` requests are in flight in this process).
+the API key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` on /caption, /translate and /info), the queue
+limit (503 with Retry-After when more than ``max_queue`` requests are in flight in this process), ``GET /health``
+(200, or 503 while a model's worker is being replaced) and the workers' faults (inflight.py: 503 for the requests a
+dead worker held and for new ones until its replacement is ready, 504 after ``--timeout``); /info gains ``workers``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import warnings
 from typing import Any
 from urllib.parse import parse_qsl
 
+from attention_serve.inflight import RETRY_AFTER, Waiting
 from attention_serve.limits import (
     CAPTION_OPTIONS,
     TRANSLATE_OPTIONS,
@@ -34,6 +37,7 @@ from attention_serve.limits import (
     shown,
 )
 from attention_serve.models import Served
+from attention_serve.workers import WHAT
 from text_attn.core.safe_files import inert
 
 SECURITY_HEADERS = [
@@ -150,8 +154,10 @@ def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]
 class Front:
     """The ASGI middleware (see the module doc). ``caption`` / ``text``: the served models (None: not served)."""
 
-    def __init__(self, app, caption: Served | None, text: Served | None, limits: Limits, page: bytes) -> None:
+    def __init__(self, app, caption: Served | None, text: Served | None, limits: Limits, page: bytes,
+                 waiting: Waiting) -> None:  # fmt: skip
         self.app, self.caption, self.text, self.limits, self.page = app, caption, text, limits, page
+        self.waiting = waiting  # the requests in flight to the workers, and the workers' state (inflight.py)
         self.reading = 0  # requests whose body is arriving or being checked (at most 4 x max_queue)
         self.queued = 0  # checked requests waiting for their answer from a model worker (at most max_queue)
         self.preparing = asyncio.Semaphore(2)  # photos decoded at once: a few large ones must not take all memory
@@ -164,10 +170,14 @@ class Front:
             return await self._page(send)
         api = path in ("/caption", "/translate")
         send = _with_headers(send)  # every answer: nosniff, no-store
+        if path == "/health" and method in ("GET", "HEAD"):
+            return await self._health(send)
         try:
             if (api or path == "/info") and self.limits.api_key and not self._authorized(scope):
                 raise ClientError(401, "this server needs its API key: send 'Authorization: Bearer KEY' or "
                                   "'X-API-Key: KEY'", {"WWW-Authenticate": "Bearer"})  # fmt: skip
+            if path == "/info" and method == "GET":
+                return await self.app(scope, receive, _with_workers(send, self.waiting))
             if not api or method != "POST":
                 return await self.app(scope, receive, send)
             if self.reading >= 4 * self.limits.max_queue:
@@ -187,12 +197,18 @@ class Front:
             err = ClientError(503, f"busy: {self.queued} requests waiting for the model (--max-queue); retry in a "
                               "second", {"Retry-After": "1"})  # fmt: skip
             return await self._refuse(send, method, path, err)
+        down = self.waiting.refusal(path)  # its worker stopped and the new one is loading
+        if down is not None:
+            return await self._refuse(send, method, path, down)
         self.queued += 1  # counted until answered: the workers' queue is what the limit protects
         try:
             data = json.dumps(body).encode()
             headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-type", b"content-length")]
             headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-            await self.app({**scope, "headers": headers}, _replay(data), send)
+            inner = {**scope, "headers": headers}
+            await self.waiting.answer(path, lambda answer: self.app(inner, _replay(data), answer), send)
+        except ClientError as err:  # its worker stopped (503) or its answer did not come in time (504)
+            await self._refuse(send, method, path, err)
         finally:
             self.queued -= 1
 
@@ -207,6 +223,19 @@ class Front:
     async def _refuse(self, send, method: str, path: str, err: ClientError) -> None:
         log(f"{err.status} {method} {path}: {err.message}")
         await send_json(send, err.status, {"error": err.message, "status": err.status}, err.headers)
+
+    async def _health(self, send) -> None:
+        """200 when every served model can answer; else 503 naming the one whose worker is restarting (a load
+        balancer takes the server out, then puts it back). Both with each model's state and restart count."""
+        state = self.waiting.board.state() if self.waiting.board else {}
+        for s in state.values():  # the worker pids are for /info, behind the API key
+            s.pop("pids")
+        down = [name for name, s in state.items() if not s["ready"]]
+        if not down:
+            return await send_json(send, 200, {"status": "ok", "models": state})
+        what = " and ".join(f"the {WHAT['/' + name]} model's worker" for name in down)
+        await send_json(send, 503, {"error": f"{what} is starting; retry in a few seconds", "status": 503,
+                                    "models": state}, {"Retry-After": RETRY_AFTER})  # fmt: skip
 
     async def _page(self, send) -> None:
         from attention_serve.page import CSP
@@ -316,6 +345,28 @@ def _merged(query: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     if both:
         raise ClientError(422, f"{shown(both[0])} is given in both the query string and the body")
     return {**query, **given}
+
+
+def _with_workers(send, waiting: Waiting):
+    """``send`` for LitServe's /info answer (JSON), with each model's worker state added as ``"workers"``."""
+    start: dict[str, Any] = {}
+    chunks: list[bytes] = []
+
+    async def wrapped(message) -> None:
+        if message["type"] == "http.response.start":
+            start.update(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body"):
+            return
+        body = b"".join(chunks)
+        if start.get("status") == 200 and waiting.board is not None:
+            body = json.dumps({**json.loads(body), "workers": waiting.board.state()}).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return wrapped
 
 
 def _with_headers(send):

@@ -119,7 +119,9 @@ def describe(app) -> None:
                         413: "over --max-upload-mb, or too many pixels (a decompression bomb)",
                         415: "not an image, or an unknown Content-Type",
                         422: "damaged image, empty body, unknown option or value out of range",
-                        503: "the queue is full: retry after Retry-After seconds",
+                        503: "the queue is full, or the model's worker stopped and a new one is starting: retry "
+                        "after Retry-After seconds",
+                        504: "no answer within --timeout seconds",
                     }
                 ),
             },  # fmt: skip
@@ -152,7 +154,9 @@ def describe(app) -> None:
                         413: "too many sentences or a sentence too long",
                         415: "not JSON",
                         422: "malformed JSON, an empty sentence, unknown option or value out of range",
-                        503: "the queue is full: retry after Retry-After seconds",
+                        503: "the queue is full, or the model's worker stopped and a new one is starting: retry "
+                        "after Retry-After seconds",
+                        504: "no answer within --timeout seconds",
                     }
                 ),
             },  # fmt: skip

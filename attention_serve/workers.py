@@ -1,0 +1,161 @@
+"""Model workers that die are replaced, and everyone learns of it at once.
+
+LitServe (0.2.19) runs each model in worker processes and, with ``restart_workers=True``, relaunches a dead one from a
+monitor thread in the main process. Used alone it falls short (measured: a SIGKILLed worker's requests waited for
+``--timeout``): the monitor answers the dead worker's requests from the main process's copy of the response buffer,
+but the HTTP process, forked before, holds the real one, so nothing is answered; worker ids restart at 0 for each model,
+so it would answer the other model's requests too; it looks every 2 s; and a worker that dies at every load is
+relaunched forever. So :class:`SupervisedServer` keeps LitServe's own relaunch (``launch_single_inference_worker``) and
+its worker loop, and replaces only the monitor: it looks every 0.1 s, writes each worker's state to a
+:class:`WorkerBoard` in shared memory that the HTTP process reads (front.py answers the requests in flight on a dead
+worker with 503, new ones while it loads too, and /health says so), logs one line per event, and gives up after
+``max_restarts`` deaths of one model within ``RESTART_WINDOW`` seconds, stopping the server with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import litserve as ls
+
+RESTART_WINDOW = 60.0  # seconds: more than max_restarts deaths of one model within it is a crash loop
+LOOK_EVERY = 0.1  # seconds between the supervisor's looks at the workers
+WHAT = {"/caption": "caption", "/translate": "translation"}  # the model's name in the log lines and answers
+
+
+def log(line: str) -> None:
+    print(f"attention-serve: {line}", file=sys.stderr, flush=True)
+
+
+def how_it_ended(exitcode: int | None) -> str:
+    """A dead process's exit code in words: ``killed by SIGKILL`` for a signal (a negative code), else the code."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One worker process of one model: ``index`` in LitServe's list of workers (and the id its worker loop sends
+    with every request it takes, see ``apis._ModelAPI.setup``), its API path and LitServe's own worker id."""
+
+    index: int
+    route: str  # "/caption" or "/translate"
+    worker_id: int  # LitServe's per-model worker number (its setup-status key is "caption_0")
+
+    @property
+    def model(self) -> str:
+        return WHAT[self.route]
+
+
+class WorkerBoard:
+    """Each worker's state in shared memory, written by the supervisor (main process), read by the HTTP process
+    (created before LitServe forks it). Per slot: ``generation`` (deaths so far: a change means the requests it held
+    are lost), ``ready`` (1 when it can answer) and ``restarts`` (replacements that came up)."""
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self.slots = slots
+        n = len(slots)
+        self.generation = mp.RawArray("i", n)
+        self.ready = mp.RawArray("b", n)
+        self.restarts = mp.RawArray("i", n)
+        self.pid = mp.RawArray("i", n)  # the worker process that answers (0: none yet)
+
+    def routes(self) -> list[str]:
+        return list(dict.fromkeys(s.route for s in self.slots))
+
+    def down(self) -> list[str]:
+        """The models (their routes) with no worker that can answer now."""
+        return [r for r in self.routes() if not any(self.ready[s.index] for s in self.slots if s.route == r)]
+
+    def state(self) -> dict[str, dict[str, int | bool]]:
+        """Per model (its route without the slash): ``ready``, ``restarts`` and the worker ``pids`` that answer
+        (what /health and /info show)."""
+        down = self.down()
+        state = {}
+        for r in self.routes():
+            mine = [s.index for s in self.slots if s.route == r]
+            state[r[1:]] = {"ready": r not in down, "restarts": sum(self.restarts[i] for i in mine),
+                            "pids": [self.pid[i] for i in mine if self.ready[i]]}  # fmt: skip
+        return state
+
+
+class SupervisedServer(ls.LitServer):
+    """A LitServer whose worker monitor replaces dead workers as the module doc says. ``max_restarts``: deaths of
+    one model's workers within ``RESTART_WINDOW`` seconds before the server gives up (``gave_up`` then says why)."""
+
+    def __init__(self, *args, max_restarts: int = 5, **kwargs) -> None:
+        super().__init__(*args, restart_workers=True, **kwargs)
+        self.max_restarts = max_restarts
+        self.gave_up: str | None = None
+        self.stopping = False
+        self.supervising = threading.Lock()  # held while a worker is relaunched: a stop waits for it
+        slots, index = [], 0
+        for api in self.litapi_connector:
+            api.slot_base = index  # a worker's slot index: slot_base + LitServe's worker id (apis._ModelAPI.setup)
+            for worker_id in range(len(self._inference_workers_config_for_api(api.api_path))):
+                slots.append(Slot(index, api.api_path, worker_id))
+                index += 1
+        self.board = WorkerBoard(slots)
+
+    def stop_supervising(self) -> None:
+        """No more relaunches (a stop has begun); waits for one in progress to finish, so none is left behind."""
+        with self.supervising:
+            self.stopping = True
+
+    def _start_worker_monitoring(self, manager, uvicorn_workers) -> None:
+        threading.Thread(target=self._supervise, daemon=True, name="attention-serve-supervisor").start()
+
+    def _supervise(self) -> None:
+        deaths: dict[str, deque[float]] = {r: deque() for r in self.board.routes()}
+        died_at: dict[int, float] = {}
+        while not self._shutdown_event.is_set() and not self.stopping:
+            for slot in self.board.slots:
+                proc = self.inference_workers[slot.index]
+                if proc.is_alive():
+                    key = f"{slot.route[1:]}_{slot.worker_id}"  # LitServe's setup status: "ready" once loaded
+                    if not self.board.ready[slot.index] and self.workers_setup_status.get(key) == "ready":
+                        self.board.pid[slot.index] = proc.pid
+                        self.board.ready[slot.index] = 1
+                        if slot.index in died_at:
+                            self.board.restarts[slot.index] += 1
+                            log(f"the {slot.model} model's worker is back (pid {proc.pid}, "
+                                f"{time.monotonic() - died_at.pop(slot.index):.1f} s after it stopped)")  # fmt: skip
+                    continue
+                self._replace(slot, proc, deaths[slot.route], died_at)
+                if self.gave_up:
+                    self._shutdown_event.set()  # run() then stops everything, and the command exits 1
+                    return
+            time.sleep(LOOK_EVERY)
+
+    def _replace(self, slot: Slot, proc, deaths: deque[float], died_at: dict[int, float]) -> None:
+        now = time.monotonic()
+        self.board.ready[slot.index] = 0
+        self.board.generation[slot.index] += 1  # the HTTP process answers what this worker held with 503
+        how = how_it_ended(proc.exitcode)
+        deaths.append(now)
+        while deaths and now - deaths[0] > RESTART_WINDOW:
+            deaths.popleft()
+        if len(deaths) > self.max_restarts:
+            self.gave_up = (
+                f"the {slot.model} model's worker stopped {len(deaths)} times within {RESTART_WINDOW:g} s "
+                f"(last: {how}); giving up (--max-restarts {self.max_restarts})"
+            )
+            log(self.gave_up)
+            return
+        with self.supervising:
+            if self.stopping:
+                return
+            log(f"the {slot.model} model's worker (pid {proc.pid}) stopped ({how}); starting a new one")
+            died_at.setdefault(slot.index, now)
+            api = next(a for a in self.litapi_connector if a.api_path == slot.route)
+            self.inference_workers[slot.index] = self.launch_single_inference_worker(api, slot.worker_id)

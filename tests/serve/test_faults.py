@@ -1,0 +1,198 @@
+"""attention-serve survives its own faults, against a real server with tiny models: a model worker killed by a
+signal (found as a child process, as an operator or the kernel's out-of-memory killer would find it) is replaced, the
+requests it held get a quick 503 with Retry-After in the JSON error shape, the other model's requests are untouched,
+/health says 503 naming the model until the new worker is ready and /info counts the restart; a hung worker's
+request gets 504 after --timeout; SIGTERM in the middle of a restart still drains and exits 0; a crash loop stops the
+server with one line and exit 1. No traceback in any log."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers.server import Server
+from helpers.tiny_captioner import tiny_model_file
+from helpers.tiny_translator import tiny_word_model_file
+
+PHOTO = (Path(__file__).parent.parent / "fixtures" / "images" / "coffee.png").read_bytes()
+SLOW = {"beam_size": "20", "max_len": "100"}  # the longest a tiny model's caption takes: requests stay in flight
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("models")
+    return {"caption": tiny_model_file(folder / "caption.pt"), "text": tiny_word_model_file(folder / "text.pt")}
+
+
+@pytest.fixture(scope="module")
+def server(models, tmp_path_factory):
+    args = ["--caption-model", str(models["caption"]), "--text-model", str(models["text"]), "--timeout", "4",
+            "--grace", "10", "--max-queue", "32"]  # fmt: skip
+    srv = Server(args, tmp_path_factory.mktemp("log") / "server.log")
+    yield srv
+    srv.stop()
+
+
+def worker_pid(server: Server, model: str) -> int:
+    """The pid of ``model``'s worker process ("caption" or "translate"), as /info names it once it is ready; and
+    a child of the server, so the test kills what the server started."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        pids = server.get("/info")[2]["workers"][model]["pids"]
+        if pids:
+            (pid,) = pids
+            assert _parent(Path(f"/proc/{pid}")) == server.proc.pid
+            return pid
+        time.sleep(0.2)
+    raise AssertionError(f"no ready {model} worker: {server.log.read_text()[-2000:]}")
+
+
+def wait_healthy(server: Server, timeout: float = 90) -> float:
+    """Seconds until /health answers 200 again."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if server.get("/health")[0] == 200:
+            return time.monotonic() - start
+        time.sleep(0.1)
+    raise AssertionError(f"not healthy within {timeout} s: {server.log.read_text()[-2000:]}")
+
+
+class Load:
+    """Clients posting to one route again and again on threads, each answer kept (status, body, seconds)."""
+
+    def __init__(self, server: Server, route: str, clients: int) -> None:
+        self.answers: list[tuple[int, object, float]] = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(server, route)) for _ in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self, server: Server, route: str) -> None:
+        while not self.stop.is_set():
+            start = time.monotonic()
+            try:
+                if route == "/caption":
+                    status, head, body = server.post_file(route, PHOTO, SLOW, timeout=60)
+                else:
+                    status, head, body = server.post_json(route, {"sentences": ["ein mann", "ein hund"]}, timeout=60)
+            except OSError as err:  # no connection: the server has stopped (the SIGTERM test)
+                self.answers.append((0, (None, repr(err)), time.monotonic() - start))
+                return
+            self.answers.append((status, (head, body), time.monotonic() - start))
+
+    def finish(self) -> list[tuple[int, object, float]]:
+        self.stop.set()
+        for t in self.threads:
+            t.join(90)
+        assert not any(t.is_alive() for t in self.threads), "a request got no answer"
+        return self.answers
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, pytest.param(signal.SIGSEGV, marks=pytest.mark.slow)])
+def test_a_killed_worker_is_replaced_and_the_requests_it_held_get_503(server, sig):
+    before = server.get("/info")[2]["workers"]["caption"]["restarts"]
+    victim = worker_pid(server, "caption")
+    translate_pid = worker_pid(server, "translate")
+    captions, sentences = Load(server, "/caption", 6), Load(server, "/translate", 2)
+    time.sleep(1.0)  # requests in flight on both models
+    os.kill(victim, sig)
+    killed = time.monotonic()
+    time.sleep(0.5)
+    health = server.get("/health")  # the new worker is still loading: the load balancer takes the server out
+    back = wait_healthy(server)
+    captions.stop.set()
+    time.sleep(1.0)  # the other model keeps serving after the restart too
+    answered, texts = captions.finish(), sentences.finish()
+
+    assert health[0] == 503 and health[1]["retry-after"] and "caption model" in health[2]["error"], health
+    assert health[2]["models"]["caption"]["ready"] is False and health[2]["models"]["translate"]["ready"] is True
+    refused = [a for a in answered if a[0] == 503]
+    assert refused, answered  # the requests the dead worker held
+    assert {a[0] for a in answered} <= {200, 503}, [a for a in answered if a[0] not in (200, 503)]
+    for _, (head, body), seconds in refused:
+        assert head["retry-after"] and body["status"] == 503 and "caption model's worker" in body["error"], body
+        assert seconds < 10, seconds  # at once, not after --timeout
+    assert texts and {a[0] for a in texts} == {200}, [a for a in texts if a[0] != 200]  # the other model untouched
+    assert worker_pid(server, "translate") == translate_pid  # and its worker never restarted
+    info = server.get("/info")[2]["workers"]
+    assert info["caption"]["restarts"] == before + 1 and info["caption"]["pids"] != [victim]
+    assert info["translate"]["restarts"] == 0
+    assert server.post_file("/caption", PHOTO)[0] == 200
+    log = server.log.read_text()
+    assert f"worker (pid {victim}) stopped (killed by {sig.name}); starting a new one" in log, log
+    assert "caption model's worker is back" in log and "Traceback" not in log, log
+    print(
+        f"\n{sig.name}: {len(refused)} of {len(answered)} caption requests answered 503; healthy again after "
+        f"{back + 0.5:.1f} s (killed at {killed:.0f})"
+    )
+
+
+def test_a_hung_worker_gets_504_after_the_timeout_and_frees_the_place(server):
+    victim = worker_pid(server, "caption")
+    os.kill(victim, signal.SIGSTOP)  # hung, not dead: only the timeout can answer
+    try:
+        start = time.monotonic()
+        status, head, body = server.post_file("/caption", PHOTO)
+        waited = time.monotonic() - start
+    finally:
+        os.kill(victim, signal.SIGCONT)
+    assert status == 504 and body == {"error": "no answer from the caption model within 4 s (--timeout)",
+                                      "status": 504}, body  # fmt: skip
+    assert 4 <= waited < 8, waited
+    assert server.post_file("/caption", PHOTO)[0] == 200  # its place is free and the worker answers again
+    assert "504 POST /caption" in server.log.read_text()
+
+
+def test_sigterm_during_a_restart_still_drains_and_exits_0(server):
+    """The last test of the module: it stops the module's server."""
+    victim = worker_pid(server, "caption")
+    sentences = Load(server, "/translate", 2)
+    time.sleep(0.5)
+    os.kill(victim, signal.SIGKILL)
+    time.sleep(0.3)  # the supervisor has seen it and is starting the new worker
+    start = time.monotonic()
+    code = server.stop()
+    took = time.monotonic() - start
+    answered = sentences.finish()
+    log = server.log.read_text()
+    assert code == 0 and took < 10 + 3, (code, took, log[-2000:])
+    # 0: sent after the stop began, when uvicorn no longer takes new connections (refused, or closed unanswered)
+    served = [a for a in answered if a[0] != 0]
+    assert served and all(a[0] == 200 for a in served), answered
+    late = ("ConnectionRefused", "RemoteDisconnected", "ConnectionReset")
+    assert all(any(w in a[1][1] for w in late) for a in answered if a[0] == 0), answered
+    assert "stopped" in log and "Traceback" not in log, log
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == server.proc.pid]
+
+
+def _parent(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@pytest.mark.slow
+def test_a_crash_loop_stops_the_server_with_one_line_and_exit_1(models, tmp_path):
+    """The model file is broken after the start (a worker that dies at every load): after --max-restarts the server
+    stops with the line that names the model and says why, and exits 1 (a supervisor sees it)."""
+    model = tmp_path / "caption.pt"
+    shutil.copy(models["caption"], model)
+    srv = Server(["--caption-model", str(model), "--text-model", "none", "--max-restarts", "2"], tmp_path / "log")
+    try:
+        victim = worker_pid(srv, "caption")
+        model.write_bytes(b"not a model any more")
+        os.kill(victim, signal.SIGKILL)
+        code = srv.proc.wait(120)
+    finally:
+        srv.stop()
+    log = (tmp_path / "log").read_text()
+    assert code == 1, log
+    assert log.count("a caption worker cannot load its model") == 2, log
+    assert "the caption model's worker stopped 3 times within 60 s (last: exit code 1); giving up" in log, log
+    assert "Traceback" not in log and log.rstrip().endswith("attention-serve: stopped (exit 1)"), log
