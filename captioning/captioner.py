@@ -8,8 +8,10 @@ network: the encoder is rebuilt without weights, then receives them from the fil
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -18,7 +20,7 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.decoder import HARD_INFERENCE, DecoderConfig, ShowAttendTellDecoder
 from captioning.domain import far_from_domain, valid_check
 from captioning.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
 from captioning.model import CaptionModel
@@ -285,12 +287,17 @@ class Captioner:
         max_len: int = 30,
         length_penalty: float | None = None,
         no_repeat_ngram: int | None = None,
+        hard_inference: str | None = None,
     ) -> Captions:
         """Photos (PIL images or files) -> per photo its Caption, in input order, as ``caption`` makes it: a file
         decoded as the command decodes it (a large JPEG at reduced size), the same preprocessing, the decoding
         recorded in the model file unless given (:meth:`decoding`), and ``unfamiliar`` (with the model's ``note``) set
         where the model file holds a check of its training photos. Each caption keeps its photo, grid and crop box, so
-        it draws itself in Jupyter; the list shows as one page."""
+        it draws itself in Jupyter; the list shows as one page.
+
+        ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
+        expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
+        on val); a soft-attention model always takes the expected context."""
         from captioning.photo_check import photo_stats
 
         if not images:
@@ -298,14 +305,32 @@ class Captioner:
         loaded, features = self.encode_photos(images)
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
         extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
-        out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)
+        with self._hard_inference(hard_inference):
+            out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)
+            chosen = [self.chosen_regions(c.alphas) for c in out]  # a region a word only where one was looked at
         far = self.out_of_domain(features, [photo_stats(im) for im in loaded]) or [None] * len(out)
         names = [None if isinstance(im, Image.Image) else Path(im).name for im in images]
         return Captions(
             c._replace(unfamiliar=f, note=self.note() if f else None, photo=im, grid=self.grid, name=name,
-                       crop_box=tuple(self.preprocess.crop_box(*im.size)), chosen=self.chosen_regions(c.alphas))
-            for c, f, im, name in zip(out, far, loaded, names, strict=True)
+                       crop_box=tuple(self.preprocess.crop_box(*im.size)), chosen=ch)
+            for c, f, im, name, ch in zip(out, far, loaded, names, chosen, strict=True)
         )  # fmt: skip
+
+    @contextlib.contextmanager
+    def _hard_inference(self, mode: str | None) -> Iterator[None]:
+        """While it lasts, a hard-attention decoder decodes with ``mode`` (its config is read at every step); None or
+        a soft-attention model: unchanged. An unknown mode is one ValueError line."""
+        if mode is not None and mode not in HARD_INFERENCE:
+            raise ValueError(f"hard_inference must be one of {', '.join(HARD_INFERENCE)}, got {mode!r}")
+        cfg = self.model.decoder.cfg
+        if mode is None or cfg.attention != "hard":
+            yield
+            return
+        before, cfg.hard_inference = cfg.hard_inference, mode
+        try:
+            yield
+        finally:
+            cfg.hard_inference = before
 
     def encode_photos(self, images: list[Image.Image | str | os.PathLike[str]]) -> tuple[list[Image.Image], Tensor]:
         """Photos (PIL images or files, at least one) read and prepared as ``caption`` does (a large JPEG decoded at

@@ -3,6 +3,7 @@ per-step log-probs and entropies against torch.distributions, soft_prob=1 == sof
 search, the REINFORCE sign, the baseline rule, a hand-computed loss, and a toy problem only REINFORCE solves."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -327,3 +328,28 @@ def test_hard_attention_learns_to_pick_the_region_that_carries_the_answer():
 
 def test_the_per_word_reward_learns_it_too():
     assert _train_toy(rl_lambda=1.0, reward="word") > 0.9
+
+
+def test_captioner_takes_the_hard_attention_decoding_as_one_keyword(tmp_path):
+    """Issue 57: Captioner.caption_images(hard_inference="expect") decodes a hard-attention model with the expected
+    context, as the model would with that setting in its file; "argmax" with one region a word; the file's own
+    setting is back after the call; a soft model ignores it; an unknown value is one ValueError line."""
+    from helpers.tiny_captioner import tiny_model_file
+
+    photo = Path(__file__).parent.parent / "fixtures" / "images" / "rocket.jpg"
+    cap = Captioner.load(tiny_model_file(tmp_path / "hard.pt", attention="hard"))
+    assert cap.model.decoder.cfg.hard_inference == "argmax"
+    reference = Captioner.load(tmp_path / "hard.pt")
+    reference.model.decoder.cfg.hard_inference = "expect"  # as a file that records the expected context
+    (expect,) = cap.caption_images([photo], beam_size=2, hard_inference="expect")
+    (want,) = reference.caption_images([photo], beam_size=2)
+    assert expect.words == want.words and torch.equal(expect.alphas, want.alphas) and expect.chosen is None
+    (argmax,) = cap.caption_images([photo], beam_size=2, hard_inference="argmax")
+    assert argmax.chosen == argmax.alphas.argmax(-1).tolist() and cap.model.decoder.cfg.hard_inference == "argmax"
+    reference.model.decoder.cfg.hard_inference = "argmax"
+    assert cap.caption_images([photo], beam_size=2)[0].words == reference.caption_images([photo], beam_size=2)[0].words
+    soft = Captioner.load(tiny_model_file(tmp_path / "soft.pt"))
+    (plain,) = soft.caption_images([photo], beam_size=2)
+    assert soft.caption_images([photo], beam_size=2, hard_inference="argmax")[0].words == plain.words
+    with pytest.raises(ValueError, match="hard_inference must be one of argmax, expect, got 'sample'"):
+        cap.caption_images([photo], hard_inference="sample")
