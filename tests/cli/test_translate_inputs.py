@@ -69,8 +69,8 @@ def test_an_output_that_is_also_the_redirected_input_is_refused_and_kept(model_f
                    " sys.exit(translate_main(sys.argv[1:]))", "--model", str(model_file), flag, str(same)]  # fmt: skip
             done = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2, done.stderr
-        assert done.stderr.strip() == f"translate: error: {flag} {same} is also the input (stdin reads it); give " \
-            "another file"  # fmt: skip
+        assert done.stderr.strip() == f"translate: error: {flag} {same} is also an input (stdin): give another " \
+            "file; nothing was written"  # fmt: skip
         assert same.read_bytes() == before  # not emptied
 
 

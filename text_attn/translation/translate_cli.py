@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -280,25 +279,14 @@ def _source_note(translator, args: argparse.Namespace, count: int, first: list[i
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Refuse, before any work, an output that is also the input (stdin redirected from that very file: writing it
-    would empty the input before it is read) and a --plot that names a folder or a folder that does not exist."""
-    try:
-        stdin = os.fstat(sys.stdin.fileno()) if not args.sentences and not args.demo else None
-    except (OSError, ValueError, AttributeError):  # no real stdin (closed, or replaced by a test)
-        stdin = None
-    for flag, value in (("--output", args.output), ("--html", args.html), ("--plot", args.plot)):
-        if not value or stdin is None:
-            continue
-        try:
-            out = os.stat(value)
-        except OSError:  # not there yet: a new file cannot be the input
-            continue
-        if (out.st_dev, out.st_ino) == (stdin.st_dev, stdin.st_ino):
-            fail("translate", f"{flag} {value} is also the input (stdin reads it); give another file")
+    """Refuse, before any work, an output that is also an input, by the one mechanism every command uses
+    (safe_files.refuse_overlap): the model file, and the file stdin is redirected from (writing it would empty the
+    input before it is read); and a --plot that names a folder or a folder that does not exist."""
+    reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo
     outputs = {f"{flag} {value}": value for flag, value in (("--output", args.output), ("--html", args.html),
                                                             ("--plot", args.plot)) if value}  # fmt: skip
     try:
-        refuse_overlap(outputs, [model_path(args.model)])
+        refuse_overlap(outputs, [model_path(args.model)], stdin=reads_stdin)
     except OSError as err:
         fail("translate", str(err))
     if args.plot:
