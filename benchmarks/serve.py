@@ -12,7 +12,8 @@ Starts the server (its own process, a free port), then:
 - the soak: ``--soak`` requests at 16 clients with 5% bad uploads mixed in (truncated files, text, an unknown
   option): every good one must be answered 200, every bad one a 4xx; the server's memory (all its processes' RSS)
   over the first and the last thousand requests;
-- with --multi30k-root: sentences/s posting Multi30k val German sentences one request each.
+- with --multi30k-root: sentences/s posting Multi30k val German sentences one request each;
+- the fault row (--fault N): both models served, the caption worker killed mid-run (benchmarks/serve_fault.py).
 Prints the table with each goal met or not (goals: docs/serve.md).
 """
 
@@ -35,6 +36,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from helpers.server import Server, multipart  # noqa: E402
+from serve_fault import fault_row  # noqa: E402
 from speed import photo_folder  # noqa: E402
 
 from text_attn.core.safe_files import write_text  # noqa: E402
@@ -143,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-batch-size", type=int, default=16, help="the server's --max-batch-size")
     p.add_argument("--batch-timeout", type=float, default=0.01, help="the server's --batch-timeout")
     p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de or val.de.gz): also time /translate")
+    p.add_argument("--fault", type=int, default=16, help="the fault row's caption clients: the caption worker "
+                   "killed mid-run, both bundled models served (serve_fault.py; 0: no fault row)")  # fmt: skip
     p.add_argument("--json", type=Path, help="also write the numbers here")
     p.add_argument("--batching", help="instead: compare batch settings at 16 clients, e.g. 1:0,4:0.01,16:0.01 "
                    "(max_batch_size:batch_timeout each; the captioner alone)")  # fmt: skip
@@ -192,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
             translate_rows(server, args.multi30k_root, rows, numbers)
     finally:
         server.stop()
+    if args.fault:
+        print("the fault row ...", file=sys.stderr)
+        row, numbers["fault"] = fault_row(photos, args.fault, work)
+        rows.append(row)
     print("\n| what | measured | goal |\n|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
