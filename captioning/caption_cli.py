@@ -1,10 +1,12 @@
 """Command-line entry point ``caption``: caption images, folders and lists of paths, optionally with attention
 overlays (``caption-export`` is in captioning/export.py).
 
-Input: IMAGE arguments are files, folders (their image files, recursively, in sorted order) or ``-`` (one path per
-line on stdin). Images are decoded and preprocessed by DataLoader workers (``--workers``) while the model captions the
-previous batch (``--batch-size``); memory stays bounded whatever the number of images. A progress bar is shown on
-stderr when there is more than one batch.
+Input: IMAGE arguments are files, folders (their image files, recursively, in sorted order), webdataset tar shards
+as img2dataset writes them (``KEY.jpg|png|webp`` with ``KEY.txt`` and ``KEY.json``, read in place: captioning.shards;
+a quoted ``'shards/{00000..00099}.tar'`` is expanded) or ``-`` (one path per line on stdin). Images are decoded and
+preprocessed by DataLoader workers (``--workers``) while the model captions the previous batch (``--batch-size``);
+memory stays bounded whatever the number of images. A progress bar is shown on stderr when there is more than one
+batch.
 
 ``caption`` output. Plain: with one image, just its caption; with several, ``path<TAB>caption`` per image in input
 order (like grep with one vs several files). ``--json``: one JSON list, one record per image. ``--jsonl FILE``: the
@@ -20,6 +22,8 @@ already holds a caption for are skipped and the rest appended. A record:
      "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
      "chosen": [region per word] | null (a hard-attention model's attended region, row-major; null for soft),
      "overlay": PNG path | null, "error": null | "one line"}
+A shard member is named ``SHARD.tar/KEY.jpg`` and its record also has "key" (img2dataset's key) and "reference" (the
+shard's KEY.txt, or null), after "image".
 A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists. Overlays of a
 hard-attention model outline each word's chosen region. Every failure is also one line on stderr
 (``caption: error: PATH: what is wrong``); the other images are still captioned, and the exit code is 1. Bad
@@ -29,6 +33,9 @@ captions cut off by --max-len, and images unlike the model's training images, ar
 ``--html FILE`` also writes one self-contained interactive page (captioning/caption_page.py): per image its picture
 and caption; hovering a word (or stepping with the arrow keys) shows that word's attention. It is written as images
 are done, with any output mode above; an unwritable FILE is one line and exit code 2 before any image is read.
+
+``--devices N [--num-nodes M]`` (with ``--jsonl OUT``): the same per-batch work on N processes a machine, on
+Lightning's predict loop (captioning/caption_scale.py; docs/scale.md "Caption millions of photos").
 
 ``caption --demo`` captions the bundled CC0 and public-domain photographs (captioning/assets/photos) with the bundled
 Flickr8k model and writes their overlays: three lines per photo, ``photo:``, ``caption:``, ``overlay:``.

@@ -39,7 +39,7 @@ from pytorch_lightning.callbacks import BasePredictionWriter
 
 from captioning.caption_cli import OverlayNames, _closing_notes, caption_batch
 from captioning.collection import ResumeError, image_key
-from captioning.photo_stream import Id, PhotoStream, photo_batches
+from captioning.photo_stream import Id, PhotoStream, owner, photo_batches
 from captioning.shards import is_shard
 from text_attn.core.errors import fail, one_line
 from text_attn.core.part_files import LineCounter, PartError, PartWriter, Row, held_ids, merge_parts, part_files
@@ -53,15 +53,15 @@ def parts_folder(jsonl: str | Path) -> Path:
     return Path(f"{jsonl}.parts")
 
 
-def out_records(jsonl: Path) -> dict[str, str]:
-    """The records an earlier OUT holds, by image key (:func:`collection.image_key`) -> its line; failed records and
-    a torn last line are left out. Read only (every process reads it). A line that is not a caption record:
-    ResumeError."""
+def out_records(jsonl: Path, lines: bool = True) -> dict[str, str | None]:
+    """The records an earlier OUT holds, by image key (:func:`collection.image_key`) -> its line (None without
+    ``lines``: the keys are all a process needs to skip them); failed records and a torn last line are left out.
+    Read only (every process reads it). A line that is not a caption record: ResumeError."""
     if not jsonl.is_file():
         return {}
     lines = jsonl.read_text(encoding="utf-8").splitlines()
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    held: dict[str, str] = {}
+    held: dict[str, str | None] = {}
     for i, line in enumerate(lines):
         try:
             rec = json.loads(line) if line.strip() else None
@@ -73,7 +73,7 @@ def out_records(jsonl: Path) -> dict[str, str]:
             raise ResumeError(f"line {i + 1} is not a caption record: --resume continues a file that caption --jsonl "
                               "wrote (give that file, or a new one without --resume)")  # fmt: skip
         if rec.get("error") is None:
-            held[image_key(rec["image"])] = line
+            held[image_key(rec["image"])] = line if lines else None
     return held
 
 
@@ -106,8 +106,9 @@ class CaptionPredictor(pl.LightningModule):
                     _stop(rank, f"{parts} holds the parts of a run over other inputs: give the same inputs to "
                           "--resume, or remove the folder to start afresh")  # fmt: skip
                 self.earlier = part_files(parts)
-                self.done = held_ids(parts)
-                self.held = set(out_records(jsonl))
+                mine = owner(self.sources, self.trainer.world_size)
+                self.done = held_ids(parts, keep=lambda i: mine(i) == rank)  # this process's share only
+                self.held = set(out_records(jsonl, lines=False))
                 if rank == 0 and not old.is_file():
                     parts.mkdir(parents=True, exist_ok=True)
                     write_text(old, json.dumps(manifest))

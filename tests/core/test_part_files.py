@@ -78,3 +78,9 @@ def test_line_counter_reads_only_what_was_added_and_skips_earlier_runs(tmp_path)
     w.write(_rows([(1, 2)]))
     w.close()  # renamed: counted on from where it was
     assert count() == 3
+
+
+def test_held_ids_can_keep_one_share(tmp_path):
+    w = PartWriter(tmp_path, 0)
+    w.write(_rows([(0, 0), (0, 1), (1, 0), (1, 1)]))
+    assert held_ids(tmp_path, keep=lambda i: i[1] == 1) == {(0, 1), (1, 1)}

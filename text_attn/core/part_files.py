@@ -115,11 +115,12 @@ def read_rows(path: Path) -> Iterator[Row]:
             yield Row(ident, kind, text[:-1])
 
 
-def held_ids(folder: str | Path) -> set[Id]:
-    """The ids whose output the parts hold (``ok`` and ``held`` rows: done; ``retry`` rows are tried again)."""
+def held_ids(folder: str | Path, keep: Callable[[Id], bool] | None = None) -> set[Id]:
+    """The ids whose output the parts hold (``ok`` and ``held`` rows: done; ``retry`` rows are tried again); with
+    ``keep``, only those it accepts (a process holds its own share's ids, not the whole run's)."""
     done: set[Id] = set()
     for path in part_files(folder):
-        done.update(r.id for r in read_rows(path) if r.kind != "retry")
+        done.update(r.id for r in read_rows(path) if r.kind != "retry" and (keep is None or keep(r.id)))
     return done
 
 

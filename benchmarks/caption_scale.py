@@ -1,0 +1,167 @@
+"""``caption`` on one process against several (``--devices``), from a folder against from tar shards: the same photos,
+the same model, the whole command timed as a user runs it. Prints a markdown table (and writes JSON with --json).
+
+    python benchmarks/caption_scale.py                       # 192 photos, the bundled Flickr8k model, 2 repeats
+    python benchmarks/caption_scale.py --before /tmp/before  # also a tree of the code before, as a row
+
+The photos are benchmarks/speed.py's 192 JPEGs of 500 x 375; the shards hold the same files (one shard of all, or
+two of half each), packed as img2dataset packs them. Rows, each run ``--repeats`` times in turn (medians):
+- 1 process, 2 torch threads: ``caption FOLDER --jsonl OUT --threads 2`` and the same from one shard;
+- 1 process on Lightning's predict loop (``--devices 1 --threads 2``);
+- 2 processes of 1 thread each (``--devices 2 --threads 1``, gloo), from the folder and from 2 shards;
+- with ``--before TREE``: the one-process folder row run from TREE (a copy of the code before a change).
+Every run's records are checked: the captions of every row equal the first row's, word for word.
+Each row also runs on one photo, so the table splits the time into a fixed cost (model load, process start, for
+several processes their group's start) and the rate after it: (N - 1) / (time(N) - time(1)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+ENTRY = "import sys\nfrom captioning.caption_cli import caption_main\nsys.exit(caption_main(sys.argv[1:]))\n"
+
+
+def pack(photos: list[Path], path: Path, first: int) -> Path:
+    """The photos as a webdataset shard: KEY.jpg, KEY.txt, KEY.json per photo (img2dataset's layout)."""
+    with tarfile.open(path, "w") as tar:
+        for i, photo in enumerate(photos, first):
+            key = f"{i:09d}"
+            tar.add(photo, f"{key}.jpg")
+            for ext, data in (("txt", photo.stem.encode()), ("json", json.dumps({"key": key}).encode())):
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def run(tree: Path, inputs: list[str], out: Path, extra: list[str]) -> float:
+    """Seconds of one ``caption`` command run from the code in ``tree`` (a script there: Lightning's launcher starts
+    the other processes by running it again)."""
+    out.unlink(missing_ok=True)
+    entry = tree / ".caption_entry.py"
+    if not entry.is_file():
+        entry.write_text(ENTRY)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, str(entry), *inputs, "--jsonl", str(out), *extra], env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"caption failed ({done.returncode}): {done.stderr[-2000:]}")
+    return seconds
+
+
+def captions(out: Path) -> list[str]:
+    return [json.loads(line)["caption"] for line in out.read_text().splitlines()]
+
+
+def merge_rate(tmp: Path, records: list[str], rows: int = 20_000) -> dict[str, float]:
+    """Seconds to merge ``rows`` records (the run's own, repeated) from 2 interleaved parts into one output."""
+    from text_attn.core.part_files import PartWriter, Row, merge_parts
+
+    parts = tmp / "merge.parts"
+    writers = [PartWriter(parts, 0), PartWriter(parts, 1)]
+    for start in range(0, rows, 1000):
+        for k, w in enumerate(writers):
+            w.write(Row((i, 0), "ok", records[i % len(records)]) for i in range(start + k, start + 1000, 2))
+    for w in writers:
+        w.close()
+    t0 = time.perf_counter()
+    merge_parts(parts, tmp / "merged.jsonl")
+    seconds = time.perf_counter() - t0
+    size = (tmp / "merged.jsonl").stat().st_size
+    return {"rows": rows, "rows_per_s": rows / seconds, "mb_per_s": size / seconds / 1e6}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--photos", type=int, default=192, help="photos to caption (default: 192)")
+    p.add_argument("--repeats", type=int, default=2, help="runs of each row, in turn (default: 2)")
+    p.add_argument("--model", help="model file (default: the bundled Flickr8k model)")
+    p.add_argument("--before", type=Path, help="a tree of the code before a change: one more row run from it")
+    p.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    args = p.parse_args(argv)
+    from speed import photo_folder
+    from tqdm import tqdm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        folder = photo_folder(tmp / "photos", args.photos)
+        photos = sorted(folder.iterdir())
+        one = tmp / "one"
+        one.mkdir()
+        (one / photos[0].name).write_bytes(photos[0].read_bytes())
+        half = len(photos) // 2
+        shard = [str(pack(photos, tmp / "all.tar", 0))]
+        shards = [str(pack(photos[:half], tmp / "a.tar", 0)), str(pack(photos[half:], tmp / "b.tar", half))]
+        small = [str(pack(photos[:1], tmp / "one.tar", 0))]
+        model = ["--model", args.model] if args.model else []
+        rows = {  # name: (tree, inputs for N photos, inputs for 1 photo, options)
+            "1 process, 2 threads, folder": (ROOT, [str(folder)], [str(one)], ["--threads", "2"]),
+            "1 process, 2 threads, 1 tar shard": (ROOT, shard, small, ["--threads", "2"]),
+            "1 process on Lightning (--devices 1), 2 threads, folder": (ROOT, [str(folder)], [str(one)],
+                                                                        ["--devices", "1", "--threads", "2"]),
+            "2 processes (--devices 2), 1 thread each, folder": (ROOT, [str(folder)], [str(one)],
+                                                                 ["--devices", "2", "--threads", "1"]),
+            "2 processes (--devices 2), 1 thread each, 2 tar shards": (ROOT, shards, small,
+                                                                       ["--devices", "2", "--threads", "1"]),
+        }  # fmt: skip
+        if args.before:
+            rows["before: 1 process, 2 threads, folder"] = (args.before, [str(folder)], [str(one)], ["--threads", "2"])
+        times: dict[str, list[float]] = {k: [] for k in rows}
+        fixed: dict[str, list[float]] = {k: [] for k in rows}
+        words: dict[str, list[str]] = {}
+        with tqdm(total=args.repeats * len(rows) * 2, desc="runs", file=sys.stderr) as bar:
+            for _ in range(args.repeats):
+                for name, (tree, many, few, extra) in rows.items():
+                    out = tmp / "out.jsonl"
+                    times[name].append(run(tree, many, out, [*model, *extra]))
+                    words[name] = captions(out)
+                    bar.update()
+                    fixed[name].append(run(tree, few, tmp / "few.jsonl", [*model, *extra]))
+                    bar.update()
+        record_bytes = (tmp / "out.jsonl").stat().st_size / len(photos)
+        merge = merge_rate(tmp, (tmp / "out.jsonl").read_text().splitlines())
+        first = next(iter(words.values()))
+        table = []
+        for name in rows:
+            t, f = statistics.median(times[name]), statistics.median(fixed[name])
+            rate = (len(photos) - 1) / (t - f) if t > f else float("nan")
+            table.append({"what": name, "seconds": round(t, 2), "images_per_s": round(len(photos) / t, 2),
+                          "fixed_s": round(f, 2), "rate_after_start": round(rate, 2),
+                          "same_captions": words[name] == first})  # fmt: skip
+    cores = os.cpu_count()
+    print(f"caption scale: {len(photos)} photos of 500 x 375, {args.model or 'the bundled Flickr8k model'}, "
+          f"{cores} cores, median of {args.repeats}\n")  # fmt: skip
+    print("| run | seconds | images/s | fixed cost (1 photo), s | images/s after it | same captions |")
+    print("|---|---|---|---|---|---|")
+    for r in table:
+        print(f"| {r['what']} | {r['seconds']} | {r['images_per_s']} | {r['fixed_s']} | {r['rate_after_start']} | "
+              f"{r['same_captions']} |")  # fmt: skip
+    print(f"\nOUT: {record_bytes:.0f} bytes a record (with its attention rows). Merge (text_attn.core.part_files."
+          f"merge_parts) of {merge['rows']} such rows from 2 parts: {merge['rows_per_s']:.0f} rows/s, "
+          f"{merge['mb_per_s']:.0f} MB/s")  # fmt: skip
+    table.append({"what": "merge", **merge, "record_bytes": round(record_bytes)})
+    if args.json:
+        from text_attn.core.safe_files import write_text
+
+        write_text(args.json, json.dumps(table, indent=1))
+    return 0 if all(r["same_captions"] for r in table) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

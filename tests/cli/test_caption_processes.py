@@ -1,0 +1,207 @@
+"""``caption --devices N``: Lightning's predict loop, each process its part, merged into OUT in input order; equal to
+the one-process run; --resume after an interrupted run. The first tests run one process in this one (fast); the slow
+ones start 2 CPU processes (gloo), as a user would, and kill one with SIGKILL mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from helpers.shards import write_shard
+from helpers.tiny_captioner import tiny_model_file
+from PIL import Image
+
+import captioning.caption_cli as cli
+from captioning.caption_cli import caption_main
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
+CAPTION = str(Path(sys.executable).parent / "caption")
+FAST = ["--max-len", "4", "--workers", "0"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return tiny_model_file(tmp_path_factory.mktemp("model") / "tiny.pt")
+
+
+def _inputs(root: Path, photos: int = 4, damaged: bool = True, truncated: bool = False) -> list[str]:
+    """A folder of photos and two shards (img2dataset's layout); the first shard's last sample is damaged, the second
+    shard optionally cut off in its last photo."""
+    folder = root / "photos"
+    folder.mkdir()
+    for i in range(photos):
+        Image.new("RGB", (30 + 3 * i, 24), (i * 40 % 256, 90, 160)).save(folder / f"{i:03d}.png")
+    extra = {"000000004.jpg": b"this is no jpeg", "000000004.txt": b"a broken photo"} if damaged else None
+    a = write_shard(root / "00000.tar", 0, 4, extra=extra)
+    b = write_shard(root / "00001.tar", 10, 3)
+    if truncated:
+        with tarfile.open(b) as tar:
+            cut = tar.getmember("000000012.jpg").offset_data + 50
+        b.write_bytes(b.read_bytes()[:cut])
+    assert a.name == "00000.tar"
+    return [str(folder), str(root / "{00000..00001}.tar")]
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def _run(args: list[str]) -> int:
+    return caption_main([str(a) for a in args])
+
+
+def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(model, tmp_path, capsys, monkeypatch):
+    inputs = _inputs(tmp_path)
+    base = [*inputs, "--model", model, *FAST, "--batch-size", "3"]
+    assert _run([*base, "--jsonl", tmp_path / "plain.jsonl"]) == 1  # the damaged member failed
+    plain = _lines(tmp_path / "plain.jsonl")
+    err = capsys.readouterr().err
+    assert err.count("caption: error: ") == 1 and "00000.tar/000000004.jpg: " in err
+    recs = [json.loads(line) for line in plain]
+    assert len(recs) == 4 + 5 + 3 and [r["error"] is not None for r in recs].count(True) == 1
+    member = recs[5]
+    assert member["image"] == f"{tmp_path}/00000.tar/000000001.jpg" and member["key"] == "000000001"
+    assert member["reference"] == "a photo number 1" and member["caption"] and "key" not in recs[0]
+
+    out = tmp_path / "dev.jsonl"
+    assert _run([*base, "--jsonl", out, "--devices", "1"]) == 1
+    assert _lines(out) == plain  # byte for byte: the same batches, the same per-batch work
+    assert not Path(f"{out}.parts").exists()
+    assert capsys.readouterr().err.count("caption: error: ") == 1
+
+    # a run that stops in its third batch: the parts hold the first two; --resume captions the rest, nothing twice
+    out.unlink()
+    real, calls, read = cli.caption_items, [], []
+    monkeypatch.setattr(cli, "caption_items", lambda *a, **k: calls.append(1) or (
+        (_ for _ in ()).throw(RuntimeError("stopped")) if len(calls) == 3 else real(*a, **k)))  # fmt: skip
+    with pytest.raises(RuntimeError, match="stopped"):
+        _run([*base, "--jsonl", out, "--devices", "1"])
+    assert not out.exists() and sum(len(_lines(p)) for p in Path(f"{out}.parts").glob("*.part*")) == 6
+    monkeypatch.setattr(cli, "caption_items", real)
+    from captioning import collection
+
+    real_read = collection.read_photo
+    monkeypatch.setattr(collection, "read_photo", lambda name, *a: read.append(name) or real_read(name, *a))
+    assert _run([*base, "--jsonl", out, "--devices", "1", "--resume"]) == 1
+    assert _lines(out) == plain and not Path(f"{out}.parts").exists()
+    assert len(read) == 12 - 6  # the six in the parts were not read again
+
+    # on top of an OUT a one-process run left half done: its records are carried over, the rest captioned
+    out.write_text("\n".join(plain[:5]) + "\n" + plain[5][:40])
+    read.clear()
+    assert _run([*base, "--jsonl", out, "--devices", "1", "--resume"]) == 1
+    _same_records(_lines(out), plain)  # batched otherwise than before: see _same_records
+    assert _lines(out)[:5] == plain[:5] and len(read) == 12 - 5
+
+
+def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):
+    inputs = _inputs(tmp_path, damaged=False)
+    for extra, says in (
+        ([], "--devices writes its records to --jsonl OUT"),
+        (["--jsonl", tmp_path / "o.jsonl", "--html", tmp_path / "p.html"], "--html draws one page"),
+        (["--jsonl", tmp_path / "o.jsonl", "--devices", "0"], "--devices must be at least 1"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            _run([*inputs, "--model", model, "--devices", "1", *extra])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and says in err, err
+    (tmp_path / "o.jsonl.parts").mkdir()
+    with pytest.raises(SystemExit):
+        _run([*inputs, "--model", model, "--jsonl", tmp_path / "o.jsonl", "--resume"])
+    assert "resume it with --devices" in capsys.readouterr().err
+
+
+def test_shard_members_get_overlays_named_by_key(model, tmp_path, capsys):
+    shard = write_shard(tmp_path / "s.tar", 7, 2)
+    assert _run([shard, "--model", model, *FAST, "--json", "--overlay", tmp_path / "ov"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    assert [Path(r["overlay"]).name for r in recs] == ["000000007-attention.png", "000000008-attention.png"]
+    assert all(Path(r["overlay"]).is_file() for r in recs)
+
+
+# --- 2 processes ----------------------------------------------------------------------------------------------------
+def _two(args: list, cwd: Path, script: str | None = None, **kw) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, script] if script else [CAPTION]
+    return subprocess.run([*cmd, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=900, **kw)
+
+
+def _same_records(a: list[str], b: list[str]) -> None:
+    """Word for word; numbers to the 6 decimals written, give or take one in the last (another batch composition
+    rounds a float another way: the one-process run does the same between batch sizes)."""
+    assert len(a) == len(b)
+    for x, y in zip(map(json.loads, a), map(json.loads, b), strict=True):
+        for key in x:
+            if key in ("score",):
+                assert x[key] == pytest.approx(y[key], abs=2e-6), key
+            elif key == "attention":
+                assert len(x[key]) == len(y[key])
+                for r, s in zip(x[key], y[key], strict=True):
+                    assert r == pytest.approx(s, abs=2e-6)
+            else:
+                assert x[key] == y[key], key
+
+
+@pytest.mark.slow
+def test_two_processes_caption_every_photo_once_as_one_process_does(model, tmp_path):
+    inputs = _inputs(tmp_path, photos=5, truncated=True)
+    base = [*inputs, "--model", model, *FAST, "--batch-size", "2", "--threads", "1"]
+    one = _two([*base, "--jsonl", tmp_path / "one.jsonl"], tmp_path)
+    two = _two([*base, "--jsonl", tmp_path / "two.jsonl", "--devices", "2"], tmp_path)
+    assert one.returncode == two.returncode == 1, two.stderr[-3000:]
+    a, b = _lines(tmp_path / "one.jsonl"), _lines(tmp_path / "two.jsonl")
+    assert len(a) == 5 + 5 + 2  # the truncated shard's whole samples
+    _same_records(a, b)
+    for err in (one.stderr, two.stderr):  # the damaged member and the truncation said once, by whoever read them
+        assert err.count("caption: error: ") == 1 and err.count("truncated (cut off in 000000012.jpg)") == 1, err
+        assert "Traceback" not in err
+    assert not (tmp_path / "two.jsonl.parts").exists()
+    # shards alone, more processes than shards: their samples are dealt out, and still come back in order
+    shards = [str(tmp_path / "00000.tar")]
+    one = _two([*shards, "--model", model, *FAST, "--batch-size", "1", "--jsonl", tmp_path / "s1.jsonl"], tmp_path)
+    two = _two([*shards, "--model", model, *FAST, "--batch-size", "1", "--jsonl", tmp_path / "s2.jsonl",
+                "--devices", "2", "--threads", "1"], tmp_path)  # fmt: skip
+    assert one.returncode == two.returncode == 1
+    assert _lines(tmp_path / "s1.jsonl") == _lines(tmp_path / "s2.jsonl")  # batches of 1: byte for byte
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_a_process_killed_mid_run_then_resume_equals_an_uninterrupted_run(model, tmp_path):
+    inputs = _inputs(tmp_path, photos=10, damaged=False)
+    base = [*inputs, "--model", model, *FAST, "--batch-size", "1", "--threads", "1"]
+    out, parts = tmp_path / "out.jsonl", tmp_path / "out.jsonl.parts"
+    env = {**os.environ, "CAPTION_SLOW": "0.5"}
+    cmd = [sys.executable, str(HELPERS / "slow_caption.py"), *map(str, base), "--jsonl", str(out), "--devices", "2"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, rows = time.monotonic() + 600, 0
+        while time.monotonic() < deadline and rows < 6:
+            time.sleep(0.2)
+            rows = sum(len(_lines(p)) for p in parts.glob("*.part*")) if parts.is_dir() else 0
+        assert rows >= 6, "the run wrote no parts in 600 s"
+        (second,) = _children(proc.pid)
+        os.kill(second, signal.SIGKILL)  # the second process dies mid-run; Lightning ends the first
+        proc.wait(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and not out.exists()
+    held = sum(len(_lines(p)) for p in parts.glob("*.part*"))
+    assert 6 <= held < 10 + 4 + 3
+    resumed = _two([*base, "--jsonl", out, "--devices", "2", "--resume"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    whole = _two([*base, "--jsonl", tmp_path / "whole.jsonl"], tmp_path)
+    assert whole.returncode == 0
+    assert _lines(out) == _lines(tmp_path / "whole.jsonl")  # batches of 1: byte for byte, each photo once
+    assert not parts.exists()
