@@ -347,7 +347,10 @@ def model_info(captioner, path: str | Path) -> list[str]:
     pre = captioner.preprocess
     resize = "centre square crop" if pre.crop else "whole image squashed to a square (no crop)"
     if pre.source_side:  # the training photos' own size, which every photo passes through first
-        resize = f"squashed to {pre.source_side} x {pre.source_side} first, as its training photos were"
+        resize = f"squashed to {pre.source_side} x {pre.source_side} ({pre.squash_filter}) first"
+        if pre.jpeg_quality is not None:  # and recompressed, as the training copies were (captioning.jpeg_step)
+            resize += f", then JPEG quality {pre.jpeg_quality} ({pre.jpeg_subsampling})"
+        resize += ", as its training photos were"
     lines = [
         f"model:          {path}",
         f"attention:      {dec.attention} (Show-Attend-Tell), {enc.grid} x {enc.grid} regions",
