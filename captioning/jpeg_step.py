@@ -54,7 +54,7 @@ def jpeg_step_of(src: str | Path | Image.Image) -> JpegStep | None:
         with Image.open(src, formats=["JPEG"]) as img:
             tables = tuple(tuple(img.quantization[k]) for k in sorted(img.quantization))
             sampling = JpegImagePlugin.get_sampling(img)
-    except (OSError, ValueError, SyntaxError):
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return None  # not a JPEG file (or not readable: the data reader names those)
     if len(tables) == 1:  # greyscale: the luma table alone
         quality = next((q for t, q in _tables_by_quality().items() if t[0] == tables[0]), None)
