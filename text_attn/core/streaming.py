@@ -211,8 +211,14 @@ def streaming_loader(
 
     ds = split_dataset(root, "train", shuffle=True, seed=seed, drop_last=world_size > 1)
     where = str(Path(root) / "train")
+    # A generator of its own: LitData makes the torch iterator lazily, at the first batch, so drawing its seed from
+    # the global generator would happen after a resumed run restored the random state (dropout would differ).
     loader = TrainedPositionLoader(
-        ds, batch_size=batch_size, collate_fn=_CheckedCollate(collate, where), num_workers=num_workers
+        ds,
+        batch_size=batch_size,
+        collate_fn=_CheckedCollate(collate, where),
+        num_workers=num_workers,
+        generator=torch.Generator().manual_seed(seed),
     )
     resume_at(loader, *(resume or (0, 0)), world_size=world_size)
     return loader

@@ -1,0 +1,224 @@
+"""Training from LitData chunks (issue 59): ``optimize`` writes every layout both trainers read as chunks that give
+back every sample (equal ids, bytes and captions, in the folder reader's order: with no shuffle the streaming reader
+yields the folder reader's samples); ``fit --data.root DIR`` streams them and a run resumed from a mid-epoch
+last.ckpt ends with the uninterrupted run's weights; frozen-encoder features stored in the chunks are the encoder's.
+Slow: every optimize starts LitData's worker processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from helpers.multi30k import write_corpus
+from helpers.resumable import resumable_config
+from helpers.scene_corpus import write_flickr8k, write_folder, write_karpathy
+
+from captioning.data import CaptionDataModule
+from captioning.train_cli import caption_train_cli
+from captioning.train_cli import train_main as caption_main
+from text_attn.core.streaming import read_all, split_dataset
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.train_cli import text_train_cli
+from text_attn.translation.train_cli import train_main as text_main
+
+pytestmark = pytest.mark.slow
+FIX = Path(__file__).parent.parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(cli_run_in_tmp):
+    """Each test runs in its own folder (tests/conftest.py)."""
+
+
+def write_config(path: Path, base: Path, data: dict, model: dict | None = None) -> str:
+    cfg = yaml.safe_load(base.read_text())
+    cfg["data"] = data
+    if model:
+        cfg["model"]["encoder"].update(model)
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+# --- text ------------------------------------------------------------------------------------------------------------
+def text_layout(layout: str, tmp: Path) -> dict:
+    if layout == "pair":
+        root = write_corpus(tmp / "m30k", {"train": 24, "val": 4, "test_2016_flickr": 4})
+        return {"task": "pair", "root": str(root), "src_lang": "de", "tgt_lang": "en", "batch_size": 8}
+    if layout == "tsv":
+        return {"task": "tsv", "path": str(FIX / "text/pairs.tsv"), "val_size": 1, "test_size": 1, "batch_size": 2}
+    if layout == "subword":
+        root = write_corpus(tmp / "m30k", {"train": 24, "val": 4, "test_2016_flickr": 4})
+        return {"task": "pair", "root": str(root), "src_lang": "de", "tgt_lang": "en", "tokenizer": "subword",
+                "subword_vocab": 300, "batch_size": 8}  # fmt: skip
+    return {"task": "reorder", "train_size": 40, "val_size": 8, "test_size": 8, "batch_size": 8, "max_len": 10}
+
+
+@pytest.mark.parametrize("layout", ["pair", "tsv", "subword", "reorder"])
+def test_text_chunks_give_back_every_pair_of_every_split(layout, tmp_path):
+    data = text_layout(layout, tmp_path)
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "text/tiny_reorder.yaml", data)
+    text_main(["optimize", "--config", cfg, "--out", "chunks"])
+    folder = TranslationDataModule(**data)
+    folder.setup()
+    streamed = TranslationDataModule(**{**data, "root": "chunks"})
+    streamed.setup()
+    assert streamed.streams and not folder.streams
+    assert streamed.src_vocab == folder.src_vocab and streamed.tgt_vocab == folder.tgt_vocab
+    assert streamed.codec.metadata().keys() == folder.codec.metadata().keys()
+    assert streamed.source_check == folder.source_check
+    text = ["Ein Hund läuft.", "Zwei Kinder spielen im Park."]
+    assert [streamed.codec.encode(t) for t in text] == [folder.codec.encode(t) for t in text]
+    for split in ("val", "test"):  # read by index: the same examples and ids
+        a, b = folder.splits[split], streamed.splits[split]
+        assert b.examples == a.examples and [e.tgt_text for e in b.examples] == [e.tgt_text for e in a.examples]
+        assert [t.tolist() for t in b.src] == [t.tolist() for t in a.src]
+        assert [t.tolist() for t in b.tgt] == [t.tolist() for t in a.tgt]
+    # the train split, streamed without shuffling: the folder reader's pairs, in its order
+    train = folder.splits["train"]
+    items = list(split_dataset("chunks", "train"))
+    assert [int(it["index"]) for it in items] == list(range(len(train)))
+    batch = next(iter(streamed.train_dataloader()))
+    assert batch["src"].dim() == 2 and batch["src"].size(0) == data["batch_size"]
+    for row, i in enumerate(batch["index"].tolist()):  # a streamed batch holds those pairs' ids, padded
+        n = int(batch["src_lens"][row])
+        assert batch["src"][row, :n].tolist() == train.src[i].tolist()
+        assert batch["tgt"][row, : len(train.tgt[i])].tolist() == train.tgt[i].tolist()
+
+
+def test_optimize_keeps_finished_splits_and_refuses_other_options(tmp_path, capsys):
+    data = text_layout("reorder", tmp_path)
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "text/tiny_reorder.yaml", data)
+    text_main(["optimize", "--config", cfg, "--out", "chunks"])
+    first = {p.name: p.stat().st_mtime_ns for p in Path("chunks").rglob("*.bin")}
+    capsys.readouterr()
+    text_main(["optimize", "--config", cfg, "--out", "chunks"])  # a second run finds every split written
+    assert "written earlier: kept" in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in Path("chunks").rglob("*.bin")} == first
+    with pytest.raises(SystemExit) as exc:
+        text_main(["optimize", "--config", cfg, "--out", "chunks", "--data.min_freq", "2"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "other data options" in err
+    # a fit with other vocabulary options than the chunks were made with: one line
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--data.min_freq", "2"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "data.min_freq=2" in err and "Traceback" not in err
+
+
+def weights_of(root: str) -> dict:
+    return torch.load(next(Path(root).rglob("last.ckpt")), weights_only=True)
+
+
+def resume_case(family: str, tmp_path: Path) -> tuple[str, int, int]:
+    """(config, steps of the interrupted run, steps of the whole run) for a streaming fit of a few epochs."""
+    if family == "text":
+        cfg = Path(resumable_config(tmp_path, "text", every=1))
+        data = {**yaml.safe_load(cfg.read_text())["data"], "train_size": 100}  # 7 batches an epoch, the last short
+        raw = write_config(tmp_path / "raw.yaml", cfg, data)
+        text_main(["optimize", "--config", raw, "--out", "chunks"])
+    else:
+        images, tsv = write_folder(tmp_path / "photos", 40)  # 24 train images x 3 captions: 5 batches of 16
+        cfg = Path(resumable_config(tmp_path, "caption", every=1))
+        data = {"source": "folder", "image_dir": str(images), "captions_tsv": str(tsv), "val_size": 8, "test_size": 8,
+                "batch_size": 16, "cache_features": True}  # fmt: skip
+        raw = write_config(tmp_path / "raw.yaml", cfg, data)
+        caption_main(["optimize", "--config", raw, "--out", "chunks"])
+    return raw, 9, 14
+
+
+@pytest.mark.parametrize("family", ["text", "caption"])
+def test_a_streaming_fit_resumed_mid_epoch_ends_with_the_uninterrupted_weights(family, tmp_path):
+    cfg, cut, steps = resume_case(family, tmp_path)
+    run = text_train_cli if family == "text" else caption_train_cli
+    common = ["fit", "--config", cfg, "--data.root", "chunks"]
+    full = run([*common, "--trainer.max_steps", str(steps), "--trainer.default_root_dir", "a"])
+    assert 0 < cut % full.trainer.num_training_batches  # the interruption falls inside an epoch
+    assert full.trainer.global_step == steps
+    run([*common, "--trainer.max_steps", str(cut), "--trainer.default_root_dir", "b"])
+    last = next(Path("b").rglob("last.ckpt"))
+    resumed = run([*common, "--trainer.max_steps", str(steps), "--trainer.default_root_dir", "c", "--ckpt_path",
+                   str(last)])  # fmt: skip
+    assert resumed.trainer.global_step == steps
+    a, b, c = weights_of("a"), torch.load(last, weights_only=True), weights_of("c")
+    assert a["global_step"] == c["global_step"] == steps and b["global_step"] == cut
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(c["state_dict"][k], v, msg=k)
+    assert any(not torch.allclose(b["state_dict"][k], v) for k, v in a["state_dict"].items())  # it has teeth
+
+
+# --- captions --------------------------------------------------------------------------------------------------------
+def caption_layout(layout: str, tmp: Path) -> dict:
+    if layout == "folder":
+        images, tsv = write_folder(tmp / "photos", 20)
+        return {"source": "folder", "image_dir": str(images), "captions_tsv": str(tsv), "val_size": 4, "test_size": 4}
+    if layout == "karpathy":
+        return {"source": "karpathy", "karpathy_json": str(write_karpathy(tmp / "k", 15)), "image_root": str(tmp / "k")}
+    return {"source": "flickr8k", "root": str(write_flickr8k(tmp / "f8k", 15))}
+
+
+@pytest.mark.parametrize("layout", ["folder", "karpathy", "flickr8k"])
+def test_caption_chunks_give_back_every_photo_and_caption(layout, tmp_path):
+    data = {**caption_layout(layout, tmp_path), "batch_size": 4, "captions_per_image": 2}
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data)
+    caption_main(["optimize", "--config", cfg, "--out", "chunks"])
+    folder = CaptionDataModule(**data)
+    folder.setup()
+    streamed = CaptionDataModule(**{**data, "root": "chunks", "source": "shapes" if layout == "folder" else "flickr8k"})
+    streamed.setup()  # the folder is recognised whatever the source says
+    assert streamed.vocab == folder.vocab and streamed.domain == folder.domain
+    assert streamed.train_references == folder.train_references
+    for split in ("val", "test"):
+        a, b = folder.splits[split], streamed.splits[split]
+        assert b.references == a.references
+        assert [b.images[i] for i in range(len(b.images))] == [Path(p).read_bytes() for p in a.images]
+    # the train split without shuffling: the folder reader's (image, caption) pairs, in its order, with equal bytes
+    train = folder.splits["train"]
+    items = read_all("chunks", "train")
+    assert len(items) == len(folder._train_pairs) == 2 * len(train.images)
+    for p, it in enumerate(items):
+        i, ids = folder._train_pairs[p]
+        assert (int(it["index"]), int(it["image"])) == (p, i)
+        assert bytes(it["jpeg"]) == Path(train.images[i]).read_bytes()
+        assert folder.vocab.encode(json.loads(it["caption"])["tokens"], eos=False) == ids
+    # a streamed batch is the folder reader's batch of those pairs (same pixels, captions, references)
+    streamed.set_preprocess(folder.preprocess)
+    batch = next(iter(streamed.train_dataloader()))
+    again = folder._collate_train(batch["pair_index"].tolist())
+    for key in ("images", "captions_in", "targets", "image_index"):
+        torch.testing.assert_close(batch[key], again[key], msg=key)
+    assert batch["references"] == again["references"]
+
+
+def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
+    data = {**caption_layout("folder", tmp_path), "batch_size": 8, "cache_features": True}
+    lite = {"backbone": "efficientnet_lite0", "weights": "imagenet", "image_size": 96, "grid": 3, "crop": False}
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data, lite)
+    caption_main(["optimize", "--config", cfg, "--out", "chunks", "--features", "true"])
+    # the features the feature cache computes for the same photos with the same encoder
+    from captioning.streaming import frozen_encoder
+
+    encoder, _ = frozen_encoder(yaml.safe_load(Path(cfg).read_text()))
+    folder = CaptionDataModule(**data)
+    folder.setup()
+    with torch.no_grad():
+        folder.fill_feature_cache(encoder, encoder.preprocess, progress=False)
+    streamed = CaptionDataModule(**{**data, "root": "chunks"})
+    streamed.setup()
+    for split in ("val", "test"):
+        torch.testing.assert_close(streamed.features[split], folder.features[split], rtol=0, atol=0)
+    items = read_all("chunks", "train")
+    for p, it in enumerate(items):
+        i, _ = folder._train_pairs[p]
+        assert torch.equal(torch.from_numpy(it["features"]), folder.features["train"][i])
+    cli = caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", "2"])
+    assert cli.trainer.global_step == 2
+    # another encoder than the one that made the features: one line
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--model.encoder.grid", "1",
+                           "--trainer.max_steps", "1"])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "features of another encoder" in err and len(err.splitlines()) == 1
