@@ -208,6 +208,15 @@ def streaming_loader(
         def load_state_dict(self, state: dict[str, Any]) -> None:
             if state:  # only the data module's resume_at passes a state
                 super().load_state_dict(state)
+                self.resume_pending = True
+
+        def __iter__(self):
+            # LitData keeps a loaded state until an epoch runs to its StopIteration, which Lightning (counting the
+            # batches) never asks for: without this, the epoch after a resumed one would replay it.
+            if not getattr(self, "resume_pending", False):
+                self.restore = False
+            self.resume_pending = False
+            yield from super().__iter__()
 
     ds = split_dataset(root, "train", shuffle=True, seed=seed, drop_last=world_size > 1)
     where = str(Path(root) / "train")
