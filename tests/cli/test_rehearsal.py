@@ -53,3 +53,24 @@ def test_rehearsal_runs_every_stage(tmp_path):
     assert sorted(p.name for p in (out / "sample_images").iterdir()) == sorted(
         Path(ex["image"]).name for ex in caption["examples"]
     )
+
+
+@pytest.mark.slow
+def test_rehearsal_streams_feature_chunks(tmp_path):
+    """--streaming: the corpus is written as LitData chunks of the frozen encoder's features, and fit and test
+    stream them; the model trains and captions as on the folder path."""
+    out, summary_file = tmp_path / "rehearsal", tmp_path / "summary.json"
+    cmd = [sys.executable, str(SCRIPT), "--out", str(out), "--images", "96", "--max-time", "00:00:00:45"]
+    cmd += ["--samples", "4", "--json", str(summary_file), "--streaming", "--num-workers", "0"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "caption-train optimize --config" in done.stdout and "--data.root" in done.stdout
+    stages = json.loads(summary_file.read_text())["stages"]
+    chunks = Path(stages["optimize"]["chunks"])
+    manifest = json.loads((chunks / "streaming.json").read_text())
+    assert manifest["splits"] == {"train": {"items": 72 * 5}, "val": {"items": 12}, "test": {"items": 12}}
+    assert manifest["options"]["features"] is True
+    assert stages["fit"]["steps"] > 0 and stages["fit"]["validations"] >= 1
+    assert stages["fit"]["features"] == "features streamed from the chunks"
+    assert 0.0 <= stages["test"]["metrics"]["Bleu_4"] <= 1.0
+    assert stages["caption"]["captioned"] == 4

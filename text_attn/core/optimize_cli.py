@@ -29,7 +29,7 @@ def optimize_main(
 
     from text_attn.core.lightning_cli import _parser_message, read_config_files
 
-    argv = list(sys.argv[2:] if args is None else args)
+    argv, model_options = split_fit_options(list(sys.argv[2:] if args is None else args))
     description = (
         f"{prog} optimize: write a corpus as LitData chunks (train / val / test apart, vocabulary from train) for "
         f"`{prog} fit --config C.yaml --data.root DIR`. Takes fit's data options (--config and --data.*). Running "
@@ -52,6 +52,12 @@ def optimize_main(
     for node in read_config_files(f"{prog} optimize", argv):
         for key, value in (node or {}).items():
             config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    for dotted, value in model_options.items():  # --model.encoder.X on the command line wins over the config
+        node = config.setdefault("model", {})
+        *path, last = dotted.split(".")[1:]
+        for key in path:
+            node = node.setdefault(key, {})
+        node[last] = value
     data = dict(config.get("data") or {})
     known = {a.dest.split(".", 1)[1] for a in parser._actions if a.dest.startswith("data.")}
     unknown = sorted(set(data) - known)
@@ -68,3 +74,28 @@ def optimize_main(
         from text_attn.core.errors import one_line
 
         fail(f"{prog} optimize", one_line(exc, limit=400))
+
+
+def split_fit_options(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """A fit command line's options that optimize does not take, taken out: ``--model.*`` (kept, parsed as YAML
+    values: a frozen encoder's settings), ``--trainer.*`` and ``--seed_everything`` (dropped). So the same options
+    serve ``optimize`` and ``fit``."""
+    import yaml
+
+    rest: list[str] = []
+    model: dict[str, Any] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        if name.startswith(("--model.", "--trainer.")) or name == "--seed_everything":
+            if "=" in arg:
+                value, i = arg.split("=", 1)[1], i + 1
+            else:
+                value, i = (argv[i + 1] if i + 1 < len(argv) else ""), i + 2
+            if name.startswith("--model."):
+                model[name[2:]] = yaml.safe_load(value)
+            continue
+        rest.append(arg)
+        i += 1
+    return rest, model
