@@ -274,6 +274,11 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
             load_chunks(self)  # vocabulary, val and test; train streams
             return
+        if self.hparams.root and self.hparams.source != "flickr8k":
+            raise CaptionDataError(
+                f"data.root {self.hparams.root}: not a chunk folder (caption-train optimize writes one); source "
+                f"{self.hparams.source} reads no data.root"
+            )
         self.splits = self._load()
         self.scenes = {s: sp.scenes for s, sp in self.splits.items() if sp.scenes is not None}
         hp = self.hparams

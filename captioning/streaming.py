@@ -17,7 +17,7 @@ The vocabulary is built from the train captions (data.min_freq, captions_per_ima
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -192,3 +192,75 @@ class StreamCollate:
             "references": [r["refs"] for r in records],
             "pair_index": torch.tensor([int(it["index"]) for it in items]),  # (B,)
         }
+
+
+# --- img2dataset shards ----------------------------------------------------------------------------------------------
+def shard_item(split: str, entry: tuple[str, list[tuple[int, int, str]]]) -> Iterator[dict[str, Any]]:
+    """optimize's function for one shard (runs in LitData's forked workers): its chosen samples, in the shard's order,
+    as chunk samples. ``entry``: (shard path, [(sample index in the shard, index in the split, caption JSON)])."""
+    from captioning.shards import iter_shard
+
+    path, chosen = entry
+    record = {k: (i, caption) for k, i, caption in chosen}
+    for sample in iter_shard(path, wanted=lambda k: k in record, notes=None):
+        if sample.image is None:
+            continue  # read whole by the first pass; changed since: left out (that pass named the damaged ones)
+        i, caption = record[sample.index]
+        yield {"index": i, "image": i, "caption": caption, "jpeg": sample.image}
+
+
+def read_shard_captions(patterns: str) -> tuple[list[tuple[str, list[tuple[int, str]]]], int]:
+    """The shards a pattern names (``expand_braces``) read once for their captions: per shard the (sample index,
+    caption) of its usable samples, and how many were left out; a damaged sample is one line on stderr naming it."""
+    import sys
+
+    from captioning.shards import expand_braces, iter_shard
+    from text_attn.core.safe_files import inert
+
+    shards, skipped = [], 0
+    for pattern in patterns.split():
+        for path in expand_braces(pattern):
+            if not Path(path).is_file():
+                raise CaptionDataError(f"{path}: no such shard")
+            found = []
+            for sample in iter_shard(path):
+                text = (sample.text or "").strip()
+                if sample.error or not text:
+                    why = sample.error or f"{sample.name}: no caption (.txt member)"
+                    print(f"caption-train optimize: skipped: {inert(why)}", file=sys.stderr)
+                    skipped += 1
+                    continue
+                found.append((sample.index, text))
+            shards.append((path, found))
+    return shards, skipped
+
+
+def optimize_shards(dm, out: str | Path, patterns: dict[str, str], num_workers: int = 1, chunk_bytes="64MB"):
+    """img2dataset webdataset shards -> chunks: ``patterns`` {train, val, test: shard pattern(s)}; one caption an image
+    (the shard's ``KEY.txt``), tokenized as a captions TSV; the vocabulary from the train captions (data.min_freq)."""
+    from text_attn.core.vocab import tokenize
+
+    hp = dm.hparams
+    read = {split: read_shard_captions(patterns[split]) for split in ("train", "val", "test")}
+    inputs, counts, refs = {}, {}, {}
+    for split, (shards, _) in read.items():
+        n, inputs[split], refs[split] = 0, [], []
+        for path, found in shards:
+            chosen = []
+            for k, text in found:
+                tokens = tokenize(text)
+                record = {"tokens": tokens, "k": 0, "refs": [tokens]} if split == "train" else {"refs": [tokens]}
+                chosen.append((k, n, json.dumps(record)))
+                refs[split].append([tokens])
+                n += 1
+            if chosen:
+                inputs[split].append((path, chosen))
+        counts[split] = n
+        if n == 0:
+            raise CaptionDataError(f"--shards_{split} {patterns[split]}: no usable sample")
+    vocab = Vocabulary.build((c for caps in refs["train"] for c in caps), hp.min_freq)
+    state = {"vocab": vocab.to_dict(), "train_references": refs["train"], "domain": Path(out).name,
+             "stores": "jpeg", "fingerprint": ""}  # fmt: skip
+    options = {**dict(hp), "features": False, "shards": patterns, "captions_per_image": None}
+    item_fn = partial(partial, shard_item)
+    return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes, counts=counts)

@@ -72,7 +72,7 @@ def caption_optimize(args: list[str]) -> None:
     chunks (captioning.streaming)."""
     from captioning.data import CaptionDataError, CaptionDataModule
     from captioning.encoder import EncoderWeightsError
-    from captioning.streaming import optimize_captions
+    from captioning.streaming import optimize_captions, optimize_shards
     from text_attn.core.optimize_cli import optimize_main
 
     def features_option(parser) -> None:
@@ -82,9 +82,27 @@ def caption_optimize(args: list[str]) -> None:
             default=False,
             help="store the frozen model.encoder's float16 features instead of the image bytes",
         )
+        for split in ("train", "val", "test"):
+            parser.add_argument(
+                f"--shards_{split}",
+                type=str | None,
+                default=None,
+                help=f"img2dataset webdataset shards of the {split} split, e.g. '{split}/{{00000..00099}}.tar' "
+                "(quoted; several patterns separated by spaces); given for all three splits, they replace the "
+                "data options' corpus",
+            )
 
     def write(dm, config, opts) -> None:
-        manifest = optimize_captions(dm, opts.out, config, opts.features, opts.num_workers, opts.chunk_bytes)
+        patterns = {s: getattr(opts, f"shards_{s}") for s in ("train", "val", "test")}
+        if any(patterns.values()):
+            missing = [s for s, p in patterns.items() if not p]
+            if missing:
+                raise CaptionDataError(f"--shards_{missing[0]}: give the shards of all three splits (train, val, test)")
+            if opts.features:
+                raise CaptionDataError("--features with --shards_*: not available yet; optimize the photos' bytes")
+            manifest = optimize_shards(dm, opts.out, patterns, opts.num_workers, opts.chunk_bytes)
+        else:
+            manifest = optimize_captions(dm, opts.out, config, opts.features, opts.num_workers, opts.chunk_bytes)
         counts = ", ".join(f"{s} {v['items']}" for s, v in manifest["splits"].items())
         print(f"caption-train optimize: {opts.out}: {counts} samples; train on it with --data.root {opts.out}")
 

@@ -222,3 +222,33 @@ def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
                            "--trainer.max_steps", "1"])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and "features of another encoder" in err and len(err.splitlines()) == 1
+
+
+def test_img2dataset_shards_become_chunks_and_a_damaged_sample_is_one_line(tmp_path, capsys):
+    from helpers.shards import write_shard
+
+    (tmp_path / "s").mkdir()
+    write_shard(tmp_path / "s/train-0.tar", 0, 10)
+    write_shard(tmp_path / "s/train-1.tar", 10, 10, extra={"000000099.json": b"not json"})
+    write_shard(tmp_path / "s/val-0.tar", 100, 4)
+    write_shard(tmp_path / "s/test-0.tar", 200, 4)
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", {"batch_size": 4})
+    shards = ["--shards_train", str(tmp_path / "s/train-{0..1}.tar"), "--shards_val", str(tmp_path / "s/val-0.tar"),
+              "--shards_test", str(tmp_path / "s/test-0.tar")]  # fmt: skip
+    caption_main(["optimize", "--config", cfg, "--out", "chunks", *shards])
+    err = [line for line in capsys.readouterr().err.splitlines() if "skipped" in line]
+    assert len(err) == 1 and "train-1.tar/000000099.json" in err[0]  # one line names it; the others are all there
+    from helpers.shards import photo_bytes
+
+    items = read_all("chunks", "train")
+    assert [int(it["index"]) for it in items] == list(range(20))
+    for i, it in enumerate(items):  # the members' bytes and captions, in the shards' order
+        assert (
+            bytes(it["jpeg"]) == photo_bytes(i) and json.loads(it["caption"])["tokens"] == f"a photo number {i}".split()
+        )
+    streamed = CaptionDataModule(batch_size=4, root="chunks")
+    streamed.setup()
+    assert streamed.splits["val"].references == [[f"a photo number {i}".split()] for i in range(100, 104)]
+    assert streamed.splits["test"].images[3] == photo_bytes(203)
+    cli = caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", "2"])
+    assert cli.trainer.global_step == 2

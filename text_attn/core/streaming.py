@@ -27,6 +27,7 @@ the trained batches times the batch size (per rank).
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -95,10 +96,12 @@ def optimize_splits(
     num_workers: int = 1,
     chunk_bytes: str = "64MB",
     log: Callable[[str], None] = print,
+    counts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Write ``inputs[split]`` (each turned into a sample by ``item_fn(split)``, in LitData's forked worker
     processes) as ``out/<split>/`` chunks, split by split; ``options`` and ``state`` go to
-    the manifest and ``data_state.pt``. Splits a previous run finished with the same options are kept. Returns the
+    the manifest and ``data_state.pt``. Splits a previous run finished with the same options are kept. ``counts``:
+    samples per split where an input yields several (``item_fn(split)`` a generator: a tar shard). Returns the
     manifest."""
     import litdata
 
@@ -115,26 +118,30 @@ def optimize_splits(
         manifest["splits"] = old.get("splits", {})
     with atomic_output(root / STATE) as tmp:
         torch.save(state, tmp)
+    _write_manifest(root, manifest)  # at once: a fit given this folder before the end says it is unfinished
     for split in SPLITS:
         items = inputs[split]
+        n = (counts or {}).get(split, len(items))
         done = manifest["splits"].get(split)
-        if done is not None and done.get("items") == len(items) and (root / split / "index.json").is_file():
-            log(f"{split}: {len(items)} samples, written earlier: kept")
+        if done is not None and done.get("items") == n and (root / split / "index.json").is_file():
+            log(f"{split}: {n} samples, written earlier: kept")
             continue
-        log(f"{split}: {len(items)} samples -> {root / split}")
-        # use_checkpoint: a stopped run's chunks are kept and the next run continues after them
+        log(f"{split}: {n} samples -> {root / split}")
+        fn = item_fn(split)
+        # use_checkpoint: a stopped run's chunks are kept and the next run continues after them (LitData cannot for
+        # a function that yields several samples an input: that split is written again)
         litdata.optimize(
-            item_fn(split),
+            fn,
             list(items),
             str(root / split),
             chunk_bytes=chunk_bytes,
             num_workers=max(1, min(num_workers, len(items))),
-            use_checkpoint=True,
+            use_checkpoint=not inspect.isgeneratorfunction(fn),
             keep_data_ordered=True,
             start_method="fork",  # no fresh interpreter (torch imported again) per split and worker
             verbose=True,
         )
-        manifest["splits"][split] = {"items": len(items)}
+        manifest["splits"][split] = {"items": n}
         _write_manifest(root, manifest)
     return manifest
 

@@ -217,6 +217,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
 
             load_chunks(self)  # vocabularies, tokenizer, val and test; train streams
             return
+        if self.hparams.root and self.hparams.task != "pair":
+            raise ValueError(
+                f"data.root {self.hparams.root}: not a chunk folder (text-train optimize writes one); task "
+                f"{self.hparams.task} reads no data.root"
+            )
         data = self._load_splits()  # a bad corpus is a TaskError (a ValueError): one line naming the file and line
         if self.codec is None:  # synthetic tasks
             self.codec = TextCodec(self.tokenizer, self.hparams.lower)
