@@ -1,17 +1,18 @@
 """``caption`` on one process against several (``--devices``), from a folder against from tar shards: the same photos,
 the same model, the whole command timed as a user runs it. Prints a markdown table (and writes JSON with --json).
 
-    python benchmarks/caption_scale.py                       # 192 photos, the bundled Flickr8k model, 2 repeats
+    python benchmarks/caption_scale.py                       # 192 photos, the bundled Flickr8k model, 3 repeats
     python benchmarks/caption_scale.py --before /tmp/before  # also a tree of the code before, as a row
 
 The photos are benchmarks/speed.py's 192 JPEGs of 500 x 375; the shards hold the same files (one shard of all, or
-two of half each), packed as img2dataset packs them. Rows, each run ``--repeats`` times in turn (medians):
+two of half each), packed as img2dataset packs them. Rows, each run ``--repeats`` times in turn (medians, and each
+run's wall seconds; CPU seconds: user + system of the command and every process it started):
 - 1 process, 2 torch threads: ``caption FOLDER --jsonl OUT --threads 2`` and the same from one shard;
 - 1 process on Lightning's predict loop (``--devices 1 --threads 2``);
 - 2 processes of 1 thread each (``--devices 2 --threads 1``, gloo), from the folder and from 2 shards;
 - with ``--before TREE``: the one-process folder row run from TREE (a copy of the code before a change).
 Every run's records are checked: the captions of every row equal the first row's, word for word.
-Each row also runs on one photo, so the table splits the time into a fixed cost (model load, process start, for
+Each row also runs once on one photo, so the table splits the time into a fixed cost (model load, process start, for
 several processes their group's start) and the rate after it: (N - 1) / (time(N) - time(1)).
 """
 
@@ -21,6 +22,7 @@ import argparse
 import io
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,21 +50,27 @@ def pack(photos: list[Path], path: Path, first: int) -> Path:
     return path
 
 
-def run(tree: Path, inputs: list[str], out: Path, extra: list[str]) -> float:
+def run(tree: Path, inputs: list[str], out: Path, extra: list[str]) -> tuple[float, float]:
     """Seconds of one ``caption`` command run from the code in ``tree`` (a script there: Lightning's launcher starts
-    the other processes by running it again)."""
+    the other processes by running it again): wall, and CPU (user + system of it and every process it started: less
+    sensitive than the wall to other work on a shared machine)."""
     out.unlink(missing_ok=True)
     entry = tree / ".caption_entry.py"
     if not entry.is_file():
         entry.write_text(ENTRY)
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     done = subprocess.run([sys.executable, str(entry), *inputs, "--jsonl", str(out), *extra], env=env,
                           capture_output=True, text=True)  # fmt: skip
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if done.returncode != 0:
         raise RuntimeError(f"caption failed ({done.returncode}): {done.stderr[-2000:]}")
-    return seconds
+    return seconds, cpu
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
 
 
 def captions(out: Path) -> list[str]:
@@ -90,7 +98,7 @@ def merge_rate(tmp: Path, records: list[str], rows: int = 20_000) -> dict[str, f
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--photos", type=int, default=192, help="photos to caption (default: 192)")
-    p.add_argument("--repeats", type=int, default=2, help="runs of each row, in turn (default: 2)")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each row, in turn (default: 3)")
     p.add_argument("--model", help="model file (default: the bundled Flickr8k model)")
     p.add_argument("--tree", type=Path, default=ROOT, help="the code to time (default: this repository)")
     p.add_argument("--before", type=Path, help="a tree of the code before a change: one more row run from it")
@@ -124,36 +132,40 @@ def main(argv: list[str] | None = None) -> int:
         }  # fmt: skip
         if args.before:
             rows["before: 1 process, 2 threads, folder"] = (args.before, [str(folder)], [str(one)], ["--threads", "2"])
-        times: dict[str, list[float]] = {k: [] for k in rows}
-        fixed: dict[str, list[float]] = {k: [] for k in rows}
+        times: dict[str, list[tuple[float, float]]] = {k: [] for k in rows}
+        fixed: dict[str, list[tuple[float, float]]] = {k: [] for k in rows}
         words: dict[str, list[str]] = {}
-        with tqdm(total=args.repeats * len(rows) * 2, desc="runs", file=sys.stderr) as bar:
-            for _ in range(args.repeats):
+        with tqdm(total=(args.repeats + 1) * len(rows), desc="runs", file=sys.stderr) as bar:
+            for repeat in range(args.repeats):
                 for name, (tree, many, few, extra) in rows.items():
                     out = tmp / "out.jsonl"
                     times[name].append(run(tree, many, out, [*model, *extra]))
                     words[name] = captions(out)
                     bar.update()
-                    fixed[name].append(run(tree, few, tmp / "few.jsonl", [*model, *extra]))
-                    bar.update()
+                    if repeat == 0:  # the fixed cost once a row: the rows' spread is in the photos' part
+                        fixed[name].append(run(tree, few, tmp / "few.jsonl", [*model, *extra]))
+                        bar.update()
         record_bytes = (tmp / "out.jsonl").stat().st_size / len(photos)
         merge = merge_rate(tmp, (tmp / "out.jsonl").read_text().splitlines())
         first = next(iter(words.values()))
         table = []
         for name in rows:
-            t, f = statistics.median(times[name]), statistics.median(fixed[name])
+            t = statistics.median(w for w, _ in times[name])
+            cpu = statistics.median(c for _, c in times[name])
+            f = statistics.median(w for w, _ in fixed[name])
             rate = (len(photos) - 1) / (t - f) if t > f else float("nan")
-            table.append({"what": name, "seconds": round(t, 2), "images_per_s": round(len(photos) / t, 2),
-                          "fixed_s": round(f, 2), "rate_after_start": round(rate, 2),
-                          "same_captions": words[name] == first})  # fmt: skip
+            table.append({"what": name, "seconds": round(t, 2), "runs_s": [round(w, 1) for w, _ in times[name]],
+                          "cpu_s": round(cpu, 1), "images_per_s": round(len(photos) / t, 2), "fixed_s": round(f, 2),
+                          "rate_after_start": round(rate, 2), "same_captions": words[name] == first})  # fmt: skip
     cores = os.cpu_count()
     print(f"caption scale: {len(photos)} photos of 500 x 375, {args.model or 'the bundled Flickr8k model'}, "
           f"{cores} cores, median of {args.repeats}\n")  # fmt: skip
-    print("| run | seconds | images/s | fixed cost (1 photo), s | images/s after it | same captions |")
-    print("|---|---|---|---|---|---|")
+    print("| run | seconds (each run) | images/s | CPU seconds | fixed cost (1 photo), s | images/s after it | "
+          "same captions |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for r in table:
-        print(f"| {r['what']} | {r['seconds']} | {r['images_per_s']} | {r['fixed_s']} | {r['rate_after_start']} | "
-              f"{r['same_captions']} |")  # fmt: skip
+        each = ", ".join(map(str, r["runs_s"]))
+        print(f"| {r['what']} | {r['seconds']} ({each}) | {r['images_per_s']} | {r['cpu_s']} | {r['fixed_s']} | "
+              f"{r['rate_after_start']} | {r['same_captions']} |")  # fmt: skip
     print(f"\nOUT: {record_bytes:.0f} bytes a record (with its attention rows). Merge (text_attn.core.part_files."
           f"merge_parts) of {merge['rows']} such rows from 2 parts: {merge['rows_per_s']:.0f} rows/s, "
           f"{merge['mb_per_s']:.0f} MB/s")  # fmt: skip

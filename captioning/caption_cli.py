@@ -145,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="caption with N processes on Lightning's predict loop (N GPUs with --device cuda, else N CPU "
         "processes); needs --jsonl OUT: each process writes its part to OUT.parts/ and the first merges them into OUT, "
-        "in input order, after the loop; progress: one bar on the first process counting every process's images. "
+        "in input order, after the loop; progress: one bar on the first process counting every process's images (a "
+        "line a minute when stderr is not a terminal). "
         "torchrun and SLURM launch it as they launch caption-train (docs/scale.md)",
     )
     p.add_argument("--num-nodes", type=int, default=1, help="with --devices: machines taking part (default: 1)")
@@ -475,6 +476,12 @@ def _check_processes(args: argparse.Namespace) -> None:
     if not args.jsonl:
         fail("caption", "--devices writes its records to --jsonl OUT (each process its part, merged into OUT): "
              "give --jsonl FILE")  # fmt: skip
+    from text_attn.core.safe_files import check_output
+
+    try:  # OUT is written at the end, after all the work: refuse a link or a folder now
+        check_output(args.jsonl)
+    except OutputRefused as err:
+        fail("caption", f"cannot use --jsonl {args.jsonl}: {err}")
     if args.html:
         fail("caption", "--html draws one page as one process captions: give it to a run without --devices (the "
              "records in OUT hold what the page shows)")  # fmt: skip

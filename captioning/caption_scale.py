@@ -128,7 +128,7 @@ class CaptionPredictor(pl.LightningModule):
 
     def on_predict_start(self) -> None:
         if self.global_rank == 0:  # one bar, every process's rows (Progress)
-            todo = None if self.total is None else max(0, self.total - len(self.done) - len(self.held))
+            todo = None if self.total is None or self.args.resume else self.total  # resumed: left to do unknown
             self.progress = Progress(self.parts, self.earlier, todo).__enter__()
 
     def predict_dataloader(self):
@@ -180,6 +180,9 @@ class PartFileWriter(BasePredictionWriter):
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if self.part is not None and self.part._file is not None:  # what was written stays: --resume reads it
             self.part._file.flush()
+        if isinstance(exception, KeyboardInterrupt) and trainer.global_rank == 0:
+            print(f"caption: interrupted; {self.parts} holds what was captioned: --resume continues",
+                  file=sys.stderr)  # fmt: skip
 
 
 class Progress:

@@ -93,6 +93,15 @@ def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(mode
     assert _lines(out) == plain and not Path(f"{out}.parts").exists()
     assert len(read) == 12 - 6  # the six in the parts were not read again
 
+    # the one-process run resumes a half-done OUT of shard members and files alike
+    half = tmp_path / "half.jsonl"
+    half.write_text("\n".join(plain[:7]) + "\n" + plain[7][:40])
+    read.clear()
+    assert _run([*base, "--jsonl", half, "--resume"]) == 1
+    _same_records(_lines(half), plain)
+    assert _lines(half)[:7] == plain[:7] and len(read) == 12 - 7
+    assert "7 image(s) already in" in capsys.readouterr().err
+
     # on top of an OUT a one-process run left half done: its records are carried over, the rest captioned
     out.write_text("\n".join(plain[:5]) + "\n" + plain[5][:40])
     read.clear()
@@ -107,6 +116,7 @@ def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):
         ([], "--devices writes its records to --jsonl OUT"),
         (["--jsonl", tmp_path / "o.jsonl", "--html", tmp_path / "p.html"], "--html draws one page"),
         (["--jsonl", tmp_path / "o.jsonl", "--devices", "0"], "--devices must be at least 1"),
+        (["--jsonl", tmp_path], "cannot use --jsonl"),
     ):
         with pytest.raises(SystemExit) as exc:
             _run([*inputs, "--model", model, "--devices", "1", *extra])
