@@ -27,7 +27,15 @@ import torch
 
 from captioning.preprocess import prepared
 from captioning.readers import CaptionDataError
-from text_attn.core.streaming import ChunkError, optimize_splits, read_all, read_manifest, read_state, split_dataset
+from text_attn.core.streaming import (
+    ChunkError,
+    optimize_splits,
+    read_all,
+    read_manifest,
+    read_state,
+    split_dataset,
+    split_size,
+)
 from text_attn.core.vocab import Vocabulary
 
 FAMILY = "caption"
@@ -120,9 +128,10 @@ class ChunkImages(Sequence):
 
     def __init__(self, root: str | Path, split: str):
         self.ds, self.where = split_dataset(root, split), Path(root) / split
+        self.n = split_size(root, split)  # every rank reads the whole split by index
 
     def __len__(self) -> int:
-        return len(self.ds)
+        return self.n
 
     def __getitem__(self, i: int) -> bytes:
         from text_attn.core.streaming import read_item

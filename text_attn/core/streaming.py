@@ -172,11 +172,21 @@ def read_item(dataset, i: int, where: str | Path) -> dict[str, Any]:
     return dataset[i]
 
 
+def split_size(root: str | Path, split: str) -> int:
+    """The samples a split holds, from its index (a StreamingDataset's length is one rank's share under DDP)."""
+    path = Path(root) / split / "index.json"
+    try:
+        return sum(int(c["chunk_size"]) for c in json.loads(path.read_text(encoding="utf-8"))["chunks"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ChunkError(f"{path}: not a readable chunk index: run optimize again") from None
+
+
 def read_all(root: str | Path, split: str) -> list[dict[str, Any]]:
-    """Every sample of a (small) split, in the order written; a damaged chunk is one line naming the folder."""
+    """Every sample of a (small) split, in the order written, on every rank; a damaged chunk is one line naming its
+    file."""
     ds = split_dataset(root, split)
     where = Path(root) / split
-    return [read_item(ds, i, where) for i in range(len(ds))]
+    return [read_item(ds, i, where) for i in range(split_size(root, split))]
 
 
 class _CheckedCollate:
