@@ -118,7 +118,9 @@ def test_the_results_page_prints_the_scores_the_bundled_files_record():
     for path in files:
         info = torch.load(path, map_location="cpu", weights_only=True)["info"]
         scores = {**info.get("test_scores", {}), **info.get("test_scores_default_decoding", {})}
-        for name, value in scores.items():
+        for name, value in scores.items():  # the scores, not the decoding they were made with
+            if name in ("beam", "length_penalty", "no_repeat_ngram"):
+                continue
             if isinstance(value, float) and f"{value:.2f}" not in results:
                 missing.append(f"{path.name}: {name} {value:.2f}")
     assert not missing, missing
