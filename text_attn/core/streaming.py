@@ -156,7 +156,11 @@ def split_dataset(root: str | Path, split: str, shuffle: bool = False, seed: int
     if not (path / "index.json").is_file():
         raise ChunkError(f"{path / 'index.json'}: missing (the {split} chunks' index)")
     try:
-        return NamedStreamingDataset(str(path.resolve()), shuffle=shuffle, seed=seed, drop_last=drop_last)
+        # batch_decode 0: each sample decoded when read (LitData's "auto" decoded windows of 256 feature samples, most
+        # of them again for every sample: 20x slower)
+        return NamedStreamingDataset(
+            str(path.resolve()), shuffle=shuffle, seed=seed, drop_last=drop_last, batch_decode=0
+        )
     except Exception as err:  # noqa: BLE001 - LitData raises many types for a damaged index
         raise ChunkError(f"{path}: cannot open its chunks ({type(err).__name__}: {one_line_of(err)})") from None
 
