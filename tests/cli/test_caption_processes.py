@@ -131,10 +131,13 @@ def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):
 
 def test_shard_members_get_overlays_named_by_key(model, tmp_path, capsys):
     shard = write_shard(tmp_path / "s.tar", 7, 2)
-    assert _run([shard, "--model", model, *FAST, "--json", "--overlay", tmp_path / "ov"]) == 0
+    page = tmp_path / "page.html"
+    assert _run([shard, "--model", model, *FAST, "--json", "--overlay", tmp_path / "ov", "--html", page]) == 0
     recs = json.loads(capsys.readouterr().out)
     assert [Path(r["overlay"]).name for r in recs] == ["000000007-attention.png", "000000008-attention.png"]
     assert all(Path(r["overlay"]).is_file() for r in recs)
+    html = page.read_text()
+    assert "s.tar/000000008.jpg" in html and html.count("data:image/") >= 2  # each member's picture on the page
 
 
 # --- 2 processes ----------------------------------------------------------------------------------------------------
