@@ -85,9 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="caption",
         description="Caption images with a Show-Attend-Tell model file. IMAGE: a file, a folder (its images, "
-        "recursively) or - (paths on stdin). Plain output: the caption (one image) or path<TAB>caption per image "
-        "(several). Without --model the bundled Flickr8k model captions photographs (try --demo; --model-info says "
-        "what it was trained on and how well it scores).",
+        "recursively), a webdataset tar shard or - (paths on stdin). Plain output: the caption (one image) or "
+        "path<TAB>caption per image (several). Without --model the bundled Flickr8k model captions photographs (try "
+        "--demo; --model-info says what it was trained on and how well it scores).",
     )
     p.add_argument(
         "images",
