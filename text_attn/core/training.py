@@ -176,13 +176,25 @@ class RunState:
 
     def save_run_state(self, checkpoint: dict[str, Any]) -> None:
         save_random_state(checkpoint)
+        # Under DDP every rank's dropout has drawn its own numbers (its batches differ in shape): keep each rank's
+        # state. Every rank builds the checkpoint (Lightning writes rank 0's), so the gather meets on all of them.
+        world = getattr(self._trainer, "world_size", 1) if self._trainer is not None else 1
+        if world > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+            states: list[Any] = [None] * world
+            torch.distributed.all_gather_object(states, checkpoint["random_state"])
+            checkpoint["random_state_by_rank"] = states
 
     def load_run_state(self, checkpoint: dict[str, Any], network_built: bool) -> None:
-        """Refuse weights that do not fit (once the network exists), keep the random state for ``on_train_start``,
-        and give the resumed fit a ``max_time`` of its own."""
+        """Refuse weights that do not fit (once the network exists), keep the random state for ``on_train_start``
+        (this rank's, when the checkpoint has one per rank of the same number), and give the resumed fit a
+        ``max_time`` of its own."""
         if network_built:
             check_weights_fit(self, checkpoint)
         self._random_state = checkpoint.get("random_state")
+        by_rank = checkpoint.get("random_state_by_rank")
+        trainer = self._trainer
+        if by_rank and trainer is not None and len(by_rank) == trainer.world_size:
+            self._random_state = by_rank[trainer.global_rank]
         forget_elapsed_time(checkpoint)
 
     def on_train_start(self) -> None:
