@@ -23,7 +23,8 @@ TINY += ["--model.decoder.hidden_dim", "16", "--model.decoder.attn_dim", "16"]
 
 @pytest.mark.slow
 def test_variants_share_one_feature_cache_and_their_val_curves_are_tabled(tmp_path):
-    data, out, report = write_original(tmp_path / "flickr8k", copies=True), tmp_path / "runs", tmp_path / "variants.json"
+    data = write_original(tmp_path / "flickr8k", copies=True)
+    out, report = tmp_path / "runs", tmp_path / "variants.json"
     cmd = [sys.executable, str(SCRIPT), "--data-root", str(data), "--variants", "shipped,lite0_224,ds0"]
     cmd += ["--epochs", "1", "--out", str(out), "--json", str(report), "--", *TINY]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
