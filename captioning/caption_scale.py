@@ -264,8 +264,10 @@ def caption_on_processes(captioner, args: argparse.Namespace, sources: list[str]
     trainer.strategy.barrier("caption: every part written")  # after the loop: uneven shares are all done here
     if module.progress is not None:
         module.progress.__exit__()
+    # every process's counts summed, for the first to print one set of notes (after the loop: no rank can miss it)
+    counts = torch.tensor([module.counts["cut"], module.counts["far"]], device=trainer.strategy.root_device)
+    cut, far = (int(n) for n in trainer.strategy.reduce(counts, reduce_op="sum").tolist())
     if trainer.global_rank != 0:
-        _closing_notes(captioner, args, module.counts["cut"], module.counts["far"])
         return 0
     jsonl = Path(args.jsonl)
     parts = parts_folder(jsonl)
@@ -275,5 +277,5 @@ def caption_on_processes(captioner, args: argparse.Namespace, sources: list[str]
         shutil.rmtree(parts)
     except (OSError, PartError, ResumeError, UnicodeDecodeError) as err:
         fail("caption", f"cannot merge {parts} into --jsonl {jsonl}: {one_line(err, 300)}; --resume merges again")
-    _closing_notes(captioner, args, module.counts["cut"], module.counts["far"])
+    _closing_notes(captioner, args, cut, far)
     return 1 if merged.failed or empty else 0

@@ -175,6 +175,9 @@ def test_two_processes_caption_every_photo_once_as_one_process_does(model, tmp_p
     for err in (one.stderr, two.stderr):  # the damaged member and the truncation said once, by whoever read them
         assert err.count("caption: error: ") == 1 and err.count("truncated (cut off in 000000012.jpg)") == 1, err
         assert "Traceback" not in err
+    # the notes on the captions written: one, counting every process's captions, as one process prints it
+    notes = [[line for line in err.splitlines() if "reached --max-len" in line] for err in (one.stderr, two.stderr)]
+    assert len(notes[0]) == 1 and notes[0] == notes[1], notes
     assert not (tmp_path / "two.jsonl.parts").exists()
     # shards alone, more processes than shards: their samples are dealt out, and still come back in order
     shards = [str(tmp_path / "00000.tar")]
