@@ -38,7 +38,7 @@ import torch
 from pytorch_lightning.callbacks import BasePredictionWriter
 
 from captioning.caption_cli import OverlayNames, _closing_notes, caption_batch
-from captioning.collection import ResumeError, image_key
+from captioning.collection import ResumeError, captioned_lines, image_key
 from captioning.photo_stream import Id, PhotoStream, owner, photo_batches
 from captioning.shards import is_shard
 from text_attn.core.errors import fail, one_line
@@ -55,26 +55,10 @@ def parts_folder(jsonl: str | Path) -> Path:
 
 def out_records(jsonl: Path, lines: bool = True) -> dict[str, str | None]:
     """The records an earlier OUT holds, by image key (:func:`collection.image_key`) -> its line (None without
-    ``lines``: the keys are all a process needs to skip them); failed records and a torn last line are left out.
-    Read only (every process reads it). A line that is not a caption record: ResumeError."""
-    if not jsonl.is_file():
-        return {}
-    lines = jsonl.read_text(encoding="utf-8").splitlines()
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    held: dict[str, str | None] = {}
-    for i, line in enumerate(lines):
-        try:
-            rec = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
-            rec = None
-        if not (isinstance(rec, dict) and isinstance(rec.get("image"), str) and "caption" in rec):
-            if i == last or not line.strip():
-                continue
-            raise ResumeError(f"line {i + 1} is not a caption record: --resume continues a file that caption --jsonl "
-                              "wrote (give that file, or a new one without --resume)")  # fmt: skip
-        if rec.get("error") is None:
-            held[image_key(rec["image"])] = line if lines else None
-    return held
+    ``lines``: the keys are all a process needs to skip them); failed records and a torn last line are left out
+    (:func:`collection.captioned_lines`). Read only (every process reads it). A line that is not a caption record:
+    ResumeError."""
+    return {key: line if lines else None for key, line in captioned_lines(jsonl)}
 
 
 class CaptionPredictor(pl.LightningModule):

@@ -69,14 +69,13 @@ def image_key(path: str) -> str:
     return os.path.abspath(path)
 
 
-def read_done(jsonl: Path) -> set[str]:
-    """The images (:func:`image_key`) a JSON Lines output already holds a caption for (``--resume``). The file is
-    rewritten with those records only: a line torn by a killed run (the last) and the records of failed images (tried
-    again) are dropped. Any other line that is not a caption record means the file is not caption's: ResumeError,
-    and the file is left as it is."""
+def captioned_lines(jsonl: Path) -> list[tuple[str, str]]:
+    """(image key, line) of each caption a JSON Lines output of caption's holds (``--resume``), in file order: a
+    line torn by a killed run (the last), empty lines and the records of failed images (tried again) are left out.
+    Any other line that is not a caption record means the file is not caption's: ResumeError. Only reads."""
     if not jsonl.is_file():
-        return set()
-    kept, done = [], set()
+        return []
+    held = []
     lines = jsonl.read_text(encoding="utf-8").splitlines()
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for i, line in enumerate(lines):
@@ -92,10 +91,19 @@ def read_done(jsonl: Path) -> set[str]:
                 "(give that file, or a new one without --resume)"
             )
         if rec.get("error") is None:
-            kept.append(line)
-            done.add(image_key(rec["image"]))
-    write_text(jsonl, "".join(f"{line}\n" for line in kept))  # a fresh temporary file, renamed: never FILE.part
-    return done
+            held.append((image_key(rec["image"]), line))
+    return held
+
+
+def read_done(jsonl: Path) -> set[str]:
+    """The images (:func:`image_key`) a JSON Lines output already holds a caption for (``--resume``). The file is
+    rewritten with those records only (:func:`captioned_lines`); a file that is not caption's (ResumeError) is left
+    as it is."""
+    if not jsonl.is_file():
+        return set()
+    held = captioned_lines(jsonl)
+    write_text(jsonl, "".join(f"{line}\n" for _, line in held))  # a fresh temporary file, renamed: never FILE.part
+    return {key for key, _ in held}
 
 
 def read_photo(name: str, src: str | bytes, preprocess: Preprocess, keep: bool = False) -> dict[str, Any]:

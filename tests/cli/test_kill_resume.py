@@ -3,16 +3,14 @@ ends with the same weights as an uninterrupted run of the same seed and step cou
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from helpers.resumable import kill_at_step
 
 pytestmark = pytest.mark.slow
 CONFIG = Path(__file__).resolve().parent.parent / "fixtures/text/tiny_reorder.yaml"
@@ -45,24 +43,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     fit = [TEXT_TRAIN, "fit", "--config", cfg]
     subprocess.run([*fit, "--trainer.default_root_dir", "full"], cwd=tmp_path, check=True, capture_output=True)
 
-    proc = subprocess.Popen(
-        [*fit, "--trainer.default_root_dir", "killed"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline, step = time.monotonic() + 240, 0
-    while step < 10 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-        found = list((tmp_path / "killed").rglob("last.ckpt"))
-        if found:
-            try:
-                step = torch.load(found[0], weights_only=True)["global_step"]
-            except Exception:  # noqa: BLE001 - being replaced as we read: try again
-                continue
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    step = kill_at_step([*fit, "--trainer.default_root_dir", "killed"], tmp_path, tmp_path / "killed", 10)
     assert step >= 10, "no checkpoint appeared in time"
     saved = last_state(tmp_path / "killed")  # written atomically: whole, whatever moment the kill came
     assert 0 < saved["global_step"] < STEPS and saved["global_step"] % 100 != 0  # mid-epoch

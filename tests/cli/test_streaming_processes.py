@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from helpers.resumable import kill_at_step
 from helpers.scene_corpus import write_folder
 
 pytestmark = pytest.mark.slow
@@ -106,19 +105,8 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_streaming_run(tm
     steps = 40
     fit = [str(BIN / "text-train"), "fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", str(steps)]
     subprocess.run([*fit, "--trainer.default_root_dir", "full"], cwd=tmp_path, check=True, capture_output=True)
-    proc = subprocess.Popen([*fit, "--trainer.default_root_dir", "killed"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    deadline, step = time.monotonic() + 240, 0
-    while step < 16 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-        found = list((tmp_path / "killed").rglob("last.ckpt"))
-        if found:
-            try:
-                step = torch.load(found[0], weights_only=True)["global_step"]
-            except Exception:  # noqa: BLE001 - being replaced as we read: try again
-                continue
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    step = kill_at_step([*fit, "--trainer.default_root_dir", "killed"], tmp_path, tmp_path / "killed", 16)
+    assert step >= 16, "no checkpoint appeared in time"
     saved = last(tmp_path / "killed")
     assert 16 <= saved["global_step"] < steps and saved["global_step"] % 13 != 0, saved["global_step"]  # mid-epoch
     ckpt = str(next((tmp_path / "killed").rglob("last.ckpt")))

@@ -32,3 +32,28 @@ def resumable_config(tmp_path: Path, family: str, every: int = 4) -> Path:
     path = tmp_path / f"{family}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def kill_at_step(cmd: list[str], cwd: Path, root: Path, step: int, timeout: float = 240) -> int:
+    """Start ``cmd`` (a fit writing under ``root``) in its own process group and SIGKILL the whole group once its
+    last.ckpt holds ``step`` or more steps (what a crash mid-run leaves); the step it reached."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import torch
+
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline, reached = time.monotonic() + timeout, 0
+    while reached < step and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+        found = list(root.rglob("last.ckpt"))
+        if found:
+            try:
+                reached = torch.load(found[0], weights_only=True)["global_step"]
+            except Exception:  # noqa: BLE001 - being replaced as we read: try again
+                continue
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return reached
