@@ -54,7 +54,7 @@ VARIANTS = {  # name -> (what it is, overrides of the shipped config)
     "dec384": ("decoder 384 wide (embedding, LSTM, attention)", decoder_width(384)),
     "dec768": ("decoder 768 wide (embedding, LSTM, attention)", decoder_width(768)),
     # the config's budget before 2026-11-27: the minutes alone, no step cap (the cap was measured against it, then as
-    # the variant "steps3800": docs/results.md, "The budget in steps")
+    # the variant "steps3800": docs/results.md, "The budget in steps, the learning rate and the decoder's width")
     "minutes_only": ("no step cap: the minutes alone (as shipped before)", ["--trainer.max_steps", "-1"]),
 }  # fmt: skip
 REPORTED = (1, 2, 3, 4, 6, 8, 10, 12, 14)  # epochs whose val CIDEr the table shows

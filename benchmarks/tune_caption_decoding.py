@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also print the N words of the chosen setting's captions that its references most often lack",
     )
     # Length penalties up to 2.5: self-critical models end early (CIDEr-D's and BLEU's rewards) and on val the
-    # bundled one scored best at 2, the edge of a grid that stopped at 1.5 (docs/results.md).
+    # bundled one scored best at 2, the edge of a grid that stopped at 1.5 (docs/flickr8k.json, tuning_val).
     add_grid_options(p, beams=[1, 3, 5], no_repeat_ngrams=[0, 3], length_penalties=(0.0, 0.5, 1.0, 1.5, 2.0, 2.5))
     # A hard-attention model can be decoded with one region per word or with the expected context; on Flickr8k val
     # the expected context was ahead at every setting tried (docs/results.md), so both are tried.
