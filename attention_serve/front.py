@@ -227,9 +227,7 @@ class Front:
     async def _health(self, send) -> None:
         """200 when every served model can answer; else 503 naming the one whose worker is restarting (a load
         balancer takes the server out, then puts it back). Both with each model's state and restart count."""
-        state = self.waiting.board.state() if self.waiting.board else {}
-        for s in state.values():  # the worker pids are for /info, behind the API key
-            s.pop("pids")
+        state = self.waiting.board.state(pids=False)
         down = [name for name, s in state.items() if not s["ready"]]
         if not down:
             return await send_json(send, 200, {"status": "ok", "models": state})
@@ -360,8 +358,8 @@ def _with_workers(send, waiting: Waiting):
         if message.get("more_body"):
             return
         body = b"".join(chunks)
-        if start.get("status") == 200 and waiting.board is not None:
-            body = json.dumps({**json.loads(body), "workers": waiting.board.state()}).encode()
+        if start.get("status") == 200:
+            body = json.dumps({**json.loads(body), "workers": waiting.board.state(pids=True)}).encode()
         headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
         await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

@@ -48,7 +48,8 @@ class InFlight:
 
 class Waiting:
     """The requests in flight in this HTTP process and the watch on the workers (one asyncio task, started with the
-    first request). ``attach`` gives it the server's board and buffer (before LitServe forks the HTTP process)."""
+    first request). ``attach`` gives it the server's board and buffer (before LitServe forks the HTTP process, so
+    before any request: the Front's arguments are made before the server, hence the two steps)."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
@@ -63,7 +64,7 @@ class Waiting:
 
     def refusal(self, route: str) -> ClientError | None:
         """503 when no worker of ``route``'s model can answer now (it stopped and its replacement is loading)."""
-        if self.board is not None and route in self.board.down():
+        if route in self.board.down():
             return ClientError(503, f"the {WHAT[route]} model's worker is starting (it stopped); retry in a few "
                                "seconds", {"Retry-After": RETRY_AFTER})  # fmt: skip
         return None
@@ -71,7 +72,7 @@ class Waiting:
     async def answer(self, route: str, call, send) -> None:
         """Run ``call(send)`` (LitServe's handler for the request) and wait for it; ClientError 503 when the worker
         holding the request died, 504 after ``timeout`` seconds (the handler is then cancelled, its uid dropped)."""
-        if self._watch is None and self.board is not None:
+        if self._watch is None:
             self._watch = asyncio.get_running_loop().create_task(self._watch_workers())
         entry = InFlight(route)
 

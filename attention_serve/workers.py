@@ -77,15 +77,16 @@ class WorkerBoard:
         """The models (their routes) with no worker that can answer now."""
         return [r for r in self.routes() if not any(self.ready[s.index] for s in self.slots if s.route == r)]
 
-    def state(self) -> dict[str, dict[str, int | bool]]:
-        """Per model (its route without the slash): ``ready``, ``restarts`` and the worker ``pids`` that answer
-        (what /health and /info show)."""
+    def state(self, pids: bool) -> dict[str, dict]:
+        """Per model (its route without the slash): ``ready``, ``restarts`` and, with ``pids``, the worker pids that
+        answer (/info shows them, behind the API key; /health does not)."""
         down = self.down()
         state = {}
         for r in self.routes():
             mine = [s.index for s in self.slots if s.route == r]
-            state[r[1:]] = {"ready": r not in down, "restarts": sum(self.restarts[i] for i in mine),
-                            "pids": [self.pid[i] for i in mine if self.ready[i]]}  # fmt: skip
+            state[r[1:]] = {"ready": r not in down, "restarts": sum(self.restarts[i] for i in mine)}
+            if pids:
+                state[r[1:]]["pids"] = [self.pid[i] for i in mine if self.ready[i]]
         return state
 
 
