@@ -123,12 +123,12 @@ def test_in_a_browser_the_frame_builds_the_view_and_a_hovered_word_redraws_it(br
     out.write_text(f"<html><body>{captions[0]._repr_html_()}{translations._repr_html_()}</body></html>", "utf-8")
     pg = browser_page
     pg.goto(out.as_uri())
-    pg.wait_for_function("document.querySelectorAll('img[id^=attn-]').length === 0")  # the stills gave way
+    pg.wait_for_selector("img[id^=attn-]", state="detached")  # the stills gave way
     cap_frame, text_frame = (f.content_frame() for f in pg.query_selector_all("iframe"))
-    cap_frame.wait_for_function("document.querySelector('section.item').dataset.shown === '-1'")
+    cap_frame.wait_for_selector("section.item[data-shown='-1']", state="attached")
     before = cap_frame.evaluate("document.querySelector('canvas').toDataURL()")
     cap_frame.hover("section.item .w >> nth=0")
-    cap_frame.wait_for_function("document.querySelector('section.item').dataset.shown === '0'")
+    cap_frame.wait_for_selector("section.item[data-shown='0']", state="attached")
     assert cap_frame.evaluate("document.querySelector('canvas').toDataURL()") != before
     text_frame.wait_for_selector("table.grid")
     assert text_frame.evaluate("document.querySelectorAll('table.grid').length") >= 1

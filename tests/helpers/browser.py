@@ -3,7 +3,11 @@ own browser: never ``playwright install``, nothing is downloaded. Open a page, r
 events, take screenshots, and collect the page's errors (uncaught exceptions and console errors).
 
 ``page()`` gives a Playwright page (the server's page tests); ``Browser`` keeps the small interface the HTML report
-tests were written against (open, eval, wait_for, hover, click, key, screenshot)."""
+tests were written against (open, eval, wait_for, hover, click, key, screenshot).
+
+Wait with selectors (``wait_for_selector("#x[data-shown='0']")``), not ``wait_for_function``: the served page's
+Content-Security-Policy has no 'unsafe-eval', and Playwright re-runs a string predicate with eval inside the page, so
+such a wait fails whenever its first check is false."""
 
 from __future__ import annotations
 

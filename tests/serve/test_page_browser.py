@@ -50,10 +50,10 @@ def test_upload_a_photo_read_its_caption_and_hover_a_word(server, tmp_path):
         page.wait_for_selector("#cap-out .words .w", timeout=60_000)
         words = page.locator("#cap-out .words .w")
         assert words.count() >= 1 and page.locator("#cap-status").inner_text() == ""
-        page.wait_for_function("document.querySelector('#cap-out section').dataset.shown === '-1'")
+        page.wait_for_selector("#cap-out section[data-shown='-1']", state="attached")
         before = _canvas(page)  # the photo as captioned, before any word is chosen
         words.nth(0).hover()
-        page.wait_for_function("document.querySelector('#cap-out section').dataset.shown === '0'")
+        page.wait_for_selector("#cap-out section[data-shown='0']", state="attached")
         assert _canvas(page) != before  # the word's attention is drawn over the photo
         assert "word 1 of" in page.locator("#cap-out .info").inner_text()
         # the model's note on a photo unlike its training photos, shown beside the caption
@@ -63,7 +63,7 @@ def test_upload_a_photo_read_its_caption_and_hover_a_word(server, tmp_path):
         )
         page.keyboard.press("ArrowRight")  # the reports' keys step through the words
         if words.count() > 1:
-            page.wait_for_function("document.querySelector('#cap-out section').dataset.shown === '1'")
+            page.wait_for_selector("#cap-out section[data-shown='1']", state="attached")
         page.screenshot(path=str(tmp_path / "caption.png"))
         assert page.errors == []
 
@@ -99,7 +99,7 @@ def test_an_oversized_upload_shows_its_error_on_the_page(server, tmp_path):
     with browser_page() as page:
         page.goto(server.url + "/")
         page.set_input_files("#pick", str(big))
-        page.wait_for_function("document.querySelector('#cap-status').classList.contains('error')", timeout=60_000)
+        page.wait_for_selector("#cap-status.error", state="attached", timeout=60_000)
         assert "at most 0.5 MB" in page.locator("#cap-status").inner_text()
         assert page.locator("#cap-out section").count() == 0
         # a refused upload is a message on the page, not a page error (the browser logs the 413 itself)
