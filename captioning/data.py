@@ -51,6 +51,7 @@ from torch.utils.data import DataLoader, Dataset
 from captioning.attention_targets import TARGET_WORDS, TokenBoxes, caption_cells, scene_token_boxes
 from captioning.domain import domain_check
 from captioning.feature_cache import fill_features
+from captioning.jpeg_step import JpegStep
 from captioning.preprocess import Preprocess, prepared
 from captioning.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
 from captioning.shapes import Scene, make_scenes
@@ -204,6 +205,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         """Prototypes of the cached train features and a threshold set on the cached val features (or, when val is
         not cached, on a tenth of train held out) (captioning.domain.domain_check), computed once when first asked;
         None while the train split is not cached. Cached splits never change, so neither does this."""
+        if self._domain_check is not None:
+            return self._domain_check  # or a feature chunk folder's, made when it was written
         train = self.features.get("train")
         if train is None or len(train) < 2:
             return None
@@ -211,6 +214,15 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             val = self.features.get("val")
             self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes")
         return self._domain_check
+
+    @property
+    def train_jpeg_step(self) -> tuple | None:
+        """(the train photos' JPEG step,) as a chunk folder recorded it when it was written (its photos are not files
+        to read), else None: fit reads the files (captioning.jpeg_step.check_jpeg_step)."""
+        if self.chunk_state is None or "jpeg_step" not in self.chunk_state:
+            return None
+        step = self.chunk_state["jpeg_step"]
+        return (JpegStep(*step) if step else None,)
 
     # --- loading ------------------------------------------------------------------------------------------------------
     def _load(self) -> dict[str, CaptionSplit]:
@@ -428,7 +440,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if self.streams:
             from captioning.streaming import StreamCollate
 
-            collate = StreamCollate(self.vocab, self.preprocess, hp.max_caption_len)
+            if hp.attention_targets and self.grid is None:
+                raise CaptionDataError("attention_targets needs the encoder's grid: call set_grid(model.encoder.grid)")
+            grid = self.grid if hp.attention_targets else None
+            collate = StreamCollate(self.vocab, self.preprocess, hp.max_caption_len, grid)
             world = world_size_of(getattr(self, "trainer", None))
             return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, hp.num_workers, world,
                                     self.take_resume_skip())  # fmt: skip

@@ -172,7 +172,7 @@ class FeatureCacheCallback(pl.Callback):
         dm, model = trainer.datamodule, pl_module.model
         encoder = model.encoder
         if stage == "fit":  # the squash and JPEG step it records are what its training photos show (one line if not)
-            check_jpeg_step(encoder.preprocess, dm.splits["train"].images)
+            check_jpeg_step(encoder.preprocess, dm.splits["train"].images, dm.train_jpeg_step)
         dm.set_preprocess(encoder.preprocess)
         dm.set_grid(encoder.grid)  # attention targets are distributions over the encoder's grid cells
         if encoder.fine_tune != "none" or not dm.hparams.cache_features or trainer.fast_dev_run:

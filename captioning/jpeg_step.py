@@ -45,13 +45,13 @@ def _tables_by_quality() -> dict[tuple, int]:
     return out
 
 
-def jpeg_step_of(src: str | Path | Image.Image) -> JpegStep | None:
-    """The quality and chroma subsampling a JPEG file was saved with; None when it is not a JPEG file or its tables
-    are not any quality's of the standard tables (another encoder's own tables)."""
+def jpeg_step_of(src: str | Path | bytes | Image.Image) -> JpegStep | None:
+    """The quality and chroma subsampling a JPEG file (or its bytes: a shard's) was saved with; None when it is not a
+    JPEG file or its tables are not any quality's of the standard tables (another encoder's own tables)."""
     if isinstance(src, Image.Image):
         return None  # pixels in memory (the shapes scenes): never recompressed
     try:
-        with Image.open(src, formats=["JPEG"]) as img:
+        with Image.open(io.BytesIO(src) if isinstance(src, bytes) else src, formats=["JPEG"]) as img:
             tables = tuple(tuple(img.quantization[k]) for k in sorted(img.quantization))
             sampling = JpegImagePlugin.get_sampling(img)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
@@ -87,12 +87,15 @@ def one_step(steps: Sequence[JpegStep | None]) -> JpegStep | None:
     return JpegStep(next(iter(qualities)), next(iter(samplings), "4:2:0"))
 
 
-def check_jpeg_step(preprocess: Preprocess, photos: Sequence[str | Path | Image.Image]) -> None:
+def check_jpeg_step(
+    preprocess: Preprocess, photos: Sequence[str | Path | Image.Image], known: tuple[JpegStep | None] | None = None
+) -> None:
     """Refuse (ValueError, one line) a squash to ``source_side`` whose recorded JPEG step is not the one the training
-    photos themselves show; nothing to check without ``source_side`` (photos go to the network as they come)."""
-    if preprocess.source_side is None or not photos:
+    photos themselves show; nothing to check without ``source_side`` (photos go to the network as they come).
+    ``known``: (the photos' step,) when it was read before (a chunk folder records it: its photos are not files)."""
+    if preprocess.source_side is None or (not photos and known is None):
         return
-    found = photos_jpeg_step(photos)
+    found = known[0] if known is not None else photos_jpeg_step(photos)
     recorded = None
     if preprocess.jpeg_quality is not None:
         recorded = JpegStep(int(preprocess.jpeg_quality), preprocess.jpeg_subsampling)

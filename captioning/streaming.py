@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from captioning.jpeg_step import photos_jpeg_step
 from captioning.preprocess import prepared
 from captioning.readers import CaptionDataError
 from text_attn.core.streaming import (
@@ -41,6 +42,8 @@ from text_attn.core.vocab import Vocabulary
 FAMILY = "caption"
 SHAPING = ("min_freq", "captions_per_image")  # options that shape the samples or the vocabulary
 _FEATURES: dict[str, np.ndarray] = {}  # split -> (N, L, D) float16, for optimize's (forked) workers
+_ENCODER: list = []  # [the frozen encoder] while shards are written as features (optimize's forked workers)
+ENCODE_BATCH = 16  # a shard's photos encoded this many at a time
 
 
 def make_item(split: str, entry: tuple[int, int, str, str]) -> dict[str, Any]:
@@ -52,6 +55,19 @@ def make_item(split: str, entry: tuple[int, int, str, str]) -> dict[str, Any]:
     else:
         item["jpeg"] = Path(path).read_bytes()
     return item
+
+
+def token_boxes(split, i: int, k: int, boxed: bool) -> dict[str, Any]:
+    """With attention targets, caption ``k`` of image ``i``'s token boxes and the image's (width, height): the
+    targets are made from them when the batch is, on the grid of the model that trains (captioning.attention_targets).
+    """
+    if not boxed:
+        return {}
+    from captioning.attention_targets import image_size
+
+    found = split.boxes[i][k] if split.boxes is not None else []
+    size = split.sizes[i] if split.sizes is not None and split.sizes[i] is not None else None
+    return {"boxes": found, "size": size or (image_size(split.images[i]) if found else None)}
 
 
 def frozen_encoder(config: dict[str, Any]):
@@ -82,37 +98,42 @@ def optimize_captions(
     hp = dm.hparams
     if hp.source == "shapes":
         raise CaptionDataError("data.source shapes: the scenes are drawn in memory, there is no corpus to optimize")
-    if hp.attention_targets:
-        raise CaptionDataError("data.attention_targets: not available with streamed chunks (boxes are not stored)")
     dm.setup("fit")
-    fingerprint = None
+    fingerprint, feats = None, {}
     if features:
         from captioning.feature_cache import fill_features
         from captioning.jpeg_step import check_jpeg_step
 
         encoder, fingerprint = frozen_encoder(config)
         check_jpeg_step(encoder.preprocess, dm.splits["train"].images)
-        feats: dict[str, torch.Tensor] = {}
         with torch.no_grad():
             images = {s: sp.images for s, sp in dm.splits.items()}
             fill_features(feats, images, encoder, encoder.preprocess, 16, hp.num_workers, True)
         _FEATURES.update({s: f.numpy() for s, f in feats.items()})
+    boxes = partial(token_boxes, boxed=hp.attention_targets)
     inputs: dict[str, list] = {}
     train = dm.splits["train"]
     inputs["train"] = []
     for p, ((i, _), k) in enumerate(zip(dm._train_pairs, dm._train_caption, strict=True)):
-        record = {"tokens": train.references[i][k], "k": k, "refs": train.references[i]}
+        record = {"tokens": train.references[i][k], "k": k, "refs": train.references[i], **boxes(train, i, k)}
         inputs["train"].append((p, i, str(train.images[i]), json.dumps(record)))
     for split in ("val", "test"):
         sp = dm.splits[split]
-        inputs[split] = [(i, i, str(path), json.dumps({"refs": sp.references[i]})) for i, path in enumerate(sp.images)]
+        # evaluation scores the first caption's attention (the folder reader's _collate_eval)
+        records = [json.dumps({"refs": sp.references[i], **boxes(sp, i, 0)}) for i in range(len(sp.images))]
+        inputs[split] = [(i, i, str(path), records[i]) for i, path in enumerate(sp.images)]
     state = {
         "vocab": dm.vocab.to_dict(),
         "train_references": train.references,
         "domain": dm.domain,
         "stores": "features" if features else "jpeg",
         "fingerprint": fingerprint or "",
+        "jpeg_step": tuple(step) if (step := photos_jpeg_step(train.images)) else None,
     }
+    if features:  # where the training features lie: model files note photos unlike them (captioning.domain)
+        from captioning.domain import domain_check
+
+        state["domain_check"] = domain_check(feats["train"], feats.get("val"), photos=hp.source != "shapes")
     options = {**dict(hp), "features": features}
     try:
         item_fn = partial(partial, make_item)  # split -> make_item(split, .): picklable by reference
@@ -155,10 +176,13 @@ def load_chunks(dm) -> None:
                 f"data.{name}={hp[name]!r}, but {root} was made with {made.get(name)!r}: give the same data options "
                 "to optimize and fit, or optimize again"
             )
-    if hp.attention_targets:
-        raise ChunkError(f"data.attention_targets: {root} holds no boxes (not available with streamed chunks)")
+    if hp.attention_targets and not made.get("attention_targets"):
+        raise ChunkError(
+            f"data.attention_targets: {root} holds no boxes: optimize again with --data.attention_targets true"
+        )
     state = read_state(root)
     dm.chunk_state = state
+    dm._domain_check = state.get("domain_check")
     dm.vocab = Vocabulary.from_dict(state["vocab"])
     if state["stores"] == "features" and not hp.cache_features:
         raise ChunkError(f"{root} holds encoder features: set data.cache_features: true (and a frozen encoder)")
@@ -166,7 +190,11 @@ def load_chunks(dm) -> None:
     for split in ("val", "test"):
         items = read_all(root, split)
         try:
-            refs = [json.loads(it["caption"])["refs"] for it in items]
+            records = [json.loads(it["caption"]) for it in items]
+            refs = [r["refs"] for r in records]
+            # attention targets: the first caption's token boxes (the one evaluation scores), the image's size
+            boxes = [[r["boxes"]] for r in records] if hp.attention_targets else None
+            sizes = [tuple(r["size"]) if r.get("size") else None for r in records] if hp.attention_targets else None
             if state["stores"] == "features":
                 dm.features[split] = torch.from_numpy(np.stack([np.asarray(it["features"]) for it in items]))
                 images: Sequence = [None] * len(items)
@@ -174,15 +202,16 @@ def load_chunks(dm) -> None:
                 images = ChunkImages(root, split)
         except (KeyError, TypeError, ValueError):
             raise ChunkError(f"{Path(root) / split}: a sample cannot be read: a damaged chunk") from None
-        dm.splits[split] = CaptionSplit(images, refs)
+        dm.splits[split] = CaptionSplit(images, refs, None, boxes, sizes)
 
 
 class StreamCollate:
     """Streamed train samples -> the batch the folder reader's train collate makes: images (B, 3, H, W) or features
-    (B, L, D), captions_in / targets (B, T), image_index, references, pair_index. Picklable (loader workers)."""
+    (B, L, D), captions_in / targets (B, T), image_index, references, pair_index; with ``grid`` (attention targets)
+    also attn_targets (B, T, L) and attn_targets_mask (B, T). Picklable (loader workers)."""
 
-    def __init__(self, vocab: Vocabulary, preprocess, max_caption_len: int):
-        self.vocab, self.preprocess, self.max_len = vocab, preprocess, max_caption_len
+    def __init__(self, vocab: Vocabulary, preprocess, max_caption_len: int, grid: tuple[int, int] | None = None):
+        self.vocab, self.preprocess, self.max_len, self.grid = vocab, preprocess, max_caption_len, grid
 
     def __call__(self, items: list[dict[str, Any]]) -> dict:
         v = self.vocab
@@ -193,7 +222,7 @@ class StreamCollate:
         else:
             visual = {"images": torch.stack([prepared(bytes(it["jpeg"]), self.preprocess) for it in items])}
         pad = partial(torch.nn.utils.rnn.pad_sequence, batch_first=True, padding_value=v.pad_id)
-        return {
+        batch = {
             **visual,  # (B, L, D) or (B, 3, H, W)
             "captions_in": pad([torch.tensor([v.bos_id, *c]) for c in captions]),  # (B, T)
             "targets": pad([torch.tensor([*c, v.eos_id]) for c in captions]),  # (B, T)
@@ -201,6 +230,24 @@ class StreamCollate:
             "references": [r["refs"] for r in records],
             "pair_index": torch.tensor([int(it["index"]) for it in items]),  # (B,)
         }
+        if self.grid is not None:
+            batch.update(self._attention_targets(records, batch["targets"].size(1)))
+        return batch
+
+    def _attention_targets(self, records: list[dict], steps: int) -> dict[str, torch.Tensor]:
+        """As the folder reader makes them (CaptionDataModule._token_cells), from the stored boxes and size."""
+        from captioning.attention_targets import caption_cells
+        from text_attn.core.attention_supervision import dense_targets
+
+        cells = []
+        for r in records:
+            if "boxes" not in r:
+                raise ChunkError("a train sample holds no token boxes: optimize again with --data.attention_targets")
+            n_tokens = min(len(r["tokens"]), self.max_len)  # training truncates captions
+            size = tuple(r["size"]) if r.get("size") else None
+            cells.append(caption_cells(r["boxes"], n_tokens, None, size, self.grid, self.preprocess))
+        target, mask = dense_targets(cells, steps, self.grid[0] * self.grid[1])
+        return {"attn_targets": target, "attn_targets_mask": mask}
 
 
 # --- img2dataset shards ----------------------------------------------------------------------------------------------
@@ -211,18 +258,48 @@ def shard_item(split: str, entry: tuple[str, list[tuple[int, int, str]]]) -> Ite
 
     path, chosen = entry
     record = {k: (i, caption) for k, i, caption in chosen}
+    pending: list[dict[str, Any]] = []
     for sample in iter_shard(path, wanted=lambda k: k in record, notes=None):
         if sample.image is None:
             continue  # read whole by the first pass; changed since: left out (that pass named the damaged ones)
         i, caption = record[sample.index]
-        yield {"index": i, "image": i, "caption": caption, "jpeg": sample.image}
+        item = {"index": i, "image": i, "caption": caption, "jpeg": sample.image}
+        if not _ENCODER:
+            yield item
+            continue
+        pending.append(item)
+        if len(pending) == ENCODE_BATCH:
+            yield from _encoded(pending)
+            pending = []
+    if pending:
+        yield from _encoded(pending)
 
 
-def read_shard_captions(patterns: str) -> tuple[list[tuple[str, list[tuple[int, str]]]], int]:
+def _encoded(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Shard samples with their photo's bytes replaced by the frozen encoder's (L, D) float16 features."""
+    encoder = _ENCODER[0]
+    # In a forked worker the parent's thread pool is not usable (its first parallel op would wait forever), as in a
+    # torch DataLoader worker: one thread each, the workers (--num_workers) are the parallelism.
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        images = torch.stack([prepared(it["jpeg"], encoder.preprocess) for it in items])  # (B, 3, H, W)
+        feats = encoder(images).to(torch.float16).numpy()  # (B, L, D)
+    out = []
+    for it, f in zip(items, feats, strict=True):
+        it = {k: v for k, v in it.items() if k != "jpeg"}
+        out.append({**it, "features": f})
+    return out
+
+
+def read_shard_captions(
+    patterns: str, steps: list | None = None
+) -> tuple[list[tuple[str, list[tuple[int, str]]]], int]:
     """The shards a pattern names (``expand_braces``) read once for their captions: per shard the (sample index,
-    caption) of its usable samples, and how many were left out; a damaged sample is one line on stderr naming it."""
+    caption) of its usable samples, and how many were left out; a damaged sample is one line on stderr naming it.
+    ``steps``: filled with the JPEG steps of the first usable photos (captioning.jpeg_step, at most its CHECKED)."""
     import sys
 
+    from captioning.jpeg_step import CHECKED, jpeg_step_of
     from captioning.shards import expand_braces, iter_shard
     from text_attn.core.safe_files import inert
 
@@ -240,17 +317,33 @@ def read_shard_captions(patterns: str) -> tuple[list[tuple[str, list[tuple[int, 
                     skipped += 1
                     continue
                 found.append((sample.index, text))
+                if steps is not None and len(steps) < CHECKED:
+                    steps.append(jpeg_step_of(sample.image))
             shards.append((path, found))
     return shards, skipped
 
 
-def optimize_shards(dm, out: str | Path, patterns: dict[str, str], num_workers: int = 1, chunk_bytes="64MB"):
+def optimize_shards(
+    dm,
+    out: str | Path,
+    patterns: dict[str, str],
+    num_workers: int = 1,
+    chunk_bytes="64MB",
+    config: dict[str, Any] | None = None,
+    features: bool = False,
+):
     """img2dataset webdataset shards -> chunks: ``patterns`` {train, val, test: shard pattern(s)}; one caption an image
-    (the shard's ``KEY.txt``), tokenized as a captions TSV; the vocabulary from the train captions (data.min_freq)."""
+    (the shard's ``KEY.txt``), tokenized as a captions TSV; the vocabulary from the train captions (data.min_freq).
+    ``features``: the frozen ``model.encoder`` of ``config`` encodes each photo as its shard is written (in
+    LitData's workers, ENCODE_BATCH at a time: nothing the size of the corpus is held in memory)."""
+    from captioning.jpeg_step import one_step
     from text_attn.core.vocab import tokenize
 
     hp = dm.hparams
-    read = {split: read_shard_captions(patterns[split]) for split in ("train", "val", "test")}
+    steps: list = []
+    read = {split: read_shard_captions(patterns[split], steps if split == "train" else None)
+            for split in ("train", "val", "test")}  # fmt: skip
+    step = one_step(steps)
     inputs, counts, refs = {}, {}, {}
     for split, (shards, _) in read.items():
         n, inputs[split], refs[split] = 0, [], []
@@ -269,7 +362,17 @@ def optimize_shards(dm, out: str | Path, patterns: dict[str, str], num_workers: 
             raise CaptionDataError(f"--shards_{split} {patterns[split]}: no usable sample")
     vocab = Vocabulary.build((c for caps in refs["train"] for c in caps), hp.min_freq)
     state = {"vocab": vocab.to_dict(), "train_references": refs["train"], "domain": Path(out).name,
-             "stores": "jpeg", "fingerprint": ""}  # fmt: skip
-    options = {**dict(hp), "features": False, "shards": patterns, "captions_per_image": None}
+             "stores": "jpeg", "fingerprint": "", "jpeg_step": tuple(step) if step else None}  # fmt: skip
+    if features:
+        encoder, state["fingerprint"] = frozen_encoder(config or {})
+        from captioning.jpeg_step import check_jpeg_step
+
+        check_jpeg_step(encoder.preprocess, [], (step,))
+        state["stores"] = "features"
+        _ENCODER.append(encoder)
+    options = {**dict(hp), "features": features, "shards": patterns, "captions_per_image": None}
     item_fn = partial(partial, shard_item)
-    return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes, counts=counts)
+    try:
+        return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes, counts=counts)
+    finally:
+        _ENCODER.clear()

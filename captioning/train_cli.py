@@ -98,9 +98,9 @@ def caption_optimize(args: list[str]) -> None:
             missing = [s for s, p in patterns.items() if not p]
             if missing:
                 raise CaptionDataError(f"--shards_{missing[0]}: give the shards of all three splits (train, val, test)")
-            if opts.features:
-                raise CaptionDataError("--features with --shards_*: not available yet; optimize the photos' bytes")
-            manifest = optimize_shards(dm, opts.out, patterns, opts.num_workers, opts.chunk_bytes)
+            manifest = optimize_shards(
+                dm, opts.out, patterns, opts.num_workers, opts.chunk_bytes, config, opts.features
+            )
         else:
             manifest = optimize_captions(dm, opts.out, config, opts.features, opts.num_workers, opts.chunk_bytes)
         counts = ", ".join(f"{s} {v['items']}" for s, v in manifest["splits"].items())

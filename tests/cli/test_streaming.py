@@ -192,6 +192,55 @@ def test_caption_chunks_give_back_every_photo_and_caption(layout, tmp_path):
     assert batch["references"] == again["references"]
 
 
+def test_boxed_chunks_give_the_folder_readers_attention_targets(tmp_path, capsys):
+    from captioning.preprocess import Preprocess
+
+    path = write_karpathy(tmp_path / "k", 15)
+    corpus = json.loads(path.read_text())
+    for image in corpus["images"]:  # 64 x 64 scenes: word 1 of a sentence boxed, left half or bottom right quarter
+        for s, sentence in enumerate(image["sentences"]):
+            sentence["boxes"] = [[1, 0, 0, 32, 64]] if s % 2 == 0 else [[1, 32, 32, 64, 64], [2, 0, 0, 64, 64]]
+    path.write_text(json.dumps(corpus))
+    data = {"source": "karpathy", "karpathy_json": str(path), "image_root": str(tmp_path / "k"), "batch_size": 16,
+            "captions_per_image": 3, "attention_targets": True}  # fmt: skip
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data)
+    caption_main(["optimize", "--config", cfg, "--out", "chunks"])
+    folder, streamed = CaptionDataModule(**data), CaptionDataModule(**{**data, "root": "chunks"})
+    for dm in (folder, streamed):
+        dm.setup()
+        dm.set_preprocess(Preprocess(image_size=32, crop=False))
+        dm.set_grid(2)
+    batch = next(iter(streamed.train_dataloader()))
+    again = folder._collate_train(batch["pair_index"].tolist())
+    assert batch["attn_targets_mask"].any()
+    for key in ("attn_targets", "attn_targets_mask"):
+        torch.testing.assert_close(batch[key], again[key], msg=key)
+    for split in ("val", "test"):  # evaluation: the first sentence's targets, as from the folder
+        a, b = (next(iter(getattr(dm, f"{split}_dataloader")())) for dm in (folder, streamed))
+        assert a["attn_targets_mask"].any()
+        for key in ("attn_targets", "attn_targets_mask"):
+            torch.testing.assert_close(b[key], a[key], msg=f"{split} {key}")
+    # attention-supervised training streams them
+    cli = caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", "2",
+                             "--model.objective.attn_sup_lambda", "1.0"])  # fmt: skip
+    assert cli.trainer.global_step == 2
+    # chunks written without boxes, a fit that asks for targets: one line
+    unboxed = {**data, "attention_targets": False}
+    plain = write_config(tmp_path / "plain.yaml", FIX / "captions/tiny_shapes.yaml", unboxed)
+    caption_main(["optimize", "--config", plain, "--out", "plain"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        caption_train_cli(["fit", "--config", cfg, "--data.root", "plain", "--trainer.max_steps", "1"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "holds no boxes" in err and len(err.splitlines()) == 1
+    # the photos' JPEG step, read when the chunks were written, is checked as fit checks files
+    with pytest.raises(SystemExit) as exc:
+        caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--model.encoder.source_side", "64",
+                           "--trainer.max_steps", "1"])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "training photos are JPEG quality 90, 4:2:0" in err and len(err.splitlines()) == 1
+
+
 def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
     data = {**caption_layout("folder", tmp_path), "batch_size": 8, "cache_features": True}
     lite = {"backbone": "efficientnet_lite0", "weights": "imagenet", "image_size": 96, "grid": 3, "crop": False}
@@ -209,6 +258,9 @@ def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
     streamed.setup()
     for split in ("val", "test"):
         torch.testing.assert_close(streamed.features[split], folder.features[split], rtol=0, atol=0)
+    # where the training features lie (model files note photos unlike them): the feature cache's, from the chunks
+    for key, value in folder.domain_check.items():
+        assert torch.equal(torch.as_tensor(streamed.domain_check[key]), torch.as_tensor(value)), key
     items = read_all("chunks", "train")
     for p, it in enumerate(items):
         i, _ = folder._train_pairs[p]
@@ -250,5 +302,33 @@ def test_img2dataset_shards_become_chunks_and_a_damaged_sample_is_one_line(tmp_p
     streamed.setup()
     assert streamed.splits["val"].references == [[f"a photo number {i}".split()] for i in range(100, 104)]
     assert streamed.splits["test"].images[3] == photo_bytes(203)
+    cli = caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", "2"])
+    assert cli.trainer.global_step == 2
+
+
+def test_img2dataset_shards_become_feature_chunks(tmp_path):
+    from helpers.shards import photo_bytes, write_shard
+
+    from captioning.preprocess import prepared
+    from captioning.streaming import ENCODE_BATCH, frozen_encoder
+
+    (tmp_path / "s").mkdir()
+    write_shard(tmp_path / "s/train-0.tar", 0, ENCODE_BATCH + 3)  # a full batch of photos and a part one
+    write_shard(tmp_path / "s/val-0.tar", 100, 4)
+    write_shard(tmp_path / "s/test-0.tar", 200, 4)
+    lite = {"backbone": "efficientnet_lite0", "weights": "imagenet", "image_size": 64, "grid": 2, "crop": False}
+    data = {"batch_size": 4, "cache_features": True}
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data, lite)
+    shards = ["--shards_train", str(tmp_path / "s/train-0.tar"), "--shards_val", str(tmp_path / "s/val-0.tar"),
+              "--shards_test", str(tmp_path / "s/test-0.tar")]  # fmt: skip
+    caption_main(["optimize", "--config", cfg, "--out", "chunks", "--features", "true", *shards])
+    encoder, _ = frozen_encoder(yaml.safe_load(Path(cfg).read_text()))
+    items = read_all("chunks", "train")
+    assert len(items) == ENCODE_BATCH + 3 and all("jpeg" not in it for it in items)
+    with torch.no_grad():  # each photo's features, as the encoder gives them one by one
+        for i in (0, ENCODE_BATCH - 1, ENCODE_BATCH + 2):
+            alone = encoder(prepared(photo_bytes(i), encoder.preprocess)[None])[0].half()  # (L, D)
+            torch.testing.assert_close(torch.from_numpy(items[i]["features"]).float(), alone.float(), atol=2e-3,
+                                       rtol=1e-3)  # fmt: skip
     cli = caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", "2"])
     assert cli.trainer.global_step == 2

@@ -1,0 +1,143 @@
+"""Do streamed chunks train as well as the folder? The same short run, several seeds, each reader (issue 59).
+
+    python benchmarks/streaming_scores.py --out runs/stream_scores                      # about 40 minutes on 2 cores
+    python benchmarks/streaming_scores.py --out /tmp/s --images 200 --seeds 0 1 --max-steps 20   # a smoke run
+
+The rehearsal corpus (benchmarks/rehearse_flickr8k.py: Flickr8k-shaped shape scenes, Karpathy JSON + JPEGs) is
+written once, then `caption-train optimize --features true` turns it into LitData chunks of the frozen encoder's
+float16 features. For each seed, `caption-train fit` runs the shipped flickr8k config (rehearse_flickr8k.py's
+overrides: EfficientNet-Lite0, 7 x 7 regions, CPU) twice with the same `--seed_everything` / `--data.seed` and the
+same `--trainer.max_steps`: once from the folder with the feature cache, once streaming the chunks. The table gives
+each run's last validation (greedy BLEU-4 and CIDEr on the whole val split, at the same step), the mean and standard
+deviation over seeds per reader, and the difference of the means against the seed-to-seed spread.
+
+What differs between the two readers by design: the order of the samples (the folder reader sorts each pool of 100
+batches by caption length and shuffles batches with Python's random; LitData shuffles chunks and samples with its own
+generator), so the same seed gives different batches; the samples, vocabulary, features, steps and evaluation are the
+same (tests/cli/test_streaming.py checks the samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from rehearse_flickr8k import (
+    CONFIG,
+    StageError,
+    console_script,
+    fit_history,
+    overrides,
+    run_stage,
+    split_sizes,
+    write_corpus,
+)
+
+from text_attn.core.safe_files import write_text
+
+READERS = ("folder", "chunks")
+
+
+def last_validation(run: Path) -> dict[str, float]:
+    """The last row of a fit's metrics.csv that holds validation scores."""
+    rows = [r for v in sorted(run.glob("**/metrics.csv")) for r in fit_history(v.parent) if "val_Bleu_4" in r]
+    if not rows:
+        raise StageError(f"{run}: the fit logged no validation (raise --max-steps)")
+    return {k[4:]: v for k, v in rows[-1].items() if k.startswith("val_")} | {"step": rows[-1].get("step", -1)}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="streaming_scores.py",
+        description="Train the shipped flickr8k config on the rehearsal corpus from its folder and from feature "
+        "chunks, with the same seeds and steps, and compare the val scores against the seed-to-seed spread.",
+    )
+    p.add_argument("--out", default="runs/stream_scores", help="corpus, chunks, runs and logs (default: %(default)s)")
+    p.add_argument("--images", type=int, default=800, help="corpus images, 75/12.5/12.5%% (default: %(default)s)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (default: 0 1 2)")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=141,
+        help="optimizer steps a run (141: 3 epochs at 800 images) (default: %(default)s)",
+    )
+    p.add_argument("--cpu-threads", type=int, default=1, help="model.cpu_threads (default: %(default)s)")
+    p.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
+    args = p.parse_args(argv)
+    # what rehearse_flickr8k.overrides reads besides these
+    args.image_size, args.grid, args.num_workers, args.max_time = 224, 7, 0, "00:12:00:00"
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out).resolve()
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    sizes = split_sizes(args.images)
+    print(f"[corpus] {out}: {sum(sizes)} images, train/val/test {sizes}", flush=True)
+    write_corpus(out, sizes, 0, 224, 3)
+    common = ["--config", str(CONFIG), *overrides(args, out)]
+    chunks = out / "chunks"
+    try:
+        cmd = [console_script("caption-train"), "optimize", *common, "--out", str(chunks), "--features", "true"]
+        run_stage("optimize", cmd, logs)
+        results: dict[str, list[dict]] = {r: [] for r in READERS}
+        for seed in args.seeds:
+            for reader in READERS:
+                run = out / f"{reader}_seed{seed}"
+                cmd = [console_script("caption-train"), "fit", *common, "--model.val_meteor", "false"]
+                cmd += ["--seed_everything", str(seed), "--data.seed", str(seed)]
+                cmd += ["--trainer.max_steps", str(args.max_steps), "--trainer.default_root_dir", str(run)]
+                cmd += ["--model.export_path", str(run / "model.pt")]
+                if reader == "chunks":
+                    cmd += ["--data.root", str(chunks)]
+                else:  # one feature cache for every folder run: the images are encoded once
+                    cmd += ["--data.feature_cache_dir", str(out / "feature_cache")]
+                t0 = time.perf_counter()
+                run_stage(f"fit_{reader}_seed{seed}", cmd, logs)
+                scores = last_validation(run) | {"seed": seed, "seconds": time.perf_counter() - t0}
+                results[reader].append(scores)
+    except StageError as err:
+        print(f"streaming_scores: error: {err}", file=sys.stderr)
+        if getattr(err, "tail", ""):
+            print(err.tail[-3000:], file=sys.stderr)
+        return 1
+    print_table(results, args)
+    if args.json:
+        write_text(args.json, json.dumps({"args": vars(args), "results": results}, indent=1) + "\n")
+    return 0
+
+
+def _spread(xs: list[float]) -> str:
+    sd = statistics.stdev(xs) if len(xs) > 1 else float("nan")
+    return f"{statistics.mean(xs):.3f} ± {sd:.3f}"
+
+
+def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> None:
+    print(f"\nrehearsal corpus, {args.images} images; {args.max_steps} steps a run; val split, greedy, last validation")
+    print("\n| seed | folder + feature cache: BLEU-4 / CIDEr | feature chunks: BLEU-4 / CIDEr |")
+    print("|---|---|---|")
+    for a, b in zip(results["folder"], results["chunks"], strict=True):
+        print(f"| {a['seed']} | {a['Bleu_4']:.3f} / {a['CIDEr']:.3f} | {b['Bleu_4']:.3f} / {b['CIDEr']:.3f} |")
+    for metric in ("Bleu_4", "CIDEr"):
+        a = [r[metric] for r in results["folder"]]
+        b = [r[metric] for r in results["chunks"]]
+        print(f"| mean ± sd {metric} | {_spread(a)} | {_spread(b)} |")
+    for metric in ("Bleu_4", "CIDEr"):
+        a = [r[metric] for r in results["folder"]]
+        b = [r[metric] for r in results["chunks"]]
+        if len(a) > 1:
+            # the standard error of a difference of two means of n runs each
+            se = ((statistics.variance(a) + statistics.variance(b)) / len(a)) ** 0.5
+            diff = statistics.mean(b) - statistics.mean(a)
+            print(f"\n{metric}: chunks - folder = {diff:+.3f}; standard error of that difference {se:.3f} "
+                  f"({abs(diff) / se if se else float('inf'):.1f} of them)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
