@@ -6,24 +6,24 @@
 The rehearsal corpus (benchmarks/rehearse_flickr8k.py: Flickr8k-shaped shape scenes, Karpathy JSON + JPEGs) is
 written once, then `caption-train optimize --features true` turns it into LitData chunks of the frozen encoder's
 float16 features. For each seed, `caption-train fit` runs the shipped flickr8k config (rehearse_flickr8k.py's
-overrides: EfficientNet-Lite0, 7 x 7 regions, CPU) twice with the same `--seed_everything` / `--data.seed` and the
-same `--trainer.max_steps`: once from the folder with the feature cache, once streaming the chunks. The table gives
-each run's last validation (greedy BLEU-4 and CIDEr on the whole val split, at the same step), the mean and standard
-deviation over seeds per reader, and the difference of the means against the seed-to-seed spread.
-
-What differs between the two readers by design: the order of the samples (the folder reader sorts each pool of 100
-batches by caption length and shuffles batches with Python's random; LitData shuffles chunks and samples with its own
-generator), so the same seed gives different batches; the samples, vocabulary, features, steps and evaluation are the
-same (tests/cli/test_streaming.py checks the samples).
+overrides: EfficientNet-Lite0, 7 x 7 regions, CPU) with the same `--seed_everything` / `--data.seed` and the same
+`--trainer.max_steps`, once per reader:
+- folder: the Karpathy JSON and the feature cache, batches of similar caption length (the default);
+- random: the same with `--data.sort_by_length false`: batches of pairs drawn at random;
+- chunks: streaming the feature chunks (`--data.root`): batches of pairs drawn at random, by LitData.
+The samples, vocabulary, features, steps and evaluation are the same (tests/cli/test_streaming.py checks the samples);
+the same seed gives other batches in each. The table gives each run's last validation (greedy BLEU-4 and CIDEr on the
+whole val split, at the same step), the mean and standard deviation over seeds per reader, and the difference of
+the means against its standard error. A run finished by an earlier call is kept (the call adds what is missing).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from rehearse_flickr8k import (
@@ -39,14 +39,24 @@ from rehearse_flickr8k import (
 
 from text_attn.core.safe_files import write_text
 
-READERS = ("folder", "chunks")
+# reader -> what it adds to the fit command (CHUNKS: the chunk folder; CACHE: the shared feature cache)
+READERS = {
+    "folder": ["--data.feature_cache_dir", "CACHE"],
+    "random": ["--data.feature_cache_dir", "CACHE", "--data.sort_by_length", "false"],
+    "chunks": ["--data.root", "CHUNKS"],
+}
+TITLES = {
+    "folder": "folder + feature cache",
+    "random": "the same, sort_by_length false",
+    "chunks": "feature chunks",
+}
 
 
-def last_validation(run: Path) -> dict[str, float]:
-    """The last row of a fit's metrics.csv that holds validation scores."""
+def last_validation(run: Path) -> dict[str, float] | None:
+    """The last row of a fit's metrics.csv that holds validation scores (None: no validation logged)."""
     rows = [r for v in sorted(run.glob("**/metrics.csv")) for r in fit_history(v.parent) if "val_Bleu_4" in r]
     if not rows:
-        raise StageError(f"{run}: the fit logged no validation (raise --max-steps)")
+        return None
     return {k[4:]: v for k, v in rows[-1].items() if k.startswith("val_")} | {"step": rows[-1].get("step", -1)}
 
 
@@ -58,7 +68,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", default="runs/stream_scores", help="corpus, chunks, runs and logs (default: %(default)s)")
     p.add_argument("--images", type=int, default=800, help="corpus images, 75/12.5/12.5%% (default: %(default)s)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (default: 0 1 2)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="training seeds (default: 0 1 2 3)")
+    p.add_argument(
+        "--readers", nargs="+", choices=list(READERS), default=list(READERS), help="default: all (%(default)s)"
+    )
     p.add_argument(
         "--max-steps",
         type=int,
@@ -86,22 +99,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cmd = [console_script("caption-train"), "optimize", *common, "--out", str(chunks), "--features", "true"]
         run_stage("optimize", cmd, logs)
-        results: dict[str, list[dict]] = {r: [] for r in READERS}
+        results: dict[str, list[dict]] = {r: [] for r in args.readers}
         for seed in args.seeds:
-            for reader in READERS:
+            for reader in args.readers:
                 run = out / f"{reader}_seed{seed}"
+                done = last_validation(run)
+                if done is not None and done["step"] >= args.max_steps - 1:  # finished by an earlier call: kept
+                    print(f"[fit_{reader}_seed{seed}] finished earlier: kept ({run})")
+                    results[reader].append(done | {"seed": seed})
+                    continue
+                shutil.rmtree(run, ignore_errors=True)
                 cmd = [console_script("caption-train"), "fit", *common, "--model.val_meteor", "false"]
                 cmd += ["--seed_everything", str(seed), "--data.seed", str(seed)]
                 cmd += ["--trainer.max_steps", str(args.max_steps), "--trainer.default_root_dir", str(run)]
                 cmd += ["--model.export_path", str(run / "model.pt")]
-                if reader == "chunks":
-                    cmd += ["--data.root", str(chunks)]
-                else:  # one feature cache for every folder run: the images are encoded once
-                    cmd += ["--data.feature_cache_dir", str(out / "feature_cache")]
-                t0 = time.perf_counter()
+                # one feature cache for every folder run: the images are encoded once
+                paths = {"CHUNKS": str(chunks), "CACHE": str(out / "feature_cache")}
+                cmd += [paths.get(a, a) for a in READERS[reader]]
                 run_stage(f"fit_{reader}_seed{seed}", cmd, logs)
-                scores = last_validation(run) | {"seed": seed, "seconds": time.perf_counter() - t0}
-                results[reader].append(scores)
+                scores = last_validation(run)
+                if scores is None:
+                    raise StageError(f"{run}: the fit logged no validation (raise --max-steps)")
+                results[reader].append(scores | {"seed": seed})
     except StageError as err:
         print(f"streaming_scores: error: {err}", file=sys.stderr)
         if getattr(err, "tail", ""):
@@ -119,23 +138,25 @@ def _spread(xs: list[float]) -> str:
 
 
 def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> None:
+    readers = list(results)
     print(f"\nrehearsal corpus, {args.images} images; {args.max_steps} steps a run; val split, greedy, last validation")
-    print("\n| seed | folder + feature cache: BLEU-4 / CIDEr | feature chunks: BLEU-4 / CIDEr |")
-    print("|---|---|---|")
-    for a, b in zip(results["folder"], results["chunks"], strict=True):
-        print(f"| {a['seed']} | {a['Bleu_4']:.3f} / {a['CIDEr']:.3f} | {b['Bleu_4']:.3f} / {b['CIDEr']:.3f} |")
+    print("\n| seed | " + " | ".join(f"{TITLES[r]}: BLEU-4 / CIDEr" for r in readers) + " |")
+    print("|---|" + "---|" * len(readers))
+    for i, seed in enumerate(args.seeds):
+        cells = [f"{results[r][i]['Bleu_4']:.3f} / {results[r][i]['CIDEr']:.3f}" for r in readers]
+        print(f"| {seed} | " + " | ".join(cells) + " |")
     for metric in ("Bleu_4", "CIDEr"):
-        a = [r[metric] for r in results["folder"]]
-        b = [r[metric] for r in results["chunks"]]
-        print(f"| mean ± sd {metric} | {_spread(a)} | {_spread(b)} |")
-    for metric in ("Bleu_4", "CIDEr"):
-        a = [r[metric] for r in results["folder"]]
-        b = [r[metric] for r in results["chunks"]]
-        if len(a) > 1:
+        print(f"| mean ± sd {metric} | " + " | ".join(_spread([x[metric] for x in results[r]]) for r in readers) + " |")
+    if "chunks" not in results or len(args.seeds) < 2:
+        return
+    for other in (r for r in readers if r != "chunks"):
+        for metric in ("Bleu_4", "CIDEr"):
+            a = [x[metric] for x in results[other]]
+            b = [x[metric] for x in results["chunks"]]
             # the standard error of a difference of two means of n runs each
             se = ((statistics.variance(a) + statistics.variance(b)) / len(a)) ** 0.5
             diff = statistics.mean(b) - statistics.mean(a)
-            print(f"\n{metric}: chunks - folder = {diff:+.3f}; standard error of that difference {se:.3f} "
+            print(f"{metric}: chunks - {TITLES[other]} = {diff:+.3f}, standard error {se:.3f} "
                   f"({abs(diff) / se if se else float('inf'):.1f} of them)")  # fmt: skip
 
 

@@ -56,7 +56,7 @@ from captioning.preprocess import Preprocess, prepared
 from captioning.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
 from captioning.shapes import Scene, make_scenes
 from text_attn.core.attention_supervision import dense_targets
-from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.batching import POOL_BATCHES, EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
 
@@ -116,6 +116,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         max_caption_len: int = 50,
         captions_per_image: int | None = None,
         batch_size: int = 64,
+        sort_by_length: bool = True,
         num_workers: int = 0,
         cache_features: bool = False,
         feature_cache_dir: str | None = "auto",
@@ -144,6 +145,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             max_caption_len: training captions longer than this are truncated to it (eos follows).
             captions_per_image: train on only the first k captions of each image (None = all of them).
             batch_size: (image, caption) pairs per training batch; images per evaluation batch.
+            sort_by_length: train batches of captions of similar length (each pool of 50 batches sorted by length:
+                little padding); false: each batch holds pairs drawn at random, as a chunk folder's always do.
+                Similar lengths are similar captions in a corpus whose length follows its content (the rehearsal's
+                scenes): there false trains faster (benchmarks/streaming_scores.py).
             num_workers: DataLoader worker processes (0 = load in the main process).
             cache_features: encode every image once when the encoder is frozen (see the module doc).
             feature_cache_dir: where cached features persist between runs (captioning.feature_cache): ``auto`` =
@@ -450,7 +455,12 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         lengths = [len(c) for _, c in self._train_pairs]
         pairs = _Indices(len(lengths))
         sampler = LengthBatchSampler(
-            EpochShuffle(pairs, hp.seed), lengths, hp.batch_size, seed=hp.seed, skip=self.take_resume_skip()
+            EpochShuffle(pairs, hp.seed),
+            lengths,
+            hp.batch_size,
+            seed=hp.seed,
+            skip=self.take_resume_skip(),
+            pool_batches=POOL_BATCHES if hp.sort_by_length else 1,
         )
         return DataLoader(
             pairs,

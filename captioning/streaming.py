@@ -30,6 +30,7 @@ from captioning.preprocess import prepared
 from captioning.readers import CaptionDataError
 from text_attn.core.streaming import (
     ChunkError,
+    finished_earlier,
     optimize_splits,
     read_all,
     read_manifest,
@@ -98,6 +99,9 @@ def optimize_captions(
     hp = dm.hparams
     if hp.source == "shapes":
         raise CaptionDataError("data.source shapes: the scenes are drawn in memory, there is no corpus to optimize")
+    options = {**dict(hp), "features": features}
+    if (done := finished_earlier(out, FAMILY, options)) is not None:
+        return done
     dm.setup("fit")
     fingerprint, feats = None, {}
     if features:
@@ -134,7 +138,6 @@ def optimize_captions(
         from captioning.domain import domain_check
 
         state["domain_check"] = domain_check(feats["train"], feats.get("val"), photos=hp.source != "shapes")
-    options = {**dict(hp), "features": features}
     try:
         item_fn = partial(partial, make_item)  # split -> make_item(split, .): picklable by reference
         return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes)

@@ -12,6 +12,7 @@ from PIL import Image
 from captioning.data import CaptionDataModule
 from captioning.preprocess import ImageReadError, Preprocess, load_image
 from captioning.readers import CaptionDataError, read_folder, read_karpathy
+from text_attn.core.batching import EpochShuffle
 
 FIX = Path(__file__).parent.parent / "fixtures"
 CAPS = FIX / "captions"
@@ -184,3 +185,16 @@ def test_folder_split_and_bad_source():
         CaptionDataModule(source="coco")
     with pytest.raises(CaptionDataError, match="needs data.karpathy_json"):
         CaptionDataModule(source="karpathy").setup()
+
+
+def test_sort_by_length_false_draws_train_batches_at_random():
+    sorted_dm, plain_dm = _shapes(), _shapes(sort_by_length=False)
+    n = len(plain_dm._train_pairs)
+    order = list(EpochShuffle(range(n), seed=0))  # epoch 0's draw of the (image, caption) pairs, as both samplers draw
+    pools = list(sorted_dm.train_dataloader().batch_sampler)  # default: the draw sorted by caption length, then cut
+    lengths = [len(c) for _, c in sorted_dm._train_pairs]
+    assert sorted(lengths[i] for b in pools for i in b) == sorted(lengths)
+    spans = sorted((min(lengths[i] for i in b), max(lengths[i] for i in b)) for b in pools)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # batches of neighbouring lengths
+    plain = list(plain_dm.train_dataloader().batch_sampler)  # the draw cut into batches of 4, only ordered inside
+    assert sorted(map(sorted, plain)) == sorted(sorted(order[p : p + 4]) for p in range(0, n, 4))

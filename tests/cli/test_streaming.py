@@ -94,7 +94,8 @@ def test_optimize_keeps_finished_splits_and_refuses_other_options(tmp_path, caps
     text_main(["optimize", "--config", cfg, "--out", "chunks"])
     first = {p.name: p.stat().st_mtime_ns for p in Path("chunks").rglob("*.bin")}
     capsys.readouterr()
-    text_main(["optimize", "--config", cfg, "--out", "chunks"])  # a second run finds every split written
+    # a second run finds every split written, also with options that do not shape the samples
+    text_main(["optimize", "--config", cfg, "--out", "chunks", "--data.batch_size", "3"])
     assert "written earlier: kept" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in Path("chunks").rglob("*.bin")} == first
     with pytest.raises(SystemExit) as exc:

@@ -35,3 +35,14 @@ def test_distributed_shares_are_disjoint_equal_and_cover_the_data():
     assert len(ranks[0]) == len(ranks[1]) == 48
     assert not set(ranks[0]) & set(ranks[1])
     assert sorted(ranks[0] + ranks[1]) == list(range(96))
+
+
+def test_pools_of_one_batch_keep_the_samplers_draw():
+    # lengths 0..99 shuffled: a sorted pool of 10 batches makes batches of 10 neighbouring lengths; a pool of one batch
+    # keeps the shuffled draw, each batch the sampler's next 10 indices, only ordered inside
+    order = list(EpochShuffle(range(100), seed=2))
+    sorted_pools = list(LengthBatchSampler(EpochShuffle(range(100), seed=2), list(range(100)), batch_size=10))
+    assert all(b[-1] - b[0] == 9 for b in sorted_pools)
+    drawn = list(LengthBatchSampler(EpochShuffle(range(100), seed=2), list(range(100)), 10, pool_batches=1))
+    assert sorted(map(sorted, drawn)) == sorted(sorted(order[p : p + 10]) for p in range(0, 100, 10))
+    assert max(b[-1] - b[0] for b in drawn) > 50

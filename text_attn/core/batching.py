@@ -54,6 +54,8 @@ class LengthBatchSampler(BatchSampler):
         batch_size: items per batch. drop_last: drop a last, smaller batch.
         seed: seeds the order of the batches (with the sampler's epoch) when the sampler shuffles.
         skip: ``(epoch, n)``: in that epoch, leave out the first n batches (already trained before a resume).
+        pool_batches: indices are sorted by length within pools of this many batches; 1: each batch holds the
+            sampler's next indices (drawn at random when it shuffles), only ordered inside.
     """
 
     def __init__(
@@ -64,9 +66,11 @@ class LengthBatchSampler(BatchSampler):
         drop_last: bool = False,
         seed: int = 0,
         skip: tuple[int, int] | None = None,
+        pool_batches: int = POOL_BATCHES,
     ):
         super().__init__(sampler, batch_size, drop_last)
         self.lengths, self.seed, self.skip = list(lengths), seed, skip
+        self.pool_batches = max(1, int(pool_batches))
         self._own_epoch = 0  # used only when the sampler has no epoch of its own
 
     @property
@@ -77,7 +81,7 @@ class LengthBatchSampler(BatchSampler):
         """This epoch's batches, in order (before any skip)."""
         idx = list(self.sampler)
         shuffle = _shuffles(self.sampler)
-        pool = self.batch_size * POOL_BATCHES
+        pool = self.batch_size * self.pool_batches
         batches = []
         for p in range(0, len(idx), pool):
             chunk = sorted(idx[p : p + pool], key=lambda i: self.lengths[i])  # stable: ties keep the sampler's order

@@ -40,6 +40,8 @@ MANIFEST = "streaming.json"
 STATE = "data_state.pt"
 FORMAT = 1
 SPLITS = ("train", "val", "test")
+# data options that say how the samples are loaded, not which they are: chunks made with other values are the same
+LOADER_ONLY = ("batch_size", "num_workers", "sort_by_length", "feature_cache_dir")
 
 
 class ChunkError(ValueError):
@@ -80,6 +82,27 @@ def read_state(root: str | Path) -> dict[str, Any]:
         raise ChunkError(f"{path}: cannot read it ({type(err).__name__}): run optimize again") from None
 
 
+def _shaping(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in json.loads(json.dumps(options, default=str)).items() if k not in LOADER_ONLY}
+
+
+def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log: Callable[[str], None] = print):
+    """The manifest of ``out`` when an earlier optimize with the same (sample-shaping) options finished every split
+    there, else None: checked before any work (a feature folder's photos are not encoded again)."""
+    path = Path(out) / MANIFEST
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if old.get("family") != family or _shaping(old.get("options", {})) != _shaping(options):
+        return None
+    if any(s not in old.get("splits", {}) or not (Path(out) / s / "index.json").is_file() for s in SPLITS):
+        return None
+    for split in SPLITS:
+        log(f"{split}: {old['splits'][split]['items']} samples, written earlier: kept")
+    return old
+
+
 def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     from text_attn.core.safe_files import write_text
 
@@ -113,7 +136,7 @@ def optimize_splits(
     manifest = {"format": FORMAT, "family": family, "options": options, "splits": {}}
     if (root / MANIFEST).is_file():
         old = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-        if old.get("family") != family or old.get("options") != options:
+        if old.get("family") != family or _shaping(old.get("options", {})) != _shaping(options):
             raise ChunkError(f"--out {root}: holds chunks made with other data options; give a new folder")
         manifest["splits"] = old.get("splits", {})
     with atomic_output(root / STATE) as tmp:

@@ -17,7 +17,14 @@ from typing import Any
 import torch
 
 from text_attn.core.attention_supervision import dense_targets
-from text_attn.core.streaming import ChunkError, optimize_splits, read_all, read_manifest, read_state
+from text_attn.core.streaming import (
+    ChunkError,
+    finished_earlier,
+    optimize_splits,
+    read_all,
+    read_manifest,
+    read_state,
+)
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.tasks import Example
 from text_attn.translation.tokens import TextCodec
@@ -45,6 +52,8 @@ def make_item(entry: tuple[int, str]) -> dict[str, Any]:
 def optimize_text(dm, out: str | Path, num_workers: int = 1, chunk_bytes: str = "64MB") -> dict[str, Any]:
     """Read the corpus the data module ``dm`` describes (its folder reader, vocabularies from train) and write it as
     chunks to ``out``. Returns the manifest."""
+    if (done := finished_earlier(out, FAMILY, dict(dm.hparams))) is not None:
+        return done
     dm.setup("fit")
     inputs = {}
     for split, ds in dm.splits.items():
