@@ -371,9 +371,23 @@ def bundle(name: str, model: Path, result: dict, minutes: float | None, where: s
     return translator.save(to, half=True)
 
 
+def draw_plot(results: dict[str, dict], path: Path) -> None:
+    """BLEU (tok.) by source length, beam 5, val + test (test alone has 26 sentences over 20 words), German -> English
+    models only."""
+    from text_attn.translation.plots import plot_bleu_by_length
+
+    by_length = {
+        n: {label: {"bleu": v["bleu"] / 100, "count": v["count"]} for label, v in r["val_test_by_length"].items()}
+        for n, r in results.items()
+        if MODELS[n][1:] == ("de", "en")
+    }
+    title = f"Multi30k val + {TEST}, German -> English, beam 5"
+    print(f"wrote {plot_bleu_by_length(by_length, path, title=title)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-root", type=Path, required=True, help="Multi30k: <split>.<lang>[.gz] files")
+    p.add_argument("--data-root", type=Path, help="Multi30k: <split>.<lang>[.gz] files (required to train or score)")
     p.add_argument("--out", type=Path, default=Path("runs/multi30k_benchmark"), help="runs, logs and model files")
     p.add_argument("--models", default="none,bahdanau,luong,transformer", help=f"comma-separated: {', '.join(MODELS)}")
     p.add_argument("--retrain", action="store_true", help="train models whose model file exists again")
@@ -386,7 +400,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retune", action="store_true", help="with --tune: choose again where the model file records it")
     p.add_argument("--rescore", action="store_true", help="score models again whose scores.json matches their file")
     p.add_argument("--retime", action="store_true", help="where scores are reused, time translate on test again")
+    p.add_argument(
+        "--plot-from",
+        nargs="+",
+        metavar="JSON[:MODEL,...]",
+        help="with --plot: draw it from earlier --json files alone (nothing trained or scored); a later file's "
+        "models replace an earlier's; ':MODEL,...' takes only those (docs: multi30k.json "
+        "multi30k_bundled.json:transformer)",
+    )
     args = p.parse_args(argv)
+    if args.plot_from:
+        if not args.plot:
+            p.error("--plot-from needs --plot PNG")
+        try:
+            results = {}
+            for spec in args.plot_from:
+                path, _, wanted = spec.partition(":")
+                found = json.loads(Path(path).read_text(encoding="utf-8"))["results"]
+                keep = [m for m in wanted.split(",") if m] or list(found)
+                results.update({m: found[m] for m in keep})
+        except (OSError, ValueError, KeyError) as err:
+            p.error(f"--plot-from: {type(err).__name__}: {err}")
+        draw_plot(results, args.plot)
+        return 0
+    if args.data_root is None:
+        p.error("--data-root is required (Multi30k's folder)")
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in MODELS]
     if unknown or not names:
@@ -425,15 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     signature = next(iter(results.values()))["5"]["signature"]
     print(f"\nsacreBLEU signature: {signature}")
     if args.plot:
-        from text_attn.translation.plots import plot_bleu_by_length
-
-        by_length = {  # val + test: test alone has 26 sentences over 20 words
-            n: {label: {"bleu": v["bleu"] / 100, "count": v["count"]} for label, v in r["val_test_by_length"].items()}
-            for n, r in results.items()
-            if MODELS[n][1:] == ("de", "en")
-        }
-        title = f"Multi30k val + {TEST}, German -> English, beam 5"
-        print(f"wrote {plot_bleu_by_length(by_length, args.plot, title=title)}")
+        draw_plot(results, args.plot)
     if args.json:
         numbers = {"test_sentences": n_test, "quick": args.quick, "tutorials": TUTORIALS, "minutes": minutes,
                    "trained_on": where, "val_bleu_curves": curves, "results": results}  # fmt: skip
