@@ -293,7 +293,7 @@ def caption_folder_rows(repeats: int) -> list[dict]:
              "images/s", "rate": n / t[f"beam {b}"]}
             for b in (1, 3)
         ]  # fmt: skip
-        rows.append({"what": "the same at beam 3, the encoder in PyTorch (before: CAPTION_ONNX=0)",
+        rows.append({"what": "the same at beam 3, the encoder in PyTorch (CAPTION_ONNX=0)",
                      "value": f"{n / t['torch']:.1f} images/s ({t['torch'] / t['beam 3']:.2f}x the time)"})  # fmt: skip
         rows.append({"what": "frozen encoder (beam 1 / 3 rows)", "value": "; ".join(sorted(encoders))})
         return rows + folder_split_rows(folder, repeats)
@@ -362,10 +362,10 @@ def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]
     both = 1 / (t["lite0"] / n + t["drop"] / n)
     return [
         {"what": f"the folder's photos: encoder alone, batch {batch}", "value": f"{n / t['encode']:.1f} images/s"},
-        {"what": "the same encoder in PyTorch (before: CAPTION_ONNX=0)",
+        {"what": "the same encoder in PyTorch (CAPTION_ONNX=0)",
          "value": f"{n / t['torch']:.1f} images/s ({t['torch'] / t['encode']:.2f}x the time)"},
         {"what": f"the folder's photos: beam 3 search alone, batch {batch}", "value": f"{n / t['drop']:.1f} images/s"},
-        {"what": "the same search stepping every image to the end (before: ended images kept in the batch)",
+        {"what": "the same search stepping every image to the end (ended images kept in the batch)",
          "value": f"{n / t['all']:.1f} images/s ({t['all'] / t['drop']:.2f}x the time), identical captions: {same}"},
         {"what": f"the folder's photos: EfficientNet-Lite0 at 224 px alone (not the bundled encoder), batch {batch}",
          "value": f"{n / t['lite0']:.1f} images/s; with the beam 3 search above, about {both:.1f} images/s"},
@@ -422,9 +422,9 @@ def scst_step_rows(repeats: int, n: int = 64, samples: int = 5, max_len: int = 2
     t = interleaved({"now": lambda: step("now"), "before": lambda: step("before")}, repeats)
     mean = {k: statistics.mean(v) for k, v in words.items()}
     return [
-        {"what": f"SCST step, bundled Flickr8k decoder, {n} photos x {samples} samples (now)",
+        {"what": f"SCST step, bundled Flickr8k decoder, {n} photos x {samples} samples",
          "value": f"{t['now']:.2f} s ({mean['now']:.1f} tokens a sample)"},
-        {"what": "the same step as before (keys per sample, every sample to word 20, one scoring batch)",
+        {"what": "the same step with keys per sample, every sample to word 20, one scoring batch",
          "value": f"{t['before']:.2f} s ({mean['before']:.1f} tokens a sample): "
                   f"{t['before'] / t['now']:.2f}x the time"},
     ]  # fmt: skip
@@ -469,7 +469,7 @@ def phone_folder_rows(repeats: int, n: int = 25) -> list[dict]:
     return [
         {"what": f"caption FOLDER of {n} phone photos (12 megapixels, JPEG), beam 3", "value":
          f"{n / t['reduced']:.1f} images/s"},
-        {"what": "the same, every photo decoded in full (before: no reduced-scale JPEG decoding)", "value":
+        {"what": "the same, every photo decoded in full (no reduced-scale JPEG decoding)", "value":
          f"{n / t['full']:.1f} images/s ({t['full'] / t['reduced']:.2f}x the time), the same caption for {same} of "
          f"the {k} photos"},
     ]  # fmt: skip

@@ -513,6 +513,14 @@ def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, s
     return out
 
 
+def _first_process() -> bool:
+    """Whether this is the first (or only) process of a run: Lightning's launcher and torchrun set these before the
+    other processes run this same command."""
+    if "RANK" in os.environ:
+        return os.environ["RANK"] == "0"
+    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
+
+
 def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
     from captioning.collection import image_paths
     from captioning.shards import expand_braces, is_shard
@@ -524,7 +532,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     paths = list(image_paths(given, stdin, empty, skip=outputs))
     if not paths:
         fail("caption", "no images: the folders hold no image files and stdin gave no paths")
-    for folder in empty:
+    for folder in empty if _first_process() else ():  # --devices: each process finds them; the first names them
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written
         files = [p for p in paths if not is_shard(p)]  # a shard's members are named as drawn (protecting)

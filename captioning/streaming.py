@@ -35,6 +35,7 @@ from text_attn.core.streaming import (
     read_all,
     read_manifest,
     read_state,
+    shuffled_for_writing,
     split_dataset,
     split_size,
 )
@@ -121,6 +122,7 @@ def optimize_captions(
     for p, ((i, _), k) in enumerate(zip(dm._train_pairs, dm._train_caption, strict=True)):
         record = {"tokens": train.references[i][k], "k": k, "refs": train.references[i], **boxes(train, i, k)}
         inputs["train"].append((p, i, str(train.images[i]), json.dumps(record)))
+    inputs["train"] = shuffled_for_writing(inputs["train"], hp.seed)
     for split in ("val", "test"):
         sp = dm.splits[split]
         # evaluation scores the first caption's attention (the folder reader's _collate_eval)

@@ -127,6 +127,7 @@ def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
         Captioner.start_weights(tmp_path / "missing.pt", other, vocab)
 
 
+@pytest.mark.slow
 def test_caption_train_runs_an_scst_stage_from_a_model_file_and_attention_supervision(tmp_path, capsys):
     first = tmp_path / "first.pt"
     caption_train_cli(["fit", "--config", CONFIG, "--model.export_path", str(first), *QUIET])

@@ -37,6 +37,7 @@ def encodings(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_the_disk_cache_is_read_by_later_runs_and_keyed_by_images_and_weights(encodings):
     first = caption_train_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run"])
     assert encodings == [["train", "val"]]

@@ -321,11 +321,13 @@ def _train_toy(rl_lambda: float, reward: str = "caption") -> float:
         return (dec.eval()(f, cin).chosen[:, 0] == K).float().mean().item()
 
 
+@pytest.mark.slow
 def test_hard_attention_learns_to_pick_the_region_that_carries_the_answer():
     assert _train_toy(rl_lambda=1.0) > 0.9
     assert _train_toy(rl_lambda=0.0) < 0.7  # without REINFORCE the sampled attention never learns where to look
 
 
+@pytest.mark.slow
 def test_the_per_word_reward_learns_it_too():
     assert _train_toy(rl_lambda=1.0, reward="word") > 0.9
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DRIVER = Path(__file__).parent.parent / "helpers" / "bad_inputs.py"
 
 
@@ -21,6 +23,7 @@ def _message(stderr: str, says: str) -> str:
     return (named or errors or stderr.strip().splitlines() or [""])[0]
 
 
+@pytest.mark.slow
 def test_every_bad_input_is_one_line_and_its_exit_code(tmp_path):
     out = tmp_path / "results.json"
     done = subprocess.run([sys.executable, str(DRIVER), str(tmp_path / "work"), str(out)], capture_output=True,

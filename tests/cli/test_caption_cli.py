@@ -502,6 +502,7 @@ def test_an_empty_folder_among_inputs_is_named_and_fails_the_exit_code(model_fil
     assert [r["image"] for r in records] == PHOTOS[:2] and all(r["error"] is None for r in records)
 
 
+@pytest.mark.slow
 def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file, album, tmp_path, capsys):
     """The real command in a subprocess whose files may not grow past 3 KB (RLIMIT_FSIZE: the kernel's "disk full"
     for this process): one line naming --jsonl, exit code 2, the records written stay whole; --resume (no limit, in
@@ -564,6 +565,7 @@ def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_fi
     assert out == "" and err.splitlines() == ["caption: interrupted after 2 image(s)"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_file, tmp_path):
     """SIGINT to the real command while it writes a folder's records: exit 130, one line saying how far it got, no
     traceback; --resume then captions exactly the rest."""

@@ -44,6 +44,7 @@ def _refused(capsys, *args) -> str:
     return refused(caption_main, capsys, *args)
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_on_stdout_is_one_line(model_file, folder):
     cmd = [sys.executable, "-c", CAPTION, str(folder), "--model", str(model_file), *FAST, "--workers", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

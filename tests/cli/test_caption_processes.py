@@ -165,7 +165,8 @@ def _same_records(a: list[str], b: list[str]) -> None:
 @pytest.mark.slow
 def test_two_processes_caption_every_photo_once_as_one_process_does(model, tmp_path):
     inputs = _inputs(tmp_path, photos=5, truncated=True)
-    base = [*inputs, "--model", model, *FAST, "--batch-size", "2", "--threads", "1"]
+    (tmp_path / "nothing").mkdir()  # a folder without photos: named once, by the first process
+    base = [*inputs, str(tmp_path / "nothing"), "--model", model, *FAST, "--batch-size", "2", "--threads", "1"]
     one = _two([*base, "--jsonl", tmp_path / "one.jsonl"], tmp_path)
     two = _two([*base, "--jsonl", tmp_path / "two.jsonl", "--devices", "2"], tmp_path)
     assert one.returncode == two.returncode == 1, two.stderr[-3000:]
@@ -174,7 +175,7 @@ def test_two_processes_caption_every_photo_once_as_one_process_does(model, tmp_p
     _same_records(a, b)
     for err in (one.stderr, two.stderr):  # the damaged member and the truncation said once, by whoever read them
         assert err.count("caption: error: ") == 1 and err.count("truncated (cut off in 000000012.jpg)") == 1, err
-        assert "Traceback" not in err
+        assert err.count("nothing: no image files") == 1 and "Traceback" not in err
     # the notes on the captions written: one, counting every process's captions, as one process prints it
     notes = [[line for line in err.splitlines() if "reached --max-len" in line] for err in (one.stderr, two.stderr)]
     assert len(notes[0]) == 1 and notes[0] == notes[1], notes

@@ -103,6 +103,7 @@ def _assert_written(written: dict, named: list, prefix: str, fit: dict) -> None:
             assert torch.equal(v, states[-1][prefix + k]), k
 
 
+@pytest.mark.slow
 def test_the_benchmark_stage_keeps_the_fit_s_file_and_writes_the_chosen_row(run, tmp_path, capsys):
     """averaging_stage (what benchmarks/multi30k.py and flickr8k.py run after a fit), on a copy of the run: the
     script in a subprocess, the fit's model file kept as model_best_epoch.pt, the chosen row written over it."""

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from helpers.flickr8k import write_original
 from helpers.tiny_captioner import tiny_model_file
@@ -24,6 +25,7 @@ def _run(*args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_flickr8k_path_calibrates_measures_and_writes_the_check(tmp_path):
     root = write_original(tmp_path / "flickr8k")  # train: coffee, chelsea; val: rocket; test: astronaut
     model = tiny_model_file(tmp_path / "m.pt")
@@ -48,6 +50,7 @@ def test_flickr8k_path_calibrates_measures_and_writes_the_check(tmp_path):
     assert "features from" in _run(*args) and Captioner.load(model).domain_check["threshold"] == check["threshold"]
 
 
+@pytest.mark.slow
 def test_shapes_path_flags_at_most_two_percent_of_its_val_scenes(tmp_path):
     model = tiny_model_file(tmp_path / "m.pt")
     out = _run(str(model), "--shapes", "60", "--held-out", "50", "--write", "--domain", "synthetic shapes")

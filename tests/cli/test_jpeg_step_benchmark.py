@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
@@ -34,6 +35,7 @@ def _photos(folder: Path, quality: int, n: int = 3, png: bool = False) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_the_step_is_read_and_recorded_and_the_weights_kept(tmp_path):
     model = tiny_model_file(tmp_path / "m.pt")
     update_info(model, {}, merge={"preprocess": {"source_side": 32}, "encoder": {"source_side": 32}})

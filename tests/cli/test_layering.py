@@ -10,6 +10,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORE = ROOT / "text_attn" / "core"
 CORE_TESTS = ROOT / "tests" / "core"
@@ -144,6 +146,7 @@ def _imported_modules(path: pathlib.Path) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_the_data_modules_import_no_model_network_or_inference_object():
     """Directly (the file's own imports) and indirectly (what importing it loads)."""
     for path, banned in DATA_MODULES.items():

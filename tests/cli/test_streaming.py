@@ -19,7 +19,7 @@ from helpers.scene_corpus import write_flickr8k, write_folder, write_karpathy
 from captioning.data import CaptionDataModule
 from captioning.train_cli import caption_train_cli
 from captioning.train_cli import train_main as caption_main
-from text_attn.core.streaming import read_all, split_dataset
+from text_attn.core.streaming import read_all, shuffled_for_writing, split_dataset
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.train_cli import train_main as text_main
@@ -76,10 +76,16 @@ def test_text_chunks_give_back_every_pair_of_every_split(layout, tmp_path):
         assert b.examples == a.examples and [e.tgt_text for e in b.examples] == [e.tgt_text for e in a.examples]
         assert [t.tolist() for t in b.src] == [t.tolist() for t in a.src]
         assert [t.tolist() for t in b.tgt] == [t.tolist() for t in a.tgt]
-    # the train split, streamed without shuffling: the folder reader's pairs, in its order
+    # the train split, streamed without shuffling: each of the folder reader's pairs once, equal, in the order
+    # optimize wrote them (a permutation seeded by data.seed: each chunk a random sample of the split)
     train = folder.splits["train"]
     items = list(split_dataset("chunks", "train"))
-    assert [int(it["index"]) for it in items] == list(range(len(train)))
+    order = [int(it["index"]) for it in items]
+    assert order == shuffled_for_writing(range(len(train)), folder.hparams.seed) and order != sorted(order)
+    for it in items:
+        pair = json.loads(it["pair"])
+        assert (pair["src_ids"], pair["tgt_ids"]) == (train.src[int(it["index"])].tolist(),
+                                                      train.tgt[int(it["index"])].tolist())  # fmt: skip
     batch = next(iter(streamed.train_dataloader()))
     assert batch["src"].dim() == 2 and batch["src"].size(0) == data["batch_size"]
     for row, i in enumerate(batch["index"].tolist()):  # a streamed batch holds those pairs' ids, padded
@@ -175,11 +181,14 @@ def test_caption_chunks_give_back_every_photo_and_caption(layout, tmp_path):
         a, b = folder.splits[split], streamed.splits[split]
         assert b.references == a.references
         assert [b.images[i] for i in range(len(b.images))] == [Path(p).read_bytes() for p in a.images]
-    # the train split without shuffling: the folder reader's (image, caption) pairs, in its order, with equal bytes
+    # the train split without shuffling: each of the folder reader's (image, caption) pairs once, with equal bytes, in
+    # the order optimize wrote them (a permutation seeded by data.seed)
     train = folder.splits["train"]
     items = read_all("chunks", "train")
     assert len(items) == len(folder._train_pairs) == 2 * len(train.images)
-    for p, it in enumerate(items):
+    order = [int(it["index"]) for it in items]
+    assert order == shuffled_for_writing(range(len(items)), folder.hparams.seed)
+    for p, it in zip(order, items, strict=True):
         i, ids = folder._train_pairs[p]
         assert (int(it["index"]), int(it["image"])) == (p, i)
         assert bytes(it["jpeg"]) == Path(train.images[i]).read_bytes()
@@ -263,8 +272,8 @@ def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
     for key, value in folder.domain_check.items():
         assert torch.equal(torch.as_tensor(streamed.domain_check[key]), torch.as_tensor(value)), key
     items = read_all("chunks", "train")
-    for p, it in enumerate(items):
-        i, _ = folder._train_pairs[p]
+    for it in items:
+        i, _ = folder._train_pairs[int(it["index"])]
         assert torch.equal(torch.from_numpy(it["features"]), folder.features["train"][i])
     cli = caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", "2"])
     assert cli.trainer.global_step == 2

@@ -28,6 +28,7 @@ def _tune(model: Path, report: Path, *extra: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_both_hard_decodings_are_tried_and_the_chosen_one_is_recorded(tmp_path):
     from captioning.captioner import Captioner
 
@@ -51,6 +52,7 @@ def test_both_hard_decodings_are_tried_and_the_chosen_one_is_recorded(tmp_path):
     assert torch.load(model, weights_only=True)["decoder"]["hard_inference"] == "argmax"
 
 
+@pytest.mark.slow
 def test_a_soft_model_has_one_decoding_and_no_hard_column(tmp_path):
     model = tiny_model_file(tmp_path / "soft.pt")
     out = _tune(model, tmp_path / "tune.json")

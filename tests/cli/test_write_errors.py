@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.multi30k import write_corpus
 
 BIN = Path(sys.executable).parent
@@ -51,6 +52,7 @@ def test_translate_output_full_mid_run(tmp_path):
     assert 0 < len(written) < 400
 
 
+@pytest.mark.slow
 def test_text_train_checkpoint_full(tmp_path):
     corpus = write_corpus(tmp_path / "c")
     cmd = [str(BIN / "text-train"), "fit", "--data.task", "pair", "--data.root", str(corpus), "--data.src_lang", "de",

@@ -187,6 +187,7 @@ def test_java_available_false_without_java(monkeypatch):
         java_available.cache_clear()  # do not leave the faked answer cached for other tests
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not java_available(), reason="METEOR needs Java")
 def test_meteor_with_java_and_process_is_closed(monkeypatch, capsys):
     # The only test that starts METEOR's JVM (several seconds).

@@ -38,7 +38,7 @@ import torch
 
 MANIFEST = "streaming.json"
 STATE = "data_state.pt"
-FORMAT = 1
+FORMAT = 2  # 2: the train split is written in a seeded shuffled order (shuffled_for_writing)
 SPLITS = ("train", "val", "test")
 # data options that say how the samples are loaded, not which they are: chunks made with other values are the same
 LOADER_ONLY = ("batch_size", "num_workers", "sort_by_length", "feature_cache_dir")
@@ -86,6 +86,21 @@ def _shaping(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in json.loads(json.dumps(options, default=str)).items() if k not in LOADER_ONLY}
 
 
+def shuffled_for_writing(items: Sequence[Any], seed: int) -> list[Any]:
+    """The train samples in the order they are written: a permutation seeded by the data seed.
+
+    LitData shuffles chunk by chunk (the order of the chunks, then the samples inside one), so a batch is drawn from
+    one or two chunks: a few hundred neighbouring samples. Written in the corpus's order, a chunk holds ~100 photos
+    with all their captions, and every batch of an epoch comes from such a window (benchmarks/streaming_scores.py:
+    that trained measurably worse than batches drawn from the whole split). Shuffled once here, each chunk is a
+    random sample of the split. Every sample keeps its index (the folder reader's number for it)."""
+    import random
+
+    order = list(items)
+    random.Random(seed).shuffle(order)
+    return order
+
+
 def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log: Callable[[str], None] = print):
     """The manifest of ``out`` when an earlier optimize with the same (sample-shaping) options finished every split
     there, else None: checked before any work (a feature folder's photos are not encoded again)."""
@@ -94,7 +109,9 @@ def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if old.get("family") != family or _shaping(old.get("options", {})) != _shaping(options):
+    if old.get("format") != FORMAT or old.get("family") != family:
+        return None
+    if _shaping(old.get("options", {})) != _shaping(options):
         return None
     if any(s not in old.get("splits", {}) or not (Path(out) / s / "index.json").is_file() for s in SPLITS):
         return None
@@ -136,6 +153,8 @@ def optimize_splits(
     manifest = {"format": FORMAT, "family": family, "options": options, "splits": {}}
     if (root / MANIFEST).is_file():
         old = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        if old.get("format") != FORMAT:
+            raise ChunkError(f"--out {root}: holds chunks of an older format; give a new folder (or delete it)")
         if old.get("family") != family or _shaping(old.get("options", {})) != _shaping(options):
             raise ChunkError(f"--out {root}: holds chunks made with other data options; give a new folder")
         manifest["splits"] = old.get("splits", {})

@@ -24,6 +24,7 @@ from text_attn.core.streaming import (
     read_all,
     read_manifest,
     read_state,
+    shuffled_for_writing,
 )
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.tasks import Example
@@ -58,6 +59,7 @@ def optimize_text(dm, out: str | Path, num_workers: int = 1, chunk_bytes: str = 
     inputs = {}
     for split, ds in dm.splits.items():
         inputs[split] = [sample(i, ex, ds.src[i].tolist(), ds.tgt[i].tolist()) for i, ex in enumerate(ds.examples)]
+    inputs["train"] = shuffled_for_writing(inputs["train"], dm.hparams.seed)
     state = {
         "src_vocab": dm.src_vocab.to_dict(),
         "tgt_vocab": dm.tgt_vocab.to_dict(),
