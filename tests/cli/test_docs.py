@@ -124,3 +124,10 @@ def test_the_results_page_prints_the_scores_the_bundled_files_record():
             if isinstance(value, float) and f"{value:.2f}" not in results:
                 missing.append(f"{path.name}: {name} {value:.2f}")
     assert not missing, missing
+
+
+def test_the_code_map_names_every_module():
+    text = (ROOT / "docs" / "code.md").read_text(encoding="utf-8")
+    packages = ("text_attn/core", "text_attn/translation", "captioning", "attention_serve")
+    modules = [p.name for pkg in packages for p in sorted((ROOT / pkg).glob("*.py")) if p.name != "__init__.py"]
+    assert modules and [m for m in modules if f"`{m}`" not in text] == []
