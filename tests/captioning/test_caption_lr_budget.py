@@ -14,6 +14,7 @@ from captioning.train_cli import caption_train_cli, train_main
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
 
 
+@pytest.mark.slow
 def test_caption_fit_with_the_budget_schedule_ends_at_rate_zero(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     n = torch.get_num_threads()

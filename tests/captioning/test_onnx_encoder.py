@@ -224,6 +224,7 @@ def test_a_damaged_graph_file_is_exported_again(onnx_on, monkeypatch):
     _close(again, first)
 
 
+@pytest.mark.slow
 def test_the_cache_keeps_the_most_recently_used_graphs(onnx_on, monkeypatch):
     monkeypatch.setattr(onnx_encoder, "KEEP", 2)
     enc = _random_encoder()

@@ -114,6 +114,7 @@ def test_without_cache_training_reads_images(tmp_path):
     assert cli.datamodule.features == {} and cli.trainer.global_step == 1
 
 
+@pytest.mark.slow
 def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
     cfg = yaml.safe_load(Path(CONFIG).read_text())
     cfg["trainer"].update(
@@ -214,6 +215,7 @@ def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
     assert int(cli.model.objective.baseline.updates) == 2  # updated only by the two batches after the warm-up
 
 
+@pytest.mark.slow
 def test_collapse_watch_starts_when_sampling_does(tmp_path):
     # Soft attention in a warm-up is spread on purpose; the watch counts steps from the end of the warm-up. 4 steps,
     # warm-up 2, ratio 0 (any entropy counts as near uniform): after 1 sampling step (global step 3) it warns.

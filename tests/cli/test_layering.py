@@ -159,6 +159,7 @@ def test_the_data_modules_import_no_model_network_or_inference_object():
     assert sorted(loaded & {b for banned in DATA_MODULES.values() for b in banned}) == []
 
 
+@pytest.mark.slow
 def test_importing_the_core_builds_no_application_and_no_lightning():
     """Every core module but the Lightning runner, imported together: no text task (the toy lexicons are built when
     text_attn.translation.tasks is imported), no captioning module and no Lightning come along."""
@@ -174,6 +175,7 @@ def test_importing_all_of_captioning_loads_no_text_application():
     assert sorted(m for m in loaded if m.startswith("text_attn.translation")) == []
 
 
+@pytest.mark.slow
 def test_inference_needs_no_lightning():
     """Inference (translate, caption) loads a model file and decodes: it must not import the training stack."""
     (loaded,) = _loaded_after(

@@ -55,6 +55,7 @@ def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(fa
     assert any(not torch.allclose(interrupted["state_dict"][k], v) for k, v in a["state_dict"].items())
 
 
+@pytest.mark.slow
 def test_command_line_options_win_over_the_checkpoints(tmp_path, capsys):
     cfg = str(resumable_config(tmp_path, "caption"))
     run("caption", ["fit", "--config", cfg, "--trainer.max_steps", "4", "--model.export_path", "old/model.pt"])
@@ -75,6 +76,7 @@ def test_command_line_options_win_over_the_checkpoints(tmp_path, capsys):
     assert "model.decoder.hidden_dim=48 (checkpoint: 32)" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_checkpoint_fills_the_nested_blocks_field_by_field(tmp_path):
     """test --ckpt_path with no model options: the network comes from the checkpoint's model.encoder / model.decoder
     (the defaults would build a ResNet-101 and a 512-wide decoder); a field given on the command line still wins."""
@@ -102,6 +104,7 @@ def test_options_left_at_their_default_come_from_the_checkpoint(tmp_path):
     assert cli.model.hparams.val_beam_size == 2  # not in the config: the checkpoint's value, as before
 
 
+@pytest.mark.slow
 def test_a_resumed_fit_gets_its_own_max_time(tmp_path):
     cfg = str(resumable_config(tmp_path, "text", every=1))
     args = ["fit", "--config", cfg, "--trainer.max_steps", "1000", "--trainer.max_time", "00:00:00:01"]

@@ -39,6 +39,7 @@ def _tiny_text_model(tmp: Path) -> Path:
     return Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(tmp / "m.pt") or tmp / "m.pt"
 
 
+@pytest.mark.slow
 def test_translate_output_full_mid_run(tmp_path):
     model = _tiny_text_model(tmp_path)
     out = tmp_path / "out.txt"
@@ -68,6 +69,7 @@ def test_text_train_checkpoint_full(tmp_path):
     assert not list((tmp_path / "run").rglob("*.tmp"))  # the half-written file is removed
 
 
+@pytest.mark.slow
 def test_exports_full_disk(tmp_path):
     """caption-export and text-export on a full disk: one line, exit code 2, no half-written file left behind. Both
     run through their entry points in one limited process (one interpreter start, not two)."""

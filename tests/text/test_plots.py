@@ -99,6 +99,7 @@ def test_a_long_input_is_split_into_stacked_panels_in_a_bounded_png(tmp_path, ca
     assert "200 source tokens, split into 5 panels of at most 40" in fig.get_suptitle()
 
 
+@pytest.mark.slow
 def test_long_input_and_output_stay_bounded_with_a_note(tmp_path, captured):
     # 70 x 70: two stacked panels would shrink the cells more than one square grid does
     size = png_size(plot_alignment(random_weights(70, 70), words("s", 70), words("t", 70), tmp_path / "sq.png"))
