@@ -101,19 +101,30 @@ def shuffled_for_writing(items: Sequence[Any], seed: int) -> list[Any]:
     return order
 
 
-def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log: Callable[[str], None] = print):
-    """The manifest of ``out`` when an earlier optimize with the same (sample-shaping) options finished every split
-    there, else None: checked before any work (a feature folder's photos are not encoded again)."""
-    path = Path(out) / MANIFEST
+def _earlier(root: Path, family: str, options: dict[str, Any]) -> dict[str, Any] | None:
+    """The manifest an earlier optimize left in ``root`` (None: there is none), refused in one line when it is not
+    readable, of an older format, or made for the other family or with other (sample-shaping) options."""
+    path = root / MANIFEST
+    if not path.is_file():
+        return None
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if old.get("format") != FORMAT or old.get("family") != family:
-        return None
-    if _shaping(old.get("options", {})) != _shaping(options):
-        return None
-    if any(s not in old.get("splits", {}) or not (Path(out) / s / "index.json").is_file() for s in SPLITS):
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise ChunkError(f"--out {root}: {MANIFEST} cannot be read; give a new folder (or delete it)") from None
+    if not isinstance(old, dict) or old.get("format") != FORMAT:
+        raise ChunkError(f"--out {root}: holds chunks of an older format; give a new folder (or delete it)")
+    if old.get("family") != family or _shaping(old.get("options", {})) != _shaping(options):
+        raise ChunkError(f"--out {root}: holds chunks made with other data options; give a new folder")
+    return old
+
+
+def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log: Callable[[str], None] = print):
+    """The manifest of ``out`` when an earlier optimize with the same (sample-shaping) options finished every split
+    there, else None: checked before any work (a feature folder's photos are not encoded again); a folder made with
+    other options is refused in one line, also before any work."""
+    old = _earlier(Path(out), family, options)
+    done = old.get("splits", {}) if old is not None else {}
+    if any(s not in done or not (Path(out) / s / "index.json").is_file() for s in SPLITS):
         return None
     for split in SPLITS:
         log(f"{split}: {old['splits'][split]['items']} samples, written earlier: kept")
@@ -151,12 +162,8 @@ def optimize_splits(
     root.mkdir(parents=True, exist_ok=True)
     options = json.loads(json.dumps(options, default=str))  # as the manifest will hold them
     manifest = {"format": FORMAT, "family": family, "options": options, "splits": {}}
-    if (root / MANIFEST).is_file():
-        old = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-        if old.get("format") != FORMAT:
-            raise ChunkError(f"--out {root}: holds chunks of an older format; give a new folder (or delete it)")
-        if old.get("family") != family or _shaping(old.get("options", {})) != _shaping(options):
-            raise ChunkError(f"--out {root}: holds chunks made with other data options; give a new folder")
+    old = _earlier(root, family, options)
+    if old is not None:
         manifest["splits"] = old.get("splits", {})
     with atomic_output(root / STATE) as tmp:
         torch.save(state, tmp)
