@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     import torch
 
+    from captioning.encoder import EncoderConfig
     from captioning.streaming import frozen_encoder
 
     torch.set_num_threads(1)
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     t_jpeg = timed([*optimize, "--out", str(args.out / "jpeg")])
     t_feat = timed([*optimize, "--out", str(args.out / "features"), "--features", "true"])
-    encoder, _ = frozen_encoder(cfg)
+    encoder, _ = frozen_encoder(EncoderConfig(**cfg["model"]["encoder"]))
 
     folder, streamed = caption_modules(args, args.out / "jpeg", False)
     for dm in (folder, streamed):

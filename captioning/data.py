@@ -51,7 +51,7 @@ from torch.utils.data import DataLoader, Dataset
 from captioning.attention_targets import TARGET_WORDS, TokenBoxes, caption_cells, scene_token_boxes
 from captioning.domain import domain_check
 from captioning.feature_cache import fill_features
-from captioning.jpeg_step import JpegStep
+from captioning.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
 from captioning.preprocess import Preprocess, prepared
 from captioning.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
 from captioning.shapes import Scene, make_scenes
@@ -185,6 +185,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
         self._domain_check: dict | None = None
         self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.streaming)
+        self._photo_format: PhotoFormat | None = None  # the train photos' JPEG step and side, once read
 
     @property
     def streams(self) -> bool:
@@ -220,14 +221,17 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes")
         return self._domain_check
 
-    @property
-    def train_jpeg_step(self) -> tuple | None:
-        """(the train photos' JPEG step,) as a chunk folder recorded it when it was written (its photos are not files
-        to read), else None: fit reads the files (captioning.jpeg_step.check_jpeg_step)."""
-        if self.chunk_state is None or "jpeg_step" not in self.chunk_state:
-            return None
-        step = self.chunk_state["jpeg_step"]
-        return (JpegStep(*step) if step else None,)
+    def train_photo_format(self) -> PhotoFormat:
+        """The train photos' one JPEG step and one side (captioning.jpeg_step), read once: as a chunk folder recorded
+        them when it was written (its photos are not files to read), else from the files' headers."""
+        if self._photo_format is None:
+            state = self.chunk_state
+            if state is not None and "jpeg_step" in state:
+                step = JpegStep(*state["jpeg_step"]) if state["jpeg_step"] else None
+                self._photo_format = PhotoFormat(step, state.get("photo_side", ANY), state.get("photo_why", ""))
+            else:
+                self._photo_format = photo_format(self.splits["train"].images)
+        return self._photo_format
 
     # --- loading ------------------------------------------------------------------------------------------------------
     def _load(self) -> dict[str, CaptionSplit]:

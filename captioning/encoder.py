@@ -22,13 +22,14 @@ import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from captioning import onnx_encoder
+from captioning.jpeg_step import AUTO
 from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 from text_attn.core.errors import one_line
 
@@ -63,11 +64,13 @@ class EncoderConfig:
     # first, as they were (captioning.preprocess.Preprocess.source_side); null: photos of any size, as they come
     source_side: int | None = None
     squash_filter: str = "bicubic"  # how they were squashed to source_side: bicubic, bilinear or lanczos
-    # The training copies' JPEG step after the squash (the shared Flickr8k copy: 90 and "4:2:0", as their own
-    # quantization tables say: `python benchmarks/jpeg_step.py DIR`; fit checks them): a squashed photo goes
-    # through it too. null: the photos were not recompressed (PNGs, the shapes scenes).
-    jpeg_quality: int | None = None
-    jpeg_subsampling: str | None = None  # "4:4:4", "4:2:2" or "4:2:0"
+    # The training copies' JPEG step after the squash to source_side (the shared Flickr8k copy: 90 and "4:2:0", as
+    # their own quantization tables say): a squashed photo goes through it too. auto (the default): what fit and
+    # optimize read from the training photos (captioning.jpeg_step: a step when they are JPEG files of one quality
+    # at source_side, none for full-size photos of many sizes), recorded in the model file. null: none. A value
+    # given by hand that the photos contradict is refused before any work.
+    jpeg_quality: int | Literal["auto"] | None = AUTO
+    jpeg_subsampling: str | None = AUTO  # "4:4:4", "4:2:2" or "4:2:0"; auto with jpeg_quality
 
 
 def preprocess_for(cfg: EncoderConfig) -> Preprocess:
@@ -80,8 +83,9 @@ def preprocess_for(cfg: EncoderConfig) -> Preprocess:
         std=LITE_STD if lite else IMAGENET_STD,
         source_side=cfg.source_side,
         squash_filter=cfg.squash_filter,
-        jpeg_quality=cfg.jpeg_quality,
-        jpeg_subsampling=cfg.jpeg_subsampling,
+        # auto, not yet read from the training photos (an older file, a network built before its data): none
+        jpeg_quality=None if cfg.jpeg_quality == AUTO else cfg.jpeg_quality,
+        jpeg_subsampling=None if cfg.jpeg_subsampling == AUTO else cfg.jpeg_subsampling,
     )
 
 

@@ -38,7 +38,6 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.jpeg_step import check_jpeg_step
 from captioning.preprocess import prepared
 from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
 
@@ -171,8 +170,6 @@ class FeatureCacheCallback(pl.Callback):
     def _share(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         dm, model = trainer.datamodule, pl_module.model
         encoder = model.encoder
-        if stage == "fit":  # the squash and JPEG step it records are what its training photos show (one line if not)
-            check_jpeg_step(encoder.preprocess, dm.splits["train"].images, dm.train_jpeg_step)
         dm.set_preprocess(encoder.preprocess)
         dm.set_grid(encoder.grid)  # attention targets are distributions over the encoder's grid cells
         if encoder.fine_tune != "none" or not dm.hparams.cache_features or trainer.fast_dev_run:

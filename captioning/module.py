@@ -21,7 +21,8 @@ SCST's reward) and, for grounding, its scenes; the FeatureCacheCallback (caption
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+import sys
+from dataclasses import asdict, replace
 
 import pytorch_lightning as pl
 import torch
@@ -32,6 +33,7 @@ from captioning.decoder import DecoderConfig
 from captioning.encoder import EncoderConfig
 from captioning.feature_cache import FeatureCacheCallback
 from captioning.grounding import grounding
+from captioning.jpeg_step import AUTO, PhotoFormat, settle_jpeg_step
 from captioning.model import CaptionModel
 from captioning.objective import CaptionObjective, ObjectiveConfig
 from text_attn.core.fused import SCRATCH
@@ -115,6 +117,7 @@ class CaptionModule(RunState, pl.LightningModule):
             if vocab is None:
                 raise ValueError("CaptionModule needs a CaptionDataModule (its vocabulary sizes the decoder)")
             self.vocab = vocab
+            self.encoder_config = self._settle_jpeg_step(self.trainer.datamodule, stage)
             self.model = CaptionModel.build(len(vocab), self.encoder_config, self.decoder_config)
             if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these
                 Captioner.start_weights(self.hparams.init_from, self.model, vocab)
@@ -128,6 +131,23 @@ class CaptionModule(RunState, pl.LightningModule):
             )
         if stage in (None, "fit") and self.objective.cfg.scst:
             self.objective.use_references(dm.train_references)  # SCST's CIDEr-D document frequencies
+
+    def _settle_jpeg_step(self, dm, stage: str | None) -> EncoderConfig:
+        """model.encoder's JPEG step: what the training photos show when left auto (said in one line), or a value
+        given by hand checked against them in fit (captioning.jpeg_step: refused in one line when they contradict
+        it). Here, before the network is built and the model summary printed; the hyper-parameters record it, so
+        checkpoints and the model file keep it."""
+        cfg = self.encoder_config
+        auto = AUTO in (cfg.jpeg_quality, cfg.jpeg_subsampling)
+        if not auto and (cfg.source_side is None or stage not in (None, "fit")):
+            return cfg  # nothing squashed, or not training: a given value is the checkpoint's or the user's
+        found = dm.train_photo_format() if cfg.source_side is not None else PhotoFormat(None, None)
+        step, line = settle_jpeg_step(cfg.source_side, cfg.jpeg_quality, cfg.jpeg_subsampling, found)
+        if line and self.trainer.is_global_zero:
+            print(f"caption-train: {line}", file=sys.stderr)
+        cfg = replace(cfg, jpeg_quality=step and step.quality, jpeg_subsampling=step and step.subsampling)
+        self.hparams["encoder"] = asdict(cfg)
+        return cfg
 
     def configure_callbacks(self) -> list:
         return [FeatureCacheCallback()]  # the data module encodes each image once with this model's frozen encoder

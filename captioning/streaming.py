@@ -17,7 +17,9 @@ The vocabulary is built from the train captions (data.min_freq, captions_per_ima
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from captioning.jpeg_step import photos_jpeg_step
 from captioning.preprocess import prepared
 from captioning.readers import CaptionDataError
 from text_attn.core.streaming import (
@@ -72,16 +73,33 @@ def token_boxes(split, i: int, k: int, boxed: bool) -> dict[str, Any]:
     return {"boxes": found, "size": size or (image_size(split.images[i]) if found else None)}
 
 
-def frozen_encoder(config: dict[str, Any]):
-    """The ``model.encoder`` block of a caption config, built and frozen: (encoder, its fingerprint)."""
+def settled_encoder(config: dict[str, Any], found) -> Any:
+    """The ``model.encoder`` block of a caption config as an EncoderConfig whose JPEG step is settled against the
+    training photos ``found`` (a captioning.jpeg_step.PhotoFormat): auto reads theirs (said in one line), a value
+    given by hand that they contradict is refused (ValueError, one line) before anything is written. None when the
+    config has no such block."""
+    from captioning.encoder import EncoderConfig
+    from captioning.jpeg_step import settle_jpeg_step
+
+    block = (config.get("model") or {}).get("encoder")
+    if block is None:
+        return None
+    try:
+        cfg = EncoderConfig(**dict(block))
+    except TypeError as err:
+        raise CaptionDataError(f"--config: model.encoder: {err}") from None
+    step, line = settle_jpeg_step(cfg.source_side, cfg.jpeg_quality, cfg.jpeg_subsampling, found)
+    if line:
+        print(f"caption-train optimize: {line}", file=sys.stderr)
+    return replace(cfg, jpeg_quality=step and step.quality, jpeg_subsampling=step and step.subsampling)
+
+
+def frozen_encoder(cfg):
+    """An EncoderConfig (its JPEG step settled), built and frozen: (encoder, its fingerprint)."""
     from captioning.encoder import EncoderConfig, ImageEncoder
     from captioning.feature_cache import encoder_fingerprint
 
-    block = dict((config.get("model") or {}).get("encoder") or {})
-    try:
-        cfg = EncoderConfig(**block)
-    except TypeError as err:
-        raise CaptionDataError(f"--config: model.encoder: {err}") from None
+    cfg = cfg or EncoderConfig()
     if cfg.fine_tune != "none":
         raise CaptionDataError(
             f"--features: model.encoder.fine_tune is {cfg.fine_tune!r}: stored features need a frozen encoder (none)"
@@ -104,13 +122,13 @@ def optimize_captions(
     if (done := finished_earlier(out, FAMILY, options)) is not None:
         return done
     dm.setup("fit")
+    found = dm.train_photo_format()  # the photos' JPEG step and side: recorded, and settled against the config's
+    cfg = settled_encoder(config, found)
     fingerprint, feats = None, {}
     if features:
         from captioning.feature_cache import fill_features
-        from captioning.jpeg_step import check_jpeg_step
 
-        encoder, fingerprint = frozen_encoder(config)
-        check_jpeg_step(encoder.preprocess, dm.splits["train"].images)
+        encoder, fingerprint = frozen_encoder(cfg)
         with torch.no_grad():
             images = {s: sp.images for s, sp in dm.splits.items()}
             fill_features(feats, images, encoder, encoder.preprocess, 16, hp.num_workers, True)
@@ -134,7 +152,7 @@ def optimize_captions(
         "domain": dm.domain,
         "stores": "features" if features else "jpeg",
         "fingerprint": fingerprint or "",
-        "jpeg_step": tuple(step) if (step := photos_jpeg_step(train.images)) else None,
+        **recorded_format(found),
     }
     if features:  # where the training features lie: model files note photos unlike them (captioning.domain)
         from captioning.domain import domain_check
@@ -145,6 +163,12 @@ def optimize_captions(
         return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes)
     finally:
         _FEATURES.clear()
+
+
+def recorded_format(found) -> dict[str, Any]:
+    """What a chunk folder's state records of its train photos (captioning.jpeg_step.PhotoFormat): fit settles the
+    model's JPEG step from it, as it would from the files."""
+    return {"jpeg_step": tuple(found.step) if found.step else None, "photo_side": found.side, "photo_why": found.why}
 
 
 # --- reading ---------------------------------------------------------------------------------------------------------
@@ -301,10 +325,9 @@ def read_shard_captions(
 ) -> tuple[list[tuple[str, list[tuple[int, str]]]], int]:
     """The shards a pattern names (``expand_braces``) read once for their captions: per shard the (sample index,
     caption) of its usable samples, and how many were left out; a damaged sample is one line on stderr naming it.
-    ``steps``: filled with the JPEG steps of the first usable photos (captioning.jpeg_step, at most its CHECKED)."""
-    import sys
-
-    from captioning.jpeg_step import CHECKED, jpeg_step_of
+    ``steps``: filled with the JPEG step and size of the first usable photos (captioning.jpeg_step, at most its
+    CHECKED)."""
+    from captioning.jpeg_step import CHECKED, header_of
     from captioning.shards import expand_braces, iter_shard
     from text_attn.core.safe_files import inert
 
@@ -323,7 +346,7 @@ def read_shard_captions(
                     continue
                 found.append((sample.index, text))
                 if steps is not None and len(steps) < CHECKED:
-                    steps.append(jpeg_step_of(sample.image))
+                    steps.append(header_of(sample.image))
             shards.append((path, found))
     return shards, skipped
 
@@ -341,14 +364,15 @@ def optimize_shards(
     (the shard's ``KEY.txt``), tokenized as a captions TSV; the vocabulary from the train captions (data.min_freq).
     ``features``: the frozen ``model.encoder`` of ``config`` encodes each photo as its shard is written (in
     LitData's workers, ENCODE_BATCH at a time: nothing the size of the corpus is held in memory)."""
-    from captioning.jpeg_step import one_step
+    from captioning.jpeg_step import one_format
     from text_attn.core.vocab import tokenize
 
     hp = dm.hparams
     steps: list = []
     read = {split: read_shard_captions(patterns[split], steps if split == "train" else None)
             for split in ("train", "val", "test")}  # fmt: skip
-    step = one_step(steps)
+    found = one_format(steps)
+    cfg = settled_encoder(config or {}, found) if config else None
     inputs, counts, refs = {}, {}, {}
     for split, (shards, _) in read.items():
         n, inputs[split], refs[split] = 0, [], []
@@ -367,12 +391,9 @@ def optimize_shards(
             raise CaptionDataError(f"--shards_{split} {patterns[split]}: no usable sample")
     vocab = Vocabulary.build((c for caps in refs["train"] for c in caps), hp.min_freq)
     state = {"vocab": vocab.to_dict(), "train_references": refs["train"], "domain": Path(out).name,
-             "stores": "jpeg", "fingerprint": "", "jpeg_step": tuple(step) if step else None}  # fmt: skip
+             "stores": "jpeg", "fingerprint": "", **recorded_format(found)}  # fmt: skip
     if features:
-        encoder, state["fingerprint"] = frozen_encoder(config or {})
-        from captioning.jpeg_step import check_jpeg_step
-
-        check_jpeg_step(encoder.preprocess, [], (step,))
+        encoder, state["fingerprint"] = frozen_encoder(cfg)
         state["stores"] = "features"
         _ENCODER.append(encoder)
     options = {**dict(hp), "features": features, "shards": patterns, "captions_per_image": None}

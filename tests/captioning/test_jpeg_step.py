@@ -1,6 +1,7 @@
-"""The JPEG step of the training photos (issue 57): read from a JPEG file's own quantization tables, recorded in the
-model's preprocessing, applied after the squash to ``source_side`` and never to a photo already of that size; fit
-refuses a recorded step its training photos do not show."""
+"""The JPEG step of the training photos (issues 57, 63): read from a JPEG file's own quantization tables, recorded in
+the model's preprocessing when the photos are JPEG files of one quality at ``source_side`` (auto), applied after the
+squash to ``source_side`` and never to a photo already of that size; a value given by hand that the training photos
+contradict is refused in one line that says what to set."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from PIL import Image
 
 from captioning.bundled import BUNDLED_MODEL
 from captioning.captioner import Captioner
-from captioning.jpeg_step import JpegStep, check_jpeg_step, jpeg_step_of, photos_jpeg_step
+from captioning.jpeg_step import AUTO, JpegStep, PhotoFormat, jpeg_step_of, photo_format, settle_jpeg_step
 from captioning.preprocess import Preprocess
 from captioning.train_cli import caption_train_cli
 from text_attn.core.modelfile import update_info
@@ -47,17 +48,23 @@ def test_photos_not_jpeg_or_of_two_qualities_have_no_one_step(tmp_path):
     a = _save(_photo(seed=1), tmp_path / "a.jpg", quality=90, subsampling="4:2:0")
     b = _save(_photo(seed=2), tmp_path / "b.jpg", quality=90, subsampling="4:2:0")
     grey = _save(_photo(seed=3).convert("L"), tmp_path / "g.jpg", quality=90)  # one component: agrees with any
-    assert photos_jpeg_step([a, b, grey]) == JpegStep(90, "4:2:0")
-    assert photos_jpeg_step([a, _save(_photo(), tmp_path / "c.jpg", quality=80)]) is None  # two qualities
-    assert photos_jpeg_step([a, _save(_photo(), tmp_path / "d.jpg", quality=90, subsampling="4:4:4")]) is None
-    assert photos_jpeg_step([a, _save(_photo(), tmp_path / "p.png")]) is None  # a PNG among them
-    assert photos_jpeg_step([_photo(), _photo(seed=1)]) is None  # in memory (the shapes scenes)
+    assert photo_format([a, b, grey]) == PhotoFormat(JpegStep(90, "4:2:0"), None, "90 x 60 (not square)")
+    two = photo_format([a, _save(_photo(), tmp_path / "c.jpg", quality=80)])
+    assert two.step is None and two.why.startswith("JPEG files of 2 qualities (80, 90)")
+    assert photo_format([a, _save(_photo(), tmp_path / "d.jpg", quality=90, subsampling="4:4:4")]).step is None
+    png = photo_format([a, _save(_photo(), tmp_path / "p.png")])
+    assert png.step is None and png.why.startswith("not all JPEG files of the standard tables")
+    assert photo_format([_photo(), _photo(seed=1)]).step is None  # in memory (the shapes scenes)
+    square = [_save(_photo(24, 24, seed=i), tmp_path / f"s{i}.jpg", quality=75) for i in range(3)]
+    assert photo_format(square) == PhotoFormat(JpegStep(75, "4:2:0"), 24, "")
+    mixed = photo_format([*square, _save(_photo(30, 24), tmp_path / "w.jpg", quality=75)])
+    assert mixed == PhotoFormat(JpegStep(75, "4:2:0"), None, "of 2 sizes (24 x 24, 30 x 24, ...)")
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"the shared Flickr8k copy is not at {SHARED}")
 def test_the_shared_flickr8k_copies_are_jpeg_quality_90_420():
     photos = sorted(SHARED.iterdir())
-    assert photos_jpeg_step(photos, limit=500) == JpegStep(90, "4:2:0")
+    assert photo_format(photos, limit=500) == PhotoFormat(JpegStep(90, "4:2:0"), 224, "")
 
 
 def test_the_jpeg_step_follows_the_squash_in_memory():
@@ -100,18 +107,27 @@ def test_bad_settings_are_refused_in_one_line(options, message):
         Preprocess(**options)
 
 
-def test_fit_refuses_a_recorded_step_its_photos_do_not_show(tmp_path):
-    jpeg = [_save(_photo(seed=i), tmp_path / f"{i}.jpg", quality=75, subsampling="4:4:4") for i in range(3)]
-    recorded = Preprocess(source_side=24, jpeg_quality=90, jpeg_subsampling="4:2:0")
-    with pytest.raises(ValueError, match=r"JPEG quality 75, 4:4:4 .* set model.encoder.jpeg_quality: 75"):
-        check_jpeg_step(recorded, jpeg)
-    with pytest.raises(ValueError, match="not JPEG files of one quality"):
-        check_jpeg_step(recorded, [_photo()])
-    with pytest.raises(ValueError, match="say none: set model.encoder.jpeg_quality: 75"):
-        check_jpeg_step(Preprocess(source_side=24), jpeg)
-    check_jpeg_step(Preprocess(source_side=24, jpeg_quality=75, jpeg_subsampling="4:4:4"), jpeg)  # agrees
-    check_jpeg_step(Preprocess(source_side=24), [_photo()])  # nothing recompressed, nothing recorded
-    check_jpeg_step(Preprocess(), jpeg)  # no squash: nothing to check
+def test_auto_takes_the_step_of_photos_at_the_source_side_and_a_contradicting_value_is_refused(tmp_path):
+    jpeg = photo_format([_save(_photo(24, 24, seed=i), tmp_path / f"{i}.jpg", quality=75, subsampling="4:4:4")
+                         for i in range(3)])  # fmt: skip
+    step, line = settle_jpeg_step(24, AUTO, AUTO, jpeg)
+    assert step == JpegStep(75, "4:4:4") and line.startswith("the training photos are 24 x 24 JPEG files of quality 75")
+    step, line = settle_jpeg_step(32, AUTO, AUTO, jpeg)  # at another side: never recompressed at the source size
+    assert step is None and line.startswith("the training photos are 24 x 24, not the source side 32 x 32: no JPEG")
+    with pytest.raises(ValueError, match=r"say 90, 4:2:0, but the training photos are 24 x 24 JPEG files of quality "
+                       r"75, 4:4:4 .*: leave both auto .*, or set 75 and '4:4:4'"):  # fmt: skip
+        settle_jpeg_step(24, 90, "4:2:0", jpeg)
+    with pytest.raises(ValueError, match="say none, but .* or set 75 and '4:4:4'"):
+        settle_jpeg_step(24, None, None, jpeg)
+    none = photo_format([_photo()])
+    with pytest.raises(ValueError, match=r"say 90, 4:2:0, but the training photos are not JPEG files and 90 x 60 "
+                       r"\(not square\), so they went through no JPEG step at 24 x 24: leave both auto"):  # fmt: skip
+        settle_jpeg_step(24, 90, "4:2:0", none)
+    assert settle_jpeg_step(24, 75, "4:4:4", jpeg) == (JpegStep(75, "4:4:4"), "")  # agrees: nothing to say
+    assert settle_jpeg_step(24, None, None, none) == (None, "")
+    assert settle_jpeg_step(None, AUTO, AUTO, jpeg) == (None, "")  # no squash: no step after it
+    with pytest.raises(ValueError, match="given together, or both left auto"):
+        settle_jpeg_step(24, 90, AUTO, jpeg)
 
 
 def test_caption_train_refuses_a_jpeg_step_on_the_shapes_scenes(capsys, cli_run_in_tmp):
@@ -119,7 +135,7 @@ def test_caption_train_refuses_a_jpeg_step_on_the_shapes_scenes(capsys, cli_run_
     with pytest.raises(SystemExit) as exc:
         caption_train_cli([*args, "--model.encoder.jpeg_subsampling", "4:2:0"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and "not JPEG files of one quality" in err[-1] and "leave both null" in err[-1]
+    assert exc.value.code == 2 and "the training photos are not JPEG files" in err[-1] and "leave both auto" in err[-1]
 
 
 def test_model_files_record_the_step_and_older_files_load_without_it(tmp_path):
@@ -137,3 +153,15 @@ def test_model_files_record_the_step_and_older_files_load_without_it(tmp_path):
     recorded = {"source_side": 224, "squash_filter": "bicubic", "jpeg_quality": 90, "jpeg_subsampling": "4:2:0"}
     assert {k: data["preprocess"].get(k) for k in recorded} == recorded
     assert Captioner.load().preprocess.jpeg_quality == 90
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"the shared Flickr8k copy is not at {SHARED}")
+def test_auto_on_the_shared_copies_gives_the_bundled_models_preparation():
+    from captioning.data import CaptionDataModule
+
+    dm = CaptionDataModule(source="flickr8k", root=str(SHARED.parent))
+    dm.setup()
+    pre = Captioner.load().preprocess
+    step, line = settle_jpeg_step(pre.source_side, AUTO, AUTO, dm.train_photo_format())
+    assert step == JpegStep(pre.jpeg_quality, pre.jpeg_subsampling) == JpegStep(90, "4:2:0")
+    assert "224 x 224 JPEG files of quality 90, 4:2:0" in line

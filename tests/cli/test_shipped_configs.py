@@ -75,8 +75,8 @@ def _overrides(config: Path, data: Path) -> list[str]:
         return TEXT_DATA + (TEXT_CORPUS + SMALL_TRANSFORMER if "transformer_base" in config.name else [])
     if config.name.startswith("flickr8k") and "resnet" not in config.name:
         return ["--data.root", str(data / "flickr8k"), *FLICKR8K_DATA]
-    if config.name.startswith("flickr8k"):  # the paper's config on the fixture photos, which are not JPEG copies
-        return [*KARPATHY_DATA, "--model.encoder.jpeg_quality", "null", "--model.encoder.jpeg_subsampling", "null"]
+    if config.name.startswith("flickr8k"):  # the paper's Karpathy-split config on the fixture photos (no JPEG step)
+        return KARPATHY_DATA
     return SHAPES_DATA if config.name.startswith("shapes") else KARPATHY_DATA
 
 
@@ -84,7 +84,7 @@ def _overrides(config: Path, data: Path) -> list[str]:
 def data(tmp_path_factory) -> Path:
     """DATA/flickr8k and DATA/multi30k, written once for the module."""
     root = tmp_path_factory.mktemp("data")
-    write_original(root / "flickr8k", copies=True)  # the shipped configs' JPEG step: as the shared copies
+    write_original(root / "flickr8k", copies=True)  # as the shared copies (tests/cli/test_photo_kinds.py: others)
     write_corpus(root / "multi30k", langs=("de", "en", "fr"))
     return root
 

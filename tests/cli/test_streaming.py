@@ -257,9 +257,10 @@ def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
     cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data, lite)
     caption_main(["optimize", "--config", cfg, "--out", "chunks", "--features", "true"])
     # the features the feature cache computes for the same photos with the same encoder
+    from captioning.encoder import EncoderConfig
     from captioning.streaming import frozen_encoder
 
-    encoder, _ = frozen_encoder(yaml.safe_load(Path(cfg).read_text()))
+    encoder, _ = frozen_encoder(EncoderConfig(**yaml.safe_load(Path(cfg).read_text())["model"]["encoder"]))
     folder = CaptionDataModule(**data)
     folder.setup()
     with torch.no_grad():

@@ -12,21 +12,52 @@ IMAGES = Path(__file__).resolve().parents[1] / "fixtures" / "images"
 NAMES = ["coffee.png", "chelsea.png", "rocket.jpg", "astronaut.png"]
 
 
+# Flickr8k as people download it: full-size photos of many sizes; the camera's (or editor's) JPEG quality varies,
+# and one is a PNG (what a user's own folder may hold). (size, how it is saved) per photo, in NAMES' order.
+ORIGINALS = [  # the train split reads the first two (a JPEG and a PNG), val the third, test the fourth
+    ((500, 375), {"format": "JPEG", "quality": 96, "subsampling": "4:4:4"}),
+    ((375, 500), {"format": "PNG"}),
+    ((640, 427), {"format": "JPEG", "quality": 85, "subsampling": "4:2:0"}),
+    ((500, 333), {"format": "JPEG", "quality": 96, "subsampling": "4:4:4"}),
+]
+# What the photos are: the fixture files as they are; the shared copies (224 x 224, JPEG quality 90, 4:2:0); full-size
+# originals (ORIGINALS); full-size photos saved with Pillow's defaults (JPEG quality 75, 4:2:0).
+KINDS = ("fixtures", "copies", "originals", "pillow")
+
+
+def _write_photo(name: str, index: int, out: Path, kind: str) -> None:
+    if kind == "fixtures":
+        shutil.copy(IMAGES / name, out)
+        return
+    with Image.open(IMAGES / name) as img:
+        rgb = img.convert("RGB")
+    if kind == "copies":  # squashed to 224 x 224 and saved as the shared copy's photos were
+        rgb.resize((224, 224), Image.Resampling.BICUBIC).save(out, "JPEG", quality=90, subsampling="4:2:0")
+        return
+    size, saved = ORIGINALS[index]
+    big = rgb.resize(size, Image.Resampling.BICUBIC)
+    if kind == "pillow":
+        big.save(out, "JPEG")  # Pillow's defaults: quality 75, 4:2:0
+    else:
+        big.save(out, **saved)
+
+
 def write_original(
-    root: Path, token_lines: list[str] | None = None, splits: dict | None = None, copies: bool = False
+    root: Path,
+    token_lines: list[str] | None = None,
+    splits: dict | None = None,
+    copies: bool = False,
+    kind: str | None = None,
 ) -> Path:
     """A Flickr8k-shaped folder in the dataset's own layout: 4 images, 2 captions each, junk lines like the real
-    file's (a ``.jpg.1`` name, a name not in the folder, a line without a tab). ``copies``: each photo as the shared
-    copy holds its photos, squashed to 224 x 224 and saved as JPEG quality 90, 4:2:0 (under the same name), which the
-    shipped Flickr8k configs' JPEG step expects (fit checks it)."""
+    file's (a ``.jpg.1`` name, a name not in the folder, a line without a tab). ``kind`` (KINDS) says what the photos
+    are, each under its fixture's name; ``copies``: the shared copies' kind."""
+    kind = kind or ("copies" if copies else "fixtures")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     (root / "Flicker8k_Dataset").mkdir(parents=True)
-    for n in NAMES:
-        if copies:
-            with Image.open(IMAGES / n) as img:
-                square = img.convert("RGB").resize((224, 224), Image.Resampling.BICUBIC)
-            square.save(root / "Flicker8k_Dataset" / n, "JPEG", quality=90, subsampling="4:2:0")
-        else:
-            shutil.copy(IMAGES / n, root / "Flicker8k_Dataset" / n)
+    for i, n in enumerate(NAMES):
+        _write_photo(n, i, root / "Flicker8k_Dataset" / n, kind)
     text = root / "Flickr8k_text"
     text.mkdir()
     if token_lines is None:

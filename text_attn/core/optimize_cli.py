@@ -94,7 +94,9 @@ def split_fit_options(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
             else:
                 value, i = (argv[i + 1] if i + 1 < len(argv) else ""), i + 2
             if name.startswith("--model."):
-                model[name[2:]] = yaml.safe_load(value)
+                parsed = yaml.safe_load(value)
+                # YAML 1.1 reads 4:4:4 as a base-60 number (14644); fit's parser keeps the string it names
+                model[name[2:]] = value if ":" in value and isinstance(parsed, int | float) else parsed
             continue
         rest.append(arg)
         i += 1
