@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from captioning.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
+from captioning.process_start import should_start, start_others
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line
 from text_attn.core.safe_files import (
     OutputRefused,
@@ -437,6 +438,24 @@ def caption_main(argv: list[str] | None = None) -> int:
             fail("caption", f"{flag} must be at least 1, got {value}")
     if args.workers < 0:
         fail("caption", f"--workers must be 0 or more, got {args.workers}")
+    if not should_start(args.devices, args.num_nodes):
+        return _checked_run(args)
+    # --devices N: the other processes start now and import and load beside this one (captioning.process_start)
+    others = start_others(args.devices, list(sys.argv[1:] if argv is None else argv))
+    code = 1
+    try:
+        code = _checked_run(args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        code = others.finish(code)
+    if code:
+        raise SystemExit(code)
+    return 0
+
+
+def _checked_run(args: argparse.Namespace) -> int:
+    """The run once the options are checked: the model loaded, then the demo, its description or the inputs."""
     if args.threads:
         import torch
 

@@ -23,6 +23,7 @@ captioning.photo_stream reader and captioned by the same ``caption_cli.caption_b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import shutil
@@ -40,6 +41,7 @@ from pytorch_lightning.callbacks import BasePredictionWriter
 from captioning.caption_cli import OverlayNames, _closing_notes, caption_batch
 from captioning.collection import ResumeError, captioned_lines, image_key
 from captioning.photo_stream import Id, PhotoStream, owner, photo_batches
+from captioning.process_start import loop_started
 from captioning.shards import is_shard
 from text_attn.core.errors import fail, one_line
 from text_attn.core.part_files import LineCounter, PartError, PartWriter, Row, held_ids, merge_parts, part_files
@@ -111,6 +113,7 @@ class CaptionPredictor(pl.LightningModule):
         self.trainer.strategy.barrier("caption: parts folder ready")  # before the loop: every process reaches it
 
     def on_predict_start(self) -> None:
+        loop_started()  # a process started early says its own errors from here on (captioning.process_start)
         if self.global_rank == 0:  # one bar, every process's rows (Progress)
             todo = None if self.total is None or self.args.resume else self.total  # resumed: left to do unknown
             self.progress = Progress(self.parts, self.earlier, todo).__enter__()
@@ -212,18 +215,32 @@ def _stop(rank: int, message: str) -> None:
     raise SystemExit(2)
 
 
-def _quiet_lightning() -> None:
-    """Lightning's start-up lines (devices found, ranks initialised) are not the command's output."""
-    for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", module="pytorch_lightning")
-    warnings.filterwarnings("ignore", module="lightning_fabric")
+@contextlib.contextmanager
+def _quiet_lightning():
+    """Lightning's start-up lines (devices found, ranks initialised) are not the command's output; the loggers and
+    warning filters are as they were after the run (a notebook or a test goes on in the same process)."""
+    names = ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric")
+    levels = {name: logging.getLogger(name).level for name in names}
+    with warnings.catch_warnings():
+        for name in names:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        warnings.filterwarnings("ignore", module="pytorch_lightning")
+        warnings.filterwarnings("ignore", module="lightning_fabric")
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
 
 
 def caption_on_processes(captioner, args: argparse.Namespace, sources: list[str], empty: list[str]) -> int:
     """The run (every process calls it): the loop on Lightning, then on the first process the merge into OUT and the
     notes. The exit code: 0, or 1 when a photo failed or a folder held none."""
-    _quiet_lightning()
+    with _quiet_lightning():
+        return _run(captioner, args, sources, empty)
+
+
+def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[str]) -> int:
     accelerator = "cpu" if args.device == "cpu" else "gpu" if args.device.startswith("cuda") else args.device
     processes = args.devices * args.num_nodes
     writer = PartFileWriter(parts_folder(args.jsonl))

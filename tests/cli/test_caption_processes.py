@@ -5,6 +5,7 @@ ones start 2 CPU processes (gloo), as a user would, and kill one with SIGKILL mi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -71,8 +72,11 @@ def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(mode
     assert member["reference"] == "a photo number 1" and member["caption"] and "key" not in recs[0]
 
     out = tmp_path / "dev.jsonl"
+    levels = {n: logging.getLogger(n).level for n in ("pytorch_lightning", "lightning_fabric")}
     assert _run([*base, "--jsonl", out, "--devices", "1"]) == 1
     assert _lines(out) == plain  # byte for byte: the same batches, the same per-batch work
+    # Lightning's start-up lines were hidden for the run only: a later run in this process logs as before
+    assert {n: logging.getLogger(n).level for n in levels} == levels
     assert not Path(f"{out}.parts").exists()
     assert capsys.readouterr().err.count("caption: error: ") == 1
 

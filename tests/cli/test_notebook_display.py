@@ -135,3 +135,17 @@ def test_in_a_browser_the_frame_builds_the_view_and_a_hovered_word_redraws_it(br
     frame_height = pg.evaluate("document.querySelector('iframe').getBoundingClientRect().height")
     assert frame_height > 300  # grown to the page it holds
     assert pg.errors == []
+
+
+def test_a_translations_still_is_one_jpeg_rendered_once(translations, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from text_attn.translation.display import translation_png
+
+    formats = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: formats.append(k.get("format")) or real(self, *a, **k))
+    still, png = translation_png(translations[0], jpeg=True), translation_png(translations[0])
+    assert formats == ["jpeg", "png"]  # the JPEG is drawn as a JPEG, not a PNG decoded and encoded again
+    with Image.open(io.BytesIO(still)) as a, Image.open(io.BytesIO(png)) as b:
+        assert a.format == "JPEG" and b.format == "PNG" and a.size == b.size

@@ -159,9 +159,9 @@ def test_bleu_by_length_plot(tmp_path, captured):
     lines = ax.get_lines()
     assert [line.get_label() for line in lines] == ["rnnsearch", "rnnenc"]
     y = lines[1].get_ydata()
-    assert y[0] == pytest.approx(0.35) and math.isnan(y[1]) and y[2] == pytest.approx(0.1)
+    assert y[0] == pytest.approx(35) and math.isnan(y[1]) and y[2] == pytest.approx(10)  # 0-100, as tables print
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert [t.split("\n")[0] for t in ticks] == ["5-10", "10-20", "20-30"]  # bucket order kept
-    assert ax.get_ylim() == (0.0, 1.0)
+    assert ax.get_ylim() == (0.0, 100.0) and ax.get_ylabel() == "BLEU (0-100)"
     with pytest.raises(ValueError, match="empty"):
         plot_bleu_by_length({}, tmp_path / "none.png")

@@ -15,10 +15,16 @@ def one_line(err: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# Set in the other processes of a run started together (captioning.process_start) until they reach their loop: what
+# every process refuses alike, the first one says.
+QUIET_ERRORS = "ATTN_QUIET_ERRORS"
+
+
 def fail(prog: str, message: str, code: int = 2) -> None:
     """One line on stderr, ``prog: error: message``, then exit with ``code``."""
     text = inert(" ".join(str(message).split()))  # file names, a file's text: no control character reaches a terminal
-    print(f"{prog}: error: {text}", file=sys.stderr)
+    if os.environ.get(QUIET_ERRORS) != "1":
+        print(f"{prog}: error: {text}", file=sys.stderr)
     raise SystemExit(code)
 
 

@@ -56,14 +56,4 @@ def translation_png(translation: Any, jpeg: bool = False) -> bytes | None:
     g = grid(translation)
     if g is None or not translation.tokens:
         return None
-    png = alignment_png(g, [*translation.source, "<eos>"], list(translation.tokens))
-    if not jpeg:
-        return png
-    import io
-
-    from PIL import Image
-
-    buf = io.BytesIO()
-    with Image.open(io.BytesIO(png)) as im:
-        im.convert("RGB").save(buf, format="JPEG", quality=85, optimize=True)
-    return buf.getvalue()
+    return alignment_png(g, [*translation.source, "<eos>"], list(translation.tokens), jpeg=jpeg)

@@ -107,12 +107,18 @@ def plot_alignment(
     return _save(alignment_figure(weights, source_tokens, target_tokens, title), path)
 
 
-def alignment_png(weights: Any, source_tokens: list[str], target_tokens: list[str], title: str | None = None) -> bytes:
-    """:func:`alignment_figure` as PNG bytes (nothing written: Jupyter's picture of a translation)."""
+def alignment_png(
+    weights: Any, source_tokens: list[str], target_tokens: list[str], title: str | None = None, jpeg: bool = False
+) -> bytes:
+    """:func:`alignment_figure` as PNG bytes (nothing written: Jupyter's picture of a translation); ``jpeg``: JPEG
+    bytes instead (quality 85: a notebook frame's still), rendered once, not from the PNG."""
     fig = alignment_figure(weights, source_tokens, target_tokens, title)
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
+    if jpeg:
+        fig.savefig(buf, format="jpeg", dpi=_DPI, bbox_inches="tight", pil_kwargs={"quality": 85, "optimize": True})
+    else:
+        fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
     return buf.getvalue()
 
 
@@ -219,14 +225,15 @@ def plot_bleu_by_length(results: dict[str, dict[str, dict]], path: str | Path, t
     ax = fig.add_subplot()
     x = np.arange(len(labels))
     for model, buckets in results.items():
-        y = [buckets.get(label, {}).get("bleu", math.nan) for label in labels]
+        # 0-100, as every table prints BLEU (bleu_by_length gives fractions)
+        y = [100.0 * buckets.get(label, {}).get("bleu", math.nan) for label in labels]
         # Markers keep a lone bucket between two NaN gaps visible.
         ax.plot(x, np.asarray(y, dtype=np.float64), marker="o", label=model)
     ax.set_xticks(x)
     ax.set_xticklabels(ticks)
     ax.set_xlabel("source sentence length (words)")
-    ax.set_ylabel("BLEU")
-    ax.set_ylim(0.0, 1.0)
+    ax.set_ylabel("BLEU (0-100)")
+    ax.set_ylim(0.0, 100.0)
     ax.grid(True, alpha=0.3)
     ax.legend()
     if title:

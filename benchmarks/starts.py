@@ -1,0 +1,100 @@
+"""How long a command takes to start: the imports, and ``caption`` on one photo with one and two processes.
+
+    python benchmarks/starts.py                        # 5 repeats, the table of docs/speed.md
+    python benchmarks/starts.py --repeats 3 --json docs/starts.json
+
+Each row is a whole command, timed from its start to its exit, on one demo photo with the bundled model, run in a
+fresh process as a user runs it; the rows are interleaved in every repeat (a machine that slows mid-run slows them
+all alike) and the table gives the median and each row as a ratio of Lightning's import in the same run:
+- ``python -c "import torch"`` and ``python -c "import pytorch_lightning"``: the floors (torchmetrics, which
+  Lightning imports, pulls in torchvision);
+- ``caption PHOTO``: one process, the captioning loop of its own;
+- ``caption PHOTO --jsonl OUT --devices 1``: Lightning's predict loop in one process;
+- ``caption PHOTO --jsonl OUT --devices 2``: two processes, started together (captioning.process_start: each imports
+  and loads the model beside the other);
+- the same with ``CAPTION_EARLY_START=0``: the second process started by Lightning's launcher when the loop begins,
+  so it imports and loads again, in series behind the first.
+Goal (issue 63): ``--devices 2`` at most 1.4x Lightning's import. Measure on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from captioning.bundled import DEMO_PHOTOS  # noqa: E402
+from text_attn.core.safe_files import write_text  # noqa: E402
+
+LIGHTNING = "python -c 'import pytorch_lightning'"
+
+
+def _caption() -> str:
+    beside = Path(sys.executable).parent / "caption"
+    return str(beside) if beside.is_file() else "caption"
+
+
+def rows(out: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """label -> (command, extra environment)."""
+    photo, caption = str(DEMO_PHOTOS[0]), _caption()
+    jsonl = ["--jsonl", str(out / "out.jsonl")]
+    return {
+        "python -c 'import torch'": ([sys.executable, "-c", "import torch"], {}),
+        LIGHTNING: ([sys.executable, "-c", "import pytorch_lightning"], {}),
+        "caption PHOTO": ([caption, photo], {}),
+        "caption PHOTO --jsonl OUT --devices 1": ([caption, photo, *jsonl, "--devices", "1"], {}),
+        "caption PHOTO --jsonl OUT --devices 2": ([caption, photo, *jsonl, "--devices", "2"], {}),
+        "the same, second process started by Lightning's launcher": (
+            [caption, photo, *jsonl, "--devices", "2"],
+            {"CAPTION_EARLY_START": "0"},
+        ),
+    }
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"starts: error: {' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-300:]}")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=5, help="runs of every row, interleaved (default 5)")
+    p.add_argument("--json", type=Path, help="also write the rows here")
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error("--repeats must be at least 1")
+    with tempfile.TemporaryDirectory() as tmp:
+        table = rows(Path(tmp))
+        times: dict[str, list[float]] = {label: [] for label in table}
+        for cmd, env in table.values():  # once untimed: the files in the page cache, as on later runs
+            timed(cmd, env)
+        for _ in range(args.repeats):
+            for label, (cmd, env) in table.items():
+                times[label].append(timed(cmd, env))
+    medians = {label: statistics.median(t) for label, t in times.items()}
+    base = medians[LIGHTNING]
+    print(f"{os.cpu_count()} cores; median of {args.repeats} runs; ratio: to Lightning's import in this run\n")
+    print("| command | seconds (median) | min - max | x Lightning's import |\n|---|---|---|---|")
+    for label, t in times.items():
+        print(f"| `{label}` | {medians[label]:.2f} | {min(t):.2f} - {max(t):.2f} | {medians[label] / base:.2f}x |")
+    if args.json:
+        data = {"cores": os.cpu_count(), "repeats": args.repeats, "seconds": times}
+        write_text(args.json, json.dumps(data, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
