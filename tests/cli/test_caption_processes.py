@@ -72,6 +72,8 @@ def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(mode
     assert member["reference"] == "a photo number 1" and member["caption"] and "key" not in recs[0]
 
     out = tmp_path / "dev.jsonl"
+    import pytorch_lightning  # noqa: F401 - its import sets its loggers' levels; the run must not change them after
+
     levels = {n: logging.getLogger(n).level for n in ("pytorch_lightning", "lightning_fabric")}
     assert _run([*base, "--jsonl", out, "--devices", "1"]) == 1
     assert _lines(out) == plain  # byte for byte: the same batches, the same per-batch work
