@@ -1,0 +1,88 @@
+"""``caption --devices N`` starts its other processes before anything heavy is imported (captioning.process_start):
+each then imports and loads beside the first, not in series behind it. The two-process runs themselves are in
+tests/cli/test_caption_processes.py (-m slow)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from captioning.process_start import LAUNCHED, should_start
+
+# the first process of `caption PHOTO --jsonl OUT --devices 2`, with Popen replaced: what it starts, and when
+PROBE = textwrap.dedent("""
+    import json, os, sys
+    import captioning.process_start as ps
+
+    class Started(Exception):
+        pass
+
+    def popen(cmd, env):
+        print(json.dumps({"torch": "torch" in sys.modules, "lightning": "pytorch_lightning" in sys.modules,
+                          "cmd": cmd, "env": {k: env.get(k) for k in ("LOCAL_RANK", "WORLD_SIZE", "NODE_RANK",
+                          "MASTER_ADDR", "ATTN_QUIET_ERRORS")}, "port": env.get("MASTER_PORT"),
+                          "mine": {k: os.environ.get(k) for k in ("LOCAL_RANK", "WORLD_SIZE")}}))
+        raise Started
+
+    ps.subprocess.Popen = popen
+    from captioning.caption_cli import caption_main
+    try:
+        caption_main(sys.argv[1:])
+    except Started:
+        pass
+""")
+
+
+def test_the_other_process_starts_before_torch_is_imported(tmp_path):
+    photo = tmp_path / "p.png"
+    photo.write_bytes(b"")  # never read: the probe stops at the start
+    args = [str(photo), "--jsonl", str(tmp_path / "o.jsonl"), "--devices", "2"]
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in __import__("os").environ.items() if k not in LAUNCHED})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert not seen["torch"] and not seen["lightning"]  # started before the heavy imports
+    assert seen["cmd"][0] == sys.executable and seen["cmd"][-len(args) :] == args  # the same command line
+    assert seen["env"] == {"LOCAL_RANK": "1", "WORLD_SIZE": "2", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                           "ATTN_QUIET_ERRORS": "1"}  # fmt: skip
+    assert int(seen["port"]) > 0 and seen["mine"] == {"LOCAL_RANK": "0", "WORLD_SIZE": "2"}
+
+
+@pytest.mark.parametrize(
+    ("devices", "nodes", "env", "starts"),
+    [
+        (2, 1, {}, True),
+        (None, 1, {}, False),  # one process, its own loop
+        (1, 1, {}, False),  # one process on Lightning: nothing to start
+        (2, 2, {}, False),  # several machines: each machine's launcher starts its processes
+        (2, 1, {"LOCAL_RANK": "0"}, False),  # torchrun or a process started here: started already
+        (2, 1, {"SLURM_NTASKS": "2"}, False),
+        (2, 1, {"CAPTION_EARLY_START": "0"}, False),  # Lightning's launcher, when the loop begins
+    ],
+)
+def test_who_starts_the_other_processes(monkeypatch, devices, nodes, env, starts):
+    for key in (*LAUNCHED, "CAPTION_EARLY_START"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert should_start(devices, nodes) is starts
+
+
+def test_what_every_process_refuses_is_said_once(tmp_path):
+    import os
+    from pathlib import Path
+
+    from captioning.bundled import DEMO_PHOTOS
+
+    bad = tmp_path / "bad.pt"
+    bad.write_text("not a model")
+    caption = str(Path(sys.executable).parent / "caption")
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHED}
+    done = subprocess.run([caption, str(DEMO_PHOTOS[0]), "--jsonl", str(tmp_path / "o.jsonl"), "--devices", "2",
+                           "--model", str(bad)], capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"caption: error: {bad}: not a model file (UnpicklingError)"]
