@@ -499,7 +499,7 @@ def translate_real_rows(repeats: int, root: Path | None, n: int = 256, batch: in
     1): sentences/s with ended sentences dropped from the batch (the default) and stepped to the end (before), the same
     output."""
     from text_attn.translation.corpora import corpus_file, read_parallel_text
-    from text_attn.translation.tasks import TaskError
+    from text_attn.translation.pairs import TaskError
     from text_attn.translation.translator import Translator
 
     what = "translate Multi30k val (bundled de->en bahdanau model)"
