@@ -79,7 +79,8 @@ class TextFamily:
     choice = "bleu"
 
     def __init__(self, args: argparse.Namespace):
-        from multi30k import StageError, read_pair
+        from _multi30k import read_pair
+        from _runs import StageError
 
         try:
             self.sources, self.refs = read_pair(args.data_root, args.split, args.src, args.tgt, args.limit)
@@ -93,7 +94,8 @@ class TextFamily:
         return Translator.load(model)
 
     def average(self, last: list[Path]):
-        from text_attn.translation.export import average_sources, read_source
+        from text_attn.translation.checkpoint import read_source
+        from text_attn.translation.export import average_sources
         from text_attn.translation.translator import Translator
 
         content, _ = read_source(last[-1])
@@ -107,7 +109,7 @@ class TextFamily:
         write_model_file(content, out, src=src)
 
     def evaluate(self, translator) -> dict:
-        from multi30k import score
+        from _multi30k import score
 
         hyps = []
         for i in range(0, len(self.sources), 64):
