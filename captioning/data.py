@@ -39,22 +39,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.attention_targets import TARGET_WORDS, TokenBoxes, caption_cells, scene_token_boxes
+from captioning.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
 from captioning.domain import domain_check
 from captioning.feature_cache import fill_features
 from captioning.jpeg_step import JpegStep
 from captioning.preprocess import Preprocess, prepared
 from captioning.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
 from captioning.shapes import Scene, make_scenes
+from captioning.splits import CaptionSplit
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import POOL_BATCHES, EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
@@ -64,17 +63,6 @@ SOURCES = ("shapes", "karpathy", "flickr8k", "folder")
 # Default split sizes when a size is None: shapes scenes per split; folder val / test fraction.
 _SHAPES_SIZES = {"train": 4000, "val": 500, "test": 500}
 _FOLDER_FRACTION = 0.05
-
-
-@dataclass
-class CaptionSplit:
-    """One split: images (files, or in-memory PIL images for shapes) with their references."""
-
-    images: list[Path | Image.Image]
-    references: list[list[list[str]]]  # per image, its captions as token lists
-    scenes: list[Scene] | None = None  # shapes only: ground truth for grounding
-    boxes: list[list[TokenBoxes]] | None = None  # karpathy with boxes: per image, per caption, its token boxes
-    sizes: list[tuple[int, int] | None] | None = None  # per image (width, height) when known without opening it
 
 
 # --- datasets and batches --------------------------------------------------------------------------------------------

@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from text_attn.core import native
 from text_attn.core.fused import SCRATCH
 
 if TYPE_CHECKING:
-    from captioning.decoder import ShowAttendTellDecoder
     from text_attn.core.attention import ProjectedKeys
 
 
@@ -42,7 +41,7 @@ def _native(*tensors: Tensor) -> native.Kernels | None:
 
 
 def fused_steps(
-    decoder: ShowAttendTellDecoder, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys, use_soft: Tensor | None
+    decoder: nn.Module, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys, use_soft: Tensor | None
 ) -> list[tuple]:
     """The decoder's recurrence over all T steps of emb (B, T, E) -> per step (h_t, c_t, z_t, α_t, hard): the same
     numbers as T calls of its plain step, faster.

@@ -169,7 +169,7 @@ def load_chunks(dm) -> None:
     """Fill the caption data module ``dm`` from the chunk folder ``dm.hparams.root``: vocabulary and train references
     from ``data_state.pt``; val and test references (and features, when the chunks hold them) in memory, their images
     read by index; the train split streams (``StreamCollate``)."""
-    from captioning.data import CaptionSplit
+    from captioning.splits import CaptionSplit
 
     hp = dm.hparams
     root = hp.root
