@@ -13,11 +13,11 @@ import torch
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
-from captioning.bundled import BUNDLED_MODEL
-from captioning.captioner import Captioner
-from captioning.jpeg_step import JpegStep, check_jpeg_step, jpeg_step_of, photos_jpeg_step
-from captioning.preprocess import Preprocess
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
+from captioning.model.bundled import BUNDLED_MODEL
+from captioning.model.captioner import Captioner
+from captioning.photos.jpeg_step import JpegStep, check_jpeg_step, jpeg_step_of, photos_jpeg_step
+from captioning.photos.preprocess import Preprocess
 from text_attn.core.modelfile import update_info
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "flickr8k" / "Flicker8k_Dataset"

@@ -61,7 +61,13 @@ def _helpers_imported(paths: list[pathlib.Path]) -> list[pathlib.Path]:
 
 
 def _modules(folder: pathlib.Path, package: str) -> list[str]:
-    return [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem != "__init__"]
+    """Every module of the package in ``folder``, its sub-packages' too (captioning's rooms)."""
+    names = []
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(folder).with_suffix("").parts
+        if parts != ("__init__",):
+            names.append(".".join((package, *(parts[:-1] if parts[-1] == "__init__" else parts))))
+    return names
 
 
 def _loaded_after(*groups: list[str]) -> list[set[str]]:
@@ -112,20 +118,20 @@ def test_the_server_sits_above_both_families_and_neither_imports_it():
 
 
 def test_captioning_imports_the_core_only():
-    assert len(list((ROOT / "captioning").glob("*.py"))) > 8
+    assert len(list((ROOT / "captioning").rglob("*.py"))) > 8
     assert _offenders(ROOT / "captioning", ("text_attn.translation",)) == []
 
 
 # The data modules never depend on a model: no network, no LightningModule, no inference object (docs/code.md).
 DATA_MODULES = {
-    "captioning/data.py": (
-        "captioning.captioner",  # the inference object
-        "captioning.model",
-        "captioning.encoder",
-        "captioning.inference_encoder",
-        "captioning.decoder",
-        "captioning.module",  # the LightningModule
-        "captioning.objective",
+    "captioning/training/data.py": (
+        "captioning.model.captioner",  # the inference object
+        "captioning.model.network",
+        "captioning.model.encoder",
+        "captioning.model.inference_encoder",
+        "captioning.model.decoder",
+        "captioning.training.module",  # the LightningModule
+        "captioning.training.objective",
     ),
     "text_attn/translation/data.py": (
         "text_attn.translation.translator",  # the inference object
@@ -155,7 +161,7 @@ def test_the_data_modules_import_no_model_network_or_inference_object():
         assert "text_attn.core.batching" in names  # the scan really read the file
         assert [n for n in names if any(n == b or n.startswith(b + ".") for b in banned)] == [], path
     (loaded,) = _loaded_after([p.removesuffix(".py").replace("/", ".") for p in DATA_MODULES])
-    assert "captioning.data" in loaded and "text_attn.translation.data" in loaded
+    assert "captioning.training.data" in loaded and "text_attn.translation.data" in loaded
     assert sorted(loaded & {b for banned in DATA_MODULES.values() for b in banned}) == []
 
 
@@ -171,7 +177,7 @@ def test_importing_the_core_builds_no_application_and_no_lightning():
 
 def test_importing_all_of_captioning_loads_no_text_application():
     _, loaded = _core_then_all_of_captioning()  # the core's modules loaded first: they are captioning's library
-    assert "captioning.module" in loaded
+    assert "captioning.training.module" in loaded
     assert sorted(m for m in loaded if m.startswith("text_attn.translation")) == []
 
 
@@ -179,7 +185,12 @@ def test_importing_all_of_captioning_loads_no_text_application():
 def test_inference_needs_no_lightning():
     """Inference (translate, caption) loads a model file and decodes: it must not import the training stack."""
     (loaded,) = _loaded_after(
-        ["text_attn.translation.translator", "captioning.captioner", "captioning.model", "captioning.caption_cli"]
+        [
+            "text_attn.translation.translator",
+            "captioning.model.captioner",
+            "captioning.model.network",
+            "captioning.commands.caption",
+        ]
     )
-    assert "text_attn.translation.translator" in loaded and "captioning.captioner" in loaded
+    assert "text_attn.translation.translator" in loaded and "captioning.model.captioner" in loaded
     assert "pytorch_lightning" not in loaded

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-import captioning.caption_cli as cli
+import captioning.commands.caption as cli
 
 _real = cli.caption_items
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from captioning import collection
-from captioning.preprocess import Preprocess
-from captioning.shards import ShardNote, ShardSample, is_shard, iter_shard
+from captioning.photos import collection
+from captioning.photos.preprocess import Preprocess
+from captioning.photos.shards import ShardNote, ShardSample, is_shard, iter_shard
 
 Id = tuple[int, int]  # (source index, sample index in the shard; 0 for a file)
 

@@ -46,14 +46,14 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
-from captioning.domain import domain_check
-from captioning.feature_cache import fill_features
-from captioning.jpeg_step import JpegStep
-from captioning.preprocess import Preprocess, prepared
-from captioning.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
-from captioning.shapes import Scene, make_scenes
-from captioning.splits import CaptionSplit
+from captioning.photos.domain import domain_check
+from captioning.photos.jpeg_step import JpegStep
+from captioning.photos.preprocess import Preprocess, prepared
+from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
+from captioning.training.feature_cache import fill_features
+from captioning.training.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
+from captioning.training.shapes import Scene, make_scenes
+from captioning.training.splits import CaptionSplit
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import POOL_BATCHES, EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
@@ -275,7 +275,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if self.splits:
             return
         if self.streams:
-            from captioning.streaming import load_chunks
+            from captioning.training.streaming import load_chunks
 
             load_chunks(self)  # vocabulary, val and test; train streams
             return
@@ -431,7 +431,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         hp = self.hparams
         if self.streams:
-            from captioning.streaming import StreamCollate
+            from captioning.training.streaming import StreamCollate
 
             if hp.attention_targets and self.grid is None:
                 raise CaptionDataError("attention_targets needs the encoder's grid: call set_grid(model.encoder.grid)")

@@ -15,9 +15,9 @@ from text_attn.core.safe_files import atomic_output, inert_output
 def model_from_checkpoint(ckpt: dict, path: str):
     """A Captioner with the weights of a caption-train (CaptionModule) Lightning checkpoint of this version (its
     vocabulary stored, its model options in the encoder / decoder blocks)."""
-    from captioning.captioner import Captioner
-    from captioning.decoder import DecoderConfig
-    from captioning.encoder import EncoderConfig
+    from captioning.model.captioner import Captioner
+    from captioning.model.decoder import DecoderConfig
+    from captioning.model.encoder import EncoderConfig
     from text_attn.core.training import as_config
     from text_attn.core.vocab import Vocabulary
 
@@ -47,7 +47,7 @@ def model_from_checkpoint(ckpt: dict, path: str):
 
 def load_any(path: str):
     """(Captioner, what) from a caption-train checkpoint or a caption model file."""
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
 
     data = read_export_source(path)
     if isinstance(data, dict) and "format" in data:
@@ -82,7 +82,7 @@ def export_model(captioner, out: str | Path, half: bool = False, encoder_from_pa
     """Write the captioner's model file at ``out`` (float16 parameters with ``half``; without the encoder's weights
     when an installed package ships them, ``encoder_from_package``): next to it first, read back, then moved over
     ``out`` (which may be the input)."""
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
 
     out = Path(out)
     with atomic_output(out) as tmp:  # a fresh file beside out (never a predictable name), renamed when it loads

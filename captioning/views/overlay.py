@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from captioning.overlay_layout import MARGIN, draw_key, draw_label, draw_title, header_height, key_top, wrap
-from captioning.preprocess import to_rgb
+from captioning.photos.preprocess import to_rgb
+from captioning.views.overlay_layout import MARGIN, draw_key, draw_label, draw_title, header_height, key_top, wrap
 from text_attn.core.arrays import to_numpy
 from text_attn.core.safe_files import atomic_output
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from captioning.fast_path import fused_steps
+from captioning.model.fast_path import fused_steps
 from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
 from text_attn.core.decoding import select_rows
 from text_attn.core.fused import KeyGradSink, KeyGradSummer

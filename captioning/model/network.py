@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
-from captioning.encoder import EncoderConfig, ImageEncoder
+from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
+from captioning.model.encoder import EncoderConfig, ImageEncoder
 from text_attn.core.decoding import SearchResult, search, select_rows
 
 # Each block's option names (caption-train names the block of an option given directly under model).

@@ -20,11 +20,11 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from captioning.decoder import HARD_INFERENCE, DecoderConfig, ShowAttendTellDecoder
-from captioning.domain import far_from_domain, valid_check
-from captioning.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
-from captioning.model import CaptionModel
-from captioning.preprocess import Preprocess
+from captioning.model.decoder import HARD_INFERENCE, DecoderConfig, ShowAttendTellDecoder
+from captioning.model.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
+from captioning.model.network import CaptionModel
+from captioning.photos.domain import far_from_domain, valid_check
+from captioning.photos.preprocess import Preprocess
 from text_attn.core.decoding import SearchResult
 from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
@@ -58,13 +58,13 @@ class Caption(NamedTuple):
     def _repr_html_(self) -> str | None:
         """Jupyter: the caption over its photo, hover a word to see where the model looked (as ``caption --html``),
         in one self-contained frame; None (no HTML view) for a caption without its photo."""
-        from captioning.display import captions_html
+        from captioning.views.display import captions_html
 
         return captions_html([self])
 
     def _repr_png_(self) -> bytes | None:
         """Where HTML is not shown: the overlay picture ``caption --overlay`` writes (PNG bytes; None without photo)."""
-        from captioning.display import caption_png
+        from captioning.views.display import caption_png
 
         return caption_png(self)
 
@@ -73,7 +73,7 @@ class Captions(PageList):
     """The captions of :meth:`Captioner.caption_images`: a list, shown in Jupyter as one page of them all."""
 
     def _page(self, items: list) -> str | None:
-        from captioning.display import captions_html
+        from captioning.views.display import captions_html
 
         return captions_html(items)
 
@@ -162,7 +162,7 @@ class Captioner:
         """A captioner from a file written by :meth:`save` (no network needed), or a bundled model by name
         (``flickr8k``, ``shapes``; no argument: the bundled Flickr8k model, as ``caption`` uses); anything else, a
         training checkpoint included (its message names caption-export), raises ModelFileError with one line."""
-        from captioning.bundled import model_path
+        from captioning.model.bundled import model_path
 
         path = model_path(path)
         data = load_model_file(path, KIND, VERSION, map_location=map_location)
@@ -298,7 +298,7 @@ class Captioner:
         ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
         on val); a soft-attention model always takes the expected context."""
-        from captioning.photo_check import photo_stats
+        from captioning.photos.photo_check import photo_stats
 
         if not images:
             return Captions()
@@ -335,7 +335,7 @@ class Captioner:
     def encode_photos(self, images: list[Image.Image | str | os.PathLike[str]]) -> tuple[list[Image.Image], Tensor]:
         """Photos (PIL images or files, at least one) read and prepared as ``caption`` does (a large JPEG decoded at
         reduced size, the model's preprocessing) -> (the RGB images as read, their region features (B, L, D))."""
-        from captioning.preprocess import load_photo
+        from captioning.photos.preprocess import load_photo
 
         side = self.preprocess.decode_side
         loaded = [load_photo(im, side)[0] for im in images]  # RGB, after the EXIF rotation

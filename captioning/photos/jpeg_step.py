@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from PIL import Image, JpegImagePlugin
 
-from captioning.preprocess import SUBSAMPLINGS, Preprocess
+from captioning.photos.preprocess import SUBSAMPLINGS, Preprocess
 
 CHECKED = 1000  # at most this many training photos are read, spread evenly over the split
 

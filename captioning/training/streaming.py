@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from captioning.jpeg_step import photos_jpeg_step
-from captioning.preprocess import prepared
-from captioning.readers import CaptionDataError
+from captioning.photos.jpeg_step import photos_jpeg_step
+from captioning.photos.preprocess import prepared
+from captioning.training.readers import CaptionDataError
 from text_attn.core.streaming import (
     ChunkError,
     finished_earlier,
@@ -65,7 +65,7 @@ def token_boxes(split, i: int, k: int, boxed: bool) -> dict[str, Any]:
     """
     if not boxed:
         return {}
-    from captioning.attention_targets import image_size
+    from captioning.training.attention_targets import image_size
 
     found = split.boxes[i][k] if split.boxes is not None else []
     size = split.sizes[i] if split.sizes is not None and split.sizes[i] is not None else None
@@ -74,8 +74,8 @@ def token_boxes(split, i: int, k: int, boxed: bool) -> dict[str, Any]:
 
 def frozen_encoder(config: dict[str, Any]):
     """The ``model.encoder`` block of a caption config, built and frozen: (encoder, its fingerprint)."""
-    from captioning.encoder import EncoderConfig, ImageEncoder
-    from captioning.feature_cache import encoder_fingerprint
+    from captioning.model.encoder import EncoderConfig, ImageEncoder
+    from captioning.training.feature_cache import encoder_fingerprint
 
     block = dict((config.get("model") or {}).get("encoder") or {})
     try:
@@ -106,8 +106,8 @@ def optimize_captions(
     dm.setup("fit")
     fingerprint, feats = None, {}
     if features:
-        from captioning.feature_cache import fill_features
-        from captioning.jpeg_step import check_jpeg_step
+        from captioning.photos.jpeg_step import check_jpeg_step
+        from captioning.training.feature_cache import fill_features
 
         encoder, fingerprint = frozen_encoder(config)
         check_jpeg_step(encoder.preprocess, dm.splits["train"].images)
@@ -137,7 +137,7 @@ def optimize_captions(
         "jpeg_step": tuple(step) if (step := photos_jpeg_step(train.images)) else None,
     }
     if features:  # where the training features lie: model files note photos unlike them (captioning.domain)
-        from captioning.domain import domain_check
+        from captioning.photos.domain import domain_check
 
         state["domain_check"] = domain_check(feats["train"], feats.get("val"), photos=hp.source != "shapes")
     try:
@@ -169,7 +169,7 @@ def load_chunks(dm) -> None:
     """Fill the caption data module ``dm`` from the chunk folder ``dm.hparams.root``: vocabulary and train references
     from ``data_state.pt``; val and test references (and features, when the chunks hold them) in memory, their images
     read by index; the train split streams (``StreamCollate``)."""
-    from captioning.splits import CaptionSplit
+    from captioning.training.splits import CaptionSplit
 
     hp = dm.hparams
     root = hp.root
@@ -241,7 +241,7 @@ class StreamCollate:
 
     def _attention_targets(self, records: list[dict], steps: int) -> dict[str, torch.Tensor]:
         """As the folder reader makes them (CaptionDataModule._token_cells), from the stored boxes and size."""
-        from captioning.attention_targets import caption_cells
+        from captioning.training.attention_targets import caption_cells
         from text_attn.core.attention_supervision import dense_targets
 
         cells = []
@@ -259,7 +259,7 @@ class StreamCollate:
 def shard_item(split: str, entry: tuple[str, list[tuple[int, int, str]]]) -> Iterator[dict[str, Any]]:
     """optimize's function for one shard (runs in LitData's forked workers): its chosen samples, in the shard's order,
     as chunk samples. ``entry``: (shard path, [(sample index in the shard, index in the split, caption JSON)])."""
-    from captioning.shards import iter_shard
+    from captioning.photos.shards import iter_shard
 
     path, chosen = entry
     record = {k: (i, caption) for k, i, caption in chosen}
@@ -304,8 +304,8 @@ def read_shard_captions(
     ``steps``: filled with the JPEG steps of the first usable photos (captioning.jpeg_step, at most its CHECKED)."""
     import sys
 
-    from captioning.jpeg_step import CHECKED, jpeg_step_of
-    from captioning.shards import expand_braces, iter_shard
+    from captioning.photos.jpeg_step import CHECKED, jpeg_step_of
+    from captioning.photos.shards import expand_braces, iter_shard
     from text_attn.core.safe_files import inert
 
     shards, skipped = [], 0
@@ -341,7 +341,7 @@ def optimize_shards(
     (the shard's ``KEY.txt``), tokenized as a captions TSV; the vocabulary from the train captions (data.min_freq).
     ``features``: the frozen ``model.encoder`` of ``config`` encodes each photo as its shard is written (in
     LitData's workers, ENCODE_BATCH at a time: nothing the size of the corpus is held in memory)."""
-    from captioning.jpeg_step import one_step
+    from captioning.photos.jpeg_step import one_step
     from text_attn.core.vocab import tokenize
 
     hp = dm.hparams
@@ -370,7 +370,7 @@ def optimize_shards(
              "stores": "jpeg", "fingerprint": "", "jpeg_step": tuple(step) if step else None}  # fmt: skip
     if features:
         encoder, state["fingerprint"] = frozen_encoder(config or {})
-        from captioning.jpeg_step import check_jpeg_step
+        from captioning.photos.jpeg_step import check_jpeg_step
 
         check_jpeg_step(encoder.preprocess, [], (step,))
         state["stores"] = "features"

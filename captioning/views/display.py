@@ -8,8 +8,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from captioning.caption_page import CAPTION_CSS, CAPTION_JS, image_section
-from captioning.overlay import PANEL_SIDE, overlay_image
+from captioning.views.caption_page import CAPTION_CSS, CAPTION_JS, image_section
+from captioning.views.overlay import PANEL_SIDE, overlay_image
 from text_attn.core.html_page import notebook_view
 
 FALLBACK_SIDE = 900  # the still fallback's longest side, pixels: small enough to keep a stored notebook light

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from captioning.shapes import COLOURS, SHAPES, SIZES, Scene, resolve_object
+from captioning.training.shapes import COLOURS, SHAPES, SIZES, Scene, resolve_object
 
 Box = Sequence[float]  # (x0, y0, x1, y1) in pixels, x1/y1 exclusive
 

@@ -63,7 +63,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from captioning.attention_targets import TokenBoxes
+from captioning.training.attention_targets import TokenBoxes
 from text_attn.core.safe_files import inert
 from text_attn.core.vocab import tokenize
 

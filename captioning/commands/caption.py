@@ -57,7 +57,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from captioning.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
+from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line
 from text_attn.core.safe_files import (
     OutputRefused,
@@ -154,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_captioner(args: argparse.Namespace):
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
     from text_attn.core.modelfile import ModelFileError
 
     path = _model_file(args)
@@ -203,8 +203,8 @@ def caption_items(
     so far in this run."""
     import torch
 
-    from captioning.overlay import draw_overlay, draw_word_panels
-    from captioning.photo_check import photo_stats
+    from captioning.photos.photo_check import photo_stats
+    from captioning.views.overlay import draw_overlay, draw_word_panels
 
     g = captioner.grid
     used = set() if used is None else used
@@ -257,7 +257,7 @@ class OverlayNames:
     order, as :func:`_outputs` checks them), a shard member's from its image member, made unique against them."""
 
     def __init__(self, sources: Sequence[str]):
-        from captioning.shards import is_shard
+        from captioning.photos.shards import is_shard
 
         self.used: set[str] = set()
         self.files = {s: _unique_stem(Path(n).stem or "image", self.used) for s, n in enumerate(sources) if not
@@ -291,7 +291,7 @@ def _open_html(captioner, args: argparse.Namespace):
     """The --html page, started (None without --html); an unwritable FILE ends the run here, before any work."""
     if not args.html:
         return None
-    from captioning.caption_page import open_caption_page
+    from captioning.views.caption_page import open_caption_page
 
     try:
         return open_caption_page(args.html, str(args.model or f"bundled ({BUNDLED_MODEL.name})"), captioner.grid)
@@ -300,7 +300,7 @@ def _open_html(captioner, args: argparse.Namespace):
 
 
 def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:
-    from captioning.caption_page import image_section
+    from captioning.views.caption_page import image_section
 
     for item, rec in zip(items, records, strict=True):
         report.add(image_section(report.sections + 1, rec, item.get("image")))
@@ -313,7 +313,7 @@ def _close_html(report, failed: int) -> None:
 
 def _demo_photos(captioner, args: argparse.Namespace) -> int:
     """Caption the bundled photos (assets/photos) and draw their overlays: per photo, its caption and overlay."""
-    from captioning.preprocess import load_photo
+    from captioning.photos.preprocess import load_photo
 
     if not DEMO_PHOTOS:
         fail("caption", f"the demo photos are not installed ({ASSETS / 'photos'} holds none)")
@@ -366,7 +366,7 @@ def model_info(captioner, path: str | Path) -> list[str]:
 
 
 def _demo_shapes(captioner, args: argparse.Namespace) -> int:
-    from captioning.shapes import make_scene
+    from captioning.training.shapes import make_scene
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     size = min(max(captioner.preprocess.image_size, 64), 512)  # the canvas the shapes model was trained on
@@ -522,8 +522,8 @@ def _first_process() -> bool:
 
 
 def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
-    from captioning.collection import image_paths
-    from captioning.shards import expand_braces, is_shard
+    from captioning.photos.collection import image_paths
+    from captioning.photos.shards import expand_braces, is_shard
 
     empty: list[str] = []  # folders without image files: each is a failed input, named in a note
     outputs = [args.overlay] if args.overlay else []  # an --overlay folder inside an input folder: not an input
@@ -543,7 +543,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         [*_model_files(args), *paths], stdin="-" in args.images
     ):  # and each file written as the run goes (per-word PNGs)
         if args.devices is not None:
-            from captioning.caption_scale import caption_on_processes
+            from captioning.commands.caption_scale import caption_on_processes
 
             return caption_on_processes(captioner, args, paths, empty)
         return _caption_paths(captioner, args, paths, empty)
@@ -552,9 +552,9 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
 def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty: list[str]) -> int:
     from tqdm.auto import tqdm
 
-    from captioning.collection import ResumeError, image_key, read_done
-    from captioning.photo_stream import PhotoStream, photo_batches
-    from captioning.shards import is_shard
+    from captioning.photos.collection import ResumeError, image_key, read_done
+    from captioning.photos.photo_stream import PhotoStream, photo_batches
+    from captioning.photos.shards import is_shard
 
     if args.overlay:
         try:
@@ -663,8 +663,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
 
 def _done_in(paths: list[str], done: set[str]) -> int:
     """How many of the inputs (files, and shard members by their ``SHARD.tar/MEMBER`` names) ``done`` holds."""
-    from captioning.collection import image_key
-    from captioning.shards import is_shard
+    from captioning.photos.collection import image_key
+    from captioning.photos.shards import is_shard
 
     shards = {image_key(p) for p in paths if is_shard(p)}
     files = sum(image_key(p) in done for p in paths if not is_shard(p))

@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from captioning.grounding import Box, cells_in_box
-from captioning.preprocess import ImageReadError
-from captioning.shapes import COLOURS, SHAPES, SIZES, Scene
+from captioning.photos.preprocess import ImageReadError
+from captioning.training.grounding import Box, cells_in_box
+from captioning.training.shapes import COLOURS, SHAPES, SIZES, Scene
 
 TokenBoxes = list[tuple[int, tuple[float, float, float, float]]]  # (token index, (x0, y0, x1, y1) pixels)
 # Which words of a shapes caption get a target. "every" also gives one to the words that name no object ("a", the

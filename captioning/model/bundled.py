@@ -10,7 +10,7 @@ from pathlib import Path
 
 from text_attn.core.bundled_names import name_of, resolve
 
-ASSETS = Path(__file__).parent / "assets"
+ASSETS = Path(__file__).parents[1] / "assets"
 BUNDLED_MODEL = ASSETS / "flickr8k_soft.pt"  # the default model: Show-Attend-Tell trained on Flickr8k's photographs
 SHAPES_MODEL = ASSETS / "shapes_soft.pt"  # trained on synthetic shape scenes (--model shapes, --demo shapes)
 MODEL_NAMES = {"flickr8k": BUNDLED_MODEL, "shapes": SHAPES_MODEL}  # a bundled model by name

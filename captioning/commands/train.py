@@ -21,9 +21,9 @@ TRAIN_DESCRIPTION = (
 
 def caption_train_cli(args: list[str] | None = None):
     """Run the ``caption-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
-    from captioning.data import CaptionDataError, CaptionDataModule
-    from captioning.encoder import EncoderWeightsError
-    from captioning.module import CaptionModule
+    from captioning.model.encoder import EncoderWeightsError
+    from captioning.training.data import CaptionDataError, CaptionDataModule
+    from captioning.training.module import CaptionModule
 
     errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
     renamed = {
@@ -45,8 +45,8 @@ def caption_train_cli(args: list[str] | None = None):
 def flat_model_options(given: set[str]) -> str | None:
     """One line for a config or command line that still sets encoder / decoder / objective options directly under
     ``model`` (before they were nested), saying where each one goes now."""
-    from captioning.model import DECODER_OPTIONS, ENCODER_OPTIONS
-    from captioning.objective import OBJECTIVE_OPTIONS
+    from captioning.model.network import DECODER_OPTIONS, ENCODER_OPTIONS
+    from captioning.training.objective import OBJECTIVE_OPTIONS
     from text_attn.core.lightning_cli import nested_options_message
 
     blocks = [("encoder", ENCODER_OPTIONS), ("decoder", DECODER_OPTIONS), ("objective", OBJECTIVE_OPTIONS)]
@@ -70,9 +70,9 @@ def train_main(args: list[str] | None = None) -> None:
 def caption_optimize(args: list[str]) -> None:
     """``caption-train optimize --config C.yaml --out DIR [--features true] [--data.X ...]``: the corpus as LitData
     chunks (captioning.streaming)."""
-    from captioning.data import CaptionDataError, CaptionDataModule
-    from captioning.encoder import EncoderWeightsError
-    from captioning.streaming import optimize_captions, optimize_shards
+    from captioning.model.encoder import EncoderWeightsError
+    from captioning.training.data import CaptionDataError, CaptionDataModule
+    from captioning.training.streaming import optimize_captions, optimize_shards
     from text_attn.core.optimize_cli import optimize_main
 
     def features_option(parser) -> None:

@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from captioning.photo_check import photo_stats, unlike_a_photo
+from captioning.photos.photo_check import photo_stats, unlike_a_photo
 
 # "a few hundred": on the bundled Flickr8k model any count from 32 to 1,024 flagged 1.3-2.2% of test and noted the same
 # 21 of 24 photos from outside its world (benchmarks/domain_check.py --sweep, docs/captioning.md)

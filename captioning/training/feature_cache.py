@@ -38,8 +38,8 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.jpeg_step import check_jpeg_step
-from captioning.preprocess import prepared
+from captioning.photos.jpeg_step import check_jpeg_step
+from captioning.photos.preprocess import prepared
 from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
