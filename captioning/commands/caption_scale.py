@@ -37,7 +37,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import BasePredictionWriter
 
-from captioning.commands.caption import OverlayNames, _closing_notes, caption_batch
+from captioning.commands.caption_batch import OverlayNames, _closing_notes, caption_batch
 from captioning.photos.collection import ResumeError, captioned_lines, image_key
 from captioning.photos.photo_stream import Id, PhotoStream, owner, photo_batches
 from captioning.photos.shards import is_shard

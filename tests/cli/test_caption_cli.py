@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from captioning.commands import caption as caption_cli
+from captioning.commands import caption_loop, caption_parser
 from captioning.commands.caption import caption_main
 from captioning.commands.export import export_main
 from captioning.model.captioner import Captioner
@@ -143,7 +144,7 @@ def test_caption_every_image_mode(capsys, model_file, odd_images):
 
 @pytest.mark.parametrize("batch", [1, 8])  # batch 1: a batch with no readable image at all
 def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, monkeypatch, batch):
-    monkeypatch.setattr(caption_cli, "BATCH", batch)
+    monkeypatch.setattr(caption_parser, "BATCH", batch)
     bad = tmp_path / "x.png"
     bad.write_text("not a picture\n")
     missing = tmp_path / "missing.jpg"
@@ -164,7 +165,7 @@ def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, mon
 
 
 def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
-    monkeypatch.setattr(caption_cli, "BATCH", 1)  # the two images in separate batches
+    monkeypatch.setattr(caption_parser, "BATCH", 1)  # the two images in separate batches
     twin = tmp_path / "other" / "coffee.png"  # same name as PHOTOS[0]: its overlay must not overwrite the first
     twin.parent.mkdir()
     twin.write_bytes(Path(PHOTOS[0]).read_bytes())
@@ -539,7 +540,7 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file,
 
 
 def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_file, album, monkeypatch):
-    import captioning.commands.caption as cli
+    import captioning.commands.caption_batch as cli
 
     real, calls = cli.caption_items, []
 
@@ -588,12 +589,13 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
     # SIGINT ignored, and Python then installs no KeyboardInterrupt handler (the command would sleep on).
     paused = (
         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "import sys, time; import captioning.commands.caption as cli; real, calls = cli.caption_items, []\n"
+        "import sys, time; import captioning.commands.caption_batch as cli; real, calls = cli.caption_items, []\n"
         "def third_waits(*a, **k):\n"
         "    calls.append(1)\n"
         "    if len(calls) == 3: time.sleep(900)\n"
         "    return real(*a, **k)\n"
-        "cli.caption_items = third_waits; sys.exit(cli.caption_main(sys.argv[1:]))"
+        "from captioning.commands.caption import caption_main\n"
+        "cli.caption_items = third_waits; sys.exit(caption_main(sys.argv[1:]))"
     )
     proc = subprocess.Popen([sys.executable, "-c", paused, *args], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600  # a loaded machine is slow to start; the signal waits for the 4 records
@@ -653,9 +655,9 @@ def test_after_ctrl_c_only_the_fd_sharing_threads_broken_connection_is_dropped(m
 
     passed_on = []
     monkeypatch.setattr(threading, "excepthook", lambda args: passed_on.append(str(args.exc_value)))
-    caption_cli._drop_handover_noise()  # wraps the hook above
+    caption_loop._drop_handover_noise()  # wraps the hook above
     hook = threading.excepthook
-    caption_cli._drop_handover_noise()  # a second caption_main in the process: still the one hook, not a chain
+    caption_loop._drop_handover_noise()  # a second caption_main in the process: still the one hook, not a chain
     assert threading.excepthook is hook
     namespace: dict = {}
     exec(compile("def _serve():\n    raise ConnectionResetError('peer gone')\n", sharer.__file__, "exec"), namespace)

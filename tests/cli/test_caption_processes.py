@@ -18,7 +18,7 @@ from helpers.shards import write_shard
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
-import captioning.commands.caption as cli
+import captioning.commands.caption_batch as cli
 from captioning.commands.caption import caption_main
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
