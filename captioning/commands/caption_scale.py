@@ -3,7 +3,7 @@ GPUs, or N CPU processes with gloo), on Lightning's predict loop, as training ru
 launcher starts the processes, or torchrun / SLURM do (docs/scale.md).
 
 What it adds to the one-process run is only the loop and the part files: each batch is read by the same
-captioning.photo_stream reader and captioned by the same ``caption_cli.caption_batch`` as without ``--devices``.
+captioning.photo_stream reader and captioned by the same ``caption_batch.caption_batch`` as without ``--devices``.
 
 - Each process takes its share of the photos (photo_stream.owner: shards whole when there are at least as many as
   processes); every photo carries its id (source, sample), so nothing relies on the loop's batch indices.
@@ -63,7 +63,7 @@ def out_records(jsonl: Path, lines: bool = True) -> dict[str, str | None]:
 
 class CaptionPredictor(pl.LightningModule):
     """One process's captioning: its share of the photos (predict_dataloader) and per batch the rows for its part
-    (predict_step: caption_cli.caption_batch's records, by id). ``captioner.model`` is a submodule, so Lightning puts
+    (predict_step: caption_batch.caption_batch's records, by id). ``captioner.model`` is a submodule, so Lightning puts
     it on this process's device."""
 
     def __init__(self, captioner, args: argparse.Namespace, sources: list[str], total: int | None = None):

@@ -110,7 +110,7 @@ def read_photo(name: str, src: str | bytes, preprocess: Preprocess, keep: bool =
     """One photo read and prepared, as ``caption`` captions it: the preprocessed tensor (3, S, S), the image's size,
     its photo_stats (captioning.photo_check), and with ``keep`` the RGB image itself (for overlays and the page); an
     unreadable photo gives its one-line error (naming ``name``) instead. ``src``: a file, or a shard member's bytes.
-    Runs in DataLoader workers: the per-photo half of the per-batch work (captioning.caption_cli.caption_batch is the
+    Runs in DataLoader workers: the per-photo half of the per-batch work (captioning.commands.caption_batch is the
     other)."""
     item: dict[str, Any] = {"name": name, "tensor": None, "image": None, "error": None, "note": None}
     try:
