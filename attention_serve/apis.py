@@ -87,7 +87,7 @@ class CaptionAPI(_ModelAPI):
     route = "/caption"
 
     def load(self, device) -> None:
-        from captioning.captioner import Captioner
+        from captioning.model.captioner import Captioner
 
         self.captioner = Captioner.load(self.path).to(device)
 

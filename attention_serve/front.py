@@ -116,8 +116,8 @@ def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]
     photo statistics. ClientError: 415 not an image, 413 more pixels than the guard allows, 422 damaged."""
     from PIL import Image, UnidentifiedImageError
 
-    from captioning.photo_check import photo_stats
-    from captioning.preprocess import PHOTO_FORMATS, ImageReadError, load_photo
+    from captioning.photos.photo_check import photo_stats
+    from captioning.photos.preprocess import PHOTO_FORMATS, ImageReadError, load_photo
 
     preprocess = served.extra["preprocess"]
     with warnings.catch_warnings():

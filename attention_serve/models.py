@@ -35,7 +35,7 @@ def _details(lines: list[str]) -> dict[str, str]:
 def caption_path(value: str | None) -> Path | None:
     """``--caption-model``: ``none`` -> not served; else as ``caption --model`` resolves it (None: the bundled
     Flickr8k model; ``shapes`` / ``flickr8k``: that bundled model; else a file)."""
-    from captioning.bundled import model_path
+    from captioning.model.bundled import model_path
 
     return None if value == "none" else model_path(value)
 
@@ -50,9 +50,9 @@ def text_path(value: str | None) -> Path | None:
 
 def load_caption(path: Path) -> Served:
     """The captioner's facts (raises ModelFileError with one line for a file that is not a caption model)."""
-    from captioning.bundled import bundled_name
-    from captioning.caption_cli import model_info
-    from captioning.captioner import Captioner
+    from captioning.commands.caption import model_info
+    from captioning.model.bundled import bundled_name
+    from captioning.model.captioner import Captioner
 
     captioner = Captioner.load(path)
     defaults = {"max_len": 30, **captioner.decoding()}  # what `caption` and Captioner.caption_images use

@@ -11,8 +11,8 @@ with ``textContent``, never parsed as HTML.
 
 from __future__ import annotations
 
-from captioning.caption_page import CAPTION_CSS, CAPTION_JS, OPACITY
-from captioning.overlay import FOCUS
+from captioning.views.caption_page import CAPTION_CSS, CAPTION_JS, OPACITY
+from captioning.views.overlay import FOCUS
 from text_attn.core.html_page import CORE_CSS, CORE_JS, escape, script_json
 from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS
 

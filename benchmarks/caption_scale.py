@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-ENTRY = "import sys\nfrom captioning.caption_cli import caption_main\nsys.exit(caption_main(sys.argv[1:]))\n"
+ENTRY = "import sys\nfrom captioning.commands.caption import caption_main\nsys.exit(caption_main(sys.argv[1:]))\n"
 
 
 def pack(photos: list[Path], path: Path, first: int) -> Path:

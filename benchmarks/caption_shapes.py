@@ -36,10 +36,10 @@ import torch
 import yaml
 from _runs import recorded_minutes, timed_fit
 
-from captioning.captioner import Captioner
-from captioning.grounding import grounding
-from captioning.shapes import make_scenes
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
+from captioning.model.captioner import Captioner
+from captioning.training.grounding import grounding
+from captioning.training.shapes import make_scenes
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.safe_files import write_text
 

@@ -79,7 +79,8 @@ class TextFamily:
     choice = "bleu"
 
     def __init__(self, args: argparse.Namespace):
-        from multi30k import StageError, read_pair
+        from _multi30k import read_pair
+        from _runs import StageError
 
         try:
             self.sources, self.refs = read_pair(args.data_root, args.split, args.src, args.tgt, args.limit)
@@ -93,7 +94,8 @@ class TextFamily:
         return Translator.load(model)
 
     def average(self, last: list[Path]):
-        from text_attn.translation.export import average_sources, read_source
+        from text_attn.translation.checkpoint import read_source
+        from text_attn.translation.export import average_sources
         from text_attn.translation.translator import Translator
 
         content, _ = read_source(last[-1])
@@ -107,7 +109,7 @@ class TextFamily:
         write_model_file(content, out, src=src)
 
     def evaluate(self, translator) -> dict:
-        from multi30k import score
+        from _multi30k import score
 
         hyps = []
         for i in range(0, len(self.sources), 64):
@@ -130,7 +132,7 @@ class CaptionFamily:
     choice, metrics = "chosen_by", ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 
     def __init__(self, args: argparse.Namespace):
-        from captioning.readers import CaptionDataError, read_flickr8k
+        from captioning.training.readers import CaptionDataError, read_flickr8k
 
         try:
             items = read_flickr8k(args.data_root)[args.split][: args.limit]
@@ -143,26 +145,26 @@ class CaptionFamily:
         self.decoding = (args.beam_size, args.length_penalty, args.no_repeat_ngram)
 
     def load(self, model: Path):
-        from captioning.captioner import Captioner
+        from captioning.model.captioner import Captioner
 
         return Captioner.load(model)
 
     def average(self, last: list[Path]):
-        from captioning.export import average_into, load_any
+        from captioning.commands.export import average_into, load_any
 
         captioner, _ = load_any(str(last[-1]))
         average_into(captioner, str(last[-1]), [str(c) for c in last[:-1]])
         return captioner, captioner
 
     def write(self, captioner, out: Path) -> None:
-        from captioning.export import export_model
+        from captioning.commands.export import export_model
 
         export_model(captioner, out)
 
     def cached(self, captioner):
         """The split's features from the fit's own feature cache, when one holds them for this encoder (the key: its
         weights, settings and the split's photos, as fit computed it); else None."""
-        from captioning.feature_cache import cache_file, encoder_fingerprint, load_features, split_key
+        from captioning.training.feature_cache import cache_file, encoder_fingerprint, load_features, split_key
 
         enc = captioner.model.encoder
         key = split_key(encoder_fingerprint(enc, {**enc.config(), "preprocess": repr(enc.preprocess)}), self.paths)

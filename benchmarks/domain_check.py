@@ -30,10 +30,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from captioning.bundled import DEMO_PHOTOS  # noqa: E402
-from captioning.captioner import Captioner  # noqa: E402
-from captioning.domain import domain_check, far_from_domain, novelty  # noqa: E402
-from captioning.photo_check import photo_stats, unlike_a_photo  # noqa: E402
+from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
+from captioning.model.captioner import Captioner  # noqa: E402
+from captioning.photos.domain import domain_check, far_from_domain, novelty  # noqa: E402
+from captioning.photos.photo_check import photo_stats, unlike_a_photo  # noqa: E402
 from text_attn.core.safe_files import write_bytes, write_text  # noqa: E402
 
 # scikit-image's data photographs (its drawings, test patterns and silhouettes are left out: not photographs)
@@ -59,7 +59,7 @@ def encode(captioner: Captioner, images: list, label: str = "") -> tuple[torch.T
 
 def flickr8k_features(captioner: Captioner, args: argparse.Namespace) -> dict:
     """{"train" | "val" | "test": (features, stats)}, from --cache when it holds them."""
-    from captioning.readers import read_flickr8k
+    from captioning.training.readers import read_flickr8k
 
     if args.cache and args.cache.is_file():
         print(f"features from {args.cache}")
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     captioner = Captioner.load(args.model)
     old = captioner.domain_check if captioner.domain_check and "centre" in captioner.domain_check else None
     if args.shapes:
-        from captioning.shapes import make_scenes
+        from captioning.training.shapes import make_scenes
 
         counts = (("train", args.shapes, 0), ("val", args.held_out, 1), ("test", args.held_out, 2))  # (split, n, seed)
         sets = {

@@ -109,7 +109,7 @@ def recorded_minutes(out: Path, stage: str) -> float | None:
 
 def test_split(args: argparse.Namespace) -> tuple[list[str], dict[str, list[str]]]:
     """The test photos' paths and, per path, its references (token strings)."""
-    from captioning.readers import read_flickr8k
+    from captioning.training.readers import read_flickr8k
 
     items = read_flickr8k(args.data_root)["test"]
     if args.quick:
@@ -163,7 +163,7 @@ def tune(model: Path, args: argparse.Namespace, out: Path, logs: Path, stage: st
 def recorded(model: Path) -> dict:
     """The decoding the model file records (CHOSEN's keys, as a tuner's JSON names them); a StageError when it
     records none (then --tune chooses one)."""
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
 
     captioner = Captioner.load(model)
     if not captioner.info.get("decoding"):

@@ -24,7 +24,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from captioning.jpeg_step import jpeg_step_of, one_step  # noqa: E402
+from captioning.photos.jpeg_step import jpeg_step_of, one_step  # noqa: E402
 from text_attn.core.safe_files import write_bytes  # noqa: E402
 
 

@@ -68,7 +68,7 @@ def split_sizes(n: int, val: int | None = None, test: int | None = None) -> tupl
 
 def write_corpus(out: Path, sizes: tuple[int, int, int], seed: int, scene_size: int, max_objects: int) -> bool:
     """Write (or keep) the Flickr8k-shaped corpus under out; True when it was written, False when reused."""
-    from captioning.shapes import make_scenes
+    from captioning.training.shapes import make_scenes
 
     settings = {
         "splits": dict(zip(("train", "val", "test"), sizes, strict=True)),

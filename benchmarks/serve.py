@@ -118,9 +118,9 @@ def baseline_folder(folder: Path, threads: int) -> float:
 
 def in_process_latency(photo: Path, repeats: int = 20) -> float:
     """The median seconds of one ``Captioner`` call on one photo, at the model's recorded decoding (in process)."""
-    from captioning.caption_cli import BUNDLED_MODEL
-    from captioning.captioner import Captioner
-    from captioning.preprocess import load_photo
+    from captioning.commands.caption import BUNDLED_MODEL
+    from captioning.model.captioner import Captioner
+    from captioning.photos.preprocess import load_photo
     from text_attn.core.modelfile import decoding_defaults
 
     cap = Captioner.load(BUNDLED_MODEL)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from helpers.browser import page  # noqa: E402
 from helpers.server import Server  # noqa: E402
 
-from captioning.caption_cli import ASSETS  # noqa: E402
+from captioning.commands.caption import ASSETS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

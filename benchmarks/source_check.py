@@ -28,8 +28,8 @@ import torch
 from text_attn.core.modelfile import ModelFileError, load_model_file
 from text_attn.core.safe_files import write_text
 from text_attn.translation.corpora import corpus_file, read_lines
+from text_attn.translation.pairs import TaskError
 from text_attn.translation.source_check import line_score, source_check, unlike_source, word_score
-from text_attn.translation.tasks import TaskError
 from text_attn.translation.translate_cli import BUNDLED_MODEL
 from text_attn.translation.translator import KIND, Translator
 

@@ -93,7 +93,7 @@ def matmul_peak(repeats: int, n: int = 1536) -> float:
 
 
 def paper_decoder():
-    from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+    from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 
     torch.manual_seed(0)
     cfg = DecoderConfig(vocab_size=10_000, feature_dim=2048, embed_dim=512, hidden_dim=512, attn_dim=512)
@@ -164,7 +164,7 @@ class ReferenceDecoder(torch.nn.Module):
 def train_step_rows(repeats: int, peak: float) -> list[dict]:
     from torch.utils.flop_counter import FlopCounterMode
 
-    from captioning.objective import caption_loss
+    from captioning.training.objective import caption_loss
 
     dec = paper_decoder().train()
     opt = torch.optim.Adam(dec.parameters(), lr=1e-4, fused=True)  # as CaptionModule's; the tutorial's is plain Adam
@@ -222,8 +222,8 @@ def train_step_rows(repeats: int, peak: float) -> list[dict]:
 
 
 def caption_rows(repeats: int) -> list[dict]:
-    from captioning.captioner import Captioner
-    from captioning.shapes import make_scenes
+    from captioning.model.captioner import Captioner
+    from captioning.training.shapes import make_scenes
 
     captioner = Captioner.load(ROOT / "captioning" / "assets" / "shapes_soft.pt")
     images = [s.image for s in make_scenes(32, 7, 128, 3)]
@@ -241,7 +241,7 @@ def photo_folder(folder: Path, n: int = 192) -> Path:
 
     from PIL import Image, ImageOps
 
-    from captioning.caption_cli import DEMO_PHOTOS
+    from captioning.commands.caption import DEMO_PHOTOS
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
@@ -260,8 +260,8 @@ def caption_folder_rows(repeats: int) -> list[dict]:
     import io
     import tempfile
 
-    from captioning import onnx_encoder
-    from captioning.caption_cli import BUNDLED_MODEL, caption_main
+    from captioning.commands.caption import BUNDLED_MODEL, caption_main
+    from captioning.model import onnx_encoder
 
     if not BUNDLED_MODEL.is_file():
         return [{"what": "caption FOLDER (Flickr8k model)", "value": f"skipped: {BUNDLED_MODEL.name} is missing"}]
@@ -317,10 +317,10 @@ def folder_split_rows(folder: Path, repeats: int, batch: int = 16) -> list[dict]
     """Where the folder's time goes: the model's encoder alone and its beam 3 search alone over the same photos, in
     the CLI's batches of 16, and the search stepping every image to the end (drop_ended False) against the default,
     which stops stepping an image once its beams have all ended (the same captions)."""
-    from captioning.caption_cli import BUNDLED_MODEL
-    from captioning.captioner import Captioner
-    from captioning.encoder import EncoderConfig, ImageEncoder, preprocess_for
-    from captioning.preprocess import load_image, prepared
+    from captioning.commands.caption import BUNDLED_MODEL
+    from captioning.model.captioner import Captioner
+    from captioning.model.encoder import EncoderConfig, ImageEncoder, preprocess_for
+    from captioning.photos.preprocess import load_image, prepared
 
     captioner = Captioner.load(BUNDLED_MODEL)
     side = captioner.preprocess.decode_side
@@ -376,10 +376,10 @@ def scst_step_rows(repeats: int, n: int = 64, samples: int = 5, max_len: int = 2
     """The self-critical step of the bundled model on n of the folder's photos, now against before (module doc)."""
     import tempfile
 
-    from captioning.caption_cli import BUNDLED_MODEL
-    from captioning.captioner import Captioner
-    from captioning.objective import CaptionReward, self_critical_step
-    from captioning.preprocess import load_image
+    from captioning.commands.caption import BUNDLED_MODEL
+    from captioning.model.captioner import Captioner
+    from captioning.photos.preprocess import load_image
+    from captioning.training.objective import CaptionReward, self_critical_step
     from text_attn.core.decoding import Sampling
     from text_attn.core.self_critical import self_critical_step as shared_step
 
@@ -440,8 +440,8 @@ def phone_folder_rows(repeats: int, n: int = 25) -> list[dict]:
 
     from PIL import Image
 
-    from captioning.caption_cli import BUNDLED_MODEL, DEMO_PHOTOS, caption_main
-    from captioning.preprocess import Preprocess
+    from captioning.commands.caption import BUNDLED_MODEL, DEMO_PHOTOS, caption_main
+    from captioning.photos.preprocess import Preprocess
 
     if not BUNDLED_MODEL.is_file():
         return [{"what": "caption FOLDER of phone photos", "value": f"skipped: {BUNDLED_MODEL.name} is missing"}]
@@ -499,7 +499,7 @@ def translate_real_rows(repeats: int, root: Path | None, n: int = 256, batch: in
     1): sentences/s with ended sentences dropped from the batch (the default) and stepped to the end (before), the same
     output."""
     from text_attn.translation.corpora import corpus_file, read_parallel_text
-    from text_attn.translation.tasks import TaskError
+    from text_attn.translation.pairs import TaskError
     from text_attn.translation.translator import Translator
 
     what = "translate Multi30k val (bundled de->en bahdanau model)"

@@ -10,8 +10,8 @@ all alike) and the table gives the median and each row as a ratio of Lightning's
   Lightning imports, pulls in torchvision);
 - ``caption PHOTO``: one process, the captioning loop of its own;
 - ``caption PHOTO --jsonl OUT --devices 1``: Lightning's predict loop in one process;
-- ``caption PHOTO --jsonl OUT --devices 2``: two processes, started together (captioning.process_start: each imports
-  and loads the model beside the other);
+- ``caption PHOTO --jsonl OUT --devices 2``: two processes, started together (captioning.commands.process_start:
+  each imports and loads the model beside the other);
 - the same with ``CAPTION_EARLY_START=0``: the second process started by Lightning's launcher when the loop begins,
   so it imports and loads again, in series behind the first.
 Goal (issue 63): ``--devices 2`` at most 1.4x Lightning's import. Measure on a quiet machine.
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from captioning.bundled import DEMO_PHOTOS  # noqa: E402
+from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 LIGHTNING = "python -c 'import pytorch_lightning'"

@@ -54,7 +54,7 @@ def throughput(loader, batches: int, warmup: int, key: str) -> tuple[float, int]
 
 
 def caption_modules(args, chunks: Path, features: bool):
-    from captioning.data import CaptionDataModule
+    from captioning.training.data import CaptionDataModule
 
     cfg = yaml.safe_load(CAPTION_CONFIG.read_text())
     data = {**cfg["data"], "root": str(args.data), "train_size": args.train_images, "val_size": args.eval_images,
@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     import torch
 
-    from captioning.encoder import EncoderConfig
-    from captioning.streaming import frozen_encoder
+    from captioning.model.encoder import EncoderConfig
+    from captioning.training.streaming import frozen_encoder
 
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ def encode_split(captioner, paths: list[str], batch: int = 32) -> torch.Tensor:
     """The photos' region features (N, L, D), encoded as `caption` encodes them (the model file's preprocessing)."""
     from tqdm import tqdm
 
-    from captioning.preprocess import prepared
+    from captioning.photos.preprocess import prepared
 
     chunks = []
     for i in tqdm(range(0, len(paths), batch), desc="encoding", unit="batch", file=sys.stderr):
@@ -85,9 +85,9 @@ def repeats_a_trigram(words: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     from _tuning import HARD_NAMES, add_grid_options, finish, settings
 
-    from captioning.captioner import Captioner
-    from captioning.decoder import HARD_INFERENCE
-    from captioning.readers import CaptionDataError, read_flickr8k
+    from captioning.model.captioner import Captioner
+    from captioning.model.decoder import HARD_INFERENCE
+    from captioning.training.readers import CaptionDataError, read_flickr8k
     from text_attn.core.metrics import coco_metrics
     from text_attn.core.modelfile import ModelFileError
 

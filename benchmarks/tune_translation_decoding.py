@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def main(argv: list[str] | None = None) -> int:
     import torch
+    from _multi30k import read_pair, score
     from _tuning import add_grid_options, finish, settings
-    from multi30k import read_pair, score
 
     from text_attn.translation.translator import Translator
 

@@ -1,5 +1,36 @@
 """text_attn: the attention library every model family shares (``text_attn.core``) and the text models
 (``text_attn.translation``: RNN encoder-decoder, Transformer, their data, training and ``translate``).
 
-Importing this package, or ``text_attn.core``, builds nothing and imports no Lightning.
+Importing this package, or ``text_attn.core``, builds nothing and imports no Lightning. The text family's public
+face: ``from text_attn import Translator`` and the names in ``__all__``, each loaded on first use (no torch on
+``import text_attn``).
 """
+
+_PUBLIC = {  # name -> the module that defines it
+    "Seq2Seq": "text_attn.translation.seq2seq",
+    "Seq2SeqConfig": "text_attn.translation.seq2seq",
+    "TranslationDataModule": "text_attn.translation.data",
+    "Translation": "text_attn.translation.translator",
+    "Translations": "text_attn.translation.translator",
+    "Translator": "text_attn.translation.translator",
+    "make_dates": "text_attn.translation.tasks",
+    "plot_alignment_heads": "text_attn.translation.plots",
+    "plot_bleu_by_length": "text_attn.translation.plots",
+    "report_attention": "text_attn.translation.alignment_page",
+    "text_train_cli": "text_attn.translation.train_cli",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # loaded once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -10,9 +10,9 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from captioning import caption_cli
-from captioning.captioner import Captioner
-from captioning.shapes import VOCAB, make_scene
+from captioning.commands import caption as caption_cli
+from captioning.model.captioner import Captioner
+from captioning.training.shapes import VOCAB, make_scene
 
 IMAGES = caption_cli.Path(__file__).parent.parent / "fixtures" / "images"
 

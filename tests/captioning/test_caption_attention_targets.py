@@ -11,12 +11,12 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.attention_targets import box_cells, image_size, scene_token_boxes, token_cells
-from captioning.data import CaptionDataModule
-from captioning.grounding import cells_in_box
-from captioning.preprocess import Preprocess
-from captioning.readers import CaptionDataError, read_karpathy
-from captioning.shapes import SHAPES, SceneObject, make_captions, resolve_object
+from captioning.photos.preprocess import Preprocess
+from captioning.training.attention_targets import box_cells, image_size, scene_token_boxes, token_cells
+from captioning.training.data import CaptionDataModule
+from captioning.training.grounding import cells_in_box
+from captioning.training.readers import CaptionDataError, read_karpathy
+from captioning.training.shapes import SHAPES, SceneObject, make_captions, resolve_object
 from text_attn.core.attention_supervision import dense_targets
 
 IMAGES = Path(__file__).parent.parent / "fixtures" / "images"

@@ -9,9 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.data import CaptionDataModule
-from captioning.preprocess import ImageReadError, Preprocess, load_image
-from captioning.readers import CaptionDataError, read_folder, read_karpathy
+from captioning.photos.preprocess import ImageReadError, Preprocess, load_image
+from captioning.training.data import CaptionDataModule
+from captioning.training.readers import CaptionDataError, read_folder, read_karpathy
 from text_attn.core.batching import EpochShuffle
 
 FIX = Path(__file__).parent.parent / "fixtures"

@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from captioning.train_cli import caption_train_cli, train_main
+from captioning.commands.train import caption_train_cli, train_main
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.captioner import Captioner, ModelFileError
-from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
-from captioning.encoder import EncoderConfig
-from captioning.model import CaptionModel
-from captioning.objective import caption_loss
+from captioning.model.captioner import Captioner, ModelFileError
+from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.training.objective import caption_loss
 from text_attn.core.decoding import beam_search, greedy_search
 from text_attn.core.vocab import Vocabulary
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from helpers.flickr8k import IMAGES, NAMES, write_original
 
-from captioning.data import CaptionDataModule
-from captioning.readers import CaptionDataError, caption_tokens, read_flickr8k
+from captioning.training.data import CaptionDataModule
+from captioning.training.readers import CaptionDataError, caption_tokens, read_flickr8k
 
 
 def write_kaggle(root: Path, lines: list[str] | None = None) -> Path:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from captioning.captioner import Captioner
-from captioning.decoder import DecoderConfig
-from captioning.encoder import EncoderConfig
-from captioning.model import CaptionModel
-from captioning.objective import CaptionReward, ObjectiveConfig, self_critical_step
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.training.objective import CaptionReward, ObjectiveConfig, self_critical_step
 from text_attn.core.vocab import Vocabulary
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers.plain_model import Counting, Plain
 
-from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 from text_attn.core.decoding import beam_search, search
 
 

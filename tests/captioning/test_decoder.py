@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
-from captioning.objective import caption_loss
+from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.training.objective import caption_loss
 
 B, T, L, D, V = 3, 5, 6, 8, 11
 
@@ -141,7 +141,7 @@ def test_caption_loss_trains_through_the_decoder():
 
 
 def test_region_positions_make_identical_regions_distinguishable():
-    from captioning.decoder import DecoderConfig, ShowAttendTellDecoder, region_codes
+    from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder, region_codes
 
     codes = region_codes(16)
     assert codes.shape == (16, 16)
@@ -159,7 +159,7 @@ def test_region_positions_make_identical_regions_distinguishable():
 
 
 def test_init_from_image_false_starts_every_image_the_same():
-    from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+    from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 
     dec = ShowAttendTellDecoder(
         DecoderConfig(vocab_size=10, feature_dim=8, embed_dim=8, hidden_dim=8, attn_dim=8, init_from_image=False)

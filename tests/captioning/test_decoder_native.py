@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 from text_attn.core import fused, native
 
 KERNEL_OFF = os.environ.get("TEXT_ATTN_NATIVE") == "0"

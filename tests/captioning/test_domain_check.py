@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from captioning.domain import FLAGGED, domain_check, far_from_domain, novelty, prototypes, summaries, valid_check
+from captioning.photos.domain import FLAGGED, domain_check, far_from_domain, novelty, prototypes, summaries, valid_check
 
 
 def _features(directions: torch.Tensor, regions: int = 4, noise: float = 0.0, seed: int = 0) -> torch.Tensor:

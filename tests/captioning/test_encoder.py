@@ -14,7 +14,7 @@ import torchvision
 from PIL import Image
 from torch import nn
 
-from captioning.encoder import (
+from captioning.model.encoder import (
     LITE,
     LITE_SIZES,
     EncoderWeightsError,
@@ -23,7 +23,7 @@ from captioning.encoder import (
     _lite_weights_file,
     _read_state_dict,
 )
-from captioning.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
+from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 
 IMAGES = Path(__file__).parent.parent / "fixtures" / "images"
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from captioning.decoder import DecoderConfig, ShowAttendTellDecoder
-from captioning.fast_path import DeferredWeightGrad, ThinLinear, cross_entropy
+from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.model.fast_path import DeferredWeightGrad, ThinLinear, cross_entropy
 from text_attn.core import fused
 
 

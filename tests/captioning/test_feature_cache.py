@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from captioning import feature_cache
-from captioning.data import CaptionDataModule
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
+from captioning.training import feature_cache
+from captioning.training.data import CaptionDataModule
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
 

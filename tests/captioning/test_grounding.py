@@ -8,8 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.grounding import cells_in_box, grounding, region_boxes
-from captioning.shapes import Scene, SceneObject, make_scenes
+from captioning.training.grounding import cells_in_box, grounding, region_boxes
+from captioning.training.shapes import Scene, SceneObject, make_scenes
 
 
 def test_region_boxes_4x4():

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch.distributions import Categorical
 
-from captioning.captioner import Captioner
-from captioning.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
-from captioning.encoder import EncoderConfig
-from captioning.objective import CollapseMonitor, MovingAverageBaseline, hard_attention_loss
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
+from captioning.model.encoder import EncoderConfig
+from captioning.training.objective import CollapseMonitor, MovingAverageBaseline, hard_attention_loss
 from text_attn.core.decoding import beam_search, greedy_search
 from text_attn.core.vocab import Vocabulary
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from captioning.encoder import ImageEncoder
-from captioning.inference_encoder import fold_for_inference
+from captioning.model.encoder import ImageEncoder
+from captioning.model.inference_encoder import fold_for_inference
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,11 +14,11 @@ import torch
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
-from captioning.bundled import BUNDLED_MODEL
-from captioning.captioner import Captioner
-from captioning.jpeg_step import AUTO, JpegStep, PhotoFormat, jpeg_step_of, photo_format, settle_jpeg_step
-from captioning.preprocess import Preprocess
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
+from captioning.model.bundled import BUNDLED_MODEL
+from captioning.model.captioner import Captioner
+from captioning.photos.jpeg_step import AUTO, JpegStep, PhotoFormat, jpeg_step_of, photo_format, settle_jpeg_step
+from captioning.photos.preprocess import Preprocess
 from text_attn.core.modelfile import update_info
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "flickr8k" / "Flicker8k_Dataset"
@@ -157,7 +157,7 @@ def test_model_files_record_the_step_and_older_files_load_without_it(tmp_path):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"the shared Flickr8k copy is not at {SHARED}")
 def test_auto_on_the_shared_copies_gives_the_bundled_models_preparation():
-    from captioning.data import CaptionDataModule
+    from captioning.training.data import CaptionDataModule
 
     dm = CaptionDataModule(source="flickr8k", root=str(SHARED.parent))
     dm.setup()

@@ -5,10 +5,10 @@ its options refused by name, and caption-train naming the new place of an option
 import pytest
 import torch
 
-from captioning.decoder import DecoderConfig
-from captioning.encoder import EncoderConfig
-from captioning.model import CaptionModel
-from captioning.objective import (
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.training.objective import (
     CaptionObjective,
     ObjectiveConfig,
     caption_loss,
@@ -194,7 +194,7 @@ def test_bad_objective_options_are_refused_by_name(options, message):
 def test_an_objective_option_at_its_old_place_names_the_new_one(tmp_path, capsys, monkeypatch):
     from pathlib import Path
 
-    from captioning.train_cli import caption_train_cli
+    from captioning.commands.train import caption_train_cli
 
     monkeypatch.chdir(tmp_path)
     config = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
@@ -207,7 +207,7 @@ def test_an_objective_option_at_its_old_place_names_the_new_one(tmp_path, capsys
 
 def test_a_hard_checkpoint_from_before_the_objective_block_is_refused_in_one_line():
     """Its baseline buffer sat at the module's top level ("baseline.value"); resuming it is refused, not mis-loaded."""
-    from captioning.module import CaptionModule
+    from captioning.training.module import CaptionModule
 
     old = {"state_dict": {"baseline.value": torch.tensor(-3.0), "baseline.updates": torch.tensor(7)}}
     with pytest.raises(ValueError, match="predates model.objective .* start from its model file with model.init_from"):

@@ -12,10 +12,11 @@ import time
 import pytest
 import torch
 
-from captioning import caption_cli, onnx_encoder
-from captioning.captioner import Captioner
-from captioning.encoder import ImageEncoder
-from captioning.preprocess import load_image
+from captioning.commands import caption as caption_cli
+from captioning.model import onnx_encoder
+from captioning.model.captioner import Captioner
+from captioning.model.encoder import ImageEncoder
+from captioning.photos.preprocess import load_image
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

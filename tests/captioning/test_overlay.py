@@ -10,7 +10,8 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.overlay import (
+from captioning.photos.preprocess import Preprocess
+from captioning.views.overlay import (
     FLOOR,
     FOCUS,
     GAP,
@@ -24,8 +25,7 @@ from captioning.overlay import (
     word_filename,
     word_png_size,
 )
-from captioning.overlay_layout import BAR, KEY_H, MARGIN, TITLE_LINE, key_top
-from captioning.preprocess import Preprocess
+from captioning.views.overlay_layout import BAR, KEY_H, MARGIN, TITLE_LINE, key_top
 
 COFFEE = Path(__file__).parent.parent / "fixtures" / "images" / "coffee.png"  # 256 x 171
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from captioning.photo_check import FLAT, GREY, ROUGH, photo_stats, unlike_a_photo
-from captioning.shapes import make_scene
+from captioning.photos.photo_check import FLAT, GREY, ROUGH, photo_stats, unlike_a_photo
+from captioning.training.shapes import make_scene
 
 IMAGES = __import__("pathlib").Path(__file__).parent.parent / "fixtures" / "images"
 

@@ -10,8 +10,8 @@ import torch
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
-from captioning.caption_cli import caption_main
-from captioning.preprocess import LITE_MEAN, LITE_STD, Preprocess, load_image, load_photo
+from captioning.commands.caption import caption_main
+from captioning.photos.preprocess import LITE_MEAN, LITE_STD, Preprocess, load_image, load_photo
 
 W, H = 2080, 1560  # 3.2 megapixels; at a least side of 520 the decoder scales by 1/2 (1560 // 520 = 3 -> 2)
 

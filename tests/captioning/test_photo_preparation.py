@@ -16,11 +16,11 @@ import torch
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
-from captioning.bundled import BUNDLED_MODEL
-from captioning.captioner import Captioner
-from captioning.collection import ImageFiles
-from captioning.feature_cache import _ImageTensors
-from captioning.preprocess import Preprocess, load_photo, prepared
+from captioning.model.bundled import BUNDLED_MODEL
+from captioning.model.captioner import Captioner
+from captioning.photos.collection import ImageFiles
+from captioning.photos.preprocess import Preprocess, load_photo, prepared
+from captioning.training.feature_cache import _ImageTensors
 from text_attn.core.modelfile import update_info
 
 PHOTO = Path(__file__).parent.parent / "fixtures" / "images" / "rocket.jpg"

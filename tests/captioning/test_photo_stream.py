@@ -10,8 +10,8 @@ import pytest
 from helpers.shards import write_shard
 from PIL import Image
 
-from captioning.photo_stream import PhotoStream, owner, photo_batches
-from captioning.preprocess import Preprocess
+from captioning.photos.photo_stream import PhotoStream, owner, photo_batches
+from captioning.photos.preprocess import Preprocess
 
 PRE = Preprocess(image_size=32)
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from captioning.decoder import DecoderConfig
-from captioning.encoder import EncoderConfig
-from captioning.model import CaptionModel
-from captioning.objective import CaptionReward, self_critical_step
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.training.objective import CaptionReward, self_critical_step
 from text_attn.core.decoding import Sampling
 from text_attn.core.vocab import Vocabulary
 

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from captioning.shapes import (
+from captioning.training.shapes import (
     BACKGROUND,
     COLOURS,
     RGB,

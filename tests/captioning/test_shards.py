@@ -9,7 +9,7 @@ from pathlib import Path
 from helpers.shards import add_member, photo_bytes, write_shard
 from PIL import Image
 
-from captioning.shards import ShardNote, expand_braces, is_shard, iter_shard
+from captioning.photos.shards import ShardNote, expand_braces, is_shard, iter_shard
 
 
 def _read(path: Path, **kw):

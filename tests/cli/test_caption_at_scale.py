@@ -12,9 +12,9 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.captioner import Captioner
-from captioning.decoder import DecoderConfig
-from captioning.encoder import EncoderConfig
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
 from text_attn.core.vocab import Vocabulary
 
 pytestmark = pytest.mark.slow
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 # The child reports its own peak resident memory after captioning (Linux: ru_maxrss in KiB).
 CHILD = (
     "import resource, sys\n"
-    "from captioning.caption_cli import caption_main\n"
+    "from captioning.commands.caption import caption_main\n"
     "code = caption_main(sys.argv[1:])\n"
     "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
     "sys.exit(code)\n"

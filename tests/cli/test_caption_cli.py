@@ -10,15 +10,16 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning import caption_cli
-from captioning.caption_cli import caption_main
-from captioning.captioner import Captioner
-from captioning.decoder import DecoderConfig
-from captioning.encoder import EncoderConfig
-from captioning.export import export_main
-from captioning.overlay import grid_layout, word_png_size
-from captioning.preprocess import load_image as read_image
-from captioning.shapes import VOCAB
+from captioning.commands import caption as caption_cli
+from captioning.commands import caption_loop, caption_parser
+from captioning.commands.caption import caption_main
+from captioning.commands.export import export_main
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.photos.preprocess import load_image as read_image
+from captioning.training.shapes import VOCAB
+from captioning.views.overlay import grid_layout, word_png_size
 from text_attn.core.vocab import Vocabulary
 
 IMAGES = Path(__file__).parent.parent / "fixtures" / "images"
@@ -143,7 +144,7 @@ def test_caption_every_image_mode(capsys, model_file, odd_images):
 
 @pytest.mark.parametrize("batch", [1, 8])  # batch 1: a batch with no readable image at all
 def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, monkeypatch, batch):
-    monkeypatch.setattr(caption_cli, "BATCH", batch)
+    monkeypatch.setattr(caption_parser, "BATCH", batch)
     bad = tmp_path / "x.png"
     bad.write_text("not a picture\n")
     missing = tmp_path / "missing.jpg"
@@ -164,7 +165,7 @@ def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, mon
 
 
 def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
-    monkeypatch.setattr(caption_cli, "BATCH", 1)  # the two images in separate batches
+    monkeypatch.setattr(caption_parser, "BATCH", 1)  # the two images in separate batches
     twin = tmp_path / "other" / "coffee.png"  # same name as PHOTOS[0]: its overlay must not overwrite the first
     twin.parent.mkdir()
     twin.write_bytes(Path(PHOTOS[0]).read_bytes())
@@ -184,7 +185,7 @@ def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
 
 
 def test_hard_attention_model_reports_and_outlines_its_chosen_regions(capsys, tmp_path, monkeypatch):
-    from captioning import overlay
+    from captioning.views import overlay
 
     path = tmp_path / "hard.pt"
     _tiny(Vocabulary.build([list(VOCAB)]), crop=True, attention="hard").save(path)
@@ -215,7 +216,7 @@ def test_demo_writes_an_overlay(capsys, model_file, tmp_path):
 
 
 def make_scenes_with_seed(seed: int):
-    from captioning.shapes import make_scene
+    from captioning.training.shapes import make_scene
 
     return make_scene(random.Random(seed), size=64)
 
@@ -239,7 +240,7 @@ def test_model_errors(capsys, model_file, tmp_path, monkeypatch):
     assert exc.value.code == 2 and err.count("\n") == 1 and "no-such-device" in err
     # no --model and no bundled model file: one clear line
     missing = tmp_path / "assets" / "flickr8k_soft.pt"
-    from captioning import bundled
+    from captioning.model import bundled
 
     monkeypatch.setattr(caption_cli, "BUNDLED_MODEL", missing)
     monkeypatch.setattr(bundled, "BUNDLED_MODEL", missing)  # where every caller resolves the default
@@ -389,8 +390,8 @@ def test_export_a_real_training_checkpoint(capsys, tmp_path):
     """A caption-train run's best checkpoint exports to the same file that fit itself writes at the end."""
     import pytorch_lightning as pl
 
-    from captioning.data import CaptionDataModule
-    from captioning.module import CaptionModule
+    from captioning.training.data import CaptionDataModule
+    from captioning.training.module import CaptionModule
 
     pl.seed_everything(0)
     encoder, decoder = EncoderConfig(**TINY_ENCODER, crop=False), DecoderConfig(**TINY_DECODER)
@@ -454,7 +455,7 @@ def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file,
     lines = out_file.read_text().splitlines()
     out_file.write_text("\n".join(lines[:2]) + "\n" + lines[2][:25])
     seen = []
-    from captioning import collection
+    from captioning.photos import collection
 
     real = collection.read_photo
     with pytest.MonkeyPatch.context() as mp:
@@ -515,7 +516,7 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file,
     jsonl = tmp_path / "out.jsonl"
     # --workers 0: the limit would also stop the workers' shared-memory hand-over (a real full disk does not)
     args = [str(album), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2", "--workers", "0"]
-    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+    code = "from captioning.commands.caption import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
 
     def limit():  # in the child: writes past 3 KB fail with EFBIG instead of killing it (SIGXFSZ ignored)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -530,7 +531,7 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file,
     lines = jsonl.read_text().splitlines()
     whole = [json.loads(line) for line in lines if line.endswith("}")]
     assert whole and all(r["image"] for r in whole)
-    from captioning.collection import image_paths
+    from captioning.photos.collection import image_paths
 
     images = sorted(image_paths([str(album)]))
     assert len(whole) < len(images)  # the limit stopped it part of the way
@@ -539,7 +540,7 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file,
 
 
 def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_file, album, monkeypatch):
-    import captioning.caption_cli as cli
+    import captioning.commands.caption_batch as cli
 
     real, calls = cli.caption_items, []
 
@@ -582,18 +583,19 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
             im.convert("RGB").resize((48 + i % 60, 40)).save(folder / f"{i:03d}.png")
     jsonl = tmp_path / "out.jsonl"
     args = [str(folder), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2"]
-    code = "from captioning.caption_cli import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+    code = "from captioning.commands.caption import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
     # The third batch waits (no race with a fast machine): the signal arrives with 2 batches (4 records) written.
     # Ctrl-C as a terminal delivers it: a test run started in the background by a non-interactive shell inherits
     # SIGINT ignored, and Python then installs no KeyboardInterrupt handler (the command would sleep on).
     paused = (
         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "import sys, time; import captioning.caption_cli as cli; real, calls = cli.caption_items, []\n"
+        "import sys, time; import captioning.commands.caption_batch as cli; real, calls = cli.caption_items, []\n"
         "def third_waits(*a, **k):\n"
         "    calls.append(1)\n"
         "    if len(calls) == 3: time.sleep(900)\n"
         "    return real(*a, **k)\n"
-        "cli.caption_items = third_waits; sys.exit(cli.caption_main(sys.argv[1:]))"
+        "from captioning.commands.caption import caption_main\n"
+        "cli.caption_items = third_waits; sys.exit(caption_main(sys.argv[1:]))"
     )
     proc = subprocess.Popen([sys.executable, "-c", paused, *args], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600  # a loaded machine is slow to start; the signal waits for the 4 records
@@ -628,8 +630,8 @@ def test_a_huge_image_gets_our_note_not_pillows_warning(capsys, model_file, monk
 @pytest.mark.parametrize(
     "module, main, prog",
     [
-        ("captioning.caption_cli", "caption_main", "caption"),
-        ("captioning.export", "export_main", "caption-export"),
+        ("captioning.commands.caption", "caption_main", "caption"),
+        ("captioning.commands.export", "export_main", "caption-export"),
         ("text_attn.translation.export", "export_main", "text-export"),
         ("text_attn.translation.translate_cli", "translate_main", "translate"),
     ],
@@ -653,9 +655,9 @@ def test_after_ctrl_c_only_the_fd_sharing_threads_broken_connection_is_dropped(m
 
     passed_on = []
     monkeypatch.setattr(threading, "excepthook", lambda args: passed_on.append(str(args.exc_value)))
-    caption_cli._drop_handover_noise()  # wraps the hook above
+    caption_loop._drop_handover_noise()  # wraps the hook above
     hook = threading.excepthook
-    caption_cli._drop_handover_noise()  # a second caption_main in the process: still the one hook, not a chain
+    caption_loop._drop_handover_noise()  # a second caption_main in the process: still the one hook, not a chain
     assert threading.excepthook is hook
     namespace: dict = {}
     exec(compile("def _serve():\n    raise ConnectionResetError('peer gone')\n", sharer.__file__, "exec"), namespace)

@@ -18,12 +18,12 @@ from helpers.one_line import refused
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
-from captioning.caption_cli import caption_main
-from captioning.collection import image_paths
-from captioning.preprocess import ImageReadError, load_image
+from captioning.commands.caption import caption_main
+from captioning.photos.collection import image_paths
+from captioning.photos.preprocess import ImageReadError, load_image
 
 FAST = ["--max-len", "3"]
-CAPTION = "import sys; from captioning.caption_cli import caption_main; sys.exit(caption_main(sys.argv[1:]))"
+CAPTION = "import sys; from captioning.commands.caption import caption_main; sys.exit(caption_main(sys.argv[1:]))"
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +165,9 @@ def test_an_overlay_folder_that_cannot_be_written_is_one_line_before_any_image(
 
     monkeypatch.setattr(tempfile, "TemporaryFile", refused)
     seen = []
-    monkeypatch.setattr("captioning.collection.load_photo", lambda *a: seen.append(a) or (_ for _ in ()).throw(OSError))
+    monkeypatch.setattr(
+        "captioning.photos.collection.load_photo", lambda *a: seen.append(a) or (_ for _ in ()).throw(OSError)
+    )
     try:
         err = _refused(capsys, folder, "--model", model_file, *FAST, "--overlay", locked, "--workers", "0")
         assert err == f"caption: error: cannot write into --overlay directory {locked}: [Errno 13] Permission denied"

@@ -19,8 +19,8 @@ from helpers.shards import write_shard
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
-import captioning.caption_cli as cli
-from captioning.caption_cli import caption_main
+import captioning.commands.caption_batch as cli
+from captioning.commands.caption import caption_main
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 CAPTION = str(Path(sys.executable).parent / "caption")
@@ -91,7 +91,7 @@ def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(mode
         _run([*base, "--jsonl", out, "--devices", "1"])
     assert not out.exists() and sum(len(_lines(p)) for p in Path(f"{out}.parts").glob("*.part*")) == 6
     monkeypatch.setattr(cli, "caption_items", real)
-    from captioning import collection
+    from captioning.photos import collection
 
     real_read = collection.read_photo
     monkeypatch.setattr(collection, "read_photo", lambda name, *a: read.append(name) or real_read(name, *a))

@@ -13,9 +13,9 @@ import pytest
 import torch
 import yaml
 
-from captioning.captioner import Captioner
-from captioning.encoder import LITE
-from captioning.train_cli import caption_train_cli, train_main
+from captioning.commands.train import caption_train_cli, train_main
+from captioning.model.captioner import Captioner
+from captioning.model.encoder import LITE
 from text_attn.core.run_report import find_log_dir, panels_for, read_metrics
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")

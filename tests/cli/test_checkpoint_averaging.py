@@ -157,8 +157,8 @@ def test_a_caption_run_is_averaged_over_its_step_checkpoints(cli_run_in_tmp, cap
     its weights saved each step; rows scored with coco-caption on the val photo; the chosen row written."""
     from checkpoint_averaging import _number, main, saved_checkpoints
 
-    from captioning.captioner import Captioner
-    from captioning.train_cli import caption_train_cli
+    from captioning.commands.train import caption_train_cli
+    from captioning.model.captioner import Captioner
     from tests.helpers.flickr8k import write_original
 
     tmp = cli_run_in_tmp

@@ -127,7 +127,16 @@ def test_the_results_page_prints_the_scores_the_bundled_files_record():
 
 
 def test_the_code_map_names_every_module():
+    """Every module by name, and every room of captioning/ by its folder (the modules are listed under their room)."""
     text = (ROOT / "docs" / "code.md").read_text(encoding="utf-8")
     packages = ("text_attn/core", "text_attn/translation", "captioning", "attention_serve")
-    modules = [p.name for pkg in packages for p in sorted((ROOT / pkg).glob("*.py")) if p.name != "__init__.py"]
+    modules = [p.name for pkg in packages for p in sorted((ROOT / pkg).rglob("*.py")) if p.name != "__init__.py"]
     assert modules and [m for m in modules if f"`{m}`" not in text] == []
+    rooms = [p.parent.relative_to(ROOT).as_posix() for p in sorted((ROOT / "captioning").glob("*/__init__.py"))]
+    assert len(rooms) >= 5 and [r for r in rooms if f"`{r}/`" not in text] == []
+    # each room's modules are named after its heading and before the next one
+    sections = text.split("*`captioning/")
+    for room in rooms:
+        (section,) = [s for s in sections if s.startswith(room.removeprefix("captioning/") + "/`")]
+        names = [p.name for p in sorted((ROOT / room).glob("*.py")) if p.name != "__init__.py"]
+        assert [n for n in names if f"`{n}`" not in section] == [], room

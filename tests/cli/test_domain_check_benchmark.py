@@ -14,7 +14,7 @@ import torch
 from helpers.flickr8k import write_original
 from helpers.tiny_captioner import tiny_model_file
 
-from captioning.captioner import Captioner
+from captioning.model.captioner import Captioner
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "domain_check.py"
 

@@ -58,7 +58,7 @@ def test_recorded_reads_the_decoding_the_model_file_records_or_refuses(tmp_path)
     import flickr8k
     from _runs import StageError
 
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
     from tests.helpers.tiny_captioner import tiny_model_file
 
     model = tiny_model_file(tmp_path / "m.pt")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from captioning.captioner import Captioner
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
+from captioning.model.captioner import Captioner
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "flickr8k"

@@ -16,9 +16,9 @@ import torch
 from helpers.browser import MISSING, Browser, find_chromium
 from PIL import Image
 
-from captioning.caption_cli import SHAPES_MODEL, caption_main
-from captioning.caption_page import image_section, open_caption_page
-from captioning.shapes import make_scene
+from captioning.commands.caption import SHAPES_MODEL, caption_main
+from captioning.training.shapes import make_scene
+from captioning.views.caption_page import image_section, open_caption_page
 from text_attn.core.html_page import HtmlPage, dequantise, escape, script_json
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.alignment_page import report_attention

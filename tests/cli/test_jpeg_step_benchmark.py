@@ -13,7 +13,7 @@ import torch
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
-from captioning.captioner import Captioner
+from captioning.model.captioner import Captioner
 from text_attn.core.modelfile import update_info
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "jpeg_step.py"

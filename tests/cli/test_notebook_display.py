@@ -18,8 +18,8 @@ from helpers.multi30k import DE, EN
 from helpers.tiny_translator import tiny_subword_model_file
 from PIL import Image
 
-from captioning.bundled import DEMO_PHOTOS
-from captioning.captioner import Caption, Captioner, Captions
+from captioning.model.bundled import DEMO_PHOTOS
+from captioning.model.captioner import Caption, Captioner, Captions
 from text_attn.core.html_page import dequantise
 from text_attn.translation.translator import Translation, Translations, Translator
 

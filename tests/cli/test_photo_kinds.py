@@ -1,7 +1,7 @@
 """The shipped Flickr8k configs train on the photos people have, given only their data path: the shared copies
 (224 x 224, JPEG quality 90, 4:2:0), Flickr8k as it is downloaded (full-size photos of many sizes and JPEG qualities,
 a PNG among them) and full-size photos Pillow saved with its defaults (quality 75). Fit and optimize read the JPEG
-step from the training photos (captioning.jpeg_step): the copies' step is recorded in the model file, full-size
+step from the training photos (captioning.photos.jpeg_step): the copies' step is recorded in the model file, full-size
 photos of many sizes record none; a value given by hand that the photos contradict is refused in one line before
 any work. Each SCST config starts from its first stage's model file; streaming chunks record what the files showed.
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from helpers.flickr8k import write_original
 
-from captioning.captioner import Captioner
-from captioning.train_cli import caption_train_cli, train_main
+from captioning.commands.train import caption_train_cli, train_main
+from captioning.model.captioner import Captioner
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs" / "caption"

@@ -1,6 +1,6 @@
-"""``caption --devices N`` starts its other processes before anything heavy is imported (captioning.process_start):
-each then imports and loads beside the first, not in series behind it. The two-process runs themselves are in
-tests/cli/test_caption_processes.py (-m slow)."""
+"""``caption --devices N`` starts its other processes before anything heavy is imported
+(captioning.commands.process_start): each then imports and loads beside the first, not in series behind it. The
+two-process runs themselves are in tests/cli/test_caption_processes.py (-m slow)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import textwrap
 
 import pytest
 
-from captioning.process_start import LAUNCHED, should_start
+from captioning.commands.process_start import LAUNCHED, should_start
 
 # the first process of `caption PHOTO --jsonl OUT --devices 2`, with Popen replaced: what it starts, and when
 PROBE = textwrap.dedent("""
     import json, os, sys
-    import captioning.process_start as ps
+    import captioning.commands.process_start as ps
 
     class Started(Exception):
         pass
@@ -29,7 +29,7 @@ PROBE = textwrap.dedent("""
         raise Started
 
     ps.subprocess.Popen = popen
-    from captioning.caption_cli import caption_main
+    from captioning.commands.caption import caption_main
     try:
         caption_main(sys.argv[1:])
     except Started:
@@ -76,7 +76,7 @@ def test_what_every_process_refuses_is_said_once(tmp_path):
     import os
     from pathlib import Path
 
-    from captioning.bundled import DEMO_PHOTOS
+    from captioning.model.bundled import DEMO_PHOTOS
 
     bad = tmp_path / "bad.pt"
     bad.write_text("not a model")

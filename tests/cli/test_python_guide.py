@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from captioning.bundled import BUNDLED_MODEL, DEMO_PHOTOS, SHAPES_MODEL
-from captioning.caption_cli import caption_main
-from captioning.captioner import Captioner
+from captioning.commands.caption import caption_main
+from captioning.model.bundled import BUNDLED_MODEL, DEMO_PHOTOS, SHAPES_MODEL
+from captioning.model.captioner import Captioner
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 

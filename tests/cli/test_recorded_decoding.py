@@ -73,7 +73,7 @@ def test_translate_uses_the_recorded_decoding_and_a_flag_wins(tmp_path, capsys):
 
 
 def test_caption_uses_the_recorded_decoding_and_model_info_says_it(tmp_path, capsys):
-    from captioning.caption_cli import caption_main
+    from captioning.commands.caption import caption_main
 
     tuned = tmp_path / "shapes.pt"
     shutil.copy(SHAPES, tuned)
@@ -103,7 +103,7 @@ def test_update_info_merges_a_decoder_setting_the_model_reads(tmp_path):
     in the decoder's own config, which the loaded model then runs with; a file without such settings is refused."""
     from helpers.tiny_captioner import tiny_model_file
 
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
 
     path = tiny_model_file(tmp_path / "hard.pt", attention="hard")
     assert Captioner.load(path).model.decoder.cfg.hard_inference == "argmax"

@@ -42,7 +42,7 @@ def test_rehearsal_runs_every_stage(tmp_path):
     assert isinstance(bleu4, float) and 0.0 <= bleu4 <= 1.0
     assert "CIDEr" in test["metrics"]
 
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
 
     model = Captioner.load(export["file"]).model
     assert model.encoder.backbone == "efficientnet_lite0" and model.encoder.grid == 7

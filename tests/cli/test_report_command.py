@@ -8,7 +8,7 @@ import pytest
 from helpers.run_logs import write_run
 from PIL import Image
 
-from captioning.train_cli import train_main as caption_train
+from captioning.commands.train import train_main as caption_train
 from text_attn.translation.train_cli import train_main as text_train
 
 

@@ -11,7 +11,7 @@ import torch
 import yaml
 from helpers.resumable import resumable_config
 
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
 from text_attn.core.modelfile import load_model_file
 from text_attn.translation.train_cli import text_train_cli
 

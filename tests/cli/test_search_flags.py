@@ -48,7 +48,7 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
 
 
 def test_caption_n_best_and_seeded_sampling(capsys):
-    from captioning.caption_cli import caption_main
+    from captioning.commands.caption import caption_main
 
     def run(*args):
         assert caption_main(["--demo", "shapes", "--seed", "5", "--json", *args]) == 0

@@ -18,8 +18,8 @@ from helpers.attacks import code_checkpoint, constructor_library, serving
 from helpers.tiny_captioner import tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 
-from captioning.caption_cli import caption_main
-from captioning.export import export_main as caption_export
+from captioning.commands.caption import caption_main
+from captioning.commands.export import export_main as caption_export
 from text_attn.core.modelfile import update_info
 from text_attn.translation.export import export_main as text_export
 from text_attn.translation.train_cli import train_main as text_train
@@ -158,8 +158,8 @@ def test_a_planted_onnx_graph_is_not_run(tmp_path, monkeypatch, cap_model):
     """A graph that multiplies the features by zero, planted under the name the encoder's graph has."""
     import onnx
 
-    from captioning import onnx_encoder
-    from captioning.encoder import ImageEncoder
+    from captioning.model import onnx_encoder
+    from captioning.model.encoder import ImageEncoder
 
     monkeypatch.setenv("CAPTION_ONNX", "1")
     monkeypatch.setenv("TEXT_ATTN_CACHE", str(tmp_path / "cache"))
@@ -347,7 +347,7 @@ def test_an_export_never_writes_over_its_info_file(tmp_path, capsys, cap_model):
 
 
 def test_a_planted_link_at_the_runs_config_yaml_is_not_written_through(tmp_path, capsys, cli_run_in_tmp):
-    from captioning.train_cli import train_main as caption_train
+    from captioning.commands.train import train_main as caption_train
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
@@ -381,7 +381,7 @@ def test_names_and_captions_cannot_forge_lines(tmp_path, capsys, cap_model):
 
 
 def test_features_cached_in_a_folder_others_can_write_are_not_used(tmp_path, capsys):
-    from captioning.feature_cache import load_features, save_features
+    from captioning.training.feature_cache import load_features, save_features
 
     mine = tmp_path / "mine" / "f.pt"
     save_features(mine, torch.ones(2, 3, 4))

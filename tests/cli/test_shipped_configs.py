@@ -13,8 +13,8 @@ import pytest
 from helpers.flickr8k import write_original
 from helpers.multi30k import write_corpus
 
-from captioning.captioner import Captioner
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
+from captioning.model.captioner import Captioner
 from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.translator import Translator
 

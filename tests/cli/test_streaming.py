@@ -16,9 +16,9 @@ from helpers.multi30k import write_corpus
 from helpers.resumable import resumable_config
 from helpers.scene_corpus import write_flickr8k, write_folder, write_karpathy
 
-from captioning.data import CaptionDataModule
-from captioning.train_cli import caption_train_cli
-from captioning.train_cli import train_main as caption_main
+from captioning.commands.train import caption_train_cli
+from captioning.commands.train import train_main as caption_main
+from captioning.training.data import CaptionDataModule
 from text_attn.core.streaming import read_all, shuffled_for_writing, split_dataset
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.train_cli import text_train_cli
@@ -203,7 +203,7 @@ def test_caption_chunks_give_back_every_photo_and_caption(layout, tmp_path):
 
 
 def test_boxed_chunks_give_the_folder_readers_attention_targets(tmp_path, capsys):
-    from captioning.preprocess import Preprocess
+    from captioning.photos.preprocess import Preprocess
 
     path = write_karpathy(tmp_path / "k", 15)
     corpus = json.loads(path.read_text())
@@ -257,8 +257,8 @@ def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
     cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data, lite)
     caption_main(["optimize", "--config", cfg, "--out", "chunks", "--features", "true"])
     # the features the feature cache computes for the same photos with the same encoder
-    from captioning.encoder import EncoderConfig
-    from captioning.streaming import frozen_encoder
+    from captioning.model.encoder import EncoderConfig
+    from captioning.training.streaming import frozen_encoder
 
     encoder, _ = frozen_encoder(EncoderConfig(**yaml.safe_load(Path(cfg).read_text())["model"]["encoder"]))
     folder = CaptionDataModule(**data)
@@ -320,8 +320,8 @@ def test_img2dataset_shards_become_chunks_and_a_damaged_sample_is_one_line(tmp_p
 def test_img2dataset_shards_become_feature_chunks(tmp_path):
     from helpers.shards import photo_bytes, write_shard
 
-    from captioning.preprocess import prepared
-    from captioning.streaming import ENCODE_BATCH, frozen_encoder
+    from captioning.photos.preprocess import prepared
+    from captioning.training.streaming import ENCODE_BATCH, frozen_encoder
 
     (tmp_path / "s").mkdir()
     write_shard(tmp_path / "s/train-0.tar", 0, ENCODE_BATCH + 3)  # a full batch of photos and a part one

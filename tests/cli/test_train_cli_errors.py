@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from captioning.train_cli import train_main as caption_train
+from captioning.commands.train import train_main as caption_train
 from text_attn.translation.train_cli import train_main as text_train
 
 
@@ -99,7 +99,7 @@ def test_text_data_options_out_of_range_are_refused_by_name(args, message, capsy
 
 @pytest.mark.parametrize("main", ["caption", "translate"])
 def test_zero_threads_is_refused(main, capsys):
-    from captioning.caption_cli import caption_main
+    from captioning.commands.caption import caption_main
     from text_attn.translation.translate_cli import translate_main
 
     with pytest.raises(SystemExit) as exc:

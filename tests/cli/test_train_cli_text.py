@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from captioning.train_cli import caption_train_cli, train_main
+from captioning.commands.train import caption_train_cli, train_main
 from text_attn.core.run_report import read_metrics
 from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.train_cli import train_main as text_train_main

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from captioning.train_cli import caption_train_cli
+from captioning.commands.train import caption_train_cli
 from text_attn.translation.train_cli import text_train_cli
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"

@@ -28,7 +28,7 @@ def _run(script: str, *args: str) -> str:
 
 @pytest.mark.skipif(not (DATA / "flickr8k" / "Flickr8k_text").is_dir(), reason="real Flickr8k not found")
 def test_caption_tuner_records_a_val_choice_that_caption_uses(tmp_path, capsys):
-    from captioning.caption_cli import caption_main
+    from captioning.commands.caption import caption_main
 
     model = tmp_path / "model.pt"
     shutil.copy(ROOT / "captioning" / "assets" / "flickr8k_soft.pt", model)

@@ -30,7 +30,7 @@ def _tune(model: Path, report: Path, *extra: str) -> str:
 
 @pytest.mark.slow
 def test_both_hard_decodings_are_tried_and_the_chosen_one_is_recorded(tmp_path):
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
 
     model = tiny_model_file(tmp_path / "hard.pt", attention="hard")
     out = _tune(model, tmp_path / "tune.json")

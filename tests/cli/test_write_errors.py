@@ -75,7 +75,7 @@ def test_exports_full_disk(tmp_path):
     run through their entry points in one limited process (one interpreter start, not two)."""
     text_model = _tiny_text_model(tmp_path)
     shapes = Path(__file__).resolve().parents[2] / "captioning" / "assets" / "shapes_soft.pt"
-    runs = {"caption-export": ("captioning.export", shapes),
+    runs = {"caption-export": ("captioning.commands.export", shapes),
             "text-export": ("text_attn.translation.export", text_model)}  # fmt: skip
     code = "import sys, importlib\n"
     for prog, (module, src) in runs.items():

@@ -36,11 +36,11 @@ class Case:
 
 def _entry(command: str):
     if command == "caption":
-        from captioning.caption_cli import caption_main as main
+        from captioning.commands.caption import caption_main as main
     elif command == "caption-train":
-        from captioning.train_cli import train_main as main
+        from captioning.commands.train import train_main as main
     elif command == "caption-export":
-        from captioning.export import export_main as main
+        from captioning.commands.export import export_main as main
     elif command == "translate":
         from text_attn.translation.translate_cli import translate_main as main
     elif command == "text-train":
@@ -57,10 +57,10 @@ def fixtures(work: Path) -> dict[str, Path]:
     sys.path.insert(0, str(TESTS))
     from helpers.multi30k import write_corpus
 
-    from captioning.captioner import Captioner
-    from captioning.decoder import DecoderConfig
-    from captioning.encoder import EncoderConfig
-    from captioning.shapes import VOCAB
+    from captioning.model.captioner import Captioner
+    from captioning.model.decoder import DecoderConfig
+    from captioning.model.encoder import EncoderConfig
+    from captioning.training.shapes import VOCAB
     from text_attn.core.vocab import Vocabulary
     from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
     from text_attn.translation.translator import Translator

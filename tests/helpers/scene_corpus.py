@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from captioning.shapes import make_scenes
+from captioning.training.shapes import make_scenes
 
 
 def write_images(folder: Path, n: int, seed: int = 0) -> list[tuple[str, list[str]]]:

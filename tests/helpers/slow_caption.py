@@ -7,7 +7,8 @@ import os
 import sys
 import time
 
-import captioning.caption_cli as cli
+import captioning.commands.caption_batch as cli
+from captioning.commands.caption import caption_main
 
 _real = cli.caption_items
 
@@ -20,4 +21,4 @@ def _slow(*args, **kwargs):
 cli.caption_items = _slow
 
 if __name__ == "__main__":
-    sys.exit(cli.caption_main(sys.argv[1:]))
+    sys.exit(caption_main(sys.argv[1:]))

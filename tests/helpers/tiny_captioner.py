@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from captioning.captioner import Captioner
-from captioning.decoder import DecoderConfig
-from captioning.encoder import EncoderConfig
-from captioning.shapes import VOCAB
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.training.shapes import VOCAB
 from text_attn.core.vocab import Vocabulary
 
 

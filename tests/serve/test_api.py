@@ -70,8 +70,8 @@ def _bomb(width: int, height: int) -> bytes:
 
 def _reference_caption(model: Path, data: bytes, options: dict) -> list[str]:
     """What the server must answer: the photo through the same decoding and preprocessing as `caption`, in process."""
-    from captioning.captioner import Captioner
-    from captioning.preprocess import load_photo
+    from captioning.model.captioner import Captioner
+    from captioning.photos.preprocess import load_photo
 
     cap = Captioner.load(model)
     image, _ = load_photo(data, cap.preprocess.decode_side)
@@ -93,7 +93,7 @@ def test_health_info_and_the_openapi_page(server):
 
 
 def test_a_caption_equals_the_in_process_captioner_in_every_upload_form(server, models):
-    from captioning.captioner import Captioner
+    from captioning.model.captioner import Captioner
 
     data = PHOTO.read_bytes()
     status, _, rec = server.post_file("/caption", data, {"beam_size": "2"})

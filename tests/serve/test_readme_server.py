@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.server import Server
 
-from captioning.bundled import DEMO_PHOTOS
+from captioning.model.bundled import DEMO_PHOTOS
 
 
 @pytest.mark.slow

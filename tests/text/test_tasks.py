@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from text_attn.translation.corpora import read_parallel_files, read_tsv_pairs
+from text_attn.translation.pairs import Example, TaskError
 from text_attn.translation.tasks import (
     DATE_FORMATS,
     DATE_RANGE,
@@ -19,8 +20,6 @@ from text_attn.translation.tasks import (
     REORDER_TGT_WORDS,
     SPACE,
     WEEKDAYS,
-    Example,
-    TaskError,
     format_date,
     load_examples,
     make_dates,

@@ -8,7 +8,7 @@ import pytest
 
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.data import PairDataset, TranslationDataModule, collate
-from text_attn.translation.tasks import Example
+from text_attn.translation.pairs import Example
 
 
 # --- reorder alignment -----------------------------------------------------------------------------------------------

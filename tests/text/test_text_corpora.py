@@ -14,9 +14,9 @@ from helpers.multi30k import DE, EN, write_corpus
 from text_attn.core.metrics import sacre_scores
 from text_attn.translation.corpora import read_parallel_text
 from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.pairs import TaskError
 from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
 from text_attn.translation.subwords import SubwordError, Subwords
-from text_attn.translation.tasks import TaskError
 from text_attn.translation.tokens import TextCodec
 from text_attn.translation.translator import Translator
 

@@ -202,7 +202,7 @@ def test_translate_given_a_checkpoint_names_the_export_command(run, tmp_path, ca
 
 
 def test_caption_given_a_checkpoint_names_the_export_command(tmp_path, capsys):
-    from captioning.caption_cli import caption_main
+    from captioning.commands.caption import caption_main
 
     fake = tmp_path / "last.ckpt"
     torch.save({"state_dict": {}, "pytorch-lightning_version": "2.6.0", "hyper_parameters": {}}, fake)

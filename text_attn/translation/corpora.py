@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 
 from text_attn.core.vocab import tokenize
-from text_attn.translation.tasks import Example, TaskError
+from text_attn.translation.pairs import Example, TaskError
 
 
 def read_lines(path: str | Path) -> list[str]:

@@ -31,9 +31,10 @@ from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableB
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
+from text_attn.translation.pairs import Example
 from text_attn.translation.source_check import source_check
 from text_attn.translation.subwords import MODEL_TYPES, Subwords
-from text_attn.translation.tasks import Example, load_examples
+from text_attn.translation.tasks import load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec
 
 CORPUS_TASKS = ("tsv", "parallel", "pair")  # sentences a user brings (the others are made up here)

@@ -27,7 +27,7 @@ from text_attn.core.streaming import (
     shuffled_for_writing,
 )
 from text_attn.core.vocab import Vocabulary
-from text_attn.translation.tasks import Example
+from text_attn.translation.pairs import Example
 from text_attn.translation.tokens import TextCodec
 
 FAMILY = "text"

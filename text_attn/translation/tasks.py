@@ -21,24 +21,9 @@ from __future__ import annotations
 import datetime
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
+from text_attn.translation.pairs import Example
 from text_attn.translation.tokens import SPACE
-
-
-class TaskError(ValueError):
-    """Bad corpus input; the message names the file (and line) and what is wrong."""
-
-
-@dataclass
-class Example:
-    src: list[str]  # source tokens
-    tgt: list[str]  # target tokens
-    alignment: list[int] | None = None  # alignment[j]: source index that tgt[j] translates
-    # a real corpus's sentences as written (the references of sacreBLEU and chrF); not part of equality
-    src_text: str | None = field(default=None, compare=False)
-    tgt_text: str | None = field(default=None, compare=False)
-
 
 # --- reorder: the two made-up languages -------------------------------------------------------
 _LEXICON_SEED = 20240607  # fixed: the language must not depend on the data seed

@@ -22,7 +22,7 @@ def text_train_cli(args: list[str] | None = None):
     """Run the ``text-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
     from text_attn.translation.data import TranslationDataModule
     from text_attn.translation.module import TranslationModule
-    from text_attn.translation.tasks import TaskError
+    from text_attn.translation.pairs import TaskError
 
     return run_lightning_cli(
         "text-train",
@@ -62,8 +62,8 @@ def text_optimize(args: list[str]) -> None:
     """``text-train optimize --config C.yaml --out DIR [--data.X ...]``: the corpus as LitData chunks."""
     from text_attn.core.optimize_cli import optimize_main
     from text_attn.translation.data import TranslationDataModule
+    from text_attn.translation.pairs import TaskError
     from text_attn.translation.streaming import optimize_text
-    from text_attn.translation.tasks import TaskError
 
     def write(dm, config, opts) -> None:
         manifest = optimize_text(dm, opts.out, opts.num_workers, opts.chunk_bytes)

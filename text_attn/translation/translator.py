@@ -174,7 +174,7 @@ class Translator:
         """``model.init_from``: the model file or text-train checkpoint at ``path`` (metadata + state_dict), checked
         against the architecture and the data's vocabularies; anything wrong is one ValueError line (what text-train
         reports without a trace)."""
-        from text_attn.translation.export import read_source
+        from text_attn.translation.checkpoint import read_source
 
         try:
             content, _ = read_source(path)

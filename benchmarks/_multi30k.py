@@ -1,0 +1,52 @@
+"""Multi30k pairs read as training reads them and translations scored (BLEU tok., sacreBLEU, chrF, by length): what
+multi30k.py, checkpoint_averaging.py and tune_translation_decoding.py share, below all three."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from _runs import StageError
+
+
+def read_pair(root: Path, split: str, src: str, tgt: str, n: int | None = None) -> tuple[list[str], list[str]]:
+    """The first n (all: None) sentence pairs of ``<root>/<split>.<src|tgt>[.gz]`` as (sources, references), read
+    as training reads them (misaligned files: a StageError naming the file and line)."""
+    from text_attn.translation.corpora import corpus_file, read_parallel_text
+    from text_attn.translation.pairs import TaskError
+
+    try:
+        pairs = read_parallel_text(corpus_file(root, split, src), corpus_file(root, split, tgt), max_pairs=n)
+    except TaskError as err:
+        raise StageError(str(err)) from err
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+def by_length(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
+    """BLEU (tok.) x 100 and sentence count per source-length bucket (words: 1-10, 11-15, 16-20, 21-30, 31+)."""
+    from text_attn.core.metrics import REAL_BUCKET_LABELS, REAL_BUCKETS, bleu_by_length, bucket_label
+    from text_attn.core.vocab import tokenize
+
+    ref_tok = [[tokenize(r, lower=True)] for r in refs]
+    hyp_tok = [tokenize(h, lower=True) for h in hyps]
+    by_len = bleu_by_length([len(s.split()) for s in sources], ref_tok, hyp_tok, REAL_BUCKETS)
+    return {
+        label: {"bleu": 100 * by_len[bucket_label(lo, hi)]["bleu"], "count": by_len[bucket_label(lo, hi)]["count"]}
+        for (lo, hi), label in zip(REAL_BUCKETS, REAL_BUCKET_LABELS, strict=True)
+    }
+
+
+def score(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
+    """BLEU (tok.), sacreBLEU, chrF (x 100), BLEU (tok.) by source words, outputs with <unk>."""
+    from text_attn.core.metrics import corpus_bleu, sacre_scores
+    from text_attn.core.vocab import tokenize
+
+    sacre = sacre_scores(refs, hyps)
+    bleu = corpus_bleu([[tokenize(r, lower=True)] for r in refs], [tokenize(h, lower=True) for h in hyps])
+    return {
+        "bleu_tok": 100 * bleu["bleu4"],
+        "sacrebleu": sacre["sacrebleu"],
+        "chrf": sacre["chrf"],
+        "signature": sacre["signature"],
+        "unk": sum("<unk>" in h for h in hyps),
+        "by_length": by_length(refs, hyps, sources),
+    }

@@ -1,0 +1,278 @@
+"""Command-line entry point ``caption``: caption images, folders and lists of paths, optionally with attention
+overlays (``caption-export`` is in captioning/export.py).
+
+Input: IMAGE arguments are files, folders (their image files, recursively, in sorted order), webdataset tar shards
+as img2dataset writes them (``KEY.jpg|png|webp`` with ``KEY.txt`` and ``KEY.json``, read in place: captioning.shards;
+a quoted ``'shards/{00000..00099}.tar'`` is expanded) or ``-`` (one path per line on stdin). Images are decoded and
+preprocessed by DataLoader workers (``--workers``) while the model captions the previous batch (``--batch-size``);
+memory stays bounded whatever the number of images. A progress bar is shown on stderr when there is more than one
+batch.
+
+``caption`` output. Plain: with one image, just its caption; with several, ``path<TAB>caption`` per image in input
+order (like grep with one vs several files). ``--json``: one JSON list, one record per image. ``--jsonl FILE``: the
+same records, one per line, written as each batch is done (nothing on stdout); with ``--resume`` the images FILE
+already holds a caption for are skipped and the rest appended. A record:
+    {"image": path, "caption": "a red circle ..." | null, "words": [...],
+     "attention": [[L floats] per word]   (row t: step t's weights over the grid*grid regions, row-major, sum 1),
+     "score": log-probability of the caption (beam: / length**length_penalty),
+     "truncated": true when the caption hit --max-len before its end (it is cut off),
+     "out_of_domain": true when the image looks unlike the model's training images (null: the model cannot tell),
+     "note": what the model knows, when out_of_domain ("this photo looks unlike the Flickr8k photos ..."), else null,
+     "grid": [g, g], "size": [W, H]        (the image as captioned: after its EXIF rotation),
+     "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
+     "chosen": [region per word] | null (a hard-attention model's attended region, row-major; null for soft),
+     "overlay": PNG path | null, "error": null | "one line"}
+A shard member is named ``SHARD.tar/KEY.jpg`` and its record also has "key" (img2dataset's key) and "reference" (the
+shard's KEY.txt, or null), after "image".
+A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists. Overlays of a
+hard-attention model outline each word's chosen region. Every failure is also one line on stderr
+(``caption: error: PATH: what is wrong``); the other images are still captioned, and the exit code is 1. Bad
+options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``);
+captions cut off by --max-len, and images unlike the model's training images, are counted in one note each there.
+
+``--html FILE`` also writes one self-contained interactive page (captioning/caption_page.py): per image its picture
+and caption; hovering a word (or stepping with the arrow keys) shows that word's attention. It is written as images
+are done, with any output mode above; an unwritable FILE is one line and exit code 2 before any image is read.
+
+``--devices N [--num-nodes M]`` (with ``--jsonl OUT``): the same per-batch work on N processes a machine, on
+Lightning's predict loop (captioning/caption_scale.py; docs/scale.md "Caption millions of photos").
+
+``caption --demo`` captions the bundled CC0 and public-domain photographs (captioning/assets/photos) with the bundled
+Flickr8k model and writes their overlays: three lines per photo, ``photo:``, ``caption:``, ``overlay:``.
+``caption --demo shapes`` draws a synthetic scene for the shapes model and prints four lines, ``scene:``, ``caption:``,
+``reference:`` (the scene's canonical caption) and ``overlay:``; with ``--json`` its one record also has "reference"
+and "seed".
+``caption --model-info`` prints what the model is, its training data and their terms, and its test scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from captioning.commands.caption_batch import _unique_stem
+from captioning.commands.caption_demo import _demo_photos, _demo_shapes
+from captioning.commands.caption_loop import _caption_paths
+from captioning.commands.caption_parser import _parser
+from captioning.commands.process_start import should_start, start_others
+from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
+from text_attn.core.errors import emit, fail, one_line
+from text_attn.core.safe_files import OutputRefused, inert_output, protecting, refuse_overlap, same_file
+from text_attn.core.search_options import check_search_options, fill_decoding_defaults
+
+
+def _load_captioner(args: argparse.Namespace):
+    from captioning.model.captioner import Captioner
+    from text_attn.core.modelfile import ModelFileError
+
+    path = _model_file(args)
+    if Path(path) in MODEL_NAMES.values() and not Path(path).is_file():
+        fail(
+            "caption",
+            f"the bundled model {path} is not installed; pass --model FILE (a model file written by caption-train "
+            "fit or caption-export)",
+        )
+    try:
+        captioner = Captioner.load(path)  # on the CPU: a device problem must not read as a broken file
+    except ModelFileError as err:  # a caption-train checkpoint's message names the caption-export command
+        fail("caption", str(err))
+    try:
+        return captioner.to(args.device)
+    except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
+        fail("caption", f"cannot use device {args.device!r}: {one_line(err)}")
+
+
+def model_info(captioner, path: str | Path) -> list[str]:
+    """``caption --model-info``: what the model is, what it was trained on (and under which terms), its scores."""
+    model = captioner.model
+    enc, dec = model.encoder, model.decoder.cfg
+    pre = captioner.preprocess
+    resize = "centre square crop" if pre.crop else "whole image squashed to a square (no crop)"
+    if pre.source_side:  # the training photos' own size, which every photo passes through first
+        resize = f"squashed to {pre.source_side} x {pre.source_side} ({pre.squash_filter}) first"
+        if pre.jpeg_quality is not None:  # and recompressed, as the training copies were (captioning.jpeg_step)
+            resize += f", then JPEG quality {pre.jpeg_quality} ({pre.jpeg_subsampling})"
+        resize += ", as its training photos were"
+    lines = [
+        f"model:          {path}",
+        f"attention:      {dec.attention} (Show-Attend-Tell), {enc.grid} x {enc.grid} regions",
+        f"encoder:        {enc.backbone} (frozen: {enc.fine_tune == 'none'}), {pre.image_size} px, {resize}",
+        f"decoder:        LSTM {dec.hidden_dim}, embedding {dec.embed_dim}, attention {dec.attn_dim}",
+        f"vocabulary:     {len(captioner.vocab)} words",
+        f"trained on:     {captioner.domain or 'not recorded'}",
+    ]
+    from text_attn.core.modelfile import info_lines
+
+    return lines + info_lines(captioner.info)
+
+
+@inert_output
+def caption_main(argv: list[str] | None = None) -> int:
+    """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
+    args = _parser().parse_args(argv)
+    if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
+        fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
+    if args.max_len < 1:
+        fail("caption", f"--max-len must be at least 1, got {args.max_len}")
+    if args.demo not in (None, "photo", "shapes"):  # `--demo x.png`: an image after --demo, not a kind of demo
+        if not Path(args.demo).exists():
+            fail("caption", f"--demo takes photo (the default: the bundled photos) or shapes, got {args.demo!r}")
+        args.images.insert(0, args.demo)
+        args.demo = "photo"
+    if args.demo and args.images:
+        fail("caption", "--demo captions its own images; give either --demo or IMAGE files, not both")
+    if args.model_info and (args.images or args.demo):
+        fail("caption", "--model-info describes the model and exits: give it without images or --demo")
+    if not args.demo and not args.images and not args.model_info:
+        fail("caption", "no input: give IMAGE files, or --demo to caption the bundled photos")
+    if args.per_word and not args.overlay and not args.demo:
+        fail("caption", "--per-word needs --overlay DIR")
+    if args.seed is not None and args.demo != "shapes":
+        fail("caption", "--seed only applies to --demo shapes")
+    if args.resume and not args.jsonl:
+        fail("caption", "--resume needs --jsonl FILE (the file to continue)")
+    if args.resume and args.html and Path(args.html).is_file() and Path(args.html).stat().st_size:
+        fail("caption", f"--html {args.html} exists, and --resume would replace it with a page of this run's images "
+             "only; give a new --html file (the old page stays as it is)")  # fmt: skip
+    if args.jsonl and args.json:
+        fail("caption", "give --json (one list on stdout) or --jsonl FILE (one record per line), not both")
+    _check_processes(args)
+    if args.n_best > 1 and not (args.json or args.jsonl):  # plain lines hold one caption
+        fail("caption", "--n-best lists are part of the --json / --jsonl records; add one of them")
+    for flag, value in (("--batch-size", args.batch_size), ("--threads", 1 if args.threads is None else args.threads)):
+        if value < 1:
+            fail("caption", f"{flag} must be at least 1, got {value}")
+    if args.workers < 0:
+        fail("caption", f"--workers must be 0 or more, got {args.workers}")
+    if not should_start(args.devices, args.num_nodes):
+        return _checked_run(args)
+    # --devices N: the other processes start now and import and load beside this one (captioning.process_start)
+    others = start_others(args.devices, list(sys.argv[1:] if argv is None else argv))
+    code = 1
+    try:
+        code = _checked_run(args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        code = others.finish(code)
+    if code:
+        raise SystemExit(code)
+    return 0
+
+
+def _checked_run(args: argparse.Namespace) -> int:
+    """The run once the options are checked: the model loaded, then the demo, its description or the inputs."""
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.html and args.jsonl and same_file(args.html, args.jsonl):
+        fail("caption", "--html and --jsonl name the same file; give two files")
+    try:  # the files given and the model, before it loads (folders and stdin's list are checked once expanded)
+        refuse_overlap(_outputs(args), [*_model_files(args), *(i for i in args.images if i != "-")],
+                       stdin="-" in args.images)  # fmt: skip
+    except OutputRefused as err:
+        fail("caption", str(err))
+    captioner = _load_captioner(args)
+    fill_decoding_defaults(args, captioner.info)
+    check_search_options("caption", args)
+    if args.model_info:
+        emit("caption", "\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
+        return 0
+    if args.demo:
+        with protecting(_model_files(args)):  # no --html or --overlay file may replace the model or a demo photo
+            return _demo_shapes(captioner, args) if args.demo == "shapes" else _demo_photos(captioner, args)
+    return _caption_collection(captioner, args)
+
+
+def _check_processes(args: argparse.Namespace) -> None:
+    """--devices / --num-nodes: what a run over several processes needs, checked before the model loads."""
+    if args.devices is None:
+        if args.num_nodes != 1:
+            fail("caption", "--num-nodes needs --devices N (the processes on each machine)")
+        parts = Path(f"{args.jsonl}.parts") if args.jsonl else None
+        if args.resume and parts is not None and parts.is_dir():
+            fail("caption", f"{parts} holds the parts of a run with --devices: resume it with --devices (any "
+                 "number of processes)")  # fmt: skip
+        return
+    for flag, value in (("--devices", args.devices), ("--num-nodes", args.num_nodes)):
+        if value < 1:
+            fail("caption", f"{flag} must be at least 1, got {value}")
+    if not args.jsonl:
+        fail("caption", "--devices writes its records to --jsonl OUT (each process its part, merged into OUT): "
+             "give --jsonl FILE")  # fmt: skip
+    from text_attn.core.safe_files import check_output
+
+    try:  # OUT is written at the end, after all the work: refuse a link or a folder now
+        check_output(args.jsonl)
+    except OutputRefused as err:
+        fail("caption", f"cannot use --jsonl {args.jsonl}: {err}")
+    if args.html:
+        fail("caption", "--html draws one page as one process captions: give it to a run without --devices (the "
+             "records in OUT hold what the page shows)")  # fmt: skip
+    if args.demo or args.model_info:
+        fail("caption", "--devices captions IMAGE inputs: give it without --demo or --model-info")
+
+
+def _model_file(args: argparse.Namespace) -> Path:
+    """The model file this run reads: --model (a path or a bundled name), else the bundled one --demo asks for."""
+    return model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
+
+
+def _model_files(args: argparse.Namespace) -> list[str]:
+    """The model file this run reads (an input too: no output may replace it) and, for --demo, its photos."""
+    files = [str(_model_file(args))]
+    if args.demo == "photo":
+        files += [str(p) for p in DEMO_PHOTOS]
+    return files
+
+
+def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, str | None]:
+    """The files this run writes, by label: --jsonl, --html, and each image's overlay (named as caption_items will
+    name them; the per-word PNGs, named by the caption's words, are checked as written: safe_files.protecting)."""
+    out = {f"--jsonl {args.jsonl}": args.jsonl, f"--html {args.html}": args.html}
+    used: set[str] = set()
+    for name in paths if args.overlay else ():
+        png = str(Path(args.overlay) / f"{_unique_stem(Path(name).stem or 'image', used)}-attention.png")
+        out[f"the overlay {png}"] = png
+    return out
+
+
+def _first_process() -> bool:
+    """Whether this is the first (or only) process of a run: Lightning's launcher and torchrun set these before the
+    other processes run this same command."""
+    if "RANK" in os.environ:
+        return os.environ["RANK"] == "0"
+    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
+
+
+def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
+    from captioning.photos.collection import image_paths
+    from captioning.photos.shards import expand_braces, is_shard
+
+    empty: list[str] = []  # folders without image files: each is a failed input, named in a note
+    outputs = [args.overlay] if args.overlay else []  # an --overlay folder inside an input folder: not an input
+    given = [p for arg in args.images for p in (expand_braces(arg) if "{" in arg and not Path(arg).exists() else [arg])]
+    # strings: images and shards are read batch by batch
+    paths = list(image_paths(given, stdin, empty, skip=outputs))
+    if not paths:
+        fail("caption", "no images: the folders hold no image files and stdin gave no paths")
+    for folder in empty if _first_process() else ():  # --devices: each process finds them; the first names them
+        print(f"caption: note: {folder}: no image files", file=sys.stderr)
+    try:  # every input, found in folders and read from stdin too, against every output: before anything is written
+        files = [p for p in paths if not is_shard(p)]  # a shard's members are named as drawn (protecting)
+        refuse_overlap(_outputs(args, files), [*_model_files(args), *paths], stdin="-" in args.images)
+    except OutputRefused as err:
+        fail("caption", str(err))
+    with protecting(
+        [*_model_files(args), *paths], stdin="-" in args.images
+    ):  # and each file written as the run goes (per-word PNGs)
+        if args.devices is not None:
+            from captioning.commands.caption_scale import caption_on_processes
+
+            return caption_on_processes(captioner, args, paths, empty)
+        return _caption_paths(captioner, args, paths, empty)

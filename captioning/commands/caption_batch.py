@@ -1,0 +1,170 @@
+"""The per-batch work of ``caption``, one code path for one process (captioning.commands.caption_loop) and for many
+(captioning.commands.caption_scale): a batch of prepared photos captioned into JSON-able records (the record is
+described in captioning.commands.caption's docstring), overlays drawn, the ``--html`` page added to, and the closing
+notes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from captioning.model.bundled import BUNDLED_MODEL
+from text_attn.core.errors import fail, one_line
+
+
+def _unique_stem(name: str, used: set[str]) -> str:
+    stem, k = name, 1
+    while stem in used:  # a/x.png and b/x.png in one call must not overwrite each other's overlay
+        k += 1
+        stem = f"{name}-{k}"
+    used.add(stem)
+    return stem
+
+
+def _record(name: str, error: str | None = None, item: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A record's fields, empty; a shard member's ``item`` adds its img2dataset key and the shard's caption."""
+    keys = ("caption", "score", "truncated", "out_of_domain", "note", "grid", "size", "crop_box", "chosen", "overlay")
+    member = {"key": item["key"], "reference": item["reference"]} if item is not None and "key" in item else {}
+    return {"image": name, **member, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
+
+
+def caption_items(
+    captioner,
+    items: list[dict[str, Any]],
+    args: argparse.Namespace,
+    options: dict[str, Any],
+    used: set[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Caption preprocessed images (captioning.collection items: name, tensor, size, image) as one batch; per image a
+    JSON-able record (see the module doc), with its overlay written when args.overlay is set. ``options``: the
+    decoding options of the run (search_options: one seeded sampler for all batches). ``used``: overlay names taken
+    so far in this run."""
+    import torch
+
+    from captioning.photos.photo_check import photo_stats
+    from captioning.views.overlay import draw_overlay, draw_word_panels
+
+    g = captioner.grid
+    used = set() if used is None else used
+    features = captioner.encode(torch.stack([it["tensor"] for it in items]))  # (B, L, D)
+    results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
+    stats = [it.get("photo_stats") or photo_stats(it["image"]) for it in items]
+    far = captioner.out_of_domain(features, stats) or [None] * len(items)
+    out = []
+    for item, result, unfamiliar in zip(items, results, far, strict=True):
+        words, alphas, score, truncated, nbest = (
+            result.words,
+            result.alphas,
+            result.score,
+            result.truncated,
+            result.nbest,
+        )
+        name = item["name"]
+        box = captioner.preprocess.crop_box(*item["size"])
+        rec = _record(name, item=item)
+        rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
+        rec.update(score=round(score, 6), truncated=truncated, out_of_domain=unfamiliar)
+        rec["note"] = captioner.note() if unfamiliar else None
+        if nbest is not None:
+            rec["n_best"] = [{"caption": " ".join(w), "score": round(sc, 6)} for w, sc in nbest]
+        rec["attention"] = [[round(float(v), 6) for v in row] for row in alphas]  # (T, L)
+        rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
+        if args.overlay:
+            stem = item.get("stem") or _unique_stem(Path(name).stem or "image", used)
+            image = item["image"]
+            try:
+                png = Path(args.overlay) / f"{stem}-attention.png"
+                seen = captioner.preprocess.crop_box(*image.size)  # the box in the decoded image's pixels
+                path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen)
+                extra = ""
+                if args.per_word:
+                    n = len(draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen))
+                    extra = f" (+ {n} per-word PNGs)"
+            except OSError as err:
+                rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"
+                print(f"caption: error: {rec['error']}", file=sys.stderr)
+            else:
+                rec["overlay"] = str(path)
+                print(f"wrote {path}{extra}", file=sys.stderr)
+        out.append(rec)
+    return out
+
+
+class OverlayNames:
+    """The overlay names of a run, the same whichever process draws a photo: a file's from the whole input list (in
+    order, as :func:`_outputs` checks them), a shard member's from its image member, made unique against them."""
+
+    def __init__(self, sources: Sequence[str]):
+        from captioning.photos.shards import is_shard
+
+        self.used: set[str] = set()
+        self.files = {s: _unique_stem(Path(n).stem or "image", self.used) for s, n in enumerate(sources) if not
+                      is_shard(n)}  # fmt: skip
+
+    def stem(self, item: dict[str, Any]) -> str:
+        return self.files.get(item["id"][0]) or _unique_stem(Path(item["name"]).stem or "image", self.used)
+
+
+def caption_batch(
+    captioner, items: list[dict[str, Any]], args: argparse.Namespace, options: dict[str, Any], names: OverlayNames
+) -> list[dict[str, Any]]:
+    """The per-batch work of a run, one function for one process and for many (caption_scale's predict_step calls
+    it too): each item's error or note as one line on stderr, the readable photos captioned (:func:`caption_items`:
+    encode, search, record, overlays) and every item's record, in item order. ``items``: a batch of
+    captioning.photo_stream items (read and prepared in the loader's workers)."""
+    for it in items:
+        if it["error"] is not None:
+            print(f"caption: error: {it['error']}", file=sys.stderr)
+        elif it["note"] is not None:
+            print(f"caption: note: {it['note']}", file=sys.stderr)
+    good = [it for it in items if it["error"] is None]
+    if args.overlay:
+        for it in good:
+            it["stem"] = names.stem(it)
+    captioned = iter(caption_items(captioner, good, args, options, names.used) if good else [])
+    return [next(captioned) if it["error"] is None else _record(it["name"], it["error"], it) for it in items]
+
+
+def _open_html(captioner, args: argparse.Namespace):
+    """The --html page, started (None without --html); an unwritable FILE ends the run here, before any work."""
+    if not args.html:
+        return None
+    from captioning.views.caption_page import open_caption_page
+
+    try:
+        return open_caption_page(args.html, str(args.model or f"bundled ({BUNDLED_MODEL.name})"), captioner.grid)
+    except OSError as err:
+        fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
+
+
+def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:
+    from captioning.views.caption_page import image_section
+
+    for item, rec in zip(items, records, strict=True):
+        report.add(image_section(report.sections + 1, rec, item.get("image")))
+
+
+def _close_html(report, failed: int) -> None:
+    bad = f", {failed} failed" if failed else ""
+    print(f"wrote {report.close(f'{report.sections} image(s){bad}')}", file=sys.stderr)
+
+
+def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> None:
+    """The notes on the captions written: ``cut`` reached --max-len, ``far`` are out of the model's domain."""
+    if cut:
+        print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off", file=sys.stderr)
+    if far:
+        print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
+
+
+def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:
+    note = f"{far} image(s) look unlike {captioner.known()}: their captions may be wrong"
+    if args.model is None:
+        note += (
+            "; for other images train a model with caption-train (docs/captioning.md: Train a captioner) and pass it "
+            "with --model"
+        )
+    return note

@@ -1,0 +1,175 @@
+"""``caption``'s one-process loop: photos read and prepared by DataLoader workers, captioned a batch at a time
+(captioning.commands.caption_batch), written to stdout, ``--json``, ``--jsonl`` (``--resume``) and ``--html`` as
+batches finish; Ctrl-C leaves what is written whole. (``--devices``: captioning.commands.caption_scale.)"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from captioning.commands.caption_batch import (
+    OverlayNames,
+    _add_html,
+    _close_html,
+    _closing_notes,
+    _open_html,
+    caption_batch,
+)
+from text_attn.core.errors import close_quietly, emit, fail, one_line
+from text_attn.core.safe_files import inert, open_stream
+from text_attn.core.search_options import search_options
+
+
+def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty: list[str]) -> int:
+    from tqdm.auto import tqdm
+
+    from captioning.photos.collection import ResumeError, image_key, read_done
+    from captioning.photos.photo_stream import PhotoStream, photo_batches
+    from captioning.photos.shards import is_shard
+
+    if args.overlay:
+        try:
+            Path(args.overlay).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            fail("caption", f"cannot create --overlay directory {args.overlay}: {one_line(err)}")
+        try:  # a folder that exists but cannot be written: one line now, not one error an image later
+            tempfile.TemporaryFile(dir=args.overlay).close()
+        except OSError as err:
+            fail("caption", f"cannot write into --overlay directory {args.overlay}: {one_line(err)}")
+    report = _open_html(captioner, args)  # before --jsonl: a bad --html must not have emptied FILE
+    out, done = None, set()
+    shards = any(is_shard(p) for p in paths)
+    if args.jsonl:
+        jsonl = Path(args.jsonl)
+        # a rerun without --resume starts FILE afresh, as a shell's > would; say so, as a forgotten --resume loses work
+        replacing = not args.resume and jsonl.is_file() and jsonl.stat().st_size > 0
+        try:
+            done = read_done(jsonl) if args.resume else set()
+            out = open_stream(jsonl, append=args.resume)  # a link, FIFO or device is refused (safe_files)
+        except (OSError, UnicodeDecodeError, ResumeError) as err:
+            if report is not None:
+                report.close()
+            fail("caption", f"cannot use --jsonl {jsonl}: {one_line(err, 300)}")
+        if replacing:
+            print(f"caption: --jsonl {jsonl} existed and is started afresh (--resume continues a file instead)",
+                  file=sys.stderr)  # fmt: skip
+        held = _done_in(paths, done)
+        if held:
+            print(f"caption: {held} image(s) already in {jsonl}: skipped", file=sys.stderr)
+    todo = None if shards else sum(image_key(p) not in done for p in paths)  # a shard's size is known once read
+    several = len(paths) > 1 or shards
+    batches = -(-todo // args.batch_size) if todo is not None else 2
+    workers = args.workers if batches > 1 else 0  # starting processes is not worth it for one batch
+    keep = bool(args.overlay or args.html)  # the decoded images, for overlays and the page's pictures
+    skip = (lambda item, name: image_key(name) in done) if done else None
+    loader = photo_batches(PhotoStream(paths, captioner.preprocess, args.batch_size, keep, skip=skip), workers)
+    quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
+    bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)
+    names = OverlayNames(paths)
+    options = search_options(args)
+    records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
+    if workers:
+        _drop_handover_noise()
+    try:
+        for items in loader:
+            batch = caption_batch(captioner, items, args, options, names)
+            failed += sum(bool(rec["error"]) for rec in batch)
+            if report is not None:
+                try:
+                    _add_html(report, items, batch)
+                except OSError as err:  # disk full, the file or its folder gone: what was written stays readable
+                    report = None
+                    fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
+            if out is not None:
+                try:
+                    out.write("".join(json.dumps(rec) + "\n" for rec in batch))
+                    out.flush()
+                except OSError as err:  # the records before stay whole; a torn last line is dropped by --resume
+                    close_quietly(out)
+                    out = None
+                    fail("caption", f"cannot write --jsonl {args.jsonl}: {one_line(err)}; --resume continues after "
+                         "the images it holds")  # fmt: skip
+            elif args.json:
+                records += batch
+            else:
+                for rec in batch:
+                    if rec["caption"] is not None:
+                        line = f"{inert(rec['image'])}\t{inert(rec['caption'])}" if several else inert(rec["caption"])
+                        emit("caption", line)  # a name or word with a line break or tab cannot forge a line
+            finished += len(items)  # written: what the notes and the interrupted line count
+            cut += sum(bool(rec["truncated"]) for rec in batch)
+            far += sum(bool(rec["out_of_domain"]) for rec in batch)
+            bar.update(len(items))
+    except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
+        # The loader's workers already stopped as this unwound; a broken handover's thread traceback is dropped by
+        # the hook _drop_handover_noise set before the loop (a thread's error never reaches sys.excepthook).
+        interrupted = True
+    finally:
+        bar.close()
+        if out is not None:
+            close_quietly(out)
+        if report is not None:
+            try:
+                _close_html(report, failed)
+            except OSError as err:
+                print(f"caption: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
+    if interrupted:
+        if args.jsonl or not args.json:  # --json alone prints its records at the end: none were printed
+            _closing_notes(captioner, args, cut, far)  # about the captions that were written
+        where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
+        print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
+        if workers:
+            # The outputs are closed and flushed; leave now. A normal exit would tear down the loader's worker
+            # processes while multiprocessing's fd-sharing thread may be mid-handshake with one of them, and that
+            # thread then prints a traceback (seen once in three CI runs of the SIGINT test).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        raise SystemExit(130)
+    if args.json:
+        emit("caption", json.dumps(records))
+    _closing_notes(captioner, args, cut, far)
+    return 1 if failed or empty else 0
+
+
+def _done_in(paths: list[str], done: set[str]) -> int:
+    """How many of the inputs (files, and shard members by their ``SHARD.tar/MEMBER`` names) ``done`` holds."""
+    from captioning.photos.collection import image_key
+    from captioning.photos.shards import is_shard
+
+    shards = {image_key(p) for p in paths if is_shard(p)}
+    files = sum(image_key(p) in done for p in paths if not is_shard(p))
+    members = 0
+    for key in done if shards else ():
+        parent = os.path.dirname(key)
+        while parent and parent not in shards and parent != os.path.dirname(parent):  # a member in a tar's folder
+            parent = os.path.dirname(parent)
+        members += parent in shards
+    return files + members
+
+
+def _drop_handover_noise() -> None:
+    """A loader worker stopped by Ctrl-C while handing a batch over leaves multiprocessing's fd-sharing thread
+    (resource_sharer._serve) with a broken connection, and its traceback would be printed as the loop unwinds, before
+    the ``except KeyboardInterrupt`` runs. Only that thread's connection errors are dropped; any other goes on. Set
+    once a process (a second caption_main in the same process keeps the one hook)."""
+    import threading
+    import traceback
+
+    previous = threading.excepthook
+    if getattr(previous, "drops_handover_noise", False):
+        return
+
+    def hook(args) -> None:
+        # the thread's own target is gone by now (Thread.run deletes it): its traceback names the file
+        frames = traceback.walk_tb(args.exc_traceback)
+        sharer = any(frame.f_code.co_filename.endswith("resource_sharer.py") for frame, _ in frames)
+        if not (sharer and isinstance(args.exc_value, (ConnectionError, EOFError))):
+            previous(args)
+
+    hook.drops_handover_noise = True
+    threading.excepthook = hook

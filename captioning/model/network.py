@@ -1,0 +1,111 @@
+"""CaptionModel: the image encoder + the Show-Attend-Tell decoder, a plain ``nn.Module`` of token ids.
+
+It speaks text_attn's search protocol (``init_state`` / ``step``, delegated to the decoder), so
+``text_attn.core.decoding`` decodes it directly; ``generate`` returns that search's ``SearchResult`` of ids, like the
+text networks' ``generate``. Words, attention per word and the model file are the inference object's business
+(captioning.captioner.Captioner), as they are ``Translator``'s for text.
+
+Configuration: ``EncoderConfig`` (captioning.encoder) and ``DecoderConfig`` (captioning.decoder), the ``model.encoder``
+and ``model.decoder`` blocks of a caption config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
+from captioning.model.encoder import EncoderConfig, ImageEncoder
+from text_attn.core.decoding import SearchResult, search, select_rows
+
+# Each block's option names (caption-train names the block of an option given directly under model).
+ENCODER_OPTIONS = tuple(f.name for f in fields(EncoderConfig))
+# vocab_size, feature_dim and key_dims are filled in by CaptionModel.build, never given.
+DERIVED_DECODER_FIELDS = ("vocab_size", "feature_dim", "key_dims")
+DECODER_OPTIONS = tuple(f.name for f in fields(DecoderConfig) if f.name not in DERIVED_DECODER_FIELDS)
+
+
+class CaptionModel(nn.Module):
+    # the decoder's state is the model's (search protocol)
+    one_row_per_source_state = ShowAttendTellDecoder.one_row_per_source_state
+
+    def __init__(self, encoder: ImageEncoder, decoder: ShowAttendTellDecoder):
+        super().__init__()
+        if decoder.cfg.feature_dim != encoder.out_dim:
+            raise ValueError(f"decoder feature_dim {decoder.cfg.feature_dim} != encoder out_dim {encoder.out_dim}")
+        self.encoder = encoder
+        self.decoder = decoder
+
+    @classmethod
+    def build(
+        cls, vocab_size: int, encoder: EncoderConfig | None = None, decoder: DecoderConfig | None = None
+    ) -> CaptionModel:
+        """A fresh model: the encoder (optionally pretrained) + a new decoder sized for the vocabulary and the encoder
+        (``decoder``'s vocab_size, feature_dim and key_dims are filled in here)."""
+        encoder, decoder = encoder or EncoderConfig(), decoder or DecoderConfig()
+        image_encoder = ImageEncoder.from_config(encoder)
+        if decoder.attend_on == "fine" and image_encoder.fine_dim is None:
+            raise ValueError(
+                "decoder.attend_on 'fine' needs multiscale features (efficientnet_lite0, stride 8, multiscale)"
+            )
+        for name, value in (("vocab_size", vocab_size), ("feature_dim", image_encoder.out_dim)):
+            if getattr(decoder, name) not in (0, value):
+                raise ValueError(f"decoder.{name} is set from the {'data' if name == 'vocab_size' else 'encoder'}; "
+                                 f"leave it out (got {getattr(decoder, name)}, needs {value})")  # fmt: skip
+        key_dims = image_encoder.fine_dim if decoder.attend_on == "fine" else None
+        cfg = replace(decoder, vocab_size=vocab_size, feature_dim=image_encoder.out_dim, key_dims=key_dims)
+        return cls(image_encoder, ShowAttendTellDecoder(cfg))
+
+    # --- forward -----------------------------------------------------------------------------
+    def encode(self, images: Tensor) -> Tensor:
+        """(B, 3, H, W) -> region features (B, L, D): what the decoder attends (and what a feature cache holds)."""
+        return self.encoder(images)
+
+    def forward(self, images: Tensor, captions_in: Tensor) -> DecoderOutput:
+        """Teacher forcing: images (B, 3, H, W), captions_in (B, T) -> DecoderOutput (logits (B, T, V), alphas
+        (B, T, L), and the chosen regions etc. for hard attention)."""
+        return self.decoder(self.encode(images), captions_in)
+
+    # --- search protocol (text_attn.core.decoding) --------------------------------------------------
+    def init_state(self, features: Tensor) -> dict:
+        return self.decoder.init_state(features)
+
+    def step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor, dict]:
+        return self.decoder.step(tokens, state)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        features: Tensor,
+        bos_id: int,
+        eos_id: int,
+        max_len: int = 30,
+        beam_size: int = 1,
+        length_penalty: float = 0.0,
+        pad_id: int = 0,
+        copies: int = 1,
+        **options: Any,
+    ) -> SearchResult:
+        """Features (B, L, D) -> the search result: ids (B, T) and attention (B, T, L) per generated step.
+
+        Runs in eval mode (no dropout; hard attention deterministic) and restores the previous mode. beam_size 1 is
+        greedy search; options (sampling, n_best, no_repeat_ngram): see text_attn.core.decoding.search.
+        ``copies`` K > 1: K searches per image (rows b*K .. b*K+K-1 are image b's; for sampling), its keys projected
+        once.
+        """
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        was_training = self.training
+        self.eval()
+        try:
+            state = self.init_state(features)
+            B = features.size(0)
+            if copies > 1:
+                state = select_rows(state, torch.arange(B, device=features.device).repeat_interleave(copies))
+                B *= copies
+            return search(self, state, B, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id, **options)
+        finally:
+            self.train(was_training)

@@ -1,0 +1,147 @@
+"""What ``caption`` reads and writes at collection scale: image paths from arguments, folders (recursive) and stdin;
+images decoded and preprocessed in DataLoader workers, in parallel with the model; the JSON Lines file that
+``--resume`` continues. No Lightning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from PIL import Image
+from torch.utils.data import Dataset
+
+from captioning.photos.photo_check import photo_stats
+from captioning.photos.preprocess import ImageReadError, Preprocess, load_photo
+from text_attn.core.safe_files import write_text
+
+# What a folder contributes: files with these extensions (any case), found recursively, in sorted order.
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
+
+
+def image_paths(
+    items: Iterable[str], stdin: IO[str] | None = None, empty: list[str] | None = None, skip: Iterable[str] = ()
+) -> Iterator[str]:
+    """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders followed, each folder
+    once, so a link back up ends there; hidden
+    files and folders, whose names start with '.', skipped: thumbnails, macOS's ._ copies), ``-`` -> one path per
+    non-empty line of stdin (a folder there expands as an argument does), anything else as given (a missing file is
+    reported later). A folder without image files is appended to ``empty`` (the caller names it: it is a failed
+    input). Folders in ``skip`` are not entered (``caption``'s own --overlay folder inside an input folder: its PNGs
+    are outputs)."""
+    skipped = {os.path.realpath(s) for s in skip}
+    for item in items:
+        if item == "-":
+            lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else sys.stdin))  # Windows lists too
+            yield from image_paths((line for line in lines if line.strip() and line != "-"), None, empty, skip)
+        elif os.path.isdir(item):
+            found, seen = 0, {os.path.realpath(item)}
+            for root, dirs, files in os.walk(item, followlinks=True):
+                kept = []
+                for d in sorted(dirs):
+                    real = os.path.realpath(os.path.join(root, d))
+                    if not d.startswith(".") and real not in skipped and real not in seen:
+                        seen.add(real)
+                        kept.append(d)
+                dirs[:] = kept
+                for name in sorted(files):
+                    if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
+                        found += 1
+                        yield os.path.join(root, name)
+            if not found and empty is not None:
+                empty.append(item)
+        else:
+            yield item
+
+
+class ResumeError(ValueError):
+    """The --jsonl file to resume is not one that caption wrote; the message names the file and line."""
+
+
+def image_key(path: str) -> str:
+    """What identifies an image between runs: its absolute, normalised path (``rs/a.jpg``, ``./rs/a.jpg`` and
+    ``$PWD/rs/a.jpg`` are one image), relative paths taken from the working directory."""
+    return os.path.abspath(path)
+
+
+def captioned_lines(jsonl: Path) -> list[tuple[str, str]]:
+    """(image key, line) of each caption a JSON Lines output of caption's holds (``--resume``), in file order: a
+    line torn by a killed run (the last), empty lines and the records of failed images (tried again) are left out.
+    Any other line that is not a caption record means the file is not caption's: ResumeError. Only reads."""
+    if not jsonl.is_file():
+        return []
+    held = []
+    lines = jsonl.read_text(encoding="utf-8").splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
+        try:
+            rec = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            rec = None
+        if not (isinstance(rec, dict) and isinstance(rec.get("image"), str) and "caption" in rec):
+            if i == last or not line.strip():  # the torn last line of a killed run, or an empty line
+                continue
+            raise ResumeError(
+                f"line {i + 1} is not a caption record: --resume continues a file that caption --jsonl wrote "
+                "(give that file, or a new one without --resume)"
+            )
+        if rec.get("error") is None:
+            held.append((image_key(rec["image"]), line))
+    return held
+
+
+def read_done(jsonl: Path) -> set[str]:
+    """The images (:func:`image_key`) a JSON Lines output already holds a caption for (``--resume``). The file is
+    rewritten with those records only (:func:`captioned_lines`); a file that is not caption's (ResumeError) is left
+    as it is."""
+    if not jsonl.is_file():
+        return set()
+    held = captioned_lines(jsonl)
+    write_text(jsonl, "".join(f"{line}\n" for _, line in held))  # a fresh temporary file, renamed: never FILE.part
+    return {key for key, _ in held}
+
+
+def read_photo(name: str, src: str | bytes, preprocess: Preprocess, keep: bool = False) -> dict[str, Any]:
+    """One photo read and prepared, as ``caption`` captions it: the preprocessed tensor (3, S, S), the image's size,
+    its photo_stats (captioning.photo_check), and with ``keep`` the RGB image itself (for overlays and the page); an
+    unreadable photo gives its one-line error (naming ``name``) instead. ``src``: a file, or a shard member's bytes.
+    Runs in DataLoader workers: the per-photo half of the per-batch work (captioning.commands.caption_batch is the
+    other)."""
+    item: dict[str, Any] = {"name": name, "tensor": None, "image": None, "error": None, "note": None}
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            image, size = load_photo(src, preprocess.decode_side)  # a large JPEG: decoded smaller
+    except ImageReadError as err:
+        text = str(err)
+        if isinstance(src, bytes) and text.startswith("upload"):  # load_photo names bytes "upload": name the member
+            text = name + text[len("upload") :]
+        item["error"] = text
+        return item
+    if any(issubclass(w.category, Image.DecompressionBombWarning) for w in caught):
+        pixels = size[0] * size[1]
+        item["note"] = f"{name}: a very large image ({pixels / 1e6:.0f} megapixels): decoding it takes much memory"
+    item["tensor"] = preprocess(image)  # (3, S, S)
+    item["size"] = size  # the full image's (W, H): the record's crop box is in its pixels
+    item["photo_stats"] = photo_stats(image)  # for a photo model's out-of-domain check
+    if keep:
+        item["image"] = image
+    return item
+
+
+class ImageFiles(Dataset):
+    """Per path, :func:`read_photo` (map-style; ``caption`` itself reads through :class:`PhotoStream`)."""
+
+    def __init__(self, paths: list[str], preprocess: Preprocess, keep: bool = False):
+        self.paths, self.preprocess, self.keep = paths, preprocess, keep
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return read_photo(self.paths[i], self.paths[i], self.preprocess, self.keep)

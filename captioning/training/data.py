@@ -1,0 +1,480 @@
+"""Caption data: CaptionDataModule (sources, splits, vocabulary, batches; the feature cache and attention targets).
+
+Sources:
+  ``shapes``   synthetic scenes (captioning.shapes), train / val / test drawn with seeds seed, seed+1, seed+2; the
+               Scene objects are kept (``dm.scenes[split]``) so validation can score attention grounding.
+  ``karpathy`` the Karpathy-split JSON (captioning.readers.read_karpathy; "restval" counts as train), optionally with
+               sentence boxes for attention supervision (Flickr30k-Entities style; the format, with an example, is
+               in captioning.readers' docstring, "Boxes").
+  ``flickr8k`` Flickr8k in its original layout or Kaggle's (captioning.readers.read_flickr8k).
+  ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (captioning.readers.read_folder); the
+               images are shuffled once with the seed and split into val / test / train.
+The file formats and their checks are captioning.readers'.
+
+With ``attention_targets: true`` (sources ``shapes`` and ``karpathy`` with boxes) every batch also carries
+``attn_targets`` (B, T, L): for each output step t (aligned with ``targets``: step t predicts token t) that names a
+region, the uniform distribution over the encoder grid cells inside its box(es) (captioning.attention_targets: the
+cells whose centre lies in the box, on the grid that tiles the preprocessing's crop, as the grounding metric counts
+them), else zeros; and ``attn_targets_mask`` (B, T) bool, True exactly on those steps. On shapes the words that name
+an object are the shape nouns (``attention_words: nouns``), also their size and colour words (``all``), or every
+word, those that name no object ("a", "left of", "there is") taking the object named next (``every``). The grid is
+the encoder's: ``set_grid`` (the FeatureCacheCallback calls it with the model's encoder, next to the preprocessing).
+Evaluation batches carry the targets of the first reference (the one their teacher-forced loss uses).
+
+Training batches hold every (image, caption) pair, in batches of similar caption length; evaluation batches hold
+one entry per image with all its references. Captions longer than ``max_caption_len`` words are TRUNCATED for
+training (an image keeps all its captions); evaluation always uses the full references. The vocabulary comes from
+the train captions only.
+
+Preprocessing and the feature cache belong to the data module; it is given the model's encoder by the
+FeatureCacheCallback (captioning.feature_cache), never called by the LightningModule, and imports no model. With a
+frozen encoder and ``cache_features: true``, ``fill_feature_cache(encode_fn, preprocess, ...)`` preprocesses and
+encodes every image of the requested splits once (or reads them from the disk cache of an earlier run), and batches
+carry "features" (B, L, D) instead of "images" (B, 3, H, W). Cached features are stored in float16. Memory: N images
+x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much for COCO at 14 x 14 x 2048 (about 100 GB): leave
+caching off there.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from captioning.photos.domain import domain_check
+from captioning.photos.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
+from captioning.photos.preprocess import Preprocess, prepared
+from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
+from captioning.training.feature_cache import fill_features
+from captioning.training.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
+from captioning.training.shapes import Scene, make_scenes
+from captioning.training.splits import CaptionSplit
+from text_attn.core.attention_supervision import dense_targets
+from text_attn.core.batching import POOL_BATCHES, EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
+from text_attn.core.vocab import Vocabulary
+
+SOURCES = ("shapes", "karpathy", "flickr8k", "folder")
+# Default split sizes when a size is None: shapes scenes per split; folder val / test fraction.
+_SHAPES_SIZES = {"train": 4000, "val": 500, "test": 500}
+_FOLDER_FRACTION = 0.05
+
+
+# --- datasets and batches --------------------------------------------------------------------------------------------
+class _Indices(Dataset):
+    """Index-only dataset: the collate function gathers images / features / captions by index."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def _pad(seqs: list[list[int]], pad_id: int) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad_id)
+
+
+class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
+    def __init__(
+        self,
+        source: str = "shapes",
+        karpathy_json: str | None = None,
+        image_root: str | None = None,
+        image_dir: str | None = None,
+        captions_tsv: str | None = None,
+        root: str | None = None,
+        layout: str = "auto",
+        strict: bool = False,
+        train_size: int | None = None,
+        val_size: int | None = None,
+        test_size: int | None = None,
+        scene_size: int = 128,
+        max_objects: int = 3,
+        seed: int = 0,
+        min_freq: int = 1,
+        max_caption_len: int = 50,
+        captions_per_image: int | None = None,
+        batch_size: int = 64,
+        sort_by_length: bool = True,
+        num_workers: int = 0,
+        cache_features: bool = False,
+        feature_cache_dir: str | None = "auto",
+        attention_targets: bool = False,
+        attention_words: str = "nouns",
+    ):
+        """
+        Args:
+            source: ``shapes`` (synthetic), ``karpathy`` (needs karpathy_json, image_root) or ``folder``
+                (needs image_dir, captions_tsv).
+            karpathy_json: the Karpathy-split JSON (dataset_coco.json, dataset_flickr8k.json, ...).
+            image_root: folder that the JSON's filepath/filename are relative to.
+            image_dir: the image folder for ``folder``. captions_tsv: its ``filename<TAB>caption`` file.
+            root: ``flickr8k``: the dataset's folder, in its original layout or Kaggle's (captioning.readers); or,
+                for any source, a folder ``caption-train optimize`` wrote: its chunks are streamed
+                (captioning.streaming; the vocabulary is the one it stored).
+            layout: ``flickr8k``: ``auto`` (found from what root holds), ``original`` or ``kaggle``.
+            strict: a missing image file is an error (default: skipped, with one line on stderr).
+            train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
+            val_size: shapes: scenes (default 500); karpathy: cap (None = all); folder: images held out
+                (default 5%). test_size: likewise for test.
+            scene_size: shapes canvas side in pixels (the network's input side is model.encoder.image_size).
+                max_objects: shapes objects per scene (1..4).
+            seed: shapes uses seed, seed+1, seed+2 for train / val / test; also shuffles folder data and batches.
+            min_freq: words seen fewer times in the train captions become <unk>.
+            max_caption_len: training captions longer than this are truncated to it (eos follows).
+            captions_per_image: train on only the first k captions of each image (None = all of them).
+            batch_size: (image, caption) pairs per training batch; images per evaluation batch.
+            sort_by_length: train batches of captions of similar length (each pool of 50 batches sorted by length:
+                little padding); false: each batch holds pairs drawn at random, as a chunk folder's always do.
+                Similar lengths are similar captions in a corpus whose length follows its content (the rehearsal's
+                scenes): there false trains faster (benchmarks/streaming_scores.py).
+            num_workers: DataLoader worker processes (0 = load in the main process).
+            cache_features: encode every image once when the encoder is frozen (see the module doc).
+            feature_cache_dir: where cached features persist between runs (captioning.feature_cache): ``auto`` =
+                ``<trainer.default_root_dir>/feature_cache``; null = in memory only, re-encoded by every run.
+            attention_targets: batches also carry ``attn_targets`` (B, T, L) and ``attn_targets_mask`` (B, T), the
+                ground-truth attention of the words that name a region (module doc; shapes, or karpathy with boxes).
+            attention_words: shapes: which words get a target: ``nouns`` (shape words), ``all`` (also size and
+                colour words) or ``every`` (all words; a word naming no object: the object named next).
+        """
+        super().__init__()
+        if source not in SOURCES:
+            raise CaptionDataError(f"unknown caption source {source!r}; choose one of {', '.join(SOURCES)}")
+        if attention_words not in TARGET_WORDS:
+            raise CaptionDataError(f"unknown attention_words {attention_words!r}; choose one of {sorted(TARGET_WORDS)}")
+        if attention_targets and source == "folder":
+            raise CaptionDataError("attention_targets needs boxes: use source shapes, or karpathy with sentence boxes")
+        # counts and sizes out of range: refused here in the option's name, not later as a tensor error
+        at_least = {"train_size": (train_size, 1), "val_size": (val_size, 0), "test_size": (test_size, 0),
+                    "batch_size": (batch_size, 1), "num_workers": (num_workers, 0), "min_freq": (min_freq, 1),
+                    "max_caption_len": (max_caption_len, 1), "captions_per_image": (captions_per_image, 1),
+                    "scene_size": (scene_size, 16), "max_objects": (max_objects, 1)}  # fmt: skip
+        for name, (value, low) in at_least.items():
+            if value is not None and value < low:
+                raise CaptionDataError(f"data.{name} must be at least {low}, got {value}")
+        self.save_hyperparameters()
+        self.vocab: Vocabulary | None = None
+        self.splits: dict[str, CaptionSplit] = {}
+        self.scenes: dict[str, list[Scene]] = {}
+        self.features: dict[str, torch.Tensor] = {}  # split -> (N, L, D) float16, once cached
+        self.preprocess: Callable = Preprocess()
+        self._train_pairs: list[tuple[int, list[int]]] = []  # (image index, caption ids without bos/eos)
+        self._train_caption: list[int] = []  # per train pair: which caption of its image it is
+        self.grid: tuple[int, int] | None = None  # the encoder's (gh, gw), for attention targets (set_grid)
+        self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
+        self._domain_check: dict | None = None
+        self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.streaming)
+        self._photo_format: PhotoFormat | None = None  # the train photos' JPEG step and side, once read
+
+    @property
+    def streams(self) -> bool:
+        """Whether data.root is a chunk folder (``caption-train optimize``'s): the train split is streamed from it."""
+        return is_chunk_folder(self.hparams.root)
+
+    @property
+    def domain(self) -> str:
+        """What the images are, in words: model files record it (``caption`` names it in its notes)."""
+        hp = self.hparams
+        if self.chunk_state is not None:
+            return str(self.chunk_state["domain"])
+        if hp.source == "shapes":
+            return "synthetic shapes"
+        if hp.source == "flickr8k":
+            return "Flickr8k"
+        # a folder: its name alone ("my_photos"), never the path it was given (no machine's path in a model file);
+        # the notes read "the my_photos photos the model learned from"
+        return Path(hp.karpathy_json).stem if hp.source == "karpathy" else Path(hp.image_dir).resolve().name
+
+    @property
+    def domain_check(self) -> dict | None:
+        """Prototypes of the cached train features and a threshold set on the cached val features (or, when val is
+        not cached, on a tenth of train held out) (captioning.domain.domain_check), computed once when first asked;
+        None while the train split is not cached. Cached splits never change, so neither does this."""
+        if self._domain_check is not None:
+            return self._domain_check  # or a feature chunk folder's, made when it was written
+        train = self.features.get("train")
+        if train is None or len(train) < 2:
+            return None
+        if self._domain_check is None:  # every source but the synthetic shapes is photographs
+            val = self.features.get("val")
+            self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes")
+        return self._domain_check
+
+    def train_photo_format(self) -> PhotoFormat:
+        """The train photos' one JPEG step and one side (captioning.jpeg_step), read once: as a chunk folder recorded
+        them when it was written (its photos are not files to read), else from the files' headers."""
+        if self._photo_format is None:
+            state = self.chunk_state
+            if state is not None and "jpeg_step" in state:
+                step = JpegStep(*state["jpeg_step"]) if state["jpeg_step"] else None
+                self._photo_format = PhotoFormat(step, state.get("photo_side", ANY), state.get("photo_why", ""))
+            else:
+                self._photo_format = photo_format(self.splits["train"].images)
+        return self._photo_format
+
+    # --- loading ------------------------------------------------------------------------------------------------------
+    def _load(self) -> dict[str, CaptionSplit]:
+        hp = self.hparams
+        if hp.source == "shapes":
+            out = {}
+            for k, split in enumerate(SPLITS):
+                n = getattr(hp, f"{split}_size")
+                scenes = make_scenes(
+                    _SHAPES_SIZES[split] if n is None else n, hp.seed + k, hp.scene_size, hp.max_objects
+                )
+                out[split] = CaptionSplit([s.image for s in scenes], [s.captions for s in scenes], scenes)
+            return out
+        if hp.source == "flickr8k":
+            if not hp.root:
+                raise CaptionDataError("source 'flickr8k' needs data.root (the Flickr8k folder)")
+            items = read_flickr8k(hp.root, hp.layout, hp.seed)
+            for split in SPLITS:
+                cap = getattr(hp, f"{split}_size")
+                items[split] = items[split][:cap] if cap else items[split]
+        elif hp.source == "karpathy":
+            if not hp.karpathy_json or not hp.image_root:
+                raise CaptionDataError("source 'karpathy' needs data.karpathy_json and data.image_root")
+            items = read_karpathy(hp.karpathy_json, hp.image_root, hp.strict)
+            for split in SPLITS:
+                cap = getattr(hp, f"{split}_size")
+                items[split] = items[split][:cap] if cap else items[split]
+        else:
+            if not hp.image_dir or not hp.captions_tsv:
+                raise CaptionDataError("source 'folder' needs data.image_dir and data.captions_tsv")
+            pool = read_folder(hp.image_dir, hp.captions_tsv, hp.strict)
+            random.Random(hp.seed).shuffle(pool)
+            default = max(1, round(_FOLDER_FRACTION * len(pool)))
+            n_val = default if hp.val_size is None else hp.val_size
+            n_test = default if hp.test_size is None else hp.test_size
+            if len(pool) <= n_val + n_test:
+                raise CaptionDataError(
+                    f"{hp.captions_tsv}: {len(pool)} images are too few for val_size={n_val} and test_size={n_test}"
+                )
+            items = {"val": pool[:n_val], "test": pool[n_val : n_val + n_test], "train": pool[n_val + n_test :]}
+            items["train"] = items["train"][: hp.train_size] if hp.train_size else items["train"]
+        for split in ("train", "val"):
+            if not items[split]:
+                raise CaptionDataError(f"{hp.root or hp.karpathy_json or hp.captions_tsv}: no {split} images")
+        out = {}
+        for s, v in items.items():
+            boxed = any(it.boxes is not None for it in v)
+            boxes = [it.boxes or [[] for _ in it.captions] for it in v] if boxed else None
+            out[s] = CaptionSplit([it.path for it in v], [it.captions for it in v], None, boxes, [it.size for it in v])
+        if hp.attention_targets and out["train"].boxes is None:
+            raise CaptionDataError(
+                f"{hp.karpathy_json}: attention_targets needs sentence 'boxes', and no train sentence has any"
+            )
+        return out
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        if self.streams:
+            from captioning.training.streaming import load_chunks
+
+            load_chunks(self)  # vocabulary, val and test; train streams
+            return
+        if self.hparams.root and self.hparams.source != "flickr8k":
+            raise CaptionDataError(
+                f"data.root {self.hparams.root}: not a chunk folder (caption-train optimize writes one); source "
+                f"{self.hparams.source} reads no data.root"
+            )
+        self.splits = self._load()
+        self.scenes = {s: sp.scenes for s, sp in self.splits.items() if sp.scenes is not None}
+        hp = self.hparams
+        train = self.splits["train"].references
+        self.vocab = Vocabulary.build((c for caps in train for c in caps[: hp.captions_per_image]), hp.min_freq)
+        self._train_pairs = [
+            (i, self.vocab.encode(c[: hp.max_caption_len], eos=False))
+            for i, caps in enumerate(train)
+            for c in caps[: hp.captions_per_image]
+        ]
+        self._train_caption = [k for caps in train for k in range(len(caps[: hp.captions_per_image]))]
+
+    @property
+    def train_references(self) -> list[list[list[str]]]:
+        """Per training image, its captions as token lists (SCST's CIDEr-D takes its document frequencies here)."""
+        return self.splits["train"].references
+
+    # --- features -----------------------------------------------------------------------------------------------------
+    def set_preprocess(self, preprocess: Callable) -> None:
+        """How images become network input (the encoder's Preprocess); image batches use it."""
+        if preprocess != self.preprocess:
+            self._cells.clear()  # its crop box decides which cells a box covers
+        self.preprocess = preprocess
+
+    def set_grid(self, grid: int | tuple[int, int]) -> None:
+        """The encoder's region grid (side, or (rows, cols)): attention targets are distributions over its cells."""
+        grid = (int(grid), int(grid)) if isinstance(grid, int) else (int(grid[0]), int(grid[1]))
+        if grid != self.grid:
+            self._cells.clear()
+        self.grid = grid
+
+    def fill_feature_cache(
+        self,
+        encode_fn: Callable[[torch.Tensor], torch.Tensor],
+        preprocess: Callable | None = None,
+        splits: Sequence[str] | None = None,
+        batch_size: int = 16,
+        progress: bool = True,
+        cache_dir: str | Path | None = None,
+        fingerprint: str | None = None,
+    ) -> list[str]:
+        """Encode every image of ``splits`` (default: all) once: (B, 3, H, W) -> encode_fn -> (B, L, D) float16
+        (captioning.feature_cache.fill_features).
+
+        Splits already cached are skipped (so fit, then test, encode each image once). With ``cache_dir`` and the
+        encoder's ``fingerprint`` (captioning.feature_cache), a split found on disk is loaded instead, and a split
+        encoded here is written there. The features must come from a frozen encoder: caching assumes they never
+        change during training. Returns the splits that were encoded (not loaded). Batches of 16: the channels-last
+        EfficientNet runs about twice as fast an image on a CPU as in batches of 64 (its activations stay in cache).
+        """
+        if preprocess is not None:
+            self.preprocess = preprocess
+        if self.streams:  # the train split streams; chunks of features bring their own
+            state = self.chunk_state or {}
+            if state.get("fingerprint") and fingerprint and fingerprint != state["fingerprint"]:
+                raise ChunkError(
+                    f"{self.hparams.root} holds the features of another encoder (or other preprocessing) than "
+                    "model.encoder: optimize again with this config"
+                )
+            splits = [s for s in (splits or self.splits) if s != "train" and s not in self.features]
+            cache_dir = None  # the images are chunk samples, not files a cache key can name
+            if not splits:
+                return []
+        images = {s: self.splits[s].images for s in (splits or self.splits) if s in self.splits}
+        return fill_features(
+            self.features,
+            images,
+            encode_fn,
+            self.preprocess,
+            batch_size,
+            self.hparams.num_workers,
+            progress,
+            cache_dir,
+            fingerprint,
+        )
+
+    def _visual(self, split: str, index: list[int]) -> dict[str, torch.Tensor]:
+        feats = self.features.get(split)
+        if feats is not None:
+            return {"features": feats[index].float()}  # (B, L, D)
+        images = self.splits[split].images
+        return {"images": torch.stack([prepared(images[i], self.preprocess) for i in index])}  # (B, 3, H, W)
+
+    # --- attention targets --------------------------------------------------------------------------------------------
+    def _token_cells(self, split: str, i: int, caption: int) -> list[tuple[int, list[int]]]:
+        """Caption ``caption`` of image i: (token index, grid cells) of each token that names a region, sparse."""
+        key = (split, i, caption)
+        found = self._cells.get(key)
+        if found is not None:
+            return found
+        sp, hp = self.splits[split], self.hparams
+        if sp.scenes is not None:
+            boxes = scene_token_boxes(sp.scenes[i], caption, hp.attention_words)
+        else:
+            boxes = sp.boxes[i][caption] if sp.boxes is not None else []
+        n_tokens = min(len(sp.references[i][caption]), hp.max_caption_len)  # training truncates captions
+        size = sp.sizes[i] if sp.sizes is not None else None
+        cells = caption_cells(boxes, n_tokens, sp.images[i], size, self.grid, self.preprocess)
+        self._cells[key] = cells
+        return cells
+
+    def _attention_targets(self, split: str, pairs: list[tuple[int, int]], steps: int) -> dict[str, torch.Tensor]:
+        """``attn_targets`` (B, steps, L) and ``attn_targets_mask`` (B, steps) of (image, caption) pairs."""
+        if self.grid is None:
+            raise CaptionDataError(
+                "attention_targets needs the encoder's grid: call set_grid(model.encoder.grid) (caption-train's "
+                "FeatureCacheCallback does)"
+            )
+        items = [self._token_cells(split, i, c) for i, c in pairs]
+        target, mask = dense_targets(items, steps, self.grid[0] * self.grid[1])
+        return {"attn_targets": target, "attn_targets_mask": mask}
+
+    def _caption_tensors(self, captions: list[list[int]]) -> dict[str, torch.Tensor]:
+        v = self.vocab
+        return {
+            "captions_in": _pad([[v.bos_id, *c] for c in captions], v.pad_id),  # (B, T) bos + words
+            "targets": _pad([[*c, v.eos_id] for c in captions], v.pad_id),  # (B, T) words + eos
+        }
+
+    # --- batches ------------------------------------------------------------------------------------------------------
+    def _collate_train(self, index: list[int]) -> dict:
+        pairs = [self._train_pairs[i] for i in index]
+        images = [img for img, _ in pairs]
+        batch = {**self._visual("train", images), **self._caption_tensors([c for _, c in pairs])}
+        batch["image_index"] = torch.tensor(images)  # (B,)
+        references = self.train_references
+        batch["references"] = [references[i] for i in images]  # SCST's reward scores these
+        batch["pair_index"] = torch.tensor(index)  # (B,) which (image, caption) pairs: DDP ranks draw disjoint ones
+        if self.hparams.attention_targets:
+            which = [(img, self._train_caption[i]) for img, i in zip(images, index, strict=True)]
+            batch.update(self._attention_targets("train", which, batch["targets"].size(1)))
+        return batch
+
+    def _collate_eval(self, split: str, index: list[int]) -> dict:
+        refs = [self.splits[split].references[i] for i in index]
+        # The first reference gives a teacher-forced loss; the metrics use all of them.
+        first = [self.vocab.encode(r[0][: self.hparams.max_caption_len], eos=False) for r in refs]
+        batch = {**self._visual(split, index), **self._caption_tensors(first)}
+        batch["image_index"] = torch.tensor(index)  # (B,)
+        batch["references"] = refs  # per image, its reference token lists
+        if self.hparams.attention_targets:
+            batch.update(self._attention_targets(split, [(i, 0) for i in index], batch["targets"].size(1)))
+        return batch
+
+    def train_dataloader(self) -> DataLoader:
+        hp = self.hparams
+        if self.streams:
+            from captioning.training.streaming import StreamCollate
+
+            if hp.attention_targets and self.grid is None:
+                raise CaptionDataError("attention_targets needs the encoder's grid: call set_grid(model.encoder.grid)")
+            grid = self.grid if hp.attention_targets else None
+            collate = StreamCollate(self.vocab, self.preprocess, hp.max_caption_len, grid)
+            world = world_size_of(getattr(self, "trainer", None))
+            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, hp.num_workers, world,
+                                    self.take_resume_skip())  # fmt: skip
+        lengths = [len(c) for _, c in self._train_pairs]
+        pairs = _Indices(len(lengths))
+        sampler = LengthBatchSampler(
+            EpochShuffle(pairs, hp.seed),
+            lengths,
+            hp.batch_size,
+            seed=hp.seed,
+            skip=self.take_resume_skip(),
+            pool_batches=POOL_BATCHES if hp.sort_by_length else 1,
+        )
+        return DataLoader(
+            pairs,
+            batch_sampler=sampler,
+            collate_fn=self._collate_train,
+            num_workers=hp.num_workers,
+        )
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        return DataLoader(
+            _Indices(len(self.splits[split].images)),
+            batch_size=self.hparams.batch_size,
+            shuffle=False,
+            collate_fn=partial(self._collate_eval, split),
+            num_workers=self.hparams.num_workers,
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")

@@ -1,0 +1,221 @@
+"""The feature cache: with a frozen encoder every image is encoded once, kept in memory and on disk.
+
+Option ``data.cache_features: true`` turns it on, ``data.feature_cache_dir`` says where its files live.
+
+Filling it (``fill_features``, which ``CaptionDataModule.fill_feature_cache`` runs over its splits): every image of
+a split is preprocessed and encoded once, (B, 3, H, W) -> encode_fn -> (B, L, D), and kept as float16 (half the
+memory; ~1e-3 relative rounding, far below what the decoder can notice); batches then carry "features" instead of
+"images". The data module never sees the model: it is handed ``encode_fn``.
+
+On disk: a split's features (N, L, D) float16 live in one file named by a key over everything they depend on: the
+encoder's weights and settings (``encoder_fingerprint``), the preprocessing, and the split's image list (a file's
+name and bytes; an in-memory image's pixels). Change any of them and the key changes, so a stale
+file is never read; old files are left for the user to delete. Files load memory-mapped: a rank or a resumed run pays
+no copy.
+
+``FeatureCacheCallback``: the Lightning callback that hands the model's image encoder to the data module. The data
+module owns preprocessing and the feature cache; the LightningModule builds the encoder (its vocabulary comes from the
+data). This callback joins them at the start of each stage, after any checkpoint has been restored and the model moved
+to its device, so cached features come from the weights actually used:
+- image batches are preprocessed the way the encoder expects (``dm.set_preprocess``), and attention targets are
+  distributions over the encoder's grid (``dm.set_grid``);
+- with a frozen encoder and ``data.cache_features: true``, every image of the stage's splits is encoded once
+  (``dm.fill_feature_cache``), or read from the disk cache of an earlier run.
+Under DDP the first process of each machine encodes and writes the cache files while the others wait, then they read
+them (memory-mapped). ``fast_dev_run`` caches nothing: its few batches encode their own images.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+
+from captioning.photos.preprocess import prepared
+from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
+
+KEY_CHARS = 20  # hex characters of the sha256 key in file names
+STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
+
+
+# --- files on disk ---------------------------------------------------------------------------------------------------
+def encoder_fingerprint(encoder: torch.nn.Module, settings: dict) -> str:
+    """sha256 over the encoder's weights and buffers and its JSON-able settings (backbone, grid, preprocessing...)."""
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    for name, value in sorted(encoder.state_dict().items()):
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _image_identity(image: Path | Image.Image) -> bytes:
+    if isinstance(image, Image.Image):
+        return hashlib.sha256(image.tobytes() + f"{image.mode}{image.size}".encode()).digest()
+    # The file's name and bytes, not its folder or modification time: a copy of the dataset elsewhere (another disk,
+    # a fresh checkout of the data) finds the features of the same photos, and a photo edited in place does not.
+    # Hashing reads every file once a run: ~2 s for Flickr8k's 1 GB, against minutes to encode it.
+    path = Path(image)
+    try:
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return f"{path}|missing".encode()
+    return f"{path.name}|{digest}".encode()
+
+
+def split_key(fingerprint: str, images: Sequence[Path | Image.Image]) -> str:
+    h = hashlib.sha256(fingerprint.encode())
+    for image in images:
+        h.update(_image_identity(image))
+    return h.hexdigest()[:KEY_CHARS]
+
+
+def cache_file(cache_dir: str | Path, split: str, key: str) -> Path:
+    return Path(cache_dir) / f"{split}-{key}.pt"
+
+
+def load_features(path: Path, n_images: int) -> torch.Tensor | None:
+    """The cached (N, L, D) tensor, memory-mapped; None when absent, unreadable or of the wrong length, or when the
+    file or a folder above it is not this user's alone (safe_files.untrusted_reason: features someone else could
+    write would train the model on whatever they put there; one note, then the photos are encoded afresh)."""
+    if not path.is_file():
+        return None
+    why = untrusted_reason(path)
+    if why is not None:
+        print(f"caption data: note: the cached features {inert(path)} are not used ({inert(why)}); encoding afresh",
+              file=sys.stderr)  # fmt: skip
+        return None
+    try:
+        feats = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - a torn or foreign file is re-encoded, not trusted
+        return None
+    return feats if isinstance(feats, torch.Tensor) and feats.dim() == 3 and feats.size(0) == n_images else None
+
+
+def save_features(path: Path, features: torch.Tensor) -> None:
+    """Write atomically (a temporary file, then rename): a crash or a second rank never leaves half a file."""
+    make_private_dirs(path.parent)  # this user's alone, as load_features requires
+    with atomic_output(path, mode=0o644) as tmp:
+        torch.save(features.contiguous(), tmp)
+
+
+# --- filling it ------------------------------------------------------------------------------------------------------
+class _ImageTensors(Dataset):
+    """Preprocessed image tensors of one split, for the encoding pass."""
+
+    def __init__(self, images: Sequence[Path | Image.Image], preprocess: Callable):
+        self.images, self.preprocess = images, preprocess
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return prepared(self.images[i], self.preprocess)  # (3, H, W)
+
+
+@torch.no_grad()
+def fill_features(
+    features: dict[str, torch.Tensor],
+    images: Mapping[str, Sequence[Path | Image.Image]],
+    encode_fn: Callable[[torch.Tensor], torch.Tensor],
+    preprocess: Callable,
+    batch_size: int = 16,
+    num_workers: int = 0,
+    progress: bool = True,
+    cache_dir: str | Path | None = None,
+    fingerprint: str | None = None,
+) -> list[str]:
+    """Put into ``features`` (split -> (N, L, D) float16) every split of ``images`` (split -> its images) it lacks.
+
+    With ``cache_dir`` and the encoder's ``fingerprint``, a split found on disk is loaded, and a split encoded here is
+    written there. The features must come from a frozen encoder: caching assumes they never change during training.
+    Returns the splits that were encoded (not loaded).
+    """
+    from tqdm.auto import tqdm
+
+    todo = [s for s in images if s not in features]
+    files = {}
+    if cache_dir is not None and fingerprint is not None:
+        for split in list(todo):
+            files[split] = cache_file(cache_dir, split, split_key(fingerprint, images[split]))
+            found = load_features(files[split], len(images[split]))
+            if found is not None:
+                features[split] = found
+                todo.remove(split)
+    total = sum(len(images[s]) for s in todo)
+    if total == 0:
+        return []
+    bar = tqdm(total=total, desc="caching image features", unit="img", disable=not progress, file=sys.stderr)
+    for split in todo:
+        chunks, ds = [], _ImageTensors(images[split], preprocess)
+        for batch in DataLoader(ds, batch_size=batch_size, num_workers=num_workers):
+            chunks.append(encode_fn(batch).to("cpu", torch.float16))  # (b, L, D)
+            bar.update(batch.size(0))
+        features[split] = torch.cat(chunks)  # (N, L, D)
+        if split in files:
+            save_features(files[split], features[split])
+    bar.close()
+    return todo
+
+
+# --- the callback ----------------------------------------------------------------------------------------------------
+class FeatureCacheCallback(pl.Callback):
+    def _share(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        dm, model = trainer.datamodule, pl_module.model
+        encoder = model.encoder
+        dm.set_preprocess(encoder.preprocess)
+        dm.set_grid(encoder.grid)  # attention targets are distributions over the encoder's grid cells
+        if encoder.fine_tune != "none" or not dm.hparams.cache_features or trainer.fast_dev_run:
+            return
+        cache_dir = dm.hparams.feature_cache_dir
+        if cache_dir == "auto":
+            cache_dir = str(Path(trainer.default_root_dir, "feature_cache"))
+        fingerprint = None
+        if cache_dir:
+            settings = {**encoder.config(), "preprocess": repr(encoder.preprocess)}
+            fingerprint = encoder_fingerprint(encoder, settings)
+
+        def encode(images: torch.Tensor) -> torch.Tensor:
+            return model.encode(images.to(pl_module.device))  # (B, L, D)
+
+        def run(progress: bool) -> None:
+            was_training = model.training
+            model.eval()
+            dm.fill_feature_cache(
+                encode,
+                encoder.preprocess,
+                STAGE_SPLITS[stage],
+                progress=progress,
+                cache_dir=cache_dir,
+                fingerprint=fingerprint,
+            )
+            model.train(was_training)
+
+        progress = trainer.progress_bar_callback is not None
+        if trainer.world_size > 1 and cache_dir:
+            if trainer.local_rank == 0:
+                run(progress)
+            trainer.strategy.barrier("feature_cache")
+            if trainer.local_rank != 0:
+                run(False)  # reads what the first process wrote (encodes only if the disk is not shared)
+        else:
+            run(progress and trainer.is_global_zero)
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._share(trainer, pl_module, "fit")
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._share(trainer, pl_module, "validate")  # a no-op during fit: val was cached at fit start
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._share(trainer, pl_module, "test")
+
+    def on_predict_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._share(trainer, pl_module, "predict")

@@ -1,0 +1,274 @@
+"""CaptionModule: the LightningModule around CaptionModel: model, optimiser, logging, evaluation, checkpoints, export.
+
+The model is built in ``setup`` because its vocabulary comes from the data module. What training minimises is the
+``model.objective`` block's business (captioning.objective: cross-entropy with the doubly stochastic penalty, eq. (12)
+for hard attention, SCST, attention supervision); a training step asks it for the loss and logs what it returns
+(``train_loss``, ``train_ce``, ``train_ds``; for hard attention ``train_reinforce``, ``train_entropy``,
+``train_reward``, ``baseline``; for SCST ``train_reward``, ``train_baseline``, ``train_advantage``;
+``train_attn_sup``). Validation and test decode free-running (no teacher forcing) one caption per image and score it
+against all its references with the coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``,
+``{stage}_CIDEr`` (and ``{stage}_METEOR`` when Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's
+first reference. On shapes it also logs ``{stage}_grounding`` (fraction of object-naming nouns whose arg-max
+attention cell lies in the named object's box; 0 when no noun names an object), ``{stage}_grounding_mass`` (mean
+attention mass in that box) and ``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in
+ModelCheckpoint.
+
+The module never calls into the data module: it reads its vocabulary (``dm.vocab``), its training references (for
+SCST's reward) and, for grounding, its scenes; the FeatureCacheCallback (captioning.feature_cache, added by
+``configure_callbacks``) gives the data module the encoder for preprocessing and the feature cache.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import asdict, replace
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.utilities import rank_zero_warn
+
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.photos.jpeg_step import AUTO, PhotoFormat, settle_jpeg_step
+from captioning.training.feature_cache import FeatureCacheCallback
+from captioning.training.grounding import grounding
+from captioning.training.objective import CaptionObjective, ObjectiveConfig
+from text_attn.core.fused import SCRATCH
+from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
+from text_attn.core.metrics import coco_metrics
+from text_attn.core.training import RunState, as_config, check_training_options, gather_outputs
+
+
+class CaptionModule(RunState, pl.LightningModule):
+    def __init__(
+        self,
+        encoder: EncoderConfig = EncoderConfig(),  # noqa: B008 - a frozen dataclass; stored as a dict below
+        decoder: DecoderConfig = DecoderConfig(),  # noqa: B008
+        objective: ObjectiveConfig = ObjectiveConfig(),  # noqa: B008
+        lr: float = 4e-4,
+        encoder_lr: float = 1e-4,
+        lr_patience: int | None = None,
+        lr_factor: float = 0.5,
+        lr_schedule: str = "plateau",
+        val_beam_size: int = 1,
+        val_max_len: int = 30,
+        val_meteor: bool | None = None,
+        export_path: str | None = None,
+        cpu_threads: int | None = None,
+        init_from: str | None = None,
+    ):
+        """
+        Args:
+            encoder: the image encoder (captioning.encoder.EncoderConfig: backbone, grid, stride, weights, fine_tune,
+                image_size, crop, multiscale), a dataclass or a dict of its fields.
+            decoder: the Show-Attend-Tell decoder (captioning.decoder.DecoderConfig: embed_dim, hidden_dim, attn_dim,
+                dropout, gate, deep_output, attention, hard_inference, soft_prob, region_pos, init_from_image,
+                attend_on, fast_path), a dataclass or a dict of its fields.
+            objective: what training minimises (captioning.objective.ObjectiveConfig: ds_lambda, label_smoothing,
+                attn_sup_lambda; for hard attention soft_warmup, rl_lambda, rl_reward, entropy_lambda, baseline_decay,
+                collapse_warmup, collapse_ratio; scst, scst_samples, scst_baseline, scst_max_len), a dataclass or a
+                dict of its fields.
+            lr: Adam learning rate of the decoder. encoder_lr: Adam rate of the trainable encoder layers.
+            lr_patience: when set, multiply the learning rates by ``lr_factor`` whenever ``val_Bleu_4`` has not
+                improved for this many validations (ReduceLROnPlateau); null keeps them constant. A schedule by
+                plateaus, not by step count, suits runs capped by ``trainer.max_time``, whose length in steps
+                depends on the machine.
+            lr_schedule: ``plateau`` (``lr_patience`` above) or ``budget``: the rates fall linearly to zero over the
+                run's budget, whichever of trainer.max_steps / max_epochs / max_time ends it first
+                (text_attn.core.lr_budget); lr_patience is then unused.
+            val_beam_size: beam size of the free-running decoding in validation and test (1 = greedy, fastest).
+            val_max_len: longest caption decoded in validation and test.
+            val_meteor: METEOR in validation / test: null = when Java is available, false = never (faster).
+            export_path: where fit writes the self-contained model file (default: <log dir>/model.pt).
+            cpu_threads: torch CPU threads while the run lasts (null = torch's default, one per core; the caller's
+                count is given back after). On a small CPU shared with other work, 1 is much faster: threads waiting
+                for a busy core stall every op.
+            init_from: a model file or training checkpoint whose weights start this run (e.g. the cross-entropy
+                model for an SCST stage); the config must build the same network, the data the same vocabulary. A
+                resumed run (--ckpt_path) takes the checkpoint's weights instead.
+        """
+        super().__init__()
+        encoder, decoder = as_config(EncoderConfig, encoder, "encoder"), as_config(DecoderConfig, decoder, "decoder")
+        objective = as_config(ObjectiveConfig, objective, "objective")
+        self.encoder_config, self.decoder_config = encoder, decoder
+        # Checkpoints keep plain dicts (they load with weights_only=True); save_hyperparameters reads these locals.
+        encoder, decoder, objective_config, objective = asdict(encoder), asdict(decoder), objective, asdict(objective)
+        self.save_hyperparameters()
+        inf = float("inf")
+        check_training_options(lr, val_beam_size, encoder_lr=(encoder_lr, 0, inf))
+        if lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"unknown lr_schedule {lr_schedule!r}; choose one of {LR_SCHEDULES}")
+        self._budget: BudgetProgress | None = None  # the budget schedule's progress (configure_optimizers)
+        self._budget_saved = 0.0  # its progress in the checkpoint a resumed fit starts from
+        # A submodule: the hard-attention baseline is a buffer, so checkpoints keep it.
+        self.objective = CaptionObjective(objective_config, self.decoder_config.attention == "hard", val_max_len)
+        self.model: CaptionModel | None = None
+        self.vocab = None
+        self._outputs: list[dict] = []
+
+    # --- building from the data -------------------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        self.use_cpu_threads(self.hparams.cpu_threads)  # torch's own count again after the run (teardown)
+        if self.model is None:
+            vocab = getattr(self.trainer.datamodule, "vocab", None)
+            if vocab is None:
+                raise ValueError("CaptionModule needs a CaptionDataModule (its vocabulary sizes the decoder)")
+            self.vocab = vocab
+            self.encoder_config = self._settle_jpeg_step(self.trainer.datamodule, stage)
+            self.model = CaptionModel.build(len(vocab), self.encoder_config, self.decoder_config)
+            if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these
+                Captioner.start_weights(self.hparams.init_from, self.model, vocab)
+        dm = getattr(self.trainer, "datamodule", None)
+        if dm is None:
+            return
+        if self.objective.cfg.attn_sup_lambda > 0 and not getattr(dm.hparams, "attention_targets", False):
+            raise ValueError(
+                "model.objective.attn_sup_lambda > 0 needs the ground-truth attention: set data.attention_targets: "
+                "true (source shapes, or karpathy with sentence boxes)"
+            )
+        if stage in (None, "fit") and self.objective.cfg.scst:
+            self.objective.use_references(dm.train_references)  # SCST's CIDEr-D document frequencies
+
+    def _settle_jpeg_step(self, dm, stage: str | None) -> EncoderConfig:
+        """model.encoder's JPEG step: what the training photos show when left auto (said in one line), or a value
+        given by hand checked against them in fit (captioning.jpeg_step: refused in one line when they contradict
+        it). Here, before the network is built and the model summary printed; the hyper-parameters record it, so
+        checkpoints and the model file keep it."""
+        cfg = self.encoder_config
+        auto = AUTO in (cfg.jpeg_quality, cfg.jpeg_subsampling)
+        if not auto and (cfg.source_side is None or stage not in (None, "fit")):
+            return cfg  # nothing squashed, or not training: a given value is the checkpoint's or the user's
+        found = dm.train_photo_format() if cfg.source_side is not None else PhotoFormat(None, None)
+        step, line = settle_jpeg_step(cfg.source_side, cfg.jpeg_quality, cfg.jpeg_subsampling, found)
+        if line and self.trainer.is_global_zero:
+            print(f"caption-train: {line}", file=sys.stderr)
+        cfg = replace(cfg, jpeg_quality=step and step.quality, jpeg_subsampling=step and step.subsampling)
+        self.hparams["encoder"] = asdict(cfg)
+        return cfg
+
+    def configure_callbacks(self) -> list:
+        return [FeatureCacheCallback()]  # the data module encodes each image once with this model's frozen encoder
+
+    def captioner(self, for_export: bool = False) -> Captioner:
+        """The inference object over this module's model. for_export: it also records what the data was
+        (``dm.domain``) and, when the training features are cached, where they lie (``dm.domain_check``), so
+        ``caption`` can tell images far from them."""
+        if not for_export:
+            return Captioner(self.model, self.vocab)
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        return Captioner(self.model, self.vocab, getattr(dm, "domain", None), getattr(dm, "domain_check", None))
+
+    # --- training ---------------------------------------------------------------------------------------------------
+    def _features(self, batch: dict) -> torch.Tensor:
+        return batch["features"] if "features" in batch else self.model.encode(batch["images"])  # (B, L, D)
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        features = self._features(batch)
+        loss, logs, warning = self.objective.training_loss(self.model, self.vocab, features, batch, self.global_step)
+        progress = {"train_loss", "train_reward"} if self.objective.cfg.scst else {"train_loss"}
+        for name, value in logs.items():
+            self.log(name, value, prog_bar=name in progress, batch_size=features.size(0))
+        if warning:
+            rank_zero_warn(warning)
+        return loss
+
+    def configure_optimizers(self):
+        groups = [{"params": list(self.model.decoder.parameters()), "lr": self.hparams.lr}]
+        enc = [p for p in self.model.encoder.parameters() if p.requires_grad]
+        if enc:
+            groups.append({"params": enc, "lr": self.hparams.encoder_lr})
+        # fused: one kernel per parameter group instead of a dozen passes per tensor (the same update; about 5% of a
+        # paper-size CPU step).
+        optimizer = torch.optim.Adam(groups, fused=True)
+        if self.hparams.lr_schedule == "budget":
+            self._budget = BudgetProgress(self.trainer, saved=self._budget_saved)
+            return {"optimizer": optimizer, "lr_scheduler": budget_scheduler(optimizer, self._budget)}
+        if self.hparams.lr_patience is None:
+            return optimizer
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode="max", factor=self.hparams.lr_factor, patience=self.hparams.lr_patience
+        )
+        # Lightning steps it after each validation, with the logged val_Bleu_4.
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "monitor": "val_Bleu_4"}}
+
+    # --- free-running evaluation ------------------------------------------------------------------------------------
+    def _eval_step(self, batch: dict, stage: str) -> None:
+        features = self._features(batch)
+        loss, _ = self.objective.teacher_forced(self.model, features, batch, self.vocab.pad_id)
+        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=features.size(0), sync_dist=True)
+        captions = self.captioner().caption_features(features, self.hparams.val_beam_size, self.hparams.val_max_len)
+        for i, refs, (words, alphas, *_) in zip(
+            batch["image_index"].tolist(), batch["references"], captions, strict=True
+        ):
+            self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas.cpu()})
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def _eval_epoch_end(self, stage: str) -> None:
+        outs, self._outputs = gather_outputs(self._outputs), []  # the whole split, on every rank
+        if not outs:
+            return
+        refs = {o["index"]: [" ".join(r) for r in o["refs"]] for o in outs}
+        hyps = {o["index"]: " ".join(o["words"]) for o in outs}
+        scores = coco_metrics(refs, hyps, meteor=False if self.hparams.val_meteor is False else None)
+        for name, value in scores.items():
+            self.log(f"{stage}_{name}", value, prog_bar=name in ("Bleu_4", "CIDEr"))
+        scenes = self.trainer.datamodule.scenes.get(stage)
+        if scenes:
+            g = self.model.encoder.grid
+            result = grounding(
+                [scenes[o["index"]] for o in outs], [o["words"] for o in outs], [o["alphas"] for o in outs], (g, g)
+            )
+            # No scored word (e.g. an untrained model naming no object) counts as 0, not nan, so "max" monitors work.
+            self.log(f"{stage}_grounding", 0.0 if math.isnan(result.accuracy) else result.accuracy, prog_bar=True)
+            self.log(f"{stage}_grounding_mass", 0.0 if math.isnan(result.mass) else result.mass)
+            self.log(f"{stage}_grounding_words", float(result.words))
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_epoch_end("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_epoch_end("test")
+
+    def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        captions = self.captioner().caption_features(
+            self._features(batch), self.hparams.val_beam_size, self.hparams.val_max_len
+        )
+        index = batch["image_index"].tolist()
+        return [{"index": i, "caption": " ".join(w)} for i, (w, _) in zip(index, captions, strict=True)]
+
+    # --- checkpoints -----------------------------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["vocab"] = self.vocab.to_dict()  # a checkpoint can be turned into a model file without the data
+        exported = self.captioner(for_export=True)  # and caption-export keeps what the data was
+        checkpoint["domain"], checkpoint["domain_check"] = exported.domain, exported.domain_check
+        if self._budget is not None:
+            checkpoint["lr_budget_progress"] = self._budget.last  # a resumed fit's max_time decays what is left
+        self.save_run_state(checkpoint)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if any(k.startswith("baseline.") for k in checkpoint.get("state_dict", {})):
+            raise ValueError(
+                "this hard-attention checkpoint predates model.objective (its baseline is not where this version keeps "
+                "it): it cannot be resumed; start from its model file with model.init_from"
+            )
+        saved = checkpoint.get("vocab")
+        if saved is not None and self.vocab is not None and saved != self.vocab.to_dict():
+            raise ValueError(
+                f"the checkpoint's vocabulary ({len(saved['tokens'])} words) differs from the one built from "
+                f"the data ({len(self.vocab)} words): use the data settings the checkpoint was trained with"
+            )
+        self.load_run_state(checkpoint, network_built=self.model is not None)
+        self._budget_saved = float(checkpoint.get("lr_budget_progress", 0.0))
+
+    # --- export -----------------------------------------------------------------------------------------------------
+    def on_fit_end(self) -> None:
+        SCRATCH.clear()  # the training steps' pooled buffers (a few hundred MB at the paper's size): not needed now
+        self.export_best(self.hparams.export_path, self.captioner(for_export=True).save)

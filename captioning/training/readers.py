@@ -1,0 +1,370 @@
+"""Caption file readers: a dataset as people have it -> ``ImageItem``s (an image file and its captions as tokens).
+
+``read_karpathy`` and ``read_flickr8k`` return ``{"train", "val", "test": [ImageItem]}``, ``read_folder`` one list
+that the data module splits (captioning.data), so every source feeds the same data module. A file that cannot be used
+is a CaptionDataError naming it (and its line, or the image and sentence).
+
+Karpathy-split JSON (``read_karpathy``: COCO, Flickr8k, Flickr30k): ``{"images": [{"filepath"?, "filename", "split",
+"sentences": [{"tokens", "raw"}]}]}``; "restval" counts as train; files at image_root/filepath/filename. Optional,
+for attention supervision (Flickr30k-Entities style), see "Boxes" below.
+
+Folder + TSV (``read_folder``): a folder of images + a TSV of ``filename<TAB>caption`` lines (several per image
+allowed), in order of first appearance (the data module shuffles them once with its seed and splits them).
+
+Missing image files (Karpathy JSON, folder + TSV) are skipped with one line on stderr, or a CaptionDataError when
+``strict``.
+
+Boxes (optional, Karpathy JSON): a sentence may carry ``"boxes": [[token_index, x0, y0, x1, y1], ...]``: token
+``token_index`` (0-based, into the sentence's "tokens" -- or into the tokenized "raw" when it has no "tokens") names the
+region (x0, y0, x1, y1), in pixels of the image as ``load_image`` returns it (EXIF orientation applied: for a file
+without an orientation tag, its stored pixels), x1/y1 exclusive. A token may be listed with several boxes (a phrase
+naming several objects: its target is their union); list every token of a phrase that should attend to it ("two brown
+dogs": usually just the noun). An image may give its ``"width"`` and ``"height"`` in pixels (else they are read from the
+file's header). Example::
+
+    {"filename": "1000092795.jpg", "split": "train", "width": 500, "height": 375,
+     "sentences": [{"tokens": ["two", "young", "guys", "near", "a", "bush"],
+                    "boxes": [[2, 15, 40, 130, 370], [2, 140, 30, 290, 375], [5, 300, 0, 500, 200]]}]}
+
+Flickr8k (``read_flickr8k``) as people actually have it: the original distribution and Kaggle's copy.
+
+Original layout (the dataset's own download; the image folder's typo is the original's)::
+
+    ROOT/Flicker8k_Dataset/*.jpg
+    ROOT/Flickr8k_text/Flickr8k.token.txt           "<image>#<0-4><TAB><caption>"
+    ROOT/Flickr8k_text/Flickr_8k.{train,dev,test}Images.txt   one image name a line (6000 / 1000 / 1000)
+
+Kaggle layout (a CSV with a header line ``image,caption``; a caption may be quoted and hold commas)::
+
+    ROOT/Images/*.jpg
+    ROOT/captions.txt
+
+Kaggle's copy ships no split: when the three split files above are found in ROOT or ROOT/Flickr8k_text they are used
+(the standard split, the same as Karpathy's), else the images are shuffled once with ``seed`` and 1000 / 1000 of them
+(an eighth each for a smaller set) held out for val / test.
+
+Real files carry junk: Flickr8k.token.txt has 505 lines naming images that are not in the folder
+(``..._586949ec62.jpg.1#0``) and the split files list names that are not there either. Such lines are skipped and
+counted in ONE stderr line per file; a missing folder, a missing or unreadable file, or a split left empty is a
+CaptionDataError naming it.
+
+Flickr8k captions are lowercased and split into words; punctuation-only tokens are dropped (as in Karpathy's tokens,
+which coco-caption's PTB tokenizer also strips before scoring). Karpathy "raw" sentences and TSV captions are
+tokenized with text_attn.core.vocab.tokenize (lowercased).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from captioning.training.attention_targets import TokenBoxes
+from text_attn.core.safe_files import inert
+from text_attn.core.vocab import tokenize
+
+SPLITS = ("train", "val", "test")
+_KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "test"}
+LAYOUTS = ("auto", "original", "kaggle")
+ORIGINAL_IMAGES, ORIGINAL_TEXT = "Flicker8k_Dataset", "Flickr8k_text"
+TOKEN_FILE = "Flickr8k.token.txt"
+SPLIT_FILES = {
+    "train": "Flickr_8k.trainImages.txt",
+    "val": "Flickr_8k.devImages.txt",
+    "test": "Flickr_8k.testImages.txt",
+}
+KAGGLE_IMAGES, KAGGLE_CAPTIONS = "Images", "captions.txt"
+_HELD_OUT = 1000  # Flickr8k's val and test sizes, for a Kaggle copy without split files
+
+
+class CaptionDataError(ValueError):
+    """Caption data that cannot be used; the message is one line naming the input and what is wrong."""
+
+
+@dataclass
+class ImageItem:
+    path: Path
+    captions: list[list[str]]  # reference captions as token lists
+    boxes: list[TokenBoxes] | None = None  # per caption, its token boxes (karpathy "boxes"); None: no sentence has any
+    size: tuple[int, int] | None = None  # (width, height) in pixels when the JSON gives them
+
+
+def caption_tokens(text: str) -> list[str]:
+    """A raw caption -> lowercased word tokens, punctuation-only tokens dropped."""
+    return [t for t in tokenize(text) if any(ch.isalnum() for ch in t)]
+
+
+# --- Karpathy JSON, folder + TSV --------------------------------------------------------------------------------------
+def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[ImageItem]:
+    """Drop items whose image file is missing, with one stderr line (or a CaptionDataError when strict)."""
+    missing = [it for it in items if not it.path.is_file()]
+    if not missing:
+        return items
+    if strict:
+        raise CaptionDataError(
+            f"{source}: {len(missing)} of {len(items)} image files are missing (first: {missing[0].path})"
+        )
+    print(
+        f"caption data: {source}: skipped {len(missing)} of {len(items)} images whose files are missing "
+        f"(first: {inert(missing[0].path)})",
+        file=sys.stderr,
+    )
+    gone = {id(it) for it in missing}
+    return [it for it in items if id(it) not in gone]
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _sentence_boxes(raw, n_tokens: int, where: str) -> TokenBoxes:
+    """A sentence's "boxes" ([[token_index, x0, y0, x1, y1], ...]) -> token boxes, checked."""
+    if not isinstance(raw, list):
+        raise CaptionDataError(f"{where}: 'boxes' must be a list of [token_index, x0, y0, x1, y1], got {raw!r:.60}")
+    out: TokenBoxes = []
+    for k, entry in enumerate(raw):
+        if not isinstance(entry, list | tuple) or len(entry) != 5 or not all(_is_number(v) for v in entry):
+            raise CaptionDataError(f"{where}: boxes[{k}] must be [token_index, x0, y0, x1, y1], got {entry!r:.60}")
+        t, x0, y0, x1, y1 = entry
+        if int(t) != t or not 0 <= t < n_tokens:
+            raise CaptionDataError(f"{where}: boxes[{k}] names token {t}, but the sentence has {n_tokens} tokens")
+        if not (x1 > x0 and y1 > y0):
+            raise CaptionDataError(f"{where}: boxes[{k}] is empty: need x0 < x1 and y0 < y1, got {entry!r:.60}")
+        out.append((int(t), (float(x0), float(y0), float(x1), float(y1))))
+    return out
+
+
+def _image_wh(entry: dict, where: str) -> tuple[int, int] | None:
+    w, h = entry.get("width"), entry.get("height")
+    if w is None and h is None:
+        return None
+    if not (_is_number(w) and _is_number(h) and w > 0 and h > 0):
+        raise CaptionDataError(f"{where}: 'width' and 'height' must both be positive numbers, got {w!r}, {h!r}")
+    return int(w), int(h)
+
+
+def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = False) -> dict[str, list[ImageItem]]:
+    """Karpathy-split JSON -> {"train", "val", "test": [ImageItem]} ("restval" joins train).
+
+    Sentence tokens come from "tokens" (lowercased), else from tokenizing "raw". Images without sentences are
+    dropped. Missing image files are skipped with one line on stderr, or raise CaptionDataError when ``strict``.
+    Optional per-sentence "boxes" and per-image "width" / "height" (module doc, "Boxes") are read and checked into
+    ``ImageItem.boxes`` / ``.size``; a malformed one is a CaptionDataError naming the image and sentence.
+    """
+    json_path, root = Path(json_path), Path(image_root)
+    if not json_path.is_file():
+        raise CaptionDataError(f"captions file {json_path} does not exist")
+    try:
+        data = json.loads(json_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CaptionDataError(f"{json_path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise CaptionDataError(f"{json_path} has no 'images' list (expected a Karpathy-split JSON)")
+    items: list[ImageItem] = []
+    splits: list[str] = []
+    for n, entry in enumerate(data["images"]):
+        if not isinstance(entry, dict) or "filename" not in entry:
+            raise CaptionDataError(f"{json_path}: images[{n}] has no 'filename'")
+        split = _KARPATHY_SPLITS.get(entry.get("split", ""))
+        if split is None:
+            raise CaptionDataError(
+                f"{json_path}: images[{n}] has split {entry.get('split')!r}; expected train, restval, val or test"
+            )
+        caps, boxes = [], []
+        for s, sent in enumerate(entry.get("sentences", [])):
+            sent = sent if isinstance(sent, dict) else {}
+            toks = [str(t).lower() for t in sent.get("tokens") or []] or tokenize(str(sent.get("raw", "")))
+            if toks:
+                caps.append(toks)
+                raw = sent.get("boxes")
+                where = f"{json_path}: images[{n}].sentences[{s}]"
+                boxes.append(None if raw is None else _sentence_boxes(raw, len(toks), where))
+        if caps:
+            has_boxes = any(b is not None for b in boxes)
+            item = ImageItem(
+                root / entry.get("filepath", "") / entry["filename"],
+                caps,
+                [b or [] for b in boxes] if has_boxes else None,
+                _image_wh(entry, f"{json_path}: images[{n}]"),
+            )
+            items.append(item)
+            splits.append(split)
+    kept = {id(it) for it in _check_files(items, json_path, strict)}
+    out: dict[str, list[ImageItem]] = {s: [] for s in SPLITS}
+    for it, split in zip(items, splits, strict=True):
+        if id(it) in kept:
+            out[split].append(it)
+    return out
+
+
+def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = False) -> list[ImageItem]:
+    """A folder of images + ``filename<TAB>caption`` lines -> [ImageItem], in order of first appearance.
+
+    Captions are tokenized with text_attn.core.vocab.tokenize (lowercased). Blank lines and lines starting with "#"
+    are ignored; a line without a tab or with an empty caption is an error naming its line number.
+    """
+    image_dir, tsv = Path(image_dir), Path(captions_tsv)
+    if not tsv.is_file():
+        raise CaptionDataError(f"captions file {tsv} does not exist")
+    if not image_dir.is_dir():
+        raise CaptionDataError(f"image folder {image_dir} does not exist")
+    by_name: dict[str, ImageItem] = {}
+    for n, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, tab, caption = line.partition("\t")
+        toks = tokenize(caption)
+        if not tab or not name.strip() or not toks:
+            raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
+        name = name.strip()
+        by_name.setdefault(name, ImageItem(image_dir / name, [])).captions.append(toks)
+    if not by_name:
+        raise CaptionDataError(f"{tsv}: no captions")
+    return _check_files(list(by_name.values()), tsv, strict)
+
+
+# --- Flickr8k ---------------------------------------------------------------------------------------------------------
+def _read_text(path: Path, what: str) -> str:
+    if not path.is_file():
+        raise CaptionDataError(f"{path}: {what} not found")
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise CaptionDataError(f"{path}: cannot read {what} ({err.strerror or err})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise CaptionDataError(f"{path}: line {line}: not UTF-8 text ({what})") from None
+
+
+def _note(path: Path, skipped: int, total: int, why: str, first: str) -> None:
+    if skipped:
+        print(f"caption data: {inert(path)}: skipped {skipped} of {total} lines {why} (first: {inert(repr(first))})",
+              file=sys.stderr)  # fmt: skip
+
+
+def _image_names(folder: Path) -> set[str]:
+    if not folder.is_dir():
+        raise CaptionDataError(f"{folder}: image folder not found")
+    names = {p.name for p in folder.iterdir() if p.is_file()}
+    if not names:
+        raise CaptionDataError(f"{folder}: image folder has no files")
+    return names
+
+
+def read_token_file(path: Path, images: set[str]) -> dict[str, list[list[str]]]:
+    """``<image>#<n><TAB><caption>`` lines -> {image name: [tokens, ...]} in file order, for images in ``images``."""
+    text = _read_text(path, "captions file")
+    captions: dict[str, list[list[str]]] = {}
+    skipped, total, first = 0, 0, ""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        total += 1
+        key, tab, caption = line.partition("\t")
+        name = key.rsplit("#", 1)[0].strip()
+        toks = caption_tokens(caption)
+        if not tab or name not in images or not toks:
+            skipped, first = skipped + 1, first or line[:60]
+            continue
+        captions.setdefault(name, []).append(toks)
+    _note(path, skipped, total, "that name no image in the folder or have no caption", first)
+    if not captions:
+        raise CaptionDataError(f"{path}: no caption names an image of the folder")
+    return captions
+
+
+def read_kaggle_captions(path: Path, images: set[str]) -> dict[str, list[list[str]]]:
+    """Kaggle's ``image,caption`` CSV (header line first) -> {image name: [tokens, ...]}."""
+    text = _read_text(path, "captions file")
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    if header is None or [h.strip().lower() for h in header[:2]] != ["image", "caption"]:
+        raise CaptionDataError(f"{path}: line 1: expected the header 'image,caption', got {','.join(header or [])!r}")
+    captions: dict[str, list[list[str]]] = {}
+    skipped, total, first = 0, 0, ""
+    for row in rows:
+        if not row or not "".join(row).strip():
+            continue
+        total += 1
+        name = row[0].strip()
+        toks = caption_tokens(",".join(row[1:]))  # an unquoted caption with commas spans several fields
+        if name not in images or not toks:
+            skipped, first = skipped + 1, first or ",".join(row)[:60]
+            continue
+        captions.setdefault(name, []).append(toks)
+    _note(path, skipped, total, "that name no image in the folder or have no caption", first)
+    if not captions:
+        raise CaptionDataError(f"{path}: no caption names an image of the folder")
+    return captions
+
+
+def read_split_file(path: Path, captioned: dict[str, list[list[str]]]) -> list[str]:
+    """One image name a line -> the names that have captions (others skipped and counted), without repeats."""
+    names, seen, skipped, total, first = [], set(), 0, 0, ""
+    for line in _read_text(path, "split file").splitlines():
+        name = line.strip()
+        if not name:
+            continue
+        total += 1
+        if name not in captioned or name in seen:
+            skipped, first = skipped + 1, first or name[:60]
+            continue
+        seen.add(name)
+        names.append(name)
+    _note(path, skipped, total, "that name no captioned image of the folder", first)
+    if not names:
+        raise CaptionDataError(f"{path}: the split is empty (no line names a captioned image)")
+    return names
+
+
+def detect_layout(root: Path) -> str:
+    """``original`` or ``kaggle``, from what ROOT holds."""
+    if not root.is_dir():
+        raise CaptionDataError(f"{root}: data root not found")
+    if (root / ORIGINAL_IMAGES).exists() or (root / ORIGINAL_TEXT).exists():
+        return "original"
+    if (root / KAGGLE_CAPTIONS).exists() or (root / KAGGLE_IMAGES).exists():
+        return "kaggle"
+    raise CaptionDataError(
+        f"{root}: neither Flickr8k layout found (expected {ORIGINAL_IMAGES}/ and {ORIGINAL_TEXT}/, "
+        f"or Kaggle's {KAGGLE_IMAGES}/ and {KAGGLE_CAPTIONS})"
+    )
+
+
+def _split_dir(root: Path) -> Path | None:
+    for folder in (root / ORIGINAL_TEXT, root):
+        if all((folder / f).is_file() for f in SPLIT_FILES.values()):
+            return folder
+    return None
+
+
+def read_flickr8k(root: str | Path, layout: str = "auto", seed: int = 0) -> dict[str, list[ImageItem]]:
+    """Flickr8k at ROOT (either layout, module doc) -> {"train", "val", "test": [ImageItem]}."""
+    root = Path(root)
+    if layout not in LAYOUTS:
+        raise CaptionDataError(f"unknown Flickr8k layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    layout = detect_layout(root) if layout == "auto" else layout
+    if layout == "original":
+        folder = root / ORIGINAL_IMAGES
+        captions = read_token_file(root / ORIGINAL_TEXT / TOKEN_FILE, _image_names(folder))
+        split_dir = root / ORIGINAL_TEXT
+    else:
+        folder = root / KAGGLE_IMAGES
+        captions = read_kaggle_captions(root / KAGGLE_CAPTIONS, _image_names(folder))
+        split_dir = _split_dir(root)
+    if split_dir is not None:
+        names = {s: read_split_file(split_dir / f, captions) for s, f in SPLIT_FILES.items()}
+    else:
+        pool = sorted(captions)
+        random.Random(seed).shuffle(pool)
+        held = min(_HELD_OUT, max(1, len(pool) // 8))
+        if len(pool) < 3:
+            raise CaptionDataError(f"{root / KAGGLE_CAPTIONS}: {len(pool)} captioned images are too few to split")
+        names = {"val": pool[:held], "test": pool[held : 2 * held], "train": pool[2 * held :]}
+    return {s: [ImageItem(folder / n, captions[n]) for n in v] for s, v in names.items()}

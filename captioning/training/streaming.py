@@ -1,0 +1,404 @@
+"""Photos and captions as LitData chunks: ``caption-train optimize`` writes them, ``caption-train fit --data.root DIR``
+streams them (text_attn.core.streaming holds what both families share).
+
+A sample is ``{"index", "image", "caption", "jpeg" | "features"}``:
+- train: one sample per (image, caption) pair as the folder reader numbers them (``index`` = its pair index,
+  ``image`` = its image's index in the split), ``caption`` the JSON ``{"tokens": [...], "k": caption number,
+  "refs": all the image's captions}``. An image with 5 captions is stored 5 times (Flickr8k: 5 x its JPEG bytes);
+  web-scale sets have one caption an image.
+- val / test: one sample per image (``index`` = ``image``), ``caption`` the JSON ``{"refs": [...]}``.
+- ``jpeg``: the image file's bytes exactly as they were on disk (decoded, with the JPEG's reduced-scale draft, by the
+  same ``prepared`` as a file); or, with ``--features true`` and a frozen encoder, ``features``: its (L, D) float16
+  region features (the feature cache, at scale); the encoder's fingerprint is kept and a fit with another encoder is
+  refused in one line.
+The vocabulary is built from the train captions (data.min_freq, captions_per_image), as fit builds it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from captioning.photos.preprocess import prepared
+from captioning.training.readers import CaptionDataError
+from text_attn.core.streaming import (
+    ChunkError,
+    finished_earlier,
+    optimize_splits,
+    read_all,
+    read_manifest,
+    read_state,
+    shuffled_for_writing,
+    split_dataset,
+    split_size,
+)
+from text_attn.core.vocab import Vocabulary
+
+FAMILY = "caption"
+SHAPING = ("min_freq", "captions_per_image")  # options that shape the samples or the vocabulary
+_FEATURES: dict[str, np.ndarray] = {}  # split -> (N, L, D) float16, for optimize's (forked) workers
+_ENCODER: list = []  # [the frozen encoder] while shards are written as features (optimize's forked workers)
+ENCODE_BATCH = 16  # a shard's photos encoded this many at a time
+
+
+def make_item(split: str, entry: tuple[int, int, str, str]) -> dict[str, Any]:
+    """optimize's function (runs in LitData's forked workers): (index, image index, file, caption JSON) -> sample."""
+    index, image, path, caption = entry
+    item: dict[str, Any] = {"index": index, "image": image, "caption": caption}
+    if split in _FEATURES:
+        item["features"] = _FEATURES[split][image]  # (L, D) float16
+    else:
+        item["jpeg"] = Path(path).read_bytes()
+    return item
+
+
+def token_boxes(split, i: int, k: int, boxed: bool) -> dict[str, Any]:
+    """With attention targets, caption ``k`` of image ``i``'s token boxes and the image's (width, height): the
+    targets are made from them when the batch is, on the grid of the model that trains (captioning.attention_targets).
+    """
+    if not boxed:
+        return {}
+    from captioning.training.attention_targets import image_size
+
+    found = split.boxes[i][k] if split.boxes is not None else []
+    size = split.sizes[i] if split.sizes is not None and split.sizes[i] is not None else None
+    return {"boxes": found, "size": size or (image_size(split.images[i]) if found else None)}
+
+
+def settled_encoder(config: dict[str, Any], found) -> Any:
+    """The ``model.encoder`` block of a caption config as an EncoderConfig whose JPEG step is settled against the
+    training photos ``found`` (a captioning.photos.jpeg_step.PhotoFormat): auto reads theirs (said in one line), a value
+    given by hand that they contradict is refused (ValueError, one line) before anything is written. None when the
+    config has no such block."""
+    from captioning.model.encoder import EncoderConfig
+    from captioning.photos.jpeg_step import settle_jpeg_step
+
+    block = (config.get("model") or {}).get("encoder")
+    if block is None:
+        return None
+    try:
+        cfg = EncoderConfig(**dict(block))
+    except TypeError as err:
+        raise CaptionDataError(f"--config: model.encoder: {err}") from None
+    step, line = settle_jpeg_step(cfg.source_side, cfg.jpeg_quality, cfg.jpeg_subsampling, found)
+    if line:
+        print(f"caption-train optimize: {line}", file=sys.stderr)
+    return replace(cfg, jpeg_quality=step and step.quality, jpeg_subsampling=step and step.subsampling)
+
+
+def frozen_encoder(cfg):
+    """An EncoderConfig (its JPEG step settled), built and frozen: (encoder, its fingerprint)."""
+    from captioning.model.encoder import EncoderConfig, ImageEncoder
+    from captioning.training.feature_cache import encoder_fingerprint
+
+    cfg = cfg or EncoderConfig()
+    if cfg.fine_tune != "none":
+        raise CaptionDataError(
+            f"--features: model.encoder.fine_tune is {cfg.fine_tune!r}: stored features need a frozen encoder (none)"
+        )
+    encoder = ImageEncoder.from_config(cfg).eval()
+    settings = {**encoder.config(), "preprocess": repr(encoder.preprocess)}
+    return encoder, encoder_fingerprint(encoder, settings)
+
+
+def optimize_captions(
+    dm, out: str | Path, config: dict[str, Any], features: bool = False, num_workers: int = 1, chunk_bytes="64MB"
+) -> dict[str, Any]:
+    """Read the corpus the data module ``dm`` describes with its folder reader and write it as chunks to ``out``
+    (``features``: the frozen ``model.encoder`` of ``config`` encodes every image once; the float16 features are
+    stored instead of the image bytes). Returns the manifest."""
+    hp = dm.hparams
+    if hp.source == "shapes":
+        raise CaptionDataError("data.source shapes: the scenes are drawn in memory, there is no corpus to optimize")
+    options = {**dict(hp), "features": features}
+    if (done := finished_earlier(out, FAMILY, options)) is not None:
+        return done
+    dm.setup("fit")
+    found = dm.train_photo_format()  # the photos' JPEG step and side: recorded, and settled against the config's
+    cfg = settled_encoder(config, found)
+    fingerprint, feats = None, {}
+    if features:
+        from captioning.training.feature_cache import fill_features
+
+        encoder, fingerprint = frozen_encoder(cfg)
+        with torch.no_grad():
+            images = {s: sp.images for s, sp in dm.splits.items()}
+            fill_features(feats, images, encoder, encoder.preprocess, 16, hp.num_workers, True)
+        _FEATURES.update({s: f.numpy() for s, f in feats.items()})
+    boxes = partial(token_boxes, boxed=hp.attention_targets)
+    inputs: dict[str, list] = {}
+    train = dm.splits["train"]
+    inputs["train"] = []
+    for p, ((i, _), k) in enumerate(zip(dm._train_pairs, dm._train_caption, strict=True)):
+        record = {"tokens": train.references[i][k], "k": k, "refs": train.references[i], **boxes(train, i, k)}
+        inputs["train"].append((p, i, str(train.images[i]), json.dumps(record)))
+    inputs["train"] = shuffled_for_writing(inputs["train"], hp.seed)
+    for split in ("val", "test"):
+        sp = dm.splits[split]
+        # evaluation scores the first caption's attention (the folder reader's _collate_eval)
+        records = [json.dumps({"refs": sp.references[i], **boxes(sp, i, 0)}) for i in range(len(sp.images))]
+        inputs[split] = [(i, i, str(path), records[i]) for i, path in enumerate(sp.images)]
+    state = {
+        "vocab": dm.vocab.to_dict(),
+        "train_references": train.references,
+        "domain": dm.domain,
+        "stores": "features" if features else "jpeg",
+        "fingerprint": fingerprint or "",
+        **recorded_format(found),
+    }
+    if features:  # where the training features lie: model files note photos unlike them (captioning.domain)
+        from captioning.photos.domain import domain_check
+
+        state["domain_check"] = domain_check(feats["train"], feats.get("val"), photos=hp.source != "shapes")
+    try:
+        item_fn = partial(partial, make_item)  # split -> make_item(split, .): picklable by reference
+        return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes)
+    finally:
+        _FEATURES.clear()
+
+
+def recorded_format(found) -> dict[str, Any]:
+    """What a chunk folder's state records of its train photos (captioning.jpeg_step.PhotoFormat): fit settles the
+    model's JPEG step from it, as it would from the files."""
+    return {"jpeg_step": tuple(found.step) if found.step else None, "photo_side": found.side, "photo_why": found.why}
+
+
+# --- reading ---------------------------------------------------------------------------------------------------------
+class ChunkImages(Sequence):
+    """An evaluation split's images, read from its chunks by index: the image file's bytes (``prepared`` decodes them
+    as it decodes a file)."""
+
+    def __init__(self, root: str | Path, split: str):
+        self.ds, self.where = split_dataset(root, split), Path(root) / split
+        self.n = split_size(root, split)  # every rank reads the whole split by index
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> bytes:
+        from text_attn.core.streaming import read_item
+
+        return bytes(read_item(self.ds, i, self.where)["jpeg"])
+
+
+def load_chunks(dm) -> None:
+    """Fill the caption data module ``dm`` from the chunk folder ``dm.hparams.root``: vocabulary and train references
+    from ``data_state.pt``; val and test references (and features, when the chunks hold them) in memory, their images
+    read by index; the train split streams (``StreamCollate``)."""
+    from captioning.training.splits import CaptionSplit
+
+    hp = dm.hparams
+    root = hp.root
+    manifest = read_manifest(root, FAMILY)
+    made = manifest["options"]
+    for name in SHAPING:
+        if made.get(name) != hp[name]:
+            raise ChunkError(
+                f"data.{name}={hp[name]!r}, but {root} was made with {made.get(name)!r}: give the same data options "
+                "to optimize and fit, or optimize again"
+            )
+    if hp.attention_targets and not made.get("attention_targets"):
+        raise ChunkError(
+            f"data.attention_targets: {root} holds no boxes: optimize again with --data.attention_targets true"
+        )
+    state = read_state(root)
+    dm.chunk_state = state
+    dm._domain_check = state.get("domain_check")
+    dm.vocab = Vocabulary.from_dict(state["vocab"])
+    if state["stores"] == "features" and not hp.cache_features:
+        raise ChunkError(f"{root} holds encoder features: set data.cache_features: true (and a frozen encoder)")
+    dm.splits = {"train": CaptionSplit([], state["train_references"])}
+    for split in ("val", "test"):
+        items = read_all(root, split)
+        try:
+            records = [json.loads(it["caption"]) for it in items]
+            refs = [r["refs"] for r in records]
+            # attention targets: the first caption's token boxes (the one evaluation scores), the image's size
+            boxes = [[r["boxes"]] for r in records] if hp.attention_targets else None
+            sizes = [tuple(r["size"]) if r.get("size") else None for r in records] if hp.attention_targets else None
+            if state["stores"] == "features":
+                dm.features[split] = torch.from_numpy(np.stack([np.asarray(it["features"]) for it in items]))
+                images: Sequence = [None] * len(items)
+            else:
+                images = ChunkImages(root, split)
+        except (KeyError, TypeError, ValueError):
+            raise ChunkError(f"{Path(root) / split}: a sample cannot be read: a damaged chunk") from None
+        dm.splits[split] = CaptionSplit(images, refs, None, boxes, sizes)
+
+
+class StreamCollate:
+    """Streamed train samples -> the batch the folder reader's train collate makes: images (B, 3, H, W) or features
+    (B, L, D), captions_in / targets (B, T), image_index, references, pair_index; with ``grid`` (attention targets)
+    also attn_targets (B, T, L) and attn_targets_mask (B, T). Picklable (loader workers)."""
+
+    def __init__(self, vocab: Vocabulary, preprocess, max_caption_len: int, grid: tuple[int, int] | None = None):
+        self.vocab, self.preprocess, self.max_len, self.grid = vocab, preprocess, max_caption_len, grid
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict:
+        v = self.vocab
+        records = [json.loads(it["caption"]) for it in items]
+        captions = [v.encode(r["tokens"][: self.max_len], eos=False) for r in records]
+        if "features" in items[0]:
+            visual = {"features": torch.from_numpy(np.stack([np.asarray(it["features"]) for it in items])).float()}
+        else:
+            visual = {"images": torch.stack([prepared(bytes(it["jpeg"]), self.preprocess) for it in items])}
+        pad = partial(torch.nn.utils.rnn.pad_sequence, batch_first=True, padding_value=v.pad_id)
+        batch = {
+            **visual,  # (B, L, D) or (B, 3, H, W)
+            "captions_in": pad([torch.tensor([v.bos_id, *c]) for c in captions]),  # (B, T)
+            "targets": pad([torch.tensor([*c, v.eos_id]) for c in captions]),  # (B, T)
+            "image_index": torch.tensor([int(it["image"]) for it in items]),  # (B,)
+            "references": [r["refs"] for r in records],
+            "pair_index": torch.tensor([int(it["index"]) for it in items]),  # (B,)
+        }
+        if self.grid is not None:
+            batch.update(self._attention_targets(records, batch["targets"].size(1)))
+        return batch
+
+    def _attention_targets(self, records: list[dict], steps: int) -> dict[str, torch.Tensor]:
+        """As the folder reader makes them (CaptionDataModule._token_cells), from the stored boxes and size."""
+        from captioning.training.attention_targets import caption_cells
+        from text_attn.core.attention_supervision import dense_targets
+
+        cells = []
+        for r in records:
+            if "boxes" not in r:
+                raise ChunkError("a train sample holds no token boxes: optimize again with --data.attention_targets")
+            n_tokens = min(len(r["tokens"]), self.max_len)  # training truncates captions
+            size = tuple(r["size"]) if r.get("size") else None
+            cells.append(caption_cells(r["boxes"], n_tokens, None, size, self.grid, self.preprocess))
+        target, mask = dense_targets(cells, steps, self.grid[0] * self.grid[1])
+        return {"attn_targets": target, "attn_targets_mask": mask}
+
+
+# --- img2dataset shards ----------------------------------------------------------------------------------------------
+def shard_item(split: str, entry: tuple[str, list[tuple[int, int, str]]]) -> Iterator[dict[str, Any]]:
+    """optimize's function for one shard (runs in LitData's forked workers): its chosen samples, in the shard's order,
+    as chunk samples. ``entry``: (shard path, [(sample index in the shard, index in the split, caption JSON)])."""
+    from captioning.photos.shards import iter_shard
+
+    path, chosen = entry
+    record = {k: (i, caption) for k, i, caption in chosen}
+    pending: list[dict[str, Any]] = []
+    for sample in iter_shard(path, wanted=lambda k: k in record, notes=None):
+        if sample.image is None:
+            continue  # read whole by the first pass; changed since: left out (that pass named the damaged ones)
+        i, caption = record[sample.index]
+        item = {"index": i, "image": i, "caption": caption, "jpeg": sample.image}
+        if not _ENCODER:
+            yield item
+            continue
+        pending.append(item)
+        if len(pending) == ENCODE_BATCH:
+            yield from _encoded(pending)
+            pending = []
+    if pending:
+        yield from _encoded(pending)
+
+
+def _encoded(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Shard samples with their photo's bytes replaced by the frozen encoder's (L, D) float16 features."""
+    encoder = _ENCODER[0]
+    # In a forked worker the parent's thread pool is not usable (its first parallel op would wait forever), as in a
+    # torch DataLoader worker: one thread each, the workers (--num_workers) are the parallelism.
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        images = torch.stack([prepared(it["jpeg"], encoder.preprocess) for it in items])  # (B, 3, H, W)
+        feats = encoder(images).to(torch.float16).numpy()  # (B, L, D)
+    out = []
+    for it, f in zip(items, feats, strict=True):
+        it = {k: v for k, v in it.items() if k != "jpeg"}
+        out.append({**it, "features": f})
+    return out
+
+
+def read_shard_captions(
+    patterns: str, steps: list | None = None
+) -> tuple[list[tuple[str, list[tuple[int, str]]]], int]:
+    """The shards a pattern names (``expand_braces``) read once for their captions: per shard the (sample index,
+    caption) of its usable samples, and how many were left out; a damaged sample is one line on stderr naming it.
+    ``steps``: filled with the JPEG step and size of the first usable photos (captioning.photos.jpeg_step, at most its
+    CHECKED)."""
+    from captioning.photos.jpeg_step import CHECKED, header_of
+    from captioning.photos.shards import expand_braces, iter_shard
+    from text_attn.core.safe_files import inert
+
+    shards, skipped = [], 0
+    for pattern in patterns.split():
+        for path in expand_braces(pattern):
+            if not Path(path).is_file():
+                raise CaptionDataError(f"{path}: no such shard")
+            found = []
+            for sample in iter_shard(path):
+                text = (sample.text or "").strip()
+                if sample.error or not text:
+                    why = sample.error or f"{sample.name}: no caption (.txt member)"
+                    print(f"caption-train optimize: skipped: {inert(why)}", file=sys.stderr)
+                    skipped += 1
+                    continue
+                found.append((sample.index, text))
+                if steps is not None and len(steps) < CHECKED:
+                    steps.append(header_of(sample.image))
+            shards.append((path, found))
+    return shards, skipped
+
+
+def optimize_shards(
+    dm,
+    out: str | Path,
+    patterns: dict[str, str],
+    num_workers: int = 1,
+    chunk_bytes="64MB",
+    config: dict[str, Any] | None = None,
+    features: bool = False,
+):
+    """img2dataset webdataset shards -> chunks: ``patterns`` {train, val, test: shard pattern(s)}; one caption an image
+    (the shard's ``KEY.txt``), tokenized as a captions TSV; the vocabulary from the train captions (data.min_freq).
+    ``features``: the frozen ``model.encoder`` of ``config`` encodes each photo as its shard is written (in
+    LitData's workers, ENCODE_BATCH at a time: nothing the size of the corpus is held in memory)."""
+    from captioning.photos.jpeg_step import one_format
+    from text_attn.core.vocab import tokenize
+
+    hp = dm.hparams
+    steps: list = []
+    read = {split: read_shard_captions(patterns[split], steps if split == "train" else None)
+            for split in ("train", "val", "test")}  # fmt: skip
+    found = one_format(steps)
+    cfg = settled_encoder(config or {}, found) if config else None
+    inputs, counts, refs = {}, {}, {}
+    for split, (shards, _) in read.items():
+        n, inputs[split], refs[split] = 0, [], []
+        for path, found in shards:
+            chosen = []
+            for k, text in found:
+                tokens = tokenize(text)
+                record = {"tokens": tokens, "k": 0, "refs": [tokens]} if split == "train" else {"refs": [tokens]}
+                chosen.append((k, n, json.dumps(record)))
+                refs[split].append([tokens])
+                n += 1
+            if chosen:
+                inputs[split].append((path, chosen))
+        counts[split] = n
+        if n == 0:
+            raise CaptionDataError(f"--shards_{split} {patterns[split]}: no usable sample")
+    vocab = Vocabulary.build((c for caps in refs["train"] for c in caps), hp.min_freq)
+    state = {"vocab": vocab.to_dict(), "train_references": refs["train"], "domain": Path(out).name,
+             "stores": "jpeg", "fingerprint": "", **recorded_format(found)}  # fmt: skip
+    if features:
+        encoder, state["fingerprint"] = frozen_encoder(cfg)
+        state["stores"] = "features"
+        _ENCODER.append(encoder)
+    options = {**dict(hp), "features": features, "shards": patterns, "captions_per_image": None}
+    item_fn = partial(partial, shard_item)
+    try:
+        return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes, counts=counts)
+    finally:
+        _ENCODER.clear()

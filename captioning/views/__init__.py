@@ -1,0 +1,2 @@
+"""What a person sees: the attention overlay PNGs and their layout, the ``caption --html`` page, captions that draw
+themselves in Jupyter. May import photos."""

@@ -1,0 +1,172 @@
+"""``caption --html``: one self-contained page, one section per image: the image, its caption as words, and for the
+word under the mouse (or stepped to with the buttons or the arrow keys) where the model looked, drawn on a canvas as
+brightness: the image is darkened where the word's attention is low (an opacity slider sets how much), and a
+hard-attention model's chosen region is outlined. The page skeleton is text_attn/core/html_page.py.
+
+Each word's map is :func:`captioning.overlay.attention_map` at grid resolution (the same scaling as the PNG
+overlays: full brightness at FOCUS times the uniform share or more), quantised to one byte per region; the browser
+upsamples it over the crop box (bilinear). Outside the crop box, which the network never saw, the image stays dark.
+
+Size in the file per image (and in memory until it is written): the JPEG, longest side at most MAX_SIDE px at
+JPEG_QUALITY (typically 10-50 KB, at most about 80 KB for pure noise), as base64 (x 4/3); plus the maps, one byte per
+word per region as base64 (30 words on a 14 x 14 grid: 7.8 KB); plus the words. So about 15-110 KB per image.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from captioning.photos.preprocess import to_rgb
+from captioning.views.overlay import attention_map
+from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
+
+MAX_SIDE = 384  # longest side of the embedded image and of its canvas, pixels
+JPEG_QUALITY = 85
+OPACITY = 80  # the slider's start, percent: least-attended parts keep 20% of their brightness
+
+CAPTION_CSS = """
+.cap-view { display: flex; flex-wrap: wrap; gap: 10px 18px; align-items: flex-start; }
+.cap-view canvas { background: #e5e7eb; border-radius: 4px; max-width: 100%; height: auto; }
+.cap-side { flex: 1 1 280px; min-width: 240px; }
+.cap-side .words { font-size: 17px; margin-top: 0; }
+.controls { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; font-size: 13px; color: var(--muted); }
+.controls input[type=range] { width: 120px; vertical-align: middle; }
+.info { min-height: 2.6em; }
+.note { color: #92400e; font-size: 13px; margin: 0 0 8px; }
+"""
+
+CAPTION_JS = r"""
+const Caption = {
+  render(sec, d) {
+    const words = sec.querySelectorAll(".w");
+    const c = sec.cap = { d, a: Report.bytes(d.a), t: -1, img: null, words };
+    const img = new Image();
+    img.onload = () => { c.img = img; Caption.paint(sec); };
+    img.src = d.img;
+    words.forEach((w, t) => {
+      w.addEventListener("mouseenter", () => Caption.show(sec, t));
+      w.addEventListener("click", () => Caption.show(sec, t));
+    });
+    sec.step = (k) => Caption.show(sec, Math.max(0, Math.min(words.length - 1, c.t + k)));
+    sec.querySelector(".prev").addEventListener("click", () => sec.step(-1));
+    sec.querySelector(".next").addEventListener("click", () => sec.step(1));
+    sec.querySelector(".opacity").addEventListener("input", () => Caption.paint(sec));
+  },
+  show(sec, t) {
+    const c = sec.cap;
+    if (!c.words.length) return;
+    c.t = t;
+    c.words.forEach((w, k) => w.classList.toggle("on", k === t));
+    Caption.paint(sec);
+  },
+  paint(sec) {
+    const c = sec.cap, d = c.d;
+    if (!c.img) return;
+    const cv = sec.querySelector("canvas"), ctx = cv.getContext("2d"), W = cv.width, H = cv.height;
+    ctx.globalAlpha = 1;
+    ctx.drawImage(c.img, 0, 0, W, H);
+    const info = sec.querySelector(".info");
+    if (c.t >= 0) {
+      const g = d.g, n = g * g, s = sec.querySelector(".opacity").value / 100;
+      // whole pixels: the dark outside and the map inside meet without a lighter seam
+      const x0 = Math.round(d.box[0] * W), y0 = Math.round(d.box[1] * H);
+      const bw = Math.round(d.box[2] * W) - x0, bh = Math.round(d.box[3] * H) - y0;
+      const m = document.createElement("canvas");
+      m.width = m.height = g;
+      const mc = m.getContext("2d"), px = mc.createImageData(g, g);
+      for (let k = 0; k < n; k++) px.data[4 * k + 3] = 255 - c.a[c.t * n + k];  // black where attention is low
+      mc.putImageData(px, 0, 0);
+      ctx.globalAlpha = s;
+      ctx.fillStyle = "#000";
+      ctx.beginPath(); ctx.rect(0, 0, W, H); ctx.rect(x0, y0, bw, bh); ctx.fill("evenodd");  // outside the crop
+      ctx.imageSmoothingEnabled = true; ctx.imageSmoothingQuality = "high";
+      ctx.drawImage(m, x0, y0, bw, bh);
+      ctx.globalAlpha = 1;
+      let where = "";
+      if (d.chosen) {
+        const r = Math.floor(d.chosen[c.t] / g), q = d.chosen[c.t] % g, cw = bw / g, ch = bh / g;
+        ctx.lineWidth = 3; ctx.strokeStyle = "#000"; ctx.strokeRect(x0 + q * cw, y0 + r * ch, cw, ch);
+        ctx.lineWidth = 1; ctx.strokeStyle = "#fff"; ctx.strokeRect(x0 + q * cw, y0 + r * ch, cw, ch);
+        where = `; it looked at region row ${r + 1}, column ${q + 1} (outlined)`;
+      }
+      info.textContent = `word ${c.t + 1} of ${c.words.length}, \u201c${c.words[c.t].textContent}\u201d: ` +
+        `peak weight ${(100 * d.peak[c.t]).toFixed(1)}% (uniform ${(100 / n).toFixed(1)}%)${where}`;
+    }
+    sec.dataset.shown = String(c.t);
+  },
+};
+Report.lazy(Caption.render);
+"""
+
+
+def open_caption_page(path: Any, model: str, grid: int) -> HtmlPage:
+    """Start the page (raises OSError when ``path`` cannot be written)."""
+    header = (
+        f'<span class="meta">model {escape(model)}, {grid} &times; {grid} regions</span>'
+        '<span class="hint">hover a word, or click one and step with <kbd>&larr;</kbd> <kbd>&rarr;</kbd>: '
+        "bright = where the model looked for that word</span>"
+    )
+    return HtmlPage(path, "caption: attention report", header=header, css=CAPTION_CSS, js=CAPTION_JS)
+
+
+def thumbnail(image: Image.Image) -> tuple[str, tuple[int, int]]:
+    """The image as a JPEG data: URI, longest side at most MAX_SIDE; and the canvas size (longest side MAX_SIDE)."""
+    rgb = to_rgb(image)
+    width, height = rgb.size
+    small = rgb.copy()
+    small.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    small.save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    scale = MAX_SIDE / max(width, height)
+    canvas = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), canvas
+
+
+def section_data(record: dict[str, Any], image: Image.Image) -> dict[str, Any]:
+    """What the page needs to draw one captioned image: the JPEG, the crop box as fractions of the image, the grid
+    side, each word's map at grid resolution (quantised), each word's peak weight and the hard-attention regions."""
+    g = record["grid"][0]
+    alphas = np.asarray(record["attention"], dtype=np.float64).reshape(len(record["words"]), g * g)  # (T, L)
+    maps = [attention_map(a, g, (g, g), (0, 0, g, g)) for a in alphas]  # (g, g) each, in [0, 1]
+    uri, (cw, ch) = thumbnail(image)
+    width, height = record["size"]
+    x0, y0, x1, y1 = record["crop_box"]
+    return {
+        "img": uri,
+        "box": [round(x0 / width, 5), round(y0 / height, 5), round(x1 / width, 5), round(y1 / height, 5)],
+        "g": g,
+        "a": quantise(np.stack(maps)) if maps else "",
+        "peak": [round(float(a.max()), 4) for a in alphas],
+        "chosen": record.get("chosen"),
+        "size": [cw, ch],
+    }
+
+
+def image_section(index: int, record: dict[str, Any], image: Image.Image | None) -> str:
+    """One ``<section>``: the image's name, its canvas, words and controls, and its data (a failed image: its error)."""
+    head = f"<h2>{index}. {escape(record['image'])}"
+    if record.get("truncated"):
+        head += " &middot; cut off at --max-len"
+    head += "</h2>"
+    if record.get("out_of_domain"):  # the model's own note: what it learned from
+        note = record.get("note") or "this image looks unlike the model's training images"
+        head += f'<p class="note">{escape(note)}</p>'
+    error = f'<p class="error">{escape(record["error"])}</p>' if record.get("error") else ""
+    if image is None or record.get("grid") is None:  # not captioned: the image could not be read
+        return f'<section class="item cap" id="i{index}">{head}{error}</section>'
+    data = section_data(record, image)
+    cw, ch = data.pop("size")
+    words = " ".join(f'<span class="w" data-t="{t}">{escape(w)}</span>' for t, w in enumerate(record["words"]))
+    return (
+        f'<section class="item cap" id="i{index}" tabindex="0">{head}{error}<div class="cap-view">'
+        f'<canvas width="{cw}" height="{ch}"></canvas><div class="cap-side"><p class="words">{words}</p>'
+        '<div class="controls"><button class="prev" title="previous word (&larr;)">&#9664;</button>'
+        '<button class="next" title="next word (&rarr;)">&#9654;</button><label>attention '
+        f'<input type="range" class="opacity" min="0" max="100" value="{OPACITY}"></label></div>'
+        f'<p class="info hint">the image as captioned; hover a word</p></div></div>{data_script(data)}</section>'
+    )
