@@ -18,6 +18,7 @@ from captioning.commands.caption_batch import (
     _closing_notes,
     _open_html,
     caption_batch,
+    record_line,
 )
 from text_attn.core.errors import close_quietly, emit, fail, one_line
 from text_attn.core.safe_files import inert, open_stream
@@ -86,7 +87,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
                     fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
             if out is not None:
                 try:
-                    out.write("".join(json.dumps(rec) + "\n" for rec in batch))
+                    out.write("".join(record_line(rec) + "\n" for rec in batch))
                     out.flush()
                 except OSError as err:  # the records before stay whole; a torn last line is dropped by --resume
                     close_quietly(out)

@@ -38,7 +38,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import BasePredictionWriter
 
-from captioning.commands.caption_batch import OverlayNames, _closing_notes, caption_batch
+from captioning.commands.caption_batch import OverlayNames, _closing_notes, caption_batch, record_line
 from captioning.commands.process_start import loop_started
 from captioning.photos.collection import ResumeError, captioned_lines, image_key
 from captioning.photos.photo_stream import Id, PhotoStream, owner, photo_batches
@@ -134,7 +134,9 @@ class CaptionPredictor(pl.LightningModule):
 
     def predict_step(self, batch: list[dict[str, Any]], batch_idx: int) -> list[Row]:
         fresh = [it for it in batch if not it.get("held")]
-        records = iter(caption_batch(self.captioner, fresh, self.args, self.options, self.names) if fresh else [])
+        stacked = getattr(batch, "tensor", None)  # the fresh photos' tensors (held ones have none)
+        records = iter(caption_batch(self.captioner, fresh, self.args, self.options, self.names, stacked) if fresh
+                       else [])  # fmt: skip
         rows = []
         for it in batch:  # in id order: photo_stream yields them so
             if it.get("held"):
@@ -144,7 +146,7 @@ class CaptionPredictor(pl.LightningModule):
             self.counts["failed"] += rec["error"] is not None
             self.counts["cut"] += bool(rec["truncated"])
             self.counts["far"] += bool(rec["out_of_domain"])
-            rows.append(Row(it["id"], "retry" if rec["error"] else "ok", json.dumps(rec)))
+            rows.append(Row(it["id"], "retry" if rec["error"] else "ok", record_line(rec)))
         return rows
 
 
