@@ -7,7 +7,8 @@ Each row is a whole command, timed from its start to its exit, on one demo photo
 fresh process as a user runs it; the rows are interleaved in every repeat (a machine that slows mid-run slows them
 all alike) and the table gives the median and each row as a ratio of Lightning's import in the same run:
 - ``python -c "import torch"`` and ``python -c "import pytorch_lightning"``: the floors (torchmetrics, which
-  Lightning imports, pulls in torchvision);
+  Lightning imports, pulls in torchvision); Lightning's again, ending with ``os._exit(0)``: the import alone, without
+  the interpreter's teardown, which ``caption`` skips too (text_attn.core.fast_exit);
 - ``caption PHOTO``: one process, the captioning loop of its own;
 - ``caption PHOTO --jsonl OUT --devices 1``: Lightning's predict loop in one process;
 - ``caption PHOTO --jsonl OUT --devices 2``: two processes, started together (captioning.commands.process_start:
@@ -50,6 +51,10 @@ def rows(out: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     return {
         "python -c 'import torch'": ([sys.executable, "-c", "import torch"], {}),
         LIGHTNING: ([sys.executable, "-c", "import pytorch_lightning"], {}),
+        "the same, leaving without the interpreter's teardown": (
+            [sys.executable, "-c", "import os, pytorch_lightning; os._exit(0)"],
+            {},
+        ),
         "caption PHOTO": ([caption, photo], {}),
         "caption PHOTO --jsonl OUT --devices 1": ([caption, photo, *jsonl, "--devices", "1"], {}),
         "caption PHOTO --jsonl OUT --devices 2": ([caption, photo, *jsonl, "--devices", "2"], {}),
