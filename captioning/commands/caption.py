@@ -57,7 +57,7 @@ from typing import IO
 from captioning.commands.caption_batch import _unique_stem
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
 from captioning.commands.caption_loop import _caption_paths
-from captioning.commands.caption_parser import _parser
+from captioning.commands.caption_parser import _parser, fill_machine_defaults
 from captioning.commands.process_start import should_start, start_others
 from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
 from text_attn.core.errors import emit, fail, one_line
@@ -151,10 +151,10 @@ def caption_main(argv: list[str] | None = None) -> int:
     _check_processes(args)
     if args.n_best > 1 and not (args.json or args.jsonl):  # plain lines hold one caption
         fail("caption", "--n-best lists are part of the --json / --jsonl records; add one of them")
-    for flag, value in (("--batch-size", args.batch_size), ("--threads", 1 if args.threads is None else args.threads)):
-        if value < 1:
+    for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads)):
+        if value is not None and value < 1:
             fail("caption", f"{flag} must be at least 1, got {value}")
-    if args.workers < 0:
+    if args.workers is not None and args.workers < 0:
         fail("caption", f"--workers must be 0 or more, got {args.workers}")
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
@@ -174,6 +174,7 @@ def caption_main(argv: list[str] | None = None) -> int:
 
 def _checked_run(args: argparse.Namespace) -> int:
     """The run once the options are checked: the model loaded, then the demo, its description or the inputs."""
+    fill_machine_defaults(args)
     if args.threads:
         import torch
 
