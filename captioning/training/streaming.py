@@ -371,8 +371,8 @@ def optimize_shards(
     steps: list = []
     read = {split: read_shard_captions(patterns[split], steps if split == "train" else None)
             for split in ("train", "val", "test")}  # fmt: skip
-    found = one_format(steps)
-    cfg = settled_encoder(config or {}, found) if config else None
+    photos = one_format(steps)  # the train photos' JPEG step and side
+    cfg = settled_encoder(config or {}, photos) if config else None
     inputs, counts, refs = {}, {}, {}
     for split, (shards, _) in read.items():
         n, inputs[split], refs[split] = 0, [], []
@@ -391,7 +391,7 @@ def optimize_shards(
             raise CaptionDataError(f"--shards_{split} {patterns[split]}: no usable sample")
     vocab = Vocabulary.build((c for caps in refs["train"] for c in caps), hp.min_freq)
     state = {"vocab": vocab.to_dict(), "train_references": refs["train"], "domain": Path(out).name,
-             "stores": "jpeg", "fingerprint": "", **recorded_format(found)}  # fmt: skip
+             "stores": "jpeg", "fingerprint": "", **recorded_format(photos)}  # fmt: skip
     if features:
         encoder, state["fingerprint"] = frozen_encoder(cfg)
         state["stores"] = "features"

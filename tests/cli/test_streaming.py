@@ -243,12 +243,19 @@ def test_boxed_chunks_give_the_folder_readers_attention_targets(tmp_path, capsys
         caption_train_cli(["fit", "--config", cfg, "--data.root", "plain", "--trainer.max_steps", "1"])
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and "holds no boxes" in err and len(err.splitlines()) == 1
-    # the photos' JPEG step, read when the chunks were written, is checked as fit checks files
+    # the photos' JPEG step, read when the chunks were written, is settled as fit settles it from files: a value
+    # given by hand that they contradict is refused in one line; left auto, it is recorded
     with pytest.raises(SystemExit) as exc:
         caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--model.encoder.source_side", "64",
+                           "--model.encoder.jpeg_quality", "null", "--model.encoder.jpeg_subsampling", "null",
                            "--trainer.max_steps", "1"])  # fmt: skip
     err = capsys.readouterr().err.strip()
-    assert exc.value.code == 2 and "training photos are JPEG quality 90, 4:2:0" in err and len(err.splitlines()) == 1
+    assert exc.value.code == 2 and len(err.splitlines()) == 1
+    assert "say none, but the training photos are 64 x 64 JPEG files of quality 90, 4:2:0" in err
+    cli = caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--model.encoder.source_side", "64",
+                             "--trainer.max_steps", "1"])  # fmt: skip
+    assert (cli.model.encoder_config.jpeg_quality, cli.model.encoder_config.jpeg_subsampling) == (90, "4:2:0")
+    assert "the training photos are 64 x 64 JPEG files of quality 90, 4:2:0" in capsys.readouterr().err
 
 
 def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
@@ -320,6 +327,7 @@ def test_img2dataset_shards_become_chunks_and_a_damaged_sample_is_one_line(tmp_p
 def test_img2dataset_shards_become_feature_chunks(tmp_path):
     from helpers.shards import photo_bytes, write_shard
 
+    from captioning.model.encoder import EncoderConfig
     from captioning.photos.preprocess import prepared
     from captioning.training.streaming import ENCODE_BATCH, frozen_encoder
 
@@ -333,7 +341,7 @@ def test_img2dataset_shards_become_feature_chunks(tmp_path):
     shards = ["--shards_train", str(tmp_path / "s/train-0.tar"), "--shards_val", str(tmp_path / "s/val-0.tar"),
               "--shards_test", str(tmp_path / "s/test-0.tar")]  # fmt: skip
     caption_main(["optimize", "--config", cfg, "--out", "chunks", "--features", "true", *shards])
-    encoder, _ = frozen_encoder(yaml.safe_load(Path(cfg).read_text()))
+    encoder, _ = frozen_encoder(EncoderConfig(**yaml.safe_load(Path(cfg).read_text())["model"]["encoder"]))
     items = read_all("chunks", "train")
     assert len(items) == ENCODE_BATCH + 3 and all("jpeg" not in it for it in items)
     with torch.no_grad():  # each photo's features, as the encoder gives them one by one
