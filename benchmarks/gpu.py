@@ -180,9 +180,7 @@ def pipeline_rows(folder: Path, tmp: Path, cores: int, batch: int) -> list[dict]
 
 
 def train_rows(device: torch.device, repeats: int, quick: bool) -> list[dict]:
-    from speed import ReferenceDecoder, paper_decoder
-
-    from captioning.training.objective import caption_loss
+    from speed import ReferenceDecoder, our_train_step, paper_decoder, reference_train_step
 
     regions, feat, words = (49, 256, 8) if quick else (196, 2048, 20)
     dec = paper_decoder().to(device).train()
@@ -200,11 +198,7 @@ def train_rows(device: torch.device, repeats: int, quick: bool) -> list[dict]:
         return feats, captions[:, :-1], captions[:, 1:]
 
     def ours(feats, captions_in, targets):
-        out = dec(feats, captions_in)
-        loss, _ = caption_loss(out.logits, targets, out.alphas, pad_id=0, ds_lambda=1.0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        our_train_step(dec, opt, feats, captions_in, targets)
 
     torch.manual_seed(0)
     dim = dec.cfg.hidden_dim
@@ -212,12 +206,7 @@ def train_rows(device: torch.device, repeats: int, quick: bool) -> list[dict]:
     ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-4)
 
     def reference(feats, captions_in, targets):
-        logits, alphas = ref(feats, captions_in, [words] * feats.size(0))
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        loss = loss + ((1.0 - alphas.sum(1)) ** 2).mean()
-        ref_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        ref_opt.step()
+        reference_train_step(ref, ref_opt, feats, captions_in, targets)
 
     data = batch_of(32)
     t_ours = _median_time(lambda: ours(*data), device, repeats)

@@ -161,10 +161,31 @@ class ReferenceDecoder(torch.nn.Module):
         return logits, alphas
 
 
+def our_train_step(dec, opt, feats, captions_in, targets) -> None:
+    """One training step of our decoder: teacher forcing, cross-entropy and the doubly stochastic term (lambda 1),
+    backward, Adam."""
+    from captioning.training.objective import caption_loss
+
+    out = dec(feats, captions_in)
+    loss, _ = caption_loss(out.logits, targets, out.alphas, pad_id=0, ds_lambda=1.0)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+def reference_train_step(ref: ReferenceDecoder, opt, feats, captions_in, targets) -> None:
+    """One training step of the reference decoder: cross-entropy and its doubly stochastic term (lambda 1), backward,
+    Adam. Every caption runs all its words: the same work as ours (no shrinking batch)."""
+    logits, alphas = ref(feats, captions_in, [captions_in.size(1)] * feats.size(0))
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    loss = loss + ((1.0 - alphas.sum(1)) ** 2).mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
 def train_step_rows(repeats: int, peak: float) -> list[dict]:
     from torch.utils.flop_counter import FlopCounterMode
-
-    from captioning.training.objective import caption_loss
 
     dec = paper_decoder().train()
     opt = torch.optim.Adam(dec.parameters(), lr=1e-4, fused=True)  # as CaptionModule's; the tutorial's is plain Adam
@@ -173,24 +194,14 @@ def train_step_rows(repeats: int, peak: float) -> list[dict]:
     captions_in, targets = captions[:, :-1], captions[:, 1:]
 
     def step():
-        out = dec(feats, captions_in)
-        loss, _ = caption_loss(out.logits, targets, out.alphas, pad_id=0, ds_lambda=1.0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        our_train_step(dec, opt, feats, captions_in, targets)
 
     torch.manual_seed(0)
     ref = ReferenceDecoder().train()
     ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-4)
-    lengths = [20] * 32  # every caption 20 words: the same work as ours (no shrinking batch)
 
     def reference_step():
-        logits, alphas = ref(feats, captions_in, lengths)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        loss = loss + ((1.0 - alphas.sum(1)) ** 2).mean()
-        ref_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        ref_opt.step()
+        reference_train_step(ref, ref_opt, feats, captions_in, targets)
 
     with FlopCounterMode(display=False) as counter:
         step()

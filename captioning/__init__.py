@@ -6,6 +6,8 @@ module. The public face: ``from captioning import Captioner`` and the names in `
 so ``import captioning`` imports no torch (``caption --help`` stays fast).
 """
 
+from text_attn.core.lazy import lazy_exports
+
 _PUBLIC = {  # name -> the module that defines it
     "Caption": "captioning.model.captioner",
     "Captioner": "captioning.model.captioner",
@@ -21,17 +23,4 @@ _PUBLIC = {  # name -> the module that defines it
     "resolve_object": "captioning.training.shapes",
 }
 __all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value  # loaded once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _PUBLIC)

@@ -6,6 +6,8 @@ face: ``from text_attn import Translator`` and the names in ``__all__``, each lo
 ``import text_attn``).
 """
 
+from text_attn.core.lazy import lazy_exports
+
 _PUBLIC = {  # name -> the module that defines it
     "Seq2Seq": "text_attn.translation.seq2seq",
     "Seq2SeqConfig": "text_attn.translation.seq2seq",
@@ -20,17 +22,4 @@ _PUBLIC = {  # name -> the module that defines it
     "text_train_cli": "text_attn.translation.train_cli",
 }
 __all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value  # loaded once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _PUBLIC)
