@@ -2,7 +2,7 @@
 a second tab translates German and draws its alignment grid.
 
 It is the ``--html`` reports' own drawing code, live: the shared skeleton's styles and script
-(text_attn/core/html_page.py), the caption report's canvas painter (captioning/caption_page.py) and the alignment
+(text_attn/core/html_page.py), the caption report's canvas painter (captioning/views/caption_page.py) and the alignment
 report's grid (text_attn/translation/alignment_page.py); this file adds the forms and turns an API answer into the
 data those painters read. Offline (no CDN, no external font); a Content-Security-Policy allows only this page's own
 inline code, the photo the user picked (a blob: URL) and requests to this server. All text from the server is set

@@ -14,7 +14,7 @@ from _runs import run_stage
 from text_attn.core.safe_files import write_text
 
 CHOSEN = ("beam", "length_penalty", "no_repeat_ngram")  # one row's decoding setting, as the tuners' JSON names it
-# a hard-attention captioner's test-time decodings (captioning.decoder's hard_inference), as tables name them
+# a hard-attention captioner's test-time decodings (captioning.model.decoder's hard_inference), as tables name them
 HARD_NAMES = {"argmax": "one region a word", "expect": "expected context"}
 
 

@@ -4,10 +4,10 @@
     python benchmarks/jpeg_step.py ../shared/data/flickr8k/Flicker8k_Dataset --write captioning/assets/flickr8k_soft.pt
 
 Every file of the folder is opened (headers only: its quantization tables and chroma subsampling, no pixels) and
-matched to the quality whose Pillow ``save(quality=q)`` writes the same tables (captioning.jpeg_step). Prints how many
-photos have each (quality, subsampling, size). ``--write``: the model file's preprocessing (and its encoder settings)
-record the step when every photo shares one, and no step otherwise; the file's other entries, its weights included,
-are written back as they were (through safe_files: never half a file).
+matched to the quality whose Pillow ``save(quality=q)`` writes the same tables (captioning.photos.jpeg_step). Prints how
+many photos have each (quality, subsampling, size). ``--write``: the model file's preprocessing (and its encoder
+settings) record the step when every photo shares one, and no step otherwise; the file's other entries, its weights
+included, are written back as they were (through safe_files: never half a file).
 """
 
 from __future__ import annotations

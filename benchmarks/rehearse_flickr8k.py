@@ -4,7 +4,7 @@
     python benchmarks/rehearse_flickr8k.py --out runs/rehearsal --json rehearsal.json
     python benchmarks/rehearse_flickr8k.py --out /tmp/r --images 120 --max-time 00:00:01:00   # a smoke run
 
-1. Corpus. Synthetic shape scenes (captioning.shapes) saved the way Flickr8k ships: JPEG files in
+1. Corpus. Synthetic shape scenes (captioning.training.shapes) saved the way Flickr8k ships: JPEG files in
    OUT/Flicker8k_Dataset/ (Flickr8k's own folder name) and OUT/dataset_flickr8k.json in Karpathy's format
    ({"images": [{"filename", "split", "sentences": [{"tokens", "raw"}] x 5, ...}], "dataset": "flickr8k"}; Flickr
    entries have no "filepath"). Flickr8k's 6000 / 1000 / 1000 split, scaled: 75% / 12.5% / 12.5% of --images.

@@ -280,7 +280,7 @@ def caption_folder_rows(repeats: int) -> list[dict]:
         folder = photo_folder(Path(tmp) / "photos")
         n = len(list(folder.iterdir()))
 
-        encoders = set()  # which library ran the encoder in the default runs (captioning.onnx_encoder.status)
+        encoders = set()  # which library ran the encoder in the default runs (captioning.model.onnx_encoder.status)
 
         def run(beam: int) -> None:
             out = Path(tmp) / f"beam{beam}.jsonl"
@@ -312,7 +312,7 @@ def caption_folder_rows(repeats: int) -> list[dict]:
 
 @contextlib.contextmanager
 def onnx_off():
-    """CAPTION_ONNX=0 for the block: the frozen encoder runs in PyTorch (captioning.onnx_encoder)."""
+    """CAPTION_ONNX=0 for the block: the frozen encoder runs in PyTorch (captioning.model.onnx_encoder)."""
     before = os.environ.get("CAPTION_ONNX")
     os.environ["CAPTION_ONNX"] = "0"
     try:
@@ -443,8 +443,8 @@ def scst_step_rows(repeats: int, n: int = 64, samples: int = 5, max_len: int = 2
 
 def phone_folder_rows(repeats: int, n: int = 25) -> list[dict]:
     """``caption`` of a folder of n 12-megapixel phone photos (4032 x 3024 JPEGs: the 5 bundled CC0 photos, scaled up),
-    beam 3: large JPEGs decoded at a reduced scale (captioning.preprocess.load_photo, the default) against decoded
-    in full (before); images/s both ways and how many captions are the same word for word."""
+    beam 3: large JPEGs decoded at a reduced scale (captioning.photos.preprocess.load_photo, the default) against
+    decoded in full (before); images/s both ways and how many captions are the same word for word."""
     import io
     import tempfile
     from unittest import mock

@@ -5,9 +5,9 @@ import os
 import pytest
 import torch
 
-# The frozen EfficientNet-Lite encoder runs in PyTorch here, not ONNX Runtime (captioning.onnx_encoder): every test's
-# randomly initialised encoder would be exported once (about a second each). tests/captioning/test_onnx_encoder.py
-# turns it on and checks it against PyTorch, with the bundled model too.
+# The frozen EfficientNet-Lite encoder runs in PyTorch here, not ONNX Runtime (captioning.model.onnx_encoder): every
+# test's randomly initialised encoder would be exported once (about a second each).
+# tests/captioning/test_onnx_encoder.py turns it on and checks it against PyTorch, with the bundled model too.
 os.environ.setdefault("CAPTION_ONNX", "0")
 
 if os.environ.get("PYTEST_XDIST_WORKER"):

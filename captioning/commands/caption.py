@@ -1,12 +1,12 @@
 """Command-line entry point ``caption``: caption images, folders and lists of paths, optionally with attention
-overlays (``caption-export`` is in captioning/export.py).
+overlays (``caption-export`` is in captioning/commands/export.py).
 
 Input: IMAGE arguments are files, folders (their image files, recursively, in sorted order), webdataset tar shards
-as img2dataset writes them (``KEY.jpg|png|webp`` with ``KEY.txt`` and ``KEY.json``, read in place: captioning.shards;
-a quoted ``'shards/{00000..00099}.tar'`` is expanded) or ``-`` (one path per line on stdin). Images are decoded and
-preprocessed by DataLoader workers (``--workers``) while the model captions the previous batch (``--batch-size``);
-memory stays bounded whatever the number of images. A progress bar is shown on stderr when there is more than one
-batch.
+as img2dataset writes them (``KEY.jpg|png|webp`` with ``KEY.txt`` and ``KEY.json``, read in place:
+captioning.photos.shards; a quoted ``'shards/{00000..00099}.tar'`` is expanded) or ``-`` (one path per line on stdin).
+Images are decoded and preprocessed by DataLoader workers (``--workers``) while the model captions the previous batch
+(``--batch-size``); memory stays bounded whatever the number of images. A progress bar is shown on stderr when there is
+more than one batch.
 
 ``caption`` output. Plain: with one image, just its caption; with several, ``path<TAB>caption`` per image in input
 order (like grep with one vs several files). ``--json``: one JSON list, one record per image. ``--jsonl FILE``: the
@@ -30,12 +30,12 @@ hard-attention model outline each word's chosen region. Every failure is also on
 options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``);
 captions cut off by --max-len, and images unlike the model's training images, are counted in one note each there.
 
-``--html FILE`` also writes one self-contained interactive page (captioning/caption_page.py): per image its picture
-and caption; hovering a word (or stepping with the arrow keys) shows that word's attention. It is written as images
-are done, with any output mode above; an unwritable FILE is one line and exit code 2 before any image is read.
+``--html FILE`` also writes one self-contained interactive page (captioning/views/caption_page.py): per image its
+picture and caption; hovering a word (or stepping with the arrow keys) shows that word's attention. It is written as
+images are done, with any output mode above; an unwritable FILE is one line and exit code 2 before any image is read.
 
 ``--devices N [--num-nodes M]`` (with ``--jsonl OUT``): the same per-batch work on N processes a machine, on
-Lightning's predict loop (captioning/caption_scale.py; docs/scale.md "Caption millions of photos").
+Lightning's predict loop (captioning/commands/caption_scale.py; docs/scale.md "Caption millions of photos").
 
 ``caption --demo`` captions the bundled CC0 and public-domain photographs (captioning/assets/photos) with the bundled
 Flickr8k model and writes their overlays: three lines per photo, ``photo:``, ``caption:``, ``overlay:``.
@@ -94,7 +94,7 @@ def model_info(captioner, path: str | Path) -> list[str]:
     resize = "centre square crop" if pre.crop else "whole image squashed to a square (no crop)"
     if pre.source_side:  # the training photos' own size, which every photo passes through first
         resize = f"squashed to {pre.source_side} x {pre.source_side} ({pre.squash_filter}) first"
-        if pre.jpeg_quality is not None:  # and recompressed, as the training copies were (captioning.jpeg_step)
+        if pre.jpeg_quality is not None:  # and recompressed, as the training copies were (captioning.photos.jpeg_step)
             resize += f", then JPEG quality {pre.jpeg_quality} ({pre.jpeg_subsampling})"
         resize += ", as its training photos were"
     lines = [
@@ -158,7 +158,7 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", f"--workers must be 0 or more, got {args.workers}")
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
-    # --devices N: the other processes start now and import and load beside this one (captioning.process_start)
+    # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)
     others = start_others(args.devices, list(sys.argv[1:] if argv is None else argv))
     code = 1
     try:

@@ -40,8 +40,8 @@ def caption_items(
     used: set[str] | None = None,
     stacked: Any = None,
 ) -> list[dict[str, Any]]:
-    """Caption preprocessed images (captioning.collection items: name, tensor, size, image) as one batch; per image a
-    JSON-able record (see the module doc), with its overlay written when args.overlay is set. ``options``: the
+    """Caption preprocessed images (captioning.photos.collection items: name, tensor, size, image) as one batch; per
+    image a JSON-able record (see the module doc), with its overlay written when args.overlay is set. ``options``: the
     decoding options of the run (search_options: one seeded sampler for all batches). ``used``: overlay names taken
     so far in this run. ``stacked``: the items' tensors already stacked (n, 3, S, S) (photo_stream.pack), or None."""
     import torch
@@ -182,7 +182,7 @@ def caption_batch(
     """The per-batch work of a run, one function for one process and for many (caption_scale's predict_step calls
     it too): each item's error or note as one line on stderr, the readable photos captioned (:func:`caption_items`:
     encode, search, record, overlays) and every item's record, in item order. ``items``: a batch of
-    captioning.photo_stream items (read and prepared in the loader's workers); ``stacked``: their tensors stacked
+    captioning.photos.photo_stream items (read and prepared in the loader's workers); ``stacked``: their tensors stacked
     (default: the batch's own, photo_stream.PhotoBatch.tensor)."""
     stacked = getattr(items, "tensor", None) if stacked is None else stacked
     for it in items:

@@ -3,7 +3,8 @@ GPUs, or N CPU processes with gloo), on Lightning's predict loop, as training ru
 launcher starts the processes, or torchrun / SLURM do (docs/scale.md).
 
 What it adds to the one-process run is only the loop and the part files: each batch is read by the same
-captioning.photo_stream reader and captioned by the same ``caption_batch.caption_batch`` as without ``--devices``.
+captioning.photos.photo_stream reader and captioned by the same ``caption_batch.caption_batch``
+as without ``--devices``.
 
 - Each process takes its share of the photos (photo_stream.owner: shards whole when there are at least as many as
   processes); every photo carries its id (source, sample), so nothing relies on the loop's batch indices.
@@ -113,7 +114,7 @@ class CaptionPredictor(pl.LightningModule):
         self.trainer.strategy.barrier("caption: parts folder ready")  # before the loop: every process reaches it
 
     def on_predict_start(self) -> None:
-        loop_started()  # a process started early says its own errors from here on (captioning.process_start)
+        loop_started()  # a process started early says its own errors from here on (captioning.commands.process_start)
         if self.global_rank == 0:  # one bar, every process's rows (Progress)
             todo = None if self.total is None or self.args.resume else self.total  # resumed: left to do unknown
             self.progress = Progress(self.parts, self.earlier, todo).__enter__()

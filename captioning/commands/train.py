@@ -69,7 +69,7 @@ def train_main(args: list[str] | None = None) -> None:
 
 def caption_optimize(args: list[str]) -> None:
     """``caption-train optimize --config C.yaml --out DIR [--features true] [--data.X ...]``: the corpus as LitData
-    chunks (captioning.streaming)."""
+    chunks (captioning.training.streaming)."""
     from captioning.model.encoder import EncoderWeightsError
     from captioning.training.data import CaptionDataError, CaptionDataModule
     from captioning.training.streaming import optimize_captions, optimize_shards

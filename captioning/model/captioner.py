@@ -88,8 +88,8 @@ class Captioner:
         info: dict | None = None,
     ):
         """domain: what the model was trained on, in words (e.g. "synthetic shapes"); domain_check: prototypes of its
-        training images' features and a threshold calibrated on held-out ones (captioning.domain), to tell images far
-        from them (``domain_about``, what the training photos show in words, completes the note: :meth:`note`);
+        training images' features and a threshold calibrated on held-out ones (captioning.photos.domain), to tell images
+        far from them (``domain_about``, what the training photos show in words, completes the note: :meth:`note`);
         info: JSON-able facts about the model for people (its training data and their terms, test scores, ...),
         stored in the model file and printed by ``caption --model-info``."""
         if model.decoder.cfg.vocab_size != len(vocab):
@@ -359,8 +359,8 @@ class Captioner:
         """Per image (features (B, L, D)), whether it lies far from the training images (None: no check stored).
 
         A model trained on photographs (``domain_check["photos"]``) also flags images whose pixels are unlike any
-        photo (captioning.photo_check): pass ``images``, the PIL images or their ``photo_stats``, in batch order
-        (captioning.domain)."""
+        photo (captioning.photos.photo_check): pass ``images``, the PIL images or their ``photo_stats``, in batch order
+        (captioning.photos.domain)."""
         if not self.domain_check:
             return None
         return far_from_domain(self.domain_check, features, images)

@@ -13,13 +13,14 @@ state (h_{t-1}, c_{t-1}) and the L annotation vectors a_i (the encoder's regions
 Hard attention (Sec. 4.1, ``attention="hard"``) replaces eq. (6) by z_t = a_{s_t}, one region s_t ~ Multinoulli(α_t)
 (same scorer f_att); the gate β_t still scales it. In training, each caption takes the expected (soft) context
 instead of sampling with probability ``soft_prob`` (the paper: 0.5), and ``forward`` also returns log p(s_t | a),
-H[α_t] and s_t for the REINFORCE loss of eq. (12) (:func:`captioning.objective.hard_attention_loss`). In eval mode
-it is deterministic: the arg-max region, or the expected context (``hard_inference``), so beam search works as usual.
+H[α_t] and s_t for the REINFORCE loss of eq. (12) (:func:`captioning.training.objective.hard_attention_loss`). In eval
+mode it is deterministic: the arg-max region, or the expected context (``hard_inference``),
+so beam search works as usual.
 
 The region keys' attention projection (U a_i) is computed once per image in ``init_state``, not at every step.
 ``step`` (search) and the plain teacher-forced loop (``fast_path: false``) share the per-step code, so they compute the
-same thing; the fast path (captioning.fast_path, the default) is tested equal to them in values and gradients.
-What training minimises (eq. (14)'s penalty, eq. (12) for hard attention, SCST) is captioning.objective's.
+same thing; the fast path (captioning.model.fast_path, the default) is tested equal to them in values and gradients.
+What training minimises (eq. (14)'s penalty, eq. (12) for hard attention, SCST) is captioning.training.objective's.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class DecoderConfig:
     attend_on: str = "all"
     # How many leading features of a region the scores read (None = all D). From attend_on and the encoder.
     key_dims: int | None = None
-    # The teacher-forced loop of training: true = captioning.fast_path (hand-written autograd: the same values and
+    # The teacher-forced loop of training: true = captioning.model.fast_path (hand-written autograd: the same values and
     # gradients, fewer passes over memory; docs/speed.md); false = the plain loop over the paper's equations.
     fast_path: bool = True
 
@@ -205,7 +206,7 @@ class ShowAttendTellDecoder(nn.Module):
     ):
         """h (N, H) = h_{t-1} -> the gated context z_t (N, D), α_t (N, L) and, for hard attention, the chosen
         location. ``use_soft`` (N,) bool: hard rows that take the expected context (training only).
-        ``key_grad_sink``: the fast path's sink for the keys' gradient (captioning.fast_path)."""
+        ``key_grad_sink``: the fast path's sink for the keys' gradient (captioning.model.fast_path)."""
         hard = None
         if self.hard:
             # Training samples s_t; eval is deterministic (search needs step() to be a function of its input).
@@ -247,7 +248,7 @@ class ShowAttendTellDecoder(nn.Module):
         self, emb: Tensor, h: Tensor, c: Tensor, keys: ProjectedKeys, use_soft: Tensor | None
     ) -> list[_Step]:
         """The recurrence over all T steps of emb (B, T, E), one step at a time, as the paper writes it: eqs. (4)-(6)
-        then the LSTM of eqs. (1)-(3). The reference the fast path (captioning.fast_path) is tested against."""
+        then the LSTM of eqs. (1)-(3). The reference the fast path (captioning.model.fast_path) is tested against."""
         steps = []
         for t in range(emb.size(1)):
             context, alpha, hard = self.attend(h, keys, use_soft)

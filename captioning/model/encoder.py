@@ -61,13 +61,13 @@ class EncoderConfig:
     # efficientnet_lite* at stride 8 only: append each region's stride-16 parent's features to its own (fine) ones.
     multiscale: bool = False
     # the side of the square photos it is trained on (the shared Flickr8k copy: 224): every photo is squashed to it
-    # first, as they were (captioning.preprocess.Preprocess.source_side); null: photos of any size, as they come
+    # first, as they were (captioning.photos.preprocess.Preprocess.source_side); null: photos of any size, as they come
     source_side: int | None = None
     squash_filter: str = "bicubic"  # how they were squashed to source_side: bicubic, bilinear or lanczos
     # The training copies' JPEG step after the squash to source_side (the shared Flickr8k copy: 90 and "4:2:0", as
     # their own quantization tables say): a squashed photo goes through it too. auto (the default): what fit and
-    # optimize read from the training photos (captioning.jpeg_step: a step when they are JPEG files of one quality
-    # at source_side, none for full-size photos of many sizes), recorded in the model file. null: none. A value
+    # optimize read from the training photos (captioning.photos.jpeg_step: a step when they are JPEG files of one
+    # quality at source_side, none for full-size photos of many sizes), recorded in the model file. null: none. A value
     # given by hand that the photos contradict is refused before any work.
     jpeg_quality: int | Literal["auto"] | None = AUTO
     jpeg_subsampling: str | None = AUTO  # "4:4:4", "4:2:2" or "4:2:0"; auto with jpeg_quality
@@ -305,7 +305,7 @@ def _stages_map(body: nn.Module, x: torch.Tensor, tap: int | None) -> torch.Tens
 
 
 class _StagesMap(nn.Module):
-    """_stages_map as a module: what captioning.onnx_encoder exports."""
+    """_stages_map as a module: what captioning.model.onnx_encoder exports."""
 
     def __init__(self, body: nn.Module, tap: int | None) -> None:
         super().__init__()
@@ -381,7 +381,7 @@ class ImageEncoder(nn.Module):
         n_stages = len(self.body)
         self._n_frozen = {"none": n_stages, "last": n_stages - 1, "all": 0}[fine_tune]
         # Frozen EfficientNet-Lite without gradients: run a copy with its BatchNorms folded into the convolutions
-        # (captioning.inference_encoder; about 1.5-2x the images per second on a CPU, equal to float rounding).
+        # (captioning.model.inference_encoder; about 1.5-2x the images per second on a CPU, equal to float rounding).
         # False: always the plain body (the reference the folded copy is tested against).
         self.fold_for_inference = backbone in LITE and fine_tune == "none"
         self._folded: tuple[tuple, nn.Module] | None = None  # (key of the weights it was made from, folded body)
@@ -458,7 +458,7 @@ class ImageEncoder(nn.Module):
 
     def _onnx_map(self, folded: nn.Module, x: torch.Tensor):
         """The folded body with its multiscale step as an ONNX Runtime call for inputs shaped like x, or None where
-        PyTorch runs it (captioning.onnx_encoder: another device or dtype, turned off, not installed, failed)."""
+        PyTorch runs it (captioning.model.onnx_encoder: another device or dtype, turned off, not installed, failed)."""
         if x.device.type != "cpu" or x.dtype != torch.float32:
             return onnx_encoder.pytorch_runs(f"{x.device.type} {x.dtype}: ONNX Runtime runs float32 on the CPU")
         if torch.is_autocast_enabled("cpu"):  # PyTorch's path gives autocast's dtype; keep it

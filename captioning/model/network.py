@@ -3,10 +3,10 @@
 It speaks text_attn's search protocol (``init_state`` / ``step``, delegated to the decoder), so
 ``text_attn.core.decoding`` decodes it directly; ``generate`` returns that search's ``SearchResult`` of ids, like the
 text networks' ``generate``. Words, attention per word and the model file are the inference object's business
-(captioning.captioner.Captioner), as they are ``Translator``'s for text.
+(captioning.model.captioner.Captioner), as they are ``Translator``'s for text.
 
-Configuration: ``EncoderConfig`` (captioning.encoder) and ``DecoderConfig`` (captioning.decoder), the ``model.encoder``
-and ``model.decoder`` blocks of a caption config.
+Configuration: ``EncoderConfig`` (captioning.model.encoder) and ``DecoderConfig`` (captioning.model.decoder), the
+``model.encoder`` and ``model.decoder`` blocks of a caption config.
 """
 
 from __future__ import annotations

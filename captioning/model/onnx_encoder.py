@@ -1,9 +1,9 @@
 """The frozen encoder's folded body run by ONNX Runtime on a CPU: the same numbers (to float rounding), faster.
 
 ``caption`` spends about three quarters of its time in the encoder (docs/speed.md). ONNX Runtime's CPU kernels run
-EfficientNet-Lite2's folded body (captioning.inference_encoder) at 260 px about 1.4x as fast as PyTorch's channels-last
-oneDNN path on 2 threads (36 against 25.5 images/s, batch 16; features equal to a relative 3e-6). So a frozen
-EfficientNet-Lite encoder without gradients, on the CPU, in float32 and outside autocast runs there when
+EfficientNet-Lite2's folded body (captioning.model.inference_encoder) at 260 px about 1.4x as fast as PyTorch's
+channels-last oneDNN path on 2 threads (36 against 25.5 images/s, batch 16; features equal to a relative 3e-6). So a
+frozen EfficientNet-Lite encoder without gradients, on the CPU, in float32 and outside autocast runs there when
 ``onnxruntime`` is installed (``caption``, and a training run's feature cache and validation); everything else
 (gradients, the GPU, autocast, a fine-tuned encoder, another backbone) keeps PyTorch.
 

@@ -108,8 +108,8 @@ def read_done(jsonl: Path) -> set[str]:
 
 def read_photo(name: str, src: str | bytes, preprocess: Preprocess, keep: bool = False) -> dict[str, Any]:
     """One photo read and prepared, as ``caption`` captions it: the preprocessed tensor (3, S, S), the image's size,
-    its photo_stats (captioning.photo_check), and with ``keep`` the RGB image itself (for overlays and the page); an
-    unreadable photo gives its one-line error (naming ``name``) instead. ``src``: a file, or a shard member's bytes.
+    its photo_stats (captioning.photos.photo_check), and with ``keep`` the RGB image itself (for overlays and the page);
+    an unreadable photo gives its one-line error (naming ``name``) instead. ``src``: a file, or a shard member's bytes.
     Runs in DataLoader workers: the per-photo half of the per-batch work (captioning.commands.caption_batch is the
     other)."""
     item: dict[str, Any] = {"name": name, "tensor": None, "image": None, "error": None, "note": None}

@@ -6,8 +6,8 @@ to the nearest of a few hundred prototypes of the training images (spherical k-m
 threshold is calibrated on held-out images of the training world (Flickr8k val): at most ``FLAGGED`` (2%) of them lie
 further than it. ``domain_check`` builds it (the data module does, from its cached train and val features; model files
 store it); ``far_from_domain`` compares images with it (``Captioner.out_of_domain``). A check made on photographs also
-flags images whose pixels are unlike any photo (captioning.photo_check). Model files older than the prototypes store
-a centre and a radius instead (the mean summary, and 1.5 x the distance 99% of training images stay within): still
+flags images whose pixels are unlike any photo (captioning.photos.photo_check). Model files older than the prototypes
+store a centre and a radius instead (the mean summary, and 1.5 x the distance 99% of training images stay within): still
 read and applied as they were.
 """
 
@@ -78,8 +78,9 @@ def domain_check(
     """What ``far_from_domain`` compares with: prototypes of the training images' features ``train`` (N, L, D) and
     the novelty that at most ``flagged`` of the ``held_out`` images (M, L, D; e.g. val) exceed. Without held-out
     images, a tenth of ``train`` (every tenth image) is held out of the prototypes to set the threshold. ``photos``:
-    the images were photographs, so the pixel check applies too (captioning.photo_check); given the held-out images'
-    ``photo_stats``, those it flags count against the ``flagged`` share, so both checks together stay within it."""
+    the images were photographs, so the pixel check applies too (captioning.photos.photo_check); given the
+    held-out images' ``photo_stats``, those it flags count against the ``flagged`` share, so both checks together
+    stay within it."""
     if held_out is None or len(held_out) == 0:
         rest = torch.arange(len(train)) % 10 != 9
         train, held_out, held_out_stats = train[rest], train[~rest], None

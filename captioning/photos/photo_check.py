@@ -1,4 +1,4 @@
-"""Is an image a photograph? A pixel check beside the feature check of captioning.domain.
+"""Is an image a photograph? A pixel check beside the feature check of captioning.photos.domain.
 
 A model trained on photographs (Flickr8k) must say when it is handed something else: a blank frame, a synthetic
 drawing, a screenshot of a page. The ImageNet features of such images look ordinary (their mean and spread over the

@@ -1,6 +1,6 @@
 """The photos ``caption`` reads, in input order, as one stream for one process or a share of it for each of many.
 
-The input is a list of sources: image files and webdataset tar shards (captioning.shards). Every photo has an id,
+The input is a list of sources: image files and webdataset tar shards (captioning.photos.shards). Every photo has an id,
 ``(source index, sample index in the shard)`` (``(s, 0)`` for a file), so ids sort in input order whatever process
 read them: the part files of a run over many processes merge back into the one process's order by id
 (text_attn.core.part_files), and nothing depends on the loop's batch numbers.

@@ -47,10 +47,10 @@ class Preprocess:
     # test photos, bicubic and bilinear equal within noise, Lanczos 2-3 CIDEr-D points worse (docs/captioning.md).
     squash_filter: str = "bicubic"
     # The JPEG step of the training copies (the shared Flickr8k copy: quality 90, "4:2:0"; read from their own
-    # quantization tables, captioning.jpeg_step): a squashed photo is saved at that quality and chroma subsampling in
-    # memory and decoded again, so it carries the artifacts the encoder learned on (the check: 13 of 125 of
-    # its own world's photos called foreign without, 1 with). None: photos that were not recompressed (PNGs, the
-    # shapes scenes). Like the squash, never applied to a photo already of source_side.
+    # quantization tables, captioning.photos.jpeg_step): a squashed photo is saved at that quality and chroma
+    # subsampling in memory and decoded again, so it carries the artifacts the encoder learned on (the check: 13
+    # of 125 of its own world's photos called foreign without, 1 with). None: photos that were not recompressed (PNGs,
+    # the shapes scenes). Like the squash, never applied to a photo already of source_side.
     jpeg_quality: int | None = None
     jpeg_subsampling: str | None = None  # "4:4:4", "4:2:2" or "4:2:0"; given with jpeg_quality
 
@@ -80,7 +80,7 @@ class Preprocess:
 
     def __repr__(self) -> str:
         # The fields added after feature caches were keyed by this repr are named only when set: a cache written
-        # for a model without a JPEG step keeps its key (captioning.feature_cache).
+        # for a model without a JPEG step keeps its key (captioning.training.feature_cache).
         later = {"squash_filter": "bicubic", "jpeg_quality": None, "jpeg_subsampling": None}
         shown = [(f.name, getattr(self, f.name)) for f in fields(self)]
         return f"Preprocess({', '.join(f'{k}={v!r}' for k, v in shown if k not in later or v != later[k])})"

@@ -9,7 +9,7 @@ What can go wrong, and what the reader does (it never raises for a shard's conte
 error sample):
 - a sample with no image member, a ``.txt`` that is not UTF-8 or a ``.json`` that is not a JSON object: that sample
   carries ``error`` (one line naming ``SHARD/KEY.ext``); the samples after it are read as usual. (Image bytes that do
-  not decode are found where the photo is decoded: captioning.preprocess.load_photo.)
+  not decode are found where the photo is decoded: captioning.photos.preprocess.load_photo.)
 - a damaged tar header inside the shard: the reader skips to the next valid header and gives one error sample for the
   bytes it skipped (``SHARD@BYTE``).
 - a truncated shard (a copy cut off, a disk filled up): the samples up to its last whole member are read, and one

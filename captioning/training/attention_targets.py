@@ -1,13 +1,13 @@
 """Ground-truth attention for caption words that name a boxed region: the targets of attention supervision.
 
 A caption carries "token boxes": (token index, box) pairs, a box (x0, y0, x1, y1) in pixels of the image as
-``load_image`` returns it (x1/y1 exclusive, as in captioning.shapes). A token may have several boxes (Flickr30k
+``load_image`` returns it (x1/y1 exclusive, as in captioning.training.shapes). A token may have several boxes (Flickr30k
 Entities: "two dogs" -> two boxes); its target is their union. Shapes scenes give them for the words that name an
-object (``scene_token_boxes``); the Karpathy reader reads them from the JSON (captioning.readers).
+object (``scene_token_boxes``); the Karpathy reader reads them from the JSON (captioning.training.readers).
 
-A box becomes grid cells the way the grounding metric counts them (captioning.grounding.cells_in_box): the encoder
-sees the preprocessing's crop box of the image (the whole image when ``crop`` is off) resized to its input, and its
-gh x gw grid tiles that crop evenly, row-major; a cell belongs to the box when its centre lies inside. The box is
+A box becomes grid cells the way the grounding metric counts them (captioning.training.grounding.cells_in_box): the
+encoder sees the preprocessing's crop box of the image (the whole image when ``crop`` is off) resized to its input, and
+its gh x gw grid tiles that crop evenly, row-major; a cell belongs to the box when its centre lies inside. The box is
 first clipped to the crop; a box outside the crop has no cells (no target); a box too small to hold a cell centre
 gets the one cell that holds its own centre. The target of a token is uniform over its cells. ``caption_cells``
 puts these together for one caption of an image (the data module's ``attn_targets``).

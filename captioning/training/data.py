@@ -1,20 +1,20 @@
 """Caption data: CaptionDataModule (sources, splits, vocabulary, batches; the feature cache and attention targets).
 
 Sources:
-  ``shapes``   synthetic scenes (captioning.shapes), train / val / test drawn with seeds seed, seed+1, seed+2; the
-               Scene objects are kept (``dm.scenes[split]``) so validation can score attention grounding.
-  ``karpathy`` the Karpathy-split JSON (captioning.readers.read_karpathy; "restval" counts as train), optionally with
-               sentence boxes for attention supervision (Flickr30k-Entities style; the format, with an example, is
-               in captioning.readers' docstring, "Boxes").
-  ``flickr8k`` Flickr8k in its original layout or Kaggle's (captioning.readers.read_flickr8k).
-  ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (captioning.readers.read_folder); the
-               images are shuffled once with the seed and split into val / test / train.
-The file formats and their checks are captioning.readers'.
+  ``shapes``   synthetic scenes (captioning.training.shapes), train / val / test drawn with seeds seed, seed+1, seed+2;
+               the Scene objects are kept (``dm.scenes[split]``) so validation can score attention grounding.
+  ``karpathy`` the Karpathy-split JSON (captioning.training.readers.read_karpathy; "restval" counts as train),
+               optionally with sentence boxes for attention supervision (Flickr30k-Entities style; the format, with an
+               example, is in captioning.training.readers' docstring, "Boxes").
+  ``flickr8k`` Flickr8k in its original layout or Kaggle's (captioning.training.readers.read_flickr8k).
+  ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (captioning.training.readers.read_folder);
+               the images are shuffled once with the seed and split into val / test / train.
+The file formats and their checks are captioning.training.readers'.
 
 With ``attention_targets: true`` (sources ``shapes`` and ``karpathy`` with boxes) every batch also carries
 ``attn_targets`` (B, T, L): for each output step t (aligned with ``targets``: step t predicts token t) that names a
-region, the uniform distribution over the encoder grid cells inside its box(es) (captioning.attention_targets: the
-cells whose centre lies in the box, on the grid that tiles the preprocessing's crop, as the grounding metric counts
+region, the uniform distribution over the encoder grid cells inside its box(es) (captioning.training.attention_targets:
+the cells whose centre lies in the box, on the grid that tiles the preprocessing's crop, as the grounding metric counts
 them), else zeros; and ``attn_targets_mask`` (B, T) bool, True exactly on those steps. On shapes the words that name
 an object are the shape nouns (``attention_words: nouns``), also their size and colour words (``all``), or every
 word, those that name no object ("a", "left of", "there is") taking the object named next (``every``). The grid is
@@ -27,8 +27,8 @@ training (an image keeps all its captions); evaluation always uses the full refe
 the train captions only.
 
 Preprocessing and the feature cache belong to the data module; it is given the model's encoder by the
-FeatureCacheCallback (captioning.feature_cache), never called by the LightningModule, and imports no model. With a
-frozen encoder and ``cache_features: true``, ``fill_feature_cache(encode_fn, preprocess, ...)`` preprocesses and
+FeatureCacheCallback (captioning.training.feature_cache), never called by the LightningModule, and imports no model.
+With a frozen encoder and ``cache_features: true``, ``fill_feature_cache(encode_fn, preprocess, ...)`` preprocesses and
 encodes every image of the requested splits once (or reads them from the disk cache of an earlier run), and batches
 carry "features" (B, L, D) instead of "images" (B, 3, H, W). Cached features are stored in float16. Memory: N images
 x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much for COCO at 14 x 14 x 2048 (about 100 GB): leave
@@ -118,9 +118,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             karpathy_json: the Karpathy-split JSON (dataset_coco.json, dataset_flickr8k.json, ...).
             image_root: folder that the JSON's filepath/filename are relative to.
             image_dir: the image folder for ``folder``. captions_tsv: its ``filename<TAB>caption`` file.
-            root: ``flickr8k``: the dataset's folder, in its original layout or Kaggle's (captioning.readers); or,
-                for any source, a folder ``caption-train optimize`` wrote: its chunks are streamed
-                (captioning.streaming; the vocabulary is the one it stored).
+            root: ``flickr8k``: the dataset's folder, in its original layout or Kaggle's (captioning.training.readers);
+                or, for any source, a folder ``caption-train optimize`` wrote: its chunks are streamed
+                (captioning.training.streaming; the vocabulary is the one it stored).
             layout: ``flickr8k``: ``auto`` (found from what root holds), ``original`` or ``kaggle``.
             strict: a missing image file is an error (default: skipped, with one line on stderr).
             train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
@@ -139,8 +139,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 scenes): there false trains faster (benchmarks/streaming_scores.py).
             num_workers: DataLoader worker processes (0 = load in the main process).
             cache_features: encode every image once when the encoder is frozen (see the module doc).
-            feature_cache_dir: where cached features persist between runs (captioning.feature_cache): ``auto`` =
-                ``<trainer.default_root_dir>/feature_cache``; null = in memory only, re-encoded by every run.
+            feature_cache_dir: where cached features persist between runs (captioning.training.feature_cache): ``auto``
+                = ``<trainer.default_root_dir>/feature_cache``; null = in memory only, re-encoded by every run.
             attention_targets: batches also carry ``attn_targets`` (B, T, L) and ``attn_targets_mask`` (B, T), the
                 ground-truth attention of the words that name a region (module doc; shapes, or karpathy with boxes).
             attention_words: shapes: which words get a target: ``nouns`` (shape words), ``all`` (also size and
@@ -172,7 +172,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.grid: tuple[int, int] | None = None  # the encoder's (gh, gw), for attention targets (set_grid)
         self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
         self._domain_check: dict | None = None
-        self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.streaming)
+        self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.training.streaming)
         self._photo_format: PhotoFormat | None = None  # the train photos' JPEG step and side, once read
 
     @property
@@ -197,8 +197,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     @property
     def domain_check(self) -> dict | None:
         """Prototypes of the cached train features and a threshold set on the cached val features (or, when val is
-        not cached, on a tenth of train held out) (captioning.domain.domain_check), computed once when first asked;
-        None while the train split is not cached. Cached splits never change, so neither does this."""
+        not cached, on a tenth of train held out) (captioning.photos.domain.domain_check), computed once when first
+        asked; None while the train split is not cached. Cached splits never change, so neither does this."""
         if self._domain_check is not None:
             return self._domain_check  # or a feature chunk folder's, made when it was written
         train = self.features.get("train")
@@ -210,8 +210,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         return self._domain_check
 
     def train_photo_format(self) -> PhotoFormat:
-        """The train photos' one JPEG step and one side (captioning.jpeg_step), read once: as a chunk folder recorded
-        them when it was written (its photos are not files to read), else from the files' headers."""
+        """The train photos' one JPEG step and one side (captioning.photos.jpeg_step), read once: as a chunk folder
+        recorded them when it was written (its photos are not files to read), else from the files' headers."""
         if self._photo_format is None:
             state = self.chunk_state
             if state is not None and "jpeg_step" in state:
@@ -330,11 +330,11 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         fingerprint: str | None = None,
     ) -> list[str]:
         """Encode every image of ``splits`` (default: all) once: (B, 3, H, W) -> encode_fn -> (B, L, D) float16
-        (captioning.feature_cache.fill_features).
+        (captioning.training.feature_cache.fill_features).
 
         Splits already cached are skipped (so fit, then test, encode each image once). With ``cache_dir`` and the
-        encoder's ``fingerprint`` (captioning.feature_cache), a split found on disk is loaded instead, and a split
-        encoded here is written there. The features must come from a frozen encoder: caching assumes they never
+        encoder's ``fingerprint`` (captioning.training.feature_cache), a split found on disk is loaded instead, and a
+        split encoded here is written there. The features must come from a frozen encoder: caching assumes they never
         change during training. Returns the splits that were encoded (not loaded). Batches of 16: the channels-last
         EfficientNet runs about twice as fast an image on a CPU as in batches of 64 (its activations stay in cache).
         """

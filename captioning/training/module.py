@@ -1,8 +1,8 @@
 """CaptionModule: the LightningModule around CaptionModel: model, optimiser, logging, evaluation, checkpoints, export.
 
 The model is built in ``setup`` because its vocabulary comes from the data module. What training minimises is the
-``model.objective`` block's business (captioning.objective: cross-entropy with the doubly stochastic penalty, eq. (12)
-for hard attention, SCST, attention supervision); a training step asks it for the loss and logs what it returns
+``model.objective`` block's business (captioning.training.objective: cross-entropy with the doubly stochastic penalty,
+eq. (12) for hard attention, SCST, attention supervision); a training step asks it for the loss and logs what it returns
 (``train_loss``, ``train_ce``, ``train_ds``; for hard attention ``train_reinforce``, ``train_entropy``,
 ``train_reward``, ``baseline``; for SCST ``train_reward``, ``train_baseline``, ``train_advantage``;
 ``train_attn_sup``). Validation and test decode free-running (no teacher forcing) one caption per image and score it
@@ -14,7 +14,7 @@ attention mass in that box) and ``{stage}_grounding_words``. Monitor ``val_Bleu_
 ModelCheckpoint.
 
 The module never calls into the data module: it reads its vocabulary (``dm.vocab``), its training references (for
-SCST's reward) and, for grounding, its scenes; the FeatureCacheCallback (captioning.feature_cache, added by
+SCST's reward) and, for grounding, its scenes; the FeatureCacheCallback (captioning.training.feature_cache, added by
 ``configure_callbacks``) gives the data module the encoder for preprocessing and the feature cache.
 """
 
@@ -62,15 +62,15 @@ class CaptionModule(RunState, pl.LightningModule):
     ):
         """
         Args:
-            encoder: the image encoder (captioning.encoder.EncoderConfig: backbone, grid, stride, weights, fine_tune,
-                image_size, crop, multiscale), a dataclass or a dict of its fields.
-            decoder: the Show-Attend-Tell decoder (captioning.decoder.DecoderConfig: embed_dim, hidden_dim, attn_dim,
-                dropout, gate, deep_output, attention, hard_inference, soft_prob, region_pos, init_from_image,
+            encoder: the image encoder (captioning.model.encoder.EncoderConfig: backbone, grid, stride, weights,
+                fine_tune, image_size, crop, multiscale), a dataclass or a dict of its fields.
+            decoder: the Show-Attend-Tell decoder (captioning.model.decoder.DecoderConfig: embed_dim, hidden_dim,
+                attn_dim, dropout, gate, deep_output, attention, hard_inference, soft_prob, region_pos, init_from_image,
                 attend_on, fast_path), a dataclass or a dict of its fields.
-            objective: what training minimises (captioning.objective.ObjectiveConfig: ds_lambda, label_smoothing,
-                attn_sup_lambda; for hard attention soft_warmup, rl_lambda, rl_reward, entropy_lambda, baseline_decay,
-                collapse_warmup, collapse_ratio; scst, scst_samples, scst_baseline, scst_max_len), a dataclass or a
-                dict of its fields.
+            objective: what training minimises (captioning.training.objective.ObjectiveConfig: ds_lambda,
+                label_smoothing, attn_sup_lambda; for hard attention soft_warmup, rl_lambda, rl_reward, entropy_lambda,
+                baseline_decay, collapse_warmup, collapse_ratio; scst, scst_samples, scst_baseline, scst_max_len), a
+                dataclass or a dict of its fields.
             lr: Adam learning rate of the decoder. encoder_lr: Adam rate of the trainable encoder layers.
             lr_patience: when set, multiply the learning rates by ``lr_factor`` whenever ``val_Bleu_4`` has not
                 improved for this many validations (ReduceLROnPlateau); null keeps them constant. A schedule by
@@ -134,7 +134,7 @@ class CaptionModule(RunState, pl.LightningModule):
 
     def _settle_jpeg_step(self, dm, stage: str | None) -> EncoderConfig:
         """model.encoder's JPEG step: what the training photos show when left auto (said in one line), or a value
-        given by hand checked against them in fit (captioning.jpeg_step: refused in one line when they contradict
+        given by hand checked against them in fit (captioning.photos.jpeg_step: refused in one line when they contradict
         it). Here, before the network is built and the model summary printed; the hyper-parameters record it, so
         checkpoints and the model file keep it."""
         cfg = self.encoder_config

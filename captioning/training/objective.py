@@ -146,7 +146,7 @@ class ObjectiveResult(NamedTuple):
 
 
 class CaptionObjective(nn.Module):
-    """:class:`ObjectiveConfig` applied to a :class:`~captioning.model.CaptionModel`'s batches (module doc).
+    """:class:`ObjectiveConfig` applied to a :class:`~captioning.model.network.CaptionModel`'s batches (module doc).
 
     ``hard``: the decoder uses hard attention, so training follows eq. (12) and a moving-average baseline is kept (a
     buffer: checkpoints save it). Before SCST, :meth:`use_references` gives it the training references (CIDEr-D's
@@ -282,7 +282,7 @@ def caption_loss(
 
     logits (B, T, V), targets (B, T) = words + eos then pad, alphas (B, T, L). Returns (total, {"ce", "ds"}).
     """
-    ce = cross_entropy(  # F.cross_entropy's numbers (a compiled kernel on the CPU: captioning.fast_path)
+    ce = cross_entropy(  # F.cross_entropy's numbers (a compiled kernel on the CPU: captioning.model.fast_path)
         logits.reshape(-1, logits.size(-1)),
         targets.reshape(-1),
         ignore_index=pad_id,  # mean over the non-pad tokens only

@@ -1,8 +1,8 @@
 """Caption file readers: a dataset as people have it -> ``ImageItem``s (an image file and its captions as tokens).
 
 ``read_karpathy`` and ``read_flickr8k`` return ``{"train", "val", "test": [ImageItem]}``, ``read_folder`` one list
-that the data module splits (captioning.data), so every source feeds the same data module. A file that cannot be used
-is a CaptionDataError naming it (and its line, or the image and sentence).
+that the data module splits (captioning.training.data), so every source feeds the same data module. A file that cannot
+be used is a CaptionDataError naming it (and its line, or the image and sentence).
 
 Karpathy-split JSON (``read_karpathy``: COCO, Flickr8k, Flickr30k): ``{"images": [{"filepath"?, "filename", "split",
 "sentences": [{"tokens", "raw"}]}]}``; "restval" counts as train; files at image_root/filepath/filename. Optional,

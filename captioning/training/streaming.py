@@ -62,7 +62,8 @@ def make_item(split: str, entry: tuple[int, int, str, str]) -> dict[str, Any]:
 
 def token_boxes(split, i: int, k: int, boxed: bool) -> dict[str, Any]:
     """With attention targets, caption ``k`` of image ``i``'s token boxes and the image's (width, height): the
-    targets are made from them when the batch is, on the grid of the model that trains (captioning.attention_targets).
+    targets are made from them when the batch is, on the grid of the model that trains
+    (captioning.training.attention_targets).
     """
     if not boxed:
         return {}
@@ -154,7 +155,7 @@ def optimize_captions(
         "fingerprint": fingerprint or "",
         **recorded_format(found),
     }
-    if features:  # where the training features lie: model files note photos unlike them (captioning.domain)
+    if features:  # where the training features lie: model files note photos unlike them (captioning.photos.domain)
         from captioning.photos.domain import domain_check
 
         state["domain_check"] = domain_check(feats["train"], feats.get("val"), photos=hp.source != "shapes")
@@ -166,8 +167,8 @@ def optimize_captions(
 
 
 def recorded_format(found) -> dict[str, Any]:
-    """What a chunk folder's state records of its train photos (captioning.jpeg_step.PhotoFormat): fit settles the
-    model's JPEG step from it, as it would from the files."""
+    """What a chunk folder's state records of its train photos (captioning.photos.jpeg_step.PhotoFormat): fit settles
+    the model's JPEG step from it, as it would from the files."""
     return {"jpeg_step": tuple(found.step) if found.step else None, "photo_side": found.side, "photo_why": found.why}
 
 

@@ -3,7 +3,7 @@ word under the mouse (or stepped to with the buttons or the arrow keys) where th
 brightness: the image is darkened where the word's attention is low (an opacity slider sets how much), and a
 hard-attention model's chosen region is outlined. The page skeleton is text_attn/core/html_page.py.
 
-Each word's map is :func:`captioning.overlay.attention_map` at grid resolution (the same scaling as the PNG
+Each word's map is :func:`captioning.views.overlay.attention_map` at grid resolution (the same scaling as the PNG
 overlays: full brightness at FOCUS times the uniform share or more), quantised to one byte per region; the browser
 upsamples it over the crop box (bilinear). Outside the crop box, which the network never saw, the image stays dark.
 

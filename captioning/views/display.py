@@ -1,6 +1,6 @@
 """Captions that draw themselves in Jupyter (``Caption._repr_html_`` / ``_repr_png_``, ``Captions._repr_html_``):
 the interactive view of ``caption --html`` (hover a word, see where the model looked) built in memory by the same page
-code (captioning/caption_page.py) and shown in a frame (text_attn.core.html_page.notebook_frame), with the overlay
+code (captioning/views/caption_page.py) and shown in a frame (text_attn.core.html_page.notebook_frame), with the overlay
 picture of ``caption --overlay`` as its still fallback. Nothing is written to disk and nothing is fetched."""
 
 from __future__ import annotations

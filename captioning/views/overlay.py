@@ -25,7 +25,7 @@ neutral (white, hue-free) veil is added where it looked, as strong as the image 
 scene gets almost none (its colours stay as they are), a night scene about GLOW. Outside the crop box (never seen by
 the network) the image is grey, at FLOOR. A hard-attention model's chosen cell is outlined (white on black).
 
-Layout of the grid PNG (pixels): the header of captioning.overlay_layout (the caption as a wrapped title, then the
+Layout of the grid PNG (pixels): the header of captioning.views.overlay_layout (the caption as a wrapped title, then the
 key: a brightness bar 0..max and what it means), then the panels, ``cols`` per row (default: the fewest rows of at
 most MAX_COLS, filled evenly: ``ceil(panels / ceil(panels / MAX_COLS))``); panels = 1 (the image) + one per word,
 at most MAX_WORDS words (a longer caption is drawn up to there and the key says so):

@@ -1,5 +1,5 @@
-"""Text and bands of the attention overlay PNGs (captioning.overlay): fonts, the caption as a wrapped title, and the
-key that says what brightness means.
+"""Text and bands of the attention overlay PNGs (captioning.views.overlay): fonts, the caption as a wrapped title, and
+the key that says what brightness means.
 
 The header of every overlay PNG, top to bottom (pixels):
     MARGIN

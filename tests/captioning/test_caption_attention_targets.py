@@ -1,5 +1,5 @@
 """Attention supervision: the targets the caption data modules carry when asked -- shapes scenes and Karpathy boxes
-as distributions over the encoder's grid cells (captioning.attention_targets). (The shared loss by hand:
+as distributions over the encoder's grid cells (captioning.training.attention_targets). (The shared loss by hand:
 tests/core/test_attention_supervision.py; reorder's alignment targets: tests/text/test_text_attention_targets.py.)"""
 
 from __future__ import annotations

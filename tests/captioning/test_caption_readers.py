@@ -1,5 +1,6 @@
-"""Flickr8k readers (captioning.readers): the original layout and Kaggle's, on small copies written here (Flickr8k's
-photos never enter the repository): junk lines skipped and counted in one line, splits, bad input in one line."""
+"""Flickr8k readers (captioning.training.readers): the original layout and Kaggle's, on small copies written here
+(Flickr8k's photos never enter the repository): junk lines skipped and counted in one line,
+splits, bad input in one line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The domain check (captioning.domain): novelty as the cosine distance to the nearest prototype of the training
+"""The domain check (captioning.photos.domain): novelty as the cosine distance to the nearest prototype of the training
 images' mean region features, its threshold calibrated so that at most 2% of held-out images are flagged. Hand-made
 features with known answers; the model-file side (older centre-and-radius files, damaged checks) and the note."""
 

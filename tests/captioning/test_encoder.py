@@ -1,4 +1,4 @@
-"""Tests for captioning.encoder: shapes, freezing, preprocessing, weights (offline and real)."""
+"""Tests for captioning.model.encoder: shapes, freezing, preprocessing, weights (offline and real)."""
 
 from __future__ import annotations
 

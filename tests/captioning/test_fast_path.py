@@ -1,4 +1,4 @@
-"""The caption decoder's fast path (captioning.fast_path) equals the plain one: the teacher-forced forward with
+"""The caption decoder's fast path (captioning.model.fast_path) equals the plain one: the teacher-forced forward with
 ``fast_path: true`` against the plain loop over the paper's equations and against the step-by-step search path, in
 values and gradients, soft and hard, under autocast and inference mode; its pieces alone (deferred weight gradients,
 thin linears, the compiled cross-entropy) against PyTorch. (The shared additive score: tests/core/test_fused.py.)"""

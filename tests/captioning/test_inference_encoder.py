@@ -1,6 +1,6 @@
-"""The folded inference copy of a frozen EfficientNet-Lite (captioning.inference_encoder) computes what the plain body
-computes, for every Lite backbone, odd and even input sizes and the multiscale tap; it is used only without gradients,
-and made again when the weights change."""
+"""The folded inference copy of a frozen EfficientNet-Lite (captioning.model.inference_encoder) computes what the plain
+body computes, for every Lite backbone, odd and even input sizes and the multiscale tap; it is used only without
+gradients, and made again when the weights change."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What a captioner's training minimises (captioning.objective), without Lightning: the doubly stochastic penalty and
-the cross-entropy by hand, CaptionObjective's step against those functions (soft, hard, SCST, attention supervision),
-its options refused by name, and caption-train naming the new place of an option given at the old one."""
+"""What a captioner's training minimises (captioning.training.objective), without Lightning: the doubly stochastic
+penalty and the cross-entropy by hand, CaptionObjective's step against those functions (soft, hard, SCST, attention
+supervision), its options refused by name, and caption-train naming the new place of an option given at the old one."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""ONNX Runtime runs the frozen EfficientNet-Lite encoder without gradients (captioning.onnx_encoder): the same
+"""ONNX Runtime runs the frozen EfficientNet-Lite encoder without gradients (captioning.model.onnx_encoder): the same
 features as PyTorch's plain body, any batch size, one export per weights and input size (reused by later encoders
 and processes), PyTorch where it is off, missing or failing, and the bundled model's captions unchanged by it."""
 

@@ -1,4 +1,4 @@
-"""captioning.overlay: attention maps placed through the encoder's crop box (hand-computed cells), their scale,
+"""captioning.views.overlay: attention maps placed through the encoder's crop box (hand-computed cells), their scale,
 and the PNGs: sizes from the documented layout rule, attention as brightness (the attended part bright, the rest
 dimmed, a neutral veil on dark images: no colour map), the caption title and the brightness key, long captions in
 bounded rows, word labels and hard-attention marks."""

@@ -1,5 +1,5 @@
-"""The pixel half of a photo model's out-of-domain check (captioning.photo_check): photographs pass; blank frames,
-synthetic drawings and pages of text are flagged. Values checked by hand on images built here."""
+"""The pixel half of a photo model's out-of-domain check (captioning.photos.photo_check): photographs pass; blank
+frames, synthetic drawings and pages of text are flagged. Values checked by hand on images built here."""
 
 from __future__ import annotations
 

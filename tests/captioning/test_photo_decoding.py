@@ -1,5 +1,5 @@
-"""Large JPEGs decode at a reduced scale (captioning.preprocess.load_photo): the network's input stays within a few
-grey levels of a full decode's, the full image's size and crop box are what a caption record reports, EXIF rotation
+"""Large JPEGs decode at a reduced scale (captioning.photos.preprocess.load_photo): the network's input stays within a
+few grey levels of a full decode's, the full image's size and crop box are what a caption record reports, EXIF rotation
 still applies, and anything else (PNG, small JPEGs) decodes in full."""
 
 import json

@@ -1,4 +1,4 @@
-"""captioning.photo_stream: every photo once across processes and loader workers, in id order, shards whole when
+"""captioning.photos.photo_stream: every photo once across processes and loader workers, in id order, shards whole when
 there are enough of them; resume's skipped and held photos."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""captioning.shards: webdataset tar shards read in place, as img2dataset writes them; damaged and truncated shards."""
+"""captioning.photos.shards: webdataset tar shards read in place, as img2dataset writes them;
+damaged and truncated shards."""
 
 from __future__ import annotations
 

@@ -175,7 +175,8 @@ def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
     assert overlays == [out_dir / "coffee-attention.png", out_dir / "coffee-2-attention.png"]
     words = records[0]["words"]
     assert len(words) > 0
-    # overlay layout (captioning.overlay's rule): the caption and the key, then panels 224 x 150, at most 6 per row
+    # overlay layout (captioning.views.overlay's rule): the caption and the key,
+    # then panels 224 x 150, at most 6 per row
     lay = grid_layout((256, 171), words)
     assert Image.open(overlays[0]).size == lay.size and lay.panel == (224, 150) and lay.cols <= 6
     per_word = sorted(out_dir.glob("coffee-[0-9][0-9]-*.png"))

@@ -8,8 +8,8 @@ of the object a caption word names, the source word a target word translates), t
 
 and the loss is the mean of CE_t over the supervised steps only; a training objective adds λ times it. For hard
 attention the same loss applies to α, the distribution the location is sampled from. Batches carry the targets as
-``attn_targets`` (B, T, S) and ``attn_targets_mask`` (B, T) (captioning.data, text_attn.translation.data), aligned
-with the decoder's output steps.
+``attn_targets`` (B, T, S) and ``attn_targets_mask`` (B, T) (captioning.training.data, text_attn.translation.data),
+aligned with the decoder's output steps.
 """
 
 from __future__ import annotations

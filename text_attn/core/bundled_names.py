@@ -1,6 +1,6 @@
 """Bundled model files by name, for both families (no torch here: the commands' --help stays fast).
 
-Each family keeps its own table of names (captioning/bundled.py, text_attn/translation/bundled.py); the rules that
+Each family keeps its own table of names (captioning/model/bundled.py, text_attn/translation/bundled.py); the rules that
 turn a ``--model`` value into a file, and a file back into its name, are these, once."""
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ def one_line(err: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# Set in the other processes of a run started together (captioning.process_start) until they reach their loop: what
-# every process refuses alike, the first one says.
+# Set in the other processes of a run started together (captioning.commands.process_start) until they reach their loop:
+# what every process refuses alike, the first one says.
 QUIET_ERRORS = "ATTN_QUIET_ERRORS"
 
 

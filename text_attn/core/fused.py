@@ -1,6 +1,7 @@
 """Hand-written autograd for the additive attention score, the hot spot of every recurrent attention model's steps
 (the Show-Attend-Tell decoder's 20-odd per caption, the Bahdanau decoder's per word): both families use it through
-:class:`text_attn.core.attention.AdditiveAttention`. (The caption decoder's own fast path is captioning.fast_path.)
+:class:`text_attn.core.attention.AdditiveAttention`. (The caption decoder's own fast path is
+captioning.model.fast_path.)
 
 - :class:`AdditiveScore`: eᵢ = vᵀ tanh(pᵢ + q) for one decoder step, over (N, S, A). It computes exactly what the
   plain expression computes (tests compare values and gradients) with fewer passes over memory: it keeps σ(2x) for

@@ -1,6 +1,6 @@
 """Self-contained interactive HTML reports of attention (``caption --html``, ``translate --html``): the page skeleton,
 its CSS and JavaScript, safe embedding of words and data, and compact attention arrays. Each family adds its sections
-(captioning/caption_page.py, text_attn/translation/alignment_page.py). Imports no application and no torch.
+(captioning/views/caption_page.py, text_attn/translation/alignment_page.py). Imports no application and no torch.
 
 The page needs no network: images are data: URIs, data are JSON inside ``<script type="application/json">``, there
 are no external scripts, styles or fonts, and a Content-Security-Policy forbids every fetch. It is written a section

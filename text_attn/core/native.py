@@ -1,7 +1,7 @@
 """Small C kernels for the CPU hot spots, compiled on first use with the system's C compiler and called via ctypes.
 
 Two, for float32 CPU tensors (the score by :mod:`text_attn.core.fused`, both families; the cross-entropy by the
-caption loss, :mod:`captioning.fast_path`), each measured at the paper's size on 2 threads:
+caption loss, :mod:`captioning.model.fast_path`), each measured at the paper's size on 2 threads:
 - the additive attention score of a decoder step and its backward (``csrc/score.c``): 20 steps of (32, 196, 512),
   forward and backward, 42-50 ms where the PyTorch passes take 127-133 ms, about 9% of a Show-Attend-Tell step;
 - cross-entropy with its gradient (``csrc/cross_entropy.c``): (640, 10000) logits, forward and
