@@ -48,6 +48,7 @@ and "seed".
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -159,7 +160,11 @@ def caption_main(argv: list[str] | None = None) -> int:
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
     # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)
-    others = start_others(args.devices, list(sys.argv[1:] if argv is None else argv))
+    listed = None
+    if "-" in args.images:  # paths on stdin: read here once, and each process is given the same list
+        listed = sys.stdin.read()
+        sys.stdin = io.StringIO(listed)
+    others = start_others(args.devices, list(sys.argv[1:] if argv is None else argv), listed)
     code = 1
     try:
         code = _checked_run(args)

@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -51,8 +52,9 @@ def _command(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", spec.name, *argv]
 
 
-def start_others(devices: int, argv: list[str]) -> Others:
-    """Start local ranks 1..devices-1 running ``argv`` and make this process rank 0 (its environment)."""
+def start_others(devices: int, argv: list[str], stdin: str | None = None) -> Others:
+    """Start local ranks 1..devices-1 running ``argv`` and make this process rank 0 (its environment). ``stdin``: the
+    text the first process read from its stdin (paths, ``caption -``), given to each of the others as theirs."""
     os.environ.update(
         MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
         MASTER_PORT=os.environ.get("MASTER_PORT", str(_free_port())),
@@ -61,9 +63,22 @@ def start_others(devices: int, argv: list[str]) -> Others:
         WORLD_SIZE=str(devices),
     )
     procs = []
-    for rank in range(1, devices):
-        env = {**os.environ, "LOCAL_RANK": str(rank), QUIET_ERRORS: "1"}
-        procs.append(subprocess.Popen(_command(argv), env=env))
+    listed = None
+    if stdin is not None:  # a file, not a pipe: nothing here waits for the others to read it
+        with tempfile.NamedTemporaryFile("wb", delete=False, prefix="caption-stdin-") as out:
+            out.write(stdin.encode())
+        listed = out.name
+    try:
+        for rank in range(1, devices):
+            env = {**os.environ, "LOCAL_RANK": str(rank), QUIET_ERRORS: "1"}
+            if listed is None:
+                procs.append(subprocess.Popen(_command(argv), env=env))
+                continue
+            with open(listed, "rb") as own:  # opened once a process: each reads it from its start
+                procs.append(subprocess.Popen(_command(argv), env=env, stdin=own))
+    finally:
+        if listed is not None:
+            os.unlink(listed)  # the processes keep their open descriptors
     return Others(procs)
 
 

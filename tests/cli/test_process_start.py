@@ -86,3 +86,53 @@ def test_what_every_process_refuses_is_said_once(tmp_path):
                            "--model", str(bad)], capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"caption: error: {bad}: not a model file (UnpicklingError)"]
+
+
+def test_paths_on_stdin_reach_every_process_whole(monkeypatch):
+    import os
+
+    import captioning.commands.process_start as ps
+
+    class Proc:
+        returncode = 0
+
+        def __init__(self, cmd, env, stdin=None):
+            self.got = stdin.read().decode() if stdin is not None else None
+
+        def poll(self):
+            return 0
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(ps.subprocess, "Popen", Proc)
+    before = dict(os.environ)
+    try:
+        others = ps.start_others(3, ["-", "--jsonl", "o.jsonl", "--devices", "3"], "a.jpg\nb.jpg\n")
+        assert [p.got for p in others.procs] == ["a.jpg\nb.jpg\n"] * 2  # each its own copy, read from its start
+        assert others.finish(0) == 0
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+def test_two_processes_caption_the_paths_given_on_stdin(tmp_path):
+    import os
+    from pathlib import Path
+
+    from helpers.tiny_captioner import tiny_model_file
+    from PIL import Image
+
+    model = tiny_model_file(tmp_path / "tiny.pt")
+    paths = []
+    for i in range(3):
+        Image.new("RGB", (30 + i, 24), (60 * i, 90, 160)).save(tmp_path / f"{i}.png")
+        paths.append(str(tmp_path / f"{i}.png"))
+    caption = str(Path(sys.executable).parent / "caption")
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHED}
+    out = tmp_path / "out.jsonl"
+    done = subprocess.run([caption, "-", "--model", str(model), "--jsonl", str(out), "--devices", "2", "--max-len", "3",
+                           "--workers", "0"], input="\n".join(paths) + "\n", capture_output=True, text=True,
+                          timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["image"] for line in out.read_text().splitlines()] == paths  # each once, in order
