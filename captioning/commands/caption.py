@@ -59,7 +59,7 @@ from captioning.commands.caption_batch import _unique_stem
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
 from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import _parser, fill_machine_defaults
-from captioning.commands.process_start import should_start, start_others
+from captioning.commands.process_start import hands_on_stdin, should_start, start_others
 from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
 from text_attn.core.errors import emit, fail, one_line
 from text_attn.core.safe_files import OutputRefused, inert_output, protecting, refuse_overlap, same_file
@@ -216,6 +216,10 @@ def _check_processes(args: argparse.Namespace) -> None:
     for flag, value in (("--devices", args.devices), ("--num-nodes", args.num_nodes)):
         if value < 1:
             fail("caption", f"{flag} must be at least 1, got {value}")
+    if "-" in args.images and args.devices * args.num_nodes > 1 and not hands_on_stdin(args.devices, args.num_nodes):
+        fail("caption", "- (paths on stdin) with several processes needs caption to start them itself (one machine, "
+             "CAPTION_EARLY_START unset): each process started by another launcher has a stdin of its own; give the "
+             "paths as arguments or a folder")  # fmt: skip
     if not args.jsonl:
         fail("caption", "--devices writes its records to --jsonl OUT (each process its part, merged into OUT): "
              "give --jsonl FILE")  # fmt: skip

@@ -37,6 +37,12 @@ def should_start(devices: int | None, num_nodes: int) -> bool:
     return not any(k in os.environ for k in LAUNCHED)
 
 
+def hands_on_stdin(devices: int, num_nodes: int) -> bool:
+    """Whether every process of this run gets the first one's stdin: it starts them (:func:`should_start`), or it is
+    one of those it started (their errors are quiet until the loop). Another launcher's processes have their own."""
+    return should_start(devices, num_nodes) or os.environ.get(QUIET_ERRORS) == "1"
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

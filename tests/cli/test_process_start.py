@@ -136,3 +136,13 @@ def test_two_processes_caption_the_paths_given_on_stdin(tmp_path):
                           timeout=300, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["image"] for line in out.read_text().splitlines()] == paths  # each once, in order
+
+
+def test_paths_on_stdin_with_another_launcher_are_refused_in_one_line(monkeypatch, capsys):
+    from captioning.commands.caption import caption_main
+
+    monkeypatch.setenv("CAPTION_EARLY_START", "0")  # Lightning's launcher starts the others: no stdin to give them
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["-", "--jsonl", "o.jsonl", "--devices", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "(paths on stdin) with several processes" in err[0]
