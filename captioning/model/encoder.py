@@ -20,7 +20,7 @@ import importlib
 import os
 import urllib.parse
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from captioning.model import onnx_encoder
-from captioning.photos.jpeg_step import AUTO
+from captioning.photos.jpeg_step import AUTO, PhotoFormat, settle_jpeg_step
 from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 from text_attn.core.errors import one_line
 
@@ -71,6 +71,14 @@ class EncoderConfig:
     # given by hand that the photos contradict is refused before any work.
     jpeg_quality: int | Literal["auto"] | None = AUTO
     jpeg_subsampling: str | None = AUTO  # "4:4:4", "4:2:2" or "4:2:0"; auto with jpeg_quality
+
+
+def settled(cfg: EncoderConfig, found: PhotoFormat) -> tuple[EncoderConfig, str]:
+    """``cfg`` with its JPEG step settled against the training photos ``found`` (captioning.photos.jpeg_step:
+    ``auto`` takes theirs, a value given by hand that they contradict is a ValueError), and the line that says what
+    they showed ("" when there is nothing to say). What fit and optimize both record."""
+    step, line = settle_jpeg_step(cfg.source_side, cfg.jpeg_quality, cfg.jpeg_subsampling, found)
+    return replace(cfg, jpeg_quality=step and step.quality, jpeg_subsampling=step and step.subsampling), line
 
 
 def preprocess_for(cfg: EncoderConfig) -> Preprocess:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import pytorch_lightning as pl
 import torch
@@ -30,9 +30,9 @@ from pytorch_lightning.utilities import rank_zero_warn
 
 from captioning.model.captioner import Captioner
 from captioning.model.decoder import DecoderConfig
-from captioning.model.encoder import EncoderConfig
+from captioning.model.encoder import EncoderConfig, settled
 from captioning.model.network import CaptionModel
-from captioning.photos.jpeg_step import AUTO, PhotoFormat, settle_jpeg_step
+from captioning.photos.jpeg_step import AUTO, PhotoFormat
 from captioning.training.feature_cache import FeatureCacheCallback
 from captioning.training.grounding import grounding
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
@@ -141,11 +141,9 @@ class CaptionModule(RunState, pl.LightningModule):
         auto = AUTO in (cfg.jpeg_quality, cfg.jpeg_subsampling)
         if not auto and (cfg.source_side is None or stage not in (None, "fit")):
             return cfg  # nothing squashed, or not training: a given value is the checkpoint's or the user's
-        found = dm.train_photo_format() if cfg.source_side is not None else PhotoFormat(None, None)
-        step, line = settle_jpeg_step(cfg.source_side, cfg.jpeg_quality, cfg.jpeg_subsampling, found)
+        cfg, line = settled(cfg, dm.train_photo_format() if cfg.source_side is not None else PhotoFormat(None, None))
         if line and self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)
-        cfg = replace(cfg, jpeg_quality=step and step.quality, jpeg_subsampling=step and step.subsampling)
         self.hparams["encoder"] = asdict(cfg)
         return cfg
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -79,8 +78,7 @@ def settled_encoder(config: dict[str, Any], found) -> Any:
     training photos ``found`` (a captioning.photos.jpeg_step.PhotoFormat): auto reads theirs (said in one line), a value
     given by hand that they contradict is refused (ValueError, one line) before anything is written. None when the
     config has no such block."""
-    from captioning.model.encoder import EncoderConfig
-    from captioning.photos.jpeg_step import settle_jpeg_step
+    from captioning.model.encoder import EncoderConfig, settled
 
     block = (config.get("model") or {}).get("encoder")
     if block is None:
@@ -89,10 +87,10 @@ def settled_encoder(config: dict[str, Any], found) -> Any:
         cfg = EncoderConfig(**dict(block))
     except TypeError as err:
         raise CaptionDataError(f"--config: model.encoder: {err}") from None
-    step, line = settle_jpeg_step(cfg.source_side, cfg.jpeg_quality, cfg.jpeg_subsampling, found)
+    cfg, line = settled(cfg, found)
     if line:
         print(f"caption-train optimize: {line}", file=sys.stderr)
-    return replace(cfg, jpeg_quality=step and step.quality, jpeg_subsampling=step and step.subsampling)
+    return cfg
 
 
 def frozen_encoder(cfg):
