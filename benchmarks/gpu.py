@@ -110,7 +110,9 @@ def write_shards(folder: Path, out: Path, per_shard: int) -> list[str]:
 def caption_rows(device: str, folder: Path, tmp: Path, cores: int) -> list[dict]:
     n = len(list(folder.iterdir()))
     base = [str(folder), "--device", device]
-    tuned = ["--batch-size", "128", "--workers", str(max(2, min(14, cores - 2)))]
+    from captioning.commands.caption_parser import machine_defaults
+
+    tuned = ["--batch-size", "128", "--workers", str(machine_defaults("cuda", 1, cores, None)[1])]  # the cores less 2
     rows = []
     runs = {
         "caption FOLDER (defaults for the machine)": base,
@@ -156,20 +158,10 @@ def equal_rows(device: str, folder: Path, tmp: Path, n: int) -> list[dict]:
 
 
 def pipeline_rows(folder: Path, tmp: Path, cores: int, batch: int) -> list[dict]:
-    from unittest import mock
-
     import pipeline
 
-    from captioning.model.captioner import Captioner
-
-    regions = Captioner.load().grid ** 2
     workers = max(1, min(14, cores - 2))
-    few = tmp / "few"
-    few.mkdir()
-    for photo in sorted(folder.iterdir())[: 2 * batch]:
-        os.link(photo, few / photo.name)
-    with pipeline.no_model(regions), open(os.devnull, "w") as null, mock.patch.object(sys, "stderr", null):
-        row = pipeline.run((few, folder), tmp / "pipeline.jsonl", workers, batch, False)
+    (row,) = pipeline.measure(folder, tmp, [workers], batch)
     return [
         {
             "what": f"the pipeline with the model replaced by nothing, {workers} workers, batch {batch}",

@@ -115,6 +115,19 @@ def run(folders: tuple[Path, Path], out: Path, workers: int, batch: int, profile
     return row
 
 
+def measure(folder: Path, tmp: Path, workers: list[int], batch: int, profile: bool = False) -> list[dict]:
+    """A row of :func:`run` per loader-worker count, on ``folder``'s photos (its first two batches hard-linked into
+    ``tmp``), the model replaced by nothing and the command's stderr silenced; the imports paid once before."""
+    regions = Captioner.load().grid ** 2
+    few = tmp / "first_batches"
+    few.mkdir()
+    for photo in sorted(folder.iterdir())[: 2 * batch]:  # two batches: caption reads one in-process
+        os.link(photo, few / photo.name)
+    with no_model(regions), open(os.devnull, "w") as null, mock.patch.object(sys, "stderr", null):
+        _timed(few, tmp / "warm.jsonl", 0, batch, None)  # the imports, once
+        return [run((few, folder), tmp / f"w{w}.jsonl", w, batch, profile) for w in workers]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--photos", type=int, default=512, help="photos in the folder (default 512)")
@@ -125,19 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="also write the rows here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    regions = Captioner.load().grid ** 2
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        folder, few = Path(tmp, "photos"), Path(tmp, "first_batches")
+        folder = Path(tmp, "photos")
         folder.mkdir()
-        few.mkdir()
         write_photos(folder, args.photos)
-        for photo in sorted(folder.iterdir())[: 2 * args.batch_size]:  # two batches: caption reads one in-process
-            os.link(photo, few / photo.name)
-        with no_model(regions), open(os.devnull, "w") as null, mock.patch.object(sys, "stderr", null):
-            _timed(few, Path(tmp, "warm.jsonl"), 0, args.batch_size, None)  # the imports, once
-            for w in (int(x) for x in args.workers.split(",")):
-                rows.append(run((few, folder), Path(tmp, f"w{w}.jsonl"), w, args.batch_size, args.profile))
+        workers = [int(x) for x in args.workers.split(",")]
+        rows = measure(folder, Path(tmp), workers, args.batch_size, args.profile)
     print(f"caption FOLDER --jsonl OUT, the model replaced by nothing: {args.photos} photos of 500 x 375, "
           f"batch {args.batch_size}, {os.cpu_count()} cores\n")  # fmt: skip
     print("| loader workers | images/s | images/s per worker (its CPU time) | main process, ms a photo (goal <= 0.3) |")
