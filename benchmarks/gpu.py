@@ -122,6 +122,10 @@ def caption_rows(device: str, folder: Path, tmp: Path, cores: int) -> list[dict]
     shards = write_shards(folder, tmp / "shards", max(1, n // 8))
     runs["caption SHARDS (8), tuned"] = [*shards, "--device", device, *tuned]
     runs["caption SHARDS (8) --devices 1, tuned"] = [*shards, "--device", device, *tuned, "--devices", "1"]
+    if device.startswith("cuda"):  # the search's steps captured as CUDA graphs (text_attn.core.fixed_search)
+        runs["caption FOLDER, tuned, --cuda-graphs"] = [*base, *tuned, "--cuda-graphs"]
+        runs["caption SHARDS (8) --devices 1, tuned, --cuda-graphs"] = [*runs["caption SHARDS (8) --devices 1, "
+                                                                          "tuned"], "--cuda-graphs"]  # fmt: skip
     for k, (label, args) in enumerate(runs.items()):
         seconds = _caption([*args, "--jsonl", str(tmp / f"run{k}.jsonl")])
         rows.append({"what": label, "value": f"{n / seconds:.1f} images/s", "images_s": n / seconds})
@@ -132,29 +136,38 @@ def equal_rows(device: str, folder: Path, tmp: Path, n: int) -> list[dict]:
     from captioning.model.bundled import DEMO_PHOTOS
 
     photos = [*map(str, DEMO_PHOTOS), *map(str, sorted(folder.iterdir())[:n])]
+    runs = {"cpu": ["--device", "cpu"], device: ["--device", device]}
+    if device.startswith("cuda"):
+        runs["graphs"] = ["--device", device, "--cuda-graphs"]
     out = {}
-    for where in ("cpu", device):
-        path = tmp / f"equal_{where.replace(':', '_')}.jsonl"
-        _caption([*photos, "--device", where, "--jsonl", str(path)])
-        out[where] = [json.loads(line) for line in path.read_text().splitlines()]
-    a, b = out["cpu"], out[device]
-    demo = len(DEMO_PHOTOS)
+    for name, args in runs.items():
+        path = tmp / f"equal_{name.replace(':', '_')}.jsonl"
+        _caption([*photos, *args, "--jsonl", str(path)])
+        out[name] = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = [_equal_row("captions equal to the CPU's", out["cpu"], out[device], len(DEMO_PHOTOS))]
+    if "graphs" in out:
+        rows.append(_equal_row("captions with --cuda-graphs equal to the eager search's", out[device], out["graphs"],
+                               len(DEMO_PHOTOS)))  # fmt: skip
+    return rows
+
+
+def _equal_row(what: str, a: list[dict], b: list[dict], demo: int) -> dict:
+    """How many of two runs' captions are equal (the demo photos first, then the folder's), and the attention's
+    largest difference where they are."""
     same = [x["caption"] == y["caption"] for x, y in zip(a, b, strict=True)]
     diff = max(
         (abs(u - v) for x, y, ok in zip(a, b, same, strict=True) if ok for r, s in zip(x["attention"], y["attention"],
          strict=True) for u, v in zip(r, s, strict=True)),
         default=0.0,
     )  # fmt: skip
-    return [
-        {
-            "what": f"captions equal to the CPU's: {demo} demo photos / {len(same) - demo} folder photos",
-            "value": f"{sum(same[:demo])} of {demo} / {sum(same[demo:])} of {len(same) - demo}; attention within "
-            f"{diff:.2g}",
-            "equal_demo": all(same[:demo]),
-            "equal_share": sum(same) / len(same),
-            "attention_diff": diff,
-        }
-    ]
+    return {
+        "what": f"{what}: {demo} demo photos / {len(same) - demo} folder photos",
+        "value": f"{sum(same[:demo])} of {demo} / {sum(same[demo:])} of {len(same) - demo}; attention within "
+        f"{diff:.2g}",
+        "equal_demo": all(same[:demo]),
+        "equal_share": sum(same) / len(same),
+        "attention_diff": diff,
+    }
 
 
 def pipeline_rows(folder: Path, tmp: Path, cores: int, batch: int) -> list[dict]:

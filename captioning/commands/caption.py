@@ -157,6 +157,10 @@ def caption_main(argv: list[str] | None = None) -> int:
             fail("caption", f"{flag} must be at least 1, got {value}")
     if args.workers is not None and args.workers < 0:
         fail("caption", f"--workers must be 0 or more, got {args.workers}")
+    if args.cuda_graphs and not args.device.startswith("cuda"):
+        fail("caption", f"--cuda-graphs captures the search on a GPU: give it with --device cuda (not {args.device})")
+    if args.cuda_graphs and args.sample:
+        fail("caption", "--cuda-graphs captures greedy and beam search; --sample draws its words eagerly: drop one")
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
     # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)

@@ -92,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
         "torchrun and SLURM launch it as they launch caption-train (docs/scale.md)",
     )
     p.add_argument("--num-nodes", type=int, default=1, help="with --devices: machines taking part (default: 1)")
+    p.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="with --device cuda: search at fixed shapes (every beam stepped to the end) and replay each chunk of "
+        "steps as a CUDA graph captured once per batch shape, instead of launching every step's kernels; the same "
+        "captions (tested on the CPU). Never measured on a GPU yet: off by default (docs/speed.md)",
+    )
     return p
 
 

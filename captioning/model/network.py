@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.model.encoder import EncoderConfig, ImageEncoder
 from text_attn.core.decoding import SearchResult, search, select_rows
+from text_attn.core.fixed_search import fixed_search
 
 # Each block's option names (caption-train names the block of an option given directly under model).
 ENCODER_OPTIONS = tuple(f.name for f in fields(EncoderConfig))
@@ -76,6 +77,10 @@ class CaptionModel(nn.Module):
     def step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor, dict]:
         return self.decoder.step(tokens, state)
 
+    def search_mode(self) -> tuple[str, str]:
+        """What ``step`` reads besides its tensors (fixed_search keeps a captured graph per mode)."""
+        return self.decoder.cfg.attention, self.decoder.cfg.hard_inference
+
     @torch.no_grad()
     def generate(
         self,
@@ -106,6 +111,10 @@ class CaptionModel(nn.Module):
             if copies > 1:
                 state = select_rows(state, torch.arange(B, device=features.device).repeat_interleave(copies))
                 B *= copies
+            if options.pop("capture", False) and options.get("sampling") is None:
+                # fixed shapes, each chunk of steps a captured CUDA graph on CUDA (the same result: fixed_search)
+                return fixed_search(self, state, B, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id,
+                                    capture=True, **options)  # fmt: skip
             return search(self, state, B, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id, **options)
         finally:
             self.train(was_training)

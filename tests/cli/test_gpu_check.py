@@ -44,3 +44,6 @@ def test_the_device_check_on_a_gpu(tmp_path):
     rows = _check("cuda", tmp_path, ["--photos", "500", "--repeats", "5"])
     same = rows["captions equal to the CPU's"]
     assert same["equal_demo"] and same["equal_share"] >= 0.98 and same["attention_diff"] <= 0.01  # issue 65's bar
+    captured = rows["captions with --cuda-graphs equal to the eager search's"]
+    assert captured["equal_demo"] and captured["equal_share"] >= 0.98 and captured["attention_diff"] <= 0.01
+    assert any(w.endswith("--cuda-graphs") for w in rows)  # and its speed rows

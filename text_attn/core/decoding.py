@@ -301,11 +301,31 @@ def beam_search(
         if bool(finished.all()):
             break
         state, live = _next_state(model, state, rows, live, finished.view(B, K).all(dim=1) if compact else None, K)
+    return final_hypotheses(parents, step_tokens, step_attns, scores, lengths, length_penalty, B, K, n_best, eos_id)
+
+
+def final_hypotheses(
+    parents: Sequence[Tensor],
+    step_tokens: Sequence[Tensor],
+    step_attns: Sequence[Tensor],
+    scores: Tensor,
+    lengths: Tensor,
+    length_penalty: float,
+    B: int,
+    K: int,
+    n_best: int,
+    eos_id: int,
+) -> SearchResult:
+    """Beam search's result from its T steps: ``parents[t]`` (B*K,) the parent row of each beam of step t,
+    ``step_tokens[t]`` (B*K,) its token, ``step_attns[t]`` (B*K, ...) its attention (or no steps' attention);
+    ``scores`` and ``lengths`` (B*K,) of the final beams. Each sentence's best (and n-best) hypotheses by
+    ``score / length**length_penalty``, backtracked through the parent pointers."""
+    offsets = torch.arange(B, device=scores.device) * K  # (B,) the first row of each sentence
     norm = scores / lengths.clamp(min=1).float().pow(length_penalty)
     ranked = norm.view(B, K).argsort(dim=-1, descending=True)  # (B, K) best first
     results = []
     for rank in range(n_best):
-        final = offsets.squeeze(1) + ranked[:, rank]  # (B,) final row of each sentence's hypothesis of this rank
+        final = offsets + ranked[:, rank]  # (B,) final row of each sentence's hypothesis of this rank
         row, tokens, attns = final, [], []
         for t in range(len(step_tokens) - 1, -1, -1):  # backtrack through the parent pointers
             tokens.append(step_tokens[t][row])

@@ -65,4 +65,6 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {"n_best": args.n_best, "no_repeat_ngram": args.no_repeat_ngram}
     if args.sample:
         options["sampling"] = Sampling(args.temperature, args.top_k, args.top_p, args.sample_seed)
+    if getattr(args, "cuda_graphs", False):  # caption's: the search at fixed shapes, captured (fixed_search)
+        options["capture"] = True
     return options

@@ -1,0 +1,72 @@
+"""``caption --cuda-graphs``: the search at fixed shapes (text_attn.core.fixed_search) gives the bundled model's
+captions, reaches the model from the command line, and is refused where it cannot run. The capture itself needs a
+GPU: its test skips without one."""
+
+import argparse
+import json
+
+import pytest
+import torch
+
+from captioning.commands.caption import caption_main
+from captioning.model import network
+from captioning.model.bundled import DEMO_PHOTOS
+from captioning.model.captioner import Captioner
+from text_attn.core.search_options import search_options
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    captioner = Captioner.load()
+    return captioner, captioner.encode_photos(DEMO_PHOTOS)[1]
+
+
+@pytest.mark.parametrize("decoding", [dict(beam_size=1), dict(beam_size=5, length_penalty=1.5, no_repeat_ngram=3)])
+def test_the_bundled_model_captions_the_same(bundled, decoding):
+    captioner, features = bundled
+    eager = captioner.generate(features, **decoding)
+    fixed = captioner.generate(features, **decoding, capture=True)  # on the CPU: the fixed-shape steps, eagerly
+    assert fixed.token_lists() == eager.token_lists()
+    assert torch.equal(fixed.lengths, eager.lengths)
+    torch.testing.assert_close(fixed.scores, eager.scores, rtol=0, atol=1e-4)
+    torch.testing.assert_close(fixed.attention, eager.attention, rtol=0, atol=1e-5)
+
+
+def test_the_flag_reaches_the_fixed_search(bundled, monkeypatch):
+    captioner, features = bundled
+    args = argparse.Namespace(n_best=1, no_repeat_ngram=0, sample=False, cuda_graphs=True)
+    options = search_options(args)
+    assert options["capture"] is True
+    calls = []
+    real = network.fixed_search
+    monkeypatch.setattr(network, "fixed_search", lambda *a, **k: calls.append(k) or real(*a, **k))
+    captioner.generate(features[:2], beam_size=2, **options)
+    assert len(calls) == 1 and calls[0]["capture"] is True
+    assert "capture" not in search_options(argparse.Namespace(n_best=1, no_repeat_ngram=0, sample=False))
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--cuda-graphs"], "--cuda-graphs captures the search on a GPU: give it with --device cuda (not cpu)"),
+        (["--cuda-graphs", "--device", "cuda", "--sample"], "--sample draws its words eagerly"),
+    ],
+)
+def test_refused_where_it_cannot_run(capsys, args, says):
+    with pytest.raises(SystemExit) as stop:
+        caption_main([str(DEMO_PHOTOS[0]), *args])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the capture needs a CUDA GPU (none here)")
+def test_captured_on_a_gpu_captions_as_the_eager_search(tmp_path):
+    out = {}
+    for name, extra in (("eager", []), ("captured", ["--cuda-graphs"])):
+        path = tmp_path / f"{name}.jsonl"
+        assert caption_main([*map(str, DEMO_PHOTOS), "--device", "cuda", "--jsonl", str(path), *extra]) == 0
+        out[name] = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["caption"] for r in out["captured"]] == [r["caption"] for r in out["eager"]]
+    for a, b in zip(out["captured"], out["eager"], strict=True):
+        assert max(abs(x - y) for ra, rb in zip(a["attention"], b["attention"], strict=True)
+                   for x, y in zip(ra, rb, strict=True)) <= 0.01  # fmt: skip
