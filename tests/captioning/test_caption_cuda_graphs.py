@@ -12,7 +12,55 @@ from captioning.commands.caption import caption_main
 from captioning.model import network
 from captioning.model.bundled import DEMO_PHOTOS
 from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
+from text_attn.core.decoding import search
+from text_attn.core.fixed_search import _Search, fixed_search
 from text_attn.core.search_options import search_options
+
+BOS, EOS, PAD = 1, 2, 0
+
+
+def _same(a, b):
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.lengths, b.lengths) and a.nbest == b.nbest
+    torch.testing.assert_close(a.scores, b.scores, rtol=0, atol=0)
+    torch.testing.assert_close(a.attention, b.attention, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_the_caption_decoder_searches_the_same(attention):
+    torch.manual_seed(1)
+    cfg = DecoderConfig(vocab_size=30, feature_dim=12, embed_dim=8, hidden_dim=16, attn_dim=10, attention=attention)
+    dec = ShowAttendTellDecoder(cfg).eval()
+    feats = torch.randn(4, 9, 12)
+    for beam, ngram in [(1, 0), (3, 3), (5, 2)]:
+        kw = dict(beam_size=beam, no_repeat_ngram=ngram, banned=(PAD, BOS, 3), n_best=min(beam, 2))
+        eager = search(dec, dec.init_state(feats), 4, BOS, EOS, 15, pad_id=PAD, drop_ended=False, **kw)
+        fixed = fixed_search(dec, dec.init_state(feats), 4, BOS, EOS, 15, pad_id=PAD, **kw)
+        _same(fixed, eager)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_steps_read_nothing_on_the_host(beam):
+    # On the meta device a tensor has no values: any host read (.item(), bool(), nonzero, a data-dependent shape)
+    # raises. The steps a CUDA graph would capture run there without one, on the decoder's GPU code path (the CPU's
+    # fused attention score is for device "cpu" only).
+    cfg = DecoderConfig(vocab_size=30, feature_dim=12, embed_dim=8, hidden_dim=16, attn_dim=10)
+    dec = ShowAttendTellDecoder(cfg).eval().to("meta")
+    B, N = 4, 4 * beam
+    state = dec.init_state(torch.empty(B, 9, 12, device="meta"))
+    if beam > 1:
+        state = {**state, "h": state["h"].repeat_interleave(beam, 0), "c": state["c"].repeat_interleave(beam, 0)}
+    like = {"state": state, "attn": torch.empty(N, 9, device="meta"), "scores": torch.empty(N, device="meta")}
+    s = _Search(dec, B, beam, 10, EOS, PAD, 3, (PAD, BOS), like)
+    s.load({"state": state, "attn": torch.empty(11, N, 9, device="meta"), "scores": torch.empty(N, device="meta"),
+            "prev": torch.empty(N, dtype=torch.long, device="meta"), "finished": torch.empty(N, dtype=torch.bool,
+            device="meta"), "lengths": torch.empty(N, dtype=torch.long, device="meta"), "t": torch.empty((),
+            dtype=torch.long, device="meta"), "tokens": torch.empty(11, N, dtype=torch.long, device="meta"),
+            "parents": torch.empty(11, N, dtype=torch.long, device="meta"), "history": torch.empty(N, 11,
+            dtype=torch.long, device="meta")})  # fmt: skip
+    s.chunk(3)
+    with pytest.raises(Exception, match="meta"):
+        bool(s.finished.all())  # the check itself: a host read fails here
 
 
 @pytest.fixture(scope="module")

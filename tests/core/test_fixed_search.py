@@ -1,13 +1,12 @@
-"""Search at fixed shapes (text_attn.core.fixed_search) against the eager search stepping every row to the end, and
-its steps free of host reads (run on the "meta" device, where reading a value raises)."""
+"""Search at fixed shapes (text_attn.core.fixed_search) against the eager search stepping every row to the end. The
+caption decoder's search and its steps free of host reads: tests/captioning/test_caption_cuda_graphs.py."""
 
 import pytest
 import torch
 from torch import nn
 
-from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 from text_attn.core.decoding import ban_repeated_ngrams, search
-from text_attn.core.fixed_search import ChangingState, _Search, ban_repeated_ngrams_fixed, fixed_search
+from text_attn.core.fixed_search import ChangingState, ban_repeated_ngrams_fixed, fixed_search
 
 BOS, EOS, PAD = 1, 2, 0
 
@@ -74,19 +73,6 @@ def test_stops_when_every_row_has_ended_and_at_max_len():
     assert r.lengths.tolist() == [5, 5, 5] and r.tokens.size(1) == 5  # cut at max_len, not at the chunk's end
 
 
-@pytest.mark.parametrize("attention", ["soft", "hard"])
-def test_the_caption_decoder_searches_the_same(attention):
-    torch.manual_seed(1)
-    cfg = DecoderConfig(vocab_size=30, feature_dim=12, embed_dim=8, hidden_dim=16, attn_dim=10, attention=attention)
-    dec = ShowAttendTellDecoder(cfg).eval()
-    feats = torch.randn(4, 9, 12)
-    for beam, ngram in [(1, 0), (3, 3), (5, 2)]:
-        kw = dict(beam_size=beam, no_repeat_ngram=ngram, banned=(PAD, BOS, 3), n_best=min(beam, 2))
-        eager = search(dec, dec.init_state(feats), 4, BOS, EOS, 15, pad_id=PAD, drop_ended=False, **kw)
-        fixed = fixed_search(dec, dec.init_state(feats), 4, BOS, EOS, 15, pad_id=PAD, **kw)
-        _same(fixed, eager)
-
-
 def test_history_bans_as_the_eager_one():
     torch.manual_seed(2)
     for n in (1, 2, 3, 4):
@@ -99,30 +85,6 @@ def test_history_bans_as_the_eager_one():
             want = ban_repeated_ngrams(lp, hist, n)
             got = ban_repeated_ngrams_fixed(lp, fixed, torch.tensor(t), n)
             assert torch.equal(got, want), (n, t)
-
-
-@pytest.mark.parametrize("beam", [1, 3])
-def test_steps_read_nothing_on_the_host(beam):
-    # On the meta device a tensor has no values: any host read (.item(), bool(), nonzero, a data-dependent shape)
-    # raises. The steps a CUDA graph would capture run there without one, on the decoder's GPU code path (the CPU's
-    # fused attention score is for device "cpu" only).
-    cfg = DecoderConfig(vocab_size=30, feature_dim=12, embed_dim=8, hidden_dim=16, attn_dim=10)
-    dec = ShowAttendTellDecoder(cfg).eval().to("meta")
-    B, N = 4, 4 * beam
-    state = dec.init_state(torch.empty(B, 9, 12, device="meta"))
-    if beam > 1:
-        state = {**state, "h": state["h"].repeat_interleave(beam, 0), "c": state["c"].repeat_interleave(beam, 0)}
-    like = {"state": state, "attn": torch.empty(N, 9, device="meta"), "scores": torch.empty(N, device="meta")}
-    s = _Search(dec, B, beam, 10, EOS, PAD, 3, (PAD, BOS), like)
-    s.load({"state": state, "attn": torch.empty(11, N, 9, device="meta"), "scores": torch.empty(N, device="meta"),
-            "prev": torch.empty(N, dtype=torch.long, device="meta"), "finished": torch.empty(N, dtype=torch.bool,
-            device="meta"), "lengths": torch.empty(N, dtype=torch.long, device="meta"), "t": torch.empty((),
-            dtype=torch.long, device="meta"), "tokens": torch.empty(11, N, dtype=torch.long, device="meta"),
-            "parents": torch.empty(11, N, dtype=torch.long, device="meta"), "history": torch.empty(N, 11,
-            dtype=torch.long, device="meta")})  # fmt: skip
-    s.chunk(3)
-    with pytest.raises(Exception, match="meta"):
-        bool(s.finished.all())  # the check itself: a host read fails here
 
 
 def test_a_state_that_grows_is_refused():
