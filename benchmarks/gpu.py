@@ -8,6 +8,8 @@ Rows (every timing with the device synchronised; captions by the real `caption` 
   the defaults (batch and loader workers chosen for the machine: captioning.commands.caption_parser), tuned (batch 128,
   the cores less 2 as workers), and ``--devices 1`` (Lightning's predict loop), images/s; the same photos in
   webdataset shards;
+- where a batch's time goes: reading and preparing (one CPU core), the copy to the device, the encoder, the search
+  (eager; captured with --cuda-graphs on CUDA), the records, ms a photo each;
 - the pipeline with the model replaced by nothing (benchmarks/pipeline.py): images/s and the main process's ms a photo;
 - captions equal to the CPU's: the demo photos and the folder's first photos captioned on the CPU and on the device,
   words equal, attention's largest difference;
@@ -170,6 +172,51 @@ def _equal_row(what: str, a: list[dict], b: list[dict], demo: int) -> dict:
     }
 
 
+def split_rows(device: torch.device, folder: Path, batch: int, repeats: int) -> list[dict]:
+    """Where a batch's time goes (issue 65 item 1), each part timed on its own in this process, ms a photo: reading
+    and preparing on one CPU core (what each loader worker does), the copy to the device, the encoder, the search
+    (eager, and captured on CUDA) at the bundled model's recorded decoding, and the records (captions, attention to
+    6 decimals, JSON)."""
+    from captioning.commands.caption_batch import record_line, rounded_rows
+    from captioning.model.captioner import Captioner
+    from captioning.photos.preprocess import prepared
+
+    captioner = Captioner.load().to(device)
+    paths = sorted(folder.iterdir())[:batch]
+    n = len(paths)
+    d = captioner.decoding()
+    search = dict(beam_size=d["beam_size"], length_penalty=d["length_penalty"], no_repeat_ngram=d["no_repeat_ngram"])
+    t0 = time.perf_counter()
+    images = torch.stack([prepared(p, captioner.preprocess) for p in paths])  # (n, 3, S, S) on the host
+    parts = {"read and prepare, one CPU core": time.perf_counter() - t0}
+    pinned = images.pin_memory() if device.type == "cuda" else images
+    parts["copy to the device"] = _median_time(lambda: pinned.to(device, non_blocking=True), device, repeats)
+    on_device = pinned.to(device)
+    parts["encoder"] = _median_time(lambda: captioner.encode(on_device), device, repeats)
+    features = captioner.encode(on_device)
+    parts["search, eager"] = _median_time(lambda: captioner.generate(features, **search), device, repeats)
+    if device.type == "cuda":
+        parts["search, captured (--cuda-graphs)"] = _median_time(
+            lambda: captioner.generate(features, **search, capture=True), device, repeats
+        )
+    result = captioner.generate(features, **search)
+
+    def records() -> None:
+        captions = captioner.captions(result)
+        rows = rounded_rows([c.alphas for c in captions])
+        for c, r in zip(captions, rows, strict=True):
+            record_line({"image": "x.jpg", "caption": " ".join(c.words), "words": c.words, "attention": r})
+
+    parts["captions and records"] = _median_time(records, device, repeats)
+    head = f"where the time goes, batch {n} ({d['beam_size']} beams)"
+    out = [{"what": f"{head}: {what}", "value": f"{1000 * sec / n:.3f} ms a photo", "ms_photo": 1000 * sec / n}
+           for what, sec in parts.items()]  # fmt: skip
+    model = parts["encoder"] + min(v for k, v in parts.items() if k.startswith("search"))
+    out.append({"what": "the model's ceiling (encoder + the faster search), one process",
+                "value": f"{n / model:.0f} images/s", "images_s": n / model})  # fmt: skip
+    return out
+
+
 def pipeline_rows(folder: Path, tmp: Path, cores: int, batch: int) -> list[dict]:
     import pipeline
 
@@ -304,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         write_photos(folder, photos)
         for part in (
             lambda: caption_rows(args.device, folder, tmp, cores),
+            lambda: split_rows(device, folder, 8 if args.quick else 128, repeats),
             lambda: pipeline_rows(folder, tmp, cores, 8 if args.quick else 128),
             lambda: equal_rows(args.device, folder, tmp, 8 if args.quick else 100),
             lambda: train_rows(device, repeats, args.quick),

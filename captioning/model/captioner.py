@@ -253,6 +253,7 @@ class Captioner:
     def captions(self, result: SearchResult) -> list[Caption]:
         """Ids -> words, each with its attention map; the eos step's attention is dropped."""
         v, out = self.vocab, []
+        result = result.cpu()  # one copy a tensor, not a device read per caption and value
         ended = result.tokens.gather(1, (result.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == v.eos_id
         for b, ids in enumerate(result.token_lists()):  # eos and what follows already removed
             # pad / bos are banned by default (generate); given banned=() an untrained model may still produce them:
@@ -263,7 +264,7 @@ class Captioner:
             nbest = None
             if result.nbest is not None:
                 nbest = [(v.decode(ids), score) for ids, score in result.nbest[b]]
-            out.append(Caption(words, result.attention[b, keep].cpu(), float(result.scores[b]), truncated, nbest))
+            out.append(Caption(words, result.attention[b, keep], float(result.scores[b]), truncated, nbest))
         return out
 
     def caption_features(

@@ -14,6 +14,7 @@ import torch
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu.py"
 ROWS = ("caption FOLDER (defaults", "caption FOLDER --batch-size 128", "caption FOLDER --devices 1",
         "caption SHARDS (8), tuned", "caption SHARDS (8) --devices 1", "the pipeline with the model replaced",
+        "where the time goes, batch", "the model's ceiling",
         "captions equal to the CPU's", "training step, batch 32", "the same step, the reference decoder's algorithm",
         "training speed-up over the reference", "training samples/s at batch 32", "translate ",
         "text training step, Transformer", "text training step, GRU with Bahdanau")  # fmt: skip

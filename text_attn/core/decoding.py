@@ -72,6 +72,12 @@ class SearchResult:
     # beam search with n_best > 1: per sentence its n best hypotheses, best first: (ids without eos, score)
     nbest: list[list[tuple[list[int], float]]] | None = None
 
+    def cpu(self) -> SearchResult:
+        """The result on the host, each tensor copied once (reading it row by row from a GPU is a sync per value)."""
+        attention = None if self.attention is None else self.attention.cpu()
+        return SearchResult(self.tokens.cpu(), self.lengths.cpu(), self.scores.cpu(), attention, self.eos_id,
+                            self.nbest)  # fmt: skip
+
     def token_lists(self) -> list[list[int]]:
         """The generated ids per sentence, without eos and padding."""
         out = []
