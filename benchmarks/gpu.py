@@ -126,6 +126,8 @@ def caption_rows(device: str, folder: Path, tmp: Path, cores: int) -> list[dict]
     runs["caption SHARDS (8) --devices 1, tuned"] = [*shards, "--device", device, *tuned, "--devices", "1"]
     if device.startswith("cuda"):  # the search's steps captured as CUDA graphs (text_attn.core.fixed_search)
         runs["caption FOLDER, tuned, --cuda-graphs"] = [*base, *tuned, "--cuda-graphs"]
+        runs["caption FOLDER, tuned, --cuda-graphs --decode-on-device"] = [*base, *tuned, "--cuda-graphs",
+                                                                           "--decode-on-device"]  # fmt: skip
         runs["caption SHARDS (8) --devices 1, tuned, --cuda-graphs"] = [*runs["caption SHARDS (8) --devices 1, "
                                                                           "tuned"], "--cuda-graphs"]  # fmt: skip
     for k, (label, args) in enumerate(runs.items()):
@@ -141,6 +143,7 @@ def equal_rows(device: str, folder: Path, tmp: Path, n: int) -> list[dict]:
     runs = {"cpu": ["--device", "cpu"], device: ["--device", device]}
     if device.startswith("cuda"):
         runs["graphs"] = ["--device", device, "--cuda-graphs"]
+        runs["decoded"] = ["--device", device, "--decode-on-device"]
     out = {}
     for name, args in runs.items():
         path = tmp / f"equal_{name.replace(':', '_')}.jsonl"
@@ -149,6 +152,8 @@ def equal_rows(device: str, folder: Path, tmp: Path, n: int) -> list[dict]:
     rows = [_equal_row("captions equal to the CPU's", out["cpu"], out[device], len(DEMO_PHOTOS))]
     if "graphs" in out:
         rows.append(_equal_row("captions with --cuda-graphs equal to the eager search's", out[device], out["graphs"],
+                               len(DEMO_PHOTOS)))  # fmt: skip
+        rows.append(_equal_row("captions with --decode-on-device equal to the CPU's", out["cpu"], out["decoded"],
                                len(DEMO_PHOTOS)))  # fmt: skip
     return rows
 

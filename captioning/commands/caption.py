@@ -159,6 +159,9 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", f"--workers must be 0 or more, got {args.workers}")
     if args.cuda_graphs and not args.device.startswith("cuda"):
         fail("caption", f"--cuda-graphs captures the search on a GPU: give it with --device cuda (not {args.device})")
+    if args.decode_on_device and (args.overlay or args.html):
+        fail("caption", "--decode-on-device leaves the photos decoded on the device; --overlay and --html draw them "
+             "here: drop one")  # fmt: skip
     if args.cuda_graphs and args.sample:
         fail("caption", "--cuda-graphs captures greedy and beam search; --sample draws its words eagerly: drop one")
     if not should_start(args.devices, args.num_nodes):
@@ -198,6 +201,12 @@ def _checked_run(args: argparse.Namespace) -> int:
     captioner = _load_captioner(args)
     fill_decoding_defaults(args, captioner.info)
     check_search_options("caption", args)
+    if args.decode_on_device:
+        from captioning.photos.device_prepare import supported
+
+        why = supported(captioner.preprocess)
+        if why is not None:
+            fail("caption", f"--decode-on-device: {why}; caption without it")
     if args.model_info:
         emit("caption", "\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
         return 0

@@ -196,6 +196,10 @@ def caption_batch(
             it["stem"] = names.stem(it)
     if stacked is not None and len(stacked) != len(good):  # not the photos to caption: each is stacked again
         stacked = None
+    if any(it.get("jpeg") is not None for it in good):  # --decode-on-device: JPEGs decoded and prepared there
+        from captioning.photos.device_prepare import prepare_items
+
+        stacked = prepare_items(good, captioner.preprocess, next(captioner.model.parameters()).device)
     captioned = iter(caption_items(captioner, good, args, options, names.used, stacked) if good else [])
     return [next(captioned) if it["error"] is None else _record(it["name"], it["error"], it) for it in items]
 

@@ -67,7 +67,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     workers = args.workers if batches > 1 else 0  # starting processes is not worth it for one batch
     keep = bool(args.overlay or args.html)  # the decoded images, for overlays and the page's pictures
     skip = (lambda item, name: image_key(name) in done) if done else None
-    loader = photo_batches(PhotoStream(paths, captioner.preprocess, args.batch_size, keep, skip=skip), workers)
+    stream = PhotoStream(paths, captioner.preprocess, args.batch_size, keep, skip=skip, raw=args.decode_on_device)
+    loader = photo_batches(stream, workers)
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
     bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)
     names = OverlayNames(paths)

@@ -93,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--num-nodes", type=int, default=1, help="with --devices: machines taking part (default: 1)")
     p.add_argument(
+        "--decode-on-device",
+        action="store_true",
+        help="the loader's workers only read each baseline JPEG; the batch is decoded on --device (nvjpeg on a GPU) "
+        "and squashed, JPEG-stepped and resized there, giving the CPU path's pixels (on a CPU, exactly: tested); "
+        "other photos are prepared as usual. Not with --overlay or --html. Never measured on a GPU yet: off by "
+        "default (docs/speed.md); on a CPU it is slower than the default",
+    )
+    p.add_argument(
         "--cuda-graphs",
         action="store_true",
         help="with --device cuda: search at fixed shapes (every beam stepped to the end) and replay each chunk of "

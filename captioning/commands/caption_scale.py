@@ -130,8 +130,15 @@ class CaptionPredictor(pl.LightningModule):
             world=self.trainer.world_size,
             skip=(lambda i, name: i in done) if done else None,
             held=(lambda i, name: image_key(name) in held) if held else None,
+            raw=self.args.decode_on_device,
         )
         return photo_batches(stream, self.args.workers)
+
+    def transfer_batch_to_device(self, batch: Any, device: Any, dataloader_idx: int) -> Any:
+        # The batch stays as the loader made it: the captioner moves its one stacked tensor to the device (Lightning
+        # would move each item's row on its own and drop the stacked tensor, so each batch was stacked again here),
+        # and JPEG bytes for --decode-on-device must stay on the host for the decoder.
+        return batch
 
     def predict_step(self, batch: list[dict[str, Any]], batch_idx: int) -> list[Row]:
         fresh = [it for it in batch if not it.get("held")]

@@ -5,6 +5,7 @@ images decoded and preprocessed in DataLoader workers, in parallel with the mode
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from PIL import Image
+from PIL import ExifTags, Image
 from torch.utils.data import Dataset
 
 from captioning.photos.photo_check import photo_stats
@@ -106,13 +107,48 @@ def read_done(jsonl: Path) -> set[str]:
     return {key for key, _ in held}
 
 
-def read_photo(name: str, src: str | bytes, preprocess: Preprocess, keep: bool = False) -> dict[str, Any]:
+def read_jpeg(name: str, src: str | bytes) -> dict[str, Any] | None:
+    """A photo for ``caption --decode-on-device``: a baseline JPEG's bytes (a 1-D uint8 tensor, decoded later on the
+    model's device: captioning.photos.device_prepare) and its size after the EXIF rotation, read from its header
+    without decoding it. None for anything else (progressive or CMYK JPEGs, other formats, unreadable files): those
+    are read and prepared here as usual, which also says what is wrong with them."""
+    import torch
+
+    try:
+        data = src if isinstance(src, bytes) else Path(src).read_bytes()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data), formats=["JPEG"]) as img:
+                plain = img.format == "JPEG" and img.mode in ("RGB", "L") and not img.info.get("progressive")
+                width, height = img.size
+                turned = img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8)  # as load_photo reads it
+    except Exception:  # noqa: BLE001 - the usual reading names the problem
+        return None
+    if not plain:
+        return None
+    item: dict[str, Any] = {"name": name, "tensor": None, "image": None, "error": None, "note": None}
+    if any(issubclass(w.category, Image.DecompressionBombWarning) for w in caught):
+        item["note"] = (
+            f"{name}: a very large image ({width * height / 1e6:.0f} megapixels): decoding it takes much memory"
+        )
+    item["jpeg"] = torch.frombuffer(bytearray(data), dtype=torch.uint8)  # (bytes,)
+    item["size"] = (height, width) if turned else (width, height)
+    return item
+
+
+def read_photo(
+    name: str, src: str | bytes, preprocess: Preprocess, keep: bool = False, raw: bool = False
+) -> dict[str, Any]:
     """One photo read and prepared, as ``caption`` captions it: the preprocessed tensor (3, S, S), the image's size,
     its photo_stats (captioning.photos.photo_check), and with ``keep`` the RGB image itself (for overlays and the page);
     an unreadable photo gives its one-line error (naming ``name``) instead. ``src``: a file, or a shard member's bytes.
     Runs in DataLoader workers: the per-photo half of the per-batch work (captioning.commands.caption_batch is the
-    other)."""
-    item: dict[str, Any] = {"name": name, "tensor": None, "image": None, "error": None, "note": None}
+    other). ``raw``: a baseline JPEG is only read (:func:`read_jpeg`), to be decoded on the model's device."""
+    if raw and not keep:
+        item = read_jpeg(name, src)
+        if item is not None:
+            return item
+    item = {"name": name, "tensor": None, "image": None, "error": None, "note": None}
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", Image.DecompressionBombWarning)

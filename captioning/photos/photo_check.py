@@ -16,7 +16,9 @@ pixels) is stretched to 64 rows that are all alike, which halved the mean (0.6, 
 from __future__ import annotations
 
 import numpy as np
+import torch
 from PIL import Image
+from torch import Tensor
 
 SIDE = 64  # the image is judged at 64 x 64: the rules are about large areas, and this costs ~0.3 ms
 FLAT = 0.88  # one colour (within ±8 of each channel's value) covers at least this share: not a photograph
@@ -46,3 +48,29 @@ def unlike_a_photo(stats: tuple[float, float, float]) -> bool:
     """True for blank frames, drawings, pages and noise (module doc), from :func:`photo_stats`."""
     flat, grey, rough = stats
     return flat >= FLAT or (grey >= GREY and flat >= GREY_FLAT) or rough >= ROUGH
+
+
+def photo_stats_tensors(images: list[Tensor]) -> list[tuple[float, float, float]]:
+    """:func:`photo_stats` of decoded photos (each (3, H, W) uint8, on any device; Pillow's 64 x 64 bilinear
+    resize exactly: captioning.photos.resample_tensor), the batch at once, one read back to the host."""
+    from captioning.photos.resample_tensor import resize
+
+    if not images:
+        return []
+    a = torch.stack([resize(im.unsqueeze(0), (SIDE, SIDE), "bilinear")[0] for im in images])  # (B, 3, 64, 64)
+    a = a.permute(0, 2, 3, 1).reshape(len(images), -1, 3).long()  # (B, 4096, 3)
+    q = a // 8
+    keys = (q[..., 0] * 32 + q[..., 1]) * 32 + q[..., 2]  # (B, 4096)
+    counts = torch.zeros(len(images), 32**3, dtype=torch.long, device=a.device).scatter_add_(
+        1, keys, torch.ones_like(keys)
+    )
+    best = counts.argmax(dim=1)  # the first most common bin, as numpy's argmax
+    mode = torch.stack([best // 1024, best // 32 % 32, best % 32], dim=-1).unsqueeze(1)  # (B, 1, 3)
+    flat = ((a - (mode * 8 + 4)).abs() <= 8).all(dim=-1).double().mean(dim=1)
+    grey = ((a.max(dim=-1).values - a.min(dim=-1).values) <= 6).double().mean(dim=1)
+    g = a.view(len(images), SIDE, SIDE, 3).double().mean(dim=-1)  # (B, 64, 64) brightness
+    down = (g[:, 1:] - g[:, :-1]).abs().mean(dim=(1, 2))
+    along = (g[:, :, 1:] - g[:, :, :-1]).abs().mean(dim=(1, 2))
+    spread = (g - g.mean(dim=(1, 2), keepdim=True)).abs().mean(dim=(1, 2)).clamp(min=1e-6)
+    rough = torch.maximum(down, along) / spread
+    return [tuple(row) for row in torch.stack([flat, grey, rough], dim=1).tolist()]

@@ -59,8 +59,10 @@ class PhotoStream(IterableDataset):
         world: int = 1,
         skip: Callable[[Id, str], bool] | None = None,
         held: Callable[[Id, str], bool] | None = None,
+        raw: bool = False,
     ):
         self.sources, self.preprocess, self.batch_size, self.keep = sources, preprocess, batch_size, keep
+        self.raw = raw  # baseline JPEGs only read, decoded on the model's device (caption --decode-on-device)
         self.rank, self.world = rank, world
         self.skip, self.held = skip or (lambda i, n: False), held or (lambda i, n: False)
 
@@ -88,7 +90,7 @@ class PhotoStream(IterableDataset):
                 if what == "held":
                     yield {"id": (s, 0), "name": src, "held": True}
                 elif what == "read":
-                    yield {"id": (s, 0), **collection.read_photo(src, src, self.preprocess, self.keep)}
+                    yield {"id": (s, 0), **collection.read_photo(src, src, self.preprocess, self.keep, self.raw)}
                 continue
             asked[0] = -1
 
@@ -114,7 +116,7 @@ class PhotoStream(IterableDataset):
         extra = {"key": sample.key, "reference": sample.text}
         if sample.error is not None:
             return {"name": sample.name, "tensor": None, "image": None, "error": sample.error, "note": None, **extra}
-        return {**collection.read_photo(sample.name, sample.image, self.preprocess, self.keep), **extra}
+        return {**collection.read_photo(sample.name, sample.image, self.preprocess, self.keep, self.raw), **extra}
 
 
 def _note(note: ShardNote) -> None:
@@ -128,16 +130,26 @@ class PhotoBatch(list):
     about 1 ms a photo of the main process)."""
 
     tensor: Any = None
+    jpegs: Any = None  # the batch's JPEG files (caption --decode-on-device), one uint8 tensor; each item's a slice
 
 
 def pack(items: list[dict[str, Any]]) -> PhotoBatch:
-    """The loader's collate function (runs in its workers): the items, their tensors stacked once."""
+    """The loader's collate function (runs in its workers): the items, their tensors stacked once (and the bytes of
+    JPEGs to decode on the device joined into one tensor)."""
     batch = PhotoBatch(items)
     rows = [it for it in items if it.get("tensor") is not None]
     if rows:
         batch.tensor = torch.stack([it["tensor"] for it in rows])  # (n, 3, S, S)
         for k, it in enumerate(rows):
             it["tensor"] = batch.tensor[k]  # a view: pickled with the batch's one storage
+    files = [it for it in items if it.get("jpeg") is not None]
+    if files:
+        batch.jpegs = torch.cat([it["jpeg"] for it in files])  # (total bytes,)
+        start = 0
+        for it in files:
+            n = it["jpeg"].numel()
+            it["jpeg"] = batch.jpegs[start : start + n]  # a view of the one storage
+            start += n
     return batch
 
 

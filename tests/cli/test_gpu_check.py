@@ -48,3 +48,5 @@ def test_the_device_check_on_a_gpu(tmp_path):
     captured = rows["captions with --cuda-graphs equal to the eager search's"]
     assert captured["equal_demo"] and captured["equal_share"] >= 0.98 and captured["attention_diff"] <= 0.01
     assert any(w.endswith("--cuda-graphs") for w in rows)  # and its speed rows
+    decoded = rows["captions with --decode-on-device equal to the CPU's"]
+    assert decoded["equal_demo"] and decoded["equal_share"] >= 0.98 and decoded["attention_diff"] <= 0.01
