@@ -50,7 +50,7 @@ from torch import Tensor, nn
 
 from captioning.model.decoder import DecoderOutput, ShowAttendTellDecoder
 
-LENGTH_BUCKET = 8  # captions are padded to a multiple of this many steps: 8 words a bucket, ~5 shapes for Flickr8k
+LENGTH_BUCKET = 8  # captions are padded to a multiple of this many steps: a few shapes a run, at most 7 extra steps
 MAX_GRAPHS = 8  # shapes captured at most (each holds its activations' memory); further shapes run eagerly
 
 

@@ -324,7 +324,8 @@ def sample_categorical(probs: Tensor, generator: torch.Generator | None = None) 
     """One draw per row of probs (N, S) -> (N,): exactly ``torch.multinomial(probs, 1, generator=generator)[:, 0]``
     (its own one-sample algorithm, argmax(p / q) with q ~ Exp(1), the same random numbers drawn), without its checks
     of the probabilities, which read values back to the host (``.item()``) and so stall a GPU's launch queue and
-    cannot be captured in a CUDA graph. Probabilities with nan give a nan row's first nan instead of an error."""
+    cannot be captured in a CUDA graph. Where multinomial would refuse a row (nan, or all zeros: every region masked)
+    this gives an index anyway (a nan's, or 0): a nan there makes the loss nan, which training stops on."""
     q = torch.empty_like(probs).exponential_(1, generator=generator)  # (N, S)
     return (probs / q).argmax(-1)
 
