@@ -161,12 +161,13 @@ class ReferenceDecoder(torch.nn.Module):
         return logits, alphas
 
 
-def our_train_step(dec, opt, feats, captions_in, targets) -> None:
+def our_train_step(dec, opt, feats, captions_in, targets, forward=None) -> None:
     """One training step of our decoder: teacher forcing, cross-entropy and the doubly stochastic term (lambda 1),
-    backward, Adam."""
+    backward, Adam. ``forward``: what runs the decoder instead of ``dec`` itself (benchmarks/gpu.py: the graphed one,
+    captioning.training.cuda_graphs)."""
     from captioning.training.objective import caption_loss
 
-    out = dec(feats, captions_in)
+    out = (forward or dec)(feats, captions_in)
     loss, _ = caption_loss(out.logits, targets, out.alphas, pad_id=0, ds_lambda=1.0)
     opt.zero_grad(set_to_none=True)
     loss.backward()

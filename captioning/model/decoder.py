@@ -266,17 +266,33 @@ class ShowAttendTellDecoder(nn.Module):
         ``rows`` (N,): caption n is of image rows[n] (then captions_in is (N, T) and so is everything returned):
         several captions of one image (SCST's samples) share its key projection, computed once per image.
         """
+        use_soft = self.draw_use_soft(captions_in.size(0), features.device, soft_prob)
+        return self.teacher_forced(features, captions_in, use_soft, rows)
+
+    def draw_use_soft(self, n: int, device: torch.device, soft_prob: float | None = None) -> Tensor | None:
+        """(n,) bool: which of n captions take the expected context (hard attention in training: one draw per caption,
+        kept for all its steps, so a caption is either sampled or soft throughout); None otherwise (nothing drawn)."""
+        if not (self.hard and self.training):
+            return None
+        p = self.cfg.soft_prob if soft_prob is None else soft_prob
+        return torch.rand(n, device=device) < p  # (n,)
+
+    def teacher_forced(
+        self,
+        features: Tensor,
+        captions_in: Tensor,
+        use_soft: Tensor | None = None,
+        rows: Tensor | None = None,
+        fast_path: bool | None = None,
+    ) -> DecoderOutput:
+        """``forward`` with ``use_soft`` already drawn (:meth:`draw_use_soft`); ``fast_path`` overrides the config's
+        (captioning.training.cuda_graphs captures the plain loop: the fast path's buffer pools live in Python)."""
         state = self.init_state(features)
         if rows is not None:
             state = select_rows(state, rows)  # (N, ...): the projected keys copied, not projected again
         h, c, keys = state["h"], state["c"], state["keys"]
         emb = self.embedding(captions_in)  # (B, T, E)
-        use_soft = None
-        if self.hard and self.training:
-            # One draw per caption, kept for all its steps: the caption is either sampled or soft throughout.
-            p = self.cfg.soft_prob if soft_prob is None else soft_prob
-            use_soft = torch.rand(captions_in.size(0), device=features.device) < p  # (B,)
-        if self.cfg.fast_path:  # the same numbers, fewer passes over memory
+        if self.cfg.fast_path if fast_path is None else fast_path:  # the same numbers, fewer passes over memory
             steps = [_Step(*s) for s in fused_steps(self, emb, h, c, keys, use_soft)]
         else:
             steps = self._plain_steps(emb, h, c, keys, use_soft)

@@ -33,6 +33,7 @@ from captioning.model.decoder import DecoderConfig
 from captioning.model.encoder import EncoderConfig, settled
 from captioning.model.network import CaptionModel
 from captioning.photos.jpeg_step import AUTO, PhotoFormat
+from captioning.training.cuda_graphs import GraphedDecoder, pad_to_bucket
 from captioning.training.feature_cache import FeatureCacheCallback
 from captioning.training.grounding import grounding
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
@@ -59,6 +60,7 @@ class CaptionModule(RunState, pl.LightningModule):
         export_path: str | None = None,
         cpu_threads: int | None = None,
         init_from: str | None = None,
+        cuda_graphs: bool = False,
     ):
         """
         Args:
@@ -89,6 +91,11 @@ class CaptionModule(RunState, pl.LightningModule):
             init_from: a model file or training checkpoint whose weights start this run (e.g. the cross-entropy
                 model for an SCST stage); the config must build the same network, the data the same vocabulary. A
                 resumed run (--ckpt_path) takes the checkpoint's weights instead.
+            cuda_graphs: the decoder's teacher-forced training loop captured as CUDA graphs, one per (batch size,
+                caption length bucket: captions padded to a multiple of 8 words), replayed instead of launching its
+                kernels one by one (captioning.training.cuda_graphs; docs/speed.md). Needs CUDA: on another device it
+                is ignored, with one line. Never measured on a GPU yet, so off by default. The cross-entropy and
+                REINFORCE losses only; validation and SCST's sampling run as usual.
         """
         super().__init__()
         encoder, decoder = as_config(EncoderConfig, encoder, "encoder"), as_config(DecoderConfig, decoder, "decoder")
@@ -108,6 +115,7 @@ class CaptionModule(RunState, pl.LightningModule):
         self.model: CaptionModel | None = None
         self.vocab = None
         self._outputs: list[dict] = []
+        self._graphed: GraphedDecoder | None = None  # model.cuda_graphs on CUDA (on_train_start)
 
     # --- building from the data -------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
@@ -160,12 +168,35 @@ class CaptionModule(RunState, pl.LightningModule):
         return Captioner(self.model, self.vocab, getattr(dm, "domain", None), getattr(dm, "domain_check", None))
 
     # --- training ---------------------------------------------------------------------------------------------------
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        if not self.hparams.cuda_graphs or self._graphed is not None:
+            return
+        if self.device.type == "cuda":
+            self._graphed = GraphedDecoder(self.model.decoder)
+        elif self.trainer.is_global_zero:
+            print(
+                f"caption-train: model.cuda_graphs is ignored on {self.device.type}: CUDA graphs need a CUDA device "
+                "(the decoder runs its usual loop)",
+                file=sys.stderr,
+            )
+
+    def on_train_end(self) -> None:
+        if self._graphed is not None:  # the graphs' memory back to the allocator, the gradient hooks off
+            self._graphed.close()
+            self._graphed = None
+
     def _features(self, batch: dict) -> torch.Tensor:
         return batch["features"] if "features" in batch else self.model.encode(batch["images"])  # (B, L, D)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         features = self._features(batch)
-        loss, logs, warning = self.objective.training_loss(self.model, self.vocab, features, batch, self.global_step)
+        forward = self._graphed
+        if forward is not None:  # a few fixed shapes: captions padded to their length bucket (the same loss)
+            batch = pad_to_bucket(batch, self.vocab.pad_id)
+        loss, logs, warning = self.objective.training_loss(
+            self.model, self.vocab, features, batch, self.global_step, forward
+        )
         progress = {"train_loss", "train_reward"} if self.objective.cfg.scst else {"train_loss"}
         for name, value in logs.items():
             self.log(name, value, prog_bar=name in progress, batch_size=features.size(0))

@@ -53,6 +53,7 @@ but its variance is far smaller than the whole caption's: the other T − 1 word
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -74,6 +75,9 @@ if TYPE_CHECKING:
     from captioning.model.decoder import DecoderOutput
     from captioning.model.network import CaptionModel
     from text_attn.core.vocab import Vocabulary
+
+# (features (B, L, D), captions_in (B, T), soft_prob=None) -> DecoderOutput: the decoder's forward or a stand-in
+DecoderForward = Callable[..., "DecoderOutput"]
 
 REWARDS = ("caption", "word")  # the paper's R = log p(y | s, a) minus a baseline; the authors' code's log p(y_t)
 
@@ -168,14 +172,21 @@ class CaptionObjective(nn.Module):
             self._reward = CaptionReward(train_references, self.cfg.scst_bleu, self.cfg.scst_meteor)
 
     def teacher_forced(
-        self, model: CaptionModel, features: Tensor, batch: dict, pad_id: int, step: int = 0
+        self,
+        model: CaptionModel,
+        features: Tensor,
+        batch: dict,
+        pad_id: int,
+        step: int = 0,
+        forward: DecoderForward | None = None,
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """The reference words' loss: eq. (12) for a hard decoder in training, else cross-entropy + λ_ds · penalty
-        (validation's loss); + λ · attention supervision when on and the batch has targets. (loss, parts)"""
+        (validation's loss); + λ · attention supervision when on and the batch has targets. (loss, parts)
+        ``forward``: what runs the decoder (its signature; captioning.training.cuda_graphs), else the decoder."""
         cfg, decoder = self.cfg, model.decoder
         warm = decoder.training and step < cfg.soft_warmup
         # logits (B, T, V), alphas (B, T, L), ...
-        out = decoder(features, batch["captions_in"], soft_prob=1.0 if warm else None)
+        out = (forward or decoder)(features, batch["captions_in"], soft_prob=1.0 if warm else None)
         if self.hard and decoder.training:
             baseline = self.baseline.value if self.baseline.ready else None
             loss, parts = hard_attention_loss(
@@ -192,13 +203,20 @@ class CaptionObjective(nn.Module):
         return loss, parts
 
     def training_loss(
-        self, model: CaptionModel, vocab: Vocabulary, features: Tensor, batch: dict, step: int
+        self,
+        model: CaptionModel,
+        vocab: Vocabulary,
+        features: Tensor,
+        batch: dict,
+        step: int,
+        forward: DecoderForward | None = None,
     ) -> ObjectiveResult:
         """One training step's loss on ``features`` (B, L, D) of the batch's images, with what to log. A NaN/inf loss
-        stops training with one line (text_attn.core.training.TrainingDiverged) before any state moves."""
+        stops training with one line (text_attn.core.training.TrainingDiverged) before any state moves.
+        ``forward``: what runs the decoder's teacher-forced loop (:meth:`teacher_forced`); not SCST's sampling."""
         if self.cfg.scst:
             return self._self_critical(model, vocab, features, batch, step)
-        loss, parts = self.teacher_forced(model, features, batch, vocab.pad_id, step)
+        loss, parts = self.teacher_forced(model, features, batch, vocab.pad_id, step, forward)
         check_finite(loss, step)  # before the baseline takes this batch's rewards
         logs = {"train_loss": loss, "train_ce": parts["ce"], "train_ds": parts["ds"]}
         if "attn_sup" in parts:
@@ -265,7 +283,7 @@ def doubly_stochastic_penalty(alphas: Tensor, step_mask: Tensor, target: float |
     if target is None:
         goal = step_mask.sum(dim=1, keepdim=True).to(alphas.dtype) / alphas.size(-1)  # (B, 1) T_b / L
     else:
-        goal = torch.as_tensor(target, dtype=alphas.dtype, device=alphas.device)
+        goal = float(target)  # a Python number, not a tensor made on the host and copied to the device every step
     return ((goal - totals) ** 2).sum(dim=-1).mean()
 
 

@@ -320,6 +320,16 @@ class MultiHeadAttention(nn.Module):
         return keep
 
 
+def sample_categorical(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """One draw per row of probs (N, S) -> (N,): exactly ``torch.multinomial(probs, 1, generator=generator)[:, 0]``
+    (its own one-sample algorithm, argmax(p / q) with q ~ Exp(1), the same random numbers drawn), without its checks
+    of the probabilities, which read values back to the host (``.item()``) and so stall a GPU's launch queue and
+    cannot be captured in a CUDA graph. Where multinomial would refuse a row (nan, or all zeros: every region masked)
+    this gives an index anyway (a nan's, or 0): a nan there makes the loss nan, which training stops on."""
+    q = torch.empty_like(probs).exponential_(1, generator=generator)  # (N, S)
+    return (probs / q).argmax(-1)
+
+
 class HardAttentionResult(NamedTuple):
     context: Tensor  # (B, V) the chosen region's value (or the expected context where soft)
     weights: Tensor  # (B, S) α, the distribution s_t is drawn from
@@ -365,7 +375,7 @@ class HardAttention(nn.Module):
         scores = self.scorer.score(query, pk.proj, key_grad_sink)  # (N, S)
         weights = masked_softmax(scores, _rows_mask(mask, query.size(0)))
         if mode == "sample":
-            index = torch.multinomial(weights.detach().float(), 1, generator=generator).squeeze(1)  # (B,)
+            index = sample_categorical(weights.detach().float(), generator)  # (B,)
         else:
             index = weights.argmax(-1)
         log_prob = torch.log(weights.gather(1, index.unsqueeze(1)).squeeze(1).clamp_min(1e-12))
