@@ -39,9 +39,10 @@ FILTERS = {"bilinear": (_bilinear, 1.0), "bicubic": (_bicubic, 2.0)}  # filter, 
 
 
 @lru_cache(maxsize=64)
-def _weights(in_size: int, in0: float, in1: float, out_size: int, kind: str) -> Tensor:
+def _weights(in_size: int, in0: float, in1: float, out_size: int, kind: str, device: str = "cpu") -> Tensor:
     """(out_size, in_size) float64 matrix of Pillow's integer weights for one axis (its precompute_coeffs and
-    normalize_coeffs_8bpc): row i holds output sample i's taps."""
+    normalize_coeffs_8bpc): row i holds output sample i's taps. Kept per device (the photos of a collection come in
+    a few sizes): not copied to a GPU again for every batch."""
     fn, support = FILTERS[kind]
     scale = _f32(in1 - in0) / out_size  # Pillow subtracts its float (32-bit) box sides before widening
     filterscale = max(scale, 1.0)
@@ -56,7 +57,7 @@ def _weights(in_size: int, in0: float, in1: float, out_size: int, kind: str) -> 
         for k, t in enumerate(taps):
             t = t / total if total != 0.0 else t
             w[i, lo + k] = math.trunc(t * (1 << PRECISION_BITS) + (0.5 if t >= 0 else -0.5))
-    return w
+    return w.to(device)
 
 
 def _f32(v: float) -> float:
@@ -82,8 +83,8 @@ def resize(x: Tensor, size: tuple[int, int], kind: str, box: tuple[float, float,
     need_h = out_w != W or x0 != 0 or x1 != out_w
     need_v = out_h != H or y0 != 0 or y1 != out_h
     y = x.to(torch.float64)
-    across = _weights(W, x0, x1, out_w, kind).to(x.device) if need_h else None
-    down = _weights(H, y0, y1, out_h, kind).to(x.device) if need_v else None
+    across = _weights(W, x0, x1, out_w, kind, str(x.device)) if need_h else None
+    down = _weights(H, y0, y1, out_h, kind, str(x.device)) if need_v else None
     if across is not None and _rows_first(W, H, out_w, out_h):
         y = _pass(y, across)  # (B, 3, H, w)
         across = None
