@@ -81,6 +81,12 @@ def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(mode
     assert {n: logging.getLogger(n).level for n in levels} == levels
     assert not Path(f"{out}.parts").exists()
     assert capsys.readouterr().err.count("caption: error: ") == 1
+    # the shards' JPEGs decoded in the main process (--decode-on-device): the loader's batch reaches predict_step as
+    # the loader made it (one byte tensor, on the host), and the records are the same
+    decoded = tmp_path / "decoded.jsonl"
+    assert _run([*base, "--jsonl", decoded, "--devices", "1", "--decode-on-device"]) == 1
+    assert _lines(decoded) == plain
+    capsys.readouterr()
 
     # a run that stops in its third batch: the parts hold the first two; --resume captions the rest, nothing twice
     out.unlink()
