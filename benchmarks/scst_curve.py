@@ -2,11 +2,13 @@
 
     python benchmarks/scst_curve.py --run runs/scst_long --json docs/flickr8k_scst_long.json \
         --png docs/flickr8k_scst_long.png
-    python benchmarks/scst_curve.py --run runs/scst_long --then runs/f8k_long/scst --from-step 669 ...
+    python benchmarks/scst_curve.py --run runs/scst_long --then runs/f8k_long/scst --from-step 669 \
+        --label "from the best: lr 2e-4 -> 0" ...
 
 ``--run``: a fit's root dir; every ``lightning_logs/version_*/metrics.csv`` in it is read, in order (a resumed fit
-writes a new version: its steps continue the earlier ones'). ``--then``: a second fit started from the first's
-checkpoint at ``--from-step`` (its steps are counted on from there, drawn in another colour). Scores x 100.
+writes a new version: its steps continue the earlier ones'). ``--then`` (any number, each with its ``--from-step``
+and ``--label``): a fit started from the first's checkpoint at that step (its steps are counted on from there, drawn
+in another colour). Scores x 100.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def table(points: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(first: list[dict], then: list[dict], start: float | None, path: Path) -> None:
+def plot(first: list[dict], thens: list[tuple[str, list[dict]]], start: float | None, path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -52,14 +54,14 @@ def plot(first: list[dict], then: list[dict], start: float | None, path: Path) -
     FigureCanvasAgg(fig)
     for ax, key, name in zip(fig.subplots(1, 2), ("val_Bleu_4", "val_CIDEr"), ("BLEU-4", "CIDEr-D"), strict=True):
         ax.plot([p["step"] for p in first], [p[key] for p in first], "o-", label="lr 2e-4, constant")
-        if then:
-            ax.plot([p["step"] for p in then], [p[key] for p in then], "s-", label="from the best: lr 2e-4 -> 0")
+        for (label, then), marker in zip(thens, "s^vD", strict=False):
+            ax.plot([p["step"] for p in then], [p[key] for p in then], f"{marker}-", label=label)
         if start is not None and key == "val_CIDEr":
             ax.axhline(start, color="grey", linestyle=":", label="before SCST")
         ax.set_xlabel("SCST step (64 photos x 5 samples)")
         ax.set_title(f"greedy val {name}")
         ax.grid(alpha=0.3)
-    fig.axes[1].legend(fontsize=8)
+    fig.axes[1].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     buffer = __import__("io").BytesIO()
     fig.savefig(buffer, format="png")
@@ -69,25 +71,29 @@ def plot(first: list[dict], then: list[dict], start: float | None, path: Path) -
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True, help="the SCST fit's root dir")
-    p.add_argument("--then", type=Path, help="a second fit started from the first's checkpoint at --from-step")
-    p.add_argument("--from-step", type=int, default=0, help="the first run's step the second started from")
+    p.add_argument("--then", type=Path, action="append", default=[], help="a fit started from the first's checkpoint")
+    p.add_argument("--from-step", type=int, action="append", default=[], help="each --then: the step it started from")
+    p.add_argument("--label", action="append", default=[], help="each --then: its name in the plot")
     p.add_argument("--start", type=float, help="greedy val CIDEr-D before SCST (a line in the plot)")
     p.add_argument("--json", type=Path, help="write the curves here")
     p.add_argument("--png", type=Path, help="draw them here")
     args = p.parse_args(argv)
     first = curve(args.run)
-    then = curve(args.then, args.from_step) if args.then else []
     if not first:
         p.error(f"--run {args.run}: no validation scores in its lightning_logs/version_*/metrics.csv")
+    if not len(args.then) == len(args.from_step) == len(args.label):
+        p.error("give each --then its --from-step and --label")
+    thens = [(label, curve(run, step)) for run, step, label in zip(args.then, args.from_step, args.label, strict=True)]
     print(table(first))
-    if then:
-        print(f"\nthen, from step {args.from_step}:\n" + table(then))
+    for (label, then), step in zip(thens, args.from_step, strict=True):
+        print(f"\n{label} (from step {step}):\n" + table(then))
     if args.json:
-        data = {"start_val_CIDEr": args.start, "curve": first, "then_from_step": args.from_step if then else None,
-                "then": then}  # fmt: skip
+        data = {"start_val_CIDEr": args.start, "curve": first,
+                "then": [{"label": label, "from_step": step, "curve": then}
+                         for (label, then), step in zip(thens, args.from_step, strict=True)]}  # fmt: skip
         write_text(args.json, json.dumps(data, indent=1) + "\n")
     if args.png:
-        plot(first, then, args.start, args.png)
+        plot(first, thens, args.start, args.png)
     return 0
 
 
