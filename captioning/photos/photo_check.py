@@ -31,17 +31,8 @@ def photo_stats(image: Image.Image) -> tuple[float, float, float]:
     """(share of the most common colour, share of grey pixels, roughness) of an RGB image, at 64 x 64; roughness:
     the mean brightness difference of neighbouring pixels, down the columns or along the rows (the larger), over the
     mean deviation from the mean brightness."""
-    a = np.asarray(image.convert("RGB").resize((SIDE, SIDE), Image.Resampling.BILINEAR), dtype=np.int16)
-    a = a.reshape(-1, 3)
-    q = a // 8  # 32 levels a channel: the most common colour is a bin, not an exact value
-    keys = (q[:, 0] * 32 + q[:, 1]) * 32 + q[:, 2]
-    mode = q[np.bincount(keys).argmax() == keys][0]
-    flat = float((np.abs(a - (mode * 8 + 4)) <= 8).all(axis=1).mean())
-    grey = float((a.max(axis=1) - a.min(axis=1) <= 6).mean())
-    g = a.reshape(SIDE, SIDE, 3).mean(axis=2)  # (64, 64) brightness
-    neighbours = max(np.abs(np.diff(g, axis=0)).mean(), np.abs(np.diff(g, axis=1)).mean())
-    rough = float(neighbours / max(np.abs(g - g.mean()).mean(), 1e-6))
-    return flat, grey, rough
+    a = np.asarray(image.convert("RGB").resize((SIDE, SIDE), Image.Resampling.BILINEAR), dtype=np.uint8)
+    return _stats(torch.from_numpy(a.copy()).unsqueeze(0))[0]  # (1, 64, 64, 3)
 
 
 def unlike_a_photo(stats: tuple[float, float, float]) -> bool:
@@ -58,17 +49,22 @@ def photo_stats_tensors(images: list[Tensor]) -> list[tuple[float, float, float]
     if not images:
         return []
     a = torch.stack([resize(im.unsqueeze(0), (SIDE, SIDE), "bilinear")[0] for im in images])  # (B, 3, 64, 64)
-    a = a.permute(0, 2, 3, 1).reshape(len(images), -1, 3).long()  # (B, 4096, 3)
-    q = a // 8
+    return _stats(a.permute(0, 2, 3, 1))
+
+
+def _stats(pixels: Tensor) -> list[tuple[float, float, float]]:
+    """(B, 64, 64, 3) uint8 images at the judging size -> each one's :func:`photo_stats`, one read back to the host
+    (the rules' one implementation, for a photo in a loader worker and for a batch on the device)."""
+    B = pixels.size(0)
+    a = pixels.reshape(B, -1, 3).long()  # (B, 4096, 3)
+    q = a // 8  # 32 levels a channel: the most common colour is a bin, not an exact value
     keys = (q[..., 0] * 32 + q[..., 1]) * 32 + q[..., 2]  # (B, 4096)
-    counts = torch.zeros(len(images), 32**3, dtype=torch.long, device=a.device).scatter_add_(
-        1, keys, torch.ones_like(keys)
-    )
-    best = counts.argmax(dim=1)  # the first most common bin, as numpy's argmax
+    counts = torch.zeros(B, 32**3, dtype=torch.long, device=a.device).scatter_add_(1, keys, torch.ones_like(keys))
+    best = counts.argmax(dim=1)  # the first most common bin
     mode = torch.stack([best // 1024, best // 32 % 32, best % 32], dim=-1).unsqueeze(1)  # (B, 1, 3)
     flat = ((a - (mode * 8 + 4)).abs() <= 8).all(dim=-1).double().mean(dim=1)
     grey = ((a.max(dim=-1).values - a.min(dim=-1).values) <= 6).double().mean(dim=1)
-    g = a.view(len(images), SIDE, SIDE, 3).double().mean(dim=-1)  # (B, 64, 64) brightness
+    g = a.view(B, SIDE, SIDE, 3).double().mean(dim=-1)  # (B, 64, 64) brightness
     down = (g[:, 1:] - g[:, :-1]).abs().mean(dim=(1, 2))
     along = (g[:, :, 1:] - g[:, :, :-1]).abs().mean(dim=(1, 2))
     spread = (g - g.mean(dim=(1, 2), keepdim=True)).abs().mean(dim=(1, 2)).clamp(min=1e-6)

@@ -51,14 +51,14 @@ def test_steps_read_nothing_on_the_host(beam):
     state = dec.init_state(torch.empty(B, 9, 12, device="meta"))
     if beam > 1:
         state = {**state, "h": state["h"].repeat_interleave(beam, 0), "c": state["c"].repeat_interleave(beam, 0)}
-    like = {"state": state, "attn": torch.empty(N, 9, device="meta"), "scores": torch.empty(N, device="meta")}
-    s = _Search(dec, B, beam, 10, EOS, PAD, 3, (PAD, BOS), like)
-    s.load({"state": state, "attn": torch.empty(11, N, 9, device="meta"), "scores": torch.empty(N, device="meta"),
+    start = {"state": state, "attn": torch.empty(11, N, 9, device="meta"), "scores": torch.empty(N, device="meta"),
             "prev": torch.empty(N, dtype=torch.long, device="meta"), "finished": torch.empty(N, dtype=torch.bool,
             device="meta"), "lengths": torch.empty(N, dtype=torch.long, device="meta"), "t": torch.empty((),
             dtype=torch.long, device="meta"), "tokens": torch.empty(11, N, dtype=torch.long, device="meta"),
             "parents": torch.empty(11, N, dtype=torch.long, device="meta"), "history": torch.empty(N, 11,
-            dtype=torch.long, device="meta")})  # fmt: skip
+            dtype=torch.long, device="meta")}  # fmt: skip
+    s = _Search(dec, B, beam, 10, EOS, PAD, 3, (PAD, BOS), start)
+    s.load(start)
     with no_host_sync():  # and what the dispatcher sees refuses none of its operations
         s.chunk(3)
     with pytest.raises(Exception, match="meta"):

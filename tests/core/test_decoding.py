@@ -1,7 +1,7 @@
 """Greedy and beam search on hand-built scorers and a random recurrent model."""
 
 import torch
-from torch import nn
+from helpers.step_models import RandomGRU
 
 from text_attn.core.decoding import beam_search, greedy_search, select_rows
 
@@ -79,21 +79,6 @@ def test_length_penalty_prefers_longer_hypothesis():
     norm = beam_search(TableModel(table), _table_state(1), 1, BOS, EOS, 6, beam_size=2, length_penalty=1.0)
     assert raw.token_lists() == [[]]
     assert norm.token_lists() == [[3, 3]]
-
-
-class RandomGRU(nn.Module):
-    """A random recurrent scorer with per-sentence initial states: a realistic step model."""
-
-    def __init__(self, vocab=11, hidden=16):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, hidden)
-        self.cell = nn.GRUCell(hidden, hidden)
-        self.out = nn.Linear(hidden, vocab)
-
-    def step(self, tokens, state):
-        h = self.cell(self.emb(tokens), state["h"])
-        logits = self.out(h) * 3.0  # sharpen so sequences end at different lengths
-        return torch.log_softmax(logits, -1), torch.softmax(h[:, :5], -1), {"h": h}
 
 
 def test_beam_size_one_equals_greedy():

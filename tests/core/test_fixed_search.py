@@ -3,7 +3,7 @@ caption decoder's search and its steps free of host reads: tests/captioning/test
 
 import pytest
 import torch
-from torch import nn
+from helpers.step_models import RandomGRU
 
 from text_attn.core.decoding import ban_repeated_ngrams, search
 from text_attn.core.fixed_search import ChangingState, ban_repeated_ngrams_fixed, fixed_search
@@ -11,27 +11,20 @@ from text_attn.core.fixed_search import ChangingState, ban_repeated_ngrams_fixed
 BOS, EOS, PAD = 1, 2, 0
 
 
-class RandomGRU(nn.Module):
-    """A random recurrent scorer; source b may end only at step ends[b] (then must), or freely when ends[b] < 0.
-    ``ends`` is kept one row per source (query row r reads source r // K, as the caption decoder's keys)."""
+class EndsAt(RandomGRU):
+    """RandomGRU whose source b may end only at step ends[b] (then must), or freely when ends[b] < 0. ``ends`` is kept
+    one row per source (query row r reads source r // K, as the caption decoder's keys); ``t`` (N,) counts the steps."""
 
     one_row_per_source_state = ("ends",)
 
-    def __init__(self, vocab=11, hidden=16):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, hidden)
-        self.cell = nn.GRUCell(hidden, hidden)
-        self.out = nn.Linear(hidden, vocab)
-
     def step(self, tokens, state):
-        h = self.cell(self.emb(tokens), state["h"])
-        log_probs = torch.log_softmax(self.out(h) * 3.0, -1)  # sharp: captions end at different lengths
+        log_probs, attn, new = super().step(tokens, state)
         ends, t = state["ends"], state["t"]  # (B,), (N,)
         forced = ends.repeat_interleave(tokens.numel() // ends.numel())  # (N,)
         eos = torch.where(forced == t, 50.0, -50.0)
         log_probs = torch.where((forced >= 0).unsqueeze(1) & (torch.arange(log_probs.size(1)) == EOS), eos[:, None],
                                 log_probs)  # fmt: skip
-        return torch.log_softmax(log_probs, -1), torch.softmax(h[:, :5], -1), {"h": h, "ends": ends, "t": t + 1}
+        return torch.log_softmax(log_probs, -1), attn, {**new, "ends": ends, "t": t + 1}
 
 
 def _state(B, ends=None):
@@ -51,7 +44,7 @@ def _same(a, b):
 @pytest.mark.parametrize("ngram", [0, 1, 2, 3])
 def test_equals_the_eager_search_stepping_every_row(beam, ngram):
     torch.manual_seed(beam * 10 + ngram)
-    m = RandomGRU()
+    m = EndsAt()
     ends = torch.tensor([2, 6, 1, -1, 4, -1])
     for max_len, chunk, lp, banned in [(12, 4, 0.0, ()), (7, 3, 1.0, (3, 5)), (3, 1, 0.5, (PAD,)), (1, 4, 0.0, ())]:
         state = _state(6, ends)
@@ -66,7 +59,7 @@ def test_equals_the_eager_search_stepping_every_row(beam, ngram):
 
 def test_stops_when_every_row_has_ended_and_at_max_len():
     torch.manual_seed(0)
-    m = RandomGRU()
+    m = EndsAt()
     r = fixed_search(m, _state(3, torch.tensor([2, 4, 1])), 3, BOS, EOS, 20, beam_size=2, chunk=4)
     assert r.lengths.tolist() == [3, 5, 2] and r.tokens.size(1) == 5  # steps after the last end changed nothing
     r = fixed_search(m, _state(3, torch.tensor([9, 9, 9])), 3, BOS, EOS, 5, beam_size=2, chunk=4)
@@ -88,7 +81,7 @@ def test_history_bans_as_the_eager_one():
 
 
 def test_a_state_that_grows_is_refused():
-    class Growing(RandomGRU):
+    class Growing(EndsAt):
         def step(self, tokens, state):
             lp, attn, new = super().step(tokens, state)
             return lp, attn, {**new, "cache": torch.cat([state["cache"], new["h"][:, :1]], 1)}

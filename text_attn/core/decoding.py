@@ -281,21 +281,10 @@ def beam_search(
             state = _select_state(model, state, expand, within_sources=False)
         else:  # the ended sources' rows get zeros: they are frozen below
             log_probs, attn, state = _step_live(model, prev, state, live)  # (B*K, V), (B*K, ...)
-        V = log_probs.size(-1)
         log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
             log_probs = ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
-        # Finished rows may only continue with pad, at no cost.
-        frozen = torch.full_like(log_probs, float("-inf"))
-        frozen[:, pad_id] = 0.0
-        log_probs = torch.where(finished.unsqueeze(1), frozen, log_probs)
-        cand = (scores.unsqueeze(1) + log_probs).view(B, K * V)
-        top_scores, top_idx = cand.topk(K, dim=-1)  # (B, K)
-        rows = (offsets + top_idx // V).view(-1)  # (B*K,) parent row of each new beam
-        tok = (top_idx % V).view(-1)
-        scores = top_scores.view(-1)
-        finished = finished[rows]
-        lengths = lengths[rows] + (~finished).long()
+        rows, tok, scores, finished, lengths = beam_choice(log_probs, scores, finished, lengths, offsets, K, pad_id)
         parents.append(rows)
         step_tokens.append(tok)
         if attn is not None:
@@ -308,6 +297,25 @@ def beam_search(
             break
         state, live = _next_state(model, state, rows, live, finished.view(B, K).all(dim=1) if compact else None, K)
     return final_hypotheses(parents, step_tokens, step_attns, scores, lengths, length_penalty, B, K, n_best, eos_id)
+
+
+def beam_choice(
+    log_probs: Tensor, scores: Tensor, finished: Tensor, lengths: Tensor, offsets: Tensor, K: int, pad_id: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """One beam-search step's choice for B sources of K beams: ``log_probs`` (B*K, V) this step's, ``scores``,
+    ``finished``, ``lengths`` (B*K,) the beams' so far, ``offsets`` (B, 1) each source's first row. A finished beam may
+    only continue with pad, at no cost. Returns (parent row, token, score, finished, length) of each new beam (B*K,);
+    finished as the parent was (the caller adds this step's eos). Reads nothing on the host (the fixed-shape search
+    captures it too: text_attn.core.fixed_search)."""
+    V = log_probs.size(-1)
+    frozen = torch.full_like(log_probs, float("-inf"))
+    frozen[:, pad_id] = 0.0
+    log_probs = torch.where(finished.unsqueeze(1), frozen, log_probs)
+    cand = (scores.unsqueeze(1) + log_probs).view(-1, K * V)  # (B, K*V)
+    top_scores, top_idx = cand.topk(K, dim=-1)  # (B, K)
+    rows = (offsets + top_idx // V).view(-1)  # (B*K,) parent row of each new beam
+    finished = finished[rows]
+    return rows, (top_idx % V).view(-1), top_scores.view(-1), finished, lengths[rows] + (~finished).long()
 
 
 def final_hypotheses(
@@ -388,7 +396,8 @@ def _history(tokens: list[Tensor], rows: int, device: torch.device) -> Tensor:
 
 
 def _expand(mask: Tensor, like: Tensor) -> Tensor:
-    return mask.view(-1, *([1] * (like.dim() - 1)))
+    """A (N,) or () mask viewed to broadcast over ``like`` (N, ...)."""
+    return mask.view(*mask.shape, *([1] * (like.dim() - mask.dim())))
 
 
 def _state_device(state: Any) -> torch.device:

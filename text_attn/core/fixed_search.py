@@ -31,7 +31,15 @@ import torch
 from torch import Tensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from text_attn.core.decoding import SearchResult, _result, _select_state, _state_device, final_hypotheses
+from text_attn.core.decoding import (
+    SearchResult,
+    _expand,
+    _result,
+    _select_state,
+    _state_device,
+    beam_choice,
+    final_hypotheses,
+)
 
 CHUNK = 4  # steps between two looks at the finished flags (and captured in one graph): ~5 looks a caption batch
 MAX_GRAPHS = 4  # captured shapes kept per model (each holds its own memory pool)
@@ -68,30 +76,28 @@ class _Search:
     """The buffers of one search shape (N = B*K rows, W = max_len + 1 columns) and its step, which reads and writes
     only them: what a CUDA graph captures."""
 
+    # what a step carries besides the model's state: each a buffer shaped as the search's start value of that name
+    CARRIED = ("prev", "scores", "finished", "lengths", "t", "tokens", "parents", "attn", "history")
+
     def __init__(self, model: Any, B: int, K: int, max_len: int, eos_id: int, pad_id: int, ngram: int,
-                 banned: Sequence[int], like: dict[str, Any]) -> None:  # fmt: skip
+                 banned: Sequence[int], start: dict[str, Any]) -> None:  # fmt: skip
         self.model, self.B, self.K, self.max_len = model, B, K, max_len
         self.eos_id, self.pad_id, self.ngram = eos_id, pad_id, ngram
-        device, N, W = like["scores"].device, B * K, max_len + 1
+        device = start["scores"].device
         self.banned = torch.tensor(sorted(set(banned)), dtype=torch.long, device=device) if banned else None
-        self.rows0 = torch.arange(N, device=device)  # (N,) each row its own parent (greedy search)
+        self.rows0 = torch.arange(B * K, device=device)  # (N,) each row its own parent (greedy search)
         self.offsets = (torch.arange(B, device=device) * K).unsqueeze(1)  # (B, 1) first row of each source
         # the static buffers, filled by load() for each batch
-        leaves, self.spec = tree_flatten(like["state"])
+        leaves, self.spec = tree_flatten(start["state"])
         if not all(isinstance(x, Tensor) for x in leaves):
             raise ChangingState("the search state holds values that are not tensors (a graph would bake them in)")
         self.layout = [(x.shape, x.dtype) for x in leaves]  # not the tensors: a kept search holds no batch's state
         self.state_leaves = [torch.empty_like(x) for x in leaves]
-        self.prev = torch.empty(N, dtype=torch.long, device=device)
-        self.scores = torch.empty_like(like["scores"])
-        self.finished = torch.empty(N, dtype=torch.bool, device=device)
-        self.lengths = torch.empty(N, dtype=torch.long, device=device)
-        self.t = torch.empty((), dtype=torch.long, device=device)  # steps taken (the next step's column)
-        self.tokens = torch.empty(W, N, dtype=torch.long, device=device)  # (W, N) each step's token
-        self.parents = torch.empty(W, N, dtype=torch.long, device=device)  # (W, N) each step's parent rows
-        attn = like["attn"]
-        self.attn = None if attn is None else attn.new_empty(W, *attn.shape)  # (W, N, ...) each step's attention
-        self.history = torch.empty(N, W, dtype=torch.long, device=device) if ngram else None  # (N, W)
+        # prev, scores, finished, lengths (N,); t () the steps taken (the next step's column); tokens and parents
+        # (W, N) each step's, W = max_len + 1; attn (W, N, ...) or None; history (N, W) for n-gram blocking only
+        for name in self.CARRIED:
+            value = None if name == "history" and not ngram else start[name]
+            setattr(self, name, None if value is None else torch.empty_like(value))
         self.graph: Any = None
 
     def load(self, values: dict[str, Any]) -> None:
@@ -101,7 +107,7 @@ class _Search:
             raise ChangingState("the search state's layout differs from the captured one")
         for buf, x in zip(self.state_leaves, leaves, strict=True):
             buf.copy_(x)
-        for name in ("prev", "scores", "finished", "lengths", "t", "tokens", "parents", "attn", "history"):
+        for name in self.CARRIED:
             if getattr(self, name) is not None:
                 getattr(self, name).copy_(values[name])
 
@@ -143,18 +149,9 @@ class _Search:
             scores = self.scores + best.masked_fill(finished, 0.0)
             lengths = self.lengths + (~finished).long()
             rows, fin = self.rows0, finished
-        else:  # an ended beam may only continue with pad, at no cost
-            frozen = torch.full_like(log_probs, float("-inf"))
-            frozen[:, self.pad_id] = 0.0
-            log_probs = torch.where(finished.unsqueeze(1), frozen, log_probs)
-            V = log_probs.size(-1)
-            cand = (self.scores.unsqueeze(1) + log_probs).view(self.B, K * V)
-            top_scores, top_idx = cand.topk(K, dim=-1)  # (B, K)
-            rows = (self.offsets + top_idx // V).view(-1)  # (N,) parent row of each new beam
-            tok = (top_idx % V).view(-1)
-            scores = top_scores.view(-1)
-            fin = finished[rows]
-            lengths = self.lengths[rows] + (~fin).long()
+        else:  # the eager beam search's choice (an ended beam continues with pad, at no cost)
+            rows, tok, scores, fin, lengths = beam_choice(log_probs, self.scores, finished, self.lengths, self.offsets,
+                                                          K, self.pad_id)  # fmt: skip
             attn = None if attn is None else attn[rows]
         if attn is not None:
             attn = attn.masked_fill(_expand(fin, attn), 0.0)
@@ -199,13 +196,7 @@ class _Search:
         self.graph = graph
 
     def _buffers(self) -> list[Tensor | None]:
-        return [*self.state_leaves, self.prev, self.scores, self.finished, self.lengths, self.t, self.tokens,
-                self.parents, self.attn, self.history]  # fmt: skip
-
-
-def _expand(mask: Tensor, like: Tensor) -> Tensor:
-    """A (N,) or () mask viewed to broadcast over ``like`` (N, ...)."""
-    return mask.view(*mask.shape, *([1] * (like.dim() - mask.dim())))
+        return [*self.state_leaves, *(getattr(self, name) for name in self.CARRIED)]
 
 
 @torch.no_grad()
@@ -246,7 +237,8 @@ def fixed_search(
         state = _select_state(model, state, expand, within_sources=False)
         scores[:, 1:] = float("-inf")  # only beam 0 is live: the K copies must not fill the beam with duplicates
     start = {
-        "state": state, "attn": attn, "scores": scores.view(-1),
+        "state": state, "scores": scores.view(-1),
+        "attn": None if attn is None else attn.new_zeros(W, *attn.shape),
         "prev": torch.full((N,), bos_id, dtype=torch.long, device=device),
         "finished": torch.zeros(N, dtype=torch.bool, device=device),
         "lengths": torch.zeros(N, dtype=torch.long, device=device),
@@ -255,11 +247,8 @@ def fixed_search(
         "parents": torch.arange(N, device=device).expand(W, N),
         "history": torch.full((N, W), -1, dtype=torch.long, device=device),
     }  # fmt: skip
-    if attn is not None:
-        start["attn"] = attn.new_zeros(W, *attn.shape)
     use_graph = capture and device.type == "cuda"
-    search = _searcher(model, use_graph, B, K, max_len, eos_id, pad_id, no_repeat_ngram, banned, chunk,
-                       {**start, "attn": attn})  # fmt: skip
+    search = _searcher(model, use_graph, B, K, max_len, eos_id, pad_id, no_repeat_ngram, banned, chunk, start)
     search.load(start)
     # Step 0 from the first step's log-probabilities (eager). Its parents are beam 0 of each source, whose K rows of
     # the state are equal copies: the state needs no reordering after it.
@@ -285,15 +274,15 @@ def fixed_search(
 
 
 def _searcher(model: Any, use_graph: bool, B: int, K: int, max_len: int, eos_id: int, pad_id: int, ngram: int,
-              banned: Sequence[int], chunk: int, like: dict[str, Any]) -> _Search:  # fmt: skip
+              banned: Sequence[int], chunk: int, start: dict[str, Any]) -> _Search:  # fmt: skip
     """A new :class:`_Search`, or with ``use_graph`` the one captured for this shape (captured on first use)."""
-    make: Callable[[], _Search] = lambda: _Search(model, B, K, max_len, eos_id, pad_id, ngram, banned, like)  # noqa: E731
+    make: Callable[[], _Search] = lambda: _Search(model, B, K, max_len, eos_id, pad_id, ngram, banned, start)  # noqa: E731
     if not use_graph:
         return make()
-    leaves = tree_flatten(like["state"])[0]
+    leaves = tree_flatten(start["state"])[0]
     key = (B, K, max_len, eos_id, pad_id, ngram, tuple(sorted(set(banned))), chunk, model.training,
-           getattr(model, "search_mode", lambda: None)(), like["scores"].device, like["scores"].dtype,
-           None if like["attn"] is None else tuple(like["attn"].shape),
+           getattr(model, "search_mode", lambda: None)(), start["scores"].device, start["scores"].dtype,
+           None if start["attn"] is None else tuple(start["attn"].shape),
            tuple((tuple(x.shape), x.dtype) for x in leaves))  # fmt: skip
     cache: OrderedDict = model.__dict__.setdefault("_search_graphs", OrderedDict())
     if key in cache:
