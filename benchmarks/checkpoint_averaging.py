@@ -11,7 +11,8 @@ The run must have saved its weights as it went: each epoch's (``epoch-epoch=N.ck
 ``save_top_k: -1`` in configs/text/multi30k_de_en_transformer.yaml) or every few steps (``step-step=N.ckpt``:
 configs/caption/flickr8k_lite2_soft_scst.yaml). Rows: the fit's own model file (its best checkpoint on val), then
 the mean of the last k checkpoints for each k of --counts (as ``text-export`` / ``caption-export LAST.ckpt OUT
---average ...`` write it), each scored on the split:
+--average ...`` write it; ``--until N``: the last k saved at or before epoch or step N, e.g. the best one's, for a run
+that went on past it), each scored on the split:
   translation: greedy (what fit's validation measures); BLEU (tok.), sacreBLEU, chrF on the --src -> --tgt pairs;
     the highest BLEU (tok.) is chosen;
   captions: at --beam-size 5 --length-penalty 1 --no-repeat-ngram 3 (how the Flickr8k models are used) on the
@@ -247,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split", default="val", help="the split chosen on (never a test split)")
     p.add_argument("--counts", type=int, nargs="+", default=[2, 3, 5, 8], help="average the last k checkpoints, each k")
     p.add_argument("--limit", type=int, help="only the first N sentences or photos of the split")
+    # a run held at a constant rate goes on past its best: the means that end at the best checkpoint are the ones
+    # worth scoring, not those of its last, worse steps
+    p.add_argument("--until", type=int, help="only the checkpoints saved at or before this epoch or step (e.g. the best)")
     # captions are chosen at the decoding a Flickr8k model is used with (beam 5, length penalty 1, no repeated
     # trigram: what the tuner chose for the SCST models): measured on Flickr8k val, greedy undersold the averages
     p.add_argument("--beam-size", type=int, default=5, help="captions: beam width (translations: greedy)")
@@ -261,12 +265,15 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--beam-size must be >= 1, --length-penalty and --no-repeat-ngram >= 0")
     model = args.model or args.run / "model.pt"
     ckpts = saved_checkpoints(args.run)
+    if args.until is not None:
+        ckpts = [c for c in ckpts if int(_number(c)) <= args.until]
     counts = sorted({k for k in args.counts if 2 <= k <= len(ckpts)})
     family = family_of(model) if model.is_file() else None
     if family is None or not counts:
         what = "" if family or not model.is_file() else " (a text or caption model file)"
-        print(f"checkpoint_averaging: error: need {model}{what} and >= 2 epoch or step checkpoints under {args.run} "
-              f"(found {len(ckpts)})", file=sys.stderr)  # fmt: skip
+        until = "" if args.until is None else f" up to {args.until}"
+        print(f"checkpoint_averaging: error: need {model}{what} and >= 2 epoch or step checkpoints{until} under "
+              f"{args.run} (found {len(ckpts)})", file=sys.stderr)  # fmt: skip
         return 1
     fam = family(args)
     rows, made = [], {}

@@ -89,6 +89,23 @@ def test_rows_are_scored_on_val_and_the_best_is_written(run, tmp_path, capsys):
     _assert_written(load_model_file(out, "text-model")["state_dict"], named, "net.", fit)
 
 
+def test_until_averages_the_checkpoints_up_to_a_step(run, tmp_path, capsys):
+    """``--until N``: the means end at epoch N (a run that went on past its best), never at a later one; fewer than 2
+    checkpoints up to N is refused in one line."""
+    from checkpoint_averaging import main
+
+    corpus, run_dir = run
+    report = tmp_path / "avg.json"
+    args = ["--run", str(run_dir), "--data-root", str(corpus), "--counts", "2", "3", "4"]
+    assert main([*args, "--until", "2", "--json", str(report)]) == 0
+    rows = json.loads(report.read_text())["rows"]
+    assert [r["epochs"] for r in rows] == ["", "1, 2", "0, 1, 2"]  # 4 > the 3 epochs up to 2: left out
+    capsys.readouterr()
+    assert main([*args, "--until", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "checkpoints up to 0" in err and "found 1" in err
+
+
 def _assert_written(written: dict, named: list, prefix: str, fit: dict) -> None:
     """The written row's weights: the mean of the named checkpoints' (``prefix`` + name in their state_dict; integer
     buffers as the newest one's), or, when the row names none, the fit's own model file's."""
