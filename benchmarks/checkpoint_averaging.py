@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, help="only the first N sentences or photos of the split")
     # a run held at a constant rate goes on past its best: the means that end at the best checkpoint are the ones
     # worth scoring, not those of its last, worse steps
-    p.add_argument("--until", type=int, help="only the checkpoints saved at or before this epoch or step (e.g. the best)")
+    p.add_argument("--until", type=int, help="only the checkpoints saved at or before this epoch or step (the best)")
     # captions are chosen at the decoding a Flickr8k model is used with (beam 5, length penalty 1, no repeated
     # trigram: what the tuner chose for the SCST models): measured on Flickr8k val, greedy undersold the averages
     p.add_argument("--beam-size", type=int, default=5, help="captions: beam width (translations: greedy)")

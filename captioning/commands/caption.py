@@ -92,6 +92,8 @@ def model_info(captioner, path: str | Path) -> list[str]:
     model = captioner.model
     enc, dec = model.encoder, model.decoder.cfg
     pre = captioner.preprocess
+    k = len(model.decoder.members) if captioner.ensemble else 1
+    members = f"; an ensemble of {k} such decoders, their word probabilities averaged" if k > 1 else ""
     resize = "centre square crop" if pre.crop else "whole image squashed to a square (no crop)"
     if pre.source_side:  # the training photos' own size, which every photo passes through first
         resize = f"squashed to {pre.source_side} x {pre.source_side} ({pre.squash_filter}) first"
@@ -102,7 +104,7 @@ def model_info(captioner, path: str | Path) -> list[str]:
         f"model:          {path}",
         f"attention:      {dec.attention} (Show-Attend-Tell), {enc.grid} x {enc.grid} regions",
         f"encoder:        {enc.backbone} (frozen: {enc.fine_tune == 'none'}), {pre.image_size} px, {resize}",
-        f"decoder:        LSTM {dec.hidden_dim}, embedding {dec.embed_dim}, attention {dec.attn_dim}",
+        f"decoder:        LSTM {dec.hidden_dim}, embedding {dec.embed_dim}, attention {dec.attn_dim}{members}",
         f"vocabulary:     {len(captioner.vocab)} words",
         f"trained on:     {captioner.domain or 'not recorded'}",
     ]

@@ -57,12 +57,14 @@ def load_any(path: str):
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
 
 
-def _settings(captioner) -> tuple:
-    """What two captioners must share to be averaged: vocabulary, encoder and decoder settings, preprocessing."""
+def _settings(captioner, decoders: bool = True) -> tuple:
+    """What two captioners must share to be averaged: vocabulary, encoder settings, preprocessing, and (``decoders``)
+    the decoder's settings and how many decoders (an ensemble's); an ensemble's members share all but the count."""
     from dataclasses import asdict
 
-    enc = captioner.model.encoder
-    return captioner.vocab.to_dict(), enc.config(), asdict(captioner.model.decoder.cfg), asdict(enc.preprocess)
+    enc, dec = captioner.model.encoder, captioner.model.decoder
+    shared = captioner.vocab.to_dict(), enc.config(), asdict(enc.preprocess), asdict(dec.cfg)
+    return (*shared, len(dec.members) if captioner.ensemble else 1) if decoders else shared
 
 
 def average_into(captioner, src: str, others: list[str]) -> None:
@@ -76,6 +78,33 @@ def average_into(captioner, src: str, others: list[str]) -> None:
             raise ModelFileError(f"{other}: not the same model as {src} (another vocabulary or other settings)")
         states.append(loaded.model.state_dict())
     captioner.model.load_state_dict(mean_weights(states, [src, *others]))
+
+
+def ensemble_of(captioner, src: str, others: list[str]) -> None:
+    """Make the captioner (read from src) an ensemble of its decoder(s) and those of ``others`` (model files or
+    checkpoints of separately trained runs): one encoder, every decoder stepped and their probabilities averaged
+    (captioning.model.ensemble). They must be the same model but for the decoders' weights: vocabulary, settings,
+    preprocessing and the encoder's weights (it is computed once for all); one that is not raises
+    :class:`ModelFileError` naming it. The decoding recorded in src is kept: choose it again on val
+    (benchmarks/tune_caption_decoding.py)."""
+    import torch
+
+    from captioning.model.ensemble import DecoderEnsemble
+
+    def members(c) -> list:
+        return list(c.model.decoder.members) if c.ensemble else [c.model.decoder]
+
+    decoders, settings = members(captioner), _settings(captioner, decoders=False)
+    encoder = captioner.model.encoder.state_dict()
+    for other in others:
+        loaded, _ = load_any(other)
+        if _settings(loaded, decoders=False) != settings:
+            raise ModelFileError(f"{other}: not the same model as {src} (another vocabulary or other settings)")
+        theirs = loaded.model.encoder.state_dict()
+        if theirs.keys() != encoder.keys() or not all(torch.equal(encoder[k], theirs[k]) for k in encoder):
+            raise ModelFileError(f"{other}: its encoder's weights differ from {src}'s: an ensemble shares one encoder")
+        decoders += members(loaded)
+    captioner.model.decoder = DecoderEnsemble(decoders)
 
 
 def export_model(captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False) -> Path:
@@ -124,12 +153,20 @@ def _options(p) -> None:
         help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these (e.g. a "
         "self-critical run's last step checkpoints; the same vocabulary and settings)",
     )
+    p.add_argument(
+        "--ensemble",
+        nargs="+",
+        metavar="MODEL",
+        help="an ensemble: the model file holds CHECKPOINT's decoder and these models' (separately trained, the same "
+        "vocabulary, settings and frozen encoder), their next-word probabilities averaged at every step; choose its "
+        "decoding again on val",
+    )
 
 
 @inert_output
 def export_main(argv: list[str] | None = None) -> int:
     """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]
-    [--average CHECKPOINT ...]``; returns the exit code."""
+    [--average CHECKPOINT ... | --ensemble MODEL ...]``; returns the exit code."""
 
     def convert(
         src: str,
@@ -138,12 +175,18 @@ def export_main(argv: list[str] | None = None) -> int:
         info: str | None = None,
         encoder_from_package: bool = False,
         average: list[str] | None = None,
+        ensemble: list[str] | None = None,
     ) -> str:
+        if average and ensemble:
+            raise ModelFileError("--average and --ensemble: one at a time (average each member's run first)")
         extra = read_info(info) if info else {}
         captioner, what = load_any(src)
         if average:
             average_into(captioner, src, average)
             src = f"{src} averaged with {len(average)} more"
+        if ensemble:
+            ensemble_of(captioner, src, ensemble)
+            src = f"{src} in an ensemble of {len(captioner.model.decoder.members)} decoders"
         captioner.info.update(extra)
         try:
             out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package)
@@ -158,7 +201,8 @@ def export_main(argv: list[str] | None = None) -> int:
         "caption-export",
         "Turn a caption-train Lightning checkpoint (or a model file: re-export, halve) into a "
         "self-contained model file for `caption --model`. Averaging the last step checkpoints of a run: "
-        "caption-export step-350.ckpt model.pt --average step-300.ckpt step-250.ckpt",
+        "caption-export step-350.ckpt model.pt --average step-300.ckpt step-250.ckpt. Two decoders as one model: "
+        "caption-export a.pt both.pt --ensemble b.pt",
         "a caption-train .ckpt file, or a caption model file",
         "model file to write (e.g. model.pt)",
         convert,

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from captioning.model.decoder import HARD_INFERENCE, DecoderConfig, ShowAttendTellDecoder
 from captioning.model.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
+from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
 from captioning.photos.domain import far_from_domain, valid_check
 from captioning.photos.preprocess import Preprocess
@@ -111,6 +112,11 @@ class Captioner:
         return self.model.encoder.preprocess
 
     @property
+    def ensemble(self) -> bool:
+        """The model decodes with several decoders over its one encoder (caption-export --ensemble)."""
+        return isinstance(self.model.decoder, DecoderEnsemble)
+
+    @property
     def grid(self) -> int:
         return self.model.encoder.grid
 
@@ -146,6 +152,7 @@ class Captioner:
                 "state_dict": state,
                 "vocab": self.vocab.to_dict(),
                 "decoder": asdict(model.decoder.cfg),
+                **({"decoder_members": len(model.decoder.members)} if self.ensemble else {}),
                 "encoder": model.encoder.config(),
                 "preprocess": asdict(model.encoder.preprocess),
                 **({"domain": self.domain} if self.domain else {}),
@@ -173,7 +180,12 @@ class Captioner:
             # the weights come from the file, or (encoder_from_package) from the installed package that ships them
             encoder = ImageEncoder(**data["encoder"], weights="imagenet" if shipped else None)
             encoder.preprocess = Preprocess(**data["preprocess"])  # exactly what training used
-            model = CaptionModel(encoder, ShowAttendTellDecoder(DecoderConfig(**decoder)))
+            members = data.get("decoder_members", 1)
+            if not isinstance(members, int) or members < 1:
+                raise ValueError(f"decoder_members must be a positive number, got {members!r}")
+            cfg = DecoderConfig(**decoder)
+            dec = ShowAttendTellDecoder(cfg) if members == 1 else DecoderEnsemble.build(cfg, members)
+            model = CaptionModel(encoder, dec)
             if shipped and encoder_digest(encoder) != shipped["sha256"]:
                 raise ModelFileError(
                     f"{str(path)!r}: the installed ImageNet weights of {encoder.backbone} differ from those the model "
@@ -223,6 +235,11 @@ class Captioner:
                 loaded = cls.load(path)
             except ModelFileError as err:
                 raise ValueError(f"model.init_from: {err}") from None
+            if loaded.ensemble:  # its members are trained runs of their own: start from one of those
+                raise ValueError(
+                    f"model.init_from: {path} is an ensemble of {len(loaded.model.decoder.members)} decoders "
+                    "(caption-export --ensemble); start from one of its members' model files"
+                )
             if loaded.vocab.itos != vocab.itos:
                 # The ids follow word frequencies in the training captions: the same words from other data (another
                 # train_size) can come in another order, which would scramble every output.
@@ -386,13 +403,13 @@ class Captioner:
 
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
         """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is
-        no single region (soft attention, or hard_inference "expect").
+        no single region (soft attention, hard_inference "expect", or an ensemble: each decoder looked at its own).
 
         In eval mode hard attention with "argmax" attends to exactly ``α_t.argmax()`` (``step`` picks that very
         index), so the chosen regions follow from the returned α.
         """
         cfg = self.model.decoder.cfg
-        if cfg.attention != "hard" or cfg.hard_inference != "argmax":
+        if cfg.attention != "hard" or cfg.hard_inference != "argmax" or self.ensemble:
             return None
         return alphas.argmax(dim=-1).tolist()
 

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.model.encoder import EncoderConfig, ImageEncoder
+from captioning.model.ensemble import DecoderEnsemble
 from text_attn.core.decoding import SearchResult, search, select_rows
 from text_attn.core.fixed_search import fixed_search
 
@@ -30,10 +31,7 @@ DECODER_OPTIONS = tuple(f.name for f in fields(DecoderConfig) if f.name not in D
 
 
 class CaptionModel(nn.Module):
-    # the decoder's state is the model's (search protocol)
-    one_row_per_source_state = ShowAttendTellDecoder.one_row_per_source_state
-
-    def __init__(self, encoder: ImageEncoder, decoder: ShowAttendTellDecoder):
+    def __init__(self, encoder: ImageEncoder, decoder: ShowAttendTellDecoder | DecoderEnsemble):
         super().__init__()
         if decoder.cfg.feature_dim != encoder.out_dim:
             raise ValueError(f"decoder feature_dim {decoder.cfg.feature_dim} != encoder out_dim {encoder.out_dim}")
@@ -71,6 +69,11 @@ class CaptionModel(nn.Module):
         return self.decoder(self.encode(images), captions_in)
 
     # --- search protocol (text_attn.core.decoding) --------------------------------------------------
+    @property
+    def one_row_per_source_state(self) -> tuple[str, ...]:
+        """The decoder's state is the model's: its per-image entries too."""
+        return self.decoder.one_row_per_source_state
+
     def init_state(self, features: Tensor) -> dict:
         return self.decoder.init_state(features)
 
