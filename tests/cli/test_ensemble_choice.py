@@ -1,0 +1,83 @@
+"""``benchmarks/ensemble_choice.py`` on a Flickr8k-shaped folder written by the test and tiny random captioners of one
+encoder: every model alone and every pair scored on val with coco-caption, the highest six-column sum chosen and
+written as one ensemble model file; a test split, one model, or models that cannot be one ensemble are refused."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from tests.helpers.flickr8k import write_original
+from text_attn.core.vocab import Vocabulary
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+ENCODER = dict(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
+
+
+def _model(vocab: Vocabulary, seed: int, path: Path, hidden: int = 32) -> Path:
+    torch.manual_seed(0)  # one encoder for all: their decoders differ
+    captioner = Captioner.build(vocab, EncoderConfig(**ENCODER), DecoderConfig(embed_dim=16, hidden_dim=hidden,
+                                                                               attn_dim=16))  # fmt: skip
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in captioner.model.decoder.parameters():
+            p.normal_(0, 0.3)
+    captioner.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("choice")
+    data = write_original(tmp / "flickr8k", copies=True)
+    words = "a photo of the up close rocket coffee chelsea astronaut".split()
+    vocab = Vocabulary.build([words])
+    return data, [_model(vocab, s, tmp / f"m{s}.pt") for s in (1, 2, 3)], vocab, tmp
+
+
+@pytest.mark.slow
+def test_every_model_and_pair_is_scored_on_val_and_the_best_written(setup, tmp_path, capsys):
+    from ensemble_choice import main
+
+    data, models, _, _ = setup
+    report, out = tmp_path / "choice.json", tmp_path / "chosen.pt"
+    args = ["--data-root", str(data), "--models", *map(str, models), "--beam-size", "2", "--json", str(report)]
+    assert main([*args, "--write", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rows = json.loads(report.read_text())["rows"]
+    assert [len(r["models"]) for r in rows] == [1, 1, 1, 2, 2, 2]  # each alone, then each pair (--max-members 2)
+    assert [r["models"] for r in rows[3:]] == [[str(a), str(b)] for a, b in ((models[0], models[1]),
+                                               (models[0], models[2]), (models[1], models[2]))]  # fmt: skip
+    for r in rows:
+        parts = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
+        assert r["chosen_by"] == pytest.approx(sum(r[m] for m in parts))
+    best = max(rows, key=lambda r: r["chosen_by"])
+    assert json.loads(report.read_text())["chosen"] == best["models"] and printed.count("**") == 2
+    written = Captioner.load(out)
+    assert written.ensemble == (len(best["models"]) > 1)
+
+
+def test_what_cannot_be_chosen_is_refused(setup, tmp_path, capsys):
+    from ensemble_choice import main
+
+    data, models, vocab, tmp = setup
+    base = ["--data-root", str(data)]
+    refused = [([*base, "--models", str(models[0])], "at least 2 model files")]
+    refused.append(([*base, "--models", *map(str, models), "--split", "test"], "never on a test split"))
+    for argv, says in refused:
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2 and says in capsys.readouterr().err
+    other = _model(vocab, 4, tmp_path / "wide.pt", hidden=24)  # another decoder size: not one ensemble
+    assert main([*base, "--models", str(models[0]), str(other)]) == 1
+    err = capsys.readouterr().err  # the data reader's notes, then one line: before any model was scored
+    assert err.splitlines()[-1].startswith("ensemble_choice: error: ") and "wide.pt: not the same model" in err
+    assert "Traceback" not in err and "PTBTokenizer" not in err
