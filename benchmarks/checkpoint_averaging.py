@@ -132,17 +132,19 @@ class CaptionFamily:
 
     choice, metrics = "chosen_by", ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, args: argparse.Namespace, caches: list[Path] | None = None, prog: str = "checkpoint_averaging"):
+        """``caches``: feature cache folders to read the split's features from (default: those of the fits under
+        ``args.run``); ``prog``: the script a data error names."""
         from captioning.training.readers import CaptionDataError, read_flickr8k
 
         try:
             items = read_flickr8k(args.data_root)[args.split][: args.limit]
         except CaptionDataError as err:
-            raise SystemExit(f"checkpoint_averaging: error: {err}") from None
+            raise SystemExit(f"{prog}: error: {err}") from None
         self.paths = [str(it.path) for it in items]
         self.refs = {p: [" ".join(c) for c in it.captions] for p, it in zip(self.paths, items, strict=True)}
         self.what, self.encoded = f"{len(self.paths)} photos", None  # (encoder weights, features)
-        self.split, self.caches = args.split, fit_feature_caches(args.run)
+        self.split, self.caches = args.split, fit_feature_caches(args.run) if caches is None else caches
         self.decoding = (args.beam_size, args.length_penalty, args.no_repeat_ngram)
 
     def load(self, model: Path):
@@ -207,6 +209,13 @@ class CaptionFamily:
         return " | ".join(f"{row[m]:.2f}" for m in self.metrics) + f" | {row['chosen_by']:.2f}"
 
 
+def check_caption_decoding(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--beam-size, --length-penalty and --no-repeat-ngram (the one decoding captions are scored at): a usage error
+    (exit code 2) out of range."""
+    if args.beam_size < 1 or args.length_penalty < 0 or args.no_repeat_ngram < 0:
+        p.error("--beam-size must be >= 1, --length-penalty and --no-repeat-ngram >= 0")
+
+
 def fit_feature_caches(run: Path) -> list[Path]:
     """The feature cache folders the run's fits used (data.feature_cache_dir of each config.yaml LightningCLI saved
     under the run)."""
@@ -261,8 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.split.startswith("test"):
         p.error("--split: averaging is chosen on validation data, never on a test split")
-    if args.beam_size < 1 or args.length_penalty < 0 or args.no_repeat_ngram < 0:
-        p.error("--beam-size must be >= 1, --length-penalty and --no-repeat-ngram >= 0")
+    check_caption_decoding(p, args)
     model = args.model or args.run / "model.pt"
     ckpts = saved_checkpoints(args.run)
     if args.until is not None:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from checkpoint_averaging import CaptionFamily  # noqa: E402
+from checkpoint_averaging import CaptionFamily, check_caption_decoding  # noqa: E402
 
 from text_attn.core.modelfile import ModelFileError  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
@@ -62,10 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--split: an ensemble is chosen on validation data, never on a test split")
     if len(args.models) < 2 or args.max_members < 2:
         p.error("--models: give at least 2 model files, and --max-members at least 2")
-    if args.beam_size < 1 or args.length_penalty < 0 or args.no_repeat_ngram < 0:
-        p.error("--beam-size must be >= 1, --length-penalty and --no-repeat-ngram >= 0")
-    family = CaptionFamily(argparse.Namespace(**vars(args), run=Path("/nonexistent")))
-    family.caches = [args.feature_cache] if args.feature_cache else []
+    check_caption_decoding(p, args)
+    family = CaptionFamily(args, caches=[args.feature_cache] if args.feature_cache else [], prog="ensemble_choice")
     sizes = range(1, min(args.max_members, len(args.models)) + 1)
     rows, chosen = [], None
     try:  # all of them as one ensemble first: a model that cannot join the others fails before any scoring

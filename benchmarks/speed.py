@@ -398,8 +398,7 @@ def scst_step_rows(repeats: int, n: int = 64, samples: int = 5, max_len: int = 2
     if not BUNDLED_MODEL.is_file():
         return [{"what": "SCST step (Flickr8k model)", "value": f"skipped: {BUNDLED_MODEL.name} is missing"}]
     captioner = Captioner.load(BUNDLED_MODEL)
-    if captioner.ensemble:  # training steps one decoder: the bundled ensemble's first (its members train apart)
-        captioner.model.decoder = captioner.model.decoder.members[0]
+    captioner.model.decoder = captioner.decoders[0]  # training steps one decoder: an ensemble's members train apart
     model, vocab = captioner.model.float(), captioner.vocab
     with tempfile.TemporaryDirectory() as tmp:
         paths = sorted(photo_folder(Path(tmp) / "photos", n).iterdir())

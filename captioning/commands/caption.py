@@ -92,7 +92,7 @@ def model_info(captioner, path: str | Path) -> list[str]:
     model = captioner.model
     enc, dec = model.encoder, model.decoder.cfg
     pre = captioner.preprocess
-    k = len(model.decoder.members) if captioner.ensemble else 1
+    k = len(captioner.decoders)
     members = f"; an ensemble of {k} such decoders, their word probabilities averaged" if k > 1 else ""
     resize = "centre square crop" if pre.crop else "whole image squashed to a square (no crop)"
     if pre.source_side:  # the training photos' own size, which every photo passes through first

@@ -64,7 +64,7 @@ def _settings(captioner, decoders: bool = True) -> tuple:
 
     enc, dec = captioner.model.encoder, captioner.model.decoder
     shared = captioner.vocab.to_dict(), enc.config(), asdict(enc.preprocess), asdict(dec.cfg)
-    return (*shared, len(dec.members) if captioner.ensemble else 1) if decoders else shared
+    return (*shared, len(captioner.decoders)) if decoders else shared
 
 
 def average_into(captioner, src: str, others: list[str]) -> None:
@@ -91,10 +91,7 @@ def ensemble_of(captioner, src: str, others: list[str]) -> None:
 
     from captioning.model.ensemble import DecoderEnsemble
 
-    def members(c) -> list:
-        return list(c.model.decoder.members) if c.ensemble else [c.model.decoder]
-
-    decoders, settings = members(captioner), _settings(captioner, decoders=False)
+    decoders, settings = captioner.decoders, _settings(captioner, decoders=False)
     encoder = captioner.model.encoder.state_dict()
     for other in others:
         loaded, _ = load_any(other)
@@ -103,7 +100,7 @@ def ensemble_of(captioner, src: str, others: list[str]) -> None:
         theirs = loaded.model.encoder.state_dict()
         if theirs.keys() != encoder.keys() or not all(torch.equal(encoder[k], theirs[k]) for k in encoder):
             raise ModelFileError(f"{other}: its encoder's weights differ from {src}'s: an ensemble shares one encoder")
-        decoders += members(loaded)
+        decoders += loaded.decoders
     captioner.model.decoder = DecoderEnsemble(decoders)
 
 
@@ -186,7 +183,7 @@ def export_main(argv: list[str] | None = None) -> int:
             src = f"{src} averaged with {len(average)} more"
         if ensemble:
             ensemble_of(captioner, src, ensemble)
-            src = f"{src} in an ensemble of {len(captioner.model.decoder.members)} decoders"
+            src = f"{src} in an ensemble of {len(captioner.decoders)} decoders"
         captioner.info.update(extra)
         try:
             out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package)

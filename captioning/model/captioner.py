@@ -117,6 +117,11 @@ class Captioner:
         return isinstance(self.model.decoder, DecoderEnsemble)
 
     @property
+    def decoders(self) -> list[ShowAttendTellDecoder]:
+        """The model's decoders: an ensemble's members, else its one decoder."""
+        return list(self.model.decoder.members) if self.ensemble else [self.model.decoder]
+
+    @property
     def grid(self) -> int:
         return self.model.encoder.grid
 
@@ -152,7 +157,7 @@ class Captioner:
                 "state_dict": state,
                 "vocab": self.vocab.to_dict(),
                 "decoder": asdict(model.decoder.cfg),
-                **({"decoder_members": len(model.decoder.members)} if self.ensemble else {}),
+                **({"decoder_members": len(self.decoders)} if self.ensemble else {}),
                 "encoder": model.encoder.config(),
                 "preprocess": asdict(model.encoder.preprocess),
                 **({"domain": self.domain} if self.domain else {}),
@@ -237,7 +242,7 @@ class Captioner:
                 raise ValueError(f"model.init_from: {err}") from None
             if loaded.ensemble:  # its members are trained runs of their own: start from one of those
                 raise ValueError(
-                    f"model.init_from: {path} is an ensemble of {len(loaded.model.decoder.members)} decoders "
+                    f"model.init_from: {path} is an ensemble of {len(loaded.decoders)} decoders "
                     "(caption-export --ensemble); start from one of its members' model files"
                 )
             if loaded.vocab.itos != vocab.itos:

@@ -3,12 +3,13 @@
 Each member reads the same region features (the encoder is computed once) and keeps its own LSTM state; a step's
 next-word distribution is the mean of the members' probabilities, p(y) = (1/K) Σ_k p_k(y), and its α the mean of
 theirs (still a distribution over the regions, so overlays and the attention records work unchanged). Members come
-from separately trained runs: ``caption-export A.pt OUT --ensemble B.pt``. On Flickr8k val two decoders from
-different cross-entropy runs beat either one on every column (docs/results.md).
+from separately trained runs: ``caption-export A.pt OUT --ensemble B.pt``. On Flickr8k val the bundled model's two
+decoders, from different cross-entropy runs, together beat either one on every column (docs/results.md).
 
 It speaks the search protocol (``init_state`` / ``step``) with a flat state, ``"k.name"`` for member k's entry
 ``name``, so greedy, beam and the fixed-shape search (text_attn.core.fixed_search) step it like one decoder. It is
-made for captioning, not for training: ``forward`` (teacher forcing) gives the mean probabilities' log for scoring.
+made for captioning, not for training: it has no teacher-forced ``forward`` (its members train apart, each a decoder
+of its own).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
+from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 
 
 class DecoderEnsemble(nn.Module):
@@ -61,15 +62,9 @@ class DecoderEnsemble(nn.Module):
             log_probs.append(lp)
             alphas.append(alpha)
             new.update({prefix + name: v for name, v in after.items()})
-        return self._mean_log_prob(log_probs), torch.stack(alphas).mean(0), new
+        # log((1/K) Σ_k exp(lp_k)), stably: (K, N, V) -> (N, V)
+        mean_log_prob = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(log_probs))
+        return mean_log_prob, torch.stack(alphas).mean(0), new
 
-    def _mean_log_prob(self, log_probs: list[Tensor]) -> Tensor:
-        """log((1/K) Σ_k exp(lp_k)), computed stably: (K, ...) -> (...)."""
-        return torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(log_probs))
-
-    def forward(self, features: Tensor, captions_in: Tensor, **options) -> DecoderOutput:
-        """Teacher forcing (scoring given captions): ``logits`` (B, T, V) are the log of the members' mean
-        probabilities (a log-softmax of them is themselves), ``alphas`` the mean α; no hard-attention extras."""
-        outs = [m(features, captions_in, **options) for m in self.members]
-        log_probs = [torch.log_softmax(o.logits, dim=-1) for o in outs]
-        return DecoderOutput(self._mean_log_prob(log_probs), torch.stack([o.alphas for o in outs]).mean(0))
+    def forward(self, *args, **kwargs):
+        raise TypeError("an ensemble of decoders only decodes (init_state / step): train each member on its own")

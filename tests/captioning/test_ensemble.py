@@ -10,17 +10,15 @@ from captioning.commands.caption import caption_main
 from captioning.commands.export import export_main
 from captioning.model.captioner import Captioner
 from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
-from captioning.model.encoder import EncoderConfig
 from captioning.model.ensemble import DecoderEnsemble
 from captioning.training.shapes import VOCAB
+from tests.helpers.tiny_captioner import separate_run
 from text_attn.core.decoding import search
 from text_attn.core.fixed_search import fixed_search
 from text_attn.core.vocab import Vocabulary
 
 BOS, EOS, PAD = 1, 2, 0
 CFG = dict(vocab_size=30, feature_dim=12, embed_dim=8, hidden_dim=16, attn_dim=10)
-TINY_ENCODER = dict(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
-TINY_DECODER = dict(embed_dim=16, hidden_dim=32, attn_dim=16)
 
 
 def _decoders(n: int, attention: str = "soft") -> list[ShowAttendTellDecoder]:
@@ -85,16 +83,8 @@ def test_members_of_other_settings_are_refused():
             **CFG, "hidden_dim": 8}))])  # fmt: skip
     with pytest.raises(ValueError, match="at least 2"):
         DecoderEnsemble(_decoders(1))
-
-
-def _tiny(vocab: Vocabulary, seed: int) -> Captioner:
-    torch.manual_seed(0)  # the same (random) encoder for every seed: the decoders differ
-    captioner = Captioner.build(vocab, EncoderConfig(**TINY_ENCODER), DecoderConfig(**TINY_DECODER))
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in captioner.model.decoder.parameters():
-            p.normal_(0, 0.3)
-    return captioner
+    with pytest.raises(TypeError, match="only decodes"):  # no teacher forcing: its members train apart
+        DecoderEnsemble(_decoders(2))(torch.randn(1, 9, 12), torch.tensor([[1, 5]]))
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +92,7 @@ def files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ens")
     vocab = Vocabulary.build([list(VOCAB)])
     for seed in (1, 2, 3):
-        _tiny(vocab, seed).save(tmp / f"m{seed}.pt")
+        separate_run(vocab, seed, tmp / f"m{seed}.pt")
     return tmp
 
 
@@ -143,7 +133,7 @@ def _refused(capsys, argv, says):
 
 def test_what_cannot_be_one_ensemble_is_refused_in_one_line(capsys, files, tmp_path):
     other = Vocabulary.build([["a", "b", "c"]])
-    _tiny(other, 1).save(tmp_path / "vocab.pt")
+    separate_run(other, 1, tmp_path / "vocab.pt")
     m1, bad = str(files / "m1.pt"), str(tmp_path / "bad.pt")
     _refused(capsys, [m1, bad, "--ensemble", str(tmp_path / "vocab.pt")], "vocab.pt: not the same model")
     moved = Captioner.load(files / "m2.pt")

@@ -9,29 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from captioning.model.captioner import Captioner
-from captioning.model.decoder import DecoderConfig
-from captioning.model.encoder import EncoderConfig
 from tests.helpers.flickr8k import write_original
+from tests.helpers.tiny_captioner import separate_run
 from text_attn.core.vocab import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-ENCODER = dict(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
-
-
-def _model(vocab: Vocabulary, seed: int, path: Path, hidden: int = 32) -> Path:
-    torch.manual_seed(0)  # one encoder for all: their decoders differ
-    captioner = Captioner.build(vocab, EncoderConfig(**ENCODER), DecoderConfig(embed_dim=16, hidden_dim=hidden,
-                                                                               attn_dim=16))  # fmt: skip
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in captioner.model.decoder.parameters():
-            p.normal_(0, 0.3)
-    captioner.save(path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +25,10 @@ def setup(tmp_path_factory):
     data = write_original(tmp / "flickr8k", copies=True)
     words = "a photo of the up close rocket coffee chelsea astronaut".split()
     vocab = Vocabulary.build([words])
-    return data, [_model(vocab, s, tmp / f"m{s}.pt") for s in (1, 2, 3)], vocab, tmp
+    models = [tmp / f"m{s}.pt" for s in (1, 2, 3)]
+    for seed, path in zip((1, 2, 3), models, strict=True):
+        separate_run(vocab, seed, path)
+    return data, models, vocab, tmp
 
 
 @pytest.mark.slow
@@ -76,7 +64,8 @@ def test_what_cannot_be_chosen_is_refused(setup, tmp_path, capsys):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2 and says in capsys.readouterr().err
-    other = _model(vocab, 4, tmp_path / "wide.pt", hidden=24)  # another decoder size: not one ensemble
+    other = tmp_path / "wide.pt"
+    separate_run(vocab, 4, other, hidden_dim=24)  # another decoder size: not one ensemble
     assert main([*base, "--models", str(models[0]), str(other)]) == 1
     err = capsys.readouterr().err  # the data reader's notes, then one line: before any model was scored
     assert err.splitlines()[-1].startswith("ensemble_choice: error: ") and "wide.pt: not the same model" in err

@@ -31,3 +31,20 @@ def flag_every_photo(path: Path, domain: str = "a tiny world") -> Path:
     captioner.domain, captioner.domain_check = domain, {"prototypes": torch.eye(dim)[:2], "threshold": -1.0}
     captioner.save(path)
     return path
+
+
+def separate_run(vocab: Vocabulary, seed: int, path: Path | None = None, **decoder) -> Captioner:
+    """A tiny captioner as one of several separately trained runs would be (ensemble tests): the one random encoder
+    every run shares (seed 0), its decoder's weights drawn from ``seed``; saved at ``path`` when given. ``decoder``:
+    further DecoderConfig settings (e.g. hidden_dim=24: another model)."""
+    torch.manual_seed(0)
+    enc = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
+    captioner = Captioner.build(vocab, enc, DecoderConfig(**{"embed_dim": 16, "hidden_dim": 32, "attn_dim": 16,
+                                                             **decoder}))  # fmt: skip
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in captioner.model.decoder.parameters():
+            p.normal_(0, 0.3)
+    if path is not None:
+        captioner.save(path)
+    return captioner
