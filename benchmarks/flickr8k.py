@@ -11,6 +11,8 @@ Stages, each a console script a user would type (printed before it runs; output 
   scst       caption-train fit configs/caption/flickr8k_lite2_soft_scst.yaml  self-critical (CIDEr-D + BLEU-4) from soft
   hard       caption-train fit configs/caption/flickr8k_lite2_hard.yaml       cross-entropy + REINFORCE, hard attention
   hard_scst  caption-train fit configs/caption/flickr8k_lite2_hard_scst.yaml  the same self-critical stage, from hard
+  finetune   caption-train fit configs/caption/flickr8k_lite2_finetune.yaml   the encoder's last stage too, from soft
+  finetune_scst  ... flickr8k_lite2_finetune_scst.yaml                         self-critical, that encoder frozen
 A stage whose fit saved its weights every few steps (scst, hard_scst) then gets checkpoint averaging, chosen on val
 (benchmarks/checkpoint_averaging.py: the best checkpoint or the mean of the last 2 / 3 / 4 / 6; its minutes count in
 the stage's). A stage whose model file OUT/<stage>/model.pt exists is not trained again (or --retrain). All stages share
@@ -48,6 +50,8 @@ STAGES = {  # stage -> (config, first stage it starts from)
     "scst": ("flickr8k_lite2_soft_scst.yaml", "soft"),
     "hard": ("flickr8k_lite2_hard.yaml", None),
     "hard_scst": ("flickr8k_lite2_hard_scst.yaml", "hard"),
+    "finetune": ("flickr8k_lite2_finetune.yaml", "soft"),
+    "finetune_scst": ("flickr8k_lite2_finetune_scst.yaml", "finetune"),
 }
 METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr")
 # Xu et al. 2015, Table 1, Flickr8k (BLEU and METEOR x 100; CIDEr not reported).

@@ -13,7 +13,7 @@ the decoder reuse the shipped encoder's file), and encoding is not part of a fit
 clock starts). The backbones differ in cost an epoch (more regions, more work an attention step), so they are
 compared at equal --minutes, as the shipped config's 50-minute budget is spent: the learning rate falls to 0 over the
 budget (``lr_schedule: budget``), so a short budget is a whole, smaller run, not the start of a long one. Even so,
-a 15-minute lead turned at the whole 50 minutes twice (docs/results.md), so settings are decided at --minutes 50.
+a 15-minute lead turned at the whole 50 minutes twice (docs/ablations.md), so settings are decided at --minutes 50.
 The config's own step cap (its trainer.max_steps) still holds under --minutes: on a fast machine a variant ends at
 that step, well inside the minutes (``minutes_only`` lifts the cap); --epochs replaces both.
 Prints val CIDEr x 100 (pycocoevalcap's, greedy captions, the 1,000 val photos) after the reported epochs and the best
@@ -54,7 +54,7 @@ VARIANTS = {  # name -> (what it is, overrides of the shipped config)
     "dec384": ("decoder 384 wide (embedding, LSTM, attention)", decoder_width(384)),
     "dec768": ("decoder 768 wide (embedding, LSTM, attention)", decoder_width(768)),
     # the config's budget before 2026-11-27: the minutes alone, no step cap (the cap was measured against it, then as
-    # the variant "steps3800": docs/results.md, "The budget in steps, the learning rate and the decoder's width")
+    # the variant "steps3800": docs/ablations.md, "The budget in steps, the learning rate and the decoder's width")
     "minutes_only": ("no step cap: the minutes alone (as shipped before)", ["--trainer.max_steps", "-1"]),
 }  # fmt: skip
 REPORTED = (1, 2, 3, 4, 6, 8, 10, 12, 14)  # epochs whose val CIDEr the table shows

@@ -87,6 +87,16 @@ def _load_captioner(args: argparse.Namespace):
         fail("caption", f"cannot use device {args.device!r}: {one_line(err)}")
 
 
+def _encoder_weights(captioner) -> str:
+    """Where the encoder's weights come from, for --model-info."""
+    changed = captioner.encoder_changed
+    if changed is None:
+        return "weights in the file"
+    if changed == 0:
+        return "ImageNet weights from its package, frozen"
+    return f"ImageNet weights from its package, {changed} tensors fine-tuned on captions stored in the file"
+
+
 def model_info(captioner, path: str | Path) -> list[str]:
     """``caption --model-info``: what the model is, what it was trained on (and under which terms), its scores."""
     model = captioner.model
@@ -103,7 +113,7 @@ def model_info(captioner, path: str | Path) -> list[str]:
     lines = [
         f"model:          {path}",
         f"attention:      {dec.attention} (Show-Attend-Tell), {enc.grid} x {enc.grid} regions",
-        f"encoder:        {enc.backbone} (frozen: {enc.fine_tune == 'none'}), {pre.image_size} px, {resize}",
+        f"encoder:        {enc.backbone} ({_encoder_weights(captioner)}), {pre.image_size} px, {resize}",
         f"decoder:        LSTM {dec.hidden_dim}, embedding {dec.embed_dim}, attention {dec.attn_dim}{members}",
         f"vocabulary:     {len(captioner.vocab)} words",
         f"trained on:     {captioner.domain or 'not recorded'}",
@@ -142,6 +152,10 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "no input: give IMAGE files, or --demo to caption the bundled photos")
     if args.per_word and not args.overlay and not args.demo:
         fail("caption", "--per-word needs --overlay DIR")
+    if args.evidence and not (args.overlay or args.json or args.jsonl or args.demo):
+        fail("caption", "--evidence is drawn with --overlay DIR or written with --json / --jsonl: add one of them")
+    if args.evidence and args.sample:
+        fail("caption", "--evidence explains the model's own choice of words; --sample draws them at random: drop one")
     if args.seed is not None and args.demo != "shapes":
         fail("caption", "--seed only applies to --demo shapes")
     if args.resume and not args.jsonl:

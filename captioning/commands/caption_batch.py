@@ -76,13 +76,19 @@ def caption_items(
             rec["n_best"] = [{"caption": " ".join(w), "score": round(sc, 6)} for w, sc in nbest]
         rec["attention"] = rows  # (T, L), each rounded to 6 decimals
         rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
+        shown = {}
+        if getattr(args, "evidence", False):  # what drives each word (captioning.model.explain)
+            found = captioner.evidence(features[len(out) : len(out) + 1], words)
+            rec["evidence"] = [[round(float(v), 6) for v in row] for row in found.evidence]
+            rec["agreement"] = [None if tau != tau else round(tau, 4) for tau in found.agreement]
+            shown = {"evidence": found.evidence, "agreement": found.agreement}
         if args.overlay:
             stem = item.get("stem") or _unique_stem(Path(name).stem or "image", used)
             image = item["image"]
             try:
                 png = Path(args.overlay) / f"{stem}-attention.png"
                 seen = captioner.preprocess.crop_box(*image.size)  # the box in the decoded image's pixels
-                path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen)
+                path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen, **shown)
                 extra = ""
                 if args.per_word:
                     n = len(draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen))

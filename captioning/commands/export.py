@@ -104,6 +104,23 @@ def ensemble_of(captioner, src: str, others: list[str]) -> None:
     captioner.model.decoder = DecoderEnsemble(decoders)
 
 
+def member_of(captioner, src: str, k: int) -> None:
+    """Make the captioner (read from src, an ensemble) the model of its k-th decoder alone (1 = the first), e.g. a
+    start for another training stage (model.init_from refuses an ensemble). Not an ensemble, or no such member:
+    :class:`ModelFileError`."""
+    members = captioner.decoders
+    if not captioner.ensemble:
+        raise ModelFileError(f"--member {k}: {src} has one decoder, not an ensemble")
+    if not 1 <= k <= len(members):
+        raise ModelFileError(f"--member {k}: {src} has decoders 1 to {len(members)}")
+    captioner.model.decoder = members[k - 1]
+    # the ensemble's scores and its chosen decoding are not this decoder's: the facts about the data stay
+    for key in ("test_scores", "decoding"):
+        captioner.info.pop(key, None)
+    if "training" in captioner.info:
+        captioner.info["training"] = f"decoder {k} of {len(members)} of: {captioner.info['training']}"
+
+
 def export_model(captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False) -> Path:
     """Write the captioner's model file at ``out`` (float16 parameters with ``half``; without the encoder's weights
     when an installed package ships them, ``encoder_from_package``): next to it first, read back, then moved over
@@ -158,12 +175,19 @@ def _options(p) -> None:
         "vocabulary, settings and frozen encoder), their next-word probabilities averaged at every step; choose its "
         "decoding again on val",
     )
+    p.add_argument(
+        "--member",
+        type=int,
+        metavar="K",
+        help="the K-th decoder of an ensemble (1 = the first) as a model of its own, e.g. to start another training "
+        "stage from (model.init_from)",
+    )
 
 
 @inert_output
 def export_main(argv: list[str] | None = None) -> int:
     """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]
-    [--average CHECKPOINT ... | --ensemble MODEL ...]``; returns the exit code."""
+    [--average CHECKPOINT ... | --ensemble MODEL ... | --member K]``; returns the exit code."""
 
     def convert(
         src: str,
@@ -173,11 +197,17 @@ def export_main(argv: list[str] | None = None) -> int:
         encoder_from_package: bool = False,
         average: list[str] | None = None,
         ensemble: list[str] | None = None,
+        member: int | None = None,
     ) -> str:
         if average and ensemble:
             raise ModelFileError("--average and --ensemble: one at a time (average each member's run first)")
+        if member is not None and (average or ensemble):
+            raise ModelFileError("--member takes one decoder out of an ensemble: not with --average or --ensemble")
         extra = read_info(info) if info else {}
         captioner, what = load_any(src)
+        if member is not None:
+            member_of(captioner, src, member)
+            src = f"{src}'s decoder {member}"
         if average:
             average_into(captioner, src, average)
             src = f"{src} averaged with {len(average)} more"

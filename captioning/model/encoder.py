@@ -37,7 +37,9 @@ LITE = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")  # Ima
 # EfficientNet-Lite's own input sides (the resolution each was trained at): lite1 and lite2 see more at theirs.
 LITE_SIZES = {"efficientnet_lite0": 224, "efficientnet_lite1": 240, "efficientnet_lite2": 260}
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "vgg19", *LITE)
-FINE_TUNE = ("none", "last", "all")
+# Which stages train: none (frozen: features can be cached), the last one, the last two, all of them. The stages that
+# stay frozen can still be computed once per photo and stored (``frozen_map``: the stage cache).
+FINE_TUNE = ("none", "last", "last2", "all")
 # Keys of classifier heads: the encoder does not use them, so a weights file may have them or not.
 _HEAD_PREFIXES = ("fc.", "_fc.", "classifier.")
 
@@ -55,7 +57,13 @@ class EncoderConfig:
     # "imagenet" (torchvision's, from the torch hub cache; efficientnet_lite0/1/2's ship offline in packages), the path
     # of a state_dict file, or null for random init.
     weights: str | None = "imagenet"
-    fine_tune: str = "none"  # "none" (frozen: features can be cached), "last" (the last stage trains) or "all"
+    # "none" (frozen: features can be cached), "last" (the last stage trains: EfficientNet's stride-32 blocks and head),
+    # "last2" (the last two stages) or "all"
+    fine_tune: str = "none"
+    # the trainable stages' BatchNorms keep their ImageNet statistics and drop-connect stays off (eval mode) while
+    # their weights train: a batch holds ~13 photos, too few for steady batch statistics, and a photo's stored frozen
+    # map then meets the same network in training as in captioning. false: they train in train mode.
+    frozen_bn: bool = True
     image_size: int | None = None  # network input side (null: 224; efficientnet_lite1 240, lite2 260)
     crop: bool | None = None  # true (null): the centre square; false: the whole image, aspect ratio not kept
     # efficientnet_lite* at stride 8 only: append each region's stride-16 parent's features to its own (fine) ones.
@@ -331,9 +339,11 @@ class ImageEncoder(nn.Module):
 
     fine_tune: "none" freezes everything (no gradients, BatchNorm in eval mode whatever .train()
     says); "last" trains only the last stage (ResNet layer4 / layer3 at stride 16, VGG block5,
-    EfficientNet the blocks at the output resolution plus head); "all" trains everything. Frozen
-    stages run under no_grad, which saves their activation memory; input gradients are then not
-    available.
+    EfficientNet the blocks at the output resolution plus head), "last2" the last two; "all" trains
+    everything. Frozen stages run under no_grad, which saves their activation memory; input
+    gradients are then not available. With frozen_bn (the default) the trainable stages' BatchNorm
+    statistics stay ImageNet's too. A partly trainable encoder splits in two: ``frozen_map`` (run
+    once per photo and stored) and ``from_frozen_map`` (run every step).
     """
 
     def __init__(
@@ -344,6 +354,7 @@ class ImageEncoder(nn.Module):
         weights: str | os.PathLike[str] | None = "imagenet",
         stride: int = 32,
         fine_tune: str = "none",
+        frozen_bn: bool = True,
         image_size: int | None = None,
         crop: bool | None = None,
         multiscale: bool = False,
@@ -387,7 +398,8 @@ class ImageEncoder(nn.Module):
                                                        jpeg_quality=jpeg_quality,
                                                        jpeg_subsampling=jpeg_subsampling))  # fmt: skip
         n_stages = len(self.body)
-        self._n_frozen = {"none": n_stages, "last": n_stages - 1, "all": 0}[fine_tune]
+        self._n_frozen = {"none": n_stages, "last": n_stages - 1, "last2": n_stages - 2, "all": 0}[fine_tune]
+        self.frozen_bn = bool(frozen_bn)
         # Frozen EfficientNet-Lite without gradients: run a copy with its BatchNorms folded into the convolutions
         # (captioning.model.inference_encoder; about 1.5-2x the images per second on a CPU, equal to float rounding).
         # False: always the plain body (the reference the folded copy is tested against).
@@ -407,6 +419,7 @@ class ImageEncoder(nn.Module):
             weights=cfg.weights,
             stride=cfg.stride,
             fine_tune=cfg.fine_tune,
+            frozen_bn=cfg.frozen_bn,
             image_size=cfg.image_size,
             crop=cfg.crop,
             multiscale=cfg.multiscale,
@@ -424,6 +437,7 @@ class ImageEncoder(nn.Module):
             "grid": self.grid,
             "stride": self.stride,
             "fine_tune": self.fine_tune,
+            **({} if self.frozen_bn else {"frozen_bn": False}),  # named only off its default: older files rebuild
             "image_size": self.preprocess.image_size,
             "crop": self.preprocess.crop,
             "multiscale": self.multiscale,
@@ -437,9 +451,53 @@ class ImageEncoder(nn.Module):
 
     def train(self, mode: bool = True) -> ImageEncoder:
         super().train(mode)
-        for stage in self.body[: self._n_frozen]:
-            stage.eval()  # frozen BatchNorm must keep its ImageNet statistics
+        # frozen BatchNorm must keep its ImageNet statistics; with frozen_bn, so do the trainable stages' (their
+        # weights still train: eval mode only fixes the statistics and turns drop-connect off)
+        for stage in self.body[: len(self.body) if self.frozen_bn else self._n_frozen]:
+            stage.eval()
         return self
+
+    @property
+    def frozen_stage_count(self) -> int:
+        """How many of the body's stages (from the input) are frozen."""
+        return self._n_frozen
+
+    @property
+    def stage_cacheable(self) -> bool:
+        """Whether a photo's frozen stages can be run once and stored (``frozen_map``), the rest run every step
+        (``from_frozen_map``): a partly trainable encoder without the multiscale tap (whose fine map may lie in
+        either part)."""
+        return 0 < self._n_frozen < len(self.body) and not self.multiscale
+
+    def frozen_state(self) -> dict[str, torch.Tensor]:
+        """The weights and buffers of the frozen stages only: what a stored frozen map depends on."""
+        frozen = tuple(f"body.{name}." for name in list(self.body._modules)[: self._n_frozen])
+        return {k: v for k, v in self.state_dict().items() if k.startswith(frozen)}
+
+    @torch.no_grad()
+    def frozen_map(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) -> the frozen stages' output (B, C, h', w'): computed once per photo and stored, since those
+        stages never change (stage_cacheable encoders only)."""
+        if not self.stage_cacheable:
+            raise ValueError(f"fine_tune {self.fine_tune!r}{' with multiscale' if self.multiscale else ''}: no "
+                             "frozen stages to store apart")  # fmt: skip
+        x = images.contiguous(memory_format=torch.channels_last)
+        frozen = self.body[: self._n_frozen]
+        if self.backbone in LITE:  # BatchNorms folded into the convolutions: ~1.5x the photos a second, same values
+            from captioning.model.inference_encoder import fold_for_inference
+
+            frozen = fold_for_inference(frozen)
+        for stage in frozen:
+            x = stage(x)
+        return x
+
+    def from_frozen_map(self, fmap: torch.Tensor) -> torch.Tensor:
+        """A stored frozen map (B, C, h', w') -> region features (B, L, D) through the trainable stages: equal to
+        ``forward`` on the photos the map was made from."""
+        x = fmap.contiguous(memory_format=torch.channels_last)
+        for stage in self.body[self._n_frozen :]:
+            x = stage(x)
+        return self.regions(x)
 
     def feature_map(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) -> the backbone's map (B, D, h, w), h ~ H / stride."""
@@ -496,6 +554,9 @@ class ImageEncoder(nn.Module):
         return self._folded[1]
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        fmap = self.feature_map(images)  # (B, D, h, w)
+        return self.regions(self.feature_map(images))
+
+    def regions(self, fmap: torch.Tensor) -> torch.Tensor:
+        """The backbone's map (B, D, h, w) -> region features (B, L, D)."""
         pooled = F.adaptive_avg_pool2d(fmap, self.grid)  # (B, D, grid, grid); replicates if h < grid
         return pooled.flatten(2).transpose(1, 2).contiguous()  # (B, L, D), region = row * grid + col

@@ -21,7 +21,9 @@ word, those that name no object ("a", "left of", "there is") taking the object n
 the encoder's: ``set_grid`` (the FeatureCacheCallback calls it with the model's encoder, next to the preprocessing).
 Evaluation batches carry the targets of the first reference (the one their teacher-forced loss uses).
 
-Training batches hold every (image, caption) pair, in batches of similar caption length; evaluation batches hold
+Training batches hold every (image, caption) pair, in batches of similar caption length (or, with
+``photo_batches``, whole photos with all their captions: ``photo_of`` then maps each caption to its photo's row, so
+the encoder runs once a photo); evaluation batches hold
 one entry per image with all its references. Captions longer than ``max_caption_len`` words are TRUNCATED for
 training (an image keeps all its captions); evaluation always uses the full references. The vocabulary comes from
 the train captions only.
@@ -30,7 +32,9 @@ Preprocessing and the feature cache belong to the data module; it is given the m
 FeatureCacheCallback (captioning.training.feature_cache), never called by the LightningModule, and imports no model.
 With a frozen encoder and ``cache_features: true``, ``fill_feature_cache(encode_fn, preprocess, ...)`` preprocesses and
 encodes every image of the requested splits once (or reads them from the disk cache of an earlier run), and batches
-carry "features" (B, L, D) instead of "images" (B, 3, H, W). Cached features are stored in float16. Memory: N images
+carry "features" (B, L, D) instead of "images" (B, 3, H, W). With a partly trainable encoder (``fine_tune: last``)
+the cache holds each photo's frozen map instead, the output of the stages that stay frozen (N, C, h, w), and batches
+carry "frozen_maps" (P, C, h, w), one per distinct photo. Cached features are stored in float16. Memory: N images
 x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much for COCO at 14 x 14 x 2048 (about 100 GB): leave
 caching off there.
 """
@@ -105,6 +109,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         captions_per_image: int | None = None,
         batch_size: int = 64,
         sort_by_length: bool = True,
+        photo_batches: bool = False,
         num_workers: int = 0,
         cache_features: bool = False,
         feature_cache_dir: str | None = "auto",
@@ -137,6 +142,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 little padding); false: each batch holds pairs drawn at random, as a chunk folder's always do.
                 Similar lengths are similar captions in a corpus whose length follows its content (the rehearsal's
                 scenes): there false trains faster (benchmarks/streaming_scores.py).
+            photo_batches: a training batch holds whole photos with all their captions (about batch_size captions:
+                batch_size / captions per photo photos), drawn at random each epoch; the encoder runs once per photo
+                for all its captions. For a fine-tuned encoder, whose every pass costs a CNN forward and backward.
+                sort_by_length is then unused.
             num_workers: DataLoader worker processes (0 = load in the main process).
             cache_features: encode every image once when the encoder is frozen (see the module doc).
             feature_cache_dir: where cached features persist between runs (captioning.training.feature_cache): ``auto``
@@ -169,6 +178,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.preprocess: Callable = Preprocess()
         self._train_pairs: list[tuple[int, list[int]]] = []  # (image index, caption ids without bos/eos)
         self._train_caption: list[int] = []  # per train pair: which caption of its image it is
+        self._photo_pairs: list[list[int]] = []  # per train image: its pairs (photo_batches)
         self.grid: tuple[int, int] | None = None  # the encoder's (gh, gw), for attention targets (set_grid)
         self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
         self._domain_check: dict | None = None
@@ -202,7 +212,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if self._domain_check is not None:
             return self._domain_check  # or a feature chunk folder's, made when it was written
         train = self.features.get("train")
-        if train is None or len(train) < 2:
+        if train is None or len(train) < 2 or train.dim() != 3:  # frozen maps: not the model's features, no check
             return None
         if self._domain_check is None:  # every source but the synthetic shapes is photographs
             val = self.features.get("val")
@@ -299,6 +309,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             for c in caps[: hp.captions_per_image]
         ]
         self._train_caption = [k for caps in train for k in range(len(caps[: hp.captions_per_image]))]
+        self._photo_pairs = [[] for _ in train]  # per train photo, the indices of its (image, caption) pairs
+        for i, (image, _) in enumerate(self._train_pairs):
+            self._photo_pairs[image].append(i)
 
     @property
     def train_references(self) -> list[list[list[str]]]:
@@ -365,11 +378,24 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         )
 
     def _visual(self, split: str, index: list[int]) -> dict[str, torch.Tensor]:
+        """What the encoder needs for the photos ``index`` (one per caption of the batch): cached region features
+        (B, L, D); or, once per distinct photo, stored frozen maps (P, C, h, w) or images (P, 3, H, W) with
+        ``photo_of`` (B,) naming each caption's row, so a photo's captions share one pass of the trainable stages."""
         feats = self.features.get(split)
-        if feats is not None:
+        if feats is not None and feats.dim() == 3:
             return {"features": feats[index].float()}  # (B, L, D)
-        images = self.splits[split].images
-        return {"images": torch.stack([prepared(images[i], self.preprocess) for i in index])}  # (B, 3, H, W)
+        if feats is None and not self.hparams.photo_batches:
+            images = self.splits[split].images
+            return {"images": torch.stack([prepared(images[i], self.preprocess) for i in index])}  # (B, 3, H, W)
+        photos, photo_of = torch.tensor(index).unique(return_inverse=True)  # (P,), (B,)
+        if feats is not None:
+            visual = {"frozen_maps": feats[photos].float()}  # (P, C, h, w)
+        else:
+            images = self.splits[split].images
+            visual = {"images": torch.stack([prepared(images[i], self.preprocess) for i in photos.tolist()])}
+        if len(photos) < len(index):
+            visual["photo_of"] = photo_of
+        return visual
 
     # --- attention targets --------------------------------------------------------------------------------------------
     def _token_cells(self, split: str, i: int, caption: int) -> list[tuple[int, list[int]]]:
@@ -421,6 +447,15 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             batch.update(self._attention_targets("train", which, batch["targets"].size(1)))
         return batch
 
+    @property
+    def photos_per_batch(self) -> int:
+        """photo_batches: photos a training batch holds, so that it holds about batch_size captions."""
+        mean = len(self._train_pairs) / max(1, sum(1 for p in self._photo_pairs if p))
+        return max(1, round(self.hparams.batch_size / mean))
+
+    def _collate_photos(self, photos: list[int]) -> dict:
+        return self._collate_train([i for p in photos for i in self._photo_pairs[p]])
+
     def _collate_eval(self, split: str, index: list[int]) -> dict:
         refs = [self.splits[split].references[i] for i in index]
         # The first reference gives a teacher-forced loss; the metrics use all of them.
@@ -434,6 +469,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         hp = self.hparams
+        if self.streams and hp.photo_batches:
+            raise CaptionDataError(
+                f"data.photo_batches: {hp.root} is a chunk folder, whose stream draws its own batches; leave it false"
+            )
         if self.streams:
             from captioning.training.streaming import StreamCollate
 
@@ -444,6 +483,18 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             world = world_size_of(getattr(self, "trainer", None))
             return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, hp.num_workers, world,
                                     self.take_resume_skip())  # fmt: skip
+        if hp.photo_batches:  # whole photos with all their captions: a batch sampler over photos, not pairs
+            photos = _Indices(len(self._photo_pairs))
+            sampler = LengthBatchSampler(
+                EpochShuffle(photos, hp.seed),
+                [1] * len(photos),
+                self.photos_per_batch,
+                seed=hp.seed,
+                skip=self.take_resume_skip(),
+                pool_batches=1,
+            )
+            collate = self._collate_photos
+            return DataLoader(photos, batch_sampler=sampler, collate_fn=collate, num_workers=hp.num_workers)
         lengths = [len(c) for _, c in self._train_pairs]
         pairs = _Indices(len(lengths))
         sampler = LengthBatchSampler(

@@ -21,7 +21,10 @@ to its device, so cached features come from the weights actually used:
   distributions over the encoder's grid (``dm.set_grid``);
 - with a frozen encoder and ``data.cache_features: true``, every image of the stage's splits is encoded once
   (``dm.fill_feature_cache``), or read from the disk cache of an earlier run.
-Under DDP the first process of each machine encodes and writes the cache files while the others wait, then they read
+With a partly trainable encoder (``fine_tune: last``) the cache holds each photo's frozen map instead (the output of
+the stages that stay frozen, ``ImageEncoder.frozen_map``), keyed by those stages alone; the trainable stages run on it
+every step (the LightningModule's ``from_frozen_map``). Under DDP the first process of each machine encodes and writes
+the cache files while the others wait, then they read
 them (memory-mapped). ``fast_dev_run`` caches nothing: its few batches encode their own images.
 """
 
@@ -96,7 +99,8 @@ def load_features(path: Path, n_images: int) -> torch.Tensor | None:
         feats = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001 - a torn or foreign file is re-encoded, not trusted
         return None
-    return feats if isinstance(feats, torch.Tensor) and feats.dim() == 3 and feats.size(0) == n_images else None
+    # (N, L, D) region features, or (N, C, h, w) frozen maps (a partly trainable encoder's)
+    return feats if isinstance(feats, torch.Tensor) and feats.dim() in (3, 4) and feats.size(0) == n_images else None
 
 
 def save_features(path: Path, features: torch.Tensor) -> None:
@@ -156,13 +160,34 @@ def fill_features(
     for split in todo:
         chunks, ds = [], _ImageTensors(images[split], preprocess)
         for batch in DataLoader(ds, batch_size=batch_size, num_workers=num_workers):
-            chunks.append(encode_fn(batch).to("cpu", torch.float16))  # (b, L, D)
+            chunks.append(encode_fn(batch).to("cpu", torch.float16).contiguous())  # (b, L, D) or (b, C, h, w)
             bar.update(batch.size(0))
         features[split] = torch.cat(chunks)  # (N, L, D)
         if split in files:
             save_features(files[split], features[split])
     bar.close()
     return todo
+
+
+def cache_fingerprint(encoder) -> str:
+    """The key over what an encoder's cached output depends on: a frozen encoder's region features on all its
+    weights and settings; a partly trainable one's frozen maps on its frozen stages alone (the trainable stages change
+    at every step and on resume, the maps they read do not)."""
+    settings = {**encoder.config(), "preprocess": repr(encoder.preprocess)}
+    if encoder.fine_tune == "none":
+        return encoder_fingerprint(encoder, settings)
+    settings = {**settings, "fine_tune": None, "frozen_bn": None, "frozen_stages": encoder.frozen_stage_count}
+    return encoder_fingerprint(_Weights(encoder.frozen_state()), settings)
+
+
+class _Weights:
+    """A state_dict as encoder_fingerprint reads one (a part of an encoder's: its frozen stages)."""
+
+    def __init__(self, state: dict[str, torch.Tensor]):
+        self._state = state
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self._state
 
 
 # --- the callback ----------------------------------------------------------------------------------------------------
@@ -172,18 +197,19 @@ class FeatureCacheCallback(pl.Callback):
         encoder = model.encoder
         dm.set_preprocess(encoder.preprocess)
         dm.set_grid(encoder.grid)  # attention targets are distributions over the encoder's grid cells
-        if encoder.fine_tune != "none" or not dm.hparams.cache_features or trainer.fast_dev_run:
+        # frozen: the region features are stored; partly trainable: the frozen stages' maps (frozen_map), the
+        # trainable stages then run every step on them; all trainable: nothing to store
+        stage_maps = encoder.fine_tune != "none" and encoder.stage_cacheable
+        if (encoder.fine_tune != "none" and not stage_maps) or not dm.hparams.cache_features or trainer.fast_dev_run:
             return
         cache_dir = dm.hparams.feature_cache_dir
         if cache_dir == "auto":
             cache_dir = str(Path(trainer.default_root_dir, "feature_cache"))
-        fingerprint = None
-        if cache_dir:
-            settings = {**encoder.config(), "preprocess": repr(encoder.preprocess)}
-            fingerprint = encoder_fingerprint(encoder, settings)
+        fingerprint = cache_fingerprint(encoder) if cache_dir else None
 
         def encode(images: torch.Tensor) -> torch.Tensor:
-            return model.encode(images.to(pl_module.device))  # (B, L, D)
+            images = images.to(pl_module.device)
+            return encoder.frozen_map(images) if stage_maps else model.encode(images)  # (B, C, h, w) | (B, L, D)
 
         def run(progress: bool) -> None:
             was_training = model.training

@@ -187,7 +187,17 @@ class CaptionModule(RunState, pl.LightningModule):
             self._graphed = None
 
     def _features(self, batch: dict) -> torch.Tensor:
-        return batch["features"] if "features" in batch else self.model.encode(batch["images"])  # (B, L, D)
+        """The batch's region features (B, L, D), one row per caption: cached; or through the encoder's trainable
+        stages from stored frozen maps, or through the whole encoder from images, once per photo (``photo_of``: which
+        photo each caption is of; the rows are repeated after the encoder, so its gradient sums over the captions)."""
+        if "features" in batch:
+            return batch["features"]
+        if "frozen_maps" in batch:
+            features = self.model.encoder.from_frozen_map(batch["frozen_maps"])  # (P, L, D)
+        else:
+            features = self.model.encode(batch["images"])  # (P, L, D)
+        photo_of = batch.get("photo_of")
+        return features if photo_of is None else features[photo_of]  # (B, L, D)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         features = self._features(batch)

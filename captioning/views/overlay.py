@@ -192,14 +192,20 @@ class GridLayout:
 
 
 def grid_layout(
-    image_size: tuple[int, int], words: Sequence[str], cols: int | None = None, panel_side: int = PANEL_SIDE
+    image_size: tuple[int, int],
+    words: Sequence[str],
+    cols: int | None = None,
+    panel_side: int = PANEL_SIDE,
+    sections: int = 1,
 ) -> GridLayout:
+    """``sections``: how many times the image and its word panels are drawn, each starting a row (2: attention,
+    then what drives each word)."""
     shown = min(len(words), MAX_WORDS)
     panels = shown + 1
     if cols is None:  # as few rows as MAX_COLS allows, then as few columns as that many rows need (balanced rows)
         cols = math.ceil(panels / math.ceil(panels / MAX_COLS))
     cols = max(1, int(cols))
-    rows = math.ceil(panels / cols)
+    rows = math.ceil(panels / cols) * sections
     pw, ph = _panel_size(image_size, panel_side)
     grid_w = cols * pw + (cols + 1) * GAP
     width = max(grid_w, MIN_WIDTH)
@@ -226,25 +232,44 @@ def overlay_image(
     cols: int | None = None,
     *,
     panel_side: int = PANEL_SIDE,
+    evidence: Any = None,
+    agreement: Sequence[float] | None = None,
 ) -> Image.Image:
     """The grid picture (RGB): the caption and the key, then the image and one panel per word (the first MAX_WORDS)
     with that step's attention.
 
     alphas (T, L) with T = len(words); crop_box from ``Preprocess.crop_box`` of this image's size. ``chosen``: per
-    word the region a hard-attention model sampled (or None), outlined on its panel.
+    word the region a hard-attention model sampled (or None), outlined on its panel. ``evidence`` (T, L): per word,
+    how much removing each region lowers its probability (captioning.model.explain.word_evidence); drawn as a second
+    section of panels below the attention, the same way (its positive part as a distribution), each labelled with
+    ``agreement``, the word's Kendall tau between its attention and its evidence.
     """
     a = to_numpy(alphas)
     _check(words, a, grid, chosen)
     painter = _Painter(image, grid, crop_box, panel_side)
-    lay = grid_layout(to_rgb(image).size, words, cols, panel_side)
+    sections = 1 if evidence is None else 2
+    lay = grid_layout(to_rgb(image).size, words, cols, panel_side, sections)
     canvas = Image.new("RGB", lay.size, "white")
     draw_title(canvas, words, lay.lines)
     note = f"first {lay.shown} of {len(words)} words drawn" if lay.shown < len(words) else ""
+    if evidence is not None:
+        note = "; ".join(n for n in (note, "below: what removing each region costs the word (tau: agreement)") if n)
     draw_key(canvas, key_top(lay.lines), FLOOR, note)
     pw, ph = lay.panel
-    panels = [(painter.base, "image", None)]
+    panels: list[tuple[Image.Image, str, int | None] | None] = [(painter.base, "image", None)]
     panels += [(painter.step(a[t], None if chosen is None else chosen[t]), words[t], t + 1) for t in range(lay.shown)]
-    for k, (panel, text, index) in enumerate(panels):
+    if evidence is not None:
+        e = np.clip(to_numpy(evidence).astype(np.float64), 0.0, None)  # (T, L): what lowers the word
+        e = e / np.maximum(e.sum(-1, keepdims=True), 1e-12)
+        panels += [None] * ((-len(panels)) % lay.cols)  # the rest of the row empty: the section starts a new one
+        panels.append((painter.base, "removal", None))
+        for t in range(lay.shown):
+            tau = "" if agreement is None or agreement[t] != agreement[t] else f" τ {agreement[t]:+.2f}"
+            panels.append((painter.step(e[t]), f"{words[t]}{tau}", t + 1))
+    for k, item in enumerate(panels):
+        if item is None:
+            continue
+        panel, text, index = item
         row, col = divmod(k, lay.cols)
         x, y = lay.left + GAP + col * (pw + GAP), lay.header + GAP + row * (LABEL_H + ph + GAP)
         draw_label(canvas, text, x, y, pw, LABEL_H, index)
@@ -263,9 +288,12 @@ def draw_overlay(
     cols: int | None = None,
     *,
     panel_side: int = PANEL_SIDE,
+    evidence: Any = None,
+    agreement: Sequence[float] | None = None,
 ) -> Path:
     """Write :func:`overlay_image` as a PNG at ``path``; returns the path."""
-    canvas = overlay_image(image, words, alphas, grid, crop_box, chosen, cols, panel_side=panel_side)
+    canvas = overlay_image(image, words, alphas, grid, crop_box, chosen, cols, panel_side=panel_side,
+                           evidence=evidence, agreement=agreement)  # fmt: skip
     return _save(canvas, Path(path))
 
 

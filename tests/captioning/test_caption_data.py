@@ -198,3 +198,43 @@ def test_sort_by_length_false_draws_train_batches_at_random():
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # batches of neighbouring lengths
     plain = list(plain_dm.train_dataloader().batch_sampler)  # the draw cut into batches of 4, only ordered inside
     assert sorted(map(sorted, plain)) == sorted(sorted(order[p : p + 4]) for p in range(0, n, 4))
+
+
+def test_photo_batches_hold_whole_photos_once_each_per_epoch():
+    dm = _shapes(photo_batches=True, batch_size=8)
+    counts = [len(s.captions) for s in dm.scenes["train"]]
+    assert dm.photos_per_batch == max(1, round(8 / (sum(counts) / len(counts))))
+    dm.set_preprocess(PRE)
+    batches = list(dm.train_dataloader())
+    seen = torch.cat([b["image_index"] for b in batches])
+    assert torch.bincount(seen, minlength=12).tolist() == counts  # every pair once an epoch
+    for b in batches:
+        photos = b["image_index"].unique()
+        assert len(photos) <= dm.photos_per_batch
+        for p in photos.tolist():  # a photo's captions all in the same batch
+            assert int((b["image_index"] == p).sum()) == counts[p]
+        # the images once per photo; photo_of maps every caption back to its photo's row
+        assert b["images"].shape == (len(photos), 3, 32, 32)
+        assert torch.equal(photos[b["photo_of"]], b["image_index"])
+    other = list(_shapes(photo_batches=True, batch_size=8, seed=1).train_dataloader())  # the draw follows the seed
+    assert [b["image_index"].tolist() for b in other] != [b["image_index"].tolist() for b in batches]
+
+
+def test_stored_frozen_maps_come_once_per_photo():
+    dm = _shapes(photo_batches=True, batch_size=8, cache_features=True)
+
+    def frozen_map(images: torch.Tensor) -> torch.Tensor:  # (B, 3, H, W) -> (B, 3, 2, 2): quadrant means
+        b, c, h, w = images.shape
+        return images.reshape(b, c, 2, h // 2, 2, w // 2).mean(dim=(3, 5))
+
+    dm.fill_feature_cache(frozen_map, PRE, splits=["train", "val"], progress=False)
+    assert dm.features["train"].shape == (12, 3, 2, 2)
+    assert dm.domain_check is None  # a frozen map is not what the model attends: no domain check from it
+    batch = next(iter(dm.train_dataloader()))
+    photos = batch["image_index"].unique()
+    assert "features" not in batch and "images" not in batch
+    expect = frozen_map(torch.stack([PRE(dm.splits["train"].images[i]) for i in photos.tolist()]))
+    torch.testing.assert_close(batch["frozen_maps"], expect, atol=2e-3, rtol=1e-3)
+    assert torch.equal(photos[batch["photo_of"]], batch["image_index"])
+    ev = next(iter(dm.val_dataloader()))  # one entry per photo: no photo_of needed
+    assert ev["frozen_maps"].shape == (4, 3, 2, 2) and "photo_of" not in ev

@@ -128,7 +128,7 @@ def test_frozen_encoder_has_no_trainable_params_and_bn_statistics_do_not_drift()
 
 
 def test_fine_tune_last_trains_only_the_last_stage() -> None:
-    enc = _encoder("resnet18", fine_tune="last")
+    enc = _encoder("resnet18", fine_tune="last", frozen_bn=False)
     trainable = {n for n, p in enc.named_parameters() if p.requires_grad}
     layer4 = {n for n, _ in enc.named_parameters() if n.startswith("body.layer4.")}
     assert trainable == layer4 and layer4
@@ -154,10 +154,58 @@ def test_fine_tune_last_per_family(backbone: str, stride: int, last: str) -> Non
 
 
 def test_fine_tune_all_trains_everything() -> None:
-    enc = _encoder("resnet18", fine_tune="all")
+    enc = _encoder("resnet18", fine_tune="all", frozen_bn=False)
     assert all(p.requires_grad for p in enc.parameters())
     enc.train()
     assert all(bn.training for bn in _bn_layers(enc))
+
+
+def test_frozen_bn_trains_the_weights_but_keeps_the_statistics() -> None:
+    enc = _encoder("resnet18", fine_tune="last2")  # frozen_bn: the default
+    trainable = {n.split(".")[1] for n, p in enc.named_parameters() if p.requires_grad}
+    assert trainable == {"layer3", "layer4"}
+    enc.train()
+    assert enc.training and not any(bn.training for bn in _bn_layers(enc))
+    before = [bn.running_mean.clone() for bn in _bn_layers(enc)]
+    enc(torch.randn(2, 3, 64, 64) * 3 + 1).sum().backward()
+    assert all(p.grad is not None for p in enc.body.layer3.parameters())
+    for bn, mean in zip(_bn_layers(enc), before, strict=True):
+        torch.testing.assert_close(bn.running_mean, mean, rtol=0, atol=0)
+    assert "frozen_bn" not in enc.config()  # the default is not written: older files rebuild as before
+    assert _encoder("resnet18", fine_tune="last", frozen_bn=False).config()["frozen_bn"] is False
+
+
+@pytest.mark.parametrize("fine_tune", ["last", "last2"])
+def test_a_stored_frozen_map_gives_the_encoders_features(fine_tune: str) -> None:
+    """frozen_map once, from_frozen_map every step: the same features (and gradients) as the whole encoder."""
+    enc = _encoder("efficientnet_lite0", fine_tune=fine_tune, weights="imagenet", grid=3)
+    assert enc.stage_cacheable and enc.frozen_stage_count == len(enc.body) - (1 if fine_tune == "last" else 2)
+    images = torch.randn(2, 3, 96, 96)
+    stored = enc.frozen_map(images).half()  # as the cache keeps it
+    assert not stored.requires_grad and stored.shape[0] == 2
+    enc.train()
+    whole = enc(images)
+    from_map = enc.from_frozen_map(stored.float())
+    assert from_map.shape == whole.shape == (2, 9, enc.out_dim)
+    torch.testing.assert_close(from_map, whole, atol=2e-2, rtol=2e-2)  # float16 storage
+    from_map.sum().backward()
+    assert all(p.grad is not None for p in enc.parameters() if p.requires_grad)
+    # what a stored map depends on: every weight and statistic of the frozen stages, none of the trainable ones
+    frozen, trainable = enc.frozen_state(), {n for n, p in enc.named_parameters() if p.requires_grad}
+    stages = list(enc.body._modules)
+    assert {k.split(".")[1] for k in frozen} == set(stages[: enc.frozen_stage_count])
+    assert {k.split(".")[1] for k in trainable} == set(stages[enc.frozen_stage_count :])
+    assert len(frozen) + sum(1 for k in enc.state_dict() if k.split(".")[1] in stages[enc.frozen_stage_count :]) == len(
+        enc.state_dict()
+    )
+
+
+def test_frozen_map_refuses_encoders_with_nothing_to_store() -> None:
+    for kwargs in ({"fine_tune": "none"}, {"fine_tune": "all"}):
+        enc = _encoder("resnet18", **kwargs)
+        assert not enc.stage_cacheable
+        with pytest.raises(ValueError, match="no frozen stages"):
+            enc.frozen_map(torch.randn(1, 3, 32, 32))
 
 
 # --- preprocessing --------------------------------------------------------------------------

@@ -95,3 +95,59 @@ def test_the_key_follows_the_photos_bytes_not_their_folder_or_time(tmp_path):
     assert feature_cache.split_key("enc", sorted(second.iterdir())) != key
     (second / "p1.bmp").unlink()
     assert feature_cache.split_key("enc", [second / "p0.bmp", second / "p1.bmp"]) != key  # a missing photo
+
+
+def test_frozen_maps_are_keyed_by_the_frozen_stages_alone():
+    """A resumed fine-tuning run reads the maps its first start stored: the trainable stage's weights (which changed)
+    are not in the key; a frozen stage's weights, the settings and a frozen encoder's every weight are."""
+    from captioning.model.encoder import ImageEncoder
+
+    def enc(**kw):
+        torch.manual_seed(0)
+        return ImageEncoder("resnet18", weights=None, grid=2, image_size=32, **kw)
+
+    base = feature_cache.cache_fingerprint(enc(fine_tune="last"))
+    trained = enc(fine_tune="last")
+    with torch.no_grad():
+        trained.body.layer4[0].conv1.weight.add_(1.0)  # the trainable stage moved
+    assert feature_cache.cache_fingerprint(trained) == base
+    assert feature_cache.cache_fingerprint(enc(fine_tune="last", frozen_bn=False)) == base  # maps are the same
+    other = enc(fine_tune="last")
+    with torch.no_grad():
+        other.body.layer3[0].conv1.weight.add_(1.0)  # a frozen stage moved: other maps
+    assert feature_cache.cache_fingerprint(other) != base
+    assert feature_cache.cache_fingerprint(enc(fine_tune="last2")) != base  # fewer stages stored: another map
+    frozen = enc()
+    key = feature_cache.cache_fingerprint(frozen)
+    with torch.no_grad():
+        frozen.body.layer4[0].conv1.weight.add_(1.0)
+    assert feature_cache.cache_fingerprint(frozen) != key  # frozen: the features depend on every weight
+
+
+def test_fine_tuning_trains_the_last_stage_from_stored_maps_once_per_photo(encodings, monkeypatch):
+    """fine_tune last + photo_batches: the maps are stored once (a second fit reads them), every step runs the last
+    stage once per photo of the batch, and its weights train while the frozen stages' stay as they were."""
+    from captioning.model.encoder import ImageEncoder
+
+    passes: list[int] = []
+    first: dict[str, torch.Tensor] = {}
+    real = ImageEncoder.from_frozen_map
+
+    def counting(self, fmap):
+        if not first:
+            first.update({k: v.clone() for k, v in self.state_dict().items()})
+        passes.append(fmap.size(0))
+        return real(self, fmap)
+
+    monkeypatch.setattr(ImageEncoder, "from_frozen_map", counting)
+    args = ["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--model.encoder.fine_tune", "last",
+            "--data.photo_batches", "true", "--trainer.max_steps", "6", "--trainer.limit_val_batches", "0"]  # fmt: skip
+    cli = caption_train_cli(args)
+    assert encodings == [["train", "val"]]
+    assert cli.datamodule.features["train"].shape[:2] == (32, 256)  # resnet18's layer3 maps, one per scene
+    assert len(passes) == 6 and max(passes) <= cli.datamodule.photos_per_batch < 16  # photos, not 16 captions
+    now = cli.model.model.encoder.state_dict()
+    moved = {k.split(".")[1] for k in now if not torch.equal(now[k], first[k])}
+    assert moved == {"layer4"}
+    caption_train_cli(args)
+    assert encodings[-1] == []  # the second fit read the stored maps

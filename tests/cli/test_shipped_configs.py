@@ -96,13 +96,22 @@ def _in_tmp(cli_run_in_tmp):
 
 def test_every_config_is_covered():
     assert len(CONFIGS) >= 14 and {c.parent.name for c in CONFIGS} == {"text", "caption"}
-    for config in CONFIGS:  # a second stage (init_from) names the config of its first, <name>_scst -> <name>
+    for config in CONFIGS:  # a later stage (init_from) names the config of the one before, <name>_scst -> <name>
         if re.search(r"^\s*init_from:", config.read_text(), re.MULTILINE):
-            assert config.stem.endswith("_scst") and _first_stage_config(config).is_file(), config
+            assert _later_stage(config) and _first_stage_config(config).is_file(), config
+
+
+# a later stage that is not <name>_scst: the config it starts from
+STAGE_BEFORE = {"flickr8k_lite2_finetune": "flickr8k_lite2_soft"}
+
+
+def _later_stage(config: Path) -> bool:
+    return config.stem.endswith("_scst") or config.stem in STAGE_BEFORE
 
 
 def _first_stage_config(config: Path) -> Path:
-    return config.with_name(config.stem.removesuffix("_scst") + ".yaml")
+    stem = config.stem
+    return config.with_name(STAGE_BEFORE.get(stem, stem.removesuffix("_scst")) + ".yaml")
 
 
 def _fit(config: Path, root: Path, data: Path, extra: list[str] = ()):
@@ -113,15 +122,22 @@ def _fit(config: Path, root: Path, data: Path, extra: list[str] = ()):
     return (text_train_cli if config.parent.name == "text" else caption_train_cli)(args), out
 
 
-# first-stage config -> the model file its own test wrote this session (the configs run in sorted order, so a
-# first stage, <name>.yaml, runs before its second, <name>_scst.yaml; fitted again when run alone, e.g. with -k)
+# first-stage config -> the model file its own test wrote this session (the configs run stage by stage, so a first
+# stage runs before the stages that start from it; fitted again when run alone, e.g. with -k)
 FIRST_STAGES: dict[Path, Path] = {}
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.parent.name}/{c.stem}")
+def _depth(config: Path) -> int:
+    """0 for a first stage, 1 for a stage that starts from one, and so on."""
+    return 1 + _depth(_first_stage_config(config)) if _later_stage(config) else 0
+
+
+@pytest.mark.parametrize(
+    "config", sorted(CONFIGS, key=lambda c: (_depth(c), c)), ids=lambda c: f"{c.parent.name}/{c.stem}"
+)
 def test_config_fits_as_shipped(config, tmp_path, capsys, data):
     extra = []
-    if config.stem.endswith("_scst"):  # a second stage: from its first stage's model file (2 steps), as a user would
+    if _later_stage(config):  # a later stage: from the model file of the stage before (2 steps), as a user would
         first = FIRST_STAGES.get(_first_stage_config(config))
         if first is None or not first.is_file():
             _, first = _fit(_first_stage_config(config), tmp_path / "first", data)

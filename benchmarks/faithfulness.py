@@ -1,0 +1,249 @@
+"""Is attention an explanation? The faithfulness measure (text_attn.core.faithfulness) on the bundled models (issue 73).
+Prints one table per family and writes every word's numbers as JSON; ~15 minutes on 2 cores with the defaults.
+
+    python benchmarks/faithfulness.py --flickr8k-root ../shared/data/flickr8k --multi30k-root ../shared/data/multi30k \
+        --json docs/faithfulness.json
+
+For each word a model generated (its own caption or translation as the prefix), its input units (a photo's regions, a
+sentence's source tokens) are ranked by the word's attention, at random (seeded draws), by leave-one-out (the
+reference) and by gradient methods, then removed in that order; the word's probability after each removal gives the
+deletion and insertion curves (areas divided by the word's own probability: 1 = removing changes nothing). Columns:
+- deletion, most first (lower = the ranking found what the word needs), least first (higher = better; with the same
+  removal, insertion is this curve read backwards: the same area, in the JSON only), Kendall's tau against
+  leave-one-out (1 = the same order).
+- Interventions: the word's own attention replaced by uniform weights, a permutation of it, another word's: total
+  variation distance of the next-word distribution from the model's own, and how often the chosen word changes.
+Families and how a unit is removed (captioning.model.explain, text_attn.translation.explain):
+- Flickr8k captioner (real test photos), feature space: a region's vector replaced by the fill (the photo's mean
+  region) at the word's step; each decoder of the bundled ensemble and the ensemble itself.
+- the same, pixel space: blocks of 3 x 3 regions (a ninth of the photo) greyed, the photo encoded again.
+- shapes captioner (synthetic test scenes, boxes known): feature space, and plausibility: for the words that name an
+  object, how often the attention's arg-max and leave-one-out's lie in that object's box.
+- Multi30k translators (real test sentences): a source token masked out of the cross-attention at the word's step;
+  Bahdanau (GRU) and the Transformer (cross-attention averaged over heads and layers; attention rollout; gradient).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import torch
+
+from text_attn.core.faithfulness import WordResult, measure_word, summarize
+from text_attn.core.safe_files import write_text
+
+METRICS = ("deletion_area", "deletion_least_area", "insertion_area", "tau")
+
+
+# --- captioning --------------------------------------------------------------------------------------------------
+def _caption_tokens(captioner, features: torch.Tensor) -> tuple[list[str], list[int]]:
+    """The model's own caption of one photo (features (1, L, D)) as ``caption`` decodes it, and its ids + eos."""
+    words = captioner.caption_features(features, **captioner.decoding())[0][0]
+    vocab = captioner.vocab
+    return words, [vocab.stoi[w] for w in words] + [vocab.eos_id]
+
+
+def photo_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients: bool = True,
+                pixel: bool = False) -> list[WordResult]:  # fmt: skip
+    """Every word of every photo's caption measured: feature space, or pixel space (blocks of regions greyed)."""
+    from captioning.model import explain
+
+    model, vocab, results = captioner.model.eval(), captioner.vocab, []
+    for n, image in enumerate(images):
+        with torch.no_grad():
+            features = model.encode(image[None])  # (1, L, D)
+        words, tokens = _caption_tokens(captioner, features)
+        steps = explain.step_through(model, features, tokens, vocab.bos_id)
+        if pixel:
+            probes = explain.block_probes(explain.PhotoBlocks(model, image, tokens, vocab.bos_id), steps)
+        else:
+            probes = explain.region_probes(model, steps, explain.photo_fill(model, features), gradients)
+        shown = [*words, "<eos>"]
+        for t, probe in enumerate(probes):
+            # one seed per photo: pixel space's random orders recur across its words and are encoded once
+            other = steps.alphas[(t + 1) % len(tokens)] if len(tokens) > 1 else None
+            results.append(measure_word(probe, shown[t], random_draws=draws, seed=n, other_alpha=other))
+    return results
+
+
+def flickr8k_photos(root: Path, n: int, preprocess) -> list[torch.Tensor]:
+    from captioning.photos.preprocess import prepared
+    from captioning.training.readers import read_flickr8k
+
+    items = read_flickr8k(root)["test"][:n]
+    return [prepared(item.path, preprocess) for item in items]
+
+
+def _member(captioner, k: int):
+    """The ensemble's k-th decoder as a captioner of its own (the same encoder and vocabulary)."""
+    from captioning.model.captioner import Captioner
+    from captioning.model.network import CaptionModel
+
+    model = CaptionModel(captioner.model.encoder, captioner.decoders[k])
+    return Captioner(model, captioner.vocab, captioner.domain, captioner.domain_check, captioner.info)
+
+
+def shapes_plausibility(captioner, scenes, draws: int) -> tuple[list[WordResult], dict]:
+    """Feature-space results on shapes scenes, and for the object words: is the attention's arg-max in the named
+    object's box, and leave-one-out's (the region whose removal lowers the word most)?"""
+    from captioning.model import explain
+    from captioning.photos.preprocess import prepared
+    from captioning.training.grounding import cells_in_box
+    from captioning.training.shapes import SHAPES, resolve_object
+
+    model, vocab, results = captioner.model.eval(), captioner.vocab, []
+    counts = {"words": 0, "attention_in_box": 0, "leave_one_out_in_box": 0, "both": 0, "agree": 0}
+    grid = (model.encoder.grid, model.encoder.grid)
+    for n, scene in enumerate(scenes):
+        image = prepared(scene.image, captioner.preprocess)
+        with torch.no_grad():
+            features = model.encode(image[None])
+        words, tokens = _caption_tokens(captioner, features)
+        steps = explain.step_through(model, features, tokens, vocab.bos_id)
+        probes = explain.region_probes(model, steps, explain.photo_fill(model, features))
+        for t, probe in enumerate(probes):
+            other = steps.alphas[(t + 1) % len(tokens)] if len(tokens) > 1 else None
+            result = measure_word(probe, ([*words, "<eos>"])[t], random_draws=draws, seed=n, other_alpha=other)
+            results.append(result)
+            obj = resolve_object(words, t, scene.objects) if t < len(words) and words[t] in SHAPES else None
+            if obj is None:
+                continue
+            width, height = scene.image.size
+            inside = cells_in_box(scene.objects[obj].box, (height, width), grid)
+            a = int(steps.alphas[t].argmax())
+            loo = int(torch.tensor(result.leave_one_out).argmax())
+            counts["words"] += 1
+            counts["attention_in_box"] += int(inside[a])
+            counts["leave_one_out_in_box"] += int(inside[loo])
+            counts["both"] += int(inside[a] and inside[loo])
+            counts["agree"] += int(a == loo)
+    return results, counts
+
+
+# --- tables ------------------------------------------------------------------------------------------------------
+def table_rows(name: str, removal: str, results: list[WordResult]) -> tuple[list[str], dict]:
+    """The family's table lines (rankings x word kinds, then the interventions) and its JSON."""
+    summary = summarize(results)
+    lines = [f"\n### {name}: {removal}\n", "| ranking | words | n | deletion, most first (lower better) | "
+             "deletion, least first (higher better) | tau vs leave-one-out |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for row in summary.rankings:
+        lines.append(f"| {row.method} | {row.kind} | {row.n_words} | {row.deletion_area:.3f} | "
+                     f"{row.deletion_least_area:.3f} | {_f(row.tau)} |")  # fmt: skip
+    if summary.interventions:
+        lines += ["", "| attention replaced by | words | n | total variation | chosen word changed |"]
+        lines.append("|---|---|---|---|---|")
+        for row in summary.interventions:
+            lines.append(f"| {row.intervention} | {row.kind} | {row.n_words} | {row.tv:.3f} | {row.changed:.1%} |")
+    return lines, {"name": name, "removal": removal, "summary": summary.to_dict(),
+                   "words": [r.to_dict() for r in results]}  # fmt: skip
+
+
+def _f(x: float) -> str:
+    return "–" if x != x else f"{x:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--flickr8k-root", type=Path, help="Flickr8k (either layout): its test photos; without it, no rows")
+    p.add_argument("--multi30k-root", type=Path, help="Multi30k (test_2016_flickr.de[.gz]); without it, no text rows")
+    p.add_argument("--photos", type=int, default=12, help="Flickr8k test photos, feature space (default 12)")
+    p.add_argument("--pixel-photos", type=int, default=6, help="of those, in pixel space too (default 6)")
+    p.add_argument("--scenes", type=int, default=30, help="shapes test scenes (default 30)")
+    p.add_argument("--sentences", type=int, default=30, help="Multi30k test sentences per translator (default 30)")
+    p.add_argument("--draws", type=int, default=3, help="random orders per word (default 3)")
+    p.add_argument("--families", nargs="+", default=["flickr8k", "pixel", "shapes", "text"],
+                   help="which tables: flickr8k, pixel, shapes, text (default: all)")  # fmt: skip
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.add_argument("--json", type=Path, help="write every word's numbers here")
+    args = p.parse_args(argv)
+    for name in ("photos", "pixel_photos", "scenes", "sentences", "draws", "threads"):
+        if getattr(args, name) < (1 if name in ("draws", "threads") else 0):
+            p.error(f"--{name.replace('_', '-')} must be positive")
+    torch.set_num_threads(args.threads)
+    from captioning.model.captioner import Captioner
+
+    tables: list[tuple[str, str, Callable[[], list[WordResult]]]] = []
+    extra: dict = {}
+    if args.flickr8k_root and {"flickr8k", "pixel"} & set(args.families):
+        bundled = Captioner.load()
+        photos = flickr8k_photos(args.flickr8k_root, args.photos, bundled.preprocess)
+        if "flickr8k" in args.families:
+            tables.append(("Flickr8k captioner (ensemble of 2)", f"feature space, {len(photos)} test photos",
+                           lambda: photo_words(bundled, photos, args.draws)))  # fmt: skip
+            for k in range(len(bundled.decoders)):
+                member = _member(bundled, k)
+                tables.append((f"Flickr8k captioner, decoder {k + 1} alone", f"feature space, {len(photos)} test "
+                               "photos", lambda m=member: photo_words(m, photos, args.draws)))  # fmt: skip
+        if "pixel" in args.families:
+            some = photos[: args.pixel_photos]
+            tables.append(("Flickr8k captioner (ensemble of 2)", f"pixel space (3 x 3 blocks greyed), {len(some)} "
+                           "test photos", lambda: photo_words(bundled, some, args.draws, pixel=True)))  # fmt: skip
+    if "shapes" in args.families:
+        from captioning.training.shapes import make_scenes
+
+        shapes = Captioner.load("shapes")
+        scenes = make_scenes(args.scenes, seed=2, size=128, max_objects=3)  # the test split's seed (seed + 2)
+
+        def shapes_rows() -> list[WordResult]:
+            results, extra["shapes_plausibility"] = shapes_plausibility(shapes, scenes, args.draws)
+            return results
+
+        tables.append(("shapes captioner (soft)", f"feature space, {len(scenes)} test scenes", shapes_rows))
+    if args.multi30k_root and "text" in args.families:
+        from text_attn.translation.explain import sentence_probes
+        from text_attn.translation.translator import Translator
+
+        path = args.multi30k_root / "test_2016_flickr.de.gz"
+        opener = gzip.open if path.is_file() else open
+        path = path if path.is_file() else path.with_suffix("")
+        with opener(path, "rt", encoding="utf-8") as f:
+            sentences = [line.strip() for _, line in zip(range(args.sentences), f, strict=False)]
+        for label, name in (("Transformer", None), ("Bahdanau GRU", "bahdanau")):
+            translator = Translator.load(name)
+
+            def text_rows(tr=translator) -> list[WordResult]:
+                out = []
+                for n, sentence in enumerate(sentences):
+                    tokens, _, probes = sentence_probes(tr, sentence)
+                    for t, probe in enumerate(probes):
+                        other = probes[(t + 1) % len(probes)].attention if len(probes) > 1 else None
+                        out.append(measure_word(probe, tokens[t], random_draws=args.draws, seed=n, other_alpha=other))
+                return out
+
+            tables.append((f"Multi30k {label}", f"source tokens masked, {len(sentences)} test sentences", text_rows))
+    if not tables:
+        p.error("nothing to measure: give --flickr8k-root and/or --multi30k-root, or --families shapes")
+    out_lines, report = [], {"threads": args.threads, "draws": args.draws, "families": []}
+    for name, removal, run in tables:
+        t0 = time.perf_counter()
+        results = run()
+        seconds = time.perf_counter() - t0
+        lines, data = table_rows(name, removal, results)
+        data["seconds"] = round(seconds, 1)
+        report["families"].append(data)
+        out_lines += lines + [f"\n{len(results)} words in {seconds:.0f} s"]
+        print(f"... {name}, {removal}: {len(results)} words, {seconds:.0f} s", file=sys.stderr, flush=True)
+    if "shapes_plausibility" in extra:
+        c = extra["shapes_plausibility"]
+        report["shapes_plausibility"] = c
+        if c["words"]:
+            share = {k: v / c["words"] for k, v in c.items()}
+            out_lines.append(
+                f"\nshapes, {c['words']} object words: the attention's arg-max in the named object's box "
+                f"{share['attention_in_box']:.1%}, leave-one-out's {share['leave_one_out_in_box']:.1%}, both "
+                f"{share['both']:.1%}, the same region {share['agree']:.1%}"
+            )
+    print("\n".join(out_lines))
+    if args.json:
+        write_text(args.json, json.dumps(report, indent=1, allow_nan=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""A fine-tuned encoder's model file (issue 72): with --encoder-from-package it carries only the tensors training
+changed (float16 with --half), takes the rest from the installed ImageNet package, and loads as the encoder it was;
+its encoder is frozen at inference (the fast path: folded, ONNX Runtime); --model-info says how many were tuned;
+--member takes one decoder out of an ensemble."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from captioning.commands.caption import caption_main
+from captioning.commands.export import export_main
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from text_attn.core.vocab import Vocabulary
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+VOCAB = Vocabulary.build([["a", "dog", "runs"], ["a", "cat", "sits"]])
+
+
+def _tuned(fine_tune: str = "last") -> Captioner:
+    enc = EncoderConfig("efficientnet_lite0", grid=3, weights="imagenet", fine_tune=fine_tune, image_size=96)
+    torch.manual_seed(0)
+    cap = Captioner.build(VOCAB, enc, DecoderConfig(embed_dim=8, hidden_dim=16, attn_dim=8))
+    with torch.no_grad():  # what training does to the last stage
+        for p in cap.model.encoder.body[-1].parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    return cap
+
+
+def test_only_the_changed_tensors_travel_and_the_encoder_loads_as_it_was(tmp_path, capsys):
+    cap = _tuned()
+    cap.model.eval()
+    tuned = {k for k, p in cap.model.encoder.named_parameters() if p.requires_grad}
+    full, small = tmp_path / "full.pt", tmp_path / "small.pt"
+    cap.save(full)
+    cap.save(small, half=True, encoder_from_package=True)
+    data = torch.load(small, weights_only=True)
+    stored = {k.removeprefix("encoder.") for k in data["state_dict"] if k.startswith("encoder.")}
+    assert stored == tuned  # the last stage's weights, none of the ImageNet ones the package has
+    assert data["encoder_weights"]["changed"] == len(tuned)
+    assert all(data["state_dict"][f"encoder.{k}"].dtype == torch.float16 for k in tuned)
+    assert data["encoder"]["fine_tune"] == "none"  # frozen at inference
+    assert small.stat().st_size < full.stat().st_size
+    back = Captioner.load(small)
+    assert back.encoder_changed == len(tuned)
+    assert back.model.encoder.fold_for_inference  # the fast frozen path
+    mine, theirs = cap.model.encoder.state_dict(), back.model.encoder.state_dict()
+    for k in mine:
+        torch.testing.assert_close(theirs[k], mine[k].half().float() if k in tuned else mine[k], rtol=0, atol=0)
+    images = torch.randn(2, 3, 96, 96)
+    with torch.no_grad():
+        for p in cap.model.encoder.body[-1].parameters():
+            p.copy_(p.half().float())  # the file's float16 rounding: then the same network (folded, ONNX: ~1e-4)
+        torch.testing.assert_close(back.model.encode(images), cap.model.encode(images), atol=2e-3, rtol=2e-3)
+    assert caption_main(["--model", str(small), "--model-info"]) == 0
+    assert f"{len(tuned)} tensors fine-tuned on captions" in capsys.readouterr().out
+
+
+def test_a_frozen_encoder_still_travels_without_weights(tmp_path):
+    cap = _tuned("none")
+    with torch.no_grad():  # undo the change: the package's weights exactly
+        fresh = Captioner.build(VOCAB, EncoderConfig("efficientnet_lite0", grid=3, image_size=96))
+        cap.model.encoder.load_state_dict(fresh.model.encoder.state_dict())
+    cap.save(tmp_path / "m.pt", encoder_from_package=True)
+    data = torch.load(tmp_path / "m.pt", weights_only=True)
+    assert not any(k.startswith("encoder.") for k in data["state_dict"]) and data["encoder_weights"]["changed"] == 0
+    assert Captioner.load(tmp_path / "m.pt").encoder_changed == 0
+
+
+def test_member_takes_one_decoder_out_of_an_ensemble(tmp_path, capsys):
+    from tests.helpers.tiny_captioner import separate_run
+
+    a, b = separate_run(VOCAB, 1, tmp_path / "a.pt"), separate_run(VOCAB, 2, tmp_path / "b.pt")
+    both = tmp_path / "both.pt"
+    assert export_main([str(tmp_path / "a.pt"), str(both), "--ensemble", str(tmp_path / "b.pt")]) == 0
+    for k, want in ((1, a), (2, b)):
+        out = tmp_path / f"m{k}.pt"
+        assert export_main([str(both), str(out), "--member", str(k)]) == 0
+        got = Captioner.load(out)
+        assert not got.ensemble
+        for name, value in want.model.decoder.state_dict().items():
+            assert torch.equal(got.model.decoder.state_dict()[name], value)
+    capsys.readouterr()
+    for src, k, why in ((both, "3", "has decoders 1 to 2"), (tmp_path / "a.pt", "1", "not an ensemble")):
+        with pytest.raises(SystemExit) as exc:
+            export_main([str(src), str(tmp_path / "x.pt"), "--member", k])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1 and why in err[0]
+    assert not (tmp_path / "x.pt").exists()

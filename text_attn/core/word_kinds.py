@@ -1,0 +1,65 @@
+"""Content words and function words: the split the faithfulness results are reported by (issue 73).
+
+The list the project ships is :data:`FUNCTION_WORDS`, hand-written from English's closed word classes:
+
+- articles, determiners and quantifiers (a, the, this, each, some, many, ...),
+- pronouns, possessives and indefinite pronouns (he, its, themselves, someone, nothing, ...),
+- wh-words (who, which, where, how, ...),
+- prepositions and verb particles (of, on, in, with, over, down, ...),
+- conjunctions and subordinators (and, or, because, while, than, ...),
+- auxiliaries, copulas and modals in every form (is, was, been, has, did, can, would, ...),
+- negation, contraction pieces and the infinitive "to" (not, n't, 's, 're, ...),
+- a few deictic and degree adverbs (here, there, very, too, also, just, ...).
+
+Everything else is a content word: nouns, main verbs, adjectives, most adverbs, and numerals ("two dogs": a count is
+what a photo shows, so "one", "two", "3" are content). Punctuation (a token with no letter or digit) and special tokens
+in angle brackets (``<eos>``, ``<unk>``, ``<pad>``, ``<bos>``, ``<s>``, ``</s>``) count as function words: they carry
+no content of the input. Words are lower-cased first, and subword marks are stripped (SentencePiece's leading "▁",
+BPE's trailing "@@"); a fragment of a longer word that is not itself on the list counts as content.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+WordKind = Literal["function", "content"]
+
+_DETERMINERS = """a an the this that these those each every either neither some any no all both another other such
+what which whose much many few several more most less least own enough"""
+_PRONOUNS = """i me my mine myself you your yours yourself yourselves he him his himself she her hers herself it its
+itself we us our ours ourselves they them their theirs themselves someone somebody something anyone anybody anything
+everyone everybody everything nobody nothing none who whom whoever whatever when where why how"""
+_PREPOSITIONS = """about above across after against along alongside amid among around as at before behind below beneath
+beside besides between beyond by down during except for from in inside into near of off on onto out outside over past
+since through throughout to toward towards under underneath until up upon via with within without"""
+_CONJUNCTIONS = """and or but nor so yet because although though if unless while whereas whether than then"""
+_AUXILIARIES = """be am is are was were been being have has had having do does did doing will would shall should can
+could may might must ought"""
+_PARTICLES = """not n't 's 're 've 'll 'd 'm"""
+_ADVERBS = """here there very too also just only even again still now ever quite rather almost"""
+
+FUNCTION_WORDS: frozenset[str] = frozenset(
+    " ".join((_DETERMINERS, _PRONOUNS, _PREPOSITIONS, _CONJUNCTIONS, _AUXILIARIES, _PARTICLES, _ADVERBS)).split()
+)
+
+
+def _bare(word: str) -> str:
+    """The word as the list spells it: lower case, without subword marks."""
+    word = word.strip().lower()
+    if word.startswith("▁"):  # SentencePiece: the piece starts a word
+        word = word[1:]
+    if word.endswith("@@"):  # subword-nmt BPE: the piece continues into the next
+        word = word[:-2]
+    return word
+
+
+def word_kind(word: str) -> WordKind:
+    """``"function"`` or ``"content"`` for one output word (see the module docstring for the list and the rules)."""
+    bare = _bare(word)
+    if not any(ch.isalnum() for ch in bare):  # punctuation, or an empty piece
+        return "function"
+    if bare.startswith("<") and bare.endswith(">"):  # <eos>, <unk>, <pad>, <bos>, <s>, </s>
+        return "function"
+    if bare in FUNCTION_WORDS or bare.endswith("n't"):  # "isn't", "don't", "can't"
+        return "function"
+    return "content"
