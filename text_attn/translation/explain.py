@@ -317,3 +317,33 @@ def sentence_probes(translator: Translator, sentence: str, beam_size: int | None
     R = None if steps.encoder_attention is None else rollout(steps.encoder_attention)
     probes = [word_probe(net, steps, t, R) for t in range(len(ids))]
     return SentenceProbes(tgt.decode(ids, strip_special=False), [*toks, EOS], probes)
+
+
+@dataclass
+class Evidence:
+    """A translation's tokens with both maps (issue 73): where each attended and what drives it."""
+
+    tokens: list[str]  # the translation's tokens (eos not included)
+    source: list[str]  # the source tokens, <eos> last: the units
+    attention: Tensor  # (T, S) each token's attention (the Transformer's: mean over heads and layers)
+    evidence: Tensor  # (T, S) p(token) - p(token with source token j masked) at its step
+    agreement: list[float]  # per token, Kendall's tau-b between its attention and its evidence (nan: no order)
+
+
+def translation_evidence(translator: Translator, source: list[str], tokens: list[str]) -> Evidence:
+    """Leave-one-out over the source tokens for every token of ``tokens`` (the model's translation of ``source``, a
+    token list as ``translate`` shows them, eos left out): one step of S + 1 rows a token."""
+    from text_attn.core.faithfulness import kendall_tau
+
+    net = translator.net
+    require_attention(net)
+    device = next(net.parameters()).device
+    src = torch.tensor([translator.src_vocab.encode(source, eos=True)], device=device)  # (1, S)
+    ids = translator.tgt_vocab.encode(tokens, eos=False)
+    steps = step_through(net, src, ids, translator.tgt_vocab.bos_id)
+    n = src.size(1)
+    masks = torch.cat([torch.zeros(1, n, dtype=torch.bool), torch.eye(n, dtype=torch.bool)]).to(device)  # (S + 1, S)
+    rows = [removal_prob(net, steps, t, masks) for t in range(len(ids))]
+    evidence = torch.stack([r[0] - r[1:] for r in rows]) if rows else torch.zeros(0, n)  # (T, S)
+    agreement = [kendall_tau(steps.alphas[t], evidence[t]) for t in range(len(ids))]
+    return Evidence(list(tokens), [*source, EOS], steps.alphas, evidence, agreement)

@@ -102,9 +102,10 @@ def plot_alignment(
     target_tokens: list[str],
     path: str | Path,
     title: str | None = None,
+    label: str = "attention weight",
 ) -> Path:
-    """Save a (T, S) attention grid as PNG (:func:`alignment_figure`)."""
-    return _save(alignment_figure(weights, source_tokens, target_tokens, title), path)
+    """Save a (T, S) attention grid as PNG (:func:`alignment_figure`); ``label``: what the colour bar's 0..1 is."""
+    return _save(alignment_figure(weights, source_tokens, target_tokens, title, label), path)
 
 
 def alignment_png(
@@ -123,7 +124,11 @@ def alignment_png(
 
 
 def alignment_figure(
-    weights: Any, source_tokens: list[str], target_tokens: list[str], title: str | None = None
+    weights: Any,
+    source_tokens: list[str],
+    target_tokens: list[str],
+    title: str | None = None,
+    label: str = "attention weight",
 ) -> Figure:
     """A (T, S) attention grid: rows = target words (down), columns = source words. More than _CHUNK source words:
     panels of consecutive source words stacked top to bottom, one colour scale (module doc)."""
@@ -150,7 +155,7 @@ def alignment_figure(
         if len(chunks) > 1:
             ax.set_title(f"source tokens {c.start + 1}-{c.stop}", fontsize=9, loc="left")
     fig.colorbar(image, ax=list(axes), fraction=0.046, pad=0.04, shrink=min(1.0, 3 / len(chunks) + 0.2),
-                 label="attention weight")  # fmt: skip
+                 label=label)  # fmt: skip
     notes = [f"{n_src} source tokens, split into {len(chunks)} panels of at most {widest}"] if len(chunks) > 1 else []
     if cell < _CELL_IN:
         notes.append(f"cells shrunk to fit {n_src} source x {n_tgt} output tokens")

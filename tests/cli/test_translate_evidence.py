@@ -1,0 +1,63 @@
+"""``translate --plot PNG --evidence`` (issue 73): beside each attention grid, PNG-evidence.png, what masking each
+source token at a token's step costs it; refused without --plot and for a model without attention."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers.tiny_translator import tiny_word_model_file
+from PIL import Image
+
+from text_attn.translation import translate_cli
+from text_attn.translation.explain import translation_evidence
+from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+from text_attn.translation.translator import Translator
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_evidence_grid_is_written_beside_each_attention_grid(tmp_path, capsys, monkeypatch):
+    model = tiny_word_model_file(tmp_path / "m.pt")
+    seen = []
+    real = translate_cli._evidence_plot
+
+    def spy(path, translator, tr):
+        seen.append(translation_evidence(translator, list(tr.source), list(tr.tokens)))
+        return real(path, translator, tr)
+
+    monkeypatch.setattr(translate_cli, "_evidence_plot", spy)
+    code = translate_cli.translate_main(["ein mann", "ein hund", "--model", str(model), "--plot",
+                                         str(tmp_path / "g.png"), "--evidence", "--max-len", "4"])  # fmt: skip
+    assert code == 0
+    for n in (1, 2):
+        assert Image.open(tmp_path / f"g-{n}.png").size[0] > 0
+        assert Image.open(tmp_path / f"g-{n}-evidence.png").size[0] > 0
+    assert len(seen) == 2
+    found = seen[0]
+    assert found.evidence.shape == found.attention.shape == (len(found.tokens), len(found.source))
+    assert found.source[-1] == "<eos>" and len(found.agreement) == len(found.tokens)
+    # its definition, for one token and one source unit: p(token) minus p(token with that unit masked at its step)
+    from text_attn.translation import explain
+
+    tr = Translator.load(model)
+    src = torch.tensor([tr.src_vocab.encode(found.source[:-1], eos=True)])
+    steps = explain.step_through(tr.net, src, tr.tgt_vocab.encode(found.tokens, eos=False), tr.tgt_vocab.bos_id)
+    removed = torch.zeros(1, src.size(1), dtype=torch.bool)
+    removed[0, 1] = True
+    drop = steps.probs[0] - explain.removal_prob(tr.net, steps, 0, removed)[0]
+    assert float(found.evidence[0, 1]) == pytest.approx(float(drop), abs=1e-6)
+
+
+def test_refusals_in_one_line(tmp_path, capsys):
+    model = tiny_word_model_file(tmp_path / "m.pt")
+    plain = Translator.load(model)
+    cfg = Seq2SeqConfig(**{**vars(plain.net.cfg), "attention": "none"})
+    bare = Translator(Seq2Seq(cfg), plain.src_vocab, plain.tgt_vocab, "word", True).save(tmp_path / "bare.pt")
+    for argv, why in ((["ein mann", "--model", str(model), "--evidence"], "give it with --plot"),
+                      (["ein mann", "--model", str(bare), "--plot", str(tmp_path / "g.png"), "--evidence"],
+                       "no attention to explain")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            translate_cli.translate_main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
+    assert not Path(tmp_path / "g.png").exists()
