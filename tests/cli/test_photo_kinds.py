@@ -66,13 +66,25 @@ def _recorded(model: Path) -> tuple:
     return (pre.jpeg_quality, pre.jpeg_subsampling)
 
 
+def _stage_before(config: str) -> str | None:
+    """The config a later stage starts from (its model.init_from), None for a first stage."""
+    if config == "flickr8k_lite2_finetune.yaml":
+        return "flickr8k_lite2_soft.yaml"
+    return config.replace("_scst", "") if config.endswith("_scst.yaml") else None
+
+
+def _start(config: str, data: list[str], out: Path) -> list[str]:
+    """model.init_from the model file of the stage before (fitted here, and the one before it), as a user would."""
+    before = _stage_before(config)
+    if before is None:
+        return []
+    return ["--model.init_from", str(_fit(before, data, out / before.removesuffix(".yaml"), _start(before, data, out)))]
+
+
 def _trains(config: str, kind: str, photos, tmp_path, capsys) -> None:
     step, words = EXPECTED[kind]
     data = _data(config, photos[kind])
-    extra = []
-    if config.endswith("_scst.yaml"):  # a second stage: from its first stage's model file, as a user would
-        first = _fit(config.replace("_scst", ""), data, tmp_path / "first")
-        extra = ["--model.init_from", str(first)]
+    extra = _start(config, data, tmp_path / "first")
     capsys.readouterr()
     model = _fit(config, data, tmp_path / "run", extra)
     err = capsys.readouterr().err
@@ -93,7 +105,8 @@ def test_the_soft_config_trains_on_every_kind_of_photos(kind, photos, tmp_path, 
 @pytest.mark.parametrize(
     "config",
     ["flickr8k_lite2_hard.yaml", "flickr8k_lite2_soft_scst.yaml", "flickr8k_lite2_hard_scst.yaml",
-     "flickr8k_resnet101_soft.yaml", "coco_resnet101_soft.yaml", "coco_resnet101_hard.yaml",
+     "flickr8k_lite2_finetune.yaml", "flickr8k_lite2_finetune_scst.yaml", "flickr8k_resnet101_soft.yaml",
+     "coco_resnet101_soft.yaml", "coco_resnet101_hard.yaml",
      "coco_resnet101_soft_scst.yaml"],
 )  # fmt: skip
 def test_every_paper_config_trains_on_every_kind_of_photos(config, kind, photos, tmp_path, capsys):
