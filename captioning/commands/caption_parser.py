@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --overlay, --json or --jsonl: also what drives each word, the regions whose removal at its step "
         "lowers its probability most (leave-one-out: one decoder step of L + 1 rows a word), drawn below the "
         "attention with the word's agreement (Kendall tau), and in the records as 'evidence' and 'agreement'. "
-        "Costs about 2 s a photo with the bundled model on 2 CPU cores (docs/faithfulness.md)",
+        "Costs one decoder step of L + 1 rows per word (not yet timed: docs/faithfulness.md)",
     )
     p.add_argument(
         "--html",

@@ -68,8 +68,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --plot: also PNG-evidence.png, what drives each output token: the source tokens whose masking at "
         "its step lowers its probability most (leave-one-out: one step of S + 1 rows a token), each row labelled "
-        "with its agreement with the attention (Kendall tau). About 0.1 s a sentence on 2 CPU cores "
-        "(docs/faithfulness.md)",
+        "with its agreement with the attention (Kendall tau). One step of S + 1 rows per token (not yet timed)",
     )
     p.add_argument(
         "--layer",
