@@ -1,5 +1,5 @@
 """Is attention an explanation? The faithfulness measure (text_attn.core.faithfulness) on the bundled models (issue 73).
-Prints one table per family and writes every word's numbers as JSON; ~15 minutes on 2 cores with the defaults.
+Prints one table per family and writes each word's areas and taus as JSON; ~15 minutes on 2 cores with the defaults.
 
     python benchmarks/faithfulness.py --flickr8k-root ../shared/data/flickr8k --multi30k-root ../shared/data/multi30k \
         --json docs/faithfulness.json
@@ -141,7 +141,15 @@ def table_rows(name: str, removal: str, results: list[WordResult]) -> tuple[list
         for row in summary.interventions:
             lines.append(f"| {row.intervention} | {row.kind} | {row.n_words} | {row.tv:.3f} | {row.changed:.1%} |")
     return lines, {"name": name, "removal": removal, "summary": summary.to_dict(),
-                   "words": [r.to_dict() for r in results]}  # fmt: skip
+                   "words": [compact(r.to_dict()) for r in results]}  # fmt: skip
+
+
+def compact(word: dict) -> dict:
+    """A word's JSON without its curves and leave-one-out vector (U + 1 floats each: ~30 MB for the default run):
+    its probability, kind, and per ranking the areas and tau the tables average, per intervention its numbers."""
+    keep = ("deletion_area", "deletion_least_area", "insertion_area", "tau")
+    ranks = {name: {k: r[k] for k in keep} for name, r in word["rankings"].items()}
+    return {**{k: v for k, v in word.items() if k not in ("rankings", "leave_one_out")}, "rankings": ranks}
 
 
 def _f(x: float) -> str:
