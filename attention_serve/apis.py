@@ -112,7 +112,15 @@ class CaptionAPI(_ModelAPI):
                                                o["length_penalty"], **extra)  # fmt: skip
                 for i, result in zip(index, results, strict=True):
                     out[i] = self._record(items[i], result, far[i])
+                    if o.get("evidence"):  # what drives each word (captioning.model.explain), with grad enabled
+                        out[i].update(self._evidence(features[i : i + 1], result.words))
         return out[0] if single else out
+
+    def _evidence(self, features: Any, words: list[str]) -> dict[str, Any]:
+        from text_attn.core.faithfulness import rounded_taus
+
+        found = self.captioner.evidence(features, words)
+        return {"evidence": _rounded(found.evidence), "agreement": rounded_taus(found.agreement)}
 
     def _record(self, item: dict[str, Any], result: Any, far: bool | None) -> dict[str, Any]:
         g = self.captioner.grid
@@ -169,6 +177,12 @@ class TranslateAPI(_ModelAPI):
         records: list[dict[str, Any]] = [self._empty(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
             records[k] = self._record(sentences[k], t)
+            if o.get("evidence") and t.attention is not None and t.tokens:
+                from text_attn.core.faithfulness import rounded_taus
+                from text_attn.translation.explain import translation_evidence
+
+                found = translation_evidence(tr, list(t.source), list(t.tokens))
+                records[k].update(evidence=_rounded(found.evidence), agreement=rounded_taus(found.agreement))
         return records
 
     def _empty(self, source: str) -> dict[str, Any]:

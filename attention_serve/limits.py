@@ -64,12 +64,28 @@ CAPTION_OPTIONS = {
     "max_len": Option(int, 1, 100, "longest caption in words (default 30)"),
     "length_penalty": Option(float, 0, 5, "beam scores divided by length**penalty (default: the model file's)"),
     "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
+    "evidence": Option(
+        int,
+        0,
+        1,
+        "1: also what drives each word (leave-one-out at its step) and its agreement with "
+        "the attention (Kendall tau): 'evidence' and 'agreement' in the answer; one more decoder step "
+        "of L regions + 1 rows a word (default 0)",
+    ),
 }
 TRANSLATE_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice)"),
     "max_len": Option(int, 1, 512, "longest translation in tokens (default: 2 x source + 10)"),
     "length_penalty": Option(float, 0, 5, "beam scores divided by length**penalty (default: the model file's)"),
     "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
+    "evidence": Option(
+        int,
+        0,
+        1,
+        "1: also what drives each word (leave-one-out at its step) and its agreement with "
+        "the attention (Kendall tau): 'evidence' and 'agreement' in the answer; one more decoder step "
+        "of S source tokens + 1 rows a word (default 0)",
+    ),
 }
 
 

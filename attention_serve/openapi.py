@@ -42,6 +42,18 @@ CAPTION_ANSWER = {
         "size": {"type": "array", "items": {"type": "integer"}, "description": "the photo's width and height"},
         "crop_box": {"type": "array", "items": {"type": "number"}, "description": "x0, y0, x1, y1: what the model saw"},
         "chosen": {"type": ["array", "null"], "description": "hard attention: the region each word looked at"},
+        "evidence": {
+            "type": "array",
+            "description": "with evidence=1: per word, how much replacing each region at its step lowers its "
+            "probability (leave-one-out)",
+            "items": {"type": "array", "items": {"type": "number"}},
+        },
+        "agreement": {
+            "type": "array",
+            "description": "with evidence=1: per word, Kendall's tau of its attention "
+            "against its evidence (null: a flat ranking)",
+            "items": {"type": ["number", "null"]},
+        },
         "score": {"type": "number"},
         "truncated": {"type": "boolean", "description": "the caption reached max_len"},
         "out_of_domain": {"type": ["boolean", "null"], "description": "the photo looks unlike the training photos"},
@@ -67,6 +79,16 @@ TRANSLATE_ANSWER = {
                         "description": "per output token, weights over source_tokens",
                     },
                     "heads": {"type": ["array", "null"], "description": "a Transformer: the same per head (H, T, S)"},
+                    "evidence": {
+                        "type": "array",
+                        "description": "with evidence=1: per output token, how much "
+                        "masking each source token at its step lowers its probability",
+                    },
+                    "agreement": {
+                        "type": "array",
+                        "description": "with evidence=1: per output token, Kendall's "
+                        "tau of its attention (mean of heads and layers) against its evidence",
+                    },
                     "unlike_source": {"type": ["boolean", "null"]},
                     "note": {"type": ["string", "null"]},
                 },

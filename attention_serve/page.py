@@ -81,6 +81,7 @@ const Live = {
     const form = new FormData();
     form.append("image", file, file.name || "pasted.png");
     form.append("beam_size", document.getElementById("beam").value);
+    if (document.getElementById("cap-evidence").checked) form.append("evidence", "1");
     let rec;
     try { rec = await Live.post("/caption", form, {}); }
     catch (e) { Live.status("cap-status", e.message, true); URL.revokeObjectURL(url); return; }
@@ -93,8 +94,17 @@ const Live = {
     const [W, H] = rec.size, scale = CFG.side / Math.max(W, H);
     const sec = Live.el("section", "item cap"); sec.tabIndex = 0;
     sec.appendChild(Live.el("h2", "", `${name} \u00b7 ${W} \u00d7 ${H} px \u00b7 ${rec.model}`));
-    const view = Live.el("div", "cap-view"), cv = Live.el("canvas"), side = Live.el("div", "cap-side");
-    cv.width = Math.max(1, Math.round(W * scale)); cv.height = Math.max(1, Math.round(H * scale));
+    const view = Live.el("div", "cap-view"), side = Live.el("div", "cap-side");
+    const canvas = (cls) => {
+      const cv = Live.el("canvas", cls);
+      cv.width = Math.max(1, Math.round(W * scale)); cv.height = Math.max(1, Math.round(H * scale));
+      return cv;
+    };
+    const figure = (cls, label) => {
+      const f = Live.el("figure"); f.append(canvas(cls), Live.el("figcaption", "", label)); return f;
+    };
+    const shown = rec.evidence ? [figure("att", "where it looked (attention)"),
+                                  figure("ev", "what drives the word (removing a region lowers it)")] : [canvas("")];
     const words = Live.el("p", "words caption");
     rec.words.forEach((w, t) => {
       const s = Live.el("span", "w", w);
@@ -108,11 +118,18 @@ const Live = {
     side.append(words, controls, Live.el("p", "info hint", "the photo as captioned; hover or tap a word"));
     if (rec.note) side.appendChild(Live.el("p", "note", rec.note));
     if (rec.truncated) side.appendChild(Live.el("p", "note", "the caption reached max_len and is cut off"));
-    view.append(cv, side); sec.appendChild(view); out.appendChild(sec);
+    view.append(...shown, side); sec.appendChild(view); out.appendChild(sec);
     const b = rec.crop_box;
     const d = { img: url, box: [b[0] / W, b[1] / H, b[2] / W, b[3] / H], g: rec.grid[0],
                 a: Live.b64(Live.maps(rec.attention)), peak: rec.attention.map((r) => Math.max(...r)),
                 chosen: rec.chosen };
+    if (rec.evidence) {  // its positive part as a distribution, then drawn as attention is (the overlay's way)
+      d.e = Live.b64(Live.maps(rec.evidence.map((row) => {
+        const pos = row.map((v) => Math.max(0, v)), sum = pos.reduce((a, b) => a + b, 0) || 1;
+        return pos.map((v) => v / sum);
+      })));
+      d.agree = rec.agreement;
+    }
     sec.dataset.built = "1";
     sec.addEventListener("mouseenter", () => Report.activate(sec));
     sec.addEventListener("focusin", () => Report.activate(sec));
@@ -128,7 +145,8 @@ const Live = {
     let res;
     try {
       const beam = Number(document.getElementById("tr-beam").value);
-      res = await Live.post("/translate", JSON.stringify({ sentences, beam_size: beam }),
+      const evidence = document.getElementById("tr-evidence").checked ? 1 : 0;
+      res = await Live.post("/translate", JSON.stringify({ sentences, beam_size: beam, evidence }),
                             { "Content-Type": "application/json" });
     } catch (e) { Live.status("tr-status", e.message, true); return; }
     Live.status("tr-status", "");
@@ -150,18 +168,31 @@ const Live = {
       p.appendChild(span); return p;
     };
     pair.append(line("source", tr.source_tokens, "src", "s"), line("output", tr.tokens, "tgt", "t"));
+    if (tr.evidence && tr.tokens.length) {
+      const drives = line("drives", tr.source_tokens, "drv", "s");
+      drives.className = "drives"; pair.appendChild(drives);
+    }
     sec.appendChild(pair);
     sec.appendChild(Live.el("p", "translation", tr.translation));
     if (tr.note) sec.appendChild(Live.el("p", "note", tr.note));
     if (!tr.attention || !tr.tokens.length) {
       sec.appendChild(Live.el("p", "hint", "no attention to show")); return sec;
     }
+    if (tr.evidence) sec.appendChild(Live.el("p", "agree hint"));
     sec.appendChild(Live.el("div", "grid-box"));
     const heads = tr.heads || [tr.attention], T = tr.tokens.length, S = tr.source_tokens.length, bytes = [];
     for (const h of heads) {
       for (const row of h) for (const v of row) bytes.push(Math.round(255 * Math.min(1, Math.max(0, v))));
     }
     const d = { L: 1, H: heads.length, T, S, a: Live.b64(bytes) };
+    if (tr.evidence) {  // each source token's cost relative to the costliest, as translate --html draws it
+      const cost = [];
+      for (const row of tr.evidence) {
+        const top = Math.max(...row.map((v) => Math.max(0, v))) || 1;
+        for (const v of row) cost.push(Math.round(255 * Math.max(0, v) / top));
+      }
+      d.e = Live.b64(cost); d.agree = tr.agreement;
+    }
     sec.dataset.built = "1";
     sec.addEventListener("mouseenter", () => Report.activate(sec));
     sec.addEventListener("focusin", () => Report.activate(sec));
@@ -200,6 +231,14 @@ def _beam_select(element_id: str, default: int) -> str:
     return f'<label>beam size <select id="{element_id}">{options}</select></label>'
 
 
+def _evidence_box(element_id: str, units: str) -> str:
+    return (
+        f"<label title=\"the {units} whose removal at each word's step lowers its probability most, beside its "
+        f'attention; one more decoder step per {units[:-1]} and word"><input type="checkbox" id="{element_id}"> '
+        "also what drives each word</label>"
+    )
+
+
 def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
     """The page's HTML for the served models (``caption`` / ``text``: their /info entries, None: not served)."""
     cfg = {"caption": caption is not None, "text": text is not None, "focus": FOCUS, "side": MAX_SIDE,
@@ -227,14 +266,15 @@ def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
 <div class="panel" id="caption">
   <div class="drop" id="drop" tabindex="0" role="button">Drop a photo here, click to pick one, or paste one (Ctrl+V)
     <input type="file" id="pick" accept="image/*" hidden></div>
-  <div class="row">{_beam_select("beam", cap_beam)}</div>
+  <div class="row">{_beam_select("beam", cap_beam)}{_evidence_box("cap-evidence", "regions")}</div>
   <p class="status" id="cap-status" role="status"></p>
   <div id="cap-out"></div>
 </div>
 <div class="panel" id="translate" hidden>
   <textarea id="src" placeholder="Ein Hund rennt über eine grüne Wiese.">
 Zwei Männer spielen Fußball auf einer Wiese.</textarea>
-  <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}</div>
+  <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
+    {_evidence_box("tr-evidence", "source words")}</div>
   <p class="status" id="tr-status" role="status"></p>
   <div id="tr-out"></div>
 </div>

@@ -152,8 +152,9 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "no input: give IMAGE files, or --demo to caption the bundled photos")
     if args.per_word and not args.overlay and not args.demo:
         fail("caption", "--per-word needs --overlay DIR")
-    if args.evidence and not (args.overlay or args.json or args.jsonl or args.demo):
-        fail("caption", "--evidence is drawn with --overlay DIR or written with --json / --jsonl: add one of them")
+    if args.evidence and not (args.overlay or args.html or args.json or args.jsonl or args.demo):
+        fail("caption", "--evidence is drawn with --overlay DIR or --html FILE, or written with --json / --jsonl: "
+             "add one of them")  # fmt: skip
     if args.evidence and args.sample:
         fail("caption", "--evidence explains the model's own choice of words; --sample draws them at random: drop one")
     if args.seed is not None and args.demo != "shapes":

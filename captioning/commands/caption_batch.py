@@ -80,7 +80,9 @@ def caption_items(
         if getattr(args, "evidence", False):  # what drives each word (captioning.model.explain)
             found = captioner.evidence(features[len(out) : len(out) + 1], words)
             rec["evidence"] = [[round(float(v), 6) for v in row] for row in found.evidence]
-            rec["agreement"] = [None if tau != tau else round(tau, 4) for tau in found.agreement]
+            from text_attn.core.faithfulness import rounded_taus
+
+            rec["agreement"] = rounded_taus(found.agreement)
             shown = {"evidence": found.evidence, "agreement": found.agreement}
         if args.overlay:
             stem = item.get("stem") or _unique_stem(Path(name).stem or "image", used)

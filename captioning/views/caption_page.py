@@ -1,7 +1,10 @@
 """``caption --html``: one self-contained page, one section per image: the image, its caption as words, and for the
 word under the mouse (or stepped to with the buttons or the arrow keys) where the model looked, drawn on a canvas as
 brightness: the image is darkened where the word's attention is low (an opacity slider sets how much), and a
-hard-attention model's chosen region is outlined. The page skeleton is text_attn/core/html_page.py.
+hard-attention model's chosen region is outlined. With ``--evidence`` a second canvas beside it draws, for the same
+word, what drives it: the regions whose removal at the word's step lowers its probability most (their positive part as
+a distribution, drawn the same way), and the info line gives the word's agreement (Kendall tau between the two
+rankings). The page skeleton is text_attn/core/html_page.py.
 
 Each word's map is :func:`captioning.views.overlay.attention_map` at grid resolution (the same scaling as the PNG
 overlays: full brightness at FOCUS times the uniform share or more), quantised to one byte per region; the browser
@@ -9,7 +12,8 @@ upsamples it over the crop box (bilinear). Outside the crop box, which the netwo
 
 Size in the file per image (and in memory until it is written): the JPEG, longest side at most MAX_SIDE px at
 JPEG_QUALITY (typically 10-50 KB, at most about 80 KB for pure noise), as base64 (x 4/3); plus the maps, one byte per
-word per region as base64 (30 words on a 14 x 14 grid: 7.8 KB); plus the words. So about 15-110 KB per image.
+word per region as base64 (30 words on a 14 x 14 grid: 7.8 KB; twice that with --evidence); plus the words. So about
+15-120 KB per image.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ OPACITY = 80  # the slider's start, percent: least-attended parts keep 20% of th
 
 CAPTION_CSS = """
 .cap-view { display: flex; flex-wrap: wrap; gap: 10px 18px; align-items: flex-start; }
+.cap-view figure { margin: 0; }
+.cap-view figcaption { font-size: 12px; color: var(--muted); }
 .cap-view canvas { background: #e5e7eb; border-radius: 4px; max-width: 100%; height: auto; }
 .cap-side { flex: 1 1 280px; min-width: 240px; }
 .cap-side .words { font-size: 17px; margin-top: 0; }
@@ -44,7 +50,7 @@ CAPTION_JS = r"""
 const Caption = {
   render(sec, d) {
     const words = sec.querySelectorAll(".w");
-    const c = sec.cap = { d, a: Report.bytes(d.a), t: -1, img: null, words };
+    const c = sec.cap = { d, a: Report.bytes(d.a), e: d.e ? Report.bytes(d.e) : null, t: -1, img: null, words };
     const img = new Image();
     img.onload = () => { c.img = img; Caption.paint(sec); };
     img.src = d.img;
@@ -64,38 +70,54 @@ const Caption = {
     c.words.forEach((w, k) => w.classList.toggle("on", k === t));
     Caption.paint(sec);
   },
+  // one word's map (bytes at grid resolution) drawn on a canvas: the image, darkened where the map is low, and the
+  // part outside the crop box (never seen by the network) dark; returns the crop box in canvas pixels
+  draw(cv, img, d, map, t, s) {
+    const ctx = cv.getContext("2d"), W = cv.width, H = cv.height;
+    ctx.globalAlpha = 1;
+    ctx.drawImage(img, 0, 0, W, H);
+    // whole pixels: the dark outside and the map inside meet without a lighter seam
+    const x0 = Math.round(d.box[0] * W), y0 = Math.round(d.box[1] * H);
+    const bw = Math.round(d.box[2] * W) - x0, bh = Math.round(d.box[3] * H) - y0;
+    if (t < 0) return [x0, y0, bw, bh];
+    const g = d.g, n = g * g, m = document.createElement("canvas");
+    m.width = m.height = g;
+    const mc = m.getContext("2d"), px = mc.createImageData(g, g);
+    for (let k = 0; k < n; k++) px.data[4 * k + 3] = 255 - map[t * n + k];  // black where the map is low
+    mc.putImageData(px, 0, 0);
+    ctx.globalAlpha = s;
+    ctx.fillStyle = "#000";
+    ctx.beginPath(); ctx.rect(0, 0, W, H); ctx.rect(x0, y0, bw, bh); ctx.fill("evenodd");  // outside the crop
+    ctx.imageSmoothingEnabled = true; ctx.imageSmoothingQuality = "high";
+    ctx.drawImage(m, x0, y0, bw, bh);
+    ctx.globalAlpha = 1;
+    return [x0, y0, bw, bh];
+  },
   paint(sec) {
     const c = sec.cap, d = c.d;
     if (!c.img) return;
-    const cv = sec.querySelector("canvas"), ctx = cv.getContext("2d"), W = cv.width, H = cv.height;
-    ctx.globalAlpha = 1;
-    ctx.drawImage(c.img, 0, 0, W, H);
+    const canvases = sec.querySelectorAll(".cap-view canvas"), s = sec.querySelector(".opacity").value / 100;
+    const [x0, y0, bw, bh] = Caption.draw(canvases[0], c.img, d, c.a, c.t, s);
+    if (c.e && canvases[1]) Caption.draw(canvases[1], c.img, d, c.e, c.t, s);
     const info = sec.querySelector(".info");
     if (c.t >= 0) {
-      const g = d.g, n = g * g, s = sec.querySelector(".opacity").value / 100;
-      // whole pixels: the dark outside and the map inside meet without a lighter seam
-      const x0 = Math.round(d.box[0] * W), y0 = Math.round(d.box[1] * H);
-      const bw = Math.round(d.box[2] * W) - x0, bh = Math.round(d.box[3] * H) - y0;
-      const m = document.createElement("canvas");
-      m.width = m.height = g;
-      const mc = m.getContext("2d"), px = mc.createImageData(g, g);
-      for (let k = 0; k < n; k++) px.data[4 * k + 3] = 255 - c.a[c.t * n + k];  // black where attention is low
-      mc.putImageData(px, 0, 0);
-      ctx.globalAlpha = s;
-      ctx.fillStyle = "#000";
-      ctx.beginPath(); ctx.rect(0, 0, W, H); ctx.rect(x0, y0, bw, bh); ctx.fill("evenodd");  // outside the crop
-      ctx.imageSmoothingEnabled = true; ctx.imageSmoothingQuality = "high";
-      ctx.drawImage(m, x0, y0, bw, bh);
-      ctx.globalAlpha = 1;
+      const g = d.g, n = g * g;
       let where = "";
       if (d.chosen) {
+        const ctx = canvases[0].getContext("2d");
         const r = Math.floor(d.chosen[c.t] / g), q = d.chosen[c.t] % g, cw = bw / g, ch = bh / g;
         ctx.lineWidth = 3; ctx.strokeStyle = "#000"; ctx.strokeRect(x0 + q * cw, y0 + r * ch, cw, ch);
         ctx.lineWidth = 1; ctx.strokeStyle = "#fff"; ctx.strokeRect(x0 + q * cw, y0 + r * ch, cw, ch);
         where = `; it looked at region row ${r + 1}, column ${q + 1} (outlined)`;
       }
+      let agree = "";
+      if (c.e) {
+        const tau = d.agree ? d.agree[c.t] : null;
+        agree = tau == null ? "; agreement with what drives it: undefined (a flat ranking)"
+                            : `; agreement with what drives it: \u03c4 ${tau >= 0 ? "+" : ""}${tau.toFixed(2)}`;
+      }
       info.textContent = `word ${c.t + 1} of ${c.words.length}, \u201c${c.words[c.t].textContent}\u201d: ` +
-        `peak weight ${(100 * d.peak[c.t]).toFixed(1)}% (uniform ${(100 / n).toFixed(1)}%)${where}`;
+        `peak weight ${(100 * d.peak[c.t]).toFixed(1)}% (uniform ${(100 / n).toFixed(1)}%)${where}${agree}`;
     }
     sec.dataset.shown = String(c.t);
   },
@@ -136,7 +158,7 @@ def section_data(record: dict[str, Any], image: Image.Image) -> dict[str, Any]:
     uri, (cw, ch) = thumbnail(image)
     width, height = record["size"]
     x0, y0, x1, y1 = record["crop_box"]
-    return {
+    data = {
         "img": uri,
         "box": [round(x0 / width, 5), round(y0 / height, 5), round(x1 / width, 5), round(y1 / height, 5)],
         "g": g,
@@ -145,6 +167,18 @@ def section_data(record: dict[str, Any], image: Image.Image) -> dict[str, Any]:
         "chosen": record.get("chosen"),
         "size": [cw, ch],
     }
+    if record.get("evidence") is not None:  # caption --evidence: what drives each word, drawn as the overlay does
+        data["e"] = quantise(np.stack(evidence_maps(record["evidence"], g))) if maps else ""
+        data["agree"] = record.get("agreement")
+    return data
+
+
+def evidence_maps(evidence: Any, g: int) -> list[np.ndarray]:
+    """Per word (T rows of L = g * g), what removing each region costs it: its positive part as a distribution (the
+    PNG overlay's second section), scaled as attention is; (g, g) each in [0, 1]."""
+    e = np.clip(np.asarray(evidence, dtype=np.float64), 0.0, None).reshape(-1, g * g)  # (T, L)
+    e = e / np.maximum(e.sum(-1, keepdims=True), 1e-12)
+    return [attention_map(row, g, (g, g), (0, 0, g, g)) for row in e]
 
 
 def image_section(index: int, record: dict[str, Any], image: Image.Image | None) -> str:
@@ -164,9 +198,23 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None)
     words = " ".join(f'<span class="w" data-t="{t}">{escape(w)}</span>' for t, w in enumerate(record["words"]))
     return (
         f'<section class="item cap" id="i{index}" tabindex="0">{head}{error}<div class="cap-view">'
-        f'<canvas width="{cw}" height="{ch}"></canvas><div class="cap-side"><p class="words">{words}</p>'
+        f'{canvases(cw, ch, "e" in data)}<div class="cap-side"><p class="words">{words}</p>'
         '<div class="controls"><button class="prev" title="previous word (&larr;)">&#9664;</button>'
         '<button class="next" title="next word (&rarr;)">&#9654;</button><label>attention '
         f'<input type="range" class="opacity" min="0" max="100" value="{OPACITY}"></label></div>'
         f'<p class="info hint">the image as captioned; hover a word</p></div></div>{data_script(data)}</section>'
+    )
+
+
+def canvases(width: int, height: int, evidence: bool) -> str:
+    """The attention canvas, and with ``evidence`` the second one (what drives the word) beside it, each labelled."""
+    if not evidence:
+        return f'<canvas width="{width}" height="{height}"></canvas>'
+    return "".join(
+        f'<figure><canvas class="{kind}" width="{width}" height="{height}"></canvas><figcaption>{label}</figcaption>'
+        "</figure>"
+        for kind, label in (
+            ("att", "where it looked (attention)"),
+            ("ev", "what drives the word (removing a region lowers it)"),
+        )  # fmt: skip
     )

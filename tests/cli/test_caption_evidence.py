@@ -61,7 +61,7 @@ def test_records_and_overlay_carry_both_maps(capsys, tmp_path, model_file):
 
 @pytest.mark.parametrize(
     ("args", "why"),
-    [([], "--evidence is drawn with --overlay DIR or written with --json"),
+    [([], "--evidence is drawn with --overlay DIR or --html FILE, or written with --json"),
      (["--json", "--sample"], "--sample draws them at random")],
 )  # fmt: skip
 def test_refusals_in_one_line(capsys, model_file, args, why):

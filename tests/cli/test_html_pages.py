@@ -81,6 +81,17 @@ def hard_page(scenes, tmp_path_factory) -> Path:
     return page
 
 
+@pytest.fixture(scope="module")
+def evidence_page(scenes, tmp_path_factory) -> tuple[Path, dict]:
+    """The bundled shapes model on one scene with --evidence: the page, and the record --jsonl wrote beside it."""
+    folder = tmp_path_factory.mktemp("evidence")
+    page, record = folder / "report.html", folder / "rec.json"
+    args = [str(scenes[0]), "--model", "shapes", "--html", str(page), "--beam-size", "1", "--evidence",
+            "--jsonl", str(record)]  # fmt: skip
+    assert caption_main(args) == 0
+    return page, json.loads(record.read_text().splitlines()[0])
+
+
 def tiny_translator(arch: str, path: Path) -> Path:
     """An untrained text model that never ends early (end, pad and begin tokens made unlikely): its outputs are
     exactly --max-len words, so every sentence has attention to show."""
@@ -94,6 +105,16 @@ def tiny_translator(arch: str, path: Path) -> Path:
                 m.bias[[vocab.eos_id, vocab.pad_id, vocab.bos_id]] = -1e4
     Translator(net, vocab, vocab, "word", True).save(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def translate_evidence_page(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("translate_evidence")
+    model = tiny_translator("rnn", folder / "model.pt")
+    page = folder / "report.html"
+    assert translate_main(["--model", str(model), "--max-len", "4", "--html", str(page), "--evidence",
+                           SENTENCES[0]]) == 0  # fmt: skip
+    return page
 
 
 @pytest.fixture(scope="module")
@@ -297,3 +318,64 @@ def test_translate_page_links_words_by_attention_per_layer_and_head(browser, tra
         seen.append(b.eval(shades))
     assert seen[2] != seen[0] and seen[3] != seen[2]
     assert b.errors == []
+
+
+def test_caption_page_with_evidence_draws_what_drives_each_word_beside_its_attention(browser, evidence_page):
+    page, rec = evidence_page
+    (data,) = [json.loads(x) for x in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>',
+                                                  page.read_text(), flags=re.S)]  # fmt: skip
+    g, n = rec["grid"][0], len(rec["words"])
+    from captioning.views.caption_page import evidence_maps
+
+    # the page's second map is the record's evidence, drawn as the overlay draws it (within quantisation)
+    np.testing.assert_allclose(dequantise(data["e"], (n, g, g)), np.stack(evidence_maps(rec["evidence"], g)),
+                               atol=1 / 510 + 1e-9)  # fmt: skip
+    assert data["agree"] == rec["agreement"]
+    b = browser
+    b.open(page)
+    b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")
+    assert b.eval("document.querySelectorAll('#i1 canvas').length") == 2
+    canvas_sum = CANVAS_SUM.replace("{} canvas", "{}")  # the sum of the canvas the selector names
+    plain = b.eval(canvas_sum.format("#i1 canvas.ev"))
+    seen = []
+    for t in range(min(n, 3)):
+        b.hover(f"#i1 .w[data-t='{t}']")
+        b.wait_for(f"document.querySelector('#i1').dataset.shown === '{t}'")
+        seen.append((b.eval(canvas_sum.format("#i1 canvas.att")), b.eval(canvas_sum.format("#i1 canvas.ev"))))
+        info = b.eval("document.querySelector('#i1 .info').textContent")
+        tau = rec["agreement"][t]
+        assert ("undefined" in info) if tau is None else (f"τ {tau:+.2f}" in info)
+    assert all(ev < plain for _, ev in seen)  # the evidence map darkens the regions that do not drive the word
+    assert len({ev for _, ev in seen}) == len(seen)  # each word its own evidence map
+    # where a word's two maps differ, so do the canvases (both peaked on one region can quantise to the same map)
+    differ = [t for t in range(len(seen)) if data["a"] != data["e"] and
+              (dequantise(data["a"], (n, g * g))[t] != dequantise(data["e"], (n, g * g))[t]).any()]  # fmt: skip
+    assert differ and all(seen[t][0] != seen[t][1] for t in differ)
+    assert b.errors == []
+
+
+def test_translate_page_with_evidence_lights_what_drives_the_hovered_word(browser, translate_evidence_page):
+    b = browser
+    b.open(translate_evidence_page)
+    b.wait_for("!!document.querySelector('#s1 table.grid')")
+    drives = "[...document.querySelectorAll('#s1 .w.drv')].map(w => w.style.background)"
+    assert b.eval("document.querySelectorAll('#s1 .w.drv').length") == len(SENTENCES[0].split()) + 1  # + <eos>
+    assert not any(b.eval(drives))
+    (data,) = [json.loads(x) for x in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>',
+                                                  translate_evidence_page.read_text(), flags=re.S)]  # fmt: skip
+    cost = dequantise(data["e"], (data["T"], data["S"]))  # each source word's cost relative to the costliest
+    seen = []
+    for t in (0, 1):
+        b.hover(f"#s1 .w.tgt[data-t='{t}']")
+        b.wait_for(f"document.querySelector('#s1').dataset.shown === 't{t}'")
+        seen.append(b.eval(drives))
+        # lit exactly where masking the source word costs the output word something, the costliest fully
+        assert [bool(v) for v in seen[-1]] == [bool(c > 0) for c in cost[t]]
+        assert f"{0.85:.3f})" in seen[-1][int(cost[t].argmax())]
+        agree = b.eval("document.querySelector('#s1 .agree').textContent")
+        word = b.eval(f"document.querySelectorAll('#s1 .w.tgt')[{t}].textContent")
+        assert agree.startswith(f"“{word}”: agreement of its attention")
+    assert seen[0] != seen[1]
+    b.hover("#s1 .w.src")  # a source word: the evidence line is cleared
+    b.wait_for("document.querySelector('#s1').dataset.shown === 's0'")
+    assert not any(b.eval(drives)) and b.errors == []

@@ -21,9 +21,9 @@ def test_the_evidence_grid_is_written_beside_each_attention_grid(tmp_path, capsy
     seen = []
     real = translate_cli._evidence_plot
 
-    def spy(path, translator, tr):
-        seen.append(translation_evidence(translator, list(tr.source), list(tr.tokens)))
-        return real(path, translator, tr)
+    def spy(path, found, tr):
+        seen.append(found)
+        return real(path, found, tr)
 
     monkeypatch.setattr(translate_cli, "_evidence_plot", spy)
     code = translate_cli.translate_main(["ein mann", "ein hund", "--model", str(model), "--plot",
@@ -34,6 +34,8 @@ def test_the_evidence_grid_is_written_beside_each_attention_grid(tmp_path, capsy
         assert Image.open(tmp_path / f"g-{n}-evidence.png").size[0] > 0
     assert len(seen) == 2
     found = seen[0]
+    again = translation_evidence(Translator.load(model), found.source[:-1], found.tokens)  # what --plot drew
+    torch.testing.assert_close(found.evidence, again.evidence)
     assert found.evidence.shape == found.attention.shape == (len(found.tokens), len(found.source))
     assert found.source[-1] == "<eos>" and len(found.agreement) == len(found.tokens)
     # its definition, for one token and one source unit: p(token) minus p(token with that unit masked at its step)

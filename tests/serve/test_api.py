@@ -136,6 +136,32 @@ def test_sentences_equal_the_in_process_translator(server, models):
     assert "the German text the model learned from" in other["translations"][0]["note"]
 
 
+def test_evidence_1_answers_what_drives_each_word_as_the_in_process_call_does(server, models):
+    """The option both routes take (issue 73): the same leave-one-out maps and agreements as Python gives."""
+    from captioning.model.captioner import Captioner
+    from captioning.photos.preprocess import load_photo
+    from text_attn.core.faithfulness import rounded_taus
+    from text_attn.translation.explain import translation_evidence
+    from text_attn.translation.translator import Translator
+
+    data = PHOTO.read_bytes()
+    status, _, rec = server.post_file("/caption", data, {"beam_size": "1", "evidence": "1"})
+    assert status == 200 and rec["options"]["evidence"] == 1, rec
+    cap = Captioner.load(models["caption"])
+    image, _ = load_photo(data, cap.preprocess.decode_side)
+    found = cap.evidence(cap.encode(cap.preprocess(image).unsqueeze(0)), rec["words"])
+    np.testing.assert_allclose(rec["evidence"], found.evidence.numpy(), atol=1e-4)
+    assert rec["agreement"] == rounded_taus(found.agreement)
+    assert "evidence" not in server.post_file("/caption", data, {"beam_size": "1"})[2]  # off by default
+    status, _, res = server.post_json("/translate", {"text": "ein mann", "evidence": 1})
+    (t,) = res["translations"]
+    expected = translation_evidence(Translator.load(models["text"]), t["source_tokens"][:-1], t["tokens"])
+    np.testing.assert_allclose(t["evidence"], expected.evidence.numpy(), atol=1e-4)
+    assert status == 200 and t["agreement"] == rounded_taus(expected.agreement)
+    status, _, err = server.post_json("/translate", {"text": "ein mann", "evidence": 2})
+    assert status == 422 and "evidence must be an integer from 0 to 1" in err["error"]
+
+
 def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
     png = PHOTO.read_bytes()
     big = _png(Image.fromarray(np.random.default_rng(0).integers(0, 255, (600, 600, 3), dtype=np.uint8)))

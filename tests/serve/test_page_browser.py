@@ -1,6 +1,7 @@
 """The live page at / in a real browser (Playwright driving the system's Chromium), against a real attention-serve
 process: upload a photo and read its caption, hover a word and see the attention canvas change, translate on the
-second tab and hover the alignment, and an oversized upload's error shown on the page. No page error, ever."""
+second tab and hover the alignment, both with "also what drives each word" too, and an oversized upload's error shown
+on the page. No page error, ever."""
 
 from __future__ import annotations
 
@@ -104,3 +105,33 @@ def test_an_oversized_upload_shows_its_error_on_the_page(server, tmp_path):
         assert page.locator("#cap-out section").count() == 0
         # a refused upload is a message on the page, not a page error (the browser logs the 413 itself)
         assert all(e.startswith("console: Failed to load resource") for e in page.errors), page.errors
+
+
+def test_what_drives_each_word_beside_its_attention_on_both_tabs(server):
+    from helpers.browser import page as browser_page
+
+    def drawn(page, selector: str) -> str:
+        return page.evaluate(f"document.querySelector('{selector}').toDataURL()")
+
+    with browser_page() as page:
+        page.goto(server.url + "/")
+        page.check("#cap-evidence")
+        page.set_input_files("#pick", str(PHOTO))
+        page.wait_for_selector("#cap-out canvas.ev", timeout=60_000)
+        page.wait_for_selector("#cap-out section[data-shown='-1']", state="attached")
+        plain = drawn(page, "#cap-out canvas.ev")
+        page.locator("#cap-out .words .w").nth(0).hover()
+        page.wait_for_selector("#cap-out section[data-shown='0']", state="attached")
+        assert drawn(page, "#cap-out canvas.ev") != plain  # the word's evidence drawn over the photo
+        assert "agreement with what drives it" in page.locator("#cap-out .info").inner_text()
+        page.click("nav.tabs button[data-tab=translate]")
+        page.check("#tr-evidence")
+        page.fill("#src", "ein mann")
+        page.click("#go")
+        page.wait_for_selector("#tr-out .w.drv", timeout=60_000)
+        page.locator("#tr-out .w.tgt").nth(0).hover()
+        assert "agreement of its attention" in page.locator("#tr-out .agree").inner_text()
+        lit = page.evaluate("[...document.querySelectorAll('#tr-out .w.drv')].map(w => !!w.style.background)")
+        (answer,) = server.post_json("/translate", {"text": "ein mann", "evidence": 1})[2]["translations"]
+        assert lit == [v > 0 for v in answer["evidence"][0]]  # lit where masking costs the first word something
+        assert page.errors == []

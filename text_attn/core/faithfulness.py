@@ -124,6 +124,11 @@ def kendall_tau(x: Tensor, y: Tensor) -> float:
     return float((sx * sy).sum()) / math.sqrt(untied) if untied > 0 else math.nan
 
 
+def rounded_taus(taus: Sequence[float]) -> list[float | None]:
+    """Kendall taus as records and pages hold them: 4 decimals, None where a ranking was flat (nan)."""
+    return [None if tau != tau else round(float(tau), 4) for tau in taus]
+
+
 def deletion_masks(order: Tensor) -> Tensor:
     """``order`` (U,) unit indices, first removed first -> (U + 1, U) bool masks: row k removes ``order[:k]``."""
     n = order.numel()

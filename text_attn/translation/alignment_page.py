@@ -2,10 +2,13 @@
 by attention (hover an output word: the source words light up by its weights; hover a source word: the output words
 that looked at it, the strongest outlined), and the alignment grid as a scrollable table (output words down, source
 words across, darker = more weight). For the Transformer a layer and head selector (or the heads' average) applies
-to every section. The page skeleton is text_attn/core/html_page.py.
+to every section. With ``--evidence`` a third line repeats the source words, lit for the hovered output word by what
+drives it (what masking each source word at its step costs it, relative to the costliest), with the word's agreement
+(Kendall tau between its attention, averaged over heads and layers, and that cost). The page skeleton is
+text_attn/core/html_page.py.
 
 Size in the file per sentence: layers x heads x T x S bytes of weights as base64 (x 4/3; an RNN: T x S) plus the
-words; a 30 x 30 sentence: 1.2 KB for an RNN, 38 KB for a 3-layer, 8-head Transformer.
+words; a 30 x 30 sentence: 1.2 KB for an RNN, 38 KB for a 3-layer, 8-head Transformer (+1.2 KB with --evidence).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 import torch
 
 from text_attn.core.arrays import to_numpy
+from text_attn.core.faithfulness import rounded_taus
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
 
 ALIGNMENT_CSS = """
@@ -32,6 +36,7 @@ table.grid thead th span { writing-mode: vertical-rl; transform: rotate(180deg);
 table.grid tbody th { position: sticky; left: 0; z-index: 1; text-align: right; }
 table.grid td { width: 20px; min-width: 20px; height: 20px; border: 1px solid #eef0f3; padding: 0; }
 table.grid tr.on th, table.grid th.on { color: var(--accent); font-weight: 600; }
+.pair p.drives .label { color: #92400e; }
 """
 
 ALIGNMENT_JS = r"""
@@ -50,7 +55,8 @@ const Align = {
   },
   render(sec, d) {
     const src = [...sec.querySelectorAll(".w.src")], tgt = [...sec.querySelectorAll(".w.tgt")];
-    const c = sec.al = { d, a: Report.bytes(d.a), src, tgt, t: -1, s: -1, cells: [] };
+    const c = sec.al = { d, a: Report.bytes(d.a), src, tgt, t: -1, s: -1, cells: [],
+                         e: d.e ? Report.bytes(d.e) : null, drv: [...sec.querySelectorAll(".w.drv")] };
     const table = document.createElement("table");
     table.className = "grid";
     const head = table.createTHead().insertRow();
@@ -87,7 +93,11 @@ const Align = {
   },
   clear(sec) {
     const c = sec.al;
-    for (const w of [...c.src, ...c.tgt]) { w.classList.remove("on", "best"); w.style.background = ""; w.title = ""; }
+    for (const w of [...c.src, ...c.tgt, ...c.drv]) {
+      w.classList.remove("on", "best"); w.style.background = ""; w.title = "";
+    }
+    const agree = sec.querySelector(".agree");
+    if (agree) agree.textContent = "";
     sec.querySelectorAll(".grid .on").forEach((e) => e.classList.remove("on"));
   },
   fromTarget(sec, t, s) {
@@ -99,6 +109,16 @@ const Align = {
     c.tgt[t].classList.add("on");
     sec.querySelectorAll(".grid tbody tr")[t].classList.add("on");
     if (s >= 0) { c.src[s].classList.add("on"); sec.querySelectorAll(".grid thead th")[s + 1].classList.add("on"); }
+    if (c.e) {  // what drives the word: each source word's cost, relative to the costliest (already in the bytes)
+      c.drv.forEach((w, k) => {
+        const v = c.e[t * S + k] / 255;
+        w.style.background = Report.shade(v); w.title = `${(100 * v).toFixed(0)}% of the costliest`;
+      });
+      const tau = c.d.agree ? c.d.agree[t] : null;
+      const shown = tau == null ? "undefined (a flat ranking)" : `\u03c4 ${tau >= 0 ? "+" : ""}${tau.toFixed(2)}`;
+      sec.querySelector(".agree").textContent =
+        `\u201c${c.tgt[t].textContent}\u201d: agreement of its attention with what drives it: ${shown}`;
+    }
     sec.dataset.shown = `t${t}`;
   },
   fromSource(sec, s) {
@@ -184,17 +204,23 @@ def report_attention(translator: Any, translations: list[Any]) -> list[np.ndarra
     return [weights[b, :, :, : len(tr.tokens), : len(src_ids[b])] for b, tr in enumerate(translations)]
 
 
-def sentence_section(number: int, translation: Any, attention: np.ndarray | None, note: str | None = None) -> str:
+def sentence_section(
+    number: int, translation: Any, attention: np.ndarray | None, note: str | None = None, evidence: Any = None
+) -> str:
     """One ``<section>``: input number, source and output words, the grid's place, and the weights (quantised);
-    ``note``: the model's note on an input unlike its training text (Translator.note), shown under the heading."""
+    ``note``: the model's note on an input unlike its training text (Translator.note), shown under the heading;
+    ``evidence``: text_attn.translation.explain.Evidence of this translation, drawn as a third line."""
     source = [*translation.source, "<eos>"]
 
     def words(tokens: list[str], kind: str, key: str) -> str:
         return " ".join(f'<span class="w {kind}" data-{key}="{i}">{escape(w)}</span>' for i, w in enumerate(tokens))
 
+    drives = ""
+    if evidence is not None and translation.tokens:
+        drives = f'<p class="drives"><span class="label">drives</span><span>{words(source, "drv", "s")}</span></p>'
     pair = (
         f'<div class="pair"><p><span class="label">source</span><span>{words(source, "src", "s")}</span></p>'
-        f'<p><span class="label">output</span><span>{words(translation.tokens, "tgt", "t")}</span></p></div>'
+        f'<p><span class="label">output</span><span>{words(translation.tokens, "tgt", "t")}</span></p>{drives}</div>'
     )
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
     head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}</h2>{shown}{pair}'
@@ -205,4 +231,15 @@ def sentence_section(number: int, translation: Any, attention: np.ndarray | None
     if (t, s) != (len(translation.tokens), len(source)):
         raise ValueError(f"attention {attention.shape} does not match {len(translation.tokens)} x {len(source)} words")
     data = {"L": n_layers, "H": n_heads, "T": t, "S": s, "a": quantise(attention)}
-    return head + f'<div class="grid-box"></div>{data_script(data)}</section>'
+    agree = ""
+    if evidence is not None:
+        data["e"], data["agree"] = quantise(cost_shares(evidence.evidence)), rounded_taus(evidence.agreement)
+        agree = '<p class="agree hint"></p>'
+    return head + f'{agree}<div class="grid-box"></div>{data_script(data)}</section>'
+
+
+def cost_shares(evidence: Any) -> np.ndarray:
+    """(T, S) what masking each source token costs each output token -> its positive part relative to the row's
+    costliest (1 = the costliest; a row nothing lowers: zeros)."""
+    e = np.clip(to_numpy(evidence).astype(np.float64), 0.0, None)
+    return e / np.maximum(e.max(-1, keepdims=True), 1e-12)

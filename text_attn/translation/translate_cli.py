@@ -68,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --plot: also PNG-evidence.png, what drives each output token: the source tokens whose masking at "
         "its step lowers its probability most (leave-one-out: one step of S + 1 rows a token), each row labelled "
-        "with its agreement with the attention (Kendall tau). One step of S + 1 rows per token (not yet timed)",
+        "with its agreement with the attention (Kendall tau); with --html: the same as a third line of words lit on "
+        "hover. One step of S + 1 rows per token (not yet timed)",
     )
     p.add_argument(
         "--layer",
@@ -90,13 +91,23 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _evidence_plot(path: Path, translator, tr) -> Path:
+def _evidence(translator, tr, progress: dict[str, Any], n: int, keep: bool = False):
+    """Input ``n``'s text_attn.translation.explain.Evidence, computed once for --html and --plot (``keep``: kept in
+    ``progress['evidence']`` for --plot, which draws after the last sentence)."""
+    from text_attn.translation.explain import translation_evidence
+
+    kept = progress.setdefault("evidence", {})
+    found = kept.pop(n, None) or translation_evidence(translator, list(tr.source), list(tr.tokens))
+    if keep:
+        kept[n] = found
+    return found
+
+
+def _evidence_plot(path: Path, found, tr) -> Path:
     """PNG-evidence.png: per output token, the share of what masking each source token costs it (its positive part,
     each row summing to 1), the row labelled with its Kendall tau against the attention."""
-    from text_attn.translation.explain import translation_evidence
     from text_attn.translation.plots import plot_alignment
 
-    found = translation_evidence(translator, list(tr.source), list(tr.tokens))
     share = found.evidence.clamp(min=0)
     share = share / share.sum(-1, keepdim=True).clamp(min=1e-12)  # (T, S)
     rows = [f"{tok} ({'–' if tau != tau else f'τ {tau:+.2f}'})" for tok, tau in zip(tr.tokens, found.agreement,
@@ -175,7 +186,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
             from text_attn.translation.alignment_page import report_attention, sentence_section
 
             for (n, _), tr, attn in zip(good, outs, report_attention(translator, outs), strict=True):
-                report.add(sentence_section(n, tr, attn, translator.note() if n in flagged else None))
+                found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
+                report.add(sentence_section(n, tr, attn, translator.note() if n in flagged else None, found))
         bar.update(len(chunk))
         chunk.clear()
 
@@ -366,8 +378,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         if args.sentences:
             fail("translate", "--demo translates its own sentences: give sentences without --demo")
         args.sentences = list(DEMO_SENTENCES)
-    if args.evidence and not args.plot:
-        fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG")
+    if args.evidence and not (args.plot or args.html):
+        fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE")
     if args.evidence:
         from text_attn.translation.explain import require_attention
 
@@ -445,7 +457,8 @@ def _translate_main(args: argparse.Namespace) -> int:
                 try:
                     print(f"wrote {_plot(path, tr, args.layer)}", file=sys.stderr)
                     if args.evidence:
-                        print(f"wrote {_evidence_plot(path, translator, tr)}", file=sys.stderr)
+                        found = _evidence(translator, tr, progress, n)
+                        print(f"wrote {_evidence_plot(path, found, tr)}", file=sys.stderr)
                 except OSError as err:
                     fail("translate", f"cannot write --plot {path}: {one_line(err)}")
     return 1 if failed else 0
