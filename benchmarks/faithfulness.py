@@ -2,6 +2,7 @@
 Prints one table per family and writes each word's areas and taus as JSON; ~15 minutes on 2 cores with the defaults.
 
     python benchmarks/faithfulness.py --flickr8k-root ../shared/data/flickr8k --multi30k-root ../shared/data/multi30k \
+        --shapes-hard runs/shapes_hard/model.pt --flickr8k-hard runs/f8k_hard/hard_scst/model.pt \
         --json docs/faithfulness.json
 
 For each word a model generated (its own caption or translation as the prefix), its input units (a photo's regions, a
@@ -19,6 +20,9 @@ Families and how a unit is removed (captioning.model.explain, text_attn.translat
 - the same, pixel space: blocks of 3 x 3 regions (a ninth of the photo) greyed, the photo encoded again.
 - shapes captioner (synthetic test scenes, boxes known): feature space, and plausibility: for the words that name an
   object, how often the attention's arg-max and leave-one-out's lie in that object's box.
+- hard attention (model files trained by the shipped hard configs, not bundled: --shapes-hard, --flickr8k-hard), each
+  measured twice: decoding with one region a word (the arg-max of α: removing other regions matters only where it
+  moves the arg-max; "uniform" weights pick the first region) and with the expected context (α's weighted sum).
 - Multi30k translators (real test sentences): a source token masked out of the cross-attention at the word's step;
   Bahdanau (GRU) and the Transformer (cross-attention averaged over heads and layers; attention rollout; gradient).
 """
@@ -31,6 +35,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -43,8 +48,10 @@ METRICS = ("deletion_area", "deletion_least_area", "insertion_area", "tau")
 
 # --- captioning --------------------------------------------------------------------------------------------------
 def _caption_tokens(captioner, features: torch.Tensor) -> tuple[list[str], list[int]]:
-    """The model's own caption of one photo (features (1, L, D)) as ``caption`` decodes it, and its ids + eos."""
-    words = captioner.caption_features(features, **captioner.decoding())[0][0]
+    """The model's own caption of one photo (features (1, L, D)) as ``caption`` decodes it, and its ids + eos (a hard
+    model decodes as its config says at the time: ``hard_mode`` sets it)."""
+    decoding = {k: v for k, v in captioner.decoding().items() if k != "hard_inference"}
+    words = captioner.caption_features(features, **decoding)[0][0]
     vocab = captioner.vocab
     return words, [vocab.stoi[w] for w in words] + [vocab.eos_id]
 
@@ -126,6 +133,20 @@ def shapes_plausibility(captioner, scenes, draws: int) -> tuple[list[WordResult]
     return results, counts
 
 
+def hard_mode(captioner, mode: str, measure: Callable[[], list[WordResult]]) -> Callable[[], list[WordResult]]:
+    """``measure`` run with the hard-attention model decoding by ``mode`` ("argmax": one region a word; "expect": the
+    expected context): its captions, removals and interventions all see that mode."""
+
+    def run() -> list[WordResult]:
+        with captioner._hard_inference(mode):
+            return measure()
+
+    return run
+
+
+HARD_MODES = {"argmax": "hard, one region a word", "expect": "hard, the expected context"}
+
+
 # --- tables ------------------------------------------------------------------------------------------------------
 def table_rows(name: str, removal: str, results: list[WordResult]) -> tuple[list[str], dict]:
     """The family's table lines (rankings x word kinds, then the interventions) and its JSON."""
@@ -165,8 +186,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenes", type=int, default=30, help="shapes test scenes (default 30)")
     p.add_argument("--sentences", type=int, default=30, help="Multi30k test sentences per translator (default 30)")
     p.add_argument("--draws", type=int, default=3, help="random orders per word (default 3)")
-    p.add_argument("--families", nargs="+", default=["flickr8k", "pixel", "shapes", "text"],
-                   help="which tables: flickr8k, pixel, shapes, text (default: all)")  # fmt: skip
+    p.add_argument("--families", nargs="+", default=["flickr8k", "pixel", "shapes", "hard", "text"],
+                   help="which tables: flickr8k, pixel, shapes, hard, text (default: all)")  # fmt: skip
+    p.add_argument(
+        "--shapes-hard",
+        type=Path,
+        metavar="MODEL",
+        help="a shapes hard-attention model file "
+        "(configs/caption/shapes_hard.yaml's runs/shapes_hard/model.pt): the hard rows on shapes scenes",
+    )
+    p.add_argument(
+        "--flickr8k-hard",
+        type=Path,
+        metavar="MODEL",
+        help="a Flickr8k hard-attention model file (the "
+        "shipped hard configs'; with --flickr8k-root): the hard rows on the same test photos",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     p.add_argument("--json", type=Path, help="write every word's numbers here")
     args = p.parse_args(argv)
@@ -176,8 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from captioning.model.captioner import Captioner
 
+    for flag in ("shapes_hard", "flickr8k_hard"):
+        if getattr(args, flag) is not None and not getattr(args, flag).is_file():
+            p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: no such model file")
     tables: list[tuple[str, str, Callable[[], list[WordResult]]]] = []
-    extra: dict = {}
+    plausible: dict[str, dict] = {}  # model label -> its object words' counts (shapes_plausibility)
     if args.flickr8k_root and {"flickr8k", "pixel"} & set(args.families):
         bundled = Captioner.load()
         photos = flickr8k_photos(args.flickr8k_root, args.photos, bundled.preprocess)
@@ -192,17 +230,28 @@ def main(argv: list[str] | None = None) -> int:
             some = photos[: args.pixel_photos]
             tables.append(("Flickr8k captioner (ensemble of 2)", f"pixel space (3 x 3 blocks greyed), {len(some)} "
                            "test photos", lambda: photo_words(bundled, some, args.draws, pixel=True)))  # fmt: skip
-    if "shapes" in args.families:
+        if "hard" in args.families and args.flickr8k_hard:
+            hard = Captioner.load(args.flickr8k_hard)
+            for mode, label in HARD_MODES.items():
+                measure = partial(photo_words, hard, photos, args.draws)
+                tables.append((f"Flickr8k captioner ({label})", f"feature space, {len(photos)} test photos",
+                               hard_mode(hard, mode, measure)))  # fmt: skip
+    shapes_models = [("soft", Captioner.load("shapes"), None)] if "shapes" in args.families else []
+    if "hard" in args.families and args.shapes_hard:
+        hard_shapes = Captioner.load(args.shapes_hard)
+        shapes_models += [(label, hard_shapes, mode) for mode, label in HARD_MODES.items()]
+    if shapes_models:
         from captioning.training.shapes import make_scenes
 
-        shapes = Captioner.load("shapes")
         scenes = make_scenes(args.scenes, seed=2, size=128, max_objects=3)  # the test split's seed (seed + 2)
+        for label, model, mode in shapes_models:
 
-        def shapes_rows() -> list[WordResult]:
-            results, extra["shapes_plausibility"] = shapes_plausibility(shapes, scenes, args.draws)
-            return results
+            def shapes_rows(label=label, model=model) -> list[WordResult]:
+                results, plausible[label] = shapes_plausibility(model, scenes, args.draws)
+                return results
 
-        tables.append(("shapes captioner (soft)", f"feature space, {len(scenes)} test scenes", shapes_rows))
+            run = shapes_rows if mode is None else hard_mode(model, mode, shapes_rows)
+            tables.append((f"shapes captioner ({label})", f"feature space, {len(scenes)} test scenes", run))
     if args.multi30k_root and "text" in args.families:
         from text_attn.translation.explain import sentence_probes
         from text_attn.translation.translator import Translator
@@ -237,16 +286,16 @@ def main(argv: list[str] | None = None) -> int:
         report["families"].append(data)
         out_lines += lines + [f"\n{len(results)} words in {seconds:.0f} s"]
         print(f"... {name}, {removal}: {len(results)} words, {seconds:.0f} s", file=sys.stderr, flush=True)
-    if "shapes_plausibility" in extra:
-        c = extra["shapes_plausibility"]
-        report["shapes_plausibility"] = c
-        if c["words"]:
-            share = {k: v / c["words"] for k, v in c.items()}
-            out_lines.append(
-                f"\nshapes, {c['words']} object words: the attention's arg-max in the named object's box "
-                f"{share['attention_in_box']:.1%}, leave-one-out's {share['leave_one_out_in_box']:.1%}, both "
-                f"{share['both']:.1%}, the same region {share['agree']:.1%}"
-            )
+    if plausible:
+        report["shapes_plausibility"] = plausible
+        out_lines += ["\n### shapes: plausibility (object words: is the arg-max in the named object's box?)\n",
+                      "| model | object words | attention's arg-max in box | leave-one-out's in box | both | the same "
+                      "region |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for label, c in plausible.items():
+            share = {k: f"{v / max(c['words'], 1):.1%}" for k, v in c.items()}
+            cells = [label, str(c["words"])] + [share[k] for k in ("attention_in_box", "leave_one_out_in_box", "both",
+                                                                  "agree")]  # fmt: skip
+            out_lines.append("| " + " | ".join(cells) + " |")
     print("\n".join(out_lines))
     if args.json:
         write_text(args.json, json.dumps(report, indent=1, allow_nan=False))

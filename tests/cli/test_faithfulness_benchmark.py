@@ -1,0 +1,69 @@
+"""benchmarks/faithfulness.py (issue 73) on shapes scenes: the soft bundled model and a hard-attention model file,
+the latter measured in both of its decodings; the tables, the plausibility table and the JSON agree with each other,
+and the hard model's argmax rows are what one region a word implies. Bad flags are one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from captioning.commands.caption import SHAPES_MODEL
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "faithfulness.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def hard_model(tmp_path_factory) -> Path:
+    """The bundled shapes model's weights as a hard-attention model (the same scorer under its hard-attention name)."""
+    data = torch.load(SHAPES_MODEL, weights_only=True)
+    data["decoder"]["attention"] = "hard"
+    old, new = "decoder.attention.", "decoder.attention.scorer."
+    data["state_dict"] = {new + k[len(old) :] if k.startswith(old) else k: v for k, v in data["state_dict"].items()}
+    path = tmp_path_factory.mktemp("hard") / "hard.pt"
+    torch.save(data, path)
+    return path
+
+
+def test_shapes_soft_and_hard_rows(tmp_path, hard_model):
+    out = tmp_path / "f.json"
+    run = _run("--families", "shapes", "hard", "--shapes-hard", str(hard_model), "--scenes", "2", "--draws", "2",
+               "--threads", "1", "--json", str(out))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    names = [f["name"] for f in report["families"]]
+    assert names == ["shapes captioner (soft)", "shapes captioner (hard, one region a word)",
+                     "shapes captioner (hard, the expected context)"]  # fmt: skip
+    for family in report["families"]:
+        assert f"### {family['name']}: feature space, 2 test scenes" in run.stdout
+        methods = {r["method"] for r in family["summary"]["rankings"]}
+        assert {"attention", "random", "leave_one_out"} <= methods
+        loo = [r for r in family["summary"]["rankings"] if r["method"] == "leave_one_out" and r["kind"] == "all"]
+        rand = [r for r in family["summary"]["rankings"] if r["method"] == "random" and r["kind"] == "all"]
+        # the reference ranking removes what lowers the word most first: never above random's area on average
+        assert loo[0]["deletion_area"] <= rand[0]["deletion_area"] + 1e-9
+    soft, argmax, expect = report["families"]
+    # the soft model and the hard model's expected context are the same network here: the same words, same numbers
+    assert [w["word"] for w in soft["words"]] == [w["word"] for w in expect["words"]]
+    assert [w["p_full"] for w in soft["words"]] == pytest.approx([w["p_full"] for w in expect["words"]], abs=1e-5)
+    plausible = report["shapes_plausibility"]
+    assert list(plausible) == ["soft", "hard, one region a word", "hard, the expected context"]
+    assert plausible["soft"] == plausible["hard, the expected context"]
+    assert "### shapes: plausibility" in run.stdout and run.stdout.count("| hard, ") == 2
+    # the argmax rows decode with one region a word: other captions, or the same words at other probabilities
+    pairs = [(w["word"], round(w["p_full"], 4)) for w in argmax["words"]]
+    assert pairs != [(w["word"], round(w["p_full"], 4)) for w in expect["words"]]
+
+
+def test_a_missing_hard_model_is_one_line(tmp_path):
+    run = _run("--families", "hard", "--shapes-hard", str(tmp_path / "nope.pt"))
+    assert run.returncode == 2 and "--shapes-hard" in run.stderr and "no such model file" in run.stderr
+    assert "Traceback" not in run.stderr
