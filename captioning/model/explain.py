@@ -22,6 +22,7 @@ part of the photo" claim. It costs an encoder pass per mask, so its units are bl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -29,7 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from captioning.model.decoder import ShowAttendTellDecoder
 from captioning.model.network import CaptionModel
+from text_attn.core.attention import ProjectedKeys
 from text_attn.core.decoding import select_rows
 from text_attn.core.faithfulness import Probe
 
@@ -102,6 +105,34 @@ class RegionRemoval:
     @torch.no_grad()
     def prob(self, t: int, removed: Tensor) -> Tensor:
         """removed (K, L) bool -> (K,) the probability of word t with those regions replaced at its step."""
+        fast = self._shared_state_prob(t, removed)
+        return fast if fast is not None else self._step_prob(t, removed)
+
+    def _shared_state_prob(self, t: int, removed: Tensor) -> Tensor | None:
+        """``prob`` without building K copies of the regions (K x L x D floats: most of the time for a leave-one-out
+        row of the bundled model): h_{t-1} is one row for all K masks, so each region's attention score is one of two
+        numbers (its own or the fill's), and the context is two (K, L) x (L, D) products. The same arithmetic as the
+        decoder's step (attend, gate, LSTM, readout), for Show-Attend-Tell decoders and their ensembles; None for any
+        other decoder (then the step itself runs)."""
+        dec = self.model.decoder
+        members = getattr(dec, "members", [dec])
+        if not all(isinstance(m, ShowAttendTellDecoder) for m in members):
+            return None
+        state, prev = self.words.states[t], _prev_token(self.words, t)
+        prefixes = [f"{k}." for k in range(len(members))] if members[0] is not dec else [""]
+        log_probs = [
+            _member_log_probs(
+                m, {n: state[p + n] for n in ("h", "c")}, self.kept[p + "keys"], self.filled[p + "keys"], removed, prev
+            )  # fmt: skip
+            for m, p in zip(members, prefixes, strict=True)
+        ]
+        if len(log_probs) > 1:  # the ensemble's: log of the members' mean probability (DecoderEnsemble.step)
+            mean = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(log_probs))
+        else:
+            mean = log_probs[0]
+        return mean[:, self.words.tokens[t]].exp()
+
+    def _step_prob(self, t: int, removed: Tensor) -> Tensor:
         k, words = removed.size(0), self.words
         rows = torch.zeros(k, dtype=torch.long, device=removed.device)
         # the per-photo entries are made from the masks below: copying the step's own K times first cost ~20%
@@ -111,6 +142,27 @@ class RegionRemoval:
         prev = torch.full((k,), _prev_token(words, t), device=removed.device)
         log_probs, _, _ = self.model.step(prev, state)
         return log_probs[:, words.tokens[t]].exp()
+
+
+def _member_log_probs(
+    dec, state: dict, kept: ProjectedKeys, filled: ProjectedKeys, removed: Tensor, prev: int
+) -> Tensor:
+    """One decoder's step log-probabilities (K, V) with the regions marked in ``removed`` (K, L) read from ``filled``
+    instead of ``kept`` (one photo each: keys (1, L, D), proj (1, L, A)); ``state``'s h, c: (1, H), shared."""
+    h, c = state["h"], state["c"]
+    scorer = dec.attention.scorer if dec.hard else dec.attention
+    scores = torch.where(removed, scorer.score(h, filled.proj), scorer.score(h, kept.proj))  # (K, L)
+    alpha = torch.softmax(scores, dim=-1)
+    if dec.hard and dec.cfg.hard_inference == "argmax":  # one region a word (HardAttention.attend's arg-max)
+        alpha = F.one_hot(alpha.argmax(-1), alpha.size(-1)).to(alpha.dtype)
+    keep = alpha.masked_fill(removed, 0.0)
+    context = keep @ kept.keys[0] + (alpha - keep) @ filled.keys[0]  # (K, D): each region from kept or filled
+    if dec.f_beta is not None:
+        context = torch.sigmoid(dec.f_beta(h)) * context  # the gate β_t, as attend applies it
+    k = removed.size(0)
+    emb = dec.embedding(torch.full((k,), prev, device=removed.device))  # (K, E)
+    h, c = dec.lstm(torch.cat([emb, context], dim=-1), (h.expand(k, -1), c.expand(k, -1)))
+    return F.log_softmax(dec._readout(emb, h, context), dim=-1)
 
 
 def removal_prob(model: CaptionModel, words: CaptionWords, t: int, removed: Tensor, fill: Tensor) -> Tensor:

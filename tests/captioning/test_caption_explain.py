@@ -45,9 +45,14 @@ def _steps(cap, tokens=(4, 5, 6, 2)):
     return image, explain.step_through(cap.model, feats, list(tokens), VOCAB.bos_id)
 
 
-@pytest.mark.parametrize("members", [1, 2])
-def test_removal_is_the_step_on_the_modified_regions(members):
-    cap = _model(members=members)
+@pytest.mark.parametrize(
+    ("attention", "members", "decoder"),
+    [("soft", 1, {}), ("soft", 2, {}), ("hard", 1, {"hard_inference": "argmax"}),
+     ("hard", 1, {"hard_inference": "expect"}), ("soft", 1, {"gate": "vector", "region_pos": True})],
+)  # fmt: skip
+def test_removal_is_the_step_on_the_modified_regions(attention, members, decoder):
+    """RegionRemoval.prob's shared-state arithmetic (no K copies of the regions) against the decoder's own step."""
+    cap = _model(attention, members, **decoder)
     _, words = _steps(cap)
     model, feats = cap.model, words.features
     fill = explain.photo_fill(model, feats)
@@ -63,6 +68,8 @@ def test_removal_is_the_step_on_the_modified_regions(members):
         prev = torch.full((6,), VOCAB.bos_id if t == 0 else words.tokens[t - 1])
         log_probs, _, _ = model.step(prev, state)
         torch.testing.assert_close(got, log_probs[:, words.tokens[t]].exp(), rtol=1e-5, atol=1e-6)
+        assert removal._shared_state_prob(t, removed) is not None  # the arithmetic above was the shared-state one
+        torch.testing.assert_close(removal._step_prob(t, removed), got, rtol=1e-5, atol=1e-6)  # and the fallback
     # the state a word starts from is left as it was (the next probe of the same photo starts from it again)
     before = {k: v.clone() for k, v in words.states[2].items() if isinstance(v, torch.Tensor)}
     removal.prob(2, torch.ones(3, 9, dtype=torch.bool))
