@@ -19,7 +19,7 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "python.md"
 
 def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.S)
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for block in blocks:  # in order, in one namespace, as a reader would paste them
@@ -31,6 +31,10 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     assert len(re.findall(r"^\(\d+, 4, \d+\)$", out, flags=re.M)) == 2  # each translation's: 4 heads
     assert len(re.findall(r"^\(\d+, \d+\)$", out, flags=re.M)) == 2  # the caption's and the GRU's translation
     assert sum(1 for line in out.splitlines() if "\t" in line) == len(DEMO_PHOTOS)
+    # both maps of every word: one line a word of the photo's caption, and the GRU's (output, source + <eos>) drops
+    found = namespace["found"]
+    assert len(re.findall(r": agreement [+-]\d\.\d\d, removing region \d+ costs it most$", out, flags=re.M)) > 0
+    assert found.source[-1] == "<eos>" and tuple(found.evidence.shape) == (len(found.tokens), len(found.source))
     assert namespace["page"].startswith("<div>") and "<iframe srcdoc=" in namespace["page"]  # the Jupyter view
     assert namespace["picture"].startswith(b"\x89PNG")
 

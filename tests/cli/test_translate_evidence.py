@@ -63,3 +63,18 @@ def test_refusals_in_one_line(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
     assert not Path(tmp_path / "g.png").exists()
+
+
+def test_one_python_call_on_a_result_gives_both_maps(tmp_path):
+    tr = Translator.load(tiny_word_model_file(tmp_path / "m.pt"))
+    (result,) = tr.translate(["ein mann"], beam_size=2, max_len=4)
+    found = tr.explain(result)
+    assert found.tokens == result.tokens and found.source == [*result.source, "<eos>"]
+    torch.testing.assert_close(found.attention, result.attention.float(), atol=1e-5, rtol=0)  # the search's own α
+    again = tr.explain("ein mann", beam_size=2, max_len=4)  # a sentence: translated first, the same decoding
+    torch.testing.assert_close(again.evidence, found.evidence)
+    assert again.agreement == pytest.approx(found.agreement, nan_ok=True)
+    cfg = Seq2SeqConfig(**{**vars(tr.net.cfg), "attention": "none"})
+    bare = Translator(Seq2Seq(cfg), tr.src_vocab, tr.tgt_vocab, "word", True)
+    with pytest.raises(ValueError, match="no attention to explain"):
+        bare.explain("ein mann", max_len=4)

@@ -244,6 +244,18 @@ class Translator:
             t.note = self.note() if t.unlike_source else None
         return Translations(out)
 
+    def explain(self, translation: str | Translation, **decoding: Any):
+        """Both maps of every output token of one translation: where it attended and what drives it (the source tokens
+        whose masking at its step lowers its probability most), with their agreement
+        (text_attn.translation.explain.Evidence: ``attention``, ``evidence`` (T, S+1), ``agreement``). ``translation``:
+        a result of :meth:`translate`, or a sentence, translated first with ``decoding`` (the model's own by default).
+        A model without attention raises ValueError."""
+        from text_attn.translation.explain import translation_evidence
+
+        if isinstance(translation, str):
+            (translation,) = self.translate([translation], **decoding)
+        return translation_evidence(self, list(translation.source), list(translation.tokens))
+
     def search_bytes(self, n_tokens: int, beam_size: int = 1, max_len: int | None = None) -> int:
         """About how much memory the search holds for one sentence of ``n_tokens`` source tokens: each of its beams
         keeps an attention row over the source for every output step (a Transformer: one per head) and, in a
