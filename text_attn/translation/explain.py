@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -55,8 +55,9 @@ from text_attn.core.vocab import EOS
 from text_attn.translation.seq2seq import Seq2Seq
 from text_attn.translation.transformer import DecoderLayer, Transformer
 
-if TYPE_CHECKING:
-    from text_attn.translation.translator import Translator
+# The translator is passed in, never imported: text_attn.translation.translator's Translator.explain calls this module
+# (a translator: anything with .net, .src_vocab, .tgt_vocab, .tokenize and .translate_tokens, as Translator has).
+Translator = Any
 
 TextNet = Seq2Seq | Transformer
 
