@@ -59,9 +59,15 @@ def _caption_tokens(captioner, features: torch.Tensor) -> tuple[list[str], list[
 def photo_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients: bool = True,
                 pixel: bool = False) -> list[WordResult]:  # fmt: skip
     """Every word of every photo's caption measured: feature space, or pixel space (blocks of regions greyed)."""
+    return [result for _, _, _, result in measured_words(captioner, images, draws, gradients, pixel)]
+
+
+def measured_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients: bool = True, pixel: bool = False):
+    """Per photo n and word t of its caption: (n, t, the photo's stepped caption (explain.CaptionWords), the word's
+    WordResult), in order."""
     from captioning.model import explain
 
-    model, vocab, results = captioner.model.eval(), captioner.vocab, []
+    model, vocab = captioner.model.eval(), captioner.vocab
     for n, image in enumerate(images):
         with torch.no_grad():
             features = model.encode(image[None])  # (1, L, D)
@@ -75,8 +81,7 @@ def photo_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients
         for t, probe in enumerate(probes):
             # one seed per photo: pixel space's random orders recur across its words and are encoded once
             other = steps.alphas[(t + 1) % len(tokens)] if len(tokens) > 1 else None
-            results.append(measure_word(probe, shown[t], random_draws=draws, seed=n, other_alpha=other))
-    return results
+            yield n, t, steps, measure_word(probe, shown[t], random_draws=draws, seed=n, other_alpha=other)
 
 
 def flickr8k_photos(root: Path, n: int, preprocess) -> list[torch.Tensor]:
@@ -99,37 +104,29 @@ def _member(captioner, k: int):
 def shapes_plausibility(captioner, scenes, draws: int) -> tuple[list[WordResult], dict]:
     """Feature-space results on shapes scenes, and for the object words: is the attention's arg-max in the named
     object's box, and leave-one-out's (the region whose removal lowers the word most)?"""
-    from captioning.model import explain
     from captioning.photos.preprocess import prepared
     from captioning.training.grounding import cells_in_box
     from captioning.training.shapes import SHAPES, resolve_object
 
-    model, vocab, results = captioner.model.eval(), captioner.vocab, []
+    results = []
     counts = {"words": 0, "attention_in_box": 0, "leave_one_out_in_box": 0, "both": 0, "agree": 0}
-    grid = (model.encoder.grid, model.encoder.grid)
-    for n, scene in enumerate(scenes):
-        image = prepared(scene.image, captioner.preprocess)
-        with torch.no_grad():
-            features = model.encode(image[None])
-        words, tokens = _caption_tokens(captioner, features)
-        steps = explain.step_through(model, features, tokens, vocab.bos_id)
-        probes = explain.region_probes(model, steps, explain.photo_fill(model, features))
-        for t, probe in enumerate(probes):
-            other = steps.alphas[(t + 1) % len(tokens)] if len(tokens) > 1 else None
-            result = measure_word(probe, ([*words, "<eos>"])[t], random_draws=draws, seed=n, other_alpha=other)
-            results.append(result)
-            obj = resolve_object(words, t, scene.objects) if t < len(words) and words[t] in SHAPES else None
-            if obj is None:
-                continue
-            width, height = scene.image.size
-            inside = cells_in_box(scene.objects[obj].box, (height, width), grid)
-            a = int(steps.alphas[t].argmax())
-            loo = int(torch.tensor(result.leave_one_out).argmax())
-            counts["words"] += 1
-            counts["attention_in_box"] += int(inside[a])
-            counts["leave_one_out_in_box"] += int(inside[loo])
-            counts["both"] += int(inside[a] and inside[loo])
-            counts["agree"] += int(a == loo)
+    grid = (captioner.model.encoder.grid,) * 2
+    images = (prepared(scene.image, captioner.preprocess) for scene in scenes)
+    for n, t, steps, result in measured_words(captioner, images, draws, gradients=True):
+        results.append(result)
+        scene, words = scenes[n], [captioner.vocab.itos[i] for i in steps.tokens[:-1]]
+        obj = resolve_object(words, t, scene.objects) if t < len(words) and words[t] in SHAPES else None
+        if obj is None:
+            continue
+        width, height = scene.image.size
+        inside = cells_in_box(scene.objects[obj].box, (height, width), grid)
+        a = int(steps.alphas[t].argmax())
+        loo = int(torch.tensor(result.leave_one_out).argmax())
+        counts["words"] += 1
+        counts["attention_in_box"] += int(inside[a])
+        counts["leave_one_out_in_box"] += int(inside[loo])
+        counts["both"] += int(inside[a] and inside[loo])
+        counts["agree"] += int(a == loo)
     return results, counts
 
 

@@ -225,16 +225,17 @@ class PhotoBlocks:
         self.grid, self.block, self.side = grid, block, grid // block
         self.n_units = self.side**2
         self._seen: dict[bytes, Tensor] = {}  # a mask's bytes -> every word's probability (T,)
+        rows = torch.arange(grid) // block
+        self._unit_of_region = (rows[:, None] * self.side + rows[None, :]).reshape(-1)  # (L,)
 
     def unit_of_region(self) -> Tensor:
         """(L,) the unit (block) each region lies in."""
-        rows = torch.arange(self.grid) // self.block
-        return (rows[:, None] * self.side + rows[None, :]).reshape(-1)
+        return self._unit_of_region
 
     def pool(self, per_region: Tensor) -> Tensor:
         """(..., L) region scores (attention, Grad-CAM) -> (..., U) summed over each unit's regions."""
         out = per_region.new_zeros(*per_region.shape[:-1], self.n_units)
-        return out.index_add_(-1, self.unit_of_region().to(per_region.device), per_region)
+        return out.index_add_(-1, self._unit_of_region.to(per_region.device), per_region)
 
     def pixel_masks(self, removed: Tensor) -> Tensor:
         """removed (K, U) -> pixel masks (K, 1, H, W), True where a removed unit lies (the grid tiles the input)."""
