@@ -484,9 +484,7 @@ class ImageEncoder(nn.Module):
         x = images.contiguous(memory_format=torch.channels_last)
         frozen = self.body[: self._n_frozen]
         if self.backbone in LITE:  # BatchNorms folded into the convolutions: ~1.5x the photos a second, same values
-            from captioning.model.inference_encoder import fold_for_inference
-
-            frozen = fold_for_inference(frozen)
+            frozen = self._folded_frozen(frozen)
         for stage in frozen:
             x = stage(x)
         return x
@@ -552,6 +550,18 @@ class ImageEncoder(nn.Module):
             folded = fold_for_inference(self.body)
             object.__setattr__(self, "_folded", (key, folded))  # not a submodule: the state_dict stays the body's
         return self._folded[1]
+
+    def _folded_frozen(self, frozen: nn.Module) -> nn.Module:
+        """The frozen stages folded, made again only when their own weights change (not the trainable stages': a
+        fine-tuning run without a cache calls frozen_map every step)."""
+        from captioning.model.inference_encoder import fold_for_inference
+
+        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in [*frozen.parameters(), *frozen.buffers()])
+        made = getattr(self, "_frozen_folded", None)
+        if made is None or made[0] != key:
+            made = (key, fold_for_inference(frozen))
+            object.__setattr__(self, "_frozen_folded", made)  # not a submodule: the state_dict stays the body's
+        return made[1]
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.regions(self.feature_map(images))
