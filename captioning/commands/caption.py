@@ -135,6 +135,9 @@ def main() -> None:
 def caption_main(argv: list[str] | None = None) -> int:
     """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
     args = _parser().parse_args(argv)
+    from text_attn.core.devices import resolve_device
+
+    args.device = resolve_device(args.device)  # before the checks that read it (--cuda-graphs, --devices)
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
     if args.max_len < 1:

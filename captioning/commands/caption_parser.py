@@ -90,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
         "by the --devices processes, at most 14, not yet measured on a GPU)",
     )
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
-    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--device", default="auto", help="torch device: auto (the default: cuda where torch sees a GPU, "
+                   "else cpu; the batch and workers then suit it), cpu, cuda, cuda:1, ...")  # fmt: skip
     p.add_argument(
         "--devices",
         type=int,
@@ -133,6 +134,9 @@ def machine_defaults(device: str, processes: int, cores: int, gpu_bytes: int | N
 
 def fill_machine_defaults(args: argparse.Namespace) -> None:
     """--batch-size and --workers left unset: :func:`machine_defaults` for this machine (imports torch on a GPU)."""
+    from text_attn.core.devices import resolve_device
+
+    args.device = resolve_device(args.device)
     if args.batch_size is not None and args.workers is not None:
         return
     gpu = None

@@ -39,3 +39,29 @@ def test_values_given_are_kept_and_the_cpu_defaults_are_unchanged():
     args = argparse.Namespace(batch_size=None, workers=3, device="cpu", devices=None)
     fill_machine_defaults(args)
     assert (args.batch_size, args.workers) == (16, 3)
+
+
+def test_device_auto_is_the_default_and_chooses_the_gpu_where_there_is_one(monkeypatch):
+    """caption and translate default to --device auto (issue 71): the CPU here, a GPU where torch sees one; the batch
+    and workers then follow the device chosen."""
+    import torch
+
+    from text_attn.core.devices import resolve_device
+    from text_attn.translation.translate_cli import _parser as translate_parser
+
+    assert _parser().parse_args(["x.jpg"]).device == "auto" and translate_parser().parse_args(["x"]).device == "auto"
+    assert resolve_device("cpu") == "cpu" and resolve_device("cuda:1") == "cuda:1"  # a named device as given
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    args = _parser().parse_args(["x.jpg"])
+    fill_machine_defaults(args)
+    assert (args.device, args.batch_size, args.workers) == ("cpu", BATCH, 2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    class H200:
+        total_memory = 139 * GIB
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: H200)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    args = _parser().parse_args(["x.jpg"])
+    fill_machine_defaults(args)
+    assert (args.device, args.batch_size, args.workers) == ("cuda", 128, 14)

@@ -87,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
-    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--device", default="auto", help="torch device: auto (the default: cuda where torch sees a GPU, "
+                   "else cpu), cpu, cuda, cuda:1, ...")  # fmt: skip
     add_search_options(p)
     return p
 
@@ -396,6 +397,9 @@ def _translate_main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             fail("translate", str(exc))
     try:
+        from text_attn.core.devices import resolve_device
+
+        args.device = resolve_device(args.device)
         translator.net.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
         fail("translate", f"cannot use device {args.device!r}: {one_line(err)}")
