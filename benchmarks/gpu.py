@@ -380,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":
         head += f", CUDA {torch.version.cuda}, {torch.cuda.get_device_properties(device).total_memory / 2**30:.0f} GiB"
     head += f"; {cores} CPU cores"
+    from captioning.model.captioner import Captioner
+
+    decoders = len(Captioner.load().decoders)  # benchmarks/gpu_send.py leaves one: the check says which it measured
+    head += f"; the bundled captioner with {decoders} decoder{'s' if decoders > 1 else ''}"
     rows: list[dict] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -402,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"| {r['what']} | {r['value']} |")
     if args.json:
-        write_text(args.json, json.dumps({"device": head, "rows": rows}, indent=1, default=str))
+        write_text(args.json, json.dumps({"device": head, "decoders": decoders, "rows": rows}, indent=1, default=str))
     return 0
 
 

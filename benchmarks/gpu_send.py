@@ -1,0 +1,130 @@
+"""Make the checkout fit the device machine (issue 71): what the device tool sends is the working tree (tracked files
+and untracked ones git does not ignore) plus the carried paths, 64 MiB at most; the tracked files alone are ~89 MB.
+
+    python benchmarks/gpu_send.py prepare    # then: run PYTHONPATH=.gpu_carry python benchmarks/gpu.py ... (printed)
+    python benchmarks/gpu_send.py size       # what would be sent now, by the largest files
+    python benchmarks/gpu_send.py restore    # the working tree as it was
+
+``prepare`` (every change reversible by ``restore``; the originals wait in .gpu_stash/, ignored by git, never sent):
+- the bundled captioner becomes its first decoder alone with its encoder's weights in the file, in float16
+  (``caption-export --member 1 --half``: 30 MiB instead of 41 MiB of two decoders, and the GPU machine needs no
+  EfficientNet-Lite2 weights package, 24 MB). The device check then measures ONE decoder, and says so in its JSON
+  (``decoders``): the bundled model's speed with two decoders is about 0.7-0.8x (docs/results.md);
+- the bundled Bahdanau translator (17 MB) is set aside: the check translates with the bundled Transformer;
+- .gpu_carry/ gets the EfficientNet-Lite code package (0.1 MB), the one thing the device machine lacks.
+It refuses to run over uncommitted changes to those files, and when the result would not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 64 * 2**20  # bytes the device tool sends at most (the working tree and the carried paths together)
+CAPTIONER = Path("captioning/assets/flickr8k_soft.pt")
+SET_ASIDE = [Path("text_attn/translation/assets/multi30k_de_en_bahdanau.pt")]
+STASH, CARRY = Path(".gpu_stash"), Path(".gpu_carry")
+CODE_PACKAGE = "efficientnet_lite_pytorch"
+
+
+def sent_files(root: Path = ROOT) -> dict[str, int]:
+    """Path -> bytes of what the device tool sends from the working tree: tracked files that are there and untracked
+    files git does not ignore (carried paths not included)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                            capture_output=True, check=True).stdout.decode()  # fmt: skip
+    sizes = {}
+    for name in filter(None, listed.split("\0")):
+        path = root / name
+        if path.is_file() and not path.is_symlink():
+            sizes[name] = path.stat().st_size
+    return sizes
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+
+
+def one_decoder_file(source: Path, out: Path) -> Path:
+    """``caption-export SOURCE OUT --member 1 --half``: the first decoder with the encoder's weights, float16."""
+    from captioning.commands.export import export_main
+
+    code = export_main([str(source), str(out), "--member", "1", "--half"])
+    if code:
+        raise SystemExit(f"gpu_send: caption-export failed ({code})")
+    return out
+
+
+def code_package() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec(CODE_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise SystemExit(f"gpu_send: the {CODE_PACKAGE} package is not installed here (pip install -e .)")
+    return Path(spec.origin).parent
+
+
+def _dirty(root: Path, paths: list[Path]) -> list[str]:
+    out = subprocess.run(["git", "status", "--porcelain", "--", *map(str, paths)], cwd=root, capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    return [line[3:] for line in out.splitlines()]
+
+
+def prepare(root: Path = ROOT) -> int:
+    """Stash, replace, carry (module doc); returns the bytes that will be sent."""
+    if (root / STASH).exists():
+        raise SystemExit(f"gpu_send: {STASH}/ exists: prepared already (restore first)")
+    dirty = _dirty(root, [CAPTIONER, *SET_ASIDE])
+    if dirty:
+        raise SystemExit(f"gpu_send: uncommitted changes to {', '.join(dirty)}: commit them first")
+    (root / STASH).mkdir()
+    for path in [CAPTIONER, *SET_ASIDE]:
+        target = root / STASH / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(root / path, target)
+    one_decoder_file(root / STASH / CAPTIONER, root / CAPTIONER)
+    shutil.rmtree(root / CARRY, ignore_errors=True)
+    shutil.copytree(code_package(), root / CARRY / CODE_PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    total = sum(sent_files(root).values()) + folder_bytes(root / CARRY)
+    if total > LIMIT:
+        restore(root)
+        raise SystemExit(f"gpu_send: {total / 2**20:.1f} MiB would be sent, over {LIMIT / 2**20:.0f} MiB: restored")
+    return total
+
+
+def restore(root: Path = ROOT) -> None:
+    """Put the stashed files back (the replaced captioner over its one-decoder copy) and drop .gpu_stash/."""
+    stash = root / STASH
+    if not stash.is_dir():
+        raise SystemExit("gpu_send: nothing to restore (no .gpu_stash/)")
+    for path in [CAPTIONER, *SET_ASIDE]:
+        if (stash / path).is_file():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(stash / path, root / path)
+    shutil.rmtree(stash)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("prepare", "size", "restore"))
+    args = p.parse_args(argv)
+    if args.action == "restore":
+        restore()
+        print("restored: the bundled captioner and translator files are back")
+        return 0
+    total = prepare() if args.action == "prepare" else sum(sent_files().values()) + folder_bytes(ROOT / CARRY)
+    sizes = sorted(sent_files().items(), key=lambda kv: -kv[1])[:5]
+    print(f"sent: {total / 2**20:.1f} MiB of {LIMIT / 2**20:.0f} MiB (working tree + {CARRY}/); largest files:")
+    for name, size in sizes:
+        print(f"  {size / 2**20:6.1f} MiB  {name}")
+    if args.action == "prepare":
+        print(f"\nnow run (device tool), carry [\"{CARRY}\"]:\n  PYTHONPATH={CARRY} python benchmarks/gpu.py --json "
+              "$OUT/gpu.json\nthen: python benchmarks/gpu_send.py restore")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
