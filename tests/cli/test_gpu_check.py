@@ -17,15 +17,19 @@ ROWS = ("caption FOLDER (defaults", "caption FOLDER --batch-size 128", "caption 
         "where the time goes, batch", "the model's ceiling",
         "captions equal to the CPU's", "training step, batch 32", "the same step, the reference decoder's algorithm",
         "training speed-up over the reference", "training samples/s at batch 32", "translate ",
-        "text training step, Transformer", "text training step, GRU with Bahdanau")  # fmt: skip
+        "text training step, Transformer", "text training step, GRU with Bahdanau",
+        "profile, a captioning batch", "profile, a training step", "CUDA tests (")  # fmt: skip
 
 
 def _check(device: str, tmp_path: Path, extra: list[str]) -> dict:
-    out = tmp_path / "gpu.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--device", device, *extra, "--json", str(out)],
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    """The whole check with --out: the table, gpu.json, the two profiles and the CUDA tests' output under one folder."""
+    folder = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", device, *extra, "--out", str(folder)],
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(out.read_text())
+    found = json.loads((folder / "gpu.json").read_text())
+    assert {"profile_caption.txt", "profile_train_step.txt", "cuda_tests.txt"} <= {p.name for p in folder.iterdir()}
+    assert found["decoders"] in (1, 2) and f"with {found['decoders']} decoder" in found["device"]
     whats = [r["what"] for r in found["rows"]]
     for start in ROWS:  # every row of the table, in the printed table too
         assert any(w.startswith(start) for w in whats), start
