@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             out_lines.append("| " + " | ".join(cells) + " |")
     print("\n".join(out_lines))
     if args.json:
-        write_text(args.json, json.dumps(report, indent=1, allow_nan=False))
+        # compact: a word a line would be ~3.5 MB (the repository's copy counts against the device tool's 64 MiB)
+        write_text(args.json, json.dumps(report, separators=(",", ":"), allow_nan=False) + "\n")
     return 0
 
 
