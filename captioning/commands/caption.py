@@ -135,9 +135,6 @@ def main() -> None:
 def caption_main(argv: list[str] | None = None) -> int:
     """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
     args = _parser().parse_args(argv)
-    from text_attn.core.devices import resolve_device
-
-    args.device = resolve_device(args.device)  # before the checks that read it (--cuda-graphs, --devices)
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
     if args.max_len < 1:
@@ -177,7 +174,8 @@ def caption_main(argv: list[str] | None = None) -> int:
             fail("caption", f"{flag} must be at least 1, got {value}")
     if args.workers is not None and args.workers < 0:
         fail("caption", f"--workers must be 0 or more, got {args.workers}")
-    if args.cuda_graphs and not args.device.startswith("cuda"):
+    # --device auto is resolved in _checked_run (it imports torch: --devices N starts the other processes first)
+    if args.cuda_graphs and args.device != "auto" and not args.device.startswith("cuda"):
         fail("caption", f"--cuda-graphs captures the search on a GPU: give it with --device cuda (not {args.device})")
     if args.decode_on_device and (args.overlay or args.html):
         fail("caption", "--decode-on-device leaves the photos decoded on the device; --overlay and --html draw them "
@@ -206,7 +204,10 @@ def caption_main(argv: list[str] | None = None) -> int:
 
 def _checked_run(args: argparse.Namespace) -> int:
     """The run once the options are checked: the model loaded, then the demo, its description or the inputs."""
-    fill_machine_defaults(args)
+    fill_machine_defaults(args)  # --device auto becomes cuda or cpu here
+    if args.cuda_graphs and not args.device.startswith("cuda"):
+        fail("caption", "--cuda-graphs captures the search on a GPU: --device auto found none here (torch sees no CUDA "
+             "device)")  # fmt: skip
     if args.threads:
         import torch
 

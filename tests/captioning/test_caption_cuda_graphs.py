@@ -98,7 +98,15 @@ def test_the_flag_reaches_the_fixed_search(bundled, monkeypatch):
 @pytest.mark.parametrize(
     "args, says",
     [
-        (["--cuda-graphs"], "--cuda-graphs captures the search on a GPU: give it with --device cuda (not cpu)"),
+        (
+            ["--cuda-graphs", "--device", "cpu"],
+            "--cuda-graphs captures the search on a GPU: give it with --device cuda (not cpu)",
+        ),
+        pytest.param(
+            ["--cuda-graphs"],
+            "--device auto found none here",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="auto chooses the GPU here"),
+        ),
         (["--cuda-graphs", "--device", "cuda", "--sample"], "--sample draws its words eagerly"),
     ],
 )
