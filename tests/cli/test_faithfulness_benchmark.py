@@ -33,6 +33,7 @@ def hard_model(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow  # the benchmark on two scenes, three models (~7 s); its parts are tested in tests/core and captioning
 def test_shapes_soft_and_hard_rows(tmp_path, hard_model):
     out = tmp_path / "f.json"
     run = _run("--families", "shapes", "hard", "--shapes-hard", str(hard_model), "--scenes", "2", "--draws", "2",

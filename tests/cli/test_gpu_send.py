@@ -32,6 +32,7 @@ def test_what_the_recipe_sends_fits_64_mib_with_room(one_decoder):
     assert after <= gpu_send.LIMIT - 4 * 2**20, f"{after / 2**20:.1f} MiB: less than 4 MiB to spare"
 
 
+@pytest.mark.slow  # a fresh interpreter loading the model (~8 s); the size test above runs by default
 def test_the_one_decoder_file_loads_without_the_weights_package(one_decoder):
     code = (
         "import sys\n"
@@ -53,6 +54,7 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # copies and exports the bundled model (~6 s)
 def test_prepare_then_restore_on_a_copy_of_the_layout(tmp_path):
     root = tmp_path / "repo"
     for rel in [gpu_send.CAPTIONER, *gpu_send.SET_ASIDE, Path("README.md")]:

@@ -132,10 +132,12 @@ def _depth(config: Path) -> int:
     return 1 + _depth(_first_stage_config(config)) if _later_stage(config) else 0
 
 
-# the fine-tuning stages train EfficientNet's last stage: ~20 s each here, so they run with -m slow (the default run
-# stays under 4 minutes); every other config fits in the default run
+# the fine-tuning stages train EfficientNet's last stage (~20 s each here), and the COCO configs repeat the Flickr8k
+# configs' code paths on another reader (~4 s each): they run with -m slow, so the default run stays near 4 minutes;
+# every other config fits in the default run
+SLOW = ("finetune", "coco_")
 STAGED = [
-    pytest.param(c, id=f"{c.parent.name}/{c.stem}", marks=[pytest.mark.slow] if "finetune" in c.stem else [])
+    pytest.param(c, id=f"{c.parent.name}/{c.stem}", marks=[pytest.mark.slow] if any(k in c.stem for k in SLOW) else [])
     for c in sorted(CONFIGS, key=lambda c: (_depth(c), c))
 ]
 
