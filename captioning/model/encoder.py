@@ -542,25 +542,24 @@ class ImageEncoder(nn.Module):
 
     def _inference_body(self) -> nn.Module:
         """The folded copy of the body, made again whenever the weights were changed, moved or loaded since."""
-        from captioning.model.inference_encoder import fold_for_inference
-
-        tensors = [*self.body.parameters(), *self.body.buffers()]
-        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
-        if self._folded is None or self._folded[0] != key:
-            folded = fold_for_inference(self.body)
-            object.__setattr__(self, "_folded", (key, folded))  # not a submodule: the state_dict stays the body's
-        return self._folded[1]
+        return self._cached_fold("_folded", self.body)
 
     def _folded_frozen(self, frozen: nn.Module) -> nn.Module:
         """The frozen stages folded, made again only when their own weights change (not the trainable stages': a
         fine-tuning run without a cache calls frozen_map every step)."""
+        return self._cached_fold("_frozen_folded", frozen)
+
+    def _cached_fold(self, attr: str, modules: nn.Module) -> nn.Module:
+        """``modules`` with BatchNorms folded, kept in ``attr`` with the key of the weights it was made from (their
+        storage, version, dtype and device): made again when any of them was changed, moved or loaded since."""
         from captioning.model.inference_encoder import fold_for_inference
 
-        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in [*frozen.parameters(), *frozen.buffers()])
-        made = getattr(self, "_frozen_folded", None)
+        tensors = [*modules.parameters(), *modules.buffers()]
+        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
+        made = getattr(self, attr, None)
         if made is None or made[0] != key:
-            made = (key, fold_for_inference(frozen))
-            object.__setattr__(self, "_frozen_folded", made)  # not a submodule: the state_dict stays the body's
+            made = (key, fold_for_inference(modules))
+            object.__setattr__(self, attr, made)  # not a submodule: the state_dict stays the body's
         return made[1]
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

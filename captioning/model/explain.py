@@ -119,7 +119,7 @@ class RegionRemoval:
         if not all(isinstance(m, ShowAttendTellDecoder) for m in members):
             return None
         state, prev = self.words.states[t], _prev_token(self.words, t)
-        prefixes = [f"{k}." for k in range(len(members))] if members[0] is not dec else [""]
+        prefixes = [f"{k}." for k in range(len(members))] if hasattr(dec, "members") else [""]
         log_probs = [
             _member_log_probs(
                 m, {n: state[p + n] for n in ("h", "c")}, self.kept[p + "keys"], self.filled[p + "keys"], removed, prev
@@ -145,24 +145,36 @@ class RegionRemoval:
 
 
 def _member_log_probs(
-    dec, state: dict, kept: ProjectedKeys, filled: ProjectedKeys, removed: Tensor, prev: int
+    dec: ShowAttendTellDecoder, state: dict, kept: ProjectedKeys, filled: ProjectedKeys, removed: Tensor, prev: int
 ) -> Tensor:
     """One decoder's step log-probabilities (K, V) with the regions marked in ``removed`` (K, L) read from ``filled``
     instead of ``kept`` (one photo each: keys (1, L, D), proj (1, L, A)); ``state``'s h, c: (1, H), shared."""
-    h, c = state["h"], state["c"]
+    h = state["h"]
     scorer = dec.attention.scorer if dec.hard else dec.attention
     scores = torch.where(removed, scorer.score(h, filled.proj), scorer.score(h, kept.proj))  # (K, L)
-    alpha = torch.softmax(scores, dim=-1)
-    if dec.hard and dec.cfg.hard_inference == "argmax":  # one region a word (HardAttention.attend's arg-max)
-        alpha = F.one_hot(alpha.argmax(-1), alpha.size(-1)).to(alpha.dtype)
+    alpha = _as_decoded(dec, torch.softmax(scores, dim=-1))
     keep = alpha.masked_fill(removed, 0.0)
     context = keep @ kept.keys[0] + (alpha - keep) @ filled.keys[0]  # (K, D): each region from kept or filled
+    return F.log_softmax(_logits_from_context(dec, state, context, prev), dim=-1)
+
+
+def _as_decoded(dec: ShowAttendTellDecoder, alpha: Tensor) -> Tensor:
+    """α (K, L) as the decoder reads it: one-hot at its arg-max for hard attention with one region a word
+    (HardAttention.attend), else as it is."""
+    if dec.hard and dec.cfg.hard_inference == "argmax":
+        return F.one_hot(alpha.argmax(-1), alpha.size(-1)).to(alpha.dtype)
+    return alpha
+
+
+def _logits_from_context(dec: ShowAttendTellDecoder, state: dict, context: Tensor, prev: int) -> Tensor:
+    """The rest of the decoder's step from an ungated context (K, D): the gate β_t, the LSTM from ``state``'s h, c
+    ((1, H) shared, or (K, H)) with the previous word ``prev``, the readout -> logits (K, V)."""
+    k, h, c = context.size(0), state["h"], state["c"]
     if dec.f_beta is not None:
         context = torch.sigmoid(dec.f_beta(h)) * context  # the gate β_t, as attend applies it
-    k = removed.size(0)
-    emb = dec.embedding(torch.full((k,), prev, device=removed.device))  # (K, E)
+    emb = dec.embedding(torch.full((k,), prev, device=context.device))  # (K, E)
     h, c = dec.lstm(torch.cat([emb, context], dim=-1), (h.expand(k, -1), c.expand(k, -1)))
-    return F.log_softmax(dec._readout(emb, h, context), dim=-1)
+    return dec._readout(emb, h, context)
 
 
 def removal_prob(model: CaptionModel, words: CaptionWords, t: int, removed: Tensor, fill: Tensor) -> Tensor:
@@ -189,18 +201,10 @@ def next_word_probs(model: CaptionModel, words: CaptionWords, t: int, alpha: Ten
     dec = model.decoder
     if not hasattr(dec, "attend"):
         raise ValueError("attention interventions need one decoder: an ensemble's members each attend their own way")
-    k = alpha.size(0)
-    state = select_rows(words.states[t], torch.zeros(k, dtype=torch.long, device=alpha.device))
-    values = state["keys"].keys  # (K, L, D): the regions the context sums (ProjectedKeys: keys are the values)
-    if dec.hard and dec.cfg.hard_inference == "argmax":
-        alpha = F.one_hot(alpha.argmax(-1), alpha.size(-1)).to(values.dtype)  # one region a word, as it decodes
-    context = torch.bmm(alpha.unsqueeze(1).to(values.dtype), values).squeeze(1)  # (K, D)
-    h, c = state["h"], state["c"]
-    if dec.f_beta is not None:
-        context = torch.sigmoid(dec.f_beta(h)) * context  # the gate β_t, as the decoder applies it
-    emb = dec.embedding(torch.full((k,), _prev_token(words, t), device=alpha.device))  # (K, E)
-    h, c = dec.lstm(torch.cat([emb, context], dim=-1), (h, c))
-    return F.softmax(dec._readout(emb, h, context), dim=-1)
+    state = words.states[t]  # one row: the state before word t's step
+    values = state["keys"].keys[0]  # (L, D): the regions the context sums (ProjectedKeys: keys are the values)
+    context = _as_decoded(dec, alpha).to(values.dtype) @ values  # (K, D)
+    return F.softmax(_logits_from_context(dec, state, context, _prev_token(words, t)), dim=-1)
 
 
 def photo_fill(model: CaptionModel, features: Tensor) -> Tensor:
