@@ -112,7 +112,7 @@ class CaptionAPI(_ModelAPI):
                                                o["length_penalty"], **extra)  # fmt: skip
                 for i, result in zip(index, results, strict=True):
                     out[i] = self._record(items[i], result, far[i])
-                    if o.get("evidence"):  # what drives each word (captioning.model.explain), with grad enabled
+                    if o.get("evidence"):  # what drives each word (captioning.model.explain)
                         out[i].update(self._evidence(features[i : i + 1], result.words))
         return out[0] if single else out
 

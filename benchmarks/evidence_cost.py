@@ -14,7 +14,6 @@ Photo decoding from disk is left out of both: it is the same with or without the
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
@@ -102,13 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         images = flickr8k_photos(args.flickr8k_root, args.photos, captioner.preprocess)
         rows["caption (bundled Flickr8k captioner)"] = caption_cost(captioner, images)
     if args.multi30k_root:
+        from _multi30k import read_pair
+
         from text_attn.translation.translator import Translator
 
-        path = args.multi30k_root / "test_2016_flickr.de.gz"
-        opener = gzip.open if path.is_file() else open
-        path = path if path.is_file() else path.with_suffix("")
-        with opener(path, "rt", encoding="utf-8") as f:
-            sentences = [line.strip() for _, line in zip(range(args.sentences), f, strict=False)]
+        sentences = read_pair(args.multi30k_root, "test_2016_flickr", "de", "en", args.sentences)[0]
         for label, name in (("Transformer", None), ("Bahdanau GRU", "bahdanau")):
             rows[f"translate (bundled {label})"] = translate_cost(Translator.load(name), sentences)
     print(f"--evidence's cost, {args.threads} thread(s), one process, the models' recorded decoding\n")

@@ -30,7 +30,6 @@ Families and how a unit is removed (captioning.model.explain, text_attn.translat
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import time
@@ -250,14 +249,12 @@ def main(argv: list[str] | None = None) -> int:
             run = shapes_rows if mode is None else hard_mode(model, mode, shapes_rows)
             tables.append((f"shapes captioner ({label})", f"feature space, {len(scenes)} test scenes", run))
     if args.multi30k_root and "text" in args.families:
+        from _multi30k import read_pair
+
         from text_attn.translation.explain import sentence_probes
         from text_attn.translation.translator import Translator
 
-        path = args.multi30k_root / "test_2016_flickr.de.gz"
-        opener = gzip.open if path.is_file() else open
-        path = path if path.is_file() else path.with_suffix("")
-        with opener(path, "rt", encoding="utf-8") as f:
-            sentences = [line.strip() for _, line in zip(range(args.sentences), f, strict=False)]
+        sentences = read_pair(args.multi30k_root, "test_2016_flickr", "de", "en", args.sentences)[0]
         for label, name in (("Transformer", None), ("Bahdanau GRU", "bahdanau")):
             translator = Translator.load(name)
 

@@ -27,6 +27,7 @@ from PIL import Image
 
 from captioning.photos.preprocess import to_rgb
 from captioning.views.overlay import attention_map
+from text_attn.core.arrays import evidence_shares
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
 
 MAX_SIDE = 384  # longest side of the embedded image and of its canvas, pixels
@@ -176,8 +177,7 @@ def section_data(record: dict[str, Any], image: Image.Image) -> dict[str, Any]:
 def evidence_maps(evidence: Any, g: int) -> list[np.ndarray]:
     """Per word (T rows of L = g * g), what removing each region costs it: its positive part as a distribution (the
     PNG overlay's second section), scaled as attention is; (g, g) each in [0, 1]."""
-    e = np.clip(np.asarray(evidence, dtype=np.float64), 0.0, None).reshape(-1, g * g)  # (T, L)
-    e = e / np.maximum(e.sum(-1, keepdims=True), 1e-12)
+    e = evidence_shares(np.reshape(evidence, (-1, g * g)))  # (T, L)
     return [attention_map(row, g, (g, g), (0, 0, g, g)) for row in e]
 
 

@@ -52,7 +52,7 @@ from PIL import Image, ImageDraw
 
 from captioning.photos.preprocess import to_rgb
 from captioning.views.overlay_layout import MARGIN, draw_key, draw_label, draw_title, header_height, key_top, wrap
-from text_attn.core.arrays import to_numpy
+from text_attn.core.arrays import evidence_shares, to_numpy
 from text_attn.core.safe_files import atomic_output
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels
@@ -259,8 +259,7 @@ def overlay_image(
     panels: list[tuple[Image.Image, str, int | None] | None] = [(painter.base, "image", None)]
     panels += [(painter.step(a[t], None if chosen is None else chosen[t]), words[t], t + 1) for t in range(lay.shown)]
     if evidence is not None:
-        e = np.clip(to_numpy(evidence).astype(np.float64), 0.0, None)  # (T, L): what lowers the word
-        e = e / np.maximum(e.sum(-1, keepdims=True), 1e-12)
+        e = evidence_shares(evidence)  # (T, L): what lowers the word, as shares
         panels += [None] * ((-len(panels)) % lay.cols)  # the rest of the row empty: the section starts a new one
         panels.append((painter.base, "removal", None))
         for t in range(lay.shown):

@@ -12,3 +12,10 @@ def to_numpy(weights: Any) -> np.ndarray:
     if hasattr(weights, "detach"):  # torch.Tensor, without importing torch here
         weights = weights.detach().float().cpu().numpy()
     return np.asarray(weights, dtype=np.float64)
+
+
+def evidence_shares(evidence: Any) -> np.ndarray:
+    """What drives each word, for drawing beside its attention: per row (a word; units: regions or source tokens),
+    what removing each unit costs it (its positive part) as a share of the row's total (a row nothing lowers: 0)."""
+    e = np.clip(to_numpy(evidence), 0.0, None)
+    return e / np.maximum(e.sum(-1, keepdims=True), 1e-12)

@@ -108,10 +108,10 @@ def _evidence(translator, tr, progress: dict[str, Any], n: int, keep: bool = Fal
 def _evidence_plot(path: Path, found, tr) -> Path:
     """PNG-evidence.png: per output token, the share of what masking each source token costs it (its positive part,
     each row summing to 1), the row labelled with its Kendall tau against the attention."""
+    from text_attn.core.arrays import evidence_shares
     from text_attn.translation.plots import plot_alignment
 
-    share = found.evidence.clamp(min=0)
-    share = share / share.sum(-1, keepdim=True).clamp(min=1e-12)  # (T, S)
+    share = evidence_shares(found.evidence)  # (T, S)
     rows = [f"{tok} ({'–' if tau != tau else f'τ {tau:+.2f}'})" for tok, tau in zip(tr.tokens, found.agreement,
                                                                                     strict=True)]  # fmt: skip
     out = path.with_name(f"{path.stem}-evidence.png")
