@@ -204,12 +204,12 @@ def _state_for(backbone: str, weights: str | os.PathLike[str] | None) -> dict | 
 
 
 def _resnet_stages(backbone: str, state: dict | None, stride: int) -> tuple[OrderedDict, int]:
-    import torchvision
+    from captioning.model.resnet import ResNet  # torchvision's ResNet without importing torchvision (resnet.py)
 
-    net = getattr(torchvision.models, backbone)(weights=None)
+    net = ResNet(backbone)
     if state is not None:
         _load_into(net, state, backbone)
-    expansion = type(net.layer1[0]).expansion  # 1 for BasicBlock, 4 for Bottleneck
+    expansion = net.expansion  # 1 for BasicBlock, 4 for Bottleneck
     stages = OrderedDict(stem=nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool))
     stages.update(layer1=net.layer1, layer2=net.layer2, layer3=net.layer3)
     if stride == 32:
