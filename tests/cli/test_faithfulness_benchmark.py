@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.scripts import run_main
 
 from captioning.commands.caption import SHAPES_MODEL
 
@@ -64,7 +65,7 @@ def test_shapes_soft_and_hard_rows(tmp_path, hard_model):
     assert pairs != [(w["word"], round(w["p_full"], 4)) for w in expect["words"]]
 
 
-def test_a_missing_hard_model_is_one_line(tmp_path):
-    run = _run("--families", "hard", "--shapes-hard", str(tmp_path / "nope.pt"))
-    assert run.returncode == 2 and "--shapes-hard" in run.stderr and "no such model file" in run.stderr
-    assert "Traceback" not in run.stderr
+def test_a_missing_hard_model_is_one_line(tmp_path, capsys):
+    code, _, err = run_main(SCRIPT, capsys, "--families", "hard", "--shapes-hard", tmp_path / "nope.pt")
+    assert code == 2 and "--shapes-hard" in err and "no such model file" in err
+    assert "Traceback" not in err

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.scripts import run_main
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
@@ -53,6 +54,6 @@ def test_the_step_is_read_and_recorded_and_the_weights_kept(tmp_path):
     assert Captioner.load(model).preprocess.jpeg_quality is None
 
 
-def test_a_path_that_is_not_a_folder_is_one_line(tmp_path):
-    done = _run(str(tmp_path / "nowhere"))
-    assert done.returncode == 2 and done.stderr.strip() == f"jpeg_step: error: {tmp_path / 'nowhere'}: not a folder"
+def test_a_path_that_is_not_a_folder_is_one_line(tmp_path, capsys):
+    code, _, err = run_main(SCRIPT, capsys, tmp_path / "nowhere")
+    assert code == 2 and err.strip() == f"jpeg_step: error: {tmp_path / 'nowhere'}: not a folder"

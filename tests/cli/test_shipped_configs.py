@@ -174,7 +174,8 @@ def test_config_fits_as_shipped(config, tmp_path, capsys, data):
     cli, out = _fit(config, tmp_path, data, extra)
     FIRST_STAGES[config] = out
     assert cli.trainer.global_step == 2
-    assert f"wrote model file: {out}" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert f"wrote model file: {out}" in printed.out
     # the shipped checkpoint callbacks ran: last.ckpt for resuming, and the best one by the monitored metric
     ckpts = {p.name for p in tmp_path.rglob("*.ckpt")}
     assert "last.ckpt" in ckpts and any(n.startswith("best") for n in ckpts), ckpts
@@ -184,4 +185,8 @@ def test_config_fits_as_shipped(config, tmp_path, capsys, data):
         if config.name.startswith("multi30k"):  # a real corpus: the model file says what its source text looks like
             assert translator.source_check["lang"] == config.stem.split("_")[1]  # multi30k_de_en_... -> de
     else:
-        assert Captioner.load(out).vocab == cli.datamodule.vocab
+        captioner = Captioner.load(out)
+        assert captioner.vocab == cli.datamodule.vocab
+        if config.stem == "flickr8k_lite2_soft":  # the shared copies' JPEG step, read from the photos and recorded
+            assert (captioner.preprocess.jpeg_quality, captioner.preprocess.jpeg_subsampling) == (90, "4:2:0")
+            assert "the training photos are 224 x 224 JPEG files of quality 90, 4:2:0" in printed.err, printed.err
