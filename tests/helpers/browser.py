@@ -45,8 +45,8 @@ def _watch(page) -> None:
 
 
 @contextlib.contextmanager
-def page(width: int = 1100, height: int = 800) -> Iterator:
-    """A fresh Playwright page in a fresh headless Chromium; ``page.errors`` collects what went wrong on it."""
+def browser() -> Iterator:
+    """One headless Chromium (Playwright's Browser) for several pages: a module's tests share one launch (~1 s)."""
     from playwright.sync_api import sync_playwright
 
     exe = find_chromium()
@@ -54,13 +54,28 @@ def page(width: int = 1100, height: int = 800) -> Iterator:
         raise RuntimeError(MISSING)
     args = FLAGS + (["--no-sandbox"] if os.geteuid() == 0 else [])  # Chromium refuses root with its sandbox
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=args)
+        chromium = p.chromium.launch(executable_path=exe, args=args)
         try:
-            pg = browser.new_page(viewport={"width": width, "height": height})
-            _watch(pg)
-            yield pg
+            yield chromium
         finally:
-            browser.close()
+            chromium.close()
+
+
+@contextlib.contextmanager
+def page(width: int = 1100, height: int = 800, shared=None) -> Iterator:
+    """A fresh Playwright page (in a context of its own: no cookies, storage or cache from another page) in
+    ``shared`` (a ``browser()``), else in a fresh headless Chromium; ``page.errors`` collects what went wrong on it."""
+    if shared is None:
+        with browser() as chromium, page(width, height, chromium) as pg:
+            yield pg
+        return
+    context = shared.new_context(viewport={"width": width, "height": height})
+    try:
+        pg = context.new_page()
+        _watch(pg)
+        yield pg
+    finally:
+        context.close()
 
 
 class Browser:

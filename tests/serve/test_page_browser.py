@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.browser import MISSING, find_chromium
+from helpers.browser import MISSING, browser, find_chromium
+from helpers.browser import page as browser_page
 from helpers.server import Server
 from helpers.tiny_captioner import flag_every_photo, tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
@@ -38,14 +39,19 @@ def server(tmp_path_factory):
     assert "Traceback" not in srv.log.read_text()
 
 
+@pytest.fixture(scope="module")
+def chromium(server):
+    """One browser for the module's pages (each test's page has a context of its own)."""
+    with browser() as shared:
+        yield shared
+
+
 def _canvas(page) -> str:
     return page.evaluate("document.querySelector('#cap-out canvas').toDataURL()")
 
 
-def test_upload_a_photo_read_its_caption_and_hover_a_word(server, tmp_path):
-    from helpers.browser import page as browser_page
-
-    with browser_page() as page:
+def test_upload_a_photo_read_its_caption_and_hover_a_word(chromium, server, tmp_path):
+    with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
         page.set_input_files("#pick", str(PHOTO))
         page.wait_for_selector("#cap-out .words .w", timeout=60_000)
@@ -69,10 +75,8 @@ def test_upload_a_photo_read_its_caption_and_hover_a_word(server, tmp_path):
         assert page.errors == []
 
 
-def test_translate_on_the_second_tab_and_hover_the_alignment(server):
-    from helpers.browser import page as browser_page
-
-    with browser_page() as page:
+def test_translate_on_the_second_tab_and_hover_the_alignment(chromium, server):
+    with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
         page.click("nav.tabs button[data-tab=translate]")
         page.fill("#src", "ein mann\nein hund")
@@ -89,15 +93,13 @@ def test_translate_on_the_second_tab_and_hover_the_alignment(server):
         assert page.errors == []
 
 
-def test_an_oversized_upload_shows_its_error_on_the_page(server, tmp_path):
-    from helpers.browser import page as browser_page
-
+def test_an_oversized_upload_shows_its_error_on_the_page(chromium, server, tmp_path):
     big = tmp_path / "big.png"
     noise = np.random.default_rng(0).integers(0, 255, (600, 600, 3), dtype=np.uint8)
     buf = io.BytesIO()
     Image.fromarray(noise).save(buf, format="PNG")
     big.write_bytes(buf.getvalue())
-    with browser_page() as page:
+    with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
         page.set_input_files("#pick", str(big))
         page.wait_for_selector("#cap-status.error", state="attached", timeout=60_000)
@@ -107,13 +109,11 @@ def test_an_oversized_upload_shows_its_error_on_the_page(server, tmp_path):
         assert all(e.startswith("console: Failed to load resource") for e in page.errors), page.errors
 
 
-def test_what_drives_each_word_beside_its_attention_on_both_tabs(server):
-    from helpers.browser import page as browser_page
-
+def test_what_drives_each_word_beside_its_attention_on_both_tabs(chromium, server):
     def drawn(page, selector: str) -> str:
         return page.evaluate(f"document.querySelector('{selector}').toDataURL()")
 
-    with browser_page() as page:
+    with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
         page.check("#cap-evidence")
         page.set_input_files("#pick", str(PHOTO))
