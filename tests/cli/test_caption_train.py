@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers.shipped import fitted_by_default
 
 from captioning.commands.train import caption_train_cli, train_main
 from captioning.model.captioner import Captioner
@@ -239,14 +240,11 @@ def test_the_shipped_configs_are_found():
     assert {"shapes_soft.yaml", "shapes_hard.yaml", "coco_resnet101_hard.yaml"} <= {p.name for p in SHIPPED}
 
 
-# the configs that tests/cli/test_shipped_configs.py fits in the default run: a stale key fails that fit already, so
-# their parse runs with -m slow (each parse costs ~0.7 s)
-FITTED = ("flickr8k_lite2_soft.yaml", "flickr8k_lite2_soft_scst.yaml", "shapes_hard.yaml", "shapes_soft.yaml")
-
-
+# a config that tests/cli/test_shipped_configs.py fits in the default run fails that fit on a stale key already: its
+# parse runs with -m slow (each parse costs ~0.7 s)
 @pytest.mark.parametrize(
     "config",
-    [pytest.param(c, marks=[pytest.mark.slow] if c.name in FITTED else []) for c in SHIPPED],
+    [pytest.param(c, marks=[pytest.mark.slow] if fitted_by_default(c) else []) for c in SHIPPED],
     ids=lambda p: p.name,
 )
 def test_shipped_configs_parse(config, capsys):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from helpers.flickr8k import write_original
 from helpers.multi30k import write_corpus
+from helpers.shipped import fitted_by_default
 
 from captioning.commands.train import caption_train_cli
 from captioning.model.captioner import Captioner
@@ -132,30 +133,15 @@ def _depth(config: Path) -> int:
     return 1 + _depth(_first_stage_config(config)) if _later_stage(config) else 0
 
 
-# The default run fits one config per code path; the others repeat a path it fits and run with -m slow (the default
-# run stays under 4 minutes): the fine-tuning stages (EfficientNet's last stage trains: ~20 s each here); the COCO
-# configs and flickr8k_resnet101_soft (the Karpathy reader with a ResNet: tests/cli/test_caption_train.py reads it);
-# Flickr8k's hard stages and shapes_soft_scst (hard attention: shapes_hard; SCST: flickr8k_lite2_soft_scst); the dates
-# task, reorder_transformer and the Multi30k configs but one (each network is fitted on reorder, the reader by
-# multi30k_de_en_transformer).
-SLOW = ("finetune", "coco_", "flickr8k_resnet101_soft", "flickr8k_lite2_hard", "shapes_soft_scst", "dates_",
-        "reorder_transformer", "multi30k_de_en_bahdanau", "multi30k_de_en_luong", "multi30k_de_en_none",
-        "multi30k_en_fr_")  # fmt: skip
-
-
-def _slow(config: Path) -> bool:
-    return any(k in config.stem for k in SLOW)
-
-
 STAGED = [
-    pytest.param(c, id=f"{c.parent.name}/{c.stem}", marks=[pytest.mark.slow] if _slow(c) else [])
+    pytest.param(c, id=f"{c.parent.name}/{c.stem}", marks=[] if fitted_by_default(c) else [pytest.mark.slow])
     for c in sorted(CONFIGS, key=lambda c: (_depth(c), c))
 ]
 
 
 def test_every_code_path_fits_in_the_default_run():
     """What the default run fits: each network, objective and reader once (the slow ones repeat one of these)."""
-    fast = {f"{c.parent.name}/{c.stem}" for c in CONFIGS if not _slow(c)}
+    fast = {f"{c.parent.name}/{c.stem}" for c in CONFIGS if fitted_by_default(c)}
     assert {"caption/flickr8k_lite2_soft", "caption/flickr8k_lite2_soft_scst", "caption/shapes_hard",
             "caption/shapes_soft", "text/reorder_bahdanau", "text/reorder_bahdanau_scst",
             "text/reorder_bahdanau_supervised", "text/reorder_luong_general", "text/reorder_none",
