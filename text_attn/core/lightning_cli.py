@@ -57,7 +57,10 @@ def quiet_lightning() -> None:
             logger.addFilter(_NoTips())
 
 
-def _make_cli_class(prog: str):
+def _make_cli_class(prog: str, only: str | None = None):
+    """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
+    built (each takes ~0.1-0.3 s of signature reading: a third of a short run's start), so ``--help`` without one
+    still lists all four."""
     import torch
     from jsonargparse._common import debug_mode_active
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
@@ -119,6 +122,10 @@ def _make_cli_class(prog: str):
             self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
     class ToolkitCLI(LightningCLI):
+        def subcommands(self) -> dict[str, set[str]]:
+            every = LightningCLI.subcommands()
+            return {only: every[only]} if only in every else every
+
         def parse_arguments(self, parser, args) -> None:
             """Called in-process with its own ``args`` (a notebook, a test, a benchmark), the process's argv is not
             this command line: a Jupyter kernel's ``-f kernel.json`` made Lightning warn that both were given. Its
@@ -315,7 +322,7 @@ def run_lightning_cli(
     message = outdated(given) if outdated is not None else None
     if message:
         fail(prog, message)
-    cli_cls = _make_cli_class(prog)
+    cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     try:
         return cli_cls(
             module_cls,
