@@ -193,7 +193,8 @@ class Captioner:
             decoder = dict(data["decoder"])
             shipped = data.get("encoder_weights")
             # the weights come from the file, or (encoder_from_package) from the installed package that ships them
-            encoder = ImageEncoder(**data["encoder"], weights="imagenet" if shipped else None)
+            # init=False: the file's state_dict (loaded strictly below) replaces every random draw
+            encoder = ImageEncoder(**data["encoder"], weights="imagenet" if shipped else None, init=False)
             encoder.preprocess = Preprocess(**data["preprocess"])  # exactly what training used
             members = data.get("decoder_members", 1)
             if not isinstance(members, int) or members < 1:

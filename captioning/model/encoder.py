@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from captioning.model import onnx_encoder
+from captioning.model.resnet import allocate
 from captioning.photos.jpeg_step import AUTO, PhotoFormat, settle_jpeg_step
 from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 from text_attn.core.errors import one_line
@@ -203,10 +204,10 @@ def _state_for(backbone: str, weights: str | os.PathLike[str] | None) -> dict | 
 # --- backbones: each returns its stages in order (the last one is what fine_tune="last" trains) --
 
 
-def _resnet_stages(backbone: str, state: dict | None, stride: int) -> tuple[OrderedDict, int]:
+def _resnet_stages(backbone: str, state: dict | None, stride: int, init: bool) -> tuple[OrderedDict, int]:
     from captioning.model.resnet import ResNet  # torchvision's ResNet without importing torchvision (resnet.py)
 
-    net = ResNet(backbone)
+    net = ResNet(backbone, init=init)
     if state is not None:
         _load_into(net, state, backbone)
     expansion = net.expansion  # 1 for BasicBlock, 4 for Bottleneck
@@ -224,25 +225,29 @@ _VGG_WIDTHS = (64, 128, 256, 512, 512)
 
 class _VGG(nn.Module):
     """VGG's conv part only, numbered like torchvision's ``features`` so its weights load; the
-    classifier (about 120M parameters) is never built."""
+    classifier (about 120M parameters) is never built. ``init=False``: the convolutions come from the meta device,
+    left uninitialised (the caller loads them)."""
 
-    def __init__(self, backbone: str) -> None:
+    def __init__(self, backbone: str, init: bool = True) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         in_ch = 3
         for n_convs, width in zip(_VGG_CONVS[backbone], _VGG_WIDTHS, strict=True):
             for _ in range(n_convs):
-                conv = nn.Conv2d(in_ch, width, kernel_size=3, padding=1)
-                nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu")
-                nn.init.zeros_(conv.bias)
+                conv = nn.Conv2d(in_ch, width, kernel_size=3, padding=1, device=None if init else "meta")
+                if init:
+                    nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu")
+                    nn.init.zeros_(conv.bias)
                 layers += [conv, nn.ReLU(inplace=True)]
                 in_ch = width
             layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
         self.features = nn.Sequential(*layers)
+        if not init:
+            allocate(self)
 
 
-def _vgg_stages(backbone: str, state: dict | None, stride: int) -> tuple[OrderedDict, int]:
-    net = _VGG(backbone)
+def _vgg_stages(backbone: str, state: dict | None, stride: int, init: bool) -> tuple[OrderedDict, int]:
+    net = _VGG(backbone, init)
     if state is not None:
         _load_into(net, state, backbone)
     stages, start = OrderedDict(), 0
@@ -269,18 +274,23 @@ class _LiteBlocks(nn.Module):
         return x
 
 
-def _lite_network(backbone: str, state: dict | None) -> nn.Module:
+def _lite_network(backbone: str, state: dict | None, init: bool = True) -> nn.Module:
     from efficientnet_lite_pytorch import EfficientNet
 
     # image_size=None selects TF-"same" padding computed per input, so any input size works.
-    net = EfficientNet.from_name(backbone.replace("_", "-"), image_size=None)
+    if init:
+        net = EfficientNet.from_name(backbone.replace("_", "-"), image_size=None)
+    else:  # its modules' default inits only: on the meta device they draw nothing
+        with torch.device("meta"):
+            net = EfficientNet.from_name(backbone.replace("_", "-"), image_size=None)
+        allocate(net)
     if state is not None:
         _load_into(net, state, backbone)
     return net
 
 
-def _lite_stages(backbone: str, state: dict | None, stride: int) -> tuple[OrderedDict, int]:
-    net = _lite_network(backbone, state)
+def _lite_stages(backbone: str, state: dict | None, stride: int, init: bool) -> tuple[OrderedDict, int]:
+    net = _lite_network(backbone, state, init)
     stages = OrderedDict(stem=nn.Sequential(net._conv_stem, net._bn0, nn.ReLU6()))
     # Group the blocks by the resolution they output at: stride2, stride4, ..., stride32.
     groups: OrderedDict[int, list[int]] = OrderedDict()
@@ -344,6 +354,10 @@ class ImageEncoder(nn.Module):
     gradients are then not available. With frozen_bn (the default) the trainable stages' BatchNorm
     statistics stay ImageNet's too. A partly trainable encoder splits in two: ``frozen_map`` (run
     once per photo and stored) and ``from_frozen_map`` (run every step).
+
+    init=False: the backbone's tensors are not drawn at random (nothing is taken from the random stream) but left
+    uninitialised, or filled by ``weights``; for a caller that loads every one of them next (Captioner.load: the
+    model file, or the weights package, holds them all). The default keeps a seeded training run's draws as they were.
     """
 
     def __init__(
@@ -362,6 +376,7 @@ class ImageEncoder(nn.Module):
         squash_filter: str = "bicubic",
         jpeg_quality: int | None = None,
         jpeg_subsampling: str | None = None,
+        init: bool = True,
     ) -> None:
         super().__init__()
         if backbone not in BACKBONES:
@@ -380,7 +395,7 @@ class ImageEncoder(nn.Module):
             raise ValueError("multiscale is available for the efficientnet_lite backbones at stride 8 only")
         # multiscale: run one stage further (stride 16) and append its map, upsampled, to every stride-8 region:
         # fine cells for precise attention, coarse context for what a small receptive field cannot see (size, shape).
-        stages, self.out_dim = _BUILDERS[family](backbone, state, 16 if multiscale else stride)
+        stages, self.out_dim = _BUILDERS[family](backbone, state, 16 if multiscale else stride, init)
         self.multiscale = multiscale
         self.fine_dim: int | None = None  # multiscale: the first fine_dim features of a region are the fine ones
         if multiscale:

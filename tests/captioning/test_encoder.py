@@ -362,6 +362,26 @@ def imagenet_classifier(backbone: str = "efficientnet_lite0") -> tuple[torch.nn.
     return net.eval(), Preprocess(LITE_SIZES[backbone], True, LITE_MEAN, LITE_STD)
 
 
+def test_init_false_builds_from_the_weights_alone_and_draws_nothing():
+    """What Captioner.load does: the backbone is not drawn at random first (the weights it loads replace it all)."""
+    state = _read_state_dict(_lite_weights_file("efficientnet_lite0"))
+    ref = _lite_network("efficientnet_lite0", state).eval()
+    rng = torch.random.get_rng_state()
+    bare = _lite_network("efficientnet_lite0", state, init=False).eval()
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    x = torch.randn(1, 3, 96, 96)
+    with torch.no_grad():
+        assert torch.equal(bare.extract_features(x), ref.extract_features(x))
+    torch.manual_seed(0)
+    vgg = ImageEncoder("vgg16", weights=None, grid=2, image_size=64)
+    rng = torch.random.get_rng_state()
+    bare = ImageEncoder("vgg16", weights=None, grid=2, image_size=64, init=False)
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    bare.load_state_dict(vgg.state_dict())
+    with torch.no_grad():
+        assert torch.equal(bare.eval()(x[..., :64, :64]), vgg.eval()(x[..., :64, :64]))
+
+
 @pytest.mark.parametrize("backbone", LITE)
 def test_lite_offline_weights_are_real_imagenet_weights(backbone) -> None:
     net, pre = imagenet_classifier(backbone)

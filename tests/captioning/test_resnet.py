@@ -45,3 +45,19 @@ def test_a_torchvision_state_dict_loads_and_gives_its_output():
     x = torch.randn(1, 3, 96, 80)
     with torch.no_grad():
         assert torch.equal(ours(x), _trunk(theirs)(x))
+
+
+def test_init_false_draws_nothing_and_takes_every_weight_it_is_given():
+    torch.manual_seed(5)
+    ref = ResNet("resnet18").eval()
+    state = torch.random.get_rng_state()
+    bare = ResNet("resnet18", init=False)
+    assert torch.equal(torch.random.get_rng_state(), state)  # nothing drawn: a seeded run's stream is untouched
+    assert [(k, v.shape, v.dtype) for k, v in bare.state_dict().items()] == [
+        (k, v.shape, v.dtype) for k, v in ref.state_dict().items()
+    ]
+    assert all(p.device.type == "cpu" and p.requires_grad for p in bare.parameters())  # no meta tensor is left
+    bare.load_state_dict(ref.state_dict())
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        assert torch.equal(bare.eval()(x), ref(x))
