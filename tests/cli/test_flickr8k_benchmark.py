@@ -1,7 +1,8 @@
-"""``benchmarks/flickr8k.py`` end to end on a 4-photo copy of Flickr8k's layout written by the test: all four stages
-(soft, its SCST; hard, its SCST) as the console scripts a user types, each exported and its test photo captioned and
-scored, the table and JSON written, each second stage started from its own first stage's model file. The fits are
-tiny (2 steps, 16-wide decoder), so the scores mean nothing; what is checked is the plumbing. Slow: eight
+"""``benchmarks/flickr8k.py`` end to end on a 4-photo copy of Flickr8k's layout written by the test: all six stages
+(soft, its SCST; hard, its SCST; the encoder's last stage fine-tuned from soft, its SCST) as the console scripts a
+user types, each exported and its test photo captioned and scored, the table and JSON written, each second stage
+started from its own first stage's model file. The fits are
+tiny (2 steps, 16-wide decoder), so the scores mean nothing; what is checked is the plumbing. Slow: a dozen
 subprocesses. The refusal of a second stage without its first is fast."""
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ def test_every_stage_trains_exports_and_scores_from_its_own_first_stage(tmp_path
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=2400, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     rows = [ln.split(" | ")[0] for ln in done.stdout.splitlines() if ln.startswith("| ours, ")]
-    assert rows == ["| ours, soft", "| ours, scst", "| ours, hard", "| ours, hard_scst"]
+    stages = ["soft", "scst", "hard", "hard_scst", "finetune", "finetune_scst"]
+    assert rows == [f"| ours, {stage}" for stage in stages]
     numbers = json.loads(report.read_text())
-    assert list(numbers["results"]) == ["soft", "scst", "hard", "hard_scst"]
+    assert list(numbers["results"]) == stages
     assert all(0 <= numbers["results"][s]["1"]["Bleu_4"] <= 100 for s in numbers["results"])
     assert all(numbers["minutes"][s] > 0 for s in numbers["results"])
     # each second stage starts from its own first stage and keeps its network
@@ -39,6 +41,10 @@ def test_every_stage_trains_exports_and_scores_from_its_own_first_stage(tmp_path
     assert f"init_from: {out / 'hard' / 'model.pt'}" in hard_scst and "attention: hard" in hard_scst
     assert "scst: true" in hard_scst
     assert f"init_from: {out / 'soft' / 'model.pt'}" in next((out / "scst").rglob("config.yaml")).read_text()
+    finetune = next((out / "finetune").rglob("config.yaml")).read_text()
+    assert f"init_from: {out / 'soft' / 'model.pt'}" in finetune and "fine_tune: last" in finetune
+    finetune_scst = next((out / "finetune_scst").rglob("config.yaml")).read_text()
+    assert f"init_from: {out / 'finetune' / 'model.pt'}" in finetune_scst and "scst: true" in finetune_scst
     # the model file a user gets names both stages' minutes
     from text_attn.core.modelfile import load_model_file
 
