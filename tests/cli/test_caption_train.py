@@ -174,7 +174,7 @@ def test_a_named_subcommand_parses_alone_and_help_still_lists_all_four(capsys):
     """A command line that names its subcommand first gets only that subcommand's parser built (the others cost a
     third of a short run's start); without one, --help lists all four and a misspelt one is refused naming them."""
     cli = caption_train_cli(["validate", "--config", CONFIG, "--trainer.limit_val_batches", "1"])
-    assert list(cli.parser._subcommands_action.choices) == ["validate"]
+    assert "{validate}" in cli.parser.format_usage()  # the one subcommand its parser knows
     with pytest.raises(SystemExit) as exc:
         train_main(["--help"])
     assert exc.value.code == 0 and "{fit,validate,test,predict}" in capsys.readouterr().out
