@@ -122,7 +122,8 @@ def _make_cli_class(prog: str, only: str | None = None):
             self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
     class ToolkitCLI(LightningCLI):
-        def subcommands(self) -> dict[str, set[str]]:
+        @staticmethod  # as Lightning's: callable on the class too (``only`` comes from this closure)
+        def subcommands() -> dict[str, set[str]]:
             every = LightningCLI.subcommands()
             return {only: every[only]} if only in every else every
 
