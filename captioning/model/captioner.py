@@ -193,7 +193,8 @@ class Captioner:
             decoder = dict(data["decoder"])
             shipped = data.get("encoder_weights")
             # the weights come from the file, or (encoder_from_package) from the installed package that ships them
-            # init=False: the file's state_dict (loaded strictly below) replaces every random draw
+            # init=False: nothing drawn at random; every tensor comes from the file's state_dict below or, for an
+            # encoder_from_package file, from the package's weights
             encoder = ImageEncoder(**data["encoder"], weights="imagenet" if shipped else None, init=False)
             encoder.preprocess = Preprocess(**data["preprocess"])  # exactly what training used
             members = data.get("decoder_members", 1)

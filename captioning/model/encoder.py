@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from captioning.model import onnx_encoder
-from captioning.model.resnet import allocate
+from captioning.model.resnet import ResNet, allocate  # torchvision's ResNet without importing torchvision
 from captioning.photos.jpeg_step import AUTO, PhotoFormat, settle_jpeg_step
 from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 from text_attn.core.errors import one_line
@@ -205,8 +205,6 @@ def _state_for(backbone: str, weights: str | os.PathLike[str] | None) -> dict | 
 
 
 def _resnet_stages(backbone: str, state: dict | None, stride: int, init: bool) -> tuple[OrderedDict, int]:
-    from captioning.model.resnet import ResNet  # torchvision's ResNet without importing torchvision (resnet.py)
-
     net = ResNet(backbone, init=init)
     if state is not None:
         _load_into(net, state, backbone)

@@ -1,9 +1,9 @@
 """``benchmarks/flickr8k.py`` end to end on a 4-photo copy of Flickr8k's layout written by the test: all six stages
 (soft, its SCST; hard, its SCST; the encoder's last stage fine-tuned from soft, its SCST) as the console scripts a
 user types, each exported and its test photo captioned and scored, the table and JSON written, each second stage
-started from its own first stage's model file. The fits are
-tiny (2 steps, 16-wide decoder), so the scores mean nothing; what is checked is the plumbing. Slow: a dozen
-subprocesses. The refusal of a second stage without its first is fast."""
+started from its own first stage's model file. The fits are tiny (2 steps, 16-wide decoder), so the scores mean
+nothing; what is checked is the plumbing. Slow: a dozen subprocesses. The refusal of a second stage without its first
+is fast."""
 
 from __future__ import annotations
 
