@@ -134,6 +134,9 @@ def main() -> None:
 @inert_output
 def caption_main(argv: list[str] | None = None) -> int:
     """``caption IMAGE [IMAGE ...]`` / ``caption --demo``; returns the exit code (0 ok, 1 an image failed)."""
+    from text_attn.core import cpu_load
+
+    cpu_load.start()  # the cores' load is read again once torch is imported (the default --threads)
     args = _parser().parse_args(argv)
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
@@ -212,6 +215,10 @@ def _checked_run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    elif args.device == "cpu" and args.devices is None:  # --devices: Lightning shares the cores among the processes
+        from text_attn.core.cpu_load import use_free_threads
+
+        use_free_threads()  # one thread per core that other programs left free (text_attn/core/cpu_load.py)
     if args.html and args.jsonl and same_file(args.html, args.jsonl):
         fail("caption", "--html and --jsonl name the same file; give two files")
     try:  # the files given and the model, before it loads (folders and stdin's list are checked once expanded)

@@ -89,7 +89,13 @@ def _parser() -> argparse.ArgumentParser:
         help="processes decoding images ahead of the model (default: 2; with --device cuda, the cores less 2 shared "
         "by the --devices processes, at most 14, not yet measured on a GPU)",
     )
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default: one per core that other programs "
+        "leave free when caption starts: on a core kept busy, a thread stalls the others; "
+        "OMP_NUM_THREADS is obeyed)",
+    )
     p.add_argument("--device", default="auto", help="torch device: auto (the default: cuda where torch sees a GPU, "
                    "else cpu; the batch and workers then suit it), cpu, cuda, cuda:1, ...")  # fmt: skip
     p.add_argument(

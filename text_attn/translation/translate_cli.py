@@ -86,7 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, one per core)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default: one per core that other programs "
+        "leave free when translate starts: on a core kept busy, a thread stalls the others; "
+        "OMP_NUM_THREADS is obeyed)",
+    )
     p.add_argument("--device", default="auto", help="torch device: auto (the default: cuda where torch sees a GPU, "
                    "else cpu), cpu, cuda, cuda:1, ...")  # fmt: skip
     add_search_options(p)
@@ -338,6 +344,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 @inert_output
 def translate_main(argv: list[str] | None = None) -> int:
+    from text_attn.core import cpu_load
+
+    cpu_load.start()  # the cores' load is read again once the model is loaded (the default --threads)
     args = _parser().parse_args(argv)
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo and not args.model_info
     # the model file and a file on stdin are inputs: no output (the numbered --plot files included) may replace them
@@ -403,6 +412,10 @@ def _translate_main(args: argparse.Namespace) -> int:
         translator.net.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
         fail("translate", f"cannot use device {args.device!r}: {one_line(err)}")
+    if not args.threads and args.device == "cpu":
+        from text_attn.core.cpu_load import use_free_threads
+
+        use_free_threads()  # one thread per core that other programs left free (text_attn/core/cpu_load.py)
     if args.html and args.output and same_file(args.html, args.output):
         fail("translate", "--html and --output name the same file; give two files")
     report = None

@@ -1,0 +1,127 @@
+"""The default torch thread count of the short commands (``caption``, ``translate``): one per core that is free when
+the command starts, not one per core.
+
+Why: torch's CPU threads meet at a barrier after every operation. When another program keeps one of the cores busy,
+the thread that shares its core is descheduled for a time slice while the others wait at the barrier, and the
+decoder's thousands of small operations each pay that. On 2 cores beside one busy process (``python
+benchmarks/busy_machine.py``, docs/speed.md "On a busy machine"), 2 threads took 1.42x the time of 1 thread for
+``caption`` of a folder and 1.34x for ``translate`` (start-up included); alone, 2 threads are 1.10-1.14x faster. So
+the commands read the cores' load while they start (torch's import and the model's load, ~1 s, between two readings of
+``/proc/stat``: no time added) and leave the busy cores out.
+
+The load is what other programs use: this process's own CPU time in the interval (its import) is subtracted. An
+explicit choice wins: ``--threads``, or ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the environment (what torch reads).
+Where ``/proc/stat`` cannot be read (not Linux), torch's choice stands.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+STAT = "/proc/stat"
+SELF_STAT = "/proc/self/stat"
+MIN_SECONDS = 0.1  # a shorter interval holds too few clock ticks (100 a second) to tell a busy core from an idle one
+EXPLICIT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+_start: tuple[float, dict[int, tuple[int, int]], int] | None = None
+
+
+def read_cpus(text: str) -> dict[int, tuple[int, int]]:
+    """``/proc/stat``'s text -> {cpu id: (busy ticks, all ticks)}. Idle is idle + iowait; steal (the hypervisor ran
+    someone else) counts as busy; guest time is already inside user time, so it is not added again."""
+    cpus = {}
+    for line in text.splitlines():
+        name, *fields = line.split()
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        ticks = [int(f) for f in fields[:8]] + [0] * max(0, 8 - len(fields))
+        user, nice, system, idle, iowait, irq, softirq, steal = ticks
+        busy = user + nice + system + irq + softirq + steal
+        cpus[int(name[3:])] = (busy, busy + idle + iowait)
+    return cpus
+
+
+def read_own(text: str) -> int:
+    """``/proc/self/stat``'s text -> this process's CPU ticks (utime + stime, all its threads). The fields are counted
+    after the command name's closing parenthesis (the name may hold spaces)."""
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of the line, counted from 1 with pid and name
+
+
+def others_busy(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], own_ticks: int,
+                cpus: set[int]) -> float:  # fmt: skip
+    """How many cores other programs kept busy between two readings, on ``cpus`` (this process's): their busy ticks
+    less this process's own, over the ticks of one core in the interval. 0 when the interval holds no ticks."""
+    ids = [c for c in cpus if c in before and c in after]
+    if not ids:
+        return 0.0
+    busy = sum(after[c][0] - before[c][0] for c in ids)
+    total = sum(after[c][1] - before[c][1] for c in ids)
+    if total <= 0:
+        return 0.0
+    per_core = total / len(ids)
+    return max(0.0, (busy - own_ticks) / per_core)
+
+
+def threads_for(current: int, cores: int, busy: float) -> int:
+    """torch's thread count ``current`` less the cores other programs keep busy: ``cores`` - ``busy`` rounded half
+    up (a core half taken already stalls a thread that shares it), at least 1, at most ``current``."""
+    free = cores - math.floor(busy + 0.5)
+    return max(1, min(current, free))
+
+
+def _snapshot() -> tuple[float, dict[int, tuple[int, int]], int] | None:
+    try:
+        with open(STAT) as f:
+            cpus = read_cpus(f.read())
+        with open(SELF_STAT) as f:
+            own = read_own(f.read())
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.monotonic(), cpus, own
+
+
+def start() -> None:
+    """Take the first reading (call it first thing in a command; a second call keeps the first)."""
+    global _start
+    if _start is None:
+        _start = _snapshot()
+
+
+def _cpu_ids() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return set(range(os.cpu_count() or 1))
+
+
+def free_threads(current: int) -> int:
+    """The thread count to use instead of torch's ``current``: ``current`` less the cores other programs kept busy
+    since :func:`start` (reading again now; the interval is stretched to :data:`MIN_SECONDS` if shorter). ``current``
+    as it is where the user chose (``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``) or the load cannot be read."""
+    if any(os.environ.get(name) for name in EXPLICIT):
+        return current
+    start()
+    if _start is None:
+        return current
+    waited = time.monotonic() - _start[0]
+    if waited < MIN_SECONDS:
+        time.sleep(MIN_SECONDS - waited)
+    now = _snapshot()
+    if now is None:
+        return current
+    cpus = _cpu_ids()
+    busy = others_busy(_start[1], now[1], now[2] - _start[2], cpus)
+    return threads_for(current, len(cpus), busy)
+
+
+def use_free_threads() -> int:
+    """Set torch's threads to :func:`free_threads` of its own count; returns the count now in use."""
+    import torch
+
+    threads = free_threads(torch.get_num_threads())
+    if threads != torch.get_num_threads():
+        torch.set_num_threads(threads)
+    return threads
