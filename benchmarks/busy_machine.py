@@ -64,7 +64,6 @@ def _chosen() -> int:
 
     from text_attn.core import cpu_load
 
-    cpu_load._start = None  # a fresh first reading
     cpu_load.start()
     time.sleep(1.0)
     saved = {k: os.environ.pop(k) for k in cpu_load.EXPLICIT if k in os.environ}

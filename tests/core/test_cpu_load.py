@@ -85,14 +85,22 @@ def fake_proc(tmp_path, monkeypatch):
 
 
 def test_the_two_readings_choose_the_threads(fake_proc):
+    for own, threads in ((30, 1), (60, 1), (100, 2)):
+        # others kept (140 - own) / 100 cores busy: 1.1 and 0.8 -> 1 thread of 2; 0.4 (the rest was ours) -> 2
+        fake_proc(STAT_BEFORE, 0)
+        cpu_load.start()
+        fake_proc(STAT_AFTER, own)
+        assert cpu_load.free_threads(2) == threads
+
+
+def test_each_reading_is_used_once(fake_proc):
+    """A second command in the same process (a notebook, a test) measures its own interval, not the first's."""
     fake_proc(STAT_BEFORE, 0)
     cpu_load.start()
-    fake_proc(STAT_AFTER, 30)  # others: (140 - 30) / 100 = 1.1 cores busy -> 1 thread of 2
-    assert cpu_load.free_threads(2) == 1
-    fake_proc(STAT_AFTER, 60)  # others: 0.8 -> still 1
-    assert cpu_load.free_threads(2) == 1
-    fake_proc(STAT_AFTER, 100)  # others: 0.4 (all the rest was this process) -> both threads
-    assert cpu_load.free_threads(2) == 2
+    fake_proc(STAT_AFTER, 0)
+    assert cpu_load.free_threads(2) == 1  # others: 1.4 cores
+    assert cpu_load._start is None
+    assert cpu_load.free_threads(2) == 2  # no start: read now and again; the files did not change, nothing busy
 
 
 def test_an_explicit_thread_count_in_the_environment_wins(fake_proc, monkeypatch):
@@ -102,7 +110,7 @@ def test_an_explicit_thread_count_in_the_environment_wins(fake_proc, monkeypatch
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert cpu_load.free_threads(2) == 2
     monkeypatch.delenv("OMP_NUM_THREADS")
-    assert cpu_load.free_threads(2) == 1
+    assert cpu_load.free_threads(2) == 1  # the reading was kept for the run that uses it
 
 
 def test_without_proc_stat_torchs_choice_stands(fake_proc, monkeypatch):
@@ -123,7 +131,6 @@ def test_beside_a_busy_process_this_machine_gives_up_a_thread(monkeypatch):
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)  # the spinner is started and running
-        monkeypatch.setattr(cpu_load, "_start", None)
         cpu_load.start()
         time.sleep(0.4)
         assert cpu_load.free_threads(cores) <= cores - 1

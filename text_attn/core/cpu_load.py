@@ -84,10 +84,9 @@ def _snapshot() -> tuple[float, dict[int, tuple[int, int]], int] | None:
 
 
 def start() -> None:
-    """Take the first reading (call it first thing in a command; a second call keeps the first)."""
+    """Take the first reading (call it first thing in a command: each call starts the interval again)."""
     global _start
-    if _start is None:
-        _start = _snapshot()
+    _start = _snapshot()
 
 
 def _cpu_ids() -> set[int]:
@@ -101,19 +100,21 @@ def free_threads(current: int) -> int:
     """The thread count to use instead of torch's ``current``: ``current`` less the cores other programs kept busy
     since :func:`start` (reading again now; the interval is stretched to :data:`MIN_SECONDS` if shorter). ``current``
     as it is where the user chose (``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``) or the load cannot be read."""
+    global _start
     if any(os.environ.get(name) for name in EXPLICIT):
         return current
-    start()
-    if _start is None:
+    first = _start if _start is not None else _snapshot()
+    _start = None  # used once: the next command in this process (a notebook, a test) reads its own interval
+    if first is None:
         return current
-    waited = time.monotonic() - _start[0]
+    waited = time.monotonic() - first[0]
     if waited < MIN_SECONDS:
         time.sleep(MIN_SECONDS - waited)
     now = _snapshot()
     if now is None:
         return current
     cpus = _cpu_ids()
-    busy = others_busy(_start[1], now[1], now[2] - _start[2], cpus)
+    busy = others_busy(first[1], now[1], now[2] - first[2], cpus)
     return threads_for(current, len(cpus), busy)
 
 
