@@ -1,16 +1,18 @@
 """``caption`` and ``translate`` on a machine that is busy with something else: the default thread count (one per core
-that other programs leave free when the command starts, text_attn/core/cpu_load.py) against one thread per core
-(torch's choice, the default before) and one core fewer, alone and beside busy processes. Prints a markdown table.
+that other programs leave free when the command starts, text_attn/core/cpu_load.py) against one thread per CPU
+(torch's choice on these machines, the default before) and one fewer, alone and beside busy processes. Prints a
+markdown table.
 
-    python benchmarks/busy_machine.py                   # 1 busy process, 2 repeats: about 4 minutes on 2 cores
+    python benchmarks/busy_machine.py                   # 1 busy process, 2 repeats: about 3 minutes on 2 cores
     python benchmarks/busy_machine.py --busy 1 2 --repeats 3 --json busy.json
 
 Each row runs the command as a user does (a fresh process: start-up and model load included) with the bundled models:
 ``caption FOLDER`` of 48 JPEG photos of 500 x 375 (crops of the bundled CC0 photos, as benchmarks/speed.py makes them)
 and ``translate`` of 120 German sentences (the demo's four, repeated) from a file. "Busy" is N other processes each
 spinning on the CPU (``while True: pass``: a build, a training run, a browser tab at work). The variants are
-interleaved in each repeat and the table gives medians; the "threads chosen" column is what the default picked in
-that condition, read the same way in this process just before the runs.
+interleaved in each repeat and the table gives medians; "the default chose" is what the default picks in that condition,
+read the same way in this process just before the runs. An explicit OMP_NUM_THREADS / MKL_NUM_THREADS, which the
+default obeys, is left out of this process's environment and the commands'.
 """
 
 from __future__ import annotations
@@ -34,14 +36,6 @@ from text_attn.core.safe_files import write_text  # noqa: E402
 SPIN = "while True: pass"
 
 
-def _env() -> dict[str, str]:
-    """The user's environment without an explicit thread count (which the default obeys): what the default sees."""
-    env = dict(os.environ)
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.pop(name, None)
-    return env
-
-
 def _bin(name: str) -> str:
     """The console script installed beside this Python (the venv's), else the one on PATH."""
     here = Path(sys.executable).parent / name
@@ -51,7 +45,7 @@ def _bin(name: str) -> str:
 def _timed(cmd: list[str], stdin: Path | None) -> float:
     t0 = time.perf_counter()
     with open(stdin or os.devnull, "rb") as f:
-        done = subprocess.run(cmd, stdin=f, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+        done = subprocess.run(cmd, stdin=f, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     seconds = time.perf_counter() - t0
     if done.returncode:
         raise SystemExit(f"busy_machine: {' '.join(cmd)} failed ({done.returncode}): {done.stderr.decode()[-400:]}")
@@ -66,11 +60,7 @@ def _chosen() -> int:
 
     cpu_load.start()
     time.sleep(1.0)
-    saved = {k: os.environ.pop(k) for k in cpu_load.EXPLICIT if k in os.environ}
-    try:
-        return cpu_load.free_threads(torch.get_num_threads())
-    finally:
-        os.environ.update(saved)
+    return cpu_load.free_threads(torch.get_num_threads())
 
 
 def measure(commands: dict[str, tuple[list[str], Path | None]], settings: dict[str, list[str]], busy: int,
@@ -110,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1 or args.photos < 1 or any(b < 0 for b in args.busy):
         p.error("--repeats and --photos must be at least 1, --busy 0 or more")
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before torch is imported here (by speed.py, below)
+        os.environ.pop(name, None)  # the children inherit the environment without them too
     from speed import photo_folder
 
     from text_attn.translation.translate_cli import DEMO_SENTENCES
