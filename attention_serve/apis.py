@@ -20,6 +20,7 @@ from typing import Any
 import litserve as ls
 import numpy as np
 
+from attention_serve.idle_loop import IdleWaitingLoop
 from text_attn.core.errors import one_line
 
 
@@ -45,8 +46,12 @@ class _ModelAPI(ls.LitAPI):
 
     route = "/"
 
-    def __init__(self, path: Path, name: str, threads: int, max_batch_size: int, batch_timeout: float):
-        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route)
+    def __init__(self, path: Path, name: str, threads: int, max_batch_size: int, batch_timeout: float,
+                 idle_wait: bool = False):  # fmt: skip
+        # --idle-wait: an idle worker waits for its next request instead of polling LitServe's queue (idle_loop.py);
+        # with batch 1 LitServe's own loop already waits
+        loop = IdleWaitingLoop() if idle_wait and max_batch_size > 1 else "auto"
+        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route, loop=loop)
         self.path, self.name, self.threads = str(path), name, threads
 
     slot_base = 0  # set by workers.SupervisedServer: this model's first worker's index among all workers

@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch-timeout", type=float, default=0.01,
                    help="seconds a worker waits for a batch to fill (default: 0.01)")  # fmt: skip
+    p.add_argument("--idle-wait", action="store_true",
+                   help="an idle worker waits for its next request instead of polling for it every millisecond: an "
+                   "idle server then uses ~1%% of a core instead of ~48%%; off by default until measured to cost "
+                   "nothing under load (docs/serve.md)")  # fmt: skip
     p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "cuda"), help="where the models run")
     p.add_argument("--devices", default="auto", help="GPUs to use: a count or auto (default: auto: every GPU)")
     p.add_argument("--workers-per-device", type=int, default=1, help="model workers per device and model (default 1)")
@@ -124,7 +128,8 @@ def build_server(args: argparse.Namespace):
     limits = Limits(max_upload_bytes=int(args.max_upload_mb * 2**20), max_pixels=int(args.max_pixels * 1e6),
                     max_sentences=args.max_sentences, max_chars=args.max_chars, max_queue=args.max_queue,
                     read_timeout=args.read_timeout, api_key=args.api_key)  # fmt: skip
-    batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": threads}
+    batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": threads,
+                "idle_wait": args.idle_wait}  # fmt: skip
     lit_apis = []
     if caption is not None:
         lit_apis.append(apis.CaptionAPI(caption.path, caption.name, **batching))
