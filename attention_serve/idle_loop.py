@@ -9,10 +9,10 @@ of its batch as LitServe does (up to ``max_batch_size`` within ``batch_timeout``
 LitServe's own gathering: the served requests' latency is LitServe's (waking from the blocking get added ~10% to one
 client's latency in ``benchmarks/serve.py``).
 
-Off by default: in five runs of ``benchmarks/serve.py --clients 1,16`` on 2 cores each way, 16 clients got 9.0-13.3
-photos/s with it (median 10.2) and 11.2-12.5 without (11.4). A busy worker runs LitServe's own gathering either way, so
-the gap is not in the loop; the likeliest cause is the cores idling (a virtual machine's cores wake slowly), which the
-polling prevented. Not settled in that noise, so the documented numbers stay those of LitServe's loop.
+Off by default: in runs of ``benchmarks/serve.py --clients 1,16`` on 2 cores (five with it, four without), 16
+clients got 9.0-13.3 photos/s with it (median 10.2) and 11.2-12.5 without (11.4). A busy worker runs LitServe's own
+gathering either way, so the gap is not in the loop; the likeliest cause is the cores idling (a virtual machine's cores
+wake slowly), which the polling prevented. Not settled in that noise, so the documented numbers stay LitServe's loop's.
 """
 
 from __future__ import annotations
