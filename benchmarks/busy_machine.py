@@ -36,12 +36,6 @@ from text_attn.core.safe_files import write_text  # noqa: E402
 SPIN = "while True: pass"
 
 
-def _bin(name: str) -> str:
-    """The console script installed beside this Python (the venv's), else the one on PATH."""
-    here = Path(sys.executable).parent / name
-    return str(here) if here.exists() else name
-
-
 def _timed(cmd: list[str], stdin: Path | None) -> float:
     t0 = time.perf_counter()
     with open(stdin or os.devnull, "rb") as f:
@@ -100,20 +94,27 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1 or args.photos < 1 or any(b < 0 for b in args.busy):
         p.error("--repeats and --photos must be at least 1, --busy 0 or more")
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before torch is imported here (by speed.py, below)
+    from text_attn.core.cpu_load import EXPLICIT, cpu_ids
+
+    for name in EXPLICIT:  # before torch is imported here (by speed.py, below)
         os.environ.pop(name, None)  # the children inherit the environment without them too
+    from _runs import StageError, console_script
     from speed import photo_folder
 
     from text_attn.translation.translate_cli import DEMO_SENTENCES
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = len(cpu_ids())
+    try:
+        caption, translate = console_script("caption"), console_script("translate")
+    except StageError as err:
+        raise SystemExit(f"busy_machine: {err}") from None
     with tempfile.TemporaryDirectory() as tmp:
         folder = photo_folder(Path(tmp) / "photos", args.photos)
         sentences = Path(tmp) / "de.txt"
         sentences.write_text("\n".join(DEMO_SENTENCES * 30) + "\n", encoding="utf-8")
         commands = {
-            f"caption FOLDER ({args.photos} photos)": ([_bin("caption"), str(folder), "--device", "cpu"], None),
-            "translate (120 sentences)": ([_bin("translate"), "--device", "cpu"], sentences),
+            f"caption FOLDER ({args.photos} photos)": ([caption, str(folder), "--device", "cpu"], None),
+            "translate (120 sentences)": ([translate, "--device", "cpu"], sentences),
         }
         settings = {"default": [], f"--threads {cores}": ["--threads", str(cores)]}
         if cores > 1:

@@ -72,7 +72,7 @@ def fake_proc(tmp_path, monkeypatch):
     monkeypatch.setattr(cpu_load, "STAT", str(stat))
     monkeypatch.setattr(cpu_load, "SELF_STAT", str(own))
     monkeypatch.setattr(cpu_load, "_start", None)
-    monkeypatch.setattr(cpu_load, "_cpu_ids", lambda: {0, 1})
+    monkeypatch.setattr(cpu_load, "cpu_ids", lambda: {0, 1})
     monkeypatch.setattr(cpu_load, "MIN_SECONDS", 0.0)
     for name in cpu_load.EXPLICIT:
         monkeypatch.delenv(name, raising=False)
@@ -125,7 +125,7 @@ def test_beside_a_busy_process_this_machine_gives_up_a_thread(monkeypatch):
     the machine runs, e.g. the other test worker, only adds to the load)."""
     for name in cpu_load.EXPLICIT:
         monkeypatch.delenv(name, raising=False)
-    cores = len(cpu_load._cpu_ids())
+    cores = len(cpu_load.cpu_ids())
     if cores < 2:
         pytest.skip("one core: there is no thread to give up")
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])

@@ -17,6 +17,7 @@ from litserve.loops.base import _SENTINEL_VALUE, _StopLoopError
 
 from attention_serve import idle_loop
 from attention_serve.idle_loop import IdleWaitingLoop
+from text_attn.core import cpu_load
 
 
 class CountingQueue(queue.Queue):
@@ -89,8 +90,7 @@ def _cpu_ticks(pids: list[str]) -> int:
             text = open(f"/proc/{pid}/stat").read()
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2 :].split()
-        total += int(fields[11]) + int(fields[12])
+        total += cpu_load.read_own(text)  # utime + stime of that process
     return total
 
 

@@ -89,7 +89,8 @@ def start() -> None:
     _start = _snapshot()
 
 
-def _cpu_ids() -> set[int]:
+def cpu_ids() -> set[int]:
+    """The CPUs this process may run on (its affinity; every CPU where that cannot be read)."""
     try:
         return set(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -113,7 +114,7 @@ def free_threads(current: int) -> int:
     now = _snapshot()
     if now is None:
         return current
-    cpus = _cpu_ids()
+    cpus = cpu_ids()
     busy = others_busy(first[1], now[1], now[2] - first[2], cpus)
     return threads_for(current, len(cpus), busy)
 
