@@ -47,9 +47,9 @@ class _ModelAPI(ls.LitAPI):
     route = "/"
 
     def __init__(self, path: Path, name: str, threads: int, max_batch_size: int, batch_timeout: float,
-                 idle_wait: bool = False):  # fmt: skip
-        # --idle-wait: an idle worker waits for its next request instead of polling LitServe's queue (idle_loop.py);
-        # with batch 1 LitServe's own loop already waits
+                 idle_wait: bool = True):  # fmt: skip
+        # an idle worker waits for its next request instead of polling LitServe's queue (idle_loop.py; off with
+        # --no-idle-wait); with batch 1 LitServe's own loop already waits
         loop = IdleWaitingLoop() if idle_wait and max_batch_size > 1 else "auto"
         super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route, loop=loop)
         self.path, self.name, self.threads = str(path), name, threads

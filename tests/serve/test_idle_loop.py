@@ -1,6 +1,6 @@
-"""attention_serve/idle_loop.py (``attention-serve --idle-wait``): an idle worker waits in one blocking get instead of
-polling LitServe's queue every millisecond; a batch is gathered as LitServe gathers it (order, max_batch_size, the stop
-sentinel); and an idle server uses almost no CPU."""
+"""attention_serve/idle_loop.py (``attention-serve``'s default, ``--no-idle-wait`` turns it off): an idle worker waits
+in one blocking get instead of polling LitServe's queue every millisecond; a batch is gathered as LitServe gathers it
+(order, max_batch_size, the stop sentinel); and an idle server uses almost no CPU."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from helpers.tiny_translator import tiny_word_model_file
 from litserve.loops.base import _SENTINEL_VALUE, _StopLoopError
 
 from attention_serve import idle_loop
+from attention_serve.cli import _parser, build_server
 from attention_serve.idle_loop import IdleWaitingLoop
 from text_attn.core import cpu_load
 
@@ -83,6 +84,20 @@ def test_a_request_older_than_its_timeout_is_answered_as_timed_out():
     assert _gather(q, _api()) == ([], [(3, "old")])
 
 
+@pytest.mark.filterwarnings("ignore:The LitServer has both batch and unbatch")  # LitServe's, for batch size 1
+@pytest.mark.parametrize(
+    ("flags", "loop"),
+    [([], "IdleWaitingLoop"), (["--no-idle-wait"], "BatchedLoop"), (["--max-batch-size", "1"], "SingleLoop")],
+)
+def test_the_server_waits_when_idle_by_default(flags, loop, tmp_path):
+    """The default server's workers run the waiting loop; --no-idle-wait gives LitServe's own (as does batch size 1,
+    where LitServe's loop already waits in a blocking get)."""
+    model = tiny_model_file(tmp_path / "c.pt")
+    args = _parser().parse_args(["--caption-model", str(model), "--text-model", "none", *flags])
+    server, _, _ = build_server(args)
+    assert [type(api.loop).__name__ for api in server.litapi_connector] == [loop]
+
+
 def _cpu_ticks(pids: list[str]) -> int:
     total = 0
     for pid in pids:
@@ -96,9 +111,9 @@ def _cpu_ticks(pids: list[str]) -> int:
 
 @pytest.mark.slow
 def test_an_idle_server_uses_almost_no_cpu(tmp_path):
-    """With LitServe's polling an idle server and its two workers used 48% of a core; with --idle-wait under 5%."""
+    """With LitServe's polling an idle server and its two workers used 48% of a core; by default under 5%."""
     args = ["--caption-model", str(tiny_model_file(tmp_path / "c.pt")), "--text-model",
-            str(tiny_word_model_file(tmp_path / "t.pt")), "--idle-wait"]  # fmt: skip
+            str(tiny_word_model_file(tmp_path / "t.pt"))]  # fmt: skip
     srv = Server(args, tmp_path / "server.log")
     try:
         time.sleep(2)  # the workers loaded and waiting
