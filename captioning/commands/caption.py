@@ -70,13 +70,7 @@ def _load_captioner(args: argparse.Namespace):
     from captioning.model.captioner import Captioner
     from text_attn.core.modelfile import ModelFileError
 
-    path = _model_file(args)
-    if Path(path) in MODEL_NAMES.values() and not Path(path).is_file():
-        fail(
-            "caption",
-            f"the bundled model {path} is not installed; pass --model FILE (a model file written by caption-train "
-            "fit or caption-export)",
-        )
+    path = _model_file(args)  # there: _refuse_missing_files checked it
     try:
         captioner = Captioner.load(path)  # on the CPU: a device problem must not read as a broken file
     except ModelFileError as err:  # a caption-train checkpoint's message names the caption-export command
@@ -185,6 +179,7 @@ def caption_main(argv: list[str] | None = None) -> int:
              "here: drop one")  # fmt: skip
     if args.cuda_graphs and args.sample:
         fail("caption", "--cuda-graphs captures greedy and beam search; --sample draws its words eagerly: drop one")
+    _refuse_missing_files(args)
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
     # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)
@@ -280,6 +275,29 @@ def _check_processes(args: argparse.Namespace) -> None:
 def _model_file(args: argparse.Namespace) -> Path:
     """The model file this run reads: --model (a path or a bundled name), else the bundled one --demo asks for."""
     return model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
+
+
+def _refuse_missing_files(args: argparse.Namespace) -> None:
+    """A model file that is not there, and IMAGE arguments none of which is there, are said before torch is imported
+    (a mistyped path is answered at once, not after the seconds the imports take), in the words and with the exit code
+    the run would give them later. A run that writes records or pages for its failed images (--json, --jsonl, --html,
+    --overlay, --devices) keeps to the run: it writes them."""
+    path = _model_file(args)
+    if not Path(path).is_file():
+        if Path(path) in MODEL_NAMES.values():
+            fail("caption", f"the bundled model {path} is not installed; pass --model FILE (a model file written by "
+                 "caption-train fit or caption-export)")  # fmt: skip
+        fail("caption", f"{path}: model file not found")  # as load_model_file says it
+    writes = args.json or args.jsonl or args.html or args.overlay or args.devices is not None
+    if args.demo or args.model_info or writes or not args.images:
+        return
+    from captioning.photos.shards import is_shard  # no torch there
+
+    # '-' (paths on stdin), a brace pattern and a shard are read as the run goes: not judged here
+    if all(a != "-" and "{" not in a and not is_shard(a) and not os.path.exists(a) for a in args.images):
+        for a in args.images:
+            print(f"caption: error: {a}: no such file", file=sys.stderr)  # the words of preprocess's ImageReadError
+        raise SystemExit(1)
 
 
 def _model_files(args: argparse.Namespace) -> list[str]:

@@ -366,6 +366,11 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.sentences == ["-"]:  # '-': stdin, as for caption
         args.sentences = []
     _check_outputs(args)
+    if not model_path(args.model).is_file():  # before torch is imported: a mistyped path is said at once
+        if args.model is None:
+            fail("translate", f"the bundled model {model_path(None)} is not installed; pass --model FILE (a model "
+                 "file written by text-train fit or text-export)")  # fmt: skip
+        fail("translate", f"{model_path(args.model)}: model file not found")  # as load_model_file says it
     if args.threads:
         import torch
 
@@ -373,9 +378,6 @@ def _translate_main(args: argparse.Namespace) -> int:
     from text_attn.core.modelfile import ModelFileError
     from text_attn.translation.translator import Translator
 
-    if args.model is None and not model_path(None).is_file():
-        fail("translate", f"the bundled model {model_path(None)} is not installed; pass --model FILE (a model file "
-             "written by text-train fit or text-export)")  # fmt: skip
     try:
         translator = Translator.load(args.model)  # None: the bundled default; a name: that bundled model
     except ModelFileError as exc:
