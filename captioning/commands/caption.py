@@ -280,8 +280,9 @@ def _model_file(args: argparse.Namespace) -> Path:
 def _refuse_missing_files(args: argparse.Namespace) -> None:
     """A model file that is not there, and IMAGE arguments none of which is there, are said before torch is imported
     (a mistyped path is answered at once, not after the seconds the imports take), in the words and with the exit code
-    the run would give them later. A run that writes records or pages for its failed images (--json, --jsonl, --html,
-    --overlay, --devices) keeps to the run: it writes them."""
+    the run would give them later. The model file's content is read later, with torch: so photos that are all missing
+    are said before a model file that is there but broken. A run that writes records or pages for its failed images
+    (--json, --jsonl, --html, --overlay, --devices) keeps to the run: it writes them."""
     path = _model_file(args)
     if not Path(path).is_file():
         if Path(path) in MODEL_NAMES.values():

@@ -61,9 +61,14 @@ def train_main(args: list[str] | None = None) -> None:
         from text_attn.core.run_report import report_main
 
         raise SystemExit(report_main("caption-train", argv[1:]))
+    from text_attn.core.lightning_cli import refuse_missing_files
+
+    # before Lightning's import (~10 s): a mistyped path is said at once
     if argv[:1] == ["optimize"]:
+        refuse_missing_files("caption-train optimize", list(argv[1:]))
         caption_optimize(argv[1:])
         return
+    refuse_missing_files("caption-train", list(argv))
     caption_train_cli(args)
 
 

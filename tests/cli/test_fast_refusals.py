@@ -1,6 +1,7 @@
-"""A mistyped path is answered at once: a missing model file (caption, translate) and IMAGE arguments none of which
-exists (caption) are refused before torch is imported, in the words and with the exit code the run gives them after
-loading; a run that writes records for its failed images still writes them."""
+"""A mistyped path is answered at once: a missing model file (caption, translate), IMAGE arguments none of which
+exists (caption), and a missing or broken --config or missing --ckpt_path (caption-train, text-train, also their
+optimize) are refused before torch is imported, in the words and with the exit code the run gives them after loading;
+a run that writes records for its failed images still writes them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 
 CAPTION = ("captioning.commands.caption", "caption_main")
 TRANSLATE = ("text_attn.translation.translate_cli", "translate_main")
+CAPTION_TRAIN = ("captioning.commands.train", "train_main")
+TEXT_TRAIN = ("text_attn.translation.train_cli", "train_main")
 TWO = ["gone.jpg", "lost.png"]
 
 
@@ -33,10 +36,40 @@ def _probe(entry: tuple[str, str], argv: list[str], cwd) -> tuple[int, str, str,
         (CAPTION, TWO, 1, [f"caption: error: {n}: no such file" for n in TWO]),
         (CAPTION, ["--model", "nope.pt", "photo.jpg"], 2, ["caption: error: nope.pt: model file not found"]),
         (TRANSLATE, ["--model", "nope.pt", "Hallo"], 2, ["translate: error: nope.pt: model file not found"]),
+        (
+            CAPTION_TRAIN,
+            ["fit", "--config", "nope.yaml"],
+            2,
+            ["caption-train: error: --config nope.yaml: no such file"],
+        ),
+        (TEXT_TRAIN, ["fit", "-c", "."], 2, ["text-train: error: --config .: is a directory"]),
+        (
+            TEXT_TRAIN,
+            ["fit", "--config=bad.yaml"],
+            2,
+            [
+                "text-train: error: --config bad.yaml: not valid YAML: line 1, column 5: mapping values are not "
+                "allowed here"
+            ],
+        ),
+        (
+            CAPTION_TRAIN,
+            ["test", "--config", "ok.yaml", "--ckpt_path=gone.ckpt"],
+            2,
+            ["caption-train: error: --ckpt_path gone.ckpt: no such file"],
+        ),
+        (
+            TEXT_TRAIN,
+            ["optimize", "--config", "nope.yaml", "--out", "chunks"],
+            2,
+            ["text-train optimize: error: --config nope.yaml: no such file"],
+        ),
     ],
 )
 def test_a_missing_file_is_refused_before_torch_is_imported(entry, argv, code, lines, tmp_path):
     (tmp_path / "photo.jpg").write_bytes(b"")  # there, so that only the model is missing
+    (tmp_path / "ok.yaml").write_text("trainer:\n  max_steps: 1\n")
+    (tmp_path / "bad.yaml").write_text("a: b: c\n")
     got, _, err, torch = _probe(entry, argv, tmp_path)
     assert (got, err.splitlines(), torch) == (code, lines, False)
 

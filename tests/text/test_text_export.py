@@ -205,6 +205,7 @@ def test_caption_given_a_checkpoint_names_the_export_command(tmp_path, capsys):
     from captioning.commands.caption import caption_main
 
     fake = tmp_path / "last.ckpt"
+    (tmp_path / "x.png").write_bytes(b"")  # there: IMAGE arguments none of which exists are refused before the model
     torch.save({"state_dict": {}, "pytorch-lightning_version": "2.6.0", "hyper_parameters": {}}, fake)
     with pytest.raises(SystemExit) as exc:
         caption_main(["x.png", "--model", str(fake)])

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from text_attn.core.errors import WriteError, fail, one_line
 from text_attn.core.safe_files import atomic_output, write_text
-from text_attn.core.training import TrainingDiverged
 
 
 class _NoTips(logging.Filter):
@@ -222,6 +221,24 @@ def _parser_message(message: str) -> str:
     return text
 
 
+def refuse_missing_files(prog: str, args: list[str]) -> None:
+    """The command line's ``--config`` files (read and parsed: missing, not UTF-8, not YAML) and its ``--ckpt_path``
+    file, checked before Lightning is imported: the training commands take ~10 s to import it, and a mistyped path is
+    answered at once instead, in the words the run would say it in. The run checks them again (a config file given in
+    a config, or a ``ckpt_path`` set in one, is checked there only)."""
+    read_config_files(prog, args)
+    for i, arg in enumerate(args):
+        if arg == "--ckpt_path" and i + 1 < len(args):
+            name = args[i + 1]
+        elif arg.startswith("--ckpt_path="):
+            name = arg.split("=", 1)[1]
+        else:
+            continue
+        # Lightning's own names and remote paths are the run's to resolve (_parse_ckpt_path)
+        if name and name not in ("best", "last", "hpc") and "://" not in name and not Path(name).is_file():
+            fail(prog, f"--ckpt_path {name}: no such file")
+
+
 def read_config_files(prog: str, args: list[str]) -> list:
     """The contents of each ``--config FILE`` (parsed once, here); one that cannot be read or is not a YAML mapping
     ends the run with one line naming it (and the line and column)."""
@@ -314,6 +331,8 @@ def run_lightning_cli(
     ``outdated``: given the dotted option names of the command line and its config files, a line saying how to
     update them (None: nothing outdated).
     """
+    from text_attn.core.training import TrainingDiverged  # torch: not at the top (refuse_missing_files runs without)
+
     quiet_lightning()
     argv = list(sys.argv[1:] if args is None else args)
     given = _given_options(argv, read_config_files(prog, argv))

@@ -52,9 +52,14 @@ def train_main(args: list[str] | None = None) -> None:
         from text_attn.core.run_report import report_main
 
         raise SystemExit(report_main("text-train", argv[1:]))
+    from text_attn.core.lightning_cli import refuse_missing_files
+
+    # before Lightning's import (~10 s): a mistyped path is said at once
     if argv[:1] == ["optimize"]:
+        refuse_missing_files("text-train optimize", list(argv[1:]))
         text_optimize(argv[1:])
         return
+    refuse_missing_files("text-train", list(argv))
     text_train_cli(args)
 
 
