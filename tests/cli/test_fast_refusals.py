@@ -1,7 +1,8 @@
 """A mistyped path is answered at once: a missing model file (caption, translate), IMAGE arguments none of which
-exists (caption), and a missing or broken --config or missing --ckpt_path (caption-train, text-train, also their
-optimize) are refused before torch is imported, in the words and with the exit code the run gives them after loading;
-a run that writes records for its failed images still writes them."""
+exists (caption), a missing or broken --config or a missing --ckpt_path (caption-train, text-train, also their
+optimize) and a missing checkpoint to export (caption-export, text-export) are refused before torch is imported, in
+the words and with the exit code the run gives them after loading; a run that writes records for its failed images
+still writes them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ CAPTION = ("captioning.commands.caption", "caption_main")
 TRANSLATE = ("text_attn.translation.translate_cli", "translate_main")
 CAPTION_TRAIN = ("captioning.commands.train", "train_main")
 TEXT_TRAIN = ("text_attn.translation.train_cli", "train_main")
+CAPTION_EXPORT = ("captioning.commands.export", "export_main")
+TEXT_EXPORT = ("text_attn.translation.export", "export_main")
 TWO = ["gone.jpg", "lost.png"]
 
 
@@ -43,6 +46,8 @@ def _probe(entry: tuple[str, str], argv: list[str], cwd) -> tuple[int, str, str,
             ["caption-train: error: --config nope.yaml: no such file"],
         ),
         (TEXT_TRAIN, ["fit", "-c", "."], 2, ["text-train: error: --config .: is a directory"]),
+        (CAPTION_EXPORT, ["gone.ckpt", "out.pt"], 2, ["caption-export: error: gone.ckpt: no such file"]),
+        (TEXT_EXPORT, [".", "out.pt"], 2, ["text-export: error: .: not a file"]),
         (
             TEXT_TRAIN,
             ["fit", "--config=bad.yaml"],

@@ -126,14 +126,21 @@ def decoding_defaults(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _not_a_file(src: str | Path) -> str | None:
+    """The line for an export's input that is not a file (missing, a folder), else None."""
+    path = Path(src)
+    return None if path.is_file() else f"{src}: {'not a file' if path.exists() else 'no such file'}"
+
+
 def read_export_source(src: str | Path) -> Any:
     """``torch.load`` of what an export command is given (a training checkpoint or a model file, to be told apart
     by the caller); a missing or unreadable file raises :class:`ModelFileError` with one line."""
     import torch
 
     path = Path(src)
-    if not path.is_file():
-        raise ModelFileError(f"{src}: {'not a file' if path.exists() else 'no such file'}")
+    missing = _not_a_file(src)
+    if missing:
+        raise ModelFileError(missing)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
@@ -183,6 +190,9 @@ def export_command(
         refuse_overlap({f"OUT {args.output}": args.output}, others)
     except OSError as err:
         fail(prog, str(err))
+    missing = _not_a_file(args.input)
+    if missing:  # said before convert imports torch (seconds): a mistyped path is answered at once
+        fail(prog, missing)
     try:
         line = convert(args.input, args.output, args.half, **extra)
     except ModelFileError as err:
