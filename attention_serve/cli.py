@@ -101,6 +101,13 @@ def _check(args: argparse.Namespace) -> None:
     if args.caption_model == "none" and args.text_model == "none":
         fail("attention-serve", "--caption-model none and --text-model none: nothing to serve")
     args.api_key = args.api_key or os.environ.get("ATTENTION_SERVE_API_KEY") or None
+    from attention_serve.models import check_files
+    from text_attn.core.modelfile import ModelFileError
+
+    try:  # before torch and LitServe are imported (build_server: ~4 s): a mistyped path is said at once
+        check_files(args.caption_model, args.text_model)
+    except ModelFileError as err:
+        fail("attention-serve", str(err))
     try:  # the port, now: a port in use is one line, not a traceback from a worker process
         with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -87,10 +87,17 @@ def load_text(path: Path) -> Served:
     return Served(Path(path), name, defaults, info, {"arch": translator.arch, "bundled": bundled})
 
 
-def load(caption: str | None, text: str | None) -> tuple[Served | None, Served | None]:
-    """Both models' facts; ModelFileError (one line) for a file that is missing or not that kind of model."""
+def check_files(caption: str | None, text: str | None) -> tuple[Path | None, Path | None]:
+    """Both models' files (None: not served); ModelFileError (one line) for one that is missing. No torch: the
+    command says a mistyped path before its imports."""
     cpath, tpath = caption_path(caption), text_path(text)
     for flag, p in (("--caption-model", cpath), ("--text-model", tpath)):
         if p is not None and not p.is_file():
             raise ModelFileError(f"{flag} {p}: no such model file")
+    return cpath, tpath
+
+
+def load(caption: str | None, text: str | None) -> tuple[Served | None, Served | None]:
+    """Both models' facts; ModelFileError (one line) for a file that is missing or not that kind of model."""
+    cpath, tpath = check_files(caption, text)
     return (load_caption(cpath) if cpath else None), (load_text(tpath) if tpath else None)

@@ -1,7 +1,7 @@
-"""A mistyped path is answered at once: a missing model file (caption, translate), IMAGE arguments none of which
-exists (caption), a missing or broken --config or a missing --ckpt_path (caption-train, text-train, also their
-optimize) and a missing checkpoint to export (caption-export, text-export) are refused before torch is imported, in
-the words and with the exit code the run gives them after loading; a run that writes records for its failed images
+"""A mistyped path is answered at once: a missing model file (caption, translate, attention-serve), IMAGE arguments
+none of which exists (caption), a missing or broken --config or a missing --ckpt_path (caption-train, text-train, also
+their optimize) and a missing checkpoint to export (caption-export, text-export) are refused before torch is imported,
+in the words and with the exit code the run gives them after loading; a run that writes records for its failed images
 still writes them."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.server import free_port
 
 CAPTION = ("captioning.commands.caption", "caption_main")
 TRANSLATE = ("text_attn.translation.translate_cli", "translate_main")
@@ -18,6 +19,7 @@ CAPTION_TRAIN = ("captioning.commands.train", "train_main")
 TEXT_TRAIN = ("text_attn.translation.train_cli", "train_main")
 CAPTION_EXPORT = ("captioning.commands.export", "export_main")
 TEXT_EXPORT = ("text_attn.translation.export", "export_main")
+SERVE = ("attention_serve.cli", "serve_main")
 TWO = ["gone.jpg", "lost.png"]
 
 
@@ -77,6 +79,13 @@ def test_a_missing_file_is_refused_before_torch_is_imported(entry, argv, code, l
     (tmp_path / "bad.yaml").write_text("a: b: c\n")
     got, _, err, torch = _probe(entry, argv, tmp_path)
     assert (got, err.splitlines(), torch) == (code, lines, False)
+
+
+def test_a_missing_model_file_is_refused_before_the_server_imports_torch(tmp_path):
+    argv = ["--caption-model", "none", "--text-model", "nope.pt", "--port", str(free_port())]
+    got, _, err, torch = _probe(SERVE, argv, tmp_path)
+    assert (got, err.splitlines(), torch) == (2, ["attention-serve: error: --text-model nope.pt: no such model file"],
+                                              False)  # fmt: skip
 
 
 def test_the_same_refusals_come_from_a_run_that_writes_records(tmp_path):
