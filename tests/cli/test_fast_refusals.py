@@ -13,6 +13,8 @@ import sys
 import pytest
 from helpers.server import free_port
 
+from text_attn.core.lightning_cli import refuse_missing_files
+
 CAPTION = ("captioning.commands.caption", "caption_main")
 TRANSLATE = ("text_attn.translation.translate_cli", "translate_main")
 CAPTION_TRAIN = ("captioning.commands.train", "train_main")
@@ -93,3 +95,10 @@ def test_the_same_refusals_come_from_a_run_that_writes_records(tmp_path):
     got, out, err, torch = _probe(CAPTION, ["gone.jpg", "--json"], tmp_path)
     assert got == 1 and torch and err.splitlines() == ["caption: error: gone.jpg: no such file"]
     assert [r["error"] for r in json.loads(out)] == ["gone.jpg: no such file"]
+
+
+@pytest.mark.parametrize("name", ["null", "~", "last", "best", "hpc", "s3://bucket/run.ckpt"])
+def test_what_only_the_run_can_resolve_passes_the_early_check(name):
+    """No checkpoint (YAML's null), Lightning's own names and remote paths (refused by the run, with its reason)."""
+    refuse_missing_files("text-train", ["fit", "--ckpt_path", name])
+    refuse_missing_files("text-train", ["fit", f"--ckpt_path={name}"])

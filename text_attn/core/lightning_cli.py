@@ -234,14 +234,17 @@ def refuse_missing_files(prog: str, args: list[str]) -> None:
             name = arg.split("=", 1)[1]
         else:
             continue
-        # Lightning's own names and remote paths are the run's to resolve (_parse_ckpt_path)
-        if name and name not in ("best", "last", "hpc") and "://" not in name and not Path(name).is_file():
+        # Lightning's own names, remote paths and YAML's null (no checkpoint) are the run's to resolve
+        # (_parse_ckpt_path)
+        kept = ("", "~", "best", "last", "hpc")
+        if name not in kept and name.lower() != "null" and "://" not in name and not Path(name).is_file():
             fail(prog, f"--ckpt_path {name}: no such file")
 
 
 def read_config_files(prog: str, args: list[str]) -> list:
-    """The contents of each ``--config FILE`` (parsed once, here); one that cannot be read or is not a YAML mapping
-    ends the run with one line naming it (and the line and column)."""
+    """The contents of each ``--config FILE`` (parsed here; :func:`refuse_missing_files` parses them once before, to
+    say a bad one before Lightning's import); one that cannot be read or is not a YAML mapping ends the run with one
+    line naming it (and the line and column)."""
     import yaml
 
     nodes = []
