@@ -1,8 +1,8 @@
 """A mistyped path is answered at once: a missing model file (caption, translate, attention-serve), IMAGE arguments
-none of which exists (caption), a missing or broken --config or a missing --ckpt_path (caption-train, text-train, also
-their optimize) and a missing checkpoint to export (caption-export, text-export) are refused before torch is imported,
-in the words and with the exit code the run gives them after loading; a run that writes records for its failed images
-still writes them."""
+none of which exists (caption), an output in a folder that does not exist (caption --jsonl, translate --output), a
+missing or broken --config or a missing --ckpt_path (caption-train, text-train, also their optimize) and a missing
+checkpoint to export (caption-export, text-export) are refused before torch is imported, in the words and with the
+exit code the run gives them after loading; a run that writes records for its failed images still writes them."""
 
 from __future__ import annotations
 
@@ -43,6 +43,18 @@ def _probe(entry: tuple[str, str], argv: list[str], cwd) -> tuple[int, str, str,
         (CAPTION, TWO, 1, [f"caption: error: {n}: no such file" for n in TWO]),
         (CAPTION, ["--model", "nope.pt", "photo.jpg"], 2, ["caption: error: nope.pt: model file not found"]),
         (TRANSLATE, ["--model", "nope.pt", "Hallo"], 2, ["translate: error: nope.pt: model file not found"]),
+        (
+            CAPTION,
+            ["photo.jpg", "--jsonl", "no/o.jsonl"],
+            2,
+            ["caption: error: cannot use --jsonl no/o.jsonl: the folder no does not exist"],
+        ),  # fmt: skip
+        (
+            TRANSLATE,
+            ["--output", "no/o.txt", "Hallo"],
+            2,
+            ["translate: error: cannot write --output no/o.txt: the folder no does not exist"],
+        ),  # fmt: skip
         (
             CAPTION_TRAIN,
             ["fit", "--config", "nope.yaml"],

@@ -324,7 +324,7 @@ def _source_note(translator, args: argparse.Namespace, count: int, first: list[i
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output that is also an input, by the one mechanism every command uses
     (safe_files.refuse_overlap): the model file, and the file stdin is redirected from (writing it would empty the
-    input before it is read); and a --plot that names a folder or a folder that does not exist."""
+    input before it is read); a --plot that names a folder; and a --plot or --output in a folder that does not exist."""
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo
     outputs = {f"{flag} {value}": value for flag, value in (("--output", args.output), ("--html", args.html),
                                                             ("--plot", args.plot)) if value}  # fmt: skip
@@ -332,6 +332,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
         refuse_overlap(outputs, [model_path(args.model)], stdin=reads_stdin)
     except OSError as err:
         fail("translate", str(err))
+    if args.output and not Path(args.output).parent.is_dir():  # before the model loads, as --plot's
+        fail("translate", f"cannot write --output {args.output}: the folder {Path(args.output).parent} does not exist")
     if args.plot:
         plot = Path(args.plot)
         if plot.is_dir():
