@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,25 +29,12 @@ from helpers.server import Server, multipart  # noqa: E402
 from serve import drive  # noqa: E402
 from speed import photo_folder  # noqa: E402
 
-from text_attn.core import cpu_load  # noqa: E402
+from attention_serve.idle_loop import HOT_SECONDS  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 ARMS = {"LitServe's loop": ["--no-idle-wait"], "--idle-wait": ["--idle-wait"]}  # each named: the default may change
 CLIENTS = (1, 16)
-LONE = 3  # lone requests, each after 3 idle seconds
-
-
-def group_cpu_seconds(leader: int) -> float:
-    """CPU-seconds used so far by every process in ``leader``'s process group (the server, its workers, LitServe's
-    manager and HTTP processes)."""
-    pids = subprocess.run(["pgrep", "-g", str(leader)], capture_output=True, text=True).stdout.split()
-    ticks = 0
-    for pid in pids:
-        try:
-            ticks += cpu_load.read_own(Path(f"/proc/{pid}/stat").read_text())
-        except (OSError, ValueError):
-            continue  # a process that ended between pgrep and the read
-    return ticks / 100  # clock ticks (USER_HZ, 100 on Linux) -> seconds
+LONE = 3  # lone requests, each after HOT_SECONDS + 1 idle seconds
 
 
 def one_arm(flags: list[str], jobs: list, idle: float, log: Path) -> dict[str, float]:
@@ -56,15 +42,15 @@ def one_arm(flags: list[str], jobs: list, idle: float, log: Path) -> dict[str, f
                      "0.01", *flags], log)  # fmt: skip
     try:
         drive(server.port, jobs[:8], 2)  # warm up: the first batches pay for lazy set-up
-        time.sleep(3)  # past --idle-wait's 2 s, so its workers are in their waiting get
-        before = group_cpu_seconds(server.proc.pid)
+        time.sleep(HOT_SECONDS + 1)  # so that --idle-wait's workers are in their waiting get
+        before = server.cpu_seconds()
         time.sleep(idle)
-        out = {"idle_cpu_share": (group_cpu_seconds(server.proc.pid) - before) / idle}
+        out = {"idle_cpu_share": (server.cpu_seconds() - before) / idle}
         lone = []  # a request that finds the worker idle: what waking it costs a user who posts now and then
         for _ in range(LONE):
             results, _ = drive(server.port, jobs[:1], 1)
             lone.append(results[0][1])
-            time.sleep(3)  # past --idle-wait's 2 s again
+            time.sleep(HOT_SECONDS + 1)  # idle again
         out["lone_ms"] = statistics.median(lone) * 1000
         for clients in CLIENTS:
             results, wall = drive(server.port, jobs, clients)

@@ -73,6 +73,23 @@ class Server:
         body, ctype = multipart({**(fields or {})}, {field: (name, content)})
         return self.request("POST", path, body, {"Content-Type": ctype}, **kw)
 
+    def group(self) -> list[str]:
+        """The pids of every process in the server's process group: it, its workers, LitServe's manager and HTTP
+        processes."""
+        return subprocess.run(["pgrep", "-g", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+
+    def cpu_seconds(self) -> float:
+        """CPU-seconds used so far by the processes of its group (Linux /proc: utime + stime)."""
+        from text_attn.core.cpu_load import read_own
+
+        ticks = 0
+        for pid in self.group():
+            try:
+                ticks += read_own(Path(f"/proc/{pid}/stat").read_text())
+            except (OSError, ValueError):
+                continue  # a process that ended between pgrep and the read
+        return ticks / 100  # clock ticks (USER_HZ, 100 on Linux) -> seconds
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60, group: bool = False) -> int:
         """Send ``sig`` (to the whole process group with ``group``: what Ctrl-C in a terminal does) and wait."""
         if self.proc.poll() is None:

@@ -5,7 +5,6 @@ in one blocking get instead of polling LitServe's queue every millisecond; a bat
 from __future__ import annotations
 
 import queue
-import subprocess
 import time
 from types import SimpleNamespace
 
@@ -18,7 +17,6 @@ from litserve.loops.base import _SENTINEL_VALUE, _StopLoopError
 from attention_serve import idle_loop
 from attention_serve.cli import _parser, build_server
 from attention_serve.idle_loop import IdleWaitingLoop
-from text_attn.core import cpu_load
 
 
 class CountingQueue(queue.Queue):
@@ -98,17 +96,6 @@ def test_the_server_waits_when_idle_by_default(flags, loop, tmp_path):
     assert [type(api.loop).__name__ for api in server.litapi_connector] == [loop]
 
 
-def _cpu_ticks(pids: list[str]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            text = open(f"/proc/{pid}/stat").read()
-        except OSError:
-            continue
-        total += cpu_load.read_own(text)  # utime + stime of that process
-    return total
-
-
 @pytest.mark.slow
 def test_an_idle_server_uses_almost_no_cpu(tmp_path):
     """With LitServe's polling an idle server and its two workers used 48% of a core; by default under 5%."""
@@ -117,11 +104,10 @@ def test_an_idle_server_uses_almost_no_cpu(tmp_path):
     srv = Server(args, tmp_path / "server.log")
     try:
         time.sleep(2)  # the workers loaded and waiting
-        group = subprocess.run(["pgrep", "-g", str(srv.proc.pid)], capture_output=True, text=True).stdout.split()
-        assert len(group) >= 3  # the server, its workers (and LitServe's manager and HTTP processes)
-        before = _cpu_ticks(group)
+        assert len(srv.group()) >= 3  # the server, its workers (and LitServe's manager and HTTP processes)
+        before = srv.cpu_seconds()
         time.sleep(10)
-        used = (_cpu_ticks(group) - before) / 100  # clock ticks -> CPU-seconds
+        used = srv.cpu_seconds() - before
         assert used < 0.5, f"{used:.2f} CPU-seconds in 10 idle seconds"
     finally:
         srv.stop()

@@ -221,19 +221,24 @@ def _parser_message(message: str) -> str:
     return text
 
 
+def _option_values(args: list[str], flag: str, short: str | None = None) -> list[str]:
+    """Every value the command line gives ``flag`` (``--flag VALUE``, ``--flag=VALUE``, or ``short VALUE``)."""
+    values = []
+    for i, arg in enumerate(args):
+        if arg in (flag, short) and i + 1 < len(args):
+            values.append(args[i + 1])
+        elif arg.startswith(f"{flag}="):
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
 def refuse_missing_files(prog: str, args: list[str]) -> None:
     """The command line's ``--config`` files (read and parsed: missing, not UTF-8, not YAML) and its ``--ckpt_path``
     file, checked before Lightning is imported: the training commands take ~10 s to import it, and a mistyped path is
     answered at once instead, in the words the run would say it in. The run checks them again (a config file given in
     a config, or a ``ckpt_path`` set in one, is checked there only)."""
     read_config_files(prog, args)
-    for i, arg in enumerate(args):
-        if arg == "--ckpt_path" and i + 1 < len(args):
-            name = args[i + 1]
-        elif arg.startswith("--ckpt_path="):
-            name = arg.split("=", 1)[1]
-        else:
-            continue
+    for name in _option_values(args, "--ckpt_path"):
         # Lightning's own names, remote paths and YAML's null (no checkpoint) are the run's to resolve
         # (_parse_ckpt_path)
         kept = ("", "~", "best", "last", "hpc")
@@ -248,13 +253,7 @@ def read_config_files(prog: str, args: list[str]) -> list:
     import yaml
 
     nodes = []
-    for i, arg in enumerate(args):
-        if arg in ("--config", "-c") and i + 1 < len(args):
-            name = args[i + 1]
-        elif arg.startswith("--config="):
-            name = arg.split("=", 1)[1]
-        else:
-            continue
+    for name in _option_values(args, "--config", "-c"):
         path = Path(name)
         if not path.is_file():
             fail(prog, f"--config {name}: {'is a directory' if path.is_dir() else 'no such file'}")

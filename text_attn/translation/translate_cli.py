@@ -368,11 +368,12 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.sentences == ["-"]:  # '-': stdin, as for caption
         args.sentences = []
     _check_outputs(args)
-    if not model_path(args.model).is_file():  # before torch is imported: a mistyped path is said at once
+    model = model_path(args.model)
+    if not model.is_file():  # before torch is imported: a mistyped path is said at once
         if args.model is None:
-            fail("translate", f"the bundled model {model_path(None)} is not installed; pass --model FILE (a model "
-                 "file written by text-train fit or text-export)")  # fmt: skip
-        fail("translate", f"{model_path(args.model)}: model file not found")  # as load_model_file says it
+            fail("translate", f"the bundled model {model} is not installed; pass --model FILE (a model file written "
+                 "by text-train fit or text-export)")  # fmt: skip
+        fail("translate", f"{model}: model file not found")  # as load_model_file says it
     if args.threads:
         import torch
 
