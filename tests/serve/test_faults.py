@@ -162,10 +162,11 @@ def test_sigterm_during_a_restart_still_drains_and_exits_0(server):
     answered = sentences.finish()
     log = server.log.read_text()
     assert code == 0 and took < 10 + 3, (code, took, log[-2000:])
-    # 0: sent after the stop began, when uvicorn no longer takes new connections (refused, or closed unanswered)
+    # 0: sent after the stop began, when uvicorn no longer takes new connections (refused, or closed unanswered:
+    # a close that comes while the client is still sending its body is a broken pipe, seen under load)
     served = [a for a in answered if a[0] != 0]
     assert served and all(a[0] == 200 for a in served), answered
-    late = ("ConnectionRefused", "RemoteDisconnected", "ConnectionReset")
+    late = ("ConnectionRefused", "RemoteDisconnected", "ConnectionReset", "BrokenPipe")
     assert all(any(w in a[1][1] for w in late) for a in answered if a[0] == 0), answered
     assert "stopped" in log and "Traceback" not in log, log
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == server.proc.pid]
