@@ -279,12 +279,16 @@ def _model_file(args: argparse.Namespace) -> Path:
     return model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
 
 
+NO_IMAGES = "no images: the folders hold no image files and stdin gave no paths"
+
+
 def _refuse_missing_files(args: argparse.Namespace) -> None:
-    """A model file that is not there, and IMAGE arguments none of which is there, are said before torch is imported
-    (a mistyped path is answered at once, not after the seconds the imports take), in the words and with the exit code
-    the run would give them later. The model file's content is read later, with torch: so photos that are all missing
-    are said before a model file that is there but broken. A run that writes records or pages for its failed images
-    (--json, --jsonl, --html, --overlay, --devices) keeps to the run: it writes them."""
+    """A model file that is not there, IMAGE arguments none of which is there, and folders none of which holds an
+    image file are said before torch is imported (a mistyped path is answered at once, not after the seconds the
+    imports take), in the words and with the exit code the run would give them later. The model file's content is
+    read later, with torch: so photos that are all missing are said before a model file that is there but broken. A
+    run that writes records or pages for its failed images (--json, --jsonl, --html, --overlay, --devices) keeps to
+    the run: it writes them."""
     path = _model_file(args)
     if not Path(path).is_file():
         if Path(path) in MODEL_NAMES.values():
@@ -301,6 +305,11 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
         for a in args.images:
             print(f"caption: error: {a}: no such file", file=sys.stderr)  # the words of preprocess's ImageReadError
         raise SystemExit(1)
+    if all(os.path.isdir(a) for a in args.images):
+        from captioning.photos.image_paths import image_paths
+
+        if next(image_paths(args.images), None) is None:  # the walk ends at the first image found
+            fail("caption", NO_IMAGES)
 
 
 def _model_files(args: argparse.Namespace) -> list[str]:
@@ -331,7 +340,7 @@ def _first_process() -> bool:
 
 
 def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
-    from captioning.photos.collection import image_paths
+    from captioning.photos.image_paths import image_paths
     from captioning.photos.shards import expand_braces, is_shard
 
     empty: list[str] = []  # folders without image files: each is a failed input, named in a note
@@ -340,7 +349,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     # strings: images and shards are read batch by batch
     paths = list(image_paths(given, stdin, empty, skip=outputs))
     if not paths:
-        fail("caption", "no images: the folders hold no image files and stdin gave no paths")
+        fail("caption", NO_IMAGES)
     for folder in empty if _first_process() else ():  # --devices: each process finds them; the first names them
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written

@@ -1,4 +1,4 @@
-"""What ``caption`` reads and writes at collection scale: image paths from arguments, folders (recursive) and stdin;
+"""What ``caption`` reads and writes at collection scale (the image paths its arguments name: image_paths.py):
 images decoded and preprocessed in DataLoader workers, in parallel with the model; the JSON Lines file that
 ``--resume`` continues. No Lightning.
 """
@@ -8,11 +8,9 @@ from __future__ import annotations
 import io
 import json
 import os
-import sys
 import warnings
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from PIL import ExifTags, Image
 from torch.utils.data import Dataset
@@ -20,44 +18,6 @@ from torch.utils.data import Dataset
 from captioning.photos.photo_check import photo_stats
 from captioning.photos.preprocess import ImageReadError, Preprocess, load_photo
 from text_attn.core.safe_files import write_text
-
-# What a folder contributes: files with these extensions (any case), found recursively, in sorted order.
-IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
-
-
-def image_paths(
-    items: Iterable[str], stdin: IO[str] | None = None, empty: list[str] | None = None, skip: Iterable[str] = ()
-) -> Iterator[str]:
-    """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders followed, each folder
-    once, so a link back up ends there; hidden
-    files and folders, whose names start with '.', skipped: thumbnails, macOS's ._ copies), ``-`` -> one path per
-    non-empty line of stdin (a folder there expands as an argument does), anything else as given (a missing file is
-    reported later). A folder without image files is appended to ``empty`` (the caller names it: it is a failed
-    input). Folders in ``skip`` are not entered (``caption``'s own --overlay folder inside an input folder: its PNGs
-    are outputs)."""
-    skipped = {os.path.realpath(s) for s in skip}
-    for item in items:
-        if item == "-":
-            lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else sys.stdin))  # Windows lists too
-            yield from image_paths((line for line in lines if line.strip() and line != "-"), None, empty, skip)
-        elif os.path.isdir(item):
-            found, seen = 0, {os.path.realpath(item)}
-            for root, dirs, files in os.walk(item, followlinks=True):
-                kept = []
-                for d in sorted(dirs):
-                    real = os.path.realpath(os.path.join(root, d))
-                    if not d.startswith(".") and real not in skipped and real not in seen:
-                        seen.add(real)
-                        kept.append(d)
-                dirs[:] = kept
-                for name in sorted(files):
-                    if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
-                        found += 1
-                        yield os.path.join(root, name)
-            if not found and empty is not None:
-                empty.append(item)
-        else:
-            yield item
 
 
 class ResumeError(ValueError):

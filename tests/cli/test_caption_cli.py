@@ -532,7 +532,7 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file,
     lines = jsonl.read_text().splitlines()
     whole = [json.loads(line) for line in lines if line.endswith("}")]
     assert whole and all(r["image"] for r in whole)
-    from captioning.photos.collection import image_paths
+    from captioning.photos.image_paths import image_paths
 
     images = sorted(image_paths([str(album)]))
     assert len(whole) < len(images)  # the limit stopped it part of the way

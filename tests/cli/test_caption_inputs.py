@@ -19,7 +19,7 @@ from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
 from captioning.commands.caption import caption_main
-from captioning.photos.collection import image_paths
+from captioning.photos.image_paths import image_paths
 from captioning.photos.preprocess import ImageReadError, load_image
 
 FAST = ["--max-len", "3"]

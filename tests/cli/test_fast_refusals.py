@@ -1,8 +1,9 @@
 """A mistyped path is answered at once: a missing model file (caption, translate, attention-serve), IMAGE arguments
-none of which exists (caption), an output in a folder that does not exist (caption --jsonl, translate --output), a
-missing or broken --config or a missing --ckpt_path (caption-train, text-train, also their optimize) and a missing
-checkpoint to export (caption-export, text-export) are refused before torch is imported, in the words and with the
-exit code the run gives them after loading; a run that writes records for its failed images still writes them."""
+none of which exists or folders none of which holds an image (caption), an output in a folder that does not exist
+(caption --jsonl, translate --output), a missing or broken --config or a missing --ckpt_path (caption-train,
+text-train, also their optimize) and a missing checkpoint to export (caption-export, text-export) are refused before
+torch is imported, in the words and with the exit code the run gives them after loading; a run that writes records
+for its failed images still writes them."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ def _probe(entry: tuple[str, str], argv: list[str], cwd) -> tuple[int, str, str,
         (CAPTION, ["gone.jpg"], 1, ["caption: error: gone.jpg: no such file"]),
         (CAPTION, TWO, 1, [f"caption: error: {n}: no such file" for n in TWO]),
         (CAPTION, ["--model", "nope.pt", "photo.jpg"], 2, ["caption: error: nope.pt: model file not found"]),
+        (
+            CAPTION,
+            ["empty", "notes"],
+            2,
+            ["caption: error: no images: the folders hold no image files and stdin gave no paths"],
+        ),  # fmt: skip
         (TRANSLATE, ["--model", "nope.pt", "Hallo"], 2, ["translate: error: nope.pt: model file not found"]),
         (
             CAPTION,
@@ -91,6 +98,9 @@ def test_a_missing_file_is_refused_before_torch_is_imported(entry, argv, code, l
     (tmp_path / "photo.jpg").write_bytes(b"")  # there, so that only the model is missing
     (tmp_path / "ok.yaml").write_text("trainer:\n  max_steps: 1\n")
     (tmp_path / "bad.yaml").write_text("a: b: c\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes" / "sub").mkdir(parents=True)
+    (tmp_path / "notes" / "sub" / "read.txt").write_text("no photo here")
     got, _, err, torch = _probe(entry, argv, tmp_path)
     assert (got, err.splitlines(), torch) == (code, lines, False)
 
@@ -107,6 +117,10 @@ def test_the_same_refusals_come_from_a_run_that_writes_records(tmp_path):
     got, out, err, torch = _probe(CAPTION, ["gone.jpg", "--json"], tmp_path)
     assert got == 1 and torch and err.splitlines() == ["caption: error: gone.jpg: no such file"]
     assert [r["error"] for r in json.loads(out)] == ["gone.jpg: no such file"]
+    (tmp_path / "empty").mkdir()
+    got, _, err, torch = _probe(CAPTION, ["empty", "--jsonl", "o.jsonl"], tmp_path)
+    assert got == 2 and torch
+    assert err.splitlines() == ["caption: error: no images: the folders hold no image files and stdin gave no paths"]
 
 
 @pytest.mark.parametrize("name", ["null", "~", "last", "best", "hpc", "s3://bucket/run.ckpt"])
