@@ -116,8 +116,9 @@ def _check(args: argparse.Namespace) -> None:
         fail("attention-serve", f"cannot listen on {args.host}:{args.port}: {err.strerror or one_line(err)}")
 
 
-def build_server(args: argparse.Namespace):
-    """The LitServer for these options (models loaded and checked in this process first)."""
+def build_server(args: argparse.Namespace, template=None):
+    """The LitServer for these options (models loaded and checked in this process first); its model workers start
+    from ``template`` (a multiprocessing context, worker_start.py; None: LitServe's own "spawn")."""
     from attention_serve import apis, models, page
     from attention_serve.front import Front
     from attention_serve.inflight import Waiting
@@ -151,6 +152,7 @@ def build_server(args: argparse.Namespace):
     server = SupervisedServer(
         lit_apis, accelerator=args.accelerator, devices=devices, workers_per_device=args.workers_per_device,
         timeout=args.timeout, model_metadata=info, middlewares=[(Front, front)], max_restarts=args.max_restarts,
+        worker_context=template,
     )  # fmt: skip
     waiting.attach(server)  # before LitServe forks the HTTP process: it reads the workers' board
     server.uvicorn_graceful_timeout = args.grace
@@ -225,7 +227,10 @@ def _stop_gracefully(server, grace: float) -> None:
 def serve_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _check(args)
-    server, caption, text = build_server(args)
+    from attention_serve.worker_start import start_worker_template
+
+    # first, so that the template's imports run beside build_server's imports and model loads (worker_start.py)
+    server, caption, text = build_server(args, start_worker_template())
     shown = "localhost" if args.host == "127.0.0.1" else args.host
     names = " and ".join(f"{what} {m.name}" for what, m in (("captioner", caption), ("translator", text)) if m)
     print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/ (the API: /openapi.json)",

@@ -10,6 +10,8 @@ its worker loop, and replaces only the monitor: it looks every 0.1 s, writes eac
 :class:`WorkerBoard` in shared memory that the HTTP process reads (front.py answers the requests in flight on a dead
 worker with 503, new ones while it loads too, and /health says so), logs one line per event, and gives up after
 ``max_restarts`` deaths of one model within ``RESTART_WINDOW`` seconds, stopping the server with a non-zero exit.
+
+The workers start from worker_start.py's template (forked with torch imported), not as fresh interpreters.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from collections import deque
 from dataclasses import dataclass
 
 import litserve as ls
+import litserve.server
+
+from attention_serve.worker_start import StartingFrom
 
 RESTART_WINDOW = 60.0  # seconds: more than max_restarts deaths of one model within it is a crash loop
 LOOK_EVERY = 0.1  # seconds between the supervisor's looks at the workers
@@ -94,8 +99,10 @@ class SupervisedServer(ls.LitServer):
     """A LitServer whose worker monitor replaces dead workers as the module doc says. ``max_restarts``: deaths of
     one model's workers within ``RESTART_WINDOW`` seconds before the server gives up (``gave_up`` then says why)."""
 
-    def __init__(self, *args, max_restarts: int = 5, **kwargs) -> None:
+    def __init__(self, *args, max_restarts: int = 5, worker_context=None, **kwargs) -> None:
         super().__init__(*args, restart_workers=True, **kwargs)
+        if worker_context is not None:  # LitServe starts its workers with mp.get_context("spawn") (0.2.19)
+            litserve.server.mp = StartingFrom(worker_context)
         self.max_restarts = max_restarts
         self.gave_up: str | None = None
         self.stopping = False

@@ -28,10 +28,15 @@ def free_port() -> int:
 class Server:
     """``attention-serve ARGS --port P``, started and waited for (GET /health answers ok); its stderr in a file."""
 
-    def __init__(self, args: list[str], log: Path, key: str | None = None, timeout: float = 180) -> None:
+    def __init__(self, args: list[str], log: Path, key: str | None = None, timeout: float = 180,
+                 env: dict[str, str] | None = None, poll: float = 0.5) -> None:  # fmt: skip
+        """``env``: more environment variables; ``poll``: seconds between the looks at /health (``started_in`` then
+        says how long the server took to answer 200, to within it)."""
         self.port, self.key, self.log = free_port(), key, log
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ)  # the tests run with CAPTION_ONNX=0 (tests/conftest.py); the benchmark as users do
+        # the tests run with CAPTION_ONNX=0 (tests/conftest.py); the benchmark as users do
+        env = dict(os.environ) | (env or {})
+        start = time.monotonic()
         self._err = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([SERVE, *args, "--port", str(self.port)], stdout=subprocess.DEVNULL,
                                      stderr=self._err, env=env, start_new_session=True)  # fmt: skip
@@ -41,10 +46,11 @@ class Server:
                 raise RuntimeError(f"attention-serve exited {self.proc.returncode}: {log.read_text()[-2000:]}")
             try:
                 if self.get("/health")[0] == 200:
+                    self.started_in = time.monotonic() - start
                     return
             except OSError:
                 pass
-            time.sleep(0.5)
+            time.sleep(poll)
         self.stop()
         raise RuntimeError(f"attention-serve did not start in {timeout} s: {log.read_text()[-2000:]}")
 

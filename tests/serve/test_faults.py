@@ -40,13 +40,16 @@ def server(models, tmp_path_factory):
 
 def worker_pid(server: Server, model: str) -> int:
     """The pid of ``model``'s worker process ("caption" or "translate"), as /info names it once it is ready; and
-    a child of the server, so the test kills what the server started."""
+    one the server started, so the test kills what it should: a child of the worker template (the forkserver), itself
+    a child of the server (worker_start.py)."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         pids = server.get("/info")[2]["workers"][model]["pids"]
         if pids:
             (pid,) = pids
-            assert _parent(Path(f"/proc/{pid}")) == server.proc.pid
+            template = _parent(Path(f"/proc/{pid}"))
+            assert _parent(Path(f"/proc/{template}")) == server.proc.pid
+            assert "forkserver" in Path(f"/proc/{template}/cmdline").read_text()
             return pid
         time.sleep(0.2)
     raise AssertionError(f"no ready {model} worker: {server.log.read_text()[-2000:]}")
@@ -156,6 +159,7 @@ def test_sigterm_during_a_restart_still_drains_and_exits_0(server):
     time.sleep(0.5)
     os.kill(victim, signal.SIGKILL)
     time.sleep(0.3)  # the supervisor has seen it and is starting the new worker
+    group = server.group()  # the server, the worker template, the workers, LitServe's manager and HTTP processes
     start = time.monotonic()
     code = server.stop()
     took = time.monotonic() - start
@@ -170,6 +174,15 @@ def test_sigterm_during_a_restart_still_drains_and_exits_0(server):
     assert all(any(w in a[1][1] for w in late) for a in answered if a[0] == 0), answered
     assert "stopped" in log and "Traceback" not in log, log
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == server.proc.pid]
+    time.sleep(1)  # the template and its workers end as the server's pipe to them closes
+    assert not [pid for pid in group if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"], group
+
+
+def _state(pid: str) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _parent(proc: Path) -> int | None:
