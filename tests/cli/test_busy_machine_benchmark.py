@@ -3,13 +3,10 @@ with what the default chose; its refusals."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers.scripts import run_main
+from helpers.scripts import run_benchmark, run_main
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "busy_machine.py"
 
@@ -21,11 +18,7 @@ def test_bad_sizes_are_refused_in_one_line(capsys):
 
 @pytest.mark.slow
 def test_every_command_setting_and_load_is_timed(tmp_path):
-    out = tmp_path / "busy.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--photos", "2", "--repeats", "1", "--busy", "1", "--json",
-                           str(out)], capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
+    printed, report = run_benchmark(SCRIPT, tmp_path / "busy.json", "--photos", 2, "--repeats", 1, "--busy", 1)
     cores = report["cores"]
     settings = {"default", f"--threads {cores}"} | ({f"--threads {cores - 1}"} if cores > 1 else set())
     rows = report["rows"]
@@ -36,5 +29,5 @@ def test_every_command_setting_and_load_is_timed(tmp_path):
     assert all(r["vs_default"] == 1.0 for r in rows if r["setting"] == "default")
     if cores > 1:  # a process spinning beside the runs is seen: the default leaves its core out
         assert all(r["chosen"] <= cores - 1 for r in rows if r["busy"] == 1)
-    table = [line for line in done.stdout.splitlines() if line.startswith(("| caption", "| translate"))]
+    table = [line for line in printed.splitlines() if line.startswith(("| caption", "| translate"))]
     assert len(table) == len(rows)

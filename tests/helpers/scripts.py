@@ -28,3 +28,16 @@ def run_main(path: Path, capsys, *args) -> tuple[int, str, str]:
     if isinstance(code, str):
         code, err = 1, err + code + "\n"
     return code or 0, printed.out, err
+
+
+def run_benchmark(path: Path, json_out: Path, *args, timeout: float = 600) -> tuple[str, dict]:
+    """``python path args --json json_out`` in its own interpreter, as a user runs it (a slow test's whole run):
+    (what it printed, the report it wrote); fails the test with its stderr when it exits non-zero."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(path), *map(str, args), "--json", str(json_out)], capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout, json.loads(json_out.read_text())

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers.scripts import run_main
+from helpers.scripts import run_benchmark, run_main
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "serve_idle.py"
 
@@ -21,11 +18,7 @@ def test_bad_counts_are_refused_in_one_line(capsys):
 
 @pytest.mark.slow
 def test_both_arms_are_measured_in_alternating_order(tmp_path):
-    out = tmp_path / "idle.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "2", "--requests", "4", "--idle", "3", "--json",
-                           str(out)], capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
+    printed, report = run_benchmark(SCRIPT, tmp_path / "idle.json", "--rounds", 2, "--requests", 4, "--idle", 3)
     runs = report["runs"]
     assert set(runs) == {"LitServe's loop", "--idle-wait"} and all(len(r) == 2 for r in runs.values())
     for got in (g for r in runs.values() for g in r):
@@ -34,5 +27,5 @@ def test_both_arms_are_measured_in_alternating_order(tmp_path):
     # the polling is what the flag removes: an idle LitServe worker spins, a waiting one does not
     assert max(g["idle_cpu_share"] for g in runs["--idle-wait"]) < 0.05
     assert min(g["idle_cpu_share"] for g in runs["LitServe's loop"]) > 0.05
-    order = [line.split(" | ")[1] for line in done.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    order = [line.split(" | ")[1] for line in printed.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert order == ["LitServe's loop", "--idle-wait", "--idle-wait", "LitServe's loop"]

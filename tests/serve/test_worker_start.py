@@ -5,7 +5,6 @@ arms, alternating."""
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import litserve.server
 import pytest
-from helpers.scripts import run_main
+from helpers.scripts import run_benchmark, run_main
 from helpers.tiny_captioner import tiny_model_file
 
 from attention_serve.cli import _parser, build_server
@@ -58,15 +57,12 @@ def test_bad_rounds_are_refused_in_one_line(capsys):
 
 @pytest.mark.slow
 def test_both_arms_start_their_workers_as_they_say(tmp_path):
-    out = tmp_path / "start.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "2", "--json", str(out)], capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    runs = json.loads(out.read_text())["runs"]
+    printed, report = run_benchmark(SCRIPT, tmp_path / "start.json", "--rounds", 2)
+    runs = report["runs"]
     assert [g["started_by"] for g in runs["LitServe's fresh interpreters"]] == ["the server"] * 2
     assert [g["started_by"] for g in runs["forked from the template"]] == ["the template"] * 2
     for got in (g for r in runs.values() for g in r):
         assert got["start_s"] > 0 and got["restart_s"] > 0 and 0 < got["pss_mb"] <= got["rss_mb"]
-    order = [line.split(" | ")[1] for line in done.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    order = [line.split(" | ")[1] for line in printed.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     spawn, template = "LitServe's fresh interpreters", "forked from the template"
     assert order == [spawn, template, template, spawn]
