@@ -369,8 +369,9 @@ def cuda_test_rows(out: Path) -> list[dict]:
     """The CUDA tests run as they are (they skip without CUDA), their output in OUT/cuda_tests.txt; the row: pytest's
     summary line. The test of this very check is left out (it would run the check again)."""
     tests = [t for t in CUDA_TESTS if not t.endswith("test_gpu_check.py")]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-rs", *tests],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)  # fmt: skip
+    # the project's addopts name pytest-xdist (-n auto), which the device machine may lack: none of them here
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", "-rs",
+                           *tests], cwd=ROOT, capture_output=True, text=True, timeout=600)  # fmt: skip
     (out / "cuda_tests.txt").write_text(done.stdout + done.stderr)
     summary = (done.stdout.strip().splitlines() or ["no output"])[-1].strip("= ")
     return [{"what": "CUDA tests (" + ", ".join(Path(t).name for t in tests) + ")", "value": summary,
