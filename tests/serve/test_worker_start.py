@@ -34,11 +34,25 @@ def test_the_template_can_be_turned_off(monkeypatch):
     assert start_worker_template().get_start_method() == "spawn"
 
 
-def test_the_preloaded_modules_are_what_a_worker_imports():
-    # a name that does not import would be skipped by the forkserver without a word, and its worker would pay again
-    code = f"import importlib; [importlib.import_module(m) for m in {PRELOAD!r}]"
+def test_the_preloaded_modules_import_and_touch_no_cuda():
+    """A name that does not import would be skipped by the forkserver without a word (its workers would pay for it
+    again); and a module that asked CUDA anything at import would start the driver in the template, which no forked
+    worker could then use (on a GPU machine): every way torch reaches the driver is watched while they import."""
+    code = (
+        "import importlib, torch\n"
+        "asked = []\n"
+        "def watch(owner, name):\n"
+        "    real = getattr(owner, name)\n"
+        "    setattr(owner, name, lambda *a, **k: asked.append(name) or real(*a, **k))\n"
+        "for owner, name in [(torch._C, '_cuda_getDeviceCount'), (torch.cuda, 'is_available'), (torch.cuda, 'init'),"
+        " (torch.cuda, '_lazy_init'), (torch.cuda, 'device_count')]:\n"
+        "    watch(owner, name)\n"
+        f"[importlib.import_module(m) for m in {PRELOAD!r}]\n"
+        "print('asked', asked)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "asked []"
     assert "torch" in PRELOAD and "attention_serve.apis" in PRELOAD
 
 
