@@ -405,13 +405,26 @@ def serve_rows(device: str, tmp: Path) -> list[dict]:
              "restart_s": back, "caption_equal": words == expected}]  # fmt: skip
 
 
+def pytest_env(have_pytest: bool | None = None, carried: Path = ROOT / ".gpu_carry" / "if_missing") -> dict[str, str]:
+    """The environment the CUDA tests run in: this one, with the pytest benchmarks/gpu_send.py carries on the path
+    where this Python has none of its own."""
+    import importlib.util
+
+    env = dict(os.environ)
+    if have_pytest is None:
+        have_pytest = importlib.util.find_spec("pytest") is not None
+    if not have_pytest and carried.is_dir():
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(carried), env.get("PYTHONPATH", "")]))
+    return env
+
+
 def cuda_test_rows(out: Path) -> list[dict]:
     """The CUDA tests run as they are (they skip without CUDA), their output in OUT/cuda_tests.txt; the row: pytest's
     summary line. The test of this very check is left out (it would run the check again)."""
     tests = [t for t in CUDA_TESTS if not t.endswith("test_gpu_check.py")]
     # the project's addopts name pytest-xdist (-n auto), which the device machine may lack: none of them here
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", "-rs",
-                           *tests], cwd=ROOT, capture_output=True, text=True, timeout=600)  # fmt: skip
+    command = [sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", "-rs", *tests]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=pytest_env())
     (out / "cuda_tests.txt").write_text(done.stdout + done.stderr)
     summary = (done.stdout.strip().splitlines() or ["no output"])[-1].strip("= ")
     return [{"what": "CUDA tests (" + ", ".join(Path(t).name for t in tests) + ")", "value": summary,

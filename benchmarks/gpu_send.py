@@ -10,8 +10,10 @@ and untracked ones git does not ignore) plus the carried paths, 64 MiB at most; 
   (``caption-export --member 1 --half``: 30 MiB instead of 41 MiB of two decoders, and the GPU machine needs no
   EfficientNet-Lite2 weights package, 24 MB). The device check then measures ONE decoder, and says so in its JSON
   (``decoders``): the bundled model's speed with two decoders is about 0.7-0.8x (docs/results.md);
-- the bundled Bahdanau translator (17 MB) is set aside: the check translates with the bundled Transformer;
-- .gpu_carry/ gets the EfficientNet-Lite code package (0.1 MB), the one thing the device machine lacks.
+- the bundled Bahdanau translator (17 MB) is set aside: the check translates with the bundled Transformer; so is
+  docs/faithfulness.json (2.4 MB), which nothing there reads;
+- .gpu_carry/ gets the EfficientNet-Lite code package (0.1 MB), the one thing the device machine is known to lack,
+  and in .gpu_carry/if_missing/ pytest (1.6 MB), used only where the machine has none (the CUDA tests need it).
 It refuses to run over uncommitted changes to those files, and when the result would not fit.
 """
 
@@ -26,9 +28,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 64 * 2**20  # bytes the device tool sends at most (the working tree and the carried paths together)
 CAPTIONER = Path("captioning/assets/flickr8k_soft.pt")
-SET_ASIDE = [Path("text_attn/translation/assets/multi30k_de_en_bahdanau.pt")]
+# the Bahdanau translator (the check translates with the Transformer); the faithfulness benchmark's numbers (docs)
+SET_ASIDE = [Path("text_attn/translation/assets/multi30k_de_en_bahdanau.pt"), Path("docs/faithfulness.json")]
 STASH, CARRY = Path(".gpu_stash"), Path(".gpu_carry")
 CODE_PACKAGE = "efficientnet_lite_pytorch"
+# pytest, pure Python, for the CUDA tests where the device machine has none: not on PYTHONPATH (the machine's own
+# pytest, if any, is used), benchmarks/gpu.py adds it only where ``import pytest`` fails
+IF_MISSING = CARRY / "if_missing"
+TEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig")
 
 
 def sent_files(root: Path = ROOT) -> dict[str, int]:
@@ -44,8 +51,13 @@ def sent_files(root: Path = ROOT) -> dict[str, int]:
     return sizes
 
 
-def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+def folder_bytes(folder: Path, caches: bool = True) -> int:
+    """The bytes of the files below ``folder``; without ``caches``, those in __pycache__ folders left out (what
+    ``prepare`` copies of an installed package)."""
+    if not folder.is_dir():
+        return 0
+    files = (p for p in folder.rglob("*") if p.is_file() and (caches or "__pycache__" not in p.parts))
+    return sum(p.stat().st_size for p in files)
 
 
 def one_decoder_file(source: Path, out: Path) -> Path:
@@ -56,6 +68,19 @@ def one_decoder_file(source: Path, out: Path) -> Path:
     if code:
         raise SystemExit(f"gpu_send: caption-export failed ({code})")
     return out
+
+
+def test_packages() -> list[Path]:
+    """The installed folders of ``TEST_PACKAGES`` (pytest and what it needs beyond the device machine's Lightning)."""
+    import importlib.util
+
+    found = []
+    for name in TEST_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise SystemExit(f"gpu_send: the {name} package is not installed here (pip install -e '.[dev]')")
+        found.append(Path(spec.origin).parent)
+    return found
 
 
 def code_package() -> Path:
@@ -88,6 +113,8 @@ def prepare(root: Path = ROOT) -> int:
     one_decoder_file(root / STASH / CAPTIONER, root / CAPTIONER)
     shutil.rmtree(root / CARRY, ignore_errors=True)
     shutil.copytree(code_package(), root / CARRY / CODE_PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    for package in test_packages():
+        shutil.copytree(package, root / IF_MISSING / package.name, ignore=shutil.ignore_patterns("__pycache__"))
     total = sum(sent_files(root).values()) + folder_bytes(root / CARRY)
     if total > LIMIT:
         restore(root)
@@ -121,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, size in sizes:
         print(f"  {size / 2**20:6.1f} MiB  {name}")
     if args.action == "prepare":
-        print(f"\nnow run (device tool), carry [\"{CARRY}\"]:\n  PYTHONPATH={CARRY} python benchmarks/gpu.py --json "
-              "$OUT/gpu.json\nthen: python benchmarks/gpu_send.py restore")  # fmt: skip
+        print(f"\nnow run (device tool), carry [\"{CARRY}\"]:\n  PYTHONPATH={CARRY} python benchmarks/gpu.py --out "
+              "$OUT\nthen: python benchmarks/gpu_send.py restore")  # fmt: skip
     return 0
 
 

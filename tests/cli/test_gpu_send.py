@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ def test_what_the_recipe_sends_fits_64_mib_with_room(one_decoder):
     assert str(gpu_send.CAPTIONER) in sent and sum(sent.values()) > gpu_send.LIMIT  # as it is: it does not fit
     after = sum(sent.values()) - sum(sent[str(p)] for p in [gpu_send.CAPTIONER, *gpu_send.SET_ASIDE])
     after += one_decoder.stat().st_size + gpu_send.folder_bytes(gpu_send.code_package())
+    after += sum(gpu_send.folder_bytes(p, caches=False) for p in gpu_send.test_packages())
     assert after <= gpu_send.LIMIT - 4 * 2**20, f"{after / 2**20:.1f} MiB: less than 4 MiB to spare"
 
 
@@ -72,6 +74,13 @@ def test_prepare_then_restore_on_a_copy_of_the_layout(tmp_path):
     sent = gpu_send.sent_files(root)
     assert all(str(rel) not in sent for rel in gpu_send.SET_ASIDE) and ".gpu_stash" not in "".join(sent)
     assert (root / gpu_send.CARRY / gpu_send.CODE_PACKAGE / "__init__.py").is_file()
+    # the carried pytest, first on the path as gpu.py puts it where the machine has none: whole, and it runs
+    carried = root / gpu_send.IF_MISSING
+    code = "import pytest, sys; print(pytest.__file__); sys.exit(pytest.main(['--version']))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(carried), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+                          cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.startswith(str(carried)), done.stderr
     assert total == sum(sent.values()) + gpu_send.folder_bytes(root / gpu_send.CARRY)
     assert (root / gpu_send.CAPTIONER).stat().st_size < (root / gpu_send.STASH / gpu_send.CAPTIONER).stat().st_size
     with pytest.raises(SystemExit, match="prepared already"):
@@ -80,3 +89,13 @@ def test_prepare_then_restore_on_a_copy_of_the_layout(tmp_path):
     assert {rel: _sha(root / rel) for rel in before} == before and not (root / gpu_send.STASH).exists()
     with pytest.raises(SystemExit, match="nothing to restore"):
         gpu_send.restore(root)
+
+
+def test_the_carried_pytest_is_used_only_where_the_machine_has_none(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu import pytest_env
+
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    assert pytest_env(have_pytest=True, carried=tmp_path)["PYTHONPATH"] == "/somewhere"
+    assert pytest_env(have_pytest=False, carried=tmp_path)["PYTHONPATH"] == f"{tmp_path}{os.pathsep}/somewhere"
+    assert pytest_env(have_pytest=False, carried=tmp_path / "absent")["PYTHONPATH"] == "/somewhere"
