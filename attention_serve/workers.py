@@ -17,12 +17,14 @@ The workers start from worker_start.py's template (forked with torch imported), 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 import sys
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 import litserve as ls
 import litserve.server
@@ -36,6 +38,30 @@ WHAT = {"/caption": "caption", "/translate": "translation"}  # the model's name 
 
 def log(line: str) -> None:
     print(f"attention-serve: {line}", file=sys.stderr, flush=True)
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot: /proc/PID/stat's 22nd field); None where unknown."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def end_if_running(pid: int, started: int | None) -> bool:
+    """Kill worker ``pid`` if it is still the process that started at ``started``; whether it was running.
+
+    A worker forked from the template (worker_start.py) is known to have ended from the template, which reaps it. If
+    the template itself is killed (the out-of-memory killer may choose it), every worker it started reads as ended
+    (exit code 255) but runs on, orphaned, taking requests. It is ended before its replacement starts: never two
+    workers in one slot."""
+    if started is None or start_time(pid) != started:
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def how_it_ended(exitcode: int | None) -> str:
@@ -114,6 +140,8 @@ class SupervisedServer(ls.LitServer):
                 slots.append(Slot(index, api.api_path, worker_id))
                 index += 1
         self.board = WorkerBoard(slots)
+        # slot index -> its worker's pid and start time, from when it was first seen running (end_if_running)
+        self.started: dict[int, tuple[int, int | None]] = {}
 
     def stop_supervising(self) -> None:
         """No more relaunches (a stop has begun); waits for one in progress to finish, so none is left behind."""
@@ -130,6 +158,8 @@ class SupervisedServer(ls.LitServer):
             for slot in self.board.slots:
                 proc = self.inference_workers[slot.index]
                 if proc.is_alive():
+                    if self.started.get(slot.index, (None,))[0] != proc.pid:  # a new worker: the process to end later
+                        self.started[slot.index] = (proc.pid, start_time(proc.pid))
                     key = f"{slot.route[1:]}_{slot.worker_id}"  # LitServe's setup status: "ready" once loaded
                     if not self.board.ready[slot.index] and self.workers_setup_status.get(key) == "ready":
                         self.board.pid[slot.index] = proc.pid
@@ -150,6 +180,9 @@ class SupervisedServer(ls.LitServer):
         self.board.ready[slot.index] = 0
         self.board.generation[slot.index] += 1  # the HTTP process answers what this worker held with 503
         how = how_it_ended(proc.exitcode)
+        pid, started = self.started.pop(slot.index, (proc.pid, None))
+        if end_if_running(pid, started):
+            how = "its template process ended, so it was ended too"
         deaths.append(now)
         while deaths and now - deaths[0] > RESTART_WINDOW:
             deaths.popleft()

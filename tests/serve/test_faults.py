@@ -195,6 +195,31 @@ def _parent(proc: Path) -> int | None:
         return None
 
 
+@pytest.mark.slow  # ~20 s: its own server, and a new template imports torch again
+def test_a_killed_template_leaves_no_orphan_worker(models, tmp_path):
+    """The out-of-memory killer may choose the template the workers are forked from (worker_start.py). Its workers then
+    read as ended (exit code 255) though they run on: each is ended before its replacement starts, so no slot has two
+    workers and none is left behind; a new template starts the replacement."""
+    srv = Server(["--caption-model", str(models["caption"]), "--text-model", "none"], tmp_path / "server.log")
+    try:
+        victim = worker_pid(srv, "caption")
+        template = _parent(Path(f"/proc/{victim}"))
+        os.kill(template, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while srv.get("/info")[2]["workers"]["caption"]["restarts"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        wait_healthy(srv)
+        assert not Path(f"/proc/{victim}").exists() or _state(str(victim)) == "Z", "the orphaned worker still runs"
+        replacement = worker_pid(srv, "caption")  # a child of a new template, itself the server's child
+        assert replacement != victim and _parent(Path(f"/proc/{replacement}")) != template
+        assert srv.post_file("/caption", PHOTO)[0] == 200
+    finally:
+        code = srv.stop()
+    log = srv.log.read_text()
+    assert f"worker (pid {victim}) stopped (its template process ended, so it was ended too)" in log, log
+    assert code == 0 and "Traceback" not in log, log
+
+
 @pytest.mark.slow
 def test_a_crash_loop_stops_the_server_with_one_line_and_exit_1(models, tmp_path):
     """The model file is broken after the start (a worker that dies at every load): after --max-restarts the server
