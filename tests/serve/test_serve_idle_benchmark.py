@@ -1,5 +1,5 @@
 """benchmarks/serve_idle.py: servers with and without --idle-wait in alternating rounds (idle CPU, a lone request,
-1 and 16 clients); its refusals."""
+1 and 16 clients); its refusals, and benchmarks/serve_threads.py's."""
 
 from __future__ import annotations
 
@@ -29,3 +29,11 @@ def test_both_arms_are_measured_in_alternating_order(tmp_path):
     assert min(g["idle_cpu_share"] for g in runs["LitServe's loop"]) > 0.05
     order = [line.split(" | ")[1] for line in printed.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert order == ["LitServe's loop", "--idle-wait", "--idle-wait", "LitServe's loop"]
+
+
+THREADS = Path(__file__).resolve().parents[2] / "benchmarks" / "serve_threads.py"
+
+
+def test_the_threads_benchmark_refuses_bad_counts_in_one_line(capsys):
+    code, _, err = run_main(THREADS, capsys, "--photos", "0")
+    assert code == 2 and "--rounds and --photos must be at least 1" in err
