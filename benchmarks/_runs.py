@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -65,6 +65,14 @@ def write_console_script(name: str, folder: Path) -> Path:
     script.write_text("\n".join(lines) + "\n")
     script.chmod(0o755)
     return script
+
+
+def alternating(names: list[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """(round, name) for every name once a round, the one that goes first alternating from round to round, so that a
+    machine that drifts (another program, a warming cache) weighs on every arm alike."""
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            yield r, name
 
 
 def run_stage(stage: str, cmd: list[str], logs: Path, stdin: str | None = None) -> float:

@@ -25,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
+from _runs import alternating  # noqa: E402
 from helpers.server import Server, multipart  # noqa: E402
 from serve import drive  # noqa: E402
 from speed import photo_folder  # noqa: E402
@@ -78,13 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
     print("| round | arm | idle CPU (share of a core) | a lone request, ms | 1 client photos/s | 16 clients photos/s |"
           "\n|---|---|---|---|---|---|")  # fmt: skip
-    for r in range(args.rounds):
-        order = list(ARMS) if r % 2 == 0 else list(ARMS)[::-1]
-        for arm in order:
-            got = one_arm(ARMS[arm], jobs, args.idle, work / f"server-{r}-{len(runs[arm])}.log")
-            runs[arm].append(got)
-            print(f"| {r + 1} | {arm} | {got['idle_cpu_share']:.1%} | {got['lone_ms']:.0f} | {got['clients_1']:.2f} | "
-                  f"{got['clients_16']:.2f} |", flush=True)  # fmt: skip
+    for r, arm in alternating(list(ARMS), args.rounds):
+        got = one_arm(ARMS[arm], jobs, args.idle, work / f"server-{r}-{len(runs[arm])}.log")
+        runs[arm].append(got)
+        print(f"| {r + 1} | {arm} | {got['idle_cpu_share']:.1%} | {got['lone_ms']:.0f} | {got['clients_1']:.2f} | "
+              f"{got['clients_16']:.2f} |", flush=True)  # fmt: skip
     print("\n| arm | idle CPU, median | a lone request, median ms (range) | 1 client, median photos/s (range) | "
           "16 clients, median photos/s (range) | errors |\n|---|---|---|---|---|---|")  # fmt: skip
     summary = {}

@@ -28,7 +28,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
 
+from _runs import alternating  # noqa: E402
 from helpers.server import Server  # noqa: E402
 
 from text_attn.core.safe_files import write_text  # noqa: E402
@@ -94,13 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, float | str]]] = {arm: [] for arm in ARMS}
     print("| round | arm | start to /health 200, s | memory idle: PSS / RSS, MB | a killed worker replaced, s | "
           "the worker started by |\n|---|---|---|---|---|---|")  # fmt: skip
-    for r in range(args.rounds):
-        for arm in list(ARMS) if r % 2 == 0 else list(ARMS)[::-1]:
-            got = one_arm(ARMS[arm], work / f"server-{r}-{len(runs[arm])}.log")
-            runs[arm].append(got)
-            print(f"| {r + 1} | {arm} | {got['start_s']:.2f} | {got['pss_mb']:.0f} / {got['rss_mb']:.0f} | "
-                  f"{got['restart_s']:.2f} | {got['started_by']} |", flush=True)  # fmt: skip
-            time.sleep(1)  # the stopped server's processes gone
+    for r, arm in alternating(list(ARMS), args.rounds):
+        got = one_arm(ARMS[arm], work / f"server-{r}-{len(runs[arm])}.log")
+        runs[arm].append(got)
+        print(f"| {r + 1} | {arm} | {got['start_s']:.2f} | {got['pss_mb']:.0f} / {got['rss_mb']:.0f} | "
+              f"{got['restart_s']:.2f} | {got['started_by']} |", flush=True)  # fmt: skip
+        time.sleep(1)  # the stopped server's processes gone
     print("\n| workers | start to /health 200, median s (range) | memory idle, median PSS / RSS MB | a killed worker "
           "replaced, median s (range) |\n|---|---|---|---|")  # fmt: skip
     summary = {}

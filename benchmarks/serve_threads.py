@@ -25,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
+from _runs import alternating  # noqa: E402
 from helpers.server import Server, multipart  # noqa: E402
 from serve import drive  # noqa: E402
 from speed import photo_folder  # noqa: E402
@@ -83,12 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
     print("| round | threads | captioner alone, images/s | both busy: images/s | both busy: sentences/s |\n"
           "|---|---|---|---|---|")  # fmt: skip
-    for r in range(args.rounds):
-        for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-            got = one_arm(arms[arm], photos, sentences, work / f"server-{r}-{len(runs[arm])}.log")
-            runs[arm].append(got)
-            print(f"| {r + 1} | {arm} | {got['caption_alone']:.2f} | {got['caption_both']:.2f} | "
-                  f"{got['translate_both']:.1f} |", flush=True)  # fmt: skip
+    for r, arm in alternating(list(arms), args.rounds):
+        got = one_arm(arms[arm], photos, sentences, work / f"server-{r}-{len(runs[arm])}.log")
+        runs[arm].append(got)
+        print(f"| {r + 1} | {arm} | {got['caption_alone']:.2f} | {got['caption_both']:.2f} | "
+              f"{got['translate_both']:.1f} |", flush=True)  # fmt: skip
     print("\n| threads | captioner alone, median images/s | both busy: median images/s | both busy: median "
           "sentences/s |\n|---|---|---|---|")  # fmt: skip
     summary = {}

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _runs import alternating
 from torch import nn
 
 from text_attn.core.decoding import greedy_search
@@ -165,10 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         fn()
     times: dict[str, list[float]] = {name: [] for name in jobs}
     names = list(jobs)
-    for r in range(args.repeats):
-        order = names if r % 2 == 0 else names[::-1]  # alternate the order too
-        for name in order:
-            times[name].append(_timed(jobs[name], device))
+    for _, name in alternating(names, args.repeats):  # alternate the order too
+        times[name].append(_timed(jobs[name], device))
     med = {name: statistics.median(ts) for name, ts in times.items()}
 
     gen_tokens = B * args.out_len
