@@ -20,6 +20,7 @@ from typing import Any
 import litserve as ls
 import numpy as np
 
+from attention_serve.cores import CoreShare
 from attention_serve.idle_loop import IdleWaitingLoop
 from text_attn.core.errors import one_line
 
@@ -41,12 +42,13 @@ def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
 
 
 class _ModelAPI(ls.LitAPI):
-    """What both APIs share: their model file, the name clients see, torch threads, batching by LitServe,
-    and a worker that ignores Ctrl-C (the main process stops it once the requests in flight are answered)."""
+    """What both APIs share: their model file, the name clients see, torch threads (``threads``, or None: the cores
+    lent by demand, cores.py), batching by LitServe, and a worker that ignores Ctrl-C (the main process stops it once
+    the requests in flight are answered)."""
 
     route = "/"
 
-    def __init__(self, path: Path, name: str, threads: int, max_batch_size: int, batch_timeout: float,
+    def __init__(self, path: Path, name: str, threads: int | None, max_batch_size: int, batch_timeout: float,
                  idle_wait: bool = True):  # fmt: skip
         # an idle worker waits for its next request instead of polling LitServe's queue (idle_loop.py; off with
         # --no-idle-wait); with batch 1 LitServe's own loop already waits
@@ -55,6 +57,7 @@ class _ModelAPI(ls.LitAPI):
         self.path, self.name, self.threads = str(path), name, threads
 
     slot_base = 0  # set by workers.SupervisedServer: this model's first worker's index among all workers
+    cores: CoreShare | None = None  # set by workers.SupervisedServer where threads is None (shared with every worker)
 
     def setup(self, device) -> None:
         """Load the model. The worker loop then tags each request it takes with this worker's index among all the
@@ -64,8 +67,13 @@ class _ModelAPI(ls.LitAPI):
         import torch
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        os.environ["LITSERVE_WORKER_ID"] = str(self.slot_base + int(os.environ.get("LITSERVE_WORKER_ID", "0")))
-        torch.set_num_threads(self.threads)
+        slot = self.slot_base + int(os.environ.get("LITSERVE_WORKER_ID", "0"))
+        os.environ["LITSERVE_WORKER_ID"] = str(slot)
+        if self.threads is None and self.cores is not None:
+            self.cores.join(slot)
+            torch.set_num_threads(self.cores.cores // len(self.cores.busy) or 1)  # loading: the fixed share
+        else:
+            torch.set_num_threads(self.threads or 1)
         try:
             self.load(device)
         except Exception as err:  # noqa: BLE001 - whatever stops the model loading: the line says what
@@ -74,6 +82,16 @@ class _ModelAPI(ls.LitAPI):
             os._exit(1)
 
     def load(self, device) -> None:
+        raise NotImplementedError
+
+    def predict(self, items: Any) -> Any:
+        """One batch (a list) or, with max_batch_size 1, one request: computed on this worker's threads (cores.py)."""
+        if self.cores is None or self.cores.slot is None:
+            return self.compute(items)
+        with self.cores.working():
+            return self.compute(items)
+
+    def compute(self, items: Any) -> Any:
         raise NotImplementedError
 
     def batch(self, inputs: list) -> list:
@@ -100,7 +118,7 @@ class CaptionAPI(_ModelAPI):
         pixels = np.frombuffer(bytearray(base64.b64decode(request["pixels"])), dtype=np.uint8).reshape(request["shape"])
         return {**request, "pixels": self.captioner.preprocess.normalise(pixels)}  # (3, S, S)
 
-    def predict(self, items: Any) -> Any:
+    def compute(self, items: Any) -> Any:
         import torch
 
         single = isinstance(items, dict)  # max_batch_size 1: LitServe passes the request itself
@@ -158,7 +176,7 @@ class TranslateAPI(_ModelAPI):
         self.translator = Translator.load(self.path)
         self.translator.net.to(device)
 
-    def predict(self, items: Any) -> Any:
+    def compute(self, items: Any) -> Any:
         single = isinstance(items, dict)
         items = [items] if single else items
         out: list[dict[str, Any] | None] = [None] * len(items)

@@ -67,7 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "cuda"), help="where the models run")
     p.add_argument("--devices", default="auto", help="GPUs to use: a count or auto (default: auto: every GPU)")
     p.add_argument("--workers-per-device", type=int, default=1, help="model workers per device and model (default 1)")
-    p.add_argument("--threads", type=int, help="torch threads per worker (default: the cores shared among workers)")
+    p.add_argument("--threads", type=int,
+                   help="torch threads of every worker (default: the cores lent by demand: a worker busy alone "
+                   "takes them all, busy workers share them; docs/serve.md)")  # fmt: skip
     p.add_argument("--grace", type=float, default=10, help="seconds to finish requests in flight on stop (default 10)")
     p.add_argument("--timeout", type=float, default=120,
                    help="seconds a request may wait for its answer (504 after; default 120)")  # fmt: skip
@@ -131,13 +133,10 @@ def build_server(args: argparse.Namespace, template=None):
         caption, text = models.load(args.caption_model, args.text_model)
     except ModelFileError as err:
         fail("attention-serve", str(err))
-    served = [m for m in (caption, text) if m is not None]
-    cores = os.cpu_count() or 1
-    threads = args.threads or max(1, cores // (len(served) * args.workers_per_device))
     limits = Limits(max_upload_bytes=int(args.max_upload_mb * 2**20), max_pixels=int(args.max_pixels * 1e6),
                     max_sentences=args.max_sentences, max_chars=args.max_chars, max_queue=args.max_queue,
                     read_timeout=args.read_timeout, api_key=args.api_key)  # fmt: skip
-    batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": threads,
+    batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": args.threads,
                 "idle_wait": args.idle_wait}  # fmt: skip
     lit_apis = []
     if caption is not None:

@@ -29,6 +29,7 @@ from pathlib import Path
 import litserve as ls
 import litserve.server
 
+from attention_serve.cores import CoreShare
 from attention_serve.worker_start import StartingFrom
 
 RESTART_WINDOW = 60.0  # seconds: more than max_restarts deaths of one model within it is a crash loop
@@ -140,6 +141,10 @@ class SupervisedServer(ls.LitServer):
                 slots.append(Slot(index, api.api_path, worker_id))
                 index += 1
         self.board = WorkerBoard(slots)
+        share = CoreShare(len(slots), os.cpu_count() or 1)  # one for every worker: they lend each other cores
+        for api in self.litapi_connector:
+            if api.threads is None:
+                api.cores = share
         # slot index -> its worker's pid and start time, from when it was first seen running (end_if_running)
         self.started: dict[int, tuple[int, int | None]] = {}
 

@@ -1,0 +1,76 @@
+"""The machine's cores lent among the model workers by demand (the default; ``--threads N`` fixes every worker at N).
+
+With both models served on 2 cores, a fixed share gives each worker one torch thread, so a captioner busy alone
+leaves half the machine idle; giving every worker every core is five times slower as soon as both are busy (two
+thread pools fighting over two cores: docs/serve.md). Here each worker, while it computes a batch, takes the cores
+divided among the workers that are busy now: all of them when the others are idle, its share when they are not.
+
+The workers agree through two arrays in shared memory, made in the main process and handed to each worker with its
+LitAPI (multiprocessing shares them with a process it starts): ``busy[slot]`` is 1 while that worker computes, and
+``ended[slot]`` the time (``time.monotonic``, one clock for every process) its last batch ended. A worker that ended a
+batch less than ``linger`` seconds ago still counts as busy, so that one waiting between its clients' requests does not
+lend its core for the length of another's whole batch. The count is read again before every module call (a global
+forward pre-hook), so a worker that lent its core takes it back within one layer of the other's model; only an
+ONNX Runtime encoder pass (one call; its threads do not spin) runs to its end at the count it started with.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+LINGER = 0.05  # seconds a worker counts as busy after its batch: longer than the gap between a client's requests
+
+
+def threads_for(me: int, busy: list[int], ended: list[float], now: float, cores: int, linger: float = LINGER) -> int:
+    """Torch threads for worker ``me``: ``cores`` divided among it and the others busy at ``now`` (computing, or
+    ended a batch less than ``linger`` s ago), at least 1."""
+    others = sum(1 for i, b in enumerate(busy) if i != me and (b or now - ended[i] < linger))
+    return max(1, cores // (1 + others))
+
+
+class CoreShare:
+    """The shared arrays for ``slots`` workers on ``cores`` cores; a worker calls ``join(slot)`` once, then runs each
+    batch inside ``working()``."""
+
+    def __init__(self, slots: int, cores: int, linger: float = LINGER) -> None:
+        self.cores, self.linger = cores, linger
+        self.busy = mp.RawArray("b", slots)
+        self.ended = mp.RawArray("d", [-1e9] * slots)  # long ago: nobody has worked yet
+        self.slot: int | None = None
+
+    def threads(self) -> int:
+        assert self.slot is not None, "join(slot) first"
+        return threads_for(self.slot, list(self.busy), list(self.ended), time.monotonic(), self.cores, self.linger)
+
+    def join(self, slot: int):
+        """In the worker: this process is ``slot``; its thread count follows the others' from now on (before every
+        module call). Returns the hook's handle (``.remove()`` undoes it)."""
+        import torch
+
+        self.slot = slot
+        return torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: self.apply())
+
+    def apply(self) -> None:
+        import torch
+
+        if self.slot is None or not self.busy[self.slot]:
+            return  # a module called outside a batch (loading, a warm-up): nothing to agree on
+        want = self.threads()
+        if want != torch.get_num_threads():
+            torch.set_num_threads(want)
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """One batch: busy while it runs, its end time recorded after."""
+        slot = self.slot
+        assert slot is not None, "join(slot) first"
+        self.busy[slot] = 1
+        try:
+            self.apply()
+            yield
+        finally:
+            self.ended[slot] = time.monotonic()
+            self.busy[slot] = 0

@@ -1,0 +1,112 @@
+"""attention_serve/cores.py: the model workers lend each other the machine's cores by demand. A worker busy alone
+computes on every core, busy workers share them (one that ended a batch moments ago still counts), the count follows
+the others' before every module call, the arrays are shared with a worker process, and ``--threads`` turns it off."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import pytest
+import torch
+from helpers.cores_child import busy_until_told
+from helpers.tiny_captioner import tiny_model_file
+from helpers.tiny_translator import tiny_word_model_file
+
+from attention_serve.cli import _parser, build_server
+from attention_serve.cores import LINGER, CoreShare, threads_for
+
+
+@pytest.mark.parametrize(
+    ("busy", "ended", "cores", "want"),
+    [
+        ([0, 0], [-1e9, -1e9], 2, 2),  # alone: every core
+        ([0, 1], [-1e9, -1e9], 2, 1),  # the other computes: half
+        ([0, 0], [-1e9, 100.0 - LINGER / 2], 2, 1),  # the other ended a batch moments ago: still half
+        ([0, 0], [-1e9, 100.0 - 2 * LINGER], 2, 2),  # ...and long enough ago: all again
+        ([1, 1], [-1e9, -1e9], 2, 1),  # its own flag is not another worker
+        ([0, 1, 1], [-1e9] * 3, 2, 1),  # more workers busy than cores: at least one thread
+        ([0, 1, 1], [-1e9] * 3, 16, 5),  # 16 cores among 3 busy workers
+    ],
+)
+def test_threads_are_the_cores_divided_among_the_busy_workers(busy, ended, cores, want):
+    assert threads_for(0, busy, ended, 100.0, cores) == want
+
+
+class Probe(torch.nn.Module):
+    """Records the torch threads its forward ran on."""
+
+    seen: list[int]
+
+    def forward(self, x):
+        self.seen.append(torch.get_num_threads())
+        return x
+
+
+def test_a_worker_takes_the_cores_back_and_lends_them_before_each_module_call():
+    before = torch.get_num_threads()
+    share, probe = CoreShare(2, cores=4), Probe()
+    probe.seen = []
+    handle = share.join(0)
+    try:
+        torch.set_num_threads(1)
+        probe(torch.zeros(1))  # outside a batch: nothing is changed
+        with share.working():
+            assert share.busy[0] == 1
+            probe(torch.zeros(1))  # alone: all 4
+            share.busy[1] = 1  # the other worker starts a batch mid-way through ours
+            probe(torch.zeros(1))
+            share.busy[1], share.ended[1] = 0, time.monotonic()  # ...and ends it: still counted for LINGER
+            probe(torch.zeros(1))
+            share.ended[1] = time.monotonic() - 2 * LINGER
+            probe(torch.zeros(1))
+        assert share.busy[0] == 0 and time.monotonic() - share.ended[0] < 1
+        assert probe.seen == [1, 4, 2, 2, 4]
+    finally:
+        handle.remove()
+        torch.set_num_threads(before)
+
+
+def test_the_arrays_are_shared_with_a_worker_process():
+    """What LitServe does with a LitAPI: the share goes to a process it starts (spawned, as the workers are)."""
+    ctx = mp.get_context("spawn")
+    share, started, release = CoreShare(2, cores=2), ctx.Event(), ctx.Event()
+    child = ctx.Process(target=busy_until_told, args=(share, 1, started, release))
+    child.start()
+    try:
+        assert started.wait(60), "the worker process did not start its batch"
+        assert share.busy[1] == 1
+        assert threads_for(0, list(share.busy), list(share.ended), time.monotonic(), 2) == 1
+        release.set()
+        child.join(30)
+        assert child.exitcode == 0 and share.busy[1] == 0
+        assert time.monotonic() - share.ended[1] < 30  # its end time, on the same clock as ours
+    finally:
+        release.set()
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+
+
+def _apis(tmp_path, *flags):
+    args = _parser().parse_args(["--caption-model", str(tiny_model_file(tmp_path / "c.pt")),
+                                 "--text-model", str(tiny_word_model_file(tmp_path / "t.pt")), *flags])  # fmt: skip
+    return list(build_server(args)[0].litapi_connector)
+
+
+def test_by_default_every_worker_gets_the_same_share_and_threads_turns_it_off(tmp_path):
+    caption, translate = _apis(tmp_path)
+    assert caption.threads is None and caption.cores is translate.cores is not None
+    assert len(caption.cores.busy) == 2  # one slot per worker: one worker per model here
+    fixed = _apis(tmp_path, "--threads", "3")
+    assert [(a.threads, a.cores) for a in fixed] == [(3, None), (3, None)]
+
+
+def test_a_batch_is_computed_while_the_worker_is_marked_busy(tmp_path):
+    caption, _ = _apis(tmp_path)
+    share = caption.cores
+    share.slot = 0  # as setup's join() would, without the hook
+    seen = []
+    caption.compute = lambda items: seen.append(share.busy[0]) or items
+    assert caption.predict([{"x": 1}]) == [{"x": 1}]
+    assert seen == [1] and share.busy[0] == 0 and share.ended[0] > 0
