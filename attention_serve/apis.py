@@ -69,8 +69,8 @@ class _ModelAPI(ls.LitAPI):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         slot = self.slot_base + int(os.environ.get("LITSERVE_WORKER_ID", "0"))
         os.environ["LITSERVE_WORKER_ID"] = str(slot)
-        if self.threads is None and self.cores is not None:
-            self.cores.join(slot)
+        if self.threads is None and self.cores is not None and str(device).startswith("cpu"):
+            self.cores.join(slot)  # on a GPU the model's work is not on these cores: the fixed share is kept
             torch.set_num_threads(self.cores.cores // len(self.cores.busy) or 1)  # loading: the fixed share
         else:
             torch.set_num_threads(self.threads or 1)

@@ -9,9 +9,10 @@ The workers agree through two arrays in shared memory, made in the main process 
 LitAPI (multiprocessing shares them with a process it starts): ``busy[slot]`` is 1 while that worker computes, and
 ``ended[slot]`` the time (``time.monotonic``, one clock for every process) its last batch ended. A worker that ended a
 batch less than ``linger`` seconds ago still counts as busy, so that one waiting between its clients' requests does not
-lend its core for the length of another's whole batch. The count is read again before every module call (a global
-forward pre-hook), so a worker that lent its core takes it back within one layer of the other's model; only an
-ONNX Runtime encoder pass (one call; its threads do not spin) runs to its end at the count it started with.
+lend its core for the length of another's whole batch. The count is read again at the start of each batch and then
+before module calls (a global forward pre-hook, at most every ``RECHECK`` s), so a worker that lent its core takes it
+back within a few milliseconds of the other's model; only an ONNX Runtime encoder pass (one call; its threads do not
+spin) runs to its end at the count it started with. Workers on a GPU keep the fixed share (apis._ModelAPI.setup).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 LINGER = 0.05  # seconds a worker counts as busy after its batch: longer than the gap between a client's requests
+RECHECK = 0.002  # seconds between two readings of the arrays in one worker
 
 
 def threads_for(me: int, busy: list[int], ended: list[float], now: float, cores: int, linger: float = LINGER) -> int:
@@ -40,6 +42,8 @@ class CoreShare:
         self.busy = mp.RawArray("b", slots)
         self.ended = mp.RawArray("d", [-1e9] * slots)  # long ago: nobody has worked yet
         self.slot: int | None = None
+        self._next = 0.0  # when apply() reads the arrays again
+        self._threads = 0  # the count apply() last set (0: none yet)
 
     def threads(self) -> int:
         assert self.slot is not None, "join(slot) first"
@@ -50,17 +54,22 @@ class CoreShare:
         module call). Returns the hook's handle (``.remove()`` undoes it)."""
         import torch
 
-        self.slot = slot
+        self.slot, self._threads = slot, torch.get_num_threads()
         return torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: self.apply())
 
     def apply(self) -> None:
-        import torch
+        """Set this worker's torch threads to its share now; at most once every ``RECHECK`` s (this runs before every
+        module call: a Transformer's beam search makes thousands)."""
+        now = time.monotonic()
+        if now < self._next or self.slot is None or not self.busy[self.slot]:
+            return  # checked moments ago, or a module called outside a batch (loading, a warm-up)
+        self._next = now + RECHECK
+        want = threads_for(self.slot, list(self.busy), list(self.ended), now, self.cores, self.linger)
+        if want != self._threads:
+            import torch
 
-        if self.slot is None or not self.busy[self.slot]:
-            return  # a module called outside a batch (loading, a warm-up): nothing to agree on
-        want = self.threads()
-        if want != torch.get_num_threads():
             torch.set_num_threads(want)
+            self._threads = want
 
     @contextmanager
     def working(self) -> Iterator[None]:
@@ -68,6 +77,7 @@ class CoreShare:
         slot = self.slot
         assert slot is not None, "join(slot) first"
         self.busy[slot] = 1
+        self._next = 0.0  # a new batch reads the arrays at once
         try:
             self.apply()
             yield

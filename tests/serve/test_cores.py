@@ -13,6 +13,7 @@ from helpers.cores_child import busy_until_told
 from helpers.tiny_captioner import tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 
+from attention_serve import cores
 from attention_serve.cli import _parser, build_server
 from attention_serve.cores import LINGER, CoreShare, threads_for
 
@@ -43,7 +44,8 @@ class Probe(torch.nn.Module):
         return x
 
 
-def test_a_worker_takes_the_cores_back_and_lends_them_before_each_module_call():
+def test_a_worker_takes_the_cores_back_and_lends_them_before_each_module_call(monkeypatch):
+    monkeypatch.setattr(cores, "RECHECK", 0.0)  # every call reads the arrays (the real 2 ms is tested below)
     before = torch.get_num_threads()
     share, probe = CoreShare(2, cores=4), Probe()
     probe.seen = []
@@ -62,6 +64,27 @@ def test_a_worker_takes_the_cores_back_and_lends_them_before_each_module_call():
             probe(torch.zeros(1))
         assert share.busy[0] == 0 and time.monotonic() - share.ended[0] < 1
         assert probe.seen == [1, 4, 2, 2, 4]
+    finally:
+        handle.remove()
+        torch.set_num_threads(before)
+
+
+def test_within_recheck_the_arrays_are_not_read_again(monkeypatch):
+    """The hook runs before every module call (thousands in a Transformer's beam search): reading the arrays each
+    time cost 5-15% of a batch, so a worker reads them once every RECHECK seconds, and at the start of each batch."""
+    monkeypatch.setattr(cores, "RECHECK", 60.0)
+    before = torch.get_num_threads()
+    share, probe = CoreShare(2, cores=4), Probe()
+    probe.seen = []
+    handle = share.join(0)
+    try:
+        with share.working():
+            probe(torch.zeros(1))
+            share.busy[1] = 1
+            probe(torch.zeros(1))  # read moments ago: not again
+        with share.working():
+            probe(torch.zeros(1))  # a new batch reads them at once
+        assert probe.seen == [4, 4, 2]
     finally:
         handle.remove()
         torch.set_num_threads(before)
@@ -110,3 +133,22 @@ def test_a_batch_is_computed_while_the_worker_is_marked_busy(tmp_path):
     caption.compute = lambda items: seen.append(share.busy[0]) or items
     assert caption.predict([{"x": 1}]) == [{"x": 1}]
     assert seen == [1] and share.busy[0] == 0 and share.ended[0] > 0
+
+
+@pytest.mark.parametrize(("device", "joins"), [("cpu", True), ("cuda:0", False)])
+def test_a_worker_on_the_cpu_joins_the_share_and_one_on_a_gpu_keeps_its_fixed_share(tmp_path, monkeypatch, device,
+                                                                                     joins):  # fmt: skip
+    import signal
+
+    caption, _ = _apis(tmp_path)
+    joined = []
+    monkeypatch.setattr(caption.cores, "join", joined.append)
+    monkeypatch.setattr(caption, "load", lambda device: None)  # the model itself is not what is tested here
+    monkeypatch.setenv("LITSERVE_WORKER_ID", "0")
+    before, sigint = torch.get_num_threads(), signal.getsignal(signal.SIGINT)
+    try:
+        caption.setup(device)
+        assert joined == ([0] if joins else [])
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+        torch.set_num_threads(before)
