@@ -69,11 +69,13 @@ class _ModelAPI(ls.LitAPI):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         slot = self.slot_base + int(os.environ.get("LITSERVE_WORKER_ID", "0"))
         os.environ["LITSERVE_WORKER_ID"] = str(slot)
-        if self.threads is None and self.cores is not None and str(device).startswith("cpu"):
-            self.cores.join(slot)  # on a GPU the model's work is not on these cores: the fixed share is kept
-            torch.set_num_threads(self.cores.cores // len(self.cores.busy) or 1)  # loading: the fixed share
-        else:
+        share = self.cores
+        if self.threads is not None or share is None:
             torch.set_num_threads(self.threads or 1)
+        else:  # the fixed share while loading; on a GPU always (the model's work is not on these cores)
+            torch.set_num_threads(max(1, share.cores // len(share.busy)))
+            if str(device).startswith("cpu"):
+                share.join(slot)
         try:
             self.load(device)
         except Exception as err:  # noqa: BLE001 - whatever stops the model loading: the line says what

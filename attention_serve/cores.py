@@ -43,7 +43,6 @@ class CoreShare:
         self.ended = mp.RawArray("d", [-1e9] * slots)  # long ago: nobody has worked yet
         self.slot: int | None = None
         self._next = 0.0  # when apply() reads the arrays again
-        self._threads = 0  # the count apply() last set (0: none yet)
 
     def threads(self) -> int:
         assert self.slot is not None, "join(slot) first"
@@ -54,7 +53,7 @@ class CoreShare:
         module call). Returns the hook's handle (``.remove()`` undoes it)."""
         import torch
 
-        self.slot, self._threads = slot, torch.get_num_threads()
+        self.slot = slot
         return torch.nn.modules.module.register_module_forward_pre_hook(lambda module, args: self.apply())
 
     def apply(self) -> None:
@@ -65,11 +64,10 @@ class CoreShare:
             return  # checked moments ago, or a module called outside a batch (loading, a warm-up)
         self._next = now + RECHECK
         want = threads_for(self.slot, list(self.busy), list(self.ended), now, self.cores, self.linger)
-        if want != self._threads:
-            import torch
+        import torch
 
+        if want != torch.get_num_threads():  # asked each time: setup (or anyone) may have set it since
             torch.set_num_threads(want)
-            self._threads = want
 
     @contextmanager
     def working(self) -> Iterator[None]:

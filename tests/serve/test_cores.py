@@ -90,6 +90,25 @@ def test_within_recheck_the_arrays_are_not_read_again(monkeypatch):
         torch.set_num_threads(before)
 
 
+def test_a_worker_alone_from_its_first_batch_computes_on_every_core(monkeypatch):
+    """Setup sets the fixed share for loading after join(); the first batch alone must still get every core (a
+    version that remembered the count it last set, not the one torch has, stayed on one thread until the other model
+    was first busy: for ever on a server only ever asked for captions)."""
+    before = torch.get_num_threads()
+    share, probe = CoreShare(2, cores=4), Probe()
+    probe.seen = []
+    torch.set_num_threads(4)
+    handle = share.join(0)
+    try:
+        torch.set_num_threads(2)  # as setup does: the fixed share while the model loads
+        with share.working():
+            probe(torch.zeros(1))
+        assert probe.seen == [4]
+    finally:
+        handle.remove()
+        torch.set_num_threads(before)
+
+
 def test_the_arrays_are_shared_with_a_worker_process():
     """What LitServe does with a LitAPI: the share goes to a process it starts (spawned, as the workers are)."""
     ctx = mp.get_context("spawn")
@@ -149,6 +168,7 @@ def test_a_worker_on_the_cpu_joins_the_share_and_one_on_a_gpu_keeps_its_fixed_sh
     try:
         caption.setup(device)
         assert joined == ([0] if joins else [])
+        assert torch.get_num_threads() == max(1, caption.cores.cores // 2)  # the fixed share: loading, or a GPU's
     finally:
         signal.signal(signal.SIGINT, sigint)
         torch.set_num_threads(before)
