@@ -44,13 +44,9 @@ class CoreShare:
         self.slot: int | None = None
         self._next = 0.0  # when apply() reads the arrays again
 
-    def threads(self) -> int:
-        assert self.slot is not None, "join(slot) first"
-        return threads_for(self.slot, list(self.busy), list(self.ended), time.monotonic(), self.cores, self.linger)
-
     def join(self, slot: int):
-        """In the worker: this process is ``slot``; its thread count follows the others' from now on (before every
-        module call). Returns the hook's handle (``.remove()`` undoes it)."""
+        """In the worker: this process is ``slot``; its thread count follows the others' from now on (apply(), at each
+        batch's start and before module calls). Returns the hook's handle (``.remove()`` undoes it)."""
         import torch
 
         self.slot = slot
