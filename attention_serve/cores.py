@@ -11,8 +11,10 @@ LitAPI (multiprocessing shares them with a process it starts): ``busy[slot]`` is
 batch less than ``linger`` seconds ago still counts as busy, so that one waiting between its clients' requests does not
 lend its core for the length of another's whole batch. The count is read again at the start of each batch and then
 before module calls (a global forward pre-hook, at most every ``RECHECK`` s), so a worker that lent its core takes it
-back within a few milliseconds of the other's model; only an ONNX Runtime encoder pass (one call; its threads do not
-spin) runs to its end at the count it started with. Workers on a GPU keep the fixed share (apis._ModelAPI.setup).
+back within a few milliseconds of the other's model. An ONNX Runtime encoder pass (one call; its threads do not spin)
+runs to its end at the count it started with, so with the cores lent the captioner encodes a few photos a call
+(apis.ENCODER_CHUNK). Reading a request and writing an answer count as work too (``touch``): a captioner reading its
+next 16 photos between two batches is not idle. Workers on a GPU keep the fixed share (apis._ModelAPI.setup).
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ class CoreShare:
 
         if want != torch.get_num_threads():  # asked each time: setup (or anyone) may have set it since
             torch.set_num_threads(want)
+
+    def touch(self) -> None:
+        """Work of this worker's outside a batch (reading a request, writing an answer) uses the cores too: the others
+        count it as busy for ``linger`` s after. (A captioner reading 16 photos between two batches took longer than
+        the linger: the translator took both cores meanwhile, and both ran slower.)"""
+        if self.slot is not None:
+            self.ended[self.slot] = time.monotonic()
 
     @contextmanager
     def working(self) -> Iterator[None]:

@@ -5,8 +5,9 @@
         --json docs/serve.json
 
 Starts the server (its own process, a free port), then:
-- the baselines: `caption FOLDER` (images/s, the command as a user runs it) and one in-process ``Captioner`` call on
-  one photo (the 1-client latency goal's yardstick);
+- the baselines: `caption FOLDER` (images/s, the command as a user runs it; before the server starts and again after
+  it stops, the 16-client goal against their mean: this machine's rate drifts by 10-30% over the minutes between)
+  and one in-process ``Captioner`` call on one photo (the 1-client latency goal's yardstick);
 - per number of concurrent clients (each a keep-alive connection posting photos one after another): images/s,
   p50 / p95 / p99 latency, errors;
 - the soak: ``--soak`` requests at 16 clients with 5% bad uploads mixed in (truncated files, text, an unknown
@@ -159,11 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     rows, numbers = [], {"machine": f"{__import__('os').cpu_count()} cores"}
 
     print("baselines ...", file=sys.stderr)
-    folder_rate = baseline_folder(folder, args.threads)
+    folder_before = baseline_folder(folder, args.threads)
     one_call = in_process_latency(next(folder.iterdir()))
-    numbers.update(caption_folder_images_per_s=folder_rate, in_process_call_ms=one_call * 1000)
-    rows.append(("caption FOLDER (the command)", f"{folder_rate:.1f} images/s", ""))
+    numbers["in_process_call_ms"] = one_call * 1000
+    rows.append(("caption FOLDER (the command)", "", ""))  # filled in once it has run again, after the server
     rows.append(("one in-process Captioner call", f"{one_call * 1000:.0f} ms", ""))
+    rates: dict[int, float] = {}
 
     options = ["--max-queue", "512", "--max-batch-size", str(args.max_batch_size), "--batch-timeout",
                str(args.batch_timeout)]  # fmt: skip
@@ -182,9 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             numbers[f"clients_{clients}"] = {"images_per_s": rate, "p50_ms": p50, "p95_ms": p95, "p99_ms": p99,
                                              "errors": len(results) - len(ok)}  # fmt: skip
             goal = ""
-            if clients == 16:
-                met = "met" if rate >= 0.9 * folder_rate else "NOT met"
-                goal = f"goal >= 90% of caption FOLDER: {rate / folder_rate:.0%}, {met}"
+            rates[clients] = rate  # the 16-client goal: once caption FOLDER has run again
             if clients == 1:
                 met = "met" if p50 / 1000 <= 1.5 * one_call else "NOT met"
                 goal = f"goal p50 <= 1.5x one call: {p50 / 1000 / one_call:.2f}x, {met}"
@@ -196,6 +196,17 @@ def main(argv: list[str] | None = None) -> int:
             translate_rows(server, args.multi30k_root, rows, numbers)
     finally:
         server.stop()
+    print("caption FOLDER again ...", file=sys.stderr)
+    folder_after = baseline_folder(folder, args.threads)
+    folder_rate = (folder_before + folder_after) / 2
+    numbers.update(caption_folder_images_per_s=folder_rate, caption_folder_before=folder_before,
+                   caption_folder_after=folder_after)  # fmt: skip
+    rows[0] = ("caption FOLDER (the command)", f"{folder_rate:.1f} images/s (the mean of {folder_before:.1f} before "
+               f"the server and {folder_after:.1f} after)", "")  # fmt: skip
+    if 16 in rates:
+        at = next(i for i, row in enumerate(rows) if row[0] == "16 client(s)")
+        met = "met" if rates[16] >= 0.9 * folder_rate else "NOT met"
+        rows[at] = (*rows[at][:2], f"goal >= 90% of caption FOLDER: {rates[16] / folder_rate:.0%}, {met}")
     if args.fault:
         print("the fault row ...", file=sys.stderr)
         row, numbers["fault"] = fault_row(photos, args.fault, work)

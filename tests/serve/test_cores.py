@@ -1,6 +1,7 @@
 """attention_serve/cores.py: the model workers lend each other the machine's cores by demand. A worker busy alone
-computes on every core, busy workers share them (one that ended a batch moments ago still counts), the count follows
-the others' before every module call, the arrays are shared with a worker process, and ``--threads`` turns it off."""
+computes on every core, busy workers share them (one that ended a batch, read a request or wrote an answer moments ago
+still counts), the count follows the others' before every module call, the encoder takes a few photos a call while the
+cores are lent, the arrays are shared with a worker process, and ``--threads`` turns it off."""
 
 from __future__ import annotations
 
@@ -152,6 +153,54 @@ def test_a_batch_is_computed_while_the_worker_is_marked_busy(tmp_path):
     caption.compute = lambda items: seen.append(share.busy[0]) or items
     assert caption.predict([{"x": 1}]) == [{"x": 1}]
     assert seen == [1] and share.busy[0] == 0 and share.ended[0] > 0
+
+
+def test_reading_a_request_and_writing_an_answer_count_as_busy_for_the_linger(tmp_path):
+    """A captioner reading its next 16 photos between two batches is working: the translator must not take its core."""
+    caption, _ = _apis(tmp_path)
+    share = caption.cores
+    share.slot = 0
+    other = threads_for(1, list(share.busy), list(share.ended), time.monotonic(), cores=2)
+    assert other == 2  # the captioner idle: the translator may take both cores
+    caption.decode = lambda request: request  # the photo's decoding itself is not what is tested here
+    assert caption.decode_request({"x": 1}) == {"x": 1}
+    assert share.busy[0] == 0 and time.monotonic() - share.ended[0] < LINGER
+    assert threads_for(1, list(share.busy), list(share.ended), time.monotonic(), cores=2) == 1
+    share.ended[0] = -1e9
+    assert caption.encode_response({"caption": "a dog"}) == {"caption": "a dog"}
+    assert threads_for(1, list(share.busy), list(share.ended), time.monotonic(), cores=2) == 1
+
+
+def test_with_the_cores_lent_the_encoder_takes_a_few_photos_at_a_time_and_captions_the_same(tmp_path, monkeypatch):
+    """An encoder pass keeps the thread count it starts with: lent, it runs ENCODER_CHUNK photos a call."""
+    import base64
+
+    from PIL import Image
+
+    from attention_serve import apis
+    from captioning.photos.photo_check import photo_stats
+
+    caption, _ = _apis(tmp_path)
+    caption.load("cpu")
+    cap = caption.captioner
+    options = {"beam_size": 2, "max_len": 6, "length_penalty": 0.0}
+    items = []
+    for i in range(6):
+        image = Image.new("RGB", (40 + 5 * i, 32), (40 * i, 120, 200 - 30 * i))
+        pixels = cap.preprocess.pixels(image)
+        items.append(caption.decode({"pixels": base64.b64encode(pixels.tobytes()).decode(), "shape": list(pixels.shape),
+                                     "size": list(image.size), "crop_box": list(cap.preprocess.crop_box(*image.size)),
+                                     "stats": list(photo_stats(image)), "options": options}))  # fmt: skip
+    calls, encode = [], cap.encode
+    monkeypatch.setattr(cap, "encode", lambda images: calls.append(len(images)) or encode(images))
+    lent = caption.compute(items)
+    assert calls == [4, 2] and apis.ENCODER_CHUNK == 4
+    calls.clear()
+    caption.cores = None  # --threads N: the count never changes mid-batch, one call for the whole batch
+    whole = caption.compute(items)
+    assert calls == [6]
+    assert [r["words"] for r in lent] == [r["words"] for r in whole]
+    assert [r["attention"] for r in lent] == [r["attention"] for r in whole]
 
 
 @pytest.mark.parametrize(("device", "joins"), [("cpu", True), ("cuda:0", False)])
