@@ -4,6 +4,7 @@ cores), with only the captioner busy and with both models busy, in alternating r
 
     python benchmarks/serve_threads.py                 # 2 rounds, both bundled models; ~10 minutes on 2 cores
     python benchmarks/serve_threads.py --rounds 3 --json docs/serve_threads.json
+    python benchmarks/serve_threads.py --rounds 4 --photos 192 --arms lent,share   # both busy: longer, two arms
 
 One round starts the default server (both bundled models) for each arm, the arm that goes first alternating. Each
 server: 16 photos posted by one client, one after the other (its median latency), ``--photos`` photos posted by 16
@@ -73,14 +74,21 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=2, help="rounds, each arm once a round (default 2)")
     p.add_argument("--photos", type=int, default=96, help="photos posted in each part (default 96)")
+    p.add_argument("--arms", default="lent,share,every", help="which of lent (the default), share (--threads "
+                   "cores/2) and every (--threads cores) to run, comma-separated (default: all three)")  # fmt: skip
     p.add_argument("--json", type=Path, help="also write every round's numbers here")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.photos < 1:
         p.error("--rounds and --photos must be at least 1")
     cores = os.cpu_count() or 1
     share = str(max(1, cores // 2))  # the two bundled models, one worker each
-    arms = {"default (lent by demand)": [], f"--threads {share} (a fixed share)": ["--threads", share],
-            f"--threads {cores} (each worker every core)": ["--threads", str(cores)]}  # fmt: skip
+    every = {"lent": ("default (lent by demand)", []),
+             "share": (f"--threads {share} (a fixed share)", ["--threads", share]),
+             "every": (f"--threads {cores} (each worker every core)", ["--threads", str(cores)])}  # fmt: skip
+    chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if not chosen or any(a not in every for a in chosen):
+        p.error(f"--arms {args.arms}: each one of {', '.join(every)}")
+    arms = dict(every[a] for a in chosen)
     work = Path(tempfile.mkdtemp(prefix="serve-threads-"))
     files = [f.read_bytes() for f in sorted(photo_folder(work / "photos").iterdir())]
     photos = [("/caption", *multipart({}, {"image": ("p.jpg", files[i % len(files)])})) for i in range(args.photos)]
