@@ -182,6 +182,7 @@ def test_with_the_cores_lent_the_encoder_takes_a_few_photos_at_a_time_and_captio
 
     caption, _ = _apis(tmp_path)
     caption.load("cpu")
+    caption.cores.slot = 0  # as setup's join() does on the CPU (a worker on a GPU never joins: one call a batch)
     cap = caption.captioner
     options = {"beam_size": 2, "max_len": 6, "length_penalty": 0.0}
     items = []
@@ -195,6 +196,9 @@ def test_with_the_cores_lent_the_encoder_takes_a_few_photos_at_a_time_and_captio
     monkeypatch.setattr(cap, "encode", lambda images: calls.append(len(images)) or encode(images))
     lent = caption.compute(items)
     assert calls == [4, 2] and apis.ENCODER_CHUNK == 4
+    calls.clear()
+    caption.cores.slot = None  # on a GPU: the fixed share, one call for the whole batch
+    assert caption.compute(items) == lent and calls == [6]
     calls.clear()
     caption.cores = None  # --threads N: the count never changes mid-batch, one call for the whole batch
     whole = caption.compute(items)
