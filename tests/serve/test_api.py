@@ -19,6 +19,7 @@ import pytest
 from helpers.server import Server
 from helpers.tiny_captioner import flag_every_photo, tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
+from helpers.waiting import until
 from PIL import Image
 
 FIX = Path(__file__).parent.parent / "fixtures"
@@ -226,11 +227,8 @@ def test_every_bad_request_is_a_json_4xx_naming_it_and_one_log_line(server):
             bad.append(f"{name}: {status} {body!r} (want {want}, saying {says!r})")
     print("\n| bad request | status | error |\n|---|---|---|\n" + "\n".join(rows))
     assert not bad, "\n".join(bad)
-    deadline = time.monotonic() + 10  # the log lines are written as the answers go: waited for, not slept for
-    while (log := server.log.read_text()).count("attention-serve: 4") - before < len(cases):
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    # the log lines are written as the answers go: waited for, not slept for
+    log = until(server.log.read_text, lambda log: log.count("attention-serve: 4") - before >= len(cases), 10)
     assert log.count("attention-serve: 4") - before == len(cases) and "Traceback" not in log
     assert max(len(line) for line in log.splitlines()) < 400  # a client's long value is cut, in the log too
     assert server.post_file("/caption", PHOTO.read_bytes())[0] == 200  # still serving
@@ -253,17 +251,14 @@ def test_a_full_queue_answers_503_with_retry_after(server):
                   "Content-Length: 1000\r\n\r\nabc".encode())  # fmt: skip
         held.append(s)
     try:  # the uploads hold their places once the server has read their headers: moments, longer under load
-        deadline = time.monotonic() + 10
-        while (got := server.post_file("/caption", PHOTO.read_bytes()))[0] != 503 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        status, head, body = got
+        status, head, body = until(lambda: server.post_file("/caption", PHOTO.read_bytes()), lambda got: got[0] == 503,
+                                   10, every=0.2)  # fmt: skip
         assert status == 503 and head.get("retry-after") == "1" and "uploads arriving" in body["error"]
     finally:
         for s in held:
             s.close()
-    deadline = time.monotonic() + 10  # the server sees the closes within moments (longer on a loaded machine)
-    while (status := server.post_file("/caption", PHOTO.read_bytes())[0]) == 503 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    # the server sees the closes within moments (longer on a loaded machine)
+    status = until(lambda: server.post_file("/caption", PHOTO.read_bytes())[0], lambda code: code != 503, 10, every=0.2)
     assert status == 200  # the places are free again
 
 

@@ -18,6 +18,7 @@ import pytest
 from helpers.server import Server
 from helpers.tiny_captioner import tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
+from helpers.waiting import until
 
 PHOTO = (Path(__file__).parent.parent / "fixtures" / "images" / "coffee.png").read_bytes()
 SLOW = {"beam_size": "20", "max_len": "100"}  # the longest a tiny model's caption takes: requests stay in flight
@@ -179,9 +180,7 @@ def test_sigterm_during_a_restart_still_drains_and_exits_0(server):
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == server.proc.pid]
     # the template and its workers end as the server's pipe to them closes: within a second on a quiet machine, a few
     # under a loaded test run (one took longer than 1 s on 2 busy cores)
-    deadline = time.monotonic() + 15
-    while (alive := [pid for pid in group if _state(pid) not in (None, "Z")]) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    alive = until(lambda: [pid for pid in group if _state(pid) not in (None, "Z")], lambda alive: not alive, 15)
     assert not alive, {pid: _command(pid) for pid in alive}
 
 
