@@ -148,8 +148,7 @@ class CaptionAPI(_ModelAPI):
             # the encoder's pass is one ONNX Runtime call at the thread count it starts with: with the cores lent
             # (cores.py) it runs ENCODER_CHUNK photos at a time, so a pass that began with the other model idle does
             # not hold both cores for a whole batch's pass (~0.6 s for 16 photos on one core) once it is busy again
-            lent = self.cores is not None and self.cores.slot is not None and len(self.cores.busy) > 1  # not on a GPU
-            chunk = ENCODER_CHUNK if lent else len(items)
+            chunk = ENCODER_CHUNK if self.cores is not None and self.cores.lending else len(items)
             features = torch.cat([cap.encode(part) for part in pixels.split(chunk)])  # (B, L, D)
             far = cap.out_of_domain(features, [tuple(it["stats"]) for it in items]) or [None] * len(items)
             out: list[dict[str, Any] | None] = [None] * len(items)

@@ -67,6 +67,11 @@ class CoreShare:
         if want != torch.get_num_threads():  # asked each time: setup (or anyone) may have set it since
             torch.set_num_threads(want)
 
+    @property
+    def lending(self) -> bool:
+        """In a worker that joined (on the CPU) and shares the cores with others: its count may change mid-batch."""
+        return self.slot is not None and len(self.busy) > 1
+
     def touch(self) -> None:
         """Work of this worker's outside a batch (reading a request, writing an answer) uses the cores too: the others
         count it as busy for ``linger`` s after. (A captioner reading 16 photos between two batches took longer than

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     numbers["in_process_call_ms"] = one_call * 1000
     rows.append(("caption FOLDER (the command)", "", ""))  # filled in once it has run again, after the server
     rows.append(("one in-process Captioner call", f"{one_call * 1000:.0f} ms", ""))
-    rates: dict[int, float] = {}
+    goal_row: tuple[int, float] | None = None  # the 16-client row's index and rate: its goal once FOLDER ran again
 
     options = ["--max-queue", "512", "--max-batch-size", str(args.max_batch_size), "--batch-timeout",
                str(args.batch_timeout)]  # fmt: skip
@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             numbers[f"clients_{clients}"] = {"images_per_s": rate, "p50_ms": p50, "p95_ms": p95, "p99_ms": p99,
                                              "errors": len(results) - len(ok)}  # fmt: skip
             goal = ""
-            rates[clients] = rate  # the 16-client goal: once caption FOLDER has run again
+            if clients == 16:
+                goal_row = (len(rows), rate)
             if clients == 1:
                 met = "met" if p50 / 1000 <= 1.5 * one_call else "NOT met"
                 goal = f"goal p50 <= 1.5x one call: {p50 / 1000 / one_call:.2f}x, {met}"
@@ -203,10 +204,10 @@ def main(argv: list[str] | None = None) -> int:
                    caption_folder_after=folder_after)  # fmt: skip
     rows[0] = ("caption FOLDER (the command)", f"{folder_rate:.1f} images/s (the mean of {folder_before:.1f} before "
                f"the server and {folder_after:.1f} after)", "")  # fmt: skip
-    if 16 in rates:
-        at = next(i for i, row in enumerate(rows) if row[0] == "16 client(s)")
-        met = "met" if rates[16] >= 0.9 * folder_rate else "NOT met"
-        rows[at] = (*rows[at][:2], f"goal >= 90% of caption FOLDER: {rates[16] / folder_rate:.0%}, {met}")
+    if goal_row is not None:
+        at, rate = goal_row
+        met = "met" if rate >= 0.9 * folder_rate else "NOT met"
+        rows[at] = (*rows[at][:2], f"goal >= 90% of caption FOLDER: {rate / folder_rate:.0%}, {met}")
     if args.fault:
         print("the fault row ...", file=sys.stderr)
         row, numbers["fault"] = fault_row(photos, args.fault, work)

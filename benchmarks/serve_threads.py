@@ -82,13 +82,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--rounds and --photos must be at least 1")
     cores = os.cpu_count() or 1
     share = str(max(1, cores // 2))  # the two bundled models, one worker each
-    every = {"lent": ("default (lent by demand)", []),
+    known = {"lent": ("default (lent by demand)", []),
              "share": (f"--threads {share} (a fixed share)", ["--threads", share]),
              "every": (f"--threads {cores} (each worker every core)", ["--threads", str(cores)])}  # fmt: skip
     chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
-    if not chosen or any(a not in every for a in chosen):
-        p.error(f"--arms {args.arms}: each one of {', '.join(every)}")
-    arms = dict(every[a] for a in chosen)
+    if not chosen or any(a not in known for a in chosen):
+        p.error(f"--arms {args.arms}: each one of {', '.join(known)}")
+    arms = dict(known[a] for a in chosen)
     work = Path(tempfile.mkdtemp(prefix="serve-threads-"))
     files = [f.read_bytes() for f in sorted(photo_folder(work / "photos").iterdir())]
     photos = [("/caption", *multipart({}, {"image": ("p.jpg", files[i % len(files)])})) for i in range(args.photos)]
