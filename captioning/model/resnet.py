@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from text_attn.core.empty_build import allocate
+
 # backbone -> (block kind, blocks per stage): torchvision's table
 _LAYERS = {
     "resnet18": ("basic", (2, 2, 2, 2)),
@@ -68,18 +70,6 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
         return self.relu(out + (x if self.downsample is None else self.downsample(x)))
-
-
-def allocate(net: nn.Module) -> None:
-    """Give each meta tensor of ``net`` uninitialised CPU memory of its shape (``to_empty`` does the same through
-    torch._refs, whose first use imports ~1 s of modules)."""
-    for module in net.modules():
-        for name, p in module._parameters.items():
-            if p is not None:
-                module._parameters[name] = nn.Parameter(torch.empty(p.shape, dtype=p.dtype), p.requires_grad)
-        for name, b in module._buffers.items():
-            if b is not None:
-                module._buffers[name] = torch.empty(b.shape, dtype=b.dtype)
 
 
 class ResNet(nn.Module):

@@ -365,10 +365,12 @@ def imagenet_classifier(backbone: str = "efficientnet_lite0") -> tuple[torch.nn.
 def test_init_false_builds_from_the_weights_alone_and_draws_nothing():
     """What Captioner.load does: the backbone is not drawn at random first (the weights it loads replace it all)."""
     state = _read_state_dict(_lite_weights_file("efficientnet_lite0"))
-    ref = _lite_network("efficientnet_lite0", state).eval()
+    # channels-last, the layout ImageEncoder computes in: init=False allocates its convolutions that way at once
+    ref = _lite_network("efficientnet_lite0", state).eval().to(memory_format=torch.channels_last)
     rng = torch.random.get_rng_state()
     bare = _lite_network("efficientnet_lite0", state, init=False).eval()
     assert torch.equal(torch.random.get_rng_state(), rng)
+    assert bare._conv_stem.weight.is_contiguous(memory_format=torch.channels_last)
     x = torch.randn(1, 3, 96, 96)
     with torch.no_grad():
         assert torch.equal(bare.extract_features(x), ref.extract_features(x))

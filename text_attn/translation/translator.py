@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
@@ -156,7 +157,8 @@ class Translator:
             arch, options = data["arch"], dict(data["config"])
             if arch not in NETWORKS:
                 raise ModelFileError(f"{path}: unknown architecture {arch!r}")
-            net = build_network(arch, make_config(arch, options))
+            config = make_config(arch, options)
+            net = built_uninitialised(lambda: build_network(arch, config))  # the strict load below fills every tensor
             net.load_state_dict(data["state_dict"])
             src, tgt = Vocabulary.from_dict(data["src_vocab"]), Vocabulary.from_dict(data["tgt_vocab"])
             codec = TextCodec.from_metadata(data)

@@ -1,0 +1,54 @@
+"""Loading a bundled model draws nothing at random and builds the network a default build and load would: every
+parameter and buffer (the Transformer's sinusoid table, the encoder's BatchNorm statistics) equal, in the encoder's
+channels-last layout (text_attn.core.empty_build)."""
+
+from __future__ import annotations
+
+import torch
+
+from captioning.model.bundled import BUNDLED_MODEL
+from captioning.model.captioner import Captioner
+from captioning.model.ensemble import DecoderEnsemble
+from text_attn.core.modelfile import load_model_file
+from text_attn.translation.bundled import BAHDANAU_MODEL
+from text_attn.translation.transformer import sinusoid_table
+from text_attn.translation.translate_cli import BUNDLED_MODEL as TRANSFORMER_MODEL
+from text_attn.translation.translator import KIND, Translator
+
+
+def _tensors(net: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {**dict(net.named_parameters()), **dict(net.named_buffers())}
+
+
+def test_the_translators_load_as_a_default_build_and_load_would():
+    from text_attn.translation.networks import build_network, make_config
+
+    for path in (TRANSFORMER_MODEL, BAHDANAU_MODEL):
+        rng = torch.random.get_rng_state()
+        loaded = Translator.load(path).net
+        assert torch.equal(torch.random.get_rng_state(), rng), path.name
+        data = load_model_file(path, KIND)
+        ref = build_network(data["arch"], make_config(data["arch"], dict(data["config"])))
+        ref.load_state_dict(data["state_dict"])
+        got, want = _tensors(loaded), _tensors(ref)
+        assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want), path.name
+    table = Translator.load(TRANSFORMER_MODEL).net.src_pos.table
+    assert torch.equal(table, sinusoid_table(*table.shape))
+
+
+def test_the_bundled_captioner_loads_as_a_default_build_and_load_would():
+    from captioning.model.captioner import KIND as CAPTION_KIND
+    from captioning.model.captioner import VERSION
+    from captioning.model.decoder import DecoderConfig
+
+    rng = torch.random.get_rng_state()
+    model = Captioner.load().model
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    data = load_model_file(BUNDLED_MODEL, CAPTION_KIND, VERSION)
+    ref = DecoderEnsemble.build(DecoderConfig(**data["decoder"]), data["decoder_members"])
+    ref.load_state_dict({k.removeprefix("decoder."): v for k, v in data["state_dict"].items()})
+    got, want = _tensors(model.decoder), _tensors(ref)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    convs = [p for p in model.encoder.body.parameters() if p.dim() == 4]
+    assert convs and all(p.is_contiguous(memory_format=torch.channels_last) for p in convs)
+    assert not any(t.is_meta for t in _tensors(model).values())
