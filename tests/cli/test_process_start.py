@@ -1,6 +1,7 @@
 """``caption --devices N`` starts its other processes before anything heavy is imported
 (captioning.commands.process_start): each then imports and loads beside the first, not in series behind it. The
-two-process runs themselves are in tests/cli/test_caption_processes.py (-m slow)."""
+two-process runs themselves, the paths on stdin among them, run with -m slow (here and in
+tests/cli/test_caption_processes.py)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,7 @@ def test_paths_on_stdin_reach_every_process_whole(monkeypatch):
         os.environ.update(before)
 
 
+@pytest.mark.slow  # two real processes, each importing Lightning: ~18 s of CPU, the default run's longest test
 def test_two_processes_caption_the_paths_given_on_stdin(tmp_path):
     import os
     from pathlib import Path

@@ -327,14 +327,16 @@ def test_the_model_file_is_an_input_too(tmp_path, capsys, cap_model, text_model)
     assert (cap.read_bytes(), txt.read_bytes()) == before
 
 
-def test_a_numbered_plot_never_replaces_the_file_on_stdin(tmp_path, text_model):
+def test_a_numbered_plot_never_replaces_the_file_on_stdin(tmp_path, text_model, monkeypatch, capsys):
+    """In this process, the file as its stdin (the check reads sys.stdin's file: a new process costs ~4 s)."""
+    from text_attn.translation.translate_cli import translate_main
+
     src = tmp_path / "g-1.png"
     src.write_text("ein mann\nein mann\n")
     with src.open() as stdin:
-        translate = str(Path(sys.executable).parent / "translate")
-        done = subprocess.run([translate, "--model", str(text_model), "--plot", str(tmp_path / "g.png")], stdin=stdin,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 2 and "is also an input (stdin)" in done.stderr, done.stderr
+        monkeypatch.setattr(sys, "stdin", stdin)
+        code, _, err = _exit(translate_main, ["--model", str(text_model), "--plot", str(tmp_path / "g.png")], capsys)
+    assert code == 2 and "is also an input (stdin)" in _one_error(err), err
     assert src.read_text() == "ein mann\nein mann\n"
 
 
