@@ -26,15 +26,38 @@ SERVE = ("attention_serve.cli", "serve_main")
 TWO = ["gone.jpg", "lost.png"]
 
 
+def _probes(entry: tuple[str, str], argvs: list[list[str]], cwd) -> list[tuple[int, str, str, bool]]:
+    """Each command line's main run in turn, in one fresh interpreter (another one costs ~4 s): for each, (exit code,
+    stdout, stderr, whether torch was imported by its end)."""
+    module, main = entry
+    probe = "\n".join([
+        "import sys",
+        f"from {module} import {main}",
+        f"for argv in {argvs!r}:",
+        "    try:",
+        f"        code = {main}(argv)",
+        "    except SystemExit as e:",
+        "        code = e.code",
+        "    print('EXIT', code, 'torch' in sys.modules, flush=True)",
+        "    print('---', file=sys.stderr, flush=True)",
+    ])  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=cwd)
+    runs, out = [], []
+    for line in done.stdout.splitlines():
+        if line.startswith("EXIT "):
+            _, code, torch = line.split()
+            runs.append((int(code), "\n".join(out), torch == "True"))
+            out = []
+        else:
+            out.append(line)
+    errs = done.stderr.split("---\n")
+    assert len(runs) == len(argvs), done.stdout + done.stderr
+    return [(code, text, errs[i], torch) for i, (code, text, torch) in enumerate(runs)]
+
+
 def _probe(entry: tuple[str, str], argv: list[str], cwd) -> tuple[int, str, str, bool]:
     """(exit code, stdout, stderr, whether torch was imported) of the command's main run in a fresh interpreter."""
-    module, main = entry
-    probe = (f"import sys\nfrom {module} import {main}\ntry:\n    code = {main}({argv!r})\n"
-             "except SystemExit as e:\n    code = e.code\nprint('EXIT', code, 'torch' in sys.modules)\n")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=cwd)
-    *out, last = done.stdout.rstrip("\n").split("\n")
-    _, code, torch = last.split()
-    return int(code), "\n".join(out), done.stderr, torch == "True"
+    return _probes(entry, [argv], cwd)[0]
 
 
 @pytest.mark.parametrize(
@@ -116,26 +139,13 @@ def test_the_same_refusals_come_from_a_run_that_writes_records(tmp_path):
     """--json writes a record for each failed image, so it keeps to the run (torch loaded); its words are the same.
     The run's own refusal of a folder without images follows in the same interpreter (a second one costs ~4 s)."""
     (tmp_path / "empty").mkdir()
-    module, main = CAPTION
-    runs = [["gone.jpg", "--json"], ["empty", "--jsonl", "o.jsonl"]]
-    probe = "\n".join([
-        "import sys",
-        f"from {module} import {main}",
-        f"for argv in {runs!r}:",
-        "    try:",
-        f"        code = {main}(argv)",
-        "    except SystemExit as e:",
-        "        code = e.code",
-        "    print('EXIT', code, 'torch' in sys.modules, flush=True)",
-        "    print('---', file=sys.stderr, flush=True)",
-    ])  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    out = done.stdout.splitlines()
-    assert out[-2:] == ["EXIT 1 True", "EXIT 2 True"], done.stdout + done.stderr
-    assert [r["error"] for r in json.loads("\n".join(out[:-2]))] == ["gone.jpg: no such file"]
-    first, second, _ = done.stderr.split("---\n")
-    assert first.splitlines() == ["caption: error: gone.jpg: no such file"]
-    assert second.splitlines() == ["caption: error: no images: the folders hold no image files and stdin gave no paths"]
+    (got, out, err, torch), (got2, _, err2, torch2) = _probes(
+        CAPTION, [["gone.jpg", "--json"], ["empty", "--jsonl", "o.jsonl"]], tmp_path
+    )
+    assert got == 1 and torch and err.splitlines() == ["caption: error: gone.jpg: no such file"]
+    assert [r["error"] for r in json.loads(out)] == ["gone.jpg: no such file"]
+    assert got2 == 2 and torch2
+    assert err2.splitlines() == ["caption: error: no images: the folders hold no image files and stdin gave no paths"]
 
 
 @pytest.mark.parametrize("name", ["null", "~", "last", "best", "hpc", "s3://bucket/run.ckpt"])
