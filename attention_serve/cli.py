@@ -249,7 +249,12 @@ def serve_main(argv: list[str] | None = None) -> int:
 
 
 def main() -> None:
-    sys.exit(serve_main())
+    """The console script: once stopped, the process leaves without tearing the interpreter down (measured: Python's
+    own shutdown, a garbage collection over torch's, FastAPI's and the models' objects, took 1.4 s of every stop
+    after "stopped" was printed; text_attn.core.fast_exit)."""
+    from text_attn.core.fast_exit import run_and_leave
+
+    run_and_leave(serve_main)
 
 
 if __name__ == "__main__":

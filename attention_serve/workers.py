@@ -16,6 +16,7 @@ The workers start from worker_start.py's template (forked with torch imported), 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -147,6 +148,19 @@ class SupervisedServer(ls.LitServer):
                 api.cores = share
         # slot index -> its worker's pid and start time, from when it was first seen running (end_if_running)
         self.started: dict[int, tuple[int, int | None]] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        """LitServe's lifespan, then this HTTP process's response queue woken: LitServe reads it in a thread that
+        waits up to 1 s on the queue (its MPQueueTransport), and the event loop's close waits for that thread, so
+        every stop took a second longer (measured: the HTTP process ended 0.96 s after SIGTERM). The reader skips a
+        None it reads."""
+        async with super().lifespan(app):
+            yield
+        queues = getattr(self._transport, "_queues", None)  # absent with another transport (ZeroMQ): nothing waits
+        if queues is not None:
+            with contextlib.suppress(Exception):  # a queue already closed: there is no reader to wake
+                queues[app.response_queue_id].put(None, block=False)
 
     def stop_supervising(self) -> None:
         """No more relaunches (a stop has begun); waits for one in progress to finish, so none is left behind."""

@@ -9,7 +9,8 @@ One round starts the default server (both bundled models, as a user types ``atte
 that goes first alternating from round to round, so that a machine that drifts weighs on both alike. Each server:
 the seconds from its start until /health answers 200 (both models ready; looked at every 0.05 s), the memory of its
 processes idle (the sum of their PSS: pages shared between processes counted once, in shares; and of their RSS), then
-its caption worker killed with SIGKILL and the seconds until /health says the replacement is ready. Each round also
+its caption worker killed with SIGKILL and the seconds until /health says the replacement is ready, then the seconds
+from SIGTERM until the server has exited (idle: the stop's own cost). Each round also
 says which process started that worker (the server or the template), so an arm cannot silently be the other. Prints
 every round and each arm's median and range.
 """
@@ -80,8 +81,14 @@ def one_arm(env: dict[str, str], log: Path) -> dict[str, float | str]:
         (pid,) = server.get("/info")[2]["workers"]["caption"]["pids"]
         out["started_by"] = started_by(server, pid)
         out["restart_s"] = restart_seconds(server, pid)
+        time.sleep(1)  # idle again
+        stopping = time.monotonic()
+        code = server.stop()
+        out["stop_s"] = time.monotonic() - stopping
+        if code != 0:
+            raise RuntimeError(f"attention-serve exited {code} on SIGTERM: {server.log.read_text()[-2000:]}")
     finally:
-        server.stop()
+        server.stop()  # already stopped unless a step above failed
     return out
 
 
@@ -95,23 +102,24 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="serve-start-"))
     runs: dict[str, list[dict[str, float | str]]] = {arm: [] for arm in ARMS}
     print("| round | arm | start to /health 200, s | memory idle: PSS / RSS, MB | a killed worker replaced, s | "
-          "the worker started by |\n|---|---|---|---|---|---|")  # fmt: skip
+          "SIGTERM to exit, s | the worker started by |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for r, arm in alternating(list(ARMS), args.rounds):
         got = one_arm(ARMS[arm], work / f"server-{r}-{len(runs[arm])}.log")
         runs[arm].append(got)
         print(f"| {r + 1} | {arm} | {got['start_s']:.2f} | {got['pss_mb']:.0f} / {got['rss_mb']:.0f} | "
-              f"{got['restart_s']:.2f} | {got['started_by']} |", flush=True)  # fmt: skip
+              f"{got['restart_s']:.2f} | {got['stop_s']:.2f} | {got['started_by']} |", flush=True)  # fmt: skip
         time.sleep(1)  # the stopped server's processes gone
     print("\n| workers | start to /health 200, median s (range) | memory idle, median PSS / RSS MB | a killed worker "
-          "replaced, median s (range) |\n|---|---|---|---|")  # fmt: skip
+          "replaced, median s (range) | SIGTERM to exit, median s (range) |\n|---|---|---|---|---|")  # fmt: skip
     summary = {}
     for arm, got in runs.items():
-        cols = {k: [g[k] for g in got] for k in ("start_s", "pss_mb", "rss_mb", "restart_s")}
+        cols = {k: [g[k] for g in got] for k in ("start_s", "pss_mb", "rss_mb", "restart_s", "stop_s")}
         summary[arm] = {k: statistics.median(v) for k, v in cols.items()}
-        start, restart = cols["start_s"], cols["restart_s"]
+        start, restart, stop = cols["start_s"], cols["restart_s"], cols["stop_s"]
         print(f"| {arm} | {statistics.median(start):.2f} ({min(start):.2f}-{max(start):.2f}) | "
               f"{summary[arm]['pss_mb']:.0f} / {summary[arm]['rss_mb']:.0f} | {statistics.median(restart):.2f} "
-              f"({min(restart):.2f}-{max(restart):.2f}) |")  # fmt: skip
+              f"({min(restart):.2f}-{max(restart):.2f}) | {statistics.median(stop):.2f} "
+              f"({min(stop):.2f}-{max(stop):.2f}) |")  # fmt: skip
     if args.json:
         numbers = {"rounds": args.rounds, "machine": f"{os.cpu_count()} cores", "summary": summary, "runs": runs}
         write_text(args.json, json.dumps(numbers, indent=1) + "\n")

@@ -76,7 +76,7 @@ def test_both_arms_start_their_workers_as_they_say(tmp_path):
     assert [g["started_by"] for g in runs["LitServe's fresh interpreters"]] == ["the server"] * 2
     assert [g["started_by"] for g in runs["forked from the template"]] == ["the template"] * 2
     for got in (g for r in runs.values() for g in r):
-        assert got["start_s"] > 0 and got["restart_s"] > 0 and 0 < got["pss_mb"] <= got["rss_mb"]
+        assert got["start_s"] > 0 and got["restart_s"] > 0 and got["stop_s"] > 0 and 0 < got["pss_mb"] <= got["rss_mb"]
     order = [line.split(" | ")[1] for line in printed.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     spawn, template = "LitServe's fresh interpreters", "forked from the template"
     assert order == [spawn, template, template, spawn]

@@ -485,3 +485,11 @@ def _translate_main(args: argparse.Namespace) -> int:
                 except OSError as err:
                     fail("translate", f"cannot write --plot {path}: {one_line(err)}")
     return 1 if failed else 0
+
+
+def main() -> None:
+    """The ``translate`` console script: :func:`translate_main`, then the process leaves without tearing the interpreter
+    down (text_attn.core.fast_exit; measured: 0.75 s of a 4.3 s ``translate SENTENCE``)."""
+    from text_attn.core.fast_exit import run_and_leave
+
+    run_and_leave(translate_main)
