@@ -1,6 +1,5 @@
 """Shared test fixtures."""
 
-import gc
 import os
 
 import pytest
@@ -17,15 +16,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     _share = str(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
     os.environ["OMP_NUM_THREADS"] = _share
     torch.set_num_threads(int(_share))
-
-
-def pytest_collection_finish(session):
-    """Once every test module is imported (torch, Lightning and the rest: millions of objects that live as long as the
-    process), they leave the garbage collector's view. Each full collection during the run walked them all again:
-    0.35-0.45 s each, 0.12-0.18 s once they are frozen (measured in a whole run; pytest itself runs five at the end
-    of each worker). What the tests create is collected as before."""
-    gc.collect()
-    gc.freeze()
 
 
 @pytest.fixture
