@@ -37,7 +37,13 @@ import sys
 import time
 from pathlib import Path
 
-from text_attn.core.safe_files import write_bytes, write_text
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _runs  # noqa: E402
+from _runs import console_script  # noqa: E402
+
+from text_attn.core.safe_files import write_bytes, write_text  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "caption" / "flickr8k_resnet101_soft.yaml"
 FLICKR_DIR = "Flicker8k_Dataset"  # sic: the folder name of the Flickr8k download
@@ -47,7 +53,7 @@ SENTENCES = 5  # per image, as in Flickr8k
 TAIL = 25  # lines of a failed stage's output shown
 
 
-class StageError(RuntimeError):
+class StageError(_runs.StageError):
     """A stage failed; the message is one line, ``tail`` the end of its output."""
 
     def __init__(self, message: str, output: str = "") -> None:
@@ -117,17 +123,6 @@ def write_corpus(out: Path, sizes: tuple[int, int, int], seed: int, scene_size: 
 
 
 # --- running the console scripts --------------------------------------------------------------------------------------
-def console_script(name: str) -> str:
-    """The installed console script: beside this Python first (its venv), else on PATH."""
-    beside = Path(sys.executable).parent / name
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which(name)
-    if found is None:
-        raise StageError(f"the console script {name!r} is not installed (pip install -e . in this repository)")
-    return found
-
-
 def run_stage(stage: str, cmd: list[str], logs: Path, stdout: Path | None = None) -> tuple[str, float]:
     """Run cmd (printed first, as a user would type it) with its output in logs/<stage>.log, or only its stderr
     there when its stdout goes to the file `stdout`; returns (that log's or that file's text, seconds)."""
@@ -474,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         summary = rehearse(args)
-    except (StageError, ValueError) as err:
+    except (_runs.StageError, ValueError) as err:  # a stage's (with its output's tail), or _runs.console_script's
         print(f"\nrehearsal: error: {err}", file=sys.stderr)
         if getattr(err, "tail", ""):
             print(err.tail, file=sys.stderr)
