@@ -35,3 +35,14 @@ def run_and_leave(main: Callable[[], Any]) -> NoReturn:
         except (OSError, ValueError):  # a closed pipe (caption ... | head): what could be written was
             pass
     os._exit(code)
+
+
+def leaving(main: Callable[[], Any]) -> Callable[[], NoReturn]:
+    """The console script's entry point for ``main`` (``[project.scripts]`` names it): :func:`run_and_leave` of it.
+    ``main`` itself stays callable in-process (a test, a notebook) and returns as before."""
+
+    def script() -> NoReturn:
+        run_and_leave(main)
+
+    script.__doc__ = f"The console script: {main.__name__}() on the command line, then the process leaves."
+    return script
