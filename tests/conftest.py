@@ -46,3 +46,14 @@ def cli_run_in_tmp(tmp_path, monkeypatch):
     threads = torch.get_num_threads()
     yield tmp_path
     torch.set_num_threads(threads)
+
+
+def pytest_configure(config):
+    """pytest collects garbage five times at the end of every process, to find exceptions raised in finalizers; with
+    torch and Lightning loaded each full collection takes ~0.5 s, in each xdist worker and the main process. Once is
+    enough here (the same check, on what the tests left)."""
+    try:
+        from _pytest.unraisableexception import gc_collect_iterations_key
+    except ImportError:  # a pytest without the setting: its own count
+        return
+    config.stash[gc_collect_iterations_key] = 1

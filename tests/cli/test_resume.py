@@ -31,7 +31,9 @@ def _in_tmp(cli_run_in_tmp):
     """Each test runs a training CLI in its own folder (tests/conftest.py)."""
 
 
-@pytest.mark.parametrize("family", ["text", "caption"])
+# caption: ~10 s, -m slow; the default run resumes the text run (the same Lightning loop and checkpoint, and
+# tests/core/test_streaming_glue.py resumes the photo loader mid-epoch)
+@pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
 def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(family, tmp_path):
     cfg = str(resumable_config(tmp_path, family, every=5))
     # 6 batches per epoch (text: 96 pairs / 16; caption: 32 scenes x ~3 captions / 16): step 10 is mid-epoch 1.

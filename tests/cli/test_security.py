@@ -131,7 +131,9 @@ def _native_status(cache: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
 
 
-@pytest.mark.parametrize("how", ["control", "folder writable by others", "file of another user"])
+# each a fresh process importing torch (~4 s): the file owned by another user is the same refusal, -m slow
+@pytest.mark.parametrize("how", ["control", "folder writable by others",
+                                 pytest.param("file of another user", marks=pytest.mark.slow)])  # fmt: skip
 def test_a_planted_kernel_library_is_not_loaded(tmp_path, how):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)

@@ -140,6 +140,7 @@ def test_a_killed_worker_is_replaced_and_the_requests_it_held_get_503(server, si
     )
 
 
+@pytest.mark.slow  # ~15 s in the default run, most of it this module's own server starting: all of it is -m slow
 def test_a_hung_worker_gets_504_after_the_timeout_and_frees_the_place(server):
     victim = worker_pid(server, "caption")
     os.kill(victim, signal.SIGSTOP)  # hung, not dead: only the timeout can answer
@@ -156,6 +157,7 @@ def test_a_hung_worker_gets_504_after_the_timeout_and_frees_the_place(server):
     assert "504 POST /caption" in server.log.read_text()
 
 
+@pytest.mark.slow  # (tests/serve/test_api.py's last test drains a stop in the default run)
 def test_sigterm_during_a_restart_still_drains_and_exits_0(server):
     """The last test of the module: it stops the module's server."""
     victim = worker_pid(server, "caption")
