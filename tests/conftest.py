@@ -31,21 +31,17 @@ def _torch_threads_kept():
 
 @pytest.fixture
 def one_thread():
-    """Run with one torch thread: on a small shared CPU several intra-op threads mostly wait on each other."""
-    threads = torch.get_num_threads()
+    """Run with one torch thread: on a small shared CPU several intra-op threads mostly wait on each other (the count
+    comes back after the test with _torch_threads_kept)."""
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture
 def cli_run_in_tmp(tmp_path, monkeypatch):
-    """For tests that run a training CLI: work in tmp_path (runs and LightningCLI's config.yaml land there), and give
-    later tests their torch thread count back (configs may set model.cpu_threads)."""
+    """For tests that run a training CLI: work in tmp_path (runs and LightningCLI's config.yaml land there). Configs may
+    set model.cpu_threads: _torch_threads_kept gives later tests their thread count back."""
     monkeypatch.chdir(tmp_path)
-    threads = torch.get_num_threads()
-    yield tmp_path
-    torch.set_num_threads(threads)
+    return tmp_path
 
 
 def pytest_configure(config):
