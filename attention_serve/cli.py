@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 
+from text_attn.core import startup_gc
 from text_attn.core.errors import ArgumentParser, fail, one_line
 from text_attn.core.fast_exit import leaving
 
@@ -158,6 +159,9 @@ def build_server(args: argparse.Namespace, template=None):
     server.uvicorn_graceful_timeout = args.grace
     describe(server.app)
     json_errors(server.app)
+    # the imports and the models' checks are in: the collector as usual, and what they made is frozen before LitServe
+    # forks the HTTP process from this one (text_attn.core.startup_gc)
+    startup_gc.release()
     return server, caption, text
 
 

@@ -9,7 +9,8 @@ all alike) and the table gives the median and each row as a ratio of Lightning's
 - ``python -c "import torch"`` and ``python -c "import pytorch_lightning"``: the floors (torchmetrics, which
   Lightning imports, pulls in torchvision); Lightning's again, ending with ``os._exit(0)``: the import alone, without
   the interpreter's teardown, which ``caption`` skips too (text_attn.core.fast_exit);
-- ``caption PHOTO``: one process, the captioning loop of its own;
+- ``caption PHOTO``: one process, the captioning loop of its own; and the same without the collector held back while
+  it starts (text_attn.core.startup_gc): ``caption_main`` run as the console script runs it, less the hold;
 - ``caption PHOTO --jsonl OUT --devices 1``: Lightning's predict loop in one process;
 - ``caption PHOTO --jsonl OUT --devices 2``: two processes, started together (captioning.commands.process_start:
   each imports and loads the model beside the other);
@@ -37,6 +38,11 @@ from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 LIGHTNING = "python -c 'import pytorch_lightning'"
+# `caption PHOTO` as its console script runs it (text_attn.core.fast_exit.leaving), without startup_gc.hold()
+NOT_HELD = (
+    "import sys; from captioning.commands.caption import caption_main; "
+    "from text_attn.core.fast_exit import run_and_leave; sys.argv[0] = 'caption'; run_and_leave(caption_main)"
+)
 
 
 def _caption() -> str:
@@ -56,6 +62,7 @@ def rows(out: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
             {},
         ),
         "caption PHOTO": ([caption, photo], {}),
+        "the same, the collector not held while it starts": ([sys.executable, "-c", NOT_HELD, photo], {}),
         "caption PHOTO --jsonl OUT --devices 1": ([caption, photo, *jsonl, "--devices", "1"], {}),
         "caption PHOTO --jsonl OUT --devices 2": ([caption, photo, *jsonl, "--devices", "2"], {}),
         "the same, second process started by Lightning's launcher": (

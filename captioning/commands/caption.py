@@ -61,6 +61,7 @@ from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import _parser, fill_machine_defaults
 from captioning.commands.process_start import hands_on_stdin, should_start, start_others
 from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
+from text_attn.core import startup_gc
 from text_attn.core.errors import emit, fail, one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.safe_files import OutputRefused, inert_output, protecting, refuse_overlap, same_file
@@ -77,9 +78,11 @@ def _load_captioner(args: argparse.Namespace):
     except ModelFileError as err:  # a caption-train checkpoint's message names the caption-export command
         fail("caption", str(err))
     try:
-        return captioner.to(args.device)
+        captioner = captioner.to(args.device)
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
         fail("caption", f"cannot use device {args.device!r}: {one_line(err)}")
+    startup_gc.release()  # the imports and the model are in: the collector as usual (text_attn.core.startup_gc)
+    return captioner
 
 
 def _encoder_weights(captioner) -> str:

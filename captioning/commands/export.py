@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from text_attn.core import startup_gc
 from text_attn.core.errors import one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.modelfile import ModelFileError, export_command, mean_weights, read_export_source
@@ -206,6 +207,7 @@ def export_main(argv: list[str] | None = None) -> int:
             raise ModelFileError("--member takes one decoder out of an ensemble: not with --average or --ensemble")
         extra = read_info(info) if info else {}
         captioner, what = load_any(src)
+        startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
         if member is not None:
             member_of(captioner, src, member)
             src = f"{src}'s decoder {member}"

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from text_attn.core import startup_gc
+
 
 def run_and_leave(main: Callable[[], Any]) -> NoReturn:
     """Run ``main()`` and end the process with its exit code (its return value, or its SystemExit's: a message is
@@ -38,10 +40,13 @@ def run_and_leave(main: Callable[[], Any]) -> NoReturn:
 
 
 def leaving(main: Callable[[], Any]) -> Callable[[], NoReturn]:
-    """The console script's entry point for ``main`` (``[project.scripts]`` names it): :func:`run_and_leave` of it.
-    ``main`` itself stays callable in-process (a test, a notebook) and returns as before."""
+    """The console script's entry point for ``main`` (``[project.scripts]`` names it): :func:`run_and_leave` of it,
+    with the garbage collector's full passes held back until the command releases them once its model is loaded
+    (text_attn.core.startup_gc). ``main`` itself stays callable in-process (a test, a notebook) and returns as
+    before."""
 
     def script() -> NoReturn:
+        startup_gc.hold()
         run_and_leave(main)
 
     script.__doc__ = f"The console script: {main.__name__}() on the command line, then the process leaves."

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from text_attn.core import startup_gc
 from text_attn.core.fast_exit import leaving
 from text_attn.core.modelfile import ModelFileError, export_command, mean_weights
 from text_attn.core.safe_files import atomic_output, inert_output
@@ -80,6 +81,7 @@ def export_main(argv: list[str] | None = None) -> int:
 
     def convert(src: str, dst: str, half: bool, average: list[str] | None) -> str:
         content, what = read_source(src)
+        startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
         tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
         n = sum(v.numel() for v in tensors.values())
         if average:

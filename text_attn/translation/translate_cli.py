@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from text_attn.core import startup_gc
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line, stdout_failed
 from text_attn.core.fast_exit import leaving
 from text_attn.core.safe_files import inert, inert_output, open_stream, protecting, refuse_overlap, same_file
@@ -386,6 +387,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         translator = Translator.load(args.model)  # None: the bundled default; a name: that bundled model
     except ModelFileError as exc:
         fail("translate", str(exc))
+    startup_gc.release()  # the imports and the model are in: the collector as usual (text_attn.core.startup_gc)
     fill_decoding_defaults(args, translator.info, beam_size=1)
     check_search_options("translate", args)
     if args.model_info:
