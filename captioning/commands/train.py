@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from text_attn.core.lightning_cli import run_lightning_cli
+from text_attn.core.startup_gc import holding
 
 TRAIN_DESCRIPTION = (
     "caption-train: train and evaluate Show-Attend-Tell captioners (soft or hard attention) with PyTorch Lightning. "
@@ -70,6 +71,10 @@ def train_main(args: list[str] | None = None) -> None:
         return
     refuse_missing_files("caption-train", list(argv))
     caption_train_cli(args)
+
+
+# the console script: its start without the garbage collector's full passes (text_attn.core.startup_gc)
+main = holding(train_main)
 
 
 def caption_optimize(args: list[str]) -> None:

@@ -77,3 +77,21 @@ LEAVING = textwrap.dedent("""
 def test_a_console_script_starts_held():
     done = subprocess.run([sys.executable, "-c", LEAVING], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.split()) == (0, ["True", "True"]), done.stderr
+
+
+HOLDING = textwrap.dedent("""
+    import gc
+    from text_attn.core import startup_gc
+
+    def main():
+        print(startup_gc.held(), gc.get_threshold() == startup_gc.HELD)
+        return 0
+
+    print(startup_gc.held())
+    raise SystemExit(startup_gc.holding(main)())
+""")
+
+
+def test_a_trainers_console_script_starts_held_and_main_alone_does_not():
+    done = subprocess.run([sys.executable, "-c", HOLDING], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.split()) == (0, ["False", "True", "True"]), done.stderr

@@ -46,7 +46,7 @@ def leaving(main: Callable[[], Any]) -> Callable[[], NoReturn]:
     before."""
 
     def script() -> NoReturn:
-        startup_gc.hold()
+        startup_gc.hold()  # released by the command once its model is in
         run_and_leave(main)
 
     script.__doc__ = f"The console script: {main.__name__}() on the command line, then the process leaves."

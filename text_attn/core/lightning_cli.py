@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from text_attn.core import startup_gc
 from text_attn.core.errors import WriteError, fail, one_line
 from text_attn.core.safe_files import atomic_output, write_text
 
@@ -147,6 +148,7 @@ def _make_cli_class(prog: str, only: str | None = None):
 
         def after_instantiate_classes(self) -> None:
             super().after_instantiate_classes()
+            startup_gc.release()  # the imports, the model and the data are in: the collector as usual (startup_gc.py)
             strategy = getattr(self.trainer, "strategy", None)
             if strategy is not None and type(strategy.checkpoint_io) is TorchCheckpointIO:
                 strategy.checkpoint_io = AtomicCheckpointIO()

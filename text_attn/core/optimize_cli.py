@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from text_attn.core import startup_gc
 from text_attn.core.errors import fail
 
 
@@ -69,6 +70,7 @@ def optimize_main(
         fail(f"{prog} optimize", f"--num_workers must be at least 1, got {opts.num_workers}")
     try:
         dm = datamodule_cls(**opts.data.as_dict())
+        startup_gc.release()  # the imports and the data module are in: the collector as usual (startup_gc.py)
         write(dm, config, opts)
     except (*errors, OSError) as exc:
         from text_attn.core.errors import one_line

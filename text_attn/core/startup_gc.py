@@ -3,17 +3,20 @@
 Importing torch (and Lightning, where a command needs it) makes hundreds of thousands of objects that live as long as
 the process, and each full pass of Python's cyclic collector walks every one of them. Counted with ``gc.callbacks``
 on 2 cores: ``caption PHOTO`` and ``translate SENTENCE`` each made 3 full passes while they started, 0.33-0.35 s in
-all (``import torch, pytorch_lightning``: 7 passes, ~1.4 s); held as below, none. The console scripts that load a
-model (text_attn.core.fast_exit.leaving) hold the collector back while they start (:func:`hold`); once the command
-has its imports and its model (:func:`release`), what is alive is frozen (``gc.freeze``: later passes skip it, and
-processes forked from this one keep sharing those pages) and the collector runs as before. A command that never
-released it would still collect, only at much longer intervals. In-process use (a test, a notebook) never holds it,
-and there :func:`release` does nothing.
+all; ``text-train fit`` on a tiny config 7 (1.5 s: it imports Lightning too); held as below, none. Every console
+script holds the collector back while it starts (:func:`hold`, from text_attn.core.fast_exit.leaving or
+:func:`holding`); once the command has its imports and its model (:func:`release`: the commands after their model
+loads, the trainers once LightningCLI has built its classes), what is alive is frozen (``gc.freeze``: later passes
+skip it, and processes forked from this one, a data loader's workers, keep sharing those pages) and the collector runs
+as before. A command that never released it (``report``) would still collect, only at much longer intervals.
+In-process use (a test, a notebook) never holds it, and there :func:`release` does nothing.
 """
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
+from typing import Any
 
 # (new objects per young pass, young passes per middle pass, middle passes per full pass): a young pass every million
 # new objects (a start makes fewer: a young pass over survivors costs ~0.05 s per 100,000), a full one after 5,000
@@ -43,3 +46,16 @@ def release() -> None:
 
 def held() -> bool:
     return _before is not None
+
+
+def holding(main: Callable[[], Any]) -> Callable[[], Any]:
+    """The console script's entry point for ``main`` where the process ends as Python's do (the trainers: see
+    text_attn.core.fast_exit.leaving for the others): :func:`hold`, then ``main()``. ``main`` itself stays callable
+    in-process and never holds."""
+
+    def script() -> Any:
+        hold()
+        return main()
+
+    script.__doc__ = f"The console script: {main.__name__}() on the command line."
+    return script

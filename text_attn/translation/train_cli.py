@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from text_attn.core.lightning_cli import run_lightning_cli
+from text_attn.core.startup_gc import holding
 
 TRAIN_DESCRIPTION = (
     "text-train: train and evaluate the text attention models (RNN encoder-decoder with Bahdanau / Luong / no "
@@ -61,6 +62,10 @@ def train_main(args: list[str] | None = None) -> None:
         return
     refuse_missing_files("text-train", list(argv))
     text_train_cli(args)
+
+
+# the console script: its start without the garbage collector's full passes (text_attn.core.startup_gc)
+main = holding(train_main)
 
 
 def text_optimize(args: list[str]) -> None:
