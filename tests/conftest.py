@@ -1,17 +1,19 @@
 """Shared test fixtures."""
 
-import gc
 import os
 
 import pytest
 
+from text_attn.core import startup_gc
+
 # Python's full garbage collections walk every object alive: with torch and Lightning imported, ~450,000 of them and
-# ~0.3 s a pass, 14 passes in each xdist worker (~5 s). The imports (torch's here, the test modules' in collection)
-# run without the collector, and what they made is then frozen (gc.freeze: later passes skip it; the cycles that
-# collection left, ~3% of those objects, stay). The tests' own garbage is collected as usual. xdist's main process
-# collects no tests: it turns the collector back on in pytest_configure. (Lightning is not imported here: imported
-# before pytest's log capture is in place, it would keep its records from caplog.)
-gc.disable()
+# ~0.3 s a pass, 14 passes in each xdist worker (~5 s). As in a console script (text_attn.core.startup_gc), the
+# imports (torch's here, the test modules' in collection) run with the collector held, and what they made is then
+# frozen (later passes skip it; the cycles that collection left, ~3% of those objects, stay). The tests' own garbage
+# is collected as usual. xdist's main process collects no tests: it releases the collector in pytest_configure.
+# (Lightning is not imported here: imported before pytest's log capture is in place, it would keep its records from
+# caplog.)
+startup_gc.hold()
 import torch  # noqa: E402
 
 # The frozen EfficientNet-Lite encoder runs in PyTorch here, not ONNX Runtime (captioning.model.onnx_encoder): every
@@ -54,8 +56,7 @@ def cli_run_in_tmp(tmp_path, monkeypatch):
 
 
 def pytest_collection_finish(session):
-    gc.freeze()  # torch, the test modules and what they imported (see the top of this file)
-    gc.enable()
+    startup_gc.release()  # torch, the test modules and what they imported (see the top of this file)
 
 
 def pytest_configure(config):
@@ -63,7 +64,7 @@ def pytest_configure(config):
     torch and Lightning loaded each full collection takes ~0.5 s, in each xdist worker and the main process. Once is
     enough here (the same check, on what the tests left)."""
     if config.getoption("numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
-        gc.enable()  # xdist's main process: its workers collect and run the tests (see the top of this file)
+        startup_gc.release()  # xdist's main process: its workers collect and run the tests (see the top of this file)
     try:
         from _pytest.unraisableexception import gc_collect_iterations_key
     except ImportError:  # a pytest without the setting: its own count

@@ -45,9 +45,6 @@ def leaving(main: Callable[[], Any]) -> Callable[[], NoReturn]:
     (text_attn.core.startup_gc). ``main`` itself stays callable in-process (a test, a notebook) and returns as
     before."""
 
-    def script() -> NoReturn:
-        startup_gc.hold()  # released by the command once its model is in
-        run_and_leave(main)
-
+    script = startup_gc.holding(lambda: run_and_leave(main))  # released by the command once its model is in
     script.__doc__ = f"The console script: {main.__name__}() on the command line, then the process leaves."
     return script
