@@ -234,7 +234,7 @@ class TranslateAPI(_ModelAPI):
 
     def _empty(self, source: str) -> dict[str, Any]:
         return {"source": source, "translation": "", "source_tokens": ["<eos>"], "tokens": [], "attention": None,
-                "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None,
+                "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None, "read_as": None,
                 "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
 
     def _record(self, source: str, t: Any) -> dict[str, Any]:
@@ -257,5 +257,6 @@ class TranslateAPI(_ModelAPI):
             "truncated": bool(t.truncated),
             "unknown": t.unknown,
             "unlike_source": unlike,
+            "read_as": read if (read := self.translator.read_as(source)) != source else None,
             "note": self.translator.note() if unlike else None,  # the model's own, as `translate` prints it
         }

@@ -79,6 +79,16 @@ TRANSLATE_ANSWER = {
                         "description": "per output token, weights over source_tokens",
                     },
                     "heads": {"type": ["array", "null"], "description": "a Transformer: the same per head (H, T, S)"},
+                    "score": {
+                        "type": "number",
+                        "description": "the search's score: log-probability (beam: divided by length**length_penalty)",
+                    },
+                    "truncated": {"type": "boolean", "description": "the translation reached max_len: cut off"},
+                    "unknown": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "source tokens the vocabulary does not know",
+                    },
                     "evidence": {
                         "type": "array",
                         "description": "with evidence=1: per output token, how much "
@@ -90,6 +100,11 @@ TRANSLATE_ANSWER = {
                         "tau of its attention (mean of heads and layers) against its evidence",
                     },
                     "unlike_source": {"type": ["boolean", "null"]},
+                    "read_as": {
+                        "type": ["string", "null"],
+                        "description": "the sentence as the model read it, where that differs: typed without "
+                        "capitals, read with those of the text the model learned from",
+                    },
                     "note": {"type": ["string", "null"]},
                 },
             },

@@ -15,7 +15,10 @@ all alike) and the table gives the median and each row as a ratio of Lightning's
 - ``caption PHOTO --jsonl OUT --devices 2``: two processes, started together (captioning.commands.process_start:
   each imports and loads the model beside the other);
 - the same with ``CAPTION_EARLY_START=0``: the second process started by Lightning's launcher when the loop begins,
-  so it imports and loads again, in series behind the first.
+  so it imports and loads again, in series behind the first;
+- ``translate SENTENCE`` with the bundled Transformer's file, and with a copy stored as model files were before
+  their tables became strings (the vocabularies as lists, the source check's log-probabilities as dicts: ``plain_copy``)
+  to show what reading them costs; and ``Translator.load`` of both files in this process, alone.
 Goal (issue 63): ``--devices 2`` at most 1.4x Lightning's import. Measure on a quiet machine.
 """
 
@@ -36,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
+from text_attn.translation.bundled import model_path  # noqa: E402
 
 LIGHTNING = "python -c 'import pytorch_lightning'"
 # `caption PHOTO` as its console script runs it (text_attn.core.fast_exit.leaving), without startup_gc.hold()
@@ -45,15 +49,39 @@ NOT_HELD = (
 )
 
 
-def _caption() -> str:
-    beside = Path(sys.executable).parent / "caption"
-    return str(beside) if beside.is_file() else "caption"
+SENTENCE = "Ein Mann fährt Fahrrad."
+
+
+def _script(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else name
+
+
+def plain_copy(model: Path, out: Path) -> Path:
+    """``model`` (a text model file) written to ``out`` as files were stored before their tables became strings: the
+    vocabularies as lists of tokens, the source check's log-probabilities as dicts; the same weights and values."""
+    from text_attn.core.modelfile import load_model_file, save_model_file
+    from text_attn.translation.source_check import restored
+    from text_attn.translation.translator import KIND, Translator
+
+    data = load_model_file(model, KIND)
+    translator = Translator.from_data(data, model)
+    payload = {k: v for k, v in data.items() if k not in ("format", "version")}
+    payload["src_vocab"], payload["tgt_vocab"] = (
+        {"tokens": translator.src_vocab.itos},
+        {"tokens": translator.tgt_vocab.itos},
+    )
+    if "source_check" in data:
+        payload["source_check"] = restored(data["source_check"])
+    return save_model_file(out, KIND, payload, data["version"])
 
 
 def rows(out: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     """label -> (command, extra environment)."""
-    photo, caption = str(DEMO_PHOTOS[0]), _caption()
+    photo, caption, translate = str(DEMO_PHOTOS[0]), _script("caption"), _script("translate")
     jsonl = ["--jsonl", str(out / "out.jsonl")]
+    bundled = model_path(None)
+    plain = plain_copy(bundled, out / "plain.pt")
     return {
         "python -c 'import torch'": ([sys.executable, "-c", "import torch"], {}),
         LIGHTNING: ([sys.executable, "-c", "import pytorch_lightning"], {}),
@@ -69,7 +97,29 @@ def rows(out: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
             [caption, photo, *jsonl, "--devices", "2"],
             {"CAPTION_EARLY_START": "0"},
         ),
+        "translate SENTENCE": ([translate, "--model", str(bundled), SENTENCE], {}),
+        "translate SENTENCE, the model file's tables stored as before": (
+            [translate, "--model", str(plain), SENTENCE],
+            {},
+        ),
     }
+
+
+def load_times(files: dict[str, Path], repeats: int) -> dict[str, list[float]]:
+    """Seconds of ``Translator.load`` of each file in this process, as ``translate`` loads it: the garbage collector
+    held back (text_attn.core.startup_gc), the files alternated."""
+    from text_attn.core import startup_gc
+    from text_attn.translation.translator import Translator
+
+    startup_gc.hold()
+    found: dict[str, list[float]] = {label: [] for label in files}
+    for _ in range(repeats + 1):  # the first round untimed: the page cache, torch's first load
+        for label, path in files.items():
+            start = time.perf_counter()
+            Translator.load(path)
+            found[label].append(time.perf_counter() - start)
+    startup_gc.release()
+    return {label: t[1:] for label, t in found.items()}
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
@@ -85,11 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=5, help="runs of every row, interleaved (default 5)")
     p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument(
+        "--rows", help="only the rows whose command holds this text (and Lightning's import, the ratios' base)"
+    )
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
     with tempfile.TemporaryDirectory() as tmp:
-        table = rows(Path(tmp))
+        table = {k: v for k, v in rows(Path(tmp)).items() if not args.rows or args.rows in k or k == LIGHTNING}
+        loads = load_times({"the bundled Transformer's file": model_path(None),
+                            "the same, its tables stored as before": Path(tmp) / "plain.pt"}, args.repeats)  # fmt: skip
         times: dict[str, list[float]] = {label: [] for label in table}
         for cmd, env in table.values():  # once untimed: the files in the page cache, as on later runs
             timed(cmd, env)
@@ -102,8 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     print("| command | seconds (median) | min - max | x Lightning's import |\n|---|---|---|---|")
     for label, t in times.items():
         print(f"| `{label}` | {medians[label]:.2f} | {min(t):.2f} - {max(t):.2f} | {medians[label] / base:.2f}x |")
+    print("\n`Translator.load` in one process, as `translate` loads it (median of the repeats):\n")
+    print("| model file | seconds (median) | min - max |\n|---|---|---|")
+    for label, t in loads.items():
+        print(f"| {label} | {statistics.median(t):.3f} | {min(t):.3f} - {max(t):.3f} |")
     if args.json:
-        data = {"cores": os.cpu_count(), "repeats": args.repeats, "seconds": times}
+        data = {"cores": os.cpu_count(), "repeats": args.repeats, "seconds": times, "translator_load": loads}
         write_text(args.json, json.dumps(data, indent=1))
     return 0
 

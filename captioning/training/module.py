@@ -41,6 +41,7 @@ from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.training import RunState, as_config, check_training_options, gather_outputs
+from text_attn.core.vocab import Vocabulary
 
 
 class CaptionModule(RunState, pl.LightningModule):
@@ -298,10 +299,10 @@ class CaptionModule(RunState, pl.LightningModule):
                 "this hard-attention checkpoint predates model.objective (its baseline is not where this version keeps "
                 "it): it cannot be resumed; start from its model file with model.init_from"
             )
-        saved = checkpoint.get("vocab")
-        if saved is not None and self.vocab is not None and saved != self.vocab.to_dict():
+        saved = Vocabulary.from_dict(checkpoint["vocab"]) if checkpoint.get("vocab") is not None else None
+        if saved is not None and self.vocab is not None and saved != self.vocab:
             raise ValueError(
-                f"the checkpoint's vocabulary ({len(saved['tokens'])} words) differs from the one built from "
+                f"the checkpoint's vocabulary ({len(saved)} words) differs from the one built from "
                 f"the data ({len(self.vocab)} words): use the data settings the checkpoint was trained with"
             )
         self.load_run_state(checkpoint, network_built=self.model is not None)

@@ -31,7 +31,7 @@ def test_fit_writes_a_self_contained_model_file(model_file):
     data = torch.load(model_file, weights_only=True)
     assert data["format"] == "attention-toolkit/text-model"
     assert data["arch"] == "rnn" and data["config"]["attention"] == "bahdanau"
-    assert data["src_vocab"]["tokens"][:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
+    assert data["src_vocab"]["lines"].split("\n")[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]  # one string
     json.dumps({k: v for k, v in data.items() if k != "state_dict"})  # metadata is plain JSON
 
 

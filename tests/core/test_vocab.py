@@ -33,3 +33,12 @@ def test_invalid_vocabularies_are_rejected():
 def test_tokenize_offline():
     assert tokenize("Don't stop, it's 3.5 km!") == ["don't", "stop", ",", "it's", "3.5", "km", "!"]
     assert tokenize("Ein Mann läuft.", lower=False) == ["Ein", "Mann", "läuft", "."]
+
+
+def test_a_vocabulary_is_stored_as_one_string_and_read_back_from_either_form():
+    v = Vocabulary([*SPECIALS, "▁Mann", "a b", "", "ü"])
+    assert v.to_dict() == {"lines": "<pad>\n<bos>\n<eos>\n<unk>\n▁Mann\na b\n\nü"}
+    assert Vocabulary.from_dict(v.to_dict()) == v
+    assert Vocabulary.from_dict({"tokens": v.itos}) == v  # a file written before the one string
+    broken = Vocabulary([*SPECIALS, "line\nbreak", "x"])  # a token holding a line break stays a list
+    assert broken.to_dict() == {"tokens": broken.itos} and Vocabulary.from_dict(broken.to_dict()) == broken

@@ -74,3 +74,16 @@ def test_english_given_to_the_german_model_gets_a_note_and_german_none(name):
     german = [*DEMO_SENTENCES, "Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch."]
     assert all(translator.unlike_source(s) for s in english)
     assert not any(translator.unlike_source(s) for s in german)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_german_typed_without_capitals_is_read_and_translated_as_written(name):
+    translator = Translator.load(name)
+    written = ["Ein Mann fährt Fahrrad.", "Eine Frau liest ein Buch im Park.", "Zwei Hunde laufen durch den Schnee."]
+    typed = [written[0].lower(), written[1].upper(), "Zwei hunde laufen durch den schnee."]
+    assert [translator.read_as(s) for s in typed] == written  # the capitals of the German it learned from
+    as_written, read = translator.translate(written), translator.translate(typed)
+    assert [t.text for t in read] == [t.text for t in as_written]
+    assert [t.read_as for t in read] == written and all(t.read_as is None for t in as_written)
+    translator.keep_case = True  # as typed: "ein mann" is a string of pieces the model rarely saw
+    assert [t.text for t in translator.translate(typed)] != [t.text for t in as_written]

@@ -17,7 +17,9 @@ from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.source_check import (
     MARGIN,
     line_score,
+    restored,
     source_check,
+    stored,
     trigrams,
     unlike_source,
     word_profile,
@@ -87,6 +89,23 @@ def test_the_model_file_keeps_the_check_and_a_damaged_one_is_one_line(model_file
     del data["source_check"]  # a model file from before the check: no note, no error
     torch.save(data, tmp_path / "old.pt")
     assert Translator.load(tmp_path / "old.pt").unlike_source(EN[1]) is None
+
+
+def test_the_model_file_keeps_the_tables_as_strings_and_reads_older_plain_ones(model_file, tmp_path):
+    translator = Translator.load(model_file)
+    assert translator.source_check == source_check(DE, DE[:2], "de")  # every log-probability back exactly
+    data = torch.load(model_file, weights_only=True)
+    raw = data["source_check"]
+    assert set(raw["logp"]) == set(raw["words"]["logp"]) == {"keys", "values"} and isinstance(raw["logp"]["keys"], str)
+    assert stored(translator.source_check) == raw and restored(raw) == translator.source_check
+    data["source_check"] = translator.source_check  # plain dicts, as model files were written before
+    torch.save(data, tmp_path / "plain.pt")
+    assert Translator.load(tmp_path / "plain.pt").source_check == translator.source_check
+    for bad in ({"keys": "a\nb", "values": "-1.0"}, {"keys": "a", "values": "low"}, {"keys": 1, "values": "-1"}):
+        data["source_check"] = {**raw, "logp": bad}
+        torch.save(data, tmp_path / "bad.pt")
+        with pytest.raises(ModelFileError, match=r"bad\.pt: damaged .*source_check is not a trigram profile"):
+            Translator.load(tmp_path / "bad.pt")
 
 
 def test_translate_notes_the_inputs_unlike_the_training_text(model_file, capsys, monkeypatch):

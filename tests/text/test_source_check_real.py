@@ -31,3 +31,25 @@ def test_real_german_val_and_test_pass_and_german_from_outside_the_corpus_world_
     assert len(outside) == 40 and len(caught) >= 36, sorted(set(outside) - set(caught))  # measured: 38 of 40
     english = read_lines(corpus_file(DATA, "val", "en"))[:200]
     assert sum(unlike_source(check, line) for line in english) >= 180  # the language part is still there
+
+
+@pytest.mark.slow
+def test_real_german_typed_without_capitals_is_translated_nearly_as_well_as_written():
+    """The bundled Transformer on 200 test sentences (benchmarks/casing.py measures all 1,000: 41.13 as written, 16.18
+    lowercased as typed, 40.56 read with the training text's capitals)."""
+    from text_attn.core.metrics import sacre_scores
+    from text_attn.translation.translator import Translator
+
+    test = read_lines(corpus_file(DATA, "test_2016_flickr", "de"))[:200]
+    refs = read_lines(corpus_file(DATA, "test_2016_flickr", "en"))[:200]
+    translator = Translator.load()
+    check = source_check(read_lines(corpus_file(DATA, "train", "de")), read_lines(corpus_file(DATA, "val", "de")), "de")
+    assert translator.source_check["casing"] == check["casing"]  # the bundled file's casing is the corpus's
+
+    def bleu(lines: list[str]) -> float:
+        return sacre_scores(refs, [t.text for t in translator.translate(lines)])["sacrebleu"]
+
+    written, recased = bleu(test), bleu([s.lower() for s in test])
+    translator.keep_case = True
+    typed = bleu([s.lower() for s in test])
+    assert recased >= 0.95 * written and typed < 0.6 * written, (written, recased, typed)

@@ -86,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
         help="also write FILE: one self-contained interactive page linking output and source words by attention "
         "(Transformer: every layer and head)",
     )
+    p.add_argument(
+        "--keep-case",
+        action="store_true",
+        help="translate a line typed without capitals (or all in capitals) as typed; by default it is read with the "
+        "capitals of the text the model learned from ('ein mann' -> 'Ein Mann'), where the model file knows them: "
+        "the bundled Transformer on Multi30k's test sentences lowercased, sacreBLEU 16.18 as typed, 40.58 recased",
+    )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
@@ -160,14 +167,15 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     bar = tqdm(total=total, unit="sent", desc="translating", disable=quiet, file=sys.stderr)
     options = search_options(args)
     progress = {} if progress is None else progress
-    progress.update(done=0, cut=0, unlike=0, unlike_first=[])
+    progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[])
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
+    recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
 
-    def count_unlike() -> None:
-        progress["unlike"] += len(unlike)
-        progress["unlike_first"] += unlike[: 10 - len(progress["unlike_first"])]  # the note names no more than ten
-        unlike.clear()
+    def count(kind: str, numbers: list[int]) -> None:
+        progress[kind] += len(numbers)
+        progress[f"{kind}_first"] += numbers[: 10 - len(progress[f"{kind}_first"])]  # a note names no more than ten
+        numbers.clear()
 
     def flush() -> None:
         good = [(n, t) for n, t in chunk if t is not None]  # tokenized once, when read
@@ -190,8 +198,9 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
         out.flush()
         progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
         progress["cut"] += sum(tr.truncated for tr in outs)
-        flagged = set(unlike)  # this chunk's inputs unlike the training text (count_unlike empties the list)
-        count_unlike()
+        flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
+        count("unlike", unlike)
+        count("recased", recased)
         if report is not None and good:
             from text_attn.translation.alignment_page import report_attention, sentence_section
 
@@ -220,8 +229,11 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
         if error is not None:
             print(f"translate: error: input {n}: {error}", file=sys.stderr)
             failed += 1
-        elif translator.unlike_source(line):
-            unlike.append(n)
+        else:
+            if translator.unlike_source(line):
+                unlike.append(n)
+            if translator.read_as(line) != line:
+                recased.append(n)
         chunk.append((n, None if error else tokens))
         if len(chunk) == args.batch_size:
             flush()
@@ -251,6 +263,9 @@ def model_info(translator, path: str | Path) -> list[str]:
     if check is not None:
         how = "language and words" if "words" in check else "language"
         lines.append(f"input check:    notes input unlike {translator.known()}, by its {how}")
+    if (check or {}).get("casing") and not translator.codec.lower:
+        lines.append("input casing:   a line without capitals of its own is read with the training text's capitals "
+                     "(--keep-case: as typed)")  # fmt: skip
     from text_attn.core.modelfile import info_lines
 
     return lines + info_lines(translator.info)
@@ -309,12 +324,22 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
         print(f"translate: note: {note}", file=sys.stderr)
+    if progress.get("recased"):
+        count, shown = progress["recased"], _numbers(progress["recased"], progress["recased_first"])
+        s, their, them = ("s", "their", "them") if count > 1 else ("", "its", "it")
+        print(f"translate: note: input{s} {shown} had no capitals of {their} own: read with the capitals of "
+              f"{translator.known()}; --keep-case translates {them} as typed", file=sys.stderr)  # fmt: skip
+
+
+def _numbers(count: int, first: list[int]) -> str:
+    """The inputs a note is about: "1, 4 and 7 more" (``first``: the first ones' numbers, in order)."""
+    return ", ".join(map(str, first)) + (f" and {count - len(first)} more" if count > len(first) else "")
 
 
 def _source_note(translator, args: argparse.Namespace, count: int, first: list[int]) -> str:
     """The note for the ``count`` inputs that look unlike the model's training source text (``first``: the first
     ones' numbers, in order)."""
-    shown = ", ".join(map(str, first)) + (f" and {count - len(first)} more" if count > len(first) else "")
+    shown = _numbers(count, first)
     several = count > 1
     note = (f"input{'s' if several else ''} {shown} look{'' if several else 's'} unlike {translator.known()}: "
             f"{'their translations' if several else 'the translation'} may be wrong")  # fmt: skip
@@ -388,6 +413,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     except ModelFileError as exc:
         fail("translate", str(exc))
     startup_gc.release()  # the imports and the model are in: the collector as usual (text_attn.core.startup_gc)
+    translator.keep_case = args.keep_case
     fill_decoding_defaults(args, translator.info, beam_size=1)
     check_search_options("translate", args)
     if args.model_info:

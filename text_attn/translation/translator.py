@@ -20,8 +20,9 @@ from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
+from text_attn.translation.casing import Casing
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
-from text_attn.translation.source_check import unlike_source, valid_check
+from text_attn.translation.source_check import restored, stored, unlike_source, valid_check
 from text_attn.translation.subwords import SubwordError
 from text_attn.translation.tokens import TextCodec
 
@@ -38,6 +39,7 @@ class Translation:
     truncated: bool = False  # the output hit max_len before the end token: it was cut off
     unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
     note: str | None = None  # the model's note when ``unlike_source`` (Translator.note)
+    read_as: str | None = None  # the input as the model read it, where that differs: recased (Translator.read_as)
 
     def __repr__(self) -> str:
         """Short and stable (no attention tensor): what a notebook stores as text."""
@@ -90,6 +92,8 @@ class Translator:
         self.codec = codec if isinstance(codec, TextCodec) else TextCodec(codec, lower)
         self.info = dict(info or {})
         self.source_check = source_check
+        self.keep_case = False  # True: lines without capitals are read as typed, not recased (translate --keep-case)
+        self._casing: tuple[dict, Casing] | None = None  # the source check's casing, ready to apply
         self.arch = next((a for a, (_, net_cls) in NETWORKS.items() if isinstance(net, net_cls)), None)
         if self.arch is None:
             raise ValueError(f"not a text network: {type(net).__name__}")
@@ -113,7 +117,7 @@ class Translator:
             "tgt_vocab": self.tgt_vocab.to_dict(),
             **self.codec.metadata(),
             **({"info": self.info} if self.info else {}),
-            **({"source_check": self.source_check} if self.source_check else {}),
+            **({"source_check": stored(self.source_check)} if self.source_check else {}),
         }
 
     def save(self, path: str | Path, half: bool = False) -> Path:
@@ -162,7 +166,7 @@ class Translator:
             net.load_state_dict(data["state_dict"])
             src, tgt = Vocabulary.from_dict(data["src_vocab"]), Vocabulary.from_dict(data["tgt_vocab"])
             codec = TextCodec.from_metadata(data)
-            check = data.get("source_check")
+            check = restored(data.get("source_check"))
             if check is not None and not valid_check(check):
                 raise ValueError("its source_check is not a trigram profile with a floor and a threshold")
         except (KeyError, TypeError, ValueError, RuntimeError, SubwordError) as exc:
@@ -197,7 +201,19 @@ class Translator:
         return content
 
     def tokenize(self, text: str) -> list[str]:
-        return self.codec.encode(text)
+        """The source tokens of ``text`` as the model reads it (:meth:`read_as`)."""
+        return self.codec.encode(self.read_as(text))
+
+    def read_as(self, text: str) -> str:
+        """``text`` as the model reads it: a line whose case says nothing ("ein mann fährt fahrrad", or all capitals)
+        with the capitals its training source text writes ("Ein Mann fährt Fahrrad"), where the model file knows them
+        and the model keeps case (text_attn.translation.casing); else ``text``. ``keep_case`` turns it off."""
+        found = None if self.keep_case or self.codec.lower else (self.source_check or {}).get("casing")
+        if found is None:
+            return text
+        if self._casing is None or self._casing[0] is not found:  # built once per check (a few ms)
+            self._casing = (found, Casing(found))
+        return self._casing[1].recase(text)
 
     def unlike_source(self, text: str) -> bool | None:
         """Whether ``text`` looks unlike the source side this model was trained on (None: the model file has no
@@ -244,6 +260,7 @@ class Translator:
         for s, t in zip(sentences, out, strict=True):
             t.unlike_source = self.unlike_source(s)
             t.note = self.note() if t.unlike_source else None
+            t.read_as = read if (read := self.read_as(s)) != s else None
         return Translations(out)
 
     def explain(self, translation: str | Translation, **decoding: Any):

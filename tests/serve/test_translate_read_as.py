@@ -1,0 +1,23 @@
+"""attention-serve's /translate answer says how the model read a sentence typed without capitals (``read_as``), in
+process: the worker's own translate step on a tiny subword model whose file knows its training text's casing."""
+
+from __future__ import annotations
+
+from helpers.multi30k import DE
+from helpers.tiny_translator import tiny_subword_model_file
+
+from attention_serve.apis import TranslateAPI
+from attention_serve.openapi import TRANSLATE_ANSWER
+
+
+def test_a_sentence_without_capitals_is_answered_with_how_it_was_read(tmp_path):
+    api = TranslateAPI(tiny_subword_model_file(tmp_path), "translate", 1, 4, 0.01, idle_wait=False)
+    api.load("cpu")
+    typed = DE[0].lower()
+    records = api._translate([typed, DE[1]], {"beam_size": 1, "length_penalty": 0.0, "max_len": 3})
+    assert [r["source"] for r in records] == [typed, DE[1]]  # what was sent
+    assert records[0]["read_as"] == DE[0] and records[1]["read_as"] is None
+    assert records[0]["source_tokens"] == [*api.translator.tokenize(DE[0]), "<eos>"]
+    assert records[0]["translation"] == api.translator.translate([DE[0]], beam_size=1, max_len=3)[0].text
+    answer = TRANSLATE_ANSWER["properties"]["translations"]["items"]["properties"]
+    assert set(records[0]) <= set(answer) and "read_as" in answer

@@ -1,0 +1,86 @@
+"""Reading a line typed without capitals as the training text writes its words.
+
+A subword model keeps case, and German writes every noun with a capital, so "ein mann fährt fahrrad ." is, to a
+model trained on Multi30k, a string of pieces it rarely saw: the bundled Transformer scores sacreBLEU 41.13 on the
+test sentences as written, 16.18 on the same sentences lowercased and 0.00 in capitals (its outputs run to the
+length cap), while the source check, which lowercases, passes them all. A line whose case says nothing (no capital
+past its first letter, or nothing but capitals) is read instead with each word in the form the training source text
+most often writes it in (away from a line's start, where every word is capitalised), and its first letter
+capitalised where the training lines mostly start with one: 40.56 and 40.57 (benchmarks/casing.py, docs/text.md).
+A line with capitals of its own is read as typed: a correctly cased "essen" (to eat) stays lowercase even though the
+training text writes "Essen" (food) more often.
+
+The casing is learned with the source check (text_attn.translation.source_check) from the same training lines, and
+kept in it as plain JSON-able values: ``{"first": bool, "words": "Mann Frau T-Shirt weiße ..."}``, the forms a line
+without case cannot give back, in one string (one string loads at once, where a dict of 12,000 words costs a tenth
+of a second). A model file from before it has none, and reads every line as typed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")  # a word: letters, joined by hyphens or apostrophes
+
+
+def learn_casing(train: Iterable[str]) -> dict | None:
+    """The casing of the training source lines ``train``: each word's most frequent form away from a line's start,
+    kept where a line without case cannot give it back (the form is not its own casefold: "Mann", "weiße"), and
+    whether the lines mostly start with a capital (None: nothing to learn, no capital and no form like "weiße": a
+    synthetic task)."""
+    forms: dict[str, Counter] = defaultdict(Counter)
+    starts = capitals = 0
+    for line in train:
+        words = WORD.findall(line)
+        if not words:
+            continue
+        if (start := opening(line)) is not None:
+            starts += 1
+            capitals += line[start].isupper()
+        for word in words[1:]:  # a line's first word is capitalised whatever it is
+            forms[word.lower()][word] += 1
+    # kept: what a line without case cannot give back; casefold() is what it can ("STRASSE", "strasse" -> "Straße")
+    kept = sorted(best for seen in forms.values() if (best := seen.most_common(1)[0][0]) != best.casefold())
+    if not kept and not capitals:
+        return None
+    return {"first": capitals * 2 > starts, "words": " ".join(kept)}
+
+
+def valid_casing(casing: object) -> bool:
+    """Whether ``casing`` (read from a model file) is what :func:`learn_casing` makes."""
+    return isinstance(casing, dict) and isinstance(casing.get("first"), bool) and isinstance(casing.get("words"), str)
+
+
+def says_nothing(line: str) -> bool:
+    """Whether the case of ``line`` carries no information: it has letters with a case, and no capital past its
+    first letter, or nothing but capitals ("ein mann", "Ein mann", "EIN MANN"; not "Ein Mann", not "2024")."""
+    cased = [c for c in line if c.islower() or c.isupper()]
+    return bool(cased) and (all(c.islower() for c in cased[1:]) or all(c.isupper() for c in cased))
+
+
+def opening(line: str) -> int | None:
+    """Where the line's first word starts when nothing but spaces and punctuation come before it (a sentence's
+    capital goes there), else None ("2 boys ...": the line starts with a number, and "boys" keeps its case)."""
+    m = WORD.search(line)
+    return m.start() if m and not any(c.isalnum() for c in line[: m.start()]) else None
+
+
+class Casing:
+    """A learned casing, ready to apply: ``recase(line)``."""
+
+    def __init__(self, casing: dict):
+        self.first = casing["first"]
+        # "mann" -> "Mann", "strasse" -> "Straße"
+        self.forms = {form.casefold(): form for form in casing["words"].split()}
+
+    def recase(self, line: str) -> str:
+        """``line`` as the training text would write it when its case says nothing (:func:`says_nothing`), else
+        ``line`` itself. Only letters change: spacing, digits and punctuation stay as typed."""
+        if not says_nothing(line):
+            return line
+        text = WORD.sub(lambda m: self.forms.get(m.group().casefold(), m.group()), line.lower())
+        if self.first and (start := opening(text)) is not None:
+            text = text[:start] + text[start].upper() + text[start + 1 :]
+        return text
