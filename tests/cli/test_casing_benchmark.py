@@ -3,23 +3,20 @@ typed and as ``translate`` reads it, with how many lines the casing changed and 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
 from helpers.multi30k import write_corpus
+from helpers.scripts import load_script
 from helpers.tiny_translator import tiny_subword_model_file
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "casing.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("casing_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_the_table_has_each_form_typed_and_recased(tmp_path, capsys):

@@ -3,10 +3,10 @@ translator, read from lists and dicts, so its ``translate`` row times the storag
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import torch
+from helpers.scripts import load_script
 from helpers.tiny_translator import tiny_subword_model_file
 
 from text_attn.translation.translator import Translator
@@ -15,11 +15,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "starts.py"
 
 
 def test_the_plain_copy_holds_lists_and_dicts_and_the_same_translator(tmp_path):
-    spec = importlib.util.spec_from_file_location("starts_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     model = tiny_subword_model_file(tmp_path)
-    plain = module.plain_copy(model, tmp_path / "plain.pt")
+    plain = load_script(SCRIPT).plain_copy(model, tmp_path / "plain.pt")
     raw, now = torch.load(plain, weights_only=True), torch.load(model, weights_only=True)
     assert isinstance(raw["src_vocab"]["tokens"], list) and isinstance(now["src_vocab"]["lines"], str)
     assert all(isinstance(v, float) for v in raw["source_check"]["words"]["logp"].values())  # a plain dict
