@@ -219,7 +219,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
         except UnicodeEncodeError:  # stdin bytes that are not UTF-8 arrive as lone surrogates
             error = "not valid UTF-8 text"
         else:
-            tokens = translator.tokenize(line)
+            read = translator.read_as(line)  # typed without capitals: with the training text's (Translator.tokenize)
+            tokens = translator.codec.encode(read)
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
@@ -232,7 +233,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
         else:
             if translator.unlike_source(line):
                 unlike.append(n)
-            if translator.read_as(line) != line:
+            if read != line:
                 recased.append(n)
         chunk.append((n, None if error else tokens))
         if len(chunk) == args.batch_size:

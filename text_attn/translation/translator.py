@@ -248,7 +248,8 @@ class Translator:
         decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` (with the model's
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
         no_repeat_ngram (text_attn.core.decoding.search). In Jupyter each translation and the list draw themselves."""
-        toks = [self.tokenize(s) for s in sentences]
+        read = [self.read_as(s) for s in sentences]  # each line as the model reads it: tokenize's, once
+        toks = [self.codec.encode(r) for r in read]
         for s, t in zip(sentences, toks, strict=True):
             if not t:
                 raise ValueError(f"empty input: {s!r}")
@@ -257,10 +258,10 @@ class Translator:
         if d["no_repeat_ngram"]:
             options["no_repeat_ngram"] = d["no_repeat_ngram"]
         out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, **options)
-        for s, t in zip(sentences, out, strict=True):
+        for s, r, t in zip(sentences, read, out, strict=True):
             t.unlike_source = self.unlike_source(s)
             t.note = self.note() if t.unlike_source else None
-            t.read_as = read if (read := self.read_as(s)) != s else None
+            t.read_as = r if r != s else None
         return Translations(out)
 
     def explain(self, translation: str | Translation, **decoding: Any):
