@@ -23,7 +23,7 @@ from pathlib import Path
 from text_attn.core.metrics import sacre_scores
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.safe_files import write_text
-from text_attn.translation.casing import opening
+from text_attn.translation.casing import capitalised
 from text_attn.translation.corpora import corpus_file, read_lines
 from text_attn.translation.pairs import TaskError
 from text_attn.translation.translator import Translator
@@ -31,9 +31,7 @@ from text_attn.translation.translator import Translator
 
 def sentence_case(line: str) -> str:
     """``line`` lowercased but for its first letter: German typed as English is."""
-    low = line.lower()
-    start = opening(low)
-    return low if start is None else low[:start] + low[start].upper() + low[start + 1 :]
+    return capitalised(line.lower())
 
 
 FORMS = {"as written": str, "lowercased": str.lower, "in capitals": str.upper, "sentence case": sentence_case}
@@ -41,7 +39,7 @@ FORMS = {"as written": str, "lowercased": str.lower, "in capitals": str.upper, "
 
 def measure(translator: Translator, sources: list[str], refs: list[str]) -> list[dict]:
     """One row per form of the lines: sacreBLEU typed as is and read with the casing (None: the file has none)."""
-    has_casing = bool((translator.source_check or {}).get("casing")) and not translator.codec.lower
+    has_casing = translator.casing is not None
     rows = []
     for name, form in FORMS.items():
         lines = [form(s) for s in sources]

@@ -61,16 +61,14 @@ def plain_copy(model: Path, out: Path) -> Path:
     """``model`` (a text model file) written to ``out`` as files were stored before their tables became strings: the
     vocabularies as lists of tokens, the source check's log-probabilities as dicts; the same weights and values."""
     from text_attn.core.modelfile import load_model_file, save_model_file
+    from text_attn.core.vocab import Vocabulary
     from text_attn.translation.source_check import restored
-    from text_attn.translation.translator import KIND, Translator
+    from text_attn.translation.translator import KIND
 
     data = load_model_file(model, KIND)
-    translator = Translator.from_data(data, model)
     payload = {k: v for k, v in data.items() if k not in ("format", "version")}
-    payload["src_vocab"], payload["tgt_vocab"] = (
-        {"tokens": translator.src_vocab.itos},
-        {"tokens": translator.tgt_vocab.itos},
-    )
+    for key in ("src_vocab", "tgt_vocab"):
+        payload[key] = {"tokens": Vocabulary.from_dict(data[key]).itos}
     if "source_check" in data:
         payload["source_check"] = restored(data["source_check"])
     return save_model_file(out, KIND, payload, data["version"])

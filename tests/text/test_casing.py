@@ -82,6 +82,7 @@ def model_file(tmp_path_factory):
 
 def test_the_translator_reads_a_line_without_capitals_with_the_training_texts(model_file):
     translator = Translator.load(model_file)
+    assert translator.casing is translator.casing is not None  # built once
     typed = DE[0].lower()  # "ein mann fährt fahrrad."
     assert translator.read_as(typed) == DE[0]
     assert translator.tokenize(typed) == translator.tokenize(DE[0]) != translator.codec.encode(typed)
@@ -92,7 +93,7 @@ def test_the_translator_reads_a_line_without_capitals_with_the_training_texts(mo
     assert translator.read_as(typed) == typed and translator.tokenize(typed) == translator.codec.encode(typed)
     translator.keep_case = False
     translator.codec.lower = True  # a model that lowercases its input anyway: nothing to recase
-    assert translator.read_as(typed) == typed
+    assert translator.read_as(typed) == typed and translator.casing is None
     translator.codec.lower = False
     del translator.source_check["casing"]  # a model file from before the casing: lines as typed
     assert translator.read_as(typed) == typed

@@ -67,6 +67,12 @@ def opening(line: str) -> int | None:
     return m.start() if m and not any(c.isalnum() for c in line[: m.start()]) else None
 
 
+def capitalised(line: str) -> str:
+    """``line`` with a capital where a sentence's goes (:func:`opening`), else as it is."""
+    start = opening(line)
+    return line if start is None else line[:start] + line[start].upper() + line[start + 1 :]
+
+
 class Casing:
     """A learned casing, ready to apply: ``recase(line)``."""
 
@@ -81,6 +87,4 @@ class Casing:
         if not says_nothing(line):
             return line
         text = WORD.sub(lambda m: self.forms.get(m.group().casefold(), m.group()), line.lower())
-        if self.first and (start := opening(text)) is not None:
-            text = text[:start] + text[start].upper() + text[start + 1 :]
-        return text
+        return capitalised(text) if self.first else text

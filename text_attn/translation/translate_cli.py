@@ -264,7 +264,7 @@ def model_info(translator, path: str | Path) -> list[str]:
     if check is not None:
         how = "language and words" if "words" in check else "language"
         lines.append(f"input check:    notes input unlike {translator.known()}, by its {how}")
-    if (check or {}).get("casing") and not translator.codec.lower:
+    if translator.casing is not None:
         lines.append("input casing:   a line without capitals of its own is read with the training text's capitals "
                      "(--keep-case: as typed)")  # fmt: skip
     from text_attn.core.modelfile import info_lines

@@ -208,12 +208,19 @@ class Translator:
         """``text`` as the model reads it: a line whose case says nothing ("ein mann fährt fahrrad", or all capitals)
         with the capitals its training source text writes ("Ein Mann fährt Fahrrad"), where the model file knows them
         and the model keeps case (text_attn.translation.casing); else ``text``. ``keep_case`` turns it off."""
-        found = None if self.keep_case or self.codec.lower else (self.source_check or {}).get("casing")
+        casing = None if self.keep_case else self.casing
+        return text if casing is None else casing.recase(text)
+
+    @property
+    def casing(self) -> Casing | None:
+        """The training text's casing that :meth:`read_as` applies (None: the model file has none, or the model
+        lowercases its input anyway); built once per source check (a few ms)."""
+        found = None if self.codec.lower else (self.source_check or {}).get("casing")
         if found is None:
-            return text
-        if self._casing is None or self._casing[0] is not found:  # built once per check (a few ms)
+            return None
+        if self._casing is None or self._casing[0] is not found:
             self._casing = (found, Casing(found))
-        return self._casing[1].recase(text)
+        return self._casing[1]
 
     def unlike_source(self, text: str) -> bool | None:
         """Whether ``text`` looks unlike the source side this model was trained on (None: the model file has no
