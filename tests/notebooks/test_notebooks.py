@@ -1,6 +1,6 @@
-"""Every notebook runs top to bottom (notebooks/run.py, Jupyter's nbclient): the first in quick mode in the default test
-run, every one in quick mode (about 30 s each) and in full under ``-m slow`` (the run whose outputs are stored; at
-most 5 minutes each on 2 cores). A
+"""Every notebook runs top to bottom (notebooks/run.py, Jupyter's nbclient) under ``-m slow``: in quick mode (about
+30 s each) and in full (the run whose outputs are stored; at most 5 minutes each on 2 cores). The default run checks
+the stored outputs only: even the first notebook's quick run cost 12 s of it, most of that a kernel starting. A
 cell that raises fails the test, naming the cell. The stored notebooks hold the outputs of a full run, none of them an
 error, with no timing or memory address that would change on every run."""
 
@@ -50,11 +50,8 @@ def test_stored_outputs_are_a_clean_full_run(path):
     assert (DOCS / f"notebook_{path.stem}.png").read_bytes() == base64.b64decode(png), path.name
 
 
-# the first notebook in the default run (it costs seconds); the others' quick runs are slow (each 20-30 s)
-QUICK_BY_DEFAULT = [pytest.param(p, marks=[] if i == 0 else [pytest.mark.slow]) for i, p in enumerate(NOTEBOOKS)]
-
-
-@pytest.mark.parametrize("path", QUICK_BY_DEFAULT, ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_runs_top_to_bottom_in_quick_mode(path):
     seconds, nb = runner.execute(path, quick=True, timeout=300)
     assert all(c.execution_count for c in nb.cells if c.cell_type == "code")

@@ -1,7 +1,9 @@
 """The live page at / in a real browser (Playwright driving the system's Chromium), against a real attention-serve
 process: upload a photo and read its caption, hover a word and see the attention canvas change, translate on the
 second tab and hover the alignment, both with "also what drives each word" too, and an oversized upload's error shown
-on the page. No page error, ever."""
+on the page. No page error, ever. All of it -m slow: its own server and browser cost ~23 s of the default run, which
+drives the other pages in a browser (tests/cli/test_html_pages.py) and this server over HTTP
+(tests/serve/test_api.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from helpers.server import Server
 from helpers.tiny_captioner import flag_every_photo, tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 from PIL import Image
+
+pytestmark = pytest.mark.slow
 
 FIX = Path(__file__).parent.parent / "fixtures"
 PHOTO = FIX / "images" / "chelsea.png"
