@@ -141,7 +141,7 @@ def read_info(path: str) -> dict:
     import json
 
     try:
-        info = json.loads(Path(path).read_text(encoding="utf-8"))
+        info = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark (Windows editors) dropped
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ModelFileError(f"--info {path}: cannot read a JSON object ({one_line(err)})") from None
     if not isinstance(info, dict):

@@ -26,6 +26,8 @@ def image_paths(
     for item in items:
         if item == "-":
             lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else sys.stdin))  # Windows lists too
+            # a list saved by a Windows editor or PowerShell may start with a byte-order mark: not part of the path
+            lines = (line.removeprefix("\ufeff") if n == 0 else line for n, line in enumerate(lines))
             yield from image_paths((line for line in lines if line.strip() and line != "-"), None, empty, skip)
         elif os.path.isdir(item):
             found, seen = 0, {os.path.realpath(item)}

@@ -263,12 +263,12 @@ def _add_member(sample: ShardSample, info: tarfile.TarInfo, ext: str, tar: tarfi
         sample.image = data
     elif ext == "txt":
         try:
-            sample.text = data.decode("utf-8").strip()
+            sample.text = data.decode("utf-8-sig").strip()  # a byte-order mark (Windows editors) is not a word
         except UnicodeDecodeError:
             sample.error = sample.error or f"{where}: the caption is not UTF-8 text"
     else:
         try:
-            meta = json.loads(data.decode("utf-8"))
+            meta = json.loads(data.decode("utf-8-sig"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             sample.error = sample.error or f"{where}: not valid JSON ({err})"
             return

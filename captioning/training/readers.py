@@ -98,6 +98,23 @@ def caption_tokens(text: str) -> list[str]:
     return [t for t in tokenize(text) if any(ch.isalnum() for ch in t)]
 
 
+def _read_text(path: Path, what: str) -> str:
+    """A text file the user wrote: UTF-8, a leading byte-order mark dropped (Windows editors and Excel's "UTF-8" CSV
+    write one; kept, it would be part of the first file name or token); bytes that are not UTF-8 are one
+    CaptionDataError naming the file and the line."""
+    if not path.is_file():
+        raise CaptionDataError(f"{path}: {what} not found")
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise CaptionDataError(f"{path}: cannot read {what} ({err.strerror or err})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise CaptionDataError(f"{path}: line {line}: not UTF-8 text ({what})") from None
+
+
 # --- Karpathy JSON, folder + TSV --------------------------------------------------------------------------------------
 def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[ImageItem]:
     """Drop items whose image file is missing, with one stderr line (or a CaptionDataError when strict)."""
@@ -159,8 +176,8 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
     if not json_path.is_file():
         raise CaptionDataError(f"captions file {json_path} does not exist")
     try:
-        data = json.loads(json_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        data = json.loads(_read_text(json_path, "captions file"))
+    except json.JSONDecodeError as err:
         raise CaptionDataError(f"{json_path} is not valid JSON ({err})") from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise CaptionDataError(f"{json_path} has no 'images' list (expected a Karpathy-split JSON)")
@@ -213,7 +230,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     if not image_dir.is_dir():
         raise CaptionDataError(f"image folder {image_dir} does not exist")
     by_name: dict[str, ImageItem] = {}
-    for n, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(_read_text(tsv, "captions file").splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         name, tab, caption = line.partition("\t")
@@ -228,20 +245,6 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
 
 
 # --- Flickr8k ---------------------------------------------------------------------------------------------------------
-def _read_text(path: Path, what: str) -> str:
-    if not path.is_file():
-        raise CaptionDataError(f"{path}: {what} not found")
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise CaptionDataError(f"{path}: cannot read {what} ({err.strerror or err})") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise CaptionDataError(f"{path}: line {line}: not UTF-8 text ({what})") from None
-
-
 def _note(path: Path, skipped: int, total: int, why: str, first: str) -> None:
     if skipped:
         print(f"caption data: {inert(path)}: skipped {skipped} of {total} lines {why} (first: {inert(repr(first))})",

@@ -70,6 +70,24 @@ def test_folder_reader_groups_lines_per_image(capsys, tmp_path):
         read_folder(IMAGES, no_tab)
 
 
+def test_files_saved_with_a_byte_order_mark_read_as_without_and_other_bytes_name_the_line(tmp_path):
+    """Notepad and Excel's "UTF-8" write a byte-order mark first: it was read as part of the first photo's name, which
+    then counted as missing without a visible reason (and a Karpathy JSON was refused)."""
+    tsv = (CAPS / "captions.tsv").read_text(encoding="utf-8")
+    (tmp_path / "bom.tsv").write_bytes(b"\xef\xbb\xbf" + tsv.replace("\n", "\r\n").encode())
+    plain, marked = read_folder(IMAGES, CAPS / "captions.tsv"), read_folder(IMAGES, tmp_path / "bom.tsv")
+    assert [(it.path, it.captions) for it in marked] == [(it.path, it.captions) for it in plain]
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + (CAPS / "karpathy.json").read_bytes())
+    assert read_karpathy(tmp_path / "bom.json", IMAGES) == read_karpathy(CAPS / "karpathy.json", IMAGES)
+    (tmp_path / "latin1.tsv").write_bytes("coffee.png\tfine\nrocket.jpg\tun caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(CaptionDataError) as exc:
+        read_folder(IMAGES, tmp_path / "latin1.tsv")
+    assert str(exc.value) == f"{tmp_path / 'latin1.tsv'}: line 2: not UTF-8 text (captions file)"
+    (tmp_path / "latin1.json").write_bytes('{"images": [], "x": "caf\u00e9"}'.encode("latin-1"))
+    with pytest.raises(CaptionDataError, match=r"latin1\.json: line 1: not UTF-8 text"):
+        read_karpathy(tmp_path / "latin1.json", IMAGES)
+
+
 def test_load_image_respects_exif_orientation(tmp_path):
     img = Image.new("RGB", (40, 20), (255, 0, 0))
     img.paste((0, 0, 255), (0, 0, 8, 8))  # a blue block at the top left

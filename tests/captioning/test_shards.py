@@ -45,6 +45,13 @@ def test_wanted_selects_samples_and_keeps_their_positions(tmp_path):
     assert samples[1].image == photo_bytes(4)
 
 
+def test_a_caption_or_json_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    bom = b"\xef\xbb\xbf"
+    extra = {"000000009.jpg": photo_bytes(9), "000000009.txt": bom + b"a red bus\r\n", "000000009.json": bom + b"{}"}
+    samples, _ = _read(write_shard(tmp_path / "s.tar", 0, 0, extra=extra))
+    assert [(s.text, s.meta, s.error) for s in samples] == [("a red bus", {}, None)]
+
+
 def test_bad_members_are_one_error_sample_each(tmp_path):
     extra = {"000000009.json": b"{not json", "000000009.jpg": photo_bytes(9), "000000010.txt": b"no photo here"}
     samples, notes = _read(write_shard(tmp_path / "s.tar", 7, 2, extra=extra))

@@ -386,6 +386,13 @@ def test_export_errors(capsys, tmp_path):
     assert not (tmp_path / "out.pt").exists()
 
 
+def test_export_info_saved_with_a_byte_order_mark_is_read(tmp_path):
+    from captioning.commands.export import read_info
+
+    (tmp_path / "info.json").write_bytes(b'\xef\xbb\xbf{"trained on": "my photos"}\r\n')  # Notepad's "UTF-8"
+    assert read_info(str(tmp_path / "info.json")) == {"trained on": "my photos"}
+
+
 @pytest.mark.slow
 def test_export_a_real_training_checkpoint(capsys, tmp_path):
     """A caption-train run's best checkpoint exports to the same file that fit itself writes at the end."""

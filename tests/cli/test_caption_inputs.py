@@ -120,6 +120,8 @@ def test_a_folder_in_a_stdin_list_expands_as_an_argument_does(folder, tmp_path):
     Image.new("RGB", (8, 8)).save(one)
     listed = list(image_paths(["-"], io.StringIO(f"{folder}\r\n\n{one}\n")))
     assert listed == [os.path.join(folder, "p0.png"), os.path.join(folder, "p1.png"), str(one)]
+    # saved by a Windows editor or PowerShell: a byte-order mark first, which is not part of the first path
+    assert list(image_paths(["-"], io.StringIO(f"\ufeff{one}\r\n\ufeff{one}\r\n"))) == [str(one), f"\ufeff{one}"]
 
 
 def test_the_overlay_folder_inside_an_input_folder_is_not_captioned(model_file, folder, capsys):
