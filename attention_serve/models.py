@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.errors import missing
 from text_attn.core.modelfile import ModelFileError
 
 
@@ -91,9 +92,9 @@ def check_files(caption: str | None, text: str | None) -> tuple[Path | None, Pat
     """Both models' files (None: not served); ModelFileError (one line) for one that is missing. No torch: the
     command says a mistyped path before its imports."""
     cpath, tpath = caption_path(caption), text_path(text)
-    for flag, p in (("--caption-model", cpath), ("--text-model", tpath)):
+    for flag, p, typed in (("--caption-model", cpath, caption), ("--text-model", tpath, text)):
         if p is not None and not p.is_file():
-            raise ModelFileError(f"{flag} {p}: no such model file")
+            raise ModelFileError(f"{flag} {missing(p, 'no such model file', typed)}")
     return cpath, tpath
 
 

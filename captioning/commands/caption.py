@@ -62,7 +62,7 @@ from captioning.commands.caption_parser import _parser, fill_machine_defaults
 from captioning.commands.process_start import hands_on_stdin, should_start, start_others
 from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
 from text_attn.core import startup_gc
-from text_attn.core.errors import emit, fail, one_line
+from text_attn.core.errors import emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.safe_files import OutputRefused, inert_output, protecting, refuse_overlap, same_file
 from text_attn.core.search_options import check_search_options, fill_decoding_defaults
@@ -221,7 +221,7 @@ def _checked_run(args: argparse.Namespace) -> int:
         fail("caption", str(err))
     captioner = _load_captioner(args)
     fill_decoding_defaults(args, captioner.info)
-    check_search_options("caption", args)
+    check_search_options("caption", args, words=len(captioner.vocab))
     if args.decode_on_device:
         from captioning.photos.device_prepare import supported
 
@@ -290,7 +290,7 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
         if Path(path) in MODEL_NAMES.values():
             fail("caption", f"the bundled model {path} is not installed; pass --model FILE (a model file written by "
                  "caption-train fit or caption-export)")  # fmt: skip
-        fail("caption", f"{path}: model file not found")  # as load_model_file says it
+        fail("caption", missing(path, "model file not found", args.model))  # as load_model_file says it
     writes = args.json or args.jsonl or args.html or args.overlay or args.devices is not None
     if args.demo or args.model_info or writes or not args.images:
         return
@@ -299,7 +299,7 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
     # '-' (paths on stdin), a brace pattern and a shard are read as the run goes: not judged here
     if all(a != "-" and "{" not in a and not is_shard(a) and not os.path.exists(a) for a in args.images):
         for a in args.images:
-            print(f"caption: error: {a}: no such file", file=sys.stderr)  # the words of preprocess's ImageReadError
+            print(f"caption: error: {missing(a)}", file=sys.stderr)  # the words of preprocess's ImageReadError
         raise SystemExit(1)
     if all(os.path.isdir(a) for a in args.images):
         from captioning.photos.image_paths import image_paths

@@ -187,8 +187,8 @@ class Captioner:
         training checkpoint included (its message names caption-export), raises ModelFileError with one line."""
         from captioning.model.bundled import model_path
 
-        path = model_path(path)
-        data = load_model_file(path, KIND, VERSION, map_location=map_location)
+        typed, path = path, model_path(path)
+        data = load_model_file(path, KIND, VERSION, map_location=map_location, typed=typed)
         try:
             vocab = Vocabulary.from_dict(data["vocab"])
             decoder = dict(data["decoder"])

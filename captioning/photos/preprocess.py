@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
-from text_attn.core.errors import one_line
+from text_attn.core.errors import missing, one_line
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -207,7 +207,7 @@ def load_photo(
     else:
         p = Path(src)
         if not p.exists():
-            raise ImageReadError(f"{src}: no such file", "missing")
+            raise ImageReadError(missing(src), "missing")
         if p.is_dir():
             raise ImageReadError(f"{src}: is a directory, not an image", "not_image")
     try:

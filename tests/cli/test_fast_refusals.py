@@ -153,3 +153,33 @@ def test_what_only_the_run_can_resolve_passes_the_early_check(name):
     """No checkpoint (YAML's null), Lightning's own names and remote paths (refused by the run, with its reason)."""
     refuse_missing_files("text-train", ["fit", "--ckpt_path", name])
     refuse_missing_files("text-train", ["fit", f"--ckpt_path={name}"])
+
+
+def test_a_url_is_named_as_typed_and_said_to_be_downloaded_first(tmp_path, capsys):
+    """Nothing downloads at run time. A URL was "no such file", and as a model path ``https:/host/m.pt``: one slash
+    fewer than the user typed (``Path`` collapses them)."""
+    from captioning.commands.caption import caption_main
+    from captioning.model.captioner import Captioner
+    from text_attn.core.modelfile import ModelFileError
+    from text_attn.translation.translate_cli import translate_main
+    from text_attn.translation.translator import Translator
+
+    said = ": a URL: only local files are read; download it first"
+    url = "https://example.org/m.pt"
+    photo = "https://example.org/a.jpg"
+    # a missing photo exits 1 as every failed input does (README: exit codes); a missing model file 2
+    cases = [("caption", caption_main, [photo], photo, 1), ("caption", caption_main, ["--model", url, "a.jpg"], url, 2),
+             ("translate", translate_main, ["--model", url, "Hallo"], url, 2)]  # fmt: skip
+    for prog, main, argv, named, code in cases:
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert (exc.value.code, capsys.readouterr().err) == (code, f"{prog}: error: {named}{said}\n")
+    for load in (Captioner.load, Translator.load):
+        with pytest.raises(ModelFileError, match=f"^{url}{said}$"):
+            load(url)
+    with pytest.raises(ModelFileError, match="nope.pt: model file not found$"):  # a plain path: as before
+        Translator.load(tmp_path / "nope.pt")
+    from attention_serve.models import check_files
+
+    with pytest.raises(ModelFileError, match=f"^--text-model {url}{said}$"):
+        check_files(None, url)

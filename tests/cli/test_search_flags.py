@@ -45,6 +45,12 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
         assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("translate: error: ")
         if bad[0] in ("--temperature", "--top-k"):
             assert f"{' '.join(bad[::2]).replace(' ', ', ')} only apply with --sample" in err
+    # more beams than the model has words (5 + <pad> <bos> <eos> <unk>): a mistyped 100000 once filled the memory
+    assert translate_main(["--model", str(model), "--beam-size", "9", "ma"]) == 0
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(model), "--beam-size", "10", "ma"])
+    assert (exc.value.code, capsys.readouterr().err) == (
+        2, "translate: error: --beam-size 10 is more than the model's 9 words: at most 9\n")  # fmt: skip
 
 
 def test_caption_n_best_and_seeded_sampling(capsys):
@@ -58,6 +64,9 @@ def test_caption_n_best_and_seeded_sampling(capsys):
     with pytest.raises(SystemExit) as exc:  # plain lines hold one caption: the lists are in --json / --jsonl
         caption_main(["--demo", "shapes", "--seed", "5", "--beam-size", "4", "--n-best", "3"])
     assert exc.value.code == 2 and "--n-best lists are part of the --json / --jsonl records" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["--demo", "shapes", "--beam-size", "100000"])
+    assert exc.value.code == 2 and "--beam-size 100000 is more than the model's" in capsys.readouterr().err
     assert len(rec["n_best"]) == 3 and rec["n_best"][0]["caption"] == rec["caption"]
     assert rec["n_best"][0]["score"] == pytest.approx(rec["score"], abs=1e-5)
     one, two = run("--sample", "--sample-seed", "1", "--temperature", "2"), run("--sample", "--sample-seed", "1",

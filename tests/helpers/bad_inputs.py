@@ -152,6 +152,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("checkpoint named .pt", "caption", [photo, "--model", str(w / "looks_like_a_model.pt")], 2,
              "looks_like_a_model.pt"),
         Case("beam size 0", "caption", [photo, "--model", cm, "--beam-size", "0"], 2, "--beam-size"),
+        Case("beam size above the vocabulary", "caption", [photo, "--model", cm, "--beam-size", "100000"], 2,
+             "more than the model's"),
         Case("unknown option", "caption", [photo, "--model", cm, "--colour", "red"], 2, "--colour"),
         Case("--demo of an unknown kind", "caption", ["--demo", "fish"], 2, "fish"),
         Case("--model-info with images", "caption", [photo, "--model", cm, "--model-info"], 2, "--model-info"),

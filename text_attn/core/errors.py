@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from text_attn.core.safe_files import inert
@@ -13,6 +14,18 @@ def one_line(err: BaseException, limit: int = 160) -> str:
     """An exception's message on one line (whitespace collapsed, at most ``limit`` characters; its type if empty)."""
     text = " ".join(str(err).split()) or type(err).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def missing(path: object, what: str = "no such file", typed: object = None) -> str:
+    """``path: what`` for a file that is not there. Where the user typed (``typed``, else ``path``) a URL, say that
+    instead: nothing is downloaded at run time, and ``Path`` would have shown ``https:/host/x`` with one slash."""
+    typed = path if typed is None else typed
+    if isinstance(typed, str) and _URL.match(typed):
+        return f"{typed}: a URL: only local files are read; download it first"
+    return f"{path}: {what}"
 
 
 # Set in the other processes of a run started together (captioning.commands.process_start) until they reach their loop:

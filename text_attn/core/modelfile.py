@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.errors import missing
 from text_attn.core.safe_files import inert, refuse_overlap, write_bytes
 
 
@@ -74,13 +75,15 @@ def save_model_file(path: str | Path, kind: str, payload: dict[str, Any], versio
     return write_bytes(path, buffer.getbuffer())  # writer turns ENOSPC into an opaque RuntimeError); never torn
 
 
-def load_model_file(path: str | Path, kind: str, version: int = 1, map_location: str = "cpu") -> dict[str, Any]:
-    """Read a file written by :func:`save_model_file`; anything else raises :class:`ModelFileError`."""
+def load_model_file(path: str | Path, kind: str, version: int = 1, map_location: str = "cpu",
+                    typed: object = None) -> dict[str, Any]:  # fmt: skip
+    """Read a file written by :func:`save_model_file`; anything else raises :class:`ModelFileError`. ``typed``: what
+    the user gave, where ``path`` was resolved from it (a URL is named as given)."""
     import torch
 
-    path = Path(path)
+    typed, path = path if typed is None else typed, Path(path)
     if not path.is_file():
-        raise ModelFileError(f"{path}: model file not found")
+        raise ModelFileError(missing(path, "model file not found", typed))
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer

@@ -39,10 +39,13 @@ def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_
         args.no_repeat_ngram = chosen.get("no_repeat_ngram", 0)
 
 
-def check_search_options(prog: str, args: argparse.Namespace) -> None:
-    """One line and exit 2 for options that cannot go together (after :func:`fill_decoding_defaults`)."""
+def check_search_options(prog: str, args: argparse.Namespace, words: int | None = None) -> None:
+    """One line and exit 2 for options that cannot go together (after :func:`fill_decoding_defaults`). ``words``: the
+    model's output vocabulary; more beams than words is refused (a mistyped 100000 filled the memory instead)."""
     if args.beam_size < 1:
         fail(prog, f"--beam-size must be at least 1, got {args.beam_size}")
+    if words is not None and args.beam_size > words:
+        fail(prog, f"--beam-size {args.beam_size} is more than the model's {words} words: at most {words}")
     if args.length_penalty < 0:
         fail(prog, f"--length-penalty must be 0 or more, got {args.length_penalty}")
     if args.sample and (args.beam_size > 1 or args.n_best > 1):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core import startup_gc
-from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, one_line, stdout_failed
+from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, missing, one_line, stdout_failed
 from text_attn.core.fast_exit import leaving
 from text_attn.core.safe_files import inert, inert_output, open_stream, protecting, refuse_overlap, same_file
 from text_attn.core.search_options import (
@@ -401,7 +401,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         if args.model is None:
             fail("translate", f"the bundled model {model} is not installed; pass --model FILE (a model file written "
                  "by text-train fit or text-export)")  # fmt: skip
-        fail("translate", f"{model}: model file not found")  # as load_model_file says it
+        fail("translate", missing(model, "model file not found", args.model))  # as load_model_file says it
     if args.threads:
         import torch
 
@@ -416,7 +416,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     startup_gc.release()  # the imports and the model are in: the collector as usual (text_attn.core.startup_gc)
     translator.keep_case = args.keep_case
     fill_decoding_defaults(args, translator.info, beam_size=1)
-    check_search_options("translate", args)
+    check_search_options("translate", args, words=len(translator.tgt_vocab))
     if args.model_info:
         emit("translate", "\n".join(model_info(translator, model_path(args.model))))
         return 0

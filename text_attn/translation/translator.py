@@ -141,8 +141,8 @@ class Translator:
         checkpoint included: its message names the text-export command) raises ModelFileError with one line."""
         from text_attn.translation.bundled import model_path
 
-        path = model_path(path)
-        return cls.from_data(load_model_file(path, KIND), path)
+        typed, path = path, model_path(path)
+        return cls.from_data(load_model_file(path, KIND, typed=typed), path)
 
     def decoding(self, **given: Any) -> dict[str, Any]:
         """The decoding ``translate`` uses: the model file's recorded choice (chosen on validation data), else greedy
