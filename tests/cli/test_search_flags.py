@@ -51,6 +51,12 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
         translate_main(["--model", str(model), "--beam-size", "10", "ma"])
     assert (exc.value.code, capsys.readouterr().err) == (
         2, "translate: error: --beam-size 10 is more than the model's 9 words: at most 9\n")  # fmt: skip
+    # a --max-len no sentence could be searched at: said once for the option (it was an error per line, naming the line)
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(model), "--max-len", "1000000000", "ma", "pipo"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("translate: error: --max-len 1000000000: the search at beam 1 would need about 7 GiB")
 
 
 def test_caption_n_best_and_seeded_sampling(capsys):
