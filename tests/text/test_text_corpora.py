@@ -39,8 +39,11 @@ def test_split_names_are_configurable_and_missing_files_are_named(tmp_path):
     dm = TranslationDataModule(**kw, split_names={"val": "dev", "test": "test2017"})
     dm.setup("fit")
     assert len(dm.splits["val"]) == 2
-    with pytest.raises(ValueError, match=r"found neither val\.de nor val\.de\.gz"):
+    with pytest.raises(ValueError) as err:  # named, with the option that names them
         TranslationDataModule(**kw).setup("fit")
+    assert str(err.value) == (f"{root}: found neither val.de nor val.de.gz: the val split's files; data.split_names "
+                              "names them (now {'train': 'train', 'val': 'val', 'test': 'test_2016_flickr'}), e.g. "
+                              "--data.split_names '{test: test}'")  # fmt: skip
     with pytest.raises(ValueError, match="unknown split"):
         TranslationDataModule(**kw, split_names={"dev": "dev"})
     with pytest.raises(ValueError, match="task pair needs data.root"):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 from functools import partial
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -31,7 +32,7 @@ from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableB
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
-from text_attn.translation.pairs import Example
+from text_attn.translation.pairs import Example, TaskError
 from text_attn.translation.source_check import source_check
 from text_attn.translation.subwords import MODEL_TYPES, Subwords
 from text_attn.translation.tasks import load_examples
@@ -185,7 +186,13 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             names = {"train": "train", "val": "val", "test": "test_2016_flickr", **(hp.split_names or {})}
             out = {}
             for split, name in names.items():
-                src, tgt = corpus_file(hp.root, name, hp.src_lang), corpus_file(hp.root, name, hp.tgt_lang)
+                try:
+                    src, tgt = corpus_file(hp.root, name, hp.src_lang), corpus_file(hp.root, name, hp.tgt_lang)
+                except TaskError as err:  # your own corpus's files are rarely named as Multi30k's
+                    if not Path(hp.root).is_dir():
+                        raise
+                    raise TaskError(f"{err}: the {split} split's files; data.split_names names them (now "
+                                    f"{names}), e.g. --data.split_names '{{test: test}}'") from None  # fmt: skip
                 size = {"train": hp.train_size, "val": hp.val_size, "test": hp.test_size}[split]
                 out[split] = read_parallel_text(src, tgt, size if size > 0 else None)
             return out
