@@ -117,14 +117,16 @@ def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]
     from PIL import Image, UnidentifiedImageError
 
     from captioning.photos.photo_check import photo_stats
-    from captioning.photos.preprocess import PHOTO_FORMATS, ImageReadError, load_photo
+    from captioning.photos.preprocess import HEAD, ImageReadError, load_photo, photo_formats
 
     preprocess = served.extra["preprocess"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the guard below is the server's own
         try:
-            with Image.open(io.BytesIO(data), formats=PHOTO_FORMATS) as probe:
+            with Image.open(io.BytesIO(data), formats=photo_formats(data[:HEAD], "upload")) as probe:
                 width, height = probe.size
+        except ImageReadError as err:  # a HEIC photo without pi-heif
+            raise ClientError(415, f"the image: {str(err).removeprefix('upload: ')}") from None
         except UnidentifiedImageError:
             raise ClientError(415, "the upload is not an image Pillow can read (JPEG, PNG, WebP, ...)") from None
         except Image.DecompressionBombError:

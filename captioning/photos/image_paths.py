@@ -9,7 +9,9 @@ from collections.abc import Iterable, Iterator
 from typing import IO
 
 # What a folder contributes: files with these extensions (any case), found recursively, in sorted order.
-IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
+# .heic / .heif: iPhones' photos; .avif: the web's; .jfif: a JPEG as Windows names some downloads
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm",
+                              ".pgm", ".heic", ".heif", ".avif"})  # fmt: skip
 
 
 def image_paths(

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from PIL import Image, JpegImagePlugin
 
-from captioning.photos.preprocess import SUBSAMPLINGS
+from captioning.photos.preprocess import HEAD, SUBSAMPLINGS, file_head, photo_formats
 
 CHECKED = 1000  # at most this many training photos are read, spread evenly over the split
 
@@ -61,7 +61,8 @@ def header_of(src: str | Path | bytes | Image.Image) -> tuple[JpegStep | None, t
     if isinstance(src, Image.Image):
         return None, src.size  # pixels in memory (the shapes scenes): never recompressed
     try:
-        with Image.open(io.BytesIO(src) if isinstance(src, bytes) else src) as img:
+        head = src[:HEAD] if isinstance(src, bytes) else file_head(src)
+        with Image.open(io.BytesIO(src) if isinstance(src, bytes) else src, formats=photo_formats(head, src)) as img:
             if img.format != "JPEG":
                 return None, img.size
             tables = tuple(tuple(img.quantization[k]) for k in sorted(img.quantization))

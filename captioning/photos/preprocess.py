@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
+import PIL
 import torch
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
@@ -165,8 +166,13 @@ def to_rgb(img: Image.Image) -> Image.Image:
 
 
 # The photo formats read (Pillow's others are not photos, and some hand the bytes to outside programs: EPS to
-# Ghostscript): a file in another format is "not an image file Pillow can read".
+# Ghostscript): a file in another format is "not an image file Pillow can read". Two more are added for a file that is
+# one (:func:`photo_formats`): HEIF, iPhones' HEIC photos, read by pi-heif's opener; AVIF, Pillow's own from 11.3 on.
 PHOTO_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "PPM", "ICO")  # JPEG covers MPO (phones)
+# an ISO media file's major brand (bytes 8-12, after "ftyp"): HEVC-coded HEIF; AV1 (AVIF) names itself there or among
+# the compatible brands after it
+HEIF_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs", b"mif1", b"msf1"})
+HEAD = 32  # the bytes photo_formats looks at
 
 
 class ImageReadError(ValueError):
@@ -176,6 +182,34 @@ class ImageReadError(ValueError):
     def __init__(self, message: str, kind: str = "damaged") -> None:
         super().__init__(message)
         self.kind = kind
+
+
+def photo_formats(head: bytes, name: object) -> tuple[str, ...]:
+    """The formats Pillow may open a photo whose first :data:`HEAD` bytes are ``head`` as: PHOTO_FORMATS, and for a
+    HEIC / HEIF photo (what iPhones save) pi-heif's opener, registered the first time one is met (its import costs
+    ~0.05 s, which no other photo should pay), or for an AVIF photo Pillow's own. (Image.open raises KeyError for a
+    format name it has no opener for.) A missing pi-heif, or a Pillow without AVIF, is an ImageReadError naming the
+    photo and what reads it, not "not an image file"."""
+    if head[4:8] != b"ftyp":
+        return PHOTO_FORMATS
+    if b"avif" in head[8:HEAD] or b"avis" in head[8:HEAD]:
+        from PIL import features
+
+        if not features.check_module("avif"):
+            raise ImageReadError(f"{name}: an AVIF photo: this Pillow ({PIL.__version__}) cannot read it; Pillow 11.3 "
+                                 "or later can (pip install -U pillow)", "not_image")  # fmt: skip
+        Image.init()  # the AVIF plugin is not among the few Image.open loads first
+        return (*PHOTO_FORMATS, "AVIF")
+    if head[8:12] not in HEIF_BRANDS:
+        return PHOTO_FORMATS
+    if "HEIF" not in Image.OPEN:
+        try:
+            import pi_heif
+        except ImportError:
+            raise ImageReadError(f"{name}: a HEIC/HEIF photo (iPhones save them): reading it needs the pi-heif "
+                                 "package (pip install pi-heif)", "not_image") from None  # fmt: skip
+        pi_heif.register_heif_opener()  # 10- and 12-bit photos come as 8-bit; the rotation it stores is applied
+    return (*PHOTO_FORMATS, "HEIF")
 
 
 def load_image(src: str | Path | Image.Image, min_side: int | None = None) -> Image.Image:
@@ -192,6 +226,15 @@ def prepared(src: str | Path | Image.Image, preprocess: Callable[[Image.Image], 
     return preprocess(load_image(src, getattr(preprocess, "decode_side", None)))
 
 
+def file_head(path: str | Path) -> bytes:
+    """The first :data:`HEAD` bytes of a file (what :func:`photo_formats` looks at); none when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(HEAD)
+    except OSError:
+        return b""  # unreadable: Image.open below says why, in its words
+
+
 def load_photo(
     src: str | Path | Image.Image | bytes, min_side: int | None = None
 ) -> tuple[Image.Image, tuple[int, int]]:
@@ -203,6 +246,7 @@ def load_photo(
     if isinstance(src, Image.Image):
         return to_rgb(src), src.size
     if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server): its bytes, named "upload"
+        formats = photo_formats(bytes(src[:HEAD]), "upload")
         p, src = io.BytesIO(src), "upload"
     else:
         p = Path(src)
@@ -210,8 +254,9 @@ def load_photo(
             raise ImageReadError(missing(src), "missing")
         if p.is_dir():
             raise ImageReadError(f"{src}: is a directory, not an image", "not_image")
+        formats = photo_formats(file_head(p), src)
     try:
-        with Image.open(p, formats=PHOTO_FORMATS) as img:
+        with Image.open(p, formats=formats) as img:
             width, height = img.size  # as stored, before the EXIF rotation
             # orientations 5-8 turn the picture by 90 degrees (exif_transpose below): the full size's sides swap
             size = (height, width) if img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8) else (width, height)

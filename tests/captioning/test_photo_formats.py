@@ -1,0 +1,103 @@
+"""HEIC / HEIF photos (what iPhones save; read with pi-heif) and AVIF (Pillow's own): found in folders, decoded to the
+photo they hold with their stored rotation applied, captioned as the same pixels in a PNG, sent to the server; and
+without pi-heif, one line naming the photo and the package. Fixtures: tests/fixtures/photo_formats/README.md."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from captioning.photos.image_paths import image_paths
+from captioning.photos.jpeg_step import header_of
+from captioning.photos.preprocess import ImageReadError, load_photo
+
+FIX = Path(__file__).parent.parent / "fixtures"
+FORMATS = FIX / "photo_formats"
+ASTRONAUT = np.asarray(Image.open(FIX / "images" / "astronaut.png").convert("RGB"), dtype=np.float32)
+COFFEE = Image.open(FIX / "images" / "coffee.png").convert("RGB")
+
+
+def _gap(a: Image.Image | np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(np.asarray(a, dtype=np.float32) - b).mean())
+
+
+@pytest.mark.parametrize("name", ["astronaut.heic", "astronaut.avif"])
+def test_a_heic_and_an_avif_photo_decode_to_the_photo_they_hold(name):
+    image, size = load_photo(FORMATS / name)
+    assert (image.mode, image.size, size) == ("RGB", (256, 256), (256, 256))
+    assert _gap(image, ASTRONAUT) < 4  # quality 80: a lossy copy of the same picture
+    assert _gap(image, ASTRONAUT[::-1]) > 30  # which a mirrored picture is not
+    assert header_of(FORMATS / name) == (None, (256, 256))  # what training records of its photos: not a JPEG
+
+
+def test_the_rotation_a_heic_file_stores_is_applied():
+    image, size = load_photo(FORMATS / "coffee_turned.heic")
+    assert image.size == size == (171, 256)
+    upright = np.asarray(COFFEE.transpose(Image.Transpose.ROTATE_270), dtype=np.float32)  # turned clockwise
+    assert _gap(image, upright) < 5 and _gap(image, upright[::-1, ::-1]) > 20
+
+
+def test_folders_hold_them_in_any_case_of_extension(tmp_path):
+    for name in ("a.heic", "b.HEIC", "c.heif", "d.avif", "e.jfif", "notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    assert [Path(p).name for p in image_paths([str(tmp_path)])] == ["a.heic", "b.HEIC", "c.heif", "d.avif", "e.jfif"]
+
+
+def test_caption_captions_them_as_the_same_pixels_in_a_png(tmp_path, capsys):
+    from captioning.commands.caption import caption_main
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("astronaut.heic", "astronaut.avif", "coffee_turned.heic"):
+        (photos / name).write_bytes((FORMATS / name).read_bytes())
+        load_photo(FORMATS / name)[0].save(photos / f"{name}.png")  # the decoded pixels, as a PNG
+    assert caption_main([str(photos), "--json"]) == 0
+    records = {Path(r["image"]).name: r for r in json.loads(capsys.readouterr().out)}
+    assert len(records) == 6
+    for name in ("astronaut.heic", "astronaut.avif", "coffee_turned.heic"):
+        assert records[name]["caption"] == records[f"{name}.png"]["caption"], name
+        assert records[name]["size"] == records[f"{name}.png"]["size"]
+
+
+def _upload(name: str) -> dict:
+    """The server's HTTP side on an upload of the fixture ``name``."""
+    from attention_serve.front import prepare_photo
+    from attention_serve.models import Served
+    from captioning.photos.preprocess import Preprocess
+
+    class Limits:
+        max_pixels = 89_478_485
+
+    served = Served(Path("m.pt"), "m", {}, {}, {"preprocess": Preprocess(32, crop=False)})
+    return prepare_photo((FORMATS / name).read_bytes(), served, Limits())
+
+
+def test_the_server_reads_a_heic_upload():
+    sent = _upload("coffee_turned.heic")
+    assert sent["size"] == [171, 256] and sent["shape"] == [32, 32, 3]
+
+
+def test_without_pi_heif_a_heic_photo_is_one_line_naming_the_package(monkeypatch, tmp_path):
+    monkeypatch.delitem(Image.OPEN, "HEIF", raising=False)  # as before any HEIC photo was met
+    monkeypatch.setitem(sys.modules, "pi_heif", None)  # import pi_heif: ImportError
+    with pytest.raises(ImageReadError) as err:
+        load_photo(FORMATS / "astronaut.heic")
+    assert err.value.kind == "not_image" and str(err.value) == (
+        f"{FORMATS / 'astronaut.heic'}: a HEIC/HEIF photo (iPhones save them): reading it needs the pi-heif package "
+        "(pip install pi-heif)")  # fmt: skip
+    with pytest.raises(ImageReadError, match="^upload: a HEIC/HEIF photo"):
+        load_photo((FORMATS / "astronaut.heic").read_bytes())
+    assert header_of(FORMATS / "astronaut.heic") == (None, None)  # unreadable: the data reader names it
+    from attention_serve.limits import ClientError
+
+    with pytest.raises(ClientError) as refused:
+        _upload("astronaut.heic")
+    assert (refused.value.status, refused.value.message) == (
+        415, "the image: a HEIC/HEIF photo (iPhones save them): reading it needs the pi-heif package (pip install "
+        "pi-heif)")  # fmt: skip
+    load_photo(FIX / "images" / "rocket.jpg")  # every other photo as before
