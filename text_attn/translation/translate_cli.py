@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -318,7 +319,15 @@ def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
 
 
 def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any]) -> None:
-    """The closing notes on the translations written: cut off by the length cap, inputs unlike the training text."""
+    """The closing notes on the translations written: arguments that name files, cut off by the length cap, inputs
+    unlike the training text, inputs read with the training text's capitals."""
+    done = progress.get("done", 0)
+    files = [(n, s) for n, s in enumerate(args.sentences[:done], 1) if not args.demo and os.path.isfile(s)]
+    if files:  # `translate notes.txt` translated the name: the lines of a file come on stdin
+        names = ", ".join(f"{n} ({inert(s)})" for n, s in files[:3]) + (" and more" if len(files) > 3 else "")
+        which = f"inputs {names} name files" if len(files) > 1 else f"input {names} names a file"
+        print(f"translate: note: {which}, translated as text; to translate a file's lines: translate < "
+              f"{inert(files[0][1])}", file=sys.stderr)  # fmt: skip
     if progress.get("cut"):
         cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x source + 10)"
         print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
