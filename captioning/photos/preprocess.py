@@ -235,6 +235,20 @@ def file_head(path: str | Path) -> bytes:
         return b""  # unreadable: Image.open below says why, in its words
 
 
+def _list_hint(path: Path | io.BytesIO) -> str:
+    """For a file of photo paths given as a photo (``caption photos.txt``): how to give it, when its first line names
+    a file that exists; else nothing."""
+    if not isinstance(path, Path):
+        return ""
+    try:
+        with open(path, "rb") as f:
+            first = f.read(4096).decode("utf-8-sig", errors="replace").splitlines()[0].strip()
+        listed = bool(first) and Path(first).is_file()
+    except (OSError, UnicodeDecodeError, IndexError, ValueError):
+        return ""
+    return f" (a list of photos, one a line? give it on stdin: caption - < {path})" if listed else ""
+
+
 def load_photo(
     src: str | Path | Image.Image | bytes, min_side: int | None = None
 ) -> tuple[Image.Image, tuple[int, int]]:
@@ -264,7 +278,7 @@ def load_photo(
                 img.draft(img.mode, (int(min_side), int(min_side)))  # no-op unless both sides stay >= min_side
             rgb = to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
     except UnidentifiedImageError:
-        raise ImageReadError(f"{src}: not an image file Pillow can read", "not_image") from None
+        raise ImageReadError(f"{src}: not an image file Pillow can read{_list_hint(p)}", "not_image") from None
     except Image.DecompressionBombError:
         raise ImageReadError(
             f"{src}: more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels, which Pillow refuses to decode (a "

@@ -176,3 +176,19 @@ def test_an_overlay_folder_that_cannot_be_written_is_one_line_before_any_image(
         assert seen == []  # before any image is read
     finally:
         locked.chmod(0o700)
+
+
+def test_a_list_of_photos_given_as_a_photo_is_told_to_come_on_stdin(folder, tmp_path, monkeypatch):
+    from captioning.photos.preprocess import ImageReadError, load_photo
+
+    monkeypatch.chdir(tmp_path)
+    listed, notes = tmp_path / "photos.txt", tmp_path / "notes.txt"
+    listed.write_text(f"{folder / 'p0.png'}\n{folder / 'p1.png'}\n")
+    notes.write_text("not a path\n")
+    with pytest.raises(ImageReadError) as err:
+        load_photo(listed)
+    assert str(err.value) == (f"{listed}: not an image file Pillow can read (a list of photos, one a line? give it on "
+                              f"stdin: caption - < {listed})")  # fmt: skip
+    with pytest.raises(ImageReadError) as err:
+        load_photo(notes)
+    assert str(err.value) == f"{notes}: not an image file Pillow can read"  # no guess where the text names no file
