@@ -172,7 +172,8 @@ class CaptionAPI(_ModelAPI):
     def _record(self, item: dict[str, Any], result: Any, far: bool | None) -> dict[str, Any]:
         g = self.captioner.grid
         words, alphas = result.words, result.alphas  # (T, L)
-        return {
+        preview = {"preview": item["preview"]} if "preview" in item else {}  # a HEIC or TIFF upload (front.preview)
+        return preview | {
             "caption": " ".join(words),
             "words": words,
             "attention": _rounded(alphas),

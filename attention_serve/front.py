@@ -124,7 +124,7 @@ def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the guard below is the server's own
         try:
             with Image.open(io.BytesIO(data), formats=photo_formats(data[:HEAD], "upload")) as probe:
-                width, height = probe.size
+                width, height, kind = *probe.size, probe.format
         except ImageReadError as err:  # a HEIC photo without pi-heif
             raise ClientError(415, f"the image: {str(err).removeprefix('upload: ')}") from None
         except UnidentifiedImageError:
@@ -144,13 +144,32 @@ def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]
             message = f"the image is damaged: {why}" if status == 422 else f"the image: {why}"
             raise ClientError(status, message) from None
     pixels = preprocess.pixels(image)  # (S, S, 3) uint8
-    return {
+    sent = {
         "pixels": base64.b64encode(pixels.tobytes()).decode("ascii"),
         "shape": list(pixels.shape),
         "size": list(size),
         "crop_box": list(preprocess.crop_box(*size)),
         "stats": list(photo_stats(image)),
     }
+    if kind not in BROWSER_FORMATS:  # the page could not draw the photo under the attention: a JPEG of it to draw
+        sent["preview"] = preview(image)
+    return sent
+
+
+# What browsers draw in an <img> (an iPhone's HEIC, TIFF and PPM only Safari, or none): other uploads get a preview
+BROWSER_FORMATS = frozenset({"JPEG", "MPO", "PNG", "GIF", "WEBP", "BMP", "ICO", "AVIF"})
+
+
+def preview(image: Any) -> str:
+    """A JPEG of ``image`` (RGB, upright) as large as the page's canvas draws it (MAX_SIDE a side at most), base64:
+    what the page draws for a photo in a format the browser cannot show."""
+    from attention_serve.page import MAX_SIDE
+
+    small = image.copy()
+    small.thumbnail((MAX_SIDE, MAX_SIDE))
+    buffer = io.BytesIO()
+    small.save(buffer, "JPEG", quality=85)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 class Front:

@@ -41,6 +41,11 @@ CAPTION_ANSWER = {
         "grid": {"type": "array", "items": {"type": "integer"}, "description": "regions down and across"},
         "size": {"type": "array", "items": {"type": "integer"}, "description": "the photo's width and height"},
         "crop_box": {"type": "array", "items": {"type": "number"}, "description": "x0, y0, x1, y1: what the model saw"},
+        "preview": {
+            "type": "string",
+            "description": "only for a photo in a format browsers do not draw (HEIC, TIFF, "
+            "PPM): a JPEG of it, upright, at most 480 pixels a side, base64",
+        },  # fmt: skip
         "chosen": {"type": ["array", "null"], "description": "hard attention: the region each word looked at"},
         "evidence": {
             "type": "array",

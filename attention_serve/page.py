@@ -76,7 +76,7 @@ const Live = {
   async caption(file) {
     if (!file) return;
     if (!CFG.caption) { Live.status("cap-status", "this server does not caption photos", true); return; }
-    const url = URL.createObjectURL(file);
+    let url = URL.createObjectURL(file);
     Live.status("cap-status", `captioning ${file.name || "the pasted image"}\u2026`);
     const form = new FormData();
     form.append("image", file, file.name || "pasted.png");
@@ -86,6 +86,7 @@ const Live = {
     try { rec = await Live.post("/caption", form, {}); }
     catch (e) { Live.status("cap-status", e.message, true); URL.revokeObjectURL(url); return; }
     Live.status("cap-status", "");
+    if (rec.preview) { URL.revokeObjectURL(url); url = "data:image/jpeg;base64," + rec.preview; }  // HEIC, TIFF
     Live.showCaption(rec, url, file.name || "pasted image");
   },
   showCaption(rec, url, name) {

@@ -64,8 +64,8 @@ def test_caption_captions_them_as_the_same_pixels_in_a_png(tmp_path, capsys):
         assert records[name]["size"] == records[f"{name}.png"]["size"]
 
 
-def _upload(name: str) -> dict:
-    """The server's HTTP side on an upload of the fixture ``name``."""
+def _upload(name: str, preprocess=None) -> dict:
+    """The server's HTTP side on an upload of the fixture ``name`` (a path: any file)."""
     from attention_serve.front import prepare_photo
     from attention_serve.models import Served
     from captioning.photos.preprocess import Preprocess
@@ -73,13 +73,37 @@ def _upload(name: str) -> dict:
     class Limits:
         max_pixels = 89_478_485
 
-    served = Served(Path("m.pt"), "m", {}, {}, {"preprocess": Preprocess(32, crop=False)})
+    served = Served(Path("m.pt"), "m", {}, {}, {"preprocess": preprocess or Preprocess(32, crop=False)})
     return prepare_photo((FORMATS / name).read_bytes(), served, Limits())
 
 
-def test_the_server_reads_a_heic_upload():
-    sent = _upload("coffee_turned.heic")
-    assert sent["size"] == [171, 256] and sent["shape"] == [32, 32, 3]
+def test_the_server_reads_a_heic_upload_and_answers_a_preview_the_page_can_draw(tmp_path):
+    """Browsers other than Safari draw no HEIC (nor TIFF): the page drew the words over an empty canvas. The answer
+    now carries a JPEG of the photo for it, upright; a photo the browser draws gets none."""
+    import base64
+    import io
+
+    from helpers.tiny_captioner import tiny_model_file
+
+    from attention_serve.apis import CaptionAPI
+
+    api = CaptionAPI(tiny_model_file(tmp_path / "m.pt"), "caption", 1, 4, 0.01, idle_wait=False)
+    api.load("cpu")
+    sent = _upload("coffee_turned.heic", api.captioner.preprocess)
+    assert sent["size"] == [171, 256]
+    shown = Image.open(io.BytesIO(base64.b64decode(sent["preview"])))
+    assert (shown.format, shown.size) == ("JPEG", (171, 256))  # at most 480 a side: never enlarged
+    upright = np.asarray(COFFEE.transpose(Image.Transpose.ROTATE_270), dtype=np.float32)
+    assert _gap(shown.convert("RGB"), upright) < 6
+    record = api.compute(api.decode({**sent, "options": {"beam_size": 1, "length_penalty": 0.0}}))
+    assert record["preview"] == sent["preview"] and record["size"] == [171, 256]
+    for name in ("astronaut.avif", "../images/astronaut.png"):  # what browsers draw themselves
+        sent = _upload(name, api.captioner.preprocess)
+        record = api.compute(api.decode({**sent, "options": {"beam_size": 1, "length_penalty": 0.0}}))
+        assert "preview" not in sent and "preview" not in record
+    from attention_serve.openapi import CAPTION_ANSWER
+
+    assert "preview" in CAPTION_ANSWER["properties"]
 
 
 def test_without_pi_heif_a_heic_photo_is_one_line_naming_the_package(monkeypatch, tmp_path):

@@ -79,6 +79,22 @@ def test_upload_a_photo_read_its_caption_and_hover_a_word(chromium, server, tmp_
         assert page.errors == []
 
 
+def test_an_iphone_heic_photo_is_drawn_from_the_answers_preview(chromium, server):
+    """Chromium draws no HEIC: before the answer carried a preview, the canvas stayed empty under the words."""
+    spread = "(() => { const c = document.querySelector('#cap-out canvas'); const d = c.getContext('2d')" \
+        ".getImageData(0, 0, c.width, c.height).data; let lo = 255, hi = 0; for (let i = 0; i < d.length; i += 4) " \
+        "{ lo = Math.min(lo, d[i + 1]); hi = Math.max(hi, d[i + 1]); } return [c.width, c.height, hi - lo]; })()"
+    with browser_page(shared=chromium) as page:
+        page.goto(server.url + "/")
+        page.set_input_files("#pick", str(FIX / "photo_formats" / "coffee_turned.heic"))
+        page.wait_for_selector("#cap-out section[data-shown='-1']", state="attached", timeout=60_000)
+        page.wait_for_function(f"{spread}[2] > 100", timeout=10_000)  # the photo drawn (its onload is later)
+        width, height, green = page.evaluate(spread)
+        assert (width, height) == (321, 480) and green > 100, (width, height, green)  # upright, and the photo drawn
+        assert "coffee_turned.heic · 171 × 256 px" in page.locator("#cap-out h2").inner_text()
+        assert page.errors == []
+
+
 def test_translate_on_the_second_tab_and_hover_the_alignment(chromium, server):
     with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
