@@ -81,9 +81,11 @@ def test_upload_a_photo_read_its_caption_and_hover_a_word(chromium, server, tmp_
 
 def test_an_iphone_heic_photo_is_drawn_from_the_answers_preview(chromium, server):
     """Chromium draws no HEIC: before the answer carried a preview, the canvas stayed empty under the words."""
-    spread = "(() => { const c = document.querySelector('#cap-out canvas'); const d = c.getContext('2d')" \
-        ".getImageData(0, 0, c.width, c.height).data; let lo = 255, hi = 0; for (let i = 0; i < d.length; i += 4) " \
+    spread = (
+        "(() => { const c = document.querySelector('#cap-out canvas'); const d = c.getContext('2d')"
+        ".getImageData(0, 0, c.width, c.height).data; let lo = 255, hi = 0; for (let i = 0; i < d.length; i += 4) "
         "{ lo = Math.min(lo, d[i + 1]); hi = Math.max(hi, d[i + 1]); } return [c.width, c.height, hi - lo]; })()"
+    )
     with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
         page.set_input_files("#pick", str(FIX / "photo_formats" / "coffee_turned.heic"))
