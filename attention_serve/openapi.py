@@ -45,7 +45,7 @@ CAPTION_ANSWER = {
             "type": "string",
             "description": "only for a photo in a format browsers do not draw (HEIC, TIFF, "
             "PPM): a JPEG of it, upright, at most 480 pixels a side, base64",
-        },  # fmt: skip
+        },
         "chosen": {"type": ["array", "null"], "description": "hard attention: the region each word looked at"},
         "evidence": {
             "type": "array",

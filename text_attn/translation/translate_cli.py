@@ -426,12 +426,12 @@ def _translate_main(args: argparse.Namespace) -> int:
     translator.keep_case = args.keep_case
     fill_decoding_defaults(args, translator.info, beam_size=1)
     check_search_options("translate", args, words=len(translator.tgt_vocab))
-    if args.max_len and translator.search_bytes(1, args.beam_size, args.max_len) > SENTENCE_BYTES:
-        # said once for the option, not once a line as a length no sentence could fit in
-        need = translator.search_bytes(1, args.beam_size, args.max_len) / 2**30
+    # a --max-len no sentence's search fits in: said once for the option, not once a line as the line's length
+    least = translator.search_bytes(1, args.beam_size, args.max_len) if args.max_len else 0
+    if least > SENTENCE_BYTES:
         fail("translate", f"--max-len {args.max_len}: the search at beam {args.beam_size} would need about "
-             f"{need:.0f} GiB for even a one-word sentence; give a smaller one (default: twice the source's length "
-             "+ 10)")  # fmt: skip
+             f"{least / 2**30:.0f} GiB for even a one-word sentence; give a smaller one (default: twice the source's "
+             "length + 10)")  # fmt: skip
     if args.model_info:
         emit("translate", "\n".join(model_info(translator, model_path(args.model))))
         return 0
