@@ -108,19 +108,12 @@ def ensemble_of(captioner, src: str, others: list[str]) -> None:
 
 def member_of(captioner, src: str, k: int) -> None:
     """Make the captioner (read from src, an ensemble) the model of its k-th decoder alone (1 = the first), e.g. a
-    start for another training stage (model.init_from refuses an ensemble). Not an ensemble, or no such member:
-    :class:`ModelFileError`."""
-    members = captioner.decoders
-    if not captioner.ensemble:
-        raise ModelFileError(f"--member {k}: {src} has one decoder, not an ensemble")
-    if not 1 <= k <= len(members):
-        raise ModelFileError(f"--member {k}: {src} has decoders 1 to {len(members)}")
-    captioner.model.decoder = members[k - 1]
-    # the ensemble's scores and its chosen decoding are not this decoder's: the facts about the data stay
-    for key in ("test_scores", "decoding"):
-        captioner.info.pop(key, None)
-    if "training" in captioner.info:
-        captioner.info["training"] = f"decoder {k} of {len(members)} of: {captioner.info['training']}"
+    start for another training stage (model.init_from then needs no model.init_member). Not an ensemble, or no such
+    member: :class:`ModelFileError`."""
+    try:
+        captioner.keep_member(k, src)
+    except ModelFileError as err:
+        raise ModelFileError(f"--member {err}") from None
 
 
 def export_model(captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False) -> Path:

@@ -28,7 +28,7 @@ from captioning.photos.domain import far_from_domain, valid_check
 from captioning.photos.preprocess import Preprocess
 from text_attn.core.decoding import SearchResult
 from text_attn.core.empty_build import built_uninitialised
-from text_attn.core.errors import one_line
+from text_attn.core.errors import missing, one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
@@ -78,6 +78,15 @@ class Captions(PageList):
         from captioning.views.display import captions_html
 
         return captions_html(items)
+
+
+class StartWeights(NamedTuple):
+    """What ``model.init_from`` starts a run from (:meth:`Captioner.read_start`)."""
+
+    state: dict[str, Tensor]  # the caption model's weights (one decoder)
+    vocab: Vocabulary | None  # None: a checkpoint written before checkpoints kept their vocabulary
+    info: dict  # the model file's facts (its training data and their terms, which a model trained from it keeps)
+    name: str  # how messages name it: as given
 
 
 class Captioner:
@@ -236,46 +245,88 @@ class Captioner:
 
     # --- captioning ----------------------------------------------------------------------------
     @classmethod
-    def start_weights(cls, path: str | os.PathLike[str], model: CaptionModel, vocab: Vocabulary) -> None:
-        """``model.init_from``: load into the freshly built ``model`` the weights of a model file (``caption``'s,
-        written by fit or caption-export) or a training checkpoint (.ckpt). The network's shape and the vocabulary
-        must match the config's and the data's; otherwise one ValueError line says what differs."""
-        from pathlib import Path
+    def read_start(cls, path: str | os.PathLike[str], member: int | None = None) -> StartWeights:
+        """``model.init_from``'s weights, vocabulary and facts: a model file (``caption``'s, written by fit or
+        caption-export; a bundled model's name, ``flickr8k`` or ``shapes``, reads its file) or a training checkpoint
+        (.ckpt). ``member`` picks an ensemble's decoder (1 = the first), which an ensemble needs: one decoder trains
+        (a one-decoder model is its own decoder 1). Not readable: one ValueError line."""
+        from captioning.model.bundled import model_path
 
-        from text_attn.core.training import weight_misfit
-
-        path = Path(path)
+        name = str(path)
+        path = model_path(path)
         if not path.is_file():
-            raise ValueError(f"model.init_from: no such file {path}")
+            raise ValueError(f"model.init_from: {missing(name, 'no such file')}")
         if path.suffix == ".ckpt":
+            if member not in (None, 1):
+                raise ValueError(f"model.init_member: {name} is a training checkpoint (one decoder), not an ensemble")
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
             prefix = "model."
             state = {k.removeprefix(prefix): v for k, v in ckpt.get("state_dict", {}).items() if k.startswith(prefix)}
             if not state:
-                raise ValueError(f"model.init_from: {path} holds no caption model weights")
-        else:
+                raise ValueError(f"model.init_from: {name} holds no caption model weights")
+            vocab = Vocabulary.from_dict(ckpt["vocab"]) if ckpt.get("vocab") is not None else None
+            return StartWeights(state, vocab, {}, name)
+        try:
+            loaded = cls.load(path)
+        except ModelFileError as err:
+            raise ValueError(f"model.init_from: {err}") from None
+        if loaded.ensemble and member is None:  # its members are trained runs of their own: one of them starts
+            raise ValueError(
+                f"model.init_from: {name} is an ensemble of {len(loaded.decoders)} decoders: model.init_member K "
+                f"picks the one to start from (1 to {len(loaded.decoders)})"
+            )
+        if member == 1 and not loaded.ensemble:  # a model of one decoder is its own first decoder
+            member = None
+        if member is not None:
             try:
-                loaded = cls.load(path)
+                loaded.keep_member(member, name)
             except ModelFileError as err:
-                raise ValueError(f"model.init_from: {err}") from None
-            if loaded.ensemble:  # its members are trained runs of their own: start from one of those
-                raise ValueError(
-                    f"model.init_from: {path} is an ensemble of {len(loaded.decoders)} decoders "
-                    "(caption-export --ensemble); start from one of its members' model files"
-                )
-            if loaded.vocab.itos != vocab.itos:
+                raise ValueError(f"model.init_member: {err}") from None
+            name = f"{name} (decoder {member})"
+        return StartWeights(loaded.model.state_dict(), loaded.vocab, loaded.info, name)
+
+    def keep_member(self, k: int, src: str) -> None:
+        """Make this captioner (read from ``src``, an ensemble) the model of its k-th decoder alone (1 = the first):
+        ``caption-export --member``, ``model.init_member``. Not an ensemble, or no such member: ModelFileError."""
+        members = self.decoders
+        if not self.ensemble:
+            raise ModelFileError(f"{k}: {src} has one decoder, not an ensemble")
+        if not 1 <= k <= len(members):
+            raise ModelFileError(f"{k}: {src} has decoders 1 to {len(members)}")
+        self.model.decoder = members[k - 1]
+        # the ensemble's scores and its chosen decoding are not this decoder's: the facts about the data stay
+        for key in ("test_scores", "decoding"):
+            self.info.pop(key, None)
+        if "training" in self.info:
+            self.info["training"] = f"decoder {k} of {len(members)} of: {self.info['training']}"
+
+    @classmethod
+    def start_weights(
+        cls, start: str | os.PathLike[str] | StartWeights, model: CaptionModel, vocab: Vocabulary
+    ) -> None:
+        """``model.init_from``: load into the freshly built ``model`` the weights of ``start`` (:meth:`read_start`, or
+        the path it reads). The network's shape must match the config's. The vocabulary must be the start's, or the
+        start's grown at its end (:meth:`Vocabulary.extended`: fit adds the words of new data): the new words' rows
+        start as the mean of the old ones (:func:`grow_rows`). Otherwise one ValueError line says what differs."""
+        from text_attn.core.training import grow_rows, weight_misfit
+
+        if not isinstance(start, StartWeights):
+            start = cls.read_start(start)
+        state, theirs = start.state, start.vocab
+        if theirs is not None and theirs != vocab:
+            if vocab.itos[: len(theirs)] != theirs.itos:
                 # The ids follow word frequencies in the training captions: the same words from other data (another
                 # train_size) can come in another order, which would scramble every output.
-                same_words = sorted(loaded.vocab.itos) == sorted(vocab.itos)
-                differs = "the same words in another order" if same_words else f"{len(loaded.vocab)} words"
+                same_words = sorted(theirs.itos) == sorted(vocab.itos)
+                differs = "the same words in another order" if same_words else f"{len(theirs)} words"
                 raise ValueError(
-                    f"model.init_from: {path} was trained with another vocabulary ({differs}) than this data's "
+                    f"model.init_from: {start.name} was trained with another vocabulary ({differs}) than this data's "
                     f"({len(vocab)} words); use the first stage's data settings (e.g. data.train_size)"
                 )
-            state = loaded.model.state_dict()
+            state = grow_rows(model.state_dict(), state, len(theirs), len(vocab))
         misfit = weight_misfit(model.state_dict(), state)
         if misfit is not None:
-            raise ValueError(f"model.init_from: {path} does not fit this config's network: {misfit}")
+            raise ValueError(f"model.init_from: {start.name} does not fit this config's network: {misfit}")
         model.load_state_dict(state)
 
     def generate(

@@ -303,15 +303,29 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         hp = self.hparams
         train = self.splits["train"].references
         self.vocab = Vocabulary.build((c for caps in train for c in caps[: hp.captions_per_image]), hp.min_freq)
+        self._encode_train()
+        self._train_caption = [k for caps in train for k in range(len(caps[: hp.captions_per_image]))]
+        self._photo_pairs = [[] for _ in train]  # per train photo, the indices of its (image, caption) pairs
+        for i, (image, _) in enumerate(self._train_pairs):
+            self._photo_pairs[image].append(i)
+
+    def _encode_train(self) -> None:
+        """The (image, caption ids) training pairs, in the vocabulary's ids."""
+        hp, train = self.hparams, self.splits["train"].references
         self._train_pairs = [
             (i, self.vocab.encode(c[: hp.max_caption_len], eos=False))
             for i, caps in enumerate(train)
             for c in caps[: hp.captions_per_image]
         ]
-        self._train_caption = [k for caps in train for k in range(len(caps[: hp.captions_per_image]))]
-        self._photo_pairs = [[] for _ in train]  # per train photo, the indices of its (image, caption) pairs
-        for i, (image, _) in enumerate(self._train_pairs):
-            self._photo_pairs[image].append(i)
+
+    def use_vocabulary(self, vocab: Vocabulary) -> None:
+        """Train with ``vocab`` instead of the one built from the train captions: a run that starts from a model
+        (``model.init_from``) keeps that model's words at their ids, and CaptionModule gives it here, extended with
+        this data's new words or not (``model.init_vocab``). The train captions are encoded with it again (a chunk
+        folder's are encoded as they stream, with ``self.vocab``)."""
+        self.vocab = vocab
+        if not self.streams and "train" in self.splits:
+            self._encode_train()
 
     @property
     def train_references(self) -> list[list[list[str]]]:

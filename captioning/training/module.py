@@ -13,22 +13,25 @@ attention cell lies in the named object's box; 0 when no noun names an object), 
 attention mass in that box) and ``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in
 ModelCheckpoint.
 
-The module never calls into the data module: it reads its vocabulary (``dm.vocab``), its training references (for
-SCST's reward) and, for grounding, its scenes; the FeatureCacheCallback (captioning.training.feature_cache, added by
-``configure_callbacks``) gives the data module the encoder for preprocessing and the feature cache.
+The module reads the data module's vocabulary (``dm.vocab``), its training references (for SCST's reward) and, for
+grounding, its scenes; it calls into it once, in ``setup`` with ``model.init_from``, to give it the starting model's
+vocabulary (``dm.use_vocabulary``: its words keep their ids, and the new words are added after them). The
+FeatureCacheCallback (captioning.training.feature_cache, added by ``configure_callbacks``) gives the data module the
+encoder for preprocessing and the feature cache.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 from dataclasses import asdict
 
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
-from captioning.model.captioner import Captioner
+from captioning.model.captioner import Captioner, StartWeights
 from captioning.model.decoder import DecoderConfig
 from captioning.model.encoder import EncoderConfig, settled
 from captioning.model.network import CaptionModel
@@ -42,6 +45,38 @@ from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_schedu
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.training import RunState, as_config, check_training_options, gather_outputs
 from text_attn.core.vocab import Vocabulary
+
+INIT_VOCAB = ("extend", "keep")  # model.init_vocab
+
+
+def started_from(start: StartWeights) -> dict:
+    """The facts a model trained from ``start`` (model.init_from) records in its file: where it started, and the
+    terms of the data that start was trained on, which apply to it too (the bundled captioner's: Flickr8k's)."""
+    what = start.info.get("training_data") or start.info.get("trained_on")
+    out = {"started_from": start.name + (f", trained on {what}" if what else "")}
+    if start.info.get("terms"):
+        out["terms"] = start.info["terms"]
+    return out
+
+
+def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) -> str:
+    """The line that says what became of init_from's vocabulary and the train captions' words."""
+    counts = Counter(w for caps in dm.train_references for cap in caps for w in cap)
+    unknown = sorted((w for w in counts if w not in vocab), key=lambda w: (-counts[w], w))
+    added = vocab.itos[len(start.vocab) :]
+
+    def some(words: list[str]) -> str:
+        return ", ".join(words[:8]) + (", ..." if len(words) > 8 else "")
+
+    line = f"model.init_from {start.name}: its {len(start.vocab)} words kept at their ids"
+    if extend:
+        line += f"; {len(added)} words of the train captions added" + (f" ({some(added)})" if added else "")
+    if unknown:
+        why = f"seen fewer than data.min_freq={dm.hparams.min_freq} times" if extend else "not among them"
+        line += f"; {len(unknown)} other words ({some(unknown)}) {why}: read as <unk>"
+        if not extend:
+            line += " (model.init_vocab: extend adds them)"
+    return line
 
 
 class CaptionModule(RunState, pl.LightningModule):
@@ -61,6 +96,8 @@ class CaptionModule(RunState, pl.LightningModule):
         export_path: str | None = None,
         cpu_threads: int | None = None,
         init_from: str | None = None,
+        init_member: int | None = None,
+        init_vocab: str = "extend",
         cuda_graphs: bool = False,
     ):
         """
@@ -89,9 +126,15 @@ class CaptionModule(RunState, pl.LightningModule):
             cpu_threads: torch CPU threads while the run lasts (null = torch's default, one per core; the caller's
                 count is given back after). On a small CPU shared with other work, 1 is much faster: threads waiting
                 for a busy core stall every op.
-            init_from: a model file or training checkpoint whose weights start this run (e.g. the cross-entropy
-                model for an SCST stage); the config must build the same network, the data the same vocabulary. A
-                resumed run (--ckpt_path) takes the checkpoint's weights instead.
+            init_from: a model file or training checkpoint whose weights start this run: the cross-entropy model for
+                an SCST stage, or a trained captioner to teach your own photos (``flickr8k``, the bundled one: its
+                file). The config must build the same network. A resumed run (--ckpt_path) takes the checkpoint's
+                weights instead.
+            init_member: which decoder of an ensemble ``init_from`` starts from (1 = the first); an ensemble needs it.
+            init_vocab: the vocabulary of a run with ``init_from``: its model's words always keep their ids;
+                ``extend`` adds the words of the train captions it lacks (those seen at least data.min_freq times;
+                their rows start as the mean of its rows, so its captions hardly change until they are learned),
+                ``keep`` reads them as <unk> (the model keeps its shape: it can still be ensembled with its source).
             cuda_graphs: the decoder's teacher-forced training loop captured as CUDA graphs, one per (batch size,
                 caption length bucket: captions padded to a multiple of 8 words), replayed instead of launching its
                 kernels one by one (captioning.training.cuda_graphs; docs/speed.md). Needs CUDA: on another device it
@@ -106,7 +149,11 @@ class CaptionModule(RunState, pl.LightningModule):
         encoder, decoder, objective_config, objective = asdict(encoder), asdict(decoder), objective, asdict(objective)
         self.save_hyperparameters()
         inf = float("inf")
-        check_training_options(lr, val_beam_size, encoder_lr=(encoder_lr, 0, inf))
+        check_training_options(lr, val_beam_size, encoder_lr=(encoder_lr, 0, inf), init_member=(init_member, 1, inf))
+        if init_vocab not in INIT_VOCAB:
+            raise ValueError(f"model.init_vocab must be one of {', '.join(INIT_VOCAB)}, got {init_vocab!r}")
+        if init_member is not None and not init_from:
+            raise ValueError("model.init_member picks a decoder of model.init_from's ensemble: give model.init_from")
         if lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"unknown lr_schedule {lr_schedule!r}; choose one of {LR_SCHEDULES}")
         self._budget: BudgetProgress | None = None  # the budget schedule's progress (configure_optimizers)
@@ -115,6 +162,7 @@ class CaptionModule(RunState, pl.LightningModule):
         self.objective = CaptionObjective(objective_config, self.decoder_config.attention == "hard", val_max_len)
         self.model: CaptionModel | None = None
         self.vocab = None
+        self._start_info: dict = {}  # init_from's facts: a model trained from it keeps its data's terms
         self._outputs: list[dict] = []
         self._graphed: GraphedDecoder | None = None  # model.cuda_graphs on CUDA (on_train_start)
 
@@ -125,11 +173,17 @@ class CaptionModule(RunState, pl.LightningModule):
             vocab = getattr(self.trainer.datamodule, "vocab", None)
             if vocab is None:
                 raise ValueError("CaptionModule needs a CaptionDataModule (its vocabulary sizes the decoder)")
+            start = None
+            if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these weights
+                start = Captioner.read_start(self.hparams.init_from, self.hparams.init_member)
+                self._start_info = started_from(start)
+                if start.vocab is not None and start.vocab != vocab:
+                    vocab = self._start_vocabulary(self.trainer.datamodule, start)
             self.vocab = vocab
             self.encoder_config = self._settle_jpeg_step(self.trainer.datamodule, stage)
             self.model = CaptionModel.build(len(vocab), self.encoder_config, self.decoder_config)
-            if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these
-                Captioner.start_weights(self.hparams.init_from, self.model, vocab)
+            if start is not None:
+                Captioner.start_weights(start, self.model, vocab)
         dm = getattr(self.trainer, "datamodule", None)
         if dm is None:
             return
@@ -141,6 +195,17 @@ class CaptionModule(RunState, pl.LightningModule):
         if stage in (None, "fit") and self.objective.cfg.scst:
             self.objective.use_references(dm.train_references)  # SCST's CIDEr-D document frequencies
 
+    def _start_vocabulary(self, dm, start: StartWeights) -> Vocabulary:
+        """init_from's vocabulary, extended with the train captions' new words (``model.init_vocab: extend``) or not,
+        given to the data module; said in one line: what was added, and what the train captions say that the model
+        will read as <unk> (a data.min_freq lower than the data's counts lets more in)."""
+        extend = self.hparams.init_vocab == "extend"
+        vocab = start.vocab.extended(dm.vocab) if extend else start.vocab
+        dm.use_vocabulary(vocab)
+        if getattr(self.trainer, "is_global_zero", True):
+            print(f"caption-train: {vocabulary_line(start, vocab, dm, extend)}", file=sys.stderr)
+        return vocab
+
     def _settle_jpeg_step(self, dm, stage: str | None) -> EncoderConfig:
         """model.encoder's JPEG step: what the training photos show when left auto (said in one line), or a value
         given by hand checked against them in fit (captioning.photos.jpeg_step: refused in one line when they contradict
@@ -151,7 +216,7 @@ class CaptionModule(RunState, pl.LightningModule):
         if not auto and (cfg.source_side is None or stage not in (None, "fit")):
             return cfg  # nothing squashed, or not training: a given value is the checkpoint's or the user's
         cfg, line = settled(cfg, dm.train_photo_format() if cfg.source_side is not None else PhotoFormat(None, None))
-        if line and self.trainer.is_global_zero:
+        if line and getattr(self.trainer, "is_global_zero", True):
             print(f"caption-train: {line}", file=sys.stderr)
         self.hparams["encoder"] = asdict(cfg)
         return cfg
@@ -166,7 +231,8 @@ class CaptionModule(RunState, pl.LightningModule):
         if not for_export:
             return Captioner(self.model, self.vocab)
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        return Captioner(self.model, self.vocab, getattr(dm, "domain", None), getattr(dm, "domain_check", None))
+        domain, check = getattr(dm, "domain", None), getattr(dm, "domain_check", None)
+        return Captioner(self.model, self.vocab, domain, check, self._start_info or None)
 
     # --- training ---------------------------------------------------------------------------------------------------
     def on_train_start(self) -> None:

@@ -48,9 +48,11 @@ Real files carry junk: Flickr8k.token.txt has 505 lines naming images that are n
 counted in ONE stderr line per file; a missing folder, a missing or unreadable file, or a split left empty is a
 CaptionDataError naming it.
 
-Flickr8k captions are lowercased and split into words; punctuation-only tokens are dropped (as in Karpathy's tokens,
-which coco-caption's PTB tokenizer also strips before scoring). Karpathy "raw" sentences and TSV captions are
-tokenized with text_attn.core.vocab.tokenize (lowercased).
+Flickr8k, TSV and shard captions are lowercased and split into words; punctuation-only tokens are dropped (as in
+Karpathy's tokens, which coco-caption's PTB tokenizer also strips before scoring): a model trained on your captions
+says words as the bundled one does, and one started from it adds no "." to its vocabulary. Karpathy "raw" sentences
+(used where a sentence has no "tokens") are tokenized with text_attn.core.vocab.tokenize and keep their punctuation:
+their boxes' token_index counts it.
 """
 
 from __future__ import annotations
@@ -221,8 +223,8 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
 def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = False) -> list[ImageItem]:
     """A folder of images + ``filename<TAB>caption`` lines -> [ImageItem], in order of first appearance.
 
-    Captions are tokenized with text_attn.core.vocab.tokenize (lowercased). Blank lines and lines starting with "#"
-    are ignored; a line without a tab or with an empty caption is an error naming its line number.
+    Captions are lowercased words, punctuation dropped (:func:`caption_tokens`). Blank lines and lines starting with
+    "#" are ignored; a line without a tab or with no word in its caption is an error naming its line number.
     """
     image_dir, tsv = Path(image_dir), Path(captions_tsv)
     if not tsv.is_file():
@@ -234,7 +236,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         if not line.strip() or line.startswith("#"):
             continue
         name, tab, caption = line.partition("\t")
-        toks = tokenize(caption)
+        toks = caption_tokens(caption)
         if not tab or not name.strip() or not toks:
             raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
         name = name.strip()

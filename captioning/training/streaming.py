@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from captioning.photos.preprocess import prepared
-from captioning.training.readers import CaptionDataError
+from captioning.training.readers import CaptionDataError, caption_tokens
 from text_attn.core.streaming import (
     ChunkError,
     finished_earlier,
@@ -338,8 +338,9 @@ def read_shard_captions(
             found = []
             for sample in iter_shard(path):
                 text = (sample.text or "").strip()
-                if sample.error or not text:
-                    why = sample.error or f"{sample.name}: no caption (.txt member)"
+                if sample.error or not caption_tokens(text):
+                    what = "no caption (.txt member)" if not text else f"no word in its caption {text[:40]!r}"
+                    why = sample.error or f"{sample.name}: {what}"
                     print(f"caption-train optimize: skipped: {inert(why)}", file=sys.stderr)
                     skipped += 1
                     continue
@@ -360,11 +361,11 @@ def optimize_shards(
     features: bool = False,
 ):
     """img2dataset webdataset shards -> chunks: ``patterns`` {train, val, test: shard pattern(s)}; one caption an image
-    (the shard's ``KEY.txt``), tokenized as a captions TSV; the vocabulary from the train captions (data.min_freq).
+    (the shard's ``KEY.txt``), read as a captions TSV's (readers.caption_tokens); the vocabulary from the train
+    captions (data.min_freq).
     ``features``: the frozen ``model.encoder`` of ``config`` encodes each photo as its shard is written (in
     LitData's workers, ENCODE_BATCH at a time: nothing the size of the corpus is held in memory)."""
     from captioning.photos.jpeg_step import one_format
-    from text_attn.core.vocab import tokenize
 
     hp = dm.hparams
     steps: list = []
@@ -378,7 +379,7 @@ def optimize_shards(
         for path, found in shards:
             chosen = []
             for k, text in found:
-                tokens = tokenize(text)
+                tokens = caption_tokens(text)
                 record = {"tokens": tokens, "k": 0, "refs": [tokens]} if split == "train" else {"refs": [tokens]}
                 chosen.append((k, n, json.dumps(record)))
                 refs[split].append([tokens])

@@ -56,8 +56,8 @@ def test_karpathy_reader_strict_and_bad_files(tmp_path):
 def test_folder_reader_groups_lines_per_image(capsys, tmp_path):
     items = read_folder(IMAGES, CAPS / "captions.tsv")
     assert [it.path.name for it in items] == ["coffee.png", "chelsea.png", "rocket.jpg"]  # first appearance
-    assert items[0].captions == [
-        ["a", "cup", "of", "coffee", "on", "a", "saucer", "."],
+    assert items[0].captions == [  # "A cup of coffee on a saucer.": lowercased words, the full stop dropped
+        ["a", "cup", "of", "coffee", "on", "a", "saucer"],
         ["coffee", "in", "a", "white", "cup"],
     ]
     err = capsys.readouterr().err

@@ -10,12 +10,15 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 from helpers.flickr8k import write_original
 from helpers.multi30k import write_corpus
 from helpers.shipped import fitted_by_default
 
 from captioning.commands.train import caption_train_cli
+from captioning.model.bundled import MODEL_NAMES
 from captioning.model.captioner import Captioner
+from text_attn.translation.bundled import MODEL_NAMES as TEXT_MODEL_NAMES
 from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.translator import Translator
 
@@ -67,7 +70,23 @@ FLICKR8K_DATA = [
 ]  # fmt: skip
 
 
+# your_photos.yaml: a folder of four photos and its captions file (the data fixture's), starting from the bundled model
+YOUR_PHOTOS_DATA = [
+    "--data.val_size", "1",
+    "--data.test_size", "1",
+    "--data.min_freq", "1",
+    "--data.batch_size", "2",
+    "--data.feature_cache_dir", "feature_cache",
+]  # fmt: skip
+
+
 def _overrides(config: Path, data: Path) -> list[str]:
+    if config.stem == "your_pairs":  # the bundled Transformer, taught the fixture's German -> English pairs
+        return ["--data.path", str(FIX / "text/pairs.tsv"), "--data.val_size", "1", "--data.test_size", "1",
+                "--data.batch_size", "4", "--data.min_freq", "1"]  # fmt: skip
+    if config.stem.startswith("your_photos"):
+        photos = ["--data.image_dir", str(data / "flickr8k" / "Flicker8k_Dataset"), "--data.captions_tsv"]
+        return [*photos, str(data / "your_photos.tsv"), *YOUR_PHOTOS_DATA]
     if config.name.startswith("multi30k"):  # a 6-pair corpus in Multi30k's layout, fr beside de and en
         corpus = ["--data.root", str(data / "multi30k"), "--data.subword_vocab", "300", "--data.batch_size", "4"]
         return corpus + (SMALL_TRANSFORMER if "transformer" in config.name else SMALL_RNN)
@@ -86,6 +105,10 @@ def data(tmp_path_factory) -> Path:
     """DATA/flickr8k and DATA/multi30k, written once for the module."""
     root = tmp_path_factory.mktemp("data")
     write_original(root / "flickr8k", copies=True)  # as the shared copies (tests/cli/test_photo_kinds.py: others)
+    photos = sorted(p.name for p in (root / "flickr8k" / "Flicker8k_Dataset").iterdir())
+    # "zorblat": a word the bundled model does not know, in every caption (your_photos.yaml adds it to the vocabulary)
+    lines = [f"{n}\tA zorblat photo of a {n.split('.')[0]}.\n{n}\tThe {n.split('.')[0]} up close!" for n in photos]
+    (root / "your_photos.tsv").write_text("\n".join(lines) + "\n")  # a folder's captions file (your_photos.yaml)
     write_corpus(root / "multi30k", langs=("de", "en", "fr"))
     return root
 
@@ -98,7 +121,8 @@ def _in_tmp(cli_run_in_tmp):
 def test_every_config_is_covered():
     assert len(CONFIGS) >= 14 and {c.parent.name for c in CONFIGS} == {"text", "caption"}
     for config in CONFIGS:  # a later stage (init_from) names the config of the one before, <name>_scst -> <name>
-        if re.search(r"^\s*init_from:", config.read_text(), re.MULTILINE):
+        start = re.search(r"^\s*init_from:\s*(\S+)", config.read_text(), re.MULTILINE)
+        if start and start.group(1) not in {*MODEL_NAMES, *TEXT_MODEL_NAMES}:  # a bundled model starts it as shipped
             assert _later_stage(config) and _first_stage_config(config).is_file(), config
 
 
@@ -168,11 +192,24 @@ def test_config_fits_as_shipped(config, tmp_path, capsys, data):
     if config.parent.name == "text":
         translator = Translator.load(out)
         assert translator.net is not None
+        if config.stem == "your_pairs":  # the bundled model's tokenizer and vocabulary, its pieces at their ids
+            bundled = Translator.load(TEXT_MODEL_NAMES["transformer"])
+            assert translator.src_vocab.itos[: len(bundled.src_vocab)] == bundled.src_vocab.itos
+            assert torch.equal(translator.codec.metadata()["subword_model"], bundled.codec.metadata()["subword_model"])
+            assert translator.info["terms"] == bundled.info["terms"]
         if config.name.startswith("multi30k"):  # a real corpus: the model file says what its source text looks like
             assert translator.source_check["lang"] == config.stem.split("_")[1]  # multi30k_de_en_... -> de
     else:
         captioner = Captioner.load(out)
         assert captioner.vocab == cli.datamodule.vocab
+        if config.stem.startswith("your_photos"):  # the bundled model's first decoder: its words at their ids, then new
+            bundled = Captioner.load(MODEL_NAMES["flickr8k"])
+            assert captioner.vocab.itos[: len(bundled.vocab)] == bundled.vocab.itos
+            added = captioner.vocab.itos[len(bundled.vocab) :]
+            said = {w for caps in cli.datamodule.train_references for caption in caps for w in caption}
+            assert "zorblat" in added and set(added) == said - set(bundled.vocab.itos), added
+            assert captioner.info["terms"] == bundled.info["terms"]  # trained from Flickr8k's model: its data's terms
+            assert "words of the train captions added" in printed.err, printed.err
         if config.stem == "flickr8k_lite2_soft":  # the shared copies' JPEG step, read from the photos and recorded
             assert (captioner.preprocess.jpeg_quality, captioner.preprocess.jpeg_subsampling) == (90, "4:2:0")
             assert "the training photos are 224 x 224 JPEG files of quality 90, 4:2:0" in printed.err, printed.err

@@ -22,9 +22,11 @@ import torch.nn.functional as F
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.decoding import Sampling
 from text_attn.core.rewards import bleu_rewards
+from text_attn.core.vocab import Vocabulary
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.module import TranslationModule
 from text_attn.translation.train_cli import text_train_cli
+from text_attn.translation.translator import Translator
 
 FIX = Path(__file__).parent.parent / "fixtures"
 NET = {"attention": "bahdanau", "embed_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16, "dropout": 0.0}
@@ -215,8 +217,13 @@ def test_mistakes_are_one_clear_line(tmp_path):
     with pytest.raises(ValueError, match="scst_baseline must be one of"):
         TranslationModule(objective={"scst_baseline": "beam"})
     model_file = _built().translator().save(tmp_path / "model.pt")
+    # other data: read with the start's vocabularies, its tokens at their ids (tests/text/test_start_from_model.py)
+    start = Translator.load(model_file)
+    other = _built(data={"train_size": 40}, init_from=str(model_file))
+    assert other.src_vocab.itos[: len(start.src_vocab)] == start.src_vocab.itos
+    scrambled = Vocabulary([*start.src_vocab.itos[:4], *reversed(start.src_vocab.itos[4:])])
     with pytest.raises(ValueError, match=r"its source vocabulary differs from the data's .*same data options and seed"):
-        _built(data={"train_size": 40}, init_from=str(model_file))
+        Translator.check_start(model_file, Translator.read_start(model_file, "rnn"), scrambled, start.tgt_vocab)
     with pytest.raises(ValueError, match="holds a 'rnn' network, but model.arch is 'transformer'"):
         _built(arch="transformer", network=None, init_from=str(model_file))
     with pytest.raises(ValueError, match=r"encoder.embed.weight: .* leave out the network options"):

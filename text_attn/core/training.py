@@ -133,6 +133,29 @@ def weight_misfit(own: dict[str, Any], saved: dict[str, Any]) -> str | None:
     return f"{k}: {'only in the file' if k in saved else 'not in the file'}"
 
 
+def grow_rows(own: dict[str, Any], saved: dict[str, Any], old_rows: int, new_rows: int) -> dict[str, Any]:
+    """``saved`` with the rows of its vocabulary-sized weights grown from ``old_rows`` to ``new_rows`` to fit ``own``
+    (a network built for a vocabulary that :meth:`Vocabulary.extended` grew): the embedding, the output layer and its
+    bias. A weight grows when its first dimension is ``old_rows`` in the file and ``new_rows`` here, the rest equal.
+
+    A new row is the mean of the old rows (Hewitt 2021, "Initializing new word embeddings"): a new word's embedding is
+    an average word's, and its logit the mean of the old words' logits in every context, so the model's captions do not
+    change until training teaches it when to say the word (a row of zeros would give every new word a logit of 0,
+    above most words' logits in a trained model: it would be said everywhere)."""
+    if new_rows == old_rows:
+        return saved
+    out = dict(saved)
+    for name, value in saved.items():
+        mine = own.get(name)
+        if mine is None or value.ndim == 0 or value.shape[0] != old_rows or mine.shape[0] != new_rows:
+            continue
+        if tuple(value.shape[1:]) != tuple(mine.shape[1:]):
+            continue
+        mean = value.float().mean(dim=0, keepdim=True).to(value.dtype)
+        out[name] = torch.cat([value, mean.expand(new_rows - old_rows, *value.shape[1:])], dim=0)
+    return out
+
+
 def check_weights_fit(module, checkpoint: dict[str, Any]) -> None:
     """Refuse, in one line, a checkpoint whose weights do not fit the network built from the options given.
 

@@ -83,6 +83,12 @@ class Vocabulary:
             out.append(self.itos[i] if 0 <= i < len(self.itos) else UNK)
         return out
 
+    def extended(self, other: Vocabulary) -> Vocabulary:
+        """This vocabulary's tokens at their own ids, then ``other``'s tokens that it lacks, in ``other``'s order (most
+        frequent first, for a built one). A model trained with this vocabulary keeps every id; fine-tuning it on data
+        whose vocabulary is ``other`` adds rows for the new words (:func:`text_attn.core.training.grow_rows`)."""
+        return Vocabulary([*self.itos, *(t for t in other.itos if t not in self.stoi)])
+
     def unknown(self, tokens: Sequence[str]) -> list[str]:
         """The tokens of `tokens` that this vocabulary does not know."""
         return [t for t in tokens if t not in self.stoi]

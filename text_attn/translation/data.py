@@ -20,6 +20,8 @@ text_attn.core.attention_supervision.
 from __future__ import annotations
 
 import random
+from collections import Counter
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -39,6 +41,38 @@ from text_attn.translation.tasks import load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec
 
 CORPUS_TASKS = ("tsv", "parallel", "pair")  # sentences a user brings (the others are made up here)
+
+
+@dataclass
+class StartVocabulary:
+    """How the model a run starts from (``model.init_from``) reads text: its tokenizer and vocabularies, and whether
+    the train split's new tokens are added to them (``model.init_vocab: extend``) or read as <unk> (``keep``)."""
+
+    name: str  # model.init_from as given
+    codec: TextCodec
+    src: Vocabulary
+    tgt: Vocabulary
+    extend: bool
+    shared: bool = False  # the start's network ties its embeddings: one vocabulary for both sides, whatever the data's
+
+    def vocabularies(self, src: Vocabulary, tgt: Vocabulary) -> tuple[Vocabulary, Vocabulary]:
+        """The run's (source, target) vocabularies from the data's own ``src`` and ``tgt`` (one object when shared)."""
+        if src is tgt or self.shared:  # one vocabulary for both sides, as the start must have
+            if self.src != self.tgt:
+                raise ValueError(
+                    f"model.init_from {self.name} has a source and a target vocabulary; data.shared_vocab asks for one"
+                )
+            one = self.src.extended(src).extended(tgt) if self.extend else self.src
+            return one, one
+        return (self.src.extended(src), self.tgt.extended(tgt)) if self.extend else (self.src, self.tgt)
+
+    def fits(self, dm) -> bool:
+        """Whether the data module's tokenizer and vocabularies (a chunk folder's) are the start's."""
+        same_codec = dm.codec.metadata().keys() == self.codec.metadata().keys() and all(
+            torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+            for a, b in zip(dm.codec.metadata().values(), self.codec.metadata().values(), strict=True)
+        )
+        return same_codec and dm.src_vocab == self.src and dm.tgt_vocab == self.tgt
 
 
 class PairDataset(Dataset):
@@ -156,6 +190,17 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         self.splits: dict[str, PairDataset] = {}
         # a real corpus: whether an input looks like its source side (model files keep it; source_check.py)
         self.source_check: dict | None = None
+        self._start: StartVocabulary | None = None  # model.init_from's tokenizer and vocabularies (start_from)
+
+    def start_from(self, start: StartVocabulary) -> None:
+        """Read the corpus as the model a run starts from reads text (``model.init_from``; TranslationModule gives it
+        here before setup): its tokenizer (a SentencePiece model included: none is learned) and its vocabularies,
+        whose tokens keep their ids, extended with the train split's tokens they lack or not (``model.init_vocab``).
+        A chunk folder's samples hold ids of its own vocabularies: refused in one line when they differ."""
+        self._start = start
+        if self.splits:  # Lightning sets the data module up before the module: read it again, the start's way
+            self.splits, self.codec = {}, None
+            self.setup()
 
     def _load_splits(self) -> dict[str, list[Example]]:
         hp = self.hparams
@@ -170,7 +215,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         self.source_check = source_check(
             (s for s, _ in texts["train"]), [s for s, _ in texts["val"]], hp.src_lang if hp.task == "pair" else None
         )
-        if self.tokenizer == "subword":
+        if self._start is not None:
+            self.codec = self._start.codec
+        elif self.tokenizer == "subword":
             train_text = [t for pair in texts["train"] for t in pair]
             self.codec = TextCodec("subword", False, Subwords.train(train_text, hp.subword_vocab, hp.subword_type))
         else:
@@ -224,6 +271,12 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             from text_attn.translation.streaming import load_chunks
 
             load_chunks(self)  # vocabularies, tokenizer, val and test; train streams
+            if self._start is not None and not self._start.fits(self):
+                raise ValueError(
+                    f"model.init_from {self._start.name}: the chunk folder {self.hparams.root} holds token ids of "
+                    "its own tokenizer and vocabularies, which differ from the model's; train it on the corpus the "
+                    "chunks were made from (its data options, not data.root)"
+                )
             return
         if self.hparams.root and self.hparams.task != "pair":
             raise ValueError(
@@ -232,7 +285,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             )
         data = self._load_splits()  # a bad corpus is a TaskError (a ValueError): one line naming the file and line
         if self.codec is None:  # synthetic tasks
-            self.codec = TextCodec(self.tokenizer, self.hparams.lower)
+            self.codec = self._start.codec if self._start is not None else TextCodec(self.tokenizer, self.hparams.lower)
         hp = self.hparams
         train = data["train"]
         if hp.shared_vocab:
@@ -242,7 +295,22 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         else:
             self.src_vocab = Vocabulary.build([e.src for e in train], hp.min_freq, hp.max_vocab)
             self.tgt_vocab = Vocabulary.build([e.tgt for e in train], hp.min_freq, hp.max_vocab)
+        if self._start is not None:  # the start's words at their ids; with extend, the data's new ones after them
+            self.src_vocab, self.tgt_vocab = self._start.vocabularies(self.src_vocab, self.tgt_vocab)
         self.splits = {k: PairDataset(v, self.src_vocab, self.tgt_vocab) for k, v in data.items()}
+
+    def unknown_tokens(self, side: str) -> list[str]:
+        """The train split's tokens its ``side`` (source, target or shared) vocabulary lacks, most frequent first;
+        none for a chunk folder (its samples are ids)."""
+        train = self.splits.get("train")
+        if train is None or self.streams:
+            return []
+        vocab = self.tgt_vocab if side == "target" else self.src_vocab
+        texts = [e.tgt for e in train.examples] if side == "target" else [e.src for e in train.examples]
+        if side == "shared":
+            texts += [e.tgt for e in train.examples]
+        counts = Counter(t for tokens in texts for t in tokens if t not in vocab)
+        return sorted(counts, key=lambda t: (-counts[t], t))
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         ds = self.splits[split]

@@ -12,6 +12,7 @@ alignment accuracy when the task has a true alignment.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -34,11 +35,52 @@ from text_attn.core.training import (
     check_finite,
     check_training_options,
     gather_outputs,
+    grow_rows,
     weight_misfit,
 )
+from text_attn.core.vocab import Vocabulary
+from text_attn.translation.data import StartVocabulary
 from text_attn.translation.networks import build_network, make_config
 from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, max_decode_len
+from text_attn.translation.tokens import TextCodec
 from text_attn.translation.translator import Translator
+
+INIT_VOCAB = ("extend", "keep")  # model.init_vocab
+
+
+def started_from(name: str, info: dict) -> dict:
+    """The facts a model trained from ``name`` (model.init_from, its file's ``info``) records in its own file: where
+    it started, and the terms of the data that start was trained on, which apply to it too."""
+    what = info.get("training_data")
+    out = {"started_from": name + (f", trained on {what}" if what else "")}
+    if info.get("terms"):
+        out["terms"] = info["terms"]
+    return out
+
+
+def vocabulary_line(name: str, src: Vocabulary, tgt: Vocabulary, dm, extend: bool) -> str | None:
+    """What became of init_from's vocabularies (``src``, ``tgt``) and the train split's tokens, in one line; None when
+    the data brought nothing new."""
+
+    def some(tokens: list[str]) -> str:
+        return ", ".join(tokens[:6]) + (", ..." if len(tokens) > 6 else "")
+
+    sides = [("source", src, dm.src_vocab), ("target", tgt, dm.tgt_vocab)]
+    if dm.src_vocab is dm.tgt_vocab:
+        sides = [("shared", src, dm.src_vocab)]
+    parts = []
+    for side, start, run in sides:
+        added, unknown = run.itos[len(start) :], dm.unknown_tokens(side)
+        if added:
+            parts.append(f"{len(added)} {side} tokens added ({some(added)})")
+        if unknown:
+            why = f"seen fewer than data.min_freq={dm.hparams.min_freq} times" if extend else "not among them"
+            parts.append(f"{len(unknown)} other {side} tokens ({some(unknown)}) {why}: read as <unk>")
+    if not parts:
+        return None
+    kept = f"its {dm.codec.mode} tokenizer and vocabularies ({len(src)} source, {len(tgt)} target tokens) kept"
+    hint = "" if extend else " (model.init_vocab: extend adds them)"
+    return f"model.init_from {name}: {kept}; " + "; ".join(parts) + hint
 
 
 class TranslationModule(RunState, pl.LightningModule):
@@ -52,6 +94,7 @@ class TranslationModule(RunState, pl.LightningModule):
         val_beam_size: int = 1,
         export_path: str | None = None,
         init_from: str | None = None,
+        init_vocab: str = "extend",
         cpu_threads: int | None = None,
     ):
         """
@@ -67,7 +110,11 @@ class TranslationModule(RunState, pl.LightningModule):
             export_path: where fit writes the self-contained model file (default: <log dir>/model.pt).
             init_from: a text model file (``fit``'s or ``text-export``'s) or a text-train checkpoint to start from:
                 the network is built from its settings (options under ``network`` override them, as long as the
-                weights still fit) and loaded with its weights. Its vocabularies must equal the data's.
+                weights still fit) and loaded with its weights; a bundled model's name (``transformer``,
+                ``bahdanau``) reads its file. The data is read with its tokenizer (its SentencePiece model: none is
+                learned) and its vocabularies, whose tokens keep their ids.
+            init_vocab: with ``init_from``: ``extend`` adds the train split's tokens its vocabularies lack (those seen
+                at least data.min_freq times; their rows start as the mean of its rows), ``keep`` reads them as <unk>.
             cpu_threads: torch CPU threads while the run lasts (null = torch's default; the caller's count is given
                 back after). On 2 shared cores 1 is fastest.
         """
@@ -75,9 +122,13 @@ class TranslationModule(RunState, pl.LightningModule):
         objective_config = as_config(ObjectiveConfig, objective, "objective")
         objective = asdict(objective_config)  # checkpoints keep plain dicts (they load with weights_only=True)
         check_training_options(lr, val_beam_size, warmup_steps=(warmup_steps, 0, float("inf")))
+        if init_vocab not in INIT_VOCAB:
+            raise ValueError(f"model.init_vocab must be one of {', '.join(INIT_VOCAB)}, got {init_vocab!r}")
         self.save_hyperparameters()
         self.objective = TranslationObjective(objective_config)
         self.net: torch.nn.Module | None = None
+        self._start_sizes: tuple[int, int] | None = None  # init_from's (source, target) vocabulary sizes
+        self._start_info: dict = {}  # init_from's facts: a model trained from it keeps its data's terms
         self._outputs: list[dict] = []
 
     # --- building from the data ------------------------------------------------------------------------------------
@@ -87,12 +138,24 @@ class TranslationModule(RunState, pl.LightningModule):
         if self.net is not None:
             return
         dm = self.trainer.datamodule
+        start = Translator.read_start(hp.init_from, hp.arch) if hp.init_from else None
+        if start is not None:  # the corpus read with the start's tokenizer and vocabularies (Lightning set it up first)
+            src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
+            tied = bool((start.get("config") or {}).get("share_embeddings")) and src == tgt
+            given = StartVocabulary(
+                hp.init_from, TextCodec.from_metadata(start), src, tgt, hp.init_vocab == "extend", shared=tied
+            )
+            dm.start_from(given)
+            self._start_info = started_from(hp.init_from, start.get("info") or {})
         dm.setup(stage)
         self.src_vocab, self.tgt_vocab, self.codec = dm.src_vocab, dm.tgt_vocab, dm.codec
         self.source_check = getattr(dm, "source_check", None)
-        start = (
-            Translator.start_content(hp.init_from, hp.arch, self.src_vocab, self.tgt_vocab) if hp.init_from else None
-        )
+        if start is not None:
+            Translator.check_start(hp.init_from, start, self.src_vocab, self.tgt_vocab)
+            self._start_sizes = (len(src), len(tgt))
+            line = vocabulary_line(hp.init_from, src, tgt, dm, hp.init_vocab == "extend")
+            if line and getattr(self.trainer, "is_global_zero", True):
+                print(f"text-train: {line}", file=sys.stderr)
         options = {**(start["config"] if start else {}), **dict(hp.network or {})}
         self.config = make_config(
             hp.arch, options, src_vocab_size=len(self.src_vocab), tgt_vocab_size=len(self.tgt_vocab)
@@ -108,7 +171,11 @@ class TranslationModule(RunState, pl.LightningModule):
 
     def _load_start(self, state: dict[str, torch.Tensor]) -> None:
         """Load ``init_from``'s weights; a weight that does not fit the network built here is one line."""
-        misfit = weight_misfit(self.net.state_dict(), state)
+        own = self.net.state_dict()
+        if self._start_sizes is not None:  # the vocabularies the data extended: the new tokens' rows, the mean rows
+            state = grow_rows(own, state, self._start_sizes[0], len(self.src_vocab))
+            state = grow_rows(own, state, self._start_sizes[1], len(self.tgt_vocab))
+        misfit = weight_misfit(own, state)
         if misfit is not None:
             raise ValueError(
                 f"model.init_from {self.hparams.init_from}: its weights do not fit the network these options build "
@@ -118,7 +185,10 @@ class TranslationModule(RunState, pl.LightningModule):
 
     def translator(self) -> Translator:
         """The inference object over this module's network: it writes the model file and the checkpoints' metadata."""
-        return Translator(self.net, self.src_vocab, self.tgt_vocab, self.codec, source_check=self.source_check)
+        return Translator(
+            self.net, self.src_vocab, self.tgt_vocab, self.codec, info=self._start_info or None,
+            source_check=self.source_check,
+        )  # fmt: skip
 
     # --- training ---------------------------------------------------------------------------------------------------
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:

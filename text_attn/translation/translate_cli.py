@@ -354,7 +354,7 @@ def _source_note(translator, args: argparse.Namespace, count: int, first: list[i
     note = (f"input{'s' if several else ''} {shown} look{'' if several else 's'} unlike {translator.known()}: "
             f"{'their translations' if several else 'the translation'} may be wrong")  # fmt: skip
     if args.model is None:
-        note += " (for other text train a model with text-train: docs/text.md)"
+        note += " (for other text, teach it pairs of yours: text-train fit --model.init_from transformer; docs/text.md)"
     return note
 
 

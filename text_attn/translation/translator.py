@@ -176,14 +176,15 @@ class Translator:
         return cls(net.eval(), src, tgt, codec, info=data.get("info"), source_check=check)
 
     @staticmethod
-    def start_content(path: str | Path, arch: str, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> dict[str, Any]:
-        """``model.init_from``: the model file or text-train checkpoint at ``path`` (metadata + state_dict), checked
-        against the architecture and the data's vocabularies; anything wrong is one ValueError line (what text-train
-        reports without a trace)."""
+    def read_start(path: str | Path, arch: str) -> dict[str, Any]:
+        """``model.init_from``: the content of the model file or text-train checkpoint at ``path`` (a bundled model's
+        name reads its file: ``transformer``, ``bahdanau``), checked against the architecture; anything wrong is one
+        ValueError line (what text-train reports without a trace)."""
+        from text_attn.translation.bundled import model_path
         from text_attn.translation.checkpoint import read_source
 
         try:
-            content, _ = read_source(path)
+            content, _ = read_source(model_path(path))
         except ModelFileError as exc:
             raise ValueError(f"model.init_from: {exc}") from None
         if content.get("arch") != arch:
@@ -191,14 +192,26 @@ class Translator:
                 f"model.init_from {path} holds a {content.get('arch')!r} network, but model.arch is {arch!r}: set "
                 f"model.arch: {content.get('arch')}"
             )
+        return content
+
+    @staticmethod
+    def start_content(path: str | Path, arch: str, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> dict[str, Any]:
+        """:meth:`read_start`, checked against the run's vocabularies: each must be the start's, or the start's grown
+        at its end (:meth:`Vocabulary.extended`, the new rows then filled by text_attn.core.training.grow_rows)."""
+        content = Translator.read_start(path, arch)
+        Translator.check_start(path, content, src_vocab, tgt_vocab)
+        return content
+
+    @staticmethod
+    def check_start(path: str | Path, content: dict[str, Any], src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> None:
+        """One ValueError line unless each of the run's vocabularies is the start's (``content``), grown or not."""
         for side, key, own in (("source", "src_vocab", src_vocab), ("target", "tgt_vocab", tgt_vocab)):
             theirs = Vocabulary.from_dict(content[key])
-            if theirs != own:
+            if own.itos[: len(theirs)] != theirs.itos:
                 raise ValueError(
                     f"model.init_from {path}: its {side} vocabulary differs from the data's ({len(theirs)} vs "
                     f"{len(own)} words): use the data it was trained on (the same data options and seed)"
                 )
-        return content
 
     def tokenize(self, text: str) -> list[str]:
         """The source tokens of ``text`` as the model reads it (:meth:`read_as`)."""

@@ -1,0 +1,137 @@
+"""A run started from a trained captioner (``model.init_from``) on data whose words differ from its own: the start's
+words keep their ids, the new words are added after them (``model.init_vocab: extend``) with rows that start as the mean
+of the old rows, or read as <unk> (``keep``); an ensemble's decoder is picked by ``model.init_member``. Checked against
+hand-computed rows, the start's own captions (unchanged by the growth), and a short fit that learns a new word."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from captioning.commands.train import caption_train_cli
+from captioning.model.bundled import MODEL_NAMES
+from captioning.model.captioner import Captioner
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.training.shapes import make_scenes
+from text_attn.core.training import grow_rows
+from text_attn.core.vocab import Vocabulary
+
+ROOT = Path(__file__).resolve().parents[2]
+SHAPES_CONFIG = ROOT / "configs/caption/shapes_soft.yaml"
+
+
+def test_extended_vocabulary_keeps_ids_and_appends_new_words_in_the_other_order():
+    start = Vocabulary.build([["a", "red", "circle"], ["a", "blue", "circle"]])
+    data = Vocabulary.build([["a", "zorblat", "zorblat", "circle"], ["a", "quux"]])
+    grown = start.extended(data)
+    assert grown.itos[: len(start)] == start.itos  # every old id is the same word
+    assert grown.itos[len(start) :] == ["zorblat", "quux"]  # data's order: most frequent first
+    assert start.extended(start) == start and start.extended(Vocabulary.build([["red"]])) == start
+
+
+def test_grow_rows_appends_the_mean_row_to_vocabulary_sized_weights_only():
+    saved = {"emb": torch.tensor([[1.0, 2.0], [3.0, 6.0], [5.0, 1.0]]), "bias": torch.tensor([0.0, 3.0, 6.0]),
+             "other": torch.ones(3, 4)}  # fmt: skip
+    own = {"emb": torch.zeros(5, 2), "bias": torch.zeros(5), "other": torch.zeros(3, 4)}
+    grown = grow_rows(own, saved, 3, 5)
+    assert torch.equal(grown["emb"][:3], saved["emb"]) and torch.equal(grown["bias"][:3], saved["bias"])
+    assert grown["emb"][3:].tolist() == [[3.0, 3.0], [3.0, 3.0]] and grown["bias"][3:].tolist() == [3.0, 3.0]
+    assert grown["other"] is saved["other"]  # not vocabulary-sized here: untouched
+    # an output layer's new row scores every context with the old words' mean logit
+    h = torch.tensor([0.5, -2.0])
+    logits = grown["emb"] @ h + grown["bias"]
+    assert logits[3] == pytest.approx(float((saved["emb"] @ h + saved["bias"]).mean()))
+
+
+def test_grown_start_captions_as_the_start_did():
+    """The new words' rows (the mean of the old ones) never win a step: the start's captions, ids and attention stay."""
+    start = Captioner.load(MODEL_NAMES["shapes"])
+    grown_vocab = start.vocab.extended(Vocabulary.build([["zorblat", "quux", "a", "circle"]]))
+    assert len(grown_vocab) == len(start.vocab) + 2
+    encoder = EncoderConfig(**start.model.encoder.config(), weights=None)  # the file's weights are loaded below
+    model = CaptionModel.build(len(grown_vocab), encoder, replace(start.model.decoder.cfg, vocab_size=len(grown_vocab)))
+    Captioner.start_weights(MODEL_NAMES["shapes"], model, grown_vocab)
+    grown = Captioner(model.eval(), grown_vocab)
+    photos = [scene.image for scene in make_scenes(6, seed=11)]
+    for beam in (1, 3):
+        before = start.caption_images(photos, beam_size=beam)
+        after = grown.caption_images(photos, beam_size=beam)
+        assert [c.words for c in after] == [c.words for c in before]
+        assert all(torch.allclose(a.alphas, b.alphas, atol=1e-6) for a, b in zip(after, before, strict=True))
+
+
+@pytest.fixture
+def shapes_folder(cli_run_in_tmp):
+    """Twelve shapes scenes as PNG files and a captions file whose every caption starts with a word the bundled shapes
+    model does not know ("zorblat"); "quux" once (seen fewer than data.min_freq 2 times)."""
+    folder = cli_run_in_tmp / "photos"
+    folder.mkdir()
+    lines = []
+    for i, scene in enumerate(make_scenes(12, seed=5)):
+        scene.image.save(folder / f"scene{i}.png")
+        lines.append(f"scene{i}.png\tzorblat {' '.join(scene.captions[0])}{' quux' if i == 0 else ''}")
+    (cli_run_in_tmp / "captions.tsv").write_text("\n".join(lines) + "\n")
+    return cli_run_in_tmp
+
+
+def _fit(init_vocab: str, steps: int, lr: float = 0.003) -> object:
+    return caption_train_cli([
+        "fit", "--config", str(SHAPES_CONFIG), "--data.source", "folder", "--data.image_dir", "photos",
+        "--data.captions_tsv", "captions.tsv", "--data.attention_targets", "false", "--data.val_size", "2",
+        "--data.test_size", "0", "--data.min_freq", "2", "--data.captions_per_image", "1", "--data.batch_size", "10",
+        "--model.objective.attn_sup_lambda", "0",
+        "--model.init_from", "shapes", "--model.init_vocab", init_vocab, "--model.lr", str(lr),
+        "--trainer.max_steps", str(steps), "--trainer.max_time", "null", "--trainer.check_val_every_n_epoch", "1000",
+        "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", "runs",
+        "--model.export_path", "runs/model.pt",
+    ])  # fmt: skip
+
+
+def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
+    cli = _fit("extend", steps=40)
+    err = capsys.readouterr().err
+    start = Captioner.load(MODEL_NAMES["shapes"])
+    assert (
+        f"model.init_from shapes: its {len(start.vocab)} words kept at their ids; 1 words of the train captions added "
+        "(zorblat)" in err
+    ), err
+    assert "1 other words (quux) seen fewer than data.min_freq=2 times: read as <unk>" in err
+    fitted = Captioner.load("runs/model.pt")
+    assert fitted.vocab.itos == [*start.vocab.itos, "zorblat"] == cli.datamodule.vocab.itos
+    train = cli.datamodule.splits["train"].images
+    said = [c.words for c in fitted.caption_images(train[:4], beam_size=1)]
+    assert all(words[0] == "zorblat" for words in said), said  # the start never said it; 40 steps taught it
+    assert "started_from" in fitted.info and "terms" not in fitted.info  # the shapes model's data has no terms
+
+
+def test_fit_that_keeps_the_vocabulary_reads_new_words_as_unknown(shapes_folder, capsys):
+    cli = _fit("keep", steps=1)
+    err = capsys.readouterr().err
+    start = Captioner.load(MODEL_NAMES["shapes"])
+    assert "2 other words (zorblat, quux) not among them: read as <unk> (model.init_vocab: extend adds them)" in err
+    dm = cli.datamodule
+    assert dm.vocab == start.vocab and Captioner.load("runs/model.pt").vocab == start.vocab
+    assert all(ids[0] == start.vocab.unk_id for _, ids in dm._train_pairs)  # "zorblat" -> <unk>
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model.init_from", "flickr8k"], "flickr8k is an ensemble of 2 decoders: model.init_member K picks"),
+        (["--model.init_from", "flickr8k", "--model.init_member", "3"], "model.init_member: 3: flickr8k has decoders"),
+        (["--model.init_from", "shapes", "--model.init_member", "2"], "2: shapes has one decoder, not an ensemble"),
+        (["--model.init_member", "1"], "model.init_member picks a decoder of model.init_from's ensemble"),
+        (["--model.init_from", "shapes", "--model.init_vocab", "grow"], "model.init_vocab must be one of extend, keep"),
+        (["--model.init_from", "nowhere.pt"], "model.init_from: nowhere.pt: no such file"),
+    ],
+)
+def test_bad_starts_are_one_line(args, message, cli_run_in_tmp, capsys):
+    base = ["fit", "--config", str(ROOT / "tests/fixtures/captions/tiny_shapes.yaml")]
+    with pytest.raises(SystemExit) as exc:
+        caption_train_cli([*base, *args])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and message in err and len(err.splitlines()) == 1, err

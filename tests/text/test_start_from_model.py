@@ -1,0 +1,122 @@
+"""A text run started from a trained model (``model.init_from``) on another corpus reads it the model's way: the
+model's tokenizer (its SentencePiece model: none is learned) and vocabularies, whose tokens keep their ids; the corpus's
+new tokens are added after them (``model.init_vocab: extend``, rows starting as the mean of the old rows) or read as
+<unk> (``keep``). Checked against the start's weights row by row and the line text-train prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.module import TranslationModule
+from text_attn.translation.translator import Translator
+
+NET = {"attention": "bahdanau", "embed_dim": 16, "enc_hidden": 16, "dec_hidden": 32, "attn_dim": 16, "dropout": 0.0}
+FIRST = [("Ein Mann fährt Rad.", "A man rides a bike."), ("Zwei Hunde spielen.", "Two dogs play."),
+         ("Ein Hund läuft.", "A dog runs."), ("Eine Frau liest.", "A woman reads."),
+         ("Ein Kind spielt.", "A child plays."), ("Zwei Männer laufen.", "Two men run.")]  # fmt: skip
+# another corpus: the first's words and new ones ("Zorblat" / "zorblat" three times, "Quux" / "quux" once)
+SECOND = [("Ein Zorblat fährt Rad.", "A zorblat rides a bike."), ("Zwei Zorblat spielen.", "Two zorblat play."),
+          ("Ein Zorblat läuft.", "A zorblat runs."), ("Ein Quux liest.", "A quux reads."),
+          ("Ein Hund läuft.", "A dog runs."), ("Eine Frau liest.", "A woman reads.")]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _threads(one_thread):
+    """One torch thread (tests/conftest.py): tiny models on a shared CPU."""
+
+
+def _corpus(path, pairs) -> str:
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    return str(path)
+
+
+def _built(corpus: str, data: dict | None = None, **model) -> TranslationModule:
+    """A module whose network is built (setup) from the corpus, without a Trainer, as text-train's fit builds it."""
+    options = {"task": "tsv", "path": corpus, "val_size": 1, "test_size": 1, "batch_size": 4, "min_freq": 2}
+    dm = TranslationDataModule(**{**options, **(data or {})})
+    dm.setup("fit")  # Lightning sets the data module up before the module
+    torch.manual_seed(0)
+    module = TranslationModule(network=dict(NET), **model)
+    module.trainer = SimpleNamespace(datamodule=dm)
+    module.setup("fit")
+    return module
+
+
+@pytest.fixture
+def start_file(tmp_path):
+    start = _built(_corpus(tmp_path / "first.tsv", FIRST), data={"min_freq": 1})
+    return start.translator().save(tmp_path / "start.pt"), start
+
+
+def test_extend_keeps_ids_and_rows_and_adds_the_new_words(start_file, tmp_path, capsys):
+    path, start = start_file
+    run = _built(_corpus(tmp_path / "second.tsv", SECOND), init_from=str(path))
+    for theirs, ours in ((start.src_vocab, run.src_vocab), (start.tgt_vocab, run.tgt_vocab)):
+        assert ours.itos[: len(theirs)] == theirs.itos
+    assert run.src_vocab.itos[len(start.src_vocab) :] == ["zorblat"]  # "quux" once: below data.min_freq 2 (lowercased:
+    # the word tokenizer's data.lower)
+    assert run.tgt_vocab.itos[len(start.tgt_vocab) :] == ["zorblat"]
+    err = capsys.readouterr().err
+    assert f"model.init_from {path}: its word tokenizer and vocabularies" in err, err
+    assert "1 source tokens added (zorblat)" in err and "1 other source tokens (quux) seen fewer than" in err
+    before, after = start.net.state_dict(), run.net.state_dict()
+    grown = [k for k in after if after[k].shape != before[k].shape]
+    assert grown, "no vocabulary-sized weight grew"
+    for k in grown:  # old rows as they were; the new row the mean of the old ones
+        old = before[k].shape[0]
+        assert torch.equal(after[k][:old], before[k]), k
+        assert torch.allclose(after[k][old:], before[k].mean(dim=0, keepdim=True), atol=1e-6), k
+    assert all(torch.equal(after[k], before[k]) for k in after if k not in grown)
+    assert run.translator().info["started_from"] == str(path)
+
+
+def test_keep_reads_new_words_as_unknown(start_file, tmp_path, capsys):
+    path, start = start_file
+    run = _built(_corpus(tmp_path / "second.tsv", SECOND), init_from=str(path), init_vocab="keep")
+    assert run.src_vocab == start.src_vocab and run.tgt_vocab == start.tgt_vocab
+    err = capsys.readouterr().err
+    assert "2 other source tokens (zorblat, quux) not among them: read as <unk>" in err, err
+    assert err.rstrip().endswith("(model.init_vocab: extend adds them)")
+    train = run.trainer.datamodule.splits["train"]
+    assert any(start.src_vocab.unk_id in ids.tolist() for ids in train.src)
+
+
+def test_a_subword_start_reads_the_corpus_with_its_own_pieces(tmp_path):
+    subword = {"tokenizer": "subword", "subword_vocab": 300, "min_freq": 1}
+    start = _built(_corpus(tmp_path / "first.tsv", FIRST * 3), data=subword)
+    path = start.translator().save(tmp_path / "start.pt")
+    run = _built(_corpus(tmp_path / "second.tsv", SECOND * 3), data=subword, init_from=str(path))
+    mine, theirs = run.codec.metadata()["subword_model"], start.codec.metadata()["subword_model"]
+    assert torch.equal(mine, theirs)  # the start's SentencePiece model, not one learned from the second corpus
+    assert run.codec.encode("Ein Zorblat") == start.codec.encode("Ein Zorblat")
+
+
+def test_a_bundled_name_starts_a_run_and_a_wrong_arch_is_one_line():
+    assert Translator.read_start("bahdanau", "rnn")["arch"] == "rnn"
+    with pytest.raises(ValueError, match="model.init_from transformer holds a 'transformer' network, but model.arch"):
+        Translator.read_start("transformer", "rnn")
+    with pytest.raises(ValueError, match="model.init_vocab must be one of extend, keep"):
+        TranslationModule(init_vocab="grow")
+
+
+@pytest.mark.slow
+def test_the_bundled_transformer_learns_your_sentences(tmp_path, cli_run_in_tmp, capsys):
+    """configs/text/your_pairs.yaml, as a user runs it: 8 steps on three hospital sentences."""
+    from text_attn.translation.train_cli import text_train_cli
+
+    pairs = [("Der Patient hat Fieber.", "The patient has a fever."),
+             ("Die Ärztin untersucht den Patienten.", "The doctor examines the patient."),
+             ("Ein Mann fährt Fahrrad.", "A man rides a bike.")] * 6  # fmt: skip
+    bundled = Translator.load("transformer")
+    assert bundled.translate(["Der Patient hat Fieber."])[0].text != "The patient has a fever."
+    config = Path(__file__).resolve().parents[2] / "configs/text/your_pairs.yaml"
+    text_train_cli(["fit", "--config", str(config), "--data.path", _corpus(tmp_path / "med.tsv", pairs),
+                    "--data.val_size", "2", "--data.test_size", "2", "--trainer.max_steps", "8",
+                    "--trainer.enable_progress_bar", "false"])  # fmt: skip
+    taught = Translator.load("runs/your_pairs/model.pt")
+    assert taught.translate(["Der Patient hat Fieber."])[0].text == "The patient has a fever."
