@@ -43,20 +43,15 @@ from captioning.training.objective import CaptionObjective, ObjectiveConfig
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics
-from text_attn.core.training import RunState, as_config, check_training_options, gather_outputs
+from text_attn.core.training import (
+    INIT_VOCAB,
+    RunState,
+    as_config,
+    check_training_options,
+    gather_outputs,
+    started_from,
+)
 from text_attn.core.vocab import Vocabulary
-
-INIT_VOCAB = ("extend", "keep")  # model.init_vocab
-
-
-def started_from(start: StartWeights) -> dict:
-    """The facts a model trained from ``start`` (model.init_from) records in its file: where it started, and the
-    terms of the data that start was trained on, which apply to it too (the bundled captioner's: Flickr8k's)."""
-    what = start.info.get("training_data") or start.info.get("trained_on")
-    out = {"started_from": start.name + (f", trained on {what}" if what else "")}
-    if start.info.get("terms"):
-        out["terms"] = start.info["terms"]
-    return out
 
 
 def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) -> str:
@@ -176,7 +171,7 @@ class CaptionModule(RunState, pl.LightningModule):
             start = None
             if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these weights
                 start = Captioner.read_start(self.hparams.init_from, self.hparams.init_member)
-                self._start_info = started_from(start)
+                self._start_info = started_from(start.name, start.info)
                 if start.vocab is not None and start.vocab != vocab:
                     vocab = self._start_vocabulary(self.trainer.datamodule, start)
             self.vocab = vocab

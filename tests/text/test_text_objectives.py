@@ -217,7 +217,7 @@ def test_mistakes_are_one_clear_line(tmp_path):
     with pytest.raises(ValueError, match="scst_baseline must be one of"):
         TranslationModule(objective={"scst_baseline": "beam"})
     model_file = _built().translator().save(tmp_path / "model.pt")
-    # other data: read with the start's vocabularies, its tokens at their ids (tests/text/test_start_from_model.py)
+    # other data: read with the start's vocabularies, its tokens at their ids (tests/text/test_text_start_from.py)
     start = Translator.load(model_file)
     other = _built(data={"train_size": 40}, init_from=str(model_file))
     assert other.src_vocab.itos[: len(start.src_vocab)] == start.src_vocab.itos

@@ -133,6 +133,20 @@ def weight_misfit(own: dict[str, Any], saved: dict[str, Any]) -> str | None:
     return f"{k}: {'only in the file' if k in saved else 'not in the file'}"
 
 
+INIT_VOCAB = ("extend", "keep")  # model.init_vocab, both families: what a run started from a model does with new words
+
+
+def started_from(name: str, info: dict[str, Any]) -> dict[str, str]:
+    """The facts a model trained from ``name`` (``model.init_from``; ``info``: that file's facts) records in its own
+    file: where it started, and the terms of the data that start was trained on, which apply to it too (the bundled
+    models': Flickr8k's, Multi30k's)."""
+    what = info.get("training_data")
+    out = {"started_from": name + (f", trained on {what}" if what else "")}
+    if info.get("terms"):
+        out["terms"] = info["terms"]
+    return out
+
+
 def grow_rows(own: dict[str, Any], saved: dict[str, Any], old_rows: int, new_rows: int) -> dict[str, Any]:
     """``saved`` with the rows of its vocabulary-sized weights grown from ``old_rows`` to ``new_rows`` to fit ``own``
     (a network built for a vocabulary that :meth:`Vocabulary.extended` grew): the embedding, the output layer and its

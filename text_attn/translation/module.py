@@ -30,12 +30,14 @@ from text_attn.core.metrics import (
     sacre_scores,
 )
 from text_attn.core.training import (
+    INIT_VOCAB,
     RunState,
     as_config,
     check_finite,
     check_training_options,
     gather_outputs,
     grow_rows,
+    started_from,
     weight_misfit,
 )
 from text_attn.core.vocab import Vocabulary
@@ -44,18 +46,6 @@ from text_attn.translation.networks import build_network, make_config
 from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, max_decode_len
 from text_attn.translation.tokens import TextCodec
 from text_attn.translation.translator import Translator
-
-INIT_VOCAB = ("extend", "keep")  # model.init_vocab
-
-
-def started_from(name: str, info: dict) -> dict:
-    """The facts a model trained from ``name`` (model.init_from, its file's ``info``) records in its own file: where
-    it started, and the terms of the data that start was trained on, which apply to it too."""
-    what = info.get("training_data")
-    out = {"started_from": name + (f", trained on {what}" if what else "")}
-    if info.get("terms"):
-        out["terms"] = info["terms"]
-    return out
 
 
 def vocabulary_line(name: str, src: Vocabulary, tgt: Vocabulary, dm, extend: bool) -> str | None:
