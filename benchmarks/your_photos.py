@@ -1,6 +1,8 @@
 """Teaching the bundled captioner a folder of your photos (configs/caption/your_photos.yaml): what starting from it buys
 against training from scratch, and what adding your captions' words to its vocabulary buys against reading them as
-<unk>. Prints a markdown table per scenario and writes its JSON; ~25 minutes on 2 CPU cores.
+<unk>. Prints a markdown table per scenario and writes its JSON; about 1.5 hours on 2 CPU cores, most of it the two
+self-critical rows. A row's fit is kept (``fit_seconds.txt`` beside its model): run again with the same ``--out``, the
+command scores what it has and fits only what is missing.
 
     python benchmarks/your_photos.py --flickr8k-root ../shared/data/flickr8k --out runs/your_photos_bench \\
         --json docs/your_photos.json

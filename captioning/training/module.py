@@ -74,6 +74,20 @@ def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) ->
     return line
 
 
+def start_line(trainer, start: dict[str, float], name: str | None) -> str | None:
+    """After a fit from model.init_from whose start was validated (``start``: its val scores): the monitored metric
+    before training and at the best checkpoint, and what to make of it when training did not beat the start."""
+    for cb in getattr(trainer, "checkpoint_callbacks", []):
+        metric, best = getattr(cb, "monitor", None), getattr(cb, "best_model_score", None)
+        if metric in start and best is not None:
+            line = f"{metric}: {100 * start[metric]:.2f} from model.init_from {name} before training, "
+            line += f"{100 * float(best):.2f} at the best checkpoint"
+            if float(best) <= start[metric]:
+                line += ": training did not beat the start on these val photos (the start may caption them as well)"
+            return line
+    return None
+
+
 class CaptionModule(RunState, pl.LightningModule):
     def __init__(
         self,
@@ -158,6 +172,9 @@ class CaptionModule(RunState, pl.LightningModule):
         self.model: CaptionModel | None = None
         self.vocab = None
         self._start_info: dict = {}  # init_from's facts: a model trained from it keeps its data's terms
+        # init_from's val scores, when the sanity check validated the whole split before training
+        # (trainer.num_sanity_val_steps: -1, as configs/caption/your_photos.yaml): fit's end compares its best with them
+        self._start_scores: dict[str, float] = {}
         self._outputs: list[dict] = []
         self._graphed: GraphedDecoder | None = None  # model.cuda_graphs on CUDA (on_train_start)
 
@@ -319,6 +336,8 @@ class CaptionModule(RunState, pl.LightningModule):
         refs = {o["index"]: [" ".join(r) for r in o["refs"]] for o in outs}
         hyps = {o["index"]: " ".join(o["words"]) for o in outs}
         scores = coco_metrics(refs, hyps, meteor=False if self.hparams.val_meteor is False else None)
+        if stage == "val" and self.trainer.sanity_checking and self.hparams.init_from and self.global_step == 0:
+            self._start_scores = {f"val_{k}": v for k, v in scores.items()}  # before the first step: the start's
         for name, value in scores.items():
             self.log(f"{stage}_{name}", value, prog_bar=name in ("Bleu_4", "CIDEr"))
         scenes = self.trainer.datamodule.scenes.get(stage)
@@ -372,4 +391,7 @@ class CaptionModule(RunState, pl.LightningModule):
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
         SCRATCH.clear()  # the training steps' pooled buffers (a few hundred MB at the paper's size): not needed now
+        line = start_line(self.trainer, self._start_scores, self.hparams.init_from)
+        if line and self.trainer.is_global_zero:
+            print(f"caption-train: {line}", file=sys.stderr)
         self.export_best(self.hparams.export_path, self.captioner(for_export=True).save)

@@ -5,6 +5,7 @@ hand-computed rows, the start's own captions (unchanged by the growth), and a sh
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from captioning.model.captioner import Captioner
 from captioning.model.encoder import EncoderConfig
 from captioning.model.network import CaptionModel
 from captioning.training.shapes import make_scenes
+from text_attn.core.metrics import coco_metrics
 from text_attn.core.training import grow_rows
 from text_attn.core.vocab import Vocabulary
 
@@ -78,7 +80,7 @@ def shapes_folder(cli_run_in_tmp):
     return cli_run_in_tmp
 
 
-def _fit(init_vocab: str, steps: int, lr: float = 0.003) -> object:
+def _fit(init_vocab: str, steps: int, lr: float = 0.003, more: tuple[str, ...] = ()) -> object:
     return caption_train_cli([
         "fit", "--config", str(SHAPES_CONFIG), "--data.source", "folder", "--data.image_dir", "photos",
         "--data.captions_tsv", "captions.tsv", "--data.attention_targets", "false", "--data.val_size", "2",
@@ -87,12 +89,14 @@ def _fit(init_vocab: str, steps: int, lr: float = 0.003) -> object:
         "--model.init_from", "shapes", "--model.init_vocab", init_vocab, "--model.lr", str(lr),
         "--trainer.max_steps", str(steps), "--trainer.max_time", "null", "--trainer.check_val_every_n_epoch", "1000",
         "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", "runs",
-        "--model.export_path", "runs/model.pt",
+        "--model.export_path", "runs/model.pt", *more,
     ])  # fmt: skip
 
 
 def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
-    cli = _fit("extend", steps=40)
+    # the start validated before the first step (as your_photos.yaml does), then every 20 steps (an epoch is a step)
+    validated = ("--trainer.num_sanity_val_steps", "-1", "--trainer.check_val_every_n_epoch", "20")
+    cli = _fit("extend", steps=40, more=validated)
     err = capsys.readouterr().err
     start = Captioner.load(MODEL_NAMES["shapes"])
     assert (
@@ -106,6 +110,15 @@ def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
     said = [c.words for c in fitted.caption_images(train[:4], beam_size=1)]
     assert all(words[0] == "zorblat" for words in said), said  # the start never said it; 40 steps taught it
     assert "started_from" in fitted.info and "terms" not in fitted.info  # the shapes model's data has no terms
+    # fit's end: the start's val score (the sanity check's, before any step) against the best checkpoint's
+    line = next(x for x in err.splitlines() if "before training" in x)
+    before, best = (float(v) for v in re.findall(r"(\d+\.\d+) (?:from|at)", line))
+    assert line.startswith("caption-train: val_Bleu_4: ") and ("did not beat" in line) == (best <= before), line
+    val = cli.datamodule.splits["val"]
+    said = start.caption_images(val.images, beam_size=1, max_len=32)  # the start's greedy val captions, as fit's
+    refs = {i: [" ".join(r) for r in rs] for i, rs in enumerate(val.references)}
+    score = coco_metrics(refs, {i: " ".join(c.words) for i, c in enumerate(said)}, meteor=False)["Bleu_4"]
+    assert before == pytest.approx(100 * score, abs=0.01)
 
 
 def test_fit_that_keeps_the_vocabulary_reads_new_words_as_unknown(shapes_folder, capsys):
