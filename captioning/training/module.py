@@ -65,7 +65,7 @@ def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) ->
 
     line = f"model.init_from {start.name}: its {len(start.vocab)} words kept at their ids"
     if extend:
-        line += f"; {len(added)} words of the train captions added" + (f" ({some(added)})" if added else "")
+        line += f"; {len(added)} words of the train captions added ({some(added)})" if added else "; no new word"
     if unknown:
         why = f"seen fewer than data.min_freq={dm.hparams.min_freq} times" if extend else "not among them"
         line += f"; {len(unknown)} other words ({some(unknown)}) {why}: read as <unk>"
