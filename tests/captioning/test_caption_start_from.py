@@ -94,9 +94,9 @@ def _fit(init_vocab: str, steps: int, lr: float = 0.003, more: tuple[str, ...] =
 
 
 def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
-    # the start validated before the first step (as your_photos.yaml does), then every 20 steps (an epoch is a step)
-    validated = ("--trainer.num_sanity_val_steps", "-1", "--trainer.check_val_every_n_epoch", "20")
-    cli = _fit("extend", steps=40, more=validated)
+    # the start validated before the first step (as your_photos.yaml does), then every 12 steps (an epoch is a step)
+    validated = ("--trainer.num_sanity_val_steps", "-1", "--trainer.check_val_every_n_epoch", "12")
+    cli = _fit("extend", steps=24, lr=0.006, more=validated)
     err = capsys.readouterr().err
     start = Captioner.load(MODEL_NAMES["shapes"])
     assert (
@@ -108,7 +108,7 @@ def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
     assert fitted.vocab.itos == [*start.vocab.itos, "zorblat"] == cli.datamodule.vocab.itos
     train = cli.datamodule.splits["train"].images
     said = [c.words for c in fitted.caption_images(train[:4], beam_size=1)]
-    assert all(words[0] == "zorblat" for words in said), said  # the start never said it; 40 steps taught it
+    assert all(words[0] == "zorblat" for words in said), said  # the start never said it; 24 steps taught it
     assert "started_from" in fitted.info and "terms" not in fitted.info  # the shapes model's data has no terms
     # fit's end: the start's val score (the sanity check's, before any step) against the best checkpoint's
     line = next(x for x in err.splitlines() if "before training" in x)
