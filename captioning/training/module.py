@@ -214,7 +214,7 @@ class CaptionModule(RunState, pl.LightningModule):
         extend = self.hparams.init_vocab == "extend"
         vocab = start.vocab.extended(dm.vocab) if extend else start.vocab
         dm.use_vocabulary(vocab)
-        if getattr(self.trainer, "is_global_zero", True):
+        if self.trainer.is_global_zero:
             print(f"caption-train: {vocabulary_line(start, vocab, dm, extend)}", file=sys.stderr)
         return vocab
 
@@ -228,7 +228,7 @@ class CaptionModule(RunState, pl.LightningModule):
         if not auto and (cfg.source_side is None or stage not in (None, "fit")):
             return cfg  # nothing squashed, or not training: a given value is the checkpoint's or the user's
         cfg, line = settled(cfg, dm.train_photo_format() if cfg.source_side is not None else PhotoFormat(None, None))
-        if line and getattr(self.trainer, "is_global_zero", True):
+        if line and self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)
         self.hparams["encoder"] = asdict(cfg)
         return cfg

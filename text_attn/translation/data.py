@@ -68,9 +68,9 @@ class StartVocabulary:
 
     def fits(self, dm) -> bool:
         """Whether the data module's tokenizer and vocabularies (a chunk folder's) are the start's."""
-        same_codec = dm.codec.metadata().keys() == self.codec.metadata().keys() and all(
-            torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
-            for a, b in zip(dm.codec.metadata().values(), self.codec.metadata().values(), strict=True)
+        theirs, mine = dm.codec.metadata(), self.codec.metadata()  # a subword model's bytes as a tensor: built once
+        same_codec = theirs.keys() == mine.keys() and all(
+            torch.equal(a, mine[k]) if isinstance(a, torch.Tensor) else a == mine[k] for k, a in theirs.items()
         )
         return same_codec and dm.src_vocab == self.src and dm.tgt_vocab == self.tgt
 

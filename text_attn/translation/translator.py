@@ -195,16 +195,10 @@ class Translator:
         return content
 
     @staticmethod
-    def start_content(path: str | Path, arch: str, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> dict[str, Any]:
-        """:meth:`read_start`, checked against the run's vocabularies: each must be the start's, or the start's grown
-        at its end (:meth:`Vocabulary.extended`, the new rows then filled by text_attn.core.training.grow_rows)."""
-        content = Translator.read_start(path, arch)
-        Translator.check_start(path, content, src_vocab, tgt_vocab)
-        return content
-
-    @staticmethod
     def check_start(path: str | Path, content: dict[str, Any], src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> None:
-        """One ValueError line unless each of the run's vocabularies is the start's (``content``), grown or not."""
+        """One ValueError line unless each of the run's vocabularies is the start's (``content``, :meth:`read_start`'s),
+        or the start's grown at its end (:meth:`Vocabulary.extended`; text_attn.core.training.grow_rows fills the new
+        rows)."""
         for side, key, own in (("source", "src_vocab", src_vocab), ("target", "tgt_vocab", tgt_vocab)):
             theirs = Vocabulary.from_dict(content[key])
             if own.itos[: len(theirs)] != theirs.itos:
