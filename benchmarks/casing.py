@@ -1,5 +1,5 @@
 """What a line typed without capitals costs a translation model, and what reading it with the training text's capitals
-gives back (text_attn/translation/casing.py): sacreBLEU of a split's source lines as written, lowercased, in capitals
+gives back (text_attn/core/casing.py): sacreBLEU of a split's source lines as written, lowercased, in capitals
 and in sentence case (only the first letter capital), each translated as typed (``translate --keep-case``) and as
 ``translate`` reads it by default, with the model file's recorded decoding.
 
@@ -20,10 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.casing import capitalised
 from text_attn.core.metrics import sacre_scores
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.safe_files import write_text
-from text_attn.translation.casing import capitalised
 from text_attn.translation.corpora import corpus_file, read_lines
 from text_attn.translation.pairs import TaskError
 from text_attn.translation.translator import Translator

@@ -116,6 +116,9 @@ def model_info(captioner, path: str | Path) -> list[str]:
         f"vocabulary:     {len(captioner.vocab)} words",
         f"trained on:     {captioner.domain or 'not recorded'}",
     ]
+    if captioner.casing:  # German captions: "Ein Hund" for the words "ein hund"
+        some = ", ".join(captioner.casing["words"].split()[:4])
+        lines.append(f"capitals:       as its training captions write them ({some}, ...)")
     from text_attn.core.modelfile import info_lines
 
     return lines + info_lines(captioner.info)

@@ -20,6 +20,7 @@ def model_from_checkpoint(ckpt: dict, path: str):
     from captioning.model.captioner import Captioner
     from captioning.model.decoder import DecoderConfig
     from captioning.model.encoder import EncoderConfig
+    from text_attn.core.casing import valid_casing
     from text_attn.core.training import as_config
     from text_attn.core.vocab import Vocabulary
 
@@ -41,6 +42,9 @@ def model_from_checkpoint(ckpt: dict, path: str):
         captioner = Captioner.build(vocab, encoder, decoder)
         captioner.model.load_state_dict(state)
         captioner.domain, captioner.domain_check = ckpt.get("domain"), ckpt.get("domain_check")
+        if ckpt.get("casing") is not None and not valid_casing(ckpt["casing"]):
+            raise ValueError("its casing is not one this toolkit writes")
+        captioner.casing = ckpt.get("casing")
     except (TypeError, ValueError, RuntimeError) as err:
         raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({one_line(err)})") from None
     captioner.model.eval()

@@ -26,6 +26,7 @@ from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
 from captioning.photos.domain import far_from_domain, valid_check
 from captioning.photos.preprocess import Preprocess
+from text_attn.core.casing import Casing, valid_casing
 from text_attn.core.decoding import SearchResult
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import missing, one_line
@@ -112,6 +113,9 @@ class Captioner:
         # a model file whose encoder weights come from the package: how many of its tensors training changed
         # (fine-tuned on captions; 0: ImageNet's as they are); None: the file carries them all, or not read from one
         self.encoder_changed: int | None = None
+        # how the training captions write their words (text_attn.core.casing: a model trained on German captions
+        # writes "Ein Hund" for its words "ein hund"); None: the words as the vocabulary holds them, lowercase
+        self.casing: dict | None = None
 
     @classmethod
     def build(
@@ -180,6 +184,7 @@ class Captioner:
                 **({"domain_check": self.domain_check} if self.domain_check else {}),
                 **({"domain_about": self.domain_about} if self.domain_about else {}),
                 **({"info": self.info} if self.info else {}),
+                **({"casing": self.casing} if self.casing else {}),
                 **(
                     {"encoder_weights": {"from": "imagenet", "sha256": shipped, "changed": len(changed)}}
                     if shipped
@@ -230,6 +235,10 @@ class Captioner:
             captioner = cls(model, vocab, data.get("domain"), check, data.get("info"))
             about = data.get("domain_about")
             captioner.domain_about = about if isinstance(about, str) else None
+            casing = data.get("casing")
+            if casing is not None and not valid_casing(casing):
+                raise ValueError("its casing is not one this toolkit writes")
+            captioner.casing = casing
             if shipped:
                 captioner.encoder_changed = int(shipped.get("changed", 0))
         except EncoderWeightsError as err:
@@ -342,19 +351,21 @@ class Captioner:
         )
 
     def captions(self, result: SearchResult) -> list[Caption]:
-        """Ids -> words, each with its attention map; the eos step's attention is dropped."""
+        """Ids -> words, each with its attention map; the eos step's attention is dropped. The words are written as
+        the training captions write them where the model learned their casing (:attr:`casing`)."""
         v, out = self.vocab, []
+        cased = Casing(self.casing).words if self.casing else list
         result = result.cpu()  # one copy a tensor, not a device read per caption and value
         ended = result.tokens.gather(1, (result.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == v.eos_id
         for b, ids in enumerate(result.token_lists()):  # eos and what follows already removed
             # pad / bos are banned by default (generate); given banned=() an untrained model may still produce them:
             # they name nothing, so they are dropped (with their alphas).
             keep = [i for i, tok in enumerate(ids) if tok not in (v.pad_id, v.bos_id)]
-            words = v.decode(ids)
+            words = cased(v.decode(ids))
             truncated = not bool(ended[b]) and int(result.lengths[b]) > 0
             nbest = None
             if result.nbest is not None:
-                nbest = [(v.decode(ids), score) for ids, score in result.nbest[b]]
+                nbest = [(cased(v.decode(ids)), score) for ids, score in result.nbest[b]]
             out.append(Caption(words, result.attention[b, keep], float(result.scores[b]), truncated, nbest))
         return out
 

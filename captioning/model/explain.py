@@ -328,7 +328,7 @@ def word_evidence(model: CaptionModel, features: Tensor, words: list[str], vocab
     ``features`` (1, L, D)): one decoder step of L + 1 rows a word (RegionRemoval; the fill is photo_fill's)."""
     from text_attn.core.faithfulness import kendall_tau
 
-    tokens = [vocab.stoi.get(w, vocab.unk_id) for w in words]
+    tokens = [vocab.stoi.get(w, vocab.stoi.get(w.lower(), vocab.unk_id)) for w in words]  # cased words too
     steps = step_through(model, features, tokens, vocab.bos_id)
     removal = RegionRemoval(model, steps, photo_fill(model, features))
     n = features.size(1)

@@ -42,6 +42,7 @@ caching off there.
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -55,11 +56,13 @@ from captioning.photos.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
 from captioning.photos.preprocess import Preprocess, prepared
 from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
 from captioning.training.feature_cache import fill_features
+from captioning.training.multi30k import LANGUAGES, in_language
 from captioning.training.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
 from captioning.training.shapes import Scene, make_scenes
 from captioning.training.splits import CaptionSplit
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import POOL_BATCHES, EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.casing import learn_casing
 from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
 
@@ -97,6 +100,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         captions_tsv: str | None = None,
         root: str | None = None,
         layout: str = "auto",
+        language: str = "en",
+        multi30k: str | None = None,
         strict: bool = False,
         train_size: int | None = None,
         val_size: int | None = None,
@@ -127,6 +132,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 or, for any source, a folder ``caption-train optimize`` wrote: its chunks are streamed
                 (captioning.training.streaming; the vocabulary is the one it stored).
             layout: ``flickr8k``: ``auto`` (found from what root holds), ``original`` or ``kaggle``.
+            language: ``flickr8k``: the captions' language: ``en`` (Flickr8k's own five a photo), or ``de``, ``fr``,
+                ``cs``: the one sentence a photo that Multi30k translated from them, read from ``multi30k``
+                (captioning.training.multi30k); the casing of its train sentences is learned for the captions.
+            multi30k: the Multi30k folder (train.de.gz, ...), for a ``language`` other than ``en``.
             strict: a missing image file is an error (default: skipped, with one line on stderr).
             train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
             val_size: shapes: scenes (default 500); karpathy: cap (None = all); folder: images held out
@@ -160,6 +169,15 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             raise CaptionDataError(f"unknown caption source {source!r}; choose one of {', '.join(SOURCES)}")
         if attention_words not in TARGET_WORDS:
             raise CaptionDataError(f"unknown attention_words {attention_words!r}; choose one of {sorted(TARGET_WORDS)}")
+        if language not in LANGUAGES:
+            raise CaptionDataError(f"unknown data.language {language!r}; choose one of {', '.join(LANGUAGES)}")
+        if language != "en" and (source != "flickr8k" or not multi30k):
+            raise CaptionDataError(
+                f"data.language {language} reads Multi30k's {LANGUAGES[language]} sentences for Flickr8k's photos: "
+                "set data.source flickr8k and data.multi30k (the Multi30k folder: train.de.gz, ...)"
+            )
+        if multi30k and language == "en":
+            raise CaptionDataError("data.multi30k is read for a data.language other than en (de, fr or cs)")
         if attention_targets and source == "folder":
             raise CaptionDataError("attention_targets needs boxes: use source shapes, or karpathy with sentence boxes")
         # counts and sizes out of range: refused here in the option's name, not later as a tensor error
@@ -184,6 +202,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self._domain_check: dict | None = None
         self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.training.streaming)
         self._photo_format: PhotoFormat | None = None  # the train photos' JPEG step and side, once read
+        # the captions' casing (text_attn.core.casing.learn_casing of the raw train sentences; None: write them
+        # lowercase): a model trained on German captions writes "Ein Hund" where the words are "ein hund"
+        self.casing: dict | None = None
 
     @property
     def streams(self) -> bool:
@@ -203,6 +224,19 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         # a folder: its name alone ("my_photos"), never the path it was given (no machine's path in a model file);
         # the notes read "the my_photos photos the model learned from"
         return Path(hp.karpathy_json).stem if hp.source == "karpathy" else Path(hp.image_dir).resolve().name
+
+    @property
+    def facts(self) -> dict[str, str]:
+        """What model files trained on this data record of it (``caption --model-info`` prints them): for captions in
+        another language, where they came from and their terms; {} otherwise."""
+        hp = self.hparams
+        if hp.language == "en":
+            return {}
+        return {
+            "training_data": f"Flickr8k's photos with Multi30k's {LANGUAGES[hp.language]} sentences (one a photo)",
+            "terms": "Flickr8k and Multi30k are for non-commercial research and education; the photographs are under "
+            "the Flickr Terms of Use",
+        }
 
     @property
     def domain_check(self) -> dict | None:
@@ -247,6 +281,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             if not hp.root:
                 raise CaptionDataError("source 'flickr8k' needs data.root (the Flickr8k folder)")
             items = read_flickr8k(hp.root, hp.layout, hp.seed)
+            if hp.language != "en":
+                translated = in_language(items, hp.multi30k, hp.language)
+                print(f"caption data: {translated.line}", file=sys.stderr)
+                items, self.casing = translated.items, learn_casing(translated.train_text)
             for split in SPLITS:
                 cap = getattr(hp, f"{split}_size")
                 items[split] = items[split][:cap] if cap else items[split]

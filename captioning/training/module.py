@@ -244,7 +244,10 @@ class CaptionModule(RunState, pl.LightningModule):
             return Captioner(self.model, self.vocab)
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         domain, check = getattr(dm, "domain", None), getattr(dm, "domain_check", None)
-        return Captioner(self.model, self.vocab, domain, check, self._start_info or None)
+        facts = {**self._start_info, **getattr(dm, "facts", {})}  # this data's terms where both say
+        exported = Captioner(self.model, self.vocab, domain, check, facts or None)
+        exported.casing = getattr(dm, "casing", None)  # German captions' capitals (data.language)
+        return exported
 
     # --- training ---------------------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
@@ -369,6 +372,7 @@ class CaptionModule(RunState, pl.LightningModule):
         checkpoint["vocab"] = self.vocab.to_dict()  # a checkpoint can be turned into a model file without the data
         exported = self.captioner(for_export=True)  # and caption-export keeps what the data was
         checkpoint["domain"], checkpoint["domain_check"] = exported.domain, exported.domain_check
+        checkpoint["casing"] = exported.casing
         if self._budget is not None:
             checkpoint["lr_budget_progress"] = self._budget.last  # a resumed fit's max_time decays what is left
         self.save_run_state(checkpoint)

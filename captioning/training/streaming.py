@@ -149,6 +149,7 @@ def optimize_captions(
         "vocab": dm.vocab.to_dict(),
         "train_references": train.references,
         "domain": dm.domain,
+        "casing": dm.casing,  # the captions' capitals (data.language de, fr, cs), for the model files fit writes
         "stores": "features" if features else "jpeg",
         "fingerprint": fingerprint or "",
         **recorded_format(found),
@@ -212,6 +213,7 @@ def load_chunks(dm) -> None:
     dm.chunk_state = state
     dm._domain_check = state.get("domain_check")
     dm.vocab = Vocabulary.from_dict(state["vocab"])
+    dm.casing = state.get("casing")
     if state["stores"] == "features" and not hp.cache_features:
         raise ChunkError(f"{root} holds encoder features: set data.cache_features: true (and a frozen encoder)")
     dm.splits = {"train": CaptionSplit([], state["train_references"])}

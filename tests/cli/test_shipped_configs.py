@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.flickr8k import write_original
-from helpers.multi30k import write_corpus
+from helpers.multi30k import write_corpus, write_sentences
 from helpers.shipped import fitted_by_default
 
 from captioning.commands.train import caption_train_cli
@@ -93,6 +93,8 @@ def _overrides(config: Path, data: Path) -> list[str]:
     if config.parent.name == "text":
         # transformer_base: the paper's 6 + 6 layers of 512 in bf16 on a CPU took ~20 s of a quiet core for 2 steps
         return TEXT_DATA + (TEXT_CORPUS + SMALL_TRANSFORMER if "transformer_base" in config.name else [])
+    if config.name.startswith("flickr8k_de"):  # German captions: the fixture photos' sentences (data's m30k_f8k)
+        return ["--data.root", str(data / "flickr8k"), "--data.multi30k", str(data / "m30k_f8k"), *FLICKR8K_DATA]
     if config.name.startswith("flickr8k") and "resnet" not in config.name:
         return ["--data.root", str(data / "flickr8k"), *FLICKR8K_DATA]
     if config.name.startswith("flickr8k"):  # the paper's Karpathy-split config on the fixture photos (no JPEG step)
@@ -110,6 +112,12 @@ def data(tmp_path_factory) -> Path:
     lines = [f"{n}\tA zorblat photo of a {n.split('.')[0]}.\n{n}\tThe {n.split('.')[0]} up close!" for n in photos]
     (root / "your_photos.tsv").write_text("\n".join(lines) + "\n")  # a folder's captions file (your_photos.yaml)
     write_corpus(root / "multi30k", langs=("de", "en", "fr"))
+    # German sentences of the Flickr8k fixture's train and val photos, as Multi30k holds translations of Flickr8k's
+    german = {
+        "train": [("A photo of coffee.", "Ein Foto von Kaffee."), ("The chelsea, up close!", "Die Katze Chelsea.")],
+        "val": [("A photo of rocket.", "Ein Foto einer Rakete.")],
+    }
+    write_sentences(root / "m30k_f8k", german)
     return root
 
 
@@ -210,6 +218,9 @@ def test_config_fits_as_shipped(config, tmp_path, capsys, data):
             assert "zorblat" in added and set(added) == said - set(bundled.vocab.itos), added
             assert captioner.info["terms"] == bundled.info["terms"]  # trained from Flickr8k's model: its data's terms
             assert "words of the train captions added" in printed.err, printed.err
+        if config.stem.startswith("flickr8k_de"):  # German words, written with the train sentences' capitals
+            assert {"foto", "kaffee", "katze"} <= set(captioner.vocab.itos) and "photo" not in captioner.vocab.stoi
+            assert set(captioner.casing["words"].split()) == {"Foto", "Kaffee", "Katze", "Chelsea"}
         if config.stem == "flickr8k_lite2_soft":  # the shared copies' JPEG step, read from the photos and recorded
             assert (captioner.preprocess.jpeg_quality, captioner.preprocess.jpeg_subsampling) == (90, "4:2:0")
             assert "the training photos are 224 x 224 JPEG files of quality 90, 4:2:0" in printed.err, printed.err

@@ -46,3 +46,16 @@ def write_corpus(
             path = root / f"{split}.{lang}{'.gz' if gz else ''}"
             path.write_bytes(gzip.compress(text) if gz else text)
     return root
+
+
+def write_sentences(root: Path, splits: dict[str, list[tuple[str, str]]], lang: str = "de") -> Path:
+    """A Multi30k-shaped folder of given (English, ``lang``) pairs a split: <split>.en.gz and <split>.<lang>.gz (val's
+    as plain text, as a user may have unpacked them), line-aligned: the translations of chosen Flickr8k captions
+    (captioning/training/multi30k.py finds their photos by the English)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for split, pairs in splits.items():
+        for code, lines in (("en", [e for e, _ in pairs]), (lang, [o for _, o in pairs])):
+            data = ("\n".join(lines) + "\n").encode()
+            path = root / f"{split}.{code}{'' if split == 'val' else '.gz'}"
+            path.write_bytes(data if split == "val" else gzip.compress(data))
+    return root

@@ -1,4 +1,4 @@
-"""Reading a line typed without capitals (text_attn/translation/casing.py): the casing learned by hand-countable
+"""Reading a line typed without capitals (text_attn/core/casing.py): the casing learned by hand-countable
 examples, which lines it touches and which it leaves, the model file keeping it, the translator reading with it
 (``read_as``, ``keep_case``), and translate's note and --keep-case."""
 
@@ -11,8 +11,8 @@ import torch
 from helpers.multi30k import DE
 from helpers.tiny_translator import tiny_subword_model_file
 
+from text_attn.core.casing import Casing, learn_casing, opening, says_nothing, valid_casing
 from text_attn.core.modelfile import ModelFileError
-from text_attn.translation.casing import Casing, learn_casing, opening, says_nothing, valid_casing
 from text_attn.translation.source_check import source_check
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator

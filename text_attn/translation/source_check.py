@@ -11,7 +11,7 @@ pictures. The check has two parts:
   smoothed); a line whose words are on average more surprising than the threshold is flagged. The threshold is set on
   the validation lines so that both parts together flag at most ``FLAGGED`` (2%) of them. News and everyday speech use
   words a corpus of picture descriptions rarely or never has ("Verspätung", "Haushalt", "Rechnung").
-Beside them the check keeps the training text's casing (``casing``: text_attn.translation.casing), which flags
+Beside them the check keeps the training text's casing (``casing``: text_attn.core.casing), which flags
 nothing: a line typed without capitals is read with the training text's capitals before it is translated.
 Plain JSON-able values: model files store the check (``Translator.source_check``), and neither side needs a model.
 A model file from before the word profile has only the first part, and keeps it.
@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
-from text_attn.translation.casing import WORD, learn_casing, valid_casing
+from text_attn.core.casing import WORD, learn_casing, valid_casing
 
 # a profile of a few thousand trigrams is settled long before this; it keeps a WMT-sized corpus from costing minutes
 SAMPLE_LINES = 200_000

@@ -15,12 +15,12 @@ from typing import Any
 
 import torch
 
+from text_attn.core.casing import Casing
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
-from text_attn.translation.casing import Casing
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
 from text_attn.translation.source_check import restored, stored, unlike_source, valid_check
 from text_attn.translation.subwords import SubwordError
@@ -214,7 +214,7 @@ class Translator:
     def read_as(self, text: str) -> str:
         """``text`` as the model reads it: a line whose case says nothing ("ein mann fährt fahrrad", or all capitals)
         with the capitals its training source text writes ("Ein Mann fährt Fahrrad"), where the model file knows them
-        and the model keeps case (text_attn.translation.casing); else ``text``. ``keep_case`` turns it off."""
+        and the model keeps case (text_attn.core.casing); else ``text``. ``keep_case`` turns it off."""
         casing = None if self.keep_case else self.casing
         return text if casing is None else casing.recase(text)
 
