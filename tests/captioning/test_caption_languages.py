@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from helpers.flickr8k import write_original
 from helpers.multi30k import write_sentences
 
 from captioning.commands.caption import caption_main, model_info
 from captioning.commands.export import export_main
-from captioning.commands.train import caption_train_cli
+from captioning.commands.train import caption_train_cli, train_main
 from captioning.model.captioner import Captioner
 from captioning.training.data import CaptionDataModule
 from captioning.training.multi30k import in_language
@@ -162,3 +163,17 @@ def test_a_german_fit_writes_captions_with_capitals(flickr8k, tmp_path, cli_run_
     capsys.readouterr()
     assert caption_main([photos[0], "--model", "again.pt", "--json", "--beam-size", "2", "--max-len", "6"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["caption"] == " ".join(caps[0].words)
+
+
+@pytest.mark.slow  # optimize starts LitData's worker processes
+def test_a_chunk_folder_keeps_the_casing_for_the_model_files_fit_writes(flickr8k, tmp_path, cli_run_in_tmp):
+    data = {"source": "flickr8k", "root": str(flickr8k), "language": "de", "batch_size": 2,
+            "multi30k": str(write_multi30k(tmp_path / "m30k"))}  # fmt: skip
+    cfg = yaml.safe_load((ROOT / "tests/fixtures/captions/tiny_shapes.yaml").read_text())
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({**cfg, "data": data}))
+    train_main(["optimize", "--config", str(tmp_path / "cfg.yaml"), "--out", "chunks"])
+    read, streamed = CaptionDataModule(**data), CaptionDataModule(**{**data, "root": "chunks"})
+    read.setup()
+    streamed.setup()
+    assert streamed.streams and streamed.casing == read.casing and streamed.vocab == read.vocab
+    assert "Kaffee" in streamed.casing["words"].split() and streamed.splits["test"].references == []  # none written

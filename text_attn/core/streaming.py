@@ -69,9 +69,16 @@ def read_manifest(root: str | Path, family: str) -> dict[str, Any]:
     for split in SPLITS:
         if split not in manifest.get("splits", {}):
             raise ChunkError(f"{root}: split {split} was not finished: run the same optimize command again")
-        if not (root / split / "index.json").is_file():
+        if not _written(root, split, manifest):
             raise ChunkError(f"{root / split / 'index.json'}: missing (the {split} chunks' index)")
     return manifest
+
+
+def _written(root: Path, split: str, manifest: dict[str, Any]) -> bool:
+    """Whether ``split`` is in the folder: its chunks' index, or none for a split with no sample (LitData writes no
+    empty split: a test split left empty, as a German corpus of Flickr8k's photos may have, is only in the manifest)."""
+    empty = manifest.get("splits", {}).get(split, {}).get("items") == 0
+    return empty or (root / split / "index.json").is_file()
 
 
 def read_state(root: str | Path) -> dict[str, Any]:
@@ -124,7 +131,7 @@ def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log:
     other options is refused in one line, also before any work."""
     old = _earlier(Path(out), family, options)
     done = old.get("splits", {}) if old is not None else {}
-    if any(s not in done or not (Path(out) / s / "index.json").is_file() for s in SPLITS):
+    if any(s not in done or not _written(Path(out), s, old) for s in SPLITS):
         return None
     for split in SPLITS:
         log(f"{split}: {old['splits'][split]['items']} samples, written earlier: kept")
@@ -172,8 +179,13 @@ def optimize_splits(
         items = inputs[split]
         n = (counts or {}).get(split, len(items))
         done = manifest["splits"].get(split)
-        if done is not None and done.get("items") == n and (root / split / "index.json").is_file():
+        if done is not None and done.get("items") == n and _written(root, split, manifest):
             log(f"{split}: {n} samples, written earlier: kept")
+            continue
+        if n == 0:  # LitData writes no empty split: the manifest alone says it holds nothing (read_all: [])
+            log(f"{split}: no samples: none written")
+            manifest["splits"][split] = {"items": 0}
+            _write_manifest(root, manifest)
             continue
         log(f"{split}: {n} samples -> {root / split}")
         fn = item_fn(split)
@@ -237,9 +249,18 @@ def split_size(root: str | Path, split: str) -> int:
 def read_all(root: str | Path, split: str) -> list[dict[str, Any]]:
     """Every sample of a (small) split, in the order written, on every rank; a damaged chunk is one line naming its
     file."""
-    ds = split_dataset(root, split)
     where = Path(root) / split
+    if not (where / "index.json").is_file() and _written(Path(root), split, _manifest_of(Path(root))):
+        return []  # a split optimize found empty
+    ds = split_dataset(root, split)
     return [read_item(ds, i, where) for i in range(split_size(root, split))]
+
+
+def _manifest_of(root: Path) -> dict[str, Any]:
+    try:
+        return json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
 
 
 class _CheckedCollate:
