@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _photos(flickr8k: Path, multi30k: Path, lang: str) -> list[tuple[Path, list[list[str]], list[list[str]], list]]:
+def _photos(flickr8k: Path, multi30k: Path, lang: str) -> tuple[list[tuple[Path, list, list, list]], set[str]]:
     """The test photos with a ``lang`` sentence: (photo, its sentences in lang, Flickr8k's five, the English
-    sentence(s) Multi30k translated)."""
+    sentence(s) Multi30k translated); and the words of the train sentences."""
     from captioning.training.multi30k import in_language, multi30k_sentences
     from captioning.training.readers import caption_tokens, read_flickr8k
 
@@ -34,8 +34,9 @@ def _photos(flickr8k: Path, multi30k: Path, lang: str) -> list[tuple[Path, list[
     english = {it.path.name: it.captions for it in items["test"]}
     translated = in_language(items, multi30k, lang)
     own = {" ".join(caption_tokens(theirs)): caption_tokens(en) for en, theirs, _ in multi30k_sentences(multi30k, lang)}
+    said = {w for it in translated.items["train"] for c in it.captions for w in c}
     return [(it.path, it.captions, english[it.path.name], [own[" ".join(c)] for c in it.captions])
-            for it in translated.items["test"]]  # fmt: skip
+            for it in translated.items["test"]], said  # fmt: skip
 
 
 def _score(refs: list[list[list[str]]], hyps: list[str]) -> dict:
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="the first N photos only (a quick look)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
-    photos = _photos(args.flickr8k_root, args.multi30k, args.language)[: args.limit]
+    photos, train_words = _photos(args.flickr8k_root, args.multi30k, args.language)
+    photos = photos[: args.limit]
     files = [ph for ph, *_ in photos]
     rows, examples = [], {}
     for spec in args.model:
@@ -76,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         said, seconds, decoding = _caption(path, files)
         rows.append({"model": name, "language": args.language, "references": f"Multi30k's {args.language} sentence",
                      **_score([r for _, r, _, _ in photos], said), "decoding": decoding,
-                     "photos_per_second": round(len(files) / seconds, 1)})  # fmt: skip
+                     "photos_per_second": round(len(files) / seconds, 1),
+                     # a start's words the train sentences never use (an English word in a German caption)
+                     "foreign": sum(any(w not in train_words for w in h.lower().split()) for h in said)})  # fmt: skip
         examples[name] = said[:5]
         print(f"{name}: done ({seconds:.0f} s)", file=sys.stderr)
     said, seconds, decoding = _caption(args.english, files)
@@ -87,11 +91,15 @@ def main(argv: list[str] | None = None) -> int:
                      "photos_per_second": round(len(files) / seconds, 1)})  # fmt: skip
     examples["English"] = said[:5]
     print(f"{len(files)} Flickr8k test photos with a sentence in {args.language} (Multi30k); coco-caption scores x 100")
-    print("\n| model | scored against | BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | ROUGE-L | CIDEr-D | photos/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| model | scored against | BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | ROUGE-L | CIDEr-D | captions with a word "
+        "the train sentences never use | photos/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cells = " | ".join(f"{r[k]:.2f}" for k in ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ROUGE_L", "CIDEr"))
-        print(f"| {r['model']} | {r['references']} | {cells} | {r['photos_per_second']} |")
+        foreign = f"{r['foreign']} of {len(files)}" if "foreign" in r else "–"
+        print(f"| {r['model']} | {r['references']} | {cells} | {foreign} | {r['photos_per_second']} |")
     print("\nthe first photos:")
     for i, ph in enumerate(files[:5]):
         print(f"  {ph.name}: " + " / ".join(f"{n}: {e[i]}" for n, e in examples.items() if i < len(e)))
