@@ -11,7 +11,7 @@ How a Multi30k line finds its photo:
   ``<split>_images.txt``): its line k names line k's photo as Flickr30k names it, ``<flickr id>.jpg``, and a Flickr8k
   file is ``<flickr id>_<secret>.jpg``;
 - else by its English sentence: a line whose English, lowercased and split into words, is one of Flickr8k's captions
-  of exactly one photo is that photo's (in the copy at ../shared/data: 7,220 of the 8,091 photos).
+  of exactly one photo is that photo's (in the copy at ../shared/data: 7,025 of the 8,000 photos of the split).
 
 Photos with no such line are left out, said in one line. Multi30k's files: ``<split>.<lang>`` or ``<split>.<lang>.gz``
 for every split that has an ``.en`` file too (train, val, test_2016_flickr, ...), one sentence a line, line-aligned

@@ -21,7 +21,7 @@ from captioning.model.captioner import Captioner
 from captioning.training.data import CaptionDataModule
 from captioning.training.multi30k import in_language
 from captioning.training.readers import CaptionDataError, read_flickr8k
-from text_attn.core.casing import Casing
+from text_attn.core.casing import Casing, learn_casing
 
 ROOT = Path(__file__).resolve().parents[2]
 # the fixture's English captions (helpers/flickr8k.py) are "A photo of <name> ." and "The <name>, up close!"
@@ -177,3 +177,21 @@ def test_a_chunk_folder_keeps_the_casing_for_the_model_files_fit_writes(flickr8k
     streamed.setup()
     assert streamed.streams and streamed.casing == read.casing and streamed.vocab == read.vocab
     assert "Kaffee" in streamed.casing["words"].split() and streamed.splits["test"].references == []  # none written
+
+
+REAL = ROOT.parent / "shared" / "data"
+
+
+@pytest.mark.skipif(not (REAL / "multi30k" / "train.de.gz").is_file() or not (REAL / "flickr8k").is_dir(),
+                    reason=f"real Flickr8k and Multi30k not found at {REAL}")  # fmt: skip
+def test_real_multi30k_gives_most_flickr8k_photos_one_german_sentence_in_their_split():
+    items = read_flickr8k(REAL / "flickr8k")
+    got = in_language(items, REAL / "multi30k", "de")
+    assert {s: len(v) for s, v in got.items.items()} == {"train": 5259, "val": 881, "test": 885}  # of 6,000 / 1,000
+    names = {s: {it.path.name for it in v} for s, v in got.items.items()}
+    assert all(names[s] <= {it.path.name for it in items[s]} for s in names)  # Flickr8k's split kept
+    test = {it.path.name: it.captions for it in got.items["test"]}
+    assert test["3385593926_d3e9c21170.jpg"] == [["zwei", "braune", "hunde", "raufen", "spielerisch", "im", "schnee"]]
+    casing = Casing(learn_casing(got.train_text))
+    assert casing.words(["ein", "hund", "läuft", "durch", "den", "schnee"]) == ["Ein", "Hund", "läuft", "durch", "den",
+                                                                                 "Schnee"]  # fmt: skip
