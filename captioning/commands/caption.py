@@ -210,6 +210,10 @@ def _checked_run(args: argparse.Namespace) -> int:
     if args.threads:
         import torch
 
+        from text_attn.core.cpu_load import more_threads_note
+
+        if (note := more_threads_note(args.threads)) and args.device == "cpu":
+            print(f"caption: note: {note}", file=sys.stderr)
         torch.set_num_threads(args.threads)
     elif args.device == "cpu" and args.devices is None:  # --devices: Lightning shares the cores among the processes
         from text_attn.core.cpu_load import use_free_threads

@@ -47,3 +47,20 @@ def test_translate_takes_the_free_cores_unless_told(tmp_path, busy_core, flags, 
     assert translate_main(["--model", str(model), "--device", "cpu", *flags, "ma pipo"]) == 0
     assert torch.get_num_threads() == threads
     assert busy_core == ([2] if threads == 1 else [])
+
+
+def test_more_threads_than_cores_is_said_in_one_note(tmp_path, busy_core, monkeypatch, capsys):
+    """--threads beyond the cores the process may use is slower, not faster: both commands say so, and still do as
+    told; within them, nothing is said."""
+    monkeypatch.setattr(cpu_load, "cpu_ids", lambda: {0, 1})
+    assert cpu_load.more_threads_note(2) is None
+    model = tiny_model_file(tmp_path / "tiny.pt")
+    assert caption_main([PHOTO, "--model", str(model), "--max-len", "3", "--device", "cpu", "--threads", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "caption: note: --threads 3 is more than the 2 cores this process may use" in err and "(--threads 2" in err
+    assert torch.get_num_threads() == 3
+    words = tiny_word_model_file(tmp_path / "words.pt")
+    assert translate_main(["--model", str(words), "--device", "cpu", "--threads", "2", "ma pipo"]) == 0
+    assert "more than" not in capsys.readouterr().err
+    assert translate_main(["--model", str(words), "--device", "cpu", "--threads", "3", "ma pipo"]) == 0
+    assert "translate: note: --threads 3 is more than the 2 cores" in capsys.readouterr().err

@@ -127,3 +127,15 @@ def use_free_threads() -> int:
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)
     return threads
+
+
+def more_threads_note(given: int) -> str | None:
+    """The note for ``--threads N`` beyond the cores this process may run on (None within them): the extra threads
+    take turns on the same cores, each waiting at every parallel region for the others, so more is slower."""
+    cores = len(cpu_ids())
+    if given <= cores:
+        return None
+    return (
+        f"--threads {given} is more than the {cores} cores this process may use: the threads beyond them take turns "
+        f"on the same cores and slow each other down (--threads {cores} or fewer is faster)"
+    )

@@ -414,6 +414,10 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.threads:
         import torch
 
+        from text_attn.core.cpu_load import more_threads_note
+
+        if (note := more_threads_note(args.threads)) and args.device in ("cpu", "auto"):
+            print(f"translate: note: {note}", file=sys.stderr)
         torch.set_num_threads(args.threads)
     from text_attn.core.modelfile import ModelFileError
     from text_attn.translation.translator import Translator
