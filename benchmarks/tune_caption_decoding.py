@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from captioning.model.captioner import Captioner
     from captioning.model.decoder import HARD_INFERENCE
+    from captioning.training.multi30k import in_language
     from captioning.training.readers import CaptionDataError, read_flickr8k
     from text_attn.core.metrics import coco_metrics
     from text_attn.core.modelfile import ModelFileError
@@ -95,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-root", type=Path, required=True, help="Flickr8k (original or Kaggle layout)")
     p.add_argument("--model", type=Path, default=ROOT / "captioning" / "assets" / "flickr8k_soft.pt")
     p.add_argument("--split", default="val", choices=("val", "train"), help="the photos tuned on (never test)")
+    p.add_argument("--language", default="en", choices=("en", "de", "fr", "cs"),
+                   help="the model's captions' language: de, fr, cs are scored against the photos' Multi30k sentence "
+                   "(--multi30k; METEOR, English only, is left out of the choice)")  # fmt: skip
+    p.add_argument("--multi30k", type=Path, help="the Multi30k folder, for --language de, fr or cs")
     p.add_argument("--limit", type=int, help="only the first N photos of the split")
     p.add_argument(
         "--unmatched",
@@ -114,9 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.unmatched < 0:
         p.error("--unmatched must be >= 0")
     grid = settings(p, args)
+    if (args.language != "en") != (args.multi30k is not None):
+        p.error("--multi30k goes with --language de, fr or cs (and they need it)")
+    english = args.language == "en"
+    metrics = METRICS if english else tuple(m for m in METRICS if m != "METEOR")
     try:
         captioner = Captioner.load(args.model)
-        items = read_flickr8k(args.data_root)[args.split][: args.limit]
+        items = read_flickr8k(args.data_root)
+        if not english:  # the photos' Multi30k sentence (captioning/training/multi30k.py)
+            items = in_language(items, args.multi30k, args.language).items
+        items = items[args.split][: args.limit]
     except (ModelFileError, CaptionDataError) as err:
         print(f"tune_caption_decoding: error: {err}", file=sys.stderr)
         return 1
@@ -134,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(0, len(paths), 64):
             caps += captioner.caption_features(features[i : i + 64], beam, 30, lp, no_repeat_ngram=ngram)
         seconds = time.perf_counter() - start
-        captions = {p: " ".join(c.words) for p, c in zip(paths, caps, strict=True)}
-        scores = {k: 100 * v for k, v in coco_metrics(references, captions, meteor=True, ptb=True).items()}
+        # lowercase: the references' words (a German model writes its nouns with capitals: Captioner.casing)
+        captions = {p: " ".join(c.words).lower() for p, c in zip(paths, caps, strict=True)}
+        scores = {k: 100 * v for k, v in coco_metrics(references, captions, meteor=english, ptb=True).items()}
         words = sum(len(c.words) for c in caps) / len(caps)
         repeats = sum(repeats_a_trigram(c.words) for c in caps)
         row = {"beam": beam, "length_penalty": lp, "no_repeat_ngram": ngram, **scores, "words": words,
@@ -145,19 +158,20 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         captions_of.append(captions)
         setting = f"{mode or ''} beam {beam} lp {lp} no-repeat {ngram}".lstrip()
-        print(f"{setting}: " + ", ".join(f"{m} {row[m]:.2f}" for m in METRICS)
+        print(f"{setting}: " + ", ".join(f"{m} {row[m]:.2f}" for m in metrics)
               + f", words {words:.2f}, ratio {row['ratio']:.3f}, repeats {repeats}", file=sys.stderr,
               flush=True)  # fmt: skip
-    best = max(rows, key=lambda r: sum(r[m] for m in CHOICE))
+    choice = CHOICE if english else metrics
+    best = max(rows, key=lambda r: sum(r[m] for m in choice))
     print(f"\n{args.model.name} on Flickr8k {args.split} ({len(paths)} photos); chosen: the highest "
-          f"{' + '.join(CHOICE)}")  # fmt: skip
-    head = " | ".join(m.replace("_", "-") for m in METRICS)
+          f"{' + '.join(choice)}")  # fmt: skip
+    head = " | ".join(m.replace("_", "-") for m in metrics)
     hard = modes != [None]
     print(f"| {'hard attention | ' if hard else ''}beam | length penalty | no-repeat n-gram | {head} | words | ratio "
           f"| repeated trigram | |")  # fmt: skip
-    print("|" + "---|" * (len(METRICS) + 7 + hard))
+    print("|" + "---|" * (len(metrics) + 7 + hard))
     for r in rows:
-        cells = " | ".join(f"{r[m]:.2f}" for m in METRICS)
+        cells = " | ".join(f"{r[m]:.2f}" for m in metrics)
         mark = "chosen" if r is best else ""
         print(f"| {HARD_NAMES[r['hard_inference']] + ' | ' if hard else ''}{r['beam']} | {r['length_penalty']:g} "
               f"| {r['no_repeat_ngram']} | {cells} | {r['words']:.2f} | {r['ratio']:.3f} | {r['repeats']} "
@@ -173,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         for word, k in missed.most_common(args.unmatched):
             print(f"| {word} | {uses[word]} | {k} | {100 * k / uses[word]:.0f}% | {100 * k / total:.2f}% |")
     report = {"model": str(args.model), "split": args.split, "photos": len(paths)}
-    finish(args, rows, best, report, f"highest {' + '.join(CHOICE)} on Flickr8k {args.split} ({len(paths)} photos)")
+    where = f"Flickr8k {args.split}" + ("" if english else f", its Multi30k {args.language} sentences")
+    finish(args, rows, best, report, f"highest {' + '.join(choice)} on {where} ({len(paths)} photos)")
     return 0
 
 

@@ -34,3 +34,12 @@ def test_one_minus_the_misses_is_bleu_1_before_its_brevity_penalty():
     scores, _ = bleu(1).compute_score(refs, {k: [v] for k, v in caps.items()})
     # 9 + 4 hypothesis words against the closest references' 6 + 7: ratio 1, no brevity penalty
     assert scores[0] == pytest.approx(precision, abs=1e-6)
+
+
+@pytest.mark.parametrize("args", [["--language", "de"], ["--multi30k", "m30k"]])
+def test_multi30k_and_another_language_go_together(args, capsys):
+    from tune_caption_decoding import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--data-root", "f8k", *args])
+    assert exc.value.code == 2 and "--multi30k goes with --language de, fr or cs" in capsys.readouterr().err

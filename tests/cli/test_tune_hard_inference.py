@@ -60,3 +60,22 @@ def test_a_soft_model_has_one_decoding_and_no_hard_column(tmp_path):
     report = json.loads((tmp_path / "tune.json").read_text())
     assert len(report["rows"]) == 1 and "hard_inference" not in report["rows"][0]
     assert "hard_inference" not in torch.load(model, weights_only=True)["info"]["decoding"]
+
+
+M30K = ROOT.parent / "shared" / "data" / "multi30k"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (M30K / "train.de.gz").is_file(), reason="real Multi30k not found")
+def test_a_german_model_is_tuned_on_the_photos_german_sentences_without_meteor(tmp_path):
+    """--language de: val photos with a Multi30k German sentence, scored against it; METEOR (English) left out of
+    the table and the choice, which the model file records with where it was made."""
+    model = tiny_model_file(tmp_path / "de.pt")
+    out = _tune(model, tmp_path / "tune.json", "--language", "de", "--multi30k", str(M30K))
+    assert "| Bleu-4 | CIDEr |" in out and "METEOR" not in out
+    report = json.loads((tmp_path / "tune.json").read_text())
+    assert report["photos"] == 6 and "METEOR" not in report["rows"][0]
+    rule = torch.load(model, weights_only=True)["info"]["decoding"]["chosen_by"]
+    assert rule == (
+        "highest Bleu_1 + Bleu_2 + Bleu_3 + Bleu_4 + CIDEr on Flickr8k val, its Multi30k de sentences (6 photos)"
+    )
