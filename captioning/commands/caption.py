@@ -180,6 +180,7 @@ def caption_main(argv: list[str] | None = None) -> int:
              "here: drop one")  # fmt: skip
     if args.cuda_graphs and args.sample:
         fail("caption", "--cuda-graphs captures greedy and beam search; --sample draws its words eagerly: drop one")
+    _check_given(args)
     _refuse_missing_files(args)
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
@@ -238,10 +239,49 @@ def _checked_run(args: argparse.Namespace) -> int:
     if args.model_info:
         emit("caption", "\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
         return 0
+    if _first_process():
+        _given_notes(captioner, args)
     if args.demo:
         with protecting(_model_files(args)):  # no --html or --overlay file may replace the model or a demo photo
             return _demo_shapes(captioner, args) if args.demo == "shapes" else _demo_photos(captioner, args)
     return _caption_collection(captioner, args)
+
+
+def _check_given(args: argparse.Namespace) -> None:
+    """--given: each caption has a word, and no option of the search that writes the model's own is given with it."""
+    if not args.given:
+        return
+    from captioning.model.reading import caption_tokens  # no torch there
+
+    for text in args.given:
+        if not caption_tokens(text):
+            fail("caption", f"--given {text!r}: no words to read (punctuation is dropped)")
+    searching = {
+        "--beam-size": args.beam_size is not None,
+        "--length-penalty": args.length_penalty is not None,
+        "--no-repeat-ngram": getattr(args, "no_repeat_ngram", None) is not None,
+        "--sample": args.sample,
+        "--n-best": args.n_best > 1,
+        "--cuda-graphs": args.cuda_graphs,
+    }
+    for flag, given in searching.items():
+        if given:
+            fail("caption", f"--given reads the captions given; {flag} is for the captions the model writes: drop one")
+    if args.demo == "shapes":
+        fail("caption", "--given reads a caption of your images or the bundled photos; --demo shapes draws a scene "
+             "with its own caption: drop one")  # fmt: skip
+
+
+def _given_notes(captioner, args: argparse.Namespace) -> None:
+    """One note a --given caption holding words the model does not know (they are read as <unk>)."""
+    from text_attn.core.safe_files import inert
+
+    for text in args.given or ():
+        unknown = captioner.unknown_words(text)
+        if unknown:
+            words = ", ".join(repr(inert(w)) for w in unknown)
+            print(f"caption: note: --given {inert(repr(text))}: the model does not know {words}: read as <unk>",
+                  file=sys.stderr)  # fmt: skip
 
 
 def _check_processes(args: argparse.Namespace) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from captioning.model.bundled import BUNDLED_MODEL
 from text_attn.core.errors import fail, one_line
+from text_attn.core.safe_files import inert
 
 
 def _unique_stem(name: str, used: set[str]) -> str:
@@ -53,7 +54,12 @@ def caption_items(
     used = set() if used is None else used
     images = stacked if stacked is not None else torch.stack([it["tensor"] for it in items])  # (B, 3, S, S)
     features = captioner.encode(images)  # (B, L, D)
-    results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
+    given = getattr(args, "given", None)
+    if given:  # the captions given, read (each photo's best fitting one first), not the model's own
+        readings = read_given(captioner, features, given)
+        results = [ranked[0] for ranked in readings]
+    else:
+        results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
     attention = rounded_rows([r.alphas for r in results])  # per image (T, L), to 6 decimals, the batch at once
     stats = [it.get("photo_stats") or photo_stats(it["image"]) for it in items]
     far = captioner.out_of_domain(features, stats) or [None] * len(items)
@@ -74,6 +80,9 @@ def caption_items(
         rec["note"] = captioner.note() if unfamiliar else None
         if nbest is not None:
             rec["n_best"] = [{"caption": " ".join(w), "score": round(sc, 6)} for w, sc in nbest]
+        if given:
+            rec["given"] = [given_record(r) for r in readings[len(out)]]
+            rec.update({k: rec["given"][0][k] for k in ("log_prob", "word_probs", "end_prob")})
         rec["attention"] = rows  # (T, L), each rounded to 6 decimals
         rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
         shown = {}
@@ -90,7 +99,7 @@ def caption_items(
             try:
                 png = Path(args.overlay) / f"{stem}-attention.png"
                 seen = captioner.preprocess.crop_box(*image.size)  # the box in the decoded image's pixels
-                path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen, **shown)
+                path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen, probs=result.probs, **shown)
                 extra = ""
                 if args.per_word:
                     n = len(draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen))
@@ -103,6 +112,44 @@ def caption_items(
                 print(f"wrote {path}{extra}", file=sys.stderr)
         out.append(rec)
     return out
+
+
+def read_given(captioner, features: Any, given: list[str]) -> list[list[Any]]:
+    """Each caption of ``given`` read against every photo (features (B, L, D)) -> per photo its readings
+    (Captioner.read_features), best score first (ties: in the order given)."""
+    readings = [captioner.read_features(features, text) for text in given]  # K lists of B
+    return [sorted((r[b] for r in readings), key=lambda c: -c.score) for b in range(features.size(0))]
+
+
+def given_record(reading: Any) -> dict[str, Any]:
+    """A read caption's part of a record: its text, score (mean log-probability of the words and the end), total
+    log-probability, and each word's and the end's probability."""
+    probs = [*reading.probs, reading.end_prob]
+    return {
+        "caption": " ".join(reading.words),
+        "score": round(reading.score, 6),
+        "log_prob": round(reading.score * len(probs), 6),
+        "word_probs": [_digits(p) for p in reading.probs],
+        "end_prob": _digits(reading.end_prob),
+    }
+
+
+def _digits(p: float) -> float:
+    """A probability to 6 significant digits: a word the model finds unlikely keeps its size (1.23457e-07, not 0)."""
+    return float(f"{p:.6g}")
+
+
+def plain_lines(rec: dict[str, Any], several: bool) -> list[str]:
+    """A record's lines of plain output: its caption (``path<TAB>`` first when ``several``); with --given, per caption
+    read, best first, ``score<TAB>caption<TAB>`` each word's probability then the end's (4 significant digits)."""
+    lead = f"{inert(rec['image'])}\t" if several else ""
+    if "given" not in rec:
+        return [lead + inert(rec["caption"])]
+    lines = []
+    for g in rec["given"]:
+        probs = " ".join(f"{p:.4g}" for p in [*g["word_probs"], g["end_prob"]])  # 4 digits: 0.9938, 1.2e-05
+        lines.append(f"{lead}{g['score']:.4f}\t{inert(g['caption'])}\t{probs}")
+    return lines
 
 
 def rounded_rows(alphas: list[Any]) -> list[RoundedRows]:
@@ -245,7 +292,9 @@ def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> N
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:
-    note = f"{far} image(s) look unlike {captioner.known()}: their captions may be wrong"
+    given = getattr(args, "given", None)
+    what = "the scores of the captions given may mean little" if given else "their captions may be wrong"
+    note = f"{far} image(s) look unlike {captioner.known()}: {what}"
     if args.model is None:
         note += (
             "; for other images train a model with caption-train (docs/captioning.md: Train a captioner) and pass it "

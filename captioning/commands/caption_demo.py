@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from captioning.commands.caption_batch import _add_html, _close_html, _open_html, caption_items
+from captioning.commands.caption_batch import _add_html, _close_html, _open_html, caption_items, plain_lines
 from captioning.commands.caption_parser import DEMO_DIR
 from captioning.model.bundled import ASSETS, DEMO_PHOTOS
 from text_attn.core.errors import emit, fail, one_line
@@ -41,7 +41,10 @@ def _demo_photos(captioner, args: argparse.Namespace) -> int:
     else:
         for rec in records:
             note = f"\nnote:    {rec['note']}" if rec.get("note") else ""
-            emit("caption", f"photo:   {rec['image']}\ncaption: {rec['caption']}{note}\noverlay: {rec['overlay']}")
+            said = f"caption: {rec['caption']}"
+            if "given" in rec:  # --given: each caption read, best first, with its score and words' probabilities
+                said = "\n".join(f"given:   {line}" for line in plain_lines(rec, False))
+            emit("caption", f"photo:   {rec['image']}\n{said}{note}\noverlay: {rec['overlay']}")
     return 1 if any(rec["error"] for rec in records) else 0
 
 

@@ -18,10 +18,11 @@ from captioning.commands.caption_batch import (
     _closing_notes,
     _open_html,
     caption_batch,
+    plain_lines,
     record_line,
 )
 from text_attn.core.errors import close_quietly, emit, fail, one_line
-from text_attn.core.safe_files import inert, open_stream
+from text_attn.core.safe_files import open_stream
 from text_attn.core.search_options import search_options
 
 
@@ -99,8 +100,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
                 records += batch
             else:
                 for rec in batch:
-                    if rec["caption"] is not None:
-                        line = f"{inert(rec['image'])}\t{inert(rec['caption'])}" if several else inert(rec["caption"])
+                    for line in plain_lines(rec, several) if rec["caption"] is not None else ():
                         emit("caption", line)  # a name or word with a line break or tab cannot forge a line
             finished += len(items)  # written: what the notes and the interrupted line count
             cut += sum(bool(rec["truncated"]) for rec in batch)

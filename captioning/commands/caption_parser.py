@@ -75,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
         help="photo (the default): caption the bundled CC0 and public-domain photographs and draw their overlays; "
         "shapes: a fresh synthetic scene with the shapes model",
     )
+    p.add_argument(
+        "--given",
+        action="append",
+        metavar="CAPTION",
+        help="read this caption instead of writing one: per image, each word's probability given the words before it, "
+        "and where the model looked for each word (--overlay, --html, --json); repeat it to rank several captions of "
+        "each image, best first. The score is the mean log-probability of the words and the end (higher: fits "
+        "better). Plain output: score<TAB>caption<TAB>each word's probability, then the end's (path<TAB> first with "
+        "several images). Words the model does not know are read as <unk> (one note names them)",
+    )
     p.add_argument("--seed", type=int, help="--demo shapes: the scene's seed (default: random; printed)")
     add_search_options(p)
     p.add_argument(

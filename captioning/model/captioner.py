@@ -52,6 +52,9 @@ class Caption(NamedTuple):
     chosen: list[int] | None = None  # a hard-attention model's region per word (None: soft attention)
     note: str | None = None  # the model's note when ``unfamiliar`` (Captioner.note)
     name: str | None = None  # the photo's file name, or None for an image given as a PIL image
+    # a caption someone wrote, read by the model (Captioner.read_features); None for the model's own captions
+    probs: list[float] | None = None  # each word's probability given the words before it
+    end_prob: float | None = None  # the probability that the caption ends there
 
     def __repr__(self) -> str:
         """Short and stable (no tensor, no photo object and its memory address): what a notebook stores as text."""
@@ -375,6 +378,49 @@ class Captioner:
         """Region features (B, L, D) -> per image its Caption (words, alphas (len(words), L), ...)."""
         return self.captions(self.generate(features, beam_size, max_len, length_penalty, **options))
 
+    def read_features(self, features: Tensor, text: str) -> list[Caption]:
+        """A caption someone wrote, read against each photo's region features (B, L, D): per photo a Caption of its
+        words as written (punctuation dropped), where the model looked for each (``alphas``), each word's probability
+        given the words before it (``probs``), the end's (``end_prob``), and ``score``: the mean log-probability of
+        the words and the end, higher where the caption fits the photo better in the model's eyes (a search's score
+        at length penalty 1). Words the vocabulary lacks are read as ``<unk>`` (:meth:`unknown_words` names them).
+        A caption without words is a ValueError."""
+        from captioning.model.reading import given_words, read_ids
+
+        given = given_words(text, self.vocab)
+        if not given.words:
+            raise ValueError(f"{text!r}: no words to read")
+        v = self.vocab
+        reading = read_ids(self.model, features, [*given.ids, v.eos_id], v.bos_id)  # the words, then the end
+        log_probs, alphas = reading.log_probs.float().cpu(), reading.alphas[:, :-1].cpu()  # (B, T + 1), (B, T, L)
+        probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
+        return [
+            Caption(list(given.words), alphas[b], scores[b], False, probs=p[:-1], end_prob=p[-1])
+            for b, p in enumerate(probs)
+        ]
+
+    def unknown_words(self, text: str) -> list[str]:
+        """The words of a caption as written that the model does not know (read as ``<unk>``), each once."""
+        from captioning.model.reading import given_words
+
+        return given_words(text, self.vocab).unknown
+
+    @torch.no_grad()
+    def read_caption(
+        self, images: list[Image.Image | str | os.PathLike[str]], text: str, hard_inference: str | None = None
+    ) -> Captions:
+        """Photos (PIL images or files) -> per photo the caption ``text`` as the model reads it for that photo
+        (:meth:`read_features`: each word's probability and where the model looked for it), prepared as
+        :meth:`caption_images` prepares photos; the captions draw themselves in Jupyter as captions do.
+        ``hard_inference``: as for :meth:`caption_images`."""
+        if not images:
+            return Captions()
+        loaded, features = self.encode_photos(images)
+        with self._hard_inference(hard_inference):
+            out = self.read_features(features, text)
+            chosen = [self.chosen_regions(c.alphas) for c in out]
+        return Captions(self._shown(out, loaded, images, chosen, features))
+
     def decoding(self, **given: Any) -> dict[str, Any]:
         """The decoding ``caption`` uses: the model file's recorded choice (chosen on validation data: the bundled
         model's beam 5, length penalty 1.5, no repeated trigram), else beam 3 with no penalty and no blocking;
@@ -401,8 +447,6 @@ class Captioner:
         ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
         on val); a soft-attention model always takes the expected context."""
-        from captioning.photos.photo_check import photo_stats
-
         if not images:
             return Captions()
         loaded, features = self.encode_photos(images)
@@ -411,13 +455,20 @@ class Captioner:
         with self._hard_inference(hard_inference):
             out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)
             chosen = [self.chosen_regions(c.alphas) for c in out]  # a region a word only where one was looked at
+        return Captions(self._shown(out, loaded, images, chosen, features))
+
+    def _shown(self, out: list[Caption], loaded: list[Image.Image], images: list, chosen: list, features: Tensor):
+        """Each caption with what draws it over its photo: the photo, its name, grid and crop box, the chosen
+        regions, and whether the photo looks unlike the training photos (with the note)."""
+        from captioning.photos.photo_check import photo_stats
+
         far = self.out_of_domain(features, [photo_stats(im) for im in loaded]) or [None] * len(out)
         names = [None if isinstance(im, Image.Image) else Path(im).name for im in images]
-        return Captions(
+        return [
             c._replace(unfamiliar=f, note=self.note() if f else None, photo=im, grid=self.grid, name=name,
                        crop_box=tuple(self.preprocess.crop_box(*im.size)), chosen=ch)
             for c, f, im, name, ch in zip(out, far, loaded, names, chosen, strict=True)
-        )  # fmt: skip
+        ]  # fmt: skip
 
     @contextlib.contextmanager
     def _hard_inference(self, mode: str | None) -> Iterator[None]:

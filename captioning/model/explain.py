@@ -263,19 +263,12 @@ class PhotoBlocks:
         return torch.stack([self._seen[k] for k in keys])
 
 
-@torch.no_grad()
 def caption_probs(model: CaptionModel, features: Tensor, tokens: list[int], bos_id: int) -> Tensor:
     """features (K, L, D) -> (K, T): each photo's probability of every word of ``tokens`` (eos included), the caption
-    teacher-forced through the search protocol (one decoder or an ensemble alike)."""
-    k = features.size(0)
-    state = model.init_state(features)
-    prev = torch.full((k,), bos_id, device=features.device)
-    out = []
-    for tok in tokens:
-        log_probs, _, state = model.step(prev, state)
-        out.append(log_probs[:, tok])
-        prev = torch.full((k,), tok, device=features.device)
-    return torch.stack(out, dim=1).exp()
+    teacher-forced through the search protocol (one decoder or an ensemble alike: captioning.model.reading)."""
+    from captioning.model.reading import read_ids
+
+    return read_ids(model, features, tokens, bos_id).log_probs.exp()
 
 
 def region_probes(model: CaptionModel, words: CaptionWords, fill: Tensor, gradients: bool = True) -> list[Probe]:

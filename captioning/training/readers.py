@@ -65,6 +65,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from captioning.model.reading import caption_tokens
 from captioning.training.attention_targets import TokenBoxes
 from text_attn.core.safe_files import inert
 from text_attn.core.vocab import tokenize
@@ -93,11 +94,6 @@ class ImageItem:
     captions: list[list[str]]  # reference captions as token lists
     boxes: list[TokenBoxes] | None = None  # per caption, its token boxes (karpathy "boxes"); None: no sentence has any
     size: tuple[int, int] | None = None  # (width, height) in pixels when the JSON gives them
-
-
-def caption_tokens(text: str) -> list[str]:
-    """A raw caption -> lowercased word tokens, punctuation-only tokens dropped."""
-    return [t for t in tokenize(text) if any(ch.isalnum() for ch in t)]
 
 
 def _read_text(path: Path, what: str) -> str:

@@ -195,7 +195,13 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None)
         return f'<section class="item cap" id="i{index}">{head}{error}</section>'
     data = section_data(record, image)
     cw, ch = data.pop("size")
-    words = " ".join(f'<span class="w" data-t="{t}">{escape(w)}</span>' for t, w in enumerate(record["words"]))
+    probs = record.get("word_probs")  # a caption someone wrote (caption --given): each word's probability
+    tips = [f' title="p = {p:.4f}"' for p in probs] if probs else [""] * len(record["words"])
+    spans = enumerate(zip(record["words"], tips, strict=True))
+    words = " ".join(f'<span class="w" data-t="{t}"{tip}>{escape(w)}</span>' for t, (w, tip) in spans)
+    if probs:
+        head += (f'<p class="note">the caption given, read by the model: mean log-probability {record["score"]:.4f}, '
+                 f"the end {record['end_prob']:.4f}; each word's probability on hover</p>")  # fmt: skip
     return (
         f'<section class="item cap" id="i{index}" tabindex="0">{head}{error}<div class="cap-view">'
         f'{canvases(cw, ch, "e" in data)}<div class="cap-side"><p class="words">{words}</p>'

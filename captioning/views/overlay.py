@@ -234,6 +234,7 @@ def overlay_image(
     panel_side: int = PANEL_SIDE,
     evidence: Any = None,
     agreement: Sequence[float] | None = None,
+    probs: Sequence[float] | None = None,
 ) -> Image.Image:
     """The grid picture (RGB): the caption and the key, then the image and one panel per word (the first MAX_WORDS)
     with that step's attention.
@@ -242,7 +243,8 @@ def overlay_image(
     word the region a hard-attention model sampled (or None), outlined on its panel. ``evidence`` (T, L): per word,
     how much removing each region lowers its probability (captioning.model.explain.word_evidence); drawn as a second
     section of panels below the attention, the same way (its positive part as a distribution), each labelled with
-    ``agreement``, the word's Kendall tau between its attention and its evidence.
+    ``agreement``, the word's Kendall tau between its attention and its evidence. ``probs``: per word of a caption
+    someone wrote (``caption --given``), the model's probability of it, written after the word on its panel.
     """
     a = to_numpy(alphas)
     _check(words, a, grid, chosen)
@@ -254,10 +256,13 @@ def overlay_image(
     note = f"first {lay.shown} of {len(words)} words drawn" if lay.shown < len(words) else ""
     if evidence is not None:
         note = "; ".join(n for n in (note, "below: what removing each region costs the word (tau: agreement)") if n)
+    if probs is not None:
+        note = "; ".join(n for n in (note, "p: the model's probability of the word after the ones before it") if n)
     draw_key(canvas, key_top(lay.lines), FLOOR, note)
     pw, ph = lay.panel
     panels: list[tuple[Image.Image, str, int | None] | None] = [(painter.base, "image", None)]
-    panels += [(painter.step(a[t], None if chosen is None else chosen[t]), words[t], t + 1) for t in range(lay.shown)]
+    labels = list(words) if probs is None else [f"{w} p {_prob(p)}" for w, p in zip(words, probs, strict=True)]
+    panels += [(painter.step(a[t], None if chosen is None else chosen[t]), labels[t], t + 1) for t in range(lay.shown)]
     if evidence is not None:
         e = evidence_shares(evidence)  # (T, L): what lowers the word, as shares
         panels += [None] * ((-len(panels)) % lay.cols)  # the rest of the row empty: the section starts a new one
@@ -276,6 +281,14 @@ def overlay_image(
     return canvas
 
 
+def _prob(p: float) -> str:
+    """A probability in a panel's label, short: ".62", ".004", "1.0"."""
+    if p >= 0.995:
+        return "1.0"
+    text = f"{p:.2f}" if p >= 0.01 else f"{p:.0e}" if p < 0.001 else f"{p:.3f}"
+    return text.removeprefix("0")
+
+
 def draw_overlay(
     image: Image.Image,
     words: list[str],
@@ -289,10 +302,11 @@ def draw_overlay(
     panel_side: int = PANEL_SIDE,
     evidence: Any = None,
     agreement: Sequence[float] | None = None,
+    probs: Sequence[float] | None = None,
 ) -> Path:
     """Write :func:`overlay_image` as a PNG at ``path``; returns the path."""
     canvas = overlay_image(image, words, alphas, grid, crop_box, chosen, cols, panel_side=panel_side,
-                           evidence=evidence, agreement=agreement)  # fmt: skip
+                           evidence=evidence, agreement=agreement, probs=probs)  # fmt: skip
     return _save(canvas, Path(path))
 
 

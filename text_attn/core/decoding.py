@@ -418,6 +418,28 @@ def _result(tokens: list[Tensor], lengths: Tensor, scores: Tensor, attns: list[T
     return SearchResult(toks, lengths, scores, attention, eos_id)
 
 
+@torch.no_grad()
+def read_sequence(
+    model: Any, state: Any, batch_size: int, ids: Sequence[int], bos_id: int
+) -> tuple[Tensor, Tensor | None]:
+    """Teacher-force one given sequence ``ids`` (after bos; end it with eos to read the end too) for every row of the
+    state: the same steps a search takes, so reading a search's own output gives back its attention and its
+    log-probability. Returns per row the log-probability of each id given the ids before it (B, T) and each step's
+    attention (B, T, ...) (None if the model returns none)."""
+    device = _state_device(state)
+    prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)
+    log_probs, attns = [], []
+    for tok in ids:
+        step_log_probs, attn, state = model.step(prev, state)  # (B, V), (B, ...) or None
+        log_probs.append(step_log_probs[:, tok])
+        if attn is not None:
+            attns.append(attn)
+        prev = torch.full((batch_size,), tok, dtype=torch.long, device=device)
+    if not log_probs:
+        return torch.zeros(batch_size, 0, device=device), None
+    return torch.stack(log_probs, dim=1), torch.stack(attns, dim=1) if attns else None
+
+
 def search(
     model: StepModel,
     state: Any,

@@ -212,15 +212,24 @@ def sentence_section(
     ``evidence``: text_attn.translation.explain.Evidence of this translation, drawn as a third line."""
     source = [*translation.source, "<eos>"]
 
-    def words(tokens: list[str], kind: str, key: str) -> str:
-        return " ".join(f'<span class="w {kind}" data-{key}="{i}">{escape(w)}</span>' for i, w in enumerate(tokens))
+    def words(tokens: list[str], kind: str, key: str, probs: list[float] | None = None) -> str:
+        tips = [f' title="p = {p:.4f}"' for p in probs] if probs else [""] * len(tokens)
+        spans = enumerate(zip(tokens, tips, strict=True))
+        return " ".join(f'<span class="w {kind}" data-{key}="{i}"{tip}>{escape(w)}</span>' for i, (w, tip) in spans)
+
+    probs = getattr(translation, "probs", None)  # a translation someone wrote (translate --given)
+    if probs:
+        read = (f"the translation given, read by the model: mean log-probability {translation.score:.4f}, the end "
+                f"{translation.end_prob:.4f}; each output token's probability on hover")  # fmt: skip
+        note = f"{note}; {read}" if note else read
 
     drives = ""
     if evidence is not None and translation.tokens:
         drives = f'<p class="drives"><span class="label">drives</span><span>{words(source, "drv", "s")}</span></p>'
+    output = words(translation.tokens, "tgt", "t", probs)
     pair = (
         f'<div class="pair"><p><span class="label">source</span><span>{words(source, "src", "s")}</span></p>'
-        f'<p><span class="label">output</span><span>{words(translation.tokens, "tgt", "t")}</span></p>{drives}</div>'
+        f'<p><span class="label">output</span><span>{output}</span></p>{drives}</div>'
     )
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
     head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}</h2>{shown}{pair}'

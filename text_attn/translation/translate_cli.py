@@ -94,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
         "capitals of the text the model learned from ('ein mann' -> 'Ein Mann'), where the model file knows them: "
         "the bundled Transformer on Multi30k's test sentences lowercased, sacreBLEU 16.18 as typed, 40.56 read so",
     )
+    p.add_argument(
+        "--given",
+        action="append",
+        metavar="TRANSLATION",
+        help="read this translation instead of writing one: per sentence, each output token's probability given the "
+        "tokens before it and where the model looked for each (--plot, --html); repeat it to rank several, best "
+        "first. Output lines: N<TAB>score<TAB>translation<TAB>each token's probability, then the end's (N: the "
+        "input's number; score: the mean log-probability of the tokens and the end, higher fits better; the tokens "
+        "are the model's, subword pieces for the bundled models, as --plot and --html show them)",
+    )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
@@ -146,6 +156,57 @@ def _plot(path: Path, tr, layer: int) -> Path:
     return plot_alignment(attn, src, tr.tokens, path)
 
 
+def read_given(translator, toks: list[list[str]], given: list[str]) -> list[list[Any]]:
+    """Each translation of ``given`` read for every tokenized sentence -> per sentence its readings
+    (Translator.read_tokens), best score first (ties: in the order given)."""
+    readings = [translator.read_tokens(toks, text) for text in given]  # K lists of B
+    return [sorted((r[b] for r in readings), key=lambda t: -t.score) for b in range(len(toks))]
+
+
+def given_lines(number: int, readings: list[Any]) -> str:
+    """One input's lines of --given output: ``N<TAB>score<TAB>translation<TAB>`` each token's probability, then the
+    end's (4 significant digits), best first."""
+    lines = []
+    for tr in readings:
+        probs = " ".join(f"{p:.4g}" for p in [*tr.probs, tr.end_prob])
+        lines.append(f"{number}\t{tr.score:.4f}\t{inert(tr.text)}\t{probs}\n")
+    return "".join(lines)
+
+
+def _check_given(args: argparse.Namespace) -> None:
+    """--given: no option of the search that writes the model's own translation is given with it, nor --demo."""
+    if not args.given:
+        return
+    for text in args.given:
+        if not text.strip():
+            fail("translate", f"--given {text!r}: an empty translation; give its text")
+    searching = {
+        "--beam-size": args.beam_size is not None,
+        "--length-penalty": args.length_penalty is not None,
+        "--no-repeat-ngram": args.no_repeat_ngram is not None,
+        "--max-len": args.max_len is not None,
+        "--sample": args.sample,
+        "--n-best": args.n_best > 1,
+        "--demo": args.demo,
+    }
+    for flag, given in searching.items():
+        if given:
+            fail("translate", f"--given reads the translations given; {flag} is for the translations the model "
+                 "writes: drop one")  # fmt: skip
+
+
+def _given_notes(translator, args: argparse.Namespace) -> None:
+    """One note a --given translation holding tokens the model does not know (read as <unk>)."""
+    for text in args.given or ():
+        tokens, unknown = translator.target_tokens(text)
+        if not tokens:
+            fail("translate", f"--given {text!r}: no tokens to read")
+        if unknown:
+            names = ", ".join(repr(inert(t)) for t in unknown)
+            print(f"translate: note: --given {inert(repr(text))}: the model does not know {names}: read as <unk>",
+                  file=sys.stderr)  # fmt: skip
+
+
 SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Translator.search_bytes) is refused
 
 
@@ -181,9 +242,15 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     def flush() -> None:
         good = [(n, t) for n, t in chunk if t is not None]  # tokenized once, when read
         toks = [t for _, t in good]
-        outs = translator.translate_tokens(toks, args.beam_size, args.length_penalty, args.max_len, **options)
+        if args.given:  # the translations given, read (each input's best fitting first), not the model's own
+            ranked = read_given(translator, toks, args.given)
+            outs = [readings[0] for readings in ranked]
+        else:
+            outs = translator.translate_tokens(toks, args.beam_size, args.length_penalty, args.max_len, **options)
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
-        if args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
+        if args.given:  # lines numbered by input, as --n-best's
+            written = "".join(given_lines(n, readings) for (n, _), readings in zip(good, ranked, strict=True))
+        elif args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
             written = "".join(inert(by_number[n].text) + "\n" if n in by_number else "\n" for n, _ in chunk)
         else:
             written = ""
@@ -405,6 +472,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.sentences == ["-"]:  # '-': stdin, as for caption
         args.sentences = []
     _check_outputs(args)
+    _check_given(args)
     model = model_path(args.model)
     if not model.is_file():  # before torch is imported: a mistyped path is said at once
         if args.model is None:
@@ -439,6 +507,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.model_info:
         emit("translate", "\n".join(model_info(translator, model_path(args.model))))
         return 0
+    _given_notes(translator, args)
     if args.demo:
         if args.sentences:
             fail("translate", "--demo translates its own sentences: give sentences without --demo")

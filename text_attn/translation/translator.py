@@ -40,6 +40,9 @@ class Translation:
     unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
     note: str | None = None  # the model's note when ``unlike_source`` (Translator.note)
     read_as: str | None = None  # the input as the model read it, where that differs: recased (Translator.read_as)
+    # a translation someone wrote, read by the model (Translator.read_tokens); None for the model's own
+    probs: list[float] | None = None  # each output token's probability given the tokens before it
+    end_prob: float | None = None  # the probability that the translation ends there
 
     def __repr__(self) -> str:
         """Short and stable (no attention tensor): what a notebook stores as text."""
@@ -277,6 +280,64 @@ class Translator:
             t.note = self.note() if t.unlike_source else None
             t.read_as = r if r != s else None
         return Translations(out)
+
+    def read(self, sentences: list[str], translation: str) -> Translations:
+        """A translation someone wrote, read by the model for each of ``sentences`` (each read as :meth:`translate`
+        reads it): per sentence a Translation of the given text's tokens with where the model looked for each
+        (``attention``), each token's probability given the tokens before it (``probs``), the end's (``end_prob``),
+        and ``score``, the mean log-probability of the tokens and the end (higher: fits better in the model's eyes).
+        An empty sentence or translation is a ValueError."""
+        read = [self.read_as(s) for s in sentences]
+        toks = [self.codec.encode(r) for r in read]
+        for s, t in zip(sentences, toks, strict=True):
+            if not t:
+                raise ValueError(f"empty input: {s!r}")
+        out = self.read_tokens(toks, translation)
+        for s, r, t in zip(sentences, read, out, strict=True):
+            t.unlike_source = self.unlike_source(s)
+            t.note = self.note() if t.unlike_source else None
+            t.read_as = r if r != s else None
+        return Translations(out)
+
+    def target_tokens(self, translation: str) -> tuple[list[str], list[str]]:
+        """A translation as written -> its tokens as the model writes them (its case kept where the model keeps
+        case), and those the target vocabulary lacks (read as <unk>), each once."""
+        tokens = self.codec.encode(translation)
+        unknown = list(dict.fromkeys(t for t in tokens if t not in self.tgt_vocab.stoi))
+        return tokens, unknown
+
+    @torch.no_grad()
+    def read_tokens(self, toks: list[list[str]], translation: str) -> list[Translation]:
+        """Already tokenized sentences -> the translation ``translation`` read for each (:meth:`read`), in one
+        batch: the model's steps teacher-forced with its tokens then the end (text_attn.core.decoding.read_sequence,
+        the steps a search takes)."""
+        from text_attn.core.decoding import read_sequence
+
+        tokens, _ = self.target_tokens(translation)
+        if not tokens:
+            raise ValueError(f"{translation!r}: no tokens to read")
+        if not toks:
+            return []
+        v = self.tgt_vocab
+        ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
+        src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
+        device = next(self.net.parameters()).device
+        src, lens = src.to(device), torch.tensor([len(i) for i in ids], device=device)
+        was_training = self.net.training
+        self.net.eval()
+        try:
+            state = self.net.encode(src, lens)
+            log_probs, attention = read_sequence(self.net, state, len(toks), v.encode(tokens, eos=True), v.bos_id)
+        finally:
+            self.net.train(was_training)
+        log_probs = log_probs.float().cpu()  # (B, T + 1)
+        probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
+        text, out = self.codec.decode(tokens), []
+        for i, p in enumerate(probs):
+            attn = None if attention is None else attention[i, : len(tokens), ..., : int(lens[i])].cpu()
+            out.append(Translation(toks[i], list(tokens), text, attn, self.src_vocab.unknown(toks[i]), scores[i],
+                                   probs=p[:-1], end_prob=p[-1]))  # fmt: skip
+        return out
 
     def explain(self, translation: str | Translation, **decoding: Any):
         """Both maps of every output token of one translation: where it attended and what drives it (the source tokens

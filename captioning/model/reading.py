@@ -1,0 +1,56 @@
+"""Reading a caption someone wrote: how likely the model finds each of its words for a photo, and where it looks for
+each (``caption --given``, :meth:`captioning.model.captioner.Captioner.read_features`).
+
+The caption is teacher-forced through the search protocol (``init_state`` / ``step``), the very steps greedy and beam
+search take, so one decoder and an ensemble read alike, and reading the model's own caption gives back the search's
+attention and log-probability (tested). Its words are taken as the training captions were (:func:`caption_tokens`):
+lowercased, punctuation dropped; a word the vocabulary lacks is read as ``<unk>``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from torch import Tensor
+
+from text_attn.core.decoding import read_sequence
+from text_attn.core.vocab import Vocabulary, tokenize
+
+
+def caption_tokens(text: str, lower: bool = True) -> list[str]:
+    """A raw caption -> its word tokens (lowercased unless ``lower`` is False), punctuation-only tokens dropped: how
+    every caption reader takes a training caption, and how a given caption is read."""
+    return [t for t in tokenize(text, lower=lower) if any(ch.isalnum() for ch in t)]
+
+
+class GivenWords(NamedTuple):
+    words: list[str]  # the caption's words as written (case kept), punctuation dropped
+    ids: list[int]  # their vocabulary ids (lowercased; <unk> where the vocabulary lacks one)
+    unknown: list[str]  # the words read as <unk>, in order, each once
+
+
+def given_words(text: str, vocab: Vocabulary) -> GivenWords:
+    """A caption as written -> its words, their ids, the words the model does not know. No words: empty lists."""
+    words = caption_tokens(text, lower=False)
+    ids = [vocab.stoi.get(w.lower(), vocab.unk_id) for w in words]
+    unknown = list(dict.fromkeys(w for w, i in zip(words, ids, strict=True) if i == vocab.unk_id))
+    return GivenWords(words, ids, unknown)
+
+
+class Reading(NamedTuple):
+    log_probs: Tensor  # (B, T): per photo, log p of each token given the tokens before it
+    alphas: Tensor  # (B, T, L): the attention at each token's step
+
+
+def read_ids(model, features: Tensor, ids: list[int], bos_id: int) -> Reading:
+    """Teacher-force ``ids`` (one caption after bos; end it with eos to read the end too) over every photo's
+    ``features`` (B, L, D) (text_attn.core.decoding.read_sequence), in eval mode (no dropout; a hard-attention model
+    reads as it decodes), the model's mode restored after."""
+    b = features.size(0)
+    was_training = model.training
+    model.eval()
+    try:
+        log_probs, alphas = read_sequence(model, model.init_state(features), b, ids, bos_id)
+    finally:
+        model.train(was_training)
+    return Reading(log_probs, features.new_zeros(b, 0, features.size(1)) if alphas is None else alphas)

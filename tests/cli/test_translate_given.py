@@ -1,0 +1,62 @@
+"""``translate --given TRANSLATION``: the translations given, read by the model (each token's probability and where it
+looked), numbered by input and ranked best first, with --plot and --html; refusals in one line."""
+
+import math
+
+import pytest
+from PIL import Image
+
+from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translator import Translator
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+RIGHT, WRONG = "A man rides a bike.", "A woman swims in a lake."
+
+
+def test_lines_rank_the_fitting_translation_first(capsys):
+    code = translate_main(["Ein Mann fährt Fahrrad.", "Eine Frau schwimmt in einem See.", "--given", RIGHT,
+                           "--given", WRONG])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert [(n, text) for n, _, text, _ in lines] == [("1", RIGHT), ("1", WRONG), ("2", WRONG), ("2", RIGHT)]
+    translator = Translator.load()
+    for _, score, text, probs in lines:
+        p = [float(x) for x in probs.split()]
+        assert len(p) == len(translator.target_tokens(text)[0]) + 1  # each token's, then the end's
+        assert float(score) == pytest.approx(sum(math.log(x) for x in p) / len(p), abs=2e-3)
+    (read,) = translator.read(["Ein Mann fährt Fahrrad."], RIGHT)
+    assert float(lines[0][1]) == pytest.approx(read.score, abs=1e-4)
+
+
+def test_plot_and_page_draw_the_given_translation(capsys, tmp_path):
+    png, page = tmp_path / "grid.png", tmp_path / "p.html"
+    code = translate_main(["Ein Mann fährt Fahrrad.", "--given", RIGHT, "--plot", str(png), "--html", str(page),
+                           "--model", "bahdanau"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert Image.open(png).size[0] > 100
+    html = page.read_text()
+    tokens = Translator.load("bahdanau").target_tokens(RIGHT)[0]
+    assert html.count('title="p = ') == len(tokens) and "the translation given, read by the model" in html
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [(["--given", "  "], "an empty translation"),
+     (["--given", RIGHT, "--beam-size", "2"], "--beam-size is for the translations the model writes"),
+     (["--given", RIGHT, "--max-len", "5"], "--max-len is for"),
+     (["--given", RIGHT, "--n-best", "2", "--beam-size", "2"], "--beam-size is for"),
+     (["--given", RIGHT, "--sample"], "--sample is for")],
+)  # fmt: skip
+def test_refusals_in_one_line(capsys, args, why):
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["Ein Mann.", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
+
+
+def test_demo_is_refused_with_given(capsys):
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--demo", "--given", RIGHT])
+    assert exc.value.code == 2 and "--demo is for" in capsys.readouterr().err
