@@ -117,7 +117,7 @@ def caption_items(
 def read_given(captioner, features: Any, given: list[str]) -> list[list[Any]]:
     """Each caption of ``given`` read against every photo (features (B, L, D)) -> per photo its readings
     (Captioner.read_features), best score first (ties: in the order given)."""
-    readings = [captioner.read_features(features, text) for text in given]  # K lists of B
+    readings = captioner.read_texts(features, given)  # K lists of B
     return [sorted((r[b] for r in readings), key=lambda c: -c.score) for b in range(features.size(0))]
 
 

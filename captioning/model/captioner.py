@@ -385,19 +385,26 @@ class Captioner:
         the words and the end, higher where the caption fits the photo better in the model's eyes (a search's score
         at length penalty 1). Words the vocabulary lacks are read as ``<unk>`` (:meth:`unknown_words` names them).
         A caption without words is a ValueError."""
-        from captioning.model.reading import given_words, read_ids
+        return self.read_texts(features, [text])[0]
 
-        given = given_words(text, self.vocab)
-        if not given.words:
-            raise ValueError(f"{text!r}: no words to read")
-        v = self.vocab
-        reading = read_ids(self.model, features, [*given.ids, v.eos_id], v.bos_id)  # the words, then the end
-        log_probs, alphas = reading.log_probs.float().cpu(), reading.alphas[:, :-1].cpu()  # (B, T + 1), (B, T, L)
-        probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
-        return [
-            Caption(list(given.words), alphas[b], scores[b], False, probs=p[:-1], end_prob=p[-1])
-            for b, p in enumerate(probs)
-        ]
+    def read_texts(self, features: Tensor, texts: list[str]) -> list[list[Caption]]:
+        """Several captions read against the same photos (:meth:`read_features`), the photos' first state computed
+        once: per text, per photo its Caption."""
+        from captioning.model.reading import first_state, given_words, read_ids
+
+        v, out = self.vocab, []
+        given = [given_words(text, v) for text in texts]
+        for text, words in zip(texts, given, strict=True):
+            if not words.words:
+                raise ValueError(f"{text!r}: no words to read")
+        state = first_state(self.model, features) if len(texts) > 1 else None
+        for words in given:
+            reading = read_ids(self.model, features, [*words.ids, v.eos_id], v.bos_id, state)  # the words, the end
+            log_probs, alphas = reading.log_probs.float().cpu(), reading.alphas[:, :-1].cpu()  # (B, T + 1), (B, T, L)
+            probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
+            out.append([Caption(list(words.words), alphas[b], scores[b], False, probs=p[:-1], end_prob=p[-1])
+                        for b, p in enumerate(probs)])  # fmt: skip
+        return out
 
     def unknown_words(self, text: str) -> list[str]:
         """The words of a caption as written that the model does not know (read as ``<unk>``), each once."""

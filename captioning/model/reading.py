@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import torch
 from torch import Tensor
 
 from text_attn.core.decoding import read_sequence
@@ -42,15 +43,29 @@ class Reading(NamedTuple):
     alphas: Tensor  # (B, T, L): the attention at each token's step
 
 
-def read_ids(model, features: Tensor, ids: list[int], bos_id: int) -> Reading:
+def read_ids(model, features: Tensor, ids: list[int], bos_id: int, state: dict | None = None) -> Reading:
     """Teacher-force ``ids`` (one caption after bos; end it with eos to read the end too) over every photo's
     ``features`` (B, L, D) (text_attn.core.decoding.read_sequence), in eval mode (no dropout; a hard-attention model
-    reads as it decodes), the model's mode restored after."""
+    reads as it decodes), the model's mode restored after. ``state``: the photos' first state
+    (:func:`first_state`), when several captions are read against them: computed once (it projects every region:
+    30% of reading a 10-word caption with the bundled model). A step never changes the state it is given."""
     b = features.size(0)
     was_training = model.training
     model.eval()
     try:
-        log_probs, alphas = read_sequence(model, model.init_state(features), b, ids, bos_id)
+        state = model.init_state(features) if state is None else state
+        log_probs, alphas = read_sequence(model, state, b, ids, bos_id)
     finally:
         model.train(was_training)
     return Reading(log_probs, features.new_zeros(b, 0, features.size(1)) if alphas is None else alphas)
+
+
+@torch.no_grad()
+def first_state(model, features: Tensor) -> dict:
+    """The photos' state before the first word (features (B, L, D)), in eval mode, the model's mode restored."""
+    was_training = model.training
+    model.eval()
+    try:
+        return model.init_state(features)
+    finally:
+        model.train(was_training)

@@ -143,3 +143,14 @@ def test_read_caption_on_a_photo_file():
     assert len(read.probs) == len(read.words) == 3 and 0 < read.end_prob <= 1
     assert read.alphas.shape == (3, cap.grid * cap.grid)
     assert cap.read_caption([], "a red circle") == []
+
+
+def test_several_captions_read_at_once_as_one_by_one():
+    """read_texts computes the photos' first state once for all its captions: the same readings as one at a time."""
+    cap = _ensemble()
+    feats = _features(cap, 3)
+    texts = ["a green triangle", "a small red circle above a blue square", "there is a single diamond"]
+    for text, together in zip(texts, cap.read_texts(feats, texts), strict=True):
+        for alone, read in zip(cap.read_features(feats, text), together, strict=True):
+            assert read.probs == alone.probs and read.end_prob == alone.end_prob and read.score == alone.score
+            assert torch.equal(read.alphas, alone.alphas)

@@ -68,3 +68,13 @@ def test_a_word_model_names_the_tokens_it_does_not_know():
         tr.read(["ein mann"], " ")
     with pytest.raises(ValueError, match="empty input"):
         tr.read([""], "a man")
+
+
+def test_several_translations_read_at_once_as_one_by_one(bundled):
+    """read_texts encodes the sentences once for all its translations: the same readings as one at a time."""
+    toks = [bundled.tokenize(s) for s in SENTENCES]
+    texts = ["A man rides a bike.", "Two dogs play in the snow."]
+    for text, together in zip(texts, bundled.read_texts(toks, texts), strict=True):
+        for alone, read in zip(bundled.read_tokens(toks, text), together, strict=True):
+            assert read.probs == alone.probs and read.score == alone.score
+            assert torch.equal(read.attention, alone.attention)

@@ -159,7 +159,7 @@ def _plot(path: Path, tr, layer: int) -> Path:
 def read_given(translator, toks: list[list[str]], given: list[str]) -> list[list[Any]]:
     """Each translation of ``given`` read for every tokenized sentence -> per sentence its readings
     (Translator.read_tokens), best score first (ties: in the order given)."""
-    readings = [translator.read_tokens(toks, text) for text in given]  # K lists of B
+    readings = translator.read_texts(toks, given)  # K lists of B
     return [sorted((r[b] for r in readings), key=lambda t: -t.score) for b in range(len(toks))]
 
 

@@ -306,37 +306,48 @@ class Translator:
         unknown = list(dict.fromkeys(t for t in tokens if t not in self.tgt_vocab.stoi))
         return tokens, unknown
 
-    @torch.no_grad()
     def read_tokens(self, toks: list[list[str]], translation: str) -> list[Translation]:
         """Already tokenized sentences -> the translation ``translation`` read for each (:meth:`read`), in one
         batch: the model's steps teacher-forced with its tokens then the end (text_attn.core.decoding.read_sequence,
         the steps a search takes)."""
+        return self.read_texts(toks, [translation])[0]
+
+    @torch.no_grad()
+    def read_texts(self, toks: list[list[str]], translations: list[str]) -> list[list[Translation]]:
+        """Several translations read for the same tokenized sentences (:meth:`read_tokens`), the sentences encoded
+        once (a Transformer's encoder is ~45% of reading a reference of Multi30k's test): per translation, per
+        sentence its Translation."""
         from text_attn.core.decoding import read_sequence
 
-        tokens, _ = self.target_tokens(translation)
-        if not tokens:
-            raise ValueError(f"{translation!r}: no tokens to read")
+        targets = [self.target_tokens(text)[0] for text in translations]
+        for text, tokens in zip(translations, targets, strict=True):
+            if not tokens:
+                raise ValueError(f"{text!r}: no tokens to read")
         if not toks:
-            return []
+            return [[] for _ in translations]
         v = self.tgt_vocab
         ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
         src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
         device = next(self.net.parameters()).device
         src, lens = src.to(device), torch.tensor([len(i) for i in ids], device=device)
+        unknown = [self.src_vocab.unknown(t) for t in toks]
+        out = []
         was_training = self.net.training
         self.net.eval()
         try:
-            state = self.net.encode(src, lens)
-            log_probs, attention = read_sequence(self.net, state, len(toks), v.encode(tokens, eos=True), v.bos_id)
+            state = self.net.encode(src, lens)  # a step never changes the state it is given: shared by every text
+            for tokens in targets:
+                log_probs, attention = read_sequence(self.net, state, len(toks), v.encode(tokens, eos=True), v.bos_id)
+                log_probs = log_probs.float().cpu()  # (B, T + 1)
+                probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
+                text, read = self.codec.decode(tokens), []
+                for i, p in enumerate(probs):
+                    attn = None if attention is None else attention[i, : len(tokens), ..., : int(lens[i])].cpu()
+                    read.append(Translation(toks[i], list(tokens), text, attn, unknown[i], scores[i], probs=p[:-1],
+                                            end_prob=p[-1]))  # fmt: skip
+                out.append(read)
         finally:
             self.net.train(was_training)
-        log_probs = log_probs.float().cpu()  # (B, T + 1)
-        probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
-        text, out = self.codec.decode(tokens), []
-        for i, p in enumerate(probs):
-            attn = None if attention is None else attention[i, : len(tokens), ..., : int(lens[i])].cpu()
-            out.append(Translation(toks[i], list(tokens), text, attn, self.src_vocab.unknown(toks[i]), scores[i],
-                                   probs=p[:-1], end_prob=p[-1]))  # fmt: skip
         return out
 
     def explain(self, translation: str | Translation, **decoding: Any):
