@@ -37,6 +37,14 @@ def _rounded(matrix: Any, digits: int = 4) -> list:
     return np.round(np.asarray(matrix, dtype=np.float64), digits).tolist()
 
 
+def _read(result: Any, name: str) -> dict[str, Any]:
+    """A text given and read (the "given" option): each word's (``name``) and the end's probability, 6 significant
+    digits; {} for the model's own."""
+    if getattr(result, "probs", None) is None:
+        return {}
+    return {name: [float(f"{p:.6g}") for p in result.probs], "end_prob": float(f"{result.end_prob:.6g}")}
+
+
 def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
     """Request indices by the decoding they asked for (one search each)."""
     groups: dict[tuple, list[int]] = defaultdict(list)
@@ -155,10 +163,13 @@ class CaptionAPI(_ModelAPI):
             for _, index in _groups(items).items():
                 o = items[index[0]]["options"]
                 extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
-                results = cap.caption_features(features[index], o["beam_size"], o.get("max_len", 30),
-                                               o["length_penalty"], **extra)  # fmt: skip
+                if o.get("given"):  # the caption given, read (caption --given), not the model's own
+                    results = cap.read_features(features[index], o["given"])
+                else:
+                    results = cap.caption_features(features[index], o["beam_size"], o.get("max_len", 30),
+                                                   o["length_penalty"], **extra)  # fmt: skip
                 for i, result in zip(index, results, strict=True):
-                    out[i] = self._record(items[i], result, far[i])
+                    out[i] = self._record(items[i], result, far[i]) | _read(result, "word_probs")
                     if o.get("evidence"):  # what drives each word (captioning.model.explain)
                         out[i].update(self._evidence(features[i : i + 1], result.words))
         return out[0] if single else out
@@ -220,11 +231,14 @@ class TranslateAPI(_ModelAPI):
         tokens = [tr.tokenize(s) for s in sentences]
         keep = [k for k, t in enumerate(tokens) if t]  # a sentence with nothing to translate gets an empty record
         extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
-        done = tr.translate_tokens([tokens[k] for k in keep], o["beam_size"], o["length_penalty"], o.get("max_len"),
-                                   **extra)  # fmt: skip
+        if o.get("given"):  # the translation given, read for each sentence (translate --given)
+            done = tr.read_tokens([tokens[k] for k in keep], o["given"])
+        else:
+            done = tr.translate_tokens([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
+                                       o.get("max_len"), **extra)  # fmt: skip
         records: list[dict[str, Any]] = [self._empty(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
-            records[k] = self._record(sentences[k], t)
+            records[k] = self._record(sentences[k], t) | _read(t, "token_probs")
             if o.get("evidence") and t.attention is not None and t.tokens:
                 from text_attn.core.faithfulness import rounded_taus
                 from text_attn.translation.explain import translation_evidence

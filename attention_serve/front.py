@@ -290,10 +290,10 @@ class Front:
             if ctype != "application/json":
                 raise ClientError(415, f"send JSON (Content-Type: application/json), not {ctype or 'no type'}")
             sentences, given = sentences_of(_json(body), self.limits)
-            options = parse_options(_merged(query, given), TRANSLATE_OPTIONS, served.defaults)
+            options = parse_options(_merged(query, given), TRANSLATE_OPTIONS, served.defaults, self.limits.max_chars)
             return {"sentences": sentences, "options": options}
         image, given = await self._upload(ctype, body, scope)
-        options = parse_options(_merged(query, given), CAPTION_OPTIONS, served.defaults)
+        options = parse_options(_merged(query, given), CAPTION_OPTIONS, served.defaults, self.limits.max_chars)
         async with self.preparing:
             photo = await asyncio.to_thread(prepare_photo, image, served, self.limits)
         return {**photo, "options": options}

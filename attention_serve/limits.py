@@ -89,13 +89,44 @@ TRANSLATE_OPTIONS = {
 }
 
 
-def parse_options(given: dict[str, Any], specs: dict[str, Option], defaults: dict[str, Any]) -> dict[str, Any]:
-    """``defaults`` overlaid with the ``given`` options, each checked; an unknown name is a ClientError(422)."""
+# "given": a caption or translation for the model to read instead of writing its own (caption / translate --given)
+GIVEN_HELP = (
+    "a text for the model to read instead of writing its own: the answer is that text, with each word's (token's) "
+    "probability after the ones before it and where the model looked for each; the score is the mean "
+    "log-probability of the words and the end (higher: fits better). The search's options are refused beside it"
+)
+SEARCH = ("beam_size", "max_len", "length_penalty", "no_repeat_ngram")  # what --given refuses beside it
+
+
+def parse_given(value: Any, max_chars: int) -> str:
+    """The "given" option: a text of at most ``max_chars`` characters holding a word; ClientError otherwise."""
+    if not isinstance(value, str) or not any(ch.isalnum() for ch in value):
+        raise ClientError(422, f"given must be a text with a word in it, got {shown(value)}")
+    if len(value) > max_chars:
+        raise ClientError(413, f"given has {len(value)} characters; at most {max_chars}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ClientError(422, "given is not valid Unicode (a lone surrogate)") from None
+    return value.strip()
+
+
+def parse_options(
+    given: dict[str, Any], specs: dict[str, Option], defaults: dict[str, Any], max_chars: int = 1000
+) -> dict[str, Any]:
+    """``defaults`` overlaid with the ``given`` options, each checked; an unknown name is a ClientError(422). The
+    text option "given" (:func:`parse_given`) is refused beside an option of the search."""
     out = dict(defaults)
     for name, value in given.items():
+        if name == "given":
+            out[name] = parse_given(value, max_chars)
+            continue
         if name not in specs:
-            raise ClientError(422, f"unknown option {shown(name)} (options: {', '.join(specs)})")
+            raise ClientError(422, f"unknown option {shown(name)} (options: {', '.join([*specs, 'given'])})")
         out[name] = specs[name].parse(name, value)
+    searched = [name for name in SEARCH if name in given]
+    if "given" in given and searched:
+        raise ClientError(422, f"given reads the text given; {searched[0]} is for the text the model writes: drop one")
     return out
 
 

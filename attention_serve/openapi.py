@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attention_serve.limits import CAPTION_OPTIONS, TRANSLATE_OPTIONS, Option
+from attention_serve.limits import CAPTION_OPTIONS, GIVEN_HELP, TRANSLATE_OPTIONS, Option
 
 ERROR = {
     "type": "object",
@@ -60,6 +60,12 @@ CAPTION_ANSWER = {
             "items": {"type": ["number", "null"]},
         },
         "score": {"type": "number"},
+        "word_probs": {
+            "type": "array",
+            "items": {"type": "number"},
+            "description": "with given: each word's probability after the words before it",
+        },
+        "end_prob": {"type": "number", "description": "with given: the probability that the text ends there"},
         "truncated": {"type": "boolean", "description": "the caption reached max_len"},
         "out_of_domain": {"type": ["boolean", "null"], "description": "the photo looks unlike the training photos"},
         "note": {"type": ["string", "null"]},
@@ -88,6 +94,12 @@ TRANSLATE_ANSWER = {
                         "type": "number",
                         "description": "the search's score: log-probability (beam: divided by length**length_penalty)",
                     },
+                    "token_probs": {
+                        "type": "array",
+                        "items": {"type": "number"},
+                        "description": "with given: each output token's probability after the tokens before it",
+                    },
+                    "end_prob": {"type": "number", "description": "with given: the probability that it ends there"},
                     "truncated": {"type": "boolean", "description": "the translation reached max_len: cut off"},
                     "unknown": {
                         "type": "array",
@@ -122,8 +134,9 @@ TRANSLATE_ANSWER = {
 
 def describe(app) -> None:
     """Set the two routes' OpenAPI description on the FastAPI ``app`` (LitServe's own routes)."""
-    caption_options = {name: _option_schema(spec) for name, spec in CAPTION_OPTIONS.items()}
-    translate_options = {name: _option_schema(spec) for name, spec in TRANSLATE_OPTIONS.items()}
+    given = {"given": {"type": "string", "description": GIVEN_HELP}}
+    caption_options = {**{name: _option_schema(spec) for name, spec in CAPTION_OPTIONS.items()}, **given}
+    translate_options = {**{name: _option_schema(spec) for name, spec in TRANSLATE_OPTIONS.items()}, **given}
     docs = {
         "/caption": {
             "summary": "Caption a photo: its words and where the model looked for each",

@@ -37,6 +37,7 @@ textarea { width: 100%; min-height: 5em; font: inherit; padding: 6px; }
 .status { min-height: 1.4em; font-size: 13px; color: var(--muted); }
 .status.error { color: #b91c1c; }
 .note { color: #92400e; font-size: 13px; }
+.read { color: var(--muted); font-size: 13px; }
 """
 
 PAGE_JS = r"""
@@ -80,7 +81,8 @@ const Live = {
     Live.status("cap-status", `captioning ${file.name || "the pasted image"}\u2026`);
     const form = new FormData();
     form.append("image", file, file.name || "pasted.png");
-    form.append("beam_size", document.getElementById("beam").value);
+    const given = document.getElementById("cap-given").value.trim();  // a caption to read instead of writing one
+    if (given) form.append("given", given); else form.append("beam_size", document.getElementById("beam").value);
     if (document.getElementById("cap-evidence").checked) form.append("evidence", "1");
     let rec;
     try { rec = await Live.post("/caption", form, {}); }
@@ -109,6 +111,7 @@ const Live = {
     const words = Live.el("p", "words caption");
     rec.words.forEach((w, t) => {
       const s = Live.el("span", "w", w);
+      if (rec.word_probs) s.title = `p = ${rec.word_probs[t].toFixed(4)}`;  // a caption given, read
       s.dataset.t = String(t); words.appendChild(s); words.append(" ");
     });
     const controls = Live.el("div", "controls");
@@ -117,6 +120,7 @@ const Live = {
     range.type = "range"; range.min = "0"; range.max = "100"; range.value = String(CFG.opacity);
     label.appendChild(range); controls.append(prev, next, label);
     side.append(words, controls, Live.el("p", "info hint", "the photo as captioned; hover or tap a word"));
+    if (rec.word_probs) side.appendChild(Live.el("p", "read", Live.read(rec.score, rec.end_prob, "word")));
     if (rec.note) side.appendChild(Live.el("p", "note", rec.note));
     if (rec.truncated) side.appendChild(Live.el("p", "note", "the caption reached max_len and is cut off"));
     view.append(...shown, side); sec.appendChild(view); out.appendChild(sec);
@@ -137,6 +141,10 @@ const Live = {
     Caption.render(sec, d);
     Report.activate(sec);
   },
+  read(score, end, unit) {
+    return `the text given, read by the model: mean log-probability ${score.toFixed(4)}, the end ${end.toFixed(4)}; ` +
+      `each ${unit}'s probability on hover`;
+  },
   async translate() {
     const text = document.getElementById("src").value.trim();
     if (!text) { Live.status("tr-status", "type a German sentence first", true); return; }
@@ -145,10 +153,11 @@ const Live = {
     Live.status("tr-status", "translating\u2026");
     let res;
     try {
-      const beam = Number(document.getElementById("tr-beam").value);
       const evidence = document.getElementById("tr-evidence").checked ? 1 : 0;
-      res = await Live.post("/translate", JSON.stringify({ sentences, beam_size: beam, evidence }),
-                            { "Content-Type": "application/json" });
+      const given = document.getElementById("tr-given").value.trim();  // a translation to read instead
+      const body = given ? { sentences, given, evidence }
+        : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence };
+      res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" });
     } catch (e) { Live.status("tr-status", e.message, true); return; }
     Live.status("tr-status", "");
     const out = document.getElementById("tr-out");
@@ -159,22 +168,24 @@ const Live = {
     const sec = Live.el("section", "item tr"); sec.tabIndex = 0;
     sec.appendChild(Live.el("h2", "", `sentence ${number} \u00b7 ${model}`));
     const pair = Live.el("div", "pair");
-    const line = (label, tokens, kind, key) => {
+    const line = (label, tokens, kind, key, probs) => {
       const p = Live.el("p"), span = Live.el("span");
       p.appendChild(Live.el("span", "label", label));
       tokens.forEach((w, i) => {
         const s = Live.el("span", `w ${kind}`, w);
+        if (probs) s.title = `p = ${probs[i].toFixed(4)}`;  // a translation given, read
         s.dataset[key] = String(i); span.appendChild(s); span.append(" ");
       });
       p.appendChild(span); return p;
     };
-    pair.append(line("source", tr.source_tokens, "src", "s"), line("output", tr.tokens, "tgt", "t"));
+    pair.append(line("source", tr.source_tokens, "src", "s"), line("output", tr.tokens, "tgt", "t", tr.token_probs));
     if (tr.evidence && tr.tokens.length) {
       const drives = line("drives", tr.source_tokens, "drv", "s");
       drives.className = "drives"; pair.appendChild(drives);
     }
     sec.appendChild(pair);
     sec.appendChild(Live.el("p", "translation", tr.translation));
+    if (tr.token_probs) sec.appendChild(Live.el("p", "read", Live.read(tr.score, tr.end_prob, "token")));
     if (tr.note) sec.appendChild(Live.el("p", "note", tr.note));
     if (!tr.attention || !tr.tokens.length) {
       sec.appendChild(Live.el("p", "hint", "no attention to show")); return sec;
@@ -240,6 +251,14 @@ def _evidence_box(element_id: str, units: str) -> str:
     )
 
 
+def _given_box(element_id: str, placeholder: str) -> str:
+    return (
+        "<label title=\"the model reads this text instead of writing its own: each word's probability on hover, "
+        f'and where it looked for it (the beam size is then not used)"><input id="{element_id}" size="34" '
+        f'placeholder="{placeholder}"></label>'
+    )
+
+
 def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
     """The page's HTML for the served models (``caption`` / ``text``: their /info entries, None: not served)."""
     cfg = {"caption": caption is not None, "text": text is not None, "focus": FOCUS, "side": MAX_SIDE,
@@ -267,7 +286,8 @@ def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
 <div class="panel" id="caption">
   <div class="drop" id="drop" tabindex="0" role="button">Drop a photo here, click to pick one, or paste one (Ctrl+V)
     <input type="file" id="pick" accept="image/*" hidden></div>
-  <div class="row">{_beam_select("beam", cap_beam)}{_evidence_box("cap-evidence", "regions")}</div>
+  <div class="row">{_beam_select("beam", cap_beam)}{_evidence_box("cap-evidence", "regions")}
+    {_given_box("cap-given", "or type a caption for the model to read")}</div>
   <p class="status" id="cap-status" role="status"></p>
   <div id="cap-out"></div>
 </div>
@@ -275,7 +295,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
   <textarea id="src" placeholder="Ein Hund rennt über eine grüne Wiese.">
 Zwei Männer spielen Fußball auf einer Wiese.</textarea>
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
-    {_evidence_box("tr-evidence", "source words")}</div>
+    {_evidence_box("tr-evidence", "source words")}{_given_box("tr-given", "or type a translation to read")}</div>
   <p class="status" id="tr-status" role="status"></p>
   <div id="tr-out"></div>
 </div>

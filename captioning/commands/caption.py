@@ -22,6 +22,11 @@ already holds a caption for are skipped and the rest appended. A record:
      "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
      "chosen": [region per word] | null (a hard-attention model's attended region, row-major; null for soft),
      "overlay": PNG path | null, "error": null | "one line"}
+With ``--given CAPTION`` (repeatable) the captions given are read, not written: the record's caption is the best
+fitting one, its "score" the mean log-probability of its words and the end, and it also has "log_prob" (their sum),
+"word_probs" (each word's probability after the words before it), "end_prob", and "given": every caption read,
+best first, each {"caption", "score", "log_prob", "word_probs", "end_prob"}. Plain output: per caption read,
+``score<TAB>caption<TAB>probabilities`` (``path<TAB>`` first with several images).
 A shard member is named ``SHARD.tar/KEY.jpg`` and its record also has "key" (img2dataset's key) and "reference" (the
 shard's KEY.txt, or null), after "image".
 A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists. Overlays of a

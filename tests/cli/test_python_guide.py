@@ -19,7 +19,7 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "python.md"
 
 def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.S)
-    assert len(blocks) == 7
+    assert len(blocks) == 8
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for block in blocks:  # in order, in one namespace, as a reader would paste them
@@ -38,6 +38,9 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     assert found.source[-1] == "<eos>" and tuple(found.evidence.shape) == (len(found.tokens), len(found.source))
     assert namespace["page"].startswith("<div>") and "<iframe srcdoc=" in namespace["page"]  # the Jupyter view
     assert namespace["picture"].startswith(b"\x89PNG")
+    # a caption read: one line per photo with its score and each word's probability; a translation read too
+    assert len(re.findall(r"^\S+\.(?:png|jpg) -\d+\.\d{3} \['a \d\.\d\d', 'man ", out, flags=re.M)) == 2
+    assert "['zorblax']" in out and re.search(r"^\['▁A', '▁man', '▁rides', '▁a', '▁bike', '\.'\] ", out, flags=re.M)
 
 
 def test_python_captions_as_the_command_does(capsys):

@@ -163,6 +163,31 @@ def test_evidence_1_answers_what_drives_each_word_as_the_in_process_call_does(se
     assert status == 422 and "evidence must be an integer from 0 to 1" in err["error"]
 
 
+def test_given_reads_a_text_as_the_in_process_call_does(server, models):
+    """The "given" option of both routes: the text read, each word's probability and attention, as caption --given
+    and translate --given read it; requests with and without it answered apart."""
+    from captioning.model.captioner import Captioner
+    from captioning.photos.preprocess import load_photo
+    from text_attn.translation.translator import Translator
+
+    data = PHOTO.read_bytes()
+    status, _, rec = server.post_file("/caption", data, {"given": "A red circle."})
+    assert status == 200 and rec["options"]["given"] == "A red circle." and rec["words"] == ["A", "red", "circle"]
+    cap = Captioner.load(models["caption"])
+    image, _ = load_photo(data, cap.preprocess.decode_side)
+    (read,) = cap.read_features(cap.encode(cap.preprocess(image).unsqueeze(0)), "A red circle.")
+    np.testing.assert_allclose(rec["word_probs"], read.probs, rtol=1e-4)
+    np.testing.assert_allclose(rec["attention"], read.alphas.numpy(), atol=1e-4)
+    assert rec["score"] == pytest.approx(read.score, abs=1e-5) and rec["end_prob"] == pytest.approx(read.end_prob)
+    assert "word_probs" not in server.post_file("/caption", data)[2]  # the model's own caption: no probabilities
+    status, _, res = server.post_json("/translate", {"sentences": ["ein mann", "ein hund"], "given": "a man"})
+    reads = Translator.load(models["text"]).read(["ein mann", "ein hund"], "a man")
+    assert status == 200 and [t["tokens"] for t in res["translations"]] == [["a", "man"]] * 2
+    for t, want in zip(res["translations"], reads, strict=True):
+        np.testing.assert_allclose(t["token_probs"], want.probs, rtol=1e-4)
+        assert t["score"] == pytest.approx(want.score, abs=1e-5)
+
+
 def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
     png = PHOTO.read_bytes()
     big = _png(Image.fromarray(np.random.default_rng(0).integers(0, 255, (600, 600, 3), dtype=np.uint8)))
@@ -177,6 +202,12 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
         ("unknown option", server.post_file("/caption", png, {"colour": "red"}), 422, "colour"),
         ("beam size out of range", server.post_file("/caption", png, {"beam_size": "0"}), 422, "beam_size"),
         ("beam size not a number", server.post_file("/caption", png, {"beam_size": "x"}), 422, "beam_size"),
+        ("given beside beam_size", server.post_file("/caption", png, {"given": "a dog", "beam_size": "2"}), 422,
+         "beam_size is for the text the model writes"),
+        ("given without a word", server.post_json("/translate", {"text": "ein", "given": " .. "}), 422,
+         "given must be a text with a word"),
+        ("given too long", server.post_json("/translate", {"text": "ein", "given": "a " * 150}), 413,
+         "given has 300 characters"),
         ("an unknown content type", server.request("POST", "/caption", b"x", {"Content-Type": "text/csv"}), 415,
          "multipart"),
         ("JSON without an image", server.post_json("/caption", {"photo": "x"}), 422, '"image"'),

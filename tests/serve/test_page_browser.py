@@ -157,3 +157,24 @@ def test_what_drives_each_word_beside_its_attention_on_both_tabs(chromium, serve
         (answer,) = server.post_json("/translate", {"text": "ein mann", "evidence": 1})[2]["translations"]
         assert lit == [v > 0 for v in answer["evidence"][0]]  # lit where masking costs the first word something
         assert page.errors == []
+
+
+def test_a_caption_and_a_translation_typed_are_read_with_each_words_probability(chromium, server):
+    with browser_page(shared=chromium) as page:
+        page.goto(server.url + "/")
+        page.fill("#cap-given", "a red circle")
+        page.set_input_files("#pick", str(PHOTO))
+        page.wait_for_selector("#cap-out .read", timeout=60_000)
+        rec = server.post_file("/caption", PHOTO.read_bytes(), {"given": "a red circle"})[2]
+        words = page.locator("#cap-out .words .w")
+        assert words.all_inner_texts() == ["a", "red", "circle"]
+        assert [words.nth(t).get_attribute("title") for t in range(3)] == [f"p = {p:.4f}" for p in rec["word_probs"]]
+        assert f"mean log-probability {rec['score']:.4f}" in page.locator("#cap-out .read").inner_text()
+        page.click("nav.tabs button[data-tab=translate]")
+        page.fill("#src", "ein mann")
+        page.fill("#tr-given", "a man")
+        page.click("#go")
+        page.wait_for_selector("#tr-out .read", timeout=60_000)
+        (answer,) = server.post_json("/translate", {"text": "ein mann", "given": "a man"})[2]["translations"]
+        tips = page.evaluate("[...document.querySelectorAll('#tr-out .w.tgt')].map(w => w.title)")
+        assert tips == [f"p = {p:.4f}" for p in answer["token_probs"]] and page.errors == []
