@@ -22,11 +22,12 @@ already holds a caption for are skipped and the rest appended. A record:
      "crop_box": [x0, y0, x1, y1]          (the part of that image the network saw, pixels),
      "chosen": [region per word] | null (a hard-attention model's attended region, row-major; null for soft),
      "overlay": PNG path | null, "error": null | "one line"}
-With ``--given CAPTION`` (repeatable) the captions given are read, not written: the record's caption is the best
-fitting one, its "score" the mean log-probability of its words and the end, and it also has "log_prob" (their sum),
-"word_probs" (each word's probability after the words before it), "end_prob", and "given": every caption read,
-best first, each {"caption", "score", "log_prob", "word_probs", "end_prob"}. Plain output: per caption read,
-``score<TAB>caption<TAB>probabilities`` (``path<TAB>`` first with several images).
+With ``--given CAPTION`` (repeatable; ``--given-file FILE``: each photo's own from a TSV) the captions given are read,
+not written: the record's caption is the best fitting one, its "score" the mean log-probability of its words and the
+end, and it also has "log_prob" (their sum), "word_probs" (each word's probability after the words before it),
+"end_prob", and "given": every caption read, best first, each {"caption", "score", "log_prob", "word_probs",
+"end_prob"}. Plain output: per caption read, ``score<TAB>caption<TAB>probabilities`` (``path<TAB>`` first with
+several images).
 A shard member is named ``SHARD.tar/KEY.jpg`` and its record also has "key" (img2dataset's key) and "reference" (the
 shard's KEY.txt, or null), after "image".
 A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists. Overlays of a
@@ -62,6 +63,7 @@ from typing import IO
 
 from captioning.commands.caption_batch import _unique_stem
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
+from captioning.commands.caption_given import check_given, given_notes
 from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import _parser, fill_machine_defaults
 from captioning.commands.process_start import hands_on_stdin, should_start, start_others
@@ -185,7 +187,7 @@ def caption_main(argv: list[str] | None = None) -> int:
              "here: drop one")  # fmt: skip
     if args.cuda_graphs and args.sample:
         fail("caption", "--cuda-graphs captures greedy and beam search; --sample draws its words eagerly: drop one")
-    _check_given(args)
+    check_given(args)
     _refuse_missing_files(args)
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
@@ -245,48 +247,11 @@ def _checked_run(args: argparse.Namespace) -> int:
         emit("caption", "\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
         return 0
     if _first_process():
-        _given_notes(captioner, args)
+        given_notes(captioner, args)
     if args.demo:
         with protecting(_model_files(args)):  # no --html or --overlay file may replace the model or a demo photo
             return _demo_shapes(captioner, args) if args.demo == "shapes" else _demo_photos(captioner, args)
     return _caption_collection(captioner, args)
-
-
-def _check_given(args: argparse.Namespace) -> None:
-    """--given: each caption has a word, and no option of the search that writes the model's own is given with it."""
-    if not args.given:
-        return
-    from captioning.model.reading import caption_tokens  # no torch there
-
-    for text in args.given:
-        if not caption_tokens(text):
-            fail("caption", f"--given {text!r}: no words to read (punctuation is dropped)")
-    searching = {
-        "--beam-size": args.beam_size is not None,
-        "--length-penalty": args.length_penalty is not None,
-        "--no-repeat-ngram": getattr(args, "no_repeat_ngram", None) is not None,
-        "--sample": args.sample,
-        "--n-best": args.n_best > 1,
-        "--cuda-graphs": args.cuda_graphs,
-    }
-    for flag, given in searching.items():
-        if given:
-            fail("caption", f"--given reads the captions given; {flag} is for the captions the model writes: drop one")
-    if args.demo == "shapes":
-        fail("caption", "--given reads a caption of your images or the bundled photos; --demo shapes draws a scene "
-             "with its own caption: drop one")  # fmt: skip
-
-
-def _given_notes(captioner, args: argparse.Namespace) -> None:
-    """One note a --given caption holding words the model does not know (they are read as <unk>)."""
-    from text_attn.core.safe_files import inert
-
-    for text in args.given or ():
-        unknown = captioner.unknown_words(text)
-        if unknown:
-            words = ", ".join(repr(inert(w)) for w in unknown)
-            print(f"caption: note: --given {inert(repr(text))}: the model does not know {words}: read as <unk>",
-                  file=sys.stderr)  # fmt: skip
 
 
 def _check_processes(args: argparse.Namespace) -> None:

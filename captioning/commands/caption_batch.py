@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from captioning.commands.caption_given import given_record, no_given_caption, read_given
 from captioning.model.bundled import BUNDLED_MODEL
 from text_attn.core.errors import fail, one_line
 from text_attn.core.safe_files import inert
@@ -54,9 +55,8 @@ def caption_items(
     used = set() if used is None else used
     images = stacked if stacked is not None else torch.stack([it["tensor"] for it in items])  # (B, 3, S, S)
     features = captioner.encode(images)  # (B, L, D)
-    given = getattr(args, "given", None)
-    if given:  # the captions given, read (each photo's best fitting one first), not the model's own
-        readings = read_given(captioner, features, given)
+    readings = read_given(captioner, features, items, args)  # --given / --given-file: the captions given, read
+    if readings is not None:  # each photo's best fitting one first, not the model's own
         results = [ranked[0] for ranked in readings]
     else:
         results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
@@ -80,7 +80,7 @@ def caption_items(
         rec["note"] = captioner.note() if unfamiliar else None
         if nbest is not None:
             rec["n_best"] = [{"caption": " ".join(w), "score": round(sc, 6)} for w, sc in nbest]
-        if given:
+        if readings is not None:
             rec["given"] = [given_record(r) for r in readings[len(out)]]
             rec.update({k: rec["given"][0][k] for k in ("log_prob", "word_probs", "end_prob")})
         rec["attention"] = rows  # (T, L), each rounded to 6 decimals
@@ -112,31 +112,6 @@ def caption_items(
                 print(f"wrote {path}{extra}", file=sys.stderr)
         out.append(rec)
     return out
-
-
-def read_given(captioner, features: Any, given: list[str]) -> list[list[Any]]:
-    """Each caption of ``given`` read against every photo (features (B, L, D)) -> per photo its readings
-    (Captioner.read_features), best score first (ties: in the order given)."""
-    readings = captioner.read_texts(features, given)  # K lists of B
-    return [sorted((r[b] for r in readings), key=lambda c: -c.score) for b in range(features.size(0))]
-
-
-def given_record(reading: Any) -> dict[str, Any]:
-    """A read caption's part of a record: its text, score (mean log-probability of the words and the end), total
-    log-probability, and each word's and the end's probability."""
-    probs = [*reading.probs, reading.end_prob]
-    return {
-        "caption": " ".join(reading.words),
-        "score": round(reading.score, 6),
-        "log_prob": round(reading.score * len(probs), 6),
-        "word_probs": [_digits(p) for p in reading.probs],
-        "end_prob": _digits(reading.end_prob),
-    }
-
-
-def _digits(p: float) -> float:
-    """A probability to 6 significant digits: a word the model finds unlikely keeps its size (1.23457e-07, not 0)."""
-    return float(f"{p:.6g}")
 
 
 def plain_lines(rec: dict[str, Any], several: bool) -> list[str]:
@@ -241,6 +216,8 @@ def caption_batch(
     (default: the batch's own, photo_stream.PhotoBatch.tensor)."""
     stacked = getattr(items, "tensor", None) if stacked is None else stacked
     for it in items:
+        if it["error"] is None:
+            it["error"] = no_given_caption(it["name"], args)  # --given-file holds none for it: an error, not read
         if it["error"] is not None:
             print(f"caption: error: {it['error']}", file=sys.stderr)
         elif it["note"] is not None:
@@ -292,7 +269,7 @@ def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> N
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:
-    given = getattr(args, "given", None)
+    given = getattr(args, "given", None) or getattr(args, "given_file", None)
     what = "the scores of the captions given may mean little" if given else "their captions may be wrong"
     note = f"{far} image(s) look unlike {captioner.known()}: {what}"
     if args.model is None:

@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
         "better). Plain output: score<TAB>caption<TAB>each word's probability, then the end's (path<TAB> first with "
         "several images). Words the model does not know are read as <unk> (one note names them)",
     )
+    p.add_argument(
+        "--given-file",
+        metavar="FILE",
+        help="as --given, each image reading its own captions: FILE holds name<TAB>caption lines (caption-train's "
+        "folder format; Flickr8k's token file too), an image's captions found by its file name; an image FILE has "
+        "none for is one error line",
+    )
     p.add_argument("--seed", type=int, help="--demo shapes: the scene's seed (default: random; printed)")
     add_search_options(p)
     p.add_argument(

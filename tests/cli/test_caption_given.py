@@ -126,3 +126,36 @@ def test_demo_shapes_is_refused_with_given(capsys):
     with pytest.raises(SystemExit) as exc:
         caption_main(["--demo", "shapes", "--given", "a circle"])
     assert exc.value.code == 2 and "--demo shapes draws a scene" in capsys.readouterr().err
+
+
+def test_a_given_file_reads_each_images_own_captions(capsys, tmp_path, scene):
+    path, true, wrong = scene
+    other = tmp_path / "other.png"
+    Image.open(path).save(other)
+    listed = tmp_path / "captions.tsv"  # Flickr8k's token-file names (name#k) and a comment line
+    listed.write_text(f"# the scene's captions\nscene.png#0\t{wrong}\nscene.png#1\t{true}.\nelse.png\ta zorblax\n")
+    code, out, err = _run(capsys, path, str(other), "--given-file", str(listed), "--json")
+    assert code == 1  # other.png has no caption in the file: one error line, the scene still read
+    scene_rec, other_rec = json.loads(out)
+    assert [g["caption"] for g in scene_rec["given"]] == [true, wrong]  # its own two, best first
+    (read,) = Captioner.load("shapes").read_caption([path], true)
+    assert scene_rec["given"][0]["word_probs"] == pytest.approx(read.probs, rel=1e-5)
+    assert other_rec["caption"] is None and "has no caption for other.png" in other_rec["error"]
+    assert f"1 caption(s) of --given-file {listed} hold words the model does not know" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "why"),
+    [("x.png a circle\n", [], "captions.tsv:1: not a name<TAB>caption line"),
+     ("x.png\t...\n", [], "captions.tsv:1: the caption has no words"),
+     ("# nothing\n", [], "no name<TAB>caption line in it"),
+     ("x.png\ta circle\n", ["--given", "a circle"], "not both"),
+     ("x.png\ta circle\n", ["--beam-size", "2"], "--given-file reads the captions given; --beam-size")],
+)  # fmt: skip
+def test_given_file_refusals_in_one_line(capsys, tmp_path, scene, content, args, why):
+    listed = tmp_path / "captions.tsv"
+    listed.write_text(content)
+    with pytest.raises(SystemExit) as exc:
+        caption_main([scene[0], "--model", "shapes", "--given-file", str(listed), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and why in err[0], err

@@ -60,3 +60,37 @@ def test_demo_is_refused_with_given(capsys):
     with pytest.raises(SystemExit) as exc:
         translate_main(["--demo", "--given", RIGHT])
     assert exc.value.code == 2 and "--demo is for" in capsys.readouterr().err
+
+
+def test_a_given_file_is_read_line_by_line_against_the_inputs(capsys, tmp_path, monkeypatch):
+    import io
+
+    refs = tmp_path / "refs.txt"
+    refs.write_text(f"{RIGHT}\n{WRONG}\n\nextra line\n")
+    sources = ["Ein Mann fährt Fahrrad.", "Eine Frau schwimmt in einem See.", "Ein Hund.", "Zwei Hunde."]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(sources[:3]) + "\n"))
+    code = translate_main(["--given-file", str(refs), "--model", "bahdanau"])
+    out, err = capsys.readouterr()
+    assert code == 1  # input 3's line is empty: one error line, the others read
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert [(n, text) for n, _, text, _ in lines] == [("1", RIGHT), ("2", WRONG)]
+    translator = Translator.load("bahdanau")
+    for (_, score, text, _), source in zip(lines, sources, strict=False):
+        assert float(score) == pytest.approx(translator.read([source], text)[0].score, abs=1e-4)
+    assert f"input 3: line 3 of --given-file {refs} is empty" in err
+    assert f"--given-file {refs} has 4 lines for 3 input(s): the rest were not read" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [(["--given-file", "nope.txt"], "--given-file: nope.txt: file not found"),
+     (["--given-file", "x.txt", "--given", RIGHT], "not both"),
+     (["--given-file", "x.txt", "--beam-size", "3"], "--given-file reads the translations given; --beam-size")],
+)  # fmt: skip
+def test_given_file_refusals_in_one_line(capsys, tmp_path, monkeypatch, args, why):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.txt").write_text(RIGHT + "\n")
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["Ein Mann.", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and why in err[0], err

@@ -22,6 +22,14 @@ from text_attn.core.search_options import (
     search_options,
 )
 from text_attn.translation.bundled import ASSETS, BUNDLED_MODEL, model_path  # noqa: F401 - names others import
+from text_attn.translation.reading_cli import (
+    check_given,
+    closing_notes,
+    given_lines,
+    given_notes,
+    line_error,
+    read_given,
+)
 
 # translate --demo: German sentences of the kind Multi30k describes (written for this project, not from the corpus)
 DEMO_SENTENCES = [
@@ -104,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
         "input's number; score: the mean log-probability of the tokens and the end, higher fits better; the tokens "
         "are the model's, subword pieces for the bundled models, as --plot and --html show them)",
     )
+    p.add_argument(
+        "--given-file",
+        metavar="FILE",
+        help="as --given, with line N of FILE the translation read for input N (a reference file: the forced "
+        "alignment of a whole corpus; gzipped or not)",
+    )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
@@ -156,57 +170,6 @@ def _plot(path: Path, tr, layer: int) -> Path:
     return plot_alignment(attn, src, tr.tokens, path)
 
 
-def read_given(translator, toks: list[list[str]], given: list[str]) -> list[list[Any]]:
-    """Each translation of ``given`` read for every tokenized sentence -> per sentence its readings
-    (Translator.read_tokens), best score first (ties: in the order given)."""
-    readings = translator.read_texts(toks, given)  # K lists of B
-    return [sorted((r[b] for r in readings), key=lambda t: -t.score) for b in range(len(toks))]
-
-
-def given_lines(number: int, readings: list[Any]) -> str:
-    """One input's lines of --given output: ``N<TAB>score<TAB>translation<TAB>`` each token's probability, then the
-    end's (4 significant digits), best first."""
-    lines = []
-    for tr in readings:
-        probs = " ".join(f"{p:.4g}" for p in [*tr.probs, tr.end_prob])
-        lines.append(f"{number}\t{tr.score:.4f}\t{inert(tr.text)}\t{probs}\n")
-    return "".join(lines)
-
-
-def _check_given(args: argparse.Namespace) -> None:
-    """--given: no option of the search that writes the model's own translation is given with it, nor --demo."""
-    if not args.given:
-        return
-    for text in args.given:
-        if not text.strip():
-            fail("translate", f"--given {text!r}: an empty translation; give its text")
-    searching = {
-        "--beam-size": args.beam_size is not None,
-        "--length-penalty": args.length_penalty is not None,
-        "--no-repeat-ngram": args.no_repeat_ngram is not None,
-        "--max-len": args.max_len is not None,
-        "--sample": args.sample,
-        "--n-best": args.n_best > 1,
-        "--demo": args.demo,
-    }
-    for flag, given in searching.items():
-        if given:
-            fail("translate", f"--given reads the translations given; {flag} is for the translations the model "
-                 "writes: drop one")  # fmt: skip
-
-
-def _given_notes(translator, args: argparse.Namespace) -> None:
-    """One note a --given translation holding tokens the model does not know (read as <unk>)."""
-    for text in args.given or ():
-        tokens, unknown = translator.target_tokens(text)
-        if not tokens:
-            fail("translate", f"--given {text!r}: no tokens to read")
-        if unknown:
-            names = ", ".join(repr(inert(t)) for t in unknown)
-            print(f"translate: note: --given {inert(repr(text))}: the model does not know {names}: read as <unk>",
-                  file=sys.stderr)  # fmt: skip
-
-
 SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Translator.search_bytes) is refused
 
 
@@ -242,13 +205,13 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     def flush() -> None:
         good = [(n, t) for n, t in chunk if t is not None]  # tokenized once, when read
         toks = [t for _, t in good]
-        if args.given:  # the translations given, read (each input's best fitting first), not the model's own
-            ranked = read_given(translator, toks, args.given)
+        if args.given or args.given_file:  # the translations given, read (each input's best first), not its own
+            ranked = read_given(translator, args, good, progress)
             outs = [readings[0] for readings in ranked]
         else:
             outs = translator.translate_tokens(toks, args.beam_size, args.length_penalty, args.max_len, **options)
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
-        if args.given:  # lines numbered by input, as --n-best's
+        if args.given or args.given_file:  # lines numbered by input, as --n-best's
             written = "".join(given_lines(n, readings) for (n, _), readings in zip(good, ranked, strict=True))
         elif args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
             written = "".join(inert(by_number[n].text) + "\n" if n in by_number else "\n" for n, _ in chunk)
@@ -292,6 +255,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
+            elif line_error(args, n):  # --given-file has no translation for it
+                error = line_error(args, n)
             elif need > SENTENCE_BYTES:  # a paragraph without line breaks, a file that is not text
                 error = (f"{len(tokens):,} tokens: its search at beam {args.beam_size} would need about "
                          f"{need / 2**30:.0f} GiB; split it into sentences (one a line)")  # fmt: skip
@@ -472,7 +437,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.sentences == ["-"]:  # '-': stdin, as for caption
         args.sentences = []
     _check_outputs(args)
-    _check_given(args)
+    check_given(args)
     model = model_path(args.model)
     if not model.is_file():  # before torch is imported: a mistyped path is said at once
         if args.model is None:
@@ -507,7 +472,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.model_info:
         emit("translate", "\n".join(model_info(translator, model_path(args.model))))
         return 0
-    _given_notes(translator, args)
+    given_notes(translator, args)
     if args.demo:
         if args.sentences:
             fail("translate", "--demo translates its own sentences: give sentences without --demo")
@@ -577,6 +542,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         if report is not None:
             print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
+    if not interrupted:
+        closing_notes(args, progress, progress.get("done", 0))
     if interrupted:
         where = f" in {args.output}" if args.output else ""
         print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)

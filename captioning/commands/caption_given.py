@@ -1,0 +1,140 @@
+"""``caption --given`` / ``--given-file``: captions someone wrote, read by the model instead of written
+(Captioner.read_texts): the options checked and the file read before the model loads, the notes on unknown words,
+each photo's readings ranked, and a reading's part of a record."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from text_attn.core.errors import fail
+from text_attn.core.safe_files import inert
+
+_KEY = re.compile(r"#\d+$")  # Flickr8k's token file names a caption "photo.jpg#2": the photo is "photo.jpg"
+
+
+def check_given(args: argparse.Namespace) -> None:
+    """--given / --given-file: one of them, each caption with a word, no option of the search that writes the model's
+    own caption, not --demo shapes. --given-file is read here: ``args.given_by_name`` (file name -> its captions)
+    and ``args.given_lines`` (file name -> their line numbers)."""
+    args.given_by_name = args.given_lines = None
+    if not (args.given or args.given_file):
+        return
+    from captioning.model.reading import caption_tokens  # no torch there
+
+    if args.given and args.given_file:
+        fail("caption", "give --given (read for every image) or --given-file (each image's own), not both")
+    for text in args.given or ():
+        if not caption_tokens(text):
+            fail("caption", f"--given {text!r}: no words to read (punctuation is dropped)")
+    flag = "--given" if args.given else "--given-file"
+    searching = {
+        "--beam-size": args.beam_size is not None,
+        "--length-penalty": args.length_penalty is not None,
+        "--no-repeat-ngram": getattr(args, "no_repeat_ngram", None) is not None,
+        "--sample": args.sample,
+        "--n-best": args.n_best > 1,
+        "--cuda-graphs": args.cuda_graphs,
+    }
+    for option, given in searching.items():
+        if given:
+            fail("caption", f"{flag} reads the captions given; {option} is for the captions the model writes: drop one")
+    if args.demo == "shapes":
+        fail("caption", f"{flag} reads a caption of your images or the bundled photos; --demo shapes draws a scene "
+             "with its own caption: drop one")  # fmt: skip
+    if args.given_file:
+        args.given_by_name, args.given_lines = read_given_file(Path(args.given_file))
+
+
+def read_given_file(path: Path) -> tuple[dict[str, list[str]], dict[str, list[int]]]:
+    """A TSV of ``name<TAB>caption`` lines (caption-train's folder format; Flickr8k's token file too: ``name#k``)
+    -> each file name's captions, in file order, and their line numbers. Blank lines and lines starting with "#" are
+    skipped; a line without a tab or a caption without a word is one error line naming it."""
+    from captioning.model.reading import caption_tokens
+
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        fail("caption", f"--given-file {path}: file not found")
+    except (OSError, UnicodeDecodeError) as err:
+        fail("caption", f"--given-file {path}: cannot read it as UTF-8 text ({type(err).__name__})")
+    by_name: dict[str, list[str]] = {}
+    lines: dict[str, list[int]] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, tab, caption = line.partition("\t")
+        if not tab or not name.strip():
+            fail("caption", f"--given-file {path}:{n}: not a name<TAB>caption line")
+        if not caption_tokens(caption):
+            fail("caption", f"--given-file {path}:{n}: the caption has no words")
+        key = Path(_KEY.sub("", name.strip())).name
+        by_name.setdefault(key, []).append(caption.strip())
+        lines.setdefault(key, []).append(n)
+    if not by_name:
+        fail("caption", f"--given-file {path}: no name<TAB>caption line in it")
+    return by_name, lines
+
+
+def given_notes(captioner, args: argparse.Namespace) -> None:
+    """One note a --given caption holding words the model does not know (they are read as <unk>); for --given-file,
+    one note counting such lines."""
+    for text in args.given or ():
+        unknown = captioner.unknown_words(text)
+        if unknown:
+            words = ", ".join(repr(inert(w)) for w in unknown)
+            print(f"caption: note: --given {inert(repr(text))}: the model does not know {words}: read as <unk>",
+                  file=sys.stderr)  # fmt: skip
+    if args.given_by_name:
+        lines = args.given_lines
+        pairs = ((t, n) for name, texts in args.given_by_name.items() for t, n in zip(texts, lines[name], strict=True))
+        odd = sorted(n for text, n in pairs if captioner.unknown_words(text))
+        if odd:
+            print(f"caption: note: {len(odd)} caption(s) of --given-file {inert(args.given_file)} hold words the model "
+                  f"does not know, read as <unk> (the first: line {odd[0]})", file=sys.stderr)  # fmt: skip
+
+
+def no_given_caption(name: str, args: argparse.Namespace) -> str | None:
+    """Why image ``name`` has no caption to read in --given-file (None: it has, or no --given-file)."""
+    by_name = getattr(args, "given_by_name", None)
+    if by_name is None or Path(name).name in by_name:
+        return None
+    return f"{name}: --given-file {args.given_file} has no caption for {Path(name).name}"
+
+
+def read_given(captioner, features: Any, items: list[dict[str, Any]], args: argparse.Namespace) -> list | None:
+    """Per photo (features (B, L, D), ``items`` in batch order) its readings, best score first (ties: in the order
+    given): every --given caption read against all of them at once, or each photo's own captions of --given-file.
+    None without either (the model writes its own)."""
+    given, by_name = getattr(args, "given", None), getattr(args, "given_by_name", None)
+    if given:
+        readings = captioner.read_texts(features, given)  # K lists of B
+        return [sorted((r[b] for r in readings), key=lambda c: -c.score) for b in range(features.size(0))]
+    if by_name is None:
+        return None
+    out = []
+    for b, item in enumerate(items):
+        own = captioner.read_texts(features[b : b + 1], by_name[Path(item["name"]).name])  # K lists of 1
+        out.append(sorted((r[0] for r in own), key=lambda c: -c.score))
+    return out
+
+
+def given_record(reading: Any) -> dict[str, Any]:
+    """A read caption's part of a record: its text, score (mean log-probability of the words and the end), total
+    log-probability, and each word's and the end's probability."""
+    probs = [*reading.probs, reading.end_prob]
+    return {
+        "caption": " ".join(reading.words),
+        "score": round(reading.score, 6),
+        "log_prob": round(reading.score * len(probs), 6),
+        "word_probs": [_digits(p) for p in reading.probs],
+        "end_prob": _digits(reading.end_prob),
+    }
+
+
+def _digits(p: float) -> float:
+    """A probability to 6 significant digits: a word the model finds unlikely keeps its size (1.23457e-07, not 0)."""
+    return float(f"{p:.6g}")

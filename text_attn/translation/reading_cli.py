@@ -1,0 +1,110 @@
+"""``translate --given`` / ``--given-file``: translations someone wrote, read by the model instead of written
+(Translator.read_texts): the options checked before the model loads, each input's readings ranked, and their output
+lines ``N<TAB>score<TAB>translation<TAB>probabilities``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from text_attn.core.errors import fail
+from text_attn.core.safe_files import inert
+
+
+def check_given(args: argparse.Namespace) -> None:
+    """--given / --given-file: one of them, texts with something in them, no option of the search that writes the
+    model's own translation, nor --demo. --given-file's lines are read here (``args.given_lines``)."""
+    args.given_lines = None
+    if not (args.given or args.given_file):
+        return
+    if args.given and args.given_file:
+        fail("translate", "give --given (read for every input) or --given-file (a line an input), not both")
+    for text in args.given or ():
+        if not text.strip():
+            fail("translate", f"--given {text!r}: an empty translation; give its text")
+    flag = "--given" if args.given else "--given-file"
+    searching = {
+        "--beam-size": args.beam_size is not None,
+        "--length-penalty": args.length_penalty is not None,
+        "--no-repeat-ngram": args.no_repeat_ngram is not None,
+        "--max-len": args.max_len is not None,
+        "--sample": args.sample,
+        "--n-best": args.n_best > 1,
+        "--demo": args.demo,
+    }
+    for option, given in searching.items():
+        if given:
+            fail("translate", f"{flag} reads the translations given; {option} is for the translations the model "
+                 "writes: drop one")  # fmt: skip
+    if args.given_file:
+        from text_attn.translation.corpora import read_lines
+        from text_attn.translation.pairs import TaskError
+
+        try:
+            args.given_lines = read_lines(args.given_file)
+        except TaskError as err:
+            fail("translate", f"--given-file: {err}")
+
+
+def given_notes(translator, args: argparse.Namespace) -> None:
+    """One note a --given translation holding tokens the model does not know (read as <unk>)."""
+    for text in args.given or ():
+        tokens, unknown = translator.target_tokens(text)
+        if not tokens:
+            fail("translate", f"--given {text!r}: no tokens to read")
+        if unknown:
+            names = ", ".join(repr(inert(t)) for t in unknown)
+            print(f"translate: note: --given {inert(repr(text))}: the model does not know {names}: read as <unk>",
+                  file=sys.stderr)  # fmt: skip
+
+
+def line_error(args: argparse.Namespace, n: int) -> str | None:
+    """Why input ``n`` has no translation to read in --given-file (None: it has one, or no --given-file)."""
+    lines = args.given_lines
+    if lines is None:
+        return None
+    if n > len(lines):
+        return f"--given-file {args.given_file} has no line {n}"
+    if not lines[n - 1].strip():
+        return f"line {n} of --given-file {args.given_file} is empty"
+    return None
+
+
+def read_given(translator, args: argparse.Namespace, good: list[tuple[int, list[str]]], progress: dict) -> list[list]:
+    """The inputs ``good`` ((number, tokens)) each with its readings, best score first (ties: in the order given):
+    every --given text read for all of them in one batch, or each input's own line of --given-file. Lines holding
+    tokens the model does not know are counted in ``progress["given_unknown"]`` (the first one's number kept)."""
+    toks = [t for _, t in good]
+    if args.given_lines is None:
+        readings = translator.read_texts(toks, args.given)  # K lists of B
+        return [sorted((r[b] for r in readings), key=lambda t: -t.score) for b in range(len(toks))]
+    out = []
+    for n, t in good:
+        line = args.given_lines[n - 1]
+        if translator.target_tokens(line)[1]:
+            progress["given_unknown"] = progress.get("given_unknown", 0) + 1
+            progress.setdefault("given_unknown_first", n)
+        out.append(translator.read_tokens([t], line))
+    return out
+
+
+def given_lines(number: int, readings: list[Any]) -> str:
+    """One input's lines of output: ``N<TAB>score<TAB>translation<TAB>`` each token's probability, then the end's
+    (4 significant digits), best first."""
+    lines = []
+    for tr in readings:
+        probs = " ".join(f"{p:.4g}" for p in [*tr.probs, tr.end_prob])
+        lines.append(f"{number}\t{tr.score:.4f}\t{inert(tr.text)}\t{probs}\n")
+    return "".join(lines)
+
+
+def closing_notes(args: argparse.Namespace, progress: dict, seen: int) -> None:
+    """--given-file: the lines with tokens the model does not know, and lines beyond the inputs (not read)."""
+    if progress.get("given_unknown"):
+        print(f"translate: note: {progress['given_unknown']} line(s) of --given-file {args.given_file} hold tokens the "
+              f"model does not know, read as <unk> (the first: line {progress['given_unknown_first']})",
+              file=sys.stderr)  # fmt: skip
+    if args.given_lines is not None and len(args.given_lines) > seen:
+        print(f"translate: note: --given-file {args.given_file} has {len(args.given_lines)} lines for {seen} "
+              "input(s): the rest were not read", file=sys.stderr)  # fmt: skip
