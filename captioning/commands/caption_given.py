@@ -45,6 +45,9 @@ def check_given(args: argparse.Namespace) -> None:
     if args.demo == "shapes":
         fail("caption", f"{flag} reads a caption of your images or the bundled photos; --demo shapes draws a scene "
              "with its own caption: drop one")  # fmt: skip
+    if args.given_file and args.demo:
+        fail("caption", "--given-file reads your images' own captions; --demo captions the bundled photos: give the "
+             "photos, or --given with --demo")  # fmt: skip
     if args.given_file:
         args.given_by_name, args.given_lines = read_given_file(Path(args.given_file))
 

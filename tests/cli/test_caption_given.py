@@ -122,10 +122,14 @@ def test_refusals_in_one_line(capsys, scene, args, why):
     assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
 
 
-def test_demo_shapes_is_refused_with_given(capsys):
+def test_demo_shapes_is_refused_with_given_and_demo_with_a_given_file(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         caption_main(["--demo", "shapes", "--given", "a circle"])
     assert exc.value.code == 2 and "--demo shapes draws a scene" in capsys.readouterr().err
+    (tmp_path / "c.tsv").write_text("camera.png\ta man\n")
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["--demo", "--given-file", str(tmp_path / "c.tsv")])
+    assert exc.value.code == 2 and "--demo captions the bundled photos" in capsys.readouterr().err
 
 
 def test_a_given_file_reads_each_images_own_captions(capsys, tmp_path, scene):
