@@ -102,7 +102,8 @@ def caption_items(
                 path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen, probs=result.probs, **shown)
                 extra = ""
                 if args.per_word:
-                    n = len(draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen))
+                    n = len(draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen,
+                                             probs=result.probs))  # fmt: skip
                     extra = f" (+ {n} per-word PNGs)"
             except OSError as err:
                 rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"

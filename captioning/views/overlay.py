@@ -334,9 +334,11 @@ def draw_word_panels(
     chosen: Sequence[int | None] | None = None,
     *,
     panel_side: int = WORD_SIDE,
+    probs: Sequence[float] | None = None,
 ) -> list[Path]:
     """Write one PNG per word into out_dir as ``word_filename(stem, t, word)``: the caption with that word in bold,
-    the key, and the word's panel (longer side ``panel_side``)."""
+    the key, and the word's panel (longer side ``panel_side``). ``probs``: per word of a caption someone wrote, the
+    model's probability of it after the words before it, in the key's note ("word 2 of 5, p = 0.135")."""
     a = to_numpy(alphas)
     _check(words, a, grid, chosen)
     painter = _Painter(image, grid, crop_box, panel_side)
@@ -351,6 +353,8 @@ def draw_word_panels(
         canvas = Image.new("RGB", (width, height), "white")
         draw_title(canvas, words, lines, highlight=t)
         note = f"word {t + 1} of {len(words)}" + ("" if t in shown else f": {word}")
+        if probs is not None:  # short: a note that does not fit the key's row is left out
+            note += f", p = {probs[t]:.3g}"
         draw_key(canvas, key_top(lines), FLOOR, note)
         panel = painter.step(a[t], None if chosen is None else chosen[t])
         canvas.paste(panel, ((width - panel.width) // 2, header))

@@ -11,7 +11,7 @@ from PIL import Image
 from captioning.commands.caption import caption_main
 from captioning.model.captioner import Captioner
 from captioning.training.shapes import make_scene
-from captioning.views.overlay import overlay_image
+from captioning.views.overlay import draw_word_panels, overlay_image
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -87,7 +87,7 @@ def test_the_model_writes_what_it_reads_best(capsys, scene):
 def test_overlay_and_page_show_each_words_probability(capsys, tmp_path, scene):
     path, true, _ = scene
     code, _, err = _run(capsys, path, "--given", true, "--overlay", str(tmp_path / "ov"), "--html",
-                        str(tmp_path / "p.html"), "--json")  # fmt: skip
+                        str(tmp_path / "p.html"), "--json", "--per-word")  # fmt: skip
     assert code == 0, err
     page = (tmp_path / "p.html").read_text()
     assert page.count('title="p = ') == len(true.split()) and "mean log-probability" in page
@@ -97,6 +97,11 @@ def test_overlay_and_page_show_each_words_probability(capsys, tmp_path, scene):
     args = (read.photo, read.words, read.alphas, cap.grid, read.crop_box)
     assert drawn.tobytes() == overlay_image(*args, probs=read.probs).tobytes()
     assert drawn.tobytes() != overlay_image(*args).tobytes()  # the labels carry the probabilities
+    # each word's own PNG: its probability in the key's note
+    want = draw_word_panels(*args[:4], read.crop_box, tmp_path / "want", "scene", probs=read.probs)
+    plain = draw_word_panels(*args[:4], read.crop_box, tmp_path / "plain", "scene")
+    for ours, theirs, without in zip(sorted((tmp_path / "ov").glob("scene-0*.png")), want, plain, strict=True):
+        assert Image.open(ours).tobytes() == Image.open(theirs).tobytes() != Image.open(without).tobytes()
 
 
 def test_an_unknown_word_is_named_in_one_note(capsys, scene):
