@@ -127,6 +127,8 @@ def parse_options(
     searched = [name for name in SEARCH if name in given]
     if "given" in given and searched:
         raise ClientError(422, f"given reads the text given; {searched[0]} is for the text the model writes: drop one")
+    if "given" in given:  # the answer's options say what was used: no search, so none of its defaults
+        out = {k: v for k, v in out.items() if k not in SEARCH}
     return out
 
 
