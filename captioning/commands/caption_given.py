@@ -12,6 +12,7 @@ from typing import Any
 
 from text_attn.core.errors import fail
 from text_attn.core.safe_files import inert
+from text_attn.core.search_options import search_flags_given
 
 _KEY = re.compile(r"#\d+$")  # Flickr8k's token file names a caption "photo.jpg#2": the photo is "photo.jpg"
 
@@ -31,17 +32,9 @@ def check_given(args: argparse.Namespace) -> None:
         if not caption_tokens(text):
             fail("caption", f"--given {text!r}: no words to read (punctuation is dropped)")
     flag = "--given" if args.given else "--given-file"
-    searching = {
-        "--beam-size": args.beam_size is not None,
-        "--length-penalty": args.length_penalty is not None,
-        "--no-repeat-ngram": getattr(args, "no_repeat_ngram", None) is not None,
-        "--sample": args.sample,
-        "--n-best": args.n_best > 1,
-        "--cuda-graphs": args.cuda_graphs,
-    }
-    for option, given in searching.items():
-        if given:
-            fail("caption", f"{flag} reads the captions given; {option} is for the captions the model writes: drop one")
+    refused = search_flags_given(args) + (["--cuda-graphs"] if args.cuda_graphs else [])
+    if refused:
+        fail("caption", f"{flag} reads the captions given; {refused[0]} is for the captions the model writes: drop one")
     if args.demo == "shapes":
         fail("caption", f"{flag} reads a caption of your images or the bundled photos; --demo shapes draws a scene "
              "with its own caption: drop one")  # fmt: skip

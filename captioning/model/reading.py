@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from text_attn.core.decoding import read_sequence
+from text_attn.core.decoding import evaluating, read_sequence
 from text_attn.core.vocab import Vocabulary, tokenize
 
 
@@ -40,7 +40,7 @@ def given_words(text: str, vocab: Vocabulary) -> GivenWords:
 
 class Reading(NamedTuple):
     log_probs: Tensor  # (B, T): per photo, log p of each token given the tokens before it
-    alphas: Tensor  # (B, T, L): the attention at each token's step
+    alphas: Tensor | None  # (B, T, L): the attention at each token's step (None: no tokens read)
 
 
 def read_ids(model, features: Tensor, ids: list[int], bos_id: int, state: dict | None = None) -> Reading:
@@ -49,23 +49,13 @@ def read_ids(model, features: Tensor, ids: list[int], bos_id: int, state: dict |
     reads as it decodes), the model's mode restored after. ``state``: the photos' first state
     (:func:`first_state`), when several captions are read against them: computed once (it projects every region:
     30% of reading a 10-word caption with the bundled model). A step never changes the state it is given."""
-    b = features.size(0)
-    was_training = model.training
-    model.eval()
-    try:
-        state = model.init_state(features) if state is None else state
-        log_probs, alphas = read_sequence(model, state, b, ids, bos_id)
-    finally:
-        model.train(was_training)
-    return Reading(log_probs, features.new_zeros(b, 0, features.size(1)) if alphas is None else alphas)
+    with evaluating(model):
+        state = first_state(model, features) if state is None else state
+        return Reading(*read_sequence(model, state, features.size(0), ids, bos_id))
 
 
 @torch.no_grad()
 def first_state(model, features: Tensor) -> dict:
     """The photos' state before the first word (features (B, L, D)), in eval mode, the model's mode restored."""
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         return model.init_state(features)
-    finally:
-        model.train(was_training)

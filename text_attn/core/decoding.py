@@ -21,7 +21,8 @@ that has ended leaves the batch (its state rows are dropped; the model steps the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -416,6 +417,18 @@ def _result(tokens: list[Tensor], lengths: Tensor, scores: Tensor, attns: list[T
     toks = torch.stack(tokens, dim=1)  # (B, T)
     attention = torch.stack(attns, dim=1) if attns else None  # (B, T, ...)
     return SearchResult(toks, lengths, scores, attention, eos_id)
+
+
+@contextmanager
+def evaluating(net: torch.nn.Module) -> Iterator[None]:
+    """The network in eval mode (no dropout; hard attention deterministic) for the block, its own mode restored
+    after: how a search or a reading runs a network that may be in training."""
+    was = net.training
+    net.eval()
+    try:
+        yield
+    finally:
+        net.train(was)
 
 
 @torch.no_grad()

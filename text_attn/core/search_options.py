@@ -62,6 +62,19 @@ def check_search_options(prog: str, args: argparse.Namespace, words: int | None 
         fail(prog, f"{', '.join(given)} only apply with --sample (draw each word instead of searching)")
 
 
+def search_flags_given(args: argparse.Namespace) -> list[str]:
+    """The options of the search given on the command line (before ``fill_decoding_defaults``): what a command that
+    reads a text someone wrote instead of searching (``--given``) refuses beside it."""
+    given = {
+        "--beam-size": getattr(args, "beam_size", None) is not None,
+        "--length-penalty": getattr(args, "length_penalty", None) is not None,
+        "--no-repeat-ngram": args.no_repeat_ngram is not None,
+        "--sample": args.sample,
+        "--n-best": args.n_best > 1,
+    }
+    return [flag for flag, on in given.items() if on]
+
+
 def search_options(args: argparse.Namespace) -> dict[str, Any]:
     from text_attn.core.decoding import Sampling
 

@@ -39,8 +39,6 @@ the network in eval mode (no dropout) and puts its mode back afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -49,7 +47,7 @@ import torch
 from torch import Tensor, nn
 
 from text_attn.core.attention import HeadKV
-from text_attn.core.decoding import select_rows
+from text_attn.core.decoding import evaluating, select_rows
 from text_attn.core.faithfulness import Probe
 from text_attn.core.vocab import EOS
 from text_attn.translation.seq2seq import Seq2Seq
@@ -71,17 +69,6 @@ def require_attention(net: nn.Module) -> None:
         )
     if not isinstance(net, (Seq2Seq, Transformer)):
         raise ValueError(f"not a text encoder-decoder with attention: {type(net).__name__}")
-
-
-@contextmanager
-def evaluating(net: nn.Module) -> Iterator[None]:
-    """The network in eval mode (no dropout) for the block, its own mode restored after."""
-    was = net.training
-    net.eval()
-    try:
-        yield
-    finally:
-        net.train(was)
 
 
 @dataclass

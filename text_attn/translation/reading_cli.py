@@ -10,6 +10,7 @@ from typing import Any
 
 from text_attn.core.errors import fail
 from text_attn.core.safe_files import inert
+from text_attn.core.search_options import search_flags_given
 
 
 def check_given(args: argparse.Namespace) -> None:
@@ -24,19 +25,11 @@ def check_given(args: argparse.Namespace) -> None:
         if not text.strip():
             fail("translate", f"--given {text!r}: an empty translation; give its text")
     flag = "--given" if args.given else "--given-file"
-    searching = {
-        "--beam-size": args.beam_size is not None,
-        "--length-penalty": args.length_penalty is not None,
-        "--no-repeat-ngram": args.no_repeat_ngram is not None,
-        "--max-len": args.max_len is not None,
-        "--sample": args.sample,
-        "--n-best": args.n_best > 1,
-        "--demo": args.demo,
-    }
-    for option, given in searching.items():
-        if given:
-            fail("translate", f"{flag} reads the translations given; {option} is for the translations the model "
-                 "writes: drop one")  # fmt: skip
+    refused = search_flags_given(args) + (["--max-len"] if args.max_len is not None else [])
+    refused += ["--demo"] if args.demo else []
+    if refused:
+        fail("translate", f"{flag} reads the translations given; {refused[0]} is for the translations the model "
+             "writes: drop one")  # fmt: skip
     if args.given_file:
         from text_attn.translation.corpora import read_lines
         from text_attn.translation.pairs import TaskError

@@ -255,8 +255,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
-            elif line_error(args, n):  # --given-file has no translation for it
-                error = line_error(args, n)
+            elif missing_line := line_error(args, n):  # --given-file has no translation for it
+                error = missing_line
             elif need > SENTENCE_BYTES:  # a paragraph without line breaks, a file that is not text
                 error = (f"{len(tokens):,} tokens: its search at beam {args.beam_size} would need about "
                          f"{need / 2**30:.0f} GiB; split it into sentences (one a line)")  # fmt: skip

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from text_attn.core.casing import Casing
+from text_attn.core.decoding import evaluating
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
@@ -265,16 +266,27 @@ class Translator:
         decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` (with the model's
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
         no_repeat_ngram (text_attn.core.decoding.search). In Jupyter each translation and the list draw themselves."""
-        read = [self.read_as(s) for s in sentences]  # each line as the model reads it: tokenize's, once
-        toks = [self.codec.encode(r) for r in read]
-        for s, t in zip(sentences, toks, strict=True):
-            if not t:
-                raise ValueError(f"empty input: {s!r}")
+        read, toks = self._inputs(sentences)
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty,
                           no_repeat_ngram=options.pop("no_repeat_ngram", None))  # fmt: skip
         if d["no_repeat_ngram"]:
             options["no_repeat_ngram"] = d["no_repeat_ngram"]
         out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, **options)
+        return self._noted(sentences, read, out)
+
+    def _inputs(self, sentences: list[str]) -> tuple[list[str], list[list[str]]]:
+        """Each sentence as the model reads it (:meth:`read_as`: tokenize's, once) and its tokens; an empty one is a
+        ValueError."""
+        read = [self.read_as(s) for s in sentences]
+        toks = [self.codec.encode(r) for r in read]
+        for s, t in zip(sentences, toks, strict=True):
+            if not t:
+                raise ValueError(f"empty input: {s!r}")
+        return read, toks
+
+    def _noted(self, sentences: list[str], read: list[str], out: list[Translation]) -> Translations:
+        """Each result with what is said about its input: unlike the training text (and the model's note), and how
+        it was read where that differs."""
         for s, r, t in zip(sentences, read, out, strict=True):
             t.unlike_source = self.unlike_source(s)
             t.note = self.note() if t.unlike_source else None
@@ -287,17 +299,8 @@ class Translator:
         (``attention``), each token's probability given the tokens before it (``probs``), the end's (``end_prob``),
         and ``score``, the mean log-probability of the tokens and the end (higher: fits better in the model's eyes).
         An empty sentence or translation is a ValueError."""
-        read = [self.read_as(s) for s in sentences]
-        toks = [self.codec.encode(r) for r in read]
-        for s, t in zip(sentences, toks, strict=True):
-            if not t:
-                raise ValueError(f"empty input: {s!r}")
-        out = self.read_tokens(toks, translation)
-        for s, r, t in zip(sentences, read, out, strict=True):
-            t.unlike_source = self.unlike_source(s)
-            t.note = self.note() if t.unlike_source else None
-            t.read_as = r if r != s else None
-        return Translations(out)
+        read, toks = self._inputs(sentences)
+        return self._noted(sentences, read, self.read_tokens(toks, translation))
 
     def target_tokens(self, translation: str) -> tuple[list[str], list[str]]:
         """A translation as written -> its tokens as the model writes them (its case kept where the model keeps
@@ -326,15 +329,10 @@ class Translator:
         if not toks:
             return [[] for _ in translations]
         v = self.tgt_vocab
-        ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
-        src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
-        device = next(self.net.parameters()).device
-        src, lens = src.to(device), torch.tensor([len(i) for i in ids], device=device)
+        src, lens = self._source_batch(toks)
         unknown = [self.src_vocab.unknown(t) for t in toks]
         out = []
-        was_training = self.net.training
-        self.net.eval()
-        try:
+        with evaluating(self.net):
             state = self.net.encode(src, lens)  # a step never changes the state it is given: shared by every text
             for tokens in targets:
                 log_probs, attention = read_sequence(self.net, state, len(toks), v.encode(tokens, eos=True), v.bos_id)
@@ -346,8 +344,6 @@ class Translator:
                     read.append(Translation(toks[i], list(tokens), text, attn, unknown[i], scores[i], probs=p[:-1],
                                             end_prob=p[-1]))  # fmt: skip
                 out.append(read)
-        finally:
-            self.net.train(was_training)
         return out
 
     def explain(self, translation: str | Translation, **decoding: Any):
@@ -416,6 +412,13 @@ class Translator:
                 out[i] = tr
         return out  # type: ignore[return-value]
 
+    def _source_batch(self, toks: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokenized sentences -> their ids with eos, padded (B, S), and their lengths (B,), on the network's device."""
+        ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
+        src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
+        device = next(self.net.parameters()).device
+        return src.to(device), torch.tensor([len(i) for i in ids], device=device)
+
     def _translate_batch(
         self,
         toks: list[list[str]],
@@ -426,13 +429,8 @@ class Translator:
     ) -> list[Translation]:
         if self.codec.subwords is not None:
             options.setdefault("banned", (self.tgt_vocab.unk_id,))
-        ids = [torch.tensor(self.src_vocab.encode(t, eos=True)) for t in toks]
-        src = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=self.src_vocab.pad_id)
-        device = next(self.net.parameters()).device
-        src, lens = src.to(device), torch.tensor([len(i) for i in ids], device=device)
-        was_training = self.net.training
-        self.net.eval()  # no dropout, whatever mode a training network is in; restored below
-        try:
+        src, lens = self._source_batch(toks)
+        with evaluating(self.net):  # no dropout, whatever mode a training network is in; restored after
             res = self.net.generate(
                 src,
                 lens,
@@ -443,8 +441,6 @@ class Translator:
                 length_penalty=length_penalty,
                 **options,
             )
-        finally:
-            self.net.train(was_training)
         out = []
         eos = self.tgt_vocab.eos_id
         ended = res.tokens.gather(1, (res.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == eos  # (B,)
