@@ -69,7 +69,9 @@ def _read_back(captioner: Captioner, beam: int) -> int:
             continue
         (read,) = captioner.read_features(feats[b : b + 1], " ".join(own.words))
         assert read.words == own.words
-        torch.testing.assert_close(read.alphas, own.alphas, rtol=0, atol=1e-6)
+        # 1e-5: the search steps a batch of beams and the reading one row; fp32 sums differ in the last bits
+        # (1.5e-6 seen on one machine kind)
+        torch.testing.assert_close(read.alphas, own.alphas, rtol=0, atol=1e-5)
         logs = [math.log(p) for p in read.probs] + ([] if own.truncated else [math.log(read.end_prob)])
         assert sum(logs) == pytest.approx(own.score, abs=1e-4)
         ended += not own.truncated
