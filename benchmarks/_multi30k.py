@@ -37,16 +37,10 @@ def by_length(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
 
 def score(refs: list[str], hyps: list[str], sources: list[str]) -> dict:
     """BLEU (tok.), sacreBLEU, chrF (x 100), BLEU (tok.) by source words, outputs with <unk>."""
-    from text_attn.core.metrics import corpus_bleu, sacre_scores
-    from text_attn.core.vocab import tokenize
+    from text_attn.core.metrics import text_scores
 
-    sacre = sacre_scores(refs, hyps)
-    bleu = corpus_bleu([[tokenize(r, lower=True)] for r in refs], [tokenize(h, lower=True) for h in hyps])
     return {
-        "bleu_tok": 100 * bleu["bleu4"],
-        "sacrebleu": sacre["sacrebleu"],
-        "chrf": sacre["chrf"],
-        "signature": sacre["signature"],
+        **text_scores(refs, hyps),
         "unk": sum("<unk>" in h for h in hyps),
         "by_length": by_length(refs, hyps, sources),
     }

@@ -66,6 +66,7 @@ from captioning.commands.caption_demo import _demo_photos, _demo_shapes
 from captioning.commands.caption_given import check_given, given_notes
 from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import _parser, fill_machine_defaults
+from captioning.commands.caption_scores import check_names, check_references
 from captioning.commands.process_start import hands_on_stdin, should_start, start_others
 from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
 from text_attn.core import startup_gc
@@ -188,6 +189,7 @@ def caption_main(argv: list[str] | None = None) -> int:
     if args.cuda_graphs and args.sample:
         fail("caption", "--cuda-graphs captures greedy and beam search; --sample draws its words eagerly: drop one")
     check_given(args)
+    check_references(args)
     _refuse_missing_files(args)
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
@@ -336,7 +338,8 @@ def _model_files(args: argparse.Namespace) -> list[str]:
 def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, str | None]:
     """The files this run writes, by label: --jsonl, --html, and each image's overlay (named as caption_items will
     name them; the per-word PNGs, named by the caption's words, are checked as written: safe_files.protecting)."""
-    out = {f"--jsonl {args.jsonl}": args.jsonl, f"--html {args.html}": args.html}
+    out = {f"--{flag} {value}": value for flag, value in (("jsonl", args.jsonl), ("html", args.html),
+                                                           ("scores", args.scores))}  # fmt: skip
     used: set[str] = set()
     for name in paths if args.overlay else ():
         png = str(Path(args.overlay) / f"{_unique_stem(Path(name).stem or 'image', used)}-attention.png")
@@ -365,6 +368,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         fail("caption", NO_IMAGES)
     for folder in empty if _first_process() else ():  # --devices: each process finds them; the first names them
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
+    check_names(args, paths)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written
         files = [p for p in paths if not is_shard(p)]  # a shard's members are named as drawn (protecting)
         refuse_overlap(_outputs(args, files), [*_model_files(args), *paths], stdin="-" in args.images)

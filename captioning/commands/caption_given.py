@@ -42,21 +42,21 @@ def check_given(args: argparse.Namespace) -> None:
         fail("caption", "--given-file reads your images' own captions; --demo captions the bundled photos: give the "
              "photos, or --given with --demo")  # fmt: skip
     if args.given_file:
-        args.given_by_name, args.given_lines = read_given_file(Path(args.given_file))
+        args.given_by_name, args.given_lines = read_caption_file(Path(args.given_file))
 
 
-def read_given_file(path: Path) -> tuple[dict[str, list[str]], dict[str, list[int]]]:
+def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str, list[str]], dict[str, list[int]]]:
     """A TSV of ``name<TAB>caption`` lines (caption-train's folder format; Flickr8k's token file too: ``name#k``)
     -> each file name's captions, in file order, and their line numbers. Blank lines and lines starting with "#" are
-    skipped; a line without a tab or a caption without a word is one error line naming it."""
+    skipped; a line without a tab or a caption without a word is one error line naming it (and ``flag``)."""
     from captioning.model.reading import caption_tokens
 
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
-        fail("caption", f"--given-file {path}: file not found")
+        fail("caption", f"{flag} {path}: file not found")
     except (OSError, UnicodeDecodeError) as err:
-        fail("caption", f"--given-file {path}: cannot read it as UTF-8 text ({type(err).__name__})")
+        fail("caption", f"{flag} {path}: cannot read it as UTF-8 text ({type(err).__name__})")
     by_name: dict[str, list[str]] = {}
     lines: dict[str, list[int]] = {}
     for n, line in enumerate(text.splitlines(), 1):
@@ -64,14 +64,14 @@ def read_given_file(path: Path) -> tuple[dict[str, list[str]], dict[str, list[in
             continue
         name, tab, caption = line.partition("\t")
         if not tab or not name.strip():
-            fail("caption", f"--given-file {path}:{n}: not a name<TAB>caption line")
+            fail("caption", f"{flag} {path}:{n}: not a name<TAB>caption line")
         if not caption_tokens(caption):
-            fail("caption", f"--given-file {path}:{n}: the caption has no words")
+            fail("caption", f"{flag} {path}:{n}: the caption has no words")
         key = Path(_KEY.sub("", name.strip())).name
         by_name.setdefault(key, []).append(caption.strip())
         lines.setdefault(key, []).append(n)
     if not by_name:
-        fail("caption", f"--given-file {path}: no name<TAB>caption line in it")
+        fail("caption", f"{flag} {path}: no name<TAB>caption line in it")
     return by_name, lines
 
 

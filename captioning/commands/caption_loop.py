@@ -75,6 +75,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     names = OverlayNames(paths)
     options = search_options(args)
     records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
+    captions: dict[str, str] = {}  # image -> caption, for --references (with --jsonl, FILE is read at the end)
     if workers:
         _drop_handover_noise()
     try:
@@ -102,6 +103,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
                 for rec in batch:
                     for line in plain_lines(rec, several) if rec["caption"] is not None else ():
                         emit("caption", line)  # a name or word with a line break or tab cannot forge a line
+            if args.references and not args.jsonl:
+                captions.update((rec["image"], rec["caption"]) for rec in batch if rec["caption"] is not None)
             finished += len(items)  # written: what the notes and the interrupted line count
             cut += sum(bool(rec["truncated"]) for rec in batch)
             far += sum(bool(rec["out_of_domain"]) for rec in batch)
@@ -135,6 +138,10 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     if args.json:
         emit("caption", json.dumps(records))
     _closing_notes(captioner, args, cut, far)
+    if args.references:
+        from captioning.commands.caption_scores import records_of, score_run
+
+        score_run(captioner, args, records_of(args.jsonl) if args.jsonl else captions)
     return 1 if failed or empty else 0
 
 

@@ -92,6 +92,20 @@ def _parser() -> argparse.ArgumentParser:
         "folder format; Flickr8k's token file too), an image's captions found by its file name; an image FILE has "
         "none for is one error line",
     )
+    p.add_argument(
+        "--references",
+        metavar="FILE",
+        help="score the captions written against people's: FILE holds name<TAB>caption lines (as --given-file: "
+        "Flickr8k's token file too), a photo's found by its file name. At the end, on stderr: coco-caption's BLEU-1 "
+        "to 4, METEOR, ROUGE-L and CIDEr-D of the photos FILE names (with Java: its PTB tokenizer and METEOR, as "
+        "published scores are computed)",
+    )
+    p.add_argument(
+        "--scores",
+        metavar="OUT",
+        help="with --references: also write OUT, a JSON file of the scores and each photo's caption, references, "
+        "BLEU-4 and CIDEr-D, the lowest CIDEr-D first",
+    )
     p.add_argument("--seed", type=int, help="--demo shapes: the scene's seed (default: random; printed)")
     add_search_options(p)
     p.add_argument(

@@ -289,4 +289,8 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
     except (OSError, PartError, ResumeError, UnicodeDecodeError) as err:
         fail("caption", f"cannot merge {parts} into --jsonl {jsonl}: {one_line(err, 300)}; --resume merges again")
     _closing_notes(captioner, args, cut, far)
+    if args.references:
+        from captioning.commands.caption_scores import records_of, score_run
+
+        score_run(captioner, args, records_of(jsonl))
     return 1 if merged.failed or empty else 0

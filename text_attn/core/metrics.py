@@ -5,10 +5,11 @@
   chrF, with their signatures (what makes a reported number reproducible).
 - `bleu_by_length` splits a test set by source length (Bahdanau et al.'s Figure 2) and scores
   each bucket.
-- `coco_metrics` wraps pycocoevalcap (BLEU, METEOR, ROUGE-L, CIDEr) on already-tokenized strings.
-  It never uses pycocoevalcap's PTBTokenizer (which needs Java and Stanford CoreNLP); lowercasing
-  and our own tokenizer upstream are enough. METEOR needs Java: without it, METEOR is skipped with
-  one notice.
+- `coco_metrics` wraps pycocoevalcap (BLEU, METEOR, ROUGE-L, CIDEr) on already-tokenized strings; `coco_scores`
+  also gives each item's BLEU-4 and CIDEr. `text_scores`: a translation's sacreBLEU, chrF and BLEU (tok.).
+  pycocoevalcap's PTBTokenizer (Java and Stanford CoreNLP) runs only when asked (``ptb=True``, as coco-caption's
+  own evaluation does); otherwise lowercasing and our own tokenizer upstream are enough. METEOR needs Java: without
+  it, METEOR is skipped with one notice.
 
 CIDEr is corpus-dependent: its n-gram IDF weights are computed from the references being evaluated,
 so scores are only comparable on the same reference set, and a corpus of a single image gets CIDEr 0
@@ -21,6 +22,7 @@ import contextlib
 import functools
 import io
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -84,6 +86,16 @@ def sacre_scores(references: Sequence[str], hypotheses: Sequence[str]) -> dict:
         "chrf": chrf.corpus_score(list(hypotheses), refs).score,
         "signature": f"BLEU {bleu.get_signature()}; chrF {chrf.get_signature()}",
     }
+
+
+def text_scores(references: Sequence[str], hypotheses: Sequence[str]) -> dict:
+    """A translation's scores x 100 against one reference a sentence: sacreBLEU and chrF (sacre_scores, with their
+    signature) and BLEU (tok.), the lowercased, tokenized BLEU-4 the PyTorch seq2seq tutorials report."""
+    from text_attn.core.vocab import tokenize
+
+    sacre = sacre_scores(references, hypotheses)
+    bleu = corpus_bleu([[tokenize(r, lower=True)] for r in references], [tokenize(h, lower=True) for h in hypotheses])
+    return {"bleu_tok": 100 * bleu["bleu4"], **sacre}
 
 
 def bucket_label(lo: int, hi: int) -> str:
@@ -220,9 +232,28 @@ def _ptb_tokenize(sentences: dict[Hashable, list[str]]) -> dict[Hashable, list[s
 
     keys = list(sentences)  # its id round trip goes through strings: keep our own keys
     wrapped = {str(i): [{"caption": c} for c in sentences[k]] for i, k in enumerate(keys)}
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _quiet_fd(2):
         out = PTBTokenizer().tokenize(wrapped)
     return {k: out[str(i)] for i, k in enumerate(keys)}
+
+
+@contextlib.contextmanager
+def _quiet_fd(fd: int):
+    """File descriptor ``fd`` pointed at /dev/null for the block: the PTB tokenizer's JVM inherits the process's
+    stderr and prints its progress there ("PTBTokenizer tokenized 579 tokens ..."), below Python's sys.stderr."""
+    try:
+        saved = os.dup(fd)
+    except OSError:  # no such descriptor: nothing to quiet
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+        os.close(null)
 
 
 def coco_metrics(
@@ -231,7 +262,18 @@ def coco_metrics(
     meteor: bool | None = None,
     ptb: bool = False,
 ) -> dict[str, float]:
-    """coco-caption scores: Bleu_1..Bleu_4, METEOR (Java only), ROUGE_L, CIDEr.
+    """coco-caption's corpus scores (coco_scores without the per-item ones)."""
+    return coco_scores(references, hypotheses, meteor, ptb)[0]
+
+
+def coco_scores(
+    references: dict[Hashable, list[str]],
+    hypotheses: dict[Hashable, str],
+    meteor: bool | None = None,
+    ptb: bool = False,
+) -> tuple[dict[str, float], dict[Hashable, dict[str, float]]]:
+    """coco-caption scores: Bleu_1..Bleu_4, METEOR (Java only), ROUGE_L, CIDEr, of the corpus; and per item its
+    Bleu_4 and CIDEr (the item's share of the corpus CIDEr, whose weights come from all the references).
 
     `references[id]` is a list of reference sentences and `hypotheses[id]` one sentence, each
     already tokenized and joined by spaces; `ptb`: first pass both through pycocoevalcap's PTB tokenizer (Java;
@@ -273,7 +315,7 @@ def coco_metrics(
     out: dict[str, float] = {}
     # The BLEU scorer prints its n-gram statistics; keep that chatter out of our stdout.
     with contextlib.redirect_stdout(io.StringIO()):
-        bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
+        bleu, per_bleu = Bleu(4).compute_score(gts, res, verbose=0)
     for n, s in enumerate(bleu, start=1):
         out[f"Bleu_{n}"] = float(s)
     if run_meteor:
@@ -286,8 +328,11 @@ def coco_metrics(
             )
     with contextlib.redirect_stdout(io.StringIO()):
         out["ROUGE_L"] = float(Rouge().compute_score(gts, res)[0])
-        out["CIDEr"] = float(Cider().compute_score(gts, res)[0])
-    return out
+        out["CIDEr"], per_cider = Cider().compute_score(gts, res)
+    out["CIDEr"] = float(out["CIDEr"])
+    # both scorers walk gts in its key order (a dict's: as given)
+    per = {k: {"Bleu_4": float(b), "CIDEr": float(c)} for k, b, c in zip(gts, per_bleu[3], per_cider, strict=True)}
+    return out, per
 
 
 def alignment_hits(attention: torch.Tensor, alignment: list[int], n_tokens: int) -> tuple[int, int]:

@@ -30,6 +30,7 @@ from text_attn.translation.reading_cli import (
     line_error,
     read_given,
 )
+from text_attn.translation.references_cli import check_references, keep, score_run
 
 # translate --demo: German sentences of the kind Multi30k describes (written for this project, not from the corpus)
 DEMO_SENTENCES = [
@@ -118,6 +119,19 @@ def _parser() -> argparse.ArgumentParser:
         help="as --given, with line N of FILE the translation read for input N (a reference file: the forced "
         "alignment of a whole corpus; gzipped or not)",
     )
+    p.add_argument(
+        "--references",
+        metavar="FILE",
+        help="score the translations written against references: line N of FILE is input N's (a corpus's other "
+        "side; gzipped or not). At the end, on stderr: sacreBLEU and chrF (the text as written, with sacrebleu's "
+        "signatures) and BLEU (tok.) (lowercased, tokenized: the PyTorch seq2seq tutorials' measure)",
+    )
+    p.add_argument(
+        "--scores",
+        metavar="OUT",
+        help="with --references: also write OUT, a JSON file of the scores and each sentence's source, translation, "
+        "reference, sentence sacreBLEU and chrF, the lowest chrF first",
+    )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
@@ -196,6 +210,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
+    sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
 
     def count(kind: str, numbers: list[int]) -> None:
         progress[kind] += len(numbers)
@@ -218,6 +233,7 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
         else:
             written = ""
         for (n, _), tr in zip(good, outs, strict=True):
+            keep(args, progress, n, sources.pop(n, ""), tr.text)  # --references: scored at the end
             if tr.unknown:
                 print(f"translate: note: input {n}: unknown word(s) {', '.join(_unknown_words(translator, tr))} read "
                       "as <unk>", file=sys.stderr)  # fmt: skip
@@ -268,6 +284,8 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
                 unlike.append(n)
             if read != line:
                 recased.append(n)
+            if getattr(args, "reference_lines", None) is not None:
+                sources[n] = line
         chunk.append((n, None if error else tokens))
         if len(chunk) == args.batch_size:
             flush()
@@ -396,7 +414,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
     input before it is read); a --plot that names a folder; and a --plot or --output in a folder that does not exist."""
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo
     outputs = {f"{flag} {value}": value for flag, value in (("--output", args.output), ("--html", args.html),
-                                                            ("--plot", args.plot)) if value}  # fmt: skip
+                                                            ("--plot", args.plot), ("--scores", args.scores))
+               if value}  # fmt: skip
     try:
         refuse_overlap(outputs, [model_path(args.model)], stdin=reads_stdin)
     except OSError as err:
@@ -438,6 +457,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         args.sentences = []
     _check_outputs(args)
     check_given(args)
+    check_references(args)
     model = model_path(args.model)
     if not model.is_file():  # before torch is imported: a mistyped path is said at once
         if args.model is None:
@@ -544,6 +564,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
     if not interrupted:
         closing_notes(args, progress, progress.get("done", 0))
+        score_run(args, progress, progress.get("done", 0))
     if interrupted:
         where = f" in {args.output}" if args.output else ""
         print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)

@@ -1,0 +1,147 @@
+"""``caption --references FILE [--scores OUT]``: the captions a run writes, scored against people's captions of the
+same photos: coco-caption's BLEU-1..4, METEOR, ROUGE-L and CIDEr-D of the whole run on stderr, and with ``--scores``
+a JSON file with each photo's BLEU-4 and CIDEr-D, worst first (where the model fails, to look at)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from text_attn.core.errors import fail, one_line
+from text_attn.core.safe_files import OutputRefused, inert
+
+# coco-caption's names -> the names this project reports (CIDEr here is CIDEr-D: pycocoevalcap's Cider)
+NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",
+         "ROUGE_L": "ROUGE-L", "CIDEr": "CIDEr-D"}  # fmt: skip
+
+
+def check_references(args: argparse.Namespace) -> None:
+    """--references / --scores, before the model loads: FILE read (``args.references_by_name``: file name -> its
+    captions), --scores writable; refused beside --given / --given-file (captions read, not written) and --demo."""
+    args.references_by_name = None
+    if args.scores and not args.references:
+        fail("caption", "--scores writes each photo's scores against --references FILE: add it")
+    if not args.references:
+        return
+    if args.given or args.given_file:
+        flag = "--given" if args.given else "--given-file"
+        fail("caption", f"--references scores the captions the model writes; {flag} reads captions you wrote: drop one")
+    if args.demo:
+        fail("caption", "--references scores the captions of your photos; --demo captions the bundled ones: give the "
+             "photos")  # fmt: skip
+    if args.scores:
+        from text_attn.core.safe_files import check_output
+
+        folder = Path(args.scores).parent
+        if not folder.is_dir():
+            fail("caption", f"cannot write --scores {args.scores}: the folder {folder} does not exist")
+        try:
+            check_output(args.scores)
+        except OutputRefused as err:
+            fail("caption", f"cannot use --scores {args.scores}: {err}")
+    from captioning.commands.caption_given import read_caption_file
+
+    args.references_by_name = read_caption_file(Path(args.references), "--references")[0]
+
+
+def check_names(args: argparse.Namespace, paths: list[str]) -> None:
+    """Photos (not shards: their members are named as they are read) none of which --references names: said now,
+    before any photo is captioned."""
+    from captioning.photos.shards import is_shard
+
+    by_name = getattr(args, "references_by_name", None)
+    if by_name is None or any(is_shard(p) for p in paths):
+        return
+    if not any(Path(p).name in by_name for p in paths):
+        fail("caption", f"--references {args.references} names none of the {len(paths)} photo(s) given (a photo is "
+             f"found by its file name, e.g. {Path(paths[0]).name})")  # fmt: skip
+
+
+def records_of(jsonl: str | Path) -> dict[str, str]:
+    """The captions a --jsonl FILE holds (image -> caption; with --resume, the earlier runs' too); a torn last line
+    (a run stopped while writing) is left out, as --resume leaves it."""
+    out = {}
+    with open(jsonl, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and rec.get("caption") is not None:
+                out[str(rec["image"])] = rec["caption"]
+    return out
+
+
+def score_run(captioner, args: argparse.Namespace, captions: dict[str, str]) -> None:
+    """The run's captions (image -> caption) against --references: the scores on stderr, --scores written. Photos
+    without a caption in FILE are counted in one note; failed photos (no caption) are not scored."""
+    by_name = getattr(args, "references_by_name", None)
+    if by_name is None:
+        return
+    scored = {image: cap for image, cap in captions.items() if Path(image).name in by_name}
+    if len(scored) < len(captions):
+        print(f"caption: note: --references {inert(args.references)} has no caption for {len(captions) - len(scored)} "
+              "of the photos captioned: they are not scored", file=sys.stderr)  # fmt: skip
+    if not scored:
+        print("caption: note: no photo captioned has a caption in --references: nothing scored", file=sys.stderr)
+        return
+    result = scores(captioner, scored, {image: by_name[Path(image).name] for image in scored})
+    for line in summary(args.references, result):
+        print(f"caption: {line}", file=sys.stderr)
+    if args.scores:
+        from text_attn.core.safe_files import write_text
+
+        try:
+            print(f"wrote {write_text(args.scores, json.dumps(result, indent=1, ensure_ascii=False) + chr(10))}",
+                  file=sys.stderr)  # fmt: skip
+        except OSError as err:
+            fail("caption", f"cannot write --scores {args.scores}: {one_line(err)}")
+
+
+def scores(captioner, captions: dict[str, str], references: dict[str, list[str]]) -> dict[str, Any]:
+    """coco-caption's scores x 100 of ``captions`` (image -> caption) against ``references`` (image -> captions, read
+    as training reads them: lowercased, punctuation dropped), as benchmarks/flickr8k.py scores the test split: with
+    Java, coco-caption's PTB tokenizer and METEOR; without it, the captions' words read the same way, no METEOR.
+    METEOR is English: not run for a model that writes another language (one with learned capitals,
+    captioning.training.multi30k). Each photo's BLEU-4 and CIDEr-D, lowest CIDEr-D first."""
+    from captioning.model.reading import caption_tokens
+    from text_attn.core.metrics import coco_scores, java_available
+
+    java = java_available()
+    english = not captioner.casing
+    # the references read as training reads captions, as benchmarks/flickr8k.py scores the test split (the PTB
+    # tokenizer over the raw text moves METEOR and CIDEr-D by about 0.01)
+    refs = {k: [" ".join(caption_tokens(r)) for r in rs] for k, rs in references.items()}
+    hyps = captions if java else {k: " ".join(caption_tokens(c)) for k, c in captions.items()}
+    corpus, per = coco_scores(refs, hyps, meteor=java and english, ptb=java)
+    photos = [{"image": image, "caption": captions[image], "references": references[image],
+               "BLEU-4": round(100 * per[image]["Bleu_4"], 2), "CIDEr-D": round(100 * per[image]["CIDEr"], 2)}
+              for image in captions]  # fmt: skip
+    photos.sort(key=lambda p: (p["CIDEr-D"], p["BLEU-4"]))
+    how = "coco-caption, its PTB tokenizer"
+    if not java:
+        how = "coco-caption on the words as training reads them (no Java: no PTB tokenizer, no METEOR)"
+    elif not english:
+        how += "; no METEOR (it scores English)"
+    return {
+        "photos": len(captions),
+        "references": sum(len(rs) for rs in references.values()),
+        "how": how,
+        "scores": {NAMES[k]: round(100 * v, 2) for k, v in corpus.items()},
+        "per_photo": photos,
+    }
+
+
+def summary(path: str, result: dict[str, Any]) -> list[str]:
+    """The lines on stderr: what was scored and how, then the scores in one line."""
+    n = result["photos"]
+    head = (f"scores against --references {inert(path)}: {n:,} photo(s), {result['references']:,} reference "
+            f"caption(s) ({result['how']})")  # fmt: skip
+    values = dict(result["scores"])
+    if n == 1:  # CIDEr-D weighs n-grams by how few references hold them: one photo's are in all (weight 0)
+        values.pop("CIDEr-D")
+        head += "; no CIDEr-D for one photo (its weights come from many photos' references)"
+    return [head, "  ".join(f"{k} {v:.2f}" for k, v in values.items())]

@@ -1,0 +1,171 @@
+"""``caption --references FILE [--scores OUT]``: the captions written, scored against people's captions of the same
+photos (coco-caption's scores, as benchmarks/flickr8k.py computes them), each photo's scores worst first; refusals in
+one line, before any photo is captioned."""
+
+import json
+import random
+import shutil
+
+import pytest
+
+from captioning.commands.caption import caption_main
+from captioning.model.captioner import Captioner
+from captioning.training.shapes import make_scene
+from text_attn.core.metrics import coco_metrics
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+OTHER = {"red": "blue", "blue": "red", "green": "yellow", "yellow": "green"}
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory):
+    """Four shapes scenes as PNGs in a folder, and a references file: each scene's first two captions, the first
+    colour of the first one changed in scene 3 (so the model's caption scores lower there), in Flickr8k's name#k form
+    with a comment line."""
+    folder = tmp_path_factory.mktemp("scenes")
+    size = Captioner.load("shapes").preprocess.image_size
+    lines = ["# shapes scenes"]
+    for i in range(4):
+        made = make_scene(random.Random(10 + i), size=size)
+        made.image.save(folder / f"s{i}.png")
+        for k, words in enumerate(made.captions[:2]):
+            words = list(words)
+            if i == 3:
+                j = next(j for j, w in enumerate(words) if w in OTHER)
+                words[j] = OTHER[words[j]]
+            lines.append(f"s{i}.png#{k}\t{' '.join(words).capitalize()} .")
+    refs = folder / "refs.tsv"
+    refs.write_text("\n".join(lines) + "\n")
+    return folder, refs
+
+
+@pytest.fixture
+def no_java(monkeypatch):
+    """Scored without Java (the PTB tokenizer and METEOR are Java): fast, and the path of a machine without it."""
+    monkeypatch.setattr("text_attn.core.metrics.java_available", lambda: False)
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    code = caption_main(["--model", "shapes", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _scores_line(err: str) -> dict[str, float]:
+    line = next(x for x in err.splitlines() if x.startswith("caption: BLEU-1 "))
+    parts = line.removeprefix("caption: ").split("  ")
+    return {p.rsplit(" ", 1)[0]: float(p.rsplit(" ", 1)[1]) for p in parts}
+
+
+def _references(refs) -> dict[str, list[str]]:
+    """The file read by hand: name -> its captions lowercased, the " ." dropped."""
+    out: dict[str, list[str]] = {}
+    for line in refs.read_text().splitlines()[1:]:
+        name, text = line.split("\t")
+        out.setdefault(name.split("#")[0], []).append(text.lower().removesuffix(" ."))
+    return out
+
+
+def test_the_scores_are_coco_captions_of_the_captions_written(capsys, tmp_path, scenes, no_java):
+    folder, refs = scenes
+    code, out, err = _run(capsys, str(folder), "--references", str(refs), "--json", "--scores",
+                          str(tmp_path / "s.json"))  # fmt: skip
+    assert code == 0, err
+    captions = {r["image"].rsplit("/", 1)[1]: r["caption"] for r in json.loads(out)}
+    hand = coco_metrics(_references(refs), captions, meteor=False)  # the reference implementation, called directly
+    shown = _scores_line(err)
+    assert list(shown) == ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "ROUGE-L", "CIDEr-D"]  # no METEOR without Java
+    for name, key in [("BLEU-1", "Bleu_1"), ("BLEU-4", "Bleu_4"), ("ROUGE-L", "ROUGE_L"), ("CIDEr-D", "CIDEr")]:
+        assert shown[name] == pytest.approx(100 * hand[key], abs=0.006)
+    assert f"scores against --references {refs}: 4 photo(s), 8 reference caption(s)" in err
+    assert "no Java: no PTB tokenizer, no METEOR" in err
+    saved = json.loads((tmp_path / "s.json").read_text())
+    assert saved["photos"] == 4 and saved["scores"]["CIDEr-D"] == shown["CIDEr-D"]
+    per = saved["per_photo"]
+    assert [p["CIDEr-D"] for p in per] == sorted(p["CIDEr-D"] for p in per)  # worst first
+    assert per[0]["image"].endswith("s3.png")  # its references name another colour
+    assert per[0]["references"] == [line.split("\t")[1] for line in refs.read_text().splitlines() if "s3.png" in line]
+    assert sum(p["CIDEr-D"] for p in per) / 4 == pytest.approx(shown["CIDEr-D"], abs=0.01)  # the corpus mean
+
+
+def test_one_photo_whose_reference_is_its_caption_scores_100_without_cider(capsys, tmp_path, scenes, no_java):
+    folder, _ = scenes
+    code, out, _ = _run(capsys, str(folder / "s0.png"))
+    own = tmp_path / "own.tsv"
+    own.write_text(f"s0.png\t{out.strip()}\n")
+    code, _, err = _run(capsys, str(folder / "s0.png"), "--references", str(own))
+    assert code == 0, err
+    assert _scores_line(err) == {"BLEU-1": 100.0, "BLEU-2": 100.0, "BLEU-3": 100.0, "BLEU-4": 100.0, "ROUGE-L": 100.0}
+    assert "no CIDEr-D for one photo" in err
+
+
+def test_jsonl_runs_score_what_the_file_holds_and_photos_without_references_are_counted(
+    capsys, tmp_path, scenes, no_java
+):
+    folder, refs = scenes
+    photos = tmp_path / "photos"
+    shutil.copytree(folder, photos, ignore=shutil.ignore_patterns("*.tsv"))
+    shutil.copy(photos / "s0.png", photos / "extra.png")  # a photo the file does not name
+    out_file = tmp_path / "o.jsonl"
+    code, _, err = _run(capsys, str(photos / "s0.png"), str(photos / "s1.png"), "--jsonl", str(out_file))
+    assert code == 0, err
+    # --resume: the two photos held are scored with the rest
+    code, _, err = _run(capsys, str(photos), "--jsonl", str(out_file), "--resume", "--references", str(refs))
+    assert code == 0, err
+    assert f"--references {refs} has no caption for 1 of the photos captioned: they are not scored" in err
+    assert "4 photo(s), 8 reference caption(s)" in err
+    resumed = _scores_line(err)
+    code, _, err = _run(capsys, str(folder), "--references", str(refs))
+    assert code == 0 and _scores_line(err) == resumed  # the same four photos, scored in one run
+
+
+@pytest.mark.slow  # 16 s: two JVMs load METEOR's tables
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH: the PTB tokenizer and METEOR need it")
+def test_with_java_the_ptb_tokenizer_and_meteor_score_as_the_benchmark(capsys, scenes):
+    folder, refs = scenes
+    code, out, err = _run(capsys, str(folder), "--references", str(refs), "--json")
+    assert code == 0, err
+    captions = {r["image"].rsplit("/", 1)[1]: r["caption"] for r in json.loads(out)}
+    hand = coco_metrics(_references(refs), captions, meteor=True, ptb=True)  # as benchmarks/flickr8k.py scores
+    shown = _scores_line(err)
+    assert shown["METEOR"] == pytest.approx(100 * hand["METEOR"], abs=0.006)
+    assert shown["CIDEr-D"] == pytest.approx(100 * hand["CIDEr"], abs=0.006)
+    assert "PTBTokenizer" not in err  # the JVM's progress lines are kept off stderr
+    assert "(coco-caption, its PTB tokenizer)" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [(["--scores", "s.json"], "--scores writes each photo's scores against --references FILE: add it"),
+     (["--references", "nope.tsv"], "--references nope.tsv: file not found"),
+     (["--references", "bad.tsv"], "--references bad.tsv:1: not a name<TAB>caption line"),
+     (["--references", "refs.tsv", "--given", "a circle"], "scores the captions the model writes; --given reads"),
+     (["--references", "refs.tsv", "--scores", "no/s.json"], "cannot write --scores no/s.json: the folder no does not"),
+     (["--references", "refs.tsv", "--scores", "s0.png"], "--scores s0.png is also an input"),
+     (["--references", "other.tsv"], "--references other.tsv names none of the 1 photo(s) given")],
+)  # fmt: skip
+def test_refusals_in_one_line_before_any_photo_is_captioned(capsys, monkeypatch, scenes, args, why):
+    folder, _ = scenes
+    monkeypatch.chdir(folder)
+    (folder / "bad.tsv").write_text("s0.png a circle\n")
+    (folder / "other.tsv").write_text("x.png\ta circle\n")
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["s0.png", "--model", "shapes", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
+
+
+def test_demo_is_refused_with_references(capsys, scenes):
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["--demo", "--references", str(scenes[1])])
+    assert exc.value.code == 2 and "--demo captions the bundled ones" in capsys.readouterr().err
+
+
+def test_devices_score_the_merged_records(capsys, tmp_path, scenes, no_java):
+    folder, refs = scenes
+    code, _, err = _run(capsys, str(folder), "--references", str(refs))
+    alone = _scores_line(err)
+    code, _, err = _run(capsys, str(folder), "--references", str(refs), "--devices", "1", "--jsonl",
+                        str(tmp_path / "o.jsonl"), "--workers", "0")  # fmt: skip
+    assert code == 0 and _scores_line(err) == alone, err

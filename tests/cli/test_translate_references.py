@@ -1,0 +1,90 @@
+"""``translate --references FILE [--scores OUT]``: the translations written, scored against line N of FILE for input
+N (sacreBLEU and chrF from sacrebleu itself, BLEU (tok.) as benchmarks/multi30k.py computes it), each sentence's
+scores worst first; inputs without a reference line and extra lines in notes; refusals in one line."""
+
+import io
+import json
+
+import pytest
+from sacrebleu.metrics import BLEU, CHRF
+
+from text_attn.core.metrics import corpus_bleu
+from text_attn.core.vocab import tokenize
+from text_attn.translation.translate_cli import translate_main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+SOURCES = ["Ein Mann fährt Fahrrad.", "Eine Frau schwimmt in einem See.", "Zwei Hunde spielen im Schnee."]
+REFERENCES = ["A man is riding a bicycle.", "A woman swims in a lake.", "Two dogs play in the snow."]
+
+
+def _scores_line(err: str) -> dict[str, float]:
+    line = next(x for x in err.splitlines() if x.startswith("translate: sacreBLEU "))
+    parts = line.removeprefix("translate: ").split("  ")
+    return {p.rsplit(" ", 1)[0]: float(p.rsplit(" ", 1)[1]) for p in parts}
+
+
+def test_the_scores_are_sacrebleus_of_the_lines_written(capsys, tmp_path, monkeypatch):
+    refs = tmp_path / "refs.en"
+    refs.write_text("\n".join(REFERENCES) + "\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(SOURCES) + "\n"))
+    code = translate_main(["--model", "bahdanau", "--references", str(refs), "--scores", str(tmp_path / "s.json")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    hyps = out.splitlines()
+    assert len(hyps) == 3
+    shown = _scores_line(err)
+    assert shown["sacreBLEU"] == pytest.approx(BLEU().corpus_score(hyps, [REFERENCES]).score, abs=0.006)
+    assert shown["chrF"] == pytest.approx(CHRF().corpus_score(hyps, [REFERENCES]).score, abs=0.006)
+    tok = corpus_bleu([[tokenize(r)] for r in REFERENCES], [tokenize(h) for h in hyps])["bleu4"]
+    assert shown["BLEU (tok.)"] == pytest.approx(100 * tok, abs=0.006)
+    assert f"scores against --references {refs}: 3 sentence(s)" in err and "signatures: BLEU nrefs:1" in err
+    saved = json.loads((tmp_path / "s.json").read_text())
+    assert saved["sentences"] == 3 and saved["scores"] == shown
+    per = saved["per_sentence"]
+    assert [s["chrF"] for s in per] == sorted(s["chrF"] for s in per)  # worst first
+    for s in per:
+        assert (s["source"], s["translation"], s["reference"]) == (SOURCES[s["input"] - 1], hyps[s["input"] - 1],
+                                                                   REFERENCES[s["input"] - 1])  # fmt: skip
+        assert s["chrF"] == pytest.approx(CHRF().sentence_score(s["translation"], [s["reference"]]).score, abs=0.006)
+
+
+def test_one_translation_scored_against_itself_is_100(capsys, tmp_path):
+    code = translate_main(["Ein Mann fährt Fahrrad.", "--model", "bahdanau"])
+    own = tmp_path / "own.en"
+    own.write_text(capsys.readouterr().out)
+    code = translate_main(["Ein Mann fährt Fahrrad.", "--model", "bahdanau", "--references", str(own)])
+    err = capsys.readouterr().err
+    assert code == 0 and _scores_line(err) == {"sacreBLEU": 100.0, "chrF": 100.0, "BLEU (tok.)": 100.0}, err
+
+
+def test_inputs_without_a_reference_line_and_extra_lines_are_noted(capsys, tmp_path, monkeypatch):
+    refs = tmp_path / "refs.en"
+    refs.write_text(f"{REFERENCES[0]}\n\n")  # input 2's line is empty, input 3 has none
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(SOURCES) + "\n"))
+    code = translate_main(["--model", "bahdanau", "--references", str(refs)])
+    out, err = capsys.readouterr()
+    assert code == 0 and len(out.splitlines()) == 3, err  # every input translated
+    assert f"--references {refs} has no line (or an empty one) for 2 of the inputs translated" in err
+    assert "1 sentence(s)" in err
+    more = tmp_path / "more.en"
+    more.write_text("\n".join(REFERENCES + ["extra"]) + "\n")
+    code = translate_main([SOURCES[0], "--model", "bahdanau", "--references", str(more)])
+    assert f"--references {more} has 4 lines for 1 input(s): the rest were not used" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [(["--scores", "s.json"], "--scores writes each sentence's scores against --references FILE: add it"),
+     (["--references", "nope.en"], "--references: nope.en: file not found"),
+     (["--references", "r.en", "--given", "A man."], "--references scores the translations the model writes; --given"),
+     (["--references", "r.en", "--scores", "no/s.json"], "cannot write --scores no/s.json: the folder no does not"),
+     (["--references", "r.en", "--demo"], "--demo translates its own")],
+)  # fmt: skip
+def test_refusals_in_one_line(capsys, tmp_path, monkeypatch, args, why):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.en").write_text("A man.\n")
+    with pytest.raises(SystemExit) as exc:
+        translate_main([*(() if "--demo" in args else ["Ein Mann."]), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and why in err[0], err

@@ -1,0 +1,115 @@
+"""``translate --references FILE [--scores OUT]``: the translations a run writes, scored against a reference
+translation a line (line N for input N, as a corpus's two sides are): sacreBLEU, chrF and BLEU (tok.) on stderr, and
+with ``--scores`` a JSON file with each sentence's sentence-level sacreBLEU and chrF, the lowest chrF first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from text_attn.core.errors import fail, one_line
+from text_attn.core.safe_files import OutputRefused, inert
+
+
+def check_references(args: argparse.Namespace) -> None:
+    """--references / --scores, before the model loads: FILE's lines read (``args.reference_lines``), --scores
+    writable; refused beside --given / --given-file (translations read, not written) and --demo."""
+    args.reference_lines = None
+    if args.scores and not args.references:
+        fail("translate", "--scores writes each sentence's scores against --references FILE: add it")
+    if not args.references:
+        return
+    if args.given or args.given_file:
+        flag = "--given" if args.given else "--given-file"
+        fail("translate", f"--references scores the translations the model writes; {flag} reads translations you "
+             "wrote: drop one")  # fmt: skip
+    if args.demo:
+        fail("translate", "--references scores the translations of your sentences; --demo translates its own: give "
+             "the sentences")  # fmt: skip
+    if args.scores:
+        from text_attn.core.safe_files import check_output
+
+        folder = Path(args.scores).parent
+        if not folder.is_dir():
+            fail("translate", f"cannot write --scores {args.scores}: the folder {folder} does not exist")
+        try:
+            check_output(args.scores)
+        except OutputRefused as err:
+            fail("translate", f"cannot use --scores {args.scores}: {err}")
+    from text_attn.translation.corpora import read_lines
+    from text_attn.translation.pairs import TaskError
+
+    try:
+        args.reference_lines = read_lines(args.references)
+    except TaskError as err:
+        fail("translate", f"--references: {err}")
+
+
+def keep(args: argparse.Namespace, progress: dict[str, Any], number: int, source: str, text: str) -> None:
+    """Input ``number``'s translation, kept for scoring at the end (``progress["scored"]``)."""
+    if getattr(args, "reference_lines", None) is not None:
+        progress.setdefault("scored", []).append((number, source, text))
+
+
+def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int) -> None:
+    """The run's translations against --references: inputs whose line in FILE is missing or empty are counted in one
+    note and not scored; the scores on stderr; --scores written."""
+    lines = args.reference_lines
+    if lines is None:
+        return
+    kept = progress.get("scored", [])
+    pairs = [(n, src, hyp, lines[n - 1].strip()) for n, src, hyp in kept if n <= len(lines) and lines[n - 1].strip()]
+    name = inert(args.references)
+    if len(pairs) < len(kept):
+        print(f"translate: note: --references {name} has no line (or an empty one) for {len(kept) - len(pairs)} of "
+              "the inputs translated: they are not scored", file=sys.stderr)  # fmt: skip
+    if len(lines) > seen:
+        print(f"translate: note: --references {name} has {len(lines)} lines for {seen} input(s): the rest were not "
+              "used", file=sys.stderr)  # fmt: skip
+    if not pairs:
+        print("translate: note: no input translated has a line in --references: nothing scored", file=sys.stderr)
+        return
+    result = scores(pairs)
+    print(f"translate: scores against --references {name}: {len(pairs):,} sentence(s) (sacreBLEU and chrF on the "
+          "text as written; BLEU (tok.): lowercased, tokenized)", file=sys.stderr)  # fmt: skip
+    print("translate: " + "  ".join(f"{k} {v:.2f}" for k, v in result["scores"].items()), file=sys.stderr)
+    print(f"translate: signatures: {result['signature']}", file=sys.stderr)
+    if args.scores:
+        from text_attn.core.safe_files import write_text
+
+        try:
+            print(f"wrote {write_text(args.scores, json.dumps(result, indent=1, ensure_ascii=False) + chr(10))}",
+                  file=sys.stderr)  # fmt: skip
+        except OSError as err:
+            fail("translate", f"cannot write --scores {args.scores}: {one_line(err)}")
+
+
+def scores(pairs: list[tuple[int, str, str, str]]) -> dict[str, Any]:
+    """(input number, source, translation, reference) -> the corpus's sacreBLEU, chrF and BLEU (tok.) x 100, and
+    each sentence's sentence-level sacreBLEU (effective order: a short sentence without 4-gram matches is not 0) and
+    chrF, the lowest chrF first."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    from text_attn.core.metrics import text_scores
+
+    refs, hyps = [p[3] for p in pairs], [p[2] for p in pairs]
+    corpus = text_scores(refs, hyps)
+    bleu, chrf = BLEU(effective_order=True), CHRF()
+    sentences = [{"input": n, "source": src, "translation": hyp, "reference": ref,
+                  "sacreBLEU": round(bleu.sentence_score(hyp, [ref]).score, 2),
+                  "chrF": round(chrf.sentence_score(hyp, [ref]).score, 2)}
+                 for n, src, hyp, ref in pairs]  # fmt: skip
+    sentences.sort(key=lambda s: (s["chrF"], s["sacreBLEU"], s["input"]))
+    return {
+        "sentences": len(pairs),
+        "scores": {
+            "sacreBLEU": round(corpus["sacrebleu"], 2),
+            "chrF": round(corpus["chrf"], 2),
+            "BLEU (tok.)": round(corpus["bleu_tok"], 2),
+        },  # fmt: skip
+        "signature": corpus["signature"],
+        "per_sentence": sentences,
+    }
