@@ -28,6 +28,8 @@ end, and it also has "log_prob" (their sum), "word_probs" (each word's probabili
 "end_prob", and "given": every caption read, best first, each {"caption", "score", "log_prob", "word_probs",
 "end_prob"}. Plain output: per caption read, ``score<TAB>caption<TAB>probabilities`` (``path<TAB>`` first with
 several images).
+With ``--references FILE`` (name<TAB>caption lines) the captions written are scored against FILE's at the end, on
+stderr (captioning/commands/caption_scores.py; ``--scores OUT``: each photo's, worst first, as JSON).
 A shard member is named ``SHARD.tar/KEY.jpg`` and its record also has "key" (img2dataset's key) and "reference" (the
 shard's KEY.txt, or null), after "image".
 A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists. Overlays of a

@@ -19,7 +19,7 @@ SCRIPTS = {e.name for e in distribution("attention-toolkit").entry_points if e.g
 TOOLS = {"pip", "git", "cd", "curl", "bash", "jupyter", "srun", "sbatch", "torchrun", "tensorboard", "openssl",
          "export", ".", "source", "find", "cat", "ls", "head", "echo", "mkdir", "cp", "tar", "img2dataset", "sudo",
          "apt-get", "python3", "kill", "systemctl", "docker", "gsutil", "aws", "for", "do", "done", "wait", "nohup",
-         "time"}  # fmt: skip
+         "time", "sed", "zcat"}  # fmt: skip
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 MACHINE_PATH = re.compile(r"(?<![\w.~$])/(root|home|work|tmp|Users|opt|mnt|var/folders)/[\w.-]")
