@@ -330,8 +330,10 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
 
 
 def _model_files(args: argparse.Namespace) -> list[str]:
-    """The model file this run reads (an input too: no output may replace it) and, for --demo, its photos."""
+    """The model file this run reads (an input too: no output may replace it), the caption files it reads
+    (--given-file, --references) and, for --demo, its photos."""
     files = [str(_model_file(args))]
+    files += [f for f in (args.given_file, args.references) if f]
     if args.demo == "photo":
         files += [str(p) for p in DEMO_PHOTOS]
     return files

@@ -79,7 +79,9 @@ def test_inputs_without_a_reference_line_and_extra_lines_are_noted(capsys, tmp_p
      (["--references", "nope.en"], "--references: nope.en: file not found"),
      (["--references", "r.en", "--given", "A man."], "--references scores the translations the model writes; --given"),
      (["--references", "r.en", "--scores", "no/s.json"], "cannot write --scores no/s.json: the folder no does not"),
-     (["--references", "r.en", "--demo"], "--demo translates its own")],
+     (["--references", "r.en", "--demo"], "--demo translates its own"),
+     (["--references", "r.en", "--output", "r.en"], "--output r.en is also an input"),
+     (["--references", "r.en", "--scores", "r.en"], "--scores r.en is also an input")],
 )  # fmt: skip
 def test_refusals_in_one_line(capsys, tmp_path, monkeypatch, args, why):
     monkeypatch.chdir(tmp_path)

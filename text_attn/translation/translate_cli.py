@@ -417,7 +417,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
                                                             ("--plot", args.plot), ("--scores", args.scores))
                if value}  # fmt: skip
     try:
-        refuse_overlap(outputs, [model_path(args.model)], stdin=reads_stdin)
+        texts = [f for f in (args.given_file, args.references) if f]  # read whole before any output, but kept whole
+        refuse_overlap(outputs, [model_path(args.model), *texts], stdin=reads_stdin)
     except OSError as err:
         fail("translate", str(err))
     if args.output and not Path(args.output).parent.is_dir():  # before the model loads, as --plot's
