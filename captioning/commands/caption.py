@@ -28,8 +28,9 @@ end, and it also has "log_prob" (their sum), "word_probs" (each word's probabili
 "end_prob", and "given": every caption read, best first, each {"caption", "score", "log_prob", "word_probs",
 "end_prob"}. Plain output: per caption read, ``score<TAB>caption<TAB>probabilities`` (``path<TAB>`` first with
 several images).
-With ``--references FILE`` (name<TAB>caption lines) the captions written are scored against FILE's at the end, on
-stderr (captioning/commands/caption_scores.py; ``--scores OUT``: each photo's, worst first, as JSON).
+With ``--references FILE`` (name<TAB>caption lines) each record also has "references" (FILE's captions of the photo,
+[] for none; --html shows them under it), and the captions written are scored against them at the end, on stderr
+(captioning/commands/caption_scores.py; ``--scores OUT``: each photo's, worst first, as JSON).
 A shard member is named ``SHARD.tar/KEY.jpg`` and its record also has "key" (img2dataset's key) and "reference" (the
 shard's KEY.txt, or null), after "image".
 A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists. Overlays of a

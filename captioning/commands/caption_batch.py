@@ -234,7 +234,11 @@ def caption_batch(
 
         stacked = prepare_items(good, captioner.preprocess, next(captioner.model.parameters()).device)
     captioned = iter(caption_items(captioner, good, args, options, names.used, stacked) if good else [])
-    return [next(captioned) if it["error"] is None else _record(it["name"], it["error"], it) for it in items]
+    records = [next(captioned) if it["error"] is None else _record(it["name"], it["error"], it) for it in items]
+    by_name = getattr(args, "references_by_name", None)
+    for rec in records if by_name is not None else ():  # --references: each photo's, in the record and on the page
+        rec["references"] = by_name.get(Path(rec["image"]).name, [])
+    return records
 
 
 def _open_html(captioner, args: argparse.Namespace):

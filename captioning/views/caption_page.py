@@ -45,6 +45,8 @@ CAPTION_CSS = """
 .controls input[type=range] { width: 120px; vertical-align: middle; }
 .info { min-height: 2.6em; }
 .note { color: #92400e; font-size: 13px; margin: 0 0 8px; }
+.refs { font-size: 13px; color: var(--muted); }
+.refs ul { margin: 4px 0 0; padding-left: 18px; }
 """
 
 CAPTION_JS = r"""
@@ -208,8 +210,18 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None)
         '<div class="controls"><button class="prev" title="previous word (&larr;)">&#9664;</button>'
         '<button class="next" title="next word (&rarr;)">&#9654;</button><label>attention '
         f'<input type="range" class="opacity" min="0" max="100" value="{OPACITY}"></label></div>'
-        f'<p class="info hint">the image as captioned; hover a word</p></div></div>{data_script(data)}</section>'
+        f'<p class="info hint">the image as captioned; hover a word</p>{_references(record)}</div></div>'
+        f"{data_script(data)}</section>"
     )
+
+
+def _references(record: dict[str, Any]) -> str:
+    """caption --references: the captions people wrote of the image, under its controls (nothing without)."""
+    refs = record.get("references")
+    if not refs:
+        return ""
+    items = "".join(f"<li>{escape(r)}</li>" for r in refs)
+    return f'<details class="refs" open><summary>the references ({len(refs)})</summary><ul>{items}</ul></details>'
 
 
 def canvases(width: int, height: int, evidence: bool) -> str:

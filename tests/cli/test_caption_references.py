@@ -89,6 +89,21 @@ def test_the_scores_are_coco_captions_of_the_captions_written(capsys, tmp_path, 
     assert sum(p["CIDEr-D"] for p in per) / 4 == pytest.approx(shown["CIDEr-D"], abs=0.01)  # the corpus mean
 
 
+def test_records_and_the_page_carry_each_photos_references(capsys, tmp_path, scenes, no_java):
+    folder, refs = scenes
+    page, out_file = tmp_path / "p.html", tmp_path / "o.jsonl"
+    code, _, err = _run(capsys, str(folder / "s0.png"), str(folder / "s1.png"), "--references", str(refs), "--jsonl",
+                        str(out_file), "--html", str(page))  # fmt: skip
+    assert code == 0, err
+    recs = [json.loads(line) for line in out_file.read_text().splitlines()]
+    lines = refs.read_text().splitlines()
+    for rec, name in zip(recs, ["s0.png", "s1.png"], strict=True):
+        assert rec["references"] == [x.split("\t")[1] for x in lines if x.startswith(name)]
+    html = page.read_text()
+    assert html.count('<details class="refs" open><summary>the references (2)</summary>') == 2
+    assert f"<li>{recs[1]['references'][1]}</li>" in html
+
+
 def test_one_photo_whose_reference_is_its_caption_scores_100_without_cider(capsys, tmp_path, scenes, no_java):
     folder, _ = scenes
     code, out, _ = _run(capsys, str(folder / "s0.png"))
