@@ -195,7 +195,8 @@ class CaptionAPI(_ModelAPI):
             "score": round(float(result.score), 6),
             "truncated": bool(result.truncated),
             "out_of_domain": far,
-            "note": self.captioner.note() if far else None,  # the model's own, as `caption` writes it
+            # the model's own, as `caption` writes it (a caption given: its scores, not its words, are in doubt)
+            "note": self.captioner.note(given=bool(item["options"].get("given"))) if far else None,
             "options": item["options"],
             "model": self.name,
         }

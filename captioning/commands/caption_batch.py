@@ -77,7 +77,7 @@ def caption_items(
         rec = _record(name, item=item)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
         rec.update(score=round(score, 6), truncated=truncated, out_of_domain=unfamiliar)
-        rec["note"] = captioner.note() if unfamiliar else None
+        rec["note"] = captioner.note(given=readings is not None) if unfamiliar else None
         if nbest is not None:
             rec["n_best"] = [{"caption": " ".join(w), "score": round(sc, 6)} for w, sc in nbest]
         if readings is not None:

@@ -534,10 +534,12 @@ class Captioner:
             return f"the {self.domain} photos the model learned from{about}"
         return f"what the model learned from ({self.domain or 'its training images'}){about}"
 
-    def note(self) -> str:
+    def note(self, given: bool = False) -> str:
         """The note on a photo :meth:`out_of_domain` flags, saying what the model knows (one sentence; ``caption``,
-        its JSON records and HTML report, and the server's answers all show this one)."""
-        return f"this {'photo' if self._photos else 'image'} looks unlike {self.known()}: the caption may be wrong"
+        its JSON records and HTML report, and the server's answers all show this one). ``given``: the caption was
+        someone's, read by the model (``caption --given``), not written by it."""
+        what = "the scores of the caption given may mean little" if given else "the caption may be wrong"
+        return f"this {'photo' if self._photos else 'image'} looks unlike {self.known()}: {what}"
 
     @property
     def _photos(self) -> bool:

@@ -101,6 +101,7 @@ def test_out_of_domain_flag_is_on_for_photos_far_from_flickr8k_shapes_blank_and_
     assert flags[len(photos) :] == [True] * (len(images) - len(photos))
     assert photo_model.note() == ("this photo looks unlike the Flickr8k photos the model learned from (people, dogs, "
                                   "outdoor scenes): the caption may be wrong")  # fmt: skip
+    assert photo_model.note(given=True).endswith("scenes): the scores of the caption given may mean little")
 
 
 # --- the shapes model -------------------------------------------------------------------------------------------------

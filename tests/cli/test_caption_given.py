@@ -168,3 +168,14 @@ def test_given_file_refusals_in_one_line(capsys, tmp_path, scene, content, args,
         caption_main([scene[0], "--model", "shapes", "--given-file", str(listed), *args])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
+
+
+def test_a_photo_unlike_the_training_images_puts_the_scores_in_doubt_not_the_words(capsys):
+    from captioning.model.bundled import DEMO_PHOTOS
+
+    code, out, err = _run(capsys, str(DEMO_PHOTOS[0]), "--given", "a red circle", "--json")
+    (rec,) = json.loads(out)
+    assert code == 0 and rec["out_of_domain"] is True, err  # a photograph, for a model of drawn shapes
+    assert rec["note"] == Captioner.load("shapes").note(given=True)
+    assert rec["note"].endswith("(synthetic shapes): the scores of the caption given may mean little")
+    assert "the scores of the captions given may mean little" in err  # the closing note, as before

@@ -180,6 +180,7 @@ def test_given_reads_a_text_as_the_in_process_call_does(server, models):
     np.testing.assert_allclose(rec["word_probs"], read.probs, rtol=1e-4)
     np.testing.assert_allclose(rec["attention"], read.alphas.numpy(), atol=1e-4)
     assert rec["score"] == pytest.approx(read.score, abs=1e-5) and rec["end_prob"] == pytest.approx(read.end_prob)
+    assert rec["out_of_domain"] is True and rec["note"] == cap.note(given=True)  # its scores in doubt, not its words
     assert "word_probs" not in server.post_file("/caption", data)[2]  # the model's own caption: no probabilities
     status, _, res = server.post_json("/translate", {"sentences": ["ein mann", "ein hund"], "given": "a man"})
     reads = Translator.load(models["text"]).read(["ein mann", "ein hund"], "a man")
