@@ -42,7 +42,9 @@ def _read(result: Any, name: str) -> dict[str, Any]:
     digits; {} for the model's own."""
     if getattr(result, "probs", None) is None:
         return {}
-    return {name: [float(f"{p:.6g}") for p in result.probs], "end_prob": float(f"{result.end_prob:.6g}")}
+    from text_attn.core.arrays import digits6
+
+    return {name: [digits6(p) for p in result.probs], "end_prob": digits6(result.end_prob)}
 
 
 def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:

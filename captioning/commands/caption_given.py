@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.arrays import digits6
 from text_attn.core.errors import fail
 from text_attn.core.safe_files import inert
 from text_attn.core.search_options import search_flags_given
@@ -126,11 +127,6 @@ def given_record(reading: Any) -> dict[str, Any]:
         "caption": " ".join(reading.words),
         "score": round(reading.score, 6),
         "log_prob": round(reading.score * len(probs), 6),
-        "word_probs": [_digits(p) for p in reading.probs],
-        "end_prob": _digits(reading.end_prob),
+        "word_probs": [digits6(p) for p in reading.probs],
+        "end_prob": digits6(reading.end_prob),
     }
-
-
-def _digits(p: float) -> float:
-    """A probability to 6 significant digits: a word the model finds unlikely keeps its size (1.23457e-07, not 0)."""
-    return float(f"{p:.6g}")

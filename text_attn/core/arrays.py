@@ -1,5 +1,6 @@
 """Attention weights for drawing: whatever holds them (a torch tensor on any device, with or without grad, a numpy
-array, nested lists) as one float64 numpy array. Plots (text) and overlays (images) share it; it imports no torch."""
+array, nested lists) as one float64 numpy array. Plots (text) and overlays (images) share it; it imports no torch.
+And a probability as records and answers write it (``digits6``)."""
 
 from __future__ import annotations
 
@@ -19,3 +20,9 @@ def evidence_shares(evidence: Any) -> np.ndarray:
     what removing each unit costs it (its positive part) as a share of the row's total (a row nothing lowers: 0)."""
     e = np.clip(to_numpy(evidence), 0.0, None)
     return e / np.maximum(e.sum(-1, keepdims=True), 1e-12)
+
+
+def digits6(p: float) -> float:
+    """A probability to 6 significant digits, as records and the server's answers hold it: a word the model finds
+    unlikely keeps its size (1.23457e-07, not 0)."""
+    return float(f"{p:.6g}")
