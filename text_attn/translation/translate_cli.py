@@ -132,6 +132,15 @@ def _parser() -> argparse.ArgumentParser:
         help="with --references: also write OUT, a JSON file of the scores and each sentence's source, translation, "
         "reference, sentence sacreBLEU and chrF, the lowest chrF first",
     )
+    p.add_argument(
+        "--alignments",
+        metavar="FILE",
+        help="also write FILE: per input a line of word alignments read off attention, in the Pharaoh format word "
+        "aligners write (i-j: source word i, output word j, from 0; words split at spaces, a model's subword pieces "
+        "joined): each output word linked to the source word it attended most (a Transformer: the --layer's heads "
+        "averaged). With --given / --given-file: the translation given (forced alignment). A failed input: an empty "
+        "line",
+    )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
@@ -187,9 +196,12 @@ def _plot(path: Path, tr, layer: int) -> Path:
 SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Translator.search_bytes) is refused
 
 
-def _translate_stream(translator, args: argparse.Namespace, out, report=None, progress=None) -> tuple[int, int, list]:
+def _translate_stream(
+    translator, args: argparse.Namespace, out, report=None, progress=None, align=None
+) -> tuple[int, int, list]:
     """Read sentences (arguments, or stdin line by line), translate them a batch at a time, write each batch as it is
-    done (to ``out``, and a section per sentence to the --html ``report``). An input that cannot be translated gets
+    done (to ``out``, a section per sentence to the --html ``report``, a line per input to the --alignments stream
+    ``align``). An input that cannot be translated gets
     its error line on stderr and an empty line in the output, so output line N stays input line N (not with
     --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
     pairs kept for --plot); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
@@ -243,6 +255,13 @@ def _translate_stream(translator, args: argparse.Namespace, out, report=None, pr
                 kept.append((n, tr))
         out.write(written)
         out.flush()
+        if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
+            from text_attn.translation.alignments import links, pharaoh
+
+            by_input = dict(zip((n for n, _ in good), outs, strict=True))
+            align.write("".join(pharaoh(links(translator, by_input[n])) + "\n" if n in by_input else "\n"
+                                for n, _ in chunk))  # fmt: skip
+            align.flush()
         progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
         progress["cut"] += sum(tr.truncated for tr in outs)
         flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
@@ -325,47 +344,30 @@ def model_info(translator, path: str | Path) -> list[str]:
 
 def word_alignment(translator, tr) -> list[str]:
     """Per output word, the source word it attended most (attention summed over the pieces of a source word and
-    averaged over the pieces of an output word); an empty list for a model without attention."""
-    if tr.attention is None:
+    averaged over the pieces of an output word: alignments.word_attention); an empty list for a model without
+    attention."""
+    from text_attn.translation.alignments import word_attention
+
+    found = word_attention(translator, tr)
+    if found is None or not found[0]:
         return []
-    attn = tr.attention
-    if attn.dim() == 3:  # (T, H, S): a Transformer layer's heads, averaged
-        attn = attn.mean(1)
-    src_words, src_of = _words(translator, tr.source)
-    out_words, out_of = _words(translator, tr.tokens)
-    lines = []
-    for w, word in enumerate(out_words):
-        rows = [i for i, k in enumerate(out_of) if k == w]
-        weights = attn[rows, : len(tr.source)].mean(0)  # (S,) over source pieces
-        per_word = [float(weights[[i for i, k in enumerate(src_of) if k == j]].sum()) for j in range(len(src_words))]
-        best = max(range(len(src_words)), key=per_word.__getitem__) if src_words else None
-        if best is not None:
-            lines.append(f"{word} <- {src_words[best]} ({per_word[best]:.0%})")
-    return lines
+    src_words, out_words, weights = found
+    best = weights.argmax(1).tolist()
+    return [
+        f"{word} <- {src_words[b]} ({float(weights[w, b]):.0%})"
+        for w, (word, b) in enumerate(zip(out_words, best, strict=True))
+    ]
 
 
 def _unknown_words(translator, tr) -> list[str]:
     """The source words that hold a token the model does not know, as the user wrote them (a subword model's
     pieces, e.g. "<0xC5>" or "▁riding", joined back into their words), each once, in order."""
-    words, word_of = _words(translator, tr.source)
+    from text_attn.translation.alignments import words_of
+
+    words, word_of = words_of(translator, tr.source)
     unknown = set(tr.unknown)
     hit = dict.fromkeys(words[word_of[i]] for i, t in enumerate(tr.source) if t in unknown)
     return list(hit)
-
-
-def _words(translator, tokens: list[str]) -> tuple[list[str], list[int]]:
-    """Tokens grouped into words: (the words, per token the index of its word). Subword pieces join until the next
-    piece that starts a word ("▁"); other tokenizers' tokens are words already."""
-    if translator.codec.mode != "subword":
-        return list(tokens), list(range(len(tokens)))
-    words: list[list[str]] = []
-    index = []
-    for t in tokens:
-        if t.startswith("▁") or not words:
-            words.append([])
-        words[-1].append(t)
-        index.append(len(words) - 1)
-    return [translator.codec.decode(w) for w in words], index
 
 
 def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any]) -> None:
@@ -414,15 +416,22 @@ def _check_outputs(args: argparse.Namespace) -> None:
     input before it is read); a --plot that names a folder; and a --plot or --output in a folder that does not exist."""
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo
     outputs = {f"{flag} {value}": value for flag, value in (("--output", args.output), ("--html", args.html),
-                                                            ("--plot", args.plot), ("--scores", args.scores))
-               if value}  # fmt: skip
+                                                            ("--plot", args.plot), ("--scores", args.scores),
+                                                            ("--alignments", args.alignments)) if value}  # fmt: skip
     try:
         texts = [f for f in (args.given_file, args.references) if f]  # read whole before any output, but kept whole
         refuse_overlap(outputs, [model_path(args.model), *texts], stdin=reads_stdin)
     except OSError as err:
         fail("translate", str(err))
-    if args.output and not Path(args.output).parent.is_dir():  # before the model loads, as --plot's
-        fail("translate", f"cannot write --output {args.output}: the folder {Path(args.output).parent} does not exist")
+    named = [(flag, v) for flag, v in (("--output", args.output), ("--html", args.html), ("--plot", args.plot),
+                                        ("--alignments", args.alignments), ("--scores", args.scores)) if v]  # fmt: skip
+    for k, (flag, value) in enumerate(named):  # two outputs in one file: one would overwrite the other
+        for other, second in named[k + 1 :]:
+            if same_file(value, second):
+                fail("translate", f"{flag} and {other} name the same file; give two files")
+    for flag, value in (("--output", args.output), ("--alignments", args.alignments)):  # before the model loads
+        if value and not Path(value).parent.is_dir():
+            fail("translate", f"cannot write {flag} {value}: the folder {Path(value).parent} does not exist")
     if args.plot:
         plot = Path(args.plot)
         if plot.is_dir():
@@ -500,6 +509,13 @@ def _translate_main(args: argparse.Namespace) -> int:
         args.sentences = list(DEMO_SENTENCES)
     if args.evidence and not (args.plot or args.html):
         fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE")
+    if args.alignments:
+        from text_attn.translation.explain import require_attention
+
+        try:
+            require_attention(translator.net)
+        except ValueError as err:
+            fail("translate", f"--alignments: {str(err).replace('to explain', 'to align')}")
     if args.evidence:
         from text_attn.translation.explain import require_attention
 
@@ -525,8 +541,6 @@ def _translate_main(args: argparse.Namespace) -> int:
         from text_attn.core.cpu_load import use_free_threads
 
         use_free_threads()  # one thread per core that other programs left free (text_attn/core/cpu_load.py)
-    if args.html and args.output and same_file(args.html, args.output):
-        fail("translate", "--html and --output name the same file; give two files")
     report = None
     if args.html:
         from text_attn.translation.alignment_page import open_alignment_page
@@ -543,23 +557,33 @@ def _translate_main(args: argparse.Namespace) -> int:
         if report is not None:
             report.close()
         fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
+    align = None
+    if args.alignments:
+        try:
+            align = open_stream(args.alignments)
+        except OSError as err:
+            for opened in (out, report):
+                if opened is not None and opened is not sys.stdout:
+                    opened.close()
+            fail("translate", f"cannot write --alignments {args.alignments}: {one_line(err)}")
     progress: dict[str, Any] = {}
     interrupted = False
     try:
-        failed, seen, results = _translate_stream(translator, args, out, report, progress)
+        failed, seen, results = _translate_stream(translator, args, out, report, progress, align)
     except KeyboardInterrupt:  # Ctrl-C: what was written stays whole (each batch is flushed), one line, exit 130
         interrupted = True
     except OSError as err:  # --output or --html could not be written mid-run: what was written stays whole
         report = None  # not finished: the page stays as far as it was written (finally closes --output)
-        names = " / ".join(
-            f"{flag} {value}" for flag, value in (("--output", args.output), ("--html", args.html)) if value
-        )
+        outputs = (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments))
+        names = " / ".join(f"{flag} {value}" for flag, value in outputs if value)
         if not names:
             stdout_failed("translate", err)
         fail("translate", f"cannot write {names}: {one_line(err)}")
     finally:
         if out is not sys.stdout:
             close_quietly(out)
+        if align is not None:
+            close_quietly(align)
         if report is not None:
             print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written

@@ -1,0 +1,66 @@
+"""Word alignments read off attention: a translation's tokens and its source's grouped into words (subword pieces
+joined back, as the text was split by spaces), each output word linked to the source word it attended most.
+``translate --alignments FILE`` writes them in the Pharaoh format word aligners (fast_align, GIZA++) write and alignment
+scorers read: per sentence pair one line of ``i-j`` pairs, source word i and output word j, counted from 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def words_of(translator: Any, tokens: list[str]) -> tuple[list[str], list[int]]:
+    """Tokens grouped into words: (the words, per token the index of its word). Subword pieces join until the next
+    piece that starts a word ("▁"); other tokenizers' tokens are words already."""
+    if translator.codec.mode != "subword":
+        return list(tokens), list(range(len(tokens)))
+    words: list[list[str]] = []
+    index = []
+    for t in tokens:
+        if t.startswith("▁") or not words:
+            words.append([])
+        words[-1].append(t)
+        index.append(len(words) - 1)
+    return [translator.codec.decode(w) for w in words], index
+
+
+def word_attention(translator: Any, tr: Any) -> tuple[list[str], list[str], Any] | None:
+    """(source words, output words, their attention (W_out, W_src)): a source word's weight is the sum over its
+    pieces, an output word's row the mean over its pieces; a Transformer layer's heads averaged. None for a model
+    without attention."""
+    if tr.attention is None:
+        return None
+    import torch
+
+    attn = tr.attention.float()
+    if attn.dim() == 3:  # (T, H, S): a Transformer layer's heads, averaged
+        attn = attn.mean(1)
+    attn = attn[: len(tr.tokens), : len(tr.source)]  # (T, S): the end's row and padding left out
+    src_words, src_of = words_of(translator, tr.source)
+    out_words, out_of = words_of(translator, tr.tokens)
+    if not src_words or not out_words:
+        return src_words, out_words, torch.zeros(len(out_words), len(src_words))
+    src = torch.zeros(len(tr.source), len(src_words)).index_put_(
+        (torch.arange(len(tr.source)), torch.tensor(src_of)), torch.tensor(1.0)
+    )  # (S, W_src): piece -> its word
+    out = torch.zeros(len(out_words), len(tr.tokens)).index_put_(
+        (torch.tensor(out_of), torch.arange(len(tr.tokens))), torch.tensor(1.0)
+    )  # (W_out, T)
+    out = out / out.sum(1, keepdim=True)  # a mean over each word's pieces
+    return src_words, out_words, out @ attn @ src
+
+
+def links(translator: Any, tr: Any) -> list[tuple[int, int]]:
+    """(source word, output word) pairs: each output word linked to the source word with the most attention
+    (:func:`word_attention`), in output order; [] for a model without attention."""
+    found = word_attention(translator, tr)
+    if found is None:
+        return []
+    src_words, _, weights = found
+    if not src_words:
+        return []
+    return [(int(i), j) for j, i in enumerate(weights.argmax(1).tolist())]
+
+
+def pharaoh(pairs: list[tuple[int, int]]) -> str:
+    """Pairs in the Pharaoh format: ``i-j`` (source word i, output word j), by source then output word."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(pairs))
