@@ -39,10 +39,18 @@ def test_word_attention_and_links_by_hand():
     assert (src, out) == (["Ein", "Fahrrad"], ["A", "bicycle"])
     # bicycle's row: the mean of bi's and cycle's rows, each summed over Fahr + rad
     torch.testing.assert_close(weights, torch.tensor([[0.6, 0.2], [0.3, 0.6]]))
-    assert links(TRANSLATOR, tr) == [(0, 0), (1, 1)]
+    # per piece: A -> Ein, bi -> Ein, cycle -> rad: word links where any pieces link (summed, Fahrrad would win bi)
+    assert links(TRANSLATOR, tr) == [(0, 0), (0, 1), (1, 1)]
     heads = Translation(source=tr.source, tokens=tr.tokens, text=tr.text, unknown=[],
                         attention=torch.stack([attention, torch.zeros_like(attention)], 1))  # (T, H, S)  # fmt: skip
     torch.testing.assert_close(word_attention(TRANSLATOR, heads)[2], weights / 2)  # the heads averaged
+
+
+def test_a_piece_whose_attention_peaks_on_the_end_links_nothing():
+    attention = torch.tensor([[0.1, 0.2, 0.7],    # A: the end (the source's <eos> column)
+                              [0.2, 0.5, 0.3]])  # man: Mann  # fmt: skip
+    tr = Translation(source=["▁Ein", "▁Mann"], tokens=["▁A", "▁man"], text="A man", attention=attention, unknown=[])
+    assert links(TRANSLATOR, tr) == [(1, 1)]  # "A" left unaligned
 
 
 def test_no_attention_no_links_and_the_pharaoh_format():
@@ -59,6 +67,6 @@ def test_the_bundled_models_link_every_output_word_once(model):
     translator = Translator.load(model)
     (tr,) = translator.translate(["Ein Mann fährt mit seinem Fahrrad eine Straße entlang."])
     pairs = links(translator, tr)
-    assert [j for _, j in pairs] == list(range(len(tr.text.split())))  # one link per output word
-    assert all(0 <= i < 9 for i, _ in pairs)
+    assert {j for _, j in pairs} <= set(range(len(tr.text.split()))) and all(0 <= i < 9 for i, _ in pairs)
+    assert len({j for _, j in pairs}) >= len(tr.text.split()) - 2  # nearly every output word linked
     assert (5, tr.text.split().index("bike")) in pairs  # "bike" <- "Fahrrad"

@@ -1,7 +1,10 @@
 """Word alignments read off attention: a translation's tokens and its source's grouped into words (subword pieces
-joined back, as the text was split by spaces), each output word linked to the source word it attended most.
-``translate --alignments FILE`` writes them in the Pharaoh format word aligners (fast_align, GIZA++) write and alignment
-scorers read: per sentence pair one line of ``i-j`` pairs, source word i and output word j, counted from 0."""
+joined back, as the text was split by spaces). Each output piece is linked to the source piece it attended most, none
+where that is the source's end (the attention's sink: the word is left unaligned), and two words are linked where any
+of their pieces are: the usual way from subword links to word links (Garg et al. 2019), so a word's trailing "." or a
+long word's many pieces do not outweigh a short word. ``translate --alignments FILE`` writes them in the Pharaoh
+format word aligners (fast_align, GIZA++) write and alignment scorers read: per sentence pair one line of ``i-j``
+pairs, source word i and output word j, counted from 0."""
 
 from __future__ import annotations
 
@@ -50,15 +53,18 @@ def word_attention(translator: Any, tr: Any) -> tuple[list[str], list[str], Any]
 
 
 def links(translator: Any, tr: Any) -> list[tuple[int, int]]:
-    """(source word, output word) pairs: each output word linked to the source word with the most attention
-    (:func:`word_attention`), in output order; [] for a model without attention."""
-    found = word_attention(translator, tr)
-    if found is None:
+    """(source word, output word) pairs, sorted, each once: an output piece's arg-max over the source pieces and the
+    end (a Transformer layer's heads averaged) links its word to that piece's word, or to none at the end; [] for a
+    model without attention."""
+    if tr.attention is None or not tr.source:
         return []
-    src_words, _, weights = found
-    if not src_words:
-        return []
-    return [(int(i), j) for j, i in enumerate(weights.argmax(1).tolist())]
+    attn = tr.attention.float()
+    if attn.dim() == 3:  # (T, H, S + 1): a Transformer layer's heads, averaged
+        attn = attn.mean(1)
+    best = attn[: len(tr.tokens), : len(tr.source) + 1].argmax(1).tolist()  # per output piece; len(source): the end
+    _, src_of = words_of(translator, tr.source)
+    _, out_of = words_of(translator, tr.tokens)
+    return sorted({(src_of[b], out_of[t]) for t, b in enumerate(best) if b < len(tr.source)})
 
 
 def pharaoh(pairs: list[tuple[int, int]]) -> str:

@@ -343,20 +343,26 @@ def model_info(translator, path: str | Path) -> list[str]:
 
 
 def word_alignment(translator, tr) -> list[str]:
-    """Per output word, the source word it attended most (attention summed over the pieces of a source word and
-    averaged over the pieces of an output word: alignments.word_attention); an empty list for a model without
-    attention."""
-    from text_attn.translation.alignments import word_attention
+    """Per output word, the source word it is linked to (alignments.links; of several, the one with the most
+    attention, summed over its pieces and averaged over the output word's: alignments.word_attention) and that share;
+    a word linked to none says so (its attention peaked on the source's end). An empty list without attention."""
+    from text_attn.translation.alignments import links, word_attention
 
     found = word_attention(translator, tr)
     if found is None or not found[0]:
         return []
     src_words, out_words, weights = found
-    best = weights.argmax(1).tolist()
-    return [
-        f"{word} <- {src_words[b]} ({float(weights[w, b]):.0%})"
-        for w, (word, b) in enumerate(zip(out_words, best, strict=True))
-    ]
+    linked: dict[int, list[int]] = {}
+    for i, j in links(translator, tr):
+        linked.setdefault(j, []).append(i)
+    lines = []
+    for j, word in enumerate(out_words):
+        if j not in linked:
+            lines.append(f"{word} <- (the end)")
+            continue
+        i = max(linked[j], key=lambda k: float(weights[j, k]))
+        lines.append(f"{word} <- {src_words[i]} ({float(weights[j, i]):.0%})")
+    return lines
 
 
 def _unknown_words(translator, tr) -> list[str]:
