@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from text_attn.core.errors import fail, one_line
-from text_attn.core.safe_files import OutputRefused, inert
+from text_attn.core.errors import fail
+from text_attn.core.safe_files import inert
+from text_attn.core.score_options import check_score_options, write_scores
 
 # coco-caption's names -> the names this project reports (CIDEr here is CIDEr-D: pycocoevalcap's Cider)
 NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",
@@ -19,32 +20,13 @@ NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "
 
 
 def check_references(args: argparse.Namespace) -> None:
-    """--references / --scores, before the model loads: FILE read (``args.references_by_name``: file name -> its
-    captions), --scores writable; refused beside --given / --given-file (captions read, not written) and --demo."""
+    """--references / --scores, before the model loads (text_attn.core.score_options): FILE read
+    (``args.references_by_name``: file name -> its captions)."""
     args.references_by_name = None
-    if args.scores and not args.references:
-        fail("caption", "--scores writes each photo's scores against --references FILE: add it")
-    if not args.references:
-        return
-    if args.given or args.given_file:
-        flag = "--given" if args.given else "--given-file"
-        fail("caption", f"--references scores the captions the model writes; {flag} reads captions you wrote: drop one")
-    if args.demo:
-        fail("caption", "--references scores the captions of your photos; --demo captions the bundled ones: give the "
-             "photos")  # fmt: skip
-    if args.scores:
-        from text_attn.core.safe_files import check_output
+    if check_score_options("caption", args, "photo", "captions", "photos", "captions its own"):
+        from captioning.commands.caption_given import read_caption_file
 
-        folder = Path(args.scores).parent
-        if not folder.is_dir():
-            fail("caption", f"cannot write --scores {args.scores}: the folder {folder} does not exist")
-        try:
-            check_output(args.scores)
-        except OutputRefused as err:
-            fail("caption", f"cannot use --scores {args.scores}: {err}")
-    from captioning.commands.caption_given import read_caption_file
-
-    args.references_by_name = read_caption_file(Path(args.references), "--references")[0]
+        args.references_by_name = read_caption_file(Path(args.references), "--references")[0]
 
 
 def check_names(args: argparse.Namespace, paths: list[str]) -> None:
@@ -92,13 +74,7 @@ def score_run(captioner, args: argparse.Namespace, captions: dict[str, str]) -> 
     for line in summary(args.references, result):
         print(f"caption: {line}", file=sys.stderr)
     if args.scores:
-        from text_attn.core.safe_files import write_text
-
-        try:
-            print(f"wrote {write_text(args.scores, json.dumps(result, indent=1, ensure_ascii=False) + chr(10))}",
-                  file=sys.stderr)  # fmt: skip
-        except OSError as err:
-            fail("caption", f"cannot write --scores {args.scores}: {one_line(err)}")
+        write_scores("caption", args.scores, result)
 
 
 def scores(captioner, captions: dict[str, str], references: dict[str, list[str]]) -> dict[str, Any]:

@@ -176,7 +176,7 @@ def test_refusals_in_one_line_before_any_photo_is_captioned(capsys, monkeypatch,
 def test_demo_is_refused_with_references(capsys, scenes):
     with pytest.raises(SystemExit) as exc:
         caption_main(["--demo", "--references", str(scenes[1])])
-    assert exc.value.code == 2 and "--demo captions the bundled ones" in capsys.readouterr().err
+    assert exc.value.code == 2 and "--demo captions its own: give the photos" in capsys.readouterr().err
 
 
 def test_devices_score_the_merged_records(capsys, tmp_path, scenes, no_java):

@@ -5,47 +5,26 @@ with ``--scores`` a JSON file with each sentence's sentence-level sacreBLEU and 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from text_attn.core.errors import fail, one_line
-from text_attn.core.safe_files import OutputRefused, inert
+from text_attn.core.errors import fail
+from text_attn.core.safe_files import inert
+from text_attn.core.score_options import check_score_options, write_scores
 
 
 def check_references(args: argparse.Namespace) -> None:
-    """--references / --scores, before the model loads: FILE's lines read (``args.reference_lines``), --scores
-    writable; refused beside --given / --given-file (translations read, not written) and --demo."""
+    """--references / --scores, before the model loads (text_attn.core.score_options): FILE's lines read
+    (``args.reference_lines``)."""
     args.reference_lines = None
-    if args.scores and not args.references:
-        fail("translate", "--scores writes each sentence's scores against --references FILE: add it")
-    if not args.references:
-        return
-    if args.given or args.given_file:
-        flag = "--given" if args.given else "--given-file"
-        fail("translate", f"--references scores the translations the model writes; {flag} reads translations you "
-             "wrote: drop one")  # fmt: skip
-    if args.demo:
-        fail("translate", "--references scores the translations of your sentences; --demo translates its own: give "
-             "the sentences")  # fmt: skip
-    if args.scores:
-        from text_attn.core.safe_files import check_output
+    if check_score_options("translate", args, "sentence", "translations", "sentences", "translates its own"):
+        from text_attn.translation.corpora import read_lines
+        from text_attn.translation.pairs import TaskError
 
-        folder = Path(args.scores).parent
-        if not folder.is_dir():
-            fail("translate", f"cannot write --scores {args.scores}: the folder {folder} does not exist")
         try:
-            check_output(args.scores)
-        except OutputRefused as err:
-            fail("translate", f"cannot use --scores {args.scores}: {err}")
-    from text_attn.translation.corpora import read_lines
-    from text_attn.translation.pairs import TaskError
-
-    try:
-        args.reference_lines = read_lines(args.references)
-    except TaskError as err:
-        fail("translate", f"--references: {err}")
+            args.reference_lines = read_lines(args.references)
+        except TaskError as err:
+            fail("translate", f"--references: {err}")
 
 
 def keep(args: argparse.Namespace, progress: dict[str, Any], number: int, source: str, text: str) -> None:
@@ -78,13 +57,7 @@ def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int) -> 
     print("translate: " + "  ".join(f"{k} {v:.2f}" for k, v in result["scores"].items()), file=sys.stderr)
     print(f"translate: signatures: {result['signature']}", file=sys.stderr)
     if args.scores:
-        from text_attn.core.safe_files import write_text
-
-        try:
-            print(f"wrote {write_text(args.scores, json.dumps(result, indent=1, ensure_ascii=False) + chr(10))}",
-                  file=sys.stderr)  # fmt: skip
-        except OSError as err:
-            fail("translate", f"cannot write --scores {args.scores}: {one_line(err)}")
+        write_scores("translate", args.scores, result)
 
 
 def scores(pairs: list[tuple[int, str, str, str]]) -> dict[str, Any]:
