@@ -137,9 +137,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write FILE: per input a line of word alignments read off attention, in the Pharaoh format word "
         "aligners write (i-j: source word i, output word j, from 0; words split at spaces, a model's subword pieces "
-        "joined): each output word linked to the source word it attended most (a Transformer: the --layer's heads "
-        "averaged). With --given / --given-file: the translation given (forced alignment). A failed input: an empty "
-        "line",
+        "joined): each output piece linked to the source piece it attends most, none where that is the source's end, "
+        "and two words linked where any of their pieces are (a Transformer: the --layer's heads averaged). With "
+        "--given / --given-file: the translation given (forced alignment). A failed input: an empty line",
     )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
