@@ -186,3 +186,24 @@ def test_devices_score_the_merged_records(capsys, tmp_path, scenes, no_java):
     code, _, err = _run(capsys, str(folder), "--references", str(refs), "--devices", "1", "--jsonl",
                         str(tmp_path / "o.jsonl"), "--workers", "0")  # fmt: skip
     assert code == 0 and _scores_line(err) == alone, err
+
+
+def test_meteor_is_asked_for_english_models_only(monkeypatch):
+    """METEOR scores English: a model with learned capitals (a German, French or Czech captioner) is scored without
+    it, and the line says why; with Java an English model gets the PTB tokenizer and METEOR."""
+    from types import SimpleNamespace
+
+    from captioning.commands import caption_scores
+
+    asked = []
+    monkeypatch.setattr("text_attn.core.metrics.java_available", lambda: True)
+    monkeypatch.setattr("text_attn.core.metrics.coco_scores",
+                        lambda refs, hyps, meteor, ptb: asked.append((meteor, ptb)) or
+                        ({"Bleu_1": 0.5, "CIDEr": 1.0}, {k: {"Bleu_4": 0.0, "CIDEr": 1.0} for k in hyps}))  # fmt: skip
+    caps, refs = {"a.jpg": "Ein Hund"}, {"a.jpg": ["Ein Hund läuft ."]}
+    german = caption_scores.scores(SimpleNamespace(casing={"words": "Hund"}), caps, refs)
+    english = caption_scores.scores(SimpleNamespace(casing=None), caps, refs)
+    assert asked == [(False, True), (True, True)]
+    assert german["how"].endswith("no METEOR (it scores English)")
+    assert english["how"] == "coco-caption, its PTB tokenizer"
+    assert german["scores"] == {"BLEU-1": 50.0, "CIDEr-D": 100.0}
