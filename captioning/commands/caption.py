@@ -75,7 +75,7 @@ from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_N
 from text_attn.core import startup_gc
 from text_attn.core.errors import emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
-from text_attn.core.safe_files import OutputRefused, inert_output, protecting, refuse_overlap, same_file
+from text_attn.core.safe_files import OutputRefused, inert_output, protecting, refuse_overlap, refuse_same_outputs
 from text_attn.core.search_options import check_search_options, fill_decoding_defaults
 
 
@@ -232,9 +232,8 @@ def _checked_run(args: argparse.Namespace) -> int:
         from text_attn.core.cpu_load import use_free_threads
 
         use_free_threads()  # one thread per core that other programs left free (text_attn/core/cpu_load.py)
-    if args.html and args.jsonl and same_file(args.html, args.jsonl):
-        fail("caption", "--html and --jsonl name the same file; give two files")
     try:  # the files given and the model, before it loads (folders and stdin's list are checked once expanded)
+        refuse_same_outputs([("--html", args.html), ("--jsonl", args.jsonl), ("--scores", args.scores)])
         refuse_overlap(_outputs(args), [*_model_files(args), *(i for i in args.images if i != "-")],
                        stdin="-" in args.images)  # fmt: skip
     except OutputRefused as err:

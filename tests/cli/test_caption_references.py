@@ -160,6 +160,7 @@ def test_with_java_the_ptb_tokenizer_and_meteor_score_as_the_benchmark(capsys, s
      (["--references", "refs.tsv", "--scores", "s0.png"], "--scores s0.png is also an input"),
      (["--references", "refs.tsv", "--scores", "refs.tsv"], "--scores refs.tsv is also an input"),
      (["--references", "refs.tsv", "--jsonl", "refs.tsv"], "--jsonl refs.tsv is also an input"),
+     (["--references", "refs.tsv", "--jsonl", "o.json", "--scores", "o.json"], "--jsonl and --scores name the same"),
      (["--references", "other.tsv"], "--references other.tsv names none of the 1 photo(s) given")],
 )  # fmt: skip
 def test_refusals_in_one_line_before_any_photo_is_captioned(capsys, monkeypatch, scenes, args, why):

@@ -23,7 +23,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -184,6 +184,16 @@ def refuse_overlap(outputs: dict[str, str | Path | None], inputs: Iterable[str |
         ident = _identity(out) if out is not None else None
         if ident in have:
             raise OutputRefused(f"{label} is also an input ({have[ident]}): give another file; nothing was written")
+
+
+def refuse_same_outputs(outputs: Sequence[tuple[str, str | Path | None]]) -> None:
+    """Refuse (OutputRefused) two outputs (``("--html", path)``; None: not given) that name one file
+    (:func:`same_file`): one would overwrite the other. Called before anything is written."""
+    named = [(flag, path) for flag, path in outputs if path]
+    for k, (flag, path) in enumerate(named):
+        for other, second in named[k + 1 :]:
+            if same_file(path, second):
+                raise OutputRefused(f"{flag} and {other} name the same file; give two files")
 
 
 # --- caches -----------------------------------------------------------------------------------------------------------

@@ -34,10 +34,7 @@ def word_attention(translator: Any, tr: Any) -> tuple[list[str], list[str], Any]
         return None
     import torch
 
-    attn = tr.attention.float()
-    if attn.dim() == 3:  # (T, H, S): a Transformer layer's heads, averaged
-        attn = attn.mean(1)
-    attn = attn[: len(tr.tokens), : len(tr.source)]  # (T, S): the end's row and padding left out
+    attn = _rows(tr)[:, : len(tr.source)]  # (T, S): the source's end left out
     src_words, src_of = words_of(translator, tr.source)
     out_words, out_of = words_of(translator, tr.tokens)
     if not src_words or not out_words:
@@ -58,13 +55,19 @@ def links(translator: Any, tr: Any) -> list[tuple[int, int]]:
     model without attention."""
     if tr.attention is None or not tr.source:
         return []
-    attn = tr.attention.float()
-    if attn.dim() == 3:  # (T, H, S + 1): a Transformer layer's heads, averaged
-        attn = attn.mean(1)
-    best = attn[: len(tr.tokens), : len(tr.source) + 1].argmax(1).tolist()  # per output piece; len(source): the end
+    best = _rows(tr)[:, : len(tr.source) + 1].argmax(1).tolist()  # per output piece; len(source): the end
     _, src_of = words_of(translator, tr.source)
     _, out_of = words_of(translator, tr.tokens)
     return sorted({(src_of[b], out_of[t]) for t, b in enumerate(best) if b < len(tr.source)})
+
+
+def _rows(tr: Any) -> Any:
+    """A translation's attention as one row per output token (T, S + 1): the source's tokens, then its end; a
+    Transformer layer's heads (T, H, S + 1) averaged."""
+    attn = tr.attention.float()
+    if attn.dim() == 3:
+        attn = attn.mean(1)
+    return attn[: len(tr.tokens)]
 
 
 def pharaoh(pairs: list[tuple[int, int]]) -> str:

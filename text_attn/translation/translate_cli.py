@@ -14,7 +14,7 @@ from typing import Any
 from text_attn.core import startup_gc
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, missing, one_line, stdout_failed
 from text_attn.core.fast_exit import leaving
-from text_attn.core.safe_files import inert, inert_output, open_stream, protecting, refuse_overlap, same_file
+from text_attn.core.safe_files import inert, inert_output, open_stream, protecting, refuse_overlap, refuse_same_outputs
 from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
@@ -258,8 +258,7 @@ def _translate_stream(
         if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
             from text_attn.translation.alignments import links, pharaoh
 
-            by_input = dict(zip((n for n, _ in good), outs, strict=True))
-            align.write("".join(pharaoh(links(translator, by_input[n])) + "\n" if n in by_input else "\n"
+            align.write("".join(pharaoh(links(translator, by_number[n])) + "\n" if n in by_number else "\n"
                                 for n, _ in chunk))  # fmt: skip
             align.flush()
         progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
@@ -421,20 +420,15 @@ def _check_outputs(args: argparse.Namespace) -> None:
     (safe_files.refuse_overlap): the model file, and the file stdin is redirected from (writing it would empty the
     input before it is read); a --plot that names a folder; and a --plot or --output in a folder that does not exist."""
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo
-    outputs = {f"{flag} {value}": value for flag, value in (("--output", args.output), ("--html", args.html),
-                                                            ("--plot", args.plot), ("--scores", args.scores),
-                                                            ("--alignments", args.alignments)) if value}  # fmt: skip
+    named = [("--output", args.output), ("--html", args.html), ("--plot", args.plot),
+             ("--alignments", args.alignments), ("--scores", args.scores)]  # fmt: skip
     try:
         texts = [f for f in (args.given_file, args.references) if f]  # read whole before any output, but kept whole
-        refuse_overlap(outputs, [model_path(args.model), *texts], stdin=reads_stdin)
+        refuse_overlap({f"{flag} {v}": v for flag, v in named if v}, [model_path(args.model), *texts],
+                       stdin=reads_stdin)  # fmt: skip
+        refuse_same_outputs(named)  # two outputs in one file: one would overwrite the other
     except OSError as err:
         fail("translate", str(err))
-    named = [(flag, v) for flag, v in (("--output", args.output), ("--html", args.html), ("--plot", args.plot),
-                                        ("--alignments", args.alignments), ("--scores", args.scores)) if v]  # fmt: skip
-    for k, (flag, value) in enumerate(named):  # two outputs in one file: one would overwrite the other
-        for other, second in named[k + 1 :]:
-            if same_file(value, second):
-                fail("translate", f"{flag} and {other} name the same file; give two files")
     for flag, value in (("--output", args.output), ("--alignments", args.alignments)):  # before the model loads
         if value and not Path(value).parent.is_dir():
             fail("translate", f"cannot write {flag} {value}: the folder {Path(value).parent} does not exist")
