@@ -36,10 +36,42 @@ def test_a_given_file_is_aligned_as_given(capsys, tmp_path, monkeypatch):
     out = tmp_path / "a.txt"
     assert translate_main(["--given-file", str(refs), "--alignments", str(out)]) == 0, capsys.readouterr().err
     translator = Translator.load()
+    translator.net.set_plot_layer(1)  # without --layer: the penultimate of the bundled Transformer's 3 decoder layers
     want = [pharaoh(links(translator, translator.read([s], g)[0])) for s, g in zip([SOURCES[0], SOURCES[2]], given,
                                                                                    strict=True)]  # fmt: skip
     assert out.read_text().splitlines() == want
     assert all(len(line.split()) >= 5 for line in want)  # most of the six words of each translation given linked
+    last = tmp_path / "last.txt"  # --layer -1 reads the last layer, whose links differ on these two
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{SOURCES[0]}\n{SOURCES[2]}\n"))
+    assert translate_main(["--given-file", str(refs), "--alignments", str(last), "--layer", "-1"]) == 0
+    translator.net.set_plot_layer(-1)
+    assert last.read_text().splitlines() == [pharaoh(links(translator, translator.read([s], g)[0]))
+                                             for s, g in zip([SOURCES[0], SOURCES[2]], given, strict=True)]  # fmt: skip
+    assert last.read_text() != out.read_text()
+
+
+@pytest.mark.parametrize("model", ["bahdanau", "transformer"])
+def test_align_by_evidence_links_what_drives_each_piece(capsys, tmp_path, monkeypatch, model):
+    from text_attn.translation import explain
+    from text_attn.translation.explain import translation_evidence
+
+    calls = []
+    monkeypatch.setattr(explain, "translation_evidence", lambda *a: calls.append(a) or translation_evidence(*a))
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{SOURCES[0]}\n{SOURCES[2]}\n"))
+    out = tmp_path / "a.txt"
+    args = ["--model", model, "--alignments", str(out), "--align-by", "evidence", "--html", str(tmp_path / "p.html"),
+            "--evidence"]  # fmt: skip
+    assert translate_main(args) == 0, capsys.readouterr().err
+    translator = Translator.load(model)
+    want = []
+    for tr in translator.translate([SOURCES[0], SOURCES[2]]):
+        found = translation_evidence(translator, list(tr.source), list(tr.tokens))
+        want.append(pharaoh(links(translator, tr, found.evidence)))
+    assert out.read_text().splitlines() == want
+    by_attention = [pharaoh(links(translator, tr)) for tr in translator.translate([SOURCES[0], SOURCES[2]])]
+    assert want != by_attention or model == "bahdanau"  # the Transformer's last layer links other words
+    assert (tmp_path / "p.html").read_text().count('class="drives"') == 2  # --evidence's line drawn for both
+    assert len(calls) == 2  # from the computation the links were read from: once a sentence
 
 
 def test_a_model_without_attention_is_refused(capsys, tmp_path):
@@ -62,7 +94,8 @@ def test_a_model_without_attention_is_refused(capsys, tmp_path):
     ("args", "why"),
     [(["--alignments", "no/a.txt"], "cannot write --alignments no/a.txt: the folder no does not exist"),
      (["--alignments", "o.txt", "--output", "o.txt"], "name the same file"),
-     (["--alignments", "folder"], "--alignments folder")],
+     (["--alignments", "folder"], "--alignments folder"),
+     (["--align-by", "evidence"], "--align-by evidence says how --alignments links words: give --alignments FILE")],
 )  # fmt: skip
 def test_refusals_in_one_line(capsys, tmp_path, monkeypatch, args, why):
     monkeypatch.chdir(tmp_path)

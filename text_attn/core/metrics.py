@@ -5,6 +5,7 @@
   chrF, with their signatures (what makes a reported number reproducible).
 - `bleu_by_length` splits a test set by source length (Bahdanau et al.'s Figure 2) and scores
   each bucket.
+- `alignment_error`: word alignments against gold ones (AER, precision, recall; Och & Ney 2003).
 - `coco_metrics` wraps pycocoevalcap (BLEU, METEOR, ROUGE-L, CIDEr) on already-tokenized strings; `coco_scores`
   also gives each item's BLEU-4 and CIDEr. `text_scores`: a translation's sacreBLEU, chrF and BLEU (tok.).
   pycocoevalcap's PTBTokenizer (Java and Stanford CoreNLP) runs only when asked (``ptb=True``, as coco-caption's
@@ -348,3 +349,26 @@ def alignment_hits(attention: torch.Tensor, alignment: list[int], n_tokens: int)
         return 0, 0
     pred = attention[:n].argmax(-1).tolist()
     return sum(int(p == a) for p, a in zip(pred, alignment[:n], strict=True)), n
+
+
+def alignment_error(
+    predicted: Sequence[set[tuple[int, int]]],
+    sure: Sequence[set[tuple[int, int]]],
+    possible: Sequence[set[tuple[int, int]]],
+) -> dict[str, float]:
+    """Word alignments against gold ones, over a corpus (Och & Ney 2003): per sentence pair sets of (source word,
+    target word) links A, the gold's sure links S and possible ones P (S counts as possible too: P | S is used).
+    precision = |A & P| / |A|, recall = |A & S| / |S|, AER = 1 - (|A & S| + |A & P|) / (|A| + |S|): 0 when A holds
+    every sure link and nothing outside P; lower is better. Totals are summed over the corpus, then divided."""
+    if not len(predicted) == len(sure) == len(possible):
+        raise ValueError(f"{len(predicted)} predicted, {len(sure)} sure and {len(possible)} possible link sets")
+    a = s = a_s = a_p = 0
+    for links, gold_sure, gold_possible in zip(predicted, sure, possible, strict=True):
+        a, s = a + len(links), s + len(gold_sure)
+        a_s += len(links & gold_sure)
+        a_p += len(links & (gold_possible | gold_sure))
+    return {
+        "aer": 1.0 - (a_s + a_p) / (a + s) if a + s else 0.0,
+        "precision": a_p / a if a else 0.0,
+        "recall": a_s / s if s else 0.0,
+    }

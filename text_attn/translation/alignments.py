@@ -4,10 +4,17 @@ where that is the source's end (the attention's sink: the word is left unaligned
 of their pieces are: the usual way from subword links to word links (Garg et al. 2019), so a word's trailing "." or a
 long word's many pieces do not outweigh a short word. ``translate --alignments FILE`` writes them in the Pharaoh
 format word aligners (fast_align, GIZA++) write and alignment scorers read: per sentence pair one line of ``i-j``
-pairs, source word i and output word j, counted from 0."""
+pairs, source word i and output word j, counted from 0.
+
+Which attention aligns best was measured against 100 hand-aligned Multi30k val pairs (benchmarks/alignment_error.py):
+a Transformer's penultimate decoder layer (``alignment_layer``), as Garg et al. (2019) found; its last layer's
+alignment error is higher (docs/results.md#word-alignments-against-gold-links). Gold files are read by
+``read_gold``: a line a sentence pair, ``i-j`` a sure link and ``ipj`` a possible one (the format of the gold sets
+SimAlign and awesome-align are scored on)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -49,13 +56,15 @@ def word_attention(translator: Any, tr: Any) -> tuple[list[str], list[str], Any]
     return src_words, out_words, out @ attn @ src
 
 
-def links(translator: Any, tr: Any) -> list[tuple[int, int]]:
+def links(translator: Any, tr: Any, rows: Any = None) -> list[tuple[int, int]]:
     """(source word, output word) pairs, sorted, each once: an output piece's arg-max over the source pieces and the
-    end (a Transformer layer's heads averaged) links its word to that piece's word, or to none at the end; [] for a
-    model without attention."""
+    end links its word to that piece's word, or to none at the end; [] for a model without attention. What is
+    maximised: ``rows`` (T, S + 1) when given (e.g. explain.translation_evidence's leave-one-out ``evidence``), else
+    the attention (a Transformer layer's heads averaged)."""
     if tr.attention is None or not tr.source:
         return []
-    best = _rows(tr)[:, : len(tr.source) + 1].argmax(1).tolist()  # per output piece; len(source): the end
+    rows = _rows(tr) if rows is None else rows.float()[: len(tr.tokens)]
+    best = rows[:, : len(tr.source) + 1].argmax(1).tolist()  # per output piece; len(source): the end
     _, src_of = words_of(translator, tr.source)
     _, out_of = words_of(translator, tr.tokens)
     return sorted({(src_of[b], out_of[t]) for t, b in enumerate(best) if b < len(tr.source)})
@@ -73,3 +82,32 @@ def _rows(tr: Any) -> Any:
 def pharaoh(pairs: list[tuple[int, int]]) -> str:
     """Pairs in the Pharaoh format: ``i-j`` (source word i, output word j), by source then output word."""
     return " ".join(f"{i}-{j}" for i, j in sorted(pairs))
+
+
+def alignment_layer(net: Any) -> int | None:
+    """The decoder layer whose cross-attention ``translate --alignments`` reads by default: a Transformer's
+    penultimate (its only one when it has one); None for an RNN (one attention)."""
+    layers = getattr(net, "decoder_layers", None)
+    if layers is None:
+        return None
+    return max(len(layers) - 2, 0)
+
+
+def read_gold(path: str | Path) -> list[tuple[set[tuple[int, int]], set[tuple[int, int]]]]:
+    """Gold alignments: per line (sentence pair) its sure links (``i-j``) and possible ones (``ipj``), each a set of
+    (source word, target word) counted from 0. Blank lines are pairs without links; lines starting with ``#`` are
+    comments. A link that is neither, or not two numbers: ValueError naming the line."""
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("#"):
+            continue
+        sure: set[tuple[int, int]] = set()
+        possible: set[tuple[int, int]] = set()
+        for link in line.split():
+            sep = "-" if "-" in link else "p"
+            i, _, j = link.partition(sep)
+            if not (i.isdigit() and j.isdigit()):
+                raise ValueError(f"{path}, line {n}: {link!r} is not a link (i-j sure, ipj possible)")
+            (sure if sep == "-" else possible).add((int(i), int(j)))
+        out.append((sure, possible))
+    return out
