@@ -88,24 +88,43 @@ def test_the_supervision_term_is_in_the_loss():
     logits, attn = module.net(batch["src"], batch["src_lens"], batch["tgt"][:, :-1])  # no dropout: the same values
     ce = F.cross_entropy(logits.transpose(1, 2), batch["tgt"][:, 1:], ignore_index=module.tgt_vocab.pad_id)
     by_hand = attention_supervision_loss(attn, batch["attn_targets"], batch["attn_targets_mask"])
-    assert float(sup) == pytest.approx(float(by_hand)) and float(sup) > 0.5
-    assert float(loss) == pytest.approx(float(ce + 0.5 * by_hand))
+    assert float(sup.detach()) == pytest.approx(float(by_hand.detach())) and float(sup.detach()) > 0.5
+    assert float(loss.detach()) == pytest.approx(float((ce + 0.5 * by_hand).detach()))
     plain_loss, none = _loss(
         _built(objective={"attn_sup_lambda": 0.0}), batch
     )  # same seed, same weights: λ = 0 is plain CE
-    assert none is None and float(plain_loss) == pytest.approx(float(ce))
+    assert none is None and float(plain_loss.detach()) == pytest.approx(float(ce.detach()))
 
 
-def test_the_transformer_supervises_the_mean_of_its_last_layer_heads():
+def test_the_transformer_supervises_the_mean_of_its_penultimate_layer_heads_or_the_layer_named():
     tiny = {"d_model": 16, "num_heads": 2, "enc_layers": 1, "dec_layers": 2, "ff_dim": 32, "dropout": 0.0}
-    module = _built(arch="transformer", network=tiny, objective={"attn_sup_lambda": 1.0})
-    batch = _batch(module)
-    loss, sup = _loss(module, batch)
-    _, heads = module.net(batch["src"], batch["src_lens"], batch["tgt"][:, :-1], need_weights=True)  # (B, T, H, S)
-    by_hand = attention_supervision_loss(heads.mean(2), batch["attn_targets"], batch["attn_targets_mask"])
-    assert float(sup.detach()) == pytest.approx(float(by_hand.detach()))
-    sup.backward()
-    assert module.net.decoder_layers[-1].cross_attn.in_proj_weight.grad.abs().sum() > 0
+    for layer, named in ((None, 0), (-1, 1)):  # default: the penultimate (alignments.alignment_layer); -1: the last
+        module = _built(arch="transformer", network=tiny, objective={"attn_sup_lambda": 1.0, "attn_sup_layer": layer})
+        batch = _batch(module)
+        loss, sup = _loss(module, batch)
+        assert module.net.plot_layer == -1  # what translate draws is left as it was
+        module.net.set_plot_layer(named)
+        _, heads = module.net(batch["src"], batch["src_lens"], batch["tgt"][:, :-1], need_weights=True)  # (B,T,H,S)
+        module.net.set_plot_layer(-1)
+        by_hand = attention_supervision_loss(heads.mean(2), batch["attn_targets"], batch["attn_targets_mask"])
+        assert float(sup.detach()) == pytest.approx(float(by_hand.detach()))
+        sup.backward()
+        grads = [0.0 if (g := d.cross_attn.in_proj_weight.grad) is None else float(g.abs().sum())
+                 for d in module.net.decoder_layers]  # fmt: skip
+        assert grads[named] > 0  # the supervised layer's attention is pulled; a later layer's is not
+        assert named == 1 or grads[1] == 0
+
+
+@pytest.mark.parametrize(
+    ("network", "layer", "why"),
+    [({"d_model": 16, "num_heads": 2, "enc_layers": 1, "dec_layers": 2, "ff_dim": 32}, 2, "attn_sup_layer 2 is out "
+      "of range: the network has 2 decoder layers"),
+     (None, 0, "attn_sup_layer picks a Transformer decoder layer; this network has one attention")],
+)  # fmt: skip
+def test_a_supervised_layer_the_network_lacks_is_refused(network, layer, why):
+    arch = {"arch": "transformer", "network": network} if network else {}
+    with pytest.raises(ValueError, match=why):
+        _built(objective={"attn_sup_lambda": 1.0, "attn_sup_layer": layer}, **arch)
 
 
 def _true_word_weight(module: TranslationModule, batch: dict) -> float:

@@ -10,10 +10,13 @@ sides of the train split (translation.subwords), every word is spelled from its 
 case and punctuation, so what ``translate`` prints reads as text. Examples of real corpora keep their sentences as
 written (``src_text`` / ``tgt_text``): the references of sacreBLEU and chrF.
 
-With ``attention_targets: true`` (``reorder`` only: its examples keep the true alignment) every batch also carries
-``attn_targets`` (B, T+1, S) and ``attn_targets_mask`` (B, T+1), aligned with the decoder's output steps
-(``tgt[:, 1:]``) and the padded ``src``: output step j (predicting target word j) is one-hot on the source position
-that word translates; the final eos step and padding have no target (mask False, zeros). For
+With ``attention_targets: true`` every batch also carries ``attn_targets`` (B, T+1, S) and ``attn_targets_mask``
+(B, T+1), aligned with the decoder's output steps (``tgt[:, 1:]``) and the padded ``src``: output step j (predicting
+target token j) is one-hot on the source position that token translates (``reorder``: its examples keep the true
+alignment), or uniform over the tokens of the source words its word is linked to (task ``pair`` with
+``alignments``: a file of word links for the train split, a line per pair in the Pharaoh format word aligners
+write, e.g. benchmarks/word_align.py's or fast_align's; guided alignment, Garg et al. 2019). The final eos step,
+padding, words without a link and the val and test pairs have no target (mask False, zeros). For
 text_attn.core.attention_supervision.
 """
 
@@ -100,10 +103,13 @@ def collate(dataset: PairDataset, indices: list[int], pad_id: int = 0, attention
     if attention_targets:
         items = []
         for i in indices:
-            alignment = dataset.examples[i].alignment
-            if alignment is None:
+            ex = dataset.examples[i]
+            if ex.alignment is not None:
+                items.append([(j, [a]) for j, a in enumerate(ex.alignment)])
+            elif ex.src_text is not None:  # a corpus's pair (data.alignments): val and test pairs have no links
+                items.append(ex.links or [])
+            else:
                 raise ValueError(f"example {i} has no alignment: attention targets need a task that keeps one")
-            items.append([(j, [a]) for j, a in enumerate(alignment)])
         steps, positions = batch["tgt"].size(1) - 1, batch["src"].size(1)
         batch["attn_targets"], batch["attn_targets_mask"] = dense_targets(items, steps, positions)  # (B, T+1, S)
     return batch
@@ -135,6 +141,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         max_vocab: int | None = None,
         shared_vocab: bool = False,
         attention_targets: bool = False,
+        alignments: str | None = None,
     ):
         """
         Args:
@@ -159,10 +166,19 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             min_freq: words seen fewer times in train become <unk>. max_vocab: vocabulary size cap (specials count).
             shared_vocab: one vocabulary for both sides (for tied embeddings).
             attention_targets: batches also carry the true alignment as ``attn_targets`` (B, T+1, S) and
-                ``attn_targets_mask`` (B, T+1) (module doc); ``reorder`` only.
+                ``attn_targets_mask`` (B, T+1) (module doc): ``reorder``'s, or ``pair``'s with ``alignments``.
+            alignments: ``pair``: a file of word links of the train split (a line per pair, ``i-j`` source word i,
+                target word j, words split at spaces, from 0): the targets of ``attention_targets``.
         """
-        if attention_targets and task != "reorder":
-            raise ValueError(f"attention_targets needs a true alignment, which only task 'reorder' has (got {task!r})")
+        if alignments and task != "pair":
+            raise ValueError(f"data.alignments links the train pairs of task pair (a corpus folder), not {task!r}")
+        if alignments and not attention_targets:
+            raise ValueError("data.alignments are attention targets: set data.attention_targets: true beside them")
+        if attention_targets and task != "reorder" and not alignments:
+            raise ValueError(
+                f"attention_targets needs a true alignment, which only task 'reorder' has (got {task!r}); for a "
+                "corpus (task pair) give its word links as data.alignments"
+            )
         if tokenizer not in ("word", "subword"):
             raise ValueError(f"data.tokenizer {tokenizer!r}: choose word or subword")
         if tokenizer == "subword" and task not in CORPUS_TASKS:
@@ -223,7 +239,12 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         else:
             self.codec = TextCodec("word", hp.lower)
         encode = self.codec.encode
-        return {k: [Example(encode(s), encode(t), src_text=s, tgt_text=t) for s, t in v] for k, v in texts.items()}
+        out = {k: [Example(encode(s), encode(t), src_text=s, tgt_text=t) for s, t in v] for k, v in texts.items()}
+        if hp.alignments:
+            from text_attn.translation.links import link_examples
+
+            link_examples(out["train"], hp.alignments, encode)
+        return out
 
     def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
         """A real corpus's sentences per split, as written: (source, target) pairs."""

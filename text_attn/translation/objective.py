@@ -8,8 +8,10 @@ to log.
   validation reports.
 - **Attention supervision** (``attn_sup_lambda`` > 0): + λ · the cross-entropy between the teacher-forced attention and
   the true alignment the batches carry (``data.attention_targets: true``, task ``reorder``),
-  :mod:`text_attn.core.attention_supervision`. RNN models supervise their one attention; the Transformer the mean of
-  its plot layer's (by default its last decoder layer's) cross-attention heads (what the alignment accuracy scores).
+  :mod:`text_attn.core.attention_supervision`; or the word links of a corpus's train pairs (``data.alignments``:
+  guided alignment, Garg et al. 2019). RNN models supervise their one attention; the Transformer the mean of one
+  decoder layer's cross-attention heads: ``attn_sup_layer`` (default null: the penultimate, the layer that aligns
+  best unsupervised, alignments.alignment_layer; -1: the last).
 - **Self-critical training** (``scst: true``, Rennie et al. 2017) instead of the cross-entropy, usually from a trained
   model (``model.init_from``): per source K sampled translations, each rewarded with its sentence BLEU against the
   reference (:mod:`text_attn.core.rewards`) minus a baseline (the greedy translation's BLEU, or the other samples'
@@ -40,8 +42,11 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     checks in core/self_critical.py's SequenceObjectiveConfig). Attention supervision needs the true alignment in the
     batches (``data.attention_targets: true``, task ``reorder``) and a network with attention; with ``scst`` it adds
     the supervision term on the reference translation. ``scst_max_len`` null: 2 x the longest source + 10, as
-    validation decodes.
+    validation decodes. ``attn_sup_layer``: the Transformer decoder layer whose heads' mean is supervised (null: the
+    penultimate, the one ``translate --alignments`` reads; -1: the last).
     """
+
+    attn_sup_layer: int | None = None
 
 
 OBJECTIVE_OPTIONS = tuple(ObjectiveConfig.__dataclass_fields__)
@@ -57,13 +62,21 @@ def max_decode_len(src_lens: Tensor) -> int:
     return int(src_lens.max()) * 2 + 10
 
 
-def teacher_forcing(net: nn.Module, src: Tensor, src_lens: Tensor, tgt_in: Tensor, attention: bool):
+def teacher_forcing(
+    net: nn.Module, src: Tensor, src_lens: Tensor, tgt_in: Tensor, attention: bool, layer: int | None = None
+):
     """Teacher forcing -> logits (B, T, V) and, when ``attention``, the supervised attention (B, T, S): the RNN's one
-    attention, the mean of the Transformer's plot layer (by default its last) cross-attention heads."""
+    attention, the mean of the Transformer's cross-attention heads of decoder ``layer`` (None: the penultimate)."""
+    from text_attn.translation.alignments import alignment_layer
     from text_attn.translation.transformer import Transformer
 
     if isinstance(net, Transformer):
-        logits, attn = net(src, src_lens, tgt_in, need_weights=attention)  # attn (B, T, H, S)
+        kept = net.plot_layer  # what translate draws: put back after the step
+        net.set_plot_layer(alignment_layer(net) if layer is None else layer)
+        try:
+            logits, attn = net(src, src_lens, tgt_in, need_weights=attention)  # attn (B, T, H, S)
+        finally:
+            net.plot_layer = kept
         return logits, None if attn is None else attn.mean(2)
     return net(src, src_lens, tgt_in)
 
@@ -77,14 +90,21 @@ class TranslationObjective:
         self._sampling = Sampling()  # plain sampling at temperature 1
 
     def check(self, net: nn.Module, attention_targets: bool) -> None:
-        """attn_sup_lambda > 0: one ValueError line when the batches carry no alignment or the network has no
-        attention."""
+        """One ValueError line for an attn_sup_layer the network lacks (or an RNN's, which has one attention), and,
+        when attn_sup_lambda > 0, batches without an alignment or a network without attention."""
+        layer, layers = self.cfg.attn_sup_layer, getattr(net, "decoder_layers", None)
+        if layer is not None and layers is None:
+            raise ValueError(f"{PREFIX}.attn_sup_layer picks a Transformer decoder layer; this network has one "
+                             "attention: leave it null")  # fmt: skip
+        if layer is not None and not -len(layers) <= layer < len(layers):
+            raise ValueError(f"{PREFIX}.attn_sup_layer {layer} is out of range: the network has {len(layers)} "
+                             f"decoder layers (0..{len(layers) - 1}, or -1 for the last)")  # fmt: skip
         if self.cfg.attn_sup_lambda <= 0:
             return
         if not attention_targets:
             raise ValueError(
                 f"{PREFIX}.attn_sup_lambda={self.cfg.attn_sup_lambda} needs the true alignment in the batches: set "
-                "data.attention_targets: true (task reorder keeps one)"
+                "data.attention_targets: true (task reorder keeps one; a corpus: its word links, data.alignments)"
             )
         if getattr(net, "attn", True) is None:  # an RNN network without attention (a Transformer has no .attn)
             raise ValueError(
@@ -104,7 +124,9 @@ class TranslationObjective:
         """(cross-entropy + λ · attention supervision, the supervision term alone or None when λ = 0)."""
         tgt = batch["tgt"]  # (B, T+2): bos ... eos pad
         lam = self.cfg.attn_sup_lambda
-        logits, attn = teacher_forcing(net, batch["src"], batch["src_lens"], tgt[:, :-1], lam > 0)  # (B, T+1, V)
+        logits, attn = teacher_forcing(
+            net, batch["src"], batch["src_lens"], tgt[:, :-1], lam > 0, self.cfg.attn_sup_layer
+        )  # (B, T+1, V)
         loss = F.cross_entropy(
             logits.transpose(1, 2), tgt[:, 1:], ignore_index=pad_id, label_smoothing=self.cfg.label_smoothing
         )
@@ -149,7 +171,7 @@ class TranslationObjective:
             )
             sup = None
             if cfg.attn_sup_lambda > 0:  # the supervision term on the reference translation
-                _, attn = teacher_forcing(net, src, src_lens, tgt[:, :-1], attention=True)
+                _, attn = teacher_forcing(net, src, src_lens, tgt[:, :-1], True, cfg.attn_sup_layer)
                 sup = self.supervision(batch, attn)
                 loss = loss + cfg.attn_sup_lambda * sup
         finally:

@@ -18,3 +18,5 @@ class Example:
     # a real corpus's sentences as written (the references of sacreBLEU and chrF); not part of equality
     src_text: str | None = field(default=None, compare=False)
     tgt_text: str | None = field(default=None, compare=False)
+    # word links read from data.alignments, as attention targets: (target token j, the source tokens it comes from)
+    links: list[tuple[int, list[int]]] | None = field(default=None, compare=False)
