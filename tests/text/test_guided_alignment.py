@@ -126,3 +126,10 @@ def test_supervised_steps_move_the_penultimate_layer_onto_the_links(tmp_path):
         on_links = (heads.mean(2) * batch["attn_targets"]).sum(-1)[batch["attn_targets_mask"]]
         weight[lam] = float(on_links.mean())
     assert weight[1.0] > 0.8 and weight[1.0] > weight[0.0] + 0.3, weight
+
+
+def test_a_chunk_folder_is_refused_beside_links(tmp_path):
+    (tmp_path / "streaming.json").write_text("{}")  # what marks a folder text-train optimize wrote
+    dm = _data(tmp_path, attention_targets=True, alignments=str(tmp_path / "links.txt"))
+    with pytest.raises(ValueError, match="stored as token ids, without the words the links name"):
+        dm.setup()

@@ -289,6 +289,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         if self.splits:
             return
         if self.streams:
+            if self.hparams.alignments:
+                raise ValueError(
+                    f"data.alignments with the chunk folder {self.hparams.root}: its train pairs are stored as token "
+                    "ids, without the words the links name; give the corpus folder the chunks were made from"
+                )
             from text_attn.translation.streaming import load_chunks
 
             load_chunks(self)  # vocabularies, tokenizer, val and test; train streams
