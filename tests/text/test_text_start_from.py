@@ -96,6 +96,30 @@ def test_a_subword_start_reads_the_corpus_with_its_own_pieces(tmp_path):
     assert run.codec.encode("Ein Zorblat") == start.codec.encode("Ein Zorblat")
 
 
+def test_a_run_reads_the_corpus_once_the_start_way_and_learns_no_subwords(tmp_path, monkeypatch):
+    import pytorch_lightning as pl
+
+    from text_attn.translation.subwords import Subwords
+
+    subword = {"tokenizer": "subword", "subword_vocab": 300, "min_freq": 1}
+    start = _built(_corpus(tmp_path / "first.tsv", FIRST * 3), data=subword)
+    path = start.translator().save(tmp_path / "start.pt")
+    learned, reads = [], []
+    monkeypatch.setattr(Subwords, "train", lambda *a, **k: learned.append(a))
+    # data.subword_vocab's default, 8,000 pieces: more than this corpus could give, had one been learned
+    dm = TranslationDataModule(task="tsv", path=_corpus(tmp_path / "second.tsv", SECOND * 3), val_size=1, test_size=1,
+                               batch_size=4, tokenizer="subword")  # fmt: skip
+    load = dm._load_splits
+    monkeypatch.setattr(dm, "_load_splits", lambda: reads.append(1) or load())
+    module = TranslationModule(network=dict(NET), init_from=str(path))
+    trainer = pl.Trainer(fast_dev_run=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    trainer.fit(module, dm)  # Lightning sets the data module up first: it asks the module for the start
+    assert learned == [] and reads == [1]
+    assert dm.codec.encode("Ein Zorblat") == start.codec.encode("Ein Zorblat")
+    assert module._start_file is None  # the start's weights are not kept beside the network's
+
+
 def test_a_bundled_name_starts_a_run_and_a_wrong_arch_is_one_line():
     assert Translator.read_start("bahdanau", "rnn")["arch"] == "rnn"
     with pytest.raises(ValueError, match="model.init_from transformer holds a 'transformer' network, but model.arch"):

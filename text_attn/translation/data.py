@@ -214,9 +214,19 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         whose tokens keep their ids, extended with the train split's tokens they lack or not (``model.init_vocab``).
         A chunk folder's samples hold ids of its own vocabularies: refused in one line when they differ."""
         self._start = start
-        if self.splits:  # Lightning sets the data module up before the module: read it again, the start's way
+        if self.splits:  # set up before the start was known (no trainer asked for it): read again, the start's way
             self.splits, self.codec = {}, None
             self.setup()
+
+    def _ask_for_start(self) -> None:
+        """Lightning sets the data module up before the module: a module that starts from a model (``give_start``)
+        is asked for its tokenizer and vocabularies first, so the corpus is read once, the start's way, and no
+        SentencePiece model of its own is learned and thrown away (or fails on a corpus too small for its size)."""
+        trainer = getattr(self, "trainer", None)
+        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
+        give = getattr(module, "give_start", None)
+        if self._start is None and give is not None:
+            give(self)
 
     def _load_splits(self) -> dict[str, list[Example]]:
         hp = self.hparams
@@ -288,6 +298,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        self._ask_for_start()
         if self.streams:
             if self.hparams.alignments:
                 raise ValueError(

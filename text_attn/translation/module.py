@@ -119,17 +119,21 @@ class TranslationModule(RunState, pl.LightningModule):
         self.net: torch.nn.Module | None = None
         self._start_sizes: tuple[int, int] | None = None  # init_from's (source, target) vocabulary sizes
         self._start_info: dict = {}  # init_from's facts: a model trained from it keeps its data's terms
+        self._start_file: dict | None = None  # init_from's file as read (give_start), once
         self._outputs: list[dict] = []
 
     # --- building from the data ------------------------------------------------------------------------------------
-    def setup(self, stage: str | None = None) -> None:
+    def give_start(self, dm: Any) -> dict | None:
+        """model.init_from's file, read once, and its tokenizer and vocabularies given to the data module (``dm``),
+        which reads the corpus their way (it asks for them before its first read: TranslationDataModule.setup);
+        None without init_from."""
         hp = self.hparams
-        self.use_cpu_threads(hp.cpu_threads)  # torch's own count again after the run (teardown)
-        if self.net is not None:
-            return
-        dm = self.trainer.datamodule
-        start = Translator.read_start(hp.init_from, hp.arch) if hp.init_from else None
-        if start is not None:  # the corpus read with the start's tokenizer and vocabularies (Lightning set it up first)
+        if not hp.init_from:
+            return None
+        if self._start_file is None:
+            self._start_file = Translator.read_start(hp.init_from, hp.arch)
+        start = self._start_file
+        if getattr(dm, "_start", None) is None:
             src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
             tied = bool((start.get("config") or {}).get("share_embeddings")) and src == tgt
             given = StartVocabulary(
@@ -137,10 +141,20 @@ class TranslationModule(RunState, pl.LightningModule):
             )
             dm.start_from(given)
             self._start_info = started_from(hp.init_from, start.get("info") or {})
+        return start
+
+    def setup(self, stage: str | None = None) -> None:
+        hp = self.hparams
+        self.use_cpu_threads(hp.cpu_threads)  # torch's own count again after the run (teardown)
+        if self.net is not None:
+            return
+        dm = self.trainer.datamodule
+        start = self.give_start(dm)
         dm.setup(stage)
         self.src_vocab, self.tgt_vocab, self.codec = dm.src_vocab, dm.tgt_vocab, dm.codec
         self.source_check = getattr(dm, "source_check", None)
         if start is not None:
+            src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
             Translator.check_start(hp.init_from, start, self.src_vocab, self.tgt_vocab)
             self._start_sizes = (len(src), len(tgt))
             line = vocabulary_line(hp.init_from, src, tgt, dm, hp.init_vocab == "extend")
@@ -157,6 +171,7 @@ class TranslationModule(RunState, pl.LightningModule):
         self.net = build_network(hp.arch, self.config)
         if start:
             self._load_start(start["state_dict"])
+            self._start_file = None  # its weights are the network's now: not kept twice for the whole run
         self.objective.check(self.net, bool(getattr(dm.hparams, "attention_targets", False)))
 
     def _load_start(self, state: dict[str, torch.Tensor]) -> None:
