@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--multi30k-root", type=Path, default=ROOT.parent / "shared" / "data" / "multi30k")
     p.add_argument("--gold", type=Path, default=GOLD, help="gold links, a line per val pair from the first")
+    p.add_argument("--first-line", type=int, default=1, help="the val line the gold file's first line links")
     p.add_argument("--limit", type=int, help="score the first N gold pairs only (default: all)")
     p.add_argument("--iterations", type=int, default=5, help="EM iterations of the statistical aligner")
     p.add_argument("--transformer", default="transformer", help="the Transformer's model file (default: the bundled)")
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     gold = read_gold(args.gold)[: args.limit]
     sure, possible = [s for s, _ in gold], [p for _, p in gold]
-    sources, targets = read_pair(args.multi30k_root, "val", "de", "en", len(gold))
+    sources, targets = read_pair(args.multi30k_root, "val", "de", "en", args.first_line - 1 + len(gold))
+    sources, targets = sources[args.first_line - 1 :], targets[args.first_line - 1 :]
     rows: dict[str, dict] = {}
 
     def add(name: str, found: Links, seconds: float | None = None) -> None:
@@ -168,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     n_sure, n_possible = sum(map(len, sure)), sum(map(len, possible))
     named = "" if args.transformer == "transformer" else f"; transformer: {args.transformer}"
-    print(f"{len(gold)} Multi30k val pairs, {n_sure:,} sure and {n_possible:,} possible links (set by hand){named}")
+    lines = f"lines {args.first_line}-{args.first_line + len(gold) - 1}"
+    print(f"{len(gold)} Multi30k val pairs ({lines}), {n_sure:,} sure and {n_possible:,} possible links (set by "
+          f"hand){named}")  # fmt: skip
     print("| links read from | AER | precision | recall | seconds |")
     print("|---|---|---|---|---|")
     for name, r in rows.items():
@@ -187,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             links = r.pop("links")
             if " head " not in name:
                 r["links"] = [" ".join(f"{i}-{j}" for i, j in sorted(x)) for x in links]
-        result = {"pairs": len(gold), "sure": n_sure, "possible": n_possible, "transformer": args.transformer,
-                  "rows": rows, "bootstrap": checks}  # fmt: skip
+        result = {"pairs": len(gold), "first_line": args.first_line, "sure": n_sure, "possible": n_possible,
+                  "transformer": args.transformer, "rows": rows, "bootstrap": checks}  # fmt: skip
         args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     return 0
 

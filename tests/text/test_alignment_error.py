@@ -18,6 +18,7 @@ from text_attn.translation.translator import Translation
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "multi30k"
 GOLD = ROOT / "benchmarks" / "data" / "multi30k_val_alignments.txt"
+HELD_OUT = ROOT / "benchmarks" / "data" / "multi30k_val_alignments_101_150.txt"  # val lines 101-150
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _word_aligner import DiagonalIBM2, grow_diag_final_and  # noqa: E402 - the benchmarks' folder on the path first
@@ -47,11 +48,12 @@ def test_gold_files_read_sure_and_possible_links(tmp_path):
         read_gold(path)
 
 
-def test_the_hand_aligned_gold_file():
-    gold = read_gold(GOLD)
-    assert len(gold) == 100
-    assert sum(len(s) for s, _ in gold) == 1097 and sum(len(p) for _, p in gold) == 212  # as its header says
-    assert all(not (s & p) for s, p in gold)  # a link is sure or possible, not both
+def test_the_hand_aligned_gold_files():
+    for path, pairs, sure, possible in ((GOLD, 100, 1097, 212), (HELD_OUT, 50, 526, 83)):
+        gold = read_gold(path)
+        assert len(gold) == pairs
+        assert sum(len(s) for s, _ in gold) == sure and sum(len(p) for _, p in gold) == possible  # as the header says
+        assert all(not (s & p) for s, p in gold)  # a link is sure or possible, not both
 
 
 @pytest.mark.skipif(not (DATA / "val.de.gz").is_file(), reason=f"Multi30k not found at {DATA}")
@@ -59,11 +61,12 @@ def test_the_gold_links_name_words_of_the_val_pairs():
     de = gzip.open(DATA / "val.de.gz", "rt", encoding="utf-8").read().splitlines()
     en = gzip.open(DATA / "val.en.gz", "rt", encoding="utf-8").read().splitlines()
     linked = words = 0
-    for k, (sure, possible) in enumerate(read_gold(GOLD)):
-        m, n = len(de[k].split()), len(en[k].split())
-        assert all(i < m and j < n for i, j in sure | possible), k + 1
-        linked, words = linked + len({j for _, j in sure | possible}), words + n
-    assert linked / words > 0.98  # a few English words have no German counterpart (13 of 1,319)
+    for path, first in ((GOLD, 0), (HELD_OUT, 100)):
+        for k, (sure, possible) in enumerate(read_gold(path), first):
+            m, n = len(de[k].split()), len(en[k].split())
+            assert all(i < m and j < n for i, j in sure | possible), k + 1
+            linked, words = linked + len({j for _, j in sure | possible}), words + n
+    assert linked / words > 0.98  # a few English words have no German counterpart
 
 
 def test_the_penultimate_decoder_layer_aligns():
@@ -170,3 +173,26 @@ def test_a_transformer_file_that_is_not_a_model_is_one_line(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 1 and last.startswith(f"alignment_error: {bad}: ") and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "val.de.gz").is_file(), reason=f"Multi30k not found at {DATA}")
+def test_the_held_out_gold_is_read_against_its_own_val_lines(tmp_path):
+    import json
+    import subprocess
+
+    out = tmp_path / "held.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "alignment_error.py"), "--multi30k-root", str(DATA), "--gold",
+           str(HELD_OUT), "--first-line", "101", "--limit", "2", "--skip-baselines", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 Multi30k val pairs (lines 101-102)" in done.stdout
+    from text_attn.translation.alignments import links, pharaoh
+    from text_attn.translation.translator import Translator
+
+    de = gzip.open(DATA / "val.de.gz", "rt", encoding="utf-8").read().splitlines()[100]
+    en = gzip.open(DATA / "val.en.gz", "rt", encoding="utf-8").read().splitlines()[100]
+    gru = Translator.load("bahdanau")
+    assert json.loads(out.read_text())["rows"]["bahdanau: attention"]["links"][0] == pharaoh(
+        links(gru, gru.read([de], en)[0])
+    )
