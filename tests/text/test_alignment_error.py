@@ -196,3 +196,23 @@ def test_the_held_out_gold_is_read_against_its_own_val_lines(tmp_path):
     assert json.loads(out.read_text())["rows"]["bahdanau: attention"]["links"][0] == pharaoh(
         links(gru, gru.read([de], en)[0])
     )
+
+
+def test_word_align_writes_a_line_of_links_per_pair(tmp_path):
+    from word_align import main as word_align
+
+    from text_attn.translation.tasks import make_reorder
+
+    pairs = make_reorder(400, seed=5, max_len=16)
+    src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
+    src.write_text("".join(" ".join(p.src) + "\n" for p in pairs))
+    tgt.write_text("".join(" ".join(p.tgt) + "\n" for p in pairs))
+    out = tmp_path / "links.txt"
+    assert word_align([str(src), str(tgt), "--out", str(out), "--iterations", "4"]) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == len(pairs)  # line k: pair k, as data.alignments reads it
+    found = [{tuple(map(int, link.split("-"))) for link in line.split()} for line in lines]
+    truth = [{(i, j) for j, i in enumerate(p.alignment)} for p in pairs]
+    assert alignment_error(found, truth, [set()] * len(truth))["aer"] < 0.03
+    with pytest.raises(SystemExit, match="word_align: .*file not found"):
+        word_align([str(tmp_path / "missing.src"), str(tgt), "--out", str(out)])
