@@ -60,9 +60,8 @@ def model_links(translator, sources: list[str], targets: list[str], log) -> dict
         read = [translator.read([s], t)[0] for s, t in zip(sources, targets, strict=True)]
         seconds = time.perf_counter() - t0
         for tr, s, t in zip(read, sources, targets, strict=True):  # the gold counts space-separated words
-            if len(words_of(translator, tr.source)[0]) != len(s.split()) or len(
-                words_of(translator, tr.tokens)[0]
-            ) != len(t.split()):
+            words = (len(words_of(translator, tr.source)[0]), len(words_of(translator, tr.tokens)[0]))
+            if words != (len(s.split()), len(t.split())):
                 raise SystemExit(f"alignment_error: the model's words differ from the line's: {s!r} / {t!r}")
         name = "attention" if layer is None else f"attention, layer {layer}"
         out[name] = ([set(links(translator, tr)) for tr in read], seconds)
