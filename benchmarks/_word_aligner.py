@@ -25,6 +25,12 @@ def _key(word: str) -> str:
     return word.lower().strip(string.punctuation) or word.lower()
 
 
+def _prior(m: int, j: int, n: int) -> np.ndarray:
+    """p(a_j = i) for target word j (from 1) of n over the null word then source words 1..m: (m + 1,)."""
+    w = np.exp(-LAMBDA * np.abs(np.arange(1, m + 1) / m - j / n))
+    return np.concatenate([[P0], (1 - P0) * w / w.sum()])
+
+
 class DiagonalIBM2:
     """One direction: each target word of a pair linked to one source word or to none."""
 
@@ -36,12 +42,10 @@ class DiagonalIBM2:
         g = 0
         for s, t in zip(src_ids, tgt_ids, strict=True):
             m, n = len(s), len(t)
-            i = np.arange(1, m + 1)
             for j in range(1, n + 1):
-                w = np.exp(-LAMBDA * np.abs(i / m - j / n))
                 e.append(np.array([0, *s]))
                 f.append(np.full(m + 1, t[j - 1]))
-                prior.append(np.concatenate([[P0], (1 - P0) * w / w.sum()]))
+                prior.append(_prior(m, j, n))
                 group.append(np.full(m + 1, g))
                 g += 1
         self.vocab = vocab
@@ -67,12 +71,10 @@ class DiagonalIBM2:
         v = len(self.vocab)
         s = np.array([0] + [self.vocab.get(_key(w), -1) for w in source])
         m, n = len(source), len(target)
-        i = np.arange(1, m + 1)
         links = set()
         for j, word in enumerate(target, 1):
             fid = self.vocab.get(_key(word), -1)
-            w = np.exp(-LAMBDA * np.abs(i / m - j / n))
-            prior = np.concatenate([[P0], (1 - P0) * w / w.sum()])
+            prior = _prior(m, j, n)
             key = s * v + fid
             at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
             t = np.where((s >= 0) & (fid >= 0) & (self.keys[at] == key), self.t[at], 0.0)

@@ -120,6 +120,7 @@ class TranslationModule(RunState, pl.LightningModule):
         self._start_sizes: tuple[int, int] | None = None  # init_from's (source, target) vocabulary sizes
         self._start_info: dict = {}  # init_from's facts: a model trained from it keeps its data's terms
         self._start_file: dict | None = None  # init_from's file as read (give_start), once
+        self._given: StartVocabulary | None = None  # its tokenizer and vocabularies, as given to the data module
         self._outputs: list[dict] = []
 
     # --- building from the data ------------------------------------------------------------------------------------
@@ -133,13 +134,13 @@ class TranslationModule(RunState, pl.LightningModule):
         if self._start_file is None:
             self._start_file = Translator.read_start(hp.init_from, hp.arch)
         start = self._start_file
-        if getattr(dm, "_start", None) is None:
+        if self._given is None:  # given once: the data module asks first when Lightning sets it up
             src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
             tied = bool((start.get("config") or {}).get("share_embeddings")) and src == tgt
-            given = StartVocabulary(
+            self._given = StartVocabulary(
                 hp.init_from, TextCodec.from_metadata(start), src, tgt, hp.init_vocab == "extend", shared=tied
             )
-            dm.start_from(given)
+            dm.start_from(self._given)
             self._start_info = started_from(hp.init_from, start.get("info") or {})
         return start
 
@@ -154,7 +155,7 @@ class TranslationModule(RunState, pl.LightningModule):
         self.src_vocab, self.tgt_vocab, self.codec = dm.src_vocab, dm.tgt_vocab, dm.codec
         self.source_check = getattr(dm, "source_check", None)
         if start is not None:
-            src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
+            src, tgt = self._given.src, self._given.tgt  # the start's own vocabularies, before the data's tokens
             Translator.check_start(hp.init_from, start, self.src_vocab, self.tgt_vocab)
             self._start_sizes = (len(src), len(tgt))
             line = vocabulary_line(hp.init_from, src, tgt, dm, hp.init_vocab == "extend")
