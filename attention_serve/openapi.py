@@ -87,7 +87,8 @@ TRANSLATE_ANSWER = {
                     "tokens": {"type": "array", "items": {"type": "string"}},
                     "attention": {
                         "type": ["array", "null"],
-                        "description": "per output token, weights over source_tokens",
+                        "description": "per output token, weights over source_tokens (a Transformer: its "
+                        "penultimate decoder layer's, which aligns best, heads averaged)",
                     },
                     "heads": {"type": ["array", "null"], "description": "a Transformer: the same per head (H, T, S)"},
                     "score": {

@@ -7,6 +7,9 @@
 Models (configs/text/multi30k_<pair>_<name>.yaml), each trained by the console script a user would type, output in
 OUT/logs/<stage>.log; a model whose OUT/<name>/model.pt exists is not trained again (--retrain):
   none, bahdanau, luong, transformer   German -> English
+  transformer_aligned                  the transformer above fine-tuned with guided alignment: list it after
+                                       transformer (its start, OUT/transformer/model.pt); the train pairs' word
+                                       links are written once by benchmarks/word_align.py (OUT/train-links.txt)
   en_fr_bahdanau                       English -> French (the alignment grids of docs/results.md)
 A model trained elsewhere (a GPU, say) can be put there with a line in OUT/<name>/trained_on.txt naming where it
 was trained (the table prints it beside the minutes; the benchmark's own fits write "2-core CPU").
@@ -55,6 +58,7 @@ MODELS = {  # name -> (config, source language, target language)
     "bahdanau": ("multi30k_de_en_bahdanau.yaml", "de", "en"),
     "luong": ("multi30k_de_en_luong.yaml", "de", "en"),
     "transformer": ("multi30k_de_en_transformer.yaml", "de", "en"),
+    "transformer_aligned": ("multi30k_de_en_transformer_aligned.yaml", "de", "en"),
     "en_fr_bahdanau": ("multi30k_en_fr_bahdanau.yaml", "en", "fr"),
 }
 TEST = "test_2016_flickr"
@@ -65,7 +69,8 @@ TERMS = (
     "Multi30k (Elliott et al. 2016) is for non-commercial research and educational use only; this model was trained "
     "on it: the same terms apply to it."
 )
-QUICK = ["--data.train_size", "2000", "--data.val_size", "100", "--trainer.max_time", "00:00:02:00",
+QUICK_TRAIN = 2000  # train pairs of a --quick fit
+QUICK = ["--data.train_size", str(QUICK_TRAIN), "--data.val_size", "100", "--trainer.max_time", "00:00:02:00",
          "--data.subword_vocab", "2000"]  # fmt: skip
 QUICK_TEST = 200
 
@@ -84,6 +89,7 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
     cmd += ["--trainer.enable_progress_bar", "false"]
     if args.quick:
         cmd += QUICK
+    cmd += fine_tune_options(name, args)
     if args.max_time:
         cmd += ["--trainer.max_time", args.max_time]
     seconds = run_stage(f"fit-{name}", cmd, args.logs)
@@ -91,6 +97,35 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
     (args.out / name / "trained_on.txt").write_text(f"{device()}\n")
     average(name, model, args)
     return model, seconds / 60
+
+
+def fine_tune_options(name: str, args: argparse.Namespace) -> list[str]:
+    """What transformer_aligned's fit needs beside its config: its start, the Transformer this benchmark trained (the
+    config's ``init_from: transformer`` names the bundled default, which since 2026-11-30 is this model itself), and
+    the train pairs' word links (benchmarks/word_align.py, written once; --quick: the first 2,000 pairs' lines)."""
+    if name != "transformer_aligned":
+        return []
+    start = args.out / "transformer" / "model.pt"
+    if not start.is_file():
+        raise StageError(f"transformer_aligned fine-tunes {start}: train it first (--models transformer,"
+                         "transformer_aligned)")  # fmt: skip
+    links = args.out / ("train-links-quick.txt" if args.quick else "train-links.txt")
+    if not links.is_file():
+        every = args.out / "train-links.txt"
+        if not every.is_file():
+            from text_attn.translation.corpora import corpus_file
+            from text_attn.translation.pairs import TaskError
+
+            try:
+                pair = [str(corpus_file(args.data_root, "train", lang)) for lang in ("de", "en")]
+            except TaskError as err:
+                raise StageError(str(err)) from err
+            cmd = [sys.executable, str(Path(__file__).with_name("word_align.py")), *pair, "--out", str(every)]
+            run_stage("word-align", cmd, args.logs)
+        if args.quick:  # the quick fit reads the first 2,000 train pairs: a line of links each
+            head = every.read_text(encoding="utf-8").splitlines()[:QUICK_TRAIN]
+            links.write_text("".join(line + "\n" for line in head), encoding="utf-8")
+    return ["--model.init_from", str(start), "--data.alignments", str(links)]
 
 
 def average(name: str, model: Path, args: argparse.Namespace) -> None:
@@ -299,10 +334,27 @@ def bundle_choice(val: dict[str, float]) -> dict[str, Path]:
     return {best: BUNDLED, **{n: f for n, f in BUNDLED_BY_NAME.items() if n in val and n != best}}
 
 
-def bundle(name: str, model: Path, result: dict, minutes: float | None, where: str, to: Path = BUNDLED) -> Path:
+def bundle(
+    name: str,
+    model: Path,
+    result: dict,
+    minutes: float | None,
+    where: str,
+    to: Path = BUNDLED,
+    start: Path | None = None,
+) -> Path:
+    """Write the model as a bundled file: float16, with its data, terms, training, decoding and test scores; for a
+    model fine-tuned from ``start``, also the start's training and its source check's note of what the text is."""
     from text_attn.translation.translator import Translator
 
     translator = Translator.load(model)
+    began = None
+    if start is not None:  # fine-tuned on the start's corpus: the start's note of what that text is holds for it
+        first = Translator.load(start)
+        began = first.info.get("training")
+        about = (first.source_check or {}).get("about")
+        if about and translator.source_check and "about" not in translator.source_check:
+            translator.source_check["about"] = about
     b5 = result["5"]
     decoding = translator.info.get("decoding")
     translator.info = {
@@ -310,7 +362,8 @@ def bundle(name: str, model: Path, result: dict, minutes: float | None, where: s
         "the 1,014 val pairs",
         "terms": TERMS,
         "training": f"configs/text/{MODELS[name][0]} on a {where or 'CPU'}"
-        + ("" if minutes is None else f", {minutes:.0f} minutes"),
+        + ("" if minutes is None else f", {minutes:.0f} minutes")
+        + ("" if began is None else f", from the Transformer of {began}"),
         "test_scores": {"test_2016_flickr beam 5: sacreBLEU": round(b5["sacrebleu"], 2),
                         "chrF": round(b5["chrf"], 2), "BLEU (lowercased, tokenized)": round(b5["bleu_tok"], 2)},
         **({"decoding": decoding} if decoding else {}),
@@ -435,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
         val = {n: val_bleu(n, args) for n in de_en}
         print("val BLEU (best of each fit): " + ", ".join(f"{n} {v:.4f}" for n, v in val.items()))
         for name, to in bundle_choice(val).items():
-            path = bundle(name, args.out / name / "model.pt", results[name], minutes.get(name), where[name], to)
+            start = args.out / "transformer" / "model.pt" if name == "transformer_aligned" else None
+            path = bundle(name, args.out / name / "model.pt", results[name], minutes.get(name), where[name], to, start)
             print(f"bundled {name} as {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0
 

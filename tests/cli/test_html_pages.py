@@ -186,12 +186,15 @@ def test_translate_report_has_every_layer_and_head_and_rnn_reports_one(tmp_path,
     assert len(found) == 2 and "http://" not in translate_page.read_text()
     data = json.loads(re.search(r'class="data">(.*?)</script>', found[0]).group(1))
     assert (data["L"], data["H"], data["T"], data["S"]) == (2, 2, 6, 6)  # 2 layers, 2 heads, 6 words, 5 + <eos>
-    # the teacher-forced weights of the last layer are the ones the search returned
+    # the teacher-forced weights of the plot layer (loaded: the penultimate, layer 0 of 2) are the ones the search
+    # returned, and the page opens on that layer
     translator = Translator.load(tiny_translator("transformer", tmp_path / "t.pt"))
+    assert translator.net.plot_layer == 0
+    assert '<option value="0" selected>layer 1</option>' in translate_page.read_text()
     trs = translator.translate(SENTENCES, max_len=6)
     for tr, attn in zip(trs, report_attention(translator, trs), strict=True):
         assert attn.shape == (2, 2, len(tr.tokens), len(tr.source) + 1)
-        np.testing.assert_allclose(attn[-1], tr.attention.transpose(0, 1).numpy(), atol=1e-5)
+        np.testing.assert_allclose(attn[0], tr.attention.transpose(0, 1).numpy(), atol=1e-5)
     model, page = tiny_translator("rnn", tmp_path / "rnn.pt"), tmp_path / "rnn.html"
     assert translate_main(["--model", str(model), "--max-len", "4", "--html", str(page), SENTENCES[0]]) == 0
     (section,) = sections(page)
@@ -311,7 +314,7 @@ def test_translate_page_links_words_by_attention_per_layer_and_head(browser, tra
     assert b.eval("document.querySelectorAll('#s1 .w.tgt.best').length") == 1
     b.hover("#s1 .w.tgt")
     b.wait_for("document.querySelector('#s1').dataset.shown === 't0'")
-    for layer, head in (("0", "-1"), ("0", "1")):  # another layer, then one head of it: other weights
+    for layer, head in (("1", "-1"), ("1", "1")):  # another layer, then one head of it: other weights
         b.eval(f"(() => {{ for (const [id, v] of [['layer', '{layer}'], ['head', '{head}']]) {{"
                " const s = document.getElementById(id); s.value = v;"
                " s.dispatchEvent(new Event('change', {bubbles: true})); } })()")  # fmt: skip

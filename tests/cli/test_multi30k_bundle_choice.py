@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -25,3 +27,70 @@ def test_the_val_leader_is_the_default_and_the_gru_keeps_its_own_file():
 def test_a_gru_that_leads_on_val_is_the_default_alone():
     assert multi30k.bundle_choice({"bahdanau": 0.41, "transformer": 0.40}) == {"bahdanau": multi30k.BUNDLED}
     assert multi30k.bundle_choice({"none": 0.2}) == {"none": multi30k.BUNDLED}
+
+
+def _options(out: Path, root: Path, quick: bool = False) -> list[str]:
+    import argparse
+
+    args = argparse.Namespace(out=out, data_root=root, quick=quick, logs=out / "logs")
+    args.logs.mkdir(parents=True, exist_ok=True)
+    return multi30k.fine_tune_options("transformer_aligned", args)
+
+
+def test_the_aligned_transformer_starts_from_the_benchmarks_transformer_with_the_train_links(tmp_path):
+    root = tmp_path / "corpus"
+    root.mkdir()
+    pairs = [("ein hund läuft", "a dog runs"), ("ein mann", "a man"), ("der hund", "the dog")] * 700  # 2,100 pairs
+    (root / "train.de").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    (root / "train.en").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    out = tmp_path / "bench"
+    # no start yet: the Transformer must be trained first, said in one line
+    with pytest.raises(multi30k.StageError, match=r"train it first \(--models transformer,transformer_aligned\)"):
+        _options(out, root)
+    (out / "transformer").mkdir(parents=True)
+    (out / "transformer" / "model.pt").write_bytes(b"a start")
+    options = _options(out, root)
+    links = out / "train-links.txt"
+    assert options == ["--model.init_from", str(out / "transformer" / "model.pt"), "--data.alignments", str(links)]
+    lines = links.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(pairs) and lines[0] == "0-0 1-1 2-2"  # ein-a hund-dog läuft-runs
+    # --quick fits read the first 2,000 pairs: the first 2,000 lines of the same links, not aligned again
+    quick = _options(out, root, quick=True)
+    assert quick[-1] == str(out / "train-links-quick.txt")
+    assert (out / "train-links-quick.txt").read_text(encoding="utf-8").splitlines() == lines[: multi30k.QUICK_TRAIN]
+    # the other models need nothing beside their config
+    assert multi30k.fine_tune_options("transformer", None) == []
+
+
+def test_the_aligned_transformer_names_a_missing_corpus(tmp_path):
+    (tmp_path / "bench" / "transformer").mkdir(parents=True)
+    (tmp_path / "bench" / "transformer" / "model.pt").write_bytes(b"a start")
+    with pytest.raises(multi30k.StageError, match="no such folder"):
+        _options(tmp_path / "bench", tmp_path / "nowhere")
+
+
+def test_a_fine_tuned_bundle_names_its_start_and_keeps_its_note_of_the_text(tmp_path):
+    from helpers.tiny_translator import tiny_subword_model_file
+
+    from text_attn.translation.translator import Translator
+
+    start = Translator.load(tiny_subword_model_file(tmp_path / "start"))
+    start.info = {"training": "configs/text/multi30k_de_en_transformer.yaml on a 2-core CPU, 257 minutes"}
+    start.source_check["about"] = "descriptions of everyday pictures"
+    start_file = start.save(tmp_path / "start.pt")
+    tuned_file = tiny_subword_model_file(tmp_path / "tuned")  # a fit's export: a source check without the note
+    assert "about" not in Translator.load(tuned_file).source_check
+    scores = {"sacrebleu": 41.8, "chrf": 61.0, "bleu_tok": 42.0}
+    result = {"5": scores, "tuned": {"beam": 4, "length_penalty": 1.0, **scores}}
+    to = tmp_path / "bundled.pt"
+    multi30k.bundle("transformer_aligned", tuned_file, result, 16.0, "2-core CPU", to, start_file)
+    bundled_model = Translator.load(to)
+    assert bundled_model.info["training"] == (
+        "configs/text/multi30k_de_en_transformer_aligned.yaml on a 2-core CPU, 16 minutes, from the Transformer of "
+        "configs/text/multi30k_de_en_transformer.yaml on a 2-core CPU, 257 minutes"
+    )
+    assert bundled_model.source_check["about"] == "descriptions of everyday pictures"
+    assert bundled_model.info["test_scores_default_decoding"]["chrF"] == 61.0
+    # no start: the model's own training alone
+    multi30k.bundle("transformer", tuned_file, result, 257.0, "2-core CPU", to)
+    assert Translator.load(to).info["training"].endswith("on a 2-core CPU, 257 minutes")

@@ -68,8 +68,10 @@ def test_align_by_evidence_links_what_drives_each_piece(capsys, tmp_path, monkey
         found = translation_evidence(translator, list(tr.source), list(tr.tokens))
         want.append(pharaoh(links(translator, tr, found.evidence)))
     assert out.read_text().splitlines() == want
-    by_attention = [pharaoh(links(translator, tr)) for tr in translator.translate([SOURCES[0], SOURCES[2]])]
-    assert want != by_attention or model == "bahdanau"  # the Transformer's last layer links other words
+    if model == "transformer":  # its penultimate layer, taught to align, agrees with the evidence on these two
+        assert want == [pharaoh(links(translator, tr)) for tr in translator.translate([SOURCES[0], SOURCES[2]])]
+        translator.net.set_plot_layer(-1)  # its last layer does not: the links are the evidence's, not a layer's
+        assert want != [pharaoh(links(translator, tr)) for tr in translator.translate([SOURCES[0], SOURCES[2]])]
     assert (tmp_path / "p.html").read_text().count('class="drives"') == 2  # --evidence's line drawn for both
     assert len(calls) == 2  # from the computation the links were read from: once a sentence
 
@@ -104,3 +106,20 @@ def test_refusals_in_one_line(capsys, tmp_path, monkeypatch, args, why):
         translate_main(["Ein Mann.", "--model", "bahdanau", *args])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
+
+
+def test_the_bundled_transformer_reads_the_layer_taught_to_align(capsys, tmp_path):
+    """The default model (guided alignment since 2026-11-30) is read from its penultimate decoder layer, the one its
+    training taught the word aligner's links: the docs' sentence gets the links a person would set (docs/text.md)."""
+    translator = Translator.load()
+    assert translator.net.plot_layer == 1 and len(translator.net.decoder_layers) == 3
+    assert "multi30k_de_en_transformer_aligned.yaml" in translator.info["training"]
+    out = tmp_path / "links.txt"
+    sentence = "Ein Mann fährt mit seinem Fahrrad eine Straße entlang."
+    assert translate_main([sentence, "--alignments", str(out)]) == 0
+    assert capsys.readouterr().out == "A man is riding his bike down a street.\n"
+    # Ein-A Mann-man fährt-is,riding seinem-his Fahrrad-bike eine-a Straße-street. entlang.-down; "mit" unlinked
+    assert out.read_text() == "0-0 1-1 2-2 2-3 4-4 5-5 6-7 7-8 8-6\n"
+    last = tmp_path / "last.txt"  # its last layer, not taught, puts "A" on "Mann" (and more astray)
+    assert translate_main([sentence, "--alignments", str(last), "--layer", "-1"]) == 0
+    assert "1-0" in last.read_text().split() and "0-0" not in last.read_text().split()

@@ -8,6 +8,7 @@ import torch
 
 from text_attn.core.decoding import beam_search, greedy_search
 from text_attn.translation.transformer import Transformer, TransformerConfig, sinusoid_table
+from text_attn.translation.translator import Translator
 
 V_SRC, V_TGT, BOS, EOS, PAD = 13, 11, 1, 2, 0
 FIXTURE = str(Path(__file__).parent.parent / "fixtures/text/tiny_transformer.yaml")
@@ -211,6 +212,12 @@ def test_fit_and_translate_plot_the_heads_of_a_layer(model_file, tmp_path, capsy
     assert png.stat().st_size > 0
     (h, t, s), n_src, n_tgt, title = drawn[0]
     assert (h, s) == (2, 5) and n_src == 5 and t == n_tgt and "layer 0" in title  # 2 heads; 4 words + eos
+    # without --layer: the layer that aligns best, the penultimate (of 2 here), as the loaded model reads it
+    assert Translator.load(model_file).net.plot_layer == 0
+    assert translate_main(["--model", str(model_file), "--plot", str(png), "ma pipo deko ro"]) == 0
+    assert "decoder layer 0" in drawn[1][3]
+    assert translate_main(["--model", str(model_file), "--plot", str(png), "--layer", "-1", "ma pipo deko ro"]) == 0
+    assert "decoder layer 1" in drawn[2][3]
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(model_file), "--layer", "7", "ma pipo"])

@@ -2,8 +2,9 @@
 ``Translations._repr_html_``): the interactive view of ``translate --html`` (hover an output word, its source words
 light up; the alignment grid) built in memory by the same page code (text_attn/translation/alignment_page.py) and
 shown in a frame (text_attn.core.html_page.notebook_frame), with the alignment grid picture of ``translate --plot`` as
-its still fallback. A Transformer's translation carries its last layer's cross-attention per head: the view shows the
-heads' mean. Nothing is written to disk and nothing is fetched."""
+its still fallback. A Transformer's translation carries one decoder layer's cross-attention per head (its plot layer:
+the penultimate, which aligns best, unless ``net.set_plot_layer`` chose another): the view shows the heads' mean.
+Nothing is written to disk and nothing is fetched."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ SECTION_HEIGHT = 260  # a section's first height on the page, pixels (it grows w
 
 def layered(translation: Any) -> np.ndarray | None:
     """The translation's attention as the page wants it, (layers 1, heads, T, S+1): a recurrent model's (T, S+1)
-    has one head; a Transformer's (T, heads, S+1) is its last layer's heads. None without attention."""
+    has one head; a Transformer's (T, heads, S+1) is its plot layer's heads. None without attention."""
     a = translation.attention
     if a is None:
         return None
@@ -41,7 +42,7 @@ def translations_html(translations: list[Any]) -> str | None:
     header = (
         f'<span class="meta">{len(translations)} translation(s)</span><span class="hint">hover an output word: its '
         "source words light up by weight; hover a source word: the output words that looked at it; grid: darker = "
-        "more weight (a Transformer: its last layer, mean of the heads)</span>"
+        "more weight (a Transformer: one decoder layer, mean of the heads)</span>"
     )
     sections = [sentence_section(i, t, layered(t) if t.tokens else None, t.note) for i, t in enumerate(translations, 1)]
     height = sum(SECTION_HEIGHT + 18 * len(t.tokens) for t in translations[:3]) + 90

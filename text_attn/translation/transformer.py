@@ -182,7 +182,9 @@ class Transformer(GenerateMixin, nn.Module):
         self._init_weights()
         if cfg.tie_output:
             self.out.weight = self.tgt_embed.weight
-        self.plot_layer = -1  # decoder layer whose cross-attention `step` returns (per head), for plots
+        # decoder layer whose cross-attention `step` returns (per head), for plots; a loaded model's is the
+        # penultimate (Translator.from_data: alignments.alignment_layer)
+        self.plot_layer = -1
         self.step_attention = True  # False: `step` returns no attention (skips computing the weights)
 
     def _init_weights(self) -> None:

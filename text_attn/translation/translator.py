@@ -22,6 +22,7 @@ from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.vocab import Vocabulary
+from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
 from text_attn.translation.source_check import restored, stored, unlike_source, valid_check
 from text_attn.translation.subwords import SubwordError
@@ -177,6 +178,8 @@ class Translator:
             if isinstance(exc, ModelFileError):
                 raise
             raise ModelFileError(f"{path}: damaged {what} ({type(exc).__name__}: {one_line(exc)})") from None
+        if hasattr(net, "set_plot_layer"):  # a Transformer's attention is read from the layer that aligns best
+            net.set_plot_layer(alignment_layer(net))  # (the penultimate: docs/results.md, word alignments)
         return cls(net.eval(), src, tgt, codec, info=data.get("info"), source_check=check)
 
     @staticmethod
