@@ -24,7 +24,8 @@ Families and how a unit is removed (captioning.model.explain, text_attn.translat
   measured twice: decoding with one region a word (the arg-max of α: removing other regions matters only where it
   moves the arg-max; "uniform" weights pick the first region) and with the expected context (α's weighted sum).
 - Multi30k translators (real test sentences): a source token masked out of the cross-attention at the word's step;
-  Bahdanau (GRU) and the Transformer (cross-attention averaged over heads and layers; attention rollout; gradient).
+  Bahdanau (GRU) and the Transformer (cross-attention averaged over heads and layers; its penultimate layer alone, the
+  one translate shows; attention rollout; gradient). ``--text-models`` names others (bundled names or model files).
 """
 
 from __future__ import annotations
@@ -198,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a Flickr8k hard-attention model file (the "
         "shipped hard configs'; with --flickr8k-root): the hard rows on the same test photos",
     )
+    p.add_argument(
+        "--text-models",
+        nargs="+",
+        default=["transformer", "bahdanau"],
+        metavar="MODEL",
+        help="the translators measured: bundled names or model files (default: transformer bahdanau)",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     p.add_argument("--json", type=Path, help="write every word's numbers here")
     args = p.parse_args(argv)
@@ -251,12 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.multi30k_root and "text" in args.families:
         from _multi30k import read_pair
 
+        from text_attn.core.modelfile import ModelFileError
         from text_attn.translation.explain import sentence_probes
         from text_attn.translation.translator import Translator
 
         sentences = read_pair(args.multi30k_root, "test_2016_flickr", "de", "en", args.sentences)[0]
-        for label, name in (("Transformer", None), ("Bahdanau GRU", "bahdanau")):
-            translator = Translator.load(name)
+        labels = {"transformer": "Transformer", "bahdanau": "Bahdanau GRU"}
+        for name in args.text_models:
+            try:
+                translator = Translator.load(name)
+            except ModelFileError as err:
+                p.error(f"--text-models: {err}")
+            label = labels.get(name, name)
 
             def text_rows(tr=translator) -> list[WordResult]:
                 out = []

@@ -69,3 +69,13 @@ def test_a_missing_hard_model_is_one_line(tmp_path, capsys):
     code, _, err = run_main(SCRIPT, capsys, "--families", "hard", "--shapes-hard", tmp_path / "nope.pt")
     assert code == 2 and "--shapes-hard" in err and "no such model file" in err
     assert "Traceback" not in err
+
+
+def test_a_missing_text_model_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script's folder, as running it puts it first
+    (tmp_path / "test_2016_flickr.de").write_text("Ein Mann fährt Fahrrad.\n")
+    (tmp_path / "test_2016_flickr.en").write_text("A man rides a bike.\n")
+    args = ["--families", "text", "--multi30k-root", tmp_path, "--text-models", tmp_path / "nope.pt"]
+    code, _, err = run_main(SCRIPT, capsys, *args)
+    assert code == 2 and "--text-models" in err and "nope.pt" in err
+    assert "Traceback" not in err

@@ -247,10 +247,25 @@ def test_measure_word_on_a_bundled_model_sentence():
     out = tr.translate_tokens([tr.tokenize("Ein Mann fährt Fahrrad.")])[0]
     assert math.isclose(sum(math.log(r.p_full) for r in results), out.score, abs_tol=1e-4)
     for r in results:
-        assert set(r.rankings) == {"attention", "random", "leave_one_out", "gradient", "rollout"}
+        assert set(r.rankings) == {"attention", "random", "leave_one_out", "gradient", "rollout", "penultimate_layer"}
         assert set(r.interventions) == {"uniform", "permuted"}
         numbers = [r.p_full, r.p_empty, *r.leave_one_out, *(i.tv for i in r.interventions.values())]
         numbers += [v for k in r.rankings.values() for v in (k.deletion_area, k.insertion_area, *k.deletion)]
         assert all(math.isfinite(v) for v in numbers)
     table = summarize(results).format()
     assert "rollout" in table and "nan" not in table
+
+
+def test_the_penultimate_layer_ranking_is_the_attention_the_search_returns_from_that_layer():
+    """A Transformer's probe also ranks by its penultimate decoder layer alone (heads averaged): the layer translate
+    shows; equal to what the search returns when that layer is its plot layer. An RNN has no such ranking."""
+    tr = tiny("transformer")
+    tr.net.set_plot_layer(0)  # the penultimate of 2
+    steps, out = steps_of(tr)  # out: the search's translation, its attention (T, H, S) from layer 0
+    probes = sentence_probes(tr, SENTENCE).probes
+    assert len(probes) == out.attention.size(0)
+    for t, probe in enumerate(probes):
+        torch.testing.assert_close(probe.scores["penultimate_layer"], steps.heads[t][0].mean(dim=0))
+        torch.testing.assert_close(probe.scores["penultimate_layer"], out.attention[t].mean(dim=0), atol=1e-5, rtol=0)
+        assert not torch.allclose(probe.scores["penultimate_layer"], probe.attention)  # not the layers' mean
+    assert "penultimate_layer" not in sentence_probes(tiny("bahdanau"), SENTENCE).probes[0].scores

@@ -21,6 +21,9 @@ its eos included when it produced one), per target token t:
   RNN's annotations, before any key projection; the Transformer's memory, after the encoder's last norm) at that step,
   summed over features. The cross-attention's keys and values are recomputed from a memory leaf; the state before
   the step is held fixed, as for removal, so this is the word's sensitivity through its own step's attention.
+- ``scores["penultimate_layer"]`` (S,), a Transformer with 2 or more decoder layers: the cross-attention of its
+  penultimate layer alone, averaged over heads: the layer ``translate`` shows and ``--alignments`` reads
+  (alignments.alignment_layer), the one guided alignment teaches.
 - ``scores["rollout"]`` (S,), Transformer only: attention rollout (Abnar & Zuidema 2020). Each encoder layer's
   self-attention averaged over heads, with the residual: 0.5 A + 0.5 I, rows renormalised; multiplied down through the
   layers, R = Â_L ... Â_1 (R[i, j]: how much top position i draws from input token j); the score is the word's
@@ -50,6 +53,7 @@ from text_attn.core.attention import HeadKV
 from text_attn.core.decoding import evaluating, select_rows
 from text_attn.core.faithfulness import Probe
 from text_attn.core.vocab import EOS
+from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.seq2seq import Seq2Seq
 from text_attn.translation.transformer import DecoderLayer, Transformer
 
@@ -266,6 +270,8 @@ def word_probe(net: TextNet, steps: SentenceSteps, t: int, rollout_matrix: Tenso
     """The faithfulness probe of word t: removal, attention, gradient (and rollout for a Transformer, from
     ``rollout_matrix`` (S, S), else computed), and the attention intervention hook."""
     scores = {"gradient": gradient_scores(net, steps, t)}
+    if steps.heads is not None and steps.heads.size(1) > 1:  # (T, L, H, S): the layer translate shows, alone
+        scores["penultimate_layer"] = steps.heads[t][alignment_layer(net)].mean(dim=0)  # (S,)
     if steps.encoder_attention is not None:
         R = rollout(steps.encoder_attention) if rollout_matrix is None else rollout_matrix
         scores["rollout"] = steps.alphas[t] @ R  # (S,)
