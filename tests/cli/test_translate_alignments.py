@@ -123,3 +123,14 @@ def test_the_bundled_transformer_reads_the_layer_taught_to_align(capsys, tmp_pat
     last = tmp_path / "last.txt"  # its last layer, not taught, puts "A" on "Mann" (and more astray)
     assert translate_main([sentence, "--alignments", str(last), "--layer", "-1"]) == 0
     assert "1-0" in last.read_text().split() and "0-0" not in last.read_text().split()
+
+
+def test_the_demo_prints_what_the_guide_shows(capsys):
+    """docs/text.md shows the bundled model's first demo sentence with its word lines: that is what --demo prints."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "text.md").read_text(encoding="utf-8")
+    shown = guide.split("`translate --demo` translates a few German sentences", 1)[1].split("```text\n", 1)[1]
+    shown = shown.split("```", 1)[0]
+    assert translate_main(["--demo"]) == 0
+    assert capsys.readouterr().out.startswith(shown)
