@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, help="score the first N gold pairs only (default: all)")
     p.add_argument("--iterations", type=int, default=5, help="EM iterations of the statistical aligner")
     p.add_argument("--transformer", default="transformer", help="the Transformer's model file (default: the bundled)")
+    p.add_argument("--bahdanau", default="bahdanau", help="the GRU's model file (default: the bundled)")
     p.add_argument("--skip-baselines", action="store_true", help="the models' rows only (no aligner training)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", type=Path, help="write every row here")
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         add("IBM Model 2 + diagonal prior, de -> en", fw, fit / 2)
         add("IBM Model 2 + diagonal prior, en -> de", bw, fit / 2)
         add("IBM Model 2, grow-diag-final-and", [grow_diag_final_and(f, b) for f, b in zip(fw, bw, strict=True)], fit)
-    for model, source in (("bahdanau", "bahdanau"), ("transformer", args.transformer)):
+    for model, source in (("bahdanau", args.bahdanau), ("transformer", args.transformer)):
         try:
             translator = Translator.load(source)
         except (OSError, ValueError, RuntimeError) as err:  # a model file that is not one: ModelFileError
@@ -168,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }  # fmt: skip
     n_sure, n_possible = sum(map(len, sure)), sum(map(len, possible))
-    named = "" if args.transformer == "transformer" else f"; transformer: {args.transformer}"
+    given = (("bahdanau", args.bahdanau), ("transformer", args.transformer))
+    named = "".join(f"; {m}: {f}" for m, f in given if m != f)  # a model file other than the bundled one
     lines = f"lines {args.first_line}-{args.first_line + len(gold) - 1}"
     print(f"{len(gold)} Multi30k val pairs ({lines}), {n_sure:,} sure and {n_possible:,} possible links (set by "
           f"hand){named}")  # fmt: skip
@@ -191,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             if " head " not in name:
                 r["links"] = [" ".join(f"{i}-{j}" for i, j in sorted(x)) for x in links]
         result = {"pairs": len(gold), "first_line": args.first_line, "sure": n_sure, "possible": n_possible,
-                  "transformer": args.transformer, "rows": rows, "bootstrap": checks}  # fmt: skip
+                  "bahdanau": args.bahdanau, "transformer": args.transformer, "rows": rows,
+                  "bootstrap": checks}  # fmt: skip
         args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     return 0
 

@@ -163,13 +163,14 @@ def test_a_short_run_prints_the_table_and_writes_every_row(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "val.de.gz").is_file(), reason=f"Multi30k not found at {DATA}")
-def test_a_transformer_file_that_is_not_a_model_is_one_line(tmp_path):
+@pytest.mark.parametrize("option", ["--transformer", "--bahdanau"])
+def test_a_model_file_that_is_not_a_model_is_one_line(tmp_path, option):
     import subprocess
 
     bad = tmp_path / "notes.pt"
     bad.write_text("not a model")
     cmd = [sys.executable, str(ROOT / "benchmarks" / "alignment_error.py"), "--multi30k-root", str(DATA), "--limit",
-           "1", "--skip-baselines", "--transformer", str(bad)]  # fmt: skip
+           "1", "--skip-baselines", option, str(bad)]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 1 and last.startswith(f"alignment_error: {bad}: ") and "Traceback" not in done.stderr
