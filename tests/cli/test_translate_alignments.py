@@ -134,3 +134,13 @@ def test_the_demo_prints_what_the_guide_shows(capsys):
     shown = shown.split("```", 1)[0]
     assert translate_main(["--demo"]) == 0
     assert capsys.readouterr().out.startswith(shown)
+
+
+def test_the_page_of_the_default_model_names_it(tmp_path, capsys):
+    """Without --model the --html page names the bundled default (it said "model None") and opens on the layer the
+    translation's attention comes from (the penultimate: "layer 2" of 3)."""
+    page = tmp_path / "p.html"
+    assert translate_main(["Ein Mann fährt Fahrrad.", "--html", str(page)]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert "model bundled (multi30k_de_en.pt) (Transformer" in html and "model None" not in html
+    assert '<option value="1" selected>layer 2</option>' in html

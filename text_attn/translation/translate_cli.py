@@ -568,8 +568,9 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.html:
         from text_attn.translation.alignment_page import open_alignment_page
 
+        named = args.model or f"bundled ({BUNDLED_MODEL.name})"  # no --model: the default (as caption --html says)
         try:
-            report = open_alignment_page(args.html, translator, args.model)
+            report = open_alignment_page(args.html, translator, named)
         except OSError as err:
             fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
     try:
