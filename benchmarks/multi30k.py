@@ -99,13 +99,21 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
     return model, seconds / 60
 
 
+STARTS = {"transformer_aligned": "transformer"}  # a fine-tuned model -> the model of this benchmark it starts from
+
+
+def start_file(name: str, out: Path) -> Path | None:
+    """The model file ``name`` is fine-tuned from (OUT/<start>/model.pt), None for a model trained from scratch."""
+    return out / STARTS[name] / "model.pt" if name in STARTS else None
+
+
 def fine_tune_options(name: str, args: argparse.Namespace) -> list[str]:
     """What transformer_aligned's fit needs beside its config: its start, the Transformer this benchmark trained (the
     config's ``init_from: transformer`` names the bundled default, which since 2026-11-30 is this model itself), and
     the train pairs' word links (benchmarks/word_align.py, written once; --quick: the first 2,000 pairs' lines)."""
-    if name != "transformer_aligned":
+    if name not in STARTS:
         return []
-    start = args.out / "transformer" / "model.pt"
+    start = start_file(name, args.out)
     if not start.is_file():
         raise StageError(f"transformer_aligned fine-tunes {start}: train it first (--models transformer,"
                          "transformer_aligned)")  # fmt: skip
@@ -488,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         val = {n: val_bleu(n, args) for n in de_en}
         print("val BLEU (best of each fit): " + ", ".join(f"{n} {v:.4f}" for n, v in val.items()))
         for name, to in bundle_choice(val).items():
-            start = args.out / "transformer" / "model.pt" if name == "transformer_aligned" else None
+            start = start_file(name, args.out)
             path = bundle(name, args.out / name / "model.pt", results[name], minutes.get(name), where[name], to, start)
             print(f"bundled {name} as {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0

@@ -150,7 +150,7 @@ def open_alignment_page(path: Any, translator: Any, model: str) -> HtmlPage:
         what = f"RNN, {cfg.attention} attention"
     header = f'<span class="meta">model {escape(model)} ({escape(what)})</span>'
     if _is_transformer(translator):
-        shown = translator.net.plot_layer % cfg.dec_layers  # --layer's, else the penultimate: the one that aligns best
+        shown = translator.net.plot_index  # --layer's, else the penultimate: the one that aligns best
         layers = "".join(
             f'<option value="{i}"{" selected" if i == shown else ""}>layer {i + 1}</option>'
             for i in range(cfg.dec_layers)

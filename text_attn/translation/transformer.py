@@ -205,6 +205,11 @@ class Transformer(GenerateMixin, nn.Module):
             raise ValueError(f"--layer {layer} is out of range: the model has {n} decoder layers (0..{n - 1}, or -1)")
         self.plot_layer = layer
 
+    @property
+    def plot_index(self) -> int:
+        """The plot layer counted from 0 (``plot_layer`` may count from the end: -1 = the last)."""
+        return self.plot_layer % len(self.decoder_layers)
+
     # --- encoder and decoder ----------------------------------------------------------------------------------------
     def encode(self, src: Tensor, src_lens: Tensor) -> dict:
         """src (B, S), src_lens (B,) -> the decoder's initial state (memory keys/values per layer, empty caches)."""
@@ -231,7 +236,7 @@ class Transformer(GenerateMixin, nn.Module):
         """``decode`` without the output projection: the decoder's top states (B, T, D) (and the attention)."""
         T = tgt_in.size(1)
         y = self.drop(self.tgt_embed(tgt_in) * self.scale + self.tgt_pos(T))  # (B, T, D)
-        plot = self.plot_layer % len(self.decoder_layers)
+        plot = self.plot_index
         attn = None
         for i, layer in enumerate(self.decoder_layers):
             y, _, w = layer(y, state["cross"][i], state["mask"], need_weights=need_weights and i == plot)
@@ -250,7 +255,7 @@ class Transformer(GenerateMixin, nn.Module):
         cross-attention per head (N, H, S) (None if ``step_attention`` is off), the state with the cache extended."""
         t = state["self"][0].k.size(2)  # tokens fed so far = this token's position
         y = self.drop(self.tgt_embed(tokens).unsqueeze(1) * self.scale + self.tgt_pos(1, offset=t))  # (N, 1, D)
-        plot = self.plot_layer % len(self.decoder_layers) if self.step_attention else -1
+        plot = self.plot_index if self.step_attention else -1
         caches, attn = [], None
         for i, layer in enumerate(self.decoder_layers):
             y, cache, w = layer(y, state["cross"][i], state["mask"], cache=state["self"][i], need_weights=i == plot)

@@ -211,7 +211,7 @@ def _plot(path: Path, tr, net) -> Path:
     src = [*tr.source, "<eos>"]
     attn = tr.attention
     if attn.dim() == 3:  # (T, H, S): one layer's heads
-        title = f"cross-attention, decoder layer {net.plot_layer % len(net.decoder_layers)} (from 0)"
+        title = f"cross-attention, decoder layer {net.plot_index} (from 0)"
         return plot_alignment_heads(attn.transpose(0, 1), src, tr.tokens, path, title=title)
     return plot_alignment(attn, src, tr.tokens, path)
 
