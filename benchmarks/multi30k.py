@@ -7,9 +7,11 @@
 Models (configs/text/multi30k_<pair>_<name>.yaml), each trained by the console script a user would type, output in
 OUT/logs/<stage>.log; a model whose OUT/<name>/model.pt exists is not trained again (--retrain):
   none, bahdanau, luong, transformer   German -> English
-  transformer_aligned                  the transformer above fine-tuned with guided alignment: list it after
-                                       transformer (its start, OUT/transformer/model.pt); the train pairs' word
-                                       links are written once by benchmarks/word_align.py (OUT/train-links.txt)
+  transformer_aligned, bahdanau_aligned
+                                       the transformer / bahdanau above fine-tuned with guided alignment: list each
+                                       after its start (OUT/transformer/model.pt, OUT/bahdanau/model.pt); the train
+                                       pairs' word links are written once by benchmarks/word_align.py
+                                       (OUT/train-links.txt)
   en_fr_bahdanau                       English -> French (the alignment grids of docs/results.md)
 A model trained elsewhere (a GPU, say) can be put there with a line in OUT/<name>/trained_on.txt naming where it
 was trained (the table prints it beside the minutes; the benchmark's own fits write "2-core CPU").
@@ -29,9 +31,9 @@ recorded in its model file; not again when the file already records it and OUT/<
 test is also scored with them ("tuned": ``translate`` without --beam-size).
 
 ``--json`` writes every number; ``--bundle`` writes the best German -> English model (by the best val BLEU its fit
-logged: never chosen on test) as text_attn/translation/assets/multi30k_de_en.pt, the default, and the Bahdanau GRU
-(when scored and not the best) as multi30k_de_en_bahdanau.pt, kept by name: float16, with data, terms, decoding and
-scores.
+logged: never chosen on test) as text_attn/translation/assets/multi30k_de_en.pt, the default, and the better on val
+of bahdanau and bahdanau_aligned (those scored; none when one is the best) as multi30k_de_en_bahdanau.pt, kept by
+name: float16, with data, terms, decoding and scores.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ MODELS = {  # name -> (config, source language, target language)
     "luong": ("multi30k_de_en_luong.yaml", "de", "en"),
     "transformer": ("multi30k_de_en_transformer.yaml", "de", "en"),
     "transformer_aligned": ("multi30k_de_en_transformer_aligned.yaml", "de", "en"),
+    "bahdanau_aligned": ("multi30k_de_en_bahdanau_aligned.yaml", "de", "en"),
     "en_fr_bahdanau": ("multi30k_en_fr_bahdanau.yaml", "en", "fr"),
 }
 TEST = "test_2016_flickr"
@@ -99,7 +102,9 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
     return model, seconds / 60
 
 
-STARTS = {"transformer_aligned": "transformer"}  # a fine-tuned model -> the model of this benchmark it starts from
+# a fine-tuned model -> the model of this benchmark it starts from, and what the bundled file's training line calls it
+STARTS = {"transformer_aligned": "transformer", "bahdanau_aligned": "bahdanau"}
+START_NAMES = {"transformer": "the Transformer", "bahdanau": "the Bahdanau GRU"}
 
 
 def start_file(name: str, out: Path) -> Path | None:
@@ -108,15 +113,15 @@ def start_file(name: str, out: Path) -> Path | None:
 
 
 def fine_tune_options(name: str, args: argparse.Namespace) -> list[str]:
-    """What transformer_aligned's fit needs beside its config: its start, the Transformer this benchmark trained (the
-    config's ``init_from: transformer`` names the bundled default, which since 2026-11-30 is this model itself), and
-    the train pairs' word links (benchmarks/word_align.py, written once; --quick: the first 2,000 pairs' lines)."""
+    """What a guided-alignment fit (transformer_aligned, bahdanau_aligned) needs beside its config: its start, the
+    model this benchmark trained (the configs' ``init_from`` names the bundled file, which since 2026-11-30 / 12-01 is
+    the guided model itself), and the train pairs' word links (benchmarks/word_align.py, written once; --quick: the
+    first 2,000 pairs' lines)."""
     if name not in STARTS:
         return []
     start = start_file(name, args.out)
     if not start.is_file():
-        raise StageError(f"transformer_aligned fine-tunes {start}: train it first (--models transformer,"
-                         "transformer_aligned)")  # fmt: skip
+        raise StageError(f"{name} fine-tunes {start}: train it first (--models {STARTS[name]},{name})")
     links = args.out / ("train-links-quick.txt" if args.quick else "train-links.txt")
     if not links.is_file():
         every = args.out / "train-links.txt"
@@ -337,9 +342,15 @@ def val_bleu(name: str, args: argparse.Namespace) -> float:
 
 def bundle_choice(val: dict[str, float]) -> dict[str, Path]:
     """Which German -> English models to bundle, and as which file: the one with the best val BLEU as the default
-    (never chosen on test), and each model kept by name (BUNDLED_BY_NAME) that is scored and not the best."""
+    (never chosen on test), and for each file kept by name (BUNDLED_BY_NAME) the best on val of that model and the
+    models fine-tuned from it (STARTS), unless one of them is the default."""
     best = max(val, key=val.__getitem__)
-    return {best: BUNDLED, **{n: f for n, f in BUNDLED_BY_NAME.items() if n in val and n != best}}
+    choice = {best: BUNDLED}
+    for name, to in BUNDLED_BY_NAME.items():
+        family = [n for n in val if name in (n, STARTS.get(n))]
+        if family and best not in family:
+            choice[max(family, key=val.__getitem__)] = to
+    return choice
 
 
 def bundle(
@@ -371,7 +382,7 @@ def bundle(
         "terms": TERMS,
         "training": f"configs/text/{MODELS[name][0]} on a {where or 'CPU'}"
         + ("" if minutes is None else f", {minutes:.0f} minutes")
-        + ("" if began is None else f", from the Transformer of {began}"),
+        + ("" if began is None else f", from {START_NAMES[STARTS[name]]} of {began}"),
         "test_scores": {"test_2016_flickr beam 5: sacreBLEU": round(b5["sacrebleu"], 2),
                         "chrF": round(b5["chrf"], 2), "BLEU (lowercased, tokenized)": round(b5["bleu_tok"], 2)},
         **({"decoding": decoding} if decoding else {}),

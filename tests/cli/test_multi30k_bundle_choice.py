@@ -1,5 +1,6 @@
-"""benchmarks/multi30k.py --bundle: the model that leads on val becomes the default file; the Bahdanau GRU, when
-scored and not the leader, is kept as its own file (``translate --model bahdanau``)."""
+"""benchmarks/multi30k.py --bundle: the model that leads on val becomes the default file; the better on val of the
+Bahdanau GRU and its guided fine-tune, when scored and not the leader, is kept as its own file (``translate --model
+bahdanau``)."""
 
 from __future__ import annotations
 
@@ -29,12 +30,29 @@ def test_a_gru_that_leads_on_val_is_the_default_alone():
     assert multi30k.bundle_choice({"none": 0.2}) == {"none": multi30k.BUNDLED}
 
 
-def _options(out: Path, root: Path, quick: bool = False) -> list[str]:
+def test_the_gru_file_goes_to_the_better_on_val_of_the_gru_and_its_guided_fine_tune():
+    gru_file = multi30k.BUNDLED_BY_NAME["bahdanau"]
+    val = {"transformer_aligned": 0.4028, "bahdanau": 0.3620, "bahdanau_aligned": 0.3671}
+    assert multi30k.bundle_choice(val) == {"transformer_aligned": multi30k.BUNDLED, "bahdanau_aligned": gru_file}
+    val["bahdanau"] = 0.3700  # the plain GRU ahead on val keeps the file
+    assert multi30k.bundle_choice(val) == {"transformer_aligned": multi30k.BUNDLED, "bahdanau": gru_file}
+    # the guided GRU alone competes for the file too; the guided Transformer never does
+    assert multi30k.bundle_choice({"transformer": 0.40, "bahdanau_aligned": 0.37})["bahdanau_aligned"] == gru_file
+    assert multi30k.bundle_choice({"transformer": 0.40, "transformer_aligned": 0.39}) == {
+        "transformer": multi30k.BUNDLED
+    }
+    # a GRU that leads overall is the default, and the GRU file is left as it is
+    assert multi30k.bundle_choice({"bahdanau_aligned": 0.41, "bahdanau": 0.36, "transformer": 0.40}) == {
+        "bahdanau_aligned": multi30k.BUNDLED
+    }
+
+
+def _options(out: Path, root: Path, quick: bool = False, name: str = "transformer_aligned") -> list[str]:
     import argparse
 
     args = argparse.Namespace(out=out, data_root=root, quick=quick, logs=out / "logs")
     args.logs.mkdir(parents=True, exist_ok=True)
-    return multi30k.fine_tune_options("transformer_aligned", args)
+    return multi30k.fine_tune_options(name, args)
 
 
 def test_the_aligned_transformer_starts_from_the_benchmarks_transformer_with_the_train_links(tmp_path):
@@ -58,8 +76,16 @@ def test_the_aligned_transformer_starts_from_the_benchmarks_transformer_with_the
     quick = _options(out, root, quick=True)
     assert quick[-1] == str(out / "train-links-quick.txt")
     assert (out / "train-links-quick.txt").read_text(encoding="utf-8").splitlines() == lines[: multi30k.QUICK_TRAIN]
+    # the guided GRU starts from the benchmark's GRU, with the same links (not aligned again)
+    with pytest.raises(multi30k.StageError, match=r"train it first \(--models bahdanau,bahdanau_aligned\)"):
+        _options(out, root, name="bahdanau_aligned")
+    (out / "bahdanau").mkdir()
+    (out / "bahdanau" / "model.pt").write_bytes(b"a start")
+    gru = _options(out, root, name="bahdanau_aligned")
+    assert gru == ["--model.init_from", str(out / "bahdanau" / "model.pt"), "--data.alignments", str(links)]
     # the other models need nothing beside their config
     assert multi30k.fine_tune_options("transformer", None) == []
+    assert multi30k.fine_tune_options("bahdanau", None) == []
 
 
 def test_the_aligned_transformer_names_a_missing_corpus(tmp_path):
@@ -91,6 +117,14 @@ def test_a_fine_tuned_bundle_names_its_start_and_keeps_its_note_of_the_text(tmp_
     )
     assert bundled_model.source_check["about"] == "descriptions of everyday pictures"
     assert bundled_model.info["test_scores_default_decoding"]["chrF"] == 61.0
+    # the guided GRU names the GRU it started from
+    start.info = {"training": "configs/text/multi30k_de_en_bahdanau.yaml on a 2-core CPU, 55 minutes"}
+    gru_start = start.save(tmp_path / "gru_start.pt")
+    multi30k.bundle("bahdanau_aligned", tuned_file, result, 14.0, "2-core CPU", to, gru_start)
+    assert Translator.load(to).info["training"] == (
+        "configs/text/multi30k_de_en_bahdanau_aligned.yaml on a 2-core CPU, 14 minutes, from the Bahdanau GRU of "
+        "configs/text/multi30k_de_en_bahdanau.yaml on a 2-core CPU, 55 minutes"
+    )
     # no start: the model's own training alone
     multi30k.bundle("transformer", tuned_file, result, 257.0, "2-core CPU", to)
     assert Translator.load(to).info["training"].endswith("on a 2-core CPU, 257 minutes")

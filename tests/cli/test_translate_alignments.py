@@ -125,6 +125,21 @@ def test_the_bundled_transformer_reads_the_layer_taught_to_align(capsys, tmp_pat
     assert "1-0" in last.read_text().split() and "0-0" not in last.read_text().split()
 
 
+def test_the_bundled_gru_was_taught_to_align_too(capsys, tmp_path):
+    """``--model bahdanau`` (guided alignment since 2026-12-01): its one attention links the docs' sentence mostly as a
+    person would. The GRU before it looked a word late ("A" on the final "entlang.", "a" on "Fahrrad")."""
+    translator = Translator.load("bahdanau")
+    assert "multi30k_de_en_bahdanau_aligned.yaml" in translator.info["training"]
+    out = tmp_path / "links.txt"
+    sentence = "Ein Mann fährt mit seinem Fahrrad eine Straße entlang."
+    assert translate_main([sentence, "--model", "bahdanau", "--alignments", str(out)]) == 0
+    assert capsys.readouterr().out == "A man is riding his bike down a road.\n"
+    links = out.read_text().split()
+    # Ein-A Mann-man fährt-is,riding seinem-his Fahrrad-bike eine-a Straße-road: each linked as a person would
+    assert {"0-0", "1-1", "2-2", "2-3", "4-4", "5-5", "6-7", "7-8"} <= set(links), links
+    assert "8-0" not in links and "5-4" not in links  # not "A" on "entlang.", nor "his" a word late on "Fahrrad"
+
+
 def test_the_demo_prints_what_the_guide_shows(capsys):
     """docs/text.md shows the bundled model's first demo sentence with its word lines: that is what --demo prints."""
     from pathlib import Path
