@@ -87,6 +87,16 @@ def test_the_scores_are_coco_captions_of_the_captions_written(capsys, tmp_path, 
     assert per[0]["image"].endswith("s3.png")  # its references name another colour
     assert per[0]["references"] == [line.split("\t")[1] for line in refs.read_text().splitlines() if "s3.png" in line]
     assert sum(p["CIDEr-D"] for p in per) / 4 == pytest.approx(shown["CIDEr-D"], abs=0.01)  # the corpus mean
+    # each photo's BLEU-4: sacreBLEU's smoothed sentence score (as translate --scores), not coco's unsmoothed one
+    from sacrebleu.metrics import BLEU
+
+    hand_refs = _references(refs)
+    for photo in per:
+        name = photo["image"].rsplit("/", 1)[1]
+        words = captions[name].lower().replace(".", " ").split()
+        expected = BLEU(tokenize="none", effective_order=True).sentence_score(" ".join(words), hand_refs[name]).score
+        assert photo["sentence BLEU-4"] == pytest.approx(expected, abs=0.006)
+        assert photo["sentence BLEU-4"] > 0 or not set(words) & {w for r in hand_refs[name] for w in r.split()}
 
 
 def test_records_and_the_page_carry_each_photos_references(capsys, tmp_path, scenes, no_java):
@@ -113,6 +123,8 @@ def test_one_photo_whose_reference_is_its_caption_scores_100_without_cider(capsy
     assert code == 0, err
     assert _scores_line(err) == {"BLEU-1": 100.0, "BLEU-2": 100.0, "BLEU-3": 100.0, "BLEU-4": 100.0, "ROUGE-L": 100.0}
     assert "no CIDEr-D for one photo" in err
+    code, _, err = _run(capsys, str(folder / "s0.png"), "--references", str(own), "--scores", str(tmp_path / "s.json"))
+    assert json.loads((tmp_path / "s.json").read_text())["per_photo"][0]["sentence BLEU-4"] == 100.0
 
 
 def test_jsonl_runs_score_what_the_file_holds_and_photos_without_references_are_counted(
