@@ -125,14 +125,15 @@ def prepare(root: Path = ROOT) -> int:
 
 
 def restore(root: Path = ROOT) -> None:
-    """Put the stashed files back (the replaced captioner over its one-decoder copy) and drop .gpu_stash/."""
+    """Put every stashed file back (the replaced captioner over its one-decoder copy) and drop .gpu_stash/. What the
+    stash holds, not SET_ASIDE: restore runs in a later process, where the docs glob no longer finds what was moved."""
     stash = root / STASH
     if not stash.is_dir():
         raise SystemExit("gpu_send: nothing to restore (no .gpu_stash/)")
-    for path in [CAPTIONER, *SET_ASIDE]:
-        if (stash / path).is_file():
-            (root / path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(stash / path, root / path)
+    for kept in sorted(p for p in stash.rglob("*") if p.is_file()):
+        path = root / kept.relative_to(stash)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(kept, path)
     shutil.rmtree(stash)
 
 
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.action == "restore":
         restore()
-        print("restored: the bundled captioner and translator files are back")
+        print("restored: every file set aside is back (the bundled captioner, the GRU, the faithfulness JSONs)")
         return 0
     total = prepare() if args.action == "prepare" else sum(sent_files().values()) + folder_bytes(ROOT / CARRY)
     sizes = sorted(sent_files().items(), key=lambda kv: -kv[1])[:5]
