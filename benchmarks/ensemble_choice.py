@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from checkpoint_averaging import CaptionFamily, check_caption_decoding  # noqa: E402
 
 from text_attn.core.modelfile import ModelFileError  # noqa: E402
-from text_attn.core.safe_files import write_text  # noqa: E402
+from text_attn.core.safe_files import OutputRefused, check_output, write_text  # noqa: E402
 
 
 def combine(models: list[Path]):
@@ -63,6 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.models) < 2 or args.max_members < 2:
         p.error("--models: give at least 2 model files, and --max-members at least 2")
     check_caption_decoding(p, args)
+    for option, path in (("--json", args.json), ("--write", args.write)):  # said now, not after the scoring
+        if path is None:
+            continue
+        if not path.parent.is_dir():
+            p.error(f"{option} {path}: no folder {path.parent} to write it in")
+        try:
+            check_output(path)
+        except OutputRefused as err:
+            p.error(f"{option} {err}")
     family = CaptionFamily(args, caches=[args.feature_cache] if args.feature_cache else [], prog="ensemble_choice")
     sizes = range(1, min(args.max_members, len(args.models)) + 1)
     rows, chosen = [], None
