@@ -200,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         "shipped hard configs'; with --flickr8k-root): the hard rows on the same test photos",
     )
     p.add_argument(
+        "--caption-model",
+        type=Path,
+        metavar="MODEL",
+        help="the soft Flickr8k captioner measured (default: the bundled one), e.g. an earlier bundled model's file; "
+        "each of an ensemble's decoders alone too",
+    )
+    p.add_argument(
         "--text-models",
         nargs="+",
         default=["transformer", "bahdanau"],
@@ -215,24 +222,26 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from captioning.model.captioner import Captioner
 
-    for flag in ("shapes_hard", "flickr8k_hard"):
+    for flag in ("shapes_hard", "flickr8k_hard", "caption_model"):
         if getattr(args, flag) is not None and not getattr(args, flag).is_file():
             p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: no such model file")
     tables: list[tuple[str, str, Callable[[], list[WordResult]]]] = []
     plausible: dict[str, dict] = {}  # model label -> its object words' counts (shapes_plausibility)
     if args.flickr8k_root and {"flickr8k", "pixel"} & set(args.families):
-        bundled = Captioner.load()
+        bundled = Captioner.load(args.caption_model)  # None: the bundled one
         photos = flickr8k_photos(args.flickr8k_root, args.photos, bundled.preprocess)
+        n = len(bundled.decoders)
+        whole = f"Flickr8k captioner (ensemble of {n})" if n > 1 else "Flickr8k captioner"
         if "flickr8k" in args.families:
-            tables.append(("Flickr8k captioner (ensemble of 2)", f"feature space, {len(photos)} test photos",
+            tables.append((whole, f"feature space, {len(photos)} test photos",
                            lambda: photo_words(bundled, photos, args.draws)))  # fmt: skip
-            for k in range(len(bundled.decoders)):
+            for k in range(n if n > 1 else 0):
                 member = _member(bundled, k)
                 tables.append((f"Flickr8k captioner, decoder {k + 1} alone", f"feature space, {len(photos)} test "
                                "photos", lambda m=member: photo_words(m, photos, args.draws)))  # fmt: skip
         if "pixel" in args.families:
             some = photos[: args.pixel_photos]
-            tables.append(("Flickr8k captioner (ensemble of 2)", f"pixel space (3 x 3 blocks greyed), {len(some)} "
+            tables.append((whole, f"pixel space (3 x 3 blocks greyed), {len(some)} "
                            "test photos", lambda: photo_words(bundled, some, args.draws, pixel=True)))  # fmt: skip
         if "hard" in args.families and args.flickr8k_hard:
             hard = Captioner.load(args.flickr8k_hard)

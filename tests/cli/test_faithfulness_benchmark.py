@@ -65,9 +65,10 @@ def test_shapes_soft_and_hard_rows(tmp_path, hard_model):
     assert pairs != [(w["word"], round(w["p_full"], 4)) for w in expect["words"]]
 
 
-def test_a_missing_hard_model_is_one_line(tmp_path, capsys):
-    code, _, err = run_main(SCRIPT, capsys, "--families", "hard", "--shapes-hard", tmp_path / "nope.pt")
-    assert code == 2 and "--shapes-hard" in err and "no such model file" in err
+@pytest.mark.parametrize("flag", ["--shapes-hard", "--caption-model"])
+def test_a_missing_model_is_one_line(tmp_path, capsys, flag):
+    code, _, err = run_main(SCRIPT, capsys, "--families", "hard", flag, tmp_path / "nope.pt")
+    assert code == 2 and flag in err and "no such model file" in err
     assert "Traceback" not in err
 
 
@@ -79,3 +80,34 @@ def test_a_missing_text_model_is_one_line(tmp_path, capsys, monkeypatch):
     code, _, err = run_main(SCRIPT, capsys, *args)
     assert code == 2 and "--text-models" in err and "nope.pt" in err
     assert "Traceback" not in err
+
+
+def test_caption_model_measures_the_file_given_and_each_decoder_of_an_ensemble(tmp_path, capsys, monkeypatch):
+    """--caption-model: a one-decoder file is one table; an ensemble of it and another is three, and its decoder 1
+    alone is that file's network: the same words at the same probabilities."""
+    from helpers.flickr8k import write_original
+    from helpers.tiny_captioner import separate_run
+
+    from captioning.commands.export import export_main
+    from text_attn.core.vocab import Vocabulary
+
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    data = write_original(tmp_path / "f8k", copies=True)
+    vocab = Vocabulary.build(["a photo of the up close rocket coffee chelsea astronaut".split()])
+    separate_run(vocab, 1, tmp_path / "a.pt")
+    separate_run(vocab, 2, tmp_path / "b.pt")
+    assert export_main([str(tmp_path / "a.pt"), str(tmp_path / "both.pt"), "--ensemble", str(tmp_path / "b.pt")]) == 0
+    reports = {}
+    for name in ("a.pt", "both.pt"):
+        out = tmp_path / f"{name}.json"
+        args = ["--flickr8k-root", data, "--families", "flickr8k", "--caption-model", tmp_path / name,
+                "--photos", "2", "--draws", "1", "--threads", "1", "--json", out]  # fmt: skip
+        code, _, err = run_main(SCRIPT, capsys, *args)
+        assert code == 0, err[-2000:]
+        reports[name] = {f["name"]: f["words"] for f in json.loads(out.read_text())["families"]}
+    assert list(reports["a.pt"]) == ["Flickr8k captioner"]
+    assert list(reports["both.pt"]) == ["Flickr8k captioner (ensemble of 2)", "Flickr8k captioner, decoder 1 alone",
+                                        "Flickr8k captioner, decoder 2 alone"]  # fmt: skip
+    alone, first = reports["a.pt"]["Flickr8k captioner"], reports["both.pt"]["Flickr8k captioner, decoder 1 alone"]
+    assert alone and [w["word"] for w in alone] == [w["word"] for w in first]
+    assert [w["p_full"] for w in alone] == pytest.approx([w["p_full"] for w in first], abs=1e-6)
