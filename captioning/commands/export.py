@@ -126,6 +126,8 @@ def use_encoder_of(captioner, src: str, other: str) -> None:
     on over this one (``--model.encoder.fine_tune none``) and then join it in an ensemble. The domain check goes with
     the encoder: it was made on that encoder's features. Another vocabulary or other settings (the encoder's, the
     decoder's, the preprocessing): :class:`ModelFileError` naming ``other``."""
+    if not Path(other).is_file():
+        raise ModelFileError(f"--encoder-of {other}: no such file")
     loaded, _ = load_any(other)
     if _settings(loaded, decoders=False) != _settings(captioner, decoders=False):
         raise ModelFileError(

@@ -123,8 +123,9 @@ def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
     # another model's encoder: one line, exit code 2, nothing written
     separate_run(VOCAB, 3, tmp_path / "wide.pt", hidden_dim=24)
     capsys.readouterr()
-    with pytest.raises(SystemExit) as exc:
-        export_main([str(tmp_path / "b.pt"), str(tmp_path / "x.pt"), "--encoder-of", str(tmp_path / "wide.pt")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and len(err) == 1 and "--encoder-of" in err[0] and "wide.pt" in err[0]
-    assert not (tmp_path / "x.pt").exists()
+    for other in ("wide.pt", "missing.pt"):
+        with pytest.raises(SystemExit) as exc:
+            export_main([str(tmp_path / "b.pt"), str(tmp_path / "x.pt"), "--encoder-of", str(tmp_path / other)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1 and "--encoder-of" in err[0] and other in err[0]
+        assert not (tmp_path / "x.pt").exists()
