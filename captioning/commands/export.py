@@ -126,9 +126,10 @@ def use_encoder_of(captioner, src: str, other: str) -> None:
     on over this one (``--model.encoder.fine_tune none``) and then join it in an ensemble. The domain check goes with
     the encoder: it was made on that encoder's features. Another vocabulary or other settings (the encoder's, the
     decoder's, the preprocessing): :class:`ModelFileError` naming ``other``."""
-    if not Path(other).is_file():
-        raise ModelFileError(f"--encoder-of {other}: no such file")
-    loaded, _ = load_any(other)
+    try:  # a missing, unreadable or other kind of file: load_any's own line, named with the option (as --member's)
+        loaded, _ = load_any(other)
+    except ModelFileError as err:
+        raise ModelFileError(f"--encoder-of {err}") from None
     if _settings(loaded, decoders=False) != _settings(captioner, decoders=False):
         raise ModelFileError(
             f"--encoder-of {other}: not the same model as {src} (another vocabulary or other settings)"
