@@ -156,7 +156,7 @@ class CaptionFamily:
         from captioning.commands.export import average_into, load_any
 
         captioner, _ = load_any(str(last[-1]))
-        average_into(captioner, str(last[-1]), [str(c) for c in last[:-1]])
+        average_into(captioner, str(last[-1]), [str(c) for c in last[:-1]], option="")  # its own checkpoints
         return captioner, captioner
 
     def write(self, captioner, out: Path) -> None:

@@ -38,7 +38,7 @@ def combine(models: list[Path]):
 
     captioner, _ = load_any(str(models[0]))
     if len(models) > 1:
-        ensemble_of(captioner, str(models[0]), [str(m) for m in models[1:]])
+        ensemble_of(captioner, str(models[0]), [str(m) for m in models[1:]], option="--models")
     return captioner
 
 

@@ -63,6 +63,25 @@ def load_any(path: str):
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
 
 
+def _load_option(option: str, path: str, src: str, decoders: bool, settings: tuple):
+    """The captioner an option names (``--average``, ``--ensemble``, ``--encoder-of``), refused in one line that names
+    the option where it cannot be read (load_any's own reason) or is not the same model as src (``_settings``); an
+    empty option (a benchmark's own list of files) names the file alone."""
+    try:
+        loaded, _ = load_any(path)
+    except ModelFileError as err:
+        raise ModelFileError(_named(option, str(err))) from None
+    if _settings(loaded, decoders) != settings:
+        raise ModelFileError(
+            _named(option, f"{path}: not the same model as {src} (another vocabulary or other settings)")
+        )
+    return loaded
+
+
+def _named(option: str, line: str) -> str:
+    return f"{option} {line}" if option else line
+
+
 def _settings(captioner, decoders: bool = True) -> tuple:
     """What two captioners must share to be averaged: vocabulary, encoder settings, preprocessing, and (``decoders``)
     the decoder's settings and how many decoders (an ensemble's); an ensemble's members share all but the count."""
@@ -73,26 +92,23 @@ def _settings(captioner, decoders: bool = True) -> tuple:
     return (*shared, len(captioner.decoders)) if decoders else shared
 
 
-def average_into(captioner, src: str, others: list[str]) -> None:
+def average_into(captioner, src: str, others: list[str], option: str = "--average") -> None:
     """Replace the captioner's weights (read from src) by their mean over src and ``others`` (checkpoints or model
     files of the same model: e.g. a self-critical run's last steps). One that is not the same model (another
-    vocabulary or other settings) raises :class:`ModelFileError` naming it."""
+    vocabulary or other settings) raises :class:`ModelFileError` naming it (after ``option``, its flag)."""
     states, settings = [captioner.model.state_dict()], _settings(captioner)
     for other in others:
-        loaded, _ = load_any(other)
-        if _settings(loaded) != settings:
-            raise ModelFileError(f"{other}: not the same model as {src} (another vocabulary or other settings)")
-        states.append(loaded.model.state_dict())
+        states.append(_load_option(option, other, src, True, settings).model.state_dict())
     captioner.model.load_state_dict(mean_weights(states, [src, *others]))
 
 
-def ensemble_of(captioner, src: str, others: list[str]) -> None:
+def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensemble") -> None:
     """Make the captioner (read from src) an ensemble of its decoder(s) and those of ``others`` (model files or
     checkpoints of separately trained runs): one encoder, every decoder stepped and their probabilities averaged
     (captioning.model.ensemble). They must be the same model but for the decoders' weights: vocabulary, settings,
     preprocessing and the encoder's weights (it is computed once for all); one that is not raises
-    :class:`ModelFileError` naming it. The decoding recorded in src is kept: choose it again on val
-    (benchmarks/tune_caption_decoding.py)."""
+    :class:`ModelFileError` naming it (after ``option``, the flag that named it). The decoding recorded in src is
+    kept: choose it again on val (benchmarks/tune_caption_decoding.py)."""
     import torch
 
     from captioning.model.ensemble import DecoderEnsemble
@@ -100,12 +116,11 @@ def ensemble_of(captioner, src: str, others: list[str]) -> None:
     decoders, settings = captioner.decoders, _settings(captioner, decoders=False)
     encoder = captioner.model.encoder.state_dict()
     for other in others:
-        loaded, _ = load_any(other)
-        if _settings(loaded, decoders=False) != settings:
-            raise ModelFileError(f"{other}: not the same model as {src} (another vocabulary or other settings)")
+        loaded = _load_option(option, other, src, False, settings)
         theirs = loaded.model.encoder.state_dict()
         if theirs.keys() != encoder.keys() or not all(torch.equal(encoder[k], theirs[k]) for k in encoder):
-            raise ModelFileError(f"{other}: its encoder's weights differ from {src}'s: an ensemble shares one encoder")
+            why = f"{other}: its encoder's weights differ from {src}'s: an ensemble shares one encoder"
+            raise ModelFileError(_named(option, why))
         decoders += loaded.decoders
     captioner.model.decoder = DecoderEnsemble(decoders)
 
@@ -126,14 +141,7 @@ def use_encoder_of(captioner, src: str, other: str) -> None:
     on over this one (``--model.encoder.fine_tune none``) and then join it in an ensemble. The domain check goes with
     the encoder: it was made on that encoder's features. Another vocabulary or other settings (the encoder's, the
     decoder's, the preprocessing): :class:`ModelFileError` naming ``other``."""
-    try:  # a missing, unreadable or other kind of file: load_any's own line, named with the option (as --member's)
-        loaded, _ = load_any(other)
-    except ModelFileError as err:
-        raise ModelFileError(f"--encoder-of {err}") from None
-    if _settings(loaded, decoders=False) != _settings(captioner, decoders=False):
-        raise ModelFileError(
-            f"--encoder-of {other}: not the same model as {src} (another vocabulary or other settings)"
-        )
+    loaded = _load_option("--encoder-of", other, src, False, _settings(captioner, decoders=False))
     captioner.model.encoder.load_state_dict(loaded.model.encoder.state_dict())
     captioner.domain, captioner.domain_check = loaded.domain, loaded.domain_check
 

@@ -135,17 +135,21 @@ def test_what_cannot_be_one_ensemble_is_refused_in_one_line(capsys, files, tmp_p
     other = Vocabulary.build([["a", "b", "c"]])
     separate_run(other, 1, tmp_path / "vocab.pt")
     m1, bad = str(files / "m1.pt"), str(tmp_path / "bad.pt")
-    _refused(capsys, [m1, bad, "--ensemble", str(tmp_path / "vocab.pt")], "vocab.pt: not the same model")
+    vocab, gone = tmp_path / "vocab.pt", tmp_path / "gone.pt"
+    _refused(capsys, [m1, bad, "--ensemble", str(vocab)], f"--ensemble {vocab}: not the same model")
+    for option in ("--ensemble", "--average"):  # not there: load_any's own line, named with its option
+        _refused(capsys, [m1, bad, option, str(gone)], f"{option} {gone}: ")
     moved = Captioner.load(files / "m2.pt")
     with torch.no_grad():
         next(moved.model.encoder.parameters()).add_(0.01)
     moved.save(tmp_path / "encoder.pt")
-    _refused(capsys, [m1, bad, "--ensemble", str(tmp_path / "encoder.pt")], "an ensemble shares one encoder")
+    why = f"--ensemble {tmp_path / 'encoder.pt'}: its encoder's weights differ from {m1}'s: an ensemble shares one"
+    _refused(capsys, [m1, bad, "--ensemble", str(tmp_path / "encoder.pt")], why)
     _refused(capsys, [m1, bad, "--ensemble", m1, "--average", m1], "one at a time")
     assert not (tmp_path / "bad.pt").exists()
     # an ensemble is not averaged with a single model, nor trained from
     assert export_main([m1, str(tmp_path / "ens.pt"), "--ensemble", str(files / "m2.pt")]) == 0
-    _refused(capsys, [m1, bad, "--average", str(tmp_path / "ens.pt")], "ens.pt: not the same model")
+    _refused(capsys, [m1, bad, "--average", str(tmp_path / "ens.pt")], f"--average {tmp_path / 'ens.pt'}: not the same")
     single = Captioner.load(files / "m1.pt")
     with pytest.raises(ValueError, match="is an ensemble of 2 decoders"):
         Captioner.start_weights(tmp_path / "ens.pt", single.model, single.vocab)

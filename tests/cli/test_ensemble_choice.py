@@ -71,5 +71,7 @@ def test_what_cannot_be_chosen_is_refused(setup, tmp_path, capsys):
     separate_run(vocab, 4, other, hidden_dim=24)  # another decoder size: not one ensemble
     assert main([*base, "--models", str(models[0]), str(other)]) == 1
     err = capsys.readouterr().err  # the data reader's notes, then one line: before any model was scored
-    assert err.splitlines()[-1].startswith("ensemble_choice: error: ") and "wide.pt: not the same model" in err
+    assert (
+        err.splitlines()[-1].startswith("ensemble_choice: error: ") and f"--models {other}: not the same model" in err
+    )
     assert "Traceback" not in err and "PTBTokenizer" not in err
