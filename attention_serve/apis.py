@@ -38,13 +38,17 @@ def _rounded(matrix: Any, digits: int = 4) -> list:
 
 
 def _read(result: Any, name: str) -> dict[str, Any]:
-    """A text given and read (the "given" option): each word's (``name``) and the end's probability, 6 significant
-    digits; {} for the model's own."""
+    """A text given and read (the "given" option): each word's or token's (``name``) and the end's probability, 6
+    significant digits, and a translation's per space-separated word (``word_probs``, its pieces' product); {} for
+    the model's own."""
     if getattr(result, "probs", None) is None:
         return {}
     from text_attn.core.arrays import digits6
 
-    return {name: [digits6(p) for p in result.probs], "end_prob": digits6(result.end_prob)}
+    read = {name: [digits6(p) for p in result.probs], "end_prob": digits6(result.end_prob)}
+    if getattr(result, "word_probs", None) is not None:
+        read["word_probs"] = [digits6(p) for p in result.word_probs]
+    return read
 
 
 def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:

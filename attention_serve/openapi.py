@@ -100,6 +100,12 @@ TRANSLATE_ANSWER = {
                         "items": {"type": "number"},
                         "description": "with given: each output token's probability after the tokens before it",
                     },
+                    "word_probs": {
+                        "type": "array",
+                        "items": {"type": "number"},
+                        "description": "with given: each space-separated word's probability after the words before "
+                        "it (the product of its tokens')",
+                    },
                     "end_prob": {"type": "number", "description": "with given: the probability that it ends there"},
                     "truncated": {"type": "boolean", "description": "the translation reached max_len: cut off"},
                     "unknown": {

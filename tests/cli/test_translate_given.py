@@ -1,5 +1,5 @@
-"""``translate --given TRANSLATION``: the translations given, read by the model (each token's probability and where it
-looked), numbered by input and ranked best first, with --plot and --html; refusals in one line."""
+"""``translate --given TRANSLATION``: the translations given, read by the model (each word's or token's probability and
+where it looked), numbered by input and ranked best first, with --plot and --html; refusals in one line."""
 
 import math
 
@@ -22,12 +22,34 @@ def test_lines_rank_the_fitting_translation_first(capsys):
     lines = [line.split("\t") for line in out.splitlines()]
     assert [(n, text) for n, _, text, _ in lines] == [("1", RIGHT), ("1", WRONG), ("2", WRONG), ("2", RIGHT)]
     translator = Translator.load()
-    for _, score, text, probs in lines:
-        p = [float(x) for x in probs.split()]
-        assert len(p) == len(translator.target_tokens(text)[0]) + 1  # each token's, then the end's
-        assert float(score) == pytest.approx(sum(math.log(x) for x in p) / len(p), abs=2e-3)
+    for _, _, text, probs in lines:
+        assert len(probs.split()) == len(text.split()) + 1  # each word's, then the end's
     (read,) = translator.read(["Ein Mann fährt Fahrrad."], RIGHT)
     assert float(lines[0][1]) == pytest.approx(read.score, abs=1e-4)
+    # per piece: each token's probability, then the end's; the score is their mean log-probability
+    assert translate_main(["Ein Mann fährt Fahrrad.", "--given", RIGHT, "--probs-per", "piece"]) == 0
+    _, score, text, probs = capsys.readouterr().out.strip().split("\t")
+    p = [float(x) for x in probs.split()]
+    assert len(p) == len(translator.target_tokens(text)[0]) + 1 and p == pytest.approx(
+        [*read.probs, read.end_prob], 1e-3
+    )
+    assert float(score) == pytest.approx(sum(math.log(x) for x in p) / len(p), abs=2e-3)
+
+
+def test_a_words_probability_is_the_product_of_its_pieces():
+    """A long word the bundled model spells in pieces and a word with its full stop get one number each: the chain
+    rule over their pieces, in the words of the text as printed."""
+    translator = Translator.load()
+    text = "A velocipedist rides (slowly) to 12,000 bikes."
+    (read,) = translator.read(["Ein Mann fährt Fahrrad."], text)
+    assert len(read.tokens) > len(text.split()) and len(read.word_probs) == len(text.split())
+    by_hand, k = [], 0
+    for word in text.split():  # the pieces spelling each word, in order (each word's first starts with "▁")
+        pieces = translator.codec.encode(word)
+        assert read.tokens[k : k + len(pieces)] == pieces
+        by_hand.append(math.prod(read.probs[k : k + len(pieces)]))
+        k += len(pieces)
+    assert k == len(read.tokens) and read.word_probs == pytest.approx(by_hand, rel=1e-4)
 
 
 def test_plot_and_page_draw_the_given_translation(capsys, tmp_path):
@@ -47,7 +69,8 @@ def test_plot_and_page_draw_the_given_translation(capsys, tmp_path):
      (["--given", RIGHT, "--beam-size", "2"], "--beam-size is for the translations the model writes"),
      (["--given", RIGHT, "--max-len", "5"], "--max-len is for"),
      (["--given", RIGHT, "--n-best", "2", "--beam-size", "2"], "--beam-size is for"),
-     (["--given", RIGHT, "--sample"], "--sample is for")],
+     (["--given", RIGHT, "--sample"], "--sample is for"),
+     (["--probs-per", "piece"], "--probs-per says how a translation given is scored")],
 )  # fmt: skip
 def test_refusals_in_one_line(capsys, args, why):
     with pytest.raises(SystemExit) as exc:

@@ -187,6 +187,7 @@ def test_given_reads_a_text_as_the_in_process_call_does(server, models):
     assert status == 200 and [t["tokens"] for t in res["translations"]] == [["a", "man"]] * 2
     for t, want in zip(res["translations"], reads, strict=True):
         np.testing.assert_allclose(t["token_probs"], want.probs, rtol=1e-4)
+        np.testing.assert_allclose(t["word_probs"], want.word_probs, rtol=1e-4)
         assert t["score"] == pytest.approx(want.score, abs=1e-5)
 
 

@@ -18,6 +18,8 @@ def check_given(args: argparse.Namespace) -> None:
     model's own translation, nor --demo. --given-file's lines are read here (``args.given_lines``)."""
     args.given_lines = None
     if not (args.given or args.given_file):
+        if args.probs_per:
+            fail("translate", "--probs-per says how a translation given is scored: it needs --given or --given-file")
         return
     if args.given and args.given_file:
         fail("translate", "give --given (read for every input) or --given-file (a line an input), not both")
@@ -82,12 +84,12 @@ def read_given(translator, args: argparse.Namespace, good: list[tuple[int, list[
     return out
 
 
-def given_lines(number: int, readings: list[Any]) -> str:
-    """One input's lines of output: ``N<TAB>score<TAB>translation<TAB>`` each token's probability, then the end's
-    (4 significant digits), best first."""
+def given_lines(number: int, readings: list[Any], per_piece: bool = False) -> str:
+    """One input's lines of output: ``N<TAB>score<TAB>translation<TAB>`` each space-separated word's probability (or
+    each token's: ``per_piece``), then the end's (4 significant digits), best first."""
     lines = []
     for tr in readings:
-        probs = " ".join(f"{p:.4g}" for p in [*tr.probs, tr.end_prob])
+        probs = " ".join(f"{p:.4g}" for p in [*(tr.probs if per_piece else tr.word_probs), tr.end_prob])
         lines.append(f"{number}\t{tr.score:.4f}\t{inert(tr.text)}\t{probs}\n")
     return "".join(lines)
 

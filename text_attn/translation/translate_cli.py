@@ -110,11 +110,19 @@ def _parser() -> argparse.ArgumentParser:
         "--given",
         action="append",
         metavar="TRANSLATION",
-        help="read this translation instead of writing one: per sentence, each output token's probability given the "
-        "tokens before it and where the model looked for each (--plot, --html); repeat it to rank several, best "
-        "first. Output lines: N<TAB>score<TAB>translation<TAB>each token's probability, then the end's (N: the "
-        "input's number; score: the mean log-probability of the tokens and the end, higher fits better; the tokens "
-        "are the model's, subword pieces for the bundled models, as --plot and --html show them)",
+        help="read this translation instead of writing one: per sentence, each word's probability given the words "
+        "before it and where the model looked for each token (--plot, --html); repeat it to rank several, best "
+        "first. Output lines: N<TAB>score<TAB>translation<TAB>each space-separated word's probability (the product "
+        "of its tokens'), then the end's (N: the input's number; score: the mean log-probability of the tokens and "
+        "the end, higher fits better; the tokens are the model's, subword pieces for the bundled models, as --plot "
+        "and --html show them)",
+    )
+    p.add_argument(
+        "--probs-per",
+        choices=["word", "piece"],
+        help="with --given / --given-file: a probability per space-separated word of the translation (default: the "
+        "product of its pieces') or per token the model reads (piece: subword pieces for the bundled models, as "
+        "--plot and --html label them)",
     )
     p.add_argument(
         "--given-file",
@@ -262,7 +270,10 @@ def _translate_stream(
             outs = translator.translate_tokens(toks, args.beam_size, args.length_penalty, args.max_len, **options)
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
         if args.given or args.given_file:  # lines numbered by input, as --n-best's
-            written = "".join(given_lines(n, readings) for (n, _), readings in zip(good, ranked, strict=True))
+            per_piece = args.probs_per == "piece"
+            written = "".join(
+                given_lines(n, readings, per_piece) for (n, _), readings in zip(good, ranked, strict=True)
+            )
         elif args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
             written = "".join(inert(by_number[n].text) + "\n" if n in by_number else "\n" for n, _ in chunk)
         else:

@@ -45,6 +45,8 @@ class Translation:
     # a translation someone wrote, read by the model (Translator.read_tokens); None for the model's own
     probs: list[float] | None = None  # each output token's probability given the tokens before it
     end_prob: float | None = None  # the probability that the translation ends there
+    # each space-separated word's probability given the words before it: the product of its pieces' ``probs``
+    word_probs: list[float] | None = None
 
     def __repr__(self) -> str:
         """Short and stable (no attention tensor): what a notebook stores as text."""
@@ -299,9 +301,10 @@ class Translator:
     def read(self, sentences: list[str], translation: str) -> Translations:
         """A translation someone wrote, read by the model for each of ``sentences`` (each read as :meth:`translate`
         reads it): per sentence a Translation of the given text's tokens with where the model looked for each
-        (``attention``), each token's probability given the tokens before it (``probs``), the end's (``end_prob``),
-        and ``score``, the mean log-probability of the tokens and the end (higher: fits better in the model's eyes).
-        An empty sentence or translation is a ValueError."""
+        (``attention``), each token's probability given the tokens before it (``probs``), each space-separated word's
+        (``word_probs``: the product of its pieces'), the end's (``end_prob``), and ``score``, the mean
+        log-probability of the tokens and the end (higher: fits better in the model's eyes). An empty sentence or
+        translation is a ValueError."""
         read, toks = self._inputs(sentences)
         return self._noted(sentences, read, self.read_tokens(toks, translation))
 
@@ -324,6 +327,7 @@ class Translator:
         once (a Transformer's encoder is ~45% of reading a reference of Multi30k's test): per translation, per
         sentence its Translation."""
         from text_attn.core.decoding import read_sequence
+        from text_attn.translation.alignments import words_of
 
         targets = [self.target_tokens(text)[0] for text in translations]
         for text, tokens in zip(translations, targets, strict=True):
@@ -342,10 +346,12 @@ class Translator:
                 log_probs = log_probs.float().cpu()  # (B, T + 1)
                 probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
                 text, read = self.codec.decode(tokens), []
+                words = torch.tensor(words_of(self, tokens)[1])  # (T,) each token's word
+                word_probs = torch.zeros(len(toks), int(words[-1]) + 1).index_add_(1, words, log_probs[:, :-1]).exp()
                 for i, p in enumerate(probs):
                     attn = None if attention is None else attention[i, : len(tokens), ..., : int(lens[i])].cpu()
                     read.append(Translation(toks[i], list(tokens), text, attn, unknown[i], scores[i], probs=p[:-1],
-                                            end_prob=p[-1]))  # fmt: skip
+                                            end_prob=p[-1], word_probs=word_probs[i].tolist()))  # fmt: skip
                 out.append(read)
         return out
 
