@@ -9,7 +9,7 @@ and untracked ones git does not ignore) plus the carried paths, 64 MiB at most; 
 - the bundled captioner becomes its first decoder alone with its encoder's weights in the file, in float16
   (``caption-export --member 1 --half``: 30 MiB instead of 48 MiB of two decoders, and the GPU machine needs no
   EfficientNet-Lite2 weights package, 24 MB). The device check then measures ONE decoder, and says so in its JSON
-  (``decoders``): the bundled model's speed with two decoders is about 0.7-0.8x (docs/results.md);
+  (``decoders``): the bundled model's speed with two decoders is about 0.7-0.8x (docs/bundled_captioner.md);
 - the bundled Bahdanau translator (17 MB) is set aside: the check translates with the bundled Transformer; so are
   docs/faithfulness*.json (4 MB), which nothing there reads;
 - .gpu_carry/ gets the EfficientNet-Lite code package (0.1 MB), the one thing the device machine is known to lack,

@@ -4,7 +4,7 @@ Each member reads the same region features (the encoder is computed once) and ke
 next-word distribution is the mean of the members' probabilities, p(y) = (1/K) Σ_k p_k(y), and its α the mean of
 theirs (still a distribution over the regions, so overlays and the attention records work unchanged). Members come
 from separately trained runs: ``caption-export A.pt OUT --ensemble B.pt``. On Flickr8k val the bundled model's two
-decoders, from different cross-entropy runs, together beat either one on every column (docs/results.md).
+decoders, from different cross-entropy runs, together beat either one on every column (docs/bundled_captioner.md).
 
 It speaks the search protocol (``init_state`` / ``step``) with a flat state, ``"k.name"`` for member k's entry
 ``name``, so greedy, beam and the fixed-shape search (text_attn.core.fixed_search) step it like one decoder. It is

@@ -8,7 +8,7 @@ pairs, source word i and output word j, counted from 0.
 
 Which attention aligns best was measured against 100 hand-aligned Multi30k val pairs (benchmarks/alignment_error.py):
 a Transformer's penultimate decoder layer (``alignment_layer``), as Garg et al. (2019) found; its last layer's
-alignment error is higher (docs/results.md#word-alignments-against-gold-links). Gold files are read by
+alignment error is higher (docs/alignment.md). Gold files are read by
 ``read_gold``: a line a sentence pair, ``i-j`` a sure link and ``ipj`` a possible one (the format of the gold sets
 SimAlign and awesome-align are scored on)."""
 

@@ -181,7 +181,7 @@ class Translator:
                 raise
             raise ModelFileError(f"{path}: damaged {what} ({type(exc).__name__}: {one_line(exc)})") from None
         if hasattr(net, "set_plot_layer"):  # a Transformer's attention is read from the layer that aligns best
-            net.set_plot_layer(alignment_layer(net))  # (the penultimate: docs/results.md, word alignments)
+            net.set_plot_layer(alignment_layer(net))  # (the penultimate: docs/alignment.md)
         return cls(net.eval(), src, tgt, codec, info=data.get("info"), source_check=check)
 
     @staticmethod
