@@ -17,7 +17,8 @@ deletion and insertion curves (areas divided by the word's own probability: 1 = 
 Families and how a unit is removed (captioning.model.explain, text_attn.translation.explain):
 - Flickr8k captioner (real test photos), feature space: a region's vector replaced by the fill (the photo's mean
   region) at the word's step; each decoder of the bundled ensemble and the ensemble itself.
-- the same, pixel space: blocks of 3 x 3 regions (a ninth of the photo) greyed, the photo encoded again.
+- the same, pixel space: blocks of 3 x 3 regions (a ninth of the photo) greyed, the photo encoded again (a model of
+  another grid: the smallest blocks that tile it in at most 3 x 3, e.g. 2 x 2 regions on a 4 x 4 grid).
 - shapes captioner (synthetic test scenes, boxes known): feature space, and plausibility: for the words that name an
   object, how often the attention's arg-max and leave-one-out's lie in that object's box.
 - hard attention (model files trained by the shipped hard configs, not bundled: --shapes-hard, --flickr8k-hard), each
@@ -62,9 +63,19 @@ def photo_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients
     return [result for _, _, _, result in measured_words(captioner, images, draws, gradients, pixel)]
 
 
+def pixel_block(grid: int) -> int:
+    """The regions a side of one pixel-space unit covers: the smallest that tiles the grid in at most 3 x 3 units (the
+    bundled 9 x 9 grid: 3, a ninth of the photo each; a 4 x 4 grid: 2). A grid no such block tiles in more than one
+    unit (a prime above 3) is a ValueError."""
+    block = next(b for b in range(1, grid + 1) if grid % b == 0 and grid // b <= 3)
+    if block == grid:
+        raise ValueError(f"pixel space: no block tiles the {grid} x {grid} grid in more than one unit")
+    return block
+
+
 def measured_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients: bool = True, pixel: bool = False):
     """Per photo n and word t of its caption: (n, t, the photo's stepped caption (explain.CaptionWords), the word's
-    WordResult), in order."""
+    WordResult), in order; pixel space in units of :func:`pixel_block`."""
     from captioning.model import explain
 
     model, vocab = captioner.model.eval(), captioner.vocab
@@ -74,7 +85,8 @@ def measured_words(captioner, images: Iterable[torch.Tensor], draws: int, gradie
         words, tokens = _caption_tokens(captioner, features)
         steps = explain.step_through(model, features, tokens, vocab.bos_id)
         if pixel:
-            probes = explain.block_probes(explain.PhotoBlocks(model, image, tokens, vocab.bos_id), steps)
+            block = pixel_block(model.encoder.grid)
+            probes = explain.block_probes(explain.PhotoBlocks(model, image, tokens, vocab.bos_id, block), steps)
         else:
             probes = explain.region_probes(model, steps, explain.photo_fill(model, features), gradients)
         shown = [*words, "<eos>"]
@@ -241,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
                                "photos", lambda m=member: photo_words(m, photos, args.draws)))  # fmt: skip
         if "pixel" in args.families:
             some = photos[: args.pixel_photos]
-            tables.append((whole, f"pixel space (3 x 3 blocks greyed), {len(some)} "
+            try:
+                side = bundled.model.encoder.grid // pixel_block(bundled.model.encoder.grid)
+            except ValueError as err:
+                p.error(f"--families pixel: {err}")
+            tables.append((whole, f"pixel space ({side} x {side} blocks greyed), {len(some)} "
                            "test photos", lambda: photo_words(bundled, some, args.draws, pixel=True)))  # fmt: skip
         if "hard" in args.families and args.flickr8k_hard:
             hard = Captioner.load(args.flickr8k_hard)

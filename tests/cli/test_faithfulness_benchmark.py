@@ -100,11 +100,17 @@ def test_caption_model_measures_the_file_given_and_each_decoder_of_an_ensemble(t
     reports = {}
     for name in ("a.pt", "both.pt"):
         out = tmp_path / f"{name}.json"
-        args = ["--flickr8k-root", data, "--families", "flickr8k", "--caption-model", tmp_path / name,
-                "--photos", "2", "--draws", "1", "--threads", "1", "--json", out]  # fmt: skip
+        args = ["--flickr8k-root", data, "--families", "flickr8k", "pixel", "--caption-model", tmp_path / name,
+                "--photos", "2", "--pixel-photos", "1", "--draws", "1", "--threads", "1", "--json", out]  # fmt: skip
         code, _, err = run_main(SCRIPT, capsys, *args)
         assert code == 0, err[-2000:]
-        reports[name] = {f["name"]: f["words"] for f in json.loads(out.read_text())["families"]}
+        families = json.loads(out.read_text())["families"]
+        pixel = families.pop()  # the tiny model's 4 x 4 grid: 2 x 2 blocks of 2 x 2 regions, one photo
+        assert pixel["removal"] == "pixel space (2 x 2 blocks greyed), 1 test photos" and pixel["words"], pixel
+        first = families[0]["words"][: len(pixel["words"])]  # the same photo's caption, nothing removed yet
+        assert [w["word"] for w in pixel["words"]] == [w["word"] for w in first]
+        assert [w["p_full"] for w in pixel["words"]] == pytest.approx([w["p_full"] for w in first], abs=1e-5)
+        reports[name] = {f["name"]: f["words"] for f in families}
     assert list(reports["a.pt"]) == ["Flickr8k captioner"]
     assert list(reports["both.pt"]) == ["Flickr8k captioner (ensemble of 2)", "Flickr8k captioner, decoder 1 alone",
                                         "Flickr8k captioner, decoder 2 alone"]  # fmt: skip
