@@ -117,3 +117,13 @@ def test_caption_model_measures_the_file_given_and_each_decoder_of_an_ensemble(t
     alone, first = reports["a.pt"]["Flickr8k captioner"], reports["both.pt"]["Flickr8k captioner, decoder 1 alone"]
     assert alone and [w["word"] for w in alone] == [w["word"] for w in first]
     assert [w["p_full"] for w in alone] == pytest.approx([w["p_full"] for w in first], abs=1e-6)
+
+
+def test_pixel_blocks_tile_the_grid_in_at_most_3_x_3(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    from faithfulness import pixel_block
+
+    assert {g: g // pixel_block(g) for g in (3, 4, 6, 8, 9, 12, 14)} == {3: 3, 4: 2, 6: 3, 8: 2, 9: 3, 12: 3, 14: 2}
+    for grid in (1, 7, 11):  # one unit would measure nothing
+        with pytest.raises(ValueError, match=f"no block tiles the {grid} x {grid} grid"):
+            pixel_block(grid)
