@@ -175,6 +175,7 @@ class CaptionModule(RunState, pl.LightningModule):
         # init_from's val scores, when the sanity check validated the whole split before training
         # (trainer.num_sanity_val_steps: -1, as configs/caption/your_photos.yaml): fit's end compares its best with them
         self._start_scores: dict[str, float] = {}
+        self._start_name: str | None = None  # init_from as read (an ensemble's decoder named: "flickr8k (decoder 1)")
         self._outputs: list[dict] = []
         self._graphed: GraphedDecoder | None = None  # model.cuda_graphs on CUDA (on_train_start)
 
@@ -189,6 +190,7 @@ class CaptionModule(RunState, pl.LightningModule):
             if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these weights
                 start = Captioner.read_start(self.hparams.init_from, self.hparams.init_member)
                 self._start_info = started_from(start.name, start.info)
+                self._start_name = start.name
                 if start.vocab is not None and start.vocab != vocab:
                     vocab = self._start_vocabulary(self.trainer.datamodule, start)
             self.vocab = vocab
@@ -395,7 +397,7 @@ class CaptionModule(RunState, pl.LightningModule):
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
         SCRATCH.clear()  # the training steps' pooled buffers (a few hundred MB at the paper's size): not needed now
-        line = start_line(self.trainer, self._start_scores, self.hparams.init_from)
+        line = start_line(self.trainer, self._start_scores, self._start_name or self.hparams.init_from)
         if line and self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)
         self.export_best(self.hparams.export_path, self.captioner(for_export=True).save)

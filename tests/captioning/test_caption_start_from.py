@@ -114,6 +114,7 @@ def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
     line = next(x for x in err.splitlines() if "before training" in x)
     before, best = (float(v) for v in re.findall(r"(\d+\.\d+) (?:from|at)", line))
     assert line.startswith("caption-train: val_Bleu_4: ") and ("did not beat" in line) == (best <= before), line
+    assert " from model.init_from shapes before training, " in line, line
     val = cli.datamodule.splits["val"]
     said = start.caption_images(val.images, beam_size=1, max_len=32)  # the start's greedy val captions, as fit's
     refs = {i: [" ".join(r) for r in rs] for i, rs in enumerate(val.references)}
