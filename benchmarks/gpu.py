@@ -56,6 +56,7 @@ from _runs import console_script  # noqa: E402
 from gpu_profile import profile_rows  # noqa: E402
 from pipeline import write_photos  # noqa: E402
 
+from text_attn.core.errors import one_line  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 CUDA_TESTS = ["tests/captioning/test_caption_cuda_graphs.py", "tests/captioning/test_photo_tensors.py",
@@ -114,8 +115,7 @@ def run_parts(parts: dict, rows: list[dict], saved, errors: Path | None) -> list
             rows += part()
         except (Exception, SystemExit) as err:  # a part's failure (a caption run's exit too) is a finding
             failed.append(name)
-            line = " ".join(f"{type(err).__name__}: {err}".split())[:400]
-            rows.append({"what": f"{name}: failed", "value": f"failed: {line}"})
+            rows.append({"what": f"{name}: failed", "value": f"failed: {type(err).__name__}: {one_line(err, 400)}"})
             trace = f"--- {name}\n{traceback.format_exc()}\n"
             if errors is not None:
                 with errors.open("a") as f:
