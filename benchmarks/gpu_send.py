@@ -11,9 +11,12 @@ and untracked ones git does not ignore) plus the carried paths, 64 MiB at most; 
   EfficientNet-Lite2 weights package, 24 MB). The device check then measures ONE decoder, and says so in its JSON
   (``decoders``): the bundled model's speed with two decoders is about 0.7-0.8x (docs/bundled_captioner.md);
 - the bundled Bahdanau translator (17 MB) is set aside: the check translates with the bundled Transformer; so are
-  docs/faithfulness*.json (4 MB), which nothing there reads;
-- .gpu_carry/ gets the EfficientNet-Lite code package (0.1 MB), the one thing the device machine is known to lack,
-  and in .gpu_carry/if_missing/ pytest (1.6 MB), used only where the machine has none (the CUDA tests need it).
+  docs/faithfulness*.json (4 MB), the docs' pictures (3 MB) and the notebooks (2 MB), which nothing there reads;
+- .gpu_carry/ gets the EfficientNet-Lite code package (0.1 MB) and what ``caption-train`` needs that the device
+  machine's image lacks (its package list: /work/.library/device/KINDS.md, 2026-11-17): jsonargparse with the
+  ``signatures`` extra's docstring_parser and typeshed_client (3.6 MB; their dist-info too, because Lightning's
+  LightningCLI checks ``jsonargparse[signatures]`` by its installed metadata; the CUDA tests train through it); and in
+  .gpu_carry/if_missing/ pytest (1.6 MB), used only where the machine has none (the CUDA tests need it).
 It refuses to run over uncommitted changes to those files, and when the result would not fit.
 """
 
@@ -31,9 +34,12 @@ CAPTIONER = Path("captioning/assets/flickr8k_soft.pt")
 # the Bahdanau translator (the check translates with the Transformer); the faithfulness benchmark's numbers (docs:
 # each word's curves, 4 MB in all, more with each model measured)
 SET_ASIDE = [Path("text_attn/translation/assets/multi30k_de_en_bahdanau.pt"),
-             *sorted(p.relative_to(ROOT) for p in (ROOT / "docs").glob("faithfulness*.json"))]  # fmt: skip
+             *sorted(p.relative_to(ROOT) for pattern in ("docs/faithfulness*.json", "docs/*.png", "notebooks/*.ipynb")
+                     for p in ROOT.glob(pattern))]  # fmt: skip
 STASH, CARRY = Path(".gpu_stash"), Path(".gpu_carry")
 CODE_PACKAGE = "efficientnet_lite_pytorch"
+# pure Python that caption-train needs and the device machine's image lacks (module doc): carried with their metadata
+MISSING_THERE = ("jsonargparse", "docstring_parser", "typeshed_client")
 # pytest, pure Python, for the CUDA tests where the device machine has none: not on PYTHONPATH (the machine's own
 # pytest, if any, is used), benchmarks/gpu.py adds it only where ``import pytest`` fails
 IF_MISSING = CARRY / "if_missing"
@@ -94,6 +100,25 @@ def code_package() -> Path:
     return Path(spec.origin).parent
 
 
+def missing_there() -> list[Path]:
+    """The installed folders of ``MISSING_THERE``: each package and its ``.dist-info`` (importlib.metadata's)."""
+    import importlib.metadata
+
+    found = []
+    for name in MISSING_THERE:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise SystemExit(f"gpu_send: the {name} package is not installed here (pip install -e .)") from None
+        metadata = next((f for f in dist.files or [] if f.name == "METADATA"), None)
+        info = Path(str(dist.locate_file(metadata))).parent if metadata else Path(f"{name}.dist-info")
+        package = Path(str(dist.locate_file(name)))
+        if not info.is_dir() or not package.is_dir():
+            raise SystemExit(f"gpu_send: {name}'s files are not where its metadata says ({package}, {info})")
+        found += [package, info]
+    return found
+
+
 def _dirty(root: Path, paths: list[Path]) -> list[str]:
     out = subprocess.run(["git", "status", "--porcelain", "--", *map(str, paths)], cwd=root, capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
@@ -115,6 +140,8 @@ def prepare(root: Path = ROOT) -> int:
     one_decoder_file(root / STASH / CAPTIONER, root / CAPTIONER)
     shutil.rmtree(root / CARRY, ignore_errors=True)
     shutil.copytree(code_package(), root / CARRY / CODE_PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in missing_there():
+        shutil.copytree(folder, root / CARRY / folder.name, ignore=shutil.ignore_patterns("__pycache__"))
     for package in test_packages():
         shutil.copytree(package, root / IF_MISSING / package.name, ignore=shutil.ignore_patterns("__pycache__"))
     total = sum(sent_files(root).values()) + folder_bytes(root / CARRY)
@@ -143,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.action == "restore":
         restore()
-        print("restored: every file set aside is back (the bundled captioner, the GRU, the faithfulness JSONs)")
+        print(
+            "restored: every file set aside is back (the bundled captioner, the GRU, the docs' JSONs and pictures, "
+            "the notebooks)"
+        )
         return 0
     total = prepare() if args.action == "prepare" else sum(sent_files().values()) + folder_bytes(ROOT / CARRY)
     sizes = sorted(sent_files().items(), key=lambda kv: -kv[1])[:5]

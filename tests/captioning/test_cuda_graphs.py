@@ -6,7 +6,8 @@
 - off CUDA the graphed forward is the decoder's own (eager), and caption-train documents the option and ignores it
   with one line;
 and on a GPU (skipped without CUDA): the graphed training step gives the eager plain step's loss and gradients, two
-steps of two shapes, soft and hard, with the optimiser moving the weights in between."""
+steps of two shapes, soft and hard, with the optimiser moving the weights in between; and caption-train's 4 steps
+with the option give the weights of 4 without it, the graphs replayed."""
 
 from __future__ import annotations
 
@@ -201,21 +202,61 @@ def test_the_graphed_step_gives_the_eager_steps_loss_and_gradients(attention):
         assert torch.allclose(p, q, rtol=1e-3, atol=1e-4)  # the optimiser moved both alike
 
 
-def test_caption_train_on_a_cpu_ignores_the_option_in_one_line(tmp_path, monkeypatch, capsys):
+def _fit_tiny(tmp_path, accelerator: str, graphs: bool):
+    """caption-train fit of the tiny shapes config, 4 steps, no validation: the CLI (its trainer and model)."""
     from pathlib import Path
 
     from captioning.commands.train import caption_train_cli
 
-    monkeypatch.chdir(tmp_path)  # LightningCLI writes its config.yaml here
     config = Path(__file__).parents[1] / "fixtures" / "captions" / "tiny_shapes.yaml"
-    cli = caption_train_cli(
-        ["fit", "--config", str(config), "--trainer.max_steps", "1", "--trainer.limit_val_batches", "0"]
-        + ["--model.export_path", str(tmp_path / "m.pt"), "--model.cuda_graphs", "true"]
+    return caption_train_cli(
+        ["fit", "--config", str(config), "--trainer.max_steps", "4", "--trainer.limit_val_batches", "0"]
+        + ["--trainer.accelerator", accelerator, "--model.export_path", str(tmp_path / f"{graphs}.pt")]
+        + ["--model.cuda_graphs", str(graphs).lower()]
     )
+
+
+def _decoder_weights(cli) -> dict[str, torch.Tensor]:
+    return {n: p.detach().float().cpu() for n, p in cli.model.model.decoder.named_parameters()}
+
+
+def test_caption_train_on_a_cpu_ignores_the_option_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # LightningCLI writes its config.yaml here
+    # the accelerator named: on the device machine "auto" would be its GPU, where the option is not ignored
+    cli = _fit_tiny(tmp_path, "cpu", graphs=True)
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if "cuda_graphs" in line]
     assert said == [
         "caption-train: model.cuda_graphs is ignored on cpu: CUDA graphs need a CUDA device "
         "(the decoder runs its usual loop)"
     ]
-    assert "Traceback" not in err and cli.trainer.global_step == 1 and cli.model._graphed is None
+    assert "Traceback" not in err and cli.trainer.global_step == 4 and cli.model._graphed is None
+    # ignored means the usual loop: the same weights as a run without the option (what the GPU test compares)
+    (tmp_path / "eager").mkdir()
+    monkeypatch.chdir(tmp_path / "eager")
+    eager = _decoder_weights(_fit_tiny(tmp_path, "cpu", graphs=False))
+    assert all(torch.equal(w, eager[n]) for n, w in _decoder_weights(cli).items())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: run on the device machine")
+def test_caption_train_on_a_gpu_trains_as_the_eager_loop(tmp_path, monkeypatch):
+    """The option through caption-train itself (Lightning's loop, the optimiser, clipping): 4 steps captured give the
+    eager steps' weights, and the graphs were replayed, not bypassed."""
+    replays = []
+    close = GraphedDecoder.close
+
+    def counted_close(self):  # on_train_end closes the graphs: count their replays first
+        replays.append(self.replays)
+        close(self)
+
+    monkeypatch.setattr(GraphedDecoder, "close", counted_close)
+    runs = {}
+    for graphs in (False, True):
+        (tmp_path / str(graphs)).mkdir()
+        monkeypatch.chdir(tmp_path / str(graphs))
+        cli = _fit_tiny(tmp_path, "gpu", graphs)
+        assert cli.trainer.global_step == 4
+        runs[graphs] = _decoder_weights(cli)
+    assert len(replays) == 1 and replays[0] >= 1, replays
+    for name, want in runs[False].items():
+        assert torch.allclose(runs[True][name], want, rtol=1e-3, atol=1e-4), name

@@ -32,9 +32,6 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nltk.translate.bleu_score import SmoothingFunction
-from nltk.translate.bleu_score import corpus_bleu as _nltk_corpus_bleu
-
 if TYPE_CHECKING:  # the alignment metric takes tensors; the module itself needs no torch
     import torch
 
@@ -45,7 +42,7 @@ _CUMULATIVE_WEIGHTS = [tuple(1.0 / n for _ in range(n)) for n in range(1, 5)]
 # precisions untouched, so on any realistic corpus the score equals plain BLEU exactly; it only keeps a tiny
 # corpus (or one of very short sentences) from collapsing to 0 (with an nltk warning) when, say, no
 # 4-gram matches. Methods 2+ add +1 counts to every order and would bias corpus-level scores upward.
-_SMOOTHING = SmoothingFunction(epsilon=0.1).method1
+_SMOOTHING_EPSILON = 0.1
 
 
 def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) -> dict[str, float]:
@@ -62,7 +59,13 @@ def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) 
     for i, refs in enumerate(references):
         if len(refs) == 0:
             raise ValueError(f"corpus_bleu: sentence {i} has no reference")
-    scores = _nltk_corpus_bleu(references, hypotheses, weights=_CUMULATIVE_WEIGHTS, smoothing_function=_SMOOTHING)
+    # nltk imported here, not with the module: the training modules import this one, and the GPU machine of
+    # benchmarks/gpu.py has no nltk (its CUDA tests train through caption-train)
+    from nltk.translate.bleu_score import SmoothingFunction
+    from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
+
+    smoothing = SmoothingFunction(epsilon=_SMOOTHING_EPSILON).method1
+    scores = nltk_corpus_bleu(references, hypotheses, weights=_CUMULATIVE_WEIGHTS, smoothing_function=smoothing)
     return {f"bleu{n}": float(s) for n, s in enumerate(scores, start=1)}
 
 
