@@ -111,6 +111,25 @@ def test_half_halves_the_file_and_still_translates(run, tmp_path, capsys):
     assert not list(tmp_path.glob("*.part"))
 
 
+def test_a_training_checkpoint_is_never_exported_over_itself(run, tmp_path, capsys):
+    """In place is for model files: OUT naming the input checkpoint (itself or through a link) is refused in one line
+    and the checkpoint stays whole, still a checkpoint that resumes."""
+    import shutil
+
+    ckpt = tmp_path / "b.ckpt"
+    shutil.copy(run[0], ckpt)
+    before = ckpt.read_bytes()
+    (tmp_path / "link.ckpt").symlink_to(ckpt)
+    for argv in ([str(ckpt), str(ckpt)], [str(tmp_path / "link.ckpt"), str(ckpt), "--half"]):
+        with pytest.raises(SystemExit) as stop:
+            export_main(argv)
+        assert stop.value.code == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"text-export: error: OUT {ckpt} is the input, a training checkpoint") and "resum" in line
+        assert ckpt.read_bytes() == before
+    assert "optimizer_states" in torch.load(ckpt, weights_only=True)
+
+
 def test_half_keeps_tied_weights_shared(tmp_path, capsys):
     """A Transformer's output projection is its target embedding: halving must not store the matrix twice."""
     from text_attn.core.modelfile import save_model_file

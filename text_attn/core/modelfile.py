@@ -135,6 +135,20 @@ def _not_a_file(src: str | Path) -> str | None:
     return None if path.is_file() else f"{src}: {'not a file' if path.exists() else 'no such file'}"
 
 
+def _refuse_checkpoint_in_place(src: str | Path, out: str | Path) -> None:
+    """Re-exporting in place is for model files (halve one, re-save it): OUT naming the input TRAINING CHECKPOINT
+    would replace it with a model file, and its optimiser state, epoch and step (what resuming needs) would be lost."""
+    import os
+
+    try:
+        same = os.path.samefile(src, out)
+    except OSError:  # OUT does not exist yet: not the input
+        return
+    if same and is_lightning_checkpoint(read_export_source(src)):
+        raise ModelFileError(f"OUT {out} is the input, a training checkpoint: writing the model file over it would "
+                             "lose what resuming needs (optimiser, epoch, step); give another file")  # fmt: skip
+
+
 def read_export_source(src: str | Path) -> Any:
     """``torch.load`` of what an export command is given (a training checkpoint or a model file, to be told apart
     by the caller); a missing or unreadable file raises :class:`ModelFileError` with one line."""
@@ -197,6 +211,7 @@ def export_command(
     if missing:  # said before convert imports torch (seconds): a mistyped path is answered at once
         fail(prog, missing)
     try:
+        _refuse_checkpoint_in_place(args.input, args.output)
         line = convert(args.input, args.output, args.half, **extra)
     except ModelFileError as err:
         fail(prog, str(err))
