@@ -29,6 +29,19 @@ def test_help_says_what_the_tool_does_and_where_the_configs_are(main, start, cap
     assert description.startswith(start) and "configs/" in description
 
 
+@pytest.mark.parametrize("main, prog", [(train_main, "caption-train"), (text_train_main, "text-train")])
+def test_predict_is_not_a_subcommand(main, prog, capsys):
+    """Neither module has a predict step (the captioning and translating commands predict): Lightning's predict loop
+    ended in a traceback; now the subcommand is refused in one line, and --help does not offer it."""
+    with pytest.raises(SystemExit) as exc:
+        main(["predict", "--config", str(FIX / "text/tiny_reorder.yaml")])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and line.startswith(f"{prog}: error: ") and "invalid choice: 'predict'" in line
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "predict" not in capsys.readouterr().out
+
+
 def test_a_run_prints_no_tips_or_tensorboardx_notice(tmp_path, monkeypatch, capsys, caplog, recwarn):
     monkeypatch.chdir(tmp_path)
     caplog.set_level(logging.INFO)

@@ -125,7 +125,8 @@ def test_a_training_checkpoint_is_never_exported_over_itself(run, tmp_path, caps
             export_main(argv)
         assert stop.value.code == 2
         (line,) = capsys.readouterr().err.splitlines()
-        assert line.startswith(f"text-export: error: OUT {ckpt} is the input, a training checkpoint") and "resum" in line
+        assert line.startswith(f"text-export: error: OUT {ckpt} is the input, a training checkpoint"), line
+        assert "resum" in line
         assert ckpt.read_bytes() == before
     assert "optimizer_states" in torch.load(ckpt, weights_only=True)
 

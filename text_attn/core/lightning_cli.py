@@ -124,7 +124,9 @@ def _make_cli_class(prog: str, only: str | None = None):
     class ToolkitCLI(LightningCLI):
         @staticmethod  # as Lightning's: callable on the class too (``only`` comes from this closure)
         def subcommands() -> dict[str, set[str]]:
-            every = LightningCLI.subcommands()
+            # no `predict`: neither family's module has a predict step (`caption` and `translate` are the commands
+            # that predict; Lightning's own predict loop ended in a traceback)
+            every = {k: v for k, v in LightningCLI.subcommands().items() if k != "predict"}
             return {only: every[only]} if only in every else every
 
         def parse_arguments(self, parser, args) -> None:

@@ -10,8 +10,8 @@ from text_attn.core.startup_gc import holding
 TRAIN_DESCRIPTION = (
     "text-train: train and evaluate the text attention models (RNN encoder-decoder with Bahdanau / Luong / no "
     "attention, Transformer) with PyTorch Lightning. Shipped configs: configs/text/*.yaml, e.g. "
-    "`text-train fit --config configs/text/reorder_bahdanau.yaml`. Subcommands: fit, validate, test, predict; "
-    "`text-train fit --help` lists every option. The end of fit writes a model file for `translate`; "
+    "`text-train fit --config configs/text/reorder_bahdanau.yaml`. Subcommands: fit, validate, test (`translate` "
+    "translates); `text-train fit --help` lists every option. The end of fit writes a model file for `translate`; "
     "`text-export` turns a checkpoint into one. Watch a run with `tensorboard --logdir runs/reorder_bahdanau`; "
     "`text-train report RUN_DIR` plots its loss and validation scores into RUN_DIR/report.png. "
     "`text-train optimize --config C.yaml --out DIR` writes the corpus as LitData chunks; `text-train fit --config "
