@@ -148,3 +148,30 @@ def test_text_fit_exports_the_best_checkpoint(tmp_path, capsys):
     exported = load_model_file("m.pt", "text-model")["state_dict"]
     for k, v in exported.items():
         torch.testing.assert_close(v, state[f"net.{k}"])
+
+
+def test_best_and_last_name_an_earlier_runs_checkpoints(tmp_path, capsys):
+    """`test --ckpt_path best` / `last` in a new CLI (a new process in real use): Lightning's callbacks know no best
+    model there (it refused, though the config saves one) and look for last.ckpt in the new run's empty folder (it
+    tested untrained weights after a warning). Now each names the earlier run's file and uses it; validate / test with
+    none to find is refused in one line; fit with none starts from the beginning, as Lightning does."""
+    cfg = str(resumable_config(tmp_path, "text", every=2))
+    root = ["--trainer.default_root_dir", str(tmp_path / "run")]
+    fit = run("text", ["fit", "--config", cfg, *root, "--trainer.max_steps", "6", "--model.export_path", "m.pt"])
+    best = Path(fit.trainer.checkpoint_callback.best_model_path)
+    last = next((tmp_path / "run").rglob("last.ckpt"))
+    assert best.is_file() and best != last
+    capsys.readouterr()
+    for name, path in (("best", best), ("last", last)):
+        cli = run("text", ["test", "--config", cfg, *root, "--ckpt_path", name])
+        said = [line for line in capsys.readouterr().err.splitlines() if "--ckpt_path" in line]
+        assert said == [f"text-train: --ckpt_path {name}: {path}"]
+        assert cli.trainer.ckpt_path == str(path)  # the weights tested are that file's
+    empty = ["--trainer.default_root_dir", str(tmp_path / "none")]
+    for name in ("best", "last"):
+        with pytest.raises(SystemExit) as stop:
+            run("text", ["test", "--config", cfg, *empty, "--ckpt_path", name])
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert stop.value.code == 2 and line.startswith(f"text-train: error: --ckpt_path {name}: no "), line
+    cli = run("text", ["fit", "--config", cfg, *empty, "--trainer.max_steps", "2", "--ckpt_path", "last"])
+    assert cli.trainer.global_step == 2  # from the beginning

@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from text_attn.core import startup_gc
+from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.errors import WriteError, fail, one_line
 from text_attn.core.safe_files import atomic_output, write_text
 
@@ -154,6 +154,19 @@ def _make_cli_class(prog: str, only: str | None = None):
             strategy = getattr(self.trainer, "strategy", None)
             if strategy is not None and type(strategy.checkpoint_io) is TorchCheckpointIO:
                 strategy.checkpoint_io = AtomicCheckpointIO()
+
+        def _prepare_subcommand_kwargs(self, subcommand: str) -> dict:
+            """``--ckpt_path best`` / ``last``: the files an earlier run of this config wrote (run_checkpoints)."""
+            kwargs = super()._prepare_subcommand_kwargs(subcommand)
+            name = kwargs.get("ckpt_path")
+            if isinstance(name, str) and name in run_checkpoints.NAMES:
+                path = run_checkpoints.resolve(name, self.trainer)
+                if path is not None:
+                    print(f"{prog}: --ckpt_path {name}: {path}", file=sys.stderr)
+                    kwargs["ckpt_path"] = str(path)
+                elif subcommand != "fit":
+                    raise CheckpointRefused(run_checkpoints.not_found_message(name, self.trainer))
+            return kwargs
 
         def _parse_ckpt_path(self) -> None:
             """Fill options left at their default from the checkpoint; never override what the user gave."""

@@ -1,0 +1,80 @@
+"""``--ckpt_path best`` and ``--ckpt_path last`` in a new process: the checkpoints an earlier run wrote.
+
+Lightning resolves these names from the trainer's own checkpoint callbacks, which in a new process know nothing: the
+callbacks of a fresh ``text-train test`` or ``caption-train test`` have no best model (Lightning then refused with
+"ModelCheckpoint is not configured to save the best model", though the config saves one), and their folder is the new
+run's empty ``version_N+1/checkpoints`` (so ``last`` found nothing and the run tested, or trained, from freshly made
+weights, after a warning). Here the names mean what the docs' commands mean by them:
+
+- the folders searched: each checkpoint callback's own ``dirpath`` where the config sets one, every
+  ``<default_root_dir>/lightning_logs/version_*/checkpoints`` (where the default loggers put them) and
+  ``<default_root_dir>/checkpoints`` (where they go without a logger);
+- ``last``: the newest ``last*.ckpt`` there (Lightning's own choice among its candidates: the latest written);
+- ``best``: the best checkpoint recorded by the first callback that monitors a metric, as the newest checkpoint there
+  saved its state (Lightning's ``best`` is the first callback's best model too).
+
+Neither found: ``fit`` goes on as Lightning would (from the start: "set and forget" before the first run), while
+``validate`` and ``test``, which would score weights nobody trained, are refused in one line naming where it looked.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+NAMES = ("best", "last")
+
+
+def checkpoint_folders(trainer: Any) -> list[Path]:
+    """Where earlier runs of this config put checkpoints: the callbacks' explicit folders, then the default loggers'
+    version folders (newest version first)."""
+    folders = []
+    for callback in getattr(trainer, "checkpoint_callbacks", []):
+        dirpath = getattr(callback, "dirpath", None)
+        if dirpath and "lightning_logs" not in Path(dirpath).parts:  # an explicit folder, not this run's version one
+            folders.append(Path(dirpath))
+    root = Path(getattr(trainer, "default_root_dir", None) or ".")
+    versions = [p for p in (root / "lightning_logs").glob("version_*/checkpoints") if p.is_dir()]
+    versions.sort(key=lambda p: int(m.group(1)) if (m := re.fullmatch(r"version_(\d+)", p.parent.name)) else -1)
+    unlogged = [root / "checkpoints"] if (root / "checkpoints").is_dir() else []  # trainer.logger false: here
+    return list(dict.fromkeys([*folders, *reversed(versions), *unlogged]))
+
+
+def _newest(paths: list[Path]) -> Path | None:
+    files = [p for p in paths if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_mtime) if files else None
+
+
+def best_recorded(checkpoint: Path) -> Path | None:
+    """The best model path that ``checkpoint``'s first metric-monitoring ModelCheckpoint state records (existing)."""
+    import torch
+
+    try:
+        data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - an unreadable file records nothing; the caller says what was not found
+        return None
+    for key, state in (data.get("callbacks") or {}).items() if isinstance(data, dict) else ():
+        # a callback without a monitor (one that keeps last.ckpt) records no best
+        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict) and state.get("monitor"):
+            path = Path(state.get("best_model_path") or "")
+            if path.is_file():
+                return path
+    return None
+
+
+def resolve(name: str, trainer: Any) -> Path | None:
+    """The file ``--ckpt_path NAME`` (``best`` / ``last``) means for an earlier run of this config; None: none."""
+    folders = checkpoint_folders(trainer)
+    if name == "last":
+        return _newest([p for folder in folders for p in folder.glob("last*.ckpt")])
+    newest = _newest([p for folder in folders for p in folder.glob("*.ckpt")])
+    return best_recorded(newest) if newest is not None else None
+
+
+def not_found_message(name: str, trainer: Any) -> str:
+    folders = checkpoint_folders(trainer)
+    where = ", ".join(str(f) for f in folders) or f"{Path(trainer.default_root_dir or '.') / 'lightning_logs'}/*"
+    what = "no last*.ckpt" if name == "last" else "no checkpoint recording a best model"
+    return (f"--ckpt_path {name}: {what} in {where} (the config's trainer.default_root_dir); give the .ckpt file's "
+            "path")  # fmt: skip
