@@ -38,13 +38,19 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
     assert capsys.readouterr().out == ""
     # a sampler setting without --sample, and --layer for an RNN, would be ignored: refused instead
     ignored = (["--temperature", "2"], ["--top-k", "5", "--sample-seed", "1"], ["--layer", "0"])
-    for bad in (["--sample", "--beam-size", "2"], ["--n-best", "3"], ["--top-p", "0"], *ignored):
+    # nan and inf passed the range checks (NaN scores, garbage words); a seed beyond torch's range, a traceback
+    unusable = (["--length-penalty", "nan"], ["--sample", "--temperature", "inf"], ["--sample", "--top-p", "nan"],
+                ["--sample", "--sample-seed", str(2**64)])  # fmt: skip
+    for bad in (["--sample", "--beam-size", "2"], ["--n-best", "3"], ["--top-p", "0"], *ignored, *unusable):
         with pytest.raises(SystemExit) as exc:
             translate_main(["--model", str(model), *bad, "ma"])
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("translate: error: ")
         if bad[0] in ("--temperature", "--top-k"):
-            assert f"{' '.join(bad[::2]).replace(' ', ', ')} only apply with --sample" in err
+            verb = "applies" if len(bad) == 2 else "apply"
+            assert f"{' '.join(bad[::2]).replace(' ', ', ')} only {verb} with --sample" in err
+        if bad in unusable:
+            assert f"argument {bad[-2]}: expected a" in err
     # more beams than the model has words (5 + <pad> <bos> <eos> <unk>): a mistyped 100000 once filled the memory
     assert translate_main(["--model", str(model), "--beam-size", "9", "ma"]) == 0
     with pytest.raises(SystemExit) as exc:

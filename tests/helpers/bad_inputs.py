@@ -232,7 +232,11 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("translate: --model-info with sentences", "translate", ["x", "--model", tm, "--model-info"], 2,
              "--model-info"),
         Case("translate: a sampler setting without --sample", "translate", ["x", "--model", tm, "--temperature", "2"],
-             2, "only apply with --sample"),
+             2, "only applies with --sample"),
+        Case("translate: --length-penalty nan", "translate", ["x", "--model", tm, "--length-penalty", "nan"], 2,
+             "expected a finite number"),
+        Case("translate: a --sample-seed torch cannot take", "translate", ["x", "--model", tm, "--sample",
+             "--sample-seed", str(2**64)], 2, "--sample-seed"),
         Case("translate: --plot is a folder", "translate", ["x", "--model", tm, "--plot", str(w / "empty")], 2,
              "--plot"),
         # --- text-train -----------------------------------------------------------------------------------------------

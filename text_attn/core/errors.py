@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -73,9 +74,23 @@ def stdout_failed(prog: str, err: OSError) -> None:
     fail(prog, f"cannot write stdout: {one_line(err)}")
 
 
+def finite_float(text: str) -> float:
+    """argparse's ``float`` without nan and inf: ``float("nan")`` passed every range check written as ``x < 0`` (a
+    --length-penalty nan gave NaN scores, invalid JSON; a --temperature nan, garbage words)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser, except that what it refuses (an unknown option, a value of the wrong type) is one line,
-    ``prog: error: ...``, and exit code 2: the usage text only with --help, as every command of the toolkit does."""
+    ``prog: error: ...``, and exit code 2: the usage text only with --help, as every command of the toolkit does.
+    Every ``type=float`` option is a :func:`finite_float`."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("type", float, finite_float)  # argparse looks a type up here before calling it
 
     def error(self, message: str) -> None:  # type: ignore[override]
         fail(self.prog, f"{message} (see {self.prog} --help)")

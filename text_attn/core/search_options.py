@@ -9,13 +9,22 @@ from typing import Any
 from text_attn.core.errors import fail
 
 
+def sample_seed(text: str) -> int:
+    """An integer torch can seed a generator with (-2**63 to 2**64 - 1): a larger one ended the run in a traceback
+    after its outputs had been opened."""
+    value = int(text)
+    if not -(2**63) <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"expected an integer from -2**63 to 2**64 - 1, got {text}")
+    return value
+
+
 def add_search_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding")
     g.add_argument("--sample", action="store_true", help="draw each word instead of searching (one hypothesis: beam 1)")
     g.add_argument("--temperature", type=float, default=1.0, help="--sample: divide the log-probabilities by this")
     g.add_argument("--top-k", type=int, default=0, help="--sample: draw from the k likeliest words (0: all)")
     g.add_argument("--top-p", type=float, default=1.0, help="--sample: draw from the nucleus of this probability")
-    g.add_argument("--sample-seed", type=int, help="--sample: seed of the draws (default: a fresh one each run)")
+    g.add_argument("--sample-seed", type=sample_seed, help="--sample: seed of the draws (default: a fresh one a run)")
     g.add_argument("--n-best", type=int, default=1, help="also report the N best hypotheses (N <= --beam-size)")
     g.add_argument(
         "--no-repeat-ngram",
@@ -59,7 +68,8 @@ def check_search_options(prog: str, args: argparse.Namespace, words: int | None 
     given = [flag for flag, value, default in (("--temperature", args.temperature, 1.0), ("--top-k", args.top_k, 0),
              ("--top-p", args.top_p, 1.0), ("--sample-seed", args.sample_seed, None)) if value != default]  # fmt: skip
     if given and not args.sample:  # a setting of the sampler without the sampler: the search would ignore it
-        fail(prog, f"{', '.join(given)} only apply with --sample (draw each word instead of searching)")
+        verb = "applies" if len(given) == 1 else "apply"
+        fail(prog, f"{', '.join(given)} only {verb} with --sample (draw each word instead of searching)")
 
 
 def search_flags_given(args: argparse.Namespace) -> list[str]:
