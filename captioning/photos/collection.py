@@ -37,8 +37,11 @@ def captioned_lines(jsonl: Path) -> list[tuple[str, str]]:
     if not jsonl.is_file():
         return []
     held = []
-    lines = jsonl.read_text(encoding="utf-8").splitlines()
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    text = jsonl.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    # a record is written with its newline, so only a last line WITHOUT one can be a killed run's torn write; a whole
+    # last line that is not a record is someone else's (dropping it lost a user's own line)
+    last = len(lines) - 1 if lines and not text.endswith("\n") else -1
     for i, line in enumerate(lines):
         try:
             rec = json.loads(line) if line.strip() else None

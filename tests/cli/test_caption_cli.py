@@ -483,6 +483,23 @@ def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file,
     assert "--resume needs --jsonl" in capsys.readouterr().err
 
 
+def test_resume_drops_only_a_torn_last_line(tmp_path):
+    """A killed run's last record is cut before its newline: that line is dropped. A whole last line (newline and
+    all) that is not a caption record is someone's own: the file is refused and left as it is (it was rewritten
+    without that line, the user's line lost)."""
+    from captioning.photos.collection import ResumeError, captioned_lines, read_done
+
+    record = json.dumps({"image": "a.jpg", "caption": "a dog", "error": None})
+    out = tmp_path / "out.jsonl"
+    out.write_text(f"{record}\n" + record[:20])  # torn mid-record
+    assert [line for _, line in captioned_lines(out)] == [record]
+    for text in ('{"model": "my-notes"}\n', "hello\n", f"{record}\nhello\n\n"):
+        out.write_text(text)
+        with pytest.raises(ResumeError, match="is not a caption record"):
+            read_done(out)
+        assert out.read_text() == text
+
+
 def test_workers_decode_in_other_processes_with_the_same_result(capsys, model_file, album):
     base = ["--model", str(model_file), *FAST, "--json", "--batch-size", "2"]
     code, one, _ = run(capsys, album, *base, "--workers", "0")
