@@ -153,6 +153,9 @@ def caption_main(argv: list[str] | None = None) -> int:
         args.demo = "photo"
     if args.demo and args.images:
         fail("caption", "--demo captions its own images; give either --demo or IMAGE files, not both")
+    if args.demo and args.jsonl:  # the demo's records are printed, not streamed: --jsonl was silently not written
+        fail("caption", "--jsonl streams the records of IMAGE inputs: give it without --demo (--json prints the "
+                        "demo's records)")  # fmt: skip
     if args.model_info and (args.images or args.demo):
         fail("caption", "--model-info describes the model and exits: give it without images or --demo")
     if not args.demo and not args.images and not args.model_info:

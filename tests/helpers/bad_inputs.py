@@ -156,6 +156,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
              "more than the model's"),
         Case("unknown option", "caption", [photo, "--model", cm, "--colour", "red"], 2, "--colour"),
         Case("--demo of an unknown kind", "caption", ["--demo", "fish"], 2, "fish"),
+        Case("--demo with --jsonl (not written)", "caption", ["--demo", "--jsonl", str(w / "d.jsonl")], 2,
+             "without --demo"),
         Case("--model-info with images", "caption", [photo, "--model", cm, "--model-info"], 2, "--model-info"),
         Case("zero threads", "caption", [photo, "--model", cm, "--threads", "0"], 2, "--threads"),
         Case("batch size 0", "caption", [photo, "--model", cm, "--batch-size", "0"], 2, "--batch-size"),
