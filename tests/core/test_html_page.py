@@ -1,4 +1,5 @@
-"""text_attn.core.html_page, the page code the interactive HTML reports share: quantised attention round-trips.
+"""text_attn.core.html_page, the page code the interactive HTML reports share: quantised attention round-trips, and a
+page that cannot be finished leaves the old one whole.
 (The reports themselves, made through the real CLIs and driven in a headless browser: tests/cli/test_html_pages.py.)"""
 
 import numpy as np
@@ -11,3 +12,32 @@ def test_quantised_attention_round_trips_within_1_255():
     back = dequantise(quantise(values), values.shape)
     assert back.shape == values.shape and np.abs(back - values).max() <= 1 / 255
     assert dequantise(quantise([[-0.5, 0.0, 1.0, 2.0]])).tolist() == [0.0, 0.0, 1.0, 1.0]  # clipped to [0, 1]
+
+
+def test_a_page_that_cannot_be_finished_leaves_the_old_one_whole(tmp_path, monkeypatch):
+    """The page grows in a temporary file beside it and replaces it on close; a write failing midway (a full disk)
+    removes that file and the old page stays as it was (it was cut off mid-picture, its end gone)."""
+    import errno
+
+    import pytest
+
+    from text_attn.core.html_page import HtmlPage
+
+    path = tmp_path / "report.html"
+    path.write_text("<html>my old report</html>")
+    page = HtmlPage(path, "t")
+    page.add("<section>one</section>")
+    assert path.read_text() == "<html>my old report</html>"  # nothing replaced while it grows
+
+    def full(text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(page._out, "write", full)
+    with pytest.raises(OSError, match="No space"):
+        page.add("<section>two</section>")
+    assert page.close() is None  # closing what failed writes nothing more
+    assert path.read_text() == "<html>my old report</html>" and list(tmp_path.iterdir()) == [path]
+    finished = HtmlPage(path, "t")  # and a page that ends well replaces it, whole
+    finished.add("<section>one</section>")
+    assert finished.close() == path and path.read_text().endswith("</html>\n") and "one" in path.read_text()
+    assert list(tmp_path.iterdir()) == [path]

@@ -14,6 +14,7 @@ about 1.33 bytes per weight in the file.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import html
 import io
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from text_attn.core.arrays import to_numpy
-from text_attn.core.safe_files import open_stream
+from text_attn.core.safe_files import atomic_output
 
 # Everything the page may load comes from itself: inline styles and scripts, data: images; no fetch of any kind.
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -134,21 +135,28 @@ def dequantise(text: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
 class HtmlPage:
     """One report page, written as it grows: the head (styles, scripts, a header) when opened, then each section as
     it is added, then a footer on :meth:`close`. Opening raises OSError when ``path`` cannot be written (its parent
-    folders are created). Family code passes its own CSS and JS; its JS calls ``Report.lazy(render)``."""
+    folders are created). Family code passes its own CSS and JS; its JS calls ``Report.lazy(render)``.
+
+    The page grows in a fresh temporary file beside ``path`` (safe_files.atomic_output) that becomes ``path`` on
+    :meth:`close` (an interrupted run's page too: closed with what it holds). A write that fails (a full disk) removes
+    it and re-raises: ``path``'s old page stays whole instead of being cut off mid-picture."""
 
     def __init__(self, path: str | Path | None, title: str, *, header: str = "", css: str = "", js: str = ""):
         """``path`` None: the page is kept in memory (:meth:`text`), for Jupyter (:func:`notebook_frame`)."""
         self.path = None if path is None else Path(path)
         self.sections = 0
         self._text = ""
+        self._stack: contextlib.ExitStack | None = None  # holds the temporary file until close renames it
         if self.path is None:
             self._out: Any = io.StringIO()
         else:
             if self.path.is_dir():
                 raise IsADirectoryError(f"{self.path} is a directory")
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._out = open_stream(self.path)  # written as it grows; a link, FIFO or device is refused (safe_files)
-        self._out.write(
+            self._stack = contextlib.ExitStack()
+            tmp = self._stack.enter_context(atomic_output(self.path))  # a link, FIFO or device is refused
+            self._out = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed by close() or discard()
+        self._write(
             '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
@@ -157,17 +165,40 @@ class HtmlPage:
             f"<header><h1>{escape(title)}</h1>{header}</header>\n<main>\n"
         )
 
+    def _write(self, text: str) -> None:
+        try:
+            self._out.write(text)
+        except BaseException:
+            self.discard()
+            raise
+
     def add(self, section: str) -> None:
         """One ``<section class="item">`` (its data in a :func:`data_script` block inside it)."""
-        self._out.write(section + "\n")
+        self._write(section + "\n")
         self.sections += 1
+
+    def discard(self) -> None:
+        """Give up the page: its temporary file removed, ``path`` as it was before (nothing for an in-memory page)."""
+        if self._stack is not None:
+            with contextlib.suppress(OSError):  # the buffer's last flush fails on the full disk that ends the page
+                self._out.close()
+            self._stack.__exit__(OSError, OSError("discarded"), None)  # the exception path: unlink, no rename
+            self._stack = None
+            self.path = None  # nothing was written there
 
     def close(self, footer: str = "") -> Path | None:
         if not self._out.closed:
-            self._out.write(f"</main>\n<footer>{footer}</footer>\n</body>\n</html>\n")
+            self._write(f"</main>\n<footer>{footer}</footer>\n</body>\n</html>\n")
             if self.path is None:
                 self._text = self._out.getvalue()
-            self._out.close()
+            try:
+                self._out.close()
+            except BaseException:
+                self.discard()
+                raise
+            if self._stack is not None:
+                self._stack.close()  # the temporary file becomes the page
+                self._stack = None
         return self.path
 
     def text(self) -> str:
