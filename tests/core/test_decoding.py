@@ -105,6 +105,30 @@ def test_batched_beam_equals_one_sentence_at_a_time():
         assert torch.allclose(one.attention[0], batched.attention[i, :n], atol=1e-6)
 
 
+def test_each_sentences_own_cap_gives_what_it_gives_alone():
+    """row_max_len: sentence i capped at its own length (translate's 2 x source + 10) is what a batch of its own
+    with max_len = that cap gives, greedy and beam (it used to get its batch's longest cap instead). The caps are short
+    enough that some sentences reach theirs without ending."""
+    torch.manual_seed(3)
+    m = RandomGRU()
+    m.out.bias.data[EOS] = -4.0  # ending is rare: the caps bind
+    h0 = torch.randn(5, 16)
+    caps = torch.tensor([2, 9, 4, 12, 1])
+    for beam in (1, 3):
+        batched = (greedy_search(m, {"h": h0}, 5, BOS, EOS, max_len=12, row_max_len=caps) if beam == 1 else
+                   beam_search(m, {"h": h0}, 5, BOS, EOS, max_len=12, beam_size=beam, row_max_len=caps))  # fmt: skip
+        reached = 0
+        for i, cap in enumerate(caps.tolist()):
+            state = {"h": h0[i : i + 1]}
+            one = (greedy_search(m, state, 1, BOS, EOS, max_len=cap) if beam == 1 else
+                   beam_search(m, state, 1, BOS, EOS, max_len=cap, beam_size=beam))  # fmt: skip
+            assert one.token_lists()[0] == batched.token_lists()[i], (beam, i)
+            assert torch.allclose(one.scores[0], batched.scores[i], atol=1e-5)
+            assert int(batched.lengths[i]) <= cap
+            reached += int(batched.lengths[i]) == cap and batched.token_lists()[i][-1:] != [EOS]
+        assert reached >= 2, reached  # the caps did bind
+
+
 class EndsAt(RandomGRU):
     """RandomGRU whose source b can only end at step ends[b] and then must: ``ends`` is kept one row per source (row
     r of the queries reads source r // K, as the caption decoder's keys), so a source leaving the batch must take its

@@ -87,3 +87,15 @@ def test_german_typed_without_capitals_is_read_and_translated_as_written(name):
     assert [t.read_as for t in read] == written and all(t.read_as is None for t in as_written)
     translator.keep_case = True  # as typed: "ein mann" is a string of pieces the model rarely saw
     assert [t.text for t in translator.translate(typed)] != [t.text for t in as_written]
+
+
+def test_a_sentence_is_translated_alone_as_in_any_batch():
+    """The default length cap is each sentence's own (2 x its source + 10), not its batch's longest: a short line
+    that cannot end (Arabic, unlike the training text) gave 34 words beside a long German line and 31 alone."""
+    translator = Translator.load("transformer")
+    short = "رجل يركب دراجة"
+    long = ("Ein Junge in einem roten Trikot versucht, die Home Base zu erreichen, während der Catcher im blauen "
+            "Trikot versucht, ihn zu fangen.")  # fmt: skip
+    alone = translator.translate([short])[0]
+    together = translator.translate([short, long])[0]
+    assert together.text == alone.text and together.tokens == alone.tokens

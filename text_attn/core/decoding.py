@@ -177,12 +177,14 @@ def greedy_search(
     no_repeat_ngram: int = 0,
     banned: Sequence[int] = (),
     drop_ended: bool = True,
+    row_max_len: Tensor | None = None,
 ) -> SearchResult:
     """Pick the arg-max token (or, with ``sampling``, a drawn one) at every step until every sentence has produced
     eos or ``max_len`` tokens. ``no_repeat_ngram`` n > 0: no n-gram occurs twice in a sentence. ``banned``: token ids
     never produced (e.g. <unk>: the next most likely word stands in for it). ``drop_ended``: stop stepping the
     sentences that ended (the same result, less work; False: every row to the end, for comparison). When sampling
-    with a seed they are stepped to the end anyway (the seed's draws stay those of all rows)."""
+    with a seed they are stepped to the end anyway (the seed's draws stay those of all rows). ``row_max_len`` (B,):
+    each sentence's own cap (at most ``max_len``), so that its output does not depend on its batch's longest."""
     device = _state_device(state)
     prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)
     finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
@@ -196,7 +198,7 @@ def greedy_search(
     compact = drop_ended and (sampling is None or sampling.seed is None)
     compact = compact and getattr(model, "select_state", None) is None
     live = torch.arange(batch_size, device=device)  # (A,) the rows the model's state holds, in order
-    for _ in range(max_len):
+    for t in range(max_len):
         log_probs, attn, state = _step_live(model, prev, state, live)  # ended rows: zeros, masked below
         log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
@@ -213,6 +215,8 @@ def greedy_search(
             attns.append(attn.masked_fill(_expand(finished, attn), 0.0))
         tokens.append(tok)
         finished |= tok == eos_id
+        if row_max_len is not None:  # a sentence at its own cap stops as it would at max_len alone
+            finished |= row_max_len <= t + 1
         prev = tok
         if bool(finished.all()):
             break
@@ -239,11 +243,14 @@ def beam_search(
     no_repeat_ngram: int = 0,
     banned: Sequence[int] = (),
     drop_ended: bool = True,
+    row_max_len: Tensor | None = None,
 ) -> SearchResult:
     """Batched beam search: the B sentences' K beams are B*K rows of one batch.
 
     ``n_best`` > 1 (at most K): the result's ``nbest`` also lists each sentence's n best final hypotheses.
     ``no_repeat_ngram`` n > 0: no hypothesis repeats an n-gram. ``banned``: token ids never produced.
+    ``row_max_len`` (B,): each sentence's own cap (at most ``max_len``): its beams stop there, as they would with
+    ``max_len`` equal to it in a batch of its own.
 
     A beam that produced eos stays in the beam with its score frozen (it can only extend with pad at log-prob 0),
     so finished and live hypotheses compete for the K slots. The winner per sentence is chosen among the final K by
@@ -276,6 +283,7 @@ def beam_search(
     parents, step_tokens, step_attns = [], [], []
     compact = drop_ended and getattr(model, "select_state", None) is None
     live = torch.arange(B * K, device=device)  # (A*K,) the rows the model's state holds: the K of each live source
+    caps = None if row_max_len is None else row_max_len.to(device).repeat_interleave(K)  # (B*K,)
     for t in range(max_len):
         if t == 0:
             log_probs, attn, state = first[0][expand], None if first[1] is None else first[1][expand], first[2]
@@ -291,6 +299,8 @@ def beam_search(
         if attn is not None:
             step_attns.append(attn[rows].masked_fill(_expand(finished, attn), 0.0))
         finished = finished | (tok == eos_id)
+        if caps is not None:  # a sentence at its own cap: its beams frozen (pad at no cost), as at max_len alone
+            finished = finished | (caps <= t + 1)
         prev = tok
         if no_repeat_ngram:
             history = torch.cat([history[rows], tok.unsqueeze(1)], dim=1)
@@ -469,20 +479,23 @@ def search(
     no_repeat_ngram: int = 0,
     banned: Sequence[int] = (),
     drop_ended: bool = True,
+    row_max_len: Tensor | None = None,
 ) -> SearchResult:
     """Greedy search for ``beam_size`` 1 (drawing tokens with ``sampling``), batched beam search above (``n_best``
     hypotheses per sentence); ``no_repeat_ngram`` and ``banned`` (token ids never produced) for all. Sampling draws
-    one hypothesis: it takes no beam. ``drop_ended`` False: step every row to the end (for comparison)."""
+    one hypothesis: it takes no beam. ``drop_ended`` False: step every row to the end (for comparison).
+    ``row_max_len`` (B,): each sentence's own cap, at most ``max_len``."""
     if sampling is not None and (beam_size > 1 or n_best > 1):
         raise ValueError("sampling draws one caption per input: use it with beam size 1 and n_best 1")
     if beam_size <= 1:
         if n_best > 1:
             raise ValueError(f"n_best {n_best} needs a beam at least as wide (beam_size >= n_best)")
         return greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id, sampling=sampling,
-                             no_repeat_ngram=no_repeat_ngram, banned=banned, drop_ended=drop_ended)  # fmt: skip
+                             no_repeat_ngram=no_repeat_ngram, banned=banned, drop_ended=drop_ended,
+                             row_max_len=row_max_len)  # fmt: skip
     return beam_search(model, state, batch_size, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id,
                        n_best=n_best, no_repeat_ngram=no_repeat_ngram, banned=banned,
-                       drop_ended=drop_ended)  # fmt: skip
+                       drop_ended=drop_ended, row_max_len=row_max_len)  # fmt: skip
 
 
 class GenerateMixin:

@@ -439,13 +439,17 @@ class Translator:
         if self.codec.subwords is not None:
             options.setdefault("banned", (self.tgt_vocab.unk_id,))
         src, lens = self._source_batch(toks)
+        if not max_len:  # each sentence's own 2 x source + 10: not its batch's longest (the output then depended on
+            # which lines shared its batch)
+            options["row_max_len"] = lens * 2 + 10
+            max_len = int(lens.max()) * 2 + 10
         with evaluating(self.net):  # no dropout, whatever mode a training network is in; restored after
             res = self.net.generate(
                 src,
                 lens,
                 self.tgt_vocab.bos_id,
                 self.tgt_vocab.eos_id,
-                max_len=max_len or int(lens.max()) * 2 + 10,
+                max_len=max_len,
                 beam_size=beam_size,
                 length_penalty=length_penalty,
                 **options,
