@@ -13,6 +13,7 @@ import base64
 import os
 import signal
 import sys
+import unicodedata
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -261,6 +262,7 @@ class TranslateAPI(_ModelAPI):
 
     def _record(self, source: str, t: Any) -> dict[str, Any]:
         unlike = self.translator.unlike_source(source)
+        read = self.translator.read_as(source)  # how the model read it; composed letters alone are no difference
         attention = heads = None
         if t.attention is not None:
             a = t.attention.float().cpu().numpy()
@@ -279,6 +281,6 @@ class TranslateAPI(_ModelAPI):
             "truncated": bool(t.truncated),
             "unknown": t.unknown,
             "unlike_source": unlike,
-            "read_as": read if (read := self.translator.read_as(source)) != source else None,
+            "read_as": read if read != unicodedata.normalize("NFC", source) else None,
             "note": self.translator.note() if unlike else None,  # the model's own, as `translate` prints it
         }

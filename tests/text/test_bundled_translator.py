@@ -89,6 +89,23 @@ def test_german_typed_without_capitals_is_read_and_translated_as_written(name):
     assert [t.text for t in translator.translate(typed)] != [t.text for t in as_written]
 
 
+@pytest.mark.parametrize("name", FILES)
+def test_letters_typed_decomposed_are_read_as_composed(name):
+    """ "ä" as "a" + a combining diaeresis (NFD: macOS file names, some keyboards) reads as the composed letter: the
+    same translation, no recasing note, not flagged as unlike the German it learned from (it was cased letter by
+    letter, "LÄuft", and flagged)."""
+    import unicodedata
+
+    translator = Translator.load(name)
+    composed = ["ein mädchen läuft über eine brücke.", "Zwei Männer spielen Fußball."]
+    decomposed = [unicodedata.normalize("NFD", s) for s in composed]
+    assert decomposed != composed
+    same, nfd = translator.translate(composed), translator.translate(decomposed)
+    assert [t.text for t in nfd] == [t.text for t in same]
+    assert [t.read_as for t in nfd] == [t.read_as for t in same] == ["Ein Mädchen läuft über eine Brücke.", None]
+    assert [translator.unlike_source(s) for s in decomposed] == [translator.unlike_source(s) for s in composed]
+
+
 def test_a_sentence_is_translated_alone_as_in_any_batch():
     """The default length cap is each sentence's own (2 x its source + 10), not its batch's longest: a short line
     that cannot end (Arabic, unlike the training text) gave 34 words beside a long German line and 31 alone."""

@@ -8,6 +8,7 @@ import argparse
 import io
 import os
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -332,7 +333,7 @@ def _translate_stream(
         else:
             if translator.unlike_source(line):
                 unlike.append(n)
-            if read != line:
+            if read != unicodedata.normalize("NFC", line):  # read_as composes letters: that alone is no recasing
                 recased.append(n)
             if getattr(args, "reference_lines", None) is not None:
                 sources[n] = line
