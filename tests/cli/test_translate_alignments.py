@@ -97,7 +97,11 @@ def test_a_model_without_attention_is_refused(capsys, tmp_path):
     [(["--alignments", "no/a.txt"], "cannot write --alignments no/a.txt: the folder no does not exist"),
      (["--alignments", "o.txt", "--output", "o.txt"], "name the same file"),
      (["--alignments", "folder"], "--alignments folder"),
-     (["--align-by", "evidence"], "--align-by evidence says how --alignments links words: give --alignments FILE")],
+     (["--align-by", "evidence"], "--align-by evidence says how --alignments links words: give --alignments FILE"),
+     # the PNGs --plot writes beside its own name (one a sentence, the evidence): once written over the others
+     (["--plot", "q.png", "--output", "q-2.png"], "--output q-2.png has the name of a file --plot q.png may write"),
+     (["--plot", "e.png", "--evidence", "--alignments", "e-evidence.png"], "--alignments e-evidence.png has the"),
+     (["--plot", "p", "--scores", "p-1-evidence.png"], "--scores p-1-evidence.png has the")],
 )  # fmt: skip
 def test_refusals_in_one_line(capsys, tmp_path, monkeypatch, args, why):
     monkeypatch.chdir(tmp_path)

@@ -235,6 +235,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
              "--model-info"),
         Case("translate: a sampler setting without --sample", "translate", ["x", "--model", tm, "--temperature", "2"],
              2, "only applies with --sample"),
+        Case("translate: --output named as a numbered --plot file", "translate", ["x", "y", "--model", tm, "--plot",
+             str(w / "q.png"), "--output", str(w / "q-2.png")], 2, "may write"),
         Case("translate: --length-penalty nan", "translate", ["x", "--model", tm, "--length-penalty", "nan"], 2,
              "expected a finite number"),
         Case("translate: a --sample-seed torch cannot take", "translate", ["x", "--model", tm, "--sample",

@@ -15,7 +15,15 @@ from typing import Any
 from text_attn.core import startup_gc
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, missing, one_line, stdout_failed
 from text_attn.core.fast_exit import leaving
-from text_attn.core.safe_files import inert, inert_output, open_stream, protecting, refuse_overlap, refuse_same_outputs
+from text_attn.core.safe_files import (
+    inert,
+    inert_output,
+    open_stream,
+    protecting,
+    refuse_overlap,
+    refuse_same_outputs,
+    same_file,
+)
 from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
@@ -467,12 +475,29 @@ def _check_outputs(args: argparse.Namespace) -> None:
             fail("translate", f"cannot write {flag} {value}: the folder {Path(value).parent} does not exist")
     if args.plot:
         plot = Path(args.plot)
+        for flag, value in named:  # the numbered and evidence PNGs --plot writes later: none may be another output
+            if flag != "--plot" and value and _a_plot_file(plot, Path(value)):
+                fail("translate", f"{flag} {value} has the name of a file --plot {args.plot} may write (one PNG a "
+                     f"sentence, {plot.stem}-N.png, and {plot.stem}-evidence.png); give another name")  # fmt: skip
         if plot.is_dir():
             fail("translate", f"--plot {args.plot} is a folder; give a PNG file name, e.g. {plot / 'grid.png'}")
         if not plot.parent.is_dir():
             fail("translate", f"cannot write --plot {args.plot}: the folder {plot.parent} does not exist")
         if plot.suffix.lower() not in ("", ".png"):
             fail("translate", f"--plot {args.plot}: the grids are PNG images; give a name ending in .png")
+
+
+def _a_plot_file(plot: Path, other: Path) -> bool:
+    """Whether ``other`` is one of the files ``--plot PLOT`` writes beside PLOT itself: PLOT-N.png for sentence N of
+    several, PLOT-evidence.png / PLOT-N-evidence.png with --evidence (the plain name: refuse_same_outputs)."""
+    import re
+
+    if not same_file(plot.parent, other.parent):
+        return False
+    suffixes = "|".join(re.escape(x) for x in {".png", plot.suffix} if x)
+    return re.fullmatch(rf"{re.escape(plot.stem)}(-\d+)?(-evidence)?({suffixes})", other.name) is not None and (
+        other.name != plot.name
+    )
 
 
 @inert_output
