@@ -71,10 +71,12 @@ def _load_option(option: str, path: str, src: str, decoders: bool, settings: tup
         loaded, _ = load_any(path)
     except ModelFileError as err:
         raise ModelFileError(_named(option, str(err))) from None
-    if _settings(loaded, decoders) != settings:
-        raise ModelFileError(
-            _named(option, f"{path}: not the same model as {src} (another vocabulary or other settings)")
-        )
+    found = _settings(loaded, decoders)
+    if found != settings:
+        why = "another vocabulary or other settings"
+        if decoders and found[:-1] == settings[:-1]:  # only the count of decoders differs
+            why = f"{found[-1]} decoders against {settings[-1]}"
+        raise ModelFileError(_named(option, f"{path}: not the same model as {src} ({why})"))
     return loaded
 
 
@@ -96,6 +98,10 @@ def average_into(captioner, src: str, others: list[str], option: str = "--averag
     """Replace the captioner's weights (read from src) by their mean over src and ``others`` (checkpoints or model
     files of the same model: e.g. a self-critical run's last steps). One that is not the same model (another
     vocabulary or other settings) raises :class:`ModelFileError` naming it (after ``option``, its flag)."""
+    if len(captioner.decoders) > 1:  # the mean of two ensembles' weights mixes unrelated decoders: no model of either
+        n = len(captioner.decoders)
+        raise ModelFileError(f"{src} is an ensemble of {n} decoders: {option} averages the checkpoints of one run; "
+                             "average each member's run first, then --ensemble them")  # fmt: skip
     states, settings = [captioner.model.state_dict()], _settings(captioner)
     for other in others:
         states.append(_load_option(option, other, src, True, settings).model.state_dict())

@@ -340,6 +340,18 @@ def test_export_averages_checkpoints_and_refuses_another_model(capsys, tmp_path)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "other.ckpt: not the same model" in err
     assert not (tmp_path / "bad.pt").exists()
+    # an ensemble is not averaged (the docs say --average refuses it; an ensemble's mean with itself was written)
+    both = tmp_path / "both.pt"
+    assert export_main([ckpts[0], str(both), "--ensemble", ckpts[0]]) == 0  # (one encoder: a decoder twice)
+    capsys.readouterr()
+    bad = str(tmp_path / "bad.pt")
+    for argv, says in (([str(both), bad, "--average", str(both)], "is an ensemble of 2"),
+                       ([ckpts[0], bad, "--average", str(both)], "(2 decoders against 1)")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            export_main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and says in err, err
+        assert not (tmp_path / "bad.pt").exists()
 
 
 def test_export_checkpoint_of_a_multiscale_model_attending_on_fine_channels(capsys, tmp_path):
