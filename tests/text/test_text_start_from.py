@@ -99,6 +99,8 @@ def test_a_subword_start_reads_the_corpus_with_its_own_pieces(tmp_path):
 def test_a_run_reads_the_corpus_once_the_start_way_and_learns_no_subwords(tmp_path, monkeypatch):
     import pytorch_lightning as pl
 
+    monkeypatch.chdir(tmp_path)  # the fit writes its model file (model.pt) here, not into the checkout
+
     from text_attn.translation.subwords import Subwords
 
     subword = {"tokenizer": "subword", "subword_vocab": 300, "min_freq": 1}
