@@ -179,7 +179,7 @@ def caption_main(argv: list[str] | None = None) -> int:
     if args.jsonl and not Path(args.jsonl).parent.is_dir():  # now, not after the model loads
         fail("caption", f"cannot use --jsonl {args.jsonl}: the folder {Path(args.jsonl).parent} does not exist")
     _check_processes(args)
-    if args.n_best > 1 and not (args.json or args.jsonl):  # plain lines hold one caption
+    if (args.n_best or 1) > 1 and not (args.json or args.jsonl):  # plain lines hold one caption
         fail("caption", "--n-best lists are part of the --json / --jsonl records; add one of them")
     for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads)):
         if value is not None and value < 1:

@@ -36,6 +36,13 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
     assert [line.split("\t")[0] for line in lines] == ["1", "1", "2", "2"]
     assert float(lines[0].split("\t")[1]) >= float(lines[1].split("\t")[1])
     assert capsys.readouterr().out == ""
+    # --n-best 1 is a list too (a script passing --n-best $N got plain lines for N = 1): its line is the list's first
+    one = tmp_path / "one.txt"
+    assert translate_main([*args[:4], "--n-best", "1", "--output", str(one), "ma pipo", "deko ro"]) == 0
+    assert one.read_text().splitlines() == [lines[0], lines[2]]
+    with pytest.raises(SystemExit):  # and, like any --n-best, it is refused beside --given (it lists the search's)
+        translate_main(["--model", str(model), "--given", "ma", "--n-best", "1", "ma pipo"])
+    assert "--n-best is for the translations the model writes" in capsys.readouterr().err
     # a sampler setting without --sample, and --layer for an RNN, would be ignored: refused instead
     ignored = (["--temperature", "2"], ["--top-k", "5", "--sample-seed", "1"], ["--layer", "0"])
     # nan and inf passed the range checks (NaN scores, garbage words); a seed beyond torch's range, a traceback

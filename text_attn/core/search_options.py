@@ -25,7 +25,7 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=int, default=0, help="--sample: draw from the k likeliest words (0: all)")
     g.add_argument("--top-p", type=float, default=1.0, help="--sample: draw from the nucleus of this probability")
     g.add_argument("--sample-seed", type=sample_seed, help="--sample: seed of the draws (default: a fresh one a run)")
-    g.add_argument("--n-best", type=int, default=1, help="also report the N best hypotheses (N <= --beam-size)")
+    g.add_argument("--n-best", type=int, help="also report the N best hypotheses (N <= --beam-size)")
     g.add_argument(
         "--no-repeat-ngram",
         type=int,
@@ -40,6 +40,10 @@ def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_
     from text_attn.core.modelfile import decoding_defaults
 
     chosen = decoding_defaults(info)
+    # --n-best given, even 1: a list is asked for (translate's lines then carry number and score whatever N is)
+    args.n_best_given = args.n_best is not None
+    if args.n_best is None:
+        args.n_best = 1
     if args.beam_size is None:
         args.beam_size = 1 if args.sample else chosen.get("beam_size", beam_size)
     if args.length_penalty is None:
@@ -80,7 +84,7 @@ def search_flags_given(args: argparse.Namespace) -> list[str]:
         "--length-penalty": getattr(args, "length_penalty", None) is not None,
         "--no-repeat-ngram": args.no_repeat_ngram is not None,
         "--sample": args.sample,
-        "--n-best": args.n_best > 1,
+        "--n-best": args.n_best is not None,
     }
     return [flag for flag, on in given.items() if on]
 

@@ -283,7 +283,7 @@ def _translate_stream(
             written = "".join(
                 given_lines(n, readings, per_piece) for (n, _), readings in zip(good, ranked, strict=True)
             )
-        elif args.n_best <= 1:  # a failed input's empty line keeps the lines aligned
+        elif not args.n_best_given:  # a failed input's empty line keeps the lines aligned
             written = "".join(inert(by_number[n].text) + "\n" if n in by_number else "\n" for n, _ in chunk)
         else:
             written = ""
@@ -294,6 +294,8 @@ def _translate_stream(
                       "as <unk>", file=sys.stderr)  # fmt: skip
             if tr.nbest is not None:  # n lines per input: number, score, translation; best first
                 written += "".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest)
+            elif args.n_best_given:  # --n-best 1: the list's one line (its score: the search's ranking score)
+                written += f"{n}\t{tr.score:.4f}\t{inert(tr.text)}\n"
             if args.plot or args.demo:
                 kept.append((n, tr))
         out.write(written)
