@@ -23,6 +23,7 @@ import numpy as np
 
 from attention_serve.cores import CoreShare
 from attention_serve.idle_loop import IdleWaitingLoop
+from attention_serve.limits import TRANSLATE_OPTIONS
 from text_attn.core.errors import one_line
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
@@ -242,8 +243,11 @@ class TranslateAPI(_ModelAPI):
         if o.get("given"):  # the translation given, read for each sentence (translate --given)
             done = tr.read_tokens([tokens[k] for k in keep], o["given"])
         else:
+            # the default cap (2 x source + 10) no longer than what a client may ask for: a 1,000-character line
+            # searched 2,010 steps at beam 8, minutes of the worker every other request waited on
+            longest = int(TRANSLATE_OPTIONS["max_len"].high)
             done = tr.translate_tokens([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
-                                       o.get("max_len"), **extra)  # fmt: skip
+                                       o.get("max_len"), longest, **extra)  # fmt: skip
         records: list[dict[str, Any]] = [self._empty(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
             records[k] = self._record(sentences[k], t) | _read(t, "token_probs")

@@ -75,7 +75,7 @@ CAPTION_OPTIONS = {
 }
 TRANSLATE_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice)"),
-    "max_len": Option(int, 1, 512, "longest translation in tokens (default: 2 x source + 10)"),
+    "max_len": Option(int, 1, 512, "longest translation in tokens (default: 2 x source + 10, at most 512)"),
     "length_penalty": Option(float, 0, 5, "beam scores divided by length**penalty (default: the model file's)"),
     "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
     "evidence": Option(

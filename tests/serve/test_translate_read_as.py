@@ -1,5 +1,6 @@
 """attention-serve's /translate answer says how the model read a sentence typed without capitals (``read_as``), in
-process: the worker's own translate step on a tiny subword model whose file knows its training text's casing."""
+process: the worker's own translate step on a tiny subword model whose file knows its training text's casing; and its
+default length cap is never above the largest a client may ask for."""
 
 from __future__ import annotations
 
@@ -21,3 +22,20 @@ def test_a_sentence_without_capitals_is_answered_with_how_it_was_read(tmp_path):
     assert records[0]["translation"] == api.translator.translate([DE[0]], beam_size=1, max_len=3)[0].text
     answer = TRANSLATE_ANSWER["properties"]["translations"]["items"]["properties"]
     assert set(records[0]) <= set(answer) and "read_as" in answer
+
+
+def test_the_default_length_cap_is_at_most_what_a_client_may_ask_for(tmp_path, monkeypatch):
+    """max_len left out: each sentence's own 2 x source + 10, but never above the 512 a client may give (a
+    1,000-character line searched 2,010 steps at beam 8, minutes every other translation waited on). The ceiling
+    made small here (12)."""
+    from attention_serve import limits
+
+    monkeypatch.setitem(limits.TRANSLATE_OPTIONS, "max_len", limits.Option(int, 1, 12, "test"))
+    api = TranslateAPI(tiny_subword_model_file(tmp_path), "translate", 1, 4, 0.01, idle_wait=False)
+    api.load("cpu")
+    long = " ".join(DE[:3])  # an untrained model: it never ends, so every cap binds
+    n_long = len(api.translator.tokenize(long)) + 1  # with the source's eos
+    (record,) = api._translate([long], {"beam_size": 1, "length_penalty": 0.0})
+    uncapped = api.translator.translate_tokens([api.translator.tokenize(long)], 1, 0.0, None)[0]
+    assert len(uncapped.tokens) == 2 * n_long + 10 > 12  # translate's own default
+    assert record["tokens"] == uncapped.tokens[:12] and record["truncated"]

@@ -408,21 +408,23 @@ class Translator:
         beam_size: int = 1,
         length_penalty: float = 0.0,
         max_len: int | None = None,
+        longest: int | None = None,
         **options: Any,
     ) -> list[Translation]:
         """Translate already tokenized sentences. A subword model never writes <unk> (the next most likely piece stands
         in: every word can be spelled from pieces). Sentences whose search would not fit in BATCH_BYTES together are
-        translated in smaller batches (:meth:`_batches`); each gets the translation it gets in any batch, up to
-        the batch's output cap (``max_len``'s default follows the batch's longest source). No sentences: no
-        translations."""
+        translated in smaller batches (:meth:`_batches`); each gets the translation it gets in any batch: the output
+        cap is ``max_len``, else each sentence's own 2 x its source + 10, at most ``longest`` where given (a server's
+        ceiling: a 1,000-token line would search 2,010 steps). No sentences: no translations."""
         if not toks:
             return []
         batches = self._batches([len(t) for t in toks], beam_size, max_len)
         if len(batches) == 1:
-            return self._translate_batch(toks, beam_size, length_penalty, max_len, **options)
+            return self._translate_batch(toks, beam_size, length_penalty, max_len, longest, **options)
         out: list[Translation | None] = [None] * len(toks)
         for index in batches:
-            done = self._translate_batch([toks[i] for i in index], beam_size, length_penalty, max_len, **options)
+            part = [toks[i] for i in index]
+            done = self._translate_batch(part, beam_size, length_penalty, max_len, longest, **options)
             for i, tr in zip(index, done, strict=True):
                 out[i] = tr
         return out  # type: ignore[return-value]
@@ -440,6 +442,7 @@ class Translator:
         beam_size: int,
         length_penalty: float,
         max_len: int | None,
+        longest: int | None = None,
         **options: Any,
     ) -> list[Translation]:
         if self.codec.subwords is not None:
@@ -447,8 +450,9 @@ class Translator:
         src, lens = self._source_batch(toks)
         if not max_len:  # each sentence's own 2 x source + 10: not its batch's longest (the output then depended on
             # which lines shared its batch)
-            options["row_max_len"] = lens * 2 + 10
-            max_len = int(lens.max()) * 2 + 10
+            caps = lens * 2 + 10
+            options["row_max_len"] = caps if longest is None else caps.clamp(max=longest)
+            max_len = int(options["row_max_len"].max())
         with evaluating(self.net):  # no dropout, whatever mode a training network is in; restored after
             res = self.net.generate(
                 src,
