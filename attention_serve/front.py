@@ -280,7 +280,9 @@ class Front:
         expect = headers.get(b"expect", b"").lower() == b"100-continue"
         body = await read_body(receive, limit, int(declared) if declared and declared.isdigit() else None, why,
                                self.limits.read_timeout, expect)  # fmt: skip
-        query_pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+        # blank values kept: "?beam_size=" is then refused as any wrong value is (dropped, "?given=" captioned instead
+        # of reading the caption meant)
+        query_pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         query = dict(query_pairs)
         if len(query) < len(query_pairs):
             raise ClientError(422, "an option is given twice in the query string")

@@ -240,6 +240,8 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
         ("an option in the query and the body",
          server.post_file("/caption?beam_size=2", png, {"beam_size": "3"}), 422, "in both"),
         ("a padded number", server.post_file("/caption", png, {"beam_size": " 2 "}), 422, "beam_size"),
+        ("an empty value in the query", server.post_json("/translate?beam_size=", {"text": "ein"}), 422, "beam_size"),
+        ("an empty given in the query", server.post_file("/caption?given=", png), 422, "given must be a text"),
         ("a long unknown option is cut in the message", server.post_file("/caption", png, {"x" * 500: "1"}), 422,
          "..."),
         ("no such path", server.get("/nope"), 404, "Not Found"),
