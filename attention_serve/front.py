@@ -114,12 +114,24 @@ def _replay(body: bytes):
 def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]:
     """An upload's bytes -> the workers' payload: the (S, S, 3) uint8 square, the image's size and crop box, its
     photo statistics. ClientError: 415 not an image, 413 more pixels than the guard allows, 422 damaged."""
+    from PIL import Image
+
+    preprocess = served.extra["preprocess"]
+    # Pillow's own guard follows --max-pixels while the upload is opened (it refuses at twice its limit): at its
+    # default (179 MP) a --max-pixels of 500 refused a 400 MP photo while saying "more than 500"
+    pillows, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, limits.max_pixels
+    try:
+        return _prepared(data, served, limits, preprocess)
+    finally:
+        Image.MAX_IMAGE_PIXELS = pillows
+
+
+def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> dict[str, Any]:
     from PIL import Image, UnidentifiedImageError
 
     from captioning.photos.photo_check import photo_stats
     from captioning.photos.preprocess import HEAD, ImageReadError, load_photo, photo_formats
 
-    preprocess = served.extra["preprocess"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the guard below is the server's own
         try:
@@ -130,12 +142,14 @@ def prepare_photo(data: bytes, served: Served, limits: Limits) -> dict[str, Any]
         except UnidentifiedImageError:
             raise ClientError(415, "the upload is not an image Pillow can read (JPEG, PNG, WebP, ...)") from None
         except Image.DecompressionBombError:
-            raise ClientError(413, f"the image has more than {limits.max_pixels / 1e6:.0f} megapixels") from None
+            most = limits.max_pixels / 1e6
+            raise ClientError(413, f"the image has more than {2 * most:.1f} megapixels; at most {most:.1f} (a guard "
+                              "against decompression bombs)") from None  # fmt: skip
         except Exception as err:  # noqa: BLE001 - a header Pillow cannot parse
             raise ClientError(422, f"the image is damaged ({type(err).__name__})") from None
         if width * height > limits.max_pixels:
-            raise ClientError(413, f"the image has {width * height / 1e6:.0f} megapixels; at most "
-                              f"{limits.max_pixels / 1e6:.0f} (a guard against decompression bombs)")  # fmt: skip
+            raise ClientError(413, f"the image has {width * height / 1e6:.1f} megapixels; at most "
+                              f"{limits.max_pixels / 1e6:.1f} (a guard against decompression bombs)")  # fmt: skip
         try:
             image, size = load_photo(data, preprocess.decode_side)
         except ImageReadError as err:

@@ -125,3 +125,32 @@ def test_without_pi_heif_a_heic_photo_is_one_line_naming_the_package(monkeypatch
         415, "the image: a HEIC/HEIF photo (iPhones save them): reading it needs the pi-heif package (pip install "
         "pi-heif)")  # fmt: skip
     load_photo(FIX / "images" / "rocket.jpg")  # every other photo as before
+
+
+def test_the_servers_pixel_limit_is_the_one_it_says():
+    """--max-pixels above Pillow's own guard (179 MP) took no effect, and the refusal named the server's limit for a
+    photo Pillow had refused: a 400 MP photo was "more than 500 megapixels". Pillow's guard now follows the limit."""
+    import struct
+    import zlib
+
+    import pytest
+
+    from attention_serve.front import ClientError, prepare_photo
+    from attention_serve.models import Served
+    from captioning.photos.preprocess import Preprocess
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)  # claims 400 MP; its pixels are not there
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b"")
+    served = Served(Path("m.pt"), "m", {}, {}, {"preprocess": Preprocess(32, crop=False)})
+    said = {}
+    for most in (500e6, 300e6, 100e6):
+        limits = type("Limits", (), {"max_pixels": int(most)})()
+        with pytest.raises(ClientError) as err:
+            prepare_photo(png, served, limits)
+        said[most] = (err.value.status, str(err.value))
+    assert said[500e6][0] == 422  # within the limit: read, and found damaged (its pixels are missing)
+    assert said[300e6] == (413, "the image has 400.0 megapixels; at most 300.0 (a guard against decompression bombs)")
+    assert said[100e6][0] == 413 and "more than 200.0 megapixels; at most 100.0" in said[100e6][1]
