@@ -140,7 +140,7 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
         except ImageReadError as err:  # a HEIC photo without pi-heif
             raise ClientError(415, f"the image: {str(err).removeprefix('upload: ')}") from None
         except UnidentifiedImageError:
-            raise ClientError(415, "the upload is not an image Pillow can read (JPEG, PNG, WebP, ...)") from None
+            raise ClientError(415, "the upload is not an image in a photo format (JPEG, PNG, WebP, ...)") from None
         except Image.DecompressionBombError:
             most = limits.max_pixels / 1e6
             raise ClientError(413, f"the image has more than {2 * most:.1f} megapixels; at most {most:.1f} (a guard "

@@ -166,7 +166,7 @@ def to_rgb(img: Image.Image) -> Image.Image:
 
 
 # The photo formats read (Pillow's others are not photos, and some hand the bytes to outside programs: EPS to
-# Ghostscript): a file in another format is "not an image file Pillow can read". Two more are added for a file that is
+# Ghostscript): a file in another format is "not an image file in a photo format". Two more are added for a file that is
 # one (:func:`photo_formats`): HEIF, iPhones' HEIC photos, read by pi-heif's opener; AVIF, Pillow's own from 11.3 on.
 PHOTO_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "PPM", "ICO")  # JPEG covers MPO (phones)
 # an ISO media file's major brand (bytes 8-12, after "ftyp"): HEVC-coded HEIF; AV1 (AVIF) names itself there or among
@@ -278,7 +278,8 @@ def load_photo(
                 img.draft(img.mode, (int(min_side), int(min_side)))  # no-op unless both sides stay >= min_side
             rgb = to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
     except UnidentifiedImageError:
-        raise ImageReadError(f"{src}: not an image file Pillow can read{_list_hint(p)}", "not_image") from None
+        raise ImageReadError(f"{src}: not an image file in a photo format (JPEG, PNG, WebP, GIF, BMP, TIFF, PPM, ICO, "
+                             f"HEIC, AVIF){_list_hint(p)}", "not_image") from None  # fmt: skip
     except Image.DecompressionBombError:
         raise ImageReadError(
             f"{src}: more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels, which Pillow refuses to decode (a "

@@ -100,7 +100,7 @@ def test_load_image_respects_exif_orientation(tmp_path):
     r, g, b = out.getpixel((16, 3))  # the top-left block ends up top-right after a clockwise turn
     assert b > 150 and r < 100
     assert out.getpixel((3, 3))[0] > 150  # top-left is red now
-    with pytest.raises(ImageReadError, match="not an image file Pillow can read"):
+    with pytest.raises(ImageReadError, match="not an image file in a photo format"):
         load_image(CAPS / "captions.tsv")
 
 

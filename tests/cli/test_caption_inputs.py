@@ -187,8 +187,9 @@ def test_a_list_of_photos_given_as_a_photo_is_told_to_come_on_stdin(folder, tmp_
     notes.write_text("not a path\n")
     with pytest.raises(ImageReadError) as err:
         load_photo(listed)
-    assert str(err.value) == (f"{listed}: not an image file Pillow can read (a list of photos, one a line? give it on "
-                              f"stdin: caption - < {listed})")  # fmt: skip
+    formats = "not an image file in a photo format (JPEG, PNG, WebP, GIF, BMP, TIFF, PPM, ICO, HEIC, AVIF)"
+    hint = f"(a list of photos, one a line? give it on stdin: caption - < {listed})"
+    assert str(err.value) == f"{listed}: {formats} {hint}"
     with pytest.raises(ImageReadError) as err:
         load_photo(notes)
-    assert str(err.value) == f"{notes}: not an image file Pillow can read"  # no guess where the text names no file
+    assert str(err.value) == f"{notes}: {formats}"  # no guess where the text names no file
