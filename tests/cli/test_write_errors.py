@@ -1,7 +1,8 @@
 """A write error mid-run (the disk fills: here RLIMIT_FSIZE, the kernel's limit on how large this process may make a
 file, which fails writes with EFBIG as a full disk fails them with ENOSPC) is one line naming the file, a non-zero exit
-and no traceback, for translate --output and for text-train's checkpoints; what was written before stays whole.
-(caption --jsonl: tests/cli/test_caption_cli.py.)"""
+and no traceback, for translate --output and for text-train's checkpoints; what was written before stays whole. And a
+stdout whose reader leaves in the middle of one large output is said and exit code 2, not dropped. (caption --jsonl:
+tests/cli/test_caption_cli.py.)"""
 
 from __future__ import annotations
 
@@ -90,3 +91,16 @@ def test_exports_full_disk(tmp_path):
         expected += [f"{prog}: error: cannot write {out}: File too large", f"{prog} 2"]
         assert not out.exists() and not list(tmp_path.glob(f"{prog}.pt*"))
     assert done.stderr.splitlines() == expected, done.stderr
+
+
+def test_a_reader_that_leaves_mid_output_is_one_line_and_exit_code_2():
+    """One large output (caption --json's list) to a pipe whose reader leaves after a few bytes: Python's buffered
+    stdout took the kernel's short write as the whole and dropped the rest, exit code 0 and nothing said; errors.emit
+    writes until all is written, so the gone reader is an error line and exit code 2, as for any line."""
+    code = "from text_attn.core.errors import emit\nemit('caption', 'x' * 1_000_000)\n"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=Path(__file__).parents[2])  # fmt: skip
+    assert proc.stdout.read(10) == b"x" * 10
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 2 and err == "caption: error: cannot write stdout: [Errno 32] Broken pipe\n", err

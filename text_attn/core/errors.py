@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import os
 import re
@@ -56,10 +57,25 @@ def close_quietly(out) -> None:
 
 def emit(prog: str, text: str) -> None:
     """``text`` and a newline on stdout, flushed. A stdout that cannot be written (its reader gone, as in
-    ``| head -1``; a full disk) ends the command with one line and exit code 2 (:func:`stdout_failed`)."""
+    ``| head -1``; a full disk) ends the command with one line and exit code 2 (:func:`stdout_failed`).
+
+    Where stdout is a file descriptor the bytes go to it directly, until all are written: Python's buffered stdout
+    took a short write (a pipe whose reader left after 64 KiB of one large ``caption --json`` list) as the whole and
+    dropped the rest without an error, exit code 0."""
+    line = inert(text, lines=True) + "\n"
     try:
-        sys.stdout.write(inert(text, lines=True) + "\n")
         sys.stdout.flush()
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # a test's capture: no descriptor
+        fd = None
+    try:
+        if fd is None:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            return
+        data = memoryview(line.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+        while data:
+            data = data[os.write(fd, data) :]  # a short write: the rest again (a gone reader: EPIPE)
     except OSError as err:
         stdout_failed(prog, err)
 
