@@ -75,7 +75,14 @@ from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_N
 from text_attn.core import startup_gc
 from text_attn.core.errors import emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
-from text_attn.core.safe_files import OutputRefused, inert_output, protecting, refuse_overlap, refuse_same_outputs
+from text_attn.core.safe_files import (
+    OutputRefused,
+    inert,
+    inert_output,
+    protecting,
+    refuse_overlap,
+    refuse_same_outputs,
+)
 from text_attn.core.search_options import check_search_options, fill_decoding_defaults
 
 
@@ -323,7 +330,7 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
     # '-' (paths on stdin), a brace pattern and a shard are read as the run goes: not judged here
     if all(a != "-" and "{" not in a and not is_shard(a) and not os.path.exists(a) for a in args.images):
         for a in args.images:
-            print(f"caption: error: {missing(a)}", file=sys.stderr)  # the words of preprocess's ImageReadError
+            print(f"caption: error: {inert(missing(a))}", file=sys.stderr)  # preprocess's words, on one line
         raise SystemExit(1)
     if all(os.path.isdir(a) for a in args.images):
         from captioning.photos.image_paths import image_paths

@@ -107,10 +107,10 @@ def caption_items(
                     extra = f" (+ {n} per-word PNGs)"
             except OSError as err:
                 rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"
-                print(f"caption: error: {rec['error']}", file=sys.stderr)
+                print(f"caption: error: {inert(rec['error'])}", file=sys.stderr)  # a name's line break escaped
             else:
                 rec["overlay"] = str(path)
-                print(f"wrote {path}{extra}", file=sys.stderr)
+                print(f"wrote {inert(path)}{extra}", file=sys.stderr)
         out.append(rec)
     return out
 
@@ -220,9 +220,9 @@ def caption_batch(
         if it["error"] is None:
             it["error"] = no_given_caption(it["name"], args)  # --given-file holds none for it: an error, not read
         if it["error"] is not None:
-            print(f"caption: error: {it['error']}", file=sys.stderr)
+            print(f"caption: error: {inert(it['error'])}", file=sys.stderr)  # one line: a name's line break escaped
         elif it["note"] is not None:
-            print(f"caption: note: {it['note']}", file=sys.stderr)
+            print(f"caption: note: {inert(it['note'])}", file=sys.stderr)
     good = [it for it in items if it["error"] is None]
     if args.overlay:
         for it in good:

@@ -17,6 +17,7 @@ import torch
 from helpers.attacks import code_checkpoint, constructor_library, serving
 from helpers.tiny_captioner import tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
+from PIL import Image
 
 from captioning.commands.caption import caption_main
 from captioning.commands.export import export_main as caption_export
@@ -310,6 +311,15 @@ def test_model_info_and_file_names_reach_the_terminal_inert(tmp_path, capsys, ca
     odd = tmp_path / f"name{ESCAPES}.png"
     code, out, err = _exit(caption_main, [str(odd), "--model", str(cap), "--max-len", "3"], capsys)
     assert code == 1 and "\x1b" not in out + err and "name\\x1b]52" in err
+    # a line break in a name stays inside its line: an error line and a "wrote" line are one line each
+    broken, photo = tmp_path / "empty\nfile.jpg", tmp_path / "bad\nname.png"
+    broken.write_bytes(b"")
+    Image.new("RGB", (32, 32), "red").save(photo, format="PNG")
+    code, out, err = _exit(caption_main, [str(broken), str(photo), "--model", str(cap), "--max-len", "3", "--overlay",
+                                          str(tmp_path / "ov")], capsys)  # fmt: skip
+    lines = [line for line in err.strip().splitlines() if "--max-len" not in line]  # (and a note: cut off at 3)
+    assert code == 1 and len(lines) == 2, lines
+    assert lines[0].startswith(f"caption: error: {tmp_path}/empty\\x0afile.jpg: ") and "bad\\x0aname" in lines[1]
 
 
 # --- what the review of the first fix found --------------------------------------------------------------------
