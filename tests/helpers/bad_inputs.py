@@ -237,6 +237,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
              2, "only applies with --sample"),
         Case("translate: --output named as a numbered --plot file", "translate", ["x", "y", "--model", tm, "--plot",
              str(w / "q.png"), "--output", str(w / "q-2.png")], 2, "may write"),
+        Case("translate: '-' among sentences", "translate", ["x", "-", "--model", tm], 2,
+             "reads the sentences from stdin"),
         Case("translate: --length-penalty nan", "translate", ["x", "--model", tm, "--length-penalty", "nan"], 2,
              "expected a finite number"),
         Case("translate: a --sample-seed torch cannot take", "translate", ["x", "--model", tm, "--sample",

@@ -525,6 +525,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         fail("translate", "--model-info describes the model and exits: give it without sentences or --demo")
     if args.sentences == ["-"]:  # '-': stdin, as for caption
         args.sentences = []
+    elif "-" in args.sentences:  # it was translated as the text "-", stdin unread
+        fail("translate", "'-' reads the sentences from stdin: give it alone, or give the sentences as arguments")
     if args.align_by != "attention" and not args.alignments:
         fail("translate", f"--align-by {args.align_by} says how --alignments links words: give --alignments FILE")
     _check_outputs(args)
