@@ -121,7 +121,8 @@ def test_a_subword_model_travels_in_a_weights_only_model_file(subwords, tmp_path
 
 
 def test_bad_subword_settings_are_one_line():
-    with pytest.raises(SubwordError, match="cannot learn 5000 subword units"):
+    # SentencePiece's own words (its source file and line) give way to the number that matters
+    with pytest.raises(SubwordError, match=r"^5000 subword units are more than this training text gives: at most \d+$"):
         Subwords.train(["a b c", "d e f"], vocab_size=5000)
     with pytest.raises(SubwordError, match="not a SentencePiece model"):
         Subwords(b"not a model")

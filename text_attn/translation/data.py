@@ -39,7 +39,7 @@ from text_attn.core.vocab import Vocabulary
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.pairs import Example, TaskError
 from text_attn.translation.source_check import source_check
-from text_attn.translation.subwords import MODEL_TYPES, Subwords
+from text_attn.translation.subwords import MODEL_TYPES, SubwordError, Subwords
 from text_attn.translation.tasks import load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec
 
@@ -195,6 +195,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         for name, value in (("train_size", train_size), ("val_size", val_size), ("test_size", test_size)):
             if value < 0:
                 raise ValueError(f"data.{name} must be 0 or more, got {value}")
+            if value == 0 and task not in CORPUS_TASKS:  # 0 is "every pair" of a corpus; a synthetic task makes them
+                raise ValueError(f"data.{name} must be at least 1 for the synthetic task {task!r} (0 means all the "
+                                 "pairs of a corpus)")  # fmt: skip
         if batch_size < 1:
             raise ValueError(f"data.batch_size must be at least 1, got {batch_size}")
         super().__init__()
@@ -245,7 +248,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             self.codec = self._start.codec
         elif self.tokenizer == "subword":
             train_text = [t for pair in texts["train"] for t in pair]
-            self.codec = TextCodec("subword", False, Subwords.train(train_text, hp.subword_vocab, hp.subword_type))
+            try:
+                learned = Subwords.train(train_text, hp.subword_vocab, hp.subword_type)
+            except SubwordError as err:
+                raise SubwordError(f"data.subword_vocab: {err}") from None
+            self.codec = TextCodec("subword", False, learned)
         else:
             self.codec = TextCodec("word", hp.lower)
         encode = self.codec.encode

@@ -26,6 +26,11 @@ def make_config(arch: str, options: dict[str, Any], **sizes: int) -> Any:
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"unknown {arch} network option(s) {unknown}; known: {sorted(known - set(sizes))}")
+    for name, value in options.items():  # widths, layer and head counts: torch's own refusal named no option
+        if isinstance(value, int) and not isinstance(value, bool) and name != "pad_id" and value < 1:
+            raise ValueError(f"model.network.{name} must be at least 1, got {value}")
+        if name in ("dropout", "attn_dropout") and not 0 <= value < 1:
+            raise ValueError(f"model.network.{name} must be in [0, 1), got {value}")
     return cls(**{**options, **sizes})
 
 

@@ -11,6 +11,7 @@ Multi30k's 58,000 German and English sentences takes about half a second.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -62,6 +63,10 @@ class Subwords:
                 shuffle_input_sentence=True,
             )
         except RuntimeError as exc:  # e.g. a vocabulary larger than the text allows
+            most = re.search(r"value <= (\d+)", str(exc))
+            if most:  # SentencePiece's own words name its source file and line: the number is what matters
+                raise SubwordError(f"{vocab_size} subword units are more than this training text gives: at most "
+                                   f"{most.group(1)}") from None  # fmt: skip
             raise SubwordError(f"cannot learn {vocab_size} subword units: {' '.join(str(exc).split())[:200]}") from None
         return cls(out.getvalue())
 
