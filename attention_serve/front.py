@@ -130,16 +130,21 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
     from PIL import Image, UnidentifiedImageError
 
     from captioning.photos.photo_check import photo_stats
-    from captioning.photos.preprocess import HEAD, ImageReadError, load_photo, photo_formats
+    from captioning.photos.preprocess import HEAD, ImageReadError, headed_format, load_photo, photo_formats
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the guard below is the server's own
         try:
-            with Image.open(io.BytesIO(data), formats=photo_formats(data[:HEAD], "upload")) as probe:
+            formats = photo_formats(data[:HEAD], "upload")
+            with Image.open(io.BytesIO(data), formats=formats) as probe:
                 width, height, kind = *probe.size, probe.format
         except ImageReadError as err:  # a HEIC photo without pi-heif
             raise ClientError(415, f"the image: {str(err).removeprefix('upload: ')}") from None
         except UnidentifiedImageError:
+            named = headed_format(formats)  # an AVIF / HEIC header its opener cannot read: cut off, as other formats
+            if named:
+                why = f"a {named} photo that cannot be read (cut off?)"
+                raise ClientError(422, f"the image is damaged: {why}") from None
             raise ClientError(415, "the upload is not an image in a photo format (JPEG, PNG, WebP, ...)") from None
         except Image.DecompressionBombError:
             most = limits.max_pixels / 1e6

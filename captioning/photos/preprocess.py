@@ -212,6 +212,11 @@ def photo_formats(head: bytes, name: object) -> tuple[str, ...]:
     return (*PHOTO_FORMATS, "HEIF")
 
 
+def headed_format(formats: tuple[str, ...]) -> str | None:
+    """The format a photo's header named where :func:`photo_formats` added its opener (AVIF, HEIC), else None."""
+    return {"AVIF": "AVIF", "HEIF": "HEIC"}.get(formats[-1]) if len(formats) > len(PHOTO_FORMATS) else None
+
+
 def load_image(src: str | Path | Image.Image, min_side: int | None = None) -> Image.Image:
     """8-bit RGB from an image file (EXIF orientation applied first: phones store rotated pixels plus a tag) or a
     PIL image (any mode). The one image loader of the project: training data and the ``caption`` command use it.
@@ -278,6 +283,9 @@ def load_photo(
                 img.draft(img.mode, (int(min_side), int(min_side)))  # no-op unless both sides stay >= min_side
             rgb = to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
     except UnidentifiedImageError:
+        named = headed_format(formats)
+        if named:  # its header says AVIF or HEIC, yet its opener cannot read it: cut off or damaged, not another kind
+            raise ImageReadError(f"{src}: a damaged {named} photo (cut off?): it cannot be read") from None
         raise ImageReadError(f"{src}: not an image file in a photo format (JPEG, PNG, WebP, GIF, BMP, TIFF, PPM, ICO, "
                              f"HEIC, AVIF){_list_hint(p)}", "not_image") from None  # fmt: skip
     except Image.DecompressionBombError:

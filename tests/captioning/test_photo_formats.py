@@ -154,3 +154,24 @@ def test_the_servers_pixel_limit_is_the_one_it_says():
     assert said[500e6][0] == 422  # within the limit: read, and found damaged (its pixels are missing)
     assert said[300e6] == (413, "the image has 400.0 megapixels; at most 300.0 (a guard against decompression bombs)")
     assert said[100e6][0] == 413 and "more than 200.0 megapixels; at most 100.0" in said[100e6][1]
+
+
+def test_a_cut_off_avif_or_heic_photo_is_damaged_not_another_format(tmp_path):
+    """Half of a JPEG or PNG file is "damaged" (the server's 422); half of an AVIF or HEIC one was "not an image file"
+    (415), though its header says what it is."""
+    import pytest
+
+    from attention_serve.front import ClientError
+    from captioning.photos.preprocess import ImageReadError, load_photo
+
+    for name, kind in (("astronaut.avif", "AVIF"), ("astronaut.heic", "HEIC")):
+        data = (FORMATS / name).read_bytes()
+        cut = tmp_path / name
+        cut.write_bytes(data[: len(data) // 2])
+        with pytest.raises(ImageReadError) as err:
+            load_photo(cut)
+        assert err.value.kind == "damaged", str(err.value)  # (HEIC: pi-heif's own words say where the file ends)
+        assert kind == "HEIC" or "a damaged AVIF photo (cut off?)" in str(err.value)
+        with pytest.raises(ClientError) as refused:
+            _upload(cut)
+        assert refused.value.status == 422 and "damaged" in str(refused.value)
