@@ -178,6 +178,8 @@ def describe(app) -> None:
                 **_errors(
                     {  # fmt: skip
                         401: "no or a wrong API key",
+                        404: "the caption model is not served (--caption-model none)",
+                        408: "the body did not arrive within --read-timeout seconds",
                         413: "over --max-upload-mb, or too many pixels (a decompression bomb)",
                         415: "not an image, or an unknown Content-Type",
                         422: "damaged image, empty body, unknown option or value out of range",
@@ -213,6 +215,8 @@ def describe(app) -> None:
                 **_errors(
                     {  # fmt: skip
                         401: "no or a wrong API key",
+                        404: "the text model is not served (--text-model none)",
+                        408: "the body did not arrive within --read-timeout seconds",
                         413: "too many sentences or a sentence too long",
                         415: "not JSON",
                         422: "malformed JSON, an empty sentence, unknown option or value out of range",
@@ -224,10 +228,38 @@ def describe(app) -> None:
             },  # fmt: skip
         },
     }
+    # every option may come in the query string too (a raw photo's upload has nowhere else to carry them)
+    queries = {"/caption": caption_options, "/translate": translate_options}
     for route in app.routes:
-        doc = docs.get(getattr(route, "path", None))
+        path = getattr(route, "path", None)
+        doc = docs.get(path)
         if doc is not None and "POST" in getattr(route, "methods", ()):
             route.summary = doc["summary"]
-            route.openapi_extra = {"requestBody": doc["requestBody"], "responses": doc["responses"]}
+            parameters = [{"name": name, "in": "query", "required": False, "schema": schema,
+                           "description": schema.get("description", "")}
+                          for name, schema in queries[path].items()]  # fmt: skip
+            route.openapi_extra = {"requestBody": doc["requestBody"], "responses": doc["responses"],
+                                   "parameters": parameters}  # fmt: skip
             route.dependant.query_params.clear()  # the handler's `request` is not a query parameter
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:  # the GET routes as the front answers them (LitServe's own say JSON, 200 only)
+        if app.openapi_schema is None:
+            _get_routes(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi
     app.openapi_schema = None
+
+
+def _get_routes(schema: dict[str, Any]) -> None:
+    """``GET /`` is the page (HTML); ``/health`` also answers 503; ``/info`` needs the key (401)."""
+    paths = schema.get("paths", {})
+    if "get" in paths.get("/", {}):
+        paths["/"]["get"].update(summary="The live attention page", responses={"200": {
+            "description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}}})  # fmt: skip
+    if "get" in paths.get("/health", {}):
+        paths["/health"]["get"]["responses"].update(_errors({
+            503: "a served model's worker is starting or was replaced: retry after Retry-After seconds"}))  # fmt: skip
+    if "get" in paths.get("/info", {}):
+        paths["/info"]["get"]["responses"].update(_errors({401: "no or a wrong API key"}))

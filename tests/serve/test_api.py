@@ -91,6 +91,14 @@ def test_health_info_and_the_openapi_page(server):
     status, _, spec = server.get("/openapi.json", key=False)
     assert status == 200 and {"/caption", "/translate"} <= set(spec["paths"])
     assert "multipart/form-data" in spec["paths"]["/caption"]["post"]["requestBody"]["content"]
+    # the document says what the server does: the page is HTML, /health may say 503, options may come in the query
+    paths = spec["paths"]
+    assert list(paths["/"]["get"]["responses"]["200"]["content"]) == ["text/html"]
+    assert {"200", "503"} <= set(paths["/health"]["get"]["responses"]) and "401" in paths["/info"]["get"]["responses"]
+    for route in ("/caption", "/translate"):
+        post = paths[route]["post"]
+        assert {"401", "404", "408", "413", "415", "422", "503", "504"} <= set(post["responses"])
+        assert {p["name"] for p in post["parameters"] if p["in"] == "query"} >= {"beam_size", "max_len", "given"}
 
 
 def test_a_caption_equals_the_in_process_captioner_in_every_upload_form(server, models):
