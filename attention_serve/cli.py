@@ -235,7 +235,7 @@ def serve_main(argv: list[str] | None = None) -> int:
 
     # first, so that the template's imports run beside build_server's imports and model loads (worker_start.py)
     server, caption, text = build_server(args, start_worker_template())
-    shown = "localhost" if args.host == "127.0.0.1" else args.host
+    shown = "localhost" if args.host == "127.0.0.1" else f"[{args.host}]" if ":" in args.host else args.host  # IPv6
     names = " and ".join(f"{what} {m.name}" for what, m in (("captioner", caption), ("translator", text)) if m)
     print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/ (the API: /openapi.json)",
           file=sys.stderr, flush=True)  # fmt: skip

@@ -72,7 +72,7 @@ async def read_body(receive, limit: int, declared: int | None, why: str, timeout
     arrived within ``timeout`` seconds is a 408: a stalled upload does not hold its place."""
     too_big = declared is not None and declared > limit
     if too_big and expect:
-        raise ClientError(413, f"the body is {_size(declared)}; at most {_size(limit)} ({why})")
+        raise ClientError(413, f"the body is {_too_big(declared, limit)} ({why})")
     chunks, size, more = [], 0, True
     deadline = asyncio.get_running_loop().time() + timeout
     while more and size <= (DRAIN if too_big else limit):
@@ -89,13 +89,20 @@ async def read_body(receive, limit: int, declared: int | None, why: str, timeout
         if not too_big:
             chunks.append(chunk)
     if too_big:
-        told = _size(declared) if declared is not None else f"over {_size(limit)}"
-        raise ClientError(413, f"the body is {told}; at most {_size(limit)} ({why})")
+        told = _too_big(declared, limit) if declared is not None else f"over {_size(limit)}; at most {_size(limit)}"
+        raise ClientError(413, f"the body is {told} ({why})")
     return b"".join(chunks)
 
 
 def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n >= 2**20 // 10 else f"{n / 1024:.1f} KB"
+
+
+def _too_big(size: int, limit: int) -> str:
+    """ "SIZE; at most LIMIT" for a refusal, in bytes where the rounded sizes would read alike ("0.7 MB; at most
+    0.7 MB")."""
+    told, most = _size(size), _size(limit)
+    return f"{size:,} bytes; at most {limit:,}" if told == most else f"{told}; at most {most}"
 
 
 def _replay(body: bytes):

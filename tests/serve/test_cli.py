@@ -55,3 +55,11 @@ def test_a_port_in_use_is_one_line(capsys):
         s.listen()
         port = s.getsockname()[1]
         assert f"cannot listen on 127.0.0.1:{port}" in _refused(["--port", str(port)], capsys)
+
+
+def test_a_refused_size_never_reads_like_the_limit():
+    """0.1 MB of rounding said "the body is 0.7 MB; at most 0.7 MB": where the two read alike, the bytes are given."""
+    from attention_serve.front import _too_big
+
+    assert _too_big(772_100, 772_096) == "772,100 bytes; at most 772,096"
+    assert _too_big(21 * 2**20, 20 * 2**20) == "21.0 MB; at most 20.0 MB"
