@@ -72,8 +72,10 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
     assert err.startswith("translate: error: --max-len 1000000000: the search at beam 1 would need about 7 GiB")
 
 
-def test_caption_n_best_and_seeded_sampling(capsys):
+def test_caption_n_best_and_seeded_sampling(capsys, tmp_path, monkeypatch):
     from captioning.commands.caption import caption_main
+
+    monkeypatch.chdir(tmp_path)  # the demo's overlay goes to caption-demo/ here, not into the checkout
 
     def run(*args):
         assert caption_main(["--demo", "shapes", "--seed", "5", "--json", *args]) == 0
