@@ -306,7 +306,12 @@ def _model_file(args: argparse.Namespace) -> Path:
     return model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
 
 
-NO_IMAGES = "no images: the folders hold no image files and stdin gave no paths"
+def no_images(images: list[str]) -> str:
+    """The line for a run whose inputs hold no image: the folders named (three at most) and stdin where '-' read it."""
+    named = [inert(a) for a in images if a != "-"]
+    shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+    said = [f"{shown}: no image files" if named else "", "stdin gave no paths" if "-" in images else ""]
+    return "no images: " + "; ".join(x for x in said if x)
 
 
 def _refuse_missing_files(args: argparse.Namespace) -> None:
@@ -336,7 +341,7 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
         from captioning.photos.image_paths import image_paths
 
         if next(image_paths(args.images), None) is None:  # the walk ends at the first image found
-            fail("caption", NO_IMAGES)
+            fail("caption", no_images(args.images))
 
 
 def _model_files(args: argparse.Namespace) -> list[str]:
@@ -379,7 +384,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     # strings: images and shards are read batch by batch
     paths = list(image_paths(given, stdin, empty, skip=outputs))
     if not paths:
-        fail("caption", NO_IMAGES)
+        fail("caption", no_images(args.images))
     for folder in empty if _first_process() else ():  # --devices: each process finds them; the first names them
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
     check_names(args, paths)

@@ -18,6 +18,12 @@ from text_attn.core.search_options import search_flags_given
 _KEY = re.compile(r"#\d+$")  # Flickr8k's token file names a caption "photo.jpg#2": the photo is "photo.jpg"
 
 
+def text_line(path: Path, offset: int) -> int:
+    """The line number (from 1) of byte ``offset`` of a file."""
+    with open(path, "rb") as f:
+        return f.read(offset).count(b"\n") + 1
+
+
 def check_given(args: argparse.Namespace) -> None:
     """--given / --given-file: one of them, each caption with a word, no option of the search that writes the model's
     own caption, not --demo shapes. --given-file is read here: ``args.given_by_name`` (file name -> its captions)
@@ -56,8 +62,13 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
         text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         fail("caption", f"{flag} {path}: file not found")
-    except (OSError, UnicodeDecodeError) as err:
-        fail("caption", f"{flag} {path}: cannot read it as UTF-8 text ({type(err).__name__})")
+    except IsADirectoryError:
+        fail("caption", f"{flag} {path}: a folder; give the file of captions (name<TAB>caption lines)")
+    except UnicodeDecodeError as err:  # the line, for a file that is mostly text
+        line = text_line(path, err.start)
+        fail("caption", f"{flag} {path}: not UTF-8 text (line {line}, byte {err.start})")
+    except OSError as err:
+        fail("caption", f"{flag} {path}: cannot read it ({err.strerror or type(err).__name__})")
     by_name: dict[str, list[str]] = {}
     lines: dict[str, list[int]] = {}
     for n, line in enumerate(text.splitlines(), 1):
