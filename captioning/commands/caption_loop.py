@@ -34,10 +34,12 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     from captioning.photos.shards import is_shard
 
     if args.overlay:
+        if Path(args.overlay).exists() and not Path(args.overlay).is_dir():
+            fail("caption", f"--overlay {args.overlay} is a file: --overlay names the folder the PNGs go to")
         try:
             Path(args.overlay).mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            fail("caption", f"cannot create --overlay directory {args.overlay}: {one_line(err)}")
+            fail("caption", f"cannot create --overlay directory {args.overlay}: {err.strerror or one_line(err)}")
         try:  # a folder that exists but cannot be written: one line now, not one error an image later
             tempfile.TemporaryFile(dir=args.overlay).close()
         except OSError as err:
