@@ -156,6 +156,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
              "more than the model's"),
         Case("unknown option", "caption", [photo, "--model", cm, "--colour", "red"], 2, "--colour"),
         Case("--demo of an unknown kind", "caption", ["--demo", "fish"], 2, "fish"),
+        Case("--scores in a folder that cannot be written", "caption", [photo, "--model", cm, "--references",
+             str(w / "bad.yaml"), "--scores", "/proc/s.json"], 2, "its folder /proc cannot be written into"),
         Case("--overlay names a file", "caption", [photo, "--model", cm, "--overlay", str(w / "bad.yaml")], 2,
              "is a file: --overlay names the folder"),
         Case("--given-file is a folder", "caption", [photo, "--model", cm, "--given-file", str(w / "empty")], 2,

@@ -39,6 +39,13 @@ def check_score_options(prog: str, args: argparse.Namespace, item: str, texts: s
             check_output(args.scores)
         except OutputRefused as err:
             fail(prog, f"cannot use --scores {args.scores}: {err}")
+        try:  # a folder that cannot be written: said now, not after every input is done (and naming OUT's own name)
+            import tempfile
+
+            tempfile.TemporaryFile(dir=folder).close()
+        except OSError as err:
+            fail(prog, f"cannot write --scores {args.scores}: its folder {folder} cannot be written into "
+                       f"({err.strerror or one_line(err)})")  # fmt: skip
     return True
 
 
@@ -48,5 +55,5 @@ def write_scores(prog: str, path: str, result: dict[str, Any]) -> None:
 
     try:
         print(f"wrote {write_text(path, json.dumps(result, indent=1, ensure_ascii=False) + chr(10))}", file=sys.stderr)
-    except OSError as err:
-        fail(prog, f"cannot write --scores {path}: {one_line(err)}")
+    except OSError as err:  # the file's own name, not the temporary one beside it that was being written
+        fail(prog, f"cannot write --scores {path}: {err.strerror or one_line(err)}")
