@@ -175,3 +175,13 @@ def test_best_and_last_name_an_earlier_runs_checkpoints(tmp_path, capsys):
         assert stop.value.code == 2 and line.startswith(f"text-train: error: --ckpt_path {name}: no "), line
     cli = run("text", ["fit", "--config", cfg, *empty, "--trainer.max_steps", "2", "--ckpt_path", "last"])
     assert cli.trainer.global_step == 2  # from the beginning
+
+
+def test_the_model_file_line_says_why_it_holds_the_last_weights(tmp_path, capsys):
+    """A config whose checkpoint monitors val_bleu, stopped before its first validation: the model file holds the last
+    weights, and the line says the run ended before a best checkpoint (it said no checkpoint monitored a metric)."""
+    cfg = str(resumable_config(tmp_path, "text", every=2))
+    run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--trainer.limit_val_batches", "0",
+                 "--model.export_path", str(tmp_path / "m.pt")])  # fmt: skip
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("wrote model file")]
+    assert line.endswith("(the last weights: no best checkpoint was saved: the run ended before its first validation)")

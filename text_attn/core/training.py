@@ -248,7 +248,10 @@ class RunState:
             save(path)
         except (OSError, RuntimeError) as err:  # disk full, folder gone: the checkpoints are still there
             raise WriteError(f"cannot write the model file {path}: {one_line(err)}") from None
-        note = f" (best checkpoint {best})" if best else " (the last weights: no checkpoint monitors a metric)"
+        monitors = any(getattr(cb, "monitor", None) for cb in self.trainer.checkpoint_callbacks)
+        why = "no best checkpoint was saved: the run ended before its first validation" if monitors else (
+            "no checkpoint monitors a metric")  # fmt: skip
+        note = f" (best checkpoint {best})" if best else f" (the last weights: {why})"
         print(f"wrote model file: {path}{note}")
 
 
