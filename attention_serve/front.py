@@ -345,6 +345,11 @@ class Front:
             from starlette.datastructures import UploadFile
             from starlette.requests import Request
 
+            raw = dict(scope.get("headers", [])).get(b"content-type", b"").decode("latin-1")
+            boundary = next((v.strip().strip('"') for k, _, v in (x.strip().partition("=") for x in raw.split(";"))
+                             if k.lower() == "boundary"), "")  # fmt: skip
+            if boundary and f"--{boundary}--".encode("latin-1") not in body:  # parsed, it read as a form without it
+                raise ClientError(422, "a multipart body cut off before its end (no closing boundary)")
             try:
                 form = await Request(scope, _replay(body)).form(max_files=2, max_fields=16)
             except Exception as err:  # noqa: BLE001 - python-multipart's errors for a malformed body

@@ -202,7 +202,12 @@ def test_given_reads_a_text_as_the_in_process_call_does(server, models):
 def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
     png = PHOTO.read_bytes()
     big = _png(Image.fromarray(np.random.default_rng(0).integers(0, 255, (600, 600, 3), dtype=np.uint8)))
+    form = (b'--XYZ\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png'
+            b"\r\n\r\n" + png + b"\r\n--XYZ--\r\n")  # fmt: skip
+    multipart = {"Content-Type": "multipart/form-data; boundary=XYZ"}
     return [
+        ("a multipart body cut off", server.request("POST", "/caption", form[: len(form) // 2], multipart), 422,
+         "cut off before its end"),
         ("over --max-upload-mb", server.post_file("/caption", big), 413, "0.5 MB"),
         ("not an image", server.post_file("/caption", b"hello, not a photo"), 415, "not an image"),
         ("truncated PNG", server.post_file("/caption", png[: len(png) * 2 // 3]), 422, "damaged"),
