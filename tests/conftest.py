@@ -70,3 +70,24 @@ def pytest_configure(config):
     except ImportError:  # a pytest without the setting: its own count
         return
     config.stash[gc_collect_iterations_key] = 1
+
+
+# The checkout stays as the tests found it: a test that ran a command in the repository's root left its model.pt or
+# the demo's caption-demo/ there (each now runs in its own folder). Checked once, in the process that collected the
+# run (xdist's main process, or the only one): what appeared at the top of the checkout fails the run.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LEFT_ALONE = {".pytest_cache", ".hypothesis"}  # pytest's and hypothesis's own caches
+
+
+def pytest_sessionstart(session):
+    session.config._checkout_before = set(os.listdir(_ROOT))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_checkout_before", None)
+    if before is None or hasattr(session.config, "workerinput"):
+        return
+    new = sorted(set(os.listdir(_ROOT)) - before - _LEFT_ALONE)
+    if new:
+        print(f"\nthe tests left {', '.join(new)} in the checkout ({_ROOT}): a test ran there, not in its tmp_path")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
