@@ -26,6 +26,7 @@ from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
 from captioning.photos.domain import far_from_domain, valid_check
 from captioning.photos.preprocess import Preprocess
+from text_attn.core.api_args import a_batch, check_decoding
 from text_attn.core.casing import Casing, valid_casing
 from text_attn.core.decoding import SearchResult
 from text_attn.core.empty_build import built_uninitialised
@@ -420,6 +421,7 @@ class Captioner:
         (:meth:`read_features`: each word's probability and where the model looked for it), prepared as
         :meth:`caption_images` prepares photos; the captions draw themselves in Jupyter as captions do.
         ``hard_inference``: as for :meth:`caption_images`."""
+        a_batch(images, "read_caption", "photos (PIL images or files)")
         if not images:
             return Captions()
         loaded, features = self.encode_photos(images)
@@ -440,7 +442,7 @@ class Captioner:
         self,
         images: list[Image.Image | str | os.PathLike[str]],
         beam_size: int | None = None,
-        max_len: int = 30,
+        max_len: int | None = 30,
         length_penalty: float | None = None,
         no_repeat_ngram: int | None = None,
         hard_inference: str | None = None,
@@ -454,10 +456,13 @@ class Captioner:
         ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
         on val); a soft-attention model always takes the expected context."""
+        a_batch(images, "caption_images", "photos (PIL images or files)")
+        max_len = 30 if max_len is None else max_len
+        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
+        check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.vocab))
         if not images:
             return Captions()
         loaded, features = self.encode_photos(images)
-        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
         extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
         with self._hard_inference(hard_inference):
             out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)

@@ -263,6 +263,9 @@ def load_photo(
     both sides stay at least ``min_side``: a 12-megapixel phone photo decodes about 10x faster, and a network that sees
     a few hundred pixels a side sees the same picture (:attr:`Preprocess.decode_side`). Other files decode in full."""
     if isinstance(src, Image.Image):
+        if 0 in src.size:  # captioned as if it were a photo, then its drawing failed (PIL cannot save it)
+            width, height = src.size
+            raise ImageReadError(f"a PIL image of {width} x {height} pixels: nothing to caption", "not_image")
         return to_rgb(src), src.size
     if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server): its bytes, named "upload"
         formats = photo_formats(bytes(src[:HEAD]), "upload")

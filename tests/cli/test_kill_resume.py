@@ -56,3 +56,27 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     for k, v in full["state_dict"].items():
         torch.testing.assert_close(resumed["state_dict"][k], v, msg=k)
     assert any(not torch.allclose(saved["state_dict"][k], v) for k, v in full["state_dict"].items())
+
+
+def test_ctrl_c_mid_fit_is_one_line_exit_code_130_and_last_resumes(tmp_path):
+    """Ctrl-C (SIGINT) once last.ckpt holds a few steps: Lightning shut down and exited with code 1, saying nothing of
+    where it stopped; now exit code 130 and one line naming the step and the checkpoint --ckpt_path last resumes."""
+    import signal
+    import time
+
+    cfg = write_config(tmp_path)
+    cfg_text = Path(cfg).read_text().replace(f"max_steps: {STEPS}", "max_steps: 100000")
+    Path(cfg).write_text(cfg_text)
+    root = tmp_path / "run"
+    proc = subprocess.Popen([TEXT_TRAIN, "fit", "--config", cfg, "--trainer.default_root_dir", str(root),
+                             "--model.export_path", str(tmp_path / "m.pt")], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not list(root.rglob("last.ckpt")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("text-train: interrupted at step ") and "--ckpt_path last resumes from it" in last, last
+    assert "Traceback" not in err and not (tmp_path / "m.pt").exists()  # no model file from an interrupted fit

@@ -26,6 +26,9 @@ def run_and_leave(main: Callable[[], Any]) -> NoReturn:
         code = main()
     except SystemExit as exc:
         code = exc.code
+    except KeyboardInterrupt:  # Ctrl-C where the command has no handler of its own (its imports, a model's load)
+        print(f"{os.path.basename(sys.argv[0]) or 'python'}: interrupted", file=sys.stderr)
+        code = 130
     if isinstance(code, str):
         print(code, file=sys.stderr)
         code = 1

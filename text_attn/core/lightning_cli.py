@@ -155,6 +155,16 @@ def _make_cli_class(prog: str, only: str | None = None):
             if strategy is not None and type(strategy.checkpoint_io) is TorchCheckpointIO:
                 strategy.checkpoint_io = AtomicCheckpointIO()
 
+        def _run_subcommand(self, subcommand: str) -> None:
+            """Ctrl-C: Lightning shuts the run down and exits with code 1, saying nothing of where it stopped; here
+            the run ends as every command's interrupted run does (Interrupted: one line, exit code 130)."""
+            try:
+                super()._run_subcommand(subcommand)
+            except SystemExit as exc:
+                if exc.code == 1 and getattr(self.trainer, "interrupted", False):
+                    raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
+                raise
+
         def _prepare_subcommand_kwargs(self, subcommand: str) -> dict:
             """``--ckpt_path best`` / ``last``: the files an earlier run of this config wrote (run_checkpoints)."""
             kwargs = super()._prepare_subcommand_kwargs(subcommand)
@@ -209,6 +219,19 @@ def _make_cli_class(prog: str, only: str | None = None):
     ToolkitCLI.save_config_class_ = SafeSaveConfig
     ToolkitCLI.checkpoint_io_class_ = AtomicCheckpointIO
     return ToolkitCLI
+
+
+class Interrupted(Exception):
+    """A run stopped by Ctrl-C; the message says where it stopped and how to go on."""
+
+
+def interrupted_line(trainer, subcommand: str) -> str:
+    if subcommand != "fit":
+        return f"interrupted ({subcommand}): nothing was scored"
+    last = run_checkpoints.resolve("last", trainer)
+    resume = (f"the newest last.ckpt is {last}: --ckpt_path last resumes from it" if last is not None
+              else "no last.ckpt was written yet")  # fmt: skip
+    return f"interrupted at step {trainer.global_step}; {resume}"
 
 
 class CheckpointRefused(ValueError):
@@ -350,6 +373,8 @@ def run_lightning_cli(
     ``outdated``: given the dotted option names of the command line and its config files, a line saying how to
     update them (None: nothing outdated).
     """
+    from lightning_fabric.utilities.exceptions import MisconfigurationException  # a Trainer option out of range
+
     from text_attn.core.training import TrainingDiverged  # torch: not at the top (refuse_missing_files runs without)
 
     quiet_lightning()
@@ -373,8 +398,14 @@ def run_lightning_cli(
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"prog": prog, "description": description},
         )
-    except (*errors, TrainingDiverged, WriteError, CheckpointRefused) as exc:
+    except (*errors, TrainingDiverged, WriteError, CheckpointRefused, MisconfigurationException) as exc:
         fail(prog, str(exc))
+    except Interrupted as exc:  # what was written stays (checkpoints are written whole: AtomicCheckpointIO)
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(130) from None
+    except KeyboardInterrupt:  # before Lightning's loop began (the imports, the data, the model)
+        print(f"{prog}: interrupted before training began: nothing was written", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")

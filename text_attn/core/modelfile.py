@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from text_attn.core.errors import missing
+from text_attn.core.errors import missing, one_line
 from text_attn.core.safe_files import inert, refuse_overlap, write_bytes
 
 
@@ -82,11 +82,20 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
     import torch
 
     typed, path = path if typed is None else typed, Path(path)
+    if path.is_dir():
+        raise ModelFileError(f"{path}: a folder, not a model file")
     if not path.is_file():
         raise ModelFileError(missing(path, "model file not found", typed))
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
+        if map_location != "cpu":  # the device, not the file, may be what failed (CUDA asked for, none here)
+            try:
+                torch.load(path, map_location="cpu", weights_only=True)
+            except Exception:  # noqa: BLE001 - the file itself is unreadable: said below
+                pass
+            else:
+                raise ValueError(f"{path}: cannot load onto {map_location!r}: {one_line(exc)}") from None
         raise ModelFileError(f"{path}: not a model file ({type(exc).__name__})") from None
     return check_model_data(path, data, kind, version)
 

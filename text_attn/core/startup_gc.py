@@ -15,6 +15,8 @@ In-process use (a test, a notebook) never holds it, and there :func:`release` do
 from __future__ import annotations
 
 import gc
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -55,7 +57,11 @@ def holding(main: Callable[[], Any]) -> Callable[[], Any]:
 
     def script() -> Any:
         hold()
-        return main()
+        try:
+            return main()
+        except KeyboardInterrupt:  # Ctrl-C before the command's own handling (its imports): one line, not a traceback
+            print(f"{os.path.basename(sys.argv[0]) or 'python'}: interrupted", file=sys.stderr)
+            return 130
 
     script.__doc__ = f"The console script: {main.__name__}() on the command line."
     return script

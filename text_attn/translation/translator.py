@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from text_attn.core.api_args import a_batch, check_decoding
 from text_attn.core.casing import Casing
 from text_attn.core.decoding import evaluating
 from text_attn.core.empty_build import built_uninitialised
@@ -277,9 +278,11 @@ class Translator:
         decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` (with the model's
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
         no_repeat_ngram (text_attn.core.decoding.search). In Jupyter each translation and the list draw themselves."""
-        read, toks = self._inputs(sentences)
+        a_batch(sentences, "translate", "sentences")
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty,
                           no_repeat_ngram=options.pop("no_repeat_ngram", None))  # fmt: skip
+        check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.tgt_vocab))
+        read, toks = self._inputs(sentences)
         if d["no_repeat_ngram"]:
             options["no_repeat_ngram"] = d["no_repeat_ngram"]
         out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, **options)
@@ -311,6 +314,9 @@ class Translator:
         (``word_probs``: the product of its pieces'), the end's (``end_prob``), and ``score``, the mean
         log-probability of the tokens and the end (higher: fits better in the model's eyes). An empty sentence or
         translation is a ValueError."""
+        a_batch(sentences, "read", "sentences")
+        if not isinstance(translation, str):  # several translations: read_texts
+            raise TypeError(f"read takes one translation (a string), got {type(translation).__name__}")
         read, toks = self._inputs(sentences)
         return self._noted(sentences, read, self.read_tokens(toks, translation))
 

@@ -1,0 +1,45 @@
+"""What a Python caller gives ``Captioner`` and ``Translator`` (no torch here), checked as the commands check their
+options: one clear exception naming the argument instead of a wrong result or a torch error deep in the search.
+
+- a batch is a list: a bare string was read one character at a time (``translate("Hallo")``: five translations of
+  single letters; ``caption_images("photo.jpg")``: "p: no such file");
+- decoding values in the commands' ranges: a beam wider than the model's vocabulary (a mistyped 100000 filled the
+  memory), a beam below 1 (the translator searched greedily, unsaid), a max_len below 1, a negative or non-finite
+  length penalty, a negative n-gram size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+
+def a_batch(items: Any, name: str, what: str) -> None:
+    """TypeError where ``items`` is one string, bytes or path instead of a list of them."""
+    if isinstance(items, (str, bytes, os.PathLike)):
+        raise TypeError(f"{name} takes a list of {what}: give [{items!r}]" if not isinstance(items, bytes) else
+                        f"{name} takes a list of {what}: give [the bytes]")  # fmt: skip
+
+
+def check_decoding(
+    beam_size: Any = None, length_penalty: Any = None, max_len: Any = None, no_repeat_ngram: Any = None,
+    words: int | None = None,
+) -> None:  # fmt: skip
+    """ValueError / TypeError for a decoding value out of the commands' ranges (None: not given, not checked).
+    ``words``: the model's output vocabulary, the widest useful beam."""
+    for name, value, low in (("beam_size", beam_size, 1), ("max_len", max_len, 1),
+                             ("no_repeat_ngram", no_repeat_ngram, 0)):  # fmt: skip
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+        if value < low:
+            raise ValueError(f"{name} must be at least {low}, got {value}")
+    if words is not None and beam_size is not None and beam_size > words:
+        raise ValueError(f"beam_size {beam_size} is more than the model's {words} words: at most {words}")
+    if length_penalty is not None:
+        if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+            raise TypeError(f"length_penalty must be a number, got {length_penalty!r}")
+        if not math.isfinite(length_penalty) or length_penalty < 0:
+            raise ValueError(f"length_penalty must be a finite number, 0 or more, got {length_penalty}")
