@@ -47,6 +47,7 @@ from text_attn.core.training import (
     INIT_VOCAB,
     RunState,
     as_config,
+    check_options,
     check_training_options,
     gather_outputs,
     started_from,
@@ -158,7 +159,14 @@ class CaptionModule(RunState, pl.LightningModule):
         encoder, decoder, objective_config, objective = asdict(encoder), asdict(decoder), objective, asdict(objective)
         self.save_hyperparameters()
         inf = float("inf")
-        check_training_options(lr, val_beam_size, encoder_lr=(encoder_lr, 0, inf), init_member=(init_member, 1, inf))
+        check_training_options(lr, val_beam_size, encoder_lr=(encoder_lr, 0, inf), init_member=(init_member, 1, inf),
+                               cpu_threads=(cpu_threads, 1, inf), val_max_len=(val_max_len, 1, inf),
+                               lr_patience=(lr_patience, 0, inf))  # fmt: skip
+        if not 0 < lr_factor < 1:  # the plateau schedule's factor: PyTorch's own refusal named no option
+            raise ValueError(f"model.lr_factor must be between 0 and 1 (both excluded), got {lr_factor:g}")
+        d = self.decoder_config  # widths of 0 trained a model that wrote "a is a is a" (torch refused only negatives)
+        check_options("model.decoder", embed_dim=(d.embed_dim, 1, inf), hidden_dim=(d.hidden_dim, 1, inf),
+                      attn_dim=(d.attn_dim, 1, inf), key_dims=(d.key_dims, 1, inf))  # fmt: skip
         if init_vocab not in INIT_VOCAB:
             raise ValueError(f"model.init_vocab must be one of {', '.join(INIT_VOCAB)}, got {init_vocab!r}")
         if init_member is not None and not init_from:

@@ -204,6 +204,10 @@ def cases(f: dict[str, Path]) -> list[Case]:
              "info.json"),
         # --- caption-train --------------------------------------------------------------------------------------------
         Case("train: malformed YAML", "caption-train", ["fit", "--config", str(w / "bad.yaml")], 2, "line 3"),
+        Case("train: a decoder width of 0", "caption-train", ["fit", "--config", str(TINY_SHAPES),
+             "--model.decoder.hidden_dim", "0"], 2, "model.decoder.hidden_dim must be at least 1"),
+        Case("train: a Trainer value Lightning refuses", "caption-train", ["fit", "--config", str(TINY_SHAPES),
+             "--trainer.max_steps", "-5"], 2, "max_steps"),
         Case("train: unknown config key", "caption-train", ["fit", "--config", str(w / "unknown_key.yaml")], 2,
              "model.learning_rate"),
         Case("train: config not UTF-8", "caption-train", ["fit", "--config", str(w / "latin1.yaml")], 2, "UTF-8"),
