@@ -204,6 +204,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
              "info.json"),
         # --- caption-train --------------------------------------------------------------------------------------------
         Case("train: malformed YAML", "caption-train", ["fit", "--config", str(w / "bad.yaml")], 2, "line 3"),
+        Case("train: model.export_path a folder (said before training)", "caption-train", ["fit", "--config",
+             str(TINY_SHAPES), "--model.export_path", str(w / "empty")], 2, "said before training"),
         Case("train: a decoder width of 0", "caption-train", ["fit", "--config", str(TINY_SHAPES),
              "--model.decoder.hidden_dim", "0"], 2, "model.decoder.hidden_dim must be at least 1"),
         Case("train: a Trainer value Lightning refuses", "caption-train", ["fit", "--config", str(TINY_SHAPES),

@@ -165,6 +165,13 @@ def _make_cli_class(prog: str, only: str | None = None):
                     raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
                 raise
 
+        def before_fit(self) -> None:
+            """A model file fit could not write is said before training, not after it (its folder is made now, as
+            the end of fit would make it)."""
+            path = getattr(getattr(self.model, "hparams", None), "export_path", None)
+            if path and self.trainer.is_global_zero:
+                refuse_export_path(str(path))
+
         def _prepare_subcommand_kwargs(self, subcommand: str) -> dict:
             """``--ckpt_path best`` / ``last``: the files an earlier run of this config wrote (run_checkpoints)."""
             kwargs = super()._prepare_subcommand_kwargs(subcommand)
@@ -219,6 +226,22 @@ def _make_cli_class(prog: str, only: str | None = None):
     ToolkitCLI.save_config_class_ = SafeSaveConfig
     ToolkitCLI.checkpoint_io_class_ = AtomicCheckpointIO
     return ToolkitCLI
+
+
+def refuse_export_path(path: str) -> None:
+    """WriteError (one line) where model.export_path cannot be written: a link, a folder, a FIFO; a folder that cannot
+    be made or written into."""
+    import tempfile
+
+    from text_attn.core.safe_files import check_output
+
+    try:
+        check_output(path)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=Path(path).parent).close()
+    except OSError as err:
+        raise WriteError(f"cannot write the model file model.export_path {path}: {err.strerror or err} (said before "
+                         "training; nothing was trained)") from None  # fmt: skip
 
 
 class Interrupted(Exception):
