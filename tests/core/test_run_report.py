@@ -32,3 +32,14 @@ def test_the_run_folder_resolves_to_its_newest_version_with_training_steps(tmp_p
     assert find_log_dir(tmp_path) == later
     assert find_log_dir(tmp_path / "lightning_logs") == later
     assert find_log_dir(fit) == fit  # one version folder, as given
+
+
+def test_a_short_fit_without_training_steps_is_still_found_before_a_later_test(tmp_path):
+    """A fit shorter than log_every_n_steps logs its validations but no training step; the test run after it logs
+    test metrics alone: the report draws the fit (it took the test's folder and found nothing to plot)."""
+    root = tmp_path / "lightning_logs"
+    (root / "version_0").mkdir(parents=True)
+    (root / "version_0" / "metrics.csv").write_text("epoch,step,val_Bleu_4\n0,4,0.2\n")
+    (root / "version_1").mkdir()
+    (root / "version_1" / "metrics.csv").write_text("epoch,step,test_Bleu_4\n0,0,0.4\n")
+    assert find_log_dir(tmp_path) == root / "version_0"

@@ -66,7 +66,7 @@ def _has_logs(folder: Path) -> bool:
 
 def find_log_dir(run_dir: str | Path) -> Path:
     """The folder holding the run's logs: RUN_DIR itself, or the newest version under it with training steps
-    (a ``test`` run's version has none), else the newest with any logs."""
+    (a ``test`` run's version has none), else the newest with validation scores, else the newest with any logs."""
     run = Path(run_dir)
     if not run.is_dir():
         raise RunReportError(f"{run} is not a folder (give a run's trainer.default_root_dir, e.g. runs/shapes_soft)")
@@ -79,8 +79,12 @@ def find_log_dir(run_dir: str | Path) -> Path:
             f"{run} holds no training logs (metrics.csv or TensorBoard event files in lightning_logs/version_N/): "
             "was it trained with trainer.logger false?"
         )
-    trained = [p for p in found if any(k.startswith("train_") for k in read_metrics(p))]
-    return (trained or found)[0]
+    metrics = {p: set(read_metrics(p)) for p in found}
+    trained = [p for p in found if any(k.startswith("train_") for k in metrics[p])]
+    # a short fit logs no training step (fewer than log_every_n_steps) but its validations: still a run to draw, where
+    # a later test's version holds test metrics alone
+    validated = [p for p in found if any(k.startswith("val_") for k in metrics[p])]
+    return (trained or validated or found)[0]
 
 
 def _read_csv(path: Path) -> Series:
