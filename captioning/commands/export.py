@@ -108,6 +108,16 @@ def average_into(captioner, src: str, others: list[str], option: str = "--averag
     captioner.model.load_state_dict(mean_weights(states, [src, *others]))
 
 
+def _same_weights(a, b) -> bool:
+    """Equal, or equal at float16 (one of the two files was written with --half: the same encoder, stored at less
+    precision; a float16 file's and a float32 file's copies were "different encoders")."""
+    import torch
+
+    if torch.equal(a, b):
+        return True
+    return a.is_floating_point() and a.shape == b.shape and torch.equal(a.half(), b.half())
+
+
 def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensemble") -> None:
     """Make the captioner (read from src) an ensemble of its decoder(s) and those of ``others`` (model files or
     checkpoints of separately trained runs): one encoder, every decoder stepped and their probabilities averaged
@@ -115,7 +125,6 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
     preprocessing and the encoder's weights (it is computed once for all); one that is not raises
     :class:`ModelFileError` naming it (after ``option``, the flag that named it). The decoding recorded in src is
     kept: choose it again on val (benchmarks/tune_caption_decoding.py)."""
-    import torch
 
     from captioning.model.ensemble import DecoderEnsemble
 
@@ -124,7 +133,7 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
     for other in others:
         loaded = _load_option(option, other, src, False, settings)
         theirs = loaded.model.encoder.state_dict()
-        if theirs.keys() != encoder.keys() or not all(torch.equal(encoder[k], theirs[k]) for k in encoder):
+        if theirs.keys() != encoder.keys() or not all(_same_weights(encoder[k], theirs[k]) for k in encoder):
             why = f"{other}: its encoder's weights differ from {src}'s: an ensemble shares one encoder"
             raise ModelFileError(_named(option, why))
         decoders += loaded.decoders

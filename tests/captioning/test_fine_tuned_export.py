@@ -90,6 +90,10 @@ def test_member_takes_one_decoder_out_of_an_ensemble(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(err) == 1 and why in err[0]
     assert not (tmp_path / "x.pt").exists()
+    # a --half file and its float32 sibling share one encoder, stored at two precisions (they were refused as two)
+    assert export_main([str(tmp_path / "a.pt"), str(tmp_path / "a16.pt"), "--half"]) == 0
+    assert export_main([str(tmp_path / "a16.pt"), str(tmp_path / "h.pt"), "--ensemble", str(tmp_path / "b.pt")]) == 0
+    assert Captioner.load(tmp_path / "h.pt").ensemble
 
 
 def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
