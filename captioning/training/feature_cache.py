@@ -42,6 +42,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from captioning.photos.preprocess import prepared
+from captioning.training.readers import CaptionDataError
 from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
@@ -205,6 +206,14 @@ class FeatureCacheCallback(pl.Callback):
         cache_dir = dm.hparams.feature_cache_dir
         if cache_dir == "auto":
             cache_dir = str(Path(trainer.default_root_dir, "feature_cache"))
+        if cache_dir:  # said now, not after every photo is encoded (a file there failed at the first write)
+            try:
+                if Path(cache_dir).exists() and not Path(cache_dir).is_dir():
+                    raise FileExistsError(17, "a file is there")
+                make_private_dirs(cache_dir)  # 0700, as the cache's files require (untrusted_reason)
+            except OSError as err:
+                raise CaptionDataError(f"data.feature_cache_dir {cache_dir}: cannot be made a folder "
+                                       f"({err.strerror or err})") from None  # fmt: skip
         fingerprint = cache_fingerprint(encoder) if cache_dir else None
 
         def encode(images: torch.Tensor) -> torch.Tensor:

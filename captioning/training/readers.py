@@ -224,16 +224,19 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     """
     image_dir, tsv = Path(image_dir), Path(captions_tsv)
     if not tsv.is_file():
-        raise CaptionDataError(f"captions file {tsv} does not exist")
+        raise CaptionDataError(f"captions file {tsv} {'is a folder' if tsv.is_dir() else 'does not exist'}")
     if not image_dir.is_dir():
-        raise CaptionDataError(f"image folder {image_dir} does not exist")
+        raise CaptionDataError(f"image folder {image_dir} {'is a file' if image_dir.exists() else 'does not exist'}")
     by_name: dict[str, ImageItem] = {}
     for n, line in enumerate(_read_text(tsv, "captions file").splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         name, tab, caption = line.partition("\t")
         toks = caption_tokens(caption)
-        if not tab or not name.strip() or not toks:
+        if tab and name.strip() and not toks:  # the line's shape is right; its caption has no word
+            raise CaptionDataError(f"{tsv}: line {n}: the caption of {name.strip()!r} has no words "
+                                   "(punctuation is dropped)")  # fmt: skip
+        if not tab or not name.strip():
             raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
         name = name.strip()
         by_name.setdefault(name, ImageItem(image_dir / name, [])).captions.append(toks)
