@@ -68,6 +68,14 @@ def test_folder_reader_groups_lines_per_image(capsys, tmp_path):
     no_tab.write_text("coffee.png\tfine\ncoffee.png a caption without a tab\n")
     with pytest.raises(CaptionDataError, match="line 2: expected 'filename<TAB>caption'"):
         read_folder(IMAGES, no_tab)
+    empty = tmp_path / "empty_caption.tsv"  # the line's shape is right: what is wrong is its caption
+    empty.write_text("coffee.png\tfine\ncoffee.png\t . , !\n")
+    with pytest.raises(CaptionDataError, match="line 2: the caption of 'coffee.png' has no words"):
+        read_folder(IMAGES, empty)
+    with pytest.raises(CaptionDataError, match="captions file .* is a folder"):
+        read_folder(IMAGES, tmp_path)
+    with pytest.raises(CaptionDataError, match="image folder .* is a file"):
+        read_folder(empty, empty)
 
 
 def test_files_saved_with_a_byte_order_mark_read_as_without_and_other_bytes_name_the_line(tmp_path):
