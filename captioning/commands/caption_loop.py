@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from captioning.commands.caption_batch import (
@@ -22,7 +21,7 @@ from captioning.commands.caption_batch import (
     record_line,
 )
 from text_attn.core.errors import close_quietly, emit, fail, one_line
-from text_attn.core.safe_files import open_stream
+from text_attn.core.safe_files import open_stream, probe_writable
 from text_attn.core.search_options import search_options
 
 
@@ -41,7 +40,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         except OSError as err:
             fail("caption", f"cannot create --overlay directory {args.overlay}: {err.strerror or one_line(err)}")
         try:  # a folder that exists but cannot be written: one line now, not one error an image later
-            tempfile.TemporaryFile(dir=args.overlay).close()
+            probe_writable(args.overlay)
         except OSError as err:
             fail("caption", f"cannot write into --overlay directory {args.overlay}: {one_line(err)}")
     report = _open_html(captioner, args)  # before --jsonl: a bad --html must not have emptied FILE

@@ -231,14 +231,12 @@ def _make_cli_class(prog: str, only: str | None = None):
 def refuse_export_path(path: str) -> None:
     """WriteError (one line) where model.export_path cannot be written: a link, a folder, a FIFO; a folder that cannot
     be made or written into."""
-    import tempfile
-
-    from text_attn.core.safe_files import check_output
+    from text_attn.core.safe_files import check_output, probe_writable
 
     try:
         check_output(path)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=Path(path).parent).close()
+        probe_writable(Path(path).parent)
     except OSError as err:
         raise WriteError(f"cannot write the model file model.export_path {path}: {err.strerror or err} (said before "
                          "training; nothing was trained)") from None  # fmt: skip

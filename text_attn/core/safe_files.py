@@ -88,6 +88,12 @@ def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def probe_writable(folder: str | Path) -> None:
+    """OSError where no file can be made in ``folder`` (an output's folder checked before the work, not after it): a
+    fresh temporary file is made there and removed."""
+    tempfile.TemporaryFile(dir=folder).close()
+
+
 def write_bytes(path: str | Path, data: bytes | memoryview) -> Path:
     """``data`` into ``path`` through :func:`atomic_output`."""
     with atomic_output(path) as tmp, open(tmp, "wb") as f:

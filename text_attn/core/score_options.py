@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import fail, one_line
-from text_attn.core.safe_files import OutputRefused
+from text_attn.core.safe_files import OutputRefused, probe_writable
 
 
 def check_score_options(prog: str, args: argparse.Namespace, item: str, texts: str, inputs: str, demo: str) -> bool:
@@ -40,9 +40,7 @@ def check_score_options(prog: str, args: argparse.Namespace, item: str, texts: s
         except OutputRefused as err:
             fail(prog, f"cannot use --scores {args.scores}: {err}")
         try:  # a folder that cannot be written: said now, not after every input is done (and naming OUT's own name)
-            import tempfile
-
-            tempfile.TemporaryFile(dir=folder).close()
+            probe_writable(folder)
         except OSError as err:
             fail(prog, f"cannot write --scores {args.scores}: its folder {folder} cannot be written into "
                        f"({err.strerror or one_line(err)})")  # fmt: skip
