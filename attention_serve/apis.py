@@ -13,7 +13,6 @@ import base64
 import os
 import signal
 import sys
-import unicodedata
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import numpy as np
 from attention_serve.cores import CoreShare
 from attention_serve.idle_loop import IdleWaitingLoop
 from attention_serve.limits import TRANSLATE_OPTIONS
+from text_attn.core.casing import changed_reading
 from text_attn.core.errors import one_line
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
@@ -285,6 +285,6 @@ class TranslateAPI(_ModelAPI):
             "truncated": bool(t.truncated),
             "unknown": t.unknown,
             "unlike_source": unlike,
-            "read_as": read if read != unicodedata.normalize("NFC", source) else None,
+            "read_as": changed_reading(source, read),
             "note": self.translator.note() if unlike else None,  # the model's own, as `translate` prints it
         }

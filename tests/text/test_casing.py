@@ -11,7 +11,7 @@ import torch
 from helpers.multi30k import DE
 from helpers.tiny_translator import tiny_subword_model_file
 
-from text_attn.core.casing import Casing, learn_casing, opening, says_nothing, valid_casing
+from text_attn.core.casing import Casing, changed_reading, composed, learn_casing, opening, says_nothing, valid_casing
 from text_attn.core.modelfile import ModelFileError
 from text_attn.translation.source_check import source_check
 from text_attn.translation.translate_cli import translate_main
@@ -118,3 +118,10 @@ def test_translate_notes_the_inputs_it_recased_and_keep_case_turns_it_off(model_
     assert "input casing:   a line without capitals of its own is read with the training text's capitals" in (
         capsys.readouterr().out
     )
+
+
+def test_a_reading_that_only_composes_letters_is_no_change():
+    decomposed = "Er la\u0308uft"  # "ä" as "a" + a combining diaeresis
+    assert composed(decomposed) == "Er läuft" and len(composed(decomposed)) == len(decomposed) - 1
+    assert changed_reading(decomposed, "Er läuft") is None
+    assert changed_reading("ein mann la\u0308uft", "Ein Mann läuft") == "Ein Mann läuft"

@@ -21,10 +21,23 @@ of a second). A model file from before it has none, and reads every line as type
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")  # a word: letters, joined by hyphens or apostrophes
+
+
+def composed(text: str) -> str:
+    """``text`` with its letters composed (NFC): "ä" typed as "a" + a combining diaeresis (macOS file names, some
+    keyboards) is otherwise cased letter by letter ("LÄuft") and read as unknown words."""
+    return unicodedata.normalize("NFC", text)
+
+
+def changed_reading(text: str, read: str) -> str | None:
+    """``read`` (how a translator read ``text``) where it differs from ``text`` by more than composed letters, which
+    change nothing a reader sees; else None."""
+    return None if read == composed(text) else read
 
 
 def learn_casing(train: Iterable[str]) -> dict | None:

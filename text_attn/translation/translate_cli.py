@@ -8,11 +8,11 @@ import argparse
 import io
 import os
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Any
 
 from text_attn.core import startup_gc
+from text_attn.core.casing import changed_reading
 from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, missing, one_line, stdout_failed
 from text_attn.core.fast_exit import leaving
 from text_attn.core.safe_files import (
@@ -343,7 +343,7 @@ def _translate_stream(
         else:
             if translator.unlike_source(line):
                 unlike.append(n)
-            if read != unicodedata.normalize("NFC", line):  # read_as composes letters: that alone is no recasing
+            if changed_reading(line, read) is not None:
                 recased.append(n)
             if getattr(args, "reference_lines", None) is not None:
                 sources[n] = line

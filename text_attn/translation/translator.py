@@ -9,7 +9,6 @@ tensor; optionally ``info``: what it was trained on, its terms and scores), read
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import torch
 
 from text_attn.core.api_args import a_batch, check_decoding
-from text_attn.core.casing import Casing
+from text_attn.core.casing import Casing, changed_reading, composed
 from text_attn.core.decoding import evaluating
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
@@ -226,9 +225,7 @@ class Translator:
         """``text`` as the model reads it: a line whose case says nothing ("ein mann fährt fahrrad", or all capitals)
         with the capitals its training source text writes ("Ein Mann fährt Fahrrad"), where the model file knows them
         and the model keeps case (text_attn.core.casing); else ``text``. ``keep_case`` turns it off."""
-        # composed first (NFC): "ä" typed as "a" + a combining diaeresis (macOS file names, some keyboards) was
-        # cased letter by letter ("LÄuft") and read as unknown words; the subword model composes it anyway (NFKC)
-        text = unicodedata.normalize("NFC", text)
+        text = composed(text)  # the subword model composes it anyway (NFKC); the word-level codec and casing do not
         casing = None if self.keep_case else self.casing
         return text if casing is None else casing.recase(text)
 
@@ -246,9 +243,7 @@ class Translator:
     def unlike_source(self, text: str) -> bool | None:
         """Whether ``text`` looks unlike the source side this model was trained on (None: the model file has no
         check: a synthetic task, or written before the check existed)."""
-        return (
-            None if self.source_check is None else unlike_source(self.source_check, unicodedata.normalize("NFC", text))
-        )
+        return None if self.source_check is None else unlike_source(self.source_check, composed(text))
 
     def known(self) -> str:
         """What the model learned from, in words for its notes: "the German text the model learned from (descriptions
@@ -304,7 +299,7 @@ class Translator:
         for s, r, t in zip(sentences, read, out, strict=True):
             t.unlike_source = self.unlike_source(s)
             t.note = self.note() if t.unlike_source else None
-            t.read_as = r if r != unicodedata.normalize("NFC", s) else None  # composing alone changes nothing seen
+            t.read_as = changed_reading(s, r)
         return Translations(out)
 
     def read(self, sentences: list[str], translation: str) -> Translations:
