@@ -183,8 +183,9 @@ def caption_main(argv: list[str] | None = None) -> int:
              "only; give a new --html file (the old page stays as it is)")  # fmt: skip
     if args.jsonl and args.json:
         fail("caption", "give --json (one list on stdout) or --jsonl FILE (one record per line), not both")
-    if args.jsonl and not Path(args.jsonl).parent.is_dir():  # now, not after the model loads
-        fail("caption", f"cannot use --jsonl {args.jsonl}: the folder {Path(args.jsonl).parent} does not exist")
+    for flag, value in (("--jsonl", args.jsonl), ("--html", args.html)):  # now, not after the model loads
+        if value and not Path(value).parent.is_dir():  # a mistyped folder is said, not made (--overlay DIR is made)
+            fail("caption", f"cannot use {flag} {value}: the folder {Path(value).parent} does not exist")
     _check_processes(args)
     if (args.n_best or 1) > 1 and not (args.json or args.jsonl):  # plain lines hold one caption
         fail("caption", "--n-best lists are part of the --json / --jsonl records; add one of them")

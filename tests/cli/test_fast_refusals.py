@@ -86,6 +86,18 @@ def _probe(entry: tuple[str, str], argv: list[str], cwd) -> tuple[int, str, str,
             ["translate: error: cannot write --output no/o.txt: the folder no does not exist"],
         ),  # fmt: skip
         (
+            CAPTION,
+            ["photo.jpg", "--html", "no/p.html"],
+            2,
+            ["caption: error: cannot use --html no/p.html: the folder no does not exist"],
+        ),  # fmt: skip
+        (
+            TRANSLATE,
+            ["--html", "no/p.html", "Hallo"],
+            2,
+            ["translate: error: cannot write --html no/p.html: the folder no does not exist"],
+        ),  # fmt: skip
+        (
             CAPTION_TRAIN,
             ["fit", "--config", "nope.yaml"],
             2,

@@ -461,7 +461,8 @@ def _source_note(translator, args: argparse.Namespace, count: int, first: list[i
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output that is also an input, by the one mechanism every command uses
     (safe_files.refuse_overlap): the model file, and the file stdin is redirected from (writing it would empty the
-    input before it is read); a --plot that names a folder; and a --plot or --output in a folder that does not exist."""
+    input before it is read); a --plot that names a folder; and an output file in a folder that does not exist (a
+    mistyped folder is said before the model loads, not made)."""
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo
     named = [("--output", args.output), ("--html", args.html), ("--plot", args.plot),
              ("--alignments", args.alignments), ("--scores", args.scores)]  # fmt: skip
@@ -472,7 +473,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         refuse_same_outputs(named)  # two outputs in one file: one would overwrite the other
     except OSError as err:
         fail("translate", str(err))
-    for flag, value in (("--output", args.output), ("--alignments", args.alignments)):  # before the model loads
+    for flag, value in (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments)):
         if value and not Path(value).parent.is_dir():
             fail("translate", f"cannot write {flag} {value}: the folder {Path(value).parent} does not exist")
     if args.plot:
