@@ -103,6 +103,11 @@ def frozen_encoder(cfg):
         raise CaptionDataError(
             f"--features: model.encoder.fine_tune is {cfg.fine_tune!r}: stored features need a frozen encoder (none)"
         )
+    if cfg.weights is None:  # drawn from the random stream: fit draws another one than this process would
+        raise CaptionDataError(
+            "--features: model.encoder.weights is null (random weights, drawn anew by each run): stored features "
+            "need an encoder whose weights are fixed ('imagenet' or a weights file); optimize the photos instead"
+        )
     encoder = ImageEncoder.from_config(cfg).eval()
     settings = {**encoder.config(), "preprocess": repr(encoder.preprocess)}
     return encoder, encoder_fingerprint(encoder, settings)

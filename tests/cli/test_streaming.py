@@ -258,6 +258,18 @@ def test_boxed_chunks_give_the_folder_readers_attention_targets(tmp_path, capsys
     assert "the training photos are 64 x 64 JPEG files of quality 90, 4:2:0" in capsys.readouterr().err
 
 
+def test_feature_chunks_of_an_encoder_of_random_weights_are_refused_in_one_line(tmp_path, capsys):
+    # fit draws a random encoder from its own seeded stream, not this process's: its features would be another's
+    data = {**caption_layout("folder", tmp_path), "batch_size": 8, "cache_features": True}
+    random = {"backbone": "efficientnet_lite0", "weights": None, "image_size": 96, "grid": 3, "crop": False}
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data, random)
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["optimize", "--config", cfg, "--out", "chunks", "--features", "true"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "model.encoder.weights is null" in err
+    assert not Path("chunks").exists()
+
+
 def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
     data = {**caption_layout("folder", tmp_path), "batch_size": 8, "cache_features": True}
     lite = {"backbone": "efficientnet_lite0", "weights": "imagenet", "image_size": 96, "grid": 3, "crop": False}
