@@ -61,6 +61,12 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             print(f"caption: --jsonl {jsonl} existed and is started afresh (--resume continues a file instead)",
                   file=sys.stderr)  # fmt: skip
         held = _done_in(paths, done)
+        if not held and (lost := _elsewhere(paths, done)):
+            if report is not None:
+                report.close()
+            fail("caption", f"--resume: {jsonl} names its photos by the paths its first run was given, which are not "
+                 f"found from here (it holds {os.path.relpath(lost)}); run from the folder that run ran in (from "
+                 "here each would be captioned again)")  # fmt: skip
         if held:
             print(f"caption: {held} image(s) already in {jsonl}: skipped", file=sys.stderr)
     todo = None if shards else sum(image_key(p) not in done for p in paths)  # a shard's size is known once read
@@ -144,6 +150,14 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
 
         score_run(captioner, args, records_of(args.jsonl) if args.jsonl else captions)
     return 1 if failed or empty else 0
+
+
+def _elsewhere(paths: list[str], done: set[str]) -> str | None:
+    """A record of ``done`` that names no file from this working directory while an input has its file name (e.g.
+    "photos/a.jpg": no such file here, and an input is .../a.jpg): the sign of a --resume from another folder than
+    the first run's, whose records keep relative paths as given; None where none does."""
+    names = {os.path.basename(p) for p in paths}
+    return next((k for k in sorted(done) if os.path.basename(k) in names and not os.path.lexists(k)), None)
 
 
 def _done_in(paths: list[str], done: set[str]) -> int:

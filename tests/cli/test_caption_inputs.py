@@ -76,6 +76,25 @@ def test_resume_knows_an_image_by_its_absolute_path(model_file, folder, tmp_path
         assert len(out.read_text().splitlines()) == 2  # nothing captioned again, nothing appended
 
 
+def test_resume_from_another_folder_than_the_first_runs_is_refused_not_repeated(
+    model_file, folder, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "rs.jsonl"
+    assert caption_main(["rs", "--model", str(model_file), *FAST, "--jsonl", str(out)]) == 0
+    before = out.read_bytes()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the records say "rs/p0.png": no such file from here
+    capsys.readouterr()
+    err = _refused(capsys, "../rs", "--model", model_file, *FAST, "--jsonl", out, "--resume")
+    assert "--resume: " in err and "(it holds rs/p0.png); run from the folder that run ran in" in err
+    assert out.read_bytes() == before  # nothing appended twice
+    # other photos of other names, added to the same file from here: resumed as usual
+    Image.new("RGB", (48, 40), "green").save(tmp_path / "elsewhere" / "new.png")
+    assert caption_main(["new.png", "--model", str(model_file), *FAST, "--jsonl", str(out), "--resume"]) == 0
+    assert len(out.read_text().splitlines()) == 3
+
+
 def test_resume_refuses_a_file_caption_did_not_write_and_keeps_it(model_file, folder, tmp_path, capsys):
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\nabout these photos\n")
