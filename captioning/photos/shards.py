@@ -197,6 +197,20 @@ def _samples(path: str, f, wanted, chosen, notes) -> Iterator[ShardSample]:
             continue
         if end > size:  # the member's data (or its padding) is cut off
             if info.offset_data + info.size > size:  # its bytes are not all there: the shard ends before it
+                name_key = _split(info.name)[0]
+                if key is not None and name_key != key:
+                    yield from flush()
+                    index, key, members = index + 1, None, []
+                if not any(_split(m.name)[1] in IMAGE_EXTS for m in members):  # its sample's photo is lost with it:
+                    # an error (exit code 1, tried again by --resume), not only a note; a cut .txt / .json after a
+                    # whole image keeps the photo (below)
+                    lost = ShardSample(path, index, name_key)
+                    lost.image_member = info.name if _split(info.name)[1] in IMAGE_EXTS else None
+                    if wanted(index) and chosen(lost):
+                        lost.error = (f"{path}/{info.name}: cut off ({size - info.offset_data:,} of its "
+                                      f"{info.size:,} bytes): the shard ends there (truncated)")  # fmt: skip
+                        yield lost
+                    return
                 truncated = f"cut off in {info.name}"
                 break
             truncated = f"cut off after {info.name}"  # only its padding is missing: it is whole

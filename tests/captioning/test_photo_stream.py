@@ -86,5 +86,12 @@ def test_a_truncated_shard_is_said_once(tmp_path, capfd):
     with tarfile.open(shard) as tar:
         cut = tar.getmember("000000003.jpg").offset_data + 10
     Path(shard).write_bytes(Path(shard).read_bytes()[:cut])
-    assert _ids(PhotoStream([str(shard)], PRE, 1), workers=2) == [(0, 0), (0, 1), (0, 2)]
+    assert _ids(PhotoStream([str(shard)], PRE, 1), workers=2) == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    err = capfd.readouterr().err  # the photo cut off is an error item (said where the items are said), not a note
+    assert "read up to its last whole member" not in err
+    full = write_shard(tmp_path / "t.tar", 0, 4)
+    with tarfile.open(full) as tar:  # cut inside the last photo's .txt: the photo is kept, the shard noted
+        cut = tar.getmember("000000003.txt").offset_data + 1
+    Path(full).write_bytes(Path(full).read_bytes()[:cut])
+    assert _ids(PhotoStream([str(full)], PRE, 1), workers=2) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     assert capfd.readouterr().err.count("): read up to its last whole member") == 1

@@ -83,12 +83,32 @@ def test_a_truncated_shard_ends_at_its_last_whole_member_with_a_note(tmp_path):
     with tarfile.open(shard) as tar:
         third = tar.getmember("000000002.jpg")
     full = shard.read_bytes()
-    for cut in (third.offset_data + 100, third.offset + 300, third.offset):  # in its data, its header, before it
+    for cut in (third.offset + 300, third.offset):  # in its header, before it: nothing of it was there to lose
         shard.write_bytes(full[:cut])
         samples, notes = _read(shard)
         assert [s.key for s in samples] == ["000000000", "000000001"], cut
         assert all(s.error is None for s in samples)
         assert len(notes) == 1 and "truncated" in str(notes[0]) and str(notes[0]).startswith(str(shard)), cut
+
+
+def test_a_photo_cut_off_by_the_shards_end_is_an_error_sample(tmp_path):
+    # its bytes are partly there: a photo the shard named is lost, which the exit code and --resume must know
+    shard = write_shard(tmp_path / "s.tar", 0, 4)
+    with tarfile.open(shard) as tar:
+        third = tar.getmember("000000002.jpg")
+    shard.write_bytes(shard.read_bytes()[: third.offset_data + 100])
+    samples, notes = _read(shard)
+    assert [s.key for s in samples] == ["000000000", "000000001", "000000002"] and notes == []
+    assert samples[0].error is None and samples[1].error is None and samples[2].image is None
+    assert samples[2].index == 2 and samples[2].name == f"{shard}/000000002.jpg"
+    assert (
+        samples[2].error
+        == f"{shard}/000000002.jpg: cut off (100 of its {third.size:,} bytes): the shard ends there (truncated)"
+    )
+    # a process whose share it is not does not say it; a resumed run that holds it by name does not read it
+    assert [s.key for s in iter_shard(str(shard), wanted=lambda i: i != 2, notes=None)] == ["000000000", "000000001"]
+    held = iter_shard(str(shard), notes=None, chosen=lambda s: s.key != "000000002")
+    assert [s.key for s in held] == ["000000000", "000000001"]
 
 
 def test_a_shard_cut_inside_a_sample_keeps_its_whole_members(tmp_path):

@@ -183,10 +183,10 @@ def test_two_processes_caption_every_photo_once_as_one_process_does(model, tmp_p
     two = _two([*base, "--jsonl", tmp_path / "two.jsonl", "--devices", "2"], tmp_path)
     assert one.returncode == two.returncode == 1, two.stderr[-3000:]
     a, b = _lines(tmp_path / "one.jsonl"), _lines(tmp_path / "two.jsonl")
-    assert len(a) == 5 + 5 + 2  # the truncated shard's whole samples
+    assert len(a) == 5 + 5 + 3  # the truncated shard's whole samples, and the error record of the photo cut off
     _same_records(a, b)
-    for err in (one.stderr, two.stderr):  # the damaged member and the truncation said once, by whoever read them
-        assert err.count("caption: error: ") == 1 and err.count("truncated (cut off in 000000012.jpg)") == 1, err
+    for err in (one.stderr, two.stderr):  # the damaged member and the photo cut off said once, by whoever read them
+        assert err.count("caption: error: ") == 2 and err.count("00001.tar/000000012.jpg: cut off (50 of its") == 1, err
         assert err.count("nothing: no image files") == 1 and "Traceback" not in err
     # the notes on the captions written: one, counting every process's captions, as one process prints it
     notes = [[line for line in err.splitlines() if "reached --max-len" in line] for err in (one.stderr, two.stderr)]
