@@ -382,3 +382,34 @@ def test_translate_page_with_evidence_lights_what_drives_the_hovered_word(browse
     b.hover("#s1 .w.src")  # a source word: the evidence line is cleared
     b.wait_for("document.querySelector('#s1').dataset.shown === 's0'")
     assert not any(b.eval(drives)) and b.errors == []
+
+
+def test_translate_page_with_evidence_gives_the_tau_of_the_layer_and_head_drawn(browser, tmp_path):
+    model = tiny_translator("transformer", tmp_path / "model.pt")
+    page = tmp_path / "report.html"
+    assert translate_main(["--model", str(model), "--max-len", "4", "--html", str(page), "--evidence",
+                           SENTENCES[0]]) == 0  # fmt: skip
+    (data,) = [json.loads(x) for x in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>',
+                                                  page.read_text(), flags=re.S)]  # fmt: skip
+    tr = Translator.load(model)
+    assert data["L"] >= 2 and len(data["agree"]) == data["L"] and len(data["agree"][0]) == 1 + data["H"]
+    for layer in range(data["L"]):  # the heads' mean of each layer: what translate --plot --layer N labels
+        tr.net.set_plot_layer(layer)
+        (result,) = tr.translate([SENTENCES[0]], max_len=4)
+        assert data["agree"][layer][0] == pytest.approx(tr.explain(result).agreement, abs=2e-4, nan_ok=True)
+    b = browser
+    b.open(page)
+    b.wait_for("!!document.querySelector('#s1 table.grid')")
+    seen = {}
+    for layer, head in (("0", "-1"), ("1", "-1"), ("1", "0")):
+        b.eval(f"(() => {{ for (const [id, v] of [['layer', '{layer}'], ['head', '{head}']]) {{"
+               " const s = document.getElementById(id); s.value = v;"
+               " s.dispatchEvent(new Event('change', {bubbles: true})); } })()")  # fmt: skip
+        b.hover("#s1 .w.tgt[data-t='1']")
+        b.wait_for("document.querySelector('#s1').dataset.shown === 't1'")
+        tau = data["agree"][int(layer)][int(head) + 1][1]
+        shown = b.eval("document.querySelector('#s1 .agree').textContent")
+        assert ("undefined" in shown) if tau is None else (f"τ {tau:+.2f}" in shown), (layer, head, shown)
+        seen[layer, head] = tau
+        b.hover("#s1 .w.src")  # away, so that the next hover is a change
+    assert len(set(seen.values())) > 1 and b.errors == []

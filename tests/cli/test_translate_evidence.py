@@ -78,3 +78,31 @@ def test_one_python_call_on_a_result_gives_both_maps(tmp_path):
     bare = Translator(Seq2Seq(cfg), tr.src_vocab, tr.tgt_vocab, "word", True)
     with pytest.raises(ValueError, match="no attention to explain"):
         bare.explain("ein mann", max_len=4)
+
+
+def test_a_transformers_agreement_is_with_the_layer_its_views_draw():
+    # the views draw one decoder layer's heads (the penultimate, or --layer): the tau beside them must be with that
+    from text_attn.core.faithfulness import kendall_tau
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([["ein", "mann", "hund", "sitzt", "a", "man", "dog", "sits"]])
+    cfg = TransformerConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), d_model=16, num_heads=2,
+                            enc_layers=1, dec_layers=3, ff_dim=32, dropout=0.0)  # fmt: skip
+    tr = Translator(Transformer(cfg).eval(), vocab, vocab, "word", True)
+    by_layer = {}
+    for layer in (None, 0, 2):  # None: as loaded, the penultimate (1)
+        if layer is not None:
+            tr.net.set_plot_layer(layer)
+        (result,) = tr.translate(["ein mann sitzt"], beam_size=1, max_len=5)
+        found = tr.explain(result)
+        assert result.attention.dim() == 3  # (T, H, S): the layer drawn, per head
+        torch.testing.assert_close(found.attention, result.attention.float().mean(dim=1), atol=1e-5, rtol=0)
+        assert found.agreement == pytest.approx(
+            [kendall_tau(found.attention[t], found.evidence[t]) for t in range(len(found.tokens))], nan_ok=True
+        )
+        by_layer[layer] = found
+    # the evidence is the model's (masking a source token at every layer), whichever layer is drawn
+    torch.testing.assert_close(by_layer[0].evidence, by_layer[2].evidence)
+    assert not torch.allclose(by_layer[0].attention, by_layer[2].attention)

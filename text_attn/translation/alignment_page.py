@@ -4,11 +4,12 @@ that looked at it, the strongest outlined), and the alignment grid as a scrollab
 words across, darker = more weight). For the Transformer a layer and head selector (or the heads' average) applies
 to every section. With ``--evidence`` a third line repeats the source words, lit for the hovered output word by what
 drives it (what masking each source word at its step costs it, relative to the costliest), with the word's agreement
-(Kendall tau between its attention, averaged over heads and layers, and that cost). The page skeleton is
+(Kendall tau between the attention drawn, of the layer and head chosen, and that cost). The page skeleton is
 text_attn/core/html_page.py.
 
 Size in the file per sentence: layers x heads x T x S bytes of weights as base64 (x 4/3; an RNN: T x S) plus the
-words; a 30 x 30 sentence: 1.2 KB for an RNN, 38 KB for a 3-layer, 8-head Transformer (+1.2 KB with --evidence).
+words; a 30 x 30 sentence: 1.2 KB for an RNN, 38 KB for a 3-layer, 8-head Transformer (with --evidence: + 1.2 KB of
+costs, and a tau per word for each layer and head: + 0.5 KB for an RNN, + 6 KB for that Transformer).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from text_attn.core.arrays import to_numpy
-from text_attn.core.faithfulness import rounded_taus
+from text_attn.core.faithfulness import kendall_tau, rounded_taus
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
 
 ALIGNMENT_CSS = """
@@ -114,7 +115,9 @@ const Align = {
         const v = c.e[t * S + k] / 255;
         w.style.background = Report.shade(v); w.title = `${(100 * v).toFixed(0)}% of the costliest`;
       });
-      const tau = c.d.agree ? c.d.agree[t] : null;
+      // the tau of the weights drawn: [layer][0] the heads' mean, [layer][1 + h] head h (view_taus)
+      const l = Math.min(c.d.L - 1, Align.choice("layer", c.d.L - 1)), h = Align.choice("head", -1);
+      const tau = c.d.agree ? c.d.agree[l][h >= 0 && h < c.d.H ? h + 1 : 0][t] : null;
       const shown = tau == null ? "undefined (a flat ranking)" : `\u03c4 ${tau >= 0 ? "+" : ""}${tau.toFixed(2)}`;
       sec.querySelector(".agree").textContent =
         `\u201c${c.tgt[t].textContent}\u201d: agreement of its attention with what drives it: ${shown}`;
@@ -243,9 +246,19 @@ def sentence_section(
     data = {"L": n_layers, "H": n_heads, "T": t, "S": s, "a": quantise(attention)}
     agree = ""
     if evidence is not None:
-        data["e"], data["agree"] = quantise(cost_shares(evidence.evidence)), rounded_taus(evidence.agreement)
+        data["e"], data["agree"] = quantise(cost_shares(evidence.evidence)), view_taus(attention, evidence.evidence)
         agree = '<p class="agree hint"></p>'
     return head + f'{agree}<div class="grid-box"></div>{data_script(data)}</section>'
+
+
+def view_taus(attention: np.ndarray, evidence: Any) -> list[list[list[float | None]]]:
+    """Each output word's agreement (Kendall tau) between what drives it (``evidence`` (T, S)) and each view of its
+    attention the page's selectors can show: ``[layer][0]`` the layer's heads averaged, ``[layer][1 + h]`` head h
+    (``attention``: (layers, heads, T, S)); the tau beside a word is then the one of the weights drawn."""
+    cost = torch.as_tensor(to_numpy(evidence), dtype=torch.float64)
+    weights = torch.as_tensor(attention, dtype=torch.float64)
+    views = torch.cat([weights.mean(dim=1, keepdim=True), weights], dim=1)  # (layers, 1 + heads, T, S)
+    return [[rounded_taus([kendall_tau(v[t], cost[t]) for t in range(v.size(0))]) for v in layer] for layer in views]
 
 
 def cost_shares(evidence: Any) -> np.ndarray:

@@ -319,7 +319,7 @@ class Evidence:
 
     tokens: list[str]  # the translation's tokens (eos not included)
     source: list[str]  # the source tokens, <eos> last: the units
-    attention: Tensor  # (T, S) each token's attention (the Transformer's: mean over heads and layers)
+    attention: Tensor  # (T, S) each token's attention (a Transformer's: its --layer's heads averaged, as drawn)
     evidence: Tensor  # (T, S) p(token) - p(token with source token j masked) at its step
     agreement: list[float]  # per token, Kendall's tau-b between its attention and its evidence (nan: no order)
 
@@ -339,5 +339,8 @@ def translation_evidence(translator: Translator, source: list[str], tokens: list
     masks = torch.cat([torch.zeros(1, n, dtype=torch.bool), torch.eye(n, dtype=torch.bool)]).to(device)  # (S + 1, S)
     rows = [removal_prob(net, steps, t, masks) for t in range(len(ids))]
     evidence = torch.stack([r[0] - r[1:] for r in rows]) if rows else torch.zeros(0, n)  # (T, S)
-    agreement = [kendall_tau(steps.alphas[t], evidence[t]) for t in range(len(ids))]
-    return Evidence(list(tokens), [*source, EOS], steps.alphas, evidence, agreement)
+    attention = steps.alphas  # (T, S)
+    if steps.heads is not None:  # a Transformer: the layer its views draw (net.plot_index: --layer), heads averaged
+        attention = steps.heads[:, net.plot_index].mean(dim=1)  # (T, L, H, S) -> (T, S)
+    agreement = [kendall_tau(attention[t], evidence[t]) for t in range(len(ids))]
+    return Evidence(list(tokens), [*source, EOS], attention, evidence, agreement)
