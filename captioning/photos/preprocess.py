@@ -266,7 +266,10 @@ def load_photo(
         if 0 in src.size:  # captioned as if it were a photo, then its drawing failed (PIL cannot save it)
             width, height = src.size
             raise ImageReadError(f"a PIL image of {width} x {height} pixels: nothing to caption", "not_image")
-        return to_rgb(src), src.size
+        # its EXIF orientation applied, as for a file: Image.open of a phone photo leaves it sideways (an image
+        # exif_transpose already turned carries no orientation, so it is not turned twice)
+        turned = ImageOps.exif_transpose(src)
+        return to_rgb(turned), turned.size
     if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server): its bytes, named "upload"
         formats = photo_formats(bytes(src[:HEAD]), "upload")
         p, src = io.BytesIO(src), "upload"

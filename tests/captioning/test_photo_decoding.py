@@ -67,6 +67,22 @@ def test_exif_rotation_still_applies_and_the_full_size_is_the_rotated_one(tmp_pa
     assert np.abs(np.asarray(small, dtype=np.float32) - full).mean() < 3  # the same picture, the same way up
 
 
+def test_a_pil_image_of_a_phone_photo_is_turned_as_its_file_is(tmp_path):
+    # Python callers pass Image.open(path): its EXIF orientation applies as it does to the file
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = tmp_path / "phone.jpg"
+    _photo().save(path, quality=92, exif=exif)
+    from_file, size = load_photo(path)
+    opened = Image.open(path)
+    from_pil, pil_size = load_photo(opened)
+    assert size == pil_size == (H, W) and from_pil.size == from_file.size == (H, W)
+    assert np.array_equal(np.asarray(from_pil), np.asarray(from_file))
+    turned = load_photo(from_pil)[0]  # an image already turned (no orientation left) is not turned again
+    assert turned.size == (H, W) and np.array_equal(np.asarray(turned), np.asarray(from_file))
+    assert opened.size == (W, H)  # the caller's image is left as it was
+
+
 def test_a_nearly_square_photo_keeps_its_own_size(tmp_path):
     # 1000 x 999 decoded at 1/8 is 125 x 125: the reported size comes from the file and its EXIF tag, not from the
     # decoded picture's shape
