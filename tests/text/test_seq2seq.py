@@ -102,3 +102,28 @@ def test_a_one_directional_encoder_reads_left_to_right_only(rnn):
         lp, _, state = m.step(tgt[:, t], state)
         assert torch.allclose(lp, torch.log_softmax(logits[:, t], -1), atol=1e-5)
     assert Seq2SeqConfig(12, 12).bidirectional  # the default (and every model file before the switch) reads both ways
+
+
+def test_a_translation_never_holds_pad_or_bos_and_each_word_keeps_its_own_attention_row():
+    # an undertrained model that ranks <bos> first: written, it was dropped from the words while its step's
+    # attention row stayed, so every later word showed an earlier step's row
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.explain import step_through
+    from text_attn.translation.translator import Translator
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([["ein", "mann", "hund", "a", "man", "dog"]])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
+                        dec_hidden=8, attn_dim=8)  # fmt: skip
+    net = Seq2Seq(cfg).eval()
+    with torch.no_grad():
+        net.out.bias[vocab.bos_id] += 8.0  # <bos> first at every step, then <pad>
+        net.out.bias[vocab.pad_id] += 7.0
+        net.out.bias[vocab.eos_id] -= 20.0  # never ends: every step is a word
+    tr = Translator(net, vocab, vocab, "word", True)
+    for beam in (1, 3):
+        (t,) = tr.translate(["ein mann hund"], beam_size=beam, max_len=5)
+        assert len(t.tokens) == 5 and not {"<bos>", "<pad>"} & set(t.tokens), t.tokens
+        src = torch.tensor([vocab.encode(t.source, eos=True)])
+        steps = step_through(net, src, vocab.encode(t.tokens, eos=False), vocab.bos_id)  # teacher-forced rows
+        torch.testing.assert_close(t.attention.float(), steps.alphas, atol=1e-5, rtol=0)

@@ -293,8 +293,8 @@ class SentenceProbes(NamedTuple):
 def sentence_probes(translator: Translator, sentence: str, beam_size: int | None = 1) -> SentenceProbes:
     """Translate ``sentence`` (``beam_size``: 1 = greedy, None = the model file's choice; the other decoding options
     as ``translate`` takes them) and build a probe for every token of the translation, eos included (none when the
-    translation was cut off at max_len). The tokens are ``translate_tokens``' words, the ones a user is shown: a model
-    that wrote pad or bos mid-sentence (no trained one does) would be probed without them."""
+    translation was cut off at max_len). The tokens are ``translate_tokens``' words, the ones a user is shown (never
+    pad or bos: a translation's search bans them)."""
     net = translator.net
     require_attention(net)
     toks = translator.tokenize(sentence)

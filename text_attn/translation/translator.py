@@ -446,8 +446,11 @@ class Translator:
         longest: int | None = None,
         **options: Any,
     ) -> list[Translation]:
-        if self.codec.subwords is not None:
-            options.setdefault("banned", (self.tgt_vocab.unk_id,))
+        # a translation never holds <pad> or <bos> (an undertrained model may rank them first): written, they were
+        # dropped from its words while their steps' attention rows stayed, so every later word showed an earlier
+        # step's row; nor <unk> from a subword model, which can spell any word
+        v = self.tgt_vocab
+        options.setdefault("banned", (v.pad_id, v.bos_id, *((v.unk_id,) if self.codec.subwords is not None else ())))
         src, lens = self._source_batch(toks)
         if not max_len:  # each sentence's own 2 x source + 10: not its batch's longest (the output then depended on
             # which lines shared its batch)
