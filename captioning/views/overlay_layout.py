@@ -29,7 +29,12 @@ KEY_H = 20  # the key row, pixels
 KEY_SIZE = 13  # key type size, pixels
 BAR = (140, 12)  # the brightness bar, pixels (width, height)
 INK, GREY = (20, 20, 20), (120, 120, 120)  # text colours
-EXPLAIN = "bright = where it looked (each word scaled to its own peak)"
+# the longest that fits: a word's map is scaled to max(its peak, 4 x the uniform share) (overlay.attention_map)
+EXPLAIN = (
+    "bright = where it looked (scaled to each word's peak, or to 4x the uniform share if larger)",
+    "bright = where it looked (to its peak, or 4x uniform if larger)",
+    "bright = where it looked",
+)
 Font = ImageFont.ImageFont | ImageFont.FreeTypeFont
 
 
@@ -93,7 +98,7 @@ def draw_title(canvas: Image.Image, words: Sequence[str], lines: list[list[int]]
 
 def draw_key(canvas: Image.Image, y: int, floor: float, note: str = "") -> None:
     """The key row at height ``y``: a bar from brightness ``floor`` (no attention) to 1 (the word's peak) over a
-    white field, labelled 0 and max; then EXPLAIN, and ``note`` right-aligned, each where it fits."""
+    white field, labelled 0 and max; then the longest EXPLAIN that fits, and ``note`` right-aligned where it fits."""
     draw = ImageDraw.Draw(canvas)
     fnt = font(KEY_SIZE)
     mid = y + KEY_H // 2
@@ -116,8 +121,9 @@ def draw_key(canvas: Image.Image, y: int, floor: float, note: str = "") -> None:
         if x + note_w <= right:
             draw.text((right - note_w, mid), note, fill=INK, font=fnt, anchor="lm")
             right -= round(note_w) + 14
-    if x + _width(EXPLAIN, fnt) <= right:
-        draw.text((x, mid), EXPLAIN, fill=GREY, font=fnt, anchor="lm")
+    explain = next((text for text in EXPLAIN if x + _width(text, fnt) <= right), None)
+    if explain:
+        draw.text((x, mid), explain, fill=GREY, font=fnt, anchor="lm")
 
 
 def draw_label(canvas: Image.Image, text: str, x: int, y: int, width: int, height: int, index: int | None) -> None:
