@@ -73,3 +73,32 @@ def test_no_budget_is_one_clear_error():
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
     with pytest.raises(ValueError, match="needs a budget"):
         budget_scheduler(opt, BudgetProgress(_trainer(max_epochs=-1)))
+
+
+def test_with_accumulated_gradients_the_rate_reaches_zero_at_the_runs_last_step(tmp_path):
+    # 8 batches accumulated by 3: Lightning steps after batches 3, 6 and 8 (the epoch's last), 3 steps an epoch
+    import pytorch_lightning as pl
+
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1))
+            self.rates: list[float] = []
+
+        def training_step(self, batch, _):
+            return (self.w * batch).sum() ** 2
+
+        def on_train_batch_end(self, *_):
+            self.rates.append(self.optimizers().param_groups[0]["lr"])
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD([self.w], lr=0.01)
+            return {"optimizer": opt, "lr_scheduler": budget_scheduler(opt, BudgetProgress(self.trainer))}
+
+    model = Tiny()
+    trainer = pl.Trainer(max_epochs=2, accumulate_grad_batches=3, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(model, torch.utils.data.DataLoader(torch.ones(8, 1), batch_size=1))
+    assert trainer.global_step == 6
+    stepped = [model.rates[i] for i in (2, 5, 7, 10, 13, 15)]  # the rate after each optimizer step
+    assert stepped == pytest.approx([0.01 * (1 - k / 6) for k in range(1, 7)])  # 0 only after the last

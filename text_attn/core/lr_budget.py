@@ -51,7 +51,8 @@ class BudgetProgress:
             parts.append(t.global_step / t.max_steps)
         batches = t.num_training_batches
         if (t.max_epochs or -1) > 0 and isinstance(batches, int) and batches > 0:
-            per_epoch = max(1, batches // max(1, t.accumulate_grad_batches))
+            # Lightning also steps on an epoch's last batch: 8 batches accumulated by 3 are 3 steps, not 2
+            per_epoch = max(1, -(-batches // max(1, t.accumulate_grad_batches)))
             parts.append(t.global_step / (t.max_epochs * per_epoch))
         timer = _timer(t)
         remaining = timer.time_remaining() if timer is not None else None
