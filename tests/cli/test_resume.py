@@ -104,6 +104,11 @@ def test_options_left_at_their_default_come_from_the_checkpoint(tmp_path):
     ckpt = str(next(Path(".").rglob("last.ckpt")))
     cli = run("text", ["validate", "--config", cfg, "--ckpt_path", ckpt])
     assert cli.model.hparams.val_beam_size == 2  # not in the config: the checkpoint's value, as before
+    cli = run("text", ["validate", "--config", cfg, "--ckpt_path", "last"])  # the name: that file's values too
+    assert cli.model.hparams.val_beam_size == 2 and cli.trainer.ckpt_path == str(Path(ckpt).resolve())
+    for name in (ckpt, "last"):  # given equal to the default is still given: greedy, as asked
+        cli = run("text", ["validate", "--config", cfg, "--ckpt_path", name, "--model.val_beam_size", "1"])
+        assert cli.model.hparams.val_beam_size == 1
 
 
 @pytest.mark.slow

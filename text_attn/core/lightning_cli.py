@@ -26,6 +26,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.errors import WriteError, fail, one_line
@@ -57,10 +58,17 @@ def quiet_lightning() -> None:
             logger.addFilter(_NoTips())
 
 
-def _make_cli_class(prog: str, only: str | None = None):
+CODE_REFUSED = (
+    "refused: it holds more than tensors and plain values (pickled objects or code), which this toolkit never loads"
+)
+
+
+def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset()):
     """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
     built (each takes ~0.1-0.3 s of signature reading: a third of a short run's start), so ``--help`` without one
-    still lists all four."""
+    still lists all four. ``given``: the dotted options the command line and its config files set
+    (:func:`_given_options`), which a checkpoint's saved hyper-parameters never replace."""
+    given = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given)
     import torch
     from jsonargparse._common import debug_mode_active
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
@@ -86,10 +94,7 @@ def _make_cli_class(prog: str, only: str | None = None):
             try:
                 return torch.load(path, map_location=map_location or "cpu", weights_only=True)
             except pickle.UnpicklingError:
-                raise CheckpointRefused(
-                    f"{path}: refused: it holds more than tensors and plain values (pickled objects or code), which "
-                    "this toolkit never loads"
-                ) from None
+                raise CheckpointRefused(f"{path}: {CODE_REFUSED}") from None
 
         def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
             if "://" in str(path):  # remote file systems: Lightning's own writer
@@ -193,12 +198,18 @@ def _make_cli_class(prog: str, only: str | None = None):
             ckpt_path = self.config[sub].get("ckpt_path")
             if ckpt_path and "://" in str(ckpt_path):
                 raise CheckpointRefused(remote_message(ckpt_path))
-            if not ckpt_path or str(ckpt_path) in ("best", "last", "hpc"):
+            if not ckpt_path or str(ckpt_path) == "hpc":
                 return  # resolved by Lightning to a local file, read by AtomicCheckpointIO.load_checkpoint
+            if str(ckpt_path) in run_checkpoints.NAMES:  # the file _prepare_subcommand_kwargs will resolve it to
+                ckpt_path = run_checkpoints.resolve(str(ckpt_path), _configured_trainer(self.config[sub]))
+                if ckpt_path is None:
+                    return  # fit starts afresh; validate and test are refused there, in one line
             if not Path(ckpt_path).is_file():
                 raise ValueError(f"--ckpt_path {ckpt_path}: no such file")
             try:
                 ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True)
+            except pickle.UnpicklingError:  # as AtomicCheckpointIO says it
+                raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
             except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one line
                 raise ValueError(f"{ckpt_path}: not a training checkpoint ({type(exc).__name__})") from None
             if not isinstance(ckpt, dict) or "pytorch-lightning_version" not in ckpt:
@@ -209,23 +220,35 @@ def _make_cli_class(prog: str, only: str | None = None):
             saved = dict(ckpt.get("hyper_parameters") or {})
             model = self.config[sub]["model"]
             params = inspect.signature(self.model_class.__init__).parameters
-            for key, value in saved.items():
-                p = params.get(key)
+            for key, value in saved.items():  # what was not given comes from the checkpoint (a value given equal to
+                p = params.get(key)  # the default too: --model.val_beam_size 1 after a fit at beam 3 means beam 1)
                 if p is None or p.default is inspect.Parameter.empty:
                     continue
                 if dataclasses.is_dataclass(p.default) and isinstance(value, dict):
                     # a nested block (model.encoder, model.decoder): field by field
                     for name, saved_value in value.items():
-                        default = getattr(p.default, name, None)
-                        if model.get(f"{key}.{name}") == default and saved_value != default:
+                        if f"model.{key}.{name}" not in given and model.get(f"{key}.{name}") != saved_value:
                             model[f"{key}.{name}"] = saved_value
-                elif model.get(key) == p.default and value != p.default:
+                elif f"model.{key}" not in given and model.get(key) != value:
                     model[key] = value
 
     ToolkitCLI.parser_class_ = OneLineParser
     ToolkitCLI.save_config_class_ = SafeSaveConfig
     ToolkitCLI.checkpoint_io_class_ = AtomicCheckpointIO
     return ToolkitCLI
+
+
+def _configured_trainer(config) -> SimpleNamespace:
+    """What run_checkpoints reads of a trainer, from a parsed config (before the trainer exists): its
+    default_root_dir, and the checkpoint callbacks' own dirpath."""
+    trainer = config.get("trainer") or {}
+    callbacks = []
+    for callback in trainer.get("callbacks") or []:
+        init = callback.get("init_args") if hasattr(callback, "get") else None
+        dirpath = init.get("dirpath") if hasattr(init, "get") else None
+        if dirpath and "ModelCheckpoint" in str(callback.get("class_path")):
+            callbacks.append(SimpleNamespace(dirpath=str(dirpath)))
+    return SimpleNamespace(default_root_dir=trainer.get("default_root_dir"), checkpoint_callbacks=callbacks)
 
 
 def refuse_export_path(path: str) -> None:
@@ -407,7 +430,7 @@ def run_lightning_cli(
     message = outdated(given) if outdated is not None else None
     if message:
         fail(prog, message)
-    cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None)
+    cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, frozenset(given))
     try:
         return cli_cls(
             module_cls,
