@@ -190,3 +190,44 @@ def test_the_model_file_line_says_why_it_holds_the_last_weights(tmp_path, capsys
                  "--model.export_path", str(tmp_path / "m.pt")])  # fmt: skip
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("wrote model file")]
     assert line.endswith("(the last weights: no best checkpoint was saved: the run ended before its first validation)")
+
+
+def test_a_resumed_fit_keeps_the_best_checkpoint_of_before_and_exports_what_an_uninterrupted_run_does(tmp_path):
+    # Lightning restores a callback's best only in the same folder; a resumed fit writes into a new version folder
+    cfg = str(resumable_config(tmp_path, "text", every=4))
+    logged = ["--trainer.logger", "true"]  # checkpoints under lightning_logs/version_N: a new folder when resumed
+    whole = run("text", ["fit", "--config", cfg, *logged, "--trainer.max_steps", "18", "--trainer.default_root_dir",
+                         "a", "--model.export_path", "a.pt"])  # fmt: skip
+    run("text", ["fit", "--config", cfg, *logged, "--trainer.max_steps", "8", "--trainer.default_root_dir", "b"])
+    resumed = run("text", ["fit", "--config", cfg, *logged, "--trainer.max_steps", "18", "--trainer.default_root_dir",
+                           "b", "--model.export_path", "b.pt", "--ckpt_path", "last"])  # fmt: skip
+    ours, theirs = (c.trainer.checkpoint_callback for c in (whole, resumed))
+    assert "version_1" in str(theirs.dirpath)
+    assert theirs.best_model_score == ours.best_model_score  # the same validations, the same best
+    assert Path(theirs.best_model_path).name == Path(ours.best_model_path).name
+    a, b = (load_model_file(p, "text-model")["state_dict"] for p in ("a.pt", "b.pt"))
+    for k, v in a.items():
+        torch.testing.assert_close(b[k], v, msg=k)
+
+
+def test_a_callback_state_is_carried_into_the_resumed_runs_folder(tmp_path):
+    from text_attn.core.run_checkpoints import carried_best
+
+    old, new = tmp_path / "version_0" / "checkpoints", tmp_path / "version_1" / "checkpoints"
+    old.mkdir(parents=True)
+    best = old / "best-step=6.ckpt"
+    torch.save({"callbacks": {"ModelCheckpoint{'monitor': 'val_bleu'}": {
+        "monitor": "val_bleu", "best_model_path": str(best), "best_model_score": torch.tensor(0.5),
+        "best_k_models": {str(best): torch.tensor(0.5)}, "kth_best_model_path": str(best),
+        "kth_value": torch.tensor(0.5), "dirpath": str(old)}}}, best)  # fmt: skip
+    gone = str(old / "best-step=3.ckpt")  # removed by save_top_k after last.ckpt recorded it
+    state = {"monitor": "val_bleu", "best_model_path": gone, "best_model_score": torch.tensor(0.1),
+             "best_k_models": {gone: torch.tensor(0.1)}, "kth_best_model_path": gone, "kth_value": torch.tensor(0.1),
+             "dirpath": str(old)}  # fmt: skip
+    carried = carried_best(state, str(new))
+    assert carried["dirpath"] == str(new) and carried["best_model_path"] == str(best)
+    assert float(carried["best_model_score"]) == 0.5 and list(carried["best_k_models"]) == [str(best)]
+    best.unlink()  # nothing recorded is left: nothing is claimed
+    carried = carried_best(state, str(new))
+    assert carried["best_model_path"] == "" and carried["best_model_score"] is None and carried["best_k_models"] == {}
+    assert carried_best({**state, "dirpath": str(new)}, str(new)) == {**state, "dirpath": str(new)}  # same folder

@@ -78,3 +78,48 @@ def not_found_message(name: str, trainer: Any) -> str:
     what = "no last*.ckpt" if name == "last" else "no checkpoint recording a best model"
     return (f"--ckpt_path {name}: {what} in {where} (the config's trainer.default_root_dir); give the .ckpt file's "
             "path")  # fmt: skip
+
+
+def carried_best(state: dict[str, Any], dirpath: str) -> dict[str, Any]:
+    """A ModelCheckpoint's saved ``state`` made to load into a resumed run whose checkpoint folder is ``dirpath``.
+
+    Lightning restores a callback's best model and score only when the folder is the same, and a resumed fit logs
+    into a new version folder: the best was forgotten, so the first validation after resuming became "best" however
+    it scored, and the run exported worse weights than an uninterrupted one. The state now names the new folder (the
+    earlier files stay: Lightning never removes a file outside its folder). A last.ckpt written at an epoch's end,
+    before that step's validation found a new best, records a best file that ``save_top_k`` has since removed: the
+    best the newest checkpoint of the earlier folder records is taken instead. Recorded files that are gone are
+    dropped."""
+    old = state.get("dirpath")
+    if not old or str(old) == str(dirpath) or not state.get("monitor"):
+        return state
+    state = dict(state)
+    if not Path(state.get("best_model_path") or "").is_file():
+        newest = _newest([p for p in Path(old).glob("*.ckpt") if not p.name.startswith("last")])
+        found = _monitor_state(newest, state["monitor"]) if newest is not None else None
+        if found is not None and Path(found.get("best_model_path") or "").is_file():
+            for key in ("best_model_path", "best_model_score", "best_k_models", "kth_best_model_path", "kth_value"):
+                state[key] = found.get(key, state.get(key))
+    kept = {p: v for p, v in (state.get("best_k_models") or {}).items() if Path(p).is_file()}
+    state["best_k_models"] = kept
+    if state.get("kth_best_model_path") not in kept:
+        state["kth_best_model_path"] = ""
+        state.pop("kth_value", None)
+    if not Path(state.get("best_model_path") or "").is_file():
+        state["best_model_path"], state["best_model_score"] = "", None
+    state["dirpath"] = str(dirpath)
+    return state
+
+
+def _monitor_state(checkpoint: Path, monitor: str) -> dict[str, Any] | None:
+    """The state of ``checkpoint``'s ModelCheckpoint that monitors ``monitor``."""
+    import torch
+
+    try:
+        data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - an unreadable file records nothing
+        return None
+    for key, state in (data.get("callbacks") or {}).items() if isinstance(data, dict) else ():
+        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict) and state.get("monitor") == monitor:
+            return state
+    return None

@@ -76,6 +76,18 @@ def forget_elapsed_time(checkpoint: dict[str, Any]) -> None:
         del callbacks[name]
 
 
+def carry_best(trainer, checkpoint: dict[str, Any]) -> None:
+    """A resumed fit keeps the best model and score its checkpoint callbacks had, though it writes into a new folder
+    (run_checkpoints.carried_best). Called from ``on_load_checkpoint``, before Lightning loads the callbacks' state."""
+    from text_attn.core.run_checkpoints import carried_best
+
+    states = checkpoint.get("callbacks") or {}
+    for cb in getattr(trainer, "checkpoint_callbacks", None) or []:
+        key, dirpath = getattr(cb, "state_key", None), getattr(cb, "dirpath", None)
+        if key in states and dirpath and isinstance(states[key], dict):
+            states[key] = carried_best(states[key], dirpath)
+
+
 def best_checkpoint(trainer) -> str | None:
     """The best checkpoint of the first ModelCheckpoint that monitors a metric, if it saved one."""
     for cb in getattr(trainer, "checkpoint_callbacks", []):
@@ -233,6 +245,7 @@ class RunState:
         if by_rank and trainer is not None and len(by_rank) == trainer.world_size:
             self._random_state = by_rank[trainer.global_rank]
         forget_elapsed_time(checkpoint)
+        carry_best(trainer, checkpoint)
 
     def on_train_start(self) -> None:
         restore_random_state(self._random_state)
