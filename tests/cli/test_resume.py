@@ -34,6 +34,29 @@ def _in_tmp(cli_run_in_tmp):
 # caption: ~10 s, -m slow; the default run resumes the text run (the same Lightning loop and checkpoint, and
 # tests/core/test_streaming_glue.py resumes the photo loader mid-epoch)
 @pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
+def test_resume_from_a_last_checkpoint_at_an_epochs_end_matches_an_uninterrupted_run(family, tmp_path):
+    # the next epoch's loader iterator draws its seed from torch's generator after the save: the resumed run made its
+    # iterator before the random state was restored, so that draw was missing and dropout ran one number behind
+    n = 6 if family == "text" else 8  # batches an epoch
+    cfg = str(resumable_config(tmp_path, family, every=n // 2))  # last.ckpt at the epoch's end, and half way on
+    epochs = ["--trainer.max_epochs", "3"]
+    first = run(family, ["fit", "--config", cfg, *epochs, "--trainer.max_steps", str(n), "--trainer.default_root_dir",
+                         "b"])  # fmt: skip
+    assert first.trainer.num_training_batches == n, "the interruption must fall at an epoch's end"
+    end = str(n + n // 2)
+    run(family, ["fit", "--config", cfg, *epochs, "--trainer.max_steps", end, "--trainer.default_root_dir", "a"])
+    last = next(Path("b").rglob("last.ckpt"))
+    resumed = run(family, ["fit", "--config", cfg, *epochs, "--trainer.max_steps", end,
+                           "--trainer.default_root_dir", "b", "--ckpt_path", str(last)])  # fmt: skip
+    assert resumed.trainer.global_step == n + n // 2
+    a = torch.load(next(Path("a").rglob("last.ckpt")), weights_only=True)
+    c = torch.load(last, weights_only=True)
+    assert a["global_step"] == c["global_step"] == n + n // 2
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(c["state_dict"][k], v, msg=k)
+
+
+@pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
 def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(family, tmp_path):
     cfg = str(resumable_config(tmp_path, family, every=5))
     # 6 batches per epoch (text: 96 pairs / 16; caption: 32 scenes x ~3 captions / 16): step 10 is mid-epoch 1.

@@ -56,7 +56,7 @@ def save_random_state(checkpoint: dict[str, Any]) -> None:
 def restore_random_state(state: dict[str, Any] | None) -> None:
     """Set the states :func:`save_random_state` stored. Call it at the start of training (``on_train_start``), not
     when the checkpoint loads: creating the train loader's iterator draws from torch's generator in between, as it
-    did in the interrupted run before the state was saved."""
+    did in the interrupted run before the state was saved (mid-epoch; at an epoch's end, :func:`replay_epoch_start`)."""
     if not state:
         return
     version, internal, gauss = state["python"]
@@ -64,6 +64,27 @@ def restore_random_state(state: dict[str, Any] | None) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def replay_epoch_start(trainer) -> None:
+    """After :func:`restore_random_state`, for a run resumed from a checkpoint written at an epoch's last batch: the
+    draws an uninterrupted run makes after that save, when the next epoch's loader iterator is made (a DataLoader
+    without its own generator draws its base seed from torch's, one number). The resumed run made its iterator
+    before the state was restored, so without them dropout and sampling ran one number behind the uninterrupted run.
+    Mid-epoch the iterator was made before the save in both runs: nothing to replay. A loader with persistent
+    workers makes no new iterator at an epoch's start: nothing either."""
+    loop = getattr(trainer, "fit_loop", None)
+    batches = getattr(trainer, "num_training_batches", 0)
+    done = loop.epoch_loop.batch_progress.current.ready if loop is not None else 0
+    if not isinstance(batches, int) or batches <= 0 or done < batches:
+        return
+    loaders = getattr(getattr(loop, "_combined_loader", None), "flattened", None) or []
+    for loader in loaders:
+        if not isinstance(loader, torch.utils.data.DataLoader) or loader.generator is not None:
+            continue
+        if loader.persistent_workers and loader.num_workers > 0:
+            continue
+        torch.empty((), dtype=torch.int64).random_()  # what _BaseDataLoaderIter draws for its base seed
 
 
 def forget_elapsed_time(checkpoint: dict[str, Any]) -> None:
@@ -248,7 +269,9 @@ class RunState:
         carry_best(trainer, checkpoint)
 
     def on_train_start(self) -> None:
-        restore_random_state(self._random_state)
+        if self._random_state is not None:
+            restore_random_state(self._random_state)
+            replay_epoch_start(self.trainer)
         self._random_state = None
 
     def export_best(self, export_path: str | None, save) -> None:
