@@ -45,6 +45,9 @@ def model_from_checkpoint(ckpt: dict, path: str):
         if ckpt.get("casing") is not None and not valid_casing(ckpt["casing"]):
             raise ValueError("its casing is not one this toolkit writes")
         captioner.casing = ckpt.get("casing")
+        if ckpt.get("info") is not None and not isinstance(ckpt["info"], dict):
+            raise ValueError("its model facts are not a mapping")
+        captioner.info = dict(ckpt.get("info") or {})  # the run's start and its data's terms, as fit's model file
     except (TypeError, ValueError, RuntimeError) as err:
         raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({one_line(err)})") from None
     captioner.model.eval()

@@ -383,6 +383,7 @@ class CaptionModule(RunState, pl.LightningModule):
         exported = self.captioner(for_export=True)  # and caption-export keeps what the data was
         checkpoint["domain"], checkpoint["domain_check"] = exported.domain, exported.domain_check
         checkpoint["casing"] = exported.casing
+        checkpoint["info"] = exported.info  # where it started and its data's terms: caption-export keeps them
         if self._budget is not None:
             checkpoint["lr_budget_progress"] = self._budget.last  # a resumed fit's max_time decays what is left
         self.save_run_state(checkpoint)

@@ -130,6 +130,13 @@ def test_fit_that_keeps_the_vocabulary_reads_new_words_as_unknown(shapes_folder,
     dm = cli.datamodule
     assert dm.vocab == start.vocab and Captioner.load("runs/model.pt").vocab == start.vocab
     assert all(ids[0] == start.vocab.unk_id for _, ids in dm._train_pairs)  # "zorblat" -> <unk>
+    # a checkpoint exported by hand says where the run started, as fit's own model file does
+    from captioning.commands.export import export_main
+
+    ckpt = next(Path("runs").rglob("*.ckpt"))
+    assert export_main([str(ckpt), "exported.pt"]) == 0
+    fitted = Captioner.load("runs/model.pt").info
+    assert "started_from" in fitted and Captioner.load("exported.pt").info == fitted
 
 
 @pytest.mark.parametrize(
