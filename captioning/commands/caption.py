@@ -64,7 +64,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from captioning.commands.caption_batch import _unique_stem
+from captioning.commands.caption_batch import OVERLAY, _unique_stem, drawn_overlays
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
 from captioning.commands.caption_given import check_given, given_notes
 from captioning.commands.caption_loop import _caption_paths
@@ -360,9 +360,9 @@ def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, s
     name them; the per-word PNGs, named by the caption's words, are checked as written: safe_files.protecting)."""
     out = {f"--{flag} {value}": value for flag, value in (("jsonl", args.jsonl), ("html", args.html),
                                                            ("scores", args.scores))}  # fmt: skip
-    used: set[str] = set()
+    used = drawn_overlays(args)
     for name in paths if args.overlay else ():
-        png = str(Path(args.overlay) / f"{_unique_stem(Path(name).stem or 'image', used)}-attention.png")
+        png = str(Path(args.overlay) / f"{_unique_stem(Path(name).stem or 'image', used)}{OVERLAY}")
         out[f"the overlay {png}"] = png
     return out
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,7 +98,7 @@ def caption_items(
             stem = item.get("stem") or _unique_stem(Path(name).stem or "image", used)
             image = item["image"]
             try:
-                png = Path(args.overlay) / f"{stem}-attention.png"
+                png = Path(args.overlay) / f"{stem}{OVERLAY}"
                 seen = captioner.preprocess.crop_box(*image.size)  # the box in the decoded image's pixels
                 path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen, probs=result.probs, **shown)
                 extra = ""
@@ -187,14 +188,31 @@ def record_line(rec: dict[str, Any]) -> str:
     return json.dumps({**rec, "attention": _ATTENTION}).replace(json.dumps(_ATTENTION), attention_text(rows.ks), 1)
 
 
+OVERLAY = "-attention.png"  # NAME-attention.png: a photo's overlay in --overlay DIR
+
+
+def drawn_overlays(args: argparse.Namespace) -> set[str]:
+    """With ``--resume``, the names of the overlays --overlay DIR already holds (NAME-attention.png -> NAME), which a
+    resumed run's new photos are named apart from: its input list may have grown, and a new x/P.jpg sorted before the
+    y/P.jpg an earlier run drew as P-attention.png would otherwise be named P and draw over it. Else nothing."""
+    if not (args.overlay and getattr(args, "resume", False)):
+        return set()
+    try:
+        with os.scandir(args.overlay) as found:
+            return {e.name[: -len(OVERLAY)] for e in found if e.name.endswith(OVERLAY)}
+    except OSError:  # not made yet
+        return set()
+
+
 class OverlayNames:
     """The overlay names of a run, the same whichever process draws a photo: a file's from the whole input list (in
-    order, as :func:`_outputs` checks them), a shard member's from its image member, made unique against them."""
+    order, as :func:`_outputs` checks them), a shard member's from its image member, made unique against them and
+    against ``taken`` (:func:`drawn_overlays`)."""
 
-    def __init__(self, sources: Sequence[str]):
+    def __init__(self, sources: Sequence[str], taken: set[str] = frozenset()):
         from captioning.photos.shards import is_shard
 
-        self.used: set[str] = set()
+        self.used: set[str] = set(taken)
         self.files = {s: _unique_stem(Path(n).stem or "image", self.used) for s, n in enumerate(sources) if not
                       is_shard(n)}  # fmt: skip
 

@@ -17,6 +17,7 @@ from captioning.commands.caption_batch import (
     _closing_notes,
     _open_html,
     caption_batch,
+    drawn_overlays,
     plain_lines,
     record_line,
 )
@@ -79,7 +80,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     loader = photo_batches(stream, workers)
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
     bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)
-    names = OverlayNames(paths)
+    names = OverlayNames(paths, drawn_overlays(args))
     options = search_options(args)
     records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
     captions: dict[str, str] = {}  # image -> caption, for --references (with --jsonl, FILE is read at the end)

@@ -39,7 +39,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import BasePredictionWriter
 
-from captioning.commands.caption_batch import OverlayNames, _closing_notes, caption_batch, record_line
+from captioning.commands.caption_batch import OverlayNames, _closing_notes, caption_batch, drawn_overlays, record_line
 from captioning.commands.process_start import loop_started
 from captioning.photos.collection import ResumeError, captioned_lines, image_key
 from captioning.photos.photo_stream import Id, PhotoStream, owner, photo_batches
@@ -74,7 +74,7 @@ class CaptionPredictor(pl.LightningModule):
         self.total, self.progress = total, None  # total: photos in the input, when known before reading
         self.captioner, self.args, self.sources = captioner, args, sources
         self.model = captioner.model
-        self.names, self.options = OverlayNames(sources), search_options(args)
+        self.names, self.options = OverlayNames(sources, drawn_overlays(args)), search_options(args)
         self.parts = parts_folder(args.jsonl)
         self.done: set[Id] = set()
         self.held: set[str] = set()

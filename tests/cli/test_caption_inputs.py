@@ -212,3 +212,19 @@ def test_a_list_of_photos_given_as_a_photo_is_told_to_come_on_stdin(folder, tmp_
     with pytest.raises(ImageReadError) as err:
         load_photo(notes)
     assert str(err.value) == f"{notes}: {formats}"  # no guess where the text names no file
+
+
+def test_resume_names_new_overlays_apart_from_those_drawn_before(model_file, tmp_path, capsys, monkeypatch):
+    # a photo added since, sorting before one of the same name, took that name and drew over its overlay
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s" / "y").mkdir(parents=True)
+    Image.new("RGB", (48, 40), "red").save(tmp_path / "s" / "y" / "P.png")
+    run = ["s", "--model", str(model_file), *FAST, "--overlay", "ov", "--jsonl", "out.jsonl"]
+    assert caption_main(run) == 0
+    before = (tmp_path / "ov" / "P-attention.png").read_bytes()
+    (tmp_path / "s" / "x").mkdir()
+    Image.new("RGB", (48, 40), "blue").save(tmp_path / "s" / "x" / "P.png")
+    assert caption_main([*run, "--resume"]) == 0
+    records = {r["image"]: r["overlay"] for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    assert records == {"s/y/P.png": "ov/P-attention.png", "s/x/P.png": "ov/P-2-attention.png"}
+    assert (tmp_path / "ov" / "P-attention.png").read_bytes() == before  # the earlier photo's overlay kept
