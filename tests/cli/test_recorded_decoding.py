@@ -64,7 +64,8 @@ def test_translate_uses_the_recorded_decoding_and_a_flag_wins(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(plain), "--n-best", "3", "ma"])
     assert exc.value.code == 2 and "--beam-size (1)" in capsys.readouterr().err
-    assert run(tuned, "--beam-size", "1", "--n-best", "1") == run(plain, "--n-best", "1")
+    # greedy: the same words; the score divided by length**penalty, the recorded penalty's, as a beam's is
+    assert run(tuned, "--beam-size", "1", "--n-best", "1") == run(plain, "--n-best", "1", "--length-penalty", "1")
     capsys.readouterr()  # the runs' notes (an untrained model's outputs reach the length cap)
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(tuned), "--length-penalty", "-1", "ma"])
@@ -94,7 +95,12 @@ def test_caption_uses_the_recorded_decoding_and_model_info_says_it(tmp_path, cap
     unblocked = run(SHAPES, "--beam-size", "4", "--length-penalty", "1.5", "--n-best", "4")
     assert rec["n_best"] != unblocked["n_best"]  # the recorded blocking took effect (shapes captions repeat bigrams)
     greedy = run(tuned, "--beam-size", "1", "--no-repeat-ngram", "0")
-    assert greedy["score"] == pytest.approx(run(SHAPES, "--beam-size", "1")["score"], abs=1e-6)
+    plain = run(SHAPES, "--beam-size", "1")
+    assert greedy["caption"] == plain["caption"]  # the recorded penalty scores a greedy caption, as a beam's
+    assert greedy["score"] == pytest.approx(
+        run(SHAPES, "--beam-size", "1", "--length-penalty", "1.5")["score"], abs=1e-6
+    )
+    assert greedy["score"] == pytest.approx(plain["score"] / (len(plain["words"]) + 1) ** 1.5, abs=1e-5)  # + <eos>
     assert caption_main(["--model-info", "--model", str(tuned)]) == 0
     info = capsys.readouterr().out
     assert "decoding:" in info and "beam_size 4, length_penalty 1.5, no_repeat_ngram 2, chosen_by a test" in info

@@ -203,3 +203,18 @@ def test_select_rows_handles_nested_states():
     out = select_rows(st, torch.tensor([2, 0]))
     assert out["a"][0].tolist() == [2, 0] and out["a"][1][0].tolist() == [[4, 5], [0, 1]]
     assert out["n"] == 5
+
+
+def test_a_greedy_score_is_normalised_by_length_as_a_beams_is():
+    # the same hypothesis at beam 1 and at beam 1 of beam_search, penalty 0.7: the same score
+    from text_attn.core.decoding import search
+
+    torch.manual_seed(3)
+    m = RandomGRU()
+    h0 = torch.randn(4, 16)
+    raw = search(m, {"h": h0}, 4, BOS, EOS, max_len=12, beam_size=1)
+    greedy = search(m, {"h": h0}, 4, BOS, EOS, max_len=12, beam_size=1, length_penalty=0.7)
+    beam = beam_search(m, {"h": h0}, 4, BOS, EOS, max_len=12, beam_size=1, length_penalty=0.7)
+    assert greedy.token_lists() == raw.token_lists() == beam.token_lists()  # the choice does not depend on it
+    assert torch.allclose(greedy.scores, raw.scores / raw.lengths.float().pow(0.7), atol=1e-5)
+    assert torch.allclose(greedy.scores, beam.scores, atol=1e-5)

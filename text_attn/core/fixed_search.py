@@ -39,6 +39,7 @@ from text_attn.core.decoding import (
     _state_device,
     beam_choice,
     final_hypotheses,
+    length_normalised,
 )
 
 CHUNK = 4  # steps between two looks at the finished flags (and captured in one graph): ~5 looks a caption batch
@@ -267,7 +268,7 @@ def fixed_search(
     tokens, attns = search.tokens[:T].clone(), [] if search.attn is None else search.attn[:T].clone().unbind(0)
     scores, lengths = search.scores.clone(), search.lengths.clone()
     if K == 1:
-        return _result(list(tokens.unbind(0)), lengths, scores, list(attns), eos_id)
+        return length_normalised(_result(list(tokens.unbind(0)), lengths, scores, list(attns), eos_id), length_penalty)
     parents = search.parents[:T].clone()
     return final_hypotheses(parents.unbind(0), tokens.unbind(0), attns, scores, lengths, length_penalty, B, K,
                             n_best, eos_id)  # fmt: skip
