@@ -261,7 +261,7 @@ def _checked_run(args: argparse.Namespace) -> int:
     if args.model_info:
         emit("caption", "\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
         return 0
-    if _first_process():
+    if _first_process() and (args.demo or not args.given_file):  # a --given-file's: once the photos are known
         given_notes(captioner, args)
     if args.demo:
         with protecting(_model_files(args)):  # no --html or --overlay file may replace the model or a demo photo
@@ -389,6 +389,8 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     for folder in empty if _first_process() else ():  # --devices: each process finds them; the first names them
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
     check_names(args, paths)
+    if args.given_file and _first_process():  # the notes on the captions of these photos only (shards: all)
+        given_notes(captioner, args, None if any(is_shard(p) for p in paths) else {Path(p).name for p in paths})
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written
         files = [p for p in paths if not is_shard(p)]  # a shard's members are named as drawn (protecting)
         refuse_overlap(_outputs(args, files), [*_model_files(args), *paths], stdin="-" in args.images)

@@ -87,9 +87,11 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
     return by_name, lines
 
 
-def given_notes(captioner, args: argparse.Namespace) -> None:
+def given_notes(captioner, args: argparse.Namespace, names: set[str] | None = None) -> None:
     """One note a --given caption holding words the model does not know (they are read as <unk>); for --given-file,
-    one note counting such lines."""
+    one note counting such lines among the captions of the photos ``names`` (file names; None: every line, when
+    they are not known before reading, e.g. shard members), not the whole file's: Flickr8k's token file holds
+    40,000 captions for a run of ten photos."""
     for text in args.given or ():
         unknown = captioner.unknown_words(text)
         if unknown:
@@ -98,7 +100,8 @@ def given_notes(captioner, args: argparse.Namespace) -> None:
                   file=sys.stderr)  # fmt: skip
     if args.given_by_name:
         lines = args.given_lines
-        pairs = ((t, n) for name, texts in args.given_by_name.items() for t, n in zip(texts, lines[name], strict=True))
+        pairs = ((t, n) for name, texts in args.given_by_name.items() if names is None or name in names
+                 for t, n in zip(texts, lines[name], strict=True))  # fmt: skip
         odd = sorted(n for text, n in pairs if captioner.unknown_words(text))
         if odd:
             print(f"caption: note: {len(odd)} caption(s) of --given-file {inert(args.given_file)} hold words the model "
