@@ -97,7 +97,10 @@ def scores(captioner, captions: dict[str, str], references: dict[str, list[str]]
                "sentence BLEU-4": sentence_bleu4(caption_tokens(captions[image]), refs[image]),
                "CIDEr-D": round(100 * per[image]["CIDEr"], 2)}
               for image in captions]  # fmt: skip
-    photos.sort(key=lambda p: (p["CIDEr-D"], p["sentence BLEU-4"]))
+    values = {NAMES[k]: round(100 * v, 2) for k, v in corpus.items()}
+    if len(captions) == 1:  # CIDEr-D weighs n-grams by how few photos' references hold them: one photo's, all: 0
+        values["CIDEr-D"] = photos[0]["CIDEr-D"] = None  # undefined, not a score of 0 (summary says so)
+    photos.sort(key=lambda p: (p["CIDEr-D"] or 0.0, p["sentence BLEU-4"]))
     how = "coco-caption, its PTB tokenizer"
     if not java:
         how = "coco-caption on the words as training reads them (no Java: no PTB tokenizer, no METEOR)"
@@ -107,7 +110,7 @@ def scores(captioner, captions: dict[str, str], references: dict[str, list[str]]
         "photos": len(captions),
         "references": sum(len(rs) for rs in references.values()),
         "how": how,
-        "scores": {NAMES[k]: round(100 * v, 2) for k, v in corpus.items()},
+        "scores": values,
         "per_photo": photos,
     }
 
@@ -127,8 +130,7 @@ def summary(path: str, result: dict[str, Any]) -> list[str]:
     n = result["photos"]
     head = (f"scores against --references {inert(path)}: {n:,} photo(s), {result['references']:,} reference "
             f"caption(s) ({result['how']})")  # fmt: skip
-    values = dict(result["scores"])
+    values = {k: v for k, v in result["scores"].items() if v is not None}
     if n == 1:  # CIDEr-D weighs n-grams by how few references hold them: one photo's are in all (weight 0)
-        values.pop("CIDEr-D")
         head += "; no CIDEr-D for one photo (its weights come from many photos' references)"
     return [head, "  ".join(f"{k} {v:.2f}" for k, v in values.items())]

@@ -124,7 +124,9 @@ def test_one_photo_whose_reference_is_its_caption_scores_100_without_cider(capsy
     assert _scores_line(err) == {"BLEU-1": 100.0, "BLEU-2": 100.0, "BLEU-3": 100.0, "BLEU-4": 100.0, "ROUGE-L": 100.0}
     assert "no CIDEr-D for one photo" in err
     code, _, err = _run(capsys, str(folder / "s0.png"), "--references", str(own), "--scores", str(tmp_path / "s.json"))
-    assert json.loads((tmp_path / "s.json").read_text())["per_photo"][0]["sentence BLEU-4"] == 100.0
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert written["per_photo"][0]["sentence BLEU-4"] == 100.0
+    assert written["scores"]["CIDEr-D"] is None and written["per_photo"][0]["CIDEr-D"] is None  # undefined, not 0
 
 
 def test_jsonl_runs_score_what_the_file_holds_and_photos_without_references_are_counted(
@@ -219,4 +221,4 @@ def test_meteor_is_asked_for_english_models_only(monkeypatch):
     assert asked == [(False, True), (True, True)]
     assert german["how"].endswith("no METEOR (it scores English)")
     assert english["how"] == "coco-caption, its PTB tokenizer"
-    assert german["scores"] == {"BLEU-1": 50.0, "CIDEr-D": 100.0}
+    assert german["scores"] == {"BLEU-1": 50.0, "CIDEr-D": None}  # one photo: no CIDEr-D (its weights are all 0)
