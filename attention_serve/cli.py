@@ -43,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     p.add_argument("--api-key", help="require this key on every API request (Authorization: Bearer KEY or X-API-Key; "
                    "default: $ATTENTION_SERVE_API_KEY, else none)")  # fmt: skip
-    p.add_argument("--max-upload-mb", type=float, default=20, help="largest photo upload, MB (default: 20)")
+    p.add_argument("--max-upload-mb", type=float, default=20,
+                   help="largest request body, MiB (default: 20): a photo sent as JSON base64 is 4/3 its size, as a "
+                   "raw or multipart body its own")  # fmt: skip
     p.add_argument("--max-queue", type=int, default=64,
                    help="requests in flight before new ones get 503 with Retry-After (default: 64)")  # fmt: skip
     p.add_argument("--max-sentences", type=int, default=64, help="sentences in one /translate request (default: 64)")

@@ -95,12 +95,12 @@ async def read_body(receive, limit: int, declared: int | None, why: str, timeout
 
 
 def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MB" if n >= 2**20 // 10 else f"{n / 1024:.1f} KB"
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 // 10 else f"{n / 1024:.1f} KiB"  # as --max-upload-mb counts
 
 
 def _too_big(size: int, limit: int) -> str:
-    """ "SIZE; at most LIMIT" for a refusal, in bytes where the rounded sizes would read alike ("0.7 MB; at most
-    0.7 MB")."""
+    """ "SIZE; at most LIMIT" for a refusal, in bytes where the rounded sizes would read alike ("0.7 MiB; at most
+    0.7 MiB")."""
     told, most = _size(size), _size(limit)
     return f"{size:,} bytes; at most {limit:,}" if told == most else f"{told}; at most {most}"
 

@@ -208,7 +208,7 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
     return [
         ("a multipart body cut off", server.request("POST", "/caption", form[: len(form) // 2], multipart), 422,
          "cut off before its end"),
-        ("over --max-upload-mb", server.post_file("/caption", big), 413, "0.5 MB"),
+        ("over --max-upload-mb", server.post_file("/caption", big), 413, "0.5 MiB"),
         ("not an image", server.post_file("/caption", b"hello, not a photo"), 415, "not an image"),
         ("truncated PNG", server.post_file("/caption", png[: len(png) * 2 // 3]), 422, "damaged"),
         ("a decompression bomb", server.post_file("/caption", _bomb(30000, 30000)), 413, "megapixels"),

@@ -62,4 +62,4 @@ def test_a_refused_size_never_reads_like_the_limit():
     from attention_serve.front import _too_big
 
     assert _too_big(772_100, 772_096) == "772,100 bytes; at most 772,096"
-    assert _too_big(21 * 2**20, 20 * 2**20) == "21.0 MB; at most 20.0 MB"
+    assert _too_big(21 * 2**20, 20 * 2**20) == "21.0 MiB; at most 20.0 MiB"

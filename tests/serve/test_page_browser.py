@@ -125,7 +125,7 @@ def test_an_oversized_upload_shows_its_error_on_the_page(chromium, server, tmp_p
         page.goto(server.url + "/")
         page.set_input_files("#pick", str(big))
         page.wait_for_selector("#cap-status.error", state="attached", timeout=60_000)
-        assert "at most 0.5 MB" in page.locator("#cap-status").inner_text()
+        assert "at most 0.5 MiB" in page.locator("#cap-status").inner_text()
         assert page.locator("#cap-out section").count() == 0
         # a refused upload is a message on the page, not a page error (the browser logs the 413 itself)
         assert all(e.startswith("console: Failed to load resource") for e in page.errors), page.errors
