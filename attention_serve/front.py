@@ -224,7 +224,7 @@ class Front:
                 raise ClientError(401, "this server needs its API key: send 'Authorization: Bearer KEY' or "
                                   "'X-API-Key: KEY'", {"WWW-Authenticate": "Bearer"})  # fmt: skip
             if path == "/info" and method == "GET":
-                return await self.app(scope, receive, _with_workers(send, self.waiting))
+                return await self.app(scope, receive, _with_workers(send, self.waiting, self.limits))
             if not api or method != "POST":
                 return await self.app(scope, receive, send)
             if self.reading >= 4 * self.limits.max_queue:
@@ -399,8 +399,17 @@ def _merged(query: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     return {**query, **given}
 
 
-def _with_workers(send, waiting: Waiting):
-    """``send`` for LitServe's /info answer (JSON), with each model's worker state added as ``"workers"``."""
+def limits_info(limits: Limits) -> dict[str, Any]:
+    """The request limits /info shows, named as the options that set them (never the API key)."""
+    return {"max_upload_mb": round(limits.max_upload_bytes / 2**20, 3), "max_pixels": round(limits.max_pixels / 1e6, 3),
+            "max_sentences": limits.max_sentences, "max_chars": limits.max_chars, "max_queue": limits.max_queue,
+            "read_timeout": limits.read_timeout}  # fmt: skip
+
+
+def _with_workers(send, waiting: Waiting, limits: Limits):
+    """``send`` for LitServe's /info answer (JSON), with each model's worker state added as ``"workers"`` and the
+    request limits as ``"limits"`` (LitServe's ``server`` block holds its own settings: its max_payload_size is not
+    ours)."""
     start: dict[str, Any] = {}
     chunks: list[bytes] = []
 
@@ -413,7 +422,8 @@ def _with_workers(send, waiting: Waiting):
             return
         body = b"".join(chunks)
         if start.get("status") == 200:
-            body = json.dumps({**json.loads(body), "workers": waiting.board.state(pids=True)}).encode()
+            shown = {**json.loads(body), "workers": waiting.board.state(pids=True), "limits": limits_info(limits)}
+            body = json.dumps(shown).encode()
         headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
         await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

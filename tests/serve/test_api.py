@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import socket
 import struct
 import threading
@@ -88,6 +89,15 @@ def test_health_info_and_the_openapi_page(server):
     status, _, info = server.get("/info")
     assert status == 200 and info["model"]["caption"]["model"] == "caption.pt"
     assert info["model"]["translate"]["decoding"]["beam_size"] == 1
+    assert info["limits"] == {
+        "max_upload_mb": 0.5,
+        "max_pixels": 89.5,
+        "max_sentences": 4,
+        "max_chars": 200,
+        "max_queue": 2,
+        "read_timeout": 3.0,
+    }  # as the options set them; never the key
+    assert KEY not in json.dumps(info)
     status, _, spec = server.get("/openapi.json", key=False)
     assert status == 200 and {"/caption", "/translate"} <= set(spec["paths"])
     assert "multipart/form-data" in spec["paths"]["/caption"]["post"]["requestBody"]["content"]
