@@ -133,6 +133,7 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
 
     decoders, settings = captioner.decoders, _settings(captioner, decoders=False)
     encoder = captioner.model.encoder.state_dict()
+    trainings = [captioner.info.get("training")]
     for other in others:
         loaded = _load_option(option, other, src, False, settings)
         theirs = loaded.model.encoder.state_dict()
@@ -140,7 +141,14 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
             why = f"{other}: its encoder's weights differ from {src}'s: an ensemble shares one encoder"
             raise ModelFileError(_named(option, why))
         decoders += loaded.decoders
+        trainings.append(loaded.info.get("training"))
     captioner.model.decoder = DecoderEnsemble(decoders)
+    # src's facts about the data stay; its test scores are not the ensemble's, and its training line (e.g. "decoder
+    # 1 of 2 of: ...", a member taken out before) says one file's story: each file's is kept, numbered
+    captioner.info.pop("test_scores", None)
+    if any(trainings):
+        told = "; ".join(f"({i}) {t or 'not recorded'}" for i, t in enumerate(trainings, 1))
+        captioner.info["training"] = f"an ensemble joined by caption-export {option} of: {told}"
 
 
 def member_of(captioner, src: str, k: int) -> None:

@@ -73,14 +73,20 @@ def test_a_frozen_encoder_still_travels_without_weights(tmp_path):
 def test_member_takes_one_decoder_out_of_an_ensemble(tmp_path, capsys):
     from tests.helpers.tiny_captioner import separate_run
 
-    a, b = separate_run(VOCAB, 1, tmp_path / "a.pt"), separate_run(VOCAB, 2, tmp_path / "b.pt")
+    a, b = separate_run(VOCAB, 1), separate_run(VOCAB, 2)
+    a.info, b.info = {"training": "run A", "test_scores": {"Bleu_4": 0.2}, "terms": "T"}, {"training": "run B"}
+    a.save(tmp_path / "a.pt")
+    b.save(tmp_path / "b.pt")
     both = tmp_path / "both.pt"
     assert export_main([str(tmp_path / "a.pt"), str(both), "--ensemble", str(tmp_path / "b.pt")]) == 0
+    # the data's facts stay; a's test scores are not the ensemble's; each file's training line, numbered
+    told = "an ensemble joined by caption-export --ensemble of: (1) run A; (2) run B"
+    assert Captioner.load(both).info == {"training": told, "terms": "T"}
     for k, want in ((1, a), (2, b)):
         out = tmp_path / f"m{k}.pt"
         assert export_main([str(both), str(out), "--member", str(k)]) == 0
         got = Captioner.load(out)
-        assert not got.ensemble
+        assert not got.ensemble and got.info["training"] == f"decoder {k} of 2 of: {told}"
         for name, value in want.model.decoder.state_dict().items():
             assert torch.equal(got.model.decoder.state_dict()[name], value)
     capsys.readouterr()
@@ -94,6 +100,12 @@ def test_member_takes_one_decoder_out_of_an_ensemble(tmp_path, capsys):
     assert export_main([str(tmp_path / "a.pt"), str(tmp_path / "a16.pt"), "--half"]) == 0
     assert export_main([str(tmp_path / "a16.pt"), str(tmp_path / "h.pt"), "--ensemble", str(tmp_path / "b.pt")]) == 0
     assert Captioner.load(tmp_path / "h.pt").ensemble
+    # members taken out, joined again: the line says so, not "decoder 1 of 2 of: an ensemble ..." alone
+    assert export_main([str(tmp_path / "m1.pt"), str(tmp_path / "j.pt"), "--ensemble", str(tmp_path / "m2.pt")]) == 0
+    assert Captioner.load(tmp_path / "j.pt").info["training"] == (
+        f"an ensemble joined by caption-export --ensemble of: (1) decoder 1 of 2 of: {told}; (2) decoder 2 of 2 of: "
+        f"{told}"
+    )
 
 
 def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
