@@ -5,6 +5,7 @@ images decoded and preprocessed in DataLoader workers, in parallel with the mode
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -25,9 +26,16 @@ class ResumeError(ValueError):
 
 
 def image_key(path: str) -> str:
-    """What identifies an image between runs: its absolute, normalised path (``rs/a.jpg``, ``./rs/a.jpg`` and
-    ``$PWD/rs/a.jpg`` are one image), relative paths taken from the working directory."""
-    return os.path.abspath(path)
+    """What identifies an image between runs: its absolute, normalised path with its folder's links resolved
+    (``rs/a.jpg``, ``./rs/a.jpg``, ``$PWD/rs/a.jpg`` and ``link-to-rs/a.jpg`` are one image), relative paths taken
+    from the working directory. The folder only: resolved once per folder (:func:`_real_folder`), not per photo."""
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.join(_real_folder(folder), name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
 
 
 def captioned_lines(jsonl: Path) -> list[tuple[str, str]]:

@@ -70,7 +70,8 @@ def test_resume_knows_an_image_by_its_absolute_path(model_file, folder, tmp_path
     out = tmp_path / "rs.jsonl"
     assert caption_main(["rs", "--model", str(model_file), *FAST, "--jsonl", str(out)]) == 0
     capsys.readouterr()
-    for spelled in ("./rs/", str(folder)):
+    (tmp_path / "link").symlink_to(folder)  # a link to the folder: the same photos
+    for spelled in ("./rs/", str(folder), "link"):
         assert caption_main([spelled, "--model", str(model_file), *FAST, "--jsonl", str(out), "--resume"]) == 0
         assert "2 image(s) already in" in capsys.readouterr().err
         assert len(out.read_text().splitlines()) == 2  # nothing captioned again, nothing appended
