@@ -24,7 +24,12 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=float, default=1.0, help="--sample: divide the log-probabilities by this")
     g.add_argument("--top-k", type=int, default=0, help="--sample: draw from the k likeliest words (0: all)")
     g.add_argument("--top-p", type=float, default=1.0, help="--sample: draw from the nucleus of this probability")
-    g.add_argument("--sample-seed", type=sample_seed, help="--sample: seed of the draws (default: a fresh one a run)")
+    g.add_argument(
+        "--sample-seed",
+        type=sample_seed,
+        help="--sample: seed of the draws (default: a fresh one a run); the same seed repeats them for the same "
+        "inputs in the same batches",
+    )
     g.add_argument(
         "--n-best",
         type=int,
