@@ -11,6 +11,8 @@ import pytest
 from captioning.commands.train import train_main as caption_train
 from text_attn.translation.train_cli import train_main as text_train
 
+CKPT = "pytorch_lightning.callbacks.ModelCheckpoint"
+
 
 def test_malformed_yaml_is_one_line_with_line_and_column(tmp_path, capsys):
     """(Both commands' console scripts meet bad input in the bad-input corpus's subprocess: tests/cli/
@@ -38,6 +40,17 @@ def test_malformed_yaml_is_one_line_with_line_and_column(tmp_path, capsys):
         ([], b"\xff\xfemodel: 1\n", "not UTF-8 text (byte 0)"),
         (["--model.bogus", "3"], None, "unrecognized arguments: --model.bogus 3"),
         ([], "model:\n  bogus: 3\n", "does not accept option 'model.bogus'"),
+        # inside a callback given by class_path: its own option named, not the whole list "expected null"
+        (
+            [],
+            f"trainer:\n  callbacks:\n  - class_path: {CKPT}\n    init_args:\n      every_n_train_step: 5\n",
+            "--trainer.callbacks: ModelCheckpoint: option 'every_n_train_step' is not accepted (a typo?)",
+        ),
+        (
+            [],
+            f"trainer:\n  callbacks:\n  - class_path: {CKPT}\n    init_args:\n      every_n_train_steps: five\n",
+            "--trainer.callbacks: ModelCheckpoint: every_n_train_steps: expected int or null, got five",
+        ),
     ],
 )
 @pytest.mark.parametrize("main", [text_train, caption_train], ids=["text-train", "caption-train"])

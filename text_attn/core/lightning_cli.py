@@ -295,6 +295,17 @@ def _parser_message(message: str) -> str:
     import re
 
     text = " ".join(str(message).split())
+    # a class given by class_path (a callback in trainer.callbacks, ...) with a bad option: its own key and value,
+    # not the outer list's "expected null, got [the whole list]"
+    m = re.search(r'Parser key "([^"]+)": .*?Problem with given class_path \'([^\']+)\': (.*?) - Not a valid subclass',
+                  text)  # fmt: skip
+    if m:
+        outer, cls, inner = m.group(1), m.group(2).rsplit(".", 1)[-1], m.group(3)
+        unknown = re.match(r"Option '([^']+)' is not accepted", inner)
+        if unknown:
+            return f"--{outer}: {cls}: option {unknown.group(1)!r} is not accepted (a typo?)"
+        said = _parser_message(inner) if inner.startswith("Parser key") else inner
+        return f"--{outer}: {cls}: {said.removeprefix('--')}"
     m = re.search(r'Parser key "([^"]+)": .*?Expected a <class \'(\w+)\'>\. Got value: (.*)', text)
     if m and "Union subtypes" not in text:
         return f"--{m.group(1)}: expected {'an' if m.group(2)[0] in 'aeiou' else 'a'} {m.group(2)}, got {m.group(3)}"
