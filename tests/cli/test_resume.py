@@ -254,3 +254,25 @@ def test_a_callback_state_is_carried_into_the_resumed_runs_folder(tmp_path):
     carried = carried_best(state, str(new))
     assert carried["best_model_path"] == "" and carried["best_model_score"] is None and carried["best_k_models"] == {}
     assert carried_best({**state, "dirpath": str(new)}, str(new)) == {**state, "dirpath": str(new)}  # same folder
+
+
+def test_a_checkpoint_scored_through_another_datas_vocabulary_is_refused_in_one_line(tmp_path, capsys):
+    # the data's vocabulary is built again for test / validate: another max_vocab (or seed, or lower) gave other ids
+    from helpers.multi30k import DE, EN
+
+    pairs = tmp_path / "pairs.tsv"  # more words than max_vocab keeps: each seed's train split fills it
+    pairs.write_text("".join(f"{de}\t{en}\n" for de, en in zip(DE, EN, strict=True)))
+    cfg = yaml.safe_load((FIX / "text/tiny_reorder.yaml").read_text())
+    cfg["data"] = {"task": "tsv", "path": str(pairs), "val_size": 2, "test_size": 2, "batch_size": 4, "max_vocab": 12}
+    cfg["trainer"]["enable_checkpointing"] = True
+    path = tmp_path / "pair.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run("text", ["fit", "--config", str(path), "--trainer.max_steps", "2"])
+    ckpt = str(next(Path(".").rglob("*.ckpt")))
+    run("text", ["test", "--config", str(path), "--ckpt_path", ckpt])  # the same data: tested
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        run("text", ["test", "--config", str(path), "--ckpt_path", ckpt, "--data.seed", "1"])  # the same sizes
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert "the checkpoint's source vocabulary" in err[0] and "use the data settings the checkpoint" in err[0]

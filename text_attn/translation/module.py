@@ -290,6 +290,17 @@ class TranslationModule(RunState, pl.LightningModule):
         self.save_run_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # the vocabularies built from the data must be the checkpoint's: ids read through others score (or train)
+        # the weights on scrambled words, silently (another data.seed, max_vocab or lower than the fit's)
+        meta = checkpoint.get("model_metadata") or {}
+        vocabs = (("source", "src_vocab"), ("target", "tgt_vocab"))
+        for side, key, own in ((side, key, getattr(self, key, None)) for side, key in vocabs):
+            if own is not None and isinstance(meta.get(key), dict) and Vocabulary.from_dict(meta[key]) != own:
+                saved = Vocabulary.from_dict(meta[key])
+                raise ValueError(
+                    f"the checkpoint's {side} vocabulary ({len(saved)} tokens) differs from the one built from the "
+                    f"data ({len(own)} tokens): use the data settings the checkpoint was trained with"
+                )
         self.load_run_state(checkpoint, network_built=self.net is not None)
 
     # --- export -----------------------------------------------------------------------------------------------------
