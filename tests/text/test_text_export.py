@@ -261,6 +261,11 @@ def test_average_writes_the_mean_of_the_epochs_weights(tmp_path, capsys):
         mean = sum(s["net." + k] for s in states) / 3
         torch.testing.assert_close(v, mean, rtol=0, atol=1e-6, msg=k)
     assert len(_texts(Translator.load(out))) == len(SENTENCES)
+    # a model file among them: the same model (its format tags are no setting), its weights averaged too
+    assert export_main([str(ckpts[2]), str(tmp_path / "mixed.pt"), "--average", str(out)]) == 0
+    mixed = load_model_file(tmp_path / "mixed.pt", "text-model")["state_dict"]
+    for k, v in mixed.items():
+        torch.testing.assert_close(v, (states[2]["net." + k] + data["state_dict"][k]) / 2, rtol=0, atol=1e-6, msg=k)
 
 
 def test_average_refuses_another_model(run, tmp_path, capsys):

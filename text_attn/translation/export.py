@@ -53,11 +53,13 @@ def average_sources(content: dict[str, Any], src: str | Path, others: list[str])
     (:func:`~text_attn.core.modelfile.mean_weights`). Every other source must be the same model: the same settings
     and vocabularies (its metadata equal to src's, bar ``info``) and the same weight names and shapes; else
     :class:`ModelFileError` names it."""
-    meta = {k: v for k, v in content.items() if k not in ("state_dict", "info")}
+    # the file's own tags (format, version: a model file has them, a checkpoint's metadata not) are no setting
+    skip = ("state_dict", "info", "format", "version")
+    meta = {k: v for k, v in content.items() if k not in skip}
     states = [content["state_dict"]]
     for other in others:
         data, _ = read_source(other)
-        if not _same({k: v for k, v in data.items() if k not in ("state_dict", "info")}, meta):
+        if not _same({k: v for k, v in data.items() if k not in skip}, meta):
             raise ModelFileError(f"{other}: not the same model as {src} (other settings or vocabularies)")
         states.append(data["state_dict"])
     return {**content, "state_dict": mean_weights(states, [str(src), *others])}
