@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from helpers.run_logs import FIELDS, write_run
 
-from text_attn.core.run_report import find_log_dir, panels_for, read_metrics, summary
+from text_attn.core.run_report import chained_metrics, find_log_dir, panels_for, read_metrics, resumed_chain, summary
 
 
 def test_metrics_are_read_back_per_step(tmp_path):
@@ -43,3 +43,17 @@ def test_a_short_fit_without_training_steps_is_still_found_before_a_later_test(t
     (root / "version_1").mkdir()
     (root / "version_1" / "metrics.csv").write_text("epoch,step,test_Bleu_4\n0,0,0.4\n")
     assert find_log_dir(tmp_path) == root / "version_0"
+
+
+def test_a_resumed_fit_is_read_with_the_versions_it_continues(tmp_path):
+    """A fit resumed with --ckpt_path logs into a new version from the checkpoint's step: the report reads the run's
+    start from the version before it (the steps after the checkpoint, trained again, from the resumed one); a fresh
+    fit in the same folder afterwards is a run of its own."""
+    first = write_run(tmp_path, 0, steps=60)  # logged to step 54 (train) and 59 (val); its last.ckpt at step 40
+    resumed = write_run(tmp_path, 1, steps=100, validations=(59, 79, 99), first=40)  # logs from step 44
+    assert find_log_dir(tmp_path) == resumed and resumed_chain(resumed) == [first, resumed]
+    series = chained_metrics([first, resumed])
+    assert [s for s, _ in series["train_loss"]] == [4, 9, 14, 19, 24, 29, 34, 39, *range(44, 100, 5)]
+    assert [s for s, _ in series["val_Bleu_4"]] == [19, 39, 59, 79, 99]  # the first's 59 was trained again
+    fresh = write_run(tmp_path, 2, steps=30, validations=(19,))  # fit again from the start: not a continuation
+    assert resumed_chain(fresh) == [fresh]

@@ -9,14 +9,17 @@ from pathlib import Path
 FIELDS = ["epoch", "step", "train_loss", "val_loss", "val_Bleu_4", "val_CIDEr", "val_grounding", "val_grounding_mass"]
 
 
-def write_run(root: Path, version: int = 0, steps: int = 60, validations: tuple[int, ...] = (19, 39, 59)) -> Path:
-    """A caption run's metrics.csv as Lightning's CSVLogger writes it: one row per logged step, one per validation."""
+def write_run(
+    root: Path, version: int = 0, steps: int = 60, validations: tuple[int, ...] = (19, 39, 59), first: int = 0
+) -> Path:
+    """A caption run's metrics.csv as Lightning's CSVLogger writes it: one row per logged step, one per validation.
+    ``first``: the step it starts at (a fit resumed from a checkpoint of that step)."""
     folder = root / "lightning_logs" / f"version_{version}"
     folder.mkdir(parents=True)
     with (folder / "metrics.csv").open("w", newline="") as f:
         out = csv.DictWriter(f, fieldnames=FIELDS)
         out.writeheader()
-        for step in range(4, steps, 5):
+        for step in range(first + 4, steps, 5):
             out.writerow({"epoch": step // 20, "step": step, "train_loss": 4.0 - step / 20})
         for k, step in enumerate(validations):
             bleu = [0.1, 0.5, 0.4][k % 3]

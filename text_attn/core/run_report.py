@@ -3,8 +3,9 @@
 
 It reads what the default logger wrote (text_attn.core.lightning_cli.default_loggers) in
 ``RUN_DIR/lightning_logs/version_N/``: ``metrics.csv``, or, without one, the TensorBoard event files there. RUN_DIR
-is the run's ``trainer.default_root_dir`` (its newest version with training steps is read), its ``lightning_logs``
-folder, or one ``version_N`` folder. The panels, each drawn only when the run logged something for it:
+is the run's ``trainer.default_root_dir`` (its newest version with training steps is read, with the versions it
+was resumed from: :func:`resumed_chain`), its ``lightning_logs`` folder, or one ``version_N`` folder. The panels,
+each drawn only when the run logged something for it:
     loss           train_loss at each logged step (thin) and its running mean, val_loss at each validation
     validation     the 0..1 scores: BLEU-4 (val_Bleu_4 / val_bleu), ROUGE-L, METEOR, alignment accuracy;
                    the best of the first one is marked
@@ -85,6 +86,49 @@ def find_log_dir(run_dir: str | Path) -> Path:
     # a later test's version holds test metrics alone
     validated = [p for p in found if any(k.startswith("val_") for k in metrics[p])]
     return (trained or validated or found)[0]
+
+
+def _train_steps(series: Series) -> list[int]:
+    return sorted(step for k, points in series.items() if k.startswith("train_") for step, _ in points)
+
+
+def resumed_chain(log_dir: Path) -> list[Path]:
+    """The version folders one run's logs are spread over, oldest first, ending at ``log_dir``: a fit resumed with
+    ``--ckpt_path`` logs into a new version, from the checkpoint's step on, so the newest version alone lacks the
+    run's start. An earlier version belongs to the chain when its training steps begin before the later one's and
+    reach it (within two of its logging intervals); a fresh fit in the same folder starts again at its first step
+    and is a run of its own."""
+    chain = [log_dir]
+    if _version(log_dir) < 0:
+        return chain
+    earlier = sorted((p for p in log_dir.parent.glob("version_*") if p.is_dir() and _has_logs(p) and
+                      _version(p) < _version(log_dir)), key=_version, reverse=True)  # fmt: skip
+    steps = _train_steps(read_metrics(log_dir))
+    for p in earlier:
+        if not steps:
+            break
+        theirs = _train_steps(read_metrics(p))
+        if not theirs:
+            continue  # a validate / test run's version between the parts
+        gap = max((b - a for a, b in zip(theirs, theirs[1:], strict=False)), default=1)
+        if not (theirs[0] < steps[0] <= theirs[-1] + 2 * gap):
+            break
+        chain.insert(0, p)
+        steps = theirs
+    return chain
+
+
+def chained_metrics(chain: list[Path]) -> Series:
+    """The metrics of a resumed run's versions as one series: each version's points before the next one's first
+    training step (the steps after its checkpoint were trained again by the next), then the next's."""
+    merged: Series = {}
+    for i, folder in enumerate(chain):
+        series = read_metrics(folder)
+        later = _train_steps(read_metrics(chain[i + 1])) if i + 1 < len(chain) else []
+        until = later[0] if later else math.inf
+        for key, points in series.items():
+            merged.setdefault(key, []).extend((step, v) for step, v in points if step < until)
+    return {k: sorted(v) for k, v in merged.items() if v}
 
 
 def _read_csv(path: Path) -> Series:
@@ -222,9 +266,13 @@ def report_main(prog: str, argv: list[str]) -> int:
     args = p.parse_args(argv)
     try:
         log_dir = find_log_dir(args.run_dir)
-        series = read_metrics(log_dir)
+        chain = resumed_chain(log_dir)
+        series = chained_metrics(chain)
+        if len(chain) > 1:  # resumed: said in the title and the line
+            log_dir = f"{log_dir} (resumed; with {', '.join(p.name for p in chain[:-1])})"
         out = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
-        with protecting(p for p in Path(log_dir).iterdir() if p.is_file()):  # the logs read are never replaced
+        logs = [p for folder in chain for p in Path(folder).iterdir() if p.is_file()]
+        with protecting(logs):  # the logs read are never replaced
             path = plot_report(series, out, f"{log_dir}: {summary(series)}")
     except RunReportError as err:
         fail(f"{prog} report", str(err))
