@@ -13,6 +13,7 @@ from text_attn.core.faithfulness import (
     deletion_masks,
     intervene,
     kendall_tau,
+    kendall_taus,
     measure_word,
     normalised_area,
     summarize,
@@ -129,6 +130,18 @@ def test_kendall_tau_b_with_ties_by_hand():
     assert math.isnan(kendall_tau(x, torch.ones(4)))
     with pytest.raises(ValueError, match="kendall_tau"):
         kendall_tau(x, torch.ones(3))
+    # many rows at once: each row's tau as one call gives it, NaN where a row is flat
+    torch.manual_seed(0)
+    xs, ys = torch.rand(6, 7), torch.rand(6, 7)
+    xs[2] = 1.0
+    ys[3, :2] = ys[3, 2]  # ties
+    many = kendall_taus(xs, ys)
+    assert math.isnan(many[2]) and math.isnan(kendall_tau(xs[2], ys[2]))
+    assert [m for k, m in enumerate(many) if k != 2] == pytest.approx(
+        [kendall_tau(xs[k], ys[k]) for k in range(6) if k != 2], abs=1e-12
+    )
+    with pytest.raises(ValueError, match="kendall_taus"):
+        kendall_taus(xs, ys[:, :3])
 
 
 def _tau_b_by_pairs(x: list[float], y: list[float]) -> float:

@@ -124,6 +124,19 @@ def kendall_tau(x: Tensor, y: Tensor) -> float:
     return float((sx * sy).sum()) / math.sqrt(untied) if untied > 0 else math.nan
 
 
+def kendall_taus(x: Tensor, y: Tensor) -> list[float]:
+    """:func:`kendall_tau` of each row pair of ``x`` and ``y`` (N, S) at once (NaN for a row where either is
+    constant): a page's hundreds of taus in one pass, not one call each."""
+    x, y = x.detach().double().cpu(), y.detach().double().cpu()
+    if x.shape != y.shape or x.dim() != 2:
+        raise ValueError(f"kendall_taus: rows of equal shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+    i, j = torch.triu_indices(x.size(1), x.size(1), offset=1)
+    sx, sy = torch.sign(x[:, i] - x[:, j]), torch.sign(y[:, i] - y[:, j])  # (N, pairs)
+    untied = (sx != 0).sum(1).double() * (sy != 0).sum(1).double()
+    taus = (sx * sy).sum(1) / untied.sqrt()
+    return [float(t) if u > 0 else math.nan for t, u in zip(taus, untied, strict=True)]
+
+
 def rounded_taus(taus: Sequence[float]) -> list[float | None]:
     """Kendall taus as records and pages hold them: 4 decimals, None where a ranking was flat (nan)."""
     return [None if tau != tau else round(float(tau), 4) for tau in taus]

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from text_attn.core.arrays import to_numpy
-from text_attn.core.faithfulness import kendall_tau, rounded_taus
+from text_attn.core.faithfulness import kendall_taus, rounded_taus
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
 
 ALIGNMENT_CSS = """
@@ -255,10 +255,13 @@ def view_taus(attention: np.ndarray, evidence: Any) -> list[list[list[float | No
     """Each output word's agreement (Kendall tau) between what drives it (``evidence`` (T, S)) and each view of its
     attention the page's selectors can show: ``[layer][0]`` the layer's heads averaged, ``[layer][1 + h]`` head h
     (``attention``: (layers, heads, T, S)); the tau beside a word is then the one of the weights drawn."""
-    cost = torch.as_tensor(to_numpy(evidence), dtype=torch.float64)
+    cost = torch.as_tensor(to_numpy(evidence), dtype=torch.float64)  # (T, S)
     weights = torch.as_tensor(attention, dtype=torch.float64)
     views = torch.cat([weights.mean(dim=1, keepdim=True), weights], dim=1)  # (layers, 1 + heads, T, S)
-    return [[rounded_taus([kendall_tau(v[t], cost[t]) for t in range(v.size(0))]) for v in layer] for layer in views]
+    n_layers, n_views, t, s = views.shape
+    taus = kendall_taus(views.reshape(-1, s), cost.repeat(n_layers * n_views, 1))  # every view's rows at once
+    return [[rounded_taus(taus[(li * n_views + v) * t : (li * n_views + v + 1) * t]) for v in range(n_views)]
+            for li in range(n_layers)]  # fmt: skip
 
 
 def cost_shares(evidence: Any) -> np.ndarray:
