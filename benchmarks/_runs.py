@@ -19,6 +19,37 @@ class StageError(RuntimeError):
 
 
 ROOT = Path(__file__).resolve().parents[1]
+# the toolkit's bad-input errors a benchmark meets reading its data, models and options (by name: importing their
+# modules here would import torch for every --help)
+BAD_INPUT = ("ModelFileError", "CaptionDataError", "TaskError", "SubwordError", "ChunkError", "ImageReadError")
+
+
+def run_main(main: Callable[[], int | None]) -> int:
+    """A benchmark's exit code from ``main()``, with bad input (a missing data root or model file, a stage that
+    failed, an output that cannot be written) as one line, ``SCRIPT: error: ...``, and exit code 2, never a
+    traceback; Ctrl-C: one line, 130. A bug still shows its traceback."""
+    prog = Path(sys.argv[0]).name
+    try:
+        return main() or 0
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except (OSError, StageError) as err:
+        print(f"{prog}: error: {_said(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        if type(err).__name__ not in BAD_INPUT:
+            raise
+        print(f"{prog}: error: {_said(err)}", file=sys.stderr)
+        return 2
+
+
+def _said(err: BaseException) -> str:
+    from text_attn.core.errors import one_line
+
+    return one_line(err, 400)
+
+
 _WRITTEN: dict[str, str] = {}  # console scripts written by this process where the project is not installed
 
 

@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bahdanau", default="bahdanau", help="the GRU's model file (default: the bundled)")
     p.add_argument("--skip-baselines", action="store_true", help="the models' rows only (no aligner training)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", type=Path, help="write every row here")
+    p.add_argument("--json", type=new_file, help="write every row here")
     args = p.parse_args(argv)
 
     import torch
@@ -200,4 +202,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 SPIN = "while True: pass"
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                    "a load of 0, alone, is always measured)")  # fmt: skip
     p.add_argument("--repeats", type=int, default=2, help="runs per variant, interleaved; the median is reported")
     p.add_argument("--photos", type=int, default=48, help="photos in the caption folder (default 48)")
-    p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
     if args.repeats < 1 or args.photos < 1 or any(b < 0 for b in args.busy):
         p.error("--repeats and --photos must be at least 1, --busy 0 or more")
@@ -135,4 +136,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="model file (default: the bundled Flickr8k model)")
     p.add_argument("--tree", type=Path, default=ROOT, help="the code to time (default: this repository)")
     p.add_argument("--before", type=Path, help="a tree of the code before a change: one more row run from it")
-    p.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    p.add_argument("--json", type=new_file, help="also write the rows as JSON here")
     args = p.parse_args(argv)
     from speed import photo_folder
     from tqdm import tqdm
@@ -178,4 +180,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

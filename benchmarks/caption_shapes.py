@@ -40,6 +40,7 @@ from captioning.commands.train import caption_train_cli
 from captioning.model.captioner import Captioner
 from captioning.training.grounding import grounding
 from captioning.training.shapes import make_scenes
+from text_attn.core.errors import new_file
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.safe_files import write_text
 
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retrain", action="store_true", help="train even when a model file exists")
     p.add_argument("--beam-size", type=int, default=3)
     p.add_argument("--test-size", type=int, default=500, help="held-out test scenes (default: 500)")
-    p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--json", type=new_file, help="also write the results here")
     p.add_argument(
         "--no-hard-expect",
         dest="hard_expect",
@@ -192,4 +193,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from text_attn.core.casing import capitalised
+from text_attn.core.errors import new_file
 from text_attn.core.metrics import sacre_scores
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.safe_files import write_text
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src-lang", default="de", help="the models' source language (default: de)")
     p.add_argument("--tgt-lang", default="en", help="the references' language (default: en)")
     p.add_argument("--limit", type=int, help="only the first N lines")
-    p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
     try:
         sources = read_lines(corpus_file(args.data_root, args.split, args.src_lang))[: args.limit]
@@ -100,4 +101,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

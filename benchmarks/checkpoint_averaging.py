@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_bytes, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -266,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--length-penalty", type=float, default=1.0, help="captions: length penalty")
     p.add_argument("--no-repeat-ngram", type=int, default=3, help="captions: n-gram blocking (0: off)")
     p.add_argument("--write", type=Path, help="write the best row here as a model file (may be the fit's own)")
-    p.add_argument("--json", type=Path, help="write the rows here")
+    p.add_argument("--json", type=new_file, help="write the rows here")
     args = p.parse_args(argv)
     if args.split.startswith("test"):
         p.error("--split: averaging is chosen on validation data, never on a test split")
@@ -327,4 +328,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -34,6 +34,7 @@ from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
 from captioning.model.captioner import Captioner  # noqa: E402
 from captioning.photos.domain import domain_check, far_from_domain, novelty  # noqa: E402
 from captioning.photos.photo_check import photo_stats, unlike_a_photo  # noqa: E402
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_bytes, write_text  # noqa: E402
 
 # scikit-image's data photographs (its drawings, test patterns and silhouettes are left out: not photographs)
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--about", help="what its training photos show, for the note (e.g. 'people, dogs, outdoor scenes')")
     p.add_argument("--write", action="store_true", help="record the check (and --domain, --about) in the model file")
     p.add_argument("--sweep", help="also compare these prototype counts (comma-separated, e.g. 32,64,128,256,512)")
-    p.add_argument("--json", type=Path, help="also write the numbers here")
+    p.add_argument("--json", type=new_file, help="also write the numbers here")
     args = p.parse_args(argv)
     captioner = Captioner.load(args.model)
     old = captioner.domain_check if captioner.domain_check and "centre" in captioner.domain_check else None
@@ -202,4 +203,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

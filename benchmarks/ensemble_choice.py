@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from checkpoint_averaging import CaptionFamily, check_caption_decoding  # noqa: E402
 
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.modelfile import ModelFileError  # noqa: E402
 from text_attn.core.safe_files import OutputRefused, check_output, write_text  # noqa: E402
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beam-size", type=int, default=5, help="beam width (default 5)")
     p.add_argument("--length-penalty", type=float, default=1.5, help="length penalty (default 1.5)")
     p.add_argument("--no-repeat-ngram", type=int, default=3, help="n-gram blocking, 0: off (default 3)")
-    p.add_argument("--json", type=Path, help="write the rows here")
+    p.add_argument("--json", type=new_file, help="write the rows here")
     p.add_argument("--write", type=Path, help="write the chosen row here as a model file")
     args = p.parse_args(argv)
     if args.split.startswith("test"):
@@ -115,4 +116,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -1,5 +1,5 @@
-"""What ``--evidence`` costs (issue 73): per photo and per sentence, the time to caption or translate it as the CLI does
-against the time to add what drives each word (leave-one-out over its regions or source tokens at its step), on the
+r"""What ``--evidence`` costs (issue 73): per photo and per sentence, the time to caption or translate it as the CLI
+does against the time to add what drives each word (leave-one-out over its regions or source tokens at its step), on the
 bundled models, in one process and one run (ratios, not absolute times, carry to other machines).
 
     python benchmarks/evidence_cost.py --flickr8k-root ../shared/data/flickr8k --multi30k-root ../shared/data/multi30k \
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text
 
 
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--photos", type=int, default=20, help="test photos (default 20)")
     p.add_argument("--sentences", type=int, default=30, help="test sentences per translator (default 30)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    p.add_argument("--json", type=Path, help="also write the numbers here")
+    p.add_argument("--json", type=new_file, help="also write the numbers here")
     args = p.parse_args(argv)
     if not args.flickr8k_root and not args.multi30k_root:
         p.error("nothing to time: give --flickr8k-root and/or --multi30k-root")
@@ -121,4 +122,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -1,5 +1,6 @@
-"""Is attention an explanation? The faithfulness measure (text_attn.core.faithfulness) on the bundled models (issue 73).
-Prints one table per family and writes each word's areas and taus as JSON; ~15 minutes on 2 cores with the defaults.
+r"""Is attention an explanation? The faithfulness measure (text_attn.core.faithfulness) on the bundled models (issue
+73). Prints one table per family and writes each word's areas and taus as JSON; about 8 minutes on 2 quiet cores with
+the command below (docs/faithfulness.md: 7 min 46 s).
 
     python benchmarks/faithfulness.py --flickr8k-root ../shared/data/flickr8k --multi30k-root ../shared/data/multi30k \
         --shapes-hard runs/shapes_hard/model.pt --flickr8k-hard runs/f8k_hard/hard_scst/model.pt \
@@ -41,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from text_attn.core.errors import new_file
 from text_attn.core.faithfulness import WordResult, measure_word, summarize
 from text_attn.core.safe_files import write_text
 
@@ -226,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the translators measured: bundled names or model files (default: transformer bahdanau)",
     )
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    p.add_argument("--json", type=Path, help="write every word's numbers here")
+    p.add_argument("--json", type=new_file, help="write every word's numbers here")
     args = p.parse_args(argv)
     for name in ("photos", "pixel_photos", "scenes", "sentences", "draws", "threads"):
         if getattr(args, name) < (1 if name in ("draws", "threads") else 0):
@@ -337,4 +339,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -28,6 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed import interleaved_times  # noqa: E402
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 CAPTIONS = 30_000  # Flickr8k's 6,000 training photos x 5
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per setting; the median is reported")
     p.add_argument("--only", nargs="+", choices=list(SETTINGS), metavar="SETTING", help="some rows only")
-    p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
     if args.repeats < 1 or args.threads < 1:
         p.error("--repeats and --threads must be at least 1")
@@ -131,4 +132,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -1,4 +1,4 @@
-"""Flickr8k benchmark: train the shipped configs on the real data, score the model files on the 1,000 test photos.
+r"""Flickr8k benchmark: train the shipped configs on the real data, score the model files on the 1,000 test photos.
 
     python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k   # the table of docs/results.md
     python benchmarks/flickr8k.py --data-root ../shared/data/flickr8k --json docs/flickr8k.json --bundle
@@ -40,6 +40,7 @@ from pathlib import Path
 from _runs import StageError, best_logged, console_script, run_stage
 from _tuning import HARD_NAMES, run_tuner
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_bytes, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated: {', '.join(STAGES)} (default: all)")
     p.add_argument("--retrain", action="store_true", help="train stages whose model file exists again")
     p.add_argument("--quick", action="store_true", help="a smoke run: 300 train photos, 90 s a stage, 100 test")
-    p.add_argument("--json", type=Path, help="also write the numbers to this file")
+    p.add_argument("--json", type=new_file, help="also write the numbers to this file")
     p.add_argument("--bundle", action="store_true", help=f"copy the chosen model with its scores to {BUNDLED}")
     p.add_argument("--tune", action="store_true", help="choose each model's beam and length penalty on val, score too")
     p.add_argument(
@@ -312,4 +313,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

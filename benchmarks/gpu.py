@@ -57,7 +57,7 @@ from _runs import console_script  # noqa: E402
 from gpu_profile import profile_rows  # noqa: E402
 from pipeline import write_photos  # noqa: E402
 
-from text_attn.core.errors import one_line  # noqa: E402
+from text_attn.core.errors import new_file, one_line  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 CUDA_TESTS = ["tests/captioning/test_caption_cuda_graphs.py", "tests/captioning/test_photo_tensors.py",
@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--photos", type=int, default=2000, help="photos in the captioning folder (default 2000)")
     p.add_argument("--repeats", type=int, default=10, help="timed repeats of each training step (default 10)")
     p.add_argument("--quick", action="store_true", help="small sizes: the smoke run of the test suite")
-    p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument("--json", type=new_file, help="also write the rows here")
     p.add_argument("--out", type=Path, help="a folder for gpu.json (unless --json), the profiles and the CUDA tests' "
                    "output (cuda_tests.txt): what one device run should bring back")  # fmt: skip
     args = p.parse_args(argv)
@@ -525,4 +525,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jpeg_step: error: {args.folder}: not a folder", file=sys.stderr)
         return 2
     photos = sorted(f for f in args.folder.iterdir() if f.is_file())
+    if not photos:  # nothing to read: no step to record either
+        print(f"jpeg_step: error: {args.folder}: no files in it", file=sys.stderr)
+        return 2
     steps = [jpeg_step_of(f) for f in photos]
     counts = Counter((s, _size(f)) for s, f in zip(steps, photos, strict=True))
     print(f"{len(photos)} files in {args.folder}\n")
@@ -78,4 +81,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

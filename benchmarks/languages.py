@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -67,8 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", action="append", default=[], metavar="NAME=FILE", help="a captioner in --language")
     p.add_argument("--english", default="flickr8k", help="the English model to score beside them (default: bundled)")
     p.add_argument("--limit", type=int, default=None, help="the first N photos only (a quick look)")
-    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--json", type=new_file, default=None)
     args = p.parse_args(argv)
+    for spec in args.model:  # said before the data is read
+        if not spec.partition("=")[0] or not spec.partition("=")[2]:
+            p.error(f"--model: expected NAME=FILE, got {spec!r}")
+    if args.limit is not None and args.limit < 1:
+        p.error(f"--limit must be at least 1, got {args.limit}")
     photos, train_words = _photos(args.flickr8k_root, args.multi30k, args.language)
     photos = photos[: args.limit]
     files = [ph for ph, *_ in photos]
@@ -111,4 +118,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

@@ -48,6 +48,7 @@ from _multi30k import by_length, read_pair, score
 from _runs import StageError, best_logged, console_script, logged_curve, run_stage
 from _tuning import CHOSEN, run_tuner
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -422,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retrain", action="store_true", help="train models whose model file exists again")
     p.add_argument("--quick", action="store_true", help="a smoke run: 2,000 pairs, 2 minutes a model, 200 test")
     p.add_argument("--max-time", metavar="DD:HH:MM:SS", help="each fit's time budget instead of its config's")
-    p.add_argument("--json", type=Path, help="also write the numbers to this file")
+    p.add_argument("--json", type=new_file, help="also write the numbers to this file")
     p.add_argument("--plot", type=Path, help="also draw BLEU (tok.) by source length to this PNG")
     p.add_argument("--bundle", action="store_true", help=f"write the best German -> English model to {BUNDLED}")
     p.add_argument("--tune", action="store_true", help="choose each model's beam and length penalty on val, score too")
@@ -514,4 +515,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

@@ -1,4 +1,4 @@
-"""Choose Multi30k settings on VALIDATION data: train a few variants of a shipped config for the same number of epochs
+r"""Choose Multi30k settings on VALIDATION data: train a few variants of a shipped config for the same number of epochs
 (or minutes) and compare their greedy val BLEU (tok.) after each epoch (never test).
 
     python benchmarks/multi30k_variants.py --data-root ../shared/data/multi30k --family transformer --epochs 16
@@ -80,4 +80,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

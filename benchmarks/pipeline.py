@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from captioning.commands.caption import caption_main  # noqa: E402
 from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
 from captioning.model.captioner import Caption, Captioner  # noqa: E402
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 WORDS = "a dog runs through the grass with a ball in its mouth".split()  # 12 words: Flickr8k's mean is ~11
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=64, help="caption --batch-size (default 64)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the main process (default 1)")
     p.add_argument("--profile", action="store_true", help="print the main process's top functions per run")
-    p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,4 +161,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -127,8 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--caption-model", default="flickr8k")
     p.add_argument("--text-model", action="append", default=None, help="default: transformer and bahdanau")
     p.add_argument("--limit", type=int, default=None, help="the first N photos and sentences only (a quick look)")
-    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--json", type=new_file, default=None)
     args = p.parse_args(argv)
+    if args.text_model and not args.multi30k:
+        p.error("--text-model scores Multi30k's sentences: give --multi30k too")
+    if args.limit is not None and args.limit < 1:
+        p.error(f"--limit must be at least 1, got {args.limit}")
     out: dict = {}
     if args.flickr8k_root:
         rows, facts = captions(args.flickr8k_root, args.caption_model, args.limit)
@@ -148,4 +154,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

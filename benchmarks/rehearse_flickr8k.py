@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE))
 import _runs  # noqa: E402
 from _runs import console_script  # noqa: E402
 
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_bytes, write_text  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "caption" / "flickr8k_resnet101_soft.yaml"
@@ -461,7 +462,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="write the corpus as LitData feature chunks (caption-train optimize --features true) and stream them "
         "in fit and test (docs/scale.md)",
     )
-    p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
+    p.add_argument("--json", metavar="FILE", type=new_file, help="also write the summary as JSON")
     return p.parse_args(argv)
 
 
@@ -482,4 +483,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -83,9 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--background", type=int, default=16, help="train photos the generic score is read against")
     p.add_argument("--limit", type=int, help="the first N photos of each split (default: all)")
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--json", type=Path, help="write the scores and the choice here")
+    p.add_argument("--json", type=new_file, help="write the scores and the choice here")
     p.add_argument("--rows", action="store_true", help="with --json: also every photo's candidates and their scores")
     args = p.parse_args(argv)
+    for flag, value in (("--background", args.background), ("--limit", args.limit), ("--batch", args.batch)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be at least 1, got {value}")
 
     import torch
 
@@ -95,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     items = read_flickr8k(args.flickr8k_root)
+    if args.background > len(items["train"]):
+        p.error(f"--background {args.background}: the train split has {len(items['train'])} photos")
     captioner = Captioner.load()
     rng = random.Random(0)
     bg_paths = [it.path for it in rng.sample(items["train"], args.background)]
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"background": args.background, "decoding": captioner.decoding(), "lambdas": LAMBDAS}
     rows_of = {}
     for split in ("val", "test"):
-        its = items[split][: args.limit] if args.limit else items[split]
+        its = items[split][: args.limit] if args.limit is not None else items[split]
         refs = {it.path.name: [" ".join(c) for c in it.captions] for it in its}
         t0 = time.perf_counter()
         rows = candidates(captioner, [it.path for it in its], background, args.batch, log)
@@ -148,4 +155,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

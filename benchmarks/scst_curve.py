@@ -1,4 +1,4 @@
-"""The greedy val scores of a self-critical run over its steps: a table, a JSON file and a plot (issue 66).
+r"""The greedy val scores of a self-critical run over its steps: a table, a JSON file and a plot (issue 66).
 
     python benchmarks/scst_curve.py --run runs/scst_long --json docs/flickr8k_scst_long.json \
         --png docs/flickr8k_scst_long.png
@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_bytes, write_text  # noqa: E402
 
 KEYS = ("val_Bleu_1", "val_Bleu_2", "val_Bleu_3", "val_Bleu_4", "val_ROUGE_L", "val_CIDEr")
@@ -75,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--from-step", type=int, action="append", default=[], help="each --then: the step it started from")
     p.add_argument("--label", action="append", default=[], help="each --then: its name in the plot")
     p.add_argument("--start", type=float, help="greedy val CIDEr-D before SCST (a line in the plot)")
-    p.add_argument("--json", type=Path, help="write the curves here")
-    p.add_argument("--png", type=Path, help="draw them here")
+    p.add_argument("--json", type=new_file, help="write the curves here")
+    p.add_argument("--png", type=new_file, help="draw them here")
     args = p.parse_args(argv)
     first = curve(args.run)
     if not first:
@@ -98,4 +99,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

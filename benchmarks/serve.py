@@ -40,6 +40,7 @@ from helpers.server import Server, multipart  # noqa: E402
 from serve_fault import fault_row  # noqa: E402
 from speed import photo_folder  # noqa: E402
 
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de or val.de.gz): also time /translate")
     p.add_argument("--fault", type=int, default=16, help="the fault row's caption clients: the caption worker "
                    "killed mid-run, both bundled models served (serve_fault.py; 0: no fault row)")  # fmt: skip
-    p.add_argument("--json", type=Path, help="also write the numbers here")
+    p.add_argument("--json", type=new_file, help="also write the numbers here")
     p.add_argument("--batching", help="instead: compare batch settings at 16 clients, e.g. 1:0,4:0.01,16:0.01 "
                    "(max_batch_size:batch_timeout each; the captioner alone)")  # fmt: skip
     args = p.parse_args(argv)
@@ -297,4 +298,6 @@ def translate_rows(server: Server, root: Path, rows: list, numbers: dict) -> Non
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
@@ -118,7 +120,7 @@ def fault_row(photos: list[bytes], clients: int, work: Path, kill_after: float =
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, default=16, help="caption clients (default 16; plus 2 translate clients)")
-    p.add_argument("--json", type=Path, help="also write the numbers here")
+    p.add_argument("--json", type=new_file, help="also write the numbers here")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="serve-fault-"))
     photos = [f.read_bytes() for f in sorted(photo_folder(work / "photos").iterdir())]
@@ -133,4 +135,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

@@ -31,6 +31,7 @@ from serve import drive  # noqa: E402
 from speed import photo_folder  # noqa: E402
 
 from attention_serve.idle_loop import HOT_SECONDS  # noqa: E402
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 ARMS = {"LitServe's loop": ["--no-idle-wait"], "--idle-wait": ["--idle-wait"]}  # each named: the default may change
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=6, help="rounds, each arm once a round (default 6)")
     p.add_argument("--requests", type=int, default=64, help="photos posted at each client count (default 64)")
     p.add_argument("--idle", type=float, default=10.0, help="idle seconds over which CPU is measured (default 10)")
-    p.add_argument("--json", type=Path, help="also write every round's numbers here")
+    p.add_argument("--json", type=new_file, help="also write every round's numbers here")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.requests < 1 or args.idle <= 0:
         p.error("--rounds and --requests must be at least 1 and --idle positive")
@@ -104,4 +105,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

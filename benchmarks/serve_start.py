@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE))
 from _runs import alternating  # noqa: E402
 from helpers.server import Server  # noqa: E402
 
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 ARMS = {"LitServe's fresh interpreters": {"ATTENTION_SERVE_TEMPLATE": "0"}, "forked from the template": {}}
@@ -95,7 +96,7 @@ def one_arm(env: dict[str, str], log: Path) -> dict[str, float | str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5, help="rounds, each arm once a round (default 5)")
-    p.add_argument("--json", type=Path, help="also write every round's numbers here")
+    p.add_argument("--json", type=new_file, help="also write every round's numbers here")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -127,4 +128,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

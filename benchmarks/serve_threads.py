@@ -32,6 +32,7 @@ from helpers.server import Server, multipart  # noqa: E402
 from serve import drive  # noqa: E402
 from speed import photo_folder  # noqa: E402
 
+from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 GERMAN = ["Ein Mann fährt Fahrrad auf einer Straße.", "Zwei Hunde spielen im Schnee mit einem Ball.",
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--photos", type=int, default=96, help="photos posted in each part (default 96)")
     p.add_argument("--arms", default="lent,share,every", help="which of lent (the default), share (--threads "
                    "cores/2) and every (--threads cores) to run, comma-separated (default: all three)")  # fmt: skip
-    p.add_argument("--json", type=Path, help="also write every round's numbers here")
+    p.add_argument("--json", type=new_file, help="also write every round's numbers here")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.photos < 1:
         p.error("--rounds and --photos must be at least 1")
@@ -118,4 +119,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

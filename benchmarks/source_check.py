@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from text_attn.core.errors import new_file
 from text_attn.core.modelfile import ModelFileError, load_model_file
 from text_attn.core.safe_files import write_text
 from text_attn.translation.corpora import corpus_file, read_lines
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src-lang", help="with --write: the model's source language in the corpus (e.g. de)")
     p.add_argument("--about", help="with --write: what the training text is, in words, for the note")
     p.add_argument("--outside", type=Path, default=OUTSIDE, help="lines from outside the training text's world")
-    p.add_argument("--json", type=Path, help="also write the table to this file")
+    p.add_argument("--json", type=new_file, help="also write the table to this file")
     args = p.parse_args(argv)
     if args.write and not args.src_lang:
         p.error("--write needs --src-lang (the model's source language in the corpus)")
@@ -131,4 +132,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

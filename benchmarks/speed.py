@@ -57,6 +57,7 @@ from pathlib import Path
 
 import torch
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -552,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per variant; the median is reported")
-    p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument("--json", type=new_file, help="also write the rows here")
     p.add_argument(
         "--parts",
         nargs="+",
@@ -562,6 +563,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de[.gz], val.en[.gz]) for the translate-real rows")
     args = p.parse_args(argv)
+    for flag, value in (("--threads", args.threads), ("--repeats", args.repeats)):
+        if value < 1:
+            p.error(f"{flag} must be at least 1, got {value}")
     torch.set_num_threads(args.threads)
     peak = matmul_peak(args.repeats)
     from text_attn.core import native
@@ -595,4 +599,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

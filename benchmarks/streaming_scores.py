@@ -37,6 +37,7 @@ from rehearse_flickr8k import (
     write_corpus,
 )
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text
 
 # reader -> what it adds to the fit command (CHUNKS: the chunk folder; CACHE: the shared feature cache)
@@ -79,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="optimizer steps a run (141: 3 epochs at 800 images) (default: %(default)s)",
     )
     p.add_argument("--cpu-threads", type=int, default=1, help="model.cpu_threads (default: %(default)s)")
-    p.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
+    p.add_argument("--json", metavar="FILE", type=new_file, help="also write the numbers as JSON")
     args = p.parse_args(argv)
     # what rehearse_flickr8k.overrides reads besides these
     args.image_size, args.grid, args.num_workers, args.max_time = 224, 7, 0, "00:12:00:00"
@@ -161,4 +162,6 @@ def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> Non
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

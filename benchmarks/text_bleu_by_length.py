@@ -25,6 +25,7 @@ import torch
 import yaml
 from _runs import recorded_minutes, timed_fit
 
+from text_attn.core.errors import new_file
 from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
 from text_attn.core.safe_files import write_text
 from text_attn.translation.data import TranslationDataModule
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retrain", action="store_true", help="train even when a model file exists")
     p.add_argument("--beam-size", type=int, default=1)
     p.add_argument("--plot", type=Path, default=ROOT / "docs" / "bleu_by_length.png")
-    p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--json", type=new_file, help="also write the results here")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = p.parse_args(argv)
     if args.threads:
@@ -117,4 +118,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -32,6 +32,7 @@ from _runs import alternating
 from torch import nn
 
 from text_attn.core.decoding import greedy_search
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text
 from text_attn.translation.transformer import Transformer, TransformerConfig
 
@@ -106,8 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-batch", type=int, default=32, help="sentence pairs per training step")
     p.add_argument("--tgt-len", type=int, default=30, help="target length in training")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--json", type=new_file, help="also write the results here")
     args = p.parse_args(argv)
+    sizes = ("threads", "d_model", "heads", "layers", "ff_dim", "vocab", "batch", "src_len", "out_len", "train_batch",
+             "tgt_len", "repeats")  # fmt: skip
+    for name in sizes:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.d_model % args.heads:
+        p.error(f"--d-model {args.d_model} is not divisible by --heads {args.heads}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        p.error(f"--device {args.device}: torch sees no CUDA GPU here")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -222,4 +232,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -30,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("source", type=Path, help="source sentences, a line each (gzipped or not)")
     p.add_argument("target", type=Path, help="their translations, line by line")
-    p.add_argument("--out", type=Path, required=True, help="the links, a line per pair")
+    p.add_argument("--out", type=new_file, required=True, help="the links, a line per pair")
     p.add_argument("--iterations", type=int, default=5)
     args = p.parse_args(argv)
 
@@ -58,4 +60,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from text_attn.core.errors import new_file
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _runs import best_logged, console_script, run_stage  # noqa: E402
 
@@ -186,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("runs/your_photos_bench"), help="runs, folders and logs")
     p.add_argument("--scenarios", default="dogs,shapes", help="comma-separated: dogs, shapes")
     p.add_argument("--epochs", type=int, help="trainer.max_epochs (default: the config's)")
-    p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--json", type=new_file, help="write the results here")
     p.add_argument("--rows", default=",".join(k for k, _, _, extra in ROWS if extra is not None),
                    help="the trained rows to run (the start is always scored): %(default)s")  # fmt: skip
     args = p.parse_args(argv)
@@ -219,4 +221,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))

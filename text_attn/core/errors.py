@@ -8,6 +8,7 @@ import math
 import os
 import re
 import sys
+from pathlib import Path
 
 from text_attn.core.safe_files import inert
 
@@ -97,6 +98,17 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
+
+
+def new_file(text: str) -> Path:
+    """argparse type of an output file: refused when it is a folder or its folder does not exist, when the options
+    are read, not when it is written after the work (a benchmark's hour of measuring lost to a mistyped folder)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {path.parent} does not exist")
+    return path
 
 
 class ArgumentParser(argparse.ArgumentParser):
