@@ -278,7 +278,8 @@ class Captioner:
             if not state:
                 raise ValueError(f"model.init_from: {name} holds no caption model weights")
             vocab = Vocabulary.from_dict(ckpt["vocab"]) if ckpt.get("vocab") is not None else None
-            return StartWeights(state, vocab, {}, name)
+            info = ckpt.get("info") if isinstance(ckpt.get("info"), dict) else {}  # its start and data's terms
+            return StartWeights(state, vocab, info, name)
         try:
             loaded = cls.load(path)
         except ModelFileError as err:

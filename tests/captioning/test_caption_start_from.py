@@ -156,3 +156,19 @@ def test_bad_starts_are_one_line(args, message, cli_run_in_tmp, capsys):
         caption_train_cli([*base, *args])
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and message in err and len(err.splitlines()) == 1, err
+
+
+def test_a_checkpoint_start_keeps_its_facts_and_a_path_is_recorded_by_its_file_name(tmp_path):
+    from text_attn.core.training import started_from
+
+    ckpt = tmp_path / "runs" / "a" / "last.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    vocab = Vocabulary.build([["a", "b"]])
+    facts = {"training_data": "Flickr8k and mine", "terms": "Flickr8k: non-commercial research only"}
+    torch.save({"state_dict": {"model.w": torch.zeros(1)}, "vocab": vocab.to_dict(), "info": facts}, ckpt)
+    start = Captioner.read_start(str(ckpt))
+    assert start.info == facts  # a stage started from a checkpoint keeps the data's terms (it dropped them)
+    assert started_from(start.name, start.info) == {
+        "started_from": "last.ckpt, trained on Flickr8k and mine",
+        "terms": facts["terms"],
+    }  # no machine's folders in a model file

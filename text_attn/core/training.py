@@ -8,6 +8,7 @@ Lightning is not imported here: these helpers take the trainer / module they are
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,8 @@ def started_from(name: str, info: dict[str, Any]) -> dict[str, str]:
     file: where it started, and the terms of the data that start was trained on, which apply to it too (the bundled
     models': Flickr8k's, Multi30k's)."""
     what = info.get("training_data")
-    out = {"started_from": name + (f", trained on {what}" if what else "")}
+    shown = re.sub(r"^.*[\\/]", "", name)  # a path's file name alone: no machine's folders in a model file
+    out = {"started_from": shown + (f", trained on {what}" if what else "")}
     if info.get("terms"):
         out["terms"] = info["terms"]
     return out
