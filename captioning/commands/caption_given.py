@@ -12,7 +12,7 @@ from typing import Any
 
 from text_attn.core.arrays import digits6
 from text_attn.core.errors import fail
-from text_attn.core.safe_files import inert
+from text_attn.core.safe_files import inert, text_lines
 from text_attn.core.search_options import search_flags_given
 
 _KEY = re.compile(r"#\d+$")  # Flickr8k's token file names a caption "photo.jpg#2": the photo is "photo.jpg"
@@ -71,7 +71,7 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
         fail("caption", f"{flag} {path}: cannot read it ({err.strerror or type(err).__name__})")
     by_name: dict[str, list[str]] = {}
     lines: dict[str, list[int]] = {}
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text_lines(text), 1):
         if not line.strip() or line.startswith("#"):
             continue
         name, tab, caption = line.partition("\t")

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 
 from captioning.photos.photo_check import photo_stats
 from captioning.photos.preprocess import ImageReadError, Preprocess, load_photo
-from text_attn.core.safe_files import write_text
+from text_attn.core.safe_files import text_lines, write_text
 
 
 class ResumeError(ValueError):
@@ -46,7 +46,7 @@ def captioned_lines(jsonl: Path) -> list[tuple[str, str]]:
         return []
     held = []
     text = jsonl.read_text(encoding="utf-8")
-    lines = text.splitlines()
+    lines = text_lines(text)
     # a record is written with its newline, so only a last line WITHOUT one can be a killed run's torn write; a whole
     # last line that is not a record is someone else's (dropping it lost a user's own line)
     last = len(lines) - 1 if lines and not text.endswith("\n") else -1

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from captioning.training.readers import SPLITS, CaptionDataError, ImageItem, caption_tokens
-from text_attn.core.safe_files import inert
+from text_attn.core.safe_files import inert, text_lines
 
 LANGUAGES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
 _IMAGE_LISTS = ("image_splits/{split}.txt", "{split}_images.txt", "image_splits/{split}_images.txt")
@@ -43,7 +43,7 @@ class Translated:
 def _read_lines(path: Path) -> list[str]:
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        return raw.decode("utf-8-sig").splitlines()
+        return text_lines(raw.decode("utf-8-sig"))
     except (OSError, EOFError, gzip.BadGzipFile) as err:
         why = getattr(err, "strerror", None) or err
         raise CaptionDataError(f"{inert(path)}: cannot read Multi30k sentences ({why})") from None

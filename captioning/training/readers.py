@@ -67,7 +67,7 @@ from pathlib import Path
 
 from captioning.model.reading import caption_tokens
 from captioning.training.attention_targets import TokenBoxes
-from text_attn.core.safe_files import inert
+from text_attn.core.safe_files import inert, text_lines
 from text_attn.core.vocab import tokenize
 
 SPLITS = ("train", "val", "test")
@@ -228,7 +228,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     if not image_dir.is_dir():
         raise CaptionDataError(f"image folder {image_dir} {'is a file' if image_dir.exists() else 'does not exist'}")
     by_name: dict[str, ImageItem] = {}
-    for n, line in enumerate(_read_text(tsv, "captions file").splitlines(), 1):
+    for n, line in enumerate(text_lines(_read_text(tsv, "captions file")), 1):
         if not line.strip() or line.startswith("#"):
             continue
         name, tab, caption = line.partition("\t")
@@ -266,7 +266,7 @@ def read_token_file(path: Path, images: set[str]) -> dict[str, list[list[str]]]:
     text = _read_text(path, "captions file")
     captions: dict[str, list[list[str]]] = {}
     skipped, total, first = 0, 0, ""
-    for line in text.splitlines():
+    for line in text_lines(text):
         if not line.strip():
             continue
         total += 1
@@ -311,7 +311,7 @@ def read_kaggle_captions(path: Path, images: set[str]) -> dict[str, list[list[st
 def read_split_file(path: Path, captioned: dict[str, list[list[str]]]) -> list[str]:
     """One image name a line -> the names that have captions (others skipped and counted), without repeats."""
     names, seen, skipped, total, first = [], set(), 0, 0, ""
-    for line in _read_text(path, "split file").splitlines():
+    for line in text_lines(_read_text(path, "split file")):
         name = line.strip()
         if not name:
             continue

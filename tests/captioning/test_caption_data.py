@@ -72,6 +72,14 @@ def test_folder_reader_groups_lines_per_image(capsys, tmp_path):
     empty.write_text("coffee.png\tfine\ncoffee.png\t . , !\n")
     with pytest.raises(CaptionDataError, match="line 2: the caption of 'coffee.png' has no words"):
         read_folder(IMAGES, empty)
+    # a line separator other than a line feed inside a caption (U+2028, NEL, a form feed) is part of its line: the
+    # next lines keep their numbers (they were split there, and line 3's error was named line 4)
+    odd = tmp_path / "odd.tsv"
+    odd.write_bytes("coffee.png\ta cup\u2028of coffee\r\nchelsea.png\ta cat\x0c\nrocket.jpg\t\u0085 . ,\n".encode())
+    with pytest.raises(CaptionDataError, match="line 3: the caption of 'rocket.jpg' has no words"):
+        read_folder(IMAGES, odd)
+    odd.write_bytes("coffee.png\ta cup\u2028of coffee\r\nchelsea.png\ta cat\x0c\n".encode())
+    assert [it.captions for it in read_folder(IMAGES, odd)] == [[["a", "cup", "of", "coffee"]], [["a", "cat"]]]
     with pytest.raises(CaptionDataError, match="captions file .* is a folder"):
         read_folder(IMAGES, tmp_path)
     with pytest.raises(CaptionDataError, match="image folder .* is a file"):

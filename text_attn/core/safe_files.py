@@ -293,6 +293,16 @@ _INERT_LINES = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in
 _INERT_STREAM = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t\r"})
 
 
+def text_lines(text: str) -> list[str]:
+    """``text``'s lines, split at line feeds only (a CR before one dropped: Windows files): str.splitlines also splits
+    at U+2028, U+0085, form feeds and \x1c-\x1e, which a caption or a sentence can hold, and then a line's number and
+    its fields were another line's."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
 def inert(text: Any, lines: bool = False) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``), so printing it sends the terminal no
     command. ``lines``: keep newlines and tabs (a multi-line text); else they are escaped too (a name, one field)."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.safe_files import text_lines
+
 
 def words_of(translator: Any, tokens: list[str]) -> tuple[list[str], list[int]]:
     """Tokens grouped into words: (the words, per token the index of its word). Subword pieces join until the next
@@ -98,7 +100,7 @@ def read_gold(path: str | Path) -> list[tuple[set[tuple[int, int]], set[tuple[in
     (source word, target word) counted from 0. Blank lines are pairs without links; lines starting with ``#`` are
     comments. A link that is neither, or not two numbers: ValueError naming the line."""
     out = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text_lines(Path(path).read_text(encoding="utf-8")), 1):
         if line.startswith("#"):
             continue
         sure: set[tuple[int, int]] = set()
