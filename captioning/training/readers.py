@@ -61,6 +61,7 @@ import csv
 import io
 import json
 import random
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,11 @@ def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[Ima
     missing = [it for it in items if not it.path.is_file()]
     if not missing:
         return items
+    if len(missing) == len(items):  # not a few photos gone: the wrong folder, or names the file does not give alone
+        raise CaptionDataError(
+            f"{source}: none of the {len(items)} photos it names is in {missing[0].path.parent} (first: "
+            f"{missing[0].path.name}): check data.image_dir, and that each line starts with the photo's file name"
+        )
     if strict:
         raise CaptionDataError(
             f"{source}: {len(missing)} of {len(items)} image files are missing (first: {missing[0].path})"
@@ -216,6 +222,9 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
     return out
 
 
+_FLICKR_NUMBER = re.compile(r"#\d+$")  # a caption's number after the photo's name (Flickr8k's token file)
+
+
 def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = False) -> list[ImageItem]:
     """A folder of images + ``filename<TAB>caption`` lines -> [ImageItem], in order of first appearance.
 
@@ -238,7 +247,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
                                    "(punctuation is dropped)")  # fmt: skip
         if not tab or not name.strip():
             raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
-        name = name.strip()
+        name = _FLICKR_NUMBER.sub("", name.strip())  # Flickr8k's token file writes "photo.jpg#0": the photo's name
         by_name.setdefault(name, ImageItem(image_dir / name, [])).captions.append(toks)
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")

@@ -80,6 +80,15 @@ def test_folder_reader_groups_lines_per_image(capsys, tmp_path):
         read_folder(IMAGES, odd)
     odd.write_bytes("coffee.png\ta cup\u2028of coffee\r\nchelsea.png\ta cat\x0c\n".encode())
     assert [it.captions for it in read_folder(IMAGES, odd)] == [[["a", "cup", "of", "coffee"]], [["a", "cat"]]]
+    # Flickr8k's token file as it is ("photo.jpg#0"): the photos by their names
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("coffee.png#0\tA cup of coffee .\ncoffee.png#1\tCoffee .\nchelsea.png#0\tA cat .\n")
+    assert [(it.path.name, len(it.captions)) for it in read_folder(IMAGES, tokens)] == [("coffee.png", 2),
+                                                                                       ("chelsea.png", 1)]  # fmt: skip
+    # no photo it names is in the folder: said so (the wrong folder, or another layout), not "too few for val_size"
+    with pytest.raises(CaptionDataError, match=r"none of the 2 photos it names is in .*tmp.* \(first: coffee.png\): "
+                       "check data.image_dir"):  # fmt: skip
+        read_folder(tmp_path, tokens)
     with pytest.raises(CaptionDataError, match="captions file .* is a folder"):
         read_folder(IMAGES, tmp_path)
     with pytest.raises(CaptionDataError, match="image folder .* is a file"):
