@@ -223,6 +223,26 @@ def test_read_tsv_errors(tmp_path):
     assert issubclass(TaskError, ValueError)
 
 
+def test_a_tab_inside_a_sentence_is_noted_and_the_columns_can_be_chosen(tmp_path, capsys):
+    from text_attn.translation.data import TranslationDataModule
+
+    odd = tmp_path / "odd.tsv"  # line 3's German holds a tab: its pair would be half a sentence and its other half
+    odd.write_text("Go.\tGeh.\nHi.\tHallo.\nRun!\tLauf\tlos!\nWait.\tWarte.\n", encoding="utf-8")
+    assert len(read_tsv_pairs(odd)) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"text data: {odd}: 1 of 4 lines have another number of tab-separated columns than the others' 2 "
+                   "(first: line 3): a tab inside a sentence splits it; columns 0 and 1 are read"]  # fmt: skip
+    assert read_tsv_pairs(FIXTURES / "pairs.tsv") and capsys.readouterr().err == ""  # every line 3 columns: no note
+    english_first = TranslationDataModule(task="tsv", path=str(odd), src_col=1, tgt_col=0, val_size=1, test_size=1,
+                                          tokenizer="word")  # fmt: skip
+    english_first.setup("fit")  # column 1 is the source: German words in the source vocabulary, English in the target
+    assert set(english_first.src_vocab.itos) & {"geh", "hallo", "lauf", "warte"}
+    assert not set(english_first.src_vocab.itos) & {"go", "hi", "run", "wait"}
+    assert set(english_first.tgt_vocab.itos) & {"go", "hi", "run", "wait"}
+    with pytest.raises(ValueError, match="data.src_col 1 and data.tgt_col 1: two different columns"):
+        TranslationDataModule(task="tsv", path=str(odd), src_col=1, tgt_col=1).setup("fit")
+
+
 def test_read_parallel_files_fixture():
     exs = read_parallel_files(FIXTURES / "small.en", FIXTURES / "small.de")
     assert len(exs) == 4  # the line blank on both sides is skipped

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import sys
 import zlib
 from pathlib import Path
 
+from text_attn.core.safe_files import inert
 from text_attn.core.vocab import tokenize
 from text_attn.translation.pairs import Example, TaskError
 
@@ -52,15 +54,19 @@ def read_tsv_text(
     path: str | Path, src_col: int = 0, tgt_col: int = 1, max_pairs: int | None = None
 ) -> list[tuple[str, str, str]]:
     """Tab-separated pairs (Tatoeba/Anki: `English<TAB>French<TAB>attribution`) -> (source, target, "path:line");
-    extra columns are ignored, blank lines skipped; an empty side is a TaskError naming the line."""
+    extra columns are ignored, blank lines skipped; an empty side is a TaskError naming the line. Lines of another
+    number of columns than most get one note on stderr naming the first: a tab typed inside a sentence splits it, and
+    the pair read there is half a sentence and its other half."""
     need = max(src_col, tgt_col) + 1
     out: list[tuple[str, str, str]] = []
+    widths: dict[int, list[int]] = {}  # columns -> the lines that have that many
     for i, line in enumerate(read_lines(path), 1):
         if max_pairs is not None and len(out) >= max_pairs:
             break
         if not line.strip():
             continue
         cols = line.split("\t")
+        widths.setdefault(len(cols), []).append(i)
         where = f"{path}:{i}"
         if len(cols) < need:
             raise TaskError(f"{where}: expected at least {need} tab-separated columns, found {len(cols)}")
@@ -70,6 +76,13 @@ def read_tsv_text(
         out.append((s, t, where))
     if not out:
         raise TaskError(f"{path}: no sentence pairs")
+    if len(widths) > 1:
+        usual = max(widths, key=lambda w: len(widths[w]))
+        odd = sorted(n for w, lines in widths.items() if w != usual for n in lines)
+        lines = sum(map(len, widths.values()))
+        print(f"text data: {inert(str(path))}: {len(odd)} of {lines} lines have another number of tab-separated "
+              f"columns than the others' {usual} (first: line {odd[0]}): a tab inside a sentence splits it; columns "
+              f"{src_col} and {tgt_col} are read", file=sys.stderr)  # fmt: skip
     return out
 
 

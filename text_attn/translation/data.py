@@ -127,6 +127,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         min_len: int = 5,
         max_len: int = 60,
         path: str | None = None,
+        src_col: int = 0,
+        tgt_col: int = 1,
         src_path: str | None = None,
         tgt_path: str | None = None,
         root: str | None = None,
@@ -153,7 +155,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             seed: data seed (train/val/test use seed, seed+1, seed+2 for synthetic tasks).
             batch_size: sentence pairs per batch.
             min_len: shortest synthetic source (reorder). max_len: longest synthetic source (reorder).
-            path: the TSV file for ``tsv``. src_path: source file for ``parallel``. tgt_path: its target file.
+            path: the TSV file for ``tsv``; src_col / tgt_col: its columns of the source and the target, from 0 (0 and
+                1; manythings.org's Anki files are English first: English -> German reads 0 -> 1, German -> English
+                1 -> 0). src_path: source file for ``parallel``. tgt_path: its target file.
             root: the corpus folder for ``pair``; or, for any task, a folder ``text-train optimize`` wrote: its
                 chunks are streamed (translation.streaming; the vocabularies are the ones it stored).
             src_lang: source language suffix (``de``). tgt_lang: target (``en``).
@@ -284,7 +288,10 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         if hp.task == "tsv":
             if not hp.path:
                 raise ValueError("task tsv needs data.path (the tab-separated file)")
-            pairs = [(s, t) for s, t, _ in read_tsv_text(hp.path, max_pairs=cap)]
+            if min(hp.src_col, hp.tgt_col) < 0 or hp.src_col == hp.tgt_col:
+                raise ValueError(f"data.src_col {hp.src_col} and data.tgt_col {hp.tgt_col}: two different columns, "
+                                 "counted from 0")  # fmt: skip
+            pairs = [(s, t) for s, t, _ in read_tsv_text(hp.path, hp.src_col, hp.tgt_col, max_pairs=cap)]
         elif hp.task == "parallel":
             if not (hp.src_path and hp.tgt_path):
                 raise ValueError("task parallel needs data.src_path and data.tgt_path")
