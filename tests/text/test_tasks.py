@@ -277,3 +277,27 @@ def test_load_examples_dispatch():
         load_examples("bogus", 5, seed=0)
     with pytest.raises(ValueError, match="needs path="):
         load_examples("tsv", 5, seed=0)
+
+
+def test_a_pair_longer_than_max_tokens_is_left_out_with_one_note(tmp_path, capsys):
+    # a pasted paragraph (or lines joined by a missing line break) in a corpus: one such pair in a batch ran the
+    # training out of memory, killed without a word
+    from text_attn.translation.data import TranslationDataModule
+
+    corpus = tmp_path / "long.tsv"
+    long = "Ein Mann fährt Fahrrad. " * 30  # 150 tokens
+    pairs = [("Geh.", "Go."), ("Hallo.", "Hi."), (long, "A man."), ("Warte.", "Wait."), ("Lauf.", "Run.")]
+    pairs.append(("Ja.", "Yes."))
+    corpus.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    dm = TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word", max_tokens=100)
+    dm.setup("fit")
+    assert sum(len(split) for split in dm.splits.values()) == 5
+    (note,) = capsys.readouterr().err.strip().splitlines()
+    assert note.startswith("text data: left out 1 pair(s) with more than data.max_tokens=100 tokens on a side")
+    assert "150 tokens, its source starting 'Ein Mann fährt Fahrrad." in note
+    kept = TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word")
+    kept.setup("fit")  # the default (400) keeps it
+    assert sum(len(split) for split in kept.splits.values()) == 6 and capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="data.max_tokens must be at least 1, got 0"):
+        TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word",
+                              max_tokens=0).setup("fit")  # fmt: skip

@@ -23,6 +23,7 @@ text_attn.core.attention_supervision.
 from __future__ import annotations
 
 import random
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
@@ -34,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.safe_files import inert
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
@@ -126,6 +128,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         batch_size: int = 64,
         min_len: int = 5,
         max_len: int = 60,
+        max_tokens: int = 400,
         path: str | None = None,
         src_col: int = 0,
         tgt_col: int = 1,
@@ -155,6 +158,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             seed: data seed (train/val/test use seed, seed+1, seed+2 for synthetic tasks).
             batch_size: sentence pairs per batch.
             min_len: shortest synthetic source (reorder). max_len: longest synthetic source (reorder).
+            max_tokens: a corpus's pairs with a side longer than this many tokens are left out, with one note (a
+                pasted paragraph or a line without its line break: one such pair in a batch ran out of memory).
             path: the TSV file for ``tsv``; src_col / tgt_col: its columns of the source and the target, from 0 (0 and
                 1; manythings.org's Anki files are English first: English -> German reads 0 -> 1, German -> English
                 1 -> 0). src_path: source file for ``parallel``. tgt_path: its target file.
@@ -261,10 +266,38 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             self.codec = TextCodec("word", hp.lower)
         encode = self.codec.encode
         out = {k: [Example(encode(s), encode(t), src_text=s, tgt_text=t) for s, t in v] for k, v in texts.items()}
+        out = self._within_max_tokens(out)
         if hp.alignments:
             from text_attn.translation.links import link_examples
 
             link_examples(out["train"], hp.alignments, encode)
+        return out
+
+    def _within_max_tokens(self, splits: dict[str, list[Example]]) -> dict[str, list[Example]]:
+        """The pairs whose sides are at most data.max_tokens tokens long; the others counted in one note. With
+        data.alignments (a line of links per training pair) a long training pair is an error instead: leaving it out
+        would shift every later pair's links."""
+        cap = self.hparams.max_tokens
+        if cap < 1:
+            raise ValueError(f"data.max_tokens must be at least 1, got {cap}")
+        out, dropped = {}, []
+        for split, examples in splits.items():
+            long = [i for i, e in enumerate(examples) if max(len(e.src), len(e.tgt)) > cap]
+            if long and split == "train" and self.hparams.alignments:
+                e = examples[long[0]]
+                start = inert(repr((e.src_text or "")[:40]))
+                raise ValueError(f"train pair {long[0] + 1} (its source starting {start}) has "
+                                 f"{max(len(e.src), len(e.tgt))} tokens on a side, more than data.max_tokens={cap}: "
+                                 "raise it, or remove the pair and its links")  # fmt: skip
+            gone = set(long)
+            out[split] = [e for i, e in enumerate(examples) if i not in gone]
+            dropped += [(split, i, examples[i]) for i in long]
+        if dropped:
+            split, i, e = dropped[0]
+            start = inert(repr((e.src_text or "")[:40]))
+            print(f"text data: left out {len(dropped)} pair(s) with more than data.max_tokens={cap} tokens on a side "
+                  f"(the first, in {split}: {max(len(e.src), len(e.tgt)):,} tokens, its source starting {start}: a "
+                  "paragraph, or lines joined by a missing line break?)", file=sys.stderr)  # fmt: skip
         return out
 
     def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
