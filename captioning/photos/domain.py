@@ -25,6 +25,9 @@ from captioning.photos.photo_check import photo_stats, unlike_a_photo
 # 21 of 24 photos from outside its world (benchmarks/domain_check.py --sweep, docs/captioning.md)
 PROTOTYPES = 256
 FLAGGED = 0.02  # at most this share of the calibration images get the note
+# fewer held-out images than this set no threshold worth the name (the most novel of 2 val photos flags about a third
+# of new photos like them): a tenth of train is held out beside them, and with fewer still there is no check at all
+MIN_HELD_OUT = 20
 
 
 def summaries(features: Tensor, chunk: int = 256) -> Tensor:
@@ -74,16 +77,22 @@ def domain_check(
     k: int = PROTOTYPES,
     flagged: float = FLAGGED,
     held_out_stats: list[tuple[float, float, float]] | None = None,
-) -> dict:
+) -> dict | None:
     """What ``far_from_domain`` compares with: prototypes of the training images' features ``train`` (N, L, D) and
-    the novelty that at most ``flagged`` of the ``held_out`` images (M, L, D; e.g. val) exceed. Without held-out
-    images, a tenth of ``train`` (every tenth image) is held out of the prototypes to set the threshold. ``photos``:
+    the novelty that at most ``flagged`` of the ``held_out`` images (M, L, D; e.g. val) exceed. With fewer than
+    MIN_HELD_OUT held-out images, a tenth of ``train`` (every tenth image) is held out of the prototypes beside them to
+    set the threshold; with fewer than that still, None: no check (a model trained on a few dozen photos says nothing
+    rather than flag ordinary photos at random). ``photos``:
     the images were photographs, so the pixel check applies too (captioning.photos.photo_check); given the
     held-out images' ``photo_stats``, those it flags count against the ``flagged`` share, so both checks together
     stay within it."""
-    if held_out is None or len(held_out) == 0:
+    if held_out is None or len(held_out) < MIN_HELD_OUT:
         rest = torch.arange(len(train)) % 10 != 9
-        train, held_out, held_out_stats = train[rest], train[~rest], None
+        extra = train[~rest]
+        held_out = extra if held_out is None or len(held_out) == 0 else torch.cat([held_out, extra])
+        train, held_out_stats = train[rest], None  # the train images' pixel statistics are not at hand
+    if len(held_out) < MIN_HELD_OUT:
+        return None
     check: dict = {"prototypes": prototypes(summaries(train), k).half()}
     scores = novelty(check, held_out)  # (M,)
     allowed = int(len(scores) * flagged)  # the most held-out images that may get the note

@@ -244,14 +244,13 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         not cached, on a tenth of train held out) (captioning.photos.domain.domain_check), computed once when first
         asked; None while the train split is not cached. Cached splits never change, so neither does this."""
         if self._domain_check is not None:
-            return self._domain_check  # or a feature chunk folder's, made when it was written
+            return self._domain_check or None  # or a feature chunk folder's, made when it was written; {}: none
         train = self.features.get("train")
         if train is None or len(train) < 2 or train.dim() != 3:  # frozen maps: not the model's features, no check
             return None
-        if self._domain_check is None:  # every source but the synthetic shapes is photographs
-            val = self.features.get("val")
-            self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes")
-        return self._domain_check
+        val = self.features.get("val")  # every source but the synthetic shapes is photographs
+        self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes") or {}  # {}: too few
+        return self._domain_check or None
 
     def train_photo_format(self) -> PhotoFormat:
         """The train photos' one JPEG step and one side (captioning.photos.jpeg_step), read once: as a chunk folder

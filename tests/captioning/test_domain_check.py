@@ -9,7 +9,16 @@ import math
 import pytest
 import torch
 
-from captioning.photos.domain import FLAGGED, domain_check, far_from_domain, novelty, prototypes, summaries, valid_check
+from captioning.photos.domain import (
+    FLAGGED,
+    MIN_HELD_OUT,
+    domain_check,
+    far_from_domain,
+    novelty,
+    prototypes,
+    summaries,
+    valid_check,
+)
 
 
 def _features(directions: torch.Tensor, regions: int = 4, noise: float = 0.0, seed: int = 0) -> torch.Tensor:
@@ -60,6 +69,12 @@ def test_the_threshold_flags_at_most_two_percent_of_the_held_out_images_and_far_
     # without held-out images, every tenth training image is held out of the prototypes to set the threshold
     alone = domain_check(scenes(400, 1), k=16)
     assert sum(far_from_domain(alone, scenes(400, 1)[9::10])) <= int(40 * FLAGGED) + 1
+    # two val images set no threshold worth the name (the more novel of two flagged a third of new scenes like
+    # them): a tenth of train is held out beside them
+    few = domain_check(scenes(400, 1), scenes(2, 2), k=16)
+    assert sum(far_from_domain(few, scenes(1000, 3))) <= 0.05 * 1000
+    # a few dozen photos in all: fewer than MIN_HELD_OUT to set one with, so no check (the model says nothing)
+    assert domain_check(scenes(30, 1), scenes(2, 2), k=8) is None and MIN_HELD_OUT == 20
 
 
 def test_a_photo_model_also_flags_what_is_not_a_photograph_by_its_pixels():
