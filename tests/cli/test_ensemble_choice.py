@@ -62,7 +62,7 @@ def test_what_cannot_be_chosen_is_refused(setup, tmp_path, capsys):
     refused.append(([*base, "--models", *map(str, models), "--split", "test"], "never on a test split"))
     # an output that cannot be written: refused before the minutes of scoring, not after them
     refused.append(([*base, "--models", *map(str, models), "--write", str(tmp_path / "no" / "both.pt")], "no folder"))
-    refused.append(([*base, "--models", *map(str, models), "--json", str(tmp_path)], "not a regular file"))
+    refused.append(([*base, "--models", *map(str, models), "--json", str(tmp_path)], "is a folder; give a file name"))
     for argv, says in refused:
         with pytest.raises(SystemExit) as exc:
             main(argv)
