@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from captioning.model.bundled import model_path
 from text_attn.core import startup_gc
 from text_attn.core.errors import one_line
 from text_attn.core.fast_exit import leaving
@@ -58,6 +59,7 @@ def load_any(path: str):
     """(Captioner, what) from a caption-train checkpoint or a caption model file."""
     from captioning.model.captioner import Captioner
 
+    path = str(model_path(path))  # a bundled model by name (flickr8k, shapes), as model.init_from takes it
     data = read_export_source(path)
     if isinstance(data, dict) and "format" in data:
         return Captioner.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
@@ -133,7 +135,7 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
 
     decoders, settings = captioner.decoders, _settings(captioner, decoders=False)
     encoder = captioner.model.encoder.state_dict()
-    trainings = [captioner.info.get("training")]
+    trainings, infos = [captioner.info.get("training")], [dict(captioner.info)]
     for other in others:
         loaded = _load_option(option, other, src, False, settings)
         theirs = loaded.model.encoder.state_dict()
@@ -142,10 +144,15 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
             raise ModelFileError(_named(option, why))
         decoders += loaded.decoders
         trainings.append(loaded.info.get("training"))
+        infos.append(dict(loaded.info))
     captioner.model.decoder = DecoderEnsemble(decoders)
     # src's facts about the data stay; its test scores are not the ensemble's, and its training line (e.g. "decoder
     # 1 of 2 of: ...", a member taken out before) says one file's story: each file's is kept, numbered
     captioner.info.pop("test_scores", None)
+    for key in ("training_data", "terms"):  # a member trained on other data: its data, and its data's terms, too
+        said = list(dict.fromkeys(info[key] for info in infos if info.get(key)))
+        if said and said != [infos[0].get(key)]:
+            captioner.info[key] = "; ".join(said)
     if any(trainings):
         told = "; ".join(f"({i}) {t or 'not recorded'}" for i, t in enumerate(trainings, 1))
         captioner.info["training"] = f"an ensemble joined by caption-export {option} of: {told}"
@@ -294,11 +301,12 @@ def export_main(argv: list[str] | None = None) -> int:
         "self-contained model file for `caption --model`. Averaging the last step checkpoints of a run: "
         "caption-export step-350.ckpt model.pt --average step-300.ckpt step-250.ckpt. Two decoders as one model: "
         "caption-export a.pt both.pt --ensemble b.pt",
-        "a caption-train .ckpt file, or a caption model file",
+        "a caption-train .ckpt file, or a caption model file (a bundled one by name: flickr8k, shapes)",
         "model file to write (e.g. model.pt)",
         convert,
         argv,
         _options,
+        named=lambda name: str(model_path(name)),
     )
 
 

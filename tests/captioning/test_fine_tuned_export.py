@@ -82,6 +82,13 @@ def test_member_takes_one_decoder_out_of_an_ensemble(tmp_path, capsys):
     # the data's facts stay; a's test scores are not the ensemble's; each file's training line, numbered
     told = "an ensemble joined by caption-export --ensemble of: (1) run A; (2) run B"
     assert Captioner.load(both).info == {"training": told, "terms": "T"}
+    # a member trained on other data: its data and its data's terms are said too (only the first's were)
+    c = separate_run(VOCAB, 3)
+    c.info = {"training": "run C", "training_data": "my photos", "terms": "mine: private use"}
+    c.save(tmp_path / "c.pt")
+    assert export_main([str(tmp_path / "a.pt"), str(tmp_path / "ac.pt"), "--ensemble", str(tmp_path / "c.pt")]) == 0
+    info = Captioner.load(tmp_path / "ac.pt").info
+    assert info["terms"] == "T; mine: private use" and info["training_data"] == "my photos"
     for k, want in ((1, a), (2, b)):
         out = tmp_path / f"m{k}.pt"
         assert export_main([str(both), str(out), "--member", str(k)]) == 0

@@ -707,3 +707,10 @@ def test_after_ctrl_c_only_the_fd_sharing_threads_broken_connection_is_dropped(m
         thread.start()
         thread.join()
     assert passed_on == ["another thread"]
+
+
+def test_export_takes_a_bundled_model_by_name(tmp_path, capsys):
+    # as --model and model.init_from take it ("shapes: no such file" was the answer)
+    out = tmp_path / "shapes.pt"
+    assert export_main(["shapes", str(out)]) == 0
+    assert "from model file " in capsys.readouterr().out and Captioner.load(out).vocab == Captioner.load("shapes").vocab

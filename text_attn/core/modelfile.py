@@ -195,11 +195,13 @@ def export_command(
     convert: Callable[..., str],
     argv: list[str] | None = None,
     add_options: Callable[[argparse.ArgumentParser], None] | None = None,
+    named: Callable[[str], str] | None = None,
 ) -> int:
     """The one shape of every family's export command (``caption-export``, ``text-export``): ``CHECKPOINT OUT
     [--half]``; ``convert(input, output, half, **family_options)`` writes the file and returns the line to print
     (``add_options`` adds a family's own options to the parser; they reach convert by name). Bad input: one line,
-    exit code 2."""
+    exit code 2. ``named``: maps a bundled model's name (``flickr8k``, ``transformer``) to its file, as ``--model``
+    takes one."""
     from text_attn.core.errors import ArgumentParser, fail, one_line
 
     p = ArgumentParser(prog=prog, description=description)
@@ -209,6 +211,8 @@ def export_command(
     if add_options is not None:
         add_options(p)
     args = p.parse_args(argv)
+    if named is not None:
+        args.input = named(args.input)
     extra = {k: v for k, v in vars(args).items() if k not in ("input", "output", "half")}
     others = [v for v in extra.values() if isinstance(v, str)] + [x for v in extra.values() if isinstance(v, list)
                                                                   for x in v]  # fmt: skip

@@ -15,6 +15,7 @@ from text_attn.core import startup_gc
 from text_attn.core.fast_exit import leaving
 from text_attn.core.modelfile import ModelFileError, export_command, mean_weights
 from text_attn.core.safe_files import atomic_output, inert_output
+from text_attn.translation.bundled import model_path
 from text_attn.translation.checkpoint import read_source
 
 
@@ -99,7 +100,7 @@ def export_main(argv: list[str] | None = None) -> int:
         "self-contained model file for `translate --model`. Example: "
         "text-export runs/x/checkpoints/last.ckpt model.pt; averaging the last three epochs: "
         "text-export epoch-12.ckpt model.pt --average epoch-11.ckpt epoch-10.ckpt",
-        "a text-train .ckpt file, or a text model file",
+        "a text-train .ckpt file, or a text model file (a bundled one by name: transformer, bahdanau)",
         "model file to write (e.g. model.pt); may be the input",
         convert,
         argv,
@@ -110,6 +111,7 @@ def export_main(argv: list[str] | None = None) -> int:
             help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these "
             "(e.g. the last epochs' checkpoints of one run; same settings and vocabularies)",
         ),
+        named=lambda name: str(model_path(name)),
     )
 
 
