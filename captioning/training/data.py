@@ -200,6 +200,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.grid: tuple[int, int] | None = None  # the encoder's (gh, gw), for attention targets (set_grid)
         self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
         self._domain_check: dict | None = None
+        self._said_cut = False  # the note on captions cut to max_caption_len, said once
         self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.training.streaming)
         self._photo_format: PhotoFormat | None = None  # the train photos' JPEG step and side, once read
         # the captions' casing (text_attn.core.casing.learn_casing of the raw train sentences; None: write them
@@ -354,6 +355,13 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             for i, caps in enumerate(train)
             for c in caps[: hp.captions_per_image]
         ]
+        cut = [c for caps in train for c in caps[: hp.captions_per_image] if len(c) > hp.max_caption_len]
+        if cut and not self._said_cut:  # said once (a run started from a model encodes them again)
+            self._said_cut = True
+            longest = max(map(len, cut))
+            print(f"caption data: {len(cut)} training caption(s) longer than data.max_caption_len="
+                  f"{hp.max_caption_len} words are cut to it (the longest: {longest} words): raise it to learn them "
+                  "whole", file=sys.stderr)  # fmt: skip
 
     def use_vocabulary(self, vocab: Vocabulary) -> None:
         """Train with ``vocab`` instead of the one built from the train captions: a run that starts from a model

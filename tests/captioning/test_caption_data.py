@@ -281,3 +281,13 @@ def test_stored_frozen_maps_come_once_per_photo():
     assert torch.equal(photos[batch["photo_of"]], batch["image_index"])
     ev = next(iter(dm.val_dataloader()))  # one entry per photo: no photo_of needed
     assert ev["frozen_maps"].shape == (4, 3, 2, 2) and "photo_of" not in ev
+
+
+def test_training_captions_cut_to_max_caption_len_are_counted_in_one_note(capsys):
+    dm = _shapes(max_caption_len=4)  # shapes captions run to ~10 words
+    err = capsys.readouterr().err.strip().splitlines()
+    cut = [line for line in err if "longer than data.max_caption_len=4 words are cut to it" in line]
+    assert len(cut) == 1 and cut[0].startswith("caption data: ")
+    assert all(len(ids) <= 4 for _, ids in dm._train_pairs)
+    _shapes()  # the default, 50 words: nothing cut, nothing said
+    assert "max_caption_len" not in capsys.readouterr().err
