@@ -62,7 +62,7 @@ class Option:
 CAPTION_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice; the bundled model: 5)"),
     "max_len": Option(int, 1, 100, "longest caption in words (default 30)"),
-    "length_penalty": Option(float, 0, 5, "beam scores divided by length**penalty (default: the model file's)"),
+    "length_penalty": Option(float, 0, 5, "score / length**penalty, beams ranked so (default: the model file's)"),
     "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
     "evidence": Option(
         int,
@@ -76,7 +76,7 @@ CAPTION_OPTIONS = {
 TRANSLATE_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice)"),
     "max_len": Option(int, 1, 512, "longest translation in tokens (default: 2 x source + 10, at most 512)"),
-    "length_penalty": Option(float, 0, 5, "beam scores divided by length**penalty (default: the model file's)"),
+    "length_penalty": Option(float, 0, 5, "score / length**penalty, beams ranked so (default: the model file's)"),
     "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
     "evidence": Option(
         int,

@@ -93,7 +93,7 @@ TRANSLATE_ANSWER = {
                     "heads": {"type": ["array", "null"], "description": "a Transformer: the same per head (H, T, S)"},
                     "score": {
                         "type": "number",
-                        "description": "the search's score: log-probability (beam: divided by length**length_penalty)",
+                        "description": "the search's score: log-probability divided by length**length_penalty",
                     },
                     "token_probs": {
                         "type": "array",

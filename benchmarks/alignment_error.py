@@ -23,11 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from text_attn.core.errors import new_file  # noqa: E402
 
 GOLD = ROOT / "benchmarks" / "data" / "multi30k_val_alignments.txt"
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
 from captioning.model.captioner import Captioner  # noqa: E402
-from captioning.photos.domain import domain_check, far_from_domain, novelty  # noqa: E402
+from captioning.photos.domain import MIN_HELD_OUT, domain_check, far_from_domain, novelty  # noqa: E402
 from captioning.photos.photo_check import photo_stats, unlike_a_photo  # noqa: E402
 from text_attn.core.errors import new_file  # noqa: E402
 from text_attn.core.safe_files import write_bytes, write_text  # noqa: E402
@@ -118,6 +118,8 @@ def sweep(args: argparse.Namespace, sets: dict, photos: list | None, report: dic
         check = domain_check(
             sets["train"][0], sets["val"][0], photos=photos is not None, k=k, held_out_stats=sets["val"][1]
         )
+        if check is None:  # too few held out: said by main before the sweep
+            continue
         val, test = (sum(far_from_domain(check, sets[s][0])) / len(sets[s][0]) for s in ("val", "test"))
         row = {"prototypes": k, "threshold": check["threshold"], "val": val, "test": test}
         if outside is not None:
@@ -156,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sets = flickr8k_features(captioner, args)
     check = domain_check(sets["train"][0], sets["val"][0], photos=bool(args.flickr8k), held_out_stats=sets["val"][1])
+    if check is None:  # too few images to set a threshold with (captioning.photos.domain.MIN_HELD_OUT)
+        held, train = len(sets["val"][0]), len(sets["train"][0])
+        print(f"domain_check.py: error: {held} held-out and {train} training images set no threshold (at least "
+              f"{MIN_HELD_OUT} held out are needed): give more", file=sys.stderr)  # fmt: skip
+        return 2
     print(f"{len(check['prototypes'])} prototypes; threshold (cosine distance) {check['threshold']:.4f}")
     report: dict = {"threshold": check["threshold"], "prototypes": len(check["prototypes"]), "splits": {}}
     print(

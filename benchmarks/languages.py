@@ -20,10 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from text_attn.core.errors import new_file  # noqa: E402
 
 
 def _photos(flickr8k: Path, multi30k: Path, lang: str) -> tuple[list[tuple[Path, list, list, list]], set[str]]:

@@ -26,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from text_attn.core.errors import new_file  # noqa: E402
 
 
 def _ranks(scores, queries_on_rows: bool) -> list[int]:

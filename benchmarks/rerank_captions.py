@@ -25,10 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from text_attn.core.errors import new_file  # noqa: E402
 
 LAMBDAS = [0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0]
 

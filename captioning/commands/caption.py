@@ -14,7 +14,7 @@ same records, one per line, written as each batch is done (nothing on stdout); w
 already holds a caption for are skipped and the rest appended. A record:
     {"image": path, "caption": "a red circle ..." | null, "words": [...],
      "attention": [[L floats] per word]   (row t: step t's weights over the grid*grid regions, row-major, sum 1),
-     "score": log-probability of the caption (beam: / length**length_penalty),
+     "score": log-probability of the caption / length**length_penalty (greedy, sampled and beam alike),
      "truncated": true when the caption hit --max-len before its end (it is cut off),
      "out_of_domain": true when the image looks unlike the model's training images (null: the model cannot tell),
      "note": what the model knows, when out_of_domain ("this photo looks unlike the Flickr8k photos ..."), else null,

@@ -154,11 +154,21 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
 
 
 def _elsewhere(paths: list[str], done: set[str]) -> str | None:
-    """A record of ``done`` that names no file from this working directory while an input has its file name (e.g.
-    "photos/a.jpg": no such file here, and an input is .../a.jpg): the sign of a --resume from another folder than
-    the first run's, whose records keep relative paths as given; None where none does."""
-    names = {os.path.basename(p) for p in paths}
-    return next((k for k in sorted(done) if os.path.basename(k) in names and not os.path.lexists(k)), None)
+    """A record of ``done`` that names no file from this working directory while an input ends with its very path
+    (the record "photos/a.jpg": no such file here, and an input is ../first/photos/a.jpg): the sign of a --resume
+    from another folder than the first run's, whose records keep relative paths as given; None where none does. (A
+    new day's day2/IMG_0001.jpg beside a record of a deleted day1/IMG_0001.jpg is no such sign.)"""
+    inputs: dict[str, list[tuple[str, ...]]] = {}
+    for p in paths:
+        parts = Path(os.path.abspath(p)).parts
+        inputs.setdefault(parts[-1], []).append(parts)
+    for key in sorted(done):
+        rel = Path(os.path.relpath(key)).parts  # the record's path as the first run was given it
+        if not rel or os.path.lexists(key) or ".." in rel:
+            continue
+        if any(parts[-len(rel) :] == rel for parts in inputs.get(rel[-1], ())):
+            return key
+    return None
 
 
 def _done_in(paths: list[str], done: set[str]) -> int:

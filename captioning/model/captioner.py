@@ -42,7 +42,7 @@ VERSION = 1
 class Caption(NamedTuple):
     words: list[str]  # the caption, no special tokens
     alphas: Tensor  # (len(words), L): each word's attention over the grid * grid regions, row-major
-    score: float  # the search's score: log-probability (beam: divided by length**length_penalty)
+    score: float  # the search's score: log-probability divided by length**length_penalty (greedy and beam alike)
     truncated: bool  # the caption hit max_len before the end token: it was cut off
     nbest: list[tuple[list[str], float]] | None = None  # with n_best > 1: the n best captions and scores, best first
     unfamiliar: bool | None = None  # the photo looks unlike the model's training photos (None: no check was made)

@@ -355,8 +355,15 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             for i, caps in enumerate(train)
             for c in caps[: hp.captions_per_image]
         ]
+        self.say_cut(train)
+
+    def say_cut(self, train: list[list[list[str]]]) -> None:
+        """One note counting the training captions longer than data.max_caption_len, which training cuts to it
+        (here and as chunks stream: captioning.training.streaming); said once (a run started from a model encodes
+        them again)."""
+        hp = self.hparams
         cut = [c for caps in train for c in caps[: hp.captions_per_image] if len(c) > hp.max_caption_len]
-        if cut and not self._said_cut:  # said once (a run started from a model encodes them again)
+        if cut and not self._said_cut:
             self._said_cut = True
             longest = max(map(len, cut))
             print(f"caption data: {len(cut)} training caption(s) longer than data.max_caption_len="

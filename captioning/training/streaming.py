@@ -222,6 +222,7 @@ def load_chunks(dm) -> None:
     if state["stores"] == "features" and not hp.cache_features:
         raise ChunkError(f"{root} holds encoder features: set data.cache_features: true (and a frozen encoder)")
     dm.splits = {"train": CaptionSplit([], state["train_references"])}
+    dm.say_cut(state["train_references"])  # the collate cuts them as they stream
     for split in ("val", "test"):
         items = read_all(root, split)
         if not items:  # a split optimize found empty (a test split with no photo): nothing to read

@@ -229,3 +229,16 @@ def test_resume_names_new_overlays_apart_from_those_drawn_before(model_file, tmp
     records = {r["image"]: r["overlay"] for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     assert records == {"s/y/P.png": "ov/P-attention.png", "s/x/P.png": "ov/P-2-attention.png"}
     assert (tmp_path / "ov" / "P-attention.png").read_bytes() == before  # the earlier photo's overlay kept
+
+
+def test_resume_with_new_photos_of_the_same_names_as_deleted_ones_goes_on(model_file, tmp_path, monkeypatch):
+    # a camera's names repeat: day1/IMG_0001 captioned and deleted, day2/IMG_0001 added to the same file
+    monkeypatch.chdir(tmp_path)
+    for day, colour in (("day1", "red"), ("day2", "blue")):
+        (tmp_path / day).mkdir()
+        Image.new("RGB", (48, 40), colour).save(tmp_path / day / "IMG_0001.png")
+    assert caption_main(["day1", "--model", str(model_file), *FAST, "--jsonl", "all.jsonl"]) == 0
+    (tmp_path / "day1" / "IMG_0001.png").unlink()
+    assert caption_main(["day2", "--model", str(model_file), *FAST, "--jsonl", "all.jsonl", "--resume"]) == 0
+    records = [json.loads(line)["image"] for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert records == ["day1/IMG_0001.png", "day2/IMG_0001.png"]

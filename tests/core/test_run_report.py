@@ -57,3 +57,13 @@ def test_a_resumed_fit_is_read_with_the_versions_it_continues(tmp_path):
     assert [s for s, _ in series["val_Bleu_4"]] == [19, 39, 59, 79, 99]  # the first's 59 was trained again
     fresh = write_run(tmp_path, 2, steps=30, validations=(19,))  # fit again from the start: not a continuation
     assert resumed_chain(fresh) == [fresh]
+
+
+def test_a_resumed_fit_whose_config_names_its_checkpoint_skips_an_unrelated_fit_between(tmp_path):
+    first = write_run(tmp_path, 0, steps=60)
+    write_run(tmp_path, 1, steps=100)  # a fresh fit of its own, long enough to look like the start
+    resumed = write_run(tmp_path, 2, steps=100, validations=(59, 79, 99), first=40)
+    (resumed / "config.yaml").write_text(f"ckpt_path: {tmp_path}/lightning_logs/version_0/checkpoints/last.ckpt\n")
+    assert resumed_chain(resumed) == [first, resumed]
+    (resumed / "config.yaml").write_text("ckpt_path: last\n")  # a name: the nearest fit that reaches it
+    assert resumed_chain(resumed) == [tmp_path / "lightning_logs" / "version_1", resumed]

@@ -289,12 +289,18 @@ def test_a_pair_longer_than_max_tokens_is_left_out_with_one_note(tmp_path, capsy
     pairs = [("Geh.", "Go."), ("Hallo.", "Hi."), (long, "A man."), ("Warte.", "Wait."), ("Lauf.", "Run.")]
     pairs.append(("Ja.", "Yes."))
     corpus.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-    dm = TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word", max_tokens=100)
+    dm = TranslationDataModule(task="tsv", path=str(corpus), val_size=0, test_size=0, tokenizer="word", max_tokens=100)
     dm.setup("fit")
-    assert sum(len(split) for split in dm.splits.values()) == 5
+    assert len(dm.splits["train"]) == 5
     (note,) = capsys.readouterr().err.strip().splitlines()
-    assert note.startswith("text data: left out 1 pair(s) with more than data.max_tokens=100 tokens on a side")
+    assert note.startswith("text data: left out 1 training pair(s) with more than data.max_tokens=100 tokens on a side")
     assert "150 tokens, its source starting 'Ein Mann fährt Fahrrad." in note
+    scored = TranslationDataModule(task="tsv", path=str(corpus), val_size=3, test_size=2, tokenizer="word",
+                                   max_tokens=100)  # fmt: skip
+    scored.setup("fit")  # val and test stay whole: their scores stay comparable
+    held = [" ".join(e.src) for split in ("val", "test") for e in scored.splits[split].examples]
+    assert len(held) == 5 and any(len(e.split()) == 150 for e in held)  # (seed 0 holds the long pair out)
+    assert len(scored.splits["train"]) == 1
     kept = TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word")
     kept.setup("fit")  # the default (400) keeps it
     assert sum(len(split) for split in kept.splits.values()) == 6 and capsys.readouterr().err == ""

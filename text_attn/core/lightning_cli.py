@@ -220,16 +220,20 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             saved = dict(ckpt.get("hyper_parameters") or {})
             model = self.config[sub]["model"]
             params = inspect.signature(self.model_class.__init__).parameters
-            for key, value in saved.items():  # what was not given comes from the checkpoint (a value given equal to
-                p = params.get(key)  # the default too: --model.val_beam_size 1 after a fit at beam 3 means beam 1)
+            # what is at its default and was not given comes from the checkpoint: a value given, equal to the default
+            # too, wins (--model.val_beam_size 1 after a fit at beam 3 means beam 1), and so does any other value (set
+            # by a whole block, --model FILE or JSON, which names no option one by one)
+            for key, value in saved.items():
+                p = params.get(key)
                 if p is None or p.default is inspect.Parameter.empty:
                     continue
                 if dataclasses.is_dataclass(p.default) and isinstance(value, dict):
                     # a nested block (model.encoder, model.decoder): field by field
                     for name, saved_value in value.items():
-                        if f"model.{key}.{name}" not in given and model.get(f"{key}.{name}") != saved_value:
+                        default = getattr(p.default, name, None)
+                        if f"model.{key}.{name}" not in given and model.get(f"{key}.{name}") == default:
                             model[f"{key}.{name}"] = saved_value
-                elif f"model.{key}" not in given and model.get(key) != value:
+                elif f"model.{key}" not in given and model.get(key) == p.default:
                     model[key] = value
 
     ToolkitCLI.parser_class_ = OneLineParser

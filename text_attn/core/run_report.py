@@ -104,18 +104,33 @@ def resumed_chain(log_dir: Path) -> list[Path]:
     earlier = sorted((p for p in log_dir.parent.glob("version_*") if p.is_dir() and _has_logs(p) and
                       _version(p) < _version(log_dir)), key=_version, reverse=True)  # fmt: skip
     steps = _train_steps(read_metrics(log_dir))
-    for p in earlier:
-        if not steps:
+    while steps and earlier:
+        found = _resumed_from(chain[0])  # the run's saved config names its checkpoint's version, whatever lies between
+        if found is None:  # a name (--ckpt_path last) or no config: the nearest earlier fit whose steps reach it
+            trained = [(p, _train_steps(read_metrics(p))) for p in earlier]
+            trained = [(p, theirs) for p, theirs in trained if theirs]  # not a validate / test run's version
+            if trained:
+                p, theirs = trained[0]
+                gap = max((b - a for a, b in zip(theirs, theirs[1:], strict=False)), default=1)
+                found = p if theirs[0] < steps[0] <= theirs[-1] + 2 * gap else None
+        if found is None or found not in earlier:
             break
-        theirs = _train_steps(read_metrics(p))
-        if not theirs:
-            continue  # a validate / test run's version between the parts
-        gap = max((b - a for a, b in zip(theirs, theirs[1:], strict=False)), default=1)
-        if not (theirs[0] < steps[0] <= theirs[-1] + 2 * gap):
-            break
-        chain.insert(0, p)
-        steps = theirs
+        chain.insert(0, found)
+        steps = _train_steps(read_metrics(found))
+        earlier = [q for q in earlier if _version(q) < _version(found)]
     return chain
+
+
+def _resumed_from(version: Path) -> Path | None:
+    """The version folder whose checkpoint ``version``'s fit resumed from, as its saved config.yaml names it
+    (``ckpt_path: .../lightning_logs/version_K/checkpoints/last.ckpt``); None for a name (``last``) or none."""
+    try:
+        text = (version / "config.yaml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    m = re.search(r"^ckpt_path:\s*['\"]?(.+?)['\"]?\s*$", text, flags=re.M)
+    found = re.search(r"(version_\d+)[\\/]checkpoints[\\/]", m.group(1)) if m else None
+    return version.parent / found.group(1) if found else None
 
 
 def chained_metrics(chain: list[Path]) -> Series:

@@ -158,8 +158,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             seed: data seed (train/val/test use seed, seed+1, seed+2 for synthetic tasks).
             batch_size: sentence pairs per batch.
             min_len: shortest synthetic source (reorder). max_len: longest synthetic source (reorder).
-            max_tokens: a corpus's pairs with a side longer than this many tokens are left out, with one note (a
-                pasted paragraph or a line without its line break: one such pair in a batch ran out of memory).
+            max_tokens: a corpus's training pairs with a side longer than this many tokens are left out, with one note
+                (a pasted paragraph or a line without its line break: one such pair in a batch ran out of memory).
             path: the TSV file for ``tsv``; src_col / tgt_col: its columns of the source and the target, from 0 (0 and
                 1; manythings.org's Anki files are English first: English -> German reads 0 -> 1, German -> English
                 1 -> 0). src_path: source file for ``parallel``. tgt_path: its target file.
@@ -274,31 +274,28 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         return out
 
     def _within_max_tokens(self, splits: dict[str, list[Example]]) -> dict[str, list[Example]]:
-        """The pairs whose sides are at most data.max_tokens tokens long; the others counted in one note. With
-        data.alignments (a line of links per training pair) a long training pair is an error instead: leaving it out
-        would shift every later pair's links."""
+        """The training pairs whose sides are at most data.max_tokens tokens long; the others counted in one note
+        (val and test stay whole: their scores stay comparable). With data.alignments (a line of links per training
+        pair) a long training pair is an error instead: leaving it out would shift every later pair's links."""
         cap = self.hparams.max_tokens
         if cap < 1:
             raise ValueError(f"data.max_tokens must be at least 1, got {cap}")
-        out, dropped = {}, []
-        for split, examples in splits.items():
-            long = [i for i, e in enumerate(examples) if max(len(e.src), len(e.tgt)) > cap]
-            if long and split == "train" and self.hparams.alignments:
-                e = examples[long[0]]
-                start = inert(repr((e.src_text or "")[:40]))
-                raise ValueError(f"train pair {long[0] + 1} (its source starting {start}) has "
-                                 f"{max(len(e.src), len(e.tgt))} tokens on a side, more than data.max_tokens={cap}: "
-                                 "raise it, or remove the pair and its links")  # fmt: skip
-            gone = set(long)
-            out[split] = [e for i, e in enumerate(examples) if i not in gone]
-            dropped += [(split, i, examples[i]) for i in long]
-        if dropped:
-            split, i, e = dropped[0]
-            start = inert(repr((e.src_text or "")[:40]))
-            print(f"text data: left out {len(dropped)} pair(s) with more than data.max_tokens={cap} tokens on a side "
-                  f"(the first, in {split}: {max(len(e.src), len(e.tgt)):,} tokens, its source starting {start}: a "
-                  "paragraph, or lines joined by a missing line break?)", file=sys.stderr)  # fmt: skip
-        return out
+        train = splits.get("train", [])
+        long = [i for i, e in enumerate(train) if max(len(e.src), len(e.tgt)) > cap]
+        if not long:
+            return splits
+        e = train[long[0]]
+        start, size = inert(repr((e.src_text or "")[:40])), max(len(e.src), len(e.tgt))
+        if self.hparams.alignments:
+            raise ValueError(
+                f"train pair {long[0] + 1} (its source starting {start}) has {size} tokens on a side, "
+                f"more than data.max_tokens={cap}: raise it, or remove the pair and its links"
+            )
+        print(f"text data: left out {len(long)} training pair(s) with more than data.max_tokens={cap} tokens on a "
+              f"side (the first: {size:,} tokens, its source starting {start}: a paragraph, or lines joined by a "
+              "missing line break?)", file=sys.stderr)  # fmt: skip
+        gone = set(long)
+        return {**splits, "train": [e for i, e in enumerate(train) if i not in gone]}
 
     def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
         """A real corpus's sentences per split, as written: (source, target) pairs."""

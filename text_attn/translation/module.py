@@ -45,7 +45,7 @@ from text_attn.translation.data import StartVocabulary
 from text_attn.translation.networks import build_network, make_config
 from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, max_decode_len
 from text_attn.translation.tokens import TextCodec
-from text_attn.translation.translator import Translator
+from text_attn.translation.translator import Translator, never_written
 
 
 def vocabulary_line(name: str, src: Vocabulary, tgt: Vocabulary, dm, extend: bool) -> str | None:
@@ -224,6 +224,7 @@ class TranslationModule(RunState, pl.LightningModule):
             self.tgt_vocab.eos_id,
             max_len=max_decode_len(batch["src_lens"]),
             beam_size=self.hparams.val_beam_size,
+            banned=never_written(self.tgt_vocab, self.codec),  # what translate writes: scored as it translates
         )
 
     def _eval_step(self, batch: dict, stage: str, dataset) -> None:

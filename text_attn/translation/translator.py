@@ -30,6 +30,15 @@ from text_attn.translation.subwords import SubwordError
 from text_attn.translation.tokens import TextCodec
 
 
+def never_written(tgt_vocab: Vocabulary, codec: TextCodec) -> tuple[int, ...]:
+    """The token ids a translation's search never writes (``translate``'s and text-train's validation alike): <pad>
+    and <bos>, which an undertrained model may rank first (written, they were dropped from its words while their
+    steps' attention rows stayed, so every later word showed an earlier step's row), and a subword model's <unk> (it
+    can spell any word)."""
+    unk = (tgt_vocab.unk_id,) if codec.subwords is not None else ()
+    return (tgt_vocab.pad_id, tgt_vocab.bos_id, *unk)
+
+
 @dataclass
 class Translation:
     source: list[str]  # source tokens as the model saw them
@@ -37,7 +46,7 @@ class Translation:
     text: str  # output detokenized
     attention: torch.Tensor | None  # (T, S+1) one row per output token, columns = source tokens + eos (or heads first)
     unknown: list[str]  # source tokens the vocabulary does not know (they became <unk>)
-    score: float = 0.0  # the search's score: log-probability (beam: divided by length**length_penalty)
+    score: float = 0.0  # the search's score: log-probability / length**length_penalty (greedy and beam alike)
     nbest: list[tuple[str, float]] | None = None  # with n_best > 1: the n best translations and scores, best first
     truncated: bool = False  # the output hit max_len before the end token: it was cut off
     unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
@@ -446,11 +455,7 @@ class Translator:
         longest: int | None = None,
         **options: Any,
     ) -> list[Translation]:
-        # a translation never holds <pad> or <bos> (an undertrained model may rank them first): written, they were
-        # dropped from its words while their steps' attention rows stayed, so every later word showed an earlier
-        # step's row; nor <unk> from a subword model, which can spell any word
-        v = self.tgt_vocab
-        options.setdefault("banned", (v.pad_id, v.bos_id, *((v.unk_id,) if self.codec.subwords is not None else ())))
+        options.setdefault("banned", never_written(self.tgt_vocab, self.codec))
         src, lens = self._source_batch(toks)
         if not max_len:  # each sentence's own 2 x source + 10: not its batch's longest (the output then depended on
             # which lines shared its batch)
