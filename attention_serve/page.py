@@ -203,7 +203,8 @@ const Live = {
         const top = Math.max(...row.map((v) => Math.max(0, v))) || 1;
         for (const v of row) cost.push(Math.round(255 * Math.max(0, v) / top));
       }
-      d.e = Live.b64(cost); d.agree = tr.agreement;
+      // the page shows one layer's heads averaged: its taus are the agree[layer 0][the heads' mean] of view_taus
+      d.e = Live.b64(cost); d.agree = [[tr.agreement]];
     }
     sec.dataset.built = "1";
     sec.addEventListener("mouseenter", () => Report.activate(sec));

@@ -116,7 +116,12 @@ def sweep(args: argparse.Namespace, sets: dict, photos: list | None, report: dic
     report["sweep"] = []
     for k in (int(v) for v in args.sweep.split(",")):
         check = domain_check(
-            sets["train"][0], sets["val"][0], photos=photos is not None, k=k, held_out_stats=sets["val"][1]
+            sets["train"][0],
+            sets["val"][0],
+            photos=photos is not None,
+            k=k,
+            held_out_stats=sets["val"][1],
+            min_held_out=args.min_held_out,
         )
         if check is None:  # too few held out: said by main before the sweep
             continue
@@ -144,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--about", help="what its training photos show, for the note (e.g. 'people, dogs, outdoor scenes')")
     p.add_argument("--write", action="store_true", help="record the check (and --domain, --about) in the model file")
     p.add_argument("--sweep", help="also compare these prototype counts (comma-separated, e.g. 32,64,128,256,512)")
+    p.add_argument("--min-held-out", type=int, default=MIN_HELD_OUT,
+                   help=f"the fewest held-out images a threshold is set on (default: {MIN_HELD_OUT}, as training "
+                   "sets it; fewer: a tenth of train joins them, then no check)")  # fmt: skip
     p.add_argument("--json", type=new_file, help="also write the numbers here")
     args = p.parse_args(argv)
     captioner = Captioner.load(args.model)
@@ -157,7 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         }
     else:
         sets = flickr8k_features(captioner, args)
-    check = domain_check(sets["train"][0], sets["val"][0], photos=bool(args.flickr8k), held_out_stats=sets["val"][1])
+    check = domain_check(
+        sets["train"][0],
+        sets["val"][0],
+        photos=bool(args.flickr8k),
+        held_out_stats=sets["val"][1],
+        min_held_out=args.min_held_out,
+    )
     if check is None:  # too few images to set a threshold with (captioning.photos.domain.MIN_HELD_OUT)
         held, train = len(sets["val"][0]), len(sets["train"][0])
         print(f"domain_check.py: error: {held} held-out and {train} training images set no threshold (at least "

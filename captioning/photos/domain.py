@@ -77,21 +77,23 @@ def domain_check(
     k: int = PROTOTYPES,
     flagged: float = FLAGGED,
     held_out_stats: list[tuple[float, float, float]] | None = None,
+    min_held_out: int = MIN_HELD_OUT,
 ) -> dict | None:
     """What ``far_from_domain`` compares with: prototypes of the training images' features ``train`` (N, L, D) and
     the novelty that at most ``flagged`` of the ``held_out`` images (M, L, D; e.g. val) exceed. With fewer than
     MIN_HELD_OUT held-out images, a tenth of ``train`` (every tenth image) is held out of the prototypes beside them to
     set the threshold; with fewer than that still, None: no check (a model trained on a few dozen photos says nothing
-    rather than flag ordinary photos at random). ``photos``:
+    rather than flag ordinary photos at random; ``min_held_out``: that number, for a calibration on purpose small).
+    ``photos``:
     the images were photographs, so the pixel check applies too (captioning.photos.photo_check); given the
     held-out images' ``photo_stats``, those it flags count against the ``flagged`` share, so both checks together
     stay within it."""
-    if held_out is None or len(held_out) < MIN_HELD_OUT:
+    if held_out is None or len(held_out) < min_held_out:
         rest = torch.arange(len(train)) % 10 != 9
         extra = train[~rest]
         held_out = extra if held_out is None or len(held_out) == 0 else torch.cat([held_out, extra])
         train, held_out_stats = train[rest], None  # the train images' pixel statistics are not at hand
-    if len(held_out) < MIN_HELD_OUT:
+    if len(held_out) < min_held_out:
         return None
     check: dict = {"prototypes": prototypes(summaries(train), k).half()}
     scores = novelty(check, held_out)  # (M,)

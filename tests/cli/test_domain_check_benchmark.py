@@ -30,7 +30,17 @@ def test_flickr8k_path_calibrates_measures_and_writes_the_check(tmp_path):
     root = write_original(tmp_path / "flickr8k")  # train: coffee, chelsea; val: rocket; test: astronaut
     model = tiny_model_file(tmp_path / "m.pt")
     before = torch.load(model, weights_only=True)["state_dict"]
-    args = [str(model), "--flickr8k", str(root), "--cache", str(tmp_path / "f.pt"), "--json", str(tmp_path / "d.json")]
+    args = [
+        str(model),
+        "--flickr8k",
+        str(root),
+        "--cache",
+        str(tmp_path / "f.pt"),
+        "--json",
+        str(tmp_path / "d.json"),
+        "--min-held-out",
+        "1",
+    ]  # four photos: calibrated on the one val photo on purpose (training would not)
     out = _run(*args, "--about", "cups and cats", "--write", "--sweep", "1,2")
     assert "2 prototypes;" in out and "| val | 1 |" in out and "| test | 1 |" in out
     report = json.loads((tmp_path / "d.json").read_text())
