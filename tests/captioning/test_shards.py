@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 from helpers.shards import add_member, photo_bytes, write_shard
@@ -91,12 +92,18 @@ def test_a_truncated_shard_ends_at_its_last_whole_member_with_a_note(tmp_path):
         assert len(notes) == 1 and "truncated" in str(notes[0]) and str(notes[0]).startswith(str(shard)), cut
 
 
+def _cut_shard(path: Path, n: int, member: str, at: Callable[[tarfile.TarInfo], int]) -> tuple[Path, tarfile.TarInfo]:
+    """A shard of ``n`` samples cut at ``at(member's header)`` bytes: (its path, the member's header)."""
+    shard = write_shard(path, 0, n)
+    with tarfile.open(shard) as tar:
+        info = tar.getmember(member)
+    shard.write_bytes(shard.read_bytes()[: at(info)])
+    return shard, info
+
+
 def test_a_photo_cut_off_by_the_shards_end_is_an_error_sample(tmp_path):
     # its bytes are partly there: a photo the shard named is lost, which the exit code and --resume must know
-    shard = write_shard(tmp_path / "s.tar", 0, 4)
-    with tarfile.open(shard) as tar:
-        third = tar.getmember("000000002.jpg")
-    shard.write_bytes(shard.read_bytes()[: third.offset_data + 100])
+    shard, third = _cut_shard(tmp_path / "s.tar", 4, "000000002.jpg", lambda m: m.offset_data + 100)
     samples, notes = _read(shard)
     assert [s.key for s in samples] == ["000000000", "000000001", "000000002"] and notes == []
     assert samples[0].error is None and samples[1].error is None and samples[2].image is None
@@ -112,10 +119,7 @@ def test_a_photo_cut_off_by_the_shards_end_is_an_error_sample(tmp_path):
 
 
 def test_a_shard_cut_inside_a_sample_keeps_its_whole_members(tmp_path):
-    shard = write_shard(tmp_path / "s.tar", 0, 2)
-    with tarfile.open(shard) as tar:
-        txt = tar.getmember("000000001.txt")
-    shard.write_bytes(shard.read_bytes()[: txt.offset + 10])
+    shard, _ = _cut_shard(tmp_path / "s.tar", 2, "000000001.txt", lambda m: m.offset + 10)
     samples, notes = _read(shard)
     assert [s.key for s in samples] == ["000000000", "000000001"]
     assert samples[1].image == photo_bytes(1) and samples[1].text is None
