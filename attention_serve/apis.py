@@ -176,8 +176,11 @@ class CaptionAPI(_ModelAPI):
                 else:
                     results = cap.caption_features(features[index], o["beam_size"], o.get("max_len", 30),
                                                    o["length_penalty"], **extra)  # fmt: skip
+                # the given caption's words the model does not know, read as <unk> (caption --given's note; /translate's
+                # "unknown"): else their word_probs read as the model finding a known word unlikely
+                unknown = {"unknown": cap.unknown_words(o["given"])} if o.get("given") else {}
                 for i, result in zip(index, results, strict=True):
-                    out[i] = self._record(items[i], result, far[i]) | _read(result, "word_probs")
+                    out[i] = self._record(items[i], result, far[i]) | _read(result, "word_probs") | unknown
                     if o.get("evidence"):  # what drives each word (captioning.model.explain)
                         out[i].update(self._evidence(features[i : i + 1], result.words))
         return out[0] if single else out

@@ -24,12 +24,17 @@ class Served:
 
 
 def _details(lines: list[str]) -> dict[str, str]:
-    """``--model-info``'s ``key:   value`` lines as a dict (the model file's own ``info`` is added whole)."""
-    out = {}
+    """``--model-info``'s ``key:   value`` lines as a dict (the model file's own ``info`` is added whole); an indented
+    line continues the key before it (``test scores default decoding:`` puts its value on the next line)."""
+    out: dict[str, str] = {}
+    last = None
     for line in lines:
         key, sep, value = line.partition(":")
         if sep and key and not key.startswith(" "):
-            out[key.strip().replace(" ", "_")] = value.strip()
+            last = key.strip().replace(" ", "_")
+            out[last] = value.strip()
+        elif last is not None and line.startswith(" ") and line.strip():
+            out[last] = f"{out[last]} {line.strip()}".strip()
     return out
 
 

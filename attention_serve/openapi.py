@@ -66,6 +66,11 @@ CAPTION_ANSWER = {
             "description": "with given: each word's probability after the words before it",
         },
         "end_prob": {"type": "number", "description": "with given: the probability that the text ends there"},
+        "unknown": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "with given: its words the model does not know, read as <unk>",
+        },
         "truncated": {"type": "boolean", "description": "the caption reached max_len"},
         "out_of_domain": {"type": ["boolean", "null"], "description": "the photo looks unlike the training photos"},
         "note": {"type": ["string", "null"]},

@@ -187,7 +187,8 @@ def caption_main(argv: list[str] | None = None) -> int:
         if value and not Path(value).parent.is_dir():  # a mistyped folder is said, not made (--overlay DIR is made)
             fail("caption", f"cannot use {flag} {value}: the folder {Path(value).parent} does not exist")
     _check_processes(args)
-    if (args.n_best or 1) > 1 and not (args.json or args.jsonl):  # plain lines hold one caption
+    # plain lines hold one caption (with --given or --sample, --n-best is refused below, whatever the output)
+    if (args.n_best or 1) > 1 and not (args.json or args.jsonl or args.given or args.given_file or args.sample):
         fail("caption", "--n-best lists are part of the --json / --jsonl records; add one of them")
     for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads)):
         if value is not None and value < 1:

@@ -118,6 +118,8 @@ def test_an_unknown_word_is_named_in_one_note(capsys, scene):
      (["--given", "a circle", "--beam-size", "3"], "--beam-size is for the captions the model writes"),
      (["--given", "a circle", "--sample"], "--sample is for the captions the model writes"),
      (["--given", "a circle", "--n-best", "2", "--json"], "--n-best is for the captions the model writes"),
+     # without --json too: the conflict first (it said "add --json", then, with it, "drop one")
+     (["--given", "a circle", "--n-best", "2"], "--n-best is for the captions the model writes"),
      (["--given", "a circle", "--length-penalty", "1"], "--length-penalty is for")],
 )  # fmt: skip
 def test_refusals_in_one_line(capsys, scene, args, why):

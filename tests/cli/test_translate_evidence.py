@@ -57,7 +57,11 @@ def test_refusals_in_one_line(tmp_path, capsys):
     bare = Translator(Seq2Seq(cfg), plain.src_vocab, plain.tgt_vocab, "word", True).save(tmp_path / "bare.pt")
     for argv, why in ((["ein mann", "--model", str(model), "--evidence"], "give it with --plot"),
                       (["ein mann", "--model", str(bare), "--plot", str(tmp_path / "g.png"), "--evidence"],
-                       "no attention to explain")):  # fmt: skip
+                       "no attention to explain"),
+                      (["ein mann", "--model", str(model), "--plot", str(tmp_path / "g.png"), "--evidence", "--sample"],
+                       "--sample draws them at random: drop one"),
+                      (["ein mann", "--model", str(model), "--alignments", str(tmp_path / "a.txt"), "--align-by",
+                        "evidence", "--sample"], "--align-by evidence explains")):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             translate_cli.translate_main(argv)
         err = capsys.readouterr().err.strip().splitlines()

@@ -193,6 +193,9 @@ def test_given_reads_a_text_as_the_in_process_call_does(server, models):
     assert status == 200 and rec["options"] == {"given": "A red circle."}, rec["options"]  # no search: its defaults out
     assert rec["words"] == ["A", "red", "circle"]
     cap = Captioner.load(models["caption"])
+    assert rec["unknown"] == cap.unknown_words("A red circle.")  # read as <unk>: said, as caption --given notes it
+    status, _, odd = server.post_file("/caption", data, {"given": "A zorblax circle."})
+    assert status == 200 and "zorblax" in odd["unknown"]
     image, _ = load_photo(data, cap.preprocess.decode_side)
     (read,) = cap.read_features(cap.encode(cap.preprocess(image).unsqueeze(0)), "A red circle.")
     np.testing.assert_allclose(rec["word_probs"], read.probs, rtol=1e-4)

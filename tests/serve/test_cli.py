@@ -63,3 +63,13 @@ def test_a_refused_size_never_reads_like_the_limit():
 
     assert _too_big(772_100, 772_096) == "772,100 bytes; at most 772,096"
     assert _too_big(21 * 2**20, 20 * 2**20) == "21.0 MiB; at most 20.0 MiB"
+
+
+def test_info_keeps_a_model_info_value_written_on_its_next_line():
+    # translate --model-info writes "test scores default decoding:" with its value on an indented next line
+    from attention_serve.models import _details
+
+    lines = ["model:          m.pt", "test scores default decoding:", "                test beam 8: sacreBLEU 41.54",
+             "decoding:       beam_size 8"]  # fmt: skip
+    assert _details(lines) == {"model": "m.pt", "test_scores_default_decoding": "test beam 8: sacreBLEU 41.54",
+                               "decoding": "beam_size 8"}  # fmt: skip

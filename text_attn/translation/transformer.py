@@ -202,7 +202,10 @@ class Transformer(GenerateMixin, nn.Module):
         """Choose the decoder layer whose cross-attention `step` returns (Python indexing: -1 = last)."""
         n = len(self.decoder_layers)
         if not -n <= layer < n:
-            raise ValueError(f"--layer {layer} is out of range: the model has {n} decoder layers (0..{n - 1}, or -1)")
+            raise ValueError(
+                f"--layer {layer} is out of range: the model has {n} decoder layers (0..{n - 1}, or -{n}..-1 from the "
+                "last)"
+            )
         self.plot_layer = layer
 
     @property

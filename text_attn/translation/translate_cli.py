@@ -573,6 +573,9 @@ def _translate_main(args: argparse.Namespace) -> int:
         if args.sentences:
             fail("translate", "--demo translates its own sentences: give sentences without --demo")
         args.sentences = list(DEMO_SENTENCES)
+    if args.sample and (args.evidence or getattr(args, "align_by", None) == "evidence"):  # as caption refuses it
+        flag = "--evidence" if args.evidence else "--align-by evidence"
+        fail("translate", f"{flag} explains the model's own choice of words; --sample draws them at random: drop one")
     if args.evidence and not (args.plot or args.html):
         fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE")
     if args.alignments:
