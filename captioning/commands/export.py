@@ -135,7 +135,7 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
 
     decoders, settings = captioner.decoders, _settings(captioner, decoders=False)
     encoder = captioner.model.encoder.state_dict()
-    trainings, infos = [captioner.info.get("training")], [dict(captioner.info)]
+    infos = [dict(captioner.info)]
     for other in others:
         loaded = _load_option(option, other, src, False, settings)
         theirs = loaded.model.encoder.state_dict()
@@ -143,7 +143,6 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
             why = f"{other}: its encoder's weights differ from {src}'s: an ensemble shares one encoder"
             raise ModelFileError(_named(option, why))
         decoders += loaded.decoders
-        trainings.append(loaded.info.get("training"))
         infos.append(dict(loaded.info))
     captioner.model.decoder = DecoderEnsemble(decoders)
     # src's facts about the data stay; its test scores are not the ensemble's, and its training line (e.g. "decoder
@@ -153,6 +152,7 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
         said = list(dict.fromkeys(info[key] for info in infos if info.get(key)))
         if said and said != [infos[0].get(key)]:
             captioner.info[key] = "; ".join(said)
+    trainings = [info.get("training") for info in infos]
     if any(trainings):
         told = "; ".join(f"({i}) {t or 'not recorded'}" for i, t in enumerate(trainings, 1))
         captioner.info["training"] = f"an ensemble joined by caption-export {option} of: {told}"

@@ -115,13 +115,10 @@ class WordResult:
 def kendall_tau(x: Tensor, y: Tensor) -> float:
     """Kendall's tau-b of two (N,) score vectors: (concordant - discordant) / sqrt(pairs untied in x * untied in y).
     NaN when either is constant. O(N^2) memory, fine for hundreds of units."""
-    x, y = x.detach().flatten().double().cpu(), y.detach().flatten().double().cpu()
+    x, y = x.detach().flatten(), y.detach().flatten()
     if x.numel() != y.numel():
         raise ValueError(f"kendall_tau: {x.numel()} scores against {y.numel()}")
-    i, j = torch.triu_indices(x.numel(), x.numel(), offset=1)  # every pair once, (2, N(N-1)/2)
-    sx, sy = torch.sign(x[i] - x[j]), torch.sign(y[i] - y[j])  # +1 / -1 / 0 (tie) per pair
-    untied = float((sx != 0).sum()) * float((sy != 0).sum())
-    return float((sx * sy).sum()) / math.sqrt(untied) if untied > 0 else math.nan
+    return kendall_taus(x.unsqueeze(0), y.unsqueeze(0))[0]
 
 
 def kendall_taus(x: Tensor, y: Tensor) -> list[float]:
@@ -130,12 +127,12 @@ def kendall_taus(x: Tensor, y: Tensor) -> list[float]:
     x, y = x.detach().double().cpu(), y.detach().double().cpu()
     if x.shape != y.shape or x.dim() != 2:
         raise ValueError(f"kendall_taus: rows of equal shape, got {tuple(x.shape)} and {tuple(y.shape)}")
-    i, j = torch.triu_indices(x.size(1), x.size(1), offset=1)
+    i, j = torch.triu_indices(x.size(1), x.size(1), offset=1)  # every pair once, (2, S(S-1)/2)
     rows = max(1, 2**22 // max(1, i.numel()))  # ~32 MB of pairs at a time: a 300-token page's 8,100 rows, in chunks
     out: list[float] = []
     for k in range(0, x.size(0), rows):
         a, b = x[k : k + rows], y[k : k + rows]
-        sx, sy = torch.sign(a[:, i] - a[:, j]), torch.sign(b[:, i] - b[:, j])  # (rows, pairs)
+        sx, sy = torch.sign(a[:, i] - a[:, j]), torch.sign(b[:, i] - b[:, j])  # (rows, pairs): +1 / -1 / 0 (tie)
         untied = (sx != 0).sum(1).double() * (sy != 0).sum(1).double()
         taus = (sx * sy).sum(1) / untied.sqrt()
         out += [float(t) if u > 0 else math.nan for t, u in zip(taus.tolist(), untied.tolist(), strict=True)]

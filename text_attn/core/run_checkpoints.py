@@ -46,20 +46,26 @@ def _newest(paths: list[Path]) -> Path | None:
     return max(files, key=lambda p: p.stat().st_mtime) if files else None
 
 
-def best_recorded(checkpoint: Path) -> Path | None:
-    """The best model path that ``checkpoint``'s first metric-monitoring ModelCheckpoint state records (existing)."""
+def _monitoring_states(checkpoint: Path) -> list[dict[str, Any]]:
+    """The states a checkpoint's metric-monitoring ModelCheckpoints saved, in order (a callback without a monitor, one
+    that keeps last.ckpt, records no best); none for an unreadable file."""
     import torch
 
     try:
         data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001 - an unreadable file records nothing; the caller says what was not found
-        return None
-    for key, state in (data.get("callbacks") or {}).items() if isinstance(data, dict) else ():
-        # a callback without a monitor (one that keeps last.ckpt) records no best
-        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict) and state.get("monitor"):
-            path = Path(state.get("best_model_path") or "")
-            if path.is_file():
-                return path
+        return []
+    callbacks = (data.get("callbacks") or {}) if isinstance(data, dict) else {}
+    return [state for key, state in callbacks.items()
+            if str(key).startswith("ModelCheckpoint") and isinstance(state, dict) and state.get("monitor")]  # fmt: skip
+
+
+def best_recorded(checkpoint: Path) -> Path | None:
+    """The best model path that ``checkpoint``'s first metric-monitoring ModelCheckpoint state records (existing)."""
+    for state in _monitoring_states(checkpoint):
+        path = Path(state.get("best_model_path") or "")
+        if path.is_file():
+            return path
     return None
 
 
@@ -113,13 +119,4 @@ def carried_best(state: dict[str, Any], dirpath: str) -> dict[str, Any]:
 
 def _monitor_state(checkpoint: Path, monitor: str) -> dict[str, Any] | None:
     """The state of ``checkpoint``'s ModelCheckpoint that monitors ``monitor``."""
-    import torch
-
-    try:
-        data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - an unreadable file records nothing
-        return None
-    for key, state in (data.get("callbacks") or {}).items() if isinstance(data, dict) else ():
-        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict) and state.get("monitor") == monitor:
-            return state
-    return None
+    return next((state for state in _monitoring_states(checkpoint) if state["monitor"] == monitor), None)
