@@ -274,6 +274,7 @@ class CaptionModule(RunState, pl.LightningModule):
             )
 
     def on_train_end(self) -> None:
+        super().on_train_end()  # last.ckpt at the step the fit ended (RunState)
         if self._graphed is not None:  # the graphs' memory back to the allocator, the gradient hooks off
             self._graphed.close()
             self._graphed = None

@@ -121,6 +121,21 @@ def test_a_checkpoint_fills_the_nested_blocks_field_by_field(tmp_path):
     assert cli.model.model.decoder.cfg.hard_inference == "expect" and cli.model.model.encoder.grid == 4
 
 
+def test_a_fit_ending_between_periodic_saves_leaves_last_at_its_final_step(tmp_path):
+    """last.ckpt every 4 steps, the fit stopped by max_steps at 6: Lightning's end-of-fit save of last ran only where
+    none had been made, so last.ckpt held step 4 and a resume redid steps 5-6; now it holds step 6, and the model file
+    and the checkpoint agree on the last weights' step."""
+    cfg = str(resumable_config(tmp_path, "text", every=4))
+    cli = run("text", ["fit", "--config", cfg, "--trainer.max_steps", "6", "--trainer.default_root_dir", "a"])
+    last = torch.load(next(Path("a").rglob("last.ckpt")), weights_only=True)
+    assert cli.trainer.global_step == 6 and last["global_step"] == 6
+    assert [p.name for p in Path("a").rglob("last*.ckpt")] == ["last.ckpt"]  # replaced, not a last-v1.ckpt beside it
+    # resumed with a later stop, it goes on from step 6
+    cli = run("text", ["fit", "--config", cfg, "--trainer.max_steps", "9", "--trainer.default_root_dir", "a",
+                       "--ckpt_path", "last"])  # fmt: skip
+    assert cli.trainer.global_step == 9
+
+
 def test_options_left_at_their_default_come_from_the_checkpoint(tmp_path):
     cfg = str(resumable_config(tmp_path, "text"))
     run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--model.val_beam_size", "2"])

@@ -110,6 +110,16 @@ def carry_best(trainer, checkpoint: dict[str, Any]) -> None:
             states[key] = carried_best(states[key], dirpath)
 
 
+def save_last_at_end(trainer) -> None:
+    """A fit that ends between two periodic saves of last.ckpt (``every_n_train_steps``: max_steps, max_time, the
+    last epoch or early stopping fell elsewhere) saves it once more at the step it ended: Lightning's own end-of-fit
+    save of last runs only where none was made, and a resume from the older one redid the steps since. Called from
+    the module's ``on_train_end``, after the callbacks' (on every rank: saving is a collective under DDP)."""
+    for cb in getattr(trainer, "checkpoint_callbacks", []):
+        if getattr(cb, "save_last", False) and not cb._should_skip_saving_checkpoint(trainer):
+            cb._save_last_checkpoint(trainer, cb._monitor_candidates(trainer))
+
+
 def best_checkpoint(trainer) -> str | None:
     """The best checkpoint of the first ModelCheckpoint that monitors a metric, if it saved one."""
     for cb in getattr(trainer, "checkpoint_callbacks", []):
@@ -275,6 +285,9 @@ class RunState:
             restore_random_state(self._random_state)
             replay_epoch_start(self.trainer)
         self._random_state = None
+
+    def on_train_end(self) -> None:
+        save_last_at_end(self.trainer)
 
     def export_best(self, export_path: str | None, save) -> None:
         """End of fit: load the best checkpoint's weights (else keep the last) and ``save(path)`` on rank 0."""
