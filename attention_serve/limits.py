@@ -4,6 +4,7 @@ with a 4xx status; docs/serve.md lists them)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -14,8 +15,15 @@ NUMBER = re.compile(r"-?[0-9]{1,6}(\.[0-9]{1,6})?")
 
 
 def shown(value: Any, limit: int = 40) -> str:
-    """A client's value for an error message and the log: its repr, cut to ``limit`` characters."""
-    text = repr(value)
+    """A client's value for an error message and the log, as JSON writes it (``true``, ``null``, ``"2"``: the
+    client's own notation, not Python's ``True``), cut to ``limit`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: escaped, so the log and the answer can carry it
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # not a JSON value (bytes): Python's notation
+        text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

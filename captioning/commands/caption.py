@@ -260,7 +260,7 @@ def _checked_run(args: argparse.Namespace) -> int:
         if why is not None:
             fail("caption", f"--decode-on-device: {why}; caption without it")
     if args.model_info:
-        emit("caption", "\n".join(model_info(captioner, args.model or BUNDLED_MODEL)))
+        emit("caption", "\n".join(model_info(captioner, _model_file(args))))  # the file, as translate says it
         return 0
     if _first_process() and (args.demo or not args.given_file):  # a --given-file's: once the photos are known
         given_notes(captioner, args)

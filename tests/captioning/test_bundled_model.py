@@ -50,6 +50,10 @@ def test_model_info_prints_data_terms_and_scores(capsys):
     assert "Flickr8k" in out and "non-commercial research" in out and "Bleu_4" in out and "efficientnet_lite" in out
     # how its photos are prepared, as the training copies were (issue 57)
     assert "squashed to 224 x 224 (bicubic) first, then JPEG quality 90 (4:2:0), as its training photos were" in out
+    assert out.splitlines()[0] == f"model:          {caption_cli.BUNDLED_MODEL}"
+    # a bundled model given by name is said by its file too (it said "shapes")
+    assert caption_cli.caption_main(["--model", "shapes", "--model-info"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"model:          {caption_cli.SHAPES_MODEL}"
 
 
 def test_demo_captions_the_bundled_photos_in_real_words(capsys, tmp_path):

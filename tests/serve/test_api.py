@@ -179,6 +179,8 @@ def test_evidence_1_answers_what_drives_each_word_as_the_in_process_call_does(se
     assert status == 200 and t["agreement"] == rounded_taus(expected.agreement)
     status, _, err = server.post_json("/translate", {"text": "ein mann", "evidence": 2})
     assert status == 422 and "evidence must be an integer from 0 to 1" in err["error"]
+    status, _, err = server.post_json("/translate", {"text": "ein mann", "evidence": True})
+    assert status == 422 and err["error"].endswith("got true"), err  # JSON's word for it, not Python's True
 
 
 def test_given_reads_a_text_as_the_in_process_call_does(server, models):
