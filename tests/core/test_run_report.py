@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from helpers.run_logs import FIELDS, write_run
 
-from text_attn.core.run_report import chained_metrics, find_log_dir, panels_for, read_metrics, resumed_chain, summary
+from text_attn.core.run_report import (
+    chained_metrics,
+    find_log_dir,
+    monitored,
+    panels_for,
+    read_metrics,
+    resumed_chain,
+    summary,
+)
 
 
 def test_metrics_are_read_back_per_step(tmp_path):
@@ -20,6 +28,29 @@ def test_metrics_are_read_back_per_step(tmp_path):
     assert [name for name, _ in panels_for(series)] == ["loss", "validation scores", "CIDEr (validation)",
                                                         "grounding (validation)"]  # fmt: skip
     assert dict(panels_for(series))["loss"] == ["train_loss", "val_loss"]
+
+
+def test_the_best_marked_is_of_the_metric_the_run_chooses_its_checkpoint_by(tmp_path):
+    """The your_photos configs keep the best val_CIDEr: the report said the best BLEU-4 (and marked it) whatever the
+    run chose by. config.yaml's first ModelCheckpoint with a monitor says which, and in which direction."""
+    folder = write_run(tmp_path)
+    series = read_metrics(folder)
+    assert monitored(folder) is None  # no config.yaml: the first validation score, as before
+    callbacks = """trainer:
+  callbacks:
+  - class_path: pytorch_lightning.callbacks.LearningRateMonitor
+  - class_path: pytorch_lightning.callbacks.ModelCheckpoint
+    init_args: {save_last: true, save_top_k: 0}
+  - class_path: pytorch_lightning.callbacks.ModelCheckpoint
+    init_args: {monitor: %s, mode: %s}
+"""
+    (folder / "config.yaml").write_text(callbacks % ("val_CIDEr", "max"))
+    assert monitored(folder) == ("val_CIDEr", "max")
+    assert summary(series, monitored(folder)) == "logged to step 59, 3 validations; best CIDEr 2.500 at step 39"
+    (folder / "config.yaml").write_text(callbacks % ("val_loss", "min"))  # val_loss 3, 2, 1: the lowest, the last
+    assert summary(series, monitored(folder)).endswith("3 validations; best validation loss 1.000 at step 59")
+    (folder / "config.yaml").write_text(callbacks % ("val_accuracy", "max"))  # never logged: the first score
+    assert summary(series, monitored(folder)).endswith("best BLEU-4 0.500 at step 39")
 
 
 def test_the_run_folder_resolves_to_its_newest_version_with_training_steps(tmp_path):

@@ -7,12 +7,14 @@ is the run's ``trainer.default_root_dir`` (its newest version with training step
 was resumed from: :func:`resumed_chain`), its ``lightning_logs`` folder, or one ``version_N`` folder. The panels,
 each drawn only when the run logged something for it:
     loss           train_loss at each logged step (thin) and its running mean, val_loss at each validation
-    validation     the 0..1 scores: BLEU-4 (val_Bleu_4 / val_bleu), ROUGE-L, METEOR, alignment accuracy;
-                   the best of the first one is marked
+    validation     the 0..1 scores: BLEU-4 (val_Bleu_4 / val_bleu), ROUGE-L, METEOR, alignment accuracy
     CIDEr          val_CIDEr, on its own axis (it is not a 0..1 score)
     grounding      val_grounding, val_grounding_mass: on synthetic shapes, does the decoder look at what it names
     learning rate  lr-* (from a LearningRateMonitor), log scale
-Lightning is not imported; matplotlib only through its object API (no pyplot state), as in the other plots.
+The best value of the metric the run chooses its best checkpoint by (its config.yaml's ModelCheckpoint ``monitor``
+and ``mode``: val_CIDEr for the your_photos configs) is marked where it is drawn and said in the summary line;
+without one, the first validation score's highest. Lightning is not imported; matplotlib only through its object
+API (no pyplot state), as in the other plots.
 """
 
 from __future__ import annotations
@@ -190,7 +192,37 @@ def _running_mean(values: list[float], n: int) -> list[float]:
             for i in range(len(values))]  # fmt: skip
 
 
-def _draw_panel(ax, title: str, keys: list[str], series: Series) -> None:
+def monitored(version: Path) -> tuple[str, str] | None:
+    """(metric, "max" | "min") the run's first ModelCheckpoint with a ``monitor`` chooses its best checkpoint by, as
+    ``version``'s config.yaml records it; None where it names none (or cannot be read)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load((version / "config.yaml").read_text(encoding="utf-8"))
+        callbacks = (config.get("trainer") or {}).get("callbacks") or []
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        return None
+    for cb in callbacks if isinstance(callbacks, list) else [callbacks]:
+        if not isinstance(cb, dict) or not str(cb.get("class_path", "")).endswith("ModelCheckpoint"):
+            continue
+        args = cb.get("init_args") or {}
+        if isinstance(args, dict) and args.get("monitor"):
+            return str(args["monitor"]), "min" if args.get("mode") == "min" else "max"
+    return None
+
+
+def best_of(series: Series, mark: tuple[str, str] | None = None) -> tuple[str, int, float] | None:
+    """(metric, step, value) of the best validation: ``mark``'s metric (name, mode) where it was logged, else the first
+    validation score's highest; None where none was logged."""
+    key, mode = mark if mark and mark[0] in series else (next((k for k in SCORES if k in series), None), "max")
+    if key is None:
+        return None
+    pick = max if mode == "max" else min
+    step, value = pick(series[key], key=lambda p: p[1])
+    return key, step, value
+
+
+def _draw_panel(ax, title: str, keys: list[str], series: Series, best: tuple[str, int, float] | None) -> None:
     for key in keys:
         steps, values = zip(*series[key], strict=True)
         label = NAMES.get(key, key.removeprefix("lr-"))
@@ -200,13 +232,15 @@ def _draw_panel(ax, title: str, keys: list[str], series: Series) -> None:
         else:
             style = "steps-post" if key.startswith("lr-") else "default"  # a rate holds until the next one
             ax.plot(steps, values, marker="o" if len(values) < 40 else None, ms=3, label=label, drawstyle=style)
-    if title == "validation scores":
-        steps, values = zip(*series[keys[0]], strict=True)
-        best = max(range(len(values)), key=values.__getitem__)
-        side = "right" if best > 0.7 * len(values) else "left" if best < 0.3 * len(values) else "center"
-        ax.annotate(f"best {values[best]:.3f}\nstep {steps[best]}", (steps[best], values[best]), fontsize=8,
-                    xytext=(0, -30 if values[best] > 0.5 else 18), textcoords="offset points", ha=side,
-                    arrowprops={"arrowstyle": "-", "lw": 0.6})  # fmt: skip
+    if best is not None and best[0] in keys:
+        key, step, value = best
+        steps = [s for s, _ in series[key]]
+        at = steps.index(step) / max(len(steps), 1)
+        side = "right" if at > 0.7 else "left" if at < 0.3 else "center"
+        low, high = ax.get_ylim() if not title.startswith(("validation", "grounding")) else (0.0, 1.0)
+        upper = value > (low + high) / 2
+        ax.annotate(f"best {value:.3f}\nstep {step}", (step, value), fontsize=8, xytext=(0, -30 if upper else 18),
+                    textcoords="offset points", ha=side, arrowprops={"arrowstyle": "-", "lw": 0.6})  # fmt: skip
     if title.startswith(("validation", "grounding")):
         ax.set_ylim(0.0, 1.0)
     if title == "learning rate":
@@ -229,8 +263,9 @@ def panels_for(series: Series) -> list[tuple[str, list[str]]]:
     return panels
 
 
-def plot_report(series: Series, path: str | Path, title: str = "") -> Path:
-    """Write the report PNG (the module doc's panels, two per row); returns the path."""
+def plot_report(series: Series, path: str | Path, title: str = "", mark: tuple[str, str] | None = None) -> Path:
+    """Write the report PNG (the module doc's panels, two per row; ``mark``: the monitored metric and its mode, whose
+    best is marked, as :func:`best_of` chooses); returns the path."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -242,7 +277,7 @@ def plot_report(series: Series, path: str | Path, title: str = "") -> Path:
     fig = Figure(figsize=(6.0 * cols, 3.4 * rows + 0.4), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, (name, keys) in zip(axes, panels, strict=False):
-        _draw_panel(ax, name, keys, series)
+        _draw_panel(ax, name, keys, series, best_of(series, mark))
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
     if title:
@@ -255,14 +290,14 @@ def plot_report(series: Series, path: str | Path, title: str = "") -> Path:
     return out
 
 
-def summary(series: Series) -> str:
-    """'logged to step 119, 5 validations; best BLEU-4 0.412 at step 99' (the report's gist in one line)."""
+def summary(series: Series, mark: tuple[str, str] | None = None) -> str:
+    """'logged to step 119, 5 validations; best BLEU-4 0.412 at step 99' (the report's gist in one line; the best of
+    ``mark``'s metric where the run chooses by it, :func:`best_of`)."""
     last = max((s for v in series.values() for s, _ in v), default=0)
-    head = next((k for k in SCORES if k in series), None)
     text = f"logged to step {last}"
-    if head:
-        step, value = max(series[head], key=lambda p: p[1])
-        text += f", {len(series[head])} validations; best {NAMES[head]} {value:.3f} at step {step}"
+    if best := best_of(series, mark):
+        key, step, value = best
+        text += f", {len(series[key])} validations; best {NAMES.get(key, key)} {value:.3f} at step {step}"
     return text
 
 
@@ -283,16 +318,17 @@ def report_main(prog: str, argv: list[str]) -> int:
         log_dir = find_log_dir(args.run_dir)
         chain = resumed_chain(log_dir)
         series = chained_metrics(chain)
+        mark = monitored(chain[-1])  # what the run chooses its best by
         if len(chain) > 1:  # resumed: said in the title and the line
             log_dir = f"{log_dir} (resumed; with {', '.join(p.name for p in chain[:-1])})"
         out = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
         logs = [p for folder in chain for p in Path(folder).iterdir() if p.is_file()]
         with protecting(logs):  # the logs read are never replaced
-            path = plot_report(series, out, f"{log_dir}: {summary(series)}")
+            path = plot_report(series, out, f"{log_dir}: {summary(series, mark)}", mark)
     except RunReportError as err:
         fail(f"{prog} report", str(err))
     except OSError as err:
         fail(f"{prog} report", f"cannot write {args.out or 'RUN_DIR/report.png'}: {one_line(err)}")
-    print(f"{log_dir}: {summary(series)}")
+    print(f"{log_dir}: {summary(series, mark)}")
     print(f"wrote {path}", file=sys.stderr)
     return 0
