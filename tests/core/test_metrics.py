@@ -59,6 +59,43 @@ def test_brevity_penalty_and_closest_reference():
     assert corpus_bleu(refs, [toks("a b c")])["bleu1"] == pytest.approx(1.0)
 
 
+def test_corpus_bleu_equals_sacrebleu_with_empty_and_short_outputs():
+    """A failed translation is an empty line and short ones are common: nltk's corpus_bleu counted one n-gram of each
+    order for a hypothesis with none, scoring the first corpus 34.14 (sacreBLEU: 44.93, BP = e^(1 - 9/5) with every
+    n-gram matched) and the second 88.01 (100)."""
+    import sacrebleu
+
+    corpora = [
+        (["one two three four five", ""], ["one two three four five", "alpha beta gamma delta"]),
+        (["a b c d e f", "x y"], ["a b c d e f", "x y"]),
+        (["the cat sat on the mat", "a dog", "", "the dog ran in the park and the cat sat"],
+         ["the cat sat on a mat", "a dog runs", "nothing here", "the dog ran in a park while the cat sat"]),
+    ]  # fmt: skip
+    for hyps, refs in corpora:
+        ours = corpus_bleu([[toks(r)] for r in refs], [toks(h) for h in hyps])["bleu4"]
+        theirs = sacrebleu.corpus_bleu(hyps, [refs], tokenize="none", smooth_method="none").score / 100
+        assert ours == pytest.approx(theirs, rel=1e-12), hyps
+    assert corpus_bleu([[toks("a b")]], [[]]) == {f"bleu{n}": 0.0 for n in range(1, 5)}  # nothing written: 0
+
+
+def test_corpus_bleu_equals_nltks_where_every_output_has_four_words():
+    """Where no order is missing from a hypothesis, the pooled counts are nltk's: random corpora, several references."""
+    import random
+
+    from nltk.translate.bleu_score import SmoothingFunction
+    from nltk.translate.bleu_score import corpus_bleu as nltk_bleu
+
+    rng = random.Random(0)
+    words = "a b c d e f g h".split()
+    for _ in range(20):
+        refs = [[rng.choices(words, k=rng.randint(3, 12)) for _ in range(rng.randint(1, 3))] for _ in range(6)]
+        hyps = [rng.choices(words, k=rng.randint(4, 12)) for _ in range(6)]
+        weights = [tuple(1.0 / n for _ in range(n)) for n in range(1, 5)]
+        theirs = nltk_bleu(refs, hyps, weights=weights, smoothing_function=SmoothingFunction(epsilon=0.1).method1)
+        ours = corpus_bleu(refs, hyps)
+        assert [ours[f"bleu{n}"] for n in range(1, 5)] == pytest.approx(theirs, rel=1e-12)
+
+
 def test_corpus_bleu_rejects_bad_input():
     with pytest.raises(ValueError, match="empty"):
         corpus_bleu([], [])

@@ -1,4 +1,4 @@
-"""Evaluation metrics: corpus BLEU (nltk), BLEU by source-length bucket, and coco-caption metrics.
+"""Evaluation metrics: corpus BLEU, BLEU by source-length bucket, and coco-caption metrics.
 
 - `corpus_bleu` returns cumulative BLEU-1..4 in [0, 1] from one pass over the corpus.
 - `sacre_scores`: the field's standard for translation, sacreBLEU (13a tokenization of detokenized, cased text) and
@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,22 +36,26 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the alignment metric takes tensors; the module itself needs no torch
     import torch
 
-# Cumulative weights: BLEU-n is the geometric mean of the 1..n-gram precisions.
-_CUMULATIVE_WEIGHTS = [tuple(1.0 / n for _ in range(n)) for n in range(1, 5)]
-
-# method1 adds epsilon (0.1) only to n-gram orders with *zero* matches and leaves all other
-# precisions untouched, so on any realistic corpus the score equals plain BLEU exactly; it only keeps a tiny
-# corpus (or one of very short sentences) from collapsing to 0 (with an nltk warning) when, say, no
+# method1 (Chen & Cherry 2014, nltk's SmoothingFunction().method1): an n-gram order with *zero* matches gets
+# epsilon (0.1) matches and every other precision is left as it is, so on any realistic corpus the score equals plain
+# BLEU exactly; it only keeps a tiny corpus (or one of very short sentences) from collapsing to 0 when, say, no
 # 4-gram matches. Methods 2+ add +1 counts to every order and would bias corpus-level scores upward.
 _SMOOTHING_EPSILON = 0.1
 
 
+def _ngrams(tokens: Sequence[str], n: int) -> Counter:
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
 def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) -> dict[str, float]:
-    """Cumulative corpus BLEU-1..4 in [0, 1].
+    """Cumulative corpus BLEU-1..4 in [0, 1] (Papineni et al. 2002).
 
     `references[i]` is the list of reference token lists for sentence i, `hypotheses[i]` its tokens.
-    Counts are pooled over the corpus (not averaged over sentences); the brevity penalty uses, per
-    sentence, the reference length closest to the hypothesis length.
+    Counts are pooled over the corpus (not averaged over sentences): each order's clipped matches over the
+    hypotheses' n-grams of that order; the brevity penalty uses, per sentence, the reference length closest to the
+    hypothesis length (the shorter on a tie). An empty or short hypothesis adds no n-grams of the orders it has
+    none of (nltk's corpus_bleu counted one for each, scoring a corpus with empty outputs below sacreBLEU's
+    BLEU of the same tokens); an order without a match is smoothed by ``_SMOOTHING_EPSILON`` (method1).
     """
     if len(references) == 0 or len(hypotheses) == 0:
         raise ValueError("corpus_bleu: empty corpus (no references or no hypotheses)")
@@ -59,14 +64,23 @@ def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) 
     for i, refs in enumerate(references):
         if len(refs) == 0:
             raise ValueError(f"corpus_bleu: sentence {i} has no reference")
-    # nltk imported here, not with the module: the training modules import this one, and the GPU machine of
-    # benchmarks/gpu.py has no nltk (its CUDA tests train through caption-train)
-    from nltk.translate.bleu_score import SmoothingFunction
-    from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
-
-    smoothing = SmoothingFunction(epsilon=_SMOOTHING_EPSILON).method1
-    scores = nltk_corpus_bleu(references, hypotheses, weights=_CUMULATIVE_WEIGHTS, smoothing_function=smoothing)
-    return {f"bleu{n}": float(s) for n, s in enumerate(scores, start=1)}
+    matches, totals = [0] * 4, [0] * 4
+    hyp_len = ref_len = 0
+    for refs, hyp in zip(references, hypotheses, strict=True):
+        hyp_len += len(hyp)
+        ref_len += min((len(r) for r in refs), key=lambda n: (abs(n - len(hyp)), n))
+        for n in range(1, min(4, len(hyp)) + 1):
+            counts = _ngrams(hyp, n)
+            most: Counter = Counter()  # each n-gram's largest count in one reference: the clip
+            for ref in refs:
+                most |= _ngrams(ref, n)
+            matches[n - 1] += sum(min(c, most[g]) for g, c in counts.items())
+            totals[n - 1] += sum(counts.values())
+    if hyp_len == 0:
+        return {f"bleu{n}": 0.0 for n in range(1, 5)}
+    penalty = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+    logs = [math.log(m / t if m else _SMOOTHING_EPSILON / max(t, 1)) for m, t in zip(matches, totals, strict=True)]
+    return {f"bleu{n}": penalty * math.exp(sum(logs[:n]) / n) for n in range(1, 5)}
 
 
 DEFAULT_BUCKETS = [(5, 10), (10, 20), (20, 30), (30, 40), (40, 50), (50, 60)]
