@@ -186,10 +186,10 @@ class CaptionAPI(_ModelAPI):
         return out[0] if single else out
 
     def _evidence(self, features: Any, words: list[str]) -> dict[str, Any]:
-        from text_attn.core.faithfulness import rounded_taus
+        from text_attn.core.faithfulness import rounded_evidence, rounded_taus
 
         found = self.captioner.evidence(features, words)
-        return {"evidence": _rounded(found.evidence), "agreement": rounded_taus(found.agreement)}
+        return {"evidence": rounded_evidence(found.evidence), "agreement": rounded_taus(found.agreement)}
 
     def _record(self, item: dict[str, Any], result: Any, far: bool | None) -> dict[str, Any]:
         g = self.captioner.grid
@@ -255,11 +255,11 @@ class TranslateAPI(_ModelAPI):
         for k, t in zip(keep, done, strict=True):
             records[k] = self._record(sentences[k], t) | _read(t, "token_probs")
             if o.get("evidence") and t.attention is not None and t.tokens:
-                from text_attn.core.faithfulness import rounded_taus
+                from text_attn.core.faithfulness import rounded_evidence, rounded_taus
                 from text_attn.translation.explain import translation_evidence
 
                 found = translation_evidence(tr, list(t.source), list(t.tokens))
-                records[k].update(evidence=_rounded(found.evidence), agreement=rounded_taus(found.agreement))
+                records[k].update(evidence=rounded_evidence(found.evidence), agreement=rounded_taus(found.agreement))
         return records
 
     def _empty(self, source: str) -> dict[str, Any]:

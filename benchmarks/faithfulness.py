@@ -13,11 +13,18 @@ deletion and insertion curves (areas divided by the word's own probability: 1 = 
 - deletion, most first (lower = the ranking found what the word needs), least first (higher = better; with the same
   removal, insertion is this curve read backwards: the same area, in the JSON only), Kendall's tau against
   leave-one-out (1 = the same order).
-- Interventions: the word's own attention replaced by uniform weights, a permutation of it, another word's: total
-  variation distance of the next-word distribution from the model's own, and how often the chosen word changes.
+- Interventions: the word's own attention replaced by uniform weights, a permutation of it, another word's (the
+  next word's; the end token's: the first word's): total variation distance of the next-word distribution from the
+  one with the word's own weights forced in, and how often its top word changes. ``own``: that baseline against the
+  model's own step (translators; a Transformer's one row of weights is read by every head of every layer, which
+  moves the distribution already: the other rows compare two such replacements).
+Random orders and permutations are drawn per word (seeded by photo or sentence and word; pixel space: per photo, so
+that its masks recur across a photo's words and are encoded once).
 Families and how a unit is removed (captioning.model.explain, text_attn.translation.explain):
-- Flickr8k captioner (real test photos), feature space: a region's vector replaced by the fill (the photo's mean
-  region) at the word's step; each decoder of the bundled ensemble and the ensemble itself.
+- Flickr8k captioner (real test photos), feature space: a region's vector replaced by the fill at the word's step
+  (``--fill photo``, the default: the photo's own mean region, so every region removed is uniform attention's context
+  and the photo's gist stays; ``--fill train``: the mean region of ``--fill-photos`` training photos, which takes the
+  gist away too); each decoder of the bundled ensemble and the ensemble itself.
 - the same, pixel space: blocks of 3 x 3 regions (a ninth of the photo) greyed, the photo encoded again (a model of
   another grid: the smallest blocks that tile it in at most 3 x 3, e.g. 2 x 2 regions on a 4 x 4 grid).
 - shapes captioner (synthetic test scenes, boxes known): feature space, and plausibility: for the words that name an
@@ -60,9 +67,10 @@ def _caption_tokens(captioner, features: torch.Tensor) -> tuple[list[str], list[
 
 
 def photo_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients: bool = True,
-                pixel: bool = False) -> list[WordResult]:  # fmt: skip
-    """Every word of every photo's caption measured: feature space, or pixel space (blocks of regions greyed)."""
-    return [result for _, _, _, result in measured_words(captioner, images, draws, gradients, pixel)]
+                pixel: bool = False, fill: torch.Tensor | None = None) -> list[WordResult]:  # fmt: skip
+    """Every word of every photo's caption measured: feature space (``fill``: what a removed region becomes, (D,);
+    None: each photo's own mean region), or pixel space (blocks of regions greyed)."""
+    return [result for _, _, _, result in measured_words(captioner, images, draws, gradients, pixel, fill)]
 
 
 def pixel_block(grid: int) -> int:
@@ -75,9 +83,11 @@ def pixel_block(grid: int) -> int:
     return block
 
 
-def measured_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients: bool = True, pixel: bool = False):
+def measured_words(captioner, images: Iterable[torch.Tensor], draws: int, gradients: bool = True, pixel: bool = False,
+                   fill: torch.Tensor | None = None):  # fmt: skip
     """Per photo n and word t of its caption: (n, t, the photo's stepped caption (explain.CaptionWords), the word's
-    WordResult), in order; pixel space in units of :func:`pixel_block`."""
+    WordResult), in order; pixel space in units of :func:`pixel_block`; feature space's removed regions become
+    ``fill`` (None: the photo's own mean region)."""
     from captioning.model import explain
 
     model, vocab = captioner.model.eval(), captioner.vocab
@@ -90,12 +100,36 @@ def measured_words(captioner, images: Iterable[torch.Tensor], draws: int, gradie
             block = pixel_block(model.encoder.grid)
             probes = explain.block_probes(explain.PhotoBlocks(model, image, tokens, vocab.bos_id, block), steps)
         else:
-            probes = explain.region_probes(model, steps, explain.photo_fill(model, features), gradients)
+            own_fill = explain.photo_fill(model, features) if fill is None else fill.to(features)
+            probes = explain.region_probes(model, steps, own_fill, gradients)
         shown = [*words, "<eos>"]
         for t, probe in enumerate(probes):
-            # one seed per photo: pixel space's random orders recur across its words and are encoded once
+            # pixel space: one seed per photo, so its random orders recur across its words and are encoded once
+            seed = n if pixel else word_seed(n, t)
             other = steps.alphas[(t + 1) % len(tokens)] if len(tokens) > 1 else None
-            yield n, t, steps, measure_word(probe, shown[t], random_draws=draws, seed=n, other_alpha=other)
+            yield n, t, steps, measure_word(probe, shown[t], random_draws=draws, seed=seed, other_alpha=other)
+
+
+def word_seed(n: int, t: int) -> int:
+    """The random draws' seed of word t of photo or sentence n: its own, so that words' random orders differ."""
+    return 1000 * n + t
+
+
+def train_fill(captioner, root: Path, n: int) -> torch.Tensor:
+    """``--fill train``: the mean region (D,) of the first ``n`` Flickr8k training photos, as the model encodes them."""
+    from captioning.photos.preprocess import prepared
+    from captioning.training.readers import read_flickr8k
+
+    items = read_flickr8k(root)["train"][:n]
+    total, count = None, 0
+    model = captioner.model.eval()
+    for start in range(0, len(items), 16):
+        batch = torch.stack([prepared(item.path, captioner.preprocess) for item in items[start : start + 16]])
+        with torch.no_grad():
+            regions = model.encode(batch)  # (B, L, D)
+        total = regions.sum(dim=(0, 1)) if total is None else total + regions.sum(dim=(0, 1))
+        count += regions.shape[0] * regions.shape[1]
+    return total / count
 
 
 def flickr8k_photos(root: Path, n: int, preprocess) -> list[torch.Tensor]:
@@ -171,7 +205,8 @@ def table_rows(name: str, removal: str, results: list[WordResult]) -> tuple[list
         lines += ["", "| attention replaced by | words | n | total variation | chosen word changed |"]
         lines.append("|---|---|---|---|---|")
         for row in summary.interventions:
-            lines.append(f"| {row.intervention} | {row.kind} | {row.n_words} | {row.tv:.3f} | {row.changed:.1%} |")
+            what = "own (forced in, against the model's step)" if row.intervention == "own" else row.intervention
+            lines.append(f"| {what} | {row.kind} | {row.n_words} | {row.tv:.3f} | {row.changed:.1%} |")
     return lines, {"name": name, "removal": removal, "summary": summary.to_dict(),
                    "words": [compact(r.to_dict()) for r in results]}  # fmt: skip
 
@@ -227,11 +262,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MODEL",
         help="the translators measured: bundled names or model files (default: transformer bahdanau)",
     )
+    p.add_argument("--fill", choices=["photo", "train"], default="photo",
+                   help="what a removed region becomes in feature space: the photo's own mean region (default) or "
+                   "the mean region of --fill-photos Flickr8k training photos")  # fmt: skip
+    p.add_argument("--fill-photos", type=int, default=100, help="training photos --fill train averages (default 100)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     p.add_argument("--json", type=new_file, help="write every word's numbers here")
     args = p.parse_args(argv)
-    for name in ("photos", "pixel_photos", "scenes", "sentences", "draws", "threads"):
-        if getattr(args, name) < (1 if name in ("draws", "threads") else 0):
+    for name in ("photos", "pixel_photos", "scenes", "sentences", "draws", "threads", "fill_photos"):
+        if getattr(args, name) < (1 if name in ("draws", "threads", "fill_photos") else 0):
             p.error(f"--{name.replace('_', '-')} must be positive")
     torch.set_num_threads(args.threads)
     from captioning.model.captioner import Captioner
@@ -246,13 +285,17 @@ def main(argv: list[str] | None = None) -> int:
         photos = flickr8k_photos(args.flickr8k_root, args.photos, bundled.preprocess)
         n = len(bundled.decoders)
         whole = f"Flickr8k captioner (ensemble of {n})" if n > 1 else "Flickr8k captioner"
+        fill, space = None, "feature space"
+        if args.fill == "train":
+            fill = train_fill(bundled, args.flickr8k_root, args.fill_photos)
+            space = f"feature space (fill: {args.fill_photos} training photos' mean region)"
         if "flickr8k" in args.families:
-            tables.append((whole, f"feature space, {len(photos)} test photos",
-                           lambda: photo_words(bundled, photos, args.draws)))  # fmt: skip
+            tables.append((whole, f"{space}, {len(photos)} test photos",
+                           lambda: photo_words(bundled, photos, args.draws, fill=fill)))  # fmt: skip
             for k in range(n if n > 1 else 0):
                 member = _member(bundled, k)
-                tables.append((f"Flickr8k captioner, decoder {k + 1} alone", f"feature space, {len(photos)} test "
-                               "photos", lambda m=member: photo_words(m, photos, args.draws)))  # fmt: skip
+                tables.append((f"Flickr8k captioner, decoder {k + 1} alone", f"{space}, {len(photos)} test photos",
+                               lambda m=member: photo_words(m, photos, args.draws, fill=fill)))  # fmt: skip
         if "pixel" in args.families:
             some = photos[: args.pixel_photos]
             try:
@@ -262,10 +305,11 @@ def main(argv: list[str] | None = None) -> int:
             tables.append((whole, f"pixel space ({side} x {side} blocks greyed), {len(some)} "
                            "test photos", lambda: photo_words(bundled, some, args.draws, pixel=True)))  # fmt: skip
         if "hard" in args.families and args.flickr8k_hard:
-            hard = Captioner.load(args.flickr8k_hard)
+            hard = Captioner.load(args.flickr8k_hard)  # its own encoder: a --fill train of the bundled one's regions
+            hard_fill = train_fill(hard, args.flickr8k_root, args.fill_photos) if args.fill == "train" else None
             for mode, label in HARD_MODES.items():
-                measure = partial(photo_words, hard, photos, args.draws)
-                tables.append((f"Flickr8k captioner ({label})", f"feature space, {len(photos)} test photos",
+                measure = partial(photo_words, hard, photos, args.draws, fill=hard_fill)
+                tables.append((f"Flickr8k captioner ({label})", f"{space}, {len(photos)} test photos",
                                hard_mode(hard, mode, measure)))  # fmt: skip
     shapes_models = [("soft", Captioner.load("shapes"), None)] if "shapes" in args.families else []
     if "hard" in args.families and args.shapes_hard:
@@ -287,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         from _multi30k import read_pair
 
         from text_attn.core.modelfile import ModelFileError
+        from text_attn.core.word_kinds import piece_kinds
         from text_attn.translation.explain import sentence_probes
         from text_attn.translation.translator import Translator
 
@@ -303,15 +348,24 @@ def main(argv: list[str] | None = None) -> int:
                 out = []
                 for n, sentence in enumerate(sentences):
                     tokens, _, probes = sentence_probes(tr, sentence)
+                    kinds = piece_kinds(tokens)  # a subword piece is of its whole word's kind
                     for t, probe in enumerate(probes):
                         other = probes[(t + 1) % len(probes)].attention if len(probes) > 1 else None
-                        out.append(measure_word(probe, tokens[t], random_draws=args.draws, seed=n, other_alpha=other))
+                        out.append(measure_word(probe, tokens[t], kind=kinds[t], random_draws=args.draws,
+                                                seed=word_seed(n, t), other_alpha=other))  # fmt: skip
                 return out
 
             tables.append((f"Multi30k {label}", f"source tokens masked, {len(sentences)} test sentences", text_rows))
     if not tables:
         p.error("nothing to measure: give --flickr8k-root and/or --multi30k-root, or --families shapes")
-    out_lines, report = [], {"threads": args.threads, "draws": args.draws, "families": []}
+    report = {
+        "threads": args.threads,
+        "draws": args.draws,
+        "seeds": "per word (pixel space: per photo)",
+        "fill": args.fill if args.fill == "photo" else f"train ({args.fill_photos} photos)",
+        "families": [],
+    }
+    out_lines = []
     for name, removal, run in tables:
         t0 = time.perf_counter()
         results = run()

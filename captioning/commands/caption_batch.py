@@ -89,8 +89,9 @@ def caption_items(
         shown = {}
         if getattr(args, "evidence", False):  # what drives each word (captioning.model.explain)
             found = captioner.evidence(features[len(out) : len(out) + 1], words)
-            rec["evidence"] = [[round(float(v), 6) for v in row] for row in found.evidence]
-            from text_attn.core.faithfulness import rounded_taus
+            from text_attn.core.faithfulness import rounded_evidence, rounded_taus
+
+            rec["evidence"] = rounded_evidence(found.evidence)
 
             rec["agreement"] = rounded_taus(found.agreement)
             shown = {"evidence": found.evidence, "agreement": found.agreement}

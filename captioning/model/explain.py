@@ -3,7 +3,7 @@
 For one photo and the model's own caption of it (the prefix of each word is what the model said), per word t:
 
 - ``prob(removed)``: the word's probability when the regions marked in ``removed`` (K, L) are replaced by a fill vector
-  (the mean region of the training photos when the model file records one, else of this photo) **at the word's own
+  (by default this photo's mean region, :func:`photo_fill`; any other given) **at the word's own
   step**: the attention reads the replaced regions, everything before the step (the LSTM state h_{t-1}, c_{t-1}, built
   from the whole photo) stays. This tests the attention path: does the word depend on the regions it attends to?
 - ``gradient``: gradient x input of log p(word) w.r.t. each region vector at that step, summed over features (L,).
@@ -14,10 +14,10 @@ For one photo and the model's own caption of it (the prefix of each word is what
   hard-attention model that decodes with one region a word). Single decoders only: an ensemble's members each have
   their own α.
 
-Pixel space (``PhotoBlocks``): blocks of the photo's grid cells greyed out (the normalised input set to 0, the
-ImageNet mean) and the photo encoded again, the whole caption then teacher-forced from the new features: the "this
-part of the photo" claim. It costs an encoder pass per mask, so its units are blocks of cells (3 x 3 of Lite2's
-9 x 9: 9 units).
+Pixel space (``PhotoBlocks``): blocks of the photo's grid cells greyed out (the normalised input set to 0,
+mid-grey under EfficientNet-Lite's normalisation) and the photo encoded again, the whole caption then teacher-forced
+from the new features: the "this part of the photo" claim. It costs an encoder pass per mask, so its units are blocks
+of cells (3 x 3 of Lite2's 9 x 9: 9 units).
 """
 
 from __future__ import annotations
@@ -208,16 +208,19 @@ def next_word_probs(model: CaptionModel, words: CaptionWords, t: int, alpha: Ten
 
 
 def photo_fill(model: CaptionModel, features: Tensor) -> Tensor:
-    """The vector a removed region becomes: the training photos' mean region when the model records one, else the
-    mean of this photo's regions (D,)."""
-    mean = getattr(model, "mean_region", None)
-    return mean if isinstance(mean, Tensor) else features[0].mean(dim=0)
+    """The vector a removed region becomes by default: the mean of this photo's regions (D,). Every region removed,
+    the context is then the photo's mean whatever the weights (uniform attention's context): what is taken away is
+    what a region holds beyond the photo's average, its gist kept (each region's features see far beyond its cell).
+    ``region_probes`` takes any other fill (benchmarks/faithfulness.py ``--fill train``: other photos' mean region,
+    which takes the gist away too)."""
+    return features[0].mean(dim=0)
 
 
 class PhotoBlocks:
     """Pixel-space removal over blocks of the photo's grid: ``block`` x ``block`` cells (regions) form one unit, so a
     9 x 9 grid with block 3 has 9 units, each a ninth of the photo. A removed unit is greyed (0 in the normalised
-    input: the mean colour the network was trained around), the photo encoded again and the caption teacher-forced
+    input: mid-grey for EfficientNet-Lite's normalisation, 127 of 255; ImageNet's mean colour for a ResNet's), the
+    photo encoded again and the caption teacher-forced
     over it (module doc). ``probs`` caches what it encoded: masks that recur across a photo's words (leave-one-out,
     random orders drawn with one seed) cost one encoder pass for all of them."""
 

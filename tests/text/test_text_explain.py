@@ -18,6 +18,7 @@ from text_attn.translation.explain import (
     rollout,
     sentence_probes,
     step_through,
+    word_probe,
 )
 from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
 from text_attn.translation.transformer import Transformer, TransformerConfig
@@ -208,6 +209,27 @@ def test_transformer_next_word_probs_with_every_heads_own_weights_is_its_distrib
         assert mean.shape == (2, own.size(1)) and torch.allclose(mean.sum(-1), torch.ones(2), atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", ["bahdanau", "transformer"])
+def test_the_own_row_is_the_forced_baseline_against_the_models_step(arch):
+    """A Transformer's one row of weights read by every head moves its distribution: the probe carries the model's
+    own step (own_probs) and the "own" intervention says how far; for Bahdanau forcing alpha is the model itself."""
+    tr = tiny(arch)
+    steps, _ = steps_of(tr)
+    for t in range(len(steps.tokens)):
+        probe = word_probe(tr.net, steps, t)
+        torch.testing.assert_close(probe.own_probs[steps.tokens[t]], steps.probs[t], atol=1e-6, rtol=0)
+        own = measure_word(probe, "x", random_draws=1).interventions["own"]
+        if arch == "bahdanau":
+            assert own.tv == pytest.approx(0.0, abs=1e-6) and not own.changed
+        else:
+            forced = next_word_probs(tr.net, steps, t, steps.alphas[t][None])[0].double()
+            assert own.tv == pytest.approx(0.5 * float((forced - probe.own_probs.double()).abs().sum()), abs=1e-6)
+    if arch == "transformer":  # the heads differ, so forcing their mean moves the distribution somewhere
+        tvs = [measure_word(word_probe(tr.net, steps, t), "x", random_draws=1).interventions["own"].tv
+               for t in range(len(steps.tokens))]  # fmt: skip
+        assert max(tvs) > 1e-4
+
+
 def test_rollout_by_hand_and_from_the_encoders_own_attention():
     A1 = torch.tensor([[1.0, 0.0], [0.5, 0.5]])  # layer 1, one head
     A2 = torch.tensor([[0.0, 1.0], [0.0, 1.0]])  # layer 2
@@ -248,7 +270,7 @@ def test_measure_word_on_a_bundled_model_sentence():
     assert math.isclose(sum(math.log(r.p_full) for r in results), out.score, abs_tol=1e-4)
     for r in results:
         assert set(r.rankings) == {"attention", "random", "leave_one_out", "gradient", "rollout", "penultimate_layer"}
-        assert set(r.interventions) == {"uniform", "permuted"}
+        assert set(r.interventions) == {"own", "uniform", "permuted"}
         numbers = [r.p_full, r.p_empty, *r.leave_one_out, *(i.tv for i in r.interventions.values())]
         numbers += [v for k in r.rankings.values() for v in (k.deletion_area, k.insertion_area, *k.deletion)]
         assert all(math.isfinite(v) for v in numbers)

@@ -12,6 +12,9 @@ Protocol. For one word it generated (its own output as the prefix), a family han
   gradient x input per unit, "gradcam", "rollout", ...).
 - ``next_word_probs(alpha) -> (K, V)`` (optional): that step's next-word distribution with its attention weights
   replaced by each row of ``alpha`` (K, U); turns on the interventions below.
+- ``own_probs`` (optional, with ``next_word_probs``): (V,) the model's own next-word distribution at that step, as it
+  decodes. Where forcing one row of weights is not how the model attends (a Transformer: one row read by every head
+  of every layer), the baseline row already moves the distribution: the ``own`` intervention says how far.
 
 What :func:`measure_word` records:
 
@@ -33,7 +36,9 @@ What :func:`measure_word` records:
 - Interventions (Jain & Wallace 2019; Wiegreffe & Pinter 2019): the next-word distribution with the word's own alpha
   against alpha replaced by ``uniform`` (1 / U each), ``permuted`` (a seeded random non-identity permutation of it;
   equal weights stay equal) and ``other`` (another word's alpha, when given): total variation distance
-  0.5 * sum |p - q| in [0, 1], and whether the arg-max word ``changed``.
+  0.5 * sum |p - q| in [0, 1], and whether the arg-max word ``changed``. With ``own_probs``, ``own`` compares the
+  baseline itself (the word's own alpha forced) with the model's own distribution the same way: 0 and never changed
+  where forcing alpha is how the model attends (one attention: Bahdanau, a captioner's decoder).
 
 :func:`summarize` averages many words into rows per ranking (and per intervention), split by word kind (content,
 function, all: :mod:`text_attn.core.word_kinds`). Every result is JSON-able (``to_dict``; NaN is written as null).
@@ -71,6 +76,7 @@ class Probe:
     attention: Tensor  # (U,) the word's attention weights
     scores: dict[str, Tensor] = field(default_factory=dict)  # other rankings, each (U,), higher = more relevant
     next_word_probs: Callable[[Tensor], Tensor] | None = None  # alpha (K, U) -> next-word distribution (K, V)
+    own_probs: Tensor | None = None  # (V,) the model's own next-word distribution at the step (the "own" row)
 
 
 @dataclass
@@ -144,6 +150,13 @@ def rounded_taus(taus: Sequence[float]) -> list[float | None]:
     return [None if tau != tau else round(float(tau), 4) for tau in taus]
 
 
+def rounded_evidence(evidence: Tensor) -> list[list[float]]:
+    """Evidence rows (T, U) as records and answers hold them: 6 significant digits each (a word's shares are often
+    1e-3 or less: 6 decimals kept 3 digits, and tied a third of a photo's regions). The agreement beside them is
+    computed from the unrounded values."""
+    return [[float(f"{float(v):.6g}") for v in row] for row in evidence.detach().cpu().tolist()]
+
+
 def deletion_masks(order: Tensor) -> Tensor:
     """``order`` (U,) unit indices, first removed first -> (U + 1, U) bool masks: row k removes ``order[:k]``."""
     n = order.numel()
@@ -193,9 +206,11 @@ def intervene(
     other_alpha: Tensor | None = None,
     permutation: Tensor | None = None,
     seed: int = 0,
+    own_probs: Tensor | None = None,
 ) -> dict[str, InterventionResult]:
     """The word's own ``alpha`` (U,) against uniform, permuted (``permutation`` (U,), else a seeded random one) and
-    ``other_alpha`` (U,): one call of ``next_word_probs`` on (1 + J, U) rows."""
+    ``other_alpha`` (U,): one call of ``next_word_probs`` on (1 + J, U) rows. ``own_probs`` (V,): the model's own
+    distribution, which the own-alpha row is compared with as ``own`` (the module doc)."""
     n = alpha.numel()
     if permutation is None:
         permutation = _non_identity_permutation(n, torch.Generator().manual_seed(seed))
@@ -210,7 +225,13 @@ def intervene(
     p = p.detach().to("cpu", torch.float64)
     tv = 0.5 * (p[1:] - p[0]).abs().sum(-1)  # (J,)
     changed = p[1:].argmax(-1) != p[0].argmax(-1)  # (J,)
-    return {name: InterventionResult(float(tv[i]), bool(changed[i])) for i, name in enumerate(rows)}
+    out = {name: InterventionResult(float(tv[i]), bool(changed[i])) for i, name in enumerate(rows)}
+    if own_probs is not None:
+        q = own_probs.detach().to("cpu", torch.float64).flatten()
+        if q.shape != p[0].shape:
+            raise ValueError(f"own_probs: {tuple(p[0].shape)} probabilities needed, got {tuple(q.shape)}")
+        out = {"own": InterventionResult(float(0.5 * (p[0] - q).abs().sum()), bool(p[0].argmax() != q.argmax())), **out}
+    return out
 
 
 def measure_word(
@@ -263,7 +284,9 @@ def measure_word(
     next_word_probs = getattr(probe, "next_word_probs", None)
     if next_word_probs is not None:
         permutation = _non_identity_permutation(n, generator)
-        interventions = intervene(next_word_probs, attention, other_alpha=other_alpha, permutation=permutation)
+        own = getattr(probe, "own_probs", None)
+        interventions = intervene(next_word_probs, attention, other_alpha=other_alpha, permutation=permutation,
+                                  own_probs=own)  # fmt: skip
     p_empty = rankings["attention"].deletion[-1]  # every unit removed, whatever the order
     return WordResult(word, kind or word_kind(word), n, p_full, p_empty, loo.tolist(), rankings, interventions)
 
@@ -283,7 +306,7 @@ class SummaryRow:
 
 @dataclass
 class InterventionRow:
-    intervention: str  # "uniform", "permuted" or "other"
+    intervention: str  # "own" (the baseline against the model), "uniform", "permuted" or "other"
     kind: str
     n_words: int
     tv: float  # mean total variation distance

@@ -15,7 +15,9 @@ Everything else is a content word: nouns, main verbs, adjectives, most adverbs, 
 what a photo shows, so "one", "two", "3" are content). Punctuation (a token with no letter or digit) and special tokens
 in angle brackets (``<eos>``, ``<unk>``, ``<pad>``, ``<bos>``, ``<s>``, ``</s>``) count as function words: they carry
 no content of the input. Words are lower-cased first, and subword marks are stripped (SentencePiece's leading "▁",
-BPE's trailing "@@"); a fragment of a longer word that is not itself on the list counts as content.
+BPE's trailing "@@"); a fragment of a longer word that is not itself on the list counts as content. In a sequence of
+subword pieces (:func:`piece_kinds`) each piece takes the kind of the whole word it is part of: the "on" of
+"▁Bo st on" is Boston's, a content word.
 """
 
 from __future__ import annotations
@@ -63,3 +65,37 @@ def word_kind(word: str) -> WordKind:
     if bare in FUNCTION_WORDS or bare.endswith("n't"):  # "isn't", "don't", "can't"
         return "function"
     return "content"
+
+
+def piece_kinds(tokens: list[str]) -> list[WordKind]:
+    """Each token's kind, a subword piece taking its whole word's (``["▁Bo", "st", "on", "▁in"]``: Boston is
+    content, so all three of its pieces are; "in" is function). SentencePiece pieces (the sequence has a piece
+    starting with "▁") join a word until the next "▁"; BPE pieces ending with "@@" join the next. Punctuation and
+    special tokens (``<eos>``, ``<unk>``) are words of their own, and so are all tokens of a sequence of whole words:
+    :func:`word_kind` of themselves."""
+    sentencepiece = any(tok.startswith("▁") for tok in tokens)
+    words: list[list[int]] = []  # token indices per word
+    for i, tok in enumerate(tokens):
+        alone = _apart(tok)  # punctuation or <...>: never part of a word
+        prev = tokens[i - 1] if i else None
+        if prev is None or alone or _apart(prev):
+            joins = False
+        elif sentencepiece:
+            joins = not tok.startswith("▁")
+        else:
+            joins = prev.endswith("@@")
+        if joins:
+            words[-1].append(i)
+        else:
+            words.append([i])
+    kinds: list[WordKind] = ["content"] * len(tokens)
+    for word in words:
+        kind = word_kind("".join(_bare(tokens[i]) for i in word))
+        for i in word:
+            kinds[i] = kind
+    return kinds
+
+
+def _apart(token: str) -> bool:
+    bare = _bare(token)
+    return not any(ch.isalnum() for ch in bare) or (bare.startswith("<") and bare.endswith(">"))

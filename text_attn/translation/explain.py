@@ -34,7 +34,9 @@ its eos included when it produced one), per target token t:
   first (input feeding), then context = alpha @ keys and h~_t = tanh(W_c [s_t; c_t]). Transformer: **every head of
   every decoder layer** reads ``alpha`` in place of its own weights (alpha (K, L, H, S) sets each head apart). Note
   for the Transformer that the measure's baseline row, the "own" alpha, is then the head-and-layer mean in every
-  head, itself a change from the model's own distribution: the interventions compare two such replacements.
+  head, itself a change from the model's own distribution: the interventions compare two such replacements, and
+  the ``own`` row (``own_probs``: :func:`own_distribution`, the model's step as it decodes) says how far that baseline
+  is from the model (for Bahdanau and Luong it is the model's step itself: 0).
 
 A model without attention (the seq2seq with attention "none") is refused with one ValueError line. Everything runs
 the network in eval mode (no dropout) and puts its mode back afterwards.
@@ -266,6 +268,17 @@ def next_word_probs(net: TextNet, steps: SentenceSteps, t: int, alpha: Tensor) -
         return torch.softmax(net.out(net.drop(hidden)), dim=-1)
 
 
+@torch.no_grad()
+def own_distribution(net: TextNet, steps: SentenceSteps, t: int) -> Tensor:
+    """(V,) the model's own next-word distribution at word t's step, every head attending as it does."""
+    with evaluating(net):
+        if isinstance(net, Transformer):
+            log_probs, _, _ = transformer_step(net, _prev(steps, t, 1), _state_rows(steps, t, 1))
+        else:
+            log_probs, _, _ = net.step(_prev(steps, t, 1), _state_rows(steps, t, 1))
+    return log_probs[0].exp()
+
+
 def word_probe(net: TextNet, steps: SentenceSteps, t: int, rollout_matrix: Tensor | None = None) -> Probe:
     """The faithfulness probe of word t: removal, attention, gradient (and rollout for a Transformer, from
     ``rollout_matrix`` (S, S), else computed), and the attention intervention hook."""
@@ -281,6 +294,7 @@ def word_probe(net: TextNet, steps: SentenceSteps, t: int, rollout_matrix: Tenso
         attention=steps.alphas[t],
         scores=scores,
         next_word_probs=partial(next_word_probs, net, steps, t),
+        own_probs=own_distribution(net, steps, t),
     )
 
 
