@@ -475,6 +475,7 @@ def self_critical_step(
     groups of similar length. Each image's region keys are projected once for all its samples.
     """
     bos, eos = vocab.bos_id, vocab.eos_id
+    banned = (vocab.pad_id, vocab.bos_id, vocab.unk_id)  # what `caption` never writes (Captioner.generate)
 
     def cider(token_lists: list[list[int]], copies: int) -> Tensor:  # (len,)
         refs = [r for r in references for _ in range(copies)]
@@ -482,8 +483,8 @@ def self_critical_step(
 
     return shared_step(
         model,
-        sample=lambda: model.generate(features, bos, eos, max_len, sampling=Sampling(), copies=samples),
-        greedy=lambda: model.generate(features, bos, eos, max_len),
+        sample=lambda: model.generate(features, bos, eos, max_len, sampling=Sampling(), copies=samples, banned=banned),
+        greedy=lambda: model.generate(features, bos, eos, max_len, banned=banned),
         reward=cider,
         # (n, T, V) for samples ``rows``, each of image row // K: the image's keys projected once for its K samples
         score=lambda inputs, rows: model.decoder(features, inputs, rows=rows // samples).logits,
@@ -492,4 +493,5 @@ def self_critical_step(
         bos_id=bos,
         pad_id=vocab.pad_id,
         max_groups=max_groups,
+        banned=banned,
     )

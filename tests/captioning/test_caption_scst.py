@@ -98,6 +98,29 @@ def test_an_scst_sample_as_good_as_greedy_teaches_nothing(one_thread):
     assert all(p.grad is None or float(p.grad.abs().max()) == 0.0 for p in model.parameters())
 
 
+def test_scst_samples_and_scores_what_caption_writes(one_thread):
+    """caption never writes <unk>, <pad> or <bos>; SCST drew from the unbanned distribution, so the policy it trained
+    was not the one captions are decoded with. Here <unk> is the model's favourite by far: no sample holds it, and each
+    sampled token's log-probability is that of the distribution without the three (renormalised)."""
+    model, vocab, features, references = _toy()
+    out = model.decoder.L_o if hasattr(model.decoder, "L_o") else model.decoder.out
+    with torch.no_grad():
+        out.bias[vocab.unk_id] += 50.0
+    drawn = []
+
+    class Length(CaptionReward):
+        def __call__(self, captions, refs):
+            drawn.extend(captions)
+            return torch.tensor([float(len(c)) for c in captions])
+
+    torch.manual_seed(0)
+    loss, stats = self_critical_step(model, vocab, features, references, Length(references), samples=4, max_len=5,
+                                     baseline="leave_one_out")  # fmt: skip
+    assert drawn and not any({"<unk>", "<pad>", "<bos>"} & set(c) for c in drawn)
+    # unbanned, each sampled token would cost about 50 nats; banned and renormalised, a few at most
+    assert torch.isfinite(loss) and float(loss.abs()) < 50, float(loss)
+
+
 def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
     model, vocab, _, _ = _toy()
     path = tmp_path / "m.pt"

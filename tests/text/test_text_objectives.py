@@ -205,6 +205,8 @@ def test_a_short_scst_run_raises_the_sampled_reward(tmp_path):
     trainer.fit(scst, TranslationDataModule(**DATA))
     assert modes and not any(modes)  # every encoder call of the SCST steps ran in eval mode
     assert scst.net.training  # and training mode is back afterwards
+    vocab = scst.tgt_vocab  # its samples are drawn and scored without what translate never writes
+    assert set(scst.objective.banned) >= {vocab.pad_id, vocab.bos_id} and vocab.eos_id not in scst.objective.banned
     end = _sample_reward(scst, batch)
     assert end > start + 0.03, (start, end)
     logged = trainer.callback_metrics

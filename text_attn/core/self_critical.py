@@ -16,7 +16,7 @@ decides the length, which CIDEr-D's length penalty scores), nothing after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -139,6 +139,12 @@ def teacher_inputs(tokens: Tensor, lengths: Tensor, bos_id: int, pad_id: int) ->
     return torch.cat([bos, targets[:, :-1]], dim=1), targets, mask
 
 
+def ban_logits(logits: Tensor, banned: Sequence[int]) -> Tensor:
+    """logits (..., V) with the ``banned`` token ids at -inf (what the search's ban does to its log-probabilities)."""
+    ids = torch.tensor(list(banned), device=logits.device)
+    return logits.index_fill(-1, ids, float("-inf"))
+
+
 def token_log_probs(logits: Tensor, targets: Tensor) -> Tensor:
     """logits (N, T, V), targets (N, T) -> log p(targets[n, t]) (N, T): what ``self_critical_loss`` takes."""
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -207,9 +213,15 @@ def self_critical_step(
     bos_id: int,
     pad_id: int,
     max_groups: int = 4,
+    banned: Sequence[int] = (),
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """One self-critical loss, the same for every family: ``policy`` (the network) runs in eval mode throughout (no
     dropout: the policy that draws a sequence is the one whose log-probabilities are raised).
+
+    ``banned``: the token ids the family's search never writes (a caption's <unk>, <pad>, <bos>), which sample() and
+    greedy() must ban too; their logits are set to -inf before the samples are scored, so the log-probabilities
+    raised are those of the distribution the samples were drawn from (renormalised without them), the policy that
+    ``caption`` / ``translate`` decode with.
 
     sample() -> K = ``samples`` sampled sequences per source (rows b*K .. b*K+K-1 are source b's); greedy() -> one
     greedy sequence per source (called only for the ``greedy`` baseline); reward(token lists, copies per source) ->
@@ -226,7 +238,8 @@ def self_critical_step(
             best = reward(greedy().token_lists(), 1) if baseline == "greedy" else None  # (B,)
             b = scst_baseline(baseline, rewards, samples, best)
         inputs, targets, mask = teacher_inputs(drawn.tokens, drawn.lengths, bos_id, pad_id)
-        log_probs = grouped_token_log_probs(score, inputs, targets, mask, max_groups)
+        scored = score if not banned else (lambda x, rows: ban_logits(score(x, rows), banned))
+        log_probs = grouped_token_log_probs(scored, inputs, targets, mask, max_groups)
         return self_critical_loss(log_probs, mask, rewards, b)
     finally:
         policy.train(was_training)

@@ -174,6 +174,7 @@ class TranslationModule(RunState, pl.LightningModule):
             self._load_start(start["state_dict"])
             self._start_file = None  # its weights are the network's now: not kept twice for the whole run
         self.objective.check(self.net, bool(getattr(dm.hparams, "attention_targets", False)))
+        self.objective.banned = never_written(self.tgt_vocab, self.codec)  # SCST samples what translate writes
 
     def _load_start(self, state: dict[str, torch.Tensor]) -> None:
         """Load ``init_from``'s weights; a weight that does not fit the network built here is one line."""

@@ -85,9 +85,10 @@ class TranslationObjective:
     """:class:`ObjectiveConfig` applied to a text network's batches (module doc); ``pad_id`` etc. of the target
     vocabulary. Sampling draws from torch's generator (seeded, checkpointed with the run)."""
 
-    def __init__(self, cfg: ObjectiveConfig):
+    def __init__(self, cfg: ObjectiveConfig, banned: tuple[int, ...] = ()):
         self.cfg = cfg
         self._sampling = Sampling()  # plain sampling at temperature 1
+        self.banned = banned  # the target ids translate never writes (translator.never_written): SCST bans them too
 
     def check(self, net: nn.Module, attention_targets: bool) -> None:
         """One ValueError line for an attn_sup_layer the network lacks (or an RNN's, which has one attention), and,
@@ -160,14 +161,17 @@ class TranslationObjective:
         try:
             loss, stats = self_critical_step(
                 net,
-                sample=lambda: net.generate(src_k, lens_k, bos, eos, max_len=max_len, sampling=self._sampling),
-                greedy=lambda: net.generate(src, src_lens, bos, eos, max_len=max_len),
+                sample=lambda: net.generate(
+                    src_k, lens_k, bos, eos, max_len=max_len, sampling=self._sampling, banned=self.banned
+                ),  # fmt: skip
+                greedy=lambda: net.generate(src, src_lens, bos, eos, max_len=max_len, banned=self.banned),
                 reward=lambda lists, copies: torch.tensor(bleu_rewards(refs, lists, copies), device=src.device),
                 score=lambda inputs, rows: teacher_forcing(net, src_k[rows], lens_k[rows], inputs, attention=False)[0],
                 samples=k,
                 baseline=cfg.scst_baseline,
                 bos_id=bos,
                 pad_id=pad,
+                banned=self.banned,
             )
             sup = None
             if cfg.attn_sup_lambda > 0:  # the supervision term on the reference translation
