@@ -14,6 +14,7 @@ says 503 until it is back; a crash loop (more than --max-restarts stops in 60 s)
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import socket
@@ -193,6 +194,13 @@ def json_errors(app) -> None:
     logging.getLogger("multipart").setLevel(logging.ERROR)
 
 
+class _NoSwagger(logging.Filter):
+    """LitServe's "Swagger UI is available at .../docs": FastAPI's /docs and /redoc are switched off here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Swagger UI" not in str(record.getMessage())
+
+
 def _stop_gracefully(server, grace: float) -> None:
     """SIGTERM (a service manager's stop) and Ctrl-C: the requests in flight are answered, then everything stops.
 
@@ -246,6 +254,7 @@ def serve_main(argv: list[str] | None = None) -> int:
               "authentication: anyone who can reach it can use it (give --api-key KEY to require a key)",
               file=sys.stderr, flush=True)  # fmt: skip
     _stop_gracefully(server, args.grace)
+    logging.getLogger("litserve.server").addFilter(_NoSwagger())  # at --log-level info it named a page that is off
     server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
                generate_client_file=False, access_log=False)  # fmt: skip
     if server.gave_up is not None:  # its line is in the log already (workers.py)

@@ -83,7 +83,9 @@ CAPTION_OPTIONS = {
 }
 TRANSLATE_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice)"),
-    "max_len": Option(int, 1, 512, "longest translation in tokens (default: 2 x source + 10, at most 512)"),
+    "max_len": Option(
+        int, 1, 512, "longest translation in tokens (default: 2 x (source tokens + 1) + 10, at most 512)"
+    ),
     "length_penalty": Option(float, 0, 5, "score / length**penalty, beams ranked so (default: the model file's)"),
     "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
     "evidence": Option(

@@ -110,6 +110,17 @@ def test_text_data_options_out_of_range_are_refused_by_name(args, message, capsy
     assert exc.value.code == 2 and err.strip().splitlines()[-1] == f"text-train: error: {message}"
 
 
+def test_a_bad_data_option_is_one_line_from_the_command_itself(tmp_path):
+    """Run as a user runs it: Lightning's "Seed set to 0" came on stderr before the one-line error (its logging
+    handler writes to the real stderr, which capsys does not see in-process)."""
+    import subprocess
+    import sys
+
+    cmd = [str(Path(sys.executable).parent / "text-train"), "fit", "--data.train_size", "-1"]
+    run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr == "text-train: error: data.train_size must be 0 or more, got -1\n"
+
+
 @pytest.mark.parametrize("main", ["caption", "translate"])
 def test_zero_threads_is_refused(main, capsys):
     from captioning.commands.caption import caption_main

@@ -73,3 +73,16 @@ def test_info_keeps_a_model_info_value_written_on_its_next_line():
              "decoding:       beam_size 8"]  # fmt: skip
     assert _details(lines) == {"model": "m.pt", "test_scores_default_decoding": "test beam 8: sacreBLEU 41.54",
                                "decoding": "beam_size 8"}  # fmt: skip
+
+
+def test_the_log_never_points_at_the_pages_that_are_off():
+    """At --log-level info LitServe said "Swagger UI is available at .../docs", a page switched off here (404)."""
+    import logging
+
+    from attention_serve.cli import _NoSwagger
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("litserve.server", logging.INFO, __file__, 1, msg, None, None)
+
+    assert not _NoSwagger().filter(record("Swagger UI is available at http://127.0.0.1:8000/docs"))
+    assert _NoSwagger().filter(record("Uvicorn running on http://127.0.0.1:8000"))

@@ -34,8 +34,12 @@ from text_attn.core.safe_files import atomic_output, write_text
 
 
 class _NoTips(logging.Filter):
+    """Lightning's tips, and its "Seed set to N": the seed is in the run's config.yaml, and the line came before a bad
+    option's one-line error (two lines where every command says one)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in str(record.getMessage())
+        text = str(record.getMessage())
+        return "Tip:" not in text and not text.startswith("Seed set to ")
 
 
 def quiet_lightning() -> None:
@@ -52,7 +56,8 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
     # A frozen encoder stays in eval mode (batch-norm statistics fixed) on purpose.
     warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")
-    for name in ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning.pytorch"):
+    names = ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning.pytorch")
+    for name in (*names, "lightning_fabric.utilities.seed"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _NoTips) for f in logger.filters):
             logger.addFilter(_NoTips())

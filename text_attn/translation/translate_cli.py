@@ -77,7 +77,9 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         help="rank beams by score / length**this (default: the model file's choice, chosen on validation data, else 0)",
     )
-    p.add_argument("--max-len", type=int, default=None, help="longest output (default: 2 x source + 10)")
+    p.add_argument(
+        "--max-len", type=int, default=None, help="longest output in tokens (default: 2 x (source tokens + 1) + 10)"
+    )
     p.add_argument(
         "--plot",
         metavar="PNG",
@@ -430,7 +432,7 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         print(f"translate: note: {which}, translated as text; to translate a file's lines: translate < "
               f"{inert(files[0][1])}", file=sys.stderr)  # fmt: skip
     if progress.get("cut"):
-        cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x source + 10)"
+        cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x (source tokens + 1) + 10)"
         print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])

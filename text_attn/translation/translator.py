@@ -424,8 +424,9 @@ class Translator:
         """Translate already tokenized sentences. A subword model never writes <unk> (the next most likely piece stands
         in: every word can be spelled from pieces). Sentences whose search would not fit in BATCH_BYTES together are
         translated in smaller batches (:meth:`_batches`); each gets the translation it gets in any batch: the output
-        cap is ``max_len``, else each sentence's own 2 x its source + 10, at most ``longest`` where given (a server's
-        ceiling: a 1,000-token line would search 2,010 steps). No sentences: no translations."""
+        cap is ``max_len``, else each sentence's own 2 x (its source + 1) + 10 (its end counted), at most
+        ``longest`` where given (a server's ceiling: a 1,000-token line would search 2,012 steps). No sentences: no
+        translations."""
         if not toks:
             return []
         batches = self._batches([len(t) for t in toks], beam_size, max_len)
