@@ -5,7 +5,10 @@ A :class:`Preprocess` is a small JSON-able dataclass, so model files store exact
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -231,6 +234,31 @@ def prepared(src: str | Path | Image.Image, preprocess: Callable[[Image.Image], 
     return preprocess(load_image(src, getattr(preprocess, "decode_side", None)))
 
 
+def file_kind(path: str | Path) -> str | None:
+    """None for a regular file (links followed); "missing" for none there; else what is wrong, for a message: a
+    folder, a FIFO, socket or device (opening a FIFO waits for a writer: a run hung on one named like a photo), a
+    symbolic link loop, a name the system refuses (too long, a NUL byte)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except ValueError:  # a NUL byte (a list on stdin can hold one)
+        return "a file name with a NUL byte in it"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symbolic link loop, not a file"
+        if err.errno == errno.ENAMETOOLONG:
+            return "a file name too long for the file system"
+        if err.errno == errno.ENOTDIR:
+            return "missing"
+        return f"cannot be read ({err.strerror or err})"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not an image"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (a FIFO, socket or device): not read"
+    return None
+
+
 def file_head(path: str | Path) -> bytes:
     """The first :data:`HEAD` bytes of a file (what :func:`photo_formats` looks at); none when it cannot be read."""
     try:
@@ -275,10 +303,11 @@ def load_photo(
         p, src = io.BytesIO(src), "upload"
     else:
         p = Path(src)
-        if not p.exists():
+        kind = file_kind(src)
+        if kind == "missing":
             raise ImageReadError(missing(src), "missing")
-        if p.is_dir():
-            raise ImageReadError(f"{src}: is a directory, not an image", "not_image")
+        if kind is not None:
+            raise ImageReadError(f"{src}: {kind}", "missing" if kind.startswith("a file name") else "not_image")
         formats = photo_formats(file_head(p), src)
     try:
         with Image.open(p, formats=formats) as img:

@@ -714,3 +714,26 @@ def test_export_takes_a_bundled_model_by_name(tmp_path, capsys):
     out = tmp_path / "shapes.pt"
     assert export_main(["shapes", str(out)]) == 0
     assert "from model file " in capsys.readouterr().out and Captioner.load(out).vocab == Captioner.load("shapes").vocab
+
+
+def test_files_that_are_not_photos_are_each_one_line_and_the_rest_are_captioned(capsys, model_file, tmp_path,
+                                                                                monkeypatch):  # fmt: skip
+    """A FIFO named like a photo hung the run (opening it waits for a writer); a name too long for the file system or
+    with a NUL byte (a list on stdin) ended it with a traceback, the other photos uncaptioned; a symbolic link loop was
+    "no such file"."""
+    import io
+    import os
+
+    good = tmp_path / "good.jpg"
+    good.write_bytes((IMAGES / "rocket.jpg").read_bytes())
+    os.mkfifo(tmp_path / "fifo.jpg")
+    (tmp_path / "loopA.jpg").symlink_to(tmp_path / "loopB.jpg")
+    (tmp_path / "loopB.jpg").symlink_to(tmp_path / "loopA.jpg")
+    code, out, err = run(capsys, tmp_path, "a" * 300 + ".jpg", "--model", model_file, *FAST, "--workers", "0")
+    assert code == 1 and out.splitlines()[0].startswith(f"{good}\t"), (out, err)
+    assert f"{tmp_path / 'fifo.jpg'}: not a regular file (a FIFO, socket or device): not read" in err
+    assert f"{tmp_path / 'loopA.jpg'}: a symbolic link loop, not a file" in err
+    assert f"{'a' * 300}.jpg: a file name too long for the file system" in err and "Traceback" not in err
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{good}\nbad\0name.jpg\n{good}\n"))
+    code, out, err = run(capsys, "-", "--model", model_file, *FAST, "--workers", "0")
+    assert code == 1 and len(out.splitlines()) == 2 and "bad\\x00name.jpg: a file name with a NUL byte in it" in err

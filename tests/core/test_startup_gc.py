@@ -95,3 +95,19 @@ HOLDING = textwrap.dedent("""
 def test_a_trainers_console_script_starts_held_and_main_alone_does_not():
     done = subprocess.run([sys.executable, "-c", HOLDING], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.split()) == (0, ["False", "True", "True"]), done.stderr
+
+
+def test_a_path_the_system_refuses_is_one_line_wherever_it_is_met(capsys, monkeypatch):
+    """A model, config or output name too long for the file system (or a link loop) raised where a command first
+    opened it: a traceback. The console script's entry says it in one line, exit 2; other errors pass through."""
+    import pytest
+
+    from text_attn.core import startup_gc
+
+    monkeypatch.setattr("sys.argv", ["caption"])
+    name = "a" * 300 + ".pt"
+    assert startup_gc.holding(lambda: open(name))() == 2
+    assert capsys.readouterr().err == f"caption: error: {name}: a file name too long for the file system\n"
+    with pytest.raises(FileNotFoundError):
+        startup_gc.holding(lambda: open("no-such-file.pt"))()
+    startup_gc.release()

@@ -144,7 +144,7 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 def _identity(path: str | Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)  # following links: an input is read through them
-    except OSError:
+    except (OSError, ValueError):  # not there, or a name no file can have (too long, a NUL byte): said when read
         return None
     return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 

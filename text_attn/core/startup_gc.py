@@ -57,11 +57,28 @@ def holding(main: Callable[[], Any]) -> Callable[[], Any]:
 
     def script() -> Any:
         hold()
+        prog = os.path.basename(sys.argv[0]) or "python"
         try:
             return main()
         except KeyboardInterrupt:  # Ctrl-C before the command's own handling (its imports): one line, not a traceback
-            print(f"{os.path.basename(sys.argv[0]) or 'python'}: interrupted", file=sys.stderr)
+            print(f"{prog}: interrupted", file=sys.stderr)
             return 130
+        except OSError as err:
+            if (why := _name_refused(err)) is None:
+                raise
+            print(f"{prog}: error: {err.filename}: {why}", file=sys.stderr)  # a model, config or output path
+            return 2
 
     script.__doc__ = f"The console script: {main.__name__}() on the command line."
     return script
+
+
+def _name_refused(err: OSError) -> str | None:
+    """What is wrong with a path the system refuses as a name (a file name too long, a symbolic link loop), wherever a
+    command met it before its own checks: one line, not a traceback. None for any other error (raised as before)."""
+    import errno
+
+    if err.filename is None:
+        return None
+    return {errno.ENAMETOOLONG: "a file name too long for the file system",
+            errno.ELOOP: "a symbolic link loop, not a file"}.get(err.errno)  # fmt: skip
