@@ -95,9 +95,9 @@ def test_a_paragraph_without_line_breaks_gets_a_batch_of_its_own(model_file, mon
 
 def test_search_bytes_counts_beams_steps_and_source(model_file):
     translator = Translator.load(model_file)
-    # an RNN keeps one attention row over the source (with <eos>) per beam and step
-    assert translator.search_bytes(99, beam_size=8, max_len=50) == 4 * 8 * 50 * 100
-    assert translator.search_bytes(99, beam_size=1) == 4 * 1 * (2 * 100 + 10) * 100  # default cap: 2 x source + 10
+    # an RNN keeps one attention row over the source (with <eos>) per beam and step, copied once as beams reorder
+    assert translator.search_bytes(99, beam_size=8, max_len=50) == 2 * 4 * 8 * 50 * 100
+    assert translator.search_bytes(99, beam_size=1) == 2 * 4 * 1 * (2 * 100 + 10) * 100  # cap: 2 x (99 + 1) + 10
 
 
 def test_a_sentence_too_long_for_memory_is_refused_and_the_others_translated(model_file, capsys, monkeypatch):
@@ -173,3 +173,14 @@ def test_unknown_words_are_named_as_written(model_file, capsys):
     assert translate_main(["--model", str(model_file), "--max-len", "3", "Ein Hund in Łódź."]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "unknown word(s)" in line]
     assert len(notes) == 1 and "Łódź" in notes[0] and "<0x" not in notes[0] and "▁" not in notes[0], notes
+
+
+def test_a_paragraph_of_three_thousand_words_is_refused_by_the_bundled_model(capsys, monkeypatch):
+    """Estimated at 2.4 GiB, under the 4 GiB a line's search may hold, it was searched: more than 12 minutes and
+    5.3 GB later it was still running, the other lines waiting. Counted with the reorder's copies: refused at once."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Mann.\n" + "Hund " * 3000 + "\nEine Frau.\n"))
+    assert translate_main(["--threads", "1"]) == 1
+    out = capsys.readouterr()
+    lines = out.out.split("\n")
+    assert len(lines) == 4 and lines[0] and lines[1] == "" and lines[2], out.out
+    assert "input 2:" in out.err and "Traceback" not in out.err
