@@ -4,6 +4,7 @@ so a bad file is one line before anything starts; the inference workers load the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,18 @@ class Served:
     defaults: dict[str, Any]
     info: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)  # caption: preprocess, grid, domain; text: arch
+
+
+def json_safe(value: Any) -> Any:
+    """A model file's info as /info can answer it: a NaN or infinity (a file written before caption-export refused
+    them) becomes null, since a JSON answer cannot hold one (it was a plain-text 500)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def _details(lines: list[str]) -> dict[str, str]:
@@ -68,7 +81,7 @@ def load_caption(path: Path) -> Served:
         "model": name,
         **_details(model_info(captioner, path)[1:6]),
         "decoding": defaults,
-        "info": captioner.info,
+        "info": json_safe(captioner.info),
     }
     extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled}
     return Served(Path(path), name, defaults, info, extra)
@@ -88,7 +101,7 @@ def load_text(path: Path) -> Served:
         "model": name,
         **_details(model_info(translator, path)[1:]),
         "decoding": defaults,
-        "info": translator.info,
+        "info": json_safe(translator.info),
     }
     return Served(Path(path), name, defaults, info, {"arch": translator.arch, "bundled": bundled})
 

@@ -192,13 +192,19 @@ def export_model(captioner, out: str | Path, half: bool = False, encoder_from_pa
     return out
 
 
+def _not_a_number(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number (give null, or a number)")
+
+
 def read_info(path: str) -> dict:
     """--info FILE: a JSON object of facts about the model (its data, their terms, scores)."""
     import json
 
     try:
-        info = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark (Windows editors) dropped
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        # a byte-order mark (Windows editors) dropped; NaN and Infinity, which Python's json takes and no JSON reader
+        # (attention-serve's /info) writes back, refused
+        info = json.loads(Path(path).read_text(encoding="utf-8-sig"), parse_constant=_not_a_number)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
         raise ModelFileError(f"--info {path}: cannot read a JSON object ({one_line(err)})") from None
     if not isinstance(info, dict):
         raise ModelFileError(f"--info {path}: expected a JSON object, got {type(info).__name__}")

@@ -403,6 +403,14 @@ def test_export_info_saved_with_a_byte_order_mark_is_read(tmp_path):
 
     (tmp_path / "info.json").write_bytes(b'\xef\xbb\xbf{"trained on": "my photos"}\r\n')  # Notepad's "UTF-8"
     assert read_info(str(tmp_path / "info.json")) == {"trained on": "my photos"}
+    # NaN and Infinity: Python's json reads them, no JSON reader writes them back (attention-serve's /info answered a
+    # plain-text 500): refused by name
+    from text_attn.core.modelfile import ModelFileError
+
+    for bad in ('{"x": NaN}', '{"scores": [1, -Infinity]}'):
+        (tmp_path / "info.json").write_text(bad)
+        with pytest.raises(ModelFileError, match="is not a JSON number"):
+            read_info(str(tmp_path / "info.json"))
 
 
 @pytest.mark.slow

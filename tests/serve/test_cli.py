@@ -86,3 +86,15 @@ def test_the_log_never_points_at_the_pages_that_are_off():
 
     assert not _NoSwagger().filter(record("Swagger UI is available at http://127.0.0.1:8000/docs"))
     assert _NoSwagger().filter(record("Uvicorn running on http://127.0.0.1:8000"))
+
+
+def test_info_answers_json_whatever_a_model_file_holds():
+    """A file written before caption-export refused NaN held one in its info: /info was a plain-text 500."""
+    import json
+    import math
+
+    from attention_serve.models import json_safe
+
+    info = {"x": math.nan, "scores": [1.0, math.inf, {"y": -math.inf}], "name": "m", "n": 3}
+    assert json_safe(info) == {"x": None, "scores": [1.0, None, {"y": None}], "name": "m", "n": 3}
+    json.dumps(json_safe(info), allow_nan=False)  # what the answer's encoder demands
