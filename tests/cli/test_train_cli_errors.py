@@ -121,6 +121,23 @@ def test_a_bad_data_option_is_one_line_from_the_command_itself(tmp_path):
     assert run.returncode == 2 and run.stderr == "text-train: error: data.train_size must be 0 or more, got -1\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model.network.dropout", "abc"], "model.network.dropout must be a number, got abc"),
+        (["--model.network.dropout", "nan"], "model.network.dropout must be a number, got nan"),
+        (["--model.network.embed_dim", "64.5"], "model.network.embed_dim must be an integer, got 64.5"),
+        (["--model.network.bidirectional", "maybe"], "model.network.bidirectional must be true or false, got maybe"),
+    ],
+)
+def test_a_network_option_of_the_wrong_type_is_one_line(args, message, capsys, cli_run_in_tmp):
+    """The network block is free-form: "abc" as a width was a traceback from inside torch, "maybe" trained as true."""
+    with pytest.raises(SystemExit) as exc:
+        text_train(["fit", "--trainer.fast_dev_run", "true", *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.strip().splitlines()[-1] == f"text-train: error: {message}", err
+
+
 @pytest.mark.parametrize("main", ["caption", "translate"])
 def test_zero_threads_is_refused(main, capsys):
     from captioning.commands.caption import caption_main

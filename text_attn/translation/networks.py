@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -26,12 +27,33 @@ def make_config(arch: str, options: dict[str, Any], **sizes: int) -> Any:
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"unknown {arch} network option(s) {unknown}; known: {sorted(known - set(sizes))}")
+    kinds = {f.name: f.type for f in fields(cls)}  # "int", "float", "bool", "str" (the configs' annotations)
+    for name, value in options.items():
+        _check_kind(name, value, kinds[name])
     for name, value in options.items():  # widths, layer and head counts: torch's own refusal named no option
         if isinstance(value, int) and not isinstance(value, bool) and name != "pad_id" and value < 1:
             raise ValueError(f"model.network.{name} must be at least 1, got {value}")
         if name in ("dropout", "attn_dropout") and not 0 <= value < 1:
             raise ValueError(f"model.network.{name} must be in [0, 1), got {value}")
     return cls(**{**options, **sizes})
+
+
+def _check_kind(name: str, value: Any, kind: str) -> None:
+    """The block is free-form (a dict): a value of the wrong type ended in a traceback from deep inside torch ("abc" as
+    a width), or trained silently ("maybe" as a bool was true). One ValueError line naming it."""
+    if kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    elif kind == "str":
+        ok = isinstance(value, str)
+    else:
+        return
+    if not ok:
+        what = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a text"}[kind]
+        raise ValueError(f"model.network.{name} must be {what}, got {value}")
 
 
 def build_network(arch: str, config: Any) -> nn.Module:
