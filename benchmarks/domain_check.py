@@ -34,7 +34,7 @@ from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
 from captioning.model.captioner import Captioner  # noqa: E402
 from captioning.photos.domain import MIN_HELD_OUT, domain_check, far_from_domain, novelty  # noqa: E402
 from captioning.photos.photo_check import photo_stats, unlike_a_photo  # noqa: E402
-from text_attn.core.errors import new_file  # noqa: E402
+from text_attn.core.errors import new_file, positive_int  # noqa: E402
 from text_attn.core.safe_files import write_bytes, write_text  # noqa: E402
 
 # scikit-image's data photographs (its drawings, test patterns and silhouettes are left out: not photographs)
@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model", type=Path, help="caption model file (rewritten in place with --write)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--flickr8k", type=Path, help="the Flickr8k folder the model was trained on")
-    source.add_argument("--shapes", type=int, help="this many synthetic training scenes (seed 0)")
-    p.add_argument("--train", type=int, default=3000, help="Flickr8k training photos for the prototypes")
-    p.add_argument("--held-out", type=int, default=200, help="shapes: val and test scenes (seeds 1 and 2)")
+    source.add_argument("--shapes", type=positive_int, help="this many synthetic training scenes (seed 0)")
+    p.add_argument("--train", type=positive_int, default=3000, help="Flickr8k training photos for the prototypes")
+    p.add_argument("--held-out", type=positive_int, default=200, help="shapes: val and test scenes (seeds 1 and 2)")
     p.add_argument("--cache", type=Path, help="keep the Flickr8k features here and reuse them")
     p.add_argument("--domain", help="what the model was trained on, in words (default: as recorded)")
     p.add_argument("--about", help="what its training photos show, for the note (e.g. 'people, dogs, outdoor scenes')")
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     captioner = Captioner.load(args.model)
     old = captioner.domain_check if captioner.domain_check and "centre" in captioner.domain_check else None
-    if args.shapes:
+    if args.shapes is not None:
         from captioning.training.shapes import make_scenes
 
         counts = (("train", args.shapes, 0), ("val", args.held_out, 1), ("test", args.held_out, 2))  # (split, n, seed)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from text_attn.core.errors import new_file  # noqa: E402
+from text_attn.core.errors import new_file, positive_int  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("source", type=Path, help="source sentences, a line each (gzipped or not)")
     p.add_argument("target", type=Path, help="their translations, line by line")
     p.add_argument("--out", type=new_file, required=True, help="the links, a line per pair")
-    p.add_argument("--iterations", type=int, default=5)
+    p.add_argument("--iterations", type=positive_int, default=5, help="EM iterations a direction (default 5)")
     args = p.parse_args(argv)
 
     from _word_aligner import grow_diag_final_and, train_both

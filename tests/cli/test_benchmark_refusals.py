@@ -38,3 +38,20 @@ def test_an_output_in_a_missing_folder_is_refused_before_the_work(tmp_path):
     assert new_file(str(tmp_path / "t.json")) == tmp_path / "t.json"
     with pytest.raises(argparse.ArgumentTypeError, match="is a folder"):
         new_file(str(tmp_path))
+
+
+def test_a_count_below_one_is_refused_by_name(tmp_path):
+    """--shapes 0 fell into the Flickr8k branch (a TypeError), -3 an empty torch.cat; --iterations -1 aligned with no
+    EM at all and said nothing."""
+    from captioning.model.bundled import SHAPES_MODEL
+    from text_attn.core.errors import positive_int
+
+    for count in ("0", "-3"):
+        line = _refused("domain_check.py", str(SHAPES_MODEL), "--shapes", count)
+        assert line == f"domain_check.py: error: argument --shapes: must be at least 1, got {int(count)}"
+    (tmp_path / "s.txt").write_text("ein hund\n")
+    (tmp_path / "t.txt").write_text("a dog\n")
+    line = _refused("word_align.py", str(tmp_path / "s.txt"), str(tmp_path / "t.txt"), "--out", str(tmp_path / "o"),
+                    "--iterations", "-1")  # fmt: skip
+    assert line == "word_align.py: error: argument --iterations: must be at least 1, got -1"
+    assert positive_int("3") == 3

@@ -100,6 +100,15 @@ def finite_float(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count that must be at least 1 (scenes, photos, iterations): 0 or a negative one was taken,
+    then failed far from the option (an empty list to concatenate) or silently did nothing."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def new_file(text: str) -> Path:
     """argparse type of an output file: refused when it is a folder or its folder does not exist, when the options
     are read, not when it is written after the work (a benchmark's hour of measuring lost to a mistyped folder)."""
