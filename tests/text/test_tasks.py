@@ -212,6 +212,8 @@ def test_read_tsv_errors(tmp_path):
         read_tsv_pairs(FIXTURES / "pairs.tsv", tgt_col=3)
     with pytest.raises(TaskError, match="nope.tsv: file not found"):
         read_tsv_pairs(tmp_path / "nope.tsv")
+    with pytest.raises(TaskError, match=f"{tmp_path}: is a folder; give the file"):  # was "file not found"
+        read_tsv_pairs(tmp_path)
     bad_utf8 = tmp_path / "latin1.tsv"
     bad_utf8.write_bytes("a\tb\nd\u00e9j\u00e0\tc\n".encode("latin-1"))
     with pytest.raises(TaskError, match=r"latin1\.tsv:2: not valid UTF-8"):

@@ -21,6 +21,8 @@ def read_lines(path: str | Path) -> list[str]:
     """UTF-8 lines without line endings (a gzipped file is read through: .gz or gzip's magic bytes); a decoding error
     names its line."""
     p = Path(path)
+    if p.is_dir():
+        raise TaskError(f"{p}: is a folder; give the file")
     if not p.is_file():
         raise TaskError(f"{p}: file not found")
     try:
