@@ -48,7 +48,12 @@ const Live = {
     s.textContent = text; s.classList.toggle("error", !!bad);
   },
   async post(path, body, headers) {
-    const r = await fetch(path, { method: "POST", body, headers: { ...Live.key(), ...headers } });
+    let r;
+    try {
+      r = await fetch(path, { method: "POST", body, headers: { ...Live.key(), ...headers } });
+    } catch (e) {  // the browser's "Failed to fetch": no answer at all
+      throw new Error("the server cannot be reached: is attention-serve still running? (the results above stay)");
+    }
     let data = null;
     try { data = await r.json(); } catch (e) { data = null; }
     if (!r.ok) throw new Error((data && (data.error || data.detail)) || `the server answered ${r.status}`);
@@ -64,6 +69,10 @@ const Live = {
   tab(name) {
     document.querySelectorAll("nav.tabs button").forEach((b) => b.classList.toggle("on", b.dataset.tab === name));
     document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== name; });
+    // the arrow keys step the shown tab's result, not the one last built on the other (now hidden) tab
+    const shown = document.querySelector(`#${name} section.item`);
+    if (shown) Report.activate(shown);
+    else if (Report.active) { Report.active.classList.remove("active"); Report.active = null; }
   },
   // one word's map at grid resolution, as the report draws it: alpha / max(max alpha, FOCUS / L), clipped, one byte
   maps(attention) {
@@ -111,7 +120,7 @@ const Live = {
     const words = Live.el("p", "words caption");
     rec.words.forEach((w, t) => {
       const s = Live.el("span", "w", w);
-      if (rec.word_probs) s.title = `p = ${rec.word_probs[t].toFixed(4)}`;  // a caption given, read
+      if (rec.word_probs) s.title = `p = ${rec.word_probs[t].toPrecision(4)}`;  // a caption given, read
       s.dataset.t = String(t); words.appendChild(s); words.append(" ");
     });
     const controls = Live.el("div", "controls");
@@ -142,8 +151,8 @@ const Live = {
     Report.activate(sec);
   },
   read(score, end, unit) {
-    return `the text given, read by the model: mean log-probability ${score.toFixed(4)}, the end ${end.toFixed(4)}; ` +
-      `each ${unit}'s probability on hover`;
+    return `the text given, read by the model: mean log-probability ${score.toFixed(4)}, ` +
+      `the end ${end.toPrecision(4)}; each ${unit}'s probability on hover`;
   },
   async translate() {
     const text = document.getElementById("src").value.trim();
@@ -173,7 +182,7 @@ const Live = {
       p.appendChild(Live.el("span", "label", label));
       tokens.forEach((w, i) => {
         const s = Live.el("span", `w ${kind}`, w);
-        if (probs) s.title = `p = ${probs[i].toFixed(4)}`;  // a translation given, read
+        if (probs) s.title = `p = ${probs[i].toPrecision(4)}`;  // a translation given, read
         s.dataset[key] = String(i); span.appendChild(s); span.append(" ");
       });
       p.appendChild(span); return p;
@@ -220,7 +229,8 @@ document.addEventListener("DOMContentLoaded", () => {
   const drop = document.getElementById("drop"), pick = document.getElementById("pick");
   drop.addEventListener("click", () => pick.click());
   drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") pick.click(); });
-  pick.addEventListener("change", () => Live.caption(pick.files[0]));
+  // emptied once read: the same photo picked again (with a caption typed, or other options) is sent again
+  pick.addEventListener("change", () => { const f = pick.files[0]; pick.value = ""; Live.caption(f); });
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", () => drop.classList.remove("over"));
   drop.addEventListener("drop", (e) => {

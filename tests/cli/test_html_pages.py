@@ -413,3 +413,47 @@ def test_translate_page_with_evidence_gives_the_tau_of_the_layer_and_head_drawn(
         seen[layer, head] = tau
         b.hover("#s1 .w.src")  # away, so that the next hover is a change
     assert len(set(seen.values())) > 1 and b.errors == []
+
+
+def test_a_page_with_the_heads_means_taus_only_says_so_for_one_head(browser, tmp_path):
+    """attention-serve's page carries the taus of the heads' mean alone (agree [[taus]]): choosing one head threw on
+    every hover ("Cannot read properties of undefined"). Now the mean's tau, saying so."""
+    model = tiny_translator("transformer", tmp_path / "model.pt")
+    page = tmp_path / "report.html"
+    assert translate_main(["--model", str(model), "--max-len", "4", "--html", str(page), "--evidence",
+                           SENTENCES[0]]) == 0  # fmt: skip
+    text = page.read_text()
+    (raw,) = re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', text, flags=re.S)
+    data = json.loads(raw)
+    mean_only = dict(data, agree=[[data["agree"][0][0]]])  # the layout the server's page builds
+    page.write_text(text.replace(raw, json.dumps(mean_only)))
+    b = browser
+    b.open(page)
+    b.wait_for("!!document.querySelector('#s1 table.grid')")
+    b.eval("(() => { const s = document.getElementById('head'); s.value = '1';"
+           " s.dispatchEvent(new Event('change', {bubbles: true})); })()")  # fmt: skip
+    b.hover("#s1 .w.tgt[data-t='1']")
+    b.wait_for("document.querySelector('#s1').dataset.shown === 't1'")
+    shown = b.eval("document.querySelector('#s1 .agree').textContent")
+    assert "(of the heads' mean: one head's is not computed here)" in shown and b.errors == []
+
+
+def test_a_translate_page_shows_failed_inputs_in_place_and_marks_cut_off_ones(browser, tmp_path, monkeypatch):
+    """translate --html left a failed input out (5 lines, the page had 4 sections and said "4 sentence(s)") and said
+    nothing of a translation cut off at --max-len; the caption page shows both."""
+    import io
+
+    model = tiny_translator("rnn", tmp_path / "model.pt")  # never ends early: every output is cut off
+    page = tmp_path / "report.html"
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{SENTENCES[0]}\n\n{SENTENCES[1]}\n"))
+    assert translate_main(["--model", str(model), "--max-len", "3", "--html", str(page)]) == 1
+    html = page.read_text()
+    assert [int(n) for n in re.findall(r'<section class="item tr[^"]*" id="s(\d+)"', html)] == [1, 2, 3]
+    assert '<section class="item tr failed" id="s2"><h2>input 2</h2><p class="error">empty sentence</p>' in html
+    assert html.count("&middot; cut off at --max-len</h2>") == 2 and "<footer>3 sentence(s), 1 failed</footer>" in html
+    b = browser
+    b.open(page)
+    b.wait_for("!!document.querySelector('#s3 table.grid')")
+    b.hover("#s3 .w.tgt[data-t='1']")
+    b.wait_for("document.querySelector('#s3').dataset.shown === 't1'")
+    assert b.errors == []

@@ -48,7 +48,7 @@ section.item.active { border-color: #9aa6b5; }
 section.item h2 { font-size: 13px; font-weight: 600; margin: 0 0 8px; color: var(--muted); overflow-wrap: anywhere; }
 .words { margin: 6px 0; line-height: 2.1; }
 .w { display: inline-block; padding: 0 5px; margin: 0 1px; border-radius: 4px; cursor: pointer;
-     border: 1px solid transparent; line-height: 1.6; }
+     border: 1px solid transparent; line-height: 1.6; max-width: 100%; overflow-wrap: anywhere; }
 .w:hover { border-color: #9aa6b5; }
 .w.on { border-color: var(--accent); box-shadow: 0 0 0 1px var(--accent); }
 .label { display: inline-block; min-width: 58px; color: var(--muted); font-size: 12px; }

@@ -58,6 +58,7 @@ const Align = {
     const src = [...sec.querySelectorAll(".w.src")], tgt = [...sec.querySelectorAll(".w.tgt")];
     const c = sec.al = { d, a: Report.bytes(d.a), src, tgt, t: -1, s: -1, cells: [],
                          e: d.e ? Report.bytes(d.e) : null, drv: [...sec.querySelectorAll(".w.drv")] };
+    c.titles = new Map([...src, ...tgt, ...c.drv].map((w) => [w, w.title]));  // a read text's probabilities: kept
     const table = document.createElement("table");
     table.className = "grid";
     const head = table.createTHead().insertRow();
@@ -95,7 +96,7 @@ const Align = {
   clear(sec) {
     const c = sec.al;
     for (const w of [...c.src, ...c.tgt, ...c.drv]) {
-      w.classList.remove("on", "best"); w.style.background = ""; w.title = "";
+      w.classList.remove("on", "best"); w.style.background = ""; w.title = c.titles.get(w) || "";
     }
     const agree = sec.querySelector(".agree");
     if (agree) agree.textContent = "";
@@ -117,8 +118,11 @@ const Align = {
       });
       // the tau of the weights drawn: [layer][0] the heads' mean, [layer][1 + h] head h (view_taus)
       const l = Math.min(c.d.L - 1, Align.choice("layer", c.d.L - 1)), h = Align.choice("head", -1);
-      const tau = c.d.agree ? c.d.agree[l][h >= 0 && h < c.d.H ? h + 1 : 0][t] : null;
-      const shown = tau == null ? "undefined (a flat ranking)" : `\u03c4 ${tau >= 0 ? "+" : ""}${tau.toFixed(2)}`;
+      const taus = c.d.agree ? c.d.agree[l] || [] : [], pick = h >= 0 && h < c.d.H ? h + 1 : 0;
+      // a page with the heads' mean's taus only (attention-serve's): a head's own is not there, the mean's is said
+      const own = taus[pick] !== undefined, tau = (own ? taus[pick] : taus[0] || [])[t];
+      let shown = tau == null ? "undefined (a flat ranking)" : `\u03c4 ${tau >= 0 ? "+" : ""}${tau.toFixed(2)}`;
+      if (!own && pick > 0) shown += " (of the heads' mean: one head's is not computed here)";
       sec.querySelector(".agree").textContent =
         `\u201c${c.tgt[t].textContent}\u201d: agreement of its attention with what drives it: ${shown}`;
     }
@@ -129,7 +133,10 @@ const Align = {
     Align.clear(sec);
     c.s = s;
     const col = c.tgt.map((_, t) => c.w[t * S + s]), top = Math.max(...col) || 1;
-    c.tgt.forEach((w, t) => { w.style.background = Report.shade(col[t] / top); w.title = col[t].toFixed(3); });
+    c.tgt.forEach((w, t) => {
+      const own = c.titles.get(w);
+      w.style.background = Report.shade(col[t] / top); w.title = col[t].toFixed(3) + (own ? ` \u00b7 ${own}` : "");
+    });
     if (c.tgt.length) c.tgt[col.indexOf(Math.max(...col))].classList.add("best");
     c.src[s].classList.add("on");
     sec.querySelectorAll(".grid thead th")[s + 1].classList.add("on");
@@ -208,6 +215,13 @@ def report_attention(translator: Any, translations: list[Any]) -> list[np.ndarra
     return [weights[b, :, :, : len(tr.tokens), : len(src_ids[b])] for b, tr in enumerate(translations)]
 
 
+def failed_section(number: int, error: str) -> str:
+    """The ``<section>`` of an input that was not translated (an empty line, not UTF-8, too long): its number and what
+    is wrong, in its place among the others, as the caption page shows a photo it could not read."""
+    error_line = f'<p class="error">{escape(error)}</p>'
+    return f'<section class="item tr failed" id="s{number}"><h2>input {number}</h2>{error_line}</section>'
+
+
 def sentence_section(
     number: int, translation: Any, attention: np.ndarray | None, note: str | None = None, evidence: Any = None
 ) -> str:
@@ -217,14 +231,15 @@ def sentence_section(
     source = [*translation.source, "<eos>"]
 
     def words(tokens: list[str], kind: str, key: str, probs: list[float] | None = None) -> str:
-        tips = [f' title="p = {p:.4f}"' for p in probs] if probs else [""] * len(tokens)
+        # 4 significant digits: an unlikely token is not p = 0.0000
+        tips = [f' title="p = {p:.4g}"' for p in probs] if probs else [""] * len(tokens)
         spans = enumerate(zip(tokens, tips, strict=True))
         return " ".join(f'<span class="w {kind}" data-{key}="{i}"{tip}>{escape(w)}</span>' for i, (w, tip) in spans)
 
     probs = getattr(translation, "probs", None)  # a translation someone wrote (translate --given)
     if probs:
         read = (f"the translation given, read by the model: mean log-probability {translation.score:.4f}, the end "
-                f"{translation.end_prob:.4f}; each output token's probability on hover")  # fmt: skip
+                f"{translation.end_prob:.4g}; each output token's probability on hover")  # fmt: skip
         note = f"{note}; {read}" if note else read
 
     drives = ""
@@ -236,7 +251,8 @@ def sentence_section(
         f'<p><span class="label">output</span><span>{output}</span></p>{drives}</div>'
     )
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
-    head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}</h2>{shown}{pair}'
+    cut = " &middot; cut off at --max-len" if getattr(translation, "truncated", False) else ""
+    head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}{cut}</h2>{shown}{pair}'
     if attention is None or not translation.tokens:
         why = "this model has no attention" if attention is None else "the output is empty"
         return head + f'<p class="hint">no attention to show: {why}</p></section>'

@@ -266,6 +266,7 @@ def _translate_stream(
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
+    errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
 
     def count(kind: str, numbers: list[int]) -> None:
         progress[kind] += len(numbers)
@@ -312,12 +313,18 @@ def _translate_stream(
         flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
         count("unlike", unlike)
         count("recased", recased)
-        if report is not None and good:
-            from text_attn.translation.alignment_page import report_attention, sentence_section
+        if report is not None:
+            from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
 
-            for (n, _), tr, attn in zip(good, outs, report_attention(translator, outs), strict=True):
+            drawn = dict(zip((n for n, _ in good), report_attention(translator, outs), strict=True))
+            for n, _ in chunk:  # in input order, a failed input in its place (as its empty output line)
+                if n not in by_number:
+                    report.add(failed_section(n, errors.get(n, "not translated")))
+                    continue
+                tr = by_number[n]
                 found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
-                report.add(sentence_section(n, tr, attn, translator.note() if n in flagged else None, found))
+                report.add(sentence_section(n, tr, drawn[n], translator.note() if n in flagged else None, found))
+        errors.clear()
         bar.update(len(chunk))
         chunk.clear()
 
@@ -342,7 +349,9 @@ def _translate_stream(
                          f"{need / 2**30:.0f} GiB; split it into sentences (one a line)")  # fmt: skip
         if error is not None:
             print(f"translate: error: input {n}: {error}", file=sys.stderr)
+            errors[n] = error
             failed += 1
+            progress["failed"] = failed  # for --html's closing line, Ctrl-C or not
         else:
             if translator.unlike_source(line):
                 unlike.append(n)
@@ -657,7 +666,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         if align is not None:
             close_quietly(align)
         if report is not None:
-            print(f"wrote {report.close(f'{report.sections} sentence(s)')}", file=sys.stderr)
+            lost = f", {progress['failed']} failed" if progress.get("failed") else ""
+            print(f"wrote {report.close(f'{report.sections} sentence(s){lost}')}", file=sys.stderr)
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
     if not interrupted:
         closing_notes(args, progress, progress.get("done", 0))
