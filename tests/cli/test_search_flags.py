@@ -69,7 +69,7 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
         translate_main(["--model", str(model), "--max-len", "1000000000", "ma", "pipo"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
-    assert err.startswith("translate: error: --max-len 1000000000: the search at beam 1 would need about 7 GiB")
+    assert err.startswith("translate: error: --max-len 1000000000: the search at beam 1 would need about 15 GiB")
 
 
 def test_caption_n_best_and_seeded_sampling(capsys, tmp_path, monkeypatch):

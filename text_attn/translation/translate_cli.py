@@ -574,8 +574,8 @@ def _translate_main(args: argparse.Namespace) -> int:
     least = translator.search_bytes(1, args.beam_size, args.max_len) if args.max_len else 0
     if least > SENTENCE_BYTES:
         fail("translate", f"--max-len {args.max_len}: the search at beam {args.beam_size} would need about "
-             f"{least / 2**30:.0f} GiB for even a one-word sentence; give a smaller one (default: twice the source's "
-             "length + 10)")  # fmt: skip
+             f"{least / 2**30:.0f} GiB for even a one-word sentence; give a smaller one (default: 2 x (source "
+             "tokens + 1) + 10)")  # fmt: skip
     if args.model_info:
         emit("translate", "\n".join(model_info(translator, model_path(args.model))))
         return 0
