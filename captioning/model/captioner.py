@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -422,7 +423,9 @@ class Captioner:
         (:meth:`read_features`: each word's probability and where the model looked for it), prepared as
         :meth:`caption_images` prepares photos; the captions draw themselves in Jupyter as captions do.
         ``hard_inference``: as for :meth:`caption_images`."""
-        a_batch(images, "read_caption", "photos (PIL images or files)")
+        if not isinstance(text, str):
+            raise TypeError(f"read_caption: the caption to read must be a text, got {type(text).__name__}")
+        images = _photo_list(images, "read_caption")
         if not images:
             return Captions()
         loaded, features = self.encode_photos(images)
@@ -457,7 +460,7 @@ class Captioner:
         ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
         on val); a soft-attention model always takes the expected context."""
-        a_batch(images, "caption_images", "photos (PIL images or files)")
+        images = _photo_list(images, "caption_images")
         max_len = 30 if max_len is None else max_len
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
         check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.vocab))
@@ -476,7 +479,7 @@ class Captioner:
         from captioning.photos.photo_check import photo_stats
 
         far = self.out_of_domain(features, [photo_stats(im) for im in loaded]) or [None] * len(out)
-        names = [None if isinstance(im, Image.Image) else Path(im).name for im in images]
+        names = [None if isinstance(im, (Image.Image, bytes, bytearray)) else Path(im).name for im in images]
         return [
             c._replace(unfamiliar=f, note=self.note() if f else None, photo=im, grid=self.grid, name=name,
                        crop_box=tuple(self.preprocess.crop_box(*im.size)), chosen=ch)
@@ -490,14 +493,19 @@ class Captioner:
         if mode is not None and mode not in HARD_INFERENCE:
             raise ValueError(f"hard_inference must be one of {', '.join(HARD_INFERENCE)}, got {mode!r}")
         cfg = self.model.decoder.cfg
-        if mode is None or cfg.attention != "hard":
+        if cfg.attention != "hard":
             yield
             return
-        before, cfg.hard_inference = cfg.hard_inference, mode
-        try:
-            yield
-        finally:
-            cfg.hard_inference = before
+        # the mode is the shared config's, read at every step: two threads' calls restored each other's mode (one
+        # left it changed for good), and a call without a mode decoded with another's; a hard model decodes one call
+        # at a time
+        with _MODE_LOCK:
+            before = cfg.hard_inference
+            cfg.hard_inference = mode or before
+            try:
+                yield
+            finally:
+                cfg.hard_inference = before
 
     def encode_photos(self, images: list[Image.Image | str | os.PathLike[str]]) -> tuple[list[Image.Image], Tensor]:
         """Photos (PIL images or files, at least one) read and prepared as ``caption`` does (a large JPEG decoded at
@@ -558,19 +566,38 @@ class Captioner:
         (captioning.model.explain.Evidence). ``captioner.explain(photo)`` does it from a photo."""
         from captioning.model.explain import word_evidence
 
+        if not isinstance(features, Tensor) or features.dim() != 3 or features.size(0) != 1:
+            shape = tuple(features.shape) if isinstance(features, Tensor) else type(features).__name__
+            raise ValueError(f"evidence takes one photo's region features (1, L, D), got {shape}")
+        if isinstance(words, str) or not list(words):
+            raise ValueError(f"evidence takes the caption's words as a list with a word in it, got {words!r}")
         return word_evidence(self.model, features, list(words), self.vocab)
 
-    def explain(self, image: Any, **decoding: Any):
-        """Caption one photo (a path or a PIL image) as ``caption`` does and return both maps of every word: where it
+    def explain(
+        self,
+        image: Any,
+        beam_size: int | None = None,
+        max_len: int | None = 30,
+        length_penalty: float | None = None,
+        no_repeat_ngram: int | None = None,
+        hard_inference: str | None = None,
+    ):
+        """Caption one photo (a path, a PIL image or its file's bytes) as ``caption`` does, the decoding options
+        checked and defaulted as :meth:`caption_images` does them, and return both maps of every word: where it
         attended and what drives it (captioning.model.explain.Evidence: ``attention``, ``evidence`` (T, L),
         ``agreement``)."""
         from captioning.photos.preprocess import prepared
 
+        max_len = 30 if max_len is None else max_len
+        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
+        check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.vocab))
+        extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
         device = next(self.model.parameters()).device
         with torch.no_grad():
-            features = self.encode(prepared(image, self.preprocess)[None].to(device))
-        words = self.caption_features(features, **self.decoding(**decoding))[0].words
-        return self.evidence(features, words)
+            features = self.encode(prepared(_photo(image, "explain"), self.preprocess)[None].to(device))
+        with self._hard_inference(hard_inference):
+            words = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)[0].words
+            return self.evidence(features, words)
 
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
         """Per word of a caption (alphas (T, L)), the one region a hard-attention model looked at; None when there is
@@ -583,6 +610,31 @@ class Captioner:
         if cfg.attention != "hard" or cfg.hard_inference != "argmax" or self.ensemble:
             return None
         return alphas.argmax(dim=-1).tolist()
+
+
+_MODE_LOCK = threading.RLock()  # Captioner._hard_inference: one hard-attention call at a time (a class-wide lock:
+# a model object stays picklable)
+
+
+def _photo(image: Any, where: str) -> Any:
+    """``image`` when it is a photo the methods read (a PIL image, a file path, a file's bytes); else one TypeError
+    naming it (a numpy array reached pathlib's "expected str, bytes or os.PathLike", bytes a crash after the work)."""
+    if isinstance(image, (Image.Image, str, os.PathLike, bytes, bytearray)):
+        return image
+    raise TypeError(f"{where}: expected a PIL image, a file path or a file's bytes, got {type(image).__name__}")
+
+
+def _photo_list(images: Any, name: str) -> list:
+    """A method's photos as a list, each checked (:func:`_photo`): a generator is read once (it was read twice: the
+    work done, then a zip error), None and one photo not in a list are TypeErrors."""
+    what = "photos (PIL images, files or their bytes)"
+    a_batch(images, name, what)
+    if images is None or isinstance(images, Image.Image):
+        raise TypeError(f"{name} takes a list of {what}, got {type(images).__name__}")
+    images = list(images)
+    for i, image in enumerate(images):
+        _photo(image, f"{name}: photo {i}")
+    return images
 
 
 def encoder_digest(encoder: ImageEncoder) -> str:

@@ -74,3 +74,84 @@ def test_a_folder_or_an_unavailable_device_is_named(tmp_path):
         Translator.load(tmp_path)
     with pytest.raises(ValueError, match="cannot load onto 'meta-device'"):  # a device torch cannot map to
         Captioner.load("shapes", map_location="meta-device")
+
+
+def test_explain_checks_its_decoding_as_caption_images_does():
+    """explain passed a mistyped beam of 100000 to the search (9.5 GB in 45 s), max_len 0 to a torch error, a
+    negative length penalty silently, and refused hard_inference, which caption_images takes."""
+    shapes = Captioner.load("shapes")
+    photo = DEMO_PHOTOS[0]
+    for kwargs, says in (({"beam_size": 100000}, "beam_size 100000 is more than the model's"),
+                         ({"max_len": 0}, "max_len must be at least 1"),
+                         ({"length_penalty": -5.0}, "length_penalty must be a finite number, 0 or more")):  # fmt: skip
+        with pytest.raises(ValueError, match=says):
+            shapes.explain(photo, **kwargs)
+    found = shapes.explain(photo, hard_inference="expect")  # a soft model: the expected context anyway
+    assert found.evidence.shape == found.attention.shape
+
+
+def test_photos_of_a_type_no_method_reads_are_named_and_a_generator_is_read_once():
+    import numpy as np
+
+    shapes = Captioner.load("shapes")
+    photo = DEMO_PHOTOS[0]
+    with pytest.raises(TypeError, match="caption_images: photo 1: expected a PIL image, a file path or a file's bytes, "
+                                        "got ndarray"):  # fmt: skip
+        shapes.caption_images([photo, np.asarray(Image.open(photo))])
+    for bad in (None, Image.open(photo)):
+        with pytest.raises(TypeError, match="caption_images takes a list of photos"):
+            shapes.caption_images(bad)
+    with pytest.raises(TypeError, match="read_caption: the caption to read must be a text, got NoneType"):
+        shapes.read_caption([photo], None)
+    by_path = shapes.caption_images([photo])[0]
+    (by_bytes,) = shapes.caption_images([photo.read_bytes()])  # bytes: captioned, then a crash naming the photo
+    assert by_bytes.words == by_path.words and by_bytes.name is None
+    assert [c.words for c in shapes.caption_images(p for p in [photo, photo])] == [by_path.words] * 2
+    features = shapes.encode_photos([photo, photo])[1]
+    with pytest.raises(ValueError, match=r"one photo's region features \(1, L, D\), got \(2, "):
+        shapes.evidence(features, ["a"])
+    with pytest.raises(ValueError, match="a list with a word in it"):
+        shapes.evidence(features[:1], [])
+
+
+def test_translate_options_and_sentences_are_checked_before_the_search():
+    from text_attn.core.decoding import Sampling
+
+    translator = Translator.load()
+    s = ["Ein Mann fährt Fahrrad."]
+    for kwargs, raised, says in (({"temperature": 0.7}, TypeError, "unknown option\\(s\\) temperature"),
+                                 ({"sampling": True}, TypeError, "sampling must be a text_attn.core.decoding.Sampling"),
+                                 ({"n_best": 2.5}, ValueError, "n_best must be an integer, at least 1, got 2.5"),
+                                 ({"n_best": True}, ValueError, "n_best must be an integer")):  # fmt: skip
+        with pytest.raises(raised, match=says):
+            translator.translate(s, **kwargs)
+    for bad, says in ((None, "translate takes a list of sentences, got None"),
+                      ([None], "translate: sentence 0 must be a text, got NoneType")):  # fmt: skip
+        with pytest.raises(TypeError, match=says):
+            translator.translate(bad)
+    # sampling without a beam: one drawn translation (the recorded beam 8 was refused beside it), as --sample does
+    assert translator.translate(s, sampling=Sampling(seed=1))[0].text
+    assert [t.text for t in translator.translate(x for x in s + s)] == [translator.translate(s)[0].text] * 2
+
+
+def test_a_hard_attention_mode_given_in_two_threads_leaves_the_models_own():
+    """Captioner._hard_inference set and restored the shared config without a lock: two threads' calls restored each
+    other's mode, and the model decoded with "expect" for good."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from captioning.model.decoder import ShowAttendTellDecoder
+    from captioning.model.network import CaptionModel
+
+    base = Captioner.load("shapes")
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(base.decoders[0].cfg, attention="hard", hard_inference="argmax")
+    hard = Captioner(CaptionModel(base.model.encoder, ShowAttendTellDecoder(cfg)).eval(), base.vocab)
+    photos = list(DEMO_PHOTOS[:2])
+    alone = [c.words for c in hard.caption_images(photos)]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda _: hard.caption_images(photos, hard_inference="expect"), range(6)))
+    assert hard.model.decoder.cfg.hard_inference == "argmax"
+    assert [c.words for c in hard.caption_images(photos)] == alone

@@ -7,7 +7,9 @@ import torch
 
 from text_attn.core.attention import (
     AdditiveAttention,
+    HardAttention,
     LuongAttention,
+    MultiHeadAttention,
     ProjectedKeys,
     build_attention,
     masked_softmax,
@@ -171,3 +173,34 @@ def test_hard_attention_reports_the_argmax_where_the_soft_context_was_used():
     q, k = torch.randn(64, 3), torch.randn(64, 6, 3)
     out = att.attend(q, k, mode="sample", use_soft=torch.ones(64, dtype=torch.bool))
     assert torch.equal(out.index, out.weights.argmax(-1))
+
+
+def test_a_mask_of_floats_and_an_unbatched_input_are_refused_by_name():
+    """A float 0/1 mask was read as an additive bias (the masked keys attended) and raised with need_weights; (S, D)
+    keys were an IndexError or a reshape error deep inside; 0 heads a ZeroDivisionError."""
+    mha = MultiHeadAttention(8, 2).eval()
+    x, mem = torch.randn(1, 3, 8), torch.randn(1, 4, 8)
+    keep = torch.tensor([[True, True, False, False]])
+    for want in (False, True):
+        with pytest.raises(TypeError, match="mask must be bool \\(True = attend\\), got torch.float32"):
+            mha(x, mem, mask=keep.float(), need_weights=want)
+    with pytest.raises(ValueError, match="keys must be \\(B, S, D\\)"):
+        mha(torch.randn(3, 8), torch.randn(4, 8))
+    with pytest.raises(ValueError, match="keys must be \\(B, S, K\\)"):
+        AdditiveAttention(5, 6, 8)(torch.randn(5), torch.randn(4, 6))
+    for heads in (0, -2):
+        with pytest.raises(ValueError, match="must be at least 1"):
+            MultiHeadAttention(8, heads)
+
+
+def test_hard_attention_gives_a_fully_masked_row_a_zero_context():
+    """As the module promises for every attention (soft did; hard read region 0 and logged log 1e-12)."""
+    torch.manual_seed(0)
+    hard = HardAttention(5, 6, 8).eval()
+    q, keys = torch.randn(2, 5), torch.randn(2, 4, 6)
+    mask = torch.tensor([[True, True, False, False], [False] * 4])
+    ctx, w = hard(q, keys, mask=mask)
+    assert torch.equal(ctx[1], torch.zeros(6)) and torch.equal(w[1], torch.zeros(4))
+    assert torch.equal(ctx[0], keys[0, int(w[0].argmax())])  # a live row reads its arg-max region, as before
+    sampled = hard.attend(q, keys, mask=mask, mode="sample", generator=torch.Generator().manual_seed(0))
+    assert float(sampled.log_prob[1]) == 0.0 and torch.equal(sampled.context[1], torch.zeros(6))

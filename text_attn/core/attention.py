@@ -86,6 +86,8 @@ class _Attention(nn.Module):
         """Project the keys once per source; pass the result as ``keys`` at every decoder step."""
         if isinstance(keys, ProjectedKeys):
             return keys
+        if keys.dim() != 3:  # an unbatched (S, K): an IndexError deep in the score otherwise
+            raise ValueError(f"keys must be (B, S, K), a batch of sources, got {tuple(keys.shape)}")
         return ProjectedKeys(keys, self.project_keys(keys))
 
     def score(self, query: Tensor, proj: Tensor) -> Tensor:  # (B, [T,] Q), (B, S, A) -> (B, [T,] S)
@@ -232,6 +234,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
+        if num_heads < 1 or embed_dim < 1:
+            raise ValueError(f"embed_dim and num_heads must be at least 1, got {embed_dim} and {num_heads}")
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
@@ -256,6 +260,8 @@ class MultiHeadAttention(nn.Module):
         """Project keys (B, S, D) and values (default: the keys) into heads once: (B, H, S, Dh) each."""
         if isinstance(keys, HeadKV):
             return keys
+        if keys.dim() != 3:  # an unbatched (S, D): a reshape error otherwise
+            raise ValueError(f"keys must be (B, S, D), a batch of sources, got {tuple(keys.shape)}")
         D = self.embed_dim
         if values is None or values is keys:  # one matmul for W_k and W_v
             k, v = self._proj(keys, slice(D, 3 * D)).chunk(2, dim=-1)
@@ -312,6 +318,8 @@ class MultiHeadAttention(nn.Module):
         """Combine a padding mask (B, S) or (B, T, S) and a causal mask into one (B|1, 1, T|1, S) bool, True = keep."""
         keep = None
         if mask is not None:
+            if mask.dtype != torch.bool:  # a float 0/1 mask was read as an additive bias: masked keys attended
+                raise TypeError(f"mask must be bool (True = attend), got {mask.dtype}")
             keep = mask[:, None, None, :] if mask.dim() == 2 else mask[:, None]
         if causal and T > 1:  # a single (last) query sees every key anyway
             # Query t (of the last T positions) sees key s when s <= t + (S - T).
@@ -381,6 +389,10 @@ class HardAttention(nn.Module):
         log_prob = torch.log(weights.gather(1, index.unsqueeze(1)).squeeze(1).clamp_min(1e-12))
         rows = torch.arange(query.size(0), device=values.device) // _group(query.size(0), values.size(0))
         context = values[rows, index]  # (N, V)
+        if mask is not None:  # a row whose every position is masked: a zero context, as soft attention's (no read)
+            alive = weights.sum(-1, keepdim=True) > 0  # (N, 1)
+            context = context * alive.to(context.dtype)
+            log_prob = log_prob.masked_fill(~alive.squeeze(1), 0.0)
         soft = torch.ones_like(index, dtype=torch.bool) if mode == "expect" else use_soft
         if soft is not None:
             expected = _weighted_sum(weights, values)

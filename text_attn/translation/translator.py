@@ -17,7 +17,7 @@ import torch
 
 from text_attn.core.api_args import a_batch, check_decoding
 from text_attn.core.casing import Casing, changed_reading, composed
-from text_attn.core.decoding import evaluating
+from text_attn.core.decoding import Sampling, evaluating
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
@@ -44,7 +44,7 @@ class Translation:
     source: list[str]  # source tokens as the model saw them
     tokens: list[str]  # output tokens (no specials)
     text: str  # output detokenized
-    attention: torch.Tensor | None  # (T, S+1) one row per output token, columns = source tokens + eos (or heads first)
+    attention: torch.Tensor | None  # (T, S+1) a row per output token, columns: source tokens + eos; (T, H, S+1) heads
     unknown: list[str]  # source tokens the vocabulary does not know (they became <unk>)
     score: float = 0.0  # the search's score: log-probability / length**length_penalty (greedy and beam alike)
     nbest: list[tuple[str, float]] | None = None  # with n_best > 1: the n best translations and scores, best first
@@ -282,7 +282,19 @@ class Translator:
         decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` (with the model's
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
         no_repeat_ngram (text_attn.core.decoding.search). In Jupyter each translation and the list draw themselves."""
-        a_batch(sentences, "translate", "sentences")
+        sentences = _sentence_list(sentences, "translate")
+        unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram"})
+        if unknown:  # "temperature" reached search() 8 frames down; pass a Sampling (text_attn.core.decoding)
+            raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
+                            "text_attn.core.decoding.Sampling, with its temperature, top_k, top_p, seed), n_best, "
+                            "no_repeat_ngram")  # fmt: skip
+        sampling, n_best = options.get("sampling"), options.get("n_best", 1)
+        if sampling is not None and not isinstance(sampling, Sampling):
+            raise TypeError(f"sampling must be a text_attn.core.decoding.Sampling, got {type(sampling).__name__}")
+        if isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1:
+            raise ValueError(f"n_best must be an integer, at least 1, got {n_best!r}")
+        if sampling is not None and beam_size is None:
+            beam_size = 1  # sampling draws one translation: the recorded beam is for the search, as --sample says
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty,
                           no_repeat_ngram=options.pop("no_repeat_ngram", None))  # fmt: skip
         check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.tgt_vocab))
@@ -318,7 +330,7 @@ class Translator:
         (``word_probs``: the product of its pieces'), the end's (``end_prob``), and ``score``, the mean
         log-probability of the tokens and the end (higher: fits better in the model's eyes). An empty sentence or
         translation is a ValueError."""
-        a_batch(sentences, "read", "sentences")
+        sentences = _sentence_list(sentences, "read")
         if not isinstance(translation, str):  # several translations: read_texts
             raise TypeError(f"read takes one translation (a string), got {type(translation).__name__}")
         read, toks = self._inputs(sentences)
@@ -492,3 +504,16 @@ class Translator:
             cut = not bool(ended[i]) and int(res.lengths[i]) > 0
             out.append(Translation(toks[i], words, text, attn, unknown, float(res.scores[i]), nbest, cut))
         return out
+
+
+def _sentence_list(sentences: Any, name: str) -> list[str]:
+    """A method's sentences as a list of texts: a generator read once (it was read twice: a zip error after the
+    work), None or a non-text element one TypeError naming it."""
+    a_batch(sentences, name, "sentences")
+    if sentences is None:
+        raise TypeError(f"{name} takes a list of sentences, got None")
+    sentences = list(sentences)
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(f"{name}: sentence {i} must be a text, got {type(sentence).__name__}")
+    return sentences
