@@ -136,6 +136,27 @@ def test_a_fit_ending_between_periodic_saves_leaves_last_at_its_final_step(tmp_p
     assert cli.trainer.global_step == 9
 
 
+def test_a_fit_stopped_by_max_steps_at_an_epochs_end_resumes_exactly(tmp_path):
+    """No periodic save at the stop (every 100 steps), the stop on an epoch's last batch: the end-of-fit save of
+    last.ckpt named the next epoch with the last one's batches done, and the resumed run skipped a whole epoch (its
+    steps logged as epoch 2, its weights off by 0.009). Now last.ckpt is saved at the last step's end, as a periodic
+    save there is, and the resumed run ends with the uninterrupted run's weights."""
+    cfg = str(resumable_config(tmp_path, "text", every=100))
+    n = 6  # batches an epoch (96 pairs / 16)
+    first = run("text", ["fit", "--config", cfg, "--trainer.max_steps", str(n), "--trainer.default_root_dir", "b"])
+    assert first.trainer.num_training_batches == n
+    straight = run("text", ["fit", "--config", cfg, "--trainer.max_steps", str(n + 2), "--trainer.default_root_dir",
+                            "a"])  # fmt: skip
+    resumed = run("text", ["fit", "--config", cfg, "--trainer.max_steps", str(n + 2), "--trainer.default_root_dir", "b",
+                           "--ckpt_path", "last"])  # fmt: skip
+    assert resumed.trainer.current_epoch == straight.trainer.current_epoch  # epoch 1's steps, not epoch 2's
+    a = torch.load(next(Path("a").rglob("last.ckpt")), weights_only=True)
+    c = torch.load(sorted(Path("b").rglob("last.ckpt"))[-1], weights_only=True)
+    assert a["global_step"] == c["global_step"] == n + 2
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(c["state_dict"][k], v, msg=k)
+
+
 def test_options_left_at_their_default_come_from_the_checkpoint(tmp_path):
     cfg = str(resumable_config(tmp_path, "text"))
     run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--model.val_beam_size", "2"])

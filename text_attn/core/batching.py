@@ -125,8 +125,12 @@ class ResumableBatches:
             return {}
         loop = trainer.fit_loop
         # "processed" counts the batches whose training step ran; a checkpoint taken at a batch's end includes it.
+        # They are of the epoch last started: once an epoch has ended, current_epoch already counts the next one (a
+        # checkpoint saved as the fit ends, on an epoch's last step, said "next epoch, 2 batches done", and the resumed
+        # run skipped that whole epoch).
+        started = int(loop.epoch_progress.current.started)
         return {
-            "epoch": int(trainer.current_epoch),
+            "epoch": max(started - 1, 0) if started else int(trainer.current_epoch),
             "batches_done": int(loop.epoch_loop.batch_progress.current.processed),
         }
 

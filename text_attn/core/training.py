@@ -110,13 +110,24 @@ def carry_best(trainer, checkpoint: dict[str, Any]) -> None:
             states[key] = carried_best(states[key], dirpath)
 
 
-def save_last_at_end(trainer) -> None:
-    """A fit that ends between two periodic saves of last.ckpt (``every_n_train_steps``: max_steps, max_time, the
-    last epoch or early stopping fell elsewhere) saves it once more at the step it ended: Lightning's own end-of-fit
-    save of last runs only where none was made, and a resume from the older one redid the steps since. Called from
-    the module's ``on_train_end``, after the callbacks' (on every rank: saving is a collective under DDP)."""
+def save_last_at_end(trainer, at_batch_end: bool = False) -> None:
+    """A fit that ends between two periodic saves of last.ckpt (``every_n_train_steps``) saves it once more where it
+    ended: Lightning's own end-of-fit save of last runs only where none was made, and a resume from the older one
+    redid the steps since. Called from the module's ``on_train_batch_end`` at the step ``max_steps`` stops at
+    (``at_batch_end``: the state a periodic save has there, which resumes exactly, at an epoch's last batch too), and
+    from its ``on_train_end`` for the other stops (max_time, early stopping), only while their epoch is unfinished:
+    once an epoch has ended Lightning's progress names the next one with the last one's batches done, and a run
+    resumed from such a checkpoint skipped an epoch (the older last.ckpt then stays: resumed from it, the steps since
+    are redone, exactly). On every rank: saving is a collective under DDP. Uses ModelCheckpoint's own save of last
+    (its private methods: Lightning 2.6); one without them is left to Lightning."""
+    if not at_batch_end:
+        progress = getattr(getattr(trainer, "fit_loop", None), "epoch_progress", None)
+        if progress is None or progress.current.completed >= progress.current.started:
+            return
     for cb in getattr(trainer, "checkpoint_callbacks", []):
-        if getattr(cb, "save_last", False) and not cb._should_skip_saving_checkpoint(trainer):
+        if not getattr(cb, "save_last", False) or not hasattr(cb, "_save_last_checkpoint"):
+            continue
+        if not cb._should_skip_saving_checkpoint(trainer):
             cb._save_last_checkpoint(trainer, cb._monitor_candidates(trainer))
 
 
@@ -285,6 +296,11 @@ class RunState:
             restore_random_state(self._random_state)
             replay_epoch_start(self.trainer)
         self._random_state = None
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        trainer = self.trainer
+        if trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step:  # the fit's last step
+            save_last_at_end(trainer, at_batch_end=True)
 
     def on_train_end(self) -> None:
         save_last_at_end(self.trainer)
