@@ -73,6 +73,10 @@ def test_no_budget_is_one_clear_error():
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
     with pytest.raises(ValueError, match="needs a budget"):
         budget_scheduler(opt, BudgetProgress(_trainer(max_epochs=-1)))
+    # a checkpoint whose budget is spent, resumed with a larger max_steps: it trained at rate 0, the weights unchanged
+    with pytest.raises(ValueError, match="learning-rate budget is spent .* --model.init_from CHECKPOINT"):
+        budget_scheduler(opt, BudgetProgress(_trainer(step=2, max_steps=4), saved=1.0))
+    budget_scheduler(opt, BudgetProgress(_trainer(step=2, max_steps=4), saved=0.99))  # some budget left: resumed
 
 
 def test_with_accumulated_gradients_the_rate_reaches_zero_at_the_runs_last_step(tmp_path):

@@ -36,7 +36,15 @@ class BudgetProgress:
         self.last = saved
 
     def check(self) -> None:
-        """Raise when the trainer sets no budget at all (no max_steps, max_epochs or max_time)."""
+        """Raise when the trainer sets no budget at all (no max_steps, max_epochs or max_time), and when the fit
+        resumes from a checkpoint whose budget is spent: its rate is 0 and stays there (p never falls), so every
+        step would change nothing (a resume with a larger max_steps trained at rate 0, its weights unchanged)."""
+        if self.saved >= 1.0:
+            raise ValueError(
+                "the checkpoint's learning-rate budget is spent (the budget schedule's rate reached 0 at its last "
+                "step): resumed, the fit would train at rate 0. To train further, start a new run from it with a "
+                "budget of its own: --model.init_from CHECKPOINT (or its model file) instead of --ckpt_path"
+            )
         t = self.trainer
         timer = _timer(t)
         if (t.max_steps or -1) <= 0 and (t.max_epochs or -1) <= 0 and (timer is None or timer.time_remaining() is None):
