@@ -228,11 +228,18 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     @property
     def facts(self) -> dict[str, str]:
-        """What model files trained on this data record of it (``caption --model-info`` prints them): for captions in
-        another language, where they came from and their terms; {} otherwise."""
+        """What model files trained on this data record of it (``caption --model-info`` prints them): for Flickr8k,
+        what it is and its terms (the data's README: a model trained on it must say so), in English or with another
+        language's captions; {} for other data (its terms are the user's to state: caption-export --info)."""
         hp = self.hparams
-        if hp.language == "en":
+        if hp.source != "flickr8k":
             return {}
+        if hp.language == "en":
+            return {
+                "training_data": "Flickr8k (Hodosh, Young and Hockenmaier 2013): its photographs and English captions",
+                "terms": "Flickr8k is for non-commercial research and educational use only; the photographs are under "
+                "the Flickr Terms of Use. This model was trained on it: the same terms apply to it.",
+            }
         return {
             "training_data": f"Flickr8k's photos with Multi30k's {LANGUAGES[hp.language]} sentences (one a photo)",
             "terms": "Flickr8k and Multi30k are for non-commercial research and education; the photographs are under "

@@ -195,3 +195,12 @@ def test_real_multi30k_gives_most_flickr8k_photos_one_german_sentence_in_their_s
     casing = Casing(learn_casing(got.train_text))
     assert casing.words(["ein", "hund", "läuft", "durch", "den", "schnee"]) == ["Ein", "Hund", "läuft", "durch", "den",
                                                                                  "Schnee"]  # fmt: skip
+
+
+def test_a_model_trained_on_flickr8k_in_english_says_its_terms(flickr8k):
+    """The data's README: a model trained on Flickr8k must say so in its metadata. Only the German captions' models
+    did; one trained from scratch on the English captions said "trained on: Flickr8k" and nothing of its terms."""
+    facts = CaptionDataModule(source="flickr8k", root=str(flickr8k)).facts
+    assert "Flickr8k (Hodosh, Young and Hockenmaier 2013)" in facts["training_data"]
+    assert "non-commercial research" in facts["terms"]
+    assert CaptionDataModule(source="shapes").facts == {}  # synthetic scenes: no terms to carry

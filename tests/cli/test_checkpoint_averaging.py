@@ -214,3 +214,18 @@ def test_a_caption_run_is_averaged_over_its_step_checkpoints(cli_run_in_tmp, cap
     named = [by_step[n] for n in best["steps"].split(", ")] if best["steps"] else []
     fit = Captioner.load(run / "model.pt").model.state_dict()
     _assert_written(Captioner.load(out).model.state_dict(), named, "model.", fit)
+
+
+def test_a_model_trained_on_multi30k_says_its_data_and_terms(run):
+    """The data's README: a model trained on Multi30k must say so. One trained on its splits (named as Multi30k
+    names them) said nothing of the data or its terms; a corpus with other split names stays the user's to state."""
+    from text_attn.translation.data import TranslationDataModule
+    from text_attn.translation.translator import Translator
+
+    corpus, folder = run
+    info = Translator.load(folder / "model.pt").info
+    assert info["training_data"] == "Multi30k task 1 (Elliott et al. 2016), German -> English"
+    assert "non-commercial research" in info["terms"]
+    own = TranslationDataModule(task="pair", root=str(corpus), src_lang="de", tgt_lang="en",
+                                split_names={"test": "test"})  # fmt: skip
+    assert own.facts == {}

@@ -297,6 +297,24 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         gone = set(long)
         return {**splits, "train": [e for i, e in enumerate(train) if i not in gone]}
 
+    @property
+    def facts(self) -> dict[str, str]:
+        """What model files trained on this data record of it (``translate --model-info`` prints them): for Multi30k
+        (task pair with its split names: its test split test_2016_flickr), what it is and its terms (the data's
+        README: a model trained on it must say so); {} for other data (its terms are the user's to state)."""
+        hp = self.hparams
+        names = {"test": "test_2016_flickr", **(hp.split_names or {})}
+        if hp.task != "pair" or names["test"] != "test_2016_flickr":
+            return {}
+        from text_attn.translation.source_check import LANGUAGES
+
+        pair = f"{LANGUAGES.get(hp.src_lang, hp.src_lang)} -> {LANGUAGES.get(hp.tgt_lang, hp.tgt_lang)}"
+        return {
+            "training_data": f"Multi30k task 1 (Elliott et al. 2016), {pair}",
+            "terms": "Multi30k (Elliott et al. 2016) is for non-commercial research and educational use only; this "
+            "model was trained on it: the same terms apply to it.",
+        }
+
     def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
         """A real corpus's sentences per split, as written: (source, target) pairs."""
         hp = self.hparams

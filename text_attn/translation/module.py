@@ -119,6 +119,7 @@ class TranslationModule(RunState, pl.LightningModule):
         self.net: torch.nn.Module | None = None
         self._start_sizes: tuple[int, int] | None = None  # init_from's (source, target) vocabulary sizes
         self._start_info: dict = {}  # init_from's facts: a model trained from it keeps its data's terms
+        self._data_facts: dict = {}  # the training data's own (TranslationDataModule.facts), set in setup
         self._start_file: dict | None = None  # init_from's file as read (give_start), once
         self._given: StartVocabulary | None = None  # its tokenizer and vocabularies, as given to the data module
         self._outputs: list[dict] = []
@@ -153,6 +154,7 @@ class TranslationModule(RunState, pl.LightningModule):
         start = self.give_start(dm)
         dm.setup(stage)
         self.src_vocab, self.tgt_vocab, self.codec = dm.src_vocab, dm.tgt_vocab, dm.codec
+        self._data_facts = dict(getattr(dm, "facts", {}))  # this data's terms (Multi30k's), over the start's
         self.source_check = getattr(dm, "source_check", None)
         if start is not None:
             src, tgt = self._given.src, self._given.tgt  # the start's own vocabularies, before the data's tokens
@@ -193,7 +195,7 @@ class TranslationModule(RunState, pl.LightningModule):
     def translator(self) -> Translator:
         """The inference object over this module's network: it writes the model file and the checkpoints' metadata."""
         return Translator(
-            self.net, self.src_vocab, self.tgt_vocab, self.codec, info=self._start_info or None,
+            self.net, self.src_vocab, self.tgt_vocab, self.codec, info={**self._start_info, **self._data_facts} or None,
             source_check=self.source_check,
         )  # fmt: skip
 
