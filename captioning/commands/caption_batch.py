@@ -92,7 +92,6 @@ def caption_items(
             from text_attn.core.faithfulness import rounded_evidence, rounded_taus
 
             rec["evidence"] = rounded_evidence(found.evidence)
-
             rec["agreement"] = rounded_taus(found.agreement)
             shown = {"evidence": found.evidence, "agreement": found.agreement}
         if args.overlay:

@@ -569,9 +569,9 @@ class Captioner:
         if not isinstance(features, Tensor) or features.dim() != 3 or features.size(0) != 1:
             shape = tuple(features.shape) if isinstance(features, Tensor) else type(features).__name__
             raise ValueError(f"evidence takes one photo's region features (1, L, D), got {shape}")
-        if isinstance(words, str) or not list(words):
-            raise ValueError(f"evidence takes the caption's words as a list with a word in it, got {words!r}")
-        return word_evidence(self.model, features, list(words), self.vocab)
+        if isinstance(words, str):
+            raise ValueError(f"evidence takes the caption's words as a list, got the text {words!r}")
+        return word_evidence(self.model, features, list(words), self.vocab)  # no words (an empty caption): none
 
     def explain(
         self,

@@ -62,6 +62,8 @@ def step_through(model: CaptionModel, features: Tensor, tokens: list[int], bos_i
         alphas.append(alpha[0])
         probs.append(log_probs[0, tok].exp())
         prev = torch.tensor([tok], device=features.device)
+    if not tokens:  # an empty caption (the end chosen first): no word to probe
+        return CaptionWords(features, [], [], features.new_zeros(0, features.size(1)), features.new_zeros(0), bos_id)
     return CaptionWords(features, list(tokens), states, torch.stack(alphas), torch.stack(probs), bos_id)
 
 

@@ -110,8 +110,10 @@ def test_photos_of_a_type_no_method_reads_are_named_and_a_generator_is_read_once
     features = shapes.encode_photos([photo, photo])[1]
     with pytest.raises(ValueError, match=r"one photo's region features \(1, L, D\), got \(2, "):
         shapes.evidence(features, ["a"])
-    with pytest.raises(ValueError, match="a list with a word in it"):
-        shapes.evidence(features[:1], [])
+    with pytest.raises(ValueError, match="the caption's words as a list, got the text 'a dog'"):
+        shapes.evidence(features[:1], "a dog")
+    empty = shapes.evidence(features[:1], iter([]))  # an empty caption (the end chosen first): no rows, no crash
+    assert empty.evidence.shape == (0, features.size(1)) and empty.agreement == []
 
 
 def test_translate_options_and_sentences_are_checked_before_the_search():

@@ -450,7 +450,8 @@ def test_a_translate_page_shows_failed_inputs_in_place_and_marks_cut_off_ones(br
     html = page.read_text()
     assert [int(n) for n in re.findall(r'<section class="item tr[^"]*" id="s(\d+)"', html)] == [1, 2, 3]
     assert '<section class="item tr failed" id="s2"><h2>input 2</h2><p class="error">empty sentence</p>' in html
-    assert html.count("&middot; cut off at --max-len</h2>") == 2 and "<footer>3 sentence(s), 1 failed</footer>" in html
+    assert html.count("&middot; cut off at the length cap</h2>") == 2
+    assert "<footer>3 sentence(s), 1 failed</footer>" in html
     b = browser
     b.open(page)
     b.wait_for("!!document.querySelector('#s3 table.grid')")

@@ -76,6 +76,11 @@ def test_corpus_bleu_equals_sacrebleu_with_empty_and_short_outputs():
         theirs = sacrebleu.corpus_bleu(hyps, [refs], tokenize="none", smooth_method="none").score / 100
         assert ours == pytest.approx(theirs, rel=1e-12), hyps
     assert corpus_bleu([[toks("a b")]], [[]]) == {f"bleu{n}": 0.0 for n in range(1, 5)}  # nothing written: 0
+    # no word of any reference: 0 (smoothing gave 0.028); outputs all shorter than n: BLEU-n and above 0 (it rose
+    # with n: 0.012, 0.017, 0.024, 0.028)
+    assert corpus_bleu([[toks("a b c d")], [toks("e f")]], [toks("x y z"), toks("w v")])["bleu4"] == 0.0
+    short = corpus_bleu([[toks("a b c")], [toks("d e")]], [toks("a b x"), toks("d q")])
+    assert short["bleu1"] > short["bleu2"] > 0 and short["bleu3"] > 0 and short["bleu4"] == 0.0
 
 
 def test_corpus_bleu_equals_nltks_where_every_output_has_four_words():

@@ -55,7 +55,8 @@ def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) 
     hypotheses' n-grams of that order; the brevity penalty uses, per sentence, the reference length closest to the
     hypothesis length (the shorter on a tie). An empty or short hypothesis adds no n-grams of the orders it has
     none of (nltk's corpus_bleu counted one for each, scoring a corpus with empty outputs below sacreBLEU's
-    BLEU of the same tokens); an order without a match is smoothed by ``_SMOOTHING_EPSILON`` (method1).
+    BLEU of the same tokens); an order without a match is smoothed by ``_SMOOTHING_EPSILON`` (method1). No unigram
+    matched, or no output as long as n words: 0 (for BLEU-n and above), as sacreBLEU.
     """
     if len(references) == 0 or len(hypotheses) == 0:
         raise ValueError("corpus_bleu: empty corpus (no references or no hypotheses)")
@@ -76,11 +77,17 @@ def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) 
                 most |= _ngrams(ref, n)
             matches[n - 1] += sum(min(c, most[g]) for g, c in counts.items())
             totals[n - 1] += sum(counts.values())
-    if hyp_len == 0:
+    if hyp_len == 0 or matches[0] == 0:  # nothing written, or no word of any reference: 0, as nltk and sacreBLEU say
         return {f"bleu{n}": 0.0 for n in range(1, 5)}
     penalty = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
-    logs = [math.log(m / t if m else _SMOOTHING_EPSILON / max(t, 1)) for m, t in zip(matches, totals, strict=True)]
-    return {f"bleu{n}": penalty * math.exp(sum(logs[:n]) / n) for n in range(1, 5)}
+    out, logs = {}, 0.0
+    for n, (m, t) in enumerate(zip(matches, totals, strict=True), start=1):
+        if t == 0:  # no output has n words: no n-gram to match, BLEU-n and above 0 (sacreBLEU's; smoothing this
+            out.update({f"bleu{k}": 0.0 for k in range(n, 5)})  # made BLEU-n rise with n)
+            break
+        logs += math.log(m / t if m else _SMOOTHING_EPSILON / t)
+        out[f"bleu{n}"] = penalty * math.exp(logs / n)
+    return out
 
 
 DEFAULT_BUCKETS = [(5, 10), (10, 20), (20, 30), (30, 40), (40, 50), (50, 60)]

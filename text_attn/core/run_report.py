@@ -12,9 +12,9 @@ each drawn only when the run logged something for it:
     grounding      val_grounding, val_grounding_mass: on synthetic shapes, does the decoder look at what it names
     learning rate  lr-* (from a LearningRateMonitor), log scale
 The best value of the metric the run chooses its best checkpoint by (its config.yaml's ModelCheckpoint ``monitor``
-and ``mode``: val_CIDEr for the your_photos configs) is marked where it is drawn and said in the summary line;
-without one, the first validation score's highest. Lightning is not imported; matplotlib only through its object
-API (no pyplot state), as in the other plots.
+and ``mode``: val_CIDEr for most caption configs, the bundled model's included) is marked where it is drawn and said in
+the summary line; without one, the first validation score's highest. Lightning is not imported; matplotlib only
+through its object API (no pyplot state), as in the other plots.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def monitored(version: Path) -> tuple[str, str] | None:
             continue
         args = cb.get("init_args") or {}
         if isinstance(args, dict) and args.get("monitor"):
-            return str(args["monitor"]), "min" if args.get("mode") == "min" else "max"
+            return str(args["monitor"]), "max" if args.get("mode") == "max" else "min"  # Lightning's default: min
     return None
 
 

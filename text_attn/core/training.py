@@ -125,7 +125,8 @@ def save_last_at_end(trainer, at_batch_end: bool = False) -> None:
         if progress is None or progress.current.completed >= progress.current.started:
             return
     for cb in getattr(trainer, "checkpoint_callbacks", []):
-        if not getattr(cb, "save_last", False) or not hasattr(cb, "_save_last_checkpoint"):
+        private = ("_save_last_checkpoint", "_should_skip_saving_checkpoint", "_monitor_candidates")
+        if not getattr(cb, "save_last", False) or not all(hasattr(cb, name) for name in private):
             continue
         if not cb._should_skip_saving_checkpoint(trainer):
             cb._save_last_checkpoint(trainer, cb._monitor_candidates(trainer))

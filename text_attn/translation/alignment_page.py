@@ -251,7 +251,7 @@ def sentence_section(
         f'<p><span class="label">output</span><span>{output}</span></p>{drives}</div>'
     )
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
-    cut = " &middot; cut off at --max-len" if getattr(translation, "truncated", False) else ""
+    cut = " &middot; cut off at the length cap" if getattr(translation, "truncated", False) else ""  # --max-len's
     head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}{cut}</h2>{shown}{pair}'
     if attention is None or not translation.tokens:
         why = "this model has no attention" if attention is None else "the output is empty"

@@ -87,7 +87,7 @@ class Translations(PageList):
 
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
-BATCH_BYTES = 1 << 30  # what one batch's search may hold (Translator._batches): 1 GiB
+BATCH_BYTES = 2 << 30  # one batch's search's estimated peak (Translator._batches): 2 GiB, about 1 GiB held
 
 
 class Translator:
@@ -283,11 +283,11 @@ class Translator:
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
         no_repeat_ngram (text_attn.core.decoding.search). In Jupyter each translation and the list draw themselves."""
         sentences = _sentence_list(sentences, "translate")
-        unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram"})
+        unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram", "drop_ended"})
         if unknown:  # "temperature" reached search() 8 frames down; pass a Sampling (text_attn.core.decoding)
             raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
                             "text_attn.core.decoding.Sampling, with its temperature, top_k, top_p, seed), n_best, "
-                            "no_repeat_ngram")  # fmt: skip
+                            "no_repeat_ngram, drop_ended (False: step ended rows too, for comparison)")  # fmt: skip
         sampling, n_best = options.get("sampling"), options.get("n_best", 1)
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a text_attn.core.decoding.Sampling, got {type(sampling).__name__}")
