@@ -102,6 +102,15 @@ def test_a_given_file_is_read_line_by_line_against_the_inputs(capsys, tmp_path, 
         assert float(score) == pytest.approx(translator.read([source], text)[0].score, abs=1e-4)
     assert f"input 3: line 3 of --given-file {refs} is empty" in err
     assert f"--given-file {refs} has 4 lines for 3 input(s): the rest were not read" in err
+    # a line holding a token the model does not know: the note names its line and the tokens, as --given's does
+    refs.write_text("A man rides a bike \U0001f6b2 .\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO(sources[0] + "\n"))
+    assert translate_main(["--given-file", str(refs), "--model", "bahdanau"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"1 line(s) of --given-file {refs} hold tokens the model does not know, read as <unk> (the first: line 1, '"
+        in err
+    )
 
 
 @pytest.mark.parametrize(

@@ -77,9 +77,10 @@ def read_given(translator, args: argparse.Namespace, good: list[tuple[int, list[
     out = []
     for n, t in good:
         line = args.given_lines[n - 1]
-        if translator.target_tokens(line)[1]:
+        unknown = translator.target_tokens(line)[1]
+        if unknown:
             progress["given_unknown"] = progress.get("given_unknown", 0) + 1
-            progress.setdefault("given_unknown_first", n)
+            progress.setdefault("given_unknown_first", (n, unknown))  # its number and tokens, named in the note
         out.append(translator.read_tokens([t], line))
     return out
 
@@ -97,9 +98,10 @@ def given_lines(number: int, readings: list[Any], per_piece: bool = False) -> st
 def closing_notes(args: argparse.Namespace, progress: dict, seen: int) -> None:
     """--given-file: the lines with tokens the model does not know, and lines beyond the inputs (not read)."""
     if progress.get("given_unknown"):
+        n, unknown = progress["given_unknown_first"]
+        names = ", ".join(repr(inert(t)) for t in unknown)
         print(f"translate: note: {progress['given_unknown']} line(s) of --given-file {args.given_file} hold tokens the "
-              f"model does not know, read as <unk> (the first: line {progress['given_unknown_first']})",
-              file=sys.stderr)  # fmt: skip
+              f"model does not know, read as <unk> (the first: line {n}, {names})", file=sys.stderr)  # fmt: skip
     if args.given_lines is not None and len(args.given_lines) > seen:
         print(f"translate: note: --given-file {args.given_file} has {len(args.given_lines)} lines for {seen} "
               "input(s): the rest were not read", file=sys.stderr)  # fmt: skip

@@ -159,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write FILE: per input a line of word alignments read off attention, in the Pharaoh format word "
         "aligners write (i-j: source word i, output word j, from 0; words split at spaces, a model's subword pieces "
-        "joined): each output piece linked to the source piece it attends most, none where that is the source's end, "
+        "joined; a word-tokenizer model's tokens, punctuation apart): each output piece linked to the source piece "
+        "it attends most, none where that is the source's end, "
         "and two words linked where any of their pieces are (a Transformer: the --layer's heads averaged). With "
         "--given / --given-file: the translation given (forced alignment). A failed input: an empty line",
     )
