@@ -209,15 +209,23 @@ class OverlayNames:
     order, as :func:`_outputs` checks them), a shard member's from its image member, made unique against them and
     against ``taken`` (:func:`drawn_overlays`)."""
 
-    def __init__(self, sources: Sequence[str], taken: set[str] = frozenset()):
+    def __init__(self, sources: Sequence[str], taken: set[str] = frozenset(), by_shard: bool = False):
+        """``by_shard`` (``--devices``): a shard member's overlay is named ``SHARD-KEY`` (the shard file's stem first):
+        each process makes names unique only against its own, so two shards' members of one key, drawn by two
+        processes, were both ``KEY`` and one overwrote the other."""
         from captioning.photos.shards import is_shard
 
         self.used: set[str] = set(taken)
+        self.by_shard = by_shard
         self.files = {s: _unique_stem(Path(n).stem or "image", self.used) for s, n in enumerate(sources) if not
                       is_shard(n)}  # fmt: skip
 
     def stem(self, item: dict[str, Any]) -> str:
-        return self.files.get(item["id"][0]) or _unique_stem(Path(item["name"]).stem or "image", self.used)
+        if item["id"][0] in self.files:
+            return self.files[item["id"][0]]
+        name = Path(item["name"])
+        base = f"{name.parent.stem}-{name.stem}" if self.by_shard else name.stem
+        return _unique_stem(base or "image", self.used)
 
 
 def caption_batch(

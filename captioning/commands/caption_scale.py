@@ -74,7 +74,8 @@ class CaptionPredictor(pl.LightningModule):
         self.total, self.progress = total, None  # total: photos in the input, when known before reading
         self.captioner, self.args, self.sources = captioner, args, sources
         self.model = captioner.model
-        self.names, self.options = OverlayNames(sources, drawn_overlays(args)), search_options(args)
+        self.names = OverlayNames(sources, drawn_overlays(args), by_shard=True)  # processes cannot see each other's
+        self.options = search_options(args)
         self.parts = parts_folder(args.jsonl)
         self.done: set[Id] = set()
         self.held: set[str] = set()

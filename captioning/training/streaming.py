@@ -330,6 +330,23 @@ def _encoded(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _undecodable(sample) -> str | None:
+    """Why a shard sample's photo cannot be decoded (bytes that are not an image, a JPEG cut off), else None: found
+    here it is skipped with its line; stored, it stopped fit at its first epoch ("a damaged chunk"). The photo is
+    decoded at a small scale (the JPEG decoder's own, so a large photo costs a few milliseconds)."""
+    import io
+
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(sample.image)) as img:
+            img.draft("RGB", (64, 64))
+            img.load()
+    except Exception as err:  # noqa: BLE001 - any decoder's error: the photo is unusable
+        return f"{sample.name}: cannot be decoded ({' '.join(str(err).split()) or type(err).__name__})"
+    return None
+
+
 def read_shard_captions(
     patterns: str, steps: list | None = None
 ) -> tuple[list[tuple[str, list[tuple[int, str]]]], int]:
@@ -349,9 +366,10 @@ def read_shard_captions(
             found = []
             for sample in iter_shard(path):
                 text = (sample.text or "").strip()
-                if sample.error or not caption_tokens(text):
+                broken = None if sample.error else _undecodable(sample)
+                if sample.error or broken or not caption_tokens(text):
                     what = "no caption (.txt member)" if not text else f"no word in its caption {text[:40]!r}"
-                    why = sample.error or f"{sample.name}: {what}"
+                    why = sample.error or broken or f"{sample.name}: {what}"
                     print(f"caption-train optimize: skipped: {inert(why)}", file=sys.stderr)
                     skipped += 1
                     continue

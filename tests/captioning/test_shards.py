@@ -185,3 +185,19 @@ def test_chosen_sees_the_names_before_the_bytes_are_read(tmp_path):
     samples, _ = _read(shard, wanted=lambda i: i > 0, chosen=chosen)
     assert [s.key for s in samples] == ["000000001", "000000003"]
     assert asked == [(i, f"{shard}/{i:09d}.jpg", None) for i in (1, 2, 3)]
+
+
+def test_optimize_skips_a_shard_photo_that_cannot_be_decoded(tmp_path, capsys):
+    """Bytes that are not an image, and a JPEG cut off, under a photo's name: optimize stored them, and fit died at
+    its first epoch ("a damaged chunk"). Now each is one skipped line naming it, and the others are kept."""
+    from captioning.training.streaming import read_shard_captions
+
+    cut = photo_bytes(9)[:200]
+    extra = {"000000100.jpg": b"not a jpeg", "000000100.txt": b"a dog runs", "000000101.jpg": cut,
+             "000000101.txt": b"a dog runs"}  # fmt: skip
+    shard = write_shard(tmp_path / "s.tar", 0, 3, extra=extra)
+    shards, skipped = read_shard_captions(str(shard))
+    err = capsys.readouterr().err
+    assert skipped == 2 and [i for i, _ in shards[0][1]] == [0, 1, 2], err
+    assert "skipped: " in err and "000000100.jpg: cannot be decoded" in err
+    assert "000000101.jpg: cannot be decoded" in err

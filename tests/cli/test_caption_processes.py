@@ -236,3 +236,19 @@ def test_a_process_killed_mid_run_then_resume_equals_an_uninterrupted_run(model,
     assert whole.returncode == 0
     assert _lines(out) == _lines(tmp_path / "whole.jsonl")  # batches of 1: byte for byte, each photo once
     assert not parts.exists()
+
+
+def test_under_devices_two_shards_members_of_one_key_get_overlays_of_their_own():
+    """Each process makes names unique only against its own: two shards' 000000000.jpg, drawn by two processes, were
+    both 000000000-attention.png, one overwriting the other. Under --devices a member's name starts with its shard's."""
+    from captioning.commands.caption_batch import OverlayNames
+
+    sources = ["a.jpg", "shards/00000.tar", "shards/00001.tar"]
+    first, second = (OverlayNames(sources, by_shard=True) for _ in range(2))  # two processes' own
+    one = first.stem({"id": (1, 0), "name": "shards/00000.tar/000000000.jpg"})
+    other = second.stem({"id": (2, 0), "name": "shards/00001.tar/000000000.jpg"})
+    assert (one, other) == ("00000-000000000", "00001-000000000")
+    assert first.stem({"id": (0, 0), "name": "a.jpg"}) == "a"  # files: named from the whole list, as before
+    alone = OverlayNames(sources)  # one process: the key, the second one numbered
+    assert [alone.stem({"id": (k, 0), "name": f"shards/0000{k - 1}.tar/000000000.jpg"}) for k in (1, 2)] == [
+        "000000000", "000000000-2"]  # fmt: skip

@@ -30,7 +30,9 @@ def test_shipped_config_fits_tests_and_translates_2000_real_pairs(cli_run_in_tmp
     fit = text_train_cli(["fit", *common, "--trainer.max_epochs", "6", "--model.export_path", str(tmp / "model.pt")])
     metrics = fit.trainer.callback_metrics
     translator = Translator.load(tmp / "model.pt")
-    assert translator.codec.mode == "subword" and translator.info == {}
+    assert translator.codec.mode == "subword"  # and it says what it was trained on, under which terms
+    assert translator.info["training_data"] == "Multi30k task 1 (Elliott et al. 2016), German -> English"
+    assert "non-commercial research" in translator.info["terms"]
     # the loss came down from ln |vocabulary| (uniform over ~2,000 pieces: 7.6)
     assert float(metrics["val_loss"]) < 0.8 * math.log(len(translator.tgt_vocab)), metrics
     assert float(metrics["val_sacrebleu"]) > 1.0 and float(metrics["val_chrf"]) > 15.0, metrics
