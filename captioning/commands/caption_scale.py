@@ -165,6 +165,7 @@ class PartFileWriter(BasePredictionWriter):
     def __init__(self, parts: Path):
         super().__init__(write_interval="batch")
         self.parts, self.part = parts, None
+        self.interrupted = False  # Ctrl-C reached this process: Lightning then exits with 1, the run with 130
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx):
         if self.part is None:  # a process with nothing to do writes no part
@@ -178,6 +179,8 @@ class PartFileWriter(BasePredictionWriter):
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if self.part is not None and self.part._file is not None:  # what was written stays: --resume reads it
             self.part._file.flush()
+        if isinstance(exception, KeyboardInterrupt):
+            self.interrupted = True
         if isinstance(exception, KeyboardInterrupt) and trainer.global_rank == 0:
             print(f"caption: interrupted; {self.parts} holds what was captioned: --resume continues",
                   file=sys.stderr)  # fmt: skip
@@ -272,7 +275,12 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
         fail("caption", f"cannot run on {args.devices} x {args.device} (--devices, --device): {one_line(err)}")
     total = None if any(is_shard(s) for s in sources) else len(sources)  # a shard's size is known once read
     module = CaptionPredictor(captioner, args, sources, total)
-    trainer.predict(module, return_predictions=False)
+    try:
+        trainer.predict(module, return_predictions=False)
+    except SystemExit as exc:  # Lightning's own exit(1) after Ctrl-C: every command's interrupted run exits 130
+        if writer.interrupted:
+            raise SystemExit(130) from None
+        raise exc
     trainer.strategy.barrier("caption: every part written")  # after the loop: uneven shares are all done here
     if module.progress is not None:
         module.progress.__exit__()

@@ -252,3 +252,32 @@ def test_under_devices_two_shards_members_of_one_key_get_overlays_of_their_own()
     alone = OverlayNames(sources)  # one process: the key, the second one numbered
     assert [alone.stem({"id": (k, 0), "name": f"shards/0000{k - 1}.tar/000000000.jpg"}) for k in (1, 2)] == [
         "000000000", "000000000-2"]  # fmt: skip
+
+
+@pytest.mark.slow  # two real processes (~15 s)
+def test_ctrl_c_under_devices_exits_130_and_resume_finishes(tmp_path):
+    """Lightning turns Ctrl-C into exit(1): every other command's interrupted run exits 130, so does this one now."""
+    import glob
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for i in range(40):
+        Image.new("RGB", (48, 40), ((i * 37) % 256, (i * 91) % 256, 90)).save(photos / f"p{i:02d}.png")
+    out = tmp_path / "o.jsonl"
+    cmd = [CAPTION, str(photos), "--model", "shapes", "--jsonl", str(out), "--devices", "2", "--threads", "1",
+           "--batch-size", "1", *FAST]  # fmt: skip
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        parts = [f for f in glob.glob(f"{out}.parts/*") if os.path.isfile(f)]
+        if sum(1 for f in parts for _ in open(f)) >= 4:
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends: the whole group
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, err[-2000:]
+    assert "interrupted;" in err and "--resume continues" in err and "Traceback" not in err
+    done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(json.loads(line)["image"] for line in out.read_text().splitlines()) == sorted(
+        str(p) for p in photos.iterdir())  # fmt: skip
