@@ -230,6 +230,10 @@ def _samples(path: str, f, wanted, chosen, notes) -> Iterator[ShardSample]:
         if wanted(0):
             yield ShardSample(path, 0, "", error=f"{path}: not a tar shard (no tar member found)")
         return
+    if not truncated and not whole:  # a tar with no member at all (its end marker alone): said, not silent
+        if notes is not None:
+            notes(ShardNote(path, "an empty tar shard: no sample in it"))
+        return
     if not truncated and whole and size - end < 2 * _BLOCK:  # no end-of-archive marker (two zero blocks)
         truncated = "no end-of-archive marker"
     elif not truncated and _not_zeros(f, end, size):  # bytes after the last member that are not tar's end marker

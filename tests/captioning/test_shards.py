@@ -201,3 +201,11 @@ def test_optimize_skips_a_shard_photo_that_cannot_be_decoded(tmp_path, capsys):
     assert skipped == 2 and [i for i, _ in shards[0][1]] == [0, 1, 2], err
     assert "skipped: " in err and "000000100.jpg: cannot be decoded" in err
     assert "000000101.jpg: cannot be decoded" in err
+
+
+def test_an_empty_tar_shard_is_said(tmp_path):
+    """A valid tar with no member (its end marker alone) was passed over without a word, exit 0."""
+    shard = tmp_path / "empty.tar"
+    tarfile.open(shard, "w").close()
+    samples, notes = _read(shard)
+    assert samples == [] and [n.message for n in notes] == ["an empty tar shard: no sample in it"]
