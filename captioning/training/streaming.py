@@ -333,17 +333,15 @@ def _encoded(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _undecodable(sample) -> str | None:
     """Why a shard sample's photo cannot be decoded (bytes that are not an image, a JPEG cut off), else None: found
     here it is skipped with its line; stored, it stopped fit at its first epoch ("a damaged chunk"). The photo is
-    decoded at a small scale (the JPEG decoder's own, so a large photo costs a few milliseconds)."""
-    import io
-
-    from PIL import Image
+    decoded as ``caption`` reads one (every format it reads: HEIC and AVIF too), a JPEG at a small scale (its decoder's
+    own, so a large photo costs a few milliseconds)."""
+    from captioning.photos.preprocess import load_photo
 
     try:
-        with Image.open(io.BytesIO(sample.image)) as img:
-            img.draft("RGB", (64, 64))
-            img.load()
+        load_photo(sample.image, 64)
     except Exception as err:  # noqa: BLE001 - any decoder's error: the photo is unusable
-        return f"{sample.name}: cannot be decoded ({' '.join(str(err).split()) or type(err).__name__})"
+        why = " ".join(str(err).split()).removeprefix("upload: ") or type(err).__name__  # load_photo names bytes so
+        return f"{sample.name}: cannot be decoded ({why})"
     return None
 
 
