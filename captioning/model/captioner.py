@@ -461,17 +461,25 @@ class Captioner:
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
         on val); a soft-attention model always takes the expected context."""
         images = _photo_list(images, "caption_images")
-        max_len = 30 if max_len is None else max_len
-        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
-        check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.vocab))
+        search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         if not images:
             return Captions()
         loaded, features = self.encode_photos(images)
-        extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
         with self._hard_inference(hard_inference):
-            out = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)
+            out = self.caption_features(features, **search)
             chosen = [self.chosen_regions(c.alphas) for c in out]  # a region a word only where one was looked at
         return Captions(self._shown(out, loaded, images, chosen, features))
+
+    def _search(
+        self, beam_size: int | None, max_len: int | None, length_penalty: float | None, no_repeat_ngram: int | None
+    ) -> dict[str, Any]:
+        """caption_features' options as ``caption`` decodes (:meth:`decoding`: the recorded choice where not given;
+        max_len 30), checked as the command checks them (a mistyped beam of 100000 filled the memory)."""
+        max_len = 30 if max_len is None else max_len
+        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
+        check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.vocab))
+        extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
+        return {"beam_size": d["beam_size"], "max_len": max_len, "length_penalty": d["length_penalty"], **extra}
 
     def _shown(self, out: list[Caption], loaded: list[Image.Image], images: list, chosen: list, features: Tensor):
         """Each caption with what draws it over its photo: the photo, its name, grid and crop box, the chosen
@@ -588,15 +596,12 @@ class Captioner:
         ``agreement``)."""
         from captioning.photos.preprocess import prepared
 
-        max_len = 30 if max_len is None else max_len
-        d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
-        check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.vocab))
-        extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
+        search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         device = next(self.model.parameters()).device
         with torch.no_grad():
             features = self.encode(prepared(_photo(image, "explain"), self.preprocess)[None].to(device))
         with self._hard_inference(hard_inference):
-            words = self.caption_features(features, d["beam_size"], max_len, d["length_penalty"], **extra)[0].words
+            words = self.caption_features(features, **search)[0].words
             return self.evidence(features, words)
 
     def chosen_regions(self, alphas: Tensor) -> list[int] | None:
@@ -625,13 +630,12 @@ def _photo(image: Any, where: str) -> Any:
 
 
 def _photo_list(images: Any, name: str) -> list:
-    """A method's photos as a list, each checked (:func:`_photo`): a generator is read once (it was read twice: the
-    work done, then a zip error), None and one photo not in a list are TypeErrors."""
+    """A method's photos as a list (:func:`a_batch`), each checked (:func:`_photo`); one photo not in a list is a
+    TypeError."""
     what = "photos (PIL images, files or their bytes)"
-    a_batch(images, name, what)
-    if images is None or isinstance(images, Image.Image):
+    if isinstance(images, Image.Image):
         raise TypeError(f"{name} takes a list of {what}, got {type(images).__name__}")
-    images = list(images)
+    images = a_batch(images, name, what)
     for i, image in enumerate(images):
         _photo(image, f"{name}: photo {i}")
     return images

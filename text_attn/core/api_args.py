@@ -15,11 +15,15 @@ import os
 from typing import Any
 
 
-def a_batch(items: Any, name: str, what: str) -> None:
-    """TypeError where ``items`` is one string, bytes or path instead of a list of them."""
+def a_batch(items: Any, name: str, what: str) -> list:
+    """``items`` as a list (a generator read once: read twice it did the work, then failed on a zip); TypeError where
+    it is one string, bytes or path instead of a list of them, or None."""
     if isinstance(items, (str, bytes, os.PathLike)):
         raise TypeError(f"{name} takes a list of {what}: give [{items!r}]" if not isinstance(items, bytes) else
                         f"{name} takes a list of {what}: give [the bytes]")  # fmt: skip
+    if items is None:
+        raise TypeError(f"{name} takes a list of {what}, got None")
+    return list(items)
 
 
 def check_decoding(

@@ -57,11 +57,9 @@ def _bare(word: str) -> str:
 
 def word_kind(word: str) -> WordKind:
     """``"function"`` or ``"content"`` for one output word (see the module docstring for the list and the rules)."""
+    if _apart(word):  # punctuation or an empty piece; <eos>, <unk>, <pad>, <bos>, <s>, </s>
+        return "function"
     bare = _bare(word)
-    if not any(ch.isalnum() for ch in bare):  # punctuation, or an empty piece
-        return "function"
-    if bare.startswith("<") and bare.endswith(">"):  # <eos>, <unk>, <pad>, <bos>, <s>, </s>
-        return "function"
     if bare in FUNCTION_WORDS or bare.endswith("n't"):  # "isn't", "don't", "can't"
         return "function"
     return "content"
@@ -97,5 +95,7 @@ def piece_kinds(tokens: list[str]) -> list[WordKind]:
 
 
 def _apart(token: str) -> bool:
+    """Punctuation (no letter or digit), an empty piece, or a special token in angle brackets: never part of a word,
+    and a function word by itself."""
     bare = _bare(token)
     return not any(ch.isalnum() for ch in bare) or (bare.startswith("<") and bare.endswith(">"))

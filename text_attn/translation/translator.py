@@ -507,12 +507,8 @@ class Translator:
 
 
 def _sentence_list(sentences: Any, name: str) -> list[str]:
-    """A method's sentences as a list of texts: a generator read once (it was read twice: a zip error after the
-    work), None or a non-text element one TypeError naming it."""
-    a_batch(sentences, name, "sentences")
-    if sentences is None:
-        raise TypeError(f"{name} takes a list of sentences, got None")
-    sentences = list(sentences)
+    """A method's sentences as a list of texts (:func:`a_batch`), a non-text element one TypeError naming it."""
+    sentences = a_batch(sentences, name, "sentences")
     for i, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
             raise TypeError(f"{name}: sentence {i} must be a text, got {type(sentence).__name__}")
