@@ -28,10 +28,11 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections import Counter
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from text_attn.core.rewards import clip_counts, ngram_orders
 
 if TYPE_CHECKING:  # the alignment metric takes tensors; the module itself needs no torch
     import torch
@@ -41,10 +42,6 @@ if TYPE_CHECKING:  # the alignment metric takes tensors; the module itself needs
 # BLEU exactly; it only keeps a tiny corpus (or one of very short sentences) from collapsing to 0 when, say, no
 # 4-gram matches. Methods 2+ add +1 counts to every order and would bias corpus-level scores upward.
 _SMOOTHING_EPSILON = 0.1
-
-
-def _ngrams(tokens: Sequence[str], n: int) -> Counter:
-    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
 def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) -> dict[str, float]:
@@ -70,13 +67,10 @@ def corpus_bleu(references: list[list[list[str]]], hypotheses: list[list[str]]) 
     for refs, hyp in zip(references, hypotheses, strict=True):
         hyp_len += len(hyp)
         ref_len += min((len(r) for r in refs), key=lambda n: (abs(n - len(hyp)), n))
-        for n in range(1, min(4, len(hyp)) + 1):
-            counts = _ngrams(hyp, n)
-            most: Counter = Counter()  # each n-gram's largest count in one reference: the clip
-            for ref in refs:
-                most |= _ngrams(ref, n)
-            matches[n - 1] += sum(min(c, most[g]) for g, c in counts.items())
-            totals[n - 1] += sum(counts.values())
+        # counted and clipped as sentence BLEU (the SCST reward) counts them: one way to clip
+        for n, (counts, most) in enumerate(zip(ngram_orders(hyp, 4), clip_counts(refs, 4), strict=True)):
+            matches[n] += sum(min(c, most[g]) for g, c in counts.items())
+            totals[n] += sum(counts.values())
     if hyp_len == 0 or matches[0] == 0:  # nothing written, or no word of any reference: 0, as nltk and sacreBLEU say
         return {f"bleu{n}": 0.0 for n in range(1, 5)}
     penalty = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)

@@ -27,24 +27,24 @@ SMOOTHINGS = ("add-one", "epsilon")
 _EPSILON = 0.1  # nltk's SmoothingFunction default
 
 
-def _ngram_counts(tokens: Sequence[Hashable], max_n: int) -> list[Counter]:
+def ngram_orders(tokens: Sequence[Hashable], max_n: int) -> list[Counter]:
     """[Counter of 1-grams, ..., Counter of max_n-grams] of one sequence."""
     toks = tuple(tokens)
     return [Counter(toks[i : i + n] for i in range(len(toks) - n + 1)) for n in range(1, max_n + 1)]
 
 
-def _max_ref_counts(references: Sequence[Sequence[Hashable]], max_n: int) -> list[Counter]:
+def clip_counts(references: Sequence[Sequence[Hashable]], max_n: int) -> list[Counter]:
     """Per order, each n-gram's largest count in any one reference (what a hypothesis n-gram is clipped to)."""
     merged = [Counter() for _ in range(max_n)]
     for ref in references:
-        for m, c in zip(merged, _ngram_counts(ref, max_n), strict=True):
+        for m, c in zip(merged, ngram_orders(ref, max_n), strict=True):
             m |= c  # Counter union = element-wise max
     return merged
 
 
 def _bleu(hyp: Sequence[Hashable], ref_counts: list[Counter], ref_lens: list[int], max_n: int, smoothing: str) -> float:
     h = len(hyp)
-    hyp_counts = _ngram_counts(hyp, max_n)
+    hyp_counts = ngram_orders(hyp, max_n)
     log_sum = 0.0
     for n, (hc, rc) in enumerate(zip(hyp_counts, ref_counts, strict=True), start=1):
         matches = sum(min(c, rc.get(g, 0)) for g, c in hc.items())
@@ -78,7 +78,7 @@ def sentence_bleu(
     _check(smoothing, max_n)
     if not references:
         raise ValueError("sentence_bleu needs at least one reference")
-    return _bleu(hypothesis, _max_ref_counts(references, max_n), [len(r) for r in references], max_n, smoothing)
+    return _bleu(hypothesis, clip_counts(references, max_n), [len(r) for r in references], max_n, smoothing)
 
 
 def bleu_rewards(
@@ -99,7 +99,7 @@ def bleu_rewards(
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references x {k} samples each")
     out = []
     for b, ref in enumerate(references):
-        counts, lens = _max_ref_counts([ref], max_n), [len(ref)]
+        counts, lens = clip_counts([ref], max_n), [len(ref)]
         out += [_bleu(hyp, counts, lens, max_n, smoothing) for hyp in hypotheses[b * k : (b + 1) * k]]
     return out
 
