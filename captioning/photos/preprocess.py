@@ -19,6 +19,7 @@ import torch
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 from text_attn.core.errors import missing, one_line
+from text_attn.core.safe_files import name_refused
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -245,10 +246,8 @@ def file_kind(path: str | Path) -> str | None:
     except ValueError:  # a NUL byte (a list on stdin can hold one)
         return "a file name with a NUL byte in it"
     except OSError as err:
-        if err.errno == errno.ELOOP:
-            return "a symbolic link loop, not a file"
-        if err.errno == errno.ENAMETOOLONG:
-            return "a file name too long for the file system"
+        if refused := name_refused(err):  # too long, a link loop: as every command says them
+            return refused
         if err.errno == errno.ENOTDIR:
             return "missing"
         return f"cannot be read ({err.strerror or err})"

@@ -42,6 +42,13 @@ _KINDS = (
 )
 
 
+def name_refused(err: OSError) -> str | None:
+    """What is wrong with a path the system refuses as a name (a file name too long, a symbolic link loop), for a
+    message; None for any other error."""
+    return {errno.ENAMETOOLONG: "a file name too long for the file system",
+            errno.ELOOP: "a symbolic link loop, not a file"}.get(err.errno)  # fmt: skip
+
+
 def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 

@@ -74,11 +74,8 @@ def holding(main: Callable[[], Any]) -> Callable[[], Any]:
 
 
 def _name_refused(err: OSError) -> str | None:
-    """What is wrong with a path the system refuses as a name (a file name too long, a symbolic link loop), wherever a
-    command met it before its own checks: one line, not a traceback. None for any other error (raised as before)."""
-    import errno
+    """What is wrong with a path the system refuses as a name (safe_files.name_refused), wherever a command met it
+    before its own checks: one line, not a traceback. None for any other error (raised as before)."""
+    from text_attn.core.safe_files import name_refused  # here: the start imports nothing of the project's
 
-    if err.filename is None:
-        return None
-    return {errno.ENAMETOOLONG: "a file name too long for the file system",
-            errno.ELOOP: "a symbolic link loop, not a file"}.get(err.errno)  # fmt: skip
+    return None if err.filename is None else name_refused(err)
