@@ -60,10 +60,6 @@ PAPER = {
     "Xu et al. 2015, soft attention": {"Bleu_1": 67, "Bleu_2": 44.8, "Bleu_3": 29.9, "Bleu_4": 19.5, "METEOR": 18.93},
     "Xu et al. 2015, hard attention": {"Bleu_1": 67, "Bleu_2": 45.7, "Bleu_3": 31.4, "Bleu_4": 21.3, "METEOR": 20.30},
 }
-TERMS = (
-    "Flickr8k (Hodosh, Young and Hockenmaier 2013) is for non-commercial research and educational use only; the "
-    "photographs are under the Flickr Terms of Use. This model was trained on it: the same terms apply to it."
-)
 # --quick: a few minutes end to end, to check that every stage runs (its scores mean nothing).
 QUICK = [
     "--data.train_size", "300", "--data.val_size", "50", "--trainer.max_time", "00:00:01:30",
@@ -179,11 +175,13 @@ def recorded(model: Path) -> dict:
 
 
 def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None) -> dict:
+    from captioning.training.data import FLICKR8K_TERMS  # here: the data module imports torch
+
     trained = ", ".join(f"{s} {m:.0f} min" for s, m in minutes.items() if m is not None) or "not recorded"
     info = {
         "training_data": "Flickr8k, the standard split: 6,000 train photos x 5 captions; chosen on the 1,000 val "
         "photos",
-        "terms": TERMS,
+        "terms": FLICKR8K_TERMS,
         "training": f"{stage} ({' then '.join(minutes)}) on a 2-core CPU: {trained}",
     }
     if scores:

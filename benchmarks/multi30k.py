@@ -69,10 +69,6 @@ TEST = "test_2016_flickr"
 BEAMS = (1, 5)
 # The PyTorch seq2seq tutorials (bentrevett/pytorch-seq2seq) on this test set, lowercased tokenized BLEU x 100.
 TUTORIALS = {"none": 20.6, "bahdanau": 28.3, "transformer": 36.5}
-TERMS = (
-    "Multi30k (Elliott et al. 2016) is for non-commercial research and educational use only; this model was trained "
-    "on it: the same terms apply to it."
-)
 QUICK_TRAIN = 2000  # train pairs of a --quick fit
 QUICK = ["--data.train_size", str(QUICK_TRAIN), "--data.val_size", "100", "--trainer.max_time", "00:00:02:00",
          "--data.subword_vocab", "2000"]  # fmt: skip
@@ -365,6 +361,7 @@ def bundle(
 ) -> Path:
     """Write the model as a bundled file: float16, with its data, terms, training, decoding and test scores; for a
     model fine-tuned from ``start``, also the start's training and its source check's note of what the text is."""
+    from text_attn.translation.data import MULTI30K_TERMS  # here: the data module imports torch
     from text_attn.translation.translator import Translator
 
     translator = Translator.load(model)
@@ -380,7 +377,7 @@ def bundle(
     translator.info = {
         "training_data": "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs; chosen on "
         "the 1,014 val pairs",
-        "terms": TERMS,
+        "terms": MULTI30K_TERMS,
         "training": f"configs/text/{MODELS[name][0]} on a {where or 'CPU'}"
         + ("" if minutes is None else f", {minutes:.0f} minutes")
         + ("" if began is None else f", from {START_NAMES[STARTS[name]]} of {began}"),

@@ -90,6 +90,12 @@ def _pad(seqs: list[list[int]], pad_id: int) -> torch.Tensor:
     return torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=pad_id)
 
 
+FLICKR8K_TERMS = (  # what a model trained on Flickr8k says of it (its file's info; benchmarks/flickr8k.py's too)
+    "Flickr8k (Hodosh, Young and Hockenmaier 2013) is for non-commercial research and educational use only; the "
+    "photographs are under the Flickr Terms of Use. This model was trained on it: the same terms apply to it."
+)
+
+
 class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def __init__(
         self,
@@ -237,8 +243,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if hp.language == "en":
             return {
                 "training_data": "Flickr8k (Hodosh, Young and Hockenmaier 2013): its photographs and English captions",
-                "terms": "Flickr8k is for non-commercial research and educational use only; the photographs are under "
-                "the Flickr Terms of Use. This model was trained on it: the same terms apply to it.",
+                "terms": FLICKR8K_TERMS,
             }
         return {
             "training_data": f"Flickr8k's photos with Multi30k's {LANGUAGES[hp.language]} sentences (one a photo)",

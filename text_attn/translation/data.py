@@ -117,6 +117,12 @@ def collate(dataset: PairDataset, indices: list[int], pad_id: int = 0, attention
     return batch
 
 
+MULTI30K_TERMS = (  # what a model trained on Multi30k says of it (its file's info; benchmarks/multi30k.py's too)
+    "Multi30k (Elliott et al. 2016) is for non-commercial research and educational use only; this model was trained "
+    "on it: the same terms apply to it."
+)
+
+
 class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
     def __init__(
         self,
@@ -311,8 +317,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         pair = f"{LANGUAGES.get(hp.src_lang, hp.src_lang)} -> {LANGUAGES.get(hp.tgt_lang, hp.tgt_lang)}"
         return {
             "training_data": f"Multi30k task 1 (Elliott et al. 2016), {pair}",
-            "terms": "Multi30k (Elliott et al. 2016) is for non-commercial research and educational use only; this "
-            "model was trained on it: the same terms apply to it.",
+            "terms": MULTI30K_TERMS,
         }
 
     def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
