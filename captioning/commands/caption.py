@@ -262,6 +262,13 @@ def _checked_run(args: argparse.Namespace) -> int:
     if args.model_info:
         emit("caption", "\n".join(model_info(captioner, _model_file(args))))  # the file, as translate says it
         return 0
+    if args.jsonl:  # FILE.run.json: a --resume with another model or decoding is refused (caption_run)
+        from captioning.commands.caption_run import run_settings
+
+        try:
+            args.run_settings = run_settings(args, _model_file(args))
+        except OSError as err:
+            fail("caption", f"cannot read {err.filename}: {err.strerror or one_line(err)}")
     if _first_process() and (args.demo or not args.given_file):  # a --given-file's: once the photos are known
         given_notes(captioner, args)
     if args.demo:

@@ -21,6 +21,7 @@ from captioning.commands.caption_batch import (
     plain_lines,
     record_line,
 )
+from captioning.commands.caption_run import check_resume, record_run
 from text_attn.core.errors import close_quietly, emit, fail, one_line
 from text_attn.core.safe_files import open_stream, probe_writable
 from text_attn.core.search_options import search_options
@@ -44,6 +45,14 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             probe_writable(args.overlay)
         except OSError as err:
             fail("caption", f"cannot write into --overlay directory {args.overlay}: {one_line(err)}")
+    settings = getattr(args, "run_settings", None)  # with --jsonl: what the records are made with (caption_run)
+    if args.resume and settings is not None:  # before anything is written: a refused resume changes no file
+        try:
+            refused = check_resume(args.jsonl, settings)
+        except (OSError, ValueError) as err:
+            fail("caption", f"cannot use --jsonl {args.jsonl}: {one_line(err, 300)}")
+        if refused:
+            fail("caption", refused)
     report = _open_html(captioner, args)  # before --jsonl: a bad --html must not have emptied FILE
     out, done = None, set()
     shards = any(is_shard(p) for p in paths)
@@ -54,6 +63,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         try:
             done = read_done(jsonl) if args.resume else set()
             out = open_stream(jsonl, append=args.resume)  # a link, FIFO or device is refused (safe_files)
+            if settings is not None:
+                record_run(jsonl, settings)
         except (OSError, UnicodeDecodeError, ResumeError) as err:
             if report is not None:
                 report.close()

@@ -45,7 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON list with per-word attention (see docs)")
     p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done")
-    p.add_argument("--resume", action="store_true", help="with --jsonl: skip the images FILE already holds")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --jsonl: skip the images FILE already holds (refused with another model or decoding than "
+        "FILE.run.json records)",
+    )
     p.add_argument(
         "--overlay",
         metavar="DIR",

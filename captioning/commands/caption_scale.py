@@ -40,6 +40,7 @@ import torch
 from pytorch_lightning.callbacks import BasePredictionWriter
 
 from captioning.commands.caption_batch import OverlayNames, _closing_notes, caption_batch, drawn_overlays, record_line
+from captioning.commands.caption_run import check_resume, record_run
 from captioning.commands.process_start import loop_started
 from captioning.photos.collection import ResumeError, captioned_lines, image_key
 from captioning.photos.photo_stream import Id, PhotoStream, owner, photo_batches
@@ -87,7 +88,10 @@ class CaptionPredictor(pl.LightningModule):
             torch.set_num_threads(self.args.threads)
         rank, parts, jsonl = self.global_rank, self.parts, Path(self.args.jsonl)
         manifest = [str(Path(s).absolute()) for s in self.sources]
+        settings = getattr(self.args, "run_settings", None)  # what the records are made with (caption_run)
         try:
+            if self.args.resume and settings is not None and (refused := check_resume(jsonl, settings)):
+                _stop(rank, refused)
             if self.args.resume:  # every process reads what is done; none writes before the barrier
                 old = parts / MANIFEST
                 if old.is_file() and json.loads(old.read_text(encoding="utf-8")) != manifest:
@@ -110,6 +114,8 @@ class CaptionPredictor(pl.LightningModule):
                           "instead)", file=sys.stderr)  # fmt: skip
                 parts.mkdir(parents=True)
                 write_text(parts / MANIFEST, json.dumps(manifest))
+            if rank == 0 and settings is not None:
+                record_run(jsonl, settings)
         except (OSError, UnicodeDecodeError, ValueError, PartError, ResumeError) as err:
             _stop(rank, f"cannot use --jsonl {jsonl} ({parts}): {one_line(err, 300)}")
         self.trainer.strategy.barrier("caption: parts folder ready")  # before the loop: every process reaches it

@@ -109,6 +109,41 @@ def test_resume_refuses_a_file_caption_did_not_write_and_keeps_it(model_file, fo
         assert path.read_bytes() == before
 
 
+def test_resume_with_another_model_or_decoding_is_refused_and_changes_nothing(model_file, folder, tmp_path, capsys):
+    out = tmp_path / "out.jsonl"
+    assert caption_main([str(folder), "--model", str(model_file), *FAST, "--jsonl", str(out)]) == 0
+    capsys.readouterr()
+    run = json.loads(Path(f"{out}.run.json").read_text())
+    assert run["model"] == str(model_file) and run["options"]["--max-len"] == 3 and run["options"]["--beam-size"] == 3
+    assert "--sample-seed" not in run["options"] and "--temperature" not in run["options"]
+    before = out.read_bytes(), Path(f"{out}.run.json").read_bytes()
+    other = tiny_model_file(tmp_path / "other.pt", crop=False)
+    cases = [(["--model", model_file, "--max-len", "3", "--beam-size", "2"], "--beam-size 3 (this run: 2)"),
+             (["--model", model_file, *FAST, "--evidence"], "--evidence not given (this run: given)"),
+             (["--model", model_file, *FAST, "--given", "a red square"], '--given not given (this run: ["a red'),
+             (["--model", model_file, "--max-len", "4"], "--max-len 3 (this run: 4)"),
+             (["--model", other, *FAST], f"another model file ({model_file}; this run: {other})")]  # fmt: skip
+    for args, said in cases:
+        err = _refused(capsys, folder, *args, "--jsonl", out, "--resume")
+        assert err.startswith(f"caption: error: --resume: {out}'s records were made with ") and said in err, err
+        assert f"remove {out}.run.json" in err and (out.read_bytes(), Path(f"{out}.run.json").read_bytes()) == before
+    # the same model file under another name is the same model (its content is recorded); the run goes on
+    (tmp_path / "moved.pt").write_bytes(model_file.read_bytes())
+    Image.new("RGB", (48, 40), "green").save(folder / "p2.png")
+    assert (
+        caption_main([str(folder), "--model", str(tmp_path / "moved.pt"), *FAST, "--jsonl", str(out), "--resume"]) == 0
+    )
+    assert len(out.read_text().splitlines()) == 3
+    capsys.readouterr()
+    # a record torn or edited by hand is named; a file from before the record was kept resumes as it is
+    Path(f"{out}.run.json").write_text("[1")
+    err = _refused(capsys, folder, "--model", model_file, *FAST, "--jsonl", out, "--resume")
+    assert err.startswith(f"caption: error: cannot use --jsonl {out}: {out}.run.json is not a run record (")
+    Path(f"{out}.run.json").unlink()
+    assert caption_main([str(folder), "--model", str(model_file), *FAST, "--jsonl", str(out), "--resume"]) == 0
+    assert json.loads(Path(f"{out}.run.json").read_text())["options"]["--max-len"] == 3
+
+
 def test_resume_with_an_existing_html_page_is_refused(model_file, folder, tmp_path, capsys):
     page, out = tmp_path / "report.html", tmp_path / "out.jsonl"
     page.write_text("<html>an earlier run's page</html>")

@@ -120,6 +120,15 @@ def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(mode
     assert _run([*base, "--jsonl", out, "--devices", "1", "--resume"]) == 1
     _same_records(_lines(out), plain)  # batched otherwise than before: see _same_records
     assert _lines(out)[:5] == plain[:5] and len(read) == 12 - 5
+    # a resume with other decoding is refused before anything is read or written (captioning.commands.caption_run)
+    assert json.loads(Path(f"{out}.run.json").read_text())["options"]["--max-len"] == 4
+    before, read[:] = out.read_bytes(), []
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        _run([*base, "--jsonl", out, "--devices", "1", "--resume", "--beam-size", "2"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "made with --beam-size 3 (this run: 2)" in err, err
+    assert out.read_bytes() == before and not read
 
 
 def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):

@@ -1,0 +1,89 @@
+"""What a ``caption --jsonl FILE`` run's records were made with: the model file's content and the options that shape a
+record (decoding, ``--given``, ``--evidence``), kept beside FILE as ``FILE.run.json``. ``--resume`` with another
+model or other such options is refused: the file would otherwise hold two runs' records, told apart by nothing.
+Options that give the same records (the device, batch size, workers, ``--cuda-graphs``) are not recorded."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from text_attn.core.safe_files import write_text
+
+SUFFIX = ".run.json"
+# the options recorded, as the command line names them (their values as given, after the model's defaults are filled)
+SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-penalty", "length_penalty"),
+           ("--no-repeat-ngram", "no_repeat_ngram"), ("--n-best", "n_best"), ("--sample", "sample"),
+           ("--temperature", "temperature"), ("--top-k", "top_k"), ("--top-p", "top_p"),
+           ("--sample-seed", "sample_seed"), ("--given", "given"), ("--given-file", "given_file"),
+           ("--evidence", "evidence"))  # fmt: skip
+
+
+def run_file(jsonl: str | Path) -> Path:
+    return Path(f"{jsonl}{SUFFIX}")
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes (a 48 MB model: ~0.1 s): the same model moved or renamed is the same model."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
+    """The record of this run (JSON-ready). A --sample run without --sample-seed draws afresh each run: its seed is
+    not recorded (a resumed run cannot repeat the draws, and no seed would match). --given-file is recorded by its
+    content, as the model file is."""
+    options = {flag: getattr(args, name, None) for flag, name in SHAPING}
+    if not args.sample:
+        for flag in ("--temperature", "--top-k", "--top-p", "--sample-seed"):
+            options.pop(flag)
+    elif options["--sample-seed"] is None:
+        options.pop("--sample-seed")
+    if options["--given-file"] is not None:
+        options["--given-file"] = file_digest(Path(options["--given-file"]))
+    return {"model": str(model_file), "model_sha256": file_digest(model_file), "options": options}
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What tells ``new`` from ``old``, a phrase each ("--beam-size 5 (this run: 3)", "another model file (...)")."""
+    said = []
+    if old.get("model_sha256") != new["model_sha256"]:
+        said.append(f"another model file ({old.get('model', '?')}; this run: {new['model']})")
+    was, now = old.get("options", {}), new["options"]
+    for flag in dict.fromkeys([*was, *now]):
+        if was.get(flag) != now.get(flag):
+            said.append(f"{flag} {_shown(was.get(flag))} (this run: {_shown(now.get(flag))})")
+    return said
+
+
+def _shown(value: Any) -> str:
+    return "not given" if value is None or value is False else "given" if value is True else json.dumps(value)
+
+
+def check_resume(jsonl: str | Path, settings: dict[str, Any]) -> str | None:
+    """With --resume: None where FILE.run.json records this run's settings or is absent (a file from before it was
+    kept, or FILE itself new), else the line that refuses the resume. An unreadable record: OSError / ValueError."""
+    path = run_file(jsonl)
+    if not path.is_file():
+        return None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:  # a torn or hand-edited record (UnicodeDecodeError is one too)
+        raise ValueError(f"{path} is not a run record ({err})") from None
+    if not isinstance(old, dict):
+        raise ValueError(f"{path} is not a run record")
+    if not (said := differences(old, settings)):
+        return None
+    return (f"--resume: {jsonl}'s records were made with {'; '.join(said)}: resume with the same model and options, "
+            f"or give another --jsonl FILE (to mix them anyway, remove {path})")  # fmt: skip
+
+
+def record_run(jsonl: str | Path, settings: dict[str, Any]) -> None:
+    """FILE.run.json written (replaced atomically) for this run."""
+    write_text(run_file(jsonl), json.dumps(settings, indent=1) + "\n")
