@@ -174,9 +174,14 @@ class PartFileWriter(BasePredictionWriter):
         self.interrupted = False  # Ctrl-C reached this process: Lightning then exits with 1, the run with 130
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx):
-        if self.part is None:  # a process with nothing to do writes no part
-            self.part = PartWriter(self.parts, trainer.global_rank)
-        self.part.write(prediction)
+        try:
+            if self.part is None:  # a process with nothing to do writes no part
+                self.part = PartWriter(self.parts, trainer.global_rank)
+            self.part.write(prediction)
+        except OSError as err:  # a full disk, the folder gone: this process says why (it alone knows) and ends
+            where = self.part.path if self.part is not None else self.parts
+            fail("caption", f"cannot write {where}: {one_line(err)}; --resume continues after the photos {self.parts} "
+                 "holds")  # fmt: skip
 
     def on_predict_end(self, trainer, pl_module) -> None:
         if self.part is not None:

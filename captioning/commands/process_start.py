@@ -107,8 +107,9 @@ class Others:
             if failed and not self.done.wait(WATCH_S):
                 rank, code = failed[0]
                 n = len(self.procs) + 1
-                print(f"caption: error: process {rank} of {n} ended with exit code {code} (a run with --devices 1 "
-                      "says why)", file=sys.stderr)  # fmt: skip
+                print(f"caption: error: process {rank} of {n} ended with exit code {code} (its line above says why "
+                      "where it met an error of its own; else a run with --devices 1 does)",
+                      file=sys.stderr)  # fmt: skip
                 self._end(0.0)
                 os._exit(code)
 

@@ -131,6 +131,38 @@ def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(mode
     assert out.read_bytes() == before and not read
 
 
+def test_a_part_that_cannot_be_written_is_one_line_and_resume_finishes(model, tmp_path, capsys, monkeypatch):
+    """A full disk under a --devices run ended in Lightning's traceback, once a process; now the process whose part
+    fails says which and why, in one line, exit 2, and what its part held before is kept for --resume."""
+    from text_attn.core import part_files
+
+    inputs = _inputs(tmp_path, damaged=False)
+    base = [*inputs, "--model", model, *FAST, "--batch-size", "3"]
+    assert _run([*base, "--jsonl", tmp_path / "whole.jsonl"]) == 0
+    out, real, calls = tmp_path / "out.jsonl", part_files.PartWriter.write, []
+
+    def full_at_third(self, rows):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real(self, rows)
+
+    monkeypatch.setattr(part_files.PartWriter, "write", full_at_third)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        _run([*base, "--jsonl", out, "--devices", "1"])
+    err = capsys.readouterr().err.strip()
+    part = next(Path(f"{out}.parts").glob("*.part.open"))
+    assert exc.value.code == 2 and err == (
+        f"caption: error: cannot write {part}: [Errno 28] No space left on device; --resume continues after the "
+        f"photos {out}.parts holds"
+    )
+    assert len(_lines(part)) == 6 and not out.exists()
+    monkeypatch.setattr(part_files.PartWriter, "write", real)
+    assert _run([*base, "--jsonl", out, "--devices", "1", "--resume"]) == 0
+    _same_records(_lines(out), _lines(tmp_path / "whole.jsonl"))
+
+
 def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):
     inputs = _inputs(tmp_path, damaged=False)
     for extra, says in (
