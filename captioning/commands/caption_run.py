@@ -6,11 +6,11 @@ Options that give the same records (the device, batch size, workers, ``--cuda-gr
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.file_digest import sha256_of
 from text_attn.core.safe_files import write_text
 
 SUFFIX = ".run.json"
@@ -26,15 +26,6 @@ def run_file(jsonl: str | Path) -> Path:
     return Path(f"{jsonl}{SUFFIX}")
 
 
-def file_digest(path: Path) -> str:
-    """The SHA-256 of a file's bytes (a 48 MB model: ~0.1 s): the same model moved or renamed is the same model."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
     """The record of this run (JSON-ready). A --sample run without --sample-seed draws afresh each run: its seed is
     not recorded (a resumed run cannot repeat the draws, and no seed would match). --given-file is recorded by its
@@ -46,8 +37,8 @@ def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
     elif options["--sample-seed"] is None:
         options.pop("--sample-seed")
     if options["--given-file"] is not None:
-        options["--given-file"] = file_digest(Path(options["--given-file"]))
-    return {"model": str(model_file), "model_sha256": file_digest(model_file), "options": options}
+        options["--given-file"] = sha256_of(Path(options["--given-file"]))
+    return {"model": str(model_file), "model_sha256": sha256_of(model_file), "options": options}
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -43,6 +43,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from captioning.photos.preprocess import prepared
 from captioning.training.readers import CaptionDataError
+from text_attn.core.file_digest import sha256_of
 from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
@@ -67,8 +68,7 @@ def _image_identity(image: Path | Image.Image) -> bytes:
     # Hashing reads every file once a run: ~2 s for Flickr8k's 1 GB, against minutes to encode it.
     path = Path(image)
     try:
-        with open(path, "rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        digest = sha256_of(path)
     except OSError:
         return f"{path}|missing".encode()
     return f"{path.name}|{digest}".encode()

@@ -75,7 +75,14 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
     (:func:`_given_options`), which a checkpoint's saved hyper-parameters never replace."""
     given = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given)
     import torch
-    from jsonargparse._common import debug_mode_active
+
+    try:  # a private function (jsonargparse 4.27.4 on): where a release moves it, debug mode is read as off
+        from jsonargparse._common import debug_mode_active
+    except ImportError:  # the pinned versions have it
+
+        def debug_mode_active() -> bool:
+            return False
+
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
