@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from text_attn.core.lightning_cli import run_lightning_cli
+from text_attn.core.lightning_cli import config_names, run_lightning_cli, shipped_configs
 from text_attn.core.startup_gc import holding
 
+# the shipped configs: in the package once installed from a wheel, at configs/caption in a checkout
+CONFIGS = shipped_configs(Path(__file__).resolve().parents[1] / "configs",
+                          Path(__file__).resolve().parents[2] / "configs" / "caption")  # fmt: skip
 TRAIN_DESCRIPTION = (
     "caption-train: train and evaluate Show-Attend-Tell captioners (soft or hard attention) with PyTorch Lightning. "
-    "Shipped configs: configs/caption/*.yaml (shapes_soft / shapes_hard run on a CPU; flickr8k_* and coco_* are the "
-    "paper's settings for your download). Example: `caption-train fit --config configs/caption/shapes_soft.yaml`. "
-    "Subcommands: fit, validate, test (`caption` captions); `caption-train fit --help` lists every option. The end of "
-    "fit writes a model file for `caption`; `caption-export` turns a checkpoint into one. Watch a run with "
-    "`tensorboard --logdir runs/shapes_soft`; `caption-train report RUN_DIR` plots its loss, validation scores and "
-    "grounding into RUN_DIR/report.png. `caption-train optimize --config C.yaml --out DIR` writes the corpus as "
-    "LitData chunks (--features true: a frozen encoder's features); `caption-train fit --config C.yaml --data.root "
-    "DIR` streams them (docs/scale.md)."
+    "Shipped configs, given by name (in a checkout also as configs/caption/NAME.yaml): {names} (shapes_soft / "
+    "shapes_hard run on a CPU; flickr8k_* and coco_* are the paper's settings for your download). Example: "
+    "`caption-train fit --config shapes_soft`. Subcommands: fit, validate, test, report, optimize (`caption` "
+    "captions); `caption-train fit --help` lists every option. The end of fit writes a model file for `caption`; "
+    "`caption-export` turns a checkpoint into one. Watch a run with `tensorboard --logdir runs/shapes_soft`; "
+    "`caption-train report RUN_DIR` plots its loss, validation scores and grounding into RUN_DIR/report.png. "
+    "`caption-train optimize --config C.yaml --out DIR` writes the corpus as LitData chunks (--features true: a frozen "
+    "encoder's features); `caption-train fit --config C.yaml --data.root DIR` streams them (docs/scale.md)."
 )
 
 
@@ -37,7 +41,7 @@ def caption_train_cli(args: list[str] | None = None):
         CaptionDataModule,
         args,
         errors,
-        TRAIN_DESCRIPTION,
+        TRAIN_DESCRIPTION.format(names=", ".join(config_names(CONFIGS)) or "none found"),
         renamed=renamed,
         outdated=flat_model_options,
     )
@@ -62,15 +66,17 @@ def train_main(args: list[str] | None = None) -> None:
         from text_attn.core.run_report import report_main
 
         raise SystemExit(report_main("caption-train", argv[1:]))
-    from text_attn.core.lightning_cli import refuse_missing_files
+    from text_attn.core.lightning_cli import named_configs, refuse_missing_files
 
     # before Lightning's import (~10 s): a mistyped path is said at once
     if argv[:1] == ["optimize"]:
-        refuse_missing_files("caption-train optimize", list(argv[1:]))
-        caption_optimize(argv[1:])
+        argv = named_configs("caption-train optimize", list(argv[1:]), CONFIGS)
+        refuse_missing_files("caption-train optimize", argv)
+        caption_optimize(argv)
         return
-    refuse_missing_files("caption-train", list(argv))
-    caption_train_cli(args)
+    argv = named_configs("caption-train", list(argv), CONFIGS)  # --config shapes_soft: the shipped file
+    refuse_missing_files("caption-train", argv)
+    caption_train_cli(argv)
 
 
 # the console script: its start without the garbage collector's full passes (text_attn.core.startup_gc)

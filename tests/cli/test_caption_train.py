@@ -186,7 +186,7 @@ def test_a_named_subcommand_parses_alone_and_help_still_lists_all_four(capsys):
     assert exc.value.code == 0 and "{fit,validate,test}" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         train_main(["fitt", "--config", CONFIG])
-    assert exc.value.code == 2 and "choose from 'fit', 'validate', 'test'" in capsys.readouterr().err
+    assert exc.value.code == 2 and "unknown subcommand 'fitt': fit, validate, test, report" in capsys.readouterr().err
 
 
 def test_a_config_written_before_the_nesting_gets_one_line(tmp_path, capsys):

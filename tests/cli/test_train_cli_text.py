@@ -1,6 +1,7 @@
 """What the training commands print: --help starts with what the tool does and where its configs are; a run shows
 no promotional tips or tensorboardX notices, and its default logger writes TensorBoard event files and a metrics.csv
-that `text-train report` reads; an old config's `data.image_size` gets one line saying what to use."""
+that `text-train report` reads; an old config's `data.image_size` gets one line saying what to use; a shipped config
+is given by name (an installed toolkit has no configs/ folder)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def test_help_says_what_the_tool_does_and_where_the_configs_are(main, start, cap
     assert exc.value.code == 0
     description = " ".join(out.split("\n\n")[1].split())  # the paragraph right after the usage line
     assert description.startswith(start) and "configs/" in description
+    assert "Shipped configs, given by name" in description and ("shapes_soft, " in description) != (
+        main is text_train_main
+    )
+    assert "reorder_bahdanau, " in description or main is train_main
 
 
 @pytest.mark.parametrize("main, prog", [(train_main, "caption-train"), (text_train_main, "text-train")])
@@ -36,10 +41,26 @@ def test_predict_is_not_a_subcommand(main, prog, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["predict", "--config", str(FIX / "text/tiny_reorder.yaml")])
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and line.startswith(f"{prog}: error: ") and "invalid choice: 'predict'" in line
+    assert line == f"{prog}: error: unknown subcommand 'predict': fit, validate, test, report RUN_DIR or optimize"
+    assert exc.value.code == 2
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "predict" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "predict" not in out and "Subcommands: fit, validate, test, report, optimize" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("main, prog", [(train_main, "caption-train"), (text_train_main, "text-train")])
+def test_no_subcommand_names_all_five(main, prog, capsys):
+    """LightningCLI's own line listed fit, validate and test only: report and optimize, handled before it, were
+    missing from it."""
+    with pytest.raises(SystemExit) as exc:
+        main(["--config", str(FIX / "text/tiny_reorder.yaml")])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2
+    assert (
+        line
+        == f"{prog}: error: a subcommand is needed: fit, validate, test, report RUN_DIR or optimize (--help says more)"
+    )
 
 
 def test_a_run_prints_no_tips_or_tensorboardx_notice(tmp_path, monkeypatch, capsys, caplog, recwarn):
@@ -79,3 +100,70 @@ def test_an_old_config_with_data_image_size_gets_one_line(tmp_path, monkeypatch,
     with pytest.raises(SystemExit):
         caption_train_cli(["fit", "--config", str(old)])
     assert "option data.image_size was renamed" in capsys.readouterr().err
+
+
+def test_a_config_is_found_by_name_in_the_shipped_folder_and_a_path_is_left_alone(tmp_path, monkeypatch, capsys):
+    from text_attn.core.lightning_cli import named_configs, shipped_configs
+
+    shipped = tmp_path / "site-packages" / "configs"
+    shipped.mkdir(parents=True)
+    for name in ("small.yaml", "big.yaml"):
+        (shipped / name).write_text("trainer: {max_steps: 1}\n")
+    assert shipped_configs(tmp_path / "none", shipped, tmp_path) == shipped  # the first folder that is there
+    assert shipped_configs(tmp_path / "none") is None
+    monkeypatch.chdir(tmp_path)
+    named = named_configs(
+        "t", ["fit", "--config", "small", "-c", "big.yaml", "--config=small", "--x", "small"], shipped
+    )
+    assert named == ["fit", "--config", str(shipped / "small.yaml"), "-c", str(shipped / "big.yaml"),
+                     f"--config={shipped / 'small.yaml'}", "--x", "small"]  # fmt: skip
+    (tmp_path / "small.yaml").write_text("a: 1\n")  # a file of that name here is the user's: it wins
+    assert named_configs("t", ["--config", "small.yaml", "--config", "sub/big.yaml"], shipped) == [
+        "--config", "small.yaml", "--config", "sub/big.yaml"]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        named_configs("text-train", ["fit", "--config", "smal"], shipped)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2
+    assert line == "text-train: error: --config smal: no such file, nor a shipped config (those: big, small)"
+
+
+@pytest.mark.parametrize("main, prog", [(train_main, "caption-train"), (text_train_main, "text-train")])
+def test_every_shipped_config_is_found_by_its_name(main, prog, monkeypatch, tmp_path):
+    """What `--config NAME` reads is the checkout's configs/FAMILY/NAME.yaml (an installed wheel's PACKAGE/configs:
+    pyproject maps them there), whatever the working directory."""
+    from captioning.commands import train as caption_train
+    from text_attn.core.lightning_cli import named_configs
+    from text_attn.translation import train_cli as text_train
+
+    module, family = (caption_train, "caption") if prog == "caption-train" else (text_train, "text")
+    root = Path(__file__).resolve().parents[2] / "configs" / family
+    monkeypatch.chdir(tmp_path)
+    names = sorted(p.stem for p in root.glob("*.yaml"))
+    assert len(names) >= 10 and module.CONFIGS == root
+    for name in names:
+        assert named_configs(prog, ["fit", "--config", name], module.CONFIGS) == [
+            "fit",
+            "--config",
+            str(root / f"{name}.yaml"),
+        ]
+
+
+def test_the_wheel_ships_the_configs_where_the_commands_look_for_them():
+    """pyproject maps configs/caption and configs/text into the packages (installed: PACKAGE/configs/*.yaml), the
+    first folder each command's CONFIGS tries."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    root = Path(__file__).resolve().parents[2]
+    with open(root / "pyproject.toml", "rb") as f:
+        tool = tomllib.load(f)["tool"]["setuptools"]
+    for package, folder in (
+        ("captioning.configs", "configs/caption"),
+        ("text_attn.translation.configs", "configs/text"),
+    ):
+        assert package in tool["packages"] and tool["package-dir"][package] == folder
+        assert tool["package-data"][package] == ["*.yaml"] and list((root / folder).glob("*.yaml"))
+        installed = root / package.replace(".", "/")  # where the wheel puts it: what CONFIGS tries first
+        from captioning.commands import train as caption_train
+        from text_attn.translation import train_cli as text_train
+
+        module = caption_train if package.startswith("captioning") else text_train
+        assert installed == Path(module.__file__).resolve().parents[0 if module is text_train else 1] / "configs"

@@ -329,6 +329,12 @@ def _parser_message(message: str) -> str:
     if m:  # e.g. int | None: "expected int or null"
         kinds = [k.replace("NoneType", "null") for k in re.findall(r"Expected a <class '(\w+)'>", text)]
         return f"--{m.group(1)}: expected {' or '.join(dict.fromkeys(kinds)) or 'another value'}, got {m.group(2)}"
+    # the subcommands LightningCLI knows, and the two each command handles before it (report, optimize)
+    if text.startswith('expected "subcommand" to be one of') and "not provided" in text:
+        return f"a subcommand is needed: {ALL_SUBCOMMANDS} (--help says more)"
+    m = re.match(r"argument subcommand: invalid choice: '(.*)' \(choose from", text)
+    if m:
+        return f"unknown subcommand {m.group(1)!r}: {ALL_SUBCOMMANDS}"
     return text
 
 
@@ -341,6 +347,42 @@ def _option_values(args: list[str], flag: str, short: str | None = None) -> list
         elif arg.startswith(f"{flag}="):
             values.append(arg.split("=", 1)[1])
     return values
+
+
+def shipped_configs(*folders: Path) -> Path | None:
+    """The first of ``folders`` that exists: a training command's shipped configs are ``PACKAGE/configs`` once
+    installed from a wheel (pyproject maps configs/caption and configs/text there) and the checkout's
+    ``configs/FAMILY`` in a clone or an editable install; None where neither is."""
+    return next((f for f in folders if f.is_dir()), None)
+
+
+def config_names(folder: Path | None) -> list[str]:
+    """The shipped configs' names (file stems), sorted."""
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder is not None else []
+
+
+def named_configs(prog: str, args: list[str], folder: Path | None) -> list[str]:
+    """``args`` with each ``--config NAME`` (or ``-c``, ``--config=``) that names no file here and has no folder part
+    replaced by the shipped config of that name (NAME or NAME.yaml in ``folder``): an installed toolkit has no
+    configs/ folder to give a path into. A bare name that is neither ends the run in one line listing the names."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg in ("--config", "-c") and i + 1 < len(out):
+            out[i + 1] = _shipped(prog, out[i + 1], folder)
+        elif arg.startswith("--config="):
+            out[i] = "--config=" + _shipped(prog, arg.split("=", 1)[1], folder)
+    return out
+
+
+def _shipped(prog: str, value: str, folder: Path | None) -> str:
+    if Path(value).exists() or "/" in value or os.sep in value or value.startswith("-"):
+        return value
+    stem = value.removesuffix(".yaml")
+    if folder is not None and (folder / f"{stem}.yaml").is_file():
+        return str(folder / f"{stem}.yaml")
+    names = config_names(folder)
+    fail(prog, f"--config {value}: no such file, nor a shipped config" + (f" (those: {', '.join(names)})" if names
+                                                                          else ""))  # fmt: skip
 
 
 def refuse_missing_files(prog: str, args: list[str]) -> None:
@@ -480,6 +522,9 @@ def run_lightning_cli(
 
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
+# what both training commands take first: LightningCLI's three (predict is caption's and translate's job), then the two
+# each command handles before LightningCLI parses (train_main)
+ALL_SUBCOMMANDS = "fit, validate, test, report RUN_DIR or optimize"
 
 
 def nested_options_message(given: set[str], blocks: list[tuple[str, tuple[str, ...]]], example: str) -> str | None:

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from text_attn.core.lightning_cli import run_lightning_cli
+from text_attn.core.lightning_cli import config_names, run_lightning_cli, shipped_configs
 from text_attn.core.startup_gc import holding
 
+# the shipped configs: in the package once installed from a wheel, at configs/text in a checkout
+CONFIGS = shipped_configs(Path(__file__).resolve().parent / "configs",
+                          Path(__file__).resolve().parents[2] / "configs" / "text")  # fmt: skip
 TRAIN_DESCRIPTION = (
     "text-train: train and evaluate the text attention models (RNN encoder-decoder with Bahdanau / Luong / no "
-    "attention, Transformer) with PyTorch Lightning. Shipped configs: configs/text/*.yaml, e.g. "
-    "`text-train fit --config configs/text/reorder_bahdanau.yaml`. Subcommands: fit, validate, test (`translate` "
-    "translates); `text-train fit --help` lists every option. The end of fit writes a model file for `translate`; "
-    "`text-export` turns a checkpoint into one. Watch a run with `tensorboard --logdir runs/reorder_bahdanau`; "
-    "`text-train report RUN_DIR` plots its loss and validation scores into RUN_DIR/report.png. "
-    "`text-train optimize --config C.yaml --out DIR` writes the corpus as LitData chunks; `text-train fit --config "
-    "C.yaml --data.root DIR` streams them (docs/scale.md)."
+    "attention, Transformer) with PyTorch Lightning. Shipped configs, given by name (in a checkout also as "
+    "configs/text/NAME.yaml): {names}. Example: `text-train fit --config reorder_bahdanau`. Subcommands: fit, "
+    "validate, test, report, optimize (`translate` translates); `text-train fit --help` lists every option. The end "
+    "of fit writes a model file for `translate`; `text-export` turns a checkpoint into one. Watch a run with "
+    "`tensorboard --logdir runs/reorder_bahdanau`; `text-train report RUN_DIR` plots its loss and validation scores "
+    "into RUN_DIR/report.png. `text-train optimize --config C.yaml --out DIR` writes the corpus as LitData chunks; "
+    "`text-train fit --config C.yaml --data.root DIR` streams them (docs/scale.md)."
 )
 
 
@@ -31,7 +35,7 @@ def text_train_cli(args: list[str] | None = None):
         TranslationDataModule,
         args,
         (TaskError, ValueError, FileNotFoundError),
-        TRAIN_DESCRIPTION,
+        TRAIN_DESCRIPTION.format(names=", ".join(config_names(CONFIGS)) or "none found"),
         outdated=flat_objective_options,
     )
 
@@ -53,15 +57,17 @@ def train_main(args: list[str] | None = None) -> None:
         from text_attn.core.run_report import report_main
 
         raise SystemExit(report_main("text-train", argv[1:]))
-    from text_attn.core.lightning_cli import refuse_missing_files
+    from text_attn.core.lightning_cli import named_configs, refuse_missing_files
 
     # before Lightning's import (~10 s): a mistyped path is said at once
     if argv[:1] == ["optimize"]:
-        refuse_missing_files("text-train optimize", list(argv[1:]))
-        text_optimize(argv[1:])
+        argv = named_configs("text-train optimize", list(argv[1:]), CONFIGS)
+        refuse_missing_files("text-train optimize", argv)
+        text_optimize(argv)
         return
-    refuse_missing_files("text-train", list(argv))
-    text_train_cli(args)
+    argv = named_configs("text-train", list(argv), CONFIGS)  # --config reorder_bahdanau: the shipped file
+    refuse_missing_files("text-train", argv)
+    text_train_cli(argv)
 
 
 # the console script: its start without the garbage collector's full passes (text_attn.core.startup_gc)
