@@ -38,6 +38,17 @@ def test_atomic_output_replaces_the_file_whole_or_not_at_all(tmp_path):
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask  # not mkstemp's private 0600
 
 
+@pytest.mark.parametrize("name", ["b" * 250 + ".pt", "é" * 125 + ".pt"])  # 253 and 253 bytes: valid names
+def test_a_long_output_name_and_one_written_through_a_temporary_file_of_its_own_are_written(tmp_path, name):
+    """The temporary name (.NAME.XXXXXXXX.tmp) of a valid 250-byte NAME was too long, and refused; an export writes
+    its model file through a temporary file of its own, nesting two such names (228 bytes were enough to fail)."""
+    out = tmp_path / name
+    with atomic_output(out) as tmp:
+        assert len(tmp.name.encode()) <= 255
+        write_text(tmp, "inner")  # the model file's own writer, into the export's temporary file
+    assert out.read_text() == "inner" and [p.name for p in tmp_path.iterdir()] == [name]
+
+
 def test_a_fresh_temporary_name_each_time_never_a_planted_one(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious")

@@ -75,6 +75,19 @@ def _umask() -> int:
     return mask
 
 
+def _temporary_prefix(path: Path) -> str:
+    """``.NAME.``, NAME cut (in bytes, whole characters) so that the temporary name, with mkstemp's 8 random
+    characters and ``.tmp``, fits the folder's longest name: a valid 250-byte output name was refused as too long,
+    and an export's model file, written through a temporary file of its own, nested two such names."""
+    try:
+        longest = os.pathconf(path.parent if str(path.parent) else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255
+    room = max(1, longest - len(b"..") - 8 - len(b".tmp"))
+    name = path.name.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+    return f".{name}."
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
     """Yield a fresh temporary file beside ``path`` (created with O_EXCL by mkstemp) for the caller to write; on
@@ -83,7 +96,7 @@ def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
     ``mode``: the file's mode instead (a cache file: 0644, so a umask of 002 does not make it untrusted)."""
     path = Path(path)
     check_output(path)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     tmp = Path(name)
     try:
         os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
