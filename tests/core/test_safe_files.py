@@ -49,6 +49,43 @@ def test_a_long_output_name_and_one_written_through_a_temporary_file_of_its_own_
     assert out.read_text() == "inner" and [p.name for p in tmp_path.iterdir()] == [name]
 
 
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_termination_signal_mid_write_removes_the_temporary_file_and_keeps_the_old_one(tmp_path, name):
+    """At their default, SIGTERM and SIGHUP end a process without running ``finally``: a killed export left its
+    temporary file behind, up to the model's size. While an output is written they end it as SystemExit instead."""
+    import subprocess
+
+    out = tmp_path / "model.pt"
+    out.write_text("old")
+    script = (
+        "import os, signal; from text_attn.core.safe_files import atomic_output\n"
+        f"with atomic_output({str(out)!r}) as tmp:\n"
+        "    tmp.write_text('half')\n"
+        f"    os.kill(os.getpid(), signal.{name})\n"
+        "    print('not reached')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    number = getattr(__import__("signal"), name)
+    assert proc.returncode == 128 + number and "not reached" not in proc.stdout
+    assert proc.stderr.strip().endswith(f"{name} while writing {out}: not written (a file there before is as it was)")
+    assert out.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+
+
+def test_the_signal_handlers_are_restored_and_a_programs_own_are_left_alone(tmp_path):
+    import signal
+
+    own = lambda *a: None  # noqa: E731 - a handler a program set itself (Lightning's, a server's)
+    before, term = signal.signal(signal.SIGHUP, own), signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with atomic_output(tmp_path / "a.txt") as tmp:
+            tmp.write_text("a")
+            assert signal.getsignal(signal.SIGHUP) is own and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and signal.getsignal(signal.SIGHUP) is own
+    finally:
+        signal.signal(signal.SIGHUP, before)
+        signal.signal(signal.SIGTERM, term)
+
+
 def test_a_fresh_temporary_name_each_time_never_a_planted_one(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious")

@@ -99,13 +99,50 @@ def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     tmp = Path(name)
     try:
-        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
-        os.close(fd)
-        yield tmp
-        check_output(path)  # again: something may have been put there during a long write
-        os.replace(tmp, path)
+        with _terminated_as_exit(path):
+            os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
+            os.close(fd)
+            yield tmp
+            check_output(path)  # again: something may have been put there during a long write
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+_ENDING = ("SIGTERM", "SIGHUP")  # what `kill`, a closed terminal and schedulers send; Ctrl-C is a KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _terminated_as_exit(path: Path) -> Iterator[None]:
+    """While ``path`` is written: SIGTERM or SIGHUP, left at their default (the process ends at once, no ``finally``
+    runs: a killed export left its temporary file, up to the model's size), become SystemExit(128 + signal) with one
+    line, so that the temporary file is removed. Handlers a program set itself (Lightning's, a server's) are left
+    alone, as is every thread but the main one (signal handlers can only be set there)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {}
+    for name in _ENDING:
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            kept[number] = signal.signal(number, functools.partial(_end_writing, path))
+    try:
+        yield
+    finally:
+        for number, handler in kept.items():
+            signal.signal(number, handler)
+
+
+def _end_writing(path: Path, number: int, frame: Any) -> None:
+    import signal
+
+    prog = os.path.basename(sys.argv[0]) or "python"
+    print(f"{prog}: {signal.Signals(number).name} while writing {path}: not written (a file there before is as it "
+          "was)", file=sys.stderr)  # fmt: skip
+    raise SystemExit(128 + number)
 
 
 def probe_writable(folder: str | Path) -> None:
