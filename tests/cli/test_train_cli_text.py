@@ -167,3 +167,28 @@ def test_the_wheel_ships_the_configs_where_the_commands_look_for_them():
 
         module = caption_train if package.startswith("captioning") else text_train
         assert installed == Path(module.__file__).resolve().parents[0 if module is text_train else 1] / "configs"
+
+
+@pytest.mark.parametrize("main, prog, weights, other", [
+    (text_train_main, "text-train", "model.decoder.embed.weight", "caption-train"),
+    (train_main, "caption-train", "net.encoder.embed.weight", "text-train"),
+])  # fmt: skip
+def test_the_other_familys_checkpoint_given_to_ckpt_path_is_one_line(main, prog, weights, other, tmp_path, capsys):
+    """Its saved settings (ds_lambda, attn_sup_layer, ...) were merged into this command's model options and ended
+    the parse in a TypeError traceback; a checkpoint's family is told by its weights' names."""
+    import torch
+
+    config = FIX / ("text/tiny_reorder.yaml" if prog == "text-train" else "captions/tiny_shapes.yaml")
+    ckpt = tmp_path / "other.ckpt"
+    torch.save({"pytorch-lightning_version": "2.6.6", "state_dict": {weights: torch.zeros(2)},
+                "hyper_parameters": {"ds_lambda": 1.0, "attn_sup_layer": -1}}, ckpt)  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--config", str(config), "--ckpt_path", str(ckpt)])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2
+    assert line == (f"{prog}: error: --ckpt_path {ckpt}: a {other} checkpoint, not one of {prog}'s (continue it "
+                    f"with `{other} fit --ckpt_path ...`)")  # fmt: skip
+    torch.save({"pytorch-lightning_version": "2.6.6", "state_dict": {}, "hyper_parameters": [1]}, ckpt)
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", str(config), "--ckpt_path", str(ckpt)])
+    assert "a damaged checkpoint (its hyper_parameters are not a mapping)" in capsys.readouterr().err

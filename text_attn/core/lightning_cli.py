@@ -86,6 +86,8 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
+    from text_attn.core.modelfile import CHECKPOINT_FAMILIES, checkpoint_family
+
     class OneLineParser(LightningArgumentParser):
         """What the parser refuses is one line, ``prog: error: ...``, and exit code 2 (the usage only with --help)."""
 
@@ -229,6 +231,15 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     f"--ckpt_path {ckpt_path}: not a training checkpoint (a model file? --ckpt_path takes the .ckpt "
                     "files a fit writes; to start from a model file use --model.init_from)"
                 )
+            family = checkpoint_family(ckpt)  # by its weights' names: the other command's settings broke the parse
+            ours = next((k for k, (train, _, _) in CHECKPOINT_FAMILIES.items() if train == prog), None)
+            if family is not None and ours is not None and family != ours:
+                other = CHECKPOINT_FAMILIES[family][0]
+                raise ValueError(f"--ckpt_path {ckpt_path}: a {other} checkpoint, not one of {prog}'s (continue it "
+                                 f"with `{other} {sub} --ckpt_path ...`)")  # fmt: skip
+            if not isinstance(ckpt.get("hyper_parameters") or {}, dict):
+                raise ValueError(f"--ckpt_path {ckpt_path}: a damaged checkpoint (its hyper_parameters are not a "
+                                 "mapping)")  # fmt: skip
             saved = dict(ckpt.get("hyper_parameters") or {})
             model = self.config[sub]["model"]
             params = inspect.signature(self.model_class.__init__).parameters
