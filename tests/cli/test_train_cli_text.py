@@ -192,3 +192,29 @@ def test_the_other_familys_checkpoint_given_to_ckpt_path_is_one_line(main, prog,
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(config), "--ckpt_path", str(ckpt)])
     assert "a damaged checkpoint (its hyper_parameters are not a mapping)" in capsys.readouterr().err
+
+
+def test_a_limit_of_one_batch_is_one_batch_not_all_of_them(tmp_path, monkeypatch):
+    """The Trainer annotates limit_*_batches Union[float, int, None]; jsonargparse took the first type that fits, so
+    `limit_val_batches: 1` (Lightning's "one batch") reached it as 1.0, "100% of the batches", and the run's
+    config.yaml said 1.0. A float given as such stays a fraction."""
+    from text_attn.core.lightning_cli import _one_batch
+
+    monkeypatch.chdir(tmp_path)
+    base = ["validate", "--config", str(FIX / "text/tiny_reorder.yaml"), "--data.val_size", "200"]  # 13 batches
+    cli = text_train_cli(base)  # the fixture's limit_val_batches: 1
+    assert cli.trainer.limit_val_batches == 1 and type(cli.trainer.limit_val_batches) is int
+    assert cli.trainer.num_val_batches == [1]
+    cli = text_train_cli([*base, "--trainer.limit_val_batches", "1.0"])
+    assert cli.trainer.limit_val_batches == 1.0 and cli.trainer.num_val_batches == [13]
+    cli = text_train_cli([*base, "--trainer.limit_val_batches=1", "--trainer.logger", "true",
+                          "--trainer.default_root_dir", str(tmp_path / "r")])  # fmt: skip
+    assert cli.trainer.num_val_batches == [1]
+    (saved,) = (tmp_path / "r").rglob("config.yaml")
+    assert "  limit_val_batches: 1\n" in saved.read_text() and "  limit_test_batches: 1\n" in saved.read_text()
+    nodes = [
+        {"trainer": {"limit_val_batches": 1, "limit_test_batches": 1.0}},
+        {"fit": {"trainer": {"limit_train_batches": 1}}},
+    ]
+    assert _one_batch([], nodes) == {"limit_val_batches", "limit_train_batches"}
+    assert _one_batch(["--trainer.limit_val_batches", "0.5"], nodes) == {"limit_train_batches"}

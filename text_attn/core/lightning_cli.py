@@ -22,6 +22,7 @@ import inspect
 import logging
 import os
 import pickle
+import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -68,7 +69,8 @@ CODE_REFUSED = (
 )
 
 
-def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset()):
+def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset(),
+                    one_batch: frozenset[str] = frozenset()):  # fmt: skip
     """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
     built (each takes ~0.1-0.3 s of signature reading: a third of a short run's start), so ``--help`` without one
     still lists all four. ``given``: the dotted options the command line and its config files set
@@ -132,7 +134,10 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 path = Path(log_dir) / self.config_filename
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    write_text(path, self.parser.dump(self.config, skip_none=False))
+                    text = self.parser.dump(self.config, skip_none=False)
+                    for name in one_batch:  # the dump writes the Trainer's float-first type: 1 as 1.0 (_one_batch)
+                        text = re.sub(rf"(?m)^(\s*{name}): 1\.0$", r"\1: 1", text)
+                    write_text(path, text)
                 except OSError as err:
                     raise WriteError(f"cannot write {path}: {one_line(err)}") from None
             if trainer.is_global_zero:
@@ -163,6 +168,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
 
         def instantiate_trainer(self, **kwargs):
             trainer = self._get(self.config_init, "trainer", default={})
+            for name in one_batch:  # given as the integer 1, parsed as 1.0 (_one_batch): one batch, as typed
+                if trainer.get(name) == 1:
+                    kwargs[name] = 1
             if "logger" not in kwargs and trainer.get("logger") in (None, True):
                 kwargs["logger"] = default_loggers(trainer.get("default_root_dir"))
             return super().instantiate_trainer(**kwargs)
@@ -319,8 +327,6 @@ def remote_message(path) -> str:
 def _parser_message(message: str) -> str:
     """jsonargparse's message in one line: 'Parser key "model.lr": Expected a <class 'float'>. Got value: abc' reads
     'model.lr: expected a float, got abc'; other messages keep their words, whitespace collapsed."""
-    import re
-
     text = " ".join(str(message).split())
     # a class given by class_path (a callback in trainer.callbacks, ...) with a bad option: its own key and value,
     # not the outer list's "expected null, got [the whole list]"
@@ -391,7 +397,9 @@ def _shipped(prog: str, value: str, folder: Path | None) -> str:
     stem = value.removesuffix(".yaml")
     if folder is not None and (folder / f"{stem}.yaml").is_file():
         return str(folder / f"{stem}.yaml")
-    names = config_names(folder)
+    if value.endswith((".yaml", ".yml")):  # a file name: as any missing file is said
+        fail(prog, f"--config {value}: no such file")
+    names = config_names(folder)  # a bare name: the names it could have been
     fail(prog, f"--config {value}: no such file, nor a shipped config" + (f" (those: {', '.join(names)})" if names
                                                                           else ""))  # fmt: skip
 
@@ -503,14 +511,16 @@ def run_lightning_cli(
 
     quiet_lightning()
     argv = list(sys.argv[1:] if args is None else args)
-    given = _given_options(argv, read_config_files(prog, argv))
+    nodes = read_config_files(prog, argv)
+    given = _given_options(argv, nodes)
     for old, new in (renamed or {}).items():
         if old in given or any(g.endswith(f".{old}") for g in given):
             fail(prog, f"option {old} was renamed: use {new}")
     message = outdated(given) if outdated is not None else None
     if message:
         fail(prog, message)
-    cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, frozenset(given))
+    cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, frozenset(given),
+                              _one_batch(argv, nodes))  # fmt: skip
     try:
         return cli_cls(
             module_cls,
@@ -533,6 +543,32 @@ def run_lightning_cli(
 
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
+
+
+LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches")
+
+
+def _one_batch(args: list[str], nodes: list) -> frozenset[str]:
+    """The Trainer's limit_*_batches given as the integer 1 (a config's ``limit_val_batches: 1``, a command line's
+    ``--trainer.limit_val_batches 1``): Lightning's "one batch". The Trainer annotates them ``Union[float, int,
+    None]`` and jsonargparse takes the first type that fits, so 1 reached it as 1.0, "all of them" (a float 1.0 given
+    as such stays so). Other integers are not affected: Lightning reads 5.0 as 5 batches. The command line, read
+    after the config files, wins."""
+    ones: dict[str, bool] = {}
+    for node in nodes:
+        if not isinstance(node, dict):
+            continue
+        for tree in (node, *(node.get(s) for s in SUBCOMMANDS)):
+            trainer = tree.get("trainer") if isinstance(tree, dict) else None
+            for name in LIMITS if isinstance(trainer, dict) else ():
+                if name in trainer:
+                    ones[name] = type(trainer[name]) is int and trainer[name] == 1
+    for name in LIMITS:
+        if values := _option_values(args, f"--trainer.{name}"):
+            ones[name] = values[-1].strip() in ("1", "+1")
+    return frozenset(k for k, one in ones.items() if one)
+
+
 # what both training commands take first: LightningCLI's three (predict is caption's and translate's job), then the two
 # each command handles before LightningCLI parses (train_main)
 ALL_SUBCOMMANDS = "fit, validate, test, report RUN_DIR or optimize"
