@@ -88,6 +88,8 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
         raise ModelFileError(missing(path, "model file not found", typed))
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
+    except OSError as exc:  # the file is there but could not be read (no permission, an I/O error): not its content
+        raise ModelFileError(cannot_read(path, exc)) from None
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
         if map_location != "cpu":  # the device, not the file, may be what failed (CUDA asked for, none here)
             try:
@@ -138,10 +140,19 @@ def decoding_defaults(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _not_a_file(src: str | Path) -> str | None:
-    """The line for an export's input that is not a file (missing, a folder), else None."""
+def cannot_read(path: str | Path, err: OSError) -> str:
+    """The line for a file that is there but could not be read: its reason (e.g. permission denied), not "not a model
+    file", which sent people looking for damage in a good file."""
+    return f"{path}: cannot read it ({(err.strerror or one_line(err)).lower()})"
+
+
+def _not_a_file(src: str | Path, typed: object = None) -> str | None:
+    """The line for an export's input that is not a file (missing, a folder), else None. ``typed``: what the user
+    gave, where ``src`` was resolved from it (a URL is named as given: ``Path`` shows ``https:/host/x``)."""
     path = Path(src)
-    return None if path.is_file() else f"{src}: {'not a file' if path.exists() else 'no such file'}"
+    if path.is_file():
+        return None
+    return f"{src}: not a file" if path.exists() else missing(src, "no such file", typed)
 
 
 def _refuse_checkpoint_in_place(src: str | Path, out: str | Path) -> None:
@@ -169,6 +180,8 @@ def read_export_source(src: str | Path) -> Any:
         raise ModelFileError(missing)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as exc:  # there, but unreadable (no permission): its reason, not a verdict on its content
+        raise ModelFileError(cannot_read(src, exc)) from None
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
         raise ModelFileError(f"{src}: not a checkpoint or model file ({type(exc).__name__})") from None
 
@@ -182,9 +195,22 @@ def check_model_data(path: str | Path, data: Any, kind: str, version: int = 1) -
     if fmt != f"attention-toolkit/{kind}":
         what = f"a {fmt.split('/')[-1]} file" if isinstance(fmt, str) else "not a model file of this toolkit"
         raise ModelFileError(f"{path}: expected a {kind} file, found {what}")
-    if data.get("version") != version:
-        raise ModelFileError(f"{path}: {kind} file version {data.get('version')} is not supported (need {version})")
+    found = data.get("version")
+    if found != version or type(found) is not int:  # "1" or True equal to no version this toolkit writes
+        raise ModelFileError(f"{path}: {kind} file {_version_problem(found, version)}")
     return data
+
+
+def _version_problem(found: Any, version: int) -> str:
+    """What is wrong with a model file's ``version`` (``found``) where ``version`` is read: shown as written (a
+    string "1" printed as 1 read "version 1 is not supported (need 1)"), and a newer one says what to do."""
+    if found is None:
+        return f"has no version (need {version}): damaged, or not written by this toolkit"
+    if type(found) is not int:
+        return f"version {found!r} is a {type(found).__name__}, not a version number (need {version}): damaged"
+    if found > version:
+        return f"version {found} is not supported: newer than this toolkit reads ({version}); upgrade attention-toolkit"
+    return f"version {found} is not supported (need {version})"
 
 
 def export_command(
@@ -211,6 +237,7 @@ def export_command(
     if add_options is not None:
         add_options(p)
     args = p.parse_args(argv)
+    typed = args.input  # as given: a URL is named as typed (Path would collapse its slashes)
     if named is not None:
         args.input = named(args.input)
     extra = {k: v for k, v in vars(args).items() if k not in ("input", "output", "half")}
@@ -220,7 +247,7 @@ def export_command(
         refuse_overlap({f"OUT {args.output}": args.output}, others)
     except OSError as err:
         fail(prog, str(err))
-    missing = _not_a_file(args.input)
+    missing = _not_a_file(args.input, typed)
     if missing:  # said before convert imports torch (seconds): a mistyped path is answered at once
         fail(prog, missing)
     try:
@@ -253,6 +280,11 @@ def mean_weights(states: list[dict[str, Any]], sources: list[str]) -> dict[str, 
     checkpoints; for caption models, the last steps of a self-critical run). ``sources[i]`` names ``states[i]`` in the
     one-line :class:`ModelFileError` raised when its weight names or shapes differ from the first's. Floating weights
     are summed in float64 and returned in the first's dtypes; integer buffers are kept from the first."""
+    import torch
+
+    for state, source in zip(states, sources, strict=True):  # a damaged file: one line naming it, not a traceback
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise ModelFileError(f"{source}: its weights are not all tensors: damaged, cannot average")
     first = states[0]
     total = {k: v.double() if v.is_floating_point() else v for k, v in first.items()}
     for state, source in zip(states[1:], sources[1:], strict=True):

@@ -16,6 +16,9 @@ ASSETS = Path(__file__).parent / "assets"
 BUNDLED_MODEL = ASSETS / "multi30k_de_en.pt"  # the default: the Transformer
 BAHDANAU_MODEL = ASSETS / "multi30k_de_en_bahdanau.pt"
 MODEL_NAMES = {"multi30k_de_en": BUNDLED_MODEL, "transformer": BUNDLED_MODEL, "bahdanau": BAHDANAU_MODEL}  # by name
+# The bundled caption models' names (captioning/model/bundled.py's MODEL_NAMES, which text_attn may not import; a test
+# keeps the two equal): `translate --model flickr8k` was "model file not found", as if the name were mistyped.
+CAPTION_NAMES = ("flickr8k", "shapes")
 
 
 def model_path(model: str | Path | None = None) -> Path:
@@ -27,3 +30,12 @@ def model_path(model: str | Path | None = None) -> Path:
 def bundled_name(path: str | Path) -> str | None:
     """The name a bundled model file is known by (its first name in MODEL_NAMES), or None for any other file."""
     return name_of(path, MODEL_NAMES)
+
+
+def caption_model_named(model: str | Path | None) -> str | None:
+    """The line for a ``--model`` that is no file here but a bundled caption model's name (``flickr8k``): the command
+    that reads it, and the text models' names; None for anything else."""
+    if model is None or str(model) not in CAPTION_NAMES or Path(model).exists():
+        return None
+    return (f"{model} is a bundled caption model: caption --model {model} PHOTO uses it; the bundled text models are "
+            f"{', '.join(MODEL_NAMES)}")  # fmt: skip

@@ -24,8 +24,8 @@ def read_source(src: str | Path) -> tuple[dict[str, Any], str]:
     """(content of a model file: metadata + "state_dict", what it was read from) for a text-train checkpoint or a
     text model file; anything else raises :class:`ModelFileError` with one line."""
     data = read_export_source(src)
-    if isinstance(data, dict) and "format" in data:
-        return check_model_data(src, data, KIND), "model file"  # names a wrong kind (e.g. a caption model)
+    if isinstance(data, dict) and "format" in data:  # names a wrong kind (e.g. a caption model)
+        return check_parts(src, check_model_data(src, data, KIND), "text model file"), "model file"
     if not is_lightning_checkpoint(data):
         raise ModelFileError(f"{src}: neither a text-train checkpoint nor a text model file")
     family = checkpoint_family(data)
@@ -47,4 +47,31 @@ def read_source(src: str | Path) -> tuple[dict[str, Any], str]:
         f"{name} {data[k]}" for k, name in (("epoch", "epoch"), ("global_step", "step")) if type(data.get(k)) is int
     ]
     what = "checkpoint" + (f" ({', '.join(where)})" if where else "")
-    return {**meta, "state_dict": state}, what
+    return check_parts(src, {**meta, "state_dict": state}, "text-train checkpoint", PREFIX), what
+
+
+def check_parts(src: str | Path, content: dict[str, Any], what: str, prefix: str = "") -> dict[str, Any]:
+    """``content`` (a model file's, or a checkpoint's metadata and weights) if its weights are a mapping of names to
+    tensors and its ``info`` (if any) a mapping of names to facts; else :class:`ModelFileError`, "SRC: damaged WHAT:
+    why" (a weight named as the file names it: ``prefix`` + its name). Checked as the file is read: text-export counts
+    and averages the weights, and translate, --model-info and model.init_from read the info, before the network is
+    built (a string there was a traceback far from the file)."""
+    import torch  # here: the module is imported by commands whose --help needs no torch
+
+    state = content.get("state_dict")
+    if not isinstance(state, dict):
+        why = "no weights (state_dict)" if state is None else f"its state_dict is a {type(state).__name__}, not weights"
+        raise ModelFileError(f"{src}: damaged {what}: {why}")
+    for name, value in state.items():
+        if not isinstance(name, str):
+            raise ModelFileError(f"{src}: damaged {what}: a weight's name is {name!r}, not text")
+        if not isinstance(value, torch.Tensor):
+            kind = type(value).__name__
+            raise ModelFileError(f"{src}: damaged {what}: its weight {prefix + name!r} is a {kind}, not a tensor")
+    info = content.get("info")
+    if info is not None and not isinstance(info, dict):
+        raise ModelFileError(f"{src}: damaged {what}: its info (the model's facts) is a {type(info).__name__}, not a "
+                             "mapping")  # fmt: skip
+    if info is not None and not all(isinstance(k, str) for k in info):
+        raise ModelFileError(f"{src}: damaged {what}: its info (the model's facts) has names that are not text")
+    return content

@@ -51,19 +51,52 @@ def _same(a: Any, b: Any) -> bool:
 
 def average_sources(content: dict[str, Any], src: str | Path, others: list[str]) -> dict[str, Any]:
     """``content`` (read from src) with each weight replaced by its mean over src and ``others``
-    (:func:`~text_attn.core.modelfile.mean_weights`). Every other source must be the same model: the same settings
-    and vocabularies (its metadata equal to src's, bar ``info``) and the same weight names and shapes; else
-    :class:`ModelFileError` names it."""
+    (:func:`~text_attn.core.modelfile.mean_weights`), and its info that of a new model (:func:`averaged_info`). Every
+    other source must be the same model: the same settings and vocabularies (its metadata equal to src's, bar
+    ``info``) and the same weight names and shapes; else :class:`ModelFileError` names it."""
     # the file's own tags (format, version: a model file has them, a checkpoint's metadata not) are no setting
     skip = ("state_dict", "info", "format", "version")
     meta = {k: v for k, v in content.items() if k not in skip}
-    states = [content["state_dict"]]
+    states, infos = [content["state_dict"]], [content.get("info") or {}]
     for other in others:
         data, _ = read_source(other)
         if not _same({k: v for k, v in data.items() if k not in skip}, meta):
             raise ModelFileError(f"{other}: not the same model as {src} (other settings or vocabularies)")
         states.append(data["state_dict"])
-    return {**content, "state_dict": mean_weights(states, [str(src), *others])}
+        infos.append(data.get("info") or {})
+    sources = [str(src), *others]
+    return {**content, "info": averaged_info(infos, sources), "state_dict": mean_weights(states, sources)}
+
+
+def averaged_info(infos: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
+    """The info of the mean of the weights of ``sources`` (``infos``: theirs, the first's kept): a new model. Its
+    first source's test scores are not its own: dropped (as caption-export --ensemble drops its first file's).
+    ``averaged`` records what was averaged, by file name (no machine's folders in a model file, as
+    text_attn.core.training.started_from). Another source's data and their terms are added: the mean learned from them
+    too. The decoding the first recorded (chosen on val for its weights) is kept and marked so, not dropped: beam width
+    and length penalty belong to the task and the run more than to one epoch's weights, so the mean of one run's last
+    epochs decodes better with them than greedy (the default without a choice); a tuner (benchmarks/
+    tune_translation_decoding.py --write) chooses again on val and replaces the mark."""
+    import re
+
+    first = infos[0]
+    scores = [k for k in first if k.startswith("test_scores")]  # test_scores_default_decoding too
+    info = {k: v for k, v in first.items() if k not in scores}
+    for key in ("training_data", "terms"):
+        said = list(dict.fromkeys(i[key] for i in infos if isinstance(i.get(key), str) and i[key]))
+        if said and said != [first.get(key)]:
+            info[key] = "; ".join(said)
+    names = [re.sub(r"^.*[\\/]", "", s) for s in sources]
+    record = f"the mean of the weights of {len(names)} files by text-export --average: {', '.join(names)}"
+    if scores:
+        record += f"; {names[0]}'s test scores were not measured on this mean: left out"
+    if first.get("averaged"):
+        record += f"; {names[0]} was itself {first['averaged']}"
+    info["averaged"] = record
+    if isinstance(info.get("decoding"), dict):
+        chosen = info["decoding"].get("chosen_by") or "chosen on val"
+        info["decoding"] = {**info["decoding"], "chosen_by": f"{chosen}, for {names[0]}'s weights before averaging"}
+    return info
 
 
 def export_checkpoint(src: str | Path, dst: str | Path, half: bool = False) -> Path:

@@ -30,7 +30,12 @@ from text_attn.core.search_options import (
     fill_decoding_defaults,
     search_options,
 )
-from text_attn.translation.bundled import ASSETS, BUNDLED_MODEL, model_path  # noqa: F401 - names others import
+from text_attn.translation.bundled import (  # noqa: F401 - names others import
+    ASSETS,
+    BUNDLED_MODEL,
+    caption_model_named,
+    model_path,
+)
 from text_attn.translation.reading_cli import (
     check_given,
     closing_notes,
@@ -548,6 +553,10 @@ def _translate_main(args: argparse.Namespace) -> int:
     check_references(args)
     model = model_path(args.model)
     if not model.is_file():  # before torch is imported: a mistyped path is said at once
+        if model.is_dir():
+            fail("translate", f"{model}: a folder, not a model file")  # as load_model_file says it
+        if caption_model_named(args.model):
+            fail("translate", caption_model_named(args.model))
         if args.model is None:
             fail("translate", f"the bundled model {model} is not installed; pass --model FILE (a model file written "
                  "by text-train fit or text-export)")  # fmt: skip

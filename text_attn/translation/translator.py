@@ -156,8 +156,10 @@ class Translator:
         """A translator from a text model file, or a bundled model by name (``multi30k_de_en`` or ``transformer``: the
         default; ``bahdanau``; no argument: the bundled default, as ``translate`` uses); anything else (a training
         checkpoint included: its message names the text-export command) raises ModelFileError with one line."""
-        from text_attn.translation.bundled import model_path
+        from text_attn.translation.bundled import caption_model_named, model_path
 
+        if caption_model_named(path):  # "flickr8k": no file, but not mistyped either
+            raise ModelFileError(caption_model_named(path))
         typed, path = path, model_path(path)
         return cls.from_data(load_model_file(path, KIND, typed=typed), path)
 
@@ -174,6 +176,9 @@ class Translator:
 
         The network is built in float32 and the weights are copied into it, so float16 weights (text-export --half)
         come back as float32."""
+        from text_attn.translation.checkpoint import check_parts
+
+        check_parts(path, data, what)  # weights that are tensors, an info that is a mapping: ModelFileError if not
         try:
             arch, options = data["arch"], dict(data["config"])
             if arch not in NETWORKS:
@@ -182,6 +187,10 @@ class Translator:
             net = built_uninitialised(lambda: build_network(arch, config))  # the strict load below fills every tensor
             net.load_state_dict(data["state_dict"])
             src, tgt = Vocabulary.from_dict(data["src_vocab"]), Vocabulary.from_dict(data["tgt_vocab"])
+            for side, vocab, rows in (("source", src, config.src_vocab_size), ("target", tgt, config.tgt_vocab_size)):
+                if len(vocab) != rows:  # a longer one: ids past the embedding (IndexError); shorter: words never named
+                    raise ModelFileError(f"{path}: damaged {what}: its {side} vocabulary has {len(vocab):,} words but "
+                                         f"its network is built for {rows:,}")  # fmt: skip
             codec = TextCodec.from_metadata(data)
             check = restored(data.get("source_check"))
             if check is not None and not valid_check(check):
@@ -211,6 +220,11 @@ class Translator:
                 f"model.init_from {path} holds a {content.get('arch')!r} network, but model.arch is {arch!r}: set "
                 f"model.arch: {content.get('arch')}"
             )
+        what = "text model file" if "format" in content else "text-train checkpoint"
+        try:  # built once as translate would build it: vocabularies that do not fit its network (a damaged file) were
+            Translator.from_data(content, path, what)  # a misfit of weights blamed on the run's network options
+        except ModelFileError as exc:
+            raise ValueError(f"model.init_from: {exc}") from None
         return content
 
     @staticmethod

@@ -1,0 +1,79 @@
+"""What text_attn.core.modelfile says of a model file it cannot use, in one line naming it: a file it may not read
+(its reason, not "not a model file"), a version written wrongly or by a newer toolkit, a URL given to an export
+command (as typed), a file to average whose weights are not all tensors. (The families' own checks: tests/text,
+tests/captioning.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from text_attn.core.modelfile import (
+    ModelFileError,
+    export_command,
+    load_model_file,
+    mean_weights,
+    read_export_source,
+    save_model_file,
+)
+
+KIND = "test-model"
+
+
+@pytest.mark.parametrize(
+    ("version", "said"),
+    [
+        ("1", "test-model file version '1' is a str, not a version number (need 1): damaged"),  # was "version 1 ..."
+        (True, "test-model file version True is a bool, not a version number (need 1)"),
+        (None, "test-model file has no version (need 1)"),
+        (2, "test-model file version 2 is not supported: newer than this toolkit reads (1); upgrade attention-toolkit"),
+        (0, "test-model file version 0 is not supported (need 1)"),
+    ],
+)
+def test_a_version_that_is_not_this_toolkits_is_shown_as_written(tmp_path, version, said):
+    path = tmp_path / "m.pt"
+    torch.save({"format": f"attention-toolkit/{KIND}", "version": version, "state_dict": {}}, path)
+    with pytest.raises(ModelFileError) as err:
+        load_model_file(path, KIND)
+    assert str(err.value).startswith(f"{path}: {said}"), err.value
+    save_model_file(path, KIND, {"state_dict": {}})
+    assert load_model_file(path, KIND)["version"] == 1
+
+
+def test_a_file_that_cannot_be_read_says_why(tmp_path, monkeypatch):
+    """Tests run as root, who reads any file: torch.load is made to fail as it does for a file without permission."""
+    path = tmp_path / "m.pt"
+    save_model_file(path, KIND, {"state_dict": {}})
+
+    def denied(file, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(file))
+
+    monkeypatch.setattr(torch, "load", denied)
+    for read in (lambda: load_model_file(path, KIND), lambda: read_export_source(path)):
+        with pytest.raises(ModelFileError) as err:
+            read()
+        assert str(err.value) == f"{path}: cannot read it (permission denied)"  # was "not a model file (...Error)"
+
+
+def test_an_export_command_names_a_url_as_typed(tmp_path, capsys):
+    """``named`` (a bundled model's name to its file) made a Path of it: ``https:/host/m.pt: no such file``."""
+    from pathlib import Path
+
+    def convert(*args, **kwargs) -> str:
+        raise AssertionError("not reached")
+
+    with pytest.raises(SystemExit) as stop:
+        export_command("x-export", "", "", "", convert, ["https://host/m.pt", str(tmp_path / "o.pt")],
+                       named=lambda name: str(Path(name)))  # fmt: skip
+    assert stop.value.code == 2
+    said = "https://host/m.pt: a URL: only local files are read; download it first"
+    assert capsys.readouterr().err == f"x-export: error: {said}\n"
+
+
+def test_mean_weights_names_a_file_whose_weights_are_not_all_tensors():
+    good = {"w": torch.ones(2)}
+    with pytest.raises(ModelFileError, match="^b.pt: its weights are not all tensors: damaged, cannot average$"):
+        mean_weights([good, {"w": "x"}], ["a.pt", "b.pt"])
+    with pytest.raises(ModelFileError, match="^a.pt: its weights are not all tensors"):
+        mean_weights([{"w": [1.0, 2.0]}, good], ["a.pt", "b.pt"])
+    assert torch.equal(mean_weights([good, {"w": torch.zeros(2)}], ["a.pt", "b.pt"])["w"], torch.full((2,), 0.5))
