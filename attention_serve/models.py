@@ -75,6 +75,10 @@ def load_caption(path: Path) -> Served:
 
     captioner = Captioner.load(path)
     defaults = {"max_len": 30, **captioner.decoding()}  # what `caption` and Captioner.caption_images use
+    beam, words = defaults["beam_size"], len(captioner.vocab)
+    if beam > words:  # a hand-written info's, as `caption` refuses it: every /caption was answered with an empty one
+        raise ModelFileError(f"{path}: its recorded decoding's beam size {beam} is more than the model's {words} "
+                             'words (caption-export --info with a "decoding" replaces it)')  # fmt: skip
     bundled = bundled_name(path)
     name = f"{bundled} (bundled)" if bundled else Path(path).name
     info = {

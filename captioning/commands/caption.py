@@ -71,7 +71,15 @@ from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import _parser, fill_machine_defaults
 from captioning.commands.caption_scores import check_names, check_references
 from captioning.commands.process_start import hands_on_stdin, should_start, start_others
-from captioning.model.bundled import ASSETS, BUNDLED_MODEL, DEMO_PHOTOS, MODEL_NAMES, SHAPES_MODEL, model_path  # noqa: F401
+from captioning.model.bundled import (  # noqa: F401 - names others import
+    ASSETS,
+    BUNDLED_MODEL,
+    DEMO_PHOTOS,
+    MODEL_NAMES,
+    SHAPES_MODEL,
+    model_path,
+    text_model_named,
+)
 from text_attn.core import startup_gc
 from text_attn.core.errors import emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
@@ -252,7 +260,9 @@ def _checked_run(args: argparse.Namespace) -> int:
         fail("caption", str(err))
     captioner = _load_captioner(args)
     fill_decoding_defaults(args, captioner.info)
-    check_search_options("caption", args, words=len(captioner.vocab))
+    # --model-info searches nothing: a file whose recorded beam is wider than its vocabulary is still described
+    words = None if args.model_info else len(captioner.vocab)
+    check_search_options("caption", args, words=words, model=str(_model_file(args)))
     if args.decode_on_device:
         from captioning.photos.device_prepare import supported
 
@@ -331,7 +341,11 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
     run that writes records or pages for its failed images (--json, --jsonl, --html, --overlay, --devices) keeps to
     the run: it writes them."""
     path = _model_file(args)
+    if Path(path).is_dir():  # as Captioner.load says it: "model file not found" sent the user looking for a file
+        fail("caption", f"{path}: a folder, not a model file")
     if not Path(path).is_file():
+        if text_model_named(args.model):
+            fail("caption", text_model_named(args.model))
         if Path(path) in MODEL_NAMES.values():
             fail("caption", f"the bundled model {path} is not installed; pass --model FILE (a model file written by "
                  "caption-train fit or caption-export)")  # fmt: skip

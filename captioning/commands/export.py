@@ -5,13 +5,23 @@ with the model options not yet in blocks) cannot be exported: their fit runs wro
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 from captioning.model.bundled import model_path
 from text_attn.core import startup_gc
 from text_attn.core.errors import one_line
 from text_attn.core.fast_exit import leaving
-from text_attn.core.modelfile import ModelFileError, export_command, mean_weights, read_export_source
+from text_attn.core.modelfile import (
+    ModelFileError,
+    checkpoint_family,
+    checkpoint_message,
+    export_command,
+    is_lightning_checkpoint,
+    mean_weights,
+    read_export_source,
+)
 from text_attn.core.safe_files import atomic_output, inert_output
 
 
@@ -21,12 +31,15 @@ def model_from_checkpoint(ckpt: dict, path: str):
     from captioning.model.captioner import Captioner
     from captioning.model.decoder import DecoderConfig
     from captioning.model.encoder import EncoderConfig
-    from text_attn.core.casing import valid_casing
     from text_attn.core.training import as_config
     from text_attn.core.vocab import Vocabulary
 
-    hp = dict(ckpt.get("hyper_parameters") or {})
-    state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    hp = ckpt.get("hyper_parameters") or {}
+    if not isinstance(hp, dict):  # dict() of a list raised a TypeError out of the command
+        raise ModelFileError(f"{path}: damaged checkpoint: its hyper_parameters must be a mapping of settings, got "
+                             f"{type(hp).__name__}")  # fmt: skip
+    prefix = "model."
+    state = {k[len(prefix) :]: v for k, v in ckpt["state_dict"].items() if isinstance(k, str) and k.startswith(prefix)}
     if not state:
         raise ModelFileError(f"{path}: not a caption-train checkpoint (no 'model.*' weights in its state_dict)")
     if not isinstance(ckpt.get("vocab"), dict) or not isinstance(hp.get("decoder"), dict):
@@ -35,34 +48,57 @@ def model_from_checkpoint(ckpt: dict, path: str):
             "settings a model file needs, so it cannot be exported (use the model file its fit run wrote, or train "
             "again)"
         )
-    vocab = Vocabulary.from_dict(ckpt["vocab"])
+    try:
+        vocab = Vocabulary.from_dict(ckpt["vocab"])
+    except (KeyError, AttributeError, TypeError, ValueError):  # e.g. {"x": 1}: from_dict's KeyError 'tokens'
+        raise ModelFileError(f"{path}: damaged checkpoint: its vocabulary is not one caption-train writes") from None
     try:
         # every encoder weight comes from the checkpoint: no download, no weights file
         encoder = as_config(EncoderConfig, {**dict(hp.get("encoder") or {}), "weights": None}, "encoder")
-        decoder = as_config(DecoderConfig, dict(hp.get("decoder") or {}), "decoder")
+        decoder = as_config(DecoderConfig, dict(hp["decoder"]), "decoder")
         captioner = Captioner.build(vocab, encoder, decoder)
         captioner.model.load_state_dict(state)
-        captioner.domain, captioner.domain_check = ckpt.get("domain"), ckpt.get("domain_check")
-        if ckpt.get("casing") is not None and not valid_casing(ckpt["casing"]):
-            raise ValueError("its casing is not one this toolkit writes")
-        captioner.casing = ckpt.get("casing")
-        if ckpt.get("info") is not None and not isinstance(ckpt["info"], dict):
-            raise ValueError("its model facts are not a mapping")
-        captioner.info = dict(ckpt.get("info") or {})  # the run's start and its data's terms, as fit's model file
     except (TypeError, ValueError, RuntimeError) as err:
         raise ModelFileError(f"{path}: the checkpoint's weights do not fit its settings ({one_line(err)})") from None
+    fault = _facts_fault(ckpt, captioner.model.encoder.out_dim)
+    if fault:  # said here, naming the checkpoint: the model file's read-back named its hidden temporary file
+        raise ModelFileError(f"{path}: damaged checkpoint: {fault}")
+    captioner.domain, captioner.domain_check = ckpt.get("domain"), ckpt.get("domain_check")
+    captioner.casing = ckpt.get("casing")
+    captioner.info = dict(ckpt.get("info") or {})  # the run's start and its data's terms, as fit's model file
     captioner.model.eval()
     return captioner
 
 
+def _facts_fault(ckpt: dict, width: int) -> str | None:
+    """What is wrong with the facts a checkpoint stores beside its weights (what the model file will hold and
+    Captioner.load checks), for a message; None when they are what caption-train writes. ``width``: the encoder's
+    feature size, the width of a domain check made on its features."""
+    from captioning.photos.domain import check_fault
+    from text_attn.core.casing import valid_casing
+
+    domain, check = ckpt.get("domain"), ckpt.get("domain_check")
+    if domain is not None and not isinstance(domain, str):  # printed as "trained on: 5"
+        return f"its domain (what it was trained on) must be a text, got {type(domain).__name__}"
+    if check is not None and (fault := check_fault(check, width)):
+        return fault
+    if ckpt.get("casing") is not None and not valid_casing(ckpt["casing"]):
+        return "its casing is not one this toolkit writes"
+    if ckpt.get("info") is not None and not isinstance(ckpt["info"], dict):
+        return "its model facts are not a mapping"
+    return None
+
+
 def load_any(path: str):
     """(Captioner, what) from a caption-train checkpoint or a caption model file."""
-    from captioning.model.captioner import Captioner
+    from captioning.model.captioner import KIND, Captioner
 
     path = str(model_path(path))  # a bundled model by name (flickr8k, shapes), as model.init_from takes it
     data = read_export_source(path)
     if isinstance(data, dict) and "format" in data:
         return Captioner.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
+    if is_lightning_checkpoint(data) and checkpoint_family(data) not in (None, KIND):  # a text-train one: text-export
+        raise ModelFileError(checkpoint_message(path, data, KIND))
     if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
         return model_from_checkpoint(data, path), "checkpoint"
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
@@ -99,18 +135,51 @@ def _settings(captioner, decoders: bool = True) -> tuple:
     return (*shared, len(captioner.decoders)) if decoders else shared
 
 
-def average_into(captioner, src: str, others: list[str], option: str = "--average") -> None:
+def _file_name(path: str) -> str:
+    """A path's file name alone, as a model file names the files it was made from: no machine's folders in it (the
+    rule of training's started_from)."""
+    return re.sub(r"^.*[\\/]", "", str(path))
+
+
+def _made_anew(captioner, infos: list[dict], source: str, how: str) -> None:
+    """The facts of a new model made from ``source`` (the file the captioner was read from) and other files
+    (``infos``: each file's facts as read, ``source``'s first). Its test scores go: they measured other weights. The
+    data, and the data's terms, of every file that gave it weights are said (a member trained on your photos, an
+    encoder fine-tuned on them: their terms apply to it too). A recorded decoding stays, marked as chosen for
+    ``source`` before ``how`` (e.g. "caption-export --average"): the beam, length penalty and n-gram block chosen on
+    val for one of its parts are a better start than the fallback (beam 3, no penalty, no blocking), chosen for no
+    model; it is chosen again on val (benchmarks/tune_caption_decoding.py --write replaces it, mark and all)."""
+    captioner.info.pop("test_scores", None)
+    for key in ("training_data", "terms"):  # a file trained on other data: its data, and its data's terms, too
+        said = list(dict.fromkeys(info[key] for info in infos if info.get(key)))
+        if said and said != [infos[0].get(key)]:
+            captioner.info[key] = "; ".join(said)
+    decoding = captioner.info.get("decoding")
+    if isinstance(decoding, dict) and "chosen_for" not in decoding:  # made twice: the first says what it was for
+        captioner.info["decoding"] = {**decoding, "chosen_for": f"{_file_name(source)}, before {how}"}
+
+
+def average_into(captioner, src: str, others: list[str], option: str = "--average", source: str = "") -> None:
     """Replace the captioner's weights (read from src) by their mean over src and ``others`` (checkpoints or model
     files of the same model: e.g. a self-critical run's last steps). One that is not the same model (another
-    vocabulary or other settings) raises :class:`ModelFileError` naming it (after ``option``, its flag)."""
+    vocabulary or other settings) raises :class:`ModelFileError` naming it (after ``option``, its flag). The mean is
+    a new model: its facts say which files it is the mean of (``averaged``; ``source``: the file the captioner was read
+    from, where ``src`` describes more than a file) and lose src's test scores (:func:`_made_anew`)."""
     if len(captioner.decoders) > 1:  # the mean of two ensembles' weights mixes unrelated decoders: no model of either
         n = len(captioner.decoders)
         raise ModelFileError(f"{src} is an ensemble of {n} decoders: {option} averages the checkpoints of one run; "
                              "average each member's run first, then --ensemble them")  # fmt: skip
-    states, settings = [captioner.model.state_dict()], _settings(captioner)
+    states, settings, infos = [captioner.model.state_dict()], _settings(captioner), [dict(captioner.info)]
     for other in others:
-        states.append(_load_option(option, other, src, True, settings).model.state_dict())
+        loaded = _load_option(option, other, src, True, settings)
+        states.append(loaded.model.state_dict())
+        infos.append(dict(loaded.info))
     captioner.model.load_state_dict(mean_weights(states, [src, *others]))
+    names = [_file_name(f) for f in (source or src, *others)]
+    before = captioner.info.get("averaged")  # src was a mean itself: what of, kept
+    _made_anew(captioner, infos, source or src, f"caption-export {option}" if option else "averaging")
+    captioner.info["averaged"] = f"the mean of the weights of {len(names)} files: {', '.join(names)}" + (
+        f" ({names[0]}: {before})" if before else "")  # fmt: skip
 
 
 def _same_weights(a, b) -> bool:
@@ -123,13 +192,14 @@ def _same_weights(a, b) -> bool:
     return a.is_floating_point() and a.shape == b.shape and torch.equal(a.half(), b.half())
 
 
-def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensemble") -> None:
+def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensemble", source: str = "") -> None:
     """Make the captioner (read from src) an ensemble of its decoder(s) and those of ``others`` (model files or
     checkpoints of separately trained runs): one encoder, every decoder stepped and their probabilities averaged
     (captioning.model.ensemble). They must be the same model but for the decoders' weights: vocabulary, settings,
     preprocessing and the encoder's weights (it is computed once for all); one that is not raises
     :class:`ModelFileError` naming it (after ``option``, the flag that named it). The decoding recorded in src is
-    kept: choose it again on val (benchmarks/tune_caption_decoding.py)."""
+    kept, marked as chosen for src (``source``: its file, where ``src`` describes more): choose it again on val
+    (benchmarks/tune_caption_decoding.py)."""
 
     from captioning.model.ensemble import DecoderEnsemble
 
@@ -145,13 +215,10 @@ def ensemble_of(captioner, src: str, others: list[str], option: str = "--ensembl
         decoders += loaded.decoders
         infos.append(dict(loaded.info))
     captioner.model.decoder = DecoderEnsemble(decoders)
-    # src's facts about the data stay; its test scores are not the ensemble's, and its training line (e.g. "decoder
-    # 1 of 2 of: ...", a member taken out before) says one file's story: each file's is kept, numbered
-    captioner.info.pop("test_scores", None)
-    for key in ("training_data", "terms"):  # a member trained on other data: its data, and its data's terms, too
-        said = list(dict.fromkeys(info[key] for info in infos if info.get(key)))
-        if said and said != [infos[0].get(key)]:
-            captioner.info[key] = "; ".join(said)
+    # src's facts about the data stay, every member's data said; its test scores are not the ensemble's, and its
+    # training line (e.g. "decoder 1 of 2 of: ...", a member taken out before) says one file's story: each file's is
+    # kept, numbered
+    _made_anew(captioner, infos, source or src, f"caption-export {option}")
     trainings = [info.get("training") for info in infos]
     if any(trainings):
         told = "; ".join(f"({i}) {t or 'not recorded'}" for i, t in enumerate(trainings, 1))
@@ -168,27 +235,38 @@ def member_of(captioner, src: str, k: int) -> None:
         raise ModelFileError(f"--member {err}") from None
 
 
-def use_encoder_of(captioner, src: str, other: str) -> None:
+def use_encoder_of(captioner, src: str, other: str, source: str = "") -> None:
     """Give the captioner (read from src) the encoder of ``other`` (a model file or checkpoint): its weights, e.g. a
     run's fine-tuned last stage, under src's decoder(s), so that a decoder trained over another encoder can be trained
     on over this one (``--model.encoder.fine_tune none``) and then join it in an ensemble. The domain check goes with
     the encoder: it was made on that encoder's features. Another vocabulary or other settings (the encoder's, the
-    decoder's, the preprocessing): :class:`ModelFileError` naming ``other``."""
+    decoder's, the preprocessing): :class:`ModelFileError` naming ``other``. A new model: its facts say whose encoder
+    it has (``encoder_from``) and lose src's test scores (:func:`_made_anew`; ``source``: the file the captioner was
+    read from, where ``src`` describes more than a file)."""
     loaded = _load_option("--encoder-of", other, src, False, _settings(captioner, decoders=False))
     captioner.model.encoder.load_state_dict(loaded.model.encoder.state_dict())
     captioner.domain, captioner.domain_check = loaded.domain, loaded.domain_check
+    _made_anew(captioner, [dict(captioner.info), dict(loaded.info)], source or src, "caption-export --encoder-of")
+    captioner.info["encoder_from"] = f"{_file_name(other)} (its encoder's weights and domain check)"
 
 
-def export_model(captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False) -> Path:
+def export_model(
+    captioner, out: str | Path, half: bool = False, encoder_from_package: bool = False, src: str = ""
+) -> Path:
     """Write the captioner's model file at ``out`` (float16 parameters with ``half``; without the encoder's weights
     when an installed package ships them, ``encoder_from_package``): next to it first, read back, then moved over
-    ``out`` (which may be the input)."""
+    ``out`` (which may be the input). A file that does not read back raises :class:`ModelFileError` naming ``src``
+    (what it was made from; else ``out``), never the temporary file, which is gone by then."""
     from captioning.model.captioner import Captioner
 
     out = Path(out)
     with atomic_output(out) as tmp:  # a fresh file beside out (never a predictable name), renamed when it loads
         captioner.save(tmp, half=half, encoder_from_package=encoder_from_package)
-        Captioner.load(tmp)
+        try:
+            Captioner.load(tmp)
+        except ModelFileError as err:
+            why = str(err).removeprefix(f"{str(tmp)!r}: ")
+            raise ModelFileError(f"{src or out}: the model file made from it does not load: {why}") from None
     return out
 
 
@@ -196,18 +274,75 @@ def _not_a_number(name: str) -> None:
     raise ValueError(f"{name} is not a JSON number (give null, or a number)")
 
 
+# --info is a few facts (data, terms, scores, a decoding): a file larger than this, or nested deeper, is not one (a
+# mistaken path to a large file was read whole; 5,000 nested lists were a RecursionError in json, 900 one in torch.save)
+INFO_BYTES = 1 << 20
+INFO_DEPTH = 32
+
+
+def _shape(value: object) -> tuple[int, bool]:
+    """How deeply a JSON value nests (a number or text: 0; {"a": 1}: 1), and whether every number in it is finite
+    (1e999 reads as infinity, which no JSON reader writes back: refused as NaN is); walked without recursion."""
+    deepest, finite, todo = 0, True, [(value, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            todo += [(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value)]
+        elif isinstance(value, float):
+            finite = finite and math.isfinite(value)
+    return deepest, finite
+
+
+def decoding_fault(decoding: object, words: int | None = None) -> str | None:
+    """What makes a recorded decoding (``info["decoding"]``) one ``caption`` cannot use, for a message; None where it
+    can. Its beam_size a positive integer (at most ``words``, the model's vocabulary), length_penalty a number >= 0,
+    no_repeat_ngram an integer >= 0, each where given: a beam wider than the vocabulary made every ``caption`` run of
+    the file fail (and attention-serve answer empty captions) though no one typed --beam-size."""
+    from text_attn.core.api_args import check_decoding
+
+    if decoding is None:  # none recorded (--info's null removes one)
+        return None
+    if not isinstance(decoding, dict):
+        return f"it must be a JSON object, got {type(decoding).__name__}"
+    try:
+        check_decoding(decoding.get("beam_size"), decoding.get("length_penalty"), None,
+                       decoding.get("no_repeat_ngram"), words)  # fmt: skip
+    except (TypeError, ValueError) as err:
+        return one_line(err)
+    return None
+
+
 def read_info(path: str) -> dict:
-    """--info FILE: a JSON object of facts about the model (its data, their terms, scores)."""
+    """--info FILE: a JSON object of facts about the model (its data, their terms, scores, a decoding), read from a
+    regular file of at most INFO_BYTES, nested at most INFO_DEPTH deep."""
     import json
 
+    from text_attn.core.safe_files import read_regular
+
+    deep = f"--info {path}: nested more than {INFO_DEPTH} deep: not a JSON object of facts about a model"
     try:
-        # a byte-order mark (Windows editors) dropped; NaN and Infinity, which Python's json takes and no JSON reader
-        # (attention-serve's /info) writes back, refused
-        info = json.loads(Path(path).read_text(encoding="utf-8-sig"), parse_constant=_not_a_number)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
+        text = read_regular(path, INFO_BYTES).decode("utf-8-sig")  # a byte-order mark (Windows editors) dropped
+        # NaN and Infinity, which Python's json takes and no JSON reader (attention-serve's /info) writes back, refused
+        info = json.loads(text, parse_constant=_not_a_number)
+    except FileNotFoundError:
+        raise ModelFileError(f"--info {path}: no such file") from None
+    except OSError as err:  # there, but unreadable (no permission): its reason
+        raise ModelFileError(f"--info {path}: cannot read it ({(err.strerror or one_line(err)).lower()})") from None
+    except RecursionError:  # thousands of levels: json's own limit, far past INFO_DEPTH
+        raise ModelFileError(deep) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
         raise ModelFileError(f"--info {path}: cannot read a JSON object ({one_line(err)})") from None
     if not isinstance(info, dict):
         raise ModelFileError(f"--info {path}: expected a JSON object, got {type(info).__name__}")
+    depth, finite = _shape(info)
+    if depth > INFO_DEPTH:
+        raise ModelFileError(deep)
+    if not finite:
+        raise ModelFileError(f"--info {path}: a number too large to store (it reads as Infinity, which is not a JSON "
+                             "number): give null, or a number")  # fmt: skip
+    if "decoding" in info and (fault := decoding_fault(info["decoding"])):  # the vocabulary is checked once loaded
+        raise ModelFileError(f'--info {path}: its "decoding" cannot be used: {fault}')
     return info
 
 
@@ -215,8 +350,9 @@ def _options(p) -> None:
     p.add_argument(
         "--info",
         metavar="FILE",
-        help="a JSON object of facts to store in the model file (training data, its terms, test scores); merged "
-        "over what the input holds; `caption --model-info` prints it",
+        help="a JSON object of facts to store in the model file (training data, its terms, test scores, a decoding "
+        "chosen on val: beam_size, length_penalty, no_repeat_ngram); merged over what the input holds; `caption "
+        f"--model-info` prints it. A regular file of at most {INFO_BYTES >> 20} MiB, nested at most {INFO_DEPTH} deep",
     )
     p.add_argument(
         "--encoder-from-package",
@@ -279,21 +415,30 @@ def export_main(argv: list[str] | None = None) -> int:
         extra = read_info(info) if info else {}
         captioner, what = load_any(src)
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
+        source = src  # the file itself; src says what has been made of it so far
         if member is not None:
             member_of(captioner, src, member)
             src = f"{src}'s decoder {member}"
         if encoder_of:
-            use_encoder_of(captioner, src, encoder_of)
+            use_encoder_of(captioner, src, encoder_of, source=source)
             src = f"{src} over the encoder of {encoder_of}"
         if average:
-            average_into(captioner, src, average)
+            average_into(captioner, src, average, source=source)
             src = f"{src} averaged with {len(average)} more"
         if ensemble:
-            ensemble_of(captioner, src, ensemble)
+            ensemble_of(captioner, src, ensemble, source=source)
             src = f"{src} in an ensemble of {len(captioner.decoders)} decoders"
         captioner.info.update(extra)
+        if captioner.info.get("decoding", {}) is None:  # --info's "decoding": null: none recorded
+            del captioner.info["decoding"]
+        if (fault := decoding_fault(captioner.info.get("decoding"), len(captioner.vocab))) is not None:
+            # every caption run of the file would fail on it, though no one typed --beam-size
+            if "decoding" in extra:
+                raise ModelFileError(f'--info {info}: its "decoding" cannot be used with this model: {fault}')
+            raise ModelFileError(f'{source}: its recorded "decoding" cannot be used: {fault} (--info FILE with a '
+                                 '"decoding" replaces it; null: none)')  # fmt: skip
         try:
-            out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package)
+            out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package, src=src)
         except ValueError as err:
             raise ModelFileError(f"--encoder-from-package: {src}: {one_line(err)}") from None
         n = sum(p.numel() for p in captioner.model.parameters())

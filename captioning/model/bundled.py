@@ -14,6 +14,9 @@ ASSETS = Path(__file__).parents[1] / "assets"
 BUNDLED_MODEL = ASSETS / "flickr8k_soft.pt"  # the default model: Show-Attend-Tell trained on Flickr8k's photographs
 SHAPES_MODEL = ASSETS / "shapes_soft.pt"  # trained on synthetic shape scenes (--model shapes, --demo shapes)
 MODEL_NAMES = {"flickr8k": BUNDLED_MODEL, "shapes": SHAPES_MODEL}  # a bundled model by name
+# The bundled text models' names (text_attn/translation/bundled.py's MODEL_NAMES, which captioning may not import; a
+# test keeps the two equal): `caption --model transformer` was "model file not found", as if the name were mistyped.
+TEXT_NAMES = ("multi30k_de_en", "transformer", "bahdanau")
 DEMO_PHOTOS = sorted((ASSETS / "photos").glob("*.[jp][pn]g"))  # CC0 / public-domain photos (assets/photos/README.md)
 
 
@@ -26,3 +29,12 @@ def model_path(model: str | Path | None = None) -> Path:
 def bundled_name(path: str | Path) -> str | None:
     """The name a bundled model file is known by (``flickr8k``, ``shapes``), or None for any other file."""
     return name_of(path, MODEL_NAMES)
+
+
+def text_model_named(model: str | Path | None) -> str | None:
+    """The line for a ``--model`` that is no file here but a bundled text model's name (``transformer``): the command
+    that reads it, and the caption models' names; None for anything else."""
+    if model is None or str(model) not in TEXT_NAMES or Path(model).exists():
+        return None
+    return (f"{model} is a bundled text model: translate --model {model} SENTENCE uses it; the bundled caption models "
+            f"are {', '.join(MODEL_NAMES)}")  # fmt: skip

@@ -25,7 +25,7 @@ from captioning.model.decoder import HARD_INFERENCE, DecoderConfig, ShowAttendTe
 from captioning.model.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
 from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
-from captioning.photos.domain import far_from_domain, valid_check
+from captioning.photos.domain import check_fault, far_from_domain
 from captioning.photos.preprocess import Preprocess
 from text_attn.core.api_args import a_batch, check_decoding
 from text_attn.core.casing import Casing, valid_casing
@@ -234,10 +234,14 @@ class Captioner:
             missing, unexpected = model.load_state_dict(data["state_dict"], strict=not shipped)
             if unexpected or any(not k.startswith("encoder.") for k in missing):
                 raise ValueError(f"weights do not fit: missing {missing[:2]}, unexpected {unexpected[:2]}")
-            check = data.get("domain_check")
-            if check is not None and not valid_check(check):
-                raise ValueError("its domain check is not one this toolkit writes")
-            captioner = cls(model, vocab, data.get("domain"), check, data.get("info"))
+            check, domain = data.get("domain_check"), data.get("domain")
+            # the check's width against the encoder's features: another encoder's check failed on every photo
+            fault = None if check is None else check_fault(check, encoder.out_dim)
+            if fault:
+                raise ValueError(fault)
+            if domain is not None and not isinstance(domain, str):  # --model-info printed "trained on: 5"
+                raise ValueError(f"its domain (what it was trained on) must be a text, got {type(domain).__name__}")
+            captioner = cls(model, vocab, domain, check, data.get("info"))
             about = data.get("domain_about")
             captioner.domain_about = about if isinstance(about, str) else None
             casing = data.get("casing")
@@ -248,7 +252,8 @@ class Captioner:
                 captioner.encoder_changed = int(shipped.get("changed", 0))
         except EncoderWeightsError as err:
             raise ModelFileError(f"{str(path)!r}: {err}") from None
-        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        # AttributeError: a vocabulary's "lines" that is no text (Vocabulary.from_dict split it), a traceback before
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
             if isinstance(err, ModelFileError):
                 raise
             raise ModelFileError(f"{str(path)!r}: broken caption model file ({one_line(err)})") from err
@@ -477,6 +482,9 @@ class Captioner:
         max_len 30), checked as the command checks them (a mistyped beam of 100000 filled the memory)."""
         max_len = 30 if max_len is None else max_len
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram)
+        if beam_size is None and d["beam_size"] > len(self.vocab):  # the file's (an info written by hand), not given
+            raise ValueError(f"the model file's recorded decoding has beam_size {d['beam_size']}, more than the "
+                             f"model's {len(self.vocab)} words: give beam_size")  # fmt: skip
         check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.vocab))
         extra = {"no_repeat_ngram": d["no_repeat_ngram"]} if d["no_repeat_ngram"] else {}
         return {"beam_size": d["beam_size"], "max_len": max_len, "length_penalty": d["length_penalty"], **extra}

@@ -109,14 +109,31 @@ def domain_check(
     return {**check, **({"photos": True} if photos else {})}
 
 
-def valid_check(check: object) -> bool:
-    """Whether ``check`` (read from a model file) is what :func:`domain_check` makes, or the older centre and radius."""
+def check_fault(check: object, width: int | None = None) -> str | None:
+    """What is wrong with ``check`` (read from a model file or checkpoint), for a message; None where it is what
+    :func:`domain_check` makes, or the older centre and radius. ``width``: the encoder's feature size (D), which its
+    prototypes (or centre) must have: a check made on another encoder's features passed, and every photo's novelty then
+    failed as a matrix product of mismatched shapes in the middle of a run."""
     if not isinstance(check, dict):
-        return False
+        return "its domain check is not one this toolkit writes"
     if "prototypes" in check:
         protos = check["prototypes"]
-        return isinstance(protos, Tensor) and protos.dim() == 2 and isinstance(check.get("threshold"), (int, float))
-    return isinstance(check.get("centre"), list) and isinstance(check.get("radius"), (int, float))
+        if not (isinstance(protos, Tensor) and protos.dim() == 2 and isinstance(check.get("threshold"), (int, float))):
+            return "its domain check is not one this toolkit writes"
+        found = protos.shape[1]
+    else:
+        if not (isinstance(check.get("centre"), list) and isinstance(check.get("radius"), (int, float))):
+            return "its domain check is not one this toolkit writes"
+        found = len(check["centre"])
+    if width is not None and found != width:
+        return f"its domain check was made on features {found} wide, its encoder's are {width}: another encoder's check"
+    return None
+
+
+def valid_check(check: object, width: int | None = None) -> bool:
+    """Whether ``check`` (read from a model file) is what :func:`domain_check` makes, or the older centre and radius
+    (``width``: of the encoder's features, :func:`check_fault`)."""
+    return check_fault(check, width) is None
 
 
 def far_from_domain(

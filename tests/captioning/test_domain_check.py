@@ -93,3 +93,31 @@ def test_an_older_centre_and_radius_check_is_still_applied_and_damaged_checks_ar
     for bad in ({"prototypes": [[1.0]], "threshold": 0.4}, {"prototypes": torch.zeros(3), "threshold": 0.4},
                 {**good, "threshold": "far"}, {"centre": "x", "radius": 1}, [good], None):  # fmt: skip
         assert not valid_check(bad), bad
+
+
+def test_a_check_made_on_another_encoders_features_is_refused_when_the_model_loads(tmp_path):
+    """Prototypes of another width passed valid_check, and every photo's novelty then failed as a matrix product of
+    mismatched shapes in the middle of a caption run: the width is checked against the encoder's when the file loads;
+    a domain that is not a text (printed as "trained on: 5") is refused there too."""
+    from captioning.model.captioner import Captioner
+    from captioning.photos.domain import check_fault
+    from tests.helpers.tiny_captioner import tiny_model_file
+    from text_attn.core.modelfile import ModelFileError
+
+    good = {"prototypes": torch.zeros(2, 3), "threshold": 0.4}
+    assert check_fault(good) is None and check_fault(good, 3) is None and valid_check(good, 3)
+    assert check_fault(good, 5) == "its domain check was made on features 3 wide, its encoder's are 5: another " \
+                                   "encoder's check"  # fmt: skip
+    assert "features 2 wide" in check_fault({"centre": [3.0, 0.0], "radius": 1.0}, 5)
+    path = tiny_model_file(tmp_path / "m.pt")
+    data = torch.load(path, weights_only=True)
+    width = Captioner.load(path).model.encoder.out_dim
+    for changed, says in (({"domain_check": good}, f"made on features 3 wide, its encoder's are {width}"),
+                          ({"domain": 5}, "its domain (what it was trained on) must be a text, got int")):  # fmt: skip
+        torch.save({**data, **changed}, tmp_path / "bad.pt")
+        with pytest.raises(ModelFileError, match="broken caption model file") as exc:
+            Captioner.load(tmp_path / "bad.pt")
+        assert says in str(exc.value) and "\n" not in str(exc.value)
+    fits = {"prototypes": torch.eye(width)[:2].half(), "threshold": 0.4}
+    torch.save({**data, "domain_check": fits}, tmp_path / "fits.pt")
+    assert Captioner.load(tmp_path / "fits.pt").domain_check["prototypes"].shape == (2, width)

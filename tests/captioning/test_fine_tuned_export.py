@@ -124,7 +124,8 @@ def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
     with torch.no_grad():  # run a's encoder "fine-tuned": its weights moved
         for p in a.model.encoder.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    a.domain, a.domain_check = "a's photos", {"prototypes": torch.eye(4)[:2], "threshold": 0.3}
+    protos = torch.eye(a.model.encoder.out_dim)[:2]  # made on the encoder's features: as wide as they are
+    a.domain, a.domain_check = "a's photos", {"prototypes": protos, "threshold": 0.3}
     a.save(tmp_path / "a.pt")
     b.save(tmp_path / "b.pt")
     both = tmp_path / "both.pt"
@@ -139,7 +140,7 @@ def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
         assert torch.equal(got.model.encoder.state_dict()[name], value), name
     for name, value in b.model.decoder.state_dict().items():  # b's decoder
         assert torch.equal(got.model.decoder.state_dict()[name], value), name
-    assert got.domain == "a's photos" and torch.equal(got.domain_check["prototypes"], torch.eye(4)[:2])
+    assert got.domain == "a's photos" and torch.equal(got.domain_check["prototypes"], protos)
     # now the two decoders share one encoder: an ensemble of them is accepted
     assert export_main([str(tmp_path / "a.pt"), str(both), "--ensemble", str(moved)]) == 0
     assert len(Captioner.load(both).decoders) == 2

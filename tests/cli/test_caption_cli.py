@@ -253,6 +253,20 @@ def test_model_errors(capsys, model_file, tmp_path, monkeypatch):
         assert exc.value.code == 2 and err.count("\n") == 1 and "flickr8k_soft.pt" in err and "--model" in err
 
 
+def test_a_folder_or_a_text_models_name_as_model_is_said_for_what_it_is(capsys, tmp_path, monkeypatch):
+    """Both were "model file not found": a folder is named a folder, and a bundled text model's name (translate's)
+    names the command that takes it."""
+    monkeypatch.chdir(tmp_path)  # no file of a bundled model's name here
+    (tmp_path / "runs").mkdir()
+    text = "transformer is a bundled text model: translate --model transformer SENTENCE uses it; the bundled caption " \
+           "models are flickr8k, shapes"  # fmt: skip
+    for model, says in (("runs", "runs: a folder, not a model file"), ("transformer", text)):
+        for args in ([PHOTOS[0]], ["--model-info"]):
+            with pytest.raises(SystemExit) as exc:
+                caption_main([*args, "--model", model])
+            assert (exc.value.code, capsys.readouterr().err) == (2, f"caption: error: {says}\n")
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -57,3 +57,14 @@ def test_the_bundled_captioner_loads_as_a_default_build_and_load_would():
     convs = [p for p in model.encoder.body.parameters() if p.dim() == 4]
     assert convs and all(p.is_contiguous(memory_format=torch.channels_last) for p in convs)
     assert not any(t.is_meta for t in _tensors(model).values())
+
+
+def test_each_family_knows_the_other_familys_bundled_names():
+    """caption --model transformer names translate: captioning's list of the text models' names is text_attn's own
+    table's (captioning may not import it)."""
+    from captioning.model import bundled as caption_bundled
+    from text_attn.translation import bundled as text_bundled
+
+    assert caption_bundled.TEXT_NAMES == tuple(text_bundled.MODEL_NAMES)
+    assert caption_bundled.text_model_named("transformer").startswith("transformer is a bundled text model")
+    assert caption_bundled.text_model_named("shapes") is None and caption_bundled.text_model_named(None) is None

@@ -123,3 +123,46 @@ def test_update_info_merges_a_decoder_setting_the_model_reads(tmp_path):
     with pytest.raises(ModelFileError, match="no 'nothing' settings"):
         update_info(path, {}, merge={"nothing": {"x": 1}})
     assert Captioner.load(path).model.decoder.cfg.hard_inference == "expect"  # the refused update changed nothing
+
+
+def test_a_recorded_beam_wider_than_the_vocabulary_is_said_to_be_the_files(tmp_path, capsys):
+    """caption-export refuses such a decoding; a file written by hand may still hold one. It was refused as
+    "--beam-size 50 is more than the model's 25 words" though no one typed --beam-size, and even --model-info failed:
+    now the line names the file's recorded decoding, --model-info describes the file, and a typed --beam-size wins."""
+    from captioning.commands.caption import caption_main
+    from captioning.model.captioner import Captioner
+    from tests.helpers.tiny_captioner import tiny_model_file
+    from text_attn.translation.translate_cli import translate_main
+
+    model = tiny_model_file(tmp_path / "m.pt")
+    words = len(Captioner.load(model).vocab)
+    update_info(model, {"decoding": {"beam_size": words + 25}})
+    photo = str(Path(__file__).parents[1] / "fixtures" / "images" / "coffee.png")
+    with pytest.raises(SystemExit) as exc:
+        caption_main([photo, "--model", str(model), "--max-len", "3"])
+    assert (exc.value.code, capsys.readouterr().err) == (2, f"caption: error: {model}: its recorded decoding's beam "
+                                                         f"size {words + 25} is more than the model's {words} words: "
+                                                         f"give --beam-size (at most {words})\n")  # fmt: skip
+    assert caption_main(["--model", str(model), "--model-info"]) == 0
+    assert f"decoding:       beam_size {words + 25}" in capsys.readouterr().out
+    assert caption_main([photo, "--model", str(model), "--max-len", "3", "--beam-size", "2"]) == 0
+    capsys.readouterr()
+    with pytest.raises(ValueError, match=f"the model file's recorded decoding has beam_size {words + 25}"):
+        Captioner.load(model).caption_images([photo], max_len=3)  # the Python API says so too
+    # a recorded beam narrower than --n-best: the line says whose beam it is
+    update_info(model, {"decoding": {"beam_size": 2}})
+    with pytest.raises(SystemExit) as exc:
+        caption_main([photo, "--model", str(model), "--max-len", "3", "--n-best", "3", "--json"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--n-best 3 is more than the beam size the model file records (2)" in err
+    # translate: the same words for a recorded value (no file name there), its own for a typed one (unchanged)
+    text = _text_model_file(tmp_path / "text.pt")
+    update_info(text, {"decoding": {"beam_size": 10}})
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(text), "ma"])
+    assert (exc.value.code, capsys.readouterr().err) == (2, "translate: error: the model file's recorded beam size "
+                                                         "10 is more than the model's 9 words: give --beam-size (at "
+                                                         "most 9)\n")  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(text), "--beam-size", "10", "ma"])
+    assert capsys.readouterr().err == "translate: error: --beam-size 10 is more than the model's 9 words: at most 9\n"

@@ -198,3 +198,22 @@ def test_a_linked_folder_above_a_cache_is_judged_by_its_target(tmp_path):
     (tmp_path / "real").chmod(0o777)
     for path in (tmp_path / "link", tmp_path / "link" / "k.so"):
         assert "can be written by other users" in untrusted_reason(path)
+
+
+def test_a_small_input_is_read_from_a_regular_file_of_bounded_size_only(tmp_path):
+    """caption-export --info hung on a FIFO and read /dev/zero without end: what was opened is judged (a FIFO opened
+    without waiting for a writer), and a file larger than the limit is not read."""
+    from text_attn.core.safe_files import read_regular
+
+    (tmp_path / "facts.json").write_bytes(b"{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "facts.json")  # an input: a link is followed
+    assert read_regular(tmp_path / "facts.json", 2) == b"{}" and read_regular(tmp_path / "link.json", 2) == b"{}"
+    os.mkfifo(tmp_path / "fifo")  # no writer: an open without O_NONBLOCK would hang here
+    (tmp_path / "folder").mkdir()
+    for name, says in (("fifo", "a FIFO, not a regular file"), ("folder", "a folder, not a regular file")):
+        with pytest.raises(ValueError, match=says):
+            read_regular(tmp_path / name, 100)
+    with pytest.raises(ValueError, match="larger than 1 bytes"):
+        read_regular(tmp_path / "facts.json", 1)
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "missing.json", 100)

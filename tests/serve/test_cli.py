@@ -49,6 +49,21 @@ def test_a_model_file_that_is_missing_or_of_the_other_family_is_one_line(tmp_pat
     assert "t.pt" in _refused(["--caption-model", str(text), "--text-model", "none", "--port", "18765"], capsys)
 
 
+def test_a_caption_model_whose_recorded_beam_is_wider_than_its_vocabulary_is_refused(tmp_path):
+    """Such a file (its info written by hand: caption-export refuses it) was served, and every /caption answered with
+    an empty caption; `caption` refuses it too. (The models' check itself, so that a regression fails here rather
+    than start a server.)"""
+    from attention_serve.models import load_caption
+    from tests.helpers.tiny_captioner import tiny_model_file
+    from text_attn.core.modelfile import ModelFileError, update_info
+
+    model = tiny_model_file(tmp_path / "m.pt")
+    update_info(model, {"decoding": {"beam_size": 50}})
+    with pytest.raises(ModelFileError) as exc:
+        load_caption(model)
+    assert f"{model}: its recorded decoding's beam size 50 is more than the model's 25 words" in str(exc.value)
+
+
 def test_a_port_in_use_is_one_line(capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

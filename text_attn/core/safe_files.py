@@ -1,4 +1,5 @@
-"""The one place outputs are opened, caches are trusted and file text reaches a terminal (SECURITY.md).
+"""The one place outputs are opened, small inputs are read whole, caches are trusted and file text reaches a terminal
+(SECURITY.md).
 
 - **Outputs** (model files, checkpoints, JSON Lines, pages, PNGs, benchmark JSON) are written by
   :func:`atomic_output` (a fresh ``mkstemp`` file in the output's folder, then a rename: never a predictable
@@ -8,6 +9,8 @@
   a device node would replace it with a file).
 - **An output is never an input**: :func:`refuse_overlap` compares files by identity (device and inode: links and
   hard links included) before anything is written.
+- **Small inputs read whole** (``caption-export --info``) are read by :func:`read_regular`: a regular file of at most
+  a stated size, never a FIFO (which hung the read) or a device (``/dev/zero``, read without end).
 - **Caches** (compiled kernels, ONNX graphs) are loaded only from a folder that :func:`untrusted_reason` finds owned
   by this user (or root) and writable by no one else, up to the root, as ssh checks its files.
 - **Text from files** (a model file's info, a file name, a caption, an input line) is made inert by :func:`inert`:
@@ -187,6 +190,32 @@ def open_stream(path: str | Path, append: bool = False) -> IO[str]:
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_regular(path: str | Path, limit: int) -> bytes:
+    """The bytes of a small input that must be a regular file (links followed) of at most ``limit`` bytes, such as
+    ``caption-export --info``: a FIFO is opened without waiting for a writer (O_NONBLOCK; a plain read hung on one for
+    ever) and refused, and so are a device (/dev/zero was read without end), a socket and a folder, judged on what was
+    opened, not on a name that may change; a file larger than ``limit`` is refused before it is read. Refused:
+    ValueError with the reason for a message; missing or unreadable: the OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    too_large = ValueError(f"larger than {limit:,} bytes: not read")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{_kind(st.st_mode)}, not a regular file: not read")
+        if st.st_size > limit:
+            raise too_large
+        os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        data = f.read(limit + 1)  # one that grew since its size was read stops here, not read whole
+    if len(data) > limit:
+        raise too_large
+    return data
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:

@@ -54,6 +54,8 @@ def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_
     args.n_best_given = args.n_best is not None
     if args.n_best is None:
         args.n_best = 1
+    # the beam the model file chose, not one typed: check_search_options says where a value it refuses came from
+    args.recorded_beam = args.beam_size is None and not args.sample and "beam_size" in chosen
     if args.beam_size is None:
         args.beam_size = 1 if args.sample else chosen.get("beam_size", beam_size)
     if args.length_penalty is None:
@@ -62,18 +64,28 @@ def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_
         args.no_repeat_ngram = chosen.get("no_repeat_ngram", 0)
 
 
-def check_search_options(prog: str, args: argparse.Namespace, words: int | None = None) -> None:
+def check_search_options(prog: str, args: argparse.Namespace, words: int | None = None, model: str = "") -> None:
     """One line and exit 2 for options that cannot go together (after :func:`fill_decoding_defaults`). ``words``: the
-    model's output vocabulary; more beams than words is refused (a mistyped 100000 filled the memory instead)."""
+    model's output vocabulary; more beams than words is refused (a mistyped 100000 filled the memory instead). A beam
+    the model file recorded (no --beam-size given) is refused as the file's, not as a flag the user never typed;
+    ``model``: that file's name for the line."""
+    recorded = getattr(args, "recorded_beam", False)
     if args.beam_size < 1:
         fail(prog, f"--beam-size must be at least 1, got {args.beam_size}")
     if words is not None and args.beam_size > words:
+        if recorded:  # a model file's info written by hand (caption-export refuses such a decoding)
+            whose = f"{model}: its recorded decoding's" if model else "the model file's recorded"
+            fail(prog, f"{whose} beam size {args.beam_size} is more than the model's {words} words: give --beam-size "
+                 f"(at most {words})")  # fmt: skip
         fail(prog, f"--beam-size {args.beam_size} is more than the model's {words} words: at most {words}")
     if args.length_penalty < 0:
         fail(prog, f"--length-penalty must be 0 or more, got {args.length_penalty}")
     if args.sample and (args.beam_size > 1 or args.n_best > 1):
         fail(prog, "--sample draws one hypothesis: use it with --beam-size 1 and no --n-best")
     if not 1 <= args.n_best <= max(args.beam_size, 1):
+        if recorded and args.n_best > 1:
+            fail(prog, f"--n-best {args.n_best} is more than the beam size the model file records ({args.beam_size}): "
+                 f"give --beam-size too, at least {args.n_best}")  # fmt: skip
         fail(prog, f"--n-best must be between 1 and --beam-size ({args.beam_size}), got {args.n_best}")
     if args.no_repeat_ngram < 0:
         fail(prog, f"--no-repeat-ngram must be 0 or more, got {args.no_repeat_ngram}")
