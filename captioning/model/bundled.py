@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from text_attn.core.bundled_names import name_of, resolve
+from text_attn.core.bundled_names import name_of, other_familys, resolve
 
 ASSETS = Path(__file__).parents[1] / "assets"
 BUNDLED_MODEL = ASSETS / "flickr8k_soft.pt"  # the default model: Show-Attend-Tell trained on Flickr8k's photographs
@@ -32,9 +32,6 @@ def bundled_name(path: str | Path) -> str | None:
 
 
 def text_model_named(model: str | Path | None) -> str | None:
-    """The line for a ``--model`` that is no file here but a bundled text model's name (``transformer``): the command
-    that reads it, and the caption models' names; None for anything else."""
-    if model is None or str(model) not in TEXT_NAMES or Path(model).exists():
-        return None
-    return (f"{model} is a bundled text model: translate --model {model} SENTENCE uses it; the bundled caption models "
-            f"are {', '.join(MODEL_NAMES)}")  # fmt: skip
+    """The line for a ``--model`` that is a bundled text model's name (``transformer``), not a file: its command."""
+    usage = "a bundled text model: translate --model {name} SENTENCE"
+    return other_familys(model, TEXT_NAMES, usage, f"the bundled caption models are {', '.join(MODEL_NAMES)}")

@@ -21,3 +21,12 @@ def resolve(model: str | Path | None, names: dict[str, Path], default: Path) -> 
 def name_of(path: str | Path, names: dict[str, Path]) -> str | None:
     """The name a bundled model file is known by (its first name in ``names``), or None for any other file."""
     return next((name for name, file in names.items() if Path(path) == file), None)
+
+
+def other_familys(model: str | Path | None, theirs: tuple[str, ...], usage: str, ours: str) -> str | None:
+    """The line for a ``--model`` that is no file here but the other family's bundled name (``translate --model
+    flickr8k``, which said "model file not found" as if mistyped): ``usage``, the command that reads it ("caption
+    --model {name} PHOTO", "{name}" filled in), and what this family has (``ours``); None for anything else."""
+    if model is None or str(model) not in theirs or Path(model).exists():
+        return None
+    return f"{model} is {usage.format(name=model)} uses it; {ours}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from text_attn.core.bundled_names import name_of, resolve
+from text_attn.core.bundled_names import name_of, other_familys, resolve
 
 ASSETS = Path(__file__).parent / "assets"
 # German -> English, both trained on Multi30k. The default is the Transformer, the better of the two on val and test;
@@ -33,9 +33,6 @@ def bundled_name(path: str | Path) -> str | None:
 
 
 def caption_model_named(model: str | Path | None) -> str | None:
-    """The line for a ``--model`` that is no file here but a bundled caption model's name (``flickr8k``): the command
-    that reads it, and the text models' names; None for anything else."""
-    if model is None or str(model) not in CAPTION_NAMES or Path(model).exists():
-        return None
-    return (f"{model} is a bundled caption model: caption --model {model} PHOTO uses it; the bundled text models are "
-            f"{', '.join(MODEL_NAMES)}")  # fmt: skip
+    """The line for a ``--model`` that is a bundled caption model's name (``flickr8k``), not a file: its command."""
+    usage = "a bundled caption model: caption --model {name} PHOTO"
+    return other_familys(model, CAPTION_NAMES, usage, f"the bundled text models are {', '.join(MODEL_NAMES)}")
