@@ -130,6 +130,16 @@ def test_alignment_heads_panels_and_mean(tmp_path, captured):
     np.testing.assert_allclose(panels["head 2"].images[0].get_array(), w[1])
     np.testing.assert_allclose(panels["mean"].images[0].get_array(), w.mean(axis=0))
     assert fig.get_suptitle() == "heads"
+    assert panels["head 1"].get_xlabel() == panels["head 1"].get_ylabel() == ""  # no axis names unless asked
+
+
+def test_alignment_heads_axis_names(tmp_path, captured):
+    w = random_weights(2, 5, 6)  # (H=2, T=5, S=6)
+    plot_alignment_heads(w, words("s", 6), words("t", 5), tmp_path / "h.png", source_label="src", target_label="out")
+    panels = [ax for ax in captured[0].axes if ax.get_title()]  # the heads and the mean, not the colour bar
+    assert len(panels) == 3
+    assert all(ax.get_xlabel() == "src" and ax.get_ylabel() == "out" for ax in panels)
+    assert all(ax.xaxis.get_label_position() == "top" for ax in panels)
 
 
 def test_alignment_heads_rejects_bad_shapes(tmp_path):

@@ -173,8 +173,12 @@ def plot_alignment_heads(
     target_tokens: list[str],
     path: str | Path,
     title: str | None = None,
+    *,
+    source_label: str | None = None,
+    target_label: str | None = None,
 ) -> Path:
-    """Save (H, T, S) attention as a grid of panels "head 1".."head H" plus their "mean"."""
+    """Save (H, T, S) attention as a grid of panels "head 1".."head H" plus their "mean". ``source_label`` and
+    ``target_label``: each panel's axis names (the source tokens across the top, the output tokens down the side)."""
     w = to_numpy(weights)  # (H, T, S)
     if w.ndim != 3:
         raise ValueError(f"weights must be 3-D (H, T, S), got shape {tuple(w.shape)}")
@@ -200,6 +204,11 @@ def plot_alignment_heads(
         name, grid = panels[i]
         image = _draw_grid(ax, grid, source_tokens, target_tokens, cell)
         ax.set_title(name)
+        if source_label:
+            ax.xaxis.set_label_position("top")  # beside the source tokens, which _draw_grid puts on top
+            ax.set_xlabel(source_label, fontsize=8)
+        if target_label:
+            ax.set_ylabel(target_label, fontsize=8)
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6)
     if cell < _HEAD_CELL_IN:
         note = f"{n_src} source x {n_tgt} output tokens: cells shrunk to fit"
