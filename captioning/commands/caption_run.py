@@ -6,6 +6,7 @@ Options that give the same records (the device, batch size, workers, ``--cuda-gr
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -29,15 +30,16 @@ def run_file(jsonl: str | Path) -> Path:
 def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
     """The record of this run (JSON-ready). A --sample run without --sample-seed draws afresh each run: its seed is
     not recorded (a resumed run cannot repeat the draws, and no seed would match). --given-file is recorded by its
-    content, as the model file is."""
+    content as it was read, as the model file is by its bytes."""
     options = {flag: getattr(args, name, None) for flag, name in SHAPING}
     if not args.sample:
         for flag in ("--temperature", "--top-k", "--top-p", "--sample-seed"):
             options.pop(flag)
     elif options["--sample-seed"] is None:
         options.pop("--sample-seed")
-    if options["--given-file"] is not None:
-        options["--given-file"] = sha256_of(Path(options["--given-file"]))
+    if options["--given-file"] is not None:  # what check_given read from it (a FIFO or <(...) cannot be read again)
+        read = json.dumps(getattr(args, "given_by_name", None), sort_keys=True)
+        options["--given-file"] = hashlib.sha256(read.encode()).hexdigest()
     return {"model": str(model_file), "model_sha256": sha256_of(model_file), "options": options}
 
 
@@ -61,13 +63,14 @@ def check_resume(jsonl: str | Path, settings: dict[str, Any]) -> str | None:
     """With --resume: None where FILE.run.json records this run's settings or is absent (a file from before it was
     kept, or FILE itself new), else the line that refuses the resume. An unreadable record: OSError / ValueError."""
     path = run_file(jsonl)
-    if not path.is_file():
+    held = Path(jsonl).is_file() and Path(jsonl).stat().st_size > 0 or Path(f"{jsonl}.parts").is_dir()
+    if not path.is_file() or not held:  # no records to mix (FILE removed, its record left): a fresh start
         return None
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:  # a torn or hand-edited record (UnicodeDecodeError is one too)
         raise ValueError(f"{path} is not a run record ({err})") from None
-    if not isinstance(old, dict):
+    if not (isinstance(old, dict) and isinstance(old.get("options", {}), dict)):  # edited by hand: not ours to read
         raise ValueError(f"{path} is not a run record")
     if not (said := differences(old, settings)):
         return None

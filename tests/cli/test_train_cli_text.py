@@ -117,6 +117,8 @@ def test_a_config_is_found_by_name_in_the_shipped_folder_and_a_path_is_left_alon
     )
     assert named == ["fit", "--config", str(shipped / "small.yaml"), "-c", str(shipped / "big.yaml"),
                      f"--config={shipped / 'small.yaml'}", "--x", "small"]  # fmt: skip
+    (tmp_path / "big").mkdir()  # a folder of that name (an optimize --out) is no config: the shipped one is read
+    assert named_configs("t", ["--config", "big"], shipped) == ["--config", str(shipped / "big.yaml")]
     (tmp_path / "small.yaml").write_text("a: 1\n")  # a file of that name here is the user's: it wins
     assert named_configs("t", ["--config", "small.yaml", "--config", "sub/big.yaml"], shipped) == [
         "--config", "small.yaml", "--config", "sub/big.yaml"]  # fmt: skip
@@ -216,5 +218,11 @@ def test_a_limit_of_one_batch_is_one_batch_not_all_of_them(tmp_path, monkeypatch
         {"trainer": {"limit_val_batches": 1, "limit_test_batches": 1.0}},
         {"fit": {"trainer": {"limit_train_batches": 1}}},
     ]
-    assert _one_batch([], nodes) == {"limit_val_batches", "limit_train_batches"}
-    assert _one_batch(["--trainer.limit_val_batches", "0.5"], nodes) == {"limit_train_batches"}
+    two = ["--config", "a.yaml", "--config", "b.yaml"]
+    assert _one_batch(["fit", *two], nodes) == {"limit_val_batches", "limit_train_batches"}
+    assert _one_batch(["validate", *two], nodes) == {"limit_val_batches"}  # fit's section is not validate's
+    # read left to right, as jsonargparse reads them: what comes last wins, a config after the flag too
+    assert _one_batch(["fit", "--config", "a.yaml", "--trainer.limit_val_batches", "0.5", "--config", "b.yaml"],
+                      nodes) == {"limit_train_batches"}  # fmt: skip
+    assert _one_batch(["fit", "--trainer.limit_val_batches", "1", "--config", "all.yaml"],
+                      [{"trainer": {"limit_val_batches": 1.0}}]) == set()  # fmt: skip

@@ -392,7 +392,7 @@ def named_configs(prog: str, args: list[str], folder: Path | None) -> list[str]:
 
 
 def _shipped(prog: str, value: str, folder: Path | None) -> str:
-    if Path(value).exists() or "/" in value or os.sep in value or value.startswith("-"):
+    if Path(value).is_file() or "/" in value or os.sep in value or value.startswith("-"):  # a folder: no config
         return value
     stem = value.removesuffix(".yaml")
     if folder is not None and (folder / f"{stem}.yaml").is_file():
@@ -552,20 +552,27 @@ def _one_batch(args: list[str], nodes: list) -> frozenset[str]:
     """The Trainer's limit_*_batches given as the integer 1 (a config's ``limit_val_batches: 1``, a command line's
     ``--trainer.limit_val_batches 1``): Lightning's "one batch". The Trainer annotates them ``Union[float, int,
     None]`` and jsonargparse takes the first type that fits, so 1 reached it as 1.0, "all of them" (a float 1.0 given
-    as such stays so). Other integers are not affected: Lightning reads 5.0 as 5 batches. The command line, read
-    after the config files, wins."""
-    ones: dict[str, bool] = {}
-    for node in nodes:
-        if not isinstance(node, dict):
-            continue
-        for tree in (node, *(node.get(s) for s in SUBCOMMANDS)):
+    as such stays so). Other integers are not affected: Lightning reads 5.0 as 5 batches. Read as jsonargparse reads
+    them: the command line left to right, each ``--config`` (``nodes``, in their order) where it stands, a config's
+    top level and the section of the subcommand that runs."""
+    sub = args[0] if args and args[0] in SUBCOMMANDS else None
+    configs, ones = iter(nodes), {}
+
+    def from_config(node: object) -> None:
+        for tree in (node, node.get(sub) if sub and isinstance(node, dict) else None):
             trainer = tree.get("trainer") if isinstance(tree, dict) else None
             for name in LIMITS if isinstance(trainer, dict) else ():
                 if name in trainer:
                     ones[name] = type(trainer[name]) is int and trainer[name] == 1
-    for name in LIMITS:
-        if values := _option_values(args, f"--trainer.{name}"):
-            ones[name] = values[-1].strip() in ("1", "+1")
+
+    for i, arg in enumerate(args):
+        if arg in ("--config", "-c") and i + 1 < len(args) or arg.startswith("--config="):
+            from_config(next(configs, None))
+            continue
+        name, _, value = arg.removeprefix("--trainer.").partition("=")
+        if arg.startswith("--trainer.") and name in LIMITS:
+            value = value if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            ones[name] = value.strip() in ("1", "+1")
     return frozenset(k for k, one in ones.items() if one)
 
 

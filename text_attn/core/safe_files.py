@@ -92,17 +92,20 @@ def _temporary_prefix(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
+def atomic_output(path: str | Path, mode: int | None = None, end_on_signal: bool = False) -> Iterator[Path]:
     """Yield a fresh temporary file beside ``path`` (created with O_EXCL by mkstemp) for the caller to write; on
     success it becomes ``path`` by a rename (its mode the usual 0666 less the umask), on an error it is removed and the
     old ``path`` stays whole. Refuses a ``path`` that is a link or not a regular file (:func:`check_output`).
-    ``mode``: the file's mode instead (a cache file: 0644, so a umask of 002 does not make it untrusted)."""
+    ``mode``: the file's mode instead (a cache file: 0644, so a umask of 002 does not make it untrusted).
+    ``end_on_signal``: for a file written whole, at once (:func:`write_bytes`, a model file's export), SIGTERM and
+    SIGHUP end the write as SystemExit, so that the temporary file is removed (:func:`_terminated_as_exit`); not for
+    a file held open through a run (an HTML page filled as photos are captioned), whose own ending writes it."""
     path = Path(path)
     check_output(path)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     tmp = Path(name)
     try:
-        with _terminated_as_exit(path):
+        with _terminated_as_exit(path) if end_on_signal else contextlib.nullcontext():
             os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
             os.close(fd)
             yield tmp
@@ -143,8 +146,9 @@ def _end_writing(path: Path, number: int, frame: Any) -> None:
     import signal
 
     prog = os.path.basename(sys.argv[0]) or "python"
-    print(f"{prog}: {signal.Signals(number).name} while writing {path}: not written (a file there before is as it "
-          "was)", file=sys.stderr)  # fmt: skip
+    with contextlib.suppress(OSError, ValueError):  # a terminal hung up (SIGHUP): the exit matters, not the line
+        print(f"{prog}: {signal.Signals(number).name} while writing {path}: not written (a file there before is as "
+              "it was)", file=sys.stderr)  # fmt: skip
     raise SystemExit(128 + number)
 
 
@@ -156,7 +160,7 @@ def probe_writable(folder: str | Path) -> None:
 
 def write_bytes(path: str | Path, data: bytes | memoryview) -> Path:
     """``data`` into ``path`` through :func:`atomic_output`."""
-    with atomic_output(path) as tmp, open(tmp, "wb") as f:
+    with atomic_output(path, end_on_signal=True) as tmp, open(tmp, "wb") as f:
         f.write(data)
     return Path(path)
 
