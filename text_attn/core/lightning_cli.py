@@ -397,8 +397,8 @@ def _shipped(prog: str, value: str, folder: Path | None) -> str:
     stem = value.removesuffix(".yaml")
     if folder is not None and (folder / f"{stem}.yaml").is_file():
         return str(folder / f"{stem}.yaml")
-    if value.endswith((".yaml", ".yml")):  # a file name: as any missing file is said
-        fail(prog, f"--config {value}: no such file")
+    if value.endswith((".yaml", ".yml")) or Path(value).exists():  # a file name, a folder: as read_config_files says
+        return value
     names = config_names(folder)  # a bare name: the names it could have been
     fail(prog, f"--config {value}: no such file, nor a shipped config" + (f" (those: {', '.join(names)})" if names
                                                                           else ""))  # fmt: skip
