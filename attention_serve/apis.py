@@ -4,15 +4,18 @@ search per group of requests that asked for the same decoding).
 
 Everything a worker receives was checked by the HTTP process (front.py), so decoding a request cannot fail: LitServe
 answers a whole batch with the error of any one item. A worker ignores Ctrl-C (the terminal sends it to every
-process): the main process stops it after the requests in flight are answered.
+process) and a SIGTERM sent to the whole process group (a service manager's stop; worker_start.worker_sigterm): the
+main process stops it after the requests in flight are answered.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import signal
 import sys
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ import numpy as np
 from attention_serve.cores import CoreShare
 from attention_serve.idle_loop import IdleWaitingLoop
 from attention_serve.limits import TRANSLATE_OPTIONS
+from attention_serve.worker_start import worker_sigterm
 from text_attn.core.casing import changed_reading
 from text_attn.core.errors import one_line
 
@@ -61,6 +65,11 @@ def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
     return groups
 
 
+class _NotQueueTimeout(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "waiting in the queue for too long" not in str(record.getMessage())
+
+
 class _ModelAPI(ls.LitAPI):
     """What both APIs share: their model file, the name clients see, torch threads (``threads``, or None: the cores
     lent by demand, cores.py), batching by LitServe, and a worker that ignores Ctrl-C (the main process stops it once
@@ -73,11 +82,15 @@ class _ModelAPI(ls.LitAPI):
         # an idle worker waits for its next request instead of polling LitServe's queue (idle_loop.py; off with
         # --no-idle-wait); with batch 1 LitServe's own loop already waits
         loop = IdleWaitingLoop() if idle_wait and max_batch_size > 1 else "auto"
-        super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route, loop=loop)
+        with warnings.catch_warnings():  # LitServe reads max_batch_size 1 as not set (--max-batch-size 1 sets it)
+            warnings.filterwarnings("ignore", "The LitServer has both batch and unbatch methods", UserWarning)
+            super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route,
+                             loop=loop)  # fmt: skip
         self.path, self.name, self.threads = str(path), name, threads
 
     slot_base = 0  # set by workers.SupervisedServer: this model's first worker's index among all workers
     cores: CoreShare | None = None  # set by workers.SupervisedServer where threads is None (shared with every worker)
+    stage: Any = None  # set by workers.SupervisedServer: the server's stage in shared memory (worker_start.RUNNING)
 
     def setup(self, device) -> None:
         """Load the model. The worker loop then tags each request it takes with this worker's index among all the
@@ -87,6 +100,11 @@ class _ModelAPI(ls.LitAPI):
         import torch
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if self.stage is not None:
+            worker_sigterm(self.stage)
+        # a request timed out in the queue: the HTTP process's own line says so (504 ... --timeout); LitServe's second
+        # one, in its own format, advised a LitServe argument the server sets from --timeout
+        logging.getLogger("litserve.loops.simple_loops").addFilter(_NotQueueTimeout())
         slot = self.slot_base + int(os.environ.get("LITSERVE_WORKER_ID", "0"))
         os.environ["LITSERVE_WORKER_ID"] = str(slot)
         share = self.cores

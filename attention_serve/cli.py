@@ -6,9 +6,11 @@
 Routes: ``GET /`` the page, ``POST /caption``, ``POST /translate``, ``GET /health``, ``GET /info``,
 ``GET /openapi.json`` (the API's OpenAPI description). docs/serve.md has the API, examples and limits. Bad options
 or model files: one line, exit 2.
-SIGTERM or Ctrl-C: the requests in flight are answered (within --grace seconds), then exit 0.
+SIGTERM or SIGINT, to the main process or its whole group: the requests in flight are answered (within --grace
+seconds; those still waiting then get 503 with Retry-After), then exit 0.
 A model worker that stops (killed, crashed) is replaced; its requests in flight get 503 with Retry-After, /health
-says 503 until it is back; a crash loop (more than --max-restarts stops in 60 s) stops the server with exit 1.
+says 503 until it is back; a crash loop (more than --max-restarts stops in 60 s) stops the server with exit 1. A
+worker that cannot load its model at the start ends the start with exit 1.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from text_attn.core.errors import ArgumentParser, fail, one_line
 from text_attn.core.fast_exit import leaving
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# --max-search and --max-evidence at --timeout 120 (their defaults scale with it): the worst request they allow took
+# 20 s and 5 s of one core of this project's 2-core machine (docs/serve.md), well inside the timeout
+SEARCH_AT_120, EVIDENCE_AT_120 = 8192, 4000
+MIN_MEGAPIXELS = 0.1  # --max-pixels below it (a 316 x 316 photo) is refused: 1e-9 rounded to 0 and refused every photo
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds (localhost is 127.0.0.1)
 
 
@@ -51,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="requests in flight before new ones get 503 with Retry-After (default: 64)")  # fmt: skip
     p.add_argument("--max-sentences", type=int, default=64, help="sentences in one /translate request (default: 64)")
     p.add_argument("--max-chars", type=int, default=1000, help="characters in one sentence (default: 1000)")
+    p.add_argument("--max-search", type=int,
+                   help="a /translate request's source tokens together x its beam_size: a search's cost grows with "
+                   f"both (default: {SEARCH_AT_120:,} at --timeout 120, in proportion to --timeout: the widest "
+                   "search it allows took 20 s of one core, docs/serve.md)")  # fmt: skip
+    p.add_argument("--max-evidence", type=int,
+                   help="model steps evidence=1 may take in one /translate request, each source token x each output "
+                   f"token at its longest (default: {EVIDENCE_AT_120:,} at --timeout 120, in proportion to "
+                   "--timeout: ~5 s of one core at worst)")  # fmt: skip
     p.add_argument("--max-pixels", type=float, default=89.5,
                    help="largest photo in megapixels, read from its header (default: 89.5, caption's "
                    "decompression-bomb guard)")  # fmt: skip
@@ -94,17 +108,28 @@ def _check(args: argparse.Namespace) -> None:
     if not 1024 <= args.port <= 65535:
         fail("attention-serve", f"--port must be from 1024 to 65535, got {args.port}")
     positive = ("max_upload_mb", "max_queue", "max_sentences", "max_chars", "max_batch_size", "workers_per_device",
-                "max_pixels", "read_timeout", "timeout")  # fmt: skip
+                "max_pixels", "read_timeout", "timeout", "max_search", "max_evidence")  # fmt: skip
     for name in positive:
-        if getattr(args, name) <= 0:
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
             fail("attention-serve", f"--{name.replace('_', '-')} must be more than 0, got {getattr(args, name)}")
     for name in ("batch_timeout", "grace", "max_restarts"):
         if getattr(args, name) < 0:
             fail("attention-serve", f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    # what one request may ask of a translation worker, sized to the time it may take (limits.check_work)
+    if args.max_search is None:
+        args.max_search = max(1, round(SEARCH_AT_120 * args.timeout / 120))
+    if args.max_evidence is None:
+        args.max_evidence = max(1, round(EVIDENCE_AT_120 * args.timeout / 120))
     if args.threads is not None and args.threads < 1:
         fail("attention-serve", f"--threads must be at least 1, got {args.threads}")
     if args.devices != "auto" and not (args.devices.isdigit() and int(args.devices) > 0):
         fail("attention-serve", f"--devices takes a number of GPUs or auto, got {args.devices!r}")
+    if args.devices != "auto" and args.accelerator == "cpu":  # LitServe runs one CPU device whatever it is told
+        fail("attention-serve", f"--devices {args.devices} counts GPUs: with --accelerator cpu the models run on the "
+             "CPU (for more workers: --workers-per-device)")  # fmt: skip
+    if args.max_pixels < MIN_MEGAPIXELS:
+        fail("attention-serve", f"--max-pixels must be at least {MIN_MEGAPIXELS:g} (megapixels), got "
+             f"{args.max_pixels:g}")  # fmt: skip
     if args.caption_model == "none" and args.text_model == "none":
         fail("attention-serve", "--caption-model none and --text-model none: nothing to serve")
     args.api_key = args.api_key or os.environ.get("ATTENTION_SERVE_API_KEY") or None
@@ -121,6 +146,21 @@ def _check(args: argparse.Namespace) -> None:
             s.bind((args.host, args.port))
     except OSError as err:
         fail("attention-serve", f"cannot listen on {args.host}:{args.port}: {err.strerror or one_line(err)}")
+    if args.accelerator == "cuda":
+        _check_gpus(args.devices)
+
+
+def _check_gpus(devices: str) -> None:
+    """--accelerator cuda where torch has no GPU to use: one line now. Each worker failed to load its model instead
+    (or, with --devices auto, none was started), and the server waited for them for ever."""
+    import torch  # build_server imports it anyway; only --accelerator cuda pays for it before the template starts
+
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not found:
+        fail("attention-serve", "--accelerator cuda: torch finds no usable GPU here (no NVIDIA driver or device, or a "
+             "CPU-only torch); use --accelerator cpu or auto")  # fmt: skip
+    if devices != "auto" and int(devices) > found:
+        fail("attention-serve", f"--devices {devices}: torch finds {found} usable GPU{'s' if found > 1 else ''} here")
 
 
 def build_server(args: argparse.Namespace, template=None):
@@ -140,7 +180,8 @@ def build_server(args: argparse.Namespace, template=None):
         fail("attention-serve", str(err))
     limits = Limits(max_upload_bytes=int(args.max_upload_mb * 2**20), max_pixels=int(args.max_pixels * 1e6),
                     max_sentences=args.max_sentences, max_chars=args.max_chars, max_queue=args.max_queue,
-                    read_timeout=args.read_timeout, api_key=args.api_key)  # fmt: skip
+                    read_timeout=args.read_timeout, api_key=args.api_key, max_search=args.max_search,
+                    max_evidence=args.max_evidence)  # fmt: skip
     batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": args.threads,
                 "idle_wait": args.idle_wait}  # fmt: skip
     lit_apis = []
@@ -160,7 +201,7 @@ def build_server(args: argparse.Namespace, template=None):
     )  # fmt: skip
     waiting.attach(server)  # before LitServe forks the HTTP process: it reads the workers' board
     server.uvicorn_graceful_timeout = args.grace
-    describe(server.app)
+    describe(server.app, api_key=bool(args.api_key))
     json_errors(server.app)
     # the imports and the models' checks are in: the collector as usual, and what they made is frozen before LitServe
     # forks the HTTP process from this one (text_attn.core.startup_gc)
@@ -178,11 +219,11 @@ def json_errors(app) -> None:
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
 
-    from attention_serve.front import SECURITY_HEADERS, log
+    from attention_serve.front import SECURITY_HEADERS, log, request_line
 
     async def answer(request, exc: HTTPException):
         message = exc.detail if isinstance(exc.detail, str) else "the request could not be answered"
-        log(f"{exc.status_code} {request.method} {request.url.path}: {message}")
+        log(f"{exc.status_code} {request_line(request.method, request.url.path)}: {message}")
         headers = {k.decode(): v.decode() for k, v in SECURITY_HEADERS} | dict(exc.headers or {})
         return JSONResponse({"error": message, "status": exc.status_code}, exc.status_code, headers=headers)
 
@@ -201,14 +242,26 @@ class _NoSwagger(logging.Filter):
         return "Swagger UI" not in str(record.getMessage())
 
 
+class _NoCancelCount(logging.Filter):
+    """uvicorn's "Cancel N running task(s), timeout graceful shutdown exceeded", in its own format: each request it
+    cancels has its own line, a 503 (front.Front.__call__)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "timeout graceful shutdown exceeded" not in str(record.getMessage())
+
+
 def _stop_gracefully(server, grace: float) -> None:
-    """SIGTERM (a service manager's stop) and Ctrl-C: the requests in flight are answered, then everything stops.
+    """SIGTERM (a service manager's stop) and SIGINT (Ctrl-C): the requests in flight are answered, then everything
+    stops; sent to this process alone or to the whole process group alike.
 
     LitServe's own shutdown closes its queues before it stops its HTTP processes, so a request in flight gets no
     answer (measured: curl's "empty reply" on a request sent 0.3 s before SIGTERM). So first the HTTP process is
     stopped (uvicorn then accepts nothing new and finishes what it holds, within --grace seconds, while the model
     workers still run), and only then LitServe's shutdown is started, quietly (its monitor thread reports the
-    closed queues as a crash)."""
+    closed queues as a crash). The HTTP process is sent SIGTERM for SIGINT too: a SIGINT sent to this process alone
+    (``kill -INT``, Docker's STOPSIGNAL) did not reach it, and the server took new work for --grace + 2 s. Where Ctrl-C
+    reached it already, the SIGTERM changes nothing (uvicorn forces its exit only on a second SIGINT). The helper
+    processes outlive a group's SIGTERM as they do its SIGINT (worker_start.py)."""
     import logging
     import multiprocessing
     import time
@@ -225,7 +278,7 @@ def _stop_gracefully(server, grace: float) -> None:
         server.stop_supervising()  # no worker is replaced from now on (one being started is stopped with the rest)
         front = [p for p in multiprocessing.active_children() if p.name.startswith("LitServer-")]
         for p in front:
-            if p.pid is not None and p.is_alive() and signum != signal.SIGINT:  # Ctrl-C reached them already
+            if p.pid is not None and p.is_alive():
                 os.kill(p.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace + 2
         for p in front:
@@ -245,18 +298,35 @@ def serve_main(argv: list[str] | None = None) -> int:
 
     # first, so that the template's imports run beside build_server's imports and model loads (worker_start.py)
     server, caption, text = build_server(args, start_worker_template())
+    from attention_serve.workers import StartFailed  # imported by build_server: after the template's start
+
+    if args.devices != "auto" and server.devices == ["cpu"]:  # --accelerator auto found no GPU
+        print(f"attention-serve: note: no GPU found: --devices {args.devices} is ignored, the models run on the CPU",
+              file=sys.stderr, flush=True)  # fmt: skip
     shown = "localhost" if args.host == "127.0.0.1" else f"[{args.host}]" if ":" in args.host else args.host  # IPv6
     names = " and ".join(f"{what} {m.name}" for what, m in (("captioner", caption), ("translator", text)) if m)
-    print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/ (the API: /openapi.json)",
-          file=sys.stderr, flush=True)  # fmt: skip
-    if args.host not in LOOPBACK and not args.api_key:
-        print(f"attention-serve: note: listening on {args.host}, reachable from other machines, with no "
-              "authentication: anyone who can reach it can use it (give --api-key KEY to require a key)",
+
+    def serving() -> None:  # once the port takes connections (the models loaded): a client may start now
+        print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/ (the API: /openapi.json)",
               file=sys.stderr, flush=True)  # fmt: skip
+        if args.host not in LOOPBACK and not args.api_key:
+            print(f"attention-serve: note: listening on {args.host}, reachable from other machines, with no "
+                  "authentication: anyone who can reach it can use it (give --api-key KEY to require a key)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+    server.on_serving = serving
     _stop_gracefully(server, args.grace)
     logging.getLogger("litserve.server").addFilter(_NoSwagger())  # at --log-level info it named a page that is off
-    server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
-               generate_client_file=False, access_log=False)  # fmt: skip
+    logging.getLogger("uvicorn.error").addFilter(_NoCancelCount())
+    try:
+        server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
+                   generate_client_file=False, access_log=False)  # fmt: skip
+    except StartFailed as err:  # its workers and LitServe's manager are ended (workers.SupervisedServer)
+        print(f"attention-serve: stopped (exit 1): {err}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:  # a stop while the models loaded: nothing was served; the workers are ended likewise
+        print("attention-serve: stopped", file=sys.stderr, flush=True)
+        return 0
     if server.gave_up is not None:  # its line is in the log already (workers.py)
         print("attention-serve: stopped (exit 1)", file=sys.stderr, flush=True)
         return 1

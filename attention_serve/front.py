@@ -21,6 +21,7 @@ import binascii
 import hmac
 import io
 import json
+import re
 import sys
 import warnings
 from typing import Any
@@ -32,11 +33,13 @@ from attention_serve.limits import (
     TRANSLATE_OPTIONS,
     ClientError,
     Limits,
+    check_work,
     parse_options,
     sentences_of,
     shown,
 )
 from attention_serve.models import Served
+from attention_serve.openapi import versions
 from attention_serve.workers import WHAT
 from text_attn.core.safe_files import inert
 
@@ -51,6 +54,15 @@ IMAGE_TYPES = ("image/", "application/octet-stream")
 def log(line: str) -> None:
     """One line on the server's stderr (control characters shown, never sent)."""
     print(f"attention-serve: {inert(line)}", file=sys.stderr, flush=True)
+
+
+def request_line(method: str, path: str) -> str:
+    """``METHOD PATH`` for a log line, each cut as a client's value is (a path may be kilobytes long)."""
+    return f"{_cut(method, 16)} {_cut(path, 100)}"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def send_json(send, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
@@ -148,9 +160,11 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
         except ImageReadError as err:  # a HEIC photo without pi-heif
             raise ClientError(415, f"the image: {str(err).removeprefix('upload: ')}") from None
         except UnidentifiedImageError:
-            named = headed_format(formats)  # an AVIF / HEIC header its opener cannot read: cut off, as other formats
+            # an AVIF / HEIC header its opener cannot read, or a format's own signature that its opener could not
+            # read on from (an ICO cut off): damaged, as other formats cut off are, not "not an image"
+            named = headed_format(formats) or _signed(data, formats)
             if named:
-                why = f"a {named} photo that cannot be read (cut off?)"
+                why = f"{'an' if named[0] in 'AEIOU' else 'a'} {named} photo that cannot be read (cut off?)"
                 raise ClientError(422, f"the image is damaged: {why}") from None
             raise ClientError(415, "the upload is not an image in a photo format (JPEG, PNG, WebP, ...)") from None
         except Image.DecompressionBombError:
@@ -180,6 +194,19 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
     if kind not in BROWSER_FORMATS:  # the page could not draw the photo under the attention: a JPEG of it to draw
         sent["preview"] = preview(image)
     return sent
+
+
+def _signed(data: bytes, formats: tuple[str, ...]) -> str | None:
+    """The first of ``formats`` whose signature ``data`` begins with (Pillow's own test of a file's first 16 bytes),
+    else None."""
+    from PIL import Image
+
+    Image.init()
+    for name in formats:
+        accept = Image.OPEN.get(name, (None, None))[1]
+        if accept is not None and accept(data[:16]) is True:
+            return name
+    return None
 
 
 # What browsers draw in an <img> (an iPhone's HEIC, TIFF and PPM only Safari, or none): other uploads get a preview
@@ -233,6 +260,19 @@ class Front:
                 )
         except ClientError as err:
             return await self._refuse(send, method, path, err)
+        answer = _Begun(send)
+        try:
+            await self._answer(scope, receive, answer, method, path)
+        except asyncio.CancelledError:
+            # the stop's --grace is over and uvicorn cancels what is left: a JSON 503 where the answer has not begun,
+            # not uvicorn's plain-text 500 and a traceback (the cancellation ends here: the task ends with the answer)
+            if not answer.begun:
+                err = ClientError(503, "the server is stopping and this request was not answered within its --grace; "
+                                  "retry", {"Retry-After": RETRY_AFTER})  # fmt: skip
+                await self._refuse(answer, method, path, err)
+
+    async def _answer(self, scope, receive, send, method: str, path: str) -> None:
+        """A POST to /caption or /translate: read and checked, then queued for its model worker and answered."""
         self.reading += 1
         try:
             body = await self._payload(scope, receive, path)
@@ -268,7 +308,7 @@ class Front:
         return hmac.compare_digest(given, self.limits.api_key.encode("utf-8"))  # the header's own bytes
 
     async def _refuse(self, send, method: str, path: str, err: ClientError) -> None:
-        log(f"{err.status} {method} {path}: {err.message}")
+        log(f"{err.status} {request_line(method, path)}: {err.message}")
         await send_json(send, err.status, {"error": err.message, "status": err.status}, err.headers)
 
     async def _health(self, send) -> None:
@@ -316,9 +356,12 @@ class Front:
             raise ClientError(422, "empty body: " + ("send a photo" if path == "/caption" else "send JSON text"))
         if path == "/translate":
             if ctype != "application/json":
-                raise ClientError(415, f"send JSON (Content-Type: application/json), not {ctype or 'no type'}")
+                raise ClientError(415, f"send JSON (Content-Type: application/json), not "
+                                  f"{shown(ctype) if ctype else 'no type'}")  # fmt: skip
             sentences, given = sentences_of(_json(body), self.limits)
             options = parse_options(_merged(query, given), TRANSLATE_OPTIONS, served.defaults, self.limits.max_chars)
+            tokens = [len(served.extra["tokenize"](s)) for s in sentences]  # as the worker reads them (apis.py)
+            check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high))
             return {"sentences": sentences, "options": options}
         image, given = await self._upload(ctype, body, scope)
         options = parse_options(_merged(query, given), CAPTION_OPTIONS, served.defaults, self.limits.max_chars)
@@ -334,10 +377,7 @@ class Front:
             data = _json(body)
             if not isinstance(data, dict) or not isinstance(data.get("image"), str):
                 raise ClientError(422, 'send {"image": "<base64 of the file>", ...options} as JSON')
-            try:
-                image = base64.b64decode(data.pop("image"), validate=True)
-            except (binascii.Error, ValueError):
-                raise ClientError(422, '"image" is not valid base64') from None
+            image = _base64_image(data.pop("image"))
             if not image:
                 raise ClientError(422, '"image" is empty')
             return image, data
@@ -372,7 +412,26 @@ class Front:
                 raise ClientError(422, f"one photo a request: an extra file in field {extra[0]!r}")
             return data, fields
         raise ClientError(415, f"send a photo as multipart/form-data (field 'image'), as raw bytes (Content-Type: "
-                          f"image/...) or as JSON; got {ctype or 'no Content-Type'}")  # fmt: skip
+                          f"image/...) or as JSON; got {shown(ctype) if ctype else 'no Content-Type'}")  # fmt: skip
+
+
+# a data: URL's head as browsers and tools write a photo's (FileReader.readAsDataURL): an image type, parameters, base64
+DATA_URL = re.compile(r"data:image/[a-z0-9.+-]+(;[a-z0-9.+-]+=[^;,]*)*;base64", re.IGNORECASE)
+
+
+def _base64_image(text: str) -> bytes:
+    """A JSON upload's "image": base64 as tools write it, also wrapped in lines (Python's ``base64.encodebytes``, the
+    ``base64`` command: newlines inside the string) or as a ``data:image/...;base64,`` URL (a browser's
+    FileReader); whitespace is dropped and the URL's head with it. ClientError(422) for anything else."""
+    if text[:5].lower() == "data:":
+        head, comma, text = text.partition(",")
+        if not comma or not DATA_URL.fullmatch(head.strip()):
+            raise ClientError(422, '"image" is a data: URL, but not of an image in base64 (data:image/...;base64,'
+                              f"...): {shown(head)}")  # fmt: skip
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise ClientError(422, '"image" is not valid base64') from None
 
 
 def _json(body: bytes) -> Any:
@@ -402,14 +461,18 @@ def _merged(query: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
 def limits_info(limits: Limits) -> dict[str, Any]:
     """The request limits /info shows, named as the options that set them (never the API key)."""
     return {"max_upload_mb": round(limits.max_upload_bytes / 2**20, 3), "max_pixels": round(limits.max_pixels / 1e6, 3),
-            "max_sentences": limits.max_sentences, "max_chars": limits.max_chars, "max_queue": limits.max_queue,
+            "max_sentences": limits.max_sentences, "max_chars": limits.max_chars, "max_search": limits.max_search,
+            "max_evidence": limits.max_evidence, "max_queue": limits.max_queue,
             "read_timeout": limits.read_timeout}  # fmt: skip
 
 
+VERSIONS = versions()  # on import (the main process, before LitServe forks the HTTP process): torch is imported
+
+
 def _with_workers(send, waiting: Waiting, limits: Limits):
-    """``send`` for LitServe's /info answer (JSON), with each model's worker state added as ``"workers"`` and the
+    """``send`` for LitServe's /info answer (JSON), with each model's worker state added as ``"workers"``, the
     request limits as ``"limits"`` (LitServe's ``server`` block holds its own settings: its max_payload_size is not
-    ours)."""
+    ours) and the versions of this package, torch and LitServe as ``"versions"``."""
     start: dict[str, Any] = {}
     chunks: list[bytes] = []
 
@@ -422,13 +485,26 @@ def _with_workers(send, waiting: Waiting, limits: Limits):
             return
         body = b"".join(chunks)
         if start.get("status") == 200:
-            shown = {**json.loads(body), "workers": waiting.board.state(pids=True), "limits": limits_info(limits)}
+            shown = {**json.loads(body), "workers": waiting.board.state(pids=True), "limits": limits_info(limits),
+                     "versions": VERSIONS}  # fmt: skip
             body = json.dumps(shown).encode()
         headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
         await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
     return wrapped
+
+
+class _Begun:
+    """``send``, noting whether the answer has begun (once it has, nothing can replace it)."""
+
+    def __init__(self, send) -> None:
+        self.send, self.begun = send, False
+
+    async def __call__(self, message) -> None:
+        if message["type"] == "http.response.start":
+            self.begun = True
+        await self.send(message)
 
 
 def _with_headers(send):

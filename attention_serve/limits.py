@@ -155,6 +155,55 @@ class Limits:
         30.0  # seconds a request's body may take to arrive (408 after): a stalled upload frees its place
     )
     api_key: str | None = None  # --api-key: every API request must carry it
+    # --max-search: a /translate request's source tokens together x its beam_size (413 above). A search's cost grows
+    # with both (each output token is a step of every beam over the source), and the output may run to max_len: a
+    # line of 1,000 characters read as 1,001 tokens searched 512 steps of 8 beams, ~18 s of one core, and 64 of them
+    # were allowed. 8,192 (the default at --timeout 120, attention-serve scales it with --timeout) kept the worst
+    # request to 20 s of one core (docs/serve.md)
+    max_search: int = 8192
+    # --max-evidence: the steps evidence=1 may take, each source token (and the end) x each output token, summed over
+    # a request's sentences, the output counted as long as it may run (413 above). 200 characters of one letter
+    # (201 tokens, 414 written) took 230 s of one core; 4,000 steps take ~5 s
+    max_evidence: int = 4000
+
+
+def search_width(tokens: list[int], options: dict[str, Any]) -> int:
+    """A /translate request's source tokens together (``tokens``: each sentence's, as the model reads it) x its
+    beam_size; a text given is read, not searched (one beam)."""
+    return sum(tokens) * (1 if "given" in options else int(options.get("beam_size", 1)))
+
+
+def evidence_steps(tokens: list[int], options: dict[str, Any], longest: int) -> int:
+    """The model steps evidence=1 may take over these sentences (each with the end: S + 1 rows a step), the output at
+    its longest: the given text's characters + 1 (a token is at least a character), else max_len, else what the
+    search caps it at (2 x (S + 1) + 10, at most ``longest``); 0 without evidence."""
+    if not options.get("evidence"):
+        return 0
+    given = options.get("given")
+
+    def output(s: int) -> int:
+        if given is not None:
+            return len(given) + 1
+        return int(options["max_len"]) if "max_len" in options else min(2 * (s + 1) + 10, longest)
+
+    return sum((s + 1) * output(s) for s in tokens)
+
+
+def check_work(tokens: list[int], options: dict[str, Any], limits: Limits, longest: int) -> None:
+    """ClientError(413) naming the limit when a /translate request would search wider than ``max_search`` or its
+    evidence would take more than ``max_evidence`` steps (see :class:`Limits`): one request must not hold a worker
+    for minutes while every other waits."""
+    width = search_width(tokens, options)
+    if width > limits.max_search:
+        beam = 1 if "given" in options else int(options.get("beam_size", 1))
+        raise ClientError(413, f"{sum(tokens):,} source tokens x beam_size {beam} = {width:,}; at most "
+                          f"{limits.max_search:,} (--max-search): send fewer or shorter sentences, or a smaller "
+                          "beam_size")  # fmt: skip
+    steps = evidence_steps(tokens, options, longest)
+    if steps > limits.max_evidence:
+        raise ClientError(413, f"evidence=1 here may take {steps:,} model steps (each source token and the end x "
+                          f"each output token); at most {limits.max_evidence:,} (--max-evidence): send fewer or "
+                          "shorter sentences, or a smaller max_len")  # fmt: skip
 
 
 def sentences_of(body: Any, limits: Limits) -> tuple[list[str], dict[str, Any]]:

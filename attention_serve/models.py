@@ -107,7 +107,11 @@ def load_text(path: Path) -> Served:
         "decoding": defaults,
         "info": json_safe(translator.info),
     }
-    return Served(Path(path), name, defaults, info, {"arch": translator.arch, "bundled": bundled})
+    # the HTTP process counts a request's source tokens as the worker will read them (limits.check_work): the
+    # translator's text reading (codec, casing) is kept, its network dropped
+    translator.net = None
+    extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize}
+    return Served(Path(path), name, defaults, info, extra)
 
 
 def check_files(caption: str | None, text: str | None) -> tuple[Path | None, Path | None]:

@@ -144,8 +144,35 @@ TRANSLATE_ANSWER = {
 }
 
 
-def describe(app) -> None:
-    """Set the two routes' OpenAPI description on the FastAPI ``app`` (LitServe's own routes)."""
+def versions() -> dict[str, str | None]:
+    """What /info and the OpenAPI description report: this package's version (from its installed metadata; None where
+    it is run from a checkout that was never installed), torch's and LitServe's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import litserve
+    import torch
+
+    try:
+        package = version("attention-toolkit")
+    except PackageNotFoundError:
+        package = None
+    return {"attention-serve": package, "torch": torch.__version__, "litserve": litserve.__version__}
+
+
+# the API key's two ways (front.Front._authorized), declared where the server has a key
+SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer KEY (--api-key)"},
+    "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "X-API-Key: KEY (--api-key)"},
+}
+
+
+def describe(app, api_key: bool = False) -> None:
+    """Set the two routes' OpenAPI description on the FastAPI ``app`` (LitServe's own routes), and the document's
+    title and version (FastAPI's defaults were "FastAPI" and "0.1.0"); with ``api_key``, the key's security schemes
+    on the routes that need it (/caption, /translate, /info)."""
+    app.title = "attention-serve"
+    app.version = versions()["attention-serve"] or "unknown"
+    app.description = "The captioner and the translator, with their attention: docs/serve.md"
     given = {"given": {"type": "string", "description": GIVEN_HELP}}
     caption_options = {**{name: _option_schema(spec) for name, spec in CAPTION_OPTIONS.items()}, **given}
     translate_options = {**{name: _option_schema(spec) for name, spec in TRANSLATE_OPTIONS.items()}, **given}
@@ -250,7 +277,10 @@ def describe(app) -> None:
 
     def openapi() -> dict[str, Any]:  # the GET routes as the front answers them (LitServe's own say JSON, 200 only)
         if app.openapi_schema is None:
-            _get_routes(generate())
+            schema = generate()
+            _get_routes(schema)
+            if api_key:
+                _secured(schema)
         return app.openapi_schema
 
     app.openapi = openapi
@@ -268,3 +298,13 @@ def _get_routes(schema: dict[str, Any]) -> None:
             503: "a served model's worker is starting or was replaced: retry after Retry-After seconds"}))  # fmt: skip
     if "get" in paths.get("/info", {}):
         paths["/info"]["get"]["responses"].update(_errors({401: "no or a wrong API key"}))
+
+
+def _secured(schema: dict[str, Any]) -> None:
+    """The API key's schemes, either one required on /caption, /translate and /info (/health and the page: open)."""
+    schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    either = [{name: []} for name in SECURITY_SCHEMES]
+    for path, methods in schema.get("paths", {}).items():
+        if path in ("/caption", "/translate", "/info"):
+            for operation in methods.values():
+                operation["security"] = either

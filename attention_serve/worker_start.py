@@ -6,16 +6,72 @@ so its imports run beside the main process's own imports and model checks, and a
 loads its model. The template runs no model, starts no CUDA and holds no threads of ours, so forking it is safe where
 forking the main process (LitServe's threads, loaded models) would not be. No heavy imports here: it starts before
 they run. ``ATTENTION_SERVE_TEMPLATE=0`` starts the workers as LitServe does (benchmarks/serve_start.py compares both).
+
+Also here: how the server's helper processes outlive a SIGTERM sent to the whole process group (systemd's default
+stop, ``kill -- -PGID``), as they outlive Ctrl-C's SIGINT, so that the main process can answer the requests in flight
+before it ends them itself. The template, LitServe's manager and the model workers each keep running while the
+process that started them lives; a worker also tells a SIGTERM sent to it alone (it ends, and is replaced) from the
+group's (the main process marks its stop at once: :data:`DRAINING`).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import time
 
-# what a worker imports before its model loads (apis.py and the models' code; torch is most of it)
-PRELOAD = ["torch", "numpy", "PIL.Image", "litserve", "attention_serve.apis", "captioning.model.captioner",
-           "text_attn.translation.translator"]  # fmt: skip
+# what a worker imports before its model loads (apis.py and the models' code; torch is most of it). First: the module
+# whose import makes the template outlive a SIGTERM sent to the process group (attention_serve/in_template.py)
+PRELOAD = ["attention_serve.in_template", "torch", "numpy", "PIL.Image", "litserve", "attention_serve.apis",
+           "captioning.model.captioner", "text_attn.translation.translator"]  # fmt: skip
+
+# The server's stage, in shared memory (workers.WorkerBoard.stage), read by a worker's SIGTERM handler: serving; the
+# main process stopping (it answers the requests in flight: a SIGTERM that reached a worker too is ignored); the main
+# process ending the workers (their SIGTERM ends them)
+RUNNING, DRAINING, ENDING = 0, 1, 2
+STOP_SEEN = 1.0  # seconds a worker's SIGTERM waits for the main process's stop to begin (a group's) before it ends it
+
+
+def die_of(signum: int) -> None:
+    """End this process as the signal's default action does (its exit status then says which signal)."""
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)  # not reached: the default action ends the process first
+
+
+def outliving(owner: int, held: list[int] | None = None):
+    """A SIGTERM handler: in a child of process ``owner`` (while it lives) the signal is ignored, as SIGINT is: the
+    owner ends the child itself when its own stop is done. Anywhere else (a worker forked from the template, a
+    process whose owner has gone) it ends the process as before. In ``owner`` itself, with ``held``, the signal is
+    noted there for the owner to act on once its child is started (workers.SupervisedServer._init_manager)."""
+
+    def on_sigterm(signum, frame) -> None:
+        if os.getpid() == owner and held is not None:
+            held.append(signum)
+        elif os.getppid() != owner:
+            die_of(signum)
+
+    return on_sigterm
+
+
+def worker_sigterm(stage) -> None:
+    """A model worker's SIGTERM (installed by apis._ModelAPI.setup; ``stage``: the server's, see :data:`RUNNING`).
+    Sent to the whole group, it reaches the main process too, which marks its stop at once (DRAINING): the worker then
+    runs on, answering what it holds, until the main process ends it (ENDING). Sent to this worker alone (an operator,
+    a container runtime), the main process is not stopping: after :data:`STOP_SEEN` s the worker ends, and the
+    supervisor replaces it, as before. A worker whose template has gone (the main process ended) ends at once."""
+    parent = os.getppid()
+
+    def on_sigterm(signum, frame) -> None:
+        deadline = time.monotonic() + STOP_SEEN
+        while stage.value == RUNNING and time.monotonic() < deadline and os.getppid() == parent:
+            time.sleep(0.01)
+        if stage.value == DRAINING and os.getppid() == parent:
+            return
+        die_of(signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def start_worker_template():

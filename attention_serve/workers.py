@@ -12,6 +12,12 @@ worker with 503, new ones while it loads too, and /health says so), logs one lin
 ``max_restarts`` deaths of one model within ``RESTART_WINDOW`` seconds, stopping the server with a non-zero exit.
 
 The workers start from worker_start.py's template (forked with torch imported), not as fresh interpreters.
+
+At the start, the server waits for every worker to load its model, and one that ends first stops the start
+(:class:`StartFailed`): LitServe's own wait returned once any worker was ready and waited for ever on a worker that
+ended without reporting (ours end in one line when their model cannot load, apis._ModelAPI.setup). Its helper
+processes outlive a SIGTERM sent to the whole process group (worker_start.py): the main process answers the requests
+in flight, then ends them (:data:`worker_start.ENDING`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -29,9 +36,10 @@ from pathlib import Path
 
 import litserve as ls
 import litserve.server
+from litserve.utils import WorkerSetupStatus
 
 from attention_serve.cores import CoreShare
-from attention_serve.worker_start import StartingFrom
+from attention_serve.worker_start import DRAINING, ENDING, RUNNING, StartingFrom, outliving
 
 RESTART_WINDOW = 60.0  # seconds: more than max_restarts deaths of one model within it is a crash loop
 LOOK_EVERY = 0.1  # seconds between the supervisor's looks at the workers
@@ -40,6 +48,16 @@ WHAT = {"/caption": "caption", "/translate": "translation"}  # the model's name 
 
 def log(line: str) -> None:
     print(f"attention-serve: {line}", file=sys.stderr, flush=True)
+
+
+def listening(sock: socket.socket) -> bool:
+    """Whether ``sock`` takes connections (listen() was called on it, here or in a process it was handed to). Where the
+    system cannot say (no SO_ACCEPTCONN), True."""
+    option = getattr(socket, "SO_ACCEPTCONN", None)
+    try:
+        return option is None or bool(sock.getsockopt(socket.SOL_SOCKET, option))
+    except OSError:
+        return False
 
 
 def start_time(pid: int) -> int | None:
@@ -89,6 +107,16 @@ class Slot:
     def model(self) -> str:
         return WHAT[self.route]
 
+    @property
+    def key(self) -> str:
+        """Its entry in LitServe's setup status ("ready" once its model is loaded)."""
+        return f"{self.route[1:]}_{self.worker_id}"
+
+
+class StartFailed(Exception):
+    """A model worker ended (or reported an error) before it was ready: the server cannot start. The message says which
+    and how; the worker's own line (apis._ModelAPI.setup) says why."""
+
 
 class WorkerBoard:
     """Each worker's state in shared memory, written by the supervisor (main process), read by the HTTP process
@@ -102,6 +130,7 @@ class WorkerBoard:
         self.ready = mp.RawArray("b", n)
         self.restarts = mp.RawArray("i", n)
         self.pid = mp.RawArray("i", n)  # the worker process that answers (0: none yet)
+        self.stage = mp.RawValue("b", RUNNING)  # the server's stage (worker_start.RUNNING): the workers read it too
 
     def routes(self) -> list[str]:
         return list(dict.fromkeys(s.route for s in self.slots))
@@ -134,6 +163,7 @@ class SupervisedServer(ls.LitServer):
         self.max_restarts = max_restarts
         self.gave_up: str | None = None
         self.stopping = False
+        self.on_serving = None  # called (no arguments) once the port takes connections: the CLI's "serving" line
         self.supervising = threading.Lock()  # held while a worker is relaunched: a stop waits for it
         slots, index = [], 0
         for api in self.litapi_connector:
@@ -144,6 +174,7 @@ class SupervisedServer(ls.LitServer):
         self.board = WorkerBoard(slots)
         share = CoreShare(len(slots), os.cpu_count() or 1)  # one for every worker: they lend each other cores
         for api in self.litapi_connector:
+            api.stage = self.board.stage  # handed to each worker with its API: its SIGTERM handler reads it
             if api.threads is None:
                 api.cores = share
         # slot index -> its worker's pid and start time, from when it was first seen running (end_if_running)
@@ -163,24 +194,105 @@ class SupervisedServer(ls.LitServer):
                 queues[app.response_queue_id].put(None, block=False)
 
     def stop_supervising(self) -> None:
-        """No more relaunches (a stop has begun); waits for one in progress to finish, so none is left behind."""
+        """No more relaunches (a stop has begun); waits for one in progress to finish, so none is left behind. The
+        workers' SIGTERM handler reads the stage: one sent to the whole group is now ignored (worker_start.py)."""
+        self.board.stage.value = DRAINING
         with self.supervising:
             self.stopping = True
+
+    def _init_manager(self, num_api_servers: int):
+        """LitServe's manager process (its queues, the workers' status), forked now with a SIGTERM handler that ignores
+        the signal while this process lives (worker_start.outliving): killed by a SIGTERM sent to the whole group, it
+        took every queue with it and every request in flight got a plain-text 500. It still ends with the server
+        (LitServe's shutdown asks it to). A SIGTERM that reaches this process meanwhile is handled once it is up."""
+        held: list[int] = []
+        previous = signal.signal(signal.SIGTERM, outliving(os.getpid(), held))
+        try:
+            return super()._init_manager(num_api_servers)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if held:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    def verify_worker_status(self) -> None:
+        """Wait until every worker has loaded its model (see the module doc). A worker that ends first, or reports an
+        error, ends the start: every worker is ended, LitServe's manager too, and :class:`StartFailed` says which
+        worker and how it ended. A stop (Ctrl-C, SIGTERM) while waiting ends them the same way."""
+        try:
+            if not self.board.slots:
+                raise StartFailed("no model worker to start: no device to run the models on")
+            while True:
+                status = dict(self.workers_setup_status)  # one round trip to LitServe's manager
+                loading = False
+                for slot in self.board.slots:
+                    proc = self.inference_workers[slot.index]
+                    if status.get(slot.key) == WorkerSetupStatus.READY:
+                        continue
+                    if status.get(slot.key) == WorkerSetupStatus.ERROR or not proc.is_alive():
+                        proc.join(1)  # its exit code, for the line
+                        raise StartFailed(f"the {slot.model} model's worker ended before its model was loaded "
+                                          f"({how_it_ended(proc.exitcode)})")  # fmt: skip
+                    loading = True
+                if not loading:
+                    return
+                time.sleep(LOOK_EVERY / 2)
+        except BaseException:
+            self._end_start()
+            raise
+
+    def _end_start(self) -> None:
+        """A start that failed or was stopped: the workers killed (none holds a request yet), LitServe's manager
+        shut down. The template and resource tracker end with this process."""
+        for proc in self.inference_workers:
+            if proc.is_alive():
+                proc.kill()
+        for proc in self.inference_workers:
+            proc.join(5)
+        with contextlib.suppress(Exception):  # already gone: nothing to shut down
+            self.transport_config.manager.shutdown()
+
+    def _start_server(self, port, num_uvicorn_servers, log_level, sockets, uvicorn_worker_type, **kwargs):
+        """LitServe's HTTP process, started; then ``on_serving`` is called once it takes connections on ``sockets``
+        (bound here earlier; they listen once the HTTP process's startup is done, ~1 s later)."""
+        http = super()._start_server(port, num_uvicorn_servers, log_level, sockets, uvicorn_worker_type, **kwargs)
+        if self.on_serving is not None:
+            threading.Thread(target=self._announce, args=(sockets or [], list(http.values())), daemon=True,
+                             name="attention-serve-announce").start()  # fmt: skip
+        return http
+
+    def _announce(self, sockets: list[socket.socket], http: list) -> None:
+        while not all(listening(s) for s in sockets):
+            if self.stopping or not all(p.is_alive() for p in http):
+                return  # stopped before it served: nothing to announce
+            time.sleep(0.02)
+        if not self.stopping:
+            self.on_serving()
+
+    def _perform_graceful_shutdown(self, manager, uvicorn_workers, shutdown_reason: str = "normal") -> None:
+        """LitServe's shutdown; the workers' SIGTERM, which it sends them, ends them from now on (worker_start.py)."""
+        self.board.stage.value = ENDING
+        super()._perform_graceful_shutdown(manager, uvicorn_workers, shutdown_reason)
 
     def _start_worker_monitoring(self, manager, uvicorn_workers) -> None:
         threading.Thread(target=self._supervise, daemon=True, name="attention-serve-supervisor").start()
 
     def _supervise(self) -> None:
+        try:
+            self._supervise_until_stopped()
+        except (OSError, EOFError) as err:  # LitServe's manager is gone (a stop's shutdown, or killed): nothing to do
+            if not self.stopping and not self.gave_up:
+                log(f"the supervisor stopped: LitServe's manager process is gone ({type(err).__name__})")
+
+    def _supervise_until_stopped(self) -> None:
         deaths: dict[str, deque[float]] = {r: deque() for r in self.board.routes()}
         died_at: dict[int, float] = {}
-        while not self._shutdown_event.is_set() and not self.stopping:
+        while not self.stopping and not self._shutdown_event.is_set():
             for slot in self.board.slots:
                 proc = self.inference_workers[slot.index]
                 if proc.is_alive():
                     if self.started.get(slot.index, (None,))[0] != proc.pid:  # a new worker: the process to end later
                         self.started[slot.index] = (proc.pid, start_time(proc.pid))
-                    key = f"{slot.route[1:]}_{slot.worker_id}"  # LitServe's setup status: "ready" once loaded
-                    if not self.board.ready[slot.index] and self.workers_setup_status.get(key) == "ready":
+                    if not self.board.ready[slot.index] and self.workers_setup_status.get(slot.key) == "ready":
                         self.board.pid[slot.index] = proc.pid
                         self.board.ready[slot.index] = 1
                         if slot.index in died_at:

@@ -417,7 +417,8 @@ def serve_rows(device: str, tmp: Path) -> list[dict]:
     photo = DEMO_PHOTOS[0]
     expected = Captioner.load().to(device).caption_images([photo])[0].words
     try:
-        server = Server(["--accelerator", accelerator, "--devices", "1"], tmp / "serve.log", poll=0.05,
+        gpus = ["--devices", "1"] if accelerator == "cuda" else []  # --devices counts GPUs (refused with cpu)
+        server = Server(["--accelerator", accelerator, *gpus], tmp / "serve.log", poll=0.05,
                         command=console_script("attention-serve"))  # fmt: skip
     except RuntimeError as err:
         return [{"what": f"attention-serve --accelerator {accelerator}", "value": f"failed: {str(err)[-300:]}"}]

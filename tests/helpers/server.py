@@ -41,15 +41,18 @@ class Server:
         self.proc = subprocess.Popen([command, *args, "--port", str(self.port)], stdout=subprocess.DEVNULL,
                                      stderr=self._err, env=env, start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + timeout
+        # whether the "serving" line was in the log while the port was still closed (it was, for ~4 s of every start)
+        self.announced_early = False
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"attention-serve exited {self.proc.returncode}: {log.read_text()[-2000:]}")
+            said = "attention-serve: serving" in log.read_text()  # read before the look: said, then refused = early
             try:
                 if self.get("/health")[0] == 200:
                     self.started_in = time.monotonic() - start
                     return
             except OSError:
-                pass
+                self.announced_early = self.announced_early or said
             time.sleep(poll)
         self.stop()
         raise RuntimeError(f"attention-serve did not start in {timeout} s: {log.read_text()[-2000:]}")

@@ -13,6 +13,7 @@ import struct
 import threading
 import time
 import zlib
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
 def server(models, tmp_path_factory):
     args = ["--caption-model", str(models["caption"]), "--text-model", str(models["text"]), "--max-upload-mb",
             "0.5", "--max-queue", "2", "--max-sentences", "4", "--max-chars", "200", "--api-key", KEY, "--grace",
-            "20", "--read-timeout", "3"]  # fmt: skip
+            "20", "--read-timeout", "3", "--max-search", "200", "--max-evidence", "100"]  # fmt: skip
     srv = Server(args, tmp_path_factory.mktemp("log") / "server.log", key=KEY)
     yield srv
     srv.stop()
@@ -86,6 +87,7 @@ def _reference_caption(model: Path, data: bytes, options: dict) -> list[str]:
 
 def test_health_info_and_the_openapi_page(server):
     assert server.get("/health", key=False)[0] == 200  # health needs no key
+    assert not server.announced_early  # the "serving" line came once the port was open, not ~4 s before
     status, _, info = server.get("/info")
     assert status == 200 and info["model"]["caption"]["model"] == "caption.pt"
     assert info["model"]["translate"]["decoding"]["beam_size"] == 1
@@ -94,12 +96,27 @@ def test_health_info_and_the_openapi_page(server):
         "max_pixels": 89.5,
         "max_sentences": 4,
         "max_chars": 200,
+        "max_search": 200,
+        "max_evidence": 100,
         "max_queue": 2,
         "read_timeout": 3.0,
     }  # as the options set them; never the key
     assert KEY not in json.dumps(info)
+    import litserve
+    import torch
+
+    package = version("attention-toolkit")
+    want = {"attention-serve": package, "torch": torch.__version__, "litserve": litserve.__version__}
+    assert info["versions"] == want
     status, _, spec = server.get("/openapi.json", key=False)
     assert status == 200 and {"/caption", "/translate"} <= set(spec["paths"])
+    # the document is this server's, not FastAPI's {"title": "FastAPI", "version": "0.1.0"}; the key is declared
+    assert spec["info"]["title"] == "attention-serve" and spec["info"]["version"] == package
+    assert set(spec["components"]["securitySchemes"]) == {"bearer", "apiKey"}
+    assert spec["components"]["securitySchemes"]["apiKey"]["name"] == "X-API-Key"
+    for path, method in (("/caption", "post"), ("/translate", "post"), ("/info", "get")):
+        assert spec["paths"][path][method]["security"] == [{"bearer": []}, {"apiKey": []}]
+    assert "security" not in spec["paths"]["/health"]["get"]
     assert "multipart/form-data" in spec["paths"]["/caption"]["post"]["requestBody"]["content"]
     # the document says what the server does: the page is HTML, /health may say 503, options may come in the query
     paths = spec["paths"]
@@ -130,8 +147,14 @@ def test_a_caption_equals_the_in_process_captioner_in_every_upload_form(server, 
     assert rec["note"] == "this image looks unlike what the model learned from (a tiny world): the caption may be wrong"
     raw = server.request("POST", "/caption?beam_size=2", data, {"Content-Type": "image/png"})
     as_json = server.post_json("/caption", {"image": base64.b64encode(data).decode(), "beam_size": 2})
-    for status, _, other in (raw, as_json):
-        assert status == 200 and other["words"] == rec["words"] and other["attention"] == rec["attention"]
+    # base64 as tools write it: wrapped in lines (Python's encodebytes, the base64 command), a browser's data: URL
+    wrapped = server.post_json("/caption", {"image": base64.encodebytes(data).decode(), "beam_size": 2})
+    crlf = base64.encodebytes(data).decode().replace("\n", "\r\n")
+    wrapped_crlf = server.post_json("/caption", {"image": crlf, "beam_size": 2})
+    url = server.post_json("/caption", {"image": "data:image/png;base64," + base64.b64encode(data).decode(),
+                                        "beam_size": 2})  # fmt: skip
+    for status, _, other in (raw, as_json, wrapped, wrapped_crlf, url):
+        assert status == 200 and other["words"] == rec["words"] and other["attention"] == rec["attention"], other
 
 
 def test_sentences_equal_the_in_process_translator(server, models):
@@ -216,6 +239,9 @@ def test_given_reads_a_text_as_the_in_process_call_does(server, models):
 
 def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
     png = PHOTO.read_bytes()
+    ico = io.BytesIO()
+    Image.open(PHOTO).convert("RGB").save(ico, format="ICO")
+    ico = ico.getvalue()
     big = _png(Image.fromarray(np.random.default_rng(0).integers(0, 255, (600, 600, 3), dtype=np.uint8)))
     form = (b'--XYZ\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png'
             b"\r\n\r\n" + png + b"\r\n--XYZ--\r\n")  # fmt: skip
@@ -243,6 +269,18 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
          "multipart"),
         ("JSON without an image", server.post_json("/caption", {"photo": "x"}), 422, '"image"'),
         ("image not base64", server.post_json("/caption", {"image": "@@@"}), 422, "base64"),
+        ("a data: URL of another type", server.post_json("/caption", {"image": "data:text/plain;base64,aGk="}), 422,
+         "not of an image in base64"),
+        ("a truncated ICO", server.post_file("/caption", ico[:200]), 422, "damaged"),
+        # a client's Content-Type is cut as any value of its is (a 1 MB header was a 1 MB answer and log line)
+        ("a long Content-Type (caption)", server.request("POST", "/caption", b"x", {"Content-Type": "text/" +
+         "x" * 5000}), 415, "..."),
+        ("a long Content-Type (translate)", server.request("POST", "/translate", b"{}", {"Content-Type": "text/" +
+         "x" * 5000}), 415, "..."),
+        ("a search too wide", server.post_json("/translate", {"text": "ein mann " * 11, "beam_size": 10}), 413,
+         "22 source tokens x beam_size 10 = 220; at most 200 (--max-search)"),
+        ("evidence that could take too long", server.post_json("/translate", {"text": "ein " * 20, "evidence": 1}),
+         413, "may take 1,092 model steps"),
         ("a sentence too long", server.post_json("/translate", {"text": "ein " * 100}), 413, "characters"),
         ("too many sentences", server.post_json("/translate", {"sentences": ["ein"] * 5}), 413, "at most 4"),
         ("an empty sentence", server.post_json("/translate", {"sentences": ["ein", " "]}), 422, "empty"),
@@ -295,6 +333,7 @@ def test_every_bad_request_is_a_json_4xx_naming_it_and_one_log_line(server):
     log = until(server.log.read_text, lambda log: log.count("attention-serve: 4") - before >= len(cases), 10)
     assert log.count("attention-serve: 4") - before == len(cases) and "Traceback" not in log
     assert max(len(line) for line in log.splitlines()) < 400  # a client's long value is cut, in the log too
+    assert max(len(json.dumps(body)) for _, (_, _, body), _, _ in cases) < 400  # and in the answer
     assert server.post_file("/caption", PHOTO.read_bytes())[0] == 200  # still serving
 
 

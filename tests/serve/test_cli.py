@@ -8,7 +8,7 @@ import socket
 import pytest
 from helpers.tiny_translator import tiny_word_model_file
 
-from attention_serve.cli import serve_main
+from attention_serve.cli import _parser, serve_main
 
 
 def _refused(argv: list[str], capsys) -> str:
@@ -37,10 +37,35 @@ def test_help_names_the_routes_and_options(capsys):
         (["--devices", "two"], "--devices"),
         (["--caption-model", "none", "--text-model", "none"], "nothing to serve"),
         (["--colour", "red"], "--colour"),
+        # 1e-9 was taken, then every photo refused "at most 0.0 megapixels"
+        (["--max-pixels", "1e-9"], "--max-pixels must be at least 0.1 (megapixels), got 1e-09"),
+        (["--devices", "2", "--accelerator", "cpu"], "--devices 2 counts GPUs: with --accelerator cpu"),  # was ignored
+        (["--max-search", "0"], "--max-search must be more than 0"),
+        (["--max-evidence", "-5"], "--max-evidence must be more than 0"),
     ],
 )
 def test_a_bad_option_is_one_line(argv, says, capsys):
     assert says in _refused(argv, capsys)
+
+
+@pytest.mark.parametrize("devices", ["auto", "1"])
+def test_cuda_without_a_usable_gpu_is_one_line(devices, monkeypatch, capsys):
+    """Each worker failed to load its model ("Found no NVIDIA driver") or, with --devices auto, none was started, and
+    the server waited for them for ever, its port never open."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this machine, also on one with a GPU
+    line = _refused(["--accelerator", "cuda", "--devices", devices, "--port", "18766"], capsys)
+    assert "--accelerator cuda: torch finds no usable GPU here" in line
+
+
+def test_more_devices_than_gpus_is_one_line(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    line = _refused(["--accelerator", "cuda", "--devices", "2", "--port", "18767"], capsys)
+    assert line.endswith("--devices 2: torch finds 1 usable GPU here"), line
 
 
 def test_a_model_file_that_is_missing_or_of_the_other_family_is_one_line(tmp_path, capsys):
@@ -113,3 +138,48 @@ def test_info_answers_json_whatever_a_model_file_holds():
     info = {"x": math.nan, "scores": [1.0, math.inf, {"y": -math.inf}], "name": "m", "n": 3}
     assert json_safe(info) == {"x": None, "scores": [1.0, None, {"y": None}], "name": "m", "n": 3}
     json.dumps(json_safe(info), allow_nan=False)  # what the answer's encoder demands
+
+
+def test_what_a_translation_request_may_ask_follows_the_timeout():
+    """One line of 1,000 letters (8,008 wide at beam 8) ran past --timeout 20 and the short request behind it too:
+    the limits of one request's work follow --timeout, unless given."""
+    from helpers.server import free_port
+
+    from attention_serve.cli import _check
+
+    def limits(*argv: str) -> tuple[int, int]:
+        args = _parser().parse_args([*argv, "--port", str(free_port())])
+        _check(args)
+        return args.max_search, args.max_evidence
+
+    assert limits() == (8192, 4000)
+    assert limits("--timeout", "20") == (1365, 667)
+    assert limits("--timeout", "20", "--max-search", "9000", "--max-evidence", "10") == (9000, 10)
+
+
+def test_max_batch_size_1_is_no_warning(tmp_path):
+    """LitServe warned "both batch and unbatch methods implemented, but the max_batch_size parameter was not set"
+    (with its source path) for --max-batch-size 1: the size was set."""
+    import warnings
+
+    from attention_serve.apis import CaptionAPI, TranslateAPI
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for api in (CaptionAPI, TranslateAPI):
+            api(tmp_path / "m.pt", "m", threads=1, max_batch_size=1, batch_timeout=0.0)
+
+
+def test_litserves_own_line_for_a_request_timed_out_in_the_queue_is_quiet():
+    """The server's line says it (504 ... --timeout); LitServe's second one, in its own format, advised a LitServe
+    argument. Its other lines stay."""
+    import logging
+
+    from attention_serve.apis import _NotQueueTimeout
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("litserve.loops.simple_loops", logging.ERROR, __file__, 1, msg, None, None)
+
+    said = "Request 1f was waiting in the queue for too long (4.0 seconds) and has been timed out."
+    assert not _NotQueueTimeout().filter(record(said))
+    assert _NotQueueTimeout().filter(record("LitAPI ran into an error while processing the batch"))
