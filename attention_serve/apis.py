@@ -65,9 +65,19 @@ def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
     return groups
 
 
-class _NotQueueTimeout(logging.Filter):
+QUEUE_TIMEOUT = "waiting in the queue for too long"  # LitServe's own line for a request timed out in its queue
+
+
+class LinesWithout(logging.Filter):
+    """Drops a library's log lines that hold ``text``: lines the server says in its own words, or that name what it
+    switched off (LitServe's, uvicorn's)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return "waiting in the queue for too long" not in str(record.getMessage())
+        return self.text not in str(record.getMessage())
 
 
 class _ModelAPI(ls.LitAPI):
@@ -104,7 +114,7 @@ class _ModelAPI(ls.LitAPI):
             worker_sigterm(self.stage)
         # a request timed out in the queue: the HTTP process's own line says so (504 ... --timeout); LitServe's second
         # one, in its own format, advised a LitServe argument the server sets from --timeout
-        logging.getLogger("litserve.loops.simple_loops").addFilter(_NotQueueTimeout())
+        logging.getLogger("litserve.loops.simple_loops").addFilter(LinesWithout(QUEUE_TIMEOUT))
         slot = self.slot_base + int(os.environ.get("LITSERVE_WORKER_ID", "0"))
         os.environ["LITSERVE_WORKER_ID"] = str(slot)
         share = self.cores

@@ -32,6 +32,8 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SEARCH_AT_120, EVIDENCE_AT_120 = 8192, 4000
 MIN_MEGAPIXELS = 0.1  # --max-pixels below it (a 316 x 316 photo) is refused: 1e-9 rounded to 0 and refused every photo
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds (localhost is 127.0.0.1)
+# log lines of LitServe's and uvicorn's dropped (apis.LinesWithout): a page switched off, a count of cancelled requests
+SWAGGER, CANCEL_COUNT = "Swagger UI", "timeout graceful shutdown exceeded"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -235,21 +237,6 @@ def json_errors(app) -> None:
     logging.getLogger("multipart").setLevel(logging.ERROR)
 
 
-class _NoSwagger(logging.Filter):
-    """LitServe's "Swagger UI is available at .../docs": FastAPI's /docs and /redoc are switched off here."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Swagger UI" not in str(record.getMessage())
-
-
-class _NoCancelCount(logging.Filter):
-    """uvicorn's "Cancel N running task(s), timeout graceful shutdown exceeded", in its own format: each request it
-    cancels has its own line, a 503 (front.Front.__call__)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "timeout graceful shutdown exceeded" not in str(record.getMessage())
-
-
 def _stop_gracefully(server, grace: float) -> None:
     """SIGTERM (a service manager's stop) and SIGINT (Ctrl-C): the requests in flight are answered, then everything
     stops; sent to this process alone or to the whole process group alike.
@@ -316,8 +303,12 @@ def serve_main(argv: list[str] | None = None) -> int:
 
     server.on_serving = serving
     _stop_gracefully(server, args.grace)
-    logging.getLogger("litserve.server").addFilter(_NoSwagger())  # at --log-level info it named a page that is off
-    logging.getLogger("uvicorn.error").addFilter(_NoCancelCount())
+    from attention_serve.apis import LinesWithout  # imported by build_server
+
+    # LitServe's "Swagger UI is available at .../docs" at --log-level info: /docs is switched off here; uvicorn's
+    # "Cancel N running task(s), timeout graceful shutdown exceeded": each request it cancels has its own 503 line
+    logging.getLogger("litserve.server").addFilter(LinesWithout(SWAGGER))
+    logging.getLogger("uvicorn.error").addFilter(LinesWithout(CANCEL_COUNT))
     try:
         server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
                    generate_client_file=False, access_log=False)  # fmt: skip

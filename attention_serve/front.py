@@ -34,6 +34,7 @@ from attention_serve.limits import (
     ClientError,
     Limits,
     check_work,
+    cut,
     parse_options,
     sentences_of,
     shown,
@@ -58,11 +59,7 @@ def log(line: str) -> None:
 
 def request_line(method: str, path: str) -> str:
     """``METHOD PATH`` for a log line, each cut as a client's value is (a path may be kilobytes long)."""
-    return f"{_cut(method, 16)} {_cut(path, 100)}"
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"{cut(method, 16)} {cut(path, 100)}"
 
 
 async def send_json(send, status: int, body: Any, headers: dict[str, str] | None = None) -> None:

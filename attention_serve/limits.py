@@ -24,6 +24,11 @@ def shown(value: Any, limit: int = 40) -> str:
         text = json.dumps(value)
     except (TypeError, ValueError):  # not a JSON value (bytes): Python's notation
         text = repr(value)
+    return cut(text, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, "..." marking the cut."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -167,10 +172,15 @@ class Limits:
     max_evidence: int = 4000
 
 
+def beams(options: dict[str, Any]) -> int:
+    """The beams a /translate request searches: its beam_size; a text given is read, not searched (one beam)."""
+    return 1 if "given" in options else int(options.get("beam_size", 1))
+
+
 def search_width(tokens: list[int], options: dict[str, Any]) -> int:
     """A /translate request's source tokens together (``tokens``: each sentence's, as the model reads it) x its
-    beam_size; a text given is read, not searched (one beam)."""
-    return sum(tokens) * (1 if "given" in options else int(options.get("beam_size", 1)))
+    :func:`beams`."""
+    return sum(tokens) * beams(options)
 
 
 def evidence_steps(tokens: list[int], options: dict[str, Any], longest: int) -> int:
@@ -195,8 +205,7 @@ def check_work(tokens: list[int], options: dict[str, Any], limits: Limits, longe
     for minutes while every other waits."""
     width = search_width(tokens, options)
     if width > limits.max_search:
-        beam = 1 if "given" in options else int(options.get("beam_size", 1))
-        raise ClientError(413, f"{sum(tokens):,} source tokens x beam_size {beam} = {width:,}; at most "
+        raise ClientError(413, f"{sum(tokens):,} source tokens x beam_size {beams(options)} = {width:,}; at most "
                           f"{limits.max_search:,} (--max-search): send fewer or shorter sentences, or a smaller "
                           "beam_size")  # fmt: skip
     steps = evidence_steps(tokens, options, longest)

@@ -119,13 +119,14 @@ def test_the_log_never_points_at_the_pages_that_are_off():
     """At --log-level info LitServe said "Swagger UI is available at .../docs", a page switched off here (404)."""
     import logging
 
-    from attention_serve.cli import _NoSwagger
+    from attention_serve.apis import LinesWithout
+    from attention_serve.cli import SWAGGER
 
     def record(msg: str) -> logging.LogRecord:
         return logging.LogRecord("litserve.server", logging.INFO, __file__, 1, msg, None, None)
 
-    assert not _NoSwagger().filter(record("Swagger UI is available at http://127.0.0.1:8000/docs"))
-    assert _NoSwagger().filter(record("Uvicorn running on http://127.0.0.1:8000"))
+    assert not LinesWithout(SWAGGER).filter(record("Swagger UI is available at http://127.0.0.1:8000/docs"))
+    assert LinesWithout(SWAGGER).filter(record("Uvicorn running on http://127.0.0.1:8000"))
 
 
 def test_info_answers_json_whatever_a_model_file_holds():
@@ -175,11 +176,11 @@ def test_litserves_own_line_for_a_request_timed_out_in_the_queue_is_quiet():
     argument. Its other lines stay."""
     import logging
 
-    from attention_serve.apis import _NotQueueTimeout
+    from attention_serve.apis import QUEUE_TIMEOUT, LinesWithout
 
     def record(msg: str) -> logging.LogRecord:
         return logging.LogRecord("litserve.loops.simple_loops", logging.ERROR, __file__, 1, msg, None, None)
 
     said = "Request 1f was waiting in the queue for too long (4.0 seconds) and has been timed out."
-    assert not _NotQueueTimeout().filter(record(said))
-    assert _NotQueueTimeout().filter(record("LitAPI ran into an error while processing the batch"))
+    assert not LinesWithout(QUEUE_TIMEOUT).filter(record(said))
+    assert LinesWithout(QUEUE_TIMEOUT).filter(record("LitAPI ran into an error while processing the batch"))
