@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.bundled_names import other_familys
 from text_attn.core.errors import missing
 from text_attn.core.modelfile import ModelFileError
 
@@ -117,10 +118,30 @@ def load_text(path: Path) -> Served:
 def check_files(caption: str | None, text: str | None) -> tuple[Path | None, Path | None]:
     """Both models' files (None: not served); ModelFileError (one line) for one that is missing. No torch: the
     command says a mistyped path before its imports."""
+    from captioning.model import bundled as captions
+    from text_attn.translation import bundled as texts
+
     cpath, tpath = caption_path(caption), text_path(text)
+    # the other family's bundled name (`--text-model flickr8k`) said "no such model file", as if mistyped
+    usage = "a bundled {} model: attention-serve --{}-model {{name}}"
+    ours = "the bundled {} models are {}"
+    swapped = {
+        "--caption-model": other_familys(
+            caption,
+            captions.TEXT_NAMES,
+            usage.format("text", "text"),
+            ours.format("caption", ", ".join(captions.MODEL_NAMES)),
+        ),
+        "--text-model": other_familys(
+            text,
+            texts.CAPTION_NAMES,
+            usage.format("caption", "caption"),
+            ours.format("text", ", ".join(texts.MODEL_NAMES)),
+        ),
+    }
     for flag, p, typed in (("--caption-model", cpath, caption), ("--text-model", tpath, text)):
         if p is not None and not p.is_file():
-            raise ModelFileError(f"{flag} {missing(p, 'no such model file', typed)}")
+            raise ModelFileError(f"{flag} {swapped[flag] or missing(p, 'no such model file', typed)}")
     return cpath, tpath
 
 

@@ -147,6 +147,22 @@ def test_a_missing_model_file_is_refused_before_the_server_imports_torch(tmp_pat
                                               False)  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("flag", "name", "line"),
+    [
+        ("--text-model", "flickr8k", "--text-model flickr8k is a bundled caption model: attention-serve "
+         "--caption-model flickr8k uses it; the bundled text models are multi30k_de_en, transformer, bahdanau"),
+        ("--caption-model", "bahdanau", "--caption-model bahdanau is a bundled text model: attention-serve "
+         "--text-model bahdanau uses it; the bundled caption models are flickr8k, shapes"),
+    ],
+)  # fmt: skip
+def test_the_other_familys_bundled_name_is_said_before_the_server_imports_torch(flag, name, line, tmp_path):
+    """`--text-model flickr8k` said "no such model file", as if the name were mistyped."""
+    other = "--caption-model" if flag == "--text-model" else "--text-model"
+    got, _, err, torch = _probe(SERVE, [flag, name, other, "none", "--port", str(free_port())], tmp_path)
+    assert (got, err.splitlines(), torch) == (2, [f"attention-serve: error: {line}"], False)
+
+
 def test_the_same_refusals_come_from_a_run_that_writes_records(tmp_path):
     """--json writes a record for each failed image, so it keeps to the run (torch loaded); its words are the same.
     The run's own refusal of a folder without images follows in the same interpreter (a second one costs ~4 s)."""

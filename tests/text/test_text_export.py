@@ -282,3 +282,20 @@ def test_average_refuses_another_model(run, tmp_path, capsys):
     err = _one_error_line(capsys, exc, "text-export")
     assert str(other_ckpt) in err and "not the same model" in err
     assert not (tmp_path / "avg.pt").exists()
+
+
+def test_average_takes_a_bundled_model_by_name_as_checkpoint_does(run, tmp_path, monkeypatch, capsys):
+    """`--average transformer` said "transformer: no such file" though CHECKPOINT takes the name; named as typed."""
+    from text_attn.translation import bundled
+
+    ckpt, _, model_file = run
+    monkeypatch.setattr(bundled, "MODEL_NAMES", {**bundled.MODEL_NAMES, "mine": Path(model_file)})
+    monkeypatch.chdir(tmp_path)  # no file called "mine" here: the name is the bundled one's
+    assert export_main([str(ckpt), "avg.pt", "--average", "mine"]) == 0
+    assert "averaged with mine: " in capsys.readouterr().out
+    data = load_model_file(tmp_path / "avg.pt", "text-model")
+    assert data["info"]["averaged"].startswith("the mean of the weights of 2 files by text-export --average: ")
+    assert data["info"]["averaged"].split(": ")[1].split(";")[0] == f"{Path(ckpt).name}, mine"
+    own = load_model_file(model_file, "text-model")["state_dict"]  # the checkpoint's weights, exported: mean = same
+    for k, v in data["state_dict"].items():
+        torch.testing.assert_close(v, own[k], rtol=0, atol=1e-6, msg=k)

@@ -60,7 +60,7 @@ def average_sources(content: dict[str, Any], src: str | Path, others: list[str])
     meta = {k: v for k, v in content.items() if k not in skip}
     states, infos = [content["state_dict"]], [content.get("info") or {}]
     for other in others:
-        data, _ = read_source(other)
+        data, _ = read_source(model_path(other))  # a bundled model by name too, as CHECKPOINT is (named as typed)
         if not _same({k: v for k, v in data.items() if k not in skip}, meta):
             raise ModelFileError(f"{other}: not the same model as {src} (other settings or vocabularies)")
         states.append(data["state_dict"])
@@ -143,7 +143,8 @@ def export_main(argv: list[str] | None = None) -> int:
             nargs="+",
             metavar="CHECKPOINT",
             help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these "
-            "(e.g. the last epochs' checkpoints of one run; same settings and vocabularies)",
+            "(e.g. the last epochs' checkpoints of one run; same settings and vocabularies; a bundled model by name "
+            "too)",
         ),
         named=lambda name: str(model_path(name)),
     )
