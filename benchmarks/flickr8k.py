@@ -169,6 +169,9 @@ def recorded(model: Path) -> dict:
     captioner = Captioner.load(model)
     if not captioner.info.get("decoding"):
         raise StageError(f"--recorded: {model} records no decoding chosen on val; use --tune")
+    made_for = captioner.info["decoding"].get("chosen_for")  # caption-export --average / --ensemble kept another's
+    if made_for:
+        raise StageError(f"--recorded: {model}'s decoding was chosen for {made_for}, not for this model; use --tune")
     d, hard = captioner.decoding(), captioner.info["decoding"].get("hard_inference")
     chosen = {"beam": d["beam_size"], "length_penalty": d["length_penalty"], "no_repeat_ngram": d["no_repeat_ngram"]}
     return chosen | ({"hard_inference": hard} if hard else {})

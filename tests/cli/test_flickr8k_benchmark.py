@@ -74,3 +74,8 @@ def test_recorded_reads_the_decoding_the_model_file_records_or_refuses(tmp_path)
     captioner.info["decoding"] = {"beam_size": 5, "length_penalty": 1.5, "no_repeat_ngram": 3, "chosen_by": "val"}
     captioner.save(model)
     assert flickr8k.recorded(model) == {"beam": 5, "length_penalty": 1.5, "no_repeat_ngram": 3}
+    # kept by caption-export --average / --ensemble from another file: not chosen for this model, refused
+    captioner.info["decoding"]["chosen_for"] = "a.pt, before caption-export --average"
+    captioner.save(model)
+    with pytest.raises(StageError, match="chosen for a.pt, before caption-export --average, not for this model"):
+        flickr8k.recorded(model)
