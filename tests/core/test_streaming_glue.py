@@ -66,3 +66,30 @@ def test_a_damaged_chunk_is_one_line_naming_its_file(chunks, tmp_path):
     (bad / "train" / "index.json").unlink()
     with pytest.raises(ChunkError, match="index.json: missing"):
         read_all(bad, "train")
+
+
+class _Runs:
+    """A sample that runs code when unpickled (it would touch ``flag``): what a crafted chunk folder can hold."""
+
+    def __init__(self, flag: Path):
+        self.flag = flag
+
+    def __reduce__(self):
+        return (Path.touch, (self.flag,))
+
+
+def test_a_chunk_folder_of_pickled_samples_is_refused_before_any_is_read(tmp_path):
+    """LitData reads a "pickle" sample format with pickle.loads: a chunk folder from a shared disk ran code on fit."""
+    import litdata
+
+    flag = tmp_path / "ran"
+    litdata.optimize(_evil, [str(flag)] * 3, str(tmp_path / "c" / "val"), chunk_bytes="1MB", num_workers=1,
+                     start_method="fork", verbose=False)  # fmt: skip
+    assert not flag.exists()  # writing the folder ran nothing
+    with pytest.raises(ChunkError, match=r"index.json: declares sample formats pickle, which optimize never writes"):
+        read_all(tmp_path / "c", "val")
+    assert not flag.exists()
+
+
+def _evil(flag: str) -> dict:
+    return {"index": 0, "payload": _Runs(Path(flag))}

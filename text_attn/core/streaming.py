@@ -216,6 +216,7 @@ def split_dataset(root: str | Path, split: str, shuffle: bool = False, seed: int
     path = Path(root) / split
     if not (path / "index.json").is_file():
         raise ChunkError(f"{path / 'index.json'}: missing (the {split} chunks' index)")
+    _check_formats(path / "index.json")
     try:
         # batch_decode 0: each sample decoded when read (LitData's "auto" decoded windows of 256 feature samples, most
         # of them again for every sample: 20x slower)
@@ -224,6 +225,28 @@ def split_dataset(root: str | Path, split: str, shuffle: bool = False, seed: int
         )
     except Exception as err:  # noqa: BLE001 - LitData raises many types for a damaged index
         raise ChunkError(f"{path}: cannot open its chunks ({type(err).__name__}: {one_line_of(err)})") from None
+
+
+# The formats optimize writes (numbers, text, bytes, arrays); each is decoded without running code. LitData would also
+# read "pickle" (and "file", "video", ... that hand bytes to other decoders): a chunk folder is data from elsewhere (a
+# shared file system, a download), and a pickled sample runs code when read, so any other format is refused.
+SAFE_FORMATS = frozenset({"int", "float", "bool", "str", "text", "bytes", "json", "tensor", "no_header_tensor", "numpy",
+                          "no_header_numpy"})  # fmt: skip
+
+
+def _check_formats(index: Path) -> None:
+    """Refuse (:class:`ChunkError`, one line) a split whose index declares a sample format other than SAFE_FORMATS."""
+    try:
+        formats = json.loads(index.read_text(encoding="utf-8"))["config"]["data_format"]
+        names = {str(f).split(":", 1)[0] for f in formats}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ChunkError(f"{index}: not a readable chunk index: run optimize again") from None
+    unsafe = sorted(names - SAFE_FORMATS)
+    if unsafe:
+        raise ChunkError(
+            f"{index}: declares sample formats {', '.join(unsafe)}, which optimize never writes ({', '.join(unsafe)} "
+            "can run code when read): refused; run optimize again on the original data"
+        )
 
 
 def one_line_of(err: BaseException) -> str:
