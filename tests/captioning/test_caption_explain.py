@@ -76,6 +76,20 @@ def test_removal_is_the_step_on_the_modified_regions(attention, members, decoder
     assert all(torch.equal(words.states[2][k], v) for k, v in before.items()) and before
 
 
+def test_every_region_removed_leaves_the_photos_mean_whatever_the_attention():
+    """The default fill is the photo's mean region: with every region removed the context is that mean, as uniform
+    attention over the photo's own regions reads it (module doc of photo_fill)."""
+    cap = _model()
+    _, words = _steps(cap)
+    fill = explain.photo_fill(cap.model, words.features)
+    torch.testing.assert_close(fill, words.features[0].mean(dim=0))
+    removal = explain.RegionRemoval(cap.model, words, fill)
+    for t in range(len(words.tokens)):
+        uniform = explain.next_word_probs(cap.model, words, t, torch.full((1, 9), 1 / 9))[0, words.tokens[t]]
+        got = removal.prob(t, torch.ones(1, 9, dtype=torch.bool))[0]
+        assert got.item() == pytest.approx(uniform.item(), rel=1e-5)
+
+
 def test_gradient_and_gradcam_against_autograd_written_out():
     cap = _model()
     _, words = _steps(cap)

@@ -13,7 +13,7 @@ from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 from captioning.model.encoder import EncoderConfig
 from captioning.model.network import CaptionModel
 from captioning.training.objective import caption_loss
-from text_attn.core.decoding import beam_search, greedy_search
+from text_attn.core.decoding import SearchResult, beam_search, greedy_search
 from text_attn.core.vocab import Vocabulary
 
 CAPTIONS = [
@@ -118,6 +118,22 @@ def test_beam_size_one_equals_greedy_on_an_untrained_decoder(trained):
     assert torch.equal(result.tokens, g.tokens)
     words = [c.words for c in Captioner(fresh, vocab).captions(result)]
     assert words == [[vocab.itos[i] for i in ids if i > 3] for ids in g.token_lists()]
+
+
+def test_captions_drop_pad_and_bos_with_their_attention_rows_and_say_which_were_cut_off():
+    # ids as an untrained model searching with banned=() may write them: caption 0 holds a pad and a bos among its
+    # words, then eos; caption 1 ran to the length cap without eos. Each step's attention row names its step.
+    vocab = Vocabulary.build([["a", "red", "circle"]])
+    torch.manual_seed(0)
+    captioner = Captioner.build(vocab, TINY, DecoderConfig(**SMALL_DECODER))
+    a, red, circle = (vocab.stoi[w] for w in ("a", "red", "circle"))
+    tokens = torch.tensor([[a, vocab.pad_id, red, vocab.bos_id, circle, vocab.eos_id], [red, red, red, red, red, red]])
+    attention = torch.arange(12.0).view(2, 6, 1).expand(2, 6, 16)  # row t of caption b: 6 b + t everywhere
+    result = SearchResult(tokens, torch.tensor([6, 6]), torch.tensor([-1.0, -2.0]), attention, vocab.eos_id)
+    first, second = captioner.captions(result)
+    assert first.words == ["a", "red", "circle"] and not first.truncated
+    assert first.alphas[:, 0].tolist() == [0.0, 2.0, 4.0]  # the words' own steps: not the pad's, bos's or eos's
+    assert second.words == ["red"] * 6 and second.truncated and second.alphas.shape == (6, 16)
 
 
 def test_save_load_round_trip(trained, tmp_path, monkeypatch):

@@ -47,6 +47,29 @@ def test_forward_equals_repeated_step(gate, deep_output):
     assert set(state) == {"h", "c", "keys"}
 
 
+def test_first_step_follows_the_papers_equations_by_hand():
+    # h0, c0 = tanh(f_init(mean_i a_i)); α = softmax(vᵀ tanh(W h + U a_i + b)); z = σ(f_β(h)) Σ_i α_i a_i;
+    # h1, c1 = LSTM([E y; z], (h0, c0)); logits = L_o(E y + L_h h1 + L_z z)  (eq. 7, the deep output)
+    dec = _decoder(gate="scalar")
+    feats, caps = _inputs()
+    mean = feats.mean(dim=1)
+    h0, c0 = torch.tanh(dec.init_h(mean)), torch.tanh(dec.init_c(mean))
+    state = dec.init_state(feats)
+    torch.testing.assert_close(state["h"], h0)
+    torch.testing.assert_close(state["c"], c0)
+    att = dec.attention
+    e = att.v(torch.tanh(att.query_proj(h0).unsqueeze(1) + att.key_proj(feats))).squeeze(-1)  # (B, L)
+    alpha = torch.softmax(e, dim=-1)
+    z = torch.sigmoid(dec.f_beta(h0)) * torch.einsum("bl,bld->bd", alpha, feats)
+    y = dec.embedding(caps[:, 0])
+    h1, _ = dec.lstm(torch.cat([y, z], dim=-1), (h0, c0))
+    logits = dec.L_o(y + dec.L_h(h1) + dec.L_z(z))
+    log_probs, got_alpha, _ = dec.step(caps[:, 0], state)
+    torch.testing.assert_close(got_alpha, alpha, atol=1e-6, rtol=0)
+    torch.testing.assert_close(log_probs, F.log_softmax(logits, -1), atol=1e-5, rtol=0)
+    torch.testing.assert_close(dec(feats, caps).logits[:, 0], logits, atol=1e-5, rtol=0)
+
+
 def test_region_keys_are_projected_once_per_image():
     dec = _decoder()
     calls = []
@@ -156,6 +179,18 @@ def test_region_positions_make_identical_regions_distinguishable():
     )
     alpha = pos.eval()(feats, torch.tensor([[1, 4]])).alphas
     assert alpha.std() > 1e-4 and torch.allclose(alpha.sum(-1), torch.ones(1, 2), atol=1e-5)
+
+
+def test_region_codes_by_hand():
+    # a 2 x 2 grid: cell centres at 0.25 and 0.75; per axis sin then cos of pos · π 2^k, k = 0..3; rows then columns
+    from captioning.model.decoder import region_codes
+
+    r = 0.5**0.5
+    row0 = [r, 1.0, 0.0, 0.0, r, 0.0, -1.0, 1.0]  # sin, cos of 0.25 π (1, 2, 4, 8)
+    col1 = [r, -1.0, 0.0, 0.0, -r, 0.0, -1.0, 1.0]  # the same at 0.75
+    codes = region_codes(4)
+    torch.testing.assert_close(codes[1], torch.tensor(row0 + col1), atol=1e-6, rtol=0)  # row 0, column 1
+    torch.testing.assert_close(codes[2], torch.tensor(col1 + row0), atol=1e-6, rtol=0)  # row 1, column 0
 
 
 def test_init_from_image_false_starts_every_image_the_same():

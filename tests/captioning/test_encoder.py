@@ -235,10 +235,11 @@ def _expected(rgb: tuple[int, int, int], pre: Preprocess) -> torch.Tensor:
         (Image.new("CMYK", (30, 20), (0, 255, 255, 0)), (255, 0, 0)),
         (Image.new("I;16", (30, 20), 65535), (255, 255, 255)),
         (Image.new("I;16", (30, 20), 257 * 100), (100, 100, 100)),
+        (Image.new("I;16", (30, 20), 257 * 200), (200, 200, 200)),  # 65535 -> 255 is / 257 (/ 256 gives 201)
         (Image.new("I", (30, 20), 257 * 40), (40, 40, 40)),
         (Image.new("F", (30, 20), 0.5), (128, 128, 128)),
     ],
-    ids=["L", "1", "RGBA", "RGBA-clear", "LA", "CMYK-white", "CMYK-red", "I16-max", "I16", "I", "F"],
+    ids=["L", "1", "RGBA", "RGBA-clear", "LA", "CMYK-white", "CMYK-red", "I16-max", "I16", "I16-high", "I", "F"],
 )
 def test_preprocess_converts_any_mode(img: Image.Image, rgb: tuple[int, int, int]) -> None:
     pre = Preprocess(16, True)

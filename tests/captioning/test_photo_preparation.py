@@ -33,6 +33,13 @@ def test_a_photo_is_squashed_to_the_training_size_first():
     torch.testing.assert_close(pre(image), by_hand)
     assert not torch.allclose(pre(image), Preprocess(image_size=40, crop=False)(image))  # it does change the input
     assert pre.crop_box(*image.size) == (0.0, 0.0, float(image.size[0]), float(image.size[1]))
+    # crop=True too: the photo is squashed to a square first, so the network sees all of it, not its centre square
+    # (the box overlays and records draw the attention in)
+    square = Preprocess(image_size=40, crop=True, source_side=24)
+    assert square.crop_box(640, 480) == (0.0, 0.0, 640.0, 480.0)
+    assert Preprocess(image_size=40, crop=True).crop_box(640, 480) == (80.0, 0.0, 560.0, 480.0)
+    by_hand = Preprocess(image_size=40, crop=True)(image.resize((24, 24), Image.Resampling.BICUBIC))
+    torch.testing.assert_close(square(image), by_hand)
 
 
 def test_a_photo_already_of_the_training_size_is_unchanged():

@@ -102,6 +102,21 @@ def test_precomputed_keys_equal_fresh_projection_and_multi_step_queries(kind):
         assert torch.allclose(ctx_all[:, t], ctx_t, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["bahdanau", "luong-dot", "luong-general", "luong-concat"])
+def test_multi_step_queries_with_a_mask_equal_one_step_at_a_time(kind):
+    # T = S = 4: a mask broadcast over the wrong axis would mask query steps instead of source positions, silently
+    torch.manual_seed(2)
+    att = build_attention(kind, query_dim=6, key_dim=6, attn_dim=5)
+    keys, q = torch.randn(2, 4, 6), torch.randn(2, 4, 6)
+    mask = torch.tensor([[True, True, True, True], [True, True, False, False]])
+    ctx_all, w_all = att(q, keys, mask=mask)
+    assert (w_all[1, :, 2:] == 0).all() and torch.allclose(w_all.sum(-1), torch.ones(2, 4), atol=1e-6)
+    for t in range(4):
+        ctx_t, w_t = att(q[:, t], keys, mask=mask)
+        assert torch.allclose(w_all[:, t], w_t, atol=1e-6)
+        assert torch.allclose(ctx_all[:, t], ctx_t, atol=1e-6)
+
+
 def test_key_projection_runs_once_per_source_when_precomputed():
     att = AdditiveAttention(4, 4, 4)
     calls = []

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.step_models import RandomGRU
 
-from text_attn.core.decoding import Sampling, ban_repeated_ngrams, beam_search, greedy_search, search
+from text_attn.core.decoding import Sampling, ban_repeated_ngrams, beam_search, greedy_search, search, select_rows
 
 
 class Table:
@@ -49,6 +50,44 @@ def test_no_repeat_ngram_in_greedy_and_beam(beam):
     for ids in blocked.token_lists():
         pairs = list(zip(ids, ids[1:], strict=False))
         assert len(pairs) == len(set(pairs)), ids  # no bigram twice
+
+
+class OwnBan:
+    """A model that bans its own repeated n-grams from the prefix it keeps in its state (reordered with the beams by
+    its own select_state): what the search's no_repeat_ngram must give."""
+
+    def __init__(self, model, n: int):
+        self.model, self.n = model, n
+
+    def step(self, tokens, state):
+        history = torch.cat([state["history"], tokens.unsqueeze(1)], 1) if state["started"] else state["history"]
+        log_probs, attn, inner = self.model.step(tokens, state["inner"])
+        banned = ban_repeated_ngrams(log_probs, history, self.n)
+        return banned, attn, {"inner": inner, "history": history, "started": True}
+
+    def select_state(self, state, index):
+        return {
+            "inner": select_rows(state["inner"], index),
+            "history": state["history"][index],
+            "started": state["started"],
+        }
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_no_repeat_ngram_bans_what_each_hypothesis_itself_wrote(beam):
+    # beams reorder at every step: a hypothesis's history must follow its own parents, not its row's previous beam
+    torch.manual_seed(5)
+    model = RandomGRU(vocab=6)
+    model.out.bias.data[2] = -6.0  # eos rare: long hypotheses, many repeats to ban
+    h0 = torch.randn(4, 16)
+    searched = search(model, {"h": h0}, 4, 1, 2, 12, beam_size=beam, no_repeat_ngram=2)
+    own = {"inner": {"h": h0}, "history": torch.zeros(4, 0, dtype=torch.long), "started": False}
+    reference = search(OwnBan(model, 2), own, 4, 1, 2, 12, beam_size=beam)
+    assert searched.token_lists() == reference.token_lists()
+    torch.testing.assert_close(searched.scores, reference.scores)
+    for ids in searched.token_lists():
+        pairs = list(zip(ids, ids[1:], strict=False))
+        assert len(pairs) == len(set(pairs)) and len(ids) > 6, ids
 
 
 def test_seeded_sampling_repeats_and_its_limits_reduce_to_greedy():
@@ -95,6 +134,12 @@ def test_n_best_lists_the_final_beams_best_first():
         assert alts[0][0] == res.token_lists()[b] and alts[0][1] == pytest.approx(float(res.scores[b]))
         scores = [s for _, s in alts]
         assert scores == sorted(scores, reverse=True) and len({tuple(i) for i, _ in alts}) == 3
+    # each alternative's score is its own log-probability (penalty 0): its ids, then eos unless it ran to max_len
+    lp = model.table
+    for alts in res.nbest:
+        for ids, score in alts:
+            path = [1, *ids] + ([2] if len(ids) < 6 else [])
+            assert score == pytest.approx(sum(float(lp[a, b]) for a, b in zip(path, path[1:], strict=False)), abs=1e-5)
     with pytest.raises(ValueError, match="n_best"):
         beam_search(model, torch.zeros(3, 1), 3, 1, 2, 6, beam_size=2, n_best=3)
     with pytest.raises(ValueError, match="sampling"):

@@ -12,6 +12,7 @@ from text_attn.core.self_critical import (
     leave_one_out_baseline,
     scst_baseline,
     self_critical_loss,
+    teacher_inputs,
 )
 
 T, V = 3, 4  # toy sequences: 3 tokens over a 4-word vocabulary
@@ -85,6 +86,28 @@ def test_loss_value_and_normalisations_by_hand():
         self_critical_loss(logp, mask, rewards, baseline, normalise="batch")
     with pytest.raises(ValueError, match=r"must be \(2,\)"):
         self_critical_loss(logp, mask, rewards[:1], baseline)
+
+
+def test_token_normalisation_divides_by_the_real_tokens_not_the_samples():
+    # advantages +1 and 0 (the by-hand test above sums to 0 under either normalisation): -(A · Σ_t log p) = 3 and 0
+    logp = torch.tensor([[-1.0, -2.0, -5.0], [-0.5, -0.5, -0.5]])
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    rewards, baseline = torch.tensor([2.0, 3.0]), torch.tensor([1.0, 3.0])
+    loss, stats = self_critical_loss(logp, mask, rewards, baseline)
+    assert loss.item() == pytest.approx(3.0 / 5)  # 5 real tokens, not the mean over 2 samples (1.5)
+    loss, _ = self_critical_loss(logp, mask, rewards, baseline, normalise="sequences")
+    assert loss.item() == pytest.approx(3.0 / 2)
+    assert stats["better"].item() == 0.5  # a sample only as good as its baseline is not better
+
+
+def test_teacher_inputs_by_hand():
+    # row 0: two words, eos, then what the search left after it; row 1: one word and eos; row 2: cut at the cap
+    tokens = torch.tensor([[5, 6, 2, 7], [8, 2, 9, 9], [4, 4, 4, 4]])
+    inputs, targets, mask = teacher_inputs(tokens, torch.tensor([3, 2, 4]), bos_id=1, pad_id=0)
+    assert targets.tolist() == [[5, 6, 2, 0], [8, 2, 0, 0], [4, 4, 4, 4]]
+    assert inputs.tolist() == [[1, 5, 6, 2], [1, 8, 2, 0], [1, 4, 4, 4]]  # bos + the targets, shifted
+    # the eos that ended a sample is a real token: its probability decides the length the reward scored
+    assert mask.tolist() == [[True, True, True, False], [True, True, False, False], [True] * 4]
 
 
 def test_baselines():

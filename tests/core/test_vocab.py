@@ -20,6 +20,7 @@ def test_encode_decode_with_specials_and_unknowns():
     assert v.decode(ids) == ["the", "<unk>", "sat"]
     assert v.decode(ids + [v.stoi["cat"]]) == ["the", "<unk>", "sat"]  # stops at eos
     assert v.decode([v.pad_id, v.stoi["cat"]], strip_special=False) == ["<pad>", "cat"]
+    assert v.decode([v.bos_id, v.stoi["cat"], v.pad_id, v.stoi["sat"]]) == ["cat", "sat"]  # pad and bos dropped
     assert v.unknown(["the", "dog"]) == ["dog"]
 
 

@@ -158,6 +158,26 @@ def test_what_a_translation_request_may_ask_follows_the_timeout():
     assert limits("--timeout", "20", "--max-search", "9000", "--max-evidence", "10") == (9000, 10)
 
 
+def test_a_translation_requests_work_is_counted_by_hand():
+    """evidence=1 takes (S + 1) rows a step for each output token, the output as long as it may run: a given text's
+    characters + 1 (its end), else max_len, else the search's own cap 2 x (S + 1) + 10 (at most the longest)."""
+    from attention_serve.limits import ClientError, Limits, check_work, evidence_steps, search_width
+
+    two = [3, 1]  # two sentences of 3 and 1 tokens
+    assert evidence_steps(two, {"evidence": 1, "given": "a dog"}, 512) == 4 * 6 + 2 * 6
+    assert evidence_steps(two, {"evidence": 1, "max_len": 7}, 512) == 4 * 7 + 2 * 7
+    assert evidence_steps(two, {"evidence": 1}, 512) == 4 * 18 + 2 * 14
+    assert evidence_steps(two, {"evidence": 1}, 15) == 4 * 15 + 2 * 14
+    assert evidence_steps(two, {"evidence": 0, "max_len": 7}, 512) == 0
+    assert search_width(two, {"beam_size": 4}) == 16 and search_width(two, {"given": "a dog"}) == 4
+    check_work(two, {"evidence": 1, "given": "a dog"}, Limits(max_evidence=36), 512)  # at the limit: allowed
+    with pytest.raises(ClientError, match="may take 36 model steps") as refused:
+        check_work(two, {"evidence": 1, "given": "a dog"}, Limits(max_evidence=35), 512)
+    assert refused.value.status == 413
+    with pytest.raises(ClientError, match="= 16; at most 15"):
+        check_work(two, {"beam_size": 4}, Limits(max_search=15), 512)
+
+
 def test_max_batch_size_1_is_no_warning(tmp_path):
     """LitServe warned "both batch and unbatch methods implemented, but the max_batch_size parameter was not set"
     (with its source path) for --max-batch-size 1: the size was set."""

@@ -44,6 +44,29 @@ def test_shapes_masks_and_step_equals_teacher_forcing(attention, rnn):
         assert torch.allclose(lp, torch.log_softmax(logits[:, t], -1), atol=1e-5)
 
 
+@pytest.mark.parametrize("attention", ["bahdanau", "luong-general"])
+def test_two_decoder_steps_by_hand(attention):
+    # Bahdanau: the query is s_{t-1}, s_t = RNN([E y; c_t], s_{t-1}). Luong: s_t = RNN([E y; h~_{t-1}], s_{t-1})
+    # (input feeding, h~_0 = 0), the query is s_t. Both: h~_t = tanh(W_c [s_t; c_t]), logits = W_o h~_t.
+    m = _model(attention)
+    src, lens, tgt = _batch()
+    states, final = m.encoder(src, lens)
+    keys, mask = m.key_in(states), src != 0
+    s = torch.tanh(m.bridge(final))  # s_0
+    feed = torch.zeros_like(s)
+    logits, _ = m(src, lens, tgt[:, :2])
+    for t in range(2):
+        emb = m.embed(tgt[:, t])
+        if attention == "bahdanau":
+            ctx, _ = m.attn(s, keys, mask=mask)
+            s = m.cell(torch.cat([emb, ctx], -1), s)
+        else:
+            s = m.cell(torch.cat([emb, feed], -1), s)
+            ctx, _ = m.attn(s, keys, mask=mask)
+        feed = torch.tanh(m.hidden_out(torch.cat([s, ctx], -1)))
+        torch.testing.assert_close(logits[:, t], m.out(feed), atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("attention", ["bahdanau", "luong-general", "none"])
 def test_padding_does_not_change_a_sentence(attention):
     m = _model(attention)

@@ -216,6 +216,28 @@ def test_a_short_scst_run_raises_the_sampled_reward(tmp_path):
     )
 
 
+def test_scst_rewards_each_sample_against_its_own_reference_words(monkeypatch):
+    """The reference a sample's BLEU is taken against is the target's words: no bos, no eos (a sample's token list
+    has no eos either), and K samples per source; samples run as long as validation decodes (2 x source + 10)."""
+    from text_attn.translation import objective
+
+    module = _built(objective={"scst": True, "scst_samples": 2})
+    batch = _batch(module)
+    v = module.tgt_vocab
+    seen = []
+
+    def spy(refs, hypotheses, copies):
+        seen.append((refs, copies))
+        return bleu_rewards(refs, hypotheses, copies)
+
+    monkeypatch.setattr(objective, "bleu_rewards", spy)
+    module.objective.training_loss(module.net, batch, v.bos_id, v.eos_id, v.pad_id)
+    by_hand = [row[1 : row.index(v.eos_id)] for row in batch["tgt"].tolist()]  # bos w1 .. wn eos pad ...
+    assert [copies for _, copies in seen] == [2, 1]  # the samples, then the greedy baseline
+    assert all(refs == by_hand for refs, _ in seen)
+    assert objective.max_decode_len(torch.tensor([3, 7, 1])) == 24
+
+
 def _record_modes(module: TranslationModule, modes: list):
     """Wrap setup: once the network exists, record its training flag at every encoder call."""
     setup = module.setup

@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from text_attn.core.decoding import beam_search, greedy_search
-from text_attn.translation.transformer import Transformer, TransformerConfig, sinusoid_table
+from text_attn.translation.transformer import (
+    DecoderLayer,
+    EncoderLayer,
+    Transformer,
+    TransformerConfig,
+    sinusoid_table,
+)
 from text_attn.translation.translator import Translator
 
 V_SRC, V_TGT, BOS, EOS, PAD = 13, 11, 1, 2, 0
@@ -82,6 +88,42 @@ def test_cached_step_log_probs_equal_full_recompute(kw):
         assert state["self"][0].k.shape == (3, 4, t + 1, 4)  # the cache grew by one position
         torch.testing.assert_close(log_probs, full[:, t], atol=1e-5, rtol=0)
         torch.testing.assert_close(attn, full_attn[:, t], atol=1e-5, rtol=0)  # (N, H, S)
+
+
+# torch.nn's layer parameter names -> ours (the attention modules' names already match torch's)
+_TORCH_NAMES = {"norm1": "norms.0", "norm2": "norms.1", "norm3": "norms.2", "linear1": "ff.0", "linear2": "ff.3",
+                "multihead_attn": "cross_attn"}  # fmt: skip
+
+
+def _from_torch(ours: torch.nn.Module, ref: torch.nn.Module) -> None:
+    with torch.no_grad():  # random LayerNorm gains and biases too, so that every parameter is exercised
+        for p in ref.parameters():
+            p.copy_(torch.randn_like(p) * 0.5)
+    state = {}
+    for name, value in ref.state_dict().items():
+        head, _, rest = name.partition(".")
+        state[f"{_TORCH_NAMES.get(head, head)}.{rest}"] = value
+    ours.load_state_dict(state)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_and_decoder_layers_equal_torchs_with_the_same_weights(norm_first):
+    """Post-norm LayerNorm(x + sublayer(x)) (the paper) and pre-norm x + sublayer(LayerNorm(x)), against
+    torch.nn.TransformerEncoderLayer / TransformerDecoderLayer (ReLU, no dropout) holding the same weights."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(V_SRC, V_TGT, d_model=16, num_heads=4, ff_dim=32, dropout=0.0, norm_first=norm_first)
+    kw = dict(dim_feedforward=32, dropout=0.0, batch_first=True, norm_first=norm_first)
+    enc, ref_enc = EncoderLayer(cfg).eval(), torch.nn.TransformerEncoderLayer(16, 4, **kw).eval()
+    dec, ref_dec = DecoderLayer(cfg).eval(), torch.nn.TransformerDecoderLayer(16, 4, **kw).eval()
+    _from_torch(enc, ref_enc)
+    _from_torch(dec, ref_dec)
+    x, y = torch.randn(2, 5, 16), torch.randn(2, 4, 16)
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])  # True = a real source token
+    torch.testing.assert_close(enc(x, mask), ref_enc(x, src_key_padding_mask=~mask), atol=1e-5, rtol=0)
+    got, _, _ = dec(y, dec.cross_attn.precompute(x), mask)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(4)
+    want = ref_dec(y, x, tgt_mask=causal, memory_key_padding_mask=~mask, tgt_is_causal=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
 def test_plot_layer_selects_the_cross_attention_layer():
