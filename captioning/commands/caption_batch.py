@@ -15,15 +15,17 @@ from typing import Any
 
 from captioning.commands.caption_given import given_record, no_given_caption, read_given
 from captioning.model.bundled import BUNDLED_MODEL
+from captioning.views.file_names import fitted
 from text_attn.core.errors import fail, one_line
 from text_attn.core.safe_files import inert
 
 
 def _unique_stem(name: str, used: set[str]) -> str:
-    stem, k = name, 1
+    """The overlay's NAME (``NAME-attention.png``) for a photo named ``name``: cut to fit a file name (fitted)."""
+    stem, k = fitted(name, OVERLAY), 1
     while stem in used:  # a/x.png and b/x.png in one call must not overwrite each other's overlay
         k += 1
-        stem = f"{name}-{k}"
+        stem = f"{fitted(name, f'-{k}{OVERLAY}')}-{k}"
     used.add(stem)
     return stem
 

@@ -30,6 +30,7 @@ from text_attn.core.search_options import search_options
 def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty: list[str]) -> int:
     from tqdm.auto import tqdm
 
+    from captioning.commands.caption_limits import stopped_by  # now: with no file descriptor left it could not load
     from captioning.photos.collection import ResumeError, image_key, read_done
     from captioning.photos.photo_stream import PhotoStream, photo_batches
     from captioning.photos.shards import is_shard
@@ -97,8 +98,10 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     captions: dict[str, str] = {}  # image -> caption, for --references (with --jsonl, FILE is read at the end)
     if workers:
         _drop_handover_noise()
+    stopped, size = None, 0  # size: the batch being captioned; 0 while the loader reads
     try:
         for items in loader:
+            size = len(items)
             batch = caption_batch(captioner, items, args, options, names)
             failed += sum(bool(rec["error"]) for rec in batch)
             if report is not None:
@@ -128,10 +131,15 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             cut += sum(bool(rec["truncated"]) for rec in batch)
             far += sum(bool(rec["out_of_domain"]) for rec in batch)
             bar.update(len(items))
+            size = 0
     except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
         # The loader's workers already stopped as this unwound; a broken handover's thread traceback is dropped by
         # the hook _drop_handover_noise set before the loop (a thread's error never reaches sys.excepthook).
         interrupted = True
+    except Exception as err:  # out of memory or fds, a worker's batch lost: one line, once the outputs are closed
+        stopped = stopped_by(err, size, reading=not size)
+        if stopped is None:
+            raise
     finally:
         bar.close()
         if out is not None:
@@ -141,6 +149,11 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
                 _close_html(report, failed)
             except OSError as err:
                 print(f"caption: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
+    if stopped is not None:
+        if args.json and not args.jsonl:  # the records of the images captioned are not lost with the run
+            emit("caption", json.dumps(records))
+        where = f" in {args.jsonl}: --resume continues after them" if args.jsonl else ""
+        fail("caption", f"{stopped}; stopped after {finished} image(s){where}")
     if interrupted:
         if args.jsonl or not args.json:  # --json alone prints its records at the end: none were printed
             _closing_notes(captioner, args, cut, far)  # about the captions that were written

@@ -40,6 +40,7 @@ import torch
 from pytorch_lightning.callbacks import BasePredictionWriter
 
 from captioning.commands.caption_batch import OverlayNames, _closing_notes, caption_batch, drawn_overlays, record_line
+from captioning.commands.caption_limits import stopped_by
 from captioning.commands.caption_run import check_resume, record_run
 from captioning.commands.process_start import loop_started
 from captioning.photos.collection import ResumeError, captioned_lines, image_key
@@ -82,6 +83,7 @@ class CaptionPredictor(pl.LightningModule):
         self.held: set[str] = set()
         self.counts = {"failed": 0, "cut": 0, "far": 0}
         self.earlier: list[Path] = []  # parts of earlier runs (not counted by this run's bar)
+        self.captioning = 0  # the photos of the batch being captioned; 0 while the loader reads
 
     def setup(self, stage: str) -> None:
         if self.args.threads:  # Lightning's launcher gave each process its own share of the cores: the user's wins
@@ -149,6 +151,7 @@ class CaptionPredictor(pl.LightningModule):
 
     def predict_step(self, batch: list[dict[str, Any]], batch_idx: int) -> list[Row]:
         fresh = [it for it in batch if not it.get("held")]
+        self.captioning = len(fresh)  # for the line an exception here gets (caption_limits); 0 again at the end
         stacked = getattr(batch, "tensor", None)  # the fresh photos' tensors (held ones have none)
         records = iter(caption_batch(self.captioner, fresh, self.args, self.options, self.names, stacked) if fresh
                        else [])  # fmt: skip
@@ -162,6 +165,7 @@ class CaptionPredictor(pl.LightningModule):
             self.counts["cut"] += bool(rec["truncated"])
             self.counts["far"] += bool(rec["out_of_domain"])
             rows.append(Row(it["id"], "retry" if rec["error"] else "ok", record_line(rec)))
+        self.captioning = 0
         return rows
 
 
@@ -292,6 +296,13 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
         if writer.interrupted:
             raise SystemExit(130) from None
         raise exc
+    except Exception as err:  # out of memory or fds, a worker's batch lost: this process says so (it alone knows)
+        stopped = stopped_by(err, module.captioning, reading=not module.captioning)
+        if stopped is None:
+            raise
+        if module.progress is not None:
+            module.progress.__exit__()
+        fail("caption", f"{stopped}; --resume continues after the photos {parts_folder(args.jsonl)} holds")
     trainer.strategy.barrier("caption: every part written")  # after the loop: uneven shares are all done here
     if module.progress is not None:
         module.progress.__exit__()

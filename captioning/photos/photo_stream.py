@@ -12,16 +12,20 @@ workers take whole batches in turn (worker w: batches w, w + n, ...), so the loa
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.queues
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch._utils import ExceptionWrapper
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from captioning.photos import collection
 from captioning.photos.preprocess import Preprocess
 from captioning.photos.shards import ShardNote, ShardSample, is_shard, iter_shard
+from text_attn.core.errors import one_line
 
 Id = tuple[int, int]  # (source index, sample index in the shard; 0 for a file)
 
@@ -150,16 +154,157 @@ def pack(items: list[dict[str, Any]]) -> PhotoBatch:
             n = it["jpeg"].numel()
             it["jpeg"] = batch.jpegs[start : start + n]  # a view of the one storage
             start += n
+    return _shared(batch) if get_worker_info() is not None else batch
+
+
+# Handing a batch over from a loader worker (issue: a small /dev/shm lost photos with exit 0, or hung).
+# torch moves a batch's tensors into shared memory (/dev/shm) as the worker's queue thread pickles it. There a failure
+# (/dev/shm full: "unable to allocate shared memory", no file descriptor left) is printed and the batch dropped; the
+# loader then skips that batch once its worker ends (photos missing, exit 0) or, with every worker's batches lost,
+# waits for ever. The file_system sharing strategy, a DataLoader timeout or a larger /dev/shm do not remove that: the
+# first needs /dev/shm too, the second misfires on slow photos. So the memory is taken here, in the worker's own
+# thread, where a failure can be answered: such a batch goes through the pipe instead (slower, said once), and
+# anything the queue thread still cannot send reaches the main process as a HandoverError (_HandoverQueue).
+def _shared(batch: PhotoBatch) -> Any:
+    """``batch`` with its tensors in shared memory, or, where that memory cannot be had, a :class:`_Piped` copy."""
+    try:
+        for tensor in _tensors(batch):
+            tensor.share_memory_()  # what the queue thread's pickling would do, here; a no-op for a view's storage
+    except (RuntimeError, OSError) as err:
+        return _Piped(batch, one_line(err, 300))
     return batch
+
+
+def _tensors(batch: PhotoBatch) -> Iterator[torch.Tensor]:
+    for t in (batch.tensor, batch.jpegs):
+        if t is not None:
+            yield t
+    for it in batch:
+        yield from (v for v in it.values() if isinstance(v, torch.Tensor))
+
+
+class _Piped:
+    """A batch's items with their tensors as numpy arrays, pickled by value (each photo's row once) to go through the
+    loader's pipe rather than shared memory; in the main process :func:`_unpiped` makes them the batch again."""
+
+    def __init__(self, batch: PhotoBatch, why: str):
+        self.keys = [[k for k, v in it.items() if isinstance(v, torch.Tensor)] for it in batch]
+        self.items = [
+            {k: v.numpy() if k in ks else v for k, v in it.items()} for it, ks in zip(batch, self.keys, strict=True)
+        ]
+        self.why = why
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unpiped, (self.items, self.keys, self.why)
+
+
+_said: list[str] = []  # the pipe's note, once a loader (photo_batches empties it)
+
+
+def _unpiped(items: list[dict[str, Any]], keys: list[list[str]], why: str) -> PhotoBatch:
+    if not _said:
+        _said.append(why)
+        full = "No space left on device" in why or "unable to allocate shared memory" in why
+        what = "shared memory (/dev/shm) is full" if full else f"no shared memory for the photos ({why})"
+        print(f"caption: note: {what}: photos come from the --workers processes through a pipe instead (slower); "
+              "a larger /dev/shm (docker run --shm-size 1g) or --workers 0 avoids it", file=sys.stderr)  # fmt: skip
+    for it, ks in zip(items, keys, strict=True):
+        it.update((k, torch.from_numpy(it[k])) for k in ks)
+    return pack(items)  # stacked again, here
+
+
+class HandoverError(RuntimeError):
+    """A loader worker could not hand a batch over (its queue thread could not pickle or send it): raised by the loader
+    in the main process, where that batch was due. ``errno``: the cause's, if it had one."""
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
+
+
+class _Lost(ExceptionWrapper):
+    """Sent in place of a batch the worker's queue thread could not send; the loader re-raises it (``reraise``)."""
+
+    def __init__(self, err: BaseException):  # not ExceptionWrapper's: its message is a whole traceback
+        self.reason, self.errno, self.where = one_line(err), getattr(err, "errno", None), "in a loader worker"
+
+    def reraise(self) -> None:
+        raise HandoverError(self.reason, self.errno)
+
+
+class _HandoverQueue(multiprocessing.queues.Queue):
+    """The loader's queues: the result queue's thread in a worker sends :class:`_Lost` for a batch it cannot send,
+    where the standard queue prints a traceback and drops it (and the loader skips it or waits for ever)."""
+
+    def _on_queue_feeder_error(self, e: Exception, obj: Any) -> None:
+        if not (isinstance(obj, tuple) and len(obj) == 2 and not isinstance(obj[1], _Lost)):
+            super()._on_queue_feeder_error(e, obj)
+            return
+        self._sem.acquire()  # as put() does; the queue thread released the lost batch's
+        with self._notempty:  # first in line, where the batch was: the worker's end put after it must not pass it
+            self._buffer.appendleft((obj[0], _Lost(e)))  # (batch index, batch) -> (batch index, why)
+            self._notempty.notify()
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """The default start method's context, making :class:`_HandoverQueue` queues."""
+    base = multiprocessing.get_context()
+
+    class Context(type(base)):  # ForkContext, SpawnContext or ForkServerContext
+        def Queue(self, maxsize: int = 0) -> _HandoverQueue:  # noqa: N802 - multiprocessing's name
+            return _HandoverQueue(maxsize, ctx=self.get_context())
+
+    return Context()
 
 
 def photo_batches(stream: PhotoStream, workers: int) -> DataLoader:
     """Batches (:class:`PhotoBatch`: lists of items, in id order) of ``stream``, read by ``workers`` processes ahead
-    of the model; a few batches in memory at any time, whatever the number of photos."""
+    of the model; a few batches in memory at any time, whatever the number of photos. A batch a worker cannot hand
+    over comes through a pipe, or the loader raises :class:`HandoverError` where it was due (never lost, no hang)."""
+    _said.clear()
+    if workers:
+        _quiet_half_made_loader()
     return DataLoader(
         stream,
         batch_size=stream.batch_size,
         num_workers=workers,
         collate_fn=pack,
         prefetch_factor=2 if workers else None,
+        multiprocessing_context=_context() if workers else None,
+        worker_init_fn=_quiet_sharer if workers else None,
     )
+
+
+def _quiet_sharer(worker: int) -> None:
+    """In a worker: the fd-sharing thread's broken connection (the main process stopped taking a batch, and says why
+    itself: no file descriptor left) is not printed as a traceback; that thread reports through sys.excepthook."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb) -> None:
+        if not (issubclass(kind, (ConnectionError, EOFError)) and _in_sharer(tb)):
+            previous(kind, value, tb)
+
+    sys.excepthook = hook
+
+
+def _in_sharer(tb: Any) -> bool:
+    import traceback
+
+    return any(frame.f_code.co_filename.endswith("resource_sharer.py") for frame, _ in traceback.walk_tb(tb))
+
+
+def _quiet_half_made_loader() -> None:
+    """torch's loader iterator, when starting its workers fails (no file descriptor left), is left half made, and its
+    __del__ then fails on an attribute never set ("Exception ignored in ..."): the run says why it stopped itself.
+    Set once a process."""
+    previous = sys.unraisablehook
+    if getattr(previous, "quiets_loader", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        half_made = isinstance(unraisable.exc_value, AttributeError) and "DataLoaderIter" in repr(unraisable.object)
+        if not half_made:
+            previous(unraisable)
+
+    hook.quiets_loader = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook

@@ -51,6 +51,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from captioning.photos.preprocess import to_rgb
+from captioning.views.file_names import fitted
 from captioning.views.overlay_layout import MARGIN, draw_key, draw_label, draw_title, header_height, key_top, wrap
 from text_attn.core.arrays import evidence_shares, to_numpy
 from text_attn.core.safe_files import atomic_output
@@ -311,9 +312,11 @@ def draw_overlay(
 
 
 def word_filename(stem: str, index: int, word: str) -> str:
-    """``stem-03-circle.png``: 1-based position, the word reduced to safe file-name characters."""
-    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", word).strip("_") or "word"
-    return f"{stem}-{index:02d}-{safe}.png"
+    """``stem-03-circle.png``: 1-based position, the word reduced to safe file-name characters; a long stem cut to
+    fit (captioning.views.file_names)."""
+    safe = (re.sub(r"[^A-Za-z0-9_-]+", "_", word).strip("_") or "word")[:64]
+    tail = f"-{index:02d}-{safe}.png"
+    return f"{fitted(stem, tail)}{tail}"
 
 
 def word_png_size(image_size: tuple[int, int], words: Sequence[str], panel_side: int = WORD_SIDE) -> tuple[int, int]:
