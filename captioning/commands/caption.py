@@ -10,8 +10,9 @@ more than one batch.
 
 ``caption`` output. Plain: with one image, just its caption; with several, ``path<TAB>caption`` per image in input
 order (like grep with one vs several files). ``--json``: one JSON list, one record per image. ``--jsonl FILE``: the
-same records, one per line, written as each batch is done (nothing on stdout); with ``--resume`` the images FILE
-already holds a caption for are skipped and the rest appended. A record:
+same records, one per line, written as each batch is done (nothing on stdout; ``--jsonl -``: on stdout instead of the
+plain lines); with ``--resume`` the images FILE already holds a caption for are skipped and the rest appended. A record
+("image": the path as given, its bytes read as UTF-8 whatever the locale: text_attn.core.os_text.utf8_name):
     {"image": path, "caption": "a red circle ..." | null, "words": [...],
      "attention": [[L floats] per word]   (row t: step t's weights over the grid*grid regions, row-major, sum 1),
      "score": log-probability of the caption / length**length_penalty (greedy, sampled and beam alike),
@@ -81,8 +82,9 @@ from captioning.model.bundled import (  # noqa: F401 - names others import
     text_model_named,
 )
 from text_attn.core import startup_gc
-from text_attn.core.errors import emit, fail, missing, one_line
+from text_attn.core.errors import dash_refused, emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
+from text_attn.core.os_text import utf8_name, utf8_text
 from text_attn.core.safe_files import (
     OutputRefused,
     inert,
@@ -157,6 +159,9 @@ def caption_main(argv: list[str] | None = None) -> int:
 
     cpu_load.start()  # the cores' load is read again once torch is imported (the default --threads)
     args = _parser().parse_args(argv)
+    if args.given:  # UTF-8 typed under another locale (LC_ALL=C): "café", not "caf" and two lone surrogates
+        args.given = [utf8_text(text) for text in args.given]
+    _dash_outputs(args)
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
     if args.max_len < 1:
@@ -214,12 +219,15 @@ def caption_main(argv: list[str] | None = None) -> int:
     check_given(args)
     check_references(args)
     _refuse_missing_files(args)
+    if args.jsonl == "-":  # the records on stdout, one a line as batches are done (no FILE, no FILE.run.json)
+        args.jsonl, args.jsonl_stdout = None, True
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
     # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)
     listed = None
     if "-" in args.images:  # paths on stdin: read here once, and each process is given the same list
-        listed = sys.stdin.read()
+        binary = getattr(sys.stdin, "buffer", None)  # names decoded as the arguments are (image_paths._stdin_names)
+        listed = os.fsdecode(binary.read()) if binary is not None else sys.stdin.read()
         sys.stdin = io.StringIO(listed)
     others = start_others(args.devices, list(sys.argv[1:] if argv is None else argv), listed)
     code = 1
@@ -285,6 +293,21 @@ def _checked_run(args: argparse.Namespace) -> int:
         with protecting(_model_files(args)):  # no --html or --overlay file may replace the model or a demo photo
             return _demo_shapes(captioner, args) if args.demo == "shapes" else _demo_photos(captioner, args)
     return _caption_collection(captioner, args)
+
+
+def _dash_outputs(args: argparse.Namespace) -> None:
+    """``-`` as an output name means stdout, as it means stdin for IMAGE: ``--jsonl -`` writes the records there (in
+    place of the plain lines); a page, a folder of PNGs and the scores are files only, and say so (a file named -
+    is ./-: it was written silently, a second run overwrote it)."""
+    for flag, value, what in (("--html", args.html, "a page"), ("--overlay", args.overlay, "a folder of PNGs"),
+                              ("--scores", args.scores, "a JSON file")):  # fmt: skip
+        if value == "-":
+            fail("caption", dash_refused(flag, what))
+    if args.jsonl == "-" and args.resume:
+        fail("caption", "--resume continues a --jsonl FILE; --jsonl - writes the records to stdout: give a file")
+    if args.jsonl == "-" and args.devices is not None:
+        fail("caption", "--devices merges each process's part into --jsonl OUT, a file; --jsonl - is stdout: give a "
+             "file")  # fmt: skip
 
 
 def _check_processes(args: argparse.Namespace) -> None:
@@ -412,7 +435,8 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
     check_names(args, paths)
     if args.given_file and _first_process():  # the notes on the captions of these photos only (shards: all)
-        given_notes(captioner, args, None if any(is_shard(p) for p in paths) else {Path(p).name for p in paths})
+        names = None if any(is_shard(p) for p in paths) else {utf8_name(Path(p).name) for p in paths}
+        given_notes(captioner, args, names)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written
         files = [p for p in paths if not is_shard(p)]  # a shard's members are named as drawn (protecting)
         refuse_overlap(_outputs(args, files), [*_model_files(args), *paths], stdin="-" in args.images)

@@ -17,6 +17,7 @@ from captioning.commands.caption_given import given_record, no_given_caption, re
 from captioning.model.bundled import BUNDLED_MODEL
 from captioning.views.file_names import fitted
 from text_attn.core.errors import fail, one_line
+from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
 
 
@@ -34,7 +35,8 @@ def _record(name: str, error: str | None = None, item: dict[str, Any] | None = N
     """A record's fields, empty; a shard member's ``item`` adds its img2dataset key and the shard's caption."""
     keys = ("caption", "score", "truncated", "out_of_domain", "note", "grid", "size", "crop_box", "chosen", "overlay")
     member = {"key": item["key"], "reference": item["reference"]} if item is not None and "key" in item else {}
-    return {"image": name, **member, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
+    # the name's bytes as UTF-8 whatever the locale (LC_ALL=C wrote "M\udcc3\udca4dchen.jpg"): --resume finds it
+    return {"image": utf8_name(name), **member, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
 
 
 def caption_items(
@@ -112,7 +114,7 @@ def caption_items(
                 rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"
                 print(f"caption: error: {inert(rec['error'])}", file=sys.stderr)  # a name's line break escaped
             else:
-                rec["overlay"] = str(path)
+                rec["overlay"] = utf8_name(str(path))  # as "image": the same text under every locale
                 print(f"wrote {inert(path)}{extra}", file=sys.stderr)
         out.append(rec)
     return out
@@ -129,6 +131,14 @@ def plain_lines(rec: dict[str, Any], several: bool) -> list[str]:
         probs = " ".join(f"{p:.4g}" for p in [*g["word_probs"], g["end_prob"]])  # 4 digits: 0.9938, 1.2e-05
         lines.append(f"{lead}{g['score']:.4f}\t{inert(g['caption'])}\t{probs}")
     return lines
+
+
+def stdout_lines(rec: dict[str, Any], several: bool, args: argparse.Namespace) -> list[str]:
+    """What a record puts on stdout: with ``--jsonl -`` its JSON Lines line (a failed photo's too, as in a FILE),
+    else its plain lines (:func:`plain_lines`; none for a failed photo: its error is on stderr)."""
+    if getattr(args, "jsonl_stdout", False):
+        return [record_line(rec)]
+    return plain_lines(rec, several) if rec["caption"] is not None else []
 
 
 def rounded_rows(alphas: list[Any]) -> list[RoundedRows]:
@@ -290,7 +300,9 @@ def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]]
 
 def _close_html(report, failed: int) -> None:
     bad = f", {failed} failed" if failed else ""
-    print(f"wrote {report.close(f'{report.sections} image(s){bad}')}", file=sys.stderr)
+    path = report.close(f"{report.sections} image(s){bad}")
+    if path is not None:  # None: the page was given up (its error said so), nothing was written
+        print(f"wrote {inert(path)}", file=sys.stderr)
 
 
 def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from text_attn.core.arrays import digits6
 from text_attn.core.errors import fail
+from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert, text_lines
 from text_attn.core.search_options import search_flags_given
 
@@ -111,7 +112,7 @@ def given_notes(captioner, args: argparse.Namespace, names: set[str] | None = No
 def no_given_caption(name: str, args: argparse.Namespace) -> str | None:
     """Why image ``name`` has no caption to read in --given-file (None: it has, or no --given-file)."""
     by_name = getattr(args, "given_by_name", None)
-    if by_name is None or Path(name).name in by_name:
+    if by_name is None or utf8_name(Path(name).name) in by_name:  # FILE's names are UTF-8, whatever the locale
         return None
     return f"{name}: --given-file {args.given_file} has no caption for {Path(name).name}"
 
@@ -128,7 +129,7 @@ def read_given(captioner, features: Any, items: list[dict[str, Any]], args: argp
         return None
     out = []
     for b, item in enumerate(items):
-        own = captioner.read_texts(features[b : b + 1], by_name[Path(item["name"]).name])  # K lists of 1
+        own = captioner.read_texts(features[b : b + 1], by_name[utf8_name(Path(item["name"]).name)])  # K lists of 1
         out.append(sorted((r[0] for r in own), key=lambda c: -c.score))
     return out
 

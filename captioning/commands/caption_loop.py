@@ -18,8 +18,8 @@ from captioning.commands.caption_batch import (
     _open_html,
     caption_batch,
     drawn_overlays,
-    plain_lines,
     record_line,
+    stdout_lines,
 )
 from captioning.commands.caption_run import check_resume, record_run
 from text_attn.core.errors import close_quietly, emit, fail, one_line
@@ -123,7 +123,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
                 records += batch
             else:
                 for rec in batch:
-                    for line in plain_lines(rec, several) if rec["caption"] is not None else ():
+                    for line in stdout_lines(rec, several, args):  # --jsonl -: the record's line
                         emit("caption", line)  # a name or word with a line break or tab cannot forge a line
             if args.references and not args.jsonl:
                 captions.update((rec["image"], rec["caption"]) for rec in batch if rec["caption"] is not None)

@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
         help="rank beams by score / length**this (default: the model file's choice, chosen on validation data, else 0)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON list with per-word attention (see docs)")
-    p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done")
+    p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done (- : "
+                   "to stdout, in place of the plain lines; ./- for a file named -)")  # fmt: skip
     p.add_argument(
         "--resume",
         action="store_true",

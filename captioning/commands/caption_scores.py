@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import fail
+from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
 from text_attn.core.score_options import check_score_options, write_scores
 
@@ -37,7 +38,7 @@ def check_names(args: argparse.Namespace, paths: list[str]) -> None:
     by_name = getattr(args, "references_by_name", None)
     if by_name is None or any(is_shard(p) for p in paths):
         return
-    if not any(Path(p).name in by_name for p in paths):
+    if not any(utf8_name(Path(p).name) in by_name for p in paths):  # FILE's names are UTF-8, whatever the locale
         fail("caption", f"--references {args.references} names none of the {len(paths)} photo(s) given (a photo is "
              f"found by its file name, e.g. {Path(paths[0]).name})")  # fmt: skip
 

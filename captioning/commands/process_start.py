@@ -72,7 +72,7 @@ def start_others(devices: int, argv: list[str], stdin: str | None = None) -> Oth
     listed = None
     if stdin is not None:  # a file, not a pipe: nothing here waits for the others to read it
         with tempfile.NamedTemporaryFile("wb", delete=False, prefix="caption-stdin-") as out:
-            out.write(stdin.encode())
+            out.write(os.fsencode(stdin))  # the bytes it read: each process decodes them as the first did
         listed = out.name
     try:
         for rank in range(1, devices):

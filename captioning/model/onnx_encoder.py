@@ -19,6 +19,8 @@ frozen EfficientNet-Lite encoder without gradients, on the CPU, in float32 and o
 - ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or does not load, the export fails (an unwritable
   cache folder too) or a session fails to start or run, PyTorch runs, for good for those weights and that size, and
   ``status()`` says why (benchmarks/speed.py prints it).
+- ONNX Runtime's telemetry is off (``ORT_DISABLE_TELEMETRY=1`` before it is imported: :func:`_runtime`): a captioning
+  run writes nothing under ``~/.cache/Microsoft`` and gets no warning of it on stderr.
 """
 
 from __future__ import annotations
@@ -37,8 +39,25 @@ from text_attn.core.safe_files import cache_path, make_private_dirs
 
 _why_not = ""  # why the last encoder ran in PyTorch, for status()
 _ran = False  # whether ONNX Runtime ran an encoder in this process
+_silenced = False  # onnxruntime's telemetry and default logger set (_runtime)
 _sessions: dict[tuple, object] = {}  # (graph file, threads) -> InferenceSession, shared by encoders in one process
 KEEP = 8  # graphs the cache folder keeps: the bundled model at its size, a few trained ones, and room to switch back
+
+
+def _runtime():
+    """onnxruntime, imported without its telemetry: on import it wrote a device ID under ~/.cache/Microsoft (or
+    $XDG_CACHE_HOME) and, where it could not, printed a coloured warning on stderr, whatever NO_COLOR or the session's
+    log level said. ``ORT_DISABLE_TELEMETRY=1`` (onnxruntime's own switch; a value the user set is kept) stops both;
+    it is read at import, so it is set first. Its default logger then says errors only, as the sessions do."""
+    global _silenced
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime
+
+    for call, value in () if _silenced else (("disable_telemetry_events", ()), ("set_default_logger_severity", (3,))):
+        if hasattr(onnxruntime, call):  # imported before this (by another library): no events, no warnings from now
+            getattr(onnxruntime, call)(*value)
+    _silenced = True  # once a process: _session asks for it every batch
+    return onnxruntime
 
 
 def enabled() -> bool:
@@ -48,9 +67,7 @@ def enabled() -> bool:
 def status() -> str:
     """One line: which library ran the frozen encoder last (ONNX Runtime, or PyTorch and why)."""
     if _ran:
-        import onnxruntime
-
-        return f"ONNX Runtime {onnxruntime.__version__}"
+        return f"ONNX Runtime {_runtime().__version__}"
     return f"PyTorch ({_why_not or 'no frozen EfficientNet-Lite encoder ran yet'})"
 
 
@@ -74,8 +91,7 @@ def _versions() -> str:
     """What else shapes the graph: the exporter, the runtime, the EfficientNet-Lite package whose blocks it traces."""
     from importlib.metadata import PackageNotFoundError, version
 
-    import onnxruntime
-
+    onnxruntime = _runtime()
     found = []
     for package in ("onnx", "efficientnet-lite-pytorch"):
         try:
@@ -142,7 +158,7 @@ def prune(folder: Path, keep: int = KEEP) -> None:
 
 
 def _session(path: Path, graph: bytes, threads: int):
-    import onnxruntime as ort
+    ort = _runtime()
 
     key = (str(path), threads)
     if key not in _sessions:
@@ -206,7 +222,7 @@ def onnx_body(module: nn.Module, shape: tuple[int, int]) -> OnnxBody | None:
     if not enabled():
         return pytorch_runs("CAPTION_ONNX=0")
     try:
-        import onnxruntime  # noqa: F401
+        _runtime()
     except ImportError:
         return pytorch_runs("onnxruntime is not installed")
     except Exception as error:  # a broken install (a missing shared library, ...)

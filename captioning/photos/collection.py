@@ -18,6 +18,7 @@ from torch.utils.data import Dataset
 
 from captioning.photos.photo_check import photo_stats
 from captioning.photos.preprocess import ImageReadError, Preprocess, load_photo
+from text_attn.core.os_text import os_name, utf8_name
 from text_attn.core.safe_files import text_lines, write_text
 
 
@@ -28,9 +29,11 @@ class ResumeError(ValueError):
 def image_key(path: str) -> str:
     """What identifies an image between runs: its absolute, normalised path with its folder's links resolved
     (``rs/a.jpg``, ``./rs/a.jpg``, ``$PWD/rs/a.jpg`` and ``link-to-rs/a.jpg`` are one image), relative paths taken
-    from the working directory. The folder only: resolved once per folder (:func:`_real_folder`), not per photo."""
+    from the working directory. The folder only: resolved once per folder (:func:`_real_folder`), not per photo.
+    ``path`` as the file functions take it; the key as records name it (os_text.utf8_name: the same under every
+    locale)."""
     folder, name = os.path.split(os.path.abspath(path))
-    return os.path.join(_real_folder(folder), name)
+    return utf8_name(os.path.join(_real_folder(folder), name))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -63,7 +66,7 @@ def captioned_lines(jsonl: Path) -> list[tuple[str, str]]:
                 "(give that file, or a new one without --resume)"
             )
         if rec.get("error") is None:
-            held.append((image_key(rec["image"]), line))
+            held.append((image_key(os_name(rec["image"])), line))  # a record's name is UTF-8 (os_text)
     return held
 
 

@@ -27,7 +27,7 @@ def image_paths(
     skipped = {os.path.realpath(s) for s in skip}
     for item in items:
         if item == "-":
-            lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else sys.stdin))  # Windows lists too
+            lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else _stdin_names()))  # Windows too
             # a list saved by a Windows editor or PowerShell may start with a byte-order mark: not part of the path
             lines = (line.removeprefix("\ufeff") if n == 0 else line for n, line in enumerate(lines))
             yield from image_paths((line for line in lines if line.strip() and line != "-"), None, empty, skip)
@@ -49,3 +49,15 @@ def image_paths(
                 empty.append(item)
         else:
             yield item
+
+
+def _stdin_names() -> Iterator[str]:
+    """Stdin's lines decoded as the system decodes the arguments (os.fsdecode: a byte the locale cannot read kept as
+    a lone surrogate, so the file opens): read as text, stdin's own encoding failed on a UTF-8 name under
+    ``PYTHONIOENCODING=ascii`` or ``LC_ALL=C`` (a UnicodeDecodeError traceback)."""
+    binary = getattr(sys.stdin, "buffer", None)
+    if binary is None:  # a stdin of text only (a test's, or the list --devices read once): as it is
+        yield from sys.stdin
+        return
+    for line in binary:
+        yield os.fsdecode(line)

@@ -41,3 +41,16 @@ def test_a_page_that_cannot_be_finished_leaves_the_old_one_whole(tmp_path, monke
     finished.add("<section>one</section>")
     assert finished.close() == path and path.read_text().endswith("</html>\n") and "one" in path.read_text()
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_a_name_that_is_not_utf8_is_written_readably(tmp_path):
+    """caption --html on a photo named b"\\xff.jpg" (a lone surrogate in Python) ended the page with a
+    UnicodeEncodeError and wrote nothing: the name is shown as its byte, and any other such text still writes."""
+    from text_attn.core.html_page import HtmlPage, escape
+
+    page = HtmlPage(tmp_path / "p.html", "t")
+    page.add("<h2>" + escape("n/\udcff.jpg") + "</h2>")
+    page.add('<script type="application/json">{"w":"\udcff"}</script>')  # not made readable: still written
+    assert page.close() == tmp_path / "p.html"
+    text = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert "<h2>n/\\xff.jpg</h2>" in text and '{"w":"\\udcff"}' in text

@@ -178,6 +178,25 @@ def test_control_characters_are_shown_not_sent():
     assert inert("Zwei Hunde laufen über die Straße.") == "Zwei Hunde laufen über die Straße."
 
 
+def test_a_file_names_bytes_that_are_not_utf8_are_shown_as_bytes():
+    """A lone surrogate (a name's byte that is not UTF-8, as Python decodes it) could not be encoded by any stream
+    or page, and written raw, a byte 0x9b is a terminal's CSI: shown as the byte's escape instead."""
+    assert inert("n/\udcff\udc9b.jpg") == "n/\\xff\\x9b.jpg" == safe_files.readable("n/\udcff\udc9b.jpg")
+    assert safe_files.readable("a\ud800b\x1b") == "a\\ud800b\x1b"  # only the surrogates
+    assert "\udcff".translate(safe_files._INERT_STREAM).encode("ascii") == b"\\xff"
+    # bytes that are UTF-8, as a process under LC_ALL=C decodes them: their character (a control one escaped)
+    assert inert("u/M\udcc3\udca4dchen.jpg") == "u/Mädchen.jpg" and inert("\udcc2\udc9b") == "\\x9b"
+
+
+def test_an_inert_stream_escapes_what_its_encoding_cannot_hold():
+    import io
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")  # PYTHONIOENCODING=ascii
+    assert safe_files._InertStream(out).write("Mädchen \udcff\n") == 10
+    out.flush()
+    assert out.buffer.getvalue() == b"M\\xe4dchen \\xff\n"
+
+
 def test_a_commands_streams_are_inert_while_it_runs(capsys):
     @safe_files.inert_output
     def main() -> int:

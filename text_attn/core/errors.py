@@ -64,6 +64,9 @@ def emit(prog: str, text: str) -> None:
     took a short write (a pipe whose reader left after 64 KiB of one large ``caption --json`` list) as the whole and
     dropped the rest without an error, exit code 0."""
     line = inert(text, lines=True) + "\n"
+    # a character the encoding cannot hold (PYTHONIOENCODING=ascii, LC_ALL=C): its escape, not a traceback
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    encoded = line.encode(encoding, "backslashreplace")
     try:
         sys.stdout.flush()
         fd = sys.stdout.fileno()
@@ -71,10 +74,10 @@ def emit(prog: str, text: str) -> None:
         fd = None
     try:
         if fd is None:
-            sys.stdout.write(line)
+            sys.stdout.write(encoded.decode(encoding))
             sys.stdout.flush()
             return
-        data = memoryview(line.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+        data = memoryview(encoded)
         while data:
             data = data[os.write(fd, data) :]  # a short write: the rest again (a gone reader: EPIPE)
     except OSError as err:
@@ -89,6 +92,13 @@ def stdout_failed(prog: str, err: OSError) -> None:
     except (OSError, ValueError, AttributeError):  # a stdout with no file behind it (a test's capture)
         pass
     fail(prog, f"cannot write stdout: {one_line(err)}")
+
+
+def dash_refused(flag: str, what: str) -> str:
+    """The line for ``-`` given to an output that only a file (or folder) can be: ``-`` is stdin or stdout, never a
+    file named "-" (which ``./-`` names). ``what``: what the option writes ("a page", "a folder of PNGs")."""
+    kind = "folder" if "folder" in what else "file"
+    return f"{flag} -: {flag} writes {what}, not stdout; use ./- for a {kind} named -"
 
 
 def finite_float(text: str) -> float:

@@ -37,7 +37,7 @@ def run_and_leave(main: Callable[[], Any]) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe (caption ... | head): what could be written was
+        except (OSError, ValueError, AttributeError):  # a closed pipe (caption ... | head): what could be written was
             pass
     os._exit(code)
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from text_attn.core.arrays import to_numpy
-from text_attn.core.safe_files import atomic_output
+from text_attn.core.safe_files import atomic_output, readable
 
 # Everything the page may load comes from itself: inline styles and scripts, data: images; no fetch of any kind.
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -102,8 +102,9 @@ document.addEventListener("keydown", (ev) => {
 
 
 def escape(text: Any) -> str:
-    """Text for HTML content and quoted attributes (``<``, ``>``, ``&``, quotes escaped)."""
-    return html.escape(str(text), quote=True)
+    """Text for HTML content and quoted attributes (``<``, ``>``, ``&``, quotes escaped; a file name's byte that is
+    not UTF-8 shown as ``\\xff``: a lone surrogate cannot be written in a UTF-8 page)."""
+    return html.escape(readable(text), quote=True)
 
 
 def script_json(data: Any) -> str:
@@ -155,7 +156,8 @@ class HtmlPage:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._stack = contextlib.ExitStack()
             tmp = self._stack.enter_context(atomic_output(self.path))  # a link, FIFO or device is refused
-            self._out = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed by close() or discard()
+            # backslashreplace: text no family code made readable (a lone surrogate) still writes, never ends the page
+            self._out = open(tmp, "w", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115 - closed below
         self._write(
             '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'

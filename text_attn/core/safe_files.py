@@ -23,6 +23,7 @@ import contextlib
 import errno
 import functools
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -87,7 +88,12 @@ def _temporary_prefix(path: Path) -> str:
     except (OSError, ValueError):
         longest = 255
     room = max(1, longest - len(b"..") - 8 - len(b".tmp"))
-    name = path.name.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+    name = path.name[:room]
+    try:  # counted in the file system's bytes: under LC_ALL=C, "Mädchen" (its UTF-8 bytes as surrogates) must stay so
+        while len(os.fsencode(name)) > room:
+            name = name[:-1]
+    except UnicodeError:  # a name the file system cannot spell: the rename says so; the temporary file needs none
+        name = "output"
     return f".{name}."
 
 
@@ -378,6 +384,11 @@ def cache_path(folder: str | Path, name: str, what: str) -> Path:
 # C0 controls, DEL, C1 controls, and the bidirectional overrides (which reorder what follows on screen)
 _CONTROLS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 _ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS}
+# Lone surrogates: a file name's byte that is not UTF-8 (U+DC80 + byte, as Python decodes it) shown as that byte,
+# \xff; no stream or page can encode them (a traceback), and written raw a byte 0x9b is a terminal's CSI.
+_SURROGATES = {c: (f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}") for c in range(0xD800, 0xE000)}
+_READABLE = str.maketrans(_SURROGATES)
+_ESCAPES.update(_SURROGATES)
 _INERT = str.maketrans(_ESCAPES)
 _INERT_LINES = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t"})
 _INERT_STREAM = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t\r"})
@@ -393,10 +404,31 @@ def text_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _joined(text: str) -> str:
+    """Lone surrogates that together are UTF-8 (a name's bytes as a process under LC_ALL=C decodes them:
+    "M\\udcc3\\udca4dchen") as the character they make ("Mädchen"); the rest as it was."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
+    except UnicodeError:  # a surrogate no byte gave (from a JSON text): left for the escapes
+        return text
+
+
+def readable(text: Any) -> str:
+    """``text`` with its lone surrogates shown as escapes (a file name's byte that is not UTF-8: ``\\xff``; bytes
+    that are UTF-8, as their character), so that it can be encoded, as a page's or a stream's text; nothing else
+    changed (:func:`inert` does this too)."""
+    return _joined(str(text)).translate(_READABLE)
+
+
 def inert(text: Any, lines: bool = False) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``), so printing it sends the terminal no
     command. ``lines``: keep newlines and tabs (a multi-line text); else they are escaped too (a name, one field)."""
-    return str(text).translate(_INERT_LINES if lines else _INERT)
+    return _joined(str(text)).translate(_INERT_LINES if lines else _INERT)
 
 
 class _InertStream:
@@ -407,7 +439,12 @@ class _InertStream:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(text.translate(_INERT_STREAM))
+        shown = _joined(text).translate(_INERT_STREAM)
+        try:
+            self._stream.write(shown)
+        except UnicodeEncodeError:  # a stream that cannot hold a character (PYTHONIOENCODING=ascii): its escape
+            encoding = getattr(self._stream, "encoding", None) or "utf-8"
+            self._stream.write(shown.encode(encoding, "backslashreplace").decode(encoding))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, buffer, ...

@@ -56,6 +56,9 @@ def holding(main: Callable[[], Any]) -> Callable[[], Any]:
     in-process and never holds."""
 
     def script() -> Any:
+        from text_attn.core.os_text import standard_streams
+
+        standard_streams()  # started with stdout or stderr closed (>&-): as a broken pipe, not a traceback
         hold()
         prog = os.path.basename(sys.argv[0]) or "python"
         try:

@@ -13,8 +13,18 @@ from typing import Any
 
 from text_attn.core import startup_gc
 from text_attn.core.casing import changed_reading
-from text_attn.core.errors import ArgumentParser, close_quietly, emit, fail, missing, one_line, stdout_failed
+from text_attn.core.errors import (
+    ArgumentParser,
+    close_quietly,
+    dash_refused,
+    emit,
+    fail,
+    missing,
+    one_line,
+    stdout_failed,
+)
 from text_attn.core.fast_exit import leaving
+from text_attn.core.os_text import utf8_text
 from text_attn.core.safe_files import (
     inert,
     inert_output,
@@ -179,7 +189,8 @@ def _parser() -> argparse.ArgumentParser:
         "(benchmarks/alignment_error.py), alignment error of the bundled models, both taught to align: the "
         "Transformer 18.2 by attention, 17.9 by evidence (no clear winner); the GRU (--model bahdanau) 31.3 and 24.9",
     )
-    p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout")
+    p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout (- : stdout; "
+                   "./- for a file named -)")  # fmt: skip
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
         "--threads",
@@ -260,7 +271,8 @@ def _translate_stream(
     from tqdm.auto import tqdm
 
     if not args.sentences and hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8: one line each, below
-        sys.stdin.reconfigure(errors="surrogateescape")
+        # UTF-8 whatever the locale: under LC_ALL=C or PYTHONIOENCODING=ascii valid German was "not valid UTF-8"
+        sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
     source = args.sentences or (line.rstrip("\n") for line in sys.stdin)
     total = len(args.sentences) if args.sentences else None
     quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
@@ -534,6 +546,16 @@ def translate_main(argv: list[str] | None = None) -> int:
 
 
 def _translate_main(args: argparse.Namespace) -> int:
+    # UTF-8 typed under another locale (LC_ALL=C): read as UTF-8, not refused as "not valid UTF-8 text"
+    args.sentences = [utf8_text(s) for s in args.sentences]
+    args.given = [utf8_text(t) for t in args.given] if args.given else args.given
+    if args.output == "-":  # stdout, as '-' for the input is stdin
+        args.output = None
+    for flag, value, what in (("--html", args.html, "a page"), ("--plot", args.plot, "PNG images"),
+                              ("--alignments", args.alignments, "a file beside the translations"),
+                              ("--scores", args.scores, "a JSON file")):  # fmt: skip
+        if value == "-":
+            fail("translate", dash_refused(flag, what))
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("translate", f"--beam-size must be at least 1, got {args.beam_size}")
     sizes = (("--batch-size", args.batch_size), ("--threads", args.threads), ("--max-len", args.max_len))
@@ -677,7 +699,9 @@ def _translate_main(args: argparse.Namespace) -> int:
             close_quietly(align)
         if report is not None:
             lost = f", {progress['failed']} failed" if progress.get("failed") else ""
-            print(f"wrote {report.close(f'{report.sections} sentence(s){lost}')}", file=sys.stderr)
+            written = report.close(f"{report.sections} sentence(s){lost}")
+            if written is not None:  # None: the page was given up (its error said so), nothing was written
+                print(f"wrote {inert(written)}", file=sys.stderr)
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
     if not interrupted:
         closing_notes(args, progress, progress.get("done", 0))

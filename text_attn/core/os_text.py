@@ -1,0 +1,107 @@
+"""Text and standard streams as the operating system hands them to a command, made the same whatever the locale.
+
+- **Text typed as arguments** (a German sentence, ``--given CAPTION``): Python decodes argv with the locale's
+  encoding, so under ``LC_ALL=C`` the UTF-8 bytes of "Mädchen" arrived as lone surrogates and were refused as "not
+  valid UTF-8". :func:`utf8_text` reads them as UTF-8 where they are.
+- **File names in records** (``caption --jsonl``'s "image"): :func:`utf8_name` gives a name's bytes read as UTF-8
+  whatever the locale, a byte that is not UTF-8 kept as the lone surrogate U+DC80 + byte (Python's surrogateescape),
+  so a record written under one locale is found again (``--resume``) under another; :func:`os_name` turns such a name
+  back into the form this process's file functions take.
+- **Standard streams started closed** (``>&-``, ``2>&-``): :func:`standard_streams`.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import sys
+
+
+def utf8_text(text: str) -> str:
+    """``text`` (an argument, as Python decoded it with the locale's encoding) read as UTF-8 where its bytes are
+    UTF-8; else as it was (bytes that are not UTF-8 stay lone surrogates, which the caller refuses)."""
+    try:
+        return os.fsencode(text).decode("utf-8")
+    except UnicodeError:  # not UTF-8 bytes, or text the locale's encoding cannot hold: already decoded
+        return text
+
+
+def utf8_name(name: str) -> str:
+    """A file name (as this process's file functions give it) as its bytes read as UTF-8, each byte that is not UTF-8
+    as the lone surrogate U+DC80 + byte: the same text under every locale, and ``name.encode("utf-8",
+    "surrogateescape")`` gives the bytes back."""
+    try:
+        return os.fsencode(name).decode("utf-8", "surrogateescape")
+    except UnicodeError:  # a name no file can have here (read from a file, not from the system): kept
+        return name
+
+
+def os_name(name: str) -> str:
+    """The inverse of :func:`utf8_name`: a name kept as UTF-8 text (a record's) in the form this process's file
+    functions take (under ``LC_ALL=C``, "Mädchen.jpg" is "M\\udcc3\\udca4dchen.jpg" to them)."""
+    try:
+        return os.fsdecode(name.encode("utf-8", "surrogateescape"))
+    except UnicodeError:
+        return name
+
+
+class ClosedStdout(io.TextIOBase):
+    """Stdout of a command started with it closed (``caption ... >&-``): every write fails as one to a pipe whose
+    reader left does, so the output it was meant for ends the command with the same one line and exit code 2
+    (text_attn.core.errors.emit); a run whose output goes to files writes nothing here and succeeds."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _unusable(fd: int) -> bool:
+    """Whether standard descriptor ``fd`` is closed, or open the wrong way round: a stream started closed whose
+    number a shell wrapper took for its script (pyenv's shims: ``caption 2>&-`` met a stderr open for reading)."""
+    try:
+        import fcntl
+    except ImportError:  # no fcntl (Windows): closed or not
+        try:
+            os.fstat(fd)
+        except OSError:
+            return True
+        return False
+    try:
+        mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+    except OSError:
+        return True
+    return mode == (os.O_WRONLY if fd == 0 else os.O_RDONLY)
+
+
+def standard_streams() -> None:
+    """Make up for standard streams the command was started without (Python then sets ``sys.stdout`` etc. to None,
+    or to a stream on a descriptor it cannot write, and the first print was a traceback, exit code 1). Such a
+    descriptor gets the null device, so that no file opened later takes its number (a library writing to
+    descriptor 2 would write into it); stdin reads as empty, stderr's lines are dropped (the exit code stays the
+    run's), stdout is :class:`ClosedStdout`."""
+    lost = []
+    for fd in (0, 1, 2):
+        if _unusable(fd):
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            lost.append(fd)
+    if 0 in lost or sys.stdin is None:
+        sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)  # noqa: SIM115
+    if 2 in lost or sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    if 1 in lost or sys.stdout is None:
+        sys.stdout = ClosedStdout()
