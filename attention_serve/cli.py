@@ -28,8 +28,8 @@ from text_attn.core.fast_exit import leaving
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # --max-search and --max-evidence at --timeout 120 (their defaults scale with it): the worst request they allow took
-# 20 s and 5 s of one core of this project's 2-core machine (docs/serve.md), well inside the timeout
-SEARCH_AT_120, EVIDENCE_AT_120 = 8192, 4000
+# ~24 s and ~5 s of one core of this project's 2-core machine (docs/serve.md), well inside the timeout
+SEARCH_AT_120, EVIDENCE_AT_120 = 2_500_000, 4000
 MIN_MEGAPIXELS = 0.1  # --max-pixels below it (a 316 x 316 photo) is refused: 1e-9 rounded to 0 and refused every photo
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds (localhost is 127.0.0.1)
 # log lines of LitServe's and uvicorn's dropped (apis.LinesWithout): a page switched off, a count of cancelled requests
@@ -51,7 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on: 127.0.0.1 (default), 0.0.0.0 or ::")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     p.add_argument("--api-key", help="require this key on every API request (Authorization: Bearer KEY or X-API-Key; "
-                   "default: $ATTENTION_SERVE_API_KEY, else none)")  # fmt: skip
+                   "default: $ATTENTION_SERVE_API_KEY, else none). Prefer the variable: a key on the command line is "
+                   "in the process list (/proc/PID/cmdline), which every local user can read")  # fmt: skip
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a name the Host header may give (repeat for more; '*': any). Bound to 127.0.0.1 the "
+                   "server answers only localhost, 127.0.0.1 and [::1] (a guard against DNS rebinding: a web page "
+                   "whose name is pointed at this machine); bound to 0.0.0.0 or ::, any name unless this is "
+                   "given")  # fmt: skip
     p.add_argument("--max-upload-mb", type=float, default=20,
                    help="largest request body, MiB (default: 20): a photo sent as JSON base64 is 4/3 its size, as a "
                    "raw or multipart body its own")  # fmt: skip
@@ -60,13 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-sentences", type=int, default=64, help="sentences in one /translate request (default: 64)")
     p.add_argument("--max-chars", type=int, default=1000, help="characters in one sentence (default: 1000)")
     p.add_argument("--max-search", type=int,
-                   help="a /translate request's source tokens together x its beam_size: a search's cost grows with "
-                   f"both (default: {SEARCH_AT_120:,} at --timeout 120, in proportion to --timeout: the widest "
-                   "search it allows took 20 s of one core, docs/serve.md)")  # fmt: skip
+                   help="steps a /translate request's decoding may take, per sentence of S source tokens S x S + "
+                   "beams x T x (S + T), T the output at its longest (max_len, else 2 x (S + 1) + 10, at most 512; "
+                   f"a given text's tokens + 1) (default: {SEARCH_AT_120:,} at --timeout 120, in proportion to "
+                   "--timeout: the costliest request it allows took ~24 s of one core, docs/serve.md)")  # fmt: skip
     p.add_argument("--max-evidence", type=int,
-                   help="model steps evidence=1 may take in one /translate request, each source token x each output "
-                   f"token at its longest (default: {EVIDENCE_AT_120:,} at --timeout 120, in proportion to "
-                   "--timeout: ~5 s of one core at worst)")  # fmt: skip
+                   help="model steps evidence=1 may take in one request: /translate, each source token x each "
+                   "output token at its longest; /caption, each region (and none) x each word (default: "
+                   f"{EVIDENCE_AT_120:,} at --timeout 120, in proportion to --timeout: ~5 s of one core at "
+                   "worst)")  # fmt: skip
     p.add_argument("--max-pixels", type=float, default=89.5,
                    help="largest photo in megapixels, read from its header (default: 89.5, caption's "
                    "decompression-bomb guard)")  # fmt: skip
@@ -134,7 +142,9 @@ def _check(args: argparse.Namespace) -> None:
              f"{args.max_pixels:g}")  # fmt: skip
     if args.caption_model == "none" and args.text_model == "none":
         fail("attention-serve", "--caption-model none and --text-model none: nothing to serve")
+    typed_key = bool(args.api_key)
     args.api_key = args.api_key or os.environ.get("ATTENTION_SERVE_API_KEY") or None
+    args.allowed_hosts = _allowed_hosts(args.host, args.allowed_host)
     from attention_serve.models import check_files
     from text_attn.core.modelfile import ModelFileError
 
@@ -150,6 +160,23 @@ def _check(args: argparse.Namespace) -> None:
         fail("attention-serve", f"cannot listen on {args.host}:{args.port}: {err.strerror or one_line(err)}")
     if args.accelerator == "cuda":
         _check_gpus(args.devices)
+    if typed_key:  # once the options are good (a refusal stays one line), where the one who typed it sees it
+        print("attention-serve: note: --api-key puts the key in the process list, readable by every local user; "
+              "give it as $ATTENTION_SERVE_API_KEY instead", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _allowed_hosts(host: str, names: list[str]) -> frozenset[str] | None:
+    """The Host header names the server answers (limits.host_allowed; None: any): bound to 127.0.0.1, the loopback
+    names and ``names`` (--allowed-host); bound to every address, ``names`` and the loopback names when any is given,
+    else any; '*' among them: any."""
+    from attention_serve.limits import LOOPBACK_NAMES, host_name
+
+    given = {host_name(n) for n in names}
+    if "" in given:
+        fail("attention-serve", "--allowed-host needs a name (e.g. --allowed-host myhost.example)")
+    if "*" in given or (host != "127.0.0.1" and not given):
+        return None
+    return frozenset(LOOPBACK_NAMES | given)
 
 
 def _check_gpus(devices: str) -> None:
@@ -183,7 +210,7 @@ def build_server(args: argparse.Namespace, template=None):
     limits = Limits(max_upload_bytes=int(args.max_upload_mb * 2**20), max_pixels=int(args.max_pixels * 1e6),
                     max_sentences=args.max_sentences, max_chars=args.max_chars, max_queue=args.max_queue,
                     read_timeout=args.read_timeout, api_key=args.api_key, max_search=args.max_search,
-                    max_evidence=args.max_evidence)  # fmt: skip
+                    max_evidence=args.max_evidence, allowed_hosts=getattr(args, "allowed_hosts", None))  # fmt: skip
     batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": args.threads,
                 "idle_wait": args.idle_wait}  # fmt: skip
     lit_apis = []
@@ -298,7 +325,7 @@ def serve_main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)  # fmt: skip
         if args.host not in LOOPBACK and not args.api_key:
             print(f"attention-serve: note: listening on {args.host}, reachable from other machines, with no "
-                  "authentication: anyone who can reach it can use it (give --api-key KEY to require a key)",
+                  "authentication: anyone who can reach it can use it (set $ATTENTION_SERVE_API_KEY to require a key)",
                   file=sys.stderr, flush=True)  # fmt: skip
 
     server.on_serving = serving

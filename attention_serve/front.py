@@ -33,8 +33,10 @@ from attention_serve.limits import (
     TRANSLATE_OPTIONS,
     ClientError,
     Limits,
+    check_caption_work,
     check_work,
     cut,
+    host_allowed,
     parse_options,
     sentences_of,
     shown,
@@ -50,6 +52,12 @@ SECURITY_HEADERS = [
     (b"cache-control", b"no-store"),
 ]
 IMAGE_TYPES = ("image/", "application/octet-stream")
+# The paths this server answers: LitServe's routes, the page and FastAPI's description. Starlette matches a route by a
+# regex ending in "$", which also matches before a final newline: "/info\n" (sent as /info%0A) reached /info's route
+# and the workers while the checks here, comparing paths exactly, saw another path (no key, no limits). So only these
+# exact paths go on to the routes; any other is a 404 here, never routed.
+PATHS = frozenset({"/", "/caption", "/translate", "/info", "/health", "/openapi.json"})
+JSON_THREAD = 1 << 16  # a JSON body larger than this (bytes) is parsed in a thread: the event loop keeps serving
 
 
 def log(line: str) -> None:
@@ -237,10 +245,19 @@ class Front:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path, method = scope["path"], scope["method"]
+        send = _with_headers(send)  # every answer: nosniff, no-store
+        try:
+            if not host_allowed(scope["headers"], self.limits.allowed_hosts):
+                raise ClientError(400, f"the Host header {shown(_host(scope['headers']))} is not a name this "
+                                  "server answers to (a guard against DNS rebinding; --allowed-host NAME adds "
+                                  "one)")  # fmt: skip
+            if path not in PATHS:  # what Starlette would route elsewhere or nowhere (PATHS): refused, never routed
+                raise ClientError(404, "Not Found")
+        except ClientError as err:
+            return await self._refuse(send, method, path, err)
         if path == "/" and method in ("GET", "HEAD"):
             return await self._page(send)
         api = path in ("/caption", "/translate")
-        send = _with_headers(send)  # every answer: nosniff, no-store
         if path == "/health" and method in ("GET", "HEAD"):
             return await self._health(send)
         try:
@@ -355,13 +372,17 @@ class Front:
             if ctype != "application/json":
                 raise ClientError(415, f"send JSON (Content-Type: application/json), not "
                                   f"{shown(ctype) if ctype else 'no type'}")  # fmt: skip
-            sentences, given = sentences_of(_json(body), self.limits)
+            sentences, given = sentences_of(await _parsed(body, self.limits.json_values), self.limits)
             options = parse_options(_merged(query, given), TRANSLATE_OPTIONS, served.defaults, self.limits.max_chars)
             tokens = [len(served.extra["tokenize"](s)) for s in sentences]  # as the worker reads them (apis.py)
-            check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high))
+            # the given text as the worker reads it: its tokens are the steps (text_attn Translator.read_tokens)
+            read = len(served.extra["target_tokens"](options["given"])) if "given" in options else None
+            check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read)
             return {"sentences": sentences, "options": options}
         image, given = await self._upload(ctype, body, scope)
         options = parse_options(_merged(query, given), CAPTION_OPTIONS, served.defaults, self.limits.max_chars)
+        words = len(served.extra["words"](options["given"])) if "given" in options else None  # as the worker reads it
+        check_caption_work(options, self.limits, served.extra["regions"], int(CAPTION_OPTIONS["max_len"].high), words)
         async with self.preparing:
             photo = await asyncio.to_thread(prepare_photo, image, served, self.limits)
         return {**photo, "options": options}
@@ -371,10 +392,11 @@ class Front:
         if ctype.startswith(IMAGE_TYPES):
             return body, {}
         if ctype == "application/json":
-            data = _json(body)
+            data = await _parsed(body, self.limits.json_values)
             if not isinstance(data, dict) or not isinstance(data.get("image"), str):
                 raise ClientError(422, 'send {"image": "<base64 of the file>", ...options} as JSON')
-            image = _base64_image(data.pop("image"))
+            text = data.pop("image")
+            image = _base64_image(text) if len(text) <= JSON_THREAD else await asyncio.to_thread(_base64_image, text)
             if not image:
                 raise ClientError(422, '"image" is empty')
             return image, data
@@ -416,6 +438,9 @@ class Front:
 DATA_URL = re.compile(r"data:image/[a-z0-9.+-]+(;[a-z0-9.+-]+=[^;,]*)*;base64", re.IGNORECASE)
 
 
+SPACE, ASCII_SPACE = re.compile(r"\s+"), b" \t\n\r\v\f\x1c\x1d\x1e\x1f"
+
+
 def _base64_image(text: str) -> bytes:
     """A JSON upload's "image": base64 as tools write it, also wrapped in lines (Python's ``base64.encodebytes``, the
     ``base64`` command: newlines inside the string) or as a ``data:image/...;base64,`` URL (a browser's
@@ -426,25 +451,71 @@ def _base64_image(text: str) -> bytes:
             raise ClientError(422, '"image" is a data: URL, but not of an image in base64 (data:image/...;base64,'
                               f"...): {shown(head)}")  # fmt: skip
     try:
-        return base64.b64decode("".join(text.split()), validate=True)
+        # the whitespace str.split() drops, without its list of pieces (millions for "A A A ...": hundreds of MB)
+        bare = text.encode("ascii").translate(None, ASCII_SPACE) if text.isascii() else SPACE.sub("", text)
+        return base64.b64decode(bare, validate=True)
     except (binascii.Error, ValueError):
         raise ClientError(422, '"image" is not valid base64') from None
 
 
-def _json(body: bytes) -> Any:
-    """The body as JSON; ClientError(422) for anything that is not (too deep, a number too long, a key twice)."""
+def _host(headers: list[tuple[bytes, bytes]]) -> str:
+    """A request's Host headers, as sent (for a refusal's message)."""
+    return ", ".join(v.decode("latin-1") for k, v in headers if k == b"host")
 
-    def no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [k for k, _ in pairs]
-        twice = [k for k in keys if keys.count(k) > 1]
-        if twice:
-            raise ClientError(422, f"the key {shown(twice[0])} is given twice")
-        return dict(pairs)
 
+def _json(body: bytes, most: int) -> Any:
+    """The body as JSON; ClientError 422 for anything that is not (not UTF-8, too deep, a number too long, a key
+    twice), 413 for more than ``most`` values (object members and array items together): a request's JSON holds a
+    few options and its sentences, and 40,000 keys (356 KB) had held the event loop for 27 s."""
     try:
-        return json.loads(body, object_pairs_hook=no_twice)
-    except (ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors too
+        text = body.decode("utf-8-sig")  # JSON sent over a network is UTF-8 (RFC 8259); the values are counted in it
+    except UnicodeDecodeError:
+        raise ClientError(422, "the body is not valid JSON (not UTF-8)") from None
+    if more_values(text, most):
+        raise ClientError(413, f"the JSON holds more than {most:,} values (object members and array items); at most "
+                          f"{most:,}")  # fmt: skip
+    try:
+        return json.loads(text, object_pairs_hook=_once)
+    except (ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError too
         raise ClientError(422, f"the body is not valid JSON ({type(err).__name__})") from None
+
+
+async def _parsed(body: bytes, most: int) -> Any:
+    """:func:`_json`, in a thread for a large body (a 20 MiB /caption upload may be JSON): the event loop serves on."""
+    return _json(body, most) if len(body) <= JSON_THREAD else await asyncio.to_thread(_json, body, most)
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict; ClientError(422) naming a key given twice. Linear: counting each key's
+    copies in the list (the check before) was quadratic."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ClientError(422, f"the key {shown(twice)} is given twice")
+    return found
+
+
+# a JSON string (what more_values skips: the commas in a sentence are text)
+JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def more_values(text: str, most: int) -> bool:
+    """Whether the JSON ``text`` holds more than ``most`` values (object members and array items), told before it
+    is parsed by its commas outside strings: each value but a container's first follows one, so more than ``most`` - 1
+    of them is more than ``most`` values (a refusal is always true), and the values are never more than twice the
+    commas and the nesting (which the parser bounds). Cheap for any text: a text with few commas at all, in strings
+    too (a photo's base64), is not scanned for its strings; the count runs in C between strings; and a valid text
+    has at most two strings a value (a key and its value), so after 2 x ``most`` + 2 strings it is over."""
+    if text.count(",") < most:
+        return False
+    commas, at = 0, 0
+    for n, found in enumerate(JSON_STRING.finditer(text)):
+        commas += text.count(",", at, found.start())
+        if commas >= most or n > 2 * most + 1:
+            return True
+        at = found.end()
+    return commas + text.count(",", at) >= most
 
 
 def _merged(query: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:

@@ -147,6 +147,32 @@ def parse_options(
     return out
 
 
+# The names a browser's page on this machine reaches a loopback server by. A server bound to 127.0.0.1 answers only
+# requests whose Host header is one of them (or an --allowed-host): a web page whose own name an attacker points at
+# 127.0.0.1 (DNS rebinding) then sends its own name as Host, and is refused.
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def host_name(value: str) -> str:
+    """A Host header's (or --allowed-host's) name, without its port, in lower case: ``LocalHost:8000`` -> ``localhost``,
+    ``[::1]:8000`` -> ``[::1]``; a final dot dropped (``localhost.`` is the same name)."""
+    value = value.strip().lower()
+    if value.startswith("["):  # an IPv6 address: its colons are not a port's
+        name, bracket, _ = value.partition("]")
+        return name + bracket
+    name, colon, port = value.rpartition(":")
+    name = name if colon and (port.isdigit() or not port) else value
+    return name[:-1] if name.endswith(".") else name
+
+
+def host_allowed(headers: list[tuple[bytes, bytes]], allowed: frozenset[str] | None) -> bool:
+    """Whether a request's Host headers (ASGI ``headers``) all name one of ``allowed`` (None: any name). A request
+    without one (HTTP/1.0) passes: browsers always send it, and the check is against pages in a browser."""
+    if allowed is None:
+        return True
+    return all(host_name(v.decode("latin-1")) in allowed for k, v in headers if k == b"host")
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one request may carry (``attention-serve`` options set them)."""
@@ -160,16 +186,25 @@ class Limits:
         30.0  # seconds a request's body may take to arrive (408 after): a stalled upload frees its place
     )
     api_key: str | None = None  # --api-key: every API request must carry it
-    # --max-search: a /translate request's source tokens together x its beam_size (413 above). A search's cost grows
-    # with both (each output token is a step of every beam over the source), and the output may run to max_len: a
-    # line of 1,000 characters read as 1,001 tokens searched 512 steps of 8 beams, ~18 s of one core, and 64 of them
-    # were allowed. 8,192 (the default at --timeout 120, attention-serve scales it with --timeout) kept the worst
-    # request to 20 s of one core (docs/serve.md)
-    max_search: int = 8192
-    # --max-evidence: the steps evidence=1 may take, each source token (and the end) x each output token, summed over
-    # a request's sentences, the output counted as long as it may run (413 above). 200 characters of one letter
-    # (201 tokens, 414 written) took 230 s of one core; 4,000 steps take ~5 s
+    # the Host header's names answered (host_allowed; None: any): bound to 127.0.0.1, LOOPBACK_NAMES and --allowed-host
+    allowed_hosts: frozenset[str] | None = None
+    # --max-search: the steps a /translate request's decoding may take (search_steps; 413 above): the encoder's S x S
+    # and beams x T x (S + T), T the output at its longest. Counting only source tokens x beam_size let 30 words at
+    # beam 20 with max_len 512 (216 bytes) hold a worker for minutes. 2,500,000 (the default at --timeout 120,
+    # attention-serve scales it with --timeout) allows 64 Multi30k sentences at beam 8 and a 1,000-character
+    # sentence; the costliest request it allows took ~24 s of one core (docs/serve.md)
+    max_search: int = 2_500_000
+    # --max-evidence: the model steps evidence=1 may take (413 above): /translate, each source token (and the end) x
+    # each output token, summed over its sentences, the output counted as long as it may run; /caption, each region
+    # (and none) x each word. 200 characters of one letter (201 tokens, 414 written) took 230 s of one core; 4,000
+    # steps take ~5 s
     max_evidence: int = 4000
+
+    @property
+    def json_values(self) -> int:
+        """Values (object members and array items) a request's JSON may hold (413 above): a few options and the
+        sentences, with room to spare, so that too many sentences are still told as such."""
+        return max(1024, 4 * self.max_sentences)
 
 
 def beams(options: dict[str, Any]) -> int:
@@ -177,42 +212,73 @@ def beams(options: dict[str, Any]) -> int:
     return 1 if "given" in options else int(options.get("beam_size", 1))
 
 
-def search_width(tokens: list[int], options: dict[str, Any]) -> int:
-    """A /translate request's source tokens together (``tokens``: each sentence's, as the model reads it) x its
-    :func:`beams`."""
-    return sum(tokens) * beams(options)
+def outputs(source: int, options: dict[str, Any], longest: int, given: int | None = None) -> int:
+    """The output steps one sentence of ``source`` tokens may take: the ``given`` text's tokens and the end (read,
+    not searched), else max_len, else the search's own cap, 2 x (source + 1) + 10 and at most ``longest``."""
+    if given is not None:
+        return given + 1
+    return int(options["max_len"]) if "max_len" in options else min(2 * (source + 1) + 10, longest)
 
 
-def evidence_steps(tokens: list[int], options: dict[str, Any], longest: int) -> int:
+def search_steps(tokens: list[int], options: dict[str, Any], longest: int, given: int | None = None) -> int:
+    """What a /translate request's decoding may cost, in steps of one position over another, summed over its
+    sentences (``tokens``: each one's source tokens S, as the model reads them): S x S for the encoder (each source
+    token over every other) and :func:`beams` x T x (S + T) for the decoding, T its :func:`outputs` (each output step
+    of each beam looks at the source and at the output so far). The output's length is counted at its longest: a
+    client picks it (max_len, or text that never ends: "Hund Hund ..."), and the time follows it, not the source."""
+    k = beams(options)
+    return sum(s * s + k * t * (s + t) for s in tokens for t in (outputs(s, options, longest, given),))
+
+
+def evidence_steps(tokens: list[int], options: dict[str, Any], longest: int, given: int | None = None) -> int:
     """The model steps evidence=1 may take over these sentences (each with the end: S + 1 rows a step), the output at
-    its longest: the given text's characters + 1 (a token is at least a character), else max_len, else what the
-    search caps it at (2 x (S + 1) + 10, at most ``longest``); 0 without evidence."""
+    its longest (:func:`outputs`); 0 without evidence."""
     if not options.get("evidence"):
         return 0
-    given = options.get("given")
-
-    def output(s: int) -> int:
-        if given is not None:
-            return len(given) + 1
-        return int(options["max_len"]) if "max_len" in options else min(2 * (s + 1) + 10, longest)
-
-    return sum((s + 1) * output(s) for s in tokens)
+    return sum((s + 1) * outputs(s, options, longest, given) for s in tokens)
 
 
-def check_work(tokens: list[int], options: dict[str, Any], limits: Limits, longest: int) -> None:
-    """ClientError(413) naming the limit when a /translate request would search wider than ``max_search`` or its
-    evidence would take more than ``max_evidence`` steps (see :class:`Limits`): one request must not hold a worker
-    for minutes while every other waits."""
-    width = search_width(tokens, options)
-    if width > limits.max_search:
-        raise ClientError(413, f"{sum(tokens):,} source tokens x beam_size {beams(options)} = {width:,}; at most "
-                          f"{limits.max_search:,} (--max-search): send fewer or shorter sentences, or a smaller "
-                          "beam_size")  # fmt: skip
-    steps = evidence_steps(tokens, options, longest)
+def check_work(tokens: list[int], options: dict[str, Any], limits: Limits, longest: int,
+               given: int | None = None) -> None:  # fmt: skip
+    """ClientError(413) naming the limit when a /translate request's decoding may take more than ``max_search``
+    steps (:func:`search_steps`), its evidence more than ``max_evidence`` (see :class:`Limits`), or its ``given``
+    text (its tokens as the model writes them) is longer than a translation may be (``longest``, its end
+    included): one request must not hold a worker for minutes while every other waits."""
+    if given is not None and given + 1 > longest:
+        raise ClientError(413, f"given has {given:,} tokens as the model writes them; at most {longest - 1:,} (a "
+                          f"translation's longest, max_len {longest}, with its end)")  # fmt: skip
+    steps = search_steps(tokens, options, longest, given)
+    if steps > limits.max_search:
+        longest_out = max(outputs(s, options, longest, given) for s in tokens)
+        how = "given read" if given is not None else f"beam_size {beams(options)}"
+        raise ClientError(413, f"{len(tokens)} sentence{'s' * (len(tokens) > 1)} of {sum(tokens):,} source tokens, "
+                          f"{how}, up to {longest_out} output tokens: {steps:,} steps (source x source + beams x "
+                          f"output x (source + output)); at most {limits.max_search:,} (--max-search): send fewer or "
+                          "shorter sentences, a smaller beam_size or max_len")  # fmt: skip
+    steps = evidence_steps(tokens, options, longest, given)
     if steps > limits.max_evidence:
         raise ClientError(413, f"evidence=1 here may take {steps:,} model steps (each source token and the end x "
                           f"each output token); at most {limits.max_evidence:,} (--max-evidence): send fewer or "
                           "shorter sentences, or a smaller max_len")  # fmt: skip
+
+
+def check_caption_work(options: dict[str, Any], limits: Limits, regions: int, longest: int,
+                       given: int | None = None) -> None:  # fmt: skip
+    """ClientError(413) naming the limit when a /caption request's ``given`` caption has more words than a caption
+    may (``longest``: max_len's ceiling), or its evidence=1 may take more than ``max_evidence`` model steps: each
+    word's step over every region left out in turn, and the whole photo (``regions`` + 1 rows), the caption at its
+    longest (the given words, else max_len). 499 given words with evidence ran past --timeout."""
+    if given is not None and given > longest:
+        raise ClientError(413, f"given has {given:,} words; at most {longest} (a caption's longest, max_len's "
+                          "ceiling)")  # fmt: skip
+    if not options.get("evidence"):
+        return
+    words = given if given is not None else int(options.get("max_len", longest))
+    steps = (regions + 1) * words
+    if steps > limits.max_evidence:
+        raise ClientError(413, f"evidence=1 here may take {steps:,} model steps ({regions + 1} rows: each region "
+                          f"left out and none, x {words} words); at most {limits.max_evidence:,} (--max-evidence): "
+                          f"{'a shorter given' if given is not None else 'a smaller max_len'}")  # fmt: skip
 
 
 def sentences_of(body: Any, limits: Limits) -> tuple[list[str], dict[str, Any]]:

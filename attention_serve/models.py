@@ -88,7 +88,12 @@ def load_caption(path: Path) -> Served:
         "decoding": defaults,
         "info": json_safe(captioner.info),
     }
-    extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled}
+    from captioning.model.reading import caption_tokens
+
+    # the HTTP process bounds a request's evidence by the regions and the given caption's words, as the worker counts
+    # them (limits.check_caption_work)
+    extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled,
+             "regions": captioner.grid**2, "words": lambda text: caption_tokens(text, lower=False)}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)
 
 
@@ -111,7 +116,8 @@ def load_text(path: Path) -> Served:
     # the HTTP process counts a request's source tokens as the worker will read them (limits.check_work): the
     # translator's text reading (codec, casing) is kept, its network dropped
     translator.net = None
-    extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize}
+    extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize,
+             "target_tokens": lambda text: translator.target_tokens(text)[0]}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)
 
 

@@ -212,7 +212,8 @@ def describe(app, api_key: bool = False) -> None:
                         401: "no or a wrong API key",
                         404: "the caption model is not served (--caption-model none)",
                         408: "the body did not arrive within --read-timeout seconds",
-                        413: "over --max-upload-mb, or too many pixels (a decompression bomb)",
+                        413: "over --max-upload-mb, too many pixels (a decompression bomb) or JPEG scans (a scan "
+                        "bomb), evidence over --max-evidence, a given caption over 100 words",
                         415: "not an image, or an unknown Content-Type",
                         422: "damaged image, empty body, unknown option or value out of range",
                         503: "the queue is full, or the model's worker stopped and a new one is starting: retry "
@@ -249,7 +250,8 @@ def describe(app, api_key: bool = False) -> None:
                         401: "no or a wrong API key",
                         404: "the text model is not served (--text-model none)",
                         408: "the body did not arrive within --read-timeout seconds",
-                        413: "too many sentences or a sentence too long",
+                        413: "too many sentences, a sentence too long, a decoding over --max-search steps or "
+                        "evidence over --max-evidence, a given text over 511 tokens",
                         415: "not JSON",
                         422: "malformed JSON, an empty sentence, unknown option or value out of range",
                         503: "the queue is full, or the model's worker stopped and a new one is starting: retry "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -179,9 +180,40 @@ HEIF_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b
 HEAD = 32  # the bytes photo_formats looks at
 
 
+# The scans a progressive JPEG may hold; more are refused before decoding (ImageReadError "too_large"). Each scan is a
+# pass over every block of the picture, so thousands of tiny repeated scans (a "scan bomb": 10,000 scans of 31 bytes,
+# a 373 KB file of 16 megapixels) decoded for minutes. Encoders write about 10 (libjpeg's progressive script: 10 in
+# colour, 6 in grey); libjpeg-turbo's djpeg refuses such files with -maxscans. 100 is ten times a real photo's.
+MAX_SCANS = 100
+# a marker: in a scan's coded data an 0xFF byte is followed by 0 (a stuffed byte) or a restart marker (0xD0-0xD7)
+JPEG_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+
+
+def jpeg_scans(data: bytes | memoryview, most: int = MAX_SCANS) -> int:
+    """The scans (SOS markers) of the first picture of the JPEG file ``data``, counted up to ``most`` + 1 by walking
+    its segments: the bytes of a marker inside a segment (an EXIF thumbnail's) are not counted. Cheap: the coded data
+    is searched for markers in C, the other segments skipped by their length."""
+    scans, at = 0, 2
+    while (found := JPEG_MARKER.search(data, at)) is not None:
+        code, at = data[found.start() + 1], found.end()
+        if code == 0xD9:  # the end of the picture (an MPO's next one follows)
+            break
+        if code in (0x01, 0xD8):  # markers without a segment
+            continue
+        if code == 0xDA:
+            scans += 1
+            if scans > most:
+                break
+        if at + 2 > len(data):
+            break
+        at += int.from_bytes(data[at : at + 2], "big")  # the segment's length counts its own two bytes
+    return scans
+
+
 class ImageReadError(ValueError):
     """An input image that cannot be used; the message is one line naming it. ``kind``: "missing", "not_image",
-    "too_large" (the decompression-bomb guard) or "damaged" (what the server answers 404/415/413/422 with)."""
+    "too_large" (the decompression-bomb and scan guards) or "damaged" (what the server answers 404/415/413/422
+    with)."""
 
     def __init__(self, message: str, kind: str = "damaged") -> None:
         super().__init__(message)
@@ -299,7 +331,7 @@ def load_photo(
         return to_rgb(turned), turned.size
     if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server): its bytes, named "upload"
         formats = photo_formats(bytes(src[:HEAD]), "upload")
-        p, src = io.BytesIO(src), "upload"
+        p, src, raw = io.BytesIO(src), "upload", src
     else:
         p = Path(src)
         kind = file_kind(src)
@@ -308,9 +340,14 @@ def load_photo(
         if kind is not None:
             raise ImageReadError(f"{src}: {kind}", "missing" if kind.startswith("a file name") else "not_image")
         formats = photo_formats(file_head(p), src)
+        raw = None
     try:
         with Image.open(p, formats=formats) as img:
             width, height = img.size  # as stored, before the EXIF rotation
+            if img.format in ("JPEG", "MPO") and img.info.get("progressive"):  # only these repeat scans (a scan bomb)
+                if jpeg_scans(p.read_bytes() if raw is None else raw) > MAX_SCANS:
+                    raise ImageReadError(f"{src}: a progressive JPEG of more than {MAX_SCANS} scans (a photo has "
+                                         "about 10): not decoded, a guard against scan bombs", "too_large")  # fmt: skip
             # orientations 5-8 turn the picture by 90 degrees (exif_transpose below): the full size's sides swap
             size = (height, width) if img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8) else (width, height)
             if min_side is not None and img.format == "JPEG":
@@ -322,6 +359,8 @@ def load_photo(
             raise ImageReadError(f"{src}: a damaged {named} photo (cut off?): it cannot be read") from None
         raise ImageReadError(f"{src}: not an image file in a photo format (JPEG, PNG, WebP, GIF, BMP, TIFF, PPM, ICO, "
                              f"HEIC, AVIF){_list_hint(p)}", "not_image") from None  # fmt: skip
+    except ImageReadError:
+        raise
     except Image.DecompressionBombError:
         raise ImageReadError(
             f"{src}: more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels, which Pillow refuses to decode (a "

@@ -2,16 +2,26 @@
 few grey levels of a full decode's, the full image's size and crop box are what a caption record reports, EXIF rotation
 still applies, and anything else (PNG, small JPEGs) decodes in full."""
 
+import io
 import json
 
 import numpy as np
 import pytest
 import torch
+from helpers.attacks import scan_bomb
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
 from captioning.commands.caption import caption_main
-from captioning.photos.preprocess import LITE_MEAN, LITE_STD, Preprocess, load_image, load_photo
+from captioning.photos.preprocess import (
+    LITE_MEAN,
+    LITE_STD,
+    ImageReadError,
+    Preprocess,
+    jpeg_scans,
+    load_image,
+    load_photo,
+)
 
 W, H = 2080, 1560  # 3.2 megapixels; at a least side of 520 the decoder scales by 1/2 (1560 // 520 = 3 -> 2)
 
@@ -114,3 +124,38 @@ def test_caption_reports_the_full_image_and_draws_on_the_decoded_one(tmp_path, b
     side = H  # the centre square, in the full image's pixels
     assert rec["crop_box"] == [(W - side) / 2, 0.0, (W + side) / 2, float(H)]
     assert Image.open(rec["overlay"]).size[0] > 0
+
+
+def test_a_progressive_jpeg_of_too_many_scans_is_refused_before_it_is_decoded(tmp_path, capsys):
+    """A scan bomb: each scan is a pass over every block, and 10,000 tiny repeated ones (373 KB, 16 megapixels)
+    decoded for minutes. More than MAX_SCANS (100; a photo has about 10) are refused from the file's segments, as an
+    upload (the server: 413) and as a file (`caption`: one line)."""
+    bomb = scan_bomb(64, 200)
+    assert jpeg_scans(bomb, 10**6) == 200
+    with pytest.raises(ImageReadError) as err:
+        load_photo(bomb, 64)
+    assert err.value.kind == "too_large" and "more than 100 scans" in str(err.value)
+    path = tmp_path / "bomb.jpg"
+    path.write_bytes(bomb)
+    with pytest.raises(ImageReadError, match=r"bomb\.jpg: a progressive JPEG of more than 100 scans"):
+        load_photo(path)
+    code = caption_main([str(path), "--model", str(tiny_model_file(tmp_path / "tiny.pt"))])
+    err = capsys.readouterr().err
+    assert code != 0 and "more than 100 scans" in err and "Traceback" not in err
+    assert load_photo(scan_bomb(64, 100))[0].size == (64, 64)  # at the limit: decoded
+
+
+def test_scans_are_counted_by_the_files_segments_not_its_bytes():
+    """A real progressive JPEG has about 10 scans; the bytes of a scan's marker inside another segment (an EXIF
+    thumbnail's, an ICC profile's) are not scans, and MPO's later pictures are not the one decoded."""
+    buf = io.BytesIO()
+    _photo(320, 240).save(buf, "JPEG", progressive=True)
+    photo = buf.getvalue()
+    assert 6 <= jpeg_scans(photo) <= 12
+    app = b"\xff\xda" * 300  # an APP15 segment full of marker bytes
+    planted = photo[:2] + b"\xff\xef" + (len(app) + 2).to_bytes(2, "big") + app + photo[2:]
+    assert jpeg_scans(planted) == jpeg_scans(photo) and load_photo(planted)[0].size == (320, 240)
+    assert jpeg_scans(photo + scan_bomb(64, 200)) == jpeg_scans(photo)  # after the end of the first picture
+    baseline = io.BytesIO()
+    _photo(320, 240).save(baseline, "JPEG")
+    assert jpeg_scans(baseline.getvalue()) == 1

@@ -68,3 +68,25 @@ def serving(folder: Path) -> Iterator[tuple[str, list[str]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def scan_bomb(side: int, scans: int) -> bytes:
+    """A progressive JPEG (grey, ``side`` x ``side``) whose smallest scan is repeated until it holds ``scans``: each
+    scan is a pass over every block, so a large one of thousands decodes for minutes (a "scan bomb")."""
+    import io
+    import struct
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("L", (side, side), 128).save(buf, "JPEG", progressive=True, quality=90)
+    data, found, at = buf.getvalue(), [], 2
+    while data[at + 1] != 0xD9:  # the segments up to the end of the picture
+        end = at + 2 + struct.unpack(">H", data[at + 2 : at + 4])[0]
+        if data[at + 1] == 0xDA:  # a scan: its header, then its coded data up to the next marker
+            while not (data[end] == 0xFF and data[end + 1] not in (0, *range(0xD0, 0xD8))):
+                end += 1
+            found.append(data[at:end])
+        at = end
+    eoi = data.rfind(b"\xff\xd9")
+    return data[:eoi] + min(found, key=len) * (scans - len(found)) + data[eoi:]

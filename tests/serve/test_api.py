@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.attacks import scan_bomb
 from helpers.server import Server
 from helpers.tiny_captioner import flag_every_photo, tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
@@ -47,7 +48,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
 def server(models, tmp_path_factory):
     args = ["--caption-model", str(models["caption"]), "--text-model", str(models["text"]), "--max-upload-mb",
             "0.5", "--max-queue", "2", "--max-sentences", "4", "--max-chars", "200", "--api-key", KEY, "--grace",
-            "20", "--read-timeout", "3", "--max-search", "200", "--max-evidence", "100"]  # fmt: skip
+            "20", "--read-timeout", "3", "--max-search", "5000", "--max-evidence", "100"]  # fmt: skip
     srv = Server(args, tmp_path_factory.mktemp("log") / "server.log", key=KEY)
     yield srv
     srv.stop()
@@ -69,6 +70,11 @@ def _bomb(width: int, height: int) -> bytes:
     return (
         b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b"")
     )
+
+
+def _many_keys(n: int) -> bytes:
+    """A JSON object of ``n`` distinct keys (40,000: 356 KB, which held the event loop for 27 s)."""
+    return ("{" + ",".join(f'"{i:x}": 0' for i in range(n)) + "}").encode()
 
 
 def _reference_caption(model: Path, data: bytes, options: dict) -> list[str]:
@@ -96,12 +102,14 @@ def test_health_info_and_the_openapi_page(server):
         "max_pixels": 89.5,
         "max_sentences": 4,
         "max_chars": 200,
-        "max_search": 200,
+        "max_search": 5000,
         "max_evidence": 100,
         "max_queue": 2,
         "read_timeout": 3.0,
     }  # as the options set them; never the key
     assert KEY not in json.dumps(info)
+    # a key on the command line is readable in the process list: said once, at the start (docs/serve.md: the variable)
+    assert server.log.read_text().count("--api-key puts the key in the process list") == 1
     import litserve
     import torch
 
@@ -187,7 +195,8 @@ def test_evidence_1_answers_what_drives_each_word_as_the_in_process_call_does(se
     from text_attn.translation.translator import Translator
 
     data = PHOTO.read_bytes()
-    status, _, rec = server.post_file("/caption", data, {"beam_size": "1", "evidence": "1"})
+    # max_len 5: each of the tiny model's 16 regions and none x 5 words, within the module server's --max-evidence 100
+    status, _, rec = server.post_file("/caption", data, {"beam_size": "1", "max_len": "5", "evidence": "1"})
     assert status == 200 and rec["options"]["evidence"] == 1, rec
     cap = Captioner.load(models["caption"])
     image, _ = load_photo(data, cap.preprocess.decode_side)
@@ -278,7 +287,19 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
         ("a long Content-Type (translate)", server.request("POST", "/translate", b"{}", {"Content-Type": "text/" +
          "x" * 5000}), 415, "..."),
         ("a search too wide", server.post_json("/translate", {"text": "ein mann " * 11, "beam_size": 10}), 413,
-         "22 source tokens x beam_size 10 = 220; at most 200 (--max-search)"),
+         "1 sentence of 22 source tokens, beam_size 10, up to 56 output tokens: 44,164 steps"),
+        # 2 source tokens, yet 20 beams for 512 steps: the output's length is the cost (it was allowed: minutes)
+        ("a search that may run long", server.post_json("/translate", {"text": "ein mann", "beam_size": 20,
+         "max_len": 512}), 413, "at most 5,000 (--max-search)"),
+        ("caption evidence that could take too long", server.post_file("/caption", png, {"given": "a " * 90,
+         "evidence": "1"}), 413, "1,530 model steps (17 rows: each region left out and none, x 90 words)"),
+        ("40,000 JSON keys", server.request("POST", "/caption", _many_keys(40_000),
+         {"Content-Type": "application/json"}), 413, "more than 1,024 values"),
+        ("a progressive JPEG of 200 scans (a scan bomb)", server.request("POST", "/caption", scan_bomb(64, 200),
+         {"Content-Type": "image/jpeg"}), 413, "more than 100 scans"),
+        ("a Host header naming another site (DNS rebinding)", server.get("/health", headers={"Host":
+         "attacker.example:80"}), 400, "not a name this server answers to"),
+        ("a path ending in a newline (/info%0A)", server.get("/info%0A", key=False), 404, "Not Found"),
         ("evidence that could take too long", server.post_json("/translate", {"text": "ein " * 20, "evidence": 1}),
          413, "may take 1,092 model steps"),
         ("a sentence too long", server.post_json("/translate", {"text": "ein " * 100}), 413, "characters"),
@@ -337,6 +358,54 @@ def test_every_bad_request_is_a_json_4xx_naming_it_and_one_log_line(server):
     assert server.post_file("/caption", PHOTO.read_bytes())[0] == 200  # still serving
 
 
+def test_a_path_the_routes_would_match_is_checked_as_the_path_it_is(server):
+    """Starlette routes "/info\n" (sent as /info%0A) to /info: its route's regex ends in "$", which matches before a
+    final newline. Such a request skipped the key and every check, and its bare body broke the batch it joined
+    (500 for every request in it). Each variant is now refused before routing (404), or checked as the path it
+    decodes to (401 without the key), and requests beside them are answered."""
+    routed = ("/info", "/caption", "/translate", "/health", "/openapi.json")
+    variants = [p + tail for p in routed for tail in ("%0A", "%0D%0A", "%0D", "%09", "%20", "%00", "/", "%2F", "%0A/")]
+    variants += [f"/{p}" for p in routed] + ["/%0A", "//", "/info;x", "/./info", "/x/../info"]
+    body = json.dumps({"sentences": ["ein mann"] * 100}).encode()  # 100 sentences: over --max-sentences 4
+    for path in variants:
+        for method, data in (("GET", None), ("POST", body)):
+            status, _, got = server.request(method, path, data, {"Content-Type": "application/json"}, key=False)
+            assert status == 404 and got == {"error": "Not Found", "status": 404}, (method, path, status, got)
+    for path in ("/%69nfo", "/info?x=%0A"):  # what uvicorn decodes to /info is /info: checked as it
+        assert server.get(path, key=False)[0] == 401, path
+    # requests that would have joined a batch with the bare ones: each answered as alone
+    answers: dict[int, tuple] = {}
+    start = threading.Barrier(6)
+
+    def ask(i: int) -> None:
+        start.wait()
+        if i < 2:
+            answers[i] = server.post_json("/translate", {"text": "ein mann"})
+        else:
+            answers[i] = server.post_json("/translate%0A", {"text": "ein mann"}, key=False)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [answers[i][0] for i in range(6)] == [200, 200, 404, 404, 404, 404], answers
+    assert "Traceback" not in server.log.read_text() and " 500 " not in server.log.read_text()
+
+
+def test_a_host_header_is_answered_only_for_this_machines_names(server):
+    """Bound to 127.0.0.1 the server answers localhost, 127.0.0.1 and [::1], with or without a port; a web page
+    whose name an attacker points at 127.0.0.1 (DNS rebinding) sends its own name and is refused, on every path."""
+    for host in ("localhost", "LOCALHOST:1", "127.0.0.1", f"127.0.0.1:{server.port}", "[::1]", "[::1]:8000",
+                 "localhost."):  # fmt: skip
+        assert server.get("/health", headers={"Host": host})[0] == 200, host
+    for host in ("attacker.example", f"attacker.example:{server.port}", "127.0.0.1.attacker.example", "[::2]",
+                 "localhost.attacker.example"):  # fmt: skip
+        for path in ("/", "/health", "/info"):
+            status, _, got = server.get(path, headers={"Host": host})
+            assert status == 400 and "not a name this server answers to" in got["error"], (host, path, got)
+
+
 def test_the_page_is_self_contained_behind_a_content_security_policy(server):
     status, head, page = server.get("/", key=False)
     assert status == 200 and "default-src 'none'" in head["content-security-policy"]
@@ -350,7 +419,7 @@ def test_a_full_queue_answers_503_with_retry_after(server):
     held = []
     for _ in range(8):
         s = socket.create_connection(("127.0.0.1", server.port))
-        s.sendall(f"POST /caption HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY}\r\nContent-Type: image/png\r\n"
+        s.sendall(f"POST /caption HTTP/1.1\r\nHost: localhost\r\nX-API-Key: {KEY}\r\nContent-Type: image/png\r\n"
                   "Content-Length: 1000\r\n\r\nabc".encode())  # fmt: skip
         held.append(s)
     try:  # the uploads hold their places once the server has read their headers: moments, longer under load
@@ -369,8 +438,8 @@ def test_a_stalled_upload_is_a_408_after_the_read_timeout(server):
     """--read-timeout 3: a body that stops arriving frees its place with a 408, in JSON."""
     s = socket.create_connection(("127.0.0.1", server.port))
     try:
-        s.sendall(f"POST /translate HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\n"
-                  "Content-Length: 100\r\n\r\n{\"te".encode())  # fmt: skip
+        s.sendall(f"POST /translate HTTP/1.1\r\nHost: localhost\r\nX-API-Key: {KEY}\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"te".encode())  # fmt: skip
         s.settimeout(20)
         start = time.monotonic()
         reply = s.recv(4096).decode()

@@ -1,0 +1,117 @@
+"""What one request may cost a model worker (attention_serve/limits.py), counted in the HTTP process as the server
+counts it, with the bundled models' own tokenizers and grid: the audit's costly requests are refused naming the
+limit, and every ordinary request (the docs' examples, long real sentences, a full request of them) passes at the
+defaults."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+
+from attention_serve.limits import (
+    CAPTION_OPTIONS,
+    TRANSLATE_OPTIONS,
+    ClientError,
+    Limits,
+    check_caption_work,
+    check_work,
+    parse_options,
+    search_steps,
+)
+
+LONGEST = int(TRANSLATE_OPTIONS["max_len"].high)
+LONGEST_CAPTION = int(CAPTION_OPTIONS["max_len"].high)
+FORTY_WORDS = (
+    "Ein junger Mann mit einer roten Mütze und einer blauen Jacke steht neben einem alten Fahrrad vor einem kleinen "
+    "Laden in einer belebten Straße, während zwei Frauen mit Einkaufstaschen vorbeigehen und ein Hund im Schatten "
+    "eines großen Baumes schläft."
+)
+
+
+@pytest.fixture(scope="module")
+def text():
+    from attention_serve.models import load_text, text_path
+
+    return load_text(text_path(None))  # the bundled Transformer, as the server loads it
+
+
+@pytest.fixture(scope="module")
+def caption():
+    from attention_serve.models import caption_path, load_caption
+
+    return load_caption(caption_path(None))
+
+
+DEFAULTS = Limits()  # the server's defaults (attention-serve at --timeout 120)
+
+
+def _translate(text, body: dict, limits: Limits = DEFAULTS) -> None:
+    """The /translate checks of front.Front._payload, on a body's sentences and options."""
+    body = dict(body)
+    sentences = [body.pop("text")] if "text" in body else body.pop("sentences")
+    options = parse_options(body, TRANSLATE_OPTIONS, text.defaults, limits.max_chars)
+    given = len(text.extra["target_tokens"](options["given"])) if "given" in options else None
+    check_work([len(text.extra["tokenize"](s)) for s in sentences], options, limits, LONGEST, given)
+
+
+def _caption(caption, fields: dict, limits: Limits = DEFAULTS) -> None:
+    options = parse_options(fields, CAPTION_OPTIONS, caption.defaults, limits.max_chars)
+    words = len(caption.extra["words"](options["given"])) if "given" in options else None
+    check_caption_work(options, limits, caption.extra["regions"], LONGEST_CAPTION, words)
+
+
+def _refused(check, *args) -> str:
+    with pytest.raises(ClientError) as err:
+        check(*args)
+    assert err.value.status == 413
+    return err.value.message
+
+
+def test_the_audits_costly_requests_are_refused_naming_the_limit(text, caption):
+    # 216 bytes: 30 source tokens, yet 20 beams for up to 512 steps (504 after 120 s, the worker busy 2 more minutes)
+    said = _refused(_translate, text, {"text": "Hund " * 30, "beam_size": 20, "max_len": 512, "length_penalty": 5})
+    assert "up to 512 output tokens" in said and "at most 2,500,000 (--max-search)" in said
+    # a given translation of 999 random letters (~950 tokens read one by one: 64.5 s)
+    random.seed(0)
+    letters = "".join(random.choice(string.ascii_letters) for _ in range(999))
+    said = _refused(_translate, text, {"text": "Hund", "given": letters})
+    assert said.startswith("given has") and "at most 511" in said
+    # a caption of 499 given words with evidence (504 after 120 s)
+    said = _refused(_caption, caption, {"given": " a" * 499, "evidence": 1})
+    assert said == "given has 499 words; at most 100 (a caption's longest, max_len's ceiling)"
+    said = _refused(_caption, caption, {"given": " a" * 60, "evidence": 1})  # 82 rows x 60 words
+    assert "4,920 model steps" in said and "(--max-evidence)" in said
+    said = _refused(_caption, caption, {"max_len": 100, "evidence": 1})  # the caption at its longest: 100 words
+    assert "8,200 model steps" in said and "a smaller max_len" in said
+
+
+def test_every_ordinary_request_passes_at_the_defaults(text, caption):
+    for body in (
+        {"text": "Ein Hund rennt."},
+        {"text": "Zwei Hunde spielen im Schnee."},  # docs/serve.md's curl
+        {"text": FORTY_WORDS},  # at the model's beam (8) and the default max_len
+        {"text": "Ein Mann fährt mit dem Fahrrad eine Straße entlang.", "evidence": 1},
+        {"text": FORTY_WORDS, "beam_size": 20},
+        {"text": FORTY_WORDS, "given": "A young man in a red cap and a blue jacket stands next to an old bike."},
+        {"text": (FORTY_WORDS + " ") * 4},  # 1,000 characters of real text (--max-chars)
+        {"sentences": [FORTY_WORDS] * 16},
+        {"sentences": ["Ein Mann fährt mit dem Fahrrad eine Straße entlang."] * 64},  # --max-sentences of them
+    ):
+        _translate(text, body)
+    for fields in ({}, {"beam_size": 20}, {"evidence": 1}, {"given": "a dog runs through the grass", "evidence": 1},
+                   {"given": "a dog " * 50}):  # fmt: skip
+        _caption(caption, fields)
+
+
+def test_the_search_is_counted_by_the_steps_it_may_take():
+    """Per sentence of S source tokens: S x S (the encoder) + beams x T x (S + T), T the output at its longest."""
+    assert search_steps([4], {"beam_size": 5, "max_len": 10}, LONGEST) == 16 + 5 * 10 * 14
+    assert search_steps([4], {"beam_size": 5}, LONGEST) == 16 + 5 * 20 * 24  # T: 2 x (4 + 1) + 10
+    assert search_steps([400], {"beam_size": 1}, LONGEST) == 160_000 + 512 * 912  # T: at most 512
+    assert search_steps([4, 2], {"given": "a b", "beam_size": 5}, LONGEST, given=2) == 16 + 3 * 7 + 4 + 3 * 5
+    # the same source, a longer output: the steps grow with it (the width alone, 4 x 5, did not)
+    assert search_steps([4], {"beam_size": 5, "max_len": 512}, LONGEST) > 100 * search_steps(
+        [4], {"beam_size": 5, "max_len": 5}, LONGEST
+    )
