@@ -12,6 +12,7 @@ workers take whole batches in turn (worker w: batches w, w + n, ...), so the loa
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import multiprocessing.queues
 import sys
@@ -281,7 +282,8 @@ def _quiet_sharer(worker: int) -> None:
     previous = sys.excepthook
 
     def hook(kind, value, tb) -> None:
-        if not (issubclass(kind, (ConnectionError, EOFError)) and _in_sharer(tb)):
+        out_of_fds = issubclass(kind, OSError) and getattr(value, "errno", None) in (errno.EMFILE, errno.ENFILE)
+        if not ((issubclass(kind, (ConnectionError, EOFError)) or out_of_fds) and _in_sharer(tb)):
             previous(kind, value, tb)
 
     sys.excepthook = hook

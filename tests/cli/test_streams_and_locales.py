@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from helpers.one_line import refused
 from helpers.tiny_captioner import tiny_model_file
-from helpers.tiny_translator import tiny_subword_model_file
+from helpers.tiny_translator import tiny_subword_model_file, tiny_word_model_file
 from PIL import Image
 
 from captioning.commands.caption import caption_main
@@ -94,6 +94,7 @@ COMMAND = textwrap.dedent("""
         print("cmd: note: a note", file=sys.stderr)
         if what == "file":
             open(sys.argv[2], "w").write("the records")
+            print("wrote", sys.argv[2])  # not the command's output: dropped (a progress bar, "wrote model.pt")
             return 0
         emit("cmd", "a caption")
         return 1
@@ -129,6 +130,18 @@ def test_a_closed_stderr_keeps_the_exit_code_the_run_would_have(how):
     assert _run(["-c", COMMAND, "refuse"], "stderr", how).returncode == 2
     caption = "import sys; sys.argv[0] = 'caption'; from captioning.commands.caption import main; main()"
     assert _run(["-c", caption, "x.jpg", "--beam-size", "0"], "stderr", how).returncode == 2  # before any import
+
+
+def test_translations_to_a_closed_stdout_are_refused_before_any_is_made(tmp_path):
+    translate = "import sys; sys.argv[0] = 'translate'; from text_attn.translation.translate_cli import main; main()"
+    model = str(tiny_word_model_file(tmp_path / "t.pt"))
+    done = _run(["-c", translate, "--model", model, "ma pipo"], "stdout")
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (
+        2,
+        "translate: error: cannot write stdout: [Errno 9] stdout is closed (--output FILE writes them to a file)",
+    )
+    done = _run(["-c", translate, "--model", model, "ma pipo", "--output", str(tmp_path / "o.txt")], "stdout")
+    assert done.returncode == 0 and (tmp_path / "o.txt").read_text().count("\n") == 1
 
 
 def test_help_with_stdout_closed_ends_quietly():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import math
 import os
@@ -74,6 +75,10 @@ def emit(prog: str, text: str) -> None:
         fd = None
     try:
         if fd is None:
+            from text_attn.core.os_text import stdout_is_closed
+
+            if stdout_is_closed():  # started with stdout closed: a command's output is not dropped as its prints are
+                raise OSError(errno.EBADF, "stdout is closed")
             sys.stdout.write(encoded.decode(encoding))
             sys.stdout.flush()
             return

@@ -47,9 +47,11 @@ def os_name(name: str) -> str:
 
 
 class ClosedStdout(io.TextIOBase):
-    """Stdout of a command started with it closed (``caption ... >&-``): every write fails as one to a pipe whose
-    reader left does, so the output it was meant for ends the command with the same one line and exit code 2
-    (text_attn.core.errors.emit); a run whose output goes to files writes nothing here and succeeds."""
+    """Stdout of a command started with it closed (``caption ... >&-``). A command's output (its captions,
+    translations, records: written through its descriptor, text_attn.core.errors.emit, or refused up front where it
+    would go here, :func:`stdout_is_closed`) fails as one to a pipe whose reader left does: one line, exit code 2. What
+    else is printed (a progress bar, "wrote model.pt") is dropped, as it would be on the null device: a run whose
+    output goes to files succeeds (a print that raised here ended text-train fit before its model file was written)."""
 
     encoding = "utf-8"
     errors = "strict"
@@ -58,7 +60,7 @@ class ClosedStdout(io.TextIOBase):
         return True
 
     def write(self, text: str) -> int:
-        raise OSError(errno.EBADF, "stdout is closed")
+        return len(text)
 
     def fileno(self) -> int:
         raise OSError(errno.EBADF, "stdout is closed")
@@ -105,3 +107,10 @@ def standard_streams() -> None:
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     if 1 in lost or sys.stdout is None:
         sys.stdout = ClosedStdout()
+
+
+def stdout_is_closed() -> bool:
+    """Whether this command was started with stdout closed (:func:`standard_streams` put :class:`ClosedStdout` there),
+    seen through the wrapper text_attn.core.safe_files puts around it."""
+    stream = sys.stdout
+    return isinstance(getattr(stream, "_stream", stream), ClosedStdout)

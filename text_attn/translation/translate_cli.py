@@ -653,6 +653,11 @@ def _translate_main(args: argparse.Namespace) -> int:
         from text_attn.core.cpu_load import use_free_threads
 
         use_free_threads()  # one thread per core that other programs left free (text_attn/core/cpu_load.py)
+    if not args.output and not args.demo:
+        from text_attn.core.os_text import stdout_is_closed
+
+        if stdout_is_closed():  # the translations would be dropped (its prints are): said before any is made
+            fail("translate", "cannot write stdout: [Errno 9] stdout is closed (--output FILE writes them to a file)")
     report = None
     if args.html:
         from text_attn.translation.alignment_page import open_alignment_page
