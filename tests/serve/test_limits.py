@@ -10,16 +10,8 @@ import string
 
 import pytest
 
-from attention_serve.limits import (
-    CAPTION_OPTIONS,
-    TRANSLATE_OPTIONS,
-    ClientError,
-    Limits,
-    check_caption_work,
-    check_work,
-    parse_options,
-    search_steps,
-)
+from attention_serve import limits as cost  # check_work, check_caption_work, search_steps: a request's cost
+from attention_serve.limits import CAPTION_OPTIONS, TRANSLATE_OPTIONS, ClientError, Limits, parse_options
 
 LONGEST = int(TRANSLATE_OPTIONS["max_len"].high)
 LONGEST_CAPTION = int(CAPTION_OPTIONS["max_len"].high)
@@ -53,13 +45,13 @@ def _translate(text, body: dict, limits: Limits = DEFAULTS) -> None:
     sentences = [body.pop("text")] if "text" in body else body.pop("sentences")
     options = parse_options(body, TRANSLATE_OPTIONS, text.defaults, limits.max_chars)
     given = len(text.extra["target_tokens"](options["given"])) if "given" in options else None
-    check_work([len(text.extra["tokenize"](s)) for s in sentences], options, limits, LONGEST, given)
+    cost.check_work([len(text.extra["tokenize"](s)) for s in sentences], options, limits, LONGEST, given)
 
 
 def _caption(caption, fields: dict, limits: Limits = DEFAULTS) -> None:
     options = parse_options(fields, CAPTION_OPTIONS, caption.defaults, limits.max_chars)
     words = len(caption.extra["words"](options["given"])) if "given" in options else None
-    check_caption_work(options, limits, caption.extra["regions"], LONGEST_CAPTION, words)
+    cost.check_caption_work(options, limits, caption.extra["regions"], LONGEST_CAPTION, words)
 
 
 def _refused(check, *args) -> str:
@@ -107,11 +99,11 @@ def test_every_ordinary_request_passes_at_the_defaults(text, caption):
 
 def test_the_search_is_counted_by_the_steps_it_may_take():
     """Per sentence of S source tokens: S x S (the encoder) + beams x T x (S + T), T the output at its longest."""
-    assert search_steps([4], {"beam_size": 5, "max_len": 10}, LONGEST) == 16 + 5 * 10 * 14
-    assert search_steps([4], {"beam_size": 5}, LONGEST) == 16 + 5 * 20 * 24  # T: 2 x (4 + 1) + 10
-    assert search_steps([400], {"beam_size": 1}, LONGEST) == 160_000 + 512 * 912  # T: at most 512
-    assert search_steps([4, 2], {"given": "a b", "beam_size": 5}, LONGEST, given=2) == 16 + 3 * 7 + 4 + 3 * 5
+    assert cost.search_steps([4], {"beam_size": 5, "max_len": 10}, LONGEST) == 16 + 5 * 10 * 14
+    assert cost.search_steps([4], {"beam_size": 5}, LONGEST) == 16 + 5 * 20 * 24  # T: 2 x (4 + 1) + 10
+    assert cost.search_steps([400], {"beam_size": 1}, LONGEST) == 160_000 + 512 * 912  # T: at most 512
+    assert cost.search_steps([4, 2], {"given": "a b", "beam_size": 5}, LONGEST, given=2) == 16 + 3 * 7 + 4 + 3 * 5
     # the same source, a longer output: the steps grow with it (the width alone, 4 x 5, did not)
-    assert search_steps([4], {"beam_size": 5, "max_len": 512}, LONGEST) > 100 * search_steps(
+    assert cost.search_steps([4], {"beam_size": 5, "max_len": 512}, LONGEST) > 100 * cost.search_steps(
         [4], {"beam_size": 5, "max_len": 5}, LONGEST
     )
