@@ -59,6 +59,8 @@ def test_a_termination_signal_mid_write_removes_the_temporary_file_and_keeps_the
     out.write_text("old")
     script = (
         "import os, signal; from text_attn.core.safe_files import atomic_output\n"
+        # at its default, as a terminal leaves it (under nohup SIGHUP is ignored, and stays so: nothing to end)
+        f"signal.signal(signal.{name}, signal.SIG_DFL)\n"
         f"with atomic_output({str(out)!r}, end_on_signal=True) as tmp:\n"
         "    tmp.write_text('half')\n"
         f"    os.kill(os.getpid(), signal.{name})\n"
