@@ -86,7 +86,7 @@ reduction.DupFd = dup
 """
 
 
-@pytest.mark.parametrize("devices", [[], ["--devices", "1"]])
+@pytest.mark.parametrize("devices", [[], pytest.param(["--devices", "1"], marks=pytest.mark.slow)])  # Lightning: 20 s
 def test_a_batch_a_worker_cannot_hand_over_is_one_line_and_resume_finishes(model, photos, tmp_path, devices):
     """Batch 2 of 3 (worker 1's) was dropped by the queue thread: the run wrote the other two and exited 0."""
     jsonl = tmp_path / "out.jsonl"
