@@ -226,8 +226,9 @@ def caption_main(argv: list[str] | None = None) -> int:
     # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)
     listed = None
     if "-" in args.images:  # paths on stdin: read here once, and each process is given the same list
-        binary = getattr(sys.stdin, "buffer", None)  # names decoded as the arguments are (image_paths._stdin_names)
-        listed = os.fsdecode(binary.read()) if binary is not None else sys.stdin.read()
+        from captioning.photos.image_paths import stdin_names
+
+        listed = "".join(stdin_names())  # names decoded as the arguments are
         sys.stdin = io.StringIO(listed)
     others = start_others(args.devices, list(sys.argv[1:] if argv is None else argv), listed)
     code = 1

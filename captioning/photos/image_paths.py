@@ -27,7 +27,7 @@ def image_paths(
     skipped = {os.path.realpath(s) for s in skip}
     for item in items:
         if item == "-":
-            lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else _stdin_names()))  # Windows too
+            lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else stdin_names()))  # Windows too
             # a list saved by a Windows editor or PowerShell may start with a byte-order mark: not part of the path
             lines = (line.removeprefix("\ufeff") if n == 0 else line for n, line in enumerate(lines))
             yield from image_paths((line for line in lines if line.strip() and line != "-"), None, empty, skip)
@@ -51,7 +51,7 @@ def image_paths(
             yield item
 
 
-def _stdin_names() -> Iterator[str]:
+def stdin_names() -> Iterator[str]:
     """Stdin's lines decoded as the system decodes the arguments (os.fsdecode: a byte the locale cannot read kept as
     a lone surrogate, so the file opens): read as text, stdin's own encoding failed on a UTF-8 name under
     ``PYTHONIOENCODING=ascii`` or ``LC_ALL=C`` (a UnicodeDecodeError traceback)."""
