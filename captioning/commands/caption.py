@@ -67,7 +67,7 @@ from typing import IO
 
 from captioning.commands.caption_batch import OVERLAY, _unique_stem, drawn_overlays
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
-from captioning.commands.caption_given import check_given, given_notes
+from captioning.commands.caption_given import check_dash_inputs, check_given, given_notes
 from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import _parser, fill_machine_defaults
 from captioning.commands.caption_scores import check_names, check_references
@@ -216,6 +216,7 @@ def caption_main(argv: list[str] | None = None) -> int:
              "here: drop one")  # fmt: skip
     if args.cuda_graphs and args.sample:
         fail("caption", "--cuda-graphs captures greedy and beam search; --sample draws its words eagerly: drop one")
+    check_dash_inputs(args)
     check_given(args)
     check_references(args)
     _refuse_missing_files(args)
@@ -230,6 +231,10 @@ def caption_main(argv: list[str] | None = None) -> int:
 
         listed = "".join(stdin_names())  # names decoded as the arguments are
         sys.stdin = io.StringIO(listed)
+    elif _reads_stdin(args):  # --given-file - / --references -: each process reads the captions the first read
+        from text_attn.core.os_text import stdin_bytes
+
+        listed = os.fsdecode(stdin_bytes())
     others = start_others(args.devices, list(sys.argv[1:] if argv is None else argv), listed)
     code = 1
     try:
@@ -264,7 +269,7 @@ def _checked_run(args: argparse.Namespace) -> int:
     try:  # the files given and the model, before it loads (folders and stdin's list are checked once expanded)
         refuse_same_outputs([("--html", args.html), ("--jsonl", args.jsonl), ("--scores", args.scores)])
         refuse_overlap(_outputs(args), [*_model_files(args), *(i for i in args.images if i != "-")],
-                       stdin="-" in args.images)  # fmt: skip
+                       stdin=_reads_stdin(args))  # fmt: skip
     except OutputRefused as err:
         fail("caption", str(err))
     captioner = _load_captioner(args)
@@ -391,11 +396,16 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
             fail("caption", no_images(args.images))
 
 
+def _reads_stdin(args: argparse.Namespace) -> bool:
+    """Whether stdin is an input: the images' names (``-``), or the captions of --given-file / --references ``-``."""
+    return "-" in args.images or "-" in (args.given_file, args.references)
+
+
 def _model_files(args: argparse.Namespace) -> list[str]:
     """The model file this run reads (an input too: no output may replace it), the caption files it reads
     (--given-file, --references) and, for --demo, its photos."""
     files = [str(_model_file(args))]
-    files += [f for f in (args.given_file, args.references) if f]
+    files += [f for f in (args.given_file, args.references) if f and f != "-"]  # "-": stdin (_reads_stdin)
     if args.demo == "photo":
         files += [str(p) for p in DEMO_PHOTOS]
     return files
@@ -440,11 +450,11 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         given_notes(captioner, args, names)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written
         files = [p for p in paths if not is_shard(p)]  # a shard's members are named as drawn (protecting)
-        refuse_overlap(_outputs(args, files), [*_model_files(args), *paths], stdin="-" in args.images)
+        refuse_overlap(_outputs(args, files), [*_model_files(args), *paths], stdin=_reads_stdin(args))
     except OutputRefused as err:
         fail("caption", str(err))
     with protecting(
-        [*_model_files(args), *paths], stdin="-" in args.images
+        [*_model_files(args), *paths], stdin=_reads_stdin(args)
     ):  # and each file written as the run goes (per-word PNGs)
         if args.devices is not None:
             from captioning.commands.caption_scale import caption_on_processes

@@ -12,17 +12,23 @@ from typing import Any
 
 from text_attn.core.arrays import digits6
 from text_attn.core.errors import fail
-from text_attn.core.os_text import utf8_name
+from text_attn.core.os_text import stdin_bytes, utf8_name
 from text_attn.core.safe_files import inert, text_lines
 from text_attn.core.search_options import search_flags_given
 
 _KEY = re.compile(r"#\d+$")  # Flickr8k's token file names a caption "photo.jpg#2": the photo is "photo.jpg"
 
 
-def text_line(path: Path, offset: int) -> int:
-    """The line number (from 1) of byte ``offset`` of a file."""
-    with open(path, "rb") as f:
-        return f.read(offset).count(b"\n") + 1
+def check_dash_inputs(args: argparse.Namespace) -> None:
+    """``-`` for --given-file or --references reads stdin (text_attn.core.os_text.stdin_bytes): once, and only where
+    the images' names are not on it."""
+    dashes = [flag for flag, value in (("--given-file", args.given_file), ("--references", args.references))
+              if value == "-"]  # fmt: skip
+    if len(dashes) == 2:
+        fail("caption", "--given-file - and --references -: stdin is read once; give one of them a file")
+    if dashes and "-" in args.images:
+        fail("caption", f"{dashes[0]} -: stdin holds the images' names; give {dashes[0]} a file (a pipe: "
+             f"{dashes[0]} <(command))")  # fmt: skip
 
 
 def check_given(args: argparse.Namespace) -> None:
@@ -60,16 +66,18 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
     from captioning.model.reading import caption_tokens
 
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        raw = stdin_bytes() if str(path) == "-" else path.read_bytes()  # "-": stdin (a file named "-" is ./-)
     except FileNotFoundError:
         fail("caption", f"{flag} {path}: file not found")
     except IsADirectoryError:
         fail("caption", f"{flag} {path}: a folder; give the file of captions (name<TAB>caption lines)")
-    except UnicodeDecodeError as err:  # the line, for a file that is mostly text
-        line = text_line(path, err.start)
-        fail("caption", f"{flag} {path}: not UTF-8 text (line {line}, byte {err.start})")
     except OSError as err:
         fail("caption", f"{flag} {path}: cannot read it ({err.strerror or type(err).__name__})")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:  # the line, for a file that is mostly text
+        line = raw[: err.start].count(b"\n") + 1
+        fail("caption", f"{flag} {path}: not UTF-8 text (line {line}, byte {err.start})")
     by_name: dict[str, list[str]] = {}
     lines: dict[str, list[int]] = {}
     for n, line in enumerate(text_lines(text), 1):

@@ -2,6 +2,7 @@
 photos (coco-caption's scores, as benchmarks/flickr8k.py computes them), each photo's scores worst first; refusals in
 one line, before any photo is captioned."""
 
+import io
 import json
 import random
 import shutil
@@ -222,3 +223,25 @@ def test_meteor_is_asked_for_english_models_only(monkeypatch):
     assert german["how"].endswith("no METEOR (it scores English)")
     assert english["how"] == "coco-caption, its PTB tokenizer"
     assert german["scores"] == {"BLEU-1": 50.0, "CIDEr-D": None}  # one photo: no CIDEr-D (its weights are all 0)
+
+
+def test_references_and_captions_given_on_stdin(capsys, monkeypatch, scenes, no_java):
+    """``--references -`` and ``--given-file -`` read stdin as they read the file; with the images' names on stdin
+    (``-``) or both on it, one line refuses."""
+    folder, refs = scenes
+    photos = [str(folder / f"s{i}.png") for i in range(4)]
+    code, _, err = _run(capsys, *photos, "--references", str(refs))
+    monkeypatch.setattr("sys.stdin", io.StringIO(refs.read_text()))
+    code, _, dashed = _run(capsys, *photos, "--references", "-")
+    assert code == 0 and _scores_line(dashed) == _scores_line(err) and "--references -: 4 photo(s)" in dashed
+    code, from_file, _ = _run(capsys, photos[0], "--given-file", str(refs))
+    monkeypatch.setattr("sys.stdin", io.StringIO(refs.read_text()))
+    code, from_stdin, _ = _run(capsys, photos[0], "--given-file", "-")
+    assert code == 0 and from_stdin == from_file and len(from_file.splitlines()) == 2  # s0's two captions, ranked
+    for argv, why in ((["-", "--references", "-"], "--references -: stdin holds the images' names"),
+                      ([photos[0], "--given-file", "-", "--references", "-"], "stdin is read once")):  # fmt: skip
+        monkeypatch.setattr("sys.stdin", io.StringIO(photos[0] + "\n"))
+        with pytest.raises(SystemExit) as exc:
+            _run(capsys, *argv)
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(lines) == 1 and why in lines[0], lines

@@ -4,6 +4,8 @@ scores worst first; inputs without a reference line and extra lines in notes; re
 
 import io
 import json
+import os
+import threading
 
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
@@ -88,5 +90,39 @@ def test_refusals_in_one_line(capsys, tmp_path, monkeypatch, args, why):
     (tmp_path / "r.en").write_text("A man.\n")
     with pytest.raises(SystemExit) as exc:
         translate_main([*(() if "--demo" in args else ["Ein Mann."]), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
+
+
+def test_references_on_stdin_or_a_pipe_score_as_the_file(capsys, tmp_path, monkeypatch):
+    """``--references -`` reads stdin (the sentences being arguments), and a pipe (``<(zcat refs.gz)``, a path that
+    is no regular file) is read as a file is: the same scores as the file's."""
+    refs = tmp_path / "refs.en"
+    refs.write_text("\n".join(REFERENCES) + "\n")
+    code = translate_main([*SOURCES, "--model", "bahdanau", "--references", str(refs)])
+    from_file = _scores_line(capsys.readouterr().err)
+    monkeypatch.setattr("sys.stdin", io.StringIO(refs.read_text()))
+    code = translate_main([*SOURCES, "--model", "bahdanau", "--references", "-"])
+    err = capsys.readouterr().err
+    assert code == 0 and _scores_line(err) == from_file and "scores against --references -: 3 sentence(s)" in err
+    fifo = tmp_path / "refs.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=(refs.read_text(),))
+    writer.start()
+    code = translate_main([*SOURCES, "--model", "bahdanau", "--references", str(fifo)])
+    writer.join()
+    assert code == 0 and _scores_line(capsys.readouterr().err) == from_file
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [(["--references", "-"], "--references -: stdin holds the sentences to translate; give --references a file"),
+     (["--given-file", "-"], "--given-file -: stdin holds the sentences to translate; give --given-file a file"),
+     (["Ein Mann.", "--references", "-", "--given-file", "-"], "--given-file - and --references -: stdin is read")],
+)  # fmt: skip
+def test_stdin_is_read_for_one_input_only(capsys, monkeypatch, argv, why):
+    monkeypatch.setattr("sys.stdin", io.StringIO("A man.\n"))
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", "bahdanau", *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and why in err[0], err

@@ -8,6 +8,7 @@
   so a record written under one locale is found again (``--resume``) under another; :func:`os_name` turns such a name
   back into the form this process's file functions take.
 - **Standard streams started closed** (``>&-``, ``2>&-``): :func:`standard_streams`.
+- **An input file named ``-``** (``--references -``, ``--given-file -``): stdin, read once (:func:`stdin_bytes`).
 """
 
 from __future__ import annotations
@@ -114,3 +115,17 @@ def stdout_is_closed() -> bool:
     seen through the wrapper text_attn.core.safe_files puts around it."""
     stream = sys.stdout
     return isinstance(getattr(stream, "_stream", stream), ClosedStdout)
+
+
+_read_stdin: list = []  # [the stream, its bytes] once read: a second reader gets the same bytes
+
+
+def stdin_bytes() -> bytes:
+    """All of stdin's bytes, read once: an input file given as ``-`` is stdin, as ``-`` for the sentences or the
+    photos' names is (a file named "-" is ``./-``). Kept with the stream read (a test's replaced stdin is read anew)."""
+    stream = sys.stdin
+    if not _read_stdin or _read_stdin[0] is not stream:
+        buffer = getattr(stream, "buffer", None)  # a test's io.StringIO has none: its text, as UTF-8
+        data = buffer.read() if buffer is not None else stream.read().encode("utf-8", "surrogateescape")
+        _read_stdin[:] = [stream, data]
+    return _read_stdin[1]

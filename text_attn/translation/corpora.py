@@ -12,6 +12,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from text_attn.core.os_text import stdin_bytes
 from text_attn.core.safe_files import inert
 from text_attn.core.vocab import tokenize
 from text_attn.translation.pairs import Example, TaskError
@@ -19,14 +20,14 @@ from text_attn.translation.pairs import Example, TaskError
 
 def read_lines(path: str | Path) -> list[str]:
     """UTF-8 lines without line endings (a gzipped file is read through: .gz or gzip's magic bytes); a decoding error
-    names its line."""
-    p = Path(path)
-    if p.is_dir():
+    names its line. ``-``: stdin's lines."""
+    p, dash = Path(path), str(path) == "-"  # "-": stdin (a file named "-" is ./-)
+    if not dash and p.is_dir():
         raise TaskError(f"{p}: is a folder; give the file")
-    if not p.is_file():
+    if not dash and not p.exists():  # a pipe (--references <(zcat refs.gz)) is no regular file, and is read
         raise TaskError(f"{p}: file not found")
     try:
-        raw = p.read_bytes()
+        raw = stdin_bytes() if dash else p.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as e:

@@ -154,14 +154,15 @@ def _parser() -> argparse.ArgumentParser:
         "--given-file",
         metavar="FILE",
         help="as --given, with line N of FILE the translation read for input N (a reference file: the forced "
-        "alignment of a whole corpus; gzipped or not)",
+        "alignment of a whole corpus; gzipped or not; -: stdin, when the sentences are arguments)",
     )
     p.add_argument(
         "--references",
         metavar="FILE",
         help="score the translations written against references: line N of FILE is input N's (a corpus's other "
-        "side; gzipped or not). At the end, on stderr: sacreBLEU and chrF (the text as written, with sacrebleu's "
-        "signatures) and BLEU (tok.) (lowercased, tokenized: the PyTorch seq2seq tutorials' measure)",
+        "side; gzipped or not; -: stdin, when the sentences are arguments). At the end, on stderr: sacreBLEU and "
+        "chrF (the text as written, with sacrebleu's signatures) and BLEU (tok.) (lowercased, tokenized: the PyTorch "
+        "seq2seq tutorials' measure)",
     )
     p.add_argument(
         "--scores",
@@ -488,16 +489,29 @@ def _source_note(translator, args: argparse.Namespace, count: int, first: list[i
     return note
 
 
+def _check_dash_inputs(args: argparse.Namespace) -> None:
+    """``-`` for --given-file or --references reads stdin (text_attn.core.os_text.stdin_bytes): once, and only where
+    the sentences are not on it."""
+    dashes = [flag for flag, value in (("--given-file", args.given_file), ("--references", args.references))
+              if value == "-"]  # fmt: skip
+    if len(dashes) == 2:
+        fail("translate", "--given-file - and --references -: stdin is read once; give one of them a file")
+    if dashes and not args.sentences and not args.demo:
+        fail("translate", f"{dashes[0]} -: stdin holds the sentences to translate; give {dashes[0]} a file (a pipe: "
+             f"{dashes[0]} <(command)), or the sentences as arguments")  # fmt: skip
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output that is also an input, by the one mechanism every command uses
     (safe_files.refuse_overlap): the model file, and the file stdin is redirected from (writing it would empty the
     input before it is read); a --plot that names a folder; and an output file in a folder that does not exist (a
     mistyped folder is said before the model loads, not made)."""
-    reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo
+    texts = [f for f in (args.given_file, args.references) if f]  # read whole before any output, but kept whole
+    reads_stdin = ((not args.sentences or args.sentences == ["-"]) and not args.demo) or "-" in texts
+    texts = [f for f in texts if f != "-"]
     named = [("--output", args.output), ("--html", args.html), ("--plot", args.plot),
              ("--alignments", args.alignments), ("--scores", args.scores)]  # fmt: skip
     try:
-        texts = [f for f in (args.given_file, args.references) if f]  # read whole before any output, but kept whole
         refuse_overlap({f"{flag} {v}": v for flag, v in named if v}, [model_path(args.model), *texts],
                        stdin=reads_stdin)  # fmt: skip
         refuse_same_outputs(named)  # two outputs in one file: one would overwrite the other
@@ -540,6 +554,7 @@ def translate_main(argv: list[str] | None = None) -> int:
     cpu_load.start()  # the cores' load is read again once the model is loaded (the default --threads)
     args = _parser().parse_args(argv)
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo and not args.model_info
+    reads_stdin = reads_stdin or "-" in (args.given_file, args.references)  # --references -: stdin is an input too
     # the model file and a file on stdin are inputs: no output (the numbered --plot files included) may replace them
     with protecting([model_path(args.model)], stdin=reads_stdin):
         return _translate_main(args)
@@ -570,6 +585,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         fail("translate", "'-' reads the sentences from stdin: give it alone, or give the sentences as arguments")
     if args.align_by != "attention" and not args.alignments:
         fail("translate", f"--align-by {args.align_by} says how --alignments links words: give --alignments FILE")
+    _check_dash_inputs(args)
     _check_outputs(args)
     check_given(args)
     check_references(args)
