@@ -416,7 +416,7 @@ def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, s
     name them; the per-word PNGs, named by the caption's words, are checked as written: safe_files.protecting)."""
     out = {f"--{flag} {value}": value for flag, value in (("jsonl", args.jsonl), ("html", args.html),
                                                            ("scores", args.scores))}  # fmt: skip
-    used = drawn_overlays(args)
+    used = {n.casefold() for n in drawn_overlays(args)}  # as _unique_stem keeps them
     for name in paths if args.overlay else ():
         png = str(Path(args.overlay) / f"{_unique_stem(Path(name).stem or 'image', used)}{OVERLAY}")
         out[f"the overlay {png}"] = png

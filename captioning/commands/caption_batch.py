@@ -22,12 +22,14 @@ from text_attn.core.safe_files import inert
 
 
 def _unique_stem(name: str, used: set[str]) -> str:
-    """The overlay's NAME (``NAME-attention.png``) for a photo named ``name``: cut to fit a file name (fitted)."""
+    """The overlay's NAME (``NAME-attention.png``) for a photo named ``name``: cut to fit a file name (fitted).
+    ``used``: the names taken, casefolded (macOS's and Windows' file systems ignore case: Dog.jpg's overlay and
+    dog.jpg's were one file there)."""
     stem, k = fitted(name, OVERLAY), 1
-    while stem in used:  # a/x.png and b/x.png in one call must not overwrite each other's overlay
+    while stem.casefold() in used:  # a/x.png and b/x.png in one call must not overwrite each other's overlay
         k += 1
         stem = f"{fitted(name, f'-{k}{OVERLAY}')}-{k}"
-    used.add(stem)
+    used.add(stem.casefold())
     return stem
 
 
@@ -227,7 +229,7 @@ class OverlayNames:
         processes, were both ``KEY`` and one overwrote the other."""
         from captioning.photos.shards import is_shard
 
-        self.used: set[str] = set(taken)
+        self.used: set[str] = {t.casefold() for t in taken}  # as _unique_stem keeps them
         self.by_shard = by_shard
         self.files = {s: _unique_stem(Path(n).stem or "image", self.used) for s, n in enumerate(sources) if not
                       is_shard(n)}  # fmt: skip

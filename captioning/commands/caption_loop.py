@@ -78,7 +78,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             if report is not None:
                 report.close()
             fail("caption", f"--resume: {jsonl} names its photos by the paths its first run was given, which are not "
-                 f"found from here (it holds {os.path.relpath(lost)}); run from the folder that run ran in (from "
+                 f"found from here (it holds {_relative(lost) or lost}); run from the folder that run ran in (from "
                  "here each would be captioned again)")  # fmt: skip
         if held:
             print(f"caption: {held} image(s) already in {jsonl}: skipped", file=sys.stderr)
@@ -177,6 +177,14 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     return 1 if failed or empty else 0
 
 
+def _relative(path: str) -> str | None:
+    """``path`` from the working folder; None on Windows where it is on another drive (relpath raises there)."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return None
+
+
 def _elsewhere(paths: list[str], done: set[str]) -> str | None:
     """A record of ``done`` that names no file from this working directory while an input ends with its very path
     (the record "photos/a.jpg": no such file here, and an input is ../first/photos/a.jpg): the sign of a --resume
@@ -187,7 +195,7 @@ def _elsewhere(paths: list[str], done: set[str]) -> str | None:
         parts = Path(os.path.abspath(p)).parts
         inputs.setdefault(parts[-1], []).append(parts)
     for key in sorted(done):
-        rel = Path(os.path.relpath(key)).parts  # the record's path as the first run was given it
+        rel = Path(_relative(key) or "").parts  # the record's path as the first run was given it
         if not rel or os.path.lexists(key) or ".." in rel:
             continue
         if any(parts[-len(rel) :] == rel for parts in inputs.get(rel[-1], ())):

@@ -13,6 +13,8 @@ Not used when something else starts the processes (torchrun, SLURM, ``LOCAL_RANK
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import socket
 import subprocess
@@ -58,6 +60,11 @@ def _command(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", spec.name, *argv]
 
 
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def start_others(devices: int, argv: list[str], stdin: str | None = None) -> Others:
     """Start local ranks 1..devices-1 running ``argv`` and make this process rank 0 (its environment). ``stdin``: the
     text the first process read from its stdin (paths, ``caption -``), given to each of the others as theirs."""
@@ -84,7 +91,10 @@ def start_others(devices: int, argv: list[str], stdin: str | None = None) -> Oth
                 procs.append(subprocess.Popen(_command(argv), env=env, stdin=own))
     finally:
         if listed is not None:
-            os.unlink(listed)  # the processes keep their open descriptors
+            try:
+                os.unlink(listed)  # the processes keep their open descriptors
+            except PermissionError:  # Windows: a file open elsewhere cannot go yet; at exit, the others done by then
+                atexit.register(_remove, listed)
     return Others(procs)
 
 

@@ -85,7 +85,7 @@ def _temporary_prefix(path: Path) -> str:
     and an export's model file, written through a temporary file of its own, nested two such names."""
     try:
         longest = os.pathconf(path.parent if str(path.parent) else ".", "PC_NAME_MAX")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # AttributeError: Windows has no pathconf
         longest = 255
     room = max(1, longest - len(b"..") - 8 - len(b".tmp"))
     name = path.name[:room]
@@ -95,6 +95,26 @@ def _temporary_prefix(path: Path) -> str:
     except UnicodeError:  # a name the file system cannot spell: the rename says so; the temporary file needs none
         name = "output"
     return f".{name}."
+
+
+# POSIX flags and calls Windows lacks (there a name is not followed as a link, nor a FIFO opened, by these calls)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _set_mode(fd: int, path: Path, mode: int) -> None:
+    """``mode`` for the file open as ``fd`` (``path``): by descriptor where the system can (Windows before Python
+    3.13 has no fchmod; there only the read-only bit exists, set by name)."""
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, mode)
+    else:
+        os.chmod(path, mode)
+
+
+def _blocking(fd: int) -> None:
+    """Back to blocking writes and reads, where the open was non-blocking (O_NONBLOCK; not on Windows)."""
+    if _NONBLOCK:
+        os.set_blocking(fd, True)
 
 
 @contextlib.contextmanager
@@ -112,7 +132,7 @@ def atomic_output(path: str | Path, mode: int | None = None, end_on_signal: bool
     tmp = Path(name)
     try:
         with _terminated_as_exit(path) if end_on_signal else contextlib.nullcontext():
-            os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
+            _set_mode(fd, tmp, 0o666 & ~_umask() if mode is None else mode)
             os.close(fd)
             yield tmp
             check_output(path)  # again: something may have been put there during a long write
@@ -181,7 +201,7 @@ def open_stream(path: str | Path, append: bool = False) -> IO[str]:
     final name is never followed as a link (O_NOFOLLOW), and what was opened is checked to be a regular file before
     anything is written or emptied (O_NONBLOCK: a FIFO without a reader does not hang the open)."""
     check_output(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags | (os.O_APPEND if append else 0), 0o666)
     except OSError as err:
@@ -193,7 +213,7 @@ def open_stream(path: str | Path, append: bool = False) -> IO[str]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OutputRefused(f"{path} exists and is {_kind(st.st_mode)}, not a regular file: give a file path")
-        os.set_blocking(fd, True)
+        _blocking(fd)
         if not append:
             os.ftruncate(fd, 0)  # now, not by O_TRUNC: only a file known to be regular is emptied
         return os.fdopen(fd, "w", encoding="utf-8")
@@ -208,7 +228,7 @@ def read_regular(path: str | Path, limit: int) -> bytes:
     ever) and refused, and so are a device (/dev/zero was read without end), a socket and a folder, judged on what was
     opened, not on a name that may change; a file larger than ``limit`` is refused before it is read. Refused:
     ValueError with the reason for a message; missing or unreadable: the OSError."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     too_large = ValueError(f"larger than {limit:,} bytes: not read")
     try:
         st = os.fstat(fd)
@@ -216,7 +236,7 @@ def read_regular(path: str | Path, limit: int) -> bytes:
             raise ValueError(f"{_kind(st.st_mode)}, not a regular file: not read")
         if st.st_size > limit:
             raise too_large
-        os.set_blocking(fd, True)
+        _blocking(fd)
         f = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -306,6 +326,8 @@ def untrusted_reason(path: str | Path) -> str | None:
     must be owned by this user or root; it writable by no one else; the folders above may be writable by others only
     with the sticky bit (as /tmp is), where no one can rename or replace what another user made there. A link is
     judged by its target (~/.cache -> /data/cache), except that a file may not be a link (a planted one would be)."""
+    if not hasattr(os, "geteuid"):  # Windows: no owners and modes of this kind (its ACLs are another model): trusted
+        return None
     me = os.geteuid()
     path = Path(os.path.abspath(path))
     try:
