@@ -27,6 +27,7 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -44,6 +45,7 @@ from attention_serve.worker_start import DRAINING, ENDING, RUNNING, StartingFrom
 RESTART_WINDOW = 60.0  # seconds: more than max_restarts deaths of one model within it is a crash loop
 LOOK_EVERY = 0.1  # seconds between the supervisor's looks at the workers
 WHAT = {"/caption": "caption", "/translate": "translation"}  # the model's name in the log lines and answers
+PROC_STAT = Path("/proc/self/stat")  # Linux's; where it is missing, ps says when a process started (start_time)
 
 
 def log(line: str) -> None:
@@ -60,12 +62,24 @@ def listening(sock: socket.socket) -> bool:
         return False
 
 
-def start_time(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot: /proc/PID/stat's 22nd field); None where unknown."""
+def start_time(pid: int) -> int | str | None:
+    """When process ``pid`` started: clock ticks since boot (/proc/PID/stat's 22nd field), or where there is no /proc
+    (macOS, the BSDs) ps's start time, to the second; None where unknown (it has ended). Without it an orphaned worker
+    was never ended there (end_if_running)."""
+    if not PROC_STAT.exists():
+        return _ps_start_time(pid)
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _ps_start_time(pid: int) -> str | None:
+    try:
+        done = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def end_if_running(pid: int, started: int | None) -> bool:

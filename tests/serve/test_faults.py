@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -251,3 +253,23 @@ def test_a_crash_loop_stops_the_server_with_one_line_and_exit_1(models, tmp_path
     assert log.count("a caption worker cannot load its model") == 2, log
     assert "the caption model's worker stopped 3 times within 60 s (last: exit code 1); giving up" in log, log
     assert "Traceback" not in log and log.rstrip().endswith("attention-serve: stopped (exit 1)"), log
+
+
+def test_without_proc_a_worker_is_known_by_ps_and_ended_only_if_it_is_the_same(monkeypatch, tmp_path):
+    """macOS and the BSDs have no /proc: a worker's start time came back None there, so an orphaned worker (its
+    template killed) was never ended. ps gives it; a pid taken since by another process is left alone."""
+    from attention_serve import workers
+
+    monkeypatch.setattr(workers, "PROC_STAT", tmp_path / "no-proc")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = workers.start_time(child.pid)
+        assert isinstance(started, str) and started and workers.start_time(child.pid) == started
+        assert not workers.end_if_running(child.pid, started + " (another process)")  # not the one that started
+        assert child.poll() is None
+        assert workers.end_if_running(child.pid, started)
+        assert child.wait(10) == -signal.SIGKILL
+    finally:
+        child.kill()
+        child.wait()
+    assert workers.start_time(child.pid) is None  # ended: unknown
