@@ -55,6 +55,33 @@ def outliving(owner: int, held: list[int] | None = None):
     return on_sigterm
 
 
+def outlive_parent() -> None:
+    """Set a helper process's SIGTERM handler (its initializer calls this): the signal is ignored while the process
+    that started it lives (multiprocessing.parent_process: its pipe from that process is open, whatever the start
+    method; a forkserver's child is not that process's child), and ends it as before once that process has gone."""
+    parent = mp.parent_process()
+
+    def on_sigterm(signum, frame) -> None:
+        if parent is None or not parent.is_alive():
+            die_of(signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def outliving_manager():
+    """``multiprocessing.Manager()`` (the default context's SyncManager) that outlives a SIGTERM sent to the whole group
+    while this process lives. Forked, it inherits the handler workers.SupervisedServer._init_manager sets around its
+    start (as before); started by spawn (macOS) or from a forkserver (Python 3.14 on Linux) it inherits none of this
+    process's (a forkserver's child gets the template's, which ends it: its parent is not this process), so its
+    initializer sets :func:`outlive_parent`'s. SIGINT it ignores already (multiprocessing's manager does)."""
+    from multiprocessing.managers import SyncManager
+
+    ctx = mp.get_context()
+    manager = SyncManager(ctx=ctx)
+    manager.start(initializer=None if ctx.get_start_method() == "fork" else outlive_parent)
+    return manager
+
+
 def worker_sigterm(stage) -> None:
     """A model worker's SIGTERM (installed by apis._ModelAPI.setup; ``stage``: the server's, see :data:`RUNNING`).
     Sent to the whole group, it reaches the main process too, which marks its stop at once (DRAINING): the worker then
@@ -91,14 +118,17 @@ def start_worker_template():
 
 class StartingFrom:
     """A stand-in for ``litserve.server``'s ``multiprocessing`` that hands out ``ctx`` where LitServe asks for the
-    "spawn" context (it starts its inference workers with it, 0.2.19); everything else (the "fork" of its HTTP
-    process, its manager) is the module's own."""
+    "spawn" context (it starts its inference workers with it, 0.2.19), and its manager as :func:`outliving_manager`
+    (the default context's, as ``Manager()``); everything else (the "fork" of its HTTP process) is the module's own."""
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
 
     def get_context(self, method=None):
         return self.ctx if method == "spawn" else mp.get_context(method)
+
+    def Manager(self):  # noqa: N802 - multiprocessing's name
+        return outliving_manager()
 
     def __getattr__(self, name: str):
         return getattr(mp, name)

@@ -217,8 +217,11 @@ class SupervisedServer(ls.LitServer):
     def _init_manager(self, num_api_servers: int):
         """LitServe's manager process (its queues, the workers' status), forked now with a SIGTERM handler that ignores
         the signal while this process lives (worker_start.outliving): killed by a SIGTERM sent to the whole group, it
-        took every queue with it and every request in flight got a plain-text 500. It still ends with the server
-        (LitServe's shutdown asks it to). A SIGTERM that reaches this process meanwhile is handled once it is up."""
+        took every queue with it and every request in flight got a plain-text 500. Started by spawn or forkserver
+        instead (the default start method on macOS, on Linux from Python 3.14), it inherits no handler of this
+        process's: its initializer sets the same (worker_start.outliving_manager, given LitServe by StartingFrom). It
+        still ends with the server (LitServe's shutdown asks it to). A SIGTERM that reaches this process meanwhile is
+        handled once it is up."""
         held: list[int] = []
         previous = signal.signal(signal.SIGTERM, outliving(os.getpid(), held))
         try:

@@ -32,7 +32,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
 
     from captioning.commands.caption_limits import stopped_by  # now: with no file descriptor left it could not load
     from captioning.photos.collection import ResumeError, image_key, read_done
-    from captioning.photos.photo_stream import PhotoStream, photo_batches
+    from captioning.photos.photo_stream import NameIn, PhotoStream, photo_batches
     from captioning.photos.shards import is_shard
 
     if args.overlay:
@@ -87,7 +87,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     batches = -(-todo // args.batch_size) if todo is not None else 2
     workers = args.workers if batches > 1 else 0  # starting processes is not worth it for one batch
     keep = bool(args.overlay or args.html)  # the decoded images, for overlays and the page's pictures
-    skip = (lambda item, name: image_key(name) in done) if done else None
+    skip = NameIn(done) if done else None  # not a lambda: the stream is pickled to workers under spawn
     stream = PhotoStream(paths, captioner.preprocess, args.batch_size, keep, skip=skip, raw=args.decode_on_device)
     loader = photo_batches(stream, workers)
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file

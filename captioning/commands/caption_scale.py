@@ -44,7 +44,7 @@ from captioning.commands.caption_limits import stopped_by
 from captioning.commands.caption_run import check_resume, record_run
 from captioning.commands.process_start import loop_started
 from captioning.photos.collection import ResumeError, captioned_lines, image_key
-from captioning.photos.photo_stream import Id, PhotoStream, owner, photo_batches
+from captioning.photos.photo_stream import Id, IdIn, NameIn, PhotoStream, owner, photo_batches
 from captioning.photos.shards import is_shard
 from text_attn.core.errors import fail, one_line
 from text_attn.core.part_files import LineCounter, PartError, PartWriter, Row, held_ids, merge_parts, part_files
@@ -137,8 +137,8 @@ class CaptionPredictor(pl.LightningModule):
             keep=bool(self.args.overlay),
             rank=self.global_rank,
             world=self.trainer.world_size,
-            skip=(lambda i, name: i in done) if done else None,
-            held=(lambda i, name: image_key(name) in held) if held else None,
+            skip=IdIn(done) if done else None,  # not lambdas: the stream is pickled to workers under spawn
+            held=NameIn(held) if held else None,
             raw=self.args.decode_on_device,
         )
         return photo_batches(stream, self.args.workers)

@@ -46,6 +46,32 @@ def owner(sources: list[str], world: int) -> Callable[[Id], int]:
     return rank_of
 
 
+# A stream's skip and held tests are module-level (a lambda cannot be pickled): under the spawn and forkserver start
+# methods (macOS's default, Python 3.14's on Linux) the stream is pickled to each loader worker.
+def _none(item: Id, name: str) -> bool:
+    return False
+
+
+class NameIn:
+    """``(id, name) -> whether the photo's image_key(name) is in keys`` (caption --resume: photos its --jsonl holds)."""
+
+    def __init__(self, keys: set[str]):
+        self.keys = keys
+
+    def __call__(self, item: Id, name: str) -> bool:
+        return collection.image_key(name) in self.keys
+
+
+class IdIn:
+    """``(id, name) -> whether id is in ids`` (caption --devices --resume: photos the part files hold)."""
+
+    def __init__(self, ids: set[Id]):
+        self.ids = ids
+
+    def __call__(self, item: Id, name: str) -> bool:
+        return item in self.ids
+
+
 class PhotoStream(IterableDataset):
     """This process's photos (``rank`` of ``world``), in id order, each read by :func:`collection.read_photo` into
     an item with its ``id``; a shard member's item also has its img2dataset ``key`` and its ``reference`` (the
@@ -69,7 +95,7 @@ class PhotoStream(IterableDataset):
         self.sources, self.preprocess, self.batch_size, self.keep = sources, preprocess, batch_size, keep
         self.raw = raw  # baseline JPEGs only read, decoded on the model's device (caption --decode-on-device)
         self.rank, self.world = rank, world
-        self.skip, self.held = skip or (lambda i, n: False), held or (lambda i, n: False)
+        self.skip, self.held = skip or _none, held or _none
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()

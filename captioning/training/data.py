@@ -44,7 +44,6 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -571,7 +570,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 skip=self.take_resume_skip(),
                 pool_batches=1,
             )
-            collate = self._collate_photos
+            collate = _Collate(self, "_collate_photos")
             return DataLoader(photos, batch_sampler=sampler, collate_fn=collate, num_workers=hp.num_workers)
         lengths = [len(c) for _, c in self._train_pairs]
         pairs = _Indices(len(lengths))
@@ -586,7 +585,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         return DataLoader(
             pairs,
             batch_sampler=sampler,
-            collate_fn=self._collate_train,
+            collate_fn=_Collate(self, "_collate_train"),
             num_workers=hp.num_workers,
         )
 
@@ -595,7 +594,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             _Indices(len(self.splits[split].images)),
             batch_size=self.hparams.batch_size,
             shuffle=False,
-            collate_fn=partial(self._collate_eval, split),
+            collate_fn=_Collate(self, "_collate_eval", split),
             num_workers=self.hparams.num_workers,
         )
 
@@ -607,3 +606,42 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return self._eval_loader("test")
+
+
+# --- what the loaders' workers are sent ------------------------------------------------------------------------------
+class _BatchMaker:
+    """The data module's batch state (vocabulary, splits, features, preprocessing, train pairs, the grid and its cells)
+    with its batch methods, without the module: what a loader worker started by spawn or forkserver (macOS's default
+    start method, Python 3.14's on Linux) is sent, as pickling the module would take its trainer along (local classes,
+    lambdas: not picklable)."""
+
+    STATE = ("hparams", "vocab", "splits", "features", "preprocess", "grid", "_train_pairs", "_train_caption",
+             "_photo_pairs", "_cells")  # fmt: skip
+
+    def __init__(self, source: CaptionDataModule | _BatchMaker):
+        for name in self.STATE:
+            setattr(self, name, getattr(source, name))
+
+    train_references = CaptionDataModule.train_references
+    _visual = CaptionDataModule._visual
+    _token_cells = CaptionDataModule._token_cells
+    _attention_targets = CaptionDataModule._attention_targets
+    _caption_tensors = CaptionDataModule._caption_tensors
+    _collate_train = CaptionDataModule._collate_train
+    _collate_photos = CaptionDataModule._collate_photos
+    _collate_eval = CaptionDataModule._collate_eval
+
+
+class _Collate:
+    """A loader's collate function: ``maker.<method>(*args, index)``. Here and in forked workers ``maker`` is the data
+    module itself (as the bound method was: the state it has when the batch is made); pickled (spawn, forkserver),
+    it goes as a :class:`_BatchMaker` of the module's state at that moment (the loader's workers start)."""
+
+    def __init__(self, maker: CaptionDataModule | _BatchMaker, method: str, *args):
+        self.maker, self.method, self.args = maker, method, args
+
+    def __call__(self, index: list[int]) -> dict:
+        return getattr(self.maker, self.method)(*self.args, index)
+
+    def __reduce__(self) -> tuple:
+        return _Collate, (_BatchMaker(self.maker), self.method, *self.args)

@@ -43,17 +43,17 @@ from text_attn.core.vocab import Vocabulary
 
 FAMILY = "caption"
 SHAPING = ("min_freq", "captions_per_image")  # options that shape the samples or the vocabulary
-_FEATURES: dict[str, np.ndarray] = {}  # split -> (N, L, D) float16, for optimize's (forked) workers
-_ENCODER: list = []  # [the frozen encoder] while shards are written as features (optimize's forked workers)
 ENCODE_BATCH = 16  # a shard's photos encoded this many at a time
 
 
-def make_item(split: str, entry: tuple[int, int, str, str]) -> dict[str, Any]:
-    """optimize's function (runs in LitData's forked workers): (index, image index, file, caption JSON) -> sample."""
+def make_item(split: str, entry: tuple[int, int, str, str], features: np.ndarray | None = None) -> dict[str, Any]:
+    """optimize's function (runs in LitData's workers): (index, image index, file, caption JSON) -> sample;
+    ``features``: the split's (N, L, D) float16 features, stored instead of the photo's bytes. Given to it, not read
+    from a global: a worker started by spawn (Windows, macOS) or forkserver inherits no global."""
     index, image, path, caption = entry
     item: dict[str, Any] = {"index": index, "image": image, "caption": caption}
-    if split in _FEATURES:
-        item["features"] = _FEATURES[split][image]  # (L, D) float16
+    if features is not None:
+        item["features"] = features[image]  # (L, D) float16
     else:
         item["jpeg"] = Path(path).read_bytes()
     return item
@@ -136,7 +136,6 @@ def optimize_captions(
         with torch.no_grad():
             images = {s: sp.images for s, sp in dm.splits.items()}
             fill_features(feats, images, encoder, encoder.preprocess, 16, hp.num_workers, True)
-        _FEATURES.update({s: f.numpy() for s, f in feats.items()})
     boxes = partial(token_boxes, boxed=hp.attention_targets)
     inputs: dict[str, list] = {}
     train = dm.splits["train"]
@@ -163,11 +162,12 @@ def optimize_captions(
         from captioning.photos.domain import domain_check
 
         state["domain_check"] = domain_check(feats["train"], feats.get("val"), photos=hp.source != "shapes")
-    try:
-        item_fn = partial(partial, make_item)  # split -> make_item(split, .): picklable by reference
-        return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes)
-    finally:
-        _FEATURES.clear()
+    arrays = {s: f.numpy() for s, f in feats.items()}
+
+    def item_fn(split: str) -> partial:  # a partial of a module-level function: picklable (spawn, forkserver)
+        return partial(make_item, split, features=arrays.get(split))
+
+    return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes)
 
 
 def recorded_format(found) -> dict[str, Any]:
@@ -290,9 +290,13 @@ class StreamCollate:
 
 
 # --- img2dataset shards ----------------------------------------------------------------------------------------------
-def shard_item(split: str, entry: tuple[str, list[tuple[int, int, str]]]) -> Iterator[dict[str, Any]]:
-    """optimize's function for one shard (runs in LitData's forked workers): its chosen samples, in the shard's order,
-    as chunk samples. ``entry``: (shard path, [(sample index in the shard, index in the split, caption JSON)])."""
+def shard_item(
+    split: str, entry: tuple[str, list[tuple[int, int, str]]], encoder: Any = None
+) -> Iterator[dict[str, Any]]:
+    """optimize's function for one shard (runs in LitData's workers): its chosen samples, in the shard's order,
+    as chunk samples. ``entry``: (shard path, [(sample index in the shard, index in the split, caption JSON)]);
+    ``encoder``: the frozen encoder whose features are stored instead of the photos' bytes (given, not a global: a
+    worker started by spawn or forkserver inherits none)."""
     from captioning.photos.shards import iter_shard
 
     path, chosen = entry
@@ -303,20 +307,19 @@ def shard_item(split: str, entry: tuple[str, list[tuple[int, int, str]]]) -> Ite
             continue  # read whole by the first pass; changed since: left out (that pass named the damaged ones)
         i, caption = record[sample.index]
         item = {"index": i, "image": i, "caption": caption, "jpeg": sample.image}
-        if not _ENCODER:
+        if encoder is None:
             yield item
             continue
         pending.append(item)
         if len(pending) == ENCODE_BATCH:
-            yield from _encoded(pending)
+            yield from _encoded(pending, encoder)
             pending = []
     if pending:
-        yield from _encoded(pending)
+        yield from _encoded(pending, encoder)
 
 
-def _encoded(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _encoded(items: list[dict[str, Any]], encoder) -> list[dict[str, Any]]:
     """Shard samples with their photo's bytes replaced by the frozen encoder's (L, D) float16 features."""
-    encoder = _ENCODER[0]
     # In a forked worker the parent's thread pool is not usable (its first parallel op would wait forever), as in a
     # torch DataLoader worker: one thread each, the workers (--num_workers) are the parallelism.
     torch.set_num_threads(1)
@@ -419,13 +422,13 @@ def optimize_shards(
     vocab = Vocabulary.build((c for caps in refs["train"] for c in caps), hp.min_freq)
     state = {"vocab": vocab.to_dict(), "train_references": refs["train"], "domain": Path(out).name,
              "stores": "jpeg", "fingerprint": "", **recorded_format(photos)}  # fmt: skip
+    encoder = None
     if features:
         encoder, state["fingerprint"] = frozen_encoder(cfg)
         state["stores"] = "features"
-        _ENCODER.append(encoder)
     options = {**dict(hp), "features": features, "shards": patterns, "captions_per_image": None}
-    item_fn = partial(partial, shard_item)
-    try:
-        return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes, counts=counts)
-    finally:
-        _ENCODER.clear()
+
+    def item_fn(split: str) -> partial:  # a partial of a module-level function: picklable (spawn, forkserver)
+        return partial(shard_item, split, encoder=encoder)
+
+    return optimize_splits(out, FAMILY, options, state, inputs, item_fn, num_workers, chunk_bytes, counts=counts)

@@ -156,11 +156,14 @@ def optimize_splits(
     log: Callable[[str], None] = print,
     counts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Write ``inputs[split]`` (each turned into a sample by ``item_fn(split)``, in LitData's forked worker
-    processes) as ``out/<split>/`` chunks, split by split; ``options`` and ``state`` go to
+    """Write ``inputs[split]`` (each turned into a sample by ``item_fn(split)``, in LitData's worker processes:
+    forked where the platform can fork, else spawned, so ``item_fn(split)`` must be picklable and hold what it needs,
+    not read globals) as ``out/<split>/`` chunks, split by split; ``options`` and ``state`` go to
     the manifest and ``data_state.pt``. Splits a previous run finished with the same options are kept. ``counts``:
     samples per split where an input yields several (``item_fn(split)`` a generator: a tar shard). Returns the
     manifest."""
+    import multiprocessing
+
     import litdata
 
     from text_attn.core.safe_files import atomic_output
@@ -191,20 +194,32 @@ def optimize_splits(
         fn = item_fn(split)
         # use_checkpoint: a stopped run's chunks are kept and the next run continues after them (LitData cannot for
         # a function that yields several samples an input: that split is written again)
-        litdata.optimize(
-            fn,
-            list(items),
-            str(root / split),
-            chunk_bytes=chunk_bytes,
-            num_workers=max(1, min(num_workers, len(items))),
-            use_checkpoint=not inspect.isgeneratorfunction(fn),
-            keep_data_ordered=True,
-            start_method="fork",  # no fresh interpreter (torch imported again) per split and worker
-            verbose=True,
-        )
+        before = multiprocessing.get_start_method(allow_none=True)
+        try:
+            litdata.optimize(
+                fn,
+                list(items),
+                str(root / split),
+                chunk_bytes=chunk_bytes,
+                num_workers=max(1, min(num_workers, len(items))),
+                use_checkpoint=not inspect.isgeneratorfunction(fn),
+                keep_data_ordered=True,
+                start_method=_optimize_start_method(),
+                verbose=True,
+            )
+        finally:  # LitData sets the start method for the whole process (force=True): this process's own is kept
+            multiprocessing.set_start_method(before, force=True)
         manifest["splits"][split] = {"items": n}
         _write_manifest(root, manifest)
     return manifest
+
+
+def _optimize_start_method() -> str:
+    """LitData's workers are forked where the platform can (no fresh interpreter, torch imported again, per split and
+    worker), spawned where it cannot (Windows)."""
+    import multiprocessing
+
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 # --- reading ---------------------------------------------------------------------------------------------------------
