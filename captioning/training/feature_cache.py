@@ -160,7 +160,10 @@ def fill_features(
     bar = tqdm(total=total, desc="caching image features", unit="img", disable=not progress, file=sys.stderr)
     for split in todo:
         chunks, ds = [], _ImageTensors(images[split], preprocess)
-        for batch in DataLoader(ds, batch_size=batch_size, num_workers=num_workers):
+        # its own generator: a loader's iterator draws its workers' base seed from torch's global stream otherwise,
+        # and a run that found its features on disk drew other dropout masks (and hard-attention and SCST samples)
+        # than the same config's first run, which encoded them
+        for batch in DataLoader(ds, batch_size=batch_size, num_workers=num_workers, generator=torch.Generator()):
             chunks.append(encode_fn(batch).to("cpu", torch.float16).contiguous())  # (b, L, D) or (b, C, h, w)
             bar.update(batch.size(0))
         features[split] = torch.cat(chunks)  # (N, L, D)

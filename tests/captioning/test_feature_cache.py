@@ -47,6 +47,8 @@ def test_the_disk_cache_is_read_by_later_runs_and_keyed_by_images_and_weights(en
     assert encodings[-1] == []  # nothing encoded: both splits came from disk
     for split in ("train", "val"):
         torch.testing.assert_close(second.datamodule.features[split], first.datamodule.features[split])
+    for name, weight in first.model.state_dict().items():  # the same seed, encoded or read: the same training
+        assert torch.equal(weight, second.model.state_dict()[name]), name
     caption_train_cli(["test", "--config", CONFIG, "--trainer.default_root_dir", "run"])
     assert encodings[-1] == ["test"]  # only the split never encoded before
     caption_train_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.seed", "1"])
@@ -66,6 +68,24 @@ def test_disk_cache_off_and_fast_dev_run(encodings):
     )
     assert len(encodings) == 1 and not cli.datamodule.features  # no caching pass: batches carried images
     assert cli.trainer.global_step == 1
+
+
+def test_encoding_draws_nothing_from_the_global_random_stream(tmp_path):
+    """A run whose features were on disk drew other dropout masks than the same config's first run, which encoded
+    them: the encoding loader's iterator took its base seed from torch's global stream."""
+    from PIL import Image
+
+    photos = []
+    for i in range(5):
+        photos.append(tmp_path / f"p{i}.png")
+        Image.new("RGB", (20, 16), (40 * i, 90, 200 - 30 * i)).save(photos[-1])
+    torch.manual_seed(3)
+    before = torch.get_rng_state()
+    features: dict[str, torch.Tensor] = {}
+    done = feature_cache.fill_features(features, {"train": photos}, lambda b: b.flatten(2).transpose(1, 2),
+                                       lambda img: torch.zeros(3, 4, 4), batch_size=2, progress=False)  # fmt: skip
+    assert done == ["train"] and features["train"].shape == (5, 16, 3)
+    assert torch.equal(torch.get_rng_state(), before)
 
 
 def test_a_torn_or_foreign_cache_file_is_not_trusted(tmp_path):
