@@ -51,12 +51,13 @@ def caption_items(
 ) -> list[dict[str, Any]]:
     """Caption preprocessed images (captioning.photos.collection items: name, tensor, size, image) as one batch; per
     image a JSON-able record (see the module doc), with its overlay written when args.overlay is set. ``options``: the
-    decoding options of the run (search_options: one seeded sampler for all batches). ``used``: overlay names taken
-    so far in this run. ``stacked``: the items' tensors already stacked (n, 3, S, S) (photo_stream.pack), or None."""
+    decoding options of the run (search_options). ``used``: overlay names taken so far in this run. ``stacked``:
+    the items' tensors already stacked (n, 3, S, S) (photo_stream.pack), or None."""
     import torch
 
     from captioning.photos.photo_check import photo_stats
     from captioning.views.overlay import draw_overlay, draw_word_panels
+    from text_attn.core.decoding import text_key
 
     g = captioner.grid
     used = set() if used is None else used
@@ -66,6 +67,11 @@ def caption_items(
     if readings is not None:  # each photo's best fitting one first, not the model's own
         results = [ranked[0] for ranked in readings]
     else:
+        if options.get("sampling") is not None:
+            # each photo's draws keyed by its record name (what --resume matches): the same caption whatever batch,
+            # process (--devices, --workers) or resumed run it is drawn in
+            keys = torch.tensor([text_key(utf8_name(it["name"])) for it in items])  # (B,) int64
+            options = {**options, "keys": keys}
         results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
     attention = rounded_rows([r.alphas for r in results])  # per image (T, L), to 6 decimals, the batch at once
     stats = [it.get("photo_stats") or photo_stats(it["image"]) for it in items]

@@ -353,8 +353,9 @@ class Captioner:
         self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
     ) -> SearchResult:
         """Region features (B, L, D) -> the model's SearchResult (ids and attention per step). options: sampling,
-        n_best, no_repeat_ngram, banned (text_attn.core.decoding.search). By default a caption never holds <unk>,
-        <pad> or <bos> (banned): a reader gets the most likely real word instead."""
+        n_best, no_repeat_ngram, banned, keys (text_attn.core.decoding.search; keys (B,): each photo's key of a seeded
+        sampling's draws, e.g. text_key of its name, so that it draws the same in any batch). By default a caption
+        never holds <unk>, <pad> or <bos> (banned): a reader gets the most likely real word instead."""
         v = self.vocab
         options.setdefault("banned", (v.pad_id, v.bos_id, v.unk_id))
         return self.model.generate(

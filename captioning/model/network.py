@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.model.encoder import EncoderConfig, ImageEncoder
 from captioning.model.ensemble import DecoderEnsemble
-from text_attn.core.decoding import SearchResult, search, select_rows
+from text_attn.core.decoding import SearchResult, copy_keys, search, select_rows
 from text_attn.core.fixed_search import fixed_search
 
 # Each block's option names (caption-train names the block of an option given directly under model).
@@ -102,7 +102,8 @@ class CaptionModel(nn.Module):
         Runs in eval mode (no dropout; hard attention deterministic) and restores the previous mode. beam_size 1 is
         greedy search; options (sampling, n_best, no_repeat_ngram): see text_attn.core.decoding.search.
         ``copies`` K > 1: K searches per image (rows b*K .. b*K+K-1 are image b's; for sampling), its keys projected
-        once.
+        once. ``keys`` (B,) int64 (an option): each image's key of a seeded sampling's draws, its copies' keys made
+        from it and the copy index (text_attn.core.decoding.copy_keys).
         """
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -114,6 +115,8 @@ class CaptionModel(nn.Module):
             if copies > 1:
                 state = select_rows(state, torch.arange(B, device=features.device).repeat_interleave(copies))
                 B *= copies
+                if options.get("keys") is not None:
+                    options["keys"] = copy_keys(options["keys"], copies)  # (B*K,)
             if options.pop("capture", False) and options.get("sampling") is None:
                 # fixed shapes, each chunk of steps a captured CUDA graph on CUDA (the same result: fixed_search)
                 return fixed_search(self, state, B, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id,

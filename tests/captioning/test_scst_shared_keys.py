@@ -73,3 +73,13 @@ def test_self_critical_loss_is_the_same_scored_in_groups_or_at_once(attention):
             assert b is None
         else:
             torch.testing.assert_close(a, b)
+
+
+def test_generate_copies_with_keys_draw_each_images_copies_as_in_any_batch():
+    model, vocab, features = _model()
+    bos, eos, run = vocab.bos_id, vocab.eos_id, Sampling(seed=3, temperature=2.0)
+    keys = torch.tensor([5, 17, 2**40])  # (3,) one key an image
+    together = model.generate(features, bos, eos, 8, sampling=run, copies=4, keys=keys).token_lists()
+    alone = model.generate(features[1:2], bos, eos, 8, sampling=run, copies=4, keys=keys[1:2]).token_lists()
+    assert together[4:8] == alone  # image 1's four samples, drawn beside the others or alone
+    assert len({tuple(ids) for ids in together}) > 4  # the copies draw apart

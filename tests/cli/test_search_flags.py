@@ -93,3 +93,65 @@ def test_caption_n_best_and_seeded_sampling(capsys, tmp_path, monkeypatch):
     one, two = run("--sample", "--sample-seed", "1", "--temperature", "2"), run("--sample", "--sample-seed", "1",
                                                                                   "--temperature", "2")  # fmt: skip
     assert one["caption"] == two["caption"] and "n_best" not in one
+
+
+GERMAN = [
+    "Ein Mann fährt Fahrrad.",
+    "Zwei Hunde spielen im Schnee.",
+    "Eine Frau liest ein Buch im Park.",
+    "Kinder spielen am Strand.",
+    "Ein Mann in einem roten Hemd kocht.",
+    "Eine Gruppe von Menschen steht vor einem Gebäude.",
+    "Ein kleines Mädchen isst ein Eis.",
+    "Ein Hund rennt über eine Wiese.",
+    "Zwei Männer sitzen auf einer Bank.",
+    "Eine Frau fährt mit dem Auto in die Stadt.",
+]
+
+
+def test_translate_seeded_samples_are_each_inputs_own_at_any_batch_size(capsys):
+    """--sample-seed draws each input's words from (seed, its number, the step): the same lines whether the inputs
+    are translated one at a time or together (the run-long stream gave most of them others)."""
+    from text_attn.translation.translate_cli import translate_main
+
+    def run(batch: str, *sentences: str) -> list[str]:
+        args = ["--model", "bahdanau", "--sample", "--sample-seed", "5", "--temperature", "1.5", "--batch-size", batch]
+        assert translate_main([*args, *sentences]) == 0
+        return capsys.readouterr().out.splitlines()
+
+    together = run("16", *GERMAN)
+    assert run("1", *GERMAN) == together and len(together) == 10
+    assert run("3", *GERMAN[::-1])[::-1] != together  # an input's number is its key: reordered, each draws anew
+    assert run("4", *GERMAN[:4]) == together[:4]  # the first inputs draw alike whatever follows them
+
+
+def test_caption_seeded_samples_are_each_photos_own_at_any_batch_size_and_after_a_resume(capsys, tmp_path):
+    """--sample-seed draws each photo's words from (seed, its name, the step): the same captions at --batch-size 1
+    and 4, under --devices, and in a --resume of a --jsonl run cut short (its photos then sat elsewhere in the
+    batches)."""
+    import random
+
+    from captioning.commands.caption import caption_main
+    from captioning.model.captioner import Captioner
+    from captioning.training.shapes import make_scene
+
+    size = Captioner.load("shapes").preprocess.image_size
+    photos = []
+    for i in range(7):
+        photos.append(str(tmp_path / f"scene{i}.png"))
+        make_scene(random.Random(i), size=size).image.save(photos[-1])
+    sample = ["--model", "shapes", "--sample", "--sample-seed", "5", "--temperature", "2", "--workers", "0"]
+
+    def run(jsonl, *args: str) -> dict[str, str]:
+        assert caption_main([*photos, *sample, "--jsonl", str(jsonl), *args]) == 0, capsys.readouterr().err
+        records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+        return {r["image"]: r["caption"] for r in records}
+
+    four = run(tmp_path / "four.jsonl", "--batch-size", "4")
+    assert len(four) == 7 and len(set(four.values())) > 1
+    assert run(tmp_path / "one.jsonl", "--batch-size", "1") == four
+    assert run(tmp_path / "lightning.jsonl", "--devices", "1", "--batch-size", "3") == four  # the --devices loop
+    # a run cut after 2 photos, resumed: the other 5 are batched from the third on, as they were not before
+    cut = tmp_path / "four.jsonl"
+    cut.write_text("".join(line + "\n" for line in cut.read_text().splitlines()[:2]))
+    assert run(cut, "--batch-size", "4", "--resume") == four

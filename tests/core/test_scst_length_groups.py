@@ -106,7 +106,8 @@ def test_unseeded_sampling_drops_ended_rows_and_draws_the_same_law():
     assert abs((drawn.lengths == 1).float().mean().item() - 0.25) < 0.015
     ended = drawn.lengths < cap  # the rest (0.75^30 of them) reached the cap
     assert bool((drawn.tokens[torch.arange(n), drawn.lengths - 1] == 2)[ended].all())  # each ends on its eos
-    # a seeded Sampling still steps every row to the end: its seed gives the draws it always gave
-    seeded = _Geometric()
-    greedy_search(seeded, torch.zeros(50, 1), 50, 1, 2, cap, sampling=Sampling(seed=1))
-    assert seeded.rows_stepped % 50 == 0
+    # a seeded Sampling drops them too (a row's draws are its key's, whoever is stepped beside it), the same draws
+    seeded, every_row = _Geometric(), _Geometric()
+    kept = greedy_search(seeded, torch.zeros(400, 1), 400, 1, 2, cap, sampling=Sampling(seed=1))
+    full = greedy_search(every_row, torch.zeros(400, 1), 400, 1, 2, cap, sampling=Sampling(seed=1), drop_ended=False)
+    assert torch.equal(kept.tokens, full.tokens) and seeded.rows_stepped < every_row.rows_stepped / 2

@@ -7,7 +7,19 @@ import pytest
 import torch
 from helpers.step_models import RandomGRU
 
-from text_attn.core.decoding import Sampling, ban_repeated_ngrams, beam_search, greedy_search, search, select_rows
+from text_attn.core.decoding import (
+    Sampling,
+    _mix,
+    _signed,
+    ban_repeated_ngrams,
+    beam_search,
+    copy_keys,
+    counter_uniform,
+    greedy_search,
+    search,
+    select_rows,
+    text_key,
+)
 
 
 class Table:
@@ -98,10 +110,12 @@ def test_seeded_sampling_repeats_and_its_limits_reduce_to_greedy():
     b = greedy_search(model, state, 50, 1, 2, 10, sampling=Sampling(seed=7))
     c = greedy_search(model, state, 50, 1, 2, 10, sampling=Sampling(seed=8))
     assert torch.equal(a.tokens, b.tokens) and not torch.equal(a.tokens, c.tokens)
-    # one Sampling continues its stream over successive searches (a collection's batches): no batch repeats another
+    # a Sampling carries no stream from one search to the next: a row's draws are its key's (by default its position)
     run = Sampling(seed=7)
     first, second = (greedy_search(model, state, 50, 1, 2, 10, sampling=run) for _ in range(2))
-    assert torch.equal(first.tokens, a.tokens) and not torch.equal(second.tokens, a.tokens)
+    assert torch.equal(first.tokens, a.tokens) and torch.equal(second.tokens, a.tokens)
+    other_keys = greedy_search(model, state, 50, 1, 2, 10, sampling=run, keys=torch.arange(50, 100))
+    assert not torch.equal(other_keys.tokens, a.tokens)
     greedy = greedy_search(model, state, 50, 1, 2, 10)
     for narrow in (Sampling(top_k=1, seed=3), Sampling(top_p=1e-6, seed=3), Sampling(temperature=1e-4, seed=3)):
         assert torch.equal(greedy_search(model, state, 50, 1, 2, 10, sampling=narrow).tokens, greedy.tokens)
@@ -109,6 +123,60 @@ def test_seeded_sampling_repeats_and_its_limits_reduce_to_greedy():
     lp = model.table
     first = a.tokens[:, 0]
     torch.testing.assert_close(a.scores[a.lengths == 1], lp[1, first][a.lengths == 1])
+
+
+def test_counter_uniform_is_a_function_of_seed_key_and_step_in_0_1_and_uniform():
+    # the hash is splitmix64's finaliser on int64 (wrapping products, masked shifts): its first output from state 0
+    assert _mix(torch.tensor([_signed(0x9E3779B97F4A7C15)])).item() == _signed(0xE220A8397B1DCDAF)
+    n = 100_000
+    keys = torch.arange(n) * 7919 - n  # negative keys and keys of all sizes are keys too
+    u = counter_uniform(5, keys, 3)  # (n,) float64
+    assert u.dtype == torch.float64 and float(u.min()) >= 0 and float(u.max()) < 1
+    assert torch.equal(u, counter_uniform(5, keys, 3))  # deterministic
+    assert torch.equal(u[1000:2000], counter_uniform(5, keys[1000:2000], 3))  # a row's draw is its own, alone
+    for other in (counter_uniform(5, keys + 1, 3), counter_uniform(5, keys, 4), counter_uniform(6, keys, 3)):
+        assert int((other == u).sum()) == 0  # 53-bit draws: a collision among 100k pairs has odds ~1e-11
+    # uniform: the mean within 5 standard errors (sd 1/sqrt(12 n) = 0.00091), each of 20 bins' counts within 5 of
+    # its binomial standard deviations (sqrt(n / 20 * 19 / 20) = 69) of n / 20
+    assert abs(float(u.mean()) - 0.5) < 5 / (12 * n) ** 0.5
+    counts = torch.histc(u, bins=20, min=0, max=1)
+    assert float((counts - n / 20).abs().max()) < 5 * (n / 20 * 19 / 20) ** 0.5
+    # in the cdf's dtype, from as many of the hash's bits as its significand holds: below 1, never rounded up to it
+    # (a float64 draw in [1 - 2**-12, 1) rounds to float16's 1.0; about 24 of these 100k would)
+    single, half = counter_uniform(5, keys, 3, torch.float32), counter_uniform(5, keys, 3, torch.float16)
+    assert single.dtype == torch.float32 and float(single.max()) < 1
+    assert float(half.max()) == 1 - 2**-11  # the largest float16 below 1 is reached, 1 never
+    torch.testing.assert_close(single.double(), u, atol=2**-24, rtol=0)  # the same draw, fewer bits
+    # a photo's name -> a stable 63-bit key (not Python's per-process salted hash): pinned, since a --resume of an
+    # older run's file draws its remaining photos with it
+    names = [text_key(f"photos/{i}.jpg") for i in range(1000)]
+    assert len(set(names)) == 1000 and all(0 <= k < 2**63 for k in names)
+    assert text_key("photos/0.jpg") == 1842128486890560052
+
+
+def test_seeded_sampling_with_keys_draws_each_row_as_alone_in_any_batch_or_order():
+    torch.manual_seed(0)
+    model = Table(torch.randn(12, 12) * 0.3)  # flat: every row has many likely next tokens
+    keys = torch.tensor([11, 3, 99, 7, 2**62, -5, 0, 12345])
+    run = Sampling(seed=5, temperature=1.5)
+
+    def drawn(rows, **options):  # key -> its token list
+        found = greedy_search(model, torch.zeros(len(rows), 1), len(rows), 1, 2, 12, sampling=run, keys=keys[rows],
+                              **options)  # fmt: skip
+        return dict(zip(keys[rows].tolist(), found.token_lists(), strict=True))
+
+    batch = drawn(torch.arange(8))
+    assert len({tuple(ids) for ids in batch.values()}) == 8  # the rows draw apart
+    assert drawn(torch.arange(8).flip(0)) == batch  # in another order
+    assert drawn(torch.arange(8), drop_ended=False) == batch  # ended rows stepped or dropped
+    for r in range(8):  # alone, and in a batch of three
+        assert drawn(torch.tensor([r])) == {keys[r].item(): batch[keys[r].item()]}
+        three = torch.tensor([r, (r + 3) % 8, (r + 5) % 8])
+        assert drawn(three) == {k: batch[k] for k in keys[three].tolist()}
+    # n copies of one input: each copy its own draws, the same wherever the input sits
+    copies = copy_keys(keys[:2], 3)  # (6,)
+    assert copies.shape == (6,) and len(set(copies.tolist())) == 6
+    assert torch.equal(copy_keys(keys[1:2], 3), copies[3:])
 
 
 def test_sampling_follows_the_model_distribution_within_top_k_and_top_p():

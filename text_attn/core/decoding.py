@@ -16,14 +16,15 @@ A model that wants to be decoded implements :class:`StepModel`:
 The initial state is the model's business (encode the source, build the decoder's first state) and is passed in.
 Search is pure tensor logic over whole batches: no Python loop over sentences, only over output steps. A sentence
 that has ended leaves the batch (its state rows are dropped; the model steps the others), unless the model has its own
-``select_state`` or greedy search is sampling.
+``select_state``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -88,19 +89,75 @@ class SearchResult:
         return out
 
 
+# splitmix64 (Steele, Lea & Flood 2014): its increment and its finaliser's multipliers, as signed int64 (torch has no
+# uint64 arithmetic; int64's wraps, and the bits are the same)
+_GAMMA = 0x9E3779B97F4A7C15
+_MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_MASK64 = (1 << 64) - 1
+
+
+def _signed(value: int) -> int:
+    """A 64-bit pattern as the int64 that holds it."""
+    value &= _MASK64
+    return value - (1 << 64) if value >> 63 else value
+
+
+def _mix_int(z: int) -> int:
+    """splitmix64's finaliser on a Python int (as the unsigned 64-bit pattern, returned signed)."""
+    z &= _MASK64
+    z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
+    z = ((z ^ (z >> 27)) * _MIX2) & _MASK64
+    return _signed(z ^ (z >> 31))
+
+
+def _mix(z: Tensor) -> Tensor:
+    """splitmix64's finaliser on an int64 tensor: ``>>`` is arithmetic on int64, so each shift is masked to the
+    logical one's bits; the products wrap modulo 2**64 as uint64's would."""
+    z = (z ^ ((z >> 30) & ((1 << 34) - 1))) * _signed(_MIX1)
+    z = (z ^ ((z >> 27) & ((1 << 37) - 1))) * _signed(_MIX2)
+    return z ^ ((z >> 31) & ((1 << 33) - 1))
+
+
+def counter_uniform(seed: int, keys: Tensor, step: int, dtype: torch.dtype = torch.float64) -> Tensor:
+    """(N,) int64 keys -> (N,) uniforms in [0, 1) of ``dtype``, each a function of (seed, its key, step) alone: a
+    counter-based draw (a splitmix64 hash of the three), so a row draws the same whatever rows share its batch, in
+    whatever order, in whichever run. On the keys' device; integer arithmetic only, so every device agrees. The
+    uniform takes as many of the hash's top bits as ``dtype``'s significand holds (24 for float32, 53 for float64): a
+    multiple of 2**-bits below 1, exactly representable (a float64 uniform rounded to float32 could become 1.0)."""
+    head = _mix_int(_mix_int(seed + _GAMMA) + step + 1)  # a Python int: the (seed, step) part, shared by the rows
+    h = _mix(_mix(keys.long() + head) + _signed(_GAMMA))  # (N,) int64
+    bits = 1 - round(math.log2(torch.finfo(dtype).eps))  # the significand's bits, its implicit one counted
+    top = (h >> (64 - bits)) & ((1 << bits) - 1)  # (N,) the hash's top bits, as a non-negative integer < 2**bits
+    return top.to(dtype) * 2.0**-bits
+
+
+def copy_keys(keys: Tensor, copies: int) -> Tensor:
+    """(B,) int64 keys -> (B * copies,) keys of each input's ``copies`` searches (rows b*K .. b*K+K-1 are input b's),
+    its copy index mixed in: the copies of one input draw apart, each as it would in any batch."""
+    copy = torch.arange(copies, device=keys.device).repeat(keys.numel())  # (B*K,) 0 .. K-1 per input
+    return _mix(_mix(keys.long().repeat_interleave(copies)) + copy)
+
+
+def text_key(name: str) -> int:
+    """A stable 63-bit key of a text (a photo's record name): the same in every run and process (Python's ``hash``
+    of a str is salted per process)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8", "surrogateescape"), digest_size=8).digest()) >> 1
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Draw each token instead of taking the best: from the model's distribution divided by ``temperature``, cut to
     the ``top_k`` most likely tokens (0: no cut) and to the smallest set holding ``top_p`` of the probability
-    (nucleus sampling; 1: no cut). ``seed`` makes the draws repeat (None: torch's global generator)."""
+    (nucleus sampling; 1: no cut). ``seed`` makes the draws repeat: a row's draw at a step is a function of (seed, the
+    row's key, the step) alone (:func:`counter_uniform`), so an input given its own key (caption: its photo's name;
+    translate: its number) draws the same in any batch, order or run. None: torch's global generator."""
 
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
-    # device -> the seeded generator: one per Sampling, so successive searches (a collection's batches) continue the
-    # stream instead of starting it again
-    _generators: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.temperature <= 0 or self.top_k < 0 or not 0 < self.top_p <= 1:
@@ -109,15 +166,19 @@ class Sampling:
                 f"{self.top_k}, {self.top_p})"
             )
 
-    def generator(self, device: torch.device) -> torch.Generator | None:
-        """The seeded generator for ``device`` (None without a seed: torch's global one)."""
+    def uniform(self, cdf: Tensor, generator: torch.Generator | None, keys: Tensor | None, step: int) -> Tensor:
+        """One uniform in [0, 1) per row of ``cdf`` (N, V), (N, 1) in its dtype and on its device: with a seed, the
+        rows' ``keys`` (N,) (None: their positions) and the ``step`` choose it (:func:`counter_uniform`); without,
+        ``generator`` (None: torch's global one) draws it, as for SCST's samples (no hashing on that path)."""
         if self.seed is None:
-            return None
-        if str(device) not in self._generators:
-            self._generators[str(device)] = torch.Generator(device=device).manual_seed(self.seed)
-        return self._generators[str(device)]
+            return torch.rand(cdf.size(0), 1, device=cdf.device, generator=generator, dtype=cdf.dtype)
+        if keys is None:
+            keys = torch.arange(cdf.size(0), device=cdf.device)
+        return counter_uniform(self.seed, keys.to(cdf.device), step, cdf.dtype).unsqueeze(1)
 
-    def draw(self, log_probs: Tensor, generator: torch.Generator | None) -> Tensor:
+    def draw(
+        self, log_probs: Tensor, generator: torch.Generator | None = None, keys: Tensor | None = None, step: int = 0
+    ) -> Tensor:
         """(N, V) log-probabilities -> (N,) drawn tokens."""
         logits = log_probs / self.temperature
         if self.top_k and self.top_k < logits.size(-1):
@@ -132,7 +193,7 @@ class Sampling:
         # total, which rounding may keep off 1). A token of probability 0 never passes first. One uniform per row
         # instead of torch.multinomial's exponential per vocabulary entry (~20 ms for SCST's 320 x 2,600 rows).
         cdf = logits.softmax(dim=-1).cumsum(dim=-1)  # (N, V)
-        u = torch.rand(cdf.size(0), 1, device=cdf.device, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]
+        u = self.uniform(cdf, generator, keys, step) * cdf[:, -1:]
         return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=cdf.size(-1) - 1)
 
 
@@ -178,25 +239,28 @@ def greedy_search(
     banned: Sequence[int] = (),
     drop_ended: bool = True,
     row_max_len: Tensor | None = None,
+    keys: Tensor | None = None,
 ) -> SearchResult:
     """Pick the arg-max token (or, with ``sampling``, a drawn one) at every step until every sentence has produced
     eos or ``max_len`` tokens. ``no_repeat_ngram`` n > 0: no n-gram occurs twice in a sentence. ``banned``: token ids
     never produced (e.g. <unk>: the next most likely word stands in for it). ``drop_ended``: stop stepping the
-    sentences that ended (the same result, less work; False: every row to the end, for comparison). When sampling
-    with a seed they are stepped to the end anyway (the seed's draws stay those of all rows). ``row_max_len`` (B,):
-    each sentence's own cap (at most ``max_len``), so that its output does not depend on its batch's longest."""
+    sentences that ended (the same result, less work; False: every row to the end, for comparison). ``row_max_len``
+    (B,): each sentence's own cap (at most ``max_len``), so that its output does not depend on its batch's longest.
+    ``keys`` (B,) int64: with a seeded ``sampling``, each row's key, its draws a function of (seed, key, step) alone,
+    the same in any batch (None: the rows' positions, so a batch repeats only as the same batch)."""
     device = _state_device(state)
     prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)
     finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
     scores = torch.zeros(batch_size, device=device)
     lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
-    generator = sampling.generator(device) if sampling is not None else None
+    if sampling is not None and sampling.seed is not None:
+        keys = torch.arange(batch_size, device=device) if keys is None else keys.to(device=device, dtype=torch.long)
+        if keys.shape != (batch_size,):
+            raise ValueError(f"keys must hold one key per row ({batch_size},), got {tuple(keys.shape)}")
     tokens, attns = [], []
-    # A sentence that ended leaves the batch (as in beam_search), except when sampling with a seed: each step's draws
-    # would then come from fewer rows and the seed would no longer give the captions it gave. Sampling from torch's
-    # global generator (SCST's samples) promises no particular draws, and half its rows end early.
-    compact = drop_ended and (sampling is None or sampling.seed is None)
-    compact = compact and getattr(model, "select_state", None) is None
+    # A sentence that ended leaves the batch (as in beam_search), sampled ones too: a seeded row's draws depend on its
+    # key and the step, not on the rows stepped beside it (SCST's unseeded samples: half their rows end early).
+    compact = drop_ended and getattr(model, "select_state", None) is None
     live = torch.arange(batch_size, device=device)  # (A,) the rows the model's state holds, in order
     for t in range(max_len):
         log_probs, attn, state = _step_live(model, prev, state, live)  # ended rows: zeros, masked below
@@ -206,7 +270,7 @@ def greedy_search(
         if sampling is None:
             best_lp, tok = log_probs.max(dim=-1)  # (B,)
         else:
-            tok = sampling.draw(log_probs, generator)
+            tok = sampling.draw(log_probs, None, keys, t)
             best_lp = log_probs.gather(1, tok.unsqueeze(1)).squeeze(1)
         tok = tok.masked_fill(finished, pad_id)
         scores += best_lp.masked_fill(finished, 0.0)
@@ -480,11 +544,13 @@ def search(
     banned: Sequence[int] = (),
     drop_ended: bool = True,
     row_max_len: Tensor | None = None,
+    keys: Tensor | None = None,
 ) -> SearchResult:
     """Greedy search for ``beam_size`` 1 (drawing tokens with ``sampling``), batched beam search above (``n_best``
     hypotheses per sentence); ``no_repeat_ngram`` and ``banned`` (token ids never produced) for all. Sampling draws
     one hypothesis: it takes no beam. ``drop_ended`` False: step every row to the end (for comparison).
-    ``row_max_len`` (B,): each sentence's own cap, at most ``max_len``."""
+    ``row_max_len`` (B,): each sentence's own cap, at most ``max_len``. ``keys`` (B,): each row's key of a seeded
+    sampling's draws (:func:`greedy_search`)."""
     if sampling is not None and (beam_size > 1 or n_best > 1):
         raise ValueError("sampling draws one caption per input: use it with beam size 1 and n_best 1")
     if beam_size <= 1:
@@ -492,7 +558,7 @@ def search(
             raise ValueError(f"n_best {n_best} needs a beam at least as wide (beam_size >= n_best)")
         found = greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id, sampling=sampling,
                               no_repeat_ngram=no_repeat_ngram, banned=banned, drop_ended=drop_ended,
-                              row_max_len=row_max_len)  # fmt: skip
+                              row_max_len=row_max_len, keys=keys)  # fmt: skip
         return length_normalised(found, length_penalty)
     return beam_search(model, state, batch_size, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id,
                        n_best=n_best, no_repeat_ngram=no_repeat_ngram, banned=banned,

@@ -27,8 +27,9 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--sample-seed",
         type=sample_seed,
-        help="--sample: seed of the draws (default: a fresh one a run); the same seed repeats them for the same "
-        "inputs in the same batches",
+        help="--sample: seed of the draws (default: a fresh one a run); the same seed repeats each input's draws "
+        "(keyed by its number, caption: its photo's name) at any --batch-size, --devices, --workers and in a "
+        "--resume; another --threads may flip a rare one (float rounding)",
     )
     g.add_argument(
         "--n-best",

@@ -299,7 +299,11 @@ def _translate_stream(
             ranked = read_given(translator, args, good, progress)
             outs = [readings[0] for readings in ranked]
         else:
-            outs = translator.translate_tokens(toks, args.beam_size, args.length_penalty, args.max_len, **options)
+            # each input's draws (--sample-seed) keyed by its number: the same translation in any batch
+            keyed = {"keys": [n for n, _ in good]} if args.sample else {}
+            outs = translator.translate_tokens(
+                toks, args.beam_size, args.length_penalty, args.max_len, **options, **keyed
+            )
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
         if args.given or args.given_file:  # lines numbered by input, as --n-best's
             per_piece = args.probs_per == "piece"

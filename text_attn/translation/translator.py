@@ -295,13 +295,16 @@ class Translator:
         """Translate a batch of non-empty sentences (raise ValueError for an empty one) as ``translate`` does: the
         decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` (with the model's
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
-        no_repeat_ngram (text_attn.core.decoding.search). In Jupyter each translation and the list draw themselves."""
+        no_repeat_ngram (text_attn.core.decoding.search), keys (per sentence an integer: with a seeded sampling, its
+        draws' key, so that it draws the same in any batch; default its position in ``sentences``). In Jupyter each
+        translation and the list draw themselves."""
         sentences = _sentence_list(sentences, "translate")
-        unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram", "drop_ended"})
+        unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram", "drop_ended", "keys"})
         if unknown:  # "temperature" reached search() 8 frames down; pass a Sampling (text_attn.core.decoding)
             raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
                             "text_attn.core.decoding.Sampling, with its temperature, top_k, top_p, seed), n_best, "
-                            "no_repeat_ngram, drop_ended (False: step ended rows too, for comparison)")  # fmt: skip
+                            "no_repeat_ngram, drop_ended (False: step ended rows too, for comparison), keys (per "
+                            "sentence, its seeded draws' key)")  # fmt: skip
         sampling, n_best = options.get("sampling"), options.get("n_best", 1)
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a text_attn.core.decoding.Sampling, got {type(sampling).__name__}")
@@ -455,16 +458,27 @@ class Translator:
         translated in smaller batches (:meth:`_batches`); each gets the translation it gets in any batch: the output
         cap is ``max_len``, else each sentence's own 2 x (its source + 1) + 10 (its end counted), at most
         ``longest`` where given (a server's ceiling: a 1,000-token line would search 2,012 steps). No sentences: no
-        translations."""
+        translations. ``keys`` (an option; per sentence an integer): with a seeded sampling, its draws' key (default:
+        its position in ``toks``), so that it draws the same whichever sentences share its batch."""
         if not toks:
             return []
+        sampling = options.get("sampling")
+        if sampling is not None and sampling.seed is not None:
+            keys = options.pop("keys", None)
+            keys = torch.as_tensor(list(range(len(toks))) if keys is None else keys, dtype=torch.long)  # (B,)
+            if keys.shape != (len(toks),):
+                raise ValueError(f"keys: one integer per sentence ({len(toks)}), got shape {tuple(keys.shape)}")
+        else:  # only a seeded sampling's draws have keys
+            options.pop("keys", None)
+            keys = None
         batches = self._batches([len(t) for t in toks], beam_size, max_len)
         if len(batches) == 1:
-            return self._translate_batch(toks, beam_size, length_penalty, max_len, longest, **options)
+            return self._translate_batch(toks, beam_size, length_penalty, max_len, longest, keys=keys, **options)
         out: list[Translation | None] = [None] * len(toks)
         for index in batches:
             part = [toks[i] for i in index]
-            done = self._translate_batch(part, beam_size, length_penalty, max_len, longest, **options)
+            part_keys = None if keys is None else keys[index]
+            done = self._translate_batch(part, beam_size, length_penalty, max_len, longest, keys=part_keys, **options)
             for i, tr in zip(index, done, strict=True):
                 out[i] = tr
         return out  # type: ignore[return-value]
@@ -483,8 +497,11 @@ class Translator:
         length_penalty: float,
         max_len: int | None,
         longest: int | None = None,
+        keys: torch.Tensor | None = None,
         **options: Any,
     ) -> list[Translation]:
+        if keys is not None:
+            options["keys"] = keys  # (B,) int64
         options.setdefault("banned", never_written(self.tgt_vocab, self.codec))
         src, lens = self._source_batch(toks)
         if not max_len:  # each sentence's own 2 x source + 10: not its batch's longest (the output then depended on
