@@ -248,3 +248,17 @@ def test_meteor_with_java_and_process_is_closed(monkeypatch, capsys):
     jvms = [p for p in started if "-jar" in p.args]  # not a `java -version` probe
     assert len(jvms) == 1 and jvms[0].poll() is not None  # the METEOR JVM has been shut down
     assert capsys.readouterr().out == ""
+
+
+def test_text_scores_read_both_sides_in_nfc():
+    """A reference file typed with its accents apart (NFD) scored identical Czech at sacreBLEU 25.0, chrF 31.9."""
+    import unicodedata
+
+    from text_attn.core.metrics import text_scores
+
+    refs = ["Muž řídí červené kolo na ulici.", "Dvě ženy sedí na lavičce v parku."]
+    decomposed = [unicodedata.normalize("NFD", r) for r in refs]
+    assert decomposed != refs
+    for scores in (text_scores(decomposed, refs), text_scores(refs, decomposed)):
+        assert scores["sacrebleu"] == pytest.approx(100) and scores["chrf"] == pytest.approx(100)
+        assert scores["bleu_tok"] == pytest.approx(100)

@@ -36,6 +36,37 @@ def test_tokenize_offline():
     assert tokenize("Ein Mann läuft.", lower=False) == ["Ein", "Mann", "läuft", "."]
 
 
+def test_marks_stay_in_their_words_and_accents_typed_apart_are_one_letter():
+    """The marks that combine with a letter (Hindi's and Thai's vowel signs, Arabic's shadda, an accent typed apart)
+    were tokens of their own: "आदमी" was "आदम" + "ी", and a captioner dropped the sign as punctuation."""
+    assert tokenize("एक आदमी साइकिल चलाता है।") == ["एक", "आदमी", "साइकिल", "चलाता", "है", "।"]
+    assert tokenize("ผู้ชาย") == ["ผู้ชาย"]
+    assert tokenize("درّاجة") == ["درّاجة"]
+    nfd = "Mu\u017e r\u030ci\u0301di\u0301 c\u030cervene\u0301 kolo."  # "řídí": r + caron, i + acute, ...
+    assert tokenize(nfd) == tokenize("Muž řídí červené kolo.") == ["muž", "řídí", "červené", "kolo", "."]
+    assert tokenize("İstanbul") == ["i\u0307stanbul"]  # lowercased İ keeps its dot, in the word
+    assert tokenize("\U0001f469\u200d\U0001f52c a") == ["\U0001f469", "\u200d", "\U0001f52c", "a"]  # symbols
+    assert tokenize("\u0645\u06cc\u200c\u062e\u0648\u0627\u0645") == ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0645"]
+
+
+def test_text_without_marks_is_split_as_before():
+    """The pattern of `re` this tokenizer used ([^\\W_] words, one non-space character of punctuation), for text
+    without combining marks or joiners: each character between two letters, and spaces, punctuation, digits."""
+    import re
+    import unicodedata
+
+    before = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\-][^\W_]+)*|[^\w\s]|_")
+    for text in ("Don't stop, it's 3,000.5 km_h!", "a\x1cb\u3000c\xa0d", "Ⓐ‿b ＿ c", "Ein Mädchen\tläuft…"):
+        assert tokenize(text) == before.findall(text.lower()), text
+    for cp in range(0x20, 0x3000):  # every character of these planes between two letters
+        ch = chr(cp)
+        if unicodedata.category(ch)[0] == "M" or cp in (0x200C, 0x200D) or unicodedata.category(ch) == "Cn":
+            continue
+        text = f"a{ch}b"
+        if unicodedata.normalize("NFC", text) == text:
+            assert tokenize(text, lower=False) == before.findall(text), hex(cp)
+
+
 def test_a_vocabulary_is_stored_as_one_string_and_read_back_from_either_form():
     v = Vocabulary([*SPECIALS, "▁Mann", "a b", "", "ü"])
     assert v.to_dict() == {"lines": "<pad>\n<bos>\n<eos>\n<unk>\n▁Mann\na b\n\nü"}

@@ -309,3 +309,22 @@ def test_a_pair_longer_than_max_tokens_is_left_out_with_one_note(tmp_path, capsy
     with pytest.raises(ValueError, match="data.max_tokens must be at least 1, got 0"):
         TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word",
                               max_tokens=0).setup("fit")  # fmt: skip
+
+
+def test_a_language_written_without_spaces_gets_a_note_under_the_word_tokenizer(tmp_path, capsys):
+    """Chinese to the word tokenizer: each sentence one word, every unseen one <unk>; one note names the fix."""
+    from text_attn.translation.data import TranslationDataModule
+
+    subjects = ["一个男人", "一个女孩", "两只狗", "一位老人", "三个孩子"]
+    verbs = ["在公园里跑步", "在海边骑自行车", "在街上看书"]
+    lines = [f"{s}{v}。\tsomeone is somewhere {i}" for i, (s, v) in enumerate((s, v) for s in subjects for v in verbs)]
+    tsv = tmp_path / "zh_en.tsv"
+    tsv.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")  # 30 pairs
+    TranslationDataModule(task="tsv", path=str(tsv), val_size=2, test_size=2).setup("fit")
+    err = capsys.readouterr().err
+    assert "the source side's training sentences are 2 word token(s) each" in err and "data.tokenizer subword" in err
+    assert "target side" not in err  # English: words
+    spaced = tmp_path / "en_en.tsv"
+    spaced.write_text("\n".join(f"{line.split(chr(9))[1]}\t{line.split(chr(9))[1]}" for line in lines * 2) + "\n")
+    TranslationDataModule(task="tsv", path=str(spaced), val_size=2, test_size=2).setup("fit")
+    assert "note" not in capsys.readouterr().err

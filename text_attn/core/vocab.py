@@ -6,7 +6,7 @@ so padding masks and decoding never need to look the ids up. It is saved as JSON
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -14,15 +14,31 @@ PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 
 # Words (with inner apostrophes/hyphens, e.g. "don't", "well-known"), numbers, or any single other
-# non-space character (punctuation). Needs no downloaded data, unlike nltk.word_tokenize.
-_TOKEN_RE = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\-][^\W_]+)*|[^\w\s]|_", re.UNICODE)
+# non-space character (punctuation). Needs no downloaded data, unlike nltk.word_tokenize. A word's characters are
+# letters, digits and the marks that combine with them (\p{M}: Devanagari's and Thai's vowel signs, Arabic's shadda,
+# an accent typed apart from its letter) and the zero-width (non-)joiners of Persian and emoji: `re` has no class of
+# marks, and with it "आदमी" was "आदम" + "ी" and a captioner dropped the vowel sign as punctuation. For text
+# without marks (English, German, French, Czech as typed) the tokens are those of `[^\W_]`, letter for letter.
+_WORD = r"[\p{L}\p{N}\p{M}\u200c\u200d]"
+# str.isspace's characters, as `re`'s \s matches them (the `regex` module's \s leaves out \x1c-\x1f)
+_SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# punctuation: one character neither of a word nor a space (the `regex` module's \w would also take ⓐ and ‿)
+_TOKEN = rf"\d+(?:[.,]\d+)+|{_WORD}+(?:['\-]{_WORD}+)*|[^\p{{L}}\p{{N}}\p{{M}}\u200c\u200d{_SPACE}]"
+_compiled: list = []  # the pattern, compiled at first use (the `regex` module: 17 ms of imports a command may not need)
 
 
 def tokenize(text: str, lower: bool = True) -> list[str]:
-    """Split a sentence into word and punctuation tokens, offline."""
+    """Split a sentence into word and punctuation tokens, offline. The text is read in NFC first (an accent typed as
+    its own character, as macOS's file names and some keyboards give it, is one letter with its base): training,
+    translating and scoring read "řídí" alike however it was typed."""
+    if not _compiled:
+        import regex
+
+        _compiled.append(regex.compile(_TOKEN))
+    text = unicodedata.normalize("NFC", text)
     if lower:
         text = text.lower()
-    return _TOKEN_RE.findall(text)
+    return _compiled[0].findall(text)
 
 
 class Vocabulary:

@@ -272,6 +272,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             self.codec = TextCodec("word", hp.lower)
         encode = self.codec.encode
         out = {k: [Example(encode(s), encode(t), src_text=s, tgt_text=t) for s, t in v] for k, v in texts.items()}
+        if self.codec.mode == "word":
+            _unspaced_note(out["train"])
         out = self._within_max_tokens(out)
         if hp.alignments:
             from text_attn.translation.links import link_examples
@@ -443,3 +445,20 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader("test", shuffle=False)
+
+
+def _unspaced_note(train: list[Example]) -> None:
+    """One note where a side's training sentences are one or two words each to the word tokenizer though long: a
+    language written without spaces (Chinese, Japanese, Thai), each sentence one word, every unseen one <unk>."""
+    if len(train) < 20:
+        return
+    for side, lengths, chars in (
+        ("source", [len(e.src) for e in train], [len(e.src_text or "") for e in train]),
+        ("target", [len(e.tgt) for e in train], [len(e.tgt_text or "") for e in train]),
+    ):
+        words, letters = sorted(lengths)[len(lengths) // 2], sorted(chars)[len(chars) // 2]
+        if words <= 2 and letters >= 8:
+            print(f"text data: note: the {side} side's training sentences are {words} word token(s) each (the median; "
+                  f"{letters} characters): a language written without spaces (Chinese, Japanese, Thai)? The word "
+                  "tokenizer takes each such sentence as one word; data.tokenizer subword splits it into pieces",
+                  file=sys.stderr)  # fmt: skip
