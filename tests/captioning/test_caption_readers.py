@@ -31,6 +31,10 @@ def test_caption_tokens_drop_punctuation_and_lowercase():
     assert caption_tokens("A dog's toy, on a well-known 2.5 m path .") == [
         "a", "dog's", "toy", "on", "a", "well-known", "2.5", "m", "path",
     ]  # fmt: skip
+    # a vowel sign is part of its word, not punctuation to drop ("लड़का" was "लड", "का": the nukta and sign gone);
+    # an accent typed apart from its letter is that letter
+    assert caption_tokens("एक लड़का दौड़ता है।") == ["एक", "लड़का", "दौड़ता", "है"]
+    assert caption_tokens("Mal\u0079\u0301 pes .") == ["malý", "pes"]
 
 
 def test_original_layout_splits_and_one_line_per_junk_file(tmp_path, capsys):
