@@ -34,6 +34,7 @@ from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import missing, one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
+from text_attn.core.precision import parameter_dtype, widened
 from text_attn.core.vocab import Vocabulary
 
 KIND = "caption-model"  # the model file format tag is attention-toolkit/caption-model
@@ -359,8 +360,13 @@ class Captioner:
         v = self.vocab
         options.setdefault("banned", (v.pad_id, v.bos_id, v.unk_id))
         return self.model.generate(
-            features, v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id, **options
+            self._decoder_input(features), v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id, **options
         )
+
+    def _decoder_input(self, features: Tensor) -> Tensor:
+        """Region features (B, L, D) in the decoder's dtype: the feature cache stores float16 (docs/scale.md), a half
+        model reads half; a matrix product refuses two dtypes."""
+        return features.to(dtype=parameter_dtype(self.model.decoder))
 
     def captions(self, result: SearchResult) -> list[Caption]:
         """Ids -> words, each with its attention map; the eos step's attention is dropped. The words are written as
@@ -378,7 +384,8 @@ class Captioner:
             nbest = None
             if result.nbest is not None:
                 nbest = [(cased(v.decode(ids)), score) for ids, score in result.nbest[b]]
-            out.append(Caption(words, result.attention[b, keep], float(result.scores[b]), truncated, nbest))
+            alphas = widened(result.attention[b, keep])  # a half model's: float32 (numpy has no bfloat16)
+            out.append(Caption(words, alphas, float(result.scores[b]), truncated, nbest))
         return out
 
     def caption_features(
@@ -401,7 +408,7 @@ class Captioner:
         once: per text, per photo its Caption."""
         from captioning.model.reading import first_state, given_words, read_ids
 
-        v, out = self.vocab, []
+        v, out, features = self.vocab, [], self._decoder_input(features)
         given = [given_words(text, v) for text in texts]
         for text, words in zip(texts, given, strict=True):
             if not words.words:
@@ -409,7 +416,8 @@ class Captioner:
         state = first_state(self.model, features) if len(texts) > 1 else None
         for words in given:
             reading = read_ids(self.model, features, [*words.ids, v.eos_id], v.bos_id, state)  # the words, the end
-            log_probs, alphas = reading.log_probs.float().cpu(), reading.alphas[:, :-1].cpu()  # (B, T + 1), (B, T, L)
+            log_probs = reading.log_probs.float().cpu()  # (B, T + 1)
+            alphas = widened(reading.alphas[:, :-1].cpu())  # (B, T, L): a half model's in float32
             probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
             out.append([Caption(list(words.words), alphas[b], scores[b], False, probs=p[:-1], end_prob=p[-1])
                         for b, p in enumerate(probs)])  # fmt: skip
@@ -535,13 +543,13 @@ class Captioner:
 
     @torch.no_grad()
     def encode(self, images: Tensor) -> Tensor:
-        """Preprocessed images (B, 3, H, W) -> region features (B, L, D) on the model's device, in eval mode (the
-        model's mode is restored after)."""
+        """Preprocessed images (B, 3, H, W) -> region features (B, L, D) on the model's device and in its dtype (a
+        half model's are half), in eval mode (the model's mode is restored after)."""
         model = self.model
         was_training = model.training
         model.eval()
         try:
-            return model.encode(images.to(next(model.parameters()).device))
+            return model.encode(images.to(next(model.parameters()).device, parameter_dtype(model.encoder)))
         finally:
             model.train(was_training)
 

@@ -178,7 +178,8 @@ class ShowAttendTellDecoder(nn.Module):
     def init_state(self, features: Tensor) -> dict:
         """features (B, L, D) -> {"h": (B, H), "c": (B, H), "keys": ProjectedKeys} (all batch-first)."""
         if self.pos_proj is not None:
-            features = features + self.pos_proj(region_codes(features.size(1), features.device))  # (B, L, D)
+            codes = region_codes(features.size(1), features.device).to(self.pos_proj.weight.dtype)  # half weights
+            features = features + self.pos_proj(codes)  # (B, L, D)
         mean = features.mean(dim=1)  # (B, D) the average annotation vector
         if not self.cfg.init_from_image:
             mean = torch.zeros_like(mean)  # h0, c0 = tanh(bias): the same start for every image

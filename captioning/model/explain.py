@@ -35,6 +35,7 @@ from captioning.model.network import CaptionModel
 from text_attn.core.attention import ProjectedKeys
 from text_attn.core.decoding import select_rows
 from text_attn.core.faithfulness import Probe
+from text_attn.core.precision import float32_network, full_precision, widened
 
 
 @dataclass
@@ -327,11 +328,16 @@ def word_evidence(model: CaptionModel, features: Tensor, words: list[str], vocab
     from text_attn.core.faithfulness import kendall_tau
 
     tokens = [vocab.stoi.get(w, vocab.stoi.get(w.lower(), vocab.unk_id)) for w in words]  # cased words too
-    steps = step_through(model, features, tokens, vocab.bos_id)
-    removal = RegionRemoval(model, steps, photo_fill(model, features))
-    n = features.size(1)
-    masks = torch.cat([torch.zeros(1, n, dtype=torch.bool), torch.eye(n, dtype=torch.bool)]).to(features.device)
-    rows = [removal.prob(t, masks) for t in range(len(tokens))]  # (L + 1,) each: nothing removed, then each region
+    # in float32 whatever the model's dtype: a half model's probabilities are rounded to 8 (bfloat16) or 11 (float16)
+    # bits, and most drops came out exactly 0. A float32 copy of its weights (the caller's model untouched), and no
+    # caller's autocast.
+    model, features = float32_network(model), widened(features)
+    with full_precision(features.device):
+        steps = step_through(model, features, tokens, vocab.bos_id)
+        removal = RegionRemoval(model, steps, photo_fill(model, features))
+        n = features.size(1)
+        masks = torch.cat([torch.zeros(1, n, dtype=torch.bool), torch.eye(n, dtype=torch.bool)]).to(features.device)
+        rows = [removal.prob(t, masks) for t in range(len(tokens))]  # (L + 1,) each: nothing removed, each region
     evidence = torch.stack([r[0] - r[1:] for r in rows]) if rows else features.new_zeros(0, n)  # (T, L)
     agreement = [kendall_tau(steps.alphas[t], evidence[t]) for t in range(len(tokens))]
     return Evidence(list(words), steps.alphas, evidence, agreement)

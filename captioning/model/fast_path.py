@@ -28,6 +28,7 @@ from torch.autograd.function import once_differentiable
 
 from text_attn.core import native
 from text_attn.core.fused import SCRATCH
+from text_attn.core.precision import widened
 
 if TYPE_CHECKING:
     from text_attn.core.attention import ProjectedKeys
@@ -183,7 +184,8 @@ def cross_entropy(logits: Tensor, targets: Tensor, ignore_index: int = -100, lab
         rows, n = logits.shape
         if targets.size(0) == rows and not bool((((targets < 0) | (targets >= n)) & (targets != ignore_index)).any()):
             return CompiledCrossEntropy.apply(logits, targets, ignore_index, float(label_smoothing), kernels)
-    return F.cross_entropy(logits, targets, ignore_index=ignore_index, label_smoothing=label_smoothing)
+    # float32 at least: with label smoothing a float16 loss sums every word's log-probability and overflows to inf
+    return F.cross_entropy(widened(logits), targets, ignore_index=ignore_index, label_smoothing=label_smoothing)
 
 
 def _ce_rows(kernels: native.Kernels, x: Tensor, t: Tensor, ignore_index: int, eps: float) -> tuple[Tensor, Tensor]:

@@ -44,6 +44,7 @@ from torch.utils.data import DataLoader, Dataset
 from captioning.photos.preprocess import prepared
 from captioning.training.readers import CaptionDataError
 from text_attn.core.file_digest import sha256_of
+from text_attn.core.precision import parameter_dtype
 from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
@@ -219,8 +220,10 @@ class FeatureCacheCallback(pl.Callback):
                                        f"({err.strerror or err})") from None  # fmt: skip
         fingerprint = cache_fingerprint(encoder) if cache_dir else None
 
+        dtype = parameter_dtype(encoder)  # bf16-true, 16-true: the weights are half, the photos float32
+
         def encode(images: torch.Tensor) -> torch.Tensor:
-            images = images.to(pl_module.device)
+            images = images.to(pl_module.device, dtype)
             return encoder.frozen_map(images) if stage_maps else model.encode(images)  # (B, C, h, w) | (B, L, D)
 
         def run(progress: bool) -> None:

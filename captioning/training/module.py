@@ -89,6 +89,14 @@ def start_line(trainer, start: dict[str, float], name: str | None) -> str | None
     return None
 
 
+def fused_adam_allowed(trainer: pl.Trainer | None) -> bool:
+    """Whether the trainer can step a fused Adam: its mixed-precision plugin (16-mixed, bf16-mixed) unscales the
+    gradients before clipping them, which a fused optimizer does inside its own step, so Lightning refuses the pair at
+    the first step. Full precision (32-true, 64-true), half weights (16-true, bf16-true) or no clipping: fused."""
+    mixed = str(getattr(trainer, "precision", None)).endswith("-mixed")  # None: called outside a Trainer
+    return not (mixed and (getattr(trainer, "gradient_clip_val", None) or 0) > 0)
+
+
 class CaptionModule(RunState, pl.LightningModule):
     def __init__(
         self,
@@ -313,8 +321,8 @@ class CaptionModule(RunState, pl.LightningModule):
         if enc:
             groups.append({"params": enc, "lr": self.hparams.encoder_lr})
         # fused: one kernel per parameter group instead of a dozen passes per tensor (the same update; about 5% of a
-        # paper-size CPU step).
-        optimizer = torch.optim.Adam(groups, fused=True)
+        # paper-size CPU step), wherever Lightning allows it (fused_adam_allowed).
+        optimizer = torch.optim.Adam(groups, fused=fused_adam_allowed(self._trainer))
         if self.hparams.lr_schedule == "budget":
             self._budget = BudgetProgress(self.trainer, saved=self._budget_saved)
             return {"optimizer": optimizer, "lr_scheduler": budget_scheduler(optimizer, self._budget)}

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from text_attn.core.fused import AdditiveScore, KeyGradSink, additive_score
+from text_attn.core.precision import widened
 
 
 class ProjectedKeys(NamedTuple):
@@ -346,6 +347,12 @@ class HardAttentionResult(NamedTuple):
     entropy: Tensor  # (B,) H[α] = -Σ α log α
 
 
+def _log_clamped(p: Tensor) -> Tensor:
+    """log(max(p, 1e-12)) computed in float32 at least, in ``p``'s dtype: 1e-12 is 0 in float16, where a weight of 0
+    then gave log 0 = -inf and the entropy's 0 * -inf = nan."""
+    return torch.log(widened(p).clamp_min(1e-12)).to(p.dtype)
+
+
 class HardAttention(nn.Module):
     """Show-Attend-Tell's stochastic hard attention (Xu et al. 2015, sec. 4.1).
 
@@ -386,7 +393,7 @@ class HardAttention(nn.Module):
             index = sample_categorical(weights.detach().float(), generator)  # (B,)
         else:
             index = weights.argmax(-1)
-        log_prob = torch.log(weights.gather(1, index.unsqueeze(1)).squeeze(1).clamp_min(1e-12))
+        log_prob = _log_clamped(weights.gather(1, index.unsqueeze(1)).squeeze(1))  # (N,)
         rows = torch.arange(query.size(0), device=values.device) // _group(query.size(0), values.size(0))
         context = values[rows, index]  # (N, V)
         if mask is not None:  # a row whose every position is masked: a zero context, as soft attention's (no read)
@@ -399,7 +406,8 @@ class HardAttention(nn.Module):
             context = torch.where(soft.unsqueeze(1), expected, context)
             log_prob = log_prob.masked_fill(soft, 0.0)
             index = torch.where(soft, weights.argmax(-1), index)  # nothing was sampled: report the arg-max
-        entropy = -(weights * torch.log(weights.clamp_min(1e-12))).sum(-1)
+        wide = widened(weights)  # (N, S)
+        entropy = -(wide * _log_clamped(wide)).sum(-1).to(weights.dtype)  # (N,)
         return HardAttentionResult(context, weights, index, log_prob, entropy)
 
     def forward(

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from text_attn.core.precision import widened
+
 
 def attention_supervision_loss(weights: Tensor, target: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
     """Mean cross-entropy −Σ_s target · log(weights + eps) over the supervised decoder steps.
@@ -41,6 +43,7 @@ def attention_supervision_loss(weights: Tensor, target: Tensor, mask: Tensor, ep
     if mask.shape != weights.shape[:2]:
         raise ValueError(f"mask must be (B, T) = {tuple(weights.shape[:2])}, got {tuple(mask.shape)}")
     keep = mask.bool().unsqueeze(-1)  # (B, T, 1)
+    weights = widened(weights)  # float16's eps of 1e-8 is 0: a cell of zero attention was log 0, and 0 * -inf nan
     # where (not multiply) so nan/inf on unsupervised steps cannot leak into the value or the gradient.
     w = torch.where(keep, weights, torch.ones_like(weights))
     t = torch.where(keep, target.to(weights.dtype), torch.zeros_like(weights))

@@ -39,7 +39,8 @@ its eos included when it produced one), per target token t:
   is from the model (for Bahdanau and Luong it is the model's step itself: 0).
 
 A model without attention (the seq2seq with attention "none") is refused with one ValueError line. Everything runs
-the network in eval mode (no dropout) and puts its mode back afterwards.
+the network in eval mode (no dropout) and puts its mode back afterwards, and in float32: a float16 or bfloat16 network
+is probed through a float32 copy of its weights (text_attn.core.precision), the caller's network untouched.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from torch import Tensor, nn
 from text_attn.core.attention import HeadKV
 from text_attn.core.decoding import evaluating, select_rows
 from text_attn.core.faithfulness import Probe
+from text_attn.core.precision import float32_network, full_precision
 from text_attn.core.vocab import EOS
 from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.seq2seq import Seq2Seq
@@ -319,6 +321,7 @@ def sentence_probes(translator: Translator, sentence: str, beam_size: int | None
     tr = translator.translate_tokens([toks], d["beam_size"], d["length_penalty"], **options)[0]
     tgt = translator.tgt_vocab
     ids = tgt.encode(tr.tokens, eos=not tr.truncated)
+    net = float32_network(net)  # the probes in float32 whatever the model's dtype (translation_evidence)
     device = next(net.parameters()).device
     src = torch.tensor([translator.src_vocab.encode(toks, eos=True)], device=device)
     steps = step_through(net, src, ids, tgt.bos_id)
@@ -345,13 +348,17 @@ def translation_evidence(translator: Translator, source: list[str], tokens: list
 
     net = translator.net
     require_attention(net)
+    # a half network's probabilities are rounded to 8 (bfloat16) or 11 (float16) bits: most drops came out exactly 0.
+    # A float32 copy (the caller's network untouched), and no caller's autocast.
+    net = float32_network(net)
     device = next(net.parameters()).device
     src = torch.tensor([translator.src_vocab.encode(source, eos=True)], device=device)  # (1, S)
     ids = translator.tgt_vocab.encode(tokens, eos=False)
-    steps = step_through(net, src, ids, translator.tgt_vocab.bos_id)
     n = src.size(1)
     masks = torch.cat([torch.zeros(1, n, dtype=torch.bool), torch.eye(n, dtype=torch.bool)]).to(device)  # (S + 1, S)
-    rows = [removal_prob(net, steps, t, masks) for t in range(len(ids))]
+    with full_precision(device):
+        steps = step_through(net, src, ids, translator.tgt_vocab.bos_id)
+        rows = [removal_prob(net, steps, t, masks) for t in range(len(ids))]
     evidence = torch.stack([r[0] - r[1:] for r in rows]) if rows else torch.zeros(0, n)  # (T, S)
     attention = steps.alphas  # (T, S)
     if steps.heads is not None:  # a Transformer: the layer its views draw (net.plot_index: --layer), heads averaged

@@ -210,7 +210,10 @@ class TranslationModule(RunState, pl.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr, betas=(0.9, 0.98), eps=1e-9)
+        # Half weights (16-true, bf16-true): the fused step, which computes in float32; the plain one's eps of 1e-9 is
+        # 0 in float16, and its first step divided 0 by 0 (nan weights). Elsewhere the plain Adam, its numbers as ever.
+        half = str(getattr(self._trainer, "precision", None)) in ("16-true", "bf16-true")
+        opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr, betas=(0.9, 0.98), eps=1e-9, fused=half or None)
         warm = self.hparams.warmup_steps
         if warm <= 0:
             return opt

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.decoding import Sampling
+from text_attn.core.precision import widened
 from text_attn.core.rewards import bleu_rewards
 from text_attn.core.self_critical import OBJECTIVE_PREFIX as PREFIX
 from text_attn.core.self_critical import SequenceObjectiveConfig, self_critical_step
@@ -128,8 +129,9 @@ class TranslationObjective:
         logits, attn = teacher_forcing(
             net, batch["src"], batch["src_lens"], tgt[:, :-1], lam > 0, self.cfg.attn_sup_layer
         )  # (B, T+1, V)
+        # in float32 at least: float16's smoothing term (the sum of every word's log-probability) overflows to inf
         loss = F.cross_entropy(
-            logits.transpose(1, 2), tgt[:, 1:], ignore_index=pad_id, label_smoothing=self.cfg.label_smoothing
+            widened(logits).transpose(1, 2), tgt[:, 1:], ignore_index=pad_id, label_smoothing=self.cfg.label_smoothing
         )
         if lam <= 0:
             return loss, None

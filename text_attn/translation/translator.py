@@ -22,6 +22,7 @@ from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
+from text_attn.core.precision import widened
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
@@ -388,6 +389,7 @@ class Translator:
             state = self.net.encode(src, lens)  # a step never changes the state it is given: shared by every text
             for tokens in targets:
                 log_probs, attention = read_sequence(self.net, state, len(toks), v.encode(tokens, eos=True), v.bos_id)
+                attention = None if attention is None else widened(attention)  # a half network's in float32
                 log_probs = log_probs.float().cpu()  # (B, T + 1)
                 probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
                 text, read = self.codec.decode(tokens), []
@@ -528,6 +530,7 @@ class Translator:
             attn = None
             if res.attention is not None:
                 attn = res.attention[i, : len(words), ..., : int(lens[i])].cpu()  # drop padded steps, source columns
+                attn = widened(attn)  # a half network's in float32: numpy has no bfloat16
             nbest = None
             if res.nbest is not None:
                 nbest = [(self.codec.decode(self.tgt_vocab.decode(alt)), sc) for alt, sc in res.nbest[i]]
