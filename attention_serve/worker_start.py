@@ -55,14 +55,26 @@ def outliving(owner: int, held: list[int] | None = None):
     return on_sigterm
 
 
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # there, another user's: ours has gone and its pid was taken
+        return False
+    return True
+
+
 def outlive_parent() -> None:
     """Set a helper process's SIGTERM handler (its initializer calls this): the signal is ignored while the process
-    that started it lives (multiprocessing.parent_process: its pipe from that process is open, whatever the start
-    method; a forkserver's child is not that process's child), and ends it as before once that process has gone."""
+    that started it lives (multiprocessing.parent_process's pid, whatever the start method; a forkserver's child is
+    not that process's child), and ends it as before once that process has gone. By pid, not by parent_process's
+    pipe: a process the server forks later (LitServe's HTTP process) holds that pipe open after the server died."""
     parent = mp.parent_process()
+    owner = parent.pid if parent is not None else None
 
     def on_sigterm(signum, frame) -> None:
-        if parent is None or not parent.is_alive():
+        if owner is None or not _running(owner):
             die_of(signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)

@@ -23,6 +23,9 @@ SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-pe
            ("--evidence", "evidence"))  # fmt: skip
 
 
+DRAWS = "draws"  # how a seed's draws are made (recorded with a --sample-seed)
+
+
 def run_file(jsonl: str | Path) -> Path:
     return Path(f"{jsonl}{SUFFIX}")
 
@@ -37,6 +40,8 @@ def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
             options.pop(flag)
     elif options["--sample-seed"] is None:
         options.pop("--sample-seed")
+    else:  # a seed's draws are each photo's own since 2026-12-02; a record from before drew them as one stream
+        options[DRAWS] = "each photo's own"
     if options["--given-file"] is not None:  # what check_given read from it (a FIFO or <(...) cannot be read again)
         read = json.dumps(getattr(args, "given_by_name", None), sort_keys=True)
         options["--given-file"] = hashlib.sha256(read.encode()).hexdigest()
@@ -50,7 +55,11 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         said.append(f"another model file ({old.get('model', '?')}; this run: {new['model']})")
     was, now = old.get("options", {}), new["options"]
     for flag in dict.fromkeys([*was, *now]):
-        if was.get(flag) != now.get(flag):
+        if flag == DRAWS:  # said alone where the seeds are the same (another seed is said as itself)
+            if was.get(flag) != now.get(flag) and was.get("--sample-seed") == now.get("--sample-seed"):
+                said.append("--sample-seed's draws as one stream through the run (an older version's; this run: "
+                            "each photo's own)")  # fmt: skip
+        elif was.get(flag) != now.get(flag):
             said.append(f"{flag} {_shown(was.get(flag))} (this run: {_shown(now.get(flag))})")
     return said
 

@@ -63,6 +63,7 @@ import json
 import random
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,7 +199,9 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
         caps, boxes = [], []
         for s, sent in enumerate(entry.get("sentences", [])):
             sent = sent if isinstance(sent, dict) else {}
-            toks = [str(t).lower() for t in sent.get("tokens") or []] or tokenize(str(sent.get("raw", "")))
+            # its tokens as given, in NFC as tokenize reads text (an NFD file's "malý" was <unk> to --given)
+            given = [unicodedata.normalize("NFC", str(t)).lower() for t in sent.get("tokens") or []]
+            toks = given or tokenize(str(sent.get("raw", "")))
             if toks:
                 caps.append(toks)
                 raw = sent.get("boxes")

@@ -140,7 +140,7 @@ def _karpathy(tmp_path: Path, **edit) -> Path:
                 "height": 170,
                 "sentences": [{"raw": "A tabby cat looks to the side.", "boxes": [[2, 0, 0, 256, 170]]}],
             },
-            {"filename": "rocket.jpg", "split": "val", "sentences": [{"tokens": ["a", "rocket", "at", "night"]}]},
+            {"filename": "rocket.jpg", "split": "val", "sentences": [{"tokens": ["a", "rocket", "at", "n\u030cight"]}]},
             {"filename": "astronaut.png", "split": "test", "sentences": [{"tokens": ["an", "astronaut"]}]},
         ]
     }
@@ -158,6 +158,7 @@ def test_karpathy_reader_reads_and_checks_boxes(tmp_path):
     assert coffee.boxes[0][0] == (1, (0.0, 0.0, 128.0, 171.0)) and coffee.boxes[1] == [] and coffee.size is None
     assert chelsea.boxes == [[(2, (0.0, 0.0, 256.0, 170.0))]] and chelsea.size == (256, 170)
     assert splits["val"][0].boxes is None
+    assert splits["val"][0].captions[0][-1] == "ňight"  # its tokens in NFC, as tokenize reads --given's text
     bad = [
         ([[7, 0, 0, 10, 10]], r"boxes\[0\] names token 7, but the sentence has 7 tokens"),
         ([[1, 0, 0, 10]], r"boxes\[0\] must be \[token_index, x0, y0, x1, y1\]"),

@@ -299,3 +299,18 @@ def test_resume_with_new_photos_of_the_same_names_as_deleted_ones_goes_on(model_
     assert caption_main(["day2", "--model", str(model_file), *FAST, "--jsonl", "all.jsonl", "--resume"]) == 0
     records = [json.loads(line)["image"] for line in (tmp_path / "all.jsonl").read_text().splitlines()]
     assert records == ["day1/IMG_0001.png", "day2/IMG_0001.png"]
+
+
+def test_a_sampled_run_recorded_before_each_photo_drew_its_own_is_not_resumed_with_the_new_draws():
+    """Until 2026-12-02 a --sample-seed drew one stream through the run; a --resume of such a file would have mixed
+    two kinds of draws under one seed."""
+    from captioning.commands.caption_run import DRAWS, differences
+
+    old = {"model_sha256": "x", "options": {"--sample": True, "--sample-seed": 7}}
+    new = {"model_sha256": "x", "model": "m.pt", "options": {"--sample": True, "--sample-seed": 7,
+                                                             DRAWS: "each photo's own"}}  # fmt: skip
+    assert differences(old, new) == ["--sample-seed's draws as one stream through the run (an older version's; this "
+                                     "run: each photo's own)"]  # fmt: skip
+    assert differences(new, new) == []
+    other_seed = {**new, "options": {**new["options"], "--sample-seed": 8}}
+    assert differences(old, other_seed) == ["--sample-seed 7 (this run: 8)"]  # the seed said, not the draws again

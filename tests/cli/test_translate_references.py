@@ -79,6 +79,7 @@ def test_inputs_without_a_reference_line_and_extra_lines_are_noted(capsys, tmp_p
     ("args", "why"),
     [(["--scores", "s.json"], "--scores writes each sentence's scores against --references FILE: add it"),
      (["--references", "nope.en"], "--references: nope.en: file not found"),
+     (["--references", "/dev/zero"], "--references: /dev/zero: not a regular file or a pipe: not read"),
      (["--references", "r.en", "--given", "A man."], "--references scores the translations the model writes; --given"),
      (["--references", "r.en", "--scores", "no/s.json"], "cannot write --scores no/s.json: the folder no does not"),
      (["--references", "r.en", "--demo"], "--demo translates its own"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import stat
 import sys
 import zlib
 from pathlib import Path
@@ -24,8 +25,10 @@ def read_lines(path: str | Path) -> list[str]:
     p, dash = Path(path), str(path) == "-"  # "-": stdin (a file named "-" is ./-)
     if not dash and p.is_dir():
         raise TaskError(f"{p}: is a folder; give the file")
-    if not dash and not p.exists():  # a pipe (--references <(zcat refs.gz)) is no regular file, and is read
+    if not dash and not p.exists():
         raise TaskError(f"{p}: file not found")
+    if not dash and not (stat.S_ISREG(mode := p.stat().st_mode) or stat.S_ISFIFO(mode)):  # a pipe, <(zcat refs.gz),
+        raise TaskError(f"{p}: not a regular file or a pipe: not read")  # is read; a device (/dev/zero) never ends
     try:
         raw = stdin_bytes() if dash else p.read_bytes()
         if raw[:2] == b"\x1f\x8b":

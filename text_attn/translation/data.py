@@ -452,13 +452,17 @@ def _unspaced_note(train: list[Example]) -> None:
     language written without spaces (Chinese, Japanese, Thai), each sentence one word, every unseen one <unk>."""
     if len(train) < 20:
         return
+
+    def words(tokens: list[str]) -> int:  # punctuation left out: "我们今天去公园，然后去看电影。" is 2 words, 4 tokens
+        return sum(any(ch.isalnum() for ch in tok) for tok in tokens)
+
     for side, lengths, chars in (
-        ("source", [len(e.src) for e in train], [len(e.src_text or "") for e in train]),
-        ("target", [len(e.tgt) for e in train], [len(e.tgt_text or "") for e in train]),
+        ("source", [words(e.src) for e in train], [len(e.src_text or "") for e in train]),
+        ("target", [words(e.tgt) for e in train], [len(e.tgt_text or "") for e in train]),
     ):
-        words, letters = sorted(lengths)[len(lengths) // 2], sorted(chars)[len(chars) // 2]
-        if words <= 2 and letters >= 8:
-            print(f"text data: note: the {side} side's training sentences are {words} word token(s) each (the median; "
+        n, letters = sorted(lengths)[len(lengths) // 2], sorted(chars)[len(chars) // 2]
+        if n <= 2 and letters >= 8:
+            print(f"text data: note: the {side} side's training sentences are {n} word(s) each (the median; "
                   f"{letters} characters): a language written without spaces (Chinese, Japanese, Thai)? The word "
                   "tokenizer takes each such sentence as one word; data.tokenizer subword splits it into pieces",
                   file=sys.stderr)  # fmt: skip

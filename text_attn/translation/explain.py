@@ -324,9 +324,10 @@ def sentence_probes(translator: Translator, sentence: str, beam_size: int | None
     net = float32_network(net)  # the probes in float32 whatever the model's dtype (translation_evidence)
     device = next(net.parameters()).device
     src = torch.tensor([translator.src_vocab.encode(toks, eos=True)], device=device)
-    steps = step_through(net, src, ids, tgt.bos_id)
-    R = None if steps.encoder_attention is None else rollout(steps.encoder_attention)
-    probes = [word_probe(net, steps, t, R) for t in range(len(ids))]
+    with full_precision(device):  # a caller's autocast off too, as translation_evidence turns it off
+        steps = step_through(net, src, ids, tgt.bos_id)
+        R = None if steps.encoder_attention is None else rollout(steps.encoder_attention)
+        probes = [word_probe(net, steps, t, R) for t in range(len(ids))]
     return SentenceProbes(tgt.decode(ids, strip_special=False), [*toks, EOS], probes)
 
 

@@ -161,8 +161,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="score the translations written against references: line N of FILE is input N's (a corpus's other "
         "side; gzipped or not; -: stdin, when the sentences are arguments). At the end, on stderr: sacreBLEU and "
-        "chrF (the text as written, with sacrebleu's signatures) and BLEU (tok.) (lowercased, tokenized: the PyTorch "
-        "seq2seq tutorials' measure)",
+        "chrF (the text as written, in NFC, with sacrebleu's signatures) and BLEU (tok.) (lowercased, tokenized: the "
+        "PyTorch seq2seq tutorials' measure)",
     )
     p.add_argument(
         "--scores",
