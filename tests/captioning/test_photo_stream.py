@@ -7,8 +7,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from helpers.shards import write_shard
-from PIL import Image
+from helpers.shards import plain_pngs, write_shard
 
 from captioning.photos.photo_stream import PhotoStream, owner, photo_batches
 from captioning.photos.preprocess import Preprocess
@@ -19,10 +18,7 @@ PRE = Preprocess(image_size=32)
 @pytest.fixture
 def inputs(tmp_path) -> list[str]:
     """Two shards of 5 and 3 samples, between three files: 11 photos."""
-    files = []
-    for i in range(3):
-        Image.new("RGB", (30, 20), (i * 60, 10, 10)).save(tmp_path / f"p{i}.png")
-        files.append(str(tmp_path / f"p{i}.png"))
+    files = plain_pngs(tmp_path)
     a, b = write_shard(tmp_path / "a.tar", 0, 5), write_shard(tmp_path / "b.tar", 5, 3)
     return [files[0], str(a), files[1], str(b), files[2]]
 

@@ -19,8 +19,7 @@ import pytest
 import torch
 import yaml
 from helpers.scene_corpus import write_folder
-from helpers.shards import write_shard
-from PIL import Image
+from helpers.shards import plain_pngs, write_shard
 
 from captioning.photos.collection import image_key
 from captioning.photos.photo_stream import IdIn, NameIn, PhotoStream, photo_batches
@@ -53,10 +52,7 @@ def _trainer_attached(dm) -> None:
 # --- caption: the photo stream ---------------------------------------------------------------------------------------
 @pytest.fixture
 def photos(tmp_path) -> list[str]:
-    files = []
-    for i in range(3):
-        Image.new("RGB", (30, 20), (i * 60, 10, 10)).save(tmp_path / f"p{i}.png")
-        files.append(str(tmp_path / f"p{i}.png"))
+    files = plain_pngs(tmp_path)
     return [files[0], str(write_shard(tmp_path / "a.tar", 0, 3)), *files[1:]]
 
 

@@ -21,6 +21,15 @@ def photo_bytes(i: int, fmt: str = "JPEG", side: int = 40) -> bytes:
     return buf.getvalue()
 
 
+def plain_pngs(folder: Path, n: int = 3) -> list[str]:
+    """``n`` small PNG files ``p0.png``... of different reds in ``folder``: the plain files beside a test's shards."""
+    files = []
+    for i in range(n):
+        Image.new("RGB", (30, 20), (i * 60, 10, 10)).save(folder / f"p{i}.png")
+        files.append(str(folder / f"p{i}.png"))
+    return files
+
+
 def add_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
