@@ -191,8 +191,9 @@ def _this_checkout() -> dict[str, str]:
 def test_litserves_manager_outlives_a_groups_sigterm_whatever_the_start_method(method, tmp_path):
     err = tmp_path / "stderr"
     with err.open("w") as stderr:  # stdout read up to its line: the manager left behind holds the pipe open
+        env = {**_this_checkout(), "TMPDIR": str(tmp_path)}  # the killed manager's socket folder: here, not in /tmp
         child = subprocess.Popen([sys.executable, "-c", MANAGER, method], stdout=subprocess.PIPE, stderr=stderr,
-                                 text=True, env=_this_checkout())  # fmt: skip
+                                 text=True, env=env)  # fmt: skip
         said = child.stdout.readline().split()
         child.stdout.close()
         assert child.wait(timeout=60) == 0, err.read_text()
