@@ -458,3 +458,23 @@ def test_a_translate_page_shows_failed_inputs_in_place_and_marks_cut_off_ones(br
     b.hover("#s3 .w.tgt[data-t='1']")
     b.wait_for("document.querySelector('#s3').dataset.shown === 't1'")
     assert b.errors == []
+
+
+def test_a_right_to_left_sentence_reads_right_to_left_on_the_page(browser, tmp_path):
+    """The words are inline blocks, which a line orders by its direction: on the page's left-to-right lines an Arabic
+    translation's words ran left to right, its last word first to a reader. Each line of words takes its text's."""
+    from text_attn.core.html_page import CORE_CSS
+    from text_attn.translation.alignment_page import sentence_section
+    from text_attn.translation.translator import Translation
+
+    tr = Translation(source=["a", "man", "rides"], tokens=["رجل", "يركب", "دراجة"], text="رجل يركب دراجة",
+                     attention=None, unknown=[])  # fmt: skip
+    page = tmp_path / "rtl.html"
+    page.write_text(f'<!doctype html><html lang="en"><head><meta charset="utf-8"><style>{CORE_CSS}</style></head><body>'
+                    f"{sentence_section(1, tr, None)}</body></html>", encoding="utf-8")  # fmt: skip
+    b = browser
+    b.open(page)
+    xs = "[...document.querySelectorAll('#s1 .w.{}')].map(e => e.getBoundingClientRect().x)"
+    output, source = b.eval(xs.format("tgt")), b.eval(xs.format("src"))
+    assert len(output) == 3 and output[0] > output[1] > output[2]  # رجل first, at the right
+    assert len(source) == 4 and source == sorted(source)  # English (and <eos>): left to right, as before

@@ -242,13 +242,16 @@ def sentence_section(
                 f"{translation.end_prob:.4g}; each output token's probability on hover")  # fmt: skip
         note = f"{note}; {read}" if note else read
 
+    # dir="auto" on each line of words: an Arabic or Hebrew sentence's words (inline blocks, which the bidi algorithm
+    # orders by their line's direction) run right to left, where the page's left-to-right showed them reversed
     drives = ""
     if evidence is not None and translation.tokens:
-        drives = f'<p class="drives"><span class="label">drives</span><span>{words(source, "drv", "s")}</span></p>'
+        line = words(source, "drv", "s")
+        drives = f'<p class="drives"><span class="label">drives</span><span dir="auto">{line}</span></p>'
     output = words(translation.tokens, "tgt", "t", probs)
     pair = (
-        f'<div class="pair"><p><span class="label">source</span><span>{words(source, "src", "s")}</span></p>'
-        f'<p><span class="label">output</span><span>{output}</span></p>{drives}</div>'
+        f'<div class="pair"><p><span class="label">source</span><span dir="auto">{words(source, "src", "s")}</span></p>'
+        f'<p><span class="label">output</span><span dir="auto">{output}</span></p>{drives}</div>'
     )
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
     cut = " &middot; cut off at the length cap" if getattr(translation, "truncated", False) else ""  # --max-len's
