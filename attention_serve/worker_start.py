@@ -58,9 +58,7 @@ def outliving(owner: int, held: list[int] | None = None):
 def _running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # there, another user's: ours has gone and its pid was taken
+    except (ProcessLookupError, PermissionError):  # gone; or another user's: ours has gone and its pid was taken
         return False
     return True
 

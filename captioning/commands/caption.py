@@ -67,7 +67,7 @@ from typing import IO
 
 from captioning.commands.caption_batch import OVERLAY, _unique_stem, drawn_overlays
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
-from captioning.commands.caption_given import check_dash_inputs, check_given, given_notes
+from captioning.commands.caption_given import check_given, given_notes
 from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import _parser, fill_machine_defaults
 from captioning.commands.caption_scores import check_names, check_references
@@ -82,7 +82,7 @@ from captioning.model.bundled import (  # noqa: F401 - names others import
     text_model_named,
 )
 from text_attn.core import startup_gc
-from text_attn.core.errors import dash_refused, emit, fail, missing, one_line
+from text_attn.core.errors import check_dash_inputs, dash_refused, emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_name, utf8_text
 from text_attn.core.safe_files import (
@@ -216,7 +216,8 @@ def caption_main(argv: list[str] | None = None) -> int:
              "here: drop one")  # fmt: skip
     if args.cuda_graphs and args.sample:
         fail("caption", "--cuda-graphs captures greedy and beam search; --sample draws its words eagerly: drop one")
-    check_dash_inputs(args)
+    holds = "the images' names" if "-" in args.images else None
+    check_dash_inputs("caption", args.given_file, args.references, holds)
     check_given(args)
     check_references(args)
     _refuse_missing_files(args)

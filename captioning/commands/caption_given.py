@@ -19,18 +19,6 @@ from text_attn.core.search_options import search_flags_given
 _KEY = re.compile(r"#\d+$")  # Flickr8k's token file names a caption "photo.jpg#2": the photo is "photo.jpg"
 
 
-def check_dash_inputs(args: argparse.Namespace) -> None:
-    """``-`` for --given-file or --references reads stdin (text_attn.core.os_text.stdin_bytes): once, and only where
-    the images' names are not on it."""
-    dashes = [flag for flag, value in (("--given-file", args.given_file), ("--references", args.references))
-              if value == "-"]  # fmt: skip
-    if len(dashes) == 2:
-        fail("caption", "--given-file - and --references -: stdin is read once; give one of them a file")
-    if dashes and "-" in args.images:
-        fail("caption", f"{dashes[0]} -: stdin holds the images' names; give {dashes[0]} a file (a pipe: "
-             f"{dashes[0]} <(command))")  # fmt: skip
-
-
 def check_given(args: argparse.Namespace) -> None:
     """--given / --given-file: one of them, each caption with a word, no option of the search that writes the model's
     own caption, not --demo shapes. --given-file is read here: ``args.given_by_name`` (file name -> its captions)

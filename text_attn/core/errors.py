@@ -99,6 +99,19 @@ def stdout_failed(prog: str, err: OSError) -> None:
     fail(prog, f"cannot write stdout: {one_line(err)}")
 
 
+def check_dash_inputs(prog: str, given_file: str | None, references: str | None, holds: str | None,
+                      instead: str = "") -> None:  # fmt: skip
+    """``-`` for --given-file or --references reads stdin (text_attn.core.os_text.stdin_bytes): refused in one line
+    for both at once (stdin is read once) and where stdin ``holds`` the command's own inputs (None: it does not);
+    ``instead``: what else the user may do, after the pipe."""
+    dashes = [flag for flag, value in (("--given-file", given_file), ("--references", references)) if value == "-"]
+    if len(dashes) == 2:
+        fail(prog, "--given-file - and --references -: stdin is read once; give one of them a file")
+    if dashes and holds is not None:
+        flag = dashes[0]
+        fail(prog, f"{flag} -: stdin holds {holds}; give {flag} a file (a pipe: {flag} <(command)){instead}")
+
+
 def dash_refused(flag: str, what: str) -> str:
     """The line for ``-`` given to an output that only a file (or folder) can be: ``-`` is stdin or stdout, never a
     file named "-" (which ``./-`` names). ``what``: what the option writes ("a page", "a folder of PNGs")."""

@@ -23,12 +23,13 @@ def read_lines(path: str | Path) -> list[str]:
     """UTF-8 lines without line endings (a gzipped file is read through: .gz or gzip's magic bytes); a decoding error
     names its line. ``-``: stdin's lines."""
     p, dash = Path(path), str(path) == "-"  # "-": stdin (a file named "-" is ./-)
-    if not dash and p.is_dir():
-        raise TaskError(f"{p}: is a folder; give the file")
-    if not dash and not p.exists():
-        raise TaskError(f"{p}: file not found")
-    if not dash and not (stat.S_ISREG(mode := p.stat().st_mode) or stat.S_ISFIFO(mode)):  # a pipe, <(zcat refs.gz),
-        raise TaskError(f"{p}: not a regular file or a pipe: not read")  # is read; a device (/dev/zero) never ends
+    if not dash:
+        if p.is_dir():
+            raise TaskError(f"{p}: is a folder; give the file")
+        if not p.exists():
+            raise TaskError(f"{p}: file not found")
+        if not (stat.S_ISREG(mode := p.stat().st_mode) or stat.S_ISFIFO(mode)):  # a pipe, <(zcat refs.gz), is read;
+            raise TaskError(f"{p}: not a regular file or a pipe: not read")  # a device (/dev/zero) never ends
     try:
         raw = stdin_bytes() if dash else p.read_bytes()
         if raw[:2] == b"\x1f\x8b":

@@ -15,6 +15,7 @@ from text_attn.core import startup_gc
 from text_attn.core.casing import changed_reading
 from text_attn.core.errors import (
     ArgumentParser,
+    check_dash_inputs,
     close_quietly,
     dash_refused,
     emit,
@@ -493,18 +494,6 @@ def _source_note(translator, args: argparse.Namespace, count: int, first: list[i
     return note
 
 
-def _check_dash_inputs(args: argparse.Namespace) -> None:
-    """``-`` for --given-file or --references reads stdin (text_attn.core.os_text.stdin_bytes): once, and only where
-    the sentences are not on it."""
-    dashes = [flag for flag, value in (("--given-file", args.given_file), ("--references", args.references))
-              if value == "-"]  # fmt: skip
-    if len(dashes) == 2:
-        fail("translate", "--given-file - and --references -: stdin is read once; give one of them a file")
-    if dashes and not args.sentences and not args.demo:
-        fail("translate", f"{dashes[0]} -: stdin holds the sentences to translate; give {dashes[0]} a file (a pipe: "
-             f"{dashes[0]} <(command)), or the sentences as arguments")  # fmt: skip
-
-
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output that is also an input, by the one mechanism every command uses
     (safe_files.refuse_overlap): the model file, and the file stdin is redirected from (writing it would empty the
@@ -589,7 +578,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         fail("translate", "'-' reads the sentences from stdin: give it alone, or give the sentences as arguments")
     if args.align_by != "attention" and not args.alignments:
         fail("translate", f"--align-by {args.align_by} says how --alignments links words: give --alignments FILE")
-    _check_dash_inputs(args)
+    holds = "the sentences to translate" if not args.sentences and not args.demo else None
+    check_dash_inputs("translate", args.given_file, args.references, holds, ", or the sentences as arguments")
     _check_outputs(args)
     check_given(args)
     check_references(args)
