@@ -15,13 +15,13 @@ import torch
 from torch import Tensor
 
 from text_attn.core.decoding import evaluating, read_sequence
-from text_attn.core.vocab import Vocabulary, tokenize
+from text_attn.core.vocab import Vocabulary, is_word, tokenize
 
 
 def caption_tokens(text: str, lower: bool = True) -> list[str]:
     """A raw caption -> its word tokens (lowercased unless ``lower`` is False), punctuation-only tokens dropped: how
     every caption reader takes a training caption, and how a given caption is read."""
-    return [t for t in tokenize(text, lower=lower) if any(ch.isalnum() for ch in t)]
+    return [t for t in tokenize(text, lower=lower) if is_word(t)]
 
 
 class GivenWords(NamedTuple):

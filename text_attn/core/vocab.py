@@ -19,11 +19,11 @@ SPECIALS = (PAD, BOS, EOS, UNK)
 # an accent typed apart from its letter) and the zero-width (non-)joiners of Persian and emoji: `re` has no class of
 # marks, and with it "आदमी" was "आदम" + "ी" and a captioner dropped the vowel sign as punctuation. For text
 # without marks (English, German, French, Czech as typed) the tokens are those of `[^\W_]`, letter for letter.
-_WORD = r"[\p{L}\p{N}\p{M}\u200c\u200d]"
+_WORD_CHARS = r"\p{L}\p{N}\p{M}\u200c\u200d"
 # str.isspace's characters, as `re`'s \s matches them (the `regex` module's \s leaves out \x1c-\x1f)
 _SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # punctuation: one character neither of a word nor a space (the `regex` module's \w would also take ⓐ and ‿)
-_TOKEN = rf"\d+(?:[.,]\d+)+|{_WORD}+(?:['\-]{_WORD}+)*|[^\p{{L}}\p{{N}}\p{{M}}\u200c\u200d{_SPACE}]"
+_TOKEN = rf"\d+(?:[.,]\d+)+|[{_WORD_CHARS}]+(?:['\-][{_WORD_CHARS}]+)*|[^{_WORD_CHARS}{_SPACE}]"
 _compiled: list = []  # the pattern, compiled at first use (the `regex` module: 17 ms of imports a command may not need)
 
 
@@ -39,6 +39,11 @@ def tokenize(text: str, lower: bool = True) -> list[str]:
     if lower:
         text = text.lower()
     return _compiled[0].findall(text)
+
+
+def is_word(token: str) -> bool:
+    """Whether a token holds a letter or a digit: a word or a number, not punctuation alone."""
+    return any(ch.isalnum() for ch in token)
 
 
 class Vocabulary:

@@ -37,7 +37,7 @@ from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 from text_attn.core.safe_files import inert
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
-from text_attn.core.vocab import Vocabulary
+from text_attn.core.vocab import Vocabulary, is_word
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.pairs import Example, TaskError
 from text_attn.translation.source_check import source_check
@@ -454,7 +454,7 @@ def _unspaced_note(train: list[Example]) -> None:
         return
 
     def words(tokens: list[str]) -> int:  # punctuation left out: "我们今天去公园，然后去看电影。" is 2 words, 4 tokens
-        return sum(any(ch.isalnum() for ch in tok) for tok in tokens)
+        return sum(map(is_word, tokens))
 
     for side, lengths, chars in (
         ("source", [words(e.src) for e in train], [len(e.src_text or "") for e in train]),
