@@ -9,16 +9,20 @@ The header of every overlay PNG, top to bottom (pixels):
     KEY_GAP, then the key row (KEY_H): "attention 0 [bar] max", the bar going from the darkest a panel gets to full
         brightness, then what that means and, right-aligned, a note (e.g. words left out) where there is room
     MARGIN
-Text is matplotlib's bundled DejaVu Sans, drawn with Pillow (exact sizes, no pyplot state).
+Text is matplotlib's bundled DejaVu Sans, or an installed font that has a word's characters where DejaVu Sans
+lacks them, drawn with Pillow (exact sizes, no pyplot state).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+
+from text_attn.core import fonts
 
 MARGIN = 12  # around the header text, pixels
 TITLE_SIZE = 18  # caption type size, pixels
@@ -38,15 +42,33 @@ EXPLAIN = (
 Font = ImageFont.ImageFont | ImageFont.FreeTypeFont
 
 
-@lru_cache(maxsize=8)
-def font(size: int, bold: bool = False) -> Font:
-    try:
-        from matplotlib import font_manager
+def font(size: int, bold: bool = False, text: str = "") -> Font:
+    """DejaVu Sans at ``size`` pixels, or, for a ``text`` it lacks characters of, an installed font that has them
+    (text_attn.core.fonts: a caption in Chinese or Hindi is drawn in its letters, not as boxes)."""
+    return _font(size, bold, fonts.font_path(text, bold) if text else None)
 
-        name = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans", weight="bold" if bold else 400))
-        return ImageFont.truetype(name, size)
+
+@lru_cache(maxsize=32)
+def _font(size: int, bold: bool, path: str | None) -> Font:
+    try:
+        if path is None:
+            from matplotlib import font_manager
+
+            weight = "bold" if bold else 400
+            path = font_manager.findfont(font_manager.FontProperties(family=fonts.BASE, weight=weight))
+        return ImageFont.truetype(path, size)
     except (OSError, ImportError, ValueError):
         return ImageFont.load_default()
+
+
+_boxes_said = False  # the characters no font has are named once a process (a folder's overlays share them)
+
+
+def _say_boxes(words: Sequence[str]) -> None:
+    global _boxes_said
+    if not _boxes_said and (chars := fonts.uncovered(words)):
+        _boxes_said = True
+        warnings.warn(fonts.glyph_message(chars), fonts.GlyphWarning, stacklevel=3)
 
 
 def _width(text: str, fnt: Font) -> float:
@@ -56,11 +78,11 @@ def _width(text: str, fnt: Font) -> float:
 def wrap(words: Sequence[str], width: float) -> list[list[int]]:
     """Greedy word wrap of the caption at TITLE_SIZE (bold width, so a highlighted word never overflows): lines
     of word indices, at most TITLE_LINES (the rest is cut; :func:`draw_title` ends the last line with "...")."""
-    fnt, space = font(TITLE_SIZE, bold=True), _width(" ", font(TITLE_SIZE, bold=True))
+    space = _width(" ", font(TITLE_SIZE, bold=True))
     lines: list[list[int]] = []
     used = 0.0
     for i, word in enumerate(words):
-        w = _width(word, fnt)
+        w = _width(word, font(TITLE_SIZE, bold=True, text=word))
         if lines and used + space + w <= width:
             lines[-1].append(i)
             used += space + w
@@ -81,15 +103,16 @@ def header_height(lines: list[list[int]]) -> int:
 
 def draw_title(canvas: Image.Image, words: Sequence[str], lines: list[list[int]], highlight: int | None = None) -> None:
     """The caption at the top of ``canvas``, as laid out by :func:`wrap`; word ``highlight`` bold, the rest grey."""
+    _say_boxes(words)
     draw = ImageDraw.Draw(canvas)
-    regular, bold = font(TITLE_SIZE), font(TITLE_SIZE, bold=True)
+    regular = font(TITLE_SIZE)
     space = _width(" ", regular)
     cut = bool(lines[-1]) and lines[-1][-1] < len(words) - 1
     for row, line in enumerate(lines):
         x, y = MARGIN, MARGIN + row * TITLE_LINE + TITLE_LINE // 2
         for i in line:
             strong = highlight is None or i == highlight
-            fnt = bold if i == highlight else regular
+            fnt = font(TITLE_SIZE, bold=i == highlight, text=words[i])
             draw.text((x, y), words[i], fill=INK if strong else GREY, font=fnt, anchor="lm")
             x += _width(words[i], fnt) + space
         if cut and row == len(lines) - 1:
@@ -138,7 +161,7 @@ def draw_label(canvas: Image.Image, text: str, x: int, y: int, width: int, heigh
         lead = round(_width(num, font(11))) + 6
     room = width - 2 * lead
     for size in (15, 13, 11, 9):  # shrink long words until they fit the panel
-        fnt = font(size, bold=True)
+        fnt = font(size, bold=True, text=text)
         if _width(text, fnt) <= room:
             break
     draw.text((x + width / 2, mid), text, fill=INK if index is not None else GREY, font=fnt, anchor="mm")

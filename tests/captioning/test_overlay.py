@@ -175,6 +175,31 @@ def test_the_caption_is_the_title_and_the_key_shows_the_brightness_scale(tmp_pat
     assert len(starts) == 1
 
 
+def test_a_caption_in_another_script_is_drawn_in_its_letters_and_boxes_are_named_once(tmp_path, monkeypatch):
+    """A word DejaVu Sans lacks is drawn in a font that has it (the title and its panel's label: the pixels differ
+    from the missing-glyph box); a character no font has gets one GlyphWarning a process, not one a photo."""
+    import warnings
+
+    from captioning.views import overlay_layout
+    from text_attn.core import fonts
+
+    circled, nowhere = "Ⓐ", "\u0378"  # in matplotlib's bundled STIXGeneral / in no font
+    assert overlay_layout.font(18, text=circled).path == fonts.font_path(circled) != fonts.font_path("a")
+    assert overlay_layout.font(18, text="cup").path == fonts.font_path("a")
+
+    def title(word: str) -> np.ndarray:
+        out = _png(draw_overlay(Image.open(COFFEE), [word], _alphas(4, [(0, 0)]), 4, BOX, tmp_path / "t.png"))
+        return out[MARGIN : MARGIN + TITLE_LINE, MARGIN : MARGIN + 40]
+
+    monkeypatch.setattr(overlay_layout, "_boxes_said", False)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        drawn, box = title(circled), title(nowhere)
+        assert np.array_equal(title(nowhere), box)  # a second photo's caption: nothing said again
+    assert (box < 100).any() and not np.array_equal(drawn, box)
+    assert [type(w.message) for w in seen] == [fonts.GlyphWarning] and nowhere in str(seen[0].message)
+
+
 def test_a_long_caption_is_drawn_in_bounded_rows(tmp_path):
     words = [f"word{i}" for i in range(55)]
     alphas = torch.softmax(torch.randn(55, 16, generator=torch.Generator().manual_seed(0)), -1)

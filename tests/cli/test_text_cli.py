@@ -46,6 +46,27 @@ def test_translate_prints_one_line_per_input_and_plots(model_file, tmp_path, cap
     assert (tmp_path / "grid-1.png").stat().st_size > 0 and (tmp_path / "grid-2.png").exists()
 
 
+def test_translate_plot_names_characters_no_font_has_once(model_file, tmp_path, capsys, monkeypatch):
+    """Labels in a script no installed font has: one note for the whole run, not one warning per picture and
+    character (here every font but a symbol font is hidden, so the model's Latin tokens are that script)."""
+    import warnings
+
+    from matplotlib import font_manager
+
+    from text_attn.core import fonts
+
+    symbols = font_manager.findfont(font_manager.FontProperties(family="STIXSizeFourSym"))
+    monkeypatch.setattr(fonts, "_fonts", lambda bold: (("STIXSizeFourSym", symbols),))
+    monkeypatch.setattr(fonts, "_rescan", lambda: False)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rc = translate_main(["--model", str(model_file), "--plot", str(tmp_path / "g.png"), "ma pipo", "ro gake"])
+    err = capsys.readouterr().err
+    assert rc == 0 and (tmp_path / "g-1.png").exists() and (tmp_path / "g-2.png").exists()
+    assert err.count("in no installed font") == 1 and "translate: note: --plot:" in err
+    assert not [w for w in seen if issubclass(w.category, fonts.GlyphWarning)]
+
+
 def test_translate_bad_input_gets_one_clear_line(model_file, tmp_path, capsys, monkeypatch):
     # an empty line among good ones: the good one is still translated, exit code 1
     import io

@@ -175,3 +175,22 @@ def test_bleu_by_length_plot(tmp_path, captured):
     assert ax.get_ylim() == (0.0, 100.0) and ax.get_ylabel() == "BLEU (0-100)"
     with pytest.raises(ValueError, match="empty"):
         plot_bleu_by_length({}, tmp_path / "none.png")
+
+
+def test_an_alignment_grid_falls_back_per_glyph_and_warns_once_for_what_no_font_has(tmp_path):
+    """The circled A is in matplotlib's bundled STIXGeneral, not in DejaVu Sans; U+0378 is in no font."""
+    import warnings
+
+    from text_attn.core.fonts import GlyphWarning
+    from text_attn.translation.plots import alignment_png, plot_alignment
+
+    w = np.full((2, 3), 1 / 3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        plot_alignment(w, ["der", "Ⓐ", "Hund"], ["the", "dog"], tmp_path / "a.png")
+    assert seen == []  # matplotlib found the circled A in the fallback family: no "Glyph ... missing"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        alignment_png(w, ["\u0378", "b\u0378", "c"], ["the", "dog"])
+    assert [type(s.message) for s in seen] == [GlyphWarning]
+    assert "\u0378" in str(seen[0].message)

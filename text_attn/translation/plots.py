@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from text_attn.core.arrays import to_numpy
+from text_attn.core.fonts import families, quiet_missing_glyphs, warn_uncovered
 from text_attn.core.safe_files import atomic_output
 
 # Attention weights are probabilities, so a fixed 0..1 scale makes plots comparable across
@@ -67,13 +69,15 @@ def source_chunks(n_src: int, size: int = _CHUNK, max_panels: int = _MAX_PANELS)
 
 
 def _draw_grid(ax: Any, w: np.ndarray, source_tokens: list[str], target_tokens: list[str], cell_in: float = 1.0):
-    """Draw one (T, S) weight grid on `ax`: source words across the top, target words down."""
+    """Draw one (T, S) weight grid on `ax`: source words across the top, target words down, each in DejaVu Sans or
+    an installed font that has its characters (text_attn.core.fonts)."""
     image = ax.imshow(w, cmap=_CMAP, vmin=0.0, vmax=1.0, aspect="equal", interpolation="nearest")
     ax.xaxis.tick_top()
+    family = families([*source_tokens, *target_tokens])
     ax.set_xticks(range(len(source_tokens)))
-    ax.set_xticklabels(source_tokens, rotation=90, fontsize=_font_size(len(source_tokens), cell_in))
+    ax.set_xticklabels(source_tokens, rotation=90, fontsize=_font_size(len(source_tokens), cell_in), fontfamily=family)
     ax.set_yticks(range(len(target_tokens)))
-    ax.set_yticklabels(target_tokens, fontsize=_font_size(len(target_tokens), cell_in))
+    ax.set_yticklabels(target_tokens, fontsize=_font_size(len(target_tokens), cell_in), fontfamily=family)
     ax.tick_params(length=0)
     return image
 
@@ -86,13 +90,21 @@ def _cell_size(across: int, down: int, panels_across: int, panels_down: int, ext
     return max(0.02, min(_CELL_IN, fit_w, fit_h))
 
 
+def _render(fig: Figure, target: Any, **kwargs: Any) -> None:
+    """``fig.savefig(target, ...)`` with one GlyphWarning naming the labels' characters no installed font has, in
+    place of matplotlib's one per character."""
+    FigureCanvasAgg(fig)  # attach an Agg canvas explicitly, whatever the default backend is
+    warn_uncovered((t.get_text() for t in fig.findobj(Text)), stacklevel=4)
+    with quiet_missing_glyphs():
+        fig.savefig(target, dpi=_DPI, bbox_inches="tight", **kwargs)
+
+
 def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)  # attach an Agg canvas explicitly, whatever the default backend is
     # "tight" grows the canvas to fit long rotated token labels instead of clipping them.
     with atomic_output(path) as tmp:  # a fresh file, renamed: a planted link or FIFO at path is never written
-        fig.savefig(tmp, format="png", dpi=_DPI, bbox_inches="tight")
+        _render(fig, tmp, format="png")
     return path
 
 
@@ -114,12 +126,11 @@ def alignment_png(
     """:func:`alignment_figure` as PNG bytes (nothing written: Jupyter's picture of a translation); ``jpeg``: JPEG
     bytes instead (quality 85: a notebook frame's still), rendered once, not from the PNG."""
     fig = alignment_figure(weights, source_tokens, target_tokens, title)
-    FigureCanvasAgg(fig)
     buf = io.BytesIO()
     if jpeg:
-        fig.savefig(buf, format="jpeg", dpi=_DPI, bbox_inches="tight", pil_kwargs={"quality": 85, "optimize": True})
+        _render(fig, buf, format="jpeg", pil_kwargs={"quality": 85, "optimize": True})
     else:
-        fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
+        _render(fig, buf, format="png")
     return buf.getvalue()
 
 

@@ -255,6 +255,29 @@ def _plot(path: Path, tr, net) -> Path:
     return plot_alignment(attn, src, tr.tokens, path)
 
 
+def _plots(args: argparse.Namespace, translator, results: list, progress: dict, several: bool) -> None:
+    """--plot (and --evidence's pictures): a PNG per kept translation, named by input number where there are
+    several (a failed input leaves its number out); the characters no installed font has are named in one note."""
+    import warnings
+
+    from text_attn.core.fonts import GlyphWarning, glyph_message, uncovered
+
+    if chars := uncovered(tok for _, tr in results for tok in (*tr.source, *tr.tokens)):
+        print(f"translate: note: --plot: {glyph_message(chars)}", file=sys.stderr)
+    base = Path(args.plot)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GlyphWarning)  # said once above, not once a picture
+        for n, tr in results:
+            path = base.with_name(f"{base.stem}-{n}{base.suffix or '.png'}") if several else base
+            try:
+                print(f"wrote {_plot(path, tr, translator.net)}", file=sys.stderr)
+                if args.evidence:
+                    found = _evidence(translator, tr, progress, n)
+                    print(f"wrote {_evidence_plot(path, found, tr)}", file=sys.stderr)
+            except OSError as err:
+                fail("translate", f"cannot write --plot {path}: {one_line(err)}")
+
+
 SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Translator.search_bytes) is refused
 
 
@@ -735,17 +758,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         if results and results[0][1].attention is None:
             print("translate: note: this model has no attention to plot", file=sys.stderr)
         else:
-            base = Path(args.plot)
-            several = seen > 1
-            for n, tr in results:  # named by input number: a failed input leaves its number out
-                path = base.with_name(f"{base.stem}-{n}{base.suffix or '.png'}") if several else base
-                try:
-                    print(f"wrote {_plot(path, tr, translator.net)}", file=sys.stderr)
-                    if args.evidence:
-                        found = _evidence(translator, tr, progress, n)
-                        print(f"wrote {_evidence_plot(path, found, tr)}", file=sys.stderr)
-                except OSError as err:
-                    fail("translate", f"cannot write --plot {path}: {one_line(err)}")
+            _plots(args, translator, results, progress, several=seen > 1)
     return 1 if failed else 0
 
 
