@@ -15,6 +15,7 @@ lacks them, drawn with Pillow (exact sizes, no pyplot state).
 
 from __future__ import annotations
 
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from functools import lru_cache
@@ -101,22 +102,68 @@ def header_height(lines: list[list[int]]) -> int:
     return key_top(lines) + KEY_H + MARGIN
 
 
+def _direction(word: str) -> str | None:
+    """ "R" where the word's first letter with a strong direction is Arabic or Hebrew, "L" where it is another
+    script's, None where it has none (numbers, punctuation)."""
+    for char in word:
+        if (kind := unicodedata.bidirectional(char)) in ("L", "R", "AL"):
+            return "L" if kind == "L" else "R"
+    return None
+
+
+def right_to_left(words: Sequence[str]) -> bool:
+    """Whether a caption reads right to left: its first word with a strong direction is Arabic or Hebrew (Unicode's
+    rule for a paragraph's direction, UAX #9 P2-P3, as a browser's dir="auto" applies it)."""
+    return next((d for d in map(_direction, words) if d), "L") == "R"
+
+
+def place_line(widths: Sequence[float], kinds: Sequence[str | None], start: float, space: float, rtl: bool):
+    """Left x of each word of a line, in the caption's order, and where the line ends (the "..."'s anchor): the
+    words advance from ``start`` in the caption's direction; a run of words of the other direction (a Latin name in
+    an Arabic caption) keeps its own order inside its block, as the Unicode bidirectional algorithm orders them. A
+    word with no direction of its own (a number) joins the run before it."""
+    step = -1 if rtl else 1
+    runs: list[tuple[str, list[int]]] = []
+    for i, kind in enumerate(kinds):
+        kind = kind or (runs[-1][0] if runs else ("R" if rtl else "L"))
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(i)
+        else:
+            runs.append((kind, [i]))
+    lefts = [0.0] * len(widths)
+    x = start
+    for kind, run in runs:
+        block = sum(widths[i] for i in run) + space * (len(run) - 1)
+        # a run advances in its own direction from its block's start edge
+        own = -1 if kind == "R" else 1
+        edge = min(x, x + step * block) if own > 0 else max(x, x + step * block)
+        for i in run:
+            lefts[i] = edge if own > 0 else edge - widths[i]
+            edge += own * (widths[i] + space)
+        x += step * (block + space)
+    return lefts, x
+
+
 def draw_title(canvas: Image.Image, words: Sequence[str], lines: list[list[int]], highlight: int | None = None) -> None:
-    """The caption at the top of ``canvas``, as laid out by :func:`wrap`; word ``highlight`` bold, the rest grey."""
+    """The caption at the top of ``canvas``, as laid out by :func:`wrap`; word ``highlight`` bold, the rest grey. A
+    right-to-left caption (Arabic, Hebrew) starts at the right margin and runs leftwards, its "..." at the left."""
     _say_boxes(words)
     draw = ImageDraw.Draw(canvas)
     regular = font(TITLE_SIZE)
     space = _width(" ", regular)
     cut = bool(lines[-1]) and lines[-1][-1] < len(words) - 1
+    rtl = right_to_left(words)
     for row, line in enumerate(lines):
-        x, y = MARGIN, MARGIN + row * TITLE_LINE + TITLE_LINE // 2
-        for i in line:
+        y = MARGIN + row * TITLE_LINE + TITLE_LINE // 2
+        fonts_ = [font(TITLE_SIZE, bold=i == highlight, text=words[i]) for i in line]
+        widths = [_width(words[i], f) for i, f in zip(line, fonts_, strict=True)]
+        start = canvas.width - MARGIN if rtl else MARGIN
+        lefts, end = place_line(widths, [_direction(words[i]) for i in line], start, space, rtl)
+        for i, fnt, left in zip(line, fonts_, lefts, strict=True):
             strong = highlight is None or i == highlight
-            fnt = font(TITLE_SIZE, bold=i == highlight, text=words[i])
-            draw.text((x, y), words[i], fill=INK if strong else GREY, font=fnt, anchor="lm")
-            x += _width(words[i], fnt) + space
+            draw.text((left, y), words[i], fill=INK if strong else GREY, font=fnt, anchor="lm")
         if cut and row == len(lines) - 1:
-            draw.text((x, y), "...", fill=GREY, font=regular, anchor="lm")
+            draw.text((end, y), "...", fill=GREY, font=regular, anchor="rm" if rtl else "lm")
 
 
 def draw_key(canvas: Image.Image, y: int, floor: float, note: str = "") -> None:

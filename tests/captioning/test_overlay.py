@@ -200,6 +200,30 @@ def test_a_caption_in_another_script_is_drawn_in_its_letters_and_boxes_are_named
     assert [type(w.message) for w in seen] == [fonts.GlyphWarning] and nowhere in str(seen[0].message)
 
 
+def test_words_are_placed_in_the_order_the_unicode_bidirectional_algorithm_reads_them():
+    from captioning.views.overlay_layout import place_line, right_to_left
+
+    assert place_line([10, 20, 30], ["L", "L", "L"], 12, 5, rtl=False) == ([12, 27, 52], 87)
+    assert place_line([10, 20, 30], ["R", "R", "R"], 100, 5, rtl=True) == ([90, 65, 30], 25)  # from the right
+    # Hebrew, two Latin words, Hebrew: the Latin pair keeps its order inside its block (right to left: 0, 1 2, 3)
+    assert place_line([10, 20, 30, 40], ["R", "L", "L", "R"], 200, 5, rtl=True) == ([190, 130, 155, 85], 80)
+    # English with an Arabic word and a number after it: the pair reads right to left (0, 2 1, 3)
+    assert place_line([10, 20, 30, 40], ["L", "R", None, "L"], 0, 5, rtl=False) == ([0, 50, 15, 75], 120)
+    assert right_to_left(["12", "كلب", "dog"]) and not right_to_left(["12", "dog", "كلب"])
+    assert not right_to_left(["12", ","])
+
+
+@pytest.mark.parametrize("words", [["a", "dog"], ["كلب", "أسود"]])
+def test_an_arabic_caption_starts_at_the_right_margin(tmp_path, words):
+    out = _png(draw_overlay(Image.open(COFFEE), words, _alphas(4, [(0, 0)] * 2), 4, BOX, tmp_path / "t.png"))
+    ink = (out[MARGIN : MARGIN + TITLE_LINE].min(axis=(0, 2)) < 100).nonzero()[0]  # columns with dark title ink
+    width = out.shape[1]
+    if words[0] == "a":
+        assert ink.min() < MARGIN + 3 and ink.max() < width / 2
+    else:
+        assert ink.max() > width - MARGIN - 3 and ink.min() > width / 2
+
+
 def test_a_long_caption_is_drawn_in_bounded_rows(tmp_path):
     words = [f"word{i}" for i in range(55)]
     alphas = torch.softmax(torch.randn(55, 16, generator=torch.Generator().manual_seed(0)), -1)
