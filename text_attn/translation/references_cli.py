@@ -8,15 +8,24 @@ import argparse
 import sys
 from typing import Any
 
-from text_attn.core.errors import fail
+from text_attn.core.errors import fail, one_line
 from text_attn.core.safe_files import inert
 from text_attn.core.score_options import check_score_options, write_scores
 
 
 def check_references(args: argparse.Namespace) -> None:
-    """--references / --scores, before the model loads (text_attn.core.score_options): FILE's lines read
-    (``args.reference_lines``)."""
+    """--references / --scores / --bleu-tokenize, before the model loads (text_attn.core.score_options): FILE's lines
+    read (``args.reference_lines``); a tokenizer whose package is missing refused now, not after the run."""
     args.reference_lines = None
+    if args.bleu_tokenize != "13a" and not args.references:
+        fail("translate", "--bleu-tokenize is how the translations are scored against --references FILE: add it")
+    if args.bleu_tokenize != "13a":
+        from sacrebleu.metrics import BLEU
+
+        try:
+            BLEU(tokenize=args.bleu_tokenize)
+        except (ImportError, RuntimeError) as err:  # ja-mecab / ko-mecab without their packages
+            fail("translate", f"--bleu-tokenize {args.bleu_tokenize} cannot run here: {one_line(err)}")
     if check_score_options("translate", args, "sentence", "translations", "sentences", "translates its own"):
         from text_attn.translation.corpora import read_lines
         from text_attn.translation.pairs import TaskError
@@ -51,7 +60,7 @@ def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int) -> 
     if not pairs:
         print("translate: note: no input translated has a line in --references: nothing scored", file=sys.stderr)
         return
-    result = scores(pairs)
+    result = scores(pairs, args.bleu_tokenize)
     print(f"translate: scores against --references {name}: {len(pairs):,} sentence(s) (sacreBLEU and chrF on the "
           "text as written; BLEU (tok.): lowercased, tokenized)", file=sys.stderr)  # fmt: skip
     print("translate: " + "  ".join(f"{k} {v:.2f}" for k, v in result["scores"].items()), file=sys.stderr)
@@ -60,17 +69,17 @@ def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int) -> 
         write_scores("translate", args.scores, result)
 
 
-def scores(pairs: list[tuple[int, str, str, str]]) -> dict[str, Any]:
+def scores(pairs: list[tuple[int, str, str, str]], tokenize: str = "13a") -> dict[str, Any]:
     """(input number, source, translation, reference) -> the corpus's sacreBLEU, chrF and BLEU (tok.) x 100, and
     each sentence's sentence-level sacreBLEU (effective order: a short sentence without 4-gram matches is not 0) and
-    chrF, the lowest chrF first."""
+    chrF, the lowest chrF first. ``tokenize``: sacreBLEU's tokenizer (--bleu-tokenize)."""
     from sacrebleu.metrics import BLEU, CHRF
 
     from text_attn.core.metrics import text_scores
 
     refs, hyps = [p[3] for p in pairs], [p[2] for p in pairs]
-    corpus = text_scores(refs, hyps)
-    bleu, chrf = BLEU(effective_order=True), CHRF()
+    corpus = text_scores(refs, hyps, tokenize)
+    bleu, chrf = BLEU(effective_order=True, tokenize=tokenize), CHRF()
     sentences = [{"input": n, "source": src, "translation": hyp, "reference": ref,
                   "sacreBLEU": round(bleu.sentence_score(hyp, [ref]).score, 2),
                   "chrF": round(chrf.sentence_score(hyp, [ref]).score, 2)}

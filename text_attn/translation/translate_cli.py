@@ -25,6 +25,7 @@ from text_attn.core.errors import (
     stdout_failed,
 )
 from text_attn.core.fast_exit import leaving
+from text_attn.core.metrics import BLEU_TOKENIZERS
 from text_attn.core.os_text import utf8_text
 from text_attn.core.safe_files import (
     inert,
@@ -164,6 +165,14 @@ def _parser() -> argparse.ArgumentParser:
         "side; gzipped or not; -: stdin, when the sentences are arguments). At the end, on stderr: sacreBLEU and "
         "chrF (the text as written, in NFC, with sacrebleu's signatures) and BLEU (tok.) (lowercased, tokenized: the "
         "PyTorch seq2seq tutorials' measure)",
+    )
+    p.add_argument(
+        "--bleu-tokenize",
+        default="13a",
+        choices=BLEU_TOKENIZERS,
+        help="with --references: sacreBLEU's tokenizer (default 13a, sacreBLEU's own; zh for Chinese, ja-mecab for "
+        "Japanese, ko-mecab for Korean, which need their packages: 13a reads a sentence written without spaces as "
+        "one word; intl splits off Unicode punctuation; char: characters). The signature names it",
     )
     p.add_argument(
         "--scores",
