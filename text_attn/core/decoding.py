@@ -186,6 +186,8 @@ class Sampling:
         # total, and the distribution drawn from was far from the model's (total variation 0.36 on 10,000 words)
         logits = widened(log_probs) / self.temperature  # (N, V)
         if self.top_k and self.top_k < logits.size(-1):
+            # tokens tied with the k-th stay (as Hugging Face's TopKLogitsWarper keeps them): no arbitrary pick among
+            # equals; a bfloat16 model's coarse log-probs tie more often, so it may draw from a few more than k
             kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # (N, 1)
             logits = logits.masked_fill(logits < kth, float("-inf"))
         if self.top_p < 1.0:
