@@ -108,14 +108,8 @@ def test_bleu_tokenize_without_its_package_is_refused_in_one_line(capsys, monkey
     with pytest.raises(SystemExit) as exc:
         translate_main([SOURCES[0], "--references", str(tmp_path / "r.txt"), "--bleu-tokenize", "ja-mecab"])
     out, err = capsys.readouterr()
-    assert (
-        exc.value.code == 2
-        and out == ""
-        and err.strip().splitlines()
-        == [
-            "translate: error: --bleu-tokenize ja-mecab cannot run here: Japanese tokenization requires extra dependencies"
-        ]
-    )
+    why = "--bleu-tokenize ja-mecab cannot run here: Japanese tokenization requires extra dependencies"
+    assert exc.value.code == 2 and out == "" and err.strip().splitlines() == [f"translate: error: {why}"]
 
 
 @pytest.mark.parametrize(

@@ -77,10 +77,14 @@ def test_attention_supervision_is_finite_in_float16_and_unchanged_in_float32():
     weights = torch.tensor([[[0.75, 0.25, 0.0], [0.0, 1.0, 0.0]]])  # (1, 2, 3): zero attention on a target cell
     target = torch.tensor([[[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]]])
     mask = torch.tensor([[True, True]])
-    # by hand: step 0 costs -(0.5 log .75 + 0.5 log 1e-8), step 1 -log 1; the mean of the two
+    # by hand: step 0 costs -(0.5 log .75 + 0.5 log eps), step 1 -log 1; the mean of the two. float16's eps is
+    # 2 / 65504 (its gradient -t / eps must stay finite), float32's 1e-8
     expected = -(0.5 * math.log(0.75) + 0.5 * math.log(1e-8)) / 2
-    loss = attention_supervision_loss(weights.half(), target, mask)  # was nan: 1e-8 is 0 in float16
-    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    half = weights.half().requires_grad_()
+    loss = attention_supervision_loss(half, target, mask)  # was nan: 1e-8 is 0 in float16
+    assert loss.item() == pytest.approx(-(0.5 * math.log(0.75 + 2 / 65504) + 0.5 * math.log(2 / 65504)) / 2, rel=1e-3)
+    loss.backward()  # the zero cell's gradient, -0.5 / eps / 2 steps, was -inf: nan weights a step later
+    assert torch.isfinite(half.grad).all() and half.grad[0, 0, 2].item() == pytest.approx(-0.25 * 65504 / 2, rel=1e-3)
     full = attention_supervision_loss(weights, target, mask)
     assert full.dtype == torch.float32 and full.item() == pytest.approx(expected, rel=1e-6)
     w, t = weights, target

@@ -29,7 +29,8 @@ def attention_supervision_loss(weights: Tensor, target: Tensor, mask: Tensor, ep
         weights: (B, T, S) attention distributions (rows sum to 1; for several heads, average them first).
         target: (B, T, S) ground-truth distributions (rows sum to 1) on supervised steps; anything elsewhere.
         mask: (B, T) bool, True on the steps that have a target.
-        eps: added inside the log, so a target cell with zero attention costs log(1 / eps), not infinity.
+        eps: added inside the log, so a target cell with zero attention costs log(1 / eps), not infinity (at least
+            2 / the dtype's largest number: 3.1e-5 for float16 weights, whose gradient must stay finite).
 
     Returns:
         A scalar: the mean over supervised steps; 0 when no step is supervised, still connected to ``weights`` (so
@@ -43,6 +44,9 @@ def attention_supervision_loss(weights: Tensor, target: Tensor, mask: Tensor, ep
     if mask.shape != weights.shape[:2]:
         raise ValueError(f"mask must be (B, T) = {tuple(weights.shape[:2])}, got {tuple(mask.shape)}")
     keep = mask.bool().unsqueeze(-1)  # (B, T, 1)
+    # the gradient a cell's weight gets is -target / (weight + eps), at most 1 / eps: float16 weights (16-true
+    # training) need eps >= 1 / 65504 or a zero-attention cell's gradient is -inf, and the weights nan a step later
+    eps = max(eps, 2.0 / torch.finfo(weights.dtype).max) if weights.is_floating_point() else eps
     weights = widened(weights)  # float16's eps of 1e-8 is 0: a cell of zero attention was log 0, and 0 * -inf nan
     # where (not multiply) so nan/inf on unsupervised steps cannot leak into the value or the gradient.
     w = torch.where(keep, weights, torch.ones_like(weights))
