@@ -218,7 +218,7 @@ def build_server(args: argparse.Namespace, template=None):
         lit_apis.append(apis.CaptionAPI(caption.path, caption.name, **batching))
     if text is not None:
         lit_apis.append(apis.TranslateAPI(text.path, text.name, **batching))
-    html = page.render(caption and caption.info, text and text.info, bool(args.api_key))
+    html = page.render(caption and caption.info, text and text.info, bool(args.api_key), text and text.extra["lang"])
     info = {"caption": caption and caption.info, "translate": text and text.info}
     devices = "auto" if args.devices == "auto" else int(args.devices)
     waiting = Waiting(args.timeout)

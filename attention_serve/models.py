@@ -117,7 +117,8 @@ def load_text(path: Path) -> Served:
     # translator's text reading (codec, casing) is kept, its network dropped
     translator.net = None
     extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize,
-             "target_tokens": lambda text: translator.target_tokens(text)[0]}  # fmt: skip
+             "target_tokens": lambda text: translator.target_tokens(text)[0],
+             "lang": translator.source_lang}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)
 
 

@@ -67,7 +67,11 @@ const Live = {
     return e;
   },
   tab(name) {
-    document.querySelectorAll("nav.tabs button").forEach((b) => b.classList.toggle("on", b.dataset.tab === name));
+    // the selected tab said to assistive technology, and the only one in the Tab order (the arrow keys move along)
+    document.querySelectorAll("nav.tabs button").forEach((b) => {
+      const on = b.dataset.tab === name;
+      b.classList.toggle("on", on); b.setAttribute("aria-selected", String(on)); b.tabIndex = on ? 0 : -1;
+    });
     document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== name; });
     // the arrow keys step the shown tab's result, not the one last built on the other (now hidden) tab
     const shown = document.querySelector(`#${name} section.item`);
@@ -96,7 +100,8 @@ const Live = {
     let rec;
     try { rec = await Live.post("/caption", form, {}); }
     catch (e) { Live.status("cap-status", e.message, true); URL.revokeObjectURL(url); return; }
-    Live.status("cap-status", "");
+    // said by a screen reader (the status is role=status): the result arrived, and what it is
+    Live.status("cap-status", `${rec.word_probs ? "read" : "captioned"}: ${rec.caption || rec.words.join(" ")}`);
     if (rec.preview) { URL.revokeObjectURL(url); url = "data:image/jpeg;base64," + rec.preview; }  // HEIC, TIFF
     Live.showCaption(rec, url, file.name || "pasted image");
   },
@@ -107,13 +112,15 @@ const Live = {
     const sec = Live.el("section", "item cap"); sec.tabIndex = 0;
     sec.appendChild(Live.el("h2", "", `${name} \u00b7 ${W} \u00d7 ${H} px \u00b7 ${rec.model}`));
     const view = Live.el("div", "cap-view"), side = Live.el("div", "cap-side");
-    const canvas = (cls) => {
+    const caption = rec.caption || rec.words.join(" ");
+    const canvas = (cls, label) => {  // an image to assistive technology, named by the caption (as the report's)
       const cv = Live.el("canvas", cls);
       cv.width = Math.max(1, Math.round(W * scale)); cv.height = Math.max(1, Math.round(H * scale));
+      cv.setAttribute("role", "img"); cv.setAttribute("aria-label", `photo: ${caption}${label ? ", " + label : ""}`);
       return cv;
     };
     const figure = (cls, label) => {
-      const f = Live.el("figure"); f.append(canvas(cls), Live.el("figcaption", "", label)); return f;
+      const f = Live.el("figure"); f.append(canvas(cls, label), Live.el("figcaption", "", label)); return f;
     };
     const shown = rec.evidence ? [figure("att", "where it looked (attention)"),
                                   figure("ev", "what drives the word (removing a region lowers it)")] : [canvas("")];
@@ -125,10 +132,13 @@ const Live = {
     });
     const controls = Live.el("div", "controls");
     const prev = Live.el("button", "prev", "\u25c0"), next = Live.el("button", "next", "\u25b6");
+    prev.setAttribute("aria-label", "previous word"); next.setAttribute("aria-label", "next word");
     const label = Live.el("label", "", "attention "), range = Live.el("input", "opacity");
     range.type = "range"; range.min = "0"; range.max = "100"; range.value = String(CFG.opacity);
     label.appendChild(range); controls.append(prev, next, label);
-    side.append(words, controls, Live.el("p", "info hint", "the photo as captioned; hover or tap a word"));
+    const info = Live.el("p", "info hint", "the photo as captioned; hover or tap a word");
+    info.setAttribute("aria-live", "polite");  // each word's line said as it is stepped to
+    side.append(words, controls, info);
     if (rec.word_probs) side.appendChild(Live.el("p", "read", Live.read(rec.score, rec.end_prob, "word")));
     if (rec.note) side.appendChild(Live.el("p", "note", rec.note));
     if (rec.truncated) side.appendChild(Live.el("p", "note", "the caption reached max_len and is cut off"));
@@ -168,7 +178,7 @@ const Live = {
         : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence };
       res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" });
     } catch (e) { Live.status("tr-status", e.message, true); return; }
-    Live.status("tr-status", "");
+    Live.status("tr-status", `translated: ${res.translations.map((t) => t.translation).join(" / ")}`);
     const out = document.getElementById("tr-out");
     out.textContent = "";
     res.translations.forEach((tr, k) => out.appendChild(Live.sentence(tr, k + 1, res.model)));
@@ -177,8 +187,9 @@ const Live = {
     const sec = Live.el("section", "item tr"); sec.tabIndex = 0;
     sec.appendChild(Live.el("h2", "", `sentence ${number} \u00b7 ${model}`));
     const pair = Live.el("div", "pair");
-    const line = (label, tokens, kind, key, probs) => {
+    const line = (label, tokens, kind, key, probs, lang) => {
       const p = Live.el("p"), span = Live.el("span");
+      if (lang) span.lang = lang;  // the source words said in their language (CFG.lang: the model's, where known)
       p.appendChild(Live.el("span", "label", label));
       tokens.forEach((w, i) => {
         const s = Live.el("span", `w ${kind}`, w);
@@ -187,9 +198,10 @@ const Live = {
       });
       p.appendChild(span); return p;
     };
-    pair.append(line("source", tr.source_tokens, "src", "s"), line("output", tr.tokens, "tgt", "t", tr.token_probs));
+    pair.append(line("source", tr.source_tokens, "src", "s", null, CFG.lang),
+                line("output", tr.tokens, "tgt", "t", tr.token_probs));
     if (tr.evidence && tr.tokens.length) {
-      const drives = line("drives", tr.source_tokens, "drv", "s");
+      const drives = line("drives", tr.source_tokens, "drv", "s", null, CFG.lang);
       drives.className = "drives"; pair.appendChild(drives);
     }
     sec.appendChild(pair);
@@ -200,7 +212,11 @@ const Live = {
       sec.appendChild(Live.el("p", "hint", "no attention to show")); return sec;
     }
     if (tr.evidence) sec.appendChild(Live.el("p", "agree hint"));
-    sec.appendChild(Live.el("div", "grid-box"));
+    const info = Live.el("p", "info hint", "hover or step to a word"), box = Live.el("div", "grid-box");
+    info.setAttribute("aria-live", "polite");
+    box.tabIndex = 0; box.setAttribute("role", "region");
+    box.setAttribute("aria-label", `alignment grid of sentence ${number}`);
+    sec.append(info, box);
     const heads = tr.heads || [tr.attention], T = tr.tokens.length, S = tr.source_tokens.length, bytes = [];
     for (const h of heads) {
       for (const row of h) for (const v of row) bytes.push(Math.round(255 * Math.min(1, Math.max(0, v))));
@@ -223,8 +239,15 @@ const Live = {
   },
 };
 document.addEventListener("DOMContentLoaded", () => {
-  document.querySelectorAll("nav.tabs button").forEach((b) => {
+  const tabs = [...document.querySelectorAll("nav.tabs button")];
+  tabs.forEach((b, i) => {
     b.addEventListener("click", () => Live.tab(b.dataset.tab));
+    b.addEventListener("keydown", (e) => {  // a tab list's keys: the arrows, Home and End choose a tab
+      const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
+      if (to === undefined) return;
+      const t = tabs[(to + tabs.length) % tabs.length];
+      Live.tab(t.dataset.tab); t.focus(); e.preventDefault();
+    });
   });
   const drop = document.getElementById("drop"), pick = document.getElementById("pick");
   drop.addEventListener("click", () => pick.click());
@@ -270,10 +293,13 @@ def _given_box(element_id: str, placeholder: str) -> str:
     )
 
 
-def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
-    """The page's HTML for the served models (``caption`` / ``text``: their /info entries, None: not served)."""
+def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: str | None = None) -> bytes:
+    """The page's HTML for the served models (``caption`` / ``text``: their /info entries, None: not served);
+    ``source_lang``: the code of the language the text model reads (None: unknown), set on the text typed and on
+    the source words, so that a screen reader says them in it."""
     cfg = {"caption": caption is not None, "text": text is not None, "focus": FOCUS, "side": MAX_SIDE,
-           "opacity": OPACITY}  # fmt: skip
+           "opacity": OPACITY, "lang": source_lang}  # fmt: skip
+    lang = f' lang="{escape(source_lang)}"' if source_lang else ""
     cap_beam = (caption or {}).get("decoding", {}).get("beam_size", 3)
     tr_beam = (text or {}).get("decoding", {}).get("beam_size", 1)
     heads = ""
@@ -288,13 +314,15 @@ def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
     key = '<label>API key <input id="key" type="password" autocomplete="off"></label>' if api_key else ""
     models = " &middot; ".join(escape(m["model"]) for m in (caption, text) if m)
     body = f"""
-<nav class="tabs"><button data-tab="caption">Caption a photo</button>
-<button data-tab="translate">Translate German</button></nav>
+<nav class="tabs" role="tablist" aria-label="what to do">
+<button role="tab" id="tab-caption" data-tab="caption" aria-controls="caption">Caption a photo</button>
+<button role="tab" id="tab-translate" data-tab="translate" aria-controls="translate">Translate German</button></nav>
 {key}<span class="meta">{models}</span>
-<span class="hint">hover or tap a word: bright = where the model looked for it; arrow keys step through the words</span>
+<span class="hint">hover or tap a word: bright = where the model looked for it; arrow keys step through the words
+(a sentence's <kbd>&uarr;</kbd> <kbd>&darr;</kbd>: its source words, its output words)</span>
 </header>
 <main>
-<div class="panel" id="caption">
+<div class="panel" id="caption" role="tabpanel" aria-labelledby="tab-caption">
   <div class="drop" id="drop" tabindex="0" role="button">Drop a photo here, click to pick one, or paste one (Ctrl+V)
     <input type="file" id="pick" accept="image/*" hidden></div>
   <div class="row">{_beam_select("beam", cap_beam)}{_evidence_box("cap-evidence", "regions")}
@@ -302,8 +330,9 @@ def render(caption: dict | None, text: dict | None, api_key: bool) -> bytes:
   <p class="status" id="cap-status" role="status"></p>
   <div id="cap-out"></div>
 </div>
-<div class="panel" id="translate" hidden>
-  <textarea id="src" placeholder="Ein Hund rennt über eine grüne Wiese.">
+<div class="panel" id="translate" role="tabpanel" aria-labelledby="tab-translate" hidden>
+  <label for="src" class="hint">sentences to translate, one a line</label>
+  <textarea id="src"{lang} placeholder="Ein Hund rennt über eine grüne Wiese.">
 Zwei Männer spielen Fußball auf einer Wiese.</textarea>
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
     {_evidence_box("tr-evidence", "source words")}{_given_box("tr-given", "or type a translation to read")}</div>

@@ -4,7 +4,8 @@ brightness: the image is darkened where the word's attention is low (an opacity 
 hard-attention model's chosen region is outlined. With ``--evidence`` a second canvas beside it draws, for the same
 word, what drives it: the regions whose removal at the word's step lowers its probability most (their positive part as
 a distribution, drawn the same way), and the info line gives the word's agreement (Kendall tau between the two
-rankings). The page skeleton is text_attn/core/html_page.py.
+rankings). The info line names, in words, the region the word looked at most, and a screen reader reads it out as it
+changes (aria-live); each canvas is an image named by the caption. The page skeleton is text_attn/core/html_page.py.
 
 Each word's map is :func:`captioning.views.overlay.attention_map` at grid resolution (the same scaling as the PNG
 overlays: full brightness at FOCUS times the uniform share or more), quantised to one byte per region; the browser
@@ -121,9 +122,21 @@ const Caption = {
                             : `; agreement with what drives it: \u03c4 ${tau >= 0 ? "+" : ""}${tau.toFixed(2)}`;
       }
       info.textContent = `word ${c.t + 1} of ${c.words.length}, \u201c${c.words[c.t].textContent}\u201d: ` +
-        `peak weight ${(100 * d.peak[c.t]).toFixed(1)}% (uniform ${(100 / n).toFixed(1)}%)${where}${agree}`;
+        `peak weight ${(100 * d.peak[c.t]).toFixed(1)}% (uniform ${(100 / n).toFixed(1)}%), ` +
+        `${Caption.strongest(c.a, c.t, g)}${where}${agree}`;
     }
     sec.dataset.shown = String(c.t);
+  },
+  // where word t's map (bytes, g x g per word) is strongest, in words for a reader who cannot see the canvas:
+  // "strongest at row 2, column 6 of 7 x 7, upper right" (the third of the picture, each way, its centre lies in)
+  strongest(map, t, g) {
+    const n = g * g;
+    let k = 0;
+    for (let j = 1; j < n; j++) if (map[t * n + j] > map[t * n + k]) k = j;
+    const r = Math.floor(k / g), q = k % g, third = (i) => Math.min(2, Math.floor((3 * (2 * i + 1)) / (2 * g)));
+    const v = ["upper", "middle", "lower"][third(r)], h = ["left", "centre", "right"][third(q)];
+    const place = v === "middle" && h === "centre" ? "centre" : `${v} ${h}`;
+    return `strongest at row ${r + 1}, column ${q + 1} of ${g} \u00d7 ${g}, ${place}`;
   },
 };
 Report.lazy(Caption.render);
@@ -208,11 +221,13 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None)
                  f"the end {record['end_prob']:.4g}; each word's probability on hover</p>")  # fmt: skip
     return (
         f'<section class="item cap" id="i{index}" tabindex="0">{head}{error}<div class="cap-view">'
-        f'{canvases(cw, ch, "e" in data)}<div class="cap-side"><p class="words">{words}</p>'
-        '<div class="controls"><button class="prev" title="previous word (&larr;)">&#9664;</button>'
-        '<button class="next" title="next word (&rarr;)">&#9654;</button><label>attention '
-        f'<input type="range" class="opacity" min="0" max="100" value="{OPACITY}"></label></div>'
-        f'<p class="info hint">the image as captioned; hover a word</p>{_references(record)}</div></div>'
+        f'{canvases(cw, ch, "e" in data, " ".join(record["words"]))}<div class="cap-side"><p class="words">{words}</p>'
+        '<div class="controls"><button class="prev" title="previous word (&larr;)" aria-label="previous word">'
+        '&#9664;</button><button class="next" title="next word (&rarr;)" aria-label="next word">&#9654;</button>'
+        f'<label>attention <input type="range" class="opacity" min="0" max="100" value="{OPACITY}"></label></div>'
+        # polite: a screen reader says each word's line as the word is stepped to
+        '<p class="info hint" aria-live="polite">the image as captioned; hover a word</p>'
+        f"{_references(record)}</div></div>"
         f"{data_script(data)}</section>"
     )
 
@@ -226,13 +241,15 @@ def _references(record: dict[str, Any]) -> str:
     return f'<details class="refs" open><summary>the references ({len(refs)})</summary><ul>{items}</ul></details>'
 
 
-def canvases(width: int, height: int, evidence: bool) -> str:
-    """The attention canvas, and with ``evidence`` the second one (what drives the word) beside it, each labelled."""
+def canvases(width: int, height: int, evidence: bool, caption: str = "") -> str:
+    """The attention canvas, and with ``evidence`` the second one (what drives the word) beside it, each labelled.
+    Each is an image to assistive technology, named by the caption: a canvas is otherwise not there at all."""
+    name = escape(f"photo: {caption}")
     if not evidence:
-        return f'<canvas width="{width}" height="{height}"></canvas>'
+        return f'<canvas width="{width}" height="{height}" role="img" aria-label="{name}"></canvas>'
     return "".join(
-        f'<figure><canvas class="{kind}" width="{width}" height="{height}"></canvas><figcaption>{label}</figcaption>'
-        "</figure>"
+        f'<figure><canvas class="{kind}" width="{width}" height="{height}" role="img" aria-label="{name}, {label}">'
+        f"</canvas><figcaption>{label}</figcaption></figure>"
         for kind, label in (
             ("att", "where it looked (attention)"),
             ("ev", "what drives the word (removing a region lowers it)"),

@@ -53,7 +53,9 @@ def captions_html(captions: list[Any]) -> str | None:
     )
     sections = [image_section(i, _record(c, i), c.photo) for i, c in enumerate(shown, 1)]
     still = _jpeg(overlay_picture(shown[0], PNG_PANEL))  # the first caption's: a still for viewers without frames
-    return notebook_view(sections, header, CAPTION_CSS, CAPTION_JS, 90 + SECTION_HEIGHT * min(len(shown), 3), still)
+    alt = f"photo: {' '.join(shown[0].words)} (where the model looked for each word)"
+    height = 90 + SECTION_HEIGHT * min(len(shown), 3)
+    return notebook_view(sections, header, CAPTION_CSS, CAPTION_JS, height, still, alt)
 
 
 def overlay_picture(caption: Any, panel_side: int = PANEL_SIDE) -> Any:

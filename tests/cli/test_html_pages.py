@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers.browser import MISSING, Browser, find_chromium
+from helpers.browser import MISSING, Browser, accessible, contrast, find_chromium
 from PIL import Image
 
 from captioning.commands.caption import SHAPES_MODEL, caption_main
@@ -166,6 +166,8 @@ def test_translate_report_notes_the_inputs_unlike_the_training_text(tmp_path):
     html = page.read_text(encoding="utf-8")
     note = escape(Translator.load(model).note())
     assert html.count(f'<p class="note">{note}</p>') == 1 and html.index(note) > html.index("input 2")
+    # the model reads German (its file says so): each source line is tagged, for a screen reader's voice
+    assert html.count('<span dir="auto" lang="de">') == 2
 
 
 def test_caption_page_has_one_section_per_image_and_nothing_from_the_network(caption_page):
@@ -478,3 +480,117 @@ def test_a_right_to_left_sentence_reads_right_to_left_on_the_page(browser, tmp_p
     output, source = b.eval(xs.format("tgt")), b.eval(xs.format("src"))
     assert len(output) == 3 and output[0] > output[1] > output[2]  # رجل first, at the right
     assert len(source) == 4 and source == sorted(source)  # English (and <eos>): left to right, as before
+
+
+# --- to a screen reader and the keyboard alone ----------------------------------------------------------------------
+def test_caption_page_to_a_screen_reader_and_the_keyboard(browser, caption_page, tmp_path):
+    """The audit's findings on the caption page: a canvas with no text alternative, ◀ / ▶ buttons, an info line no
+    one is told of, no visible focus, the mouse taking the arrow keys from the focused section, and a sticky header
+    covering most of a narrow window."""
+    b = browser
+    b.open(caption_page)
+    b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")
+    caption = b.eval("[...document.querySelectorAll('#i1 .w')].map(w => w.textContent).join(' ')")
+    canvas, prev, nxt, info = accessible(b.page, "#i1 canvas", "#i1 .prev", "#i1 .next", "#i1 .info")
+    assert (canvas["role"], canvas["name"]) == ("image", f"photo: {caption}") and not canvas["ignored"]
+    assert (prev["role"], prev["name"], nxt["name"]) == ("button", "previous word", "next word")
+    assert info["live"] == "polite"
+    b.page.focus("#i1")
+    ring = b.eval("(() => { const s = getComputedStyle(document.querySelector('#i1'));"
+                  " return [s.outlineStyle, s.outlineWidth, s.outlineColor, s.outlineOffset]; })()")  # fmt: skip
+    assert ring == ["solid", "3px", "rgb(194, 65, 12)", "2px"]  # the accent, where it was outline: none
+    b.hover("#i2 h2")  # the mouse comes to rest on another section: the keys still step the focused one
+    b.key("ArrowRight")
+    b.wait_for("document.querySelector('#i1').dataset.shown === '0'")
+    assert b.eval("document.querySelector('#i2').dataset.shown") == "-1"
+    header = "(() => { const h = document.querySelector('header'); return [getComputedStyle(h).position,"
+    header += " h.getBoundingClientRect().height / innerHeight]; })()"
+    assert b.eval(header)[0] == "sticky"
+    try:
+        b.page.set_viewport_size({"width": 320, "height": 256})  # 1280 x 1024 at 400%
+        position, share = b.eval(header)
+        assert position == "static"  # scrolls away with the page instead of covering 56-87% of it
+    finally:
+        b.page.set_viewport_size({"width": 1200, "height": 900})
+    # where each word looked, in words: a 3 x 3 grid whose words peak upper right, in the centre, lower centre
+    peaks, alphas = (2, 4, 7), np.full((3, 9), 0.05)
+    alphas[range(3), peaks] = 0.6
+    record = {"image": "grid.png", "words": ["one", "two", "three"], "attention": alphas.tolist(), "grid": [3, 3],
+              "size": [30, 30], "crop_box": [0, 0, 30, 30], "chosen": None, "error": None}  # fmt: skip
+    with open_caption_page(tmp_path / "grid.html", "synthetic", 3) as report:
+        report.add(image_section(1, record, Image.new("RGB", (30, 30), "grey")))
+    b.open(tmp_path / "grid.html")
+    b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")
+    b.page.focus("#i1")
+    said = []
+    for t in range(3):
+        b.key("ArrowRight")
+        b.wait_for(f"document.querySelector('#i1').dataset.shown === '{t}'")
+        said.append(b.eval("document.querySelector('#i1 .info').textContent"))
+    assert [x.split("), ")[1] for x in said] == [
+        "strongest at row 1, column 3 of 3 × 3, upper right",
+        "strongest at row 2, column 2 of 3 × 3, centre",
+        "strongest at row 3, column 2 of 3 × 3, lower centre",
+    ]
+    assert said[0].startswith("word 1 of 3, “one”: peak weight 60.0%") and b.errors == []
+
+
+def test_translate_page_to_a_screen_reader_and_the_keyboard(browser, translate_page, tmp_path):
+    """The audit's findings on the translate page: the head selector unnamed and the layer's named by both labels,
+    the grid's row headers announced as column headers and its corner empty, its scroll box out of the keyboard's
+    reach, the source words reached only by hovering, and a shaded word's text at 3.97:1."""
+    b = browser
+    b.open(translate_page)
+    b.wait_for("!!document.querySelector('#s1 table.grid')")
+    layer, head, box, corner, row, column, info = accessible(
+        b.page, "#layer", "#head", "#s1 .grid-box", "#s1 .grid thead th", "#s1 .grid tbody th",
+        "#s1 .grid thead th:nth-child(2)", "#s1 .info")  # fmt: skip
+    assert (layer["name"].strip(), head["name"].strip()) == ("cross-attention of", "heads")
+    assert (box["role"], box["name"], box["focusable"]) == ("region", "alignment grid of input 1", True)
+    assert corner["name"] and (row["role"], column["role"]) == ("rowheader", "columnheader")
+    assert info["live"] == "polite"
+    # the keyboard alone: step the output words, go up to the source words and along them, and down again
+    shown = "document.querySelector('#s1').dataset.shown"
+    shades = "[...document.querySelectorAll('#s1 .w.tgt')].map(w => w.style.background)"
+    b.page.focus("#s1")
+    b.key("ArrowRight")
+    b.wait_for(f"{shown} === 't0'")
+    b.key("ArrowUp")  # to the source word the first output word looked at most
+    first = int(b.eval(shown)[1:])
+    b.key("ArrowRight" if first == 0 else "ArrowLeft")
+    moved = first + (1 if first == 0 else -1)
+    b.wait_for(f"{shown} === 's{moved}'")
+    by_key, said = b.eval(shades), b.eval("document.querySelector('#s1 .info').textContent")
+    assert said.startswith(f"source word {moved + 1} of 6, ") and "looked at most by output word" in said
+    b.page.mouse.move(0, 0)
+    b.hover(f"#s1 .w.src[data-s='{moved}']")  # the same view as hovering that source word
+    assert b.eval(shown) == f"s{moved}" and b.eval(shades) == by_key and all(by_key)
+    b.page.focus("#s1")
+    b.key("ArrowDown")
+    assert b.eval(shown).startswith("t") and "looked most at source word" in b.eval(
+        "document.querySelector('#s1 .info').textContent"
+    )
+    before = b.eval(shown)
+    b.page.focus("#s1 .grid-box")  # its arrow keys scroll the grid, they step no word
+    b.key("ArrowRight")
+    assert b.eval(shown) == before
+    # a shaded word's text: at least 4.5:1 at the strongest weight and a middle one
+    colours = ("(v) => { const w = document.querySelector('#s1 .w.src'); w.style.background = Report.shade(v);"
+               " const s = getComputedStyle(w); return [s.color, s.backgroundColor]; }")  # fmt: skip
+    for v in (1.0, 0.5):
+        ratio = contrast(*b.page.evaluate(colours, v))
+        assert ratio >= 4.5, (v, ratio)
+    # the page's language (English) for a model that does not say what it reads; its own where it does
+    assert b.eval("document.querySelector('#s1 .w.src').closest('[lang]').lang") == "en"
+    from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS, sentence_section
+    from text_attn.translation.translator import Translation
+
+    tr = Translation(source=["ein", "Hund"], tokens=["a", "dog"], text="a dog", attention=None, unknown=[])
+    section = sentence_section(1, tr, np.full((1, 1, 2, 3), 1 / 3), lang="de")
+    with HtmlPage(tmp_path / "de.html", "de", css=ALIGNMENT_CSS, js=ALIGNMENT_JS) as page:
+        page.add(section)
+    b.open(tmp_path / "de.html")
+    b.wait_for("!!document.querySelector('#s1 table.grid')")
+    langs = "[...document.querySelectorAll('#s1 {}')].map(e => e.closest('[lang]').lang)"
+    assert b.eval(langs.format(".w.src")) == ["de"] * 3 and b.eval(langs.format(".w.tgt")) == ["en"] * 2
+    assert b.eval(langs.format(".grid thead th span")) == ["de"] * 3 and b.errors == []

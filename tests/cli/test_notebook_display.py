@@ -44,6 +44,11 @@ def _data(page: str) -> list[dict]:
     return [json.loads(m) for m in re.findall(r'<script type="application/json" class="data">(.*?)</script>', page)]
 
 
+def _alt(fragment: str) -> str:
+    """The still picture's text alternative."""
+    return html.unescape(re.search(r'<img id="attn-[^"]*" src="[^"]*" alt="([^"]*)"', fragment).group(1))
+
+
 def _self_contained(fragment: str) -> None:
     """Nothing is fetched: no URL but data: URIs anywhere, and the page forbids every fetch."""
     page = _page(fragment)
@@ -59,6 +64,8 @@ def test_a_caption_shows_its_photo_words_and_attention_self_contained(captions):
     fragment = cap._repr_html_()
     _self_contained(fragment)
     assert fragment.startswith("<div><img id=") and 'src="data:image/jpeg;base64,' in fragment  # the still
+    # its text alternative says what it shows (it was "attention (static picture)")
+    assert _alt(fragment) == f"photo: {' '.join(cap.words)} (where the model looked for each word)"
     page = _page(fragment)
     (data,) = _data(page)
     g = Captioner.load().grid
@@ -100,6 +107,7 @@ def test_a_translation_shows_its_words_and_alignment_with_the_note(translations)
     weights = dequantise(sections[0]["a"], (sections[0]["T"], sections[0]["S"]))
     assert abs(weights - first.attention.float().numpy()).max() <= 1 / 510 + 1e-9  # its own attention, quantised
     assert page.count('<p class="note">') == 1 and html.escape(english.note) in page
+    assert _alt(fragment) == f"alignment grid of the translation: {first.text}"
     with Image.open(io.BytesIO(first._repr_png_())) as im:
         assert im.format == "PNG"
     odd = _page(Translation(["<b>"], ["</script>"], "x", torch.ones(1, 2) / 2, [])._repr_html_())

@@ -78,6 +78,45 @@ def page(width: int = 1100, height: int = 800, shared=None) -> Iterator:
         context.close()
 
 
+def accessible(page, *selectors: str) -> list[dict[str, Any]]:
+    """What a screen reader is told of the first element each selector matches: Chromium's own accessibility node
+    (through the DevTools protocol), as {"role", "name", "ignored", and its properties: "live", "selected",
+    "focusable", ...}. The page's main frame only."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+        found = []
+        for selector in selectors:
+            node_id = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+            if not node_id:
+                raise LookupError(f"no element matches {selector}")
+            node = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node_id, "fetchRelatives": False})["nodes"][0]
+            props = {p["name"]: p["value"].get("value") for p in node.get("properties", [])}
+            found.append({"role": node.get("role", {}).get("value"), "name": node.get("name", {}).get("value", ""),
+                          "ignored": node.get("ignored", False), **props})  # fmt: skip
+        return found
+    finally:
+        cdp.detach()
+
+
+def contrast(foreground: str, background: str, under: str = "rgb(255, 255, 255)") -> float:
+    """WCAG's contrast ratio of two computed CSS colours (``rgb(...)`` / ``rgba(...)``), a translucent background
+    laid over ``under`` first (an opaque one)."""
+
+    def parts(css: str) -> list[float]:
+        values = [float(v) for v in css[css.index("(") + 1 : css.index(")")].split(",")]
+        return values + [1.0] * (4 - len(values))
+
+    def luminance(rgb: list[float]) -> float:
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (v / 255 for v in rgb)]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    *bg, alpha = parts(background)
+    laid = [alpha * c + (1 - alpha) * u for c, u in zip(bg, parts(under)[:3], strict=True)]
+    hi, lo = sorted((luminance(parts(foreground)[:3]), luminance(laid)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
 class Browser:
     """One headless browser with one page; ``errors`` collects what went wrong on the page. Use as a context manager."""
 

@@ -107,3 +107,9 @@ def test_the_search_is_counted_by_the_steps_it_may_take():
     assert cost.search_steps([4], {"beam_size": 5, "max_len": 512}, LONGEST) > 100 * cost.search_steps(
         [4], {"beam_size": 5, "max_len": 5}, LONGEST
     )
+
+
+def test_the_page_is_told_the_language_the_model_reads(text):
+    """attention-serve hands it to its page (page.render's source_lang), which tags the text typed and the source
+    words with it, for a screen reader's voice (the bundled models read German)."""
+    assert text.extra["lang"] == "de"

@@ -3,25 +3,25 @@ process: upload a photo and read its caption, hover a word and see the attention
 second tab and hover the alignment, both with "also what drives each word" too, and an oversized upload's error shown
 on the page. No page error, ever. All of it -m slow: its own server and browser cost ~23 s of the default run, which
 drives the other pages in a browser (tests/cli/test_html_pages.py) and this server over HTTP
-(tests/serve/test_api.py)."""
+(tests/serve/test_api.py). But for the page as a screen reader and the keyboard alone meet it: in the default run
+against answers in the API's shape (no server: ~2 s), and under -m slow against the real server."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.browser import MISSING, browser, find_chromium
+from helpers.browser import MISSING, accessible, browser, find_chromium
 from helpers.browser import page as browser_page
 from helpers.server import Server
 from helpers.tiny_captioner import flag_every_photo, tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 from PIL import Image
-
-pytestmark = pytest.mark.slow
 
 FIX = Path(__file__).parent.parent / "fixtures"
 PHOTO = FIX / "images" / "chelsea.png"
@@ -44,8 +44,10 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def chromium(server):
-    """One browser for the module's pages (each test's page has a context of its own)."""
+def chromium():
+    """One browser for the module's pages (each test's page has a context of its own), with the server or without."""
+    if find_chromium() is None:
+        pytest.fail(MISSING) if os.environ.get("CI") else pytest.skip(MISSING)
     with browser() as shared:
         yield shared
 
@@ -54,13 +56,18 @@ def _canvas(page) -> str:
     return page.evaluate("document.querySelector('#cap-out canvas').toDataURL()")
 
 
+@pytest.mark.slow
 def test_upload_a_photo_read_its_caption_and_hover_a_word(chromium, server, tmp_path):
     with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
         page.set_input_files("#pick", str(PHOTO))
         page.wait_for_selector("#cap-out .words .w", timeout=60_000)
         words = page.locator("#cap-out .words .w")
-        assert words.count() >= 1 and page.locator("#cap-status").inner_text() == ""
+        caption = " ".join(words.all_inner_texts())
+        # the result said (the status is role=status), and the photo named by it
+        assert words.count() >= 1 and page.locator("#cap-status").inner_text() == f"captioned: {caption}"
+        (canvas,) = accessible(page, "#cap-out canvas")
+        assert (canvas["role"], canvas["name"]) == ("image", f"photo: {caption}")
         page.wait_for_selector("#cap-out section[data-shown='-1']", state="attached")
         before = _canvas(page)  # the photo as captioned, before any word is chosen
         words.nth(0).hover()
@@ -85,6 +92,7 @@ def test_upload_a_photo_read_its_caption_and_hover_a_word(chromium, server, tmp_
         assert page.errors == []
 
 
+@pytest.mark.slow
 def test_an_iphone_heic_photo_is_drawn_from_the_answers_preview(chromium, server):
     """Chromium draws no HEIC: before the answer carried a preview, the canvas stayed empty under the words."""
     spread = (
@@ -103,14 +111,18 @@ def test_an_iphone_heic_photo_is_drawn_from_the_answers_preview(chromium, server
         assert page.errors == []
 
 
+@pytest.mark.slow
 def test_translate_on_the_second_tab_and_hover_the_alignment(chromium, server):
     with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
         page.click("nav.tabs button[data-tab=translate]")
+        assert page.get_attribute("#src", "lang") is None  # the server's tiny model does not say what it reads
         page.fill("#src", "ein mann\nein hund")
         page.click("#go")
         page.wait_for_selector("#tr-out table.grid", timeout=60_000)
         assert page.locator("#tr-out section").count() == 2
+        said = page.locator("#tr-status").inner_text()
+        assert said == "translated: " + " / ".join(page.locator("#tr-out p.translation").all_inner_texts())
         target = page.locator("#tr-out section").first.locator(".w.tgt")
         if target.count():
             target.nth(0).hover()
@@ -121,6 +133,7 @@ def test_translate_on_the_second_tab_and_hover_the_alignment(chromium, server):
         assert page.errors == []
 
 
+@pytest.mark.slow
 def test_an_oversized_upload_shows_its_error_on_the_page(chromium, server, tmp_path):
     big = tmp_path / "big.png"
     noise = np.random.default_rng(0).integers(0, 255, (600, 600, 3), dtype=np.uint8)
@@ -137,6 +150,7 @@ def test_an_oversized_upload_shows_its_error_on_the_page(chromium, server, tmp_p
         assert all(e.startswith("console: Failed to load resource") for e in page.errors), page.errors
 
 
+@pytest.mark.slow
 def test_what_drives_each_word_beside_its_attention_on_both_tabs(chromium, server):
     def drawn(page, selector: str) -> str:
         return page.evaluate(f"document.querySelector('{selector}').toDataURL()")
@@ -165,6 +179,7 @@ def test_what_drives_each_word_beside_its_attention_on_both_tabs(chromium, serve
         assert page.errors == []
 
 
+@pytest.mark.slow
 def test_a_caption_and_a_translation_typed_are_read_with_each_words_probability(chromium, server):
     with browser_page(shared=chromium) as page:
         page.goto(server.url + "/")
@@ -190,3 +205,76 @@ def test_a_caption_and_a_translation_typed_are_read_with_each_words_probability(
         page.hover("#tr-out .w.tgt")
         after = page.evaluate("[...document.querySelectorAll('#tr-out .w.tgt')].map(w => w.title)")
         assert after == tips, (after, tips)
+
+
+# --- the page to a screen reader and the keyboard alone, against answers in the API's shape (no server) -------------
+ORIGIN = "http://attention-serve.test"  # never reached: the browser's requests to it are answered here
+RECORD = {"model": "tiny", "caption": "a cat sleeps", "words": ["a", "cat", "sleeps"], "grid": [2, 2],
+          "attention": [[0.7, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.7], [0.25] * 4], "size": [256, 170],
+          "crop_box": [0, 0, 256, 170], "chosen": None}  # fmt: skip
+TRANSLATED = {"model": "tiny", "translations": [{"source": "ein mann", "translation": "a man", "tokens": ["a", "man"],
+              "source_tokens": ["ein", "mann", "<eos>"], "attention": [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1]]}]}  # fmt: skip
+
+
+@pytest.fixture
+def offline_page(chromium):
+    """The page as render() writes it for a German text model, served with its CSP, /caption and /translate
+    answered with RECORD and TRANSLATED."""
+    from attention_serve.page import CSP, render
+
+    html = render({"model": "tiny"}, {"model": "tiny", "network": "RNN"}, False, "de")
+    answers = {"/": (html, "text/html"), "/caption": (json.dumps(RECORD), "application/json"),
+               "/translate": (json.dumps(TRANSLATED), "application/json")}  # fmt: skip
+
+    def answer(route):
+        body, kind = answers[route.request.url[len(ORIGIN) :]]
+        route.fulfill(status=200, body=body, content_type=kind, headers={"Content-Security-Policy": CSP})
+
+    with browser_page(shared=chromium) as page:
+        page.route(f"{ORIGIN}/**", answer)
+        yield page
+
+
+def test_the_page_to_a_screen_reader_and_the_keyboard(offline_page):
+    """The audit's findings on the served page: tabs that did not say which is selected, a textarea named by its
+    placeholder, German text with no language, a caption arriving unannounced, its photo (a canvas) and its ◀ / ▶
+    buttons without names, the grid's scroll box out of the keyboard's reach, a sticky header covering most of a
+    narrow window."""
+    page = offline_page
+    page.goto(ORIGIN + "/")
+    tabs = accessible(page, "#tab-caption", "#tab-translate", "nav.tabs")
+    assert [(t["role"], t["selected"]) for t in tabs[:2]] == [("tab", True), ("tab", False)]
+    assert tabs[2]["role"] == "tablist" and page.get_attribute("#tab-translate", "aria-controls") == "translate"
+    page.focus("#tab-caption")
+    page.keyboard.press("ArrowRight")  # the tab list's keys: the next tab chosen and focused
+    assert page.evaluate("document.activeElement.id") == "tab-translate" and not page.locator("#translate").is_hidden()
+    (translate, source) = accessible(page, "#tab-translate", "#src")
+    assert translate["selected"] is True and source["name"] == "sentences to translate, one a line"
+    assert page.evaluate("document.getElementById('src').lang") == "de"
+    page.click("#go")
+    page.wait_for_selector("#tr-out table.grid")
+    assert page.locator("#tr-status").inner_text() == "translated: a man"
+    assert page.evaluate("document.querySelector('#tr-out .w.src').closest('[lang]').lang") == "de"
+    box, info = accessible(page, "#tr-out .grid-box", "#tr-out .info")
+    assert (box["role"], box["name"], box["focusable"], info["live"]) == (
+        "region", "alignment grid of sentence 1", True, "polite")  # fmt: skip
+    page.focus("#tr-out section")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowUp")  # up to the source word "a" looked at most
+    page.wait_for_selector("#tr-out section[data-shown='s0']", state="attached")
+    page.click("#tab-caption")
+    page.set_input_files("#pick", str(PHOTO))
+    page.wait_for_selector("#cap-out section[data-shown='-1']", state="attached")
+    assert page.locator("#cap-status").inner_text() == "captioned: a cat sleeps"
+    canvas, prev, nxt, info = accessible(page, "#cap-out canvas", "#cap-out .prev", "#cap-out .next", "#cap-out .info")
+    assert (canvas["role"], canvas["name"]) == ("image", "photo: a cat sleeps")
+    assert (prev["name"], nxt["name"], info["live"]) == ("previous word", "next word", "polite")
+    page.focus("#cap-out section")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("#cap-out section[data-shown='1']", state="attached")
+    assert page.locator("#cap-out .info").inner_text().endswith("strongest at row 2, column 2 of 2 × 2, lower right")
+    assert page.evaluate("getComputedStyle(document.querySelector('header')).position") == "sticky"
+    page.set_viewport_size({"width": 320, "height": 256})
+    assert page.evaluate("getComputedStyle(document.querySelector('header')).position") == "static"
+    assert page.errors == []

@@ -44,10 +44,13 @@ main { max-width: 1100px; margin: 0 auto; padding: 14px 20px; }
 footer { text-align: center; padding: 10px 0 24px; }
 section.item { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px;
                margin: 0 0 14px; outline: none; }
+section.item:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
 section.item.active { border-color: #9aa6b5; }
 section.item h2 { font-size: 13px; font-weight: 600; margin: 0 0 8px; color: var(--muted); overflow-wrap: anywhere; }
 .words { margin: 6px 0; line-height: 2.1; }
-.w { display: inline-block; padding: 0 5px; margin: 0 1px; border-radius: 4px; cursor: pointer;
+/* black, not the ink: on Report.shade's strongest blue (rgba(37, 99, 235, 0.85) over white) the ink reads at
+   3.97:1, black at 5.2:1 (WCAG asks 4.5:1), and at every lighter shade more */
+.w { display: inline-block; padding: 0 5px; margin: 0 1px; border-radius: 4px; cursor: pointer; color: #000;
      border: 1px solid transparent; line-height: 1.6; max-width: 100%; overflow-wrap: anywhere; }
 .w:hover { border-color: #9aa6b5; }
 .w.on { border-color: var(--accent); box-shadow: 0 0 0 1px var(--accent); }
@@ -56,6 +59,8 @@ section.item h2 { font-size: 13px; font-weight: 600; margin: 0 0 8px; color: var
 .hint { color: var(--muted); font-size: 12px; }
 button, select { font: inherit; font-size: 13px; }
 kbd { border: 1px solid var(--line); border-radius: 3px; padding: 0 3px; font-size: 11px; }
+/* a narrow window or a page zoomed in (320 px wide at 400%): a sticky header covered most of what is left */
+@media (max-width: 600px), (max-height: 500px) { header { position: static; } }
 """
 
 # Shared script: base64 -> bytes, the active section and arrow keys, lazy building of sections as they come in view.
@@ -64,6 +69,7 @@ CORE_JS = r"""
 const Report = {
   bytes(b64) { const s = atob(b64), a = new Uint8Array(s.length);
                for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i); return a; },
+  // a weight's background (a word's, a grid cell's); a word's text on it is black (.w in CORE_CSS): >= 5.2:1
   shade(v) { return v > 0 ? `rgba(var(--hue), ${(0.85 * Math.min(1, v)).toFixed(3)})` : ""; },
   active: null,
   activate(sec) {
@@ -91,12 +97,20 @@ const Report = {
     secs.forEach((s) => io.observe(s));
   },
 };
+// The arrow keys step the section that holds the keyboard's focus, else the active (last hovered) one: the mouse
+// resting on another section no longer takes the keys from the focused one. ArrowUp / ArrowDown switch a section's
+// rows (sec.rows: the translate page's source and output words), only with the focus in it: for a section merely
+// hovered they scroll the page. Form controls, scroll boxes (role region) and tab lists keep their own keys.
 document.addEventListener("keydown", (ev) => {
-  const sec = Report.active;
-  if (!sec || !sec.step || ev.altKey || ev.ctrlKey || ev.metaKey) return;
-  if (ev.target.closest && ev.target.closest("input, select, textarea")) return;
+  if (ev.altKey || ev.ctrlKey || ev.metaKey || !ev.target.closest) return;
+  if (ev.target.closest("input, select, textarea, [role=region], [role=tablist]")) return;
+  const focused = ev.target.closest("section.item");
+  const sec = focused && focused.step ? focused : Report.active;
+  if (!sec || !sec.step) return;
   if (ev.key === "ArrowRight") { sec.step(1); ev.preventDefault(); }
   if (ev.key === "ArrowLeft") { sec.step(-1); ev.preventDefault(); }
+  const up = ev.key === "ArrowUp", down = ev.key === "ArrowDown";
+  if ((up || down) && sec === focused && sec.rows && sec.rows(up ? -1 : 1)) ev.preventDefault();
 });
 """
 
@@ -230,26 +244,30 @@ class PageList(list):
         return type(self)(got) if isinstance(index, slice) else got
 
 
-def notebook_view(sections: list[str], header: str, css: str, js: str, height: int, still: bytes | None) -> str:
+def notebook_view(
+    sections: list[str], header: str, css: str, js: str, height: int, still: bytes | None, alt: str = ""
+) -> str:
     """A report of ``sections`` (a family's page code: its CSS and JS) built in memory and framed for a notebook
-    (:func:`notebook_frame`): what a result's ``_repr_html_`` returns."""
+    (:func:`notebook_frame`, ``alt`` the still's text): what a result's ``_repr_html_`` returns."""
     page = HtmlPage(None, "where the model looked", header=header, css=css, js=js)
     for section in sections:
         page.add(section)
-    return notebook_frame(page.text(), height, still)
+    return notebook_frame(page.text(), height, still, alt)
 
 
-def notebook_frame(page: str, height: int, fallback: bytes | None = None) -> str:
+def notebook_frame(page: str, height: int, fallback: bytes | None = None, alt: str = "") -> str:
     """An HTML fragment that shows a whole report page (``page``, self-contained) inside a notebook: an ``<iframe>``
     holding the page (its styles and scripts cannot meet the notebook's), grown to the page's height once shown.
     ``fallback``: a JPEG shown where the frame is not (a viewer that strips frames and scripts, like a repository's
-    web page); the frame removes it once it has loaded. ``height``: the frame's first height, in pixels."""
+    web page); the frame removes it once it has loaded; ``alt``: what it shows, in words (the caption, the
+    translation), its text for a reader who cannot see it. ``height``: the frame's first height, in pixels."""
     # named by the content, not at random: a notebook re-run with the same results stores the same output
     tag = "attn-" + hashlib.sha1(page.encode("utf-8")).hexdigest()[:12]
     still = ""
     if fallback is not None:
         uri = "data:image/jpeg;base64," + base64.b64encode(fallback).decode("ascii")
-        still = f'<img id="{tag}" src="{uri}" alt="attention (static picture)" style="max-width:100%">'
+        text = escape(alt or "where the model looked (a still picture)")
+        still = f'<img id="{tag}" src="{uri}" alt="{text}" style="max-width:100%">'
     fit = (
         "const f=this,fit=()=>{try{f.style.height=(f.contentDocument.documentElement.scrollHeight+4)+'px'}catch(e){}};"
         f"fit();setTimeout(fit,400);setTimeout(fit,1500);const s=document.getElementById('{tag}');if(s)s.remove();"

@@ -4,8 +4,10 @@ that looked at it, the strongest outlined), and the alignment grid as a scrollab
 words across, darker = more weight). For the Transformer a layer and head selector (or the heads' average) applies
 to every section. With ``--evidence`` a third line repeats the source words, lit for the hovered output word by what
 drives it (what masking each source word at its step costs it, relative to the costliest), with the word's agreement
-(Kendall tau between the attention drawn, of the layer and head chosen, and that cost). The page skeleton is
-text_attn/core/html_page.py.
+(Kendall tau between the attention drawn, of the layer and head chosen, and that cost). From the keyboard: the left
+and right arrows step a row's words, the up and down arrows switch between the output and source rows; an info line
+(read out by a screen reader) names the word each looked at most. The source words carry the model's source language
+(``lang``). The page skeleton is text_attn/core/html_page.py.
 
 Size in the file per sentence: layers x heads x T x S bytes of weights as base64 (x 4/3; an RNN: T x S) plus the
 words; a 30 x 30 sentence: 1.2 KB for an RNN, 38 KB for a 3-layer, 8-head Transformer (with --evidence: + 1.2 KB of
@@ -61,15 +63,20 @@ const Align = {
     c.titles = new Map([...src, ...tgt, ...c.drv].map((w) => [w, w.title]));  // a read text's probabilities: kept
     const table = document.createElement("table");
     table.className = "grid";
-    const head = table.createTHead().insertRow();
-    head.appendChild(document.createElement("th"));
+    const head = table.createTHead().insertRow(), corner = document.createElement("th");
+    corner.textContent = "output \\ source";  // what the rows and the columns are, named for a screen reader
+    corner.setAttribute("aria-label", "output words (rows), source words (columns)");
+    head.appendChild(corner);
+    const lang = src.length ? src[0].parentElement.lang : "";  // the source line's language, where the model knows it
     for (const w of src) {
       const th = document.createElement("th"), span = document.createElement("span");
+      th.scope = "col"; if (lang) th.lang = lang;
       span.textContent = w.textContent; th.appendChild(span); head.appendChild(th);
     }
     const body = table.createTBody();
     tgt.forEach((w, t) => {
       const row = body.insertRow(), th = document.createElement("th");
+      th.scope = "row";  // an output word heads its row (without scope it was announced as a column's header)
       th.textContent = w.textContent; row.appendChild(th);
       src.forEach((_, s) => {
         const td = row.insertCell();
@@ -80,9 +87,32 @@ const Align = {
     sec.querySelector(".grid-box").appendChild(table);
     tgt.forEach((w, t) => w.addEventListener("mouseenter", () => Align.fromTarget(sec, t, -1)));
     src.forEach((w, s) => w.addEventListener("mouseenter", () => Align.fromSource(sec, s)));
-    sec.step = (k) => Align.fromTarget(sec, Math.max(0, Math.min(tgt.length - 1, c.t + k)), -1);
+    // the arrow keys: left and right step along the row shown (the output words, or the source words once ArrowUp
+    // went up to them, as hovering them does); up and down switch rows, landing on the word the shown one is linked
+    // to most (the source word it looked at most, the output word that looked at it most)
+    const clamp = (i, n) => Math.max(0, Math.min(n - 1, i));
+    sec.step = (k) => {
+      if (c.s >= 0) Align.fromSource(sec, clamp(c.s + k, src.length));
+      else Align.fromTarget(sec, clamp(c.t + k, tgt.length), -1);
+    };
+    sec.rows = (k) => {  // -1: up to the source words, 1: down to the output words; false: already there
+      const onSource = c.s >= 0;
+      if (k < 0 && !onSource) {
+        const row = c.t >= 0 ? [...c.w.subarray(c.t * d.S, (c.t + 1) * d.S)] : [0];
+        Align.fromSource(sec, row.indexOf(Math.max(...row)));
+        return true;
+      }
+      if (k > 0 && (onSource || c.t < 0)) {
+        const col = onSource ? tgt.map((_, t) => c.w[t * d.S + c.s]) : [0];
+        Align.fromTarget(sec, col.indexOf(Math.max(...col)), -1);
+        return true;
+      }
+      return false;
+    };
     Align.paint(sec);
   },
+  // the line a screen reader says as a word is shown (aria-live): the word and where it looked, or who looked at it
+  say(sec, text) { const info = sec.querySelector(".info"); if (info) info.textContent = text; },
   paint(sec) {
     const c = sec.al, d = c.d, src = c.src, tgt = c.tgt;
     c.w = Align.weights(sec);
@@ -126,6 +156,9 @@ const Align = {
       sec.querySelector(".agree").textContent =
         `\u201c${c.tgt[t].textContent}\u201d: agreement of its attention with what drives it: ${shown}`;
     }
+    const k = row.indexOf(Math.max(...row));
+    Align.say(sec, `output word ${t + 1} of ${c.tgt.length}, \u201c${c.tgt[t].textContent}\u201d: looked most at ` +
+      `source word ${k + 1}, \u201c${c.src[k].textContent}\u201d (weight ${row[k].toFixed(3)})`);
     sec.dataset.shown = `t${t}`;
   },
   fromSource(sec, s) {
@@ -137,9 +170,14 @@ const Align = {
       const own = c.titles.get(w);
       w.style.background = Report.shade(col[t] / top); w.title = col[t].toFixed(3) + (own ? ` \u00b7 ${own}` : "");
     });
-    if (c.tgt.length) c.tgt[col.indexOf(Math.max(...col))].classList.add("best");
+    const t = col.indexOf(Math.max(...col));  // the output word that looked at it most
+    if (t >= 0) c.tgt[t].classList.add("best");
     c.src[s].classList.add("on");
     sec.querySelectorAll(".grid thead th")[s + 1].classList.add("on");
+    if (t >= 0) {
+      Align.say(sec, `source word ${s + 1} of ${c.src.length}, \u201c${c.src[s].textContent}\u201d: looked at most ` +
+        `by output word ${t + 1}, \u201c${c.tgt[t].textContent}\u201d (weight ${col[t].toFixed(3)})`);
+    }
     sec.dataset.shown = `s${s}`;
   },
 };
@@ -166,14 +204,17 @@ def open_alignment_page(path: Any, translator: Any, model: str) -> HtmlPage:
             for i in range(cfg.dec_layers)
         )
         heads = "".join(f'<option value="{h}">head {h + 1}</option>' for h in range(cfg.num_heads))
+        # one label a select: one wrapping both named the layer's by both texts, and the head's by none
         header += (
-            f'<label>cross-attention of <select id="layer">{layers}</select> '
-            f'<select id="head"><option value="-1" selected>average of heads</option>{heads}</select></label>'
+            f'<label>cross-attention of <select id="layer">{layers}</select></label> '
+            f'<label>heads <select id="head"><option value="-1" selected>average of heads</option>{heads}</select>'
+            "</label>"
         )
     header += (
         '<span class="hint">hover an output word (or step with <kbd>&larr;</kbd> <kbd>&rarr;</kbd>): its source '
-        "words light up by weight (relative to the strongest); hover a source word: the output words that looked at "
-        "it (the strongest outlined); grid: darker = more weight</span>"
+        "words light up by weight (relative to the strongest); hover a source word (or go up to them with "
+        "<kbd>&uarr;</kbd>, down again with <kbd>&darr;</kbd>): the output words that looked at it (the strongest "
+        "outlined); grid: darker = more weight</span>"
     )
     return HtmlPage(path, "translate: attention report", header=header, css=ALIGNMENT_CSS, js=ALIGNMENT_JS)
 
@@ -223,11 +264,18 @@ def failed_section(number: int, error: str) -> str:
 
 
 def sentence_section(
-    number: int, translation: Any, attention: np.ndarray | None, note: str | None = None, evidence: Any = None
+    number: int,
+    translation: Any,
+    attention: np.ndarray | None,
+    note: str | None = None,
+    evidence: Any = None,
+    lang: str | None = None,
 ) -> str:
     """One ``<section>``: input number, source and output words, the grid's place, and the weights (quantised);
     ``note``: the model's note on an input unlike its training text (Translator.note), shown under the heading;
-    ``evidence``: text_attn.translation.explain.Evidence of this translation, drawn as a third line."""
+    ``evidence``: text_attn.translation.explain.Evidence of this translation, drawn as a third line; ``lang``: the
+    source language's code (Translator.source_lang; None: unknown), so that a screen reader says the source words in
+    their language, not the page's English."""
     source = [*translation.source, "<eos>"]
 
     def words(tokens: list[str], kind: str, key: str, probs: list[float] | None = None) -> str:
@@ -245,12 +293,14 @@ def sentence_section(
     # dir="auto" on each line of words: an Arabic or Hebrew sentence's words (inline blocks, which the bidi algorithm
     # orders by their line's direction) run right to left, where the page's left-to-right showed them reversed
     drives = ""
+    src_lang = f' lang="{escape(lang)}"' if lang else ""
     if evidence is not None and translation.tokens:
         line = words(source, "drv", "s")
-        drives = f'<p class="drives"><span class="label">drives</span><span dir="auto">{line}</span></p>'
+        drives = f'<p class="drives"><span class="label">drives</span><span dir="auto"{src_lang}>{line}</span></p>'
     output = words(translation.tokens, "tgt", "t", probs)
     pair = (
-        f'<div class="pair"><p><span class="label">source</span><span dir="auto">{words(source, "src", "s")}</span></p>'
+        f'<div class="pair"><p><span class="label">source</span><span dir="auto"{src_lang}>'
+        f"{words(source, 'src', 's')}</span></p>"
         f'<p><span class="label">output</span><span dir="auto">{output}</span></p>{drives}</div>'
     )
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
@@ -267,7 +317,11 @@ def sentence_section(
     if evidence is not None:
         data["e"], data["agree"] = quantise(cost_shares(evidence.evidence)), view_taus(attention, evidence.evidence)
         agree = '<p class="agree hint"></p>'
-    return head + f'{agree}<div class="grid-box"></div>{data_script(data)}</section>'
+    # the info line: what a screen reader says as a word is shown; the grid's box: reached by Tab, its arrow keys
+    # scroll it (a long sentence's grid is wider and taller than the box)
+    info = '<p class="info hint" aria-live="polite">hover or step to a word</p>'
+    box = f'<div class="grid-box" tabindex="0" role="region" aria-label="alignment grid of input {number}"></div>'
+    return head + f"{agree}{info}{box}{data_script(data)}</section>"
 
 
 def view_taus(attention: np.ndarray, evidence: Any) -> list[list[list[float | None]]]:

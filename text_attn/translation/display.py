@@ -40,13 +40,16 @@ def translations_html(translations: list[Any]) -> str | None:
     if not translations:
         return None
     header = (
-        f'<span class="meta">{len(translations)} translation(s)</span><span class="hint">hover an output word: its '
-        "source words light up by weight; hover a source word: the output words that looked at it; grid: darker = "
-        "more weight (a Transformer: one decoder layer, mean of the heads)</span>"
+        f'<span class="meta">{len(translations)} translation(s)</span><span class="hint">hover an output word (or '
+        "step with <kbd>&larr;</kbd> <kbd>&rarr;</kbd>): its source words light up by weight; hover a source word (or "
+        "go up to them with <kbd>&uarr;</kbd>): the output words that looked at it; grid: darker = more weight (a "
+        "Transformer: one decoder layer, mean of the heads)</span>"
     )
     sections = [sentence_section(i, t, layered(t) if t.tokens else None, t.note) for i, t in enumerate(translations, 1)]
     height = sum(SECTION_HEIGHT + 18 * len(t.tokens) for t in translations[:3]) + 90
-    return notebook_view(sections, header, ALIGNMENT_CSS, ALIGNMENT_JS, height, translation_png(translations[0], True))
+    alt = f"alignment grid of the translation: {translations[0].text}"
+    still = translation_png(translations[0], True)
+    return notebook_view(sections, header, ALIGNMENT_CSS, ALIGNMENT_JS, height, still, alt)
 
 
 def translation_png(translation: Any, jpeg: bool = False) -> bytes | None:

@@ -379,7 +379,8 @@ def _translate_stream(
                     continue
                 tr = by_number[n]
                 found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
-                report.add(sentence_section(n, tr, drawn[n], translator.note() if n in flagged else None, found))
+                note = translator.note() if n in flagged else None
+                report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang))
         errors.clear()
         bar.update(len(chunk))
         chunk.clear()

@@ -269,6 +269,12 @@ class Translator:
         check: a synthetic task, or written before the check existed)."""
         return None if self.source_check is None else unlike_source(self.source_check, composed(text))
 
+    @property
+    def source_lang(self) -> str | None:
+        """The code of the language the model reads (``de`` for the bundled models), from its training text's check;
+        None where the model file does not say (a synthetic task, an older file)."""
+        return (self.source_check or {}).get("lang") or None
+
     def known(self) -> str:
         """What the model learned from, in words for its notes: "the German text the model learned from (descriptions
         of everyday pictures, Multi30k's)" (the check's ``lang`` and ``about``)."""
