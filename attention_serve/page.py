@@ -125,6 +125,7 @@ const Live = {
     const shown = rec.evidence ? [figure("att", "where it looked (attention)"),
                                   figure("ev", "what drives the word (removing a region lowers it)")] : [canvas("")];
     const words = Live.el("p", "words caption");
+    words.dir = "auto";  // a right-to-left caption's words from the right, as the report page's
     rec.words.forEach((w, t) => {
       const s = Live.el("span", "w", w);
       if (rec.word_probs) s.title = `p = ${rec.word_probs[t].toPrecision(4)}`;  // a caption given, read

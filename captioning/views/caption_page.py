@@ -216,12 +216,14 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None)
     tips = [f' title="p = {p:.4g}"' for p in probs] if probs else [""] * len(record["words"])
     spans = enumerate(zip(record["words"], tips, strict=True))
     words = " ".join(f'<span class="w" data-t="{t}"{tip}>{escape(w)}</span>' for t, (w, tip) in spans)
+    # dir="auto": an Arabic or Hebrew caption's words (inline blocks) run right to left, first word at the right
     if probs:
         head += (f'<p class="note">the caption given, read by the model: mean log-probability {record["score"]:.4f}, '
                  f"the end {record['end_prob']:.4g}; each word's probability on hover</p>")  # fmt: skip
     return (
         f'<section class="item cap" id="i{index}" tabindex="0">{head}{error}<div class="cap-view">'
-        f'{canvases(cw, ch, "e" in data, " ".join(record["words"]))}<div class="cap-side"><p class="words">{words}</p>'
+        f'{canvases(cw, ch, "e" in data, " ".join(record["words"]))}<div class="cap-side">'
+        f'<p class="words" dir="auto">{words}</p>'
         '<div class="controls"><button class="prev" title="previous word (&larr;)" aria-label="previous word">'
         '&#9664;</button><button class="next" title="next word (&rarr;)" aria-label="next word">&#9654;</button>'
         f'<label>attention <input type="range" class="opacity" min="0" max="100" value="{OPACITY}"></label></div>'

@@ -482,6 +482,30 @@ def test_a_right_to_left_sentence_reads_right_to_left_on_the_page(browser, tmp_p
     assert len(source) == 4 and source == sorted(source)  # English (and <eos>): left to right, as before
 
 
+def test_a_right_to_left_caption_reads_right_to_left_on_the_page(browser, tmp_path):
+    """The caption page's words likewise: an Arabic caption's first word at the right, an English one's at the left."""
+    from PIL import Image
+
+    from captioning.views.caption_page import CAPTION_CSS, image_section
+    from text_attn.core.html_page import CORE_CSS
+
+    def section(n: int, words: list[str]) -> str:
+        record = {"image": f"{n}.jpg", "grid": [2, 2], "attention": [[0.25] * 4] * len(words), "words": words,
+                  "size": [64, 48], "crop_box": [0, 0, 64, 48]}  # fmt: skip
+        return image_section(n, record, Image.new("RGB", (64, 48)))
+
+    page = tmp_path / "rtl-caption.html"
+    page.write_text(f'<!doctype html><html lang="en"><head><meta charset="utf-8"><style>{CORE_CSS}{CAPTION_CSS}'
+                    f'</style></head><body>{section(1, ["كلب", "يجري", "هنا"])}{section(2, ["a", "dog", "runs"])}'
+                    "</body></html>", encoding="utf-8")  # fmt: skip
+    b = browser
+    b.open(page)
+    xs = "[...document.querySelectorAll('#i{} .w')].map(e => e.getBoundingClientRect().x)"
+    arabic, english = b.eval(xs.format(1)), b.eval(xs.format(2))
+    assert len(arabic) == 3 and arabic[0] > arabic[1] > arabic[2]
+    assert len(english) == 3 and english[0] < english[1] < english[2]
+
+
 # --- to a screen reader and the keyboard alone ----------------------------------------------------------------------
 def test_caption_page_to_a_screen_reader_and_the_keyboard(browser, caption_page, tmp_path):
     """The audit's findings on the caption page: a canvas with no text alternative, ◀ / ▶ buttons, an info line no
