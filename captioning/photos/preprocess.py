@@ -231,7 +231,8 @@ def photo_formats(head: bytes, name: object) -> tuple[str, ...]:
     if b"avif" in head[8:HEAD] or b"avis" in head[8:HEAD]:
         from PIL import features
 
-        if not features.check_module("avif"):
+        # before Pillow 11.2 "avif" is no module it knows (check_module raised ValueError: a traceback, the batch lost)
+        if "avif" not in features.modules or not features.check_module("avif"):
             raise ImageReadError(f"{name}: an AVIF photo: this Pillow ({PIL.__version__}) cannot read it; Pillow 11.3 "
                                  "or later can (pip install -U pillow)", "not_image")  # fmt: skip
         Image.init()  # the AVIF plugin is not among the few Image.open loads first

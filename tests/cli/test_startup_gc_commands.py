@@ -87,8 +87,7 @@ def test_every_console_script_starts_held():
     startup_gc.holding: both tested in tests/core/test_startup_gc.py), never a bare main."""
     import importlib
 
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib", reason="reads pyproject.toml with Python 3.11's tomllib")
     with (Path(__file__).resolve().parents[2] / "pyproject.toml").open("rb") as f:
         scripts = tomllib.load(f)["project"]["scripts"]
     assert len(scripts) == 7
