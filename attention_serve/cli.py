@@ -312,7 +312,7 @@ def serve_main(argv: list[str] | None = None) -> int:
 
     # first, so that the template's imports run beside build_server's imports and model loads (worker_start.py)
     server, caption, text = build_server(args, start_worker_template())
-    from attention_serve.workers import StartFailed  # imported by build_server: after the template's start
+    from attention_serve.workers import PortTaken, StartFailed  # imported by build_server: after the template's start
 
     if args.devices != "auto" and server.devices == ["cpu"]:  # --accelerator auto found no GPU
         print(f"attention-serve: note: no GPU found: --devices {args.devices} is ignored, the models run on the CPU",
@@ -339,6 +339,9 @@ def serve_main(argv: list[str] | None = None) -> int:
     try:
         server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
                    generate_client_file=False, access_log=False)  # fmt: skip
+    except PortTaken as err:  # its workers ended by LitServe's shutdown; nothing was served
+        fail("attention-serve", f"cannot listen on {args.host}:{args.port}: {err.strerror} (another process took "
+             "the port while the models loaded)")  # fmt: skip
     except StartFailed as err:  # its workers and LitServe's manager are ended (workers.SupervisedServer)
         print(f"attention-serve: stopped (exit 1): {err}", file=sys.stderr, flush=True)
         return 1

@@ -52,6 +52,9 @@ def log(line: str) -> None:
     print(f"attention-serve: {line}", file=sys.stderr, flush=True)
 
 
+LISTEN_BACKLOG = 2048  # uvicorn's default backlog
+
+
 def listening(sock: socket.socket) -> bool:
     """Whether ``sock`` takes connections (listen() was called on it, here or in a process it was handed to). Where the
     system cannot say (no SO_ACCEPTCONN), True."""
@@ -130,6 +133,11 @@ class Slot:
 class StartFailed(Exception):
     """A model worker ended (or reported an error) before it was ready: the server cannot start. The message says which
     and how; the worker's own line (apis._ModelAPI.setup) says why."""
+
+
+class PortTaken(OSError):
+    """The server's socket could not listen once its models were ready: another process started listening on the
+    port after the start's check (two servers started together: the loser waited forever, never listening)."""
 
 
 class WorkerBoard:
@@ -270,7 +278,13 @@ class SupervisedServer(ls.LitServer):
 
     def _start_server(self, port, num_uvicorn_servers, log_level, sockets, uvicorn_worker_type, **kwargs):
         """LitServe's HTTP process, started; then ``on_serving`` is called once it takes connections on ``sockets``
-        (bound here earlier; they listen once the HTTP process's startup is done, ~1 s later)."""
+        (bound here earlier; they listen once the HTTP process's startup is done, ~1 s later). They listen here first:
+        a port another process took while the models loaded is PortTaken now, not a server that never listens."""
+        for sock in sockets or []:
+            try:
+                sock.listen(LISTEN_BACKLOG)  # the HTTP process's listen() repeats it (same backlog)
+            except OSError as err:
+                raise PortTaken(err.errno, err.strerror) from err
         http = super()._start_server(port, num_uvicorn_servers, log_level, sockets, uvicorn_worker_type, **kwargs)
         if self.on_serving is not None:
             threading.Thread(target=self._announce, args=(sockets or [], list(http.values())), daemon=True,

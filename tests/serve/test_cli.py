@@ -100,6 +100,26 @@ def test_a_port_in_use_is_one_line(capsys):
         assert f"cannot listen on 127.0.0.1:{port}" in _refused(["--port", str(port)], capsys)
 
 
+def test_a_port_taken_while_the_models_loaded_is_refused_not_waited_on():
+    """Two servers started together both pass the start's check (nothing listens yet) and both bind; the one whose
+    HTTP process listened second never listened and waited forever. Its socket listens before the HTTP process
+    starts: the loser's is PortTaken, which the command says in one line (exit 2)."""
+    import errno
+
+    from attention_serve.workers import PortTaken, SupervisedServer
+
+    with socket.socket() as ours, socket.socket() as theirs:
+        for s in (ours, theirs):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's bind_socket does
+        ours.bind(("127.0.0.1", 0))
+        port = ours.getsockname()[1]
+        theirs.bind(("127.0.0.1", port))  # both bound: neither listens yet
+        theirs.listen()
+        with pytest.raises(PortTaken) as err:
+            SupervisedServer._start_server(None, port, 1, "info", [ours], "process")
+        assert err.value.errno == errno.EADDRINUSE
+
+
 def test_a_refused_size_never_reads_like_the_limit():
     """0.1 MB of rounding said "the body is 0.7 MB; at most 0.7 MB": where the two read alike, the bytes are given."""
     from attention_serve.front import _too_big
