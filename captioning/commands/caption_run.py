@@ -1,17 +1,25 @@
 """What a ``caption --jsonl FILE`` run's records were made with: the model file's content and the options that shape a
 record (decoding, ``--given``, ``--evidence``), kept beside FILE as ``FILE.run.json``. ``--resume`` with another
 model or other such options is refused: the file would otherwise hold two runs' records, told apart by nothing.
-Options that give the same records (the device, batch size, workers, ``--cuda-graphs``) are not recorded."""
+Options that give the same records (the device, batch size, workers, ``--cuda-graphs``) are not recorded.
+
+A FILE written before run records (2026-12-01) has records nothing can check: a ``--resume`` of it says so once and
+writes a record that covers only the records from this run on (``"records_before": N, "checked": false``, N the
+records FILE held), so it claims none of the earlier ones; a later ``--resume`` checks against the records it covers,
+and while it covers none (FILE still holds only N records) it is as if there were none."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from captioning.photos.collection import captioned_lines
 from text_attn.core.file_digest import sha256_of
+from text_attn.core.part_files import held_ids
 from text_attn.core.safe_files import write_text
 
 SUFFIX = ".run.json"
@@ -68,22 +76,45 @@ def _shown(value: Any) -> str:
     return "not given" if value is None or value is False else "given" if value is True else json.dumps(value)
 
 
-def check_resume(jsonl: str | Path, settings: dict[str, Any]) -> str | None:
-    """With --resume: None where FILE.run.json records this run's settings or is absent (a file from before it was
-    kept, or FILE itself new), else the line that refuses the resume. An unreadable record: OSError / ValueError."""
+def records_held(jsonl: str | Path) -> int:
+    """How many caption records FILE and its parts folder (``--devices``) hold (failed ones are captioned again)."""
+    return len(captioned_lines(Path(jsonl))) + len(held_ids(Path(f"{jsonl}.parts")))
+
+
+def check_resume(jsonl: str | Path, settings: dict[str, Any], say: bool = True) -> str | None:
+    """With --resume: None where FILE.run.json records this run's settings or FILE holds no records, else the line
+    that refuses the resume. FILE's records with no run record (written before run records, or beyond what the record
+    covers): None, one note (``say``: this process says it) and ``settings`` marked as covering only what this run
+    adds (module doc). An unreadable record: OSError / ValueError (ResumeError: FILE is not caption's)."""
     path = run_file(jsonl)
     held = Path(jsonl).is_file() and Path(jsonl).stat().st_size > 0 or Path(f"{jsonl}.parts").is_dir()
-    if not path.is_file() or not held:  # no records to mix (FILE removed, its record left): a fresh start
+    if not held:  # no records to mix (FILE removed, its record left): a fresh start
         return None
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:  # a torn or hand-edited record (UnicodeDecodeError is one too)
-        raise ValueError(f"{path} is not a run record ({err})") from None
-    if not (isinstance(old, dict) and isinstance(old.get("options", {}), dict)):  # edited by hand: not ours to read
-        raise ValueError(f"{path} is not a run record")
+    old = None
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as err:  # a torn or hand-edited record (UnicodeDecodeError is one too)
+            raise ValueError(f"{path} is not a run record ({err})") from None
+        if not (isinstance(old, dict) and isinstance(old.get("options", {}), dict)):  # edited by hand: not ours
+            raise ValueError(f"{path} is not a run record")
+    before = old.get("records_before") if old is not None and old.get("checked") is False else None
+    before = before if isinstance(before, int) else None
+    count = records_held(jsonl) if old is None or before is not None else 0
+    if old is None or before is not None and count <= before:  # a record that covers none of them: as if none
+        if count:
+            settings.update(records_before=count, checked=False)
+            if say:
+                print(f"caption: note: --resume: {jsonl} has no run record for its {count} record(s) (written before "
+                      f"2026-12-01): they cannot be checked against this model and options; {path.name} covers the "
+                      "records from this run on", file=sys.stderr)  # fmt: skip
+        return None
+    if before is not None:  # the record covers what came after FILE's first records: it carries that on
+        settings.update(records_before=before, checked=False)
     if not (said := differences(old, settings)):
         return None
-    return (f"--resume: {jsonl}'s records were made with {'; '.join(said)}: resume with the same model and options, "
+    which = f"records after its first {before} (which no run record covers)" if before is not None else "records"
+    return (f"--resume: {jsonl}'s {which} were made with {'; '.join(said)}: resume with the same model and options, "
             f"or give another --jsonl FILE (to mix them anyway, remove {path})")  # fmt: skip
 
 

@@ -92,7 +92,7 @@ class CaptionPredictor(pl.LightningModule):
         manifest = [str(Path(s).absolute()) for s in self.sources]
         settings = getattr(self.args, "run_settings", None)  # what the records are made with (caption_run)
         try:
-            if self.args.resume and settings is not None and (refused := check_resume(jsonl, settings)):
+            if self.args.resume and settings is not None and (refused := check_resume(jsonl, settings, rank == 0)):
                 _stop(rank, refused)
             if self.args.resume:  # every process reads what is done; none writes before the barrier
                 old = parts / MANIFEST

@@ -35,7 +35,7 @@ from text_attn.core.errors import missing, one_line
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.precision import parameter_dtype, widened
-from text_attn.core.vocab import Vocabulary
+from text_attn.core.vocab import Vocabulary, marks_split_off
 
 KIND = "caption-model"  # the model file format tag is attention-toolkit/caption-model
 VERSION = 1
@@ -409,7 +409,7 @@ class Captioner:
         from captioning.model.reading import first_state, given_words, read_ids
 
         v, out, features = self.vocab, [], self._decoder_input(features)
-        given = [given_words(text, v) for text in texts]
+        given = [given_words(text, v, self.split_marks) for text in texts]
         for text, words in zip(texts, given, strict=True):
             if not words.words:
                 raise ValueError(f"{text!r}: no words to read")
@@ -427,7 +427,15 @@ class Captioner:
         """The words of a caption as written that the model does not know (read as ``<unk>``), each once."""
         from captioning.model.reading import given_words
 
-        return given_words(text, self.vocab).unknown
+        return given_words(text, self.vocab, self.split_marks).unknown
+
+    @property
+    def split_marks(self) -> bool:
+        """Whether the vocabulary was built by the word tokenizer of before 2026-12-02, which split combining marks off
+        as tokens of their own (text_attn.core.vocab.marks_split_off): a caption given is read that way, as then."""
+        if getattr(self, "_marks", (None,))[0] is not self.vocab:  # found once per vocabulary
+            self._marks = (self.vocab, marks_split_off(self.vocab))
+        return self._marks[1]
 
     @torch.no_grad()
     def read_caption(

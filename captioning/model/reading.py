@@ -18,10 +18,12 @@ from text_attn.core.decoding import evaluating, read_sequence
 from text_attn.core.vocab import Vocabulary, is_word, tokenize
 
 
-def caption_tokens(text: str, lower: bool = True) -> list[str]:
+def caption_tokens(text: str, lower: bool = True, split_marks: bool = False) -> list[str]:
     """A raw caption -> its word tokens (lowercased unless ``lower`` is False), punctuation-only tokens dropped: how
-    every caption reader takes a training caption, and how a given caption is read."""
-    return [t for t in tokenize(text, lower=lower) if is_word(t)]
+    every caption reader takes a training caption, and how a given caption is read. ``split_marks``: the tokenizer of
+    before 2026-12-02 (combining marks split off, and so dropped), for a model trained then
+    (:attr:`captioning.model.captioner.Captioner.split_marks`)."""
+    return [t for t in tokenize(text, lower=lower, split_marks=split_marks) if is_word(t)]
 
 
 class GivenWords(NamedTuple):
@@ -30,9 +32,10 @@ class GivenWords(NamedTuple):
     unknown: list[str]  # the words read as <unk>, in order, each once
 
 
-def given_words(text: str, vocab: Vocabulary) -> GivenWords:
-    """A caption as written -> its words, their ids, the words the model does not know. No words: empty lists."""
-    words = caption_tokens(text, lower=False)
+def given_words(text: str, vocab: Vocabulary, split_marks: bool = False) -> GivenWords:
+    """A caption as written -> its words, their ids, the words the model does not know (``split_marks``: read as a
+    model trained before 2026-12-02 reads it, :func:`caption_tokens`). No words: empty lists."""
+    words = caption_tokens(text, lower=False, split_marks=split_marks)
     ids = [vocab.stoi.get(w.lower(), vocab.unk_id) for w in words]
     unknown = list(dict.fromkeys(w for w, i in zip(words, ids, strict=True) if i == vocab.unk_id))
     return GivenWords(words, ids, unknown)

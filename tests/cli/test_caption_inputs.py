@@ -314,3 +314,34 @@ def test_a_sampled_run_recorded_before_each_photo_drew_its_own_is_not_resumed_wi
     assert differences(new, new) == []
     other_seed = {**new, "options": {**new["options"], "--sample-seed": 8}}
     assert differences(old, other_seed) == ["--sample-seed 7 (this run: 8)"]  # the seed said, not the draws again
+
+
+def test_resume_of_a_file_from_before_run_records_claims_only_the_records_it_adds(model_file, folder, tmp_path, capsys):
+    """A FILE written before FILE.run.json existed: a --resume with any model was recorded as making all its records,
+    and a later resume with the model that really made them was refused (an audit). The record now covers only what
+    the runs after it add; while it covers nothing it is as if there were none."""
+    out, run = tmp_path / "out.jsonl", Path(f"{tmp_path / 'out.jsonl'}.run.json")
+    other = tiny_model_file(tmp_path / "other.pt", crop=False)
+
+    def resume(model: Path) -> str:
+        assert caption_main([str(folder), "--model", str(model), *FAST, "--jsonl", str(out), "--resume"]) == 0
+        return capsys.readouterr().err
+
+    assert caption_main([str(folder), "--model", str(model_file), *FAST, "--jsonl", str(out)]) == 0
+    run.unlink()  # 2 records, as a version before run records left them
+    note = (
+        f"caption: note: --resume: {out} has no run record for its 2 record(s) (written before 2026-12-01): they "
+        "cannot be checked against this model and options; out.jsonl.run.json covers the records from this run on"
+    )
+    assert note in resume(other).splitlines()  # nothing to caption: the record covers no record
+    record = json.loads(run.read_text())
+    assert record["model"] == str(other) and (record["records_before"], record["checked"]) == (2, False)
+    Image.new("RGB", (48, 40), "green").save(folder / "p2.png")
+    assert note in resume(model_file).splitlines()  # other's record covered none: not claimed, so not refused
+    assert len(out.read_text().splitlines()) == 3 and json.loads(run.read_text())["model"] == str(model_file)
+    Image.new("RGB", (48, 40), "white").save(folder / "p3.png")
+    err = _refused(capsys, folder, "--model", other, *FAST, "--jsonl", out, "--resume")
+    assert err.startswith(f"caption: error: --resume: {out}'s records after its first 2 (which no run record covers) "
+                          f"were made with another model file ({model_file}; this run: {other})"), err  # fmt: skip
+    assert "no run record" not in resume(model_file) and len(out.read_text().splitlines()) == 4
+    assert json.loads(run.read_text())["records_before"] == 2  # carried on: the first two are still not claimed

@@ -2,7 +2,7 @@
 
 import pytest
 
-from text_attn.core.vocab import SPECIALS, Vocabulary, tokenize
+from text_attn.core.vocab import SPECIALS, Vocabulary, marks_split_off, tokenize
 
 
 def test_build_orders_by_frequency_and_applies_min_freq_and_max_size():
@@ -74,3 +74,17 @@ def test_a_vocabulary_is_stored_as_one_string_and_read_back_from_either_form():
     assert Vocabulary.from_dict({"tokens": v.itos}) == v  # a file written before the one string
     broken = Vocabulary([*SPECIALS, "line\nbreak", "x"])  # a token holding a line break stays a list
     assert broken.to_dict() == {"tokens": broken.itos} and Vocabulary.from_dict(broken.to_dict()) == broken
+
+
+def test_the_tokenizer_of_before_marks_stayed_in_words_is_kept_for_the_models_it_built():
+    """Word models trained before 2026-12-02 hold marks split off as tokens (translation and caption models read text
+    with that rule still): ``split_marks`` is the old `re` pattern, in NFC; such a vocabulary is told by its tokens."""
+    import re
+
+    before = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\-][^\W_]+)*|[^\w\s]|_")
+    for text in ("एक आदमी साइकिल चलाता है।", "ผู้ชาย", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0645", "Ein Mann läuft."):
+        assert tokenize(text, split_marks=True) == before.findall(text.lower()), text
+    old = Vocabulary.build([tokenize("एक आदमी साइकिल चलाता है।", split_marks=True)])
+    today = Vocabulary.build([tokenize("एक आदमी साइकिल चलाता है। ी")])  # a stray mark after a space: a token alone
+    assert marks_split_off(old) and not marks_split_off(today) and not marks_split_off(Vocabulary.build([["a", "b"]]))
+    assert marks_split_off(Vocabulary.build([["a"]]), old)  # either side of a model

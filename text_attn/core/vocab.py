@@ -6,6 +6,7 @@ so padding masks and decoding never need to look the ids up. It is saved as JSON
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -25,20 +26,44 @@ _SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\
 # punctuation: one character neither of a word nor a space (the `regex` module's \w would also take ⓐ and ‿)
 _TOKEN = rf"\d+(?:[.,]\d+)+|[{_WORD_CHARS}]+(?:['\-][{_WORD_CHARS}]+)*|[^{_WORD_CHARS}{_SPACE}]"
 _compiled: list = []  # the pattern, compiled at first use (the `regex` module: 17 ms of imports a command may not need)
+# The tokenizer before 2026-12-02 (`re`'s \w): every combining mark and zero-width (non-)joiner a token of its own
+# ("आदमी" was "आदम" + "ी"). Word vocabularies built then hold those tokens; the models read text with it still
+# (:func:`marks_split_off`), so an old model reads its language as it was trained to.
+_SPLIT_MARKS = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\-][^\W_]+)*|[^\w\s]|_")
+# a vocabulary's tokens a line each: one made of marks (or a non-joiner) alone, and a mark or joiner beside a letter
+_ALONE = r"(?m)^[\p{M}\u200c]+$"
+_BESIDE = r"[\p{L}\p{N}][\p{M}\u200c\u200d]|[\p{M}\u200c\u200d][\p{L}\p{N}]"
 
 
-def tokenize(text: str, lower: bool = True) -> list[str]:
+def tokenize(text: str, lower: bool = True, split_marks: bool = False) -> list[str]:
     """Split a sentence into word and punctuation tokens, offline. The text is read in NFC first (an accent typed as
     its own character, as macOS's file names and some keyboards give it, is one letter with its base): training,
-    translating and scoring read "řídí" alike however it was typed."""
+    translating and scoring read "řídí" alike however it was typed. ``split_marks``: the tokenizer of before
+    2026-12-02, which split combining marks off as tokens of their own (a model whose vocabulary was built by it:
+    :func:`marks_split_off`); the same tokens for text without marks or joiners."""
+    text = unicodedata.normalize("NFC", text)
+    if lower:
+        text = text.lower()
+    if split_marks:
+        return _SPLIT_MARKS.findall(text)
     if not _compiled:
         import regex
 
         _compiled.append(regex.compile(_TOKEN))
-    text = unicodedata.normalize("NFC", text)
-    if lower:
-        text = text.lower()
     return _compiled[0].findall(text)
+
+
+def marks_split_off(*vocabularies: Vocabulary) -> bool:
+    """Whether word vocabularies were built by the tokenizer of before 2026-12-02 (:func:`tokenize`'s
+    ``split_marks``): one holds a token made of combining marks alone (Hindi's "ी", "ा"), and none a mark or
+    zero-width joiner inside a word, which that tokenizer never made and today's makes from every such text (a token
+    of marks alone, today's makes only from a stray mark after a space)."""
+    lines = "\n".join(t for v in vocabularies for t in v.itos)
+    if lines.isascii():  # every English or synthetic vocabulary: no regex to import
+        return False
+    import regex
+
+    return regex.search(_ALONE, lines) is not None and regex.search(_BESIDE, lines) is None
 
 
 def is_word(token: str) -> bool:

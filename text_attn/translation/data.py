@@ -225,6 +225,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         # a real corpus: whether an input looks like its source side (model files keep it; source_check.py)
         self.source_check: dict | None = None
         self._start: StartVocabulary | None = None  # model.init_from's tokenizer and vocabularies (start_from)
+        self._split_marks = False  # the word tokenizer of before 2026-12-02 (split_at_marks)
 
     def start_from(self, start: StartVocabulary) -> None:
         """Read the corpus as the model a run starts from reads text (``model.init_from``; TranslationModule gives it
@@ -233,6 +234,15 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         A chunk folder's samples hold ids of its own vocabularies: refused in one line when they differ."""
         self._start = start
         if self.splits:  # set up before the start was known (no trainer asked for it): read again, the start's way
+            self.splits, self.codec = {}, None
+            self.setup()
+
+    def split_at_marks(self) -> None:
+        """Read the corpus with the word tokenizer of before 2026-12-02, which split combining marks off as tokens of
+        their own (text_attn.core.vocab.tokenize): resuming a checkpoint trained then (TranslationModule), whose
+        vocabularies hold those tokens. Read again if it was read already."""
+        self._split_marks = True
+        if self.splits:
             self.splits, self.codec = {}, None
             self.setup()
 
@@ -269,7 +279,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 raise SubwordError(f"data.subword_vocab: {err}") from None
             self.codec = TextCodec("subword", False, learned)
         else:
-            self.codec = TextCodec("word", hp.lower)
+            self.codec = TextCodec("word", hp.lower, split_marks=self._split_marks)
         encode = self.codec.encode
         out = {k: [Example(encode(s), encode(t), src_text=s, tgt_text=t) for s, t in v] for k, v in texts.items()}
         if self.codec.mode == "word":

@@ -73,6 +73,10 @@ def vocabulary_line(name: str, src: Vocabulary, tgt: Vocabulary, dm, extend: boo
     return f"model.init_from {name}: {kept}; " + "; ".join(parts) + hint
 
 
+# a start or checkpoint of a word model trained before 2026-12-02 (text_attn.core.vocab.marks_split_off)
+SPLIT_MARKS = "its word tokens split at combining marks (trained before 2026-12-02): the data is read that way"
+
+
 class TranslationModule(RunState, pl.LightningModule):
     def __init__(
         self,
@@ -138,9 +142,10 @@ class TranslationModule(RunState, pl.LightningModule):
         if self._given is None:  # given once: the data module asks first when Lightning sets it up
             src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
             tied = bool((start.get("config") or {}).get("share_embeddings")) and src == tgt
-            self._given = StartVocabulary(
-                hp.init_from, TextCodec.from_metadata(start), src, tgt, hp.init_vocab == "extend", shared=tied
-            )
+            codec = TextCodec.from_metadata(start, (src, tgt))  # a word model's of before 2026-12-02 too
+            self._given = StartVocabulary(hp.init_from, codec, src, tgt, hp.init_vocab == "extend", shared=tied)
+            if codec.split_marks and getattr(self._trainer, "is_global_zero", True):
+                print(f"text-train: note: model.init_from {hp.init_from}: {SPLIT_MARKS}", file=sys.stderr)
             dm.start_from(self._given)
             self._start_info = started_from(hp.init_from, start.get("info") or {})
         return start
@@ -300,6 +305,7 @@ class TranslationModule(RunState, pl.LightningModule):
         # the vocabularies built from the data must be the checkpoint's: ids read through others score (or train)
         # the weights on scrambled words, silently (another data.seed, max_vocab or lower than the fit's)
         meta = checkpoint.get("model_metadata") or {}
+        self._read_as_trained(meta)
         vocabs = (("source", "src_vocab"), ("target", "tgt_vocab"))
         for side, key, own in ((side, key, getattr(self, key, None)) for side, key in vocabs):
             if own is not None and isinstance(meta.get(key), dict) and Vocabulary.from_dict(meta[key]) != own:
@@ -309,6 +315,25 @@ class TranslationModule(RunState, pl.LightningModule):
                     f"data ({len(own)} tokens): use the data settings the checkpoint was trained with"
                 )
         self.load_run_state(checkpoint, network_built=self.net is not None)
+
+    def _read_as_trained(self, meta: dict) -> None:
+        """A checkpoint of a word model trained before 2026-12-02 (its vocabularies hold combining marks split off as
+        tokens: text_attn.core.vocab.marks_split_off): the data read again that way, and the network built anew on its
+        vocabularies, before the checkpoint's weights are loaded into it (the data read today's way built others)."""
+        dm = getattr(getattr(self, "_trainer", None), "datamodule", None)
+        if self.net is None or self.codec.mode != "word" or self.codec.split_marks or dm is None:
+            return
+        try:
+            saved = tuple(Vocabulary.from_dict(meta[key]) for key in ("src_vocab", "tgt_vocab"))
+        except (KeyError, TypeError, ValueError):
+            return  # no vocabularies (a damaged checkpoint): the check after this says what differs
+        if not TextCodec.from_metadata(meta, saved).split_marks:
+            return
+        if getattr(self.trainer, "is_global_zero", True):
+            print(f"text-train: note: the checkpoint: {SPLIT_MARKS}", file=sys.stderr)
+        dm.split_at_marks()
+        self.net = None
+        self.setup()
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:

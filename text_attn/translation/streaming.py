@@ -117,7 +117,7 @@ def load_chunks(dm) -> None:
     state = read_state(root)
     dm.src_vocab = Vocabulary.from_dict(state["src_vocab"])
     dm.tgt_vocab = dm.src_vocab if state["shared_vocab"] else Vocabulary.from_dict(state["tgt_vocab"])
-    dm.codec = TextCodec.from_metadata(state["codec"])
+    dm.codec = TextCodec.from_metadata(state["codec"], (dm.src_vocab, dm.tgt_vocab))
     dm.source_check = state.get("source_check")
     dm.splits = {split: ChunkPairs(root, split) for split in ("val", "test")}
 

@@ -287,6 +287,9 @@ def _plots(args: argparse.Namespace, translator, results: list, progress: dict, 
                 fail("translate", f"cannot write --plot {path}: {one_line(err)}")
 
 
+# --model-info of a word model from before 2026-12-02 (text_attn.core.vocab.marks_split_off)
+SPLIT_MARKS = "split at combining marks: trained before 2026-12-02; retrain for today's tokens"
+NO_CASING = "this model file has no casing data (made before 2026-11-30)"  # Translator.casing_missing
 SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Translator.search_bytes) is refused
 
 
@@ -313,10 +316,11 @@ def _translate_stream(
     bar = tqdm(total=total, unit="sent", desc="translating", disable=quiet, file=sys.stderr)
     options = search_options(args)
     progress = {} if progress is None else progress
-    progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[])
+    progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[])
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
+    uncased: list[int] = []  # the chunk's inputs without capitals that a model with no casing data read as typed
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
 
@@ -369,6 +373,7 @@ def _translate_stream(
         flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
         count("unlike", unlike)
         count("recased", recased)
+        count("uncased", uncased)
         if report is not None:
             from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
 
@@ -414,6 +419,8 @@ def _translate_stream(
                 unlike.append(n)
             if changed_reading(line, read) is not None:
                 recased.append(n)
+            elif not translator.keep_case and translator.casing_missing and _caseless(line):
+                uncased.append(n)
             if getattr(args, "reference_lines", None) is not None:
                 sources[n] = line
         chunk.append((n, None if error else tokens))
@@ -423,6 +430,12 @@ def _translate_stream(
         flush()
     bar.close()
     return failed, seen, kept
+
+
+def _caseless(line: str) -> bool:
+    """Whether ``line`` has letters with a case and no capital among them, or only capitals (more than one)."""
+    cased = [c for c in line if c.islower() or c.isupper()]
+    return bool(cased) and (not any(c.isupper() for c in cased) or len(cased) > 1 and all(c.isupper() for c in cased))
 
 
 def model_info(translator, path: str | Path) -> list[str]:
@@ -435,6 +448,8 @@ def model_info(translator, path: str | Path) -> list[str]:
     codec = translator.codec
     tokens = {"subword": f"subword units (SentencePiece, {len(codec.subwords) if codec.subwords else 0} pieces)",
               "word": f"words{' (lowercased)' if codec.lower else ''}", "char": "characters"}[codec.mode]  # fmt: skip
+    if codec.split_marks:
+        tokens += f", {SPLIT_MARKS}"
     lines = [
         f"model:          {path}",
         f"network:        {net}",
@@ -448,6 +463,8 @@ def model_info(translator, path: str | Path) -> list[str]:
     if translator.casing is not None:
         lines.append("input casing:   a line without capitals of its own is read with the training text's capitals "
                      "(--keep-case: as typed)")  # fmt: skip
+    elif translator.casing_missing:
+        lines.append(f"input casing:   none: {NO_CASING}; a line without capitals is read as typed")
     from text_attn.core.modelfile import info_lines
 
     return lines + info_lines(translator.info)
@@ -503,6 +520,14 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
         print(f"translate: note: {note}", file=sys.stderr)
+    if translator.codec.split_marks and done:
+        print("translate: note: this model's word tokens split at combining marks (trained before 2026-12-02): its "
+              "inputs were read so, as it was trained; retrain it for today's tokens", file=sys.stderr)  # fmt: skip
+    if progress.get("uncased"):
+        count, shown = progress["uncased"], _numbers(progress["uncased"], progress["uncased_first"])
+        print(f"translate: note: {NO_CASING}: input{'s' if count > 1 else ''} {shown} translated as typed, without "
+              "the capitals its training text writes; type them, or retrain the model (today's text-train fit keeps "
+              "the casing data)", file=sys.stderr)  # fmt: skip
     if progress.get("recased"):
         count, shown = progress["recased"], _numbers(progress["recased"], progress["recased_first"])
         s, their, them = ("s", "their", "them") if count > 1 else ("", "its", "it")

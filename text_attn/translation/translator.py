@@ -112,6 +112,7 @@ class Translator:
         self.source_check = source_check
         self.keep_case = False  # True: lines without capitals are read as typed, not recased (translate --keep-case)
         self._casing: tuple[dict, Casing] | None = None  # the source check's casing, ready to apply
+        self._uncased: bool | None = None  # casing_missing, once known
         self.arch = next((a for a, (_, net_cls) in NETWORKS.items() if isinstance(net, net_cls)), None)
         if self.arch is None:
             raise ValueError(f"not a text network: {type(net).__name__}")
@@ -192,7 +193,7 @@ class Translator:
                 if len(vocab) != rows:  # a longer one: ids past the embedding (IndexError); shorter: words never named
                     raise ModelFileError(f"{path}: damaged {what}: its {side} vocabulary has {len(vocab):,} words but "
                                          f"its network is built for {rows:,}")  # fmt: skip
-            codec = TextCodec.from_metadata(data)
+            codec = TextCodec.from_metadata(data, (src, tgt))  # a word model's of before 2026-12-02 too
             check = restored(data.get("source_check"))
             if check is not None and not valid_check(check):
                 raise ValueError("its source_check is not a trigram profile with a floor and a threshold")
@@ -263,6 +264,20 @@ class Translator:
         if self._casing is None or self._casing[0] is not found:
             self._casing = (found, Casing(found))
         return self._casing[1]
+
+    @property
+    def casing_missing(self) -> bool:
+        """Whether the model keeps case and its source text has capitals (its source vocabulary writes some), but its
+        file has no casing data (written before 2026-11-30, or with no source check): a line typed without capitals
+        is read as typed, and often translated badly."""
+        if self.codec.lower or (self.source_check or {}).get("casing") is not None:
+            return False
+        if self._uncased is None:
+            import re
+
+            tokens = re.sub(r"<0x[0-9A-F]{2}>", "", "\n".join(self.src_vocab.itos[4:]))  # a subword model's bytes
+            self._uncased = tokens != tokens.lower()
+        return self._uncased
 
     def unlike_source(self, text: str) -> bool | None:
         """Whether ``text`` looks unlike the source side this model was trained on (None: the model file has no
