@@ -87,6 +87,7 @@ from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_name, utf8_text
 from text_attn.core.safe_files import (
     OutputRefused,
+    hold_outputs,
     inert,
     inert_output,
     protecting,
@@ -202,6 +203,27 @@ def caption_main(argv: list[str] | None = None) -> int:
     for flag, value in (("--jsonl", args.jsonl), ("--html", args.html)):  # now, not after the model loads
         if value and not Path(value).parent.is_dir():  # a mistyped folder is said, not made (--overlay DIR is made)
             fail("caption", f"cannot use {flag} {value}: the folder {Path(value).parent} does not exist")
+    try:  # before the checks that read OUT.parts and before anything is loaded, written or removed; held to the end
+        held = hold_outputs(_held_outputs(args))
+    except OutputRefused as err:
+        fail("caption", str(err))
+    with held:
+        return _checked_options(args, argv)
+
+
+def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """The files no other run may write while this one does (safe_files.hold_outputs): two runs appending to one
+    --jsonl interleaved their records, and a second --devices run removed the first one's OUT.parts. Held by the
+    first process alone: the other processes of a --devices run write their own parts of its run."""
+    if not _first_process():
+        return []
+    named = (("--jsonl", args.jsonl), ("--html", args.html), ("--scores", args.scores))
+    return [(flag, value) for flag, value in named if value != "-"]  # --jsonl -: stdout
+
+
+def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The rest of :func:`caption_main`, its outputs held: the checks that read files, then the run on this process
+    or on several."""
     _check_processes(args)
     # plain lines hold one caption (with --given or --sample, --n-best is refused below, whatever the output)
     if (args.n_best or 1) > 1 and not (args.json or args.jsonl or args.given or args.given_file or args.sample):

@@ -1,7 +1,7 @@
 """What the commands do where the system is not Linux, simulated here: Windows lacks O_NOFOLLOW, O_NONBLOCK, pathconf,
-fchmod (before Python 3.13) and geteuid, and cannot delete a file another process holds open or give one drive's path
-relative to another's; macOS's and Windows' file systems ignore case. Each was a traceback, or an overlay drawn over
-another, before (an audit's simulation: every output file failed on Windows with AttributeError)."""
+fchmod (before Python 3.13), geteuid and fcntl, and cannot delete a file another process holds open or give one
+drive's path relative to another's; macOS's and Windows' file systems ignore case. Each was a traceback, or an overlay
+drawn over another, before (an audit's simulation: every output file failed on Windows with AttributeError)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ def test_outputs_are_written_without_the_posix_calls(tmp_path, windows_os):
     assert safe_files.read_regular(out, 100) == b"whole\nmore\n"
     assert windows_os == []  # nothing opened non-blocking: nothing set back
     assert safe_files.untrusted_reason(tmp_path) is None  # no owners of that kind: trusted (its ACLs are not read)
+
+
+def test_outputs_are_not_locked_without_fcntl(tmp_path, monkeypatch):
+    """Windows has no fcntl: a second run writing an output is not refused there (README "Systems"), and no lock
+    file is made beside it."""
+    monkeypatch.setattr(safe_files, "fcntl", None)
+    out = tmp_path / "out.jsonl"
+    with safe_files.hold_outputs([("--jsonl", out)]) as first, safe_files.hold_outputs([("--jsonl", out)]) as second:
+        assert first.held == second.held == []
+        assert not list(tmp_path.iterdir())
 
 
 def test_overlays_of_names_differing_in_case_are_two_files():

@@ -7,6 +7,11 @@
   :func:`open_stream` (``O_NOFOLLOW``, checked to be a regular file before a byte is written). Either refuses, in one
   line, an output that exists and is a symbolic link, a folder, a FIFO, a socket or a device (renaming over a FIFO or
   a device node would replace it with a file).
+- **One writer an output**: :func:`hold_outputs`, taken by a command before its model loads and held through its run,
+  refuses (one line, naming the holder's pid) an output another process is writing: an advisory ``flock`` on
+  ``OUT.lock`` beside it (two runs appending to one ``--jsonl`` interleaved their records; a second ``--devices`` run
+  removed the first one's parts). The kernel releases it when its holder ends, killed or not: a lock file left behind
+  blocks no one. No lock where ``fcntl`` is missing (Windows).
 - **An output is never an input**: :func:`refuse_overlap` compares files by identity (device and inode: links and
   hard links included) before anything is written.
 - **Small inputs read whole** (``caption-export --info``) are read by :func:`read_regular`: a regular file of at most
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import hashlib
 import os
 import re
 import stat
@@ -30,6 +36,11 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+try:  # POSIX: every system but Windows, where outputs are not locked (README "Systems")
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 
 class OutputRefused(OSError):
@@ -79,22 +90,32 @@ def _umask() -> int:
     return mask
 
 
+def _longest_name(path: Path) -> int:
+    """The longest file name, in bytes, the folder of ``path`` takes."""
+    try:
+        return os.pathconf(path.parent if str(path.parent) else ".", "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # AttributeError: Windows has no pathconf
+        return 255
+
+
 def _temporary_prefix(path: Path) -> str:
     """``.NAME.``, NAME cut (in bytes, whole characters) so that the temporary name, with mkstemp's 8 random
     characters and ``.tmp``, fits the folder's longest name: a valid 250-byte output name was refused as too long,
     and an export's model file, written through a temporary file of its own, nested two such names."""
     try:
-        longest = os.pathconf(path.parent if str(path.parent) else ".", "PC_NAME_MAX")
-    except (OSError, ValueError, AttributeError):  # AttributeError: Windows has no pathconf
-        longest = 255
-    room = max(1, longest - len(b"..") - 8 - len(b".tmp"))
-    name = path.name[:room]
-    try:  # counted in the file system's bytes: under LC_ALL=C, "Mädchen" (its UTF-8 bytes as surrogates) must stay so
-        while len(os.fsencode(name)) > room:
-            name = name[:-1]
+        name = _cut(path.name, max(1, _longest_name(path) - len(b"..") - 8 - len(b".tmp")))
     except UnicodeError:  # a name the file system cannot spell: the rename says so; the temporary file needs none
         name = "output"
     return f".{name}."
+
+
+def _cut(name: str, room: int) -> str:
+    """``name`` cut to at most ``room`` bytes, whole characters. Counted in the file system's bytes: under LC_ALL=C,
+    "Mädchen" (its UTF-8 bytes as surrogates) must stay so; UnicodeError for a name it cannot spell."""
+    name = name[:room]
+    while len(os.fsencode(name)) > room:
+        name = name[:-1]
+    return name
 
 
 # POSIX flags and calls Windows lacks (there a name is not followed as a link, nor a FIFO opened, by these calls)
@@ -220,6 +241,144 @@ def open_stream(path: str | Path, append: bool = False) -> IO[str]:
     except BaseException:
         os.close(fd)
         raise
+
+
+# --- one writer an output ---------------------------------------------------------------------------------------------
+
+_LOCKED: set[tuple[int, int]] = set()  # the lock files this process holds (device, inode): taken once, given back once
+
+
+def _lock_path(path: Path) -> Path | None:
+    """``OUT.lock`` beside ``path``; where that name is too long for the folder, OUT's name cut, with a digest of the
+    whole name (two long names alike in their first 230 bytes are two locks). None: no name can be made."""
+    if not path.name:
+        return None
+    try:
+        name = f"{path.name}.lock"
+        if len(os.fsencode(name)) <= _longest_name(path):
+            return path.with_name(name)
+        digest = hashlib.sha256(os.fsencode(path.name)).hexdigest()[:16]
+        return path.with_name(f"{_cut(path.name, _longest_name(path) - len(digest) - len(b'..lock'))}.{digest}.lock")
+    except (UnicodeError, ValueError):  # a name the file system cannot spell: the write says so
+        return None
+
+
+def _identity_of(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _at_name(fd: int, lock: Path) -> bool:
+    """Whether the file open as ``fd`` is still the one named ``lock`` (its holder, ending, removes it)."""
+    try:
+        st = os.lstat(lock)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == _identity_of(fd)
+
+
+def _holder(fd: int) -> str:
+    """`` (pid N)``: the process that holds the lock file open as ``fd``, as it wrote itself there; "" if unknown."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii").strip()
+    except (OSError, UnicodeError, AttributeError):  # AttributeError: no pread (never meets a held lock: no fcntl)
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
+
+
+def _open_lock(lock: Path) -> int | None:
+    """The lock file, made if missing (mode 0666 less the umask: another user's run must see it held), opened; None
+    where it cannot be (a folder that cannot be written, a link or a FIFO planted there): the output goes unlocked,
+    and its write says what is wrong with it, if anything."""
+    flags = _NOFOLLOW | _NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # CLOEXEC: processes the run starts do not hold it
+    for mode in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):  # read only: another user's lock file, locked all the same
+        try:
+            fd = os.open(lock, flags | mode, 0o666)
+        except PermissionError:
+            continue
+        except OSError:
+            return None
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+        return None
+    return None
+
+
+def _lock(label: str, path: Path) -> int | None:
+    """Lock ``path`` for this process (the descriptor of its lock file; None: not locked here, or already held by
+    this process). OutputRefused, in one line, when another process holds it."""
+    lock = _lock_path(path) if fcntl is not None else None
+    while lock is not None:
+        fd = _open_lock(lock)
+        if fd is None:
+            return None
+        try:
+            if _identity_of(fd) in _LOCKED:  # this process holds it already (one file given twice, or a nested run)
+                os.close(fd)
+                return None
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            who = _holder(fd)
+            os.close(fd)
+            raise OutputRefused(f"{label} is being written by another process{who}: wait for it to end, or give "
+                                "another file (nothing was written)") from None  # fmt: skip
+        except OSError:  # a file system without locks (ENOLCK: an NFS mount without its lock service): not locked
+            os.close(fd)
+            return None
+        if _at_name(fd, lock):
+            with contextlib.suppress(OSError):  # read only, or a full disk: the pid is not said, the lock holds
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+            _LOCKED.add(_identity_of(fd))
+            return fd
+        os.close(fd)  # its holder ended and removed it (another run may have made it anew): the one there now
+    return None
+
+
+class HeldOutputs:
+    """The outputs :func:`hold_outputs` locked; given back (each lock file removed) by :meth:`release`, or at the end
+    of a ``with`` block."""
+
+    def __init__(self, held: list[tuple[int, Path]]):
+        self.held = held
+
+    def release(self) -> None:
+        while self.held:
+            fd, lock = self.held.pop()
+            with contextlib.suppress(OSError):
+                if _at_name(fd, lock):  # removed while still locked: whoever opens the name next makes a new one
+                    os.unlink(lock)
+            _LOCKED.discard(_identity_of(fd))
+            os.close(fd)  # the lock goes with the last descriptor
+
+    def __enter__(self) -> HeldOutputs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def hold_outputs(outputs: Iterable[tuple[str, str | Path | None]]) -> HeldOutputs:
+    """Lock each output (``("--jsonl", path)``; None: not given) for this process until the returned object is
+    released: OutputRefused, in one line naming the output and the holder's pid, where another process is writing
+    it. Called by a command before its model loads and before anything is written or removed, held through the run.
+
+    The lock is an advisory ``flock`` (LOCK_EX | LOCK_NB) on ``OUT.lock`` beside the output, not on OUT itself: OUT
+    is replaced by renames (:func:`atomic_output`; a ``--devices`` run's merge), the lock file stays. A lock file
+    whose holder has ended is no lock (the kernel released it, killed or not), and the holder removes it at the end.
+    Where it cannot be made (a folder this user cannot write, a file system without locks) or ``fcntl`` is missing
+    (Windows) the output is not locked. On a network file system whether another machine's run sees it depends on
+    the mount (Linux's NFS client passes it to the server, unless mounted with ``local_lock``)."""
+    held = HeldOutputs([])
+    try:
+        for label, path in outputs:
+            if path and (fd := _lock(f"{label} {path}", Path(path))) is not None:
+                held.held.append((fd, _lock_path(Path(path))))  # type: ignore[arg-type]
+    except BaseException:
+        held.release()
+        raise
+    return held
 
 
 def read_regular(path: str | Path, limit: int) -> bytes:

@@ -28,6 +28,8 @@ from text_attn.core.fast_exit import leaving
 from text_attn.core.metrics import BLEU_TOKENIZERS
 from text_attn.core.os_text import utf8_text
 from text_attn.core.safe_files import (
+    OutputRefused,
+    hold_outputs,
     inert,
     inert_output,
     open_stream,
@@ -606,9 +608,21 @@ def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo and not args.model_info
     reads_stdin = reads_stdin or "-" in (args.given_file, args.references)  # --references -: stdin is an input too
+    try:  # before the model loads and anything is written; held to the end: two runs' lines interleaved in one file
+        held = hold_outputs(_held_outputs(args))
+    except OutputRefused as err:
+        fail("translate", str(err))
     # the model file and a file on stdin are inputs: no output (the numbered --plot files included) may replace them
-    with protecting([model_path(args.model)], stdin=reads_stdin):
+    with held, protecting([model_path(args.model)], stdin=reads_stdin):
         return _translate_main(args)
+
+
+def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """The files no other run may write while this one does (safe_files.hold_outputs); ``-`` is stdout (--output) or
+    refused later (the others), never a file."""
+    named = [("--output", args.output), ("--html", args.html), ("--plot", args.plot),
+             ("--alignments", args.alignments), ("--scores", args.scores)]  # fmt: skip
+    return [(flag, value) for flag, value in named if value != "-"]
 
 
 def _translate_main(args: argparse.Namespace) -> int:
