@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from captioning.photos.collection import captioned_lines
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.part_files import held_ids
 from text_attn.core.safe_files import write_text
@@ -78,6 +77,8 @@ def _shown(value: Any) -> str:
 
 def records_held(jsonl: str | Path) -> int:
     """How many caption records FILE and its parts folder (``--devices``) hold (failed ones are captioned again)."""
+    from captioning.photos.collection import captioned_lines  # here: the module imports torch (caption --help does not)
+
     return len(captioned_lines(Path(jsonl))) + len(held_ids(Path(f"{jsonl}.parts")))
 
 
