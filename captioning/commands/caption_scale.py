@@ -201,6 +201,9 @@ class PartFileWriter(BasePredictionWriter):
                   file=sys.stderr)  # fmt: skip
 
 
+PROGRESS_THREAD = "caption-progress"
+
+
 class Progress:
     """The first process's view of every process's progress: rows in the parts folder, polled. A bar on a terminal,
     else one line a minute."""
@@ -208,7 +211,7 @@ class Progress:
     def __init__(self, parts: Path, earlier: list[Path], total: int | None):
         self.count, self.total = LineCounter(parts, earlier), total
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True, name=PROGRESS_THREAD)
 
     def _run(self) -> None:
         from tqdm.auto import tqdm
@@ -292,16 +295,18 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
     module = CaptionPredictor(captioner, args, sources, total)
     try:
         trainer.predict(module, return_predictions=False)
-    except SystemExit as exc:  # Lightning's own exit(1) after Ctrl-C: every command's interrupted run exits 130
-        if writer.interrupted:
-            raise SystemExit(130) from None
-        raise exc
-    except Exception as err:  # out of memory or fds, a worker's batch lost: this process says so (it alone knows)
-        stopped = stopped_by(err, module.captioning, reading=not module.captioning)
-        if stopped is None:
-            raise
+    except BaseException as err:
+        # the progress thread ends with the run however it ends: left polling, an in-process caller's stderr got
+        # "0 image(s) captioned by all processes" a minute after an interrupted run
         if module.progress is not None:
             module.progress.__exit__()
+        if isinstance(err, SystemExit) and writer.interrupted:  # Lightning's exit(1) after Ctrl-C: 130, as every
+            raise SystemExit(130) from None  # command's interrupted run
+        stopped = stopped_by(err, module.captioning, reading=not module.captioning) if isinstance(err, Exception) \
+            else None  # fmt: skip
+        if stopped is None:
+            raise
+        # out of memory or fds, a worker's batch lost: this process says so (it alone knows)
         fail("caption", f"{stopped}; --resume continues after the photos {parts_folder(args.jsonl)} holds")
     trainer.strategy.barrier("caption: every part written")  # after the loop: uneven shares are all done here
     if module.progress is not None:

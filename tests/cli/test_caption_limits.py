@@ -192,3 +192,24 @@ def test_a_photo_name_too_long_for_its_overlays_name_gets_a_cut_one(model, tmp_p
     assert all(n.startswith(("bbbbbbbbbb", "éééééééééé")) and "~" in n for n in cut)
     panels = [p.name for p in overlays.iterdir() if not p.name.endswith("-attention.png")]
     assert len(panels) == 4 * 4 and all(len(p.encode()) <= 255 for p in panels)  # --per-word: 4 words each
+
+
+@pytest.mark.slow  # Lightning's --devices run in-process: ~12 s
+def test_an_interrupted_devices_run_ends_its_progress_thread(model, photos, tmp_path, monkeypatch, capsys):
+    """Ctrl-C in a --devices run: exit 130 and the parts kept, and the thread that counts every process's rows ends
+    with the run (left polling, an in-process caller's stderr got a line a minute from it for ever)."""
+    import threading
+
+    from captioning import Captioner
+    from captioning.commands.caption_scale import PROGRESS_THREAD
+
+    def interrupted(self, images):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Captioner, "encode", interrupted)
+    jsonl = tmp_path / "out.jsonl"
+    args = [str(photos), "--model", str(model), *FAST, "--workers", "0", "--jsonl", str(jsonl), "--devices", "1"]
+    with pytest.raises(SystemExit) as exc:
+        caption_main(args)
+    assert exc.value.code == 130, capsys.readouterr().err
+    assert not [t for t in threading.enumerate() if t.name == PROGRESS_THREAD and t.is_alive()]
