@@ -312,3 +312,20 @@ def test_a_checkpoint_scored_through_another_datas_vocabulary_is_refused_in_one_
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1, err
     assert "the checkpoint's source vocabulary" in err[0] and "use the data settings the checkpoint" in err[0]
+    assert '" there, "' in err[0] and '" here' in err[0]  # of one size: where they differ (both said "12 tokens")
+
+
+def test_a_resume_with_only_its_checkpoint_takes_the_data_options_from_it(tmp_path, capsys):
+    """`fit --ckpt_path CKPT` alone: the data options, as the model's, come from the checkpoint (they were the
+    defaults: other data, "the checkpoint's source vocabulary (69 tokens) differs ... (69 tokens)")."""
+    cfg = yaml.safe_load((FIX / "text/tiny_reorder.yaml").read_text())
+    cfg["data"].update(train_size=64, seed=3)  # not the defaults
+    cfg["trainer"]["enable_checkpointing"] = True
+    path = tmp_path / "seed3.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run("text", ["fit", "--config", str(path), "--trainer.max_steps", "2"])
+    ckpt = str(next(Path(".").rglob("*.ckpt")))
+    capsys.readouterr()
+    run("text", ["fit", "--ckpt_path", ckpt, "--trainer.max_steps", "4", "--trainer.logger", "false",
+                 "--trainer.enable_progress_bar", "false"])  # fmt: skip
+    assert "error" not in capsys.readouterr().err

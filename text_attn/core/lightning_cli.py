@@ -248,29 +248,39 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             if not isinstance(ckpt.get("hyper_parameters") or {}, dict):
                 raise ValueError(f"--ckpt_path {ckpt_path}: a damaged checkpoint (its hyper_parameters are not a "
                                  "mapping)")  # fmt: skip
-            saved = dict(ckpt.get("hyper_parameters") or {})
-            model = self.config[sub]["model"]
-            params = inspect.signature(self.model_class.__init__).parameters
-            # what is at its default and was not given comes from the checkpoint: a value given, equal to the default
-            # too, wins (--model.val_beam_size 1 after a fit at beam 3 means beam 1), and so does any other value (set
-            # by a whole block, --model FILE or JSON, which names no option one by one)
-            for key, value in saved.items():
-                p = params.get(key)
-                if p is None or p.default is inspect.Parameter.empty:
-                    continue
-                if dataclasses.is_dataclass(p.default) and isinstance(value, dict):
-                    # a nested block (model.encoder, model.decoder): field by field
-                    for name, saved_value in value.items():
-                        default = getattr(p.default, name, None)
-                        if f"model.{key}.{name}" not in given and model.get(f"{key}.{name}") == default:
-                            model[f"{key}.{name}"] = saved_value
-                elif f"model.{key}" not in given and model.get(key) == p.default:
-                    model[key] = value
+            # the model's and the data's saved options (a resume with only --ckpt_path built other data from the
+            # data options' defaults: "its source vocabulary differs")
+            blocks = [("model", ckpt.get("hyper_parameters"), self.model_class)]
+            if getattr(self, "datamodule_class", None) is not None and "data" in self.config[sub]:
+                blocks.append(("data", ckpt.get("datamodule_hyper_parameters"), self.datamodule_class))
+            for block, saved, cls in blocks:
+                if isinstance(saved, dict):
+                    _fill_unset(self.config[sub][block], block, dict(saved), cls, given)
 
     ToolkitCLI.parser_class_ = OneLineParser
     ToolkitCLI.save_config_class_ = SafeSaveConfig
     ToolkitCLI.checkpoint_io_class_ = AtomicCheckpointIO
     return ToolkitCLI
+
+
+def _fill_unset(config, block: str, saved: dict, cls: type, given: frozenset[str]) -> None:
+    """``config`` (the parsed ``block``: model or data) with each option at its default and not ``given`` taken from
+    ``saved`` (a checkpoint's). A value given, equal to the default too, wins (--model.val_beam_size 1 after a fit at
+    beam 3 means beam 1), and so does any other value (set by a whole block, --model FILE or JSON, which names no
+    option one by one)."""
+    params = inspect.signature(cls.__init__).parameters
+    for key, value in saved.items():
+        p = params.get(key)
+        if p is None or p.default is inspect.Parameter.empty:
+            continue
+        if dataclasses.is_dataclass(p.default) and isinstance(value, dict):
+            # a nested block (model.encoder, model.decoder): field by field
+            for name, saved_value in value.items():
+                default = getattr(p.default, name, None)
+                if f"{block}.{key}.{name}" not in given and config.get(f"{key}.{name}") == default:
+                    config[f"{key}.{name}"] = saved_value
+        elif f"{block}.{key}" not in given and config.get(key) == p.default:
+            config[key] = value
 
 
 def _configured_trainer(config) -> SimpleNamespace:

@@ -312,7 +312,8 @@ class TranslationModule(RunState, pl.LightningModule):
                 saved = Vocabulary.from_dict(meta[key])
                 raise ValueError(
                     f"the checkpoint's {side} vocabulary ({len(saved)} tokens) differs from the one built from the "
-                    f"data ({len(own)} tokens): use the data settings the checkpoint was trained with"
+                    f"data ({len(own)} tokens{_first_difference(saved, own)}): use the data settings the checkpoint "
+                    "was trained with"
                 )
         self.load_run_state(checkpoint, network_built=self.net is not None)
 
@@ -338,3 +339,14 @@ class TranslationModule(RunState, pl.LightningModule):
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
         self.export_best(self.hparams.export_path, self.translator().save)
+
+
+def _first_difference(saved: Vocabulary, own: Vocabulary) -> str:
+    """Where two vocabularies first differ, for the resume's refusal (of the same size they read alike: "69 tokens"
+    and "69 tokens"): '; token 12 is "dog" there, "cat" here'."""
+    from text_attn.core.safe_files import inert  # the data's words, printed: no terminal control characters
+
+    for i, (a, b) in enumerate(zip(saved.itos, own.itos, strict=False)):
+        if a != b:
+            return f'; token {i} is "{inert(a)}" there, "{inert(b)}" here'
+    return ""
