@@ -6,7 +6,11 @@ face: ``from text_attn import Translator`` and the names in ``__all__``, each lo
 ``import text_attn``).
 """
 
-from text_attn.core.lazy import lazy_exports
+from text_attn.core import startup_gc
+
+startup_gc.quiet_start()  # a console script's Ctrl-C while it imports: one line, not a traceback (first: no import yet)
+
+from text_attn.core.lazy import lazy_exports  # noqa: E402 - after quiet_start
 
 _PUBLIC = {  # name -> the module that defines it
     "Seq2Seq": "text_attn.translation.seq2seq",

@@ -155,8 +155,9 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         where = f" in {args.jsonl}: --resume continues after them" if args.jsonl else ""
         fail("caption", f"{stopped}; stopped after {finished} image(s){where}")
     if interrupted:
-        if args.jsonl or not args.json:  # --json alone prints its records at the end: none were printed
-            _closing_notes(captioner, args, cut, far)  # about the captions that were written
+        if args.json and not args.jsonl:  # --json prints its records at the end: those captioned are not lost either
+            emit("caption", json.dumps(records))
+        _closing_notes(captioner, args, cut, far)  # about the captions that were written
         where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
         print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
         if workers:

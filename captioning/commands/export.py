@@ -261,7 +261,7 @@ def export_model(
 
     out = Path(out)
     # a fresh file beside out (never a predictable name), renamed when it loads; a SIGTERM removes it
-    with atomic_output(out, end_on_signal=True) as tmp:
+    with atomic_output(out) as tmp:
         captioner.save(tmp, half=half, encoder_from_package=encoder_from_package)
         try:
             Captioner.load(tmp)

@@ -617,12 +617,16 @@ def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_fi
     # an untrained model never ends a caption: the first batch's 2 were cut off, the note says so before the end line
     assert err.splitlines() == ["caption: note: 2 caption(s) reached --max-len 6 and are cut off",
                                 "caption: interrupted after 2 image(s)"]  # fmt: skip
-    # --json prints its records at the end: interrupted, it printed none, and no note speaks of them
+    # --json prints its records at the end: interrupted, it printed none and the captions were lost; now those of the
+    # photos captioned, a whole JSON array, then the notes on them and the line
     calls.clear()
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exc:
         caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0", "--json"])
     out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == ["caption: interrupted after 2 image(s)"]
+    records = json.loads(out)
+    assert exc.value.code == 130 and len(records) == 2 and all(r["caption"] and not r["error"] for r in records)
+    assert err.splitlines() == ["caption: note: 2 caption(s) reached --max-len 6 and are cut off",
+                                "caption: interrupted after 2 image(s)"]  # fmt: skip
 
 
 @pytest.mark.slow

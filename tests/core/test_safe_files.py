@@ -49,28 +49,76 @@ def test_a_long_output_name_and_one_written_through_a_temporary_file_of_its_own_
     assert out.read_text() == "inner" and [p.name for p in tmp_path.iterdir()] == [name]
 
 
+SIGNALLED = """
+import os, signal, sys
+from text_attn.core.safe_files import atomic_output, write_text
+from text_attn.core.html_page import HtmlPage
+signal.signal(signal.{name}, signal.SIG_DFL)  # at its default, as a terminal leaves it (nohup ignores SIGHUP)
+out = sys.argv[1]
+{body}
+"""
+
+
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
-def test_a_termination_signal_mid_write_removes_the_temporary_file_and_keeps_the_old_one(tmp_path, name):
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a file written whole, at once (a model file's export)
+        "with atomic_output(out) as tmp:\n    tmp.write_text('half')\n    os.kill(os.getpid(), signal.{name})",
+        # a page written through one temporary file the whole run (caption --html, translate --html): its own ending
+        # never runs, or it would be written after all, over the old page
+        "page = HtmlPage(out, 'photos')\npage.add('<section>x</section>')\nos.kill(os.getpid(), signal.{name})",
+    ],
+    ids=["whole", "page"],
+)
+def test_a_termination_signal_mid_write_removes_the_temporary_file_and_keeps_the_old_one(tmp_path, name, body):
     """At their default, SIGTERM and SIGHUP end a process without running ``finally``: a killed export left its
-    temporary file behind, up to the model's size. While an output is written they end it as SystemExit instead."""
+    temporary file behind, up to the model's size, and a killed ``caption --html`` its page's, MBs. While an output is
+    written they remove it as they end the process: one line, 128 + the signal's number."""
     import subprocess
 
     out = tmp_path / "model.pt"
     out.write_text("old")
-    script = (
-        "import os, signal; from text_attn.core.safe_files import atomic_output\n"
-        # at its default, as a terminal leaves it (under nohup SIGHUP is ignored, and stays so: nothing to end)
-        f"signal.signal(signal.{name}, signal.SIG_DFL)\n"
-        f"with atomic_output({str(out)!r}, end_on_signal=True) as tmp:\n"
-        "    tmp.write_text('half')\n"
-        f"    os.kill(os.getpid(), signal.{name})\n"
-        "    print('not reached')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    script = SIGNALLED.format(name=name, body=body.format(name=name) + "\nprint('not reached')")
+    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=60)
     number = getattr(__import__("signal"), name)
-    assert proc.returncode == 128 + number and "not reached" not in proc.stdout
+    assert proc.returncode == 128 + number and "not reached" not in proc.stdout, proc.stderr
     assert proc.stderr.strip().endswith(f"{name} while writing {out}: not written (a file there before is as it was)")
     assert out.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+
+
+def test_a_process_forked_while_a_file_is_written_leaves_it_alone(tmp_path):
+    """A loader's worker forked while the page is written inherits the handler: a SIGTERM to it (the loader's own
+    shutdown sends one) ends it as the default does, and the page's temporary file stays for the run that writes it."""
+    import subprocess
+
+    out = tmp_path / "page.html"
+    body = (
+        "page = HtmlPage(out, 'photos')\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    os.kill(os.getpid(), signal.SIGTERM)\n    os._exit(0)\n"
+        "print(os.waitpid(pid, 0)[1] == signal.SIGTERM, len(os.listdir(os.path.dirname(out))))\n"
+        "page.close()"
+    )
+    script = SIGNALLED.format(name="SIGTERM", body=body)
+    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "True 1\n", "")  # killed by the signal; the file kept
+    assert "</html>" in out.read_text() and [p.name for p in tmp_path.iterdir()] == ["page.html"]
+
+
+def test_a_killed_writers_day_old_temporary_files_are_removed_when_the_file_is_written_again(tmp_path):
+    """SIGKILL runs nothing: an export killed so left .NAME.XXXXXXXX.tmp (the model's size) that nothing removed."""
+    import time
+
+    old = time.time() - 2 * 24 * 3600
+    names = {".new.pt.abcd1234.tmp": old, ".new.pt.efgh5678.tmp": time.time(), ".other.pt.ijkl9012.tmp": old,
+             ".new.pt.x.mnop3456.tmp": old}  # fmt: skip
+    for name, when in names.items():
+        (tmp_path / name).write_text("left")
+        os.utime(tmp_path / name, (when, when))
+    write_text(tmp_path / "new.pt", "model")
+    # the day-old leftover of new.pt is gone; a fresh one (a writer at work) and other files' stay
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*names, "new.pt"][1:])
 
 
 def test_the_signal_handlers_are_restored_and_a_programs_own_are_left_alone(tmp_path):
@@ -79,14 +127,13 @@ def test_the_signal_handlers_are_restored_and_a_programs_own_are_left_alone(tmp_
     own = lambda *a: None  # noqa: E731 - a handler a program set itself (Lightning's, a server's)
     before, term = signal.signal(signal.SIGHUP, own), signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        with atomic_output(tmp_path / "a.txt", end_on_signal=True) as tmp:
+        with atomic_output(tmp_path / "a.txt") as tmp:
             tmp.write_text("a")
             assert signal.getsignal(signal.SIGHUP) is own and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+            with atomic_output(tmp_path / "b.txt") as inner:  # the first one in sets it, the last one out restores
+                inner.write_text("b")
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and signal.getsignal(signal.SIGHUP) is own
-        # a file held open through a run (an HTML page filled as photos are captioned) keeps the default: a SIGTERM
-        # there said "not written" while the page's own ending then wrote it over the old one
-        with atomic_output(tmp_path / "b.txt") as tmp:
-            assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGHUP, before)
         signal.signal(signal.SIGTERM, term)

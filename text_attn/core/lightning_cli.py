@@ -184,10 +184,16 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
 
         def _run_subcommand(self, subcommand: str) -> None:
             """Ctrl-C: Lightning shuts the run down and exits with code 1, saying nothing of where it stopped; here
-            the run ends as every command's interrupted run does (Interrupted: one line, exit code 130)."""
+            the run ends as every command's interrupted run does (Interrupted: one line, exit code 130). SIGTERM (a
+            scheduler's time limit, a preemption, ``kill``): Lightning stops with SystemExit(None), exit code 0, as
+            if the run had ended (``fit ... && export`` went on without a model); here the same line, exit code 143.
+            Either during fit's training steps: last.ckpt saved at the step reached first (training.stop_asked). A
+            SIGTERM once the model file is being written lets it be written: the fit ends as usual, exit code 0."""
             try:
                 super()._run_subcommand(subcommand)
             except SystemExit as exc:
+                if getattr(self.trainer, "received_sigterm", False):
+                    raise Interrupted(interrupted_line(self.trainer, subcommand), code=143) from None
                 if exc.code == 1 and getattr(self.trainer, "interrupted", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
                 raise
@@ -311,16 +317,42 @@ def refuse_export_path(path: str) -> None:
 
 
 class Interrupted(Exception):
-    """A run stopped by Ctrl-C; the message says where it stopped and how to go on."""
+    """A run stopped by Ctrl-C (``code`` 130) or SIGTERM (143); the message says where it stopped and how to go on."""
+
+    def __init__(self, message: str, code: int = 130):
+        super().__init__(message)
+        self.code = code
 
 
 def interrupted_line(trainer, subcommand: str) -> str:
     if subcommand != "fit":
         return f"interrupted ({subcommand}): nothing was scored"
+    step = trainer.global_step
+    if not any(getattr(cb, "save_last", False) for cb in getattr(trainer, "checkpoint_callbacks", None) or []):
+        return f"interrupted at step {step}; this run keeps no last.ckpt (no ModelCheckpoint with save_last)"
     last = run_checkpoints.resolve("last", trainer)
-    resume = (f"the newest last.ckpt is {last}: --ckpt_path last resumes from it" if last is not None
-              else "no last.ckpt was written yet")  # fmt: skip
-    return f"interrupted at step {trainer.global_step}; {resume}"
+    if last is None:
+        return f"interrupted at step {step}; no last.ckpt was written yet"
+    saved = _saved_step(last)
+    # a stop during a training step saves at its end (training.stop_asked); one in validation or while the next batch
+    # was read stops at once: a save there would not resume exactly, so the newest one stays, and says so
+    when = ("saved at this step" if saved == step else
+            f"from step {saved}: the steps since are redone" if saved is not None else "")  # fmt: skip
+    return (
+        f"interrupted at step {step}; the newest last.ckpt is {last}{f' ({when})' if when else ''}: --ckpt_path "
+        "last resumes from it"
+    )
+
+
+def _saved_step(path: Path) -> int | None:
+    """The step a checkpoint was saved at (memory-mapped: its weights are not read); None where it cannot be read."""
+    import torch
+
+    try:
+        step = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step")
+    except Exception:  # noqa: BLE001 - the line names the file all the same
+        return None
+    return step if isinstance(step, int) else None
 
 
 class CheckpointRefused(ValueError):
@@ -546,7 +578,7 @@ def run_lightning_cli(
         fail(prog, str(exc))
     except Interrupted as exc:  # what was written stays (checkpoints are written whole: AtomicCheckpointIO)
         print(f"{prog}: {exc}", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(exc.code) from None
     except KeyboardInterrupt:  # before Lightning's loop began (the imports, the data, the model)
         print(f"{prog}: interrupted before training began: nothing was written", file=sys.stderr)
         raise SystemExit(130) from None

@@ -33,6 +33,7 @@ import re
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -139,64 +140,126 @@ def _blocking(fd: int) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | Path, mode: int | None = None, end_on_signal: bool = False) -> Iterator[Path]:
+def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
     """Yield a fresh temporary file beside ``path`` (created with O_EXCL by mkstemp) for the caller to write; on
     success it becomes ``path`` by a rename (its mode the usual 0666 less the umask), on an error it is removed and the
     old ``path`` stays whole. Refuses a ``path`` that is a link or not a regular file (:func:`check_output`).
     ``mode``: the file's mode instead (a cache file: 0644, so a umask of 002 does not make it untrusted).
-    ``end_on_signal``: for a file written whole, at once (:func:`write_bytes`, a model file's export), SIGTERM and
-    SIGHUP end the write as SystemExit, so that the temporary file is removed (:func:`_terminated_as_exit`); not for
-    a file held open through a run (an HTML page filled as photos are captioned), whose own ending writes it."""
+    While it is written, SIGTERM and SIGHUP left at their default remove it as they end the process
+    (:func:`_end_writing`), and leftovers of ``path``'s earlier writes that a SIGKILL left are removed once a day old
+    (:func:`_remove_stale`)."""
     path = Path(path)
     check_output(path)
+    _remove_stale(path)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     tmp = Path(name)
+    _writing[tmp] = (path, os.getpid())
     try:
-        with _terminated_as_exit(path) if end_on_signal else contextlib.nullcontext():
+        with _ending_removes_it():
             _set_mode(fd, tmp, 0o666 & ~_umask() if mode is None else mode)
             os.close(fd)
             yield tmp
             check_output(path)  # again: something may have been put there during a long write
             os.replace(tmp, path)
+            _writing.pop(tmp, None)  # written: a signal now says nothing of it
     finally:
+        _writing.pop(tmp, None)
         tmp.unlink(missing_ok=True)
 
 
 _ENDING = ("SIGTERM", "SIGHUP")  # what `kill`, a closed terminal and schedulers send; Ctrl-C is a KeyboardInterrupt
+_writing: dict[Path, tuple[Path, int]] = {}  # temporary file -> (the output it becomes, the process that made it)
+_ours: dict[int, Any] = {}  # signal number -> the handler _end_writing replaced (SIG_DFL), while outputs are written
+_depth = 0  # the outputs the main thread is writing
 
 
 @contextlib.contextmanager
-def _terminated_as_exit(path: Path) -> Iterator[None]:
-    """While ``path`` is written: SIGTERM or SIGHUP, left at their default (the process ends at once, no ``finally``
-    runs: a killed export left its temporary file, up to the model's size), become SystemExit(128 + signal) with one
-    line, so that the temporary file is removed. Handlers a program set itself (Lightning's, a server's) are left
-    alone, as is every thread but the main one (signal handlers can only be set there)."""
+def _ending_removes_it() -> Iterator[None]:
+    """While outputs are written (the first one in sets it, the last one out puts the default back): SIGTERM and
+    SIGHUP, left at their default (the process ends at once, no ``finally`` runs: a killed export left its temporary
+    file, up to the model's size, and ``caption --html``, which writes its page through one file the whole run, one of
+    MBs), end the process through :func:`_end_writing`, which removes the temporary files first. Handlers a program
+    set itself (Lightning's, a server's) are left alone. Only the main thread sets handlers (only it can); another
+    thread's outputs are removed with the main thread's where it has set them."""
     import signal
     import threading
 
+    global _depth
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    kept = {}
-    for name in _ENDING:
-        number = getattr(signal, name, None)
-        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
-            kept[number] = signal.signal(number, functools.partial(_end_writing, path))
+    if _depth == 0:
+        for name in _ENDING:
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+                _ours[number] = signal.signal(number, _end_writing)
+    _depth += 1
     try:
         yield
     finally:
-        for number, handler in kept.items():
-            signal.signal(number, handler)
+        _depth -= 1
+        if _depth == 0:
+            for number, handler in _ours.items():
+                if signal.getsignal(number) is _end_writing:
+                    signal.signal(number, handler)
+            _ours.clear()
 
 
-def _end_writing(path: Path, number: int, frame: Any) -> None:
+def _end_writing(number: int, frame: Any) -> None:
+    """SIGTERM or SIGHUP while outputs are written: their temporary files removed, one line naming them, the process
+    ended with 128 + the signal's number at once, as the signal's default would end it (the outputs' own endings never
+    run: a page closed on its way out would be written after all, over the old one). A process forked meanwhile (a
+    loader's worker) inherits this handler but not the files: there the signal ends it as its default does."""
     import signal
 
+    mine = {tmp: out for tmp, (out, pid) in list(_writing.items()) if pid == os.getpid()}
+    if not mine:
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+        return
+    for tmp in mine:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
     prog = os.path.basename(sys.argv[0]) or "python"
-    with contextlib.suppress(OSError, ValueError):  # a terminal hung up (SIGHUP): the exit matters, not the line
-        print(f"{prog}: {signal.Signals(number).name} while writing {path}: not written (a file there before is as "
-              "it was)", file=sys.stderr)  # fmt: skip
-    raise SystemExit(128 + number)
+    names = ", ".join(str(out) for out in dict.fromkeys(mine.values()))
+    for stream in (sys.stdout, sys.stderr):  # what was printed so far, as a normal end would (a closed terminal:
+        with contextlib.suppress(Exception):  # SIGHUP, nothing to print to; a write this interrupted: reentrant)
+            if stream is sys.stderr:
+                print(f"{prog}: {signal.Signals(number).name} while writing {names}: not written (a file there "
+                      "before is as it was)", file=stream)  # fmt: skip
+            stream.flush()
+    os._exit(128 + number)
+
+
+STALE_SECONDS = 24 * 3600  # a temporary file this old beside its output was left by a killed writer (SIGKILL)
+_STALE = re.compile(r"(\..*\.)[a-z0-9_]{8}\.tmp")  # mkstemp's names as atomic_output makes them: .NAME.XXXXXXXX.tmp
+_stale: dict[str, dict[str, list[str]]] = {}  # folder -> prefix (.NAME.) -> the stale temporary files found there
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove the temporary files an earlier write of ``path`` left beside it (``.NAME.XXXXXXXX.tmp``: a writer killed
+    by SIGKILL or a power cut runs nothing, and an export's is the model's size) that are over a day old, so that no
+    writer still at work owns them; this user's regular files only, silently. A folder is read once a process (an
+    overlay folder of thousands of PNGs is not listed again for each)."""
+    folder = os.path.abspath(path.parent)  # absolute: a process that changes its folder removes nothing else
+    if folder not in _stale:
+        found: dict[str, list[str]] = {}
+        now = time.time()
+        with contextlib.suppress(OSError):
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    m = _STALE.fullmatch(entry.name)
+                    if m is None:
+                        continue
+                    with contextlib.suppress(OSError):
+                        st = entry.stat(follow_symlinks=False)
+                        mine = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
+                        if stat.S_ISREG(st.st_mode) and mine and now - st.st_mtime > STALE_SECONDS:
+                            found.setdefault(m.group(1), []).append(entry.path)
+        _stale[folder] = found
+    for name in _stale[folder].pop(_temporary_prefix(path), []):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
 
 
 def probe_writable(folder: str | Path) -> None:
@@ -207,7 +270,7 @@ def probe_writable(folder: str | Path) -> None:
 
 def write_bytes(path: str | Path, data: bytes | memoryview) -> Path:
     """``data`` into ``path`` through :func:`atomic_output`."""
-    with atomic_output(path, end_on_signal=True) as tmp, open(tmp, "wb") as f:
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
     return Path(path)
 

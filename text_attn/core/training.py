@@ -132,6 +132,63 @@ def save_last_at_end(trainer, at_batch_end: bool = False) -> None:
             cb._save_last_checkpoint(trainer, cb._monitor_candidates(trainer))
 
 
+def _saves_last(trainer) -> bool:
+    return any(getattr(cb, "save_last", False) for cb in getattr(trainer, "checkpoint_callbacks", None) or [])
+
+
+def defer_ctrl_c(module) -> None:
+    """From a training step's start (``on_train_batch_start``) to its end: Ctrl-C asks the run to stop once the step
+    is done (:func:`stop_asked`, then last.ckpt is saved at that step, which resumes exactly) instead of raising
+    KeyboardInterrupt mid-step, where nothing can be saved that resumes exactly (the weights half updated). A second
+    Ctrl-C raises at once. Only where the run keeps a last.ckpt (a ModelCheckpoint with save_last), in one process
+    (under DDP the ranks would have to agree on the step: Lightning's own stop is kept), on the main thread, and where
+    SIGINT is Python's own handler. A step that raises leaves this handler set until the run's end, where Lightning's
+    signal connector puts back the one the run began with (after an exception too)."""
+    import signal
+    import threading
+
+    trainer = module.trainer
+    own = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    main = threading.current_thread() is threading.main_thread()
+    if not (own and main and getattr(trainer, "world_size", 1) == 1 and _saves_last(trainer)):
+        return
+
+    def asked(number: int, frame: Any) -> None:
+        if module._stop_asked == "SIGINT":  # the second Ctrl-C: at once
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        module._stop_asked = "SIGINT"
+
+    global _deferring
+    _deferring = asked
+    signal.signal(signal.SIGINT, asked)
+
+
+_deferring: Any = None  # defer_ctrl_c's handler while a step runs (not on the module: it stays picklable)
+
+
+def undefer_ctrl_c() -> None:
+    """Ctrl-C raises KeyboardInterrupt again (validation, data loading: they stop at once, saving nothing)."""
+    import signal
+
+    global _deferring
+    if _deferring is not None and signal.getsignal(signal.SIGINT) is _deferring:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    _deferring = None
+
+
+def stop_asked(module) -> str | None:
+    """Why the run is to stop after the step just done: "SIGINT" (Ctrl-C during it, :func:`defer_ctrl_c`), "SIGTERM"
+    (Lightning's signal connector got one: a scheduler's time limit, a preemption, ``kill``) or None. Read at a
+    step's end (``on_train_batch_end``), where a save resumes exactly; one process only (see :func:`defer_ctrl_c`)."""
+    trainer = module.trainer
+    if getattr(trainer, "world_size", 1) > 1:
+        return None
+    if getattr(module, "_stop_asked", None):
+        return module._stop_asked
+    return "SIGTERM" if getattr(trainer, "received_sigterm", False) else None
+
+
 def best_checkpoint(trainer) -> str | None:
     """The best checkpoint of the first ModelCheckpoint that monitors a metric, if it saved one."""
     for cb in getattr(trainer, "checkpoint_callbacks", []):
@@ -254,6 +311,7 @@ class RunState:
     """
 
     _random_state: dict[str, Any] | None = None
+    _stop_asked: str | None = None  # "SIGINT": Ctrl-C during this training step (defer_ctrl_c)
     _threads_before: int | None = None  # torch's CPU threads before ``use_cpu_threads``, given back at teardown
 
     def use_cpu_threads(self, threads: int | None) -> None:
@@ -298,10 +356,23 @@ class RunState:
             replay_epoch_start(self.trainer)
         self._random_state = None
 
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self._stop_asked = None
+        defer_ctrl_c(self)
+
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         trainer = self.trainer
-        if trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step:  # the fit's last step
-            save_last_at_end(trainer, at_batch_end=True)
+        last = trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step  # the fit's last step
+        stop = stop_asked(self)  # at the last step too: Lightning stops at the epoch's end all the same (no model)
+        if last or stop:
+            save_last_at_end(trainer, at_batch_end=True)  # a stop: last.ckpt at the step reached, as at max_steps
+        undefer_ctrl_c()
+        if stop == "SIGTERM":  # now, not after this step's validation: Lightning would stop there too, saving nothing
+            from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+            raise SIGTERMException
+        if stop == "SIGINT":
+            raise KeyboardInterrupt
 
     def on_train_end(self) -> None:
         save_last_at_end(self.trainer)

@@ -31,7 +31,7 @@ def write_model_file(content: dict[str, Any], dst: str | Path, half: bool = Fals
     translator = Translator.from_data(content, src or dst, what)
     out = Path(dst)
     # a fresh file beside dst (never a predictable name), renamed when it loads; a SIGTERM removes it
-    with atomic_output(out, end_on_signal=True) as tmp:
+    with atomic_output(out) as tmp:
         translator.save(tmp, half=half)
         Translator.load(tmp)  # what translate will do
     return out

@@ -1,0 +1,77 @@
+"""Ctrl-C in a console script's first fraction of a second, while it imports its command's module (before the entry
+point's own handling begins): one line and exit code 130, never the 15-40 line traceback from inside an import it was.
+The scripts are written as pip writes them (benchmarks/_runs.py), running this checkout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from text_attn.core import startup_gc
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runs import entry_points, write_console_script  # noqa: E402
+
+PHOTO = str(ROOT / "tests/fixtures/images/coffee.png")
+SHAPES = str(ROOT / "captioning/assets/shapes_soft.pt")
+COMMANDS = {"caption": [PHOTO], "translate": ["ein Hund"], "caption-export": [SHAPES, "{tmp}/out.pt"]}
+
+
+def test_the_scripts_named_are_pyprojects():
+    assert startup_gc.SCRIPTS == set(entry_points())
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_ctrl_c_while_a_console_script_starts_is_one_line_and_exit_code_130(name, tmp_path):
+    script = write_console_script(name, tmp_path)
+    args = [a.format(tmp=tmp_path) for a in COMMANDS[name]]
+    # Python's import-time report on stderr says when the project's first package is in (the handler is set as its
+    # first statement; before it, Python itself is starting: ~25 ms idle, more on busy cores, nothing to set)
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    for delay in (0.0, 0.05, 0.1, 0.2):  # the imports of the command's module: ~0.05-0.45 s after, on 2 busy cores
+        # SIGINT at its default in the child, as a terminal leaves it (a background test run inherits it ignored)
+        proc = subprocess.Popen([str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+        seen = []
+        while (line := proc.stderr.readline()) and line.split("|")[-1].strip() != "text_attn":
+            seen.append(line)
+        assert line, "".join(seen[-20:])
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=120)[1]
+        said = [line for line in err.splitlines() if not line.startswith("import time:")]
+        assert "Traceback" not in err and proc.returncode == 130, (delay, proc.returncode, "\n".join(said[-40:]))
+        assert said == [f"{name}: interrupted"], (delay, said)
+
+
+def test_a_script_imported_as_a_workers_main_module_keeps_pythons_handler(tmp_path):
+    """multiprocessing's workers import the main script again as __mp_main__ (with the parent's argv): there Ctrl-C
+    stays Python's own KeyboardInterrupt, as in a test, a notebook or ``python -m``."""
+    script = write_console_script("caption", tmp_path)
+    code = (
+        "import runpy, signal, sys; sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__mp_main__'); "
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
+
+
+def test_the_entry_point_gives_the_command_pythons_handler_back(monkeypatch):
+    """From the entry point on, the commands' own KeyboardInterrupt handling (an interrupted run's line, its files
+    closed) is what a Ctrl-C meets."""
+    seen = []
+    before = signal.signal(signal.SIGINT, startup_gc._interrupted_at_start)  # as quiet_start sets it
+    try:
+        monkeypatch.setattr(startup_gc, "hold", lambda: None)  # the test process's collector stays as it is
+        startup_gc.holding(lambda: seen.append(signal.getsignal(signal.SIGINT)))()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert seen == [signal.default_int_handler]

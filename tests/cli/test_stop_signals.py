@@ -1,0 +1,129 @@
+"""A fit stopped by SIGTERM (a scheduler's time limit, a preemption, ``kill``) or Ctrl-C: exit code 143 or 130 and one
+line (SIGTERM exited 0 and wrote no model: the job was recorded as a success and ``fit && export`` went on), with
+last.ckpt saved at the step reached, from which ``--ckpt_path last`` ends with an uninterrupted run's weights (a Ctrl-C
+at step 157 of a run saving every 200 steps lost everything)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from helpers.resumable import resumable_config
+
+from text_attn.translation.module import TranslationModule
+from text_attn.translation.train_cli import text_train_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = ["--trainer.max_steps", "15"]  # 6 batches an epoch, last.ckpt every 5 steps: the stop at step 7 is neither
+
+# The real command in a child, its 7th step held (after the backward pass) until the signal has come: the signal lands
+# mid-step every time, as most of a real run's time is spent there (a fixed delay would race a loaded machine).
+HELD_STEP = """
+import pathlib, signal, sys, time
+sys.path.insert(0, {root!r})
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal leaves it (a background shell ignores it)
+from text_attn.translation.module import TranslationModule
+marker = pathlib.Path(sys.argv[1])
+def on_after_backward(self):
+    if self.trainer.global_step == 6 and not marker.exists():
+        marker.touch()
+        deadline = time.monotonic() + 120
+        while not (self.trainer.received_sigterm or self._stop_asked) and time.monotonic() < deadline:
+            time.sleep(0.01)
+TranslationModule.on_after_backward = on_after_backward
+from text_attn.translation.train_cli import main
+sys.argv = ["text-train", *sys.argv[2:]]
+sys.exit(main())
+"""
+
+
+def last_ckpt(root: str | Path) -> dict:
+    return torch.load(next(Path(root).rglob("last.ckpt")), weights_only=True)
+
+
+def assert_same_weights(a: dict, b: dict) -> None:
+    assert a["global_step"] == b["global_step"] == 15
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][k], v, msg=k)
+
+
+@pytest.fixture
+def _int_handler():
+    """Python's own Ctrl-C handler (a test run started in the background inherits SIGINT ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_sigterm_to_the_command_mid_step_exits_143_with_last_saved_at_that_step(tmp_path):
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+    marker = tmp_path / "in-step"
+    fit = ["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b", "--model.export_path", "b.pt"]
+    proc = subprocess.Popen([sys.executable, "-c", HELD_STEP.format(root=str(ROOT)), str(marker), *fit],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == ("text-train: interrupted at step 7; the newest last.ckpt is "
+                                            "b/checkpoints/last.ckpt (saved at this step): --ckpt_path last resumes "
+                                            "from it"), err[-2000:]  # fmt: skip
+    assert "Traceback" not in err and not (tmp_path / "b.pt").exists()  # no model from an unfinished fit
+    assert last_ckpt(tmp_path / "b")["global_step"] == 7
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_mid_step_saves_last_there_and_last_resumes_exactly(
+    sig, code, tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
+):
+    """In this process (the SIGTERM to the command: above), then ``--ckpt_path last`` to the end: an uninterrupted
+    run's weights, dropout's random state included."""
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+    real = TranslationModule.on_after_backward
+
+    def on_after_backward(self):  # the signal in the middle of step 7
+        if self.trainer.global_step == 6:
+            os.kill(os.getpid(), getattr(signal, sig))
+
+    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == code and last_ckpt("b")["global_step"] == 7
+    assert line == ("text-train: interrupted at step 7; the newest last.ckpt is b/checkpoints/last.ckpt (saved at "
+                    "this step): --ckpt_path last resumes from it")  # fmt: skip
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the run's own handler is gone
+    monkeypatch.setattr(TranslationModule, "on_after_backward", real)
+    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
+    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "a"])
+    assert_same_weights(last_ckpt("a"), last_ckpt("b"))
+
+
+def test_a_second_ctrl_c_stops_mid_step_at_once_saving_nothing(tmp_path, cli_run_in_tmp, capsys, monkeypatch,
+                                                              _int_handler):  # fmt: skip
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+
+    def on_after_backward(self):  # Ctrl-C twice in the middle of step 7
+        if self.trainer.global_step == 6:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 130 and last_ckpt("b")["global_step"] == 5  # the periodic save: nothing half-stepped
+    assert line == ("text-train: interrupted at step 6; the newest last.ckpt is b/checkpoints/last.ckpt (from step 5: "
+                    "the steps since are redone): --ckpt_path last resumes from it")  # fmt: skip
