@@ -78,12 +78,16 @@ def test_a_vocabulary_is_stored_as_one_string_and_read_back_from_either_form():
 
 def test_the_tokenizer_of_before_marks_stayed_in_words_is_kept_for_the_models_it_built():
     """Word models trained before 2026-12-02 hold marks split off as tokens (translation and caption models read text
-    with that rule still): ``split_marks`` is the old `re` pattern, in NFC; such a vocabulary is told by its tokens."""
+    with that rule still): ``split_marks`` is the old `re` pattern on the text as typed (no NFC then: an NFD accent and
+    a precomposed nukta letter read as they were); such a vocabulary is told by its tokens."""
     import re
 
     before = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\-][^\W_]+)*|[^\w\s]|_")
-    for text in ("एक आदमी साइकिल चलाता है।", "ผู้ชาย", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0645", "Ein Mann läuft."):
+    nfd, nukta = "Muz\u030c r\u030ci\u0301di\u0301 kolo", "\u095bरूरह\u0948"  # NFD Czech; U+095B, NFC's ज + ़
+    for text in ("एक आदमी साइकिल चलाता है।", "ผู้ชาย", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0645", "Ein Mann läuft.",
+                 nfd, nukta):  # fmt: skip
         assert tokenize(text, split_marks=True) == before.findall(text.lower()), text
+    assert tokenize(nukta, split_marks=True)[0] == "\u095bर" and tokenize(nfd)[:2] == ["muž", "řídí"]  # today: NFC
     old = Vocabulary.build([tokenize("एक आदमी साइकिल चलाता है।", split_marks=True)])
     today = Vocabulary.build([tokenize("एक आदमी साइकिल चलाता है। ी")])  # a stray mark after a space: a token alone
     assert marks_split_off(old) and not marks_split_off(today) and not marks_split_off(Vocabulary.build([["a", "b"]]))

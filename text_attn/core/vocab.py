@@ -39,13 +39,13 @@ def tokenize(text: str, lower: bool = True, split_marks: bool = False) -> list[s
     """Split a sentence into word and punctuation tokens, offline. The text is read in NFC first (an accent typed as
     its own character, as macOS's file names and some keyboards give it, is one letter with its base): training,
     translating and scoring read "řídí" alike however it was typed. ``split_marks``: the tokenizer of before
-    2026-12-02, which split combining marks off as tokens of their own (a model whose vocabulary was built by it:
-    :func:`marks_split_off`); the same tokens for text without marks or joiners."""
+    2026-12-02 as it was, which split combining marks off as tokens of their own and read text as typed, not in NFC
+    (a model whose vocabulary was built by it: :func:`marks_split_off`)."""
+    if split_marks:  # as it was: not in NFC either (an NFD accent or a Hindi nukta letter stays apart, as trained)
+        return _SPLIT_MARKS.findall(text.lower() if lower else text)
     text = unicodedata.normalize("NFC", text)
     if lower:
         text = text.lower()
-    if split_marks:
-        return _SPLIT_MARKS.findall(text)
     if not _compiled:
         import regex
 
