@@ -86,7 +86,7 @@ def test_a_second_caption_of_a_jsonl_being_written_is_refused_and_changes_nothin
         err = _refused(caption_main, [tmp_path / "b.png", "--model", "shapes", "--jsonl", out, *extra], capsys)
         assert err == (f"caption: error: --jsonl {out} is being written by another process (pid {other.pid}): wait "
                        "for it to end, or give another file (nothing was written)\n")  # fmt: skip
-        assert _state(tmp_path) == {**before, "out.jsonl.lock": f"{other.pid}\n".encode()}
+        assert _state(tmp_path) == {**before, ".out.jsonl.attention-toolkit.lock": f"{other.pid}\n".encode()}
 
 
 def test_a_second_caption_page_being_written_is_refused(tmp_path, capsys, no_model_loads):
@@ -120,11 +120,11 @@ def test_a_lock_left_by_a_killed_run_does_not_block_and_goes_at_the_end(tmp_path
     with held_elsewhere(out) as other:
         other.send_signal(signal.SIGKILL)  # the kernel releases its lock; its file stays
         other.wait(timeout=30)
-    assert (tmp_path / "out.jsonl.lock").exists()
+    assert (tmp_path / ".out.jsonl.attention-toolkit.lock").exists()
     argv = [tmp_path / "b.png", "--model", model, "--jsonl", out, "--max-len", "3", "--workers", "0"]
     assert caption_main([str(a) for a in argv]) == 0
     assert [json.loads(line)["image"] for line in out.read_text().splitlines()] == [str(tmp_path / "b.png")]
-    assert not (tmp_path / "out.jsonl.lock").exists()
+    assert not (tmp_path / ".out.jsonl.attention-toolkit.lock").exists()
     capsys.readouterr()
 
 

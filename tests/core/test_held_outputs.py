@@ -1,6 +1,6 @@
-"""safe_files.hold_outputs: one writer an output, by an advisory flock on OUT.lock. The other writer here is another
-open file description of the lock file (flock locks conflict between those, in one process as in two); the commands'
-refusals, with a real second process, are in tests/cli/test_concurrent_runs.py."""
+"""safe_files.hold_outputs: one writer an output, by an advisory flock on .OUT.attention-toolkit.lock. The other
+writer here is another open file description of the lock file (flock locks conflict between those, in one process as
+in two); the commands' refusals, with a real second process, are in tests/cli/test_concurrent_runs.py."""
 
 from __future__ import annotations
 
@@ -36,22 +36,23 @@ def _free(lock) -> bool:
 
 def test_a_second_writer_is_refused_in_one_line_naming_the_holder_and_takes_nothing(tmp_path):
     out, other = tmp_path / "out.jsonl", tmp_path / "page.html"
-    fd = _hold(tmp_path / "out.jsonl.lock")
+    fd = _hold(tmp_path / ".out.jsonl.attention-toolkit.lock")
     with pytest.raises(OutputRefused) as refused:
         hold_outputs([("--html", other), ("--jsonl", out)])
     assert str(refused.value) == (f"--jsonl {out} is being written by another process (pid 4242): wait for it to "
                                   "end, or give another file (nothing was written)")  # fmt: skip
-    assert not (tmp_path / "page.html.lock").exists()  # the output locked before it was given back, its file removed
+    # the output locked before it was given back, its file removed
+    assert not (tmp_path / ".page.html.attention-toolkit.lock").exists()
     assert not out.exists() and not other.exists()
     os.close(fd)  # the other run ended
     with hold_outputs([("--jsonl", out)]) as held:
-        assert (tmp_path / "out.jsonl.lock").read_text() == f"{os.getpid()}\n"
-        assert len(held.held) == 1 and not _free(tmp_path / "out.jsonl.lock")
-    assert not (tmp_path / "out.jsonl.lock").exists()  # removed at the end
+        assert (tmp_path / ".out.jsonl.attention-toolkit.lock").read_text() == f"{os.getpid()}\n"
+        assert len(held.held) == 1 and not _free(tmp_path / ".out.jsonl.attention-toolkit.lock")
+    assert not (tmp_path / ".out.jsonl.attention-toolkit.lock").exists()  # removed at the end
 
 
 def test_a_lock_file_left_by_a_killed_run_blocks_no_one(tmp_path):
-    lock = tmp_path / "out.jsonl.lock"
+    lock = tmp_path / ".out.jsonl.attention-toolkit.lock"
     lock.write_text("999999\n")  # its holder died (the kernel released its lock); the file stayed
     with hold_outputs([("--jsonl", tmp_path / "out.jsonl")]):
         assert lock.read_text() == f"{os.getpid()}\n"
@@ -61,7 +62,7 @@ def test_a_lock_file_left_by_a_killed_run_blocks_no_one(tmp_path):
 def test_a_lock_file_its_holder_removed_as_it_ended_is_not_taken(tmp_path, monkeypatch):
     """Between this run's open and its flock the holder ends (removing the file) and a third run makes it anew and
     locks it: the lock taken on the removed file is no lock; the one at the name is, and it is held."""
-    lock, third = tmp_path / "out.jsonl.lock", []
+    lock, third = tmp_path / ".out.jsonl.attention-toolkit.lock", []
 
     class Racing:
         LOCK_EX, LOCK_NB = fcntl.LOCK_EX, fcntl.LOCK_NB
@@ -86,12 +87,12 @@ def test_an_output_named_twice_or_held_again_by_this_process_is_not_refused(tmp_
         assert len(outer.held) == 1
         with hold_outputs([("--output", out)]) as inner:  # a command run in-process by one that holds it
             assert inner.held == []
-        assert not _free(tmp_path / "out.txt.lock")  # still the outer one's
-    assert not (tmp_path / "out.txt.lock").exists()
+        assert not _free(tmp_path / ".out.txt.attention-toolkit.lock")  # still the outer one's
+    assert not (tmp_path / ".out.txt.attention-toolkit.lock").exists()
 
 
 def test_a_long_output_names_lock_fits_its_folder_and_is_its_own(tmp_path):
-    a, b = tmp_path / ("a" * 250), tmp_path / ("a" * 249 + "b")  # OUT.lock would be 255 + bytes: too long
+    a, b = tmp_path / ("a" * 250), tmp_path / ("a" * 249 + "b")  # the lock's name would be 255 + bytes: too long
     with hold_outputs([("--jsonl", a), ("--html", b)]) as held:
         names = [lock.name for _, lock in held.held]
         assert len(set(names)) == 2 and all(len(n) <= 255 and n.endswith(".lock") for n in names)
@@ -102,3 +103,56 @@ def test_an_output_whose_lock_file_cannot_be_made_is_not_locked(tmp_path):
     """A folder that does not exist (or cannot be written): the command's own check or write says what is wrong."""
     with hold_outputs([("--jsonl", tmp_path / "missing" / "out.jsonl"), ("--html", None)]) as held:
         assert held.held == []
+
+
+def test_a_users_own_lock_files_are_never_emptied_or_removed(tmp_path):
+    """pipenv's Pipfile.lock beside `translate --output Pipfile` was emptied, then removed: the toolkit's lock has a
+    name of its own, and a file at that name that is not a pid line is locked as it is, never written or removed."""
+    pipfile_lock = tmp_path / "Pipfile.lock"
+    pipfile_lock.write_text('{"_meta": {}}\n')
+    theirs = tmp_path / ".other.txt.attention-toolkit.lock"
+    theirs.write_text("not a pid\n")
+    with hold_outputs([("--output", tmp_path / "Pipfile"), ("--alignments", tmp_path / "other.txt")]):
+        assert not _free(theirs)
+    assert pipfile_lock.read_text() == '{"_meta": {}}\n' and theirs.read_text() == "not a pid\n"
+    assert not (tmp_path / ".Pipfile.attention-toolkit.lock").exists()  # ours: removed at the end
+
+
+def test_a_forked_child_does_not_keep_the_output_locked_after_its_parent_ends(tmp_path):
+    """A loader's worker forked while caption held its outputs, orphaned by a SIGTERM to caption: it held the lock (a
+    flock belongs to the open file, which a fork shares) and a --resume was refused naming the dead parent. Here a
+    child holds the lock, forks a grandchild that lives on, and ends without letting go: the lock is free."""
+    lock = tmp_path / ".out.jsonl.attention-toolkit.lock"
+    ready_r, ready_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # the run: holds the output, starts a worker, dies without a `finally` (as by a signal)
+        try:
+            hold_outputs([("--jsonl", tmp_path / "out.jsonl")])
+            worker = os.fork()
+            if worker == 0:
+                os.close(ready_w)  # (its copy)
+                import time
+
+                time.sleep(5)
+                os._exit(0)
+            os.write(ready_w, f"{worker}".encode())
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    worker = int(os.read(ready_r, 32).decode())
+    os.close(ready_r)
+    os.waitpid(child, 0)
+    try:
+        os.kill(worker, 0)  # the worker lives on
+        assert lock.exists() and _free(lock)
+    finally:
+        os.kill(worker, 9)
+
+
+def test_an_end_by_signal_gives_the_locks_back_and_removes_their_files(tmp_path):
+    held = hold_outputs([("--jsonl", tmp_path / "out.jsonl")])
+    lock = tmp_path / ".out.jsonl.attention-toolkit.lock"
+    assert lock.exists() and not _free(lock)
+    safe_files.release_held_on_exit()  # what _end_writing does before os._exit
+    assert not lock.exists()
+    held.release()  # nothing left to give back: no error

@@ -9,9 +9,10 @@
   a device node would replace it with a file).
 - **One writer an output**: :func:`hold_outputs`, taken by a command before its model loads and held through its run,
   refuses (one line, naming the holder's pid) an output another process is writing: an advisory ``flock`` on
-  ``OUT.lock`` beside it (two runs appending to one ``--jsonl`` interleaved their records; a second ``--devices`` run
-  removed the first one's parts). The kernel releases it when its holder ends, killed or not: a lock file left behind
-  blocks no one. No lock where ``fcntl`` is missing (Windows).
+  ``.OUT.attention-toolkit.lock`` beside it (two runs appending to one ``--jsonl`` interleaved their records; a second
+  ``--devices`` run removed the first one's parts). The kernel releases it when its holder ends, killed or not (the
+  processes it forked close their copies): a lock file left behind blocks no one. No lock where ``fcntl`` is missing
+  (Windows).
 - **An output is never an input**: :func:`refuse_overlap` compares files by identity (device and inode: links and
   hard links included) before anything is written.
 - **Small inputs read whole** (``caption-export --info``) are read by :func:`read_regular`: a regular file of at most
@@ -27,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import os
 import re
 import stat
@@ -228,6 +228,7 @@ def _end_writing(number: int, frame: Any) -> None:
                 print(f"{prog}: {signal.Signals(number).name} while writing {names}: not written (a file there "
                       "before is as it was)", file=stream)  # fmt: skip
             stream.flush()
+    release_held_on_exit()  # the output locks too: their files are not left beside the outputs
     os._exit(128 + number)
 
 
@@ -311,17 +312,25 @@ def open_stream(path: str | Path, append: bool = False) -> IO[str]:
 _LOCKED: set[tuple[int, int]] = set()  # the lock files this process holds (device, inode): taken once, given back once
 
 
+LOCK_SUFFIX = ".attention-toolkit.lock"  # the toolkit's own, hidden: a user's OUT.lock (pipenv's, filelock's) is theirs
+
+
 def _lock_path(path: Path) -> Path | None:
-    """``OUT.lock`` beside ``path``; where that name is too long for the folder, OUT's name cut, with a digest of the
-    whole name (two long names alike in their first 230 bytes are two locks). None: no name can be made."""
+    """``.OUT.attention-toolkit.lock`` beside ``path`` (hidden, and named for this toolkit: a file ``OUT.lock`` of
+    the user's, pipenv's ``Pipfile.lock`` beside ``--output Pipfile``, was emptied and then removed); where that name is
+    too long for the folder, OUT's name cut, with a digest of the whole name (two long names alike in their first 200
+    bytes are two locks). None: no name can be made."""
     if not path.name:
         return None
     try:
-        name = f"{path.name}.lock"
+        name = f".{path.name}{LOCK_SUFFIX}"
         if len(os.fsencode(name)) <= _longest_name(path):
             return path.with_name(name)
+        import hashlib
+
         digest = hashlib.sha256(os.fsencode(path.name)).hexdigest()[:16]
-        return path.with_name(f"{_cut(path.name, _longest_name(path) - len(digest) - len(b'..lock'))}.{digest}.lock")
+        room = _longest_name(path) - len(digest) - len(f"..{LOCK_SUFFIX}".encode())
+        return path.with_name(f".{_cut(path.name, room)}.{digest}{LOCK_SUFFIX}")
     except (UnicodeError, ValueError):  # a name the file system cannot spell: the write says so
         return None
 
@@ -347,6 +356,16 @@ def _holder(fd: int) -> str:
     except (OSError, UnicodeError, AttributeError):  # AttributeError: no pread (never meets a held lock: no fcntl)
         return ""
     return f" (pid {text})" if text.isdigit() else ""
+
+
+def _ours_to_write(fd: int) -> bool:
+    """Whether the lock file open as ``fd`` holds nothing or a pid line (what a run writes there): only then is it
+    written over, and removed at the end."""
+    try:
+        text = os.pread(fd, 64, 0)
+    except (OSError, AttributeError):
+        return False
+    return text.strip().isdigit() or not text
 
 
 def _open_lock(lock: Path) -> int | None:
@@ -390,13 +409,53 @@ def _lock(label: str, path: Path) -> int | None:
             os.close(fd)
             return None
         if _at_name(fd, lock):
-            with contextlib.suppress(OSError):  # read only, or a full disk: the pid is not said, the lock holds
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
+            if _ours_to_write(fd):  # a file of someone else's at the name: locked as it is, never emptied
+                with contextlib.suppress(OSError):  # read only, or a full disk: the pid is not said, the lock holds
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()}\n".encode())
             _LOCKED.add(_identity_of(fd))
+            _HELD[fd] = lock
             return fd
         os.close(fd)  # its holder ended and removed it (another run may have made it anew): the one there now
     return None
+
+
+_HELD: dict[int, Path] = {}  # the lock files this process holds: descriptor -> name
+
+
+def _give_back(fd: int, remove: bool = True) -> None:
+    """Let go of a held lock: its file removed where it is still the one at its name and holds this pid (removed while
+    still locked: whoever opens the name next makes a new one), the descriptor closed (the lock goes with the last)."""
+    lock = _HELD.pop(fd, None)
+    if lock is None:  # given back already (a forked child's copy, closed at the fork)
+        return
+    with contextlib.suppress(OSError):
+        if remove and _at_name(fd, lock) and os.pread(fd, 64, 0).strip() == str(os.getpid()).encode():
+            os.unlink(lock)
+        _LOCKED.discard(_identity_of(fd))
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _close_held_in_child() -> None:
+    """In a process forked while outputs are held (a loader's workers): its copies of the lock files closed. A flock
+    belongs to the open file, which a fork shares: workers orphaned by a SIGTERM to their parent held the output
+    locked, and a --resume was refused naming the dead parent."""
+    for fd in list(_HELD):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+    _LOCKED.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_close_held_in_child)
+
+
+def release_held_on_exit() -> None:
+    """Every held lock given back, its file removed: for an end by signal that skips ``finally`` (os._exit)."""
+    for fd in list(_HELD):
+        _give_back(fd)
 
 
 class HeldOutputs:
@@ -408,12 +467,8 @@ class HeldOutputs:
 
     def release(self) -> None:
         while self.held:
-            fd, lock = self.held.pop()
-            with contextlib.suppress(OSError):
-                if _at_name(fd, lock):  # removed while still locked: whoever opens the name next makes a new one
-                    os.unlink(lock)
-            _LOCKED.discard(_identity_of(fd))
-            os.close(fd)  # the lock goes with the last descriptor
+            fd, _ = self.held.pop()
+            _give_back(fd)
 
     def __enter__(self) -> HeldOutputs:
         return self
@@ -427,9 +482,11 @@ def hold_outputs(outputs: Iterable[tuple[str, str | Path | None]]) -> HeldOutput
     released: OutputRefused, in one line naming the output and the holder's pid, where another process is writing
     it. Called by a command before its model loads and before anything is written or removed, held through the run.
 
-    The lock is an advisory ``flock`` (LOCK_EX | LOCK_NB) on ``OUT.lock`` beside the output, not on OUT itself: OUT
-    is replaced by renames (:func:`atomic_output`; a ``--devices`` run's merge), the lock file stays. A lock file
-    whose holder has ended is no lock (the kernel released it, killed or not), and the holder removes it at the end.
+    The lock is an advisory ``flock`` (LOCK_EX | LOCK_NB) on a lock file beside the output (:func:`_lock_path`), not
+    on OUT itself: OUT is replaced by renames (:func:`atomic_output`; a ``--devices`` run's merge), the lock file
+    stays. A lock file
+    whose holder has ended is no lock (the kernel released it, killed or not; processes it forked close their copies
+    at the fork), and the holder removes it at the end (an end by SIGTERM / SIGHUP while writing too).
     Where it cannot be made (a folder this user cannot write, a file system without locks) or ``fcntl`` is missing
     (Windows) the output is not locked. On a network file system whether another machine's run sees it depends on
     the mount (Linux's NFS client passes it to the server, unless mounted with ``local_lock``)."""
