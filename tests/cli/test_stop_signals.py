@@ -111,6 +111,31 @@ def test_a_stop_mid_step_saves_last_there_and_last_resumes_exactly(
     assert_same_weights(last_ckpt("a"), last_ckpt("b"))
 
 
+def test_a_stop_between_accumulated_batches_waits_for_the_optimizers_step(
+    tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
+):
+    """accumulate_grad_batches 2: Ctrl-C in the first batch of a step's pair stopped there and said "saved at this
+    step", the half-summed gradient lost (a resume 0.02 off an uninterrupted run); it waits for the second."""
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+    steps = ["--trainer.max_steps", "8", "--trainer.accumulate_grad_batches", "2"]
+    real, seen = TranslationModule.on_after_backward, []
+
+    def on_after_backward(self):  # batch 7: the first of step 4's two
+        seen.append(1)
+        if len(seen) == 7:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "b"])
+    assert exc.value.code == 130 and len(seen) == 8 and last_ckpt("b")["global_step"] == 4, capsys.readouterr().err
+    monkeypatch.setattr(TranslationModule, "on_after_backward", real)
+    text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
+    text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "a"])
+    assert last_ckpt("a")["global_step"] == last_ckpt("b")["global_step"] == 8
+    assert_same_weights(last_ckpt("a"), last_ckpt("b"))
+
+
 def test_a_second_ctrl_c_stops_mid_step_at_once_saving_nothing(tmp_path, cli_run_in_tmp, capsys, monkeypatch,
                                                               _int_handler):  # fmt: skip
     cfg = str(resumable_config(tmp_path, "text", every=5))

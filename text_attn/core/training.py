@@ -357,15 +357,22 @@ class RunState:
         self._random_state = None
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        self._stop_asked = None
+        if _deferring is None:  # (deferring still: a stop asked mid-accumulation waits for the optimizer's step)
+            self._stop_asked = None
         defer_ctrl_c(self)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         trainer = self.trainer
         last = trainer.max_steps is not None and 0 < trainer.max_steps <= trainer.global_step  # the fit's last step
-        stop = stop_asked(self)  # at the last step too: Lightning stops at the epoch's end all the same (no model)
+        # a stop waits for the optimizer's step: mid-accumulation (accumulate_grad_batches > 1) the gradient summed so
+        # far would be lost, and the resume not exact; Ctrl-C stays deferred until then
+        stepped = (batch_idx + 1) % max(1, int(getattr(trainer, "accumulate_grad_batches", 1) or 1)) == 0 or (
+            batch_idx + 1 == getattr(trainer, "num_training_batches", None))  # fmt: skip
+        stop = stop_asked(self) if stepped else None  # at the last step too: Lightning stops at the epoch's end anyway
         if last or stop:
             save_last_at_end(trainer, at_batch_end=True)  # a stop: last.ckpt at the step reached, as at max_steps
+        if not stepped:
+            return
         undefer_ctrl_c()
         if stop == "SIGTERM":  # now, not after this step's validation: Lightning would stop there too, saving nothing
             from pytorch_lightning.utilities.exceptions import SIGTERMException
