@@ -146,8 +146,9 @@ def model_info(captioner, path: str | Path) -> list[str]:
         f"trained on:     {captioner.domain or 'not recorded'}",
     ]
     if captioner.split_marks:  # a vocabulary of before 2026-12-02: a given caption is read that way
-        lines.insert(5, "word tokens:    split at combining marks: trained before 2026-12-02; retrain for today's "
-                     "tokens")  # fmt: skip
+        from text_attn.core.vocab import SPLIT_MARKS_INFO
+
+        lines.insert(5, f"word tokens:    {SPLIT_MARKS_INFO}")
     if captioner.casing:  # German captions: "Ein Hund" for the words "ein hund"
         some = ", ".join(captioner.casing["words"].split()[:4])
         lines.append(f"capitals:       as its training captions write them ({some}, ...)")

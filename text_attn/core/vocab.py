@@ -30,6 +30,8 @@ _compiled: list = []  # the pattern, compiled at first use (the `regex` module: 
 # ("आदमी" was "आदम" + "ी"). Word vocabularies built then hold those tokens; the models read text with it still
 # (:func:`marks_split_off`), so an old model reads its language as it was trained to.
 _SPLIT_MARKS = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\-][^\W_]+)*|[^\w\s]|_")
+# what --model-info says of a model that reads text so (translate and caption)
+SPLIT_MARKS_INFO = "split at combining marks: trained before 2026-12-02; retrain for today's tokens"
 # a vocabulary's tokens a line each: one made of marks (or a non-joiner) alone, and a mark or joiner beside a letter
 _ALONE = r"(?m)^[\p{M}\u200c]+$"
 _BESIDE = r"[\p{L}\p{N}][\p{M}\u200c\u200d]|[\p{M}\u200c\u200d][\p{L}\p{N}]"

@@ -290,7 +290,6 @@ def _plots(args: argparse.Namespace, translator, results: list, progress: dict, 
 
 
 # --model-info of a word model from before 2026-12-02 (text_attn.core.vocab.marks_split_off)
-SPLIT_MARKS = "split at combining marks: trained before 2026-12-02; retrain for today's tokens"
 NO_CASING = "this model file has no casing data (made before 2026-11-30)"  # Translator.casing_missing
 SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Translator.search_bytes) is refused
 
@@ -451,7 +450,9 @@ def model_info(translator, path: str | Path) -> list[str]:
     tokens = {"subword": f"subword units (SentencePiece, {len(codec.subwords) if codec.subwords else 0} pieces)",
               "word": f"words{' (lowercased)' if codec.lower else ''}", "char": "characters"}[codec.mode]  # fmt: skip
     if codec.split_marks:
-        tokens += f", {SPLIT_MARKS}"
+        from text_attn.core.vocab import SPLIT_MARKS_INFO
+
+        tokens += f", {SPLIT_MARKS_INFO}"
     lines = [
         f"model:          {path}",
         f"network:        {net}",
