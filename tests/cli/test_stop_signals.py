@@ -56,12 +56,16 @@ def assert_same_weights(a: dict, b: dict, steps: int = 15) -> None:
 
 @pytest.fixture
 def _int_handler():
-    """Python's own Ctrl-C handler (a test run started in the background inherits SIGINT ignored)."""
+    """Python's own Ctrl-C handler (a test run started in the background inherits SIGINT ignored) and SIGTERM's
+    default, as a command starts with them: an earlier test in this process may have left its own (attention-serve's
+    stop handler, run in-process), which Lightning's SIGTERM handler calls too (a test worker ended by it)."""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signals reach the main thread only")
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    term = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     yield
     signal.signal(signal.SIGINT, before)
+    signal.signal(signal.SIGTERM, term)
 
 
 def test_sigterm_to_the_command_mid_step_exits_143_with_last_saved_at_that_step(tmp_path):
