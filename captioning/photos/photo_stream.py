@@ -13,8 +13,10 @@ workers take whole batches in turn (worker w: batches w, w + n, ...), so the loa
 from __future__ import annotations
 
 import errno
+import functools
 import multiprocessing
 import multiprocessing.queues
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -298,13 +300,14 @@ def photo_batches(stream: PhotoStream, workers: int) -> DataLoader:
         collate_fn=pack,
         prefetch_factor=2 if workers else None,
         multiprocessing_context=_context() if workers else None,
-        worker_init_fn=_quiet_sharer if workers else None,
+        worker_init_fn=functools.partial(_quiet_sharer, parent=os.getpid()) if workers else None,  # picklable: spawn
     )
 
 
-def _quiet_sharer(worker: int) -> None:
+def _quiet_sharer(worker: int, parent: int | None = None) -> None:
     """In a worker: the fd-sharing thread's broken connection (the main process stopped taking a batch, and says why
     itself: no file descriptor left) is not printed as a traceback; that thread reports through sys.excepthook."""
+    _end_with_parent(parent)
     previous = sys.excepthook
 
     def hook(kind, value, tb) -> None:
@@ -313,6 +316,24 @@ def _quiet_sharer(worker: int) -> None:
             previous(kind, value, tb)
 
     sys.excepthook = hook
+
+
+def _end_with_parent(parent: int | None) -> None:
+    """In a worker, on Linux: SIGTERM when the process that started it (``parent``) ends (PR_SET_PDEATHSIG). A caption
+    ended by a SIGTERM (a scheduler's stop: its handler ends it with os._exit) left its workers running, ~450 MB each,
+    until torch's own check found the parent gone, which a worker blocked on a full queue did not do for minutes."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl (musl without it, a sandbox): torch's own check remains
+        return
+    if parent is not None and os.getppid() != parent:  # it ended before the line above: nothing would send it
+        os._exit(0)
 
 
 def _in_sharer(tb: Any) -> bool:

@@ -322,3 +322,36 @@ def test_ctrl_c_under_devices_exits_130_and_resume_finishes(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(json.loads(line)["image"] for line in out.read_text().splitlines()) == sorted(
         str(p) for p in photos.iterdir())  # fmt: skip
+
+
+@pytest.mark.slow  # a caption with two loader workers, killed: ~3 s
+def test_loader_workers_end_with_their_caption(tmp_path):
+    """A caption ended by SIGTERM while its page is written (its handler removes the page's temporary file and leaves
+    at once, os._exit) left its two loader workers running, ~450 MB each, for minutes, holding its outputs' locks;
+    they end with it now (Linux)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(400):
+        Image.new("RGB", (64, 48), (i % 256, 90, 160)).save(folder / f"{i:03d}.png")
+    cmd = [sys.executable, "-c", "import sys; from captioning.commands.caption import main; sys.argv[0] = 'caption'; "
+           "sys.exit(main())", str(folder), "--model", "shapes", "--workers", "2", "--batch-size", "2",
+           "--jsonl", str(tmp_path / "out.jsonl"), "--html", str(tmp_path / "out.html")]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, workers = time.monotonic() + 120, []
+    while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
+        time.sleep(0.2)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        workers = [int(p) for p in children.read_text().split()] if children.exists() else []
+    assert len(workers) >= 2, "the loader's workers never started"
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    deadline = time.monotonic() + 2  # torch's own check of the parent runs every 5 s at best
+    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+        time.sleep(0.1)
+    alive = [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in Path(f"/proc/{w}/stat").read_text()
+             .split(")")[-1].split()[0]]  # fmt: skip
+    for w in alive:
+        os.kill(w, signal.SIGKILL)
+    assert alive == []
