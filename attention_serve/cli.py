@@ -264,7 +264,7 @@ def json_errors(app) -> None:
     logging.getLogger("multipart").setLevel(logging.ERROR)
 
 
-def _stop_gracefully(server, grace: float) -> None:
+def _stop_gracefully(server, grace: float) -> dict:
     """SIGTERM (a service manager's stop) and SIGINT (Ctrl-C): the requests in flight are answered, then everything
     stops; sent to this process alone or to the whole process group alike.
 
@@ -301,8 +301,7 @@ def _stop_gracefully(server, grace: float) -> None:
         logging.getLogger("litserve.server").setLevel(logging.CRITICAL)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}  # the ones replaced
 
 
 def serve_main(argv: list[str] | None = None) -> int:
@@ -312,7 +311,6 @@ def serve_main(argv: list[str] | None = None) -> int:
 
     # first, so that the template's imports run beside build_server's imports and model loads (worker_start.py)
     server, caption, text = build_server(args, start_worker_template())
-    from attention_serve.workers import PortTaken, StartFailed  # imported by build_server: after the template's start
 
     if args.devices != "auto" and server.devices == ["cpu"]:  # --accelerator auto found no GPU
         print(f"attention-serve: note: no GPU found: --devices {args.devices} is ignored, the models run on the CPU",
@@ -329,8 +327,18 @@ def serve_main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)  # fmt: skip
 
     server.on_serving = serving
-    _stop_gracefully(server, args.grace)
+    replaced = _stop_gracefully(server, args.grace)
+    try:
+        return _serve(server, args)
+    finally:  # a caller in this process (a test, a notebook) gets its own handlers back, not a dead server's stop
+        for number, handler in replaced.items():
+            signal.signal(number, handler)
+
+
+def _serve(server, args: argparse.Namespace) -> int:
+    """Run the server until it stops; the exit code, with its line."""
     from attention_serve.apis import LinesWithout  # imported by build_server
+    from attention_serve.workers import PortTaken, StartFailed
 
     # LitServe's "Swagger UI is available at .../docs" at --log-level info: /docs is switched off here; uvicorn's
     # "Cancel N running task(s), timeout graceful shutdown exceeded": each request it cancels has its own 503 line

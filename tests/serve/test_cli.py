@@ -120,6 +120,44 @@ def test_a_port_taken_while_the_models_loaded_is_refused_not_waited_on():
         assert err.value.errno == errno.EADDRINUSE
 
 
+def test_serve_main_gives_a_callers_signal_handlers_back(monkeypatch, capsys):
+    """serve_main called in this process (a test, a notebook) left its stop handlers for SIGTERM and SIGINT installed,
+    bound to a server that had ended: a later SIGTERM reached them (Lightning's handler calls the one before it)."""
+    import signal
+    import threading
+
+    import attention_serve.cli as cli
+    import attention_serve.worker_start as worker_start
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("handlers are set on the main thread only")
+
+    class Ended:  # a server whose run returns at once, as after a stop
+        devices, gave_up, on_serving = ["cpu"], None, None
+
+        def run(self, **kwargs):
+            return None
+
+    monkeypatch.setattr(worker_start, "start_worker_template", lambda: None)
+    monkeypatch.setattr(cli, "build_server", lambda args, template: (Ended(), None, None))
+    before = {n: signal.signal(n, h) for n, h in ((signal.SIGTERM, signal.SIG_DFL),
+                                                   (signal.SIGINT, signal.default_int_handler))}  # fmt: skip
+    try:
+        assert serve_main(["--port", str(_free_port())]) == 0
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        for n, h in before.items():
+            signal.signal(n, h)
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "attention-serve: stopped"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_a_refused_size_never_reads_like_the_limit():
     """0.1 MB of rounding said "the body is 0.7 MB; at most 0.7 MB": where the two read alike, the bytes are given."""
     from attention_serve.front import _too_big
