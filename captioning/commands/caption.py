@@ -218,8 +218,7 @@ def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     first process alone: the other processes of a --devices run write their own parts of its run."""
     if not _first_process():
         return []
-    named = (("--jsonl", args.jsonl), ("--html", args.html), ("--scores", args.scores))
-    return [(flag, value) for flag, value in named if value != "-"]  # --jsonl -: stdout
+    return [("--jsonl", args.jsonl), ("--html", args.html), ("--scores", args.scores)]  # --jsonl -: stdout, not held
 
 
 def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:

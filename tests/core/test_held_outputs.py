@@ -156,3 +156,9 @@ def test_an_end_by_signal_gives_the_locks_back_and_removes_their_files(tmp_path)
     safe_files.release_held_on_exit()  # what _end_writing does before os._exit
     assert not lock.exists()
     held.release()  # nothing left to give back: no error
+
+
+def test_stdout_is_no_file_to_hold(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with hold_outputs([("--output", "-"), ("--jsonl", None)]) as held:
+        assert held.held == [] and os.listdir(tmp_path) == []  # no lock file named after '-'

@@ -478,9 +478,10 @@ class HeldOutputs:
 
 
 def hold_outputs(outputs: Iterable[tuple[str, str | Path | None]]) -> HeldOutputs:
-    """Lock each output (``("--jsonl", path)``; None: not given) for this process until the returned object is
-    released: OutputRefused, in one line naming the output and the holder's pid, where another process is writing
-    it. Called by a command before its model loads and before anything is written or removed, held through the run.
+    """Lock each output (``("--jsonl", path)``; None: not given; ``-``: stdout, no file) for this process until the
+    returned object is released: OutputRefused, in one line naming the output and the holder's pid, where another
+    process is writing it. Called by a command before its model loads and before anything is written or removed,
+    held through the run.
 
     The lock is an advisory ``flock`` (LOCK_EX | LOCK_NB) on a lock file beside the output (:func:`_lock_path`), not
     on OUT itself: OUT is replaced by renames (:func:`atomic_output`; a ``--devices`` run's merge), the lock file
@@ -493,7 +494,7 @@ def hold_outputs(outputs: Iterable[tuple[str, str | Path | None]]) -> HeldOutput
     held = HeldOutputs([])
     try:
         for label, path in outputs:
-            if path and (fd := _lock(f"{label} {path}", Path(path))) is not None:
+            if path and str(path) != "-" and (fd := _lock(f"{label} {path}", Path(path))) is not None:
                 held.held.append((fd, _lock_path(Path(path))))  # type: ignore[arg-type]
     except BaseException:
         held.release()

@@ -619,11 +619,10 @@ def translate_main(argv: list[str] | None = None) -> int:
 
 
 def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """The files no other run may write while this one does (safe_files.hold_outputs); ``-`` is stdout (--output) or
-    refused later (the others), never a file."""
-    named = [("--output", args.output), ("--html", args.html), ("--plot", args.plot),
-             ("--alignments", args.alignments), ("--scores", args.scores)]  # fmt: skip
-    return [(flag, value) for flag, value in named if value != "-"]
+    """The files no other run may write while this one does (safe_files.hold_outputs, which holds no ``-``: stdout
+    for --output, refused later for the others)."""
+    return [("--output", args.output), ("--html", args.html), ("--plot", args.plot),
+            ("--alignments", args.alignments), ("--scores", args.scores)]  # fmt: skip
 
 
 def _translate_main(args: argparse.Namespace) -> int:
