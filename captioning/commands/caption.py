@@ -8,11 +8,12 @@ Images are decoded and preprocessed by DataLoader workers (``--workers``) while 
 (``--batch-size``); memory stays bounded whatever the number of images. A progress bar is shown on stderr when there is
 more than one batch.
 
-``caption`` output. Plain: with one image, just its caption; with several, ``path<TAB>caption`` per image in input
-order (like grep with one vs several files). ``--json``: one JSON list, one record per image. ``--jsonl FILE``: the
-same records, one per line, written as each batch is done (nothing on stdout; ``--jsonl -``: on stdout instead of the
-plain lines); with ``--resume`` the images FILE already holds a caption for are skipped and the rest appended. A record
-("image": the path as given, its bytes read as UTF-8 whatever the locale: text_attn.core.os_text.utf8_name):
+``caption`` output. Plain: with one file named, just its caption; with several, a folder, a shard or ``-``,
+``path<TAB>caption`` per image in input order (like grep with one vs several files). ``--json``: one JSON list, one
+record per image. ``--jsonl FILE``: the same records, one per line, written as each batch is done (nothing on
+stdout; ``--jsonl -``: on stdout instead of the plain lines); with ``--resume`` the images FILE already holds a
+caption for are skipped and the rest appended. A record ("image": the path as given, its bytes read as UTF-8
+whatever the locale: text_attn.core.os_text.utf8_name):
     {"image": path, "caption": "a red circle ..." | null, "words": [...],
      "attention": [[L floats] per word]   (row t: step t's weights over the grid*grid regions, row-major, sum 1),
      "score": log-probability of the caption / length**length_penalty (greedy, sampled and beam alike),

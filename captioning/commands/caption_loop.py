@@ -83,7 +83,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         if held:
             print(f"caption: {held} image(s) already in {jsonl}: skipped", file=sys.stderr)
     todo = None if shards else sum(image_key(p) not in done for p in paths)  # a shard's size is known once read
-    several = len(paths) > 1 or shards
+    several = len(paths) > 1 or shards or not one_file_named(args.images)
     batches = -(-todo // args.batch_size) if todo is not None else 2
     workers = args.workers if batches > 1 else 0  # starting processes is not worth it for one batch
     keep = bool(args.overlay or args.html)  # the decoded images, for overlays and the page's pictures
@@ -176,6 +176,13 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
 
         score_run(captioner, args, records_of(args.jsonl) if args.jsonl else captions)
     return 1 if failed or empty else 0
+
+
+def one_file_named(images: list[str]) -> bool:
+    """Whether the plain output is the bare caption: one file named on the command line, as grep with one file. A
+    folder or ``-`` (paths on stdin) gives ``path<TAB>caption`` however many photos it held: a script reading
+    ``caption DIR`` or ``find ... | caption -`` got a bare caption when the folder held one photo."""
+    return len(images) == 1 and images[0] != "-" and not os.path.isdir(images[0])
 
 
 def _relative(path: str) -> str | None:

@@ -17,9 +17,9 @@ def _parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="caption",
         description="Caption images with a Show-Attend-Tell model file. IMAGE: a file, a folder (its images, "
-        "recursively), a webdataset tar shard or - (paths on stdin). Plain output: the caption (one image) or "
-        "path<TAB>caption per image (several). Without --model the bundled Flickr8k model captions photographs (try "
-        "--demo; --model-info says what it was trained on and how well it scores).",
+        "recursively), a webdataset tar shard or - (paths on stdin). Plain output: the caption (one file named) or "
+        "path<TAB>caption per image (several files, a folder, a shard or -). Without --model the bundled Flickr8k "
+        "model captions photographs (try --demo; --model-info says what it was trained on and how well it scores).",
     )
     p.add_argument(
         "images",
@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         "and where the model looked for each word (--overlay, --html, --json); repeat it to rank several captions of "
         "each image, best first. The score is the mean log-probability of the words and the end (higher: fits "
         "better). Plain output: score<TAB>caption<TAB>each word's probability, then the end's (path<TAB> first with "
-        "several images). Words the model does not know are read as <unk> (one note names them)",
+        "several images, a folder or -). Words the model does not know are read as <unk> (one note names them)",
     )
     p.add_argument(
         "--given-file",

@@ -68,6 +68,21 @@ def test_plain_output_one_line_per_image(capsys, model_file):
     assert out == records[0]["caption"] + "\n"
 
 
+def test_a_folder_or_stdin_of_one_photo_keeps_the_path_column(capsys, model_file, tmp_path, monkeypatch):
+    """A script reading `caption DIR` or `find ... | caption -` got a bare caption when the folder held one photo."""
+    import io
+    import shutil
+
+    (tmp_path / "one").mkdir()
+    photo = shutil.copy(PHOTOS[0], tmp_path / "one")
+    caption = run_json(capsys, model_file, photo)[0]["caption"]
+    code, out, err = run(capsys, tmp_path / "one", "--model", model_file, *FAST)
+    assert code == 0 and out == f"{photo}\t{caption}\n", err
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{photo}\n"))
+    code, out, err = run(capsys, "-", "--model", model_file, *FAST)
+    assert code == 0 and out == f"{photo}\t{caption}\n", err
+
+
 def test_json_schema(capsys, model_file):
     records = run_json(capsys, model_file, *PHOTOS, "--beam-size", "1")
     assert len(records) == 4
