@@ -415,7 +415,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         preprocess: Callable | None = None,
         splits: Sequence[str] | None = None,
         batch_size: int = 16,
-        progress: bool = True,
+        progress: bool | Callable[[str], None] = True,
         cache_dir: str | Path | None = None,
         fingerprint: str | None = None,
     ) -> list[str]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from captioning.photos.preprocess import prepared
 from captioning.training.readers import CaptionDataError
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.precision import parameter_dtype
+from text_attn.core.progress_lines import ProgressLines, duration
 from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
@@ -134,11 +136,14 @@ def fill_features(
     preprocess: Callable,
     batch_size: int = 16,
     num_workers: int = 0,
-    progress: bool = True,
+    progress: bool | Callable[[str], None] = True,
     cache_dir: str | Path | None = None,
     fingerprint: str | None = None,
 ) -> list[str]:
     """Put into ``features`` (split -> (N, L, D) float16) every split of ``images`` (split -> its images) it lacks.
+
+    ``progress``: True, a bar on stderr; a function, a line to it as the encoding starts and one as it ends (a run
+    whose output is a log file: text_attn.core.progress_lines); False, nothing.
 
     With ``cache_dir`` and the encoder's ``fingerprint``, a split found on disk is loaded, and a split encoded here is
     written there. The features must come from a frozen encoder: caching assumes they never change during training.
@@ -158,7 +163,11 @@ def fill_features(
     total = sum(len(images[s]) for s in todo)
     if total == 0:
         return []
-    bar = tqdm(total=total, desc="caching image features", unit="img", disable=not progress, file=sys.stderr)
+    bar = tqdm(total=total, desc="caching image features", unit="img", disable=progress is not True, file=sys.stderr)
+    say = progress if callable(progress) else None
+    if say is not None:
+        say(f"caching image features: {total:,} images")
+        started = time.monotonic()
     for split in todo:
         chunks, ds = [], _ImageTensors(images[split], preprocess)
         # its own generator: a loader's iterator draws its workers' base seed from torch's global stream otherwise,
@@ -171,6 +180,8 @@ def fill_features(
         if split in files:
             save_features(files[split], features[split])
     bar.close()
+    if say is not None:
+        say(f"cached image features: {total:,} images in {duration(time.monotonic() - started)}")
     return todo
 
 
@@ -239,7 +250,10 @@ class FeatureCacheCallback(pl.Callback):
             )
             model.train(was_training)
 
-        progress = trainer.progress_bar_callback is not None
+        progress: bool | Callable[[str], None] = trainer.progress_bar_callback is not None
+        lines = [c for c in trainer.callbacks if isinstance(c, ProgressLines)]
+        if not progress and lines:  # the output is a log file: a line as the encoding starts and one as it ends
+            progress = lines[0].say
         if trainer.world_size > 1 and cache_dir:
             if trainer.local_rank == 0:
                 run(progress)
@@ -247,7 +261,7 @@ class FeatureCacheCallback(pl.Callback):
             if trainer.local_rank != 0:
                 run(False)  # reads what the first process wrote (encodes only if the disk is not shared)
         else:
-            run(progress and trainer.is_global_zero)
+            run(progress if trainer.is_global_zero else False)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._share(trainer, pl_module, "fit")

@@ -88,6 +88,25 @@ def test_encoding_draws_nothing_from_the_global_random_stream(tmp_path):
     assert torch.equal(torch.get_rng_state(), before)
 
 
+def test_encoding_for_a_log_file_says_one_line_as_it_starts_and_one_as_it_ends(tmp_path):
+    """A run whose output is no terminal (text_attn.core.progress_lines) gets lines, not a bar redrawn with carriage
+    returns; a split found on disk is not encoded, and nothing is said of it."""
+    from PIL import Image
+
+    photos = []
+    for i in range(3):
+        photos.append(tmp_path / f"p{i}.png")
+        Image.new("RGB", (20, 16), (40 * i, 90, 200)).save(photos[-1])
+    said: list[str] = []
+    features: dict[str, torch.Tensor] = {"val": torch.zeros(1, 16, 3)}
+    feature_cache.fill_features(features, {"train": photos, "val": photos[:1]}, lambda b: b.flatten(2).transpose(1, 2),
+                                lambda img: torch.zeros(3, 4, 4), batch_size=2, progress=said.append)  # fmt: skip
+    assert said == ["caching image features: 3 images", "cached image features: 3 images in under a minute"]
+    said.clear()
+    feature_cache.fill_features(features, {"train": photos}, None, None, progress=said.append)
+    assert said == []
+
+
 def test_a_torn_or_foreign_cache_file_is_not_trusted(tmp_path):
     path = tmp_path / "train-x.pt"
     path.write_bytes(b"not a tensor")

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from text_attn.core import run_checkpoints, startup_gc
+from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line
 from text_attn.core.safe_files import atomic_output, write_text
 
@@ -173,7 +174,15 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     kwargs[name] = 1
             if "logger" not in kwargs and trainer.get("logger") in (None, True):
                 kwargs["logger"] = default_loggers(trainer.get("default_root_dir"))
-            return super().instantiate_trainer(**kwargs)
+            lines = "trainer.enable_progress_bar" not in given and not is_terminal(sys.stdout)
+            if lines:  # a log file or a pipe: a line now and then, not a bar redrawn with carriage returns
+                kwargs["enable_progress_bar"] = False
+            made = super().instantiate_trainer(**kwargs)
+            if lines:
+                from text_attn.core.progress_lines import ProgressLines
+
+                made.callbacks.append(ProgressLines(prog))
+            return made
 
         def after_instantiate_classes(self) -> None:
             super().after_instantiate_classes()
@@ -563,6 +572,7 @@ def run_lightning_cli(
         fail(prog, message)
     cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, frozenset(given),
                               _one_batch(argv, nodes))  # fmt: skip
+    restore = survive_closed_outputs()  # a reader of stdout / stderr that goes away does not end the run
     try:
         return cli_cls(
             module_cls,
@@ -582,6 +592,8 @@ def run_lightning_cli(
     except KeyboardInterrupt:  # before Lightning's loop began (the imports, the data, the model)
         print(f"{prog}: interrupted before training began: nothing was written", file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        restore()
 
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")

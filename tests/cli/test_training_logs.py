@@ -1,0 +1,52 @@
+"""A fit whose output is a log file or a pipe, as under nohup, ``| tee`` or a batch scheduler: a line of news now and
+then on stderr instead of a bar redrawn with carriage returns (~215 bytes a step on one line of the log), and a reader
+that goes away does not end the run (the bar's next write raised BrokenPipeError inside Lightning's loop: a traceback,
+exit 1, no last.ckpt and no model)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = (
+    "import sys; from text_attn.translation.train_cli import main; sys.argv = ['text-train', *sys.argv[1:]]; "
+    "sys.exit(main())"
+)
+
+
+def tiny_config(tmp_path: Path) -> Path:
+    cfg = yaml.safe_load((ROOT / "tests/fixtures/text/tiny_reorder.yaml").read_text())
+    del cfg["trainer"]["enable_progress_bar"]  # left to the command: the output decides
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def fit(tmp_path: Path, *more: str, stdout=subprocess.PIPE) -> subprocess.Popen:
+    args = ["fit", "--config", str(tiny_config(tmp_path)), "--model.export_path", "m.pt", *more]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-c", MAIN, *args], cwd=tmp_path, env=env, stdout=stdout,
+                            stderr=subprocess.PIPE)  # fmt: skip
+
+
+def test_a_fit_logged_to_a_pipe_writes_lines_of_news_and_no_bar(tmp_path):
+    out, err = fit(tmp_path).communicate(timeout=300)
+    out, err = out.decode(), err.decode()
+    assert "\r" not in out + err and "\x1b" not in out + err, (out + err)[-2000:]
+    assert "text-train: step 1 of 6 (epoch 0)" in err, err[-2000:]
+    assert "text-train: validated at step 6 (epoch 0): val_" in err, err[-2000:]
+    assert out.startswith("wrote model file:"), out
+
+
+def test_a_fit_whose_reader_goes_away_trains_to_the_end_and_writes_its_model(tmp_path):
+    proc = fit(tmp_path, "--trainer.enable_progress_bar", "true")  # the bar, asked for, writes to stdout every step
+    proc.stdout.close()  # the reader is gone before the first write (a `| head` that ended, a killed `tee`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0, err[-2000:]
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err[-2000:]
+    assert (tmp_path / "m.pt").stat().st_size > 0
