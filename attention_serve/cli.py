@@ -25,6 +25,7 @@ import sys
 from text_attn.core import startup_gc
 from text_attn.core.errors import ArgumentParser, fail, one_line
 from text_attn.core.fast_exit import leaving
+from text_attn.core.version import add_version
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # --max-search and --max-evidence at --timeout 120 (their defaults scale with it): the worst request they allow took
@@ -41,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="attention-serve",
         description="Serve the captioner and the translator: a live attention page at / and a JSON API "
         "(POST /caption, POST /translate, GET /health, GET /info; OpenAPI at /openapi.json).",
+        allow_abbrev=False,  # --device is --accelerator's other name: argparse completed it to --devices
     )
+    add_version(p)
     p.add_argument("--caption-model", metavar="PATH|shapes|none",
                    help="the caption model file (default: the bundled Flickr8k model; shapes: the bundled shapes "
                    "model; none: no /caption)")  # fmt: skip
@@ -93,7 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                    "millisecond: an idle server uses ~1%% of a core instead of ~48%%, at the same throughput "
                    "and latency (docs/serve.md); --no-idle-wait: LitServe's own polling (default: "
                    "--idle-wait)")  # fmt: skip
-    p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "cuda"), help="where the models run")
+    p.add_argument("--accelerator", "--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="where the models run: auto (the default: cuda where torch sees a GPU, else cpu), cpu or "
+                   "cuda; --device is its other name, as caption and translate spell it")  # fmt: skip
     p.add_argument("--devices", default="auto", help="GPUs to use: a count or auto (default: auto: every GPU)")
     p.add_argument("--workers-per-device", type=int, default=1, help="model workers per device and model (default 1)")
     p.add_argument("--threads", type=int,
@@ -105,7 +110,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-restarts", type=int, default=5,
                    help="a model worker that stops is replaced; more than this many stops of one model's workers "
                    "within 60 s stop the server, exit 1 (default: 5)")  # fmt: skip
-    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"),
+                   help="the least severe of LitServe's and uvicorn's log lines written to stderr (default: "
+                   "warning; info adds the start's steps, debug much more)")  # fmt: skip
     return p
 
 

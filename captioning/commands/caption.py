@@ -194,7 +194,9 @@ def caption_main(argv: list[str] | None = None) -> int:
     if args.evidence and args.sample:
         fail("caption", "--evidence explains the model's own choice of words; --sample draws them at random: drop one")
     if args.seed is not None and args.demo != "shapes":
-        fail("caption", "--seed only applies to --demo shapes")
+        # --sample's seed is another option: said where the two were mixed up
+        fail("caption", "--seed only applies to --demo shapes" + (" (the seed of --sample's draws is --sample-seed)"
+                                                                   if args.sample else ""))  # fmt: skip
     if args.resume and not args.jsonl:
         fail("caption", "--resume needs --jsonl FILE (the file to continue)")
     if args.resume and args.html and Path(args.html).is_file() and Path(args.html).stat().st_size:

@@ -7,6 +7,7 @@ import os
 
 from text_attn.core.errors import ArgumentParser
 from text_attn.core.search_options import add_search_options
+from text_attn.core.version import add_version
 
 DEMO_DIR = "caption-demo"
 BATCH = 16  # images encoded together (--batch-size)
@@ -34,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         "default: photographs) or shapes (synthetic shape scenes)",
     )
     p.add_argument("--model-info", action="store_true", help="print what the model is and was trained on, and exit")
+    add_version(p)
     p.add_argument(
         "--beam-size", type=int, help="beam width; 1 = greedy (default: the model file's choice, else 3; --sample: 1)"
     )

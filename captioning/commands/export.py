@@ -5,7 +5,6 @@ with the model options not yet in blocks) cannot be exported: their fit runs wro
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from captioning.model.bundled import model_path
 from text_attn.core import startup_gc
 from text_attn.core.errors import one_line
 from text_attn.core.fast_exit import leaving
+from text_attn.core.info_file import add_info_option, merged_info, read_info
 from text_attn.core.modelfile import (
     ModelFileError,
     checkpoint_family,
@@ -271,90 +271,8 @@ def export_model(
     return out
 
 
-def _not_a_number(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON number (give null, or a number)")
-
-
-# --info is a few facts (data, terms, scores, a decoding): a file larger than this, or nested deeper, is not one (a
-# mistaken path to a large file was read whole; 5,000 nested lists were a RecursionError in json, 900 one in torch.save)
-INFO_BYTES = 1 << 20
-INFO_DEPTH = 32
-
-
-def _shape(value: object) -> tuple[int, bool]:
-    """How deeply a JSON value nests (a number or text: 0; {"a": 1}: 1), and whether every number in it is finite
-    (1e999 reads as infinity, which no JSON reader writes back: refused as NaN is); walked without recursion."""
-    deepest, finite, todo = 0, True, [(value, 1)]
-    while todo:
-        value, depth = todo.pop()
-        if isinstance(value, (dict, list)):
-            deepest = max(deepest, depth)
-            todo += [(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value)]
-        elif isinstance(value, float):
-            finite = finite and math.isfinite(value)
-    return deepest, finite
-
-
-def decoding_fault(decoding: object, words: int | None = None) -> str | None:
-    """What makes a recorded decoding (``info["decoding"]``) one ``caption`` cannot use, for a message; None where it
-    can. Its beam_size a positive integer (at most ``words``, the model's vocabulary), length_penalty a number >= 0,
-    no_repeat_ngram an integer >= 0, each where given: a beam wider than the vocabulary made every ``caption`` run of
-    the file fail (and attention-serve answer empty captions) though no one typed --beam-size."""
-    from text_attn.core.api_args import check_decoding
-
-    if decoding is None:  # none recorded (--info's null removes one)
-        return None
-    if not isinstance(decoding, dict):
-        return f"it must be a JSON object, got {type(decoding).__name__}"
-    try:
-        check_decoding(decoding.get("beam_size"), decoding.get("length_penalty"), None,
-                       decoding.get("no_repeat_ngram"), words)  # fmt: skip
-    except (TypeError, ValueError) as err:
-        return one_line(err)
-    return None
-
-
-def read_info(path: str) -> dict:
-    """--info FILE: a JSON object of facts about the model (its data, their terms, scores, a decoding), read from a
-    regular file of at most INFO_BYTES, nested at most INFO_DEPTH deep."""
-    import json
-
-    from text_attn.core.safe_files import read_regular
-
-    deep = f"--info {path}: nested more than {INFO_DEPTH} deep: not a JSON object of facts about a model"
-    try:
-        text = read_regular(path, INFO_BYTES).decode("utf-8-sig")  # a byte-order mark (Windows editors) dropped
-        # NaN and Infinity, which Python's json takes and no JSON reader (attention-serve's /info) writes back, refused
-        info = json.loads(text, parse_constant=_not_a_number)
-    except FileNotFoundError:
-        raise ModelFileError(f"--info {path}: no such file") from None
-    except OSError as err:  # there, but unreadable (no permission): its reason
-        raise ModelFileError(f"--info {path}: cannot read it ({(err.strerror or one_line(err)).lower()})") from None
-    except RecursionError:  # thousands of levels: json's own limit, far past INFO_DEPTH
-        raise ModelFileError(deep) from None
-    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
-        raise ModelFileError(f"--info {path}: cannot read a JSON object ({one_line(err)})") from None
-    if not isinstance(info, dict):
-        raise ModelFileError(f"--info {path}: expected a JSON object, got {type(info).__name__}")
-    depth, finite = _shape(info)
-    if depth > INFO_DEPTH:
-        raise ModelFileError(deep)
-    if not finite:
-        raise ModelFileError(f"--info {path}: a number too large to store (it reads as Infinity, which is not a JSON "
-                             "number): give null, or a number")  # fmt: skip
-    if "decoding" in info and (fault := decoding_fault(info["decoding"])):  # the vocabulary is checked once loaded
-        raise ModelFileError(f'--info {path}: its "decoding" cannot be used: {fault}')
-    return info
-
-
 def _options(p) -> None:
-    p.add_argument(
-        "--info",
-        metavar="FILE",
-        help="a JSON object of facts to store in the model file (training data, its terms, test scores, a decoding "
-        "chosen on val: beam_size, length_penalty, no_repeat_ngram); merged over what the input holds; `caption "
-        f"--model-info` prints it. A regular file of at most {INFO_BYTES >> 20} MiB, nested at most {INFO_DEPTH} deep",
-    )
+    add_info_option(p, "caption")
     p.add_argument(
         "--encoder-from-package",
         action="store_true",
@@ -429,15 +347,7 @@ def export_main(argv: list[str] | None = None) -> int:
         if ensemble:
             ensemble_of(captioner, src, ensemble, source=source)
             src = f"{src} in an ensemble of {len(captioner.decoders)} decoders"
-        captioner.info.update(extra)
-        if captioner.info.get("decoding", {}) is None:  # --info's "decoding": null: none recorded
-            del captioner.info["decoding"]
-        if (fault := decoding_fault(captioner.info.get("decoding"), len(captioner.vocab))) is not None:
-            # every caption run of the file would fail on it, though no one typed --beam-size
-            if "decoding" in extra:
-                raise ModelFileError(f'--info {info}: its "decoding" cannot be used with this model: {fault}')
-            raise ModelFileError(f'{source}: its recorded "decoding" cannot be used: {fault} (--info FILE with a '
-                                 '"decoding" replaces it; null: none)')  # fmt: skip
+        captioner.info = merged_info(captioner.info, extra, len(captioner.vocab), info, source)
         try:
             out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package, src=src)
         except ValueError as err:

@@ -62,10 +62,15 @@ def train_main(args: list[str] | None = None) -> None:
     """``caption-train {fit,validate,test,predict} --config configs/caption/X.yaml``, or ``caption-train report
     RUN_DIR``: the run's logged metrics as a PNG (text_attn.core.run_report), handled before LightningCLI parses."""
     argv = sys.argv[1:] if args is None else args
+    if argv[:1] == ["--version"]:  # at once, not after Lightning's import (~10 s); its parser lists it in --help
+        from text_attn.core.version import version_line
+
+        print(version_line("caption-train"))
+        raise SystemExit(0)
     if argv[:1] == ["report"]:
         from text_attn.core.run_report import report_main
 
-        raise SystemExit(report_main("caption-train", argv[1:]))
+        raise SystemExit(report_main("caption-train", argv[1:], "runs/shapes_soft"))
     from text_attn.core.lightning_cli import named_configs, refuse_missing_files
 
     # before Lightning's import (~10 s): a mistyped path is said at once

@@ -99,7 +99,7 @@ def files(tmp_path_factory):
 def test_export_makes_one_model_file_of_several_runs(capsys, files):
     out = files / "ens.pt"
     assert export_main([str(files / "m1.pt"), str(out), "--ensemble", str(files / "m2.pt"), str(files / "m3.pt")]) == 0
-    assert "in an ensemble of 3 decoders" in capsys.readouterr().out
+    assert "in an ensemble of 3 decoders" in capsys.readouterr().err
     assert torch.load(out, weights_only=True)["decoder_members"] == 3
     loaded = Captioner.load(out)
     assert loaded.ensemble and len(loaded.model.decoder.members) == 3
@@ -149,6 +149,7 @@ def test_what_cannot_be_one_ensemble_is_refused_in_one_line(capsys, files, tmp_p
     assert not (tmp_path / "bad.pt").exists()
     # an ensemble is not averaged with a single model, nor trained from
     assert export_main([m1, str(tmp_path / "ens.pt"), "--ensemble", str(files / "m2.pt")]) == 0
+    capsys.readouterr()  # its "wrote" line, on stderr
     _refused(capsys, [m1, bad, "--average", str(tmp_path / "ens.pt")], f"--average {tmp_path / 'ens.pt'}: not the same")
     single = Captioner.load(files / "m1.pt")
     with pytest.raises(ValueError, match="is an ensemble of 2 decoders"):

@@ -134,7 +134,7 @@ def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
     assert "an ensemble shares one encoder" in capsys.readouterr().err
     moved = tmp_path / "b_on_a.pt"
     assert export_main([str(tmp_path / "b.pt"), str(moved), "--encoder-of", str(tmp_path / "a.pt")]) == 0
-    assert "over the encoder of" in capsys.readouterr().out
+    assert "over the encoder of" in capsys.readouterr().err
     got = Captioner.load(moved)
     for name, value in a.model.encoder.state_dict().items():  # a's encoder
         assert torch.equal(got.model.encoder.state_dict()[name], value), name

@@ -309,7 +309,7 @@ def _states_equal(a: Captioner, b: Captioner) -> bool:
 def test_export_model_file_to_half(capsys, model_file, tmp_path):
     out = tmp_path / "half.pt"
     assert export_main([str(model_file), str(out), "--half"]) == 0
-    assert "float16" in capsys.readouterr().out
+    assert "float16" in capsys.readouterr().err  # the "wrote" line, on stderr as every command's
     assert out.stat().st_size < 0.6 * model_file.stat().st_size
     stored = torch.load(out, weights_only=True)["state_dict"]
     assert stored["decoder.embedding.weight"].dtype == torch.float16  # parameters halved ...
@@ -356,7 +356,7 @@ def test_export_averages_checkpoints_and_refuses_another_model(capsys, tmp_path)
         models.append(model)
     ckpts = [str(tmp_path / f"step-{i}.ckpt") for i in range(2)]
     assert export_main([ckpts[1], str(tmp_path / "avg.pt"), "--average", ckpts[0]]) == 0
-    assert "averaged with 1 more" in capsys.readouterr().out
+    assert "averaged with 1 more" in capsys.readouterr().err
     states = [m.model.state_dict() for m in models]
     for name, value in Captioner.load(tmp_path / "avg.pt").model.state_dict().items():
         if value.is_floating_point():
@@ -428,7 +428,7 @@ def test_export_errors(capsys, tmp_path):
 
 
 def test_export_info_saved_with_a_byte_order_mark_is_read(tmp_path):
-    from captioning.commands.export import read_info
+    from text_attn.core.info_file import read_info
 
     (tmp_path / "info.json").write_bytes(b'\xef\xbb\xbf{"trained on": "my photos"}\r\n')  # Notepad's "UTF-8"
     assert read_info(str(tmp_path / "info.json")) == {"trained on": "my photos"}
@@ -754,7 +754,7 @@ def test_export_takes_a_bundled_model_by_name(tmp_path, capsys):
     # as --model and model.init_from take it ("shapes: no such file" was the answer)
     out = tmp_path / "shapes.pt"
     assert export_main(["shapes", str(out)]) == 0
-    assert "from model file " in capsys.readouterr().out and Captioner.load(out).vocab == Captioner.load("shapes").vocab
+    assert "from model file " in capsys.readouterr().err and Captioner.load(out).vocab == Captioner.load("shapes").vocab
 
 
 def test_files_that_are_not_photos_are_each_one_line_and_the_rest_are_captioned(capsys, model_file, tmp_path,

@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from captioning.commands.caption import caption_main
-from captioning.commands.export import INFO_BYTES, INFO_DEPTH, export_main
+from captioning.commands.export import export_main
 from captioning.model.captioner import Captioner
 from captioning.training.shapes import VOCAB as SHAPE_WORDS
 from tests.helpers.tiny_captioner import separate_run, tiny_model_file
+from text_attn.core.info_file import INFO_BYTES, INFO_DEPTH
 from text_attn.core.vocab import Vocabulary
 
 VOCAB = Vocabulary.build([list(SHAPE_WORDS)])
@@ -63,6 +64,7 @@ def test_an_impossible_decoding_is_refused_at_export(model, tmp_path, capsys):
     fine = {"beam_size": words, "length_penalty": 1, "no_repeat_ngram": 3, "chosen_by": "by hand"}
     assert export_main([str(model), str(out), "--info", str(_info(tmp_path, {"decoding": fine}))]) == 0
     assert Captioner.load(out).info["decoding"] == fine
+    capsys.readouterr()  # its "wrote" line, on stderr
     # a file written by hand with such a decoding: its re-export names it; --info replaces it, null removes it
     data = torch.load(model, weights_only=True)
     torch.save({**data, "info": {"decoding": {"beam_size": 50}}}, tmp_path / "hand.pt")

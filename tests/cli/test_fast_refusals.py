@@ -1,9 +1,9 @@
 """A mistyped path is answered at once: a missing model file (caption, translate, attention-serve), IMAGE arguments
 none of which exists or folders none of which holds an image (caption), an output in a folder that does not exist
-(caption --jsonl, translate --output), a missing or broken --config or a missing --ckpt_path (caption-train,
-text-train, also their optimize) and a missing checkpoint to export (caption-export, text-export) are refused before
-torch is imported, in the words and with the exit code the run gives them after loading; a run that writes records
-for its failed images still writes them."""
+(caption --jsonl, translate --output, the exports' OUT), a missing or broken --config or a missing --ckpt_path
+(caption-train, text-train, also their optimize) and a missing checkpoint to export (caption-export, text-export) are
+refused before torch is imported, in the words and with the exit code the run gives them after loading; a run that
+writes records for its failed images still writes them."""
 
 from __future__ import annotations
 
@@ -106,6 +106,25 @@ def _probe(entry: tuple[str, str], argv: list[str], cwd) -> tuple[int, str, str,
         (TEXT_TRAIN, ["fit", "-c", "."], 2, ["text-train: error: --config .: is a directory"]),
         (CAPTION_EXPORT, ["gone.ckpt", "out.pt"], 2, ["caption-export: error: gone.ckpt: no such file"]),
         (TEXT_EXPORT, [".", "out.pt"], 2, ["text-export: error: .: not a file"]),
+        # said after the model loaded (2.3 s), as "cannot write no/x.pt: No such file or directory"
+        (
+            CAPTION_EXPORT,
+            ["photo.jpg", "no/x.pt"],
+            2,
+            ["caption-export: error: cannot write no/x.pt: the folder no does not exist"],
+        ),
+        (
+            TEXT_EXPORT,
+            ["ok.yaml", "no/x.pt"],
+            2,
+            ["text-export: error: cannot write no/x.pt: the folder no does not exist"],
+        ),
+        (
+            TEXT_EXPORT,
+            ["ok.yaml", "ok.yaml/x.pt"],
+            2,
+            ["text-export: error: cannot write ok.yaml/x.pt: ok.yaml is not a folder"],
+        ),
         (
             TEXT_TRAIN,
             ["fit", "--config=bad.yaml"],

@@ -37,3 +37,17 @@ def test_report_help_and_bad_run_dirs(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(err) == 1
         assert err[0].startswith(f"text-train report: error: {run} ") and says in err[0]
+
+
+def test_a_run_dir_that_is_no_folder_is_answered_with_the_familys_own_example(tmp_path, capsys):
+    """text-train report nope/ suggested "e.g. runs/shapes_soft", a captioning run."""
+    for main, prog, example in ((text_train, "text-train", "runs/reorder_bahdanau"),
+                                (caption_train, "caption-train", "runs/shapes_soft")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main(["report", str(tmp_path / "nope")])
+        assert (exc.value.code, capsys.readouterr().err) == (2, f"{prog} report: error: {tmp_path / 'nope'} is not a "
+                                                             f"folder (give a run's trainer.default_root_dir, e.g. "
+                                                             f"{example})\n")  # fmt: skip
+        with pytest.raises(SystemExit):
+            main(["report", "--help"])
+        assert f"e.g. {example}" in capsys.readouterr().out

@@ -72,6 +72,58 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
     assert err.startswith("translate: error: --max-len 1000000000: the search at beam 1 would need about 15 GiB")
 
 
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (["--top-p", "2"], "--top-p must be more than 0 and at most 1, got 2"),
+        (["--top-p", "0"], "--top-p must be more than 0 and at most 1, got 0"),
+        (["--temperature", "-0.5"], "--temperature must be more than 0, got -0.5"),
+        (["--top-k", "-1"], "--top-k must be 0 or more, got -1"),
+    ],
+)
+def test_a_sampler_value_out_of_range_names_its_option_and_value(bad, says, capsys):
+    """One line listed all three ranges ("--temperature must be > 0, --top-k >= 0 and --top-p in (0, 1]") for any one
+    of them: the reader had to find which. Checked on the options alone, before any model loads."""
+    from text_attn.core.search_options import check_search_options, fill_decoding_defaults
+    from text_attn.translation.translate_cli import _parser
+
+    args = _parser().parse_args(["--sample", *bad])
+    fill_decoding_defaults(args, {})
+    with pytest.raises(SystemExit) as exc:
+        check_search_options("translate", args)
+    assert (exc.value.code, capsys.readouterr().err) == (2, f"translate: error: {says}\n")
+
+
+def test_sample_seed_help_names_each_commands_own_options(capsys):
+    """translate's help said the seed repeats at any --devices, --workers and in a --resume: options it does not
+    have."""
+    from captioning.commands.caption_parser import _parser as caption_parser
+    from text_attn.translation.translate_cli import _parser as translate_parser
+
+    def seed_help(parser) -> str:
+        return next(a.help for a in parser._actions if "--sample-seed" in a.option_strings)
+
+    translate, caption = seed_help(translate_parser()), seed_help(caption_parser())
+    assert "(keyed by its number) at any --batch-size;" in translate
+    assert not [flag for flag in ("--devices", "--workers", "--resume", "photo") if flag in translate]
+    assert "(keyed by its photo's name) at any --batch-size, --devices, --workers and in a --resume" in caption
+
+
+def test_caption_seed_beside_sample_points_to_sample_seed(tmp_path, capsys):
+    """--seed is --demo shapes' scene seed; given with --sample it was refused without naming the option meant."""
+    from captioning.commands.caption import caption_main
+
+    (tmp_path / "photo.jpg").write_bytes(b"")
+    for argv, says in (
+        (["--sample", "--seed", "1"], "--seed only applies to --demo shapes (the seed of --sample's draws is "
+                                      "--sample-seed)"),
+        (["--seed", "1"], "--seed only applies to --demo shapes"),
+    ):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            caption_main([*argv, str(tmp_path / "photo.jpg")])
+        assert (exc.value.code, capsys.readouterr().err) == (2, f"caption: error: {says}\n")
+
+
 def test_caption_n_best_and_seeded_sampling(capsys, tmp_path, monkeypatch):
     from captioning.commands.caption import caption_main
 

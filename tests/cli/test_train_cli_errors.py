@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from captioning.commands.train import train_main as caption_train
+from text_attn.core.lightning_cli import SUBCOMMAND_HELP
+from text_attn.core.version import toolkit_version
 from text_attn.translation.train_cli import train_main as text_train
 
 CKPT = "pytorch_lightning.callbacks.ModelCheckpoint"
@@ -77,6 +79,32 @@ def test_help_still_prints_the_usage(capsys):
     with pytest.raises(SystemExit) as exc:
         caption_train(["fit", "--help"])
     assert exc.value.code == 0 and "usage: caption-train" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("main", "prog", "config"),
+    [(caption_train, "caption-train", "shapes_soft"), (text_train, "text-train", "reorder_bahdanau")],
+)
+def test_help_lists_every_subcommand_with_a_whole_line(main, prog, config, capsys):
+    """--help listed {fit,validate,test} (report and optimize, which the command handles before Lightning, were
+    missing) with Lightning's docstrings as their lines, test's cut mid-sentence ("...make sure you never run on
+    your"), and no --version."""
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "{fit,validate,test,report,optimize}" in out and "--version" in out
+    listed = " ".join(out.split("Available subcommands:")[1].split())  # argparse wraps the lines
+    for name in ("fit", "validate", "test", "report", "optimize"):
+        assert f" {name} {SUBCOMMAND_HELP[name]}" in listed, name
+    assert "never run on your" not in out
+    with pytest.raises(SystemExit) as exc:
+        main(["test", "--help"])  # the subcommand's own help opens with the same line, its options titled by it
+    out = " ".join(capsys.readouterr().out.split())
+    assert exc.value.code == 0 and SUBCOMMAND_HELP["test"] in out and "test options:" in out
+    assert "never run on your" not in out
+    with pytest.raises(SystemExit) as exc:  # the parser's own --version, where options come before it
+        main(["--config", config, "--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"{prog} {toolkit_version()}\n"
 
 
 @pytest.mark.parametrize(

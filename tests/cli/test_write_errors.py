@@ -6,6 +6,8 @@ tests/cli/test_caption_cli.py.)"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import resource
 import signal
 import subprocess
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from helpers.multi30k import write_corpus
+
+from text_attn.core.errors import close_quietly
 
 BIN = Path(sys.executable).parent
 
@@ -104,3 +108,55 @@ def test_a_reader_that_leaves_mid_output_is_one_line_and_exit_code_2():
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 2 and err == "caption: error: cannot write stdout: [Errno 32] Broken pipe\n", err
+
+
+@contextlib.contextmanager
+def _reader_gone():
+    """Stdout a pipe whose reader has left (`command | true`), line-buffered as under PYTHONUNBUFFERED=1: a print
+    there raises BrokenPipeError at once. Set inside the test (pytest puts its capture back when the call starts)."""
+    read, write = os.pipe()
+    os.close(read)
+    stream, saved = open(write, "w", buffering=1), sys.stdout  # noqa: SIM115 - closed below
+    sys.stdout = stream
+    try:
+        yield
+    finally:
+        sys.stdout = saved
+        close_quietly(stream)
+
+
+def test_an_export_says_wrote_on_stderr_and_needs_no_stdout(tmp_path, capsys):
+    """`text-export bahdanau x.pt | true` wrote x.pt, then its "wrote" line on stdout ended in a BrokenPipeError
+    traceback, exit code 1. That line goes to stderr, as caption's and translate's "wrote" lines do: an export prints
+    nothing on stdout, so a stdout whose reader is gone changes nothing."""
+    from captioning.commands.export import export_main as caption_export
+    from tests.helpers.tiny_captioner import tiny_model_file
+    from text_attn.translation.export import export_main as text_export
+
+    sources = {"text-export": (text_export, _tiny_text_model(tmp_path)),
+               "caption-export": (caption_export, tiny_model_file(tmp_path / "c.pt"))}  # fmt: skip
+    for prog, (main, src) in sources.items():
+        out = tmp_path / f"{prog}.pt"
+        with _reader_gone():
+            assert main([str(src), str(out)]) == 0 and out.is_file()
+        err = capsys.readouterr().err
+        assert err.startswith(f"wrote {out} from model file {src}: ") and err.count("\n") == 1, err
+
+
+def test_a_report_whose_stdout_reader_is_gone_is_one_line(tmp_path, capsys):
+    """`text-train report RUN | true`: its summary line (its output) cannot be written once the PNG is: one line and
+    exit code 2, as caption's and translate's output, not a traceback with exit code 1; the PNG and its "wrote" line
+    stay."""
+    from helpers.run_logs import write_run
+
+    from text_attn.translation.train_cli import train_main
+
+    write_run(tmp_path / "run")
+    with pytest.raises(SystemExit) as exc, _reader_gone():
+        train_main(["report", str(tmp_path / "run")])
+    png = tmp_path / "run" / "report.png"
+    assert exc.value.code == 2 and png.is_file()
+    assert capsys.readouterr().err.splitlines() == [
+        f"wrote {png}",
+        "text-train report: error: cannot write stdout: [Errno 32] Broken pipe",
+    ]

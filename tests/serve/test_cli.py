@@ -28,6 +28,20 @@ def test_help_names_the_routes_and_options(capsys):
     assert "Prefer the variable" in " ".join(out.split()) and "--allowed-host" in out  # argparse wraps the lines
 
 
+def test_device_is_the_accelerators_other_name_and_no_option_is_abbreviated(capsys):
+    """caption and translate spell it --device: argparse completed a serve --device to --devices ("--devices takes a
+    number of GPUs or auto, got 'cpu'"). Now it is --accelerator's other name, and no prefix stands for an option."""
+    assert _parser().parse_args(["--device", "cpu"]).accelerator == "cpu"
+    assert _parser().parse_args(["--devices", "2"]).devices == "2"
+    assert "unrecognized arguments: --dev cpu" in _refused(["--dev", "cpu"], capsys)
+    assert "unrecognized arguments: --accel cuda" in _refused(["--accel", "cuda"], capsys)
+    with pytest.raises(SystemExit):
+        serve_main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
+    assert "--accelerator {auto,cpu,cuda}, --device {auto,cpu,cuda} where the models run: auto (the default" in out
+    assert "--log-level {debug,info,warning,error} the least severe of LitServe's and uvicorn's log lines" in out
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

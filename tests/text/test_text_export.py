@@ -62,8 +62,13 @@ def test_export_a_checkpoint_translates_like_the_trained_network(run, tmp_path, 
     ckpt, final, fit_file = run
     out = tmp_path / "exported.pt"
     assert export_main([str(ckpt), str(out)]) == 0
-    msg = capsys.readouterr().out
-    assert msg.startswith(f"wrote {out} from checkpoint (epoch ") and f", step 6) {ckpt}: " in msg and "float32" in msg
+    printed, msg = capsys.readouterr()
+    assert (
+        printed == ""
+        and msg.startswith(f"wrote {out} from checkpoint (epoch ")
+        and f", step 6) {ckpt}: " in msg
+        and "float32" in msg
+    )
     data = load_model_file(out, "text-model")
     expected = final.net.state_dict()
     assert data["state_dict"].keys() == expected.keys()
@@ -92,7 +97,7 @@ def test_half_halves_the_file_and_still_translates(run, tmp_path, capsys):
     full, half = tmp_path / "full.pt", tmp_path / "half.pt"
     assert export_main([str(ckpt), str(full)]) == 0
     assert export_main([str(ckpt), str(half), "--half"]) == 0
-    assert "float16 weights" in capsys.readouterr().out.splitlines()[-1]
+    assert "float16 weights" in capsys.readouterr().err.splitlines()[-1]
     assert half.stat().st_size < 0.65 * full.stat().st_size
     stored = torch.load(half, weights_only=True)["state_dict"]
     assert stored and all(v.dtype == torch.float16 for v in stored.values() if v.is_floating_point())
@@ -105,7 +110,7 @@ def test_half_halves_the_file_and_still_translates(run, tmp_path, capsys):
     assert capsys.readouterr().out.count("\n") == 1
     # a model file re-exported in place: float32 again (the halved values)
     assert export_main([str(half), str(half)]) == 0
-    assert "from model file" in capsys.readouterr().out
+    assert "from model file" in capsys.readouterr().err
     again = torch.load(half, weights_only=True)["state_dict"]
     assert all(v.dtype == torch.float32 and torch.equal(v, stored[k].float()) for k, v in again.items())
     assert not list(tmp_path.glob("*.part"))
@@ -206,6 +211,45 @@ def test_help_names_translate(capsys):
     assert exc.value.code == 0 and "translate --model" in out and "--half" in out
 
 
+def test_info_merges_facts_that_translate_model_info_shows(tmp_path, capsys):
+    """caption-export had --info FILE and text-export had not: a model's data, terms and chosen decoding could be
+    given to a caption model only. The same reader and checks (text_attn.core.info_file); `translate --model-info`
+    says what was given, and the decoding is the file's default."""
+    import json
+
+    from helpers.tiny_translator import tiny_word_model_file
+
+    model = tiny_word_model_file(tmp_path / "m.pt")  # 6 words + <pad> <bos> <eos> <unk>
+    facts = {"training_data": "my own pairs", "terms": "mine to share", "decoding": {"beam_size": 2}}
+    (tmp_path / "info.json").write_text(json.dumps(facts))
+    assert export_main([str(model), "out.pt", "--info", "info.json"]) == 0
+    assert Translator.load("out.pt").info == facts and Translator.load("out.pt").decoding()["beam_size"] == 2
+    capsys.readouterr()
+    assert translate_main(["--model", "out.pt", "--model-info"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    for line in ("training data:  my own pairs", "terms:          mine to share", "decoding:       beam_size 2"):
+        assert line in shown, shown
+    # "decoding": null removes a recorded one; the others stay
+    (tmp_path / "none.json").write_text('{"decoding": null}')
+    assert export_main(["out.pt", "again.pt", "--info", "none.json"]) == 0
+    assert Translator.load("again.pt").info == {k: v for k, v in facts.items() if k != "decoding"}
+    capsys.readouterr()
+    # a decoding no translate run could use is refused before anything is written, as caption-export refuses it
+    (tmp_path / "wide.json").write_text('{"decoding": {"beam_size": 11}}')
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(model), "wide.pt", "--info", "wide.json"])
+    assert _one_error_line(capsys, exc, "text-export") == (
+        'text-export: error: --info wide.json: its "decoding" cannot be used with this model: beam_size 11 is more '
+        "than the model's 10 words: at most 10"
+    )
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(model), "list.pt", "--info", "list.json"])
+    said = _one_error_line(capsys, exc, "text-export")
+    assert said == "text-export: error: --info list.json: expected a JSON object, got list"
+    assert not list(tmp_path.glob("wide.pt*")) and not list(tmp_path.glob("list.pt*"))
+
+
 def test_translate_given_a_checkpoint_names_the_export_command(run, tmp_path, capsys):
     ckpt, _, _ = run
     with pytest.raises(SystemExit) as exc:
@@ -255,7 +299,7 @@ def test_average_writes_the_mean_of_the_epochs_weights(tmp_path, capsys):
     capsys.readouterr()
     out = tmp_path / "avg.pt"
     assert export_main([str(ckpts[2]), str(out), "--average", str(ckpts[0]), str(ckpts[1])]) == 0
-    assert f"averaged with {ckpts[0]} {ckpts[1]}: " in capsys.readouterr().out
+    assert f"averaged with {ckpts[0]} {ckpts[1]}: " in capsys.readouterr().err
     data = load_model_file(out, "text-model")
     for k, v in data["state_dict"].items():
         mean = sum(s["net." + k] for s in states) / 3
@@ -292,7 +336,7 @@ def test_average_takes_a_bundled_model_by_name_as_checkpoint_does(run, tmp_path,
     monkeypatch.setattr(bundled, "MODEL_NAMES", {**bundled.MODEL_NAMES, "mine": Path(model_file)})
     monkeypatch.chdir(tmp_path)  # no file called "mine" here: the name is the bundled one's
     assert export_main([str(ckpt), "avg.pt", "--average", "mine"]) == 0
-    assert "averaged with mine: " in capsys.readouterr().out
+    assert "averaged with mine: " in capsys.readouterr().err
     data = load_model_file(tmp_path / "avg.pt", "text-model")
     assert data["info"]["averaged"].startswith("the mean of the weights of 2 files by text-export --average: ")
     assert data["info"]["averaged"].split(": ")[1].split(";")[0] == f"{Path(ckpt).name}, mine"

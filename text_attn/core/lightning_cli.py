@@ -33,6 +33,7 @@ from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line
 from text_attn.core.safe_files import atomic_output, write_text
+from text_attn.core.version import add_version
 
 
 class _NoTips(logging.Filter):
@@ -153,6 +154,28 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             # that predict; Lightning's own predict loop ended in a traceback)
             every = {k: v for k, v in LightningCLI.subcommands().items() if k != "predict"}
             return {only: every[only]} if only in every else every
+
+        def setup_parser(self, add_subcommands: bool, main_kwargs: dict, subparser_kwargs: dict) -> None:
+            super().setup_parser(add_subcommands, main_kwargs, subparser_kwargs)
+            add_version(self.parser)  # listed in --help; `PROG --version` alone is answered before Lightning's import
+
+        def _add_subcommands(self, parser, **kwargs) -> None:
+            """Each subcommand's help line and description ours (Lightning's are its Trainer method's docstring, cut
+            mid-sentence for test), and, in the help of the whole command, report and optimize listed with them: the
+            command handles both before this parser is built (train_main), so they are shown here, never parsed."""
+            for name in self.subcommands():
+                kwargs[name] = {"description": SUBCOMMAND_HELP[name], **kwargs.get(name, {})}
+            super()._add_subcommands(parser, **kwargs)
+            action = parser._subcommands_action
+            for choice in action._choices_actions:
+                theirs, choice.help = choice.help, SUBCOMMAND_HELP.get(choice.dest, choice.help)
+                for group in self._subcommand_parsers[choice.dest]._action_groups:  # the method's options were
+                    if group.title == theirs:  # titled with the same cut docstring
+                        group.title = f"{choice.dest} options"
+            if only is None:
+                pseudo = type(action._choices_actions[0])  # argparse's _ChoicesPseudoAction: a line of the list
+                action._choices_actions += [pseudo(name, (), SUBCOMMAND_HELP[name]) for name in HANDLED_FIRST]
+                action.metavar = "{" + ",".join([*action.choices, *HANDLED_FIRST]) + "}"
 
         def parse_arguments(self, parser, args) -> None:
             """Called in-process with its own ``args`` (a notebook, a test, a benchmark), the process's argv is not
@@ -633,6 +656,14 @@ def _one_batch(args: list[str], nodes: list) -> frozenset[str]:
 # what both training commands take first: LightningCLI's three (predict is caption's and translate's job), then the two
 # each command handles before LightningCLI parses (train_main)
 ALL_SUBCOMMANDS = "fit, validate, test, report RUN_DIR or optimize"
+HANDLED_FIRST = ("report", "optimize")
+SUBCOMMAND_HELP = {  # each subcommand's line in --help
+    "fit": "train a model from a config; its end writes the model file (--model.export_path)",
+    "validate": "score a model on the validation split (--ckpt_path: a checkpoint, best or last)",
+    "test": "score a model on the test split, once its settings are chosen (--ckpt_path: a checkpoint, best or last)",
+    "report": "report RUN_DIR [--out PNG]: a run's logged loss and validation scores drawn as one PNG",
+    "optimize": "optimize --config C.yaml --out DIR: the corpus written as LitData chunks, for fit to stream",
+}
 
 
 def nested_options_message(given: set[str], blocks: list[tuple[str, tuple[str, ...]]], example: str) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import io
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -224,13 +225,16 @@ def export_command(
     named: Callable[[str], str] | None = None,
 ) -> int:
     """The one shape of every family's export command (``caption-export``, ``text-export``): ``CHECKPOINT OUT
-    [--half]``; ``convert(input, output, half, **family_options)`` writes the file and returns the line to print
-    (``add_options`` adds a family's own options to the parser; they reach convert by name). Bad input: one line,
-    exit code 2. ``named``: maps a bundled model's name (``flickr8k``, ``transformer``) to its file, as ``--model``
-    takes one."""
+    [--half]``; ``convert(input, output, half, **family_options)`` writes the file and returns its "wrote" line, said
+    on stderr as every command's "wrote" lines are (stdout holds a command's results; an export's is the file). Bad
+    input: one line, exit code 2. ``add_options`` adds a family's own options to the parser; they reach convert by
+    name. ``named``: maps a bundled model's name (``flickr8k``, ``transformer``) to its file, as ``--model`` takes
+    one."""
     from text_attn.core.errors import ArgumentParser, fail, one_line
+    from text_attn.core.version import add_version
 
     p = ArgumentParser(prog=prog, description=description)
+    add_version(p)
     p.add_argument("input", metavar="CHECKPOINT", help=input_help)
     p.add_argument("output", metavar="OUT", help=output_help)
     p.add_argument("--half", action="store_true", help="store weights as float16 (half the size; loads as float32)")
@@ -250,6 +254,10 @@ def export_command(
     missing = _not_a_file(args.input, typed)
     if missing:  # said before convert imports torch (seconds): a mistyped path is answered at once
         fail(prog, missing)
+    folder = Path(args.output).parent
+    if not folder.is_dir():  # likewise, as caption and translate say it of their outputs (a folder is not made)
+        fail(prog, f"cannot write {args.output}: " + (f"{folder} is not a folder" if folder.exists() else
+                                                      f"the folder {folder} does not exist"))  # fmt: skip
     try:
         _refuse_checkpoint_in_place(args.input, args.output)
         line = convert(args.input, args.output, args.half, **extra)
@@ -257,7 +265,10 @@ def export_command(
         fail(prog, str(err))
     except OSError as err:
         fail(prog, f"cannot write {args.output}: {getattr(err, 'strerror', None) or one_line(err)}")
-    print(line)
+    try:
+        print(line, file=sys.stderr)
+    except OSError:  # stderr gone (`2>&1 | true`): the file is written, and there is no one left to tell
+        pass
     return 0
 
 

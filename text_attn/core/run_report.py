@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from text_attn.core.errors import ArgumentParser, fail, one_line
+from text_attn.core.errors import ArgumentParser, emit, fail, one_line
 from text_attn.core.safe_files import atomic_output, inert_output, protecting
 
 Series = dict[str, list[tuple[int, float]]]  # metric name -> (step, value) pairs, by step
@@ -67,12 +67,13 @@ def _has_logs(folder: Path) -> bool:
     return (folder / "metrics.csv").is_file() or any(folder.glob("events.out.tfevents.*"))
 
 
-def find_log_dir(run_dir: str | Path) -> Path:
+def find_log_dir(run_dir: str | Path, example: str = "runs/NAME") -> Path:
     """The folder holding the run's logs: RUN_DIR itself, or the newest version under it with training steps
-    (a ``test`` run's version has none), else the newest with validation scores, else the newest with any logs."""
+    (a ``test`` run's version has none), else the newest with validation scores, else the newest with any logs.
+    ``example``: a run folder of the command's own family, for the line that says RUN_DIR is no folder."""
     run = Path(run_dir)
     if not run.is_dir():
-        raise RunReportError(f"{run} is not a folder (give a run's trainer.default_root_dir, e.g. runs/shapes_soft)")
+        raise RunReportError(f"{run} is not a folder (give a run's trainer.default_root_dir, e.g. {example})")
     if _has_logs(run):
         return run
     root = run / "lightning_logs" if (run / "lightning_logs").is_dir() else run
@@ -302,8 +303,11 @@ def summary(series: Series, mark: tuple[str, str] | None = None) -> str:
 
 
 @inert_output
-def report_main(prog: str, argv: list[str]) -> int:
-    """``PROG report RUN_DIR [--out PNG]``: write the run's report; bad RUN_DIR: one line, exit code 2."""
+def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
+    """``PROG report RUN_DIR [--out PNG]``: write the run's report; bad RUN_DIR: one line, exit code 2. ``example``:
+    a run folder of PROG's family (its shipped config's default_root_dir), for the help and the error line. The
+    summary line is the command's output, on stdout (errors.emit: a reader that is gone is one line, exit code 2); the
+    "wrote" line goes to stderr, as every command's."""
     p = ArgumentParser(
         prog=f"{prog} report",
         description="Plot a training run's logged metrics over the steps into one PNG: the loss, the validation "
@@ -311,11 +315,11 @@ def report_main(prog: str, argv: list[str]) -> int:
         "(its newest version with training steps), its lightning_logs folder or one version_N folder. The same "
         "logs open live in TensorBoard: tensorboard --logdir RUN_DIR.",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="the run's folder, e.g. runs/shapes_soft")
+    p.add_argument("run_dir", metavar="RUN_DIR", help=f"the run's folder, e.g. {example}")
     p.add_argument("--out", metavar="PNG", help="where to write the report (default: RUN_DIR/report.png)")
     args = p.parse_args(argv)
     try:
-        log_dir = find_log_dir(args.run_dir)
+        log_dir = find_log_dir(args.run_dir, example)
         chain = resumed_chain(log_dir)
         series = chained_metrics(chain)
         mark = monitored(chain[-1])  # what the run chooses its best by
@@ -329,6 +333,6 @@ def report_main(prog: str, argv: list[str]) -> int:
         fail(f"{prog} report", str(err))
     except OSError as err:
         fail(f"{prog} report", f"cannot write {args.out or 'RUN_DIR/report.png'}: {one_line(err)}")
-    print(f"{log_dir}: {summary(series, mark)}")
     print(f"wrote {path}", file=sys.stderr)
+    emit(f"{prog} report", f"{log_dir}: {summary(series, mark)}")
     return 0

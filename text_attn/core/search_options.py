@@ -18,7 +18,15 @@ def sample_seed(text: str) -> int:
     return value
 
 
+# what the same --sample-seed repeats each input's draws across, in each command's own options
+SEED_REPEATS = {
+    "caption": "(keyed by its photo's name) at any --batch-size, --devices, --workers and in a --resume",
+    "translate": "(keyed by its number) at any --batch-size",
+}
+
+
 def add_search_options(p: argparse.ArgumentParser) -> None:
+    """The decoding options of ``p.prog`` (``caption`` or ``translate``)."""
     g = p.add_argument_group("decoding")
     g.add_argument("--sample", action="store_true", help="draw each word instead of searching (one hypothesis: beam 1)")
     g.add_argument("--temperature", type=float, default=1.0, help="--sample: divide the log-probabilities by this")
@@ -28,8 +36,7 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
         "--sample-seed",
         type=sample_seed,
         help="--sample: seed of the draws (default: a fresh one a run); the same seed repeats each input's draws "
-        "(keyed by its number, caption: its photo's name) at any --batch-size, --devices, --workers and in a "
-        "--resume; another --threads may flip a rare one (float rounding)",
+        f"{SEED_REPEATS[p.prog]}; another --threads may flip a rare one (float rounding)",
     )
     g.add_argument(
         "--n-best",
@@ -90,8 +97,12 @@ def check_search_options(prog: str, args: argparse.Namespace, words: int | None 
         fail(prog, f"--n-best must be between 1 and --beam-size ({args.beam_size}), got {args.n_best}")
     if args.no_repeat_ngram < 0:
         fail(prog, f"--no-repeat-ngram must be 0 or more, got {args.no_repeat_ngram}")
-    if args.temperature <= 0 or args.top_k < 0 or not 0 < args.top_p <= 1:
-        fail(prog, "--temperature must be > 0, --top-k >= 0 and --top-p in (0, 1]")
+    if args.temperature <= 0:  # each named with its value: one line that listed all three left the reader to find it
+        fail(prog, f"--temperature must be more than 0, got {args.temperature:g}")
+    if args.top_k < 0:
+        fail(prog, f"--top-k must be 0 or more, got {args.top_k}")
+    if not 0 < args.top_p <= 1:
+        fail(prog, f"--top-p must be more than 0 and at most 1, got {args.top_p:g}")
     given = [flag for flag, value, default in (("--temperature", args.temperature, 1.0), ("--top-k", args.top_k, 0),
              ("--top-p", args.top_p, 1.0), ("--sample-seed", args.sample_seed, None)) if value != default]  # fmt: skip
     if given and not args.sample:  # a setting of the sampler without the sampler: the search would ignore it

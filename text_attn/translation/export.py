@@ -13,6 +13,7 @@ from typing import Any
 
 from text_attn.core import startup_gc
 from text_attn.core.fast_exit import leaving
+from text_attn.core.info_file import add_info_option, merged_info, read_info
 from text_attn.core.modelfile import ModelFileError, export_command, mean_weights
 from text_attn.core.safe_files import atomic_output, inert_output
 from text_attn.translation.bundled import model_path
@@ -112,18 +113,46 @@ def _size(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:.1f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.0f} KiB"
 
 
+def _target_words(content: dict[str, Any]) -> int | None:
+    """The size of the model's output vocabulary (the widest beam a recorded decoding may ask for); None where it
+    cannot be read: write_model_file then names the damage."""
+    from text_attn.core.vocab import Vocabulary
+
+    try:
+        return len(Vocabulary.from_dict(content["tgt_vocab"]))
+    except (KeyError, TypeError, AttributeError, ValueError):
+        return None
+
+
+def _options(p) -> None:
+    add_info_option(p, "translate --model OUT")
+    p.add_argument(
+        "--average",
+        nargs="+",
+        metavar="CHECKPOINT",
+        help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these (e.g. the "
+        "last epochs' checkpoints of one run; same settings and vocabularies; a bundled model by name too)",
+    )
+
+
 @inert_output
 def export_main(argv: list[str] | None = None) -> int:
-    """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half]``; returns the exit code (errors: one line, exit 2)."""
+    """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--average CHECKPOINT ...]``; returns the
+    exit code (errors: one line, exit 2)."""
 
-    def convert(src: str, dst: str, half: bool, average: list[str] | None) -> str:
+    def convert(src: str, dst: str, half: bool, info: str | None, average: list[str] | None) -> str:
+        extra = read_info(info) if info else {}  # before the source is read: a bad --info is said at once
         content, what = read_source(src)
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
         tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
         n = sum(v.numel() for v in tensors.values())
+        source = src  # the file itself; src says what has been made of it
         if average:
             content = average_sources(content, src, average)
             src = f"{src} averaged with {' '.join(average)}"
+        if extra or content.get("info"):  # merged over what the input (or the mean) records, its decoding checked
+            facts = merged_info(content.get("info") or {}, extra, _target_words(content), info, source)
+            content = {**content, "info": facts}
         out = write_model_file(content, dst, half=half, src=src)
         dtype = "float16" if half else "float32"
         return f"wrote {out} from {what} {src}: {n:,} parameters, {dtype} weights, {_size(out.stat().st_size)}"
@@ -138,14 +167,7 @@ def export_main(argv: list[str] | None = None) -> int:
         "model file to write (e.g. model.pt); may be the input",
         convert,
         argv,
-        lambda p: p.add_argument(
-            "--average",
-            nargs="+",
-            metavar="CHECKPOINT",
-            help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these "
-            "(e.g. the last epochs' checkpoints of one run; same settings and vocabularies; a bundled model by name "
-            "too)",
-        ),
+        _options,
         named=lambda name: str(model_path(name)),
     )
 

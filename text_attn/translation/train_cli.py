@@ -53,10 +53,15 @@ def train_main(args: list[str] | None = None) -> None:
     """``text-train {fit,validate,test,predict} --config configs/text/X.yaml``, or ``text-train report RUN_DIR``: the
     run's logged metrics as a PNG (text_attn.core.run_report), handled before LightningCLI parses anything."""
     argv = sys.argv[1:] if args is None else args
+    if argv[:1] == ["--version"]:  # at once, not after Lightning's import (~10 s); its parser lists it in --help
+        from text_attn.core.version import version_line
+
+        print(version_line("text-train"))
+        raise SystemExit(0)
     if argv[:1] == ["report"]:
         from text_attn.core.run_report import report_main
 
-        raise SystemExit(report_main("text-train", argv[1:]))
+        raise SystemExit(report_main("text-train", argv[1:], "runs/reorder_bahdanau"))
     from text_attn.core.lightning_cli import named_configs, refuse_missing_files
 
     # before Lightning's import (~10 s): a mistyped path is said at once

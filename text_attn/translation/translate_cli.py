@@ -44,6 +44,7 @@ from text_attn.core.search_options import (
     fill_decoding_defaults,
     search_options,
 )
+from text_attn.core.version import add_version
 from text_attn.translation.bundled import (  # noqa: F401 - names others import
     ASSETS,
     BUNDLED_MODEL,
@@ -83,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         "Transformer trained on Multi30k) or bahdanau (the same data, a GRU with Bahdanau attention: faster)",
     )
     p.add_argument("--model-info", action="store_true", help="print what the model is and was trained on, and exit")
+    add_version(p)
     p.add_argument(
         "--demo",
         action="store_true",
