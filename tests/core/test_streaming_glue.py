@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from text_attn.core.streaming import ChunkError, read_all, streaming_loader
+from text_attn.core.streaming import ChunkError, private_litdata_cache, read_all, streaming_loader
 
 N, BATCH = 50, 4  # 13 batches an epoch, the last one short
 
@@ -29,9 +29,38 @@ def chunks(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("chunks")
     # several small chunks, so LitData's shuffle moves chunks as well as samples
-    litdata.optimize(sample, list(range(N)), str(root / "train"), chunk_bytes="120B", num_workers=1,
-                     start_method="fork", verbose=False)  # fmt: skip
+    with private_litdata_cache():  # not $TMPDIR/chunks and $TMPDIR/data, which LitData empties
+        litdata.optimize(sample, list(range(N)), str(root / "train"), chunk_bytes="120B", num_workers=1,
+                         start_method="fork", verbose=False)  # fmt: skip
     return root
+
+
+def _one_sample(i: int) -> dict:
+    return {"index": i}
+
+
+def test_optimize_leaves_the_temporary_folders_chunks_and_data_of_others_alone(tmp_path, monkeypatch):
+    """LitData empties its scratch folders as it starts, by default $TMPDIR/chunks and $TMPDIR/data: `optimize`
+    deleted a user's own /tmp/data, and two runs at once emptied each other's. Its scratch is now a private
+    folder of the run's, removed afterwards."""
+    import os
+    import tempfile
+
+    from text_attn.core.streaming import LITDATA_SCRATCH, optimize_splits
+
+    tmp = tmp_path / "tmp"
+    for name in ("chunks", "data"):
+        (tmp / name).mkdir(parents=True)
+        (tmp / name / "mine.txt").write_text("a user's own file")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    for name in LITDATA_SCRATCH:
+        monkeypatch.delenv(name, raising=False)
+    inputs = {"train": list(range(6)), "val": [0, 1], "test": [0]}
+    optimize_splits(tmp_path / "out", "text", {}, {}, inputs, lambda split: _one_sample, log=lambda line: None)
+    assert sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) == [
+        "chunks", "chunks/mine.txt", "data", "data/mine.txt"]  # fmt: skip
+    assert not any(name in os.environ for name in LITDATA_SCRATCH)
+    assert indices(read_all(tmp_path / "out", "train")) == list(range(6))
 
 
 def test_a_resumed_loader_continues_with_the_samples_an_uninterrupted_run_had_left(chunks):
@@ -83,8 +112,9 @@ def test_a_chunk_folder_of_pickled_samples_is_refused_before_any_is_read(tmp_pat
     import litdata
 
     flag = tmp_path / "ran"
-    litdata.optimize(_evil, [str(flag)] * 3, str(tmp_path / "c" / "val"), chunk_bytes="1MB", num_workers=1,
-                     start_method="fork", verbose=False)  # fmt: skip
+    with private_litdata_cache():
+        litdata.optimize(_evil, [str(flag)] * 3, str(tmp_path / "c" / "val"), chunk_bytes="1MB", num_workers=1,
+                         start_method="fork", verbose=False)  # fmt: skip
     assert not flag.exists()  # writing the folder ran nothing
     with pytest.raises(ChunkError, match=r"index.json: declares sample formats pickle, which optimize never writes"):
         read_all(tmp_path / "c", "val")

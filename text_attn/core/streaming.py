@@ -26,10 +26,13 @@ the trained batches times the batch size (per rank).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -196,22 +199,52 @@ def optimize_splits(
         # a function that yields several samples an input: that split is written again)
         before = multiprocessing.get_start_method(allow_none=True)
         try:
-            litdata.optimize(
-                fn,
-                list(items),
-                str(root / split),
-                chunk_bytes=chunk_bytes,
-                num_workers=max(1, min(num_workers, len(items))),
-                use_checkpoint=not inspect.isgeneratorfunction(fn),
-                keep_data_ordered=True,
-                start_method=_optimize_start_method(),
-                verbose=True,
-            )
+            with private_litdata_cache():
+                litdata.optimize(
+                    fn,
+                    list(items),
+                    str(root / split),
+                    chunk_bytes=chunk_bytes,
+                    num_workers=max(1, min(num_workers, len(items))),
+                    use_checkpoint=not inspect.isgeneratorfunction(fn),
+                    keep_data_ordered=True,
+                    start_method=_optimize_start_method(),
+                    verbose=True,
+                )
         finally:  # LitData sets the start method for the whole process (force=True): this process's own is kept
             multiprocessing.set_start_method(before, force=True)
         manifest["splits"][split] = {"items": n}
         _write_manifest(root, manifest)
     return manifest
+
+
+# LitData's scratch folders: it empties them (shutil.rmtree) as each optimize starts, and by default they are
+# $TMPDIR/chunks and $TMPDIR/data, names anyone may be using: `optimize` deleted a user's own /tmp/data, and two runs
+# at once (or two users) emptied each other's.
+LITDATA_SCRATCH = ("DATA_OPTIMIZER_CACHE_FOLDER", "DATA_OPTIMIZER_DATA_CACHE_FOLDER")
+
+
+@contextlib.contextmanager
+def private_litdata_cache():
+    """LitData's scratch folders (:data:`LITDATA_SCRATCH`) in a fresh private temporary folder of this run's, removed
+    afterwards; a folder the user named in those variables is theirs to give, and is kept."""
+    if all(os.environ.get(name) for name in LITDATA_SCRATCH):
+        yield
+        return
+    scratch = tempfile.mkdtemp(prefix="attention-toolkit-litdata-")  # 0700, a name no one else has
+    saved = {name: os.environ.get(name) for name in LITDATA_SCRATCH}
+    for name, folder in zip(LITDATA_SCRATCH, ("chunks", "data"), strict=True):
+        if not saved[name]:
+            os.environ[name] = os.path.join(scratch, folder)  # LitData's forked workers read it too
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _optimize_start_method() -> str:
