@@ -21,6 +21,12 @@ import torch  # noqa: E402
 # tests/captioning/test_onnx_encoder.py turns it on and checks it against PyTorch, with the bundled model too.
 os.environ.setdefault("CAPTION_ONNX", "0")
 
+# The tests talk to servers of their own on this machine: a proxy set for the machine (http_proxy, as CI machines
+# behind a firewall have) is not asked for them (urllib sent a local server's health checks to it: every server test
+# waited 180 s and failed). The commands and browsers the tests start inherit it.
+for _name in ("no_proxy", "NO_PROXY"):
+    os.environ[_name] = ",".join(filter(None, [os.environ.get(_name), "127.0.0.1,localhost,::1"]))
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest-xdist's workers (addopts: -n auto) share the machine's cores: each computes on its share of threads,
     # and so do the commands its tests start; otherwise every worker's torch would use all of them and each wait.

@@ -189,14 +189,23 @@ def _this_checkout() -> dict[str, str]:
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_litserves_manager_outlives_a_groups_sigterm_whatever_the_start_method(method, tmp_path):
+    import shutil
+    import tempfile
+
     err = tmp_path / "stderr"
-    with err.open("w") as stderr:  # stdout read up to its line: the manager left behind holds the pipe open
-        env = {**_this_checkout(), "TMPDIR": str(tmp_path)}  # the killed manager's socket folder: here, not in /tmp
-        child = subprocess.Popen([sys.executable, "-c", MANAGER, method], stdout=subprocess.PIPE, stderr=stderr,
-                                 text=True, env=env)  # fmt: skip
-        said = child.stdout.readline().split()
-        child.stdout.close()
-        assert child.wait(timeout=60) == 0, err.read_text()
+    # the killed manager's socket folder: a short one of this test's, not in /tmp itself, nor under tmp_path, whose
+    # length (the CI user's name, TMPDIR, the worker's number) made the socket's path too long for AF_UNIX (107 bytes)
+    sockets = tempfile.mkdtemp(prefix="m", dir="/tmp" if os.path.isdir("/tmp") else None)
+    try:
+        with err.open("w") as stderr:  # stdout read up to its line: the manager left behind holds the pipe open
+            env = {**_this_checkout(), "TMPDIR": sockets}
+            child = subprocess.Popen([sys.executable, "-c", MANAGER, method], stdout=subprocess.PIPE, stderr=stderr,
+                                     text=True, env=env)  # fmt: skip
+            said = child.stdout.readline().split()
+            child.stdout.close()
+            assert child.wait(timeout=60) == 0, err.read_text()
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
     assert said[:3] == ["alive", "True", "True"]  # it answered after a SIGTERM, while that process lived
     pid, holder = int(said[3]), int(said[4])  # the manager, left behind by the process that started it
     try:

@@ -19,6 +19,20 @@ from typing import Any
 SERVE = str(Path(sys.executable).parent / "attention-serve")
 
 
+def group_pids(group: int) -> list[str]:
+    """The pids of the processes in process group ``group``, read from /proc (``pgrep -g`` is procps', which a slim
+    Linux image lacks)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the name, which may hold spaces and ')'
+        except (OSError, IndexError):
+            continue  # ended while listed
+        if int(fields[2]) == group:  # state, ppid, pgrp
+            found.append(stat.parent.name)
+    return sorted(found, key=int)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,7 +99,7 @@ class Server:
     def group(self) -> list[str]:
         """The pids of every process in the server's process group: it, its workers, LitServe's manager and HTTP
         processes."""
-        return subprocess.run(["pgrep", "-g", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+        return group_pids(self.proc.pid)
 
     def cpu_seconds(self) -> float:
         """CPU-seconds used so far by the processes of its group (Linux /proc: utime + stime)."""

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.server import Server, free_port
+from helpers.server import Server, free_port, group_pids
 from helpers.tiny_captioner import tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 from helpers.waiting import until
@@ -79,8 +79,7 @@ def _left(group: int) -> list[str]:
         except (OSError, IndexError):
             return False
 
-    found = subprocess.run(["pgrep", "-g", str(group)], capture_output=True, text=True).stdout.split()
-    return [pid for pid in found if running(pid)]
+    return [pid for pid in group_pids(group) if running(pid)]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
