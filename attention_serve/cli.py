@@ -16,6 +16,7 @@ worker that cannot load its model at the start ends the start with exit 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -91,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch-timeout", type=float, default=0.01,
                    help="seconds a worker waits for a batch to fill (default: 0.01)")  # fmt: skip
-    p.add_argument("--idle-wait", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--idle-wait", action=argparse.BooleanOptionalAction, default=None,
                    help="a worker with no request for 2 s waits for the next one instead of polling for it every "
                    "millisecond: an idle server uses ~1%% of a core instead of ~48%%, at the same throughput "
                    "and latency (docs/serve.md); --no-idle-wait: LitServe's own polling (default: "
@@ -219,7 +220,7 @@ def build_server(args: argparse.Namespace, template=None):
                     read_timeout=args.read_timeout, api_key=args.api_key, max_search=args.max_search,
                     max_evidence=args.max_evidence, allowed_hosts=getattr(args, "allowed_hosts", None))  # fmt: skip
     batching = {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout, "threads": args.threads,
-                "idle_wait": args.idle_wait}  # fmt: skip
+                "idle_wait": args.idle_wait is not False}  # fmt: skip
     lit_apis = []
     if caption is not None:
         lit_apis.append(apis.CaptionAPI(caption.path, caption.name, **batching))
@@ -291,7 +292,12 @@ def _stop_gracefully(server, grace: float) -> dict:
 
     def stop(signum, frame):
         if os.getpid() != main:  # an HTTP process (forked with this handler) re-raising the signal once it is done
-            raise SystemExit(0)
+            # uvicorn has answered what it held: leave at once. SystemExit raised here reached uvicorn's lifespan task
+            # as a cancellation, which it logged as a 40-line traceback when Ctrl-C reached this process too (a race)
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(0)
         if stopping:
             return
         stopping.append(signum)
@@ -314,8 +320,14 @@ def _stop_gracefully(server, grace: float) -> dict:
 def serve_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _check(args)
-    from attention_serve.worker_start import start_worker_template
+    from attention_serve.worker_start import short_socket_folder, start_worker_template
 
+    try:
+        moved = short_socket_folder()
+    except ValueError as err:
+        fail("attention-serve", str(err))
+    if moved:
+        print(f"attention-serve: note: {moved}", file=sys.stderr, flush=True)
     # first, so that the template's imports run beside build_server's imports and model loads (worker_start.py)
     server, caption, text = build_server(args, start_worker_template())
 

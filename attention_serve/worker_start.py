@@ -111,6 +111,35 @@ def worker_sigterm(stage) -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
+# multiprocessing's Unix sockets (the template's, LitServe's manager's) live at TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX:
+# 32 bytes after TMPDIR, within AF_UNIX's 107
+SOCKET_TAIL = 32
+SOCKET_PATH_MAX = 107
+
+
+def short_socket_folder() -> str | None:
+    """Where TMPDIR is too long for the Unix sockets the server's processes talk over (a scheduler's per-job folder;
+    the start ended in a traceback, ``AF_UNIX path too long``), multiprocessing's folder for them is made in /tmp
+    instead, as multiprocessing makes it (``pymp-*``, 0700, removed at exit); TMPDIR itself is left as it is. The line
+    to say so, None where nothing changed. Refused (ValueError) where /tmp cannot stand in."""
+    import shutil
+    import tempfile
+    from multiprocessing import process, util
+
+    folder = tempfile.gettempdir()
+    if len(os.fsencode(folder)) + SOCKET_TAIL <= SOCKET_PATH_MAX or process.current_process()._config.get("tempdir"):
+        return None  # short enough, or multiprocessing's folder made already (its sockets work, or failed already)
+    if not (os.path.isdir("/tmp") and os.access("/tmp", os.W_OK | os.X_OK)):
+        raise ValueError(f"TMPDIR {folder} is too long for the Unix sockets the server's processes talk over (at most "
+                         f"{SOCKET_PATH_MAX - SOCKET_TAIL} bytes): set TMPDIR to a shorter folder")  # fmt: skip
+    sockets = tempfile.mkdtemp(prefix="pymp-", dir="/tmp")
+    # removed at exit, after the rest of multiprocessing's finalizers, as util.get_temp_dir() has its own removed
+    util.Finalize(None, shutil.rmtree, args=(sockets, True), exitpriority=-100)
+    process.current_process()._config["tempdir"] = sockets  # where util.get_temp_dir() looks first
+    return (f"TMPDIR {folder} is too long for the Unix sockets the server's processes talk over (at most "
+            f"{SOCKET_PATH_MAX - SOCKET_TAIL} bytes): they are made in {sockets}")  # fmt: skip
+
+
 def start_worker_template():
     """The multiprocessing context the model workers start from: a forkserver that imports ``PRELOAD`` now, in its own
     process, so each worker forked from it later starts with them imported. Where Python has no forkserver, "spawn"

@@ -3,6 +3,7 @@ before anything starts (no worker process, no port held)."""
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -276,3 +277,33 @@ def test_litserves_own_line_for_a_request_timed_out_in_the_queue_is_quiet():
     said = "Request 1f was waiting in the queue for too long (4.0 seconds) and has been timed out."
     assert not LinesWithout(QUEUE_TIMEOUT).filter(record(said))
     assert LinesWithout(QUEUE_TIMEOUT).filter(record("LitAPI ran into an error while processing the batch"))
+
+
+def test_a_tmpdir_too_long_for_unix_sockets_has_them_made_in_tmp(tmp_path, monkeypatch):
+    """A scheduler's long per-job TMPDIR: the start ended in a traceback (AF_UNIX path too long) as multiprocessing
+    bound the template's socket under it. Its folder for sockets is made in /tmp instead; TMPDIR stays as it is."""
+    import shutil
+    import tempfile
+    from multiprocessing import process
+    from multiprocessing.connection import Listener
+
+    from attention_serve.worker_start import short_socket_folder
+
+    config = process.current_process()._config
+    monkeypatch.delitem(config, "tempdir", raising=False)  # given back as it was after the test
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert short_socket_folder() is None and "tempdir" not in config  # short enough: nothing changes
+    long = tmp_path / ("x" * 90)
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    line = short_socket_folder()
+    folder = config["tempdir"]
+    try:
+        assert line == (f"TMPDIR {long} is too long for the Unix sockets the server's processes talk over (at most 75 "
+                        f"bytes): they are made in {folder}")  # fmt: skip
+        assert folder.startswith("/tmp/pymp-") and oct(os.stat(folder).st_mode & 0o777) == "0o700"
+        with Listener(family="AF_UNIX") as listener:  # what failed: a socket's path under the long TMPDIR
+            assert listener.address.startswith(folder)
+        assert tempfile.gettempdir() == str(long)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
