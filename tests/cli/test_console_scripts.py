@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.toml_reader import toml_reader
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -18,7 +19,7 @@ from _runs import StageError, console_script, entry_points, write_console_script
 
 
 def test_the_entry_points_are_pyprojects_own():
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on: the reference reader
+    tomllib = toml_reader()
     with (ROOT / "pyproject.toml").open("rb") as f:
         assert entry_points() == tomllib.load(f)["project"]["scripts"]
 

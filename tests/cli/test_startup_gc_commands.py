@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from helpers.tiny_captioner import tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
+from helpers.toml_reader import toml_reader
 
 from text_attn.core import startup_gc
 
@@ -87,7 +88,7 @@ def test_every_console_script_starts_held():
     startup_gc.holding: both tested in tests/core/test_startup_gc.py), never a bare main."""
     import importlib
 
-    tomllib = pytest.importorskip("tomllib", reason="reads pyproject.toml with Python 3.11's tomllib")
+    tomllib = toml_reader()
     with (Path(__file__).resolve().parents[2] / "pyproject.toml").open("rb") as f:
         scripts = tomllib.load(f)["project"]["scripts"]
     assert len(scripts) == 7

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from helpers.toml_reader import toml_reader
 
 from captioning.commands.train import caption_train_cli, train_main
 from text_attn.core.run_report import read_metrics
@@ -153,7 +154,7 @@ def test_every_shipped_config_is_found_by_its_name(main, prog, monkeypatch, tmp_
 def test_the_wheel_ships_the_configs_where_the_commands_look_for_them():
     """pyproject maps configs/caption and configs/text into the packages (installed: PACKAGE/configs/*.yaml), the
     first folder each command's CONFIGS tries."""
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    tomllib = toml_reader()
     root = Path(__file__).resolve().parents[2]
     with open(root / "pyproject.toml", "rb") as f:
         tool = tomllib.load(f)["tool"]["setuptools"]

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers.toml_reader import toml_reader
 
 SCRIPT = textwrap.dedent("""
     import atexit, sys
@@ -61,7 +62,7 @@ LEAVING = ["caption", "translate", "text-export", "caption-export", "attention-s
 def _scripts() -> dict[str, str]:
     from pathlib import Path
 
-    tomllib = pytest.importorskip("tomllib", reason="reads pyproject.toml with Python 3.11's tomllib")
+    tomllib = toml_reader()
     with (Path(__file__).resolve().parents[2] / "pyproject.toml").open("rb") as f:
         return tomllib.load(f)["project"]["scripts"]
 

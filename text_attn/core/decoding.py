@@ -145,7 +145,7 @@ def text_key(name: str) -> int:
     of a str is salted per process)."""
     import hashlib
 
-    return int.from_bytes(hashlib.blake2b(name.encode("utf-8", "surrogateescape"), digest_size=8).digest()) >> 1
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big") >> 1
 
 
 @dataclass(frozen=True)
