@@ -176,14 +176,14 @@ def test_bad_options_get_one_clear_line(option, value, message, capsys):
     assert not any("Traceback" in line for line in err)
 
 
-def test_a_named_subcommand_parses_alone_and_help_still_lists_all_four(capsys):
+def test_a_named_subcommand_parses_alone_and_help_still_lists_them_all(capsys):
     """A command line that names its subcommand first gets only that subcommand's parser built (the others cost a
-    third of a short run's start); without one, --help lists all four and a misspelt one is refused naming them."""
+    third of a short run's start); without one, --help lists all five and a misspelt one is refused naming them."""
     cli = caption_train_cli(["validate", "--config", CONFIG, "--trainer.limit_val_batches", "1"])
     assert "{validate}" in cli.parser.format_usage()  # the one subcommand its parser knows
     with pytest.raises(SystemExit) as exc:
         train_main(["--help"])
-    assert exc.value.code == 0 and "{fit,validate,test}" in capsys.readouterr().out
+    assert exc.value.code == 0 and "{fit,validate,test,report,optimize}" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         train_main(["fitt", "--config", CONFIG])
     assert exc.value.code == 2 and "unknown subcommand 'fitt': fit, validate, test, report" in capsys.readouterr().err

@@ -423,7 +423,8 @@ def _parser_message(message: str) -> str:
     # the subcommands LightningCLI knows, and the two each command handles before it (report, optimize)
     if text.startswith('expected "subcommand" to be one of') and "not provided" in text:
         return f"a subcommand is needed: {ALL_SUBCOMMANDS} (--help says more)"
-    m = re.match(r"argument subcommand: invalid choice: '(.*)' \(choose from", text)
+    # argparse names the argument by its metavar: the list --help shows (ToolkitCLI._add_subcommands)
+    m = re.match(r"argument (?:subcommand|\{[\w,]*\}): invalid choice: '(.*)' \(choose from", text)
     if m:
         return f"unknown subcommand {m.group(1)!r}: {ALL_SUBCOMMANDS}"
     return text
