@@ -16,7 +16,6 @@ worker that cannot load its model at the start ends the start with exit 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
@@ -24,7 +23,7 @@ import socket
 import sys
 
 from text_attn.core import startup_gc
-from text_attn.core.errors import ArgumentParser, fail, one_line
+from text_attn.core.errors import ArgumentParser, fail, flush_quietly, one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.version import add_version
 
@@ -294,9 +293,7 @@ def _stop_gracefully(server, grace: float) -> dict:
         if os.getpid() != main:  # an HTTP process (forked with this handler) re-raising the signal once it is done
             # uvicorn has answered what it held: leave at once. SystemExit raised here reached uvicorn's lifespan task
             # as a cancellation, which it logged as a 40-line traceback when Ctrl-C reached this process too (a race)
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(OSError, ValueError):
-                    stream.flush()
+            flush_quietly(sys.stdout, sys.stderr)
             os._exit(0)
         if stopping:
             return

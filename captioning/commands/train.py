@@ -7,6 +7,7 @@ from pathlib import Path
 
 from text_attn.core.lightning_cli import config_names, run_lightning_cli, shipped_configs
 from text_attn.core.startup_gc import holding
+from text_attn.core.version import answer_version_first
 
 # the shipped configs: in the package once installed from a wheel, at configs/caption in a checkout
 CONFIGS = shipped_configs(Path(__file__).resolve().parents[1] / "configs",
@@ -62,11 +63,7 @@ def train_main(args: list[str] | None = None) -> None:
     """``caption-train {fit,validate,test,predict} --config configs/caption/X.yaml``, or ``caption-train report
     RUN_DIR``: the run's logged metrics as a PNG (text_attn.core.run_report), handled before LightningCLI parses."""
     argv = sys.argv[1:] if args is None else args
-    if argv[:1] == ["--version"]:  # at once, not after Lightning's import (~10 s); its parser lists it in --help
-        from text_attn.core.version import version_line
-
-        print(version_line("caption-train"))
-        raise SystemExit(0)
+    answer_version_first("caption-train", argv)
     if argv[:1] == ["report"]:
         from text_attn.core.run_report import report_main
 

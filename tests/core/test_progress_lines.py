@@ -22,7 +22,7 @@ class Clock:
 
 def trainer(**kw) -> SimpleNamespace:
     base = dict(global_step=0, current_epoch=0, estimated_stepping_batches=2000, progress_bar_metrics={},
-                callback_metrics={}, is_global_zero=True, sanity_checking=False)  # fmt: skip
+                callback_metrics={}, is_global_zero=True, sanity_checking=False, callbacks=[])  # fmt: skip
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -64,6 +64,22 @@ def test_time_left_and_totals_are_said_only_where_known():
     cb.on_train_batch_end(t, None, None, None, 9)
     assert lines_of(out) == ["caption-train: step 10 (epoch 0), 0.1 steps/s"]
     assert duration(20) == "under a minute" and duration(90) == "2 min" and duration(7500) == "2 h 05 min"
+
+
+def test_a_time_limit_that_ends_the_run_first_is_the_time_left():
+    """Most shipped text configs end by max_time (100 epochs or 14.5 minutes): the steps' estimate said an hour."""
+    from pytorch_lightning.callbacks import Timer
+
+    timer = Timer(duration="00:00:10:00")
+    timer.time_remaining = lambda stage: 290.0  # 4 min 50 s of the 10 left
+    out, clock = io.StringIO(), Clock()
+    t = trainer(estimated_stepping_batches=120_000, callbacks=[timer])
+    cb = ProgressLines("text-train", stream=out, clock=clock)
+    cb.on_train_start(t, None)
+    clock.now += 10
+    t.global_step = 100
+    cb.on_train_batch_end(t, None, None, None, 99)
+    assert lines_of(out) == ["text-train: step 100 of 120,000 (epoch 0), 10 steps/s; about 5 min left (max_time)"]
 
 
 def test_a_line_after_each_validation_with_its_metrics_but_not_after_the_sanity_check_nor_on_other_ranks():

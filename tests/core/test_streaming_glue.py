@@ -29,7 +29,7 @@ def chunks(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("chunks")
     # several small chunks, so LitData's shuffle moves chunks as well as samples
-    with private_litdata_cache():  # not $TMPDIR/chunks and $TMPDIR/data, which LitData empties
+    with private_litdata_cache(root):  # not $TMPDIR/chunks and $TMPDIR/data, which LitData empties
         litdata.optimize(sample, list(range(N)), str(root / "train"), chunk_bytes="120B", num_workers=1,
                          start_method="fork", verbose=False)  # fmt: skip
     return root
@@ -41,8 +41,8 @@ def _one_sample(i: int) -> dict:
 
 def test_optimize_leaves_the_temporary_folders_chunks_and_data_of_others_alone(tmp_path, monkeypatch):
     """LitData empties its scratch folders as it starts, by default $TMPDIR/chunks and $TMPDIR/data: `optimize`
-    deleted a user's own /tmp/data, and two runs at once emptied each other's. Its scratch is now a private
-    folder of the run's, removed afterwards."""
+    deleted a user's own /tmp/data, and two runs at once emptied each other's. Its scratch is now a folder of the
+    output's, removed afterwards (and emptied first: one a stopped run left)."""
     import os
     import tempfile
 
@@ -56,7 +56,9 @@ def test_optimize_leaves_the_temporary_folders_chunks_and_data_of_others_alone(t
     for name in LITDATA_SCRATCH:
         monkeypatch.delenv(name, raising=False)
     inputs = {"train": list(range(6)), "val": [0, 1], "test": [0]}
+    (tmp_path / "out" / ".litdata-scratch" / "data").mkdir(parents=True)  # what a run stopped by Ctrl-C leaves
     optimize_splits(tmp_path / "out", "text", {}, {}, inputs, lambda split: _one_sample, log=lambda line: None)
+    assert not (tmp_path / "out" / ".litdata-scratch").exists()
     assert sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) == [
         "chunks", "chunks/mine.txt", "data", "data/mine.txt"]  # fmt: skip
     assert not any(name in os.environ for name in LITDATA_SCRATCH)
@@ -112,7 +114,7 @@ def test_a_chunk_folder_of_pickled_samples_is_refused_before_any_is_read(tmp_pat
     import litdata
 
     flag = tmp_path / "ran"
-    with private_litdata_cache():
+    with private_litdata_cache(tmp_path / "c"):
         litdata.optimize(_evil, [str(flag)] * 3, str(tmp_path / "c" / "val"), chunk_bytes="1MB", num_workers=1,
                          start_method="fork", verbose=False)  # fmt: skip
     assert not flag.exists()  # writing the folder ran nothing

@@ -9,9 +9,10 @@ imports it.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
+
+from text_attn.core.errors import flush_quietly, to_devnull
 
 
 def is_terminal(stream) -> bool:
@@ -30,14 +31,7 @@ class _DropWhenClosed:
         self._stream = stream
 
     def _closed(self) -> None:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(devnull, self._stream.fileno())
-            finally:
-                os.close(devnull)
-        except (OSError, ValueError, AttributeError):  # no descriptor of its own (a test's capture): nothing to point
-            pass
+        to_devnull(self._stream)
 
     def write(self, text: str) -> int:
         try:
@@ -62,6 +56,10 @@ def survive_closed_outputs() -> Callable[[], None]:
     sys.stdout, sys.stderr = (s if s is None or isinstance(s, _DropWhenClosed) else _DropWhenClosed(s) for s in saved)
 
     def restore() -> None:
+        # what is still buffered is flushed through the wrappers: a reader gone since is met here, not by the
+        # interpreter's last flush at exit (exit code 120 and "Exception ignored ... BrokenPipeError" after a fit
+        # whose model was written)
+        flush_quietly(sys.stdout, sys.stderr)
         sys.stdout, sys.stderr = saved
 
     return restore

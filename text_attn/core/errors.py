@@ -92,11 +92,32 @@ def emit(prog: str, text: str) -> None:
 def stdout_failed(prog: str, err: OSError) -> None:
     """Stdout could not be written: point it at the null device (the interpreter's last flush would fail again, with
     a traceback-like "Exception ignored" message), then one line and exit 2."""
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # a stdout with no file behind it (a test's capture)
-        pass
+    to_devnull(sys.stdout)
     fail(prog, f"cannot write stdout: {one_line(err)}")
+
+
+def to_devnull(stream) -> None:
+    """Point ``stream``'s file descriptor at the null device: what is written to it later, and the interpreter's last
+    flush, are dropped without an error. A stream with no file behind it (a test's capture) is left as it is."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    finally:
+        os.close(devnull)
+
+
+def flush_quietly(*streams) -> None:
+    """Flush each stream, dropping what a closed pipe (``| head``) or a closed stream refuses."""
+    for stream in streams:
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def check_dash_inputs(prog: str, given_file: str | None, references: str | None, holds: str | None,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from text_attn.core import startup_gc
+from text_attn.core.errors import flush_quietly
 
 
 def run_and_leave(main: Callable[[], Any]) -> NoReturn:
@@ -34,11 +35,7 @@ def run_and_leave(main: Callable[[], Any]) -> NoReturn:
         code = 1
     code = 0 if code is None else int(code)
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):  # a closed pipe (caption ... | head): what could be written was
-            pass
+    flush_quietly(sys.stdout, sys.stderr)  # a closed pipe (caption ... | head): what could be written was
     os._exit(code)
 
 

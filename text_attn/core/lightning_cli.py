@@ -9,6 +9,9 @@ On top of Lightning's own CLI:
   refuses (an unknown option, a value of the wrong type: no 80 lines of usage, which ``--help`` prints), and a config
   file that is missing, not UTF-8 or not YAML (its line and column);
 - Lightning's promotional tips and its tensorboardX notice are not printed on every run;
+- a fit whose stdout is no terminal gets a line of news now and then on stderr instead of the bar
+  (``text_attn.core.progress_lines``), and its stdout / stderr losing their reader does not end it
+  (``text_attn.core.closed_outputs``);
 - the default logger (``trainer.logger`` unset or true) writes both TensorBoard event files (watch a run with
   ``tensorboard --logdir <default_root_dir>``) and a ``metrics.csv`` (read by ``report RUN_DIR`` and the
   benchmarks), into the one folder ``<default_root_dir>/lightning_logs/version_N/`` that also holds the
@@ -75,7 +78,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     one_batch: frozenset[str] = frozenset()):  # fmt: skip
     """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
     built (each takes ~0.1-0.3 s of signature reading: a third of a short run's start), so ``--help`` without one
-    still lists all four. ``given``: the dotted options the command line and its config files set
+    still lists all five. ``given``: the dotted options the command line and its config files set
     (:func:`_given_options`), which a checkpoint's saved hyper-parameters never replace."""
     given = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given)
     import torch
@@ -170,7 +173,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             for choice in action._choices_actions:
                 theirs, choice.help = choice.help, SUBCOMMAND_HELP.get(choice.dest, choice.help)
                 for group in self._subcommand_parsers[choice.dest]._action_groups:  # the method's options were
-                    if group.title == theirs:  # titled with the same cut docstring
+                    if theirs and group.title.rstrip(".") == theirs.rstrip("."):  # titled with the same docstring
                         group.title = f"{choice.dest} options"
             if only is None:
                 pseudo = type(action._choices_actions[0])  # argparse's _ChoicesPseudoAction: a line of the list
@@ -197,8 +200,14 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     kwargs[name] = 1
             if "logger" not in kwargs and trainer.get("logger") in (None, True):
                 kwargs["logger"] = default_loggers(trainer.get("default_root_dir"))
-            lines = "trainer.enable_progress_bar" not in given and not is_terminal(sys.stdout)
-            if lines:  # a log file or a pipe: a line now and then, not a bar redrawn with carriage returns
+            from pytorch_lightning.callbacks import ProgressBar
+
+            # fit whose output is a log file or a pipe: a line now and then, not a bar redrawn with carriage returns
+            # (validate and test keep theirs); not where the config names a bar of its own (Lightning refuses both)
+            own_bar = any(isinstance(c, ProgressBar) for c in kwargs.get("callbacks") or trainer.get("callbacks") or [])
+            lines = (self.subcommand == "fit" and "trainer.enable_progress_bar" not in given and not own_bar
+                     and not is_terminal(sys.stdout))  # fmt: skip
+            if lines:
                 kwargs["enable_progress_bar"] = False
             made = super().instantiate_trainer(**kwargs)
             if lines:

@@ -84,9 +84,16 @@ class ProgressLines(pl.Callback):
         metrics = ", ".join(f"{k} {_number(v)}" for k, v in trainer.progress_bar_metrics.items())
         if metrics:
             line += f", {metrics}"
-        if rate > 0 and math.isfinite(total) and total > step:
-            left = duration((total - step) / rate)
-            line += f"; {left} left" if left.startswith("under") else f"; about {left} left"
+        seconds = (total - step) / rate if rate > 0 and math.isfinite(total) and total > step else math.inf
+        timer = next((c for c in trainer.callbacks if isinstance(c, pl.callbacks.Timer)), None)  # max_time
+        budget = timer.time_remaining("train") if timer is not None else None
+        if budget is not None and budget < seconds:  # the time limit ends the run first (most shipped text configs)
+            seconds, why = budget, " (max_time)"
+        else:
+            why = ""
+        if math.isfinite(seconds):
+            left = duration(seconds)
+            line += f"; {left} left{why}" if left.startswith("under") else f"; about {left} left{why}"
         return line
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -32,7 +32,6 @@ import inspect
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -199,7 +198,7 @@ def optimize_splits(
         # a function that yields several samples an input: that split is written again)
         before = multiprocessing.get_start_method(allow_none=True)
         try:
-            with private_litdata_cache():
+            with private_litdata_cache(root):
                 litdata.optimize(
                     fn,
                     list(items),
@@ -222,20 +221,25 @@ def optimize_splits(
 # $TMPDIR/chunks and $TMPDIR/data, names anyone may be using: `optimize` deleted a user's own /tmp/data, and two runs
 # at once (or two users) emptied each other's.
 LITDATA_SCRATCH = ("DATA_OPTIMIZER_CACHE_FOLDER", "DATA_OPTIMIZER_DATA_CACHE_FOLDER")
+SCRATCH = ".litdata-scratch"
 
 
 @contextlib.contextmanager
-def private_litdata_cache():
-    """LitData's scratch folders (:data:`LITDATA_SCRATCH`) in a fresh private temporary folder of this run's, removed
-    afterwards; a folder the user named in those variables is theirs to give, and is kept."""
+def private_litdata_cache(out: str | Path):
+    """LitData's scratch folders (:data:`LITDATA_SCRATCH`) in ``out/.litdata-scratch``, a folder of this output's
+    alone, emptied as it starts and removed at the end; in the output, not in a fresh temporary folder, as a run
+    stopped by Ctrl-C (LitData's own handler leaves with os._exit: no cleanup runs) leaves it for the next run to
+    empty, not for /tmp to collect. Folders the user named in those variables are theirs to give, and are kept."""
     if all(os.environ.get(name) for name in LITDATA_SCRATCH):
         yield
         return
-    scratch = tempfile.mkdtemp(prefix="attention-toolkit-litdata-")  # 0700, a name no one else has
+    scratch = Path(out) / SCRATCH
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(mode=0o700, parents=True)
     saved = {name: os.environ.get(name) for name in LITDATA_SCRATCH}
     for name, folder in zip(LITDATA_SCRATCH, ("chunks", "data"), strict=True):
         if not saved[name]:
-            os.environ[name] = os.path.join(scratch, folder)  # LitData's forked workers read it too
+            os.environ[name] = str(scratch / folder)  # LitData's forked workers read it too
     try:
         yield
     finally:

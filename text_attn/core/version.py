@@ -48,3 +48,11 @@ class _Version(argparse.Action):
 def add_version(parser: argparse.ArgumentParser) -> None:
     """``--version``: print ``PROG VERSION`` and exit 0."""
     parser.add_argument("--version", action=_Version, help="print the command's name and the toolkit's version, exit")
+
+
+def answer_version_first(prog: str, argv: list[str]) -> None:
+    """``PROG --version`` alone, answered before a command imports what its other work needs (the trainers:
+    Lightning, ~10 s); their parsers list the option in --help."""
+    if argv[:1] == ["--version"]:
+        print(version_line(prog))
+        raise SystemExit(0)

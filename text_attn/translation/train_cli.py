@@ -7,6 +7,7 @@ from pathlib import Path
 
 from text_attn.core.lightning_cli import config_names, run_lightning_cli, shipped_configs
 from text_attn.core.startup_gc import holding
+from text_attn.core.version import answer_version_first
 
 # the shipped configs: in the package once installed from a wheel, at configs/text in a checkout
 CONFIGS = shipped_configs(Path(__file__).resolve().parent / "configs",
@@ -53,11 +54,7 @@ def train_main(args: list[str] | None = None) -> None:
     """``text-train {fit,validate,test,predict} --config configs/text/X.yaml``, or ``text-train report RUN_DIR``: the
     run's logged metrics as a PNG (text_attn.core.run_report), handled before LightningCLI parses anything."""
     argv = sys.argv[1:] if args is None else args
-    if argv[:1] == ["--version"]:  # at once, not after Lightning's import (~10 s); its parser lists it in --help
-        from text_attn.core.version import version_line
-
-        print(version_line("text-train"))
-        raise SystemExit(0)
+    answer_version_first("text-train", argv)
     if argv[:1] == ["report"]:
         from text_attn.core.run_report import report_main
 
