@@ -287,12 +287,22 @@ def test_hundreds_of_sections_are_built_only_when_scrolled_to(browser, tmp_path)
     b.open(page)
     b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")
     assert b.eval("document.querySelectorAll('section[data-built]').length") < 20
+    canvas = "document.querySelector('#i1 canvas')"
+    height = b.eval("document.querySelector('#i1').getBoundingClientRect().height")
     b.centre(f"#i{n}")  # scrolled into view: built and painted, then its words work
     b.wait_for(f"document.querySelector('#i{n}').dataset.shown === '-1'")
     b.hover(f"#i{n} .w[data-t='1']")
     b.wait_for(f"document.querySelector('#i{n}').dataset.shown === '1'")
     assert b.eval(f"document.querySelector('#i{n} .w[data-t=\"1\"]').textContent") == "</script><b>"
     assert b.eval("document.querySelectorAll('b').length") == 0 and b.errors == []
+    # far from view, the first section's pixels were given back (a page read to the end held them all), its place
+    # on the page kept; back in view, drawn again as it was
+    b.wait_for(f"{canvas}.width === 0")
+    assert b.eval("document.querySelector('#i1').getBoundingClientRect().height") == height
+    b.centre("#i1")
+    b.wait_for(f"{canvas}.width > 0")
+    assert b.eval(f"Array.from({canvas}.getContext('2d').getImageData(0, 0, 8, 8).data).some((v) => v > 0)")
+    assert b.errors == []
 
 
 def test_translate_page_links_words_by_attention_per_layer_and_head(browser, translate_page):

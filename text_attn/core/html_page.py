@@ -76,7 +76,9 @@ const Report = {
     if (Report.active && Report.active !== sec) Report.active.classList.remove("active");
     Report.active = sec; sec.classList.add("active");
   },
-  // Build each section (render(sec, data) once) when it first comes near the viewport; waits for the page.
+  // Build each section (render(sec, data) once) when it first comes near the viewport; waits for the page. A built
+  // section far from view again is put to sleep (sec.sleep, where its family gives one: its pixels given back) and
+  // woken as it comes back (sec.wake): a page read to the end held every section it had built.
   lazy(render) {
     if (document.readyState === "loading") {
       document.addEventListener("DOMContentLoaded", () => Report.lazy(render)); return;
@@ -92,7 +94,9 @@ const Report = {
     const secs = document.querySelectorAll("section.item");
     if (!("IntersectionObserver" in window)) { secs.forEach(build); return; }
     const io = new IntersectionObserver((entries) => entries.forEach((e) => {
-      if (e.isIntersecting) { io.unobserve(e.target); build(e.target); }
+      const sec = e.target;
+      if (e.isIntersecting) { build(sec); if (sec.wake) sec.wake(); }
+      else if (sec.sleep && !sec.contains(document.activeElement)) sec.sleep();
     }), { rootMargin: "600px 0px" });
     secs.forEach((s) => io.observe(s));
   },
