@@ -100,10 +100,11 @@ def read_info(path: str) -> dict:
 
 
 def merged_info(
-    info: dict[str, Any], extra: dict[str, Any], words: int, path: str | None, source: str
+    info: dict[str, Any], extra: dict[str, Any], words: int | None, path: str | None, source: str
 ) -> dict[str, Any]:
     """A model's ``info`` with ``extra`` (read from ``--info path``) merged over it; a ``"decoding": null`` there
-    removes the recorded one. Its decoding must suit the model (``words``: its output vocabulary): one that does not
+    removes the recorded one. Its decoding must suit the model (``words``: its output vocabulary; None where it cannot
+    be read, as decoding_fault takes it: the beam is then not checked against it): one that does not
     raises :class:`ModelFileError`, naming --info where it came from, else ``source`` (the file it was recorded in)."""
     info = {**info, **extra}
     if info.get("decoding", {}) is None:  # --info's "decoding": null: none recorded
