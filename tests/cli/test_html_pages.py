@@ -9,6 +9,7 @@ import os
 import random
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from captioning.training.shapes import make_scene
 from captioning.views.caption_page import image_section, open_caption_page
 from text_attn.core.html_page import HtmlPage, dequantise, escape, script_json
 from text_attn.core.vocab import Vocabulary
-from text_attn.translation.alignment_page import report_attention
+from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS, report_attention, sentence_section
 from text_attn.translation.networks import build_network, make_config
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
@@ -302,6 +303,38 @@ def test_hundreds_of_sections_are_built_only_when_scrolled_to(browser, tmp_path)
     b.centre("#i1")
     b.wait_for(f"{canvas}.width > 0")
     assert b.eval(f"Array.from({canvas}.getContext('2d').getImageData(0, 0, 8, 8).data).some((v) => v > 0)")
+    assert b.errors == []
+
+
+def test_a_long_translate_page_takes_down_the_grids_far_from_view_and_builds_them_again(browser, tmp_path):
+    page, n, t = tmp_path / "many.html", 120, 6
+    attention = np.random.default_rng(2).dirichlet(np.ones(t), size=(1, 1, t))  # (layers, heads, T, S): S = 5 + eos
+    with HtmlPage(page, "many", css=ALIGNMENT_CSS, js=ALIGNMENT_JS) as report:
+        for k in range(1, n + 1):
+            tr = SimpleNamespace(source=[f"s{i}" for i in range(t - 1)], tokens=[f"t{i}" for i in range(t)])
+            report.add(sentence_section(k, tr, attention))
+    b = browser
+    b.open(page)
+    b.wait_for("!!document.querySelector('#s1 table.grid')")
+    box = "document.querySelector('#s1 .grid-box').getBoundingClientRect()"
+    size = b.eval(f"[{box}.width, {box}.height]")
+    b.hover("#s1 .w.tgt[data-t='1']")
+    b.wait_for("document.querySelector('#s1').dataset.shown === 't1'")
+    b.centre(f"#s{n}")  # read to the end: only the grids near the view are up
+    b.wait_for("!document.querySelector('#s1 table.grid')")
+    assert b.eval("document.querySelectorAll('table.grid').length") < 20
+    assert b.eval(f"[{box}.width, {box}.height]") == size  # its place on the page kept
+    b.eval("document.querySelector('#s1').step(1)")  # an arrow key's step on it (the section last hovered), grid down
+    b.wait_for("document.querySelector('#s1').dataset.shown === 't2'")
+    b.centre("#s1")  # back in view: the grid again, painted, the word shown marked in it
+    b.wait_for("!!document.querySelector('#s1 table.grid')")
+    assert b.eval("document.querySelectorAll('#s1 table.grid tbody td').length") == t * t
+    shown = int(b.eval("document.querySelector('#s1').dataset.shown")[1:])  # t2, or where the mouse now rests
+    marked = b.eval("[...document.querySelectorAll('#s1 .grid tbody tr')].map((r) => r.classList.contains('on'))")
+    assert marked == [k == shown for k in range(t)]
+    assert all(b.eval("[...document.querySelectorAll('#s1 .grid tbody td')].map((td) => td.style.background)"))
+    b.hover("#s1 .grid tbody tr:nth-child(4) td:nth-of-type(2)")  # the rebuilt cells answer the mouse
+    b.wait_for("document.querySelector('#s1').dataset.shown === 't3'")
     assert b.errors == []
 
 

@@ -61,30 +61,26 @@ const Align = {
     const c = sec.al = { d, a: Report.bytes(d.a), src, tgt, t: -1, s: -1, cells: [],
                          e: d.e ? Report.bytes(d.e) : null, drv: [...sec.querySelectorAll(".w.drv")] };
     c.titles = new Map([...src, ...tgt, ...c.drv].map((w) => [w, w.title]));  // a read text's probabilities: kept
-    const table = document.createElement("table");
-    table.className = "grid";
-    const head = table.createTHead().insertRow(), corner = document.createElement("th");
-    corner.textContent = "output \\ source";  // what the rows and the columns are, named for a screen reader
-    corner.setAttribute("aria-label", "output words (rows), source words (columns)");
-    head.appendChild(corner);
-    const lang = src.length ? src[0].parentElement.lang : "";  // the source line's language, where the model knows it
-    for (const w of src) {
-      const th = document.createElement("th"), span = document.createElement("span");
-      th.scope = "col"; if (lang) th.lang = lang;
-      span.textContent = w.textContent; th.appendChild(span); head.appendChild(th);
-    }
-    const body = table.createTBody();
-    tgt.forEach((w, t) => {
-      const row = body.insertRow(), th = document.createElement("th");
-      th.scope = "row";  // an output word heads its row (without scope it was announced as a column's header)
-      th.textContent = w.textContent; row.appendChild(th);
-      src.forEach((_, s) => {
-        const td = row.insertCell();
-        td.addEventListener("mouseenter", () => Align.fromTarget(sec, t, s));
-        c.cells.push(td);
-      });
-    });
-    sec.querySelector(".grid-box").appendChild(table);
+    Align.grid(sec);
+    // far from view (Report.lazy): the grid's table is taken down (a 20 x 20 sentence's is ~500 nodes; Chromium
+    // held every one of a long page read to the end) and built again on the way back, its box's size and scroll
+    // kept, so nothing above the reader moves; the words, their shading and the word shown stay as they are
+    const box = sec.querySelector(".grid-box");
+    sec.sleep = () => {
+      const table = box.querySelector("table.grid");
+      if (!table) return;
+      const r = box.getBoundingClientRect();
+      c.scroll = [box.scrollLeft, box.scrollTop];
+      box.style.width = `${r.width}px`; box.style.height = `${r.height}px`;
+      table.remove(); c.cells = [];
+    };
+    sec.wake = () => {
+      if (box.querySelector("table.grid")) return;
+      Align.grid(sec);
+      box.style.width = box.style.height = "";
+      [box.scrollLeft, box.scrollTop] = c.scroll;
+      Align.paint(sec);
+    };
     tgt.forEach((w, t) => w.addEventListener("mouseenter", () => Align.fromTarget(sec, t, -1)));
     src.forEach((w, s) => w.addEventListener("mouseenter", () => Align.fromSource(sec, s)));
     // the arrow keys: left and right step along the row shown (the output words, or the source words once ArrowUp
@@ -111,6 +107,35 @@ const Align = {
     };
     Align.paint(sec);
   },
+  // the grid as a table: output words down, source words across, a cell per weight (shaded by paint)
+  grid(sec) {
+    const c = sec.al, src = c.src, tgt = c.tgt;
+    const table = document.createElement("table");
+    table.className = "grid";
+    const head = table.createTHead().insertRow(), corner = document.createElement("th");
+    corner.textContent = "output \\ source";  // what the rows and the columns are, named for a screen reader
+    corner.setAttribute("aria-label", "output words (rows), source words (columns)");
+    head.appendChild(corner);
+    const lang = src.length ? src[0].parentElement.lang : "";  // the source line's language, where the model knows it
+    for (const w of src) {
+      const th = document.createElement("th"), span = document.createElement("span");
+      th.scope = "col"; if (lang) th.lang = lang;
+      span.textContent = w.textContent; th.appendChild(span); head.appendChild(th);
+    }
+    const body = table.createTBody();
+    c.cells = [];
+    tgt.forEach((w, t) => {
+      const row = body.insertRow(), th = document.createElement("th");
+      th.scope = "row";  // an output word heads its row (without scope it was announced as a column's header)
+      th.textContent = w.textContent; row.appendChild(th);
+      src.forEach((_, s) => {
+        const td = row.insertCell();
+        td.addEventListener("mouseenter", () => Align.fromTarget(sec, t, s));
+        c.cells.push(td);
+      });
+    });
+    sec.querySelector(".grid-box").appendChild(table);
+  },
   // the line a screen reader says as a word is shown (aria-live): the word and where it looked, or who looked at it
   say(sec, text) { const info = sec.querySelector(".info"); if (info) info.textContent = text; },
   paint(sec) {
@@ -123,6 +148,9 @@ const Align = {
     });
     if (c.s >= 0) Align.fromSource(sec, c.s); else if (c.t >= 0) Align.fromTarget(sec, c.t, -1);
   },
+  // a grid row's or column's header marked as the word shown; none while the section sleeps (its grid taken down:
+  // the arrow keys still step the section last hovered, and the selectors repaint every built one)
+  mark(sec, selector, i) { const e = sec.querySelectorAll(selector)[i]; if (e) e.classList.add("on"); },
   clear(sec) {
     const c = sec.al;
     for (const w of [...c.src, ...c.tgt, ...c.drv]) {
@@ -139,8 +167,8 @@ const Align = {
     const row = c.w.subarray(t * S, (t + 1) * S), top = Math.max(...row) || 1;
     c.src.forEach((w, k) => { w.style.background = Report.shade(row[k] / top); w.title = row[k].toFixed(3); });
     c.tgt[t].classList.add("on");
-    sec.querySelectorAll(".grid tbody tr")[t].classList.add("on");
-    if (s >= 0) { c.src[s].classList.add("on"); sec.querySelectorAll(".grid thead th")[s + 1].classList.add("on"); }
+    Align.mark(sec, ".grid tbody tr", t);
+    if (s >= 0) { c.src[s].classList.add("on"); Align.mark(sec, ".grid thead th", s + 1); }
     if (c.e) {  // what drives the word: each source word's cost, relative to the costliest (already in the bytes)
       c.drv.forEach((w, k) => {
         const v = c.e[t * S + k] / 255;
@@ -173,7 +201,7 @@ const Align = {
     const t = col.indexOf(Math.max(...col));  // the output word that looked at it most
     if (t >= 0) c.tgt[t].classList.add("best");
     c.src[s].classList.add("on");
-    sec.querySelectorAll(".grid thead th")[s + 1].classList.add("on");
+    Align.mark(sec, ".grid thead th", s + 1);
     if (t >= 0) {
       Align.say(sec, `source word ${s + 1} of ${c.src.length}, \u201c${c.src[s].textContent}\u201d: looked at most ` +
         `by output word ${t + 1}, \u201c${c.tgt[t].textContent}\u201d (weight ${col[t].toFixed(3)})`);
