@@ -98,6 +98,8 @@ def fused_adam_allowed(trainer: pl.Trainer | None) -> bool:
 
 
 class CaptionModule(RunState, pl.LightningModule):
+    command = "caption-train"
+
     def __init__(
         self,
         encoder: EncoderConfig = EncoderConfig(),  # noqa: B008 - a frozen dataclass; stored as a dict below

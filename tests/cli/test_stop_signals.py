@@ -155,3 +155,58 @@ def test_a_second_ctrl_c_stops_mid_step_at_once_saving_nothing(tmp_path, cli_run
     assert exc.value.code == 130 and last_ckpt("b")["global_step"] == 5  # the periodic save: nothing half-stepped
     assert line == ("text-train: interrupted at step 6; the newest last.ckpt is b/checkpoints/last.ckpt (from step 5: "
                     "the steps since are redone): --ckpt_path last resumes from it")  # fmt: skip
+
+
+@pytest.mark.parametrize(("sig", "code", "at", "saved"), [("SIGINT", 130, 3, 3), ("SIGTERM", 143, 6, 7)])
+def test_a_stop_during_validation_saves_where_a_resume_is_exact(
+    sig, code, at, saved, tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
+):
+    """A signal during a fit's validation stopped at once (Ctrl-C) or at the epoch's end (SIGTERM), saving nothing:
+    the steps since the last periodic save were lost. Mid-epoch (step 3) the stop comes as that validation ends, saved
+    there; after an epoch's last step (6 of 6) at the next step's end (a save at that validation's end resumed 0.04
+    off). Either resumes to an uninterrupted run's weights."""
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+    steps = [*STEPS, "--trainer.val_check_interval", "3"]
+    real = TranslationModule.validation_step
+
+    def validation_step(self, batch, batch_idx):
+        if self.trainer.global_step == at and not self.trainer.sanity_checking:
+            os.kill(os.getpid(), getattr(signal, sig))
+        return real(self, batch, batch_idx)
+
+    monkeypatch.setattr(TranslationModule, "validation_step", validation_step)
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "b"])
+    err = capsys.readouterr().err
+    assert exc.value.code == code and last_ckpt("b")["global_step"] == saved, err[-2000:]
+    assert err.strip().splitlines()[-1] == (f"text-train: interrupted at step {saved}; the newest last.ckpt is "
+                                            "b/checkpoints/last.ckpt (saved at this step): --ckpt_path last resumes "
+                                            "from it")  # fmt: skip
+    if sig == "SIGINT":  # said at once: a validation may take minutes
+        assert ("text-train: Ctrl-C: stopping once this validation ends, saving last.ckpt there (Ctrl-C again stops "
+                "now, saving nothing)") in err  # fmt: skip
+    monkeypatch.setattr(TranslationModule, "validation_step", real)
+    text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
+    text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "a"])
+    assert_same_weights(last_ckpt("a"), last_ckpt("b"))
+
+
+def test_ctrl_c_while_the_next_batch_is_read_stops_after_that_batchs_step(
+    tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
+):
+    """Between two steps (the loader reading the next batch) Ctrl-C stopped at once, saving nothing; it now waits
+    for the next step's end and saves there, saying so."""
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+
+    def on_before_batch_transfer(self, batch, dataloader_idx):
+        if self.trainer.training and self.trainer.global_step == 6:  # batch 7 read, its step not begun
+            os.kill(os.getpid(), signal.SIGINT)
+        return batch
+
+    monkeypatch.setattr(TranslationModule, "on_before_batch_transfer", on_before_batch_transfer)
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 130 and last_ckpt("b")["global_step"] == 7, err[-2000:]
+    assert "text-train: Ctrl-C: stopping after this training step, saving last.ckpt there" in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

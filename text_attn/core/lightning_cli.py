@@ -375,8 +375,8 @@ def interrupted_line(trainer, subcommand: str) -> str:
     if last is None:
         return f"interrupted at step {step}; no last.ckpt was written yet"
     saved = _saved_step(last)
-    # a stop during a training step saves at its end (training.stop_asked); one in validation or while the next batch
-    # was read stops at once: a save there would not resume exactly, so the newest one stays, and says so
+    # a stop during fit's training saves where a resume is exact (training.defer_ctrl_c); a second Ctrl-C, or one
+    # where no handler of the run's own is set (DDP), stops at once: the newest save stays, and says so
     when = ("saved at this step" if saved == step else
             f"from step {saved}: the steps since are redone" if saved is not None else "")  # fmt: skip
     return (

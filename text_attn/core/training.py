@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -136,14 +137,16 @@ def _saves_last(trainer) -> bool:
     return any(getattr(cb, "save_last", False) for cb in getattr(trainer, "checkpoint_callbacks", None) or [])
 
 
-def defer_ctrl_c(module) -> None:
-    """From a training step's start (``on_train_batch_start``) to its end: Ctrl-C asks the run to stop once the step
-    is done (:func:`stop_asked`, then last.ckpt is saved at that step, which resumes exactly) instead of raising
-    KeyboardInterrupt mid-step, where nothing can be saved that resumes exactly (the weights half updated). A second
-    Ctrl-C raises at once. Only where the run keeps a last.ckpt (a ModelCheckpoint with save_last), in one process
-    (under DDP the ranks would have to agree on the step: Lightning's own stop is kept), on the main thread, and where
-    SIGINT is Python's own handler. A step that raises leaves this handler set until the run's end, where Lightning's
-    signal connector puts back the one the run began with (after an exception too)."""
+def defer_ctrl_c(module, command: str) -> None:
+    """From a fit's first training step to its end (``on_train_start`` to ``on_train_end``): Ctrl-C asks the run to
+    stop where a save resumes exactly (:func:`stop_asked`): at the end of the training step in progress (or of the next
+    one, where it came while a batch was read), or at the end of the validation in progress (which can take minutes:
+    ``command`` says so on stderr at once); last.ckpt is saved there. Raising KeyboardInterrupt mid-step saved nothing
+    that resumes exactly (the weights half updated), and mid-validation nothing at all (a save there would resume into
+    a validation half scored). A second Ctrl-C raises at once. Only where the run keeps a last.ckpt (a ModelCheckpoint
+    with save_last), in one process (under DDP the ranks would have to agree on the step: Lightning's own stop is
+    kept), on the main thread, and where SIGINT is Python's own handler. :func:`undefer_ctrl_c` at the fit's end, or
+    Lightning's signal connector after an exception, puts back the handler the run began with."""
     import signal
     import threading
 
@@ -158,17 +161,23 @@ def defer_ctrl_c(module) -> None:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             raise KeyboardInterrupt
         module._stop_asked = "SIGINT"
+        # what is waited for (a validation may take minutes, a batch read from a slow disk too), and the way out
+        where = "after this training step"
+        if getattr(trainer, "validating", False):
+            where = "after this validation and the next step" if _epoch_ended(trainer) else "once this validation ends"
+        print(f"\n{command}: Ctrl-C: stopping {where}, saving last.ckpt there (Ctrl-C again stops now, saving "
+              "nothing)", file=sys.stderr, flush=True)  # fmt: skip
 
     global _deferring
     _deferring = asked
     signal.signal(signal.SIGINT, asked)
 
 
-_deferring: Any = None  # defer_ctrl_c's handler while a step runs (not on the module: it stays picklable)
+_deferring: Any = None  # defer_ctrl_c's handler while a fit trains (not on the module: it stays picklable)
 
 
 def undefer_ctrl_c() -> None:
-    """Ctrl-C raises KeyboardInterrupt again (validation, data loading: they stop at once, saving nothing)."""
+    """Ctrl-C raises KeyboardInterrupt again (the fit has ended: its test, export or the caller's code may follow)."""
     import signal
 
     global _deferring
@@ -178,15 +187,25 @@ def undefer_ctrl_c() -> None:
 
 
 def stop_asked(module) -> str | None:
-    """Why the run is to stop after the step just done: "SIGINT" (Ctrl-C during it, :func:`defer_ctrl_c`), "SIGTERM"
-    (Lightning's signal connector got one: a scheduler's time limit, a preemption, ``kill``) or None. Read at a
-    step's end (``on_train_batch_end``), where a save resumes exactly; one process only (see :func:`defer_ctrl_c`)."""
+    """Why the run is to stop after the step or validation just done: "SIGINT" (Ctrl-C, :func:`defer_ctrl_c`),
+    "SIGTERM" (Lightning's signal connector got one: a scheduler's time limit, a preemption, ``kill``) or None. Read
+    at a step's end (``on_train_batch_end``) and a fit's validation's end (``on_validation_end``), where a save resumes
+    exactly; one process only (see :func:`defer_ctrl_c`)."""
     trainer = module.trainer
     if getattr(trainer, "world_size", 1) > 1:
         return None
     if getattr(module, "_stop_asked", None):
         return module._stop_asked
     return "SIGTERM" if getattr(trainer, "received_sigterm", False) else None
+
+
+def _epoch_ended(trainer) -> bool:
+    """Whether the step just done was its epoch's last. A save at the end of a validation there resumed 0.04 off an
+    uninterrupted run (the data module names the next epoch, while Lightning finishes this one): a stop waits for the
+    next step's end, where a save resumes exactly; after the fit's last epoch the fit ends anyway, writing its model."""
+    batches = getattr(trainer, "num_training_batches", None)
+    done = trainer.fit_loop.epoch_loop.batch_progress.current.ready
+    return isinstance(batches, int) and 0 < batches <= done
 
 
 def best_checkpoint(trainer) -> str | None:
@@ -311,7 +330,8 @@ class RunState:
     """
 
     _random_state: dict[str, Any] | None = None
-    _stop_asked: str | None = None  # "SIGINT": Ctrl-C during this training step (defer_ctrl_c)
+    command = "train"  # the family's training command, naming the lines a run prints (text-train, caption-train)
+    _stop_asked: str | None = None  # "SIGINT": Ctrl-C during this fit (defer_ctrl_c), not yet acted on
     _threads_before: int | None = None  # torch's CPU threads before ``use_cpu_threads``, given back at teardown
 
     def use_cpu_threads(self, threads: int | None) -> None:
@@ -322,6 +342,7 @@ class RunState:
             torch.set_num_threads(threads)
 
     def teardown(self, stage: str) -> None:
+        undefer_ctrl_c()  # a fit ended by an exception: Lightning has put back the handler; this forgets ours
         if self._threads_before is not None:
             torch.set_num_threads(self._threads_before)
             self._threads_before = None
@@ -355,11 +376,8 @@ class RunState:
             restore_random_state(self._random_state)
             replay_epoch_start(self.trainer)
         self._random_state = None
-
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        if _deferring is None:  # (deferring still: a stop asked mid-accumulation waits for the optimizer's step)
-            self._stop_asked = None
-        defer_ctrl_c(self)
+        self._stop_asked = None
+        defer_ctrl_c(self, self.command)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         trainer = self.trainer
@@ -371,17 +389,48 @@ class RunState:
         stop = stop_asked(self) if stepped else None  # at the last step too: Lightning stops at the epoch's end anyway
         if last or stop:
             save_last_at_end(trainer, at_batch_end=True)  # a stop: last.ckpt at the step reached, as at max_steps
-        if not stepped:
+        self._stop_now(stop)
+
+    def on_validation_end(self) -> None:
+        """A stop asked during a fit's validation (Ctrl-C, SIGTERM): last.ckpt saved here, at its end, where the
+        ModelCheckpoint callbacks have seen its scores (they run before the module's hook), then the run stops; a
+        resume goes on with the next training step, this validation not run again. Not during the sanity check (no
+        step yet: Ctrl-C stops at once), nor mid-accumulation (the stop waits for the optimizer's step), nor at an
+        epoch's end (:func:`_epoch_ended`: the stop waits for the next step's end)."""
+        trainer = self.trainer
+        if trainer.sanity_checking or trainer.state.fn != "fit":
             return
-        undefer_ctrl_c()
+        epoch_loop = trainer.fit_loop.epoch_loop
+        if getattr(epoch_loop, "_should_accumulate", lambda: False)() or _epoch_ended(trainer):
+            return
+        stop = stop_asked(self)
+        if stop:
+            save_last_at_end(trainer, at_batch_end=True)
+        self._stop_now(stop)
+
+    def on_train_epoch_end(self) -> None:
+        """A SIGTERM at an epoch's end (during its validation, its hooks): Lightning stops as the epoch ends, where
+        nothing saved resumes exactly (see :func:`_epoch_ended`), so this run takes it over and stops at the next
+        step's end instead, saving last.ckpt there, as for Ctrl-C. One process only (see :func:`defer_ctrl_c`)."""
+        trainer = self.trainer
+        connector = getattr(trainer, "_signal_connector", None)
+        if getattr(trainer, "world_size", 1) == 1 and getattr(connector, "received_sigterm", False):
+            if _saves_last(trainer):
+                self._stop_asked, connector.received_sigterm = "SIGTERM", False
+
+    def _stop_now(self, stop: str | None) -> None:
         if stop == "SIGTERM":  # now, not after this step's validation: Lightning would stop there too, saving nothing
             from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+            connector = getattr(self.trainer, "_signal_connector", None)
+            if connector is not None:  # taken over at an epoch's end (on_train_epoch_end): the command exits 143
+                connector.received_sigterm = True
             raise SIGTERMException
         if stop == "SIGINT":
             raise KeyboardInterrupt
 
     def on_train_end(self) -> None:
+        undefer_ctrl_c()  # Ctrl-C stops the fit's export, test or the caller's code at once again
         save_last_at_end(self.trainer)
 
     def export_best(self, export_path: str | None, save) -> None:

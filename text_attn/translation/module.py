@@ -78,6 +78,8 @@ SPLIT_MARKS = "its word tokens split at combining marks (trained before 2026-12-
 
 
 class TranslationModule(RunState, pl.LightningModule):
+    command = "text-train"
+
     def __init__(
         self,
         arch: str = "rnn",
