@@ -66,7 +66,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from captioning.commands.caption_batch import OVERLAY, _unique_stem, drawn_overlays
+from captioning.commands.caption_batch import _unique_stem, drawn_overlays, overlay_tail
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
 from captioning.commands.caption_given import check_given, given_notes
 from captioning.commands.caption_loop import _caption_paths
@@ -188,6 +188,8 @@ def caption_main(argv: list[str] | None = None) -> int:
         fail("caption", "no input: give IMAGE files, or --demo to caption the bundled photos")
     if args.per_word and not args.overlay and not args.demo:
         fail("caption", "--per-word needs --overlay DIR")
+    if args.overlay_format and not args.overlay and not args.demo:
+        fail("caption", "--overlay-format needs --overlay DIR")
     if args.evidence and not (args.overlay or args.html or args.json or args.jsonl or args.demo):
         fail("caption", "--evidence is drawn with --overlay DIR or --html FILE, or written with --json / --jsonl: "
              "add one of them")  # fmt: skip
@@ -446,9 +448,10 @@ def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, s
     out = {f"--{flag} {value}": value for flag, value in (("jsonl", args.jsonl), ("html", args.html),
                                                            ("scores", args.scores))}  # fmt: skip
     used = {n.casefold() for n in drawn_overlays(args)}  # as _unique_stem keeps them
+    tail = overlay_tail(args)
     for name in paths if args.overlay else ():
-        png = str(Path(args.overlay) / f"{_unique_stem(Path(name).stem or 'image', used)}{OVERLAY}")
-        out[f"the overlay {png}"] = png
+        picture = str(Path(args.overlay) / f"{_unique_stem(Path(name).stem or 'image', used, tail)}{tail}")
+        out[f"the overlay {picture}"] = picture
     return out
 
 

@@ -14,21 +14,24 @@ from pathlib import Path
 from typing import Any
 
 from captioning.commands.caption_given import given_record, no_given_caption, read_given
+from captioning.commands.caption_parser import OVERLAY_FORMATS
 from captioning.model.bundled import BUNDLED_MODEL
 from captioning.views.file_names import fitted
 from text_attn.core.errors import fail, one_line
 from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
 
+OVERLAY = "-attention.png"  # NAME-attention.png: a photo's overlay in --overlay DIR (--overlay-format png)
 
-def _unique_stem(name: str, used: set[str]) -> str:
-    """The overlay's NAME (``NAME-attention.png``) for a photo named ``name``: cut to fit a file name (fitted).
-    ``used``: the names taken, casefolded (macOS's and Windows' file systems ignore case: Dog.jpg's overlay and
-    dog.jpg's were one file there)."""
-    stem, k = fitted(name, OVERLAY), 1
+
+def _unique_stem(name: str, used: set[str], tail: str = OVERLAY) -> str:
+    """The overlay's NAME (``NAME-attention.png``, ``tail``: its end, :func:`overlay_tail`) for a photo named ``name``:
+    cut to fit a file name (fitted). ``used``: the names taken, casefolded (macOS's and Windows' file systems ignore
+    case: Dog.jpg's overlay and dog.jpg's were one file there)."""
+    stem, k = fitted(name, tail), 1
     while stem.casefold() in used:  # a/x.png and b/x.png in one call must not overwrite each other's overlay
         k += 1
-        stem = f"{fitted(name, f'-{k}{OVERLAY}')}-{k}"
+        stem = f"{fitted(name, f'-{k}{tail}')}-{k}"
     used.add(stem.casefold())
     return stem
 
@@ -107,17 +110,18 @@ def caption_items(
             rec["agreement"] = rounded_taus(found.agreement)
             shown = {"evidence": found.evidence, "agreement": found.agreement}
         if args.overlay:
-            stem = item.get("stem") or _unique_stem(Path(name).stem or "image", used)
+            tail = overlay_tail(args)
+            stem = item.get("stem") or _unique_stem(Path(name).stem or "image", used, tail)
             image = item["image"]
             try:
-                png = Path(args.overlay) / f"{stem}{OVERLAY}"
+                picture = Path(args.overlay) / f"{stem}{tail}"
                 seen = captioner.preprocess.crop_box(*image.size)  # the box in the decoded image's pixels
-                path = draw_overlay(image, words, alphas, g, seen, png, chosen=chosen, probs=result.probs, **shown)
+                path = draw_overlay(image, words, alphas, g, seen, picture, chosen=chosen, probs=result.probs, **shown)
                 extra = ""
                 if args.per_word:
                     n = len(draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen,
-                                             probs=result.probs))  # fmt: skip
-                    extra = f" (+ {n} per-word PNGs)"
+                                             probs=result.probs, suffix=picture.suffix))  # fmt: skip
+                    extra = f" (+ {n} per-word {picture.suffix[1:].upper()}s)"
             except OSError as err:
                 rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"
                 print(f"caption: error: {inert(rec['error'])}", file=sys.stderr)  # a name's line break escaped
@@ -208,18 +212,22 @@ def record_line(rec: dict[str, Any]) -> str:
     return json.dumps({**rec, "attention": _ATTENTION}).replace(json.dumps(_ATTENTION), attention_text(rows.ks), 1)
 
 
-OVERLAY = "-attention.png"  # NAME-attention.png: a photo's overlay in --overlay DIR
+def overlay_tail(args: argparse.Namespace) -> str:
+    """The end of this run's overlay names: ``-attention.png``, ``.jpg`` or ``.webp`` (--overlay-format)."""
+    return f"-attention.{getattr(args, 'overlay_format', None) or 'png'}"
 
 
 def drawn_overlays(args: argparse.Namespace) -> set[str]:
-    """With ``--resume``, the names of the overlays --overlay DIR already holds (NAME-attention.png -> NAME), which a
-    resumed run's new photos are named apart from: its input list may have grown, and a new x/P.jpg sorted before the
-    y/P.jpg an earlier run drew as P-attention.png would otherwise be named P and draw over it. Else nothing."""
+    """With ``--resume``, the names of the overlays --overlay DIR already holds (NAME-attention.png -> NAME, in any
+    of the formats), which a resumed run's new photos are named apart from: its input list may have grown, and a new
+    x/P.jpg sorted before the y/P.jpg an earlier run drew as P-attention.png would otherwise be named P and draw over
+    it. Else nothing."""
     if not (args.overlay and getattr(args, "resume", False)):
         return set()
+    tails = [f"-attention.{f}" for f in OVERLAY_FORMATS]
     try:
         with os.scandir(args.overlay) as found:
-            return {e.name[: -len(OVERLAY)] for e in found if e.name.endswith(OVERLAY)}
+            return {e.name[: -len(t)] for e in found for t in tails if e.name.endswith(t)}
     except OSError:  # not made yet
         return set()
 
@@ -229,15 +237,17 @@ class OverlayNames:
     order, as :func:`_outputs` checks them), a shard member's from its image member, made unique against them and
     against ``taken`` (:func:`drawn_overlays`)."""
 
-    def __init__(self, sources: Sequence[str], taken: set[str] = frozenset(), by_shard: bool = False):
+    def __init__(
+        self, sources: Sequence[str], taken: set[str] = frozenset(), by_shard: bool = False, tail: str = OVERLAY
+    ):
         """``by_shard`` (``--devices``): a shard member's overlay is named ``SHARD-KEY`` (the shard file's stem first):
         each process makes names unique only against its own, so two shards' members of one key, drawn by two
-        processes, were both ``KEY`` and one overwrote the other."""
+        processes, were both ``KEY`` and one overwrote the other. ``tail``: the names' end (:func:`overlay_tail`)."""
         from captioning.photos.shards import is_shard
 
         self.used: set[str] = {t.casefold() for t in taken}  # as _unique_stem keeps them
-        self.by_shard = by_shard
-        self.files = {s: _unique_stem(Path(n).stem or "image", self.used) for s, n in enumerate(sources) if not
+        self.by_shard, self.tail = by_shard, tail
+        self.files = {s: _unique_stem(Path(n).stem or "image", self.used, tail) for s, n in enumerate(sources) if not
                       is_shard(n)}  # fmt: skip
 
     def stem(self, item: dict[str, Any]) -> str:
@@ -245,7 +255,7 @@ class OverlayNames:
             return self.files[item["id"][0]]
         name = Path(item["name"])
         base = f"{name.parent.stem}-{name.stem}" if self.by_shard else name.stem
-        return _unique_stem(base or "image", self.used)
+        return _unique_stem(base or "image", self.used, self.tail)
 
 
 def caption_batch(

@@ -18,6 +18,7 @@ from captioning.commands.caption_batch import (
     _open_html,
     caption_batch,
     drawn_overlays,
+    overlay_tail,
     record_line,
     stdout_lines,
 )
@@ -92,7 +93,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     loader = photo_batches(stream, workers)
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
     bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)
-    names = OverlayNames(paths, drawn_overlays(args))
+    names = OverlayNames(paths, drawn_overlays(args), tail=overlay_tail(args))
     options = search_options(args)
     records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
     captions: dict[str, str] = {}  # image -> caption, for --references (with --jsonl, FILE is read at the end)

@@ -39,7 +39,14 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import BasePredictionWriter
 
-from captioning.commands.caption_batch import OverlayNames, _closing_notes, caption_batch, drawn_overlays, record_line
+from captioning.commands.caption_batch import (
+    OverlayNames,
+    _closing_notes,
+    caption_batch,
+    drawn_overlays,
+    overlay_tail,
+    record_line,
+)
 from captioning.commands.caption_limits import stopped_by
 from captioning.commands.caption_run import check_resume, record_run
 from captioning.commands.process_start import loop_started
@@ -76,7 +83,8 @@ class CaptionPredictor(pl.LightningModule):
         self.total, self.progress = total, None  # total: photos in the input, when known before reading
         self.captioner, self.args, self.sources = captioner, args, sources
         self.model = captioner.model
-        self.names = OverlayNames(sources, drawn_overlays(args), by_shard=True)  # processes cannot see each other's
+        # a shard member's overlay named by its shard too: processes cannot see each other's names
+        self.names = OverlayNames(sources, drawn_overlays(args), by_shard=True, tail=overlay_tail(args))
         self.options = search_options(args)
         self.parts = parts_folder(args.jsonl)
         self.done: set[Id] = set()

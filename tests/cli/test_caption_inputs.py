@@ -288,6 +288,19 @@ def test_resume_names_new_overlays_apart_from_those_drawn_before(model_file, tmp
     assert (tmp_path / "ov" / "P-attention.png").read_bytes() == before  # the earlier photo's overlay kept
 
 
+def test_resume_in_another_overlay_format_names_new_overlays_apart_too(model_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s" / "y").mkdir(parents=True)
+    Image.new("RGB", (48, 40), "red").save(tmp_path / "s" / "y" / "P.png")
+    run = ["s", "--model", str(model_file), *FAST, "--overlay", "ov", "--jsonl", "out.jsonl"]
+    assert caption_main([*run, "--overlay-format", "webp"]) == 0
+    (tmp_path / "s" / "x").mkdir()
+    Image.new("RGB", (48, 40), "blue").save(tmp_path / "s" / "x" / "P.png")
+    assert caption_main([*run, "--resume"]) == 0  # now PNGs: the WebP's name is taken all the same
+    records = {r["image"]: r["overlay"] for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    assert records == {"s/y/P.png": "ov/P-attention.webp", "s/x/P.png": "ov/P-2-attention.png"}
+
+
 def test_resume_with_new_photos_of_the_same_names_as_deleted_ones_goes_on(model_file, tmp_path, monkeypatch):
     # a camera's names repeat: day1/IMG_0001 captioned and deleted, day2/IMG_0001 added to the same file
     monkeypatch.chdir(tmp_path)
