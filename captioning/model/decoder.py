@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from captioning.model.fast_path import fused_steps
 from text_attn.core.attention import AdditiveAttention, HardAttention, HardAttentionResult, ProjectedKeys
 from text_attn.core.decoding import select_rows
-from text_attn.core.fused import KeyGradSink, KeyGradSummer
+from text_attn.core.fused import KeyGradSink, KeyGradSummer, plain_only
 
 GATES = ("scalar", "vector", "none")
 POS_FREQS = 4  # sinusoid frequencies per axis of the region position code
@@ -100,7 +100,8 @@ class DecoderConfig:
     # How many leading features of a region the scores read (None = all D). From attend_on and the encoder.
     key_dims: int | None = None
     # The teacher-forced loop of training: true = captioning.model.fast_path (hand-written autograd: the same values and
-    # gradients, fewer passes over memory; docs/speed.md); false = the plain loop over the paper's equations.
+    # gradients, fewer passes over memory; docs/speed.md; first-order gradients only: create_graph raises); false = the
+    # plain loop over the paper's equations (twice differentiable: a gradient penalty).
     fast_path: bool = True
 
     def __post_init__(self):
@@ -287,13 +288,15 @@ class ShowAttendTellDecoder(nn.Module):
         fast_path: bool | None = None,
     ) -> DecoderOutput:
         """``forward`` with ``use_soft`` already drawn (:meth:`draw_use_soft`); ``fast_path`` overrides the config's
-        (captioning.training.cuda_graphs captures the plain loop: the fast path's buffer pools live in Python)."""
+        (captioning.training.cuda_graphs captures the plain loop: the fast path's buffer pools live in Python; so do
+        ``torch.compile``, tracing and ``torch.func``, which cannot see them: text_attn.core.fused.plain_only)."""
         state = self.init_state(features)
         if rows is not None:
             state = select_rows(state, rows)  # (N, ...): the projected keys copied, not projected again
         h, c, keys = state["h"], state["c"], state["keys"]
         emb = self.embedding(captions_in)  # (B, T, E)
-        if self.cfg.fast_path if fast_path is None else fast_path:  # the same numbers, fewer passes over memory
+        fast = self.cfg.fast_path if fast_path is None else fast_path
+        if fast and not plain_only(emb):  # the same numbers, fewer passes over memory
             steps = [_Step(*s) for s in fused_steps(self, emb, h, c, keys, use_soft)]
         else:
             steps = self._plain_steps(emb, h, c, keys, use_soft)

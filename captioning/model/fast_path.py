@@ -15,6 +15,12 @@ compare them, soft and hard attention); it only does it with fewer passes over m
   the operands in the order the CPU's BLAS runs fastest for such a thin product.
 - :func:`cross_entropy`: ``F.cross_entropy`` over the vocabulary by a compiled kernel (text_attn.core.native) for
   float32 CPU logits.
+
+First-order gradients only: the LSTM weights' gradients come from :class:`DeferredWeightGrad`, whose inputs are
+detached, so a second-order gradient through the loop (``create_graph=True``, a gradient penalty) would miss their
+terms. Such a backward raises a RuntimeError naming the plain loop (``fast_path: false``), which is twice
+differentiable. Under ``torch.compile``, tracing and ``torch.func`` the decoder runs the plain loop itself (its pools
+and the list the steps fill live in Python).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from text_attn.core import native
-from text_attn.core.fused import SCRATCH
+from text_attn.core.fused import SCRATCH, plain_only
 from text_attn.core.precision import widened
 
 if TYPE_CHECKING:
@@ -109,6 +115,9 @@ class DeferredWeightGrad(torch.autograd.Function):
     [E y; z] and W_hh reads h), and each gets its own contiguous gradient: no slicing of a joint one.
     ``release``: :data:`SCRATCH` buffers that the steps' backward reads (e.g. ThinLinear's Wᵀ), given back when
     this backward runs, which is after all of theirs.
+
+    Once differentiable: the inputs x_t are detached, so the weights' gradient it returns is not a function of them
+    to autograd; differentiating it again raises PyTorch's once_differentiable error instead of a wrong number.
     """
 
     @staticmethod
@@ -128,6 +137,7 @@ class DeferredWeightGrad(torch.autograd.Function):
         return tuple(weights[0].new_zeros(batch, weights[0].size(0)) for _ in range(steps))
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, *grads: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         g = torch.cat(grads)  # (T·B, O)
         x = torch.cat(ctx.inputs).to(g.dtype)  # (T·B, I) (autocast may have made the inputs half precision)
@@ -157,15 +167,26 @@ class ThinLinear(torch.autograd.Function):
     transposed, and the thin one second, transposed: measured for (32 x 2560)(2560 x 2048) on 2 threads, x Wᵀ took
     6.1 ms and (W xᵀ)ᵀ 3.2 ms; for the backward, g W took 6.3 ms and (Wᵀ gᵀ)ᵀ with Wᵀ contiguous 3.7 ms. The output
     is the transposed view of an (O, B) result.
+
+    Twice differentiable while W is a constant (no ``tap``: its backward is linear in the incoming gradient). With a
+    ``tap``, W is a weight whose gradient :class:`DeferredWeightGrad` takes from detached inputs, so a backward that
+    builds a graph (``create_graph=True``) raises a RuntimeError: the second-order terms through W would be missing.
     """
 
     @staticmethod
     def forward(ctx, x: Tensor, bias: Tensor, w: Tensor, wt: Tensor, tap: Tensor | None = None) -> Tensor:  # type: ignore[override]
         ctx.save_for_backward(wt)  # saved, not kept as an attribute: a pooled wt reused too early fails the check
+        ctx.deferred = tap is not None
         return torch.addmm(bias.t(), w, x.t()).t()  # (O, B) -> (B, O)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor, None, None, Tensor | None]:  # type: ignore[override]
+        if ctx.deferred and torch.is_grad_enabled():
+            raise RuntimeError(
+                "the caption decoder's fast path gives first-order gradients only (its LSTM weights' gradients are "
+                "deferred); for a second-order gradient (create_graph=True, a gradient penalty) run the plain loop: "
+                "DecoderConfig(fast_path=False) (model.decoder.fast_path: false), teacher_forced(..., fast_path=False)"
+            )
         (wt,) = ctx.saved_tensors
         wt = wt if wt.dtype == grad.dtype else wt.to(grad.dtype)  # autocast: the output's precision
         dx = (wt @ grad.t()).t() if ctx.needs_input_grad[0] else None  # (I, O)(O, B) -> (B, I)
@@ -179,6 +200,7 @@ def cross_entropy(logits: Tensor, targets: Tensor, ignore_index: int = -100, lab
     and anything PyTorch would refuse (targets out of range or of another length, smoothing outside [0, 1]), to
     PyTorch."""
     wanted = torch.is_grad_enabled() and logits.requires_grad and logits.dim() == 2 and targets.dim() == 1
+    wanted = wanted and not plain_only(logits)  # torch.compile, tracing, torch.func: no ctypes kernel
     kernels = _native(logits) if wanted and 0.0 <= label_smoothing <= 1.0 else None
     if kernels is not None and targets.dtype == torch.int64 and targets.device.type == "cpu":
         rows, n = logits.shape

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 from captioning.model.fast_path import DeferredWeightGrad, ThinLinear, cross_entropy
-from text_attn.core import fused
+from text_attn.core import fused, native
 
 
 @pytest.mark.parametrize("attention", ["soft", "hard"])
@@ -236,7 +236,8 @@ def test_compiled_cross_entropy_equals_pytorchs_in_value_and_gradient(eps, C):
     t = torch.randint(0, C, (37,))
     t[::4] = 2  # ignored rows (pad)
     ours = cross_entropy(x, t, ignore_index=2, label_smoothing=eps)
-    assert type(ours.grad_fn).__name__ == "CompiledCrossEntropyBackward"
+    if native.kernels() is not None:  # TEXT_ATTN_NATIVE=0 or no compiler: PyTorch's, checked alike below
+        assert type(ours.grad_fn).__name__ == "CompiledCrossEntropyBackward"
     plain = F.cross_entropy(x, t, ignore_index=2, label_smoothing=eps)
     torch.testing.assert_close(ours, plain)
     g_ours = torch.autograd.grad(1.7 * ours, x, retain_graph=True)[0]  # an incoming gradient other than 1

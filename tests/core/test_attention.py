@@ -219,3 +219,69 @@ def test_hard_attention_gives_a_fully_masked_row_a_zero_context():
     assert torch.equal(ctx[0], keys[0, int(w[0].argmax())])  # a live row reads its arg-max region, as before
     sampled = hard.attend(q, keys, mask=mask, mode="sample", generator=torch.Generator().manual_seed(0))
     assert float(sampled.log_prob[1]) == 0.0 and torch.equal(sampled.context[1], torch.zeros(6))
+
+
+@pytest.mark.parametrize("module", [AdditiveAttention, HardAttention])
+def test_keys_precomputed_outside_autocast_meet_a_bfloat16_step(module):
+    """Keys projected once in float32, the step under bfloat16 autocast (the query bfloat16): addmv refused the two
+    dtypes. Now one dtype; the weights are float32's to bfloat16's precision."""
+    torch.manual_seed(0)
+    att = module(4, 4, 6).eval()
+    q, keys = torch.randn(3, 4), att.precompute(torch.randn(3, 5, 4))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        context, weights = att(q, keys)
+    want_context, want_weights = att(q, keys)
+    torch.testing.assert_close(weights.float(), want_weights, rtol=0, atol=2e-2)
+    torch.testing.assert_close(context.float(), want_context, rtol=0, atol=5e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_one_step_score_is_as_accurate_as_tanh_in_that_dtype(dtype):
+    """2 vᵀσ(2x) − Σv cancels where v is large (a trained one): in a half dtype the fused step was 3-4x less accurate
+    than vᵀ tanh(x) computed in that dtype. Half dtypes are computed in float32 now."""
+    torch.manual_seed(0)
+    att = AdditiveAttention(64, 64, 64)
+    with torch.no_grad():
+        att.v.weight.mul_(8).add_(0.05)  # sum(v) ~ 3, |v| up to ~1: a trained scorer's scale
+    q, keys = torch.randn(8, 64), torch.randn(8, 50, 64)
+    wide = AdditiveAttention(64, 64, 64).double()
+    wide.load_state_dict({k: t.double() for k, t in att.state_dict().items()})
+    exact = wide.score(q.double(), wide.precompute(keys.double()).proj)
+    half = att.to(dtype)
+    with torch.no_grad():
+        proj = half.precompute(keys.to(dtype)).proj
+        ours = half.score(q.to(dtype), proj)
+        tanh = half.v(torch.tanh(proj + half.query_proj(q.to(dtype)).unsqueeze(1))).squeeze(-1)
+    assert ours.dtype == dtype
+    assert (ours.double() - exact).abs().max() <= (tanh.double() - exact).abs().max()
+
+
+def test_a_batch_of_none_gives_empty_results():
+    """ZeroDivisionError (additive, hard), a reshape error (Luong); multi-head attention gave empty results already."""
+    for att in (AdditiveAttention(4, 4, 6), LuongAttention(4, 4, "general"), HardAttention(4, 4, 6).eval()):
+        for query in (torch.randn(0, 4), torch.randn(0, 2, 4)):
+            if isinstance(att, HardAttention) and query.dim() == 3:
+                continue
+            context, weights = att(query, torch.randn(0, 5, 4), mask=torch.ones(0, 5, dtype=torch.bool))
+            assert context.shape == (*query.shape[:-1], 4) and weights.shape == (*query.shape[:-1], 5)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int64, torch.float32])
+def test_every_attention_refuses_a_mask_that_is_not_bool_by_name(dtype):
+    """MultiHeadAttention's TypeError, from the shared mask path: masked_fill's own error before (or a mask of
+    floats read as numbers)."""
+    q, keys, mask = torch.randn(2, 4), torch.randn(2, 5, 4), torch.ones(2, 5, dtype=dtype)
+    for att in (
+        AdditiveAttention(4, 4, 6),
+        LuongAttention(4, 4, "concat"),
+        HardAttention(4, 4, 6),
+        MultiHeadAttention(4, 2),
+    ):
+        with pytest.raises(TypeError, match=f"mask must be bool \\(True = attend\\), got {dtype}"):
+            att(q, keys, mask=mask)
+
+
+def test_hard_attention_takes_one_steps_query_only():
+    """(B, T, Q) indexed the wrong rows (an IndexError, or a wrong context where T fit)."""
+    with pytest.raises(ValueError, match=r"one step's query \(B, Q\) only, got \(2, 3, 4\)"):
+        HardAttention(4, 4, 6).eval()(torch.randn(2, 3, 4), torch.randn(2, 5, 4))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from text_attn.core import fused
-from text_attn.core.fused import AdditiveScore, KeyGradSummer, additive_score
+from text_attn.core.fused import AdditiveScore, KeyGradSink, KeyGradSummer, additive_score
 
 
 def _plain_score(q, proj, v):  # vᵀ tanh(proj[n // g] + q[n]), (N, S)
@@ -58,3 +58,45 @@ def test_a_sequence_whose_step_missed_the_loss_is_reported_when_the_next_one_sta
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sequence(3)  # ...and the next one has nothing to report
+
+
+@pytest.mark.parametrize(("g", "with_sink"), [(1, False), (3, False), (1, True)])
+def test_additive_score_is_twice_differentiable(g, with_sink):
+    """A backward that builds a graph (create_graph: a gradient penalty, a Hessian-vector product) computes the
+    gradients from the saved inputs with differentiable operations: σ was a constant to autograd (wrong second-order
+    gradients) and PyTorch's passes raised about out= arguments. A sink is left alone then (each step its own)."""
+    torch.manual_seed(0)
+    B, S, A = 2, 3, 4
+    q = torch.randn(B * g, A, dtype=torch.float64, requires_grad=True)
+    proj = torch.randn(B, S, A, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, A, dtype=torch.float64, requires_grad=True)
+
+    def score(q, proj, v):
+        return AdditiveScore.apply(q, proj, v, KeyGradSink(proj) if with_sink else None)
+
+    assert torch.autograd.gradgradcheck(score, (q, proj, v))
+
+
+@pytest.mark.parametrize("kernel", ["compiled", "pytorch"])
+def test_a_gradient_penalty_through_additive_attention_equals_the_plain_expressions(kernel, monkeypatch):
+    """float32, one step, as a model uses it: the query's penalty gradient was None, the weights' were wrong."""
+    from text_attn.core.attention import AdditiveAttention
+
+    if kernel == "pytorch":
+        monkeypatch.setattr(fused, "_native", lambda *tensors: None)
+    torch.manual_seed(0)
+    att, keys, query = AdditiveAttention(4, 6, 5), torch.randn(3, 7, 6), torch.randn(3, 4)
+
+    def penalty_grads():
+        q = query.clone().requires_grad_()
+        att.zero_grad()
+        context, weights = att(q, keys)
+        (dq,) = torch.autograd.grad(context.sum() + weights.square().sum(), q, create_graph=True)
+        dq.square().sum().backward()
+        return [q.grad] + [p.grad for p in att.parameters()]
+
+    ours = penalty_grads()
+    plain = lambda self, query, proj, sink=None: _plain_score(self.query_proj(query), proj, self.v.weight)  # noqa: E731
+    monkeypatch.setattr(AdditiveAttention, "score", plain)
+    for a, b in zip(ours, penalty_grads(), strict=True):
+        torch.testing.assert_close(a, b)

@@ -150,3 +150,14 @@ def test_a_translation_never_holds_pad_or_bos_and_each_word_keeps_its_own_attent
         src = torch.tensor([vocab.encode(t.source, eos=True)])
         steps = step_through(net, src, vocab.encode(t.tokens, eos=False), vocab.bos_id)  # teacher-forced rows
         torch.testing.assert_close(t.attention.float(), steps.alphas, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("attention", ["bahdanau", "luong-general", "none"])
+def test_a_batch_of_no_sentences_gives_an_empty_result(attention):
+    """pack_padded_sequence refused them: "Cannot pack empty tensors" (the Transformer gave an empty result)."""
+    model, src, lens = _model(attention), torch.zeros(0, 6, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    for beam_size in (1, 3):
+        found = model.generate(src, lens, BOS, EOS, 5, beam_size=beam_size)
+        assert found.tokens.size(0) == 0 and found.lengths.shape == (0,)
+    logits, _ = model(src, lens, torch.zeros(0, 4, dtype=torch.long))
+    assert logits.shape == (0, 4, 12)

@@ -2,15 +2,16 @@
 
 One signature for all: ``forward(query, keys, values=None, mask=None) -> (context, weights)``.
 
-- ``query``: (B, Q) for one decoder step, or (B, T, Q) for T steps at once.
+- ``query``: (B, Q) for one decoder step, or (B, T, Q) for T steps at once (not :class:`HardAttention`: one step).
 - ``keys``: (B, S, K) encoder states, or a :class:`ProjectedKeys` made by ``precompute(keys)``: keys that do not
   change across decoder steps are projected once per source, not at every step.
 - ``values``: (B, S, V); defaults to the (unprojected) keys.
-- ``mask``: (B, S) bool, True where a position is real and may be attended, False for padding.
+- ``mask``: (B, S) bool, True where a position is real and may be attended, False for padding (a mask of another
+  dtype: a TypeError).
 - returns ``context`` (B, V) / (B, T, V) and ``weights`` (B, S) / (B, T, S), the softmax over source positions.
 
 Masked positions get exactly zero weight, and a row whose every position is masked gets all-zero weights and a zero
-context (never NaN).
+context (never NaN). A batch of 0 rows gives empty results.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from text_attn.core.fused import AdditiveScore, KeyGradSink, additive_score
+from text_attn.core.fused import AdditiveScore, KeyGradSink, additive_score, plain_only
 from text_attn.core.precision import widened
+
+_WIDE = (torch.float32, torch.float64)  # the dtypes the one-step additive score computes in as they are
 
 
 class ProjectedKeys(NamedTuple):
@@ -36,9 +39,17 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
 
     scores: (B, S) or (B, T, S); mask: (B, S) bool, True = keep.
     """
+    check_mask(mask)
     if mask is not None and scores.dim() == 3:
         mask = mask.unsqueeze(1)  # (B, 1, S) broadcast over the T queries
     return softmax_keep(scores, mask)
+
+
+def check_mask(mask: Tensor | None) -> None:
+    """A mask must be bool: a float or integer 0/1 mask would be read as an additive bias by PyTorch's attention (masked
+    keys attended) or refused deep inside ``masked_fill``; one clear TypeError for every module instead."""
+    if mask is not None and mask.dtype != torch.bool:
+        raise TypeError(f"mask must be bool (True = attend), got {mask.dtype}")
 
 
 def softmax_keep(scores: Tensor, keep: Tensor | None) -> Tensor:
@@ -56,7 +67,8 @@ def _weighted_sum(weights: Tensor, values: Tensor) -> Tensor:
     query rows per source row of values (B, S, V) -> (B*g, V), without copying the values g times."""
     if weights.dim() == 2:
         g = _group(weights.size(0), values.size(0))
-        return torch.bmm(weights.view(values.size(0), g, -1), values).view(weights.size(0), -1)
+        # sizes spelt out, not -1: a batch of 0 rows has no size to infer
+        return torch.bmm(weights.view(values.size(0), g, weights.size(1)), values).view(weights.size(0), values.size(2))
     return torch.bmm(weights, values)
 
 
@@ -130,16 +142,32 @@ class AdditiveAttention(_Attention):
         """(B, [T,] Q), (B, S, A) -> (B, [T,] S). ``key_grad_sink``: the steps of a teacher-forced loop add the keys'
         gradient there (text_attn.core.fused.KeyGradSummer) instead of each writing a full one for autograd to sum."""
         q = self.query_proj(query)  # (B, A) or (B, T, A)
-        if q.dim() == 2 and q.device.type == "cpu":  # one step (training or search): fused, in cache-sized blocks
-            v = self.v.weight.to(q.dtype)  # (1, A)
-            if not torch.is_grad_enabled():
-                return additive_score(q, proj, v)
-            return AdditiveScore.apply(q, proj, v, key_grad_sink)
+        if q.dim() == 2 and q.device.type == "cpu" and not plain_only(q) and q.size(0):  # not a batch of none
+            return self._fused_score(q, proj, key_grad_sink)  # one step (training or search), in cache-sized blocks
         if q.dim() == 2:  # (B, g, 1, A) + (B, 1, S, A): g query rows per source (beam search's K; 1 in training)
-            e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), _group(q.size(0), proj.size(0)), 1, -1))
-            return self.v(e).view(q.size(0), -1)  # (N, S)
+            e = torch.tanh(proj.unsqueeze(1) + q.view(proj.size(0), _group(q.size(0), proj.size(0)), 1, q.size(-1)))
+            return self.v(e).view(q.size(0), proj.size(1))  # (N, S)
         # (B, T, 1, A) + (B, 1, S, A) -> (B, T, S, A) -> (B, T, S)
         return self.v(torch.tanh(proj.unsqueeze(1) + q.unsqueeze(2))).squeeze(-1)
+
+    def _fused_score(self, q: Tensor, proj: Tensor, key_grad_sink: KeyGradSink | None) -> Tensor:
+        """The one-step score by text_attn.core.fused, in one dtype: keys projected outside autocast (float32) meet
+        a bfloat16 query; float16 and bfloat16 are computed in float32 (their 2 vᵀσ(2x) − Σv cancels: 3-4x the
+        error of tanh in the half dtype) and handed back in the half dtype. float32 and float64 pass unchanged."""
+        v = self.v.weight  # (1, A)
+        if q.dtype is proj.dtype is v.dtype and q.dtype in _WIDE:  # checked first: each cast costs a microsecond
+            return self._fused(q, proj, v, key_grad_sink)
+        dtype = torch.promote_types(q.dtype, proj.dtype)  # what proj + q gives
+        wide = torch.promote_types(dtype, torch.float32)
+        if proj.dtype != wide and key_grad_sink is not None and key_grad_sink.proj is proj:
+            proj, key_grad_sink = key_grad_sink.widen(wide)  # a teacher-forced loop: the keys cast once, not per step
+        return self._fused(q.to(wide), proj.to(wide), v.to(wide), key_grad_sink).to(dtype)
+
+    @staticmethod
+    def _fused(q: Tensor, proj: Tensor, v: Tensor, key_grad_sink: KeyGradSink | None) -> Tensor:
+        if not torch.is_grad_enabled():
+            return additive_score(q, proj, v)
+        return AdditiveScore.apply(q, proj, v, key_grad_sink)
 
 
 class LuongAttention(_Attention):
@@ -305,10 +333,11 @@ class MultiHeadAttention(nn.Module):
             ctx = nn.functional.scaled_dot_product_attention(
                 q, k, v, attn_mask=None if plain_causal else keep, dropout_p=p, is_causal=plain_causal
             )
-            if keep is not None:  # kernels differ on fully masked rows (0 or NaN): make them 0
-                dead = ~keep.any(-1, keepdim=True)  # (B|1, 1, T|1, 1)
-                if bool(dead.any()):  # rare: skip a full-size masked_fill (and its backward) when no row is dead
-                    ctx = ctx.masked_fill(dead, 0.0)
+            # Kernels differ on fully masked rows (0 or NaN): make them 0. Only a given mask, or a causal one with more
+            # queries than keys, can leave a row nothing; always zeroed then (asking whether any row is dead would
+            # read a value back: a host sync per layer and step on a GPU, and no meta tensors or torch.export).
+            if mask is not None or (causal and T > S):
+                ctx = ctx.masked_fill(~keep.any(-1, keepdim=True), 0.0)  # (B|1, 1, T|1, 1) True where dead
         context = self.out_proj(ctx.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
         if one_step:
             return context.squeeze(1), None if weights is None else weights.squeeze(2)
@@ -319,8 +348,7 @@ class MultiHeadAttention(nn.Module):
         """Combine a padding mask (B, S) or (B, T, S) and a causal mask into one (B|1, 1, T|1, S) bool, True = keep."""
         keep = None
         if mask is not None:
-            if mask.dtype != torch.bool:  # a float 0/1 mask was read as an additive bias: masked keys attended
-                raise TypeError(f"mask must be bool (True = attend), got {mask.dtype}")
+            check_mask(mask)
             keep = mask[:, None, None, :] if mask.dim() == 2 else mask[:, None]
         if causal and T > 1:  # a single (last) query sees every key anyway
             # Query t (of the last T positions) sees key s when s <= t + (S - T).
@@ -360,7 +388,8 @@ class HardAttention(nn.Module):
     log p(s_t) and H[α] for the REINFORCE and entropy terms of the paper's eq. 12. ``mode`` picks how to attend:
     ``sample`` (training), ``argmax`` or ``expect`` (inference: the arg-max location or the expected, soft context).
     ``use_soft`` (B,) bool selects rows that take the expected context instead of a sample (the paper does this with
-    probability 0.5 per caption during training).
+    probability 0.5 per caption during training). One step at a time: ``query`` is (B, Q) only (a ValueError for
+    (B, T, Q)), ``context`` (B, V) and ``weights`` (B, S).
     """
 
     MODES = ("sample", "argmax", "expect")
@@ -385,6 +414,8 @@ class HardAttention(nn.Module):
     ) -> HardAttentionResult:
         if mode not in self.MODES:
             raise ValueError(f"unknown hard attention mode {mode!r}; choose one of {self.MODES}")
+        if query.dim() != 2:  # one location drawn per step: T steps at once would index the wrong rows
+            raise ValueError(f"HardAttention takes one step's query (B, Q) only, got {tuple(query.shape)}")
         pk = self.scorer.precompute(keys)
         values = pk.keys if values is None else values  # (B, S, V); beam search: B sources for B*K query rows
         scores = self.scorer.score(query, pk.proj, key_grad_sink)  # (N, S)

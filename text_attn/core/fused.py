@@ -11,6 +11,12 @@ captioning.model.fast_path.)
 - :class:`KeyGradSink` / :class:`KeyGradSummer`: in a teacher-forced loop every step reads the same projected keys;
   the steps add their gradients for them into one buffer instead of autograd summing T full ones.
 - :data:`SCRATCH`: large buffers kept from one training step to the next (fresh pages cost more than the arithmetic).
+
+Where these cannot be seen or are refused -- ``torch.jit.trace`` and the legacy ONNX export (they record tensor
+operations, not a ctypes call or an ``out=`` write), ``torch.compile`` and ``torch.export`` (fake tensors have no data
+pointer), the ``torch.func`` transforms (vmap, grad, jacrev) -- callers take the plain expression
+(:func:`plain_only`). A second-order gradient (``create_graph=True``) through :class:`AdditiveScore` is computed by
+differentiable PyTorch operations of its inputs, so it equals the plain expression's.
 """
 
 from __future__ import annotations
@@ -39,6 +45,18 @@ def _native(*tensors: Tensor) -> native.Kernels | None:
     if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors):
         return None
     return native.kernels()
+
+
+def plain_only(t: Tensor) -> bool:
+    """True where the hand-written autograd and the kernels must give way to plain PyTorch expressions: while
+    ``torch.jit.trace`` (and so the legacy ONNX export) records, under ``torch.compile`` / ``torch.export``, inside a
+    ``torch.func`` transform, or for a tensor subclass (fake, functional, distributed tensors). A few flag reads."""
+    return (
+        torch.jit.is_tracing()
+        or torch.compiler.is_compiling()
+        or torch._C._are_functorch_transforms_active()
+        or type(t) is not Tensor
+    )
 
 
 def _threads() -> int:
@@ -152,6 +170,16 @@ class KeyGradSink:
         self.doubled: Tensor | None = None  # 2·proj, made by the first step, read by all (no gradient of its own)
         self.progress = SinkProgress()  # a caller may keep it (no tensors) to check the backward later
         self.total: Tensor | None = None
+        self.widened: tuple[Tensor, KeyGradSink] | None = None  # see widen
+
+    def widen(self, dtype: torch.dtype) -> tuple[Tensor, KeyGradSink]:
+        """``proj`` cast to ``dtype`` (half keys scored in float32) once for the whole sequence, and the sink its
+        steps add their gradients into (sharing this one's progress): the total goes back through one cast, not T."""
+        if self.widened is None:
+            wide = KeyGradSink(self.proj.to(dtype))
+            wide.progress = self.progress
+            self.widened = (wide.proj, wide)
+        return self.widened
 
 
 class KeyGradSummer:
@@ -181,7 +209,9 @@ class KeyGradSummer:
 class AdditiveScore(torch.autograd.Function):
     """:func:`additive_score` with its backward. Saves σ(2x) (N, S, A): the memory autograd would keep for tanh.
     ``sink`` (a :class:`KeyGradSink` for this ``proj``, one query row per key row): the keys' gradient is summed
-    over the steps there."""
+    over the steps there. Twice differentiable: a backward that builds a graph (``create_graph=True``, e.g. a
+    gradient penalty) computes the gradients with differentiable operations of the saved inputs (and leaves the sink
+    alone: each step then returns its own keys' gradient), so second-order gradients equal the plain expression's."""
 
     @staticmethod
     def forward(ctx, q: Tensor, proj: Tensor, v: Tensor, sink: KeyGradSink | None = None) -> Tensor:  # type: ignore[override]
@@ -199,12 +229,14 @@ class AdditiveScore(torch.autograd.Function):
                     ctx.sink.doubled = torch.mul(proj.detach(), 2, out=SCRATCH.take(proj.shape, proj))
                 out = additive_score(q, ctx.sink.doubled, v, keep=sig, doubled=True)
             ctx.sink.progress.steps += 1
-        ctx.save_for_backward(sig, v)
+        ctx.save_for_backward(sig, v, q, proj)  # q and proj: inputs, saved without a copy (for create_graph)
         return out
 
     @staticmethod
     def backward(ctx, de: Tensor) -> tuple[Tensor, Tensor | None, Tensor, None]:  # type: ignore[override]
-        sig, v = ctx.saved_tensors
+        sig, v, q, proj = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: σ and the kernels are constants to autograd, the inputs are not
+            return (*_differentiable_score_backward(q, proj, v, de), None)
         sink, de = ctx.sink, de.contiguous()
         # ∂e/∂x · de = de ⊗ v · tanh'(x) = de ⊗ v · 4σ(1 − σ), written to dx or added into the sink's total
         kernels = _native(sig, de, v) if ctx.g == 1 else None
@@ -236,6 +268,17 @@ class AdditiveScore(torch.autograd.Function):
         elif ctx.g > 1:  # query rows sharing a source row add their gradients into it
             dx = dx.view(-1, ctx.g, *dx.shape[1:]).sum(1)
         return dq, dx, dv.view_as(v), None
+
+
+def _differentiable_score_backward(q: Tensor, proj: Tensor, v: Tensor, de: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(dq (N, A), dproj (B, S, A), dv (1, A)) of :class:`AdditiveScore` as plain operations of its inputs and the
+    incoming gradient de (N, S), so that autograd can differentiate them again: t = tanh(proj + q),
+    dx = de · v · (1 − t²), dq = Σ_s dx, dproj = Σ over the g query rows of a source row of dx, dv = Σ de · t."""
+    (B, S, A), N = proj.shape, q.size(0)
+    t = torch.tanh(proj.unsqueeze(1) + q.view(B, N // B, 1, A))  # (B, g, S, A)
+    d = de.reshape(B, N // B, S, 1)
+    dx = d * v.reshape(A) * (1 - t * t)
+    return dx.sum(2).reshape(N, A), dx.sum(1), (d * t).sum((0, 1, 2)).view_as(v)
 
 
 def _native_score_backward(kernels: native.Kernels, sig: Tensor, de: Tensor, v: Tensor, dx: Tensor, add: bool):

@@ -67,6 +67,10 @@ class Encoder(nn.Module):
     def forward(self, src: Tensor, src_lens: Tensor) -> tuple[Tensor, Tensor]:
         """src (B, S), src_lens (B,) -> states (B, S, 2H), final (B, 2H) = [last forward; last backward]
         (one-directional: (B, S, H) and the last forward state (B, H))."""
+        if src.size(0) == 0:  # a batch of none: empty states (pack_padded_sequence refuses empty tensors)
+            width = self.rnn.hidden_size * (2 if self.rnn.bidirectional else 1)
+            states = self.embed.weight.new_zeros(0, src.size(1), width)
+            return states, states[:, 0]
         packed = pack_padded_sequence(
             self.drop(self.embed(src)), src_lens.cpu(), batch_first=True, enforce_sorted=False
         )
