@@ -60,7 +60,7 @@ from captioning.training.readers import SPLITS, CaptionDataError, read_flickr8k,
 from captioning.training.shapes import Scene, make_scenes
 from captioning.training.splits import CaptionSplit
 from text_attn.core.attention_supervision import dense_targets
-from text_attn.core.batching import POOL_BATCHES, EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.batching import POOL_BATCHES, LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import learn_casing
 from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
@@ -545,7 +545,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         return batch
 
     def train_dataloader(self) -> DataLoader:
-        hp = self.hparams
+        hp, trainer = self.hparams, getattr(self, "trainer", None)
         if self.streams and hp.photo_batches:
             raise CaptionDataError(
                 f"data.photo_batches: {hp.root} is a chunk folder, whose stream draws its own batches; leave it false"
@@ -557,13 +557,12 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 raise CaptionDataError("attention_targets needs the encoder's grid: call set_grid(model.encoder.grid)")
             grid = self.grid if hp.attention_targets else None
             collate = StreamCollate(self.vocab, self.preprocess, hp.max_caption_len, grid)
-            world = world_size_of(getattr(self, "trainer", None))
-            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, hp.num_workers, world,
-                                    self.take_resume_skip())  # fmt: skip
+            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, hp.num_workers, world_size_of(trainer),
+                                    self.take_resume_skip(), shuffle=not overfits(trainer))  # fmt: skip
         if hp.photo_batches:  # whole photos with all their captions: a batch sampler over photos, not pairs
             photos = _Indices(len(self._photo_pairs))
             sampler = LengthBatchSampler(
-                EpochShuffle(photos, hp.seed),
+                train_order(photos, hp.seed, trainer),
                 [1] * len(photos),
                 self.photos_per_batch,
                 seed=hp.seed,
@@ -575,7 +574,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         lengths = [len(c) for _, c in self._train_pairs]
         pairs = _Indices(len(lengths))
         sampler = LengthBatchSampler(
-            EpochShuffle(pairs, hp.seed),
+            train_order(pairs, hp.seed, trainer),
             lengths,
             hp.batch_size,
             seed=hp.seed,

@@ -75,9 +75,13 @@ def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) ->
     return line
 
 
-def start_line(trainer, start: dict[str, float], name: str | None) -> str | None:
+def start_line(
+    trainer, start: dict[str, float], name: str | None, partial: tuple[float, float, frozenset[str]] | None = None
+) -> str | None:
     """After a fit from model.init_from whose start was validated (``start``: its val scores): the monitored metric
-    before training and at the best checkpoint, and what to make of it when training did not beat the start."""
+    before training and at the best checkpoint, and what to make of it when training did not beat the start.
+    ``partial``: the sanity check validated only part of the split (batches validated, batches of the split, the
+    metrics it scored): no start score is comparable with the best checkpoint's, scored on the whole split."""
     for cb in getattr(trainer, "checkpoint_callbacks", []):
         metric, best = getattr(cb, "monitor", None), getattr(cb, "best_model_score", None)
         if metric in start and best is not None:
@@ -86,6 +90,14 @@ def start_line(trainer, start: dict[str, float], name: str | None) -> str | None
             if float(best) <= start[metric]:
                 line += ": training did not beat the start on these val photos (the start may caption them as well)"
             return line
+        if partial is not None and metric in partial[2] and best is not None:
+            done, batches = partial[:2]  # batches: inf for a loader of no length
+            part = f"{done:.0f} of the {batches:.0f}" if math.isfinite(batches) else f"{done:.0f} of the"
+            return (
+                f"{metric}: {100 * float(best):.2f} at the best checkpoint; no start score to compare: the sanity "
+                f"check validated model.init_from {name} on {part} val batches (trainer.num_sanity_val_steps -1 "
+                "validates the whole split before training)"
+            )
     return None
 
 
@@ -193,6 +205,9 @@ class CaptionModule(RunState, pl.LightningModule):
         # init_from's val scores, when the sanity check validated the whole split before training
         # (trainer.num_sanity_val_steps: -1, as configs/caption/your_photos.yaml): fit's end compares its best with them
         self._start_scores: dict[str, float] = {}
+        # a sanity check over part of the split instead: (batches validated, batches of the split, metrics), no scores
+        # (a subset's score against the best checkpoint's on the whole split said "training did not beat the start")
+        self._start_partial: tuple[float, float, frozenset[str]] | None = None
         self._start_name: str | None = None  # init_from as read (an ensemble's decoder named: "flickr8k (decoder 1)")
         self._outputs: list[dict] = []
         self._graphed: GraphedDecoder | None = None  # model.cuda_graphs on CUDA (on_train_start)
@@ -361,7 +376,12 @@ class CaptionModule(RunState, pl.LightningModule):
         hyps = {o["index"]: " ".join(o["words"]) for o in outs}
         scores = coco_metrics(refs, hyps, meteor=False if self.hparams.val_meteor is False else None)
         if stage == "val" and self.trainer.sanity_checking and self.hparams.init_from and self.global_step == 0:
-            self._start_scores = {f"val_{k}": v for k, v in scores.items()}  # before the first step: the start's
+            start = {f"val_{k}": v for k, v in scores.items()}  # before the first step: the start's
+            done, batches = sum(self.trainer.num_sanity_val_batches), sum(self.trainer.num_val_batches)
+            if done >= batches:
+                self._start_scores = start
+            else:
+                self._start_partial = (done, batches, frozenset(start))
         for name, value in scores.items():
             self.log(f"{stage}_{name}", value, prog_bar=name in ("Bleu_4", "CIDEr"))
         scenes = self.trainer.datamodule.scenes.get(stage)
@@ -417,7 +437,8 @@ class CaptionModule(RunState, pl.LightningModule):
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
         SCRATCH.clear()  # the training steps' pooled buffers (a few hundred MB at the paper's size): not needed now
-        line = start_line(self.trainer, self._start_scores, self._start_name or self.hparams.init_from)
+        name = self._start_name or self.hparams.init_from
+        line = start_line(self.trainer, self._start_scores, name, self._start_partial)
         if line and self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)
         self.export_best(self.hparams.export_path, self.captioner(for_export=True).save)

@@ -172,3 +172,22 @@ def test_a_checkpoint_start_keeps_its_facts_and_a_path_is_recorded_by_its_file_n
         "started_from": "last.ckpt, trained on Flickr8k and mine",
         "terms": facts["terms"],
     }  # no machine's folders in a model file
+
+
+def test_a_sanity_check_over_part_of_the_val_split_gives_no_start_score_to_compare(shapes_folder, capsys):
+    """A sanity check of 1 of the 2 val batches: the start's score on one photo was compared with the best
+    checkpoint's on both and could say "training did not beat the start"; now fit's end says no comparable score was
+    taken, and how to take one."""
+    one_of_two = ("--data.batch_size", "1", "--trainer.num_sanity_val_steps", "1", "--trainer.check_val_every_n_epoch",
+                  "null", "--trainer.val_check_interval", "1")  # fmt: skip
+    cli = _fit("extend", steps=1, more=one_of_two)
+    err = capsys.readouterr().err
+    assert cli.trainer.num_val_batches == [2]
+    assert " from model.init_from shapes before training" not in err and "did not beat" not in err
+    (line,) = [x for x in err.splitlines() if "no start score" in x]
+    best = 100 * float(cli.trainer.checkpoint_callback.best_model_score)
+    assert line == (
+        f"caption-train: val_Bleu_4: {best:.2f} at the best checkpoint; no start score to compare: the sanity check "
+        "validated model.init_from shapes on 1 of the 2 val batches (trainer.num_sanity_val_steps -1 validates the "
+        "whole split before training)"
+    )

@@ -80,6 +80,34 @@ def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(fa
     assert any(not torch.allclose(interrupted["state_dict"][k], v) for k, v in a["state_dict"].items())
 
 
+@pytest.mark.parametrize("family", ["text", "caption"])
+def test_a_fit_resumed_with_another_batch_size_is_refused_in_one_line(family, tmp_path, capsys):
+    """The skip counts batches: resumed with batches of 8, the 4 batches of 16 trained in epoch 1 were taken for 4 of 8,
+    the resumed epoch trained pairs already trained and left out others, and the step totals were wrong ("step 6 of
+    12", ending at 17). Now the resume is refused, saying what to do; test with another batch size reads the
+    checkpoint as before."""
+    cfg = str(resumable_config(tmp_path, family, every=5))
+    first = run(family, ["fit", "--config", cfg, "--trainer.max_steps", "10", "--trainer.default_root_dir", "b"])
+    epoch, done = divmod(10, first.trainer.num_training_batches)
+    assert done, "the interruption must fall inside an epoch"
+    last = next(Path("b").rglob("last.ckpt"))
+    saved = {p: p.stat().st_mtime_ns for p in Path("b").rglob("*.ckpt")}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        run(family, ["fit", "--config", cfg, "--trainer.max_steps", "15", "--trainer.default_root_dir", "b",
+                     "--ckpt_path", "last", "--data.batch_size", "8"])  # fmt: skip
+    (line,) = [x for x in capsys.readouterr().err.strip().splitlines() if "error" in x]
+    prog = "text-train" if family == "text" else "caption-train"
+    assert exc.value.code == 2 and line == (
+        f"{prog}: error: data.batch_size 8: the checkpoint trained {done} batches of 16 in epoch {epoch}, and a resume "
+        "goes on counting in batches of 16: keep data.batch_size 16, or start a new fit from its weights with "
+        f"--model.init_from {last} (its steps and optimiser afresh)"
+    )
+    assert {p: p.stat().st_mtime_ns for p in Path("b").rglob("*.ckpt")} == saved  # nothing trained or saved
+    cli = run(family, ["test", "--config", cfg, "--ckpt_path", str(last), "--data.batch_size", "8"])
+    assert cli.datamodule.hparams.batch_size == 8 and Path(cli.trainer.ckpt_path).resolve() == last.resolve()
+
+
 @pytest.mark.slow
 def test_command_line_options_win_over_the_checkpoints(tmp_path, capsys):
     cfg = str(resumable_config(tmp_path, "caption"))

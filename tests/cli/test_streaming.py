@@ -156,6 +156,17 @@ def test_a_streaming_fit_resumed_mid_epoch_ends_with_the_uninterrupted_weights(f
     assert any(not torch.allclose(b["state_dict"][k], v) for k, v in a["state_dict"].items())  # it has teeth
 
 
+def test_a_streaming_fit_with_overfit_batches_trains_the_same_batches_every_epoch(tmp_path):
+    # LitData shuffled the stream by itself: Lightning's "turning off the train dataloader shuffling" did not reach it
+    cfg = str(FIX / "text/tiny_reorder.yaml")
+    text_main(["optimize", "--config", cfg, "--out", "chunks"])
+    probe = ["--trainer.callbacks+=helpers.ddp_probe.Probe", f"--trainer.callbacks.out={tmp_path / 'probe'}"]
+    cli = text_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.overfit_batches", "2",
+                          "--trainer.max_epochs", "3", "--trainer.max_steps", "-1", *probe])  # fmt: skip
+    (seen,) = [c.seen for c in cli.trainer.callbacks if type(c).__name__ == "Probe"]
+    assert len(seen) == 6 and seen[2:4] == seen[4:] == seen[:2] and seen[0] != seen[1]
+
+
 # --- captions --------------------------------------------------------------------------------------------------------
 def caption_layout(layout: str, tmp: Path) -> dict:
     if layout == "folder":

@@ -1,9 +1,12 @@
 """text_attn.core.batching: length-homogeneous batches that reshuffle per epoch, resume mid-epoch and split disjointly
 across ranks. (The translation data module's batches: tests/text/test_text_data.py.)"""
 
+from types import SimpleNamespace
+
+import pytest
 from torch.utils.data import DistributedSampler
 
-from text_attn.core.batching import EpochShuffle, LengthBatchSampler
+from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
 
 
 def test_sampler_reshuffles_each_epoch_but_keeps_batches_sorted():
@@ -46,3 +49,41 @@ def test_pools_of_one_batch_keep_the_samplers_draw():
     drawn = list(LengthBatchSampler(EpochShuffle(range(100), seed=2), list(range(100)), 10, pool_batches=1))
     assert sorted(map(sorted, drawn)) == sorted(sorted(order[p : p + 10]) for p in range(0, 100, 10))
     assert max(b[-1] - b[0] for b in drawn) > 50
+
+
+class Data(ResumableBatches):
+    """A data module's resume state alone: its batch size and the trainer's stage."""
+
+    def __init__(self, batch_size: int, fn: str = "fit"):
+        self.hparams = SimpleNamespace(batch_size=batch_size)
+        self.trainer = SimpleNamespace(state=SimpleNamespace(fn=fn), ckpt_path="runs/last.ckpt")
+
+
+def test_a_resume_skips_in_the_batch_size_it_was_saved_with_and_refuses_another():
+    saved = {"epoch": 1, "batches_done": 3, "batch_size": 16, "epoch_batches": 6}
+    same = Data(16)
+    same.load_state_dict(saved)
+    assert same.take_resume_skip() == (1, 3) and same.take_resume_skip() is None
+    with pytest.raises(ValueError) as err:
+        Data(8).load_state_dict(saved)
+    assert str(err.value) == (
+        "data.batch_size 8: the checkpoint trained 3 batches of 16 in epoch 1, and a resume goes on counting in "
+        "batches of 16: keep data.batch_size 16, or start a new fit from its weights with --model.init_from "
+        "runs/last.ckpt (its steps and optimiser afresh)"
+    )
+    for fn in ("validate", "test"):  # no train loader: the weights are all they read
+        Data(8, fn).load_state_dict(saved)
+    old = {"epoch": 1, "batches_done": 3}  # a checkpoint of before: no batch size, no epoch length, resumed as it was
+    data = Data(8)
+    data.load_state_dict(old)
+    assert data.take_resume_skip() == (1, 3)
+    fresh = Data(8)
+    fresh.load_state_dict({**saved, "batches_done": 0})  # nothing of its epoch trained: nothing to skip
+    assert fresh.take_resume_skip() == (1, 0)
+
+
+def test_an_epoch_cut_short_by_a_limit_resumes_with_the_next_epoch():
+    # limit_train_batches / overfit_batches 4 of the loader's 6: 4 done closed the epoch (the loader's length said not)
+    data = Data(16)
+    data.load_state_dict({"epoch": 2, "batches_done": 4, "batch_size": 16, "epoch_batches": 4})
+    assert data.take_resume_skip() == (3, 0)

@@ -8,7 +8,10 @@ every rank gets the same number of batches. Both samplers shuffle with ``seed + 
 ``set_epoch`` at the start of every epoch, so a run's batch order is a function of the seed alone.
 
 Mid-epoch resume: ``skip = (epoch, n)`` drops the first ``n`` batches of that epoch (the ones a checkpoint already
-trained on); ``ResumableBatches`` stores that in a data module's checkpoint state. Nothing here imports Lightning.
+trained on); ``ResumableBatches`` stores that in a data module's checkpoint state, with the batch size it counts in (a
+resume with another ``data.batch_size`` is refused: its batches group the samples otherwise, and the skip would leave
+out some not yet trained and repeat others). ``train_order``: the order a train loader draws its items in,
+reshuffled every epoch, or fixed under ``--trainer.overfit_batches``. Nothing here imports Lightning.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import BatchSampler, RandomSampler, Sampler
+from torch.utils.data import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 POOL_BATCHES = 50  # indices are sorted by length within pools of this many batches
 
@@ -39,6 +42,22 @@ class EpochShuffle(RandomSampler):
     def __iter__(self) -> Iterator[int]:
         g = torch.Generator().manual_seed(self.seed + self.epoch)
         return iter(torch.randperm(len(self.data_source), generator=g).tolist())
+
+
+def train_order(data: Sequence[Any], seed: int, trainer: Any = None) -> Sampler[int]:
+    """The sampler a train loader's ``LengthBatchSampler`` wraps: ``EpochShuffle``, or the data's own order when the
+    trainer overfits (``--trainer.overfit_batches N``: the same N batches, in the same order, every epoch).
+
+    Lightning turns a train loader's shuffling off for overfit_batches by replacing ``DataLoader.sampler``, which a
+    loader given a ``batch_sampler`` does not use: the shuffling inside it went on, a new N batches every epoch.
+    Under DDP Lightning's DistributedSampler does not shuffle then either, so every rank batches its share in order.
+    """
+    return SequentialSampler(data) if overfits(trainer) else EpochShuffle(data, seed)
+
+
+def overfits(trainer: Any) -> bool:
+    """Whether ``trainer`` (a Lightning Trainer, or None) runs ``--trainer.overfit_batches`` (an int or a fraction)."""
+    return bool(getattr(trainer, "overfit_batches", 0))
 
 
 def _shuffles(sampler: Sampler) -> bool:
@@ -115,6 +134,9 @@ class ResumableBatches:
     Lightning saves a data module's ``state_dict()`` in every checkpoint and hands it back before it asks for the
     train loader again. The state is the epoch and how many of its batches the optimiser has stepped on; the
     resumed train loader skips exactly those, so the run continues with the batches an uninterrupted run would see.
+    With them: the batches the epoch runs (a checkpoint at the end of an epoch cut short by limit_train_batches or
+    overfit_batches closed it; the resumed run starts the next one) and ``data.batch_size``, what the count is in (a
+    fit resumed with another is refused in one line; a checkpoint of before, without it, resumes as it did).
     """
 
     _resume_skip: tuple[int, int] | None = None
@@ -129,14 +151,40 @@ class ResumableBatches:
         # checkpoint saved as the fit ends, on an epoch's last step, said "next epoch, 2 batches done", and the resumed
         # run skipped that whole epoch).
         started = int(loop.epoch_progress.current.started)
-        return {
+        state = {
             "epoch": max(started - 1, 0) if started else int(trainer.current_epoch),
             "batches_done": int(loop.epoch_loop.batch_progress.current.processed),
+            "batch_size": int(self.hparams.batch_size),
         }
+        total = trainer.num_training_batches
+        if isinstance(total, int) or (isinstance(total, float) and total.is_integer()):  # inf: a loader of no length
+            state["epoch_batches"] = int(total)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if "epoch" in state and "batches_done" in state:
-            self._resume_skip = (int(state["epoch"]), int(state["batches_done"]))
+        if "epoch" not in state or "batches_done" not in state:
+            return
+        epoch, done = int(state["epoch"]), int(state["batches_done"])
+        saved, now = state.get("batch_size"), int(self.hparams.batch_size)
+        trainer = getattr(self, "trainer", None)
+        fitting = trainer is not None and trainer.state.fn == "fit"  # validate / test --ckpt_path: no train loader
+        if done and saved is not None and int(saved) != now and fitting:
+            # Mid-epoch, batches of another size group the samples otherwise: the skip would leave out some not yet
+            # trained and repeat others. At an epoch's end too: Lightning goes on counting the epoch's batches from
+            # the checkpoint's count, so with more batches an epoch it ran the rest of the old epoch's count as the
+            # new epoch (half of it, labelled with the old epoch's number) and the step totals were wrong.
+            ckpt = getattr(trainer, "ckpt_path", None) or "CKPT"
+            raise ValueError(
+                f"data.batch_size {now}: the checkpoint trained {done} batches of {saved} in epoch {epoch}, and a "
+                f"resume goes on counting in batches of {saved}: keep data.batch_size {saved}, or start a new fit "
+                f"from its weights with --model.init_from {ckpt} (its steps and optimiser afresh)"
+            )
+        if "epoch_batches" in state and done >= int(state["epoch_batches"]):
+            # its epoch closed: the next one from its start. (Compared with the loader's own length, as a checkpoint
+            # of before has to be, the end of an epoch limit_train_batches or overfit_batches cut short read as
+            # mid-epoch: the resumed run trained the rest of that epoch's batches, not the next epoch's.)
+            epoch, done = epoch + 1, 0
+        self._resume_skip = (epoch, done)
 
     def take_resume_skip(self) -> tuple[int, int] | None:
         """The skip for the next train loader (once: a later loader, e.g. after reload, starts afresh)."""

@@ -359,10 +359,12 @@ def streaming_loader(
     num_workers: int = 0,
     world_size: int = 1,
     resume: tuple[int, int] | None = None,
+    shuffle: bool = True,
 ):
     """The train split of a chunk folder as a shuffled ``StreamingDataLoader`` of ``batch_size`` samples per rank
     (``collate``: a list of samples -> a batch); ``resume`` = (epoch, batches trained in it), from
-    ``ResumableBatches.take_resume_skip`` (module doc)."""
+    ``ResumableBatches.take_resume_skip`` (module doc). ``shuffle`` False: the samples in the order written, the same
+    every epoch (``--trainer.overfit_batches``: Lightning cannot turn a streaming loader's shuffling off itself)."""
     from litdata import StreamingDataLoader
 
     class TrainedPositionLoader(StreamingDataLoader):
@@ -384,7 +386,7 @@ def streaming_loader(
             self.resume_pending = False
             yield from super().__iter__()
 
-    ds = split_dataset(root, "train", shuffle=True, seed=seed, drop_last=world_size > 1)
+    ds = split_dataset(root, "train", shuffle=shuffle, seed=seed, drop_last=world_size > 1)
     where = str(Path(root) / "train")
     # A generator of its own: LitData makes the torch iterator lazily, at the first batch, so drawing its seed from
     # the global generator would happen after a resumed run restored the random state (dropout would differ).

@@ -34,7 +34,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
 from text_attn.core.attention_supervision import dense_targets
-from text_attn.core.batching import EpochShuffle, LengthBatchSampler, ResumableBatches
+from text_attn.core.batching import LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.safe_files import inert
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary, is_word
@@ -428,11 +428,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         counts = Counter(t for tokens in texts for t in tokens if t not in vocab)
         return sorted(counts, key=lambda t: (-counts[t], t))
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+    def _loader(self, split: str, train: bool) -> DataLoader:
         ds = self.splits[split]
         seed = self.hparams.seed
-        order = EpochShuffle(ds, seed) if shuffle else SequentialSampler(ds)
-        skip = self.take_resume_skip() if shuffle else None
+        order = train_order(ds, seed, getattr(self, "trainer", None)) if train else SequentialSampler(ds)
+        skip = self.take_resume_skip() if train else None
         sampler = LengthBatchSampler(order, [len(s) for s in ds.src], self.hparams.batch_size, seed=seed, skip=skip)
         collate_fn = partial(collate, ds, attention_targets=self.hparams.attention_targets)
         return DataLoader(ds, batch_sampler=sampler, collate_fn=collate_fn)
@@ -444,17 +444,18 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             hp = self.hparams
             collate = partial(stream_collate, pad_id=self.tgt_vocab.pad_id, attention_targets=hp.attention_targets)
             world = world_size_of(getattr(self, "trainer", None))
-            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, 0, world, self.take_resume_skip())
-        return self._loader("train", shuffle=True)
+            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, 0, world, self.take_resume_skip(),
+                                    shuffle=not overfits(getattr(self, "trainer", None)))  # fmt: skip
+        return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
+        return self._loader("val", train=False)
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+        return self._loader("test", train=False)
 
     def predict_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+        return self._loader("test", train=False)
 
 
 def _unspaced_note(train: list[Example]) -> None:
