@@ -49,7 +49,7 @@ def test_the_disk_cache_is_read_by_later_runs_and_keyed_by_images_and_weights(en
         torch.testing.assert_close(second.datamodule.features[split], first.datamodule.features[split])
     for name, weight in first.model.state_dict().items():  # the same seed, encoded or read: the same training
         assert torch.equal(weight, second.model.state_dict()[name]), name
-    caption_train_cli(["test", "--config", CONFIG, "--trainer.default_root_dir", "run"])
+    caption_train_cli(["test", "--config", CONFIG, "--trainer.default_root_dir", "run", "--ckpt_path", "null"])
     assert encodings[-1] == ["test"]  # only the split never encoded before
     caption_train_cli(["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.seed", "1"])
     assert encodings[-1] == ["train", "val"]  # other scenes

@@ -102,14 +102,14 @@ def test_fit_exports_the_best_checkpoint(tmp_path, capsys):
 
 
 def test_test_and_validate_report_coco_metrics_and_grounding():
-    cli = caption_train_cli(["test", "--config", CONFIG])
+    cli = caption_train_cli(["test", "--config", CONFIG, "--ckpt_path", "null"])  # untrained, on purpose
     metrics = cli.trainer.callback_metrics
     for key in ("loss", *COCO_KEYS, "grounding", "grounding_mass", "grounding_words"):
         assert f"test_{key}" in metrics, key
     assert "test" in cli.datamodule.features and "train" not in cli.datamodule.features  # test encodes test only
     for key in ("Bleu_4", "grounding", "grounding_mass"):
         assert 0.0 <= float(metrics[f"test_{key}"]) <= 1.0
-    cli = caption_train_cli(["validate", "--config", CONFIG])
+    cli = caption_train_cli(["validate", "--config", CONFIG, "--ckpt_path", "null"])
     assert {"val_Bleu_4", "val_CIDEr", "val_grounding"} <= set(cli.trainer.callback_metrics)
 
 
@@ -179,7 +179,7 @@ def test_bad_options_get_one_clear_line(option, value, message, capsys):
 def test_a_named_subcommand_parses_alone_and_help_still_lists_them_all(capsys):
     """A command line that names its subcommand first gets only that subcommand's parser built (the others cost a
     third of a short run's start); without one, --help lists all five and a misspelt one is refused naming them."""
-    cli = caption_train_cli(["validate", "--config", CONFIG, "--trainer.limit_val_batches", "1"])
+    cli = caption_train_cli(["validate", "--config", CONFIG, "--trainer.limit_val_batches", "1", "--ckpt_path", "null"])
     assert "{validate}" in cli.parser.format_usage()  # the one subcommand its parser knows
     with pytest.raises(SystemExit) as exc:
         train_main(["--help"])

@@ -19,7 +19,7 @@ def test_report_command_writes_the_png(tmp_path, capsys, main, out):
         main(["report", str(tmp_path / "run"), *(["--out", str(tmp_path / out)] if out else [])])
     printed, err = capsys.readouterr()
     assert exc.value.code == 0
-    assert printed.strip().endswith("logged to step 59, 3 validations; best BLEU-4 0.500 at step 39")
+    assert printed.strip().endswith("logged to step 60, 3 validations; best BLEU-4 0.500 at step 40")
     png = tmp_path / out if out else tmp_path / "run" / "report.png"  # default: RUN_DIR/report.png
     assert err.strip() == f"wrote {png}"
     with Image.open(png) as im:

@@ -269,14 +269,22 @@ def test_best_and_last_name_an_earlier_runs_checkpoints(tmp_path, capsys):
     assert cli.trainer.global_step == 2  # from the beginning
 
 
-def test_the_model_file_line_says_why_it_holds_the_last_weights(tmp_path, capsys):
-    """A config whose checkpoint monitors val_bleu, stopped before its first validation: the model file holds the last
-    weights, and the line says the run ended before a best checkpoint (it said no checkpoint monitored a metric)."""
+@pytest.mark.parametrize(
+    ("limit", "why"),
+    [
+        ("0", "validation is off (trainer.limit_val_batches 0)"),  # it said "the run ended before its first validation"
+        ("1", "the run ended before its first validation"),  # 2 steps of an epoch of 6: validated at its end
+    ],
+)
+def test_the_model_file_line_says_why_it_holds_the_last_weights(limit, why, tmp_path, capsys):
+    """A config whose checkpoint monitors val_bleu, stopped before its first validation or without validation: the
+    model file holds the last weights, and the line says why there was no best checkpoint (it said no checkpoint
+    monitored a metric)."""
     cfg = str(resumable_config(tmp_path, "text", every=2))
-    run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--trainer.limit_val_batches", "0",
+    run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--trainer.limit_val_batches", limit,
                  "--model.export_path", str(tmp_path / "m.pt")])  # fmt: skip
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("wrote model file")]
-    assert line.endswith("(the last weights: no best checkpoint was saved: the run ended before its first validation)")
+    assert line.endswith(f"(the last weights: no best checkpoint was saved: {why})")
 
 
 def test_a_resumed_fit_keeps_the_best_checkpoint_of_before_and_exports_what_an_uninterrupted_run_does(tmp_path):

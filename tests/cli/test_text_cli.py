@@ -104,7 +104,7 @@ def test_text_train_reports_bad_options_in_one_line(capsys):
 
 
 def test_test_subcommand_reports_free_running_bleu_by_length_and_alignment():
-    cli = text_train_cli(["test", "--config", CONFIG])
+    cli = text_train_cli(["test", "--config", CONFIG, "--ckpt_path", "null"])  # untrained weights, on purpose
     metrics = cli.trainer.callback_metrics
     for key in ("test_loss", "test_bleu", "test_align_acc", "test_bleu_5-10"):
         assert key in metrics, key

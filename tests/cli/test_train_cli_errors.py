@@ -53,6 +53,23 @@ def test_malformed_yaml_is_one_line_with_line_and_column(tmp_path, capsys):
             f"trainer:\n  callbacks:\n  - class_path: {CKPT}\n    init_args:\n      every_n_train_steps: five\n",
             "--trainer.callbacks: ModelCheckpoint: every_n_train_steps: expected int or null, got five",
         ),
+        # a callback's option of the wrong type on the command line ("expected int or null, got NestedArg(...)"),
+        # and one its class refuses when made (one line of the whole list: "[<...ModelCheckpoint object at 0x7f...")
+        (
+            [
+                "--trainer.callbacks+=EarlyStopping",
+                "--trainer.callbacks.monitor=val_loss",
+                "--trainer.callbacks.patience=abc",
+            ],
+            None,
+            "--trainer.callbacks: EarlyStopping: patience: expected an int, got abc",
+        ),
+        (
+            [],
+            f"trainer:\n  callbacks:\n  - class_path: {CKPT}\n  - class_path: pytorch_lightning.callbacks."
+            "StochasticWeightAveraging\n    init_args: {swa_lrs: 0.01, swa_epoch_start: 0}\n",
+            "--trainer.callbacks: StochasticWeightAveraging: swa_epoch_start should be a >0 integer or a float",
+        ),
     ],
 )
 @pytest.mark.parametrize("main", [text_train, caption_train], ids=["text-train", "caption-train"])

@@ -77,7 +77,8 @@ def test_a_run_prints_no_tips_or_tensorboardx_notice(tmp_path, monkeypatch, caps
     run = tmp_path / "lightning_logs" / "version_0"
     assert len(list(run.glob("events.out.tfevents.*"))) == 1 and (run / "model.pt").is_file()
     from_csv = read_metrics(run)
-    assert [s for s, _ in from_csv["val_bleu"]] == [5]  # the one validation, at the end of the 6 steps
+    assert [s for s, _ in from_csv["val_bleu"]] == [6]  # the one validation, after the 6 steps (as the
+    # checkpoints and progress lines number it: metrics.csv says 5)
     (run / "metrics.csv").rename(tmp_path / "metrics.csv")
     from_events = read_metrics(run)  # without metrics.csv, the TensorBoard files are read
     assert set(from_events) == set(from_csv) == {"val_loss", "val_bleu", "val_align_acc"}
@@ -205,6 +206,7 @@ def test_a_limit_of_one_batch_is_one_batch_not_all_of_them(tmp_path, monkeypatch
 
     monkeypatch.chdir(tmp_path)
     base = ["validate", "--config", str(FIX / "text/tiny_reorder.yaml"), "--data.val_size", "200"]  # 13 batches
+    base += ["--ckpt_path", "null"]  # the untrained weights: the batches are counted, not scored
     cli = text_train_cli(base)  # the fixture's limit_val_batches: 1
     assert cli.trainer.limit_val_batches == 1 and type(cli.trainer.limit_val_batches) is int
     assert cli.trainer.num_val_batches == [1]

@@ -80,6 +80,12 @@ def test_a_time_limit_that_ends_the_run_first_is_the_time_left():
     t.global_step = 100
     cb.on_train_batch_end(t, None, None, None, 99)
     assert lines_of(out) == ["text-train: step 100 of 120,000 (epoch 0), 10 steps/s; about 5 min left (max_time)"]
+    out, t = io.StringIO(), trainer(estimated_stepping_batches=1, callbacks=[timer])  # fast_dev_run, max_steps 1
+    cb = ProgressLines("text-train", stream=out, clock=clock)
+    cb.on_train_start(t, None)
+    clock.now, t.global_step = clock.now + 0.5, 1
+    cb.on_train_batch_end(t, None, None, None, 0)
+    assert lines_of(out) == ["text-train: step 1 of 1 (epoch 0), 2 steps/s"]  # its last step: no time is left
 
 
 def test_a_line_after_each_validation_with_its_metrics_but_not_after_the_sanity_check_nor_on_other_ranks():

@@ -22,9 +22,10 @@ def test_metrics_are_read_back_per_step(tmp_path):
     folder = write_run(tmp_path)
     series = read_metrics(folder)
     assert set(series) == set(FIELDS) - {"epoch", "step"}
-    assert series["train_loss"][:2] == [(4, 3.8), (9, 3.55)] and len(series["train_loss"]) == 12
-    assert series["val_Bleu_4"] == [(19, 0.1), (39, 0.5), (59, 0.4)]
-    assert summary(series) == "logged to step 59, 3 validations; best BLEU-4 0.500 at step 39"
+    # Lightning writes the steps done before the logging step's own (4 after 5 steps): read as the steps done
+    assert series["train_loss"][:2] == [(5, 3.8), (10, 3.55)] and len(series["train_loss"]) == 12
+    assert series["val_Bleu_4"] == [(20, 0.1), (40, 0.5), (60, 0.4)]
+    assert summary(series) == "logged to step 60, 3 validations; best BLEU-4 0.500 at step 40"
     assert [name for name, _ in panels_for(series)] == ["loss", "validation scores", "CIDEr (validation)",
                                                         "grounding (validation)"]  # fmt: skip
     assert dict(panels_for(series))["loss"] == ["train_loss", "val_loss"]
@@ -46,11 +47,11 @@ def test_the_best_marked_is_of_the_metric_the_run_chooses_its_checkpoint_by(tmp_
 """
     (folder / "config.yaml").write_text(callbacks % ("val_CIDEr", "max"))
     assert monitored(folder) == ("val_CIDEr", "max")
-    assert summary(series, monitored(folder)) == "logged to step 59, 3 validations; best CIDEr 2.500 at step 39"
+    assert summary(series, monitored(folder)) == "logged to step 60, 3 validations; best CIDEr 2.500 at step 40"
     (folder / "config.yaml").write_text(callbacks % ("val_loss", "min"))  # val_loss 3, 2, 1: the lowest, the last
-    assert summary(series, monitored(folder)).endswith("3 validations; best validation loss 1.000 at step 59")
+    assert summary(series, monitored(folder)).endswith("3 validations; best validation loss 1.000 at step 60")
     (folder / "config.yaml").write_text(callbacks % ("val_accuracy", "max"))  # never logged: the first score
-    assert summary(series, monitored(folder)).endswith("best BLEU-4 0.500 at step 39")
+    assert summary(series, monitored(folder)).endswith("best BLEU-4 0.500 at step 40")
 
 
 def test_the_run_folder_resolves_to_its_newest_version_with_training_steps(tmp_path):
@@ -84,8 +85,8 @@ def test_a_resumed_fit_is_read_with_the_versions_it_continues(tmp_path):
     resumed = write_run(tmp_path, 1, steps=100, validations=(59, 79, 99), first=40)  # logs from step 44
     assert find_log_dir(tmp_path) == resumed and resumed_chain(resumed) == [first, resumed]
     series = chained_metrics([first, resumed])
-    assert [s for s, _ in series["train_loss"]] == [4, 9, 14, 19, 24, 29, 34, 39, *range(44, 100, 5)]
-    assert [s for s, _ in series["val_Bleu_4"]] == [19, 39, 59, 79, 99]  # the first's 59 was trained again
+    assert [s for s, _ in series["train_loss"]] == [5, 10, 15, 20, 25, 30, 35, 40, *range(45, 101, 5)]
+    assert [s for s, _ in series["val_Bleu_4"]] == [20, 40, 60, 80, 100]  # the first's 60 was trained again
     fresh = write_run(tmp_path, 2, steps=30, validations=(19,))  # fit again from the start: not a continuation
     assert resumed_chain(fresh) == [fresh]
 
@@ -98,3 +99,12 @@ def test_a_resumed_fit_whose_config_names_its_checkpoint_skips_an_unrelated_fit_
     assert resumed_chain(resumed) == [first, resumed]
     (resumed / "config.yaml").write_text("ckpt_path: last\n")  # a name: the nearest fit that reaches it
     assert resumed_chain(resumed) == [tmp_path / "lightning_logs" / "version_1", resumed]
+
+
+def test_a_loggers_own_folder_below_the_run_dir_is_found(tmp_path):
+    """A CSVLogger given in the config (save_dir RUN_DIR/logs, name csv) logs to RUN_DIR/logs/csv/version_N: the
+    report asked "was it trained with trainer.logger false?"."""
+    folder = tmp_path / "logs" / "csv" / "version_0"
+    folder.mkdir(parents=True)
+    (folder / "metrics.csv").write_text("epoch,step,val_Bleu_4\n0,4,0.2\n")
+    assert find_log_dir(tmp_path) == folder and find_log_dir(tmp_path / "logs") == folder

@@ -15,12 +15,16 @@ On top of Lightning's own CLI:
 - the default logger (``trainer.logger`` unset or true) writes both TensorBoard event files (watch a run with
   ``tensorboard --logdir <default_root_dir>``) and a ``metrics.csv`` (read by ``report RUN_DIR`` and the
   benchmarks), into the one folder ``<default_root_dir>/lightning_logs/version_N/`` that also holds the
-  checkpoints. A ``trainer.logger`` given in a config or on the command line is used as it is.
+  checkpoints. A ``trainer.logger`` given in a config or on the command line is used as it is;
+- ``validate`` and ``test`` without weights to score (no ``--ckpt_path``, no ``model.init_from``) are refused;
+- a StochasticWeightAveraging callback averages the network (``lightning_parts.BuiltModuleSWA``), and a monitored
+  validation metric no validation logs is one line before anything acts on it (``lightning_parts.MonitorCheck``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import logging
 import os
@@ -35,7 +39,7 @@ from types import SimpleNamespace
 from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line
-from text_attn.core.safe_files import atomic_output, write_text
+from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
 from text_attn.core.version import add_version
 
 
@@ -69,11 +73,6 @@ def quiet_lightning() -> None:
             logger.addFilter(_NoTips())
 
 
-CODE_REFUSED = (
-    "refused: it holds more than tensors and plain values (pickled objects or code), which this toolkit never loads"
-)
-
-
 def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset(),
                     one_batch: frozenset[str] = frozenset()):  # fmt: skip
     """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
@@ -91,8 +90,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             return False
 
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
+    from text_attn.core.lightning_parts import AtomicCheckpointIO, BuiltModuleSWA, MonitorCheck, SafeSaveConfig
     from text_attn.core.modelfile import CHECKPOINT_FAMILIES, checkpoint_family
 
     class OneLineParser(LightningArgumentParser):
@@ -102,53 +102,6 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             if not self.exit_on_error or debug_mode_active():  # jsonargparse trying a parse: it handles the error
                 return super().error(message, ex)
             fail(prog, _parser_message(message))
-
-    class AtomicCheckpointIO(TorchCheckpointIO):
-        """Write a checkpoint to a temporary file, then rename it: a process killed while saving leaves the previous
-        ``last.ckpt`` whole, never a torn one. Read every checkpoint Lightning resumes from (a file, ``last``, ``best``,
-        ``hpc``) with ``weights_only=True``: tensors and plain values only, never pickled code (Lightning's own
-        reader loads a URL with ``weights_only=False``)."""
-
-        def load_checkpoint(self, path, map_location=None, weights_only=None):
-            if "://" in str(path):
-                raise CheckpointRefused(remote_message(path))
-            try:
-                return torch.load(path, map_location=map_location or "cpu", weights_only=True)
-            except pickle.UnpicklingError:
-                raise CheckpointRefused(f"{path}: {CODE_REFUSED}") from None
-
-        def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
-            if "://" in str(path):  # remote file systems: Lightning's own writer
-                return super().save_checkpoint(checkpoint, path, storage_options)
-            try:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                with atomic_output(path) as tmp:  # a fresh mkstemp file: a planted link is never written through
-                    super().save_checkpoint(checkpoint, tmp, storage_options)
-            except (OSError, RuntimeError) as err:  # disk full (torch reports it as a RuntimeError), permission lost
-                raise WriteError(f"cannot write checkpoint {path}: {one_line(err)}") from None  # the old one is whole
-
-    class SafeSaveConfig(SaveConfigCallback):
-        """The run's config.yaml written through safe_files.write_text (a fresh temporary file, renamed): a link
-        planted at its name is refused, never written through (Lightning's own writer follows it)."""
-
-        def setup(self, trainer, pl_module, stage: str) -> None:
-            if self.already_saved:
-                return
-            log_dir = trainer.log_dir  # on every rank: it broadcasts
-            if self.save_to_log_dir and trainer.is_global_zero and log_dir is not None:
-                path = Path(log_dir) / self.config_filename
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    text = self.parser.dump(self.config, skip_none=False)
-                    for name in one_batch:  # the dump writes the Trainer's float-first type: 1 as 1.0 (_one_batch)
-                        text = re.sub(rf"(?m)^(\s*{name}): 1\.0$", r"\1: 1", text)
-                    write_text(path, text)
-                except OSError as err:
-                    raise WriteError(f"cannot write {path}: {one_line(err)}") from None
-            if trainer.is_global_zero:
-                self.save_config(trainer, pl_module, stage)
-                self.already_saved = True
-            self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
     class ToolkitCLI(LightningCLI):
         @staticmethod  # as Lightning's: callable on the class too (``only`` comes from this closure)
@@ -214,6 +167,8 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 from text_attn.core.progress_lines import ProgressLines
 
                 made.callbacks.append(ProgressLines(prog))
+            BuiltModuleSWA.swap_in(made.callbacks)  # Lightning's own averaged a copy without the network: nothing
+            made.callbacks.insert(0, MonitorCheck())  # first: before the callbacks that act on a monitored metric
             return made
 
         def after_instantiate_classes(self) -> None:
@@ -243,13 +198,22 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             """A model file fit could not write is said before training, not after it (its folder is made now, as
             the end of fit would make it)."""
             path = getattr(getattr(self.model, "hparams", None), "export_path", None)
-            if path and self.trainer.is_global_zero:
+            if path and self.trainer.is_global_zero and not self.trainer.fast_dev_run:  # a smoke test writes none
                 refuse_export_path(str(path))
 
         def _prepare_subcommand_kwargs(self, subcommand: str) -> dict:
-            """``--ckpt_path best`` / ``last``: the files an earlier run of this config wrote (run_checkpoints)."""
+            """``--ckpt_path best`` / ``last``: the files an earlier run of this config wrote (run_checkpoints).
+            ``validate`` and ``test`` with no checkpoint and no ``model.init_from`` are refused: they scored the
+            freshly made weights, silently (``--ckpt_path null``, given, scores them on purpose)."""
             kwargs = super()._prepare_subcommand_kwargs(subcommand)
             name = kwargs.get("ckpt_path")
+            start = getattr(getattr(self.model, "hparams", None), "init_from", None)
+            if subcommand != "fit" and name is None and not start and "ckpt_path" not in given:
+                raise CheckpointRefused(
+                    f"{subcommand} without --ckpt_path would score weights nobody trained: give --ckpt_path best, "
+                    "last or a .ckpt file (or model.init_from a model file; --ckpt_path null scores the untrained "
+                    "weights)"
+                )
             if isinstance(name, str) and name in run_checkpoints.NAMES:
                 path = run_checkpoints.resolve(name, self.trainer)
                 if path is not None:
@@ -305,7 +269,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     _fill_unset(self.config[sub][block], block, dict(saved), cls, given)
 
     ToolkitCLI.parser_class_ = OneLineParser
-    ToolkitCLI.save_config_class_ = SafeSaveConfig
+    ToolkitCLI.save_config_class_ = functools.partial(SafeSaveConfig, one_batch=one_batch)
     ToolkitCLI.checkpoint_io_class_ = AtomicCheckpointIO
     return ToolkitCLI
 
@@ -332,15 +296,21 @@ def _fill_unset(config, block: str, saved: dict, cls: type, given: frozenset[str
 
 def _configured_trainer(config) -> SimpleNamespace:
     """What run_checkpoints reads of a trainer, from a parsed config (before the trainer exists): its
-    default_root_dir, and the checkpoint callbacks' own dirpath."""
+    default_root_dir, the checkpoint callbacks' own dirpath, and the save_dir and name of each logger it gives."""
     trainer = config.get("trainer") or {}
-    callbacks = []
+    callbacks, loggers = [], []
     for callback in trainer.get("callbacks") or []:
         init = callback.get("init_args") if hasattr(callback, "get") else None
         dirpath = init.get("dirpath") if hasattr(init, "get") else None
         if dirpath and "ModelCheckpoint" in str(callback.get("class_path")):
             callbacks.append(SimpleNamespace(dirpath=str(dirpath)))
-    return SimpleNamespace(default_root_dir=trainer.get("default_root_dir"), checkpoint_callbacks=callbacks)
+    given = trainer.get("logger")
+    for logger in given if isinstance(given, list) else [given]:
+        init = logger.get("init_args") if hasattr(logger, "get") else None
+        if hasattr(init, "get") and init.get("save_dir"):  # CSVLogger's and TensorBoardLogger's default name
+            loggers.append(SimpleNamespace(save_dir=str(init.get("save_dir")), name=init.get("name", "lightning_logs")))
+    return SimpleNamespace(default_root_dir=trainer.get("default_root_dir"), checkpoint_callbacks=callbacks,
+                           loggers=loggers)  # fmt: skip
 
 
 def refuse_export_path(path: str) -> None:
@@ -396,25 +366,14 @@ def _saved_step(path: Path) -> int | None:
     return step if isinstance(step, int) else None
 
 
-class CheckpointRefused(ValueError):
-    """A checkpoint that is not loaded: remote, or holding pickled objects beyond tensors. One line."""
-
-
-def remote_message(path) -> str:
-    return (
-        f"--ckpt_path {path}: remote checkpoints are not loaded (a checkpoint from elsewhere can run code when "
-        "unpickled); download it first and give the local file"
-    )
-
-
 def _parser_message(message: str) -> str:
     """jsonargparse's message in one line: 'Parser key "model.lr": Expected a <class 'float'>. Got value: abc' reads
     'model.lr: expected a float, got abc'; other messages keep their words, whitespace collapsed."""
     text = " ".join(str(message).split())
     # a class given by class_path (a callback in trainer.callbacks, ...) with a bad option: its own key and value,
     # not the outer list's "expected null, got [the whole list]"
-    m = re.search(r'Parser key "([^"]+)": .*?Problem with given class_path \'([^\']+)\': (.*?) - Not a valid subclass',
-                  text)  # fmt: skip
+    m = re.search(r'Parser key "([^"]+)": .*?Problem with given class_path \'([^\']+)\': (.*?) - (?:Not a valid '
+                  r"subclass|Problem with given class_path)", text)  # fmt: skip
     if m:
         outer, cls, inner = m.group(1), m.group(2).rsplit(".", 1)[-1], m.group(3)
         unknown = re.match(r"Option '([^']+)' is not accepted", inner)
@@ -422,6 +381,14 @@ def _parser_message(message: str) -> str:
             return f"--{outer}: {cls}: option {unknown.group(1)!r} is not accepted (a typo?)"
         said = _parser_message(inner) if inner.startswith("Parser key") else inner
         return f"--{outer}: {cls}: {said.removeprefix('--')}"
+    # a class given by class_path that refused its options when made (Lightning's own checks): the class and its
+    # words, not the whole list of callbacks ("Given value: [<...ModelCheckpoint object at 0x7f...>, ...]")
+    m = re.match(r"Does not validate against any of the Union subtypes Subtypes: \[(.*?)\] Errors: - (.*?) - "
+                 r".*Given value: .*?Namespace\(class_path='([^']+)'", text)  # fmt: skip
+    if m:
+        kinds = {"callbacks.callback.Callback": "trainer.callbacks", "loggers.logger.Logger": "trainer.logger"}
+        outer = next((f"--{key}: " for kind, key in kinds.items() if kind in m.group(1)), "")
+        return f"{outer}{m.group(3).rsplit('.', 1)[-1]}: {m.group(2)}"
     m = re.search(r'Parser key "([^"]+)": .*?Expected a <class \'(\w+)\'>\. Got value: (.*)', text)
     if m and "Union subtypes" not in text:
         return f"--{m.group(1)}: expected {'an' if m.group(2)[0] in 'aeiou' else 'a'} {m.group(2)}, got {m.group(3)}"
@@ -539,30 +506,27 @@ def default_loggers(root: str | Path | None) -> list:
     (it is a dependency, but an environment may lack it): the CSV logger alone."""
     from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
+    from text_attn.core.lightning_parts import BesideBoard
+
     try:
         board = TensorBoardLogger(str(root or os.getcwd()), name="lightning_logs", default_hp_metric=False)
     except ModuleNotFoundError:
         return [CSVLogger(str(root or os.getcwd()), name="lightning_logs")]
-
-    class BesideCSV(CSVLogger):
-        """metrics.csv in the TensorBoard logger's version folder (its version, chosen once, lazily)."""
-
-        @property
-        def version(self) -> int | str:
-            return board.version
-
-    return [BesideCSV(board.save_dir, name=board.name), board]
+    return [BesideBoard(board), board]
 
 
-def _given_options(args: list[str], configs: list) -> set[str]:
+def _given_options(args: list[str], configs: list, nulls: bool = True) -> set[str]:
     """Dotted option names given on the command line and in the ``--config`` files' contents ``configs``
-    (``data.image_size``, ...)."""
+    (``data.image_size``, ...). ``nulls`` False: a config's null is no value given, the option is left at its
+    default (a ``--print_config`` file, a run's config.yaml, write every unset option so: the bar their
+    ``enable_progress_bar: null`` kept drew its carriage returns into log files)."""
     found: set[str] = set()
 
     def walk(node, prefix: str) -> None:
         if isinstance(node, dict):
             for key, value in node.items():
-                found.add(f"{prefix}{key}")
+                if nulls or value is not None:
+                    found.add(f"{prefix}{key}")
                 walk(value, f"{prefix}{key}.")
 
     for arg in args:
@@ -596,14 +560,15 @@ def run_lightning_cli(
     quiet_lightning()
     argv = list(sys.argv[1:] if args is None else args)
     nodes = read_config_files(prog, argv)
-    given = _given_options(argv, nodes)
+    named = _given_options(argv, nodes)  # an old option's name, even set to null
     for old, new in (renamed or {}).items():
-        if old in given or any(g.endswith(f".{old}") for g in given):
+        if old in named or any(g.endswith(f".{old}") for g in named):
             fail(prog, f"option {old} was renamed: use {new}")
-    message = outdated(given) if outdated is not None else None
+    message = outdated(named) if outdated is not None else None
     if message:
         fail(prog, message)
-    cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, frozenset(given),
+    given = frozenset(_given_options(argv, nodes, nulls=False))
+    cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, given,
                               _one_batch(argv, nodes))  # fmt: skip
     restore = survive_closed_outputs()  # a reader of stdout / stderr that goes away does not end the run
     try:
@@ -618,7 +583,11 @@ def run_lightning_cli(
             parser_kwargs={"prog": prog, "description": description},
         )
     except (*errors, TrainingDiverged, WriteError, CheckpointRefused, MisconfigurationException) as exc:
-        fail(prog, str(exc))
+        fail(prog, _parser_message(str(exc)))  # a class that refused its options when made reads as the parser's
+    except RuntimeError as exc:  # a monitor no validation ran to log (lightning_parts.MonitorCheck says the others)
+        if not str(exc).startswith("Early stopping conditioned on metric"):
+            raise
+        fail(prog, one_line(exc))
     except Interrupted as exc:  # what was written stays (checkpoints are written whole: AtomicCheckpointIO)
         print(f"{prog}: {exc}", file=sys.stderr)
         raise SystemExit(exc.code) from None

@@ -84,7 +84,9 @@ class ProgressLines(pl.Callback):
         metrics = ", ".join(f"{k} {_number(v)}" for k, v in trainer.progress_bar_metrics.items())
         if metrics:
             line += f", {metrics}"
-        seconds = (total - step) / rate if rate > 0 and math.isfinite(total) and total > step else math.inf
+        if math.isfinite(total) and step >= total:
+            return line  # the last step: nothing left (the time limit's budget was said as left: "about 2 min")
+        seconds = (total - step) / rate if rate > 0 and math.isfinite(total) else math.inf
         timer = next((c for c in trainer.callbacks if isinstance(c, pl.callbacks.Timer)), None)  # max_time
         budget = timer.time_remaining("train") if timer is not None else None
         if budget is not None and budget < seconds:  # the time limit ends the run first (most shipped text configs)

@@ -7,8 +7,9 @@ run's empty ``version_N+1/checkpoints`` (so ``last`` found nothing and the run t
 weights, after a warning). Here the names mean what the docs' commands mean by them:
 
 - the folders searched: each checkpoint callback's own ``dirpath`` where the config sets one, every
-  ``<default_root_dir>/lightning_logs/version_*/checkpoints`` (where the default loggers put them) and
-  ``<default_root_dir>/checkpoints`` (where they go without a logger);
+  ``<save_dir>/<name>/version_*/checkpoints`` of a logger the config gives (a CSVLogger or TensorBoardLogger whose
+  save_dir is elsewhere), every ``<default_root_dir>/lightning_logs/version_*/checkpoints`` (where the default
+  loggers put them) and ``<default_root_dir>/checkpoints`` (where they go without a logger);
 - ``last``: the newest ``last*.ckpt`` there (Lightning's own choice among its candidates: the latest written);
 - ``best``: the best checkpoint recorded by the first callback that monitors a metric, as the newest checkpoint there
   saved its state (Lightning's ``best`` is the first callback's best model too).
@@ -24,21 +25,45 @@ from pathlib import Path
 from typing import Any
 
 NAMES = ("best", "last")
+CODE_REFUSED = (
+    "refused: it holds more than tensors and plain values (pickled objects or code), which this toolkit never loads"
+)
+
+
+class CheckpointRefused(ValueError):
+    """A checkpoint that is not loaded: remote, or holding pickled objects beyond tensors. One line."""
+
+
+def remote_message(path) -> str:
+    return (
+        f"--ckpt_path {path}: remote checkpoints are not loaded (a checkpoint from elsewhere can run code when "
+        "unpickled); download it first and give the local file"
+    )
 
 
 def checkpoint_folders(trainer: Any) -> list[Path]:
-    """Where earlier runs of this config put checkpoints: the callbacks' explicit folders, then the default loggers'
-    version folders (newest version first)."""
+    """Where earlier runs of this config put checkpoints: the callbacks' explicit folders, then the version folders
+    of the loggers the config names (``<save_dir>/<name>/<version>/checkpoints``, where Lightning puts them with a
+    logger whose save_dir is elsewhere) and of the default loggers (newest version first)."""
     folders = []
     for callback in getattr(trainer, "checkpoint_callbacks", []):
         dirpath = getattr(callback, "dirpath", None)
         if dirpath and "lightning_logs" not in Path(dirpath).parts:  # an explicit folder, not this run's version one
             folders.append(Path(dirpath))
     root = Path(getattr(trainer, "default_root_dir", None) or ".")
-    versions = [p for p in (root / "lightning_logs").glob("version_*/checkpoints") if p.is_dir()]
-    versions.sort(key=lambda p: int(m.group(1)) if (m := re.fullmatch(r"version_(\d+)", p.parent.name)) else -1)
+    logged = [Path(lg.save_dir) / str(lg.name) for lg in getattr(trainer, "loggers", None) or []
+              if getattr(lg, "save_dir", None)]  # fmt: skip
+    for logs in dict.fromkeys([*logged, root / "lightning_logs"]):
+        versions = [p for p in logs.glob("*/checkpoints") if p.is_dir()]
+        versions.sort(key=lambda p: (_version_number(p.parent.name), p.stat().st_mtime))
+        folders += reversed(versions)
     unlogged = [root / "checkpoints"] if (root / "checkpoints").is_dir() else []  # trainer.logger false: here
-    return list(dict.fromkeys([*folders, *reversed(versions), *unlogged]))
+    return list(dict.fromkeys([*folders, *unlogged]))
+
+
+def _version_number(name: str) -> int:
+    m = re.fullmatch(r"version_(\d+)", name)
+    return int(m.group(1)) if m else -1  # a version the logger was given by name: before the numbered ones
 
 
 def _newest(paths: list[Path]) -> Path | None:
@@ -82,8 +107,8 @@ def not_found_message(name: str, trainer: Any) -> str:
     folders = checkpoint_folders(trainer)
     where = ", ".join(str(f) for f in folders) or f"{Path(trainer.default_root_dir or '.') / 'lightning_logs'}/*"
     what = "no last*.ckpt" if name == "last" else "no checkpoint recording a best model"
-    return (f"--ckpt_path {name}: {what} in {where} (the config's trainer.default_root_dir); give the .ckpt file's "
-            "path")  # fmt: skip
+    return (f"--ckpt_path {name}: {what} in {where} (the config's trainer.default_root_dir, or its logger's "
+            "save_dir); give the .ckpt file's path")  # fmt: skip
 
 
 def carried_best(state: dict[str, Any], dirpath: str) -> dict[str, Any]:

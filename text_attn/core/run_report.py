@@ -76,12 +76,17 @@ def find_log_dir(run_dir: str | Path, example: str = "runs/NAME") -> Path:
         raise RunReportError(f"{run} is not a folder (give a run's trainer.default_root_dir, e.g. {example})")
     if _has_logs(run):
         return run
+    # the default loggers' lightning_logs/; else a logger's own save_dir or name below RUN_DIR (NAME/version_N,
+    # SAVE_DIR/NAME/version_N): a CSVLogger or TensorBoardLogger given in the config
+    patterns = ("version_*",) if (run / "lightning_logs").is_dir() else ("version_*", "*/version_*", "*/*/version_*")
     root = run / "lightning_logs" if (run / "lightning_logs").is_dir() else run
-    found = sorted((p for p in root.glob("version_*") if p.is_dir() and _has_logs(p)), key=_version, reverse=True)
+    found = [p for pattern in patterns for p in root.glob(pattern) if p.is_dir() and _has_logs(p)]
+    found.sort(key=lambda p: (_version(p), p.stat().st_mtime), reverse=True)
     if not found:
         raise RunReportError(
-            f"{run} holds no training logs (metrics.csv or TensorBoard event files in lightning_logs/version_N/): "
-            "was it trained with trainer.logger false?"
+            f"{run} holds no training logs (metrics.csv or TensorBoard event files in lightning_logs/version_N/ or "
+            "a logger's NAME/version_N/): was it trained with trainer.logger false, or with a logger whose save_dir "
+            "lies elsewhere (give that folder)?"
         )
     metrics = {p: set(read_metrics(p)) for p in found}
     trained = [p for p in found if any(k.startswith("train_") for k in metrics[p])]
@@ -175,7 +180,9 @@ def _read_events(folder: Path) -> Series:
 
 def read_metrics(log_dir: str | Path) -> Series:
     """Every logged metric of one version folder as (step, value) pairs sorted by step (metrics.csv if there is
-    one, else the TensorBoard event files)."""
+    one, else the TensorBoard event files). The steps are the optimizer steps done, as the progress lines and the
+    checkpoints' names count them (``validated at step 16``, ``best-epoch=1-step=16.ckpt``): Lightning's loggers
+    write the count before the step's own (15), the report said the best was "at step 15"."""
     folder = Path(log_dir)
     try:
         raw = _read_csv(folder / "metrics.csv") if (folder / "metrics.csv").is_file() else _read_events(folder)
@@ -183,7 +190,7 @@ def read_metrics(log_dir: str | Path) -> Series:
         if isinstance(err, RunReportError):
             raise
         raise RunReportError(f"cannot read the logs in {folder}: {one_line(err)}") from None
-    return {k: sorted(v) for k, v in raw.items() if v}
+    return {k: sorted((step + 1, v) for step, v in points) for k, points in raw.items() if points}
 
 
 def _running_mean(values: list[float], n: int) -> list[float]:

@@ -372,6 +372,11 @@ class RunState:
         carry_best(trainer, checkpoint)
 
     def on_train_start(self) -> None:
+        if getattr(self.trainer, "fast_dev_run", False):
+            # a smoke test saves no checkpoint: Lightning's ModelCheckpoint saves last.ckpt at the fit's end without
+            # asking (2.6), and `--ckpt_path last` then resumed the smoke test (`best`: refused, none recorded)
+            for callback in self.trainer.checkpoint_callbacks:
+                callback.save_last = False
         if self._random_state is not None:
             restore_random_state(self._random_state)
             replay_epoch_start(self.trainer)
@@ -434,20 +439,44 @@ class RunState:
         save_last_at_end(self.trainer)
 
     def export_best(self, export_path: str | None, save) -> None:
-        """End of fit: load the best checkpoint's weights (else keep the last) and ``save(path)`` on rank 0."""
-        path = export_target(self, export_path)  # on every rank: a collective under DDP
-        if not self.trainer.is_global_zero:
+        """End of fit: load the best checkpoint's weights (else keep the last; the averaged ones where
+        StochasticWeightAveraging put them in: lightning_parts.BuiltModuleSWA) and ``save(path)`` on rank 0. A
+        ``fast_dev_run`` (a smoke test of one or a few batches) writes no model file: it would replace the run's."""
+        trainer = self.trainer
+        if trainer.fast_dev_run:
+            if trainer.is_global_zero:
+                print("fast_dev_run: no model file written")
             return
-        best = load_best_weights(self)
+        path = export_target(self, export_path)  # on every rank: a collective under DDP
+        if not trainer.is_global_zero:
+            return
+        swa = [cb for cb in trainer.callbacks if hasattr(cb, "averaged_epochs")]
+        averaged = next((cb.averaged_epochs for cb in swa if cb.averaged_epochs), None)
+        best = None if averaged else load_best_weights(self)
         try:
             save(path)
         except (OSError, RuntimeError) as err:  # disk full, folder gone: the checkpoints are still there
             raise WriteError(f"cannot write the model file {path}: {one_line(err)}") from None
-        monitors = any(getattr(cb, "monitor", None) for cb in self.trainer.checkpoint_callbacks)
-        why = "no best checkpoint was saved: the run ended before its first validation" if monitors else (
-            "no checkpoint monitors a metric")  # fmt: skip
-        note = f" (best checkpoint {best})" if best else f" (the last weights: {why})"
+        if averaged:
+            first, last, count = averaged
+            note = (f" (StochasticWeightAveraging's mean of the weights at the start of epochs {first} to {last}, "
+                    f"{count} of them)")  # fmt: skip
+        elif best:
+            note = f" (best checkpoint {best})"
+        else:
+            note = f" (the last weights: {_no_best_reason(trainer)})"
+        if swa and not averaged:
+            note += "; StochasticWeightAveraging's mean was not used: the fit stopped before trainer.max_epochs"
         print(f"wrote model file: {path}{note}")
+
+
+def _no_best_reason(trainer) -> str:
+    """Why a fit that ends has no best checkpoint to export."""
+    if not any(getattr(cb, "monitor", None) for cb in trainer.checkpoint_callbacks):
+        return "no checkpoint monitors a metric"
+    if not getattr(trainer, "limit_val_batches", 1):  # 0 or 0.0: Lightning runs no validation
+        return "no best checkpoint was saved: validation is off (trainer.limit_val_batches 0)"
+    return "no best checkpoint was saved: the run ended before its first validation"
 
 
 def check_options(prefix: str = "model", **ranges: tuple[float | None, float, float]) -> None:

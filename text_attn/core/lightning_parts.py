@@ -1,0 +1,207 @@
+"""What the training commands' LightningCLI (``text_attn.core.lightning_cli``) puts into Lightning's trainer. At module
+level, not in the function that builds the CLI: a strategy that starts its processes by pickling the trainer
+(``ddp_spawn``) sends them by name (classes made inside a function cannot be pickled).
+
+- :class:`AtomicCheckpointIO`: checkpoints written whole, and read as tensors and plain values only;
+- :class:`SafeSaveConfig`: the run's config.yaml written through ``safe_files``;
+- :class:`BesideBoard`: the default loggers' metrics.csv, in the TensorBoard logger's version folder;
+- :class:`BuiltModuleSWA`: Lightning's StochasticWeightAveraging for modules that build their network in ``setup``;
+- :class:`MonitorCheck`: a monitored metric no validation logs (a typo) said in one line before anything acts on it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from copy import deepcopy
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning_fabric.utilities.exceptions import MisconfigurationException
+from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint, StochasticWeightAveraging
+from pytorch_lightning.cli import SaveConfigCallback
+from pytorch_lightning.loggers import CSVLogger
+from torch import nn
+
+from text_attn.core.errors import WriteError, one_line
+from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
+from text_attn.core.safe_files import atomic_output, write_text
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Write a checkpoint to a temporary file, then rename it: a process killed while saving leaves the previous
+    ``last.ckpt`` whole, never a torn one. Read every checkpoint Lightning resumes from (a file, ``last``, ``best``,
+    ``hpc``) with ``weights_only=True``: tensors and plain values only, never pickled code (Lightning's own reader
+    loads a URL with ``weights_only=False``)."""
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None):
+        if "://" in str(path):
+            raise CheckpointRefused(remote_message(path))
+        try:
+            return torch.load(path, map_location=map_location or "cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            raise CheckpointRefused(f"{path}: {CODE_REFUSED}") from None
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        if "://" in str(path):  # remote file systems: Lightning's own writer
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            with atomic_output(path) as tmp:  # a fresh mkstemp file: a planted link is never written through
+                super().save_checkpoint(checkpoint, tmp, storage_options)
+        except (OSError, RuntimeError) as err:  # disk full (torch reports it as a RuntimeError), permission lost
+            raise WriteError(f"cannot write checkpoint {path}: {one_line(err)}") from None  # the old one is whole
+
+
+class SafeSaveConfig(SaveConfigCallback):
+    """The run's config.yaml written through safe_files.write_text (a fresh temporary file, renamed): a link planted
+    at its name is refused, never written through (Lightning's own writer follows it). ``one_batch``: the Trainer's
+    limit_*_batches given as the integer 1 (lightning_cli._one_batch), written as 1, not the parsed 1.0."""
+
+    def __init__(self, *args, one_batch: frozenset[str] = frozenset(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.one_batch = one_batch
+        self._text: str | None = None
+
+    def config_text(self) -> str:
+        if self._text is None:
+            text = self.parser.dump(self.config, skip_none=False)
+            for name in self.one_batch:  # the dump writes the Trainer's float-first type: 1 as 1.0
+                text = re.sub(rf"(?m)^(\s*{name}): 1\.0$", r"\1: 1", text)
+            self._text = text
+        return self._text
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent to a spawned process (ddp_spawn): the config as text, without the parser (the CLI's, with every
+        subcommand's parsers behind it)."""
+        state = dict(self.__dict__)
+        state["_text"], state["parser"] = self.config_text(), None
+        return state
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if self.already_saved:
+            return
+        log_dir = trainer.log_dir  # on every rank: it broadcasts
+        if self.save_to_log_dir and trainer.is_global_zero and log_dir is not None:
+            path = Path(log_dir) / self.config_filename
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_text(path, self.config_text())
+            except OSError as err:
+                raise WriteError(f"cannot write {path}: {one_line(err)}") from None
+        if trainer.is_global_zero:
+            self.save_config(trainer, pl_module, stage)
+            self.already_saved = True
+        self.already_saved = trainer.strategy.broadcast(self.already_saved)
+
+
+class BesideBoard(CSVLogger):
+    """metrics.csv in the TensorBoard logger ``board``'s version folder (its version, chosen once, lazily)."""
+
+    def __init__(self, board) -> None:
+        super().__init__(board.save_dir, name=board.name)
+        self.board = board
+
+    @property
+    def version(self) -> int | str:
+        return self.board.version
+
+
+class BuiltModuleSWA(StochasticWeightAveraging):
+    """Lightning's StochasticWeightAveraging (the CLI gives a given one this class: ``swap_in``), for modules that
+    build their network in their own ``setup``. Lightning copies the module in the callback's ``setup``, which runs
+    before the module's: the copy had no network, so nothing was averaged (0 parameters) and nothing put back. Here
+    the copy is made at ``on_fit_start``, once the network exists (a resumed fit's saved average is loaded into it
+    then). The BatchNorms whose statistics never train (a frozen image encoder's, kept in eval mode by its
+    ``train()``) are not counted nor reset: Lightning's extra epoch recomputed every BatchNorm's statistics from
+    scratch, and the frozen ones, in eval mode, were left at zero mean and unit variance. ``averaged_epochs``: (first
+    epoch, last epoch, count) of the weights averaged, once the average has been put into the module."""
+
+    averaged_epochs: tuple[int, int, int] | None = None
+    _pending: dict | None = None  # a resumed fit's saved average, loaded once the copy exists
+    _trained_norms: tuple[nn.Module, ...] = ()
+
+    @classmethod
+    def swap_in(cls, callbacks: list) -> None:
+        """Every plain StochasticWeightAveraging of ``callbacks`` made one of this class (its options kept)."""
+        for callback in callbacks:
+            if type(callback) is StochasticWeightAveraging:
+                callback.__class__ = cls
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)  # Lightning's checks; its copy has no network yet
+        self._average_model = None
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._pending = state_dict.get("average_model_state")
+        super().load_state_dict({**state_dict, "average_model_state": None})
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._average_model = deepcopy(pl_module)
+        if self._pending is not None:
+            self._average_model.load_state_dict(self._pending)
+            self._pending = None
+        self._trained_norms = tuple(_norms_that_train(pl_module))
+        super().on_fit_start(trainer, pl_module)
+
+    def pl_module_contains_batch_norm(self, pl_module) -> bool:  # Lightning's is static; it calls it on self
+        return bool(self._trained_norms)
+
+    def reset_batch_norm_and_save_state(self, pl_module) -> None:
+        # Lightning's reset, given the BatchNorms that train their statistics alone (it reads modules() and device)
+        super().reset_batch_norm_and_save_state(SimpleNamespace(modules=lambda: iter(self._trained_norms),
+                                                                device=pl_module.device))  # fmt: skip
+
+    def transfer_weights(self, src_pl_module, dst_pl_module) -> None:  # Lightning's is static; it calls it on self
+        StochasticWeightAveraging.transfer_weights(src_pl_module, dst_pl_module)
+        if src_pl_module is self._average_model and self.n_averaged is not None:
+            count = int(self.n_averaged)
+            self.averaged_epochs = (self._latest_update_epoch - count + 1, self._latest_update_epoch, count)
+
+
+def _norms_that_train(module: nn.Module) -> list[nn.Module]:
+    """The BatchNorms whose running statistics update while ``module`` trains: in train mode after ``module.train()``
+    (each module's mode is put back)."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.train()
+    found = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training
+             and m.track_running_stats]  # fmt: skip
+    for m, mode in modes:
+        m.training = mode
+    return found
+
+
+class MonitorCheck(Callback):
+    """The validation metric (``val*``) each EarlyStopping and ModelCheckpoint monitors, checked against what the
+    run's validation logs as soon as one has run: at the sanity check's end (before training), else at the end of
+    the fit's first validation, before those callbacks act on it (the CLI puts this one first). A name no validation
+    logs (``val_blue``) ends the run in one line naming the callback and the names logged, nothing saved: Lightning's
+    EarlyStopping ended it in a 65-line traceback there. Other names (a training metric: some are logged only at an
+    epoch's end, after its validation) are left to Lightning, as is an EarlyStopping with ``strict: false``."""
+
+    def __init__(self) -> None:
+        self._checked = False
+
+    def on_sanity_check_end(self, trainer, pl_module) -> None:
+        self._check(trainer, "sanity check")
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if not trainer.sanity_checking and not self._checked and trainer.state.fn == "fit":
+            self._check(trainer, "first validation")
+
+    def _check(self, trainer, when: str) -> None:
+        self._checked = True
+        logged = [k for k in trainer.callback_metrics if k.startswith("val")]
+        for callback in trainer.callbacks:
+            strict = getattr(callback, "strict", True)  # EarlyStopping(strict=False) only warns
+            if not isinstance(callback, (EarlyStopping, ModelCheckpoint)) or not strict:
+                continue
+            name = callback.monitor
+            if name and name.startswith("val") and name not in logged:
+                raise MisconfigurationException(
+                    f"trainer.callbacks: {type(callback).__name__}(monitor={name!r}): no validation logs such a metric "
+                    f"(the run's: {', '.join(logged) or 'none'}); said at the {when}, nothing was saved"
+                )
