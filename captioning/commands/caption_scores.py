@@ -11,13 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import fail
+from text_attn.core.metrics import COCO_NAMES
 from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
 from text_attn.core.score_options import check_score_options, write_scores
-
-# coco-caption's names -> the names this project reports (CIDEr here is CIDEr-D: pycocoevalcap's Cider)
-NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",
-         "ROUGE_L": "ROUGE-L", "CIDEr": "CIDEr-D"}  # fmt: skip
 
 
 def check_references(args: argparse.Namespace) -> None:
@@ -98,7 +95,7 @@ def scores(captioner, captions: dict[str, str], references: dict[str, list[str]]
                "sentence BLEU-4": sentence_bleu4(caption_tokens(captions[image]), refs[image]),
                "CIDEr-D": round(100 * per[image]["CIDEr"], 2)}
               for image in captions]  # fmt: skip
-    values = {NAMES[k]: round(100 * v, 2) for k, v in corpus.items()}
+    values = {COCO_NAMES[k]: round(100 * v, 2) for k, v in corpus.items()}
     if len(captions) == 1:  # CIDEr-D weighs n-grams by how few photos' references hold them: one photo's, all: 0
         values["CIDEr-D"] = photos[0]["CIDEr-D"] = None  # undefined, not a score of 0 (summary says so)
     photos.sort(key=lambda p: (p["CIDEr-D"] or 0.0, p["sentence BLEU-4"]))

@@ -42,7 +42,7 @@ from captioning.training.grounding import grounding
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
-from text_attn.core.metrics import coco_metrics
+from text_attn.core.metrics import coco_metrics, reported
 from text_attn.core.training import (
     INIT_VOCAB,
     RunState,
@@ -384,6 +384,10 @@ class CaptionModule(RunState, pl.LightningModule):
                 self._start_partial = (done, batches, frozenset(start))
         for name, value in scores.items():
             self.log(f"{stage}_{name}", value, prog_bar=name in ("Bleu_4", "CIDEr"))
+        if stage == "test" and self.trainer.is_global_zero:  # the table below logs fractions; the docs give 0-100
+            beam = self.hparams.val_beam_size
+            print(f"caption-train: test, {len(outs)} photos, beam {beam}: {reported(scores)} (0-100, as "
+                  "docs/results.md and caption --references give them)", file=sys.stderr)  # fmt: skip
         scenes = self.trainer.datamodule.scenes.get(stage)
         if scenes:
             g = self.model.encoder.grid

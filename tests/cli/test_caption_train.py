@@ -101,9 +101,14 @@ def test_fit_exports_the_best_checkpoint(tmp_path, capsys):
         torch.testing.assert_close(v, ckpt["state_dict"][f"model.{k}"])
 
 
-def test_test_and_validate_report_coco_metrics_and_grounding():
+def test_test_and_validate_report_coco_metrics_and_grounding(capsys):
     cli = caption_train_cli(["test", "--config", CONFIG, "--ckpt_path", "null"])  # untrained, on purpose
     metrics = cli.trainer.callback_metrics
+    # the logged fractions said once more as the docs give them (the README's BLEU-4 23.57 is test_Bleu_4 0.2357)
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("caption-train: test, "))
+    assert f"BLEU-4 {100 * float(metrics['test_Bleu_4']):.2f}, " in line
+    assert line.endswith(f"CIDEr-D {100 * float(metrics['test_CIDEr']):.2f} (0-100, as docs/results.md and caption "
+                         "--references give them)")  # fmt: skip
     for key in ("loss", *COCO_KEYS, "grounding", "grounding_mass", "grounding_words"):
         assert f"test_{key}" in metrics, key
     assert "test" in cli.datamodule.features and "train" not in cli.datamodule.features  # test encodes test only

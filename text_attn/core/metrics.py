@@ -281,6 +281,17 @@ def _quiet_fd(fd: int):
         os.close(null)
 
 
+# coco-caption's names -> the names this project reports, on 0-100 (CIDEr here is CIDEr-D: pycocoevalcap's Cider)
+COCO_NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",
+              "ROUGE_L": "ROUGE-L", "CIDEr": "CIDEr-D"}  # fmt: skip
+
+
+def reported(scores: dict[str, float]) -> str:
+    """coco-caption's corpus scores (fractions, as the training commands log them) as the project reports them:
+    ``BLEU-4 23.57, CIDEr-D 59.41, ...`` on 0-100."""
+    return ", ".join(f"{COCO_NAMES.get(k, k)} {100 * v:.2f}" for k, v in scores.items())
+
+
 def coco_metrics(
     references: dict[Hashable, list[str]],
     hypotheses: dict[Hashable, str],
