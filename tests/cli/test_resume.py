@@ -365,3 +365,13 @@ def test_a_resume_with_only_its_checkpoint_takes_the_data_options_from_it(tmp_pa
     run("text", ["fit", "--ckpt_path", ckpt, "--trainer.max_steps", "4", "--trainer.logger", "false",
                  "--trainer.enable_progress_bar", "false"])  # fmt: skip
     assert "error" not in capsys.readouterr().err
+
+
+def test_scoring_a_checkpoint_does_not_ask_for_the_callbacks_that_saved_it(tmp_path, recwarn):
+    """Lightning warned at every ``test --ckpt_path`` of a config without the run's ModelCheckpoint that "callbacks
+    used to create the checkpoint need to be provided": scoring trains nothing; the notice is left to fit."""
+    tiny = str(FIX / "text/tiny_reorder.yaml")
+    run("text", ["fit", "--config", tiny, "--trainer.enable_checkpointing", "true"])
+    ckpt = str(next(Path(".").rglob("*.ckpt")))
+    run("text", ["test", "--config", tiny, "--ckpt_path", ckpt])
+    assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]

@@ -559,6 +559,9 @@ def run_lightning_cli(
 
     quiet_lightning()
     argv = list(sys.argv[1:] if args is None else args)
+    if argv and argv[0] in ("validate", "test"):
+        # scoring a checkpoint trains nothing: the training callbacks its state names (ModelCheckpoint, ...) are moot
+        warnings.filterwarnings("ignore", message=".*callbacks used to create the checkpoint need to be provided.*")
     nodes = read_config_files(prog, argv)
     named = _given_options(argv, nodes)  # an old option's name, even set to null
     for old, new in (renamed or {}).items():
