@@ -375,3 +375,20 @@ def test_scoring_a_checkpoint_does_not_ask_for_the_callbacks_that_saved_it(tmp_p
     ckpt = str(next(Path(".").rglob("*.ckpt")))
     run("text", ["test", "--config", tiny, "--ckpt_path", ckpt])
     assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]
+
+
+def test_the_fits_last_validation_can_be_its_best_checkpoint_when_that_callback_also_saves_last(tmp_path):
+    """One ModelCheckpoint keeping the best by val_loss and last.ckpt: the save of last at the final step (before its
+    validation) marked the step saved, so that validation's score was never weighed: the model file came from an
+    earlier validation, whatever the last one scored."""
+    cfg = yaml.safe_load((FIX / "text/tiny_reorder.yaml").read_text())
+    best = {"monitor": "val_loss", "mode": "min", "save_top_k": -1, "save_last": True}  # every validation kept
+    cfg["trainer"].update(
+        enable_checkpointing=True,
+        max_steps=12,
+        callbacks=[{"class_path": "pytorch_lightning.callbacks.ModelCheckpoint", "init_args": best}],
+    )
+    Path("c.yaml").write_text(yaml.safe_dump(cfg))
+    run("text", ["fit", "--config", "c.yaml", "--trainer.default_root_dir", "r"])
+    saved = sorted(p.name for p in Path("r").rglob("*.ckpt"))
+    assert saved == ["epoch=0-step=6.ckpt", "epoch=1-step=12.ckpt", "last.ckpt"]

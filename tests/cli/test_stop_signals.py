@@ -210,3 +210,31 @@ def test_ctrl_c_while_the_next_batch_is_read_stops_after_that_batchs_step(
     assert exc.value.code == 130 and last_ckpt("b")["global_step"] == 7, err[-2000:]
     assert "text-train: Ctrl-C: stopping after this training step, saving last.ckpt there" in err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_in_an_epochs_last_step_lets_its_validation_run_first(
+    tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
+):
+    """Stopped at the end of epoch 0's last step (6 of 6), the run was resumed past that epoch's validation: its score
+    never logged nor weighed for the best model. The stop now waits for the next step's end (7), the validation run."""
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+    real = TranslationModule.on_after_backward
+
+    def on_after_backward(self):  # Ctrl-C in the middle of step 6, the epoch's last
+        if self.trainer.global_step == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 130 and last_ckpt("b")["global_step"] == 7, err[-2000:]
+    assert "text-train: Ctrl-C: stopping after this epoch's validation and the next training step" in err
+    assert (tmp_path / "b/checkpoints/epoch=0-step=6.ckpt").is_file()  # epoch 0's validation was weighed
+    monkeypatch.setattr(TranslationModule, "on_after_backward", real)
+    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
+    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "a"])
+    assert_same_weights(last_ckpt("a"), last_ckpt("b"))
+    assert sorted(p.name for p in (tmp_path / "a/checkpoints").iterdir()) == sorted(
+        p.name for p in (tmp_path / "b/checkpoints").iterdir()
+    )

@@ -130,7 +130,12 @@ def save_last_at_end(trainer, at_batch_end: bool = False) -> None:
         if not getattr(cb, "save_last", False) or not all(hasattr(cb, name) for name in private):
             continue
         if not cb._should_skip_saving_checkpoint(trainer):
+            before = getattr(cb, "_last_global_step_saved", None)
             cb._save_last_checkpoint(trainer, cb._monitor_candidates(trainer))
+            if at_batch_end and cb.monitor is not None and before is not None:
+                # the step's validation follows: a monitored callback keeps its best there, which its "saved at
+                # this step" mark would skip (the fit's last validation never became a best checkpoint)
+                cb._last_global_step_saved = before
 
 
 def _saves_last(trainer) -> bool:
@@ -163,8 +168,10 @@ def defer_ctrl_c(module, command: str) -> None:
         module._stop_asked = "SIGINT"
         # what is waited for (a validation may take minutes, a batch read from a slow disk too), and the way out
         where = "after this training step"
-        if getattr(trainer, "validating", False):
-            where = "after this validation and the next step" if _epoch_ended(trainer) else "once this validation ends"
+        if _epoch_ended(trainer):  # its validation first: a resume would skip it
+            where = "after this epoch's validation and the next training step (or as the fit ends)"
+        elif getattr(trainer, "validating", False):
+            where = "once this validation ends"
         print(f"\n{command}: Ctrl-C: stopping {where}, saving last.ckpt there (Ctrl-C again stops now, saving "
               "nothing)", file=sys.stderr, flush=True)  # fmt: skip
 
@@ -392,6 +399,11 @@ class RunState:
         stepped = (batch_idx + 1) % max(1, int(getattr(trainer, "accumulate_grad_batches", 1) or 1)) == 0 or (
             batch_idx + 1 == getattr(trainer, "num_training_batches", None))  # fmt: skip
         stop = stop_asked(self) if stepped else None  # at the last step too: Lightning stops at the epoch's end anyway
+        if stop and not last and _epoch_ended(trainer):
+            # the epoch's last step: its validation is still to run, and a resume from here skipped it (that epoch's
+            # score never logged nor weighed for the best model); the stop waits for the next step's end
+            # (on_train_epoch_end keeps a SIGTERM for it), as one during that validation does
+            stop = None
         if last or stop:
             save_last_at_end(trainer, at_batch_end=True)  # a stop: last.ckpt at the step reached, as at max_steps
         self._stop_now(stop)
