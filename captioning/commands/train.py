@@ -45,6 +45,7 @@ def caption_train_cli(args: list[str] | None = None):
         TRAIN_DESCRIPTION.format(names=", ".join(config_names(CONFIGS)) or "none found"),
         renamed=renamed,
         outdated=flat_model_options,
+        configs=CONFIGS,  # --config NAME: a shipped config, called from Python too
     )
 
 

@@ -269,7 +269,9 @@ class CaptionModule(RunState, pl.LightningModule):
         return cfg
 
     def configure_callbacks(self) -> list:
-        return [FeatureCacheCallback()]  # the data module encodes each image once with this model's frozen encoder
+        # the data module encodes each image once with this model's frozen encoder; RunState's: the process given
+        # back after a run that raised
+        return [*super().configure_callbacks(), FeatureCacheCallback()]
 
     def captioner(self, for_export: bool = False) -> Captioner:
         """The inference object over this module's model. for_export: it also records what the data was

@@ -230,9 +230,12 @@ def test_a_nan_loss_stops_training_with_one_line_naming_the_step(tmp_path, capsy
     assert err[0].startswith("text-train: error: the training loss is nan at step 3: training stopped"), err
 
 
-def test_text_fit_exports_the_best_checkpoint(tmp_path, capsys):
+def test_text_fit_exports_the_best_checkpoint_and_keeps_the_last_weights(tmp_path, capsys):
+    """The model file holds the best checkpoint's weights; the module goes on holding the last step's, as the trainer's
+    step and the optimizer do (a further fit, validate or save_checkpoint from Python went on from the best weights
+    labelled as the last step). 8 steps: the one validation, the best, at step 6; last.ckpt at step 8."""
     cfg = str(resumable_config(tmp_path, "text"))
-    run("text", ["fit", "--config", cfg, "--trainer.max_steps", "12", "--model.export_path", "m.pt"])
+    cli = run("text", ["fit", "--config", cfg, "--trainer.max_steps", "8", "--model.export_path", "m.pt"])
     out = capsys.readouterr().out
     assert "wrote model file: m.pt (best checkpoint " in out
     best = out.split("(best checkpoint ")[1].split(")")[0]
@@ -240,6 +243,14 @@ def test_text_fit_exports_the_best_checkpoint(tmp_path, capsys):
     exported = load_model_file("m.pt", "text-model")["state_dict"]
     for k, v in exported.items():
         torch.testing.assert_close(v, state[f"net.{k}"])
+    last = next(cb.last_model_path for cb in cli.trainer.checkpoint_callbacks if cb.save_last)
+    last_state = torch.load(last, weights_only=True)
+    assert last_state["global_step"] == cli.trainer.global_step == 8 and best.endswith("step=6.ckpt")
+    assert any(not torch.equal(v, state[k]) for k, v in last_state["state_dict"].items())
+    own = weights(cli)
+    assert own.keys() == last_state["state_dict"].keys()
+    for k, v in last_state["state_dict"].items():
+        assert torch.equal(own[k], v), k
 
 
 def test_best_and_last_name_an_earlier_runs_checkpoints(tmp_path, capsys):

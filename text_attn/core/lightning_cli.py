@@ -23,6 +23,7 @@ On top of Lightning's own CLI:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -32,7 +33,7 @@ import pickle
 import re
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -52,25 +53,51 @@ class _NoTips(logging.Filter):
         return "Tip:" not in text and not text.startswith("Seed set to ")
 
 
-def quiet_lightning() -> None:
-    """Drop the notices that say nothing about this run."""
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-    warnings.filterwarnings("ignore", message=".*tensorboardX.*")
+# the notices that say nothing about this run (warnings' message patterns)
+QUIET_WARNINGS = (
+    ".*LeafSpec.*",
+    ".*tensorboardX.*",
     # Our train loaders resume mid-epoch through the data module's state (text_attn.core.batching), which Lightning's
     # check for a stateful loader does not see.
-    warnings.filterwarnings("ignore", message=".*your dataloader is not resumable.*")
+    ".*your dataloader is not resumable.*",
     # A streamed train split (text_attn.core.streaming): LitData gives each loader worker its own share and length.
-    warnings.filterwarnings("ignore", message=".*`IterableDataset` has `__len__` defined.*")
+    ".*`IterableDataset` has `__len__` defined.*",
     # Evaluation metrics are computed from the outputs of all ranks (text_attn.core.training.gather_outputs): every rank
     # logs the same value, so there is nothing to synchronise.
-    warnings.filterwarnings("ignore", message=".*when logging on epoch level in distributed setting.*")
+    ".*when logging on epoch level in distributed setting.*",
     # A frozen encoder stays in eval mode (batch-norm statistics fixed) on purpose.
-    warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")
-    names = ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning.pytorch")
-    for name in (*names, "lightning_fabric.utilities.seed"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _NoTips) for f in logger.filters):
-            logger.addFilter(_NoTips())
+    ".*module\\(s\\) in eval mode.*",
+)
+# validate and test: scoring a checkpoint trains nothing, the training callbacks its state names (ModelCheckpoint, ...)
+# are moot
+SCORING_WARNING = ".*callbacks used to create the checkpoint need to be provided.*"
+TIP_LOGGERS = ("pytorch_lightning", "pytorch_lightning.utilities.rank_zero", "lightning.pytorch",
+               "lightning_fabric.utilities.seed")  # fmt: skip
+
+
+@contextlib.contextmanager
+def quiet_lightning(scoring: bool = False) -> Iterator[None]:
+    """Drop the notices that say nothing about this run (``scoring``: a validate or test), for the run only: a
+    notebook's or a script's later plain Lightning runs print what Lightning prints. What the run's imports add to
+    the warnings filters (torch's, Lightning's own) stays, as after a plain import."""
+    outside = warnings.filters  # the list catch_warnings puts back at its end
+    with warnings.catch_warnings():
+        before = list(warnings.filters)
+        for message in (*QUIET_WARNINGS, *([SCORING_WARNING] if scoring else [])):
+            warnings.filterwarnings("ignore", message=message)
+        ours = [f for f in warnings.filters if f not in before]
+        added = []
+        for name in TIP_LOGGERS:
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, _NoTips) for f in logger.filters):
+                added.append((logger, _NoTips()))
+                logger.addFilter(added[-1][1])
+        try:
+            yield
+        finally:
+            outside[:] = [f for f in warnings.filters if f not in ours]
+            for logger, tips in added:
+                logger.removeFilter(tips)
 
 
 def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset(),
@@ -546,22 +573,28 @@ def run_lightning_cli(
     description: str = "",
     renamed: dict[str, str] | None = None,
     outdated: Callable[[set[str]], str | None] | None = None,
+    configs: Path | None = None,
 ):
     """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line.
 
     ``renamed``: old option name -> what to write instead; an old config or command line gets one line saying so.
     ``outdated``: given the dotted option names of the command line and its config files, a line saying how to
-    update them (None: nothing outdated).
+    update them (None: nothing outdated). ``configs``: the shipped configs' folder, for ``--config NAME``
+    (:func:`named_configs`: a notebook's ``text_train_cli(["fit", "--config", "reorder_bahdanau"])`` too, not only
+    the console script). Lightning's notices are quiet for this call only (:func:`quiet_lightning`).
     """
+    argv = named_configs(prog, list(sys.argv[1:] if args is None else args), configs)
+    with quiet_lightning(scoring=bool(argv) and argv[0] in ("validate", "test")):
+        return _run_cli(prog, module_cls, datamodule_cls, argv, errors, description, renamed, outdated)
+
+
+def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str], errors: tuple, description: str,
+             renamed: dict[str, str] | None, outdated: Callable[[set[str]], str | None] | None):  # fmt: skip
+    """:func:`run_lightning_cli`'s run, its config names resolved, within its :func:`quiet_lightning`."""
     from lightning_fabric.utilities.exceptions import MisconfigurationException  # a Trainer option out of range
 
     from text_attn.core.training import TrainingDiverged  # torch: not at the top (refuse_missing_files runs without)
 
-    quiet_lightning()
-    argv = list(sys.argv[1:] if args is None else args)
-    if argv and argv[0] in ("validate", "test"):
-        # scoring a checkpoint trains nothing: the training callbacks its state names (ModelCheckpoint, ...) are moot
-        warnings.filterwarnings("ignore", message=".*callbacks used to create the checkpoint need to be provided.*")
     nodes = read_config_files(prog, argv)
     named = _given_options(argv, nodes)  # an old option's name, even set to null
     for old, new in (renamed or {}).items():
@@ -580,7 +613,7 @@ def run_lightning_cli(
             datamodule_cls,
             parser_class=cli_cls.parser_class_,
             save_config_callback=cli_cls.save_config_class_,
-            args=args,
+            args=argv,
             seed_everything_default=0,
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"prog": prog, "description": description},

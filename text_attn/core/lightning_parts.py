@@ -6,7 +6,9 @@ level, not in the function that builds the CLI: a strategy that starts its proce
 - :class:`SafeSaveConfig`: the run's config.yaml written through ``safe_files``;
 - :class:`BesideBoard`: the default loggers' metrics.csv, in the TensorBoard logger's version folder;
 - :class:`BuiltModuleSWA`: Lightning's StochasticWeightAveraging for modules that build their network in ``setup``;
-- :class:`MonitorCheck`: a monitored metric no validation logs (a typo) said in one line before anything acts on it.
+- :class:`MonitorCheck`: a monitored metric no validation logs (a typo) said in one line before anything acts on it;
+- :class:`GiveBackOnException`: what a run took from the process given back where it raised or was interrupted (the
+  families' modules add it, ``training.RunState.configure_callbacks``).
 """
 
 from __future__ import annotations
@@ -205,3 +207,15 @@ class MonitorCheck(Callback):
                     f"trainer.callbacks: {type(callback).__name__}(monitor={name!r}): no validation logs such a metric "
                     f"(the run's: {', '.join(logged) or 'none'}); said at the {when}, nothing was saved"
                 )
+
+
+class GiveBackOnException(Callback):
+    """A fit, validate or test that raised or was interrupted (an error, Ctrl-C): the module gives the process back
+    what the run took (``training.RunState.give_back``: torch's CPU threads, the Ctrl-C handler), as its ``teardown``
+    does after a run that ends. Lightning (2.6) calls no teardown hook on those paths, only the callbacks'
+    ``on_exception``; a notebook or a script that fits went on at ``model.cpu_threads``."""
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        give_back = getattr(pl_module, "give_back", None)
+        if give_back is not None:
+            give_back()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -238,14 +240,25 @@ def export_target(module, export_path: str | None) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
-def load_best_weights(module) -> str | None:
-    """Load the best checkpoint's weights (by the monitored metric) into ``module``; its path, or None."""
+@contextmanager
+def best_weights(module) -> Iterator[str | None]:
+    """Within the block, ``module`` holds the best checkpoint's weights (by the monitored metric); yields its path, or
+    None (the module as it was). After the block the module holds its own weights again, the last step's, as the
+    trainer's step and the optimizer are: left in, the best weights went on into a further fit, validate or
+    ``trainer.save_checkpoint`` from Python labelled as the last step. Only the tensors that differ are kept aside (a
+    frozen encoder is the same in both)."""
     best = best_checkpoint(module.trainer)
     if best is None:
-        return None
+        yield None
+        return
     state = torch.load(best, map_location=module.device, weights_only=True)["state_dict"]
+    own = module.state_dict()
+    last = {k: v.detach().clone() for k, v in own.items() if k not in state or not torch.equal(v, state[k])}
     module.load_state_dict(state)
-    return best
+    try:
+        yield best
+    finally:
+        module.load_state_dict(last, strict=False)
 
 
 def _dotted(options: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -333,7 +346,8 @@ class RunState:
     """Mixin for a family's LightningModule: what both families do the same way around checkpoints and export.
 
     The module calls :meth:`save_run_state` from ``on_save_checkpoint``, :meth:`load_run_state` from
-    ``on_load_checkpoint`` and :meth:`export_best` from ``on_fit_end``; ``on_train_start`` is provided here.
+    ``on_load_checkpoint`` and :meth:`export_best` from ``on_fit_end``; ``on_train_start``, ``teardown`` and
+    ``configure_callbacks`` are provided here (a module with callbacks of its own adds them to this one's).
     """
 
     _random_state: dict[str, Any] | None = None
@@ -349,10 +363,26 @@ class RunState:
             torch.set_num_threads(threads)
 
     def teardown(self, stage: str) -> None:
-        undefer_ctrl_c()  # a fit ended by an exception: Lightning has put back the handler; this forgets ours
+        self.give_back()
+
+    def give_back(self) -> None:
+        """What the run took from the process, given back: from ``teardown`` after a run that ends, and from
+        ``on_exception`` (lightning_parts.GiveBackOnException) after one that raised or was interrupted, where
+        Lightning calls no teardown hook."""
+        undefer_ctrl_c()  # a fit that raised mid-training: Ctrl-C raises KeyboardInterrupt again, not deferred
         if self._threads_before is not None:
             torch.set_num_threads(self._threads_before)
             self._threads_before = None
+
+    def configure_callbacks(self) -> list:
+        """:class:`~text_attn.core.lightning_parts.GiveBackOnException`, unless the trainer has one (a second fit,
+        validate or test on the same trainer: Lightning would print that the module's replaces it). A family's module
+        that adds callbacks of its own extends this list."""
+        from text_attn.core.lightning_parts import GiveBackOnException
+
+        if any(isinstance(cb, GiveBackOnException) for cb in getattr(self._trainer, "callbacks", None) or []):
+            return []
+        return [GiveBackOnException()]
 
     def save_run_state(self, checkpoint: dict[str, Any]) -> None:
         save_random_state(checkpoint)
@@ -451,9 +481,10 @@ class RunState:
         save_last_at_end(self.trainer)
 
     def export_best(self, export_path: str | None, save) -> None:
-        """End of fit: load the best checkpoint's weights (else keep the last; the averaged ones where
-        StochasticWeightAveraging put them in: lightning_parts.BuiltModuleSWA) and ``save(path)`` on rank 0. A
-        ``fast_dev_run`` (a smoke test of one or a few batches) writes no model file: it would replace the run's."""
+        """End of fit: ``save(path)`` on rank 0 with the best checkpoint's weights in the module (:func:`best_weights`:
+        the last ones back in it afterwards), else the last (the averaged ones where StochasticWeightAveraging put
+        them in: lightning_parts.BuiltModuleSWA). A ``fast_dev_run`` (a smoke test of one or a few batches) writes no
+        model file: it would replace the run's."""
         trainer = self.trainer
         if trainer.fast_dev_run:
             if trainer.is_global_zero:
@@ -464,11 +495,11 @@ class RunState:
             return
         swa = [cb for cb in trainer.callbacks if hasattr(cb, "averaged_epochs")]
         averaged = next((cb.averaged_epochs for cb in swa if cb.averaged_epochs), None)
-        best = None if averaged else load_best_weights(self)
-        try:
-            save(path)
-        except (OSError, RuntimeError) as err:  # disk full, folder gone: the checkpoints are still there
-            raise WriteError(f"cannot write the model file {path}: {one_line(err)}") from None
+        with nullcontext() if averaged else best_weights(self) as best:
+            try:
+                save(path)
+            except (OSError, RuntimeError) as err:  # disk full, folder gone: the checkpoints are still there
+                raise WriteError(f"cannot write the model file {path}: {one_line(err)}") from None
         if averaged:
             first, last, count = averaged
             note = (f" (StochasticWeightAveraging's mean of the weights at the start of epochs {first} to {last}, "

@@ -38,6 +38,7 @@ def text_train_cli(args: list[str] | None = None):
         (TaskError, ValueError, FileNotFoundError),
         TRAIN_DESCRIPTION.format(names=", ".join(config_names(CONFIGS)) or "none found"),
         outdated=flat_objective_options,
+        configs=CONFIGS,  # --config NAME: a shipped config, called from Python too
     )
 
 
