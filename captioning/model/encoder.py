@@ -430,11 +430,13 @@ class ImageEncoder(nn.Module):
         self.train(self.training)
 
     @classmethod
-    def from_config(cls, cfg: EncoderConfig) -> ImageEncoder:
+    def from_config(cls, cfg: EncoderConfig, init: bool = True) -> ImageEncoder:
+        """The encoder ``cfg`` describes; ``init=False``: for weights loaded next (no ImageNet weights read, nothing
+        drawn at random)."""
         return cls(
             cfg.backbone,
             grid=cfg.grid,
-            weights=cfg.weights,
+            weights=cfg.weights if init else None,
             stride=cfg.stride,
             fine_tune=cfg.fine_tune,
             frozen_bn=cfg.frozen_bn,
@@ -445,6 +447,7 @@ class ImageEncoder(nn.Module):
             squash_filter=cfg.squash_filter,
             jpeg_quality=cfg.jpeg_quality,
             jpeg_subsampling=cfg.jpeg_subsampling,
+            init=init,
         )
 
     def config(self) -> dict[str, Any]:

@@ -18,6 +18,8 @@ import copy
 import torch
 from torch import nn
 
+from text_attn.core.empty_build import built_uninitialised
+
 
 def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
     """A plain nn.Conv2d computing bn(conv(x)) (eval statistics), with "same" padding inside when stride is 1."""
@@ -26,8 +28,12 @@ def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
     # on the body's device and in its dtype: a body moved to the GPU (caption --device cuda) folds into a GPU copy
     where = {"device": conv.weight.device, "dtype": conv.weight.dtype}
     if stride_one:
-        out = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, 1, k // 2 * conv.dilation[0],
-                        conv.dilation, conv.groups, bias=True, **where)  # fmt: skip
+        # its random init skipped (both tensors are overwritten below): drawn from torch's global generator, the first
+        # encode of a run would shift every later draw, and a run whose feature cache was on disk (no encode) would
+        # train other weights than the same config and seed encoding it
+        padding = k // 2 * conv.dilation[0]
+        args = (conv.in_channels, conv.out_channels, conv.kernel_size, 1, padding, conv.dilation, conv.groups)
+        out = built_uninitialised(lambda: nn.Conv2d(*args, bias=True, **where))
     else:
         out = copy.deepcopy(conv)
         if out.bias is None:

@@ -21,6 +21,7 @@ from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTel
 from captioning.model.encoder import EncoderConfig, ImageEncoder
 from captioning.model.ensemble import DecoderEnsemble
 from text_attn.core.decoding import SearchResult, copy_keys, search, select_rows
+from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.fixed_search import fixed_search
 
 # Each block's option names (caption-train names the block of an option given directly under model).
@@ -40,12 +41,17 @@ class CaptionModel(nn.Module):
 
     @classmethod
     def build(
-        cls, vocab_size: int, encoder: EncoderConfig | None = None, decoder: DecoderConfig | None = None
+        cls,
+        vocab_size: int,
+        encoder: EncoderConfig | None = None,
+        decoder: DecoderConfig | None = None,
+        init: bool = True,
     ) -> CaptionModel:
         """A fresh model: the encoder (optionally pretrained) + a new decoder sized for the vocabulary and the encoder
-        (``decoder``'s vocab_size, feature_dim and key_dims are filled in here)."""
+        (``decoder``'s vocab_size, feature_dim and key_dims are filled in here). ``init=False``: for a state_dict
+        loaded next that fills every tensor (a checkpoint's): no ImageNet weights read, nothing drawn at random."""
         encoder, decoder = encoder or EncoderConfig(), decoder or DecoderConfig()
-        image_encoder = ImageEncoder.from_config(encoder)
+        image_encoder = ImageEncoder.from_config(encoder, init)
         if decoder.attend_on == "fine" and image_encoder.fine_dim is None:
             raise ValueError(
                 "decoder.attend_on 'fine' needs multiscale features (efficientnet_lite0, stride 8, multiscale)"
@@ -56,7 +62,10 @@ class CaptionModel(nn.Module):
                                  f"leave it out (got {getattr(decoder, name)}, needs {value})")  # fmt: skip
         key_dims = image_encoder.fine_dim if decoder.attend_on == "fine" else None
         cfg = replace(decoder, vocab_size=vocab_size, feature_dim=image_encoder.out_dim, key_dims=key_dims)
-        return cls(image_encoder, ShowAttendTellDecoder(cfg))
+        return cls(
+            image_encoder,
+            ShowAttendTellDecoder(cfg) if init else built_uninitialised(lambda: ShowAttendTellDecoder(cfg)),
+        )
 
     # --- forward -----------------------------------------------------------------------------
     def encode(self, images: Tensor) -> Tensor:

@@ -198,6 +198,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.splits: dict[str, CaptionSplit] = {}
         self.scenes: dict[str, list[Scene]] = {}
         self.features: dict[str, torch.Tensor] = {}  # split -> (N, L, D) float16, once cached
+        # split -> the fingerprint of the encoder its features came from (fill_feature_cache; None: not given)
+        self.feature_keys: dict[str, str | None] = {}
         self.preprocess: Callable = Preprocess()
         self._train_pairs: list[tuple[int, list[int]]] = []  # (image index, caption ids without bos/eos)
         self._train_caption: list[int] = []  # per train pair: which caption of its image it is
@@ -409,6 +411,19 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             self._cells.clear()
         self.grid = grid
 
+    def drop_features(self, unless: str | None = None) -> list[str]:
+        """Drop the cached splits whose features an encoder of another fingerprint than ``unless`` made (None: every
+        split cached with a fingerprint), so that their photos are encoded again: a second fit of this data module
+        with another backbone, image size or grid, or one whose batches carry photos (a trainable encoder,
+        ``fast_dev_run``). Features put here without a fingerprint, and a chunk folder's, are kept: nothing says
+        whose they are. Returns the splits dropped."""
+        stale = [s for s, key in self.feature_keys.items() if key and key != unless]
+        for split in stale:
+            del self.features[split], self.feature_keys[split]
+        if stale:
+            self._domain_check = None  # made from the dropped features
+        return stale
+
     def fill_feature_cache(
         self,
         encode_fn: Callable[[torch.Tensor], torch.Tensor],
@@ -422,14 +437,18 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         """Encode every image of ``splits`` (default: all) once: (B, 3, H, W) -> encode_fn -> (B, L, D) float16
         (captioning.training.feature_cache.fill_features).
 
-        Splits already cached are skipped (so fit, then test, encode each image once). With ``cache_dir`` and the
-        encoder's ``fingerprint`` (captioning.training.feature_cache), a split found on disk is loaded instead, and a
-        split encoded here is written there. The features must come from a frozen encoder: caching assumes they never
-        change during training. Returns the splits that were encoded (not loaded). Batches of 16: the channels-last
-        EfficientNet runs about twice as fast an image on a CPU as in batches of 64 (its activations stay in cache).
+        Splits already cached are skipped (so fit, then test, encode each image once), unless their features came
+        from an encoder with another ``fingerprint`` (captioning.training.feature_cache: a second fit of this data
+        module with another backbone, image size or grid): those are encoded again. With ``cache_dir`` and the
+        fingerprint, a split found on disk is loaded instead, and a split encoded here is written there. The features
+        must come from a frozen encoder: caching assumes they never change during training. Returns the splits that
+        were encoded (not loaded). Batches of 16: the channels-last EfficientNet runs about twice as fast an image on a
+        CPU as in batches of 64 (its activations stay in cache).
         """
         if preprocess is not None:
             self.preprocess = preprocess
+        if fingerprint:  # in memory a split is known by its name alone: another encoder's features are not trained on
+            self.drop_features(unless=fingerprint)
         if self.streams:  # the train split streams; chunks of features bring their own
             state = self.chunk_state or {}
             if state.get("fingerprint") and fingerprint and fingerprint != state["fingerprint"]:
@@ -442,7 +461,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             if not splits:
                 return []
         images = {s: self.splits[s].images for s in (splits or self.splits) if s in self.splits}
-        return fill_features(
+        had = set(self.features)
+        done = fill_features(
             self.features,
             images,
             encode_fn,
@@ -453,6 +473,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             cache_dir,
             fingerprint,
         )
+        self.feature_keys.update({split: fingerprint for split in self.features if split not in had})
+        return done
 
     def _visual(self, split: str, index: list[int]) -> dict[str, torch.Tensor]:
         """What the encoder needs for the photos ``index`` (one per caption of the batch): cached region features

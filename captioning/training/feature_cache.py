@@ -20,7 +20,9 @@ to its device, so cached features come from the weights actually used:
 - image batches are preprocessed the way the encoder expects (``dm.set_preprocess``), and attention targets are
   distributions over the encoder's grid (``dm.set_grid``);
 - with a frozen encoder and ``data.cache_features: true``, every image of the stage's splits is encoded once
-  (``dm.fill_feature_cache``), or read from the disk cache of an earlier run.
+  (``dm.fill_feature_cache``), or read from the disk cache of an earlier run; the data module keeps each split's
+  features with the encoder's fingerprint, so a later fit of it with another encoder encodes them again, and a stage
+  whose batches carry photos lets them go (``dm.drop_features``).
 With a partly trainable encoder (``fine_tune: last``) the cache holds each photo's frozen map instead (the output of
 the stages that stay frozen, ``ImageEncoder.frozen_map``), keyed by those stages alone; the trainable stages run on it
 every step (the LightningModule's ``from_frozen_map``). Under DDP the first process of each machine encodes and writes
@@ -217,6 +219,7 @@ class FeatureCacheCallback(pl.Callback):
         # trainable stages then run every step on them; all trainable: nothing to store
         stage_maps = encoder.fine_tune != "none" and encoder.stage_cacheable
         if (encoder.fine_tune != "none" and not stage_maps) or not dm.hparams.cache_features or trainer.fast_dev_run:
+            dm.drop_features()  # the batches carry photos: none of an earlier fit's encoder's features is read
             return
         cache_dir = dm.hparams.feature_cache_dir
         if cache_dir == "auto":
@@ -229,7 +232,9 @@ class FeatureCacheCallback(pl.Callback):
             except OSError as err:
                 raise CaptionDataError(f"data.feature_cache_dir {cache_dir}: cannot be made a folder "
                                        f"({err.strerror or err})") from None  # fmt: skip
-        fingerprint = cache_fingerprint(encoder) if cache_dir else None
+        # also without a disk cache: the data module keeps it with each split, and a later fit of the same data
+        # module with another encoder (image size, backbone, grid) encodes its photos again
+        fingerprint = cache_fingerprint(encoder)
 
         dtype = parameter_dtype(encoder)  # bf16-true, 16-true: the weights are half, the photos float32
 

@@ -1,6 +1,7 @@
 """CaptionModule: the LightningModule around CaptionModel: model, optimiser, logging, evaluation, checkpoints, export.
 
-The model is built in ``setup`` because its vocabulary comes from the data module. What training minimises is the
+The model is built in ``setup`` because its vocabulary comes from the data module (``load_from_checkpoint``: from the
+checkpoint's vocabulary and settings, in ``on_load_checkpoint``). What training minimises is the
 ``model.objective`` block's business (captioning.training.objective: cross-entropy with the doubly stochastic penalty,
 eq. (12) for hard attention, SCST, attention supervision); a training step asks it for the loss and logs what it returns
 (``train_loss``, ``train_ce``, ``train_ds``; for hard attention ``train_reinforce``, ``train_entropy``,
@@ -234,6 +235,12 @@ class CaptionModule(RunState, pl.LightningModule):
         dm = getattr(self.trainer, "datamodule", None)
         if dm is None:
             return
+        data_vocab = getattr(dm, "vocab", None)  # a network built before: by an earlier stage, or load_from_checkpoint
+        if data_vocab is not None and data_vocab != self.vocab:  # its ids would caption and score scrambled words
+            raise ValueError(
+                f"the network's vocabulary ({len(self.vocab)} words) differs from the one built from the data "
+                f"({len(data_vocab)} words): use the data settings it was trained with"
+            )
         if self.objective.cfg.attn_sup_lambda > 0 and not getattr(dm.hparams, "attention_targets", False):
             raise ValueError(
                 "model.objective.attn_sup_lambda > 0 needs the ground-truth attention: set data.attention_targets: "
@@ -408,11 +415,12 @@ class CaptionModule(RunState, pl.LightningModule):
         self._eval_epoch_end("test")
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        """``trainer.predict``: each test photo's caption, decoded as validation decodes (model.val_beam_size)."""
         captions = self.captioner().caption_features(
             self._features(batch), self.hparams.val_beam_size, self.hparams.val_max_len
         )
         index = batch["image_index"].tolist()
-        return [{"index": i, "caption": " ".join(w)} for i, (w, _) in zip(index, captions, strict=True)]
+        return [{"index": i, "caption": " ".join(w)} for i, (w, *_) in zip(index, captions, strict=True)]
 
     # --- checkpoints -----------------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -432,6 +440,15 @@ class CaptionModule(RunState, pl.LightningModule):
                 "it): it cannot be resumed; start from its model file with model.init_from"
             )
         saved = Vocabulary.from_dict(checkpoint["vocab"]) if checkpoint.get("vocab") is not None else None
+        if self.model is None:  # CaptionModule.load_from_checkpoint: no setup built the network (no data sized it)
+            if saved is None:
+                raise ValueError(
+                    "this checkpoint keeps no vocabulary (written by an older caption-train) to build its network "
+                    "from: load a model file with Captioner.load"
+                )
+            # the checkpoint's vocabulary and settings build it, undrawn, for its weights loaded next
+            self.vocab = saved
+            self.model = CaptionModel.build(len(saved), self.encoder_config, self.decoder_config, init=False)
         if saved is not None and self.vocab is not None and saved != self.vocab:
             raise ValueError(
                 f"the checkpoint's vocabulary ({len(saved)} words) differs from the one built from "

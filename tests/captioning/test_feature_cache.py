@@ -70,6 +70,59 @@ def test_disk_cache_off_and_fast_dev_run(encodings):
     assert cli.trainer.global_step == 1
 
 
+def test_the_same_seed_trains_the_same_weights_whether_the_features_were_on_disk_or_not(encodings):
+    """An EfficientNet-Lite encoder (its folded inference copy is made at the first encode) and dropout: the first fit
+    encodes the photos, the second reads them from disk; both draw the same dropout masks."""
+    args = ["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--model.encoder.backbone",
+            "efficientnet_lite0", "--model.decoder.dropout", "0.5"]  # fmt: skip
+    first = caption_train_cli(args)
+    second = caption_train_cli(args)
+    assert encodings == [["train", "val"], []]  # encoded, then read
+    for name, weight in first.model.state_dict().items():
+        assert torch.equal(weight, second.model.state_dict()[name]), name
+
+
+def test_a_data_module_fit_again_with_another_encoder_encodes_its_photos_again(tmp_path):
+    """One data module, fits of several encoders (a hyper-parameter loop): in memory a split's features are known by
+    its name alone, and the second fit (another image size: the same shapes) trained on the first one's features."""
+    import pytorch_lightning as pl
+    from pytorch_lightning.callbacks import Callback
+
+    from captioning.photos.preprocess import prepared
+    from captioning.training.module import CaptionModule
+
+    carried: list[set[str]] = []
+
+    class Batches(Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            carried.append({k for k in ("features", "images") if k in batch})
+
+    def fit(steps: int = 1, **encoder) -> CaptionModule:
+        encoder = {"backbone": "resnet18", "weights": None, "grid": 4, "image_size": 64, "crop": False, **encoder}
+        module = CaptionModule(encoder=encoder, decoder={"embed_dim": 8, "hidden_dim": 16, "attn_dim": 8},
+                               val_meteor=False, export_path=str(tmp_path / "model.pt"))  # fmt: skip
+        trainer = pl.Trainer(max_steps=steps, limit_val_batches=0, logger=False, enable_checkpointing=False,
+                             enable_progress_bar=False, enable_model_summary=False, callbacks=[Batches()])  # fmt: skip
+        trainer.fit(module, dm)
+        return module
+
+    dm = CaptionDataModule(source="shapes", train_size=8, val_size=4, test_size=4, scene_size=64, max_objects=2,
+                           batch_size=8, cache_features=True, feature_cache_dir=None)  # fmt: skip
+    fit()
+    first = dm.features["train"]
+    second = fit(image_size=96)
+    assert dm.features["train"] is not first and carried[-1] == {"features"}
+    photos = torch.stack([prepared(image, second.model.encoder.preprocess) for image in dm.splits["train"].images])
+    with torch.no_grad():
+        torch.testing.assert_close(
+            dm.features["train"].float(), second.model.eval().encode(photos), rtol=2e-3, atol=2e-3
+        )
+    fit(grid=2)  # another grid: was a shape error in the decoder
+    assert dm.features["train"].shape[1] == 4
+    fit(fine_tune="all")  # a trainable encoder: its batches carry photos, not the cached features of another
+    assert carried[-1] == {"images"} and not dm.features
+
+
 def test_encoding_draws_nothing_from_the_global_random_stream(tmp_path):
     """A run whose features were on disk drew other dropout masks than the same config's first run, which encoded
     them: the encoding loader's iterator took its base seed from torch's global stream."""

@@ -80,6 +80,18 @@ def test_fold_for_inference_leaves_the_original_alone():
 
 
 @torch.no_grad()
+def test_the_first_encode_draws_nothing_from_the_global_random_stream():
+    """The folded layers were built with their random init, drawn from torch's global generator and then overwritten:
+    a fit that encoded its photos (no feature cache on disk yet) trained with other dropout masks than the same
+    config and seed reading them."""
+    enc = ImageEncoder("efficientnet_lite0", grid=2, weights=None, stride=8, multiscale=True).eval()
+    x = torch.randn(1, 3, 64, 64)
+    before = torch.get_rng_state()
+    enc(x)  # the folded copy is made here
+    assert enc._folded is not None and torch.equal(torch.get_rng_state(), before)
+
+
+@torch.no_grad()
 def test_the_folded_copy_keeps_the_bodys_device_and_dtype():
     """A body moved elsewhere folds into a copy there: `caption --device cuda` once ran CPU convolutions on CUDA
     input (found on a GPU). The CPU stand-in for a device is the dtype: a float64 body folds into float64 layers."""

@@ -1,6 +1,10 @@
 """TranslationDataModule: splits, vocabulary from train only, length-homogeneous padded batches. (The batch sampler
 alone: tests/core/test_batching.py.)"""
 
+import itertools
+
+import pytest
+
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.tokens import detokenize, tokenize_text
 
@@ -13,6 +17,10 @@ def test_synthetic_splits_differ_and_vocab_comes_from_train():
     train_words = {w for e in dm.splits["train"].examples for w in e.src}
     assert set(dm.src_vocab.itos[4:]) == train_words
     assert dm.splits["train"].examples[0].src != dm.splits["test"].examples[0].src
+    # a split iterates as a sequence: each index once, then it stops (it ran forever: any index was a pair)
+    assert list(itertools.islice(dm.splits["val"], 100)) == list(range(20))
+    with pytest.raises(IndexError):
+        dm.splits["val"][20]
 
 
 def test_batches_are_padded_length_homogeneous_and_cover_every_example():

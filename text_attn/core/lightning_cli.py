@@ -133,8 +133,8 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
     class ToolkitCLI(LightningCLI):
         @staticmethod  # as Lightning's: callable on the class too (``only`` comes from this closure)
         def subcommands() -> dict[str, set[str]]:
-            # no `predict`: neither family's module has a predict step (`caption` and `translate` are the commands
-            # that predict; Lightning's own predict loop ended in a traceback)
+            # no `predict` subcommand: `caption` and `translate` are the commands that predict (the modules'
+            # predict_step serves Trainer.predict from Python)
             every = {k: v for k, v in LightningCLI.subcommands().items() if k != "predict"}
             return {only: every[only]} if only in every else every
 

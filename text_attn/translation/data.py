@@ -90,7 +90,9 @@ class PairDataset(Dataset):
         return len(self.examples)
 
     def __getitem__(self, i: int) -> int:
-        return i  # the collate function gathers by index, so it can also return the examples
+        # the collate function gathers by index, so it can also return the examples; past the end an IndexError,
+        # so that iter(dataset) stops there (it ran forever)
+        return range(len(self.examples))[i]
 
 
 def collate(dataset: PairDataset, indices: list[int], pad_id: int = 0, attention_targets: bool = False) -> dict:

@@ -2,7 +2,8 @@
 export.
 
 The network is built in ``setup`` because its vocabulary sizes come from the data module (or, with ``init_from``,
-from a model file or checkpoint whose weights it starts from). What training minimises is the ``model.objective``
+from a model file or checkpoint whose weights it starts from; ``load_from_checkpoint``: from the checkpoint's model
+metadata, in ``on_load_checkpoint``). What training minimises is the ``model.objective``
 block's business (text_attn.translation.objective: cross-entropy with label smoothing, attention supervision,
 self-critical training); a training step asks it for the loss and logs what it returns. Validation reports the
 teacher-forced loss AND BLEU from free-running decoding (teacher-forced scores alone mislead), plus the attention's
@@ -19,6 +20,8 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from text_attn.core.empty_build import built_uninitialised
+from text_attn.core.errors import one_line
 from text_attn.core.metrics import (
     DEFAULT_BUCKETS,
     REAL_BUCKET_LABELS,
@@ -44,6 +47,7 @@ from text_attn.core.vocab import Vocabulary
 from text_attn.translation.data import StartVocabulary
 from text_attn.translation.networks import build_network, make_config
 from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, max_decode_len
+from text_attn.translation.source_check import restored
 from text_attn.translation.tokens import TextCodec
 from text_attn.translation.translator import Translator, never_written
 
@@ -72,6 +76,8 @@ def vocabulary_line(name: str, src: Vocabulary, tgt: Vocabulary, dm, extend: boo
     hint = "" if extend else " (model.init_vocab: extend adds them)"
     return f"model.init_from {name}: {kept}; " + "; ".join(parts) + hint
 
+
+VOCABS = ("src_vocab", "tgt_vocab")  # the module's (and a checkpoint's model metadata's) vocabularies, source first
 
 # a start or checkpoint of a word model trained before 2026-12-02 (text_attn.core.vocab.marks_split_off)
 SPLIT_MARKS = "its word tokens split at combining marks (trained before 2026-12-02): the data is read that way"
@@ -155,7 +161,10 @@ class TranslationModule(RunState, pl.LightningModule):
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
         self.use_cpu_threads(hp.cpu_threads)  # torch's own count again after the run (teardown)
-        if self.net is not None:
+        if self.net is not None:  # built before: by an earlier stage, or from a checkpoint (load_from_checkpoint)
+            dm = self.trainer.datamodule
+            if dm is not None:  # ids read through other vocabularies score the weights on scrambled words, silently
+                _same_vocabularies([getattr(self, k) for k in VOCABS], [getattr(dm, k, None) for k in VOCABS])
             return
         dm = self.trainer.datamodule
         start = self.give_start(dm)
@@ -295,6 +304,16 @@ class TranslationModule(RunState, pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         self._eval_epoch_end("val")
 
+    def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        """``trainer.predict``: each test pair's translation (its index in the split and the text), decoded as
+        validation decodes (model.val_beam_size)."""
+        res = self._decode(batch)
+        index = batch["index"].tolist()
+        return [
+            {"index": i, "translation": self.codec.decode(self.tgt_vocab.decode(toks))}
+            for i, toks in zip(index, res.token_lists(), strict=True)
+        ]
+
     def on_test_epoch_end(self) -> None:
         self._eval_epoch_end("test")
 
@@ -307,17 +326,33 @@ class TranslationModule(RunState, pl.LightningModule):
         # the vocabularies built from the data must be the checkpoint's: ids read through others score (or train)
         # the weights on scrambled words, silently (another data.seed, max_vocab or lower than the fit's)
         meta = checkpoint.get("model_metadata") or {}
+        if self.net is None:  # TranslationModule.load_from_checkpoint: no setup built the network
+            self._build_from(meta)
         self._read_as_trained(meta)
-        vocabs = (("source", "src_vocab"), ("target", "tgt_vocab"))
-        for side, key, own in ((side, key, getattr(self, key, None)) for side, key in vocabs):
-            if own is not None and isinstance(meta.get(key), dict) and Vocabulary.from_dict(meta[key]) != own:
-                saved = Vocabulary.from_dict(meta[key])
-                raise ValueError(
-                    f"the checkpoint's {side} vocabulary ({len(saved)} tokens) differs from the one built from the "
-                    f"data ({len(own)} tokens{_first_difference(saved, own)}): use the data settings the checkpoint "
-                    "was trained with"
-                )
+        saved = [Vocabulary.from_dict(meta[k]) if isinstance(meta.get(k), dict) else None for k in VOCABS]
+        _same_vocabularies(saved, [getattr(self, k, None) for k in VOCABS], "the checkpoint")
         self.load_run_state(checkpoint, network_built=self.net is not None)
+
+    def _build_from(self, meta: dict) -> None:
+        """The network built from a checkpoint's model metadata (no data module gave its vocabularies), undrawn, for
+        the checkpoint's weights loaded next; with the vocabularies, tokenizer, source check and facts its model file
+        would carry, so the module translates as the file text-export writes from it."""
+        try:
+            arch = meta["arch"]
+            config = make_config(arch, dict(meta["config"]))
+            src, tgt = Vocabulary.from_dict(meta["src_vocab"]), Vocabulary.from_dict(meta["tgt_vocab"])
+            codec = TextCodec.from_metadata(meta, (src, tgt))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(
+                f"this checkpoint keeps no model settings to build its network from ({type(err).__name__}: "
+                f"{one_line(err)}): load a model file with Translator.load"
+            ) from None
+        self.config = config
+        self.net = built_uninitialised(lambda: build_network(arch, config))
+        self.src_vocab, self.tgt_vocab, self.codec = src, tgt, codec
+        self.source_check = restored(meta.get("source_check"))
+        self._start_info = dict(meta.get("info") or {})  # the start's and the data's facts, as the checkpoint has them
+        self.objective.banned = never_written(tgt, codec)
 
     def _read_as_trained(self, meta: dict) -> None:
         """A checkpoint of a word model trained before 2026-12-02 (its vocabularies hold combining marks split off as
@@ -341,6 +376,17 @@ class TranslationModule(RunState, pl.LightningModule):
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
         self.export_best(self.hparams.export_path, self.translator().save)
+
+
+def _same_vocabularies(saved: list, data: list, whose: str = "the network") -> None:
+    """One ValueError line unless each vocabulary the data built (source, target) is the one ``whose`` weights were
+    trained with (None on either side: nothing to compare)."""
+    for side, theirs, own in zip(("source", "target"), saved, data, strict=True):
+        if theirs is not None and own is not None and theirs != own:
+            raise ValueError(
+                f"{whose}'s {side} vocabulary ({len(theirs)} tokens) differs from the one built from the data "
+                f"({len(own)} tokens{_first_difference(theirs, own)}): use the data settings {whose} was trained with"
+            )
 
 
 def _first_difference(saved: Vocabulary, own: Vocabulary) -> str:
