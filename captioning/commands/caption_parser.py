@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--overlay",
         metavar="DIR",
-        help="write per image DIR/<name>-attention.png: the image, then "
+        help="write per image DIR/<name>-attention.png (.jpg or .webp: --overlay-format): the image, then "
         f"one attention panel per word (default with --demo: ./{DEMO_DIR}/)",
     )
     p.add_argument(

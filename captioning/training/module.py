@@ -203,6 +203,7 @@ class CaptionModule(RunState, pl.LightningModule):
         self.model: CaptionModel | None = None
         self.vocab = None
         self._start_info: dict = {}  # init_from's facts: a model trained from it keeps its data's terms
+        self._loaded_data: dict | None = None  # load_from_checkpoint: the checkpoint's domain, check, casing, info
         # init_from's val scores, when the sanity check validated the whole split before training
         # (trainer.num_sanity_val_steps: -1, as configs/caption/your_photos.yaml): fit's end compares its best with them
         self._start_scores: dict[str, float] = {}
@@ -287,6 +288,12 @@ class CaptionModule(RunState, pl.LightningModule):
         if not for_export:
             return Captioner(self.model, self.vocab)
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is None and self._loaded_data is not None:  # load_from_checkpoint: the checkpoint's record of its data
+            loaded = self._loaded_data
+            exported = Captioner(self.model, self.vocab, loaded["domain"], loaded["domain_check"],
+                                 dict(loaded["info"] or {}) or None)  # fmt: skip
+            exported.casing = loaded["casing"]
+            return exported
         domain, check = getattr(dm, "domain", None), getattr(dm, "domain_check", None)
         facts = {**self._start_info, **getattr(dm, "facts", {})}  # this data's terms where both say
         exported = Captioner(self.model, self.vocab, domain, check, facts or None)
@@ -449,6 +456,8 @@ class CaptionModule(RunState, pl.LightningModule):
             # the checkpoint's vocabulary and settings build it, undrawn, for its weights loaded next
             self.vocab = saved
             self.model = CaptionModel.build(len(saved), self.encoder_config, self.decoder_config, init=False)
+            # and what its data was (no data module to ask): a model file saved from it keeps them, as caption-export
+            self._loaded_data = {k: checkpoint.get(k) for k in ("domain", "domain_check", "casing", "info")}
         if saved is not None and self.vocab is not None and saved != self.vocab:
             raise ValueError(
                 f"the checkpoint's vocabulary ({len(saved)} words) differs from the one built from "

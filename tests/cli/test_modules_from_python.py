@@ -78,6 +78,10 @@ def test_a_checkpoint_loads_as_the_module_and_computes_what_its_model_file_does(
         assert [words for words, *_ in ours] == [words for words, *_ in theirs]
         for (_, alphas, *_), (_, exported, *_) in zip(ours, theirs, strict=True):
             torch.testing.assert_close(alphas, exported)
+        # what the data was, kept as caption-export keeps it (it was None: a model file saved from it lost them)
+        again, model_file = loaded.captioner(for_export=True), Captioner.load(root / "model.pt")
+        assert again.domain == model_file.domain == "synthetic shapes" and again.casing == model_file.casing
+        assert again.info == model_file.info and (again.domain_check is None) == (model_file.domain_check is None)
     else:
         sources = [" ".join(example.src) for example in dm.splits["val"].examples]
         exported = Translator.load(root / "model.pt")

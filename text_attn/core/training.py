@@ -7,6 +7,7 @@ Lightning is not imported here: these helpers take the trainer / module they are
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import sys
@@ -163,7 +164,11 @@ def defer_ctrl_c(module, command: str) -> None:
     if not (own and main and getattr(trainer, "world_size", 1) == 1 and _saves_last(trainer)):
         return
 
+    owner = os.getpid()
+
     def asked(number: int, frame: Any) -> None:
+        if os.getpid() != owner:  # a loader worker forked while the fit trains: the fit's process decides, says once
+            return
         if module._stop_asked == "SIGINT":  # the second Ctrl-C: at once
             signal.signal(signal.SIGINT, signal.default_int_handler)
             raise KeyboardInterrupt
