@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 
 # what a worker imports before its model loads (apis.py and the models' code; torch is most of it). First: the module
@@ -60,7 +61,30 @@ def _running(pid: int) -> bool:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):  # gone; or another user's: ours has gone and its pid was taken
         return False
-    return True
+    try:  # a killed process its parent has not reaped yet (a zombie) has gone too: kill() still finds it
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):  # no /proc (macOS): kill() said
+        return True
+
+
+def end_with_parent(parent: int, signum: int = signal.SIGTERM) -> None:
+    """On Linux, this process gets ``signum`` when its parent ``parent`` ends (PR_SET_PDEATHSIG); its SIGTERM handler
+    then ends it. Without it a SIGKILLed main process (kill -9, the out-of-memory killer) left every helper running,
+    still answering on the port, and a restart failed "Address already in use": the HTTP process holds the
+    template's and the resource tracker's pipes open, so neither ended. The signal comes when the parent THREAD that
+    started this process ends: each is started from the main process's main thread (the template, LitServe's manager
+    and HTTP process) or from the template's only thread (the workers); where not (a worker relaunched from the
+    supervisor's thread with the "spawn" start method), its handler ignores it while the parent lives."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl (musl without it, a sandbox)
+        return
+    if os.getppid() != parent:  # it ended before the line above: nothing would send the signal
+        die_of(signum)
 
 
 def outlive_parent() -> None:
@@ -88,8 +112,18 @@ def outliving_manager():
 
     ctx = mp.get_context()
     manager = SyncManager(ctx=ctx)
-    manager.start(initializer=None if ctx.get_start_method() == "fork" else outlive_parent)
+    method = ctx.get_start_method()
+    manager.start(initializer=_manager_init, initargs=(os.getpid(), method != "fork", method != "forkserver"))
     return manager
+
+
+def _manager_init(owner: int, outlive: bool, watch: bool) -> None:
+    """In LitServe's manager: :func:`outlive_parent`'s handler where it was not inherited; and where ``owner`` (the
+    main process) started it (not a forkserver), :func:`end_with_parent`."""
+    if outlive:
+        outlive_parent()
+    if watch:
+        end_with_parent(owner)
 
 
 def worker_sigterm(stage) -> None:
@@ -97,10 +131,16 @@ def worker_sigterm(stage) -> None:
     Sent to the whole group, it reaches the main process too, which marks its stop at once (DRAINING): the worker then
     runs on, answering what it holds, until the main process ends it (ENDING). Sent to this worker alone (an operator,
     a container runtime), the main process is not stopping: after :data:`STOP_SEEN` s the worker ends, and the
-    supervisor replaces it, as before. A worker whose template has gone (the main process ended) ends at once."""
+    supervisor replaces it, as before. A worker whose parent (the template, or the main process with "spawn") has
+    gone ends at once when the main process has gone too (:func:`end_with_parent` sends the signal); while the main
+    process lives, its supervisor ends it (workers.end_if_running: the template was killed)."""
     parent = os.getppid()
+    main = mp.parent_process()
+    owner = main.pid if main is not None else parent
 
     def on_sigterm(signum, frame) -> None:
+        if os.getppid() != parent and owner != parent and _running(owner):
+            return
         deadline = time.monotonic() + STOP_SEEN
         while stage.value == RUNNING and time.monotonic() < deadline and os.getppid() == parent:
             time.sleep(0.01)
@@ -109,6 +149,9 @@ def worker_sigterm(stage) -> None:
         die_of(signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    end_with_parent(parent)
+    if not _running(owner):  # the template outlived the main process for a moment: nothing else ends this worker
+        die_of(signal.SIGTERM)
 
 
 # multiprocessing's Unix sockets (the template's, LitServe's manager's) live at TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX:

@@ -40,7 +40,7 @@ import litserve.server
 from litserve.utils import WorkerSetupStatus
 
 from attention_serve.cores import CoreShare
-from attention_serve.worker_start import DRAINING, ENDING, RUNNING, StartingFrom, outliving
+from attention_serve.worker_start import DRAINING, ENDING, RUNNING, StartingFrom, end_with_parent, outliving
 
 RESTART_WINDOW = 60.0  # seconds: more than max_restarts deaths of one model within it is a crash loop
 LOOK_EVERY = 0.1  # seconds between the supervisor's looks at the workers
@@ -187,6 +187,7 @@ class SupervisedServer(ls.LitServer):
         self.stopping = False
         self.on_serving = None  # called (no arguments) once the port takes connections: the CLI's "serving" line
         self.supervising = threading.Lock()  # held while a worker is relaunched: a stop waits for it
+        self.owner = os.getpid()  # the main process: an HTTP process ends with it (lifespan)
         slots, index = [], 0
         for api in self.litapi_connector:
             api.slot_base = index  # a worker's slot index: slot_base + LitServe's worker id (apis._ModelAPI.setup)
@@ -207,7 +208,10 @@ class SupervisedServer(ls.LitServer):
         """LitServe's lifespan, then this HTTP process's response queue woken: LitServe reads it in a thread that
         waits up to 1 s on the queue (its MPQueueTransport), and the event loop's close waits for that thread, so
         every stop took a second longer (measured: the HTTP process ended 0.96 s after SIGTERM). The reader skips a
-        None it reads."""
+        None it reads. An HTTP process (forked from the main thread) is killed when the main process ends, SIGKILLed
+        too (worker_start.end_with_parent): uvicorn's SIGTERM waited for requests whose answers can no longer come."""
+        if os.getpid() != self.owner:  # not a uvicorn thread of the main process
+            end_with_parent(self.owner, signal.SIGKILL)
         async with super().lifespan(app):
             yield
         queues = getattr(self._transport, "_queues", None)  # absent with another transport (ZeroMQ): nothing waits

@@ -103,6 +103,26 @@ def test_a_signal_to_the_whole_group_answers_the_requests_in_flight(serve, sig):
     assert not left, left
 
 
+def test_a_sigkilled_main_process_leaves_nothing_running_and_the_port_free(serve):
+    """kill -9 (or the out-of-memory killer) on the main process left the template, LitServe's manager and HTTP
+    process, the resource tracker and the workers running, answering on the port with nothing supervising them; a
+    restart failed "Address already in use". Each now ends with its parent (worker_start.end_with_parent)."""
+    server = serve()
+    answers, threads = _asking(server, 2)  # requests in flight too: the worker holds them
+    time.sleep(0.3)
+    assert len(_left(server.proc.pid)) >= 5  # main, template, manager, HTTP process, resource tracker, worker
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait(10)  # reaped: its children are the orphans
+    left = until(lambda: _left(server.proc.pid), lambda left: not left, 8)
+    assert not left, [Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in left]
+    with socket.socket() as sock:  # the port is free for a restart (which sets SO_REUSEADDR, as uvicorn does)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", server.port))
+        sock.listen()
+    for t in threads:
+        t.join(60)
+
+
 def test_sigint_to_the_main_process_alone_stops_it_as_sigterm_does(serve):
     """``kill -INT PID`` (Docker's STOPSIGNAL SIGINT) did not reach the HTTP process: the server took new work for
     --grace + 2 s, then ended (an idle one too: 12.4 s). Also here: the "serving" line comes once the port is open (it
