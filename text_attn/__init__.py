@@ -11,6 +11,9 @@ from text_attn.core import startup_gc
 startup_gc.quiet_start()  # a console script's Ctrl-C while it imports: one line, not a traceback (first: no import yet)
 
 from text_attn.core.lazy import lazy_exports  # noqa: E402 - after quiet_start
+from text_attn.core.mpl_home import point_matplotlib_home  # noqa: E402 - after quiet_start
+
+point_matplotlib_home()  # before Lightning imports Matplotlib: no MPLCONFIGDIR warning where HOME is read-only
 
 _PUBLIC = {  # name -> the module that defines it
     "Seq2Seq": "text_attn.translation.seq2seq",

@@ -13,11 +13,13 @@ frozen EfficientNet-Lite encoder without gradients, on the CPU, in float32 and o
   renamed: one export (about 1 s for Lite2), then every process loads the file (0.2 s) and keeps its bytes. A file
   that does not load (damaged elsewhere) is exported again. The folder and a graph in it are used only when they
   belong to this user (or root) and no one else can write them (safe_files.untrusted_reason); otherwise the graph is
-  exported into a private folder for this process, with one note. Each model file, input size and toolkit version
-  makes a new graph (13-19 MB), so after an export the folder keeps the ``KEEP`` most recently used graphs (loading
-  one marks it used) and removes the rest; a graph removed by another process's tidying is exported again.
-- ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or does not load, the export fails (an unwritable
-  cache folder too) or a session fails to start or run, PyTorch runs, for good for those weights and that size, and
+  exported into a private folder for this process, with one note. Where the folder cannot be made or written (a
+  read-only HOME or mount) a graph already there is read (not marked used), and a missing one is exported into such a
+  private folder: ``caption`` keeps ONNX Runtime. Each model file, input size and toolkit version makes a new graph
+  (13-19 MB), so after an export the folder keeps the ``KEEP`` most recently used graphs (loading one marks it used)
+  and removes the rest; a graph removed by another process's tidying is exported again.
+- ``CAPTION_ONNX=0`` turns it off. Where onnxruntime is missing or does not load, the export fails or a session fails
+  to start or run, PyTorch runs, for good for those weights and that size, and
   ``status()`` says why (benchmarks/speed.py prints it).
 - ONNX Runtime's telemetry is off (``ORT_DISABLE_TELEMETRY=1`` before it is imported: :func:`_runtime`): a captioning
   run writes nothing under ``~/.cache/Microsoft`` and gets no warning of it on stderr.
@@ -25,6 +27,7 @@ frozen EfficientNet-Lite encoder without gradients, on the CPU, in float32 and o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
@@ -35,12 +38,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from text_attn.core.safe_files import cache_path, make_private_dirs
+from text_attn.core.safe_files import cache_path, make_private_dirs, private_dir
 
 _why_not = ""  # why the last encoder ran in PyTorch, for status()
 _ran = False  # whether ONNX Runtime ran an encoder in this process
 _silenced = False  # onnxruntime's telemetry and default logger set (_runtime)
 _sessions: dict[tuple, object] = {}  # (graph file, threads) -> InferenceSession, shared by encoders in one process
+FATAL = 4  # ONNX Runtime's log severity: verbose 0, info 1, warning 2, error 3, fatal 4
 KEEP = 8  # graphs the cache folder keeps: the bundled model at its size, a few trained ones, and room to switch back
 
 
@@ -48,12 +52,13 @@ def _runtime():
     """onnxruntime, imported without its telemetry: on import it wrote a device ID under ~/.cache/Microsoft (or
     $XDG_CACHE_HOME) and, where it could not, printed a coloured warning on stderr, whatever NO_COLOR or the session's
     log level said. ``ORT_DISABLE_TELEMETRY=1`` (onnxruntime's own switch; a value the user set is kept) stops both;
-    it is read at import, so it is set first. Its default logger then says errors only, as the sessions do."""
+    it is read at import, so it is set first. Its default logger then says fatal errors only, as the sessions do."""
     global _silenced
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     import onnxruntime
 
-    for call, value in () if _silenced else (("disable_telemetry_events", ()), ("set_default_logger_severity", (3,))):
+    calls = (("disable_telemetry_events", ()), ("set_default_logger_severity", (FATAL,)))
+    for call, value in () if _silenced else calls:
         if hasattr(onnxruntime, call):  # imported before this (by another library): no events, no warnings from now
             getattr(onnxruntime, call)(*value)
     _silenced = True  # once a process: _session asks for it every batch
@@ -130,20 +135,43 @@ def _export(module: nn.Module, shape: tuple[int, int], path: Path) -> None:
             os.unlink(tmp)
 
 
-def _load_or_export(module: nn.Module, shape: tuple[int, int], path: Path) -> bytes:
-    """The graph file's bytes, exported first when it is not there (then the folder is tidied)."""
+def _load_or_export(module: nn.Module, shape: tuple[int, int], path: Path) -> tuple[Path, bytes]:
+    """Where the graph is and its bytes: the cache file's, exported first when it is not there (then the folder is
+    tidied); exported into this process's private folder where the cache folder cannot be written."""
     if path.exists():
         try:
-            os.utime(path)  # used now: the tidying keeps the most recently used graphs
-            return path.read_bytes()
+            _mark_used(path)
+            return path, path.read_bytes()
         except FileNotFoundError:
             pass  # removed by another process's tidying just now: exported again
-        except PermissionError:  # a read-only cache folder someone shared: it is read, not marked
-            return path.read_bytes()
-    _export(module, shape, path)
+    path = _export_somewhere(module, shape, path)
     graph = path.read_bytes()
     prune(path.parent, keep=KEEP)
-    return graph
+    return path, graph
+
+
+def _mark_used(path: Path) -> None:
+    """Used now: the tidying keeps the most recently used graphs. A cache someone shared or a read-only mount (EACCES,
+    EPERM, EROFS) is read, not marked; FileNotFoundError: the file is gone."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        pass
+
+
+def _export_somewhere(module: nn.Module, shape: tuple[int, int], path: Path) -> Path:
+    """_export to ``path``, or where its folder cannot be written (a read-only cache or HOME) into this process's
+    private folder, as the native kernels are built (text_attn.core.native): the graph is then exported once a
+    process, and ``caption`` still runs ONNX Runtime rather than the slower PyTorch encoder."""
+    try:
+        _export(module, shape, path)
+        return path
+    except OSError:
+        path = private_dir() / path.name
+        _export(module, shape, path)
+        return path
 
 
 def prune(folder: Path, keep: int = KEEP) -> None:
@@ -166,7 +194,9 @@ def _session(path: Path, graph: bytes, threads: int):
         options.intra_op_num_threads = threads  # as many as PyTorch uses: the same share of the machine
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # errors only
+        # fatal only: a failing run's error (out of memory) is also raised, and said in the toolkit's one line; at
+        # errors ONNX Runtime printed it first, in red, as a timestamped log line
+        options.log_severity_level = FATAL
         # no busy-waiting for the next call: PyTorch's beam search runs between two batches on the same cores
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         _sessions[key] = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
@@ -181,14 +211,19 @@ class OnnxBody:
         what = f"{_versions()} tap {getattr(module, 'tap', None)} {_code()}"
         name = f"encoder-{_digest(module, shape, what)}.onnx"
         # a graph from a folder someone else can write could compute anything (features times zero: empty captions)
-        self.path = cache_path(cache_dir(), name, "ONNX graph")
+        try:
+            path = cache_path(cache_dir(), name, "ONNX graph")
+        except OSError:  # a cache folder that cannot be made (a read-only HOME): exported into a private one
+            path = private_dir() / name
         self.shape = shape
-        self.graph = _load_or_export(module, shape, self.path)  # kept: a session for another thread count needs no file
+        # the bytes are kept: a session for another thread count needs no file
+        self.path, self.graph = _load_or_export(module, shape, path)
         try:
             _session(self.path, self.graph, torch.get_num_threads())  # now, so that a bad file shows here, not mid-run
         except Exception:  # a damaged file (this code writes whole files only): exported again, once
-            self.path.unlink(missing_ok=True)
-            _export(module, shape, self.path)
+            with contextlib.suppress(OSError):  # a read-only cache keeps it: the new one goes to a private folder
+                self.path.unlink(missing_ok=True)
+            self.path = _export_somewhere(module, shape, self.path)
             self.graph = self.path.read_bytes()
             _session(self.path, self.graph, torch.get_num_threads())
 

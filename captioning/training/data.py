@@ -62,6 +62,7 @@ from captioning.training.splits import CaptionSplit
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import POOL_BATCHES, LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import learn_casing
+from text_attn.core.shm_workers import loader_workers
 from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
 
@@ -579,7 +580,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 raise CaptionDataError("attention_targets needs the encoder's grid: call set_grid(model.encoder.grid)")
             grid = self.grid if hp.attention_targets else None
             collate = StreamCollate(self.vocab, self.preprocess, hp.max_caption_len, grid)
-            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, hp.num_workers, world_size_of(trainer),
+            workers = self._workers("train")
+            return streaming_loader(hp.root, hp.batch_size, collate, hp.seed, workers, world_size_of(trainer),
                                     self.take_resume_skip(), shuffle=not overfits(trainer))  # fmt: skip
         if hp.photo_batches:  # whole photos with all their captions: a batch sampler over photos, not pairs
             photos = _Indices(len(self._photo_pairs))
@@ -592,7 +594,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 pool_batches=1,
             )
             collate = _Collate(self, "_collate_photos")
-            return DataLoader(photos, batch_sampler=sampler, collate_fn=collate, num_workers=hp.num_workers)
+            return DataLoader(photos, batch_sampler=sampler, collate_fn=collate, num_workers=self._workers("train"))
         lengths = [len(c) for _, c in self._train_pairs]
         pairs = _Indices(len(lengths))
         sampler = LengthBatchSampler(
@@ -607,7 +609,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             pairs,
             batch_sampler=sampler,
             collate_fn=_Collate(self, "_collate_train"),
-            num_workers=hp.num_workers,
+            num_workers=self._workers("train"),
         )
 
     def _eval_loader(self, split: str) -> DataLoader:
@@ -616,8 +618,19 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             batch_size=self.hparams.batch_size,
             shuffle=False,
             collate_fn=_Collate(self, "_collate_eval", split),
-            num_workers=self.hparams.num_workers,
+            num_workers=self._workers(split),
         )
+
+    def _workers(self, split: str) -> int:
+        """data.num_workers, or 0 where /dev/shm cannot hold the batches they keep ready (text_attn.core.shm_workers);
+        a batch's size estimated from its visual part, one photo's features or float32 image per caption."""
+        feats = self.features.get(split)
+        if feats is not None:
+            per_item = feats[0].numel() * 4  # sent as float32
+        else:
+            side = getattr(self.preprocess, "image_size", 224)
+            per_item = 3 * side * side * 4  # (3, H, W) float32
+        return loader_workers(self.hparams.num_workers, self.hparams.batch_size * per_item, "caption data")
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")

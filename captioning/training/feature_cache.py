@@ -32,6 +32,7 @@ them (memory-mapped). ``fast_dev_run`` caches nothing: its few batches encode th
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import sys
@@ -46,10 +47,12 @@ from torch.utils.data import DataLoader, Dataset
 
 from captioning.photos.preprocess import prepared
 from captioning.training.readers import CaptionDataError
+from text_attn.core.errors import one_line
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.precision import parameter_dtype
 from text_attn.core.progress_lines import ProgressLines, duration
 from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
+from text_attn.core.shm_workers import loader_workers
 
 KEY_CHARS = 20  # hex characters of the sha256 key in file names
 STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
@@ -116,6 +119,22 @@ def save_features(path: Path, features: torch.Tensor) -> None:
         torch.save(features.contiguous(), tmp)
 
 
+def _saved(path: Path, features: torch.Tensor) -> bool:
+    """save_features, or where the disk refuses it (full, read-only, over quota) one note and False: the features are
+    in memory and the run goes on (issue: a full disk lost the run to a torch traceback after every photo was
+    encoded). atomic_output removes the half-written file."""
+    try:
+        save_features(path, features)
+    except (OSError, RuntimeError) as err:  # torch's writer: RuntimeError "[enforce fail ...] unexpected pos ..."
+        text = str(err)
+        full = getattr(err, "errno", None) == errno.ENOSPC or "unexpected pos" in text or "No space left" in text
+        why = "no space left on device" if full else one_line(err, 200)
+        print(f"caption data: note: cannot write the feature cache {inert(path)}: {inert(why)}; training on the "
+              "features in memory", file=sys.stderr)  # fmt: skip
+        return False
+    return True
+
+
 # --- filling it ------------------------------------------------------------------------------------------------------
 class _ImageTensors(Dataset):
     """Preprocessed image tensors of one split, for the encoding pass."""
@@ -170,6 +189,8 @@ def fill_features(
     if say is not None:
         say(f"caching image features: {total:,} images")
         started = time.monotonic()
+    side = getattr(preprocess, "image_size", 224)
+    num_workers = loader_workers(num_workers, batch_size * 3 * side * side * 4, "caption data")  # float32 photos
     for split in todo:
         chunks, ds = [], _ImageTensors(images[split], preprocess)
         # its own generator: a loader's iterator draws its workers' base seed from torch's global stream otherwise,
@@ -179,8 +200,8 @@ def fill_features(
             chunks.append(encode_fn(batch).to("cpu", torch.float16).contiguous())  # (b, L, D) or (b, C, h, w)
             bar.update(batch.size(0))
         features[split] = torch.cat(chunks)  # (N, L, D)
-        if split in files:
-            save_features(files[split], features[split])
+        if split in files and not _saved(files[split], features[split]):
+            files.clear()  # the disk is full or read-only: the other splits are not tried either
     bar.close()
     if say is not None:
         say(f"cached image features: {total:,} images in {duration(time.monotonic() - started)}")

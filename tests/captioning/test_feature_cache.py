@@ -243,3 +243,26 @@ def test_fine_tuning_trains_the_last_stage_from_stored_maps_once_per_photo(encod
     assert moved == {"layer4"}
     caption_train_cli(args)
     assert encodings[-1] == []  # the second fit read the stored maps
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1024 vs 960"), OSError(28, "No space")],
+)
+def test_a_full_disk_keeps_the_features_in_memory_and_leaves_no_file(monkeypatch, capsys, tmp_path, failure):
+    def torn_save(obj, path):  # as torch's writer fails on a full disk: part of the file written, then the error
+        Path(path).write_bytes(b"PK\x03\x04 half")
+        raise failure
+
+    monkeypatch.setattr(feature_cache.torch, "save", torn_save)
+    dm = CaptionDataModule(source="shapes", train_size=4, val_size=4, test_size=4, scene_size=64, max_objects=1)
+    dm.setup("fit")
+    features: dict[str, torch.Tensor] = {}
+    images = {s: dm.splits[s].images for s in ("train", "val")}
+    done = feature_cache.fill_features(features, images, lambda x: x.mean(dim=(2, 3))[:, None], dm.preprocess,
+                                       progress=False, cache_dir=tmp_path / "cache", fingerprint="f")  # fmt: skip
+    assert done == ["train", "val"] and features["train"].shape == (4, 1, 3) and features["val"].shape == (4, 1, 3)
+    assert list((tmp_path / "cache").iterdir()) == []  # no torn file to be read later
+    err = capsys.readouterr().err
+    assert err.count("cannot write the feature cache") == 1  # one note, the second split not tried
+    assert "no space left on device; training on the features in memory" in err

@@ -8,6 +8,7 @@ import copy
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -291,3 +292,72 @@ def test_an_error_without_a_message_is_named_by_its_type(onnx_on, monkeypatch):
         got = enc(x)
     _close(got, _plain(enc, x))
     assert onnx_encoder.status() == "PyTorch (ONNX Runtime failed: MemoryError)"
+
+
+def test_a_read_only_cache_is_read_and_a_read_only_home_exports_into_a_private_folder(onnx_on, monkeypatch):
+    enc = _random_encoder()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        first = enc(x)
+    exports = []
+    real_export = onnx_encoder._export
+    monkeypatch.setattr(onnx_encoder, "_export", lambda *a: (exports.append(a[2]), real_export(*a)))
+
+    real_cache_path, utime = onnx_encoder.cache_path, os.utime
+
+    def read_only(path, *args):  # a read-only mount: marking the graph used is refused with EROFS, not EACCES
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(onnx_encoder.os, "utime", read_only)
+    _in_a_new_process(enc, monkeypatch)
+    with torch.no_grad():
+        _close(enc(x), first)
+    assert exports == [] and onnx_encoder.status().startswith("ONNX Runtime")  # the cached graph, read
+
+    def no_folder(folder, name, what):  # a read-only HOME: the cache folder cannot be made
+        raise OSError(30, "Read-only file system", str(folder))
+
+    monkeypatch.setattr(onnx_encoder, "cache_path", no_folder)
+    y = torch.randn(1, 3, 80, 80)  # another size: a graph to export
+    _in_a_new_process(enc, monkeypatch)
+    monkeypatch.setattr(onnx_encoder, "_ran", False)
+    with torch.no_grad():
+        _close(enc(y), _plain(enc, y))
+    assert onnx_encoder.status().startswith("ONNX Runtime") and onnx_on not in exports[-1].parents
+
+    real_mkstemp = onnx_encoder.tempfile.mkstemp
+
+    def unwritable(*args, dir=None, **kw):  # the cache folder is there but cannot be written
+        if Path(dir) == onnx_on:
+            raise OSError(30, "Read-only file system", dir)
+        return real_mkstemp(*args, dir=dir, **kw)
+
+    monkeypatch.setattr(onnx_encoder, "cache_path", real_cache_path)  # the cache folder is there again
+    monkeypatch.setattr(onnx_encoder.os, "utime", utime)
+    monkeypatch.setattr(onnx_encoder.tempfile, "mkstemp", unwritable)
+    _in_a_new_process(enc, monkeypatch)
+    monkeypatch.setattr(onnx_encoder, "_ran", False)
+    with torch.no_grad():
+        _close(enc(y), _plain(enc, y))
+    assert onnx_encoder.status().startswith("ONNX Runtime") and onnx_on not in exports[-1].parents
+    assert len(list(onnx_on.glob("*.onnx"))) == 1  # only the graph written before the folder became read-only
+
+
+def test_a_failing_run_is_raised_without_onnx_runtimes_own_log_line(onnx_on, monkeypatch, capfd):
+    """A run that fails (out of memory in the issue; here a Reshape to a size the input lacks) raises for the toolkit
+    to say in its one line; ONNX Runtime's red, timestamped error line no longer comes before it."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [5])
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["images", "shape"], ["features"])], "g",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [None])],
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, None)], [shape],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    monkeypatch.setattr(onnx_encoder, "_sessions", {})
+    session = onnx_encoder._session(onnx_on / "reshape.onnx", model.SerializeToString(), 1)
+    with pytest.raises(Exception, match="Reshape"):
+        session.run(None, {"images": np.zeros(4, np.float32)})
+    assert "onnxruntime" not in capfd.readouterr().err
