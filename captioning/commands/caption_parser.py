@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from text_attn.core.errors import ArgumentParser
 from text_attn.core.search_options import add_search_options
@@ -127,8 +128,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--batch-size",
         type=int,
-        help=f"images captioned together (default: {BATCH}; with --device cuda, from the GPU's memory: 128 from 40 "
-        "GiB, 64 from 16 GiB, else 32, not yet measured on a GPU)",
+        help=f"images captioned together (default: {BATCH}, fewer where this process may use under ~1.3 GiB of "
+        "memory, a container's limit: said in a note; with --device cuda, from the GPU's memory: 128 from 40 GiB, 64 "
+        "from 16 GiB, else 32, not yet measured on a GPU)",
     )
     p.add_argument(
         "--workers",
@@ -173,13 +175,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def machine_defaults(device: str, processes: int, cores: int, gpu_bytes: int | None) -> tuple[int, int]:
+# What `caption` holds on the CPU with the bundled Flickr8k model (measured in a memory cgroup, its 2 workers
+# included: batch 16 peaked at 928 MB, batch 4 at ~700): the model, ONNX Runtime and the rest; then each batch photo
+CPU_BASE, CPU_PER_PHOTO = 650 * 2**20, 24 * 2**20
+
+
+def machine_defaults(
+    device: str, processes: int, cores: int, gpu_bytes: int | None, room: int | None = None
+) -> tuple[int, int]:
     """(--batch-size, --workers) when not given. On the CPU: BATCH and 2 (the model is the cost; more workers only
-    take its cores). On a GPU (issue 65: the defaults ran at half the rate of batch 128 and 14 workers on a 16-core
-    H200 machine): a batch by the GPU's memory (``gpu_bytes``), and the cores less 2 (the main processes' own work)
-    shared by the ``processes`` of a --devices run, at most 14 each. Chosen from that one run, not measured since."""
+    take its cores), the batch smaller where the memory this process may use (``room``: text_attn.core.memory_room,
+    a container's limit) holds fewer photos beside the model (a 768-900 MB container's OOM killer ended the default
+    run, 0 captions, where --batch-size 4 ran). On a GPU (issue 65: the defaults ran at half the rate of batch 128 and
+    14 workers on a 16-core H200 machine): a batch by the GPU's memory (``gpu_bytes``), and the cores less 2 (the main
+    processes' own work) shared by the ``processes`` of a --devices run, at most 14 each. Chosen from that one run,
+    not measured since."""
     if not device.startswith("cuda"):
-        return BATCH, 2
+        if room is None:
+            return BATCH, 2
+        fits = int((0.9 * room - CPU_BASE) // CPU_PER_PHOTO)  # 10% kept for what the estimate misses
+        return max(1, min(BATCH, fits)), 2
     gib = (gpu_bytes or 0) / 2**30
     batch = 128 if gib >= 40 else 64 if gib >= 16 else 32
     return batch, max(2, min(14, (cores - 2) // max(1, processes)))
@@ -200,6 +215,15 @@ def fill_machine_defaults(args: argparse.Namespace) -> None:
             index = torch.device(args.device).index or 0
             gpu = torch.cuda.get_device_properties(index).total_memory
     processes = args.devices or 1
-    batch, workers = machine_defaults(args.device, processes, os.cpu_count() or 1, gpu)
+    room = None
+    if not args.device.startswith("cuda") and args.batch_size is None:
+        from text_attn.core.memory_room import memory_room
+
+        room = memory_room()
+    batch, workers = machine_defaults(args.device, processes, os.cpu_count() or 1, gpu, room)
+    if args.batch_size is None and batch < BATCH:
+        print(f"caption: note: --batch-size {batch}, not {BATCH}: this process may use {room / 2**30:.2f} GiB of "
+              f"memory (a container's limit, or what the machine has free), and a batch of {BATCH} would not fit "
+              "beside the model; give --batch-size to choose", file=sys.stderr)  # fmt: skip
     args.batch_size = batch if args.batch_size is None else args.batch_size
     args.workers = workers if args.workers is None else args.workers
