@@ -5,6 +5,7 @@ batch by it, so a container of 768 MB is not ended by the OOM killer at a batch 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -51,8 +52,6 @@ def _cgroup_room(root: Path = CGROUP, own: Path = Path("/proc/self/cgroup")) -> 
 
 def _own_resident(statm: Path = Path("/proc/self/statm")) -> int:
     """This process's resident memory in bytes (0 where it cannot be read)."""
-    import os
-
     try:
         return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
