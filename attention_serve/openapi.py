@@ -189,9 +189,12 @@ def describe(app, api_key: bool = False) -> None:
                             "properties": {"image": {"type": "string", "format": "binary"}, **caption_options},
                         }
                     },
-                    "image/*": {
-                        "schema": {"type": "string", "format": "binary"},
-                        "description": "raw bytes; options in the query string",
+                    "image/*": {  # a Media Type Object has no description of its own (OpenAPI 3.1): its schema's
+                        "schema": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "raw bytes; options in the query string",
+                        },
                     },
                     "application/json": {
                         "schema": {

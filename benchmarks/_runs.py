@@ -3,6 +3,7 @@ console script as a stage with its output in a log file."""
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 import shutil
@@ -22,6 +23,23 @@ ROOT = Path(__file__).resolve().parents[1]
 # the toolkit's bad-input errors a benchmark meets reading its data, models and options (by name: importing their
 # modules here would import torch for every --help)
 BAD_INPUT = ("ModelFileError", "CaptionDataError", "TaskError", "SubwordError", "ChunkError", "ImageReadError")
+
+
+def record_json(data, indent: int = 1) -> str:
+    """``data`` as strict JSON (RFC 8259) for a record under docs/: a float that is not a number (an empty length
+    bucket's BLEU, a model with no attention's alignment accuracy) is written ``null``, which JavaScript's JSON.parse
+    and serde read, where Python's default ``NaN`` is refused."""
+
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(data), indent=indent, allow_nan=False) + "\n"
 
 
 def run_main(main: Callable[[], int | None]) -> int:

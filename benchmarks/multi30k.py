@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
 
 from _multi30k import by_length, read_pair, score
-from _runs import StageError, best_logged, console_script, logged_curve, run_stage
+from _runs import StageError, best_logged, console_script, logged_curve, record_json, run_stage
 from _tuning import CHOSEN, run_tuner
 
 from text_attn.core.errors import new_file
@@ -404,7 +405,11 @@ def draw_plot(results: dict[str, dict], path: Path) -> None:
     from text_attn.translation.plots import plot_bleu_by_length
 
     by_length = {
-        n: {label: {"bleu": v["bleu"] / 100, "count": v["count"]} for label, v in r["val_test_by_length"].items()}
+        # an empty bucket's BLEU is null in the record (strict JSON): not a number on the plot
+        n: {
+            label: {"bleu": math.nan if v["bleu"] is None else v["bleu"] / 100, "count": v["count"]}
+            for label, v in r["val_test_by_length"].items()
+        }
         for n, r in results.items()
         if MODELS[n][1:] == ("de", "en")
     }
@@ -494,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         numbers = {"test_sentences": n_test, "quick": args.quick, "tutorials": TUTORIALS, "minutes": minutes,
                    "trained_on": where, "val_bleu_curves": curves, "results": results}  # fmt: skip
-        write_text(args.json, json.dumps(numbers, indent=1) + "\n")
+        write_text(args.json, record_json(numbers))
         print(f"wrote {args.json}")
     if args.bundle:
         de_en = [n for n in results if MODELS[n][1:] == ("de", "en")]

@@ -16,14 +16,13 @@ from its first stage's model file under --runs (trained first when missing); its
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
 import torch
 import yaml
-from _runs import recorded_minutes, timed_fit
+from _runs import record_json, recorded_minutes, timed_fit
 
 from text_attn.core.errors import new_file
 from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     plot = plot_bleu_by_length({n: r["buckets"] for n, r in results.items()}, args.plot, "BLEU-4 by source length")
     print(f"plot: {plot}")
     if args.json:
-        write_text(args.json, json.dumps({"results": results, "train_minutes": minutes}, indent=2))
+        write_text(args.json, record_json({"results": results, "train_minutes": minutes}, indent=2))
     return 0
 
 

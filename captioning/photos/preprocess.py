@@ -350,10 +350,14 @@ def load_photo(
                     raise ImageReadError(f"{src}: a progressive JPEG of more than {MAX_SCANS} scans (a photo has "
                                          "about 10): not decoded, a guard against scan bombs", "too_large")  # fmt: skip
             # orientations 5-8 turn the picture by 90 degrees (exif_transpose below): the full size's sides swap
-            size = (height, width) if img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8) else (width, height)
+            turned = img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8)
             if min_side is not None and img.format == "JPEG":
                 img.draft(img.mode, (int(min_side), int(min_side)))  # no-op unless both sides stay >= min_side
             rgb = to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
+            # a JPEG decoded at 1/2-1/8 reports the full size from its header, turned as it is shown; any other photo
+            # from what was decoded: Pillow 12+ opens a turned TIFF with its sides already swapped, and swapping them
+            # again reported a portrait as a landscape
+            size = ((height, width) if turned else (width, height)) if img.size != (width, height) else rgb.size
     except UnidentifiedImageError:
         named = headed_format(formats)
         if named:  # its header says AVIF or HEIC, yet its opener cannot read it: cut off or damaged, not another kind

@@ -159,3 +159,16 @@ def test_scans_are_counted_by_the_files_segments_not_its_bytes():
     baseline = io.BytesIO()
     _photo(320, 240).save(baseline, "JPEG")
     assert jpeg_scans(baseline.getvalue()) == 1
+
+
+@pytest.mark.parametrize("suffix", [".jpg", ".tif", ".png", ".webp"])
+def test_a_turned_photo_reports_its_shown_size_in_every_format(tmp_path, suffix):
+    # Pillow 12+ opens a TIFF whose Orientation turns it with its sides already swapped (a JPEG's stay as stored):
+    # the full size and crop box must be the portrait's either way
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = tmp_path / f"turned{suffix}"
+    _photo(400, 240).save(path, exif=exif)
+    for side in (None, 100):
+        image, size = load_photo(path, side)
+        assert size == (240, 400) and image.size[0] < image.size[1]

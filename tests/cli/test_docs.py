@@ -5,6 +5,7 @@ bundled model files record are the ones the results page prints."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from importlib.metadata import distribution
@@ -140,3 +141,12 @@ def test_the_code_map_names_every_module():
         (section,) = [s for s in sections if s.startswith(room.removeprefix("captioning/") + "/`")]
         names = [p.name for p in sorted((ROOT / room).glob("*.py")) if p.name != "__init__.py"]
         assert [n for n in names if f"`{n}`" not in section] == [], room
+
+
+@pytest.mark.parametrize("record", sorted((ROOT / "docs").glob("*.json")), ids=lambda p: p.name)
+def test_every_record_is_strict_json(record):
+    # JavaScript's JSON.parse, serde and other strict readers refuse Python's NaN / Infinity: "no value" is null
+    def refuse(constant):
+        raise ValueError(f"{record.name}: {constant} is not JSON (write null)")
+
+    json.loads(record.read_text(encoding="utf-8"), parse_constant=refuse)
