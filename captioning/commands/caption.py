@@ -125,6 +125,15 @@ def _encoder_weights(captioner) -> str:
     return f"ImageNet weights from its package, {changed} tensors fine-tuned on captions stored in the file"
 
 
+def _hard_decoding(dec) -> str:
+    """How a hard-attention decoder decodes, for --model-info's attention line: two files that differ only there
+    give different captions (decoder.hard_inference); nothing for soft attention."""
+    if dec.attention != "hard":
+        return ""
+    how = {"argmax": "one region a word", "expect": "each word from the expected context of all regions"}
+    return f"; decodes with {dec.hard_inference}: {how.get(dec.hard_inference, dec.hard_inference)}"
+
+
 def model_info(captioner, path: str | Path) -> list[str]:
     """``caption --model-info``: what the model is, what it was trained on (and under which terms), its scores."""
     model = captioner.model
@@ -140,7 +149,7 @@ def model_info(captioner, path: str | Path) -> list[str]:
         resize += ", as its training photos were"
     lines = [
         f"model:          {path}",
-        f"attention:      {dec.attention} (Show-Attend-Tell), {enc.grid} x {enc.grid} regions",
+        f"attention:      {dec.attention} (Show-Attend-Tell{_hard_decoding(dec)}), {enc.grid} x {enc.grid} regions",
         f"encoder:        {enc.backbone} ({_encoder_weights(captioner)}), {pre.image_size} px, {resize}",
         f"decoder:        LSTM {dec.hidden_dim}, embedding {dec.embed_dim}, attention {dec.attn_dim}{members}",
         f"vocabulary:     {len(captioner.vocab)} words",
@@ -152,7 +161,8 @@ def model_info(captioner, path: str | Path) -> list[str]:
         lines.insert(5, f"word tokens:    {SPLIT_MARKS_INFO}")
     if captioner.casing:  # German captions: "Ein Hund" for the words "ein hund"
         some = ", ".join(captioner.casing["words"].split()[:4])
-        lines.append(f"capitals:       as its training captions write them ({some}, ...)")
+        some = f"{some}, ..." if some else "a capital to start"  # captions whose words are all lowercase but the first
+        lines.append(f"capitals:       as its training captions write them ({some})")
     from text_attn.core.modelfile import info_lines
 
     return lines + info_lines(captioner.info)

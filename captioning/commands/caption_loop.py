@@ -175,7 +175,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     if args.references:
         from captioning.commands.caption_scores import records_of, score_run
 
-        score_run(captioner, args, records_of(args.jsonl) if args.jsonl else captions)
+        score_run(args, records_of(args.jsonl) if args.jsonl else captions)
     return 1 if failed or empty else 0
 
 

@@ -336,5 +336,5 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
     if args.references:
         from captioning.commands.caption_scores import records_of, score_run
 
-        score_run(captioner, args, records_of(jsonl))
+        score_run(args, records_of(jsonl))
     return 1 if merged.failed or empty else 0

@@ -9,7 +9,8 @@ Sources:
   ``flickr8k`` Flickr8k in its original layout or Kaggle's (captioning.training.readers.read_flickr8k).
   ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (captioning.training.readers.read_folder);
                the images are shuffled once with the seed and split into val / test / train.
-The file formats and their checks are captioning.training.readers'.
+The file formats and their checks are captioning.training.readers'. Folder and Karpathy captions written with
+capitals teach the model their casing (``casing``, as data.language de does for Flickr8k's photos).
 
 With ``attention_targets: true`` (sources ``shapes`` and ``karpathy`` with boxes) every batch also carries
 ``attn_targets`` (B, T, L): for each output step t (aligned with ``targets``: step t predicts token t) that names a
@@ -96,6 +97,14 @@ FLICKR8K_TERMS = (  # what a model trained on Flickr8k says of it (its file's in
 )
 
 
+def written_casing(items) -> dict | None:
+    """The casing of captions as their writers wrote them (text_attn.core.casing.learn_casing of the items' raw
+    text), so a model trained on them writes "Ein Hund" where its words are "ein hund"; None where they are all
+    lowercase (nothing to learn) or no reader kept their text."""
+    text = [raw for it in items for raw in it.raw or []]
+    return learn_casing(text) if any(t != t.lower() for t in text) else None
+
+
 class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def __init__(
         self,
@@ -145,7 +154,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             strict: a missing image file is an error (default: skipped, with one line on stderr).
             train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
             val_size: shapes: scenes (default 500); karpathy: cap (None = all); folder: images held out
-                (default 5%). test_size: likewise for test.
+                (default 5%, at least 2 where 2 are left to train on). test_size: likewise for test (0: ``test``
+                is refused, having nothing to score).
             scene_size: shapes canvas side in pixels (the network's input side is model.encoder.image_size).
                 max_objects: shapes objects per scene (1..4).
             seed: shapes uses seed, seed+1, seed+2 for train / val / test; also shuffles folder data and batches.
@@ -314,7 +324,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 raise CaptionDataError("source 'folder' needs data.image_dir and data.captions_tsv")
             pool = read_folder(hp.image_dir, hp.captions_tsv, hp.strict)
             random.Random(hp.seed).shuffle(pool)
-            default = max(1, round(_FOLDER_FRACTION * len(pool)))
+            # at least two photos each where that leaves two to train on: CIDEr over one photo is 0 whatever the
+            # caption (every n-gram's IDF is log(1/1)), and val_CIDEr then keeps epoch 0
+            least = 2 if len(pool) >= 6 else 1
+            default = max(least, round(_FOLDER_FRACTION * len(pool)))
             n_val = default if hp.val_size is None else hp.val_size
             n_test = default if hp.test_size is None else hp.test_size
             if len(pool) <= n_val + n_test:
@@ -323,6 +336,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 )
             items = {"val": pool[:n_val], "test": pool[n_val : n_val + n_test], "train": pool[n_val + n_test :]}
             items["train"] = items["train"][: hp.train_size] if hp.train_size else items["train"]
+        if hp.source in ("folder", "karpathy"):  # your own captions, as written: German nouns keep their capitals
+            self.casing = written_casing(items["train"])
         for split in ("train", "val"):
             if not items[split]:
                 raise CaptionDataError(f"{hp.root or hp.karpathy_json or hp.captions_tsv}: no {split} images")
@@ -338,6 +353,14 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         return out
 
     def setup(self, stage: str | None = None) -> None:
+        self._load_splits()
+        test = self.splits.get("test")
+        if stage in ("test", "predict") and (test is None or not test.images):
+            hp = self.hparams  # Lightning would score nothing and only say its loader is empty
+            why = "data.test_size is 0" if hp.test_size == 0 else f"{hp.karpathy_json or hp.root} has none"
+            raise CaptionDataError(f"no test photos: {why}")
+
+    def _load_splits(self) -> None:
         if self.splits:
             return
         if self.streams:

@@ -102,6 +102,21 @@ def start_line(
     return None
 
 
+def one_val_photo_line(trainer, dm) -> str | None:
+    """The note for a monitored CIDEr(-D) over fewer than 2 val photos: CIDEr weighs an n-gram by how few photos'
+    references hold it, so over one photo every IDF is log(1/1) and the score is 0 at every epoch: the first
+    checkpoint is kept and fit's end says training did not beat the start. None otherwise."""
+    val = getattr(dm, "splits", {}).get("val")
+    callbacks = [*getattr(trainer, "checkpoint_callbacks", []), *getattr(trainer, "early_stopping_callbacks", [])]
+    monitors = sorted({m for cb in callbacks if "CIDEr" in (m := getattr(cb, "monitor", None) or "")})
+    if val is None or len(val.images) >= 2 or not monitors:
+        return None
+    return (
+        f"{monitors[0]} over {len(val.images)} val photo is 0 whatever the captions (CIDEr weighs words by how few "
+        "photos' references hold them): it cannot rank checkpoints; give data.val_size 2 or more"
+    )
+
+
 def fused_adam_allowed(trainer: pl.Trainer | None) -> bool:
     """Whether the trainer can step a fused Adam: its mixed-precision plugin (16-mixed, bf16-mixed) unscales the
     gradients before clipping them, which a fused optimizer does inside its own step, so Lightning refuses the pair at
@@ -249,6 +264,9 @@ class CaptionModule(RunState, pl.LightningModule):
             )
         if stage in (None, "fit") and self.objective.cfg.scst:
             self.objective.use_references(dm.train_references)  # SCST's CIDEr-D document frequencies
+        note = one_val_photo_line(self.trainer, dm) if stage in (None, "fit") else None
+        if note and self.trainer.is_global_zero:
+            print(f"caption-train: {note}", file=sys.stderr)
 
     def _start_vocabulary(self, dm, start: StartWeights) -> Vocabulary:
         """init_from's vocabulary, extended with the train captions' new words (``model.init_vocab: extend``) or not,

@@ -48,11 +48,11 @@ Real files carry junk: Flickr8k.token.txt has 505 lines naming images that are n
 counted in ONE stderr line per file; a missing folder, a missing or unreadable file, or a split left empty is a
 CaptionDataError naming it.
 
-Flickr8k, TSV and shard captions are lowercased and split into words; punctuation-only tokens are dropped (as in
-Karpathy's tokens, which coco-caption's PTB tokenizer also strips before scoring): a model trained on your captions
-says words as the bundled one does, and one started from it adds no "." to its vocabulary. Karpathy "raw" sentences
-(used where a sentence has no "tokens") are tokenized with text_attn.core.vocab.tokenize and keep their punctuation:
-their boxes' token_index counts it.
+Every reader's captions are lowercased and split into words; punctuation-only tokens are dropped (as in Karpathy's
+tokens, which coco-caption's PTB tokenizer also strips before scoring): a model trained on your captions says words as
+the bundled one does, and one started from it adds no "." to its vocabulary. Karpathy "raw" sentences (used where a
+sentence has no "tokens") are tokenized with text_attn.core.vocab.tokenize; their boxes' token_index counts the
+punctuation as the file has it, and is moved onto the words kept (a box on a punctuation token is dropped).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import random
 import re
 import sys
@@ -70,7 +71,7 @@ from pathlib import Path
 from captioning.model.reading import caption_tokens
 from captioning.training.attention_targets import TokenBoxes
 from text_attn.core.safe_files import inert, text_lines
-from text_attn.core.vocab import tokenize
+from text_attn.core.vocab import is_word, tokenize
 
 SPLITS = ("train", "val", "test")
 _KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "test"}
@@ -96,6 +97,7 @@ class ImageItem:
     captions: list[list[str]]  # reference captions as token lists
     boxes: list[TokenBoxes] | None = None  # per caption, its token boxes (karpathy "boxes"); None: no sentence has any
     size: tuple[int, int] | None = None  # (width, height) in pixels when the JSON gives them
+    raw: list[str] | None = None  # per caption, its text as written (folder, karpathy): the data module learns casing
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -160,6 +162,13 @@ def _sentence_boxes(raw, n_tokens: int, where: str) -> TokenBoxes:
     return out
 
 
+def _word_boxes(boxes: TokenBoxes, words: list[int]) -> TokenBoxes:
+    """Boxes that index every token (punctuation counted, as the file gives them) -> boxes that index the words kept
+    (``words``: the token indices that are words); a box on a punctuation token names no word and goes."""
+    at = {k: w for w, k in enumerate(words)}
+    return [(at[t], box) for t, box in boxes if t in at]
+
+
 def _image_wh(entry: dict, where: str) -> tuple[int, int] | None:
     w, h = entry.get("width"), entry.get("height")
     if w is None and h is None:
@@ -196,17 +205,20 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
             raise CaptionDataError(
                 f"{json_path}: images[{n}] has split {entry.get('split')!r}; expected train, restval, val or test"
             )
-        caps, boxes = [], []
+        caps, boxes, texts = [], [], []
         for s, sent in enumerate(entry.get("sentences", [])):
             sent = sent if isinstance(sent, dict) else {}
             # its tokens as given, in NFC as tokenize reads text (an NFD file's "malý" was <unk> to --given)
-            given = [unicodedata.normalize("NFC", str(t)).lower() for t in sent.get("tokens") or []]
-            toks = given or tokenize(str(sent.get("raw", "")))
-            if toks:
-                caps.append(toks)
+            given = [unicodedata.normalize("NFC", str(t)) for t in sent.get("tokens") or []]
+            text = str(sent.get("raw", "")) if sent.get("raw") else " ".join(given)
+            toks = [t.lower() for t in given] or tokenize(text)
+            words = [k for k, t in enumerate(toks) if is_word(t)]  # "." and "," are no words to learn (module doc)
+            if words:
+                caps.append([toks[k] for k in words])
+                texts.append(text)
                 raw = sent.get("boxes")
                 where = f"{json_path}: images[{n}].sentences[{s}]"
-                boxes.append(None if raw is None else _sentence_boxes(raw, len(toks), where))
+                boxes.append(None if raw is None else _word_boxes(_sentence_boxes(raw, len(toks), where), words))
         if caps:
             has_boxes = any(b is not None for b in boxes)
             item = ImageItem(
@@ -214,6 +226,7 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
                 caps,
                 [b or [] for b in boxes] if has_boxes else None,
                 _image_wh(entry, f"{json_path}: images[{n}]"),
+                texts,
             )
             items.append(item)
             splits.append(split)
@@ -228,11 +241,43 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
 _FLICKR_NUMBER = re.compile(r"#\d+$")  # a caption's number after the photo's name (Flickr8k's token file)
 
 
+def _photo_key(name: str) -> str:
+    """A photo's name as a TSV line gives it -> the one key of that photo: ``./p.jpg`` (as ``find .`` writes) and
+    ``p.jpg`` name one photo, whose captions must not land in train and test apart; letters composed (NFC), so a name
+    typed one way and another is one photo too; posix separators (the folder's path joins them on every system)."""
+    return unicodedata.normalize("NFC", os.path.normpath(name).replace(os.sep, "/"))
+
+
+class _Folder:
+    """The files of an image folder by their composed (NFC) names, read only when a name is not found as given: macOS
+    writes ``café.jpg`` decomposed (NFD), a TSV typed elsewhere names it composed, and the bytes differ."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.listed: dict[Path, dict[str, str]] = {}  # a folder -> its entries' names, by their NFC form
+
+    def path(self, key: str) -> Path:
+        path = self.root / key
+        if path.is_file():
+            return path
+        found = self.root
+        for part in key.split("/"):  # one folder at a time: a photo in a subfolder whose name is decomposed too
+            if not found.is_dir():
+                return path
+            if found not in self.listed:
+                self.listed[found] = {unicodedata.normalize("NFC", p.name): p.name for p in found.iterdir()}
+            name = self.listed[found].get(part, part)
+            found = found / name
+        return found if found.is_file() else path
+
+
 def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = False) -> list[ImageItem]:
     """A folder of images + ``filename<TAB>caption`` lines -> [ImageItem], in order of first appearance.
 
-    Captions are lowercased words, punctuation dropped (:func:`caption_tokens`). Blank lines and lines starting with
-    "#" are ignored; a line without a tab or with no word in its caption is an error naming its line number.
+    Captions are lowercased words, punctuation dropped (:func:`caption_tokens`); each item keeps its captions as
+    written too (``raw``). Blank lines, and lines without a tab that start with "#", are ignored (a photo named
+    ``#1 beach.jpg`` has a tab after its name); a line without a tab or with no word in its caption is an error naming
+    its line number. A photo named two ways (``./p.jpg`` and ``p.jpg``; composed or decomposed letters) is one item.
     """
     image_dir, tsv = Path(image_dir), Path(captions_tsv)
     if not tsv.is_file():
@@ -240,8 +285,9 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     if not image_dir.is_dir():
         raise CaptionDataError(f"image folder {image_dir} {'is a file' if image_dir.exists() else 'does not exist'}")
     by_name: dict[str, ImageItem] = {}
+    folder = _Folder(image_dir)
     for n, line in enumerate(text_lines(_read_text(tsv, "captions file")), 1):
-        if not line.strip() or line.startswith("#"):
+        if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
             continue
         name, tab, caption = line.partition("\t")
         toks = caption_tokens(caption)
@@ -250,8 +296,11 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
                                    "(punctuation is dropped)")  # fmt: skip
         if not tab or not name.strip():
             raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
-        name = _FLICKR_NUMBER.sub("", name.strip())  # Flickr8k's token file writes "photo.jpg#0": the photo's name
-        by_name.setdefault(name, ImageItem(image_dir / name, [])).captions.append(toks)
+        name = _photo_key(_FLICKR_NUMBER.sub("", name.strip()))  # Flickr8k's token file writes "photo.jpg#0"
+        if name not in by_name:
+            by_name[name] = ImageItem(folder.path(name), [], raw=[])
+        by_name[name].captions.append(toks)
+        by_name[name].raw.append(caption.strip())
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")
     return _check_files(list(by_name.values()), tsv, strict)

@@ -29,7 +29,7 @@ def test_karpathy_reader_splits_tokens_and_counted_skip(capsys):
     coffee, chelsea = splits["train"]
     assert coffee.path == IMAGES / "coffee.png"
     assert coffee.captions[1] == ["coffee", "in", "a", "white", "cup"]  # tokens lowercased
-    assert chelsea.captions == [["a", "tabby", "cat", "looks", "to", "the", "side", "."]]  # from "raw"
+    assert chelsea.captions == [["a", "tabby", "cat", "looks", "to", "the", "side"]]  # from "raw", its "." no word
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "skipped 1 of 5 images" in err[0] and "missing_photo.jpg" in err[0]

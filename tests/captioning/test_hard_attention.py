@@ -355,3 +355,23 @@ def test_captioner_takes_the_hard_attention_decoding_as_one_keyword(tmp_path):
     assert soft.caption_images([photo], beam_size=2, hard_inference="argmax")[0].words == plain.words
     with pytest.raises(ValueError, match="hard_inference must be one of argmax, expect, got 'sample'"):
         cap.caption_images([photo], hard_inference="sample")
+
+
+def test_model_info_and_the_servers_info_say_how_a_hard_model_decodes(tmp_path, capsys):
+    """An argmax file and an expect file give different captions but were described alike, by `caption --model-info`
+    and by attention-serve's /info (which takes the same lines)."""
+    from helpers.tiny_captioner import tiny_model_file
+
+    from attention_serve.models import load_caption
+    from captioning.commands.caption import caption_main
+
+    said = {}
+    for how in ("argmax", "expect"):
+        path = tiny_model_file(tmp_path / f"{how}.pt", attention="hard", hard_inference=how)
+        assert caption_main(["--model", str(path), "--model-info"]) == 0
+        said[how] = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("attention:"))
+        assert load_caption(path).info["attention"] == said[how].removeprefix("attention:").strip()
+    assert said["argmax"].endswith("hard (Show-Attend-Tell; decodes with argmax: one region a word), 4 x 4 regions")
+    assert "decodes with expect: each word from the expected context of all regions" in said["expect"]
+    soft = tiny_model_file(tmp_path / "soft.pt")
+    assert load_caption(soft).info["attention"] == "soft (Show-Attend-Tell), 4 x 4 regions"  # as before

@@ -204,11 +204,10 @@ def test_devices_score_the_merged_records(capsys, tmp_path, scenes, no_java):
     assert code == 0 and _scores_line(err) == alone, err
 
 
-def test_meteor_is_asked_for_english_models_only(monkeypatch):
-    """METEOR scores English: a model with learned capitals (a German, French or Czech captioner) is scored without
-    it, and the line says why; with Java an English model gets the PTB tokenizer and METEOR."""
-    from types import SimpleNamespace
-
+def test_meteor_is_asked_for_english_captions_only(monkeypatch):
+    """METEOR scores English: German (French, Czech) references are scored without it, and the line says why; with
+    Java English ones get the PTB tokenizer and METEOR, whether or not the model writes capitals (one trained on your
+    own captions written with them does)."""
     from captioning.commands import caption_scores
 
     asked = []
@@ -216,9 +215,9 @@ def test_meteor_is_asked_for_english_models_only(monkeypatch):
     monkeypatch.setattr("text_attn.core.metrics.coco_scores",
                         lambda refs, hyps, meteor, ptb: asked.append((meteor, ptb)) or
                         ({"Bleu_1": 0.5, "CIDEr": 1.0}, {k: {"Bleu_4": 0.0, "CIDEr": 1.0} for k in hyps}))  # fmt: skip
-    caps, refs = {"a.jpg": "Ein Hund"}, {"a.jpg": ["Ein Hund läuft ."]}
-    german = caption_scores.scores(SimpleNamespace(casing={"words": "Hund"}), caps, refs)
-    english = caption_scores.scores(SimpleNamespace(casing=None), caps, refs)
+    caps, refs = {"a.jpg": "Ein Hund"}, {"a.jpg": ["Ein Hund läuft über die Wiese .", "Der Hund rennt ."]}
+    german = caption_scores.scores(caps, refs)
+    english = caption_scores.scores({"a.jpg": "A dog"}, {"a.jpg": ["A dog runs on the grass .", "The Dog runs ."]})
     assert asked == [(False, True), (True, True)]
     assert german["how"].endswith("no METEOR (it scores English)")
     assert english["how"] == "coco-caption, its PTB tokenizer"

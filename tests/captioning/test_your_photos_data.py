@@ -1,0 +1,140 @@
+"""Captioning your own photos (data.source folder, karpathy): photos named as people's tools write them (``./p.jpg``,
+``#1 beach.jpg``, a decomposed ``café.jpg``), a val split CIDEr can rank checkpoints on, the captions' capitals kept,
+Karpathy "raw" sentences without their punctuation, and a test of no test photos refused."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+from PIL import Image
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from captioning.commands.caption import model_info
+from captioning.commands.train import caption_train_cli, train_main
+from captioning.model.captioner import Captioner
+from captioning.training.data import CaptionDataModule
+from captioning.training.module import one_val_photo_line
+from captioning.training.readers import read_folder, read_karpathy
+from text_attn.core.casing import learn_casing
+
+CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
+CAFE = "caf\u00e9.jpg"  # composed (NFC), as a TSV typed on Linux or Windows names it
+GERMAN = ["Ein Hund läuft im Park.", "Eine Frau mit einem Hut.", "Zwei Kinder spielen am Strand."]
+
+
+def _photos(folder: Path, names: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, name in enumerate(names):
+        Image.new("RGB", (16, 16), (12 * k % 256, 80, 160)).save(folder / name, format="PNG")
+    return folder
+
+
+def _folder(tmp_path: Path, n: int = 20) -> tuple[Path, Path]:
+    """n photos, each with a German caption."""
+    folder = _photos(tmp_path / "photos", [f"p{k:02d}.png" for k in range(n)])
+    tsv = tmp_path / "captions.tsv"
+    tsv.write_text("".join(f"p{k:02d}.png\t{GERMAN[k % 3]}\n" for k in range(n)), encoding="utf-8")
+    return folder, tsv
+
+
+def test_photos_named_as_tools_write_them_are_read_once_each(tmp_path, capsys):
+    """``find .`` writes ``./p.jpg``: it was a second photo that could land in train and test; ``#1 beach.jpg`` was
+    dropped as a comment; macOS stores ``café.jpg`` decomposed (NFD) and a TSV naming it composed called it missing."""
+    folder = _photos(tmp_path / "photos", ["p.png", "#1 beach.png", unicodedata.normalize("NFD", CAFE), "q.png"])
+    tsv = tmp_path / "captions.tsv"
+    tsv.write_text(
+        "# a comment line: no tab\np.png\ta dog\n./p.png\ta brown dog\n#1 beach.png\ta beach\n"
+        f"{CAFE}\ta cafe\nq.png\ta cup\nsub/../q.png\tanother cup\n",
+        encoding="utf-8",
+    )
+    items = read_folder(folder, tsv, strict=True)
+    assert [(it.path.name, it.captions) for it in items] == [
+        ("p.png", [["a", "dog"], ["a", "brown", "dog"]]),  # one photo, all its captions
+        ("#1 beach.png", [["a", "beach"]]),
+        (unicodedata.normalize("NFD", CAFE), [["a", "cafe"]]),  # the file as the folder holds it
+        ("q.png", [["a", "cup"], ["another", "cup"]]),
+    ]
+    assert all(it.path.is_file() for it in items) and capsys.readouterr().err == ""
+
+
+def test_a_small_folder_holds_out_two_photos_and_one_val_photo_is_said_to_rank_nothing(tmp_path):
+    """20 photos held out 1 (5%): CIDEr over one photo is 0 at every epoch, so the best checkpoint was epoch 0 and
+    fit said training did not beat the start. Now two each; one given explicitly gets one note when CIDEr is
+    monitored."""
+    folder, tsv = _folder(tmp_path)
+    dm = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv))
+    dm.setup("fit")
+    assert [len(dm.splits[s].images) for s in ("train", "val", "test")] == [16, 2, 2]
+    few, few_tsv = _folder(tmp_path / "few", 3)  # too few to hold out two and train on two: one each, as before
+    three = CaptionDataModule(source="folder", image_dir=str(few), captions_tsv=str(few_tsv))
+    three.setup("fit")
+    assert [len(three.splits[s].images) for s in ("train", "val", "test")] == [1, 1, 1]
+
+    one = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv), val_size=1)
+    one.setup("fit")
+    trainer = pl.Trainer(callbacks=[ModelCheckpoint(monitor="val_CIDEr", mode="max")], logger=False)
+    line = one_val_photo_line(trainer, one)
+    assert line.startswith("val_CIDEr over 1 val photo is 0 whatever the captions") and "data.val_size 2" in line
+    assert one_val_photo_line(trainer, dm) is None  # two val photos rank
+    bleu = pl.Trainer(callbacks=[ModelCheckpoint(monitor="val_Bleu_4", mode="max")], logger=False)
+    assert one_val_photo_line(bleu, one) is None  # BLEU over one photo still ranks
+
+
+def test_your_german_captions_train_a_model_that_writes_their_capitals(tmp_path, cli_run_in_tmp, capsys):
+    """Casing was learned only for Flickr8k with data.language de: German captions of your own photos trained an
+    all-lowercase model. The folder's raw captions now teach it; the model file keeps it, --model-info says so."""
+    folder, tsv = _folder(tmp_path)
+    cli = caption_train_cli([
+        "fit", "--config", CONFIG, "--data.source", "folder", "--data.image_dir", str(folder),
+        "--data.captions_tsv", str(tsv), "--data.train_size", "null", "--data.val_size", "1",
+        "--data.test_size", "null", "--data.batch_size", "16", "--trainer.max_steps", "1",
+        "--trainer.enable_checkpointing", "true", "--trainer.callbacks+=ModelCheckpoint",
+        "--trainer.callbacks.monitor", "val_CIDEr", "--trainer.callbacks.mode", "max",
+        "--model.export_path", "model.pt",
+    ])  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("caption-train: val_CIDEr over 1 val photo is 0 whatever the captions") == 1, err
+    casing = cli.datamodule.casing
+    train_text = [GERMAN[int(p.stem[1:]) % 3] for p in cli.datamodule.splits["train"].images]
+    assert casing == learn_casing(train_text) and {"Hund", "Frau", "Park"} <= set(casing["words"].split())
+    model = Captioner.load("model.pt")
+    assert model.casing == casing
+    assert "capitals:       as its training captions write them (Frau, Hund, Hut, Kinder, ...)" in model_info(
+        model, "model.pt"
+    )
+    model.casing = learn_casing(["A dog runs.", "Two cats."])  # English: only a capital to start each caption
+    assert "capitals:       as its training captions write them (a capital to start)" in model_info(model, "m.pt")
+    lower = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv))
+    tsv.write_text(tsv.read_text(encoding="utf-8").lower(), encoding="utf-8")
+    lower.setup("fit")
+    assert lower.casing is None  # captions written lowercase: nothing to learn, the words as they are
+
+
+def test_a_test_of_no_test_photos_is_one_line(cli_run_in_tmp, capsys):
+    """data.test_size 0: `test` scored nothing and exited 0, saying only that Lightning's loader was empty."""
+    with pytest.raises(SystemExit) as exc:
+        train_main(["test", "--config", CONFIG, "--data.test_size", "0", "--ckpt_path", "null"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "caption-train: error: no test photos: data.test_size is 0"
+
+
+def test_karpathy_raw_sentences_learn_no_punctuation_and_their_boxes_follow_the_words(tmp_path):
+    """A sentence with only "raw" added "." and "," to the vocabulary; its boxes' token_index counts the punctuation
+    as the file has it, and must still name the same words."""
+    _photos(tmp_path, ["a.png", "b.png"])
+    sentences = [{"raw": "A dog, brown, runs.", "boxes": [[1, 0, 0, 8, 8], [3, 8, 8, 16, 16], [4, 0, 0, 4, 4]]}]
+    data = {"images": [{"filename": "a.png", "split": "train", "sentences": sentences},
+                       {"filename": "b.png", "split": "val", "sentences": [{"raw": "A Cat."}]}]}  # fmt: skip
+    (tmp_path / "k.json").write_text(json.dumps(data))
+    (item,) = read_karpathy(tmp_path / "k.json", tmp_path)["train"]
+    assert item.captions == [["a", "dog", "brown", "runs"]] and item.raw == ["A dog, brown, runs."]
+    # "dog" and "brown" (tokens 1 and 3 with the commas) are words 1 and 2; the box on the second "," is gone
+    assert item.boxes == [[(1, (0.0, 0.0, 8.0, 8.0)), (2, (8.0, 8.0, 16.0, 16.0))]]
+    dm = CaptionDataModule(source="karpathy", karpathy_json=str(tmp_path / "k.json"), image_root=str(tmp_path))
+    dm.setup("fit")
+    assert dm.vocab.itos[4:] == ["a", "brown", "dog", "runs"]
