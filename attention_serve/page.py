@@ -1,5 +1,5 @@
 """The page at ``/``: drop, pick or paste a photo, read its caption, hover or tap a word to see where the model looked;
-a second tab translates German and draws its alignment grid.
+a second tab translates the text model's source language (German, the bundled ones') and draws its alignment grid.
 
 It is the ``--html`` reports' own drawing code, live: the shared skeleton's styles and script
 (text_attn/core/html_page.py), the caption report's canvas painter (captioning/views/caption_page.py) and the alignment
@@ -15,6 +15,7 @@ from captioning.views.caption_page import CAPTION_CSS, CAPTION_JS, OPACITY
 from captioning.views.overlay import FOCUS
 from text_attn.core.html_page import CORE_CSS, CORE_JS, escape, script_json
 from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS
+from text_attn.translation.source_check import LANGUAGES
 
 META_CSP = (  # in the page too, so a saved copy keeps it; frame-ancestors works only as a header
     "default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -167,7 +168,8 @@ const Live = {
   },
   async translate() {
     const text = document.getElementById("src").value.trim();
-    if (!text) { Live.status("tr-status", "type a German sentence first", true); return; }
+    const language = CFG.language ? CFG.language + " " : "";  // the model's source language, where named
+    if (!text) { Live.status("tr-status", `type a ${language}sentence first`, true); return; }
     if (!CFG.text) { Live.status("tr-status", "this server does not translate", true); return; }
     const sentences = text.split(/\n+/).map((s) => s.trim()).filter((s) => s);
     Live.status("tr-status", "translating\u2026");
@@ -297,10 +299,17 @@ def _given_box(element_id: str, placeholder: str) -> str:
 def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: str | None = None) -> bytes:
     """The page's HTML for the served models (``caption`` / ``text``: their /info entries, None: not served);
     ``source_lang``: the code of the language the text model reads (None: unknown), set on the text typed and on
-    the source words, so that a screen reader says them in it."""
+    the source words, so that a screen reader says them in it; the tab, the empty input's status and the sample
+    sentence say the language (a German sample for German alone: a Czech model's page said "Translate German")."""
+    language = LANGUAGES.get(source_lang or "")  # None: a language the table does not name, or none known
     cfg = {"caption": caption is not None, "text": text is not None, "focus": FOCUS, "side": MAX_SIDE,
-           "opacity": OPACITY, "lang": source_lang}  # fmt: skip
+           "opacity": OPACITY, "lang": source_lang, "language": language}  # fmt: skip
     lang = f' lang="{escape(source_lang)}"' if source_lang else ""
+    tab = f"Translate {language}" if language else "Translate"
+    # the textarea's placeholder and first text: sentences in the model's language; the bundled models' German alone
+    german = ("Ein Hund rennt über eine grüne Wiese.", "Zwei Männer spielen Fußball auf einer Wiese.")
+    hint, first = german if source_lang == "de" else ("", "")
+    placeholder = f' placeholder="{hint}"' if hint else ""
     cap_beam = (caption or {}).get("decoding", {}).get("beam_size", 3)
     tr_beam = (text or {}).get("decoding", {}).get("beam_size", 1)
     heads = ""
@@ -317,7 +326,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
     body = f"""
 <nav class="tabs" role="tablist" aria-label="what to do">
 <button role="tab" id="tab-caption" data-tab="caption" aria-controls="caption">Caption a photo</button>
-<button role="tab" id="tab-translate" data-tab="translate" aria-controls="translate">Translate German</button></nav>
+<button role="tab" id="tab-translate" data-tab="translate" aria-controls="translate">{tab}</button></nav>
 {key}<span class="meta">{models}</span>
 <span class="hint">hover or tap a word: bright = where the model looked for it; arrow keys step through the words
 (a sentence's <kbd>&uarr;</kbd> <kbd>&darr;</kbd>: its source words, its output words)</span>
@@ -333,8 +342,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
 </div>
 <div class="panel" id="translate" role="tabpanel" aria-labelledby="tab-translate" hidden>
   <label for="src" class="hint">sentences to translate, one a line</label>
-  <textarea id="src"{lang} placeholder="Ein Hund rennt über eine grüne Wiese.">
-Zwei Männer spielen Fußball auf einer Wiese.</textarea>
+  <textarea id="src"{lang}{placeholder}>{first}</textarea>
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
     {_evidence_box("tr-evidence", "source words")}{_given_box("tr-given", "or type a translation to read")}</div>
   <p class="status" id="tr-status" role="status"></p>

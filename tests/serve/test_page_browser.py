@@ -278,3 +278,38 @@ def test_the_page_to_a_screen_reader_and_the_keyboard(offline_page):
     page.set_viewport_size({"width": 320, "height": 256})
     assert page.evaluate("getComputedStyle(document.querySelector('header')).position") == "static"
     assert page.errors == []
+
+
+def test_the_translate_tab_speaks_the_models_language(chromium):
+    """A Czech model's page said "Translate German", offered a German sentence and asked for one when the box was
+    empty. The tab, the box and the status now say the model's language; a German sample for German alone, and no
+    language named where the model file names none."""
+    from attention_serve.page import CSP, render
+
+    pages = {f"/{code}": render(None, {"model": "tiny", "network": "RNN"}, False, code) for code in ("de", "cs", None)}
+
+    def answer(route):
+        body = pages[route.request.url[len(ORIGIN) :]]
+        route.fulfill(status=200, body=body, content_type="text/html", headers={"Content-Security-Policy": CSP})
+
+    seen = {}
+    with browser_page(shared=chromium) as page:
+        page.route(f"{ORIGIN}/**", answer)
+        for code in ("de", "cs", None):
+            page.goto(f"{ORIGIN}/{code}")
+            (tab,) = accessible(page, "#tab-translate")
+            page.click("#tab-translate")
+            box = (page.input_value("#src"), page.get_attribute("#src", "placeholder"))
+            page.fill("#src", "")
+            page.click("#go")  # nothing typed: the status asks for a sentence in the model's language
+            seen[code] = (tab["name"], box, page.locator("#tr-status").inner_text())
+        assert page.errors == []
+    assert seen == {
+        "de": (
+            "Translate German",
+            ("Zwei Männer spielen Fußball auf einer Wiese.", "Ein Hund rennt über eine grüne Wiese."),
+            "type a German sentence first",
+        ),
+        "cs": ("Translate Czech", ("", None), "type a Czech sentence first"),
+        None: ("Translate", ("", None), "type a sentence first"),
+    }

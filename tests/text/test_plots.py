@@ -120,6 +120,19 @@ def test_alignment_shape_mismatch_names_both_shapes(tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+def test_an_empty_translation_is_refused_not_drawn_as_a_grid_of_no_rows(tmp_path):
+    """Matplotlib drew a grid of no rows and warned of identical low and high ylims (a raw UserWarning)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no Matplotlib warning on the way to the refusal
+        with pytest.raises(ValueError, match="nothing to plot: no target tokens"):
+            plot_alignment(np.zeros((0, 3)), words("s", 3), [], tmp_path / "x.png")
+        with pytest.raises(ValueError, match="nothing to plot: no target tokens"):
+            plot_alignment_heads(np.zeros((2, 0, 3)), words("s", 3), [], tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
+
+
 def test_alignment_heads_panels_and_mean(tmp_path, captured):
     w = random_weights(3, 5, 6)  # (H=3, T=5, S=6)
     out = plot_alignment_heads(w, words("s", 6), words("t", 5), tmp_path / "h.png", title="heads")

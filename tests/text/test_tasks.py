@@ -315,17 +315,17 @@ def test_a_language_written_without_spaces_gets_a_note_under_the_word_tokenizer(
     """Chinese to the word tokenizer: each sentence one word, every unseen one <unk>; one note names the fix."""
     from text_attn.translation.data import TranslationDataModule
 
-    subjects = ["一个男人", "一个女孩", "两只狗", "一位老人", "三个孩子"]
-    verbs = ["在公园里跑步", "在海边骑自行车", "在街上看书"]
+    subjects = ["一个男人", "一个女孩", "两只狗", "一位老人", "三个孩子", "一只猫"]
+    verbs = ["在公园里跑步", "在海边骑自行车", "在街上看书", "在家里睡觉", "在河边钓鱼"]
     pairs = [(s, v) for s in subjects for v in verbs]
     lines = [f"{s}，{v}。\tsomeone is somewhere {i}" for i, (s, v) in enumerate(pairs)]  # 2 words, 4 tokens each
     tsv = tmp_path / "zh_en.tsv"
-    tsv.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")  # 30 pairs
+    tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")  # 30 pairs, each once (a repeat is read once)
     TranslationDataModule(task="tsv", path=str(tsv), val_size=2, test_size=2).setup("fit")
     err = capsys.readouterr().err
     assert "the source side's training sentences are 2 word(s) each" in err and "data.tokenizer subword" in err
     assert "target side" not in err  # English: words
     spaced = tmp_path / "en_en.tsv"
-    spaced.write_text("\n".join(f"{line.split(chr(9))[1]}\t{line.split(chr(9))[1]}" for line in lines * 2) + "\n")
+    spaced.write_text("\n".join(f"{line.split(chr(9))[1]}\t{line.split(chr(9))[1]}" for line in lines) + "\n")
     TranslationDataModule(task="tsv", path=str(spaced), val_size=2, test_size=2).setup("fit")
     assert "note" not in capsys.readouterr().err

@@ -42,3 +42,57 @@ def test_char_tokenizer_round_trip():
     toks = tokenize_text("3  March 2015", "char")
     assert toks[:3] == ["3", "▁", "m"]
     assert detokenize(toks, "char") == "3 march 2015"
+
+
+@pytest.mark.parametrize("task", ["tsv", "parallel"])
+def test_a_repeated_pair_is_kept_once_so_no_val_or_test_pair_is_a_train_pair(task, tmp_path, capsys):
+    """Tatoeba and Anki exports repeat lines: 200 lines, 100 of them repeats, put 19 of 30 test pairs in train too."""
+    pairs = [(f"Der Satz mit der Zahl {i}.", f"The sentence with the number {i}.") for i in range(100)] * 2
+    if task == "tsv":
+        (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+        where = {"path": str(tmp_path / "pairs.tsv")}
+    else:
+        (tmp_path / "c.de").write_text("".join(f"{s}\n" for s, _ in pairs), encoding="utf-8")
+        (tmp_path / "c.en").write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
+        where = {"src_path": str(tmp_path / "c.de"), "tgt_path": str(tmp_path / "c.en")}
+    dm = TranslationDataModule(task=task, train_size=0, val_size=20, test_size=30, **where)
+    dm.setup("fit")
+    split = {k: [(e.src_text, e.tgt_text) for e in ds.examples] for k, ds in dm.splits.items()}
+    assert len(split["train"]) == 50 and len(set(split["train"])) == 50  # 100 pairs, each once: 50 left for train
+    assert not set(split["train"]) & (set(split["val"]) | set(split["test"]))
+    assert capsys.readouterr().err.count("left out 100 repeated pair(s)") == 1
+
+
+@pytest.mark.parametrize("task", ["tsv", "parallel"])
+def test_the_language_pair_given_is_recorded_and_none_is_guessed(task, tmp_path):
+    """data.src_lang / data.tgt_lang were read by task pair's check alone: a TSV's or two files' model recorded no
+    pair, and translate --model-info showed none. Given, both are recorded and shown; not given, nothing is said."""
+    from types import SimpleNamespace
+
+    from text_attn.translation.module import TranslationModule
+    from text_attn.translation.translate_cli import model_info
+
+    pairs = [(f"Muž číslo {i} jede na kole.", f"Man number {i} rides a bike.") for i in range(12)]
+    if task == "tsv":
+        (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+        where = {"path": str(tmp_path / "pairs.tsv")}
+    else:
+        (tmp_path / "c.cs").write_text("".join(f"{s}\n" for s, _ in pairs), encoding="utf-8")
+        (tmp_path / "c.en").write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
+        where = {"src_path": str(tmp_path / "c.cs"), "tgt_path": str(tmp_path / "c.en")}
+
+    def info(**langs) -> list[str]:
+        dm = TranslationDataModule(task=task, val_size=2, test_size=2, **where, **langs)
+        module = TranslationModule(network={"embed_dim": 8, "enc_hidden": 8, "dec_hidden": 8, "attn_dim": 8})
+        module.trainer = SimpleNamespace(datamodule=dm)
+        module.setup("fit")
+        translator = module.translator()
+        assert translator.source_lang == langs.get("src_lang")  # the served page's and --html's source language
+        return [line for line in model_info(translator, "m.pt") if line.startswith(("languages", "input check"))]
+
+    assert info(src_lang="cs", tgt_lang="en") == [
+        "input check:    notes input unlike the Czech text the model learned from, by its language and words",
+        "languages:      Czech -> English",
+    ]
+    assert info(tgt_lang="en")[1] == "languages:      (not given) -> English"
+    assert info() == ["input check:    notes input unlike the text the model learned from, by its language and words"]

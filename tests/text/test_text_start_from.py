@@ -132,17 +132,68 @@ def test_a_bundled_name_starts_a_run_and_a_wrong_arch_is_one_line():
 
 @pytest.mark.slow
 def test_the_bundled_transformer_learns_your_sentences(tmp_path, cli_run_in_tmp, capsys):
-    """configs/text/your_pairs.yaml, as a user runs it: 8 steps on three hospital sentences."""
+    """configs/text/your_pairs.yaml, as a user runs it: 8 steps on three hospital sentences, each once (a repeated
+    line is read once), and four more held out for val and test."""
     from text_attn.translation.train_cli import text_train_cli
 
-    pairs = [("Der Patient hat Fieber.", "The patient has a fever."),
-             ("Die Ärztin untersucht den Patienten.", "The doctor examines the patient."),
-             ("Ein Mann fährt Fahrrad.", "A man rides a bike.")] * 6  # fmt: skip
+    # held out: their val BLEU (fit keeps its best epoch) rises as "fever" is learned, as the copies' did before
+    held = [("Das Kind hat Fieber.", "The child has a fever."), ("Die Frau hat Fieber.", "The woman has a fever."),
+            ("Der Mann hat Fieber.", "The man has a fever."),
+            ("Die Ärztin hat Fieber.", "The doctor has a fever.")]  # fmt: skip
+    taught_pairs = [("Der Patient hat Fieber.", "The patient has a fever."),
+                    ("Die Ärztin untersucht den Patienten.", "The doctor examines the patient."),
+                    ("Ein Mann fährt Fahrrad.", "A man rides a bike.")]  # fmt: skip
+    pairs = [*held[:3], taught_pairs[0], held[3], *taught_pairs[1:]]  # data.seed 0's shuffle: lines 4, 6, 7 train
     bundled = Translator.load("transformer")
     assert bundled.translate(["Der Patient hat Fieber."])[0].text != "The patient has a fever."
     config = Path(__file__).resolve().parents[2] / "configs/text/your_pairs.yaml"
     text_train_cli(["fit", "--config", str(config), "--data.path", _corpus(tmp_path / "med.tsv", pairs),
                     "--data.val_size", "2", "--data.test_size", "2", "--trainer.max_steps", "8",
                     "--trainer.enable_progress_bar", "false"])  # fmt: skip
+    assert "columns swapped?" not in capsys.readouterr().err  # German sources: no note
     taught = Translator.load("runs/your_pairs/model.pt")
     assert taught.translate(["Der Patient hat Fieber."])[0].text == "The patient has a fever."
+
+
+# German -> English pairs, everyday sentences (the bundled models read German: a start whose check knows its language)
+PAIRS = [("Ein Mann fährt mit dem Fahrrad zur Arbeit.", "A man rides his bike to work."),
+         ("Zwei Kinder spielen im Garten mit einem Ball.", "Two children play with a ball in the garden."),
+         ("Die Frau liest ein Buch auf der Bank.", "The woman reads a book on the bench."),
+         ("Ein Hund läuft über die grüne Wiese.", "A dog runs across the green meadow."),
+         ("Der Arzt untersucht den Patienten im Krankenhaus.", "The doctor examines the patient in the hospital."),
+         ("Wir essen heute Abend in einem kleinen Restaurant.", "We are eating in a small restaurant tonight."),
+         ("Das Wetter ist schön und die Sonne scheint.", "The weather is nice and the sun is shining."),
+         ("Meine Schwester wohnt in einer großen Stadt.", "My sister lives in a big city."),
+         ("Er trinkt jeden Morgen eine Tasse Kaffee.", "He drinks a cup of coffee every morning."),
+         ("Die Kinder gehen zusammen in die Schule.", "The children go to school together."),
+         ("Ein alter Mann sitzt vor dem Haus.", "An old man sits in front of the house."),
+         ("Sie kauft Brot und Käse auf dem Markt.", "She buys bread and cheese at the market.")]  # fmt: skip
+
+
+@pytest.mark.parametrize("swapped", [False, True])
+def test_a_corpus_whose_columns_are_swapped_gets_one_note_and_no_language(swapped, tmp_path, capsys):
+    """your_pairs.yaml starts from the bundled German -> English model. Given an Anki file's English -> German pairs as
+    they come (the columns not swapped with --data.src_col 1 --data.tgt_col 0) it trained silently, and the model's
+    check then flagged German input and let English through. The sources are read by the start's check first: most
+    of them unlike its German, one note; else its language is the run's check's, which translate --model-info names."""
+    from text_attn.translation.translate_cli import model_info
+
+    corpus = _corpus(tmp_path / "pairs.tsv", PAIRS)
+    cols = {"src_col": 1, "tgt_col": 0} if swapped else {}
+    dm = TranslationDataModule(task="tsv", path=corpus, val_size=1, test_size=1, **cols)
+    module = TranslationModule(arch="rnn", init_from="bahdanau")
+    module.trainer = SimpleNamespace(datamodule=dm)
+    module.setup("fit")  # fit's setup: the start given to the data module, which reads the corpus
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if "columns swapped?" in line]
+    checked = [line for line in model_info(module.translator(), "m.pt") if line.startswith("input check:")]
+    if swapped:
+        assert len(notes) == 1 and "look unlike the German that model.init_from bahdanau reads" in notes[0], err
+        assert "(--data.src_col/--data.tgt_col;" in notes[0] and module.translator().source_lang is None
+        assert checked == ["input check:    notes input unlike the text the model learned from, by its language and "
+                           "words"]  # fmt: skip
+    else:
+        assert notes == [] and module.translator().source_lang == "de"
+        # the start's language, not its world: the run's check is of this corpus, not Multi30k's pictures
+        assert checked == ["input check:    notes input unlike the German text the model learned from, by its "
+                           "language and words"]  # fmt: skip

@@ -1,9 +1,10 @@
 """TranslationDataModule: sentence pairs -> padded id batches of similar lengths.
 
 Synthetic tasks draw train / val / test from three different seeds; a user's corpus (``tsv`` or ``parallel``) is
-shuffled once with the seed and split by ``val_size`` / ``test_size``; a corpus in the ``<split>.<lang>[.gz]`` layout
-(task ``pair``: Multi30k, WMT-style folders) keeps its own train / val / test files. Vocabularies come from the train
-split only.
+shuffled once with the seed and split by ``val_size`` / ``test_size``, each pair once (a pair on several lines, as
+Tatoeba and Anki exports repeat them, is kept at its first, with one note: none is in train and in val or test); a
+corpus in the ``<split>.<lang>[.gz]`` layout (task ``pair``: Multi30k, WMT-style folders) keeps its own train / val /
+test files. Vocabularies come from the train split only.
 
 Real text can be split into subword units (``tokenizer: subword``): one SentencePiece model is learned from both
 sides of the train split (translation.subwords), every word is spelled from its pieces (no <unk>), and the model keeps
@@ -35,12 +36,13 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import LengthBatchSampler, ResumableBatches, overfits, train_order
+from text_attn.core.casing import composed
 from text_attn.core.safe_files import inert
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary, is_word
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.pairs import Example, TaskError
-from text_attn.translation.source_check import source_check
+from text_attn.translation.source_check import LANGUAGES, source_check, unlike_language
 from text_attn.translation.subwords import MODEL_TYPES, SubwordError, Subwords
 from text_attn.translation.tasks import load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec
@@ -59,6 +61,7 @@ class StartVocabulary:
     tgt: Vocabulary
     extend: bool
     shared: bool = False  # the start's network ties its embeddings: one vocabulary for both sides, whatever the data's
+    check: dict | None = None  # its source check (source_check.py): is the corpus's source side the language it reads?
 
     def vocabularies(self, src: Vocabulary, tgt: Vocabulary) -> tuple[Vocabulary, Vocabulary]:
         """The run's (source, target) vocabularies from the data's own ``src`` and ``tgt`` (one object when shared)."""
@@ -173,7 +176,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 1 -> 0). src_path: source file for ``parallel``. tgt_path: its target file.
             root: the corpus folder for ``pair``; or, for any task, a folder ``text-train optimize`` wrote: its
                 chunks are streamed (translation.streaming; the vocabularies are the ones it stored).
-            src_lang: source language suffix (``de``). tgt_lang: target (``en``).
+            src_lang: source language code (``de``): task pair's file suffix; for any corpus the language its input
+                check names, recorded with tgt_lang (``en``) as the model's pair (``facts``; none given: none guessed).
             split_names: ``pair``: file prefixes of the splits, {train: train, val: val, test: test_2016_flickr} by
                 default (Multi30k's), e.g. {test: test_2017_flickr}; names not given keep their default.
             lower: lowercase corpus text (``word`` tokens only: subwords keep case).
@@ -268,9 +272,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 "test": load_examples(hp.task, hp.test_size, hp.seed + 2, **kw),
             }
         texts = self._load_texts()
-        self.source_check = source_check(
-            (s for s, _ in texts["train"]), [s for s, _ in texts["val"]], hp.src_lang if hp.task == "pair" else None
-        )
+        lang = hp.src_lang  # the run's own check names it (translate --model-info, the pages' lang), or the start's
+        if self._start is not None and self._start.check is not None:  # read whether data.src_lang is given or not
+            started = _start_language(self._start, [s for s, _ in texts["train"]], hp.task)
+            lang = lang or started
+        self.source_check = source_check((s for s, _ in texts["train"]), [s for s, _ in texts["val"]], lang)
         if self._start is not None:
             self.codec = self._start.codec
         elif self.tokenizer == "subword":
@@ -320,17 +326,18 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
     @property
     def facts(self) -> dict[str, str]:
         """What model files trained on this data record of it (``translate --model-info`` prints them): for Multi30k
-        (task pair with its split names: its test split test_2016_flickr), what it is and its terms (the data's
-        README: a model trained on it must say so); {} for other data (its terms are the user's to state)."""
+        (task pair with its split names: its test split test_2016_flickr), what it is, its language pair and its terms
+        (the data's README: a model trained on it must say so); for another corpus its language pair where
+        data.src_lang or data.tgt_lang gives it (its terms are the user's to state); {} for a made-up task."""
         hp = self.hparams
+        if hp.task not in CORPUS_TASKS or not (hp.src_lang or hp.tgt_lang):
+            return {}  # a made-up task, or a corpus whose languages were not given: none is guessed
+        pair = " -> ".join(LANGUAGES.get(code, code) if code else "(not given)" for code in (hp.src_lang, hp.tgt_lang))
         names = {"test": "test_2016_flickr", **(hp.split_names or {})}
         if hp.task != "pair" or names["test"] != "test_2016_flickr":
-            return {}
-        from text_attn.translation.source_check import LANGUAGES
-
-        pair = f"{LANGUAGES.get(hp.src_lang, hp.src_lang)} -> {LANGUAGES.get(hp.tgt_lang, hp.tgt_lang)}"
+            return {"languages": pair}
         return {
-            "training_data": f"Multi30k task 1 (Elliott et al. 2016), {pair}",
+            "training_data": f"Multi30k task 1 (Elliott et al. 2016), {pair}",  # the pair said here, not twice
             "terms": MULTI30K_TERMS,
         }
 
@@ -365,6 +372,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             pairs = read_parallel_text(hp.src_path, hp.tgt_path, cap)
         else:
             raise ValueError(f"unknown task {hp.task!r}; known: reorder, dates, {', '.join(CORPUS_TASKS)}")
+        pairs = _without_repeats(pairs)
         random.Random(hp.seed).shuffle(pairs)
         n_val, n_test = hp.val_size, hp.test_size
         if len(pairs) <= n_val + n_test:
@@ -458,6 +466,38 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader("test", train=False)
+
+
+def _without_repeats(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each (source, target) pair once, at its first line, with one note counting the repeats left out. Tatoeba and
+    Anki exports repeat lines: a repeated pair landed in train and in val or test (200 lines, 100 of them repeats: 19
+    of 30 test pairs also in train), and its scores measured memory, not translation."""
+    kept = list(dict.fromkeys(pairs))  # insertion order: the first occurrence stays, the split repeats with the seed
+    if len(kept) < len(pairs):
+        print(f"text data: note: left out {len(pairs) - len(kept)} repeated pair(s) (a pair written on more than one "
+              f"line is kept once, at its first, so that no val or test pair is a train pair too); {len(kept)} "
+              "pairs remain", file=sys.stderr)  # fmt: skip
+    return kept
+
+
+START_SAMPLE = 500  # train sources the start's check reads: the share it flags is settled long before
+SWAP_FLAGS = {"tsv": "--data.src_col/--data.tgt_col", "parallel": "--data.src_path/--data.tgt_path",
+              "pair": "--data.src_lang/--data.tgt_lang"}  # fmt: skip
+
+
+def _start_language(start: StartVocabulary, sources: list[str], task: str) -> str | None:
+    """The language model.init_from reads (its check's ``lang``), for the run's own check; None, with one note, where
+    its check flags most of the train sources (a sample) as another language: the corpus's columns swapped (an Anki
+    file is English first) trained the model silently to read the language it writes."""
+    sample = [composed(s) for s in sources[:START_SAMPLE]]  # composed: as translate reads a line
+    flagged, code = unlike_language(start.check, sample), start.check.get("lang")
+    if flagged * 2 <= len(sample):
+        return code
+    lang = f"the {LANGUAGES.get(code, code)}" if code else "the language"
+    print(f"text data: note: most training sources ({flagged} of {len(sample)}) look unlike {lang} that "
+          f"model.init_from {start.name} reads: columns swapped? ({SWAP_FLAGS[task]}; unless your source is meant "
+          "to be another language)", file=sys.stderr)  # fmt: skip
+    return None
 
 
 def _unspaced_note(train: list[Example]) -> None:

@@ -47,7 +47,7 @@ from text_attn.core.vocab import Vocabulary
 from text_attn.translation.data import StartVocabulary
 from text_attn.translation.networks import build_network, make_config
 from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, max_decode_len
-from text_attn.translation.source_check import restored
+from text_attn.translation.source_check import restored, valid_check
 from text_attn.translation.tokens import TextCodec
 from text_attn.translation.translator import Translator, never_written
 
@@ -151,7 +151,9 @@ class TranslationModule(RunState, pl.LightningModule):
             src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
             tied = bool((start.get("config") or {}).get("share_embeddings")) and src == tgt
             codec = TextCodec.from_metadata(start, (src, tgt))  # a word model's of before 2026-12-02 too
-            self._given = StartVocabulary(hp.init_from, codec, src, tgt, hp.init_vocab == "extend", shared=tied)
+            check = restored(start.get("source_check"))  # its language tells a corpus whose columns are swapped
+            check = check if valid_check(check) else None
+            self._given = StartVocabulary(hp.init_from, codec, src, tgt, hp.init_vocab == "extend", tied, check)
             if codec.split_marks and getattr(self._trainer, "is_global_zero", True):
                 print(f"text-train: note: model.init_from {hp.init_from}: {SPLIT_MARKS}", file=sys.stderr)
             dm.start_from(self._given)

@@ -49,6 +49,8 @@ def _check_grid(w: np.ndarray, source_tokens: list[str], target_tokens: list[str
             f"weights shape {tuple(w.shape)} does not match the tokens: expected (..., T, S) = "
             f"{expected} from {len(target_tokens)} target and {len(source_tokens)} source tokens"
         )
+    if 0 in expected:  # an empty translation: Matplotlib drew a grid of no rows and warned of a singular ylim
+        raise ValueError(f"nothing to plot: no {'target' if not target_tokens else 'source'} tokens")
 
 
 def _font_size(n_cells: int, cell_in: float = 1.0) -> float:

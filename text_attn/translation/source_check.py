@@ -171,6 +171,12 @@ def line_score(check: dict, line: str) -> float:
     return sum(logp.get(g, floor) for g in grams) / max(len(grams), 1)
 
 
+def unlike_language(check: dict, lines: Iterable[str]) -> int:
+    """How many of ``lines`` the check's language part flags. Its word part is left out: a corpus of another world (a
+    clinic's, news) in the language the model reads is not another language."""
+    return sum(line_score(check, line) < check["threshold"] for line in lines)
+
+
 def unlike_source(check: dict, line: str) -> bool:
     """Whether ``line`` looks unlike the training source text of ``check`` (a :func:`source_check`): another language,
     or words its training text rarely or never had."""

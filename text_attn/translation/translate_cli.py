@@ -270,7 +270,8 @@ def _plot(path: Path, tr, net) -> Path:
 
 def _plots(args: argparse.Namespace, translator, results: list, progress: dict, several: bool) -> None:
     """--plot (and --evidence's pictures): a PNG per kept translation, named by input number where there are
-    several (a failed input leaves its number out); the characters no installed font has are named in one note."""
+    several (a failed input leaves its number out, an empty translation is not drawn); the characters no installed
+    font has and the empty translations are named in one note each."""
     import warnings
 
     from text_attn.core.fonts import GlyphWarning, glyph_message, uncovered
@@ -278,9 +279,18 @@ def _plots(args: argparse.Namespace, translator, results: list, progress: dict, 
     if chars := uncovered(tok for _, tr in results for tok in (*tr.source, *tr.tokens)):
         print(f"translate: note: --plot: {glyph_message(chars)}", file=sys.stderr)
     base = Path(args.plot)
+    empty = [n for n, tr in results if not tr.tokens]  # nothing to draw: a grid of no rows (plots refuses one)
+    if empty:
+        which = (
+            f"translation {empty[0]} is" if len(empty) == 1 else f"translations {_numbers(len(empty), empty[:5])} are"
+        )
+        none = "; no picture written" if len(empty) == len(results) else ""
+        print(f"translate: note: --plot: {which} empty: nothing to plot{none}", file=sys.stderr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GlyphWarning)  # said once above, not once a picture
         for n, tr in results:
+            if not tr.tokens:
+                continue
             path = base.with_name(f"{base.stem}-{n}{base.suffix or '.png'}") if several else base
             try:
                 print(f"wrote {_plot(path, tr, translator.net)}", file=sys.stderr)
