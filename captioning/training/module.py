@@ -9,10 +9,10 @@ eq. (12) for hard attention, SCST, attention supervision); a training step asks 
 ``train_attn_sup``). Validation and test decode free-running (no teacher forcing) one caption per image and score it
 against all its references with the coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``,
 ``{stage}_CIDEr`` (and ``{stage}_METEOR`` when Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's
-first reference. On shapes it also logs ``{stage}_grounding`` (fraction of object-naming nouns whose arg-max
-attention cell lies in the named object's box; 0 when no noun names an object), ``{stage}_grounding_mass`` (mean
-attention mass in that box) and ``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in
-ModelCheckpoint.
+first reference, pooled over the split (the same at any batch size). On shapes it also logs ``{stage}_grounding``
+(fraction of object-naming nouns whose arg-max attention cell lies in the named object's box; 0 when no noun names an
+object), ``{stage}_grounding_mass`` (mean attention mass in that box) and ``{stage}_grounding_words``. Monitor
+``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint.
 
 The module reads the data module's vocabulary (``dm.vocab``), its training references (for SCST's reward) and, for
 grounding, its scenes; it calls into it once, in ``setup`` with ``model.init_from``, to give it the starting model's
@@ -51,6 +51,8 @@ from text_attn.core.training import (
     check_options,
     check_training_options,
     gather_outputs,
+    pooled_means,
+    row_sums,
     started_from,
 )
 from text_attn.core.vocab import Vocabulary
@@ -388,13 +390,14 @@ class CaptionModule(RunState, pl.LightningModule):
     # --- free-running evaluation ------------------------------------------------------------------------------------
     def _eval_step(self, batch: dict, stage: str) -> None:
         features = self._features(batch)
-        loss, _ = self.objective.teacher_forced(self.model, features, batch, self.vocab.pad_id)
-        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=features.size(0), sync_dist=True)
+        # the loss's sums per photo, pooled over the split at the epoch's end (a mean of batch means moved with
+        # data.batch_size); kept in each photo's output, so DDP's repeated photos count once
+        sums = row_sums(self.objective.evaluation_sums(self.model, features, batch, self.vocab.pad_id))
         captions = self.captioner().caption_features(features, self.hparams.val_beam_size, self.hparams.val_max_len)
-        for i, refs, (words, alphas, *_) in zip(
-            batch["image_index"].tolist(), batch["references"], captions, strict=True
+        for i, refs, (words, alphas, *_), row in zip(
+            batch["image_index"].tolist(), batch["references"], captions, sums, strict=True
         ):
-            self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas.cpu()})
+            self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas.cpu(), "sums": row})
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._eval_step(batch, "val")
@@ -406,6 +409,7 @@ class CaptionModule(RunState, pl.LightningModule):
         outs, self._outputs = gather_outputs(self._outputs), []  # the whole split, on every rank
         if not outs:
             return
+        self.log(f"{stage}_loss", self.objective.evaluation_loss(pooled_means(outs)), prog_bar=True)
         refs = {o["index"]: [" ".join(r) for r in o["refs"]] for o in outs}
         hyps = {o["index"]: " ".join(o["words"]) for o in outs}
         scores = coco_metrics(refs, hyps, meteor=False if self.hparams.val_meteor is False else None)

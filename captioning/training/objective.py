@@ -62,9 +62,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.model.fast_path import cross_entropy
-from text_attn.core.attention_supervision import attention_supervision_loss
+from text_attn.core.attention_supervision import attention_supervision_loss, attention_supervision_rows
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
+from text_attn.core.precision import widened
 from text_attn.core.rewards import sentence_bleu, unigram_fmean
 from text_attn.core.self_critical import OBJECTIVE_PREFIX as PREFIX
 from text_attn.core.self_critical import SequenceObjectiveConfig
@@ -202,6 +203,32 @@ class CaptionObjective(nn.Module):
             loss, parts = loss + cfg.attn_sup_lambda * sup, {**parts, "attn_sup": sup}
         return loss, parts
 
+    def evaluation_sums(
+        self, model: CaptionModel, features: Tensor, batch: dict, pad_id: int
+    ) -> dict[str, tuple[Tensor, Tensor]]:
+        """:meth:`teacher_forced`'s parts per caption as validation scores them (the decoder in eval mode), for a loss
+        pooled over the whole split (text_attn.core.training.row_sums, pooled_means; :meth:`evaluation_loss` adds them
+        up): ``ce``, each caption's summed word cross-entropy and its words (the end counted); ``ds``, its doubly
+        stochastic penalty (one a caption); ``attn_sup`` when on, its supervised words' sum and count."""
+        out = model.decoder(features, batch["captions_in"])
+        targets, cfg = batch["targets"], self.cfg
+        real = targets != pad_id  # (B, T)
+        # in float32 at least, as caption_loss (cross_entropy) computes it
+        ce = F.cross_entropy(widened(out.logits).transpose(1, 2), targets, ignore_index=pad_id,
+                             label_smoothing=cfg.label_smoothing, reduction="none").sum(1)  # fmt: skip
+        ds = penalty_rows(out.alphas, real)
+        parts = {"ce": (ce, real.sum(1)), "ds": (ds, torch.ones_like(ds))}
+        if cfg.attn_sup_lambda > 0 and "attn_targets" in batch:
+            sup = attention_supervision_rows(out.alphas, batch["attn_targets"], batch["attn_targets_mask"])
+            parts["attn_sup"] = sup
+        return parts
+
+    def evaluation_loss(self, means: dict[str, float]) -> float:
+        """The split's loss from its pooled parts (:meth:`evaluation_sums`): cross-entropy + λ_ds · penalty
+        (+ λ · supervision)."""
+        cfg = self.cfg
+        return means["ce"] + cfg.ds_lambda * means["ds"] + cfg.attn_sup_lambda * means.get("attn_sup", 0.0)
+
     def training_loss(
         self,
         model: CaptionModel,
@@ -278,13 +305,18 @@ def doubly_stochastic_penalty(alphas: Tensor, step_mask: Tensor, target: float |
     gives the same gradient; only the reported value moves. τ = 1 (default) matches the paper and its code;
     τ = None (s̄ per caption) reports the constant-free spread, 0 for perfectly uniform attention.
     """
+    return penalty_rows(alphas, step_mask, target).mean()
+
+
+def penalty_rows(alphas: Tensor, step_mask: Tensor, target: float | None = 1.0) -> Tensor:
+    """:func:`doubly_stochastic_penalty` of each caption (B,), before the mean over the batch."""
     mask = step_mask.to(alphas.dtype).unsqueeze(-1)  # (B, T, 1)
     totals = (alphas * mask).sum(dim=1)  # (B, L) Σ_t α_ti over real steps
     if target is None:
         goal = step_mask.sum(dim=1, keepdim=True).to(alphas.dtype) / alphas.size(-1)  # (B, 1) T_b / L
     else:
         goal = float(target)  # a Python number, not a tensor made on the host and copied to the device every step
-    return ((goal - totals) ** 2).sum(dim=-1).mean()
+    return ((goal - totals) ** 2).sum(dim=-1)
 
 
 def caption_loss(

@@ -1,6 +1,7 @@
 """What a captioner's training minimises (captioning.training.objective), without Lightning: the doubly stochastic
 penalty and the cross-entropy by hand, CaptionObjective's step against those functions (soft, hard, SCST, attention
-supervision), its options refused by name, and caption-train naming the new place of an option given at the old one."""
+supervision), validation's loss pooled from each caption's sums, its options refused by name, and caption-train naming
+the new place of an option given at the old one."""
 
 import pytest
 import torch
@@ -139,6 +140,32 @@ def test_a_soft_step_is_cross_entropy_plus_the_penalty_and_supervision():
     assert float(loss) == pytest.approx(float(ce_ds + 2.0 * sup), rel=1e-5)
     assert set(logs) == {"train_loss", "train_ce", "train_ds", "train_attn_sup"} and warning is None
     assert float(logs["train_ce"]) == pytest.approx(float(parts["ce"]), rel=1e-5)
+
+
+def test_the_evaluation_sums_pool_to_validations_loss():
+    """Validation's loss is pooled over the split from each caption's sums (text_attn.core.training.pooled_means):
+    on one batch it is the teacher-forced loss, and split in two batches it is still the whole batch's."""
+    from text_attn.core.training import pooled_means, row_sums
+
+    model, vocab = _model()
+    features = torch.randn(2, 4, model.decoder.cfg.feature_dim)
+    batch = _batch(vocab, targets=True)
+    objective = CaptionObjective(ObjectiveConfig(ds_lambda=0.5, attn_sup_lambda=2.0, label_smoothing=0.1), hard=False)
+    model.eval()
+    with torch.no_grad():
+        loss, _ = objective.teacher_forced(model, features, batch, vocab.pad_id)
+        rows = [{"sums": r} for r in row_sums(objective.evaluation_sums(model, features, batch, vocab.pad_id))]
+        halves = []
+        for i in range(2):  # each caption alone: its own padding, a batch of one
+            one = {k: v[i : i + 1] for k, v in batch.items() if k != "references"}
+            width = int((one["targets"] != vocab.pad_id).sum())
+            one = {k: v[:, :width] for k, v in one.items()}
+            halves += row_sums(objective.evaluation_sums(model, features[i : i + 1], one, vocab.pad_id))
+    assert objective.evaluation_loss(pooled_means(rows)) == pytest.approx(float(loss), rel=1e-5)
+    halves = [{"sums": r} for r in halves]
+    assert objective.evaluation_loss(pooled_means(halves)) == pytest.approx(float(loss), rel=1e-5)
+    assert pooled_means(rows) == pytest.approx(pooled_means(halves), rel=1e-5)
+    assert set(pooled_means(rows)) == {"ce", "ds", "attn_sup"}
 
 
 def test_a_hard_step_follows_eq_12_and_moves_the_baseline():

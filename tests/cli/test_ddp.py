@@ -1,6 +1,7 @@
 """DDP on Lightning's own engine, 2 CPU processes (gloo): both families finish, the ranks train on disjoint data
-in equal numbers of batches, and the validation metrics of a 2-process run equal those of 1 process on the same
-weights and split (the outputs are gathered from all ranks). Slow: each run launches two Python processes."""
+in equal numbers of batches, and the validation metrics of a 2-process run, the loss included, equal those of 1
+process on the same weights and split (the outputs are gathered from all ranks). Slow: each run launches two Python
+processes."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_two_process_ddp_trains_disjoint_shares_and_scores_the_whole_split(famil
     assert any(v > 0 for v in scores), one[0]["metrics"]  # something non-trivial to compare
     for rank in two:
         for name, value in one[0]["metrics"].items():
-            if name.endswith("_loss"):  # a mean of per-batch means: batch boundaries differ between the runs
-                assert rank["metrics"][name] == pytest.approx(value, rel=0.05), name
-            else:
-                assert rank["metrics"][name] == pytest.approx(value, abs=1e-9), name
+            # the loss too: pooled over the gathered sentences / photos, not a mean of batch means (the batches of
+            # 2 processes are not those of 1); float noise only, each row's loss computed in another batch
+            tolerance = {"rel": 1e-5} if name.endswith("_loss") else {"abs": 1e-9}
+            assert rank["metrics"][name] == pytest.approx(value, **tolerance), name

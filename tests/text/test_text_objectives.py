@@ -218,7 +218,7 @@ def test_a_short_scst_run_raises_the_sampled_reward(tmp_path):
 
 def test_scst_rewards_each_sample_against_its_own_reference_words(monkeypatch):
     """The reference a sample's BLEU is taken against is the target's words: no bos, no eos (a sample's token list
-    has no eos either), and K samples per source; samples run as long as validation decodes (2 x source + 10)."""
+    has no eos either), and K samples per source; samples run to 2 x the batch's longest source + 10."""
     from text_attn.translation import objective
 
     module = _built(objective={"scst": True, "scst_samples": 2})

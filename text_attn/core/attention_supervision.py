@@ -37,6 +37,22 @@ def attention_supervision_loss(weights: Tensor, target: Tensor, mask: Tensor, ep
         ``backward`` works and gives zero gradients). Unsupervised steps never reach the loss or its gradient, even
         when their weights or targets hold nan.
     """
+    ce, mask = _step_losses(weights, target, mask, eps)
+    return ce.sum() / mask.sum().clamp(min=1).to(ce.dtype)
+
+
+def attention_supervision_rows(
+    weights: Tensor, target: Tensor, mask: Tensor, eps: float = 1e-8
+) -> tuple[Tensor, Tensor]:
+    """:func:`attention_supervision_loss` per sequence, for an evaluation that pools a whole split: (the summed
+    cross-entropy of each row's supervised steps (B,), how many there are (B,)). The split's loss is the sum of the
+    first over the sum of the second, the same whatever the batches (a mean of batch means weighs each batch alike)."""
+    ce, mask = _step_losses(weights, target, mask, eps)
+    return ce.sum(dim=-1), mask.sum(dim=-1)
+
+
+def _step_losses(weights: Tensor, target: Tensor, mask: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """(the cross-entropy of every decoder step (B, T), 0 on unsupervised steps; the mask (B, T) as bool)."""
     if weights.dim() != 3 or target.shape != weights.shape:
         raise ValueError(
             f"weights and target must both be (B, T, S), got {tuple(weights.shape)} and {tuple(target.shape)}"
@@ -52,7 +68,7 @@ def attention_supervision_loss(weights: Tensor, target: Tensor, mask: Tensor, ep
     w = torch.where(keep, weights, torch.ones_like(weights))
     t = torch.where(keep, target.to(weights.dtype), torch.zeros_like(weights))
     ce = -(t * torch.log(w + eps)).sum(dim=-1)  # (B, T), 0 on unsupervised steps
-    return ce.sum() / mask.sum().clamp(min=1).to(weights.dtype)
+    return ce, keep.squeeze(-1)
 
 
 def dense_targets(

@@ -255,7 +255,8 @@ class SequenceObjectiveConfig:
     scst: self-critical sequence training (above) instead of cross-entropy; start it from a trained model
         (``model.init_from``). scst_samples: K samples per source. scst_baseline: ``greedy`` (the reward of the greedy
         decode, the paper's choice) or ``leave_one_out`` (the mean reward of the source's other K − 1 samples; needs
-        K >= 2). scst_max_len: longest sample (null: the family's validation length).
+        K >= 2). scst_max_len: longest sample (null: the family's own: a caption's model.val_max_len, a text
+        batch's 2 x its longest source + 10).
     A bad value is one ValueError line naming it as ``model.objective.NAME``.
     """
 

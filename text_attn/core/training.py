@@ -1,6 +1,6 @@
-"""What every family's LightningModule does the same way: evaluation outputs gathered across DDP ranks, a cheap
-NaN/inf check, random state in checkpoints, a fresh ``max_time`` budget on resume, the best checkpoint at export,
-option checks and config blocks (``as_config``).
+"""What every family's LightningModule does the same way: evaluation outputs gathered across DDP ranks (and the
+evaluation loss pooled from them over the whole split), a cheap NaN/inf check, random state in checkpoints, a fresh
+``max_time`` budget on resume, the best checkpoint at export, option checks and config blocks (``as_config``).
 
 Lightning is not imported here: these helpers take the trainer / module they are given.
 """
@@ -39,6 +39,30 @@ def gather_outputs(outputs: list[dict], key: str = "index") -> list[dict]:
         outputs = [o for part in parts for o in (part or [])]
     unique = {o[key]: o for o in outputs}
     return [unique[k] for k in sorted(unique)]
+
+
+def row_sums(parts: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> list[dict[str, tuple[float, float]]]:
+    """An evaluation batch's loss parts, each given as (summed loss (B,), count (B,)) per row (a caption's summed
+    token cross-entropy and its tokens, ...) -> per row {part: (sum, count)}, to keep in that row's output."""
+    names = list(parts)
+    columns = [(parts[n][0].double().tolist(), parts[n][1].double().tolist()) for n in names]
+    rows = len(columns[0][0]) if columns else 0
+    return [{n: (sums[b], counts[b]) for n, (sums, counts) in zip(names, columns, strict=True)} for b in range(rows)]
+
+
+def pooled_means(outputs: list[dict], key: str = "sums") -> dict[str, float]:
+    """Each loss part over the whole split (``outputs``, gathered: :func:`gather_outputs`): its rows' summed loss over
+    their summed count (``output[key]``: :func:`row_sums`' row), 0 where the count is 0 (no supervised step). A
+    checkpoint's loss is then the same whatever the batches; Lightning's epoch value, the mean of each batch's mean
+    weighed by its rows, moved with data.batch_size (a batch's mean is over its tokens, and batches of long sentences
+    hold more)."""
+    totals: dict[str, list[float]] = {}
+    for out in outputs:
+        for name, (value, count) in out[key].items():
+            total = totals.setdefault(name, [0.0, 0.0])
+            total[0] += value
+            total[1] += count
+    return {name: value / count if count else 0.0 for name, (value, count) in totals.items()}
 
 
 def check_finite(loss: torch.Tensor, step: int) -> None:

@@ -6,8 +6,9 @@ from a model file or checkpoint whose weights it starts from; ``load_from_checkp
 metadata, in ``on_load_checkpoint``). What training minimises is the ``model.objective``
 block's business (text_attn.translation.objective: cross-entropy with label smoothing, attention supervision,
 self-critical training); a training step asks it for the loss and logs what it returns. Validation reports the
-teacher-forced loss AND BLEU from free-running decoding (teacher-forced scores alone mislead), plus the attention's
-alignment accuracy when the task has a true alignment.
+teacher-forced loss (pooled over the split) AND BLEU from free-running decoding (teacher-forced scores alone mislead;
+each sentence capped as translate caps it), plus the attention's alignment accuracy when the task has a true
+alignment: one checkpoint scores the same at any batch size.
 """
 
 from __future__ import annotations
@@ -40,13 +41,15 @@ from text_attn.core.training import (
     check_training_options,
     gather_outputs,
     grow_rows,
+    pooled_means,
+    row_sums,
     started_from,
     weight_misfit,
 )
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.data import StartVocabulary
 from text_attn.translation.networks import build_network, make_config
-from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, max_decode_len
+from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, decode_caps
 from text_attn.translation.source_check import restored, valid_check
 from text_attn.translation.tokens import TextCodec
 from text_attn.translation.translator import Translator, never_written
@@ -241,26 +244,28 @@ class TranslationModule(RunState, pl.LightningModule):
 
     # --- free-running evaluation ------------------------------------------------------------------------------------
     def _decode(self, batch: dict):
+        caps = decode_caps(batch["src_lens"])  # each sentence's own, as translate caps it: not its batch's longest
         return self.net.generate(
             batch["src"],
             batch["src_lens"],
             self.tgt_vocab.bos_id,
             self.tgt_vocab.eos_id,
-            max_len=max_decode_len(batch["src_lens"]),
+            max_len=int(caps.max()),
             beam_size=self.hparams.val_beam_size,
             banned=never_written(self.tgt_vocab, self.codec),  # what translate writes: scored as it translates
+            row_max_len=caps,
         )
 
     def _eval_step(self, batch: dict, stage: str, dataset) -> None:
-        loss, sup = self.objective.teacher_forced(self.net, batch, self.tgt_vocab.pad_id)
-        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=batch["src"].size(0), sync_dist=True)
-        if sup is not None:
-            self.log(f"{stage}_attn_sup", sup, batch_size=batch["src"].size(0), sync_dist=True)
+        # the loss's sums per sentence, pooled over the split at the epoch's end (a mean of batch means moved with
+        # data.batch_size); kept in each sentence's output, so DDP's repeated sentences count once
+        sums = row_sums(self.objective.evaluation_sums(self.net, batch, self.tgt_vocab.pad_id))
         res = self._decode(batch)
         for row, (i, toks) in enumerate(zip(batch["index"].tolist(), res.token_lists(), strict=True)):
             ex = dataset.examples[i]
             hyp = self.tgt_vocab.decode(toks)
             out = {"index": i, "hyp": self.codec.words(hyp), "ref": self.codec.words(ex.tgt), "src_len": len(ex.src)}
+            out["sums"] = sums[row]
             if ex.tgt_text is not None:  # a real corpus: the detokenized text too, for sacreBLEU and chrF
                 out["hyp_text"], out["ref_text"] = self.codec.decode(hyp), ex.tgt_text
                 out["src_words"] = len(ex.src_text.split())
@@ -278,6 +283,10 @@ class TranslationModule(RunState, pl.LightningModule):
         outs, self._outputs = gather_outputs(self._outputs), []  # the whole split, on every rank
         if not outs:
             return
+        means = pooled_means(outs)
+        self.log(f"{stage}_loss", self.objective.evaluation_loss(means), prog_bar=True)
+        if "attn_sup" in means:
+            self.log(f"{stage}_attn_sup", means["attn_sup"])
         refs = [[o["ref"]] for o in outs]
         hyps = [o["hyp"] for o in outs]
         self.log(f"{stage}_bleu", corpus_bleu(refs, hyps)["bleu4"], prog_bar=True)  # lowercased, tokenized

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from text_attn.core.attention_supervision import attention_supervision_loss
+from text_attn.core.attention_supervision import attention_supervision_loss, attention_supervision_rows
 from text_attn.core.decoding import Sampling
 from text_attn.core.precision import widened
 from text_attn.core.rewards import bleu_rewards
@@ -42,9 +42,9 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     """The ``model.objective`` block of a text config: label smoothing, attention supervision and SCST (fields and
     checks in core/self_critical.py's SequenceObjectiveConfig). Attention supervision needs the true alignment in the
     batches (``data.attention_targets: true``, task ``reorder``) and a network with attention; with ``scst`` it adds
-    the supervision term on the reference translation. ``scst_max_len`` null: 2 x the longest source + 10, as
-    validation decodes. ``attn_sup_layer``: the Transformer decoder layer whose heads' mean is supervised (null: the
-    penultimate, the one ``translate --alignments`` reads; -1: the last).
+    the supervision term on the reference translation. ``scst_max_len`` null: 2 x the batch's longest source + 10.
+    ``attn_sup_layer``: the Transformer decoder layer whose heads' mean is supervised (null: the penultimate, the one
+    ``translate --alignments`` reads; -1: the last).
     """
 
     attn_sup_layer: int | None = None
@@ -59,8 +59,15 @@ class ObjectiveResult(NamedTuple):
 
 
 def max_decode_len(src_lens: Tensor) -> int:
-    """The longest output decoded for these sources (validation and SCST's samples): 2 x the longest + 10."""
+    """The longest output SCST samples for these sources: 2 x the longest + 10."""
     return int(src_lens.max()) * 2 + 10
+
+
+def decode_caps(src_lens: Tensor) -> Tensor:
+    """Each source's longest output in validation and test (B,): 2 x its length (its end token counted) + 10, the cap
+    translate gives that sentence (Translator.translate_tokens), whatever shares its batch (2 x the batch's longest
+    let a sentence of a batch of long ones run on: the scores moved with data.batch_size)."""
+    return src_lens * 2 + 10
 
 
 def teacher_forcing(
@@ -122,21 +129,42 @@ class TranslationObjective:
             raise ValueError(f"{PREFIX}.attn_sup_lambda > 0 needs a network with attention")
         return attention_supervision_loss(attn, batch["attn_targets"], batch["attn_targets_mask"])
 
+    def _forced(self, net: nn.Module, batch: dict) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing on the batch's reference: logits (B, T+1, V) and, under supervision, its attention."""
+        inputs = batch["tgt"][:, :-1]  # bos ... (the tgt (B, T+2): bos ... eos pad)
+        lam = self.cfg.attn_sup_lambda
+        return teacher_forcing(net, batch["src"], batch["src_lens"], inputs, lam > 0, self.cfg.attn_sup_layer)
+
+    def _cross_entropy(self, logits: Tensor, batch: dict, pad_id: int, reduction: str = "mean") -> Tensor:
+        # in float32 at least: float16's smoothing term (the sum of every word's log-probability) overflows to inf
+        return F.cross_entropy(widened(logits).transpose(1, 2), batch["tgt"][:, 1:], ignore_index=pad_id,
+                               label_smoothing=self.cfg.label_smoothing, reduction=reduction)  # fmt: skip
+
     def teacher_forced(self, net: nn.Module, batch: dict, pad_id: int) -> tuple[Tensor, Tensor | None]:
         """(cross-entropy + λ · attention supervision, the supervision term alone or None when λ = 0)."""
-        tgt = batch["tgt"]  # (B, T+2): bos ... eos pad
-        lam = self.cfg.attn_sup_lambda
-        logits, attn = teacher_forcing(
-            net, batch["src"], batch["src_lens"], tgt[:, :-1], lam > 0, self.cfg.attn_sup_layer
-        )  # (B, T+1, V)
-        # in float32 at least: float16's smoothing term (the sum of every word's log-probability) overflows to inf
-        loss = F.cross_entropy(
-            widened(logits).transpose(1, 2), tgt[:, 1:], ignore_index=pad_id, label_smoothing=self.cfg.label_smoothing
-        )
+        logits, attn = self._forced(net, batch)
+        loss, lam = self._cross_entropy(logits, batch, pad_id), self.cfg.attn_sup_lambda
         if lam <= 0:
             return loss, None
         sup = self.supervision(batch, attn)
         return loss + lam * sup, sup
+
+    def evaluation_sums(self, net: nn.Module, batch: dict, pad_id: int) -> dict[str, tuple[Tensor, Tensor]]:
+        """:meth:`teacher_forced`'s parts per sentence, for a loss pooled over the whole split
+        (text_attn.core.training.row_sums, pooled_means; :meth:`evaluation_loss` adds them up): ``ce``, each
+        sentence's summed token cross-entropy and its tokens; under supervision ``attn_sup``, its supervised steps'
+        sum and count."""
+        logits, attn = self._forced(net, batch)
+        target = batch["tgt"][:, 1:]
+        parts = {"ce": (self._cross_entropy(logits, batch, pad_id, "none").sum(1), (target != pad_id).sum(1))}
+        if self.cfg.attn_sup_lambda > 0:
+            self.supervision(batch, attn)  # its one-line refusals
+            parts["attn_sup"] = attention_supervision_rows(attn, batch["attn_targets"], batch["attn_targets_mask"])
+        return parts
+
+    def evaluation_loss(self, means: dict[str, float]) -> float:
+        """The split's loss from its pooled parts (:meth:`evaluation_sums`): cross-entropy + λ · supervision."""
+        return means["ce"] + self.cfg.attn_sup_lambda * means.get("attn_sup", 0.0)
 
     def training_loss(self, net: nn.Module, batch: dict, bos_id: int, eos_id: int, pad_id: int) -> ObjectiveResult:
         """One training step's loss on the batch, with what to log."""
