@@ -93,7 +93,7 @@ def test_fit_exports_the_best_checkpoint(tmp_path, capsys):
     out = tmp_path / "best.pt"
     cli = caption_train_cli(["fit", "--config", str(tmp_path / "cfg.yaml"), "--model.export_path", str(out)])
     best = cli.trainer.checkpoint_callback.best_model_path
-    assert best and f"wrote model file: {out} (best checkpoint {best})" in capsys.readouterr().out
+    assert best and f"wrote model file: {out} (best checkpoint {best})" in capsys.readouterr().err
     ckpt = torch.load(best, map_location="cpu", weights_only=True)
     assert ckpt["vocab"] == cli.datamodule.vocab.to_dict()  # checkpoints carry their vocabulary
     exported = torch.load(out, weights_only=True)["state_dict"]

@@ -44,7 +44,7 @@ def test_a_smoke_test_writes_nothing_and_a_loggers_save_dir_is_searched(cli_run_
 
     cli = text_train_cli(["fit", "--config", str(cfg), "--trainer.fast_dev_run", "true"])
     out, err = capsys.readouterr()
-    assert "fast_dev_run: no model file written" in out.splitlines()
+    assert "fast_dev_run: no model file written" in err.splitlines()
     # Lightning 2.6 saved last.ckpt (run/checkpoints/) at its end: `--ckpt_path last` resumed the smoke test
     assert sorted(tmp.rglob("*.ckpt")) == ckpts and (tmp / "run" / "model.pt").read_bytes() == model
     # the null was read as given: the bar's carriage returns went into the log file, and no line of news
@@ -52,8 +52,13 @@ def test_a_smoke_test_writes_nothing_and_a_loggers_save_dir_is_searched(cli_run_
     assert any(isinstance(c, ProgressLines) for c in cli.trainer.callbacks)
     assert "text-train: step 1 of 1 (epoch 0)" in err and "\r" not in out + err
 
-    text_train_cli(["test", "--config", str(cfg), "--ckpt_path", "best"])  # it looked in run/lightning_logs only
-    assert f"text-train: --ckpt_path best: {best.relative_to(tmp)}" in capsys.readouterr().err
+    cli = text_train_cli(["test", "--config", str(cfg), "--ckpt_path", "best"])  # it looked in run/lightning_logs only
+    out, err = capsys.readouterr()
+    assert f"text-train: --ckpt_path best: {best.relative_to(tmp)}" in err
+    # test too draws no bar where the output is no terminal (its carriage returns went into the log file), and says
+    # no lines of news: its scores' table at the end says what it did
+    assert cli.trainer.progress_bar_callback is None and "\r" not in out + err
+    assert not any(isinstance(c, ProgressLines) for c in cli.trainer.callbacks)
 
     for sub in ("validate", "test"):  # scored the freshly made weights, silently
         with pytest.raises(SystemExit) as exc:
@@ -72,7 +77,7 @@ def test_stochastic_weight_averaging_writes_the_mean_of_the_weights_it_averaged(
     cfg = _config(cli_run_in_tmp, max_steps=-1, max_epochs=3, limit_train_batches=2)
     args = ["--trainer.callbacks+", yaml.safe_dump(swa), "--trainer.callbacks+=helpers.epoch_weights.EpochStartWeights"]
     cli = text_train_cli(["fit", "--config", str(cfg), *args])
-    line = capsys.readouterr().out.splitlines()[-1]
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("wrote model file")]
     assert line == ("wrote model file: run/model.pt (StochasticWeightAveraging's mean of the weights at the start of "
                     "epochs 0 to 2, 3 of them)")  # fmt: skip
     (probe,) = [c for c in cli.trainer.callbacks if type(c).__name__ == "EpochStartWeights"]

@@ -51,3 +51,26 @@ def test_a_run_dir_that_is_no_folder_is_answered_with_the_familys_own_example(tm
         with pytest.raises(SystemExit):
             main(["report", "--help"])
         assert f"e.g. {example}" in capsys.readouterr().out
+
+
+def test_a_fit_that_has_logged_nothing_yet_is_said_in_one_line(tmp_path, capsys):
+    """report while a new fit starts in a folder holding a finished one: the old run was drawn without a word; with
+    the new one alone: "nothing to plot: no loss or validation metric among no metrics"."""
+    write_run(tmp_path / "run")
+    new = tmp_path / "run" / "lightning_logs" / "version_1"
+    new.mkdir()
+    (new / "events.out.tfevents.1.host").write_bytes(b"")  # what a fit has written before its first logged step
+    (new / "config.yaml").write_text("trainer:\n  log_every_n_steps: 5\nckpt_path: null\n")
+    with pytest.raises(SystemExit) as exc:
+        text_train(["report", str(tmp_path / "run")])
+    printed, err = capsys.readouterr()
+    note = ("text-train report: note: version_1 has logged nothing yet (a fit logs every 5 steps: "
+            "trainer.log_every_n_steps); this report is of version_0")  # fmt: skip
+    assert exc.value.code == 0 and err.splitlines() == [note, f"wrote {tmp_path / 'run' / 'report.png'}"]
+    assert printed.startswith(f"{tmp_path / 'run' / 'lightning_logs' / 'version_0'}: logged to step 60")
+    with pytest.raises(SystemExit) as exc:
+        text_train(["report", str(new)])
+    said = (
+        f"text-train report: error: {new}: no metrics logged yet (a fit logs every 5 steps: trainer.log_every_n_steps)"
+    )
+    assert (exc.value.code, capsys.readouterr().err) == (2, said + "\n")

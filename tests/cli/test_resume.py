@@ -236,7 +236,7 @@ def test_text_fit_exports_the_best_checkpoint_and_keeps_the_last_weights(tmp_pat
     labelled as the last step). 8 steps: the one validation, the best, at step 6; last.ckpt at step 8."""
     cfg = str(resumable_config(tmp_path, "text"))
     cli = run("text", ["fit", "--config", cfg, "--trainer.max_steps", "8", "--model.export_path", "m.pt"])
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "wrote model file: m.pt (best checkpoint " in out
     best = out.split("(best checkpoint ")[1].split(")")[0]
     state = torch.load(best, weights_only=True)["state_dict"]
@@ -294,11 +294,13 @@ def test_the_model_file_line_says_why_it_holds_the_last_weights(limit, why, tmp_
     cfg = str(resumable_config(tmp_path, "text", every=2))
     run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--trainer.limit_val_batches", limit,
                  "--model.export_path", str(tmp_path / "m.pt")])  # fmt: skip
-    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("wrote model file")]
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("wrote model file")]
     assert line.endswith(f"(the last weights: no best checkpoint was saved: {why})")
 
 
-def test_a_resumed_fit_keeps_the_best_checkpoint_of_before_and_exports_what_an_uninterrupted_run_does(tmp_path):
+def test_a_resumed_fit_keeps_the_best_checkpoint_of_before_and_exports_what_an_uninterrupted_run_does(
+    tmp_path, recwarn
+):
     # Lightning restores a callback's best only in the same folder; a resumed fit writes into a new version folder
     cfg = str(resumable_config(tmp_path, "text", every=4))
     logged = ["--trainer.logger", "true"]  # checkpoints under lightning_logs/version_N: a new folder when resumed
@@ -314,6 +316,8 @@ def test_a_resumed_fit_keeps_the_best_checkpoint_of_before_and_exports_what_an_u
     a, b = (load_model_file(p, "text-model")["state_dict"] for p in ("a.pt", "b.pt"))
     for k, v in a.items():
         torch.testing.assert_close(b[k], v, msg=k)
+    # both callbacks' states carried (the one keeping last.ckpt too): no "dirpath has changed ... won't be reloaded"
+    assert not [w for w in recwarn if "dirpath has changed" in str(w.message)]
 
 
 def test_a_callback_state_is_carried_into_the_resumed_runs_folder(tmp_path):
@@ -337,6 +341,9 @@ def test_a_callback_state_is_carried_into_the_resumed_runs_folder(tmp_path):
     carried = carried_best(state, str(new))
     assert carried["best_model_path"] == "" and carried["best_model_score"] is None and carried["best_k_models"] == {}
     assert carried_best({**state, "dirpath": str(new)}, str(new)) == {**state, "dirpath": str(new)}  # same folder
+    last = {"monitor": None, "best_model_path": "", "best_model_score": None, "last_model_path": str(old / "last.ckpt"),
+            "dirpath": str(old)}  # fmt: skip
+    assert carried_best(last, str(new)) == {**last, "dirpath": str(new)}  # no best to carry: the folder, for Lightning
 
 
 def test_a_checkpoint_scored_through_another_datas_vocabulary_is_refused_in_one_line(tmp_path, capsys):
@@ -403,3 +410,26 @@ def test_the_fits_last_validation_can_be_its_best_checkpoint_when_that_callback_
     run("text", ["fit", "--config", "c.yaml", "--trainer.default_root_dir", "r"])
     saved = sorted(p.name for p in Path("r").rglob("*.ckpt"))
     assert saved == ["epoch=0-step=6.ckpt", "epoch=1-step=12.ckpt", "last.ckpt"]
+
+
+def test_a_scored_checkpoint_is_logged_at_its_step_without_a_bar_or_a_folder_notice(tmp_path, capsys, recwarn):
+    """validate --ckpt_path: its scores were logged at step 0 (report: "best ... at step 1" for a checkpoint of step
+    6), Lightning said the callbacks' folder had changed, and, its output a log file, it drew its bar there."""
+    from text_attn.core.progress_lines import ProgressLines
+    from text_attn.core.run_report import read_metrics, summary
+
+    cfg = yaml.safe_load(resumable_config(tmp_path, "text", every=3).read_text())
+    del cfg["trainer"]["enable_progress_bar"]  # left to the command: the output decides
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    args = ["--config", str(tmp_path / "cfg.yaml"), "--trainer.logger", "true", "--trainer.default_root_dir", "r"]
+    run("text", ["fit", *args, "--trainer.max_steps", "6"])
+    capsys.readouterr()
+    cli = run("text", ["validate", *args, "--ckpt_path", "last"])
+    out, err = capsys.readouterr()
+    assert cli.trainer.progress_bar_callback is None and "\r" not in out + err
+    assert not any(isinstance(c, ProgressLines) for c in cli.trainer.callbacks)
+    assert not [w for w in recwarn if "dirpath has changed" in str(w.message)]
+    series = read_metrics(Path("r/lightning_logs/version_1"))
+    assert [step for step, _ in series["val_bleu"]] == [6]  # the checkpoint's step (last.ckpt: 6)
+    assert summary(series).startswith("logged to step 6, 1 validation; best BLEU-4 ")
+    assert cli.trainer.fit_loop.epoch_loop._batches_that_stepped == 0  # the trainer's own count back after the run

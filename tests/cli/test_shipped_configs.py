@@ -197,7 +197,7 @@ def test_config_fits_as_shipped(config, tmp_path, capsys, data):
     FIRST_STAGES[config] = out
     assert cli.trainer.global_step == 2
     printed = capsys.readouterr()
-    assert f"wrote model file: {out}" in printed.out
+    assert f"wrote model file: {out}" in printed.err
     # the shipped checkpoint callbacks ran: last.ckpt for resuming, and the best one by the monitored metric
     ckpts = {p.name for p in tmp_path.rglob("*.ckpt")}
     assert "last.ckpt" in ckpts and any(n.startswith("best") for n in ckpts), ckpts

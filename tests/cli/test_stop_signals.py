@@ -238,3 +238,24 @@ def test_ctrl_c_in_an_epochs_last_step_lets_its_validation_run_first(
     assert sorted(p.name for p in (tmp_path / "a/checkpoints").iterdir()) == sorted(
         p.name for p in (tmp_path / "b/checkpoints").iterdir()
     )
+
+
+def test_the_step_a_sigterm_stops_at_is_logged_as_last_ckpt_holds_it(
+    tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
+):
+    """log_every_n_steps 5, SIGTERM in step 5: last.ckpt was saved at step 5 but the logs ended before it (the stop
+    raised before Lightning logged the step): `report` drew nothing of the run's last step."""
+    from text_attn.core.run_report import read_metrics
+
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+
+    def on_after_backward(self):  # the signal in the middle of step 5
+        if self.trainer.global_step == 4:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+    logs = ["--trainer.logger", "true", "--trainer.log_every_n_steps", "5", "--trainer.default_root_dir", "b"]
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, *STEPS, *logs])
+    assert exc.value.code == 143 and last_ckpt("b")["global_step"] == 5, capsys.readouterr().err[-2000:]
+    assert [step for step, _ in read_metrics(Path("b/lightning_logs/version_0"))["train_loss"]] == [5]

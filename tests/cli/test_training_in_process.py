@@ -59,7 +59,7 @@ def test_a_fit_from_a_notebook(family, cli_run_in_tmp, monkeypatch, capsys):
     assert "LeafSpec" in str(caught[-1].message)  # shown: the filter that dropped it in the run is gone
     assert sys.argv[1:] == ["-f", "/run/jupyter/kernel-1.json"]  # the process's argv, as it was
     # no default_root_dir or export_path: the file lies under the working directory and is named from it
-    assert "wrote model file: lightning_logs/version_0/model.pt (" in capsys.readouterr().out
+    assert "wrote model file: lightning_logs/version_0/model.pt (" in capsys.readouterr().err
     assert (cli_run_in_tmp / "lightning_logs" / "version_0" / "model.pt").is_file()
     assert set_to == [3, 1, 3] and torch.get_num_threads() == 3  # 1 during the run, then the caller's 3 again
 

@@ -99,6 +99,24 @@ def test_a_line_after_each_validation_with_its_metrics_but_not_after_the_sanity_
     assert lines_of(out) == ["text-train: validated at step 400 (epoch 2): val_bleu 0.2135, val_loss 1.5"]
 
 
+def test_sacrebleus_scores_say_their_scale_beside_the_fractions():
+    """A real corpus's validation logs val_sacrebleu and val_chrf (0..100) beside val_bleu (0..1): "val_bleu 0.2312,
+    val_sacrebleu 23.4" read as two scores a hundred times apart."""
+    out, clock = io.StringIO(), Clock()
+    cb = ProgressLines("text-train", stream=out, clock=clock)
+    metrics = {"val_bleu": 0.23123, "val_chrf": 51.234, "val_sacrebleu": 23.41}
+    cb.on_validation_end(trainer(global_step=400, current_epoch=2, callback_metrics=metrics), None)
+    t = trainer(estimated_stepping_batches=float("inf"), progress_bar_metrics={"train_loss": 2.0, **metrics})
+    cb.on_train_start(t, None)
+    clock.now, t.global_step = clock.now + 10, 10
+    cb.on_train_batch_end(t, None, None, None, 9)
+    assert lines_of(out) == [
+        "text-train: validated at step 400 (epoch 2): val_bleu 0.2312, val_chrf 51.23/100, val_sacrebleu 23.41/100",
+        "text-train: step 10 (epoch 0), 1 steps/s, train_loss 2, val_bleu 0.2312, val_chrf 51.23/100, "
+        "val_sacrebleu 23.41/100",
+    ]
+
+
 def test_a_write_to_an_output_whose_reader_has_gone_is_dropped_and_the_descriptor_points_at_devnull():
     read_end, write_end = os.pipe()
     stream = io.TextIOWrapper(io.FileIO(write_end, "w"), write_through=True)

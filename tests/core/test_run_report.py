@@ -10,6 +10,7 @@ from helpers.run_logs import FIELDS, write_run
 from text_attn.core.run_report import (
     chained_metrics,
     find_log_dir,
+    locate_logs,
     monitored,
     panels_for,
     read_metrics,
@@ -108,3 +109,55 @@ def test_a_loggers_own_folder_below_the_run_dir_is_found(tmp_path):
     folder.mkdir(parents=True)
     (folder / "metrics.csv").write_text("epoch,step,val_Bleu_4\n0,4,0.2\n")
     assert find_log_dir(tmp_path) == folder and find_log_dir(tmp_path / "logs") == folder
+
+
+def test_a_fresh_fit_is_never_chained_to_an_earlier_one_whatever_its_steps(tmp_path):
+    """A fresh fit (config.yaml: ckpt_path null) logging every 20 steps after one logging every 5: its first step (20)
+    fell within the earlier's, and the report drew both as one run "resumed; with version_0"."""
+    write_run(tmp_path, 0, steps=30)  # train steps 5..30
+    fresh = write_run(tmp_path, 1, steps=60, validations=(39, 59), first=15)  # its first logged step: 20
+    (fresh / "config.yaml").write_text("trainer:\n  log_every_n_steps: 20\nckpt_path: null\n")
+    assert resumed_chain(fresh) == [fresh]
+
+
+def test_a_fit_resumed_from_another_run_folders_checkpoint_is_chained_to_that_folder(tmp_path, monkeypatch):
+    """--ckpt_path other/lightning_logs/version_0/checkpoints/last.ckpt: the report chained the version_0 of the
+    fit's own folder, another run. The path is read from where the fit ran (its default_root_dir tells which)."""
+    other, own = tmp_path / "runs" / "other", tmp_path / "runs" / "own"
+    theirs = write_run(other, 0, steps=60)
+    write_run(own, 0, steps=60)  # an unrelated fit in the resumed one's folder
+    resumed = write_run(own, 1, steps=100, validations=(59, 79, 99), first=40)
+    config = (
+        "trainer:\n  default_root_dir: runs/own\nckpt_path: runs/other/lightning_logs/version_0/checkpoints/last.ckpt\n"
+    )
+    (resumed / "config.yaml").write_text(config)
+    monkeypatch.chdir(tmp_path / "runs")  # the report run elsewhere than the fit: the path as the fit read it
+    assert [p.resolve() for p in resumed_chain(resumed)] == [theirs, resumed]
+    (resumed / "config.yaml").write_text(f"ckpt_path: {theirs}/checkpoints/last.ckpt\n")  # an absolute path
+    assert resumed_chain(resumed) == [theirs, resumed]
+    (resumed / "config.yaml").write_text(f"ckpt_path: {tmp_path}/gone/version_0/checkpoints/last.ckpt\n")
+    assert resumed_chain(resumed) == [resumed]  # no folder holds it (moved, removed): no guess
+
+
+def test_a_newer_version_that_has_logged_nothing_yet_is_said(tmp_path):
+    """A fit just started in a folder holding a finished one: the report drew the old run without a word."""
+    old = write_run(tmp_path, 0)
+    new = tmp_path / "lightning_logs" / "version_1"
+    new.mkdir()
+    (new / "events.out.tfevents.1.host").write_bytes(b"")  # TensorBoard's file, made as the fit starts
+    (new / "config.yaml").write_text("trainer:\n  log_every_n_steps: 20\n")
+    assert locate_logs(tmp_path) == (old, "version_1 has logged nothing yet (a fit logs every 20 steps: "
+                                          "trainer.log_every_n_steps); this report is of version_0")  # fmt: skip
+    assert locate_logs(tmp_path / "lightning_logs" / "version_0") == (old, None)
+
+
+def test_one_validation_is_said_so_and_sacrebleus_scores_get_their_own_panel(tmp_path):
+    series = {
+        "train_loss": [(5, 3.0)],
+        "val_bleu": [(10, 0.2)],
+        "val_sacrebleu": [(10, 21.0)],
+        "val_chrf": [(10, 48.0)],
+    }
+    assert summary(series) == "logged to step 10, 1 validation; best BLEU-4 0.200 at step 10"
+    hundreds = ("sacreBLEU and chrF (validation, 0-100)", ["val_sacrebleu", "val_chrf"])  # not on BLEU-4's 0..1 axis
+    assert panels_for(series) == [("loss", ["train_loss"]), ("validation scores", ["val_bleu"]), hundreds]

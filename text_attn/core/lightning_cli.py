@@ -9,9 +9,9 @@ On top of Lightning's own CLI:
   refuses (an unknown option, a value of the wrong type: no 80 lines of usage, which ``--help`` prints), and a config
   file that is missing, not UTF-8 or not YAML (its line and column);
 - Lightning's promotional tips and its tensorboardX notice are not printed on every run;
-- a fit whose stdout is no terminal gets a line of news now and then on stderr instead of the bar
-  (``text_attn.core.progress_lines``), and its stdout / stderr losing their reader does not end it
-  (``text_attn.core.closed_outputs``);
+- a run whose stdout is no terminal draws no bar (carriage returns in a log file): a fit gets a line of news now and
+  then on stderr instead (``text_attn.core.progress_lines``), validate and test their scores' table at the end; its
+  stdout / stderr losing their reader does not end it (``text_attn.core.closed_outputs``);
 - the default logger (``trainer.logger`` unset or true) writes both TensorBoard event files (watch a run with
   ``tensorboard --logdir <default_root_dir>``) and a ``metrics.csv`` (read by ``report RUN_DIR`` and the
   benchmarks), into the one folder ``<default_root_dir>/lightning_logs/version_N/`` that also holds the
@@ -182,12 +182,13 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 kwargs["logger"] = default_loggers(trainer.get("default_root_dir"))
             from pytorch_lightning.callbacks import ProgressBar
 
-            # fit whose output is a log file or a pipe: a line now and then, not a bar redrawn with carriage returns
-            # (validate and test keep theirs); not where the config names a bar of its own (Lightning refuses both)
+            # output to a log file or a pipe: no bar redrawn with carriage returns, whatever the subcommand (validate
+            # and test drew theirs into the log); fit says a line now and then instead, validate and test print their
+            # scores' table at the end; not where the config names a bar of its own (Lightning refuses both)
             own_bar = any(isinstance(c, ProgressBar) for c in kwargs.get("callbacks") or trainer.get("callbacks") or [])
-            lines = (self.subcommand == "fit" and "trainer.enable_progress_bar" not in given and not own_bar
-                     and not is_terminal(sys.stdout))  # fmt: skip
-            if lines:
+            barless = "trainer.enable_progress_bar" not in given and not own_bar and not is_terminal(sys.stdout)
+            lines = barless and self.subcommand == "fit"
+            if barless:
                 kwargs["enable_progress_bar"] = False
             made = super().instantiate_trainer(**kwargs)
             if lines:

@@ -5,7 +5,8 @@ Lightning's bar redraws itself with carriage returns: in a log file that is ~215
 and ``tail -f`` read as a single line, and it tells nothing a person can read at a glance. When the trainers' stdout
 (where the bar goes) is no terminal and ``trainer.enable_progress_bar`` was not given, the bar is off and
 :class:`ProgressLines` writes to stderr: a line once the first step is done, then one a minute, and one after each
-validation with its metrics (``text_attn.core.lightning_cli``).
+validation with its metrics (``text_attn.core.lightning_cli``). A score on sacrebleu's 0..100 scale says so
+(``val_sacrebleu 23.4/100``) beside the 0..1 ones (``val_bleu 0.2312``), as a real corpus's validation logs both.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Callable
 
 import pytorch_lightning as pl
 
+from text_attn.core.run_report import out_of_100
+
 EVERY_S = 60.0
 
 
@@ -26,6 +29,11 @@ def _number(value: object) -> str:
     except (TypeError, ValueError):
         return str(value)
     return f"{x:.4g}" if math.isfinite(x) else str(x)
+
+
+def _metrics(metrics: dict) -> str:
+    """'val_bleu 0.2312, val_sacrebleu 23.4/100': each metric and its value, a 0..100 score with its scale."""
+    return ", ".join(f"{k} {_number(v)}" + ("/100" if out_of_100(k) else "") for k, v in metrics.items())
 
 
 def duration(seconds: float) -> str:
@@ -81,7 +89,7 @@ class ProgressLines(pl.Callback):
         rate = (step - s0) / (now - t0) if now > t0 else 0.0
         if rate > 0:
             line += f", {rate:.3g} steps/s"
-        metrics = ", ".join(f"{k} {_number(v)}" for k, v in trainer.progress_bar_metrics.items())
+        metrics = _metrics(trainer.progress_bar_metrics)
         if metrics:
             line += f", {metrics}"
         if math.isfinite(total) and step >= total:
@@ -102,6 +110,6 @@ class ProgressLines(pl.Callback):
         if trainer.sanity_checking:
             return
         shown = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val")}
-        metrics = ", ".join(f"{k} {_number(v)}" for k, v in sorted(shown.items()))
+        metrics = _metrics(dict(sorted(shown.items())))
         where = f"step {trainer.global_step:,} (epoch {trainer.current_epoch})"
         self._say(trainer, f"validated at {where}" + (f": {metrics}" if metrics else ""))

@@ -120,10 +120,15 @@ def carried_best(state: dict[str, Any], dirpath: str) -> dict[str, Any]:
     earlier files stay: Lightning never removes a file outside its folder). A last.ckpt written at an epoch's end,
     before that step's validation found a new best, records a best file that ``save_top_k`` has since removed: the
     best the newest checkpoint of the earlier folder records is taken instead. Recorded files that are gone are
-    dropped."""
+    dropped. A callback without a monitor (one keeping last.ckpt) records no best: its state names the new folder all
+    the same, so Lightning loads it whole, without its notice that "the dirpath has changed ... won't be reloaded" at
+    every resume, validate and test (what it holds, the last files written, stays where it was: Lightning never
+    removes a file outside its folder)."""
     old = state.get("dirpath")
-    if not old or str(old) == str(dirpath) or not state.get("monitor"):
+    if not old or str(old) == str(dirpath):
         return state
+    if not state.get("monitor"):
+        return {**state, "dirpath": str(dirpath)}
     state = dict(state)
     if not Path(state.get("best_model_path") or "").is_file():
         newest = _newest([p for p in Path(old).glob("*.ckpt") if not p.name.startswith("last")])

@@ -8,6 +8,7 @@ was resumed from: :func:`resumed_chain`), its ``lightning_logs`` folder, or one 
 each drawn only when the run logged something for it:
     loss           train_loss at each logged step (thin) and its running mean, val_loss at each validation
     validation     the 0..1 scores: BLEU-4 (val_Bleu_4 / val_bleu), ROUGE-L, METEOR, alignment accuracy
+    sacreBLEU      val_sacrebleu and val_chrf of a real corpus (Multi30k), on their own 0..100 axis
     CIDEr          val_CIDEr, on its own axis (it is not a 0..1 score)
     grounding      val_grounding, val_grounding_mass: on synthetic shapes, does the decoder look at what it names
     learning rate  lr-* (from a LearningRateMonitor), log scale
@@ -39,19 +40,30 @@ NAMES = {  # how the panels' legends call the logged metrics
     "val_ROUGE_L": "ROUGE-L",
     "val_METEOR": "METEOR",
     "val_align_acc": "alignment accuracy",
+    "val_sacrebleu": "sacreBLEU",
+    "val_chrf": "chrF",
     "val_CIDEr": "CIDEr",
     "val_grounding": "grounding accuracy",
     "val_grounding_mass": "attention mass on the named object",
 }
 SCORES = ("val_Bleu_4", "val_bleu", "val_ROUGE_L", "val_METEOR", "val_align_acc")  # the validation panel, in order
+HUNDREDS = ("val_sacrebleu", "val_chrf")  # sacrebleu's scores, 0..100 as sacrebleu gives them: a panel of their own
 PANELS: list[tuple[str, Callable[[str], bool]]] = [  # (title, which metrics) in drawing order
     ("loss", lambda k: k in ("train_loss", "train_loss_step", "val_loss")),
     ("validation scores", lambda k: k in SCORES),
+    ("sacreBLEU and chrF (validation, 0-100)", lambda k: k in HUNDREDS),
     ("CIDEr (validation)", lambda k: k == "val_CIDEr"),
     ("grounding (validation)", lambda k: k in ("val_grounding", "val_grounding_mass")),
     ("learning rate", lambda k: k.startswith("lr-")),
 ]
 _MEAN_OF = 20  # running mean of the train loss over this many logged steps
+_RANGES = {"validation": (0.0, 1.0), "grounding": (0.0, 1.0), "sacreBLEU": (0.0, 100.0)}  # fixed axes, by title
+
+
+def out_of_100(key: str) -> bool:
+    """Whether a logged score is on sacrebleu's 0..100 scale (``val_sacrebleu``, ``test_chrf``, ...), where the
+    others (BLEU-4, alignment accuracy, ...) are fractions: the progress lines say so (``val_chrf 51.2/100``)."""
+    return key.endswith(("_sacrebleu", "_chrf"))
 
 
 class RunReportError(ValueError):
@@ -71,11 +83,17 @@ def find_log_dir(run_dir: str | Path, example: str = "runs/NAME") -> Path:
     """The folder holding the run's logs: RUN_DIR itself, or the newest version under it with training steps
     (a ``test`` run's version has none), else the newest with validation scores, else the newest with any logs.
     ``example``: a run folder of the command's own family, for the line that says RUN_DIR is no folder."""
+    return locate_logs(run_dir, example)[0]
+
+
+def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, str | None]:
+    """:func:`find_log_dir`'s folder, and a note where a newer version has logged nothing yet (a fit that has just
+    begun: its first log comes at its ``trainer.log_every_n_steps``), which the report is not of; else None."""
     run = Path(run_dir)
     if not run.is_dir():
         raise RunReportError(f"{run} is not a folder (give a run's trainer.default_root_dir, e.g. {example})")
     if _has_logs(run):
-        return run
+        return run, None
     # the default loggers' lightning_logs/; else a logger's own save_dir or name below RUN_DIR (NAME/version_N,
     # SAVE_DIR/NAME/version_N): a CSVLogger or TensorBoardLogger given in the config
     patterns = ("version_*",) if (run / "lightning_logs").is_dir() else ("version_*", "*/version_*", "*/*/version_*")
@@ -93,7 +111,24 @@ def find_log_dir(run_dir: str | Path, example: str = "runs/NAME") -> Path:
     # a short fit logs no training step (fewer than log_every_n_steps) but its validations: still a run to draw, where
     # a later test's version holds test metrics alone
     validated = [p for p in found if any(k.startswith("val_") for k in metrics[p])]
-    return (trained or validated or found)[0]
+    chosen = (trained or validated or found)[0]
+    # a fit started in a folder that holds a finished one: its version has no metrics until its first logged step,
+    # and the report drew the older run without a word (the user was watching the new one)
+    waiting = found[0] if found[0] != chosen and not metrics[found[0]] else None
+    note = None
+    if waiting is not None:
+        note = f"{waiting.name} has logged nothing yet ({first_log(waiting)}); this report is of {chosen.name}"
+    return chosen, note
+
+
+def first_log(version: Path) -> str:
+    """When a version's first metrics come: 'a fit logs every 50 steps: trainer.log_every_n_steps' (its config.yaml's,
+    Lightning's default 50 where it names none), as the report's notes say it."""
+    config = _config(version) or {}
+    trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
+    every = trainer.get("log_every_n_steps")
+    every = every if isinstance(every, int) and every > 0 else 50
+    return f"a fit logs every {every} steps: trainer.log_every_n_steps"
 
 
 def _train_steps(series: Series) -> list[int]:
@@ -103,42 +138,73 @@ def _train_steps(series: Series) -> list[int]:
 def resumed_chain(log_dir: Path) -> list[Path]:
     """The version folders one run's logs are spread over, oldest first, ending at ``log_dir``: a fit resumed with
     ``--ckpt_path`` logs into a new version, from the checkpoint's step on, so the newest version alone lacks the
-    run's start. An earlier version belongs to the chain when its training steps begin before the later one's and
-    reach it (within two of its logging intervals); a fresh fit in the same folder starts again at its first step
-    and is a run of its own."""
+    run's start. Each version's saved config.yaml says where its fit began (:func:`_resumed_from`): ``ckpt_path:
+    null`` is a fresh fit, a run of its own; a checkpoint file belongs to the version folder holding it, in this
+    run folder or another."""
     chain = [log_dir]
-    if _version(log_dir) < 0:
-        return chain
-    earlier = sorted((p for p in log_dir.parent.glob("version_*") if p.is_dir() and _has_logs(p) and
-                      _version(p) < _version(log_dir)), key=_version, reverse=True)  # fmt: skip
-    steps = _train_steps(read_metrics(log_dir))
-    while steps and earlier:
-        found = _resumed_from(chain[0])  # the run's saved config names its checkpoint's version, whatever lies between
-        if found is None:  # a name (--ckpt_path last) or no config: the nearest earlier fit whose steps reach it
-            trained = [(p, _train_steps(read_metrics(p))) for p in earlier]
-            trained = [(p, theirs) for p, theirs in trained if theirs]  # not a validate / test run's version
-            if trained:
-                p, theirs = trained[0]
-                gap = max((b - a for a, b in zip(theirs, theirs[1:], strict=False)), default=1)
-                found = p if theirs[0] < steps[0] <= theirs[-1] + 2 * gap else None
-        if found is None or found not in earlier:
-            break
+    seen = {log_dir.resolve()}
+    while (found := _resumed_from(chain[0])) is not None and found.resolve() not in seen:
         chain.insert(0, found)
-        steps = _train_steps(read_metrics(found))
-        earlier = [q for q in earlier if _version(q) < _version(found)]
+        seen.add(found.resolve())
     return chain
 
 
 def _resumed_from(version: Path) -> Path | None:
-    """The version folder whose checkpoint ``version``'s fit resumed from, as its saved config.yaml names it
-    (``ckpt_path: .../lightning_logs/version_K/checkpoints/last.ckpt``); None for a name (``last``) or none."""
-    try:
-        text = (version / "config.yaml").read_text(encoding="utf-8")
-    except OSError:
+    """The version folder holding the checkpoint ``version``'s fit resumed from; None for a fresh fit. Its config.yaml
+    records ``ckpt_path`` as given: a path (relative ones from where the fit ran, which its ``default_root_dir``
+    gives away) names the folder; ``null`` none, whatever the steps look like. A name (``last``, ``best``), or no
+    config.yaml (another logger's folder): the nearest earlier fit in the same folder whose training steps begin before
+    this one's and reach them (within two of its logging intervals)."""
+    config = _config(version)
+    if config is not None and "ckpt_path" in config:
+        start = config["ckpt_path"]
+        if start is None:
+            return None
+        if str(start) not in ("last", "best", "hpc"):
+            return _holder(version, config, Path(str(start)).expanduser())
+    steps = _train_steps(read_metrics(version))
+    if not steps or _version(version) < 0:
         return None
-    m = re.search(r"^ckpt_path:\s*['\"]?(.+?)['\"]?\s*$", text, flags=re.M)
-    found = re.search(r"(version_\d+)[\\/]checkpoints[\\/]", m.group(1)) if m else None
-    return version.parent / found.group(1) if found else None
+    earlier = sorted((p for p in version.parent.glob("version_*") if p.is_dir() and _has_logs(p) and
+                      _version(p) < _version(version)), key=_version, reverse=True)  # fmt: skip
+    for p in earlier:
+        theirs = _train_steps(read_metrics(p))
+        if theirs:  # not a validate / test run's version
+            gap = max((b - a for a, b in zip(theirs, theirs[1:], strict=False)), default=1)
+            return p if theirs[0] < steps[0] <= theirs[-1] + 2 * gap else None
+    return None
+
+
+def _holder(version: Path, config: dict, checkpoint: Path) -> Path | None:
+    """The version folder (``.../version_K/checkpoints/FILE``) ``checkpoint`` lies in, where it holds logs; a relative
+    path is read from the folder the fit ran in: ``version``'s path less its ``default_root_dir/lightning_logs/
+    version_N`` (or, where that does not fit, this process's working folder)."""
+    trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
+    root = trainer.get("default_root_dir")
+    tail = Path(str(root)).parts if root and not Path(str(root)).is_absolute() else ()
+    bases = []
+    for run in (version.parent.parent, version.resolve().parent.parent):  # <default_root_dir>/lightning_logs/version_N
+        if not root:  # Lightning's default: the working folder itself
+            bases.append(run)
+        elif tail and run.parts[-len(tail) :] == tail:  # as given first: the line names it as the user would
+            bases.append(Path(*run.parts[: -len(tail)]))
+    for base in [*bases, Path()] if not checkpoint.is_absolute() else [Path()]:
+        folder = (base / checkpoint).parent
+        if folder.name == "checkpoints" and folder.parent.is_dir() and _has_logs(folder.parent):
+            return folder.parent
+    return None
+
+
+def _config(version: Path) -> dict | None:
+    """A version's config.yaml (what the run was started with) as a mapping; None where it has none or it cannot be
+    read."""
+    import yaml
+
+    try:
+        config = yaml.safe_load((version / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return config if isinstance(config, dict) else None
 
 
 def chained_metrics(chain: list[Path]) -> Series:
@@ -203,12 +269,9 @@ def _running_mean(values: list[float], n: int) -> list[float]:
 def monitored(version: Path) -> tuple[str, str] | None:
     """(metric, "max" | "min") the run's first ModelCheckpoint with a ``monitor`` chooses its best checkpoint by, as
     ``version``'s config.yaml records it; None where it names none (or cannot be read)."""
-    import yaml
-
     try:
-        config = yaml.safe_load((version / "config.yaml").read_text(encoding="utf-8"))
-        callbacks = (config.get("trainer") or {}).get("callbacks") or []
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        callbacks = ((_config(version) or {}).get("trainer") or {}).get("callbacks") or []
+    except AttributeError:  # a trainer that is no mapping
         return None
     for cb in callbacks if isinstance(callbacks, list) else [callbacks]:
         if not isinstance(cb, dict) or not str(cb.get("class_path", "")).endswith("ModelCheckpoint"):
@@ -231,6 +294,7 @@ def best_of(series: Series, mark: tuple[str, str] | None = None) -> tuple[str, i
 
 
 def _draw_panel(ax, title: str, keys: list[str], series: Series, best: tuple[str, int, float] | None) -> None:
+    fixed = next((span for start, span in _RANGES.items() if title.startswith(start)), None)
     for key in keys:
         steps, values = zip(*series[key], strict=True)
         label = NAMES.get(key, key.removeprefix("lr-"))
@@ -245,12 +309,12 @@ def _draw_panel(ax, title: str, keys: list[str], series: Series, best: tuple[str
         steps = [s for s, _ in series[key]]
         at = steps.index(step) / max(len(steps), 1)
         side = "right" if at > 0.7 else "left" if at < 0.3 else "center"
-        low, high = ax.get_ylim() if not title.startswith(("validation", "grounding")) else (0.0, 1.0)
+        low, high = fixed or ax.get_ylim()
         upper = value > (low + high) / 2
         ax.annotate(f"best {value:.3f}\nstep {step}", (step, value), fontsize=8, xytext=(0, -30 if upper else 18),
                     textcoords="offset points", ha=side, arrowprops={"arrowstyle": "-", "lw": 0.6})  # fmt: skip
-    if title.startswith(("validation", "grounding")):
-        ax.set_ylim(0.0, 1.0)
+    if fixed:
+        ax.set_ylim(*fixed)
     if title == "learning rate":
         ax.set_yscale("log")
     ax.set_title(title, loc="left", fontsize=10)
@@ -279,7 +343,7 @@ def plot_report(series: Series, path: str | Path, title: str = "", mark: tuple[s
 
     panels = panels_for(series)
     if not panels:
-        raise RunReportError(f"nothing to plot: no loss or validation metric among {sorted(series) or 'no metrics'}")
+        raise RunReportError(f"nothing to plot: no loss or validation metric among {sorted(series)}")
     cols = 1 if len(panels) == 1 else 2
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(6.0 * cols, 3.4 * rows + 0.4), layout="constrained")
@@ -305,7 +369,8 @@ def summary(series: Series, mark: tuple[str, str] | None = None) -> str:
     text = f"logged to step {last}"
     if best := best_of(series, mark):
         key, step, value = best
-        text += f", {len(series[key])} validations; best {NAMES.get(key, key)} {value:.3f} at step {step}"
+        count = f"{len(series[key])} validation" + ("s" if len(series[key]) != 1 else "")
+        text += f", {count}; best {NAMES.get(key, key)} {value:.3f} at step {step}"
     return text
 
 
@@ -326,12 +391,17 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
     p.add_argument("--out", metavar="PNG", help="where to write the report (default: RUN_DIR/report.png)")
     args = p.parse_args(argv)
     try:
-        log_dir = find_log_dir(args.run_dir, example)
+        log_dir, note = locate_logs(args.run_dir, example)
+        if note:  # a newer version, its fit just begun: said before anything else
+            print(f"{prog} report: note: {note}", file=sys.stderr)
         chain = resumed_chain(log_dir)
         series = chained_metrics(chain)
+        if not series:  # a fit before its first logged step (its TensorBoard file is made as it starts)
+            raise RunReportError(f"{log_dir}: no metrics logged yet ({first_log(log_dir)})")
         mark = monitored(chain[-1])  # what the run chooses its best by
-        if len(chain) > 1:  # resumed: said in the title and the line
-            log_dir = f"{log_dir} (resumed; with {', '.join(p.name for p in chain[:-1])})"
+        if len(chain) > 1:  # resumed: said in the title and the line (a version of another run folder by its path)
+            names = (p.name if p.resolve().parent == chain[-1].resolve().parent else str(p) for p in chain[:-1])
+            log_dir = f"{log_dir} (resumed; with {', '.join(names)})"
         out = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
         logs = [p for folder in chain for p in Path(folder).iterdir() if p.is_file()]
         with protecting(logs):  # the logs read are never replaced

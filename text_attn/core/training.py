@@ -128,7 +128,8 @@ def forget_elapsed_time(checkpoint: dict[str, Any]) -> None:
 
 def carry_best(trainer, checkpoint: dict[str, Any]) -> None:
     """A resumed fit keeps the best model and score its checkpoint callbacks had, though it writes into a new folder
-    (run_checkpoints.carried_best). Called from ``on_load_checkpoint``, before Lightning loads the callbacks' state."""
+    (run_checkpoints.carried_best; a validate or test, which load the callbacks' state too, without Lightning's notice
+    that the folder changed). Called from ``on_load_checkpoint``, before Lightning loads the callbacks' state."""
     from text_attn.core.run_checkpoints import carried_best
 
     states = checkpoint.get("callbacks") or {}
@@ -136,6 +137,35 @@ def carry_best(trainer, checkpoint: dict[str, Any]) -> None:
         key, dirpath = getattr(cb, "state_key", None), getattr(cb, "dirpath", None)
         if key in states and dirpath and isinstance(states[key], dict):
             states[key] = carried_best(states[key], dirpath)
+
+
+def log_at_checkpoint_step(trainer, checkpoint: dict[str, Any]) -> int | None:
+    """``validate`` / ``test`` of a checkpoint: their scores logged at the checkpoint's step, not at step 0 (Lightning
+    restores the training loops for fit only, and logs a validation at the loop's count of steps): ``report`` said a
+    checkpoint of step 30 was "best ... at step 1", and TensorBoard drew it at the run's start. Returns the count it
+    replaced (:meth:`RunState.give_back` puts it back: a later fit on the same trainer counts as before); None where
+    nothing was changed (fit, predict, a loop without Lightning 2.6's private counter)."""
+    state = getattr(trainer, "state", None)
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    if getattr(state, "fn", None) not in ("validate", "test") or not hasattr(loop, "_batches_that_stepped"):
+        return None
+    step = checkpoint.get("global_step")
+    if not isinstance(step, int):
+        return None
+    # a fit logs the validation after step N at N - 1 (its count before the step's own, which report reads as N): the
+    # same here, whichever count the checkpoint's loop state holds (one more where it was saved at an epoch's end)
+    before, loop._batches_that_stepped = loop._batches_that_stepped, max(step - 1, 0)
+    return before
+
+
+def _log_the_step(trainer) -> None:
+    """Log the training step just done, as Lightning does after the module's ``on_train_batch_end``: a stop raised
+    from that hook came before it, and a fit stopped at step 5 with log_every_n_steps 5 saved last.ckpt there but
+    logged nothing of the step (Lightning 2.6's logger connector; one without its methods is left as it is)."""
+    connector = getattr(trainer, "_logger_connector", None)
+    if all(hasattr(connector, name) for name in ("on_batch_end", "update_train_step_metrics")):
+        connector.on_batch_end()
+        connector.update_train_step_metrics()  # at the steps log_every_n_steps names only, as Lightning's
 
 
 def save_last_at_end(trainer, at_batch_end: bool = False) -> None:
@@ -383,6 +413,7 @@ class RunState:
     command = "train"  # the family's training command, naming the lines a run prints (text-train, caption-train)
     _stop_asked: str | None = None  # "SIGINT": Ctrl-C during this fit (defer_ctrl_c), not yet acted on
     _threads_before: int | None = None  # torch's CPU threads before ``use_cpu_threads``, given back at teardown
+    _steps_before: int | None = None  # the trainer's count of logged steps before a scored checkpoint's (give_back)
 
     def use_cpu_threads(self, threads: int | None) -> None:
         """``model.cpu_threads``: torch's CPU threads while this run lasts (call it from ``setup``). torch's count is
@@ -402,6 +433,9 @@ class RunState:
         if self._threads_before is not None:
             torch.set_num_threads(self._threads_before)
             self._threads_before = None
+        if self._steps_before is not None and self._trainer is not None:  # log_at_checkpoint_step's count
+            self._trainer.fit_loop.epoch_loop._batches_that_stepped = self._steps_before
+            self._steps_before = None
 
     def configure_callbacks(self) -> list:
         """:class:`~text_attn.core.lightning_parts.GiveBackOnException`, unless the trainer has one (a second fit,
@@ -436,6 +470,7 @@ class RunState:
             self._random_state = by_rank[trainer.global_rank]
         forget_elapsed_time(checkpoint)
         carry_best(trainer, checkpoint)
+        self._steps_before = log_at_checkpoint_step(trainer, checkpoint)
 
     def on_train_start(self) -> None:
         if getattr(self.trainer, "fast_dev_run", False):
@@ -465,6 +500,8 @@ class RunState:
             stop = None
         if last or stop:
             save_last_at_end(trainer, at_batch_end=True)  # a stop: last.ckpt at the step reached, as at max_steps
+        if stop:
+            _log_the_step(trainer)  # the step last.ckpt holds is in the logs too (report draws up to it)
         self._stop_now(stop)
 
     def on_validation_end(self) -> None:
@@ -517,7 +554,7 @@ class RunState:
         trainer = self.trainer
         if trainer.fast_dev_run:
             if trainer.is_global_zero:
-                print("fast_dev_run: no model file written")
+                print("fast_dev_run: no model file written", file=sys.stderr)
             return
         path = export_target(self, export_path)  # on every rank: a collective under DDP
         if not trainer.is_global_zero:
@@ -539,7 +576,7 @@ class RunState:
             note = f" (the last weights: {_no_best_reason(trainer)})"
         if swa and not averaged:
             note += "; StochasticWeightAveraging's mean was not used: the fit stopped before trainer.max_epochs"
-        print(f"wrote model file: {path}{note}")
+        print(f"wrote model file: {path}{note}", file=sys.stderr)  # on stderr, as every command's `wrote` line
 
 
 def _no_best_reason(trainer) -> str:
