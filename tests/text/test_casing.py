@@ -153,3 +153,20 @@ def test_a_model_file_from_before_the_casing_says_it_reads_a_line_without_capita
     lower = Translator.from_data(data, old)
     lower.src_vocab = Vocabulary([*lower.src_vocab.itos[:4], "▁ein", "▁mann", "<0xC3>"])
     assert not lower.casing_missing
+
+
+def test_a_line_typed_with_caps_lock_is_recased_though_caps_lock_leaves_its_eszett():
+    # Caps Lock writes "STRAßE" (ß has no one-letter capital): read as all capitals, as "STRASSE" is; the bundled
+    # model read it as typed and wrote "NEEEEEEEE..." to its length cap
+    casing = Casing(learn_casing(["Zwei Kinder auf der Straße .", "Ein Mann auf der Straße ."]))
+    assert says_nothing("ZWEI KINDER AUF DER STRAßE") and says_nothing("STRAßE")
+    assert casing.recase("ZWEI KINDER AUF DER STRAßE") == "Zwei Kinder auf der Straße"
+    assert not says_nothing("Zwei Kinder auf der Straße")  # written with care: kept
+
+
+def test_a_compound_training_never_wrote_whole_is_recased_part_by_part():
+    casing = Casing(learn_casing(["Ein Mann hält eine Flagge der USA .", "Ein Mann im Nike Shirt .", "Ein T-Shirt .",
+                                  "Ein blaues Hemd ."]))  # fmt: skip
+    assert casing.recase("ein mann mit usa-flagge und nike-shirt") == "Ein Mann mit USA-Flagge und Nike-Shirt"
+    assert casing.recase("ein t-shirt") == "Ein T-Shirt"  # written whole: as written
+    assert casing.recase("ein blau-weißes hemd") == "Ein blau-weißes Hemd"  # parts never capitalised: as they are

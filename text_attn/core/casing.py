@@ -72,7 +72,9 @@ def says_nothing(line: str) -> bool:
     """Whether the case of ``line`` carries no information: it has letters with a case, and no capital past its
     first letter, or nothing but capitals ("ein mann", "Ein mann", "EIN MANN"; not "Ein Mann", not "2024")."""
     cased = [c for c in line if c.islower() or c.isupper()]
-    return bool(cased) and (all(c.islower() for c in cased[1:]) or all(c.isupper() for c in cased))
+    # Caps Lock leaves a letter without a one-letter capital as it is: "STRAßE" is all capitals too (ß's is "SS")
+    shouted = all(c.isupper() or len(c.upper()) > 1 for c in cased) and any(c.isupper() for c in cased)
+    return bool(cased) and (all(c.islower() for c in cased[1:]) or shouted)
 
 
 def opening(line: str) -> int | None:
@@ -101,8 +103,16 @@ class Casing:
         ``line`` itself. Only letters change: spacing, digits and punctuation stay as typed."""
         if not says_nothing(line):
             return line
-        text = WORD.sub(lambda m: self.forms.get(m.group().casefold(), m.group()), line.lower())
+        text = WORD.sub(lambda m: self._form(m.group()), line.lower())
         return capitalised(text) if self.first else text
+
+    def _form(self, word: str) -> str:
+        """A lowercase word as training wrote it; a hyphenated compound training never wrote whole, part by part
+        ("usa-flagge" -> "USA-Flagge", where "USA" and "Flagge" were written)."""
+        form = self.forms.get(word.casefold())
+        if form is not None or "-" not in word:
+            return word if form is None else form
+        return "-".join(self.forms.get(part.casefold(), part) for part in word.split("-"))
 
     def words(self, words: list[str]) -> list[str]:
         """Lowercase words (a caption) as the training text writes them, one for one: ["ein", "hund", "im",
