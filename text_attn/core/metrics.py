@@ -92,16 +92,19 @@ REAL_BUCKETS = [(1, 11), (11, 16), (16, 21), (21, 31), (31, 10_000)]
 REAL_BUCKET_LABELS = ["1-10", "11-15", "16-20", "21-30", "31+"]
 
 
-def sacre_scores(references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a") -> dict:
+def sacre_scores(
+    references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a", lowercase: bool = False
+) -> dict:
     """sacreBLEU and chrF (0-100) of detokenized hypotheses against one reference each (both as written: cased,
     punctuation attached; in Unicode's composed form, NFC), and the two signatures. ``tokenize``: sacreBLEU's
     tokenizer (score_options.BLEU_TOKENIZERS; zh for Chinese, ja-mecab for Japanese: 13a reads an unspaced
-    sentence as one word)."""
+    sentence as one word). ``lowercase``: both case-insensitive (signatures "case:lc"), for a model that writes
+    lowercase: its every capitalised word would count as wrong."""
     from sacrebleu.metrics import BLEU, CHRF
 
     if len(references) != len(hypotheses) or not references:
         raise ValueError(f"sacre_scores: {len(references)} references but {len(hypotheses)} hypotheses")
-    bleu, chrf = BLEU(tokenize=tokenize), CHRF()
+    bleu, chrf = BLEU(tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)
     # both sides in NFC: a reference typed with its accents apart (NFD) scored identical Czech at chrF 31.9, not 100
     refs = [[unicodedata.normalize("NFC", r) for r in references]]
     hyps = [unicodedata.normalize("NFC", h) for h in hypotheses]
@@ -112,13 +115,15 @@ def sacre_scores(references: Sequence[str], hypotheses: Sequence[str], tokenize:
     }
 
 
-def text_scores(references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a") -> dict:
+def text_scores(
+    references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a", lowercase: bool = False
+) -> dict:
     """A translation's scores x 100 against one reference a sentence: sacreBLEU and chrF (sacre_scores, with their
-    signature; ``tokenize``: sacreBLEU's tokenizer) and BLEU (tok.), the lowercased, tokenized BLEU-4 the PyTorch
-    seq2seq tutorials report."""
+    signature; ``tokenize``: sacreBLEU's tokenizer; ``lowercase``: case-insensitive) and BLEU (tok.), the lowercased,
+    tokenized BLEU-4 the PyTorch seq2seq tutorials report."""
     from text_attn.core.vocab import tokenize as words
 
-    sacre = sacre_scores(references, hypotheses, tokenize)
+    sacre = sacre_scores(references, hypotheses, tokenize, lowercase)
     bleu = corpus_bleu([[words(r, lower=True)] for r in references], [words(h, lower=True) for h in hypotheses])
     return {"bleu_tok": 100 * bleu["bleu4"], **sacre}
 

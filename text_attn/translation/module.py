@@ -291,7 +291,8 @@ class TranslationModule(RunState, pl.LightningModule):
         hyps = [o["hyp"] for o in outs]
         self.log(f"{stage}_bleu", corpus_bleu(refs, hyps)["bleu4"], prog_bar=True)  # lowercased, tokenized
         if all("ref_text" in o for o in outs):
-            sacre = sacre_scores([o["ref_text"] for o in outs], [o["hyp_text"] for o in outs])
+            refs_text, hyps_text = [o["ref_text"] for o in outs], [o["hyp_text"] for o in outs]
+            sacre = sacre_scores(refs_text, hyps_text, lowercase=self.codec.lowercased)  # case:lc if it lowercases
             self.log(f"{stage}_sacrebleu", sacre["sacrebleu"], prog_bar=True)
             self.log(f"{stage}_chrf", sacre["chrf"])
             if stage == "test" and self.trainer.is_global_zero:

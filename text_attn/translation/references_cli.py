@@ -42,9 +42,10 @@ def keep(args: argparse.Namespace, progress: dict[str, Any], number: int, source
         progress.setdefault("scored", []).append((number, source, text))
 
 
-def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int) -> None:
+def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int, lowercase: bool = False) -> None:
     """The run's translations against --references: inputs whose line in FILE is missing or empty are counted in one
-    note and not scored; the scores on stderr; --scores written."""
+    note and not scored; the scores on stderr; --scores written. ``lowercase``: the model writes lowercase (a word
+    model with data.lower): sacreBLEU and chrF case-insensitive, and the lines say so."""
     lines = args.reference_lines
     if lines is None:
         return
@@ -60,26 +61,28 @@ def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int) -> 
     if not pairs:
         print("translate: note: no input translated has a line in --references: nothing scored", file=sys.stderr)
         return
-    result = scores(pairs, args.bleu_tokenize)
-    print(f"translate: scores against --references {name}: {len(pairs):,} sentence(s) (sacreBLEU and chrF on the "
-          "text as written; BLEU (tok.): lowercased, tokenized)", file=sys.stderr)  # fmt: skip
+    result = scores(pairs, args.bleu_tokenize, lowercase)
+    text = "case-insensitive: the model writes lowercase" if lowercase else "on the text as written"
+    print(f"translate: scores against --references {name}: {len(pairs):,} sentence(s) (sacreBLEU and chrF {text}; "
+          "BLEU (tok.): lowercased, tokenized)", file=sys.stderr)  # fmt: skip
     print("translate: " + "  ".join(f"{k} {v:.2f}" for k, v in result["scores"].items()), file=sys.stderr)
     print(f"translate: signatures: {result['signature']}", file=sys.stderr)
     if args.scores:
         write_scores("translate", args.scores, result)
 
 
-def scores(pairs: list[tuple[int, str, str, str]], tokenize: str = "13a") -> dict[str, Any]:
+def scores(pairs: list[tuple[int, str, str, str]], tokenize: str = "13a", lowercase: bool = False) -> dict[str, Any]:
     """(input number, source, translation, reference) -> the corpus's sacreBLEU, chrF and BLEU (tok.) x 100, and
     each sentence's sentence-level sacreBLEU (effective order: a short sentence without 4-gram matches is not 0) and
-    chrF, the lowest chrF first. ``tokenize``: sacreBLEU's tokenizer (--bleu-tokenize)."""
+    chrF, the lowest chrF first. ``tokenize``: sacreBLEU's tokenizer (--bleu-tokenize); ``lowercase``: sacreBLEU and
+    chrF case-insensitive (signatures "case:lc")."""
     from sacrebleu.metrics import BLEU, CHRF
 
     from text_attn.core.metrics import text_scores
 
     refs, hyps = [p[3] for p in pairs], [p[2] for p in pairs]
-    corpus = text_scores(refs, hyps, tokenize)
-    bleu, chrf = BLEU(effective_order=True, tokenize=tokenize), CHRF()
+    corpus = text_scores(refs, hyps, tokenize, lowercase)
+    bleu, chrf = BLEU(effective_order=True, tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)
     sentences = [{"input": n, "source": src, "translation": hyp, "reference": ref,
                   "sacreBLEU": round(bleu.sentence_score(hyp, [ref]).score, 2),
                   "chrF": round(chrf.sentence_score(hyp, [ref]).score, 2)}

@@ -167,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="score the translations written against references: line N of FILE is input N's (a corpus's other "
         "side; gzipped or not; -: stdin, when the sentences are arguments). At the end, on stderr: sacreBLEU and "
-        "chrF (the text as written, in NFC, with sacrebleu's signatures) and BLEU (tok.) (lowercased, tokenized: the "
+        "chrF (the text as written, in NFC, with sacrebleu's signatures; case-insensitive, case:lc, for a model that "
+        "writes lowercase) and BLEU (tok.) (lowercased, tokenized: the "
         "PyTorch seq2seq tutorials' measure)",
     )
     p.add_argument(
@@ -804,7 +805,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
     if not interrupted:
         closing_notes(args, progress, progress.get("done", 0))
-        score_run(args, progress, progress.get("done", 0))
+        score_run(args, progress, progress.get("done", 0), translator.codec.lowercased)
     if interrupted:
         where = f" in {args.output}" if args.output else ""
         print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)

@@ -413,7 +413,9 @@ class Translator:
                 attention = None if attention is None else widened(attention)  # a half network's in float32
                 log_probs = log_probs.float().cpu()  # (B, T + 1)
                 probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
-                text, read = self.codec.decode(tokens), []
+                # a word model's reading shows its tokens spaced, as read: one probability per space-separated word
+                text = " ".join(tokens) if self.codec.mode == "word" else self.codec.decode(tokens)
+                read = []
                 words = torch.tensor(words_of(self, tokens)[1])  # (T,) each token's word
                 word_probs = torch.zeros(len(toks), int(words[-1]) + 1).index_add_(1, words, log_probs[:, :-1]).exp()
                 for i, p in enumerate(probs):
