@@ -25,7 +25,7 @@ import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")  # a word: letters, joined by hyphens or apostrophes
+WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")  # a word: letters, joined by hyphens or apostrophes (' or ’)
 
 
 def composed(text: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 
-# Words (with inner apostrophes/hyphens, e.g. "don't", "well-known"), numbers, or any single other
+# Words (with inner apostrophes/hyphens, e.g. "don't", "don’t", "well-known"), numbers, or any single other
 # non-space character (punctuation). Needs no downloaded data, unlike nltk.word_tokenize. A word's characters are
 # letters, digits and the marks that combine with them (\p{M}: Devanagari's and Thai's vowel signs, Arabic's shadda,
 # an accent typed apart from its letter) and the zero-width (non-)joiners of Persian and emoji: `re` has no class of
@@ -24,7 +24,8 @@ _WORD_CHARS = r"\p{L}\p{N}\p{M}\u200c\u200d"
 # str.isspace's characters, as `re`'s \s matches them (the `regex` module's \s leaves out \x1c-\x1f)
 _SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # punctuation: one character neither of a word nor a space (the `regex` module's \w would also take ⓐ and ‿)
-_TOKEN = rf"\d+(?:[.,]\d+)+|[{_WORD_CHARS}]+(?:['\-][{_WORD_CHARS}]+)*|[^{_WORD_CHARS}{_SPACE}]"
+# a word's inner apostrophe: ASCII or typographic (’, the default of iOS and macOS keyboards: "aujourd’hui", "don’t")
+_TOKEN = rf"\d+(?:[.,]\d+)+|[{_WORD_CHARS}]+(?:['’\-][{_WORD_CHARS}]+)*|[^{_WORD_CHARS}{_SPACE}]"
 _compiled: list = []  # the pattern, compiled at first use (the `regex` module: 17 ms of imports a command may not need)
 # The tokenizer before 2026-12-02 (`re`'s \w): every combining mark and zero-width (non-)joiner a token of its own
 # ("आदमी" was "आदम" + "ी"). Word vocabularies built then hold those tokens; the models read text with it still

@@ -6,7 +6,7 @@ Lightning."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from text_attn.core.vocab import Vocabulary, is_word, marks_split_off, tokenize
 from text_attn.translation.subwords import Subwords
@@ -14,6 +14,9 @@ from text_attn.translation.subwords import Subwords
 SPACE = "▁"  # the visible token for a space in `dates` sources
 CHAR_TASKS = ("dates",)  # tasks whose tokens are characters
 MODES = ("word", "char", "subword")
+# typographic quotes (iOS's and macOS's default) and the acute accent typed for an apostrophe ("Peter´s"), read as
+# their ASCII form by a side whose vocabulary lacks them (it read them as <unk>)
+FOLDS = {"’": "'", "‘": "'", "“": '"', "”": '"', "´": "'"}
 
 
 def tokenize_text(text: str, mode: str, lower: bool = True, split_marks: bool = False) -> list[str]:
@@ -120,6 +123,9 @@ class TextCodec:
     lower: bool = True
     subwords: Subwords | None = None
     split_marks: bool = False
+    # side ("source", "target") -> its vocabulary's tokens (:meth:`for_vocabularies`), and what is built from them
+    sides: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _built: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -129,10 +135,43 @@ class TextCodec:
         if self.split_marks and self.mode != "word":
             raise ValueError("split_marks is the word tokenizer's")
 
-    def encode(self, text: str) -> list[str]:
+    def for_vocabularies(self, source: Vocabulary, target: Vocabulary) -> TextCodec:
+        """This codec reading each side's text with the tokens of its vocabulary (``encode``'s ``side``): a subword
+        model spells a side's words from the pieces it knows (Subwords.restricted), and quotes the side lacks are
+        folded (:meth:`folded`)."""
+        return replace(self, sides={"source": tuple(source.itos), "target": tuple(target.itos)}, _built={})
+
+    def folded(self, text: str, side: str | None = None) -> str:
+        """``text`` with the typographic quotes (FOLDS) that ``side``'s vocabulary lacks as ASCII ones;
+        ``text`` for a codec without that side."""
+        if side not in self.sides:
+            return text
+        if ("fold", side) not in self._built:
+            tokens = "\n".join(self.sides[side])
+            self._built["fold", side] = str.maketrans({c: plain for c, plain in FOLDS.items() if c not in tokens})
+        return text.translate(self._built["fold", side])
+
+    def encode(self, text: str, side: str | None = None) -> list[str]:
+        """``text``'s tokens; with ``side`` (a codec :meth:`for_vocabularies`) as that side reads it: its quotes
+        :meth:`folded`, a subword model's pieces only those of its vocabulary."""
+        text = self.folded(text, side)
         if self.subwords is not None:
-            return self.subwords.encode(" ".join(text.split()))  # one space between words: decode gives it back
+            if side not in self.sides:
+                return self.subwords.encode(text)  # one space between words: decode gives it back
+            if ("subwords", side) not in self._built:
+                self._built["subwords", side] = self.subwords.restricted(self.sides[side])
+            return self._built["subwords", side].encode(text)
+        if side in self.sides and self.mode == "word" and self._apart(side):
+            text = text.replace("’", " ’ ")  # read as the tokenizer that built it read text
         return tokenize_text(text, self.mode, self.lower, self.split_marks)
+
+    def _apart(self, side: str) -> bool:
+        """Whether a word vocabulary has "’" only as a token of its own: built by a tokenizer that split "aujourd’hui"
+        at it (as the word tokenizer did until ’ joined words, 2026-12-02; today's keeps such a word whole)."""
+        if ("apart", side) not in self._built:
+            tokens = self.sides[side]
+            self._built["apart", side] = "’" in tokens and not any("’" in t and len(t) > 1 for t in tokens)
+        return self._built["apart", side]
 
     def decode(self, tokens: Sequence[str]) -> str:
         if self.subwords is not None:

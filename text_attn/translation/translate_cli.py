@@ -330,11 +330,13 @@ def _translate_stream(
     bar = tqdm(total=total, unit="sent", desc="translating", disable=quiet, file=sys.stderr)
     options = search_options(args)
     progress = {} if progress is None else progress
-    progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[])
+    progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[],
+                    folded=0, folded_first=[])  # fmt: skip
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
     uncased: list[int] = []  # the chunk's inputs without capitals that a model with no casing data read as typed
+    folded: list[int] = []  # the chunk's inputs with quotes the model's source lacks, read as ASCII (TextCodec.folded)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
 
@@ -388,6 +390,7 @@ def _translate_stream(
         count("unlike", unlike)
         count("recased", recased)
         count("uncased", uncased)
+        count("folded", folded)
         if report is not None:
             from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
 
@@ -414,7 +417,7 @@ def _translate_stream(
             error = "not valid UTF-8 text"
         else:
             read = translator.read_as(line)  # typed without capitals: with the training text's (Translator.tokenize)
-            tokens = translator.codec.encode(read)
+            tokens = translator.codec.encode(read, "source")
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
@@ -431,7 +434,10 @@ def _translate_stream(
         else:
             if translator.unlike_source(line):
                 unlike.append(n)
-            if changed_reading(line, read) is not None:
+            quoted = translator.codec.folded(line, "source")  # read_as folds them too: not a recasing
+            if quoted != line:
+                folded.append(n)
+            if changed_reading(quoted, read) is not None:
                 recased.append(n)
             elif not translator.keep_case and translator.casing_missing and _caseless(line):
                 uncased.append(n)
@@ -544,6 +550,10 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         print(f"translate: note: {NO_CASING}: input{'s' if count > 1 else ''} {shown} translated as typed, without "
               "the capitals its training text writes; type them, or retrain the model (today's text-train fit keeps "
               "the casing data)", file=sys.stderr)  # fmt: skip
+    if progress.get("folded"):
+        count, shown = progress["folded"], _numbers(progress["folded"], progress["folded_first"])
+        print(f"translate: note: input{'s' if count > 1 else ''} {shown}: typographic quotes the model's source text "
+              f"never wrote (’ ‘ “ ” ´) read as ' and \"", file=sys.stderr)  # fmt: skip
     if progress.get("recased"):
         count, shown = progress["recased"], _numbers(progress["recased"], progress["recased_first"])
         s, their, them = ("s", "their", "them") if count > 1 else ("", "its", "it")

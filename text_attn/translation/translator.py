@@ -107,7 +107,10 @@ class Translator:
         ``lower``). info: JSON-able notes the model file carries (training data, terms, scores). source_check: what
         :meth:`unlike_source` compares an input with (text_attn.translation.source_check; None: no check)."""
         self.net, self.src_vocab, self.tgt_vocab = net, src_vocab, tgt_vocab
-        self.codec = codec if isinstance(codec, TextCodec) else TextCodec(codec, lower)
+        codec = codec if isinstance(codec, TextCodec) else TextCodec(codec, lower)
+        # each side read with its own vocabulary's tokens: a subword model spells every word from pieces that side
+        # knows, quotes a side lacks are folded (TextCodec.for_vocabularies); the model file stores the codec as is
+        self.codec = codec.for_vocabularies(src_vocab, tgt_vocab)
         self.info = dict(info or {})
         self.source_check = source_check
         self.keep_case = False  # True: lines without capitals are read as typed, not recased (translate --keep-case)
@@ -244,13 +247,14 @@ class Translator:
 
     def tokenize(self, text: str) -> list[str]:
         """The source tokens of ``text`` as the model reads it (:meth:`read_as`)."""
-        return self.codec.encode(self.read_as(text))
+        return self.codec.encode(self.read_as(text), "source")
 
     def read_as(self, text: str) -> str:
         """``text`` as the model reads it: a line whose case says nothing ("ein mann fährt fahrrad", or all capitals)
         with the capitals its training source text writes ("Ein Mann fährt Fahrrad"), where the model file knows them
-        and the model keeps case (text_attn.core.casing); else ``text``. ``keep_case`` turns it off."""
-        text = composed(text)  # the subword model composes it anyway (NFKC); the word-level codec and casing do not
+        and the model keeps case (text_attn.core.casing); typographic quotes its source vocabulary lacks as ASCII
+        ones ("’" -> "'": TextCodec.folded); else ``text``. ``keep_case`` turns the recasing off."""
+        text = self.codec.folded(composed(text), "source")  # composed: the subword codec does so too; casing needs it
         casing = None if self.keep_case else self.casing
         return text if casing is None else casing.recase(text)
 
@@ -347,7 +351,7 @@ class Translator:
         """Each sentence as the model reads it (:meth:`read_as`: tokenize's, once) and its tokens; an empty one is a
         ValueError."""
         read = [self.read_as(s) for s in sentences]
-        toks = [self.codec.encode(r) for r in read]
+        toks = [self.codec.encode(r, "source") for r in read]
         for s, t in zip(sentences, toks, strict=True):
             if not t:
                 raise ValueError(f"empty input: {s!r}")
@@ -378,7 +382,7 @@ class Translator:
     def target_tokens(self, translation: str) -> tuple[list[str], list[str]]:
         """A translation as written -> its tokens as the model writes them (its case kept where the model keeps
         case), and those the target vocabulary lacks (read as <unk>), each once."""
-        tokens = self.codec.encode(translation)
+        tokens = self.codec.encode(translation, "target")  # typographic quotes the target lacks folded, as shown
         unknown = list(dict.fromkeys(t for t in tokens if t not in self.tgt_vocab.stoi))
         return tokens, unknown
 
