@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from text_attn.core.vocab import Vocabulary
+from text_attn.translation.plot_files import PlotWriter
 from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
-from text_attn.translation.translate_cli import _plots, translate_main
+from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
 
@@ -44,8 +45,9 @@ def test_an_empty_translation_among_others_is_left_out_in_one_note(tmp_path, cap
         source = ["ein", "mann"]
         return SimpleNamespace(source=source, tokens=tokens, attention=torch.full((len(tokens), 3), 1 / 3))
 
-    args = SimpleNamespace(plot=str(tmp_path / "g.png"), evidence=False)
-    _plots(args, SimpleNamespace(net=None), [(1, result(["a", "man"])), (2, result([]))], {}, several=True)
+    plots = PlotWriter(str(tmp_path / "g.png"), None)
+    plots.add([(1, result(["a", "man"])), (2, result([]))], several=True)
+    plots.finish(several=True)
     err = capsys.readouterr().err
     assert (tmp_path / "g-1.png").exists() and not (tmp_path / "g-2.png").exists()
     assert err.count("is empty") == 1 and "--plot: translation 2 is empty: nothing to plot\n" in err, err

@@ -8,7 +8,7 @@ import torch
 from helpers.tiny_translator import tiny_word_model_file
 from PIL import Image
 
-from text_attn.translation import translate_cli
+from text_attn.translation import plot_files, translate_cli
 from text_attn.translation.explain import translation_evidence
 from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
 from text_attn.translation.translator import Translator
@@ -19,13 +19,13 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_the_evidence_grid_is_written_beside_each_attention_grid(tmp_path, capsys, monkeypatch):
     model = tiny_word_model_file(tmp_path / "m.pt")
     seen = []
-    real = translate_cli._evidence_plot
+    real = plot_files.draw_evidence
 
     def spy(path, found, tr):
         seen.append(found)
         return real(path, found, tr)
 
-    monkeypatch.setattr(translate_cli, "_evidence_plot", spy)
+    monkeypatch.setattr(plot_files, "draw_evidence", spy)
     code = translate_cli.translate_main(["ein mann", "ein hund", "--model", str(model), "--plot",
                                          str(tmp_path / "g.png"), "--evidence", "--max-len", "4"])  # fmt: skip
     assert code == 0

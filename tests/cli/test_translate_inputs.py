@@ -16,7 +16,7 @@ from helpers.multi30k import DE
 from helpers.one_line import refused
 from helpers.tiny_translator import tiny_subword_model_file
 
-from text_attn.translation import translate_cli
+from text_attn.translation import plot_files, translate_cli
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
@@ -97,7 +97,10 @@ def test_search_bytes_counts_beams_steps_and_source(model_file):
     translator = Translator.load(model_file)
     # an RNN keeps one attention row over the source (with <eos>) per beam and step, copied once as beams reorder
     assert translator.search_bytes(99, beam_size=8, max_len=50) == 2 * 4 * 8 * 50 * 100
-    assert translator.search_bytes(99, beam_size=1) == 2 * 4 * 1 * (2 * 100 + 10) * 100  # cap: 2 x (99 + 1) + 10
+    assert translator.search_bytes(20, beam_size=1) == 2 * 4 * 1 * (2 * 21 + 10) * 21  # cap: 2 x (20 + 1) + 10
+    # longer than any training source: the cap of 2 x the longest training target + 10 (test_translate_long_inputs)
+    cap = 2 * translator.trained_lengths["target_max"] + 10
+    assert translator.trained_lengths["source_max"] < 99 and translator.search_bytes(99) == 2 * 4 * cap * 100
 
 
 def test_a_sentence_too_long_for_memory_is_refused_and_the_others_translated(model_file, capsys, monkeypatch):
@@ -123,7 +126,7 @@ def test_an_unwritable_plot_gets_one_line(model_file, tmp_path, capsys, monkeypa
     def refused(path, tr, layer):  # what a read-only folder does to a user (root, as CI runs, may write anyway)
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(translate_cli, "_plot", refused)
+    monkeypatch.setattr(plot_files, "draw", refused)
     png = tmp_path / "g.png"
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(model_file), "--plot", str(png), "Ein Hund.", "--max-len", "3"])
@@ -177,9 +180,10 @@ def test_unknown_words_are_named_as_written(model_file, capsys):
 
 def test_a_paragraph_of_three_thousand_words_is_refused_by_the_bundled_model(capsys, monkeypatch):
     """Estimated at 2.4 GiB, under the 4 GiB a line's search may hold, it was searched: more than 12 minutes and
-    5.3 GB later it was still running, the other lines waiting. Counted with the reorder's copies: refused at once."""
+    5.3 GB later it was still running, the other lines waiting. Counted with the reorder's copies: refused at once.
+    (Its default cap is lower now, as a line longer than the training sources gets: the old one, 6,012, given.)"""
     monkeypatch.setattr("sys.stdin", io.StringIO("Ein Mann.\n" + "Hund " * 3000 + "\nEine Frau.\n"))
-    assert translate_main(["--threads", "1"]) == 1
+    assert translate_main(["--threads", "1", "--max-len", "6012"]) == 1
     out = capsys.readouterr()
     lines = out.out.split("\n")
     assert len(lines) == 4 and lines[0] and lines[1] == "" and lines[2], out.out

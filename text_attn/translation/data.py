@@ -42,7 +42,7 @@ from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_si
 from text_attn.core.vocab import Vocabulary, is_word
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.pairs import Example, TaskError
-from text_attn.translation.source_check import LANGUAGES, source_check, unlike_language
+from text_attn.translation.source_check import LANGUAGES, source_check, token_lengths, unlike_language
 from text_attn.translation.subwords import MODEL_TYPES, SubwordError, Subwords
 from text_attn.translation.tasks import load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec
@@ -293,6 +293,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         if self.codec.mode == "word":
             _unspaced_note(out["train"])
         out = self._within_max_tokens(out)
+        if self.source_check is not None and out["train"]:  # how long its sentences were: translate's long-input note
+            self.source_check["lengths"] = token_lengths((e.src, e.tgt) for e in out["train"])
         if hp.alignments:
             from text_attn.translation.links import link_examples
 

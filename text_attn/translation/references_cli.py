@@ -42,10 +42,13 @@ def keep(args: argparse.Namespace, progress: dict[str, Any], number: int, source
         progress.setdefault("scored", []).append((number, source, text))
 
 
-def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int, lowercase: bool = False) -> None:
+def score_run(
+    args: argparse.Namespace, progress: dict[str, Any], seen: int, lowercase: bool = False, interrupted: bool = False
+) -> None:
     """The run's translations against --references: inputs whose line in FILE is missing or empty are counted in one
     note and not scored; the scores on stderr; --scores written. ``lowercase``: the model writes lowercase (a word
-    model with data.lower): sacreBLEU and chrF case-insensitive, and the lines say so."""
+    model with data.lower): sacreBLEU and chrF case-insensitive, and the lines say so. ``interrupted``: a Ctrl-C
+    ended the run: the translations written are scored, and the scores' line says they are only those."""
     lines = args.reference_lines
     if lines is None:
         return
@@ -55,7 +58,7 @@ def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int, low
     if len(pairs) < len(kept):
         print(f"translate: note: --references {name} has no line (or an empty one) for {len(kept) - len(pairs)} of "
               "the inputs translated: they are not scored", file=sys.stderr)  # fmt: skip
-    if len(lines) > seen:
+    if len(lines) > seen and not interrupted:  # interrupted: the rest were not reached, said in the scores' line
         print(f"translate: note: --references {name} has {len(lines)} lines for {seen} input(s): the rest were not "
               "used", file=sys.stderr)  # fmt: skip
     if not pairs:
@@ -63,8 +66,9 @@ def score_run(args: argparse.Namespace, progress: dict[str, Any], seen: int, low
         return
     result = scores(pairs, args.bleu_tokenize, lowercase)
     text = "case-insensitive: the model writes lowercase" if lowercase else "on the text as written"
-    print(f"translate: scores against --references {name}: {len(pairs):,} sentence(s) (sacreBLEU and chrF {text}; "
-          "BLEU (tok.): lowercased, tokenized)", file=sys.stderr)  # fmt: skip
+    part = " written before the interrupt" if interrupted else ""
+    print(f"translate: scores against --references {name}: {len(pairs):,} sentence(s){part} (sacreBLEU and chrF "
+          f"{text}; BLEU (tok.): lowercased, tokenized)", file=sys.stderr)  # fmt: skip
     print("translate: " + "  ".join(f"{k} {v:.2f}" for k, v in result["scores"].items()), file=sys.stderr)
     print(f"translate: signatures: {result['signature']}", file=sys.stderr)
     if args.scores:

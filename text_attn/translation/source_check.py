@@ -13,6 +13,8 @@ pictures. The check has two parts:
   words a corpus of picture descriptions rarely or never has ("Verspätung", "Haushalt", "Rechnung").
 Beside them the check keeps the training text's casing (``casing``: text_attn.core.casing), which flags
 nothing: a line typed without capitals is read with the training text's capitals before it is translated.
+Beside them it records how long the training sentences were, in tokens (``lengths``: :func:`token_lengths`): a line
+longer than any source the model learned from is translated as one sentence and said so (translate's note).
 Plain JSON-able values: model files store the check (``Translator.source_check``), and neither side needs a model.
 A model file from before the word profile has only the first part, and keeps it.
 """
@@ -121,6 +123,33 @@ def valid_check(check: object) -> bool:
             and isinstance(words.get("threshold"), number)
         )
         and (casing is None or valid_casing(casing))
+        and valid_lengths(check.get("lengths"))
+    )
+
+
+def token_lengths(pairs: Iterable[tuple[Sequence, Sequence]]) -> dict[str, int] | None:
+    """The training pairs' token lengths as a model file records them: each side's longest and 99th percentile
+    (None: no pairs). ``translate`` says when an input is longer than every training source, and caps its search."""
+    src, tgt = [], []
+    for s, t in pairs:
+        src.append(len(s))
+        tgt.append(len(t))
+    if not src:
+        return None
+    src.sort()
+    tgt.sort()
+    p99 = min(len(src) - 1, math.ceil(0.99 * len(src)) - 1)  # the length 99% of the pairs are at most
+    return {"source_max": src[-1], "source_p99": src[p99], "target_max": tgt[-1], "target_p99": tgt[p99]}
+
+
+def valid_lengths(lengths: object) -> bool:
+    """Whether ``lengths`` (read from a model file) is what :func:`token_lengths` makes, or absent (a file from before
+    2026-12: the record is new)."""
+    keys = {"source_max", "source_p99", "target_max", "target_p99"}
+    return lengths is None or (
+        isinstance(lengths, dict)
+        and set(lengths) == keys
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in lengths.values())
     )
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -244,78 +246,20 @@ def _alignment_line(translator, args: argparse.Namespace, progress: dict[str, An
     return pharaoh(links(translator, tr, rows)) + "\n"
 
 
-def _evidence_plot(path: Path, found, tr) -> Path:
-    """PNG-evidence.png: per output token, the share of what masking each source token costs it (its positive part,
-    each row summing to 1), the row labelled with its Kendall tau against the attention."""
-    from text_attn.core.arrays import evidence_shares
-    from text_attn.translation.plots import plot_alignment
-
-    share = evidence_shares(found.evidence)  # (T, S)
-    rows = [f"{tok} ({'–' if tau != tau else f'τ {tau:+.2f}'})" for tok, tau in zip(tr.tokens, found.agreement,
-                                                                                    strict=True)]  # fmt: skip
-    out = path.with_name(f"{path.stem}-evidence.png")
-    return plot_alignment(share, found.source, rows, out, title="what masking each source token costs the word",
-                          label="share of the word's loss")  # fmt: skip
-
-
-def _plot(path: Path, tr, net) -> Path:
-    from text_attn.translation.plots import plot_alignment, plot_alignment_heads
-
-    src = [*tr.source, "<eos>"]
-    attn = tr.attention
-    if attn.dim() == 3:  # (T, H, S): one layer's heads
-        title = f"cross-attention, decoder layer {net.plot_index} (from 0)"
-        return plot_alignment_heads(attn.transpose(0, 1), src, tr.tokens, path, title=title)
-    return plot_alignment(attn, src, tr.tokens, path)
-
-
-def _plots(args: argparse.Namespace, translator, results: list, progress: dict, several: bool) -> None:
-    """--plot (and --evidence's pictures): a PNG per kept translation, named by input number where there are
-    several (a failed input leaves its number out, an empty translation is not drawn); the characters no installed
-    font has and the empty translations are named in one note each."""
-    import warnings
-
-    from text_attn.core.fonts import GlyphWarning, glyph_message, uncovered
-
-    if chars := uncovered(tok for _, tr in results for tok in (*tr.source, *tr.tokens)):
-        print(f"translate: note: --plot: {glyph_message(chars)}", file=sys.stderr)
-    base = Path(args.plot)
-    empty = [n for n, tr in results if not tr.tokens]  # nothing to draw: a grid of no rows (plots refuses one)
-    if empty:
-        which = (
-            f"translation {empty[0]} is" if len(empty) == 1 else f"translations {_numbers(len(empty), empty[:5])} are"
-        )
-        none = "; no picture written" if len(empty) == len(results) else ""
-        print(f"translate: note: --plot: {which} empty: nothing to plot{none}", file=sys.stderr)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", GlyphWarning)  # said once above, not once a picture
-        for n, tr in results:
-            if not tr.tokens:
-                continue
-            path = base.with_name(f"{base.stem}-{n}{base.suffix or '.png'}") if several else base
-            try:
-                print(f"wrote {_plot(path, tr, translator.net)}", file=sys.stderr)
-                if args.evidence:
-                    found = _evidence(translator, tr, progress, n)
-                    print(f"wrote {_evidence_plot(path, found, tr)}", file=sys.stderr)
-            except OSError as err:
-                fail("translate", f"cannot write --plot {path}: {one_line(err)}")
-
-
 # --model-info of a word model from before 2026-12-02 (text_attn.core.vocab.marks_split_off)
 NO_CASING = "this model file has no casing data (made before 2026-11-30)"  # Translator.casing_missing
 SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Translator.search_bytes) is refused
 
 
 def _translate_stream(
-    translator, args: argparse.Namespace, out, report=None, progress=None, align=None
+    translator, args: argparse.Namespace, out, report=None, progress=None, align=None, plots=None
 ) -> tuple[int, int, list]:
     """Read sentences (arguments, or stdin line by line), translate them a batch at a time, write each batch as it is
     done (to ``out``, a section per sentence to the --html ``report``, a line per input to the --alignments stream
-    ``align``). An input that cannot be translated gets
+    ``align``, its pictures to ``plots``, a plot_files.PlotWriter). An input that cannot be translated gets
     its error line on stderr and an empty line in the output, so output line N stays input line N (not with
     --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
-    pairs kept for --plot); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
+    pairs kept for --demo); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
     ``progress["cut"]`` the translations that reached --max-len, ``progress["unlike"]`` how many inputs written look
     unlike the model's training source text (Translator.unlike_source) and ``progress["unlike_first"]`` the first ten's
     numbers."""
@@ -326,17 +270,21 @@ def _translate_stream(
         sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
     source = args.sentences or (line.rstrip("\n") for line in sys.stdin)
     total = len(args.sentences) if args.sentences else None
+    size = None if args.sentences else _input_size()  # a regular file on stdin: its bytes, the bar's total (an ETA)
     quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
-    bar = tqdm(total=total, unit="sent", desc="translating", disable=quiet, file=sys.stderr)
+    bar = tqdm(total=size or total, unit="B" if size else "sent", unit_scale=bool(size), desc="translating",
+               disable=quiet, file=sys.stderr)  # fmt: skip
+    news = None if sys.stderr.isatty() else {"start": time.monotonic()}  # off a terminal: a line a minute
     options = search_options(args)
     progress = {} if progress is None else progress
     progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[],
-                    folded=0, folded_first=[])  # fmt: skip
+                    folded=0, folded_first=[], long=0, long_first=[])  # fmt: skip
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
     uncased: list[int] = []  # the chunk's inputs without capitals that a model with no casing data read as typed
     folded: list[int] = []  # the chunk's inputs with quotes the model's source lacks, read as ASCII (TextCodec.folded)
+    long: list[int] = []  # the chunk's inputs longer than any training source (Translator.longest_source)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
 
@@ -376,7 +324,7 @@ def _translate_stream(
                 written += "".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest)
             elif args.n_best_given:  # --n-best 1: the list's one line (its score: the search's ranking score)
                 written += f"{n}\t{tr.score:.4f}\t{inert(tr.text)}\n"
-            if args.plot or args.demo:
+            if args.demo:
                 kept.append((n, tr))
         out.write(written)
         out.flush()
@@ -391,6 +339,7 @@ def _translate_stream(
         count("recased", recased)
         count("uncased", uncased)
         count("folded", folded)
+        count("long", long)
         if report is not None:
             from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
 
@@ -403,8 +352,15 @@ def _translate_stream(
                 found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
                 note = translator.note() if n in flagged else None
                 report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang))
+        if plots is not None:  # drawn as written: a Ctrl-C keeps the pictures of what was written
+            several = len(args.sentences) > 1 if args.sentences else (seen > 1 or None)  # None: not known yet
+            plots.add([(n, by_number[n]) for n, _ in good], several)
+        progress["read"] = seen  # for the pictures still waiting after a Ctrl-C (PlotWriter.finish)
         errors.clear()
-        bar.update(len(chunk))
+        read = _bytes_read(size)
+        bar.update(len(chunk) if read is None else read - bar.n)
+        if news is not None:
+            _news(news, progress["done"], None if read is None else read / size)
         chunk.clear()
 
     for n, line in enumerate(source, 1):
@@ -434,6 +390,8 @@ def _translate_stream(
         else:
             if translator.unlike_source(line):
                 unlike.append(n)
+            if len(tokens) > translator.longest_source():
+                long.append(n)
             quoted = translator.codec.folded(line, "source")  # read_as folds them too: not a recasing
             if quoted != line:
                 folded.append(n)
@@ -450,6 +408,46 @@ def _translate_stream(
         flush()
     bar.close()
     return failed, seen, kept
+
+
+NEWS_EVERY_S = 60.0  # off a terminal, a line this often (as text-train's: text_attn/core/progress_lines.py)
+
+
+def _input_size() -> int | None:
+    """The size in bytes of the regular file on stdin (None: a pipe, a terminal, an empty file): the progress bar's
+    total, the bytes read so far its count (:func:`_bytes_read`)."""
+    try:
+        st = os.fstat(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or a stream without a file (a test's StringIO)
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) and st.st_size > 0 else None
+
+
+def _bytes_read(size: int | None) -> int | None:
+    """How far into the regular file on stdin reading has come (its offset; the buffer read ahead counted: at most
+    ``size``); None without one. A gzipped file's offset is its compressed bytes, as its size is."""
+    if size is None:
+        return None
+    try:
+        return min(os.lseek(sys.stdin.fileno(), 0, os.SEEK_CUR), size)
+    except (OSError, ValueError):
+        return None
+
+
+def _news(state: dict[str, float], done: int, share: float | None) -> None:
+    """Off a terminal (a log file, nohup): at most a line every NEWS_EVERY_S on stderr, the sentences written, their
+    rate and how much of a regular input file was read (a bar there is one line of carriage returns; none said
+    nothing for a whole run)."""
+    now = time.monotonic()
+    if now - state.get("said", state["start"]) < NEWS_EVERY_S:
+        return
+    state["said"] = now
+    rate = done / max(now - state["start"], 1e-9)
+    part = f", {share:.0%} of the input read" if share is not None else ""
+    try:
+        print(f"translate: {done:,} sentence(s) written, {rate:.1f} a second{part}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr gone: the translations go on without news
+        pass
 
 
 def _caseless(line: str) -> bool:
@@ -536,8 +534,12 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         which = f"inputs {names} name files" if len(files) > 1 else f"input {names} names a file"
         print(f"translate: note: {which}, translated as text; to translate a file's lines: translate < "
               f"{inert(files[0][1])}", file=sys.stderr)  # fmt: skip
+    if progress.get("long"):
+        print(f"translate: note: {_long_note(translator, args, progress)}", file=sys.stderr)
     if progress.get("cut"):
         cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x (source tokens + 1) + 10)"
+        if progress.get("long") and not args.max_len:  # Translator.default_steps: a long input's cap is lower
+            cap = cap[:-1] + f"; at most {translator.default_steps(10**6)} for a long input)"
         print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
@@ -559,6 +561,23 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         s, their, them = ("s", "their", "them") if count > 1 else ("", "its", "it")
         print(f"translate: note: input{s} {shown} had no capitals of {their} own: read with the capitals of "
               f"{translator.known()}; --keep-case translates {them} as typed", file=sys.stderr)  # fmt: skip
+
+
+def _long_note(translator, args: argparse.Namespace, progress: dict[str, Any]) -> str:
+    """The one note on the inputs longer than any training source: a model that learned from sentences translates a
+    paragraph (or sentences joined on one line) as one sentence, about the first; said, with the cap it got."""
+    count = progress["long"]
+    shown = _numbers(count, progress["long_first"])
+    longest = translator.longest_source()
+    if translator.trained_lengths:
+        than = f"longer than any sentence the model learned from (the longest: {longest} tokens)"
+    else:
+        than = f"longer than {longest} tokens, more than models learn from (this model file does not record its " \
+            "training sentences' lengths)"  # fmt: skip
+    their, them, each = ("their", "them", " each") if count > 1 else ("its", "it", "")
+    capped = "" if args.max_len else f", {their} output capped at {translator.default_steps(10**6)} tokens"
+    return (f"input{'s' if count > 1 else ''} {shown}: {than}: translated as one sentence{each}{capped}; split "
+            f"{them} into sentences (one a line)")  # fmt: skip
 
 
 def _numbers(count: int, first: list[int]) -> str:
@@ -790,9 +809,10 @@ def _translate_main(args: argparse.Namespace) -> int:
                     opened.close()
             fail("translate", f"cannot write --alignments {args.alignments}: {one_line(err)}")
     progress: dict[str, Any] = {}
+    plots = _plot_writer(translator, args, progress)
     interrupted = False
     try:
-        failed, seen, results = _translate_stream(translator, args, out, report, progress, align)
+        failed, seen, results = _translate_stream(translator, args, out, report, progress, align, plots)
     except KeyboardInterrupt:  # Ctrl-C: what was written stays whole (each batch is flushed), one line, exit 130
         interrupted = True
     except OSError as err:  # --output or --html could not be written mid-run: what was written stays whole
@@ -813,9 +833,12 @@ def _translate_main(args: argparse.Namespace) -> int:
             if written is not None:  # None: the page was given up (its error said so), nothing was written
                 print(f"wrote {inert(written)}", file=sys.stderr)
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
+    if plots is not None and (interrupted or seen):  # the pictures of what was written, Ctrl-C or not
+        plots.finish(several=len(args.sentences) > 1 if args.sentences else progress.get("read", 0) > 1)
     if not interrupted:
         closing_notes(args, progress, progress.get("done", 0))
-        score_run(args, progress, progress.get("done", 0), translator.codec.lowercased)
+    # Ctrl-C: the sentences written are scored (and --scores written), and the line says it is only those
+    score_run(args, progress, progress.get("done", 0), translator.codec.lowercased, interrupted)
     if interrupted:
         where = f" in {args.output}" if args.output else ""
         print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)
@@ -826,12 +849,17 @@ def _translate_main(args: argparse.Namespace) -> int:
         for k, ((_, tr), source) in enumerate(zip(results, DEMO_SENTENCES, strict=True)):
             lines = [f"  {line}" for line in word_alignment(translator, tr)]
             emit("translate", "\n".join([f"{chr(10) if k else ''}{source}", tr.text, *lines]))
-    if args.plot and not args.demo:
-        if results and results[0][1].attention is None:
-            print("translate: note: this model has no attention to plot", file=sys.stderr)
-        else:
-            _plots(args, translator, results, progress, several=seen > 1)
     return 1 if failed else 0
+
+
+def _plot_writer(translator, args: argparse.Namespace, progress: dict[str, Any]):
+    """--plot's pictures, drawn as each batch is written (plot_files.PlotWriter); None without --plot (--demo: none)."""
+    if not args.plot or args.demo:
+        return None
+    from text_attn.translation.plot_files import PlotWriter
+
+    evidence = (lambda n, tr: _evidence(translator, tr, progress, n)) if args.evidence else None
+    return PlotWriter(args.plot, translator.net, evidence)
 
 
 # measured: 0.75 s of a 4.3 s ``translate SENTENCE`` is the teardown it skips

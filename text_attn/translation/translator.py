@@ -89,6 +89,10 @@ class Translations(PageList):
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
 BATCH_BYTES = 2 << 30  # one batch's search's estimated peak (Translator._batches): 2 GiB, about 1 GiB held
+# a model file without the record of its training sentences' lengths (source_check.token_lengths; before 2026-12):
+# inputs longer than this many source tokens are taken as longer than any it learned from. The bundled models'
+# longest Multi30k training source is 54 subword tokens (99%: 32); a sentence of 100 is rare in any corpus
+LONG_INPUT = 100
 
 
 class Translator:
@@ -289,6 +293,30 @@ class Translator:
         return None if self.source_check is None else unlike_source(self.source_check, composed(text))
 
     @property
+    def trained_lengths(self) -> dict[str, int] | None:
+        """The training pairs' token lengths the model file records (source_check.token_lengths: each side's longest
+        and 99th percentile); None in a file from before the record."""
+        return (self.source_check or {}).get("lengths")
+
+    def longest_source(self) -> int:
+        """The most source tokens of an input the model learned from: the longest training source where recorded,
+        else LONG_INPUT. A longer input (a paragraph, sentences on one line) is translated as one sentence: a model
+        that only saw sentences ends after about one."""
+        lengths = self.trained_lengths
+        return lengths["source_max"] if lengths else LONG_INPUT
+
+    def default_steps(self, n_tokens: int) -> int:
+        """The output cap of a sentence of ``n_tokens`` source tokens when none is given: 2 x (its source + 1) + 10;
+        for an input longer than :meth:`longest_source`, at most 2 x the longest training target + 10 (recorded; else
+        the cap of a LONG_INPUT-token input): its search looped to 1,350 steps for a 669-token line, 57 s and 2.8 GB
+        for a 25-word translation the cap of 80 gives too. An input within the training lengths keeps its cap."""
+        own = (n_tokens + 1) * 2 + 10
+        if n_tokens <= self.longest_source():
+            return own
+        lengths = self.trained_lengths
+        return min(own, lengths["target_max"] * 2 + 10 if lengths else (LONG_INPUT + 1) * 2 + 10)
+
+    @property
     def source_lang(self) -> str | None:
         """The code of the language the model reads (``de`` for the bundled models), from its training text's check;
         None where the model file does not say (a synthetic task, an older file)."""
@@ -448,7 +476,7 @@ class Translator:
         copied as the beams are reordered and the rows stacked at the end (measured: the bundled Transformer's peak
         was 2.1-2.2x the held tensors at 300-400 source tokens, and a 3,000-token line estimated at 2.4 GiB once
         held over 5 GiB)."""
-        steps = max_len or (n_tokens + 1) * 2 + 10  # translate_tokens' default: 2 x source (with <eos>) + 10
+        steps = max_len or self.default_steps(n_tokens)  # translate_tokens' default
         cfg = self.net.cfg
         per_step = n_tokens + 1
         if self.arch == "transformer":
@@ -485,10 +513,11 @@ class Translator:
         """Translate already tokenized sentences. A subword model never writes <unk> (the next most likely piece stands
         in: every word can be spelled from pieces). Sentences whose search would not fit in BATCH_BYTES together are
         translated in smaller batches (:meth:`_batches`); each gets the translation it gets in any batch: the output
-        cap is ``max_len``, else each sentence's own 2 x (its source + 1) + 10 (its end counted), at most
-        ``longest`` where given (a server's ceiling: a 1,000-token line would search 2,012 steps). No sentences: no
-        translations. ``keys`` (an option; per sentence an integer): with a seeded sampling, its draws' key (default:
-        its position in ``toks``), so that it draws the same whichever sentences share its batch."""
+        cap is ``max_len``, else each sentence's own 2 x (its source + 1) + 10 (its end counted; an input longer than
+        the training sources: lower, :meth:`default_steps`), at most ``longest`` where given (a server's ceiling).
+        No sentences: no translations. ``keys`` (an option; per sentence an integer): with a seeded sampling, its
+        draws' key (default: its position in ``toks``), so that it draws the same whichever sentences share its
+        batch."""
         if not toks:
             return []
         sampling = options.get("sampling")
@@ -535,7 +564,7 @@ class Translator:
         src, lens = self._source_batch(toks)
         if not max_len:  # each sentence's own 2 x source + 10: not its batch's longest (the output then depended on
             # which lines shared its batch)
-            caps = lens * 2 + 10
+            caps = torch.tensor([self.default_steps(len(t)) for t in toks], device=lens.device)  # lens: with <eos>
             options["row_max_len"] = caps if longest is None else caps.clamp(max=longest)
             max_len = int(options["row_max_len"].max())
         with evaluating(self.net):  # no dropout, whatever mode a training network is in; restored after
