@@ -24,7 +24,7 @@ from text_attn.core.errors import (
     fail,
     missing,
     one_line,
-    stdout_failed,
+    to_devnull,
 )
 from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_text
@@ -62,6 +62,14 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
+from text_attn.translation.translate_streams import (
+    StreamFailed,
+    Terminated,
+    failing_as,
+    sigterm_interrupts,
+    stdin_lines,
+    unknown_note,
+)
 
 # translate --demo: German sentences of the kind Multi30k describes (written for this project, not from the corpus)
 DEMO_SENTENCES = [
@@ -265,10 +273,8 @@ def _translate_stream(
     numbers."""
     from tqdm.auto import tqdm
 
-    if not args.sentences and hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8: one line each, below
-        # UTF-8 whatever the locale: under LC_ALL=C or PYTHONIOENCODING=ascii valid German was "not valid UTF-8"
-        sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
-    source = args.sentences or (line.rstrip("\n") for line in sys.stdin)
+    # stdin: UTF-8 whatever the locale, gzipped or not; None where a pipe or terminal has sent all it has for now
+    source = args.sentences or stdin_lines()
     total = len(args.sentences) if args.sentences else None
     size = None if args.sentences else _input_size()  # a regular file on stdin: its bytes, the bar's total (an ETA)
     quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
@@ -278,7 +284,7 @@ def _translate_stream(
     options = search_options(args)
     progress = {} if progress is None else progress
     progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[],
-                    folded=0, folded_first=[], long=0, long_first=[])  # fmt: skip
+                    folded=0, folded_first=[], long=0, long_first=[], unknown=0, unknown_first=[])  # fmt: skip
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
@@ -317,21 +323,25 @@ def _translate_stream(
             written = ""
         for (n, _), tr in zip(good, outs, strict=True):
             keep(args, progress, n, sources.pop(n, ""), tr.text)  # --references: scored at the end
-            if tr.unknown:
-                print(f"translate: note: input {n}: unknown word(s) {', '.join(_unknown_words(translator, tr))} read "
-                      "as <unk>", file=sys.stderr)  # fmt: skip
+            if tr.unknown:  # one note at the end names the first ten (a line each flooded an out-of-domain corpus)
+                progress["unknown"] += 1
+                if len(progress["unknown_first"]) < 10:
+                    progress["unknown_first"].append((n, _unknown_words(translator, tr)))
             if tr.nbest is not None:  # n lines per input: number, score, translation; best first
                 written += "".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest)
             elif args.n_best_given:  # --n-best 1: the list's one line (its score: the search's ranking score)
                 written += f"{n}\t{tr.score:.4f}\t{inert(tr.text)}\n"
             if args.demo:
                 kept.append((n, tr))
-        out.write(written)
-        out.flush()
+        with failing_as(f"--output {args.output}" if args.output else "stdout"):
+            out.write(written)
+            out.flush()
         if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
-            align.write("".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number
-                                else "\n" for n, _ in chunk))  # fmt: skip
-            align.flush()
+            lines = "".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number else "\n"
+                            for n, _ in chunk)  # fmt: skip
+            with failing_as(f"--alignments {args.alignments}"):
+                align.write(lines)
+                align.flush()
         progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
         progress["cut"] += sum(tr.truncated for tr in outs)
         flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
@@ -346,12 +356,14 @@ def _translate_stream(
             drawn = dict(zip((n for n, _ in good), report_attention(translator, outs), strict=True))
             for n, _ in chunk:  # in input order, a failed input in its place (as its empty output line)
                 if n not in by_number:
-                    report.add(failed_section(n, errors.get(n, "not translated")))
+                    with failing_as(f"--html {args.html}"):
+                        report.add(failed_section(n, errors.get(n, "not translated")))
                     continue
                 tr = by_number[n]
                 found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
                 note = translator.note() if n in flagged else None
-                report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang))
+                with failing_as(f"--html {args.html}"):
+                    report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang))
         if plots is not None:  # drawn as written: a Ctrl-C keeps the pictures of what was written
             several = len(args.sentences) > 1 if args.sentences else (seen > 1 or None)  # None: not known yet
             plots.add([(n, by_number[n]) for n, _ in good], several)
@@ -363,8 +375,13 @@ def _translate_stream(
             _news(news, progress["done"], None if read is None else read / size)
         chunk.clear()
 
-    for n, line in enumerate(source, 1):
-        seen = n
+    n = 0
+    for line in source:
+        if line is None:  # a pipe or terminal with nothing more for now: what it sent is translated, not held back
+            if chunk:
+                flush()
+            continue
+        n = seen = n + 1
         line = line.rstrip("\r")  # a CRLF file read on any system
         error, tokens = None, None
         try:
@@ -541,6 +558,8 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         if progress.get("long") and not args.max_len:  # Translator.default_steps: a long input's cap is lower
             cap = cap[:-1] + f"; at most {translator.default_steps(10**6)} for a long input)"
         print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
+    if note := unknown_note(progress):
+        print(f"translate: note: {note}", file=sys.stderr)
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
         print(f"translate: note: {note}", file=sys.stderr)
@@ -651,13 +670,40 @@ def translate_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo and not args.model_info
     reads_stdin = reads_stdin or "-" in (args.given_file, args.references)  # --references -: stdin is an input too
-    try:  # before the model loads and anything is written; held to the end: two runs' lines interleaved in one file
-        held = hold_outputs(_held_outputs(args))
-    except OutputRefused as err:
-        fail("translate", str(err))
-    # the model file and a file on stdin are inputs: no output (the numbered --plot files included) may replace them
-    with held, protecting([model_path(args.model)], stdin=reads_stdin):
-        return _translate_main(args)
+    # SIGTERM ends the run as Ctrl-C does (the outputs closed whole, the locks removed), with exit code 143
+    with sigterm_interrupts():
+        try:
+            try:  # before the model loads and anything is written; held to the end: two runs' lines interleaved
+                held = hold_outputs(_held_outputs(args))
+            except OutputRefused as err:
+                fail("translate", str(err))
+            # the model file and a file on stdin are inputs: no output (the numbered --plot files included) may
+            # replace them
+            with held, protecting([model_path(args.model)], stdin=reads_stdin):
+                return _translate_main(args)
+        except Terminated:  # outside the translating (the model loading, --plot's pictures): as Ctrl-C says it there
+            print("translate: interrupted", file=sys.stderr)
+            raise SystemExit(143) from None
+
+
+def _outputs_intact(err: OSError) -> bool:
+    """Whether a run stopped by ``err`` leaves its own outputs whole, to be finished as after Ctrl-C: stdin could not
+    be read, or stdout's reader went away (``| head -1``), not an output file."""
+    return isinstance(err, StreamFailed) and err.where in ("stdin", "stdout")
+
+
+def _stream_failed(args: argparse.Namespace, err: OSError, done: int) -> None:
+    """One line naming the stream that failed mid-run (stdout, the output file, stdin), exit code 2. A stdout whose
+    reader went away ends as a closed pipe does in every command (errors.stdout_failed)."""
+    if not isinstance(err, StreamFailed):  # an error no stream was named for: the outputs it may have come from
+        outputs = (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments))
+        names = " / ".join(f"{flag} {value}" for flag, value in outputs if value) or "stdout"
+        err = StreamFailed(names, err)
+    kept = f" (stopped after {done} sentence(s))" if _outputs_intact(err) else ""
+    if err.where == "stdout":
+        to_devnull(sys.stdout)  # the interpreter's last flush would fail again
+    verb = "read" if err.where == "stdin" else "write"
+    fail("translate", f"cannot {verb} {err.where}: {one_line(err.err)}{kept}")
 
 
 def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -810,18 +856,15 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot write --alignments {args.alignments}: {one_line(err)}")
     progress: dict[str, Any] = {}
     plots = _plot_writer(translator, args, progress)
-    interrupted = False
+    interrupted, broken = 0, None
     try:
         failed, seen, results = _translate_stream(translator, args, out, report, progress, align, plots)
-    except KeyboardInterrupt:  # Ctrl-C: what was written stays whole (each batch is flushed), one line, exit 130
-        interrupted = True
-    except OSError as err:  # --output or --html could not be written mid-run: what was written stays whole
-        report = None  # not finished: the page stays as far as it was written (finally closes --output)
-        outputs = (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments))
-        names = " / ".join(f"{flag} {value}" for flag, value in outputs if value)
-        if not names:
-            stdout_failed("translate", err)
-        fail("translate", f"cannot write {names}: {one_line(err)}")
+    except KeyboardInterrupt as stop:  # Ctrl-C (130), SIGTERM (143): what was written stays whole, one line
+        interrupted = 143 if isinstance(stop, Terminated) else 130
+    except OSError as err:  # an output could not be written mid-run, or stdin read: what was written stays whole
+        broken = err
+        if not _outputs_intact(err):  # an output of ours failed: the page stays as far as it was written
+            report = None  # (finally closes --output)
     finally:
         if out is not sys.stdout:
             close_quietly(out)
@@ -833,8 +876,10 @@ def _translate_main(args: argparse.Namespace) -> int:
             if written is not None:  # None: the page was given up (its error said so), nothing was written
                 print(f"wrote {inert(written)}", file=sys.stderr)
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
-    if plots is not None and (interrupted or seen):  # the pictures of what was written, Ctrl-C or not
+    if plots is not None and (interrupted or broken is not None or seen):  # the pictures of what was written
         plots.finish(several=len(args.sentences) > 1 if args.sentences else progress.get("read", 0) > 1)
+    if broken is not None:
+        _stream_failed(args, broken, progress.get("done", 0))
     if not interrupted:
         closing_notes(args, progress, progress.get("done", 0))
     # Ctrl-C: the sentences written are scored (and --scores written), and the line says it is only those
@@ -842,7 +887,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     if interrupted:
         where = f" in {args.output}" if args.output else ""
         print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)
-        raise SystemExit(130)
+        raise SystemExit(interrupted)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
     if args.demo:

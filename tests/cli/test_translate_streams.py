@@ -1,0 +1,187 @@
+"""translate's streams: gzipped stdin read through (as --references reads its file), a pipe's lines translated as they
+come (not once 64 are in), a stdout whose reader went away named as stdout (the --html page and --alignments finished
+as after Ctrl-C), unknown words in one note, SIGTERM ending the run as Ctrl-C does (exit code 143). On a small subword
+model built here (random weights: the tests check the plumbing)."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import io
+import os
+import signal
+import threading
+import time
+
+import pytest
+from helpers.multi30k import DE
+from helpers.tiny_translator import tiny_subword_model_file
+
+from text_attn.translation import translate_cli
+from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translate_streams import stdin_lines
+from text_attn.translation.translator import Translator
+
+LINES = [DE[0], DE[1], "Ein Hund läuft.", DE[0]]
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    return tiny_subword_model_file(tmp_path_factory.mktemp("m"))
+
+
+def _bytes_stdin(data: bytes) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(data), encoding="ascii")  # a locale that is not UTF-8: read as UTF-8 anyway
+
+
+def _run(model_file, capsys, monkeypatch, data: bytes, *args) -> tuple[int, str, str]:
+    monkeypatch.setattr("sys.stdin", _bytes_stdin(data))
+    try:
+        code = translate_main(["--model", str(model_file), "--max-len", "4", *map(str, args)])
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_gzipped_stdin_is_read_through_as_plain_text_is(model_file, capsys, monkeypatch):
+    plain = "\n".join(LINES).encode() + b"\n"
+    want = _run(model_file, capsys, monkeypatch, plain)
+    assert want[0] == 0 and len(want[1].splitlines()) == len(LINES)
+    assert _run(model_file, capsys, monkeypatch, gzip.compress(plain)) == want
+    # two members (cat a.gz b.gz), the second padded with zeros: read on, as gzip reads them
+    half = len("\n".join(LINES[:2]).encode()) + 1
+    assert _run(model_file, capsys, monkeypatch, gzip.compress(plain[:half]) + gzip.compress(plain[half:]) +
+                bytes(8)) == want  # fmt: skip
+
+
+def test_a_cut_off_gzipped_stdin_translates_what_it_held_and_says_so(model_file, capsys, monkeypatch):
+    packed = gzip.compress(("\n".join(LINES * 40) + "\n").encode(), mtime=0)
+    code, out, err = _run(model_file, capsys, monkeypatch, packed[: len(packed) - 12], "--batch-size", "64")
+    assert code == 2
+    assert err.splitlines()[-1].startswith("translate: error: cannot read stdin: the gzipped data is cut off before "
+                                           "its end (stopped after ")  # fmt: skip
+    done = int(err.splitlines()[-1].rsplit("after ", 1)[1].split()[0])
+    assert len(out.splitlines()) == done and done > 64  # the lines it held, the last partial batch too
+
+
+def test_a_pipe_pauses_where_its_writer_has_sent_all_it_has():
+    read, write = os.pipe()
+    with open(read, "rb") as r, open(write, "wb", buffering=0) as w:
+        lines = stdin_lines(io.TextIOWrapper(r), wait=0.01)
+        w.write(b"eins\nzw")
+        assert next(lines) == "eins"
+        assert next(lines) is None  # "zw" waits for its end; the caller translates "eins" now, not at 64 lines
+        w.write("ei\nMädchen".encode())
+        assert next(lines) == "zwei"
+        w.close()
+        assert list(lines) == ["Mädchen"]  # the end is ready at once: no pause
+
+
+def test_a_regular_file_never_pauses(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"a\nb\n")
+    with open(path, encoding="utf-8") as f:
+        assert list(stdin_lines(f, wait=0.01)) == ["a", "b"]
+
+
+def test_lines_sent_slowly_are_translated_before_the_batch_fills(model_file, tmp_path, monkeypatch, capsys):
+    """`tail -f log | translate`, or lines typed at a terminal: nothing came out until 64 lines (or the end)."""
+    read, write = os.pipe()
+    out = tmp_path / "out.txt"
+    seen = threading.Event()
+
+    def producer() -> None:
+        with open(write, "wb", buffering=0) as w:
+            w.write(f"{DE[0]}\n{DE[1]}\n".encode())
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not seen.is_set():  # the writer waits for the first translations
+                if out.exists() and len(out.read_text(encoding="utf-8").splitlines()) == 2:
+                    seen.set()
+                time.sleep(0.05)
+            w.write(f"{DE[0]}\n".encode())
+
+    thread = threading.Thread(target=producer, daemon=True)
+    with open(read, "rb") as stdin:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(stdin))
+        thread.start()
+        assert translate_main(["--model", str(model_file), "--max-len", "4", "--output", str(out)]) == 0
+    thread.join()
+    assert seen.is_set(), "the two lines sent were not translated before more came"
+    written = out.read_text(encoding="utf-8").splitlines()
+    assert len(written) == 3 and written[2] == written[0]  # in batches as they came: the same translations
+    assert "Traceback" not in capsys.readouterr().err
+
+
+class _ReaderGone(io.StringIO):
+    """A stdout whose reader leaves after the first batch (`translate ... | head -1`)."""
+
+    def write(self, text: str) -> int:
+        if self.getvalue():
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+        return super().write(text)
+
+
+def test_a_stdout_gone_is_named_and_the_page_and_alignments_are_finished(model_file, tmp_path, monkeypatch, capsys):
+    page, links = tmp_path / "p.html", tmp_path / "a.txt"
+    monkeypatch.setattr("sys.stdout", _ReaderGone())
+    code, _, err = _run(model_file, capsys, monkeypatch, ("\n".join(LINES) + "\n").encode(), "--batch-size", "2",
+                        "--html", page, "--alignments", links)  # fmt: skip
+    assert code == 2
+    # not "cannot write --html p.html / --alignments a.txt": those were fine
+    assert err.splitlines()[-1] == "translate: error: cannot write stdout: [Errno 32] Broken pipe (stopped after 2 " \
+        "sentence(s))"  # fmt: skip
+    assert f"wrote {page}" in err
+    assert page.read_text(encoding="utf-8").count('<section class="item') == 2  # the page, closed with the two
+    assert page.read_text(encoding="utf-8").rstrip().endswith("</html>")
+    assert len(links.read_text(encoding="utf-8").splitlines()) == 2
+
+
+class _DiskFull(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_an_output_file_that_fails_is_named_alone(model_file, tmp_path, monkeypatch, capsys):
+    links = tmp_path / "a.txt"
+    real = translate_cli.open_stream
+    monkeypatch.setattr(translate_cli, "open_stream", lambda path, *a: _DiskFull() if path == str(links) else
+                        real(path, *a))  # fmt: skip
+    code, _, err = _run(model_file, capsys, monkeypatch, b"Ein Hund.\n", "--alignments", links, "--html",
+                        tmp_path / "p.html")  # fmt: skip
+    assert code == 2  # not "cannot write --html p.html / --alignments a.txt": the page was fine
+    assert err.splitlines()[-1] == f"translate: error: cannot write --alignments {links}: [Errno 28] No space left " \
+        "on device"  # fmt: skip
+
+
+def test_unknown_words_are_one_note_naming_the_first_ten(model_file, capsys, monkeypatch):
+    lines = ["Ein Hund in Łódź läuft."] * 12
+    code, _, err = _run(model_file, capsys, monkeypatch, ("\n".join(lines) + "\n").encode(), "--batch-size", "5")
+    assert code == 0
+    notes = [line for line in err.splitlines() if "unknown word" in line]
+    shown = ", ".join(f"{k} (Łódź)" for k in range(1, 11))
+    assert notes == [f"translate: note: inputs {shown} and 2 more: unknown word(s) read as <unk>"]
+
+
+def test_sigterm_ends_as_ctrl_c_does_with_exit_code_143(model_file, tmp_path, capsys, monkeypatch):
+    calls = {"n": 0}
+    real = Translator.translate_tokens
+
+    def terminated(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second batch: `kill PID`
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                pytest.fail("SIGTERM would end translate at once, silent, its lock file left")
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs here
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Translator, "translate_tokens", terminated)
+    out = tmp_path / "o.txt"
+    code, _, err = _run(model_file, capsys, monkeypatch, f"{DE[0]}\n{DE[1]}\n{DE[0]}\n".encode(), "--batch-size",
+                        "2", "--output", out)  # fmt: skip
+    assert code == 143
+    assert err.splitlines()[-1] == f"translate: interrupted after 2 sentence(s) in {out}"
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # the first batch, whole
+    assert not list(tmp_path.glob(".*lock"))  # the lock file beside it removed
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back

@@ -1,0 +1,199 @@
+"""translate's streams as a run goes: stdin read as it arrives (gzipped or not, as --references reads its file; a
+pipe or terminal that has no more lines ready gets what it sent translated now, not once 64 lines are in), an output
+that fails named for what it is (stdout, or the file), and SIGTERM ending the run as Ctrl-C does."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import os
+import signal
+import stat
+import sys
+import threading
+import zlib
+from collections.abc import Iterable, Iterator
+
+WAIT = 0.05  # seconds a pipe or terminal may take to send more before the lines already in are translated
+READ = 1 << 16  # bytes read at a time (a pipe hands over what it holds, up to this)
+
+
+class StreamFailed(OSError):
+    """A stream of the run could not be read or written: ``where`` names it ("stdin", "stdout", "--alignments a.txt"),
+    ``err`` is the system's error."""
+
+    def __init__(self, where: str, err: BaseException):
+        super().__init__(getattr(err, "errno", None), str(err))
+        self.where, self.err = where, err
+
+
+@contextlib.contextmanager
+def failing_as(where: str) -> Iterator[None]:
+    """An OSError in the block is :class:`StreamFailed` naming ``where``: the message says which output failed."""
+    try:
+        yield
+    except StreamFailed:
+        raise
+    except OSError as err:
+        raise StreamFailed(where, err) from err
+
+
+def stdin_lines(stream=None, wait: float = WAIT) -> Iterator[str | None]:
+    """The lines of ``stream`` (default: stdin), without their newline, decoded as UTF-8 whatever the locale (bytes
+    that are not UTF-8 as lone surrogates: the caller reports that line). Gzipped data (gzip's magic bytes first) is
+    read through, as it arrives. Where stdin is a pipe or a terminal, None is yielded when the lines so far are all
+    there is for now (none more within ``wait`` seconds): the caller translates them instead of waiting for a full
+    batch. A regular file never pauses. A damaged or cut gzip stream: None, then StreamFailed("stdin")."""
+    stream = sys.stdin if stream is None else stream
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # a text stream with no bytes behind it (a test's io.StringIO): its lines as they are
+        for line in stream:
+            yield line.rstrip("\n")
+        return
+    yield from _lines(_gunzipped(_chunks(buffer, wait)))
+
+
+def _fd(buffer) -> int | None:
+    try:
+        return buffer.fileno()
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # an in-memory stream
+        return None
+
+
+def _pauses(fd: int | None) -> bool:
+    """Whether what arrives on ``fd`` may come slowly (a pipe, a socket, a terminal), so that waiting for a full batch
+    could keep lines sent long ago untranslated; select() works on those only on POSIX."""
+    if fd is None or os.name != "posix":
+        return False
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+def _chunks(buffer, wait: float) -> Iterator[bytes | None]:
+    """Bytes as they arrive (b"": the end); None before a read that would wait (see stdin_lines)."""
+    import select
+
+    fd = _fd(buffer)
+    pauses = _pauses(fd)
+    while True:
+        if pauses and not select.select([fd], [], [], wait)[0]:
+            yield None  # nothing more ready: what is in is translated, then the read waits for more
+        if fd is not None:  # straight from the descriptor: nothing held back in a buffer that select cannot see
+            data = os.read(fd, READ)
+        else:
+            data = buffer.read1(READ) if hasattr(buffer, "read1") else buffer.read(READ)
+        yield data
+        if not data:
+            return
+
+
+def _gunzipped(chunks: Iterable[bytes | None]) -> Iterator[bytes | None]:
+    """``chunks`` as they are, or decompressed as they arrive where the first two bytes are gzip's (\\x1f\\x8b); the
+    Nones passed on."""
+    chunks = iter(chunks)
+    head = b""
+    for data in chunks:
+        if data is None:
+            yield None
+            continue
+        head += data
+        if len(head) >= 2 or not data or head != b"\x1f":  # enough to tell (a read may bring a single byte)
+            break
+    if head[:2] != b"\x1f\x8b":
+        yield head
+        yield from chunks
+        return
+    yield from _inflated(itertools.chain([head], chunks))
+
+
+def _inflated(chunks: Iterable[bytes | None]) -> Iterator[bytes | None]:
+    """gzip members one after another (``cat a.gz b.gz``), as gzip reads them, zero bytes padding the end skipped; a
+    damaged or cut-off stream: None (what was read is translated), then StreamFailed("stdin")."""
+    member, fed = zlib.decompressobj(31), False  # 31: gzip's header and trailer
+    for raw in chunks:
+        if raw is None:
+            yield None
+            continue
+        while raw:
+            if not fed:
+                raw = raw.lstrip(b"\x00")
+                if not raw:
+                    break
+            fed = True
+            try:
+                out = member.decompress(raw)
+            except zlib.error as err:
+                yield None
+                raise StreamFailed("stdin", OSError(f"the gzipped data is damaged ({err})")) from None
+            yield out
+            raw = b""
+            if member.eof:  # another member may follow
+                raw, member, fed = member.unused_data, zlib.decompressobj(31), False
+    if fed:
+        yield None
+        raise StreamFailed("stdin", OSError("the gzipped data is cut off before its end"))
+
+
+def _lines(chunks: Iterable[bytes | None]) -> Iterator[str | None]:
+    """Lines split at b"\\n" as their bytes arrive, each decoded (UTF-8, surrogateescape); a last line without a
+    newline too. None passed on where no line is left in hand (a partial line waits for its end)."""
+    pending = b""
+    for data in chunks:
+        if data is None:
+            yield None
+            continue
+        pending += data
+        *whole, pending = pending.split(b"\n")
+        for line in whole:
+            yield line.decode("utf-8", "surrogateescape")
+    if pending:
+        yield pending.decode("utf-8", "surrogateescape")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler's time limit): the run ends as Ctrl-C ends it, with exit code 143."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, the first SIGTERM raises :class:`Terminated` where the run is (later ones are ignored
+    while it winds up), so the outputs are closed with what they hold and the lock files removed, as after Ctrl-C;
+    by default the process ended at once, silent, its lock file left. A handler set by someone else is kept."""
+    number = getattr(signal, "SIGTERM", None)
+    if number is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(number) is not signal.SIG_DFL:
+        yield
+        return
+    fired = []
+
+    def terminate(signum, frame) -> None:
+        if not fired:
+            fired.append(signum)
+            raise Terminated
+
+    signal.signal(number, terminate)
+    try:
+        yield
+    finally:
+        if signal.getsignal(number) is terminate:
+            signal.signal(number, signal.SIG_DFL)
+
+
+def unknown_note(progress: dict) -> str | None:
+    """The one note on the inputs that held unknown words (``progress["unknown"]`` of them, the first ten with their
+    words in ``progress["unknown_first"]``), or None."""
+    count, first = progress.get("unknown", 0), progress.get("unknown_first", [])
+    if not count:
+        return None
+    if count == 1:
+        n, words = first[0]
+        return f"input {n}: unknown word(s) {', '.join(words)} read as <unk>"
+    shown = ", ".join(f"{n} ({', '.join(words)})" for n, words in first)
+    more = f" and {count - len(first)} more" if count > len(first) else ""
+    return f"inputs {shown}{more}: unknown word(s) read as <unk>"
