@@ -162,6 +162,7 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
             formats = photo_formats(data[:HEAD], "upload")
             with Image.open(io.BytesIO(data), formats=formats) as probe:
                 width, height, kind = *probe.size, probe.format
+                turned = kind not in TURNED_BY_BROWSERS and _orientation(probe) not in (None, 1)
         except ImageReadError as err:  # a HEIC photo without pi-heif
             raise ClientError(415, f"the image: {str(err).removeprefix('upload: ')}") from None
         except UnidentifiedImageError:
@@ -196,8 +197,8 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
         "crop_box": list(preprocess.crop_box(*size)),
         "stats": list(photo_stats(image)),
     }
-    if kind not in BROWSER_FORMATS:  # the page could not draw the photo under the attention: a JPEG of it to draw
-        sent["preview"] = preview(image)
+    if kind not in BROWSER_FORMATS or turned:  # the page could not draw the photo (upright) under the attention: a
+        sent["preview"] = preview(image)  # JPEG of it to draw
     return sent
 
 
@@ -216,6 +217,19 @@ def _signed(data: bytes, formats: tuple[str, ...]) -> str | None:
 
 # What browsers draw in an <img> (an iPhone's HEIC, TIFF and PPM only Safari, or none): other uploads get a preview
 BROWSER_FORMATS = frozenset({"JPEG", "MPO", "PNG", "GIF", "WEBP", "BMP", "ICO", "AVIF"})
+
+
+# Those whose EXIF Orientation Chromium applies in an <img> (a phone's JPEG, a PNG); a turned WebP it drew sideways,
+# squashed into the upright photo's frame, the heat over the wrong part of it: such a photo gets a preview too
+TURNED_BY_BROWSERS = frozenset({"JPEG", "MPO", "PNG"})
+
+
+def _orientation(image: Any) -> int | None:
+    """An opened image's EXIF Orientation (1: as stored), None where it has none or its EXIF cannot be read."""
+    try:
+        return image.getexif().get(0x0112)
+    except Exception:  # noqa: BLE001 - a damaged EXIF block: the photo is read without its turn, as load_photo does
+        return None
 
 
 def preview(image: Any) -> str:

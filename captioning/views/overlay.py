@@ -172,10 +172,14 @@ class _Painter:
         row, col = divmod(region, self.grid)
         x0, y0, x1, y1 = self.box
         cw, ch = (x1 - x0) / self.grid, (y1 - y0) / self.grid
-        cell = [x0 + col * cw, y0 + row * ch, x0 + (col + 1) * cw - 1, y0 + (row + 1) * ch - 1]
+        left, top = round(x0 + col * cw), round(y0 + row * ch)
+        # whole pixels, at least one: a cropped panorama's cells are under 3 px wide (a 4:1 photo's on a 28 x 28 grid
+        # 2 px high), where the inset outline came out inverted and Pillow's error ended the whole `caption` run
+        cell = [left, top, max(left, round(x0 + (col + 1) * cw) - 1), max(top, round(y0 + (row + 1) * ch) - 1)]
         draw = ImageDraw.Draw(panel)
         draw.rectangle(cell, outline=(0, 0, 0), width=3)
-        draw.rectangle([cell[0] + 1, cell[1] + 1, cell[2] - 1, cell[3] - 1], outline=MARK, width=1)
+        if cell[2] - cell[0] >= 2 and cell[3] - cell[1] >= 2:  # room inside the black for the coloured line
+            draw.rectangle([cell[0] + 1, cell[1] + 1, cell[2] - 1, cell[3] - 1], outline=MARK, width=1)
 
 
 @dataclass(frozen=True)

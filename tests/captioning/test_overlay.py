@@ -299,3 +299,18 @@ def test_a_sliver_of_an_image_gets_panels_wide_enough_for_their_words(tmp_path, 
     assert min(lay.panel) == 56 and max(lay.panel) == 224
     path = draw_overlay(image, words, alphas, 4, box, tmp_path / "o.png")
     assert Image.open(path).size == lay.size
+
+
+@pytest.mark.parametrize(
+    "size, box, grid", [((3000, 300), (1350, 0, 1650, 300), 8), ((2000, 500), (0, 0, 2000, 500), 28)]
+)
+def test_a_chosen_cell_a_few_pixels_small_is_marked_not_a_crash(tmp_path, size, box, grid):
+    # a cropped 10:1 panorama's cells are 2.8 px wide in its panel, a 4:1 photo's on a 28 x 28 grid 2 px high: the
+    # inset outline came out inverted, Pillow raised, and the whole `caption` run ended with 0 captions written
+    image = Image.new("RGB", size, (128, 128, 128))
+    alphas = torch.full((1, grid * grid), 1.0 / (grid * grid))
+    region = grid * grid - 1
+    plain = np.asarray(Image.open(draw_overlay(image, ["a"], alphas, grid, box, tmp_path / "p.png")))
+    marked = np.asarray(Image.open(draw_overlay(image, ["a"], alphas, grid, box, tmp_path / "m.png", [region])))
+    ys, xs = np.nonzero((plain != marked).any(-1))
+    assert len(ys) > 0  # the cell is marked, however small

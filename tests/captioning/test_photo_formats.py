@@ -199,3 +199,22 @@ def test_a_cut_off_avif_or_heic_photo_is_damaged_not_another_format(tmp_path):
         with pytest.raises(ClientError) as refused:
             _upload(cut)
         assert refused.value.status == 422 and "damaged" in str(refused.value)
+
+
+@pytest.mark.parametrize("suffix, previewed", [(".jpg", False), (".png", False), (".webp", True), (".tif", True)])
+def test_a_turned_upload_the_browser_draws_sideways_gets_an_upright_preview(tmp_path, suffix, previewed):
+    """Chromium applies a JPEG's and a PNG's EXIF Orientation in an <img>, not a WebP's: the page drew a turned WebP
+    sideways under the attention (the heat over the wrong part of it). Such an upload's answer carries an upright
+    JPEG to draw; a JPEG or PNG none."""
+    import base64
+    import io
+
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored 400 x 240, shown (and captioned) 240 x 400
+    path = tmp_path / f"turned{suffix}"
+    COFFEE.resize((400, 240)).save(path, exif=exif)
+    sent = _upload(str(path))
+    assert sent["size"] == [240, 400]
+    assert ("preview" in sent) == previewed
+    if previewed:
+        assert Image.open(io.BytesIO(base64.b64decode(sent["preview"]))).size[0] < 400  # upright: taller than wide
