@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -157,3 +158,16 @@ def test_off_a_terminal_a_line_now_and_then_and_a_file_gives_the_bar_a_total(mod
         monkeypatch.setattr("sys.stdin", f)
         assert translate_main(["--model", str(model_file), "--batch-size", "2", "--max-len", "3"]) == 0
     assert bars[0].total == stdin.stat().st_size and bars[0].n == stdin.stat().st_size  # bytes: an ETA
+
+
+def test_validation_caps_a_long_source_as_translate_does():
+    # one checkpoint, one score: validation searched a source longer than every training one to its own 2 x n + 10
+    # where translate stopped it at 2 x the longest training target + 10
+    from text_attn.translation.objective import decode_caps
+
+    lengths = {"source_max": 20, "source_p99": 15, "target_max": 18, "target_p99": 14}
+    src_lens = torch.tensor([5, 21, 22, 150])  # the end token counted: 4, 20, 21 and 149 source tokens
+    assert decode_caps(src_lens, lengths).tolist() == [20, 52, 46, 46]  # over 20 tokens: 2 x 18 + 10
+    assert decode_caps(src_lens).tolist() == [20, 52, 54, 212]  # no record: over LONG_INPUT tokens, 2 x 101 + 10
+    old = SimpleNamespace(trained_lengths=None)
+    assert [Translator.default_steps(old, n - 1) for n in src_lens.tolist()] == decode_caps(src_lens).tolist()

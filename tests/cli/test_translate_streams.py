@@ -19,7 +19,7 @@ from helpers.tiny_translator import tiny_subword_model_file
 
 from text_attn.translation import translate_cli
 from text_attn.translation.translate_cli import translate_main
-from text_attn.translation.translate_streams import stdin_lines
+from text_attn.translation.translate_streams import _lines, stdin_lines
 from text_attn.translation.translator import Translator
 
 LINES = [DE[0], DE[1], "Ein Hund läuft.", DE[0]]
@@ -185,3 +185,12 @@ def test_sigterm_ends_as_ctrl_c_does_with_exit_code_143(model_file, tmp_path, ca
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # the first batch, whole
     assert not list(tmp_path.glob(".*lock"))  # the lock file beside it removed
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
+
+
+def test_a_line_in_many_chunks_is_joined_once_its_end_comes():
+    # the pieces of a line are kept apart until its newline (a multi-byte letter split between two chunks included),
+    # not added to one bytes object per chunk and split again: that took time in the square of a long line's length
+    umlaut = "ü".encode()
+    chunks = [b"ab", b"c\nd", None, b"e\n\nf" + umlaut[:1], umlaut[1:] + b"g", b""]
+    assert list(_lines(chunks)) == ["abc", None, "de", "", "füg"]
+    assert list(_lines([b"x" * 1000] * 1000)) == ["x" * 1_000_000]

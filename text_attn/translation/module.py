@@ -244,7 +244,8 @@ class TranslationModule(RunState, pl.LightningModule):
 
     # --- free-running evaluation ------------------------------------------------------------------------------------
     def _decode(self, batch: dict):
-        caps = decode_caps(batch["src_lens"])  # each sentence's own, as translate caps it: not its batch's longest
+        # each sentence's own, as translate caps it (the training lengths' record too): not its batch's longest
+        caps = decode_caps(batch["src_lens"], (self.source_check or {}).get("lengths"))
         return self.net.generate(
             batch["src"],
             batch["src_lens"],

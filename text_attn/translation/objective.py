@@ -35,6 +35,7 @@ from text_attn.core.precision import widened
 from text_attn.core.rewards import bleu_rewards
 from text_attn.core.self_critical import OBJECTIVE_PREFIX as PREFIX
 from text_attn.core.self_critical import SequenceObjectiveConfig, self_critical_step
+from text_attn.translation.source_check import output_cap
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,13 @@ def max_decode_len(src_lens: Tensor) -> int:
     return int(src_lens.max()) * 2 + 10
 
 
-def decode_caps(src_lens: Tensor) -> Tensor:
-    """Each source's longest output in validation and test (B,): 2 x its length (its end token counted) + 10, the cap
-    translate gives that sentence (Translator.translate_tokens), whatever shares its batch (2 x the batch's longest
-    let a sentence of a batch of long ones run on: the scores moved with data.batch_size)."""
-    return src_lens * 2 + 10
+def decode_caps(src_lens: Tensor, lengths: dict[str, int] | None = None) -> Tensor:
+    """Each source's longest output in validation and test (B,): the cap translate gives that sentence
+    (source_check.output_cap: 2 x its length (its end token counted) + 10, lower for a source longer than every
+    training one, ``lengths`` the training pairs' record), whatever shares its batch (2 x the batch's longest let a
+    sentence of a batch of long ones run on: the scores moved with data.batch_size)."""
+    caps = [output_cap(int(n) - 1, lengths) for n in src_lens.tolist()]  # src_lens count the end token
+    return torch.tensor(caps, dtype=src_lens.dtype, device=src_lens.device)
 
 
 def teacher_forcing(

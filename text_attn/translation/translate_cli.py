@@ -233,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _evidence(translator, tr, progress: dict[str, Any], n: int, keep: bool = False):
     """Input ``n``'s text_attn.translation.explain.Evidence, computed once for --html and --plot (``keep``: kept in
-    ``progress['evidence']`` for --plot, which draws after the last sentence)."""
+    ``progress['evidence']`` until --plot draws that batch's pictures, after --html's sections, and takes it)."""
     from text_attn.translation.explain import translation_evidence
 
     kept = progress.setdefault("evidence", {})

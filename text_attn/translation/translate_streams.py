@@ -141,17 +141,20 @@ def _inflated(chunks: Iterable[bytes | None]) -> Iterator[bytes | None]:
 def _lines(chunks: Iterable[bytes | None]) -> Iterator[str | None]:
     """Lines split at b"\\n" as their bytes arrive, each decoded (UTF-8, surrogateescape); a last line without a
     newline too. None passed on where no line is left in hand (a partial line waits for its end)."""
-    pending = b""
+    pending: list[bytes] = []  # the pieces of a line not yet ended: joined once its end comes (adding each chunk to
+    # one bytes object and splitting it again took time in the square of a long line's length: 32 MB, 7 s)
     for data in chunks:
         if data is None:
             yield None
             continue
-        pending += data
-        *whole, pending = pending.split(b"\n")
+        *whole, rest = data.split(b"\n")
         for line in whole:
-            yield line.decode("utf-8", "surrogateescape")
+            yield b"".join([*pending, line]).decode("utf-8", "surrogateescape")
+            pending = []
+        if rest:
+            pending.append(rest)
     if pending:
-        yield pending.decode("utf-8", "surrogateescape")
+        yield b"".join(pending).decode("utf-8", "surrogateescape")
 
 
 class Terminated(KeyboardInterrupt):

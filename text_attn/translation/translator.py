@@ -26,7 +26,7 @@ from text_attn.core.precision import widened
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
-from text_attn.translation.source_check import restored, stored, unlike_source, valid_check
+from text_attn.translation.source_check import LONG_INPUT, output_cap, restored, stored, unlike_source, valid_check
 from text_attn.translation.subwords import SubwordError
 from text_attn.translation.tokens import TextCodec
 
@@ -89,10 +89,6 @@ class Translations(PageList):
 
 KIND = "text-model"  # the model file format tag is attention-toolkit/text-model
 BATCH_BYTES = 2 << 30  # one batch's search's estimated peak (Translator._batches): 2 GiB, about 1 GiB held
-# a model file without the record of its training sentences' lengths (source_check.token_lengths; before 2026-12):
-# inputs longer than this many source tokens are taken as longer than any it learned from. The bundled models'
-# longest Multi30k training source is 54 subword tokens (99%: 32); a sentence of 100 is rare in any corpus
-LONG_INPUT = 100
 
 
 class Translator:
@@ -310,11 +306,7 @@ class Translator:
         for an input longer than :meth:`longest_source`, at most 2 x the longest training target + 10 (recorded; else
         the cap of a LONG_INPUT-token input): its search looped to 1,350 steps for a 669-token line, 57 s and 2.8 GB
         for a 25-word translation the cap of 80 gives too. An input within the training lengths keeps its cap."""
-        own = (n_tokens + 1) * 2 + 10
-        if n_tokens <= self.longest_source():
-            return own
-        lengths = self.trained_lengths
-        return min(own, lengths["target_max"] * 2 + 10 if lengths else (LONG_INPUT + 1) * 2 + 10)
+        return output_cap(n_tokens, self.trained_lengths)  # validation caps a sentence alike (objective.decode_caps)
 
     @property
     def source_lang(self) -> str | None:
