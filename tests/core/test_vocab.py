@@ -62,6 +62,9 @@ def test_text_without_marks_is_split_as_before():
         ch = chr(cp)
         if unicodedata.category(ch)[0] == "M" or cp in (0x200C, 0x200D) or unicodedata.category(ch) == "Cn":
             continue
+        if cp == 0x2019:  # the typographic apostrophe joins a word as ' does since 2026-12-02 ("aujourd’hui")
+            assert tokenize("aujourd’hui l’homme", lower=False) == ["aujourd’hui", "l’homme"]
+            continue
         text = f"a{ch}b"
         if unicodedata.normalize("NFC", text) == text:
             assert tokenize(text, lower=False) == before.findall(text), hex(cp)
