@@ -4,13 +4,13 @@ so a bad file is one line before anything starts; the inference workers load the
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from text_attn.core.bundled_names import other_familys
 from text_attn.core.errors import missing
+from text_attn.core.info_file import json_safe
 from text_attn.core.modelfile import ModelFileError
 
 
@@ -23,18 +23,6 @@ class Served:
     defaults: dict[str, Any]
     info: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)  # caption: preprocess, grid, domain; text: arch
-
-
-def json_safe(value: Any) -> Any:
-    """A model file's info as /info can answer it: a NaN or infinity (a file written before caption-export refused
-    them) becomes null, since a JSON answer cannot hold one (it was a plain-text 500)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def _details(lines: list[str]) -> dict[str, str]:

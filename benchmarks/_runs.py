@@ -29,17 +29,9 @@ def record_json(data, indent: int = 1) -> str:
     """``data`` as strict JSON (RFC 8259) for a record under docs/: a float that is not a number (an empty length
     bucket's BLEU, a model with no attention's alignment accuracy) is written ``null``, which JavaScript's JSON.parse
     and serde read, where Python's default ``NaN`` is refused."""
+    from text_attn.core.info_file import json_safe
 
-    def clean(value):
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        return value
-
-    return json.dumps(clean(data), indent=indent, allow_nan=False) + "\n"
+    return json.dumps(json_safe(data), indent=indent, allow_nan=False) + "\n"
 
 
 def run_main(main: Callable[[], int | None]) -> int:

@@ -44,17 +44,21 @@ def test_char_tokenizer_round_trip():
     assert detokenize(toks, "char") == "3 march 2015"
 
 
+def _corpus(task: str, folder, pairs: list[tuple[str, str]], src: str) -> dict[str, str]:
+    """``pairs`` written as a TSV (task tsv) or as two files, ``c.<src>`` and ``c.en`` (parallel): the data options."""
+    if task == "tsv":
+        (folder / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+        return {"path": str(folder / "pairs.tsv")}
+    (folder / f"c.{src}").write_text("".join(f"{s}\n" for s, _ in pairs), encoding="utf-8")
+    (folder / "c.en").write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
+    return {"src_path": str(folder / f"c.{src}"), "tgt_path": str(folder / "c.en")}
+
+
 @pytest.mark.parametrize("task", ["tsv", "parallel"])
 def test_a_repeated_pair_is_kept_once_so_no_val_or_test_pair_is_a_train_pair(task, tmp_path, capsys):
     """Tatoeba and Anki exports repeat lines: 200 lines, 100 of them repeats, put 19 of 30 test pairs in train too."""
     pairs = [(f"Der Satz mit der Zahl {i}.", f"The sentence with the number {i}.") for i in range(100)] * 2
-    if task == "tsv":
-        (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-        where = {"path": str(tmp_path / "pairs.tsv")}
-    else:
-        (tmp_path / "c.de").write_text("".join(f"{s}\n" for s, _ in pairs), encoding="utf-8")
-        (tmp_path / "c.en").write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
-        where = {"src_path": str(tmp_path / "c.de"), "tgt_path": str(tmp_path / "c.en")}
+    where = _corpus(task, tmp_path, pairs, "de")
     dm = TranslationDataModule(task=task, train_size=0, val_size=20, test_size=30, **where)
     dm.setup("fit")
     split = {k: [(e.src_text, e.tgt_text) for e in ds.examples] for k, ds in dm.splits.items()}
@@ -73,13 +77,7 @@ def test_the_language_pair_given_is_recorded_and_none_is_guessed(task, tmp_path)
     from text_attn.translation.translate_cli import model_info
 
     pairs = [(f"Muž číslo {i} jede na kole.", f"Man number {i} rides a bike.") for i in range(12)]
-    if task == "tsv":
-        (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-        where = {"path": str(tmp_path / "pairs.tsv")}
-    else:
-        (tmp_path / "c.cs").write_text("".join(f"{s}\n" for s, _ in pairs), encoding="utf-8")
-        (tmp_path / "c.en").write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
-        where = {"src_path": str(tmp_path / "c.cs"), "tgt_path": str(tmp_path / "c.en")}
+    where = _corpus(task, tmp_path, pairs, "cs")
 
     def info(**langs) -> list[str]:
         dm = TranslationDataModule(task=task, val_size=2, test_size=2, **where, **langs)
