@@ -88,6 +88,25 @@ def test_sigterm_to_the_command_mid_step_exits_143_with_last_saved_at_that_step(
     assert last_ckpt(tmp_path / "b")["global_step"] == 7
 
 
+def _resumed_as_uninterrupted(cfg: str, options: list[str], **compared) -> None:
+    """The stopped run in ``b`` resumed with ``--ckpt_path last`` to the end has the weights of the same fit run
+    uninterrupted in ``a`` (``options``: the fit's; ``compared``: assert_same_weights' options)."""
+    text_train_cli(["fit", "--config", cfg, *options, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
+    text_train_cli(["fit", "--config", cfg, *options, "--trainer.default_root_dir", "a"])
+    assert_same_weights(last_ckpt("a"), last_ckpt("b"), **compared)
+
+
+def _signal_mid_step(monkeypatch, step: int, signum: int) -> None:
+    """``signum`` sent to this process in the middle of training step ``step`` (counted from 1: after its backward),
+    as a scheduler's SIGTERM or a Ctrl-C arrives while a step runs."""
+
+    def on_after_backward(self):
+        if self.trainer.global_step == step - 1:
+            os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+
+
 @pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
 def test_a_stop_mid_step_saves_last_there_and_last_resumes_exactly(
     sig, code, tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
@@ -97,11 +116,7 @@ def test_a_stop_mid_step_saves_last_there_and_last_resumes_exactly(
     cfg = str(resumable_config(tmp_path, "text", every=5))
     real = TranslationModule.on_after_backward
 
-    def on_after_backward(self):  # the signal in the middle of step 7
-        if self.trainer.global_step == 6:
-            os.kill(os.getpid(), getattr(signal, sig))
-
-    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+    _signal_mid_step(monkeypatch, 7, getattr(signal, sig))
     with pytest.raises(SystemExit) as exc:
         text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b"])
     line = capsys.readouterr().err.strip().splitlines()[-1]
@@ -110,9 +125,7 @@ def test_a_stop_mid_step_saves_last_there_and_last_resumes_exactly(
                     "this step): --ckpt_path last resumes from it")  # fmt: skip
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the run's own handler is gone
     monkeypatch.setattr(TranslationModule, "on_after_backward", real)
-    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
-    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "a"])
-    assert_same_weights(last_ckpt("a"), last_ckpt("b"))
+    _resumed_as_uninterrupted(cfg, STEPS)
 
 
 def test_a_stop_between_accumulated_batches_waits_for_the_optimizers_step(
@@ -134,9 +147,7 @@ def test_a_stop_between_accumulated_batches_waits_for_the_optimizers_step(
         text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "b"])
     assert exc.value.code == 130 and len(seen) == 8 and last_ckpt("b")["global_step"] == 4, capsys.readouterr().err
     monkeypatch.setattr(TranslationModule, "on_after_backward", real)
-    text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
-    text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "a"])
-    assert_same_weights(last_ckpt("a"), last_ckpt("b"), steps=8)
+    _resumed_as_uninterrupted(cfg, steps, steps=8)
 
 
 def test_a_second_ctrl_c_stops_mid_step_at_once_saving_nothing(tmp_path, cli_run_in_tmp, capsys, monkeypatch,
@@ -186,9 +197,7 @@ def test_a_stop_during_validation_saves_where_a_resume_is_exact(
         assert ("text-train: Ctrl-C: stopping once this validation ends, saving last.ckpt there (Ctrl-C again stops "
                 "now, saving nothing)") in err  # fmt: skip
     monkeypatch.setattr(TranslationModule, "validation_step", real)
-    text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
-    text_train_cli(["fit", "--config", cfg, *steps, "--trainer.default_root_dir", "a"])
-    assert_same_weights(last_ckpt("a"), last_ckpt("b"))
+    _resumed_as_uninterrupted(cfg, steps)
 
 
 def test_ctrl_c_while_the_next_batch_is_read_stops_after_that_batchs_step(
@@ -220,11 +229,7 @@ def test_ctrl_c_in_an_epochs_last_step_lets_its_validation_run_first(
     cfg = str(resumable_config(tmp_path, "text", every=5))
     real = TranslationModule.on_after_backward
 
-    def on_after_backward(self):  # Ctrl-C in the middle of step 6, the epoch's last
-        if self.trainer.global_step == 5:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+    _signal_mid_step(monkeypatch, 6, signal.SIGINT)  # step 6: the epoch's last
     with pytest.raises(SystemExit) as exc:
         text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b"])
     err = capsys.readouterr().err
@@ -232,9 +237,7 @@ def test_ctrl_c_in_an_epochs_last_step_lets_its_validation_run_first(
     assert "text-train: Ctrl-C: stopping after this epoch's validation and the next training step" in err
     assert (tmp_path / "b/checkpoints/epoch=0-step=6.ckpt").is_file()  # epoch 0's validation was weighed
     monkeypatch.setattr(TranslationModule, "on_after_backward", real)
-    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b", "--ckpt_path", "last"])
-    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "a"])
-    assert_same_weights(last_ckpt("a"), last_ckpt("b"))
+    _resumed_as_uninterrupted(cfg, STEPS)
     assert sorted(p.name for p in (tmp_path / "a/checkpoints").iterdir()) == sorted(
         p.name for p in (tmp_path / "b/checkpoints").iterdir()
     )
@@ -249,11 +252,7 @@ def test_the_step_a_sigterm_stops_at_is_logged_as_last_ckpt_holds_it(
 
     cfg = str(resumable_config(tmp_path, "text", every=5))
 
-    def on_after_backward(self):  # the signal in the middle of step 5
-        if self.trainer.global_step == 4:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
+    _signal_mid_step(monkeypatch, 5, signal.SIGTERM)
     logs = ["--trainer.logger", "true", "--trainer.log_every_n_steps", "5", "--trainer.default_root_dir", "b"]
     with pytest.raises(SystemExit) as exc:
         text_train_cli(["fit", "--config", cfg, *STEPS, *logs])

@@ -18,8 +18,9 @@ from text_attn.core.modelfile import ModelFileError
 from text_attn.translation import translate_cli
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.seq2seq import Seq2Seq
+from text_attn.translation.source_check import LONG_INPUT
 from text_attn.translation.translate_cli import translate_main
-from text_attn.translation.translator import LONG_INPUT, Translator
+from text_attn.translation.translator import Translator
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -148,6 +148,12 @@ def token_lengths(pairs: Iterable[tuple[Sequence, Sequence]]) -> dict[str, int] 
 LONG_INPUT = 100
 
 
+def longest_source(lengths: dict[str, int] | None) -> int:
+    """The most source tokens of an input the model learned from: the longest training source where ``lengths``
+    records it, else LONG_INPUT."""
+    return lengths["source_max"] if lengths else LONG_INPUT
+
+
 def output_cap(n_tokens: int, lengths: dict[str, int] | None) -> int:
     """The most output tokens a source of ``n_tokens`` (its end not counted) is searched to when no cap is given, in
     ``translate`` and in validation alike: 2 x (its tokens + 1) + 10; for an input longer than every training source
@@ -155,7 +161,7 @@ def output_cap(n_tokens: int, lengths: dict[str, int] | None) -> int:
     target + 10 (None: the cap of a LONG_INPUT-token input): a 669-token line was searched to 1,350 steps, 57 s and
     2.8 GB, for the 25 words a cap of 80 gives too."""
     own = (n_tokens + 1) * 2 + 10
-    if n_tokens <= (lengths["source_max"] if lengths else LONG_INPUT):
+    if n_tokens <= longest_source(lengths):
         return own
     return min(own, lengths["target_max"] * 2 + 10 if lengths else (LONG_INPUT + 1) * 2 + 10)
 

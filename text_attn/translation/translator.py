@@ -26,7 +26,14 @@ from text_attn.core.precision import widened
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
-from text_attn.translation.source_check import LONG_INPUT, output_cap, restored, stored, unlike_source, valid_check
+from text_attn.translation.source_check import (
+    longest_source,
+    output_cap,
+    restored,
+    stored,
+    unlike_source,
+    valid_check,
+)
 from text_attn.translation.subwords import SubwordError
 from text_attn.translation.tokens import TextCodec
 
@@ -298,8 +305,7 @@ class Translator:
         """The most source tokens of an input the model learned from: the longest training source where recorded,
         else LONG_INPUT. A longer input (a paragraph, sentences on one line) is translated as one sentence: a model
         that only saw sentences ends after about one."""
-        lengths = self.trained_lengths
-        return lengths["source_max"] if lengths else LONG_INPUT
+        return longest_source(self.trained_lengths)
 
     def default_steps(self, n_tokens: int) -> int:
         """The output cap of a sentence of ``n_tokens`` source tokens when none is given: 2 x (its source + 1) + 10;
