@@ -163,7 +163,17 @@ def test_unknown_words_are_one_note_naming_the_first_ten(model_file, capsys, mon
     assert notes == [f"translate: note: inputs {shown} and 2 more: unknown word(s) read as <unk>"]
 
 
-def test_sigterm_ends_as_ctrl_c_does_with_exit_code_143(model_file, tmp_path, capsys, monkeypatch):
+@pytest.fixture
+def _default_sigterm():
+    """SIGTERM's default, as a command starts with it: an earlier test in this worker may have left a handler of its
+    own (attention-serve's stop handler, run in-process), which translate keeps, and which the SIGTERM below then ran:
+    the test worker ended ("node down"), and the run hung after it."""
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+def test_sigterm_ends_as_ctrl_c_does_with_exit_code_143(model_file, tmp_path, capsys, monkeypatch, _default_sigterm):
     calls = {"n": 0}
     real = Translator.translate_tokens
 

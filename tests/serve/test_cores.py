@@ -218,10 +218,12 @@ def test_a_worker_on_the_cpu_joins_the_share_and_one_on_a_gpu_keeps_its_fixed_sh
     monkeypatch.setattr(caption, "load", lambda device: None)  # the model itself is not what is tested here
     monkeypatch.setenv("LITSERVE_WORKER_ID", "0")
     before, sigint = torch.get_num_threads(), signal.getsignal(signal.SIGINT)
-    try:
+    sigterm = signal.getsignal(signal.SIGTERM)  # setup installs a worker's SIGTERM handler: left, a later test's
+    try:  # SIGTERM to this process ran it and ended the test worker
         caption.setup(device)
         assert joined == ([0] if joins else [])
         assert torch.get_num_threads() == max(1, caption.cores.cores // 2)  # the fixed share: loading, or a GPU's
     finally:
         signal.signal(signal.SIGINT, sigint)
+        signal.signal(signal.SIGTERM, sigterm)
         torch.set_num_threads(before)
