@@ -5,7 +5,8 @@ Configured by the ``model.objective`` block of a caption config (:class:`Objecti
 needs no Lightning: given the model, a batch and the step, it returns the loss and what to log.
 
 - **Cross-entropy** of the reference words (label smoothing optional) plus λ times the doubly stochastic attention
-  penalty (Xu et al. 2015, eq. 14): :func:`caption_loss`. This is also the loss validation reports.
+  penalty (Xu et al. 2015, eq. 14): :func:`caption_loss`. This is also the loss validation reports, without the
+  label smoothing (its cross-entropy is the plain one per word, as the text family's).
 - **Hard attention** (``decoder.attention: hard``), in training: eq. (12), cross-entropy with sampled locations,
   REINFORCE with a moving-average baseline and an entropy bonus (:func:`hard_attention_loss`, below); a soft warm-up
   first (``soft_warmup`` steps of expected context), and a warning when the attention stays near uniform.
@@ -208,14 +209,15 @@ class CaptionObjective(nn.Module):
     ) -> dict[str, tuple[Tensor, Tensor]]:
         """:meth:`teacher_forced`'s parts per caption as validation scores them (the decoder in eval mode), for a loss
         pooled over the whole split (text_attn.core.training.row_sums, pooled_means; :meth:`evaluation_loss` adds them
-        up): ``ce``, each caption's summed word cross-entropy and its words (the end counted); ``ds``, its doubly
-        stochastic penalty (one a caption); ``attn_sup`` when on, its supervised words' sum and count."""
+        up): ``ce``, each caption's summed word cross-entropy and its words (the end counted), without label
+        smoothing (the plain cross-entropy: exp of its mean is the perplexity); ``ds``, its doubly stochastic penalty
+        (one a caption); ``attn_sup`` when on, its supervised words' sum and count."""
         out = model.decoder(features, batch["captions_in"])
         targets, cfg = batch["targets"], self.cfg
         real = targets != pad_id  # (B, T)
         # in float32 at least, as caption_loss (cross_entropy) computes it
         ce = F.cross_entropy(widened(out.logits).transpose(1, 2), targets, ignore_index=pad_id,
-                             label_smoothing=cfg.label_smoothing, reduction="none").sum(1)  # fmt: skip
+                             reduction="none").sum(1)  # fmt: skip
         ds = penalty_rows(out.alphas, real)
         parts = {"ce": (ce, real.sum(1)), "ds": (ds, torch.ones_like(ds))}
         if cfg.attn_sup_lambda > 0 and "attn_targets" in batch:
@@ -224,7 +226,7 @@ class CaptionObjective(nn.Module):
         return parts
 
     def evaluation_loss(self, means: dict[str, float]) -> float:
-        """The split's loss from its pooled parts (:meth:`evaluation_sums`): cross-entropy + λ_ds · penalty
+        """The split's loss from its pooled parts (:meth:`evaluation_sums`): plain cross-entropy + λ_ds · penalty
         (+ λ · supervision)."""
         cfg = self.cfg
         return means["ce"] + cfg.ds_lambda * means["ds"] + cfg.attn_sup_lambda * means.get("attn_sup", 0.0)

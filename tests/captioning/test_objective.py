@@ -144,16 +144,21 @@ def test_a_soft_step_is_cross_entropy_plus_the_penalty_and_supervision():
 
 def test_the_evaluation_sums_pool_to_validations_loss():
     """Validation's loss is pooled over the split from each caption's sums (text_attn.core.training.pooled_means):
-    on one batch it is the teacher-forced loss, and split in two batches it is still the whole batch's."""
+    on one batch it is the teacher-forced loss without the label smoothing (the plain cross-entropy, as the text
+    family's val_loss; it had the smoothing's term), and split in two batches it is still the whole batch's."""
     from text_attn.core.training import pooled_means, row_sums
 
     model, vocab = _model()
     features = torch.randn(2, 4, model.decoder.cfg.feature_dim)
     batch = _batch(vocab, targets=True)
-    objective = CaptionObjective(ObjectiveConfig(ds_lambda=0.5, attn_sup_lambda=2.0, label_smoothing=0.1), hard=False)
+    options = {"ds_lambda": 0.5, "attn_sup_lambda": 2.0}
+    objective = CaptionObjective(ObjectiveConfig(**options, label_smoothing=0.1), hard=False)
     model.eval()
     with torch.no_grad():
-        loss, _ = objective.teacher_forced(model, features, batch, vocab.pad_id)
+        smoothed, _ = objective.teacher_forced(model, features, batch, vocab.pad_id)  # what training minimises
+        plain = CaptionObjective(ObjectiveConfig(**options), hard=False)
+        loss, _ = plain.teacher_forced(model, features, batch, vocab.pad_id)
+        assert abs(float(smoothed - loss)) > 1e-3  # the two differ by the smoothing's term
         rows = [{"sums": r} for r in row_sums(objective.evaluation_sums(model, features, batch, vocab.pad_id))]
         halves = []
         for i in range(2):  # each caption alone: its own padding, a batch of one

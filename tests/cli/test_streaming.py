@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers.multi30k import write_corpus
+from helpers.multi30k import write_corpus, write_unshared_pieces
 from helpers.resumable import resumable_config
 from helpers.scene_corpus import write_flickr8k, write_folder, write_karpathy
 
@@ -92,6 +92,32 @@ def test_text_chunks_give_back_every_pair_of_every_split(layout, tmp_path):
         n = int(batch["src_lens"][row])
         assert batch["src"][row, :n].tolist() == train.src[i].tolist()
         assert batch["tgt"][row, : len(train.tgt[i])].tolist() == train.tgt[i].tolist()
+
+
+def test_chunks_of_before_read_val_and_test_as_translate_does(tmp_path, monkeypatch):
+    """A folder optimize wrote before 2026-12-02 holds val and test read with the joint subword model ("gh", a piece
+    only the English side knew, <unk> in a German source): fit reads them again from their text, each side from its
+    own vocabulary's pieces, as the folder reader and translate read them."""
+    import text_attn.translation.data as data_module
+
+    data = {"task": "pair", "root": str(write_unshared_pieces(tmp_path / "c")), "src_lang": "de", "tgt_lang": "en",
+            "tokenizer": "subword", "subword_vocab": 300, "batch_size": 8}  # fmt: skip
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "text/tiny_reorder.yaml", data)
+    with monkeypatch.context() as m:  # optimize as it was: val and test as the joint model splits them
+        m.setattr(data_module, "read_by_sides", lambda examples, *_: examples, raising=False)
+        text_main(["optimize", "--config", cfg, "--out", "chunks"])
+    stored = [json.loads(item["pair"]) for item in split_dataset("chunks", "val")]
+    assert any("gh" in r["src"] and 3 in r["src_ids"] for r in stored)  # <unk> (id 3) in the folder
+    folder = TranslationDataModule(**data)
+    folder.setup()
+    streamed = TranslationDataModule(**{**data, "root": "chunks"})
+    streamed.setup()
+    for split in ("val", "test"):
+        a, b = folder.splits[split], streamed.splits[split]
+        assert [e.src for e in b.examples] == [e.src for e in a.examples] and a.examples[0].src[-3:] == ["g", "h", "."]
+        assert [e.tgt for e in b.examples] == [e.tgt for e in a.examples]
+        assert [t.tolist() for t in b.src] == [t.tolist() for t in a.src]
+        assert [t.tolist() for t in b.tgt] == [t.tolist() for t in a.tgt]
 
 
 def test_optimize_keeps_finished_splits_and_refuses_other_options(tmp_path, capsys):

@@ -59,3 +59,13 @@ def write_sentences(root: Path, splits: dict[str, list[tuple[str, str]]], lang: 
             path = root / f"{split}.{code}{'' if split == 'val' else '.gz'}"
             path.write_bytes(data if split == "val" else gzip.compress(data))
     return root
+
+
+def write_unshared_pieces(root: Path) -> Path:
+    """A Multi30k-shaped German -> English corpus whose joint subword model (data.subword_vocab 300) learns "gh" from
+    the English side alone (through, rough, ...): its val and test sentence "Ein Mann in Pittsburgh." is split into a
+    piece the German side never used, <unk> unless spelled from the German side's own pieces ("g", "h")."""
+    train = [(e, d) for d, e in zip(DE, EN, strict=True)] * 2
+    train += [("Dogs run through rough snow, though tough.", "Hunde laufen im Schnee.")] * 6
+    held_out = [("A man in Pittsburgh.", "Ein Mann in Pittsburgh."), ("The dog runs.", "Der Hund läuft.")]
+    return write_sentences(root, {"train": train, "val": held_out, "test_2016_flickr": held_out}, lang="de")

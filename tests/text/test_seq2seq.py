@@ -19,8 +19,9 @@ def _batch():
 
 def _model(attention, rnn="gru"):
     torch.manual_seed(0)
+    dec = 32 if attention == "luong-dot" else 24  # luong-dot's state is as wide as the encoder's (2 x 16)
     cfg = Seq2SeqConfig(
-        12, 12, attention=attention, rnn=rnn, embed_dim=16, enc_hidden=16, dec_hidden=24, attn_dim=16, dropout=0.0
+        12, 12, attention=attention, rnn=rnn, embed_dim=16, enc_hidden=16, dec_hidden=dec, attn_dim=16, dropout=0.0
     )
     return Seq2Seq(cfg).eval()
 

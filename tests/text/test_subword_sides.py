@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers.multi30k import DE, EN, write_corpus
+from helpers.multi30k import DE, EN, write_corpus, write_unshared_pieces
 
 from text_attn.core.casing import Casing
 from text_attn.core.vocab import Vocabulary, tokenize
@@ -49,6 +49,23 @@ def test_training_reads_its_train_split_as_the_restricted_codec_does(tmp_path):
     sided = dm.codec.for_vocabularies(dm.src_vocab, dm.tgt_vocab)
     for e in dm.splits["train"].examples:
         assert sided.encode(e.src_text, "source") == e.src and sided.encode(e.tgt_text, "target") == e.tgt
+
+
+def test_validation_reads_its_sentences_as_translate_does(tmp_path):
+    # text-train validate read val and test with the joint model: "gh" was <unk> on the source side, where translate
+    # (and translate --references) spells it "g" "h"
+    dm = TranslationDataModule(task="pair", root=str(write_unshared_pieces(tmp_path / "c")), src_lang="de",
+                               tgt_lang="en", tokenizer="subword", subword_vocab=300)  # fmt: skip
+    dm.setup("fit")
+    translator = tiny(dm.src_vocab, dm.tgt_vocab, dm.codec)
+    sided = dm.codec.for_vocabularies(dm.src_vocab, dm.tgt_vocab)
+    assert "gh" in dm.codec.encode("Ein Mann in Pittsburgh.") and "gh" not in dm.src_vocab.stoi  # the joint split
+    for split in ("val", "test"):
+        ds = dm.splits[split]
+        for i, e in enumerate(ds.examples):
+            assert e.src == translator.tokenize(e.src_text) and e.tgt == sided.encode(e.tgt_text, "target")
+            assert dm.src_vocab.unk_id not in ds.src[i].tolist(), e.src
+        assert ds.examples[0].src[-3:] == ["g", "h", "."]
 
 
 # typed as written: Chinese full-width punctuation, an ellipsis, a fraction, a trade mark, an acute accent used as an

@@ -46,7 +46,8 @@ def tiny(arch: str, rnn: str = "gru", seed: int = 0) -> Translator:
         cfg = TransformerConfig(V, V, d_model=16, num_heads=2, enc_layers=2, dec_layers=2, ff_dim=32, dropout=0.0)
         net = Transformer(cfg)
     else:
-        cfg = Seq2SeqConfig(V, V, attention=arch, rnn=rnn, embed_dim=16, enc_hidden=16, dec_hidden=24, attn_dim=16,
+        dec = 32 if arch == "luong-dot" else 24  # luong-dot's state is as wide as the encoder's (2 x 16)
+        cfg = Seq2SeqConfig(V, V, attention=arch, rnn=rnn, embed_dim=16, enc_hidden=16, dec_hidden=dec, attn_dim=16,
                             dropout=0.0)  # fmt: skip
         net = Seq2Seq(cfg)
     with torch.no_grad():  # never pad or bos, as a trained model: translate_tokens' words then hold every token

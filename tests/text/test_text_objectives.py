@@ -96,6 +96,26 @@ def test_the_supervision_term_is_in_the_loss():
     assert none is None and float(plain_loss.detach()) == pytest.approx(float(ce.detach()))
 
 
+def test_the_evaluation_loss_is_the_plain_cross_entropy_and_training_keeps_the_smoothing():
+    """val_loss is the split's cross-entropy per token (exp: the perplexity), + λ · supervision: label smoothing is
+    what training minimises, not what validation reports (it was in val_loss too)."""
+    from text_attn.core.training import pooled_means, row_sums
+
+    module = _built(objective={"label_smoothing": 0.1, "attn_sup_lambda": 0.5})
+    batch, objective, pad = _batch(module), module.objective, module.tgt_vocab.pad_id
+    with torch.no_grad():
+        logits, attn = module.net(batch["src"], batch["src_lens"], batch["tgt"][:, :-1])  # no dropout
+        sup = attention_supervision_loss(attn, batch["attn_targets"], batch["attn_targets_mask"])
+        ce, smoothed = (F.cross_entropy(logits.transpose(1, 2), batch["tgt"][:, 1:], ignore_index=pad,
+                                        label_smoothing=ls) for ls in (0.0, 0.1))  # fmt: skip
+        rows = [{"sums": r} for r in row_sums(objective.evaluation_sums(module.net, batch, pad))]
+        val_loss = objective.evaluation_loss(pooled_means(rows))
+        train_loss, _ = _loss(module, batch)
+    assert val_loss == pytest.approx(float(ce + 0.5 * sup), rel=1e-5)
+    assert float(train_loss) == pytest.approx(float(smoothed + 0.5 * sup), rel=1e-5)
+    assert abs(float(smoothed - ce)) > 1e-3  # the two differ by the smoothing's term (an untrained model: a little)
+
+
 def test_the_transformer_supervises_the_mean_of_its_penultimate_layer_heads_or_the_layer_named():
     tiny = {"d_model": 16, "num_heads": 2, "enc_layers": 1, "dec_layers": 2, "ff_dim": 32, "dropout": 0.0}
     for layer, named in ((None, 0), (-1, 1)):  # default: the penultimate (alignments.alignment_layer); -1: the last

@@ -2,7 +2,8 @@
 
 - `corpus_bleu` returns cumulative BLEU-1..4 in [0, 1] from one pass over the corpus.
 - `sacre_scores`: the field's standard for translation, sacreBLEU (13a tokenization of detokenized, cased text) and
-  chrF, with their signatures (what makes a reported number reproducible).
+  chrF, with their signatures (what makes a reported number reproducible); `scored_form`: the text as they score it
+  (NFC), for sentence scores too.
 - `bleu_by_length` splits a test set by source length (Bahdanau et al.'s Figure 2) and scores
   each bucket.
 - `alignment_error`: word alignments against gold ones (AER, precision, recall; Och & Ney 2003).
@@ -92,6 +93,12 @@ REAL_BUCKETS = [(1, 11), (11, 16), (16, 21), (21, 31), (31, 10_000)]
 REAL_BUCKET_LABELS = ["1-10", "11-15", "16-20", "21-30", "31+"]
 
 
+def scored_form(text: str) -> str:
+    """A translation or reference as sacreBLEU and chrF score it, corpus and sentence alike: in Unicode's composed form
+    (NFC). A reference typed with its accents apart (NFD) scored identical Czech at chrF 31.9, not 100."""
+    return unicodedata.normalize("NFC", text)
+
+
 def sacre_scores(
     references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a", lowercase: bool = False
 ) -> dict:
@@ -105,9 +112,7 @@ def sacre_scores(
     if len(references) != len(hypotheses) or not references:
         raise ValueError(f"sacre_scores: {len(references)} references but {len(hypotheses)} hypotheses")
     bleu, chrf = BLEU(tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)
-    # both sides in NFC: a reference typed with its accents apart (NFD) scored identical Czech at chrF 31.9, not 100
-    refs = [[unicodedata.normalize("NFC", r) for r in references]]
-    hyps = [unicodedata.normalize("NFC", h) for h in hypotheses]
+    refs, hyps = [[scored_form(r) for r in references]], [scored_form(h) for h in hypotheses]
     return {
         "sacrebleu": bleu.corpus_score(hyps, refs).score,
         "chrf": chrf.corpus_score(hyps, refs).score,

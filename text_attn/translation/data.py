@@ -45,7 +45,7 @@ from text_attn.translation.pairs import Example, TaskError
 from text_attn.translation.source_check import LANGUAGES, source_check, token_lengths, unlike_language
 from text_attn.translation.subwords import MODEL_TYPES, SubwordError, Subwords
 from text_attn.translation.tasks import load_examples
-from text_attn.translation.tokens import CHAR_TASKS, TextCodec
+from text_attn.translation.tokens import CHAR_TASKS, TextCodec, read_by_sides
 
 CORPUS_TASKS = ("tsv", "parallel", "pair")  # sentences a user brings (the others are made up here)
 
@@ -425,6 +425,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             self.tgt_vocab = Vocabulary.build([e.tgt for e in train], hp.min_freq, hp.max_vocab)
         if self._start is not None:  # the start's words at their ids; with extend, the data's new ones after them
             self.src_vocab, self.tgt_vocab = self._start.vocabularies(self.src_vocab, self.tgt_vocab)
+        for split in ("val", "test"):  # scored as translate reads them: each side from its own vocabulary's tokens
+            data[split] = read_by_sides(data[split], self.codec, self.src_vocab, self.tgt_vocab)
         self.splits = {k: PairDataset(v, self.src_vocab, self.tgt_vocab) for k, v in data.items()}
 
     def unknown_tokens(self, side: str) -> list[str]:

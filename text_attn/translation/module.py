@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import pytorch_lightning as pl
@@ -48,7 +48,7 @@ from text_attn.core.training import (
 )
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.data import StartVocabulary
-from text_attn.translation.networks import build_network, make_config
+from text_attn.translation.networks import as_saved, build_network, make_config
 from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, decode_caps
 from text_attn.translation.source_check import restored, valid_check
 from text_attn.translation.tokens import TextCodec
@@ -184,7 +184,7 @@ class TranslationModule(RunState, pl.LightningModule):
             line = vocabulary_line(hp.init_from, src, tgt, dm, hp.init_vocab == "extend")
             if line and getattr(self.trainer, "is_global_zero", True):
                 print(f"text-train: {line}", file=sys.stderr)
-        options = {**(start["config"] if start else {}), **dict(hp.network or {})}
+        options = {**(as_saved(hp.arch, start["config"]) if start else {}), **dict(hp.network or {})}
         self.config = make_config(
             hp.arch, options, src_vocab_size=len(self.src_vocab), tgt_vocab_size=len(self.tgt_vocab)
         )
@@ -342,6 +342,7 @@ class TranslationModule(RunState, pl.LightningModule):
         if self.net is None:  # TranslationModule.load_from_checkpoint: no setup built the network
             self._build_from(meta)
         self._read_as_trained(meta)
+        self._built_as_saved(meta)
         saved = [Vocabulary.from_dict(meta[k]) if isinstance(meta.get(k), dict) else None for k in VOCABS]
         _same_vocabularies(saved, [getattr(self, k, None) for k in VOCABS], "the checkpoint")
         self.load_run_state(checkpoint, network_built=self.net is not None)
@@ -352,7 +353,7 @@ class TranslationModule(RunState, pl.LightningModule):
         would carry, so the module translates as the file text-export writes from it."""
         try:
             arch = meta["arch"]
-            config = make_config(arch, dict(meta["config"]))
+            config = make_config(arch, as_saved(arch, meta["config"]))
             src, tgt = Vocabulary.from_dict(meta["src_vocab"]), Vocabulary.from_dict(meta["tgt_vocab"])
             codec = TextCodec.from_metadata(meta, (src, tgt))
         except (KeyError, TypeError, ValueError) as err:
@@ -385,6 +386,18 @@ class TranslationModule(RunState, pl.LightningModule):
         dm.split_at_marks()
         self.net = None
         self.setup()
+
+    def _built_as_saved(self, meta: dict) -> None:
+        """A luong-dot checkpoint of before 2026-12-02 (its keys projected first: seq2seq.saved_options) resumed or
+        scored with --ckpt_path: the network setup built from the network options, which do not say so, built again
+        as the checkpoint's was, before its weights are loaded into it."""
+        saved = meta.get("config")
+        if self.net is None or getattr(self.config, "attention", None) != "luong-dot" or not isinstance(saved, dict):
+            return
+        projected = bool(as_saved("rnn", saved).get("dot_projection"))
+        if projected != self.config.dot_projection:
+            self.config = replace(self.config, dot_projection=projected)
+            self.net = build_network("rnn", self.config)
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig, saved_options
 from text_attn.translation.transformer import Transformer, TransformerConfig
 
 # arch name -> (config dataclass, network class); the network takes the config as its only argument.
@@ -54,6 +54,12 @@ def _check_kind(name: str, value: Any, kind: str) -> None:
     if not ok:
         what = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a text"}[kind]
         raise ValueError(f"model.network.{name} must be {what}, got {value}")
+
+
+def as_saved(arch: str, options: dict[str, Any]) -> dict[str, Any]:
+    """A network config as a model file or checkpoint saved it, with what a file of before a change left unsaid but
+    was built with (an RNN's: seq2seq.saved_options); for make_config."""
+    return saved_options(dict(options)) if arch == "rnn" else dict(options)
 
 
 def build_network(arch: str, config: Any) -> nn.Module:

@@ -4,8 +4,9 @@ Configured by the ``model.objective`` block of a text config (:class:`ObjectiveC
 :class:`TranslationObjective`, which needs no Lightning: given the network and a batch, it returns the loss and what
 to log.
 
-- **Cross-entropy** of the reference tokens under teacher forcing (label smoothing optional). This is also the loss
-  validation reports.
+- **Cross-entropy** of the reference tokens under teacher forcing (label smoothing optional). Validation and test
+  report it without the smoothing (``val_loss``: the plain cross-entropy per token, exp(val_loss) the perplexity),
+  plus λ · supervision as below.
 - **Attention supervision** (``attn_sup_lambda`` > 0): + λ · the cross-entropy between the teacher-forced attention and
   the true alignment the batches carry (``data.attention_targets: true``, task ``reorder``),
   :mod:`text_attn.core.attention_supervision`; or the word links of a corpus's train pairs (``data.alignments``:
@@ -138,10 +139,14 @@ class TranslationObjective:
         lam = self.cfg.attn_sup_lambda
         return teacher_forcing(net, batch["src"], batch["src_lens"], inputs, lam > 0, self.cfg.attn_sup_layer)
 
-    def _cross_entropy(self, logits: Tensor, batch: dict, pad_id: int, reduction: str = "mean") -> Tensor:
+    def _cross_entropy(
+        self, logits: Tensor, batch: dict, pad_id: int, reduction: str = "mean", smoothing: float | None = None
+    ) -> Tensor:
+        """``smoothing``: the label smoothing (None: the config's, what training minimises)."""
+        smoothing = self.cfg.label_smoothing if smoothing is None else smoothing
         # in float32 at least: float16's smoothing term (the sum of every word's log-probability) overflows to inf
         return F.cross_entropy(widened(logits).transpose(1, 2), batch["tgt"][:, 1:], ignore_index=pad_id,
-                               label_smoothing=self.cfg.label_smoothing, reduction=reduction)  # fmt: skip
+                               label_smoothing=smoothing, reduction=reduction)  # fmt: skip
 
     def teacher_forced(self, net: nn.Module, batch: dict, pad_id: int) -> tuple[Tensor, Tensor | None]:
         """(cross-entropy + λ · attention supervision, the supervision term alone or None when λ = 0)."""
@@ -155,18 +160,20 @@ class TranslationObjective:
     def evaluation_sums(self, net: nn.Module, batch: dict, pad_id: int) -> dict[str, tuple[Tensor, Tensor]]:
         """:meth:`teacher_forced`'s parts per sentence, for a loss pooled over the whole split
         (text_attn.core.training.row_sums, pooled_means; :meth:`evaluation_loss` adds them up): ``ce``, each
-        sentence's summed token cross-entropy and its tokens; under supervision ``attn_sup``, its supervised steps'
-        sum and count."""
+        sentence's summed token cross-entropy and its tokens, without label smoothing (the split's cross-entropy as
+        docs/text.md states it: exp of its mean is the perplexity; the smoothing's term would add to it a measure of
+        how far the model is from uniform); under supervision ``attn_sup``, its supervised steps' sum and count."""
         logits, attn = self._forced(net, batch)
         target = batch["tgt"][:, 1:]
-        parts = {"ce": (self._cross_entropy(logits, batch, pad_id, "none").sum(1), (target != pad_id).sum(1))}
+        ce = self._cross_entropy(logits, batch, pad_id, "none", smoothing=0.0).sum(1)
+        parts = {"ce": (ce, (target != pad_id).sum(1))}
         if self.cfg.attn_sup_lambda > 0:
             self.supervision(batch, attn)  # its one-line refusals
             parts["attn_sup"] = attention_supervision_rows(attn, batch["attn_targets"], batch["attn_targets_mask"])
         return parts
 
     def evaluation_loss(self, means: dict[str, float]) -> float:
-        """The split's loss from its pooled parts (:meth:`evaluation_sums`): cross-entropy + λ · supervision."""
+        """The split's loss from its pooled parts (:meth:`evaluation_sums`): plain cross-entropy + λ · supervision."""
         return means["ce"] + self.cfg.attn_sup_lambda * means.get("attn_sup", 0.0)
 
     def training_loss(self, net: nn.Module, batch: dict, bos_id: int, eos_id: int, pad_id: int) -> ObjectiveResult:

@@ -79,11 +79,14 @@ def scores(pairs: list[tuple[int, str, str, str]], tokenize: str = "13a", lowerc
     """(input number, source, translation, reference) -> the corpus's sacreBLEU, chrF and BLEU (tok.) x 100, and
     each sentence's sentence-level sacreBLEU (effective order: a short sentence without 4-gram matches is not 0) and
     chrF, the lowest chrF first. ``tokenize``: sacreBLEU's tokenizer (--bleu-tokenize); ``lowercase``: sacreBLEU and
-    chrF case-insensitive (signatures "case:lc")."""
+    chrF case-insensitive (signatures "case:lc"). Translations and references are scored, and kept, in the form the
+    corpus scores read them (metrics.scored_form, NFC), so the sentences agree with the corpus (a translation equal
+    to its NFD reference scored 100 in the corpus but 43.17 sacreBLEU and 82.84 chrF alone, and sorted as a bad one)."""
     from sacrebleu.metrics import BLEU, CHRF
 
-    from text_attn.core.metrics import text_scores
+    from text_attn.core.metrics import scored_form, text_scores
 
+    pairs = [(n, src, scored_form(hyp), scored_form(ref)) for n, src, hyp, ref in pairs]
     refs, hyps = [p[3] for p in pairs], [p[2] for p in pairs]
     corpus = text_scores(refs, hyps, tokenize, lowercase)
     bleu, chrf = BLEU(effective_order=True, tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)

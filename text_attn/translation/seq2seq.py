@@ -5,10 +5,21 @@
   - ``bahdanau`` (Bahdanau et al. 2015): the query is the previous decoder state s_{t-1};
     s_t = RNN([E y_{t-1}; c_t], s_{t-1}).
   - ``luong-dot|general|concat`` (Luong et al. 2015): s_t = RNN([E y_{t-1}; h~_{t-1}], s_{t-1}) (input feeding), the
-    query is the current state s_t, h~_t = tanh(W_c [s_t; c_t]).
+    query is the current state s_t, h~_t = tanh(W_c [s_t; c_t]). ``luong-dot`` is the paper's eq. 8, s_tᵀ h̄_s over
+    the encoder states as they are (no parameters; c_t sums them): the decoder state must be as wide as they are
+    (``dec_hidden`` = 2 x ``enc_hidden``, or ``enc_hidden`` one-directional), else the config is refused. Until
+    2026-12-02 it projected the states first (``dot_projection``: W h̄_s + b, which softmax makes luong-general's
+    score, and c_t summed the projected states); model files and checkpoints of then load so (:func:`saved_options`).
   - ``none``: the fixed-vector bottleneck of Cho et al. 2014: the only link to the source is the final encoder state
     c, which initialises s_0 and is the (constant) context of every step: s_t = RNN([E y_{t-1}; c], s_{t-1}).
 - Output step: concat(decoder state, context) -> feed-forward (tanh) -> vocabulary.
+
+Where ``bahdanau`` departs from Bahdanau et al. 2015:
+- the output layer is softmax(W_o tanh(W_c [s_i; c_i])), the new state and the context, as Luong's h~_t, where the
+  paper's eq. 4 / appendix A.2.2 reads s_{i-1}, the previous word E y_{i-1} and c_i through a maxout layer
+  (t_i = max-pooled pairs of U_o s_{i-1} + V_o E y_{i-1} + C_o c_i, then W_o t_i);
+- s_0 = tanh(W_s [forward last; backward first] + b), both directions' final states, where the paper takes
+  tanh(W_s ←h_1), the backward one alone.
 
 The decoder implements the step protocol of :mod:`text_attn.core.decoding`, so greedy and beam search work unchanged.
 """
@@ -41,12 +52,31 @@ class Seq2SeqConfig:
     bidirectional: bool = True  # read the source both ways (Bahdanau et al.); False: left to right only
     dropout: float = 0.1  # on embeddings and before the output layer
     pad_id: int = 0  # padding id of both vocabularies
+    # luong-dot only: the encoder states projected to dec_hidden (a Linear with bias, ``key_in``) before the dot score,
+    # as luong-dot was built until 2026-12-02 (the same score as luong-general); only its files load with it
+    dot_projection: bool = False
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}")
         if self.rnn not in ("gru", "lstm"):
             raise ValueError(f"unknown rnn {self.rnn!r}; choose gru or lstm")
+        states = (2 if self.bidirectional else 1) * self.enc_hidden
+        if self.attention == "luong-dot" and not self.dot_projection and states != self.dec_hidden:
+            raise ValueError(
+                f"attention luong-dot scores s_t against the encoder states as they are: dec_hidden ({self.dec_hidden})"
+                f" must equal their size ({states}: {'2 x ' if self.bidirectional else ''}enc_hidden): set dec_hidden "
+                f"to {states}, or use luong-general (a luong-dot checkpoint of before 2026-12-02: dot_projection: true)"
+            )
+
+
+def saved_options(options: dict) -> dict:
+    """A network config as a model file or checkpoint saved it (``options``), ready for make_config: one of luong-dot
+    that records no ``dot_projection`` was saved before 2026-12-02, when luong-dot always projected its keys (its
+    ``key_in`` weights): it is built so again, and translates as it did."""
+    if options.get("attention") == "luong-dot" and "dot_projection" not in options:
+        return {**options, "dot_projection": True}
+    return options
 
 
 class Encoder(nn.Module):
@@ -103,9 +133,11 @@ class Seq2Seq(GenerateMixin, nn.Module):
             self.hidden_out = nn.Linear(H + enc_dim, H)
         else:
             kind = "bahdanau" if self.kind == "bahdanau" else cfg.attention
-            # Luong's dot score needs the query in key space: keys are projected to H by `key_in`.
-            self.key_in = nn.Linear(enc_dim, H) if cfg.attention == "luong-dot" else nn.Identity()
-            key_dim = H if cfg.attention == "luong-dot" else enc_dim
+            # luong-dot scores the raw encoder states (enc_dim == H, checked by the config); a file of before
+            # 2026-12-02 projected them to H first (dot_projection: W h_s + b; the context summed those too)
+            legacy = cfg.attention == "luong-dot" and cfg.dot_projection
+            self.key_in = nn.Linear(enc_dim, H) if legacy else nn.Identity()
+            key_dim = H if legacy else enc_dim
             self.attn = build_attention(kind, query_dim=H, key_dim=key_dim, attn_dim=cfg.attn_dim)
             feed = H if self.kind == "luong" else enc_dim  # input feeding (Luong) or context (Bahdanau)
             self.cell = cell(cfg.embed_dim + feed, H)

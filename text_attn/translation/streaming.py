@@ -28,7 +28,7 @@ from text_attn.core.streaming import (
 )
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.pairs import Example
-from text_attn.translation.tokens import TextCodec
+from text_attn.translation.tokens import TextCodec, read_by_sides
 
 FAMILY = "text"
 # options that shape the samples or the vocabularies: a fit must use those the chunks were made with
@@ -93,6 +93,14 @@ class ChunkPairs:
         self.src = [torch.tensor(r["src_ids"]) for _, r in records]
         self.tgt = [torch.tensor(r["tgt_ids"]) for _, r in records]
 
+    def read_by_sides(self, codec: TextCodec, source: Vocabulary, target: Vocabulary) -> ChunkPairs:
+        """Its pairs read again from their text as translate reads a source (tokens.read_by_sides): a folder written
+        before 2026-12-02 holds the joint subword model's pieces, <unk> where only the other side knew one."""
+        self.examples = read_by_sides(self.examples, codec, source, target)
+        self.src = [torch.tensor(source.encode(e.src, eos=True)) for e in self.examples]
+        self.tgt = [torch.tensor(target.encode(e.tgt, bos=True, eos=True)) for e in self.examples]
+        return self
+
     def __len__(self) -> int:
         return len(self.examples)
 
@@ -119,7 +127,9 @@ def load_chunks(dm) -> None:
     dm.tgt_vocab = dm.src_vocab if state["shared_vocab"] else Vocabulary.from_dict(state["tgt_vocab"])
     dm.codec = TextCodec.from_metadata(state["codec"], (dm.src_vocab, dm.tgt_vocab))
     dm.source_check = state.get("source_check")
-    dm.splits = {split: ChunkPairs(root, split) for split in ("val", "test")}
+    dm.splits = {
+        split: ChunkPairs(root, split).read_by_sides(dm.codec, dm.src_vocab, dm.tgt_vocab) for split in ("val", "test")
+    }
 
 
 def stream_collate(items: list[dict[str, Any]], pad_id: int = 0, attention_targets: bool = False) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from text_attn.core.vocab import Vocabulary, is_word, marks_split_off, tokenize
 from text_attn.translation.subwords import Subwords
@@ -211,3 +212,18 @@ class TextCodec:
         if split is None:
             split = mode == "word" and marks_split_off(*vocabularies)
         return cls(mode, bool(data.get("lower", True)), subwords, bool(split))
+
+
+def read_by_sides(examples: list[Any], codec: TextCodec, source: Vocabulary, target: Vocabulary) -> list[Any]:
+    """A corpus's evaluation pairs (translation.pairs.Example, their sentences as written) read as ``translate`` reads
+    a source: each side spelled from the tokens of its own vocabulary (:meth:`TextCodec.for_vocabularies`; the joint
+    SentencePiece model split some words into pieces only the other side knew: <unk> in validation, not in
+    translate). A made-up task's examples (no text) stay as they are."""
+    sided = codec.for_vocabularies(source, target)
+
+    def read(e: Any) -> Any:
+        if e.src_text is None:
+            return e
+        return replace(e, src=sided.encode(e.src_text, "source"), tgt=sided.encode(e.tgt_text, "target"))
+
+    return [read(e) for e in examples]

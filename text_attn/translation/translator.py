@@ -25,7 +25,7 @@ from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_mod
 from text_attn.core.precision import widened
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.alignments import alignment_layer
-from text_attn.translation.networks import NETWORKS, build_network, config_dict, make_config
+from text_attn.translation.networks import NETWORKS, as_saved, build_network, config_dict, make_config
 from text_attn.translation.source_check import (
     longest_source,
     output_cap,
@@ -195,7 +195,7 @@ class Translator:
             arch, options = data["arch"], dict(data["config"])
             if arch not in NETWORKS:
                 raise ModelFileError(f"{path}: unknown architecture {arch!r}")
-            config = make_config(arch, options)
+            config = make_config(arch, as_saved(arch, options))  # a file of before a change: built as then
             net = built_uninitialised(lambda: build_network(arch, config))  # the strict load below fills every tensor
             net.load_state_dict(data["state_dict"])
             src, tgt = Vocabulary.from_dict(data["src_vocab"]), Vocabulary.from_dict(data["tgt_vocab"])
