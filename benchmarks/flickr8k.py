@@ -109,9 +109,17 @@ def recorded_minutes(out: Path, stage: str) -> float | None:
 
 
 def test_split(args: argparse.Namespace) -> tuple[list[str], dict[str, list[str]]]:
-    """The test photos' paths and, per path, its references (token strings)."""
-    from captioning.training.readers import read_flickr8k
+    """The test photos' paths and, per path, its references (token strings). A copy without the standard split files
+    is refused: its random test photos are mostly standard train photos, which the bundled model (--recorded) and the
+    published rows beside ours trained on."""
+    from captioning.training.readers import SPLIT_FILES, CaptionDataError, has_standard_split, read_flickr8k
 
+    if not has_standard_split(args.data_root):
+        raise CaptionDataError(
+            f"{args.data_root}: no standard split files ({', '.join(SPLIT_FILES.values())}): a random test split "
+            "holds mostly photos the bundled model and the published models trained on, and scores high for them; "
+            "put the three files in it"
+        )
     items = read_flickr8k(args.data_root)["test"]
     if args.quick:
         items = items[:QUICK_TEST]

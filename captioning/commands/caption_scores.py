@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import fail
-from text_attn.core.metrics import COCO_NAMES
+from text_attn.core.metrics import COCO_NAMES, reads_as_english
 from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
 from text_attn.core.score_options import check_score_options, write_scores
@@ -76,27 +75,6 @@ def score_run(args: argparse.Namespace, captions: dict[str, str]) -> None:
         write_scores("caption", args.scores, result)
 
 
-# the commonest short words of captions in English and in the other languages people caption in (Multi30k's German,
-# French and Czech): whichever set the references use more says their language. Over each Flickr8k photo's five
-# references: English 8,194 of 8,195 photos; German, French and Czech, five lines at a time: none of 5,800 read as
-# English. (A share of English words alone, over 20%, missed 91 Flickr8k photos: short captions of nouns.)
-ENGLISH_WORDS = frozenset("the an of is are and with to at his her while for by from on".split())
-OTHER_WORDS = (
-    frozenset("ein eine einer einem einen der die das und mit auf im ist sind zu von den dem des vor".split()),
-    frozenset("un une le la les des du et avec sur dans est sont au aux devant".split()),
-    frozenset("je na se ve v s z k muž žena jsou do před u při".split()),
-)
-
-
-def reads_as_english(texts) -> bool:
-    """Whether captions are English: their words hold at least as many of English's commonest as of German's, French's
-    or Czech's (none of either: English). A model's capitals no longer tell (a captioner trained on your own English
-    captions written with capitals learns them)."""
-    words = [w for t in texts for w in re.findall(r"[^\W\d_]+", t.lower())]
-    english = sum(w in ENGLISH_WORDS for w in words)
-    return english >= max(sum(w in other for w in words) for other in OTHER_WORDS)
-
-
 def scores(captions: dict[str, str], references: dict[str, list[str]]) -> dict[str, Any]:
     """coco-caption's scores x 100 of ``captions`` (image -> caption) against ``references`` (image -> captions, read
     as training reads them: lowercased, punctuation dropped), as benchmarks/flickr8k.py scores the test split: with
@@ -138,8 +116,8 @@ def scores(captions: dict[str, str], references: dict[str, list[str]]) -> dict[s
 def sentence_bleu4(words: list[str], references: list[str]) -> float:
     """One caption's BLEU-4 x 100 against its photo's references (each a string of words as training reads them),
     smoothed as ``translate --scores`` scores a sentence (sacreBLEU's sentence score: effective order, exponential
-    smoothing): coco-caption's per-photo BLEU-4 is unsmoothed, 0 for any caption without a 4-gram in a reference (586
-    of the 1,000 Flickr8k test photos), which ranks nothing."""
+    smoothing): coco-caption's per-photo BLEU-4 is unsmoothed, 0 for any caption without a 4-gram in a reference (728
+    of the bundled model's 1,000 Flickr8k test photos, docs/captioning.md), which ranks nothing."""
     from sacrebleu.metrics import BLEU
 
     return round(BLEU(tokenize="none", effective_order=True).sentence_score(" ".join(words), references).score, 2)

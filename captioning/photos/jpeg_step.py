@@ -102,9 +102,12 @@ AUTO = "auto"  # model.encoder.jpeg_quality / jpeg_subsampling: read from the tr
 
 
 def photo_format(photos: Sequence[str | Path | bytes | Image.Image], limit: int | None = CHECKED) -> PhotoFormat:
-    """The one JPEG step and one square side of these photos (up to ``limit`` of them, spread evenly)."""
+    """The one JPEG step and one square side of these photos (up to ``limit`` of them, spread evenly). A photo that
+    cannot be read (an empty file) says nothing of them: training leaves it out, and one made a folder of good JPEGs
+    "not all JPEG files" (no JPEG step recorded)."""
     stride = max(1, len(photos) // limit) if limit else 1
-    return one_format([header_of(p) for p in list(photos)[::stride][:limit]])
+    reads = [header_of(p) for p in list(photos)[::stride][:limit]]
+    return one_format([read for read in reads if read != (None, None)])
 
 
 def one_format(reads: Sequence[tuple[JpegStep | None, tuple[int, int] | None]]) -> PhotoFormat:

@@ -300,6 +300,13 @@ def file_head(path: str | Path) -> bytes:
         return b""  # unreadable: Image.open below says why, in its words
 
 
+def _empty(path: Path) -> bool:
+    try:
+        return os.stat(path).st_size == 0
+    except OSError:
+        return False
+
+
 def _list_hint(path: Path | io.BytesIO) -> str:
     """For a file of photo paths given as a photo (``caption photos.txt``): how to give it, when its first line names
     a file that exists; else nothing."""
@@ -340,7 +347,10 @@ def load_photo(
             raise ImageReadError(missing(src), "missing")
         if kind is not None:
             raise ImageReadError(f"{src}: {kind}", "missing" if kind.startswith("a file name") else "not_image")
-        formats = photo_formats(file_head(p), src)
+        head = file_head(p)
+        if not head and _empty(p):  # a copy that failed, or a placeholder: said so, not "not an image file"
+            raise ImageReadError(f"{src}: an empty file (0 bytes), not a photo", "not_image")
+        formats = photo_formats(head, src)
         raw = None
     try:
         with Image.open(p, formats=formats) as img:

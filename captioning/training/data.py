@@ -8,7 +8,11 @@ Sources:
                example, is in captioning.training.readers' docstring, "Boxes").
   ``flickr8k`` Flickr8k in its original layout or Kaggle's (captioning.training.readers.read_flickr8k).
   ``folder``   a folder of images + a TSV of ``filename<TAB>caption`` lines (captioning.training.readers.read_folder);
-               the images are shuffled once with the seed and split into val / test / train.
+               the photos are ordered by a hash of the seed and each photo's name, and the first val_size are val, the
+               next test_size test, the rest train: a photo's place follows from its name alone, not from the TSV's
+               order or length, so re-sorting the file moves none and adding photos moves no train photo into val or
+               test while the sizes stay (a second stage, or a run on a grown folder, is not scored on photos the
+               first trained on).
 The file formats and their checks are captioning.training.readers'. Folder and Karpathy captions written with
 capitals teach the model their casing (``casing``, as data.language de does for Flickr8k's photos).
 
@@ -38,11 +42,15 @@ the cache holds each photo's frozen map instead, the output of the stages that s
 carry "frozen_maps" (P, C, h, w), one per distinct photo. Cached features are stored in float16. Memory: N images
 x L x D x 2 bytes -- fine for shapes and Flickr8k at 7 x 7, too much for COCO at 14 x 14 x 2048 (about 100 GB): leave
 caching off there.
+
+A photo that cannot be read (a truncated JPEG, an empty file) is left out, counted in one line, unless ``strict``:
+cached, its split loses it once encoded (captioning.training.feature_cache); decoded as batches are drawn, its batch
+goes without it.
 """
 
 from __future__ import annotations
 
-import random
+import hashlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -53,11 +61,18 @@ from torch.utils.data import DataLoader, Dataset
 
 from captioning.photos.domain import domain_check
 from captioning.photos.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
-from captioning.photos.preprocess import Preprocess, prepared
+from captioning.photos.preprocess import Preprocess
 from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
-from captioning.training.feature_cache import fill_features
+from captioning.training.feature_cache import fill_features, readable_photos, unreadable_rows
 from captioning.training.multi30k import LANGUAGES, in_language
-from captioning.training.readers import SPLITS, CaptionDataError, read_flickr8k, read_folder, read_karpathy
+from captioning.training.readers import (
+    SPLITS,
+    CaptionDataError,
+    has_standard_split,
+    read_flickr8k,
+    read_folder,
+    read_karpathy,
+)
 from captioning.training.shapes import Scene, make_scenes
 from captioning.training.splits import CaptionSplit
 from text_attn.core.attention_supervision import dense_targets
@@ -95,6 +110,12 @@ FLICKR8K_TERMS = (  # what a model trained on Flickr8k says of it (its file's in
     "Flickr8k (Hodosh, Young and Hockenmaier 2013) is for non-commercial research and educational use only; the "
     "photographs are under the Flickr Terms of Use. This model was trained on it: the same terms apply to it."
 )
+
+
+def _held_out_order(seed: int, key: str) -> bytes:
+    """Where a photo of a folder stands in the order val and test are taken from: a hash of the seed and its name (as
+    read_folder keys it), so no other photo, and no line order, moves it."""
+    return hashlib.sha256(f"{seed}\t{key}".encode()).digest()
 
 
 def written_casing(items) -> dict | None:
@@ -151,14 +172,16 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 ``cs``: the one sentence a photo that Multi30k translated from them, read from ``multi30k``
                 (captioning.training.multi30k); the casing of its train sentences is learned for the captions.
             multi30k: the Multi30k folder (train.de.gz, ...), for a ``language`` other than ``en``.
-            strict: a missing image file is an error (default: skipped, with one line on stderr).
+            strict: a missing image file, or one that cannot be read, is an error (default: skipped, with one line
+                on stderr).
             train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
-            val_size: shapes: scenes (default 500); karpathy: cap (None = all); folder: images held out
+            val_size: shapes: scenes (default 500); karpathy, flickr8k: cap (None = all); folder: images held out
                 (default 5%, at least 2 where 2 are left to train on). test_size: likewise for test (0: ``test``
-                is refused, having nothing to score).
+                is refused, having nothing to score; val_size 0: refused, as there is nothing to validate on).
             scene_size: shapes canvas side in pixels (the network's input side is model.encoder.image_size).
                 max_objects: shapes objects per scene (1..4).
-            seed: shapes uses seed, seed+1, seed+2 for train / val / test; also shuffles folder data and batches.
+            seed: shapes uses seed, seed+1, seed+2 for train / val / test; also orders folder photos (module doc),
+                draws a Flickr8k copy's split where it has no split files, and shuffles batches.
             min_freq: words seen fewer times in the train captions become <unk>.
             max_caption_len: training captions longer than this are truncated to it (eos follows).
             captions_per_image: train on only the first k captions of each image (None = all of them).
@@ -252,16 +275,31 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         hp = self.hparams
         if hp.source != "flickr8k":
             return {}
+        split = self.flickr8k_split
+        # a random split is said (captioning.training.readers.split_clash reads it): a run from this model on
+        # another split of Flickr8k would be scored on photos it trained on
+        drawn = f", in {split}, not the standard one" if split not in (None, "the standard split") else ""
         if hp.language == "en":
             return {
-                "training_data": "Flickr8k (Hodosh, Young and Hockenmaier 2013): its photographs and English captions",
+                "training_data": "Flickr8k (Hodosh, Young and Hockenmaier 2013): its photographs and English captions"
+                + drawn,
                 "terms": FLICKR8K_TERMS,
             }
         return {
-            "training_data": f"Flickr8k's photos with Multi30k's {LANGUAGES[hp.language]} sentences (one a photo)",
+            "training_data": f"Flickr8k's photos with Multi30k's {LANGUAGES[hp.language]} sentences (one a photo)"
+            + drawn,
             "terms": "Flickr8k and Multi30k are for non-commercial research and education; the photographs are under "
             "the Flickr Terms of Use",
         }
+
+    @property
+    def flickr8k_split(self) -> str | None:
+        """Which split of Flickr8k this data reads: "the standard split" (its split files), "a random split (seed
+        N)" (a copy without them: captioning.training.readers.read_flickr8k); None for other data, or a chunk folder."""
+        hp = self.hparams
+        if hp.source != "flickr8k" or not hp.root or self.streams:
+            return None
+        return "the standard split" if has_standard_split(hp.root, hp.layout) else f"a random split (seed {hp.seed})"
 
     @property
     def domain_check(self) -> dict | None:
@@ -310,20 +348,22 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 print(f"caption data: {translated.line}", file=sys.stderr)
                 items, self.casing = translated.items, learn_casing(translated.train_text)
             for split in SPLITS:
-                cap = getattr(hp, f"{split}_size")
-                items[split] = items[split][:cap] if cap else items[split]
+                cap = getattr(hp, f"{split}_size")  # 0 is none (refused below, or by test), not all
+                items[split] = items[split][:cap] if cap is not None else items[split]
         elif hp.source == "karpathy":
             if not hp.karpathy_json or not hp.image_root:
                 raise CaptionDataError("source 'karpathy' needs data.karpathy_json and data.image_root")
             items = read_karpathy(hp.karpathy_json, hp.image_root, hp.strict)
             for split in SPLITS:
                 cap = getattr(hp, f"{split}_size")
-                items[split] = items[split][:cap] if cap else items[split]
+                items[split] = items[split][:cap] if cap is not None else items[split]
         else:
             if not hp.image_dir or not hp.captions_tsv:
                 raise CaptionDataError("source 'folder' needs data.image_dir and data.captions_tsv")
             pool = read_folder(hp.image_dir, hp.captions_tsv, hp.strict)
-            random.Random(hp.seed).shuffle(pool)
+            # by name, not by line (module doc): a shuffle of the file's order moved every held-out photo when one
+            # photo was added, and a second stage was validated and tested on photos the first trained on
+            pool.sort(key=lambda it: _held_out_order(hp.seed, it.key))
             # at least two photos each where that leaves two to train on: CIDEr over one photo is 0 whatever the
             # caption (every n-gram's IDF is log(1/1)), and val_CIDEr then keeps epoch 0
             least = 2 if len(pool) >= 6 else 1
@@ -379,19 +419,20 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         train = self.splits["train"].references
         self.vocab = Vocabulary.build((c for caps in train for c in caps[: hp.captions_per_image]), hp.min_freq)
         self._encode_train()
-        self._train_caption = [k for caps in train for k in range(len(caps[: hp.captions_per_image]))]
-        self._photo_pairs = [[] for _ in train]  # per train photo, the indices of its (image, caption) pairs
-        for i, (image, _) in enumerate(self._train_pairs):
-            self._photo_pairs[image].append(i)
 
     def _encode_train(self) -> None:
-        """The (image, caption ids) training pairs, in the vocabulary's ids."""
+        """The (image, caption ids) training pairs, in the vocabulary's ids; which caption of its photo each is, and
+        each photo's pairs."""
         hp, train = self.hparams, self.splits["train"].references
         self._train_pairs = [
             (i, self.vocab.encode(c[: hp.max_caption_len], eos=False))
             for i, caps in enumerate(train)
             for c in caps[: hp.captions_per_image]
         ]
+        self._train_caption = [k for caps in train for k in range(len(caps[: hp.captions_per_image]))]
+        self._photo_pairs = [[] for _ in train]  # per train photo, the indices of its (image, caption) pairs
+        for i, (image, _) in enumerate(self._train_pairs):
+            self._photo_pairs[image].append(i)
         self.say_cut(train)
 
     def say_cut(self, train: list[list[list[str]]]) -> None:
@@ -496,26 +537,59 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             progress,
             cache_dir,
             fingerprint,
+            self.hparams.strict,
         )
+        for split in set(self.features) - had:
+            self._leave_out(split, unreadable_rows(self.features[split]))
         self.feature_keys.update({split: fingerprint for split in self.features if split not in had})
         return done
 
-    def _visual(self, split: str, index: list[int]) -> dict[str, torch.Tensor]:
+    def _leave_out(self, split: str, rows: list[int]) -> None:
+        """Photos ``rows`` of ``split`` could not be read when they were encoded (fill_features counted them): the
+        split goes on without them, their features and their captions. The vocabulary stays (the model was built with
+        it)."""
+        if not rows:
+            return
+        gone = set(rows)
+        keep = [i for i in range(len(self.splits[split].images)) if i not in gone]
+        sp = self.splits[split]
+        fields = (sp.images, sp.references, sp.scenes, sp.boxes, sp.sizes)
+        self.splits[split] = CaptionSplit(*(None if v is None else [v[i] for i in keep] for v in fields))
+        self.features[split] = self.features[split][keep]
+        if self.splits[split].scenes is not None:
+            self.scenes[split] = self.splits[split].scenes
+        self._cells.clear()
+        self._domain_check = None
+        if split == "train":
+            self._encode_train()
+
+    def _readable(self, split: str, index: list[int], photo: Callable[[int], int]) -> tuple[list[int], dict]:
+        """The entries of ``index`` whose photo (``photo(entry)``) can be read, and those photos prepared, when the
+        batch decodes its photos (no cached features): one that cannot is left out (or refused by data.strict)."""
+        if split in self.features:
+            return index, {}
+        hp, images = self.hparams, self.splits[split].images
+        decoded = readable_photos(images, [photo(i) for i in index], self.preprocess, hp.strict, split)
+        kept = [i for i in index if photo(i) in decoded]
+        if not kept:  # nothing left to make a batch of
+            raise CaptionDataError(f"none of the {len(index)} photos of a {split} batch can be read (said above)")
+        return kept, decoded
+
+    def _visual(self, split: str, index: list[int], decoded: dict[int, torch.Tensor]) -> dict[str, torch.Tensor]:
         """What the encoder needs for the photos ``index`` (one per caption of the batch): cached region features
-        (B, L, D); or, once per distinct photo, stored frozen maps (P, C, h, w) or images (P, 3, H, W) with
-        ``photo_of`` (B,) naming each caption's row, so a photo's captions share one pass of the trainable stages."""
+        (B, L, D); or, once per distinct photo, stored frozen maps (P, C, h, w) or images (P, 3, H, W) (``decoded``:
+        photo -> its tensor, from _readable) with ``photo_of`` (B,) naming each caption's row, so a photo's captions
+        share one pass of the trainable stages."""
         feats = self.features.get(split)
         if feats is not None and feats.dim() == 3:
             return {"features": feats[index].float()}  # (B, L, D)
         if feats is None and not self.hparams.photo_batches:
-            images = self.splits[split].images
-            return {"images": torch.stack([prepared(images[i], self.preprocess) for i in index])}  # (B, 3, H, W)
+            return {"images": torch.stack([decoded[i] for i in index])}  # (B, 3, H, W)
         photos, photo_of = torch.tensor(index).unique(return_inverse=True)  # (P,), (B,)
         if feats is not None:
             visual = {"frozen_maps": feats[photos].float()}  # (P, C, h, w)
         else:
-            images = self.splits[split].images
-            visual = {"images": torch.stack([prepared(images[i], self.preprocess) for i in photos.tolist()])}
+            visual = {"images": torch.stack([decoded[i] for i in photos.tolist()])}
         if len(photos) < len(index):
             visual["photo_of"] = photo_of
         return visual
@@ -558,9 +632,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     # --- batches ------------------------------------------------------------------------------------------------------
     def _collate_train(self, index: list[int]) -> dict:
+        index, decoded = self._readable("train", index, lambda i: self._train_pairs[i][0])
         pairs = [self._train_pairs[i] for i in index]
         images = [img for img, _ in pairs]
-        batch = {**self._visual("train", images), **self._caption_tensors([c for _, c in pairs])}
+        batch = {**self._visual("train", images, decoded), **self._caption_tensors([c for _, c in pairs])}
         batch["image_index"] = torch.tensor(images)  # (B,)
         references = self.train_references
         batch["references"] = [references[i] for i in images]  # SCST's reward scores these
@@ -580,10 +655,11 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         return self._collate_train([i for p in photos for i in self._photo_pairs[p]])
 
     def _collate_eval(self, split: str, index: list[int]) -> dict:
+        index, decoded = self._readable(split, index, int)
         refs = [self.splits[split].references[i] for i in index]
         # The first reference gives a teacher-forced loss; the metrics use all of them.
         first = [self.vocab.encode(r[0][: self.hparams.max_caption_len], eos=False) for r in refs]
-        batch = {**self._visual(split, index), **self._caption_tensors(first)}
+        batch = {**self._visual(split, index, decoded), **self._caption_tensors(first)}
         batch["image_index"] = torch.tensor(index)  # (B,)
         batch["references"] = refs  # per image, its reference token lists
         if self.hparams.attention_targets:
@@ -680,6 +756,7 @@ class _BatchMaker:
             setattr(self, name, getattr(source, name))
 
     train_references = CaptionDataModule.train_references
+    _readable = CaptionDataModule._readable
     _visual = CaptionDataModule._visual
     _token_cells = CaptionDataModule._token_cells
     _attention_targets = CaptionDataModule._attention_targets

@@ -25,7 +25,13 @@ to its device, so cached features come from the weights actually used:
   whose batches carry photos lets them go (``dm.drop_features``).
 With a partly trainable encoder (``fine_tune: last``) the cache holds each photo's frozen map instead (the output of
 the stages that stay frozen, ``ImageEncoder.frozen_map``), keyed by those stages alone; the trainable stages run on it
-every step (the LightningModule's ``from_frozen_map``). Under DDP the first process of each machine encodes and writes
+every step (the LightningModule's ``from_frozen_map``).
+
+A photo that cannot be read (a truncated JPEG, an empty file) does not end the run once hundreds are encoded: its row
+is stored as NaN, so the cache file keeps every other photo's features and says which photos to leave out when read
+again, one line counts them, and the data module leaves them out (``unreadable_rows``); with ``data.strict`` it is a
+CaptionDataError naming the photo. Batches of photos decoded as they are drawn (no cache) leave such a photo out
+alike (``readable_photos``). Under DDP the first process of each machine encodes and writes
 the cache files while the others wait, then they read
 them (memory-mapped). ``fast_dev_run`` caches nothing: its few batches encode their own images.
 """
@@ -45,7 +51,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.photos.preprocess import prepared
+from captioning.photos.preprocess import ImageReadError, prepared
 from captioning.training.readers import CaptionDataError
 from text_attn.core.errors import one_line
 from text_attn.core.file_digest import sha256_of
@@ -137,7 +143,8 @@ def _saved(path: Path, features: torch.Tensor) -> bool:
 
 # --- filling it ------------------------------------------------------------------------------------------------------
 class _ImageTensors(Dataset):
-    """Preprocessed image tensors of one split, for the encoding pass."""
+    """Preprocessed image tensors of one split, for the encoding pass: (tensor, "") or, for a photo that cannot be
+    read, (None, why), so that the main process decides (a worker's exception came back as a traceback's text)."""
 
     def __init__(self, images: Sequence[Path | Image.Image], preprocess: Callable):
         self.images, self.preprocess = images, preprocess
@@ -145,8 +152,56 @@ class _ImageTensors(Dataset):
     def __len__(self) -> int:
         return len(self.images)
 
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return prepared(self.images[i], self.preprocess)  # (3, H, W)
+    def __getitem__(self, i: int) -> tuple[torch.Tensor | None, str]:
+        try:
+            return prepared(self.images[i], self.preprocess), ""  # (3, H, W)
+        except ImageReadError as err:
+            return None, str(err)
+
+
+def _photo_batch(items: list[tuple[torch.Tensor | None, str]]) -> tuple[torch.Tensor | None, list[str]]:
+    """The readable photos of a batch stacked, (b, 3, H, W) or None; per photo, why it cannot be read ("": it can)."""
+    good = [t for t, _ in items if t is not None]
+    return (torch.stack(good) if good else None), [why for _, why in items]
+
+
+def _unreadable(why: str, strict: bool) -> None:
+    if strict:
+        raise CaptionDataError(f"{why} (data.strict: a photo that cannot be read ends the run; without it, it is "
+                               "left out)")  # fmt: skip
+
+
+def unreadable_rows(features: torch.Tensor) -> list[int]:
+    """The rows of cached features (N, L, D) or frozen maps (N, C, h, w) whose photo could not be read (stored as
+    NaN by :func:`fill_features`; an encoder's output is never NaN there)."""
+    return torch.isnan(features.reshape(len(features), -1)[:, 0]).nonzero().flatten().tolist()
+
+
+def _say_skipped(split: str, bad: list[int], images: Sequence, first: str) -> None:
+    if bad:
+        print(f"caption data: skipped {len(bad)} of {len(images)} {split} photos that cannot be read (first: "
+              f"{inert(first)}); data.strict refuses them", file=sys.stderr)  # fmt: skip
+
+
+_SAID: set[str] = set()  # the photos readable_photos has named in this process
+
+
+def readable_photos(
+    images: Sequence[Path | Image.Image], index: Sequence[int], preprocess: Callable, strict: bool, split: str
+) -> dict[int, torch.Tensor]:
+    """Photo i of ``images`` prepared (3, H, W) for each i of ``index`` that can be read: a batch of photos decoded as
+    it is drawn leaves out one that cannot (one line naming it, once a process), or with ``strict`` refuses it."""
+    out = {}
+    for i in dict.fromkeys(index):
+        try:
+            out[i] = prepared(images[i], preprocess)
+        except ImageReadError as err:
+            _unreadable(str(err), strict)
+            if str(err) not in _SAID:
+                _SAID.add(str(err))
+                print(f"caption data: a {split} photo cannot be read and is left out of its batches: {inert(str(err))}",
+                      file=sys.stderr)  # fmt: skip
+    return out
 
 
 @torch.no_grad()
@@ -160,6 +215,7 @@ def fill_features(
     progress: bool | Callable[[str], None] = True,
     cache_dir: str | Path | None = None,
     fingerprint: str | None = None,
+    strict: bool = False,
 ) -> list[str]:
     """Put into ``features`` (split -> (N, L, D) float16) every split of ``images`` (split -> its images) it lacks.
 
@@ -168,7 +224,9 @@ def fill_features(
 
     With ``cache_dir`` and the encoder's ``fingerprint``, a split found on disk is loaded, and a split encoded here is
     written there. The features must come from a frozen encoder: caching assumes they never change during training.
-    Returns the splits that were encoded (not loaded).
+    A photo that cannot be read gets a row of NaN (:func:`unreadable_rows`), counted in one line, encoded or loaded;
+    with ``strict`` it is a CaptionDataError (the splits encoded before it stay written). Returns the splits that were
+    encoded (not loaded).
     """
     from tqdm.auto import tqdm
 
@@ -179,6 +237,11 @@ def fill_features(
             files[split] = cache_file(cache_dir, split, split_key(fingerprint, images[split]))
             found = load_features(files[split], len(images[split]))
             if found is not None:
+                bad = unreadable_rows(found)
+                if bad:  # the same bytes as when they were cached (the key says so): still unreadable
+                    _unreadable(f"{images[split][bad[0]]}: could not be read when its split's features were cached",
+                                strict)  # fmt: skip
+                    _say_skipped(split, bad, images[split], str(images[split][bad[0]]))
                 features[split] = found
                 todo.remove(split)
     total = sum(len(images[s]) for s in todo)
@@ -196,16 +259,36 @@ def fill_features(
         # its own generator: a loader's iterator draws its workers' base seed from torch's global stream otherwise,
         # and a run that found its features on disk drew other dropout masks (and hard-attention and SCST samples)
         # than the same config's first run, which encoded them
-        for batch in DataLoader(ds, batch_size=batch_size, num_workers=num_workers, generator=torch.Generator()):
-            chunks.append(encode_fn(batch).to("cpu", torch.float16).contiguous())  # (b, L, D) or (b, C, h, w)
-            bar.update(batch.size(0))
-        features[split] = torch.cat(chunks)  # (N, L, D)
+        loader = DataLoader(ds, batch_size=batch_size, num_workers=num_workers, generator=torch.Generator(),
+                            collate_fn=_photo_batch)  # fmt: skip
+        for batch, said in loader:
+            for why in filter(None, said):
+                _unreadable(why, strict)
+            encoded = None if batch is None else encode_fn(batch).to("cpu", torch.float16).contiguous()
+            chunks.append((encoded, said))  # (b, L, D) or (b, C, h, w), the readable photos' rows
+            bar.update(len(said))
+        features[split] = _with_gaps(chunks, images[split], split)  # (N, L, D)
         if split in files and not _saved(files[split], features[split]):
             files.clear()  # the disk is full or read-only: the other splits are not tried either
     bar.close()
     if say is not None:
         say(f"cached image features: {total:,} images in {duration(time.monotonic() - started)}")
     return todo
+
+
+def _with_gaps(chunks: list[tuple[torch.Tensor | None, list[str]]], images: Sequence, split: str) -> torch.Tensor:
+    """The encoded batches as one (N, ...) tensor, a row of NaN where a photo could not be read (said in one line)."""
+    whys = [why for _, said in chunks for why in said]
+    bad = [k for k, why in enumerate(whys) if why]
+    if not bad:
+        return torch.cat([encoded for encoded, _ in chunks])
+    shape = next((e.shape[1:] for e, _ in chunks if e is not None), None)
+    if shape is None:
+        raise CaptionDataError(f"none of the {len(images)} {split} photos can be read (first: {whys[0]})")
+    rows = torch.full((len(whys), *shape), float("nan"), dtype=torch.float16)
+    rows[[k for k, why in enumerate(whys) if not why]] = torch.cat([e for e, _ in chunks if e is not None])
+    _say_skipped(split, bad, images, whys[bad[0]])
+    return rows
 
 
 def cache_fingerprint(encoder) -> str:

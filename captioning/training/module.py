@@ -8,11 +8,11 @@ eq. (12) for hard attention, SCST, attention supervision); a training step asks 
 ``train_reward``, ``baseline``; for SCST ``train_reward``, ``train_baseline``, ``train_advantage``;
 ``train_attn_sup``). Validation and test decode free-running (no teacher forcing) one caption per image and score it
 against all its references with the coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``,
-``{stage}_CIDEr`` (and ``{stage}_METEOR`` when Java runs it), plus the teacher-forced ``{stage}_loss`` on each image's
-first reference, pooled over the split (the same at any batch size). On shapes it also logs ``{stage}_grounding``
-(fraction of object-naming nouns whose arg-max attention cell lies in the named object's box; 0 when no noun names an
-object), ``{stage}_grounding_mass`` (mean attention mass in that box) and ``{stage}_grounding_words``. Monitor
-``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint.
+``{stage}_CIDEr`` (and ``{stage}_METEOR`` when Java runs it on English references), plus the teacher-forced
+``{stage}_loss`` on each image's first reference, pooled over the split (the same at any batch size). On shapes it
+also logs ``{stage}_grounding`` (fraction of object-naming nouns whose arg-max attention cell lies in the named
+object's box; 0 when no noun names an object), ``{stage}_grounding_mass`` (mean attention mass in that box) and
+``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint.
 
 The module reads the data module's vocabulary (``dm.vocab``), its training references (for SCST's reward) and, for
 grounding, its scenes; it calls into it once, in ``setup`` with ``model.init_from``, to give it the starting model's
@@ -41,9 +41,10 @@ from captioning.training.cuda_graphs import GraphedDecoder, pad_to_bucket
 from captioning.training.feature_cache import FeatureCacheCallback
 from captioning.training.grounding import grounding
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
+from captioning.training.readers import split_clash
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
-from text_attn.core.metrics import coco_metrics, reported
+from text_attn.core.metrics import coco_metrics, reads_as_english, reported
 from text_attn.core.training import (
     INIT_VOCAB,
     RunState,
@@ -171,7 +172,8 @@ class CaptionModule(RunState, pl.LightningModule):
                 (text_attn.core.lr_budget); lr_patience is then unused.
             val_beam_size: beam size of the free-running decoding in validation and test (1 = greedy, fastest).
             val_max_len: longest caption decoded in validation and test.
-            val_meteor: METEOR in validation / test: null = when Java is available, false = never (faster).
+            val_meteor: METEOR in validation / test: null = when Java is available, false = never (faster); never on
+                references that are not English (one note: METEOR scores English).
             export_path: where fit writes the self-contained model file (default: <log dir>/model.pt).
             cpu_threads: torch CPU threads while the run lasts (null = torch's default, one per core; the caller's
                 count is given back after). On a small CPU shared with other work, 1 is much faster: threads waiting
@@ -229,6 +231,7 @@ class CaptionModule(RunState, pl.LightningModule):
         self._start_partial: tuple[float, float, frozenset[str]] | None = None
         self._start_name: str | None = None  # init_from as read (an ensemble's decoder named: "flickr8k (decoder 1)")
         self._outputs: list[dict] = []
+        self._said_meteor = False  # the note that non-English references get no METEOR, said once
         self._graphed: GraphedDecoder | None = None  # model.cuda_graphs on CUDA (on_train_start)
 
     # --- building from the data -------------------------------------------------------------------------------------
@@ -241,6 +244,11 @@ class CaptionModule(RunState, pl.LightningModule):
             start = None
             if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these weights
                 start = Captioner.read_start(self.hparams.init_from, self.hparams.init_member)
+                dm = self.trainer.datamodule  # its Flickr8k split, against the one the start learned from
+                split = getattr(dm, "flickr8k_split", None)
+                clash = split and split_clash(start.name, start.info, split, dm.hparams.root)
+                if clash:
+                    raise ValueError(clash)
                 self._start_info = started_from(start.name, start.info)
                 self._start_name = start.name
                 if start.vocab is not None and start.vocab != vocab:
@@ -412,7 +420,7 @@ class CaptionModule(RunState, pl.LightningModule):
         self.log(f"{stage}_loss", self.objective.evaluation_loss(pooled_means(outs)), prog_bar=True)
         refs = {o["index"]: [" ".join(r) for r in o["refs"]] for o in outs}
         hyps = {o["index"]: " ".join(o["words"]) for o in outs}
-        scores = coco_metrics(refs, hyps, meteor=False if self.hparams.val_meteor is False else None)
+        scores = coco_metrics(refs, hyps, meteor=self._meteor(refs))
         if stage == "val" and self.trainer.sanity_checking and self.hparams.init_from and self.global_step == 0:
             start = {f"val_{k}": v for k, v in scores.items()}  # before the first step: the start's
             done, batches = sum(self.trainer.num_sanity_val_batches), sum(self.trainer.num_val_batches)
@@ -436,6 +444,19 @@ class CaptionModule(RunState, pl.LightningModule):
             self.log(f"{stage}_grounding", 0.0 if math.isnan(result.accuracy) else result.accuracy, prog_bar=True)
             self.log(f"{stage}_grounding_mass", 0.0 if math.isnan(result.mass) else result.mass)
             self.log(f"{stage}_grounding_words", float(result.words))
+
+    def _meteor(self, refs: dict) -> bool | None:
+        """coco_metrics' ``meteor``: model.val_meteor, but never on references that are not English (METEOR scores
+        English: it gave German captions 0.01), said once a run, as ``caption --references`` leaves it out."""
+        if self.hparams.val_meteor is False:
+            return False
+        if reads_as_english(r for rs in refs.values() for r in rs):
+            return self.hparams.val_meteor
+        if not self._said_meteor and self.trainer.is_global_zero:
+            print("caption-train: note: no METEOR: the references are not English, and METEOR scores English",
+                  file=sys.stderr)  # fmt: skip
+        self._said_meteor = True
+        return False
 
     def on_validation_epoch_end(self) -> None:
         self._eval_epoch_end("val")

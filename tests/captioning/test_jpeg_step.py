@@ -57,6 +57,8 @@ def test_photos_not_jpeg_or_of_two_qualities_have_no_one_step(tmp_path):
     assert photo_format([_photo(), _photo(seed=1)]).step is None  # in memory (the shapes scenes)
     square = [_save(_photo(24, 24, seed=i), tmp_path / f"s{i}.jpg", quality=75) for i in range(3)]
     assert photo_format(square) == PhotoFormat(JpegStep(75, "4:2:0"), 24, "")
+    (tmp_path / "empty.jpg").write_bytes(b"")  # unreadable: left out of training, and of what its photos show
+    assert photo_format([*square, tmp_path / "empty.jpg"]) == PhotoFormat(JpegStep(75, "4:2:0"), 24, "")
     mixed = photo_format([*square, _save(_photo(30, 24), tmp_path / "w.jpg", quality=75)])
     assert mixed == PhotoFormat(JpegStep(75, "4:2:0"), None, "of 2 sizes (24 x 24, 30 x 24, ...)")
 

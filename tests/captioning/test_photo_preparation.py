@@ -77,7 +77,7 @@ def test_the_same_tensor_through_caption_captioner_server_and_training(tmp_path,
     assert (pre.source_side, pre.jpeg_quality) == (48, 90) and cap.model.encoder.config()["jpeg_quality"] == 90
     command = ImageFiles([str(photo)], pre)[0]["tensor"]  # `caption`'s loader
     training = prepared(photo, pre)  # the training data path
-    cached = _ImageTensors([photo], pre)[0]  # the feature cache's encoding pass
+    cached, _ = _ImageTensors([photo], pre)[0]  # the feature cache's encoding pass: (tensor, why not)
     from attention_serve.front import prepare_photo  # the server: its HTTP process prepares, a worker normalises
     from attention_serve.models import Served
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
+from helpers.scene_corpus import write_flickr8k, write_karpathy
 from PIL import Image
 from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -18,7 +19,7 @@ from captioning.commands.train import caption_train_cli, train_main
 from captioning.model.captioner import Captioner
 from captioning.training.data import CaptionDataModule
 from captioning.training.module import one_val_photo_line
-from captioning.training.readers import read_folder, read_karpathy
+from captioning.training.readers import CaptionDataError, read_folder, read_karpathy
 from text_attn.core.casing import learn_casing
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
@@ -112,6 +113,60 @@ def test_your_german_captions_train_a_model_that_writes_their_capitals(tmp_path,
     tsv.write_text(tsv.read_text(encoding="utf-8").lower(), encoding="utf-8")
     lower.setup("fit")
     assert lower.casing is None  # captions written lowercase: nothing to learn, the words as they are
+
+
+def test_german_references_get_no_meteor_and_one_note(tmp_path, cli_run_in_tmp, capsys):
+    """METEOR scores English: asked for (model.val_meteor true) on German captions it logged val_METEOR 0.0111 and
+    said nothing; ``caption --references`` leaves it out. Now validation does too, in one note for the run."""
+    folder, tsv = _folder(tmp_path)
+    cli = caption_train_cli([
+        "fit", "--config", CONFIG, "--data.source", "folder", "--data.image_dir", str(folder),
+        "--data.captions_tsv", str(tsv), "--data.train_size", "null", "--data.batch_size", "16",
+        "--trainer.max_steps", "-1", "--trainer.max_epochs", "2", "--model.val_meteor", "true",
+    ])  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("caption-train: note: no METEOR: the references are not English, and METEOR scores English") == 1
+    assert "val_CIDEr" in cli.trainer.logged_metrics and "val_METEOR" not in cli.trainer.logged_metrics
+
+
+def _held_out(folder: Path, tsv: Path, **sizes) -> dict[str, set[str]]:
+    dm = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv), **sizes)
+    dm.setup("fit")
+    return {s: {p.name for p in dm.splits[s].images} for s in ("train", "val", "test")}
+
+
+def test_which_photos_are_held_out_follows_their_names_not_the_captions_file(tmp_path):
+    """The photos were shuffled in the file's order: re-sorting it, or adding one photo, moved every held-out photo,
+    and a second stage (your_photos_scst.yaml from your_photos.yaml's model) was validated and tested on photos the
+    first trained on. Now re-sorting moves none, and a photo added moves at most a held-out one into train."""
+    folder, tsv = _folder(tmp_path, 40)
+    lines = tsv.read_text(encoding="utf-8").splitlines(keepends=True)
+    before = _held_out(folder, tsv, val_size=3, test_size=3)
+    tsv.write_text("".join(reversed(lines)), encoding="utf-8")
+    assert _held_out(folder, tsv, val_size=3, test_size=3) == before
+    for k in range(40, 46):  # one photo more each time
+        _photos(folder, [f"p{k:02d}.png"])
+        lines.append(f"p{k:02d}.png\t{GERMAN[0]}\n")
+        tsv.write_text("".join(lines), encoding="utf-8")
+        after = _held_out(folder, tsv, val_size=3, test_size=3)
+        assert before["train"] <= after["train"], k  # no photo trained on is held out now
+        assert after["val"] | after["test"] <= before["val"] | before["test"] | {f"p{k:02d}.png"}, k
+        before = after
+    assert _held_out(folder, tsv, val_size=3, test_size=3, seed=1) != before  # the seed draws another order
+
+
+@pytest.mark.parametrize("source", ["karpathy", "flickr8k"])
+def test_a_size_of_0_holds_no_photos_of_the_split_not_all_of_them(tmp_path, source):
+    """data.test_size 0 read Karpathy's and Flickr8k's whole test split (0 was taken as "no cap"), where the docs say
+    a test of no test photos is refused in one line, as the folder source does."""
+    data = (dict(karpathy_json=str(write_karpathy(tmp_path, 10)), image_root=str(tmp_path)) if source == "karpathy"
+            else dict(root=str(write_flickr8k(tmp_path, 10))))  # fmt: skip
+    dm = CaptionDataModule(source=source, test_size=0, **data)
+    with pytest.raises(CaptionDataError, match="^no test photos: data.test_size is 0$"):
+        dm.setup("test")
+    assert dm.splits["test"].images == [] and len(dm.splits["val"].images) == 2
+    with pytest.raises(CaptionDataError, match=": no val images$"):
+        CaptionDataModule(source=source, val_size=0, **data).setup("fit")
 
 
 def test_a_test_of_no_test_photos_is_one_line(cli_run_in_tmp, capsys):

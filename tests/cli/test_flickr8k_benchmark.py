@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.flickr8k import write_original
+from tests.helpers.flickr8k import write_kaggle, write_original
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "flickr8k.py"
@@ -79,3 +79,19 @@ def test_recorded_reads_the_decoding_the_model_file_records_or_refuses(tmp_path)
     captioner.save(model)
     with pytest.raises(StageError, match="chosen for a.pt, before caption-export --average, not for this model"):
         flickr8k.recorded(model)
+
+
+def test_a_copy_without_the_standard_split_files_is_refused_before_any_training(tmp_path):
+    """A Kaggle copy's random test photos are mostly standard train photos: the bundled model (--recorded) scored
+    CIDEr-D 179 on them, printed beside published rows measured on the standard test photos."""
+    import argparse
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import flickr8k
+
+    from captioning.training.readers import CaptionDataError
+
+    root = write_kaggle(tmp_path / "kaggle")
+    with pytest.raises(CaptionDataError, match=r"kaggle: no standard split files \(Flickr_8k.trainImages.txt, "):
+        flickr8k.test_split(argparse.Namespace(data_root=root, quick=False))
+    flickr8k.test_split(argparse.Namespace(data_root=write_original(tmp_path / "f8k"), quick=False))  # standard

@@ -71,3 +71,18 @@ def write_original(
     for s, names in splits.items():
         (text / f"Flickr_8k.{s}Images.txt").write_text("\n".join(names) + "\n")
     return root
+
+
+def write_kaggle(root: Path, lines: list[str] | None = None) -> Path:
+    """Kaggle's layout: Images/ and captions.txt (a CSV with a header; a quoted caption holds a comma), no split
+    files; a line naming a photo not in the folder. ``lines``: captions.txt's lines instead."""
+    (root / "Images").mkdir(parents=True)
+    for n in NAMES:
+        shutil.copy(IMAGES / n, root / "Images" / n)
+    if lines is None:
+        lines = ["image,caption"]
+        for n in NAMES:
+            lines += [f"{n},A photo of {n.split('.')[0]} .", f'{n},"The {n.split(".")[0]}, up close!"']
+        lines += ["missing.jpg,a caption of nothing"]
+    (root / "captions.txt").write_text("\n".join(lines) + "\n")
+    return root

@@ -1,0 +1,114 @@
+"""A training photo that cannot be read (a truncated JPEG, an empty file) is left out with one counted line, cached or
+decoded batch by batch; data.strict refuses it. It ended fit when the encoder reached it, after the model was built and
+hundreds of photos encoded, with nothing cached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers.scene_corpus import write_folder
+
+from captioning.photos.preprocess import ImageReadError, Preprocess, load_photo
+from captioning.training.data import CaptionDataModule
+from captioning.training.readers import CaptionDataError
+
+PRE = Preprocess(image_size=32, crop=False)
+
+
+def _encoder(calls: list[int]):
+    """(B, 3, H, W) -> (B, 4, 3): per-quadrant channel means; records how many photos it saw."""
+
+    def encode(images: torch.Tensor) -> torch.Tensor:
+        calls.append(images.size(0))
+        b, c, h, w = images.shape
+        return images.reshape(b, c, 2, h // 2, 2, w // 2).mean(dim=(3, 5)).flatten(2).transpose(1, 2)
+
+    return encode
+
+
+def _module(folder: Path, tsv: Path, **kw) -> CaptionDataModule:
+    dm = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv), val_size=2, test_size=2,
+                           batch_size=8, **kw)  # fmt: skip
+    dm.setup("fit")
+    dm.set_preprocess(PRE)
+    return dm
+
+
+def _damage(photos: list[Path]) -> list[Path]:
+    """The first photo emptied (0 bytes), the others cut in half: what a failed copy leaves."""
+    photos[0].write_bytes(b"")
+    for photo in photos[1:]:
+        photo.write_bytes(photo.read_bytes()[: photo.stat().st_size // 2])
+    return photos
+
+
+@pytest.fixture
+def corpus(tmp_path) -> tuple[Path, Path]:
+    return write_folder(tmp_path / "data", 20)  # 16 train photos, 2 val, 2 test; 3 captions each
+
+
+def test_cached_features_leave_an_unreadable_photo_out_and_remember_it(corpus, tmp_path, capsys):
+    dm = _module(*corpus, cache_features=True)
+    train = list(dm.splits["train"].images)
+    references = list(dm.splits["train"].references)
+    bad = _damage([train[3], train[9]])
+    cache = {"cache_dir": tmp_path / "cache", "fingerprint": "f", "progress": False}
+    calls: list[int] = []
+    assert dm.fill_feature_cache(_encoder(calls), PRE, ["train", "val"], **cache) == ["train", "val"]
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"caption data: skipped 2 of 16 train photos that cannot be read (first: {bad[0]}: an empty file "
+                    "(0 bytes), not a photo); data.strict refuses them")  # fmt: skip
+    kept = [k for k in range(16) if k not in (3, 9)]
+    assert dm.splits["train"].images == [train[k] for k in kept]
+    assert dm.splits["train"].references == [references[k] for k in kept]
+    assert dm.features["train"].shape == (14, 4, 3) and not dm.features["train"].isnan().any()
+    seen = torch.cat([b["image_index"] for b in dm.train_dataloader()])
+    assert torch.bincount(seen).tolist() == [3] * 14  # every kept photo's 3 captions, once an epoch
+    assert sum(calls) == 14 + 2  # the readable photos encoded, once each
+
+    # the next run reads the cache (the same bytes: the same key) and leaves the same photos out, said again
+    again, calls = _module(*corpus, cache_features=True), []
+    assert again.fill_feature_cache(_encoder(calls), PRE, ["train", "val"], **cache) == [] and calls == []
+    assert capsys.readouterr().err.strip() == line.replace(f"{bad[0]}: an empty file (0 bytes), not a photo",
+                                                           str(bad[0]))  # fmt: skip
+    assert again.splits["train"].images == dm.splits["train"].images
+    torch.testing.assert_close(again.features["train"], dm.features["train"])
+
+    # data.strict refuses it, read from the cache or as it is encoded
+    strict = _module(*corpus, cache_features=True, strict=True)
+    with pytest.raises(CaptionDataError, match=f"^{bad[0]}: could not be read when .*data.strict"):
+        strict.fill_feature_cache(_encoder([]), PRE, ["train"], **cache)
+    fresh = {**cache, "cache_dir": tmp_path / "fresh"}
+    with pytest.raises(CaptionDataError, match=rf"^{bad[0]}: an empty file \(0 bytes\), not a photo \(data.strict"):
+        _module(*corpus, cache_features=True, strict=True).fill_feature_cache(_encoder([]), PRE, ["train"], **fresh)
+    with pytest.raises(ImageReadError, match="an empty file"):
+        load_photo(bad[0])
+
+
+def test_strict_keeps_the_splits_encoded_before_the_photo_it_refuses(corpus, tmp_path):
+    dm = _module(*corpus, cache_features=True, strict=True)
+    _damage([dm.splits["val"].images[1]])
+    with pytest.raises(CaptionDataError, match="an empty file"):
+        dm.fill_feature_cache(_encoder([]), PRE, ["train", "val"], cache_dir=tmp_path / "cache", fingerprint="f")
+    assert [p.name.split("-")[0] for p in (tmp_path / "cache").iterdir()] == ["train"]  # the next run reads it
+
+
+def test_batches_that_decode_their_photos_leave_an_unreadable_one_out(corpus, capsys):
+    dm = _module(*corpus)
+    train, val = dm.splits["train"].images, dm.splits["val"].images
+    _damage([train[5], val[0]])
+    seen = torch.cat([b["image_index"] for b in dm.train_dataloader()])
+    assert 5 not in seen.tolist() and len(seen) == 15 * 3  # the other photos' captions, every one
+    (batch,) = list(dm.val_dataloader())
+    assert batch["image_index"].tolist() == [1] and batch["images"].shape == (1, 3, 32, 32)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"caption data: a train photo cannot be read and is left out of its batches: {train[5]}: an empty file "
+        "(0 bytes), not a photo",
+        f"caption data: a val photo cannot be read and is left out of its batches: {val[0]}: cannot read image "
+        "(Truncated File Read)",
+    ]  # said once, though its three captions are in three batches
+    with pytest.raises(CaptionDataError, match="data.strict"):
+        next(iter(_module(*corpus, strict=True).val_dataloader()))
