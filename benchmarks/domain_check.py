@@ -123,7 +123,7 @@ def sweep(args: argparse.Namespace, sets: dict, photos: list | None, report: dic
             held_out_stats=sets["val"][1],
             min_held_out=args.min_held_out,
         )
-        if check is None:  # too few held out: said by main before the sweep
+        if check is None or "prototypes" not in check:  # too few held out: said by main before the sweep
             continue
         val, test = (sum(far_from_domain(check, sets[s][0])) / len(sets[s][0]) for s in ("val", "test"))
         row = {"prototypes": k, "threshold": check["threshold"], "val": val, "test": test}
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         held_out_stats=sets["val"][1],
         min_held_out=args.min_held_out,
     )
-    if check is None:  # too few images to set a threshold with (captioning.photos.domain.MIN_HELD_OUT)
+    if check is None or "prototypes" not in check:  # too few to set a threshold (domain.MIN_HELD_OUT): pixels alone
         held, train = len(sets["val"][0]), len(sets["train"][0])
         print(f"domain_check.py: error: {held} held-out and {train} training images set no threshold (at least "
               f"{MIN_HELD_OUT} held out are needed): give more", file=sys.stderr)  # fmt: skip

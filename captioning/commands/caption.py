@@ -115,14 +115,21 @@ def _load_captioner(args: argparse.Namespace):
     return captioner
 
 
+# which stages training fine-tuned (Captioner.fine_tuned), in words
+TUNED_STAGES = {"last": "its last stage", "last2": "its last two stages", "all": "all its stages"}
+
+
 def _encoder_weights(captioner) -> str:
-    """Where the encoder's weights come from, for --model-info."""
-    changed = captioner.encoder_changed
+    """Where the encoder's weights come from, and which of its stages were fine-tuned on captions, for --model-info
+    (and attention-serve's /info)."""
+    changed, tuned = captioner.encoder_changed, captioner.fine_tuned
+    stages = TUNED_STAGES.get(tuned, tuned) if tuned else None
     if changed is None:
-        return "weights in the file"
+        return "weights in the file" + (f", {stages} fine-tuned on captions" if stages else "")
     if changed == 0:
         return "ImageNet weights from its package, frozen"
-    return f"ImageNet weights from its package, {changed} tensors fine-tuned on captions stored in the file"
+    where = f" ({stages})" if stages else ""
+    return f"ImageNet weights from its package, {changed} tensors fine-tuned on captions{where} stored in the file"
 
 
 def _hard_decoding(dec) -> str:

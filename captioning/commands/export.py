@@ -6,6 +6,7 @@ with the model options not yet in blocks) cannot be exported: their fit runs wro
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from captioning.model.bundled import model_path
@@ -65,6 +66,7 @@ def model_from_checkpoint(ckpt: dict, path: str):
         raise ModelFileError(f"{path}: damaged checkpoint: {fault}")
     captioner.domain, captioner.domain_check = ckpt.get("domain"), ckpt.get("domain_check")
     captioner.casing = ckpt.get("casing")
+    captioner.encoder_tuned = ckpt.get("encoder_fine_tuned")  # a later stage's of a fine-tuned start (None: its own)
     captioner.info = dict(ckpt.get("info") or {})  # the run's start and its data's terms, as fit's model file
     captioner.model.eval()
     return captioner
@@ -74,6 +76,7 @@ def _facts_fault(ckpt: dict, width: int) -> str | None:
     """What is wrong with the facts a checkpoint stores beside its weights (what the model file will hold and
     Captioner.load checks), for a message; None when they are what caption-train writes. ``width``: the encoder's
     feature size, the width of a domain check made on its features."""
+    from captioning.model.encoder import FINE_TUNE
     from captioning.photos.domain import check_fault
     from text_attn.core.casing import valid_casing
 
@@ -86,6 +89,8 @@ def _facts_fault(ckpt: dict, width: int) -> str | None:
         return "its casing is not one this toolkit writes"
     if ckpt.get("info") is not None and not isinstance(ckpt["info"], dict):
         return "its model facts are not a mapping"
+    if ckpt.get("encoder_fine_tuned") not in (None, *FINE_TUNE):
+        return f"its encoder_fine_tuned must be one of {', '.join(FINE_TUNE)}"
     return None
 
 
@@ -104,35 +109,70 @@ def load_any(path: str):
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
 
 
-def _load_option(option: str, path: str, src: str, decoders: bool, settings: tuple):
+def _load_option(option: str, path: str, src: str, decoders: bool, settings: dict):
     """The captioner an option names (``--average``, ``--ensemble``, ``--encoder-of``), refused in one line that names
-    the option where it cannot be read (load_any's own reason) or is not the same model as src (``_settings``); an
-    empty option (a benchmark's own list of files) names the file alone."""
+    the option where it cannot be read (load_any's own reason) or is not the same model as src (``_settings``: the
+    first setting that differs is named); an empty option (a benchmark's own list of files) names the file alone."""
     try:
         loaded, _ = load_any(path)
     except ModelFileError as err:
         raise ModelFileError(_named(option, str(err))) from None
     found = _settings(loaded, decoders)
     if found != settings:
-        why = "another vocabulary or other settings"
-        if decoders and found[:-1] == settings[:-1]:  # only the count of decoders differs
-            why = f"{found[-1]} decoders against {settings[-1]}"
+        why = _difference(found, settings, loaded.vocab)
         raise ModelFileError(_named(option, f"{path}: not the same model as {src} ({why})"))
     return loaded
+
+
+def _difference(found: dict, settings: dict, vocab) -> str:
+    """The first setting in which ``found`` (the file an option names; ``vocab``: its vocabulary) differs from
+    ``settings`` (the model's), in words: "its encoder.image_size is 224, not 260"."""
+    key = next(k for k in (*settings, *found) if found.get(k) != settings.get(k))
+    theirs, ours = found.get(key), settings.get(key)
+    if key == "decoders":
+        return f"{theirs} decoders against {ours}"
+    if key == "vocabulary":
+        from text_attn.core.vocab import Vocabulary
+
+        words = Vocabulary.from_dict(ours).itos  # the model's
+        if len(words) != len(vocab):
+            return f"another vocabulary: {len(vocab)} words, not {len(words)}"
+        order = "the same words in another order" if sorted(words) == sorted(vocab.itos) else "other words"
+        return f"another vocabulary: {order}"
+    return f"its {key} is {_shown(theirs)}, not {_shown(ours)}"
+
+
+def _shown(value) -> str:
+    """A setting's value as a message gives it (an encoder setting left out of a file: none)."""
+    return "none" if value is None else str(value)
 
 
 def _named(option: str, line: str) -> str:
     return f"{option} {line}" if option else line
 
 
-def _settings(captioner, decoders: bool = True) -> tuple:
-    """What two captioners must share to be averaged: vocabulary, encoder settings, preprocessing, and (``decoders``)
-    the decoder's settings and how many decoders (an ensemble's); an ensemble's members share all but the count."""
-    from dataclasses import asdict
+# encoder settings that only training reads: a fine-tuning run's checkpoint says fine_tune last, the model file its fit
+# wrote says none (frozen at inference, Captioner.save), and both compute the same features in eval mode
+TRAINING_ONLY = ("fine_tune", "frozen_bn")
+
+
+def _settings(captioner, decoders: bool = True) -> dict:
+    """What two captioners must share to be averaged, by name: vocabulary, encoder settings (not those only training
+    reads: TRAINING_ONLY), preprocessing, and (``decoders``) the decoder's settings and how many decoders (an
+    ensemble's); an ensemble's members share all but the count. In this order: :func:`_difference` names the first
+    that differs."""
+    from dataclasses import asdict, fields
+
+    from captioning.model.encoder import EncoderConfig
 
     enc, dec = captioner.model.encoder, captioner.model.decoder
-    shared = captioner.vocab.to_dict(), enc.config(), asdict(enc.preprocess), asdict(dec.cfg)
-    return (*shared, len(captioner.decoders)) if decoders else shared
+    found, config = {"vocabulary": captioner.vocab.to_dict()}, enc.config()
+    # every setting in one order (config() leaves out those at a file-compatible default: None here)
+    keys = [f.name for f in fields(EncoderConfig) if f.name not in ("weights", *TRAINING_ONLY)]
+    found.update({f"encoder.{k}": config.get(k) for k in keys})
+    found.update({f"preprocess.{k}": v for k, v in asdict(enc.preprocess).items()})
+    found.update({f"decoder.{k}": v for k, v in asdict(dec.cfg).items()})
+    return {**found, "decoders": len(captioner.decoders)} if decoders else found
 
 
 def _file_name(path: str) -> str:
@@ -246,8 +286,21 @@ def use_encoder_of(captioner, src: str, other: str, source: str = "") -> None:
     loaded = _load_option("--encoder-of", other, src, False, _settings(captioner, decoders=False))
     captioner.model.encoder.load_state_dict(loaded.model.encoder.state_dict())
     captioner.domain, captioner.domain_check = loaded.domain, loaded.domain_check
+    captioner.encoder_tuned = loaded.fine_tuned or "none"  # which of its stages were fine-tuned: the other's
     _made_anew(captioner, [dict(captioner.info), dict(loaded.info)], source or src, "caption-export --encoder-of")
     captioner.info["encoder_from"] = f"{_file_name(other)} (its encoder's weights and domain check)"
+
+
+def _no_check_note(captioner) -> str | None:
+    """The note for a model file with a fine-tuned encoder and no check of its training photos' features (a
+    fine-tuning run's checkpoints keep only the photos' pixel rules: the feature check costs a pass over every photo,
+    made once, for the model file fit writes); None otherwise."""
+    check = captioner.domain_check or {}
+    if not captioner.fine_tuned or "prototypes" in check or "centre" in check:
+        return None
+    return ("its encoder was fine-tuned, and it holds no check of where its training photos' features lie (a "
+            "fine-tuning run makes one for the model file its fit writes, not for its checkpoints): caption cannot "
+            "tell photos unlike them")  # fmt: skip
 
 
 def export_model(
@@ -352,6 +405,9 @@ def export_main(argv: list[str] | None = None) -> int:
             out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package, src=src)
         except ValueError as err:
             raise ModelFileError(f"--encoder-from-package: {src}: {one_line(err)}") from None
+        note = _no_check_note(captioner)
+        if note:
+            print(f"caption-export: note: {note}", file=sys.stderr)
         n = sum(p.numel() for p in captioner.model.parameters())
         dtype = "float16" if half else "float32"
         size = out.stat().st_size / 2**20

@@ -22,7 +22,7 @@ from PIL import Image
 from torch import Tensor
 
 from captioning.model.decoder import HARD_INFERENCE, DecoderConfig, ShowAttendTellDecoder
-from captioning.model.encoder import LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
+from captioning.model.encoder import FINE_TUNE, LITE, EncoderConfig, EncoderWeightsError, ImageEncoder
 from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
 from captioning.photos.domain import check_fault, far_from_domain
@@ -94,6 +94,11 @@ class StartWeights(NamedTuple):
     vocab: Vocabulary | None  # None: a checkpoint written before checkpoints kept their vocabulary
     info: dict  # the model file's facts (its training data and their terms, which a model trained from it keeps)
     name: str  # how messages name it: as given
+    # the settings it was trained with (model.encoder, model.decoder blocks), to name the options whose weights do not
+    # fit (start_weights); None: not recorded (a checkpoint of an older version)
+    encoder: dict | None = None
+    decoder: dict | None = None
+    tuned: str | None = None  # which of its encoder's stages training fine-tuned (Captioner.fine_tuned); None: none
 
 
 class Captioner:
@@ -122,6 +127,9 @@ class Captioner:
         # how the training captions write their words (text_attn.core.casing: a model trained on German captions
         # writes "Ein Hund" for its words "ein hund"); None: the words as the vocabulary holds them, lowercase
         self.casing: dict | None = None
+        # which of the encoder's stages training fine-tuned on captions, as the model file records it (model.encoder.
+        # fine_tune: last, last2, all; "none": frozen); None: the encoder's own setting says (:attr:`fine_tuned`)
+        self.encoder_tuned: str | None = None
 
     @classmethod
     def build(
@@ -147,6 +155,14 @@ class Captioner:
     @property
     def grid(self) -> int:
         return self.model.encoder.grid
+
+    @property
+    def fine_tuned(self) -> str | None:
+        """Which of the encoder's stages training fine-tuned on captions ("last", "last2", "all"): the model file's
+        record, else the encoder's own setting (a training run's); None: frozen, or not recorded (an older file). A
+        model file's encoder says fine_tune none whatever trained it (frozen at inference): this says what did."""
+        tuned = self.encoder_tuned if self.encoder_tuned is not None else self.model.encoder.fine_tune
+        return None if tuned == "none" else tuned
 
     def to(self, device: Any) -> Captioner:
         self.model.to(device)
@@ -183,8 +199,10 @@ class Captioner:
                 "vocab": self.vocab.to_dict(),
                 "decoder": asdict(model.decoder.cfg),
                 **({"decoder_members": len(self.decoders)} if self.ensemble else {}),
-                # at inference every stage is frozen, whatever trained it: a fine-tuned encoder captions as fast
+                # at inference every stage is frozen, whatever trained it: a fine-tuned encoder captions as fast;
+                # which stages trained is said beside it (caption --model-info, /info)
                 "encoder": {**model.encoder.config(), "fine_tune": "none"},
+                **({"encoder_fine_tuned": self.fine_tuned} if self.fine_tuned else {}),
                 "preprocess": asdict(model.encoder.preprocess),
                 **({"domain": self.domain} if self.domain else {}),
                 **({"domain_check": self.domain_check} if self.domain_check else {}),
@@ -249,6 +267,10 @@ class Captioner:
             if casing is not None and not valid_casing(casing):
                 raise ValueError("its casing is not one this toolkit writes")
             captioner.casing = casing
+            tuned = data.get("encoder_fine_tuned")
+            if tuned is not None and tuned not in FINE_TUNE:
+                raise ValueError(f"its encoder_fine_tuned must be one of {', '.join(FINE_TUNE)}, got {tuned!r}")
+            captioner.encoder_tuned = tuned
             if shipped:
                 captioner.encoder_changed = int(shipped.get("changed", 0))
         except EncoderWeightsError as err:
@@ -286,7 +308,10 @@ class Captioner:
                 raise ValueError(f"model.init_from: {name} holds no caption model weights")
             vocab = Vocabulary.from_dict(ckpt["vocab"]) if ckpt.get("vocab") is not None else None
             info = ckpt.get("info") if isinstance(ckpt.get("info"), dict) else {}  # its start and data's terms
-            return StartWeights(state, vocab, info, name)
+            hp = ckpt.get("hyper_parameters") if isinstance(ckpt.get("hyper_parameters"), dict) else {}
+            enc, dec = (hp.get(k) if isinstance(hp.get(k), dict) else None for k in ("encoder", "decoder"))
+            tuned = ckpt.get("encoder_fine_tuned") or (enc or {}).get("fine_tune")
+            return StartWeights(state, vocab, info, name, enc, dec, None if tuned == "none" else tuned)
         try:
             loaded = cls.load(path)
         except ModelFileError as err:
@@ -304,7 +329,8 @@ class Captioner:
             except ModelFileError as err:
                 raise ValueError(f"model.init_member: {err}") from None
             name = f"{name} (decoder {member})"
-        return StartWeights(loaded.model.state_dict(), loaded.vocab, loaded.info, name)
+        return StartWeights(loaded.model.state_dict(), loaded.vocab, loaded.info, name, loaded.model.encoder.config(),
+                            asdict(loaded.model.decoder.cfg), loaded.fine_tuned)  # fmt: skip
 
     def keep_member(self, k: int, src: str) -> None:
         """Make this captioner (read from ``src``, an ensemble) the model of its k-th decoder alone (1 = the first):
@@ -328,7 +354,9 @@ class Captioner:
         """``model.init_from``: load into the freshly built ``model`` the weights of ``start`` (:meth:`read_start`, or
         the path it reads). The network's shape must match the config's. The vocabulary must be the start's, or the
         start's grown at its end (:meth:`Vocabulary.extended`: fit adds the words of new data): the new words' rows
-        start as the mean of the old ones (:func:`grow_rows`). Otherwise one ValueError line says what differs."""
+        start as the mean of the old ones (:func:`grow_rows`). Otherwise one ValueError line says what differs: the
+        options whose values differ from the start's (a weight's name alone meant nothing to someone who set them),
+        then the first weight that does not fit."""
         from text_attn.core.training import grow_rows, weight_misfit
 
         if not isinstance(start, StartWeights):
@@ -347,7 +375,9 @@ class Captioner:
             state = grow_rows(model.state_dict(), state, len(theirs), len(vocab))
         misfit = weight_misfit(model.state_dict(), state)
         if misfit is not None:
-            raise ValueError(f"model.init_from: {start.name} does not fit this config's network: {misfit}")
+            options = _options_differing(start, model)
+            said = f"{options}: give the file's values ({misfit})" if options else misfit
+            raise ValueError(f"model.init_from: {start.name} does not fit this config's network: {said}")
         model.load_state_dict(state)
 
     def generate(
@@ -664,6 +694,27 @@ def _photo_list(images: Any, name: str) -> list:
     for i, image in enumerate(images):
         _photo(image, f"{name}: photo {i}")
     return images
+
+
+# settings that shape no weight: a start that differs only in them fits (vocab_size, feature_dim and key_dims follow
+# from the vocabulary, the encoder and attend_on, which are named themselves)
+_SHAPE_FREE = {
+    "encoder": {"weights", "grid", "fine_tune", "frozen_bn", "image_size", "crop", "source_side", "squash_filter",
+                "jpeg_quality", "jpeg_subsampling"},
+    "decoder": {"vocab_size", "feature_dim", "key_dims", "dropout", "hard_inference", "soft_prob", "fast_path"},
+}  # fmt: skip
+
+
+def _options_differing(start: StartWeights, model: CaptionModel) -> str:
+    """The options of this run's network that differ from the settings ``start`` was trained with, as a config names
+    them ("model.decoder.hidden_dim 128 here, 256 in the file"); "" where the start records none or none differs."""
+    ours = {"encoder": model.encoder.config(), "decoder": asdict(model.decoder.cfg)}
+    said = []
+    for block, theirs in (("encoder", start.encoder), ("decoder", start.decoder)):
+        for key, value in ours[block].items() if theirs else ():
+            if key not in _SHAPE_FREE[block] and key in theirs and theirs[key] != value:
+                said.append(f"model.{block}.{key} {value} here, {theirs[key]} in the file")
+    return "; ".join(said)
 
 
 def encoder_digest(encoder: ImageEncoder) -> str:

@@ -8,7 +8,9 @@ further than it. ``domain_check`` builds it (the data module does, from its cach
 store it); ``far_from_domain`` compares images with it (``Captioner.out_of_domain``). A check made on photographs also
 flags images whose pixels are unlike any photo (captioning.photos.photo_check). Model files older than the prototypes
 store a centre and a radius instead (the mean summary, and 1.5 x the distance 99% of training images stay within): still
-read and applied as they were.
+read and applied as they were. The pixel check never waits on the feature check: where no feature check can be made
+(too few photos to set a threshold, or no features to make it from), a model trained on photographs stores
+``PIXELS_ONLY``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ FLAGGED = 0.02  # at most this share of the calibration images get the note
 # fewer held-out images than this set no threshold worth the name (the most novel of 2 val photos flags about a third
 # of new photos like them): a tenth of train is held out beside them, and with fewer still there is no check at all
 MIN_HELD_OUT = 20
+PIXELS_ONLY = {"photos": True}  # the check of a photo model without a feature check: its pixel rules alone
 
 
 def summaries(features: Tensor, chunk: int = 256) -> Tensor:
@@ -82,19 +85,18 @@ def domain_check(
     """What ``far_from_domain`` compares with: prototypes of the training images' features ``train`` (N, L, D) and
     the novelty that at most ``flagged`` of the ``held_out`` images (M, L, D; e.g. val) exceed. With fewer than
     MIN_HELD_OUT held-out images, a tenth of ``train`` (every tenth image) is held out of the prototypes beside them to
-    set the threshold; with fewer than that still, None: no check (a model trained on a few dozen photos says nothing
-    rather than flag ordinary photos at random; ``min_held_out``: that number, for a calibration on purpose small).
-    ``photos``:
-    the images were photographs, so the pixel check applies too (captioning.photos.photo_check); given the
-    held-out images' ``photo_stats``, those it flags count against the ``flagged`` share, so both checks together
-    stay within it."""
+    set the threshold; with fewer than that still, no feature check (a model trained on a few dozen photos says nothing
+    rather than flag ordinary photos at random; ``min_held_out``: that number, for a calibration on purpose small):
+    PIXELS_ONLY for photographs, else None. ``photos``: the images were photographs, so the pixel check applies too
+    (captioning.photos.photo_check); given the held-out images' ``photo_stats``, those it flags count against the
+    ``flagged`` share, so both checks together stay within it."""
     if held_out is None or len(held_out) < min_held_out:
         rest = torch.arange(len(train)) % 10 != 9
         extra = train[~rest]
         held_out = extra if held_out is None or len(held_out) == 0 else torch.cat([held_out, extra])
         train, held_out_stats = train[rest], None  # the train images' pixel statistics are not at hand
     if len(held_out) < min_held_out:
-        return None
+        return dict(PIXELS_ONLY) if photos else None
     check: dict = {"prototypes": prototypes(summaries(train), k).half()}
     scores = novelty(check, held_out)  # (M,)
     allowed = int(len(scores) * flagged)  # the most held-out images that may get the note
@@ -116,6 +118,8 @@ def check_fault(check: object, width: int | None = None) -> str | None:
     failed as a matrix product of mismatched shapes in the middle of a run."""
     if not isinstance(check, dict):
         return "its domain check is not one this toolkit writes"
+    if check == PIXELS_ONLY:
+        return None
     if "prototypes" in check:
         protos = check["prototypes"]
         if not (isinstance(protos, Tensor) and protos.dim() == 2 and isinstance(check.get("threshold"), (int, float))):
@@ -144,6 +148,8 @@ def far_from_domain(
     unlike any photo: pass ``images``, the PIL images or their ``photo_stats``, in batch order."""
     if "prototypes" in check:
         far = (novelty(check, features) > check["threshold"]).tolist()
+    elif check == PIXELS_ONLY:
+        far = [False] * len(features)
     else:  # a model file from before the prototypes: its centre and radius
         centre = torch.tensor(check["centre"], dtype=features.dtype, device=features.device)  # (D,)
         far = ((features.mean(dim=1) - centre).norm(dim=-1) > check["radius"]).tolist()

@@ -59,7 +59,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.photos.domain import domain_check
+from captioning.photos.domain import PIXELS_ONLY, domain_check
 from captioning.photos.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
 from captioning.photos.preprocess import Preprocess
 from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
@@ -305,15 +305,35 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def domain_check(self) -> dict | None:
         """Prototypes of the cached train features and a threshold set on the cached val features (or, when val is
         not cached, on a tenth of train held out) (captioning.photos.domain.domain_check), computed once when first
-        asked; None while the train split is not cached. Cached splits never change, so neither does this."""
+        asked. While the train split's features are not cached (frozen maps: :meth:`domain_check_through`), photos'
+        pixel rules alone (captioning.photos.domain.PIXELS_ONLY; None for the shapes). Cached splits never change,
+        so neither does this."""
         if self._domain_check is not None:
             return self._domain_check or None  # or a feature chunk folder's, made when it was written; {}: none
         train = self.features.get("train")
         if train is None or len(train) < 2 or train.dim() != 3:  # frozen maps: not the model's features, no check
-            return None
+            return dict(PIXELS_ONLY) if self.hparams.source != "shapes" else None
         val = self.features.get("val")  # every source but the synthetic shapes is photographs
         self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes") or {}  # {}: too few
         return self._domain_check or None
+
+    def domain_check_through(self, encode_maps: Callable[[torch.Tensor], torch.Tensor], batch: int = 64) -> dict | None:
+        """The domain check (:attr:`domain_check`) of a partly trainable encoder, whose cache holds each photo's frozen
+        map (P, C, h, w), not its features: the stored train and val maps through ``encode_maps`` (its trained stages,
+        -> (P, L, D)), ``batch`` photos at a time, each photo's mean feature kept (all the check reads:
+        captioning.photos.domain.summaries), so memory holds (N, D). None while train's maps are not stored; {}: too
+        few photos for a check (captioning.photos.domain.domain_check's None). Made anew at each call: the stages it
+        runs train."""
+        train, val = self.features.get("train"), self.features.get("val")
+        if train is None or len(train) < 2 or train.dim() != 4:
+            return None
+
+        def means(maps: torch.Tensor) -> torch.Tensor:  # (N, C, h, w) -> (N, 1, D)
+            out = [encode_maps(maps[i : i + batch].float()).float().mean(dim=1) for i in range(0, len(maps), batch)]
+            return torch.cat(out).cpu()[:, None]
+
+        held_out = means(val) if val is not None and val.dim() == 4 and len(val) else None
+        return domain_check(means(train), held_out, photos=self.hparams.source != "shapes") or {}
 
     def train_photo_format(self) -> PhotoFormat:
         """The train photos' one JPEG step and one side (captioning.photos.jpeg_step), read once: as a chunk folder

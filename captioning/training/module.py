@@ -45,6 +45,7 @@ from captioning.training.readers import split_clash
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics, reads_as_english, reported
+from text_attn.core.precision import parameter_dtype
 from text_attn.core.training import (
     INIT_VOCAB,
     RunState,
@@ -60,8 +61,11 @@ from text_attn.core.vocab import Vocabulary
 
 
 def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) -> str:
-    """The line that says what became of init_from's vocabulary and the train captions' words."""
-    counts = Counter(w for caps in dm.train_references for cap in caps for w in cap)
+    """The line that says what became of init_from's vocabulary and the train captions' words: those trained on, as
+    the data's vocabulary counts them (data.captions_per_image: the first k of each photo's; the others' words were
+    called "seen fewer than data.min_freq times" however often they occur)."""
+    per_image = dm.hparams.captions_per_image
+    counts = Counter(w for caps in dm.train_references for cap in caps[:per_image] for w in cap)
     unknown = sorted((w for w in counts if w not in vocab), key=lambda w: (-counts[w], w))
     added = vocab.itos[len(start.vocab) :]
 
@@ -230,6 +234,7 @@ class CaptionModule(RunState, pl.LightningModule):
         # (a subset's score against the best checkpoint's on the whole split said "training did not beat the start")
         self._start_partial: tuple[float, float, frozenset[str]] | None = None
         self._start_name: str | None = None  # init_from as read (an ensemble's decoder named: "flickr8k (decoder 1)")
+        self._start_tuned: str | None = None  # init_from's fine-tuned encoder stages (they start this run)
         self._outputs: list[dict] = []
         self._said_meteor = False  # the note that non-English references get no METEOR, said once
         self._graphed: GraphedDecoder | None = None  # model.cuda_graphs on CUDA (on_train_start)
@@ -250,7 +255,7 @@ class CaptionModule(RunState, pl.LightningModule):
                 if clash:
                     raise ValueError(clash)
                 self._start_info = started_from(start.name, start.info)
-                self._start_name = start.name
+                self._start_name, self._start_tuned = start.name, start.tuned
                 if start.vocab is not None and start.vocab != vocab:
                     vocab = self._start_vocabulary(self.trainer.datamodule, start)
             self.vocab = vocab
@@ -321,11 +326,14 @@ class CaptionModule(RunState, pl.LightningModule):
             exported = Captioner(self.model, self.vocab, loaded["domain"], loaded["domain_check"],
                                  dict(loaded["info"] or {}) or None)  # fmt: skip
             exported.casing = loaded["casing"]
+            exported.encoder_tuned = loaded["encoder_fine_tuned"]
             return exported
         domain, check = getattr(dm, "domain", None), getattr(dm, "domain_check", None)
         facts = {**self._start_info, **getattr(dm, "facts", {})}  # this data's terms where both say
         exported = Captioner(self.model, self.vocab, domain, check, facts or None)
         exported.casing = getattr(dm, "casing", None)  # German captions' capitals (data.language)
+        if self.model.encoder.fine_tune == "none":  # frozen here; its weights may be a fine-tuned start's
+            exported.encoder_tuned = self._start_tuned
         return exported
 
     # --- training ---------------------------------------------------------------------------------------------------
@@ -478,6 +486,7 @@ class CaptionModule(RunState, pl.LightningModule):
         exported = self.captioner(for_export=True)  # and caption-export keeps what the data was
         checkpoint["domain"], checkpoint["domain_check"] = exported.domain, exported.domain_check
         checkpoint["casing"] = exported.casing
+        checkpoint["encoder_fine_tuned"] = exported.fine_tuned  # this run's, or its fine-tuned start's: exported too
         checkpoint["info"] = exported.info  # where it started and its data's terms: caption-export keeps them
         if self._budget is not None:
             checkpoint["lr_budget_progress"] = self._budget.last  # a resumed fit's max_time decays what is left
@@ -488,6 +497,14 @@ class CaptionModule(RunState, pl.LightningModule):
             raise ValueError(
                 "this hard-attention checkpoint predates model.objective (its baseline is not where this version keeps "
                 "it): it cannot be resumed; start from its model file with model.init_from"
+            )
+        trained = (checkpoint.get("hyper_parameters") or {}).get("encoder") or {}
+        tuned, here = trained.get("fine_tune", "none"), self.encoder_config.fine_tune
+        fitting = self._trainer is not None and self.trainer.state.fn == "fit"  # its optimiser's state restored next
+        if fitting and tuned != here:  # other trainable stages: torch's "different number of parameter groups"
+            raise ValueError(
+                f"the checkpoint trained with model.encoder.fine_tune {tuned}, not {here}: resume with it, or start a "
+                "new run from it with --model.init_from"
             )
         saved = Vocabulary.from_dict(checkpoint["vocab"]) if checkpoint.get("vocab") is not None else None
         if self.model is None:  # CaptionModule.load_from_checkpoint: no setup built the network (no data sized it)
@@ -500,7 +517,8 @@ class CaptionModule(RunState, pl.LightningModule):
             self.vocab = saved
             self.model = CaptionModel.build(len(saved), self.encoder_config, self.decoder_config, init=False)
             # and what its data was (no data module to ask): a model file saved from it keeps them, as caption-export
-            self._loaded_data = {k: checkpoint.get(k) for k in ("domain", "domain_check", "casing", "info")}
+            keys = ("domain", "domain_check", "casing", "info", "encoder_fine_tuned")
+            self._loaded_data = {k: checkpoint.get(k) for k in keys}
         if saved is not None and self.vocab is not None and saved != self.vocab:
             raise ValueError(
                 f"the checkpoint's vocabulary ({len(saved)} words) differs from the one built from "
@@ -516,4 +534,34 @@ class CaptionModule(RunState, pl.LightningModule):
         line = start_line(self.trainer, self._start_scores, name, self._start_partial)
         if line and self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)
-        self.export_best(self.hparams.export_path, self.captioner(for_export=True).save)
+        self.export_best(self.hparams.export_path, self._export)
+
+    def _export(self, path) -> None:
+        """Write fit's model file (export_best calls it with the weights to export in the module). A fine-tuned
+        encoder's domain check is made here, from those weights (:meth:`_tuned_check`)."""
+        exported = self.captioner(for_export=True)
+        if self.model.encoder.fine_tune != "none":
+            exported.domain_check = self._tuned_check(exported.domain_check)
+        exported.save(path)
+
+    def _tuned_check(self, check: dict | None) -> dict | None:
+        """The domain check of this run's fine-tuned encoder: the stored frozen maps of the train and val photos
+        through its trained stages (dm.domain_check_through), once, at export (each checkpoint's would cost a pass
+        over every photo: checkpoints keep ``check``, the data module's, which for photos is their pixel rules alone).
+        Where the maps are not stored, ``check``, and a line says the model file has no feature check."""
+        dm, enc = self.trainer.datamodule, self.model.encoder
+        through = getattr(dm, "domain_check_through", None)
+        if through is None:  # another data module: what it said
+            return check
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                made = through(lambda maps: enc.from_frozen_map(maps.to(self.device, parameter_dtype(enc))))
+        finally:
+            self.model.train(was_training)
+        if made is None:
+            print("caption-train: note: the model file holds no check of the training photos' features: the encoder "
+                  "trained on photos not stored as frozen maps (model.encoder.fine_tune all, or data.cache_features "
+                  "false), so caption cannot tell photos unlike them", file=sys.stderr)  # fmt: skip
+        return made or check

@@ -191,3 +191,41 @@ def test_a_sanity_check_over_part_of_the_val_split_gives_no_start_score_to_compa
         "validated model.init_from shapes on 1 of the 2 val batches (trainer.num_sanity_val_steps -1 validates the "
         "whole split before training)"
     )
+
+
+@pytest.mark.parametrize(
+    ("changed", "named", "weight"),
+    [
+        ({"hidden_dim": 128}, "model.decoder.hidden_dim 128 here, 256 in the file",
+         "decoder.attention.query_proj.weight: (128, 256) in the file, (128, 128) here"),
+        ({"attention": "hard"}, "model.decoder.attention hard here, soft in the file",
+         "decoder.attention.key_proj.bias: only in the file"),
+    ],
+)  # fmt: skip
+def test_a_start_that_does_not_fit_names_the_options_not_only_a_weight(changed, named, weight):
+    """The weight's name alone meant nothing to someone who gave --model.decoder.hidden_dim; a setting that shapes no
+    weight (dropout) is not named."""
+    start = Captioner.load(MODEL_NAMES["shapes"])
+    encoder = EncoderConfig(**start.model.encoder.config(), weights=None)
+    decoder = replace(start.model.decoder.cfg, dropout=0.3, **changed)
+    model = CaptionModel.build(len(start.vocab), encoder, decoder)
+    with pytest.raises(ValueError) as exc:
+        Captioner.start_weights("shapes", model, start.vocab)
+    assert str(exc.value) == (
+        f"model.init_from: shapes does not fit this config's network: {named}: give the file's values ({weight})"
+    )
+
+
+def test_the_vocabulary_line_counts_the_captions_trained_on():
+    """data.captions_per_image 1 trains on each scene's first caption: the words of its others ("there", "is") were
+    said to be "seen fewer than data.min_freq=1 times" (they occur in most scenes)."""
+    from captioning.training.data import CaptionDataModule
+    from captioning.training.module import vocabulary_line
+
+    dm = CaptionDataModule(source="shapes", train_size=20, val_size=2, test_size=2, captions_per_image=1)
+    dm.setup("fit")
+    start = Captioner.read_start("shapes")
+    others = {w for caps in dm.train_references for cap in caps[1:] for w in cap} - set(dm.vocab.itos)
+    assert others  # words only the captions not trained on hold
+    line = vocabulary_line(start, start.vocab.extended(dm.vocab), dm, extend=True)
+    assert line == f"model.init_from shapes: its {len(start.vocab)} words kept at their ids; no new word"

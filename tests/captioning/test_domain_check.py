@@ -121,3 +121,31 @@ def test_a_check_made_on_another_encoders_features_is_refused_when_the_model_loa
     fits = {"prototypes": torch.eye(width)[:2].half(), "threshold": 0.4}
     torch.save({**data, "domain_check": fits}, tmp_path / "fits.pt")
     assert Captioner.load(tmp_path / "fits.pt").domain_check["prototypes"].shape == (2, width)
+
+
+def test_the_pixel_rules_hold_without_a_feature_check(tmp_path):
+    """A photo model with no feature check (too few photos to set a threshold; a fine-tuned encoder's frozen maps, not
+    features, cached) still flags a blank frame and noise: the pixel rules were lost with the feature check."""
+    import numpy as np
+    from PIL import Image
+
+    from captioning.model.captioner import Captioner
+    from captioning.photos.domain import PIXELS_ONLY
+    from captioning.training.data import CaptionDataModule
+    from tests.helpers.tiny_captioner import tiny_model_file
+
+    g = torch.Generator().manual_seed(0)
+    few = _features(torch.nn.functional.normalize(torch.randn(12, 4, generator=g), dim=-1))
+    assert domain_check(few, photos=True) == PIXELS_ONLY and domain_check(few) is None  # shapes: no pixel rules
+    dm = CaptionDataModule(source="folder")
+    dm.features["train"] = torch.zeros(30, 8, 2, 2)  # frozen maps (N, C, h, w)
+    assert dm.domain_check == PIXELS_ONLY
+    cap = Captioner.load(tiny_model_file(tmp_path / "m.pt"))
+    cap.domain, cap.domain_check = "my photos", dm.domain_check
+    cap.save(tmp_path / "m.pt")
+    rng = np.random.default_rng(0)
+    photo = Image.fromarray(rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)).resize((96, 96), Image.Resampling.BICUBIC)
+    noise = Image.fromarray(rng.integers(0, 256, (96, 96, 3), dtype=np.uint8))
+    said = Captioner.load(tmp_path / "m.pt").caption_images([Image.new("RGB", (96, 96), "white"), noise, photo])
+    assert [c.unfamiliar for c in said] == [True, True, False]
+    assert said[0].note.startswith("this photo looks unlike the my photos photos the model learned from")

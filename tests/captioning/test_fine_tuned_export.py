@@ -56,7 +56,8 @@ def test_only_the_changed_tensors_travel_and_the_encoder_loads_as_it_was(tmp_pat
             p.copy_(p.half().float())  # the file's float16 rounding: then the same network (folded, ONNX: ~1e-4)
         torch.testing.assert_close(back.model.encode(images), cap.model.encode(images), atol=2e-3, rtol=2e-3)
     assert caption_main(["--model", str(small), "--model-info"]) == 0
-    assert f"{len(tuned)} tensors fine-tuned on captions" in capsys.readouterr().out
+    # which stage: recorded from the training setting before the file forced fine_tune none
+    assert f"{len(tuned)} tensors fine-tuned on captions (its last stage) stored" in capsys.readouterr().out
 
 
 def test_a_frozen_encoder_still_travels_without_weights(tmp_path):
@@ -153,3 +154,40 @@ def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(err) == 1 and "--encoder-of" in err[0] and other in err[0]
         assert not (tmp_path / "x.pt").exists()
+
+
+def _other(path, vocab: Vocabulary = VOCAB, hidden_dim: int = 32, **encoder) -> str:
+    """A tiny model file as separate_run's, with other settings: ``encoder``, EncoderConfig fields."""
+    enc = EncoderConfig(**{"backbone": "resnet18", "stride": 16, "weights": None, "grid": 4, "image_size": 64,
+                           **encoder})  # fmt: skip
+    Captioner.build(vocab, enc, DecoderConfig(embed_dim=16, hidden_dim=hidden_dim, attn_dim=16)).save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("other", "why"),
+    [
+        ({"image_size": 96}, "its encoder.image_size is 96, not 64"),
+        (
+            {"source_side": 64, "jpeg_quality": 90, "jpeg_subsampling": "4:2:0"},
+            "its encoder.source_side is 64, not none",
+        ),
+        ({"hidden_dim": 24}, "its decoder.hidden_dim is 24, not 32"),
+        ({"vocab": Vocabulary.build([["a", "dog", "runs", "bird"]])}, "another vocabulary: 8 words, not 9"),
+        ({"fine_tune": "last", "frozen_bn": False}, None),  # training's alone (a file records frozen_bn false)
+    ],
+)
+def test_a_refused_encoder_of_names_the_setting_that_differs(tmp_path, capsys, other, why):
+    """The refusal said "another vocabulary or other settings": neither which nor how."""
+    from tests.helpers.tiny_captioner import separate_run
+
+    separate_run(VOCAB, 1, tmp_path / "a.pt")
+    args = [str(tmp_path / "a.pt"), str(tmp_path / "x.pt"), "--encoder-of", _other(tmp_path / "b.pt", **other)]
+    if why is None:
+        assert export_main(args) == 0
+        return
+    with pytest.raises(SystemExit) as exc:
+        export_main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    said = f"not the same model as {tmp_path / 'a.pt'} ({why})"
+    assert exc.value.code == 2 and len(err) == 1 and err[0].endswith(said), err

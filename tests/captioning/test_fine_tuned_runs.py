@@ -1,0 +1,131 @@
+"""A fine-tuning run's files (``model.encoder.fine_tune: last``): its model file checks the domain on the trained
+encoder and says which stage was fine-tuned (--model-info, /info); its own checkpoint joins its model file in
+caption-export (--ensemble, --encoder-of), and a checkpoint exported alone says it has no feature check; a resume with
+another fine_tune is refused by name; a start whose weights do not fit names the options that differ. One tiny fit
+(resnet18, 32 shapes scenes, 4 steps) serves them all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from captioning.commands.caption import caption_main
+from captioning.commands.export import export_main
+from captioning.commands.train import caption_train_cli
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.photos.domain import domain_check
+from captioning.photos.preprocess import prepared
+
+CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
+# resnet18 cut after layer3 (stride 16): its files a quarter the size
+TUNED = ["--config", CONFIG, "--model.encoder.stride", "16", "--model.encoder.fine_tune", "last"]
+TUNED += ["--trainer.limit_val_batches", "0"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """(folder, CLI) of the fit: 20 val scenes, enough to set a domain check's threshold; its checkpoint kept."""
+    tmp = tmp_path_factory.mktemp("tuned")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)
+        cli = caption_train_cli(["fit", *TUNED, "--trainer.default_root_dir", "run", "--data.val_size", "20",
+                                 "--trainer.enable_checkpointing", "true",
+                                 "--model.export_path", "run/model.pt"])  # fmt: skip
+    return tmp, cli
+
+
+def _ckpt(tmp: Path) -> Path:
+    (ckpt,) = (tmp / "run").rglob("*.ckpt")
+    return ckpt
+
+
+def test_the_model_file_checks_the_domain_on_the_trained_encoder(run):
+    """The stored frozen maps through the trained last stage: the check a frozen run makes from its features (before,
+    none: a fine-tuned model never flagged a photo)."""
+    tmp, cli = run
+    check = Captioner.load(tmp / "run/model.pt").domain_check
+    assert check is not None and "prototypes" in check
+    model, dm = cli.model.model.eval(), cli.datamodule
+    with torch.no_grad():  # the whole trained encoder on the photos themselves
+        feats = [model.encode(torch.stack([prepared(im, dm.preprocess) for im in dm.splits[s].images]))
+                 for s in ("train", "val")]  # fmt: skip
+    mine = domain_check(*feats)
+    # the maps are stored in float16: equal to that rounding
+    torch.testing.assert_close(check["prototypes"].float(), mine["prototypes"].float(), atol=5e-3, rtol=0)
+    assert check["threshold"] == pytest.approx(mine["threshold"], abs=5e-3)
+
+
+def test_the_model_file_says_which_stage_was_fine_tuned(run, capsys):
+    from attention_serve.models import load_caption
+
+    path = run[0] / "run/model.pt"
+    data = torch.load(path, weights_only=True)
+    assert data["encoder"]["fine_tune"] == "none" and data["encoder_fine_tuned"] == "last"  # frozen at inference
+    assert caption_main(["--model", str(path), "--model-info"]) == 0
+    said = "encoder:        resnet18 (weights in the file, its last stage fine-tuned on captions), 64 px"
+    assert said in capsys.readouterr().out
+    assert load_caption(path).info["encoder"].startswith("resnet18 (weights in the file, its last stage fine-tuned")
+
+
+def test_the_runs_checkpoint_joins_its_model_file_and_alone_says_it_has_no_feature_check(run, capsys):
+    """The checkpoint says fine_tune last, the model file none (frozen at inference): the same model (they were
+    refused as "another vocabulary or other settings")."""
+    tmp, ckpt = run[0], str(_ckpt(run[0]))
+    model = str(tmp / "run/model.pt")
+    assert export_main([model, str(tmp / "ens.pt"), "--ensemble", ckpt]) == 0
+    assert export_main([ckpt, str(tmp / "enc.pt"), "--encoder-of", model]) == 0  # either way round
+    assert len(Captioner.load(tmp / "ens.pt").decoders) == 2
+    assert Captioner.load(tmp / "enc.pt").fine_tuned == "last"  # the encoder's record came with it
+    capsys.readouterr()
+    assert export_main([ckpt, str(tmp / "alone.pt")]) == 0  # checkpoints keep no feature check: the model file has it
+    note = "caption-export: note: its encoder was fine-tuned, and it holds no check of where its training photos'"
+    assert capsys.readouterr().err.startswith(note)
+    assert Captioner.load(tmp / "alone.pt").fine_tuned == "last"
+
+
+def test_a_resume_with_another_fine_tune_is_refused_by_name(run, capsys, monkeypatch):
+    """torch's "loaded state dict has a different number of parameter groups" named no option."""
+    monkeypatch.chdir(run[0])
+    with pytest.raises(SystemExit) as exc:
+        caption_train_cli(["fit", *TUNED, "--model.encoder.fine_tune", "none", "--ckpt_path", str(_ckpt(run[0])),
+                           "--trainer.default_root_dir", "again", "--trainer.max_steps", "8"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and err[-1] == (
+        "caption-train: error: the checkpoint trained with model.encoder.fine_tune last, not none: resume with it, or "
+        "start a new run from it with --model.init_from"
+    )
+
+
+def test_a_start_that_does_not_fit_names_the_options_that_differ(run):
+    """The checkpoint's settings against this config's: the option named beside the weight (the weight alone, before);
+    a setting that shapes no weight (dropout) is not named."""
+    start = Captioner.read_start(_ckpt(run[0]))
+    assert start.tuned == "last" and start.decoder["hidden_dim"] == 32
+    enc = EncoderConfig(**{**start.encoder, "weights": None})
+    dec = DecoderConfig(**{k: start.decoder[k] for k in ("embed_dim", "attn_dim")}, hidden_dim=24, dropout=0.3)
+    model = CaptionModel.build(len(start.vocab), enc, dec)
+    with pytest.raises(ValueError) as exc:
+        Captioner.start_weights(start, model, start.vocab)
+    said = str(exc.value)
+    assert said.startswith(f"model.init_from: {start.name} does not fit this config's network: model.decoder."
+                           "hidden_dim 24 here, 32 in the file: give the file's values (decoder.")  # fmt: skip
+    assert "dropout" not in said
+
+
+def test_a_frozen_stage_started_from_the_fine_tuned_model_still_says_so(run, monkeypatch):
+    """The recipe's SCST stage (flickr8k_lite2_finetune_scst.yaml): the encoder frozen, its weights the fine-tuned
+    start's; the stage's file and checkpoint say which stage was fine-tuned, as the start's did."""
+    monkeypatch.chdir(run[0])
+    caption_train_cli(["fit", *TUNED, "--model.encoder.fine_tune", "none", "--model.init_from", "run/model.pt",
+                       "--trainer.max_steps", "1",
+                       "--trainer.default_root_dir", "stage2", "--trainer.limit_val_batches", "0",
+                       "--trainer.enable_checkpointing", "true", "--model.export_path", "stage2/model.pt"])  # fmt: skip
+    assert Captioner.load("stage2/model.pt").fine_tuned == "last"
+    (ckpt,) = Path("stage2").rglob("*.ckpt")
+    assert export_main([str(ckpt), "stage2/exported.pt"]) == 0
+    assert Captioner.load("stage2/exported.pt").fine_tuned == "last"
