@@ -1,11 +1,11 @@
 """CaptionModule: the LightningModule around CaptionModel: model, optimiser, logging, evaluation, checkpoints, export.
 
 The model is built in ``setup`` because its vocabulary comes from the data module (``load_from_checkpoint``: from the
-checkpoint's vocabulary and settings, in ``on_load_checkpoint``). What training minimises is the
-``model.objective`` block's business (captioning.training.objective: cross-entropy with the doubly stochastic penalty,
-eq. (12) for hard attention, SCST, attention supervision); a training step asks it for the loss and logs what it returns
-(``train_loss``, ``train_ce``, ``train_ds``; for hard attention ``train_reinforce``, ``train_entropy``,
-``train_reward``, ``baseline``; for SCST ``train_reward``, ``train_baseline``, ``train_advantage``;
+checkpoint's vocabulary and settings, in ``on_load_checkpoint``). What training minimises is the ``model.objective``
+block's business (captioning.training.objective: cross-entropy with the doubly stochastic penalty, eq. (12) for hard
+attention, SCST, attention supervision); a training step asks it for the loss and logs what it returns (``train_loss``,
+``train_ce``, ``train_ds``; for hard attention ``train_reinforce``, ``train_entropy``, ``train_reward``, ``baseline``
+(with rl_reward caption, once set); for SCST ``train_reward``, ``train_baseline``, ``train_advantage``;
 ``train_attn_sup``). Validation and test decode free-running (no teacher forcing) one caption per image and score it
 against all its references with the coco-caption metrics: ``{stage}_Bleu_1..4``, ``{stage}_ROUGE_L``,
 ``{stage}_CIDEr`` (and ``{stage}_METEOR`` when Java runs it on English references), plus the teacher-forced
@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 
 import pytorch_lightning as pl
@@ -46,6 +48,8 @@ from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics, reads_as_english, reported
 from text_attn.core.precision import parameter_dtype
+from text_attn.core.self_critical import check_scst_start
+from text_attn.core.start_scores import StartScores
 from text_attn.core.training import (
     INIT_VOCAB,
     RunState,
@@ -56,6 +60,7 @@ from text_attn.core.training import (
     pooled_means,
     row_sums,
     started_from,
+    weights_kept,
 )
 from text_attn.core.vocab import Vocabulary
 
@@ -81,32 +86,6 @@ def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) ->
         if not extend:
             line += " (model.init_vocab: extend adds them)"
     return line
-
-
-def start_line(
-    trainer, start: dict[str, float], name: str | None, partial: tuple[float, float, frozenset[str]] | None = None
-) -> str | None:
-    """After a fit from model.init_from whose start was validated (``start``: its val scores): the monitored metric
-    before training and at the best checkpoint, and what to make of it when training did not beat the start.
-    ``partial``: the sanity check validated only part of the split (batches validated, batches of the split, the
-    metrics it scored): no start score is comparable with the best checkpoint's, scored on the whole split."""
-    for cb in getattr(trainer, "checkpoint_callbacks", []):
-        metric, best = getattr(cb, "monitor", None), getattr(cb, "best_model_score", None)
-        if metric in start and best is not None:
-            line = f"{metric}: {100 * start[metric]:.2f} from model.init_from {name} before training, "
-            line += f"{100 * float(best):.2f} at the best checkpoint"
-            if float(best) <= start[metric]:
-                line += ": training did not beat the start on these val photos (the start may caption them as well)"
-            return line
-        if partial is not None and metric in partial[2] and best is not None:
-            done, batches = partial[:2]  # batches: inf for a loader of no length
-            part = f"{done:.0f} of the {batches:.0f}" if math.isfinite(batches) else f"{done:.0f} of the"
-            return (
-                f"{metric}: {100 * float(best):.2f} at the best checkpoint; no start score to compare: the sanity "
-                f"check validated model.init_from {name} on {part} val batches (trainer.num_sanity_val_steps -1 "
-                "validates the whole split before training)"
-            )
-    return None
 
 
 def one_val_photo_line(trainer, dm) -> str | None:
@@ -228,11 +207,9 @@ class CaptionModule(RunState, pl.LightningModule):
         self._start_info: dict = {}  # init_from's facts: a model trained from it keeps its data's terms
         self._loaded_data: dict | None = None  # load_from_checkpoint: the checkpoint's domain, check, casing, info
         # init_from's val scores, when the sanity check validated the whole split before training
-        # (trainer.num_sanity_val_steps: -1, as configs/caption/your_photos.yaml): fit's end compares its best with them
-        self._start_scores: dict[str, float] = {}
-        # a sanity check over part of the split instead: (batches validated, batches of the split, metrics), no scores
-        # (a subset's score against the best checkpoint's on the whole split said "training did not beat the start")
-        self._start_partial: tuple[float, float, frozenset[str]] | None = None
+        # (trainer.num_sanity_val_steps: -1, as configs/caption/your_photos.yaml): fit's end compares its best with
+        # them, and exports the start where it scored better (text_attn.core.start_scores)
+        self._start = StartScores()
         self._start_name: str | None = None  # init_from as read (an ensemble's decoder named: "flickr8k (decoder 1)")
         self._start_tuned: str | None = None  # init_from's fine-tuned encoder stages (they start this run)
         self._outputs: list[dict] = []
@@ -282,6 +259,9 @@ class CaptionModule(RunState, pl.LightningModule):
         note = one_val_photo_line(self.trainer, dm) if stage in (None, "fit") else None
         if note and self.trainer.is_global_zero:
             print(f"caption-train: {note}", file=sys.stderr)
+
+    def check_fit_start(self, from_checkpoint: bool) -> None:
+        check_scst_start(self.objective.cfg, self.hparams.init_from, from_checkpoint)  # SCST from random weights
 
     def _start_vocabulary(self, dm, start: StartWeights) -> Vocabulary:
         """init_from's vocabulary, extended with the train captions' new words (``model.init_vocab: extend``) or not,
@@ -425,17 +405,14 @@ class CaptionModule(RunState, pl.LightningModule):
         outs, self._outputs = gather_outputs(self._outputs), []  # the whole split, on every rank
         if not outs:
             return
-        self.log(f"{stage}_loss", self.objective.evaluation_loss(pooled_means(outs)), prog_bar=True)
+        loss = self.objective.evaluation_loss(pooled_means(outs))
+        self.log(f"{stage}_loss", loss, prog_bar=True)
         refs = {o["index"]: [" ".join(r) for r in o["refs"]] for o in outs}
         hyps = {o["index"]: " ".join(o["words"]) for o in outs}
         scores = coco_metrics(refs, hyps, meteor=self._meteor(refs))
-        if stage == "val" and self.trainer.sanity_checking and self.hparams.init_from and self.global_step == 0:
-            start = {f"val_{k}": v for k, v in scores.items()}  # before the first step: the start's
-            done, batches = sum(self.trainer.num_sanity_val_batches), sum(self.trainer.num_val_batches)
-            if done >= batches:
-                self._start_scores = start
-            else:
-                self._start_partial = (done, batches, frozenset(start))
+        if stage == "val":  # the sanity check's, before the first step: the start's (a checkpoint's metric)
+            start = {"val_loss": loss, **{f"val_{k}": v for k, v in scores.items()}}
+            self._start.record(self.trainer, self.hparams.init_from, start)
         for name, value in scores.items():
             self.log(f"{stage}_{name}", value, prog_bar=name in ("Bleu_4", "CIDEr"))
         if stage == "test" and self.trainer.is_global_zero:  # the table below logs fractions; the docs give 0-100
@@ -490,6 +467,7 @@ class CaptionModule(RunState, pl.LightningModule):
         checkpoint["info"] = exported.info  # where it started and its data's terms: caption-export keeps them
         if self._budget is not None:
             checkpoint["lr_budget_progress"] = self._budget.last  # a resumed fit's max_time decays what is left
+        checkpoint["collapse_monitor"] = self.objective.collapse_monitor.state_dict()  # hard attention's watch
         self.save_run_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -526,15 +504,28 @@ class CaptionModule(RunState, pl.LightningModule):
             )
         self.load_run_state(checkpoint, network_built=self.model is not None)
         self._budget_saved = float(checkpoint.get("lr_budget_progress", 0.0))
+        # resumed, it neither warns again nor restarts its average (an older checkpoint has none: left as it is)
+        self.objective.collapse_monitor.load_state_dict(checkpoint.get("collapse_monitor"))
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
         SCRATCH.clear()  # the training steps' pooled buffers (a few hundred MB at the paper's size): not needed now
         name = self._start_name or self.hparams.init_from
-        line = start_line(self.trainer, self._start_scores, name, self._start_partial)
+        line, start_better = self._start.verdict(self.trainer, name, "val photos (the start may caption them as well)")
         if line and self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)
-        self.export_best(self.hparams.export_path, self._export)
+        # an SCST stage that made its start worse writes the start (text_attn.core.start_scores: why SCST only)
+        start = self._start_weights if start_better and self.objective.cfg.scst else None
+        self.export_best(self.hparams.export_path, self._export, start)
+
+    @contextmanager
+    def _start_weights(self) -> Iterator[None]:
+        """Within the block the model holds init_from's weights again, as setup gave them (read from its file; the
+        new words' rows the mean rows); the last step's after it."""
+        start = Captioner.read_start(self.hparams.init_from, self.hparams.init_member)
+        with weights_kept(self):
+            Captioner.start_weights(start, self.model, self.vocab)
+            yield
 
     def _export(self, path) -> None:
         """Write fit's model file (export_best calls it with the weights to export in the module). A fine-tuned

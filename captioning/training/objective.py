@@ -69,7 +69,7 @@ from text_attn.core.decoding import Sampling
 from text_attn.core.precision import widened
 from text_attn.core.rewards import sentence_bleu, unigram_fmean
 from text_attn.core.self_critical import OBJECTIVE_PREFIX as PREFIX
-from text_attn.core.self_critical import SequenceObjectiveConfig
+from text_attn.core.self_critical import SequenceObjectiveConfig, unused_under_scst
 from text_attn.core.self_critical import self_critical_step as shared_step
 from text_attn.core.training import check_finite, check_options
 
@@ -90,7 +90,7 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     attention supervision, SCST: core/self_critical.py's SequenceObjectiveConfig) and these.
 
     ds_lambda: weight of the doubly stochastic penalty (the paper: 1.0; a soft-attention regulariser, 0 is usual
-        for hard attention).
+        for hard attention). Refused above 0 with ``scst``: SCST's loss has no penalty term (set it 0).
     attn_sup_lambda (Liu et al. 2017) supervises α_t for each word that names a region (shapes scenes and Karpathy
         sentence boxes have the ground truth); for hard attention it supervises the distribution the location is
         sampled from.
@@ -105,7 +105,7 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     entropy_lambda: λ_e, weight of the attention entropy bonus. baseline_decay: the moving-average baseline's decay
         (the paper: 0.9).
     collapse_warmup / collapse_ratio: warn once when, this many steps after the soft warm-up, the mean attention
-        entropy is still above ratio x log L (near uniform). 0 turns the check off.
+        entropy is still above ratio x log L (near uniform; a ratio between 0 and 1). 0 turns the check off.
     Self-critical training (``scst``) rewards a caption with its CIDEr-D; ``scst_max_len`` null: the module's
         val_max_len.
     scst_bleu: SCST's reward becomes CIDEr-D + this x the caption's smoothed sentence BLEU-4 against its image's
@@ -131,12 +131,24 @@ class ObjectiveConfig(SequenceObjectiveConfig):
         super().__post_init__()
         if self.rl_reward not in REWARDS:
             raise ValueError(f"unknown rl_reward {self.rl_reward!r}; choose one of {REWARDS}")
+        inf = float("inf")
+        # a negative rl_lambda flipped REINFORCE's sign, a negative entropy_lambda rewarded sharp attention, a ratio
+        # above 1 never warned (the level is entropy / log L, at most 1): all silently
         check_options(
             PREFIX,
-            ds_lambda=(self.ds_lambda, 0, float("inf")),
-            scst_bleu=(self.scst_bleu, 0, float("inf")),
-            scst_meteor=(self.scst_meteor, 0, float("inf")),
+            ds_lambda=(self.ds_lambda, 0, inf),
+            soft_warmup=(self.soft_warmup, 0, inf),
+            rl_lambda=(self.rl_lambda, 0, inf),
+            entropy_lambda=(self.entropy_lambda, 0, inf),
+            collapse_warmup=(self.collapse_warmup, 0, inf),
+            collapse_ratio=(self.collapse_ratio, 0, 1),
+            scst_bleu=(self.scst_bleu, 0, inf),
+            scst_meteor=(self.scst_meteor, 0, inf),
         )
+        if not 0 <= self.baseline_decay < 1:  # named here, not when the baseline is built
+            raise ValueError(f"{PREFIX}.baseline_decay must be at least 0 and below 1, got {self.baseline_decay:g}")
+        if self.scst and self.ds_lambda > 0:  # SCST's loss has no reference caption's attention to penalise
+            raise ValueError(unused_under_scst("ds_lambda", self.ds_lambda))
 
 
 # the caption-only options first (messages name them in this order), then those both families take
@@ -166,6 +178,11 @@ class CaptionObjective(nn.Module):
         self.baseline = MovingAverageBaseline(cfg.baseline_decay) if hard else None
         self._collapse = CollapseMonitor(cfg.collapse_warmup, cfg.collapse_ratio)
         self._reward: CaptionReward | None = None
+
+    @property
+    def collapse_monitor(self) -> CollapseMonitor:
+        """The hard-attention collapse watch (its state goes into checkpoints beside the module's weights)."""
+        return self._collapse
 
     def use_references(self, train_references: list[list[list[str]]]) -> None:
         """SCST's reward: CIDEr-D with document frequencies from these (per training image, its token lists), plus
@@ -281,7 +298,9 @@ class CaptionObjective(nn.Module):
         if bool(sampled.any()):
             logs["train_reward"] = parts["reward"][sampled].mean()
         self.baseline.update(parts["reward"][sampled])
-        logs["baseline"] = self.baseline.value
+        # no baseline before the first sampled batch (a soft warm-up logged 0.0), and none with rl_reward word
+        if self.baseline.ready and self.cfg.rl_reward == "caption":
+            logs["baseline"] = self.baseline.value
         # The watch starts when sampling does: during a soft warm-up the attention may well be spread (soft attention
         # averages), and the move to sampling is what should sharpen it.
         sampling_steps = step - self.cfg.soft_warmup
@@ -445,13 +464,24 @@ class CollapseMonitor:
 
     Keeps a moving average (decay 0.9) of the mean attention entropy divided by its uniform value log L; after
     ``warmup`` training steps, the first time it is above ``ratio``, :meth:`update` returns a warning message
-    (once per monitor). ``warmup`` 0 or less disables it.
+    (once per monitor). ``warmup`` 0 or less disables it. Plain attributes, not buffers (a buffer would make every
+    checkpoint written before it unloadable): the module keeps :meth:`state_dict` in its checkpoints.
     """
 
     def __init__(self, warmup: int = 500, ratio: float = 0.95, decay: float = 0.9):
         self.warmup, self.ratio, self.decay = warmup, ratio, decay
         self.level: float | None = None
         self.warned = False
+
+    def state_dict(self) -> dict:
+        """Its moving level and whether it warned, for a checkpoint (plain values): a resumed fit neither warns again
+        nor starts the average afresh."""
+        return {"level": self.level, "warned": self.warned}
+
+    def load_state_dict(self, state: dict | None) -> None:
+        """What :meth:`state_dict` gave; None (a checkpoint written before it was kept): as it is."""
+        if state:
+            self.level, self.warned = state.get("level"), bool(state.get("warned", False))
 
     def update(self, mean_entropy: float, num_regions: int, step: int) -> str | None:
         if num_regions < 2:

@@ -3,6 +3,7 @@ named object, and caption-train runs both through the CLI (an SCST stage startin
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,47 @@ def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
         Captioner.start_weights(tmp_path / "missing.pt", other, vocab)
 
 
+def test_an_scst_stage_needs_a_start_and_writes_the_start_it_did_not_beat(tmp_path, capsys, monkeypatch):
+    """SCST from random weights is refused in one line, before the features are encoded. A stage at a rate that
+    wrecks the model: the start, validated on the whole val split before the first step, scored better than any
+    checkpoint, so the model file holds the start's weights (it held the worse model, said by a line the shipped
+    configs never printed), and the module its last weights again."""
+    from captioning.training.feature_cache import FeatureCacheCallback
+
+    scst = ["--model.objective.scst", "true", "--model.objective.ds_lambda", "0", "--model.objective.scst_samples", "2"]
+    encoded = []
+    with monkeypatch.context() as patch, pytest.raises(SystemExit) as exc:
+        patch.setattr(FeatureCacheCallback, "_share", lambda self, *args: encoded.append(args[-1]))
+        caption_train_cli(["fit", "--config", CONFIG, *QUIET, *scst])
+    assert encoded == []  # refused before the feature cache's work (minutes on real data)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        exc.value.code == 2
+        and len(err) == 1
+        and err[0].startswith(
+            "caption-train: error: model.objective.scst starts from a trained model's weights: give model.init_from"
+        )
+    ), err
+    first = tmp_path / "first.pt"
+    caption_train_cli(["fit", "--config", CONFIG, "--model.export_path", str(first), *QUIET])
+    capsys.readouterr()
+    best = ["--trainer.enable_checkpointing", "true", "--trainer.callbacks+=ModelCheckpoint",
+            "--trainer.callbacks.monitor", "val_loss", "--trainer.callbacks.mode", "min"]  # fmt: skip
+    validated = ["--trainer.num_sanity_val_steps", "-1", "--trainer.val_check_interval", "1"]  # the start, each step
+    cli = caption_train_cli(["fit", "--config", CONFIG, *QUIET, *scst, *best, *validated, "--model.lr", "1.0",
+                             "--trainer.max_steps", "2", "--model.init_from", str(first),
+                             "--model.export_path", str(tmp_path / "second.pt")])  # fmt: skip
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if "before training" in x)
+    before, best_loss = (float(v) for v in re.findall(r"(\d+\.\d+) (?:from|at)", line))
+    assert line.startswith("caption-train: val_loss: ") and before < best_loss, line  # lower is better
+    assert f"wrote model file: {tmp_path / 'second.pt'} (model.init_from's weights: they scored better on val" in err
+    begun, written = Captioner.load(first).model.state_dict(), Captioner.load(tmp_path / "second.pt").model.state_dict()
+    assert all(torch.equal(written[k], begun[k]) for k in begun)
+    last = cli.model.model.state_dict()
+    assert not all(torch.equal(last[k], begun[k]) for k in begun)
+
+
 @pytest.mark.slow
 def test_caption_train_runs_an_scst_stage_from_a_model_file_and_attention_supervision(tmp_path, capsys):
     first = tmp_path / "first.pt"
@@ -157,7 +199,17 @@ def test_caption_train_runs_an_scst_stage_from_a_model_file_and_attention_superv
     second = tmp_path / "second.pt"
     args = ["fit", "--config", CONFIG, "--model.export_path", str(second), *QUIET]
     cli = caption_train_cli(
-        [*args, "--model.objective.scst", "true", "--model.init_from", str(first), "--trainer.max_steps", "2"]
+        [
+            *args,
+            "--model.objective.scst",
+            "true",
+            "--model.objective.ds_lambda",
+            "0",
+            "--model.init_from",
+            str(first),
+            "--trainer.max_steps",
+            "2",
+        ]
     )
     assert cli.trainer.global_step == 2
     logged = cli.trainer.logged_metrics

@@ -11,6 +11,7 @@ from captioning.model.encoder import EncoderConfig
 from captioning.model.network import CaptionModel
 from captioning.training.objective import (
     CaptionObjective,
+    CollapseMonitor,
     ObjectiveConfig,
     caption_loss,
     doubly_stochastic_penalty,
@@ -193,11 +194,40 @@ def test_a_hard_step_follows_eq_12_and_moves_the_baseline():
     assert int(objective.baseline.updates) == 1
 
 
+def test_the_hard_baseline_is_logged_only_once_set_and_only_where_used():
+    """A soft warm-up samples nothing: no baseline exists yet (it logged 0.0); ``rl_reward: word`` uses none (it
+    logged one all the same)."""
+    model, vocab = _model("hard")  # soft_prob 0: every caption samples once the warm-up is over
+    features = torch.randn(2, 4, model.decoder.cfg.feature_dim)
+    batch = _batch(vocab)
+    model.train()
+    objective = CaptionObjective(ObjectiveConfig(ds_lambda=0.0, soft_warmup=1), hard=True)
+    _, warm, _ = objective.training_loss(model, vocab, features, batch, step=0)
+    assert "baseline" not in warm and "train_reinforce" in warm
+    _, sampled, _ = objective.training_loss(model, vocab, features, batch, step=1)
+    assert float(sampled["baseline"]) == pytest.approx(float(sampled["train_reward"]), rel=1e-5)  # its first value
+    word = CaptionObjective(ObjectiveConfig(ds_lambda=0.0, rl_reward="word"), hard=True)
+    for step in range(2):
+        assert "baseline" not in word.training_loss(model, vocab, features, batch, step=step).logs
+
+
+def test_the_collapse_watch_state_round_trips_and_an_older_checkpoint_leaves_it_as_it_is():
+    watch = CollapseMonitor(warmup=1, ratio=0.0)
+    assert watch.update(1.0, 4, 0) is None and watch.update(1.0, 4, 1) is not None  # warned at step 1
+    resumed = CollapseMonitor(warmup=1, ratio=0.0)
+    resumed.load_state_dict(watch.state_dict())
+    assert resumed.level == watch.level and resumed.update(1.0, 4, 2) is None  # not twice
+    older = CollapseMonitor(warmup=1, ratio=0.0)
+    older.load_state_dict(None)  # a checkpoint written before the watch was kept
+    assert older.level is None and not older.warned
+
+
 def test_an_scst_step_needs_the_training_references_and_logs_its_reward():
     model, vocab = _model()
     features = torch.randn(2, 4, model.decoder.cfg.feature_dim)
     batch = _batch(vocab)
-    objective = CaptionObjective(ObjectiveConfig(scst=True, scst_samples=3, scst_baseline="leave_one_out"), False)
+    config = ObjectiveConfig(ds_lambda=0.0, scst=True, scst_samples=3, scst_baseline="leave_one_out")
+    objective = CaptionObjective(config, False)
     with pytest.raises(ValueError, match="use_references"):
         objective.training_loss(model, vocab, features, batch, step=0)
     objective.use_references([r for r in batch["references"]])
@@ -216,6 +246,18 @@ def test_an_scst_step_needs_the_training_references_and_logs_its_reward():
         ({"attn_sup_lambda": -0.5}, "model.objective.attn_sup_lambda must be >= 0, got -0.5"),
         ({"scst_baseline": "beam"}, "model.objective.scst_baseline must be one of"),
         ({"rl_reward": "sentence"}, "unknown rl_reward 'sentence'"),
+        # a negative weight flipped REINFORCE or rewarded sharp attention, silently; a decay of 1.5 failed later,
+        # unnamed; a ratio above 1 never warned (the level is entropy / log L)
+        ({"rl_lambda": -1.0}, "model.objective.rl_lambda must be at least 0, got -1"),
+        ({"entropy_lambda": -0.5}, "model.objective.entropy_lambda must be at least 0, got -0.5"),
+        ({"baseline_decay": 1.5}, "model.objective.baseline_decay must be at least 0 and below 1, got 1.5"),
+        ({"baseline_decay": 1.0}, "model.objective.baseline_decay must be at least 0 and below 1, got 1"),
+        ({"soft_warmup": -3}, "model.objective.soft_warmup must be at least 0, got -3"),
+        ({"collapse_warmup": -1}, "model.objective.collapse_warmup must be at least 0, got -1"),
+        ({"collapse_ratio": 7.0}, "model.objective.collapse_ratio must be between 0 and 1, got 7"),
+        # SCST's loss is the samples' reward: these changed nothing that trains (ds_lambda's default 1 included)
+        ({"scst": True}, r"model.objective.ds_lambda 1 has no effect under model.objective.scst .*ds_lambda 0$"),
+        ({"scst": True, "ds_lambda": 0.0, "label_smoothing": 0.5}, "label_smoothing 0.5 has no effect under"),
     ],
 )
 def test_bad_objective_options_are_refused_by_name(options, message):

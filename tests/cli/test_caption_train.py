@@ -230,6 +230,27 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
     assert captioner.chosen_regions(alphas) == alphas.argmax(-1).tolist()
 
 
+def test_a_resumed_hard_fit_neither_warns_of_collapse_again_nor_restarts_the_watch(tmp_path):
+    """The collapse watch's moving level and its one warning go into checkpoints: resumed, it warned a second time
+    and its average began afresh."""
+    args = ["--config", CONFIG, "--model.decoder.attention", "hard", "--model.objective.collapse_warmup", "2"]
+    args += ["--model.objective.collapse_ratio", "0.0", "--model.export_path", str(tmp_path / "m.pt")]
+    with pytest.warns(UserWarning, match="almost uniform"):
+        cli = caption_train_cli(["fit", *args])
+    watch = cli.model.objective.collapse_monitor
+    ckpt = tmp_path / "step4.ckpt"
+    cli.trainer.save_checkpoint(ckpt)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        resumed = caption_train_cli(["fit", *args, "--ckpt_path", str(ckpt), "--trainer.max_steps", "5"])
+    assert resumed.trainer.global_step == 5
+    assert not any("almost uniform" in str(w.message) for w in record)  # warned once, before the resume
+    again = resumed.model.objective.collapse_monitor
+    step5 = float(resumed.trainer.callback_metrics["train_entropy"]) / math.log(16)  # 4 x 4 regions
+    assert again.warned and again.level == pytest.approx(0.9 * watch.level + 0.1 * step5)  # the saved average, moved
+    assert torch.load(ckpt, weights_only=True)["collapse_monitor"] == {"level": watch.level, "warned": True}
+
+
 def test_soft_warmup_trains_hard_attention_softly_first(tmp_path):
     # 4 steps, warm-up 2: the first two batches sample no location (nothing for REINFORCE, no baseline update),
     # the last two do (soft_prob 0: every caption samples).

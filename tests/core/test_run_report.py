@@ -14,6 +14,7 @@ from text_attn.core.run_report import (
     monitored,
     panels_for,
     read_metrics,
+    report_figure,
     resumed_chain,
     summary,
 )
@@ -161,3 +162,46 @@ def test_one_validation_is_said_so_and_sacrebleus_scores_get_their_own_panel(tmp
     assert summary(series) == "logged to step 10, 1 validation; best BLEU-4 0.200 at step 10"
     hundreds = ("sacreBLEU and chrF (validation, 0-100)", ["val_sacrebleu", "val_chrf"])  # not on BLEU-4's 0..1 axis
     assert panels_for(series) == [("loss", ["train_loss"]), ("validation scores", ["val_bleu"]), hundreds]
+
+
+def _drawn(figure, title: str) -> dict[str, tuple[list[float], list[float]]]:
+    """The lines of the report panel titled ``title``: legend label -> (steps, values)."""
+    (ax,) = [ax for ax in figure.axes if ax.get_title(loc="left") == title]
+    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+
+
+def test_reinforcement_learnings_reward_and_baseline_are_drawn_beside_the_surrogate_loss(tmp_path):
+    """An SCST run's metrics.csv, and a hard-attention run's: the reward with its baseline (and SCST's advantage), the
+    attention's entropy with the REINFORCE term, each on a panel of its own; the SCST loss's legend says what it is.
+    Before, neither was drawn: an SCST report showed a loss near 0 and nothing of the reward."""
+    scst = tmp_path / "scst" / "lightning_logs" / "version_0"
+    scst.mkdir(parents=True)
+    (scst / "metrics.csv").write_text(
+        "epoch,step,train_loss,train_reward,train_baseline,train_advantage,val_CIDEr\n"
+        "0,9,0.01,0.50,0.60,-0.10,\n0,19,-0.02,0.70,0.65,0.05,\n0,19,,,,,0.9\n"
+    )
+    figure = report_figure(read_metrics(scst))
+    assert _drawn(figure, "reward (training)") == {
+        "reward": ([10, 20], [0.5, 0.7]),
+        "baseline": ([10, 20], [0.6, 0.65]),
+        "advantage (reward - baseline)": ([10, 20], [-0.1, 0.05]),
+    }
+    assert list(_drawn(figure, "loss")) == ["train loss (SCST's surrogate, near 0: see the reward)"]
+    hard = tmp_path / "hard"
+    hard.mkdir()
+    (hard / "metrics.csv").write_text(
+        "epoch,step,train_loss,train_reward,baseline,train_entropy,train_reinforce\n"
+        "0,4,3.0,-20.0,-21.0,2.5,0.3\n0,9,2.5,-15.0,-19.0,2.1,-0.2\n"
+    )
+    series = read_metrics(hard)
+    assert [name for name, _ in panels_for(series)] == ["loss", "reward (training)", "hard attention (training)"]
+    figure = report_figure(series)
+    assert _drawn(figure, "reward (training)") == {
+        "reward": ([5, 10], [-20.0, -15.0]),
+        "baseline (moving average)": ([5, 10], [-21.0, -19.0]),
+    }
+    assert _drawn(figure, "hard attention (training)") == {
+        "attention entropy (nats)": ([5, 10], [2.5, 2.1]),
+        "REINFORCE term": ([5, 10], [0.3, -0.2]),
+    }
+    assert list(_drawn(figure, "loss")) == ["train loss"]  # a real loss here

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,6 +19,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.decoding import Sampling
@@ -256,6 +258,43 @@ def test_scst_rewards_each_sample_against_its_own_reference_words(monkeypatch):
     assert [copies for _, copies in seen] == [2, 1]  # the samples, then the greedy baseline
     assert all(refs == by_hand for refs, _ in seen)
     assert objective.max_decode_len(torch.tensor([3, 7, 1])) == 24
+
+
+def test_an_scst_stage_needs_a_start_and_keeps_one_it_did_not_beat(tmp_path, capsys):
+    """SCST from random weights is refused in one line, a resume of an SCST run is not; a stage that made its start
+    worse on val (validated on the whole split before the first step) writes the start's weights, and says so: it
+    wrote the worse model, silently."""
+    pl.seed_everything(0, verbose=False)
+    start = tmp_path / "ce.pt"
+    _trainer(20, tmp_path).fit(TranslationModule(network=dict(NET), lr=0.01, export_path=str(start)),
+                               TranslationDataModule(**DATA))  # fmt: skip
+    scst = {"scst": True, "scst_samples": 2}
+    with pytest.raises(ValueError, match="^model.objective.scst starts from a trained model's weights: give model.i"):
+        _trainer(1, tmp_path).fit(TranslationModule(network=dict(NET), objective=scst), TranslationDataModule(**DATA))
+    with pytest.raises(ValueError, match="^model.objective.label_smoothing 0.1 has no effect under model.objective.s"):
+        TranslationModule(objective={**scst, "label_smoothing": 0.1})
+
+    def trainer(steps: int) -> pl.Trainer:  # validates the start, then after every step; keeps the best and the last
+        best = ModelCheckpoint(tmp_path / "ckpt", monitor="val_loss", mode="min", save_last=True)
+        return pl.Trainer(max_steps=steps, accelerator="cpu", logger=False, enable_progress_bar=False,
+                          enable_model_summary=False, num_sanity_val_steps=-1, val_check_interval=1,
+                          callbacks=[best], default_root_dir=tmp_path)  # fmt: skip
+
+    worse = TranslationModule(network=dict(NET), lr=1.0, objective=scst, init_from=str(start),
+                              export_path=str(tmp_path / "scst.pt"))  # fmt: skip
+    fit = trainer(2)
+    fit.fit(worse, TranslationDataModule(**DATA))
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("text-train: val_loss: "))
+    before, best = (float(v) for v in re.findall(r"(\d+\.\d+) (?:from|at)", line))  # lower is better here
+    assert before < best and line.endswith("training did not beat the start on these val pairs (the start may "
+                                           "translate them as well)"), line  # fmt: skip
+    written, begun = Translator.load(tmp_path / "scst.pt").net.state_dict(), Translator.load(start).net.state_dict()
+    assert all(torch.equal(written[k], begun[k]) for k in begun)  # the start's weights, not the best checkpoint's
+    last = worse.net.state_dict()
+    assert not all(torch.equal(last[k], begun[k]) for k in begun)  # the module holds its last weights again
+    # the resume of an SCST run: its checkpoint's weights, no model.init_from needed
+    trainer(3).fit(TranslationModule(network=dict(NET), lr=1e-4, objective=scst), TranslationDataModule(**DATA),
+                   ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))  # fmt: skip
 
 
 def _record_modes(module: TranslationModule, modes: list):

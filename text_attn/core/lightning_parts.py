@@ -8,7 +8,8 @@ level, not in the function that builds the CLI: a strategy that starts its proce
 - :class:`BuiltModuleSWA`: Lightning's StochasticWeightAveraging for modules that build their network in ``setup``;
 - :class:`MonitorCheck`: a monitored metric no validation logs (a typo) said in one line before anything acts on it;
 - :class:`GiveBackOnException`: what a run took from the process given back where it raised or was interrupted (the
-  families' modules add it, ``training.RunState.configure_callbacks``).
+  families' modules add it, ``training.RunState.configure_callbacks``);
+- :class:`FitStartCheck`: the module's checks of a fit that depend on whether it resumes (added the same way).
 """
 
 from __future__ import annotations
@@ -219,3 +220,16 @@ class GiveBackOnException(Callback):
         give_back = getattr(pl_module, "give_back", None)
         if give_back is not None:
             give_back()
+
+
+class FitStartCheck(Callback):
+    """The module's ``check_fit_start(from_checkpoint)`` (``training.RunState``) as a fit starts: ``from_checkpoint``
+    when the module holds a checkpoint's weights (a resume with ``--ckpt_path``, or ``load_from_checkpoint``). Here,
+    not in the module's ``setup``: Lightning loads a resumed fit's checkpoint only after setup; and before the
+    callbacks after this one start their work (the captioner's feature cache encodes every photo at its
+    ``on_fit_start``), so a refused fit has cost no minutes."""
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        check = getattr(pl_module, "check_fit_start", None)
+        if check is not None:
+            check(from_checkpoint=bool(trainer.ckpt_path) or getattr(pl_module, "_from_checkpoint", False))

@@ -11,6 +11,11 @@ each drawn only when the run logged something for it:
     sacreBLEU      val_sacrebleu and val_chrf of a real corpus (Multi30k), on their own 0..100 axis
     CIDEr          val_CIDEr, on its own axis (it is not a 0..1 score)
     grounding      val_grounding, val_grounding_mass: on synthetic shapes, does the decoder look at what it names
+    reward         reinforcement learning's training quantities: train_reward beside its baseline (SCST's
+                   train_baseline, hard attention's moving ``baseline``) and SCST's train_advantage; under SCST the
+                   loss panel's train loss is a surrogate near 0 (its legend says so), and these say how it goes
+    hard attention train_entropy (the attention's mean entropy, in nats: near log L is near uniform) and the
+                   REINFORCE term train_reinforce
     learning rate  lr-* (from a LearningRateMonitor), log scale
 The best value of the metric the run chooses its best checkpoint by (its config.yaml's ModelCheckpoint ``monitor``
 and ``mode``: val_CIDEr for most caption configs, the bundled model's included) is marked where it is drawn and said in
@@ -45,15 +50,25 @@ NAMES = {  # how the panels' legends call the logged metrics
     "val_CIDEr": "CIDEr",
     "val_grounding": "grounding accuracy",
     "val_grounding_mass": "attention mass on the named object",
+    "train_reward": "reward",
+    "train_baseline": "baseline",
+    "baseline": "baseline (moving average)",
+    "train_advantage": "advantage (reward - baseline)",
+    "train_entropy": "attention entropy (nats)",
+    "train_reinforce": "REINFORCE term",
 }
 SCORES = ("val_Bleu_4", "val_bleu", "val_ROUGE_L", "val_METEOR", "val_align_acc")  # the validation panel, in order
 HUNDREDS = ("val_sacrebleu", "val_chrf")  # sacrebleu's scores, 0..100 as sacrebleu gives them: a panel of their own
+REWARDS = ("train_reward", "train_baseline", "baseline", "train_advantage")  # SCST's and hard attention's, in order
+HARD = ("train_entropy", "train_reinforce")  # hard attention's REINFORCE (captioning.training.objective)
 PANELS: list[tuple[str, Callable[[str], bool]]] = [  # (title, which metrics) in drawing order
     ("loss", lambda k: k in ("train_loss", "train_loss_step", "val_loss")),
     ("validation scores", lambda k: k in SCORES),
     ("sacreBLEU and chrF (validation, 0-100)", lambda k: k in HUNDREDS),
     ("CIDEr (validation)", lambda k: k == "val_CIDEr"),
     ("grounding (validation)", lambda k: k in ("val_grounding", "val_grounding_mass")),
+    ("reward (training)", lambda k: k in REWARDS),
+    ("hard attention (training)", lambda k: k in HARD),
     ("learning rate", lambda k: k.startswith("lr-")),
 ]
 _MEAN_OF = 20  # running mean of the train loss over this many logged steps
@@ -298,7 +313,9 @@ def _draw_panel(ax, title: str, keys: list[str], series: Series, best: tuple[str
     for key in keys:
         steps, values = zip(*series[key], strict=True)
         label = NAMES.get(key, key.removeprefix("lr-"))
-        if key.startswith("train_loss") and len(values) > _MEAN_OF:
+        if key.startswith("train_loss") and "train_advantage" in series:  # SCST's: not a loss to watch fall
+            label += " (SCST's surrogate, near 0: see the reward)"
+        if key.startswith("train_") and len(values) > _MEAN_OF:  # a batch's value: noisy
             line = ax.plot(steps, values, lw=0.8, alpha=0.35)[0]
             ax.plot(steps, _running_mean(list(values), _MEAN_OF), color=line.get_color(), label=f"{label} (mean)")
         else:
@@ -330,15 +347,29 @@ def panels_for(series: Series) -> list[tuple[str, list[str]]]:
         keys = [k for k in series if wanted(k)]
         if name == "validation scores":
             keys.sort(key=SCORES.index)
+        elif name.startswith(("reward", "hard")):
+            keys.sort(key=(REWARDS + HARD).index)
         if keys:
             panels.append((name, keys))
     return panels
 
 
 def plot_report(series: Series, path: str | Path, title: str = "", mark: tuple[str, str] | None = None) -> Path:
-    """Write the report PNG (the module doc's panels, two per row; ``mark``: the monitored metric and its mode, whose
-    best is marked, as :func:`best_of` chooses); returns the path."""
+    """Write the report PNG (:func:`report_figure`); returns the path."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = report_figure(series, title, mark)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    with atomic_output(out) as tmp:  # a fresh file, renamed: a planted link or FIFO at out is never written
+        fig.savefig(tmp, format="png", dpi=100)
+    return out
+
+
+def report_figure(series: Series, title: str = "", mark: tuple[str, str] | None = None):
+    """The report as a matplotlib Figure: the module doc's panels, two per row; ``mark``: the monitored metric and
+    its mode, whose best is marked, as :func:`best_of` chooses."""
     from matplotlib.figure import Figure
 
     panels = panels_for(series)
@@ -354,12 +385,7 @@ def plot_report(series: Series, path: str | Path, title: str = "", mark: tuple[s
         ax.set_axis_off()
     if title:
         fig.suptitle(title, fontsize=11)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    with atomic_output(out) as tmp:  # a fresh file, renamed: a planted link or FIFO at out is never written
-        fig.savefig(tmp, format="png", dpi=100)
-    return out
+    return fig
 
 
 def summary(series: Series, mark: tuple[str, str] | None = None) -> str:

@@ -253,10 +253,11 @@ class SequenceObjectiveConfig:
     attn_sup_lambda: weight λ of attention supervision (the cross-entropy between α_t and the ground-truth attention,
         where the data has it: ``data.attention_targets: true``); 0 = off.
     scst: self-critical sequence training (above) instead of cross-entropy; start it from a trained model
-        (``model.init_from``). scst_samples: K samples per source. scst_baseline: ``greedy`` (the reward of the greedy
-        decode, the paper's choice) or ``leave_one_out`` (the mean reward of the source's other K − 1 samples; needs
-        K >= 2). scst_max_len: longest sample (null: the family's own: a caption's model.val_max_len, a text
-        batch's 2 x its longest source + 10).
+        (``model.init_from``: a fit without one is refused, :func:`check_scst_start`); label smoothing, a
+        cross-entropy option, is refused beside it. scst_samples: K samples per source. scst_baseline: ``greedy``
+        (the reward of the greedy decode, the paper's choice) or ``leave_one_out`` (the mean reward of the source's
+        other K − 1 samples; needs K >= 2). scst_max_len: longest sample (null: the family's own: a caption's
+        model.val_max_len, a text batch's 2 x its longest source + 10).
     A bad value is one ValueError line naming it as ``model.objective.NAME``.
     """
 
@@ -282,3 +283,27 @@ class SequenceObjectiveConfig:
             )
         if self.scst_max_len is not None and self.scst_max_len < 1:
             raise ValueError(f"{prefix}.scst_max_len must be >= 1 (or null), got {self.scst_max_len}")
+        if self.scst and self.label_smoothing > 0:
+            raise ValueError(unused_under_scst("label_smoothing", self.label_smoothing))
+
+
+def unused_under_scst(name: str, value: float) -> str:
+    """The refusal of a cross-entropy option set beside ``scst`` (label smoothing; a caption's doubly stochastic
+    penalty): SCST's loss is the samples' reward, so the option changed nothing that trains (only the val_loss
+    reported), silently."""
+    return (
+        f"{OBJECTIVE_PREFIX}.{name} {value:g} has no effect under {OBJECTIVE_PREFIX}.scst (its loss is the sampled "
+        f"sequences' reward, not the cross-entropy loss this option is part of): set {OBJECTIVE_PREFIX}.{name} 0"
+    )
+
+
+def check_scst_start(cfg: SequenceObjectiveConfig, init_from: str | None, from_checkpoint: bool) -> None:
+    """One ValueError line for a fit that would train self-critically from random weights: ``scst`` without
+    ``model.init_from`` (a first stage's weights), unless the module holds a checkpoint's (``from_checkpoint``: a
+    resume with ``--ckpt_path``, load_from_checkpoint). From random weights the samples earn next to no reward and the
+    run learns little, with nothing said."""
+    if cfg.scst and not init_from and not from_checkpoint:
+        raise ValueError(
+            f"{OBJECTIVE_PREFIX}.scst starts from a trained model's weights: give model.init_from (the first stage's "
+            "model file or checkpoint), or resume an SCST run with --ckpt_path"
+        )

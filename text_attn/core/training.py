@@ -320,6 +320,17 @@ def best_weights(module) -> Iterator[str | None]:
         module.load_state_dict(last, strict=False)
 
 
+@contextmanager
+def weights_kept(module) -> Iterator[None]:
+    """Within the block the module's weights may be replaced (a fit's start, for its export: RunState.export_best);
+    after it they are its own again, the last step's (as :func:`best_weights` leaves them)."""
+    own = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    try:
+        yield
+    finally:
+        module.load_state_dict(own)
+
+
 def _dotted(options: dict[str, Any], prefix: str) -> dict[str, Any]:
     """{"decoder": {"hidden_dim": 32}} -> {"model.decoder.hidden_dim": 32}: nested blocks by their option names."""
     out: dict[str, Any] = {}
@@ -414,6 +425,7 @@ class RunState:
     _stop_asked: str | None = None  # "SIGINT": Ctrl-C during this fit (defer_ctrl_c), not yet acted on
     _threads_before: int | None = None  # torch's CPU threads before ``use_cpu_threads``, given back at teardown
     _steps_before: int | None = None  # the trainer's count of logged steps before a scored checkpoint's (give_back)
+    _from_checkpoint = False  # a checkpoint's weights were loaded (a resume, load_from_checkpoint): check_fit_start
 
     def use_cpu_threads(self, threads: int | None) -> None:
         """``model.cpu_threads``: torch's CPU threads while this run lasts (call it from ``setup``). torch's count is
@@ -438,14 +450,20 @@ class RunState:
             self._steps_before = None
 
     def configure_callbacks(self) -> list:
-        """:class:`~text_attn.core.lightning_parts.GiveBackOnException`, unless the trainer has one (a second fit,
+        """:class:`~text_attn.core.lightning_parts.GiveBackOnException` and
+        :class:`~text_attn.core.lightning_parts.FitStartCheck`, each unless the trainer has one (a second fit,
         validate or test on the same trainer: Lightning would print that the module's replaces it). A family's module
-        that adds callbacks of its own extends this list."""
-        from text_attn.core.lightning_parts import GiveBackOnException
+        that adds callbacks of its own puts them after these."""
+        from text_attn.core.lightning_parts import FitStartCheck, GiveBackOnException
 
-        if any(isinstance(cb, GiveBackOnException) for cb in getattr(self._trainer, "callbacks", None) or []):
-            return []
-        return [GiveBackOnException()]
+        have = getattr(self._trainer, "callbacks", None) or []
+        kinds = (GiveBackOnException, FitStartCheck)
+        return [kind() for kind in kinds if not any(isinstance(cb, kind) for cb in have)]
+
+    def check_fit_start(self, from_checkpoint: bool) -> None:
+        """A family's checks of a fit that need to know whether the module holds a checkpoint's weights
+        (``from_checkpoint``: a resume with ``--ckpt_path``, or ``load_from_checkpoint``), one ValueError line each;
+        called by :class:`~text_attn.core.lightning_parts.FitStartCheck`. None here."""
 
     def save_run_state(self, checkpoint: dict[str, Any]) -> None:
         save_random_state(checkpoint)
@@ -463,6 +481,7 @@ class RunState:
         ``max_time`` of its own."""
         if network_built:
             check_weights_fit(self, checkpoint)
+        self._from_checkpoint = True
         self._random_state = checkpoint.get("random_state")
         by_rank = checkpoint.get("random_state_by_rank")
         trainer = self._trainer
@@ -546,11 +565,13 @@ class RunState:
         undefer_ctrl_c()  # Ctrl-C stops the fit's export, test or the caller's code at once again
         save_last_at_end(self.trainer)
 
-    def export_best(self, export_path: str | None, save) -> None:
+    def export_best(self, export_path: str | None, save, start_weights=None) -> None:
         """End of fit: ``save(path)`` on rank 0 with the best checkpoint's weights in the module (:func:`best_weights`:
         the last ones back in it afterwards), else the last (the averaged ones where StochasticWeightAveraging put
-        them in: lightning_parts.BuiltModuleSWA). A ``fast_dev_run`` (a smoke test of one or a few batches) writes no
-        model file: it would replace the run's."""
+        them in: lightning_parts.BuiltModuleSWA). ``start_weights``: where a self-critical stage's start
+        (model.init_from) scored better on val than the best checkpoint (start_scores), a context within which the
+        module holds the start's weights: those are saved instead. A ``fast_dev_run`` (a smoke test of one or a few
+        batches) writes no model file: it would replace the run's."""
         trainer = self.trainer
         if trainer.fast_dev_run:
             if trainer.is_global_zero:
@@ -561,12 +582,17 @@ class RunState:
             return
         swa = [cb for cb in trainer.callbacks if hasattr(cb, "averaged_epochs")]
         averaged = next((cb.averaged_epochs for cb in swa if cb.averaged_epochs), None)
-        with nullcontext() if averaged else best_weights(self) as best:
+        start = start_weights is not None and not averaged  # the averaged weights were never validated
+        with nullcontext() if averaged else start_weights() if start else best_weights(self) as best:
             try:
                 save(path)
             except (OSError, RuntimeError) as err:  # disk full, folder gone: the checkpoints are still there
                 raise WriteError(f"cannot write the model file {path}: {one_line(err)}") from None
-        if averaged:
+        if start:
+            trained = best_checkpoint(trainer)
+            note = " (model.init_from's weights: they scored better on val than the best checkpoint"
+            note += f", {trained}, which holds the trained ones)" if trained else ")"
+        elif averaged:
             first, last, count = averaged
             note = (f" (StochasticWeightAveraging's mean of the weights at the start of epochs {first} to {last}, "
                     f"{count} of them)")  # fmt: skip

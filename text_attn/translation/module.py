@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -33,6 +35,8 @@ from text_attn.core.metrics import (
     corpus_bleu,
     sacre_scores,
 )
+from text_attn.core.self_critical import check_scst_start
+from text_attn.core.start_scores import StartScores
 from text_attn.core.training import (
     INIT_VOCAB,
     RunState,
@@ -45,6 +49,7 @@ from text_attn.core.training import (
     row_sums,
     started_from,
     weight_misfit,
+    weights_kept,
 )
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.data import StartVocabulary
@@ -138,6 +143,10 @@ class TranslationModule(RunState, pl.LightningModule):
         self._start_file: dict | None = None  # init_from's file as read (give_start), once
         self._given: StartVocabulary | None = None  # its tokenizer and vocabularies, as given to the data module
         self._outputs: list[dict] = []
+        # init_from's val scores, when the sanity check validated the whole split before training
+        # (trainer.num_sanity_val_steps: -1): fit's end compares its best with them, and exports the start where it
+        # scored better
+        self._start = StartScores()
 
     # --- building from the data ------------------------------------------------------------------------------------
     def give_start(self, dm: Any) -> dict | None:
@@ -198,6 +207,9 @@ class TranslationModule(RunState, pl.LightningModule):
             self._start_file = None  # its weights are the network's now: not kept twice for the whole run
         self.objective.check(self.net, bool(getattr(dm.hparams, "attention_targets", False)))
         self.objective.banned = never_written(self.tgt_vocab, self.codec)  # SCST samples what translate writes
+
+    def check_fit_start(self, from_checkpoint: bool) -> None:
+        check_scst_start(self.objective.cfg, self.hparams.init_from, from_checkpoint)  # SCST from random weights
 
     def _load_start(self, state: dict[str, torch.Tensor]) -> None:
         """Load ``init_from``'s weights; a weight that does not fit the network built here is one line."""
@@ -285,23 +297,27 @@ class TranslationModule(RunState, pl.LightningModule):
         if not outs:
             return
         means = pooled_means(outs)
-        self.log(f"{stage}_loss", self.objective.evaluation_loss(means), prog_bar=True)
+        scores = {f"{stage}_loss": self.objective.evaluation_loss(means)}  # what a checkpoint may be chosen by
         if "attn_sup" in means:
-            self.log(f"{stage}_attn_sup", means["attn_sup"])
+            scores[f"{stage}_attn_sup"] = means["attn_sup"]
         refs = [[o["ref"]] for o in outs]
         hyps = [o["hyp"] for o in outs]
-        self.log(f"{stage}_bleu", corpus_bleu(refs, hyps)["bleu4"], prog_bar=True)  # lowercased, tokenized
+        scores[f"{stage}_bleu"] = corpus_bleu(refs, hyps)["bleu4"]  # lowercased, tokenized
         if all("ref_text" in o for o in outs):
             refs_text, hyps_text = [o["ref_text"] for o in outs], [o["hyp_text"] for o in outs]
             sacre = sacre_scores(refs_text, hyps_text, lowercase=self.codec.lowercased)  # case:lc if it lowercases
-            self.log(f"{stage}_sacrebleu", sacre["sacrebleu"], prog_bar=True)
-            self.log(f"{stage}_chrf", sacre["chrf"])
+            scores[f"{stage}_sacrebleu"], scores[f"{stage}_chrf"] = sacre["sacrebleu"], sacre["chrf"]
             if stage == "test" and self.trainer.is_global_zero:
                 print(f"sacreBLEU {sacre['sacrebleu']:.2f}, chrF {sacre['chrf']:.2f} ({sacre['signature']})")
         aligned = [o["align"] for o in outs if "align" in o]
         if aligned:
             hits, total = map(sum, zip(*aligned, strict=True))
-            self.log(f"{stage}_align_acc", hits / max(total, 1))
+            scores[f"{stage}_align_acc"] = hits / max(total, 1)
+        progress = {f"{stage}_{name}" for name in ("loss", "bleu", "sacrebleu")}
+        for name, value in scores.items():
+            self.log(name, value, prog_bar=name in progress)
+        if stage == "val":  # the sanity check's, before the first step: the start's (text_attn.core.start_scores)
+            self._start.record(self.trainer, self.hparams.init_from, scores)
         if stage == "test":
             if all("src_words" in o for o in outs):  # real text: by source words, in buckets that fit its lengths
                 lengths, bounds, labels = [o["src_words"] for o in outs], REAL_BUCKETS, REAL_BUCKET_LABELS
@@ -401,7 +417,22 @@ class TranslationModule(RunState, pl.LightningModule):
 
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
-        self.export_best(self.hparams.export_path, self.translator().save)
+        where = "val pairs (the start may translate them as well)"
+        line, start_better = self._start.verdict(self.trainer, self.hparams.init_from, where)
+        if line and self.trainer.is_global_zero:
+            print(f"text-train: {line}", file=sys.stderr)
+        # an SCST stage that made its start worse writes the start (text_attn.core.start_scores: why SCST only)
+        start = self._start_weights if start_better and self.objective.cfg.scst else None
+        self.export_best(self.hparams.export_path, self.translator().save, start)
+
+    @contextmanager
+    def _start_weights(self) -> Iterator[None]:
+        """Within the block the network holds init_from's weights again, as setup gave them (read from its file; the
+        new tokens' rows the mean rows); the last step's after it."""
+        start = Translator.read_start(self.hparams.init_from, self.hparams.arch)
+        with weights_kept(self):
+            self._load_start(start["state_dict"])
+            yield
 
 
 def _same_vocabularies(saved: list, data: list, whose: str = "the network") -> None:
