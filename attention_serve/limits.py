@@ -74,7 +74,7 @@ class Option:
 
 CAPTION_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice; the bundled model: 5)"),
-    "max_len": Option(int, 1, 100, "longest caption in words (default 30)"),
+    "max_len": Option(int, 1, 100, "longest caption in words, its end not counted (default 30)"),
     "length_penalty": Option(float, 0, 5, "score / length**penalty, beams ranked so (default: the model file's)"),
     "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
     "evidence": Option(
@@ -89,7 +89,11 @@ CAPTION_OPTIONS = {
 TRANSLATE_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice)"),
     "max_len": Option(
-        int, 1, 512, "longest translation in tokens (default: 2 x (source tokens + 1) + 10, at most 512)"
+        int,
+        1,
+        512,
+        "longest translation in tokens, its end not counted (default: 2 x (source tokens + 1) + 10 "
+        "steps, the end counted, at most 512)",
     ),
     "length_penalty": Option(float, 0, 5, "score / length**penalty, beams ranked so (default: the model file's)"),
     "no_repeat_ngram": Option(int, 0, 10, "no n-gram of this size twice (0: off; default: the model file's)"),
@@ -213,11 +217,12 @@ def beams(options: dict[str, Any]) -> int:
 
 
 def outputs(source: int, options: dict[str, Any], longest: int, given: int | None = None) -> int:
-    """The output steps one sentence of ``source`` tokens may take: the ``given`` text's tokens and the end (read,
-    not searched), else max_len, else the search's own cap, 2 x (source + 1) + 10 and at most ``longest``."""
+    """The output steps one sentence of ``source`` tokens may take, its end counted: the ``given`` text's tokens and
+    the end (read, not searched), else max_len tokens and the end, else the search's own cap, 2 x (source + 1) + 10
+    and at most ``longest``."""
     if given is not None:
         return given + 1
-    return int(options["max_len"]) if "max_len" in options else min(2 * (source + 1) + 10, longest)
+    return int(options["max_len"]) + 1 if "max_len" in options else min(2 * (source + 1) + 10, longest)
 
 
 def search_steps(tokens: list[int], options: dict[str, Any], longest: int, given: int | None = None) -> int:
@@ -242,19 +247,20 @@ def check_work(tokens: list[int], options: dict[str, Any], limits: Limits, longe
                given: int | None = None) -> None:  # fmt: skip
     """ClientError(413) naming the limit when a /translate request's decoding may take more than ``max_search``
     steps (:func:`search_steps`), its evidence more than ``max_evidence`` (see :class:`Limits`), or its ``given``
-    text (its tokens as the model writes them) is longer than a translation may be (``longest``, its end
-    included): one request must not hold a worker for minutes while every other waits."""
-    if given is not None and given + 1 > longest:
-        raise ClientError(413, f"given has {given:,} tokens as the model writes them; at most {longest - 1:,} (a "
-                          f"translation's longest, max_len {longest}, with its end)")  # fmt: skip
+    text (its tokens as the model writes them) is longer than a translation may be (``longest`` tokens, max_len's
+    ceiling, and its end): one request must not hold a worker for minutes while every other waits."""
+    if given is not None and given > longest:
+        raise ClientError(413, f"given has {given:,} tokens as the model writes them; at most {longest:,} (a "
+                          "translation's longest, max_len's ceiling)")  # fmt: skip
     steps = search_steps(tokens, options, longest, given)
     if steps > limits.max_search:
         longest_out = max(outputs(s, options, longest, given) for s in tokens)
         how = "given read" if given is not None else f"beam_size {beams(options)}"
         raise ClientError(413, f"{len(tokens)} sentence{'s' * (len(tokens) > 1)} of {sum(tokens):,} source tokens, "
-                          f"{how}, up to {longest_out} output tokens: {steps:,} steps (source x source + beams x "
-                          f"output x (source + output)); at most {limits.max_search:,} (--max-search): send fewer or "
-                          "shorter sentences, a smaller beam_size or max_len")  # fmt: skip
+                          f"{how}, up to {longest_out} output tokens (the end counted): {steps:,} steps (source x "
+                          f"source + beams x output x (source + output)); at most {limits.max_search:,} "
+                          "(--max-search): send fewer or shorter sentences, a smaller beam_size or "
+                          "max_len")  # fmt: skip
     steps = evidence_steps(tokens, options, longest, given)
     if steps > limits.max_evidence:
         raise ClientError(413, f"evidence=1 here may take {steps:,} model steps (each source token and the end x "

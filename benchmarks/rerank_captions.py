@@ -47,7 +47,7 @@ def candidates(captioner, paths: list[Path], background, batch: int, log) -> lis
             results = captioner.caption_features(feats, d["beam_size"], 30, d["length_penalty"], n_best=5,
                                                  no_repeat_ngram=d["no_repeat_ngram"])  # fmt: skip
             for b, res in enumerate(results):
-                texts = list(dict.fromkeys(" ".join(w) if isinstance(w, list) else w for w, _ in res.nbest))
+                texts = list(dict.fromkeys(" ".join(w) if isinstance(w, list) else w for w, *_ in res.nbest))
                 # totals: a reading's score is its mean log-probability over the words and the end
                 own = [r[0].score * (len(r[0].words) + 1) for r in captioner.read_texts(feats[b : b + 1], texts)]
                 generic = [sum(c.score * (len(c.words) + 1) for c in r) / len(r)

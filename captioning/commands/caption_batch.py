@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -42,6 +43,12 @@ def _record(name: str, error: str | None = None, item: dict[str, Any] | None = N
     member = {"key": item["key"], "reference": item["reference"]} if item is not None and "key" in item else {}
     # the name's bytes as UTF-8 whatever the locale (LC_ALL=C wrote "M\udcc3\udca4dchen.jpg"): --resume finds it
     return {"image": utf8_name(name), **member, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
+
+
+def _json_score(score: float) -> float | None:
+    """A search's score as a record holds it: 6 decimals; None (``null``) where it is no number (-inf: strict JSON
+    has no -Infinity, and JavaScript's JSON.parse refuses it)."""
+    return round(score, 6) if math.isfinite(score) else None
 
 
 def caption_items(
@@ -92,10 +99,11 @@ def caption_items(
         box = captioner.preprocess.crop_box(*item["size"])
         rec = _record(name, item=item)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
-        rec.update(score=round(score, 6), truncated=truncated, out_of_domain=unfamiliar)
+        rec.update(score=_json_score(score), truncated=truncated, out_of_domain=unfamiliar)
         rec["note"] = captioner.note(given=readings is not None) if unfamiliar else None
         if nbest is not None:
-            rec["n_best"] = [{"caption": " ".join(w), "score": round(sc, 6)} for w, sc in nbest]
+            rec["n_best"] = [{"caption": " ".join(w), "score": _json_score(sc), "truncated": cut}
+                             for w, sc, cut in nbest]  # fmt: skip
         if readings is not None:
             rec["given"] = [given_record(r) for r in readings[len(out)]]
             rec.update({k: rec["given"][0][k] for k in ("log_prob", "word_probs", "end_prob")})

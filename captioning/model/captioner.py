@@ -46,7 +46,8 @@ class Caption(NamedTuple):
     alphas: Tensor  # (len(words), L): each word's attention over the grid * grid regions, row-major
     score: float  # the search's score: log-probability divided by length**length_penalty (greedy and beam alike)
     truncated: bool  # the caption hit max_len before the end token: it was cut off
-    nbest: list[tuple[list[str], float]] | None = None  # with n_best > 1: the n best captions and scores, best first
+    # with n_best > 1: the n best captions, best first, each (words, score, truncated: max_len cut it off)
+    nbest: list[tuple[list[str], float, bool]] | None = None
     unfamiliar: bool | None = None  # the photo looks unlike the model's training photos (None: no check was made)
     # set by Captioner.caption_images, for showing the caption over its photo (Jupyter: _repr_html_, _repr_png_)
     photo: Image.Image | None = None  # the photo as captioned (RGB, after its EXIF rotation)
@@ -383,12 +384,15 @@ class Captioner:
     def generate(
         self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
     ) -> SearchResult:
-        """Region features (B, L, D) -> the model's SearchResult (ids and attention per step). options: sampling,
-        n_best, no_repeat_ngram, banned, keys (text_attn.core.decoding.search; keys (B,): each photo's key of a seeded
-        sampling's draws, e.g. text_key of its name, so that it draws the same in any batch). By default a caption
-        never holds <unk>, <pad> or <bos> (banned): a reader gets the most likely real word instead."""
+        """Region features (B, L, D) -> the model's SearchResult (ids and attention per step). ``max_len``: the longest
+        caption in words, its end not counted (a caption of exactly max_len words ends; one step more, for the end
+        alone: the search's end_step). options: sampling, n_best, no_repeat_ngram, banned, keys
+        (text_attn.core.decoding.search; keys (B,): each photo's key of a seeded sampling's draws, e.g. text_key of its
+        name, so that it draws the same in any batch). By default a caption never holds <unk>, <pad> or <bos>
+        (banned): a reader gets the most likely real word instead."""
         v = self.vocab
         options.setdefault("banned", (v.pad_id, v.bos_id, v.unk_id))
+        options.setdefault("end_step", True)  # max_len counts words, as `caption --max-len` says
         return self.model.generate(
             self._decoder_input(features), v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id, **options
         )
@@ -404,7 +408,7 @@ class Captioner:
         v, out = self.vocab, []
         cased = Casing(self.casing).words if self.casing else list
         result = result.cpu()  # one copy a tensor, not a device read per caption and value
-        ended = result.tokens.gather(1, (result.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == v.eos_id
+        ended = result.ended()  # (B,)
         for b, ids in enumerate(result.token_lists()):  # eos and what follows already removed
             # pad / bos are banned by default (generate); given banned=() an untrained model may still produce them:
             # they name nothing, so they are dropped (with their alphas).
@@ -413,7 +417,7 @@ class Captioner:
             truncated = not bool(ended[b]) and int(result.lengths[b]) > 0
             nbest = None
             if result.nbest is not None:
-                nbest = [(cased(v.decode(ids)), score) for ids, score in result.nbest[b]]
+                nbest = [(cased(v.decode(ids)), score, not end) for ids, score, end in result.nbest[b]]
             alphas = widened(result.attention[b, keep])  # a half model's: float32 (numpy has no bfloat16)
             out.append(Caption(words, alphas, float(result.scores[b]), truncated, nbest))
         return out

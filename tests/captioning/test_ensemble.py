@@ -112,8 +112,9 @@ def test_export_makes_one_model_file_of_several_runs(capsys, files):
     members = [Captioner.load(files / f"m{k}.pt").model.decoder for k in (1, 2, 3)]
     ens = DecoderEnsemble(members).eval()
     v = loaded.vocab
+    # generate's max_len counts words: the search's end_step
     want = search(ens, ens.init_state(feats), 2, v.bos_id, v.eos_id, 8, beam_size=3, pad_id=v.pad_id,
-                  banned=(v.pad_id, v.bos_id, v.unk_id))  # fmt: skip
+                  banned=(v.pad_id, v.bos_id, v.unk_id), end_step=True)  # fmt: skip
     got = loaded.generate(feats, beam_size=3, max_len=8)
     assert torch.equal(got.tokens, want.tokens)
     # an ensemble file takes one more member (its decoders first), float16: 4 decoders

@@ -95,8 +95,9 @@ def test_a_paragraph_without_line_breaks_gets_a_batch_of_its_own(model_file, mon
 
 def test_search_bytes_counts_beams_steps_and_source(model_file):
     translator = Translator.load(model_file)
-    # an RNN keeps one attention row over the source (with <eos>) per beam and step, copied once as beams reorder
-    assert translator.search_bytes(99, beam_size=8, max_len=50) == 2 * 4 * 8 * 50 * 100
+    # an RNN keeps one attention row over the source (with <eos>) per beam and step, copied once as beams reorder;
+    # a max_len of 50 tokens takes 51 steps (the end's)
+    assert translator.search_bytes(99, beam_size=8, max_len=50) == 2 * 4 * 8 * 51 * 100
     assert translator.search_bytes(20, beam_size=1) == 2 * 4 * 1 * (2 * 21 + 10) * 21  # cap: 2 x (20 + 1) + 10
     # longer than any training source: the cap of 2 x the longest training target + 10 (test_translate_long_inputs)
     cap = 2 * translator.trained_lengths["target_max"] + 10

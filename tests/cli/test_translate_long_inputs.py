@@ -170,5 +170,5 @@ def test_validation_caps_a_long_source_as_translate_does():
     src_lens = torch.tensor([5, 21, 22, 150])  # the end token counted: 4, 20, 21 and 149 source tokens
     assert decode_caps(src_lens, lengths).tolist() == [20, 52, 46, 46]  # over 20 tokens: 2 x 18 + 10
     assert decode_caps(src_lens).tolist() == [20, 52, 54, 212]  # no record: over LONG_INPUT tokens, 2 x 101 + 10
-    old = SimpleNamespace(trained_lengths=None)
+    old = SimpleNamespace(trained_lengths=None, position_limit=None)
     assert [Translator.default_steps(old, n - 1) for n in src_lens.tolist()] == decode_caps(src_lens).tolist()

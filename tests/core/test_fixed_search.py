@@ -46,9 +46,12 @@ def test_equals_the_eager_search_stepping_every_row(beam, ngram):
     torch.manual_seed(beam * 10 + ngram)
     m = EndsAt()
     ends = torch.tensor([2, 6, 1, -1, 4, -1])
-    for max_len, chunk, lp, banned in [(12, 4, 0.0, ()), (7, 3, 1.0, (3, 5)), (3, 1, 0.5, (PAD,)), (1, 4, 0.0, ())]:
+    # end_step: max_len tokens and the end (caption's and translate's --max-len), its last step at fixed shapes too
+    for max_len, chunk, lp, banned, end in [(12, 4, 0.0, (), False), (7, 3, 1.0, (3, 5), True),
+                                            (3, 1, 0.5, (PAD,), True), (1, 4, 0.0, (), False)]:  # fmt: skip
         state = _state(6, ends)
-        kw = dict(beam_size=beam, length_penalty=lp, no_repeat_ngram=ngram, banned=banned, n_best=min(beam, 2))
+        kw = dict(beam_size=beam, length_penalty=lp, no_repeat_ngram=ngram, banned=banned, n_best=min(beam, 2),
+                  end_step=end)  # fmt: skip
         eager = search(m, state, 6, BOS, EOS, max_len, pad_id=PAD, drop_ended=False, **kw)
         fixed = fixed_search(m, state, 6, BOS, EOS, max_len, pad_id=PAD, chunk=chunk, **kw)
         _same(fixed, eager)

@@ -191,6 +191,11 @@ def test_sampling_follows_the_model_distribution_within_top_k_and_top_p():
     torch.testing.assert_close(nucleus, torch.tensor([0.625, 0.375, 0, 0]), atol=0.015, rtol=0)
     with pytest.raises(ValueError):
         Sampling(temperature=0)
+    # NaN passed "temperature <= 0" and drew "wir wir wir ..." (the CLI refused it; Python did not)
+    for bad in ({"temperature": float("nan")}, {"temperature": float("inf")}, {"top_p": float("nan")},
+                {"top_k": 2.5}, {"top_k": True}, {"temperature": "2"}):  # fmt: skip
+        with pytest.raises(ValueError, match="sampling needs a finite temperature"):
+            Sampling(**bad, seed=1)
 
 
 def test_n_best_lists_the_final_beams_best_first():
@@ -200,13 +205,14 @@ def test_n_best_lists_the_final_beams_best_first():
     assert len(res.nbest) == 3 and all(len(alts) == 3 for alts in res.nbest)
     for b, alts in enumerate(res.nbest):
         assert alts[0][0] == res.token_lists()[b] and alts[0][1] == pytest.approx(float(res.scores[b]))
-        scores = [s for _, s in alts]
-        assert scores == sorted(scores, reverse=True) and len({tuple(i) for i, _ in alts}) == 3
+        scores = [s for _, s, _ in alts]
+        assert scores == sorted(scores, reverse=True) and len({tuple(i) for i, _, _ in alts}) == 3
     # each alternative's score is its own log-probability (penalty 0): its ids, then eos unless it ran to max_len
     lp = model.table
     for alts in res.nbest:
-        for ids, score in alts:
-            path = [1, *ids] + ([2] if len(ids) < 6 else [])
+        for ids, score, ended in alts:
+            assert ended == (len(ids) < 6)  # each says whether it ended or max_len cut it off
+            path = [1, *ids] + ([2] if ended else [])
             assert score == pytest.approx(sum(float(lp[a, b]) for a, b in zip(path, path[1:], strict=False)), abs=1e-5)
     with pytest.raises(ValueError, match="n_best"):
         beam_search(model, torch.zeros(3, 1), 3, 1, 2, 6, beam_size=2, n_best=3)

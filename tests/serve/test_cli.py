@@ -236,12 +236,12 @@ def test_what_a_translation_request_may_ask_follows_the_timeout():
 
 def test_a_translation_requests_evidence_is_counted_by_hand():
     """evidence=1 takes (S + 1) rows a step for each output token, the output as long as it may run: the given text's
-    tokens + 1 (its end), else max_len, else the search's own cap 2 x (S + 1) + 10 (at most the longest)."""
+    tokens + 1 (its end), else max_len + 1, else the search's own cap 2 x (S + 1) + 10 (at most the longest)."""
     from attention_serve.limits import ClientError, Limits, check_work, evidence_steps
 
     two = [3, 1]  # two sentences of 3 and 1 tokens
     assert evidence_steps(two, {"evidence": 1, "given": "a dog"}, 512, given=2) == 4 * 3 + 2 * 3
-    assert evidence_steps(two, {"evidence": 1, "max_len": 7}, 512) == 4 * 7 + 2 * 7
+    assert evidence_steps(two, {"evidence": 1, "max_len": 7}, 512) == 4 * 8 + 2 * 8  # 7 tokens and the end
     assert evidence_steps(two, {"evidence": 1}, 512) == 4 * 18 + 2 * 14
     assert evidence_steps(two, {"evidence": 1}, 15) == 4 * 15 + 2 * 14
     assert evidence_steps(two, {"evidence": 0, "max_len": 7}, 512) == 0

@@ -64,12 +64,12 @@ def _refused(check, *args) -> str:
 def test_the_audits_costly_requests_are_refused_naming_the_limit(text, caption):
     # 216 bytes: 30 source tokens, yet 20 beams for up to 512 steps (504 after 120 s, the worker busy 2 more minutes)
     said = _refused(_translate, text, {"text": "Hund " * 30, "beam_size": 20, "max_len": 512, "length_penalty": 5})
-    assert "up to 512 output tokens" in said and "at most 2,500,000 (--max-search)" in said
+    assert "up to 513 output tokens (the end counted)" in said and "at most 2,500,000 (--max-search)" in said
     # a given translation of 999 random letters (~950 tokens read one by one: 64.5 s)
     random.seed(0)
     letters = "".join(random.choice(string.ascii_letters) for _ in range(999))
     said = _refused(_translate, text, {"text": "Hund", "given": letters})
-    assert said.startswith("given has") and "at most 511" in said
+    assert said.startswith("given has") and "at most 512 (a translation's longest, max_len's ceiling)" in said
     # a caption of 499 given words with evidence (504 after 120 s)
     said = _refused(_caption, caption, {"given": " a" * 499, "evidence": 1})
     assert said == "given has 499 words; at most 100 (a caption's longest, max_len's ceiling)"
@@ -99,7 +99,7 @@ def test_every_ordinary_request_passes_at_the_defaults(text, caption):
 
 def test_the_search_is_counted_by_the_steps_it_may_take():
     """Per sentence of S source tokens: S x S (the encoder) + beams x T x (S + T), T the output at its longest."""
-    assert cost.search_steps([4], {"beam_size": 5, "max_len": 10}, LONGEST) == 16 + 5 * 10 * 14
+    assert cost.search_steps([4], {"beam_size": 5, "max_len": 10}, LONGEST) == 16 + 5 * 11 * 15  # T: 10 and the end
     assert cost.search_steps([4], {"beam_size": 5}, LONGEST) == 16 + 5 * 20 * 24  # T: 2 x (4 + 1) + 10
     assert cost.search_steps([400], {"beam_size": 1}, LONGEST) == 160_000 + 512 * 912  # T: at most 512
     assert cost.search_steps([4, 2], {"given": "a b", "beam_size": 5}, LONGEST, given=2) == 16 + 3 * 7 + 4 + 3 * 5

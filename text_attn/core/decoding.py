@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any, Protocol
 
 import torch
@@ -73,14 +74,21 @@ class SearchResult:
     scores: Tensor  # (B,) total log-probability divided by length**length_penalty (greedy, sampled and beam alike)
     attention: Tensor | None  # (B, T, ...) attention of each generated step; zeros after the end
     eos_id: int | None = None
-    # beam search with n_best > 1: per sentence its n best hypotheses, best first: (ids without eos, score)
-    nbest: list[list[tuple[list[int], float]]] | None = None
+    # beam search with n_best > 1: per sentence its n best hypotheses, best first: (ids without eos, score, whether it
+    # ended: False where max_len cut it off); those of score -inf left out (more beams than the search found: a copy
+    # of another, a banned token), the first always kept
+    nbest: list[list[tuple[list[int], float, bool]]] | None = None
 
     def cpu(self) -> SearchResult:
         """The result on the host, each tensor copied once (reading it row by row from a GPU is a sync per value)."""
         attention = None if self.attention is None else self.attention.cpu()
         return SearchResult(self.tokens.cpu(), self.lengths.cpu(), self.scores.cpu(), attention, self.eos_id,
                             self.nbest)  # fmt: skip
+
+    def ended(self) -> Tensor:
+        """(B,) bool: whether each sentence's output ended with eos (False: max_len cut it off)."""
+        last = self.tokens.gather(1, (self.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)  # (B,)
+        return (last == self.eos_id) & (self.lengths > 0)
 
     def token_lists(self) -> list[list[int]]:
         """The generated ids per sentence, without eos and padding."""
@@ -162,10 +170,14 @@ class Sampling:
     seed: int | None = None
 
     def __post_init__(self):
-        if self.temperature <= 0 or self.top_k < 0 or not 0 < self.top_p <= 1:
+        # a NaN temperature passed "<= 0" (every comparison with NaN is False) and drew "wir wir wir ..."
+        reals = all(isinstance(v, Real) and not isinstance(v, bool) for v in (self.temperature, self.top_p))
+        whole = isinstance(self.top_k, Integral) and not isinstance(self.top_k, bool)
+        if (not reals or not whole or not math.isfinite(self.temperature) or self.temperature <= 0
+                or self.top_k < 0 or not 0 < self.top_p <= 1):  # fmt: skip
             raise ValueError(
-                f"sampling needs temperature > 0, top_k >= 0 and 0 < top_p <= 1 (got {self.temperature}, "
-                f"{self.top_k}, {self.top_p})"
+                f"sampling needs a finite temperature > 0, an integer top_k >= 0 and 0 < top_p <= 1 (got "
+                f"{self.temperature!r}, {self.top_k!r}, {self.top_p!r})"
             )
 
     def uniform(self, cdf: Tensor, generator: torch.Generator | None, keys: Tensor | None, step: int) -> Tensor:
@@ -246,12 +258,14 @@ def greedy_search(
     drop_ended: bool = True,
     row_max_len: Tensor | None = None,
     keys: Tensor | None = None,
+    end_step: bool = False,
 ) -> SearchResult:
     """Pick the arg-max token (or, with ``sampling``, a drawn one) at every step until every sentence has produced
-    eos or ``max_len`` tokens. ``no_repeat_ngram`` n > 0: no n-gram occurs twice in a sentence. ``banned``: token ids
-    never produced (e.g. <unk>: the next most likely word stands in for it). ``drop_ended``: stop stepping the
-    sentences that ended (the same result, less work; False: every row to the end, for comparison). ``row_max_len``
-    (B,): each sentence's own cap (at most ``max_len``), so that its output does not depend on its batch's longest.
+    eos or ``max_len`` tokens (``end_step``: ``max_len`` tokens and then its end, :func:`end_choice`).
+    ``no_repeat_ngram`` n > 0: no n-gram occurs twice in a sentence. ``banned``: token ids never produced (e.g. <unk>:
+    the next most likely word stands in for it). ``drop_ended``: stop stepping the sentences that ended (the same
+    result, less work; False: every row to the end, for comparison). ``row_max_len`` (B,): each sentence's own cap
+    (at most ``max_len``), so that its output does not depend on its batch's longest.
     ``keys`` (B,) int64: with a seeded ``sampling``, each row's key, its draws a function of (seed, key, step) alone,
     the same in any batch (None: the rows' positions, so a batch repeats only as the same batch)."""
     device = _state_device(state)
@@ -268,7 +282,7 @@ def greedy_search(
     # key and the step, not on the rows stepped beside it (SCST's unseeded samples: half their rows end early).
     compact = drop_ended and getattr(model, "select_state", None) is None
     live = torch.arange(batch_size, device=device)  # (A,) the rows the model's state holds, in order
-    for t in range(max_len):
+    for t in range(max_len + end_step):
         log_probs, attn, state = _step_live(model, prev, state, live)  # ended rows: zeros, masked below
         log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
@@ -278,11 +292,14 @@ def greedy_search(
         else:
             tok = sampling.draw(log_probs, None, keys, t)
             best_lp = log_probs.gather(1, tok.unsqueeze(1)).squeeze(1)
-        tok = tok.masked_fill(finished, pad_id)
-        scores += best_lp.masked_fill(finished, 0.0)
-        lengths += (~finished).long()
+        stepped = ~finished  # (B,) the rows that take this step
+        if t == max_len:  # end_step's step after max_len tokens: the end, or cut off before it
+            tok, best_lp, stepped = end_choice(tok, best_lp, finished, eos_id, pad_id)
+        tok = tok.masked_fill(~stepped, pad_id)
+        scores += best_lp.masked_fill(~stepped, 0.0)
+        lengths += stepped.long()
         if attn is not None:
-            attns.append(attn.masked_fill(_expand(finished, attn), 0.0))
+            attns.append(attn.masked_fill(_expand(~stepped, attn), 0.0))
         tokens.append(tok)
         finished |= tok == eos_id
         if row_max_len is not None:  # a sentence at its own cap stops as it would at max_len alone
@@ -314,13 +331,15 @@ def beam_search(
     banned: Sequence[int] = (),
     drop_ended: bool = True,
     row_max_len: Tensor | None = None,
+    end_step: bool = False,
 ) -> SearchResult:
     """Batched beam search: the B sentences' K beams are B*K rows of one batch.
 
     ``n_best`` > 1 (at most K): the result's ``nbest`` also lists each sentence's n best final hypotheses.
     ``no_repeat_ngram`` n > 0: no hypothesis repeats an n-gram. ``banned``: token ids never produced.
     ``row_max_len`` (B,): each sentence's own cap (at most ``max_len``): its beams stop there, as they would with
-    ``max_len`` equal to it in a batch of its own.
+    ``max_len`` equal to it in a batch of its own. ``end_step``: ``max_len`` counts the tokens before the end: one
+    more step, in which each beam still searching ends or is cut off (:func:`end_choice`).
 
     A beam that produced eos stays in the beam with its score frozen (it can only extend with pad at log-prob 0),
     so finished and live hypotheses compete for the K slots. The winner per sentence is chosen among the final K by
@@ -354,7 +373,7 @@ def beam_search(
     compact = drop_ended and getattr(model, "select_state", None) is None
     live = torch.arange(B * K, device=device)  # (A*K,) the rows the model's state holds: the K of each live source
     caps = None if row_max_len is None else row_max_len.to(device).repeat_interleave(K)  # (B*K,)
-    for t in range(max_len):
+    for t in range(max_len + end_step):
         if t == 0:
             log_probs, attn, state = first[0][expand], None if first[1] is None else first[1][expand], first[2]
             state = _select_state(model, state, expand, within_sources=False)
@@ -363,11 +382,19 @@ def beam_search(
         log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
             log_probs = ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
-        rows, tok, scores, finished, lengths = beam_choice(log_probs, scores, finished, lengths, offsets, K, pad_id)
+        if t == max_len:  # end_step's step after max_len tokens: each beam ends or is cut off, in its place
+            rows = torch.arange(B * K, device=device)
+            best_lp, best = log_probs.max(dim=-1)  # (B*K,)
+            tok, added, stepped = end_choice(best, best_lp, finished, eos_id, pad_id)
+            scores, lengths = scores + added, lengths + stepped.long()
+        else:
+            rows, tok, scores, finished, lengths = beam_choice(log_probs, scores, finished, lengths, offsets, K,
+                                                               pad_id)  # fmt: skip
+            stepped = ~finished
         parents.append(rows)
         step_tokens.append(tok)
         if attn is not None:
-            step_attns.append(attn[rows].masked_fill(_expand(finished, attn), 0.0))
+            step_attns.append(attn[rows].masked_fill(_expand(~stepped, attn), 0.0))
         finished = finished | (tok == eos_id)
         if caps is not None:  # a sentence at its own cap: its beams frozen (pad at no cost), as at max_len alone
             finished = finished | (caps <= t + 1)
@@ -397,6 +424,17 @@ def beam_choice(
     rows = (offsets + top_idx // V).view(-1)  # (B*K,) parent row of each new beam
     finished = finished[rows]
     return rows, (top_idx % V).view(-1), top_scores.view(-1), finished, lengths[rows] + (~finished).long()
+
+
+def end_choice(choice: Tensor, choice_lp: Tensor, finished: Tensor, eos_id: int, pad_id: int):
+    """The step a search with ``end_step`` takes after ``max_len`` tokens, where ``max_len`` counts words or tokens,
+    not steps: room for the end alone. A row still searching ends there where its choice (its arg-max: greedy and
+    each beam alike; sampling's draw) is the end, its log-prob ``choice_lp`` added; any other row is cut off after
+    ``max_len`` tokens, as a search without the step cuts it (pad, nothing added: its score as then). ``choice``,
+    ``choice_lp``, ``finished`` (N,). Returns (token, log-prob added, whether the row took the step) (N,) each.
+    Reads nothing on the host (the fixed-shape search takes it too)."""
+    ends = ~finished & (choice == eos_id) & choice_lp.isfinite()
+    return torch.where(ends, choice, pad_id), choice_lp.masked_fill(~ends, 0.0), ends
 
 
 def final_hypotheses(
@@ -432,8 +470,12 @@ def final_hypotheses(
         results.append(_result(tokens, lengths[final], norm[final], attns, eos_id))
     top = results[0]
     if n_best > 1:
-        lists = [r.token_lists() for r in results]
-        top.nbest = [[(lists[k][b], float(results[k].scores[b])) for k in range(n_best)] for b in range(B)]
+        lists, ended = [r.token_lists() for r in results], [r.ended().tolist() for r in results]
+        scores = [r.scores.tolist() for r in results]
+        # a hypothesis of score -inf is no hypothesis: at step 0 only beam 0 is live, so a beam wider than the finite
+        # candidates kept -inf rows (copies of another, banned tokens), which JSON cannot even hold
+        top.nbest = [[(lists[k][b], scores[k][b], ended[k][b]) for k in range(n_best)
+                      if k == 0 or math.isfinite(scores[k][b])] for b in range(B)]  # fmt: skip
     return top
 
 
@@ -551,12 +593,15 @@ def search(
     drop_ended: bool = True,
     row_max_len: Tensor | None = None,
     keys: Tensor | None = None,
+    end_step: bool = False,
 ) -> SearchResult:
     """Greedy search for ``beam_size`` 1 (drawing tokens with ``sampling``), batched beam search above (``n_best``
     hypotheses per sentence); ``no_repeat_ngram`` and ``banned`` (token ids never produced) for all. Sampling draws
     one hypothesis: it takes no beam. ``drop_ended`` False: step every row to the end (for comparison).
     ``row_max_len`` (B,): each sentence's own cap, at most ``max_len``. ``keys`` (B,): each row's key of a seeded
-    sampling's draws (:func:`greedy_search`)."""
+    sampling's draws (:func:`greedy_search`). ``end_step``: ``max_len`` counts the tokens before the end (a user's
+    words or tokens), the search one step more, for the end alone (:func:`end_choice`); ``row_max_len`` counts steps.
+    """
     if sampling is not None and (beam_size > 1 or n_best > 1):
         raise ValueError("sampling draws one caption per input: use it with beam size 1 and n_best 1")
     if beam_size <= 1:
@@ -564,11 +609,11 @@ def search(
             raise ValueError(f"n_best {n_best} needs a beam at least as wide (beam_size >= n_best)")
         found = greedy_search(model, state, batch_size, bos_id, eos_id, max_len, pad_id, sampling=sampling,
                               no_repeat_ngram=no_repeat_ngram, banned=banned, drop_ended=drop_ended,
-                              row_max_len=row_max_len, keys=keys)  # fmt: skip
+                              row_max_len=row_max_len, keys=keys, end_step=end_step)  # fmt: skip
         return length_normalised(found, length_penalty)
     return beam_search(model, state, batch_size, bos_id, eos_id, max_len, beam_size, length_penalty, pad_id,
                        n_best=n_best, no_repeat_ngram=no_repeat_ngram, banned=banned,
-                       drop_ended=drop_ended, row_max_len=row_max_len)  # fmt: skip
+                       drop_ended=drop_ended, row_max_len=row_max_len, end_step=end_step)  # fmt: skip
 
 
 def length_normalised(result: SearchResult, length_penalty: float) -> SearchResult:

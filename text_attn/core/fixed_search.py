@@ -38,6 +38,7 @@ from text_attn.core.decoding import (
     _select_state,
     _state_device,
     beam_choice,
+    end_choice,
     final_hypotheses,
     length_normalised,
 )
@@ -81,8 +82,9 @@ class _Search:
     CARRIED = ("prev", "scores", "finished", "lengths", "t", "tokens", "parents", "attn", "history")
 
     def __init__(self, model: Any, B: int, K: int, max_len: int, eos_id: int, pad_id: int, ngram: int,
-                 banned: Sequence[int], start: dict[str, Any]) -> None:  # fmt: skip
-        self.model, self.B, self.K, self.max_len = model, B, K, max_len
+                 banned: Sequence[int], start: dict[str, Any], end_at: int | None = None) -> None:  # fmt: skip
+        # max_len: the steps; end_at: the end step's t (the search's end_step: the end alone or cut off), or None
+        self.model, self.B, self.K, self.max_len, self.end_at = model, B, K, max_len, end_at
         self.eos_id, self.pad_id, self.ngram = eos_id, pad_id, ngram
         device = start["scores"].device
         self.banned = torch.tensor(sorted(set(banned)), dtype=torch.long, device=device) if banned else None
@@ -144,17 +146,24 @@ class _Search:
             log_probs = log_probs.index_fill(1, self.banned, float("-inf"))
         if self.ngram:
             log_probs = ban_repeated_ngrams_fixed(log_probs, self.history, t, self.ngram)
+        best, choice = log_probs.max(dim=-1)  # (N,)
         if K == 1:  # greedy: the arg-max; an ended row's token is pad and adds nothing
-            best, tok = log_probs.max(dim=-1)  # (N,)
-            tok = tok.masked_fill(finished, self.pad_id)
+            tok = choice.masked_fill(finished, self.pad_id)
             scores = self.scores + best.masked_fill(finished, 0.0)
             lengths = self.lengths + (~finished).long()
             rows, fin = self.rows0, finished
         else:  # the eager beam search's choice (an ended beam continues with pad, at no cost)
             rows, tok, scores, fin, lengths = beam_choice(log_probs, self.scores, finished, self.lengths, self.offsets,
                                                           K, self.pad_id)  # fmt: skip
-            attn = None if attn is None else attn[rows]
+        if self.end_at is not None:  # at the end step, each row ends or is cut off in its place, as the eager one
+            at_end = t == self.end_at  # () bool, on the device
+            end_tok, added, stepped = end_choice(choice, best, finished, self.eos_id, self.pad_id)
+            rows, tok = torch.where(at_end, self.rows0, rows), torch.where(at_end, end_tok, tok)
+            scores = torch.where(at_end, self.scores + added, scores)
+            lengths = torch.where(at_end, self.lengths + stepped.long(), lengths)
+            fin = torch.where(at_end, ~stepped, fin)  # for the attention's mask; every row has ended after it
         if attn is not None:
+            attn = attn if K == 1 else attn[rows]
             attn = attn.masked_fill(_expand(fin, attn), 0.0)
         return tok, rows, scores, lengths, fin | (tok == self.eos_id), attn
 
@@ -217,17 +226,21 @@ def fixed_search(
     banned: Sequence[int] = (),
     capture: bool = False,
     chunk: int = CHUNK,
+    end_step: bool = False,
 ) -> SearchResult:
     """Greedy (``beam_size`` 1) or beam search at fixed shapes: the same result as
-    ``text_attn.core.decoding.search(..., drop_ended=False)``. ``capture``: on CUDA, run each chunk of steps as a
-    captured CUDA graph (kept per shape on the model); elsewhere it changes nothing. The model's state must keep its
-    shapes from step to step (:class:`ChangingState` otherwise)."""
+    ``text_attn.core.decoding.search(..., drop_ended=False)`` (``end_step`` as there: ``max_len`` tokens, then the
+    end alone). ``capture``: on CUDA, run each chunk of steps as a captured CUDA graph (kept per shape on the model);
+    elsewhere it changes nothing. The model's state must keep its shapes from step to step (:class:`ChangingState`
+    otherwise)."""
     B, K = batch_size, max(beam_size, 1)
     if not 1 <= n_best <= K:
         raise ValueError(f"n_best must be between 1 and the beam size {K}, got {n_best}")
     if max_len < 1:
         raise ValueError(f"max_len must be at least 1, got {max_len}")
     device = _state_device(state)
+    end_at = max_len if end_step else None  # the end step's t
+    max_len += end_step  # the steps from here on
     N, W = B * K, max_len + 1
     # The first step runs eagerly once per source, as in the eager search (beam: then expanded to the K beams).
     log_probs, attn, state = model.step(torch.full((B,), bos_id, dtype=torch.long, device=device), state)
@@ -249,7 +262,7 @@ def fixed_search(
         "history": torch.full((N, W), -1, dtype=torch.long, device=device),
     }  # fmt: skip
     use_graph = capture and device.type == "cuda"
-    search = _searcher(model, use_graph, B, K, max_len, eos_id, pad_id, no_repeat_ngram, banned, chunk, start)
+    search = _searcher(model, use_graph, B, K, max_len, eos_id, pad_id, no_repeat_ngram, banned, chunk, start, end_at)
     search.load(start)
     # Step 0 from the first step's log-probabilities (eager). Its parents are beam 0 of each source, whose K rows of
     # the state are equal copies: the state needs no reordering after it.
@@ -275,13 +288,14 @@ def fixed_search(
 
 
 def _searcher(model: Any, use_graph: bool, B: int, K: int, max_len: int, eos_id: int, pad_id: int, ngram: int,
-              banned: Sequence[int], chunk: int, start: dict[str, Any]) -> _Search:  # fmt: skip
+              banned: Sequence[int], chunk: int, start: dict[str, Any],
+              end_at: int | None = None) -> _Search:  # fmt: skip
     """A new :class:`_Search`, or with ``use_graph`` the one captured for this shape (captured on first use)."""
-    make: Callable[[], _Search] = lambda: _Search(model, B, K, max_len, eos_id, pad_id, ngram, banned, start)  # noqa: E731
+    make: Callable[[], _Search] = lambda: _Search(model, B, K, max_len, eos_id, pad_id, ngram, banned, start, end_at)  # noqa: E731
     if not use_graph:
         return make()
     leaves = tree_flatten(start["state"])[0]
-    key = (B, K, max_len, eos_id, pad_id, ngram, tuple(sorted(set(banned))), chunk, model.training,
+    key = (B, K, max_len, end_at, eos_id, pad_id, ngram, tuple(sorted(set(banned))), chunk, model.training,
            getattr(model, "search_mode", lambda: None)(), start["scores"].device, start["scores"].dtype,
            None if start["attn"] is None else tuple(start["attn"].shape),
            tuple((tuple(x.shape), x.dtype) for x in leaves))  # fmt: skip

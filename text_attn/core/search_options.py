@@ -42,7 +42,8 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
         "--n-best",
         type=int,
         help="also report the N best hypotheses (N <= --beam-size; caption: in the "
-        "--json / --jsonl records; translate: N lines an input, number, score, translation)",
+        "--json / --jsonl records; translate: N lines an input, number, score, translation, ended or cut), each "
+        "saying whether it ended or --max-len cut it off; a hypothesis the search could not find is left out",
     )
     g.add_argument(
         "--no-repeat-ngram",

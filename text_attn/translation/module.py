@@ -57,6 +57,7 @@ from text_attn.translation.networks import as_saved, build_network, make_config
 from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, decode_caps
 from text_attn.translation.source_check import restored, valid_check
 from text_attn.translation.tokens import TextCodec
+from text_attn.translation.transformer import learned_positions
 from text_attn.translation.translator import Translator, never_written
 
 
@@ -258,6 +259,8 @@ class TranslationModule(RunState, pl.LightningModule):
     def _decode(self, batch: dict):
         # each sentence's own, as translate caps it (the training lengths' record too): not its batch's longest
         caps = decode_caps(batch["src_lens"], (self.source_check or {}).get("lengths"))
+        if (most := learned_positions(self.net)) is not None:  # no step past a learned position table (a traceback)
+            caps = caps.clamp(max=most)
         return self.net.generate(
             batch["src"],
             batch["src_lens"],

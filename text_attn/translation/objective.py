@@ -195,6 +195,10 @@ class TranslationObjective:
         ref_lens = (tgt != pad).sum(1).tolist()  # bos + words + eos
         refs = [row[1 : m - 1] for row, m in zip(tgt.tolist(), ref_lens, strict=True)]
         max_len = cfg.scst_max_len or max_decode_len(src_lens)
+        from text_attn.translation.transformer import learned_positions
+
+        if (most := learned_positions(net)) is not None:  # samples no longer than a learned position table
+            max_len = min(max_len, most)
         src_k, lens_k = src.repeat_interleave(k, 0), src_lens.repeat_interleave(k, 0)  # row b*K + j: sample j of b
         was_training = net.training
         net.eval()  # no dropout, also for the supervision term below (self_critical_step restores eval)

@@ -91,6 +91,14 @@ class PositionalEncoding(nn.Module):
         return self.table[offset:end]
 
 
+def learned_positions(net: nn.Module) -> int | None:
+    """The most positions a sequence of ``net`` may take, a source with its end or an output's steps: the rows of a
+    Transformer's learned position table (``positions: learned``); None: any (a sinusoid table grows, an RNN has
+    none). translate, the Translator and validation cap and refuse by it, not with a traceback from ``forward``."""
+    cfg = getattr(net, "cfg", None)
+    return cfg.max_len if isinstance(cfg, TransformerConfig) and cfg.positions == "learned" else None
+
+
 class FeedForward(nn.Sequential):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alone."""
 

@@ -109,7 +109,10 @@ def _parser() -> argparse.ArgumentParser:
         help="rank beams by score / length**this (default: the model file's choice, chosen on validation data, else 0)",
     )
     p.add_argument(
-        "--max-len", type=int, default=None, help="longest output in tokens (default: 2 x (source tokens + 1) + 10)"
+        "--max-len",
+        type=int,
+        default=None,
+        help="longest output in tokens, its end not counted (default: 2 x (source tokens + 1) + 10, the end counted)",
     )
     p.add_argument(
         "--plot",
@@ -327,10 +330,11 @@ def _translate_stream(
                 progress["unknown"] += 1
                 if len(progress["unknown_first"]) < 10:
                     progress["unknown_first"].append((n, _unknown_words(translator, tr)))
-            if tr.nbest is not None:  # n lines per input: number, score, translation; best first
-                written += "".join(f"{n}\t{score:.4f}\t{text}\n" for text, score in tr.nbest)
+            if tr.nbest is not None:  # n lines per input: number, score, translation, ended or cut; best first
+                written += "".join(f"{n}\t{score:.4f}\t{inert(text)}\t{_ending(cut)}\n"
+                                   for text, score, cut in tr.nbest)  # fmt: skip
             elif args.n_best_given:  # --n-best 1: the list's one line (its score: the search's ranking score)
-                written += f"{n}\t{tr.score:.4f}\t{inert(tr.text)}\n"
+                written += f"{n}\t{tr.score:.4f}\t{inert(tr.text)}\t{_ending(tr.truncated)}\n"
             if args.demo:
                 kept.append((n, tr))
         with failing_as(f"--output {args.output}" if args.output else "stdout"):
@@ -399,6 +403,8 @@ def _translate_stream(
             elif need > SENTENCE_BYTES:  # a paragraph without line breaks, a file that is not text
                 error = (f"{len(tokens):,} tokens: its search at beam {args.beam_size} would need about "
                          f"{need / 2**30:.0f} GiB; split it into sentences (one a line)")  # fmt: skip
+            elif too_long := translator.length_error(len(tokens)):  # past a learned position table
+                error = too_long
         if error is not None:
             print(f"translate: error: input {n}: {error}", file=sys.stderr)
             errors[n] = error
@@ -465,6 +471,11 @@ def _news(state: dict[str, float], done: int, share: float | None) -> None:
         print(f"translate: {done:,} sentence(s) written, {rate:.1f} a second{part}", file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr gone: the translations go on without news
         pass
+
+
+def _ending(truncated: bool) -> str:
+    """An --n-best line's last column: whether the hypothesis ended, or --max-len (the length cap) cut it off."""
+    return "cut" if truncated else "ended"
 
 
 def _caseless(line: str) -> bool:
@@ -557,6 +568,8 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         cap = f"--max-len {args.max_len}" if args.max_len else "the length cap (2 x (source tokens + 1) + 10)"
         if progress.get("long") and not args.max_len:  # Translator.default_steps: a long input's cap is lower
             cap = cap[:-1] + f"; at most {translator.default_steps(10**6)} for a long input)"
+        elif translator.position_limit is not None and not args.max_len:  # the learned position table's rows
+            cap = cap[:-1] + f"; at most {translator.position_limit}, the positions the model learned)"
         print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
     if note := unknown_note(progress):
         print(f"translate: note: {note}", file=sys.stderr)
@@ -778,6 +791,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         fail("translate", f"--max-len {args.max_len}: the search at beam {args.beam_size} would need about "
              f"{least / 2**30:.0f} GiB for even a one-word sentence; give a smaller one (default: 2 x (source "
              "tokens + 1) + 10)")  # fmt: skip
+    if args.max_len and (error := translator.length_error(max_len=args.max_len)):
+        fail("translate", f"--{error.replace('_', '-')}")
     if args.model_info:
         emit("translate", "\n".join(model_info(translator, model_path(args.model))))
         return 0

@@ -36,6 +36,7 @@ from text_attn.translation.source_check import (
 )
 from text_attn.translation.subwords import SubwordError
 from text_attn.translation.tokens import TextCodec
+from text_attn.translation.transformer import learned_positions
 
 
 def never_written(tgt_vocab: Vocabulary, codec: TextCodec) -> tuple[int, ...]:
@@ -55,7 +56,8 @@ class Translation:
     attention: torch.Tensor | None  # (T, S+1) a row per output token, columns: source tokens + eos; (T, H, S+1) heads
     unknown: list[str]  # source tokens the vocabulary does not know (they became <unk>)
     score: float = 0.0  # the search's score: log-probability / length**length_penalty (greedy and beam alike)
-    nbest: list[tuple[str, float]] | None = None  # with n_best > 1: the n best translations and scores, best first
+    # with n_best > 1: the n best translations, best first, each (text, score, truncated: max_len cut it off)
+    nbest: list[tuple[str, float, bool]] | None = None
     truncated: bool = False  # the output hit max_len before the end token: it was cut off
     unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
     note: str | None = None  # the model's note when ``unlike_source`` (Translator.note)
@@ -311,8 +313,30 @@ class Translator:
         """The output cap of a sentence of ``n_tokens`` source tokens when none is given: 2 x (its source + 1) + 10;
         for an input longer than :meth:`longest_source`, at most 2 x the longest training target + 10 (recorded; else
         the cap of a LONG_INPUT-token input): its search looped to 1,350 steps for a 669-token line, 57 s and 2.8 GB
-        for a 25-word translation the cap of 80 gives too. An input within the training lengths keeps its cap."""
-        return output_cap(n_tokens, self.trained_lengths)  # validation caps a sentence alike (objective.decode_caps)
+        for a 25-word translation the cap of 80 gives too. An input within the training lengths keeps its cap. A
+        model with learned positions: at most its table's rows (:meth:`position_limit`)."""
+        cap = output_cap(n_tokens, self.trained_lengths)  # validation caps a sentence alike (objective.decode_caps)
+        return cap if self.position_limit is None else min(cap, self.position_limit)
+
+    @property
+    def position_limit(self) -> int | None:
+        """The most positions the network takes (a Transformer with learned positions: its table's rows): a source of
+        at most this many tokens with its end, an output of at most this many steps; None: any."""
+        return learned_positions(self.net)
+
+    def length_error(self, n_tokens: int | None = None, max_len: int | None = None) -> str | None:
+        """What is wrong with a source of ``n_tokens`` tokens or an output cap ``max_len`` (tokens, the end not
+        counted) for a model with learned positions (:meth:`position_limit`), in a few words; None: nothing."""
+        most = self.position_limit
+        if most is None:
+            return None
+        if n_tokens is not None and n_tokens + 1 > most:
+            return (f"{n_tokens:,} tokens: with its end more than the {most} positions the model learned "
+                    "(positions: learned); split it")  # fmt: skip
+        if max_len is not None and max_len + 1 > most:
+            return (f"max_len {max_len}: the model learned {most} positions, room for {most - 1} output tokens and "
+                    "the end (positions: learned)")  # fmt: skip
+        return None
 
     @property
     def source_lang(self) -> str | None:
@@ -474,7 +498,7 @@ class Translator:
         copied as the beams are reordered and the rows stacked at the end (measured: the bundled Transformer's peak
         was 2.1-2.2x the held tensors at 300-400 source tokens, and a 3,000-token line estimated at 2.4 GiB once
         held over 5 GiB)."""
-        steps = max_len or self.default_steps(n_tokens)  # translate_tokens' default
+        steps = max_len + 1 if max_len else self.default_steps(n_tokens)  # a given cap's end: one step more
         cfg = self.net.cfg
         per_step = n_tokens + 1
         if self.arch == "transformer":
@@ -511,13 +535,20 @@ class Translator:
         """Translate already tokenized sentences. A subword model never writes <unk> (the next most likely piece stands
         in: every word can be spelled from pieces). Sentences whose search would not fit in BATCH_BYTES together are
         translated in smaller batches (:meth:`_batches`); each gets the translation it gets in any batch: the output
-        cap is ``max_len``, else each sentence's own 2 x (its source + 1) + 10 (its end counted; an input longer than
-        the training sources: lower, :meth:`default_steps`), at most ``longest`` where given (a server's ceiling).
+        cap is ``max_len`` tokens (and the end: a translation of exactly max_len tokens ends), else each sentence's
+        own 2 x (its source + 1) + 10 steps (its end counted; an input longer than the training sources, or beyond
+        learned positions: lower, :meth:`default_steps`), at most ``longest`` where given (a server's ceiling). A
+        source or max_len beyond a model's learned positions is a ValueError (:meth:`length_error`).
         No sentences: no translations. ``keys`` (an option; per sentence an integer): with a seeded sampling, its
         draws' key (default: its position in ``toks``), so that it draws the same whichever sentences share its
         batch."""
         if not toks:
             return []
+        for i, t in enumerate(toks):
+            if error := self.length_error(len(t)):
+                raise ValueError(f"sentence {i}: {error}")
+        if max_len and (error := self.length_error(max_len=max_len)):
+            raise ValueError(error)
         sampling = options.get("sampling")
         if sampling is not None and sampling.seed is not None:
             keys = options.pop("keys", None)
@@ -565,6 +596,8 @@ class Translator:
             caps = torch.tensor([self.default_steps(len(t)) for t in toks], device=lens.device)  # lens: with <eos>
             options["row_max_len"] = caps if longest is None else caps.clamp(max=longest)
             max_len = int(options["row_max_len"].max())
+        else:  # a cap given counts tokens, as --max-len says: one step more, for the end alone
+            options["end_step"] = True
         with evaluating(self.net):  # no dropout, whatever mode a training network is in; restored after
             res = self.net.generate(
                 src,
@@ -577,8 +610,7 @@ class Translator:
                 **options,
             )
         out = []
-        eos = self.tgt_vocab.eos_id
-        ended = res.tokens.gather(1, (res.lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1) == eos  # (B,)
+        ended = res.ended()  # (B,)
         for i, ids_out in enumerate(res.token_lists()):
             words = self.tgt_vocab.decode(ids_out)
             attn = None
@@ -587,7 +619,7 @@ class Translator:
                 attn = widened(attn)  # a half network's in float32: numpy has no bfloat16
             nbest = None
             if res.nbest is not None:
-                nbest = [(self.codec.decode(self.tgt_vocab.decode(alt)), sc) for alt, sc in res.nbest[i]]
+                nbest = [(self.codec.decode(self.tgt_vocab.decode(alt)), sc, not end) for alt, sc, end in res.nbest[i]]
             text, unknown = self.codec.decode(words), self.src_vocab.unknown(toks[i])
             cut = not bool(ended[i]) and int(res.lengths[i]) > 0
             out.append(Translation(toks[i], words, text, attn, unknown, float(res.scores[i]), nbest, cut))

@@ -1,0 +1,117 @@
+"""Where caption's and translate's searches stop, as their users see it: --max-len counts words (caption) or tokens
+(translate), so an output of exactly that many ends and is not flagged cut off; n-best lists in strict JSON, each
+hypothesis saying whether it ended; a Transformer with learned positions capped and refused in one line, never a
+traceback. (The search itself: tests/core/test_search_end.py.)"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+SHAPES = Path(__file__).resolve().parents[2] / "captioning" / "assets" / "shapes_soft.pt"
+
+
+def _strict(text: str):
+    """JSON as a browser's JSON.parse reads it: -Infinity, Infinity and NaN are no JSON."""
+    return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the JSON output"))
+
+
+def test_caption_max_len_counts_words_and_n_best_is_strict_json(tmp_path, capsys):
+    from captioning import Captioner
+    from captioning.commands.caption import caption_main
+    from captioning.training.shapes import make_scenes
+
+    photo = tmp_path / "scene.png"
+    make_scenes(1, seed=5)[0].image.save(photo)
+    captioner = Captioner.load(SHAPES)  # what caption runs (caption_features), for three lengths in one load
+    for beam in (1, 3):
+        (free,) = captioner.caption_images([photo], beam_size=beam)
+        n = len(free.words)
+        assert n > 2 and not free.truncated
+        (exact,) = captioner.caption_images([photo], beam_size=beam, max_len=n)  # was cut off, with another score
+        assert (exact.words, exact.truncated, exact.score) == (free.words, False, free.score)
+        (short,) = captioner.caption_images([photo], beam_size=beam, max_len=n - 1)
+        assert len(short.words) == n - 1 and short.truncated
+    # a beam wider than the words the first step can choose from (the shapes model knows ~20): the list held
+    # -Infinity scores, copies and banned tokens; now the hypotheses found, each saying whether it ended
+    assert caption_main([str(photo), "--model", str(SHAPES), "--json", "--beam-size", "19", "--n-best", "19",
+                         "--max-len", "1"]) == 0  # fmt: skip
+    wide = _strict(capsys.readouterr().out)[0]
+    alts = wide["n_best"]
+    assert 1 < len(alts) < 19 and alts[0]["caption"] == wide["caption"]
+    assert all(math.isfinite(a["score"]) and isinstance(a["truncated"], bool) for a in alts)
+    assert len({(a["caption"], a["truncated"]) for a in alts}) == len(alts)
+    assert not {"<pad>", "<bos>", "<unk>"} & {w for a in alts for w in a["caption"].split()}
+    assert {a["truncated"] for a in alts} == {True, False}  # one word, then the end or more words
+
+
+def test_translate_max_len_counts_tokens_and_n_best_lines_say_ended_or_cut(capsys):
+    from text_attn.translation.translate_cli import translate_main
+    from text_attn.translation.translator import Translator
+
+    sentence = "Zwei Kinder spielen im Sand."  # "Two children are playing in the sand.": 8 tokens
+    tr = Translator.load()  # the bundled model, as translate runs it (translate_tokens)
+    (exact,) = tr.translate([sentence], beam_size=1, max_len=8)  # was flagged cut off, with another score
+    (free,) = tr.translate([sentence], beam_size=1)
+    assert (exact.text, exact.truncated, exact.score) == ("Two children are playing in the sand.", False, free.score)
+    (short,) = tr.translate([sentence], beam_size=1, max_len=7)
+    assert short.tokens == exact.tokens[:7] and short.truncated
+    assert translate_main(["--beam-size", "3", "--n-best", "3", "--max-len", "8", sentence]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(lines) <= 3 and all(len(line) == 4 and line[3] in ("ended", "cut") for line in lines)
+    assert lines[0][2:] == ["Two children are playing in the sand.", "ended"]
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    """A random Transformer with a learned position table of 8 rows, as a model file."""
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.transformer import Transformer, TransformerConfig
+    from text_attn.translation.translator import Translator
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([["ma", "mo", "pe", "gake", "soru"]])
+    cfg = TransformerConfig(len(vocab), len(vocab), d_model=8, num_heads=2, enc_layers=1, dec_layers=1, ff_dim=16,
+                            positions="learned", max_len=8)  # fmt: skip
+    return Translator(Transformer(cfg), vocab, vocab, "word", True).save(tmp_path_factory.mktemp("lp") / "m.pt")
+
+
+def test_learned_positions_cap_the_output_and_refuse_a_longer_source_in_one_line(learned, capsys):
+    from text_attn.translation.module import TranslationModule
+    from text_attn.translation.translate_cli import translate_main
+    from text_attn.translation.translator import Translator
+
+    tr = Translator.load(learned)
+    assert tr.position_limit == 8
+    (out,) = tr.translate(["ma mo pe"], beam_size=1)  # its own cap, 2 x 4 + 10, ran past the table: a traceback
+    assert len(out.tokens) <= 8 and (out.truncated or len(out.tokens) < 8)
+    with pytest.raises(ValueError, match=r"^sentence 0: 8 tokens: with its end more than the 8 positions"):
+        tr.translate(["ma " * 8])
+    with pytest.raises(ValueError, match="max_len 8: the model learned 8 positions, room for 7 output tokens"):
+        tr.translate(["ma"], max_len=8)
+    assert len(tr.translate(["ma"], beam_size=2, max_len=7)[0].tokens) <= 7
+    assert translate_main(["--model", str(learned), "--beam-size", "1", "gake " * 7]) == 0  # its cap: the table's 8
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and ("cut off" not in err or "at most 8, the positions the model learned" in err)
+    # the command: the long line failed in one line, the other translated; a --max-len past the table refused
+    assert translate_main(["--model", str(learned), "ma mo", "ma " * 8]) == 1
+    got = capsys.readouterr()
+    assert got.out.count("\n") == 2 and got.out.endswith("\n\n")  # line 2: the failed input's, empty
+    assert "translate: error: input 2: 8 tokens: with its end more than the 8 positions" in got.err
+    assert "Traceback" not in got.err
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(learned), "--max-len", "8", "ma"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("translate: error: --max-len 8: the model learned 8 positions")
+    # validation searches each source to its own cap, the table's rows at most
+    v = tr.tgt_vocab
+    module = SimpleNamespace(net=tr.net, source_check=None, tgt_vocab=v, codec=tr.codec,
+                             hparams=SimpleNamespace(val_beam_size=1))  # fmt: skip
+    src = torch.tensor([v.encode(["ma", "mo", "pe", "gake", "soru", "ma"], eos=True)])  # 7 positions
+    result = TranslationModule._decode(module, {"src": src, "src_lens": torch.tensor([7])})
+    assert int(result.lengths[0]) <= 8
