@@ -306,7 +306,7 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
         ("a long Content-Type (translate)", server.request("POST", "/translate", b"{}", {"Content-Type": "text/" +
          "x" * 5000}), 415, "..."),
         ("a search too wide", server.post_json("/translate", {"text": "ein mann " * 11, "beam_size": 10}), 413,
-         "1 sentence of 22 source tokens, beam_size 10, up to 56 output tokens: 44,164 steps"),
+         "1 sentence of 22 source tokens, beam_size 10, up to 56 output tokens (the end counted): 44,164 steps"),
         # 2 source tokens, yet 20 beams for 512 steps: the output's length is the cost (it was allowed: minutes)
         ("a search that may run long", server.post_json("/translate", {"text": "ein mann", "beam_size": 20,
          "max_len": 512}), 413, "at most 5,000 (--max-search)"),
