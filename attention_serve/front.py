@@ -391,7 +391,8 @@ class Front:
             tokens = [len(served.extra["tokenize"](s)) for s in sentences]  # as the worker reads them (apis.py)
             # the given text as the worker reads it: its tokens are the steps (text_attn Translator.read_tokens)
             read = len(served.extra["target_tokens"](options["given"])) if "given" in options else None
-            check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read)
+            check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read,
+                       served.extra.get("positions"))  # fmt: skip
             return {"sentences": sentences, "options": options}
         image, given = await self._upload(ctype, body, scope)
         options = parse_options(_merged(query, given), CAPTION_OPTIONS, served.defaults, self.limits.max_chars)

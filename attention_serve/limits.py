@@ -244,14 +244,18 @@ def evidence_steps(tokens: list[int], options: dict[str, Any], longest: int, giv
 
 
 def check_work(tokens: list[int], options: dict[str, Any], limits: Limits, longest: int,
-               given: int | None = None) -> None:  # fmt: skip
+               given: int | None = None, positions: int | None = None) -> None:  # fmt: skip
     """ClientError(413) naming the limit when a /translate request's decoding may take more than ``max_search``
     steps (:func:`search_steps`), its evidence more than ``max_evidence`` (see :class:`Limits`), or its ``given``
     text (its tokens as the model writes them) is longer than a translation may be (``longest`` tokens, max_len's
-    ceiling, and its end): one request must not hold a worker for minutes while every other waits."""
+    ceiling, and its end): one request must not hold a worker for minutes while every other waits. ``positions``: a
+    Transformer's learned position table (Translator.position_limit; None: any length): a sentence or a given text
+    that with its end takes more rows (413), or a max_len that does (422), is refused here, not a worker's 500."""
     if given is not None and given > longest:
         raise ClientError(413, f"given has {given:,} tokens as the model writes them; at most {longest:,} (a "
                           "translation's longest, max_len's ceiling)")  # fmt: skip
+    if positions is not None:
+        check_positions(tokens, options, positions, given)
     steps = search_steps(tokens, options, longest, given)
     if steps > limits.max_search:
         longest_out = max(outputs(s, options, longest, given) for s in tokens)
@@ -266,6 +270,22 @@ def check_work(tokens: list[int], options: dict[str, Any], limits: Limits, longe
         raise ClientError(413, f"evidence=1 here may take {steps:,} model steps (each source token and the end x "
                           f"each output token); at most {limits.max_evidence:,} (--max-evidence): send fewer or "
                           "shorter sentences, or a smaller max_len")  # fmt: skip
+
+
+def check_positions(tokens: list[int], options: dict[str, Any], positions: int, given: int | None) -> None:
+    """ClientError for what a model with ``positions`` learned positions cannot read or write (each with its end): a
+    sentence or the given text longer (413), a max_len larger (422), in Translator.length_error's words."""
+    learned = f"with its end more than the {positions} positions the model learned (positions: learned)"
+    if given is not None and given + 1 > positions:
+        raise ClientError(413, f"given has {given:,} tokens as the model writes them: {learned}; at most "
+                          f"{positions - 1}")  # fmt: skip
+    for k, n in enumerate(tokens):
+        if n + 1 > positions:
+            which = f"sentence {k + 1}" if len(tokens) > 1 else "the sentence"
+            raise ClientError(413, f"{which} has {n:,} tokens: {learned}; split it")
+    if "max_len" in options and int(options["max_len"]) + 1 > positions:
+        raise ClientError(422, f"max_len {options['max_len']}: the model learned {positions} positions, room for "
+                          f"{positions - 1} output tokens and the end (positions: learned)")  # fmt: skip
 
 
 def check_caption_work(options: dict[str, Any], limits: Limits, regions: int, longest: int,

@@ -102,11 +102,12 @@ def load_text(path: Path) -> Served:
         "info": json_safe(translator.info),
     }
     # the HTTP process counts a request's source tokens as the worker will read them (limits.check_work): the
-    # translator's text reading (codec, casing) is kept, its network dropped
+    # translator's text reading (codec, casing) is kept, its network dropped, once its learned positions are read
+    positions = translator.position_limit
     translator.net = None
     extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize,
              "target_tokens": lambda text: translator.target_tokens(text)[0],
-             "lang": translator.source_lang}  # fmt: skip
+             "lang": translator.source_lang, "positions": positions}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)
 
 

@@ -45,7 +45,8 @@ caching off there.
 
 A photo that cannot be read (a truncated JPEG, an empty file) is left out, counted in one line, unless ``strict``:
 cached, its split loses it once encoded (captioning.training.feature_cache); decoded as batches are drawn, its batch
-goes without it.
+goes without it (one line names it, once a run; it is not decoded again), and a batch left with no photo is the
+marker ``{UNREADABLE_BATCH: entries}``, which CaptionModule's steps skip.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ from captioning.photos.domain import PIXELS_ONLY, domain_check
 from captioning.photos.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
 from captioning.photos.preprocess import Preprocess
 from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
-from captioning.training.feature_cache import fill_features, readable_photos, unreadable_rows
+from captioning.training.feature_cache import UNREADABLE_BATCH, fill_features, readable_photos, unreadable_rows
 from captioning.training.multi30k import LANGUAGES, in_language
 from captioning.training.readers import (
     SPLITS,
@@ -240,6 +241,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self._photo_pairs: list[list[int]] = []  # per train image: its pairs (photo_batches)
         self.grid: tuple[int, int] | None = None  # the encoder's (gh, gw), for attention targets (set_grid)
         self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
+        self._unreadable: dict[str, torch.Tensor] = {}  # split -> (N,) uint8: its photos found unreadable (_known_bad)
         self._domain_check: dict | None = None
         self._said_cut = False  # the note on captions cut to max_caption_len, said once
         self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.training.streaming)
@@ -398,6 +400,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             items["train"] = items["train"][: hp.train_size] if hp.train_size else items["train"]
         if hp.source in ("folder", "karpathy"):  # your own captions, as written: German nouns keep their capitals
             self.casing = written_casing(items["train"])
+        if hp.val_size == 0:  # as setup says of test_size 0: not "no val images" of a source that holds them
+            raise CaptionDataError("data.val_size is 0: nothing to validate on")
         for split in ("train", "val"):
             if not items[split]:
                 raise CaptionDataError(f"{hp.root or hp.karpathy_json or hp.captions_tsv}: no {split} images")
@@ -576,6 +580,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         fields = (sp.images, sp.references, sp.scenes, sp.boxes, sp.sizes)
         self.splits[split] = CaptionSplit(*(None if v is None else [v[i] for i in keep] for v in fields))
         self.features[split] = self.features[split][keep]
+        self._unreadable.pop(split, None)  # its rows are renumbered
         if self.splits[split].scenes is not None:
             self.scenes[split] = self.splits[split].scenes
         self._cells.clear()
@@ -585,15 +590,26 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     def _readable(self, split: str, index: list[int], photo: Callable[[int], int]) -> tuple[list[int], dict]:
         """The entries of ``index`` whose photo (``photo(entry)``) can be read, and those photos prepared, when the
-        batch decodes its photos (no cached features): one that cannot is left out (or refused by data.strict)."""
+        batch decodes its photos (no cached features): one that cannot is left out (or refused by data.strict); none
+        may be left (the collate then makes an UNREADABLE_BATCH)."""
         if split in self.features:
             return index, {}
-        hp, images = self.hparams, self.splits[split].images
-        decoded = readable_photos(images, [photo(i) for i in index], self.preprocess, hp.strict, split)
-        kept = [i for i in index if photo(i) in decoded]
-        if not kept:  # nothing left to make a batch of
-            raise CaptionDataError(f"none of the {len(index)} photos of a {split} batch can be read (said above)")
-        return kept, decoded
+        hp, images, known = self.hparams, self.splits[split].images, self._known_bad(split)
+        decoded = readable_photos(images, [photo(i) for i in index], self.preprocess, hp.strict, split, known)
+        return [i for i in index if photo(i) in decoded], decoded
+
+    def _known_bad(self, split: str, shared: bool = False) -> torch.Tensor:
+        """(N,) uint8 flags of the ``split`` photos found unreadable so far in this run (readable_photos of
+        captioning.training.feature_cache sets them): such a photo is named once and not decoded again. ``shared``
+        (a loader with workers is made): in shared memory, so that what one worker finds, the others, the main
+        process and the next epoch's workers know."""
+        n = len(self.splits[split].images)
+        flags = self._unreadable.get(split)
+        if flags is None or len(flags) != n:
+            flags = self._unreadable[split] = torch.zeros(n, dtype=torch.uint8)
+        if shared and not flags.is_shared():
+            flags.share_memory_()  # in place, its flags kept
+        return flags
 
     def _visual(self, split: str, index: list[int], decoded: dict[int, torch.Tensor]) -> dict[str, torch.Tensor]:
         """What the encoder needs for the photos ``index`` (one per caption of the batch): cached region features
@@ -652,7 +668,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     # --- batches ------------------------------------------------------------------------------------------------------
     def _collate_train(self, index: list[int]) -> dict:
+        drawn = len(index)
         index, decoded = self._readable("train", index, lambda i: self._train_pairs[i][0])
+        if not index:  # only the captions of photos that cannot be read: a batch the step skips
+            return {UNREADABLE_BATCH: drawn}
         pairs = [self._train_pairs[i] for i in index]
         images = [img for img, _ in pairs]
         batch = {**self._visual("train", images, decoded), **self._caption_tensors([c for _, c in pairs])}
@@ -675,7 +694,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         return self._collate_train([i for p in photos for i in self._photo_pairs[p]])
 
     def _collate_eval(self, split: str, index: list[int]) -> dict:
+        drawn = len(index)
         index, decoded = self._readable(split, index, int)
+        if not index:  # only photos that cannot be read: the step skips it, the split's scores are the others'
+            return {UNREADABLE_BATCH: drawn}
         refs = [self.splits[split].references[i] for i in index]
         # The first reference gives a teacher-forced loss; the metrics use all of them.
         first = [self.vocab.encode(r[0][: self.hparams.max_caption_len], eos=False) for r in refs]
@@ -742,14 +764,19 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
     def _workers(self, split: str) -> int:
         """data.num_workers, or 0 where /dev/shm cannot hold the batches they keep ready (text_attn.core.shm_workers);
-        a batch's size estimated from its visual part, one photo's features or float32 image per caption."""
+        a batch's size estimated from its visual part, one photo's features or float32 image per caption. With
+        workers, the split's unreadable-photo flags go to shared memory first (:meth:`_known_bad`): the workers of
+        every epoch inherit them."""
         feats = self.features.get(split)
         if feats is not None:
             per_item = feats[0].numel() * 4  # sent as float32
         else:
             side = getattr(self.preprocess, "image_size", 224)
             per_item = 3 * side * side * 4  # (3, H, W) float32
-        return loader_workers(self.hparams.num_workers, self.hparams.batch_size * per_item, "caption data")
+        workers = loader_workers(self.hparams.num_workers, self.hparams.batch_size * per_item, "caption data")
+        if workers and feats is None and split in self.splits:
+            self._known_bad(split, shared=True)
+        return workers
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")
@@ -769,7 +796,7 @@ class _BatchMaker:
     lambdas: not picklable)."""
 
     STATE = ("hparams", "vocab", "splits", "features", "preprocess", "grid", "_train_pairs", "_train_caption",
-             "_photo_pairs", "_cells")  # fmt: skip
+             "_photo_pairs", "_cells", "_unreadable")  # fmt: skip
 
     def __init__(self, source: CaptionDataModule | _BatchMaker):
         for name in self.STATE:
@@ -777,6 +804,7 @@ class _BatchMaker:
 
     train_references = CaptionDataModule.train_references
     _readable = CaptionDataModule._readable
+    _known_bad = CaptionDataModule._known_bad
     _visual = CaptionDataModule._visual
     _token_cells = CaptionDataModule._token_cells
     _attention_targets = CaptionDataModule._attention_targets

@@ -31,7 +31,8 @@ A photo that cannot be read (a truncated JPEG, an empty file) does not end the r
 is stored as NaN, so the cache file keeps every other photo's features and says which photos to leave out when read
 again, one line counts them, and the data module leaves them out (``unreadable_rows``); with ``data.strict`` it is a
 CaptionDataError naming the photo. Batches of photos decoded as they are drawn (no cache) leave such a photo out
-alike (``readable_photos``). Under DDP the first process of each machine encodes and writes
+alike, named once a run and not decoded again (``readable_photos``); a batch left with no photo is skipped
+(``UNREADABLE_BATCH``). Under DDP the first process of each machine encodes and writes
 the cache files while the others wait, then they read
 them (memory-mapped). ``fast_dev_run`` caches nothing: its few batches encode their own images.
 """
@@ -183,22 +184,35 @@ def _say_skipped(split: str, bad: list[int], images: Sequence, first: str) -> No
               f"{inert(first)}); data.strict refuses them", file=sys.stderr)  # fmt: skip
 
 
-_SAID: set[str] = set()  # the photos readable_photos has named in this process
+# The key of a batch none of whose photos can be read (its one key; its value: the entries left out): the data module's
+# collate makes it, CaptionModule's steps skip it (it ended the run: "none of the 1 photos of a val batch can be read")
+UNREADABLE_BATCH = "unreadable_batch"
 
 
 def readable_photos(
-    images: Sequence[Path | Image.Image], index: Sequence[int], preprocess: Callable, strict: bool, split: str
+    images: Sequence[Path | Image.Image],
+    index: Sequence[int],
+    preprocess: Callable,
+    strict: bool,
+    split: str,
+    known: torch.Tensor,
 ) -> dict[int, torch.Tensor]:
     """Photo i of ``images`` prepared (3, H, W) for each i of ``index`` that can be read: a batch of photos decoded as
-    it is drawn leaves out one that cannot (one line naming it, once a process), or with ``strict`` refuses it."""
+    it is drawn leaves out one that cannot, or with ``strict`` refuses it. ``known`` (N,) uint8, 1 for the photos found
+    unreadable so far (the data module's for the run, in shared memory where loader workers make the batches): such a
+    photo is not decoded again, and the line naming it is said by the first process to find it, once a run, not once a
+    worker and an epoch (two workers failing on it at the same instant may both say it; each DDP process has its
+    own flags)."""
     out = {}
     for i in dict.fromkeys(index):
+        if known[i] and not strict:
+            continue
         try:
             out[i] = prepared(images[i], preprocess)
         except ImageReadError as err:
             _unreadable(str(err), strict)
-            if str(err) not in _SAID:
-                _SAID.add(str(err))
+            said, known[i] = bool(known[i]), 1
+            if not said:
                 print(f"caption data: a {split} photo cannot be read and is left out of its batches: {inert(str(err))}",
                       file=sys.stderr)  # fmt: skip
     return out

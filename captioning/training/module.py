@@ -12,7 +12,9 @@ against all its references with the coco-caption metrics: ``{stage}_Bleu_1..4``,
 ``{stage}_loss`` on each image's first reference, pooled over the split (the same at any batch size). On shapes it
 also logs ``{stage}_grounding`` (fraction of object-naming nouns whose arg-max attention cell lies in the named
 object's box; 0 when no noun names an object), ``{stage}_grounding_mass`` (mean attention mass in that box) and
-``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint.
+``{stage}_grounding_words``. Monitor ``val_Bleu_4`` or ``val_CIDEr`` (mode "max") in ModelCheckpoint. A batch none of
+whose photos can be read (the data module's UNREADABLE_BATCH: its photos are decoded as batches are drawn, data.strict
+off) is skipped by every step: no training step, and the split is scored on its other photos.
 
 The module reads the data module's vocabulary (``dm.vocab``), its training references (for SCST's reward) and, for
 grounding, its scenes; it calls into it once, in ``setup`` with ``model.init_from``, to give it the starting model's
@@ -40,7 +42,7 @@ from captioning.model.encoder import EncoderConfig, settled
 from captioning.model.network import CaptionModel
 from captioning.photos.jpeg_step import AUTO, PhotoFormat
 from captioning.training.cuda_graphs import GraphedDecoder, pad_to_bucket
-from captioning.training.feature_cache import FeatureCacheCallback
+from captioning.training.feature_cache import UNREADABLE_BATCH, FeatureCacheCallback
 from captioning.training.grounding import grounding
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
 from captioning.training.readers import split_clash
@@ -349,7 +351,9 @@ class CaptionModule(RunState, pl.LightningModule):
         photo_of = batch.get("photo_of")
         return features if photo_of is None else features[photo_of]  # (B, L, D)
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor | None:
+        if UNREADABLE_BATCH in batch:  # none of its photos could be read (the data module said which): no step
+            return self._no_step()
         features = self._features(batch)
         forward = self._graphed
         if forward is not None:  # a few fixed shapes: captions padded to their length bucket (the same loss)
@@ -363,6 +367,15 @@ class CaptionModule(RunState, pl.LightningModule):
         if warning:
             rank_zero_warn(warning)
         return loss
+
+    def _no_step(self) -> torch.Tensor | None:
+        """What a training step over no photo returns: None, which Lightning's automatic optimisation takes as "skip
+        the step" (no backward, no optimizer update). Under DDP Lightning refuses None (every rank must join the
+        gradients' all-reduce): a loss of 0 over every trainable weight, whose zero gradients add nothing to the
+        other ranks' (Adam's moments still move once, as for any step)."""
+        if self.trainer.world_size <= 1:
+            return None
+        return torch.stack([p.sum() for p in self.parameters() if p.requires_grad]).sum() * 0.0
 
     def configure_optimizers(self):
         groups = [{"params": list(self.model.decoder.parameters()), "lr": self.hparams.lr}]
@@ -396,10 +409,12 @@ class CaptionModule(RunState, pl.LightningModule):
             self._outputs.append({"index": i, "refs": refs, "words": words, "alphas": alphas.cpu(), "sums": row})
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval_step(batch, "val")
+        if UNREADABLE_BATCH not in batch:  # a batch of unreadable photos only: the split is scored on the others
+            self._eval_step(batch, "val")
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval_step(batch, "test")
+        if UNREADABLE_BATCH not in batch:
+            self._eval_step(batch, "test")
 
     def _eval_epoch_end(self, stage: str) -> None:
         outs, self._outputs = gather_outputs(self._outputs), []  # the whole split, on every rank
@@ -450,7 +465,10 @@ class CaptionModule(RunState, pl.LightningModule):
         self._eval_epoch_end("test")
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
-        """``trainer.predict``: each test photo's caption, decoded as validation decodes (model.val_beam_size)."""
+        """``trainer.predict``: each test photo's caption, decoded as validation decodes (model.val_beam_size); none
+        for a photo that cannot be read."""
+        if UNREADABLE_BATCH in batch:
+            return []
         captions = self.captioner().caption_features(
             self._features(batch), self.hparams.val_beam_size, self.hparams.val_max_len
         )

@@ -106,8 +106,8 @@ class ObjectiveConfig(SequenceObjectiveConfig):
         (the paper: 0.9).
     collapse_warmup / collapse_ratio: warn once when, this many steps after the soft warm-up, the mean attention
         entropy is still above ratio x log L (near uniform; a ratio between 0 and 1). 0 turns the check off.
-    Self-critical training (``scst``) rewards a caption with its CIDEr-D; ``scst_max_len`` null: the module's
-        val_max_len.
+    Self-critical training (``scst``) rewards a caption with its CIDEr-D; ``scst_max_len``: words, then the end (as
+        validation decodes model.val_max_len); null: the module's val_max_len.
     scst_bleu: SCST's reward becomes CIDEr-D + this x the caption's smoothed sentence BLEU-4 against its image's
         references (text_attn.core.rewards): what the coco-caption BLEU scores reward, beside CIDEr's consensus. 0
         (default): CIDEr-D alone, as Rennie et al. (a Flickr8k caption's CIDEr-D averages about 0.5: val CIDEr 56).
@@ -533,7 +533,8 @@ def self_critical_step(
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """One SCST loss: features (B, L, D) of B images, ``references`` per image -> (loss, stats).
 
-    K = ``samples`` captions per image are drawn from the model's distribution (rows b*K .. b*K+K-1 are image b's),
+    K = ``samples`` captions per image, each of at most ``max_len`` words and then its end (as validation and
+    ``caption`` decode), are drawn from the model's distribution (rows b*K .. b*K+K-1 are image b's),
     scored with ``reward``, and compared with ``baseline`` ("greedy" or "leave_one_out"); the shared
     :func:`text_attn.core.self_critical.self_critical_step` does the rest, scoring the samples in up to ``max_groups``
     groups of similar length. Each image's region keys are projected once for all its samples.
@@ -545,10 +546,13 @@ def self_critical_step(
         refs = [r for r in references for _ in range(copies)]
         return reward([vocab.decode(ids) for ids in token_lists], refs).to(features.device)
 
+    # end_step: max_len counts words, the end not among them, as validation and `caption` decode (Captioner.generate):
+    # a caption of exactly max_len words ends, and the end's probability is trained
+    search = {"banned": banned, "end_step": True}
     return shared_step(
         model,
-        sample=lambda: model.generate(features, bos, eos, max_len, sampling=Sampling(), copies=samples, banned=banned),
-        greedy=lambda: model.generate(features, bos, eos, max_len, banned=banned),
+        sample=lambda: model.generate(features, bos, eos, max_len, sampling=Sampling(), copies=samples, **search),
+        greedy=lambda: model.generate(features, bos, eos, max_len, **search),
         reward=cider,
         # (n, T, V) for samples ``rows``, each of image row // K: the image's keys projected once for its K samples
         score=lambda inputs, rows: model.decoder(features, inputs, rows=rows // samples).logits,

@@ -122,6 +122,35 @@ def test_scst_samples_and_scores_what_caption_writes(one_thread):
     assert torch.isfinite(loss) and float(loss.abs()) < 50, float(loss)
 
 
+def test_scst_caps_its_captions_as_validation_does(one_thread):
+    """scst_max_len counted the end among its tokens where validation and `caption` decode up to max_len words and then
+    the end: a caption of exactly max_len words was cut off in SCST (its end's probability never trained) and whole in
+    validation. Now the greedy baseline is validation's caption, and samples of max_len words can end."""
+    model, vocab, features, references = _toy()
+    out = model.decoder.L_o if hasattr(model.decoder, "L_o") else model.decoder.out
+    with torch.no_grad():
+        out.bias[vocab.eos_id] -= 0.2  # the first image's greedy caption: a few words, then the end
+    captioner = Captioner(model, vocab)
+    (first, *_) = captioner.caption_features(features, 1, 30)
+    n = len(first.words)
+    assert n >= 1 and not first.truncated
+    validation = captioner.caption_features(features, 1, n)  # as CaptionModule validates at val_max_len n
+    decoded, generate = [], model.generate
+
+    def recorded(*args, **options):  # the searches SCST runs, as they are
+        decoded.append(generate(*args, **options))
+        return decoded[-1]
+
+    model.generate = recorded
+    torch.manual_seed(0)
+    self_critical_step(model, vocab, features, references, CaptionReward(references), samples=20, max_len=n)
+    sampled, greedy = decoded
+    assert [vocab.decode(ids) for ids in greedy.token_lists()] == [c.words for c in validation]
+    assert greedy.ended().tolist() == [not c.truncated for c in validation] and greedy.ended()[0]
+    lengths = [len(ids) for ids in sampled.token_lists()]
+    assert max(lengths) == n and any(k == n and e for k, e in zip(lengths, sampled.ended().tolist(), strict=True))
+
+
 def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
     model, vocab, _, _ = _toy()
     path = tmp_path / "m.pt"

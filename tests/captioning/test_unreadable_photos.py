@@ -5,13 +5,17 @@ hundreds of photos encoded, with nothing cached."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import pytorch_lightning as pl
 import torch
 from helpers.scene_corpus import write_folder
 
 from captioning.photos.preprocess import ImageReadError, Preprocess, load_photo
 from captioning.training.data import CaptionDataModule
+from captioning.training.feature_cache import UNREADABLE_BATCH
+from captioning.training.module import CaptionModule
 from captioning.training.readers import CaptionDataError
 
 PRE = Preprocess(image_size=32, crop=False)
@@ -112,3 +116,65 @@ def test_batches_that_decode_their_photos_leave_an_unreadable_one_out(corpus, ca
     ]  # said once, though its three captions are in three batches
     with pytest.raises(CaptionDataError, match="data.strict"):
         next(iter(_module(*corpus, strict=True).val_dataloader()))
+
+
+def test_a_batch_of_only_unreadable_photos_is_skipped_and_the_rest_scored(tmp_path, capsys, one_thread):
+    """Photos decoded as batches are drawn (no feature cache), data.strict off: a batch whose only photo cannot be read
+    ended the run ("none of the 1 photos of a val batch can be read"). Now every step skips it: the training step
+    changes no weight, and validation scores each other val photo once."""
+    folder, tsv = write_folder(tmp_path / "data", 9)  # 4 train photos, 3 val, 2 test
+    # a training batch is one photo with its 3 captions (photo_batches, about 2 captions); val's 3 photos in batches
+    # of 2 and 1: the photos emptied below are a train batch and a val batch of their own
+    dm = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv), val_size=3, test_size=2,
+                           batch_size=2, photo_batches=True)  # fmt: skip
+    dm.setup("fit")
+    bad = _damage([dm.splits["train"].images[2]]) + _damage([dm.splits["val"].images[2]])
+    skipped, scored = [], []
+
+    class Watch(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self.before = [p.detach().clone() for p in pl_module.model.decoder.parameters()]
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if UNREADABLE_BATCH in batch:
+                after = list(pl_module.model.decoder.parameters())
+                skipped.append(all(torch.equal(a, b) for a, b in zip(self.before, after, strict=True)))
+
+        def on_validation_epoch_end(self, trainer, pl_module):  # before the module's, which clears its outputs
+            scored.append(sorted(o["index"] for o in pl_module._outputs))
+
+    module = CaptionModule(encoder={"backbone": "resnet18", "weights": None, "grid": 2, "stride": 32, "image_size": 32,
+                                    "crop": False}, decoder={"embed_dim": 8, "hidden_dim": 16, "attn_dim": 8},
+                           val_meteor=False, val_max_len=4, export_path=str(tmp_path / "model.pt"))  # fmt: skip
+    trainer = pl.Trainer(max_epochs=1, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[Watch()])  # fmt: skip
+    trainer.fit(module, dm)
+    assert skipped == [True]  # the one batch of the emptied train photo: no step taken
+    assert scored == [[0, 1]]  # the other val photos, each once
+    assert "val_CIDEr" in trainer.callback_metrics
+    err = capsys.readouterr().err
+    assert [line.split(": ")[-2] for line in err.splitlines() if "cannot be read" in line] == list(map(str, bad))
+
+    # under DDP Lightning refuses a skipped step (every rank joins the all-reduce): a zero loss, zero gradients
+    module.trainer = SimpleNamespace(world_size=2)
+    loss = module.training_step({UNREADABLE_BATCH: 2}, 0)
+    loss.backward()
+    assert float(loss.detach()) == 0.0
+    trained = [p for p in module.parameters() if p.requires_grad]
+    assert trained and all(p.grad is not None and not p.grad.any() for p in trained)
+
+
+def test_loader_workers_name_an_unreadable_photo_once_a_run_and_decode_it_once(corpus, capfd):
+    """With data.num_workers, each worker of each epoch said the line again (2 workers, 3 epochs: 6 lines) and decoded
+    the photo again. The photos found unreadable are flags in shared memory: one line a run, and the photo is not
+    read again (here, mended after the first epoch, it stays out for the run)."""
+    dm = _module(*corpus, num_workers=2, photo_batches=True)  # a photo's captions in one batch: one worker meets it
+    (bad,) = _damage([dm.splits["train"].images[5]])
+    good = dm.splits["train"].images[6].read_bytes()
+    captions = []
+    for _ in range(3):
+        captions.append(sum(len(b["image_index"]) for b in dm.train_dataloader()))
+        bad.write_bytes(good)  # mended after the first epoch
+    assert captions == [15 * 3] * 3
+    err = capfd.readouterr().err
+    assert err.count("cannot be read") == 1, err

@@ -158,14 +158,15 @@ def test_which_photos_are_held_out_follows_their_names_not_the_captions_file(tmp
 @pytest.mark.parametrize("source", ["karpathy", "flickr8k"])
 def test_a_size_of_0_holds_no_photos_of_the_split_not_all_of_them(tmp_path, source):
     """data.test_size 0 read Karpathy's and Flickr8k's whole test split (0 was taken as "no cap"), where the docs say
-    a test of no test photos is refused in one line, as the folder source does."""
+    a test of no test photos is refused in one line, as the folder source does. val_size 0 is refused as such (it was
+    "no val images", of a source that holds them)."""
     data = (dict(karpathy_json=str(write_karpathy(tmp_path, 10)), image_root=str(tmp_path)) if source == "karpathy"
             else dict(root=str(write_flickr8k(tmp_path, 10))))  # fmt: skip
     dm = CaptionDataModule(source=source, test_size=0, **data)
     with pytest.raises(CaptionDataError, match="^no test photos: data.test_size is 0$"):
         dm.setup("test")
     assert dm.splits["test"].images == [] and len(dm.splits["val"].images) == 2
-    with pytest.raises(CaptionDataError, match=": no val images$"):
+    with pytest.raises(CaptionDataError, match="^data.val_size is 0: nothing to validate on$"):
         CaptionDataModule(source=source, val_size=0, **data).setup("fit")
 
 

@@ -115,3 +115,43 @@ def test_learned_positions_cap_the_output_and_refuse_a_longer_source_in_one_line
     src = torch.tensor([v.encode(["ma", "mo", "pe", "gake", "soru", "ma"], eos=True)])  # 7 positions
     result = TranslationModule._decode(module, {"src": src, "src_lens": torch.tensor([7])})
     assert int(result.lengths[0]) <= 8
+
+
+def test_learned_positions_refuse_a_longer_given_translation_in_one_line(learned, tmp_path, capsys):
+    """translate --given of a text longer than the table ended in a traceback ("sequence of 13 positions is longer than
+    the learned max_len 12"); attention-serve's worker answered 500. Now one line names the table, per input for a
+    --given-file line, and the server refuses the request (413; a max_len past it 422) before a worker sees it."""
+    from attention_serve.limits import ClientError, Limits, check_work
+    from attention_serve.models import load_text
+    from text_attn.translation.translate_cli import translate_main
+    from text_attn.translation.translator import Translator
+
+    tr, fits, long = Translator.load(learned), "ma " * 7, "ma " * 8  # 7 tokens and the end: the table's 8 rows
+    assert len(tr.read(["mo pe"], fits)[0].probs) == 7
+    said = "8 tokens as the model writes them: with the end more than the 8 positions the model learned"
+    with pytest.raises(ValueError, match=f"^'ma ma .*': {said}"):
+        tr.read(["mo pe"], long)
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(learned), "--given", long, "mo pe"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "8 positions the model learned" in err
+    given = tmp_path / "given.txt"
+    given.write_text(f"{fits}\n{long}\n")
+    assert translate_main(["--model", str(learned), "--given-file", str(given), "mo pe", "pe mo"]) == 1
+    got = capsys.readouterr()
+    assert got.out.startswith("1\t") and "\n2\t" not in got.out  # the first input read, the second failed
+    assert f"translate: error: input 2: line 2 of --given-file {given}: 8 tokens as the model writes them" in got.err
+    assert "Traceback" not in got.err
+
+    served, limits = load_text(learned), Limits()
+    positions = served.extra["positions"]
+    assert positions == 8
+    check_work([2], {"given": fits}, limits, 512, 7, positions)  # fits: passes
+    for options, sources, read, status, said in (
+        ({"given": long}, [2], 8, 413, "given has 8 tokens as the model writes them: with its end more than the 8 "),
+        ({}, [2, 8], None, 413, "sentence 2 has 8 tokens: with its end more than the 8 positions"),
+        ({"max_len": 8}, [2], None, 422, "max_len 8: the model learned 8 positions, room for 7 output tokens"),
+    ):
+        with pytest.raises(ClientError) as refused:
+            check_work(sources, options, limits, 512, read, positions)
+        assert refused.value.status == status and refused.value.message.startswith(said)

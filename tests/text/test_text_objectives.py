@@ -240,7 +240,7 @@ def test_a_short_scst_run_raises_the_sampled_reward(tmp_path):
 
 def test_scst_rewards_each_sample_against_its_own_reference_words(monkeypatch):
     """The reference a sample's BLEU is taken against is the target's words: no bos, no eos (a sample's token list
-    has no eos either), and K samples per source; samples run to 2 x the batch's longest source + 10."""
+    has no eos either), and K samples per source."""
     from text_attn.translation import objective
 
     module = _built(objective={"scst": True, "scst_samples": 2})
@@ -257,7 +257,38 @@ def test_scst_rewards_each_sample_against_its_own_reference_words(monkeypatch):
     by_hand = [row[1 : row.index(v.eos_id)] for row in batch["tgt"].tolist()]  # bos w1 .. wn eos pad ...
     assert [copies for _, copies in seen] == [2, 1]  # the samples, then the greedy baseline
     assert all(refs == by_hand for refs, _ in seen)
-    assert objective.max_decode_len(torch.tensor([3, 7, 1])) == 24
+
+
+def test_scst_caps_its_samples_as_validation_and_translate_do():
+    """SCST ran every source to 2 x its batch's longest + 10, where validation (and translate) cap each source at its
+    own 2 x (its tokens and end) + 10; and a given scst_max_len counted the end among its tokens, where translate
+    --max-len and the caption family's scst_max_len do not. Here no output ends of itself (the end's logit far down)
+    for the null cap, so each runs to its cap: the greedy baseline is validation's translation, row for row."""
+    module = _built(objective={"scst": True, "scst_samples": 2})
+    batch, net, v = _batch(module), module.net, module.tgt_vocab
+    decoded, generate = [], net.generate
+
+    def recorded(*args, **options):  # the searches SCST runs, as they are
+        decoded.append(generate(*args, **options))
+        return decoded[-1]
+
+    net.generate = recorded
+    with torch.no_grad():
+        net.out.bias[v.eos_id] -= 50.0
+    module.objective.training_loss(net, batch, v.bos_id, v.eos_id, v.pad_id)
+    sampled, greedy = decoded
+    validation = module._decode(batch).token_lists()
+    assert greedy.token_lists() == validation and len({len(t) for t in validation}) > 1  # each its own length
+    assert [len(t) for t in sampled.token_lists()] == [len(t) for t in validation for _ in range(2)]
+
+    with torch.no_grad():  # a given cap: 2 tokens, then the end
+        net.out.bias[v.eos_id] += 52.0
+    capped = _built(objective={"scst": True, "scst_samples": 8, "scst_max_len": 2})
+    capped.net, decoded[:] = net, []
+    torch.manual_seed(0)
+    capped.objective.training_loss(net, batch, v.bos_id, v.eos_id, v.pad_id)
+    lengths, ended = [len(t) for t in decoded[0].token_lists()], decoded[0].ended().tolist()
+    assert max(lengths) == 2 and any(n == 2 and e for n, e in zip(lengths, ended, strict=True))
 
 
 def test_an_scst_stage_needs_a_start_and_keeps_one_it_did_not_beat(tmp_path, capsys):

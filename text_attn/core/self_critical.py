@@ -256,8 +256,9 @@ class SequenceObjectiveConfig:
         (``model.init_from``: a fit without one is refused, :func:`check_scst_start`); label smoothing, a
         cross-entropy option, is refused beside it. scst_samples: K samples per source. scst_baseline: ``greedy``
         (the reward of the greedy decode, the paper's choice) or ``leave_one_out`` (the mean reward of the source's
-        other K − 1 samples; needs K >= 2). scst_max_len: longest sample (null: the family's own: a caption's
-        model.val_max_len, a text batch's 2 x its longest source + 10).
+        other K − 1 samples; needs K >= 2). scst_max_len: longest sample, in words or tokens and then its end (as
+        ``--max-len`` counts; null: the family's own, as its validation decodes: a caption's model.val_max_len words,
+        each text source's own cap, 2 x (its tokens and end) + 10).
     A bad value is one ValueError line naming it as ``model.objective.NAME``.
     """
 

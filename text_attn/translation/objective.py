@@ -44,7 +44,8 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     """The ``model.objective`` block of a text config: label smoothing, attention supervision and SCST (fields and
     checks in core/self_critical.py's SequenceObjectiveConfig). Attention supervision needs the true alignment in the
     batches (``data.attention_targets: true``, task ``reorder``) and a network with attention; with ``scst`` it adds
-    the supervision term on the reference translation. ``scst_max_len`` null: 2 x the batch's longest source + 10.
+    the supervision term on the reference translation. ``scst_max_len``: tokens, the end not counted (as translate
+    --max-len); null: each source's own cap, as validation decodes it (:func:`sample_caps`).
     ``attn_sup_layer``: the Transformer decoder layer whose heads' mean is supervised (null: the penultimate, the one
     ``translate --alignments`` reads; -1: the last).
     """
@@ -60,11 +61,6 @@ class ObjectiveResult(NamedTuple):
     logs: dict[str, Tensor]  # what to log, by name (train_loss, train_attn_sup, train_reward, ...)
 
 
-def max_decode_len(src_lens: Tensor) -> int:
-    """The longest output SCST samples for these sources: 2 x the longest + 10."""
-    return int(src_lens.max()) * 2 + 10
-
-
 def decode_caps(src_lens: Tensor, lengths: dict[str, int] | None = None) -> Tensor:
     """Each source's longest output in validation and test (B,): the cap translate gives that sentence
     (source_check.output_cap: 2 x its length (its end token counted) + 10, lower for a source longer than every
@@ -72,6 +68,23 @@ def decode_caps(src_lens: Tensor, lengths: dict[str, int] | None = None) -> Tens
     sentence of a batch of long ones run on: the scores moved with data.batch_size)."""
     caps = [output_cap(int(n) - 1, lengths) for n in src_lens.tolist()]  # src_lens count the end token
     return torch.tensor(caps, dtype=src_lens.dtype, device=src_lens.device)
+
+
+def sample_caps(net: nn.Module, src_lens: Tensor, scst_max_len: int | None) -> tuple[int, Tensor | None]:
+    """How far SCST samples (and its greedy baseline decodes) these sources: (the search's max_len, each source's cap
+    (B,) or None). ``scst_max_len`` given: that many tokens and then the end, as translate --max-len counts (no caps:
+    the search takes its end_step). Null: each source's own cap, its end counted, as validation decodes it
+    (:func:`decode_caps`; a training source is within the training lengths, so no record of them is needed), not
+    its batch's longest. A network with learned positions: no step past its table."""
+    from text_attn.translation.transformer import learned_positions
+
+    most = learned_positions(net)
+    if scst_max_len:
+        return (scst_max_len if most is None else min(scst_max_len, most - 1)), None  # the end's step: one more
+    caps = decode_caps(src_lens)
+    if most is not None:
+        caps = caps.clamp(max=most)
+    return int(caps.max()), caps
 
 
 def teacher_forcing(
@@ -194,21 +207,21 @@ class TranslationObjective:
         src, src_lens, tgt = batch["src"], batch["src_lens"], batch["tgt"]
         ref_lens = (tgt != pad).sum(1).tolist()  # bos + words + eos
         refs = [row[1 : m - 1] for row, m in zip(tgt.tolist(), ref_lens, strict=True)]
-        max_len = cfg.scst_max_len or max_decode_len(src_lens)
-        from text_attn.translation.transformer import learned_positions
-
-        if (most := learned_positions(net)) is not None:  # samples no longer than a learned position table
-            max_len = min(max_len, most)
+        max_len, caps = sample_caps(net, src_lens, cfg.scst_max_len)
         src_k, lens_k = src.repeat_interleave(k, 0), src_lens.repeat_interleave(k, 0)  # row b*K + j: sample j of b
+        if caps is None:  # scst_max_len tokens and then the end (end_step), as translate --max-len decodes
+            sample_cap = greedy_cap = {"end_step": True}
+        else:  # each source's own cap, the end counted, as validation decodes it
+            sample_cap, greedy_cap = {"row_max_len": caps.repeat_interleave(k)}, {"row_max_len": caps}
         was_training = net.training
         net.eval()  # no dropout, also for the supervision term below (self_critical_step restores eval)
         try:
             loss, stats = self_critical_step(
                 net,
                 sample=lambda: net.generate(
-                    src_k, lens_k, bos, eos, max_len=max_len, sampling=self._sampling, banned=self.banned
+                    src_k, lens_k, bos, eos, max_len=max_len, sampling=self._sampling, banned=self.banned, **sample_cap
                 ),  # fmt: skip
-                greedy=lambda: net.generate(src, src_lens, bos, eos, max_len=max_len, banned=self.banned),
+                greedy=lambda: net.generate(src, src_lens, bos, eos, max_len=max_len, banned=self.banned, **greedy_cap),
                 reward=lambda lists, copies: torch.tensor(bleu_rewards(refs, lists, copies), device=src.device),
                 score=lambda inputs, rows: teacher_forcing(net, src_k[rows], lens_k[rows], inputs, attention=False)[0],
                 samples=k,

@@ -43,19 +43,24 @@ def check_given(args: argparse.Namespace) -> None:
 
 
 def given_notes(translator, args: argparse.Namespace) -> None:
-    """One note a --given translation holding tokens the model does not know (read as <unk>)."""
+    """One note a --given translation holding tokens the model does not know (read as <unk>); one that cannot be
+    read at all (no tokens, more than a learned position table holds) ends the command in one line: every input
+    reads it."""
     for text in args.given or ():
         tokens, unknown = translator.target_tokens(text)
         if not tokens:
             fail("translate", f"--given {text!r}: no tokens to read")
+        if too_long := translator.length_error(given=len(tokens)):
+            fail("translate", f"--given {inert(repr(text))}: {too_long}")
         if unknown:
             names = ", ".join(repr(inert(t)) for t in unknown)
             print(f"translate: note: --given {inert(repr(text))}: the model does not know {names}: read as <unk>",
                   file=sys.stderr)  # fmt: skip
 
 
-def line_error(args: argparse.Namespace, n: int) -> str | None:
-    """Why input ``n`` has no translation to read in --given-file (None: it has one, or no --given-file)."""
+def line_error(args: argparse.Namespace, n: int, translator=None) -> str | None:
+    """Why input ``n`` has no translation to read in --given-file (None: it has one, or no --given-file): none, an
+    empty line, or (``translator`` given) one longer than its learned position table holds."""
     lines = args.given_lines
     if lines is None:
         return None
@@ -63,7 +68,10 @@ def line_error(args: argparse.Namespace, n: int) -> str | None:
         return f"--given-file {args.given_file} has no line {n}"
     if not lines[n - 1].strip():
         return f"line {n} of --given-file {args.given_file} is empty"
-    return None
+    if translator is None or translator.position_limit is None:  # any length is read
+        return None
+    too_long = translator.length_error(given=len(translator.target_tokens(lines[n - 1])[0]))
+    return f"line {n} of --given-file {args.given_file}: {too_long}" if too_long else None
 
 
 def read_given(translator, args: argparse.Namespace, good: list[tuple[int, list[str]]], progress: dict) -> list[list]:

@@ -398,7 +398,7 @@ def _translate_stream(
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
-            elif missing_line := line_error(args, n):  # --given-file has no translation for it
+            elif missing_line := line_error(args, n, translator):  # --given-file has no translation for it to read
                 error = missing_line
             elif need > SENTENCE_BYTES:  # a paragraph without line breaks, a file that is not text
                 error = (f"{len(tokens):,} tokens: its search at beam {args.beam_size} would need about "

@@ -324,15 +324,21 @@ class Translator:
         at most this many tokens with its end, an output of at most this many steps; None: any."""
         return learned_positions(self.net)
 
-    def length_error(self, n_tokens: int | None = None, max_len: int | None = None) -> str | None:
-        """What is wrong with a source of ``n_tokens`` tokens or an output cap ``max_len`` (tokens, the end not
-        counted) for a model with learned positions (:meth:`position_limit`), in a few words; None: nothing."""
+    def length_error(
+        self, n_tokens: int | None = None, max_len: int | None = None, given: int | None = None
+    ) -> str | None:
+        """What is wrong with a source of ``n_tokens`` tokens, an output cap ``max_len`` (tokens, the end not
+        counted) or a translation given to read of ``given`` tokens (it is read with its end) for a model with learned
+        positions (:meth:`position_limit`), in a few words; None: nothing."""
         most = self.position_limit
         if most is None:
             return None
         if n_tokens is not None and n_tokens + 1 > most:
             return (f"{n_tokens:,} tokens: with its end more than the {most} positions the model learned "
                     "(positions: learned); split it")  # fmt: skip
+        if given is not None and given + 1 > most:
+            return (f"{given:,} tokens as the model writes them: with the end more than the {most} positions the model "
+                    f"learned (positions: learned), room for {most - 1}")  # fmt: skip
         if max_len is not None and max_len + 1 > most:
             return (f"max_len {max_len}: the model learned {most} positions, room for {most - 1} output tokens and "
                     "the end (positions: learned)")  # fmt: skip
@@ -422,7 +428,7 @@ class Translator:
         (``attention``), each token's probability given the tokens before it (``probs``), each space-separated word's
         (``word_probs``: the product of its pieces'), the end's (``end_prob``), and ``score``, the mean
         log-probability of the tokens and the end (higher: fits better in the model's eyes). An empty sentence or
-        translation is a ValueError."""
+        translation is a ValueError, as is a translation longer than a learned position table (:meth:`length_error`)."""
         sentences = _sentence_list(sentences, "read")
         if not isinstance(translation, str):  # several translations: read_texts
             raise TypeError(f"read takes one translation (a string), got {type(translation).__name__}")
@@ -454,6 +460,8 @@ class Translator:
         for text, tokens in zip(translations, targets, strict=True):
             if not tokens:
                 raise ValueError(f"{text!r}: no tokens to read")
+            if error := self.length_error(given=len(tokens)):  # past a learned position table: not a traceback
+                raise ValueError(f"{text!r}: {error}")
         if not toks:
             return [[] for _ in translations]
         v = self.tgt_vocab
