@@ -28,8 +28,6 @@ from __future__ import annotations
 import math
 import sys
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 
 import pytorch_lightning as pl
@@ -62,7 +60,6 @@ from text_attn.core.training import (
     pooled_means,
     row_sums,
     started_from,
-    weights_kept,
 )
 from text_attn.core.vocab import Vocabulary
 
@@ -528,22 +525,15 @@ class CaptionModule(RunState, pl.LightningModule):
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
         SCRATCH.clear()  # the training steps' pooled buffers (a few hundred MB at the paper's size): not needed now
-        name = self._start_name or self.hparams.init_from
-        line, start_better = self._start.verdict(self.trainer, name, "val photos (the start may caption them as well)")
-        if line and self.trainer.is_global_zero:
-            print(f"caption-train: {line}", file=sys.stderr)
-        # an SCST stage that made its start worse writes the start (text_attn.core.start_scores: why SCST only)
-        start = self._start_weights if start_better and self.objective.cfg.scst else None
-        self.export_best(self.hparams.export_path, self._export, start)
+        where = "val photos (the start may caption them as well)"
+        self.export_against_start(self._export, self._start, self._start_name or self.hparams.init_from, where,
+                                  "caption-train", self.objective.cfg.scst, self._put_start)  # fmt: skip
 
-    @contextmanager
-    def _start_weights(self) -> Iterator[None]:
-        """Within the block the model holds init_from's weights again, as setup gave them (read from its file; the
-        new words' rows the mean rows); the last step's after it."""
+    def _put_start(self) -> None:
+        """init_from's weights in the model again, as setup gave them (read from its file; the new words' rows the
+        mean rows)."""
         start = Captioner.read_start(self.hparams.init_from, self.hparams.init_member)
-        with weights_kept(self):
-            Captioner.start_weights(start, self.model, self.vocab)
-            yield
+        Captioner.start_weights(start, self.model, self.vocab)
 
     def _export(self, path) -> None:
         """Write fit's model file (export_best calls it with the weights to export in the module). A fine-tuned

@@ -565,6 +565,25 @@ class RunState:
         undefer_ctrl_c()  # Ctrl-C stops the fit's export, test or the caller's code at once again
         save_last_at_end(self.trainer)
 
+    def export_against_start(self, save, start, name: str | None, examples: str, tool: str, scst: bool,
+                             put_start) -> None:  # fmt: skip
+        """End of fit, both families: the line comparing model.init_from (``name``) with the best checkpoint
+        (``start``: the fit's start_scores.StartScores; ``examples``: what its val split holds), said as ``tool``,
+        then :meth:`export_best`. A self-critical stage (``scst``) whose start scored better writes the start's
+        weights, which ``put_start()`` puts back in the module (the last step's are restored after: weights_kept);
+        a cross-entropy fit keeps its trained ones (start_scores: why SCST only)."""
+        line, start_better = start.verdict(self.trainer, name, examples)
+        if line and self.trainer.is_global_zero:
+            print(f"{tool}: {line}", file=sys.stderr)
+
+        @contextmanager
+        def start_weights() -> Iterator[None]:
+            with weights_kept(self):
+                put_start()
+                yield
+
+        self.export_best(self.hparams.export_path, save, start_weights if start_better and scst else None)
+
     def export_best(self, export_path: str | None, save, start_weights=None) -> None:
         """End of fit: ``save(path)`` on rank 0 with the best checkpoint's weights in the module (:func:`best_weights`:
         the last ones back in it afterwards), else the last (the averaged ones where StochasticWeightAveraging put

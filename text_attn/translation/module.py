@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -49,7 +47,6 @@ from text_attn.core.training import (
     row_sums,
     started_from,
     weight_misfit,
-    weights_kept,
 )
 from text_attn.core.vocab import Vocabulary
 from text_attn.translation.data import StartVocabulary
@@ -421,21 +418,13 @@ class TranslationModule(RunState, pl.LightningModule):
     # --- export -----------------------------------------------------------------------------------------------------
     def on_fit_end(self) -> None:
         where = "val pairs (the start may translate them as well)"
-        line, start_better = self._start.verdict(self.trainer, self.hparams.init_from, where)
-        if line and self.trainer.is_global_zero:
-            print(f"text-train: {line}", file=sys.stderr)
-        # an SCST stage that made its start worse writes the start (text_attn.core.start_scores: why SCST only)
-        start = self._start_weights if start_better and self.objective.cfg.scst else None
-        self.export_best(self.hparams.export_path, self.translator().save, start)
+        self.export_against_start(self.translator().save, self._start, self.hparams.init_from, where, "text-train",
+                                  self.objective.cfg.scst, self._put_start)  # fmt: skip
 
-    @contextmanager
-    def _start_weights(self) -> Iterator[None]:
-        """Within the block the network holds init_from's weights again, as setup gave them (read from its file; the
-        new tokens' rows the mean rows); the last step's after it."""
-        start = Translator.read_start(self.hparams.init_from, self.hparams.arch)
-        with weights_kept(self):
-            self._load_start(start["state_dict"])
-            yield
+    def _put_start(self) -> None:
+        """init_from's weights in the network again, as setup gave them (read from its file; the new tokens' rows the
+        mean rows)."""
+        self._load_start(Translator.read_start(self.hparams.init_from, self.hparams.arch)["state_dict"])
 
 
 def _same_vocabularies(saved: list, data: list, whose: str = "the network") -> None:
