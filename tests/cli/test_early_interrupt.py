@@ -60,7 +60,10 @@ def test_a_script_imported_as_a_workers_main_module_keeps_pythons_handler(tmp_pa
         "import runpy, signal, sys; sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__mp_main__'); "
         "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, timeout=120)
+    # SIGINT at its default in the child: a run started in the background (nohup, `&`) inherits it ignored, and Python
+    # then leaves it ignored rather than installing its own handler
+    done = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
 
 
