@@ -46,10 +46,6 @@ def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
     return out.requires_grad_(False)
 
 
-def _same_padding_conv(conv: nn.Module) -> bool:
-    return type(conv).__name__ == "Conv2dDynamicSamePadding"
-
-
 def fold_for_inference(body: nn.Module) -> nn.Module:
     """A copy of an EfficientNet-Lite encoder body (ImageEncoder.body) with BatchNorms folded (module doc)."""
     body = copy.deepcopy(body).eval()

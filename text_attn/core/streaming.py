@@ -307,11 +307,6 @@ def one_line_of(err: BaseException) -> str:
     return one_line(err)
 
 
-def read_item(dataset, i: int, where: str | Path) -> dict[str, Any]:
-    """Sample ``i`` of a chunk folder's split; a damaged chunk is one line naming the file and the sample."""
-    return dataset[i]
-
-
 def split_size(root: str | Path, split: str) -> int:
     """The samples a split holds, from its index (a StreamingDataset's length is one rank's share under DDP)."""
     path = Path(root) / split / "index.json"
@@ -328,7 +323,8 @@ def read_all(root: str | Path, split: str) -> list[dict[str, Any]]:
     if not (where / "index.json").is_file() and _written(Path(root), split, _manifest_of(Path(root))):
         return []  # a split optimize found empty
     ds = split_dataset(root, split)
-    return [read_item(ds, i, where) for i in range(split_size(root, split))]
+    # a damaged chunk is one line naming its file: split_dataset's NamedStreamingDataset says so when a sample is read
+    return [ds[i] for i in range(split_size(root, split))]
 
 
 def _manifest_of(root: Path) -> dict[str, Any]:
