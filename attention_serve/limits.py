@@ -274,18 +274,17 @@ def check_work(tokens: list[int], options: dict[str, Any], limits: Limits, longe
 
 def check_positions(tokens: list[int], options: dict[str, Any], positions: int, given: int | None) -> None:
     """ClientError for what a model with ``positions`` learned positions cannot read or write (each with its end): a
-    sentence or the given text longer (413), a max_len larger (422), in Translator.length_error's words."""
-    learned = f"with its end more than the {positions} positions the model learned (positions: learned)"
-    if given is not None and given + 1 > positions:
-        raise ClientError(413, f"given has {given:,} tokens as the model writes them: {learned}; at most "
-                          f"{positions - 1}")  # fmt: skip
+    sentence or the given text longer (413), a max_len larger (422), in Translator.length_error's words (one helper,
+    text_attn.translation.position_limit: no torch in the HTTP process)."""
+    from text_attn.translation.position_limit import position_error
+
+    if error := position_error(positions, given=given):
+        raise ClientError(413, f"given: {error}")
     for k, n in enumerate(tokens):
-        if n + 1 > positions:
-            which = f"sentence {k + 1}" if len(tokens) > 1 else "the sentence"
-            raise ClientError(413, f"{which} has {n:,} tokens: {learned}; split it")
-    if "max_len" in options and int(options["max_len"]) + 1 > positions:
-        raise ClientError(422, f"max_len {options['max_len']}: the model learned {positions} positions, room for "
-                          f"{positions - 1} output tokens and the end (positions: learned)")  # fmt: skip
+        if error := position_error(positions, n_tokens=n):
+            raise ClientError(413, f"{f'sentence {k + 1}' if len(tokens) > 1 else 'the sentence'}: {error}")
+    if "max_len" in options and (error := position_error(positions, max_len=int(options["max_len"]))):
+        raise ClientError(422, error)
 
 
 def check_caption_work(options: dict[str, Any], limits: Limits, regions: int, longest: int,

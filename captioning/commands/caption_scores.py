@@ -77,10 +77,10 @@ def score_run(args: argparse.Namespace, captions: dict[str, str]) -> None:
 
 def scores(captions: dict[str, str], references: dict[str, list[str]]) -> dict[str, Any]:
     """coco-caption's scores x 100 of ``captions`` (image -> caption) against ``references`` (image -> captions, read
-    as training reads them: lowercased, punctuation dropped), as benchmarks/flickr8k.py scores the test split: with
-    Java, coco-caption's PTB tokenizer and METEOR; without it, the captions' words read the same way, no METEOR.
-    METEOR is English: not run where the references are in another language (:func:`reads_as_english`). Each
-    photo's CIDEr-D (coco-caption's) and sentence BLEU-4, lowest CIDEr-D first."""
+    as training reads them: lowercased, ’ and ‘ read as ', punctuation dropped), as benchmarks/flickr8k.py scores the
+    test split: with Java, coco-caption's PTB tokenizer and METEOR; without it, the captions' words read the same way,
+    no METEOR. METEOR is English: not run where the references are in another language (:func:`reads_as_english`).
+    Each photo's CIDEr-D (coco-caption's) and sentence BLEU-4, lowest CIDEr-D first."""
     from captioning.model.reading import caption_tokens
     from text_attn.core.metrics import coco_scores, java_available
 
@@ -89,7 +89,7 @@ def scores(captions: dict[str, str], references: dict[str, list[str]]) -> dict[s
     # the references read as training reads captions, as benchmarks/flickr8k.py scores the test split (the PTB
     # tokenizer over the raw text moves METEOR and CIDEr-D by about 0.01)
     refs = {k: [" ".join(caption_tokens(r)) for r in rs] for k, rs in references.items()}
-    hyps = captions if java else {k: " ".join(caption_tokens(c)) for k, c in captions.items()}
+    hyps = captions if java else {k: " ".join(caption_tokens(c)) for k, c in captions.items()}  # PTB folds ’ ‘ too
     corpus, per = coco_scores(refs, hyps, meteor=java and english, ptb=java)
     photos = [{"image": image, "caption": captions[image], "references": references[image],
                "sentence BLEU-4": sentence_bleu4(caption_tokens(captions[image]), refs[image]),

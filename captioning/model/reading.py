@@ -4,11 +4,12 @@ each (``caption --given``, :meth:`captioning.model.captioner.Captioner.read_feat
 The caption is teacher-forced through the search protocol (``init_state`` / ``step``), the very steps greedy and beam
 search take, so one decoder and an ensemble read alike, and reading the model's own caption gives back the search's
 attention and log-probability (tested). Its words are taken as the training captions were (:func:`caption_tokens`):
-lowercased, punctuation dropped; a word the vocabulary lacks is read as ``<unk>``.
+lowercased, typographic apostrophes read as ', punctuation dropped; a word the vocabulary lacks is read as ``<unk>``.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from typing import NamedTuple
 
 import torch
@@ -17,28 +18,58 @@ from torch import Tensor
 from text_attn.core.decoding import evaluating, read_sequence
 from text_attn.core.vocab import Vocabulary, is_word, tokenize
 
+# Typographic single quotes read as the ASCII apostrophe (’ is iOS's and macOS's default): a French caption set written
+# "aujourd’hui" and one written "aujourd'hui" build one vocabulary and score against each other, and a ‘ typed for
+# the apostrophe joins its word as ' does (tokenize joins words at ' and ’, not at ‘). One character for one.
+APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
 
-def caption_tokens(text: str, lower: bool = True, split_marks: bool = False) -> list[str]:
-    """A raw caption -> its word tokens (lowercased unless ``lower`` is False), punctuation-only tokens dropped: how
-    every caption reader takes a training caption, and how a given caption is read. ``split_marks``: the tokenizer of
-    before 2026-12-02 (combining marks split off, and so dropped), for a model trained then
-    (:attr:`captioning.model.captioner.Captioner.split_marks`)."""
+
+def caption_tokens(text: str, lower: bool = True, split_marks: bool = False, fold: bool = True) -> list[str]:
+    """A raw caption -> its word tokens (lowercased unless ``lower`` is False), typographic apostrophes read as '
+    (:data:`APOSTROPHES`; ``fold`` False: as written, for a model whose vocabulary holds them), punctuation-only
+    tokens dropped: how every caption reader takes a training caption, and how a given caption is read.
+    ``split_marks``: the tokenizer of before 2026-12-02 (combining marks split off, and so dropped), for a model
+    trained then (:attr:`captioning.model.captioner.Captioner.split_marks`), which reads apostrophes as written too."""
+    if fold and not split_marks:
+        text = text.translate(APOSTROPHES)
     return [t for t in tokenize(text, lower=lower, split_marks=split_marks) if is_word(t)]
 
 
+def reads_apostrophes_folded(vocab: Vocabulary) -> bool:
+    """Whether a caption vocabulary was built from captions read with their apostrophes folded (:data:`APOSTROPHES`):
+    one holding a word with ’ or ‘ was built before the fold (2026-12-02) from captions that wrote them, and its model
+    reads a given caption as written, as it did then."""
+    return not any("’" in t or "‘" in t for t in vocab.itos)
+
+
 class GivenWords(NamedTuple):
-    words: list[str]  # the caption's words as written (case kept), punctuation dropped
+    words: list[str]  # the caption's words as written (case and apostrophes kept), punctuation dropped
     ids: list[int]  # their vocabulary ids (lowercased; <unk> where the vocabulary lacks one)
     unknown: list[str]  # the words read as <unk>, in order, each once
 
 
 def given_words(text: str, vocab: Vocabulary, split_marks: bool = False) -> GivenWords:
     """A caption as written -> its words, their ids, the words the model does not know (``split_marks``: read as a
-    model trained before 2026-12-02 reads it, :func:`caption_tokens`). No words: empty lists."""
-    words = caption_tokens(text, lower=False, split_marks=split_marks)
-    ids = [vocab.stoi.get(w.lower(), vocab.unk_id) for w in words]
+    model trained before 2026-12-02 reads it, :func:`caption_tokens`; apostrophes folded where the vocabulary was
+    built so, :func:`reads_apostrophes_folded`). No words: empty lists."""
+    fold = reads_apostrophes_folded(vocab) and not split_marks
+    read = caption_tokens(text, lower=False, split_marks=split_marks, fold=fold)
+    ids = [vocab.stoi.get(w.lower(), vocab.unk_id) for w in read]
+    words = _as_written(read, text) if fold else read  # "aujourd’hui" shown as typed, read as "aujourd'hui"
     unknown = list(dict.fromkeys(w for w, i in zip(words, ids, strict=True) if i == vocab.unk_id))
     return GivenWords(words, ids, unknown)
+
+
+def _as_written(read: list[str], text: str) -> list[str]:
+    """The words ``read`` from ``text`` with its apostrophes folded, as ``text`` writes them: the fold is one character
+    for one, so each word is the same stretch of the text (in NFC, as tokenize reads it)."""
+    written = unicodedata.normalize("NFC", text)
+    folded, out, at = written.translate(APOSTROPHES), [], 0
+    for word in read:
+        at = folded.index(word, at)
+        out.append(written[at : at + len(word)])
+        at += len(word)
+    return out
 
 
 class Reading(NamedTuple):

@@ -67,6 +67,7 @@ from captioning.training.attention_targets import TARGET_WORDS, caption_cells, s
 from captioning.training.feature_cache import UNREADABLE_BATCH, fill_features, readable_photos, unreadable_rows
 from captioning.training.multi30k import LANGUAGES, in_language
 from captioning.training.readers import (
+    APOSTROPHES,
     SPLITS,
     CaptionDataError,
     has_standard_split,
@@ -123,7 +124,7 @@ def written_casing(items) -> dict | None:
     """The casing of captions as their writers wrote them (text_attn.core.casing.learn_casing of the items' raw
     text), so a model trained on them writes "Ein Hund" where its words are "ein hund"; None where they are all
     lowercase (nothing to learn) or no reader kept their text."""
-    text = [raw for it in items for raw in it.raw or []]
+    text = [raw.translate(APOSTROPHES) for it in items for raw in it.raw or []]  # its words as the vocabulary's
     return learn_casing(text) if any(t != t.lower() for t in text) else None
 
 
@@ -368,7 +369,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             if hp.language != "en":
                 translated = in_language(items, hp.multi30k, hp.language)
                 print(f"caption data: {translated.line}", file=sys.stderr)
-                items, self.casing = translated.items, learn_casing(translated.train_text)
+                folded = [text.translate(APOSTROPHES) for text in translated.train_text]  # as the words are read
+                items, self.casing = translated.items, learn_casing(folded)
             for split in SPLITS:
                 cap = getattr(hp, f"{split}_size")  # 0 is none (refused below, or by test), not all
                 items[split] = items[split][:cap] if cap is not None else items[split]

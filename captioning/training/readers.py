@@ -52,9 +52,10 @@ Real files carry junk: Flickr8k.token.txt has 505 lines naming images that are n
 counted in ONE stderr line per file; a missing folder, a missing or unreadable file, or a split left empty is a
 CaptionDataError naming it.
 
-Every reader's captions are lowercased and split into words; punctuation-only tokens are dropped (as in Karpathy's
-tokens, which coco-caption's PTB tokenizer also strips before scoring): a model trained on your captions says words as
-the bundled one does, and one started from it adds no "." to its vocabulary. Karpathy "raw" sentences (used where a
+Every reader's captions are lowercased and split into words, typographic apostrophes (’ ‘) read as ' ("aujourd’hui"
+and "aujourd'hui" are one word); punctuation-only tokens are dropped (as in Karpathy's tokens, which coco-caption's PTB
+tokenizer also strips before scoring): a model trained on your captions says words as the bundled one does, and one
+started from it adds no "." to its vocabulary. Karpathy "raw" sentences (used where a
 sentence has no "tokens") are tokenized with text_attn.core.vocab.tokenize; their boxes' token_index counts the
 punctuation as the file has it, and is moved onto the words kept (a box on a punctuation token is dropped).
 """
@@ -72,7 +73,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from captioning.model.reading import caption_tokens
+from captioning.model.reading import APOSTROPHES, caption_tokens
 from captioning.training.attention_targets import TokenBoxes
 from text_attn.core.safe_files import inert, text_lines
 from text_attn.core.vocab import is_word, tokenize
@@ -216,7 +217,8 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
             # its tokens as given, in NFC as tokenize reads text (an NFD file's "malý" was <unk> to --given)
             given = [unicodedata.normalize("NFC", str(t)) for t in sent.get("tokens") or []]
             text = str(sent.get("raw", "")) if sent.get("raw") else " ".join(given)
-            toks = [t.lower() for t in given] or tokenize(text)
+            # apostrophes folded token by token, as caption_tokens reads them: token_index counts the tokens as split
+            toks = [t.lower().translate(APOSTROPHES) for t in given or tokenize(text)]
             words = [k for k, t in enumerate(toks) if is_word(t)]  # "." and "," are no words to learn (module doc)
             if words:
                 caps.append([toks[k] for k in words])

@@ -138,6 +138,18 @@ def test_words_as_written_and_unknown_words_read_as_unk():
         cap.read_features(feats, " ,.! ")
 
 
+def test_a_given_caption_reads_typographic_apostrophes_as_its_vocabulary_was_built():
+    """A vocabulary built today reads "aujourd’hui" as "aujourd'hui" (shown as typed); one built from captions that
+    kept ’ (before the fold) reads a caption as written, as it did."""
+    folded = Vocabulary.build([["un", "chien", "aujourd'hui"]])
+    given = given_words("Un chien aujourd’hui, c‘est", folded)
+    assert given.words == ["Un", "chien", "aujourd’hui", "c‘est"]
+    assert given.ids[:3] == [folded.stoi[w] for w in ("un", "chien", "aujourd'hui")] and given.unknown == ["c‘est"]
+    kept = Vocabulary.build([["un", "chien", "aujourd’hui"]])
+    assert given_words("Un chien aujourd’hui", kept).ids == [kept.stoi[w] for w in ("un", "chien", "aujourd’hui")]
+    assert given_words("aujourd'hui c‘est", kept).words == ["aujourd'hui", "c", "est"]  # split at ‘, as before
+
+
 def test_read_caption_on_a_photo_file():
     cap = _shapes()
     (read,) = cap.read_caption([PHOTO], "a red circle")

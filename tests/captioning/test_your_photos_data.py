@@ -17,7 +17,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from captioning.commands.caption import model_info
 from captioning.commands.train import caption_train_cli, train_main
 from captioning.model.captioner import Captioner
-from captioning.training.data import CaptionDataModule
+from captioning.training.data import CaptionDataModule, written_casing
 from captioning.training.module import one_val_photo_line
 from captioning.training.readers import CaptionDataError, read_folder, read_karpathy
 from text_attn.core.casing import learn_casing
@@ -194,3 +194,27 @@ def test_karpathy_raw_sentences_learn_no_punctuation_and_their_boxes_follow_the_
     dm = CaptionDataModule(source="karpathy", karpathy_json=str(tmp_path / "k.json"), image_root=str(tmp_path))
     dm.setup("fit")
     assert dm.vocab.itos[4:] == ["a", "brown", "dog", "runs"]
+
+
+def test_french_captions_with_typographic_apostrophes_build_the_vocabulary_ascii_ones_do(tmp_path):
+    """Captions written "aujourd’hui" (’: iOS's and macOS's keyboards) and "aujourd'hui" were two words: a model
+    trained on one set read the other's as <unk>. Every reader reads ’ and ‘ as ', a word joined by one stays one
+    word, a Karpathy sentence's boxes still name their words, and the casing is learned for the words as read."""
+    names = ["a.png", "b.png", "c.png"]
+    folder = _photos(tmp_path / "photos", names)
+    french = ["L’homme d’O’Brien court aujourd’hui.", "Un chien qu’on aime.", "C‘est l’été !"]
+    plain = [c.replace("’", "'").replace("‘", "'") for c in french]
+    curly, ascii_tsv = tmp_path / "curly.tsv", tmp_path / "ascii.tsv"
+    for tsv, captions in ((curly, french), (ascii_tsv, plain)):
+        tsv.write_text("".join(f"{n}\t{c}\n" for n, c in zip(names, captions, strict=True)), encoding="utf-8")
+    read = read_folder(folder, curly, strict=True)
+    assert [it.captions for it in read] == [it.captions for it in read_folder(folder, ascii_tsv, strict=True)]
+    assert read[0].captions == [["l'homme", "d'o'brien", "court", "aujourd'hui"]]
+    assert read[2].captions == [["c'est", "l'été"]]  # ‘ typed for the apostrophe joins its word too
+    assert written_casing(read)["words"].split() == ["d'O'Brien"]  # as the model writes the word: d'o'brien
+    sentences = [{"raw": "L’homme, seul, court.", "boxes": [[2, 0, 0, 8, 8], [4, 8, 8, 16, 16]]}]
+    (tmp_path / "k.json").write_text(json.dumps({"images": [{"filename": "a.png", "split": "train",
+                                                             "sentences": sentences}]}))  # fmt: skip
+    (item,) = read_karpathy(tmp_path / "k.json", folder)["train"]
+    assert item.captions == [["l'homme", "seul", "court"]]
+    assert item.boxes == [[(1, (0.0, 0.0, 8.0, 8.0)), (2, (8.0, 8.0, 16.0, 16.0))]]  # "seul" and "court", as written

@@ -228,6 +228,19 @@ def test_meteor_is_asked_for_english_captions_only(monkeypatch):
     assert german["scores"] == {"BLEU-1": 50.0, "CIDEr-D": None}  # one photo: no CIDEr-D (its weights are all 0)
 
 
+def test_typographic_apostrophes_score_as_ascii_ones_without_java(no_java):
+    """Without Java the captions' words are read as training reads them: "aujourd’hui" against a reference's
+    "aujourd'hui" was a miss (BLEU-4 0.01 for a caption equal to its reference); coco-caption's PTB tokenizer reads
+    both alike."""
+    from captioning.commands import caption_scores
+
+    caps = {"a.jpg": "Un chien court aujourd’hui", "b.jpg": "Deux chats dorment"}
+    refs = {"a.jpg": ["Un chien court aujourd'hui ."], "b.jpg": ["Deux chats dorment ."]}
+    scored = caption_scores.scores(caps, refs)
+    assert scored["scores"]["BLEU-4"] == 100.0 and scored["scores"]["ROUGE-L"] == 100.0
+    assert [p["sentence BLEU-4"] for p in scored["per_photo"]] == [100.0, 100.0]
+
+
 def test_references_and_captions_given_on_stdin(capsys, monkeypatch, scenes, no_java):
     """``--references -`` and ``--given-file -`` read stdin as they read the file; with the images' names on stdin
     (``-``) or both on it, one line refuses."""

@@ -128,7 +128,7 @@ def test_learned_positions_refuse_a_longer_given_translation_in_one_line(learned
 
     tr, fits, long = Translator.load(learned), "ma " * 7, "ma " * 8  # 7 tokens and the end: the table's 8 rows
     assert len(tr.read(["mo pe"], fits)[0].probs) == 7
-    said = "8 tokens as the model writes them: with the end more than the 8 positions the model learned"
+    said = "8 tokens as the model writes them: with its end more than the 8 positions the model learned"
     with pytest.raises(ValueError, match=f"^'ma ma .*': {said}"):
         tr.read(["mo pe"], long)
     with pytest.raises(SystemExit) as exc:
@@ -147,11 +147,16 @@ def test_learned_positions_refuse_a_longer_given_translation_in_one_line(learned
     positions = served.extra["positions"]
     assert positions == 8
     check_work([2], {"given": fits}, limits, 512, 7, positions)  # fits: passes
+    # the server's refusals in the Translator's words, word for word: one helper says both
     for options, sources, read, status, said in (
-        ({"given": long}, [2], 8, 413, "given has 8 tokens as the model writes them: with its end more than the 8 "),
-        ({}, [2, 8], None, 413, "sentence 2 has 8 tokens: with its end more than the 8 positions"),
-        ({"max_len": 8}, [2], None, 422, "max_len 8: the model learned 8 positions, room for 7 output tokens"),
+        ({"given": long}, [2], 8, 413, f"given: {tr.length_error(given=8)}"),
+        ({}, [2, 8], None, 413, f"sentence 2: {tr.length_error(8)}"),
+        ({}, [8], None, 413, f"the sentence: {tr.length_error(8)}"),
+        ({"max_len": 8}, [2], None, 422, tr.length_error(max_len=8)),
     ):
         with pytest.raises(ClientError) as refused:
             check_work(sources, options, limits, 512, read, positions)
-        assert refused.value.status == status and refused.value.message.startswith(said)
+        assert refused.value.status == status and refused.value.message == said
+    learned = "with its end more than the 8 positions the model learned (positions: learned)"
+    assert tr.length_error(given=8) == f"8 tokens as the model writes them: {learned}, room for 7"
+    assert tr.length_error(8) == f"8 tokens: {learned}; split it"

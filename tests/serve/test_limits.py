@@ -113,3 +113,21 @@ def test_the_page_is_told_the_language_the_model_reads(text):
     """attention-serve hands it to its page (page.render's source_lang), which tags the text typed and the source
     words with it, for a screen reader's voice (the bundled models read German)."""
     assert text.extra["lang"] == "de"
+
+
+def test_the_learned_positions_refusal_is_checked_without_torch():
+    """The HTTP process refuses a sentence past a learned position table in Translator.length_error's words, through
+    the one helper both call (text_attn.translation.position_limit), and imports no torch to do it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\nfrom attention_serve.limits import ClientError, check_positions\n"
+        "try:\n    check_positions([9], {}, 8, None)\nexcept ClientError as e:\n    print(e.status, e.message)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    root = Path(__file__).parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    said = "the sentence: 9 tokens: with its end more than the 8 positions the model learned (positions: learned)"
+    assert done.stdout.splitlines() == [f"413 {said}; split it", "False"], done.stderr[-2000:]

@@ -68,7 +68,7 @@ SENTENCES = {
         'Un homme en polo bleu tient une pancarte qui dit : "allez quoi...".',
         "L’homme et l'enfant regardent qu'il n'y a personne dans l'eau.",
         "Une fille saute par-dessus la clôture (à côté d'un chien) à 10:30.",
-        "Deux hommes jouent au football américain, l'un d'eux tient le ballon!",
+        "Deux hommes jouent au football américain, l'un d'eux tient le ballon !",  # spaced, as Multi30k's
     ],
     "cs": [
         'Muž v modré košili drží ceduli s nápisem "Stop".',
@@ -79,14 +79,23 @@ SENTENCES = {
 }
 
 
+def test_french_puts_a_space_before_the_marks_its_references_space():
+    """Multi30k's French references write "dit :", "joie !" (train: 57 lines spaced, 5 not): a word model
+    writing French joined them to the word. One space before a run; a time's colon stays inside it."""
+    tokens = 'il dit : " bonjour " ! quoi ? ! non ; à 10 : 30 ? ? ?'.split()
+    assert join_words(tokens, french=True) == 'il dit : "bonjour" ! quoi ?! non ; à 10:30 ???'
+    assert join_words(tokens) == 'il dit: "bonjour"! quoi?! non; à 10:30???'  # every other language as before
+    assert TextCodec("word", target_lang="fr").decode(tokens[:3]) == "il dit :"
+    assert TextCodec("word", target_lang="de").decode(tokens[:3]) == "il dit:"
+
+
 @pytest.mark.parametrize("lang", sorted(SENTENCES))
 def test_a_word_codecs_perfect_output_scores_100(lang):
-    codec = TextCodec("word", lower=True)
+    codec = TextCodec("word", lower=True, target_lang=lang)
     refs = SENTENCES[lang]
     hyps = [codec.decode(codec.encode(r)) for r in refs]
-    assert [h for h, r in zip(hyps, refs, strict=True) if h != " ".join(r.lower().split())] == (
-        ['un homme en polo bleu tient une pancarte qui dit: "allez quoi...".'] if lang == "fr" else []
-    )  # French's space before a colon is the one thing not put back: 13a and chrF do not see it
+    # every sentence given back as written, French's space before its colon included (13a and chrF do not see it)
+    assert [h for h, r in zip(hyps, refs, strict=True) if h != " ".join(r.lower().split())] == []
     scores = text_scores(refs, hyps, lowercase=codec.lowercased)
     assert (scores["sacrebleu"], scores["chrf"], scores["bleu_tok"]) == (pytest.approx(100), pytest.approx(100), 100)
     assert scores["signature"].count("case:lc") == 2  # BLEU's and chrF's
@@ -143,3 +152,23 @@ def test_translate_prints_a_word_models_tokens_joined_and_scores_them_case_insen
     assert "sacreBLEU and chrF case-insensitive: the model writes lowercase" in err
     signatures = next(x for x in err.splitlines() if x.startswith("translate: signatures:"))
     assert signatures.count("case:lc") == 2, signatures
+
+
+def test_a_word_model_trained_to_write_french_keeps_its_language_in_its_file(word_model, tmp_path):
+    """data.tgt_lang fr reaches the model file (``target_lang``), so translate, validation and the server join its
+    output as French is written; a file written before says its pair only in its facts, and is read by them."""
+    root = write_corpus(tmp_path / "c", langs=("en", "fr"))
+    dm = TranslationDataModule(task="pair", root=str(root), src_lang="en", tgt_lang="fr", tokenizer="word")
+    dm.setup("fit")
+    assert dm.codec.target_lang == "fr" and dm.codec.metadata()["target_lang"] == "fr"
+    english = TranslationDataModule(task="pair", root=str(root), src_lang="fr", tgt_lang="en", tokenizer="word")
+    english.setup("fit")
+    assert english.codec.decode(["oui", "!"]) == "oui!"
+    saved = Translator.load(word_model)
+    saved.codec.target_lang = "fr"
+    again = Translator.load(saved.save(tmp_path / "fr.pt"))
+    assert again.codec.target_lang == "fr" and again.codec.decode(["oui", "!"]) == "oui !"
+    before = {"tokenizer": "word", "lower": True, "info": {"training_data": "Multi30k task 1, English -> French"}}
+    assert TextCodec.from_metadata(before).target_lang == "fr"
+    assert TextCodec.from_metadata({**before, "info": {"languages": "French -> German"}}).target_lang == "de"
+    assert TextCodec.from_metadata({"tokenizer": "word"}).target_lang is None

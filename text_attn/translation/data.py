@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -77,6 +77,7 @@ class StartVocabulary:
     def fits(self, dm) -> bool:
         """Whether the data module's tokenizer and vocabularies (a chunk folder's) are the start's."""
         theirs, mine = dm.codec.metadata(), self.codec.metadata()  # a subword model's bytes as a tensor: built once
+        theirs.pop("target_lang", None), mine.pop("target_lang", None)  # how output is joined: no token id moves
         same_codec = theirs.keys() == mine.keys() and all(
             torch.equal(a, mine[k]) if isinstance(a, torch.Tensor) else a == mine[k] for k, a in theirs.items()
         )
@@ -178,6 +179,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 chunks are streamed (translation.streaming; the vocabularies are the ones it stored).
             src_lang: source language code (``de``): task pair's file suffix; for any corpus the language its input
                 check names, recorded with tgt_lang (``en``) as the model's pair (``facts``; none given: none guessed).
+                A word model writing French (tgt_lang ``fr``) puts a space before ; : ! ? (TextCodec.target_lang).
             split_names: ``pair``: file prefixes of the splits, {train: train, val: val, test: test_2016_flickr} by
                 default (Multi30k's), e.g. {test: test_2017_flickr}; names not given keep their default.
             lower: lowercase corpus text (``word`` tokens only: subwords keep case).
@@ -405,6 +407,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                     "its own tokenizer and vocabularies, which differ from the model's; train it on the corpus the "
                     "chunks were made from (its data options, not data.root)"
                 )
+            self._write_target_language()
             return
         if self.hparams.root and self.hparams.task != "pair":
             raise ValueError(
@@ -414,6 +417,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         data = self._load_splits()  # a bad corpus is a TaskError (a ValueError): one line naming the file and line
         if self.codec is None:  # synthetic tasks
             self.codec = self._start.codec if self._start is not None else TextCodec(self.tokenizer, self.hparams.lower)
+        self._write_target_language()
         hp = self.hparams
         train = data["train"]
         if hp.shared_vocab:
@@ -428,6 +432,13 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         for split in ("val", "test"):  # scored as translate reads them: each side from its own vocabulary's tokens
             data[split] = read_by_sides(data[split], self.codec, self.src_vocab, self.tgt_vocab)
         self.splits = {k: PairDataset(v, self.src_vocab, self.tgt_vocab) for k, v in data.items()}
+
+    def _write_target_language(self) -> None:
+        """A word model joins its output as ``data.tgt_lang`` writes text (TextCodec.target_lang: French's space
+        before ; : ! ?); without data.tgt_lang, as its start or chunk folder says."""
+        lang = self.hparams.tgt_lang
+        if lang and self.codec.mode == "word" and self.codec.target_lang != lang:
+            self.codec = replace(self.codec, target_lang=lang)
 
     def unknown_tokens(self, side: str) -> list[str]:
         """The train split's tokens its ``side`` (source, target or shared) vocabulary lacks, most frequent first;

@@ -29,8 +29,8 @@ def tokenize_text(text: str, mode: str, lower: bool = True, split_marks: bool = 
     return tokenize(text, lower=lower, split_marks=split_marks)
 
 
-def detokenize(tokens: Sequence[str], mode: str) -> str:
-    return "".join(tokens).replace(SPACE, " ") if mode == "char" else join_words(tokens)
+def detokenize(tokens: Sequence[str], mode: str, french: bool = False) -> str:
+    return "".join(tokens).replace(SPACE, " ") if mode == "char" else join_words(tokens, french)
 
 
 # How a word model's tokens are joined back into text as people write it (and as sacreBLEU's references are written:
@@ -49,14 +49,18 @@ _ELISIONS = {"l", "d", "qu", "j", "n", "s", "c", "m", "t", "jusqu", "lorsqu", "p
 # a hyphen left hanging beside a conjunction: German's "Ein- und Ausgang", "Teller und -tassen" (de, en, fr, cs)
 _SUSPENDED = {"und", "oder", "bis", "sowie", "and", "or", "et", "ou", "nebo"}
 _BEFORE_COMPOUND = {'"', "”", "“", "’", ")", "]"}  # a hyphen after these joins a compound: „Stop“-Schild
+# French puts a space before these, and Multi30k's French references do (train: 57 lines space one, 5 attach one:
+# English quotes, a time, "???"; val: 1 of 1): 'il dit : "bonjour" !'. One space before a run ("?!", "???").
+_SPACED_IN_FRENCH = {";", ":", "!", "?"}
 
 
-def join_words(tokens: Sequence[str]) -> str:
+def join_words(tokens: Sequence[str], french: bool = False) -> str:
     """A word model's tokens as written text: no space before closing punctuation (. , ! ? ; : ) ] } % and closing
     quotes) or a clitic ("n't", "'s"), none after opening brackets and quotes, an elided French article and an
     apostrophe inside a word attached on both sides, straight quotes paired (the first of a pair opens), the colon of
-    a time (10:30) and a slash (and/or) attached on both sides. ``join_words(tokenize(x)) == x.lower()`` for the
-    lines of Multi30k's val split in de/en/fr/cs, bar French's spaces before ; : ! ? and a few odd lines."""
+    a time (10:30) and a slash (and/or) attached on both sides. ``french``: a space before ; : ! ? (and none inside a
+    run of them), as French text writes them. ``join_words(tokenize(x), french) == x.lower()`` for the lines of
+    Multi30k's val split in de/en/fr/cs (``french`` for fr), bar a few odd lines."""
     tokens = list(tokens)
     n = len(tokens)
     glue = [False] * (n + 1)  # glue[i]: no space between tokens[i - 1] and tokens[i]
@@ -73,7 +77,7 @@ def join_words(tokens: Sequence[str]) -> str:
         if tok == "/" or (tok == ":" and digits(i - 1) and digits(i + 1)):  # "and/or", "10:30"
             glue[i] = glue[i + 1] = True
         elif tok in _CLOSING or tok.lower() in _CLITIC_TOKENS:
-            glue[i] = True
+            glue[i] = not (french and tok in _SPACED_IN_FRENCH and (i == 0 or tokens[i - 1] not in _SPACED_IN_FRENCH))
         elif tok in _OPENING:
             glue[i + 1] = True
             open_low += tok in "„‚"
@@ -118,12 +122,14 @@ def _inside_word(apostrophe: str, before: str, after: str) -> bool:
 class TextCodec:
     """Text <-> tokens for one model: the mode, lowercasing (word and char), the subword model (subword), and for a
     word model trained before 2026-12-02 ``split_marks``: its text tokenized as then, combining marks split off
-    (text_attn.core.vocab.marks_split_off tells such a model by its vocabularies)."""
+    (text_attn.core.vocab.marks_split_off tells such a model by its vocabularies). ``target_lang``: the code of the
+    language a word model writes (``data.tgt_lang``), where its joining differs: French's space before ; : ! ?."""
 
     mode: str = "word"
     lower: bool = True
     subwords: Subwords | None = None
     split_marks: bool = False
+    target_lang: str | None = None
     # side ("source", "target") -> its vocabulary's tokens (:meth:`for_vocabularies`), and what is built from them
     sides: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
     _built: dict = field(default_factory=dict, compare=False, repr=False)
@@ -175,9 +181,9 @@ class TextCodec:
         return self._built["apart", side]
 
     def decode(self, tokens: Sequence[str]) -> str:
-        if self.subwords is not None:
+        if self.subwords is not None:  # SentencePiece gives back the spaces the training text had
             return self.subwords.decode(tokens)
-        return detokenize(tokens, self.mode)
+        return detokenize(tokens, self.mode, self.target_lang == "fr")
 
     @property
     def lowercased(self) -> bool:
@@ -199,19 +205,36 @@ class TextCodec:
         data = {"tokenizer": self.mode, "lower": self.lower, **({"split_marks": True} if self.split_marks else {})}
         if self.subwords is not None:
             data["subword_model"] = self.subwords.to_tensor()  # (N,) uint8: the SentencePiece model's bytes
+        if self.target_lang and self.mode == "word":  # only a word model's joining reads it
+            data["target_lang"] = self.target_lang
         return data
 
     @classmethod
     def from_metadata(cls, data: dict, vocabularies: tuple[Vocabulary, ...] = ()) -> TextCodec:
         """The codec a model file's (or a checkpoint's) metadata names; a word model's files from before 2026-12-02
-        say nothing of ``split_marks``: it is read off its ``vocabularies``."""
+        say nothing of ``split_marks`` (it is read off its ``vocabularies``) nor of ``target_lang`` (read off the
+        language pair its facts name: ``info``'s "languages" or "training_data", "... -> French")."""
         model = data.get("subword_model")
         subwords = Subwords.from_tensor(model) if model is not None else None
         mode = data.get("tokenizer", "word")
         split = data.get("split_marks")
         if split is None:
             split = mode == "word" and marks_split_off(*vocabularies)
-        return cls(mode, bool(data.get("lower", True)), subwords, bool(split))
+        target = data.get("target_lang") or (_named_target(data.get("info")) if mode == "word" else None)
+        return cls(mode, bool(data.get("lower", True)), subwords, bool(split), target)
+
+
+def _named_target(info: object) -> str | None:
+    """The code of the target language a model file's facts name (TranslationDataModule.facts writes the pair as
+    "German -> English"), else None."""
+    from text_attn.translation.source_check import LANGUAGES
+
+    codes = {name: code for code, name in LANGUAGES.items()}
+    for key in ("languages", "training_data"):
+        pair = info.get(key) if isinstance(info, dict) else None
+        if isinstance(pair, str) and " -> " in pair:
+            return codes.get(pair.rsplit(" -> ", 1)[1].strip())
+    return None
 
 
 def read_by_sides(examples: list[Any], codec: TextCodec, source: Vocabulary, target: Vocabulary) -> list[Any]:

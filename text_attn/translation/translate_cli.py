@@ -62,6 +62,7 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
+from text_attn.translation.translate_resume import check_resume, cut_back, skip_done
 from text_attn.translation.translate_streams import (
     StreamFailed,
     Terminated,
@@ -220,6 +221,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout (- : stdout; "
                    "./- for a file named -)")  # fmt: skip
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --output FILE that an interrupted run of the same command wrote: skip the inputs its complete "
+        "lines hold (a last line cut off mid-write is written again) and append the rest, so FILE ends as one run "
+        "writes it; refused beside --html, --plot, --alignments, --references, --n-best, --given(-file) and --demo",
+    )
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
         "--threads",
@@ -277,12 +285,13 @@ def _translate_stream(
     from tqdm.auto import tqdm
 
     # stdin: UTF-8 whatever the locale, gzipped or not; None where a pipe or terminal has sent all it has for now
-    source = args.sentences or stdin_lines()
+    done = getattr(args, "resume_from", 0)  # --resume: the inputs an interrupted run wrote (translate_resume)
+    source = args.sentences[done:] if args.sentences else getattr(args, "stdin_rest", None) or stdin_lines()
     total = len(args.sentences) if args.sentences else None
     size = None if args.sentences else _input_size()  # a regular file on stdin: its bytes, the bar's total (an ETA)
     quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
     bar = tqdm(total=size or total, unit="B" if size else "sent", unit_scale=bool(size), desc="translating",
-               disable=quiet, file=sys.stderr)  # fmt: skip
+               initial=(_bytes_read(size) or 0) if size else done, disable=quiet, file=sys.stderr)  # fmt: skip
     news = None if sys.stderr.isatty() else {"start": time.monotonic()}  # off a terminal: a line a minute
     options = search_options(args)
     progress = {} if progress is None else progress
@@ -379,7 +388,7 @@ def _translate_stream(
             _news(news, progress["done"], None if read is None else read / size)
         chunk.clear()
 
-    n = 0
+    n = seen = done  # a resumed run's inputs keep their numbers: notes, errors and --sample-seed's draws
     for line in source:
         if line is None:  # a pipe or terminal with nothing more for now: what it sent is translated, not held back
             if chunk:
@@ -756,6 +765,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     _check_outputs(args)
     check_given(args)
     check_references(args)
+    check_resume(args)
     model = model_path(args.model)
     if not model.is_file():  # before torch is imported: a mistyped path is said at once
         if model.is_dir():
@@ -852,8 +862,15 @@ def _translate_main(args: argparse.Namespace) -> int:
             report = open_alignment_page(args.html, translator, named)
         except OSError as err:
             fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
+    if args.resume and not args.sentences:  # stdin read past the inputs --output holds, before it is touched
+        try:
+            args.stdin_rest = skip_done(args, stdin_lines())
+        except OSError as err:
+            fail("translate", f"cannot read stdin: {one_line(err)}")
     try:
-        out = open_stream(args.output) if args.output else sys.stdout  # a link, FIFO or device is refused
+        out = open_stream(args.output, append=args.resume) if args.output else sys.stdout  # a link, FIFO: refused
+        if args.resume:
+            cut_back(out, args)
         if args.demo and not args.output:
             out = io.StringIO()  # the demo prints each translation once, below, with its alignment
     except OSError as err:

@@ -329,20 +329,11 @@ class Translator:
     ) -> str | None:
         """What is wrong with a source of ``n_tokens`` tokens, an output cap ``max_len`` (tokens, the end not
         counted) or a translation given to read of ``given`` tokens (it is read with its end) for a model with learned
-        positions (:meth:`position_limit`), in a few words; None: nothing."""
-        most = self.position_limit
-        if most is None:
-            return None
-        if n_tokens is not None and n_tokens + 1 > most:
-            return (f"{n_tokens:,} tokens: with its end more than the {most} positions the model learned "
-                    "(positions: learned); split it")  # fmt: skip
-        if given is not None and given + 1 > most:
-            return (f"{given:,} tokens as the model writes them: with the end more than the {most} positions the model "
-                    f"learned (positions: learned), room for {most - 1}")  # fmt: skip
-        if max_len is not None and max_len + 1 > most:
-            return (f"max_len {max_len}: the model learned {most} positions, room for {most - 1} output tokens and "
-                    "the end (positions: learned)")  # fmt: skip
-        return None
+        positions (:meth:`position_limit`), in a few words; None: nothing. The words attention-serve refuses a
+        request in too (text_attn.translation.position_limit)."""
+        from text_attn.translation.position_limit import position_error
+
+        return position_error(self.position_limit, n_tokens, max_len, given)
 
     @property
     def source_lang(self) -> str | None:
