@@ -324,9 +324,10 @@ def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]]
         report.add(image_section(report.sections + 1, rec, item.get("image")))
 
 
-def _close_html(report, failed: int) -> None:
+def _close_html(report, failed: int, partial: str | None = None) -> None:
+    """The --html page ended; ``partial``: why the run stopped before its last image (the page says so first)."""
     bad = f", {failed} failed" if failed else ""
-    path = report.close(f"{report.sections} image(s){bad}")
+    path = report.close(f"{report.sections} image(s){bad}", partial)
     if path is not None:  # None: the page was given up (its error said so), nothing was written
         print(f"wrote {inert(path)}", file=sys.stderr)
 

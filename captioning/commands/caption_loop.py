@@ -99,7 +99,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     captions: dict[str, str] = {}  # image -> caption, for --references (with --jsonl, FILE is read at the end)
     if workers:
         _drop_handover_noise()
-    stopped, size = None, 0  # size: the batch being captioned; 0 while the loader reads
+    stopped, size, complete = None, 0, False  # size: the batch being captioned; 0 while the loader reads
     try:
         for items in loader:
             size = len(items)
@@ -133,6 +133,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             far += sum(bool(rec["out_of_domain"]) for rec in batch)
             bar.update(len(items))
             size = 0
+        complete = True
     except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
         # The loader's workers already stopped as this unwound; a broken handover's thread traceback is dropped by
         # the hook _drop_handover_noise set before the loop (a thread's error never reaches sys.excepthook).
@@ -147,7 +148,11 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             close_quietly(out)
         if report is not None:
             try:
-                _close_html(report, failed)
+                # a run that stopped early (Ctrl-C, an error, an output that failed): the page of the images
+                # captioned, whole, saying it is partial
+                why = "the run was interrupted" if interrupted else "the run stopped on an error"
+                partial = None if complete else f"{why} after {finished} image(s); the images after them are not here"
+                _close_html(report, failed, partial)
             except OSError as err:
                 print(f"caption: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
     if stopped is not None:

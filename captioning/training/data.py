@@ -353,6 +353,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     # --- loading ------------------------------------------------------------------------------------------------------
     def _load(self) -> dict[str, CaptionSplit]:
         hp = self.hparams
+        if hp.val_size == 0:  # every source, the shapes too, before any is read: not "no val images" of one with some
+            raise CaptionDataError("data.val_size is 0: nothing to validate on")
         if hp.source == "shapes":
             out = {}
             for k, split in enumerate(SPLITS):
@@ -402,8 +404,6 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             items["train"] = items["train"][: hp.train_size] if hp.train_size else items["train"]
         if hp.source in ("folder", "karpathy"):  # your own captions, as written: German nouns keep their capitals
             self.casing = written_casing(items["train"])
-        if hp.val_size == 0:  # as setup says of test_size 0: not "no val images" of a source that holds them
-            raise CaptionDataError("data.val_size is 0: nothing to validate on")
         for split in ("train", "val"):
             if not items[split]:
                 raise CaptionDataError(f"{hp.root or hp.karpathy_json or hp.captions_tsv}: no {split} images")

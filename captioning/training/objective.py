@@ -157,6 +157,9 @@ OBJECTIVE_OPTIONS = tuple(
 )
 
 
+SCST_STATS = ("reward", "baseline", "advantage")  # what an SCST step logs beside its loss, each as train_<name>
+
+
 class ObjectiveResult(NamedTuple):
     loss: Tensor  # () what the step minimises
     logs: dict[str, Tensor]  # what to log, by name (train_loss, train_ce, ...)
@@ -183,6 +186,22 @@ class CaptionObjective(nn.Module):
     def collapse_monitor(self) -> CollapseMonitor:
         """The hard-attention collapse watch (its state goes into checkpoints beside the module's weights)."""
         return self._collapse
+
+    def training_logs(self) -> frozenset[str]:
+        """The names :meth:`training_loss` may log under these options: a monitored metric is checked against them
+        before a fit (text_attn.core.lightning_parts.MonitorCheck). tests/captioning/test_objective.py holds each
+        kind of step's logs to them."""
+        cfg = self.cfg
+        if cfg.scst:
+            names = {"train_loss", *(f"train_{key}" for key in SCST_STATS)}
+        else:
+            names = {"train_loss", "train_ce", "train_ds"}
+            if self.hard:  # _after_hard_step's; the moving baseline only where the reward is the caption's
+                names |= {"train_reinforce", "train_entropy", "train_reward"}
+                names |= {"baseline"} if cfg.rl_reward == "caption" else set()
+        if cfg.attn_sup_lambda > 0:
+            names.add("train_attn_sup")
+        return frozenset(names)
 
     def use_references(self, train_references: list[list[list[str]]]) -> None:
         """SCST's reward: CIDEr-D with document frequencies from these (per training image, its token lists), plus
@@ -287,7 +306,7 @@ class CaptionObjective(nn.Module):
             loss = loss + cfg.attn_sup_lambda * parts["attn_sup"]
             logs = {"train_attn_sup": parts["attn_sup"], "train_loss": loss}
         check_finite(loss, step)
-        logs.update({f"train_{key}": stats[key] for key in ("reward", "baseline", "advantage")})
+        logs.update({f"train_{key}": stats[key] for key in SCST_STATS})
         return ObjectiveResult(loss, logs, None)
 
     def _after_hard_step(self, parts: dict[str, Tensor], logs: dict[str, Tensor], num_regions: int, step: int):

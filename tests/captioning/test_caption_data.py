@@ -20,6 +20,15 @@ IMAGES = FIX / "images"
 PRE = Preprocess(image_size=32, crop=False)
 
 
+def test_shapes_with_val_size_0_is_refused_as_the_other_sources_are():
+    """data.val_size 0 on the synthetic shapes made an empty val split and went on to fit (a fit with nothing to
+    validate, its monitored metric never logged); flickr8k, karpathy and folder refuse it by name."""
+    dm = CaptionDataModule(source="shapes", val_size=0, train_size=4, test_size=2, scene_size=64)
+    with pytest.raises(CaptionDataError, match="^data.val_size is 0: nothing to validate on$"):
+        dm.setup("fit")
+    assert dm.splits == {}  # refused before a scene was drawn
+
+
 # --- readers ---------------------------------------------------------------------------------------------------------
 def test_karpathy_reader_splits_tokens_and_counted_skip(capsys):
     splits = read_karpathy(CAPS / "karpathy.json", IMAGES)

@@ -129,3 +129,26 @@ def test_a_frozen_stage_started_from_the_fine_tuned_model_still_says_so(run, mon
     (ckpt,) = Path("stage2").rglob("*.ckpt")
     assert export_main([str(ckpt), "stage2/exported.pt"]) == 0
     assert Captioner.load("stage2/exported.pt").fine_tuned == "last"
+
+
+@pytest.mark.parametrize("options", [["--model.encoder.fine_tune", "all"], ["--data.cache_features", "false"]],
+                         ids=["fine_tune-all", "no-feature-cache"])  # fmt: skip
+def test_an_encoder_that_read_the_photos_whole_still_gets_a_feature_check(options, tmp_path, monkeypatch, capsys):
+    """fine_tune all (and any run without the feature cache) stored neither features nor frozen maps: its model file
+    held the pixel rules alone, and caption never said a photo was unlike the training ones. The photos themselves
+    (up to 500 of train and of val) go through the exported encoder once, at export, and a line says what it cost."""
+    monkeypatch.chdir(tmp_path)
+    cli = caption_train_cli(["fit", "--config", CONFIG, "--trainer.limit_val_batches", "0", "--data.val_size", "20",
+                             *options, "--model.export_path", "model.pt"])  # fmt: skip
+    check = Captioner.load(tmp_path / "model.pt").domain_check
+    assert check is not None and "prototypes" in check and "photos" not in check  # shapes: no pixel rules
+    model, dm = cli.model.model.eval(), cli.datamodule
+    with torch.no_grad():
+        feats = [model.encode(torch.stack([prepared(im, dm.preprocess) for im in dm.splits[s].images]))
+                 for s in ("train", "val")]  # fmt: skip
+    mine = domain_check(*feats)
+    torch.testing.assert_close(check["prototypes"].float(), mine["prototypes"].float(), atol=2e-3, rtol=0)
+    assert check["threshold"] == pytest.approx(mine["threshold"], abs=2e-3)
+    said = [line for line in capsys.readouterr().err.splitlines() if "domain check" in line]
+    assert len(said) == 1 and said[0].startswith("caption-train: the domain check (caption's note on photos unlike the "
+                                                 "training ones): 52 train and val photos encoded in ")  # fmt: skip

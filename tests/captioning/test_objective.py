@@ -140,6 +140,7 @@ def test_a_soft_step_is_cross_entropy_plus_the_penalty_and_supervision():
     sup = attention_supervision_loss(out.alphas, batch["attn_targets"], batch["attn_targets_mask"])
     assert float(loss) == pytest.approx(float(ce_ds + 2.0 * sup), rel=1e-5)
     assert set(logs) == {"train_loss", "train_ce", "train_ds", "train_attn_sup"} and warning is None
+    assert objective.training_logs() == set(logs)  # what a monitored metric is checked against before a fit
     assert float(logs["train_ce"]) == pytest.approx(float(parts["ce"]), rel=1e-5)
 
 
@@ -187,6 +188,7 @@ def test_a_hard_step_follows_eq_12_and_moves_the_baseline():
     expected, parts = hard_attention_loss(out, batch["targets"], vocab.pad_id, None, rl_lambda=0.5)
     assert float(loss) == pytest.approx(float(expected), rel=1e-5)
     assert {"train_reinforce", "train_entropy", "train_reward", "baseline"} <= set(logs)
+    assert objective.training_logs() == set(logs)
     assert int(objective.baseline.updates) == 1
     assert float(objective.baseline.value) == pytest.approx(float(parts["reward"].mean()), rel=1e-5)
     model.eval()  # evaluation: plain cross-entropy, no baseline move
@@ -209,6 +211,7 @@ def test_the_hard_baseline_is_logged_only_once_set_and_only_where_used():
     word = CaptionObjective(ObjectiveConfig(ds_lambda=0.0, rl_reward="word"), hard=True)
     for step in range(2):
         assert "baseline" not in word.training_loss(model, vocab, features, batch, step=step).logs
+    assert objective.training_logs() == set(sampled) and word.training_logs() == set(sampled) - {"baseline"}
 
 
 def test_the_collapse_watch_state_round_trips_and_an_older_checkpoint_leaves_it_as_it_is():
@@ -233,6 +236,7 @@ def test_an_scst_step_needs_the_training_references_and_logs_its_reward():
     objective.use_references([r for r in batch["references"]])
     loss, logs, _ = objective.training_loss(model, vocab, features, batch, step=0)
     assert loss.requires_grad and set(logs) == {"train_loss", "train_reward", "train_baseline", "train_advantage"}
+    assert objective.training_logs() == set(logs)
     assert float(logs["train_advantage"]) == pytest.approx(
         float(logs["train_reward"]) - float(logs["train_baseline"]), abs=1e-6
     )

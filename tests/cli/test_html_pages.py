@@ -550,6 +550,46 @@ def test_a_right_to_left_caption_reads_right_to_left_on_the_page(browser, tmp_pa
 
 
 # --- to a screen reader and the keyboard alone ----------------------------------------------------------------------
+def test_a_caption_run_stopped_midway_keeps_a_whole_page_that_says_first_it_is_partial(
+    browser, caption_page, scenes, tmp_path, monkeypatch
+):
+    """caption --html stopped by Ctrl-C (or an error) after its first batch: the page of what was captioned was closed
+    like a finished one, nothing saying that the photos after them were missing. It still replaces the old page
+    (whole: its sections are), and says first, in the header, that it is partial; a finished page says nothing."""
+    from captioning.commands import caption_loop
+
+    page = tmp_path / "report.html"
+    page.write_text("<html>the old page</html>")
+    real, calls = caption_loop.caption_batch, []
+
+    def second_is_interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(caption_loop, "caption_batch", second_is_interrupted)
+    with pytest.raises(SystemExit) as exc:
+        caption_main(
+            [*map(str, scenes), "--html", str(page), "--batch-size", "1", "--model", "shapes", "--workers", "0"]
+        )
+    assert exc.value.code == 130 and sorted(tmp_path.iterdir()) == [page]  # no temporary file left
+    assert len(sections(page)) == 1 and page.read_text().rstrip().endswith("</html>")
+    b = browser
+    b.open(page)
+    (note,) = accessible(b.page, "header .partial")  # moved into the sticky header: seen first
+    assert note["role"] == "note" and not note["ignored"]
+    said = b.eval("document.querySelector('header .partial').textContent")
+    assert said == "Partial page: the run was interrupted after 1 image(s); the images after them are not here"
+    colours = b.eval(
+        "(() => { const s = getComputedStyle(document.querySelector('header .partial'));"
+        " return [s.color, getComputedStyle(document.querySelector('header')).backgroundColor]; })()"
+    )
+    assert contrast(*colours) >= 4.5 and b.errors == []
+    b.open(caption_page)  # a run that ended (a photo of it missing: an error of its own, in its place): no note
+    assert b.eval("document.querySelectorAll('.partial').length") == 0 and b.errors == []
+
+
 def test_caption_page_to_a_screen_reader_and_the_keyboard(browser, caption_page, tmp_path):
     """The audit's findings on the caption page: a canvas with no text alternative, ◀ / ▶ buttons, an info line no
     one is told of, no visible focus, the mouse taking the arrow keys from the focused section, and a sticky header

@@ -102,6 +102,37 @@ def test_a_mistyped_monitor_is_one_line_before_anything_acts_on_it(sanity, cli_r
     assert "val_bleu" in err[0] and ("sanity check" in err[0]) == bool(sanity)
 
 
+@pytest.mark.parametrize("callback, name", [("ModelCheckpoint", "train_loss_typo"), ("EarlyStopping", "loss")])
+def test_a_monitor_no_training_step_logs_is_one_line_before_training(callback, name, cli_run_in_tmp, capsys):
+    """Only val* monitors were checked: ModelCheckpoint(monitor='train_loss_typo') trained an epoch and then ended the
+    run at its first save, EarlyStopping(monitor='loss') at its first check. Every other name is checked as the fit
+    starts against what the module's training step logs (its objective's names)."""
+    args = [
+        f"--trainer.callbacks+={callback}",
+        f"--trainer.callbacks.monitor={name}",
+        "--trainer.enable_checkpointing=true",
+    ]
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", str(FIX / "text" / "tiny_reorder.yaml"), *args])
+    err = capsys.readouterr().err.splitlines()
+    assert exc.value.code == 2 and not any("step 1 of" in line for line in err), err  # not one step trained
+    assert err[-1] == (f"text-train: error: trainer.callbacks: {callback}(monitor={name!r}): this run logs no such "
+                       "metric (its training: train_loss, epoch, step; its validation: val_* names, such as val_loss); "
+                       "said before training, nothing was saved")  # fmt: skip
+
+
+def test_the_names_a_training_step_logs_and_lightnings_own_are_monitored_as_before(cli_run_in_tmp, capsys):
+    args = ["--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.monitor=train_loss"]
+    args += ["--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.monitor=step", "--trainer.callbacks.mode=max"]
+    args += ["--trainer.callbacks+=LearningRateMonitor", "--trainer.callbacks+=EarlyStopping"]
+    args += ["--trainer.callbacks.monitor=lr-Adam", "--trainer.callbacks.patience=9"]
+    cli = text_train_cli(["fit", "--config", str(FIX / "text" / "tiny_reorder.yaml"), *args, "--trainer.logger=true",
+                          "--trainer.log_every_n_steps=1", "--trainer.enable_checkpointing=true"])  # fmt: skip
+    assert cli.trainer.global_step == 6
+    best = [cb.best_model_path for cb in cli.trainer.checkpoint_callbacks if cb.monitor]
+    assert len(best) == 2 and all(Path(p).is_file() for p in best)
+
+
 def test_the_trainer_the_cli_builds_pickles_for_ddp_spawn(cli_run_in_tmp):
     """ddp_spawn pickles the trainer into its processes: the CLI's checkpoint writer, config saver and default CSV
     logger were classes made inside functions ("Can't pickle local object ...AtomicCheckpointIO")."""

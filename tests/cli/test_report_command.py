@@ -4,11 +4,15 @@ back: tests/core/test_run_report.py.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers.run_logs import write_run
 from PIL import Image
 
 from captioning.commands.train import train_main as caption_train
+from text_attn.core.log_record import record_logs
+from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.train_cli import train_main as text_train
 
 
@@ -74,3 +78,33 @@ def test_a_fit_that_has_logged_nothing_yet_is_said_in_one_line(tmp_path, capsys)
         f"text-train report: error: {new}: no metrics logged yet (a fit logs every 5 steps: trainer.log_every_n_steps)"
     )
     assert (exc.value.code, capsys.readouterr().err) == (2, said + "\n")
+
+
+def test_a_run_whose_logger_writes_elsewhere_is_reported_from_its_run_folder(tmp_path, monkeypatch, capsys):
+    """A fit with --trainer.logger a CSVLogger (or TensorBoardLogger) whose save_dir is another folder wrote its logs,
+    its config.yaml and its checkpoints there and nothing into its default_root_dir: `report RUN_DIR` said "is not a
+    folder". The run folder records the logger's folder (logs.yaml), and report finds the logs through it."""
+    monkeypatch.chdir(tmp_path)
+    fixture = Path(__file__).parent.parent / "fixtures" / "text" / "tiny_reorder.yaml"
+    text_train_cli(["fit", "--config", str(fixture), "--trainer.default_root_dir", "run", "--model.export_path", "m.pt",
+                    "--trainer.logger", "CSVLogger", "--trainer.logger.save_dir", "elsewhere"])  # fmt: skip
+    logs = (tmp_path / "elsewhere" / "lightning_logs" / "version_0").resolve()
+    assert not (tmp_path / "run" / "lightning_logs").exists()  # nothing of the logs in the run folder itself
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        text_train(["report", "run"])
+    printed, err = capsys.readouterr()
+    assert exc.value.code == 0, err
+    assert printed == f"{logs}: logged to step 6, 1 validation; best BLEU-4 {printed.split()[-4]} at step 6\n"
+    assert err == "wrote run/report.png\n" and (tmp_path / "run" / "report.png").stat().st_size > 0
+
+
+def test_logs_that_left_the_recorded_folder_are_one_line_naming_it(tmp_path, capsys):
+    record_logs(tmp_path / "run", [tmp_path / "gone" / "version_0"])  # recorded, then moved away
+    with pytest.raises(SystemExit) as exc:
+        caption_train(["report", str(tmp_path / "run")])
+    err = capsys.readouterr().err.splitlines()
+    assert exc.value.code == 2 and len(err) == 1
+    assert err[0] == (f"caption-train report: error: {tmp_path / 'run'} holds no training logs, and the folders its "
+                      f"logs.yaml records hold none either (moved or removed?): {tmp_path / 'gone' / 'version_0'}; "
+                      "give the logger's folder (its save_dir) as RUN_DIR")  # fmt: skip

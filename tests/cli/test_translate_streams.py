@@ -145,13 +145,63 @@ class _DiskFull(io.StringIO):
 def test_an_output_file_that_fails_is_named_alone(model_file, tmp_path, monkeypatch, capsys):
     links = tmp_path / "a.txt"
     real = translate_cli.open_stream
-    monkeypatch.setattr(translate_cli, "open_stream", lambda path, *a: _DiskFull() if path == str(links) else
-                        real(path, *a))  # fmt: skip
+    monkeypatch.setattr(translate_cli, "open_stream", lambda path, *a, **k: _DiskFull() if path == str(links) else
+                        real(path, *a, **k))  # fmt: skip
     code, _, err = _run(model_file, capsys, monkeypatch, b"Ein Hund.\n", "--alignments", links, "--html",
                         tmp_path / "p.html")  # fmt: skip
     assert code == 2  # not "cannot write --html p.html / --alignments a.txt": the page was fine
     assert err.splitlines()[-1] == f"translate: error: cannot write --alignments {links}: [Errno 28] No space left " \
         "on device"  # fmt: skip
+
+
+class _FullAfterOne(io.StringIO):
+    """An --output file whose disk fills after the first batch."""
+
+    def write(self, text: str) -> int:
+        if self.getvalue():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(text)
+
+
+def test_an_output_that_fails_midway_leaves_a_whole_page_that_says_it_is_partial(model_file, tmp_path, monkeypatch,
+                                                                                  capsys):  # fmt: skip
+    """--output failing mid-run gave the --html page up unclosed: no page (the old one kept) and its temporary file
+    left in the folder until the process ended. The page of the sentences written is closed, whole, with a note that
+    the run stopped; the note is a page element of its own (role note), which a finished page lacks."""
+    from html.parser import HTMLParser
+
+    page, out = tmp_path / "p.html", tmp_path / "out.txt"
+    page.write_text("<html>the old page</html>")
+    real = translate_cli.open_stream
+    monkeypatch.setattr(translate_cli, "open_stream", lambda path, *a, **k: _FullAfterOne() if path == str(out) else
+                        real(path, *a, **k))  # fmt: skip
+
+    def notes(path) -> list[tuple[dict, str]]:
+        found = []
+
+        class Notes(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                if ("role", "note") in attrs:
+                    found.append((dict(attrs), ""))
+
+            def handle_data(self, data):
+                if found and not found[-1][1]:
+                    found[-1] = (found[-1][0], data)
+
+        Notes().feed(path.read_text(encoding="utf-8"))
+        return found
+
+    code, _, err = _run(model_file, capsys, monkeypatch, ("\n".join(LINES) + "\n").encode(), "--batch-size", "2",
+                        "--output", out, "--html", page)  # fmt: skip
+    assert code == 2 and err.splitlines()[-1].startswith(f"translate: error: cannot write --output {out}: [Errno 28]")
+    assert f"wrote {page}" in err and list(tmp_path.iterdir()) == [page]  # no temporary file left (out: a StringIO)
+    text = page.read_text(encoding="utf-8")
+    assert text.count('<section class="item') == 2 and text.rstrip().endswith("</html>")
+    assert notes(page) == [({"class": "partial", "role": "note"}, "Partial page: the run stopped on an error after 2 "
+                            "sentence(s); the sentences after them are not here")]  # fmt: skip
+    monkeypatch.setattr(translate_cli, "open_stream", real)
+    code, _, _ = _run(model_file, capsys, monkeypatch, ("\n".join(LINES) + "\n").encode(), "--html", page)
+    assert code == 0 and notes(page) == [] and page.read_text(encoding="utf-8").count('<section class="item') == 4
 
 
 def test_unknown_words_are_one_note_naming_the_first_ten(model_file, capsys, monkeypatch):

@@ -205,3 +205,28 @@ def test_reinforcement_learnings_reward_and_baseline_are_drawn_beside_the_surrog
         "REINFORCE term": ([5, 10], [0.3, -0.2]),
     }
     assert list(_drawn(figure, "loss")) == ["train loss"]  # a real loss here
+
+
+def test_a_logger_folder_outside_the_run_folder_is_recorded_newest_last(tmp_path):
+    """RUN_DIR/logs.yaml (text_attn.core.log_record): the folders a logger wrote outside RUN_DIR/lightning_logs/, as
+    paths from RUN_DIR, newest first when read; the default loggers' own folder is not recorded, and a logs.yaml of
+    the user's is never overwritten."""
+    from text_attn.core.log_record import record_logs, recorded
+
+    run, a, b = tmp_path / "run", tmp_path / "logs" / "version_0", tmp_path / "logs" / "version_1"
+    a.mkdir(parents=True)
+    assert record_logs(run, [run / "lightning_logs" / "version_0"]) is None and not run.exists()
+    record_logs(run, [a])
+    record_logs(run, [b])
+    record_logs(run, [a])  # recorded again (a validate of it): the newest again
+    assert recorded(run) == [a, b]
+    assert (run / "logs.yaml").read_text().splitlines()[1:] == ['- "../logs/version_1"', '- "../logs/version_0"']
+    (tmp_path / "new").mkdir()  # the run folder moved with its logs: still found
+    for name in ("run", "logs"):
+        (tmp_path / name).rename(tmp_path / "new" / name)
+    assert recorded(tmp_path / "new" / "run") == [tmp_path / "new" / "logs" / "version_0", tmp_path / "new" / "logs" /
+                                                  "version_1"]  # fmt: skip
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "logs.yaml").write_text("mine: true\n")
+    assert record_logs(tmp_path / "other", [a]) is None and recorded(tmp_path / "other") == []
+    assert (tmp_path / "other" / "logs.yaml").read_text() == "mine: true\n"

@@ -82,6 +82,17 @@ def _trainer(steps: int, root) -> pl.Trainer:
     )
 
 
+@pytest.mark.parametrize("objective", [{}, {"attn_sup_lambda": 0.5}, {"scst": True, "scst_samples": 2},
+                                       {"scst": True, "scst_samples": 2, "attn_sup_lambda": 0.5}])  # fmt: skip
+def test_the_names_a_training_step_logs_are_the_ones_it_declares(objective):
+    """training_logs(): what a monitored metric that is no validation's is checked against before a fit
+    (lightning_parts.MonitorCheck); each kind of step logs exactly those."""
+    module = _built(objective=objective)
+    v = module.tgt_vocab
+    logs = module.objective.training_loss(module.net, _batch(module), v.bos_id, v.eos_id, v.pad_id).logs
+    assert module.training_logs() == set(logs) and "train_loss" in logs
+
+
 # --- attention supervision -------------------------------------------------------------------------------------------
 def test_the_supervision_term_is_in_the_loss():
     module = _built(objective={"attn_sup_lambda": 0.5})

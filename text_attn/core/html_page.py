@@ -59,6 +59,8 @@ section.item h2 { font-size: 13px; font-weight: 600; margin: 0 0 8px; color: var
 .hint { color: var(--muted); font-size: 12px; }
 button, select { font: inherit; font-size: 13px; }
 kbd { border: 1px solid var(--line); border-radius: 3px; padding: 0 3px; font-size: 11px; }
+/* a page its run did not finish (HtmlPage.close's partial): the note, moved into the header by CORE_JS; 7.3:1 */
+.partial { flex-basis: 100%; margin: 0; color: #9a3412; font-weight: 600; }
 /* a narrow window or a page zoomed in (320 px wide at 400%): a sticky header covered most of what is left */
 @media (max-width: 600px), (max-height: 500px) { header { position: static; } }
 """
@@ -101,6 +103,11 @@ const Report = {
     secs.forEach((s) => io.observe(s));
   },
 };
+// A partial page's note (HtmlPage.close) is written last, in the footer: shown in the sticky header instead, first.
+document.addEventListener("DOMContentLoaded", () => {
+  const note = document.querySelector("footer .partial"), header = document.querySelector("header");
+  if (note && header) header.append(note);
+});
 // The arrow keys step the section that holds the keyboard's focus, else the active (last hovered) one: the mouse
 // resting on another section no longer takes the keys from the focused one. ArrowUp / ArrowDown switch a section's
 // rows (sec.rows: the translate page's source and output words), only with the focus in it: for a section merely
@@ -157,8 +164,9 @@ class HtmlPage:
     folders are created). Family code passes its own CSS and JS; its JS calls ``Report.lazy(render)``.
 
     The page grows in a fresh temporary file beside ``path`` (safe_files.atomic_output) that becomes ``path`` on
-    :meth:`close` (an interrupted run's page too: closed with what it holds). A write that fails (a full disk) removes
-    it and re-raises: ``path``'s old page stays whole instead of being cut off mid-picture."""
+    :meth:`close` (an interrupted run's page too: closed with what it holds and a note saying it is partial). A write
+    that fails (a full disk) removes it and re-raises: ``path``'s old page stays whole instead of being cut off
+    mid-picture."""
 
     def __init__(self, path: str | Path | None, title: str, *, header: str = "", css: str = "", js: str = ""):
         """``path`` None: the page is kept in memory (:meth:`text`), for Jupyter (:func:`notebook_frame`)."""
@@ -206,9 +214,13 @@ class HtmlPage:
             self._stack = None
             self.path = None  # nothing was written there
 
-    def close(self, footer: str = "") -> Path | None:
+    def close(self, footer: str = "", partial: str | None = None) -> Path | None:
+        """End the page and put it at ``path`` (its path; None where it was given up). ``partial``: why the run did
+        not finish it (interrupted, an error), said in a note the page shows first (plain text: escaped here); the
+        sections written are whole, so the page is kept rather than lost with the run."""
         if not self._out.closed:
-            self._write(f"</main>\n<footer>{footer}</footer>\n</body>\n</html>\n")
+            note = f'<p class="partial" role="note">Partial page: {escape(partial)}</p>' if partial else ""
+            self._write(f"</main>\n<footer>{note}{footer}</footer>\n</body>\n</html>\n")
             if self.path is None:
                 self._text = self._out.getvalue()
             try:

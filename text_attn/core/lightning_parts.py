@@ -3,10 +3,11 @@ level, not in the function that builds the CLI: a strategy that starts its proce
 (``ddp_spawn``) sends them by name (classes made inside a function cannot be pickled).
 
 - :class:`AtomicCheckpointIO`: checkpoints written whole, and read as tensors and plain values only;
-- :class:`SafeSaveConfig`: the run's config.yaml written through ``safe_files``;
+- :class:`SafeSaveConfig`: the run's config.yaml written through ``safe_files``, and where a logger writes outside the
+  run folder, that folder recorded in it (``log_record``);
 - :class:`BesideBoard`: the default loggers' metrics.csv, in the TensorBoard logger's version folder;
 - :class:`BuiltModuleSWA`: Lightning's StochasticWeightAveraging for modules that build their network in ``setup``;
-- :class:`MonitorCheck`: a monitored metric no validation logs (a typo) said in one line before anything acts on it;
+- :class:`MonitorCheck`: a monitored metric the run never logs (a typo) said in one line before anything acts on it;
 - :class:`GiveBackOnException`: what a run took from the process given back where it raised or was interrupted (the
   families' modules add it, ``training.RunState.configure_callbacks``);
 - :class:`FitStartCheck`: the module's checks of a fit that depend on whether it resumes (added the same way).
@@ -24,12 +25,19 @@ from typing import Any
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning_fabric.utilities.exceptions import MisconfigurationException
-from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint, StochasticWeightAveraging
+from pytorch_lightning.callbacks import (
+    Callback,
+    EarlyStopping,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    StochasticWeightAveraging,
+)
 from pytorch_lightning.cli import SaveConfigCallback
 from pytorch_lightning.loggers import CSVLogger
 from torch import nn
 
 from text_attn.core.errors import WriteError, one_line
+from text_attn.core.log_record import RECORD, record_logs
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
 from text_attn.core.safe_files import atomic_output, write_text
 
@@ -96,9 +104,21 @@ class SafeSaveConfig(SaveConfigCallback):
             except OSError as err:
                 raise WriteError(f"cannot write {path}: {one_line(err)}") from None
         if trainer.is_global_zero:
+            self._record_logs(trainer)
             self.save_config(trainer, pl_module, stage)
             self.already_saved = True
         self.already_saved = trainer.strategy.broadcast(self.already_saved)
+
+    def _record_logs(self, trainer) -> None:
+        """A logger's folder outside the run folder (``trainer.default_root_dir`` as the config gives it; none: no
+        run folder) recorded in ``RUN_DIR/logs.yaml``, for ``report RUN_DIR`` (text_attn.core.log_record)."""
+        root = self.config.get("trainer.default_root_dir") if hasattr(self.config, "get") else None
+        folders = [d for logger in trainer.loggers if (d := getattr(logger, "log_dir", None))]
+        if root and folders:
+            try:
+                record_logs(root, folders)
+            except OSError as err:
+                raise WriteError(f"cannot write {Path(root) / RECORD}: {one_line(err)}") from None
 
 
 class BesideBoard(CSVLogger):
@@ -178,15 +198,37 @@ def _norms_that_train(module: nn.Module) -> list[nn.Module]:
 
 
 class MonitorCheck(Callback):
-    """The validation metric (``val*``) each EarlyStopping and ModelCheckpoint monitors, checked against what the
-    run's validation logs as soon as one has run: at the sanity check's end (before training), else at the end of
-    the fit's first validation, before those callbacks act on it (the CLI puts this one first). A name no validation
-    logs (``val_blue``) ends the run in one line naming the callback and the names logged, nothing saved: Lightning's
-    EarlyStopping ended it in a 65-line traceback there. Other names (a training metric: some are logged only at an
-    epoch's end, after its validation) are left to Lightning, as is an EarlyStopping with ``strict: false``."""
+    """The metric each EarlyStopping and ModelCheckpoint monitors, checked before it can cost a run (the CLI puts this
+    callback first, before those that act on a monitored metric). A name no such run logs ends it in one line naming
+    the callback and the names it does log, nothing saved: Lightning's EarlyStopping ended it in a 65-line traceback
+    at the first validation, and its ModelCheckpoint a training metric's typo (``train_loss_typo``, ``loss``) only
+    when it first saved, an epoch in.
+
+    - a validation metric (``val*``): against what the run's validation logs as soon as one has run: at the sanity
+      check's end (before training), else at the end of the fit's first validation;
+    - any other name: as the fit starts (before the feature cache encodes a photo), against the names the module's
+      training step may log (its ``training_logs()``: the objective's, under its options), Lightning's own
+      ``epoch`` and ``step``, and, with a LearningRateMonitor, its ``lr-*``. Where the config adds a callback of its
+      own (neither Lightning's nor the toolkit's), which may log names of its own, those are left to Lightning."""
 
     def __init__(self) -> None:
         self._checked = False
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        training_logs = getattr(pl_module, "training_logs", None)
+        if training_logs is None or any(not type(cb).__module__.startswith(_KNOWN_LOGGERS) for cb in trainer.callbacks):
+            return
+        known = sorted(training_logs()) + ["epoch", "step"]  # Lightning's ModelCheckpoint offers epoch and step
+        rates = any(isinstance(cb, LearningRateMonitor) for cb in trainer.callbacks)
+        for callback, name in _monitored(trainer):
+            if name.startswith("val") or name in known or (rates and name.startswith("lr-")):
+                continue
+            what = f"{', '.join(known)}" + (", lr-* (LearningRateMonitor)" if rates else "")
+            raise MisconfigurationException(
+                f"trainer.callbacks: {type(callback).__name__}(monitor={name!r}): this run logs no such metric (its "
+                f"training: {what}; its validation: val_* names, such as val_loss); said before training, nothing "
+                "was saved"
+            )
 
     def on_sanity_check_end(self, trainer, pl_module) -> None:
         self._check(trainer, "sanity check")
@@ -198,16 +240,22 @@ class MonitorCheck(Callback):
     def _check(self, trainer, when: str) -> None:
         self._checked = True
         logged = [k for k in trainer.callback_metrics if k.startswith("val")]
-        for callback in trainer.callbacks:
-            strict = getattr(callback, "strict", True)  # EarlyStopping(strict=False) only warns
-            if not isinstance(callback, (EarlyStopping, ModelCheckpoint)) or not strict:
-                continue
-            name = callback.monitor
-            if name and name.startswith("val") and name not in logged:
+        for callback, name in _monitored(trainer):
+            if name.startswith("val") and name not in logged:
                 raise MisconfigurationException(
                     f"trainer.callbacks: {type(callback).__name__}(monitor={name!r}): no validation logs such a metric "
                     f"(the run's: {', '.join(logged) or 'none'}); said at the {when}, nothing was saved"
                 )
+
+
+_KNOWN_LOGGERS = ("pytorch_lightning.", "lightning.", "text_attn.", "captioning.")  # callbacks whose logs are known
+
+
+def _monitored(trainer) -> list[tuple[Callback, str]]:
+    """(callback, metric) of each EarlyStopping and ModelCheckpoint that monitors one and stops the run where it is
+    missing (an EarlyStopping with ``strict: false`` only warns: left to Lightning)."""
+    return [(cb, cb.monitor) for cb in trainer.callbacks if isinstance(cb, (EarlyStopping, ModelCheckpoint))
+            and getattr(cb, "strict", True) and cb.monitor]  # fmt: skip
 
 
 class GiveBackOnException(Callback):

@@ -4,7 +4,8 @@
 It reads what the default logger wrote (text_attn.core.lightning_cli.default_loggers) in
 ``RUN_DIR/lightning_logs/version_N/``: ``metrics.csv``, or, without one, the TensorBoard event files there. RUN_DIR
 is the run's ``trainer.default_root_dir`` (its newest version with training steps is read, with the versions it
-was resumed from: :func:`resumed_chain`), its ``lightning_logs`` folder, or one ``version_N`` folder. The panels,
+was resumed from: :func:`resumed_chain`), its ``lightning_logs`` folder, or one ``version_N`` folder; a logger's
+folder outside RUN_DIR is found through the record the run left in RUN_DIR (text_attn.core.log_record). The panels,
 each drawn only when the run logged something for it:
     loss           train_loss at each logged step (thin) and its running mean, val_loss at each validation
     validation     the 0..1 scores: BLEU-4 (val_Bleu_4 / val_bleu), ROUGE-L, METEOR, alignment accuracy
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from text_attn.core.errors import ArgumentParser, emit, fail, one_line
+from text_attn.core.log_record import RECORD, recorded
 from text_attn.core.safe_files import atomic_output, inert_output, protecting
 
 Series = dict[str, list[tuple[int, float]]]  # metric name -> (step, value) pairs, by step
@@ -115,12 +117,12 @@ def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, 
     root = run / "lightning_logs" if (run / "lightning_logs").is_dir() else run
     found = [p for pattern in patterns for p in root.glob(pattern) if p.is_dir() and _has_logs(p)]
     found.sort(key=lambda p: (_version(p), p.stat().st_mtime), reverse=True)
+    # a logger's folder elsewhere, which the run recorded (log_record): first, the newest recorded first
+    elsewhere = recorded(run)
+    mine = {p.resolve() for p in elsewhere}
+    found = [p for p in elsewhere if p.is_dir() and _has_logs(p)] + [p for p in found if p.resolve() not in mine]
     if not found:
-        raise RunReportError(
-            f"{run} holds no training logs (metrics.csv or TensorBoard event files in lightning_logs/version_N/ or "
-            "a logger's NAME/version_N/): was it trained with trainer.logger false, or with a logger whose save_dir "
-            "lies elsewhere (give that folder)?"
-        )
+        raise RunReportError(_nothing_found(run, elsewhere))
     metrics = {p: set(read_metrics(p)) for p in found}
     trained = [p for p in found if any(k.startswith("train_") for k in metrics[p])]
     # a short fit logs no training step (fewer than log_every_n_steps) but its validations: still a run to draw, where
@@ -134,6 +136,21 @@ def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, 
     if waiting is not None:
         note = f"{waiting.name} has logged nothing yet ({first_log(waiting)}); this report is of {chosen.name}"
     return chosen, note
+
+
+def _nothing_found(run: Path, elsewhere: list[Path]) -> str:
+    """The line for a RUN_DIR where no logs were found: the folders looked in, and what to give instead."""
+    if elsewhere:
+        return (
+            f"{run} holds no training logs, and the folders its {RECORD} records hold none either (moved or "
+            f"removed?): {', '.join(map(str, elsewhere[:3]))}; give the logger's folder (its save_dir) as RUN_DIR"
+        )
+    return (
+        f"{run} holds no training logs: looked for metrics.csv or TensorBoard event files in {run / 'lightning_logs'}"
+        f"/version_N/, in a logger's NAME/version_N/ below it and in the folders {run / RECORD} records (a logger "
+        "writing elsewhere records its folder there); trained with trainer.logger false? For logs elsewhere that no "
+        "record names, give the logger's save_dir as RUN_DIR"
+    )
 
 
 def first_log(version: Path) -> str:

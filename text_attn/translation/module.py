@@ -231,6 +231,10 @@ class TranslationModule(RunState, pl.LightningModule):
         )  # fmt: skip
 
     # --- training ---------------------------------------------------------------------------------------------------
+    def training_logs(self) -> frozenset[str]:
+        """What :meth:`training_step` may log (the objective's names): lightning_parts.MonitorCheck reads it."""
+        return self.objective.training_logs()
+
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         vocab = self.tgt_vocab
         loss, logs = self.objective.training_loss(self.net, batch, vocab.bos_id, vocab.eos_id, vocab.pad_id)

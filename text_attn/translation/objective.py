@@ -189,6 +189,13 @@ class TranslationObjective:
         """The split's loss from its pooled parts (:meth:`evaluation_sums`): plain cross-entropy + λ · supervision."""
         return means["ce"] + self.cfg.attn_sup_lambda * means.get("attn_sup", 0.0)
 
+    def training_logs(self) -> frozenset[str]:
+        """The names :meth:`training_loss` logs under these options: a monitored metric is checked against them
+        before a fit (text_attn.core.lightning_parts.MonitorCheck). tests/text/test_text_objectives.py holds each
+        kind of step's logs to them."""
+        names = {"train_loss", "train_reward", "train_baseline", "train_advantage"} if self.cfg.scst else {"train_loss"}
+        return frozenset(names | ({"train_attn_sup"} if self.cfg.attn_sup_lambda > 0 else set()))
+
     def training_loss(self, net: nn.Module, batch: dict, bos_id: int, eos_id: int, pad_id: int) -> ObjectiveResult:
         """One training step's loss on the batch, with what to log."""
         if self.cfg.scst:

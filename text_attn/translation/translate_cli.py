@@ -708,6 +708,23 @@ def translate_main(argv: list[str] | None = None) -> int:
             raise SystemExit(143) from None
 
 
+def _close_page(report, args: argparse.Namespace, progress: dict[str, Any], stopped: str | None) -> None:
+    """The --html page ended and the ``wrote`` line said; ``stopped`` ("interrupted", "error"; None: the run ended):
+    the page says first that it is partial. A page its own write failed was given up (its error says so): nothing
+    is written; one that cannot be ended now (the disk that failed an output) is one line, its old page kept."""
+    lost = f", {progress['failed']} failed" if progress.get("failed") else ""
+    why = "the run was interrupted" if stopped == "interrupted" else "the run stopped on an error"
+    done = progress.get("done", 0)
+    partial = f"{why} after {done} sentence(s); the sentences after them are not here" if stopped else None
+    try:
+        written = report.close(f"{report.sections} sentence(s){lost}", partial)
+    except OSError as err:
+        print(f"translate: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
+        return
+    if written is not None:  # None: the page was given up (its error said so), nothing was written
+        print(f"wrote {inert(written)}", file=sys.stderr)
+
+
 def _outputs_intact(err: OSError) -> bool:
     """Whether a run stopped by ``err`` leaves its own outputs whole, to be finished as after Ctrl-C: stdin could not
     be read, or stdout's reader went away (``| head -1``), not an output file."""
@@ -888,25 +905,21 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot write --alignments {args.alignments}: {one_line(err)}")
     progress: dict[str, Any] = {}
     plots = _plot_writer(translator, args, progress)
-    interrupted, broken = 0, None
+    interrupted, broken, complete = 0, None, False
     try:
         failed, seen, results = _translate_stream(translator, args, out, report, progress, align, plots)
+        complete = True
     except KeyboardInterrupt as stop:  # Ctrl-C (130), SIGTERM (143): what was written stays whole, one line
         interrupted = 143 if isinstance(stop, Terminated) else 130
     except OSError as err:  # an output could not be written mid-run, or stdin read: what was written stays whole
         broken = err
-        if not _outputs_intact(err):  # an output of ours failed: the page stays as far as it was written
-            report = None  # (finally closes --output)
     finally:
         if out is not sys.stdout:
             close_quietly(out)
         if align is not None:
             close_quietly(align)
-        if report is not None:
-            lost = f", {progress['failed']} failed" if progress.get("failed") else ""
-            written = report.close(f"{report.sections} sentence(s){lost}")
-            if written is not None:  # None: the page was given up (its error said so), nothing was written
-                print(f"wrote {inert(written)}", file=sys.stderr)
+        if report is not None:  # the page of the sentences written, whole; where the run stopped early, it says so
+            _close_page(report, args, progress, None if complete else "interrupted" if interrupted else "error")
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
     if plots is not None and (interrupted or broken is not None or seen):  # the pictures of what was written
         plots.finish(several=len(args.sentences) > 1 if args.sentences else progress.get("read", 0) > 1)
