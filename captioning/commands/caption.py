@@ -70,7 +70,7 @@ from captioning.commands.caption_batch import _unique_stem, drawn_overlays, over
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
 from captioning.commands.caption_given import check_given, given_notes
 from captioning.commands.caption_loop import _caption_paths
-from captioning.commands.caption_parser import _parser, fill_machine_defaults
+from captioning.commands.caption_parser import MAX_LEN, _parser, fill_machine_defaults
 from captioning.commands.caption_scores import check_names, check_references
 from captioning.commands.process_start import hands_on_stdin, should_start, start_others
 from captioning.model.bundled import (  # noqa: F401 - names others import
@@ -96,6 +96,7 @@ from text_attn.core.safe_files import (
     refuse_same_outputs,
 )
 from text_attn.core.search_options import check_search_options, fill_decoding_defaults
+from text_attn.core.unread_options import flags_given
 
 
 def _load_captioner(args: argparse.Namespace):
@@ -117,6 +118,8 @@ def _load_captioner(args: argparse.Namespace):
 
 # which stages training fine-tuned (Captioner.fine_tuned), in words
 TUNED_STAGES = {"last": "its last stage", "last2": "its last two stages", "all": "all its stages"}
+# what --model-info reads (which file, where and how it loads); demo: its own line (images or --demo)
+INFO_OPTIONS = ("model", "model_info", "device", "threads", "demo")
 
 
 def _encoder_weights(captioner) -> str:
@@ -181,13 +184,15 @@ def caption_main(argv: list[str] | None = None) -> int:
     from text_attn.core import cpu_load
 
     cpu_load.start()  # the cores' load is read again once torch is imported (the default --threads)
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    beside_info = flags_given(parser, args, INFO_OPTIONS) if args.model_info else []  # as typed, before any is filled
     if args.given:  # UTF-8 typed under another locale (LC_ALL=C): "café", not "caf" and two lone surrogates
         args.given = [utf8_text(text) for text in args.given]
     _dash_outputs(args)
     if args.beam_size is not None and args.beam_size < 1:  # before loading the model: fail fast
         fail("caption", f"--beam-size must be at least 1, got {args.beam_size}")
-    if args.max_len < 1:
+    if args.max_len is not None and args.max_len < 1:
         fail("caption", f"--max-len must be at least 1, got {args.max_len}")
     if args.demo not in (None, "photo", "shapes"):  # `--demo x.png`: an image after --demo, not a kind of demo
         if not Path(args.demo).exists():
@@ -201,6 +206,8 @@ def caption_main(argv: list[str] | None = None) -> int:
                         "demo's records)")  # fmt: skip
     if args.model_info and (args.images or args.demo):
         fail("caption", "--model-info describes the model and exits: give it without images or --demo")
+    if beside_info:  # an output or a decoding it never made: said, not dropped
+        fail("caption", f"--model-info describes the model and exits: give it without {', '.join(beside_info)}")
     if not args.demo and not args.images and not args.model_info:
         fail("caption", "no input: give IMAGE files, or --demo to caption the bundled photos")
     if args.per_word and not args.overlay and not args.demo:
@@ -266,6 +273,7 @@ def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
     holds = "the images' names" if "-" in args.images else None
     check_dash_inputs("caption", args.given_file, args.references, holds)
     check_given(args)
+    args.max_len = MAX_LEN if args.max_len is None else args.max_len  # checked: --given refuses one typed
     check_references(args)
     _refuse_missing_files(args)
     if args.jsonl == "-":  # the records on stdout, one a line as batches are done (no FILE, no FILE.run.json)
@@ -324,7 +332,9 @@ def _checked_run(args: argparse.Namespace) -> int:
     fill_decoding_defaults(args, captioner.info)
     # --model-info searches nothing: a file whose recorded beam is wider than its vocabulary is still described
     words = None if args.model_info else len(captioner.vocab)
-    check_search_options("caption", args, words=words, model=str(_model_file(args)))
+    note = check_search_options("caption", args, words=words, model=str(_model_file(args)))
+    if note and not args.model_info and _first_process():
+        print(f"caption: note: {note}", file=sys.stderr)
     if args.decode_on_device:
         from captioning.photos.device_prepare import supported
 

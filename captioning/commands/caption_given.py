@@ -34,7 +34,8 @@ def check_given(args: argparse.Namespace) -> None:
         if not caption_tokens(text):
             fail("caption", f"--given {text!r}: no words to read (punctuation is dropped)")
     flag = "--given" if args.given else "--given-file"
-    refused = search_flags_given(args) + (["--cuda-graphs"] if args.cuda_graphs else [])
+    refused = search_flags_given(args) + (["--max-len"] if args.max_len is not None else [])  # as translate's
+    refused += ["--cuda-graphs"] if args.cuda_graphs else []
     if refused:
         fail("caption", f"{flag} reads the captions given; {refused[0]} is for the captions the model writes: drop one")
     if args.demo == "shapes":

@@ -13,6 +13,7 @@ from text_attn.core.version import add_version
 DEMO_DIR = "caption-demo"
 OVERLAY_FORMATS = ("png", "jpg", "webp")  # --overlay-format: captioning.views.overlay.FORMATS
 BATCH = 16  # images encoded together (--batch-size)
+MAX_LEN = 30  # words a caption may have (--max-len)
 
 
 # --- caption --------------------------------------------------------------------------------------------------------
@@ -41,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--beam-size", type=int, help="beam width; 1 = greedy (default: the model file's choice, else 3; --sample: 1)"
     )
-    p.add_argument("--max-len", type=int, default=30, help="longest caption in words (default: 30)")
+    # default None, 30 once the options are checked: --given refuses it typed (caption_given.check_given)
+    p.add_argument("--max-len", type=int, help=f"longest caption in words (default: {MAX_LEN})")
     p.add_argument(
         "--length-penalty",
         type=float,

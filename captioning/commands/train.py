@@ -30,6 +30,7 @@ def caption_train_cli(args: list[str] | None = None):
     from captioning.model.encoder import EncoderWeightsError
     from captioning.training.data import CaptionDataError, CaptionDataModule
     from captioning.training.module import CaptionModule
+    from captioning.training.unread import unread_options
 
     errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)
     renamed = {
@@ -46,6 +47,7 @@ def caption_train_cli(args: list[str] | None = None):
         renamed=renamed,
         outdated=flat_model_options,
         configs=CONFIGS,  # --config NAME: a shipped config, called from Python too
+        unread=unread_options,  # options given that the run's settings never read: refused, or noted
     )
 
 

@@ -515,7 +515,7 @@ class Captioner:
 
         ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
-        on val); a soft-attention model always takes the expected context."""
+        on val); a soft-attention model always takes the expected context ("argmax" is refused for it)."""
         images = _photo_list(images, "caption_images")
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         if not images:
@@ -556,10 +556,15 @@ class Captioner:
     @contextlib.contextmanager
     def _hard_inference(self, mode: str | None) -> Iterator[None]:
         """While it lasts, a hard-attention decoder decodes with ``mode`` (its config is read at every step); None or
-        a soft-attention model: unchanged. An unknown mode is one ValueError line."""
+        a soft-attention model: unchanged. An unknown mode is one ValueError line, and so is "argmax" for a
+        soft-attention model, which always takes the expected context ("expect": what it does anyway)."""
         if mode is not None and mode not in HARD_INFERENCE:
             raise ValueError(f"hard_inference must be one of {', '.join(HARD_INFERENCE)}, got {mode!r}")
         cfg = self.model.decoder.cfg
+        if cfg.attention != "hard" and mode == "argmax":  # one region a word was asked for, and silently not given
+            raise ValueError(f"hard_inference 'argmax' decodes a hard-attention model with one region a word; this "
+                             f"model's attention is {cfg.attention}: it always takes the expected context (leave "
+                             "hard_inference out)")  # fmt: skip
         if cfg.attention != "hard":
             yield
             return

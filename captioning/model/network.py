@@ -61,6 +61,10 @@ class CaptionModel(nn.Module):
                 raise ValueError(f"decoder.{name} is set from the {'data' if name == 'vocab_size' else 'encoder'}; "
                                  f"leave it out (got {getattr(decoder, name)}, needs {value})")  # fmt: skip
         key_dims = image_encoder.fine_dim if decoder.attend_on == "fine" else None
+        if decoder.key_dims not in (None, key_dims):  # as its siblings: replaced by what attend_on makes, silently
+            needs = f"attend_on {decoder.attend_on} makes it {key_dims}" if key_dims else "attend_on all uses none"
+            raise ValueError(f"decoder.key_dims is set from the encoder and decoder.attend_on; leave it out (got "
+                             f"{decoder.key_dims}: {needs})")  # fmt: skip
         cfg = replace(decoder, vocab_size=vocab_size, feature_dim=image_encoder.out_dim, key_dims=key_dims)
         return cls(
             image_encoder,

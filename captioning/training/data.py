@@ -68,6 +68,7 @@ from captioning.training.feature_cache import UNREADABLE_BATCH, fill_features, r
 from captioning.training.multi30k import LANGUAGES, in_language
 from captioning.training.readers import (
     APOSTROPHES,
+    LAYOUTS,
     SPLITS,
     CaptionDataError,
     has_standard_split,
@@ -77,6 +78,7 @@ from captioning.training.readers import (
 )
 from captioning.training.shapes import Scene, make_scenes
 from captioning.training.splits import CaptionSplit
+from captioning.training.unread import unread_path
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import POOL_BATCHES, LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import learn_casing
@@ -162,7 +164,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         """
         Args:
             source: ``shapes`` (synthetic), ``karpathy`` (needs karpathy_json, image_root) or ``folder``
-                (needs image_dir, captions_tsv).
+                (needs image_dir, captions_tsv); a path another source reads is refused (it would go unread).
             karpathy_json: the Karpathy-split JSON (dataset_coco.json, dataset_flickr8k.json, ...).
             image_root: folder that the JSON's filepath/filename are relative to.
             image_dir: the image folder for ``folder``. captions_tsv: its ``filename<TAB>caption`` file.
@@ -208,6 +210,12 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         super().__init__()
         if source not in SOURCES:
             raise CaptionDataError(f"unknown caption source {source!r}; choose one of {', '.join(SOURCES)}")
+        paths = {"karpathy_json": karpathy_json, "image_root": image_root, "image_dir": image_dir,
+                 "captions_tsv": captions_tsv}  # fmt: skip
+        if refusal := unread_path(source, paths):  # your photos beside the default source: a model of the shapes
+            raise CaptionDataError(refusal)
+        if layout not in LAYOUTS:  # read only by source flickr8k, so said at its read: a typo went through elsewhere
+            raise CaptionDataError(f"unknown data.layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
         if attention_words not in TARGET_WORDS:
             raise CaptionDataError(f"unknown attention_words {attention_words!r}; choose one of {sorted(TARGET_WORDS)}")
         if language not in LANGUAGES:

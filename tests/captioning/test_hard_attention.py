@@ -335,7 +335,8 @@ def test_the_per_word_reward_learns_it_too():
 def test_captioner_takes_the_hard_attention_decoding_as_one_keyword(tmp_path):
     """Issue 57: Captioner.caption_images(hard_inference="expect") decodes a hard-attention model with the expected
     context, as the model would with that setting in its file; "argmax" with one region a word; the file's own
-    setting is back after the call; a soft model ignores it; an unknown value is one ValueError line."""
+    setting is back after the call; a soft model takes the expected context anyway, and refuses "argmax" (it decoded
+    as ever, silently); an unknown value is one ValueError line."""
     from helpers.tiny_captioner import tiny_model_file
 
     photo = Path(__file__).parent.parent / "fixtures" / "images" / "rocket.jpg"
@@ -352,7 +353,9 @@ def test_captioner_takes_the_hard_attention_decoding_as_one_keyword(tmp_path):
     assert cap.caption_images([photo], beam_size=2)[0].words == reference.caption_images([photo], beam_size=2)[0].words
     soft = Captioner.load(tiny_model_file(tmp_path / "soft.pt"))
     (plain,) = soft.caption_images([photo], beam_size=2)
-    assert soft.caption_images([photo], beam_size=2, hard_inference="argmax")[0].words == plain.words
+    assert soft.caption_images([photo], beam_size=2, hard_inference="expect")[0].words == plain.words
+    with pytest.raises(ValueError, match="^hard_inference 'argmax' decodes a hard-attention model with one region"):
+        soft.caption_images([photo], beam_size=2, hard_inference="argmax")
     with pytest.raises(ValueError, match="hard_inference must be one of argmax, expect, got 'sample'"):
         cap.caption_images([photo], hard_inference="sample")
 

@@ -117,6 +117,7 @@ def test_an_unknown_word_is_named_in_one_note(capsys, scene):
     [(["--given", " ,.! "], "no words to read"),
      (["--given", "a circle", "--beam-size", "3"], "--beam-size is for the captions the model writes"),
      (["--given", "a circle", "--sample"], "--sample is for the captions the model writes"),
+     (["--given", "a circle", "--max-len", "5"], "--max-len is for the captions the model writes"),  # as translate
      (["--given", "a circle", "--n-best", "2", "--json"], "--n-best is for the captions the model writes"),
      # without --json too: the conflict first (it said "add --json", then, with it, "drop one")
      (["--given", "a circle", "--n-best", "2"], "--n-best is for the captions the model writes"),

@@ -120,7 +120,7 @@ def test_resume_with_another_model_or_decoding_is_refused_and_changes_nothing(mo
     other = tiny_model_file(tmp_path / "other.pt", crop=False)
     cases = [(["--model", model_file, "--max-len", "3", "--beam-size", "2"], "--beam-size 3 (this run: 2)"),
              (["--model", model_file, *FAST, "--evidence"], "--evidence not given (this run: given)"),
-             (["--model", model_file, *FAST, "--given", "a red square"], '--given not given (this run: ["a red'),
+             (["--model", model_file, "--given", "a red square"], '--given not given (this run: ["a red'),  # no search
              (["--model", model_file, "--max-len", "4"], "--max-len 3 (this run: 4)"),
              (["--model", other, *FAST], f"another model file ({model_file}; this run: {other})")]  # fmt: skip
     for args, said in cases:
@@ -157,7 +157,7 @@ def test_resume_knows_a_given_file_by_what_was_read_from_it(model_file, folder, 
     out, first, same, other = (tmp_path / n for n in ("out.jsonl", "a.txt", "b.txt", "c.txt"))
     for path, caption in ((first, "a red square"), (same, "a red square"), (other, "a small blue circle")):
         path.write_text("".join(f"p{i}.png\t{caption}\n" for i in range(2)))
-    base = [str(folder), "--model", str(model_file), *FAST, "--jsonl", str(out)]
+    base = [str(folder), "--model", str(model_file), "--jsonl", str(out)]  # no --max-len: a caption given is read whole
     assert caption_main([*base, "--given-file", str(first)]) == 0
     out.write_text(out.read_text().splitlines()[0] + "\n")  # one record left to resume after
     assert caption_main([*base, "--given-file", str(same), "--resume"]) == 0  # the same captions, another file

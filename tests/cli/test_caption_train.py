@@ -169,7 +169,8 @@ def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
         ("--model.encoder.backbone", "alexnet", "unknown backbone 'alexnet'"),
         ("--model.grid", "7", "put grid under model.encoder"),
         ("--data.source", "karpathy", "needs data.karpathy_json"),
-        ("--model.objective.rl_reward", "sentence", "unknown rl_reward 'sentence'"),
+        # a hard-attention option on the soft config: unread (its values: tests/captioning/test_objective.py)
+        ("--model.objective.rl_reward", "word", "model.decoder.attention soft reads no model.objective.rl_reward"),
     ],
 )
 def test_bad_options_get_one_clear_line(option, value, message, capsys):

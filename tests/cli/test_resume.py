@@ -145,8 +145,8 @@ def test_a_checkpoint_fills_the_nested_blocks_field_by_field(tmp_path):
     enc, dec = cli.model.model.encoder, cli.model.model.decoder
     assert (enc.backbone, enc.grid, dec.cfg.hidden_dim) == ("resnet18", 4, 32)
     cli = run("caption", ["test", "--ckpt_path", ckpt, *data, "--trainer.logger", "false", "--model.val_meteor",
-                          "false", "--model.decoder.hard_inference", "expect"])  # fmt: skip
-    assert cli.model.model.decoder.cfg.hard_inference == "expect" and cli.model.model.encoder.grid == 4
+                          "false", "--model.decoder.fast_path", "false"])  # fmt: skip
+    assert cli.model.model.decoder.cfg.fast_path is False and cli.model.model.encoder.grid == 4
 
 
 def test_a_fit_ending_between_periodic_saves_leaves_last_at_its_final_step(tmp_path):

@@ -36,8 +36,8 @@ TEXT_CORPUS = [
     "--trainer.val_check_interval", "1",  # the config validates every 5000 steps
 ]  # fmt: skip
 # Multi30k's sizes decode an untrained network's 30 steps at ~10 ms each: small ones for what a test needs
-SMALL_RNN = ["--model.network.embed_dim", "16", "--model.network.enc_hidden", "16", "--model.network.dec_hidden", "32",
-             "--model.network.attn_dim", "16"]  # fmt: skip
+SMALL_RNN = ["--model.network.embed_dim", "16", "--model.network.enc_hidden", "16", "--model.network.dec_hidden", "32"]
+SMALL_SCORER = ["--model.network.attn_dim", "16"]  # Bahdanau's scoring layer (the luong and none configs refuse it)
 SMALL_TRANSFORMER = ["--model.network.d_model", "32", "--model.network.ff_dim", "64"]
 SHAPES_DATA = [
     "--data.train_size", "16",
@@ -93,7 +93,9 @@ def _overrides(config: Path, data: Path) -> list[str]:
         return ["--data.root", str(data / "multi30k"), "--data.alignments", str(links), "--data.batch_size", "4"]
     if config.name.startswith("multi30k"):  # a 6-pair corpus in Multi30k's layout, fr beside de and en
         corpus = ["--data.root", str(data / "multi30k"), "--data.subword_vocab", "300", "--data.batch_size", "4"]
-        return corpus + (SMALL_TRANSFORMER if "transformer" in config.name else SMALL_RNN)
+        if "transformer" in config.name:
+            return corpus + SMALL_TRANSFORMER
+        return corpus + SMALL_RNN + (SMALL_SCORER if "bahdanau" in config.name else [])
     if config.parent.name == "text":
         # transformer_base: the paper's 6 + 6 layers of 512 in bf16 on a CPU took ~20 s of a quiet core for 2 steps
         return TEXT_DATA + (TEXT_CORPUS + SMALL_TRANSFORMER if "transformer_base" in config.name else [])

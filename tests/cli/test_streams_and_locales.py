@@ -29,6 +29,7 @@ from captioning.photos.image_paths import image_paths
 from text_attn.translation.translate_cli import translate_main
 
 FAST = ["--max-len", "3", "--workers", "0"]
+GIVEN_FAST = FAST[2:]  # --given reads a caption whole: --max-len is refused beside it
 C_LOCALE_MAEDCHEN = "M\udcc3\udca4dchen.png"  # "Mädchen.png" as a process under LC_ALL=C reads its name
 
 pytestmark = pytest.mark.skipif(sys.getfilesystemencoding() != "utf-8", reason="the tests' own locale is not UTF-8")
@@ -158,7 +159,7 @@ def test_text_the_output_encoding_cannot_hold_is_escaped(cap_model, tmp_path, mo
     out = _ascii_stdout(monkeypatch)
     args = ["--model", str(cap_model), *FAST]
     assert caption_main([str(tmp_path / "Mädchen.png"), str(tmp_path / "Mädchen.png"), *args]) == 0
-    assert caption_main([str(tmp_path / "Mädchen.png"), "--given", "a red café", *args]) == 0
+    assert caption_main([str(tmp_path / "Mädchen.png"), "--given", "a red café", *args[:2], *GIVEN_FAST]) == 0
     printed = _written(out).splitlines()
     assert printed[0].startswith(f"{tmp_path}/M\\xe4dchen.png\t") and "\ta red caf\\xe9\t" in printed[2], printed
 
@@ -190,14 +191,14 @@ def test_utf8_text_is_translated_whatever_the_locale(text_model, monkeypatch, ca
 
 def test_a_given_caption_is_read_as_utf8_whatever_the_locale(cap_model, tmp_path, capsys):
     _photo(tmp_path / "a.png")
-    args = [str(tmp_path / "a.png"), "--model", str(cap_model), *FAST, "--json"]
+    args = [str(tmp_path / "a.png"), "--model", str(cap_model), *GIVEN_FAST, "--json"]
     assert caption_main([*args, "--given", "a red caf\udcc3\udca9"]) == 0
     (record,) = json.loads(capsys.readouterr().out)
     assert record["given"][0]["caption"] == "a red café"
     # --given-file's names (UTF-8) found for a photo whose name the locale could not decode
     _photo(tmp_path / "Mädchen.png")
     (tmp_path / "given.tsv").write_text("Mädchen.png\ta red square\n", encoding="utf-8")
-    args = [str(tmp_path / C_LOCALE_MAEDCHEN), "--model", str(cap_model), *FAST, "--json"]
+    args = [str(tmp_path / C_LOCALE_MAEDCHEN), "--model", str(cap_model), *GIVEN_FAST, "--json"]
     assert caption_main([*args, "--given-file", str(tmp_path / "given.tsv")]) == 0
     (record,) = json.loads(capsys.readouterr().out)
     assert record["image"] == str(tmp_path / "Mädchen.png") and record["caption"] == "a red square"

@@ -262,7 +262,7 @@ def test_fit_and_translate_plot_the_heads_of_a_layer(model_file, tmp_path, capsy
     assert "decoder layer 1" in drawn[2][3]
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
-        translate_main(["--model", str(model_file), "--layer", "7", "ma pipo"])
+        translate_main(["--model", str(model_file), "--plot", str(png), "--layer", "7", "ma pipo"])
     assert exc.value.code == 2 and "out of range" in capsys.readouterr().err
 
 

@@ -41,7 +41,11 @@ from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
+from text_attn.core.unread_options import Unread, dotted, given_unread
 from text_attn.core.version import add_version
+
+# a family's rules: the parsed options of the run (nested dicts: model, data, ...) -> what its settings leave unread
+UnreadRules = Callable[[dict], list[Unread]]
 
 
 class _NoTips(logging.Filter):
@@ -104,11 +108,12 @@ def quiet_lightning(scoring: bool = False) -> Iterator[None]:
 
 
 def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset(),
-                    one_batch: frozenset[str] = frozenset()):  # fmt: skip
+                    one_batch: frozenset[str] = frozenset(), unread: UnreadRules | None = None):  # fmt: skip
     """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
     built (each takes ~0.1-0.3 s of signature reading: a third of a short run's start), so ``--help`` without one
     still lists all five. ``given``: the dotted options the command line and its config files set
-    (:func:`_given_options`), which a checkpoint's saved hyper-parameters never replace."""
+    (:func:`_given_options`), which a checkpoint's saved hyper-parameters never replace, and which ``unread`` (the
+    family's rules: text_attn.core.unread_options) refuses or notes where the run's settings read none of them."""
     given = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given)
     import torch
 
@@ -121,6 +126,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
 
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+    from pytorch_lightning.utilities import rank_zero_only
 
     from text_attn.core.lightning_parts import AtomicCheckpointIO, BuiltModuleSWA, MonitorCheck, SafeSaveConfig
     from text_attn.core.modelfile import CHECKPOINT_FAMILIES, checkpoint_family
@@ -201,6 +207,19 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             BuiltModuleSWA.swap_in(made.callbacks)  # Lightning's own averaged a copy without the network: nothing
             made.callbacks.insert(0, MonitorCheck())  # first: before the callbacks that act on a monitored metric
             return made
+
+        def before_instantiate_classes(self) -> None:
+            """Options given that the run's settings leave unread: refused in one line, or said in one note, before
+            the data or the model is made (the checkpoint's options are in: ``--ckpt_path`` resumes its settings)."""
+            super().before_instantiate_classes()
+            if unread is None:
+                return
+            config = (self.config[self.subcommand] if self.subcommand else self.config).as_dict()
+            refusal, note = given_unread(unread(config), given, functools.partial(dotted, config))
+            if refusal:
+                fail(prog, refusal)
+            if note and getattr(rank_zero_only, "rank", 0) == 0:  # once, not by every process of a DDP run
+                print(f"{prog}: note: {note}", file=sys.stderr)
 
         def after_instantiate_classes(self) -> None:
             super().after_instantiate_classes()
@@ -578,6 +597,7 @@ def run_lightning_cli(
     renamed: dict[str, str] | None = None,
     outdated: Callable[[set[str]], str | None] | None = None,
     configs: Path | None = None,
+    unread: UnreadRules | None = None,
 ):
     """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line.
 
@@ -585,15 +605,18 @@ def run_lightning_cli(
     ``outdated``: given the dotted option names of the command line and its config files, a line saying how to
     update them (None: nothing outdated). ``configs``: the shipped configs' folder, for ``--config NAME``
     (:func:`named_configs`: a notebook's ``text_train_cli(["fit", "--config", "reorder_bahdanau"])`` too, not only
-    the console script). Lightning's notices are quiet for this call only (:func:`quiet_lightning`).
+    the console script). ``unread``: given the run's parsed options, what its settings leave unread
+    (text_attn.core.unread_options: the options of it the user gave are refused, or noted). Lightning's notices are
+    quiet for this call only (:func:`quiet_lightning`).
     """
     argv = named_configs(prog, list(sys.argv[1:] if args is None else args), configs)
     with quiet_lightning(scoring=bool(argv) and argv[0] in ("validate", "test")):
-        return _run_cli(prog, module_cls, datamodule_cls, argv, errors, description, renamed, outdated)
+        return _run_cli(prog, module_cls, datamodule_cls, argv, errors, description, renamed, outdated, unread)
 
 
 def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str], errors: tuple, description: str,
-             renamed: dict[str, str] | None, outdated: Callable[[set[str]], str | None] | None):  # fmt: skip
+             renamed: dict[str, str] | None, outdated: Callable[[set[str]], str | None] | None,
+             unread: UnreadRules | None = None):  # fmt: skip
     """:func:`run_lightning_cli`'s run, its config names resolved, within its :func:`quiet_lightning`."""
     from lightning_fabric.utilities.exceptions import MisconfigurationException  # a Trainer option out of range
 
@@ -609,7 +632,7 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
         fail(prog, message)
     given = frozenset(_given_options(argv, nodes, nulls=False))
     cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, given,
-                              _one_batch(argv, nodes))  # fmt: skip
+                              _one_batch(argv, nodes), unread)  # fmt: skip
     restore = survive_closed_outputs()  # a reader of stdout / stderr that goes away does not end the run
     try:
         return cli_cls(

@@ -59,6 +59,7 @@ def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_
     from text_attn.core.modelfile import decoding_defaults
 
     chosen = decoding_defaults(info)
+    args.length_penalty_given = args.length_penalty is not None  # typed (check_search_options' note), not recorded
     # --n-best given, even 1: a list is asked for (translate's lines then carry number and score whatever N is)
     args.n_best_given = args.n_best is not None
     if args.n_best is None:
@@ -73,11 +74,12 @@ def fill_decoding_defaults(args: argparse.Namespace, info: dict[str, Any], beam_
         args.no_repeat_ngram = chosen.get("no_repeat_ngram", 0)
 
 
-def check_search_options(prog: str, args: argparse.Namespace, words: int | None = None, model: str = "") -> None:
+def check_search_options(prog: str, args: argparse.Namespace, words: int | None = None, model: str = "") -> str | None:
     """One line and exit 2 for options that cannot go together (after :func:`fill_decoding_defaults`). ``words``: the
     model's output vocabulary; more beams than words is refused (a mistyped 100000 filled the memory instead). A beam
     the model file recorded (no --beam-size given) is refused as the file's, not as a flag the user never typed;
-    ``model``: that file's name for the line."""
+    ``model``: that file's name for the line. Returns the note for the caller to print (once a run) on an option
+    given that changes no output (text_attn.core.unread_options), else None."""
     recorded = getattr(args, "recorded_beam", False)
     if args.beam_size < 1:
         fail(prog, f"--beam-size must be at least 1, got {args.beam_size}")
@@ -109,6 +111,10 @@ def check_search_options(prog: str, args: argparse.Namespace, words: int | None 
     if given and not args.sample:  # a setting of the sampler without the sampler: the search would ignore it
         verb = "applies" if len(given) == 1 else "apply"
         fail(prog, f"{', '.join(given)} only {verb} with --sample (draw each word instead of searching)")
+    if getattr(args, "length_penalty_given", False) and args.beam_size == 1:  # a note: the scores still change
+        one = "--sample draws one hypothesis" if args.sample else "beam 1 keeps one hypothesis"
+        return f"--length-penalty ranks the hypotheses of a beam; {one}: it changes no output, only the scores reported"
+    return None
 
 
 def search_flags_given(args: argparse.Namespace) -> list[str]:

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from text_attn.core.training import check_options
+from text_attn.core.unread_options import Unread
 
 if TYPE_CHECKING:
     from text_attn.core.decoding import SearchResult
@@ -296,6 +297,19 @@ def unused_under_scst(name: str, value: float) -> str:
         f"{OBJECTIVE_PREFIX}.{name} {value:g} has no effect under {OBJECTIVE_PREFIX}.scst (its loss is the sampled "
         f"sequences' reward, not the cross-entropy loss this option is part of): set {OBJECTIVE_PREFIX}.{name} 0"
     )
+
+
+SCST_OPTIONS = ("scst_samples", "scst_baseline", "scst_max_len")  # what only SCST reads, in both families
+
+
+def unread_without_scst(objective: dict, extra: tuple[str, ...] = ()) -> list[Unread]:
+    """The SCST options (and a family's ``extra`` ones) as unread by a run without ``scst`` (``objective``: the parsed
+    block): given, they trained a cross-entropy model silently (text_attn.core.unread_options)."""
+    if objective.get("scst"):
+        return []
+    names = tuple(f"{OBJECTIVE_PREFIX}.{n}" for n in (*SCST_OPTIONS, *extra))
+    return [Unread(names, f"a run without {OBJECTIVE_PREFIX}.scst", f"set {OBJECTIVE_PREFIX}.scst true (self-critical "
+                   "training, from model.init_from)")]  # fmt: skip
 
 
 def check_scst_start(cfg: SequenceObjectiveConfig, init_from: str | None, from_checkpoint: bool) -> None:

@@ -46,6 +46,7 @@ from text_attn.translation.source_check import LANGUAGES, source_check, token_le
 from text_attn.translation.subwords import MODEL_TYPES, SubwordError, Subwords
 from text_attn.translation.tasks import load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec, read_by_sides
+from text_attn.translation.unread import unread_path
 
 CORPUS_TASKS = ("tsv", "parallel", "pair")  # sentences a user brings (the others are made up here)
 
@@ -164,7 +165,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         Args:
             task: ``reorder`` | ``dates`` (synthetic) or, for a corpus you bring, ``tsv`` (needs ``path``) |
                 ``parallel`` (``src_path``, ``tgt_path``) | ``pair`` (``root``, ``src_lang``, ``tgt_lang``: files
-                ``<split>.<lang>`` or ``<split>.<lang>.gz``, the corpus's own splits).
+                ``<split>.<lang>`` or ``<split>.<lang>.gz``, the corpus's own splits). A corpus option another task
+                reads is refused (it would go unread).
             train_size: synthetic training pairs (for a corpus: the cap on pairs read, 0 = all).
             val_size: validation pairs. test_size: test pairs. (``pair``: caps on the corpus's splits, 0 = all.)
             seed: data seed (train/val/test use seed, seed+1, seed+2 for synthetic tasks).
@@ -193,6 +195,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             alignments: ``pair``: a file of word links of the train split (a line per pair, ``i-j`` source word i,
                 target word j, words split at spaces, from 0): the targets of ``attention_targets``.
         """
+        paths = {"path": path, "src_path": src_path, "tgt_path": tgt_path, "split_names": split_names}
+        if refusal := unread_path(task, paths):  # your corpus beside the default task: a model of the made-up pairs
+            raise ValueError(refusal)
         if alignments and task != "pair":
             raise ValueError(f"data.alignments links the train pairs of task pair (a corpus folder), not {task!r}")
         if alignments and not attention_targets:

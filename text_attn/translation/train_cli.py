@@ -29,6 +29,7 @@ def text_train_cli(args: list[str] | None = None):
     from text_attn.translation.data import TranslationDataModule
     from text_attn.translation.module import TranslationModule
     from text_attn.translation.pairs import TaskError
+    from text_attn.translation.unread import unread_options
 
     return run_lightning_cli(
         "text-train",
@@ -39,6 +40,7 @@ def text_train_cli(args: list[str] | None = None):
         TRAIN_DESCRIPTION.format(names=", ".join(config_names(CONFIGS)) or "none found"),
         outdated=flat_objective_options,
         configs=CONFIGS,  # --config NAME: a shipped config, called from Python too
+        unread=unread_options,  # options given that the run's settings never read: refused, or noted
     )
 
 

@@ -46,6 +46,7 @@ from text_attn.core.search_options import (
     fill_decoding_defaults,
     search_options,
 )
+from text_attn.core.unread_options import flags_given
 from text_attn.core.version import add_version
 from text_attn.translation.bundled import (  # noqa: F401 - names others import
     ASSETS,
@@ -73,6 +74,9 @@ from text_attn.translation.translate_streams import (
 )
 
 # translate --demo: German sentences of the kind Multi30k describes (written for this project, not from the corpus)
+# what --model-info reads (which file, where and how it loads); demo: its own line (sentences or --demo)
+INFO_OPTIONS = ("model", "model_info", "device", "threads", "demo")
+
 DEMO_SENTENCES = [
     "Ein Mann fährt mit seinem Fahrrad eine Straße entlang.",
     "Zwei kleine Kinder spielen im Sand am Strand.",
@@ -689,7 +693,11 @@ def translate_main(argv: list[str] | None = None) -> int:
     from text_attn.core import cpu_load
 
     cpu_load.start()  # the cores' load is read again once the model is loaded (the default --threads)
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    beside_info = flags_given(parser, args, INFO_OPTIONS) if args.model_info else []
+    if beside_info:  # an output or a decoding it never made: said, not dropped (before any output is held)
+        fail("translate", f"--model-info describes the model and exits: give it without {', '.join(beside_info)}")
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo and not args.model_info
     reads_stdin = reads_stdin or "-" in (args.given_file, args.references)  # --references -: stdin is an input too
     # SIGTERM ends the run as Ctrl-C does (the outputs closed whole, the locks removed), with exit code 143
@@ -775,6 +783,9 @@ def _translate_main(args: argparse.Namespace) -> int:
         args.sentences = []
     elif "-" in args.sentences:  # it was translated as the text "-", stdin unread
         fail("translate", "'-' reads the sentences from stdin: give it alone, or give the sentences as arguments")
+    if args.layer is not None and not (args.plot or args.html or args.alignments or args.demo):
+        fail("translate", "--layer picks the attention --plot, --html, --alignments and --demo show: give it with one "
+             "of them")  # fmt: skip
     if args.align_by != "attention" and not args.alignments:
         fail("translate", f"--align-by {args.align_by} says how --alignments links words: give --alignments FILE")
     holds = "the sentences to translate" if not args.sentences and not args.demo else None
@@ -811,7 +822,8 @@ def _translate_main(args: argparse.Namespace) -> int:
     startup_gc.release()  # the imports and the model are in: the collector as usual (text_attn.core.startup_gc)
     translator.keep_case = args.keep_case
     fill_decoding_defaults(args, translator.info, beam_size=1)
-    check_search_options("translate", args, words=len(translator.tgt_vocab))
+    if note := check_search_options("translate", args, words=len(translator.tgt_vocab)):
+        print(f"translate: note: {note}", file=sys.stderr)
     # a --max-len no sentence's search fits in: said once for the option, not once a line as the line's length
     least = translator.search_bytes(1, args.beam_size, args.max_len) if args.max_len else 0
     if least > SENTENCE_BYTES:

@@ -1,0 +1,167 @@
+"""Training options the run's own settings never read (text_attn.core.unread_options): two runs that differed only
+in one trained the same model, and nothing said so (a folder of photos given beside the default source trained a
+model of the shapes scenes). Refused in one line before anything is made, or, for the tuning knobs, listed in one
+note; a default nobody typed is never refused (every shipped config fits as it is: tests/cli/test_shipped_configs.py).
+No test here trains: each stops where the classes would be made, or is refused before."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from helpers.one_line import refused
+from pytorch_lightning.cli import LightningCLI
+
+from captioning.commands.train import train_main as caption_train
+from captioning.model.decoder import DecoderConfig
+from captioning.model.encoder import EncoderConfig
+from captioning.model.network import CaptionModel
+from captioning.training.data import CaptionDataModule
+from captioning.training.readers import CaptionDataError
+from text_attn.translation.data import TranslationDataModule
+from text_attn.translation.train_cli import train_main as text_train
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+CAPTION = ["fit", "--config", FIX / "captions/tiny_shapes.yaml"]  # soft attention, source shapes
+TEXT = ["fit", "--config", FIX / "text/tiny_reorder.yaml"]  # task reorder, bahdanau
+
+
+class Made(Exception):
+    """The options passed every check: the data and the model would be made now."""
+
+
+@pytest.fixture
+def until_made(monkeypatch, cli_run_in_tmp):
+    def made(self):
+        raise Made
+
+    monkeypatch.setattr(LightningCLI, "instantiate_classes", made)
+
+
+@pytest.mark.parametrize(
+    ("source", "option", "says"),
+    [
+        (
+            "shapes",
+            "image_dir",
+            "source shapes reads no data.image_dir: set data.source folder (it reads data.image_dir and "
+            "data.captions_tsv)",
+        ),
+        (
+            "shapes",
+            "karpathy_json",
+            "source shapes reads no data.karpathy_json: set data.source karpathy (it reads "
+            "data.karpathy_json and data.image_root)",
+        ),
+        ("folder", "image_root", "source folder reads no data.image_root: set data.source karpathy"),
+        ("flickr8k", "captions_tsv", "source flickr8k reads no data.captions_tsv: set data.source folder"),
+    ],
+)
+def test_a_caption_data_path_its_source_does_not_read_is_refused(source, option, says):
+    with pytest.raises(CaptionDataError, match=f"^{re.escape(says)}"):
+        CaptionDataModule(source=source, **{option: "photos"})
+    CaptionDataModule(source="folder", image_dir="photos", captions_tsv="c.tsv")  # the source that reads them
+
+
+@pytest.mark.parametrize(
+    ("task", "option", "value", "says"),
+    [
+        (
+            "reorder",
+            "path",
+            "pairs.tsv",
+            "task reorder reads no data.path: set data.task tsv (it reads data.path, data.src_col, data.tgt_col)",
+        ),
+        ("dates", "src_path", "train.de", "task dates reads no data.src_path: set data.task parallel"),
+        ("tsv", "tgt_path", "train.en", "task tsv reads no data.tgt_path: set data.task parallel"),
+        ("reorder", "split_names", {"test": "test_2017"}, "task reorder reads no data.split_names: set data.task pair"),
+    ],
+)
+def test_a_corpus_option_its_task_does_not_read_is_refused(task, option, value, says):
+    with pytest.raises(ValueError, match=f"^{re.escape(says)}"):
+        TranslationDataModule(task=task, **{option: value})
+
+
+def test_the_audits_runs_are_refused_in_one_line(cli_run_in_tmp, capsys):
+    """Both commands, as the audit ran them: a user's data beside the default synthetic data."""
+    line = refused(caption_train, capsys, *CAPTION, "--data.image_dir", FIX / "images", "--data.captions_tsv", "c.tsv")
+    assert line == ("caption-train: error: source shapes reads no data.image_dir: set data.source folder (it reads "
+                    "data.image_dir and data.captions_tsv)")  # fmt: skip
+    line = refused(text_train, capsys, *TEXT, "--data.path", FIX / "text/pairs.tsv")
+    assert line.startswith("text-train: error: task reorder reads no data.path: set data.task tsv")
+
+
+@pytest.mark.parametrize(
+    ("main", "args", "says"),
+    [
+        # typed at its default: still given, still unread
+        (
+            caption_train,
+            ["--model.decoder.soft_prob", "0.5"],
+            "model.decoder.attention soft reads no model.decoder.soft_prob: set model.decoder.attention hard (options "
+            "of hard attention)",
+        ),
+        (caption_train, ["--model.objective.entropy_lambda", "0.1"], "soft reads no model.objective.entropy_lambda"),
+        (
+            caption_train,
+            ["--model.objective.scst_bleu", "1"],
+            "a run without model.objective.scst reads no model.objective.scst_bleu: set model.objective.scst true",
+        ),
+        (caption_train, ["--model.init_vocab", "keep"], "a run without model.init_from reads no model.init_vocab"),
+        (
+            text_train,
+            ["--model.objective.scst_samples", "5"],
+            "without model.objective.scst reads no model.objective.scst_samples",
+        ),
+        (text_train, ["--data.src_col", "1"], "task reorder reads no data.src_col: set data.task tsv"),
+        # the config's attn_dim, and an attention without a scoring layer for it
+        (
+            text_train,
+            ["--model.network.attention", "luong-general"],
+            "model.network.attention luong-general reads no model.network.attn_dim",
+        ),
+        (
+            text_train,
+            ["--model.network.dot_projection", "true"],
+            "model.network.attention bahdanau reads no model.network.dot_projection",
+        ),
+    ],
+    ids=["soft_prob", "entropy", "scst_bleu", "init_vocab", "text_scst", "src_col", "attn_dim", "dot_projection"],
+)
+def test_a_given_option_the_run_does_not_read_is_refused_before_anything_is_made(main, args, says, until_made, capsys):
+    base = CAPTION if main is caption_train else TEXT
+    line = refused(main, capsys, *base, *args)
+    assert line.startswith(f"{'caption' if main is caption_train else 'text'}-train: error: ") and says in line
+
+
+def test_tuning_options_are_noted_once_and_defaults_and_nulls_pass(until_made, capsys):
+    for main, base in ((caption_train, CAPTION), (text_train, TEXT)):  # as configured: nothing said
+        with pytest.raises(Made):
+            main([str(a) for a in base] + ["--model.objective.scst_max_len", "null"])  # a null is no value given
+        assert capsys.readouterr().err == ""
+    with pytest.raises(Made):
+        caption_train([*map(str, CAPTION), "--model.lr_factor", "0.3", "--model.encoder_lr", "0.001",
+                       "--data.attention_words", "all"])  # fmt: skip
+    assert capsys.readouterr().err.splitlines() == [
+        "caption-train: note: options that change nothing in this run: model.lr_patience null reads no "
+        "model.lr_factor; model.encoder.fine_tune none reads no model.encoder_lr; data.attention_targets false reads "
+        "no data.attention_words"
+    ]
+    with pytest.raises(Made):
+        text_train([*map(str, TEXT), "--data.max_tokens", "100", "--data.subword_type", "unigram"])
+    assert capsys.readouterr().err.splitlines() == [
+        "text-train: note: options that change nothing in this run: task reorder reads no data.max_tokens; "
+        "data.tokenizer word reads no data.subword_type"
+    ]
+
+
+def test_key_dims_and_layout_are_refused_as_their_siblings_are():
+    """key_dims was replaced by what attend_on makes, silently (vocab_size and feature_dim were refused); a layout
+    no Flickr8k copy has passed wherever source flickr8k was not chosen."""
+    enc = EncoderConfig(backbone="resnet18", weights=None, grid=2, stride=32, image_size=64)
+    with pytest.raises(ValueError, match=r"^decoder.key_dims is set from the encoder and decoder.attend_on; leave it "
+                                         r"out \(got 5: attend_on all uses none\)$"):  # fmt: skip
+        CaptionModel.build(10, enc, DecoderConfig(embed_dim=8, hidden_dim=8, attn_dim=8, key_dims=5))
+    with pytest.raises(CaptionDataError, match="^unknown data.layout 'flat'; choose one of auto, original, kaggle$"):
+        CaptionDataModule(layout="flat")

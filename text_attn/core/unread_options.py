@@ -1,0 +1,71 @@
+"""Options a run is given that its own settings never read: a data path beside the synthetic data, a hard-attention
+option on a soft model, an SCST option without SCST. Two runs that differed only in one trained the same model, and
+nothing said so (a user's photos "trained on" while the shapes scenes were).
+
+One rule for both training commands: an option the user gave that the run's settings leave unread is refused in one
+line, ``<setting> reads no <option>: <what reads it>``, before anything loads or trains. Where refusing would be out
+of proportion (an option that only tunes, a knob a shipped config keeps for when its setting changes) the run goes
+on and one note lists every such option. "Given" is what the command line and its config files set
+(lightning_cli._given_options): a dataclass cannot tell a default from a value typed equal to it, and a default
+nobody typed is never refused. Options whose default is none (the data's paths) are refused by their value where the
+data module is made, so from Python too (each family's ``unread.py``: its table of who reads what). The commands that
+use a model say the same of their flags where a mode reads none of them (``--model-info``: :func:`flags_given`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Unread:
+    """Options one setting of the run leaves unread."""
+
+    options: tuple[str, ...]  # dotted, as the command line names them: model.objective.scst_samples
+    setting: str  # what leaves them unread, as the line names it: "model.decoder.attention soft"
+    fix: str = ""  # what would read them: "set model.decoder.attention hard"
+    refuse: bool = True  # False: said in the run's one note, the run goes on
+
+    def line(self) -> str:
+        return f"{self.setting} reads no {', '.join(self.options)}" + (f": {self.fix}" if self.fix else "")
+
+
+def given_unread(
+    unread: Iterable[Unread], given: Iterable[str], value: Callable[[str], Any]
+) -> tuple[str | None, str | None]:
+    """(the refusal line, the note line) for the options of ``unread`` that were ``given`` with a value (``value``:
+    an option's parsed value; a null given is no value, the option stays at its default); None where there is none.
+    The first refusal is the line (a run refused says one thing); the note lists every option noted."""
+    given = set(given)
+    notes = []
+    for found in unread:
+        named = tuple(o for o in found.options if o in given and value(o) is not None)
+        if not named:
+            continue
+        if found.refuse:
+            return Unread(named, found.setting, found.fix).line(), None
+        notes.append(Unread(named, found.setting).line())
+    return None, f"options that change nothing in this run: {'; '.join(notes)}" if notes else None
+
+
+def dotted(config: dict, name: str) -> Any:
+    """The value of a dotted option (``model.decoder.attention``) in nested dicts; None where a level is missing."""
+    node: Any = config
+    for part in name.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def flags_given(parser: argparse.ArgumentParser, args: argparse.Namespace, keep: Iterable[str] = ()) -> list[str]:
+    """The flags of ``parser`` that ``args`` (as parsed, before any is filled in) holds at a value other than their
+    default, by their longest name; positional arguments and the destinations in ``keep`` aside."""
+    keep = set(keep)
+    return [
+        max(a.option_strings, key=len)
+        for a in parser._actions
+        if a.option_strings and a.dest not in keep and a.default != argparse.SUPPRESS
+        and getattr(args, a.dest, a.default) != a.default
+    ]  # fmt: skip

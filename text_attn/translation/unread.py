@@ -1,0 +1,65 @@
+"""The options a text config's settings leave unread (text_attn.core.unread_options: the rule and its wording).
+
+``text-train`` refuses those the user gave, or notes them (:func:`unread_options`, from the parsed config); the data
+module refuses the corpus paths its task does not read by their value (:func:`unread_path`: their default is none,
+so one set is one given, from Python too). No network is imported here: the data module reads it.
+"""
+
+from __future__ import annotations
+
+from text_attn.core.self_critical import unread_without_scst
+from text_attn.core.unread_options import Unread
+
+# what names the user's corpus, and the task that reads it (data.root: the data module's own check)
+TASK_OPTIONS = {"path": "tsv", "src_col": "tsv", "tgt_col": "tsv", "src_path": "parallel", "tgt_path": "parallel",
+                "split_names": "pair"}  # fmt: skip
+SYNTHETIC = ("reorder", "dates")
+# RNN attentions without a hidden scoring layer (attn_dim: bahdanau's and luong-concat's)
+NO_ATTN_DIM = ("luong-dot", "luong-general", "none")
+
+
+def _task_reads(task: str, names: tuple[str, ...]) -> Unread:
+    reader = TASK_OPTIONS[names[0]]
+    what = ", ".join(f"data.{n}" for n, t in TASK_OPTIONS.items() if t == reader)
+    return Unread(tuple(f"data.{n}" for n in names), f"task {task}", f"set data.task {reader} (it reads {what})")
+
+
+def unread_path(task: str, paths: dict[str, object]) -> str | None:
+    """The refusal of the first corpus option set (``paths``: name -> value, None: not set) that ``task`` does not
+    read, naming the task that reads it; None when it reads them all. Without it a corpus given beside the default
+    task trained a model of the synthetic pairs."""
+    for name, value in paths.items():
+        if value is not None and TASK_OPTIONS[name] != task:
+            return _task_reads(task, (name,)).line()
+    return None
+
+
+def unread_options(config: dict) -> list[Unread]:
+    """What the run's settings leave unread (``config``: the parsed options, nested: model, data); text-train keeps
+    those the user gave. The first ones are refused; the last ones (tuning knobs) noted."""
+    model, data = config.get("model") or {}, config.get("data") or {}
+    found = unread_without_scst(model.get("objective") or {})
+    if not model.get("init_from"):
+        found.append(Unread(("model.init_vocab",), "a run without model.init_from", "give model.init_from"))
+    network = model.get("network") or {}
+    # the RNN's attention: the config's, or its default; with init_from and none given, the start's (not read here)
+    attention = network.get("attention") or (None if model.get("init_from") else "bahdanau")
+    if model.get("arch", "rnn") == "rnn" and attention in NO_ATTN_DIM:  # the shipped luong and none configs set it
+        found.append(Unread(("model.network.attn_dim",), f"model.network.attention {attention}",
+                            "it sizes the scoring layer of bahdanau and luong-concat; leave it out"))  # fmt: skip
+    if model.get("arch", "rnn") == "rnn" and attention is not None and attention != "luong-dot":
+        found.append(Unread(("model.network.dot_projection",), f"model.network.attention {attention}",
+                            "it rebuilds the luong-dot files of before 2026-12-02; leave it out"))  # fmt: skip
+    task = data.get("task") or "reorder"
+    unread = tuple(n for n, reader in TASK_OPTIONS.items() if reader != task and n in ("src_col", "tgt_col"))
+    if unread:
+        found.append(_task_reads(task, unread))
+    if task in SYNTHETIC:  # made up here: no corpus to cut (data.lower is read: the model file's tokenizer keeps it)
+        found.append(Unread(("data.max_tokens",), f"task {task}", refuse=False))
+    if task != "reorder":
+        found.append(Unread(("data.min_len", "data.max_len"), f"task {task}", refuse=False))
+    if (data.get("tokenizer") or "word") == "word":
+        found.append(Unread(("data.subword_vocab", "data.subword_type"), "data.tokenizer word", refuse=False))
+    else:
+        found.append(Unread(("data.lower",), "data.tokenizer subword", refuse=False))
+    return found
