@@ -233,10 +233,14 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         at_least = {"train_size": (train_size, 1), "val_size": (val_size, 0), "test_size": (test_size, 0),
                     "batch_size": (batch_size, 1), "num_workers": (num_workers, 0), "min_freq": (min_freq, 1),
                     "max_caption_len": (max_caption_len, 1), "captions_per_image": (captions_per_image, 1),
-                    "scene_size": (scene_size, 16), "max_objects": (max_objects, 1)}  # fmt: skip
+                    "scene_size": (scene_size, 64), "max_objects": (max_objects, 1)}  # fmt: skip
         for name, (value, low) in at_least.items():
             if value is not None and value < low:
                 raise CaptionDataError(f"data.{name} must be at least {low}, got {value}")
+        # the scene maker's own bounds (captioning.training.shapes.make_scene), said in the option's name
+        for name, value, high in (("scene_size", scene_size, 512), ("max_objects", max_objects, 4)):
+            if value is not None and value > high:
+                raise CaptionDataError(f"data.{name} must be at most {high}, got {value}")
         self.save_hyperparameters()
         self.vocab: Vocabulary | None = None
         self.splits: dict[str, CaptionSplit] = {}

@@ -300,3 +300,16 @@ def test_training_captions_cut_to_max_caption_len_are_counted_in_one_note(capsys
     assert all(len(ids) <= 4 for _, ids in dm._train_pairs)
     _shapes()  # the default, 50 words: nothing cut, nothing said
     assert "max_caption_len" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "option, value, says",
+    [("scene_size", 32, "at least 64"), ("scene_size", 600, "at most 512"), ("max_objects", 5, "at most 4")],
+)
+def test_a_scene_the_scene_maker_cannot_draw_is_refused_in_the_options_name(option, value, says):
+    # make_scene draws 64-512 pixel canvases of 1-4 objects: outside that the fit ended in a ValueError traceback
+    with pytest.raises(CaptionDataError, match=rf"^data\.{option} must be {says}, got {value}$"):
+        CaptionDataModule(source="shapes", train_size=4, val_size=2, test_size=2, **{option: value})
+    dm = CaptionDataModule(source="shapes", train_size=4, val_size=2, test_size=2, scene_size=64, max_objects=4)
+    dm.setup("fit")  # the bounds themselves are drawn
+    assert len(dm.scenes["train"]) == 4
