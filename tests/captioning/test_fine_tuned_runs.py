@@ -1,8 +1,9 @@
 """A fine-tuning run's files (``model.encoder.fine_tune: last``): its model file checks the domain on the trained
 encoder and says which stage was fine-tuned (--model-info, /info); its own checkpoint joins its model file in
-caption-export (--ensemble, --encoder-of), and a checkpoint exported alone says it has no feature check; a resume with
-another fine_tune is refused by name; a start whose weights do not fit names the options that differ. One tiny fit
-(resnet18, 32 shapes scenes, 4 steps) serves them all."""
+caption-export (--ensemble, --encoder-of), and a checkpoint exported alone says it has no feature check (the model file
+exported again does not); a frozen file put on its encoder (--encoder-of) says which stage was tuned; a file recording
+an unknown stage is refused in one line; a resume with another fine_tune is refused by name; a start whose weights do
+not fit names the options that differ. One tiny fit (resnet18, 32 shapes scenes, 4 steps) serves them all."""
 
 from __future__ import annotations
 
@@ -86,6 +87,42 @@ def test_the_runs_checkpoint_joins_its_model_file_and_alone_says_it_has_no_featu
     note = "caption-export: note: its encoder was fine-tuned, and it holds no check of where its training photos'"
     assert capsys.readouterr().err.startswith(note)
     assert Captioner.load(tmp / "alone.pt").fine_tuned == "last"
+
+
+def test_the_model_file_exported_again_keeps_its_feature_check_and_has_no_note(run, tmp_path, capsys):
+    """The fit's model file holds the check made on the trained encoder's features (prototypes): the note for a
+    fine-tuned file without one is not said of it."""
+    assert export_main([str(run[0] / "run/model.pt"), str(tmp_path / "again.pt")]) == 0
+    assert "holds no check" not in capsys.readouterr().err
+    assert "prototypes" in Captioner.load(tmp_path / "again.pt").domain_check
+
+
+def test_a_frozen_decoder_over_the_fine_tuned_encoder_says_which_stage_was_tuned(run, tmp_path, capsys):
+    """--encoder-of a fine-tuned run's file: the encoder's record of its tuned stage comes with its weights (a frozen
+    file's decoder over it said only "weights in the file")."""
+    data = torch.load(run[0] / "run/model.pt", weights_only=True)
+    del data["encoder_fine_tuned"]  # as a frozen run's file is: no stage recorded
+    torch.save(data, tmp_path / "frozen.pt")
+    assert Captioner.load(tmp_path / "frozen.pt").fine_tuned is None
+    moved = tmp_path / "moved.pt"
+    assert export_main([str(tmp_path / "frozen.pt"), str(moved), "--encoder-of", str(run[0] / "run/model.pt")]) == 0
+    capsys.readouterr()
+    assert caption_main(["--model", str(moved), "--model-info"]) == 0
+    assert "(weights in the file, its last stage fine-tuned on captions)" in capsys.readouterr().out
+
+
+def test_a_model_file_recording_no_known_fine_tuned_stage_is_refused_in_one_line(run, tmp_path, capsys):
+    data = torch.load(run[0] / "run/model.pt", weights_only=True)
+    data["encoder_fine_tuned"] = "everything"
+    torch.save(data, tmp_path / "bogus.pt")
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["--model", str(tmp_path / "bogus.pt"), "--model-info"])
+    got = capsys.readouterr()
+    why = "its encoder_fine_tuned must be one of none, last, last2, all, got 'everything'"
+    assert exc.value.code == 2 and got.err.strip().splitlines() == [
+        f"caption: error: {str(tmp_path / 'bogus.pt')!r}: broken caption model file ({why})"
+    ]
+    assert got.out == ""
 
 
 def test_a_resume_with_another_fine_tune_is_refused_by_name(run, capsys, monkeypatch):

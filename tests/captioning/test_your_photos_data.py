@@ -155,6 +155,20 @@ def test_which_photos_are_held_out_follows_their_names_not_the_captions_file(tmp
     assert _held_out(folder, tsv, val_size=3, test_size=3, seed=1) != before  # the seed draws another order
 
 
+def test_which_photos_are_held_out_does_not_follow_the_folders_path(tmp_path, monkeypatch):
+    """The order is drawn from each photo's name in the captions file, not its path: the folder moved (or copied)
+    elsewhere, or named relative to another working directory, holds out the same photos (a second stage run
+    on the moved folder was otherwise validated and tested on photos the first trained on)."""
+    import shutil
+
+    folder, tsv = _folder(tmp_path, 40)
+    before = _held_out(folder, tsv, val_size=3, test_size=3)
+    moved = shutil.copytree(folder, tmp_path / "elsewhere" / "photos_moved")
+    assert _held_out(moved, tsv, val_size=3, test_size=3) == before
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert _held_out(Path("photos_moved"), tsv, val_size=3, test_size=3) == before
+
+
 @pytest.mark.parametrize("source", ["karpathy", "flickr8k"])
 def test_a_size_of_0_holds_no_photos_of_the_split_not_all_of_them(tmp_path, source):
     """data.test_size 0 read Karpathy's and Flickr8k's whole test split (0 was taken as "no cap"), where the docs say

@@ -70,15 +70,9 @@ def test_translate_max_len_counts_tokens_and_n_best_lines_say_ended_or_cut(capsy
 @pytest.fixture(scope="module")
 def learned(tmp_path_factory):
     """A random Transformer with a learned position table of 8 rows, as a model file."""
-    from text_attn.core.vocab import Vocabulary
-    from text_attn.translation.transformer import Transformer, TransformerConfig
-    from text_attn.translation.translator import Translator
+    from helpers.tiny_translator import learned_positions_model_file
 
-    torch.manual_seed(0)
-    vocab = Vocabulary.build([["ma", "mo", "pe", "gake", "soru"]])
-    cfg = TransformerConfig(len(vocab), len(vocab), d_model=8, num_heads=2, enc_layers=1, dec_layers=1, ff_dim=16,
-                            positions="learned", max_len=8)  # fmt: skip
-    return Translator(Transformer(cfg), vocab, vocab, "word", True).save(tmp_path_factory.mktemp("lp") / "m.pt")
+    return learned_positions_model_file(tmp_path_factory.mktemp("lp") / "m.pt")
 
 
 def test_learned_positions_cap_the_output_and_refuse_a_longer_source_in_one_line(learned, capsys):

@@ -34,3 +34,16 @@ def tiny_word_model_file(path: Path) -> Path:
     cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
                         dec_hidden=8, attn_dim=8)  # fmt: skip
     return Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(path)
+
+
+def learned_positions_model_file(path: Path) -> Path:
+    """A tiny random-weight word-level Transformer with a learned position table of 8 rows (``positions: learned``):
+    a source of 8 words (with its end 9 rows) or a max_len of 8 is past it."""
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([["ma", "mo", "pe", "gake", "soru"]])
+    cfg = TransformerConfig(len(vocab), len(vocab), d_model=8, num_heads=2, enc_layers=1, dec_layers=1, ff_dim=16,
+                            positions="learned", max_len=8)  # fmt: skip
+    return Translator(Transformer(cfg), vocab, vocab, "word", True).save(path)

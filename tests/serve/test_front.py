@@ -1,5 +1,6 @@
 """The HTTP process's front (attention_serve/front.py) on its own, without a server: which paths reach the routes, the
-Host header, and the JSON a request may hold. tests/serve/test_api.py runs the same against a real server."""
+Host header, the JSON a request may hold, and what a learned position table cannot hold (refused before a worker is
+asked). tests/serve/test_api.py runs the same against a real server."""
 
 from __future__ import annotations
 
@@ -178,3 +179,54 @@ def test_the_value_count_is_linear_in_the_body_even_for_a_string_never_closed():
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["False", "True", "False"], done.stderr
+
+
+def _post_translate(text, body: dict) -> tuple[int, dict, list[str]]:
+    """One POST /translate of ``body`` through a Front serving ``text`` (models.load_text): (status, JSON answer,
+    the paths a model worker was asked for: none when the front refused the request itself)."""
+    asked: list[str] = []
+
+    def refusal(path):  # its worker is up
+        asked.append(path)
+
+    async def answer(path, call, send):  # what a worker would answer
+        asked.append(path)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    data = json.dumps(body).encode()
+
+    async def receive():
+        return {"type": "http.request", "body": data, "more_body": False}
+
+    headers = [(b"host", b"localhost:8000"), (b"content-type", b"application/json"),
+               (b"content-length", str(len(data)).encode())]  # fmt: skip
+    scope = {"type": "http", "method": "POST", "path": "/translate", "query_string": b"", "headers": headers}
+    waiting = SimpleNamespace(refusal=refusal, answer=answer)
+    asyncio.run(Front(None, None, text, Limits(allowed_hosts=LOOPBACK_NAMES), b"page", waiting)(scope, receive, send))
+    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:])), asked
+
+
+def test_the_front_refuses_what_a_learned_position_table_cannot_hold_before_a_worker_is_asked(tmp_path):
+    """The front hands the served model's learned positions (models.load_text's "positions") to check_work: a
+    sentence past the table is a 413, a max_len past it a 422, in the Translator's words; without them the request
+    went on to a worker, whose model cannot run it."""
+    from helpers.tiny_translator import learned_positions_model_file
+
+    from attention_serve.models import load_text
+    from text_attn.translation.translator import Translator
+
+    path = learned_positions_model_file(tmp_path / "m.pt")
+    text, tr = load_text(path), Translator.load(path)
+    assert _post_translate(text, {"text": "ma " * 8}) == (
+        413, {"error": f"the sentence: {tr.length_error(8)}", "status": 413}, []
+    )  # fmt: skip
+    assert _post_translate(text, {"text": "ma", "max_len": 8}) == (
+        422, {"error": tr.length_error(max_len=8), "status": 422}, []
+    )  # fmt: skip
+    assert _post_translate(text, {"text": "ma " * 7, "max_len": 7})[::2] == (200, ["/translate", "/translate"])

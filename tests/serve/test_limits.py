@@ -109,6 +109,15 @@ def test_the_search_is_counted_by_the_steps_it_may_take():
     )
 
 
+def test_a_given_text_of_max_lens_ceiling_is_read_and_one_token_more_is_refused():
+    """A given translation may be as long as a translation may be: 512 tokens (max_len's ceiling), its end not
+    counted among them, as max_len does not count it; 513 is refused naming the ceiling."""
+    cost.check_work([1], {"given": "x"}, DEFAULTS, LONGEST, LONGEST)  # passes
+    said = _refused(cost.check_work, [1], {"given": "x"}, DEFAULTS, LONGEST, LONGEST + 1)
+    ceiling = "at most 512 (a translation's longest, max_len's ceiling)"
+    assert said == f"given has 513 tokens as the model writes them; {ceiling}"
+
+
 def test_the_page_is_told_the_language_the_model_reads(text):
     """attention-serve hands it to its page (page.render's source_lang), which tags the text typed and the source
     words with it, for a screen reader's voice (the bundled models read German)."""

@@ -4,7 +4,8 @@
   a few optimiser steps with it raise the teacher-forced attention on the true source word, far more than the same
   steps without it;
 - self-critical training with a BLEU reward: a short seeded run raises the mean reward of the sampled translations,
-  samples and scores them with dropout off, and logs reward, baseline and advantage;
+  samples and scores them with dropout off, and logs reward, baseline and advantage; its samples stay within a
+  learned position table; under weight averaging it writes the mean, even where its start scored better;
 - ``init_from``: the network starts with the weights of a model file or a text-train checkpoint;
 - each mistake is one clear line.
 """
@@ -302,6 +303,29 @@ def test_scst_caps_its_samples_as_validation_and_translate_do():
     assert max(lengths) == 2 and any(n == 2 and e for n, e in zip(lengths, ended, strict=True))
 
 
+def test_scst_samples_of_a_learned_position_table_stop_within_it():
+    """A Transformer with 8 learned positions and scst_max_len 8: its samples run to 7 tokens and then the end (the
+    table's last row), not to 8 (a ninth position: "longer than the learned max_len 8", the step a traceback). No
+    output ends of itself here (the end's logit far down), so each runs to the cap."""
+    network = {"d_model": 16, "num_heads": 2, "enc_layers": 1, "dec_layers": 1, "ff_dim": 32, "positions": "learned",
+               "max_len": 8, "dropout": 0.0}  # fmt: skip
+    module = _built({"min_len": 3, "max_len": 5}, arch="transformer", network=network,
+                    objective={"scst": True, "scst_samples": 2, "scst_max_len": 8})  # fmt: skip
+    batch, net, v = _batch(module), module.net, module.tgt_vocab
+    decoded, generate = [], net.generate
+
+    def recorded(*args, **options):
+        decoded.append(generate(*args, **options))
+        return decoded[-1]
+
+    net.generate = recorded
+    with torch.no_grad():
+        net.out.bias[v.eos_id] -= 50.0
+    out = module.objective.training_loss(net, batch, v.bos_id, v.eos_id, v.pad_id)
+    assert torch.isfinite(out.loss)
+    assert {len(t) for d in decoded for t in d.token_lists()} == {7}  # sampled and greedy: the table's room
+
+
 def test_an_scst_stage_needs_a_start_and_keeps_one_it_did_not_beat(tmp_path, capsys):
     """SCST from random weights is refused in one line, a resume of an SCST run is not; a stage that made its start
     worse on val (validated on the whole split before the first step) writes the start's weights, and says so: it
@@ -337,6 +361,39 @@ def test_an_scst_stage_needs_a_start_and_keeps_one_it_did_not_beat(tmp_path, cap
     # the resume of an SCST run: its checkpoint's weights, no model.init_from needed
     trainer(3).fit(TranslationModule(network=dict(NET), lr=1e-4, objective=scst), TranslationDataModule(**DATA),
                    ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))  # fmt: skip
+
+
+def test_an_scst_stage_under_weight_averaging_writes_the_mean_even_where_the_start_scored_better(tmp_path, capsys):
+    """StochasticWeightAveraging's mean was never validated, so a start that beat the validated checkpoints says
+    nothing of it: the stage writes the mean and its line says so, not "model.init_from's weights: they scored better
+    on val" (RunState.export_best). swa_epoch_start 1 of 3 epochs: the mean of the weights at the start of epochs 0,
+    1 and 2."""
+    from helpers.epoch_weights import EpochStartWeights
+
+    from text_attn.core.lightning_parts import BuiltModuleSWA
+
+    pl.seed_everything(0, verbose=False)
+    start = tmp_path / "ce.pt"
+    _trainer(20, tmp_path).fit(TranslationModule(network=dict(NET), lr=0.01, export_path=str(start)),
+                               TranslationDataModule(**DATA))  # fmt: skip
+    probe = EpochStartWeights()
+    callbacks = [ModelCheckpoint(tmp_path / "ckpt", monitor="val_loss", mode="min"), probe,
+                 BuiltModuleSWA(swa_lrs=1.0, swa_epoch_start=1)]  # fmt: skip
+    trainer = pl.Trainer(max_epochs=3, limit_train_batches=1, accelerator="cpu", logger=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=-1,
+                         callbacks=callbacks, default_root_dir=tmp_path)  # fmt: skip
+    worse = TranslationModule(network=dict(NET), lr=1.0, objective={"scst": True, "scst_samples": 2},
+                              init_from=str(start), export_path=str(tmp_path / "swa.pt"))  # fmt: skip
+    trainer.fit(worse, TranslationDataModule(**DATA))
+    written, begun = Translator.load(tmp_path / "swa.pt").net.state_dict(), Translator.load(start).net.state_dict()
+    for name, value in written.items():
+        torch.testing.assert_close(value, torch.stack([probe.taken[e][name] for e in (0, 1, 2)]).mean(0))
+    err = capsys.readouterr().err.splitlines()
+    verdict = next(x for x in err if x.startswith("text-train: val_loss: "))
+    assert verdict.endswith("training did not beat the start on these val pairs (the start may translate them as well)")
+    mean = "StochasticWeightAveraging's mean of the weights at the start of epochs 0 to 2, 3 of them"
+    assert f"wrote model file: {tmp_path / 'swa.pt'} ({mean})" in err
+    assert not all(torch.equal(written[k], begun[k]) for k in begun)
 
 
 def _record_modes(module: TranslationModule, modes: list):
