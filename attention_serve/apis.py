@@ -268,7 +268,8 @@ class TranslateAPI(_ModelAPI):
 
     def _translate(self, sentences: list[str], o: dict[str, Any]) -> list[dict[str, Any]]:
         tr = self.translator
-        tokens = [tr.tokenize(s) for s in sentences]
+        keep_case = bool(o.get("keep_case"))  # the request's (Translator.read_as): the worker's own stays as loaded
+        tokens = [tr.tokenize(s, keep_case) for s in sentences]
         keep = [k for k, t in enumerate(tokens) if t]  # a sentence with nothing to translate gets an empty record
         extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
         if o.get("given"):  # the translation given, read for each sentence (translate --given)
@@ -281,7 +282,7 @@ class TranslateAPI(_ModelAPI):
                                        o.get("max_len"), longest, **extra)  # fmt: skip
         records: list[dict[str, Any]] = [self._empty(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
-            records[k] = self._record(sentences[k], t) | _read(t, "token_probs")
+            records[k] = self._record(sentences[k], t, keep_case) | _read(t, "token_probs")
             if o.get("evidence") and t.attention is not None and t.tokens:
                 from text_attn.core.faithfulness import rounded_evidence, rounded_taus
                 from text_attn.translation.explain import translation_evidence
@@ -295,9 +296,9 @@ class TranslateAPI(_ModelAPI):
                 "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None, "read_as": None,
                 "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
 
-    def _record(self, source: str, t: Any) -> dict[str, Any]:
+    def _record(self, source: str, t: Any, keep_case: bool = False) -> dict[str, Any]:
         unlike = self.translator.unlike_source(source)
-        read = self.translator.read_as(source)  # how the model read it; composed letters alone are no difference
+        read = self.translator.read_as(source, keep_case)  # how the model read it; composed letters alone: the same
         attention = heads = None
         if t.attention is not None:
             a = t.attention.float().cpu().numpy()

@@ -388,7 +388,8 @@ class Front:
                                   f"{shown(ctype) if ctype else 'no type'}")  # fmt: skip
             sentences, given = sentences_of(await _parsed(body, self.limits.json_values), self.limits)
             options = parse_options(_merged(query, given), TRANSLATE_OPTIONS, served.defaults, self.limits.max_chars)
-            tokens = [len(served.extra["tokenize"](s)) for s in sentences]  # as the worker reads them (apis.py)
+            keep_case = bool(options.get("keep_case"))
+            tokens = [len(served.extra["tokenize"](s, keep_case)) for s in sentences]  # as the worker reads them
             # the given text as the worker reads it: its tokens are the steps (text_attn Translator.read_tokens)
             read = len(served.extra["target_tokens"](options["given"])) if "given" in options else None
             check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read,

@@ -105,6 +105,13 @@ TRANSLATE_OPTIONS = {
         "the attention (Kendall tau): 'evidence' and 'agreement' in the answer; one more decoder step "
         "of S source tokens + 1 rows a word (default 0)",
     ),
+    "keep_case": Option(
+        int,
+        0,
+        1,
+        "1: a sentence typed without capitals (or all in capitals) read as typed, as translate --keep-case reads "
+        "it (default 0: read with the capitals of the text the model learned from, where its file knows them)",
+    ),
 }
 
 

@@ -4,6 +4,7 @@ so a bad file is one line before anything starts; the inference workers load the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,37 @@ def _details(lines: list[str]) -> dict[str, str]:
             out[last] = value.strip()
         elif last is not None and line.startswith(" ") and line.strip():
             out[last] = f"{out[last]} {line.strip()}".strip()
+    return out
+
+
+# a text model file's test scores name where and how they were measured in their first key ("test_2016_flickr beam 8,
+# length penalty 1: sacreBLEU", benchmarks/multi30k.py); /info keys them by metric, as a caption model's are
+MEASURED = re.compile(r"(?P<split>\S+) beam (?P<beam>\d+)(?:, length penalty (?P<penalty>\d+(?:\.\d+)?))?")
+
+
+def scores_keyed(info: dict[str, Any]) -> dict[str, Any]:
+    """A model file's ``info`` with each ``test_scores*`` table keyed by metric alone: a key "WHERE: METRIC" becomes
+    METRIC, WHERE its own entries (``split``, ``beam``, ``length_penalty``, as a caption model's table has them; a WHERE
+    of another form under ``measured``). Anything else as it is."""
+    out = dict(info)
+    for key, table in info.items():
+        if not (key.startswith("test_scores") and isinstance(table, dict)):
+            continue
+        scores, where = {}, {}
+        for name, value in table.items():
+            measured, sep, metric = str(name).rpartition(": ")
+            if not sep:
+                scores[name] = value
+                continue
+            scores[metric] = value
+            m = MEASURED.fullmatch(measured)
+            if m is None:
+                where = {"measured": measured}
+                continue
+            where = {"split": m["split"], "beam": int(m["beam"])}
+            if m["penalty"] is not None:
+                where["length_penalty"] = float(m["penalty"])
+        out[key] = {**scores, **where}
     return out
 
 
@@ -74,7 +106,7 @@ def load_caption(path: Path) -> Served:
         "model": name,
         **_details(model_info(captioner, path)[1:6]),
         "decoding": defaults,
-        "info": json_safe(captioner.info),
+        "info": json_safe(scores_keyed(captioner.info)),
     }
     from captioning.model.reading import caption_tokens
 
@@ -95,11 +127,14 @@ def load_text(path: Path) -> Served:
     defaults = translator.decoding()  # what `translate` and Translator.translate use
     bundled = bundled_name(path)
     name = f"{bundled} (bundled)" if bundled else Path(path).name
+    details = _details(model_info(translator, path)[1:])
+    if "input_casing" in details:  # "(--keep-case: as typed)": the request's option here, not the command's flag
+        details["input_casing"] = details["input_casing"].replace("--keep-case", "keep_case=1")
     info = {
         "model": name,
-        **_details(model_info(translator, path)[1:]),
+        **details,
         "decoding": defaults,
-        "info": json_safe(translator.info),
+        "info": json_safe(scores_keyed(translator.info)),
     }
     # the HTTP process counts a request's source tokens as the worker will read them (limits.check_work): the
     # translator's text reading (codec, casing) is kept, its network dropped, once its learned positions are read

@@ -9,7 +9,7 @@ and in sentence case (only the first letter capital), each translated as typed (
 A model file without a casing (from before it, or trained on lowercase text) is measured as typed only. "read back":
 how many of the changed lines the casing turns back into the line as written, letter for letter. Time: the bundled
 Transformer's capitals row typed as is runs to the length cap (its outputs do not end): ~9 minutes of the ~13 on 2
-cores; ``--limit`` takes the first N lines.
+cores; ``--limit`` takes the first N lines, ``--forms "as written,lowercased"`` the forms named.
 """
 
 from __future__ import annotations
@@ -38,11 +38,14 @@ def sentence_case(line: str) -> str:
 FORMS = {"as written": str, "lowercased": str.lower, "in capitals": str.upper, "sentence case": sentence_case}
 
 
-def measure(translator: Translator, sources: list[str], refs: list[str]) -> list[dict]:
-    """One row per form of the lines: sacreBLEU typed as is and read with the casing (None: the file has none)."""
+def measure(translator: Translator, sources: list[str], refs: list[str], forms: list[str] | None = None) -> list[dict]:
+    """One row per form of the lines (``forms``: their names; None: all of FORMS): sacreBLEU typed as is and read with
+    the casing (None: the file has none)."""
     has_casing = translator.casing is not None
     rows = []
     for name, form in FORMS.items():
+        if forms is not None and name not in forms:
+            continue
         lines = [form(s) for s in sources]
         row: dict = {"form": name}
         for keep, key in ((True, "typed"), (False, "recased")):
@@ -72,8 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src-lang", default="de", help="the models' source language (default: de)")
     p.add_argument("--tgt-lang", default="en", help="the references' language (default: en)")
     p.add_argument("--limit", type=int, help="only the first N lines")
+    p.add_argument("--forms", help=f"comma-separated forms to measure (default: all: {', '.join(FORMS)})")
     p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
+    forms = args.forms.split(",") if args.forms else None
+    if forms and not set(forms) <= set(FORMS):
+        p.error(f"--forms: each of {', '.join(FORMS)}, got {args.forms}")
     try:
         sources = read_lines(corpus_file(args.data_root, args.split, args.src_lang))[: args.limit]
         refs = read_lines(corpus_file(args.data_root, args.split, args.tgt_lang))[: args.limit]
@@ -82,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         found = {}
         for name in args.models.split(","):
             print(f"{name}: {len(sources):,} lines of {args.split}.{args.src_lang}", flush=True)
-            found[name] = measure(Translator.load(name), sources, refs)
+            found[name] = measure(Translator.load(name), sources, refs, forms)
     except (ModelFileError, TaskError, ValueError) as err:
         sys.exit(f"casing: error: {err}")
     for name, rows in found.items():

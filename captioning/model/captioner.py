@@ -38,6 +38,10 @@ from text_attn.core.precision import parameter_dtype, widened
 from text_attn.core.vocab import Vocabulary, marks_split_off
 
 KIND = "caption-model"  # the model file format tag is attention-toolkit/caption-model
+# photos encoded and searched together by caption_images and read_caption: caption's --batch-size default
+# (captioning/commands/caption_parser.BATCH), so many photos cost one batch's memory (~24 MB a photo: 40 in one
+# batch held 1.72 GB, 6 held 0.91 GB) and the same captions
+BATCH = 16
 VERSION = 1
 
 
@@ -482,13 +486,14 @@ class Captioner:
         if not isinstance(text, str):
             raise TypeError(f"read_caption: the caption to read must be a text, got {type(text).__name__}")
         images = _photo_list(images, "read_caption")
-        if not images:
-            return Captions()
-        loaded, features = self.encode_photos(images)
-        with self._hard_inference(hard_inference):
-            out = self.read_features(features, text)
-            chosen = [self.chosen_regions(c.alphas) for c in out]
-        return Captions(self._shown(out, loaded, images, chosen, features))
+        out = []
+        for part in _batches(images):
+            loaded, features = self.encode_photos(part)
+            with self._hard_inference(hard_inference):
+                read = self.read_features(features, text)
+                chosen = [self.chosen_regions(c.alphas) for c in read]
+            out += self._shown(read, loaded, part, chosen, features)
+        return Captions(out)
 
     def decoding(self, **given: Any) -> dict[str, Any]:
         """The decoding ``caption`` uses: the model file's recorded choice (chosen on validation data: the bundled
@@ -511,20 +516,22 @@ class Captioner:
         decoded as the command decodes it (a large JPEG at reduced size), the same preprocessing, the decoding
         recorded in the model file unless given (:meth:`decoding`), and ``unfamiliar`` (with the model's ``note``) set
         where the model file holds a check of its training photos. Each caption keeps its photo, grid and crop box, so
-        it draws itself in Jupyter; the list shows as one page.
+        it draws itself in Jupyter; the list shows as one page. The photos are encoded and searched :data:`BATCH` at
+        a time, as ``caption`` batches them (one batch's memory, however many are given).
 
         ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
         on val); a soft-attention model always takes the expected context ("argmax" is refused for it)."""
         images = _photo_list(images, "caption_images")
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
-        if not images:
-            return Captions()
-        loaded, features = self.encode_photos(images)
-        with self._hard_inference(hard_inference):
-            out = self.caption_features(features, **search)
-            chosen = [self.chosen_regions(c.alphas) for c in out]  # a region a word only where one was looked at
-        return Captions(self._shown(out, loaded, images, chosen, features))
+        out = []
+        for part in _batches(images):  # BATCH photos at a time: the memory of one batch, however many are given
+            loaded, features = self.encode_photos(part)
+            with self._hard_inference(hard_inference):
+                found = self.caption_features(features, **search)
+                chosen = [self.chosen_regions(c.alphas) for c in found]  # a region a word only where one was looked at
+            out += self._shown(found, loaded, part, chosen, features)
+        return Captions(out)
 
     def _search(
         self, beam_size: int | None, max_len: int | None, length_penalty: float | None, no_repeat_ngram: int | None
@@ -683,6 +690,12 @@ class Captioner:
 
 _MODE_LOCK = threading.RLock()  # Captioner._hard_inference: one hard-attention call at a time (a class-wide lock:
 # a model object stays picklable)
+
+
+def _batches(images: list) -> Iterator[list]:
+    """``images`` in runs of :data:`BATCH`, in order (none for no images)."""
+    for start in range(0, len(images), BATCH):
+        yield images[start : start + BATCH]
 
 
 def _photo(image: Any, where: str) -> Any:

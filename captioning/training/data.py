@@ -163,8 +163,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     ):
         """
         Args:
-            source: ``shapes`` (synthetic), ``karpathy`` (needs karpathy_json, image_root) or ``folder``
-                (needs image_dir, captions_tsv); a path another source reads is refused (it would go unread).
+            source: ``shapes`` (synthetic), ``karpathy`` (needs karpathy_json, image_root), ``flickr8k`` (needs
+                root: the dataset's folder) or ``folder`` (needs image_dir, captions_tsv); a path another source
+                reads is refused (it would go unread).
             karpathy_json: the Karpathy-split JSON (dataset_coco.json, dataset_flickr8k.json, ...).
             image_root: folder that the JSON's filepath/filename are relative to.
             image_dir: the image folder for ``folder``. captions_tsv: its ``filename<TAB>caption`` file.

@@ -109,6 +109,25 @@ def test_sample_seed_help_names_each_commands_own_options(capsys):
     assert "(keyed by its photo's name) at any --batch-size, --devices, --workers and in a --resume" in caption
 
 
+@pytest.mark.parametrize("command", ["caption", "translate"])
+def test_the_sampler_and_n_best_help_give_the_default_a_run_uses(command):
+    """--temperature, --top-k, --top-p and --n-best said no default in --help (1.0, 0, 1.0 and 1)."""
+    import re
+
+    from captioning.commands.caption_parser import _parser as caption_parser
+    from text_attn.core.search_options import fill_decoding_defaults
+    from text_attn.translation.translate_cli import _parser as translate_parser
+
+    parser = caption_parser() if command == "caption" else translate_parser()
+    args = parser.parse_args(["x"])
+    fill_decoding_defaults(args, {})  # what the run fills in for options left out
+    for flag, dest in (("--temperature", "temperature"), ("--top-k", "top_k"), ("--top-p", "top_p"),
+                       ("--n-best", "n_best")):  # fmt: skip
+        said = next(a.help for a in parser._actions if flag in a.option_strings)
+        found = re.search(r"default: ([0-9.]+)", said)
+        assert found and float(found.group(1)) == getattr(args, dest), (flag, said)
+
+
 def test_caption_seed_beside_sample_points_to_sample_seed(tmp_path, capsys):
     """--seed is --demo shapes' scene seed; given with --sample it was refused without naming the option meant."""
     from captioning.commands.caption import caption_main

@@ -93,9 +93,14 @@ def test_a_missing_config_and_a_folder_as_config(tmp_path, capsys):
 
 
 def test_help_still_prints_the_usage(capsys):
+    from captioning.training.data import SOURCES
+
     with pytest.raises(SystemExit) as exc:
         caption_train(["fit", "--help"])
-    assert exc.value.code == 0 and "usage: caption-train" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "usage: caption-train" in out
+    source = " ".join(out.split("--data.source SOURCE")[-1].split("--data.karpathy_json")[0].split())
+    assert all(f"``{name}``" in source for name in SOURCES), source  # flickr8k was left out
 
 
 @pytest.mark.parametrize(

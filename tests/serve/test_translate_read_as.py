@@ -40,3 +40,43 @@ def test_the_default_length_cap_is_at_most_what_a_client_may_ask_for(tmp_path, m
     # translate's own default (lower than 2 x source + 10: the line is longer than any the tiny model learned from)
     assert len(uncapped.tokens) == api.translator.default_steps(n_long - 1) > 12
     assert record["tokens"] == uncapped.tokens[:12] and record["truncated"]
+
+
+def test_keep_case_reads_a_request_as_typed_and_leaves_the_worker_as_it_was(tmp_path):
+    """/info said "(--keep-case: as typed)", and keep_case=1 was a 422 unknown option: a client could not ask for
+    the sentence as typed. It is the request's alone: the next request is read with the capitals again."""
+    from attention_serve.limits import TRANSLATE_OPTIONS, parse_options
+
+    options = parse_options({"keep_case": "1", "beam_size": 1}, TRANSLATE_OPTIONS, {"length_penalty": 0.0})
+    assert options["keep_case"] == 1
+    api = TranslateAPI(tiny_subword_model_file(tmp_path), "translate", 1, 4, 0.01, idle_wait=False)
+    api.load("cpu")
+    typed = DE[0].lower()
+    (kept,) = api._translate([typed], {**options, "max_len": 3})
+    assert kept["read_as"] is None and kept["source_tokens"] == [*api.translator.tokenize(typed, True), "<eos>"]
+    assert kept["source_tokens"] != [*api.translator.tokenize(DE[0]), "<eos>"]
+    assert kept["translation"] == api.translator.translate_tokens([kept["source_tokens"][:-1]], 1, 0.0, 3)[0].text
+    (recased,) = api._translate([typed], {"beam_size": 1, "length_penalty": 0.0, "max_len": 3})
+    assert recased["read_as"] == DE[0] and api.translator.keep_case is False
+
+
+def test_info_names_the_option_a_client_gives_and_keys_the_scores_by_metric(tmp_path):
+    """/info's casing line named the command's flag (--keep-case), and a text model's scores came back keyed
+    "test_2016_flickr beam 5: sacreBLEU", the split and beam folded into the first metric's name."""
+    from attention_serve.models import load_text, scores_keyed
+
+    info = load_text(tiny_subword_model_file(tmp_path)).info
+    assert "keep_case=1: as typed" in info["input_casing"] and "--keep-case" not in info["input_casing"]
+    written = {
+        "terms": "T",
+        "test_scores": {"test_2016_flickr beam 5: sacreBLEU": 40.84, "chrF": 59.98},
+        "test_scores_default_decoding": {"test_2016_flickr beam 8, length penalty 1: sacreBLEU": 41.54},
+    }
+    assert scores_keyed(written) == {
+        "terms": "T",
+        "test_scores": {"sacreBLEU": 40.84, "chrF": 59.98, "split": "test_2016_flickr", "beam": 5},
+        "test_scores_default_decoding": {"sacreBLEU": 41.54, "split": "test_2016_flickr", "beam": 8,
+                                         "length_penalty": 1.0},
+    }  # fmt: skip
+    caption_like = {"test_scores": {"Bleu_4": 23.8, "beam": 5, "length_penalty": 1.0}}
+    assert scores_keyed(caption_like) == caption_like  # keyed by metric already

@@ -106,17 +106,43 @@ def free_threads(current: int) -> int:
         return current
     first = _start if _start is not None else _snapshot()
     _start = None  # used once: the next command in this process (a notebook, a test) reads its own interval
-    if first is None:
-        return current
+    found = _busy_since(first) if first is not None else None
+    return current if found is None else threads_for(current, found[1], found[0])
+
+
+def _busy_since(first: tuple[float, dict[int, tuple[int, int]], int]) -> tuple[float, int] | None:
+    """(the cores other programs kept busy since the reading ``first``, the cores this process may use), reading
+    again now (the interval stretched to :data:`MIN_SECONDS` if shorter); None where it cannot be read."""
     waited = time.monotonic() - first[0]
     if waited < MIN_SECONDS:
         time.sleep(MIN_SECONDS - waited)
     now = _snapshot()
     if now is None:
-        return current
+        return None
     cpus = cpu_ids()
-    busy = others_busy(first[1], now[1], now[2] - first[2], cpus)
-    return threads_for(current, len(cpus), busy)
+    return others_busy(first[1], now[1], now[2] - first[2], cpus), len(cpus)
+
+
+def fewer_threads_note(current: int, option: str) -> str | None:
+    """A training command's note, at its fit's start, where other programs kept cores busy since :func:`start` (its
+    first line: Lightning's import and the run's set-up, ~10 s, lie between the readings) and torch's ``current``
+    threads would share them: the training steps' thousands of small operations each wait at the barrier for the
+    thread a busy core holds back (an audit's fit beside other work on 2 cores: 7-10x slower than at one thread). A
+    note, not a choice: a
+    fit's threads are ``option`` (model.cpu_threads), which the user gives. None where no reading was started (a fit
+    called from Python), the user chose threads in the environment, or no core is taken away."""
+    global _start
+    first, _start = _start, None
+    if first is None or any(os.environ.get(name) for name in EXPLICIT):
+        return None
+    found = _busy_since(first)
+    if found is None:
+        return None
+    busy, cores = found
+    threads = threads_for(current, cores, busy)
+    if threads >= current:
+        return None
+    return f"other programs keep {math.floor(busy + 0.5)} of {cores} cores busy: {option} {threads} may train faster"
 
 
 def use_free_threads() -> int:

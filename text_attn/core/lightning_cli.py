@@ -16,7 +16,9 @@ On top of Lightning's own CLI:
   ``tensorboard --logdir <default_root_dir>``) and a ``metrics.csv`` (read by ``report RUN_DIR`` and the
   benchmarks), into the one folder ``<default_root_dir>/lightning_logs/version_N/`` that also holds the
   checkpoints. A ``trainer.logger`` given in a config or on the command line is used as it is;
-- ``validate`` and ``test`` without weights to score (no ``--ckpt_path``, no ``model.init_from``) are refused;
+- ``validate`` and ``test`` without weights to score (no ``--ckpt_path``, no ``model.init_from``) are refused, and so
+  is ``fit`` told nothing of what to train on (no ``--config``, no data option, no checkpoint: :func:`refuse_defaults`);
+  a fit notes a model file it would replace and, without ``model.cpu_threads``, cores other programs keep busy;
 - a StochasticWeightAveraging callback averages the network (``lightning_parts.BuiltModuleSWA``), and a monitored
   validation metric no validation logs is one line before anything acts on it (``lightning_parts.MonitorCheck``).
 """
@@ -36,6 +38,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
@@ -108,12 +111,15 @@ def quiet_lightning(scoring: bool = False) -> Iterator[None]:
 
 
 def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset(),
-                    one_batch: frozenset[str] = frozenset(), unread: UnreadRules | None = None):  # fmt: skip
+                    one_batch: frozenset[str] = frozenset(), unread: UnreadRules | None = None,
+                    start: StartFrom | None = None):  # fmt: skip
     """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
     built (each takes ~0.1-0.3 s of signature reading: a third of a short run's start), so ``--help`` without one
     still lists all five. ``given``: the dotted options the command line and its config files set
     (:func:`_given_options`), which a checkpoint's saved hyper-parameters never replace, and which ``unread`` (the
-    family's rules: text_attn.core.unread_options) refuses or notes where the run's settings read none of them."""
+    family's rules: text_attn.core.unread_options) refuses or notes where the run's settings read none of them.
+    ``start``: the family's shipped config to start from, named where a fit is given neither a config nor a data
+    option (:func:`refuse_defaults`; None: no such refusal)."""
     given = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given)
     import torch
 
@@ -183,6 +189,11 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 sys.argv = argv
 
         def instantiate_trainer(self, **kwargs):
+            smoke = self._get(self.config_init, "trainer", default={}).get("fast_dev_run")  # a batch or a few: kept
+            if start is not None and self.subcommand == "fit" and not smoke:
+                # a fit told nothing of what to train on (refuse_defaults): here, once the model's and the data's own
+                # checks have said their one line, before the trainer prints its devices or a logger makes a folder
+                refuse_defaults(start, given, self._resumes())
             trainer = self._get(self.config_init, "trainer", default={})
             for name in one_batch:  # given as the integer 1, parsed as 1.0 (_one_batch): one batch, as typed
                 if trainer.get(name) == 1:
@@ -244,12 +255,34 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
                 raise
 
+        def _resumes(self) -> bool:
+            """Whether this fit goes on from a checkpoint: ``--ckpt_path`` a file, or ``best`` / ``last`` of an
+            earlier run found (none found: a fresh fit, as Lightning goes on)."""
+            ckpt = self.config[self.subcommand].get("ckpt_path")
+            if ckpt is not None and str(ckpt) in run_checkpoints.NAMES:
+                ckpt = run_checkpoints.resolve(str(ckpt), _configured_trainer(self.config[self.subcommand]))
+            return ckpt is not None
+
         def before_fit(self) -> None:
             """A model file fit could not write is said before training, not after it (its folder is made now, as
-            the end of fit would make it)."""
-            path = getattr(getattr(self.model, "hparams", None), "export_path", None)
+            the end of fit would make it), and one it would replace is noted; so are cores other programs keep busy
+            where model.cpu_threads is not set (text_attn.core.cpu_load: the console script took the first reading)."""
+            hparams = getattr(self.model, "hparams", None)
+            if self.trainer.is_global_zero and hparams is not None and "cpu_threads" in hparams:
+                import torch
+
+                from text_attn.core import cpu_load
+
+                busy = cpu_load.fewer_threads_note(torch.get_num_threads(), "model.cpu_threads")  # the reading used
+                if busy and not hparams.cpu_threads:
+                    print(f"{prog}: note: {busy}", file=sys.stderr)
+            path = getattr(hparams, "export_path", None)
             if path and self.trainer.is_global_zero and not self.trainer.fast_dev_run:  # a smoke test writes none
                 refuse_export_path(str(path))
+                if not self._resumes():  # a resume replaces the model file of the run it goes on with
+                    note = replaced_note(str(path))
+                    if note:
+                        print(f"{prog}: note: {note}", file=sys.stderr)
 
         def _prepare_subcommand_kwargs(self, subcommand: str) -> dict:
             """``--ckpt_path best`` / ``last``: the files an earlier run of this config wrote (run_checkpoints).
@@ -361,6 +394,43 @@ def _configured_trainer(config) -> SimpleNamespace:
             loggers.append(SimpleNamespace(save_dir=str(init.get("save_dir")), name=init.get("name", "lightning_logs")))
     return SimpleNamespace(default_root_dir=trainer.get("default_root_dir"), checkpoint_callbacks=callbacks,
                            loggers=loggers)  # fmt: skip
+
+
+class StartFrom(NamedTuple):
+    """What a family's fit trains when it is told nothing, and where to start instead (:func:`refuse_defaults`)."""
+
+    defaults: str  # the built-in defaults, in words: "the synthetic reorder task"
+    config: str  # a shipped config to start from: "reorder_bahdanau"
+    docs: str  # the guide that lists the configs: "docs/text.md"
+
+
+def refuse_defaults(start: StartFrom, given: frozenset[str], resumes: bool) -> None:
+    """CheckpointRefused (one line, as validate's without --ckpt_path) for a fit of no ``--config`` and no
+    ``fast_dev_run`` (the caller's checks: a smoke test of a batch or a few writes no model file) given no data
+    option and not resuming a checkpoint (``resumes``: one found, whose data options the run takes): nothing says
+    what to train on, and the library's defaults trained for Lightning's 1,000 epochs ("step 1 of 313,000 ... about
+    135 h left") or reached for ImageNet weights that are not there. ``given``: the dotted options the command line
+    sets (a subcommand's ``fit.`` prefix dropped)."""
+    if resumes or any(g == "data" or g.startswith("data.") for g in given):
+        return
+    raise CheckpointRefused(
+        f"fit without --config or a data option would train the built-in defaults ({start.defaults}): give "
+        f"--config {start.config} or another shipped config (--help lists them; {start.docs}), or the data options "
+        "(--data.*)"
+    )
+
+
+def replaced_note(path: str) -> str | None:
+    """The note for a fit whose model file ``path`` (model.export_path) already exists: this run writes over it as it
+    ends (a shipped config's path is fixed, its logs go to version_0, version_1, ...). None where there is none."""
+    import datetime
+
+    try:
+        written = datetime.datetime.fromtimestamp(Path(path).stat().st_mtime)
+    except OSError:
+        return None
+    return (f"{path} exists (written {written:%Y-%m-%d %H:%M}): this run replaces it when it ends; give "
+            "--model.export_path to keep both")  # fmt: skip
 
 
 def refuse_export_path(path: str) -> None:
@@ -598,6 +668,7 @@ def run_lightning_cli(
     outdated: Callable[[set[str]], str | None] | None = None,
     configs: Path | None = None,
     unread: UnreadRules | None = None,
+    start: StartFrom | None = None,
 ):
     """A LightningCLI over ``module_cls`` / ``datamodule_cls``; the ``errors`` of bad input become one line.
 
@@ -606,17 +677,18 @@ def run_lightning_cli(
     update them (None: nothing outdated). ``configs``: the shipped configs' folder, for ``--config NAME``
     (:func:`named_configs`: a notebook's ``text_train_cli(["fit", "--config", "reorder_bahdanau"])`` too, not only
     the console script). ``unread``: given the run's parsed options, what its settings leave unread
-    (text_attn.core.unread_options: the options of it the user gave are refused, or noted). Lightning's notices are
-    quiet for this call only (:func:`quiet_lightning`).
+    (text_attn.core.unread_options: the options of it the user gave are refused, or noted). ``start``: the family's
+    defaults and a shipped config to start from, for the line refusing a fit given no config, no data option and no
+    checkpoint (:func:`refuse_defaults`). Lightning's notices are quiet for this call only (:func:`quiet_lightning`).
     """
     argv = named_configs(prog, list(sys.argv[1:] if args is None else args), configs)
     with quiet_lightning(scoring=bool(argv) and argv[0] in ("validate", "test")):
-        return _run_cli(prog, module_cls, datamodule_cls, argv, errors, description, renamed, outdated, unread)
+        return _run_cli(prog, module_cls, datamodule_cls, argv, errors, description, renamed, outdated, unread, start)
 
 
 def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str], errors: tuple, description: str,
              renamed: dict[str, str] | None, outdated: Callable[[set[str]], str | None] | None,
-             unread: UnreadRules | None = None):  # fmt: skip
+             unread: UnreadRules | None = None, start: StartFrom | None = None):  # fmt: skip
     """:func:`run_lightning_cli`'s run, its config names resolved, within its :func:`quiet_lightning`."""
     from lightning_fabric.utilities.exceptions import MisconfigurationException  # a Trainer option out of range
 
@@ -631,8 +703,9 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
     if message:
         fail(prog, message)
     given = frozenset(_given_options(argv, nodes, nulls=False))
+    configured = bool(_option_values(argv, "--config", "-c"))  # a config chosen: it says what to train on
     cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, given,
-                              _one_batch(argv, nodes), unread)  # fmt: skip
+                              _one_batch(argv, nodes), unread, None if configured else start)  # fmt: skip
     restore = survive_closed_outputs()  # a reader of stdout / stderr that goes away does not end the run
     try:
         return cli_cls(

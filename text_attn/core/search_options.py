@@ -29,9 +29,21 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     """The decoding options of ``p.prog`` (``caption`` or ``translate``)."""
     g = p.add_argument_group("decoding")
     g.add_argument("--sample", action="store_true", help="draw each word instead of searching (one hypothesis: beam 1)")
-    g.add_argument("--temperature", type=float, default=1.0, help="--sample: divide the log-probabilities by this")
-    g.add_argument("--top-k", type=int, default=0, help="--sample: draw from the k likeliest words (0: all)")
-    g.add_argument("--top-p", type=float, default=1.0, help="--sample: draw from the nucleus of this probability")
+    g.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="--sample: divide the log-probabilities by this (default: 1.0, as the model gives them)",
+    )
+    g.add_argument(
+        "--top-k", type=int, default=0, help="--sample: draw from the k likeliest words (0: all; default: 0)"
+    )
+    g.add_argument(
+        "--top-p",
+        type=float,
+        default=1.0,
+        help="--sample: draw from the nucleus of this probability (default: 1.0, all the words)",
+    )
     g.add_argument(
         "--sample-seed",
         type=sample_seed,
@@ -43,7 +55,8 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
         type=int,
         help="also report the N best hypotheses (N <= --beam-size; caption: in the "
         "--json / --jsonl records; translate: N lines an input, number, score, translation, ended or cut), each "
-        "saying whether it ended or --max-len cut it off; a hypothesis the search could not find is left out",
+        "saying whether it ended or --max-len cut it off; a hypothesis the search could not find is left out "
+        "(default: 1, the best alone, in the usual output)",
     )
     g.add_argument(
         "--no-repeat-ngram",

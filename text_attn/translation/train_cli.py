@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from text_attn.core.lightning_cli import config_names, run_lightning_cli, shipped_configs
+from text_attn.core.lightning_cli import StartFrom, config_names, run_lightning_cli, shipped_configs
 from text_attn.core.startup_gc import holding
 from text_attn.core.version import answer_version_first
 
@@ -22,6 +22,8 @@ TRAIN_DESCRIPTION = (
     "into RUN_DIR/report.png. `text-train optimize --config C.yaml --out DIR` writes the corpus as LitData chunks; "
     "`text-train fit --config C.yaml --data.root DIR` streams them (docs/scale.md)."
 )
+
+START = StartFrom("the synthetic reorder task", "reorder_bahdanau", "docs/text.md#train-a-text-model-text-train")
 
 
 def text_train_cli(args: list[str] | None = None):
@@ -41,6 +43,7 @@ def text_train_cli(args: list[str] | None = None):
         outdated=flat_objective_options,
         configs=CONFIGS,  # --config NAME: a shipped config, called from Python too
         unread=unread_options,  # options given that the run's settings never read: refused, or noted
+        start=START,  # a fit given no config and no data option: refused, naming where to start
     )
 
 
@@ -58,6 +61,10 @@ def train_main(args: list[str] | None = None) -> None:
     run's logged metrics as a PNG (text_attn.core.run_report), handled before LightningCLI parses anything."""
     argv = sys.argv[1:] if args is None else args
     answer_version_first("text-train", argv)
+    if args is None:  # the command line's own run: the cores' load read from here to fit's start (its note)
+        from text_attn.core import cpu_load
+
+        cpu_load.start()
     if argv[:1] == ["report"]:
         from text_attn.core.run_report import report_main
 

@@ -254,17 +254,18 @@ class Translator:
                     f"{len(own)} words): use the data it was trained on (the same data options and seed)"
                 )
 
-    def tokenize(self, text: str) -> list[str]:
+    def tokenize(self, text: str, keep_case: bool | None = None) -> list[str]:
         """The source tokens of ``text`` as the model reads it (:meth:`read_as`)."""
-        return self.codec.encode(self.read_as(text), "source")
+        return self.codec.encode(self.read_as(text, keep_case), "source")
 
-    def read_as(self, text: str) -> str:
+    def read_as(self, text: str, keep_case: bool | None = None) -> str:
         """``text`` as the model reads it: a line whose case says nothing ("ein mann fährt fahrrad", or all capitals)
         with the capitals its training source text writes ("Ein Mann fährt Fahrrad"), where the model file knows them
         and the model keeps case (text_attn.core.casing); typographic quotes its source vocabulary lacks as ASCII
-        ones ("’" -> "'": TextCodec.folded); else ``text``. ``keep_case`` turns the recasing off."""
+        ones ("’" -> "'": TextCodec.folded); else ``text``. ``keep_case`` (None: the object's own, ``self.keep_case``)
+        turns the recasing off, for this call only (attention-serve's keep_case=1: a request's, not the worker's)."""
         text = self.codec.folded(composed(text), "source")  # composed: the subword codec does so too; casing needs it
-        casing = None if self.keep_case else self.casing
+        casing = None if (self.keep_case if keep_case is None else keep_case) else self.casing
         return text if casing is None else casing.recase(text)
 
     @property
