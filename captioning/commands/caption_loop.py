@@ -24,7 +24,7 @@ from captioning.commands.caption_batch import (
 )
 from captioning.commands.caption_run import check_resume, record_run
 from text_attn.core.errors import close_quietly, emit, fail, one_line
-from text_attn.core.safe_files import open_stream, probe_writable
+from text_attn.core.safe_files import open_stream, probe_writable, release_held_on_exit
 from text_attn.core.search_options import search_options
 
 
@@ -172,6 +172,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             # thread then prints a traceback (seen once in three CI runs of the SIGINT test).
             sys.stdout.flush()
             sys.stderr.flush()
+            release_held_on_exit()  # os._exit skips caption_main's release: the outputs' lock files go now
             os._exit(130)
         raise SystemExit(130)
     if args.json:

@@ -42,6 +42,21 @@ def reads_apostrophes_folded(vocab: Vocabulary) -> bool:
     return not any("’" in t or "‘" in t for t in vocab.itos)
 
 
+def folded_vocabulary(vocab: Vocabulary) -> tuple[Vocabulary, list[str]]:
+    """``vocab`` with its words written with ’ or ‘ read as the caption readers read them now (:data:`APOSTROPHES`),
+    each at its own id, and the words so renamed. A model trained before the fold, started from, trains on captions
+    read folded: its "cir’cle" is their "cir'cle", the word it was trained on, not a new untrained one beside it. A
+    word whose folded form it holds too keeps its name (two ids cannot share one): its model reads as written."""
+    names, renamed = set(vocab.itos), []
+    tokens = list(vocab.itos)
+    for i, token in enumerate(tokens):
+        folded = token.translate(APOSTROPHES)
+        if folded != token and folded not in names:
+            tokens[i], names = folded, names | {folded}
+            renamed.append(token)
+    return (Vocabulary(tokens), renamed) if renamed else (vocab, [])
+
+
 class GivenWords(NamedTuple):
     words: list[str]  # the caption's words as written (case and apostrophes kept), punctuation dropped
     ids: list[int]  # their vocabulary ids (lowercased; <unk> where the vocabulary lacks one)

@@ -39,6 +39,7 @@ from captioning.model.captioner import Captioner, StartWeights
 from captioning.model.decoder import DecoderConfig
 from captioning.model.encoder import LITE, EncoderConfig, settled
 from captioning.model.network import CaptionModel
+from captioning.model.reading import folded_vocabulary
 from captioning.photos.jpeg_step import AUTO, PhotoFormat
 from captioning.training.cuda_graphs import GraphedDecoder, pad_to_bucket
 from captioning.training.feature_cache import UNREADABLE_BATCH, FeatureCacheCallback
@@ -65,10 +66,11 @@ from text_attn.core.training import (
 from text_attn.core.vocab import Vocabulary
 
 
-def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) -> str:
+def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool, folded: list[str] | None = None) -> str:
     """The line that says what became of init_from's vocabulary and the train captions' words: those trained on, as
     the data's vocabulary counts them (data.captions_per_image: the first k of each photo's; the others' words were
-    called "seen fewer than data.min_freq times" however often they occur)."""
+    called "seen fewer than data.min_freq times" however often they occur). ``folded``: its words written with ’ or
+    ‘, read with ' as the captions are (reading.folded_vocabulary)."""
     per_image = dm.hparams.captions_per_image
     counts = Counter(w for caps in dm.train_references for cap in caps[:per_image] for w in cap)
     unknown = sorted((w for w in counts if w not in vocab), key=lambda w: (-counts[w], w))
@@ -78,6 +80,8 @@ def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool) ->
         return ", ".join(words[:8]) + (", ..." if len(words) > 8 else "")
 
     line = f"model.init_from {start.name}: its {len(start.vocab)} words kept at their ids"
+    if folded:
+        line += f" ({len(folded)} written with ’ or ‘ read with ' as the captions are: {some(folded)})"
     if extend:
         line += f"; {len(added)} words of the train captions added ({some(added)})" if added else "; no new word"
     if unknown:
@@ -233,8 +237,12 @@ class CaptionModule(RunState, pl.LightningModule):
                     raise ValueError(clash)
                 self._start_info = started_from(start.name, start.info)
                 self._start_name, self._start_tuned = start.name, start.tuned
+                folded: list[str] = []
+                if start.vocab is not None:  # the captions' apostrophes are read folded: so are its words
+                    folded_vocab, folded = folded_vocabulary(start.vocab)
+                    start = start._replace(vocab=folded_vocab)
                 if start.vocab is not None and start.vocab != vocab:
-                    vocab = self._start_vocabulary(self.trainer.datamodule, start)
+                    vocab = self._start_vocabulary(self.trainer.datamodule, start, folded)
             self.vocab = vocab
             self.encoder_config = self._settle_jpeg_step(self.trainer.datamodule, stage)
             self.model = CaptionModel.build(len(vocab), self.encoder_config, self.decoder_config)
@@ -263,15 +271,16 @@ class CaptionModule(RunState, pl.LightningModule):
     def check_fit_start(self, from_checkpoint: bool) -> None:
         check_scst_start(self.objective.cfg, self.hparams.init_from, from_checkpoint)  # SCST from random weights
 
-    def _start_vocabulary(self, dm, start: StartWeights) -> Vocabulary:
-        """init_from's vocabulary, extended with the train captions' new words (``model.init_vocab: extend``) or not,
-        given to the data module; said in one line: what was added, and what the train captions say that the model
-        will read as <unk> (a data.min_freq lower than the data's counts lets more in)."""
+    def _start_vocabulary(self, dm, start: StartWeights, folded: list[str]) -> Vocabulary:
+        """init_from's vocabulary (``folded``: its words renamed as the captions read them), extended with the train
+        captions' new words (``model.init_vocab: extend``) or not, given to the data module; said in one line: what
+        was added, and what the train captions say that the model will read as <unk> (a data.min_freq lower than the
+        data's counts lets more in)."""
         extend = self.hparams.init_vocab == "extend"
         vocab = start.vocab.extended(dm.vocab) if extend else start.vocab
         dm.use_vocabulary(vocab)
         if self.trainer.is_global_zero:
-            print(f"caption-train: {vocabulary_line(start, vocab, dm, extend)}", file=sys.stderr)
+            print(f"caption-train: {vocabulary_line(start, vocab, dm, extend, folded)}", file=sys.stderr)
         return vocab
 
     def _settle_jpeg_step(self, dm, stage: str | None) -> EncoderConfig:

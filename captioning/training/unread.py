@@ -47,7 +47,8 @@ def unread_options(config: dict) -> list[Unread]:
         found.append(Unread(HARD_OPTIONS, f"model.decoder.attention {attention}",
                             "set model.decoder.attention hard (options of hard attention)"))  # fmt: skip
     if not model.get("init_from"):  # as model.init_member is refused without it
-        found.append(Unread(("model.init_vocab",), "a run without model.init_from", "give model.init_from"))
+        fix = "give model.init_from, or leave model.init_vocab out"
+        found.append(Unread(("model.init_vocab",), "a run without model.init_from", fix))
     tuned = dotted(model, "encoder.fine_tune") or "none"
     if model.get("lr_schedule") == "budget":
         found.append(Unread(("model.lr_patience", "model.lr_factor"), "model.lr_schedule budget", refuse=False))

@@ -122,6 +122,33 @@ def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
     assert before == pytest.approx(100 * score, abs=0.01)
 
 
+def test_a_start_written_with_typographic_apostrophes_keeps_its_trained_word(shapes_folder, capsys):
+    """A model trained before the captions' ’ were read as ' holds "cir’cle"; the train captions' "cir'cle" (and
+    "cir’cle", read so) was added as a new untrained word beside it. Its word is renamed at its own id instead."""
+    from captioning.model.reading import folded_vocabulary, reads_apostrophes_folded
+
+    start = Captioner.load(MODEL_NAMES["shapes"])
+    old = Vocabulary([w.replace("circle", "cir’cle") for w in start.vocab.itos])
+    Captioner(start.model, old).save("start.pt")
+    captions = Path("captions.tsv").read_text().replace("circle", "cir'cle").replace("cir'cle", "cir’cle", 1)
+    Path("captions.tsv").write_text(captions)
+    assert "cir'cle" in captions and "cir’cle" in captions  # both forms: read as one word
+    cli = _fit("extend", steps=1, more=("--model.init_from", "start.pt"))
+    fitted = Captioner.load("runs/model.pt")
+    circle = start.vocab.stoi["circle"]
+    renamed = [w.replace("’", "'") for w in old.itos]  # the start's trained row, its captions' word
+    assert fitted.vocab.itos == [*renamed, "zorblat"] and renamed[circle] == "cir'cle"
+    assert reads_apostrophes_folded(fitted.vocab)
+    assert any(circle in ids for _, ids in cli.datamodule._train_pairs)
+    assert (
+        f"its {len(old)} words kept at their ids (1 written with ’ or ‘ read with ' as the captions are: cir’cle); "
+        "1 words of the train captions added (zorblat)" in capsys.readouterr().err
+    )
+    # a start that holds both forms: its "x'y" keeps that name, "x’y" its own (it then reads captions as written)
+    both = Vocabulary([*start.vocab.itos, "l’eau", "l'eau", "d‘un"])
+    assert folded_vocabulary(both) == (Vocabulary([*start.vocab.itos, "l’eau", "l'eau", "d'un"]), ["d‘un"])
+
+
 def test_fit_that_keeps_the_vocabulary_reads_new_words_as_unknown(shapes_folder, capsys):
     cli = _fit("keep", steps=1)
     err = capsys.readouterr().err

@@ -2,6 +2,7 @@
 files among good ones, the demo, model-file errors, and checkpoint / model-file export (float16 included)."""
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -667,6 +668,38 @@ def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_fi
     assert exc.value.code == 130 and len(records) == 2 and all(r["caption"] and not r["error"] for r in records)
     assert err.splitlines() == ["caption: note: 2 caption(s) reached --max-len 6 and are cut off",
                                 "caption: interrupted after 2 image(s)"]  # fmt: skip
+
+
+def test_ctrl_c_with_loader_workers_removes_the_outputs_lock_files(capsys, model_file, album, monkeypatch):
+    """With loader workers the interrupted run leaves by os._exit (caption_loop: no teardown racing the workers), past
+    caption_main's release of its outputs: `.cap.html.attention-toolkit.lock` stayed beside the page (a run without
+    workers, and translate --html, remove theirs)."""
+    import captioning.commands.caption_batch as cli
+
+    real, calls, parent, real_exit, left = cli.caption_items, [], os.getpid(), os._exit, []
+
+    def second_interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    def exit_here(code: int) -> None:  # the lock files the process would leave; the workers leave as they do
+        if os.getpid() != parent:
+            real_exit(code)
+        left.extend(p.name for p in album.parent.glob(".*.lock"))
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cli, "caption_items", second_interrupted)
+    monkeypatch.setattr(os, "_exit", exit_here)
+    page, jsonl = album.parent / "cap.html", album.parent / "out.jsonl"
+    args = [album, "--model", model_file, *FAST, "--batch-size", "2", "--workers", "1", "--html", page, "--jsonl",
+            jsonl]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        caption_main([str(a) for a in args])
+    assert exc.value.code == 130, capsys.readouterr().err
+    assert page.is_file() and len(jsonl.read_text().splitlines()) == 2  # the first batch, written whole
+    assert calls and left == []
 
 
 @pytest.mark.slow

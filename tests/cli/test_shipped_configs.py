@@ -14,6 +14,7 @@ import torch
 from helpers.flickr8k import write_original
 from helpers.multi30k import write_corpus, write_sentences
 from helpers.shipped import fitted_by_default
+from pytorch_lightning.cli import LightningCLI
 
 from captioning.commands.train import caption_train_cli
 from captioning.model.bundled import MODEL_NAMES
@@ -187,8 +188,16 @@ def test_every_code_path_fits_in_the_default_run():
     assert len(fast) < len(CONFIGS)
 
 
+class _Parsed(Exception):
+    """A command line passed every check: its classes would be made now."""
+
+
+def _stop(cli) -> None:
+    raise _Parsed
+
+
 @pytest.mark.parametrize("config", STAGED)
-def test_config_fits_as_shipped(config, tmp_path, capsys, data):
+def test_config_fits_as_shipped(config, tmp_path, capsys, data, monkeypatch):
     extra = []
     if _later_stage(config):  # a later stage: from the model file of the stage before (2 steps), as a user would
         first = FIRST_STAGES.get(_first_stage_config(config))
@@ -203,6 +212,13 @@ def test_config_fits_as_shipped(config, tmp_path, capsys, data):
     # the shipped checkpoint callbacks ran: last.ckpt for resuming, and the best one by the monitored metric
     ckpts = {p.name for p in tmp_path.rglob("*.ckpt")}
     assert "last.ckpt" in ckpts and any(n.startswith("best") for n in ckpts), ckpts
+    # the run's own config.yaml writes every option, those its settings leave unread at their defaults: it scores the
+    # best checkpoint (parsed only: the checkpoint resolved and read, the unread-option rule passed)
+    (saved,) = tmp_path.glob("lightning_logs/version_*/config.yaml")
+    main = text_train_cli if config.parent.name == "text" else caption_train_cli
+    with monkeypatch.context() as patched, pytest.raises(_Parsed):
+        patched.setattr(LightningCLI, "instantiate_classes", _stop)
+        main(["test", "--config", str(saved), "--ckpt_path", "best"])
     if config.parent.name == "text":
         translator = Translator.load(out)
         assert translator.net is not None

@@ -5,13 +5,16 @@ one line. On a small subword model built here (random weights: the tests check t
 from __future__ import annotations
 
 import io
+import json
 import sys
 
 import pytest
 from helpers.multi30k import DE
 from helpers.tiny_translator import tiny_subword_model_file
 
+from text_attn.core.file_digest import sha256_of
 from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translator import Translator
 
 LINES = [*DE, "Ein Hund läuft.", "", DE[2]]  # an empty line: a failed input's empty output line counts as done
 
@@ -101,3 +104,63 @@ def test_stdin_shorter_than_the_output_is_refused_with_the_file_untouched(model_
     assert code == 2 and err.strip().endswith("holds 3 line(s), more than the 2 input(s): it is not a run of these "
                                               "inputs")  # fmt: skip
     assert out.read_bytes() == b"a\nb\nc\npart"
+
+
+def test_a_resume_with_another_model_or_decoding_is_refused_naming_it(model_file, tmp_path, capsys):
+    """FILE.run.json records what FILE's lines were made with: one model's greedy lines and another's beam lines
+    went into one file, told apart by nothing."""
+    out, record = tmp_path / "o.txt", tmp_path / "o.txt.run.json"
+    assert _run(model_file, capsys, *LINES[:2], "--output", str(out))[0] == 0
+    kept = json.loads(record.read_text())
+    assert kept["model"] == str(model_file) and kept["model_sha256"] == sha256_of(model_file)
+    assert (kept["options"]["--beam-size"], kept["options"]["--max-len"], kept["options"]["--sample"]) == (1, 5, False)
+    assert "--keep-case" in kept["options"]  # the model reads a line typed without capitals with its casing
+    other = Translator.load(model_file)
+    other.info = {**other.info, "data": "another corpus"}  # the same weights: another file all the same
+    other_file = other.save(tmp_path / "other.pt")
+    written = out.read_bytes()
+    for args, says in [
+        (["--beam-size", "3"], "--beam-size 1 (this run: 3)"),
+        (["--keep-case"], "--keep-case not given (this run: given)"),
+        (["--sample", "--sample-seed", "7"], "--sample not given (this run: given); --temperature not given (this run: "
+                                             "1.0)"),
+        (["--model", str(other_file)], f"another model file ({model_file}; this run: {other_file})"),
+    ]:  # fmt: skip
+        code, err = _run(model_file, capsys, *LINES[:4], "--output", str(out), "--resume", *args)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert f"translate: error: --resume: {out}'s lines were made with {says}" in err
+        assert err.strip().endswith(f"or give another --output FILE (to mix them anyway, remove {record})")
+        assert out.read_bytes() == written and json.loads(record.read_text()) == kept  # refused: untouched
+    code, err = _run(model_file, capsys, *LINES[:4], "--output", str(out), "--resume")  # the same: continued
+    assert code == 0 and "--resume" not in err
+    assert len(out.read_text().splitlines()) == 4
+    # a seed's draws repeat: its own seed continues, another is refused
+    sampled = tmp_path / "s.txt"
+    _run(model_file, capsys, *LINES[:2], "--output", str(sampled), "--sample", "--sample-seed", "7")
+    code, err = _run(model_file, capsys, *LINES[:4], "--output", str(sampled), "--resume", "--sample", "--sample-seed",
+                     "8")  # fmt: skip
+    assert code == 2 and "were made with --sample-seed 7 (this run: 8)" in err
+    code, err = _run(model_file, capsys, *LINES[:4], "--output", str(sampled), "--resume", "--sample", "--sample-seed",
+                     "7")  # fmt: skip
+    assert code == 0 and "--resume" not in err
+
+
+def test_a_file_written_without_a_record_is_continued_with_a_note(model_file, tmp_path, capsys):
+    out, record = tmp_path / "o.txt", tmp_path / "o.txt.run.json"
+    _run(model_file, capsys, *LINES[:2], "--output", str(out))
+    record.unlink()  # as a run before records left it
+    code, err = _run(model_file, capsys, *LINES[:4], "--output", str(out), "--resume")
+    assert code == 0 and err.splitlines()[0] == (
+        f"translate: note: --resume: {out} has no run record for its 2 line(s) (written before 2026-12-02): they "
+        "cannot be checked against this model and options; o.txt.run.json covers the lines from this run on"
+    )
+    assert json.loads(record.read_text())["lines_before"] == 2 and len(out.read_text().splitlines()) == 4
+    code, err = _run(model_file, capsys, *LINES[:5], "--output", str(out), "--resume", "--beam-size", "2")
+    assert (
+        code == 2
+        and f"--resume: {out}'s lines after its first 2 (which no run record covers) were made with "
+        "--beam-size 1 (this run: 2)"
+        in err
+    )
+    assert _run(model_file, capsys, *LINES[:5], "--output", str(out), "--resume")[0] == 0
+    assert json.loads(record.read_text())["lines_before"] == 2  # carried on

@@ -194,7 +194,8 @@ def test_an_output_that_fails_midway_leaves_a_whole_page_that_says_it_is_partial
     code, _, err = _run(model_file, capsys, monkeypatch, ("\n".join(LINES) + "\n").encode(), "--batch-size", "2",
                         "--output", out, "--html", page)  # fmt: skip
     assert code == 2 and err.splitlines()[-1].startswith(f"translate: error: cannot write --output {out}: [Errno 28]")
-    assert f"wrote {page}" in err and list(tmp_path.iterdir()) == [page]  # no temporary file left (out: a StringIO)
+    # no temporary file left (out: a StringIO); out.txt.run.json: what its lines are made with (translate_resume)
+    assert f"wrote {page}" in err and sorted(tmp_path.iterdir()) == [out.with_name("out.txt.run.json"), page]
     text = page.read_text(encoding="utf-8")
     assert text.count('<section class="item') == 2 and text.rstrip().endswith("</html>")
     assert notes(page) == [({"class": "partial", "role": "note"}, "Partial page: the run stopped on an error after 2 "

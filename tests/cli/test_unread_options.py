@@ -7,10 +7,12 @@ No test here trains: each stops where the classes would be made, or is refused b
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from helpers.one_line import refused
+from helpers.shipped import fitted_by_default
 from pytorch_lightning.cli import LightningCLI
 
 from captioning.commands.train import train_main as caption_train
@@ -23,6 +25,8 @@ from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.train_cli import train_main as text_train
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
+ROOT = FIX.parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/your_photos.py: its rows' options
 CAPTION = ["fit", "--config", FIX / "captions/tiny_shapes.yaml"]  # soft attention, source shapes
 TEXT = ["fit", "--config", FIX / "text/tiny_reorder.yaml"]  # task reorder, bahdanau
 
@@ -95,10 +99,9 @@ def test_the_audits_runs_are_refused_in_one_line(cli_run_in_tmp, capsys):
 @pytest.mark.parametrize(
     ("main", "args", "says"),
     [
-        # typed at its default: still given, still unread
         (
             caption_train,
-            ["--model.decoder.soft_prob", "0.5"],
+            ["--model.decoder.soft_prob", "0.3"],
             "model.decoder.attention soft reads no model.decoder.soft_prob: set model.decoder.attention hard (options "
             "of hard attention)",
         ),
@@ -108,10 +111,21 @@ def test_the_audits_runs_are_refused_in_one_line(cli_run_in_tmp, capsys):
             ["--model.objective.scst_bleu", "1"],
             "a run without model.objective.scst reads no model.objective.scst_bleu: set model.objective.scst true",
         ),
-        (caption_train, ["--model.init_vocab", "keep"], "a run without model.init_from reads no model.init_vocab"),
+        (
+            caption_train,
+            ["--model.init_vocab", "keep"],
+            "a run without model.init_from reads no model.init_vocab: give model.init_from, or leave model.init_vocab "
+            "out",
+        ),
         (
             text_train,
-            ["--model.objective.scst_samples", "5"],
+            ["--model.init_vocab", "keep"],
+            "a run without model.init_from reads no model.init_vocab: give model.init_from, or leave model.init_vocab "
+            "out",
+        ),
+        (
+            text_train,
+            ["--model.objective.scst_samples", "4"],
             "without model.objective.scst reads no model.objective.scst_samples",
         ),
         (text_train, ["--data.src_col", "1"], "task reorder reads no data.src_col: set data.task tsv"),
@@ -127,7 +141,17 @@ def test_the_audits_runs_are_refused_in_one_line(cli_run_in_tmp, capsys):
             "model.network.attention bahdanau reads no model.network.dot_projection",
         ),
     ],
-    ids=["soft_prob", "entropy", "scst_bleu", "init_vocab", "text_scst", "src_col", "attn_dim", "dot_projection"],
+    ids=[
+        "soft_prob",
+        "entropy",
+        "scst_bleu",
+        "init_vocab",
+        "text_init_vocab",
+        "text_scst",
+        "src_col",
+        "attn_dim",
+        "dot_projection",
+    ],
 )
 def test_a_given_option_the_run_does_not_read_is_refused_before_anything_is_made(main, args, says, until_made, capsys):
     base = CAPTION if main is caption_train else TEXT
@@ -165,3 +189,62 @@ def test_key_dims_and_layout_are_refused_as_their_siblings_are():
         CaptionModel.build(10, enc, DecoderConfig(embed_dim=8, hidden_dim=8, attn_dim=8, key_dims=5))
     with pytest.raises(CaptionDataError, match="^unknown data.layout 'flat'; choose one of auto, original, kaggle$"):
         CaptionDataModule(layout="flat")
+
+
+def test_a_value_at_its_default_is_no_option_given(until_made, capsys):
+    """It changes nothing, set or not: not refused (a config that writes every option, as --print_config's and a
+    run's config.yaml do, sets the SCST options beside scst: false and init_vocab without init_from)."""
+    for main, base, args in (
+        (caption_train, CAPTION, ["--model.decoder.soft_prob", "0.5", "--model.objective.scst_bleu", "0.0",
+                                  "--model.init_vocab", "extend"]),
+        (text_train, TEXT, ["--model.objective.scst_samples", "5", "--model.init_vocab", "extend",
+                            "--model.objective", "{scst_baseline: greedy}"]),
+    ):  # fmt: skip
+        with pytest.raises(Made):
+            main([*map(str, base), *args])
+        assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # one parse and one print each (~0.4 s): the configs the default run fits, one per code path; the rest slow
+        pytest.param(c, id=f"{c.parent.name}/{c.stem}", marks=[] if fitted_by_default(c) else [pytest.mark.slow])
+        for c in sorted((ROOT / "configs").rglob("*.yaml"))
+    ],
+)
+def test_a_print_config_file_goes_back_into_fit(config, until_made, capsys):
+    """--print_config writes every option, those the config's settings leave unread at their defaults: its file fits
+    as the config does (a run's own config.yaml: tests/cli/test_shipped_configs.py)."""
+    main = text_train if config.parent.name == "text" else caption_train
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--config", str(config), "--print_config"])
+    assert exc.value.code == 0
+    Path("printed.yaml").write_text(capsys.readouterr().out)
+    with pytest.raises(Made):
+        main(["fit", "--config", "printed.yaml"])
+    assert "error" not in capsys.readouterr().err
+
+
+def test_a_run_from_scratch_of_a_config_that_starts_from_a_model_parses(until_made, capsys):
+    """your_photos.yaml and your_pairs.yaml set init_vocab: extend, its default, beside init_from: a run from
+    scratch (benchmarks/your_photos.py's scratch row) gives init_from null and was refused for the init_vocab."""
+    import your_photos
+
+    _, _, config, options = next(row for row in your_photos.ROWS if row[0] == "scratch")
+    folder = ["--data.image_dir", str(FIX / "images"), "--data.captions_tsv", str(FIX / "captions/captions.tsv")]
+    with pytest.raises(Made):
+        caption_train(["fit", "--config", str(config), *folder, *options])
+    with pytest.raises(Made):
+        text_train(["fit", "--config", str(ROOT / "configs/text/your_pairs.yaml"), "--data.path",
+                    str(FIX / "text/pairs.tsv"), "--model.init_from", "null"])  # fmt: skip
+    assert "error" not in capsys.readouterr().err
+
+
+def test_options_given_as_a_yaml_block_are_given_one_by_one(until_made, capsys):
+    """A dataclass block given as a mapping keeps its other fields (jsonargparse merges it): its options are given
+    as the dotted ones are, in either spelling of the flag."""
+    line = refused(caption_train, capsys, *CAPTION, "--model.objective", "{scst_samples: 3}")
+    assert "a run without model.objective.scst reads no model.objective.scst_samples" in line
+    line = refused(text_train, capsys, *TEXT, "--model.objective={scst_baseline: leave_one_out, label_smoothing: 0.1}")
+    assert "a run without model.objective.scst reads no model.objective.scst_baseline:" in line

@@ -5,6 +5,8 @@ tests/cli/test_train_cli_text.py and tests/cli/test_caption_train.py.)"""
 
 from __future__ import annotations
 
+import os
+
 from helpers.run_logs import FIELDS, write_run
 
 from text_attn.core.run_report import (
@@ -150,6 +152,22 @@ def test_a_newer_version_that_has_logged_nothing_yet_is_said(tmp_path):
     assert locate_logs(tmp_path) == (old, "version_1 has logged nothing yet (a fit logs every 20 steps: "
                                           "trainer.log_every_n_steps); this report is of version_0")  # fmt: skip
     assert locate_logs(tmp_path / "lightning_logs" / "version_0") == (old, None)
+
+
+def test_a_newer_run_here_is_drawn_before_an_older_recorded_folder(tmp_path):
+    """RUN_DIR/logs.yaml records a logger's folder elsewhere; a later fit with the default loggers logs into
+    RUN_DIR/lightning_logs: the report drew the recorded folder's older run (recorded folders came first). Ranked by
+    when each last logged (times set here: no test waits on the clock)."""
+    from text_attn.core.log_record import record_logs
+
+    run, elsewhere = tmp_path / "run", write_run(tmp_path / "logs", 0)
+    record_logs(run, [elsewhere])
+    here = write_run(run, 0, steps=100)
+    os.utime(elsewhere / "metrics.csv", (1000, 1000))
+    os.utime(here / "metrics.csv", (2000, 2000))
+    assert locate_logs(run) == (here, None)
+    os.utime(here / "metrics.csv", (500, 500))  # the recorded folder logged last: it is drawn
+    assert locate_logs(run) == (elsewhere, None)
 
 
 def test_one_validation_is_said_so_and_sacrebleus_scores_get_their_own_panel(tmp_path):

@@ -87,6 +87,10 @@ def test_french_puts_a_space_before_the_marks_its_references_space():
     assert join_words(tokens) == 'il dit: "bonjour"! quoi?! non; à 10:30???'  # every other language as before
     assert TextCodec("word", target_lang="fr").decode(tokens[:3]) == "il dit :"
     assert TextCodec("word", target_lang="de").decode(tokens[:3]) == "il dit:"
+    # a URL's "://" is the scheme's, not a clause's colon: the URL joined as in every other language ("http ://x.")
+    url = tokenize("voir http://x.fr : oui")
+    assert join_words(url, french=True) == "voir http://x. fr : oui"
+    assert join_words(url, french=True).split(" : ")[0] == join_words(url).split(": ")[0] == "voir http://x. fr"
 
 
 @pytest.mark.parametrize("lang", sorted(SENTENCES))

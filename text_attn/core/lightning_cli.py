@@ -221,12 +221,16 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
 
         def before_instantiate_classes(self) -> None:
             """Options given that the run's settings leave unread: refused in one line, or said in one note, before
-            the data or the model is made (the checkpoint's options are in: ``--ckpt_path`` resumes its settings)."""
+            the data or the model is made (the checkpoint's options are in: ``--ckpt_path`` resumes its settings). An
+            option at its default is not given (a ``--print_config`` file and a run's config.yaml write them all)."""
             super().before_instantiate_classes()
             if unread is None:
                 return
             config = (self.config[self.subcommand] if self.subcommand else self.config).as_dict()
-            refusal, note = given_unread(unread(config), given, functools.partial(dotted, config))
+            parser = self._subcommand_parsers[self.subcommand] if self.subcommand else self.parser
+            defaults = parser.get_defaults().as_dict()  # the dataclass blocks' fields too (model.objective.scst_bleu)
+            refusal, note = given_unread(unread(config), given, functools.partial(dotted, config),
+                                         functools.partial(dotted, defaults))  # fmt: skip
             if refusal:
                 fail(prog, refusal)
             if note and getattr(rank_zero_only, "rank", 0) == 0:  # once, not by every process of a DDP run
@@ -639,7 +643,11 @@ def _given_options(args: list[str], configs: list, nulls: bool = True) -> set[st
     """Dotted option names given on the command line and in the ``--config`` files' contents ``configs``
     (``data.image_size``, ...). ``nulls`` False: a config's null is no value given, the option is left at its
     default (a ``--print_config`` file, a run's config.yaml, write every unset option so: the bar their
-    ``enable_progress_bar: null`` kept drew its carriage returns into log files)."""
+    ``enable_progress_bar: null`` kept drew its carriage returns into log files). A block given as a YAML mapping
+    (``--model.objective '{scst_samples: 3}'``) gives its options as a config file does: each one is named (the
+    unread-option rule passed them by, where ``--model.objective.scst_samples 3`` was refused)."""
+    import yaml
+
     found: set[str] = set()
 
     def walk(node, prefix: str) -> None:
@@ -649,9 +657,14 @@ def _given_options(args: list[str], configs: list, nulls: bool = True) -> set[st
                     found.add(f"{prefix}{key}")
                 walk(value, f"{prefix}{key}.")
 
-    for arg in args:
+    for i, arg in enumerate(args):
         if arg.startswith("--") and arg not in ("--config", "-c"):
-            found.add(arg[2:].split("=", 1)[0])
+            name, eq, value = arg[2:].partition("=")
+            found.add(name)
+            value = value if eq else args[i + 1] if i + 1 < len(args) else ""
+            if value.lstrip().startswith("{"):  # a flow mapping; a bad one is the parser's to refuse
+                with contextlib.suppress(yaml.YAMLError):
+                    walk(yaml.safe_load(value), f"{name}.")
     for node in configs:
         walk(node, "")
     return found

@@ -27,6 +27,7 @@ through its object API (no pyplot state), as in the other plots.
 from __future__ import annotations
 
 import csv
+import heapq
 import math
 import re
 import sys
@@ -117,10 +118,12 @@ def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, 
     root = run / "lightning_logs" if (run / "lightning_logs").is_dir() else run
     found = [p for pattern in patterns for p in root.glob(pattern) if p.is_dir() and _has_logs(p)]
     found.sort(key=lambda p: (_version(p), p.stat().st_mtime), reverse=True)
-    # a logger's folder elsewhere, which the run recorded (log_record): first, the newest recorded first
+    # a logger's folder elsewhere, which the run recorded (log_record), the newest recorded first: ranked with the
+    # folders here by when each last logged (a newer run here was drawn after the recorded ones, the old run drawn)
     elsewhere = recorded(run)
     mine = {p.resolve() for p in elsewhere}
-    found = [p for p in elsewhere if p.is_dir() and _has_logs(p)] + [p for p in found if p.resolve() not in mine]
+    found = _newest_first([p for p in elsewhere if p.is_dir() and _has_logs(p)],
+                          [p for p in found if p.resolve() not in mine])  # fmt: skip
     if not found:
         raise RunReportError(_nothing_found(run, elsewhere))
     metrics = {p: set(read_metrics(p)) for p in found}
@@ -136,6 +139,19 @@ def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, 
     if waiting is not None:
         note = f"{waiting.name} has logged nothing yet ({first_log(waiting)}); this report is of {chosen.name}"
     return chosen, note
+
+
+def _last_logged(folder: Path) -> float:
+    """When ``folder``'s logs were last written (its metrics.csv's or newest event file's time)."""
+    files = [folder / "metrics.csv", *folder.glob("events.out.tfevents.*")]
+    return max((f.stat().st_mtime for f in files if f.is_file()), default=0.0)
+
+
+def _newest_first(recorded: list[Path], here: list[Path]) -> list[Path]:
+    """Two lists of log folders, each newest first, as one: merged by when each last logged, so each keeps its own
+    order (the version numbers here: a copied run folder's times say nothing of which version came first); the
+    recorded one first where both logged at once (heapq.merge is stable)."""
+    return list(heapq.merge(recorded, here, key=lambda p: -_last_logged(p)))
 
 
 def _nothing_found(run: Path, elsewhere: list[Path]) -> str:

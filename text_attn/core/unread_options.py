@@ -6,8 +6,9 @@ One rule for both training commands: an option the user gave that the run's sett
 line, ``<setting> reads no <option>: <what reads it>``, before anything loads or trains. Where refusing would be out
 of proportion (an option that only tunes, a knob a shipped config keeps for when its setting changes) the run goes
 on and one note lists every such option. "Given" is what the command line and its config files set
-(lightning_cli._given_options): a dataclass cannot tell a default from a value typed equal to it, and a default
-nobody typed is never refused. Options whose default is none (the data's paths) are refused by their value where the
+(lightning_cli._given_options) at a value other than the option's default: a default nobody typed is never refused,
+and neither is a value equal to it (it changes nothing; a ``--print_config`` file and a run's own config.yaml write
+every option so). Options whose default is none (the data's paths) are refused by their value where the
 data module is made, so from Python too (each family's ``unread.py``: its table of who reads what). The commands that
 use a model say the same of their flags where a mode reads none of them (``--model-info``: :func:`flags_given`).
 """
@@ -34,15 +35,19 @@ class Unread:
 
 
 def given_unread(
-    unread: Iterable[Unread], given: Iterable[str], value: Callable[[str], Any]
+    unread: Iterable[Unread],
+    given: Iterable[str],
+    value: Callable[[str], Any],
+    default: Callable[[str], Any] = lambda _: None,
 ) -> tuple[str | None, str | None]:
-    """(the refusal line, the note line) for the options of ``unread`` that were ``given`` with a value (``value``:
-    an option's parsed value; a null given is no value, the option stays at its default); None where there is none.
-    The first refusal is the line (a run refused says one thing); the note lists every option noted."""
+    """(the refusal line, the note line) for the options of ``unread`` that were ``given`` with a value other than
+    their ``default`` (``value``, ``default``: an option's parsed value and its default; a null given is no value, the
+    option stays at its default); None where there is none. The first refusal is the line (a run refused says one
+    thing); the note lists every option noted."""
     given = set(given)
     notes = []
     for found in unread:
-        named = tuple(o for o in found.options if o in given and value(o) is not None)
+        named = tuple(o for o in found.options if o in given and value(o) is not None and value(o) != default(o))
         if not named:
             continue
         if found.refuse:

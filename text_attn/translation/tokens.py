@@ -59,8 +59,8 @@ def join_words(tokens: Sequence[str], french: bool = False) -> str:
     quotes) or a clitic ("n't", "'s"), none after opening brackets and quotes, an elided French article and an
     apostrophe inside a word attached on both sides, straight quotes paired (the first of a pair opens), the colon of
     a time (10:30) and a slash (and/or) attached on both sides. ``french``: a space before ; : ! ? (and none inside a
-    run of them), as French text writes them. ``join_words(tokenize(x), french) == x.lower()`` for the lines of
-    Multi30k's val split in de/en/fr/cs (``french`` for fr), bar a few odd lines."""
+    run of them, nor before a URL's "://"), as French text writes them. ``join_words(tokenize(x), french) ==
+    x.lower()`` for the lines of Multi30k's val split in de/en/fr/cs (``french`` for fr), bar a few odd lines."""
     tokens = list(tokens)
     n = len(tokens)
     glue = [False] * (n + 1)  # glue[i]: no space between tokens[i - 1] and tokens[i]
@@ -77,7 +77,9 @@ def join_words(tokens: Sequence[str], french: bool = False) -> str:
         if tok == "/" or (tok == ":" and digits(i - 1) and digits(i + 1)):  # "and/or", "10:30"
             glue[i] = glue[i + 1] = True
         elif tok in _CLOSING or tok.lower() in _CLITIC_TOKENS:
-            glue[i] = not (french and tok in _SPACED_IN_FRENCH and (i == 0 or tokens[i - 1] not in _SPACED_IN_FRENCH))
+            url = tok == ":" and i + 1 < n and tokens[i + 1].startswith("/")  # "http://": the scheme's, not a clause's
+            spaced = french and tok in _SPACED_IN_FRENCH and (i == 0 or tokens[i - 1] not in _SPACED_IN_FRENCH)
+            glue[i] = not spaced or url
         elif tok in _OPENING:
             glue[i + 1] = True
             open_low += tok in "„‚"

@@ -63,7 +63,15 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
-from text_attn.translation.translate_resume import check_resume, cut_back, skip_done
+from text_attn.translation.translate_resume import (
+    check_record,
+    check_resume,
+    cut_back,
+    record_run,
+    run_file,
+    run_settings,
+    skip_done,
+)
 from text_attn.translation.translate_streams import (
     StreamFailed,
     Terminated,
@@ -73,10 +81,10 @@ from text_attn.translation.translate_streams import (
     unknown_note,
 )
 
-# translate --demo: German sentences of the kind Multi30k describes (written for this project, not from the corpus)
 # what --model-info reads (which file, where and how it loads); demo: its own line (sentences or --demo)
 INFO_OPTIONS = ("model", "model_info", "device", "threads", "demo")
 
+# translate --demo: German sentences of the kind Multi30k describes (written for this project, not from the corpus)
 DEMO_SENTENCES = [
     "Ein Mann fährt mit seinem Fahrrad eine Straße entlang.",
     "Zwei kleine Kinder spielen im Sand am Strand.",
@@ -230,7 +238,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --output FILE that an interrupted run of the same command wrote: skip the inputs its complete "
         "lines hold (a last line cut off mid-write is written again) and append the rest, so FILE ends as one run "
-        "writes it; refused beside --html, --plot, --alignments, --references, --n-best, --given(-file) and --demo",
+        "writes it; refused beside --html, --plot, --alignments, --references, --n-best, --given(-file) and --demo, "
+        "and where FILE.run.json (written beside every --output FILE) records another model or decoding options",
     )
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
@@ -882,6 +891,12 @@ def _translate_main(args: argparse.Namespace) -> int:
 
         if stdout_is_closed():  # the translations would be dropped (its prints are): said before any is made
             fail("translate", "cannot write stdout: [Errno 9] stdout is closed (--output FILE writes them to a file)")
+    settings = None
+    if args.output:  # FILE.run.json: what its lines are made with; a --resume with others is refused
+        try:
+            settings = run_settings(args, model_path(args.model), translator.casing is not None)
+        except OSError as err:
+            fail("translate", f"cannot read {err.filename}: {err.strerror or one_line(err)}")
     report = None
     if args.html:
         from text_attn.translation.alignment_page import open_alignment_page
@@ -896,6 +911,8 @@ def _translate_main(args: argparse.Namespace) -> int:
             args.stdin_rest = skip_done(args, stdin_lines())
         except OSError as err:
             fail("translate", f"cannot read stdin: {one_line(err)}")
+    if settings is not None:  # before --output is touched: a refused resume changes no file
+        check_record(args, settings)
     try:
         out = open_stream(args.output, append=args.resume) if args.output else sys.stdout  # a link, FIFO: refused
         if args.resume:
@@ -906,6 +923,14 @@ def _translate_main(args: argparse.Namespace) -> int:
         if report is not None:
             report.close()
         fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
+    try:
+        if settings is not None:
+            record_run(args.output, settings)
+    except OSError as err:
+        for opened in (out, report):
+            if opened is not None and opened is not sys.stdout:
+                opened.close()
+        fail("translate", f"cannot write {run_file(args.output)}: {one_line(err)}")
     align = None
     if args.alignments:
         try:

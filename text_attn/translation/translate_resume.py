@@ -3,16 +3,28 @@ line N is input N's translation (a failed input's empty line included), so the f
 inputs are done: those are skipped (stdin's read past), a last line without its newline (the run stopped mid-write)
 is cut back and written again, and the rest is appended. A translation depends on its sentence alone (docs/text.md),
 so the file ends as one run would have written it. The outputs written beside ``--output`` start at input 1 and hold
-no such count of their own: they are refused beside it."""
+no such count of their own: they are refused beside it.
+
+What FILE's lines were made with (the model file's content, the decoding options, ``--keep-case``, ``--sample-seed``)
+is kept beside it as ``FILE.run.json``, in the form ``caption --jsonl``'s run record has (captioning.commands.
+caption_run): a ``--resume`` with another model or decoding is refused, naming the setting (it wrote one model's
+greedy lines and another's beam lines into one file, told apart by nothing). A FILE written without a record (before
+2026-12-02) is continued with one note, and its record covers only the lines from that run on."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import stat
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from text_attn.core.errors import fail
+from text_attn.core.file_digest import sha256_of
+from text_attn.core.safe_files import write_text
 
 # what each output beside --output would be without the inputs an earlier run did (one line refuses it)
 BESIDE = {
@@ -26,6 +38,13 @@ BESIDE = {
     "demo": ("--demo", "its own sentences"),
 }
 READ = 1 << 20  # bytes of --output read at a time to count its lines
+SUFFIX = ".run.json"
+# the options that shape a line, as the command line names them (their values after the model's defaults are filled)
+SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-penalty", "length_penalty"),
+           ("--no-repeat-ngram", "no_repeat_ngram"), ("--n-best", "n_best"), ("--sample", "sample"),
+           ("--temperature", "temperature"), ("--top-k", "top_k"), ("--top-p", "top_p"),
+           ("--sample-seed", "sample_seed"), ("--keep-case", "keep_case"), ("--given", "given"),
+           ("--given-file", "given_file"), ("--probs-per", "probs_per"))  # fmt: skip
 
 
 def check_resume(args: argparse.Namespace) -> None:
@@ -85,3 +104,77 @@ def done_lines(path: str) -> tuple[int, int | None]:
 def _too_many(args: argparse.Namespace, inputs: int) -> None:
     fail("translate", f"--resume: --output {args.output} holds {args.resume_from} line(s), more than the {inputs} "
          "input(s): it is not a run of these inputs")  # fmt: skip
+
+
+def run_file(output: str | Path) -> Path:
+    return Path(f"{output}{SUFFIX}")
+
+
+def run_settings(args: argparse.Namespace, model_file: Path, recases: bool) -> dict[str, Any]:
+    """The record of this run (JSON-ready), after fill_decoding_defaults. A --sample run without --sample-seed draws
+    afresh each run: no seed is recorded (none would match). ``recases``: whether the model reads a line typed
+    without capitals with its training text's (Translator.casing); where it does not, --keep-case changes nothing and
+    is not recorded. OSError where the model file cannot be read."""
+    options = {flag: getattr(args, name, None) for flag, name in SHAPING}
+    options["--n-best"] = args.n_best if getattr(args, "n_best_given", False) else None  # a list's lines, even of 1
+    if not args.sample:
+        for flag in ("--temperature", "--top-k", "--top-p", "--sample-seed"):
+            options.pop(flag)
+    elif options["--sample-seed"] is None:
+        options.pop("--sample-seed")
+    if not recases:
+        options.pop("--keep-case")
+    return {"model": str(model_file), "model_sha256": sha256_of(model_file), "options": options}
+
+
+def check_record(args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    """With --resume, before --output is touched: one line refusing a FILE whose lines FILE.run.json records as made
+    with another model or options. FILE's lines with no record (or beyond what the record covers): one note, and
+    ``settings`` marked as covering only the lines this run adds (``lines_before``, ``"checked": false``), as
+    caption's records are (captioning.commands.caption_run)."""
+    held, path = args.resume_from, run_file(args.output)
+    if not args.resume or not held:  # no line to mix: a fresh start
+        return
+    old = None
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:  # a torn or hand-edited record (UnicodeDecodeError is a ValueError)
+            fail("translate", f"--resume: {path} is not a run record ({err})")
+        if not (isinstance(old, dict) and isinstance(old.get("options", {}), dict)):
+            fail("translate", f"--resume: {path} is not a run record")
+    before = old.get("lines_before") if old is not None and old.get("checked") is False else None
+    before = before if isinstance(before, int) else None
+    if old is None or before is not None and held <= before:  # a record that covers none of them: as if none
+        settings.update(lines_before=held, checked=False)
+        print(f"translate: note: --resume: {args.output} has no run record for its {held} line(s) (written before "
+              "2026-12-02): they cannot be checked against this model and options; "
+              f"{path.name} covers the lines from this run on", file=sys.stderr)  # fmt: skip
+        return
+    if before is not None:  # the record covers what came after FILE's first lines: it carries that on
+        settings.update(lines_before=before, checked=False)
+    if said := differences(old, settings):
+        which = f"lines after its first {before} (which no run record covers)" if before is not None else "lines"
+        fail("translate", f"--resume: {args.output}'s {which} were made with {'; '.join(said)}: resume with the "
+             f"same model and options, or give another --output FILE (to mix them anyway, remove {path})")  # fmt: skip
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What tells ``new`` from ``old``, a phrase each ("--beam-size 5 (this run: 1)", "another model file (...)")."""
+    said = []
+    if old.get("model_sha256") != new["model_sha256"]:
+        said.append(f"another model file ({old.get('model', '?')}; this run: {new['model']})")
+    was, now = old.get("options", {}), new["options"]
+    for flag in dict.fromkeys([*was, *now]):
+        if was.get(flag) != now.get(flag):
+            said.append(f"{flag} {_shown(was.get(flag))} (this run: {_shown(now.get(flag))})")
+    return said
+
+
+def _shown(value: Any) -> str:
+    return "not given" if value is None or value is False else "given" if value is True else json.dumps(value)
+
+
+def record_run(output: str | Path, settings: dict[str, Any]) -> None:
+    """FILE.run.json written (replaced atomically) for this run."""
+    write_text(run_file(output), json.dumps(settings, indent=1) + "\n")

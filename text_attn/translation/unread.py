@@ -40,7 +40,8 @@ def unread_options(config: dict) -> list[Unread]:
     model, data = config.get("model") or {}, config.get("data") or {}
     found = unread_without_scst(model.get("objective") or {})
     if not model.get("init_from"):
-        found.append(Unread(("model.init_vocab",), "a run without model.init_from", "give model.init_from"))
+        fix = "give model.init_from, or leave model.init_vocab out"
+        found.append(Unread(("model.init_vocab",), "a run without model.init_from", fix))
     network = model.get("network") or {}
     # the RNN's attention: the config's, or its default; with init_from and none given, the start's (not read here)
     attention = network.get("attention") or (None if model.get("init_from") else "bahdanau")
