@@ -164,6 +164,16 @@ def _other(path, vocab: Vocabulary = VOCAB, hidden_dim: int = 32, **encoder) -> 
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def run_a(tmp_path_factory):
+    """separate_run's model file of run 1, written once: the cases below only read it."""
+    from tests.helpers.tiny_captioner import separate_run
+
+    path = tmp_path_factory.mktemp("run_a") / "a.pt"
+    separate_run(VOCAB, 1, path)
+    return path
+
+
 @pytest.mark.parametrize(
     ("other", "why"),
     [
@@ -177,17 +187,14 @@ def _other(path, vocab: Vocabulary = VOCAB, hidden_dim: int = 32, **encoder) -> 
         ({"fine_tune": "last", "frozen_bn": False}, None),  # training's alone (a file records frozen_bn false)
     ],
 )
-def test_a_refused_encoder_of_names_the_setting_that_differs(tmp_path, capsys, other, why):
+def test_a_refused_encoder_of_names_the_setting_that_differs(run_a, tmp_path, capsys, other, why):
     """The refusal said "another vocabulary or other settings": neither which nor how."""
-    from tests.helpers.tiny_captioner import separate_run
-
-    separate_run(VOCAB, 1, tmp_path / "a.pt")
-    args = [str(tmp_path / "a.pt"), str(tmp_path / "x.pt"), "--encoder-of", _other(tmp_path / "b.pt", **other)]
+    args = [str(run_a), str(tmp_path / "x.pt"), "--encoder-of", _other(tmp_path / "b.pt", **other)]
     if why is None:
         assert export_main(args) == 0
         return
     with pytest.raises(SystemExit) as exc:
         export_main(args)
     err = capsys.readouterr().err.strip().splitlines()
-    said = f"not the same model as {tmp_path / 'a.pt'} ({why})"
+    said = f"not the same model as {run_a} ({why})"
     assert exc.value.code == 2 and len(err) == 1 and err[0].endswith(said), err

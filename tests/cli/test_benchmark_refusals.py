@@ -5,6 +5,7 @@ before any measuring (text_attn.core.errors.new_file)."""
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,43 +16,82 @@ from text_attn.core.errors import new_file
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
+# Each script is run as `python SCRIPT ARGS` runs it (runpy as __main__, its own name in argv[0], benchmarks/ first
+# on sys.path), all of them in turn in one interpreter: each a fresh one cost ~1.5 s (torch imported again).
+DRIVER = """
+import json, runpy, sys, traceback
+bench, cases = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, bench)
+for script, args in cases:
+    sys.argv = [f"{bench}/{script}", *args]
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    print("EXIT", code, flush=True)
+    print("---", file=sys.stderr, flush=True)
+"""
 
-def _refused(script: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=120)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    return lines[-1]
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory) -> tuple[Path, dict[str, tuple[str, str]]]:
+    """(the folder the cases name, each case's exit code and stderr by its name)."""
+    from captioning.model.bundled import SHAPES_MODEL
+
+    tmp = tmp_path_factory.mktemp("bench")
+    gone, out = tmp / "gone", str(tmp / "x")
+    (tmp / "s.txt").write_text("ein hund\n")
+    (tmp / "t.txt").write_text("a dog\n")
+    cases = {
+        "model": ("domain_check.py", [f"{gone}.pt", "--shapes", "2"]),
+        "data root": ("flickr8k.py", ["--data-root", str(gone), "--out", out, "--quick", "--stages", "soft"]),
+        "json": ("transformer_speed.py", ["--json", str(tmp / "no" / "t.json")]),
+        "shapes 0": ("domain_check.py", [str(SHAPES_MODEL), "--shapes", "0"]),
+        "shapes -3": ("domain_check.py", [str(SHAPES_MODEL), "--shapes", "-3"]),
+        "iterations": ("word_align.py", [str(tmp / "s.txt"), str(tmp / "t.txt"), "--out", str(tmp / "o"),
+                                         "--iterations", "-1"]),
+    }  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(BENCH), json.dumps(list(cases.values()))],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    codes = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("EXIT ")]
+    assert len(codes) == len(cases), done.stdout + done.stderr[-2000:]
+    errs = done.stderr.split("---\n")
+    return tmp, {name: (codes[i], errs[i]) for i, name in enumerate(cases)}
 
 
-def test_a_missing_model_or_data_root_is_one_line(tmp_path):
-    gone = tmp_path / "gone"
-    line = _refused("domain_check.py", f"{gone}.pt", "--shapes", "2")
-    assert line == f"domain_check.py: error: {gone}.pt: model file not found"
-    out = str(tmp_path / "x")
-    line = _refused("flickr8k.py", "--data-root", str(gone), "--out", out, "--quick", "--stages", "soft")
-    assert line == f"flickr8k.py: error: {gone}: data root not found"
+def _refused(refusals, name: str) -> str:
+    """The one line a case was refused with: exit code 2, no traceback."""
+    code, err = refusals[1][name]
+    assert code == "2" and "Traceback" not in err, err[-2000:]
+    return err.strip().splitlines()[-1]
 
 
-def test_an_output_in_a_missing_folder_is_refused_before_the_work(tmp_path):
-    line = _refused("transformer_speed.py", "--json", str(tmp_path / "no" / "t.json"))
-    assert f"cannot write {tmp_path / 'no' / 't.json'}: the folder {tmp_path / 'no'} does not exist" in line
+def test_a_missing_model_or_data_root_is_one_line(refusals):
+    gone = refusals[0] / "gone"
+    assert _refused(refusals, "model") == f"domain_check.py: error: {gone}.pt: model file not found"
+    assert _refused(refusals, "data root") == f"flickr8k.py: error: {gone}: data root not found"
+
+
+def test_an_output_in_a_missing_folder_is_refused_before_the_work(refusals, tmp_path):
+    no = refusals[0] / "no"
+    assert f"cannot write {no / 't.json'}: the folder {no} does not exist" in _refused(refusals, "json")
     assert new_file(str(tmp_path / "t.json")) == tmp_path / "t.json"
     with pytest.raises(argparse.ArgumentTypeError, match="is a folder"):
         new_file(str(tmp_path))
 
 
-def test_a_count_below_one_is_refused_by_name(tmp_path):
+def test_a_count_below_one_is_refused_by_name(refusals):
     """--shapes 0 fell into the Flickr8k branch (a TypeError), -3 an empty torch.cat; --iterations -1 aligned with no
     EM at all and said nothing."""
-    from captioning.model.bundled import SHAPES_MODEL
     from text_attn.core.errors import positive_int
 
     for count in ("0", "-3"):
-        line = _refused("domain_check.py", str(SHAPES_MODEL), "--shapes", count)
-        assert line == f"domain_check.py: error: argument --shapes: must be at least 1, got {int(count)}"
-    (tmp_path / "s.txt").write_text("ein hund\n")
-    (tmp_path / "t.txt").write_text("a dog\n")
-    line = _refused("word_align.py", str(tmp_path / "s.txt"), str(tmp_path / "t.txt"), "--out", str(tmp_path / "o"),
-                    "--iterations", "-1")  # fmt: skip
-    assert line == "word_align.py: error: argument --iterations: must be at least 1, got -1"
+        said = f"domain_check.py: error: argument --shapes: must be at least 1, got {int(count)}"
+        assert _refused(refusals, f"shapes {count}") == said
+    said = "word_align.py: error: argument --iterations: must be at least 1, got -1"
+    assert _refused(refusals, "iterations") == said
     assert positive_int("3") == 3

@@ -31,13 +31,16 @@ def _probes(entry: tuple[str, str], argvs: list[list[str]], cwd) -> list[tuple[i
     stdout, stderr, whether torch was imported by its end)."""
     module, main = entry
     probe = "\n".join([
-        "import sys",
+        "import sys, traceback",
         f"from {module} import {main}",
         f"for argv in {argvs!r}:",
         "    try:",
         f"        code = {main}(argv)",
         "    except SystemExit as e:",
         "        code = e.code",
+        "    except Exception:  # a crash is this case's failure, not the later cases'",
+        "        traceback.print_exc()",
+        "        code = 1",
         "    print('EXIT', code, 'torch' in sys.modules, flush=True)",
         "    print('---', file=sys.stderr, flush=True)",
     ])  # fmt: skip
@@ -60,102 +63,113 @@ def _probe(entry: tuple[str, str], argv: list[str], cwd) -> tuple[int, str, str,
     return _probes(entry, [argv], cwd)[0]
 
 
-@pytest.mark.parametrize(
-    ("entry", "argv", "code", "lines"),
-    [
-        (CAPTION, ["gone.jpg"], 1, ["caption: error: gone.jpg: no such file"]),
-        (CAPTION, TWO, 1, [f"caption: error: {n}: no such file" for n in TWO]),
-        (CAPTION, ["--model", "nope.pt", "photo.jpg"], 2, ["caption: error: nope.pt: model file not found"]),
-        (
-            CAPTION,
-            ["empty", "notes"],
-            2,
-            ["caption: error: no images: empty, notes: no image files"],
-        ),  # fmt: skip
-        (TRANSLATE, ["--model", "nope.pt", "Hallo"], 2, ["translate: error: nope.pt: model file not found"]),
-        (
-            CAPTION,
-            ["photo.jpg", "--jsonl", "no/o.jsonl"],
-            2,
-            ["caption: error: cannot use --jsonl no/o.jsonl: the folder no does not exist"],
-        ),  # fmt: skip
-        (
-            TRANSLATE,
-            ["--output", "no/o.txt", "Hallo"],
-            2,
-            ["translate: error: cannot write --output no/o.txt: the folder no does not exist"],
-        ),  # fmt: skip
-        (
-            CAPTION,
-            ["photo.jpg", "--html", "no/p.html"],
-            2,
-            ["caption: error: cannot use --html no/p.html: the folder no does not exist"],
-        ),  # fmt: skip
-        (
-            TRANSLATE,
-            ["--html", "no/p.html", "Hallo"],
-            2,
-            ["translate: error: cannot write --html no/p.html: the folder no does not exist"],
-        ),  # fmt: skip
-        (
-            CAPTION_TRAIN,
-            ["fit", "--config", "nope.yaml"],
-            2,
-            ["caption-train: error: --config nope.yaml: no such file"],
-        ),
-        (TEXT_TRAIN, ["fit", "-c", "."], 2, ["text-train: error: --config .: is a directory"]),
-        (CAPTION_EXPORT, ["gone.ckpt", "out.pt"], 2, ["caption-export: error: gone.ckpt: no such file"]),
-        (TEXT_EXPORT, [".", "out.pt"], 2, ["text-export: error: .: not a file"]),
-        # said after the model loaded (2.3 s), as "cannot write no/x.pt: No such file or directory"
-        (
-            CAPTION_EXPORT,
-            ["photo.jpg", "no/x.pt"],
-            2,
-            ["caption-export: error: cannot write no/x.pt: the folder no does not exist"],
-        ),
-        (
-            TEXT_EXPORT,
-            ["ok.yaml", "no/x.pt"],
-            2,
-            ["text-export: error: cannot write no/x.pt: the folder no does not exist"],
-        ),
-        (
-            TEXT_EXPORT,
-            ["ok.yaml", "ok.yaml/x.pt"],
-            2,
-            ["text-export: error: cannot write ok.yaml/x.pt: ok.yaml is not a folder"],
-        ),
-        (
-            TEXT_TRAIN,
-            ["fit", "--config=bad.yaml"],
-            2,
-            [
-                "text-train: error: --config bad.yaml: not valid YAML: line 1, column 5: mapping values are not "
-                "allowed here"
-            ],
-        ),
-        (
-            CAPTION_TRAIN,
-            ["test", "--config", "ok.yaml", "--ckpt_path=gone.ckpt"],
-            2,
-            ["caption-train: error: --ckpt_path gone.ckpt: no such file"],
-        ),
-        (
-            TEXT_TRAIN,
-            ["optimize", "--config", "nope.yaml", "--out", "chunks"],
-            2,
-            ["text-train optimize: error: --config nope.yaml: no such file"],
-        ),
-    ],
-)
-def test_a_missing_file_is_refused_before_torch_is_imported(entry, argv, code, lines, tmp_path):
-    (tmp_path / "photo.jpg").write_bytes(b"")  # there, so that only the model is missing
-    (tmp_path / "ok.yaml").write_text("trainer:\n  max_steps: 1\n")
-    (tmp_path / "bad.yaml").write_text("a: b: c\n")
-    (tmp_path / "empty").mkdir()
-    (tmp_path / "notes" / "sub").mkdir(parents=True)
-    (tmp_path / "notes" / "sub" / "read.txt").write_text("no photo here")
-    got, _, err, torch = _probe(entry, argv, tmp_path)
+# (entry, argv, exit code, stderr lines)
+MISSING = [
+    (CAPTION, ["gone.jpg"], 1, ["caption: error: gone.jpg: no such file"]),
+    (CAPTION, TWO, 1, [f"caption: error: {n}: no such file" for n in TWO]),
+    (CAPTION, ["--model", "nope.pt", "photo.jpg"], 2, ["caption: error: nope.pt: model file not found"]),
+    (
+        CAPTION,
+        ["empty", "notes"],
+        2,
+        ["caption: error: no images: empty, notes: no image files"],
+    ),  # fmt: skip
+    (TRANSLATE, ["--model", "nope.pt", "Hallo"], 2, ["translate: error: nope.pt: model file not found"]),
+    (
+        CAPTION,
+        ["photo.jpg", "--jsonl", "no/o.jsonl"],
+        2,
+        ["caption: error: cannot use --jsonl no/o.jsonl: the folder no does not exist"],
+    ),  # fmt: skip
+    (
+        TRANSLATE,
+        ["--output", "no/o.txt", "Hallo"],
+        2,
+        ["translate: error: cannot write --output no/o.txt: the folder no does not exist"],
+    ),  # fmt: skip
+    (
+        CAPTION,
+        ["photo.jpg", "--html", "no/p.html"],
+        2,
+        ["caption: error: cannot use --html no/p.html: the folder no does not exist"],
+    ),  # fmt: skip
+    (
+        TRANSLATE,
+        ["--html", "no/p.html", "Hallo"],
+        2,
+        ["translate: error: cannot write --html no/p.html: the folder no does not exist"],
+    ),  # fmt: skip
+    (
+        CAPTION_TRAIN,
+        ["fit", "--config", "nope.yaml"],
+        2,
+        ["caption-train: error: --config nope.yaml: no such file"],
+    ),
+    (TEXT_TRAIN, ["fit", "-c", "."], 2, ["text-train: error: --config .: is a directory"]),
+    (CAPTION_EXPORT, ["gone.ckpt", "out.pt"], 2, ["caption-export: error: gone.ckpt: no such file"]),
+    (TEXT_EXPORT, [".", "out.pt"], 2, ["text-export: error: .: not a file"]),
+    # said after the model loaded (2.3 s), as "cannot write no/x.pt: No such file or directory"
+    (
+        CAPTION_EXPORT,
+        ["photo.jpg", "no/x.pt"],
+        2,
+        ["caption-export: error: cannot write no/x.pt: the folder no does not exist"],
+    ),
+    (
+        TEXT_EXPORT,
+        ["ok.yaml", "no/x.pt"],
+        2,
+        ["text-export: error: cannot write no/x.pt: the folder no does not exist"],
+    ),
+    (
+        TEXT_EXPORT,
+        ["ok.yaml", "ok.yaml/x.pt"],
+        2,
+        ["text-export: error: cannot write ok.yaml/x.pt: ok.yaml is not a folder"],
+    ),
+    (
+        TEXT_TRAIN,
+        ["fit", "--config=bad.yaml"],
+        2,
+        ["text-train: error: --config bad.yaml: not valid YAML: line 1, column 5: mapping values are not allowed here"],
+    ),
+    (
+        CAPTION_TRAIN,
+        ["test", "--config", "ok.yaml", "--ckpt_path=gone.ckpt"],
+        2,
+        ["caption-train: error: --ckpt_path gone.ckpt: no such file"],
+    ),
+    (
+        TEXT_TRAIN,
+        ["optimize", "--config", "nope.yaml", "--out", "chunks"],
+        2,
+        ["text-train optimize: error: --config nope.yaml: no such file"],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def missing_probed(tmp_path_factory) -> dict[tuple, tuple[int, str, str, bool]]:
+    """(entry, *argv) -> what _probe says of each case of MISSING, all in one folder; the cases of one command in one
+    interpreter (a fresh one each cost ~0.3 s: ~5 s in all). Whether torch is imported is read after each case: a case
+    that imports it fails, and the later ones of its command with it."""
+    tmp = tmp_path_factory.mktemp("missing")
+    (tmp / "photo.jpg").write_bytes(b"")  # there, so that only the model is missing
+    (tmp / "ok.yaml").write_text("trainer:\n  max_steps: 1\n")
+    (tmp / "bad.yaml").write_text("a: b: c\n")
+    (tmp / "empty").mkdir()
+    (tmp / "notes" / "sub").mkdir(parents=True)
+    (tmp / "notes" / "sub" / "read.txt").write_text("no photo here")
+    by_entry: dict[tuple[str, str], list[list[str]]] = {}
+    for entry, argv, _, _ in MISSING:
+        by_entry.setdefault(entry, []).append(argv)
+    return {(entry, *argv): got for entry, argvs in by_entry.items()
+            for argv, got in zip(argvs, _probes(entry, argvs, tmp), strict=True)}  # fmt: skip
+
+
+@pytest.mark.parametrize(("entry", "argv", "code", "lines"), MISSING)
+def test_a_missing_file_is_refused_before_torch_is_imported(entry, argv, code, lines, missing_probed):
+    got, _, err, torch = missing_probed[(entry, *argv)]
     assert (got, err.splitlines(), torch) == (code, lines, False)
 
 

@@ -25,8 +25,13 @@ from text_attn.translation.translator import Translation, Translations, Translat
 
 
 @pytest.fixture(scope="module")
-def captions() -> Captions:
-    return Captioner.load().caption_images(DEMO_PHOTOS[:2], beam_size=1)
+def bundled() -> Captioner:
+    return Captioner.load()  # ~0.5 s a load: once for the module
+
+
+@pytest.fixture(scope="module")
+def captions(bundled) -> Captions:
+    return bundled.caption_images(DEMO_PHOTOS[:2], beam_size=1)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +63,7 @@ def _self_contained(fragment: str) -> None:
         assert "http://" not in text and "https://" not in text
 
 
-def test_a_caption_shows_its_photo_words_and_attention_self_contained(captions):
+def test_a_caption_shows_its_photo_words_and_attention_self_contained(captions, bundled):
     cap = captions[0]
     assert isinstance(captions, Captions) and cap.photo is not None and cap.name == DEMO_PHOTOS[0].name
     fragment = cap._repr_html_()
@@ -68,7 +73,7 @@ def test_a_caption_shows_its_photo_words_and_attention_self_contained(captions):
     assert _alt(fragment) == f"photo: {' '.join(cap.words)} (where the model looked for each word)"
     page = _page(fragment)
     (data,) = _data(page)
-    g = Captioner.load().grid
+    g = bundled.grid
     assert data["g"] == g and len(cap.words) == len(data["peak"])
     assert dequantise(data["a"]).size == len(cap.words) * g * g  # one map per word
     assert [round(float(a.max()), 4) for a in cap.alphas] == data["peak"]  # the caption's own attention

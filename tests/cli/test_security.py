@@ -125,20 +125,36 @@ def _kernel_name() -> str:
     return f"kernels-{native._build_key(native.compiler())}.so"
 
 
-def _native_status(cache: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TEXT_ATTN_CACHE": str(cache), "TEXT_ATTN_NATIVE": "1"}
+def _native_statuses(caches: list[Path]) -> list[tuple[str, str]]:
+    """native.status() with each cache in turn, in one fresh process (each a process of its own imported torch again,
+    ~1.5 s): each one's (stdout, stderr). Its kernels are looked up afresh for each, as a new process does."""
+    env = {**os.environ, "TEXT_ATTN_NATIVE": "1"}
     env.pop("CC", None)
-    code = "from text_attn.core import native; print(native.status())"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
+    code = "\n".join([
+        "import os, sys",
+        "from text_attn.core import native",
+        "for cache in sys.argv[1:]:",
+        "    os.environ['TEXT_ATTN_CACHE'] = cache",
+        "    native._kernels.cache_clear()",
+        "    print(native.status(), '---', sep='\\n', flush=True)",
+        "    print('---', file=sys.stderr, flush=True)",
+    ])  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code, *map(str, caches)], capture_output=True, text=True, env=env,
+                          timeout=180)  # fmt: skip
+    outs, errs = done.stdout.split("---\n"), done.stderr.split("---\n")
+    assert done.returncode == 0 and len(outs) == len(errs) == len(caches) + 1, done.stderr
+    return list(zip(outs[:-1], errs[:-1], strict=True))
 
 
-# each a fresh process importing torch (~4 s): the file owned by another user is the same refusal, -m slow
-@pytest.mark.parametrize("how", ["control", "folder writable by others",
-                                 pytest.param("file of another user", marks=pytest.mark.slow)])  # fmt: skip
-def test_a_planted_kernel_library_is_not_loaded(tmp_path, how):
-    cache = tmp_path / "cache"
-    cache.mkdir(mode=0o700)
-    marker = tmp_path / "ran"
+KERNEL_CASES = ["control", "folder writable by others", "file of another user"]
+
+
+def _planted_cache(root: Path, how: str) -> tuple[Path, Path]:
+    """A kernels cache under ``root`` holding a library planted under the kernels' name, made untrusted as ``how``
+    says: (the cache, the marker its constructor touches when it is loaded)."""
+    cache = root / "cache"
+    cache.mkdir(mode=0o700, parents=True)
+    marker = root / "ran"
     planted = constructor_library(cache / _kernel_name(), marker)
     if how == "folder writable by others":
         cache.chmod(0o777)
@@ -147,14 +163,32 @@ def test_a_planted_kernel_library_is_not_loaded(tmp_path, how):
             planted.chmod(0o666)  # not root: a file others can write stands in for one they own
         else:
             os.chown(planted, 65534, 65534)
-    done = _native_status(cache)
-    assert done.returncode == 0, done.stderr
+    return cache, marker
+
+
+@pytest.fixture(scope="module")
+def kernel_statuses(tmp_path_factory) -> dict[str, tuple[Path, Path, str, str]]:
+    """how -> (cache, marker, stdout, stderr) of the default run's cases, all in one process."""
+    planted = {how: _planted_cache(tmp_path_factory.mktemp("kernels"), how) for how in KERNEL_CASES[:2]}
+    ran = _native_statuses([cache for cache, _ in planted.values()])
+    return {how: (*planted[how], *out) for how, out in zip(planted, ran, strict=True)}
+
+
+# the default run's cases share a process (kernel_statuses); the file owned by another user is the same refusal,
+# in a process of its own (~4 s): -m slow
+@pytest.mark.parametrize("how", [*KERNEL_CASES[:2], pytest.param(KERNEL_CASES[2], marks=pytest.mark.slow)])
+def test_a_planted_kernel_library_is_not_loaded(tmp_path, how, request):
+    if how in KERNEL_CASES[:2]:
+        cache, marker, stdout, stderr = request.getfixturevalue("kernel_statuses")[how]
+    else:
+        cache, marker = _planted_cache(tmp_path, how)
+        ((stdout, stderr),) = _native_statuses([cache])
     if how == "control":  # this user's own cache: the file is trusted and loaded (so the marker detects a load)
         assert marker.exists()
         return
-    assert not marker.exists(), done.stderr
-    assert done.stderr.count("note: the compiled kernels cache") == 1 and "is not used" in done.stderr
-    assert done.stdout.startswith("compiled C") and str(cache) not in done.stdout  # built in a private folder
+    assert not marker.exists(), stderr
+    assert stderr.count("note: the compiled kernels cache") == 1 and "is not used" in stderr
+    assert stdout.startswith("compiled C") and str(cache) not in stdout  # built in a private folder
 
 
 def test_a_planted_onnx_graph_is_not_run(tmp_path, monkeypatch, cap_model):

@@ -131,22 +131,28 @@ def test_the_arrays_are_shared_with_a_worker_process():
             child.kill()
 
 
-def _apis(tmp_path, *flags):
-    args = _parser().parse_args(["--caption-model", str(tiny_model_file(tmp_path / "c.pt")),
-                                 "--text-model", str(tiny_word_model_file(tmp_path / "t.pt")), *flags])  # fmt: skip
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> tuple[str, str]:
+    """The tiny caption and text model files, written once (~0.2 s each): the servers built here only read them."""
+    folder = tmp_path_factory.mktemp("models")
+    return str(tiny_model_file(folder / "c.pt")), str(tiny_word_model_file(folder / "t.pt"))
+
+
+def _apis(models, *flags):
+    args = _parser().parse_args(["--caption-model", models[0], "--text-model", models[1], *flags])
     return list(build_server(args)[0].litapi_connector)
 
 
-def test_by_default_every_worker_gets_the_same_share_and_threads_turns_it_off(tmp_path):
-    caption, translate = _apis(tmp_path)
+def test_by_default_every_worker_gets_the_same_share_and_threads_turns_it_off(models):
+    caption, translate = _apis(models)
     assert caption.threads is None and caption.cores is translate.cores is not None
     assert len(caption.cores.busy) == 2  # one slot per worker: one worker per model here
-    fixed = _apis(tmp_path, "--threads", "3")
+    fixed = _apis(models, "--threads", "3")
     assert [(a.threads, a.cores) for a in fixed] == [(3, None), (3, None)]
 
 
-def test_a_batch_is_computed_while_the_worker_is_marked_busy(tmp_path):
-    caption, _ = _apis(tmp_path)
+def test_a_batch_is_computed_while_the_worker_is_marked_busy(models):
+    caption, _ = _apis(models)
     share = caption.cores
     share.slot = 0  # as setup's join() would, without the hook
     seen = []
@@ -155,9 +161,9 @@ def test_a_batch_is_computed_while_the_worker_is_marked_busy(tmp_path):
     assert seen == [1] and share.busy[0] == 0 and share.ended[0] > 0
 
 
-def test_reading_a_request_and_writing_an_answer_count_as_busy_for_the_linger(tmp_path):
+def test_reading_a_request_and_writing_an_answer_count_as_busy_for_the_linger(models):
     """A captioner reading its next 16 photos between two batches is working: the translator must not take its core."""
-    caption, _ = _apis(tmp_path)
+    caption, _ = _apis(models)
     share = caption.cores
     share.slot = 0
     other = threads_for(1, list(share.busy), list(share.ended), time.monotonic(), cores=2)
@@ -171,7 +177,7 @@ def test_reading_a_request_and_writing_an_answer_count_as_busy_for_the_linger(tm
     assert threads_for(1, list(share.busy), list(share.ended), time.monotonic(), cores=2) == 1
 
 
-def test_with_the_cores_lent_the_encoder_takes_a_few_photos_at_a_time_and_captions_the_same(tmp_path, monkeypatch):
+def test_with_the_cores_lent_the_encoder_takes_a_few_photos_at_a_time_and_captions_the_same(models, monkeypatch):
     """An encoder pass keeps the thread count it starts with: lent, it runs ENCODER_CHUNK photos a call."""
     import base64
 
@@ -180,7 +186,7 @@ def test_with_the_cores_lent_the_encoder_takes_a_few_photos_at_a_time_and_captio
     from attention_serve import apis
     from captioning.photos.photo_check import photo_stats
 
-    caption, _ = _apis(tmp_path)
+    caption, _ = _apis(models)
     caption.load("cpu")
     caption.cores.slot = 0  # as setup's join() does on the CPU (a worker on a GPU never joins: one call a batch)
     cap = caption.captioner
@@ -208,11 +214,11 @@ def test_with_the_cores_lent_the_encoder_takes_a_few_photos_at_a_time_and_captio
 
 
 @pytest.mark.parametrize(("device", "joins"), [("cpu", True), ("cuda:0", False)])
-def test_a_worker_on_the_cpu_joins_the_share_and_one_on_a_gpu_keeps_its_fixed_share(tmp_path, monkeypatch, device,
+def test_a_worker_on_the_cpu_joins_the_share_and_one_on_a_gpu_keeps_its_fixed_share(models, monkeypatch, device,
                                                                                      joins):  # fmt: skip
     import signal
 
-    caption, _ = _apis(tmp_path)
+    caption, _ = _apis(models)
     joined = []
     monkeypatch.setattr(caption.cores, "join", joined.append)
     monkeypatch.setattr(caption, "load", lambda device: None)  # the model itself is not what is tested here
