@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.file_digest import sha256_of
+from text_attn.core.run_record import differences as record_differences
+from text_attn.core.run_record import read_record, run_file
 from text_attn.core.safe_files import write_text
 
-SUFFIX = ".run.json"
 # the options recorded, as the command line names them (their values as given, after the model's defaults are filled)
 SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-penalty", "length_penalty"),
            ("--no-repeat-ngram", "no_repeat_ngram"), ("--n-best", "n_best"), ("--sample", "sample"),
@@ -30,10 +31,6 @@ SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-pe
 
 
 DRAWS = "draws"  # how a seed's draws are made (recorded with a --sample-seed)
-
-
-def run_file(jsonl: str | Path) -> Path:
-    return Path(f"{jsonl}{SUFFIX}")
 
 
 def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
@@ -56,22 +53,13 @@ def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What tells ``new`` from ``old``, a phrase each ("--beam-size 5 (this run: 3)", "another model file (...)")."""
-    said = []
-    if old.get("model_sha256") != new["model_sha256"]:
-        said.append(f"another model file ({old.get('model', '?')}; this run: {new['model']})")
+    said = record_differences(old, new, skip=(DRAWS,))
     was, now = old.get("options", {}), new["options"]
-    for flag in dict.fromkeys([*was, *now]):
-        if flag == DRAWS:  # said alone where the seeds are the same (another seed is said as itself)
-            if was.get(flag) != now.get(flag) and was.get("--sample-seed") == now.get("--sample-seed"):
-                said.append("--sample-seed's draws as one stream through the run (an older version's; this run: "
-                            "each photo's own)")  # fmt: skip
-        elif was.get(flag) != now.get(flag):
-            said.append(f"{flag} {_shown(was.get(flag))} (this run: {_shown(now.get(flag))})")
+    # said alone where the seeds are the same (another seed is said as itself)
+    if was.get(DRAWS) != now.get(DRAWS) and was.get("--sample-seed") == now.get("--sample-seed"):
+        said.append("--sample-seed's draws as one stream through the run (an older version's; this run: each photo's "
+                    "own)")  # fmt: skip
     return said
-
-
-def _shown(value: Any) -> str:
-    return "not given" if value is None or value is False else "given" if value is True else json.dumps(value)
 
 
 def records_held(jsonl: str | Path) -> int:
@@ -91,14 +79,7 @@ def check_resume(jsonl: str | Path, settings: dict[str, Any], say: bool = True) 
     held = Path(jsonl).is_file() and Path(jsonl).stat().st_size > 0 or Path(f"{jsonl}.parts").is_dir()
     if not held:  # no records to mix (FILE removed, its record left): a fresh start
         return None
-    old = None
-    if path.is_file():
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as err:  # a torn or hand-edited record (UnicodeDecodeError is one too)
-            raise ValueError(f"{path} is not a run record ({err})") from None
-        if not (isinstance(old, dict) and isinstance(old.get("options", {}), dict)):  # edited by hand: not ours
-            raise ValueError(f"{path} is not a run record")
+    old = read_record(path)  # a torn or hand-edited record: ValueError
     before = old.get("records_before") if old is not None and old.get("checked") is False else None
     before = before if isinstance(before, int) else None
     count = records_held(jsonl) if old is None or before is not None else 0

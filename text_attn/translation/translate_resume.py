@@ -24,6 +24,7 @@ from typing import Any
 
 from text_attn.core.errors import fail
 from text_attn.core.file_digest import sha256_of
+from text_attn.core.run_record import differences, read_record, run_file
 from text_attn.core.safe_files import write_text
 
 # what each output beside --output would be without the inputs an earlier run did (one line refuses it)
@@ -38,7 +39,6 @@ BESIDE = {
     "demo": ("--demo", "its own sentences"),
 }
 READ = 1 << 20  # bytes of --output read at a time to count its lines
-SUFFIX = ".run.json"
 # the options that shape a line, as the command line names them (their values after the model's defaults are filled)
 SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-penalty", "length_penalty"),
            ("--no-repeat-ngram", "no_repeat_ngram"), ("--n-best", "n_best"), ("--sample", "sample"),
@@ -106,10 +106,6 @@ def _too_many(args: argparse.Namespace, inputs: int) -> None:
          "input(s): it is not a run of these inputs")  # fmt: skip
 
 
-def run_file(output: str | Path) -> Path:
-    return Path(f"{output}{SUFFIX}")
-
-
 def run_settings(args: argparse.Namespace, model_file: Path, recases: bool) -> dict[str, Any]:
     """The record of this run (JSON-ready), after fill_decoding_defaults. A --sample run without --sample-seed draws
     afresh each run: no seed is recorded (none would match). ``recases``: whether the model reads a line typed
@@ -135,14 +131,12 @@ def check_record(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     held, path = args.resume_from, run_file(args.output)
     if not args.resume or not held:  # no line to mix: a fresh start
         return
-    old = None
-    if path.is_file():
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:  # a torn or hand-edited record (UnicodeDecodeError is a ValueError)
-            fail("translate", f"--resume: {path} is not a run record ({err})")
-        if not (isinstance(old, dict) and isinstance(old.get("options", {}), dict)):
-            fail("translate", f"--resume: {path} is not a run record")
+    try:
+        old = read_record(path)
+    except ValueError as err:  # a torn or hand-edited record
+        fail("translate", f"--resume: {err}")
+    except OSError as err:
+        fail("translate", f"--resume: {path} is not a run record ({err})")
     before = old.get("lines_before") if old is not None and old.get("checked") is False else None
     before = before if isinstance(before, int) else None
     if old is None or before is not None and held <= before:  # a record that covers none of them: as if none
@@ -157,22 +151,6 @@ def check_record(args: argparse.Namespace, settings: dict[str, Any]) -> None:
         which = f"lines after its first {before} (which no run record covers)" if before is not None else "lines"
         fail("translate", f"--resume: {args.output}'s {which} were made with {'; '.join(said)}: resume with the "
              f"same model and options, or give another --output FILE (to mix them anyway, remove {path})")  # fmt: skip
-
-
-def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """What tells ``new`` from ``old``, a phrase each ("--beam-size 5 (this run: 1)", "another model file (...)")."""
-    said = []
-    if old.get("model_sha256") != new["model_sha256"]:
-        said.append(f"another model file ({old.get('model', '?')}; this run: {new['model']})")
-    was, now = old.get("options", {}), new["options"]
-    for flag in dict.fromkeys([*was, *now]):
-        if was.get(flag) != now.get(flag):
-            said.append(f"{flag} {_shown(was.get(flag))} (this run: {_shown(now.get(flag))})")
-    return said
-
-
-def _shown(value: Any) -> str:
-    return "not given" if value is None or value is False else "given" if value is True else json.dumps(value)
 
 
 def record_run(output: str | Path, settings: dict[str, Any]) -> None:

@@ -1,0 +1,48 @@
+"""A run record beside an output file (``FILE.run.json``): the model file's content and the options that shape what
+the file holds, so that ``--resume`` refuses to continue FILE with another model or other options. Shared by
+``caption --jsonl`` (captioning.commands.caption_run) and ``translate --output``
+(text_attn.translation.translate_resume): each says which options it records and words its own lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SUFFIX = ".run.json"
+
+
+def run_file(output: str | Path) -> Path:
+    return Path(f"{output}{SUFFIX}")
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The record at ``path``; None where there is none. ValueError (naming ``path``) for a torn or hand-edited one;
+    OSError where it cannot be read."""
+    if not path.is_file():
+        return None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:  # UnicodeDecodeError is a ValueError too
+        raise ValueError(f"{path} is not a run record ({err})") from None
+    if not (isinstance(old, dict) and isinstance(old.get("options", {}), dict)):  # edited by hand: not ours
+        raise ValueError(f"{path} is not a run record")
+    return old
+
+
+def differences(old: dict[str, Any], new: dict[str, Any], skip: Iterable[str] = ()) -> list[str]:
+    """What tells ``new`` from ``old``, a phrase each ("--beam-size 5 (this run: 3)", "another model file (...)");
+    the options in ``skip`` are the caller's to word."""
+    said, skip = [], set(skip)
+    if old.get("model_sha256") != new["model_sha256"]:
+        said.append(f"another model file ({old.get('model', '?')}; this run: {new['model']})")
+    was, now = old.get("options", {}), new["options"]
+    for flag in dict.fromkeys([*was, *now]):
+        if flag not in skip and was.get(flag) != now.get(flag):
+            said.append(f"{flag} {shown(was.get(flag))} (this run: {shown(now.get(flag))})")
+    return said
+
+
+def shown(value: Any) -> str:
+    return "not given" if value is None or value is False else "given" if value is True else json.dumps(value)
