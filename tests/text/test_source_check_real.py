@@ -44,7 +44,11 @@ def test_real_german_typed_without_capitals_is_translated_nearly_as_well_as_writ
     refs = read_lines(corpus_file(DATA, "test_2016_flickr", "en"))[:200]
     translator = Translator.load()
     check = source_check(read_lines(corpus_file(DATA, "train", "de")), read_lines(corpus_file(DATA, "val", "de")), "de")
-    assert translator.source_check["casing"] == check["casing"]  # the bundled file's casing is the corpus's
+    # the bundled file's casing is the corpus's, but for one word: the file was made before ’ joined a word (the
+    # tokenizer of 2026-12-01 on), when "McDonald’s" was read as "McDonald" and "s"
+    bundled, fresh = translator.source_check["casing"], check["casing"]
+    assert {k: v for k, v in bundled.items() if k != "words"} == {k: v for k, v in fresh.items() if k != "words"}
+    assert set(bundled["words"].split()) ^ set(fresh["words"].split()) == {"McDonald", "McDonald’s"}
 
     def bleu(lines: list[str]) -> float:
         return sacre_scores(refs, [t.text for t in translator.translate(lines)])["sacrebleu"]
