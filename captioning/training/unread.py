@@ -8,7 +8,7 @@ default is none, so a path set is a path given, from Python too). No model is im
 from __future__ import annotations
 
 from text_attn.core.self_critical import unread_without_scst
-from text_attn.core.unread_options import Unread, dotted
+from text_attn.core.unread_options import Unread, dotted, read_by, without_init_from
 
 # the paths that name the user's data, and the source that reads them (data.root: the data module's own check)
 SOURCE_PATHS = {"karpathy_json": "karpathy", "image_root": "karpathy", "image_dir": "folder", "captions_tsv": "folder"}
@@ -31,8 +31,7 @@ def unread_path(source: str, paths: dict[str, str | None]) -> str | None:
     for name, value in paths.items():
         reader = SOURCE_PATHS.get(name)
         if value is not None and reader is not None and reader != source:
-            both = " and ".join(f"data.{n}" for n, s in SOURCE_PATHS.items() if s == reader)
-            return Unread((f"data.{name}",), f"source {source}", f"set data.source {reader} (it reads {both})").line()
+            return read_by("source", source, SOURCE_PATHS, (name,), sep=" and ").line()
     return None
 
 
@@ -46,9 +45,7 @@ def unread_options(config: dict) -> list[Unread]:
     if attention != "hard":
         found.append(Unread(HARD_OPTIONS, f"model.decoder.attention {attention}",
                             "set model.decoder.attention hard (options of hard attention)"))  # fmt: skip
-    if not model.get("init_from"):  # as model.init_member is refused without it
-        fix = "give model.init_from, or leave model.init_vocab out"
-        found.append(Unread(("model.init_vocab",), "a run without model.init_from", fix))
+    found += without_init_from(model)
     tuned = dotted(model, "encoder.fine_tune") or "none"
     if model.get("lr_schedule") == "budget":
         found.append(Unread(("model.lr_patience", "model.lr_factor"), "model.lr_schedule budget", refuse=False))

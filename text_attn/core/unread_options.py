@@ -34,6 +34,25 @@ class Unread:
         return f"{self.setting} reads no {', '.join(self.options)}" + (f": {self.fix}" if self.fix else "")
 
 
+def read_by(kind: str, chosen: str, readers: dict[str, str], names: Iterable[str], sep: str = ", ") -> Unread:
+    """The data options ``names`` that the ``kind`` chosen (``data.source shapes``, ``data.task reorder``) leaves
+    unread, naming the one that reads them (``readers``: option -> the source or task that reads it; the first name's
+    reader) and all it reads, joined by ``sep``."""
+    names = tuple(names)
+    reader = readers[names[0]]
+    what = sep.join(f"data.{n}" for n, r in readers.items() if r == reader)
+    return Unread(tuple(f"data.{n}" for n in names), f"{kind} {chosen}", f"set data.{kind} {reader} (it reads {what})")
+
+
+def without_init_from(model: dict) -> list[Unread]:
+    """model.init_vocab in a run that starts from no model (``model``: the parsed model options), as both training
+    commands refuse it (model.init_member is refused without it too)."""
+    if model.get("init_from"):
+        return []
+    return [Unread(("model.init_vocab",), "a run without model.init_from",
+                   "give model.init_from, or leave model.init_vocab out")]  # fmt: skip
+
+
 def given_unread(
     unread: Iterable[Unread],
     given: Iterable[str],

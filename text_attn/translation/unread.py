@@ -8,7 +8,7 @@ so one set is one given, from Python too). No network is imported here: the data
 from __future__ import annotations
 
 from text_attn.core.self_critical import unread_without_scst
-from text_attn.core.unread_options import Unread
+from text_attn.core.unread_options import Unread, read_by, without_init_from
 
 # what names the user's corpus, and the task that reads it (data.root: the data module's own check)
 TASK_OPTIONS = {"path": "tsv", "src_col": "tsv", "tgt_col": "tsv", "src_path": "parallel", "tgt_path": "parallel",
@@ -18,19 +18,13 @@ SYNTHETIC = ("reorder", "dates")
 NO_ATTN_DIM = ("luong-dot", "luong-general", "none")
 
 
-def _task_reads(task: str, names: tuple[str, ...]) -> Unread:
-    reader = TASK_OPTIONS[names[0]]
-    what = ", ".join(f"data.{n}" for n, t in TASK_OPTIONS.items() if t == reader)
-    return Unread(tuple(f"data.{n}" for n in names), f"task {task}", f"set data.task {reader} (it reads {what})")
-
-
 def unread_path(task: str, paths: dict[str, object]) -> str | None:
     """The refusal of the first corpus option set (``paths``: name -> value, None: not set) that ``task`` does not
     read, naming the task that reads it; None when it reads them all. Without it a corpus given beside the default
     task trained a model of the synthetic pairs."""
     for name, value in paths.items():
         if value is not None and TASK_OPTIONS[name] != task:
-            return _task_reads(task, (name,)).line()
+            return read_by("task", task, TASK_OPTIONS, (name,)).line()
     return None
 
 
@@ -39,9 +33,7 @@ def unread_options(config: dict) -> list[Unread]:
     those the user gave. The first ones are refused; the last ones (tuning knobs) noted."""
     model, data = config.get("model") or {}, config.get("data") or {}
     found = unread_without_scst(model.get("objective") or {})
-    if not model.get("init_from"):
-        fix = "give model.init_from, or leave model.init_vocab out"
-        found.append(Unread(("model.init_vocab",), "a run without model.init_from", fix))
+    found += without_init_from(model)
     network = model.get("network") or {}
     # the RNN's attention: the config's, or its default; with init_from and none given, the start's (not read here)
     attention = network.get("attention") or (None if model.get("init_from") else "bahdanau")
@@ -54,7 +46,7 @@ def unread_options(config: dict) -> list[Unread]:
     task = data.get("task") or "reorder"
     unread = tuple(n for n, reader in TASK_OPTIONS.items() if reader != task and n in ("src_col", "tgt_col"))
     if unread:
-        found.append(_task_reads(task, unread))
+        found.append(read_by("task", task, TASK_OPTIONS, unread))
     if task in SYNTHETIC:  # made up here: no corpus to cut (data.lower is read: the model file's tokenizer keeps it)
         found.append(Unread(("data.max_tokens",), f"task {task}", refuse=False))
     if task != "reorder":
