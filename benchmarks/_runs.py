@@ -22,7 +22,15 @@ class StageError(RuntimeError):
 ROOT = Path(__file__).resolve().parents[1]
 # the toolkit's bad-input errors a benchmark meets reading its data, models and options (by name: importing their
 # modules here would import torch for every --help)
-BAD_INPUT = ("ModelFileError", "CaptionDataError", "TaskError", "SubwordError", "ChunkError", "ImageReadError")
+BAD_INPUT = (
+    "ModelFileError",
+    "CaptionDataError",
+    "TaskError",
+    "SubwordError",
+    "ChunkError",
+    "ImageReadError",
+    "ScoresFileError",
+)
 
 
 def record_json(data, indent: int = 1) -> str:

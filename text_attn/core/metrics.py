@@ -334,6 +334,33 @@ def coco_metrics(
     return coco_scores(references, hypotheses, meteor, ptb)[0]
 
 
+def coco_prepared(
+    references: dict[Hashable, list[str]], hypotheses: dict[Hashable, str], ptb: bool = False
+) -> tuple[dict[Hashable, list[str]], dict[Hashable, list[str]]]:
+    """The texts as coco-caption's scorers read them (coco_scores' arguments checked): single-spaced, and with ``ptb``
+    passed through its PTB tokenizer; ``(gts, res)``: id -> references, id -> [hypothesis], in ``references``' order."""
+    if len(references) == 0:
+        raise ValueError("coco_metrics: empty corpus (no references)")
+    missing = [k for k in references if k not in hypotheses]
+    extra = [k for k in hypotheses if k not in references]
+    if missing or extra:
+        raise ValueError(
+            f"coco_metrics: hypothesis ids do not match reference ids "
+            f"({len(missing)} missing, e.g. {missing[:3]}; {len(extra)} extra, e.g. {extra[:3]})"
+        )
+    gts: dict[Hashable, list[str]] = {}
+    res: dict[Hashable, list[str]] = {}
+    for key, refs in references.items():
+        if isinstance(refs, str) or len(refs) == 0:
+            raise ValueError(f"coco_metrics: references[{key!r}] must be a non-empty list of str")
+        gts[key] = [_clean(r) for r in refs]
+        res[key] = [_clean(hypotheses[key])]
+
+    if ptb:
+        gts, res = _ptb_tokenize(gts), _ptb_tokenize(res)
+    return gts, res
+
+
 def coco_scores(
     references: dict[Hashable, list[str]],
     hypotheses: dict[Hashable, str],
@@ -355,25 +382,7 @@ def coco_scores(
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.rouge.rouge import Rouge
 
-    if len(references) == 0:
-        raise ValueError("coco_metrics: empty corpus (no references)")
-    missing = [k for k in references if k not in hypotheses]
-    extra = [k for k in hypotheses if k not in references]
-    if missing or extra:
-        raise ValueError(
-            f"coco_metrics: hypothesis ids do not match reference ids "
-            f"({len(missing)} missing, e.g. {missing[:3]}; {len(extra)} extra, e.g. {extra[:3]})"
-        )
-    gts: dict[Hashable, list[str]] = {}
-    res: dict[Hashable, list[str]] = {}
-    for key, refs in references.items():
-        if isinstance(refs, str) or len(refs) == 0:
-            raise ValueError(f"coco_metrics: references[{key!r}] must be a non-empty list of str")
-        gts[key] = [_clean(r) for r in refs]
-        res[key] = [_clean(hypotheses[key])]
-
-    if ptb:
-        gts, res = _ptb_tokenize(gts), _ptb_tokenize(res)
+    gts, res = coco_prepared(references, hypotheses, ptb)
     if meteor is True and not java_available():
         raise RuntimeError("coco_metrics: METEOR was requested but Java is not available")
     run_meteor = meteor is not False and java_available()
