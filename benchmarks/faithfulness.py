@@ -168,14 +168,20 @@ def shapes_plausibility(captioner, scenes, draws: int) -> tuple[list[WordResult]
             continue
         width, height = scene.image.size
         inside = cells_in_box(scene.objects[obj].box, (height, width), grid)
-        a = int(steps.alphas[t].argmax())
-        loo = int(torch.tensor(result.leave_one_out).argmax())
+        a, loo = int(steps.alphas[t].argmax()), leave_one_out_peak(result.leave_one_out)
         counts["words"] += 1
         counts["attention_in_box"] += int(inside[a])
-        counts["leave_one_out_in_box"] += int(inside[loo])
-        counts["both"] += int(inside[a] and inside[loo])
+        counts["leave_one_out_in_box"] += int(loo is not None and bool(inside[loo]))
+        counts["both"] += int(loo is not None and bool(inside[a] and inside[loo]))
         counts["agree"] += int(a == loo)
     return results, counts
+
+
+def leave_one_out_peak(drops: list[float]) -> int | None:
+    """The region whose removal alone lowers the word most, or None where none lowers it (hard attention decoded one
+    region a word: most drops are exactly 0, and the arg-max of ties would name the first region, a corner)."""
+    peak = max(range(len(drops)), key=drops.__getitem__)
+    return peak if drops[peak] > 0 else None
 
 
 def hard_mode(captioner, mode: str, measure: Callable[[], list[WordResult]]) -> Callable[[], list[WordResult]]:

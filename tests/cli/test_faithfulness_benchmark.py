@@ -127,3 +127,14 @@ def test_pixel_blocks_tile_the_grid_in_at_most_3_x_3(monkeypatch):
     for grid in (1, 7, 11):  # one unit would measure nothing
         with pytest.raises(ValueError, match=f"no block tiles the {grid} x {grid} grid"):
             pixel_block(grid)
+
+
+def test_a_word_no_single_removal_lowers_has_no_leave_one_out_peak(monkeypatch):
+    """The plausibility table's "leave-one-out's in box": a word whose drops are all 0 or below (hard attention, one
+    region a word) has no peak, not the first region, which would count as in the box of an object in that corner."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    from faithfulness import leave_one_out_peak
+
+    assert leave_one_out_peak([0.0, 0.0, 0.0, 0.0]) is None
+    assert leave_one_out_peak([0.0, -0.2, 0.0]) is None
+    assert leave_one_out_peak([0.0, 0.1, 0.3, 0.3]) == 2  # the first of equal drops

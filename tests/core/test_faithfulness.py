@@ -244,6 +244,23 @@ def test_a_subword_piece_is_of_its_whole_words_kind():
     assert piece_kinds([]) == []
 
 
+def test_a_contraction_split_at_its_apostrophe_is_one_word():
+    """The bundled translators' pieces have no "'s" or "n't": "isn't" is written "▁is n ' t" and "man's" "▁man ' s".
+    The apostrophe inside a word joins it, so the pieces take the whole word's kind: isn't (n't) and it's (its head,
+    a pronoun) are function words, man's (a noun's) a content word; "s" and "t" are never words of their own. A quote
+    mark between words stays apart."""
+    from text_attn.core.word_kinds import piece_kinds
+
+    assert piece_kinds(["▁It", "▁is", "n", "'", "t", "▁red"]) == ["function"] * 5 + ["content"]
+    assert piece_kinds(["▁it", "'", "s", "▁a", "▁man", "'", "s", "▁hat"]) == ["function"] * 4 + ["content"] * 4
+    assert piece_kinds(["▁they", "’", "re", "▁don", "'", "t"]) == ["function"] * 6  # the typographic one too
+    assert piece_kinds(["▁a", "▁'", "dog", "'", "▁on"]) == ["function", "function", "content", "function", "function"]
+    for word in ("it's", "they're", "isn’t", "'s", "’s"):
+        assert word_kind(word) == "function", word
+    for word in ("man's", "children’s", "o'clock"):
+        assert word_kind(word) == "content", word
+
+
 def test_summary_splits_by_kind_and_round_trips_json():
     dog = measure_word(one_unit_probe(), "dog", random_draws=2)
     the = measure_word(additive_probe([0.1, 0.4, 0.2, 0.3]), "the", random_draws=2)

@@ -17,7 +17,9 @@ in angle brackets (``<eos>``, ``<unk>``, ``<pad>``, ``<bos>``, ``<s>``, ``</s>``
 no content of the input. Words are lower-cased first, and subword marks are stripped (SentencePiece's leading "▁",
 BPE's trailing "@@"); a fragment of a longer word that is not itself on the list counts as content. In a sequence of
 subword pieces (:func:`piece_kinds`) each piece takes the kind of the whole word it is part of: the "on" of
-"▁Bo st on" is Boston's, a content word.
+"▁Bo st on" is Boston's, a content word. An apostrophe (' or ’) inside a word joins it (the bundled translators have no
+"'s" or "n't" piece: "isn't" is "▁is n ' t"), and a word with one is of its head's kind unless it ends in "n't": it's
+and they're are function words, man's a content word.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ FUNCTION_WORDS: frozenset[str] = frozenset(
 
 def _bare(word: str) -> str:
     """The word as the list spells it: lower case, without subword marks."""
-    word = word.strip().lower()
+    word = word.strip().lower().replace("’", "'")
     if word.startswith("▁"):  # SentencePiece: the piece starts a word
         word = word[1:]
     if word.endswith("@@"):  # subword-nmt BPE: the piece continues into the next
@@ -62,22 +64,26 @@ def word_kind(word: str) -> WordKind:
     bare = _bare(word)
     if bare in FUNCTION_WORDS or bare.endswith("n't"):  # "isn't", "don't", "can't"
         return "function"
-    return "content"
+    head = bare.split("'")[0]
+    return "function" if head != bare and head in FUNCTION_WORDS else "content"  # it's, they're; not man's
 
 
 def piece_kinds(tokens: list[str]) -> list[WordKind]:
     """Each token's kind, a subword piece taking its whole word's (``["▁Bo", "st", "on", "▁in"]``: Boston is
     content, so all three of its pieces are; "in" is function). SentencePiece pieces (the sequence has a piece
     starting with "▁") join a word until the next "▁"; BPE pieces ending with "@@" join the next. Punctuation and
-    special tokens (``<eos>``, ``<unk>``) are words of their own, and so are all tokens of a sequence of whole words:
-    :func:`word_kind` of themselves."""
+    special tokens (``<eos>``, ``<unk>``) are words of their own, but for an apostrophe between two pieces of one word
+    ("▁man ' s": man's), and so are all tokens of a sequence of whole words: :func:`word_kind` of themselves."""
     sentencepiece = any(tok.startswith("▁") for tok in tokens)
+    inner = {i for i in range(1, len(tokens) - 1) if _inner_apostrophe(tokens, i, sentencepiece)}
     words: list[list[int]] = []  # token indices per word
     for i, tok in enumerate(tokens):
-        alone = _apart(tok)  # punctuation or <...>: never part of a word
+        alone = _apart(tok) and i not in inner  # punctuation or <...>: never part of a word
         prev = tokens[i - 1] if i else None
-        if prev is None or alone or _apart(prev):
+        if prev is None or alone or (_apart(prev) and i - 1 not in inner):
             joins = False
+        elif i in inner or i - 1 in inner:  # "▁man ' s": the apostrophe and the piece after it join the word
+            joins = True
         elif sentencepiece:
             joins = not tok.startswith("▁")
         else:
@@ -92,6 +98,17 @@ def piece_kinds(tokens: list[str]) -> list[WordKind]:
         for i in word:
             kinds[i] = kind
     return kinds
+
+
+def _inner_apostrophe(tokens: list[str], i: int, sentencepiece: bool) -> bool:
+    """Whether tokens[i] is an apostrophe piece inside a word: a word piece before it and one continuing after it
+    ("▁is n ' t"; BPE "is@@ n@@ '@@ t"), not a quote mark opening or closing a phrase ("▁'", "dog ' ▁on")."""
+    tok, prev, after = tokens[i], tokens[i - 1], tokens[i + 1]
+    if _bare(tok) != "'" or _apart(prev) or _apart(after):
+        return False
+    if sentencepiece:
+        return not tok.startswith("▁") and not after.startswith("▁")
+    return prev.endswith("@@") and tok.endswith("@@")
 
 
 def _apart(token: str) -> bool:
