@@ -78,3 +78,43 @@ def test_the_entry_point_gives_the_command_pythons_handler_back(monkeypatch):
     finally:
         signal.signal(signal.SIGINT, before)
     assert seen == [signal.default_int_handler]
+
+
+def _lost_interrupt() -> None:
+    """A KeyboardInterrupt raised in a weak reference's callback, as an import's module-lock cleanup meets a Ctrl-C;
+    then plain steps of Python, where a pending signal is handled."""
+    import weakref
+
+    class Held:
+        pass
+
+    def callback(ref):
+        raise KeyboardInterrupt
+
+    held = Held()
+    ref = weakref.ref(held, callback)
+    del held  # the callback runs here; Python ignores what it raises
+    assert ref() is None
+    for _ in range(100):  # a second of ordinary steps, where an interrupt sent again is raised
+        time.sleep(0.01)
+
+
+def test_a_ctrl_c_python_would_ignore_in_a_callback_is_delivered_again(monkeypatch, capsys):
+    """The 1-in-20 Ctrl-C of test_ctrl_c_while_a_console_script_starts: raised inside importlib's weakref callback,
+    printed as "Exception ignored" and lost (exit code 0). With the console scripts' hook it reaches ordinary code."""
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))  # Python's own: report and go on
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _lost_interrupt()  # without the hook: lost
+        assert seen == [KeyboardInterrupt]
+        startup_gc.deliver_lost_interrupts()
+        startup_gc.deliver_lost_interrupts()  # a second call wraps nothing again
+        assert not hasattr(sys.unraisablehook.__closure__[0].cell_contents, "delivers_lost_interrupts")
+        with pytest.raises(KeyboardInterrupt):
+            _lost_interrupt()
+        assert seen == [KeyboardInterrupt]  # not reported as ignored
+        sys.unraisablehook(type("U", (), {"exc_type": ValueError})())  # anything else: to the hook before
+        assert seen == [KeyboardInterrupt, ValueError]
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -88,11 +88,41 @@ def _interrupted_at_start(number: int, frame: Any) -> None:
 
 def _command_begins() -> None:
     """Python's own Ctrl-C handler back (KeyboardInterrupt, which every command handles) where :func:`quiet_start`
-    set its own."""
+    set its own; and a Ctrl-C that Python would lose, delivered again (:func:`deliver_lost_interrupts`)."""
     import signal
 
     if signal.getsignal(signal.SIGINT) is _interrupted_at_start:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    deliver_lost_interrupts()
+
+
+def deliver_lost_interrupts() -> None:
+    """A KeyboardInterrupt raised inside a callback Python calls on its own (a weak reference's, a ``__del__``: an
+    import's module-lock cleanup, ``_get_module_lock.<locals>.cb``) is not raised: Python prints "Exception ignored
+    in", a traceback, and goes on; a Ctrl-C in a command's imports was lost that way now and then (the command ran to
+    the end, exit code 0). Such an interrupt is sent again instead, quietly, 10 ms later from another thread: sent
+    from the hook itself, Python's handler would raise it inside the hook, where it is ignored again; by then the main
+    thread is back in ordinary code (or in another such callback, and this hook sends it once more). Anything else
+    ignored goes to the hook before."""
+    import threading
+
+    previous = sys.unraisablehook
+    if getattr(previous, "delivers_lost_interrupts", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        if issubclass(unraisable.exc_type, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+            import _thread
+            import signal
+
+            resend = threading.Timer(0.01, _thread.interrupt_main, (signal.SIGINT,))  # nothing if SIGINT is ignored
+            resend.daemon = True
+            resend.start()
+            return
+        previous(unraisable)
+
+    hook.delivers_lost_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def holding(main: Callable[[], Any]) -> Callable[[], Any]:
