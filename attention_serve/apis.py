@@ -237,6 +237,7 @@ class CaptionAPI(_ModelAPI):
             # the model's own, as `caption` writes it (a caption given: its scores, not its words, are in doubt)
             "note": self.captioner.note(given=bool(item["options"].get("given"))) if far else None,
             "options": item["options"],
+            "notes": item.get("notes", []),  # of the options (limits.search_notes): length_penalty at beam_size 1
             "model": self.name,
         }
 
@@ -261,7 +262,9 @@ class TranslateAPI(_ModelAPI):
             sentences = [(i, s) for i in index for s in items[i]["sentences"]]
             done = self._translate([s for _, s in sentences], o)
             for i in index:
-                out[i] = {"translations": [], "model": self.name, "options": items[i]["options"]}
+                # notes: what the HTTP process noted of the options (limits.search_notes), the same for every sentence
+                out[i] = {"translations": [], "model": self.name, "options": items[i]["options"],
+                          "notes": items[i].get("notes", [])}  # fmt: skip
             for (i, _), record in zip(sentences, done, strict=True):
                 out[i]["translations"].append(record)
         return out[0] if single else out

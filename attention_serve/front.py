@@ -38,6 +38,7 @@ from attention_serve.limits import (
     cut,
     host_allowed,
     parse_options,
+    search_notes,
     sentences_of,
     shown,
 )
@@ -387,21 +388,23 @@ class Front:
                 raise ClientError(415, f"send JSON (Content-Type: application/json), not "
                                   f"{shown(ctype) if ctype else 'no type'}")  # fmt: skip
             sentences, given = sentences_of(await _parsed(body, self.limits.json_values), self.limits)
-            options = parse_options(_merged(query, given), TRANSLATE_OPTIONS, served.defaults, self.limits.max_chars)
+            asked = _merged(query, given)
+            options = parse_options(asked, TRANSLATE_OPTIONS, served.defaults, self.limits.max_chars)
             keep_case = bool(options.get("keep_case"))
             tokens = [len(served.extra["tokenize"](s, keep_case)) for s in sentences]  # as the worker reads them
             # the given text as the worker reads it: its tokens are the steps (text_attn Translator.read_tokens)
             read = len(served.extra["target_tokens"](options["given"])) if "given" in options else None
             check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read,
                        served.extra.get("positions"))  # fmt: skip
-            return {"sentences": sentences, "options": options}
+            return {"sentences": sentences, "options": options, "notes": search_notes(asked, options)}
         image, given = await self._upload(ctype, body, scope)
-        options = parse_options(_merged(query, given), CAPTION_OPTIONS, served.defaults, self.limits.max_chars)
+        asked = _merged(query, given)
+        options = parse_options(asked, CAPTION_OPTIONS, served.defaults, self.limits.max_chars)
         words = len(served.extra["words"](options["given"])) if "given" in options else None  # as the worker reads it
         check_caption_work(options, self.limits, served.extra["regions"], int(CAPTION_OPTIONS["max_len"].high), words)
         async with self.preparing:
             photo = await asyncio.to_thread(prepare_photo, image, served, self.limits)
-        return {**photo, "options": options}
+        return {**photo, "options": options, "notes": search_notes(asked, options)}
 
     async def _upload(self, ctype: str, body: bytes, scope) -> tuple[bytes, dict[str, Any]]:
         """(the image's bytes, the options given in the body) of a multipart form, raw bytes or JSON."""

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from text_attn.core.search_options import length_penalty_note
+
 INTEGER = re.compile(r"-?[0-9]{1,6}")
 NUMBER = re.compile(r"-?[0-9]{1,6}(\.[0-9]{1,6})?")
 
@@ -156,6 +158,15 @@ def parse_options(
     if "given" in given:  # the answer's options say what was used: no search, so none of its defaults
         out = {k: v for k, v in out.items() if k not in SEARCH}
     return out
+
+
+def search_notes(given: dict[str, Any], options: dict[str, Any]) -> list[str]:
+    """The answer's ``notes`` for the options ``given`` (the request's own, before the defaults) as ``options`` (with
+    the model file's defaults) use them: a length_penalty beside beam_size 1, the request's or the model's, changes
+    no output (translate and caption note it alike); [] where there is nothing to say."""
+    if "length_penalty" in given and options.get("beam_size") == 1:
+        return [length_penalty_note("length_penalty", "beam_size 1 keeps")]
+    return []
 
 
 # The names a browser's page on this machine reaches a loopback server by. A server bound to 127.0.0.1 answers only

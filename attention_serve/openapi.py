@@ -75,6 +75,12 @@ CAPTION_ANSWER = {
         "out_of_domain": {"type": ["boolean", "null"], "description": "the photo looks unlike the training photos"},
         "note": {"type": ["string", "null"]},
         "options": {"type": "object", "description": "the decoding used"},
+        "notes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "what the request's options do not do (a length_penalty at beam_size 1 changes no output, "
+            "only the score), as translate and caption note it; empty where there is nothing to say",
+        },
         "model": {"type": "string"},
     },
 }
@@ -140,6 +146,12 @@ TRANSLATE_ANSWER = {
         },  # fmt: skip
         "model": {"type": "string"},
         "options": {"type": "object"},
+        "notes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "what the request's options do not do (a length_penalty at beam_size 1 changes no output, "
+            "only the score), as translate and caption note it; empty where there is nothing to say",
+        },
     },
 }
 

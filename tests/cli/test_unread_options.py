@@ -191,17 +191,46 @@ def test_key_dims_and_layout_are_refused_as_their_siblings_are():
         CaptionDataModule(layout="flat")
 
 
-def test_a_value_at_its_default_is_no_option_given(until_made, capsys):
-    """It changes nothing, set or not: not refused (a config that writes every option, as --print_config's and a
-    run's config.yaml do, sets the SCST options beside scst: false and init_vocab without init_from)."""
-    for main, base, args in (
-        (caption_train, CAPTION, ["--model.decoder.soft_prob", "0.5", "--model.objective.scst_bleu", "0.0",
-                                  "--model.init_vocab", "extend"]),
-        (text_train, TEXT, ["--model.objective.scst_samples", "5", "--model.init_vocab", "extend",
-                            "--model.objective", "{scst_baseline: greedy}"]),
-    ):  # fmt: skip
+# options typed at their default, each read by nothing in the base config's run (soft attention, no SCST, no
+# init_from; an RNN): with the line that refuses them
+AT_DEFAULT = [
+    pytest.param(caption_train, ["--model.decoder.soft_prob", "0.5"], "attention soft reads no model.decoder.soft_prob",
+                 id="soft_prob"),
+    pytest.param(caption_train, ["--model.objective.scst_bleu", "0.0"], "reads no model.objective.scst_bleu",
+                 id="scst_bleu"),
+    pytest.param(caption_train, ["--model.init_vocab", "extend"], "without model.init_from reads no model.init_vocab",
+                 id="init_vocab"),
+    pytest.param(text_train, ["--model.objective.scst_samples", "5"], "reads no model.objective.scst_samples",
+                 id="text_scst_samples"),
+    pytest.param(text_train, ["--model.init_vocab", "extend"], "without model.init_from reads no model.init_vocab",
+                 id="text_init_vocab"),
+    pytest.param(text_train, ["--model.objective", "{scst_baseline: greedy}"], "reads no model.objective.scst_baseline",
+                 id="text_block"),
+    # the RNN's own default attention beside the transformer: refused as another attention is
+    *(pytest.param(text_train, ["--model.arch", "transformer", "--model.network", "null", "--model.network.attention",
+                                attention], "model.arch transformer reads no model.network.attention: options of "
+                   "model.arch rnn", id=f"arch_{attention}") for attention in ("bahdanau", "luong-dot")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("main", "args", "says"), AT_DEFAULT)
+def test_an_option_typed_at_its_default_is_given(main, args, says, cli_run_in_tmp, capsys):
+    """Typed on the command line, an option is given whatever its value: one the run never reads was refused at
+    another value and passed silently at its default (the RNN's attention beside the transformer among them)."""
+    base = CAPTION if main is caption_train else TEXT
+    assert says in refused(main, capsys, *base, *args)
+
+
+def test_a_config_files_value_at_its_default_is_no_option_given(until_made, capsys):
+    """It changes nothing, set or not: not refused where a config file sets it (a config that writes every option, as
+    --print_config's and a run's config.yaml do, sets the SCST options beside scst: false and init_vocab without
+    init_from). The same values typed: test_an_option_typed_at_its_default_is_given."""
+    caption = "model:\n  decoder: {soft_prob: 0.5}\n  objective: {scst_bleu: 0.0}\n  init_vocab: extend\n"
+    text = "model:\n  objective: {scst_samples: 5, scst_baseline: greedy}\n  init_vocab: extend\n"
+    for main, base, written in ((caption_train, CAPTION, caption), (text_train, TEXT, text)):
+        Path("defaults.yaml").write_text(written)
         with pytest.raises(Made):
-            main([*map(str, base), *args])
+            main([*map(str, base), "--config", "defaults.yaml"])
         assert capsys.readouterr().err == ""
 
 

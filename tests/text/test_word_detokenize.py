@@ -87,10 +87,56 @@ def test_french_puts_a_space_before_the_marks_its_references_space():
     assert join_words(tokens) == 'il dit: "bonjour"! quoi?! non; à 10:30???'  # every other language as before
     assert TextCodec("word", target_lang="fr").decode(tokens[:3]) == "il dit :"
     assert TextCodec("word", target_lang="de").decode(tokens[:3]) == "il dit:"
-    # a URL's "://" is the scheme's, not a clause's colon: the URL joined as in every other language ("http ://x.")
-    url = tokenize("voir http://x.fr : oui")
+    # a URL's "://" is the scheme's, not a clause's colon: a URL a model writes token by token (the tokenizer keeps
+    # one whole since 2026-12-03) joined as in every other language, not "http ://x."
+    url = "voir http : / / x . fr : oui".split()
     assert join_words(url, french=True) == "voir http://x. fr : oui"
     assert join_words(url, french=True).split(" : ")[0] == join_words(url).split(": ")[0] == "voir http://x. fr"
+
+
+# (language, a sentence with addresses, its addresses as typed): a scheme's URL, www., an e-mail address, each
+# beside the punctuation that ends a sentence or a clause, a bracket or a quote of its language
+ADDRESSES = [
+    ("en", "See http://Example.com/a-b?q=1&r=2. Write to Jane.Doe+news@example.co.uk, or call.",
+     ["http://Example.com/a-b?q=1&r=2", "Jane.Doe+news@example.co.uk"]),
+    ("fr", "Voir www.exemple.fr/Été_(2024), ou écrire à prénom.nom@exemple.fr !",
+     ["www.exemple.fr/Été_(2024)", "prénom.nom@exemple.fr"]),
+    ("de", "Siehe „https://de.wikipedia.org/wiki/Straße“ (oder info@müller-bau.de).",
+     ["https://de.wikipedia.org/wiki/Straße", "info@müller-bau.de"]),
+    ("cs", "Viz ftp://soubory.cz/Řeka; nebo pište na jan@příklad.cz.", ["ftp://soubory.cz/Řeka", "jan@příklad.cz"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("lang", "line", "addresses"), ADDRESSES, ids=[a[0] for a in ADDRESSES])
+def test_a_url_or_an_address_is_joined_as_typed_in_every_language(lang, line, addresses):
+    """Split at every mark ("http", ":", "/", "/", "example", ".", "com", ...), an address came back spaced
+    ("http://example. com/a-b") and lowercased. Now each is one token as typed, the sentence's own marks tokens of
+    their own, and the rest as before: every other token is the tokenizer's of the line with the addresses cut out."""
+    for lower in (True, False):
+        tokens = tokenize(line, lower=lower)
+        assert [t for t in tokens if t in addresses] == addresses  # whole, and as typed however the rest is read
+        rest = line
+        for address in addresses:
+            rest = rest.replace(address, " ")
+        assert [t for t in tokens if t not in addresses] == tokenize(rest, lower=lower)
+        after = [tokens[tokens.index(a) + 1] for a in addresses]  # the mark ending a clause is a token of its own
+        assert all(t in ".,;!?“)" for t in after), after
+    codec = TextCodec("word", lower=True, target_lang=lang)
+    expected = line
+    for i, address in enumerate(addresses):  # the line as a lowercasing model writes it: lowercase but its addresses
+        expected = expected.replace(address, f"<{i}>")
+    expected = expected.lower()
+    for i, address in enumerate(addresses):
+        expected = expected.replace(f"<{i}>", address)
+    assert codec.decode(codec.encode(line)) == expected
+
+
+def test_a_sentence_final_stop_after_a_url_stays_a_token():
+    assert tokenize("see http://x.fr.") == ["see", "http://x.fr", "."]
+    assert tokenize("Siehe www.x.de/A.") == ["siehe", "www.x.de/A", "."]
+    # what is no address stays as it was: a bare scheme, "www." alone, an "@" without a domain, a handle
+    assert tokenize("http:// www. a@b @@ @jane") == ["http", ":", "/", "/", "www", ".", "a", "@", "b", "@", "@", "@",
+                                                      "jane"]  # fmt: skip
 
 
 @pytest.mark.parametrize("lang", sorted(SENTENCES))

@@ -112,15 +112,18 @@ def quiet_lightning(scoring: bool = False) -> Iterator[None]:
 
 def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset(),
                     one_batch: frozenset[str] = frozenset(), unread: UnreadRules | None = None,
-                    start: StartFrom | None = None):  # fmt: skip
+                    start: StartFrom | None = None, typed: frozenset[str] = frozenset()):  # fmt: skip
     """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
     built (each takes ~0.1-0.3 s of signature reading: a third of a short run's start), so ``--help`` without one
     still lists all five. ``given``: the dotted options the command line and its config files set
     (:func:`_given_options`), which a checkpoint's saved hyper-parameters never replace, and which ``unread`` (the
     family's rules: text_attn.core.unread_options) refuses or notes where the run's settings read none of them.
     ``start``: the family's shipped config to start from, named where a fit is given neither a config nor a data
-    option (:func:`refuse_defaults`; None: no such refusal)."""
+    option (:func:`refuse_defaults`; None: no such refusal). ``typed``: those of ``given`` the command line sets, given
+    to ``unread`` whatever their value (a config file's at their default are not: it may be a ``--print_config``
+    file)."""
     given = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given)
+    typed = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in typed)
     import torch
 
     try:  # a private function (jsonargparse 4.27.4 on): where a release moves it, debug mode is read as off
@@ -156,6 +159,14 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
         def setup_parser(self, add_subcommands: bool, main_kwargs: dict, subparser_kwargs: dict) -> None:
             super().setup_parser(add_subcommands, main_kwargs, subparser_kwargs)
             add_version(self.parser)  # listed in --help; `PROG --version` alone is answered before Lightning's import
+
+        def add_arguments_to_parser(self, parser) -> None:
+            """Every parser (each subcommand's): a free-form mapping option (model.network, data.split_names) given
+            again merges into what it held, key by key, as a typed block does (text_attn.core.mapping_blocks)."""
+            from text_attn.core.mapping_blocks import merge_mapping_blocks  # jsonargparse: loaded with Lightning
+
+            super().add_arguments_to_parser(parser)
+            merge_mapping_blocks(parser)
 
         def _add_subcommands(self, parser, **kwargs) -> None:
             """Each subcommand's help line and description ours (Lightning's are its Trainer method's docstring, cut
@@ -221,8 +232,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
 
         def before_instantiate_classes(self) -> None:
             """Options given that the run's settings leave unread: refused in one line, or said in one note, before
-            the data or the model is made (the checkpoint's options are in: ``--ckpt_path`` resumes its settings). An
-            option at its default is not given (a ``--print_config`` file and a run's config.yaml write them all)."""
+            the data or the model is made (the checkpoint's options are in: ``--ckpt_path`` resumes its settings). A
+            config file's option at its default is not given (a ``--print_config`` file and a run's config.yaml write
+            them all); one typed on the command line is, whatever its value."""
             super().before_instantiate_classes()
             if unread is None:
                 return
@@ -230,7 +242,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             parser = self._subcommand_parsers[self.subcommand] if self.subcommand else self.parser
             defaults = parser.get_defaults().as_dict()  # the dataclass blocks' fields too (model.objective.scst_bleu)
             refusal, note = given_unread(unread(config), given, functools.partial(dotted, config),
-                                         functools.partial(dotted, defaults))  # fmt: skip
+                                         functools.partial(dotted, defaults), typed)  # fmt: skip
             if refusal:
                 fail(prog, refusal)
             if note and getattr(rank_zero_only, "rank", 0) == 0:  # once, not by every process of a DDP run
@@ -716,9 +728,10 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
     if message:
         fail(prog, message)
     given = frozenset(_given_options(argv, nodes, nulls=False))
+    typed = frozenset(_given_options(argv, []))  # the command line's own: given whatever their value
     configured = bool(_option_values(argv, "--config", "-c"))  # a config chosen: it says what to train on
     cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, given,
-                              _one_batch(argv, nodes), unread, None if configured else start)  # fmt: skip
+                              _one_batch(argv, nodes), unread, None if configured else start, typed)  # fmt: skip
     restore = survive_closed_outputs()  # a reader of stdout / stderr that goes away does not end the run
     try:
         return cli_cls(

@@ -125,9 +125,16 @@ def check_search_options(prog: str, args: argparse.Namespace, words: int | None 
         verb = "applies" if len(given) == 1 else "apply"
         fail(prog, f"{', '.join(given)} only {verb} with --sample (draw each word instead of searching)")
     if getattr(args, "length_penalty_given", False) and args.beam_size == 1:  # a note: the scores still change
-        one = "--sample draws one hypothesis" if args.sample else "beam 1 keeps one hypothesis"
-        return f"--length-penalty ranks the hypotheses of a beam; {one}: it changes no output, only the scores reported"
+        return length_penalty_note("--length-penalty", "--sample draws" if args.sample else "beam 1 keeps")
     return None
+
+
+def length_penalty_note(option: str, one: str) -> str:
+    """What a length penalty given beside a search of one hypothesis does, in one wording for the commands and
+    attention-serve (``option``: the penalty's name there, ``--length-penalty`` or ``length_penalty``; ``one``: what
+    keeps one hypothesis, "beam 1 keeps" or "beam_size 1 keeps")."""
+    what = "it changes no output, only the scores reported"
+    return f"{option} ranks the hypotheses of a beam; {one} one hypothesis: {what}"
 
 
 def search_flags_given(args: argparse.Namespace) -> list[str]:

@@ -6,9 +6,12 @@ One rule for both training commands: an option the user gave that the run's sett
 line, ``<setting> reads no <option>: <what reads it>``, before anything loads or trains. Where refusing would be out
 of proportion (an option that only tunes, a knob a shipped config keeps for when its setting changes) the run goes
 on and one note lists every such option. "Given" is what the command line and its config files set
-(lightning_cli._given_options) at a value other than the option's default: a default nobody typed is never refused,
-and neither is a value equal to it (it changes nothing; a ``--print_config`` file and a run's own config.yaml write
-every option so). Options whose default is none (the data's paths) are refused by their value where the
+(lightning_cli._given_options), by presence: a default nobody typed is never refused, and an option typed on the
+command line is given whatever its value, its default's too (``--model.objective.scst_samples 5`` without SCST is
+refused as ``4`` is). A config file's option at its default is not given: a ``--print_config`` file and a run's own
+config.yaml write every option so, and go back in as they are (a free-form block such as ``model.network`` has no
+defaults to write: its keys are given by presence there too). Options whose default is none (the data's paths) are
+refused by their value where the
 data module is made, so from Python too (each family's ``unread.py``: its table of who reads what). The commands that
 use a model say the same of their flags where a mode reads none of them (``--model-info``: :func:`flags_given`).
 """
@@ -58,15 +61,20 @@ def given_unread(
     given: Iterable[str],
     value: Callable[[str], Any],
     default: Callable[[str], Any] = lambda _: None,
+    typed: Iterable[str] = (),
 ) -> tuple[str | None, str | None]:
-    """(the refusal line, the note line) for the options of ``unread`` that were ``given`` with a value other than
-    their ``default`` (``value``, ``default``: an option's parsed value and its default; a null given is no value, the
-    option stays at its default); None where there is none. The first refusal is the line (a run refused says one
-    thing); the note lists every option noted."""
-    given = set(given)
+    """(the refusal line, the note line) for the options of ``unread`` that were ``given`` with a value (``value``: an
+    option's parsed value; a null given is no value, the option stays at its default): those ``typed`` on the command
+    line whatever the value, the others (a config file's) at a value other than their ``default``. None where there is
+    none. The first refusal is the line (a run refused says one thing); the note lists every option noted."""
+    given, typed = set(given), set(typed)
+
+    def counts(option: str) -> bool:
+        return option in given and value(option) is not None and (option in typed or value(option) != default(option))
+
     notes = []
     for found in unread:
-        named = tuple(o for o in found.options if o in given and value(o) is not None and value(o) != default(o))
+        named = tuple(o for o in found.options if counts(o))
         if not named:
             continue
         if found.refuse:

@@ -26,7 +26,17 @@ _SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\
 # punctuation: one character neither of a word nor a space (the `regex` module's \w would also take ⓐ and ‿)
 # a word's inner apostrophe: ASCII or typographic (’, the default of iOS and macOS keyboards: "aujourd’hui", "don’t")
 _TOKEN = rf"\d+(?:[.,]\d+)+|[{_WORD_CHARS}]+(?:['’\-][{_WORD_CHARS}]+)*|[^{_WORD_CHARS}{_SPACE}]"
-_compiled: list = []  # the pattern, compiled at first use (the `regex` module: 17 ms of imports a command may not need)
+_compiled: list = []  # the patterns, compiled at first use (the `regex` module: 17 ms of imports a command may skip)
+# A web address (a scheme's "://", or "www.") or an e-mail address: one token, typed as is (case too), in every
+# language; split apart, "http://example.com/a-b" was 9 tokens and came back "http://example. com/a-b". A URL runs to
+# the next space, quote or unpaired bracket, less the punctuation that ends a sentence or a clause ("see
+# http://x.fr." ends in "." of its own); one pair of brackets may stand inside it (Wikipedia's "a_(b)").
+_URL_CHAR = rf"[^{_SPACE}<>\"«»“”‘’()\[\]{{}}]"
+_URL_START = rf"[A-Za-z][A-Za-z0-9+\-]*://|[Ww][Ww][Ww]\.(?=[{_WORD_CHARS}])"  # a scheme's "://", or "www." and a word
+_URL = rf"(?:{_URL_START})(?:{_URL_CHAR}|\({_URL_CHAR}*\))+(?<![.,;:!?'…])"
+_LABEL = rf"[{_WORD_CHARS}](?:[{_WORD_CHARS}\-]*[{_WORD_CHARS}])?"  # a domain name's part, no hyphen at its ends
+_EMAIL = rf"[{_WORD_CHARS}](?:[{_WORD_CHARS}.%+\-]*[{_WORD_CHARS}])?@{_LABEL}(?:\.{_LABEL})+"
+_ADDRESS = rf"{_URL}|{_EMAIL}"
 # The tokenizer before 2026-12-02 (`re`'s \w): every combining mark and zero-width (non-)joiner a token of its own
 # ("आदमी" was "आदम" + "ी"). Word vocabularies built then hold those tokens; the models read text with it still
 # (:func:`marks_split_off`), so an old model reads its language as it was trained to.
@@ -41,19 +51,28 @@ _BESIDE = r"[\p{L}\p{N}][\p{M}\u200c\u200d]|[\p{M}\u200c\u200d][\p{L}\p{N}]"
 def tokenize(text: str, lower: bool = True, split_marks: bool = False) -> list[str]:
     """Split a sentence into word and punctuation tokens, offline. The text is read in NFC first (an accent typed as
     its own character, as macOS's file names and some keyboards give it, is one letter with its base): training,
-    translating and scoring read "řídí" alike however it was typed. ``split_marks``: the tokenizer of before
-    2026-12-02 as it was, which split combining marks off as tokens of their own and read text as typed, not in NFC
-    (a model whose vocabulary was built by it: :func:`marks_split_off`)."""
+    translating and scoring read "řídí" alike however it was typed. A URL or an e-mail address is one token as typed,
+    not lowercased (``_ADDRESS``). ``split_marks``: the tokenizer of before 2026-12-02 as it was, which split
+    combining marks off as tokens of their own and read text as typed, not in NFC (a model whose vocabulary was built
+    by it: :func:`marks_split_off`)."""
     if split_marks:  # as it was: not in NFC either (an NFD accent or a Hindi nukta letter stays apart, as trained)
         return _SPLIT_MARKS.findall(text.lower() if lower else text)
     text = unicodedata.normalize("NFC", text)
-    if lower:
-        text = text.lower()
     if not _compiled:
         import regex
 
-        _compiled.append(regex.compile(_TOKEN))
-    return _compiled[0].findall(text)
+        _compiled.extend((regex.compile(_TOKEN), regex.compile(_ADDRESS)))
+    words, addresses = _compiled
+    if "@" not in text and "://" not in text and "www." not in text.lower():  # no address can be there: the one scan
+        return words.findall(text.lower() if lower else text)
+    tokens, start = [], 0
+    for found in addresses.finditer(text):  # the text between addresses as before; each address whole, as typed
+        before = text[start : found.start()]
+        tokens += words.findall(before.lower() if lower else before)
+        tokens.append(found.group())
+        start = found.end()
+    rest = text[start:]
+    return tokens + words.findall(rest.lower() if lower else rest)
 
 
 def marks_split_off(*vocabularies: Vocabulary) -> bool:

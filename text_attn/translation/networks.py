@@ -18,6 +18,15 @@ NETWORKS: dict[str, tuple[type, type[nn.Module]]] = {
 }
 
 
+# what the data gives every network, never the user's model.network
+SIZES = ("src_vocab_size", "tgt_vocab_size")
+
+
+def network_options() -> dict[str, frozenset[str]]:
+    """arch -> the model.network options it reads (its config's fields, less the data's sizes)."""
+    return {arch: frozenset(f.name for f in fields(cls) if f.name not in SIZES) for arch, (cls, _) in NETWORKS.items()}
+
+
 def make_config(arch: str, options: dict[str, Any], **sizes: int) -> Any:
     """Config dataclass for ``arch`` from user ``options`` plus the data-dependent ``sizes`` (vocab sizes, pad)."""
     if arch not in NETWORKS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -30,6 +31,7 @@ def text_train_cli(args: list[str] | None = None):
     """Run the ``text-train`` LightningCLI and return it (tests read ``cli.trainer`` afterwards)."""
     from text_attn.translation.data import TranslationDataModule
     from text_attn.translation.module import TranslationModule
+    from text_attn.translation.networks import network_options
     from text_attn.translation.pairs import TaskError
     from text_attn.translation.unread import unread_options
 
@@ -42,7 +44,8 @@ def text_train_cli(args: list[str] | None = None):
         TRAIN_DESCRIPTION.format(names=", ".join(config_names(CONFIGS)) or "none found"),
         outdated=flat_objective_options,
         configs=CONFIGS,  # --config NAME: a shipped config, called from Python too
-        unread=unread_options,  # options given that the run's settings never read: refused, or noted
+        # options given that the run's settings never read: refused, or noted
+        unread=functools.partial(unread_options, networks=network_options()),
         start=START,  # a fit given no config and no data option: refused, naming where to start
     )
 

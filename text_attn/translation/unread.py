@@ -7,6 +7,8 @@ so one set is one given, from Python too). No network is imported here: the data
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 from text_attn.core.self_critical import unread_without_scst
 from text_attn.core.unread_options import Unread, read_by, without_init_from
 
@@ -28,13 +30,16 @@ def unread_path(task: str, paths: dict[str, object]) -> str | None:
     return None
 
 
-def unread_options(config: dict) -> list[Unread]:
+def unread_options(config: dict, networks: Mapping[str, Collection[str]] | None = None) -> list[Unread]:
     """What the run's settings leave unread (``config``: the parsed options, nested: model, data); text-train keeps
-    those the user gave. The first ones are refused; the last ones (tuning knobs) noted."""
+    those the user gave. The first ones are refused; the last ones (tuning knobs) noted. ``networks``: arch -> the
+    model.network options it reads (translation.networks.network_options; None: not checked here, the network's
+    own config refuses them when it is built)."""
     model, data = config.get("model") or {}, config.get("data") or {}
     found = unread_without_scst(model.get("objective") or {})
     found += without_init_from(model)
     network = model.get("network") or {}
+    found += other_arch_options(model.get("arch") or "rnn", network, networks or {})
     # the RNN's attention: the config's, or its default; with init_from and none given, the start's (not read here)
     attention = network.get("attention") or (None if model.get("init_from") else "bahdanau")
     if model.get("arch", "rnn") == "rnn" and attention in NO_ATTN_DIM:  # the shipped luong and none configs set it
@@ -56,3 +61,19 @@ def unread_options(config: dict) -> list[Unread]:
     else:
         found.append(Unread(("data.lower",), "data.tokenizer subword", refuse=False))
     return found
+
+
+def other_arch_options(arch: str, network: dict, networks: Mapping[str, Collection[str]]) -> list[Unread]:
+    """The keys of the ``network`` block that ``arch`` does not read and another arch does (``networks``: arch -> its
+    options), refused. A block merges into the one before it, so the RNN's keys of a config stay beside a transformer
+    block given after it: the line says how to clear them. A key no arch reads is the network config's to refuse
+    (its line lists the known ones)."""
+    reads = networks.get(arch)
+    others = {a: set(o) - set(reads) for a, o in networks.items() if a != arch} if reads is not None else {}
+    for other, theirs in others.items():
+        keys = tuple(f"model.network.{k}" for k in network if k in theirs)
+        if keys:
+            fix = (f"options of model.arch {other}; a model.network block merges into the one before it, key by key: "
+                   "give --model.network null before the new block to clear the old one")  # fmt: skip
+            return [Unread(keys, f"model.arch {arch}", fix)]
+    return []
