@@ -28,6 +28,14 @@ def _errors(codes: dict[int, str]) -> dict[str, Any]:
     }
 
 
+# both answers' notes (limits.search_notes)
+NOTES_ANSWER = {
+    "type": "array",
+    "items": {"type": "string"},
+    "description": "what the request's options do not do (a length_penalty at beam_size 1 changes no output, only the "
+    "score), as translate and caption note it; empty where there is nothing to say",
+}
+
 CAPTION_ANSWER = {
     "type": "object",
     "properties": {
@@ -75,12 +83,7 @@ CAPTION_ANSWER = {
         "out_of_domain": {"type": ["boolean", "null"], "description": "the photo looks unlike the training photos"},
         "note": {"type": ["string", "null"]},
         "options": {"type": "object", "description": "the decoding used"},
-        "notes": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "what the request's options do not do (a length_penalty at beam_size 1 changes no output, "
-            "only the score), as translate and caption note it; empty where there is nothing to say",
-        },
+        "notes": NOTES_ANSWER,
         "model": {"type": "string"},
     },
 }
@@ -146,12 +149,7 @@ TRANSLATE_ANSWER = {
         },  # fmt: skip
         "model": {"type": "string"},
         "options": {"type": "object"},
-        "notes": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "what the request's options do not do (a length_penalty at beam_size 1 changes no output, "
-            "only the score), as translate and caption note it; empty where there is nothing to say",
-        },
+        "notes": NOTES_ANSWER,
     },
 }
 

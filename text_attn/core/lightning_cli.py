@@ -122,8 +122,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
     option (:func:`refuse_defaults`; None: no such refusal). ``typed``: those of ``given`` the command line sets, given
     to ``unread`` whatever their value (a config file's at their default are not: it may be a ``--print_config``
     file)."""
-    given = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given)
-    typed = frozenset(g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in typed)
+    given, typed = _without_subcommand(given), _without_subcommand(typed)
     import torch
 
     try:  # a private function (jsonargparse 4.27.4 on): where a release moves it, debug mode is read as off
@@ -807,11 +806,16 @@ SUBCOMMAND_HELP = {  # each subcommand's line in --help
 }
 
 
+def _without_subcommand(options) -> frozenset[str]:
+    """Dotted option names with a subcommand's prefix dropped (``fit.model.network`` -> ``model.network``)."""
+    return frozenset(o.split(".", 1)[1] if o.split(".", 1)[0] in SUBCOMMANDS else o for o in options)
+
+
 def nested_options_message(given: set[str], blocks: list[tuple[str, tuple[str, ...]]], example: str) -> str | None:
     """One line for a config or command line that still sets, directly under ``model``, options that now live in a
     ``model.<block>`` (``blocks``: each block's option names), saying where each one goes; None when none does.
     ``given``: the dotted option names (a subcommand prefix such as ``fit.`` is ignored)."""
-    flat = {g.split(".", 1)[1] if g.split(".", 1)[0] in SUBCOMMANDS else g for g in given}
+    flat = _without_subcommand(given)
     found = [(block, [n for n in names if f"model.{n}" in flat]) for block, names in blocks]
     found = [(block, names) for block, names in found if names]
     if not found:

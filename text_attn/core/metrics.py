@@ -100,6 +100,20 @@ def scored_form(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+def sacre_prepared(
+    references: Sequence[str], hypotheses: Sequence[str], tokenize: str, lowercase: bool, caller: str
+) -> tuple:
+    """(sacreBLEU's BLEU, its CHRF, the references, the hypotheses) as sacre_scores scores them: the two metrics with
+    ``tokenize`` and ``lowercase``, the texts in NFC (refs: one stream, ``[[ref, ...]]``); ``caller`` names the
+    refusal of lists of unequal length or empty."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    if len(references) != len(hypotheses) or not references:
+        raise ValueError(f"{caller}: {len(references)} references but {len(hypotheses)} hypotheses")
+    bleu, chrf = BLEU(tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)
+    return bleu, chrf, [[scored_form(r) for r in references]], [scored_form(h) for h in hypotheses]
+
+
 def sacre_scores(
     references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a", lowercase: bool = False
 ) -> dict:
@@ -108,12 +122,7 @@ def sacre_scores(
     tokenizer (score_options.BLEU_TOKENIZERS; zh for Chinese, ja-mecab for Japanese: 13a reads an unspaced
     sentence as one word). ``lowercase``: both case-insensitive (signatures "case:lc"), for a model that writes
     lowercase: its every capitalised word would count as wrong."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    if len(references) != len(hypotheses) or not references:
-        raise ValueError(f"sacre_scores: {len(references)} references but {len(hypotheses)} hypotheses")
-    bleu, chrf = BLEU(tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)
-    refs, hyps = [[scored_form(r) for r in references]], [scored_form(h) for h in hypotheses]
+    bleu, chrf, refs, hyps = sacre_prepared(references, hypotheses, tokenize, lowercase, "sacre_scores")
     return {
         "sacrebleu": bleu.corpus_score(hyps, refs).score,
         "chrf": chrf.corpus_score(hyps, refs).score,

@@ -82,14 +82,9 @@ def sacre_item_stats(
 ) -> ItemStats:
     """sacreBLEU and chrF (as metrics.sacre_scores: one reference each, NFC) of each sentence, as sacreBLEU's own
     sufficient statistics; a resample is scored by sacreBLEU itself from their sums."""
-    from sacrebleu.metrics import BLEU, CHRF
+    from text_attn.core.metrics import sacre_prepared
 
-    from text_attn.core.metrics import scored_form
-
-    if len(references) != len(hypotheses) or not references:
-        raise ValueError(f"sacre_item_stats: {len(references)} references but {len(hypotheses)} hypotheses")
-    bleu, chrf = BLEU(tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)
-    refs, hyps = [[scored_form(r) for r in references]], [scored_form(h) for h in hypotheses]
+    bleu, chrf, refs, hyps = sacre_prepared(references, hypotheses, tokenize, lowercase, "sacre_item_stats")
     # the statistics sacreBLEU's own significance tests resample (sacrebleu/significance.py)
     parts = [np.asarray(m._extract_corpus_statistics(hyps, refs), dtype=np.float64) for m in (bleu, chrf)]
     width = parts[0].shape[1]

@@ -11,9 +11,9 @@ command line is given whatever its value, its default's too (``--model.objective
 refused as ``4`` is). A config file's option at its default is not given: a ``--print_config`` file and a run's own
 config.yaml write every option so, and go back in as they are (a free-form block such as ``model.network`` has no
 defaults to write: its keys are given by presence there too). Options whose default is none (the data's paths) are
-refused by their value where the
-data module is made, so from Python too (each family's ``unread.py``: its table of who reads what). The commands that
-use a model say the same of their flags where a mode reads none of them (``--model-info``: :func:`flags_given`).
+refused by their value where the data module is made, so from Python too (each family's ``unread.py``: its table of
+who reads what). The commands that use a model say the same of their flags where a mode reads none of them
+(``--model-info``: :func:`flags_given`).
 """
 
 from __future__ import annotations
