@@ -434,3 +434,37 @@ def test_a_scored_checkpoint_is_logged_at_its_step_without_a_bar_or_a_folder_not
     assert [step for step, _ in series["val_bleu"]] == [6]  # the checkpoint's step (last.ckpt: 6)
     assert summary(series).startswith("logged to step 6, 1 validation; best BLEU-4 ")
     assert cli.trainer.fit_loop.epoch_loop._batches_that_stepped == 0  # the trainer's own count back after the run
+
+
+def test_a_network_key_given_with_a_checkpoint_merges_into_its_saved_network():
+    """--model.network.dropout 0.1 with --ckpt_path: the checkpoint's other network keys stay (they had been dropped:
+    the block given replaced the saved one, and the defaults' network did not fit the weights); a key given wins, and
+    an option left unset still takes the checkpoint's value."""
+    from jsonargparse import Namespace
+
+    from text_attn.core.lightning_cli import _fill_unset
+
+    class Module:
+        def __init__(self, network: dict | None = None, lr: float = 1.0):
+            pass
+
+    saved = {"network": {"arch": "transformer", "d_model": 64, "dropout": 0.3}, "lr": 0.5}
+    config = Namespace(network={"dropout": 0.1}, lr=1.0)
+    _fill_unset(config, "model", saved, Module, frozenset({"model.network.dropout"}))
+    assert config.network == {"arch": "transformer", "d_model": 64, "dropout": 0.1} and config.lr == 0.5
+    config = Namespace(network=None, lr=2.0)  # nothing given: the saved block whole; a value given wins
+    _fill_unset(config, "model", saved, Module, frozenset({"model.lr"}))
+    assert config.network == saved["network"] and config.lr == 2.0
+
+
+@pytest.mark.slow
+def test_a_text_checkpoint_tested_with_one_network_key_given_keeps_its_network(tmp_path):
+    """End to end: a text fit, then test --ckpt_path with no config and one network key: the checkpoint's network is
+    rebuilt (its weights load) with the key given."""
+    cfg = yaml.safe_load((FIX / "text/tiny_reorder.yaml").read_text())
+    run("text", ["fit", "--config", str(FIX / "text/tiny_reorder.yaml"), "--trainer.enable_checkpointing", "true"])
+    ckpt = str(next(Path(".").rglob("*.ckpt")))
+    data = [f"--data.{k}={v}" for k, v in cfg["data"].items()]
+    cli = run("text", ["test", "--ckpt_path", ckpt, *data, "--trainer.logger", "false", "--model.network.dropout",
+                       "0.25"])  # fmt: skip
+    assert cli.model.hparams.network == {**cfg["model"]["network"], "dropout": 0.25}

@@ -376,7 +376,7 @@ def _fill_unset(config, block: str, saved: dict, cls: type, given: frozenset[str
     """``config`` (the parsed ``block``: model or data) with each option at its default and not ``given`` taken from
     ``saved`` (a checkpoint's). A value given, equal to the default too, wins (--model.val_beam_size 1 after a fit at
     beam 3 means beam 1), and so does any other value (set by a whole block, --model FILE or JSON, which names no
-    option one by one)."""
+    option one by one); a free-form mapping given (model.network) merges into the saved one, its keys winning."""
     params = inspect.signature(cls.__init__).parameters
     for key, value in saved.items():
         p = params.get(key)
@@ -388,6 +388,11 @@ def _fill_unset(config, block: str, saved: dict, cls: type, given: frozenset[str
                 default = getattr(p.default, name, None)
                 if f"{block}.{key}.{name}" not in given and config.get(f"{key}.{name}") == default:
                     config[f"{key}.{name}"] = saved_value
+        elif isinstance(value, dict) and isinstance(config.get(key), dict) and p.default in (None, {}):
+            # a free-form mapping (model.network, data.split_names) given in part: the parts merge into the
+            # checkpoint's block key by key, as a block given again does (mapping_blocks); --model.network.dropout 0.1
+            # alone had replaced the block and built the defaults' network, which the weights do not fit
+            config[key] = {**value, **config.get(key)}
         elif f"{block}.{key}" not in given and config.get(key) == p.default:
             config[key] = value
 
