@@ -30,6 +30,7 @@ BAD_INPUT = (
     "ChunkError",
     "ImageReadError",
     "ScoresFileError",
+    "FaithfulnessFileError",
 )
 
 

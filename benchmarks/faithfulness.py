@@ -107,7 +107,9 @@ def measured_words(captioner, images: Iterable[torch.Tensor], draws: int, gradie
             # pixel space: one seed per photo, so its random orders recur across its words and are encoded once
             seed = n if pixel else word_seed(n, t)
             other = steps.alphas[(t + 1) % len(tokens)] if len(tokens) > 1 else None
-            yield n, t, steps, measure_word(probe, shown[t], random_draws=draws, seed=seed, other_alpha=other)
+            result = measure_word(probe, shown[t], random_draws=draws, seed=seed, other_alpha=other)
+            result.item = n
+            yield n, t, steps, result
 
 
 def word_seed(n: int, t: int) -> int:
@@ -359,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                         other = probes[(t + 1) % len(probes)].attention if len(probes) > 1 else None
                         out.append(measure_word(probe, tokens[t], kind=kinds[t], random_draws=args.draws,
                                                 seed=word_seed(n, t), other_alpha=other))  # fmt: skip
+                        out[-1].item = n
                 return out
 
             tables.append((f"Multi30k {label}", f"source tokens masked, {len(sentences)} test sentences", text_rows))

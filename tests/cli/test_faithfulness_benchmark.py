@@ -111,6 +111,9 @@ def test_caption_model_measures_the_file_given_and_each_decoder_of_an_ensemble(t
         assert [w["word"] for w in pixel["words"]] == [w["word"] for w in first]
         assert [w["p_full"] for w in pixel["words"]] == pytest.approx([w["p_full"] for w in first], abs=1e-5)
         reports[name] = {f["name"]: f["words"] for f in families}
+        for words in [pixel["words"], *reports[name].values()]:  # each word names its photo; each caption ends <eos>
+            ends_before = [sum(w["word"] == "<eos>" for w in words[:i]) for i in range(len(words))]
+            assert [w["item"] for w in words] == ends_before and words[-1]["word"] == "<eos>"
     assert list(reports["a.pt"]) == ["Flickr8k captioner"]
     assert list(reports["both.pt"]) == ["Flickr8k captioner (ensemble of 2)", "Flickr8k captioner, decoder 1 alone",
                                         "Flickr8k captioner, decoder 2 alone"]  # fmt: skip

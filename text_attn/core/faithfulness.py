@@ -106,13 +106,17 @@ class WordResult:
     leave_one_out: list[float]  # (U,) p_full - p(only unit u removed)
     rankings: dict[str, RankingResult]
     interventions: dict[str, InterventionResult] = field(default_factory=dict)
+    # which input of the run (photo, scene, sentence: its number) the word is from; None where not recorded. A
+    # bootstrap draws whole inputs, since the words of one caption are not independent (faithfulness_bootstrap)
+    item: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _json_floats(asdict(self), True)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WordResult:
-        d = _json_floats(d, False)
+        item = d.get("item")  # null: not recorded (not a NaN number)
+        d = {**_json_floats(d, False), "item": item}
         rankings = {k: RankingResult(**v) for k, v in d["rankings"].items()}
         interventions = {k: InterventionResult(**v) for k, v in d.get("interventions", {}).items()}
         return cls(**{**d, "rankings": rankings, "interventions": interventions})
