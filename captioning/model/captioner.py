@@ -32,6 +32,7 @@ from text_attn.core.casing import Casing, valid_casing
 from text_attn.core.decoding import SearchResult
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import missing, one_line
+from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.precision import parameter_dtype, widened
@@ -124,6 +125,7 @@ class Captioner:
             raise ValueError(f"decoder vocab_size {model.decoder.cfg.vocab_size} != vocabulary size {len(vocab)}")
         self.model, self.vocab = model, vocab
         self.domain, self.domain_check = domain, domain_check
+        one_thread_after_fork()  # a forked child would wait for ever on torch's threads (text_attn.core.fork_safety)
         self.domain_about: str | None = None  # e.g. "people, dogs, outdoor scenes": what the training photos show
         self.info: dict = dict(info or {})
         # a model file whose encoder weights come from the package: how many of its tensors training changed

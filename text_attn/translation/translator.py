@@ -20,6 +20,7 @@ from text_attn.core.casing import Casing, changed_reading, composed
 from text_attn.core.decoding import Sampling, evaluating
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
+from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.precision import widened
@@ -116,6 +117,7 @@ class Translator:
         ``lower``). info: JSON-able notes the model file carries (training data, terms, scores). source_check: what
         :meth:`unlike_source` compares an input with (text_attn.translation.source_check; None: no check)."""
         self.net, self.src_vocab, self.tgt_vocab = net, src_vocab, tgt_vocab
+        one_thread_after_fork()  # a forked child would wait for ever on torch's threads (text_attn.core.fork_safety)
         codec = codec if isinstance(codec, TextCodec) else TextCodec(codec, lower)
         # each side read with its own vocabulary's tokens: a subword model spells every word from pieces that side
         # knows, quotes a side lacks are folded (TextCodec.for_vocabularies); the model file stores the codec as is
