@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 
 class StageError(RuntimeError):
@@ -41,6 +42,17 @@ def record_json(data, indent: int = 1) -> str:
     from text_attn.core.info_file import json_safe
 
     return json.dumps(json_safe(data), indent=indent, allow_nan=False) + "\n"
+
+
+def read_json(path: Path, error: type[Exception]) -> Any:
+    """The JSON file ``path`` parsed, or ``error`` (a class of BAD_INPUT's, one line) where it is missing or is not
+    JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise error(f"{path}: not a JSON file ({err})") from None
 
 
 def run_main(main: Callable[[], int | None]) -> int:

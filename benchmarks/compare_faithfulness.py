@@ -22,7 +22,6 @@ random ranking's mean is over --draws orders a word already) nor another trainin
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -39,12 +38,9 @@ class FaithfulnessFileError(ValueError):
 
 def read_tables(path: Path) -> list[dict]:
     """The tables (``families``) of a benchmarks/faithfulness.py JSON, each with its words."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FaithfulnessFileError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise FaithfulnessFileError(f"{path}: not a JSON file ({err})") from None
+    from _runs import read_json  # benchmarks/ is on sys.path
+
+    data = read_json(path, FaithfulnessFileError)
     tables = data.get("families") if isinstance(data, dict) else None
     if not isinstance(tables, list) or not all(isinstance(t, dict) and isinstance(t.get("words"), list)
                                                for t in tables):  # fmt: skip

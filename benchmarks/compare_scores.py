@@ -17,7 +17,6 @@ a line says so. The interval covers which test items were drawn, not another tra
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -35,12 +34,9 @@ class ScoresFileError(ValueError):
 
 def read_scores(path: Path) -> dict:
     """A --scores file as caption or translate wrote it; its kind under "kind" ("caption" or "translate")."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScoresFileError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ScoresFileError(f"{path}: not a JSON file ({err})") from None
+    from _runs import read_json  # benchmarks/ is on sys.path
+
+    data = read_json(path, ScoresFileError)
     kinds = [k for k, items in (("caption", "per_photo"), ("translate", "per_sentence")) if isinstance(data, dict)
              and isinstance(data.get(items), list) and data[items]]  # fmt: skip
     if not kinds:
