@@ -87,13 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table", help="only the tables whose title holds this text (e.g. 'Multi30k', 'pixel space')")
     p.add_argument("--measures", nargs="+", metavar="NAME", help="with B: only these rankings or interventions "
                    "(e.g. attention uniform; default: every one both runs hold)")  # fmt: skip
-    p.add_argument("--against", default="random", help="without B: the ranking every other is set against "
+    p.add_argument("--against", help="without B: the ranking every other is set against "
                    "(default random)")  # fmt: skip
     p.add_argument("--kind", choices=["all", "content", "function"], default="all", help="the words (default all)")
     p.add_argument("--resamples", type=positive_int, default=1000, help="bootstrap draws (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="the draws' seed (default 0): the same seed, the same table")
     p.add_argument("--json", type=new_file, help="also write the rows as JSON")
     args = p.parse_args(argv)
+    if args.b is not None and args.against is not None:
+        p.error("--against sets one run's rankings against another: give one file, or --measures for two runs")
+    if args.b is None and args.measures is not None:
+        p.error("--measures picks what two runs compare: give B, or --against for one run's rankings")
+    args.against = args.against or "random"
     from text_attn.core import faithfulness_bootstrap as fb
 
     lines, record = [], {"a": str(args.a), "b": str(args.b) if args.b else None, "kind": args.kind,

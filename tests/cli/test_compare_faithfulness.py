@@ -71,6 +71,12 @@ def test_one_run_sets_each_ranking_against_random(tmp_path, capsys):
     assert rows == [*attention, "| leave_one_out deletion_area", "| leave_one_out deletion_least_area"]
     assert run(a, "--against", "leave_one_out") == 0
     assert "B: leave_one_out" in capsys.readouterr().out
+    # an option the other mode reads is refused, not left unread
+    for args, said in (([a, a, "--against", "gradient"], "--against sets one run's rankings against another"),
+                       ([a, "--measures", "attention"], "--measures picks what two runs compare")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            run(*args)
+        assert exc.value.code == 2 and said in capsys.readouterr().err
 
 
 def test_one_table_each_under_other_titles_is_compared_with_a_note(tmp_path, capsys):
