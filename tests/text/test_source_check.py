@@ -222,3 +222,15 @@ def test_the_note_says_what_the_model_learned_from(model_file, tmp_path):
     )
     translator.source_check["about"] = "descriptions of pictures"
     assert translator.known() == "the German text the model learned from (descriptions of pictures)"
+
+
+def test_translate_notes_the_inputs_whose_address_the_translation_lacks(model_file, capsys, monkeypatch):
+    """A model that learned from no addresses garbles them ("http://www.example.com/a-b" came back "high-guards"): the
+    closing note names those inputs, across batches, and says to put the address back."""
+    lines = [f"{DE[0]} http://www.example.com/a-b", DE[1], f"{DE[2]} info@beispiel.de", DE[3]]
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    assert translate_main(["--model", str(model_file), "--max-len", "3", "--batch-size", "2"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "address" in line]
+    assert notes == ["translate: note: inputs 1, 3: a web or e-mail address typed there is missing from the "
+                     "translations (the model learned from text without addresses and does not copy them): put it "
+                     "back by hand"]  # fmt: skip

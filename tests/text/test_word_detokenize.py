@@ -12,6 +12,7 @@ from helpers.multi30k import write_corpus
 
 from text_attn.core.metrics import text_scores
 from text_attn.core.vocab import Vocabulary, tokenize
+from text_attn.core.vocab import addresses as found_addresses
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.module import TranslationModule
 from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
@@ -112,6 +113,7 @@ def test_a_url_or_an_address_is_joined_as_typed_in_every_language(lang, line, ad
     """Split at every mark ("http", ":", "/", "/", "example", ".", "com", ...), an address came back spaced
     ("http://example. com/a-b") and lowercased. Now each is one token as typed, the sentence's own marks tokens of
     their own, and the rest as before: every other token is the tokenizer's of the line with the addresses cut out."""
+    assert found_addresses(line) == addresses  # what translate looks for in the translation
     for lower in (True, False):
         tokens = tokenize(line, lower=lower)
         assert [t for t in tokens if t in addresses] == addresses  # whole, and as typed however the rest is read
@@ -135,6 +137,7 @@ def test_a_sentence_final_stop_after_a_url_stays_a_token():
     assert tokenize("see http://x.fr.") == ["see", "http://x.fr", "."]
     assert tokenize("Siehe www.x.de/A.") == ["siehe", "www.x.de/A", "."]
     # what is no address stays as it was: a bare scheme, "www." alone, an "@" without a domain, a handle
+    assert found_addresses("http:// www. a@b @@ @jane") == [] and found_addresses("ein Hund") == []
     assert tokenize("http:// www. a@b @@ @jane") == ["http", ":", "/", "/", "www", ".", "a", "@", "b", "@", "@", "@",
                                                       "jane"]  # fmt: skip
 

@@ -75,6 +75,14 @@ def tokenize(text: str, lower: bool = True, split_marks: bool = False) -> list[s
     return tokens + words.findall(rest.lower() if lower else rest)
 
 
+def addresses(text: str) -> list[str]:
+    """The web and e-mail addresses in ``text``, as typed (the tokens :func:`tokenize` keeps whole)."""
+    if "@" not in text and "://" not in text and "www." not in text.lower():
+        return []
+    tokenize("")  # compiles the patterns once
+    return [found.group() for found in _compiled[1].finditer(unicodedata.normalize("NFC", text))]
+
+
 def marks_split_off(*vocabularies: Vocabulary) -> bool:
     """Whether word vocabularies were built by the tokenizer of before 2026-12-02 (:func:`tokenize`'s
     ``split_marks``): one holds a token made of combining marks alone (Hindi's "ी", "ा"), and none a mark or

@@ -48,6 +48,7 @@ from text_attn.core.search_options import (
 )
 from text_attn.core.unread_options import flags_given
 from text_attn.core.version import add_version
+from text_attn.core.vocab import addresses
 from text_attn.translation.bundled import (  # noqa: F401 - names others import
     ASSETS,
     BUNDLED_MODEL,
@@ -309,13 +310,16 @@ def _translate_stream(
     options = search_options(args)
     progress = {} if progress is None else progress
     progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[],
-                    folded=0, folded_first=[], long=0, long_first=[], unknown=0, unknown_first=[])  # fmt: skip
+                    folded=0, folded_first=[], long=0, long_first=[], unknown=0, unknown_first=[], address=0,
+                    address_first=[])  # fmt: skip
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
     uncased: list[int] = []  # the chunk's inputs without capitals that a model with no casing data read as typed
     folded: list[int] = []  # the chunk's inputs with quotes the model's source lacks, read as ASCII (TextCodec.folded)
     long: list[int] = []  # the chunk's inputs longer than any training source (Translator.longest_source)
+    typed: dict[int, list[str]] = {}  # the chunk's inputs' web and e-mail addresses, to look for in their outputs
+    address: list[int] = []  # the chunk's inputs whose translation lacks an address of theirs as typed
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
 
@@ -348,6 +352,8 @@ def _translate_stream(
             written = ""
         for (n, _), tr in zip(good, outs, strict=True):
             keep(args, progress, n, sources.pop(n, ""), tr.text)  # --references: scored at the end
+            if any(a not in tr.text for a in typed.pop(n, ())):  # a model that learned no addresses garbles them
+                address.append(n)
             if tr.unknown:  # one note at the end names the first ten (a line each flooded an out-of-domain corpus)
                 progress["unknown"] += 1
                 if len(progress["unknown_first"]) < 10:
@@ -376,6 +382,8 @@ def _translate_stream(
         count("uncased", uncased)
         count("folded", folded)
         count("long", long)
+        count("address", address)
+        typed.clear()  # a failed input's
         if report is not None:
             from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
 
@@ -437,6 +445,8 @@ def _translate_stream(
                 unlike.append(n)
             if len(tokens) > translator.longest_source():
                 long.append(n)
+            if found := addresses(line):
+                typed[n] = found
             quoted = translator.codec.folded(line, "source")  # read_as folds them too: not a recasing
             if quoted != line:
                 folded.append(n)
@@ -598,6 +608,13 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
         print(f"translate: note: {note}", file=sys.stderr)
+    if progress.get("address"):
+        count, shown = progress["address"], _numbers(progress["address"], progress["address_first"])
+        s = "s" if count > 1 else ""
+        print(f"translate: note: input{s} {shown}: a web or e-mail address typed there is missing from the "
+              f"translation{s} (the model learned from text without addresses and does not copy them): put it back "
+              "by hand",
+              file=sys.stderr)  # fmt: skip
     if translator.codec.split_marks and done:
         print("translate: note: this model's word tokens split at combining marks (trained before 2026-12-02): its "
               "inputs were read so, as it was trained; retrain it for today's tokens", file=sys.stderr)  # fmt: skip
