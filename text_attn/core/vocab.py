@@ -63,7 +63,7 @@ def tokenize(text: str, lower: bool = True, split_marks: bool = False) -> list[s
 
         _compiled.extend((regex.compile(_TOKEN), regex.compile(_ADDRESS)))
     words, addresses = _compiled
-    if "@" not in text and "://" not in text and "www." not in text.lower():  # no address can be there: the one scan
+    if not _may_hold_address(text):  # no address can be there: the one scan
         return words.findall(text.lower() if lower else text)
     tokens, start = [], 0
     for found in addresses.finditer(text):  # the text between addresses as before; each address whole, as typed
@@ -75,9 +75,13 @@ def tokenize(text: str, lower: bool = True, split_marks: bool = False) -> list[s
     return tokens + words.findall(rest.lower() if lower else rest)
 
 
+def _may_hold_address(text: str) -> bool:
+    return "@" in text or "://" in text or "www." in text.lower()
+
+
 def addresses(text: str) -> list[str]:
     """The web and e-mail addresses in ``text``, as typed (the tokens :func:`tokenize` keeps whole)."""
-    if "@" not in text and "://" not in text and "www." not in text.lower():
+    if not _may_hold_address(text):
         return []
     tokenize("")  # compiles the patterns once
     return [found.group() for found in _compiled[1].finditer(unicodedata.normalize("NFC", text))]
