@@ -132,6 +132,7 @@ def test_bad_language_data_is_one_line(flickr8k, tmp_path, options, how, message
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
+@pytest.mark.long
 def test_a_german_fit_writes_captions_with_capitals(flickr8k, tmp_path, cli_run_in_tmp, capsys):
     """fit on German captions -> a model file (and a checkpoint caption-export reads) whose captions are the
     vocabulary's words written as the train sentences write them; what drives each word reads the cased words."""
@@ -184,6 +185,7 @@ REAL = ROOT.parent / "shared" / "data"
 
 @pytest.mark.skipif(not (REAL / "multi30k" / "train.de.gz").is_file() or not (REAL / "flickr8k").is_dir(),
                     reason=f"real Flickr8k and Multi30k not found at {REAL}")  # fmt: skip
+@pytest.mark.long
 def test_real_multi30k_gives_most_flickr8k_photos_one_german_sentence_in_their_split():
     items = read_flickr8k(REAL / "flickr8k")
     got = in_language(items, REAL / "multi30k", "de")

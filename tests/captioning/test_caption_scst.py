@@ -38,6 +38,7 @@ def _toy():
     return model, vocab, features, references
 
 
+@pytest.mark.long
 def test_self_critical_steps_raise_the_cider_reward(one_thread):
     model, vocab, features, references = _toy()
     reward = CaptionReward(references * 3)
@@ -180,6 +181,7 @@ def test_init_from_checks_the_network_and_the_vocabulary(tmp_path):
         Captioner.start_weights(tmp_path / "missing.pt", other, vocab)
 
 
+@pytest.mark.long
 def test_an_scst_stage_needs_a_start_and_writes_the_start_it_did_not_beat(tmp_path, capsys, monkeypatch):
     """SCST from random weights is refused in one line, before the features are encoded. A stage at a rate that
     wrecks the model: the start, validated on the whole val split before the first step, scored better than any

@@ -93,6 +93,7 @@ def _fit(init_vocab: str, steps: int, lr: float = 0.003, more: tuple[str, ...] =
     ])  # fmt: skip
 
 
+@pytest.mark.long
 def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
     # the start validated before the first step (as your_photos.yaml does), then every 12 steps (an epoch is a step)
     validated = ("--trainer.num_sanity_val_steps", "-1", "--trainer.check_val_every_n_epoch", "12")
@@ -122,6 +123,7 @@ def test_fit_from_a_model_learns_a_new_word(shapes_folder, capsys):
     assert before == pytest.approx(100 * score, abs=0.01)
 
 
+@pytest.mark.long
 def test_a_start_written_with_typographic_apostrophes_keeps_its_trained_word(shapes_folder, capsys):
     """A model trained before the captions' ’ were read as ' holds "cir’cle"; the train captions' "cir'cle" (and
     "cir’cle", read so) was added as a new untrained word beside it. Its word is renamed at its own id instead."""
@@ -149,6 +151,7 @@ def test_a_start_written_with_typographic_apostrophes_keeps_its_trained_word(sha
     assert folded_vocabulary(both) == (Vocabulary([*start.vocab.itos, "l’eau", "l'eau", "d'un"]), ["d‘un"])
 
 
+@pytest.mark.long
 def test_fit_that_keeps_the_vocabulary_reads_new_words_as_unknown(shapes_folder, capsys):
     cli = _fit("keep", steps=1)
     err = capsys.readouterr().err
@@ -201,6 +204,7 @@ def test_a_checkpoint_start_keeps_its_facts_and_a_path_is_recorded_by_its_file_n
     }  # no machine's folders in a model file
 
 
+@pytest.mark.long
 def test_a_sanity_check_over_part_of_the_val_split_gives_no_start_score_to_compare(shapes_folder, capsys):
     """A sanity check of 1 of the 2 val batches: the start's score on one photo was compared with the best
     checkpoint's on both and could say "training did not beat the start"; now fit's end says no comparable score was

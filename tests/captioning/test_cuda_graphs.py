@@ -220,6 +220,7 @@ def _decoder_weights(cli) -> dict[str, torch.Tensor]:
     return {n: p.detach().float().cpu() for n, p in cli.model.model.decoder.named_parameters()}
 
 
+@pytest.mark.long
 def test_caption_train_on_a_cpu_ignores_the_option_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # LightningCLI writes its config.yaml here
     # the accelerator named: on the device machine "auto" would be its GPU, where the option is not ignored

@@ -96,6 +96,7 @@ def files(tmp_path_factory):
     return tmp
 
 
+@pytest.mark.long
 def test_export_makes_one_model_file_of_several_runs(capsys, files):
     out = files / "ens.pt"
     assert export_main([str(files / "m1.pt"), str(out), "--ensemble", str(files / "m2.pt"), str(files / "m3.pt")]) == 0

@@ -58,6 +58,7 @@ def test_the_disk_cache_is_read_by_later_runs_and_keyed_by_images_and_weights(en
     assert len(list(Path("run/feature_cache").glob("train-*.pt"))) == 3
 
 
+@pytest.mark.long
 def test_disk_cache_off_and_fast_dev_run(encodings):
     caption_train_cli(
         ["fit", "--config", CONFIG, "--trainer.default_root_dir", "run", "--data.feature_cache_dir", "null"]
@@ -70,6 +71,7 @@ def test_disk_cache_off_and_fast_dev_run(encodings):
     assert cli.trainer.global_step == 1
 
 
+@pytest.mark.long
 def test_the_same_seed_trains_the_same_weights_whether_the_features_were_on_disk_or_not(encodings):
     """An EfficientNet-Lite encoder (its folded inference copy is made at the first encode) and dropout: the first fit
     encodes the photos, the second reads them from disk; both draw the same dropout masks."""
@@ -82,6 +84,7 @@ def test_the_same_seed_trains_the_same_weights_whether_the_features_were_on_disk
         assert torch.equal(weight, second.model.state_dict()[name]), name
 
 
+@pytest.mark.long
 def test_a_data_module_fit_again_with_another_encoder_encodes_its_photos_again(tmp_path):
     """One data module, fits of several encoders (a hyper-parameter loop): in memory a split's features are known by
     its name alone, and the second fit (another image size: the same shapes) trained on the first one's features."""
@@ -189,6 +192,7 @@ def test_the_key_follows_the_photos_bytes_not_their_folder_or_time(tmp_path):
     assert feature_cache.split_key("enc", [second / "p0.bmp", second / "p1.bmp"]) != key  # a missing photo
 
 
+@pytest.mark.long
 def test_frozen_maps_are_keyed_by_the_frozen_stages_alone():
     """A resumed fine-tuning run reads the maps its first start stored: the trainable stage's weights (which changed)
     are not in the key; a frozen stage's weights, the settings and a frozen encoder's every weight are."""
@@ -216,6 +220,7 @@ def test_frozen_maps_are_keyed_by_the_frozen_stages_alone():
     assert feature_cache.cache_fingerprint(frozen) != key  # frozen: the features depend on every weight
 
 
+@pytest.mark.long
 def test_fine_tuning_trains_the_last_stage_from_stored_maps_once_per_photo(encodings, monkeypatch):
     """fine_tune last + photo_batches: the maps are stored once (a second fit reads them), every step runs the last
     stage once per photo of the batch, and its weights train while the frozen stages' stay as they were."""

@@ -71,6 +71,7 @@ def test_a_frozen_encoder_still_travels_without_weights(tmp_path):
     assert Captioner.load(tmp_path / "m.pt").encoder_changed == 0
 
 
+@pytest.mark.long
 def test_member_takes_one_decoder_out_of_an_ensemble(tmp_path, capsys):
     from tests.helpers.tiny_captioner import separate_run
 
@@ -116,6 +117,7 @@ def test_member_takes_one_decoder_out_of_an_ensemble(tmp_path, capsys):
     )
 
 
+@pytest.mark.long
 def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
     """The bundled model's recipe: its second decoder, taken out (--member 2), over the first's fine-tuned encoder
     (--encoder-of), to train on there and join it again (--ensemble): the file then shares one encoder."""

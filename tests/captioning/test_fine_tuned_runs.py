@@ -45,6 +45,7 @@ def _ckpt(tmp: Path) -> Path:
     return ckpt
 
 
+@pytest.mark.long
 def test_the_model_file_checks_the_domain_on_the_trained_encoder(run):
     """The stored frozen maps through the trained last stage: the check a frozen run makes from its features (before,
     none: a fine-tuned model never flagged a photo)."""
@@ -73,6 +74,7 @@ def test_the_model_file_says_which_stage_was_fine_tuned(run, capsys):
     assert load_caption(path).info["encoder"].startswith("resnet18 (weights in the file, its last stage fine-tuned")
 
 
+@pytest.mark.long
 def test_the_runs_checkpoint_joins_its_model_file_and_alone_says_it_has_no_feature_check(run, capsys):
     """The checkpoint says fine_tune last, the model file none (frozen at inference): the same model (they were
     refused as "another vocabulary or other settings")."""
@@ -170,6 +172,7 @@ def test_a_frozen_stage_started_from_the_fine_tuned_model_still_says_so(run, mon
 
 @pytest.mark.parametrize("options", [["--model.encoder.fine_tune", "all"], ["--data.cache_features", "false"]],
                          ids=["fine_tune-all", "no-feature-cache"])  # fmt: skip
+@pytest.mark.long
 def test_an_encoder_that_read_the_photos_whole_still_gets_a_feature_check(options, tmp_path, monkeypatch, capsys):
     """fine_tune all (and any run without the feature cache) stored neither features nor frozen maps: its model file
     held the pixel rules alone, and caption never said a photo was unlike the training ones. The photos themselves

@@ -157,6 +157,7 @@ def test_model_files_record_the_step_and_older_files_load_without_it(tmp_path):
     assert Captioner.load().preprocess.jpeg_quality == 90
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"the shared Flickr8k copy is not at {SHARED}")
 def test_auto_on_the_shared_copies_gives_the_bundled_models_preparation():
     from captioning.training.data import CaptionDataModule

@@ -84,6 +84,7 @@ def test_onnx_runtime_computes_the_plain_bodys_features_at_any_batch(onnx_on, ba
     _close(single, expected[1:2])
 
 
+@pytest.mark.long
 def test_one_export_per_weights_reused_by_a_second_encoder(onnx_on, monkeypatch):
     exports = []
     real_export = onnx_encoder._export
@@ -110,6 +111,7 @@ def test_one_export_per_weights_reused_by_a_second_encoder(onnx_on, monkeypatch)
     assert not list(onnx_on.glob("*.part"))  # written whole, then renamed
 
 
+@pytest.mark.long
 def test_changed_code_gets_a_new_graph_not_the_cached_one(onnx_on, monkeypatch):
     enc = _random_encoder()
     x = torch.randn(1, 3, 64, 64)
@@ -211,6 +213,7 @@ def test_a_failing_run_falls_back_to_pytorch_for_good(onnx_on, monkeypatch):
     assert onnx_encoder.status() == "PyTorch (ONNX Runtime failed: RuntimeError: bad allocation)"
 
 
+@pytest.mark.long
 def test_a_damaged_graph_file_is_exported_again(onnx_on, monkeypatch):
     enc = _random_encoder()
     x = torch.randn(2, 3, 64, 64)
@@ -252,6 +255,7 @@ def test_the_cache_keeps_the_most_recently_used_graphs(onnx_on, monkeypatch):
     assert got.shape[:2] == (1, 9) and onnx_encoder.status().startswith("ONNX Runtime")
 
 
+@pytest.mark.long
 def test_a_graph_removed_by_another_process_is_exported_again(onnx_on, monkeypatch):
     enc = _random_encoder()
     x = torch.randn(2, 3, 64, 64)
@@ -266,6 +270,7 @@ def test_a_graph_removed_by_another_process_is_exported_again(onnx_on, monkeypat
     _close(again, first)
 
 
+@pytest.mark.long
 def test_bundled_model_captions_the_same_with_onnx_runtime(onnx_on, monkeypatch):
     photos = [str(p) for p in caption_cli.DEMO_PHOTOS]
     captioner = Captioner.load(caption_cli.BUNDLED_MODEL)
@@ -294,6 +299,7 @@ def test_an_error_without_a_message_is_named_by_its_type(onnx_on, monkeypatch):
     assert onnx_encoder.status() == "PyTorch (ONNX Runtime failed: MemoryError)"
 
 
+@pytest.mark.long
 def test_a_read_only_cache_is_read_and_a_read_only_home_exports_into_a_private_folder(onnx_on, monkeypatch):
     enc = _random_encoder()
     x = torch.randn(2, 3, 64, 64)

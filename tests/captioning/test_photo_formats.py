@@ -53,6 +53,7 @@ def test_folders_hold_them_in_any_case_of_extension(tmp_path):
     assert [Path(p).name for p in image_paths([str(tmp_path)])] == ["a.heic", "b.HEIC", "c.heif", "d.avif", "e.jfif"]
 
 
+@pytest.mark.long
 @needs_avif  # (its AVIF photo)
 def test_caption_captions_them_as_the_same_pixels_in_a_png(tmp_path, capsys):
     from captioning.commands.caption import caption_main

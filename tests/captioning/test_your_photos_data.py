@@ -85,6 +85,7 @@ def test_a_small_folder_holds_out_two_photos_and_one_val_photo_is_said_to_rank_n
     assert one_val_photo_line(bleu, one) is None  # BLEU over one photo still ranks
 
 
+@pytest.mark.long
 def test_your_german_captions_train_a_model_that_writes_their_capitals(tmp_path, cli_run_in_tmp, capsys):
     """Casing was learned only for Flickr8k with data.language de: German captions of your own photos trained an
     all-lowercase model. The folder's raw captions now teach it; the model file keeps it, --model-info says so."""

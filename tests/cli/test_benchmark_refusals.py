@@ -70,6 +70,7 @@ def _refused(refusals, name: str) -> str:
     return err.strip().splitlines()[-1]
 
 
+@pytest.mark.long
 def test_a_missing_model_or_data_root_is_one_line(refusals):
     gone = refusals[0] / "gone"
     assert _refused(refusals, "model") == f"domain_check.py: error: {gone}.pt: model file not found"

@@ -180,6 +180,7 @@ def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, mon
     assert records[1]["caption"] is None and records[1]["words"] == [] and records[1]["crop_box"] is None
 
 
+@pytest.mark.long
 def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
     monkeypatch.setattr(caption_parser, "BATCH", 1)  # the two images in separate batches
     twin = tmp_path / "other" / "coffee.png"  # same name as PHOTOS[0]: its overlay must not overwrite the first
@@ -370,6 +371,7 @@ def test_export_checkpoint_with_vocab(capsys, tmp_path):
     assert loaded.preprocess == model.preprocess
 
 
+@pytest.mark.long
 def test_export_averages_checkpoints_and_refuses_another_model(capsys, tmp_path):
     vocab = Vocabulary.build([list(VOCAB)])
     models = []

@@ -168,6 +168,7 @@ def test_a_text_train_checkpoint_is_sent_to_text_export(tmp_path, capsys):
 
 
 # --- a model made anew ---------------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_an_average_and_another_encoder_say_what_they_were_made_of(tmp_path, capsys):
     """Their test scores measured other weights: gone. What was averaged, whose encoder: said, without the machine's
     folders. Every source's data terms apply. The decoding chosen on val for the source stays (a better start than

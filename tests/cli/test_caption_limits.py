@@ -61,6 +61,7 @@ torch.UntypedStorage._share_fd_cpu_ = full
 """
 
 
+@pytest.mark.long
 def test_a_full_dev_shm_loses_no_photo_and_says_so_once(model, photos):
     """The workers' batches came through the queue thread's shared memory: all lost, exit 0 (or a hang)."""
     done = _child(SHM_FULL, [photos, "--model", model, *FAST, "--batch-size", "2", "--workers", "2"])
@@ -86,6 +87,7 @@ reduction.DupFd = dup
 """
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("devices", [[], pytest.param(["--devices", "1"], marks=pytest.mark.slow)])  # Lightning: 20 s
 def test_a_batch_a_worker_cannot_hand_over_is_one_line_and_resume_finishes(model, photos, tmp_path, devices):
     """Batch 2 of 3 (worker 1's) was dropped by the queue thread: the run wrote the other two and exited 0."""
@@ -169,6 +171,7 @@ def test_out_of_memory_is_one_line_and_resume_finishes(model, photos, tmp_path, 
     assert images == sorted(map(str, photos.glob("*.png")))
 
 
+@pytest.mark.long
 def test_a_photo_name_too_long_for_its_overlays_name_gets_a_cut_one(model, tmp_path, capsys):
     """A 254-byte photo name (and 125 two-byte characters: a cut by characters would not fit) has no room for
     ``-attention.png``: each overlay is named by the start of its name and a hash, apart from one another, and the

@@ -58,6 +58,7 @@ def _run(args: list[str]) -> int:
     return caption_main([str(a) for a in args])
 
 
+@pytest.mark.long
 def test_one_process_on_lightning_writes_the_plain_runs_records_and_resumes(model, tmp_path, capsys, monkeypatch):
     inputs = _inputs(tmp_path)
     base = [*inputs, "--model", model, *FAST, "--batch-size", "3"]

@@ -241,6 +241,7 @@ def test_typographic_apostrophes_score_as_ascii_ones_without_java(no_java):
     assert [p["sentence BLEU-4"] for p in scored["per_photo"]] == [100.0, 100.0]
 
 
+@pytest.mark.long
 def test_references_and_captions_given_on_stdin(capsys, monkeypatch, scenes, no_java):
     """``--references -`` and ``--given-file -`` read stdin as they read the file; with the images' names on stdin
     (``-``) or both on it, one line refuses."""

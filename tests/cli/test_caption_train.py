@@ -46,6 +46,7 @@ def fitted(tmp_path_factory):
     return cli, out
 
 
+@pytest.mark.long
 def test_fit_caches_features_and_writes_a_loadable_model_file(fitted, capsys):
     cli, path = fitted
     dm = cli.datamodule
@@ -75,6 +76,7 @@ def test_fit_caches_features_and_writes_a_loadable_model_file(fitted, capsys):
     assert alphas.shape == (len(words), 16) and all(w in dm.vocab for w in words)
 
 
+@pytest.mark.long
 def test_fit_exports_the_best_checkpoint(tmp_path, capsys):
     cfg = yaml.safe_load(Path(CONFIG).read_text())
     cfg["trainer"].update(
@@ -101,6 +103,7 @@ def test_fit_exports_the_best_checkpoint(tmp_path, capsys):
         torch.testing.assert_close(v, ckpt["state_dict"][f"model.{k}"])
 
 
+@pytest.mark.long
 def test_test_and_validate_report_coco_metrics_and_grounding(capsys):
     cli = caption_train_cli(["test", "--config", CONFIG, "--ckpt_path", "null"])  # untrained, on purpose
     metrics = cli.trainer.callback_metrics
@@ -182,6 +185,7 @@ def test_bad_options_get_one_clear_line(option, value, message, capsys):
     assert not any("Traceback" in line for line in err)
 
 
+@pytest.mark.long
 def test_a_named_subcommand_parses_alone_and_help_still_lists_them_all(capsys):
     """A command line that names its subcommand first gets only that subcommand's parser built (the others cost a
     third of a short run's start); without one, --help lists all five and a misspelt one is refused naming them."""
@@ -231,6 +235,7 @@ def test_fit_hard_attention_logs_reinforce_and_warns_on_near_uniform_attention(t
     assert captioner.chosen_regions(alphas) == alphas.argmax(-1).tolist()
 
 
+@pytest.mark.long
 def test_a_resumed_hard_fit_neither_warns_of_collapse_again_nor_restarts_the_watch(tmp_path):
     """The collapse watch's moving level and its one warning go into checkpoints: resumed, it warned a second time
     and its average began afresh."""

@@ -38,6 +38,7 @@ def _fit(tmp_path: Path, *args: str):
                               "0", "--model.export_path", str(tmp_path / "m.pt"), *args])  # fmt: skip
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("precision", ["bf16-mixed", pytest.param("16-mixed", marks=pytest.mark.slow)])
 def test_mixed_precision_fits_with_gradient_clipping(tmp_path, precision):
     cli = _fit(tmp_path, "--trainer.precision", precision, "--trainer.gradient_clip_val", "5.0")

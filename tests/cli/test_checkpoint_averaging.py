@@ -62,6 +62,7 @@ def test_saved_checkpoints_are_the_latest_fits_in_step_order(tmp_path):
     assert saved_checkpoints(tmp_path / "nothing") == []
 
 
+@pytest.mark.long
 def test_rows_are_scored_on_val_and_the_best_is_written(run, tmp_path, capsys):
     from checkpoint_averaging import main, saved_checkpoints
 

@@ -53,6 +53,7 @@ def test_every_model_and_pair_is_scored_on_val_and_the_best_written(setup, tmp_p
     assert written.ensemble == (len(best["models"]) > 1)
 
 
+@pytest.mark.long
 def test_what_cannot_be_chosen_is_refused(setup, tmp_path, capsys):
     from ensemble_choice import main
 

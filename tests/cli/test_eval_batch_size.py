@@ -49,6 +49,7 @@ def test_text_scores_do_not_depend_on_the_batch_size(cli_run_in_tmp, stage, conf
     assert parts == pytest.approx(whole, rel=1e-5, abs=1e-7)
 
 
+@pytest.mark.long
 def test_caption_scores_do_not_depend_on_the_batch_size(cli_run_in_tmp):
     args = ["validate", "--config", str(FIX / "captions/tiny_shapes.yaml"), "--data.val_size", "10"]
     args += ["--trainer.limit_val_batches", "1.0", "--model.val_beam_size", "2", *PARTS]

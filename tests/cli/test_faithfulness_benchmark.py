@@ -82,6 +82,7 @@ def test_a_missing_text_model_is_one_line(tmp_path, capsys, monkeypatch):
     assert "Traceback" not in err
 
 
+@pytest.mark.long
 def test_caption_model_measures_the_file_given_and_each_decoder_of_an_ensemble(tmp_path, capsys, monkeypatch):
     """--caption-model: a one-decoder file is one table; an ensemble of it and another is three, and its decoder 1
     alone is that file's network: the same words at the same probabilities."""

@@ -196,6 +196,7 @@ def test_the_other_familys_bundled_name_is_said_before_the_server_imports_torch(
     assert (got, err.splitlines(), torch) == (2, [f"attention-serve: error: {line}"], False)
 
 
+@pytest.mark.long
 def test_the_same_refusals_come_from_a_run_that_writes_records(tmp_path):
     """--json writes a record for each failed image, so it keeps to the run (torch loaded); its words are the same.
     The run's own refusal of a folder without images follows in the same interpreter (a second one costs ~4 s)."""

@@ -237,6 +237,7 @@ def browser():
         yield b
 
 
+@pytest.mark.long
 def test_caption_page_hover_and_keys_change_the_attention_drawn(browser, caption_page):
     b = browser
     b.open(caption_page)
@@ -642,6 +643,7 @@ def test_caption_page_to_a_screen_reader_and_the_keyboard(browser, caption_page,
     assert said[0].startswith("word 1 of 3, “one”: peak weight 60.0%") and b.errors == []
 
 
+@pytest.mark.long
 def test_translate_page_to_a_screen_reader_and_the_keyboard(browser, translate_page, tmp_path):
     """The audit's findings on the translate page: the head selector unnamed and the layer's named by both labels,
     the grid's row headers announced as column headers and its corner empty, its scroll box out of the keyboard's

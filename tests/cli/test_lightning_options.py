@@ -31,6 +31,7 @@ def _config(tmp_path: Path, name: str = "c.yaml", **trainer) -> Path:
     return path
 
 
+@pytest.mark.long
 def test_a_smoke_test_writes_nothing_and_a_loggers_save_dir_is_searched(cli_run_in_tmp, capsys):
     tmp = cli_run_in_tmp
     logger = {"class_path": "pytorch_lightning.loggers.CSVLogger", "init_args": {"save_dir": "logs"}}

@@ -130,6 +130,7 @@ def browser_page():
         yield pg
 
 
+@pytest.mark.long
 def test_in_a_browser_the_frame_builds_the_view_and_a_hovered_word_redraws_it(browser_page, captions, translations,
                                                                              tmp_path_factory):  # fmt: skip
     out = tmp_path_factory.mktemp("nb") / "notebook.html"

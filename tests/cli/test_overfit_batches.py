@@ -47,6 +47,7 @@ def test_overfit_batches_trains_the_same_batches_in_the_same_order_every_epoch(f
     assert seen[0] != seen[1]  # two batches, not one twice
 
 
+@pytest.mark.long
 def test_a_resume_at_an_overfit_epochs_end_goes_on_with_the_same_batches_and_weights(tmp_path):
     # last.ckpt at step 2, the end of the first overfit epoch: the resumed run read it as "2 of the loader's 6 batches
     # done" and trained batches 3 and 4 of the whole set, not the overfit two (its weights off)

@@ -100,6 +100,7 @@ def _trains(config: str, kind: str, photos, tmp_path, capsys) -> None:
 # records), and Pillow's full-size photos record nothing for the reason the originals do (two sizes): -m slow
 @pytest.mark.parametrize("kind", [pytest.param("copies", marks=pytest.mark.slow), "originals",
                                   pytest.param("pillow", marks=pytest.mark.slow)])  # fmt: skip
+@pytest.mark.long
 def test_the_soft_config_trains_on_every_kind_of_photos(kind, photos, tmp_path, capsys):
     _trains("flickr8k_lite2_soft.yaml", kind, photos, tmp_path, capsys)
 
@@ -122,6 +123,7 @@ def _chunks(config: str, folder: Path, out: Path, extra: list[str] = ()) -> None
                 "--data.min_freq", "1", *extra])  # fmt: skip
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", [pytest.param("copies", marks=pytest.mark.slow), "originals"])
 def test_chunks_record_what_the_files_show(kind, photos, tmp_path, capsys):
     _chunks("flickr8k_lite2_soft.yaml", photos[kind], tmp_path / "chunks")
@@ -174,6 +176,7 @@ def test_a_value_the_photos_contradict_is_refused_before_any_work(photos, tmp_pa
     assert not (tmp_path / "chunks").exists()
 
 
+@pytest.mark.long
 def test_a_value_the_photos_agree_with_is_kept_without_a_word(photos, tmp_path, capsys):
     given = ["--model.encoder.jpeg_quality", "90", "--model.encoder.jpeg_subsampling", "4:2:0"]
     model = _fit("flickr8k_lite2_soft.yaml", ["--data.root", str(photos["copies"])], tmp_path / "run", given)

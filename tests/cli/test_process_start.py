@@ -73,6 +73,7 @@ def test_who_starts_the_other_processes(monkeypatch, devices, nodes, env, starts
     assert should_start(devices, nodes) is starts
 
 
+@pytest.mark.long
 def test_what_every_process_refuses_is_said_once(tmp_path):
     import os
     from pathlib import Path

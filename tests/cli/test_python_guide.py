@@ -17,6 +17,7 @@ from text_attn.translation.translator import Translator
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "python.md"
 
 
+@pytest.mark.long
 def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.S)
     assert len(blocks) == 8
@@ -43,6 +44,7 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     assert "['zorblax']" in out and re.search(r"^\['▁A', '▁man', '▁rides', '▁a', '▁bike', '\.'\] ", out, flags=re.M)
 
 
+@pytest.mark.long
 def test_python_captions_as_the_command_does(capsys):
     captioner = Captioner.load()
     assert Captioner.load("flickr8k").decoding() == captioner.decoding() == {

@@ -73,6 +73,7 @@ def test_translate_uses_the_recorded_decoding_and_a_flag_wins(tmp_path, capsys):
     assert exc.value.code == 2 and err == "translate: error: --length-penalty must be 0 or more, got -1.0\n"
 
 
+@pytest.mark.long
 def test_caption_uses_the_recorded_decoding_and_model_info_says_it(tmp_path, capsys, monkeypatch):
     from captioning.commands.caption import caption_main
 

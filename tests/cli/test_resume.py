@@ -33,6 +33,7 @@ def _in_tmp(cli_run_in_tmp):
 
 # caption: ~10 s, -m slow; the default run resumes the text run (the same Lightning loop and checkpoint, and
 # tests/core/test_streaming_glue.py resumes the photo loader mid-epoch)
+@pytest.mark.long
 @pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
 def test_resume_from_a_last_checkpoint_at_an_epochs_end_matches_an_uninterrupted_run(family, tmp_path):
     # the next epoch's loader iterator draws its seed from torch's generator after the save: the resumed run made its
@@ -56,6 +57,7 @@ def test_resume_from_a_last_checkpoint_at_an_epochs_end_matches_an_uninterrupted
         torch.testing.assert_close(c["state_dict"][k], v, msg=k)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
 def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(family, tmp_path):
     cfg = str(resumable_config(tmp_path, family, every=5))
@@ -80,6 +82,7 @@ def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(fa
     assert any(not torch.allclose(interrupted["state_dict"][k], v) for k, v in a["state_dict"].items())
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("family", ["text", "caption"])
 def test_a_fit_resumed_with_another_batch_size_is_refused_in_one_line(family, tmp_path, capsys):
     """The skip counts batches: resumed with batches of 8, the 4 batches of 16 trained in epoch 1 were taken for 4 of 8,
@@ -150,6 +153,7 @@ def test_a_checkpoint_fills_the_nested_blocks_field_by_field(tmp_path):
     assert cli.model.model.decoder.cfg.fast_path is False and cli.model.model.encoder.grid == 4
 
 
+@pytest.mark.long
 def test_a_fit_ending_between_periodic_saves_leaves_last_at_its_final_step(tmp_path):
     """last.ckpt every 4 steps, the fit stopped by max_steps at 6: Lightning's end-of-fit save of last ran only where
     none had been made, so last.ckpt held step 4 and a resume redid steps 5-6; now it holds step 6, and the model file
@@ -165,6 +169,7 @@ def test_a_fit_ending_between_periodic_saves_leaves_last_at_its_final_step(tmp_p
     assert cli.trainer.global_step == 9
 
 
+@pytest.mark.long
 def test_a_fit_stopped_by_max_steps_at_an_epochs_end_resumes_exactly(tmp_path):
     """No periodic save at the stop (every 100 steps), the stop on an epoch's last batch: the end-of-fit save of
     last.ckpt named the next epoch with the last one's batches done, and the resumed run skipped a whole epoch (its
@@ -186,6 +191,7 @@ def test_a_fit_stopped_by_max_steps_at_an_epochs_end_resumes_exactly(tmp_path):
         torch.testing.assert_close(c["state_dict"][k], v, msg=k)
 
 
+@pytest.mark.long
 def test_options_left_at_their_default_come_from_the_checkpoint(tmp_path):
     cfg = str(resumable_config(tmp_path, "text"))
     run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--model.val_beam_size", "2"])
@@ -254,6 +260,7 @@ def test_text_fit_exports_the_best_checkpoint_and_keeps_the_last_weights(tmp_pat
         assert torch.equal(own[k], v), k
 
 
+@pytest.mark.long
 def test_best_and_last_name_an_earlier_runs_checkpoints(tmp_path, capsys):
     """`test --ckpt_path best` / `last` in a new CLI (a new process in real use): Lightning's callbacks know no best
     model there (it refused, though the config saves one) and look for last.ckpt in the new run's empty folder (it
@@ -299,6 +306,7 @@ def test_the_model_file_line_says_why_it_holds_the_last_weights(limit, why, tmp_
     assert line.endswith(f"(the last weights: no best checkpoint was saved: {why})")
 
 
+@pytest.mark.long
 def test_a_resumed_fit_keeps_the_best_checkpoint_of_before_and_exports_what_an_uninterrupted_run_does(
     tmp_path, recwarn
 ):
@@ -413,6 +421,7 @@ def test_the_fits_last_validation_can_be_its_best_checkpoint_when_that_callback_
     assert saved == ["epoch=0-step=6.ckpt", "epoch=1-step=12.ckpt", "last.ckpt"]
 
 
+@pytest.mark.long
 def test_a_scored_checkpoint_is_logged_at_its_step_without_a_bar_or_a_folder_notice(tmp_path, capsys, recwarn):
     """validate --ckpt_path: its scores were logged at step 0 (report: "best ... at step 1" for a checkpoint of step
     6), Lightning said the callbacks' folder had changed, and, its output a log file, it drew its bar there."""

@@ -143,6 +143,7 @@ def test_caption_seed_beside_sample_points_to_sample_seed(tmp_path, capsys):
         assert (exc.value.code, capsys.readouterr().err) == (2, f"caption: error: {says}\n")
 
 
+@pytest.mark.long
 def test_caption_n_best_and_seeded_sampling(capsys, tmp_path, monkeypatch):
     from captioning.commands.caption import caption_main
 
@@ -180,6 +181,7 @@ GERMAN = [
 ]
 
 
+@pytest.mark.long
 def test_translate_seeded_samples_are_each_inputs_own_at_any_batch_size(capsys):
     """--sample-seed draws each input's words from (seed, its number, the step): the same lines whether the inputs
     are translated one at a time or together (the run-long stream gave most of them others)."""
@@ -196,6 +198,7 @@ def test_translate_seeded_samples_are_each_inputs_own_at_any_batch_size(capsys):
     assert run("4", *GERMAN[:4]) == together[:4]  # the first inputs draw alike whatever follows them
 
 
+@pytest.mark.long
 def test_caption_seeded_samples_are_each_photos_own_at_any_batch_size_and_after_a_resume(capsys, tmp_path):
     """--sample-seed draws each photo's words from (seed, its name, the step): the same captions at --batch-size 1
     and 4, under --devices, and in a --resume of a --jsonl run cut short (its photos then sat elsewhere in the

@@ -176,6 +176,7 @@ def kernel_statuses(tmp_path_factory) -> dict[str, tuple[Path, Path, str, str]]:
 
 # the default run's cases share a process (kernel_statuses); the file owned by another user is the same refusal,
 # in a process of its own (~4 s): -m slow
+@pytest.mark.long
 @pytest.mark.parametrize("how", [*KERNEL_CASES[:2], pytest.param(KERNEL_CASES[2], marks=pytest.mark.slow)])
 def test_a_planted_kernel_library_is_not_loaded(tmp_path, how, request):
     if how in KERNEL_CASES[:2]:
@@ -191,6 +192,7 @@ def test_a_planted_kernel_library_is_not_loaded(tmp_path, how, request):
     assert stdout.startswith("compiled C") and str(cache) not in stdout  # built in a private folder
 
 
+@pytest.mark.long
 def test_a_planted_onnx_graph_is_not_run(tmp_path, monkeypatch, cap_model):
     """A graph that multiplies the features by zero, planted under the name the encoder's graph has."""
     import onnx

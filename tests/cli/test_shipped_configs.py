@@ -23,6 +23,9 @@ from text_attn.translation.bundled import MODEL_NAMES as TEXT_MODEL_NAMES
 from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.translator import Translator
 
+# -m long (out of the default run; CI runs it): every shipped config fitted through the real CLI (~40 s in all)
+pytestmark = pytest.mark.long
+
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests/fixtures"
 CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))

@@ -68,6 +68,7 @@ def _int_handler():
     signal.signal(signal.SIGTERM, term)
 
 
+@pytest.mark.long
 def test_sigterm_to_the_command_mid_step_exits_143_with_last_saved_at_that_step(tmp_path):
     cfg = str(resumable_config(tmp_path, "text", every=5))
     marker = tmp_path / "in-step"
@@ -107,6 +108,7 @@ def _signal_mid_step(monkeypatch, step: int, signum: int) -> None:
     monkeypatch.setattr(TranslationModule, "on_after_backward", on_after_backward)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
 def test_a_stop_mid_step_saves_last_there_and_last_resumes_exactly(
     sig, code, tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
@@ -128,6 +130,7 @@ def test_a_stop_mid_step_saves_last_there_and_last_resumes_exactly(
     _resumed_as_uninterrupted(cfg, STEPS)
 
 
+@pytest.mark.long
 def test_a_stop_between_accumulated_batches_waits_for_the_optimizers_step(
     tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
 ):
@@ -168,6 +171,7 @@ def test_a_second_ctrl_c_stops_mid_step_at_once_saving_nothing(tmp_path, cli_run
                     "the steps since are redone): --ckpt_path last resumes from it")  # fmt: skip
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("sig", "code", "at", "saved"), [("SIGINT", 130, 3, 3), ("SIGTERM", 143, 6, 7)])
 def test_a_stop_during_validation_saves_where_a_resume_is_exact(
     sig, code, at, saved, tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
@@ -221,6 +225,7 @@ def test_ctrl_c_while_the_next_batch_is_read_stops_after_that_batchs_step(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+@pytest.mark.long
 def test_ctrl_c_in_an_epochs_last_step_lets_its_validation_run_first(
     tmp_path, cli_run_in_tmp, capsys, monkeypatch, _int_handler
 ):

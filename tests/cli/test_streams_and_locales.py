@@ -133,6 +133,7 @@ def test_a_closed_stderr_keeps_the_exit_code_the_run_would_have(how):
     assert _run(["-c", caption, "x.jpg", "--beam-size", "0"], "stderr", how).returncode == 2  # before any import
 
 
+@pytest.mark.long
 def test_translations_to_a_closed_stdout_are_refused_before_any_is_made(tmp_path):
     translate = "import sys; sys.argv[0] = 'translate'; from text_attn.translation.translate_cli import main; main()"
     model = str(tiny_word_model_file(tmp_path / "t.pt"))
@@ -300,6 +301,7 @@ SESSION = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long
 def test_onnx_runtime_keeps_no_device_id_and_prints_no_warning(tmp_path):
     """It wrote ~/.cache/Microsoft/DeveloperTools/ on every run, and where it could not (a read-only home), printed a
     coloured warning whatever NO_COLOR said. One process (it imports torch): the cache written to, nothing else."""

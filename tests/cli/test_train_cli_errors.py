@@ -163,6 +163,7 @@ def test_text_data_options_out_of_range_are_refused_by_name(args, message, capsy
     assert exc.value.code == 2 and err.strip().splitlines()[-1] == f"text-train: error: {message}"
 
 
+@pytest.mark.long
 def test_a_bad_data_option_is_one_line_from_the_command_itself(tmp_path):
     """Run as a user runs it: Lightning's "Seed set to 0" came on stderr before the one-line error (its logging
     handler writes to the real stderr, which capsys does not see in-process)."""

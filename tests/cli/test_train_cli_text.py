@@ -198,6 +198,7 @@ def test_the_other_familys_checkpoint_given_to_ckpt_path_is_one_line(main, prog,
     assert "a damaged checkpoint (its hyper_parameters are not a mapping)" in capsys.readouterr().err
 
 
+@pytest.mark.long
 def test_a_limit_of_one_batch_is_one_batch_not_all_of_them(tmp_path, monkeypatch):
     """The Trainer annotates limit_*_batches Union[float, int, None]; jsonargparse took the first type that fits, so
     `limit_val_batches: 1` (Lightning's "one batch") reached it as 1.0, "100% of the batches", and the run's

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+# -m long (out of the default run; CI runs it): real text-train processes writing to pipes (~5-7 s each)
+pytestmark = pytest.mark.long
+
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = (
     "import sys; from text_attn.translation.train_cli import main; sys.argv = ['text-train', *sys.argv[1:]]; "

@@ -26,6 +26,9 @@ from helpers.tiny_translator import tiny_word_model_file
 from helpers.waiting import until
 from PIL import Image
 
+# -m long (out of the default run; CI runs it): one real server for the file (~10 s to start), requests through it
+pytestmark = pytest.mark.long
+
 FIX = Path(__file__).parent.parent / "fixtures"
 PHOTO = FIX / "images" / "coffee.png"
 KEY = "test-key-123"

@@ -110,6 +110,7 @@ def test_a_worker_alone_from_its_first_batch_computes_on_every_core(monkeypatch)
         torch.set_num_threads(before)
 
 
+@pytest.mark.long
 def test_the_arrays_are_shared_with_a_worker_process():
     """What LitServe does with a LitAPI: the share goes to a process it starts (spawned, as the workers are)."""
     ctx = mp.get_context("spawn")

@@ -166,6 +166,7 @@ def test_a_large_json_body_is_parsed_in_a_thread(monkeypatch):
     assert asyncio.run(front._parsed(large, 1024))["image"].startswith("QUJD") and threaded == [_json]
 
 
+@pytest.mark.long
 def test_the_value_count_is_linear_in_the_body_even_for_a_string_never_closed():
     """The count matched each string from every later quote when one was never closed: an 81 KB body held the event
     loop 20 s, and the 400 KB one here would take hours. A guard against that hang (the subprocess's timeout), not a

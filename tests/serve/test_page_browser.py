@@ -235,6 +235,7 @@ def offline_page(chromium):
         yield page
 
 
+@pytest.mark.long
 def test_the_page_to_a_screen_reader_and_the_keyboard(offline_page):
     """The audit's findings on the served page: tabs that did not say which is selected, a textarea named by its
     placeholder, German text with no language, a caption arriving unannounced, its photo (a canvas) and its ◀ / ▶
@@ -280,6 +281,7 @@ def test_the_page_to_a_screen_reader_and_the_keyboard(offline_page):
     assert page.errors == []
 
 
+@pytest.mark.long
 def test_the_translate_tab_speaks_the_models_language(chromium):
     """A Czech model's page said "Translate German", offered a German sentence and asked for one when the box was
     empty. The tab, the box and the status now say the model's language; a German sample for German alone, and no

@@ -23,6 +23,9 @@ from helpers.tiny_captioner import tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 from helpers.waiting import until
 
+# -m long (out of the default run; CI runs it): each test starts and stops a real server (~7-10 s each)
+pytestmark = pytest.mark.long
+
 SCRIPT = str(Path(__file__).parent.parent / "helpers" / "faulty_serve.py")
 
 

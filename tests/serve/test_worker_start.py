@@ -34,6 +34,7 @@ def test_the_template_can_be_turned_off(monkeypatch):
     assert start_worker_template().get_start_method() == "spawn"
 
 
+@pytest.mark.long
 def test_the_preloaded_modules_import_and_touch_no_cuda():
     """A name that does not import would be skipped by the forkserver without a word (its workers would pay for it
     again); and a module that asked CUDA anything at import would start the driver in the template, which no forked

@@ -106,6 +106,7 @@ def test_letters_typed_decomposed_are_read_as_composed(name):
     assert [translator.unlike_source(s) for s in decomposed] == [translator.unlike_source(s) for s in composed]
 
 
+@pytest.mark.long
 def test_a_sentence_is_translated_alone_as_in_any_batch():
     """The default length cap is each sentence's own (2 x its source + 10), not its batch's longest: a short line
     that cannot end (Arabic, unlike the training text) gave 34 words beside a long German line and 31 alone."""

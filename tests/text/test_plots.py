@@ -62,6 +62,7 @@ def test_alignment_png_orientation_and_labels(tmp_path, captured):
     assert len(captured[0].axes) == 2  # the grid and its colour bar
 
 
+@pytest.mark.long
 def test_alignment_size_grows_with_grid(tmp_path):
     small = png_size(plot_alignment(random_weights(4, 5), words("s", 5), words("t", 4), tmp_path / "s.png"))
     wide = png_size(plot_alignment(random_weights(4, 40), words("s", 40), words("t", 4), tmp_path / "w.png"))
@@ -83,6 +84,7 @@ def test_source_chunks_cover_every_token_exactly_once(n):
 BOUND = (1700, 2500)  # 16 x 24 inches at 100 dpi, plus what "tight" saving may add around the edges
 
 
+@pytest.mark.long
 def test_a_long_input_is_split_into_stacked_panels_in_a_bounded_png(tmp_path, captured):
     src, tgt = words("s", 200), words("t", 5)
     w = random_weights(5, 200)

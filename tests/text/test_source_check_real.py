@@ -19,6 +19,7 @@ OUTSIDE = ROOT / "benchmarks" / "data" / "german_outside_multi30k.txt"
 pytestmark = pytest.mark.skipif(not (DATA / "train.de.gz").is_file(), reason=f"real Multi30k not found at {DATA}")
 
 
+@pytest.mark.long
 def test_real_german_val_and_test_pass_and_german_from_outside_the_corpus_world_is_flagged():
     val = read_lines(corpus_file(DATA, "val", "de"))
     check = source_check(read_lines(corpus_file(DATA, "train", "de")), val, "de")

@@ -262,6 +262,7 @@ def test_a_model_without_attention_is_refused_in_one_line():
         step_through(tr.net, torch.tensor([[4, 5, 2]]), [4, 2], 1)
 
 
+@pytest.mark.long
 def test_measure_word_on_a_bundled_model_sentence():
     tr = Translator.load()  # the bundled Transformer
     words, units, probes = sentence_probes(tr, "Ein Mann fährt Fahrrad.")

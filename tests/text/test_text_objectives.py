@@ -216,6 +216,7 @@ def _sample_reward(module: TranslationModule, batch: dict, k: int = 8) -> float:
     return sum(bleu_rewards(refs, res.token_lists(), k)) / len(res.token_lists())
 
 
+@pytest.mark.long
 def test_a_short_scst_run_raises_the_sampled_reward(tmp_path):
     pl.seed_everything(0, verbose=False)
     data = TranslationDataModule(**DATA)
@@ -326,6 +327,7 @@ def test_scst_samples_of_a_learned_position_table_stop_within_it():
     assert {len(t) for d in decoded for t in d.token_lists()} == {7}  # sampled and greedy: the table's room
 
 
+@pytest.mark.long
 def test_an_scst_stage_needs_a_start_and_keeps_one_it_did_not_beat(tmp_path, capsys):
     """SCST from random weights is refused in one line, a resume of an SCST run is not; a stage that made its start
     worse on val (validated on the whole split before the first step) writes the start's weights, and says so: it
@@ -363,6 +365,7 @@ def test_an_scst_stage_needs_a_start_and_keeps_one_it_did_not_beat(tmp_path, cap
                    ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))  # fmt: skip
 
 
+@pytest.mark.long
 def test_an_scst_stage_under_weight_averaging_writes_the_mean_even_where_the_start_scored_better(tmp_path, capsys):
     """StochasticWeightAveraging's mean was never validated, so a start that beat the validated checkpoints says
     nothing of it: the stage writes the mean and its line says so, not "model.init_from's weights: they scored better

@@ -235,6 +235,7 @@ def model_file(tmp_path_factory):
     return out
 
 
+@pytest.mark.long
 def test_fit_and_translate_plot_the_heads_of_a_layer(model_file, tmp_path, capsys, monkeypatch):
     import text_attn.translation.plots
     from text_attn.translation.translate_cli import translate_main
