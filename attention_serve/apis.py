@@ -29,6 +29,7 @@ from attention_serve.limits import TRANSLATE_OPTIONS
 from attention_serve.worker_start import worker_sigterm
 from text_attn.core.casing import changed_reading
 from text_attn.core.errors import one_line
+from text_attn.core.vocab import lost_addresses
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
 # bound how long a pass keeps the thread count it started with to ~0.15 s (one core)
@@ -297,6 +298,7 @@ class TranslateAPI(_ModelAPI):
     def _empty(self, source: str) -> dict[str, Any]:
         return {"source": source, "translation": "", "source_tokens": ["<eos>"], "tokens": [], "attention": None,
                 "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None, "read_as": None,
+                "lost_addresses": [],
                 "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
 
     def _record(self, source: str, t: Any, keep_case: bool = False) -> dict[str, Any]:
@@ -321,5 +323,6 @@ class TranslateAPI(_ModelAPI):
             "unknown": t.unknown,
             "unlike_source": unlike,
             "read_as": changed_reading(source, read),
+            "lost_addresses": lost_addresses(source, t.text),  # typed in the sentence, missing from its translation
             "note": self.translator.note() if unlike else None,  # the model's own, as `translate` prints it
         }

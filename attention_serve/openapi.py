@@ -143,6 +143,12 @@ TRANSLATE_ANSWER = {
                         "description": "the sentence as the model read it, where that differs: typed without "
                         "capitals, read with those of the text the model learned from",
                     },
+                    "lost_addresses": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "web and e-mail addresses typed in the sentence that the translation lacks "
+                        "(the bundled models learned from text without any): put them back by hand",
+                    },
                     "note": {"type": ["string", "null"]},
                 },
             },

@@ -211,6 +211,10 @@ const Live = {
     sec.appendChild(Live.el("p", "translation", tr.translation));
     if (tr.token_probs) sec.appendChild(Live.el("p", "read", Live.read(tr.score, tr.end_prob, "token")));
     if (tr.note) sec.appendChild(Live.el("p", "note", tr.note));
+    if (tr.lost_addresses && tr.lost_addresses.length) {
+      sec.appendChild(Live.el("p", "note", "missing from the translation (the model does not copy addresses), " +
+                              "put back by hand: " + tr.lost_addresses.join(" ")));
+    }
     if (!tr.attention || !tr.tokens.length) {
       sec.appendChild(Live.el("p", "hint", "no attention to show")); return sec;
     }

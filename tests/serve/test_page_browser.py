@@ -12,6 +12,7 @@ import io
 import json
 import os
 import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -216,15 +217,15 @@ TRANSLATED = {"model": "tiny", "translations": [{"source": "ein mann", "translat
               "source_tokens": ["ein", "mann", "<eos>"], "attention": [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1]]}]}  # fmt: skip
 
 
-@pytest.fixture
-def offline_page(chromium):
+@contextmanager
+def _offline(chromium, translated: dict):
     """The page as render() writes it for a German text model, served with its CSP, /caption and /translate
-    answered with RECORD and TRANSLATED."""
+    answered with RECORD and ``translated``."""
     from attention_serve.page import CSP, render
 
     html = render({"model": "tiny"}, {"model": "tiny", "network": "RNN"}, False, "de")
     answers = {"/": (html, "text/html"), "/caption": (json.dumps(RECORD), "application/json"),
-               "/translate": (json.dumps(TRANSLATED), "application/json")}  # fmt: skip
+               "/translate": (json.dumps(translated), "application/json")}  # fmt: skip
 
     def answer(route):
         body, kind = answers[route.request.url[len(ORIGIN) :]]
@@ -233,6 +234,31 @@ def offline_page(chromium):
     with browser_page(shared=chromium) as page:
         page.route(f"{ORIGIN}/**", answer)
         yield page
+
+
+@pytest.fixture
+def offline_page(chromium):
+    with _offline(chromium, TRANSLATED) as page:
+        yield page
+
+
+@pytest.mark.long
+def test_a_translation_missing_an_address_typed_says_so_under_it(chromium):
+    """The answer's lost_addresses (a bundled model garbles a web or e-mail address) in a note under the
+    translation, as `translate` notes it; none without."""
+    lost = {**TRANSLATED["translations"][0], "source": "ein mann: www.beispiel.de",
+            "lost_addresses": ["www.beispiel.de"]}  # fmt: skip
+    with _offline(chromium, {**TRANSLATED, "translations": [lost, TRANSLATED["translations"][0]]}) as page:
+        page.goto(ORIGIN + "/")
+        page.click("nav.tabs button[data-tab=translate]")
+        page.click("#go")
+        page.wait_for_selector("#tr-out table.grid")
+        sections = page.locator("#tr-out section")
+        assert sections.count() == 2
+        assert sections.nth(0).locator(".note").all_inner_texts() == [
+            "missing from the translation (the model does not copy addresses), put back by hand: www.beispiel.de"
+        ]
+        assert sections.nth(1).locator(".note").count() == 0 and page.errors == []
 
 
 @pytest.mark.long

@@ -24,6 +24,16 @@ def test_a_sentence_without_capitals_is_answered_with_how_it_was_read(tmp_path):
     assert set(records[0]) <= set(answer) and "read_as" in answer
 
 
+def test_an_address_the_translation_lacks_is_answered_as_lost(tmp_path):
+    """As `translate` notes it: the tiny model, three tokens long, copies no address."""
+    api = TranslateAPI(tiny_subword_model_file(tmp_path), "translate", 1, 4, 0.01, idle_wait=False)
+    api.load("cpu")
+    typed = [f"{DE[0]} www.beispiel.de/a", DE[1]]
+    records = api._translate(typed, {"beam_size": 1, "length_penalty": 0.0, "max_len": 3})
+    assert [r["lost_addresses"] for r in records] == [["www.beispiel.de/a"], []]
+    assert api._empty("...")["lost_addresses"] == []
+
+
 def test_the_default_length_cap_is_at_most_what_a_client_may_ask_for(tmp_path, monkeypatch):
     """max_len left out: each sentence's own 2 x source + 10, but never above the 512 a client may give (a
     1,000-character line searched 2,010 steps at beam 8, minutes every other translation waited on). The ceiling

@@ -224,6 +224,16 @@ def test_the_note_says_what_the_model_learned_from(model_file, tmp_path):
     assert translator.known() == "the German text the model learned from (descriptions of pictures)"
 
 
+def test_each_translation_names_the_addresses_typed_that_it_lacks(model_file):
+    """Translator.translate and read: what `translate` notes, on the result itself (attention-serve answers it too)."""
+    translator = Translator.load(model_file)
+    lines = [f"{DE[0]} http://www.example.com/a-b", DE[1], f"{DE[2]} info@beispiel.de"]
+    done = translator.translate(lines, beam_size=1, max_len=3)  # 3 tokens of a word model: no address copied
+    assert [t.lost_addresses for t in done] == [["http://www.example.com/a-b"], [], ["info@beispiel.de"]]
+    (given,) = translator.read([lines[2]], "Write to info@beispiel.de")
+    assert given.lost_addresses == []
+
+
 def test_translate_notes_the_inputs_whose_address_the_translation_lacks(model_file, capsys, monkeypatch):
     """A model that learned from no addresses garbles them ("http://www.example.com/a-b" came back "high-guards"): the
     closing note names those inputs, across batches, and says to put the address back."""

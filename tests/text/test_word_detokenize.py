@@ -11,7 +11,7 @@ import torch
 from helpers.multi30k import write_corpus
 
 from text_attn.core.metrics import text_scores
-from text_attn.core.vocab import Vocabulary, tokenize
+from text_attn.core.vocab import Vocabulary, lost_addresses, tokenize
 from text_attn.core.vocab import addresses as found_addresses
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.module import TranslationModule
@@ -131,6 +131,16 @@ def test_a_url_or_an_address_is_joined_as_typed_in_every_language(lang, line, ad
     for i, address in enumerate(addresses):
         expected = expected.replace(f"<{i}>", address)
     assert codec.decode(codec.encode(line)) == expected
+
+
+def test_lost_addresses_are_those_typed_that_the_output_does_not_hold_as_typed():
+    line = ADDRESSES[0][1]  # http://Example.com/a-b?q=1&r=2 and Jane.Doe+news@example.co.uk
+    assert lost_addresses(line, "Write to Jane.Doe+news@example.co.uk.") == ["http://Example.com/a-b?q=1&r=2"]
+    assert lost_addresses(line, "see http://example.com/a-b?q=1&r=2 and jane.doe+news@example.co.uk") == [
+        "http://Example.com/a-b?q=1&r=2",
+        "Jane.Doe+news@example.co.uk",
+    ]  # lowercased is not as typed
+    assert lost_addresses(line, line) == [] and lost_addresses("Ein Mann fährt Fahrrad.", "A man rides.") == []
 
 
 def test_a_sentence_final_stop_after_a_url_stays_a_token():

@@ -87,6 +87,13 @@ def addresses(text: str) -> list[str]:
     return [found.group() for found in _compiled[1].finditer(unicodedata.normalize("NFC", text))]
 
 
+def lost_addresses(source: str, output: str) -> list[str]:
+    """The web and e-mail addresses typed in ``source`` that ``output`` does not hold as typed: what a translation
+    lost (a model that learned from text without addresses garbles them: 'http://www.example.com/a-b' came back
+    'high-fielding, who is motion' from the bundled Transformer)."""
+    return [found for found in addresses(source) if found not in output]
+
+
 def marks_split_off(*vocabularies: Vocabulary) -> bool:
     """Whether word vocabularies were built by the tokenizer of before 2026-12-02 (:func:`tokenize`'s
     ``split_marks``): one holds a token made of combining marks alone (Hindi's "ी", "ा"), and none a mark or

@@ -9,7 +9,7 @@ tensor; optionally ``info``: what it was trained on, its terms and scores), read
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.precision import widened
-from text_attn.core.vocab import Vocabulary
+from text_attn.core.vocab import Vocabulary, lost_addresses
 from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, as_saved, build_network, config_dict, make_config
 from text_attn.translation.source_check import (
@@ -68,6 +68,9 @@ class Translation:
     end_prob: float | None = None  # the probability that the translation ends there
     # each space-separated word's probability given the words before it: the product of its pieces' ``probs``
     word_probs: list[float] | None = None
+    # the web and e-mail addresses typed in the input that the translation lacks (:meth:`Translator.translate` and
+    # ``read``: a Multi30k model learned from text without any, and garbles them): to put back by hand
+    lost_addresses: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         """Short and stable (no attention tensor): what a notebook stores as text."""
@@ -408,12 +411,13 @@ class Translator:
         return read, toks
 
     def _noted(self, sentences: list[str], read: list[str], out: list[Translation]) -> Translations:
-        """Each result with what is said about its input: unlike the training text (and the model's note), and how
-        it was read where that differs."""
+        """Each result with what is said about its input: unlike the training text (and the model's note), how it
+        was read where that differs, and the addresses typed there that the translation lacks."""
         for s, r, t in zip(sentences, read, out, strict=True):
             t.unlike_source = self.unlike_source(s)
             t.note = self.note() if t.unlike_source else None
             t.read_as = changed_reading(s, r)
+            t.lost_addresses = lost_addresses(s, t.text)
         return Translations(out)
 
     def read(self, sentences: list[str], translation: str) -> Translations:
