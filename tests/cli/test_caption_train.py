@@ -291,8 +291,8 @@ def test_the_shipped_configs_are_found():
     assert {"shapes_soft.yaml", "shapes_hard.yaml", "coco_resnet101_hard.yaml"} <= {p.name for p in SHIPPED}
 
 
-# a config that tests/cli/test_shipped_configs.py fits in the default run fails that fit on a stale key already: its
-# parse runs with -m slow (each parse costs ~0.7 s)
+# a config that tests/cli/test_shipped_configs.py fits under -m long (CI runs it) fails that fit on a stale key
+# already: its parse runs with -m slow (each parse costs ~0.7 s)
 @pytest.mark.parametrize(
     "config",
     [pytest.param(c, marks=[pytest.mark.slow] if fitted_by_default(c) else []) for c in SHIPPED],

@@ -96,7 +96,7 @@ def _trains(config: str, kind: str, photos, tmp_path, capsys) -> None:
     assert f"caption-train: the training photos are {words}" in err, err
 
 
-# the default run fits the originals here; the copies' fit is tests/cli/test_shipped_configs.py's (which checks what it
+# -m long fits the originals here; the copies' fit is tests/cli/test_shipped_configs.py's (which checks what it
 # records), and Pillow's full-size photos record nothing for the reason the originals do (two sizes): -m slow
 @pytest.mark.parametrize("kind", [pytest.param("copies", marks=pytest.mark.slow), "originals",
                                   pytest.param("pillow", marks=pytest.mark.slow)])  # fmt: skip

@@ -31,7 +31,7 @@ def _in_tmp(cli_run_in_tmp):
     """Each test runs a training CLI in its own folder (tests/conftest.py)."""
 
 
-# caption: ~10 s, -m slow; the default run resumes the text run (the same Lightning loop and checkpoint, and
+# caption: ~10 s, -m slow; -m long resumes the text run (the same Lightning loop and checkpoint, and
 # tests/core/test_streaming_glue.py resumes the photo loader mid-epoch)
 @pytest.mark.long
 @pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])

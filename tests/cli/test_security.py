@@ -168,13 +168,13 @@ def _planted_cache(root: Path, how: str) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def kernel_statuses(tmp_path_factory) -> dict[str, tuple[Path, Path, str, str]]:
-    """how -> (cache, marker, stdout, stderr) of the default run's cases, all in one process."""
+    """how -> (cache, marker, stdout, stderr) of the -m long run's cases, all in one process."""
     planted = {how: _planted_cache(tmp_path_factory.mktemp("kernels"), how) for how in KERNEL_CASES[:2]}
     ran = _native_statuses([cache for cache, _ in planted.values()])
     return {how: (*planted[how], *out) for how, out in zip(planted, ran, strict=True)}
 
 
-# the default run's cases share a process (kernel_statuses); the file owned by another user is the same refusal,
+# -m long's cases share a process (kernel_statuses); the file owned by another user is the same refusal,
 # in a process of its own (~4 s): -m slow
 @pytest.mark.long
 @pytest.mark.parametrize("how", [*KERNEL_CASES[:2], pytest.param(KERNEL_CASES[2], marks=pytest.mark.slow)])

@@ -182,7 +182,7 @@ STAGED = [
 
 
 def test_every_code_path_fits_in_the_default_run():
-    """What the default run fits: each network, objective and reader once (the slow ones repeat one of these)."""
+    """What -m long fits: each network, objective and reader once (the slow ones repeat one of these)."""
     fast = {f"{c.parent.name}/{c.stem}" for c in CONFIGS if fitted_by_default(c)}
     assert {"caption/flickr8k_lite2_soft", "caption/shapes_hard", "caption/shapes_soft",
             "caption/shapes_soft_scst", "text/reorder_bahdanau", "text/reorder_bahdanau_scst",

@@ -3,8 +3,8 @@ process: upload a photo and read its caption, hover a word and see the attention
 second tab and hover the alignment, both with "also what drives each word" too, and an oversized upload's error shown
 on the page. No page error, ever. All of it -m slow: its own server and browser cost ~23 s of the default run, which
 drives the other pages in a browser (tests/cli/test_html_pages.py) and this server over HTTP
-(tests/serve/test_api.py). But for the page as a screen reader and the keyboard alone meet it: in the default run
-against answers in the API's shape (no server: ~2 s), and under -m slow against the real server."""
+(tests/serve/test_api.py). But for the page as a screen reader and the keyboard alone meet it: under -m long (which CI
+runs) against answers in the API's shape (no server: ~2 s), and under -m slow against the real server."""
 
 from __future__ import annotations
 
