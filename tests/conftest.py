@@ -97,3 +97,23 @@ def pytest_sessionfinish(session, exitstatus):
     if new:
         print(f"\nthe tests left {', '.join(new)} in the checkout ({_ROOT}): a test ran there, not in its tmp_path")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# The default run stays under 4 minutes on 2 cores: a test of the default run (neither long nor slow) that took 3 s or
+# more is named at the end, to be marked long (pyproject.toml: CI runs those after the default run). Said, not failed:
+# a busy machine slows every test.
+_LONG_SECONDS = 3.0
+_default_run_seconds: dict[str, float] = {}  # test id -> its setup and call, in the process that reports the run
+
+
+def pytest_runtest_logreport(report):
+    if report.when in ("setup", "call") and not {"long", "slow"} & set(report.keywords):
+        _default_run_seconds[report.nodeid] = _default_run_seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    took = sorted(((s, n) for n, s in _default_run_seconds.items() if s >= _LONG_SECONDS), reverse=True)
+    if took:
+        names = ", ".join(f"{n} ({s:.1f} s)" for s, n in took[:5])
+        terminalreporter.write_line(f"{len(took)} test(s) of the default run took {_LONG_SECONDS:g} s or more: mark "
+                                    f"them @pytest.mark.long if they always do ({names})")  # fmt: skip
