@@ -298,7 +298,7 @@ class TranslateAPI(_ModelAPI):
     def _empty(self, source: str) -> dict[str, Any]:
         return {"source": source, "translation": "", "source_tokens": ["<eos>"], "tokens": [], "attention": None,
                 "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None, "read_as": None,
-                "lost_addresses": [],
+                "lost_addresses": [], "unseen_words": [],
                 "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
 
     def _record(self, source: str, t: Any, keep_case: bool = False) -> dict[str, Any]:
@@ -324,5 +324,6 @@ class TranslateAPI(_ModelAPI):
             "unlike_source": unlike,
             "read_as": changed_reading(source, read),
             "lost_addresses": lost_addresses(source, t.text),  # typed in the sentence, missing from its translation
+            "unseen_words": self.translator.unseen_words(source),  # never in its training text: a guess
             "note": self.translator.note() if unlike else None,  # the model's own, as `translate` prints it
         }

@@ -149,6 +149,12 @@ TRANSLATE_ANSWER = {
                         "description": "web and e-mail addresses typed in the sentence that the translation lacks "
                         "(the bundled models learned from text without any): put them back by hand",
                     },
+                    "unseen_words": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "words of the sentence that the text the model learned from never has: "
+                        "translated from their pieces, a guess (empty for a word model: see unknown)",
+                    },
                     "note": {"type": ["string", "null"]},
                 },
             },

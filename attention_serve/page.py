@@ -215,6 +215,10 @@ const Live = {
       sec.appendChild(Live.el("p", "note", "missing from the translation (the model does not copy addresses), " +
                               "put back by hand: " + tr.lost_addresses.join(" ")));
     }
+    if (!tr.note && tr.unseen_words && tr.unseen_words.length) {  // an input unlike the training text: said above
+      sec.appendChild(Live.el("p", "note", "not in the text the model learned from, translated from their pieces " +
+                              "(a guess): " + tr.unseen_words.join(", ")));
+    }
     if (!tr.attention || !tr.tokens.length) {
       sec.appendChild(Live.el("p", "hint", "no attention to show")); return sec;
     }

@@ -32,6 +32,7 @@ BAD_INPUT = (
     "ImageReadError",
     "ScoresFileError",
     "FaithfulnessFileError",
+    "UnseenFileError",
 )
 
 

@@ -15,6 +15,8 @@ import pytest
 from text_attn.core.errors import new_file
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+# every test here reads the one run of all the cases (~3-5 s: torch imported, the scripts run): out of the default run
+pytestmark = pytest.mark.long
 
 # Each script is run as `python SCRIPT ARGS` runs it (runpy as __main__, its own name in argv[0], benchmarks/ first
 # on sys.path), all of them in turn in one interpreter: each a fresh one cost ~1.5 s (torch imported again).
@@ -70,7 +72,6 @@ def _refused(refusals, name: str) -> str:
     return err.strip().splitlines()[-1]
 
 
-@pytest.mark.long
 def test_a_missing_model_or_data_root_is_one_line(refusals):
     gone = refusals[0] / "gone"
     assert _refused(refusals, "model") == f"domain_check.py: error: {gone}.pt: model file not found"

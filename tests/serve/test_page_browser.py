@@ -262,6 +262,27 @@ def test_a_translation_missing_an_address_typed_says_so_under_it(chromium):
 
 
 @pytest.mark.long
+def test_words_the_model_never_saw_are_named_under_the_translation_unless_the_sentence_is_noted_unlike(chromium):
+    """The answer's unseen_words (translated from their pieces: a guess) in a note under the translation; a sentence
+    already noted as unlike the training text gets that note alone."""
+    first = TRANSLATED["translations"][0]
+    unseen = {**first, "unseen_words": ["Eisfischerhütte", "Regenwald"]}
+    unlike = {**unseen, "unlike_source": True, "note": "this sentence looks unlike the German text"}
+    with _offline(chromium, {**TRANSLATED, "translations": [unseen, unlike, first]}) as page:
+        page.goto(ORIGIN + "/")
+        page.click("nav.tabs button[data-tab=translate]")
+        page.click("#go")
+        page.wait_for_selector("#tr-out table.grid")
+        sections = page.locator("#tr-out section")
+        assert sections.count() == 3
+        assert sections.nth(0).locator(".note").all_inner_texts() == [
+            "not in the text the model learned from, translated from their pieces (a guess): Eisfischerhütte, Regenwald"
+        ]
+        assert sections.nth(1).locator(".note").all_inner_texts() == ["this sentence looks unlike the German text"]
+        assert sections.nth(2).locator(".note").count() == 0 and page.errors == []
+
+
+@pytest.mark.long
 def test_the_page_to_a_screen_reader_and_the_keyboard(offline_page):
     """The audit's findings on the served page: tabs that did not say which is selected, a textarea named by its
     placeholder, German text with no language, a caption arriving unannounced, its photo (a canvas) and its ◀ / ▶

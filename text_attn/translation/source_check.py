@@ -101,6 +101,20 @@ def word_score(words: dict, line: str) -> float:
     return -sum(logp.get(w, floor) for w in found) / len(found) if found else 0.0
 
 
+def unseen_words(check: dict | None, line: str) -> list[str]:
+    """The words of ``line`` that the training source text of ``check`` (a :func:`source_check`) never has: each once
+    (compared lowercased), as typed, in order. A subword or character model translates such a word from its pieces: a
+    guess (the bundled Transformer, whose picture descriptions never say "Regenwald", reads it as "rain"). [] where the
+    check has no word profile, or a full one (``WORDS`` words: a word beyond it may be rare rather than unseen)."""
+    words = (check or {}).get("words")
+    if not isinstance(words, dict) or len(words["logp"]) >= WORDS:
+        return []
+    found: dict[str, str] = {}
+    for m in WORD.finditer(line):
+        found.setdefault(m.group().lower(), m.group())
+    return [typed for low, typed in found.items() if low not in words["logp"]]
+
+
 def valid_check(check: object) -> bool:
     """Whether ``check`` (read from a model file) is what :func:`source_check` makes (with or without its words)."""
     number = (int, float)

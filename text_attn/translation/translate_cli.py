@@ -80,6 +80,8 @@ from text_attn.translation.translate_streams import (
     sigterm_interrupts,
     stdin_lines,
     unknown_note,
+    unseen_note,
+    unseen_words_line,
 )
 
 # what --model-info reads (which file, where and how it loads); demo: its own line (sentences or --demo)
@@ -311,7 +313,7 @@ def _translate_stream(
     progress = {} if progress is None else progress
     progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[],
                     folded=0, folded_first=[], long=0, long_first=[], unknown=0, unknown_first=[], address=0,
-                    address_first=[])  # fmt: skip
+                    address_first=[], unseen=0, unseen_first=[])  # fmt: skip
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
@@ -320,6 +322,7 @@ def _translate_stream(
     long: list[int] = []  # the chunk's inputs longer than any training source (Translator.longest_source)
     typed: dict[int, list[str]] = {}  # the chunk's inputs' web and e-mail addresses, to look for in their outputs
     address: list[int] = []  # the chunk's inputs whose translation lacks an address of theirs as typed
+    unseen: dict[int, list[str]] = {}  # the chunk's inputs' words the training text never has (Translator.unseen_words)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
 
@@ -358,6 +361,10 @@ def _translate_stream(
                 progress["unknown"] += 1
                 if len(progress["unknown_first"]) < 10:
                     progress["unknown_first"].append((n, _unknown_words(translator, tr)))
+            if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
+                progress["unseen"] += 1
+                if len(progress["unseen_first"]) < 10:
+                    progress["unseen_first"].append((n, words))
             if tr.nbest is not None:  # n lines per input: number, score, translation, ended or cut; best first
                 written += "".join(f"{n}\t{score:.4f}\t{inert(text)}\t{_ending(cut)}\n"
                                    for text, score, cut in tr.nbest)  # fmt: skip
@@ -395,7 +402,7 @@ def _translate_stream(
                     continue
                 tr = by_number[n]
                 found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
-                note = translator.note() if n in flagged else None
+                note = translator.note() if n in flagged else unseen_words_line(unseen.get(n))
                 with failing_as(f"--html {args.html}"):
                     report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang))
         if plots is not None:  # drawn as written: a Ctrl-C keeps the pictures of what was written
@@ -403,6 +410,7 @@ def _translate_stream(
             plots.add([(n, by_number[n]) for n, _ in good], several)
         progress["read"] = seen  # for the pictures still waiting after a Ctrl-C (PlotWriter.finish)
         errors.clear()
+        unseen.clear()
         read = _bytes_read(size)
         bar.update(len(chunk) if read is None else read - bar.n)
         if news is not None:
@@ -443,6 +451,8 @@ def _translate_stream(
         else:
             if translator.unlike_source(line):
                 unlike.append(n)
+            elif words := translator.unseen_words(line):  # an input unlike the training text is said so already
+                unseen[n] = words
             if len(tokens) > translator.longest_source():
                 long.append(n)
             if found := addresses(line):
@@ -604,6 +614,8 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
             cap = cap[:-1] + f"; at most {translator.position_limit}, the positions the model learned)"
         print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
     if note := unknown_note(progress):
+        print(f"translate: note: {note}", file=sys.stderr)
+    if note := unseen_note(progress, translator.known()):
         print(f"translate: note: {note}", file=sys.stderr)
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])

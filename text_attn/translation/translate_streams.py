@@ -200,3 +200,28 @@ def unknown_note(progress: dict) -> str | None:
     shown = ", ".join(f"{n} ({', '.join(words)})" for n, words in first)
     more = f" and {count - len(first)} more" if count > len(first) else ""
     return f"inputs {shown}{more}: unknown word(s) read as <unk>"
+
+
+def unseen_words_line(words: list[str] | None) -> str | None:
+    """What --html says under a translation whose input held words the training text never has (attention-serve's
+    page says the same), or None."""
+    if not words:
+        return None
+    return f"not in the text the model learned from, translated from their pieces (a guess): {', '.join(words)}"
+
+
+def unseen_note(progress: dict, known: str) -> str | None:
+    """The one note on the inputs that held words their model's training text never has (``progress["unseen"]`` of
+    them, the first ten with their words in ``progress["unseen_first"]``; Translator.unseen_words), or None. ``known``:
+    what the model learned from, in words (Translator.known)."""
+    count, first = progress.get("unseen", 0), progress.get("unseen_first", [])
+    if not count:
+        return None
+    if count == 1:
+        n, words = first[0]
+        one = len(words) == 1
+        return (f"input {n}: {', '.join(words)} {'is' if one else 'are'} not in {known}: translated from "
+                f"{'its' if one else 'their'} pieces, a guess")  # fmt: skip
+    shown = ", ".join(f"{n} ({', '.join(words)})" for n, words in first)
+    more = f" and {count - len(first)} more" if count > len(first) else ""
+    return f"inputs {shown}{more}: words not in {known}, translated from their pieces: a guess"

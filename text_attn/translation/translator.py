@@ -33,6 +33,7 @@ from text_attn.translation.source_check import (
     restored,
     stored,
     unlike_source,
+    unseen_words,
     valid_check,
 )
 from text_attn.translation.subwords import SubwordError
@@ -71,6 +72,9 @@ class Translation:
     # the web and e-mail addresses typed in the input that the translation lacks (:meth:`Translator.translate` and
     # ``read``: a Multi30k model learned from text without any, and garbles them): to put back by hand
     lost_addresses: list[str] = field(default_factory=list)
+    # the words of the input the model's training text never has (:meth:`Translator.unseen_words`): translated from
+    # their pieces, a guess; [] for a word model (its ``unknown`` names them) and a model file without the word profile
+    unseen_words: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         """Short and stable (no attention tensor): what a notebook stores as text."""
@@ -303,6 +307,15 @@ class Translator:
         check: a synthetic task, or written before the check existed)."""
         return None if self.source_check is None else unlike_source(self.source_check, composed(text))
 
+    def unseen_words(self, text: str) -> list[str]:
+        """The words of ``text`` the model's training source text never has, as typed, each once (source_check.
+        unseen_words): a subword or character model translates them from their pieces, a guess (on Multi30k val, the
+        bundled Transformer's chrF is 52 on the 29% of sentences holding one, 67 on the rest). [] for a word model (it
+        reads them as <unk>: ``Translation.unknown``) and where the model file has no word profile."""
+        if self.codec.mode == "word":
+            return []
+        return unseen_words(self.source_check, composed(text))
+
     @property
     def trained_lengths(self) -> dict[str, int] | None:
         """The training pairs' token lengths the model file records (source_check.token_lengths: each side's longest
@@ -412,12 +425,14 @@ class Translator:
 
     def _noted(self, sentences: list[str], read: list[str], out: list[Translation]) -> Translations:
         """Each result with what is said about its input: unlike the training text (and the model's note), how it
-        was read where that differs, and the addresses typed there that the translation lacks."""
+        was read where that differs, the addresses typed there that the translation lacks, and its words the training
+        text never has."""
         for s, r, t in zip(sentences, read, out, strict=True):
             t.unlike_source = self.unlike_source(s)
             t.note = self.note() if t.unlike_source else None
             t.read_as = changed_reading(s, r)
             t.lost_addresses = lost_addresses(s, t.text)
+            t.unseen_words = self.unseen_words(s)
         return Translations(out)
 
     def read(self, sentences: list[str], translation: str) -> Translations:
