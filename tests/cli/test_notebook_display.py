@@ -5,6 +5,7 @@ attention the objects hold) and in a real browser (the frame builds the view and
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
 import json
@@ -118,6 +119,10 @@ def test_a_translation_shows_its_words_and_alignment_with_the_note(translations)
     odd = _page(Translation(["<b>"], ["</script>"], "x", torch.ones(1, 2) / 2, [])._repr_html_())
     assert "&lt;b&gt;" in odd and "&lt;/script&gt;" in odd and "<b>" not in odd
     assert Translation(["a"], [], "", None, [])._repr_png_() is None
+    # words the training text never has: said under the translation, as translate --html says it
+    guessed = _page(Translations([dataclasses.replace(first, unseen_words=["Eisfischerhütte"])])._repr_html_())
+    said = "not in the text the model learned from, translated from their pieces (a guess): Eisfischerhütte"
+    assert f'<p class="note">{said}</p>' in guessed
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import numpy as np
 
 from text_attn.core.html_page import notebook_view
 from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS, sentence_section
+from text_attn.translation.source_check import unseen_words_line
 
 SECTION_HEIGHT = 260  # a section's first height on the page, pixels (it grows with the grid)
 
@@ -45,7 +46,8 @@ def translations_html(translations: list[Any]) -> str | None:
         "go up to them with <kbd>&uarr;</kbd>): the output words that looked at it; grid: darker = more weight (a "
         "Transformer: one decoder layer, mean of the heads)</span>"
     )
-    sections = [sentence_section(i, t, layered(t) if t.tokens else None, t.note) for i, t in enumerate(translations, 1)]
+    sections = [sentence_section(i, t, layered(t) if t.tokens else None, t.note or unseen_words_line(t.unseen_words))
+                for i, t in enumerate(translations, 1)]  # fmt: skip
     height = sum(SECTION_HEIGHT + 18 * len(t.tokens) for t in translations[:3]) + 90
     alt = f"alignment grid of the translation: {translations[0].text}"
     still = translation_png(translations[0], True)

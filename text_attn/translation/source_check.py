@@ -115,6 +115,14 @@ def unseen_words(check: dict | None, line: str) -> list[str]:
     return [typed for low, typed in found.items() if low not in words["logp"]]
 
 
+def unseen_words_line(words: list[str] | None) -> str | None:
+    """The line under a translation whose input held :func:`unseen_words` (``translate --html``, a notebook's
+    translations; attention-serve's page writes the same), or None."""
+    if not words:
+        return None
+    return f"not in the text the model learned from, translated from their pieces (a guess): {', '.join(words)}"
+
+
 def valid_check(check: object) -> bool:
     """Whether ``check`` (read from a model file) is what :func:`source_check` makes (with or without its words)."""
     number = (int, float)

@@ -64,6 +64,7 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
+from text_attn.translation.source_check import unseen_words_line
 from text_attn.translation.translate_resume import (
     check_record,
     check_resume,
@@ -81,7 +82,6 @@ from text_attn.translation.translate_streams import (
     stdin_lines,
     unknown_note,
     unseen_note,
-    unseen_words_line,
 )
 
 # what --model-info reads (which file, where and how it loads); demo: its own line (sentences or --demo)

@@ -202,14 +202,6 @@ def unknown_note(progress: dict) -> str | None:
     return f"inputs {shown}{more}: unknown word(s) read as <unk>"
 
 
-def unseen_words_line(words: list[str] | None) -> str | None:
-    """What --html says under a translation whose input held words the training text never has (attention-serve's
-    page says the same), or None."""
-    if not words:
-        return None
-    return f"not in the text the model learned from, translated from their pieces (a guess): {', '.join(words)}"
-
-
 def unseen_note(progress: dict, known: str) -> str | None:
     """The one note on the inputs that held words their model's training text never has (``progress["unseen"]`` of
     them, the first ten with their words in ``progress["unseen_first"]``; Translator.unseen_words), or None. ``known``:
