@@ -24,6 +24,8 @@ from helpers.tiny_captioner import flag_every_photo, tiny_model_file
 from helpers.tiny_translator import tiny_word_model_file
 from PIL import Image
 
+from text_attn.translation.source_check import unseen_words_line
+
 FIX = Path(__file__).parent.parent / "fixtures"
 PHOTO = FIX / "images" / "chelsea.png"
 
@@ -242,44 +244,40 @@ def offline_page(chromium):
         yield page
 
 
+def _notes_under(chromium, translations: list[dict]) -> list[list[str]]:
+    """Each translated sentence's notes on the page, for an answer of ``translations`` (the page raising nothing)."""
+    with _offline(chromium, {**TRANSLATED, "translations": translations}) as page:
+        page.goto(ORIGIN + "/")
+        page.click("nav.tabs button[data-tab=translate]")
+        page.click("#go")
+        page.wait_for_selector("#tr-out table.grid")
+        sections = page.locator("#tr-out section")
+        notes = [sections.nth(i).locator(".note").all_inner_texts() for i in range(sections.count())]
+        assert page.errors == []
+    return notes
+
+
 @pytest.mark.long
 def test_a_translation_missing_an_address_typed_says_so_under_it(chromium):
     """The answer's lost_addresses (a bundled model garbles a web or e-mail address) in a note under the
     translation, as `translate` notes it; none without."""
-    lost = {**TRANSLATED["translations"][0], "source": "ein mann: www.beispiel.de",
-            "lost_addresses": ["www.beispiel.de"]}  # fmt: skip
-    with _offline(chromium, {**TRANSLATED, "translations": [lost, TRANSLATED["translations"][0]]}) as page:
-        page.goto(ORIGIN + "/")
-        page.click("nav.tabs button[data-tab=translate]")
-        page.click("#go")
-        page.wait_for_selector("#tr-out table.grid")
-        sections = page.locator("#tr-out section")
-        assert sections.count() == 2
-        assert sections.nth(0).locator(".note").all_inner_texts() == [
-            "missing from the translation (the model does not copy addresses), put back by hand: www.beispiel.de"
-        ]
-        assert sections.nth(1).locator(".note").count() == 0 and page.errors == []
+    first = TRANSLATED["translations"][0]
+    lost = {**first, "source": "ein mann: www.beispiel.de", "lost_addresses": ["www.beispiel.de"]}
+    assert _notes_under(chromium, [lost, first]) == [
+        ["missing from the translation (the model does not copy addresses), put back by hand: www.beispiel.de"], []
+    ]  # fmt: skip
 
 
 @pytest.mark.long
 def test_words_the_model_never_saw_are_named_under_the_translation_unless_the_sentence_is_noted_unlike(chromium):
-    """The answer's unseen_words (translated from their pieces: a guess) in a note under the translation; a sentence
-    already noted as unlike the training text gets that note alone."""
+    """The answer's unseen_words (translated from their pieces: a guess) in a note under the translation, as
+    `translate --html` says it; a sentence already noted as unlike the training text gets that note alone."""
     first = TRANSLATED["translations"][0]
     unseen = {**first, "unseen_words": ["Eisfischerhütte", "Regenwald"]}
     unlike = {**unseen, "unlike_source": True, "note": "this sentence looks unlike the German text"}
-    with _offline(chromium, {**TRANSLATED, "translations": [unseen, unlike, first]}) as page:
-        page.goto(ORIGIN + "/")
-        page.click("nav.tabs button[data-tab=translate]")
-        page.click("#go")
-        page.wait_for_selector("#tr-out table.grid")
-        sections = page.locator("#tr-out section")
-        assert sections.count() == 3
-        assert sections.nth(0).locator(".note").all_inner_texts() == [
-            "not in the text the model learned from, translated from their pieces (a guess): Eisfischerhütte, Regenwald"
-        ]
-        assert sections.nth(1).locator(".note").all_inner_texts() == ["this sentence looks unlike the German text"]
-        assert sections.nth(2).locator(".note").count() == 0 and page.errors == []
+    assert _notes_under(chromium, [unseen, unlike, first]) == [
+        [unseen_words_line(unseen["unseen_words"])], ["this sentence looks unlike the German text"], []
+    ]  # fmt: skip
 
 
 @pytest.mark.long
