@@ -33,6 +33,7 @@ BAD_INPUT = (
     "ScoresFileError",
     "FaithfulnessFileError",
     "UnseenFileError",
+    "ReadLinesError",
 )
 
 

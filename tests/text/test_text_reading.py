@@ -78,3 +78,25 @@ def test_several_translations_read_at_once_as_one_by_one(bundled):
         for alone, read in zip(bundled.read_tokens(toks, text), together, strict=True):
             assert read.probs == alone.probs and read.score == alone.score
             assert torch.equal(read.attention, alone.attention)
+
+
+def test_each_sentence_read_with_its_own_translation_in_one_batch_as_alone(bundled):
+    """read_each (translate --given-file): the sentences of one batch, each with a translation of its own length (the
+    shorter ones padded past their end), read as read_tokens reads each alone."""
+    toks = [bundled.tokenize(s) for s in SENTENCES]
+    texts = ["A man rides a bike down the long road.", "Dogs.", "A woman reads a book on a bench."]
+    together = bundled.read_each(toks, texts)
+    for tok, text, read in zip(toks, texts, together, strict=True):
+        (alone,) = bundled.read_tokens([tok], text)
+        assert read.text == alone.text == text and read.tokens == alone.tokens and read.source == alone.source
+        assert read.probs == pytest.approx(alone.probs, rel=1e-4) and read.end_prob == pytest.approx(alone.end_prob)
+        assert read.word_probs == pytest.approx(alone.word_probs, rel=1e-4) and len(read.word_probs) == len(
+            text.split()
+        )
+        assert read.score == pytest.approx(alone.score, abs=1e-5)
+        torch.testing.assert_close(read.attention, alone.attention, rtol=0, atol=1e-5)
+    assert bundled.read_each([], []) == []
+    with pytest.raises(ValueError, match="3 sentences for 2 translations"):
+        bundled.read_each(toks, texts[:2])
+    with pytest.raises(ValueError, match="no tokens to read"):
+        bundled.read_each(toks[:1], ["   "])

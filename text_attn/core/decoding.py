@@ -555,21 +555,26 @@ def evaluating(net: torch.nn.Module) -> Iterator[None]:
 
 @torch.no_grad()
 def read_sequence(
-    model: Any, state: Any, batch_size: int, ids: Sequence[int], bos_id: int
+    model: Any, state: Any, batch_size: int, ids: Sequence[int] | Tensor, bos_id: int
 ) -> tuple[Tensor, Tensor | None]:
     """Teacher-force one given sequence ``ids`` (after bos; end it with eos to read the end too) for every row of the
-    state: the same steps a search takes, so reading a search's own output gives back its attention and its
-    log-probability. Returns per row the log-probability of each id given the ids before it (B, T) and each step's
-    attention (B, T, ...) (None if the model returns none)."""
+    state, or a sequence a row (``ids`` a (B, T) tensor, each row padded past its own end with any id: what a row
+    reads past its end is never looked at): the same steps a search takes, so reading a search's own output gives back
+    its attention and its log-probability. Returns per row the log-probability of each id given the ids before it
+    (B, T) and each step's attention (B, T, ...) (None if the model returns none); a padded row's values past its end
+    are meaningless."""
     device = _state_device(state)
+    rows = ids.to(device) if isinstance(ids, Tensor) else None  # (B, T): each row its own sequence
+    steps = rows.size(1) if rows is not None else len(ids)
     prev = torch.full((batch_size,), bos_id, dtype=torch.long, device=device)
     log_probs, attns = [], []
-    for tok in ids:
+    for t in range(steps):
+        tok = rows[:, t] if rows is not None else torch.full((batch_size,), ids[t], dtype=torch.long, device=device)
         step_log_probs, attn, state = model.step(prev, state)  # (B, V), (B, ...) or None
-        log_probs.append(step_log_probs[:, tok])
+        log_probs.append(step_log_probs.gather(1, tok[:, None])[:, 0])
         if attn is not None:
             attns.append(attn)
-        prev = torch.full((batch_size,), tok, dtype=torch.long, device=device)
+        prev = tok
     if not log_probs:
         return torch.zeros(batch_size, 0, device=device), None
     return torch.stack(log_probs, dim=1), torch.stack(attns, dim=1) if attns else None

@@ -82,15 +82,13 @@ def read_given(translator, args: argparse.Namespace, good: list[tuple[int, list[
     if args.given_lines is None:
         readings = translator.read_texts(toks, args.given)  # K lists of B
         return [sorted((r[b] for r in readings), key=lambda t: -t.score) for b in range(len(toks))]
-    out = []
-    for n, t in good:
-        line = args.given_lines[n - 1]
+    lines = [args.given_lines[n - 1] for n, _ in good]
+    for (n, _), line in zip(good, lines, strict=True):
         unknown = translator.target_tokens(line)[1]
         if unknown:
             progress["given_unknown"] = progress.get("given_unknown", 0) + 1
             progress.setdefault("given_unknown_first", (n, unknown))  # its number and tokens, named in the note
-        out.append(translator.read_tokens([t], line))
-    return out
+    return [[reading] for reading in translator.read_each(toks, lines)]  # each input its own line, in one batch
 
 
 def given_lines(number: int, readings: list[Any], per_piece: bool = False) -> str:
