@@ -37,6 +37,12 @@ BAD_INPUT = (
 )
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A table as the docs hold it: the header, its rule, a line a row (cells already formatted)."""
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
 def record_json(data, indent: int = 1) -> str:
     """``data`` as strict JSON (RFC 8259) for a record under docs/: a float that is not a number (an empty length
     bucket's BLEU, a model with no attention's alignment accuracy) is written ``null``, which JavaScript's JSON.parse

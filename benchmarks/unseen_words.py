@@ -67,7 +67,7 @@ def grouped(items: list[dict], counts: dict[str, int], signature: str) -> list[d
 
 
 def main(argv: list[str] | None = None) -> int:
-    from _runs import read_json, record_json
+    from _runs import markdown_table, read_json, record_json
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scores", type=Path, help="a translate --references FILE --scores OUT file")
@@ -93,11 +93,10 @@ def main(argv: list[str] | None = None) -> int:
               "unseen", file=sys.stderr)  # fmt: skip
     rows = grouped(items, training_counts(check), str(data.get("signature", "")))
     print(f"{args.scores.name}: {len(items):,} sentences by their rarest word's count in the training text")
-    print("| rarest word seen in training | sentences | share | chrF | sacreBLEU |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        scored = f"{r['chrf']:.2f} | {r['sacrebleu']:.2f}" if r["sentences"] else "– | –"
-        print(f"| {r['group']} | {r['sentences']:,} | {r['share']:.1%} | {scored} |")
+    cells = [[r["group"], f"{r['sentences']:,}", f"{r['share']:.1%}",
+              *([f"{r['chrf']:.2f}", f"{r['sacrebleu']:.2f}"] if r["sentences"] else ["–", "–"])]
+             for r in rows]  # fmt: skip
+    print(markdown_table(["rarest word seen in training", "sentences", "share", "chrF", "sacreBLEU"], cells))
     if args.json:
         args.json.write_text(record_json({"scores": str(args.scores), "model": str(args.model), "rows": rows}))
     return 0

@@ -85,7 +85,7 @@ def binned(read: list[tuple[int, list[str], list[float]]], references: list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from _runs import record_json
+    from _runs import markdown_table, record_json
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("read", type=Path, help="translate --given-file's output (the model's own translations read back)")
@@ -98,11 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = binned(read, read_lines(args.references))
     total = sum(r["words"] for r in rows)
     print(f"{args.read.name}: {len(read):,} translations, {total:,} words, by the probability the model gave each")
-    print("| probability | words | share of the words | not in the reference |")
-    print("|---|---|---|---|")
-    for r in rows:
-        share = f"{r['share']:.1%}" if r["words"] else "–"
-        print(f"| {r['from']:g}-{r['to']:g} | {r['words']:,} | {r['words'] / max(total, 1):.1%} | {share} |")
+    cells = [[f"{r['from']:g}-{r['to']:g}", f"{r['words']:,}", f"{r['words'] / max(total, 1):.1%}",
+              f"{r['share']:.1%}" if r["words"] else "–"] for r in rows]  # fmt: skip
+    print(markdown_table(["probability", "words", "share of the words", "not in the reference"], cells))
     if args.json:
         args.json.write_text(record_json({"read": str(args.read), "references": str(args.references), "rows": rows}))
     return 0
