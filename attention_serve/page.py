@@ -216,8 +216,9 @@ const Live = {
                               "put back by hand: " + tr.lost_addresses.join(" ")));
     }
     if (!tr.note && tr.unseen_words && tr.unseen_words.length) {  // an input unlike the training text: said above
-      sec.appendChild(Live.el("p", "note", "not in the text the model learned from, translated from their pieces " +
-                              "(a guess): " + tr.unseen_words.join(", ")));
+      const its = tr.unseen_words.length === 1 ? "its" : "their";
+      sec.appendChild(Live.el("p", "note", "not in the text the model learned from, translated from " + its +
+                              " pieces (a guess): " + tr.unseen_words.join(", ")));
     }
     if (!tr.attention || !tr.tokens.length) {
       sec.appendChild(Live.el("p", "hint", "no attention to show")); return sec;

@@ -121,7 +121,7 @@ def test_a_translation_shows_its_words_and_alignment_with_the_note(translations)
     assert Translation(["a"], [], "", None, [])._repr_png_() is None
     # words the training text never has: said under the translation, as translate --html says it
     guessed = _page(Translations([dataclasses.replace(first, unseen_words=["Eisfischerhütte"])])._repr_html_())
-    said = "not in the text the model learned from, translated from their pieces (a guess): Eisfischerhütte"
+    said = "not in the text the model learned from, translated from its pieces (a guess): Eisfischerhütte"
     assert f'<p class="note">{said}</p>' in guessed
 
 

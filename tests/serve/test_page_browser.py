@@ -274,9 +274,11 @@ def test_words_the_model_never_saw_are_named_under_the_translation_unless_the_se
     `translate --html` says it; a sentence already noted as unlike the training text gets that note alone."""
     first = TRANSLATED["translations"][0]
     unseen = {**first, "unseen_words": ["Eisfischerhütte", "Regenwald"]}
+    one = {**first, "unseen_words": ["Regenwald"]}  # "its pieces", as the Python line says it
     unlike = {**unseen, "unlike_source": True, "note": "this sentence looks unlike the German text"}
-    assert _notes_under(chromium, [unseen, unlike, first]) == [
-        [unseen_words_line(unseen["unseen_words"])], ["this sentence looks unlike the German text"], []
+    assert _notes_under(chromium, [unseen, one, unlike, first]) == [
+        [unseen_words_line(unseen["unseen_words"])], [unseen_words_line(["Regenwald"])],
+        ["this sentence looks unlike the German text"], []
     ]  # fmt: skip
 
 

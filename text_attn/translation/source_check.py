@@ -120,7 +120,8 @@ def unseen_words_line(words: list[str] | None) -> str | None:
     translations; attention-serve's page writes the same), or None."""
     if not words:
         return None
-    return f"not in the text the model learned from, translated from their pieces (a guess): {', '.join(words)}"
+    its = "its" if len(words) == 1 else "their"
+    return f"not in the text the model learned from, translated from {its} pieces (a guess): {', '.join(words)}"
 
 
 def valid_check(check: object) -> bool:
