@@ -505,11 +505,9 @@ class Translator:
 
         v = self.tgt_vocab
         ids = [v.encode(tokens, eos=True) for tokens in targets]
-        if all(i == ids[0] for i in ids):  # one text for every row (read_texts)
-            given: list[int] | torch.Tensor = ids[0]
-        else:  # (B, T + 1): each row its own, padded past its end (read_sequence never looks there)
-            longest = max(len(i) for i in ids)
-            given = torch.tensor([i + [v.pad_id] * (longest - len(i)) for i in ids])
+        longest = max(len(i) for i in ids)
+        # (B, T + 1): each row its own, padded past its end (read_sequence never looks there)
+        given = torch.tensor([i + [v.pad_id] * (longest - len(i)) for i in ids])
         log_probs, attention = read_sequence(self.net, state, len(toks), given, v.bos_id)
         attention = None if attention is None else widened(attention)  # a half network's in float32
         log_probs = log_probs.float().cpu()  # (B, T + 1)
