@@ -58,6 +58,19 @@ def _read(result: Any, name: str) -> dict[str, Any]:
     return read
 
 
+def _unsure(translation: Any) -> dict[str, Any]:
+    """A read translation's words (those ``word_probs`` are of) and the ones the model was unsure of (under
+    text_attn.core.unsure.UNSURE: each [word, p], and ``unsure_tokens``, the tokens of those words); {} unread."""
+    if getattr(translation, "word_probs", None) is None:
+        return {}
+    from text_attn.core.arrays import digits6
+    from text_attn.core.unsure import UNSURE
+    from text_attn.translation.alignments import unsure_tokens
+
+    return {"words": list(translation.words), "unsure": [[w, digits6(p)] for w, p in translation.unsure(UNSURE)],
+            "unsure_tokens": sorted(unsure_tokens(translation, UNSURE))}  # fmt: skip
+
+
 def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
     """Request indices by the decoding they asked for (one search each)."""
     groups: dict[tuple, list[int]] = defaultdict(list)
@@ -284,9 +297,11 @@ class TranslateAPI(_ModelAPI):
             longest = int(TRANSLATE_OPTIONS["max_len"].high)
             done = tr.translate_tokens([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
                                        o.get("max_len"), longest, **extra)  # fmt: skip
+            if o.get("probs"):  # each translation read back (translate --unsure)
+                tr.with_probs([tokens[k] for k in keep], done)
         records: list[dict[str, Any]] = [self._empty(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
-            records[k] = self._record(sentences[k], t, keep_case) | _read(t, "token_probs")
+            records[k] = self._record(sentences[k], t, keep_case) | _read(t, "token_probs") | _unsure(t)
             if o.get("evidence") and t.attention is not None and t.tokens:
                 from text_attn.core.faithfulness import rounded_evidence, rounded_taus
                 from text_attn.translation.explain import translation_evidence

@@ -107,6 +107,14 @@ TRANSLATE_OPTIONS = {
         "the attention (Kendall tau): 'evidence' and 'agreement' in the answer; one more decoder step "
         "of S source tokens + 1 rows a word (default 0)",
     ),
+    "probs": Option(
+        int,
+        0,
+        1,
+        "1: each translation read back: 'token_probs', 'words', 'word_probs' and 'end_prob' in the answer, and "
+        "'unsure', its words the model gave a probability under 0.1 (each [word, p]; 'unsure_tokens': their "
+        "tokens), as translate --unsure names them; about a quarter more time at beam 8 (default 0)",
+    ),
     "keep_case": Option(
         int,
         0,

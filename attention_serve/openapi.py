@@ -112,15 +112,32 @@ TRANSLATE_ANSWER = {
                     "token_probs": {
                         "type": "array",
                         "items": {"type": "number"},
-                        "description": "with given: each output token's probability after the tokens before it",
+                        "description": "with given or probs=1: each output token's probability after the tokens "
+                        "before it",
+                    },
+                    "words": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "with given or probs=1: the space-separated words word_probs are of",
                     },
                     "word_probs": {
                         "type": "array",
                         "items": {"type": "number"},
-                        "description": "with given: each space-separated word's probability after the words before "
-                        "it (the product of its tokens')",
+                        "description": "with given or probs=1: each space-separated word's probability after the "
+                        "words before it (the product of its tokens')",
                     },
-                    "end_prob": {"type": "number", "description": "with given: the probability that it ends there"},
+                    "end_prob": {"type": "number", "description": "with given or probs=1: the end's probability"},
+                    "unsure": {
+                        "type": "array",
+                        "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number"}]},
+                        "description": "with given or probs=1: the words the model gave a probability under 0.1, "
+                        "each [word, p], in order",
+                    },
+                    "unsure_tokens": {
+                        "type": "array",
+                        "items": {"type": "integer"},
+                        "description": "with given or probs=1: the indices in tokens of the unsure words' pieces",
+                    },
                     "truncated": {"type": "boolean", "description": "the translation reached max_len: cut off"},
                     "unknown": {
                         "type": "array",

@@ -173,30 +173,34 @@ const Live = {
     if (!CFG.text) { Live.status("tr-status", "this server does not translate", true); return; }
     const sentences = text.split(/\n+/).map((s) => s.trim()).filter((s) => s);
     Live.status("tr-status", "translating\u2026");
-    let res;
+    let res, read = false;
     try {
       const evidence = document.getElementById("tr-evidence").checked ? 1 : 0;
       const given = document.getElementById("tr-given").value.trim();  // a translation to read instead
+      const probs = document.getElementById("tr-unsure").checked ? 1 : 0;  // read back: the unsure words marked
+      read = Boolean(given);
       const body = given ? { sentences, given, evidence }
-        : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence };
+        : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence, probs };
       res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" });
     } catch (e) { Live.status("tr-status", e.message, true); return; }
     Live.status("tr-status", `translated: ${res.translations.map((t) => t.translation).join(" / ")}`);
     const out = document.getElementById("tr-out");
     out.textContent = "";
-    res.translations.forEach((tr, k) => out.appendChild(Live.sentence(tr, k + 1, res.model)));
+    res.translations.forEach((tr, k) => out.appendChild(Live.sentence(tr, k + 1, res.model, read)));
   },
-  sentence(tr, number, model) {
+  // given: the translation is one the user typed, read (else the model's own, read back where it has token_probs)
+  sentence(tr, number, model, given) {
     const sec = Live.el("section", "item tr"); sec.tabIndex = 0;
     sec.appendChild(Live.el("h2", "", `sentence ${number} \u00b7 ${model}`));
     const pair = Live.el("div", "pair");
+    const unsure = new Set(tr.unsure_tokens || []);  // the pieces of the words under p = 0.1: underlined
     const line = (label, tokens, kind, key, probs, lang) => {
       const p = Live.el("p"), span = Live.el("span");
       if (lang) span.lang = lang;  // the source words said in their language (CFG.lang: the model's, where known)
       p.appendChild(Live.el("span", "label", label));
       tokens.forEach((w, i) => {
-        const s = Live.el("span", `w ${kind}`, w);
-        if (probs) s.title = `p = ${probs[i].toPrecision(4)}`;  // a translation given, read
+        const s = Live.el("span", `w ${kind}${probs && unsure.has(i) ? " unsure" : ""}`, w);
+        if (probs) s.title = `p = ${probs[i].toPrecision(4)}`;  // a translation read
         s.dataset[key] = String(i); span.appendChild(s); span.append(" ");
       });
       p.appendChild(span); return p;
@@ -209,7 +213,15 @@ const Live = {
     }
     sec.appendChild(pair);
     sec.appendChild(Live.el("p", "translation", tr.translation));
-    if (tr.token_probs) sec.appendChild(Live.el("p", "read", Live.read(tr.score, tr.end_prob, "token")));
+    if (tr.token_probs) {
+      let said = given ? Live.read(tr.score, tr.end_prob, "token")
+        : "each output token's probability on hover (the translation read back)";
+      if (tr.unsure && tr.unsure.length) {  // as text_attn.core.unsure.unsure_line says it
+        said += "; underlined, the model was unsure of (p < 0.1): " +
+          tr.unsure.map(([w, q]) => `${w} (${Number(q.toPrecision(2))})`).join(", ");
+      }
+      sec.appendChild(Live.el("p", "read", said));
+    }
     if (tr.note) sec.appendChild(Live.el("p", "note", tr.note));
     if (tr.lost_addresses && tr.lost_addresses.length) {
       sec.appendChild(Live.el("p", "note", "missing from the translation (the model does not copy addresses), " +
@@ -297,6 +309,14 @@ def _evidence_box(element_id: str, units: str) -> str:
     )
 
 
+def _unsure_box(element_id: str) -> str:
+    return (
+        "<label title=\"each translation read back: each token's probability on hover, and the words the model gave "
+        f'a probability under 0.1 underlined (about a quarter more time)"><input type="checkbox" id="{element_id}"> '
+        "mark unsure words</label>"
+    )
+
+
 def _given_box(element_id: str, placeholder: str) -> str:
     return (
         "<label title=\"the model reads this text instead of writing its own: each word's probability on hover, "
@@ -353,7 +373,8 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
   <label for="src" class="hint">sentences to translate, one a line</label>
   <textarea id="src"{lang}{placeholder}>{first}</textarea>
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
-    {_evidence_box("tr-evidence", "source words")}{_given_box("tr-given", "or type a translation to read")}</div>
+    {_evidence_box("tr-evidence", "source words")}{_unsure_box("tr-unsure")}
+    {_given_box("tr-given", "or type a translation to read")}</div>
   <p class="status" id="tr-status" role="status"></p>
   <div id="tr-out"></div>
 </div>

@@ -283,6 +283,36 @@ def test_words_the_model_never_saw_are_named_under_the_translation_unless_the_se
 
 
 @pytest.mark.long
+def test_mark_unsure_words_asks_for_the_reading_and_underlines_those_words(chromium):
+    """The "mark unsure words" box sends probs=1; the answer's unsure_tokens are underlined, each token's probability on
+    hover, and the line under the translation names the words as `translate --html` does."""
+    from text_attn.core.unsure import unsure_line
+
+    first = TRANSLATED["translations"][0]
+    read = {**first, "tokens": ["▁a", "▁m", "an"], "attention": [[0.8, 0.1, 0.1]] * 3, "token_probs": [0.9, 0.2, 0.3],
+            "words": ["a", "man"], "word_probs": [0.9, 0.06], "end_prob": 0.8, "unsure": [["man", 0.06]],
+            "unsure_tokens": [1, 2]}  # fmt: skip
+    with _offline(chromium, {**TRANSLATED, "translations": [read]}) as page:
+        bodies = []
+        page.on("request", lambda r: bodies.append(r.post_data) if r.url.endswith("/translate") else None)
+        page.goto(ORIGIN + "/")
+        page.click("nav.tabs button[data-tab=translate]")
+        page.check("#tr-unsure")
+        page.click("#go")
+        page.wait_for_selector("#tr-out table.grid")
+        assert json.loads(bodies[-1])["probs"] == 1
+        marked = page.evaluate("[...document.querySelectorAll('#tr-out .w.tgt')].map(w => w.classList.contains("
+                               "'unsure'))")  # fmt: skip
+        assert marked == [False, True, True]
+        tips = page.evaluate("[...document.querySelectorAll('#tr-out .w.tgt')].map(w => w.title)")
+        assert tips == ["p = 0.9000", "p = 0.2000", "p = 0.3000"]
+        said = page.locator("#tr-out .read").inner_text()
+        assert said == f"each output token's probability on hover (the translation read back); underlined, " \
+            f"{unsure_line([('man', 0.06)])}"  # fmt: skip
+        assert page.errors == []
+
+
+@pytest.mark.long
 def test_the_page_to_a_screen_reader_and_the_keyboard(offline_page):
     """The audit's findings on the served page: tabs that did not say which is selected, a textarea named by its
     placeholder, German text with no language, a caption arriving unannounced, its photo (a canvas) and its ◀ / ▶

@@ -24,6 +24,8 @@ import torch
 from text_attn.core.arrays import to_numpy
 from text_attn.core.faithfulness import kendall_taus, rounded_taus
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
+from text_attn.core.unsure import UNSURE, unsure_line
+from text_attn.translation.alignments import unsure_tokens
 
 ALIGNMENT_CSS = """
 .note { color: #92400e; font-size: 13px; margin: 0 0 6px; }
@@ -40,6 +42,7 @@ table.grid tbody th { position: sticky; left: 0; z-index: 1; text-align: right; 
 table.grid td { width: 20px; min-width: 20px; height: 20px; border: 1px solid #eef0f3; padding: 0; }
 table.grid tr.on th, table.grid th.on { color: var(--accent); font-weight: 600; }
 .pair p.drives .label { color: #92400e; }
+.w.unsure { text-decoration: underline wavy #b45309; text-underline-offset: 4px; }
 """
 
 ALIGNMENT_JS = r"""
@@ -298,24 +301,38 @@ def sentence_section(
     note: str | None = None,
     evidence: Any = None,
     lang: str | None = None,
+    unsure: float | None = UNSURE,
 ) -> str:
     """One ``<section>``: input number, source and output words, the grid's place, and the weights (quantised);
     ``note``: the model's note on an input unlike its training text (Translator.note), shown under the heading;
     ``evidence``: text_attn.translation.explain.Evidence of this translation, drawn as a third line; ``lang``: the
     source language's code (Translator.source_lang; None: unknown), so that a screen reader says the source words in
-    their language, not the page's English."""
+    their language, not the page's English; ``unsure``: a read translation's words under this probability are
+    underlined (text_attn.core.unsure; None: none)."""
     source = [*translation.source, "<eos>"]
 
-    def words(tokens: list[str], kind: str, key: str, probs: list[float] | None = None) -> str:
-        # 4 significant digits: an unlikely token is not p = 0.0000
-        tips = [f' title="p = {p:.4g}"' for p in probs] if probs else [""] * len(tokens)
+    def words(tokens: list[str], kind: str, key: str, tips: list[str] | None = None, marked=()) -> str:
+        tips = tips or [""] * len(tokens)
         spans = enumerate(zip(tokens, tips, strict=True))
-        return " ".join(f'<span class="w {kind}" data-{key}="{i}"{tip}>{escape(w)}</span>' for i, (w, tip) in spans)
+        return " ".join(f'<span class="w {kind}{" unsure" if i in marked else ""}" data-{key}="{i}"{tip}>'
+                        f"{escape(w)}</span>" for i, (w, tip) in spans)  # fmt: skip
 
-    probs = getattr(translation, "probs", None)  # a translation someone wrote (translate --given)
+    probs = getattr(translation, "probs", None)  # a translation read (translate --given, --unsure)
+    tips, marked = None, set()
     if probs:
-        read = (f"the translation given, read by the model: mean log-probability {translation.score:.4f}, the end "
-                f"{translation.end_prob:.4g}; each output token's probability on hover")  # fmt: skip
+        # 4 significant digits: an unlikely token is not p = 0.0000
+        tips = [f' title="p = {p:.4g}"' for p in probs]
+        found = unsure_tokens(translation, unsure) if unsure is not None else {}
+        for i, (word, p) in found.items():
+            tips[i] = f' title="p = {probs[i]:.4g} &middot; {escape(word)}: p = {p:.2g}, under {unsure:g}"'
+        marked = set(found)
+        if getattr(translation, "given", True):
+            read = (f"the translation given, read by the model: mean log-probability {translation.score:.4f}, the "
+                    f"end {translation.end_prob:.4g}; each output token's probability on hover")  # fmt: skip
+        else:
+            read = "each output token's probability on hover (the translation read back)"
+        if found:
+            read += f"; underlined, {unsure_line(translation.unsure(unsure), unsure)}"
         note = f"{note}; {read}" if note else read
 
     # dir="auto" on each line of words: an Arabic or Hebrew sentence's words (inline blocks, which the bidi algorithm
@@ -325,7 +342,7 @@ def sentence_section(
     if evidence is not None and translation.tokens:
         line = words(source, "drv", "s")
         drives = f'<p class="drives"><span class="label">drives</span><span dir="auto"{src_lang}>{line}</span></p>'
-    output = words(translation.tokens, "tgt", "t", probs)
+    output = words(translation.tokens, "tgt", "t", tips, marked)
     pair = (
         f'<div class="pair"><p><span class="label">source</span><span dir="auto"{src_lang}>'
         f"{words(source, 'src', 's')}</span></p>"

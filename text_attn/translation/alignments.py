@@ -25,14 +25,33 @@ def words_of(translator: Any, tokens: list[str]) -> tuple[list[str], list[int]]:
     piece that starts a word ("▁"); other tokenizers' tokens are words already."""
     if translator.codec.mode != "subword":
         return list(tokens), list(range(len(tokens)))
-    words: list[list[str]] = []
-    index = []
-    for t in tokens:
-        if t.startswith("▁") or not words:
-            words.append([])
-        words[-1].append(t)
-        index.append(len(words) - 1)
+    index = piece_words(tokens)
+    words: list[list[str]] = [[] for _ in range(index[-1] + 1 if index else 0)]
+    for t, w in zip(tokens, index, strict=True):
+        words[w].append(t)
     return [translator.codec.decode(w) for w in words], index
+
+
+def unsure_tokens(translation: Any, below: float) -> dict[int, tuple[str, float]]:
+    """Per output token of a word the model was unsure of (its probability under ``below``; a read translation's
+    ``words`` and ``word_probs``): that word and its probability; every piece of such a word is there. {} for a
+    translation not read."""
+    found, words = getattr(translation, "word_probs", None), getattr(translation, "words", None)
+    if found is None or words is None:
+        return {}
+    tokens = translation.tokens
+    index = list(range(len(tokens))) if len(words) == len(tokens) else piece_words(tokens)  # a word model's: itself
+    return {i: (words[w], found[w]) for i, w in enumerate(index) if found[w] < below}
+
+
+def piece_words(tokens: list[str]) -> list[int]:
+    """Per subword piece the index of its word: a piece that starts with "▁" starts one (the first piece always
+    does)."""
+    index, word = [], -1
+    for i, t in enumerate(tokens):
+        word += t.startswith("▁") or i == 0
+        index.append(word)
+    return index
 
 
 def word_attention(translator: Any, tr: Any) -> tuple[list[str], list[str], Any] | None:

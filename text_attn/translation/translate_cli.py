@@ -83,6 +83,7 @@ from text_attn.translation.translate_streams import (
     unknown_note,
     unseen_note,
 )
+from text_attn.translation.unsure_cli import add_unsure_option, check_unsure, count_unsure, unsure_note
 
 # what --model-info reads (which file, where and how it loads); demo: its own line (sentences or --demo)
 INFO_OPTIONS = ("model", "model_info", "device", "threads", "demo")
@@ -191,6 +192,7 @@ def _parser() -> argparse.ArgumentParser:
         help="as --given, with line N of FILE the translation read for input N (a reference file: the forced "
         "alignment of a whole corpus; gzipped or not; -: stdin, when the sentences are arguments)",
     )
+    add_unsure_option(p)
     p.add_argument(
         "--references",
         metavar="FILE",
@@ -343,6 +345,8 @@ def _translate_stream(
             outs = translator.translate_tokens(
                 toks, args.beam_size, args.length_penalty, args.max_len, **options, **keyed
             )
+            if args.unsure is not None:  # each translation read back: its words' probabilities
+                translator.with_probs(toks, outs)
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
         if args.given or args.given_file:  # lines numbered by input, as --n-best's
             per_piece = args.probs_per == "piece"
@@ -361,6 +365,8 @@ def _translate_stream(
                 progress["unknown"] += 1
                 if len(progress["unknown_first"]) < 10:
                     progress["unknown_first"].append((n, _unknown_words(translator, tr)))
+            if args.unsure is not None:
+                count_unsure(progress, n, tr, args.unsure)
             if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
                 progress["unseen"] += 1
                 if len(progress["unseen_first"]) < 10:
@@ -404,7 +410,7 @@ def _translate_stream(
                 found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
                 note = translator.note() if n in flagged else unseen_words_line(unseen.get(n))
                 with failing_as(f"--html {args.html}"):
-                    report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang))
+                    report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang, args.unsure))
         if plots is not None:  # drawn as written: a Ctrl-C keeps the pictures of what was written
             several = len(args.sentences) > 1 if args.sentences else (seen > 1 or None)  # None: not known yet
             plots.add([(n, by_number[n]) for n, _ in good], several)
@@ -616,6 +622,8 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
     if note := unknown_note(progress):
         print(f"translate: note: {note}", file=sys.stderr)
     if note := unseen_note(progress, translator.known()):
+        print(f"translate: note: {note}", file=sys.stderr)
+    if args.unsure is not None and (note := unsure_note(progress, args.unsure)):
         print(f"translate: note: {note}", file=sys.stderr)
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
@@ -830,6 +838,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     check_dash_inputs("translate", args.given_file, args.references, holds, ", or the sentences as arguments")
     _check_outputs(args)
     check_given(args)
+    check_unsure(args)
     check_references(args)
     check_resume(args)
     model = model_path(args.model)

@@ -24,6 +24,7 @@ from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.precision import widened
+from text_attn.core.unsure import UNSURE, check_threshold, unsure_words
 from text_attn.core.vocab import Vocabulary, lost_addresses
 from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, as_saved, build_network, config_dict, make_config
@@ -64,17 +65,27 @@ class Translation:
     unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
     note: str | None = None  # the model's note when ``unlike_source`` (Translator.note)
     read_as: str | None = None  # the input as the model read it, where that differs: recased (Translator.read_as)
-    # a translation someone wrote, read by the model (Translator.read_tokens); None for the model's own
+    # a translation someone wrote, read by the model (Translator.read_tokens: ``given``), or the model's own read
+    # back (translate(probs=True), translate --unsure); None for the model's own otherwise
     probs: list[float] | None = None  # each output token's probability given the tokens before it
     end_prob: float | None = None  # the probability that the translation ends there
     # each space-separated word's probability given the words before it: the product of its pieces' ``probs``
     word_probs: list[float] | None = None
+    words: list[str] | None = None  # the words ``word_probs`` are of (a word model: its tokens)
+    given: bool = False  # the translation is one someone gave, read (Translator.read), not the model's own
     # the web and e-mail addresses typed in the input that the translation lacks (:meth:`Translator.translate` and
     # ``read``: a Multi30k model learned from text without any, and garbles them): to put back by hand
     lost_addresses: list[str] = field(default_factory=list)
     # the words of the input the model's training text never has (:meth:`Translator.unseen_words`): translated from
     # their pieces, a guess; [] for a word model (its ``unknown`` names them) and a model file without the word profile
     unseen_words: list[str] = field(default_factory=list)
+
+    def unsure(self, below: float = UNSURE) -> list[tuple[str, float]]:
+        """The words the model gave a probability under ``below`` (text_attn.core.unsure), each with it, in order;
+        [] where the translation was not read (``word_probs`` None: translate with probs=True)."""
+        if self.word_probs is None or self.words is None:
+            return []
+        return unsure_words(self.words, self.word_probs, check_threshold(below, "below"))
 
     def __repr__(self) -> str:
         """Short and stable (no attention tensor): what a notebook stores as text."""
@@ -388,15 +399,18 @@ class Translator:
         decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` (with the model's
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
         no_repeat_ngram (text_attn.core.decoding.search), keys (per sentence an integer: with a seeded sampling, its
-        draws' key, so that it draws the same in any batch; default its position in ``sentences``). In Jupyter each
-        translation and the list draw themselves."""
+        draws' key, so that it draws the same in any batch; default its position in ``sentences``), probs (True: each
+        translation read back, :meth:`with_probs`: its tokens' and words' probabilities, and
+        ``Translation.unsure()``). In Jupyter each translation and the list draw themselves (with probs, the words
+        under text_attn.core.unsure.UNSURE underlined)."""
         sentences = _sentence_list(sentences, "translate")
+        probs = options.pop("probs", False)
         unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram", "drop_ended", "keys"})
         if unknown:  # "temperature" reached search() 8 frames down; pass a Sampling (text_attn.core.decoding)
             raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
                             "text_attn.core.decoding.Sampling, with its temperature, top_k, top_p, seed), n_best, "
                             "no_repeat_ngram, drop_ended (False: step ended rows too, for comparison), keys (per "
-                            "sentence, its seeded draws' key)")  # fmt: skip
+                            "sentence, its seeded draws' key), probs (True: each translation read back)")  # fmt: skip
         sampling, n_best = options.get("sampling"), options.get("n_best", 1)
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a text_attn.core.decoding.Sampling, got {type(sampling).__name__}")
@@ -411,6 +425,8 @@ class Translator:
         if d["no_repeat_ngram"]:
             options["no_repeat_ngram"] = d["no_repeat_ngram"]
         out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, **options)
+        if probs:
+            self.with_probs(toks, out)
         return self._noted(sentences, read, out)
 
     def _inputs(self, sentences: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -487,6 +503,24 @@ class Translator:
         with evaluating(self.net):
             return self._readings(toks, lens, self.net.encode(src, lens), targets)
 
+    @torch.no_grad()
+    def with_probs(self, toks: list[list[str]], translations: list[Translation], chunk: int = 256) -> list:
+        """The model's own translations of the tokenized sentences ``toks``, read back (their tokens as the search
+        wrote them, not retokenized): each gets ``probs``, ``word_probs``, ``words`` and ``end_prob``, as a reading of
+        a given translation does; the rest (text, attention, score) stays. In place; returns ``translations``.
+        ``chunk`` sentences are read at a time."""
+        if len(toks) != len(translations):
+            raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
+        with evaluating(self.net):
+            for start in range(0, len(toks), chunk):
+                part = toks[start : start + chunk]
+                src, lens = self._source_batch(part)
+                targets = [tr.tokens for tr in translations[start : start + chunk]]
+                read = self._readings(part, lens, self.net.encode(src, lens), targets)
+                for tr, r in zip(translations[start : start + chunk], read, strict=True):
+                    tr.probs, tr.word_probs, tr.words, tr.end_prob = r.probs, r.word_probs, r.words, r.end_prob
+        return translations
+
     def _given_tokens(self, translations: list[str]) -> list[list[str]]:
         """Each translation's target tokens; one with none, or past a learned position table, is a ValueError."""
         targets = [self.target_tokens(text)[0] for text in translations]
@@ -512,20 +546,22 @@ class Translator:
         attention = None if attention is None else widened(attention)  # a half network's in float32
         log_probs = log_probs.float().cpu()  # (B, T + 1)
         unknown = [self.src_vocab.unknown(t) for t in toks]
-        shown: dict[tuple[str, ...], tuple[str, torch.Tensor]] = {}  # a text's words, worked out once
+        shown: dict[tuple[str, ...], tuple[str, list[str], torch.Tensor]] = {}  # a text's words, worked out once
         out = []
         for i, tokens in enumerate(targets):
             if tuple(tokens) not in shown:
                 # a word model's reading shows its tokens spaced, as read: one probability per space-separated word
                 text = " ".join(tokens) if self.codec.mode == "word" else self.codec.decode(tokens)
-                shown[tuple(tokens)] = text, torch.tensor(words_of(self, tokens)[1])  # (T,) each token's word
-            text, words = shown[tuple(tokens)]
+                words, index = words_of(self, tokens)
+                shown[tuple(tokens)] = text, words, torch.tensor(index, dtype=torch.long)  # (T,) each token's word
+            text, words, index = shown[tuple(tokens)]
             row = log_probs[i, : len(tokens) + 1]  # (T + 1,) its tokens, then its end
             probs = row.exp().tolist()
-            word_probs = torch.zeros(int(words[-1]) + 1).index_add_(0, words, row[:-1]).exp()
+            word_probs = torch.zeros(len(words)).index_add_(0, index, row[:-1]).exp()  # an empty output: none
             attn = None if attention is None else attention[i, : len(tokens), ..., : int(lens[i])].cpu()
             out.append(Translation(toks[i], list(tokens), text, attn, unknown[i], float(row.mean()), probs=probs[:-1],
-                                   end_prob=probs[-1], word_probs=word_probs.tolist()))  # fmt: skip
+                                   end_prob=probs[-1], word_probs=word_probs.tolist(), words=list(words),
+                                   given=True))  # fmt: skip
         return out
 
     def explain(self, translation: str | Translation, **decoding: Any):

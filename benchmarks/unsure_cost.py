@@ -1,0 +1,103 @@
+r"""What ``translate --unsure`` costs and finds: the bundled translators' translations of Multi30k sentences read back
+(``Translator.with_probs``) against translating them, in one process, batches of 64 as ``translate`` makes them,
+each batch timed both ways in turn (ratios carry to other machines, seconds do not); and how many of the translations
+hold a word under the threshold.
+
+    python benchmarks/unsure_cost.py --multi30k-root ../shared/data/multi30k --split val --threads 2 \
+        --json docs/unsure_cost.json
+
+Each model translates with its file's recorded decoding (``translate``'s default: the Transformer's beam 8, the
+GRU's its own). What a low probability says about a word (how often it is not in the reference) is
+``benchmarks/word_confidence.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from _multi30k import read_pair
+from _runs import markdown_table, record_json
+
+from text_attn.core.errors import new_file
+from text_attn.core.safe_files import write_text
+from text_attn.core.unsure import UNSURE, check_threshold
+
+BATCH = 64  # translate's default --batch-size
+
+
+def cost(translator, sentences: list[str], below: float) -> dict:
+    """Seconds to translate and to read back, summed over the batches; translations and words under ``below``."""
+    decoding = translator.decoding()
+    toks = [translator.codec.encode(translator.read_as(s), "source") for s in sentences]
+    translator.translate_tokens(toks[:2], decoding["beam_size"], decoding["length_penalty"])  # warm-up
+    plain = read = 0.0
+    outs = []
+    for start in range(0, len(toks), BATCH):
+        part = toks[start : start + BATCH]
+        t0 = time.perf_counter()
+        done = translator.translate_tokens(part, decoding["beam_size"], decoding["length_penalty"])
+        t1 = time.perf_counter()
+        translator.with_probs(part, done)
+        read += time.perf_counter() - t1
+        plain += t1 - t0
+        outs += done
+    words = sum(len(tr.words) for tr in outs)
+    found = [tr.unsure(below) for tr in outs]
+    return {
+        "sentences": len(outs),
+        "beam_size": decoding["beam_size"],
+        "translate_ms": 1000 * plain / len(outs),
+        "read_back_ms": 1000 * read / len(outs),
+        "ratio": read / plain,
+        "translations_unsure": sum(bool(f) for f in found),
+        "words": words,
+        "words_unsure": sum(len(f) for f in found),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--multi30k-root", type=Path, required=True, help="Multi30k's folder (../shared/data/multi30k)")
+    p.add_argument("--split", default="val", help="which German side: val (default), test_2016_flickr, train")
+    p.add_argument("--sentences", type=int, help="the first N of the split (default: all)")
+    p.add_argument("--below", type=float, default=UNSURE, help=f"the threshold (default {UNSURE:g})")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.add_argument("--json", type=new_file, help="also write the numbers here")
+    args = p.parse_args(argv)
+    if args.threads < 1 or (args.sentences is not None and args.sentences < 1):
+        p.error("--threads and --sentences must be at least 1")
+    try:
+        check_threshold(args.below, "--below")
+    except ValueError as err:
+        p.error(str(err))
+    torch.set_num_threads(args.threads)
+    from text_attn.translation.translator import Translator
+
+    sentences = read_pair(args.multi30k_root, args.split, "de", "en", args.sentences)[0]
+    rows = {}
+    for label, name in (("Transformer", None), ("Bahdanau GRU", "bahdanau")):
+        rows[f"bundled {label}"] = cost(Translator.load(name), sentences, args.below)
+    print(f"translate --unsure on Multi30k {args.split} (German -> English), {args.threads} thread(s), batches of "
+          f"{BATCH}, the models' recorded decoding; words under p = {args.below:g}\n")  # fmt: skip
+    table = [[name, str(r["beam_size"]), f"{r['sentences']:,}", f"{r['translate_ms']:.1f}", f"{r['read_back_ms']:.1f}",
+              f"{r['ratio']:.2f}x", f"{r['translations_unsure']:,} ({r['translations_unsure'] / r['sentences']:.1%})",
+              f"{r['words_unsure']:,} of {r['words']:,} ({r['words_unsure'] / r['words']:.1%})"]
+             for name, r in rows.items()]  # fmt: skip
+    header = ["model", "beam", "sentences", "translate, ms each", "read back, ms each", "read back / translate",
+              "translations with a word under it", "words under it"]  # fmt: skip
+    print(markdown_table(header, table))
+    if args.json:
+        write_text(args.json, record_json({"split": args.split, "threads": args.threads, "below": args.below,
+                                           "rows": rows}))  # fmt: skip
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))
