@@ -71,6 +71,18 @@ def _unsure(translation: Any) -> dict[str, Any]:
             "unsure_tokens": sorted(unsure_tokens(translation, UNSURE))}  # fmt: skip
 
 
+def _caption_unsure(caption: Any) -> dict[str, Any]:
+    """A read caption's words the model was unsure of (under text_attn.core.unsure.CAPTION_UNSURE: each [word, p],
+    and ``unsure_words``, their indices in ``words``); {} unread."""
+    if getattr(caption, "probs", None) is None:
+        return {}
+    from text_attn.core.arrays import digits6
+    from text_attn.core.unsure import CAPTION_UNSURE
+
+    return {"unsure": [[w, digits6(p)] for w, p in caption.unsure(CAPTION_UNSURE)],
+            "unsure_words": [t for t, p in enumerate(caption.probs) if p < CAPTION_UNSURE]}  # fmt: skip
+
+
 def _groups(items: list[dict[str, Any]]) -> dict[tuple, list[int]]:
     """Request indices by the decoding they asked for (one search each)."""
     groups: dict[tuple, list[int]] = defaultdict(list)
@@ -218,11 +230,14 @@ class CaptionAPI(_ModelAPI):
                 else:
                     results = cap.caption_features(features[index], o["beam_size"], o.get("max_len", 30),
                                                    o["length_penalty"], **extra)  # fmt: skip
+                    if o.get("probs"):  # each caption read back (caption --unsure)
+                        results = cap.with_probs(features[index], results)
                 # the given caption's words the model does not know, read as <unk> (caption --given's note; /translate's
                 # "unknown"): else their word_probs read as the model finding a known word unlikely
                 unknown = {"unknown": cap.unknown_words(o["given"])} if o.get("given") else {}
                 for i, result in zip(index, results, strict=True):
                     out[i] = self._record(items[i], result, far[i]) | _read(result, "word_probs") | unknown
+                    out[i] |= _caption_unsure(result)
                     if o.get("evidence"):  # what drives each word (captioning.model.explain)
                         out[i].update(self._evidence(features[i : i + 1], result.words))
         return out[0] if single else out

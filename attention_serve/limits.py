@@ -87,6 +87,14 @@ CAPTION_OPTIONS = {
         "the attention (Kendall tau): 'evidence' and 'agreement' in the answer; one more decoder step "
         "of L regions + 1 rows a word (default 0)",
     ),
+    "probs": Option(
+        int,
+        0,
+        1,
+        "1: the caption read back: 'word_probs' and 'end_prob' in the answer, and 'unsure', its words the model gave "
+        "a probability under 0.2 (each [word, p]; 'unsure_words': their indices), as caption --unsure names them; "
+        "about a quarter more time (default 0)",
+    ),
 }
 TRANSLATE_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice)"),

@@ -71,9 +71,19 @@ CAPTION_ANSWER = {
         "word_probs": {
             "type": "array",
             "items": {"type": "number"},
-            "description": "with given: each word's probability after the words before it",
+            "description": "with given or probs=1: each word's probability after the words before it",
         },
-        "end_prob": {"type": "number", "description": "with given: the probability that the text ends there"},
+        "end_prob": {"type": "number", "description": "with given or probs=1: the probability that it ends there"},
+        "unsure": {
+            "type": "array",
+            "items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number"}]},
+            "description": "with given or probs=1: the words the model gave a probability under 0.2, each [word, p]",
+        },
+        "unsure_words": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "description": "with given or probs=1: the indices in words of the unsure words",
+        },
         "unknown": {
             "type": "array",
             "items": {"type": "string"},

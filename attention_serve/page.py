@@ -14,6 +14,7 @@ from __future__ import annotations
 from captioning.views.caption_page import CAPTION_CSS, CAPTION_JS, OPACITY
 from captioning.views.overlay import FOCUS
 from text_attn.core.html_page import CORE_CSS, CORE_JS, escape, script_json
+from text_attn.core.unsure import CAPTION_UNSURE, UNSURE
 from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS
 from text_attn.translation.source_check import LANGUAGES
 
@@ -98,15 +99,18 @@ const Live = {
     const given = document.getElementById("cap-given").value.trim();  // a caption to read instead of writing one
     if (given) form.append("given", given); else form.append("beam_size", document.getElementById("beam").value);
     if (document.getElementById("cap-evidence").checked) form.append("evidence", "1");
+    // read back: the unsure words marked (a caption given is read anyway)
+    if (!given && document.getElementById("cap-unsure").checked) form.append("probs", "1");
     let rec;
     try { rec = await Live.post("/caption", form, {}); }
     catch (e) { Live.status("cap-status", e.message, true); URL.revokeObjectURL(url); return; }
     // said by a screen reader (the status is role=status): the result arrived, and what it is
     Live.status("cap-status", `${rec.word_probs ? "read" : "captioned"}: ${rec.caption || rec.words.join(" ")}`);
     if (rec.preview) { URL.revokeObjectURL(url); url = "data:image/jpeg;base64," + rec.preview; }  // HEIC, TIFF
-    Live.showCaption(rec, url, file.name || "pasted image");
+    Live.showCaption(rec, url, file.name || "pasted image", Boolean(given));
   },
-  showCaption(rec, url, name) {
+  // given: the caption is one the user typed, read (else the model's own, read back where it has word_probs)
+  showCaption(rec, url, name, given) {
     const out = document.getElementById("cap-out");
     out.textContent = "";
     const [W, H] = rec.size, scale = CFG.side / Math.max(W, H);
@@ -127,9 +131,10 @@ const Live = {
                                   figure("ev", "what drives the word (removing a region lowers it)")] : [canvas("")];
     const words = Live.el("p", "words caption");
     words.dir = "auto";  // a right-to-left caption's words from the right, as the report page's
+    const unsure = new Set(rec.unsure_words || []);  // the words under CFG.unsure.caption: underlined
     rec.words.forEach((w, t) => {
-      const s = Live.el("span", "w", w);
-      if (rec.word_probs) s.title = `p = ${rec.word_probs[t].toPrecision(4)}`;  // a caption given, read
+      const s = Live.el("span", `w${unsure.has(t) ? " unsure" : ""}`, w);
+      if (rec.word_probs) s.title = `p = ${rec.word_probs[t].toPrecision(4)}`;  // a caption read
       s.dataset.t = String(t); words.appendChild(s); words.append(" ");
     });
     const controls = Live.el("div", "controls");
@@ -141,7 +146,9 @@ const Live = {
     const info = Live.el("p", "info hint", "the photo as captioned; hover or tap a word");
     info.setAttribute("aria-live", "polite");  // each word's line said as it is stepped to
     side.append(words, controls, info);
-    if (rec.word_probs) side.appendChild(Live.el("p", "read", Live.read(rec.score, rec.end_prob, "word")));
+    if (rec.word_probs) {
+      side.appendChild(Live.el("p", "read", Live.readLine(rec, given, "word", CFG.unsure.caption)));
+    }
     if (rec.note) side.appendChild(Live.el("p", "note", rec.note));
     if (rec.truncated) side.appendChild(Live.el("p", "note", "the caption reached max_len and is cut off"));
     view.append(...shown, side); sec.appendChild(view); out.appendChild(sec);
@@ -161,6 +168,18 @@ const Live = {
     sec.addEventListener("focusin", () => Report.activate(sec));
     Caption.render(sec, d);
     Report.activate(sec);
+  },
+  // the line under a text read: whose it is, and the words under ``below`` (as text_attn.core.unsure.unsure_line)
+  readLine(rec, given, unit, below) {
+    const what = unit === "word" ? "caption" : "translation";
+    let said = given ? Live.read(rec.score, rec.end_prob, unit)
+      : `each ${unit === "word" ? "word" : "output token"}'s probability on hover (the ${what} read back)`;
+    if (rec.unsure && rec.unsure.length) {
+      const shown = (q) => { const s = Number(q.toPrecision(2)); return s < below ? s : Number(q.toPrecision(4)); };
+      said += `; underlined, the model was unsure of (p < ${below}): ` +
+        rec.unsure.map(([w, q]) => `${w} (${shown(q)})`).join(", ");
+    }
+    return said;
   },
   read(score, end, unit) {
     return `the text given, read by the model: mean log-probability ${score.toFixed(4)}, ` +
@@ -193,7 +212,7 @@ const Live = {
     const sec = Live.el("section", "item tr"); sec.tabIndex = 0;
     sec.appendChild(Live.el("h2", "", `sentence ${number} \u00b7 ${model}`));
     const pair = Live.el("div", "pair");
-    const unsure = new Set(tr.unsure_tokens || []);  // the pieces of the words under p = 0.1: underlined
+    const unsure = new Set(tr.unsure_tokens || []);  // the pieces of the words under CFG.unsure.text: underlined
     const line = (label, tokens, kind, key, probs, lang) => {
       const p = Live.el("p"), span = Live.el("span");
       if (lang) span.lang = lang;  // the source words said in their language (CFG.lang: the model's, where known)
@@ -213,15 +232,7 @@ const Live = {
     }
     sec.appendChild(pair);
     sec.appendChild(Live.el("p", "translation", tr.translation));
-    if (tr.token_probs) {
-      let said = given ? Live.read(tr.score, tr.end_prob, "token")
-        : "each output token's probability on hover (the translation read back)";
-      if (tr.unsure && tr.unsure.length) {  // as text_attn.core.unsure.unsure_line says it
-        said += "; underlined, the model was unsure of (p < 0.1): " +
-          tr.unsure.map(([w, q]) => `${w} (${Number(q.toPrecision(2))})`).join(", ");
-      }
-      sec.appendChild(Live.el("p", "read", said));
-    }
+    if (tr.token_probs) sec.appendChild(Live.el("p", "read", Live.readLine(tr, given, "token", CFG.unsure.text)));
     if (tr.note) sec.appendChild(Live.el("p", "note", tr.note));
     if (tr.lost_addresses && tr.lost_addresses.length) {
       sec.appendChild(Live.el("p", "note", "missing from the translation (the model does not copy addresses), " +
@@ -309,11 +320,11 @@ def _evidence_box(element_id: str, units: str) -> str:
     )
 
 
-def _unsure_box(element_id: str) -> str:
+def _unsure_box(element_id: str, below: float = UNSURE, what: str = "translation") -> str:
     return (
-        "<label title=\"each translation read back: each token's probability on hover, and the words the model gave "
-        f'a probability under 0.1 underlined (about a quarter more time)"><input type="checkbox" id="{element_id}"> '
-        "mark unsure words</label>"
+        f"<label title=\"each {what} read back: each word's probability on hover, and the words the model gave a "
+        f'probability under {below:g} underlined (about a quarter more time)"><input type="checkbox" '
+        f'id="{element_id}"> mark unsure words</label>'
     )
 
 
@@ -332,7 +343,8 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
     sentence say the language (a German sample for German alone: a Czech model's page said "Translate German")."""
     language = LANGUAGES.get(source_lang or "")  # None: a language the table does not name, or none known
     cfg = {"caption": caption is not None, "text": text is not None, "focus": FOCUS, "side": MAX_SIDE,
-           "opacity": OPACITY, "lang": source_lang, "language": language}  # fmt: skip
+           "opacity": OPACITY, "lang": source_lang, "language": language,
+           "unsure": {"caption": CAPTION_UNSURE, "text": UNSURE}}  # the answers' thresholds (unsure.py)  # fmt: skip
     lang = f' lang="{escape(source_lang)}"' if source_lang else ""
     tab = f"Translate {language}" if language else "Translate"
     # the textarea's placeholder and first text: sentences in the model's language; the bundled models' German alone
@@ -365,6 +377,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
   <div class="drop" id="drop" tabindex="0" role="button">Drop a photo here, click to pick one, or paste one (Ctrl+V)
     <input type="file" id="pick" accept="image/*" hidden></div>
   <div class="row">{_beam_select("beam", cap_beam)}{_evidence_box("cap-evidence", "regions")}
+    {_unsure_box("cap-unsure", CAPTION_UNSURE, "caption")}
     {_given_box("cap-given", "or type a caption for the model to read")}</div>
   <p class="status" id="cap-status" role="status"></p>
   <div id="cap-out"></div>

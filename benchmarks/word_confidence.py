@@ -68,11 +68,19 @@ def readings(path: Path) -> list[tuple[int, list[str], list[float]]]:
 
 def binned(read: list[tuple[int, list[str], list[float]]], references: list[str]) -> list[dict]:
     """Per bin: the words in it, and how many of them the input's reference does not hold."""
-    rows = [{"from": lo, "to": hi, "words": 0, "not_in_reference": 0} for lo, hi in BINS]
-    for number, words, probs in read:
+    for number, _, _ in read:
         if number > len(references):
             raise ReadLinesError(f"input {number} has no reference line ({len(references)} lines)")
-        held = {plain(w) for w in references[number - 1].split()}
+    return bin_words(
+        (words, probs, {plain(w) for w in references[number - 1].split()}) for number, words, probs in read
+    )
+
+
+def bin_words(items) -> list[dict]:
+    """Per bin (:data:`BINS`): the words in it, and how many of them are not held; ``items``: (words, each word's
+    probability, the set of words held (``plain``)), one per output. Punctuation alone is not counted."""
+    rows = [{"from": lo, "to": hi, "words": 0, "not_in_reference": 0} for lo, hi in BINS]
+    for words, probs, held in items:
         for word, p in zip(words, probs, strict=True):
             if not plain(word):  # punctuation alone: nothing to compare
                 continue

@@ -97,6 +97,8 @@ from text_attn.core.safe_files import (
 )
 from text_attn.core.search_options import check_search_options, fill_decoding_defaults
 from text_attn.core.unread_options import flags_given
+from text_attn.core.unsure import CAPTION_UNSURE
+from text_attn.core.unsure_options import resolve_unsure
 
 
 def _load_captioner(args: argparse.Namespace):
@@ -273,6 +275,7 @@ def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
     holds = "the images' names" if "-" in args.images else None
     check_dash_inputs("caption", args.given_file, args.references, holds)
     check_given(args)
+    resolve_unsure(args, "caption", CAPTION_UNSURE)
     args.max_len = MAX_LEN if args.max_len is None else args.max_len  # checked: --given refuses one typed
     check_references(args)
     _refuse_missing_files(args)

@@ -21,6 +21,7 @@ from captioning.views.file_names import fitted
 from text_attn.core.errors import fail, one_line
 from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
+from text_attn.core.unsure_options import unsure_note
 
 OVERLAY = "-attention.png"  # NAME-attention.png: a photo's overlay in --overlay DIR (--overlay-format png)
 
@@ -83,6 +84,8 @@ def caption_items(
             keys = torch.tensor([text_key(utf8_name(it["name"])) for it in items])  # (B,) int64
             options = {**options, "keys": keys}
         results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
+        if getattr(args, "unsure", None) is not None:  # --unsure: each caption read back, its words' probabilities
+            results = captioner.with_probs(features, results)
     attention = rounded_rows([r.alphas for r in results])  # per image (T, L), to 6 decimals, the batch at once
     stats = [it.get("photo_stats") or photo_stats(it["image"]) for it in items]
     far = captioner.out_of_domain(features, stats) or [None] * len(items)
@@ -107,6 +110,8 @@ def caption_items(
         if readings is not None:
             rec["given"] = [given_record(r) for r in readings[len(out)]]
             rec.update({k: rec["given"][0][k] for k in ("log_prob", "word_probs", "end_prob")})
+        if getattr(args, "unsure", None) is not None:  # the caption read (the best given, or its own read back)
+            rec.update(unsure_record(result, args.unsure))
         rec["attention"] = rows  # (T, L), each rounded to 6 decimals
         rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None
         shown = {}
@@ -138,6 +143,15 @@ def caption_items(
                 print(f"wrote {inert(path)}{extra}", file=sys.stderr)
         out.append(rec)
     return out
+
+
+def unsure_record(caption: Any, below: float) -> dict[str, Any]:
+    """--unsure's part of a record: each word's and the end's probability, and the words under ``below``, each
+    [word, p] (6 significant digits)."""
+    from text_attn.core.arrays import digits6
+
+    return {"word_probs": [digits6(p) for p in caption.probs], "end_prob": digits6(caption.end_prob),
+            "unsure": [[w, digits6(p)] for w, p in caption.unsure(below)]}  # fmt: skip
 
 
 def plain_lines(rec: dict[str, Any], several: bool) -> list[str]:
@@ -317,11 +331,12 @@ def _open_html(captioner, args: argparse.Namespace):
         fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
 
 
-def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:
+def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]], unsure: float | None = None):
+    """Each record's section; ``unsure``: --unsure's threshold, its words underlined (None: none)."""
     from captioning.views.caption_page import image_section
 
     for item, rec in zip(items, records, strict=True):
-        report.add(image_section(report.sections + 1, rec, item.get("image")))
+        report.add(image_section(report.sections + 1, rec, item.get("image"), unsure))
 
 
 def _close_html(report, failed: int, partial: str | None = None) -> None:
@@ -332,12 +347,15 @@ def _close_html(report, failed: int, partial: str | None = None) -> None:
         print(f"wrote {inert(path)}", file=sys.stderr)
 
 
-def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int) -> None:
-    """The notes on the captions written: ``cut`` reached --max-len, ``far`` are out of the model's domain."""
+def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int, unsure: dict | None = None) -> None:
+    """The notes on the captions written: ``cut`` reached --max-len, ``far`` are out of the model's domain, and
+    ``unsure`` (--unsure: caption_unsure.count_unsure's counts) hold words the model was unsure of."""
     if cut:
         print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off", file=sys.stderr)
     if far:
         print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
+    if getattr(args, "unsure", None) is not None and (note := unsure_note(unsure or {}, args.unsure, "caption(s)")):
+        print(f"caption: note: {inert(note)}", file=sys.stderr)  # a photo's name with a line break: escaped
 
 
 def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:

@@ -34,7 +34,7 @@ def _demo_photos(captioner, args: argparse.Namespace) -> int:
     report = _open_html(captioner, args)
     records = caption_items(captioner, items, args, search_options(args))
     if report is not None:
-        _add_html(report, items, records)
+        _add_html(report, items, records, getattr(args, "unsure", None))
         _close_html(report, 0)
     if args.json:
         emit("caption", json.dumps(records))
@@ -67,7 +67,7 @@ def _demo_shapes(captioner, args: argparse.Namespace) -> int:
     report = _open_html(captioner, args)
     (rec,) = caption_items(captioner, [item], args, search_options(args))
     if report is not None:
-        _add_html(report, [item], [rec])
+        _add_html(report, [item], [rec], getattr(args, "unsure", None))
         _close_html(report, 0)
     if args.json:
         rec["reference"] = " ".join(scene.captions[0])

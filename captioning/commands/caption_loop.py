@@ -26,6 +26,7 @@ from captioning.commands.caption_run import check_resume, record_run
 from text_attn.core.errors import close_quietly, emit, fail, one_line
 from text_attn.core.safe_files import open_stream, probe_writable, release_held_on_exit
 from text_attn.core.search_options import search_options
+from text_attn.core.unsure_options import count_unsure
 
 
 def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty: list[str]) -> int:
@@ -96,6 +97,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     names = OverlayNames(paths, drawn_overlays(args), tail=overlay_tail(args))
     options = search_options(args)
     records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
+    unsure: dict = {}  # --unsure: the captions holding words under its threshold (caption_unsure.count_unsure)
     captions: dict[str, str] = {}  # image -> caption, for --references (with --jsonl, FILE is read at the end)
     if workers:
         _drop_handover_noise()
@@ -107,7 +109,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             failed += sum(bool(rec["error"]) for rec in batch)
             if report is not None:
                 try:
-                    _add_html(report, items, batch)
+                    _add_html(report, items, batch, getattr(args, "unsure", None))
                 except OSError as err:  # disk full, the file or its folder gone: what was written stays readable
                     report = None
                     fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
@@ -131,6 +133,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             finished += len(items)  # written: what the notes and the interrupted line count
             cut += sum(bool(rec["truncated"]) for rec in batch)
             far += sum(bool(rec["out_of_domain"]) for rec in batch)
+            for rec in batch:
+                count_unsure(unsure, rec["image"], rec.get("unsure") or ())
             bar.update(len(items))
             size = 0
         complete = True
@@ -163,7 +167,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     if interrupted:
         if args.json and not args.jsonl:  # --json prints its records at the end: those captioned are not lost either
             emit("caption", json.dumps(records))
-        _closing_notes(captioner, args, cut, far)  # about the captions that were written
+        _closing_notes(captioner, args, cut, far, unsure)  # about the captions that were written
         where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
         print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
         if workers:
@@ -177,7 +181,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         raise SystemExit(130)
     if args.json:
         emit("caption", json.dumps(records))
-    _closing_notes(captioner, args, cut, far)
+    _closing_notes(captioner, args, cut, far, unsure)
     if args.references:
         from captioning.commands.caption_scores import records_of, score_run
 

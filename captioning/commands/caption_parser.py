@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from captioning.commands.caption_unsure import add_caption_unsure_options
 from text_attn.core.errors import ArgumentParser
 from text_attn.core.search_options import add_search_options
 from text_attn.core.version import add_version
@@ -81,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         "'evidence' and 'agreement'. Measured on the bundled model (benchmarks/evidence_cost.py, 1 thread): "
         "+0.6 s a photo, 2.5x the time of captioning it",
     )
+    add_caption_unsure_options(p)
     p.add_argument(
         "--html",
         metavar="FILE",

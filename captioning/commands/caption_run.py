@@ -1,6 +1,7 @@
 """What a ``caption --jsonl FILE`` run's records were made with: the model file's content and the options that shape a
-record (decoding, ``--given``, ``--evidence``), kept beside FILE as ``FILE.run.json``. ``--resume`` with another
-model or other such options is refused: the file would otherwise hold two runs' records, told apart by nothing.
+record (decoding, ``--given``, ``--evidence``, ``--unsure``), kept beside FILE as ``FILE.run.json``. ``--resume`` with
+another model or other such options is refused: the file would otherwise hold two runs' records, told apart by
+nothing.
 Options that give the same records (the device, batch size, workers, ``--cuda-graphs``) are not recorded.
 
 A FILE written before run records (2026-12-01) has records nothing can check: a ``--resume`` of it says so once and
@@ -27,7 +28,7 @@ SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-pe
            ("--no-repeat-ngram", "no_repeat_ngram"), ("--n-best", "n_best"), ("--sample", "sample"),
            ("--temperature", "temperature"), ("--top-k", "top_k"), ("--top-p", "top_p"),
            ("--sample-seed", "sample_seed"), ("--given", "given"), ("--given-file", "given_file"),
-           ("--evidence", "evidence"))  # fmt: skip
+           ("--evidence", "evidence"), ("--unsure-below", "unsure"))  # fmt: skip
 
 
 DRAWS = "draws"  # how a seed's draws are made (recorded with a --sample-seed)

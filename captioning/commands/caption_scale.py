@@ -89,7 +89,7 @@ class CaptionPredictor(pl.LightningModule):
         self.parts = parts_folder(args.jsonl)
         self.done: set[Id] = set()
         self.held: set[str] = set()
-        self.counts = {"failed": 0, "cut": 0, "far": 0}
+        self.counts = {"failed": 0, "cut": 0, "far": 0, "unsure": 0, "unsure_words": 0}
         self.earlier: list[Path] = []  # parts of earlier runs (not counted by this run's bar)
         self.captioning = 0  # the photos of the batch being captioned; 0 while the loader reads
 
@@ -172,6 +172,8 @@ class CaptionPredictor(pl.LightningModule):
             self.counts["failed"] += rec["error"] is not None
             self.counts["cut"] += bool(rec["truncated"])
             self.counts["far"] += bool(rec["out_of_domain"])
+            self.counts["unsure"] += bool(rec.get("unsure"))  # --unsure: counted, named by the records alone
+            self.counts["unsure_words"] += len(rec.get("unsure") or ())
             rows.append(Row(it["id"], "retry" if rec["error"] else "ok", record_line(rec)))
         self.captioning = 0
         return rows
@@ -320,8 +322,9 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
     if module.progress is not None:
         module.progress.__exit__()
     # every process's counts summed, for the first to print one set of notes (after the loop: no rank can miss it)
-    counts = torch.tensor([module.counts["cut"], module.counts["far"]], device=trainer.strategy.root_device)
-    cut, far = (int(n) for n in trainer.strategy.reduce(counts, reduce_op="sum").tolist())
+    names = ("cut", "far", "unsure", "unsure_words")
+    counts = torch.tensor([module.counts[k] for k in names], device=trainer.strategy.root_device)
+    cut, far, unsure, unsure_words = (int(n) for n in trainer.strategy.reduce(counts, reduce_op="sum").tolist())
     if trainer.global_rank != 0:
         return 0
     jsonl = Path(args.jsonl)
@@ -332,7 +335,7 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
         shutil.rmtree(parts)
     except (OSError, PartError, ResumeError, UnicodeDecodeError) as err:
         fail("caption", f"cannot merge {parts} into --jsonl {jsonl}: {one_line(err, 300)}; --resume merges again")
-    _closing_notes(captioner, args, cut, far)
+    _closing_notes(captioner, args, cut, far, {"unsure": unsure, "unsure_words": unsure_words})
     if args.references:
         from captioning.commands.caption_scores import records_of, score_run
 

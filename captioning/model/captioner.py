@@ -36,6 +36,7 @@ from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.precision import parameter_dtype, widened
+from text_attn.core.unsure import CAPTION_UNSURE, check_threshold, unsure_words
 from text_attn.core.vocab import Vocabulary, marks_split_off
 
 KIND = "caption-model"  # the model file format tag is attention-toolkit/caption-model
@@ -61,9 +62,18 @@ class Caption(NamedTuple):
     chosen: list[int] | None = None  # a hard-attention model's region per word (None: soft attention)
     note: str | None = None  # the model's note when ``unfamiliar`` (Captioner.note)
     name: str | None = None  # the photo's file name, or None for an image given as a PIL image
-    # a caption someone wrote, read by the model (Captioner.read_features); None for the model's own captions
+    # a caption someone wrote, read by the model (Captioner.read_features: ``given``), or the model's own read back
+    # (caption_images(probs=True), caption --unsure); None for the model's own captions otherwise
     probs: list[float] | None = None  # each word's probability given the words before it
     end_prob: float | None = None  # the probability that the caption ends there
+    given: bool = False  # the caption is one someone gave, read (Captioner.read_features), not the model's own
+
+    def unsure(self, below: float = CAPTION_UNSURE) -> list[tuple[str, float]]:
+        """The words the model gave a probability under ``below`` (text_attn.core.unsure), each with it, in order;
+        [] where the caption was not read (``probs`` None: caption_images with probs=True)."""
+        if self.probs is None:
+            return []
+        return unsure_words(self.words, self.probs, check_threshold(below, "below"))
 
     def __repr__(self) -> str:
         """Short and stable (no tensor, no photo object and its memory address): what a notebook stores as text."""
@@ -459,9 +469,33 @@ class Captioner:
             log_probs = reading.log_probs.float().cpu()  # (B, T + 1)
             alphas = widened(reading.alphas[:, :-1].cpu())  # (B, T, L): a half model's in float32
             probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
-            out.append([Caption(list(words.words), alphas[b], scores[b], False, probs=p[:-1], end_prob=p[-1])
-                        for b, p in enumerate(probs)])  # fmt: skip
+            out.append([Caption(list(words.words), alphas[b], scores[b], False, probs=p[:-1], end_prob=p[-1],
+                                given=True) for b, p in enumerate(probs)])  # fmt: skip
         return out
+
+    @torch.no_grad()
+    def with_probs(self, features: Tensor, captions: list[Caption]) -> list[Caption]:
+        """The model's own captions of the photos whose region features are ``features`` (B, L, D), read back (their
+        words as the search wrote them, not retokenized): each with ``probs`` (each word's probability given the
+        words before it) and ``end_prob``, as a caption given is read (:meth:`read_features`); the rest (words,
+        attention, score) stays. A new list of Captions (NamedTuples: replaced, not changed)."""
+        from captioning.model.reading import first_state
+        from text_attn.core.decoding import evaluating, read_sequence
+
+        if features.size(0) != len(captions):
+            raise ValueError(f"{features.size(0)} photos for {len(captions)} captions: one each")
+        if not captions:
+            return []
+        v = self.vocab
+        ids = [[v.stoi.get(w, v.unk_id) for w in c.words] + [v.eos_id] for c in captions]  # the words, then the end
+        longest = max(len(i) for i in ids)
+        given = torch.tensor([i + [v.pad_id] * (longest - len(i)) for i in ids])  # (B, T + 1): padded past its end
+        features = self._decoder_input(features)
+        with evaluating(self.model):
+            log_probs, _ = read_sequence(self.model, first_state(self.model, features), len(captions), given, v.bos_id)
+        rows = log_probs.float().cpu().exp().tolist()  # (B, T + 1)
+        return [c._replace(probs=row[: len(i) - 1], end_prob=row[len(i) - 1])
+                for c, i, row in zip(captions, ids, rows, strict=True)]  # fmt: skip
 
     def unknown_words(self, text: str) -> list[str]:
         """The words of a caption as written that the model does not know (read as ``<unk>``), each once."""
@@ -513,6 +547,7 @@ class Captioner:
         length_penalty: float | None = None,
         no_repeat_ngram: int | None = None,
         hard_inference: str | None = None,
+        probs: bool = False,
     ) -> Captions:
         """Photos (PIL images or files) -> per photo its Caption, in input order, as ``caption`` makes it: a file
         decoded as the command decodes it (a large JPEG at reduced size), the same preprocessing, the decoding
@@ -523,7 +558,9 @@ class Captioner:
 
         ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
-        on val); a soft-attention model always takes the expected context ("argmax" is refused for it)."""
+        on val); a soft-attention model always takes the expected context ("argmax" is refused for it). ``probs``:
+        each caption read back (:meth:`with_probs`, ``caption --unsure``): each word's probability, and
+        ``Caption.unsure()``, the words under text_attn.core.unsure.CAPTION_UNSURE (underlined in Jupyter)."""
         images = _photo_list(images, "caption_images")
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         out = []
@@ -531,6 +568,8 @@ class Captioner:
             loaded, features = self.encode_photos(part)
             with self._hard_inference(hard_inference):
                 found = self.caption_features(features, **search)
+                if probs:
+                    found = self.with_probs(features, found)
                 chosen = [self.chosen_regions(c.alphas) for c in found]  # a region a word only where one was looked at
             out += self._shown(found, loaded, part, chosen, features)
         return Captions(out)

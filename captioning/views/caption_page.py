@@ -30,6 +30,7 @@ from captioning.photos.preprocess import to_rgb
 from captioning.views.overlay import attention_map
 from text_attn.core.arrays import evidence_shares
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
+from text_attn.core.unsure import unsure_line
 
 MAX_SIDE = 384  # longest side of the embedded image and of its canvas, pixels
 JPEG_QUALITY = 85
@@ -215,8 +216,9 @@ def evidence_maps(evidence: Any, g: int) -> list[np.ndarray]:
     return [attention_map(row, g, (g, g), (0, 0, g, g)) for row in e]
 
 
-def image_section(index: int, record: dict[str, Any], image: Image.Image | None) -> str:
-    """One ``<section>``: the image's name, its canvas, words and controls, and its data (a failed image: its error)."""
+def image_section(index: int, record: dict[str, Any], image: Image.Image | None, unsure: float | None = None) -> str:
+    """One ``<section>``: the image's name, its canvas, words and controls, and its data (a failed image: its error).
+    ``unsure``: a read caption's words under this probability are underlined (text_attn.core.unsure; None: none)."""
     head = f"<h2>{index}. {escape(record['image'])}"
     if record.get("truncated"):
         head += " &middot; cut off at --max-len"
@@ -229,15 +231,26 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None)
         return f'<section class="item cap" id="i{index}">{head}{error}</section>'
     data = section_data(record, image)
     cw, ch = data.pop("size")
-    probs = record.get("word_probs")  # a caption someone wrote (caption --given): each word's probability
+    probs = record.get("word_probs")  # a caption read (caption --given, --unsure): each word's probability
     # 4 significant digits: an unlikely word is not p = 0.0000
     tips = [f' title="p = {p:.4g}"' for p in probs] if probs else [""] * len(record["words"])
+    marked = {t for t, p in enumerate(probs or ()) if unsure is not None and p < unsure}
+    for t in marked:
+        tips[t] = f' title="p = {probs[t]:.4g}, under {unsure:g}"'
     spans = enumerate(zip(record["words"], tips, strict=True))
-    words = " ".join(f'<span class="w" data-t="{t}"{tip}>{escape(w)}</span>' for t, (w, tip) in spans)
+    words = " ".join(f'<span class="w{" unsure" if t in marked else ""}" data-t="{t}"{tip}>{escape(w)}</span>'
+                     for t, (w, tip) in spans)  # fmt: skip
     # dir="auto": an Arabic or Hebrew caption's words (inline blocks) run right to left, first word at the right
     if probs:
-        head += (f'<p class="note">the caption given, read by the model: mean log-probability {record["score"]:.4f}, '
-                 f"the end {record['end_prob']:.4g}; each word's probability on hover</p>")  # fmt: skip
+        if record.get("given"):
+            read = (f"the caption given, read by the model: mean log-probability {record['score']:.4f}, the end "
+                    f"{record['end_prob']:.4g}; each word's probability on hover")  # fmt: skip
+        else:
+            read = "each word's probability on hover (the caption read back)"
+        if marked:
+            found = [(record["words"][t], probs[t]) for t in sorted(marked)]
+            read += f"; underlined, {unsure_line(found, unsure)}"
+        head += f'<p class="note">{escape(read)}</p>'
     return (
         f'<section class="item cap" id="i{index}" tabindex="0">{head}{error}<div class="cap-view">'
         f'{canvases(cw, ch, "e" in data, " ".join(record["words"]))}<div class="cap-side">'

@@ -11,6 +11,7 @@ from typing import Any
 from captioning.views.caption_page import CAPTION_CSS, CAPTION_JS, image_section
 from captioning.views.overlay import PANEL_SIDE, overlay_image
 from text_attn.core.html_page import notebook_view
+from text_attn.core.unsure import CAPTION_UNSURE
 
 FALLBACK_SIDE = 900  # the still fallback's longest side, pixels: small enough to keep a stored notebook light
 PNG_PANEL = 160  # the PNG picture's panel side, pixels (``caption --overlay``: 224)
@@ -36,6 +37,17 @@ def _record(caption: Any, index: int) -> dict[str, Any]:
         "out_of_domain": caption.unfamiliar,
         "note": caption.note,
         "error": None,
+        # a caption read (given, or its own read back: caption_images(probs=True)): each word's probability
+        **(
+            {
+                "word_probs": list(caption.probs),
+                "end_prob": caption.end_prob,
+                "score": caption.score,
+                "given": caption.given,
+            }
+            if caption.probs is not None
+            else {}
+        ),  # fmt: skip
     }
 
 
@@ -51,7 +63,7 @@ def captions_html(captions: list[Any]) -> str | None:
         '<span class="hint">hover a word, or click one and step with <kbd>&larr;</kbd> <kbd>&rarr;</kbd>: '
         "bright = where the model looked for that word</span>"
     )
-    sections = [image_section(i, _record(c, i), c.photo) for i, c in enumerate(shown, 1)]
+    sections = [image_section(i, _record(c, i), c.photo, CAPTION_UNSURE) for i, c in enumerate(shown, 1)]
     still = _jpeg(overlay_picture(shown[0], PNG_PANEL))  # the first caption's: a still for viewers without frames
     alt = f"photo: {' '.join(shown[0].words)} (where the model looked for each word)"
     height = 90 + SECTION_HEIGHT * min(len(shown), 3)

@@ -282,6 +282,20 @@ def test_words_the_model_never_saw_are_named_under_the_translation_unless_the_se
     ]  # fmt: skip
 
 
+def _sent(page, path: str) -> list:
+    """The bodies the page sends to ``path``, as it sends them (filled in as requests go)."""
+    bodies: list = []
+    page.on("request", lambda r: bodies.append(r.post_data_buffer) if r.url.endswith(path) else None)
+    return bodies
+
+
+def _unsure_shown(page, out: str) -> tuple[list[bool], str]:
+    """Under ``out`` (#tr-out, #cap-out): which output words are underlined, and the line under them."""
+    words = ".w.tgt" if out == "#tr-out" else ".words .w"
+    marked = page.evaluate(f"[...document.querySelectorAll('{out} {words}')].map(w => w.classList.contains('unsure'))")
+    return marked, page.locator(f"{out} .read").inner_text()
+
+
 @pytest.mark.long
 def test_mark_unsure_words_asks_for_the_reading_and_underlines_those_words(chromium):
     """The "mark unsure words" box sends probs=1; the answer's unsure_tokens are underlined, each token's probability on
@@ -293,22 +307,41 @@ def test_mark_unsure_words_asks_for_the_reading_and_underlines_those_words(chrom
             "words": ["a", "man"], "word_probs": [0.9, 0.06], "end_prob": 0.8, "unsure": [["man", 0.06]],
             "unsure_tokens": [1, 2]}  # fmt: skip
     with _offline(chromium, {**TRANSLATED, "translations": [read]}) as page:
-        bodies = []
-        page.on("request", lambda r: bodies.append(r.post_data) if r.url.endswith("/translate") else None)
+        bodies = _sent(page, "/translate")
         page.goto(ORIGIN + "/")
         page.click("nav.tabs button[data-tab=translate]")
         page.check("#tr-unsure")
         page.click("#go")
         page.wait_for_selector("#tr-out table.grid")
         assert json.loads(bodies[-1])["probs"] == 1
-        marked = page.evaluate("[...document.querySelectorAll('#tr-out .w.tgt')].map(w => w.classList.contains("
-                               "'unsure'))")  # fmt: skip
-        assert marked == [False, True, True]
         tips = page.evaluate("[...document.querySelectorAll('#tr-out .w.tgt')].map(w => w.title)")
         assert tips == ["p = 0.9000", "p = 0.2000", "p = 0.3000"]
-        said = page.locator("#tr-out .read").inner_text()
-        assert said == f"each output token's probability on hover (the translation read back); underlined, " \
+        said = f"each output token's probability on hover (the translation read back); underlined, " \
             f"{unsure_line([('man', 0.06)])}"  # fmt: skip
+        assert _unsure_shown(page, "#tr-out") == ([False, True, True], said)
+        assert page.errors == []
+
+
+@pytest.mark.long
+def test_mark_unsure_words_on_the_caption_tab_asks_for_the_reading_and_underlines_them(chromium):
+    """The caption tab's box sends probs=1 with the photo; the answer's unsure_words are underlined and named under
+    the caption, as `caption --html` names them."""
+    from text_attn.core.unsure import unsure_line
+
+    read = {**RECORD, "word_probs": [0.9, 0.15, 0.6], "end_prob": 0.9, "score": -0.5, "unsure": [["cat", 0.15]],
+            "unsure_words": [1]}  # fmt: skip
+    with _offline(chromium, TRANSLATED) as page:
+        page.route(f"{ORIGIN}/caption", lambda route: route.fulfill(status=200, body=json.dumps(read),
+                                                                   content_type="application/json"))  # fmt: skip
+        bodies = _sent(page, "/caption")
+        page.goto(ORIGIN + "/")
+        page.check("#cap-unsure")
+        page.set_input_files("#pick", str(PHOTO))
+        page.wait_for_selector("#cap-out .read")
+        assert b'name="probs"' in bodies[-1]
+        said = f"each word's probability on hover (the caption read back); underlined, " \
+            f"{unsure_line([('cat', 0.15)], 0.2)}"  # fmt: skip
+        assert _unsure_shown(page, "#cap-out") == ([False, True, False], said)
         assert page.errors == []
 
 

@@ -15,10 +15,10 @@ from helpers.multi30k import DE
 from helpers.tiny_translator import tiny_subword_model_file, tiny_word_model_file
 
 from text_attn.core.unsure import check_threshold, unsure_line, unsure_words
+from text_attn.core.unsure_options import count_unsure, unsure_note
 from text_attn.translation.alignment_page import sentence_section
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translation, Translator
-from text_attn.translation.unsure_cli import unsure_note
 
 
 def test_the_unsure_words_are_those_under_the_threshold_in_order():
@@ -102,13 +102,17 @@ def test_the_page_underlines_every_piece_of_a_word_under_the_threshold():
 
 
 def test_the_note_names_one_input_or_the_first_ten():
-    assert unsure_note({}, 0.1) is None
-    one = {"unsure": 1, "unsure_words": 1, "unsure_first": [(3, [("lod.", 0.037)])]}
-    assert unsure_note(one, 0.1) == "input 3: the model was unsure of lod. (0.037) (p < 0.1): check it"
-    many = {"unsure": 12, "unsure_words": 14, "unsure_first": [(n, [("a", 0.05), ("b", 0.01)]) for n in range(1, 11)]}
-    note = unsure_note(many, 0.2)
-    assert note.startswith("12 translations hold 14 word(s) the model was unsure of (p < 0.2), check them: inputs 1: ")
-    assert note.endswith("10: a (0.05), b (0.01); and 2 more")
+    assert unsure_note({}, 0.1, "translations") is None
+    one: dict = {}
+    count_unsure(one, "input 2", [])  # nothing under the threshold: not counted
+    count_unsure(one, "input 3", [("lod.", 0.037)])
+    assert unsure_note(one, 0.1, "translations") == "input 3: the model was unsure of lod. (0.037) (p < 0.1): check it"
+    many: dict = {}
+    for n in range(1, 13):
+        count_unsure(many, f"input {n}", [("a", 0.05), ("b", 0.01)] if n != 12 else [("c", 0.1)])
+    note = unsure_note(many, 0.2, "translations")
+    assert note.startswith("12 translations hold 23 word(s) the model was unsure of (p < 0.2), check them: input 1: ")
+    assert note.endswith("input 10: a (0.05), b (0.01); and 2 more") and len(many["unsure_first"]) == 10
 
 
 def _run(argv, capsys, monkeypatch):

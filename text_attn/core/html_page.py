@@ -54,6 +54,7 @@ section.item h2 { font-size: 13px; font-weight: 600; margin: 0 0 8px; color: var
      border: 1px solid transparent; line-height: 1.6; max-width: 100%; overflow-wrap: anywhere; }
 .w:hover { border-color: #9aa6b5; }
 .w.on { border-color: var(--accent); box-shadow: 0 0 0 1px var(--accent); }
+.w.unsure { text-decoration: underline wavy #b45309; text-underline-offset: 4px; }  /* a word under p (unsure.py) */
 .label { display: inline-block; min-width: 58px; color: var(--muted); font-size: 12px; }
 .error { color: #b91c1c; }
 .hint { color: var(--muted); font-size: 12px; }

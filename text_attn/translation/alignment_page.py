@@ -42,7 +42,6 @@ table.grid tbody th { position: sticky; left: 0; z-index: 1; text-align: right; 
 table.grid td { width: 20px; min-width: 20px; height: 20px; border: 1px solid #eef0f3; padding: 0; }
 table.grid tr.on th, table.grid th.on { color: var(--accent); font-weight: 600; }
 .pair p.drives .label { color: #92400e; }
-.w.unsure { text-decoration: underline wavy #b45309; text-underline-offset: 4px; }
 """
 
 ALIGNMENT_JS = r"""

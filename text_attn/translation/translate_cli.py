@@ -47,6 +47,8 @@ from text_attn.core.search_options import (
     search_options,
 )
 from text_attn.core.unread_options import flags_given
+from text_attn.core.unsure import UNSURE
+from text_attn.core.unsure_options import count_unsure, resolve_unsure, unsure_note
 from text_attn.core.version import add_version
 from text_attn.core.vocab import addresses
 from text_attn.translation.bundled import (  # noqa: F401 - names others import
@@ -83,7 +85,7 @@ from text_attn.translation.translate_streams import (
     unknown_note,
     unseen_note,
 )
-from text_attn.translation.unsure_cli import add_unsure_option, check_unsure, count_unsure, unsure_note
+from text_attn.translation.unsure_cli import add_unsure_option
 
 # what --model-info reads (which file, where and how it loads); demo: its own line (sentences or --demo)
 INFO_OPTIONS = ("model", "model_info", "device", "threads", "demo")
@@ -366,7 +368,7 @@ def _translate_stream(
                 if len(progress["unknown_first"]) < 10:
                     progress["unknown_first"].append((n, _unknown_words(translator, tr)))
             if args.unsure is not None:
-                count_unsure(progress, n, tr, args.unsure)
+                count_unsure(progress, f"input {n}", tr.unsure(args.unsure))
             if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
                 progress["unseen"] += 1
                 if len(progress["unseen_first"]) < 10:
@@ -623,7 +625,7 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         print(f"translate: note: {note}", file=sys.stderr)
     if note := unseen_note(progress, translator.known()):
         print(f"translate: note: {note}", file=sys.stderr)
-    if args.unsure is not None and (note := unsure_note(progress, args.unsure)):
+    if args.unsure is not None and (note := unsure_note(progress, args.unsure, "translations")):
         print(f"translate: note: {note}", file=sys.stderr)
     if progress.get("unlike"):
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
@@ -838,7 +840,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     check_dash_inputs("translate", args.given_file, args.references, holds, ", or the sentences as arguments")
     _check_outputs(args)
     check_given(args)
-    check_unsure(args)
+    resolve_unsure(args, "translate", UNSURE)
     check_references(args)
     check_resume(args)
     model = model_path(args.model)

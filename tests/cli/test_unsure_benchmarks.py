@@ -1,5 +1,6 @@
-"""``benchmarks/unsure_cost.py``: translating against reading back, and the counts of words under the threshold, on a
-tiny model: the counts are those of the translations read back, and bad input is one line."""
+"""``benchmarks/unsure_cost.py`` (translating against reading back, the counts of words under the threshold: on a tiny
+model, those of the translations read back) and ``benchmarks/caption_unsure.py`` (caption words binned by their
+probability, each bin's share in no reference: hand-counted); bad input is one line."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from text_attn.translation.translator import Translator
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import caption_unsure  # noqa: E402
 import unsure_cost  # noqa: E402
 
 
@@ -33,5 +35,22 @@ def test_the_counts_are_those_of_the_translations_read_back(tmp_path):
 def test_bad_input_is_one_line(argv, named, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         unsure_cost.main(["--multi30k-root", str(tmp_path), *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and "error: " in err[-1] and named in err[-1], err
+
+
+def test_caption_words_are_binned_by_probability_against_all_five_references():
+    captions = [["a", "dog", "runs", "fast"], ["a", "cat"]]
+    probs = [[0.9, 0.03, 0.15, 0.07], [0.6, 0.3]]
+    refs = [[["a", "dog", "running"], ["the", "Runs!"]], [["a", "kitten"]]]  # lowercased, punctuation stripped
+    rows = caption_unsure.binned(captions, probs, refs)
+    assert [(r["words"], r["not_in_reference"]) for r in rows] == [(1, 0), (1, 1), (1, 0), (1, 1), (2, 0)]
+    assert [r["share"] for r in rows] == [0.0, 1.0, 0.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize(("argv", "named"), [(["--below", "0"], "--below"), (["--photos", "0"], "--photos")])
+def test_the_caption_benchmark_s_bad_input_is_one_line(argv, named, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        caption_unsure.main(["--flickr8k-root", str(tmp_path), *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and "error: " in err[-1] and named in err[-1], err
