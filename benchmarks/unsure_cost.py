@@ -1,7 +1,8 @@
 r"""What ``translate --unsure`` costs and finds: the bundled translators' translations of Multi30k sentences read back
 (``Translator.with_probs``) against translating them, in one process, batches of 64 as ``translate`` makes them,
 each batch timed both ways in turn (ratios carry to other machines, seconds do not); and how many of the translations
-hold a word under the threshold.
+hold a word under the threshold, and the chrF of those translations against that of the others (sacreBLEU's chrF
+on each group, the split's English side as references).
 
     python benchmarks/unsure_cost.py --multi30k-root ../shared/data/multi30k --split val --threads 2 \
         --json docs/unsure_cost.json
@@ -29,9 +30,11 @@ from text_attn.core.unsure import UNSURE, check_threshold
 BATCH = 64  # translate's default --batch-size
 
 
-def cost(translator, sentences: list[str], below: float) -> dict:
-    """Seconds to translate and to read back, summed over the batches; translations and words under ``below``."""
+def cost(translator, sentences: list[str], below: float, references: list[str] | None = None) -> dict:
+    """Seconds to translate and to read back, summed over the batches; translations and words under ``below``; with
+    ``references`` (one per sentence), the chrF of the translations that hold such a word and of the others."""
     decoding = translator.decoding()
+    extra = {"no_repeat_ngram": decoding["no_repeat_ngram"]} if decoding.get("no_repeat_ngram") else {}
     toks = [translator.codec.encode(translator.read_as(s), "source") for s in sentences]
     translator.translate_tokens(toks[:2], decoding["beam_size"], decoding["length_penalty"])  # warm-up
     plain = read = 0.0
@@ -39,7 +42,7 @@ def cost(translator, sentences: list[str], below: float) -> dict:
     for start in range(0, len(toks), BATCH):
         part = toks[start : start + BATCH]
         t0 = time.perf_counter()
-        done = translator.translate_tokens(part, decoding["beam_size"], decoding["length_penalty"])
+        done = translator.translate_tokens(part, decoding["beam_size"], decoding["length_penalty"], **extra)
         t1 = time.perf_counter()
         translator.with_probs(part, done)
         read += time.perf_counter() - t1
@@ -47,7 +50,14 @@ def cost(translator, sentences: list[str], below: float) -> dict:
         outs += done
     words = sum(len(tr.words) for tr in outs)
     found = [tr.unsure(below) for tr in outs]
-    return {
+    split = {}
+    if references is not None:
+        from sacrebleu.metrics import CHRF
+
+        for name, keep in (("chrf_unsure", True), ("chrf_sure", False)):
+            pairs = [(tr.text, ref) for tr, ref, f in zip(outs, references, found, strict=True) if bool(f) == keep]
+            split[name] = CHRF().corpus_score([h for h, _ in pairs], [[r for _, r in pairs]]).score if pairs else None
+    return split | {
         "sentences": len(outs),
         "beam_size": decoding["beam_size"],
         "translate_ms": 1000 * plain / len(outs),
@@ -57,6 +67,10 @@ def cost(translator, sentences: list[str], below: float) -> dict:
         "words": words,
         "words_unsure": sum(len(f) for f in found),
     }
+
+
+def _chrf(score: float | None) -> str:
+    return "–" if score is None else f"{score:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,18 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from text_attn.translation.translator import Translator
 
-    sentences = read_pair(args.multi30k_root, args.split, "de", "en", args.sentences)[0]
+    sentences, references = read_pair(args.multi30k_root, args.split, "de", "en", args.sentences)
     rows = {}
     for label, name in (("Transformer", None), ("Bahdanau GRU", "bahdanau")):
-        rows[f"bundled {label}"] = cost(Translator.load(name), sentences, args.below)
+        rows[f"bundled {label}"] = cost(Translator.load(name), sentences, args.below, references)
     print(f"translate --unsure on Multi30k {args.split} (German -> English), {args.threads} thread(s), batches of "
           f"{BATCH}, the models' recorded decoding; words under p = {args.below:g}\n")  # fmt: skip
     table = [[name, str(r["beam_size"]), f"{r['sentences']:,}", f"{r['translate_ms']:.1f}", f"{r['read_back_ms']:.1f}",
               f"{r['ratio']:.2f}x", f"{r['translations_unsure']:,} ({r['translations_unsure'] / r['sentences']:.1%})",
-              f"{r['words_unsure']:,} of {r['words']:,} ({r['words_unsure'] / r['words']:.1%})"]
+              f"{r['words_unsure']:,} of {r['words']:,} ({r['words_unsure'] / r['words']:.1%})",
+              _chrf(r["chrf_unsure"]), _chrf(r["chrf_sure"])]
              for name, r in rows.items()]  # fmt: skip
     header = ["model", "beam", "sentences", "translate, ms each", "read back, ms each", "read back / translate",
-              "translations with a word under it", "words under it"]  # fmt: skip
+              "translations with a word under it", "words under it", "their chrF", "the others' chrF"]  # fmt: skip
     print(markdown_table(header, table))
     if args.json:
         write_text(args.json, record_json({"split": args.split, "threads": args.threads, "below": args.below,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.multi30k import DE
 from helpers.tiny_translator import tiny_subword_model_file
+from sacrebleu.metrics import CHRF
 
 from text_attn.translation.translator import Translator
 
@@ -29,6 +30,13 @@ def test_the_counts_are_those_of_the_translations_read_back(tmp_path):
     assert row["translations_unsure"] == sum(map(bool, found)) and row["words_unsure"] == sum(map(len, found))
     assert row["translate_ms"] > 0 and row["read_back_ms"] > 0
     assert row["ratio"] == pytest.approx(row["read_back_ms"] / row["translate_ms"])
+    # with references: each group's corpus chrF, sacrebleu's on its own sentences
+    refs = [f"reference {k}" for k in range(4)]
+    split = unsure_cost.cost(translator, DE[:4], 0.5, refs)
+    for name, keep in (("chrf_unsure", True), ("chrf_sure", False)):
+        pairs = [(tr.text, r) for tr, r, f in zip(out, refs, found, strict=True) if bool(f) == keep]
+        want = CHRF().corpus_score([h for h, _ in pairs], [[r for _, r in pairs]]).score if pairs else None
+        assert split[name] == (pytest.approx(want) if want is not None else None)
 
 
 @pytest.mark.parametrize(("argv", "named"), [(["--below", "2"], "--below"), (["--threads", "0"], "--threads")])

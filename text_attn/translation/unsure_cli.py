@@ -14,7 +14,7 @@ HELP = (
     f"{UNSURE:g} (--unsure-below), given the words before them: one note at the end, on stderr, and with --html those "
     "words underlined, each token's probability on hover. The bundled Transformer on Multi30k val: 85%% of its words "
     "under 0.1 (3.4%% of its words) are not in the reference, against 17%% of those of 0.5 and more "
-    "(benchmarks/word_confidence.py). The reading adds about a quarter to the time (Multi30k val: 0.26x the bundled "
+    "(benchmarks/word_confidence.py). The reading adds about a quarter to the time (Multi30k val: 0.24x the bundled "
     "Transformer's translating at its beam 8, 0.29x the GRU's; benchmarks/unsure_cost.py). With --given / "
     "--given-file: the words of the translation given"
 )
