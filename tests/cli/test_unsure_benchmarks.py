@@ -39,14 +39,6 @@ def test_the_counts_are_those_of_the_translations_read_back(tmp_path):
         assert split[name] == (pytest.approx(want) if want is not None else None)
 
 
-@pytest.mark.parametrize(("argv", "named"), [(["--below", "2"], "--below"), (["--threads", "0"], "--threads")])
-def test_bad_input_is_one_line(argv, named, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        unsure_cost.main(["--multi30k-root", str(tmp_path), *argv])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exit_.value.code == 2 and "error: " in err[-1] and named in err[-1], err
-
-
 def test_caption_words_are_binned_by_probability_against_all_five_references():
     captions = [["a", "dog", "runs", "fast"], ["a", "cat"]]
     probs = [[0.9, 0.03, 0.15, 0.07], [0.6, 0.3]]
@@ -56,9 +48,17 @@ def test_caption_words_are_binned_by_probability_against_all_five_references():
     assert [r["share"] for r in rows] == [0.0, 1.0, 0.0, 1.0, 0.0]
 
 
-@pytest.mark.parametrize(("argv", "named"), [(["--below", "0"], "--below"), (["--photos", "0"], "--photos")])
-def test_the_caption_benchmark_s_bad_input_is_one_line(argv, named, tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("bench", "root", "argv"),
+    [
+        (unsure_cost, "--multi30k-root", ["--below", "2"]),
+        (unsure_cost, "--multi30k-root", ["--threads", "0"]),
+        (caption_unsure, "--flickr8k-root", ["--below", "0"]),
+        (caption_unsure, "--flickr8k-root", ["--photos", "0"]),
+    ],
+)
+def test_bad_input_is_one_line(bench, root, argv, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
-        caption_unsure.main(["--flickr8k-root", str(tmp_path), *argv])
+        bench.main([root, str(tmp_path), *argv])
     err = capsys.readouterr().err.strip().splitlines()
-    assert exit_.value.code == 2 and "error: " in err[-1] and named in err[-1], err
+    assert exit_.value.code == 2 and "error: " in err[-1] and argv[0] in err[-1], err
