@@ -210,7 +210,9 @@ def test_caption_chunks_give_back_every_photo_and_caption(layout, tmp_path):
     caption_main(["optimize", "--config", cfg, "--out", "chunks"])
     folder = CaptionDataModule(**data)
     folder.setup()
-    streamed = CaptionDataModule(**{**data, "root": "chunks", "source": "shapes" if layout == "folder" else "flickr8k"})
+    # the chunk folder as root, without the layout's own paths (a source refuses a path it does not read)
+    kept = {k: v for k, v in data.items() if k not in ("image_dir", "captions_tsv", "karpathy_json", "image_root")}
+    streamed = CaptionDataModule(**{**kept, "root": "chunks", "source": "shapes" if layout == "folder" else "flickr8k"})
     streamed.setup()  # the folder is recognised whatever the source says
     assert streamed.vocab == folder.vocab and streamed.domain == folder.domain
     assert streamed.train_references == folder.train_references
