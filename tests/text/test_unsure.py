@@ -5,6 +5,7 @@ given; translate --unsure's closing note and --html marks; bad thresholds as one
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 from html import unescape
@@ -178,3 +179,19 @@ def test_a_notebook_s_view_underlines_the_words_it_was_unsure_of(bundled):
     assert word == "overalls" and 'class="w tgt unsure"' in html and "read back" in html
     (plain,) = bundled.translate(["Ein Satz."])
     assert 'class="w tgt unsure"' not in unescape(plain._repr_html_())
+
+
+def test_scores_hold_each_sentence_s_unsure_words(tmp_path, capsys, monkeypatch):
+    refs, out = tmp_path / "refs.txt", tmp_path / "scores.json"
+    refs.write_text("A sentence.\nA man rides a bike.\n")
+    lines = ["Ein Satz.", "Ein Mann fährt Fahrrad."]
+    code, _, err = _run(["--unsure", "--references", str(refs), "--scores", str(out), *lines], capsys, monkeypatch)
+    assert code == 0, err
+    expected = {n: tr.unsure() for n, tr in enumerate(Translator.load().translate(lines, probs=True), 1)}
+    for sentence in json.loads(out.read_text())["per_sentence"]:
+        assert [w for w, _ in sentence["unsure"]] == [w for w, _ in expected[sentence["input"]]]
+        assert [p for _, p in sentence["unsure"]] == pytest.approx(
+            [p for _, p in expected[sentence["input"]]], abs=1e-6
+        )
+    code, _, err = _run(["--references", str(refs), "--scores", str(out), *lines], capsys, monkeypatch)
+    assert code == 0 and all("unsure" not in s for s in json.loads(out.read_text())["per_sentence"])

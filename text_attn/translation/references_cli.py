@@ -36,10 +36,15 @@ def check_references(args: argparse.Namespace) -> None:
             fail("translate", f"--references: {err}")
 
 
-def keep(args: argparse.Namespace, progress: dict[str, Any], number: int, source: str, text: str) -> None:
-    """Input ``number``'s translation, kept for scoring at the end (``progress["scored"]``)."""
+def keep(
+    args: argparse.Namespace, progress: dict[str, Any], number: int, source: str, text: str, extra: dict | None = None
+) -> None:
+    """Input ``number``'s translation, kept for scoring at the end (``progress["scored"]``); ``extra``: what its
+    sentence's entry in --scores also holds (--unsure: its words under the threshold)."""
     if getattr(args, "reference_lines", None) is not None:
         progress.setdefault("scored", []).append((number, source, text))
+        if extra:
+            progress.setdefault("scored_extra", {})[number] = extra
 
 
 def score_run(
@@ -65,6 +70,9 @@ def score_run(
         print("translate: note: no input translated has a line in --references: nothing scored", file=sys.stderr)
         return
     result = scores(pairs, args.bleu_tokenize, lowercase)
+    extra = progress.get("scored_extra", {})
+    for sentence in result["per_sentence"]:
+        sentence.update(extra.get(sentence["input"], {}))
     text = "case-insensitive: the model writes lowercase" if lowercase else "on the text as written"
     part = " written before the interrupt" if interrupted else ""
     print(f"translate: scores against --references {name}: {len(pairs):,} sentence(s){part} (sacreBLEU and chrF "

@@ -360,7 +360,11 @@ def _translate_stream(
         else:
             written = ""
         for (n, _), tr in zip(good, outs, strict=True):
-            keep(args, progress, n, sources.pop(n, ""), tr.text)  # --references: scored at the end
+            # --references: scored at the end (--unsure: with its words under the threshold, in --scores)
+            found = (
+                {"unsure": [[w, round(p, 6)] for w, p in tr.unsure(args.unsure)]} if args.unsure is not None else None
+            )
+            keep(args, progress, n, sources.pop(n, ""), tr.text, found)
             if any(a not in tr.text for a in typed.pop(n, ())):  # a model that learned no addresses garbles them
                 address.append(n)
             if tr.unknown:  # one note at the end names the first ten (a line each flooded an out-of-domain corpus)

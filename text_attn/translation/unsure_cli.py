@@ -15,8 +15,8 @@ HELP = (
     "words underlined, each token's probability on hover. The bundled Transformer on Multi30k val: 85%% of its words "
     "under 0.1 (3.4%% of its words) are not in the reference, against 17%% of those of 0.5 and more "
     "(benchmarks/word_confidence.py). The reading adds about a quarter to the time (Multi30k val: 0.24x the bundled "
-    "Transformer's translating at its beam 8, 0.29x the GRU's; benchmarks/unsure_cost.py). With --given / "
-    "--given-file: the words of the translation given"
+    "Transformer's translating at its beam 8, 0.29x the GRU's; benchmarks/unsure_cost.py). With --scores: each "
+    "sentence's words under it too. With --given / --given-file: the words of the translation given"
 )
 
 
