@@ -480,7 +480,7 @@ class Captioner:
         words before it) and ``end_prob``, as a caption given is read (:meth:`read_features`); the rest (words,
         attention, score) stays. A new list of Captions (NamedTuples: replaced, not changed)."""
         from captioning.model.reading import first_state
-        from text_attn.core.decoding import evaluating, read_sequence
+        from text_attn.core.decoding import evaluating, padded_rows, read_sequence
 
         if features.size(0) != len(captions):
             raise ValueError(f"{features.size(0)} photos for {len(captions)} captions: one each")
@@ -488,8 +488,7 @@ class Captioner:
             return []
         v = self.vocab
         ids = [[v.stoi.get(w, v.unk_id) for w in c.words] + [v.eos_id] for c in captions]  # the words, then the end
-        longest = max(len(i) for i in ids)
-        given = torch.tensor([i + [v.pad_id] * (longest - len(i)) for i in ids])  # (B, T + 1): padded past its end
+        given = padded_rows(ids, v.pad_id)  # (B, T + 1): each row padded past its end
         features = self._decoder_input(features)
         with evaluating(self.model):
             log_probs, _ = read_sequence(self.model, first_state(self.model, features), len(captions), given, v.bos_id)

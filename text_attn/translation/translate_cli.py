@@ -360,10 +360,9 @@ def _translate_stream(
         else:
             written = ""
         for (n, _), tr in zip(good, outs, strict=True):
+            unsure = tr.unsure(args.unsure) if args.unsure is not None else None  # its words under --unsure's p
             # --references: scored at the end (--unsure: with its words under the threshold, in --scores)
-            found = (
-                {"unsure": [[w, round(p, 6)] for w, p in tr.unsure(args.unsure)]} if args.unsure is not None else None
-            )
+            found = None if unsure is None else {"unsure": [[w, round(p, 6)] for w, p in unsure]}
             keep(args, progress, n, sources.pop(n, ""), tr.text, found)
             if any(a not in tr.text for a in typed.pop(n, ())):  # a model that learned no addresses garbles them
                 address.append(n)
@@ -371,8 +370,8 @@ def _translate_stream(
                 progress["unknown"] += 1
                 if len(progress["unknown_first"]) < 10:
                     progress["unknown_first"].append((n, _unknown_words(translator, tr)))
-            if args.unsure is not None:
-                count_unsure(progress, f"input {n}", tr.unsure(args.unsure))
+            if unsure is not None:
+                count_unsure(progress, f"input {n}", unsure)
             if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
                 progress["unseen"] += 1
                 if len(progress["unseen_first"]) < 10:

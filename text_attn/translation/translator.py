@@ -534,14 +534,12 @@ class Translator:
     def _readings(self, toks: list[list[str]], lens: torch.Tensor, state: Any, targets: list[list[str]]) -> list:
         """Row i of the encoded ``state`` teacher-forced with ``targets[i]`` then the end (text_attn.core.decoding.
         read_sequence, the steps a search takes): each row's Translation with its tokens' and words' probabilities."""
-        from text_attn.core.decoding import read_sequence
+        from text_attn.core.decoding import padded_rows, read_sequence
         from text_attn.translation.alignments import words_of
 
         v = self.tgt_vocab
         ids = [v.encode(tokens, eos=True) for tokens in targets]
-        longest = max(len(i) for i in ids)
-        # (B, T + 1): each row its own, padded past its end (read_sequence never looks there)
-        given = torch.tensor([i + [v.pad_id] * (longest - len(i)) for i in ids])
+        given = padded_rows(ids, v.pad_id)  # (B, T + 1): each row its own, padded past its end (never looked at)
         log_probs, attention = read_sequence(self.net, state, len(toks), given, v.bos_id)
         attention = None if attention is None else widened(attention)  # a half network's in float32
         log_probs = log_probs.float().cpu()  # (B, T + 1)
