@@ -553,13 +553,13 @@ def evaluating(net: torch.nn.Module) -> Iterator[None]:
         net.train(was)
 
 
-@torch.no_grad()
 def padded_rows(rows: Sequence[Sequence[int]], pad_id: int) -> Tensor:
     """A sequence a row, each padded past its end with ``pad_id``: the (B, T) ids :func:`read_sequence` reads."""
     longest = max((len(r) for r in rows), default=0)
     return torch.tensor([[*r, *[pad_id] * (longest - len(r))] for r in rows], dtype=torch.long)
 
 
+@torch.no_grad()
 def read_sequence(
     model: Any, state: Any, batch_size: int, ids: Sequence[int] | Tensor, bos_id: int
 ) -> tuple[Tensor, Tensor | None]:
