@@ -228,10 +228,9 @@ class CaptionAPI(_ModelAPI):
                 if o.get("given"):  # the caption given, read (caption --given), not the model's own
                     results = cap.read_features(features[index], o["given"])
                 else:
+                    # probs: each word's probability, kept by the search (caption --unsure)
                     results = cap.caption_features(features[index], o["beam_size"], o.get("max_len", 30),
-                                                   o["length_penalty"], **extra)  # fmt: skip
-                    if o.get("probs"):  # each caption read back (caption --unsure)
-                        results = cap.with_probs(features[index], results)
+                                                   o["length_penalty"], bool(o.get("probs")), **extra)  # fmt: skip
                 # the given caption's words the model does not know, read as <unk> (caption --given's note; /translate's
                 # "unknown"): else their word_probs read as the model finding a known word unlikely
                 unknown = {"unknown": cap.unknown_words(o["given"])} if o.get("given") else {}
@@ -310,10 +309,9 @@ class TranslateAPI(_ModelAPI):
             # the default cap (2 x source + 10) no longer than what a client may ask for: a 1,000-character line
             # searched 2,010 steps at beam 8, minutes of the worker every other request waited on
             longest = int(TRANSLATE_OPTIONS["max_len"].high)
+            # probs: each token's and word's probability, kept by the search (translate --unsure)
             done = tr.translate_tokens([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
-                                       o.get("max_len"), longest, **extra)  # fmt: skip
-            if o.get("probs"):  # each translation read back (translate --unsure)
-                tr.with_probs([tokens[k] for k in keep], done)
+                                       o.get("max_len"), longest, probs=bool(o.get("probs")), **extra)  # fmt: skip
         records: list[dict[str, Any]] = [self._empty(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
             records[k] = self._record(sentences[k], t, keep_case) | _read(t, "token_probs") | _unsure(t)

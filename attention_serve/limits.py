@@ -91,9 +91,9 @@ CAPTION_OPTIONS = {
         int,
         0,
         1,
-        "1: the caption read back: 'word_probs' and 'end_prob' in the answer, and 'unsure', its words the model gave "
-        "a probability under 0.2 (each [word, p]; 'unsure_words': their indices), as caption --unsure names them; "
-        "about a quarter more time (default 0)",
+        "1: each word's probability, kept by the search: 'word_probs' and 'end_prob' in the answer, and 'unsure', "
+        "its words the model gave a probability under 0.2 (each [word, p]; 'unsure_words': their indices), as "
+        "caption --unsure names them; no time that can be measured (default 0)",
     ),
 }
 TRANSLATE_OPTIONS = {
@@ -119,9 +119,9 @@ TRANSLATE_OPTIONS = {
         int,
         0,
         1,
-        "1: each translation read back: 'token_probs', 'words', 'word_probs' and 'end_prob' in the answer, and "
-        "'unsure', its words the model gave a probability under 0.1 (each [word, p]; 'unsure_tokens': their "
-        "tokens), as translate --unsure names them; about a quarter more time at beam 8 (default 0)",
+        "1: each token's and word's probability, kept by the search: 'token_probs', 'words', 'word_probs' and "
+        "'end_prob' in the answer, and 'unsure', its words the model gave a probability under 0.1 (each [word, p]; "
+        "'unsure_tokens': their tokens), as translate --unsure names them; no time that can be measured (default 0)",
     ),
     "keep_case": Option(
         int,

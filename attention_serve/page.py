@@ -99,17 +99,17 @@ const Live = {
     const given = document.getElementById("cap-given").value.trim();  // a caption to read instead of writing one
     if (given) form.append("given", given); else form.append("beam_size", document.getElementById("beam").value);
     if (document.getElementById("cap-evidence").checked) form.append("evidence", "1");
-    // read back: the unsure words marked (a caption given is read anyway)
+    // each word's probability: the unsure words marked (a caption given is read anyway)
     if (!given && document.getElementById("cap-unsure").checked) form.append("probs", "1");
     let rec;
     try { rec = await Live.post("/caption", form, {}); }
     catch (e) { Live.status("cap-status", e.message, true); URL.revokeObjectURL(url); return; }
     // said by a screen reader (the status is role=status): the result arrived, and what it is
-    Live.status("cap-status", `${rec.word_probs ? "read" : "captioned"}: ${rec.caption || rec.words.join(" ")}`);
+    Live.status("cap-status", `${given ? "read" : "captioned"}: ${rec.caption || rec.words.join(" ")}`);
     if (rec.preview) { URL.revokeObjectURL(url); url = "data:image/jpeg;base64," + rec.preview; }  // HEIC, TIFF
     Live.showCaption(rec, url, file.name || "pasted image", Boolean(given));
   },
-  // given: the caption is one the user typed, read (else the model's own, read back where it has word_probs)
+  // given: the caption is one the user typed, read (else the model's own, its probabilities where it has word_probs)
   showCaption(rec, url, name, given) {
     const out = document.getElementById("cap-out");
     out.textContent = "";
@@ -173,7 +173,7 @@ const Live = {
   readLine(rec, given, unit, below) {
     const what = unit === "word" ? "caption" : "translation";
     let said = given ? Live.read(rec.score, rec.end_prob, unit)
-      : `each ${unit === "word" ? "word" : "output token"}'s probability on hover (the ${what} read back)`;
+      : `each ${unit === "word" ? "word" : "output token"}'s probability on hover (the model's own ${what})`;
     if (rec.unsure && rec.unsure.length) {
       const shown = (q) => { const s = Number(q.toPrecision(2)); return s < below ? s : Number(q.toPrecision(4)); };
       said += `; underlined, the model was unsure of (p < ${below}): ` +
@@ -196,7 +196,7 @@ const Live = {
     try {
       const evidence = document.getElementById("tr-evidence").checked ? 1 : 0;
       const given = document.getElementById("tr-given").value.trim();  // a translation to read instead
-      const probs = document.getElementById("tr-unsure").checked ? 1 : 0;  // read back: the unsure words marked
+      const probs = document.getElementById("tr-unsure").checked ? 1 : 0;  // each token's p: the unsure words marked
       read = Boolean(given);
       const body = given ? { sentences, given, evidence }
         : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence, probs };
@@ -207,7 +207,7 @@ const Live = {
     out.textContent = "";
     res.translations.forEach((tr, k) => out.appendChild(Live.sentence(tr, k + 1, res.model, read)));
   },
-  // given: the translation is one the user typed, read (else the model's own, read back where it has token_probs)
+  // given: the translation is one the user typed, read (else the model's own, its probabilities if token_probs)
   sentence(tr, number, model, given) {
     const sec = Live.el("section", "item tr"); sec.tabIndex = 0;
     sec.appendChild(Live.el("h2", "", `sentence ${number} \u00b7 ${model}`));
@@ -322,8 +322,8 @@ def _evidence_box(element_id: str, units: str) -> str:
 
 def _unsure_box(element_id: str, below: float = UNSURE, what: str = "translation") -> str:
     return (
-        f"<label title=\"each {what} read back: each word's probability on hover, and the words the model gave a "
-        f'probability under {below:g} underlined (about a quarter more time)"><input type="checkbox" '
+        f"<label title=\"each word's probability, kept as the model writes the {what}: on hover, and the words it "
+        f'gave a probability under {below:g} underlined"><input type="checkbox" '
         f'id="{element_id}"> mark unsure words</label>'
     )
 

@@ -1,8 +1,11 @@
-r"""``caption --unsure`` on Flickr8k: what a caption word's probability says, and what reading the captions back costs.
-The bundled captioner captions the first N test photos with its recorded decoding (``caption``'s default), each caption
-read back (``Captioner.with_probs``), and its words binned by the probability the model gave each, with the share of
-each bin's words that none of the photo's five reference captions holds; in one process, the photos' encoding and
-search timed against the reading, batch by batch (ratios carry to other machines, seconds do not).
+r"""``caption --unsure`` on Flickr8k: what a caption word's probability says, and what keeping it costs. The bundled
+captioner captions the first N test photos with its recorded decoding (``caption``'s default), each word's probability
+kept by the search (``caption_features(probs=True)``, what ``--unsure`` does), and its words binned by that
+probability, with the share of each bin's words that none of the photo's five reference captions holds. In one
+process, batch by batch: the photos' encoding and search timed without the probabilities and with them (in
+alternating order), and reading the captions back instead (``Captioner.with_probs``, what ``--unsure`` did before
+2026-12-04), with the largest difference between the kept and the read-back probabilities (ratios carry to other
+machines, seconds do not).
 
     python benchmarks/caption_unsure.py --flickr8k-root ../shared/data/flickr8k --photos 1000 --threads 2 \
         --json docs/caption_unsure.json
@@ -36,22 +39,34 @@ def binned(captions: list[list[str]], probs: list[list[float]], references: list
     return bin_words(zip(captions, probs, held, strict=True))
 
 
-def run(captioner, images: list[torch.Tensor]) -> tuple[list, float, float]:
-    """Each photo's caption read back; seconds encoding and searching, seconds reading back."""
+def run(captioner, images: list[torch.Tensor]) -> tuple[list, dict[str, float]]:
+    """Each photo's caption with its words' probabilities kept by the search; seconds encoding and searching without
+    them and with them, seconds reading back instead, and the largest difference of a kept probability (a word's or
+    the end's) from the read-back one."""
     decoding = captioner.decoding()
     captioner.caption_features(captioner.encode(images[0][None]), **decoding)  # warm-up: first-call allocations
-    plain_s = read_s = 0.0
+    took = {"encode": 0.0, "plain": 0.0, "kept": 0.0, "read": 0.0, "differs": 0.0}
     out = []
-    for start in range(0, len(images), BATCH):
+    for n, start in enumerate(range(0, len(images), BATCH)):
         batch = torch.stack(images[start : start + BATCH])
         t0 = time.perf_counter()
         features = captioner.encode(batch)
-        captions = captioner.caption_features(features, **decoding)
-        t1 = time.perf_counter()
-        out += captioner.with_probs(features, captions)
-        read_s += time.perf_counter() - t1
-        plain_s += t1 - t0
-    return out, plain_s, read_s
+        took["encode"] += time.perf_counter() - t0
+        found = {}
+        for probs in (n % 2 == 0, n % 2 == 1):  # alternating which goes first: neither always meets a warm cache
+            t0 = time.perf_counter()
+            found[probs] = captioner.caption_features(features, probs=probs, **decoding)
+            took["kept" if probs else "plain"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        read = captioner.with_probs(features, found[False])
+        took["read"] += time.perf_counter() - t0
+        for a, b in zip(found[True], read, strict=True):
+            if a.words != b.words:
+                raise RuntimeError(f"probs=True changed a caption: {a.words} against {b.words}")
+            gaps = [abs(x - y) for x, y in zip([*a.probs, a.end_prob], [*b.probs, b.end_prob], strict=True)]
+            took["differs"] = max(took["differs"], *gaps)
+        out += found[True]
+    return out, took
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,12 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     captioner = Captioner.load()
     items = read_flickr8k(args.flickr8k_root)["test"][: args.photos]
     images = [prepared(item.path, captioner.preprocess) for item in items]
-    captions, plain_s, read_s = run(captioner, images)
+    captions, took = run(captioner, images)
+    plain_s, kept_s = took["encode"] + took["plain"], took["encode"] + took["kept"]
     rows = binned([c.words for c in captions], [c.probs for c in captions], [it.captions for it in items])
     total = sum(r["words"] for r in rows)
     unsure = [[w for w, q in zip(c.words, c.probs, strict=True) if q < args.below] for c in captions]
     summary = {"photos": len(captions), "words": total, "encode_and_search_ms": 1000 * plain_s / len(captions),
-               "read_back_ms": 1000 * read_s / len(captions), "ratio": read_s / plain_s,
+               "with_probs_ms": 1000 * kept_s / len(captions), "kept_ratio": kept_s / plain_s,
+               "read_back_ms": 1000 * took["read"] / len(captions), "ratio": took["read"] / plain_s,
+               "largest_difference": took["differs"],
                "captions_unsure": sum(map(bool, unsure)), "words_unsure": sum(map(len, unsure))}  # fmt: skip
     print(f"caption --unsure on Flickr8k test, {len(captions):,} photos, the bundled captioner at its recorded "
           f"decoding, {args.threads} thread(s), batches of {BATCH}\n")  # fmt: skip
@@ -90,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['share']:.1%}" if r["words"] else "–"] for r in rows]  # fmt: skip
     print(markdown_table(["probability", "words", "share of the words", "in no reference"], cells))
     s = summary
-    print(f"\nencode + search {s['encode_and_search_ms']:.1f} ms a photo, read back {s['read_back_ms']:.1f} ms "
-          f"({s['ratio']:.2f}x); captions with a word under {args.below:g}: {s['captions_unsure']:,} "
+    print(f"\nencode + search {s['encode_and_search_ms']:.1f} ms a photo, with the probabilities kept "
+          f"{s['with_probs_ms']:.1f} ms ({s['kept_ratio']:.2f}x); reading back instead {s['read_back_ms']:.1f} ms "
+          f"(+{s['ratio']:.2f}x), kept - read back at most {s['largest_difference']:.1e}; captions with a word under "
+          f"{args.below:g}: {s['captions_unsure']:,} "
           f"({s['captions_unsure'] / len(captions):.1%}), words: {s['words_unsure']:,} of {total:,}")  # fmt: skip
     if args.json:
         write_text(args.json, record_json({"photos": len(captions), "threads": args.threads, "below": args.below,

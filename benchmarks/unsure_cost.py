@@ -1,8 +1,10 @@
-r"""What ``translate --unsure`` costs and finds: the bundled translators' translations of Multi30k sentences read back
-(``Translator.with_probs``) against translating them, in one process, batches of 64 as ``translate`` makes them,
-each batch timed both ways in turn (ratios carry to other machines, seconds do not); and how many of the translations
-hold a word under the threshold, and the chrF of those translations against that of the others (sacreBLEU's chrF
-on each group, the split's English side as references).
+r"""What ``translate --unsure`` costs and finds: the bundled translators translating Multi30k sentences with each
+token's probability kept by the search (``translate_tokens(probs=True)``, what ``--unsure`` does) against without, and
+against reading the translations back instead (``Translator.with_probs``, what ``--unsure`` did before 2026-12-04), in
+one process, batches of 64 as ``translate`` makes them, each batch timed every way in turn, the first two in
+alternating order (ratios carry to other machines, seconds do not); the largest difference between the kept and the
+read-back word probabilities; and how many of the translations hold a word under the threshold, and the chrF of those
+translations against that of the others (sacreBLEU's chrF on each group, the split's English side as references).
 
     python benchmarks/unsure_cost.py --multi30k-root ../shared/data/multi30k --split val --threads 2 \
         --json docs/unsure_cost.json
@@ -31,23 +33,37 @@ BATCH = 64  # translate's default --batch-size
 
 
 def cost(translator, sentences: list[str], below: float, references: list[str] | None = None) -> dict:
-    """Seconds to translate and to read back, summed over the batches; translations and words under ``below``; with
-    ``references`` (one per sentence), the chrF of the translations that hold such a word and of the others."""
+    """Seconds to translate without and with the probabilities kept, and to read back instead, summed over the
+    batches; the largest difference of a kept word probability from the read-back one; translations and words under
+    ``below``; with ``references`` (one per sentence), the chrF of the translations that hold such a word and of the
+    others."""
     decoding = translator.decoding()
     extra = {"no_repeat_ngram": decoding["no_repeat_ngram"]} if decoding.get("no_repeat_ngram") else {}
     toks = [translator.codec.encode(translator.read_as(s), "source") for s in sentences]
     translator.translate_tokens(toks[:2], decoding["beam_size"], decoding["length_penalty"])  # warm-up
-    plain = read = 0.0
-    outs = []
-    for start in range(0, len(toks), BATCH):
+    seconds = {False: 0.0, True: 0.0}  # translating without / with probs
+    read, differs, outs = 0.0, 0.0, []
+    for n, start in enumerate(range(0, len(toks), BATCH)):
         part = toks[start : start + BATCH]
-        t0 = time.perf_counter()
-        done = translator.translate_tokens(part, decoding["beam_size"], decoding["length_penalty"], **extra)
+        for probs in (n % 2 == 0, n % 2 == 1):  # alternating which goes first: neither always meets a warm cache
+            t0 = time.perf_counter()
+            done = translator.translate_tokens(part, decoding["beam_size"], decoding["length_penalty"], probs=probs,
+                                               **extra)  # fmt: skip
+            seconds[probs] += time.perf_counter() - t0
+            if probs:
+                kept = done
+            else:
+                plain_done = done
         t1 = time.perf_counter()
-        translator.with_probs(part, done)
+        translator.with_probs(part, plain_done)
         read += time.perf_counter() - t1
-        plain += t1 - t0
-        outs += done
+        for a, b in zip(kept, plain_done, strict=True):
+            if a.tokens != b.tokens:
+                raise RuntimeError(f"probs=True changed a translation: {a.text!r} against {b.text!r}")
+            gaps = [abs(x - y) for x, y in zip(a.word_probs, b.word_probs, strict=True)]
+            differs = max(differs, *gaps)
+        outs += kept
+    plain = seconds[False]
     words = sum(len(tr.words) for tr in outs)
     found = [tr.unsure(below) for tr in outs]
     split = {}
@@ -61,8 +77,11 @@ def cost(translator, sentences: list[str], below: float, references: list[str] |
         "sentences": len(outs),
         "beam_size": decoding["beam_size"],
         "translate_ms": 1000 * plain / len(outs),
+        "with_probs_ms": 1000 * seconds[True] / len(outs),
+        "kept_ratio": seconds[True] / plain,
         "read_back_ms": 1000 * read / len(outs),
         "ratio": read / plain,
+        "largest_difference": differs,
         "translations_unsure": sum(bool(f) for f in found),
         "words": words,
         "words_unsure": sum(len(f) for f in found),
@@ -97,12 +116,15 @@ def main(argv: list[str] | None = None) -> int:
         rows[f"bundled {label}"] = cost(Translator.load(name), sentences, args.below, references)
     print(f"translate --unsure on Multi30k {args.split} (German -> English), {args.threads} thread(s), batches of "
           f"{BATCH}, the models' recorded decoding; words under p = {args.below:g}\n")  # fmt: skip
-    table = [[name, str(r["beam_size"]), f"{r['sentences']:,}", f"{r['translate_ms']:.1f}", f"{r['read_back_ms']:.1f}",
-              f"{r['ratio']:.2f}x", f"{r['translations_unsure']:,} ({r['translations_unsure'] / r['sentences']:.1%})",
+    table = [[name, str(r["beam_size"]), f"{r['sentences']:,}", f"{r['translate_ms']:.1f}",
+              f"{r['with_probs_ms']:.1f} ({r['kept_ratio']:.2f}x)", f"{r['read_back_ms']:.1f} (+{r['ratio']:.2f}x)",
+              f"{r['largest_difference']:.1e}",
+              f"{r['translations_unsure']:,} ({r['translations_unsure'] / r['sentences']:.1%})",
               f"{r['words_unsure']:,} of {r['words']:,} ({r['words_unsure'] / r['words']:.1%})",
               _chrf(r["chrf_unsure"]), _chrf(r["chrf_sure"])]
              for name, r in rows.items()]  # fmt: skip
-    header = ["model", "beam", "sentences", "translate, ms each", "read back, ms each", "read back / translate",
+    header = ["model", "beam", "sentences", "translate, ms each", "with the probabilities kept", "read back instead",
+              "kept - read back, largest",
               "translations with a word under it", "words under it", "their chrF", "the others' chrF"]  # fmt: skip
     print(markdown_table(header, table))
     if args.json:

@@ -83,9 +83,9 @@ def caption_items(
             # process (--devices, --workers) or resumed run it is drawn in
             keys = torch.tensor([text_key(utf8_name(it["name"])) for it in items])  # (B,) int64
             options = {**options, "keys": keys}
-        results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, **options)
-        if getattr(args, "unsure", None) is not None:  # --unsure: each caption read back, its words' probabilities
-            results = captioner.with_probs(features, results)
+        probs = getattr(args, "unsure", None) is not None  # --unsure: each word's probability, kept by the search
+        results = captioner.caption_features(features, args.beam_size, args.max_len, args.length_penalty, probs,
+                                             **options)  # fmt: skip
     attention = rounded_rows([r.alphas for r in results])  # per image (T, L), to 6 decimals, the batch at once
     stats = [it.get("photo_stats") or photo_stats(it["image"]) for it in items]
     far = captioner.out_of_domain(features, stats) or [None] * len(items)

@@ -62,8 +62,8 @@ class Caption(NamedTuple):
     chosen: list[int] | None = None  # a hard-attention model's region per word (None: soft attention)
     note: str | None = None  # the model's note when ``unfamiliar`` (Captioner.note)
     name: str | None = None  # the photo's file name, or None for an image given as a PIL image
-    # a caption someone wrote, read by the model (Captioner.read_features: ``given``), or the model's own read back
-    # (caption_images(probs=True), caption --unsure); None for the model's own captions otherwise
+    # a caption someone wrote, read by the model (Captioner.read_features: ``given``), or the model's own with the
+    # probabilities its search kept (caption_images(probs=True), caption --unsure); None for its own otherwise
     probs: list[float] | None = None  # each word's probability given the words before it
     end_prob: float | None = None  # the probability that the caption ends there
     given: bool = False  # the caption is one someone gave, read (Captioner.read_features), not the model's own
@@ -418,13 +418,16 @@ class Captioner:
         model reads half; a matrix product refuses two dtypes."""
         return features.to(dtype=parameter_dtype(self.model.decoder))
 
-    def captions(self, result: SearchResult) -> list[Caption]:
+    def captions(self, result: SearchResult, probs: bool = False) -> list[Caption]:
         """Ids -> words, each with its attention map; the eos step's attention is dropped. The words are written as
-        the training captions write them where the model learned their casing (:attr:`casing`)."""
+        the training captions write them where the model learned their casing (:attr:`casing`). ``probs``: each
+        caption that ended gets its words' probabilities and its end's from the search itself (``probs``,
+        ``end_prob``: what :meth:`with_probs` reads back); one cut off, or a search that kept none, gets None."""
         v, out = self.vocab, []
         cased = Casing(self.casing).words if self.casing else list
         result = result.cpu()  # one copy a tensor, not a device read per caption and value
         ended = result.ended()  # (B,)
+        found = result.log_probs.float().exp() if probs and result.log_probs is not None else None  # (B, T)
         for b, ids in enumerate(result.token_lists()):  # eos and what follows already removed
             # pad / bos are banned by default (generate); given banned=() an untrained model may still produce them:
             # they name nothing, so they are dropped (with their alphas).
@@ -435,14 +438,31 @@ class Captioner:
             if result.nbest is not None:
                 nbest = [(cased(v.decode(ids)), score, not end) for ids, score, end in result.nbest[b]]
             alphas = widened(result.attention[b, keep])  # a half model's: float32 (numpy has no bfloat16)
-            out.append(Caption(words, alphas, float(result.scores[b]), truncated, nbest))
+            read = {}
+            if found is not None and bool(ended[b]):  # the end's step is the one after the words
+                read = {"probs": found[b, keep].tolist(), "end_prob": float(found[b, len(ids)])}
+            out.append(Caption(words, alphas, float(result.scores[b]), truncated, nbest, **read))
         return out
 
     def caption_features(
-        self, features: Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0, **options: Any
+        self,
+        features: Tensor,
+        beam_size: int = 3,
+        max_len: int = 30,
+        length_penalty: float = 0.0,
+        probs: bool = False,
+        **options: Any,
     ) -> list[Caption]:
-        """Region features (B, L, D) -> per image its Caption (words, alphas (len(words), L), ...)."""
-        return self.captions(self.generate(features, beam_size, max_len, length_penalty, **options))
+        """Region features (B, L, D) -> per image its Caption (words, alphas (len(words), L), ...). ``probs``: each
+        word's probability and the end's (``caption --unsure``), from the search where it kept them, read back
+        (:meth:`with_probs`) for a caption cut off at ``max_len`` (its end was never a step of the search)."""
+        found = self.captions(self.generate(features, beam_size, max_len, length_penalty, **options), probs)
+        missing = [b for b, c in enumerate(found) if c.probs is None] if probs else []
+        if missing:
+            read = self.with_probs(features[missing], [found[b] for b in missing])
+            for b, c in zip(missing, read, strict=True):
+                found[b] = c
+        return found
 
     def read_features(self, features: Tensor, text: str) -> list[Caption]:
         """A caption someone wrote, read against each photo's region features (B, L, D): per photo a Caption of its
@@ -487,7 +507,9 @@ class Captioner:
         if not captions:
             return []
         v = self.vocab
-        ids = [[v.stoi.get(w, v.unk_id) for w in c.words] + [v.eos_id] for c in captions]  # the words, then the end
+        # the words, then the end; a word the casing wrote with capitals ("Hund") is its vocabulary's "hund", as a
+        # caption given is read (captioning.model.reading.given_words)
+        ids = [[v.stoi.get(w, v.stoi.get(w.lower(), v.unk_id)) for w in c.words] + [v.eos_id] for c in captions]
         given = padded_rows(ids, v.pad_id)  # (B, T + 1): each row padded past its end
         features = self._decoder_input(features)
         with evaluating(self.model):
@@ -558,17 +580,16 @@ class Captioner:
         ``hard_inference``: how a hard-attention model decodes, "argmax" (one region a word) or "expect" (the
         expected context, the α-weighted mean of the regions); None: as the model file records it (the tuner's choice
         on val); a soft-attention model always takes the expected context ("argmax" is refused for it). ``probs``:
-        each caption read back (:meth:`with_probs`, ``caption --unsure``): each word's probability, and
-        ``Caption.unsure()``, the words under text_attn.core.unsure.CAPTION_UNSURE (underlined in Jupyter)."""
+        each word's probability given the words before it, kept by the search (``caption --unsure``; what
+        :meth:`with_probs` reads back), and ``Caption.unsure()``, the words under
+        text_attn.core.unsure.CAPTION_UNSURE (underlined in Jupyter)."""
         images = _photo_list(images, "caption_images")
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         out = []
         for part in _batches(images):  # BATCH photos at a time: the memory of one batch, however many are given
             loaded, features = self.encode_photos(part)
             with self._hard_inference(hard_inference):
-                found = self.caption_features(features, **search)
-                if probs:
-                    found = self.with_probs(features, found)
+                found = self.caption_features(features, probs=probs, **search)
                 chosen = [self.chosen_regions(c.alphas) for c in found]  # a region a word only where one was looked at
             out += self._shown(found, loaded, part, chosen, features)
         return Captions(out)

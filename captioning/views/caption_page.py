@@ -246,7 +246,7 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None,
             read = (f"the caption given, read by the model: mean log-probability {record['score']:.4f}, the end "
                     f"{record['end_prob']:.4g}; each word's probability on hover")  # fmt: skip
         else:
-            read = "each word's probability on hover (the caption read back)"
+            read = "each word's probability on hover (the model's own caption)"
         if marked:
             found = [(record["words"][t], probs[t]) for t in sorted(marked)]
             read += f"; underlined, {unsure_line(found, unsure)}"

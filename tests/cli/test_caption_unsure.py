@@ -1,6 +1,7 @@
-"""``caption --unsure``: each caption read back (Captioner.with_probs, caption_images(probs=True)), each word's
-probability against the search's own score and against reading the same caption given; the words under the threshold
-in the records, one closing note and underlined on the page; bad thresholds in one line."""
+"""``caption --unsure``: each caption word's probability kept by the search (caption_images(probs=True)) or read back
+(Captioner.with_probs), against the search's own score, against each other and against reading the same caption
+given; the words under the threshold in the records, one closing note and underlined on the page; bad thresholds in
+one line."""
 
 from __future__ import annotations
 
@@ -63,6 +64,53 @@ def test_a_greedy_caption_read_back_gives_back_the_search_s_log_probability(shap
         shapes.with_probs(features, found[:2])
 
 
+@pytest.mark.parametrize("decoding", [dict(beam_size=1, length_penalty=1.0), dict(beam_size=3, no_repeat_ngram=2)])
+def test_the_search_keeps_what_reading_the_caption_back_gives(shapes, scenes, decoding):
+    features = shapes.encode(torch.stack([prepared(p, shapes.preprocess) for p in scenes]))
+    kept = shapes.caption_features(features, probs=True, **decoding)
+    read = shapes.with_probs(features, shapes.caption_features(features, **decoding))
+    for k, r in zip(kept, read, strict=True):
+        assert k.words == r.words and k.score == r.score and not k.truncated
+        assert k.probs == pytest.approx(r.probs, abs=1e-5) and k.end_prob == pytest.approx(r.end_prob, abs=1e-5)
+
+
+def test_a_caption_cut_off_gets_its_end_read_back(tiny, scenes):
+    model = Captioner.load(tiny)
+    features = model.encode(torch.stack([prepared(p, model.preprocess) for p in scenes]))
+    kept = model.caption_features(features, beam_size=2, max_len=2, probs=True)
+    assert any(c.truncated for c in kept)  # random weights: the end is seldom the likeliest word
+    read = model.with_probs(features, model.caption_features(features, beam_size=2, max_len=2))
+    for k, r in zip(kept, read, strict=True):
+        assert k.probs == pytest.approx(r.probs, abs=1e-5) and k.end_prob == pytest.approx(r.end_prob, abs=1e-5)
+
+
+def test_the_fixed_shape_search_keeps_none_and_its_captions_are_read_back(shapes, scenes):
+    from text_attn.core.fixed_search import fixed_search
+
+    features = shapes.encode(torch.stack([prepared(p, shapes.preprocess) for p in scenes]))
+    v = shapes.vocab
+    found = fixed_search(shapes.model, shapes.model.init_state(features), 3, v.bos_id, v.eos_id, 30, 3, 1.0, v.pad_id)
+    assert found.log_probs is None  # --cuda-graphs' search: its captured steps keep no probabilities
+    fixed = shapes.caption_features(features, probs=True, capture=True)
+    kept = shapes.caption_features(features, probs=True)
+    for f, k in zip(fixed, kept, strict=True):
+        assert f.words == k.words and f.probs == pytest.approx(k.probs, abs=1e-5)
+        assert f.end_prob == pytest.approx(k.end_prob, abs=1e-5)
+
+
+def test_a_caption_written_with_capitals_is_read_back_with_its_vocabulary_s_words(shapes, scenes):
+    features = shapes.encode(prepared(scenes[0], shapes.preprocess)[None])
+    shapes.casing = {"first": True, "words": ""}  # a model that learned to write its first word with a capital
+    try:
+        (kept,) = shapes.caption_features(features, probs=True)
+        (read,) = shapes.with_probs(features, shapes.caption_features(features))
+    finally:
+        shapes.casing = None
+    assert kept.words[0][0].isupper() and read.words == kept.words
+    # "A" is the vocabulary's "a", not <unk> (read as unknown, its probability was near 0)
+    assert read.probs == pytest.approx(kept.probs, abs=1e-5) and read.probs[0] > 0.5
+
+
 def test_an_empty_caption_reads_its_end_alone(shapes, scenes):
     features = shapes.encode(prepared(scenes[0], shapes.preprocess)[None])
     (empty,) = shapes.with_probs(features, [Caption([], torch.zeros(0, features.size(1)), 0.0, False)])
@@ -75,7 +123,7 @@ def test_caption_images_reads_back_when_asked(shapes, scenes):
     assert plain.probs is None and plain.unsure() == [] and read.words == plain.words
     assert len(read.probs) == len(read.words) and not read.given
     html = unescape(read._repr_html_())  # the notebook's view: each word's probability on hover
-    assert "the caption read back" in html and 'title="p = ' in html
+    assert "own caption)" in html and 'title="p = ' in html
 
 
 def _run(capsys, *args: str, model: str = "shapes") -> tuple[int, str, str]:
@@ -136,7 +184,7 @@ def test_the_page_underlines_the_words_under_the_threshold_and_says_whose_captio
     html = image_section(1, rec, Image.new("RGB", (8, 8)), 0.2)
     assert re.findall(r'class="w( unsure)?" data-t="(\d)"', html)[4] == (" unsure", "4")
     assert len(re.findall(r'class="w unsure"', html)) == 1
-    assert "the caption read back); underlined, the model was unsure of (p &lt; 0.2): wall (0.11)" in html
+    assert "the model&#x27;s own caption); underlined, the model was unsure of (p &lt; 0.2): wall (0.11)" in html
     assert "unsure" not in image_section(1, rec, Image.new("RGB", (8, 8)), None).replace("unsure of", "")
     given = image_section(1, {**rec, "given": [{}]}, Image.new("RGB", (8, 8)), None)
     assert "the caption given, read by the model" in given

@@ -1,9 +1,11 @@
-"""``benchmarks/unsure_cost.py`` (translating against reading back, the counts of words under the threshold: on a tiny
-model, those of the translations read back) and ``benchmarks/caption_unsure.py`` (caption words binned by their
-probability, each bin's share in no reference: hand-counted); bad input is one line."""
+"""``benchmarks/unsure_cost.py`` (translating with the probabilities kept against without and against reading back,
+the counts of words under the threshold: on a tiny model, those of translate(probs=True)) and
+``benchmarks/caption_unsure.py`` (the same costs for captions; caption words binned by their probability, each bin's
+share in no reference: hand-counted); bad input is one line."""
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -21,22 +23,39 @@ import caption_unsure  # noqa: E402
 import unsure_cost  # noqa: E402
 
 
-def test_the_counts_are_those_of_the_translations_read_back(tmp_path):
+def test_the_counts_are_those_of_the_translations_with_their_probabilities(tmp_path):
     translator = Translator.load(tiny_subword_model_file(tmp_path))
-    row = unsure_cost.cost(translator, DE[:4], 0.5)
+    refs = [f"reference {k}" for k in range(4)]
+    row = unsure_cost.cost(translator, DE[:4], 0.5, refs)
     out = translator.translate(DE[:4], probs=True)  # the same recorded decoding
     found = [tr.unsure(0.5) for tr in out]
     assert row["sentences"] == 4 and row["words"] == sum(len(tr.words) for tr in out)
     assert row["translations_unsure"] == sum(map(bool, found)) and row["words_unsure"] == sum(map(len, found))
     assert row["translate_ms"] > 0 and row["read_back_ms"] > 0
     assert row["ratio"] == pytest.approx(row["read_back_ms"] / row["translate_ms"])
+    assert row["kept_ratio"] == pytest.approx(row["with_probs_ms"] / row["translate_ms"])
+    assert 0 <= row["largest_difference"] < 1e-5  # the kept probabilities are the read-back ones
     # with references: each group's corpus chrF, sacrebleu's on its own sentences
-    refs = [f"reference {k}" for k in range(4)]
-    split = unsure_cost.cost(translator, DE[:4], 0.5, refs)
     for name, keep in (("chrf_unsure", True), ("chrf_sure", False)):
         pairs = [(tr.text, r) for tr, r, f in zip(out, refs, found, strict=True) if bool(f) == keep]
         want = CHRF().corpus_score([h for h, _ in pairs], [[r for _, r in pairs]]).score if pairs else None
-        assert split[name] == (pytest.approx(want) if want is not None else None)
+        assert row[name] == (pytest.approx(want) if want is not None else None)
+
+
+def test_the_caption_run_keeps_the_probabilities_a_reading_back_gives():
+    import torch
+
+    from captioning.model.captioner import Captioner
+    from captioning.training.shapes import make_scene
+
+    shapes = Captioner.load("shapes")
+    images = [shapes.preprocess(make_scene(random.Random(k), size=shapes.preprocess.image_size).image)
+              for k in range(3)]  # fmt: skip
+    captions, took = caption_unsure.run(shapes, images)
+    plain = shapes.caption_features(shapes.encode(torch.stack(images)), **shapes.decoding())
+    assert [c.words for c in captions] == [c.words for c in plain]
+    assert all(len(c.probs) == len(c.words) and c.end_prob is not None for c in captions)
+    assert 0 <= took["differs"] < 1e-5 and min(took["encode"], took["plain"], took["kept"], took["read"]) > 0
 
 
 def test_caption_words_are_binned_by_probability_against_all_five_references():

@@ -1,56 +1,15 @@
 """Greedy and beam search on hand-built scorers and a random recurrent model."""
 
 import torch
-from helpers.step_models import RandomGRU
+from helpers.step_models import BOS, EOS, TRAP, EndsAt, RandomGRU, TableModel, table_state
 
 from text_attn.core.decoding import beam_search, greedy_search, select_rows
-
-BOS, EOS, PAD = 1, 2, 0
-
-
-class TableModel:
-    """Log-probs read from a table keyed by the prefix (a hand-built scorer)."""
-
-    def __init__(self, table: dict[tuple[int, ...], dict[int, float]], vocab: int = 6):
-        self.table, self.vocab = table, vocab
-
-    def step(self, tokens, state):
-        prefixes = [p + (int(t),) for p, t in zip(state["prefix"], tokens, strict=True)]
-        rows = []
-        for p in prefixes:
-            probs = torch.full((self.vocab,), 1e-9)
-            for tok, pr in self.table.get(p[1:], {EOS: 1.0}).items():
-                probs[tok] = pr
-            rows.append((probs / probs.sum()).log())
-        attn = torch.stack([torch.tensor([len(p), 0.0]) for p in prefixes])
-        return torch.stack(rows), attn, {"prefix": prefixes, "dummy": state["dummy"]}
-
-    def select_state(self, state, index):
-        return {
-            "prefix": [state["prefix"][i] for i in index.tolist()],
-            "dummy": state["dummy"][index],
-        }
-
-
-def _table_state(n):
-    return {"prefix": [()] * n, "dummy": torch.zeros(n)}
-
-
-# Greedy takes 3 (0.5) then must pick among weak continuations (best 0.4 -> total 0.2);
-# beam finds 4 (0.4) then 5 (0.9) = 0.36.
-TRAP = {
-    (): {3: 0.5, 4: 0.4, EOS: 0.1},
-    (3,): {3: 0.4, 4: 0.3, 5: 0.3},
-    (4,): {5: 0.9, EOS: 0.1},
-    (3, 3): {EOS: 1.0},
-    (4, 5): {EOS: 1.0},
-}
 
 
 def test_beam_search_beats_greedy_where_greedy_is_wrong():
     model = TableModel(TRAP)
-    g = greedy_search(model, _table_state(1), 1, BOS, EOS, max_len=5)
-    b = beam_search(model, _table_state(1), 1, BOS, EOS, max_len=5, beam_size=3)
+    g = greedy_search(model, table_state(1), 1, BOS, EOS, max_len=5)
+    b = beam_search(model, table_state(1), 1, BOS, EOS, max_len=5, beam_size=3)
     assert g.token_lists() == [[3, 3]]
     assert b.token_lists() == [[4, 5]]
     assert torch.allclose(g.scores, torch.tensor([0.5 * 0.4 * 1.0]).log(), atol=1e-5)
@@ -65,7 +24,7 @@ def test_beam_that_never_ends_returns_best_hypothesis():
     for n in range(1, 10):
         table[(3,) * n] = {3: 0.9, 4: 0.1}
         table[(4,) + (3,) * (n - 1)] = {3: 0.5, 4: 0.5}
-    res = beam_search(TableModel(table), _table_state(2), 2, BOS, EOS, max_len=4, beam_size=2)
+    res = beam_search(TableModel(table), table_state(2), 2, BOS, EOS, max_len=4, beam_size=2)
     assert res.token_lists() == [[3, 3, 3, 3]] * 2
     assert res.lengths.tolist() == [4, 4]
     assert torch.isfinite(res.scores).all()
@@ -75,8 +34,8 @@ def test_length_penalty_prefers_longer_hypothesis():
     # [] has p=0.4 (1 token with eos); [3, 3] has p=0.6*0.6=0.36 over 3 tokens: raw prefers the short one,
     # the per-token average (-0.92 vs -0.34) the long one.
     table = {(): {EOS: 0.4, 3: 0.6}, (3,): {3: 0.6, EOS: 0.4}, (3, 3): {EOS: 1.0}}
-    raw = beam_search(TableModel(table), _table_state(1), 1, BOS, EOS, 6, beam_size=2)
-    norm = beam_search(TableModel(table), _table_state(1), 1, BOS, EOS, 6, beam_size=2, length_penalty=1.0)
+    raw = beam_search(TableModel(table), table_state(1), 1, BOS, EOS, 6, beam_size=2)
+    norm = beam_search(TableModel(table), table_state(1), 1, BOS, EOS, 6, beam_size=2, length_penalty=1.0)
     assert raw.token_lists() == [[]]
     assert norm.token_lists() == [[3, 3]]
 
@@ -127,22 +86,6 @@ def test_each_sentences_own_cap_gives_what_it_gives_alone():
             assert int(batched.lengths[i]) <= cap
             reached += int(batched.lengths[i]) == cap and batched.token_lists()[i][-1:] != [EOS]
         assert reached >= 2, reached  # the caps did bind
-
-
-class EndsAt(RandomGRU):
-    """RandomGRU whose source b can only end at step ends[b] and then must: ``ends`` is kept one row per source (row
-    r of the queries reads source r // K, as the caption decoder's keys), so a source leaving the batch must take its
-    row of it along."""
-
-    one_row_per_source_state = ("ends",)
-
-    def step(self, tokens, state):
-        log_probs, attn, new = super().step(tokens, state)
-        ends, t = state["ends"], state["t"]
-        at_end = ends.repeat_interleave(tokens.numel() // ends.numel()) == t  # (N,)
-        logits = log_probs.clone()
-        logits[:, EOS] = torch.where(at_end, 50.0, -50.0)  # end exactly at the source's step
-        return torch.log_softmax(logits, -1), attn, {**new, "ends": ends, "t": t + 1}
 
 
 def test_sources_that_ended_leave_the_batch_with_the_same_result():

@@ -316,7 +316,7 @@ def test_mark_unsure_words_asks_for_the_reading_and_underlines_those_words(chrom
         assert json.loads(bodies[-1])["probs"] == 1
         tips = page.evaluate("[...document.querySelectorAll('#tr-out .w.tgt')].map(w => w.title)")
         assert tips == ["p = 0.9000", "p = 0.2000", "p = 0.3000"]
-        said = f"each output token's probability on hover (the translation read back); underlined, " \
+        said = f"each output token's probability on hover (the model's own translation); underlined, " \
             f"{unsure_line([('man', 0.06)])}"  # fmt: skip
         assert _unsure_shown(page, "#tr-out") == ([False, True, True], said)
         assert page.errors == []
@@ -339,7 +339,7 @@ def test_mark_unsure_words_on_the_caption_tab_asks_for_the_reading_and_underline
         page.set_input_files("#pick", str(PHOTO))
         page.wait_for_selector("#cap-out .read")
         assert b'name="probs"' in bodies[-1]
-        said = f"each word's probability on hover (the caption read back); underlined, " \
+        said = f"each word's probability on hover (the model's own caption); underlined, " \
             f"{unsure_line([('cat', 0.15)], 0.2)}"  # fmt: skip
         assert _unsure_shown(page, "#cap-out") == ([False, True, False], said)
         assert page.errors == []

@@ -1,6 +1,7 @@
-"""The words a model was unsure of (text_attn.core.unsure): its own translations read back (Translator.with_probs,
-translate(probs=True)), each word's probability against the search's own score and against reading the same text
-given; translate --unsure's closing note and --html marks; bad thresholds as one line."""
+"""The words a model was unsure of (text_attn.core.unsure): its own translations' probabilities kept by the search
+(translate(probs=True)) or read back (Translator.with_probs), each word's against the search's own score, against each
+other and against reading the same text given; translate --unsure's closing note and --html marks; bad thresholds as
+one line."""
 
 from __future__ import annotations
 
@@ -68,6 +69,18 @@ def test_a_greedy_translation_read_back_gives_back_the_search_s_log_probability(
         assert tr.unsure(1.0) == [(w, p) for w, p in zip(tr.words, tr.word_probs, strict=True) if p < 1.0]
 
 
+@pytest.mark.parametrize("max_len", [None, 4])  # 4: most cut off, their end read back
+def test_the_search_keeps_what_reading_the_translation_back_gives(bundled, max_len):
+    lines = [*DE[:2], "Ein Satz."]
+    kept = bundled.translate(lines, max_len=max_len, probs=True)  # its recorded beam 8
+    read = bundled.with_probs(bundled._inputs(lines)[1], bundled.translate(lines, max_len=max_len))
+    assert any(tr.truncated for tr in kept) == (max_len is not None)
+    for k, r in zip(kept, read, strict=True):
+        assert k.tokens == r.tokens and k.words == r.words and not k.given
+        assert k.probs == pytest.approx(r.probs, abs=1e-5) and k.word_probs == pytest.approx(r.word_probs, abs=1e-5)
+        assert k.end_prob == pytest.approx(r.end_prob, abs=1e-5)
+
+
 def test_reading_the_model_s_own_translation_back_equals_reading_it_given(bundled):
     lines = [*DE[:3], "Ein Satz."]
     out = bundled.translate(lines, probs=True)  # its recorded beam 8
@@ -97,7 +110,7 @@ def test_the_page_underlines_every_piece_of_a_word_under_the_threshold():
     html = sentence_section(1, tr, None)
     assert re.findall(r'class="w tgt unsure" data-t="(\d)"', html) == ["2", "3", "4"]
     assert "underlined, the model was unsure of (p &lt; 0.1): lod. (0.03)" in html
-    assert "read back" in html and "the translation given" not in html
+    assert "the model&#x27;s own translation" in html and "the translation given" not in html
     assert "unsure" not in sentence_section(1, tr, None, unsure=None).replace("unsure of", "")  # --given alone
     assert re.findall(r'class="w tgt unsure"', sentence_section(1, tr, None, unsure=0.6)).__len__() == 4
 
@@ -176,7 +189,7 @@ def test_a_notebook_s_view_underlines_the_words_it_was_unsure_of(bundled):
     (tr,) = bundled.translate(["Ein Satz."], probs=True)  # "A overalls overalls.": "overalls" at ~0.05
     (word, _), *_ = tr.unsure()
     html = unescape(tr._repr_html_())  # the page is the frame's srcdoc, escaped
-    assert word == "overalls" and 'class="w tgt unsure"' in html and "read back" in html
+    assert word == "overalls" and 'class="w tgt unsure"' in html and "own translation" in html
     (plain,) = bundled.translate(["Ein Satz."])
     assert 'class="w tgt unsure"' not in unescape(plain._repr_html_())
 

@@ -78,12 +78,17 @@ class SearchResult:
     # ended: False where max_len cut it off); those of score -inf left out (more beams than the search found: a copy
     # of another, a banned token), the first always kept
     nbest: list[list[tuple[list[int], float, bool]]] | None = None
+    # (B, T) each generated token's log-probability given the tokens before it, eos included, 0 after the end: what
+    # reading the output back (read_sequence) gives, without the reading (`caption --unsure`, `translate --unsure`);
+    # greedy, sampled (the model's own, not the tempered draw's) and beam alike. None: not kept (fixed_search)
+    log_probs: Tensor | None = None
 
     def cpu(self) -> SearchResult:
         """The result on the host, each tensor copied once (reading it row by row from a GPU is a sync per value)."""
         attention = None if self.attention is None else self.attention.cpu()
+        log_probs = None if self.log_probs is None else self.log_probs.cpu()
         return SearchResult(self.tokens.cpu(), self.lengths.cpu(), self.scores.cpu(), attention, self.eos_id,
-                            self.nbest)  # fmt: skip
+                            self.nbest, log_probs)  # fmt: skip
 
     def ended(self) -> Tensor:
         """(B,) bool: whether each sentence's output ended with eos (False: max_len cut it off)."""
@@ -277,7 +282,7 @@ def greedy_search(
         keys = torch.arange(batch_size, device=device) if keys is None else keys.to(device=device, dtype=torch.long)
         if keys.shape != (batch_size,):
             raise ValueError(f"keys must hold one key per row ({batch_size},), got {tuple(keys.shape)}")
-    tokens, attns = [], []
+    tokens, attns, lps = [], [], []
     # A sentence that ended leaves the batch (as in beam_search), sampled ones too: a seeded row's draws depend on its
     # key and the step, not on the rows stepped beside it (SCST's unseeded samples: half their rows end early).
     compact = drop_ended and getattr(model, "select_state", None) is None
@@ -296,7 +301,8 @@ def greedy_search(
         if t == max_len:  # end_step's step after max_len tokens: the end, or cut off before it
             tok, best_lp, stepped = end_choice(tok, best_lp, finished, eos_id, pad_id)
         tok = tok.masked_fill(~stepped, pad_id)
-        scores += best_lp.masked_fill(~stepped, 0.0)
+        lps.append(best_lp.masked_fill(~stepped, 0.0))  # (B,) the chosen token's, 0 where the row did not step
+        scores += lps[-1]
         lengths += stepped.long()
         if attn is not None:
             attns.append(attn.masked_fill(_expand(~stepped, attn), 0.0))
@@ -311,7 +317,7 @@ def greedy_search(
         # stepping a row costs: so only once a quarter of the live rows have ended, not at every step someone ends.
         if compact and int(finished[live].sum()) * 4 >= live.numel():
             state, live = _next_state(model, state, torch.arange(batch_size, device=device), live, finished, 1)
-    return _result(tokens, lengths, scores, attns, eos_id)
+    return _result(tokens, lengths, scores, attns, eos_id, lps)
 
 
 @torch.no_grad()
@@ -369,7 +375,7 @@ def beam_search(
     lengths = torch.zeros(B * K, dtype=torch.long, device=device)
     offsets = (torch.arange(B, device=device) * K).unsqueeze(1)  # (B, 1)
     history = torch.zeros(B * K, 0, dtype=torch.long, device=device)  # (B*K, t) each beam's tokens so far
-    parents, step_tokens, step_attns = [], [], []
+    parents, step_tokens, step_attns, step_lps = [], [], [], []
     compact = drop_ended and getattr(model, "select_state", None) is None
     live = torch.arange(B * K, device=device)  # (A*K,) the rows the model's state holds: the K of each live source
     caps = None if row_max_len is None else row_max_len.to(device).repeat_interleave(K)  # (B*K,)
@@ -391,8 +397,10 @@ def beam_search(
             rows, tok, scores, finished, lengths = beam_choice(log_probs, scores, finished, lengths, offsets, K,
                                                                pad_id)  # fmt: skip
             stepped = ~finished
+            added = log_probs[rows, tok].masked_fill(~stepped, 0.0)  # (B*K,) each new beam's token, given its parent
         parents.append(rows)
         step_tokens.append(tok)
+        step_lps.append(added)
         if attn is not None:
             step_attns.append(attn[rows].masked_fill(_expand(~stepped, attn), 0.0))
         finished = finished | (tok == eos_id)
@@ -404,7 +412,8 @@ def beam_search(
         if bool(finished.all()):
             break
         state, live = _next_state(model, state, rows, live, finished.view(B, K).all(dim=1) if compact else None, K)
-    return final_hypotheses(parents, step_tokens, step_attns, scores, lengths, length_penalty, B, K, n_best, eos_id)
+    return final_hypotheses(parents, step_tokens, step_attns, scores, lengths, length_penalty, B, K, n_best, eos_id,
+                            step_lps)  # fmt: skip
 
 
 def beam_choice(
@@ -448,26 +457,31 @@ def final_hypotheses(
     K: int,
     n_best: int,
     eos_id: int,
+    step_lps: Sequence[Tensor] = (),
 ) -> SearchResult:
     """Beam search's result from its T steps: ``parents[t]`` (B*K,) the parent row of each beam of step t,
-    ``step_tokens[t]`` (B*K,) its token, ``step_attns[t]`` (B*K, ...) its attention (or no steps' attention);
-    ``scores`` and ``lengths`` (B*K,) of the final beams. Each sentence's best (and n-best) hypotheses by
-    ``score / length**length_penalty``, backtracked through the parent pointers."""
+    ``step_tokens[t]`` (B*K,) its token, ``step_attns[t]`` (B*K, ...) its attention (or no steps' attention),
+    ``step_lps[t]`` (B*K,) its token's log-probability (or none kept); ``scores`` and ``lengths`` (B*K,) of the final
+    beams. Each sentence's best (and n-best) hypotheses by ``score / length**length_penalty``, backtracked through the
+    parent pointers."""
     offsets = torch.arange(B, device=scores.device) * K  # (B,) the first row of each sentence
     norm = scores / lengths.clamp(min=1).float().pow(length_penalty)
     ranked = norm.view(B, K).argsort(dim=-1, descending=True)  # (B, K) best first
     results = []
     for rank in range(n_best):
         final = offsets + ranked[:, rank]  # (B,) final row of each sentence's hypothesis of this rank
-        row, tokens, attns = final, [], []
+        row, tokens, attns, lps = final, [], [], []
         for t in range(len(step_tokens) - 1, -1, -1):  # backtrack through the parent pointers
             tokens.append(step_tokens[t][row])
             if step_attns:
                 attns.append(step_attns[t][row])
+            if step_lps:
+                lps.append(step_lps[t][row])
             row = parents[t][row]
         tokens.reverse()
         attns.reverse()
-        results.append(_result(tokens, lengths[final], norm[final], attns, eos_id))
+        lps.reverse()
+        results.append(_result(tokens, lengths[final], norm[final], attns, eos_id, lps))
     top = results[0]
     if n_best > 1:
         lists, ended = [r.token_lists() for r in results], [r.ended().tolist() for r in results]
@@ -535,10 +549,14 @@ def _state_device(state: Any) -> torch.device:
     raise ValueError("the decoder state holds no tensor")
 
 
-def _result(tokens: list[Tensor], lengths: Tensor, scores: Tensor, attns: list[Tensor], eos_id: int):
+def _result(
+    tokens: list[Tensor], lengths: Tensor, scores: Tensor, attns: list[Tensor], eos_id: int, lps: Sequence[Tensor] = ()
+) -> SearchResult:
+    """A search's result from its steps' (B,) tokens, (B, ...) attention and (B,) log-probabilities (none: not kept)."""
     toks = torch.stack(tokens, dim=1)  # (B, T)
     attention = torch.stack(attns, dim=1) if attns else None  # (B, T, ...)
-    return SearchResult(toks, lengths, scores, attention, eos_id)
+    log_probs = torch.stack(list(lps), dim=1) if lps else None  # (B, T)
+    return SearchResult(toks, lengths, scores, attention, eos_id, log_probs=log_probs)
 
 
 @contextmanager

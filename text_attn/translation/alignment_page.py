@@ -329,7 +329,7 @@ def sentence_section(
             read = (f"the translation given, read by the model: mean log-probability {translation.score:.4f}, the "
                     f"end {translation.end_prob:.4g}; each output token's probability on hover")  # fmt: skip
         else:
-            read = "each output token's probability on hover (the translation read back)"
+            read = "each output token's probability on hover (the model's own translation)"
         if found:
             read += f"; underlined, {unsure_line(translation.unsure(unsure), unsure)}"
         note = f"{note}; {read}" if note else read

@@ -344,11 +344,10 @@ def _translate_stream(
         else:
             # each input's draws (--sample-seed) keyed by its number: the same translation in any batch
             keyed = {"keys": [n for n, _ in good]} if args.sample else {}
+            probs = args.unsure is not None  # --unsure: its words' probabilities, kept by the search
             outs = translator.translate_tokens(
-                toks, args.beam_size, args.length_penalty, args.max_len, **options, **keyed
+                toks, args.beam_size, args.length_penalty, args.max_len, **options, **keyed, probs=probs
             )
-            if args.unsure is not None:  # each translation read back: its words' probabilities
-                translator.with_probs(toks, outs)
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
         if args.given or args.given_file:  # lines numbered by input, as --n-best's
             per_piece = args.probs_per == "piece"

@@ -65,8 +65,8 @@ class Translation:
     unlike_source: bool | None = None  # the input looks unlike the model's training source text (None: not checked)
     note: str | None = None  # the model's note when ``unlike_source`` (Translator.note)
     read_as: str | None = None  # the input as the model read it, where that differs: recased (Translator.read_as)
-    # a translation someone wrote, read by the model (Translator.read_tokens: ``given``), or the model's own read
-    # back (translate(probs=True), translate --unsure); None for the model's own otherwise
+    # a translation someone wrote, read by the model (Translator.read_tokens: ``given``), or the model's own with the
+    # probabilities its search kept (translate(probs=True), translate --unsure); None for its own otherwise
     probs: list[float] | None = None  # each output token's probability given the tokens before it
     end_prob: float | None = None  # the probability that the translation ends there
     # each space-separated word's probability given the words before it: the product of its pieces' ``probs``
@@ -400,7 +400,7 @@ class Translator:
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
         no_repeat_ngram (text_attn.core.decoding.search), keys (per sentence an integer: with a seeded sampling, its
         draws' key, so that it draws the same in any batch; default its position in ``sentences``), probs (True: each
-        translation read back, :meth:`with_probs`: its tokens' and words' probabilities, and
+        translation's tokens' and words' probabilities, kept by the search (what :meth:`with_probs` reads back), and
         ``Translation.unsure()``). In Jupyter each translation and the list draw themselves (with probs, the words
         under text_attn.core.unsure.UNSURE underlined)."""
         sentences = _sentence_list(sentences, "translate")
@@ -410,7 +410,8 @@ class Translator:
             raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
                             "text_attn.core.decoding.Sampling, with its temperature, top_k, top_p, seed), n_best, "
                             "no_repeat_ngram, drop_ended (False: step ended rows too, for comparison), keys (per "
-                            "sentence, its seeded draws' key), probs (True: each translation read back)")  # fmt: skip
+                            "sentence, its seeded draws' key), probs (True: each token's and word's "
+                            "probability)")  # fmt: skip
         sampling, n_best = options.get("sampling"), options.get("n_best", 1)
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a text_attn.core.decoding.Sampling, got {type(sampling).__name__}")
@@ -424,9 +425,7 @@ class Translator:
         read, toks = self._inputs(sentences)
         if d["no_repeat_ngram"]:
             options["no_repeat_ngram"] = d["no_repeat_ngram"]
-        out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, **options)
-        if probs:
-            self.with_probs(toks, out)
+        out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
         return self._noted(sentences, read, out)
 
     def _inputs(self, sentences: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -544,22 +543,18 @@ class Translator:
         attention = None if attention is None else widened(attention)  # a half network's in float32
         log_probs = log_probs.float().cpu()  # (B, T + 1)
         unknown = [self.src_vocab.unknown(t) for t in toks]
-        shown: dict[tuple[str, ...], tuple[str, list[str], torch.Tensor]] = {}  # a text's words, worked out once
+        shown: dict[tuple[str, ...], tuple[str, list[str], list[int]]] = {}  # a text's words, worked out once
         out = []
         for i, tokens in enumerate(targets):
             if tuple(tokens) not in shown:
                 # a word model's reading shows its tokens spaced, as read: one probability per space-separated word
                 text = " ".join(tokens) if self.codec.mode == "word" else self.codec.decode(tokens)
-                words, index = words_of(self, tokens)
-                shown[tuple(tokens)] = text, words, torch.tensor(index, dtype=torch.long)  # (T,) each token's word
+                shown[tuple(tokens)] = text, *words_of(self, tokens)
             text, words, index = shown[tuple(tokens)]
             row = log_probs[i, : len(tokens) + 1]  # (T + 1,) its tokens, then its end
-            probs = row.exp().tolist()
-            word_probs = torch.zeros(len(words)).index_add_(0, index, row[:-1]).exp()  # an empty output: none
             attn = None if attention is None else attention[i, : len(tokens), ..., : int(lens[i])].cpu()
-            out.append(Translation(toks[i], list(tokens), text, attn, unknown[i], float(row.mean()), probs=probs[:-1],
-                                   end_prob=probs[-1], word_probs=word_probs.tolist(), words=list(words),
-                                   given=True))  # fmt: skip
+            out.append(Translation(toks[i], list(tokens), text, attn, unknown[i], float(row.mean()), given=True,
+                                   **_token_probs(row, words, index)))  # fmt: skip
         return out
 
     def explain(self, translation: str | Translation, **decoding: Any):
@@ -632,6 +627,7 @@ class Translator:
                 raise ValueError(f"sentence {i}: {error}")
         if max_len and (error := self.length_error(max_len=max_len)):
             raise ValueError(error)
+        probs = options.pop("probs", False)
         sampling = options.get("sampling")
         if sampling is not None and sampling.seed is not None:
             keys = options.pop("keys", None)
@@ -643,14 +639,21 @@ class Translator:
             keys = None
         batches = self._batches([len(t) for t in toks], beam_size, max_len)
         if len(batches) == 1:
-            return self._translate_batch(toks, beam_size, length_penalty, max_len, longest, keys=keys, **options)
-        out: list[Translation | None] = [None] * len(toks)
-        for index in batches:
-            part = [toks[i] for i in index]
-            part_keys = None if keys is None else keys[index]
-            done = self._translate_batch(part, beam_size, length_penalty, max_len, longest, keys=part_keys, **options)
-            for i, tr in zip(index, done, strict=True):
-                out[i] = tr
+            out = self._translate_batch(toks, beam_size, length_penalty, max_len, longest, keys=keys, probs=probs,
+                                        **options)  # fmt: skip
+        else:
+            out = [None] * len(toks)
+            for index in batches:
+                part = [toks[i] for i in index]
+                part_keys = None if keys is None else keys[index]
+                done = self._translate_batch(part, beam_size, length_penalty, max_len, longest, keys=part_keys,
+                                             probs=probs, **options)  # fmt: skip
+                for i, tr in zip(index, done, strict=True):
+                    out[i] = tr
+        # probs: a translation cut off at its cap never took its end's step: read back (the rest kept the search's)
+        missing = [i for i, tr in enumerate(out) if tr.probs is None] if probs else []
+        if missing:
+            self.with_probs([toks[i] for i in missing], [out[i] for i in missing])
         return out  # type: ignore[return-value]
 
     def _source_batch(self, toks: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -668,8 +671,11 @@ class Translator:
         max_len: int | None,
         longest: int | None = None,
         keys: torch.Tensor | None = None,
+        probs: bool = False,
         **options: Any,
     ) -> list[Translation]:
+        from text_attn.translation.alignments import words_of
+
         if keys is not None:
             options["keys"] = keys  # (B,) int64
         options.setdefault("banned", never_written(self.tgt_vocab, self.codec))
@@ -693,7 +699,10 @@ class Translator:
                 **options,
             )
         out = []
+        res = res.cpu()  # one copy a tensor, not a device read per sentence and value
         ended = res.ended()  # (B,)
+        kept = res.log_probs.float() if probs and res.log_probs is not None else None  # (B, T)
+        special = (self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)  # dropped by decode, with their probabilities
         for i, ids_out in enumerate(res.token_lists()):
             words = self.tgt_vocab.decode(ids_out)
             attn = None
@@ -705,8 +714,21 @@ class Translator:
                 nbest = [(self.codec.decode(self.tgt_vocab.decode(alt)), sc, not end) for alt, sc, end in res.nbest[i]]
             text, unknown = self.codec.decode(words), self.src_vocab.unknown(toks[i])
             cut = not bool(ended[i]) and int(res.lengths[i]) > 0
-            out.append(Translation(toks[i], words, text, attn, unknown, float(res.scores[i]), nbest, cut))
+            read = {}
+            if kept is not None and bool(ended[i]):  # the end's step is the one after the tokens
+                steps = [t for t, tok in enumerate(ids_out) if tok not in special] + [len(ids_out)]
+                read = _token_probs(kept[i, steps], *words_of(self, words))
+            out.append(Translation(toks[i], words, text, attn, unknown, float(res.scores[i]), nbest, cut, **read))
         return out
+
+
+def _token_probs(row: torch.Tensor, words: list[str], index: list[int]) -> dict[str, Any]:
+    """A translation's probabilities from ``row`` (T + 1,), the log-probability of each of its T tokens and then of
+    its end, with its ``words`` and per token the index of its word (alignments.words_of): Translation's ``probs``,
+    ``end_prob``, ``words`` and ``word_probs`` (a word's: the product of its pieces')."""
+    probs = row.exp().tolist()
+    word_probs = torch.zeros(len(words)).index_add_(0, torch.tensor(index, dtype=torch.long), row[:-1]).exp()
+    return {"probs": probs[:-1], "end_prob": probs[-1], "words": list(words), "word_probs": word_probs.tolist()}
 
 
 def _sentence_list(sentences: Any, name: str) -> list[str]:

@@ -1,5 +1,5 @@
-"""``translate --unsure``: each translation read back, and the words the model gave a probability under a threshold
-(``--unsure-below``, default 0.1) named in one closing note and underlined on the --html page
+"""``translate --unsure``: each token's probability, kept by the search, and the words the model gave one under a
+threshold (``--unsure-below``, default 0.1) named in one closing note and underlined on the --html page
 (text_attn.core.unsure_options holds what ``caption --unsure`` shares)."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from text_attn.core.unsure import UNSURE
 from text_attn.core.unsure_options import add_unsure_options
 
 HELP = (
-    f"read each translation back (the best one, with --n-best) and name the words the model gave a probability under "
-    f"{UNSURE:g} (--unsure-below), given the words before them: one note at the end, on stderr, and with --html those "
+    f"keep each token's probability as the search writes the translation (the best one, with --n-best) and name the "
+    f"words the model gave a probability under {UNSURE:g} (--unsure-below), given the words before them: one note at "
+    "the end, on stderr, and with --html those "
     "words underlined, each token's probability on hover. The bundled Transformer on Multi30k val: 85%% of its words "
     "under 0.1 (3.4%% of its words) are not in the reference, against 17%% of those of 0.5 and more "
-    "(benchmarks/word_confidence.py). The reading adds about a quarter to the time (Multi30k val: 0.24x the bundled "
-    "Transformer's translating at its beam 8, 0.29x the GRU's; benchmarks/unsure_cost.py). With --scores: each "
-    "sentence's words under it too. With --given / --given-file: the words of the translation given"
+    "(benchmarks/word_confidence.py). Keeping the probabilities costs no time the runs can tell from "
+    "their noise (0.98-1.04x; Multi30k val, the bundled models at beam 8; benchmarks/unsure_cost.py). With "
+    "--scores: each sentence's words under it too. With --given / --given-file: the words of the translation given"
 )
 
 
