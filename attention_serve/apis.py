@@ -27,9 +27,9 @@ from attention_serve.cores import CoreShare
 from attention_serve.idle_loop import IdleWaitingLoop
 from attention_serve.limits import TRANSLATE_OPTIONS
 from attention_serve.worker_start import worker_sigterm
-from text_attn.core.casing import changed_reading
 from text_attn.core.errors import one_line
-from text_attn.core.vocab import lost_addresses
+from text_attn.core.unsure import UNSURE
+from text_attn.translation.records import empty_record, probability_fields, rounded, translation_record, unsure_fields
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
 # bound how long a pass keeps the thread count it started with to ~0.15 s (one core)
@@ -38,37 +38,6 @@ ENCODER_CHUNK = 4
 
 def _options_key(options: dict[str, Any]) -> tuple:
     return tuple(sorted(options.items()))
-
-
-def _rounded(matrix: Any, digits: int = 4) -> list:
-    return np.round(np.asarray(matrix, dtype=np.float64), digits).tolist()
-
-
-def _read(result: Any, name: str) -> dict[str, Any]:
-    """A text given and read (the "given" option): each word's or token's (``name``) and the end's probability, 6
-    significant digits, and a translation's per space-separated word (``word_probs``, its pieces' product); {} for
-    the model's own."""
-    if getattr(result, "probs", None) is None:
-        return {}
-    from text_attn.core.arrays import digits6
-
-    read = {name: [digits6(p) for p in result.probs], "end_prob": digits6(result.end_prob)}
-    if getattr(result, "word_probs", None) is not None:
-        read["word_probs"] = [digits6(p) for p in result.word_probs]
-    return read
-
-
-def _unsure(translation: Any) -> dict[str, Any]:
-    """A read translation's words (those ``word_probs`` are of) and the ones the model was unsure of (under
-    text_attn.core.unsure.UNSURE: each [word, p], and ``unsure_tokens``, the tokens of those words); {} unread."""
-    if getattr(translation, "word_probs", None) is None:
-        return {}
-    from text_attn.core.arrays import digits6
-    from text_attn.core.unsure import UNSURE
-    from text_attn.translation.alignments import unsure_tokens
-
-    return {"words": list(translation.words), "unsure": [[w, digits6(p)] for w, p in translation.unsure(UNSURE)],
-            "unsure_tokens": sorted(unsure_tokens(translation, UNSURE))}  # fmt: skip
 
 
 def _caption_unsure(caption: Any) -> dict[str, Any]:
@@ -235,7 +204,8 @@ class CaptionAPI(_ModelAPI):
                 # "unknown"): else their word_probs read as the model finding a known word unlikely
                 unknown = {"unknown": cap.unknown_words(o["given"])} if o.get("given") else {}
                 for i, result in zip(index, results, strict=True):
-                    out[i] = self._record(items[i], result, far[i]) | _read(result, "word_probs") | unknown
+                    out[i] = self._record(items[i], result, far[i]) | probability_fields(result, "word_probs")
+                    out[i] |= unknown
                     out[i] |= _caption_unsure(result)
                     if o.get("evidence"):  # what drives each word (captioning.model.explain)
                         out[i].update(self._evidence(features[i : i + 1], result.words))
@@ -254,7 +224,7 @@ class CaptionAPI(_ModelAPI):
         return preview | {
             "caption": " ".join(words),
             "words": words,
-            "attention": _rounded(alphas),
+            "attention": rounded(alphas),
             "grid": [g, g],
             "size": item["size"],
             "crop_box": [round(v, 3) for v in item["crop_box"]],
@@ -312,9 +282,10 @@ class TranslateAPI(_ModelAPI):
             # probs: each token's and word's probability, kept by the search (translate --unsure)
             done = tr.translate_tokens([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
                                        o.get("max_len"), longest, probs=bool(o.get("probs")), **extra)  # fmt: skip
-        records: list[dict[str, Any]] = [self._empty(s) for s in sentences]
+        records: list[dict[str, Any]] = [empty_record(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
-            records[k] = self._record(sentences[k], t, keep_case) | _read(t, "token_probs") | _unsure(t)
+            records[k] = translation_record(tr, sentences[k], t, keep_case) | probability_fields(t, "token_probs")
+            records[k] |= unsure_fields(t, UNSURE)
             if o.get("evidence") and t.attention is not None and t.tokens:
                 from text_attn.core.faithfulness import rounded_evidence, rounded_taus
                 from text_attn.translation.explain import translation_evidence
@@ -322,36 +293,3 @@ class TranslateAPI(_ModelAPI):
                 found = translation_evidence(tr, list(t.source), list(t.tokens))
                 records[k].update(evidence=rounded_evidence(found.evidence), agreement=rounded_taus(found.agreement))
         return records
-
-    def _empty(self, source: str) -> dict[str, Any]:
-        return {"source": source, "translation": "", "source_tokens": ["<eos>"], "tokens": [], "attention": None,
-                "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None, "read_as": None,
-                "lost_addresses": [], "unseen_words": [],
-                "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
-
-    def _record(self, source: str, t: Any, keep_case: bool = False) -> dict[str, Any]:
-        unlike = self.translator.unlike_source(source)
-        read = self.translator.read_as(source, keep_case)  # how the model read it; composed letters alone: the same
-        attention = heads = None
-        if t.attention is not None:
-            a = t.attention.float().cpu().numpy()
-            if a.ndim == 3:  # (T, H, S+1): a Transformer's heads
-                heads = _rounded(a.transpose(1, 0, 2))  # (H, T, S+1)
-                a = a.mean(axis=1)
-            attention = _rounded(a)  # (T, S+1)
-        return {
-            "source": source,
-            "translation": t.text,
-            "source_tokens": [*t.source, "<eos>"],
-            "tokens": t.tokens,
-            "attention": attention,
-            "heads": heads,
-            "score": round(float(t.score), 6),
-            "truncated": bool(t.truncated),
-            "unknown": t.unknown,
-            "unlike_source": unlike,
-            "read_as": changed_reading(source, read),
-            "lost_addresses": lost_addresses(source, t.text),  # typed in the sentence, missing from its translation
-            "unseen_words": self.translator.unseen_words(source),  # never in its training text: a guess
-            "note": self.translator.note() if unlike else None,  # the model's own, as `translate` prints it
-        }

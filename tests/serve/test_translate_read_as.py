@@ -9,6 +9,7 @@ from helpers.tiny_translator import tiny_subword_model_file
 
 from attention_serve.apis import TranslateAPI
 from attention_serve.openapi import TRANSLATE_ANSWER
+from text_attn.translation.records import empty_record
 
 
 def test_a_sentence_without_capitals_is_answered_with_how_it_was_read(tmp_path):
@@ -31,7 +32,7 @@ def test_an_address_the_translation_lacks_is_answered_as_lost(tmp_path):
     typed = [f"{DE[0]} www.beispiel.de/a", DE[1]]
     records = api._translate(typed, {"beam_size": 1, "length_penalty": 0.0, "max_len": 3})
     assert [r["lost_addresses"] for r in records] == [["www.beispiel.de/a"], []]
-    assert api._empty("...")["lost_addresses"] == []
+    assert empty_record("...")["lost_addresses"] == []
 
 
 def test_the_default_length_cap_is_at_most_what_a_client_may_ask_for(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from helpers.tiny_translator import tiny_subword_model_file, tiny_word_model_fil
 from attention_serve.apis import TranslateAPI
 from attention_serve.openapi import TRANSLATE_ANSWER
 from text_attn.translation import source_check as sc
+from text_attn.translation.records import empty_record
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translate_streams import unseen_note
 from text_attn.translation.translator import Translator
@@ -97,7 +98,7 @@ def test_attention_serve_answers_the_unseen_words(model_file):
     api.load("cpu")
     records = api._translate([f"{DE[0]} Regenwald", DE[1]], {"beam_size": 1, "length_penalty": 0.0, "max_len": 3})
     assert [r["unseen_words"] for r in records] == [["Regenwald"], []]
-    assert api._empty("...")["unseen_words"] == []
+    assert empty_record("...")["unseen_words"] == []
     answer = TRANSLATE_ANSWER["properties"]["translations"]["items"]["properties"]
     assert answer["unseen_words"]["items"] == {"type": "string"}
 

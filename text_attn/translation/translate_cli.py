@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import stat
 import sys
@@ -241,6 +242,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="FILE", help="write the translations to FILE instead of stdout (- : stdout; "
                    "./- for a file named -)")  # fmt: skip
     p.add_argument(
+        "--jsonl",
+        metavar="FILE",
+        help="also write FILE: one JSON record a line per input, in input order, as the inputs are done (- : to "
+        "stdout, in place of the plain lines, unless --output names their file; ./- for a file named -): the "
+        "fields of attention-serve's /translate answer (source and tokens, translation and tokens, attention, "
+        "heads, score, truncated, the notes on the input) and 'input', its number; with --unsure or --given(-file), "
+        "'token_probs', 'word_probs', 'end_prob', 'words' and 'unsure'; with --n-best, 'n_best'; with several "
+        "--given, 'ranked'; a failed input: 'error'. Records are written as the plain lines are, so a run stopped "
+        "early keeps the records of what it wrote",
+    )
+    p.add_argument(
         "--resume",
         action="store_true",
         help="with --output FILE that an interrupted run of the same command wrote: skip the inputs its complete "
@@ -260,6 +272,28 @@ def _parser() -> argparse.ArgumentParser:
                    "else cpu), cpu, cuda, cuda:1, ...")  # fmt: skip
     add_search_options(p)
     return p
+
+
+def _write_records(translator, args, records, chunk, by_number, typed_lines, errors, ranked) -> None:
+    """--jsonl: the chunk's records (text_attn.translation.records.input_record), one a line in input order, each
+    input's line as typed taken out of ``typed_lines``; ``ranked``: per translated input of the chunk, in order, its
+    readings best first (--given, --given-file), else None."""
+    from text_attn.translation.records import input_record
+
+    readings = dict(zip(by_number, ranked, strict=True)) if ranked is not None else {}
+    lines = []
+    for n, _ in chunk:
+        typed = typed_lines.pop(n, "")
+        if n not in by_number:
+            record = input_record(translator, n, typed, error=errors.get(n, "not translated"))
+        else:
+            below = UNSURE if args.unsure is None else args.unsure  # a reading's unsure words: at 0.1 unless given
+            record = input_record(translator, n, typed, by_number[n], keep_case=args.keep_case, below=below,
+                                  ranked=readings.get(n))  # fmt: skip
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    with failing_as("stdout" if args.jsonl == "-" else f"--jsonl {args.jsonl}"):
+        records.write("".join(lines))
+        records.flush()
 
 
 def _evidence(translator, tr, progress: dict[str, Any], n: int, keep: bool = False):
@@ -291,11 +325,12 @@ SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Trans
 
 
 def _translate_stream(
-    translator, args: argparse.Namespace, out, report=None, progress=None, align=None, plots=None
+    translator, args: argparse.Namespace, out, report=None, progress=None, align=None, plots=None, records=None
 ) -> tuple[int, int, list]:
     """Read sentences (arguments, or stdin line by line), translate them a batch at a time, write each batch as it is
     done (to ``out``, a section per sentence to the --html ``report``, a line per input to the --alignments stream
-    ``align``, its pictures to ``plots``, a plot_files.PlotWriter). An input that cannot be translated gets
+    ``align``, its pictures to ``plots``, a plot_files.PlotWriter, a JSON record per input to the --jsonl stream
+    ``records``: text_attn.translation.records). An input that cannot be translated gets
     its error line on stderr and an empty line in the output, so output line N stays input line N (not with
     --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
     pairs kept for --demo); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
@@ -329,6 +364,7 @@ def _translate_stream(
     unseen: dict[int, list[str]] = {}  # the chunk's inputs' words the training text never has (Translator.unseen_words)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
+    typed_lines: dict[int, str] = {}  # --jsonl: the chunk's inputs as typed, failed ones too (a record's "source")
 
     def count(kind: str, numbers: list[int]) -> None:
         progress[kind] += len(numbers)
@@ -385,6 +421,9 @@ def _translate_stream(
         with failing_as(f"--output {args.output}" if args.output else "stdout"):
             out.write(written)
             out.flush()
+        if records is not None:  # a record per input, a failed one's with its error, in input order
+            given = ranked if args.given or args.given_file else None
+            _write_records(translator, args, records, chunk, by_number, typed_lines, errors, given)
         if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
             lines = "".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number else "\n"
                             for n, _ in chunk)  # fmt: skip
@@ -435,6 +474,8 @@ def _translate_stream(
             continue
         n = seen = n + 1
         line = line.rstrip("\r")  # a CRLF file read on any system
+        if records is not None:
+            typed_lines[n] = line
         error, tokens = None, None
         try:
             line.encode("utf-8")
@@ -700,15 +741,17 @@ def _check_outputs(args: argparse.Namespace) -> None:
     texts = [f for f in (args.given_file, args.references) if f]  # read whole before any output, but kept whole
     reads_stdin = ((not args.sentences or args.sentences == ["-"]) and not args.demo) or "-" in texts
     texts = [f for f in texts if f != "-"]
+    jsonl = args.jsonl if args.jsonl != "-" else None  # '-': stdout
     named = [("--output", args.output), ("--html", args.html), ("--plot", args.plot),
-             ("--alignments", args.alignments), ("--scores", args.scores)]  # fmt: skip
+             ("--alignments", args.alignments), ("--scores", args.scores), ("--jsonl", jsonl)]  # fmt: skip
     try:
         refuse_overlap({f"{flag} {v}": v for flag, v in named if v}, [model_path(args.model), *texts],
                        stdin=reads_stdin)  # fmt: skip
         refuse_same_outputs(named)  # two outputs in one file: one would overwrite the other
     except OSError as err:
         fail("translate", str(err))
-    for flag, value in (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments)):
+    for flag, value in (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments),
+                        ("--jsonl", jsonl)):  # fmt: skip
         if value and not Path(value).parent.is_dir():
             fail("translate", f"cannot write {flag} {value}: the folder {Path(value).parent} does not exist")
     if args.plot:
@@ -807,7 +850,7 @@ def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     """The files no other run may write while this one does (safe_files.hold_outputs, which holds no ``-``: stdout
     for --output, refused later for the others)."""
     return [("--output", args.output), ("--html", args.html), ("--plot", args.plot),
-            ("--alignments", args.alignments), ("--scores", args.scores)]  # fmt: skip
+            ("--alignments", args.alignments), ("--scores", args.scores), ("--jsonl", args.jsonl)]  # fmt: skip
 
 
 def _translate_main(args: argparse.Namespace) -> int:
@@ -894,6 +937,9 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.sample and (args.evidence or getattr(args, "align_by", None) == "evidence"):  # as caption refuses it
         flag = "--evidence" if args.evidence else "--align-by evidence"
         fail("translate", f"{flag} explains the model's own choice of words; --sample draws them at random: drop one")
+    if args.demo and args.jsonl:
+        fail("translate", "--demo prints its own sentences with their alignments: give --jsonl with sentences or "
+             "stdin instead")  # fmt: skip
     if args.evidence and not (args.plot or args.html):
         fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE")
     if args.alignments:
@@ -928,7 +974,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         from text_attn.core.cpu_load import use_free_threads
 
         use_free_threads()  # one thread per core that other programs left free (text_attn/core/cpu_load.py)
-    if not args.output and not args.demo:
+    if (not args.output or args.jsonl == "-") and not args.demo:
         from text_attn.core.os_text import stdout_is_closed
 
         if stdout_is_closed():  # the translations would be dropped (its prints are): said before any is made
@@ -982,11 +1028,22 @@ def _translate_main(args: argparse.Namespace) -> int:
                 if opened is not None and opened is not sys.stdout:
                     opened.close()
             fail("translate", f"cannot write --alignments {args.alignments}: {one_line(err)}")
+    records = None
+    if args.jsonl:  # '-': the records on stdout, in place of the plain lines unless --output has them
+        try:
+            records = sys.stdout if args.jsonl == "-" else open_stream(args.jsonl)
+            if args.jsonl == "-" and not args.output:
+                out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (closed with the other outputs)
+        except OSError as err:
+            for opened in (out, report, align):
+                if opened is not None and opened is not sys.stdout:
+                    opened.close()
+            fail("translate", f"cannot write --jsonl {args.jsonl}: {one_line(err)}")
     progress: dict[str, Any] = {}
     plots = _plot_writer(translator, args, progress)
     interrupted, broken, complete = 0, None, False
     try:
-        failed, seen, results = _translate_stream(translator, args, out, report, progress, align, plots)
+        failed, seen, results = _translate_stream(translator, args, out, report, progress, align, plots, records)
         complete = True
     except KeyboardInterrupt as stop:  # Ctrl-C (130), SIGTERM (143): what was written stays whole, one line
         interrupted = 143 if isinstance(stop, Terminated) else 130
@@ -997,6 +1054,8 @@ def _translate_main(args: argparse.Namespace) -> int:
             close_quietly(out)
         if align is not None:
             close_quietly(align)
+        if records is not None and records is not sys.stdout:
+            close_quietly(records)
         if report is not None:  # the page of the sentences written, whole; where the run stopped early, it says so
             _close_page(report, args, progress, None if complete else "interrupted" if interrupted else "error")
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written

@@ -32,6 +32,7 @@ BESIDE = {
     "html": ("--html", "a page of this run's sentences alone"),
     "plot": ("--plot", "grids numbered from this run's first sentence"),
     "alignments": ("--alignments", "a file of its own, a line an input"),
+    "jsonl": ("--jsonl", "a file of its own, a record an input"),
     "references": ("--references", "the scores of this run's sentences alone"),
     "n_best": ("--n-best", "lines numbered by input, several an input"),
     "given": ("--given", "readings numbered by input"),

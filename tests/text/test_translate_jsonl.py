@@ -1,0 +1,102 @@
+"""``translate --jsonl``: a JSON record an input, in input order, the fields of attention-serve's /translate answer
+(text_attn.translation.records, which both use) and the input's number; a failed input's record holds its error;
+--unsure, --n-best and --given(-file) add theirs; '-' puts the records on stdout in place of the plain lines; what
+cannot be written with it is refused in one line."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from helpers.multi30k import DE
+from helpers.tiny_translator import tiny_subword_model_file
+
+from text_attn.translation.records import input_record, translation_record
+from text_attn.translation.translate_cli import translate_main
+from text_attn.translation.translator import Translator
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return str(tiny_subword_model_file(tmp_path_factory.mktemp("m")))
+
+
+def _run(argv, capsys, monkeypatch, stdin=""):
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    try:
+        code = translate_main(argv)
+    except SystemExit as exit_:  # argparse and fail() exit
+        code = exit_.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_each_input_s_record_is_the_server_s_with_its_number_and_a_failed_one_holds_its_error(
+    model, capsys, monkeypatch
+):
+    lines = [DE[0], "", DE[1]]
+    code, out, err = _run(["--model", model, "--jsonl", "-", *lines], capsys, monkeypatch)
+    assert code == 1 and "input 2: empty sentence" in err  # one input failed: said, and in its record
+    records = [json.loads(line) for line in out.splitlines()]  # no plain lines: the records replace them
+    assert [r["input"] for r in records] == [1, 2, 3]
+    assert records[1] == {"input": 2, "source": "", "error": "empty sentence"}
+    translator = Translator.load(model)
+    for record, line in zip([records[0], records[2]], [lines[0], lines[2]], strict=True):
+        (tr,) = translator.translate([line])  # the same recorded decoding
+        expected = json.loads(json.dumps({"input": record["input"]} | translation_record(translator, line, tr)))
+        assert record == expected
+        assert record["translation"] == tr.text and len(record["attention"]) == len(tr.tokens)
+        assert "token_probs" not in record  # the model's own without --unsure: no probabilities
+
+
+def test_the_records_go_to_their_file_beside_the_plain_lines(model, capsys, monkeypatch, tmp_path):
+    path = tmp_path / "out.jsonl"
+    code, out, _ = _run(["--model", model, "--jsonl", str(path)], capsys, monkeypatch, stdin=f"{DE[0]}\n{DE[1]}\n")
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert code == 0 and out.splitlines() == [r["translation"] for r in records]
+    text = tmp_path / "out.txt"  # --output has the plain lines: '-' puts the records on stdout beside them
+    code, out, _ = _run(["--model", model, "--output", str(text), "--jsonl", "-", DE[0]], capsys, monkeypatch)
+    assert code == 0 and json.loads(out)["translation"] == text.read_text(encoding="utf-8").rstrip("\n")
+
+
+def test_unsure_n_best_and_translations_given_add_their_fields(model, capsys, monkeypatch):
+    argv = ["--model", model, "--jsonl", "-", "--unsure-below", "0.5", "--beam-size", "3", "--n-best", "2", DE[0]]
+    code, out, _ = _run(argv, capsys, monkeypatch)
+    (record,) = [json.loads(line) for line in out.splitlines()]
+    (tr,) = Translator.load(model).translate([DE[0]], beam_size=3, n_best=2, probs=True)
+    assert code == 0 and record["token_probs"] == pytest.approx(tr.probs, abs=1e-6)
+    assert record["words"] == tr.words and record["word_probs"] == pytest.approx(tr.word_probs, abs=1e-6)
+    assert [w for w, _ in record["unsure"]] == [w for w, _ in tr.unsure(0.5)]
+    assert [h["translation"] for h in record["n_best"]] == [text for text, _, _ in tr.nbest]
+    given = ["a man", "two dogs play in the snow"]
+    code, out, _ = _run(["--model", model, "--jsonl", "-", "--given", given[0], "--given", given[1], DE[0]], capsys,
+                        monkeypatch)  # fmt: skip
+    (record,) = [json.loads(line) for line in out.splitlines()]
+    scores = [h["score"] for h in record["ranked"]]
+    assert code == 0 and record["given"] is True and scores == sorted(scores, reverse=True)
+    assert record["translation"] == record["ranked"][0]["translation"] and record["score"] == scores[0]
+    assert {h["translation"] for h in record["ranked"]} == set(given) and len(record["token_probs"]) > 0
+
+
+def test_a_line_that_is_not_utf8_is_shown_with_escapes():
+    record = input_record(None, 4, "\udcff\udcfe kaputt", error="not valid UTF-8 text")
+    assert record == {"input": 4, "source": "\\xff\\xfe kaputt", "error": "not valid UTF-8 text"}
+    json.dumps(record).encode("utf-8")  # writable
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--output", "{tmp}/o.txt", "--resume"], "--jsonl would hold a file of its own"),
+        (["--demo"], "--demo prints its own sentences"),
+        (["--output", "{tmp}/r.jsonl"], "name the same file"),
+    ],
+)
+def test_what_cannot_go_with_it_is_refused_in_one_line(model, capsys, monkeypatch, tmp_path, argv, said):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    sentences = [] if "--demo" in argv else [DE[0]]
+    code, _, err = _run(["--model", model, "--jsonl", str(tmp_path / "r.jsonl"), *argv, *sentences], capsys,
+                        monkeypatch)  # fmt: skip
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.jsonl").exists()

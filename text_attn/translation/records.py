@@ -1,0 +1,139 @@
+"""A translation as one JSON-able record: what attention-serve's ``POST /translate`` answers for each sentence and
+``translate --jsonl`` writes a line of, made in one place so that the two never drift apart.
+
+A record holds the source and its tokens, the translation and its tokens, the attention (T, S + 1) over the source
+tokens and their end (a Transformer's: the plotted layer's heads averaged, and ``heads`` (H, T, S + 1)), the score,
+whether the output was cut off, and what is said about the input (``unknown``, ``unlike_source``, ``read_as``,
+``lost_addresses``, ``unseen_words``, ``note``). Where the translation carries its probabilities (``probs=True``, or a
+translation given and read): ``token_probs``, ``end_prob``, ``word_probs``, ``words`` and the words under a threshold
+(``unsure``, ``unsure_tokens``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from text_attn.core.arrays import digits6
+from text_attn.core.casing import changed_reading
+from text_attn.core.unsure import UNSURE
+from text_attn.core.vocab import lost_addresses
+
+
+def rounded(matrix: Any, digits: int = 4) -> list:
+    """A matrix as nested lists of numbers rounded to ``digits`` decimals (attention in a JSON answer)."""
+    return np.round(np.asarray(matrix, dtype=np.float64), digits).tolist()
+
+
+def translation_record(translator: Any, source: str, t: Any, keep_case: bool = False) -> dict[str, Any]:
+    """The record of Translation ``t`` of the sentence ``source`` as typed (``keep_case``: read as typed, not
+    recased; Translator.read_as)."""
+    unlike = translator.unlike_source(source)
+    read = translator.read_as(source, keep_case)  # how the model read it; composed letters alone: the same
+    attention = heads = None
+    if t.attention is not None:
+        a = t.attention.float().cpu().numpy()
+        if a.ndim == 3:  # (T, H, S+1): a Transformer's heads
+            heads = rounded(a.transpose(1, 0, 2))  # (H, T, S+1)
+            a = a.mean(axis=1)
+        attention = rounded(a)  # (T, S+1)
+    return {
+        "source": source,
+        "translation": t.text,
+        "source_tokens": [*t.source, "<eos>"],
+        "tokens": t.tokens,
+        "attention": attention,
+        "heads": heads,
+        "score": round(float(t.score), 6),
+        "truncated": bool(t.truncated),
+        "unknown": t.unknown,
+        "unlike_source": unlike,
+        "read_as": changed_reading(source, read),
+        "lost_addresses": lost_addresses(source, t.text),  # typed in the sentence, missing from its translation
+        "unseen_words": translator.unseen_words(source),  # never in its training text: a guess
+        "note": translator.note() if unlike else None,  # the model's own, as `translate` prints it
+    }
+
+
+def empty_record(source: str) -> dict[str, Any]:
+    """The record of a sentence with nothing to translate (no token the model reads)."""
+    return {"source": source, "translation": "", "source_tokens": ["<eos>"], "tokens": [], "attention": None,
+            "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None, "read_as": None,
+            "lost_addresses": [], "unseen_words": [],
+            "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
+
+
+def probability_fields(result: Any, name: str) -> dict[str, Any]:
+    """A result with its probabilities (a Translation or a Caption: kept by the search, or a text given and read):
+    each token's or word's (under ``name``) and the end's probability, 6 significant digits, and a translation's per
+    space-separated word (``word_probs``, its pieces' product); {} for one without."""
+    if getattr(result, "probs", None) is None:
+        return {}
+    read = {name: [digits6(p) for p in result.probs], "end_prob": digits6(result.end_prob)}
+    if getattr(result, "word_probs", None) is not None:
+        read["word_probs"] = [digits6(p) for p in result.word_probs]
+    return read
+
+
+def unsure_fields(translation: Any, below: float) -> dict[str, Any]:
+    """A translation's words (those ``word_probs`` are of) and the ones the model gave a probability under ``below``
+    (each [word, p], and ``unsure_tokens``, the indices of those words' tokens); {} for one without probabilities."""
+    if getattr(translation, "word_probs", None) is None:
+        return {}
+    from text_attn.translation.alignments import unsure_tokens
+
+    return {"words": list(translation.words), "unsure": [[w, digits6(p)] for w, p in translation.unsure(below)],
+            "unsure_tokens": sorted(unsure_tokens(translation, below))}  # fmt: skip
+
+
+def _finite(x: float) -> float | None:
+    """A score as strict JSON holds it: rounded to 6 decimals, None for -inf (a hypothesis the search never found)."""
+    return round(float(x), 6) if math.isfinite(x) else None
+
+
+def _shown(text: str) -> str:
+    """A line as UTF-8 can hold it: stdin's bytes that are not UTF-8 (read as lone surrogates) as ``\\xff`` escapes,
+    as the command's messages show them."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate typed as such, not a byte read
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def input_record(
+    translator: Any,
+    number: int,
+    source: str,
+    t: Any = None,
+    *,
+    keep_case: bool = False,
+    below: float = UNSURE,
+    ranked: list | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """``translate --jsonl``'s record of input ``number`` (1-based), typed as ``source``: ``{"input", "source",
+    "error"}`` for an input that failed with ``error``; else its Translation ``t``'s record (:func:`translation_record`)
+    with its probabilities where it has them (``--unsure``, or a translation given and read: the words under
+    ``below`` in ``unsure``), ``n_best`` (``--n-best``: each ``{"translation", "score", "truncated"}``, best first),
+    ``given`` (True: a translation given, read) and, with several translations given, ``ranked`` (each
+    ``{"translation", "score"}``, best first: ``t`` is the first)."""
+    source = _shown(source)
+    if error is not None:
+        return {"input": number, "source": source, "error": error}
+    record = {"input": number} | translation_record(translator, source, t, keep_case)
+    record["score"] = _finite(t.score)
+    record |= probability_fields(t, "token_probs") | unsure_fields(t, below)
+    if t.nbest is not None:
+        record["n_best"] = [{"translation": text, "score": _finite(score), "truncated": cut}
+                            for text, score, cut in t.nbest]  # fmt: skip
+    if getattr(t, "given", False):
+        record["given"] = True
+    if ranked is not None and len(ranked) > 1:
+        record["ranked"] = [{"translation": r.text, "score": _finite(r.score)} for r in ranked]
+    return record
