@@ -29,7 +29,14 @@ from attention_serve.limits import TRANSLATE_OPTIONS
 from attention_serve.worker_start import worker_sigterm
 from text_attn.core.errors import one_line
 from text_attn.core.unsure import UNSURE
-from text_attn.translation.records import empty_record, probability_fields, rounded, translation_record, unsure_fields
+from text_attn.translation.records import (
+    empty_record,
+    evidence_fields,
+    probability_fields,
+    rounded,
+    translation_record,
+    unsure_fields,
+)
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
 # bound how long a pass keeps the thread count it started with to ~0.15 s (one core)
@@ -287,9 +294,7 @@ class TranslateAPI(_ModelAPI):
             records[k] = translation_record(tr, sentences[k], t, keep_case) | probability_fields(t, "token_probs")
             records[k] |= unsure_fields(t, UNSURE)
             if o.get("evidence") and t.attention is not None and t.tokens:
-                from text_attn.core.faithfulness import rounded_evidence, rounded_taus
                 from text_attn.translation.explain import translation_evidence
 
-                found = translation_evidence(tr, list(t.source), list(t.tokens))
-                records[k].update(evidence=rounded_evidence(found.evidence), agreement=rounded_taus(found.agreement))
+                records[k] |= evidence_fields(translation_evidence(tr, list(t.source), list(t.tokens)))
         return records

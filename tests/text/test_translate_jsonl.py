@@ -100,3 +100,29 @@ def test_what_cannot_go_with_it_is_refused_in_one_line(model, capsys, monkeypatc
                         monkeypatch)  # fmt: skip
     assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_evidence_goes_into_each_record_computed_once_for_every_output_that_shows_it(
+    model, capsys, monkeypatch, tmp_path
+):
+    from text_attn.translation import explain
+    from text_attn.translation.records import evidence_fields
+
+    calls = []
+    real = explain.translation_evidence
+    monkeypatch.setattr(explain, "translation_evidence", lambda *a, **k: calls.append(a) or real(*a, **k))
+    argv = ["--model", model, "--jsonl", "-", "--evidence", "--html", str(tmp_path / "p.html"), "--alignments",
+            str(tmp_path / "a.txt"), "--align-by", "evidence", *DE[:2]]  # fmt: skip
+    code, out, err = _run(argv, capsys, monkeypatch)
+    assert code == 0, err
+    assert len(calls) == 2  # one an input, shared by the record, the alignments and the page
+    translator = Translator.load(model)
+    for record, line in zip(map(json.loads, out.splitlines()), DE[:2], strict=True):
+        (tr,) = translator.translate([line])
+        want = evidence_fields(real(translator, list(tr.source), list(tr.tokens)))
+        assert record["agreement"] == want["agreement"]
+        flat = [v for row in record["evidence"] for v in row]
+        assert flat == pytest.approx([v for row in want["evidence"] for v in row], abs=1e-6)
+        assert len(record["evidence"]) == len(tr.tokens) and len(record["evidence"][0]) == len(tr.source) + 1
+    code, _, err = _run(["--model", model, "--evidence", DE[0]], capsys, monkeypatch)
+    assert code == 2 and "--jsonl FILE" in err  # with nothing to show it in: refused

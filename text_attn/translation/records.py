@@ -88,6 +88,17 @@ def unsure_fields(translation: Any, below: float) -> dict[str, Any]:
             "unsure_tokens": sorted(unsure_tokens(translation, below))}  # fmt: skip
 
 
+def evidence_fields(found: Any) -> dict[str, Any]:
+    """What drives each output token (text_attn.translation.explain.Evidence ``found``): ``evidence`` (T, S + 1),
+    each row the drop in the token's probability as each source token is masked, and ``agreement``, each token's
+    Kendall tau between that row and its attention; {} for None."""
+    if found is None:
+        return {}
+    from text_attn.core.faithfulness import rounded_evidence, rounded_taus
+
+    return {"evidence": rounded_evidence(found.evidence), "agreement": rounded_taus(found.agreement)}
+
+
 def _finite(x: float) -> float | None:
     """A score as strict JSON holds it: rounded to 6 decimals, None for -inf (a hypothesis the search never found)."""
     return round(float(x), 6) if math.isfinite(x) else None
@@ -116,13 +127,15 @@ def input_record(
     below: float = UNSURE,
     ranked: list | None = None,
     error: str | None = None,
+    evidence: Any = None,
 ) -> dict[str, Any]:
     """``translate --jsonl``'s record of input ``number`` (1-based), typed as ``source``: ``{"input", "source",
     "error"}`` for an input that failed with ``error``; else its Translation ``t``'s record (:func:`translation_record`)
     with its probabilities where it has them (``--unsure``, or a translation given and read: the words under
     ``below`` in ``unsure``), ``n_best`` (``--n-best``: each ``{"translation", "score", "truncated"}``, best first),
     ``given`` (True: a translation given, read) and, with several translations given, ``ranked`` (each
-    ``{"translation", "score"}``, best first: ``t`` is the first)."""
+    ``{"translation", "score"}``, best first: ``t`` is the first); ``evidence`` (``--evidence``): what drives each
+    token, :func:`evidence_fields`."""
     source = _shown(source)
     if error is not None:
         return {"input": number, "source": source, "error": error}
@@ -136,4 +149,4 @@ def input_record(
         record["given"] = True
     if ranked is not None and len(ranked) > 1:
         record["ranked"] = [{"translation": r.text, "score": _finite(r.score)} for r in ranked]
-    return record
+    return record | evidence_fields(evidence)

@@ -146,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
         help="with --plot: also PNG-evidence.png, what drives each output token: the source tokens whose masking at "
         "its step lowers its probability most (leave-one-out: one step of S + 1 rows a token), each row labelled "
         "with its agreement with the attention (Kendall tau); with --html: the same as a third line of words lit on "
-        "hover. Measured on the bundled models (benchmarks/evidence_cost.py, 1 thread): +0.2 to 0.3 s a sentence, "
+        "hover; with --jsonl: each record's 'evidence' (T, S + 1) and 'agreement', as attention-serve's. Measured "
+        "on the bundled models (benchmarks/evidence_cost.py, 1 thread): +0.2 to 0.3 s a sentence, "
         "1.5 to 1.7x the time of translating it",
     )
     p.add_argument(
@@ -274,7 +275,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _write_records(translator, args, records, chunk, by_number, typed_lines, errors, ranked) -> None:
+def _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, ranked) -> None:
     """--jsonl: the chunk's records (text_attn.translation.records.input_record), one a line in input order, each
     input's line as typed taken out of ``typed_lines``; ``ranked``: per translated input of the chunk, in order, its
     readings best first (--given, --given-file), else None."""
@@ -282,14 +283,20 @@ def _write_records(translator, args, records, chunk, by_number, typed_lines, err
 
     readings = dict(zip(by_number, ranked, strict=True)) if ranked is not None else {}
     lines = []
+    # --evidence: computed once, kept for the --alignments by evidence, --html and --plot that take it after
+    later = (args.align_by == "evidence" and args.alignments) or args.html or args.plot
     for n, _ in chunk:
         typed = typed_lines.pop(n, "")
         if n not in by_number:
             record = input_record(translator, n, typed, error=errors.get(n, "not translated"))
         else:
+            tr = by_number[n]
+            found = None
+            if args.evidence and tr.attention is not None and tr.tokens:
+                found = _evidence(translator, tr, progress, n, keep=bool(later))
             below = UNSURE if args.unsure is None else args.unsure  # a reading's unsure words: at 0.1 unless given
-            record = input_record(translator, n, typed, by_number[n], keep_case=args.keep_case, below=below,
-                                  ranked=readings.get(n))  # fmt: skip
+            record = input_record(translator, n, typed, tr, keep_case=args.keep_case, below=below,
+                                  ranked=readings.get(n), evidence=found)  # fmt: skip
         lines.append(json.dumps(record, ensure_ascii=False) + "\n")
     with failing_as("stdout" if args.jsonl == "-" else f"--jsonl {args.jsonl}"):
         records.write("".join(lines))
@@ -315,7 +322,8 @@ def _alignment_line(translator, args: argparse.Namespace, progress: dict[str, An
 
     rows = None
     if args.align_by == "evidence":
-        rows = _evidence(translator, tr, progress, n, keep=bool(args.evidence)).evidence  # (T, S + 1)
+        later = args.evidence and (args.html or args.plot)  # --evidence draws it after: kept for them
+        rows = _evidence(translator, tr, progress, n, keep=bool(later)).evidence  # (T, S + 1)
     return pharaoh(links(translator, tr, rows)) + "\n"
 
 
@@ -423,7 +431,7 @@ def _translate_stream(
             out.flush()
         if records is not None:  # a record per input, a failed one's with its error, in input order
             given = ranked if args.given or args.given_file else None
-            _write_records(translator, args, records, chunk, by_number, typed_lines, errors, given)
+            _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, given)
         if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
             lines = "".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number else "\n"
                             for n, _ in chunk)  # fmt: skip
@@ -940,8 +948,9 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.demo and args.jsonl:
         fail("translate", "--demo prints its own sentences with their alignments: give --jsonl with sentences or "
              "stdin instead")  # fmt: skip
-    if args.evidence and not (args.plot or args.html):
-        fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE")
+    if args.evidence and not (args.plot or args.html or args.jsonl):
+        fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE (or "
+             "--jsonl FILE: in each record)")  # fmt: skip
     if args.alignments:
         from text_attn.translation.explain import require_attention
 
