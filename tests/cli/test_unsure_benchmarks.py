@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import caption_unsure  # noqa: E402
+import unsure_attention  # noqa: E402
 import unsure_cost  # noqa: E402
 
 
@@ -67,6 +68,24 @@ def test_caption_words_are_binned_by_probability_against_all_five_references():
     assert [r["share"] for r in rows] == [0.0, 1.0, 0.0, 1.0, 0.0]
 
 
+def test_attention_against_evidence_is_binned_by_probability_by_hand():
+    nan = float("nan")
+    rows = [(0.01, 0.5, True), (0.03, nan, False), (0.15, -0.2, False), (0.15, 0.4, True), (0.9, 1.0, True),
+            (1.0, 0.0, False)]  # fmt: skip
+    got = unsure_attention.bins(rows)
+    assert [b["words"] for b in got] == [2, 0, 2, 0, 2] and [b["flat"] for b in got] == [1, 0, 0, 0, 0]
+    assert [b["mean_tau"] for b in got] == [0.5, None, pytest.approx(0.1), None, 0.5]  # a flat row has no tau
+    assert [b["same_top"] for b in got] == [0.5, None, 0.5, None, 0.5]
+
+
+def test_the_attention_rows_are_the_evidence_of_each_word_with_its_kept_probability(tmp_path):
+    translator = Translator.load(tiny_subword_model_file(tmp_path))
+    rows = unsure_attention.translation_rows(translator, DE[:2])
+    out = translator.translate(DE[:2], probs=True)
+    assert [p for p, _, _ in rows] == [p for tr in out for p in tr.probs]
+    assert all(-1 <= tau <= 1 for _, tau, _ in rows if tau == tau)
+
+
 @pytest.mark.parametrize(
     ("bench", "root", "argv"),
     [
@@ -74,6 +93,7 @@ def test_caption_words_are_binned_by_probability_against_all_five_references():
         (unsure_cost, "--multi30k-root", ["--threads", "0"]),
         (caption_unsure, "--flickr8k-root", ["--below", "0"]),
         (caption_unsure, "--flickr8k-root", ["--photos", "0"]),
+        (unsure_attention, "--multi30k-root", ["--sentences", "0"]),
     ],
 )
 def test_bad_input_is_one_line(bench, root, argv, tmp_path, capsys):
