@@ -5,31 +5,20 @@ cannot be written with it is refused in one line."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 from helpers.multi30k import DE
 from helpers.tiny_translator import tiny_subword_model_file
+from helpers.translate_run import run_translate as _run
 
 from text_attn.translation.records import input_record, translation_record
-from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return str(tiny_subword_model_file(tmp_path_factory.mktemp("m")))
-
-
-def _run(argv, capsys, monkeypatch, stdin=""):
-    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
-    try:
-        code = translate_main(argv)
-    except SystemExit as exit_:  # argparse and fail() exit
-        code = exit_.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_each_input_s_record_is_the_server_s_with_its_number_and_a_failed_one_holds_its_error(

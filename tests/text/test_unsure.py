@@ -5,7 +5,6 @@ one line."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
@@ -15,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 from helpers.multi30k import DE
 from helpers.tiny_translator import tiny_subword_model_file, tiny_word_model_file
+from helpers.translate_run import run_translate as _run
 
 from text_attn.core.unsure import check_threshold, unsure_line, unsure_words
 from text_attn.core.unsure_options import count_unsure, unsure_note
 from text_attn.translation.alignment_page import sentence_section
-from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translation, Translator
 
 
@@ -127,16 +126,6 @@ def test_the_note_names_one_input_or_the_first_ten():
     note = unsure_note(many, 0.2, "translations")
     assert note.startswith("12 translations hold 23 word(s) the model was unsure of (p < 0.2), check them: input 1: ")
     assert note.endswith("input 10: a (0.05), b (0.01); and 2 more") and len(many["unsure_first"]) == 10
-
-
-def _run(argv, capsys, monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    try:
-        code = translate_main(argv)
-    except SystemExit as exit_:  # argparse and fail() exit
-        code = exit_.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_translate_unsure_names_the_words_and_underlines_them_on_the_page(tmp_path, capsys, monkeypatch):
