@@ -28,15 +28,8 @@ from attention_serve.idle_loop import IdleWaitingLoop
 from attention_serve.limits import TRANSLATE_OPTIONS
 from attention_serve.worker_start import worker_sigterm
 from text_attn.core.errors import one_line
-from text_attn.core.unsure import UNSURE
-from text_attn.translation.records import (
-    empty_record,
-    evidence_fields,
-    probability_fields,
-    rounded,
-    translation_record,
-    unsure_fields,
-)
+from text_attn.core.unsure import CAPTION_UNSURE, UNSURE, probability_fields, unsure_pairs
+from text_attn.translation.records import empty_record, evidence_fields, rounded, translation_record, unsure_fields
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
 # bound how long a pass keeps the thread count it started with to ~0.15 s (one core)
@@ -52,10 +45,7 @@ def _caption_unsure(caption: Any) -> dict[str, Any]:
     and ``unsure_words``, their indices in ``words``); {} unread."""
     if getattr(caption, "probs", None) is None:
         return {}
-    from text_attn.core.arrays import digits6
-    from text_attn.core.unsure import CAPTION_UNSURE
-
-    return {"unsure": [[w, digits6(p)] for w, p in caption.unsure(CAPTION_UNSURE)],
+    return {"unsure": unsure_pairs(caption, CAPTION_UNSURE),
             "unsure_words": [t for t, p in enumerate(caption.probs) if p < CAPTION_UNSURE]}  # fmt: skip
 
 

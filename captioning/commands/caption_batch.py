@@ -147,11 +147,10 @@ def caption_items(
 
 def unsure_record(caption: Any, below: float) -> dict[str, Any]:
     """--unsure's part of a record: each word's and the end's probability, and the words under ``below``, each
-    [word, p] (6 significant digits)."""
-    from text_attn.core.arrays import digits6
+    [word, p] (6 significant digits), as attention-serve answers them."""
+    from text_attn.core.unsure import probability_fields, unsure_pairs
 
-    return {"word_probs": [digits6(p) for p in caption.probs], "end_prob": digits6(caption.end_prob),
-            "unsure": [[w, digits6(p)] for w, p in caption.unsure(below)]}  # fmt: skip
+    return probability_fields(caption, "word_probs") | {"unsure": unsure_pairs(caption, below)}
 
 
 def plain_lines(rec: dict[str, Any], several: bool) -> list[str]:

@@ -9,6 +9,7 @@ a mark there points at a likely error, not at every word the model weighed. A ca
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 UNSURE = 0.1  # the default threshold: a word under it is marked (translate --unsure, the pages, the notebooks)
 # a caption's: the bundled captioner's beam seldom writes a word under 0.1 (5 of 9,230 on Flickr8k test), and 72% of
@@ -30,6 +31,28 @@ def unsure_words(words: Sequence[str], probs: Sequence[float], below: float = UN
     if len(words) != len(probs):
         raise ValueError(f"{len(words)} words for {len(probs)} probabilities: one each")
     return [(w, float(p)) for w, p in zip(words, probs, strict=True) if p < below]
+
+
+def probability_fields(result: Any, name: str) -> dict[str, Any]:
+    """A result with its probabilities (a Translation or a Caption: kept by the search, or a text given and read), as
+    records and answers hold them: each token's or word's (under ``name``) and the end's probability, 6 significant
+    digits, and a translation's per space-separated word (``word_probs``, its pieces' product); {} for one without."""
+    if getattr(result, "probs", None) is None:
+        return {}
+    from text_attn.core.arrays import digits6
+
+    read = {name: [digits6(p) for p in result.probs], "end_prob": digits6(result.end_prob)}
+    if getattr(result, "word_probs", None) is not None:
+        read["word_probs"] = [digits6(p) for p in result.word_probs]
+    return read
+
+
+def unsure_pairs(result: Any, below: float) -> list[list]:
+    """A caption's or translation's words under ``below`` (its ``unsure(below)``) as records and answers hold them:
+    each [word, p], p to 6 significant digits."""
+    from text_attn.core.arrays import digits6
+
+    return [[w, digits6(p)] for w, p in result.unsure(below)]
 
 
 def shown(p: float, below: float) -> str:

@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from text_attn.core.arrays import digits6
 from text_attn.core.casing import changed_reading
-from text_attn.core.unsure import UNSURE
+from text_attn.core.unsure import UNSURE, probability_fields, unsure_pairs
 from text_attn.core.vocab import lost_addresses
 
 
@@ -65,18 +64,6 @@ def empty_record(source: str) -> dict[str, Any]:
             "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
 
 
-def probability_fields(result: Any, name: str) -> dict[str, Any]:
-    """A result with its probabilities (a Translation or a Caption: kept by the search, or a text given and read):
-    each token's or word's (under ``name``) and the end's probability, 6 significant digits, and a translation's per
-    space-separated word (``word_probs``, its pieces' product); {} for one without."""
-    if getattr(result, "probs", None) is None:
-        return {}
-    read = {name: [digits6(p) for p in result.probs], "end_prob": digits6(result.end_prob)}
-    if getattr(result, "word_probs", None) is not None:
-        read["word_probs"] = [digits6(p) for p in result.word_probs]
-    return read
-
-
 def unsure_fields(translation: Any, below: float) -> dict[str, Any]:
     """A translation's words (those ``word_probs`` are of) and the ones the model gave a probability under ``below``
     (each [word, p], and ``unsure_tokens``, the indices of those words' tokens); {} for one without probabilities."""
@@ -84,7 +71,7 @@ def unsure_fields(translation: Any, below: float) -> dict[str, Any]:
         return {}
     from text_attn.translation.alignments import unsure_tokens
 
-    return {"words": list(translation.words), "unsure": [[w, digits6(p)] for w, p in translation.unsure(below)],
+    return {"words": list(translation.words), "unsure": unsure_pairs(translation, below),
             "unsure_tokens": sorted(unsure_tokens(translation, below))}  # fmt: skip
 
 
