@@ -110,7 +110,7 @@ def caption_items(
         if readings is not None:
             rec["given"] = [given_record(r) for r in readings[len(out)]]
             rec.update({k: rec["given"][0][k] for k in ("log_prob", "word_probs", "end_prob")})
-        if getattr(args, "unsure", None) is not None:  # the caption read (the best given, or its own read back)
+        if getattr(args, "unsure", None) is not None:  # the best caption given, or its own with its probabilities
             rec.update(unsure_record(result, args.unsure))
         rec["attention"] = rows  # (T, L), each rounded to 6 decimals
         rec["chosen"] = chosen = captioner.chosen_regions(alphas)  # hard attention's region per word, else None

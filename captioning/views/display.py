@@ -37,7 +37,7 @@ def _record(caption: Any, index: int) -> dict[str, Any]:
         "out_of_domain": caption.unfamiliar,
         "note": caption.note,
         "error": None,
-        # a caption read (given, or its own read back: caption_images(probs=True)): each word's probability
+        # a caption with its probabilities (given and read, or its own: caption_images(probs=True)): each word's
         **(
             {
                 "word_probs": list(caption.probs),

@@ -257,7 +257,7 @@ def overlay_image(
     how much removing each region lowers its probability (captioning.model.explain.word_evidence); drawn as a second
     section of panels below the attention, the same way (its positive part as a distribution), each labelled with
     ``agreement``, the word's Kendall tau between its attention and its evidence. ``probs``: per word of a caption
-    read (``caption --given``, or its own read back: ``--unsure``), the model's probability of it, written after the
+    read (``caption --given``, or its own with ``--unsure``), the model's probability of it, written after the
     word on its panel.
     """
     a = to_numpy(alphas)
@@ -357,8 +357,8 @@ def draw_word_panels(
     """Write one picture per word into out_dir as ``word_filename(stem, t, word, suffix)`` (``suffix``: its format,
     :data:`FORMATS`): the caption with that word in bold,
     the key, and the word's panel (longer side ``panel_side``). ``probs``: per word of a caption read (given, or
-    its own read back), the model's probability of it after the words before it, in the key's note ("word 2 of 5, p =
-    0.135")."""
+    its own with --unsure), the model's probability of it after the words before it, in the key's note ("word 2 of
+    5, p = 0.135")."""
     a = to_numpy(alphas)
     _check(words, a, grid, chosen)
     painter = _Painter(image, grid, crop_box, panel_side)
