@@ -16,6 +16,8 @@ from text_attn.core.file_digest import sha256_of
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
+# with no file to continue (stdout is none)
+NO_FILE = "--resume continues the --output FILE (and --jsonl FILE) an interrupted run wrote: give --output FILE"
 LINES = [*DE, "Ein Hund läuft.", "", DE[2]]  # an empty line: a failed input's empty output line counts as done
 
 
@@ -78,13 +80,15 @@ def test_the_progress_bar_starts_at_the_inputs_done(model_file, tmp_path, capsys
 @pytest.mark.parametrize(
     ("args", "why"),
     [
-        ([], "--resume continues the --output FILE an interrupted run wrote: give --output FILE"),
-        (["--output", "-"], "--resume continues the --output FILE an interrupted run wrote: give --output FILE"),
+        ([], NO_FILE),
+        (["--output", "-"], NO_FILE),
         (["--output", "o.txt", "--html", "p.html"], "--resume continues --output o.txt; --html would hold a page"),
         (["--output", "o.txt", "--alignments", "a.txt"], "; --alignments would hold a file of its own"),
         (["--output", "o.txt", "--n-best", "1"], "; --n-best would hold lines numbered by input"),
         (["--output", "o.txt", "--references", "long.txt"], "; --references would hold the scores of this run's"),
         (["--output", "long.txt"], "--resume: --output long.txt holds 3 line(s), more than the 2 input(s): it is not"),
+        (["--jsonl", "long.txt"], "--resume: --jsonl long.txt holds 3 record(s), more than the 2 input(s): it is not"),
+        (["--output", "-", "--jsonl", "-"], "give --output FILE or --jsonl FILE"),
     ],
 )
 def test_refusals_are_one_line(model_file, tmp_path, capsys, monkeypatch, args, why):

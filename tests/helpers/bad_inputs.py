@@ -99,6 +99,7 @@ def fixtures(work: Path) -> dict[str, Path]:
     f["corpus"] = corpus
     (work / "a.de").write_text("Ein Mann.\nZwei Hunde.\n")
     (work / "a.en").write_text("A man.\nTwo dogs.\nThree cats.\n")
+    (work / "done.txt").write_text("A man.\n")  # a translate --output an interrupted run wrote
     (work / "one_side_empty.en").write_text("A man.\n\n")
     (work / "latin1.de").write_bytes("Ein Mann.\nZwei Hünde.\n".encode("latin-1"))
     (work / "empty.de").write_text("")
@@ -249,8 +250,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
              str(w / "no_th" / "t.html")], 2, "no_th does not exist"),
         Case("translate: --jsonl in a missing folder (said, not made)", "translate", ["x", "--model", tm, "--jsonl",
              str(w / "no_tj" / "t.jsonl")], 2, "no_tj does not exist"),
-        Case("translate: --jsonl with --resume", "translate", ["x", "--model", tm, "--output", str(w / "tr.txt"),
-             "--resume", "--jsonl", str(w / "tr.jsonl")], 2, "--jsonl would hold"),
+        Case("translate: --resume, --jsonl missing beside --output's lines", "translate", ["x", "--model", tm,
+             "--output", str(w / "done.txt"), "--resume", "--jsonl", str(w / "tr.jsonl")], 2, "does not exist"),
         Case("translate: value of the wrong type", "translate", ["x", "--model", tm, "--beam-size", "x"], 2,
              "--beam-size"),
         Case("translate: --max-len 0", "translate", ["x", "--model", tm, "--max-len", "0"], 2, "--max-len"),

@@ -77,7 +77,7 @@ def test_a_line_that_is_not_utf8_is_shown_with_escapes():
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["--output", "{tmp}/o.txt", "--resume"], "--jsonl would hold a file of its own"),
+        (["--resume", "--html", "{tmp}/p.html"], "r.jsonl; --html would hold a page of this run's sentences alone"),
         (["--demo"], "--demo prints its own sentences"),
         (["--output", "{tmp}/r.jsonl"], "name the same file"),
     ],

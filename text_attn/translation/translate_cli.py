@@ -71,6 +71,7 @@ from text_attn.translation.source_check import unseen_words_line
 from text_attn.translation.translate_resume import (
     check_record,
     check_resume,
+    continued,
     cut_back,
     record_run,
     run_file,
@@ -251,15 +252,17 @@ def _parser() -> argparse.ArgumentParser:
         "heads, score, truncated, the notes on the input) and 'input', its number; with --unsure or --given(-file), "
         "'token_probs', 'word_probs', 'end_prob', 'words' and 'unsure'; with --n-best, 'n_best'; with several "
         "--given, 'ranked'; a failed input: 'error'. Records are written as the plain lines are, so a run stopped "
-        "early keeps the records of what it wrote",
+        "early keeps the records of what it wrote, and --resume continues them (FILE.run.json beside FILE records "
+        "the model and the options that shape a record)",
     )
     p.add_argument(
         "--resume",
         action="store_true",
-        help="with --output FILE that an interrupted run of the same command wrote: skip the inputs its complete "
-        "lines hold (a last line cut off mid-write is written again) and append the rest, so FILE ends as one run "
-        "writes it; refused beside --html, --plot, --alignments, --references, --n-best, --given(-file) and --demo, "
-        "and where FILE.run.json (written beside every --output FILE) records another model or decoding options",
+        help="with --output FILE (and/or --jsonl FILE) that an interrupted run of the same command wrote: skip the "
+        "inputs its complete lines hold (a last line cut off mid-write is written again; where one file is ahead of "
+        "the other, both go on after the fewer) and append the rest, so FILE ends as one run writes it; refused "
+        "beside --html, --plot, --alignments, --references, --n-best, --given(-file) and --demo, and where "
+        "FILE.run.json (written beside every --output and --jsonl FILE) records another model or options",
     )
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     p.add_argument(
@@ -988,12 +991,13 @@ def _translate_main(args: argparse.Namespace) -> int:
 
         if stdout_is_closed():  # the translations would be dropped (its prints are): said before any is made
             fail("translate", "cannot write stdout: [Errno 9] stdout is closed (--output FILE writes them to a file)")
-    settings = None
-    if args.output:  # FILE.run.json: what its lines are made with; a --resume with others is refused
-        try:
-            settings = run_settings(args, model_path(args.model), translator.casing is not None)
-        except OSError as err:
-            fail("translate", f"cannot read {err.filename}: {err.strerror or one_line(err)}")
+    settings = {}  # per file continued (--output, --jsonl): FILE.run.json, what its lines are made with
+    try:
+        for flag in continued(args):  # a --resume with another model or options is refused
+            settings[flag] = run_settings(args, model_path(args.model), translator.casing is not None,
+                                          records=flag == "--jsonl")  # fmt: skip
+    except OSError as err:
+        fail("translate", f"cannot read {err.filename}: {err.strerror or one_line(err)}")
     report = None
     if args.html:
         from text_attn.translation.alignment_page import open_alignment_page
@@ -1003,31 +1007,31 @@ def _translate_main(args: argparse.Namespace) -> int:
             report = open_alignment_page(args.html, translator, named)
         except OSError as err:
             fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
-    if args.resume and not args.sentences:  # stdin read past the inputs --output holds, before it is touched
+    if args.resume and not args.sentences:  # stdin read past the inputs done, before a file is touched
         try:
             args.stdin_rest = skip_done(args, stdin_lines())
         except OSError as err:
             fail("translate", f"cannot read stdin: {one_line(err)}")
-    if settings is not None:  # before --output is touched: a refused resume changes no file
-        check_record(args, settings)
+    for flag, kept in settings.items():  # before a file is touched: a refused resume changes none
+        check_record(args, flag, kept)
     try:
         out = open_stream(args.output, append=args.resume) if args.output else sys.stdout  # a link, FIFO: refused
         if args.resume:
-            cut_back(out, args)
+            cut_back(out, args, "--output")
         if args.demo and not args.output:
             out = io.StringIO()  # the demo prints each translation once, below, with its alignment
     except OSError as err:
         if report is not None:
             report.close()
         fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
-    try:
-        if settings is not None:
-            record_run(args.output, settings)
-    except OSError as err:
-        for opened in (out, report):
-            if opened is not None and opened is not sys.stdout:
-                opened.close()
-        fail("translate", f"cannot write {run_file(args.output)}: {one_line(err)}")
+    if "--output" in settings:
+        try:
+            record_run(args.output, settings["--output"])
+        except OSError as err:
+            for opened in (out, report):
+                if opened is not None and opened is not sys.stdout:
+                    opened.close()
+            fail("translate", f"cannot write {run_file(args.output)}: {one_line(err)}")
     align = None
     if args.alignments:
         try:
@@ -1040,14 +1044,24 @@ def _translate_main(args: argparse.Namespace) -> int:
     records = None
     if args.jsonl:  # '-': the records on stdout, in place of the plain lines unless --output has them
         try:
-            records = sys.stdout if args.jsonl == "-" else open_stream(args.jsonl)
+            records = sys.stdout if args.jsonl == "-" else open_stream(args.jsonl, append=args.resume)
+            if args.resume:
+                cut_back(records, args, "--jsonl")
             if args.jsonl == "-" and not args.output:
                 out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (closed with the other outputs)
         except OSError as err:
-            for opened in (out, report, align):
+            for opened in (out, report, align, records):
                 if opened is not None and opened is not sys.stdout:
                     opened.close()
             fail("translate", f"cannot write --jsonl {args.jsonl}: {one_line(err)}")
+    if "--jsonl" in settings:
+        try:
+            record_run(args.jsonl, settings["--jsonl"])
+        except OSError as err:
+            for opened in (out, report, align, records):
+                if opened is not None and opened is not sys.stdout:
+                    opened.close()
+            fail("translate", f"cannot write {run_file(args.jsonl)}: {one_line(err)}")
     progress: dict[str, Any] = {}
     plots = _plot_writer(translator, args, progress)
     interrupted, broken, complete = 0, None, False
@@ -1077,7 +1091,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     # Ctrl-C: the sentences written are scored (and --scores written), and the line says it is only those
     score_run(args, progress, progress.get("done", 0), translator.codec.lowercased, interrupted)
     if interrupted:
-        where = f" in {args.output}" if args.output else ""
+        where = f" in {' and '.join(continued(args).values())}" if continued(args) else ""
         print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)
         raise SystemExit(interrupted)
     if not seen:

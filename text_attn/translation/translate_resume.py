@@ -1,15 +1,18 @@
-"""``translate --resume``: an ``--output`` file that an interrupted run of the same command wrote, continued. Output
-line N is input N's translation (a failed input's empty line included), so the file's complete lines say how many
-inputs are done: those are skipped (stdin's read past), a last line without its newline (the run stopped mid-write)
-is cut back and written again, and the rest is appended. A translation depends on its sentence alone (docs/text.md),
-so the file ends as one run would have written it. The outputs written beside ``--output`` start at input 1 and hold
-no such count of their own: they are refused beside it.
+"""``translate --resume``: the ``--output`` file (plain lines) and the ``--jsonl`` file (records) that an interrupted
+run of the same command wrote, continued. Line N of each is input N's (a failed input's empty line or error record
+included), so a file's complete lines say how many inputs are done: those are skipped (stdin's read past), a last line
+without its newline (the run stopped mid-write) is cut back and written again, and the rest is appended. Where both
+files are continued and one holds more (the run stopped between writing the two), both go on after the fewer, the
+longer cut back to them. A translation depends on its sentence alone (docs/text.md), so each file ends as one run
+would have written it. The outputs written beside them start at input 1 and hold no such count of their own: they are
+refused beside it.
 
-What FILE's lines were made with (the model file's content, the decoding options, ``--keep-case``, ``--sample-seed``)
-is kept beside it as ``FILE.run.json``, in the form ``caption --jsonl``'s run record has (captioning.commands.
-caption_run): a ``--resume`` with another model or decoding is refused, naming the setting (it wrote one model's
-greedy lines and another's beam lines into one file, told apart by nothing). A FILE written without a record (before
-2026-12-02) is continued with one note, and its record covers only the lines from that run on."""
+What a file's lines were made with (the model file's content, the decoding options, ``--keep-case``,
+``--sample-seed``; for the records, ``--unsure``, ``--evidence`` and ``--layer`` too) is kept beside it as
+``FILE.run.json``, in the form ``caption --jsonl``'s run record has (captioning.commands.caption_run): a ``--resume``
+with another model or decoding is refused, naming the setting (it wrote one model's greedy lines and another's beam
+lines into one file, told apart by nothing). A file written without a record (an --output before 2026-12-02, a
+--jsonl before 2026-12-04) is continued with one note, and its record covers only the lines from that run on."""
 
 from __future__ import annotations
 
@@ -27,47 +30,83 @@ from text_attn.core.file_digest import sha256_of
 from text_attn.core.run_record import differences, read_record, run_file
 from text_attn.core.safe_files import write_text
 
-# what each output beside --output would be without the inputs an earlier run did (one line refuses it)
+# what each output beside --output / --jsonl would be without the inputs an earlier run did (one line refuses it)
 BESIDE = {
     "html": ("--html", "a page of this run's sentences alone"),
     "plot": ("--plot", "grids numbered from this run's first sentence"),
     "alignments": ("--alignments", "a file of its own, a line an input"),
-    "jsonl": ("--jsonl", "a file of its own, a record an input"),
     "references": ("--references", "the scores of this run's sentences alone"),
     "n_best": ("--n-best", "lines numbered by input, several an input"),
     "given": ("--given", "readings numbered by input"),
     "given_file": ("--given-file", "readings numbered by input"),
     "demo": ("--demo", "its own sentences"),
 }
-READ = 1 << 20  # bytes of --output read at a time to count its lines
+READ = 1 << 20  # bytes of a file read at a time to count its lines
+# what a line of each continued file is called in the one-line refusals and notes
+UNIT = {"--output": "line(s)", "--jsonl": "record(s)"}
+# the day each file began to have its run record: one without it was written before (its lines cannot be checked)
+RECORDED_SINCE = {"--output": "2026-12-02", "--jsonl": "2026-12-04"}
 # the options that shape a line, as the command line names them (their values after the model's defaults are filled)
 SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-penalty", "length_penalty"),
            ("--no-repeat-ngram", "no_repeat_ngram"), ("--n-best", "n_best"), ("--sample", "sample"),
            ("--temperature", "temperature"), ("--top-k", "top_k"), ("--top-p", "top_p"),
            ("--sample-seed", "sample_seed"), ("--keep-case", "keep_case"), ("--given", "given"),
            ("--given-file", "given_file"), ("--probs-per", "probs_per"))  # fmt: skip
+# and what shapes a --jsonl record beside them: its probability fields and unsure words, its evidence, which
+# Transformer layer's attention it holds
+RECORD_SHAPING = (("--unsure", "unsure"), ("--evidence", "evidence"), ("--layer", "layer"))
+
+
+def continued(args: argparse.Namespace) -> dict[str, str]:
+    """The files --resume continues, by flag: --output FILE and --jsonl FILE (``-``, stdout, is none)."""
+    named = {"--output": args.output, "--jsonl": getattr(args, "jsonl", None)}
+    return {flag: path for flag, path in named.items() if path and path != "-"}
 
 
 def check_resume(args: argparse.Namespace) -> None:
-    """--resume's refusals before the model loads, each one line: no --output file, an output beside it, an --output
-    holding more lines than the sentences given as arguments. Sets ``args.resume_from`` (the inputs done) and
-    ``args.resume_keep`` (the bytes of --output their lines take)."""
-    args.resume_from, args.resume_keep = 0, None
+    """--resume's refusals before the model loads, each one line: no --output or --jsonl file, an output beside
+    them, a file holding more lines than the sentences given as arguments, one of the two files missing while the
+    other holds lines. Sets ``args.resume_from`` (the inputs done), ``args.resume_keep`` (per flag, the bytes of its
+    file those inputs' lines take) and ``args.resume_held`` (the refusal's words for the file that says how many)."""
+    args.resume_from, args.resume_keep, args.resume_held = 0, {}, ""
     if not args.resume:
         return
-    if not args.output:
-        fail("translate", "--resume continues the --output FILE an interrupted run wrote: give --output FILE")
+    files = continued(args)
+    if not files:
+        fail("translate", "--resume continues the --output FILE (and --jsonl FILE) an interrupted run wrote: give "
+             "--output FILE or --jsonl FILE")  # fmt: skip
     for name, (flag, what) in BESIDE.items():
         if getattr(args, name, None):
-            fail("translate", f"--resume continues --output {args.output}; {flag} would hold {what}: drop one")
-    args.resume_from, args.resume_keep = done_lines(args.output)
+            fail("translate", f"--resume continues {_named(files)}; {flag} would hold {what}: drop one")
+    found = {flag: done_lines(path) for flag, path in files.items()}
+    held = {flag: lines for flag, (lines, _) in found.items()}
+    if len(files) == 2:
+        absent = [flag for flag, (_, keep) in found.items() if keep is None]  # no file there yet
+        if len(absent) == 1 and max(held.values()):
+            there = next(flag for flag in files if flag not in absent)
+            fail("translate", f"--resume: {there} {files[there]} holds {held[there]} {UNIT[there]} but "
+                 f"{absent[0]} {files[absent[0]]} does not exist: the run that wrote one did not write the other; "
+                 f"resume without {absent[0]}, or start afresh without --resume")  # fmt: skip
+    fewest = min(files, key=lambda flag: held[flag])  # --output first where they hold as many
+    args.resume_from = held[fewest]
+    args.resume_held = f"{fewest} {files[fewest]} holds {held[fewest]} {UNIT[fewest]}"
+    args.resume_keep = {flag: done_lines(path, most=args.resume_from)[1] for flag, path in files.items()}
+    if len(set(held.values())) > 1:  # the run stopped between writing the two: the longer one's extra lines again
+        longer = next(flag for flag in files if held[flag] > args.resume_from)
+        print(f"translate: note: --resume: {longer} {files[longer]} holds {held[longer]} {UNIT[longer]}, "
+              f"{args.resume_held}: both go on after input {args.resume_from}, {files[longer]}'s later "
+              f"{UNIT[longer]} written again", file=sys.stderr)  # fmt: skip
     if args.sentences and args.resume_from > len(args.sentences):
         _too_many(args, len(args.sentences))
 
 
+def _named(files: dict[str, str]) -> str:
+    return " and ".join(f"{flag} {path}" for flag, path in files.items())
+
+
 def skip_done(args: argparse.Namespace, lines: Iterator[str | None]) -> Iterator[str | None]:
-    """stdin's ``lines`` (translate_streams.stdin_lines) read past the inputs --output already holds; refused in one
-    line where stdin ends first. Returns the same iterator, at the first input to translate."""
+    """stdin's ``lines`` (translate_streams.stdin_lines) read past the inputs the continued files already hold;
+    refused in one line where stdin ends first. Returns the same iterator, at the first input to translate."""
     left = args.resume_from
     while left:
         line = next(lines, False)
@@ -77,16 +116,16 @@ def skip_done(args: argparse.Namespace, lines: Iterator[str | None]) -> Iterator
     return lines
 
 
-def cut_back(out, args: argparse.Namespace) -> None:
-    """--output (``out``, opened to append) cut back to its complete lines: a line the stopped run was writing is
-    written again whole."""
-    if args.resume_keep is not None:
-        out.truncate(args.resume_keep)
+def cut_back(out, args: argparse.Namespace, flag: str) -> None:
+    """The file of ``flag`` (``out``, opened to append) cut back to the lines of the inputs done: a line the stopped
+    run was writing (or one past the other file's) is written again whole."""
+    if (keep := args.resume_keep.get(flag)) is not None:
+        out.truncate(keep)
 
 
-def done_lines(path: str) -> tuple[int, int | None]:
-    """The complete lines of ``path`` (each ended by a newline) and the bytes they take; (0, None) where it is no
-    regular file (none yet: nothing done; a link or a FIFO: open_stream refuses it, naming it)."""
+def done_lines(path: str, most: int | None = None) -> tuple[int, int | None]:
+    """The complete lines of ``path`` (each ended by a newline; at most ``most``) and the bytes they take; (0, None)
+    where it is no regular file (none yet: nothing done; a link or a FIFO: open_stream refuses it, naming it)."""
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return 0, None
@@ -96,22 +135,29 @@ def done_lines(path: str) -> tuple[int, int | None]:
     lines, keep, at = 0, 0, 0
     with f:
         while piece := f.read(READ):
-            if (count := piece.count(b"\n")) > 0:
+            count = piece.count(b"\n")
+            if most is not None and lines + count >= most:  # the piece holds the last line wanted: where it ends
+                end = -1
+                for _ in range(most - lines):
+                    end = piece.index(b"\n", end + 1)
+                return most, at + end + 1
+            if count:
                 lines, keep = lines + count, at + piece.rindex(b"\n") + 1
             at += len(piece)
     return lines, keep
 
 
 def _too_many(args: argparse.Namespace, inputs: int) -> None:
-    fail("translate", f"--resume: --output {args.output} holds {args.resume_from} line(s), more than the {inputs} "
-         "input(s): it is not a run of these inputs")  # fmt: skip
+    fail("translate", f"--resume: {args.resume_held}, more than the {inputs} input(s): it is not a run of these "
+         "inputs")  # fmt: skip
 
 
-def run_settings(args: argparse.Namespace, model_file: Path, recases: bool) -> dict[str, Any]:
-    """The record of this run (JSON-ready), after fill_decoding_defaults. A --sample run without --sample-seed draws
-    afresh each run: no seed is recorded (none would match). ``recases``: whether the model reads a line typed
-    without capitals with its training text's (Translator.casing); where it does not, --keep-case changes nothing and
-    is not recorded. OSError where the model file cannot be read."""
+def run_settings(args: argparse.Namespace, model_file: Path, recases: bool, records: bool = False) -> dict[str, Any]:
+    """The record of this run (JSON-ready), after fill_decoding_defaults; ``records``: of the --jsonl file (the
+    options that shape a record too). A --sample run without --sample-seed draws afresh each run: no seed is
+    recorded (none would match). ``recases``: whether the model reads a line typed without capitals with its
+    training text's (Translator.casing); where it does not, --keep-case changes nothing and is not recorded. OSError
+    where the model file cannot be read."""
     options = {flag: getattr(args, name, None) for flag, name in SHAPING}
     options["--n-best"] = args.n_best if getattr(args, "n_best_given", False) else None  # a list's lines, even of 1
     if not args.sample:
@@ -121,15 +167,18 @@ def run_settings(args: argparse.Namespace, model_file: Path, recases: bool) -> d
         options.pop("--sample-seed")
     if not recases:
         options.pop("--keep-case")
+    if records:
+        options |= {flag: getattr(args, name, None) for flag, name in RECORD_SHAPING}
     return {"model": str(model_file), "model_sha256": sha256_of(model_file), "options": options}
 
 
-def check_record(args: argparse.Namespace, settings: dict[str, Any]) -> None:
-    """With --resume, before --output is touched: one line refusing a FILE whose lines FILE.run.json records as made
-    with another model or options. FILE's lines with no record (or beyond what the record covers): one note, and
-    ``settings`` marked as covering only the lines this run adds (``lines_before``, ``"checked": false``), as
-    caption's records are (captioning.commands.caption_run)."""
-    held, path = args.resume_from, run_file(args.output)
+def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) -> None:
+    """With --resume, before the file of ``flag`` (--output, --jsonl) is touched: one line refusing a FILE whose
+    lines FILE.run.json records as made with another model or options. FILE's lines with no record (or beyond what
+    the record covers): one note, and ``settings`` marked as covering only the lines this run adds
+    (``lines_before``, ``"checked": false``), as caption's records are (captioning.commands.caption_run)."""
+    output = continued(args)[flag]
+    held, path, unit = args.resume_from, run_file(output), UNIT[flag]
     if not args.resume or not held:  # no line to mix: a fresh start
         return
     try:
@@ -142,16 +191,17 @@ def check_record(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     before = before if isinstance(before, int) else None
     if old is None or before is not None and held <= before:  # a record that covers none of them: as if none
         settings.update(lines_before=held, checked=False)
-        print(f"translate: note: --resume: {args.output} has no run record for its {held} line(s) (written before "
-              "2026-12-02): they cannot be checked against this model and options; "
-              f"{path.name} covers the lines from this run on", file=sys.stderr)  # fmt: skip
+        print(f"translate: note: --resume: {output} has no run record for its {held} {unit} (written before "
+              f"{RECORDED_SINCE[flag]}): they cannot be checked against this model and options; "
+              f"{path.name} covers the {unit.removesuffix('(s)')}s from this run on", file=sys.stderr)  # fmt: skip
         return
     if before is not None:  # the record covers what came after FILE's first lines: it carries that on
         settings.update(lines_before=before, checked=False)
     if said := differences(old, settings):
-        which = f"lines after its first {before} (which no run record covers)" if before is not None else "lines"
-        fail("translate", f"--resume: {args.output}'s {which} were made with {'; '.join(said)}: resume with the "
-             f"same model and options, or give another --output FILE (to mix them anyway, remove {path})")  # fmt: skip
+        noun = unit.removesuffix("(s)") + "s"
+        which = f"{noun} after its first {before} (which no run record covers)" if before is not None else noun
+        fail("translate", f"--resume: {output}'s {which} were made with {'; '.join(said)}: resume with the "
+             f"same model and options, or give another {flag} FILE (to mix them anyway, remove {path})")  # fmt: skip
 
 
 def record_run(output: str | Path, settings: dict[str, Any]) -> None:

@@ -1,0 +1,113 @@
+"""``translate --jsonl FILE --resume``: the records an interrupted run wrote are continued into the very file one run
+writes, alone or beside --output (where the run stopped between writing the two, both go on after the fewer); a
+--jsonl record of the run (FILE.run.json) refuses another model or options, --unsure included; a file missing beside
+the other's lines is refused, every file untouched. On a small subword model built here (random weights: the tests
+check the plumbing)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.multi30k import DE
+from helpers.tiny_translator import tiny_subword_model_file
+from helpers.translate_run import run_translate
+
+LINES = [*DE, "Ein Hund läuft.", "", DE[2]]  # an empty line: a failed input's error record counts as done
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    return str(tiny_subword_model_file(tmp_path_factory.mktemp("m")))
+
+
+def _run(model_file, capsys, monkeypatch, *args: str, stdin: str = "") -> tuple[int, str, str]:
+    argv = ["--model", model_file, "--max-len", "5", "--batch-size", "3", "--unsure-below", "0.3", *args]
+    return run_translate(argv, capsys, monkeypatch, stdin)
+
+
+def _cut(data: bytes, whole_lines: int, part: int = 3) -> bytes:
+    """``data``'s first ``whole_lines`` lines and ``part`` bytes of the next: a run stopped mid-write."""
+    lines = data.split(b"\n")
+    return b"".join(line + b"\n" for line in lines[:whole_lines]) + lines[whole_lines][:part]
+
+
+@pytest.mark.parametrize("via", ["arguments", "stdin"])
+def test_resumed_records_are_the_file_one_run_writes(model_file, tmp_path, capsys, monkeypatch, via):
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    stdin = "".join(f"{line}\n" for line in LINES) if via == "stdin" else ""
+    inputs = [] if stdin else LINES
+    code, lines, _ = _run(model_file, capsys, monkeypatch, *inputs, "--jsonl", str(whole), stdin=stdin)
+    assert code == 1  # the empty line failed, as in any run
+    written = whole.read_bytes()
+    records = [json.loads(line) for line in written.decode().splitlines()]
+    assert [r["input"] for r in records] == list(range(1, len(LINES) + 1)) and "error" in records[-2]
+    assert all("word_probs" in r for r in records if "error" not in r)  # --unsure's fields
+    kept = json.loads((tmp_path / "whole.jsonl.run.json").read_text())
+    assert kept["options"]["--unsure"] == 0.3 and kept["options"]["--evidence"] is False
+    part.write_bytes(_cut(written, 4))
+    code, resumed, err = _run(model_file, capsys, monkeypatch, *inputs, "--jsonl", str(part), "--resume", stdin=stdin)
+    assert code == 1 and part.read_bytes() == written, err
+    assert resumed.splitlines() == lines.splitlines()[4:]  # stdout: this run's plain lines
+    assert "input 8: empty sentence" in err  # the inputs keep their numbers
+    code, _, _ = _run(model_file, capsys, monkeypatch, *inputs, "--jsonl", str(part), "--resume", stdin=stdin)
+    assert code == 0 and part.read_bytes() == written  # all done: nothing written again
+
+
+def test_both_files_go_on_after_the_fewer_lines(model_file, tmp_path, capsys, monkeypatch):
+    out, jsonl = tmp_path / "o.txt", tmp_path / "r.jsonl"
+    both = ("--output", str(out), "--jsonl", str(jsonl))
+    assert _run(model_file, capsys, monkeypatch, *LINES, *both)[0] == 1
+    lines, records = out.read_bytes(), jsonl.read_bytes()
+    for out_lines, records_held in [(6, 3), (2, 5), (4, 4)]:  # stopped between the two, or after both
+        out.write_bytes(_cut(lines, out_lines, 1))
+        jsonl.write_bytes(_cut(records, records_held, 5))
+        code, _, err = _run(model_file, capsys, monkeypatch, *LINES, *both, "--resume")
+        assert code == 1 and out.read_bytes() == lines and jsonl.read_bytes() == records, err
+        fewest = min(out_lines, records_held)
+        longer = f"--output {out} holds 6 line(s)" if out_lines == 6 else f"--jsonl {jsonl} holds 5 record(s)"
+        note = [line for line in err.splitlines() if "--resume" in line]
+        if out_lines == records_held:
+            assert note == []
+        else:
+            assert len(note) == 1 and note[0].startswith(f"translate: note: --resume: {longer}, ")
+            assert f"both go on after input {fewest}" in note[0]
+
+
+def test_a_file_missing_beside_the_others_lines_is_refused_untouched(model_file, tmp_path, capsys, monkeypatch):
+    out, jsonl = tmp_path / "o.txt", tmp_path / "r.jsonl"
+    out.write_text("a\nb\n")
+    code, _, err = _run(model_file, capsys, monkeypatch, *LINES, "--output", str(out), "--jsonl", str(jsonl),
+                        "--resume")  # fmt: skip
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.strip() == (
+        f"translate: error: --resume: --output {out} holds 2 line(s) but --jsonl {jsonl} does not exist: the run "
+        "that wrote one did not write the other; resume without --jsonl, or start afresh without --resume"
+    )
+    assert out.read_text() == "a\nb\n" and not jsonl.exists()
+    jsonl.write_text("")  # there, empty (the run stopped before its first records): both from input 1
+    assert _run(model_file, capsys, monkeypatch, *LINES, "--output", str(out), "--jsonl", str(jsonl),
+                "--resume")[0] == 1  # fmt: skip
+    assert len(out.read_text().splitlines()) == len(jsonl.read_text().splitlines()) == len(LINES)
+
+
+def test_records_made_with_other_options_are_refused_naming_them(model_file, tmp_path, capsys, monkeypatch):
+    jsonl, record = tmp_path / "r.jsonl", tmp_path / "r.jsonl.run.json"
+    assert _run(model_file, capsys, monkeypatch, *LINES[:2], "--jsonl", str(jsonl))[0] == 0
+    written, kept = jsonl.read_bytes(), record.read_text()
+    for args, says in [
+        (["--unsure-below", "0.5"], "--unsure 0.3 (this run: 0.5)"),
+        (["--beam-size", "2"], "--beam-size 1 (this run: 2)"),
+    ]:
+        code, _, err = _run(model_file, capsys, monkeypatch, *LINES[:4], "--jsonl", str(jsonl), "--resume", *args)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert f"translate: error: --resume: {jsonl}'s records were made with {says}" in err
+        assert err.strip().endswith(f"or give another --jsonl FILE (to mix them anyway, remove {record})")
+        assert jsonl.read_bytes() == written and record.read_text() == kept  # refused: untouched
+    record.unlink()  # as a --jsonl run before records left it: continued with one note
+    code, _, err = _run(model_file, capsys, monkeypatch, *LINES[:4], "--jsonl", str(jsonl), "--resume")
+    assert code == 0 and err.splitlines()[0] == (
+        f"translate: note: --resume: {jsonl} has no run record for its 2 record(s) (written before 2026-12-04): they "
+        "cannot be checked against this model and options; r.jsonl.run.json covers the records from this run on"
+    )
+    assert [json.loads(line)["input"] for line in jsonl.read_text().splitlines()] == [1, 2, 3, 4]
