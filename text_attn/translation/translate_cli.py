@@ -49,7 +49,7 @@ from text_attn.core.search_options import (
 )
 from text_attn.core.unread_options import flags_given
 from text_attn.core.unsure import UNSURE
-from text_attn.core.unsure_options import count_unsure, resolve_unsure, unsure_note
+from text_attn.core.unsure_options import NAMED, count_unsure, resolve_unsure, unsure_note
 from text_attn.core.version import add_version
 from text_attn.core.vocab import addresses
 from text_attn.translation.bundled import (  # noqa: F401 - names others import
@@ -278,6 +278,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _count_named(progress: dict[str, Any], kind: str, named: tuple) -> None:
+    """One more input of ``kind`` ("unknown", "unseen") for its closing note, which names the first NAMED (``named``:
+    the input's number and its words) and counts the rest, as count_unsure does for the unsure words."""
+    progress[kind] += 1
+    if len(first := progress[f"{kind}_first"]) < NAMED:
+        first.append(named)
+
+
 def _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, ranked) -> None:
     """--jsonl: the chunk's records (text_attn.translation.records.input_record), one a line in input order, each
     input's line as typed taken out of ``typed_lines``; ``ranked``: per translated input of the chunk, in order, its
@@ -413,15 +421,11 @@ def _translate_stream(
             if any(a not in tr.text for a in typed.pop(n, ())):  # a model that learned no addresses garbles them
                 address.append(n)
             if tr.unknown:  # one note at the end names the first ten (a line each flooded an out-of-domain corpus)
-                progress["unknown"] += 1
-                if len(progress["unknown_first"]) < 10:
-                    progress["unknown_first"].append((n, _unknown_words(translator, tr)))
+                _count_named(progress, "unknown", (n, _unknown_words(translator, tr)))
             if unsure is not None:
                 count_unsure(progress, f"input {n}", unsure)
             if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
-                progress["unseen"] += 1
-                if len(progress["unseen_first"]) < 10:
-                    progress["unseen_first"].append((n, words))
+                _count_named(progress, "unseen", (n, words))
             if tr.nbest is not None:  # n lines per input: number, score, translation, ended or cut; best first
                 written += "".join(f"{n}\t{score:.4f}\t{inert(text)}\t{_ending(cut)}\n"
                                    for text, score, cut in tr.nbest)  # fmt: skip
