@@ -111,3 +111,16 @@ def test_records_made_with_other_options_are_refused_naming_them(model_file, tmp
         "cannot be checked against this model and options; r.jsonl.run.json covers the records from this run on"
     )
     assert [json.loads(line)["input"] for line in jsonl.read_text().splitlines()] == [1, 2, 3, 4]
+
+
+def test_records_on_stdout_beside_a_resumed_output_are_this_runs_numbered_by_input(
+    model_file, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "o.txt"
+    assert _run(model_file, capsys, monkeypatch, *LINES, "--output", str(out))[0] == 1
+    lines = out.read_bytes()
+    out.write_bytes(_cut(lines, 5))
+    code, printed, _ = _run(model_file, capsys, monkeypatch, *LINES, "--output", str(out), "--jsonl", "-", "--resume")
+    assert code == 1 and out.read_bytes() == lines  # stdout's records are no file to continue: --output says
+    records = [json.loads(line) for line in printed.splitlines()]
+    assert [r["input"] for r in records] == [6, 7, 8, 9] and records[0]["source"] == LINES[5]
