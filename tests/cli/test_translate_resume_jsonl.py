@@ -124,3 +124,15 @@ def test_records_on_stdout_beside_a_resumed_output_are_this_runs_numbered_by_inp
     assert code == 1 and out.read_bytes() == lines  # stdout's records are no file to continue: --output says
     records = [json.loads(line) for line in printed.splitlines()]
     assert [r["input"] for r in records] == [6, 7, 8, 9] and records[0]["source"] == LINES[5]
+
+
+def test_a_link_for_either_file_is_refused_before_the_other_is_cut_back(model_file, tmp_path, capsys, monkeypatch):
+    out, jsonl, target = tmp_path / "o.txt", tmp_path / "r.jsonl", tmp_path / "elsewhere.jsonl"
+    out.write_text("a\nb\nc\n")
+    target.write_text('{"input": 1}\n')
+    jsonl.symlink_to(target)  # one record: counted, the output would be cut back to it
+    code, _, err = _run(model_file, capsys, monkeypatch, *LINES, "--output", str(out), "--jsonl", str(jsonl),
+                        "--resume")  # fmt: skip
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.strip().startswith(f"translate: error: cannot write --jsonl {jsonl}: {jsonl} is a symbolic link")
+    assert out.read_text() == "a\nb\nc\n" and target.read_text() == '{"input": 1}\n'

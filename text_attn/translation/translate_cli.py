@@ -1020,8 +1020,6 @@ def _translate_main(args: argparse.Namespace) -> int:
         check_record(args, flag, kept)
     try:
         out = open_stream(args.output, append=args.resume) if args.output else sys.stdout  # a link, FIFO: refused
-        if args.resume:
-            cut_back(out, args, "--output")
         if args.demo and not args.output:
             out = io.StringIO()  # the demo prints each translation once, below, with its alignment
     except OSError as err:
@@ -1049,8 +1047,6 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.jsonl:  # '-': the records on stdout, in place of the plain lines unless --output has them
         try:
             records = sys.stdout if args.jsonl == "-" else open_stream(args.jsonl, append=args.resume)
-            if args.resume:
-                cut_back(records, args, "--jsonl")
             if args.jsonl == "-" and not args.output:
                 out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (closed with the other outputs)
         except OSError as err:
@@ -1058,6 +1054,9 @@ def _translate_main(args: argparse.Namespace) -> int:
                 if opened is not None and opened is not sys.stdout:
                     opened.close()
             fail("translate", f"cannot write --jsonl {args.jsonl}: {one_line(err)}")
+    if args.resume:  # both files open: only now is either cut back (one refused leaves the other whole)
+        for flag, opened in (("--output", out), ("--jsonl", records)):
+            cut_back(opened, args, flag)
     if "--jsonl" in settings:
         try:
             record_run(args.jsonl, settings["--jsonl"])

@@ -28,7 +28,7 @@ from typing import Any
 from text_attn.core.errors import fail
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.run_record import differences, read_record, run_file
-from text_attn.core.safe_files import write_text
+from text_attn.core.safe_files import check_output, write_text
 
 # what each output beside --output / --jsonl would be without the inputs an earlier run did (one line refuses it)
 BESIDE = {
@@ -78,6 +78,11 @@ def check_resume(args: argparse.Namespace) -> None:
     for name, (flag, what) in BESIDE.items():
         if getattr(args, name, None):
             fail("translate", f"--resume continues {_named(files)}; {flag} would hold {what}: drop one")
+    for flag, path in files.items():  # a link or a FIFO, refused now: before the other file is counted or cut back
+        try:
+            check_output(path)
+        except OSError as err:
+            fail("translate", f"cannot write {flag} {path}: {err}")
     found = {flag: done_lines(path) for flag, path in files.items()}
     held = {flag: lines for flag, (lines, _) in found.items()}
     if len(files) == 2:
