@@ -51,7 +51,7 @@ from text_attn.core.unread_options import flags_given
 from text_attn.core.unsure import UNSURE
 from text_attn.core.unsure_options import NAMED, count_unsure, resolve_unsure, unsure_note
 from text_attn.core.version import add_version
-from text_attn.core.vocab import addresses
+from text_attn.core.vocab import addresses, lost_addresses
 from text_attn.translation.bundled import (  # noqa: F401 - names others import
     ASSETS,
     BUNDLED_MODEL,
@@ -378,7 +378,7 @@ def _translate_stream(
     uncased: list[int] = []  # the chunk's inputs without capitals that a model with no casing data read as typed
     folded: list[int] = []  # the chunk's inputs with quotes the model's source lacks, read as ASCII (TextCodec.folded)
     long: list[int] = []  # the chunk's inputs longer than any training source (Translator.longest_source)
-    typed: dict[int, list[str]] = {}  # the chunk's inputs' web and e-mail addresses, to look for in their outputs
+    typed: dict[int, str] = {}  # the chunk's inputs that hold a web or e-mail address, to look for in their outputs
     address: list[int] = []  # the chunk's inputs whose translation lacks an address of theirs as typed
     unseen: dict[int, list[str]] = {}  # the chunk's inputs' words the training text never has (Translator.unseen_words)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
@@ -418,7 +418,7 @@ def _translate_stream(
             # --references: scored at the end (--unsure: with its words under the threshold, in --scores)
             found = None if unsure is None else {"unsure": [[w, round(p, 6)] for w, p in unsure]}
             keep(args, progress, n, sources.pop(n, ""), tr.text, found)
-            if any(a not in tr.text for a in typed.pop(n, ())):  # a model that learned no addresses garbles them
+            if n in typed and lost_addresses(typed.pop(n), tr.text):  # a model that learned none garbles them
                 address.append(n)
             if tr.unknown:  # one note at the end names the first ten (a line each flooded an out-of-domain corpus)
                 _count_named(progress, "unknown", (n, _unknown_words(translator, tr)))
@@ -521,8 +521,8 @@ def _translate_stream(
                 unseen[n] = words
             if len(tokens) > translator.longest_source():
                 long.append(n)
-            if found := addresses(line):
-                typed[n] = found
+            if addresses(line):
+                typed[n] = line
             quoted = translator.codec.folded(line, "source")  # read_as folds them too: not a recasing
             if quoted != line:
                 folded.append(n)
