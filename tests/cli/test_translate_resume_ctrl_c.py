@@ -1,0 +1,59 @@
+"""A real ``translate --output FILE --jsonl FILE`` stopped by Ctrl-C (SIGINT) mid-run and run again with ``--resume``
+ends with the very two files one uninterrupted run writes. The stopped run reads a pipe that pauses after its first
+lines, so it is stopped with lines written and more to come. On a small subword model built here (random weights:
+the test checks the plumbing)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers.multi30k import DE
+from helpers.tiny_translator import tiny_subword_model_file
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+RUN = "import sys; from text_attn.translation.translate_cli import main; sys.exit(main())"  # argv: sys.argv[1:]
+LINES = [f"{DE[k % len(DE)]} {k}" for k in range(40)]
+
+
+def _translate(args: list[str], **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", RUN, *args], env=ENV, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.mark.long
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is a POSIX signal")
+def test_ctrl_c_then_resume_gives_both_files_of_one_run(tmp_path):
+    model = tiny_subword_model_file(tmp_path)
+    common = ["--model", str(model), "--max-len", "5", "--batch-size", "4", "--unsure"]
+    corpus = tmp_path / "in.de"
+    corpus.write_text("".join(f"{line}\n" for line in LINES))
+    whole_out, whole_jsonl = tmp_path / "whole.txt", tmp_path / "whole.jsonl"
+    with corpus.open() as stdin:
+        done = _translate([*common, "--output", str(whole_out), "--jsonl", str(whole_jsonl)], stdin=stdin)
+        assert done.wait(timeout=120) == 0, done.stderr.read()
+
+    out, jsonl = tmp_path / "o.txt", tmp_path / "r.jsonl"
+    stopped = _translate([*common, "--output", str(out), "--jsonl", str(jsonl)], stdin=subprocess.PIPE)
+    stopped.stdin.write("".join(f"{line}\n" for line in LINES[:10]))
+    stopped.stdin.flush()  # the first ten, then a pause: they are translated and written as the pipe waits
+    deadline = time.monotonic() + 120
+    while len(jsonl.read_text().splitlines()) < 10 if jsonl.exists() else True:
+        assert time.monotonic() < deadline and stopped.poll() is None, "the first lines were not written"
+        time.sleep(0.05)
+    stopped.send_signal(signal.SIGINT)
+    assert stopped.wait(timeout=60) == 130
+    err = stopped.stderr.read()
+    assert f"translate: interrupted after 10 sentence(s) in {out} and {jsonl}" in err, err
+    stopped.stdin.close()
+
+    with corpus.open() as stdin:
+        resumed = _translate([*common, "--output", str(out), "--jsonl", str(jsonl), "--resume"], stdin=stdin)
+        assert resumed.wait(timeout=120) == 0, resumed.stderr.read()
+    assert out.read_bytes() == whole_out.read_bytes()
+    assert jsonl.read_bytes() == whole_jsonl.read_bytes()
