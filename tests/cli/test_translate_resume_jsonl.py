@@ -136,3 +136,15 @@ def test_a_link_for_either_file_is_refused_before_the_other_is_cut_back(model_fi
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.strip().startswith(f"translate: error: cannot write --jsonl {jsonl}: {jsonl} is a symbolic link")
     assert out.read_text() == "a\nb\nc\n" and target.read_text() == '{"input": 1}\n'
+
+
+@pytest.mark.parametrize("piece", [1, 3, 4, 1 << 20])
+def test_the_lines_counted_and_their_bytes_across_pieces(tmp_path, monkeypatch, piece):
+    from text_attn.translation import translate_resume
+
+    monkeypatch.setattr(translate_resume, "READ", piece)  # the file read a few bytes at a time: lines cross pieces
+    f = tmp_path / "f.txt"
+    f.write_bytes(b"ab\n\ncde\nf\ngh")  # 4 complete lines (one empty), then one cut off
+    assert translate_resume.done_lines(str(f)) == (4, 10)
+    assert [translate_resume.done_lines(str(f), most=k) for k in range(5)] == [(0, 0), (1, 3), (2, 4), (3, 8), (4, 10)]
+    assert translate_resume.done_lines(str(tmp_path / "none.txt")) == (0, None)
