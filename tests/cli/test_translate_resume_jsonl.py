@@ -148,3 +148,15 @@ def test_the_lines_counted_and_their_bytes_across_pieces(tmp_path, monkeypatch, 
     assert translate_resume.done_lines(str(f)) == (4, 10)
     assert [translate_resume.done_lines(str(f), most=k) for k in range(5)] == [(0, 0), (1, 3), (2, 4), (3, 8), (4, 10)]
     assert translate_resume.done_lines(str(tmp_path / "none.txt")) == (0, None)
+
+
+def test_a_refused_resume_of_files_apart_is_one_line_without_the_note(model_file, tmp_path, capsys, monkeypatch):
+    out, jsonl = tmp_path / "o.txt", tmp_path / "r.jsonl"
+    both = ("--output", str(out), "--jsonl", str(jsonl))
+    assert _run(model_file, capsys, monkeypatch, *LINES, *both)[0] == 1
+    out.write_bytes(_cut(out.read_bytes(), 6))
+    jsonl.write_bytes(_cut(jsonl.read_bytes(), 3))
+    written = out.read_bytes(), jsonl.read_bytes()
+    code, _, err = _run(model_file, capsys, monkeypatch, *LINES, *both, "--resume", "--beam-size", "2")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--beam-size 1 (this run: 2)" in err, err
+    assert (out.read_bytes(), jsonl.read_bytes()) == written

@@ -1018,6 +1018,8 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot read stdin: {one_line(err)}")
     for flag, kept in settings.items():  # before a file is touched: a refused resume changes none
         check_record(args, flag, kept)
+    if getattr(args, "resume_note", None):  # one file ahead of the other: said once nothing refuses the resume
+        print(f"translate: note: {args.resume_note}", file=sys.stderr)
     try:
         out = open_stream(args.output, append=args.resume) if args.output else sys.stdout  # a link, FIFO: refused
         if args.demo and not args.output:

@@ -67,8 +67,9 @@ def check_resume(args: argparse.Namespace) -> None:
     """--resume's refusals before the model loads, each one line: no --output or --jsonl file, an output beside
     them, a file holding more lines than the sentences given as arguments, one of the two files missing while the
     other holds lines. Sets ``args.resume_from`` (the inputs done), ``args.resume_keep`` (per flag, the bytes of its
-    file those inputs' lines take) and ``args.resume_held`` (the refusal's words for the file that says how many)."""
-    args.resume_from, args.resume_keep, args.resume_held = 0, {}, ""
+    file those inputs' lines take), ``args.resume_held`` (the refusal's words for the file that says how many) and
+    ``args.resume_note`` (where one file is ahead: the note said once the resume is not refused, else None)."""
+    args.resume_from, args.resume_keep, args.resume_held, args.resume_note = 0, {}, "", None
     if not args.resume:
         return
     files = continued(args)
@@ -96,13 +97,13 @@ def check_resume(args: argparse.Namespace) -> None:
     args.resume_from = held[fewest]
     args.resume_held = f"{fewest} {files[fewest]} holds {held[fewest]} {UNIT[fewest]}"
     args.resume_keep = {flag: done_lines(path, most=args.resume_from)[1] for flag, path in files.items()}
-    if len(set(held.values())) > 1:  # the run stopped between writing the two: the longer one's extra lines again
-        longer = next(flag for flag in files if held[flag] > args.resume_from)
-        print(f"translate: note: --resume: {longer} {files[longer]} holds {held[longer]} {UNIT[longer]}, "
-              f"{args.resume_held}: both go on after input {args.resume_from}, {files[longer]}'s later "
-              f"{UNIT[longer]} written again", file=sys.stderr)  # fmt: skip
     if args.sentences and args.resume_from > len(args.sentences):
         _too_many(args, len(args.sentences))
+    if len(set(held.values())) > 1:  # the run stopped between writing the two: the longer one's extra lines again
+        longer = next(flag for flag in files if held[flag] > args.resume_from)
+        args.resume_note = (f"--resume: {longer} {files[longer]} holds {held[longer]} {UNIT[longer]}, "
+                            f"{args.resume_held}: both go on after input {args.resume_from}, {files[longer]}'s "
+                            f"later {UNIT[longer]} written again")  # fmt: skip
 
 
 def _named(files: dict[str, str]) -> str:
