@@ -23,7 +23,9 @@ LINES = [f"{DE[k % len(DE)]} {k}" for k in range(40)]
 
 
 def _translate(args: list[str], **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", RUN, *args], env=ENV, stderr=subprocess.PIPE, text=True, **kw)
+    # SIGINT at its default in the child, as a terminal leaves it (a test worker's children inherit it ignored)
+    return subprocess.Popen([sys.executable, "-c", RUN, *args], env=ENV, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kw)  # fmt: skip
 
 
 @pytest.mark.long
@@ -47,7 +49,10 @@ def test_ctrl_c_then_resume_gives_both_files_of_one_run(tmp_path):
         assert time.monotonic() < deadline and stopped.poll() is None, "the first lines were not written"
         time.sleep(0.05)
     stopped.send_signal(signal.SIGINT)
-    assert stopped.wait(timeout=60) == 130
+    try:
+        assert stopped.wait(timeout=60) == 130
+    finally:
+        stopped.kill()  # a no-op once it ended
     err = stopped.stderr.read()
     assert f"translate: interrupted after 10 sentence(s) in {out} and {jsonl}" in err, err
     stopped.stdin.close()
