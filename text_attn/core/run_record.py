@@ -1,6 +1,6 @@
 """A run record beside an output file (``FILE.run.json``): the model file's content and the options that shape what
 the file holds, so that ``--resume`` refuses to continue FILE with another model or other options. Shared by
-``caption --jsonl`` (captioning.commands.caption_run) and ``translate --output``
+``caption --jsonl`` (captioning.commands.caption_run) and ``translate --output`` / ``--jsonl``
 (text_attn.translation.translate_resume): each says which options it records and words its own lines."""
 
 from __future__ import annotations
