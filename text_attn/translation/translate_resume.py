@@ -96,7 +96,9 @@ def check_resume(args: argparse.Namespace) -> None:
     fewest = min(files, key=lambda flag: held[flag])  # --output first where they hold as many
     args.resume_from = held[fewest]
     args.resume_held = f"{fewest} {files[fewest]} holds {held[fewest]} {UNIT[fewest]}"
-    args.resume_keep = {flag: done_lines(path, most=args.resume_from)[1] for flag, path in files.items()}
+    # the bytes of the inputs done: the count's own where a file holds no more, else a second read to that line
+    args.resume_keep = {flag: found[flag][1] if held[flag] == args.resume_from else
+                        done_lines(path, most=args.resume_from)[1] for flag, path in files.items()}  # fmt: skip
     if args.sentences and args.resume_from > len(args.sentences):
         _too_many(args, len(args.sentences))
     if len(set(held.values())) > 1:  # the run stopped between writing the two: the longer one's extra lines again
