@@ -12,7 +12,7 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from text_attn.core import startup_gc
 from text_attn.core.casing import changed_reading
@@ -1025,26 +1025,18 @@ def _translate_main(args: argparse.Namespace) -> int:
         if args.demo and not args.output:
             out = io.StringIO()  # the demo prints each translation once, below, with its alignment
     except OSError as err:
-        if report is not None:
-            report.close()
-        fail("translate", f"cannot write --output {args.output}: {one_line(err)}")
+        _refuse_opened(f"cannot write --output {args.output}: {one_line(err)}", report)
     if "--output" in settings:
         try:
             record_run(args.output, settings["--output"])
         except OSError as err:
-            for opened in (out, report):
-                if opened is not None and opened is not sys.stdout:
-                    opened.close()
-            fail("translate", f"cannot write {run_file(args.output)}: {one_line(err)}")
+            _refuse_opened(f"cannot write {run_file(args.output)}: {one_line(err)}", out, report)
     align = None
     if args.alignments:
         try:
             align = open_stream(args.alignments)
         except OSError as err:
-            for opened in (out, report):
-                if opened is not None and opened is not sys.stdout:
-                    opened.close()
-            fail("translate", f"cannot write --alignments {args.alignments}: {one_line(err)}")
+            _refuse_opened(f"cannot write --alignments {args.alignments}: {one_line(err)}", out, report)
     records = None
     if args.jsonl:  # '-': the records on stdout, in place of the plain lines unless --output has them
         try:
@@ -1052,10 +1044,7 @@ def _translate_main(args: argparse.Namespace) -> int:
             if args.jsonl == "-" and not args.output:
                 out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (closed with the other outputs)
         except OSError as err:
-            for opened in (out, report, align, records):
-                if opened is not None and opened is not sys.stdout:
-                    opened.close()
-            fail("translate", f"cannot write --jsonl {args.jsonl}: {one_line(err)}")
+            _refuse_opened(f"cannot write --jsonl {args.jsonl}: {one_line(err)}", out, report, align, records)
     if args.resume:  # both files open: only now is either cut back (one refused leaves the other whole)
         for flag, opened in (("--output", out), ("--jsonl", records)):
             cut_back(opened, args, flag)
@@ -1063,10 +1052,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         try:
             record_run(args.jsonl, settings["--jsonl"])
         except OSError as err:
-            for opened in (out, report, align, records):
-                if opened is not None and opened is not sys.stdout:
-                    opened.close()
-            fail("translate", f"cannot write {run_file(args.jsonl)}: {one_line(err)}")
+            _refuse_opened(f"cannot write {run_file(args.jsonl)}: {one_line(err)}", out, report, align, records)
     progress: dict[str, Any] = {}
     plots = _plot_writer(translator, args, progress)
     interrupted, broken, complete = 0, None, False
@@ -1106,6 +1092,15 @@ def _translate_main(args: argparse.Namespace) -> int:
             lines = [f"  {line}" for line in word_alignment(translator, tr)]
             emit("translate", "\n".join([f"{chr(10) if k else ''}{source}", tr.text, *lines]))
     return 1 if failed else 0
+
+
+def _refuse_opened(message: str, *opened) -> NoReturn:
+    """One line refusing an output that cannot be written, the outputs opened before it closed first (stdout stays
+    open: the interpreter's own)."""
+    for stream in opened:
+        if stream is not None and stream is not sys.stdout:
+            stream.close()
+    fail("translate", message)
 
 
 def _plot_writer(translator, args: argparse.Namespace, progress: dict[str, Any]):

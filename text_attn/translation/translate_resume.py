@@ -187,6 +187,7 @@ def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) 
     (``lines_before``, ``"checked": false``), as caption's records are (captioning.commands.caption_run)."""
     output = continued(args)[flag]
     held, path, unit = args.resume_from, run_file(output), UNIT[flag]
+    noun = unit.removesuffix("(s)") + "s"  # "lines", "records"
     if not args.resume or not held:  # no line to mix: a fresh start
         return
     try:
@@ -201,12 +202,11 @@ def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) 
         settings.update(lines_before=held, checked=False)
         print(f"translate: note: --resume: {output} has no run record for its {held} {unit} (written before "
               f"{RECORDED_SINCE[flag]}): they cannot be checked against this model and options; "
-              f"{path.name} covers the {unit.removesuffix('(s)')}s from this run on", file=sys.stderr)  # fmt: skip
+              f"{path.name} covers the {noun} from this run on", file=sys.stderr)  # fmt: skip
         return
     if before is not None:  # the record covers what came after FILE's first lines: it carries that on
         settings.update(lines_before=before, checked=False)
     if said := differences(old, settings):
-        noun = unit.removesuffix("(s)") + "s"
         which = f"{noun} after its first {before} (which no run record covers)" if before is not None else noun
         fail("translate", f"--resume: {output}'s {which} were made with {'; '.join(said)}: resume with the "
              f"same model and options, or give another {flag} FILE (to mix them anyway, remove {path})")  # fmt: skip
