@@ -1,5 +1,6 @@
-"""Two or more translators as one ensemble (text_attn.translation.ensemble: the mean of their next-token probabilities)
-against each alone, on Multi30k: sacreBLEU, chrF and BLEU (tok.) per split, and sentences a second.
+"""Two or more translators as one ensemble (``translate --ensemble``, text_attn.translation.ensemble: the mean of their
+next-token probabilities) against each alone, on Multi30k: sacreBLEU, chrF and BLEU (tok.) per split, sentences a
+second.
 
     python benchmarks/translate_ensemble.py --data-root ../shared/data/multi30k --json docs/translate_ensemble.json
 
@@ -23,7 +24,7 @@ from text_attn.core.errors import new_file
 from text_attn.core.metrics import text_scores
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.safe_files import write_text
-from text_attn.translation.ensemble import TranslationEnsemble
+from text_attn.translation.ensemble import EnsembleTranslator
 from text_attn.translation.translator import Translator
 
 BATCH = 64
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.models.split(",")
     try:
         members = [Translator.load(name) for name in names]
-        both = TranslationEnsemble(members)
+        both = EnsembleTranslator(members)
     except (ModelFileError, ValueError) as err:
         sys.exit(f"translate_ensemble: error: {err}")
     decoding = members[0].decoding()
@@ -70,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, t in zip(names, members, strict=True):
             rows.append({"split": split, **row(name, t.decoding(), alone(t), sources, refs)})
             print(f"  {rows[-1]}", flush=True)
-        ensemble = lambda lines: both.translate(lines, batch_size=BATCH)  # noqa: E731
-        rows.append({"split": split, **row(" + ".join(names), decoding, ensemble, sources, refs)})
+        rows.append({"split": split, **row(" + ".join(names), decoding, alone(both), sources, refs)})
         print(f"  {rows[-1]}", flush=True)
     print(
         "\n| split | model | decoding | sacreBLEU | chrF | BLEU (tok.) | sentences/s |\n|---|---|---|---|---|---|---|"

@@ -1,5 +1,5 @@
-"""TranslationEnsemble: translators of different kinds and vocabularies decoded as one model (the mean of their
-next-token probabilities over the first member's target vocabulary)."""
+"""TranslationEnsemble / EnsembleTranslator: translators of different kinds and vocabularies decoded as one model (the
+mean of their next-token probabilities over the first member's target vocabulary)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from text_attn.core.vocab import Vocabulary
-from text_attn.translation.ensemble import TranslationEnsemble
+from text_attn.translation.ensemble import EnsembleTranslator, TranslationEnsemble
 from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
 from text_attn.translation.transformer import Transformer, TransformerConfig
 from text_attn.translation.translator import Translator
@@ -64,8 +64,15 @@ def twin(t: Translator) -> Translator:
 def test_a_model_with_its_own_twin_translates_as_the_model_alone(beam):
     # the mean of two equal distributions is that distribution: the same search, the same words
     alone = gru(0)
-    both = TranslationEnsemble([alone, twin(alone)])
-    assert both.translate(SENTENCES, beam_size=beam) == [t.text for t in alone.translate(SENTENCES, beam_size=beam)]
+    both = EnsembleTranslator([alone, twin(alone)])
+    expected = alone.translate(SENTENCES, beam_size=beam, probs=True)
+    found = both.translate(SENTENCES, beam_size=beam, probs=True)
+    assert [t.text for t in found] == [t.text for t in expected]
+    for f, e in zip(found, expected, strict=True):
+        torch.testing.assert_close(f.probs, e.probs)  # the ensemble's probabilities: the model's own
+        torch.testing.assert_close(f.attention, e.attention)  # the first member's attention
+    read, read_alone = both.read(SENTENCES, "a dog runs"), alone.read(SENTENCES, "a dog runs")  # a given text
+    assert [r.score for r in read] == pytest.approx([r.score for r in read_alone], abs=1e-5)
 
 
 def test_a_step_is_the_log_of_the_mean_of_the_members_probabilities():
@@ -76,7 +83,7 @@ def test_a_step_is_the_log_of_the_mean_of_the_members_probabilities():
     with torch.no_grad():
         for m in both.members:
             m.net.eval()  # no dropout (translate does this itself)
-        state, _ = both.encode(SENTENCES[:2])
+        state = both.encode([first.tokenize(s) for s in SENTENCES[:2]])
         log_probs, attention, _ = both.step(tokens, state)  # (2, 12)
         s0, l0 = first._source_batch([first.tokenize(s) for s in SENTENCES[:2]])
         s1, l1 = second._source_batch([second.tokenize(s) for s in SENTENCES[:2]])
@@ -93,20 +100,24 @@ def test_a_step_is_the_log_of_the_mean_of_the_members_probabilities():
 
 
 def test_a_translation_does_not_depend_on_the_sentences_beside_it():
-    both = TranslationEnsemble([transformer(0), gru(1, TARGET[:5])])
-    one_by_one = both.translate(SENTENCES, beam_size=3, batch_size=1)
-    assert both.translate(SENTENCES, beam_size=3, batch_size=64) == one_by_one
-    assert both.translate(SENTENCES[::-1], beam_size=3) == one_by_one[::-1]
+    both = EnsembleTranslator([transformer(0), gru(1, TARGET[:5])])
+    one_by_one = [both.translate([s], beam_size=3)[0].text for s in SENTENCES]
+    assert [t.text for t in both.translate(SENTENCES, beam_size=3)] == one_by_one
+    assert [t.text for t in both.translate(SENTENCES[::-1], beam_size=3)] == one_by_one[::-1]
 
 
 def test_the_search_writes_only_the_first_members_words_at_its_recorded_decoding():
     first, second = copy.copy(transformer(2)), gru(3, TARGET[:4])
     first.info = {"decoding": {"beam_size": 2, "length_penalty": 1.0}}  # as a model file records its choice
-    both = TranslationEnsemble([first, second])
-    out = both.translate(SENTENCES)
-    assert out == both.translate(SENTENCES, beam_size=2, length_penalty=1.0)
+    both = EnsembleTranslator([first, second])
+    out = [t.text for t in both.translate(SENTENCES)]
+    assert out == [t.text for t in both.translate(SENTENCES, beam_size=2, length_penalty=1.0)]
     assert all(set(text.split()) <= set(first.tgt_vocab.itos) for text in out)
-    assert all(len(text.split()) <= 3 for text in both.translate(SENTENCES, max_len=3))
+    assert all(len(t.tokens) <= 3 for t in both.translate(SENTENCES, max_len=3))
+    with pytest.raises(ValueError, match="measured for one model, not an ensemble"):
+        both.explain(SENTENCES[0])
+    with pytest.raises(TypeError, match="not one model file"):
+        both.save("both.pt")
 
 
 def test_members_that_cannot_share_one_search_are_refused():
@@ -114,8 +125,8 @@ def test_members_that_cannot_share_one_search_are_refused():
         TranslationEnsemble([gru(0)])
     with pytest.raises(
         ValueError,
-        match=r"member 1 can write 4 target token\(s\) the first member's vocabulary lacks "
-        r"\('in', 'park', 'sits', 'the'\): put the member with the largest target vocabulary first",
+        match=r"member 1 can write 4 target token\(s\) that the first member's vocabulary lacks "
+        r"\('in', 'park', 'sits', 'the'\): the model with the largest target vocabulary goes first",
     ):
         TranslationEnsemble([gru(0, TARGET[:4]), gru(1)])
     with pytest.raises(ValueError, match="member 1 reads text as char tokens"):

@@ -1,4 +1,5 @@
-"""TranslationEnsemble: K translators of one language pair decoded as one model.
+"""Translators of one language pair decoded as one model: TranslationEnsemble (the step model) and
+EnsembleTranslator (a Translator whose searches and readings step it).
 
 Each member reads the sentence its own way (its own casing fixes, tokens and source vocabulary) and keeps its own
 decoder state; a step's next-token distribution is the mean of the members' probabilities, p(y) = (1/K) Σ_k p_k(y),
@@ -9,10 +10,12 @@ The bundled Transformer and GRU qualify (the GRU's 4,149 target pieces are all a
 Multi30k together they translate at +1.0 sacreBLEU over the Transformer alone on val and +0.8 on test
 (``benchmarks/translate_ensemble.py``, docs/results.md).
 
-It speaks the search protocol (``step``, ``source_constant_state``, ``one_row_per_source_state``) with a flat state,
-``"k.name"`` for member k's entry ``name``, as captioning.model.ensemble.DecoderEnsemble does for decoders. It
-decodes; it does not train (each member trains on its own). The attention a step returns is the first member's, over
-the first member's source tokens (the members' source tokens need not line up).
+TranslationEnsemble speaks the search protocol (``step``, ``source_constant_state``, ``one_row_per_source_state``) with
+a flat state, ``"k.name"`` for member k's entry ``name``, as captioning.model.ensemble.DecoderEnsemble does for
+decoders. It decodes; it does not train (each member trains on its own). The attention a step returns is the first
+member's, over the first member's source tokens (the members' source tokens need not line up). EnsembleTranslator is
+the first member as ``translate`` and Python use it (its reading of the input, its notes, its recorded decoding, its
+attention), with the ensemble's words and probabilities.
 """
 
 from __future__ import annotations
@@ -24,27 +27,30 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from text_attn.core.decoding import evaluating, search
-from text_attn.translation.translator import Translator, never_written
+from text_attn.core.decoding import evaluating
+from text_attn.translation.translator import Translator
 
 
 class TranslationEnsemble:
-    def __init__(self, members: list[Translator]):
+    def __init__(self, members: list[Translator], names: list[str] | None = None):
+        """``names``: what the messages call each member (``translate`` says its options); default "member k" and
+        "the first member"."""
         if len(members) < 2:
             raise ValueError(f"an ensemble needs at least 2 translators, got {len(members)}")
+        names = names or ["the first member", *(f"member {k}" for k in range(1, len(members)))]
         first = members[0]
-        for k, m in enumerate(members[1:], start=1):
+        for name, m in zip(names[1:], members[1:], strict=True):
             if (m.codec.mode, m.lower) != (first.codec.mode, first.lower):
-                raise ValueError(f"member {k} reads text as {m.codec.mode} tokens (lowercased: {m.lower}), the first "
-                                 f"as {first.codec.mode} (lowercased: {first.lower}): an ensemble's members write the "
+                raise ValueError(f"{name} reads text as {m.codec.mode} tokens (lowercased: {m.lower}), {names[0]} as "
+                                 f"{first.codec.mode} (lowercased: {first.lower}): an ensemble's members write the "
                                  "same tokens")  # fmt: skip
             if m.source_lang and first.source_lang and m.source_lang != first.source_lang:
-                raise ValueError(f"member {k} translates from {m.source_lang!r}, the first from {first.source_lang!r}")
+                raise ValueError(f"{name} translates from {m.source_lang!r}, {names[0]} from {first.source_lang!r}")
             foreign = first.tgt_vocab.unknown(m.tgt_vocab.itos)
             if foreign:
                 shown = ", ".join(repr(t) for t in foreign[:5]) + (" ..." if len(foreign) > 5 else "")
-                raise ValueError(f"member {k} can write {len(foreign)} target token(s) the first member's "
-                                 f"vocabulary lacks ({shown}): put the member with the largest target vocabulary "
+                raise ValueError(f"{name} can write {len(foreign)} target token(s) that {names[0]}'s vocabulary "
+                                 f"lacks ({shown}): the model with the largest target vocabulary goes "
                                  "first")  # fmt: skip
         self.members = members
         # member k's id of each first-vocabulary token (its unknown id where it lacks it): (V_first,) each
@@ -59,19 +65,21 @@ class TranslationEnsemble:
         )
 
     # --- search protocol ---------------------------------------------------------------------------------------------
-    def encode(self, sentences: list[str]) -> tuple[dict, list[list[str]]]:
-        """Each member's initial state for the sentences, read as that member reads them (its entries named
-        ``"k.name"``), and the first member's tokens of each (its output caps are the ensemble's)."""
-        state, first_tokens = {}, []
+    def encode(self, toks: list[list[str]], first: tuple[Tensor, Tensor] | None = None) -> dict:
+        """The first member's tokens of a batch of sentences -> every member's initial state (entries ``"k.name"``).
+        Another member reads each sentence's text (the first's tokens joined again) with its own tokens, so a word
+        the first spells from other pieces is spelled as that member learned it. ``first``: the first member's
+        (src, lens) of ``toks`` where already made."""
+        state = {}
+        text = self.members[0].codec.decode
         for k, m in enumerate(self.members):
-            _, toks = m._inputs(sentences)
-            for t in toks:
+            own = toks if k == 0 else [m.codec.encode(text(t), "source") for t in toks]
+            for t in own:
                 if error := m.length_error(len(t)):
                     raise ValueError(f"member {k}: {error}")
-            src, lens = m._source_batch(toks)
+            src, lens = first if k == 0 and first is not None else m._source_batch(own)
             state.update({f"{k}.{name}": v for name, v in m.net.encode(src, lens).items()})
-            first_tokens = first_tokens or toks
-        return state, first_tokens
+        return state
 
     def step(self, tokens: Tensor, state: dict) -> tuple[Tensor, Tensor | None, dict]:
         """tokens (N,) of the first's vocabulary -> log of the members' mean probabilities (N, V_first), the first
@@ -92,38 +100,52 @@ class TranslationEnsemble:
         # log((1/K) Σ_k exp(lp_k)), stably: (K, N, V) -> (N, V)
         return torch.logsumexp(torch.stack(shares), dim=0) - math.log(len(shares)), attention, new
 
-    # --- translating -------------------------------------------------------------------------------------------------
-    @torch.no_grad()
-    def translate(
-        self,
-        sentences: list[str],
-        beam_size: int | None = None,
-        length_penalty: float | None = None,
-        max_len: int | None = None,
-        batch_size: int = 64,
-    ) -> list[str]:
-        """The ensemble's translation of each sentence, at the first member's recorded decoding unless given. Each
-        sentence's output cap is the first member's (:meth:`Translator.default_steps`), so a translation does not
-        depend on the sentences beside it in a batch."""
-        first = self.members[0]
-        d = first.decoding(beam_size=beam_size, length_penalty=length_penalty)
-        out: list[str] = []
-        with contextlib.ExitStack() as stack:
-            for m in self.members:  # no dropout, whatever mode a network is in; restored after
-                stack.enter_context(evaluating(m.net))
-            for at in range(0, len(sentences), batch_size):
-                part = sentences[at : at + batch_size]
-                state, toks = self.encode(part)
-                options: dict[str, Any] = {"banned": never_written(first.tgt_vocab, first.codec)}
-                if d["no_repeat_ngram"]:
-                    options["no_repeat_ngram"] = d["no_repeat_ngram"]
-                if max_len:
-                    options["end_step"] = True  # a cap given counts tokens, as translate's --max-len does
-                else:
-                    options["row_max_len"] = torch.tensor([first.default_steps(len(t)) for t in toks])
-                steps = max_len or int(options["row_max_len"].max())
-                vocab = first.tgt_vocab
-                found = search(self, state, len(part), vocab.bos_id, vocab.eos_id, steps, d["beam_size"],
-                               d["length_penalty"], vocab.pad_id, **options)  # fmt: skip
-                out += [first.codec.decode(vocab.decode(ids)) for ids in found.token_lists()]
-        return out
+
+class EnsembleTranslator(Translator):
+    """The first member as a Translator (its vocabularies, reading of the input, notes, recorded decoding, network and
+    attention), whose searches and readings step all the members together: ``translate``, ``read`` and ``with_probs``
+    give the ensemble's words and probabilities. What drives each word (``explain``) is not measured for an
+    ensemble."""
+
+    def __init__(self, members: list[Translator], names: list[str] | None = None):
+        self.ensemble = TranslationEnsemble(members, names)  # the checks first (names: as TranslationEnsemble's)
+        self.__dict__.update(members[0].__dict__)  # the first member's state, its own dict copied below
+        self.info = dict(members[0].info)
+
+    @property
+    def members(self) -> list[Translator]:
+        return self.ensemble.members
+
+    @property
+    def stepped(self) -> TranslationEnsemble:
+        return self.ensemble
+
+    def _encoded(self, toks: list[list[str]], src: Tensor, lens: Tensor) -> dict:
+        return self.ensemble.encode(toks, (src, lens))
+
+    def _evaluating(self) -> contextlib.AbstractContextManager:
+        stack = contextlib.ExitStack()
+        for m in self.members:
+            stack.enter_context(evaluating(m.net))
+        return stack
+
+    def length_error(self, n_tokens: int | None = None, max_len: int | None = None, given: int | None = None):
+        """The first member's words for what its positions cannot hold, else another member's (learned positions)."""
+        return next(filter(None, (m.length_error(n_tokens, max_len, given) for m in self.members)), None)
+
+    def search_bytes(self, n_tokens: int, beam_size: int = 1, max_len: int | None = None) -> int:
+        """Every member keeps its own search state: the sum of theirs."""
+        return sum(m.search_bytes(n_tokens, beam_size, max_len) for m in self.members)
+
+    def to(self, device: str | torch.device) -> EnsembleTranslator:
+        """Every member's network on ``device``."""
+        for m in self.members:
+            m.net.to(device)
+        return self
+
+    def explain(self, translation: Any, **decoding: Any):
+        raise ValueError("what drives each word (evidence) is measured for one model, not an ensemble: explain with "
+                         "one of its members")  # fmt: skip
+
+    def save(self, path: Any, half: bool = False):
+        raise TypeError("an ensemble is not one model file: save each member (its members: .members)")

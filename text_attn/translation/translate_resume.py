@@ -177,6 +177,10 @@ def run_settings(args: argparse.Namespace, model_file: Path, recases: bool, reco
         options.pop("--keep-case")
     if records:
         options |= {flag: getattr(args, name, None) for flag, name in RECORD_SHAPING}
+    if getattr(args, "ensemble", None):  # each other model of the ensemble, by its bytes (a record before: none)
+        from text_attn.translation.bundled import model_path
+
+        options["--ensemble"] = [f"{model_path(m)} (SHA-256 {sha256_of(model_path(m))[:16]})" for m in args.ensemble]
     return {"model": str(model_file), "model_sha256": sha256_of(model_file), "options": options}
 
 

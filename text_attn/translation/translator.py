@@ -9,6 +9,7 @@ tensor; optionally ``info``: what it was trained on, its terms and scores), read
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import torch
 
 from text_attn.core.api_args import a_batch, check_decoding
 from text_attn.core.casing import Casing, changed_reading, composed
-from text_attn.core.decoding import Sampling, evaluating
+from text_attn.core.decoding import Sampling, evaluating, search
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import one_line
 from text_attn.core.fork_safety import one_thread_after_fork
@@ -485,8 +486,8 @@ class Translator:
         if not toks:
             return [[] for _ in translations]
         src, lens = self._source_batch(toks)
-        with evaluating(self.net):
-            state = self.net.encode(src, lens)  # a step never changes the state it is given: shared by every text
+        with self._evaluating():
+            state = self._encoded(toks, src, lens)  # a step never changes the state it is given: shared by every text
             return [self._readings(toks, lens, state, [tokens] * len(toks)) for tokens in targets]
 
     @torch.no_grad()
@@ -499,8 +500,8 @@ class Translator:
         if not toks:
             return []
         src, lens = self._source_batch(toks)
-        with evaluating(self.net):
-            return self._readings(toks, lens, self.net.encode(src, lens), targets)
+        with self._evaluating():
+            return self._readings(toks, lens, self._encoded(toks, src, lens), targets)
 
     @torch.no_grad()
     def with_probs(self, toks: list[list[str]], translations: list[Translation], chunk: int = 256) -> list:
@@ -510,12 +511,12 @@ class Translator:
         ``chunk`` sentences are read at a time."""
         if len(toks) != len(translations):
             raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
-        with evaluating(self.net):
+        with self._evaluating(), torch.no_grad():
             for start in range(0, len(toks), chunk):
                 part = toks[start : start + chunk]
                 src, lens = self._source_batch(part)
                 targets = [tr.tokens for tr in translations[start : start + chunk]]
-                read = self._readings(part, lens, self.net.encode(src, lens), targets)
+                read = self._readings(part, lens, self._encoded(part, src, lens), targets)
                 for tr, r in zip(translations[start : start + chunk], read, strict=True):
                     tr.probs, tr.word_probs, tr.words, tr.end_prob = r.probs, r.word_probs, r.words, r.end_prob
         return translations
@@ -539,7 +540,7 @@ class Translator:
         v = self.tgt_vocab
         ids = [v.encode(tokens, eos=True) for tokens in targets]
         given = padded_rows(ids, v.pad_id)  # (B, T + 1): each row its own, padded past its end (never looked at)
-        log_probs, attention = read_sequence(self.net, state, len(toks), given, v.bos_id)
+        log_probs, attention = read_sequence(self.stepped, state, len(toks), given, v.bos_id)
         attention = None if attention is None else widened(attention)  # a half network's in float32
         log_probs = log_probs.float().cpu()  # (B, T + 1)
         unknown = [self.src_vocab.unknown(t) for t in toks]
@@ -663,6 +664,21 @@ class Translator:
         device = next(self.net.parameters()).device
         return src.to(device), torch.tensor([len(i) for i in ids], device=device)
 
+    @property
+    def stepped(self) -> Any:
+        """What a search or a reading steps (text_attn.core.decoding's protocol): the network itself; an ensemble's
+        members together (text_attn.translation.ensemble.EnsembleTranslator)."""
+        return self.net
+
+    def _encoded(self, toks: list[list[str]], src: torch.Tensor, lens: torch.Tensor) -> Any:
+        """The initial state of :attr:`stepped` for a batch: ``toks`` its sentences' tokens, ``src`` and ``lens`` as
+        :meth:`_source_batch` made them from them."""
+        return self.net.encode(src, lens)
+
+    def _evaluating(self) -> contextlib.AbstractContextManager:
+        """The network(s) in eval mode for the block (no dropout), their own mode restored after."""
+        return evaluating(self.net)
+
     def _translate_batch(
         self,
         toks: list[list[str]],
@@ -687,17 +703,11 @@ class Translator:
             max_len = int(options["row_max_len"].max())
         else:  # a cap given counts tokens, as --max-len says: one step more, for the end alone
             options["end_step"] = True
-        with evaluating(self.net):  # no dropout, whatever mode a training network is in; restored after
-            res = self.net.generate(
-                src,
-                lens,
-                self.tgt_vocab.bos_id,
-                self.tgt_vocab.eos_id,
-                max_len=max_len,
-                beam_size=beam_size,
-                length_penalty=length_penalty,
-                **options,
-            )
+        v = self.tgt_vocab
+        with self._evaluating(), torch.no_grad():  # no dropout, whatever mode a training network is in; restored after
+            state = self._encoded(toks, src, lens)
+            res = search(self.stepped, state, len(toks), v.bos_id, v.eos_id, max_len, beam_size, length_penalty,
+                         self.net.cfg.pad_id, **options)  # fmt: skip
         out = []
         res = res.cpu()  # one copy a tensor, not a device read per sentence and value
         ended = res.ended()  # (B,)
