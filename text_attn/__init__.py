@@ -20,7 +20,7 @@ _PUBLIC = {  # name -> the module that defines it
     "Seq2SeqConfig": "text_attn.translation.seq2seq",
     "TranslationDataModule": "text_attn.translation.data",
     "Translation": "text_attn.translation.translator",
-    "TranslationEnsemble": "text_attn.translation.ensemble",
+    "EnsembleTranslator": "text_attn.translation.ensemble",
     "Translations": "text_attn.translation.translator",
     "Translator": "text_attn.translation.translator",
     "make_dates": "text_attn.translation.tasks",

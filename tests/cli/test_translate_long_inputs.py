@@ -16,8 +16,8 @@ from helpers.tiny_translator import tiny_subword_model_file
 
 from text_attn.core.modelfile import ModelFileError
 from text_attn.translation import translate_cli
+from text_attn.translation import translator as translator_module
 from text_attn.translation.data import TranslationDataModule
-from text_attn.translation.seq2seq import Seq2Seq
 from text_attn.translation.source_check import LONG_INPUT
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
@@ -48,15 +48,15 @@ def test_the_training_lengths_are_recorded_and_a_bad_record_refused(tmp_path, mo
 
 
 def _spied(monkeypatch) -> list[dict]:
-    """Each generate call's max_len and per-row caps."""
-    calls, real = [], Seq2Seq.generate
+    """Each search's max_len and per-row caps (search(model, state, batch, bos, eos, max_len, ...))."""
+    calls, real = [], translator_module.search
 
-    def spy(self, *a, **k):
+    def spy(*a, **k):
         row = k.get("row_max_len")
-        calls.append({"max_len": k["max_len"], "rows": None if row is None else row.tolist()})
-        return real(self, *a, **k)
+        calls.append({"max_len": a[5], "rows": None if row is None else row.tolist()})
+        return real(*a, **k)
 
-    monkeypatch.setattr(Seq2Seq, "generate", spy)
+    monkeypatch.setattr(translator_module, "search", spy)
     return calls
 
 

@@ -1046,6 +1046,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         from text_attn.translation.alignment_page import open_alignment_page
 
         named = args.model or f"bundled ({BUNDLED_MODEL.name})"  # no --model: the default (as caption --html says)
+        named += "".join(f" + {m}" for m in args.ensemble or [])  # an ensemble: every model named
         try:
             report = open_alignment_page(args.html, translator, named)
         except OSError as err:
