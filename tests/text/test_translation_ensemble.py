@@ -131,3 +131,21 @@ def test_members_that_cannot_share_one_search_are_refused():
         TranslationEnsemble([gru(0, TARGET[:4]), gru(1)])
     with pytest.raises(ValueError, match="member 1 reads text as char tokens"):
         TranslationEnsemble([gru(0), gru(1, codec="char")])
+
+
+def test_a_member_with_learned_positions_caps_every_search(tmp_path):
+    # a Transformer whose position table has 8 rows beside a GRU without one: outputs stay within 8 steps, and a
+    # source past the table is refused in the member's words, not an index error mid-search
+    from helpers.tiny_translator import learned_positions_model_file
+
+    words = ["ma", "mo", "pe", "gake", "soru"]
+    torch.manual_seed(0)
+    vocab = Vocabulary.build([words])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
+                        dec_hidden=8, attn_dim=8)  # fmt: skip
+    first = Translator(Seq2Seq(cfg), vocab, vocab, "word", True)
+    both = EnsembleTranslator([first, Translator.load(learned_positions_model_file(tmp_path / "p.pt"))])
+    assert both.position_limit == 8 and first.position_limit is None
+    assert all(len(t.tokens) <= 8 for t in both.translate(["ma mo pe", "gake soru ma mo"], beam_size=2))
+    with pytest.raises(ValueError, match="sentence 0: .*8"):
+        both.translate([" ".join(words * 2)])

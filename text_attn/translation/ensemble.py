@@ -92,9 +92,9 @@ class TranslationEnsemble:
             log_probs, attn, after = m.net.step(fed, own)  # (N, V_k)
             if k == 0:
                 attention, share = attn, log_probs
-            else:  # onto the first's vocabulary: a token this member cannot write gets log 0 = -inf
-                share = log_probs.new_full((log_probs.size(0), len(self.members[0].tgt_vocab)), -math.inf)
-                share[:, self.placed[k - 1].to(tokens.device)] = log_probs
+            else:  # onto the first's vocabulary (in its dtype): a token this member cannot write gets log 0 = -inf
+                share = shares[0].new_full((log_probs.size(0), len(self.members[0].tgt_vocab)), -math.inf)
+                share[:, self.placed[k - 1].to(tokens.device)] = log_probs.to(share.dtype)
             shares.append(share)
             new.update({prefix + name: v for name, v in after.items()})
         # log((1/K) Σ_k exp(lp_k)), stably: (K, N, V) -> (N, V)
@@ -128,6 +128,13 @@ class EnsembleTranslator(Translator):
         for m in self.members:
             stack.enter_context(evaluating(m.net))
         return stack
+
+    @property
+    def position_limit(self) -> int | None:
+        """The fewest rows of a member's learned position table (None: no member has one): every output cap
+        (:meth:`default_steps`) stays within it."""
+        limits = [m.position_limit for m in self.members if m.position_limit is not None]
+        return min(limits, default=None)
 
     def length_error(self, n_tokens: int | None = None, max_len: int | None = None, given: int | None = None):
         """The first member's words for what its positions cannot hold, else another member's (learned positions)."""
