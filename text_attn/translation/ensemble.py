@@ -1,13 +1,14 @@
 """Translators of one language pair decoded as one model: TranslationEnsemble (the step model) and
 EnsembleTranslator (a Translator whose searches and readings step it).
 
-Each member reads the sentence its own way (its own casing fixes, tokens and source vocabulary) and keeps its own
-decoder state; a step's next-token distribution is the mean of the members' probabilities, p(y) = (1/K) Σ_k p_k(y),
-over the first member's target vocabulary. The members may differ in kind (a Transformer and a GRU) and in vocabulary,
-as long as every target token of each is one of the first's: the search then writes the first's tokens, each member
-is fed the same token by its own id, and a token a member cannot write has probability 0 in that member's share.
-The bundled Transformer and GRU qualify (the GRU's 4,149 target pieces are all among the Transformer's 7,549); on
-Multi30k together they translate at +1.0 sacreBLEU over the Transformer alone on val and +0.8 on test
+Each member reads the sentence as the first reads it (its casing fixes), spelled in the member's own tokens and source
+vocabulary, and keeps its own decoder state; a step's next-token distribution is the mean of the members'
+probabilities, p(y) = (1/K) Σ_k p_k(y), over the first member's target vocabulary. The members may differ in kind (a
+Transformer and a GRU) and in vocabulary, as long as every target token of each is one of the first's: the search then
+writes the first's tokens, each member is fed the same token by its own id, and a token a member cannot write has
+probability 0 in that member's share. The bundled Transformer and GRU qualify (the GRU's 4,149 target pieces are all
+among the Transformer's 7,549); on Multi30k together they translate at +1.0 sacreBLEU over the Transformer alone on val
+and +0.8 on test
 (``benchmarks/translate_ensemble.py``, docs/results.md).
 
 TranslationEnsemble speaks the search protocol (``step``, ``source_constant_state``, ``one_row_per_source_state``) with
@@ -32,6 +33,8 @@ from text_attn.translation.translator import Translator
 
 
 class TranslationEnsemble:
+    """The members' networks stepped as one (the search protocol): see the module doc."""
+
     def __init__(self, members: list[Translator], names: list[str] | None = None):
         """``names``: what the messages call each member (``translate`` says its options); default "member k" and
         "the first member"."""

@@ -976,7 +976,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         fail("translate", f"--{error.replace('_', '-')}")
     if args.model_info:
         lines = model_info(translator, model_path(args.model))
-        for name, member in zip(args.ensemble or [], getattr(translator, "members", [])[1:], strict=False):
+        for name, member in zip(args.ensemble or [], getattr(translator, "members", [None])[1:], strict=True):
             lines += ["", f"--ensemble {name}: translates with the model above, each step the mean of their next-token "
                       "probabilities; the attention, notes and decoding are the model above's", ""]  # fmt: skip
             lines += model_info(member, model_path(name))

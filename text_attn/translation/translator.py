@@ -511,7 +511,7 @@ class Translator:
         ``chunk`` sentences are read at a time."""
         if len(toks) != len(translations):
             raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
-        with self._evaluating(), torch.no_grad():
+        with self._evaluating():
             for start in range(0, len(toks), chunk):
                 part = toks[start : start + chunk]
                 src, lens = self._source_batch(part)
