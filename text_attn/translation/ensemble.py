@@ -8,8 +8,7 @@ Transformer and a GRU) and in vocabulary, as long as every target token of each 
 writes the first's tokens, each member is fed the same token by its own id, and a token a member cannot write has
 probability 0 in that member's share. The bundled Transformer and GRU qualify (the GRU's 4,149 target pieces are all
 among the Transformer's 7,549); on Multi30k together they translate at +1.0 sacreBLEU over the Transformer alone on val
-and +0.8 on test
-(``benchmarks/translate_ensemble.py``, docs/results.md).
+and +0.8 on test (``benchmarks/translate_ensemble.py``, docs/results.md).
 
 TranslationEnsemble speaks the search protocol (``step``, ``source_constant_state``, ``one_row_per_source_state``) with
 a flat state, ``"k.name"`` for member k's entry ``name``, as captioning.model.ensemble.DecoderEnsemble does for
