@@ -252,6 +252,10 @@ def cases(f: dict[str, Path]) -> list[Case]:
              str(w / "no_tj" / "t.jsonl")], 2, "no_tj does not exist"),
         Case("translate: --resume, --jsonl missing beside --output's lines", "translate", ["x", "--model", tm,
              "--output", str(w / "done.txt"), "--resume", "--jsonl", str(w / "tr.jsonl")], 2, "does not exist"),
+        Case("translate: --ensemble with a caption model", "translate", ["x", "--model", tm, "--ensemble", cm], 2,
+             "caption.pt"),
+        Case("translate: --ensemble with --evidence", "translate", ["x", "--model", tm, "--ensemble", tm,
+             "--evidence", "--jsonl", "-"], 2, "not an ensemble's"),  # fmt: skip
         Case("translate: value of the wrong type", "translate", ["x", "--model", tm, "--beam-size", "x"], 2,
              "--beam-size"),
         Case("translate: --max-len 0", "translate", ["x", "--model", tm, "--max-len", "0"], 2, "--max-len"),
