@@ -242,11 +242,22 @@ class TranslateAPI(_ModelAPI):
 
     route = "/translate"
 
+    def __init__(self, *args: Any, ensemble: list[str] | tuple[str, ...] = (), **kwargs: Any):
+        """``ensemble``: the other models' files (--text-ensemble), translating with this one as one (text_attn.
+        translation.ensemble)."""
+        super().__init__(*args, **kwargs)
+        self.ensemble = [str(p) for p in ensemble]
+
     def load(self, device) -> None:
         from text_attn.translation.translator import Translator
 
         self.translator = Translator.load(self.path)
-        self.translator.net.to(device)
+        if self.ensemble:
+            from text_attn.translation.ensemble import EnsembleTranslator
+
+            self.translator = EnsembleTranslator([self.translator, *(Translator.load(p) for p in self.ensemble)])
+        for member in getattr(self.translator, "members", [self.translator]):
+            member.net.to(device)
 
     def compute(self, items: Any) -> Any:
         single = isinstance(items, dict)

@@ -390,6 +390,9 @@ class Front:
             sentences, given = sentences_of(await _parsed(body, self.limits.json_values), self.limits)
             asked = _merged(query, given)
             options = parse_options(asked, TRANSLATE_OPTIONS, served.defaults, self.limits.max_chars)
+            if options.get("evidence") and served.extra.get("ensemble"):
+                raise ClientError(422, "evidence=1 measures what drives one model's words; this server translates "
+                                  "with an ensemble (--text-ensemble)")  # fmt: skip
             keep_case = bool(options.get("keep_case"))
             tokens = [len(served.extra["tokenize"](s, keep_case)) for s in sentences]  # as the worker reads them
             # the given text as the worker reads it: its tokens are the steps (text_attn Translator.read_tokens)

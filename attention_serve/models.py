@@ -117,16 +117,33 @@ def load_caption(path: Path) -> Served:
     return Served(Path(path), name, defaults, info, extra)
 
 
-def load_text(path: Path) -> Served:
-    """The translator's facts (raises ModelFileError with one line for a file that is not a text model)."""
+def load_text(path: Path, ensemble: list[Path] | None = None) -> Served:
+    """The translator's facts (raises ModelFileError with one line for a file that is not a text model, or models
+    that cannot translate as one). ``ensemble``: the other models' files (--text-ensemble)."""
     from text_attn.translation.bundled import bundled_name
     from text_attn.translation.translate_cli import model_info
     from text_attn.translation.translator import Translator
 
     translator = Translator.load(path)
-    defaults = translator.decoding()  # what `translate` and Translator.translate use
+    ensemble = list(ensemble or [])
+    if ensemble:
+        from text_attn.translation.ensemble import EnsembleTranslator
+
+        names = [f"--text-model {path}", *(f"--text-ensemble {p}" for p in ensemble)]
+        try:
+            translator = EnsembleTranslator([translator, *(Translator.load(p) for p in ensemble)], names)
+        except ModelFileError:
+            raise
+        except ValueError as err:  # models that cannot share one search
+            raise ModelFileError(str(err)) from None
+    defaults = translator.decoding()  # what `translate` and Translator.translate use (the first model's)
+
+    def named(p: Path) -> str:
+        bundled = bundled_name(p)
+        return f"{bundled} (bundled)" if bundled else Path(p).name
+
     bundled = bundled_name(path)
-    name = f"{bundled} (bundled)" if bundled else Path(path).name
+    name = " + ".join(named(p) for p in [path, *ensemble])
     details = _details(model_info(translator, path)[1:])
     if "input_casing" in details:  # "(--keep-case: as typed)": the request's option here, not the command's flag
         details["input_casing"] = details["input_casing"].replace("--keep-case", "keep_case=1")
@@ -138,12 +155,28 @@ def load_text(path: Path) -> Served:
     }
     # the HTTP process counts a request's source tokens as the worker will read them (limits.check_work): the
     # translator's text reading (codec, casing) is kept, its network dropped, once its learned positions are read
+    if ensemble:  # said in /info: the words are the ensemble's, the attention and decoding the first model's
+        info["ensemble"] = [named(p) for p in ensemble]
     positions = translator.position_limit
-    translator.net = None
+    for member in getattr(translator, "members", [translator]):  # the networks are the workers' alone
+        member.net = None
     extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize,
              "target_tokens": lambda text: translator.target_tokens(text)[0],
-             "lang": translator.source_lang, "positions": positions}  # fmt: skip
+             "lang": translator.source_lang, "positions": positions, "ensemble": ensemble}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)
+
+
+def ensemble_files(names: list[str] | None) -> list[Path]:
+    """--text-ensemble's files (as --text-model resolves a name); ModelFileError (one line) for one that is missing."""
+    paths = []
+    for name in names or []:
+        p = text_path(name)
+        if p is None:  # "none"
+            raise ModelFileError("--text-ensemble none: give a model file or a bundled text model's name")
+        if not p.is_file():
+            raise ModelFileError(f"--text-ensemble {missing(p, 'no such model file', name)}")
+        paths.append(p)
+    return paths
 
 
 def check_files(caption: str | None, text: str | None) -> tuple[Path | None, Path | None]:
@@ -176,7 +209,11 @@ def check_files(caption: str | None, text: str | None) -> tuple[Path | None, Pat
     return cpath, tpath
 
 
-def load(caption: str | None, text: str | None) -> tuple[Served | None, Served | None]:
-    """Both models' facts; ModelFileError (one line) for a file that is missing or not that kind of model."""
+def load(
+    caption: str | None, text: str | None, ensemble: list[str] | None = None
+) -> tuple[Served | None, Served | None]:
+    """Both models' facts; ModelFileError (one line) for a file that is missing or not that kind of model.
+    ``ensemble``: --text-ensemble's models."""
     cpath, tpath = check_files(caption, text)
-    return (load_caption(cpath) if cpath else None), (load_text(tpath) if tpath else None)
+    others = ensemble_files(ensemble)
+    return (load_caption(cpath) if cpath else None), (load_text(tpath, others) if tpath else None)

@@ -312,7 +312,13 @@ def _beam_select(element_id: str, default: int) -> str:
     return f'<label>beam size <select id="{element_id}">{options}</select></label>'
 
 
-def _evidence_box(element_id: str, units: str) -> str:
+def _evidence_box(element_id: str, units: str, off: bool = False) -> str:
+    """The box asking for what drives each word; ``off``: shown unticked and disabled, saying why (an ensemble: the
+    measure is one model's)."""
+    if off:
+        return (f'<label title="what drives each word is measured for one model; this server translates with an '
+                f'ensemble (--text-ensemble)"><input type="checkbox" id="{element_id}" disabled> '
+                "also what drives each word (one model only)</label>")  # fmt: skip
     return (
         f"<label title=\"the {units} whose removal at each word's step lowers its probability most, beside its "
         f'attention; one more decoder step per {units[:-1]} and word"><input type="checkbox" id="{element_id}"> '
@@ -386,7 +392,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
   <label for="src" class="hint">sentences to translate, one a line</label>
   <textarea id="src"{lang}{placeholder}>{first}</textarea>
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
-    {_evidence_box("tr-evidence", "source words")}{_unsure_box("tr-unsure")}
+    {_evidence_box("tr-evidence", "source words", bool((text or {}).get("ensemble")))}{_unsure_box("tr-unsure")}
     {_given_box("tr-given", "or type a translation to read")}</div>
   <p class="status" id="tr-status" role="status"></p>
   <div id="tr-out"></div>

@@ -53,6 +53,8 @@ def test_device_is_the_accelerators_other_name_and_no_option_is_abbreviated(caps
         (["--batch-timeout", "-1"], "--batch-timeout must be 0 or more"),
         (["--devices", "two"], "--devices"),
         (["--caption-model", "none", "--text-model", "none"], "nothing to serve"),
+        (["--text-model", "none", "--text-ensemble", "bahdanau"], "--text-ensemble translates with --text-model"),
+        (["--text-ensemble", "/nowhere/m.pt"], "--text-ensemble /nowhere/m.pt: no such model file"),
         (["--colour", "red"], "--colour"),
         (["--allowed-host", ":8000"], "--allowed-host needs a name"),
         # 1e-9 was taken, then every photo refused "at most 0.0 megapixels"
