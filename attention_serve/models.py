@@ -153,12 +153,13 @@ def load_text(path: Path, ensemble: list[Path] | None = None) -> Served:
         "decoding": defaults,
         "info": json_safe(scores_keyed(translator.info)),
     }
-    # the HTTP process counts a request's source tokens as the worker will read them (limits.check_work): the
-    # translator's text reading (codec, casing) is kept, its network dropped, once its learned positions are read
     if ensemble:  # said in /info: the words are the ensemble's, the attention and decoding the first model's
         info["ensemble"] = [named(p) for p in ensemble]
+    # the HTTP process counts a request's source tokens as the worker will read them (limits.check_work): the
+    # translator's text reading (codec, casing) is kept, its networks dropped (an ensemble's every member's), once
+    # their learned positions are read
     positions = translator.position_limit
-    for member in getattr(translator, "members", [translator]):  # the networks are the workers' alone
+    for member in {id(m): m for m in [translator, *getattr(translator, "members", [])]}.values():
         member.net = None
     extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize,
              "target_tokens": lambda text: translator.target_tokens(text)[0],

@@ -51,6 +51,8 @@ def test_info_and_page_say_it_and_evidence_is_refused_in_the_front(pair):
     first, second = pair
     text = models.load_text(first, [second])
     assert text.name == "m.pt + b.pt" and text.info["ensemble"] == ["b.pt"] and text.extra["ensemble"] == [second]
+    kept = text.extra["tokenize"].__self__  # what the HTTP process keeps to count tokens: no network of either
+    assert kept.net is None and all(m.net is None for m in kept.members)
     page = render(None, text.info, False, text.extra["lang"]).decode()
     assert 'id="tr-evidence" disabled' in page and 'id="cap-evidence">' in page  # the captioner's stays
     status, answer, asked = _post_translate(text, {"text": DE[0], "evidence": 1})
