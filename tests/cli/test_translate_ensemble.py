@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from helpers.multi30k import DE
-from helpers.tiny_translator import tiny_subword_model_file, tiny_word_model_file
+from helpers.tiny_translator import tiny_word_model_file, two_subword_model_files
 from helpers.translate_run import run_translate
 
 from text_attn.translation.ensemble import EnsembleTranslator
@@ -21,12 +20,8 @@ from text_attn.translation.translator import Translator
 def models(tmp_path_factory):
     """Two subword models of one vocabulary (the second's weights drawn again) and a word model."""
     folder = tmp_path_factory.mktemp("m")
-    first = tiny_subword_model_file(folder / "a")
-    other = Translator.load(first)
-    torch.manual_seed(1)
-    for p in other.net.parameters():
-        torch.nn.init.normal_(p, std=0.5)
-    return str(first), str(other.save(folder / "b.pt")), str(tiny_word_model_file(folder / "w.pt"))
+    first, second = two_subword_model_files(folder)
+    return str(first), str(second), str(tiny_word_model_file(folder / "w.pt"))
 
 
 def test_the_cli_translates_as_the_ensemble_does_in_python(models, capsys, monkeypatch):

@@ -25,6 +25,17 @@ def tiny_subword_model_file(folder: Path, info: dict[str, Any] | None = None) ->
     return translator.save(folder / "m.pt")
 
 
+def two_subword_model_files(folder: Path) -> tuple[Path, Path]:
+    """Two tiny subword models of one vocabulary, the second's weights drawn again (std 0.5, seed 1): a pair an
+    ensemble can join whose translations differ from the first's alone."""
+    first = tiny_subword_model_file(folder / "a")
+    other = Translator.load(first)
+    torch.manual_seed(1)
+    for p in other.net.parameters():
+        torch.nn.init.normal_(p, std=0.5)
+    return first, other.save(folder / "b.pt")
+
+
 def tiny_word_model_file(path: Path) -> Path:
     """A tiny random-weight word-level model (German and English words in one vocabulary): the server tests' model."""
     from text_attn.core.vocab import Vocabulary

@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from helpers.multi30k import DE
-from helpers.tiny_translator import tiny_subword_model_file, tiny_word_model_file
+from helpers.tiny_translator import tiny_word_model_file, two_subword_model_files
 
 from attention_serve import models
 from attention_serve.apis import TranslateAPI
@@ -25,14 +24,7 @@ from test_front import _post_translate  # noqa: E402
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    """Two subword models of one vocabulary, the second's weights drawn again."""
-    folder = tmp_path_factory.mktemp("m")
-    first = tiny_subword_model_file(folder / "a")
-    other = Translator.load(first)
-    torch.manual_seed(1)
-    for p in other.net.parameters():
-        torch.nn.init.normal_(p, std=0.5)
-    return first, other.save(folder / "b.pt")
+    return two_subword_model_files(tmp_path_factory.mktemp("m"))
 
 
 def test_the_worker_translates_with_the_ensemble(pair):
