@@ -256,8 +256,7 @@ class TranslateAPI(_ModelAPI):
             from text_attn.translation.ensemble import EnsembleTranslator
 
             self.translator = EnsembleTranslator([self.translator, *(Translator.load(p) for p in self.ensemble)])
-        for member in getattr(self.translator, "members", [self.translator]):
-            member.net.to(device)
+        self.translator.to(device)  # an ensemble: each of its networks
 
     def compute(self, items: Any) -> Any:
         single = isinstance(items, dict)

@@ -147,9 +147,8 @@ class EnsembleTranslator(Translator):
         return sum(m.search_bytes(n_tokens, beam_size, max_len) for m in self.members)
 
     def to(self, device: str | torch.device) -> EnsembleTranslator:
-        """Every member's network on ``device``."""
         for m in self.members:
-            m.net.to(device)
+            m.to(device)
         return self
 
     def explain(self, translation: Any, **decoding: Any):

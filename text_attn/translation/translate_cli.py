@@ -1021,8 +1021,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         from text_attn.core.devices import resolve_device
 
         args.device = resolve_device(args.device)
-        for member in getattr(translator, "members", [translator]):  # an ensemble: each of its networks
-            member.net.to(args.device)
+        translator.to(args.device)  # an ensemble: each of its networks
     except (RuntimeError, AssertionError, ValueError) as err:  # unknown device name, no CUDA build, ...
         fail("translate", f"cannot use device {args.device!r}: {one_line(err)}")
     if not args.threads and args.device == "cpu":

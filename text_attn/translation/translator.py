@@ -664,6 +664,11 @@ class Translator:
         device = next(self.net.parameters()).device
         return src.to(device), torch.tensor([len(i) for i in ids], device=device)
 
+    def to(self, device: str | torch.device) -> Translator:
+        """The network(s) on ``device`` (an ensemble's: every member's); returns self."""
+        self.net.to(device)
+        return self
+
     @property
     def stepped(self) -> Any:
         """What a search or a reading steps (text_attn.core.decoding's protocol): the network itself; an ensemble's
