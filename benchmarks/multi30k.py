@@ -12,6 +12,10 @@ OUT/logs/<stage>.log; a model whose OUT/<name>/model.pt exists is not trained ag
                                        after its start (OUT/transformer/model.pt, OUT/bahdanau/model.pt); the train
                                        pairs' word links are written once by benchmarks/word_align.py
                                        (OUT/train-links.txt)
+  transformer_distilled                transformer_aligned fine-tuned again on the train pairs and, for the same
+                                       sources, the translations of transformer_aligned and bahdanau_aligned as one
+                                       (sequence-level distillation: benchmarks/distil_data.py writes that corpus once,
+                                       OUT/distilled/); list it after both
   en_fr_bahdanau                       English -> French (the alignment grids of docs/results.md)
 A model trained elsewhere (a GPU, say) can be put there with a line in OUT/<name>/trained_on.txt naming where it
 was trained (the table prints it beside the minutes; the benchmark's own fits write "2-core CPU").
@@ -42,6 +46,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -64,6 +69,7 @@ MODELS = {  # name -> (config, source language, target language)
     "transformer": ("multi30k_de_en_transformer.yaml", "de", "en"),
     "transformer_aligned": ("multi30k_de_en_transformer_aligned.yaml", "de", "en"),
     "bahdanau_aligned": ("multi30k_de_en_bahdanau_aligned.yaml", "de", "en"),
+    "transformer_distilled": ("multi30k_de_en_transformer_distilled.yaml", "de", "en"),
     "en_fr_bahdanau": ("multi30k_en_fr_bahdanau.yaml", "en", "fr"),
 }
 TEST = "test_2016_flickr"
@@ -101,8 +107,15 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
 
 
 # a fine-tuned model -> the model of this benchmark it starts from, and what the bundled file's training line calls it
-STARTS = {"transformer_aligned": "transformer", "bahdanau_aligned": "bahdanau"}
-START_NAMES = {"transformer": "the Transformer", "bahdanau": "the Bahdanau GRU"}
+STARTS = {
+    "transformer_aligned": "transformer",
+    "bahdanau_aligned": "bahdanau",
+    "transformer_distilled": "transformer_aligned",
+}
+START_NAMES = {"transformer": "the Transformer", "bahdanau": "the Bahdanau GRU",
+               "transformer_aligned": "the Transformer taught to align"}  # fmt: skip
+# a distilled model -> its teachers, translating as one (translate --model FIRST --ensemble SECOND)
+TEACHERS = {"transformer_distilled": ("transformer_aligned", "bahdanau_aligned")}
 
 
 def start_file(name: str, out: Path) -> Path | None:
@@ -120,6 +133,8 @@ def fine_tune_options(name: str, args: argparse.Namespace) -> list[str]:
     start = start_file(name, args.out)
     if not start.is_file():
         raise StageError(f"{name} fine-tunes {start}: train it first (--models {STARTS[name]},{name})")
+    if name in TEACHERS:
+        return [*distilled_options(name, args), "--model.init_from", str(start)]
     links = args.out / ("train-links-quick.txt" if args.quick else "train-links.txt")
     if not links.is_file():
         every = args.out / "train-links.txt"
@@ -137,6 +152,23 @@ def fine_tune_options(name: str, args: argparse.Namespace) -> list[str]:
             head = every.read_text(encoding="utf-8").splitlines()[:QUICK_TRAIN]
             links.write_text("".join(line + "\n" for line in head), encoding="utf-8")
     return ["--model.init_from", str(start), "--data.alignments", str(links)]
+
+
+def distilled_options(name: str, args: argparse.Namespace) -> list[str]:
+    """The corpus a distilled model trains on (benchmarks/distil_data.py, written once into OUT/distilled/, --quick:
+    OUT/distilled-quick/ of the first 1,000 pairs): the train pairs and the teachers' translations of their sources,
+    with their word links; val and test are Multi30k's."""
+    teachers = [args.out / t / "model.pt" for t in TEACHERS[name]]
+    missing = [t for t in teachers if not t.is_file()]
+    if missing:
+        raise StageError(f"{name} learns from the translations of {' and '.join(TEACHERS[name])}: train "
+                         f"{missing[0].parent.name} first ({missing[0]} is missing)")  # fmt: skip
+    corpus = args.out / ("distilled-quick" if args.quick else "distilled")
+    teacher = shlex.join(["--model", str(teachers[0]), *(x for t in teachers[1:] for x in ("--ensemble", str(t)))])
+    cmd = [sys.executable, str(Path(__file__).with_name("distil_data.py")), "--data-root", str(args.data_root),
+           "--out", str(corpus), "--teacher", teacher, *(["--limit", "1000"] if args.quick else [])]  # fmt: skip
+    run_stage(f"distil-{name}", cmd, args.logs)
+    return ["--data.root", str(corpus), "--data.alignments", str(corpus / "train-links.txt")]
 
 
 def average(name: str, model: Path, args: argparse.Namespace) -> None:
@@ -376,8 +408,10 @@ def bundle(
     b5 = result["5"]
     decoding = translator.info.get("decoding")
     translator.info = {
-        "training_data": "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs; chosen on "
-        "the 1,014 val pairs",
+        "training_data": "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs"
+        + (f" and {' and '.join(TEACHERS[name])}'s translations of their sources as one (sequence-level distillation)"
+           if name in TEACHERS else "")
+        + "; chosen on the 1,014 val pairs",
         "terms": MULTI30K_TERMS,
         "training": f"configs/text/{MODELS[name][0]} on a {where or 'CPU'}"
         + ("" if minutes is None else f", {minutes:.0f} minutes")

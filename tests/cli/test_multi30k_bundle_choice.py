@@ -128,3 +128,57 @@ def test_a_fine_tuned_bundle_names_its_start_and_keeps_its_note_of_the_text(tmp_
     # no start: the model's own training alone
     multi30k.bundle("transformer", tuned_file, result, 257.0, "2-core CPU", to)
     assert Translator.load(to).info["training"].endswith("on a 2-core CPU, 257 minutes")
+    assert "distillation" not in Translator.load(to).info["training_data"]
+    # the distilled Transformer: its start is the guided one, and its data names the teachers' translations
+    start.info = {"training": "configs/text/multi30k_de_en_transformer_aligned.yaml on a 2-core CPU, 16 minutes"}
+    multi30k.bundle("transformer_distilled", tuned_file, result, 40.0, "2-core CPU", to, start.save(tmp_path / "s.pt"))
+    info = Translator.load(to).info
+    assert info["training"] == (
+        "configs/text/multi30k_de_en_transformer_distilled.yaml on a 2-core CPU, 40 minutes, from the Transformer "
+        "taught to align of configs/text/multi30k_de_en_transformer_aligned.yaml on a 2-core CPU, 16 minutes"
+    )
+    assert info["training_data"] == (
+        "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs and transformer_aligned and "
+        "bahdanau_aligned's translations of their sources as one (sequence-level distillation); chosen on the 1,014 "
+        "val pairs"
+    )
+
+
+@pytest.mark.long  # the distillation corpus written through its script and translate (~5 s)
+def test_the_distilled_transformer_learns_from_both_guided_models_as_one(tmp_path):
+    from helpers.multi30k import DE, write_corpus
+    from helpers.tiny_translator import two_subword_model_files
+
+    from text_attn.translation.ensemble import EnsembleTranslator
+    from text_attn.translation.translator import Translator
+
+    root = write_corpus(tmp_path / "corpus")
+    out = tmp_path / "bench"
+    name = "transformer_distilled"
+    with pytest.raises(multi30k.StageError, match=r"train it first \(--models transformer_aligned,transformer_d"):
+        _options(out, root, name=name)
+    first, second = two_subword_model_files(tmp_path / "models")
+    (out / "transformer_aligned").mkdir(parents=True)
+    (out / "transformer_aligned" / "model.pt").write_bytes(first.read_bytes())
+    with pytest.raises(multi30k.StageError, match="train bahdanau_aligned first"):
+        _options(out, root, name=name)
+    (out / "bahdanau_aligned").mkdir()
+    (out / "bahdanau_aligned" / "model.pt").write_bytes(second.read_bytes())
+    corpus = out / "distilled"
+    assert _options(out, root, name=name) == [
+        "--data.root", str(corpus), "--data.alignments", str(corpus / "train-links.txt"),
+        "--model.init_from", str(out / "transformer_aligned" / "model.pt"),
+    ]  # fmt: skip
+    # the second half of its train split: what the two translate as one
+    both = EnsembleTranslator([Translator.load(first), Translator.load(second)])
+    taught = [t.text for t in both.translate(DE)]
+    assert multi30k_lines(corpus / "train.en.gz")[len(DE) :] == taught
+    assert len((corpus / "train-links.txt").read_text().splitlines()) == 2 * len(DE)
+    # --quick: the first 1,000 pairs (all six here) in a folder of its own
+    assert _options(out, root, quick=True, name=name)[1] == str(out / "distilled-quick")
+
+
+def multi30k_lines(path: Path) -> list[str]:
+    import gzip
+
+    return gzip.decompress(path.read_bytes()).decode().splitlines()

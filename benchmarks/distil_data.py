@@ -1,0 +1,124 @@
+"""The training corpus of sequence-level distillation (Kim & Rush 2016): Multi30k's train split with each German
+sentence twice, once with its reference and once with a teacher's translation, plus the word links that keep the
+student's attention guided (configs/text/multi30k_de_en_transformer_distilled.yaml).
+
+    python benchmarks/distil_data.py --data-root ../shared/data/multi30k --out runs/multi30k-distilled
+    text-train fit --config configs/text/multi30k_de_en_transformer_distilled.yaml \\
+        --data.root runs/multi30k-distilled --data.alignments runs/multi30k-distilled/train-links.txt
+
+Writes into OUT, each step skipped where its file is already complete (a run cut off goes on where it stopped):
+1. ``teacher.en``: ``translate TEACHER --output OUT/teacher.en`` of train.de (``--resume`` after a cut), the teacher
+   being the bundled Transformer and GRU as one (``--ensemble bahdanau``, at the Transformer's recorded decoding,
+   beam 8): ~22 minutes on 2 cores;
+2. ``train.de.gz`` / ``train.en.gz`` (the original pairs, then the same sources with the teacher's translations),
+   and val and test_2016_flickr copied as they are (choices stay on Multi30k's own val; test stays untouched);
+3. ``train-links.txt``: benchmarks/word_align.py's links of the new train pairs (~2 minutes).
+Prints how often the teacher wrote the reference exactly, and how long its translations are against the references.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runs import console_script  # noqa: E402
+
+SRC, TGT = "de", "en"
+KEPT = ("val", "test_2016_flickr")  # copied as they are
+
+
+def lines(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def corpus(root: Path, split: str, lang: str) -> Path:
+    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
+        if (root / name).is_file():
+            return root / name
+    raise SystemExit(f"distil_data: {root} has neither {split}.{lang} nor {split}.{lang}.gz")
+
+
+def teach(sources: list[str], out: Path, teacher: list[str]) -> list[str]:
+    """The teacher's translation of every source, a line each: out is written by `translate --output` (resumed after a
+    cut) and read back."""
+    have = len(lines(out)) if out.is_file() else 0
+    if have > len(sources):
+        raise SystemExit(f"distil_data: {out} holds {have:,} translations for {len(sources):,} sources: another "
+                         "run's (a different --limit?); remove it or choose another --out")  # fmt: skip
+    if have < len(sources):
+        command = [console_script("translate"), *teacher, "--output", str(out)]
+        if out.is_file():
+            command.append("--resume")
+        print(f"translating {len(sources):,} sentences: {' '.join(command[1:])}", file=sys.stderr)
+        done = subprocess.run(command, input="\n".join(sources) + "\n", text=True)
+        if done.returncode:
+            raise SystemExit(f"distil_data: translate failed (exit {done.returncode}; its message above)")
+    got = lines(out)
+    if len(got) != len(sources):
+        raise SystemExit(f"distil_data: {out} has {len(got):,} lines for {len(sources):,} sources")
+    return got
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--data-root", type=Path, required=True, help="the Multi30k folder (<split>.<lang>[.gz] files)")
+    p.add_argument("--out", type=Path, required=True, help="the folder to write (made where missing)")
+    p.add_argument("--teacher", default="--ensemble bahdanau",
+                   help="translate's options naming the teacher (default: '--ensemble bahdanau', the bundled "
+                        "Transformer and GRU as one)")  # fmt: skip
+    p.add_argument("--limit", type=int, help="only the first N train pairs (a smoke run)")
+    args = p.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        p.error(f"--limit must be at least 1, got {args.limit}")
+    if not args.data_root.is_dir():
+        raise SystemExit(f"distil_data: {args.data_root}: no such folder (--data-root: the Multi30k folder)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    sources = lines(corpus(args.data_root, "train", SRC))
+    references = lines(corpus(args.data_root, "train", TGT))
+    if len(sources) != len(references):
+        raise SystemExit(f"distil_data: train.{SRC} has {len(sources):,} lines, train.{TGT} {len(references):,}")
+    sources, references = sources[: args.limit], references[: args.limit]
+    taught = teach(sources, args.out / f"teacher.{TGT}", shlex.split(args.teacher))
+    for lang, text in ((SRC, sources + sources), (TGT, references + taught)):
+        with gzip.open(args.out / f"train.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("\n".join(text) + "\n")
+    for split in KEPT:
+        for lang in (SRC, TGT):
+            found = corpus(args.data_root, split, lang)
+            shutil.copyfile(found, args.out / found.name)
+    links = args.out / "train-links.txt"
+    if not (links.is_file() and len(lines(links)) == 2 * len(sources)):
+        links.unlink(missing_ok=True)
+        aligned = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "word_align.py"),
+                                  str(args.out / f"train.{SRC}.gz"), str(args.out / f"train.{TGT}.gz"), "--out",
+                                  str(links)])  # fmt: skip
+        if aligned.returncode:
+            raise SystemExit(f"distil_data: word_align.py failed (exit {aligned.returncode}; its message above)")
+    same = sum(a.strip() == b.strip() for a, b in zip(taught, references, strict=True))
+    words = sum(len(t.split()) for t in taught), sum(len(r.split()) for r in references)
+    print(f"teacher: {same:,} of {len(sources):,} translations ({same / len(sources):.1%}) are the reference exactly; "
+          f"{words[0]:,} words against the references' {words[1]:,} ({words[0] / words[1]:.3f}x)")  # fmt: skip
+    print(f"wrote {args.out}: train of {2 * len(sources):,} pairs, its links, val and test copied, in "
+          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))

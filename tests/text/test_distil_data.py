@@ -1,0 +1,65 @@
+"""benchmarks/distil_data.py: the distillation corpus is the train pairs, then the same sources with the teacher's
+translations (exactly `translate`'s), with a line of links per pair, val and test as they were; a second run and a
+run cut off mid-translation end with the same files."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.multi30k import DE, EN, write_corpus
+from helpers.tiny_translator import tiny_subword_model_file
+
+from text_attn.translation.translator import Translator
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from distil_data import main as distil_data  # noqa: E402 - the benchmarks' folder on the path first
+
+
+def _lines(path: Path) -> list[str]:
+    return gzip.decompress(path.read_bytes()).decode().splitlines()
+
+
+@pytest.mark.long  # two runs of the translate command (~4 s)
+def test_the_corpus_holds_both_targets_and_their_links(tmp_path, capsys):
+    data = write_corpus(tmp_path / "m30k", {"train": 6, "val": 2, "test_2016_flickr": 2})
+    model = tiny_subword_model_file(tmp_path)
+    out = tmp_path / "out"
+    assert distil_data(["--data-root", str(data), "--out", str(out), "--teacher", f"--model {model}"]) == 0
+    taught = [t.text for t in Translator.load(model).translate(DE)]  # at the model's own decoding, as translate
+    assert (out / "teacher.en").read_text().splitlines() == taught
+    assert _lines(out / "train.de.gz") == DE + DE
+    assert _lines(out / "train.en.gz") == EN + taught
+    links = (out / "train-links.txt").read_text().splitlines()
+    assert len(links) == 12 and all(link.split("-")[0].isdigit() for line in links for link in line.split())
+    for name in ("val.de.gz", "val.en.gz", "test_2016_flickr.de.gz", "test_2016_flickr.en.gz"):
+        assert (out / name).read_bytes() == (data / name).read_bytes()
+    same = sum(a == b for a, b in zip(taught, EN, strict=True))
+    assert f"teacher: {same:,} of 6 translations" in capsys.readouterr().out
+
+    # cut off after two translations: the next run translates the rest (translate --resume) and ends as the first
+    (out / "teacher.en").write_text("".join(t + "\n" for t in taught[:2]))
+    (out / "train-links.txt").unlink()
+    assert distil_data(["--data-root", str(data), "--out", str(out), "--teacher", f"--model {model}"]) == 0
+    assert (out / "teacher.en").read_text().splitlines() == taught
+    assert len((out / "train-links.txt").read_text().splitlines()) == 12
+
+
+def test_refusals(tmp_path):
+    with pytest.raises(SystemExit, match="distil_data: .*missing: no such folder"):
+        distil_data(["--data-root", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
+    data = write_corpus(tmp_path / "m30k", {"train": 3})
+    (data / "train.en.gz").write_bytes(gzip.compress(b"one\n"))
+    with pytest.raises(SystemExit, match=r"train\.de has 3 lines, train\.en 1"):
+        distil_data(["--data-root", str(data), "--out", str(tmp_path / "out")])
+    data = write_corpus(tmp_path / "m30k6")
+    (tmp_path / "out").mkdir(exist_ok=True)  # the refused run above made it
+    (tmp_path / "out" / "teacher.en").write_text("a\n" * 6)  # a whole run's, then a smaller one asked
+    with pytest.raises(SystemExit, match="holds 6 translations for 2 sources: another run's"):
+        distil_data(["--data-root", str(data), "--out", str(tmp_path / "out"), "--limit", "2"])
+    with pytest.raises(SystemExit):
+        distil_data(["--data-root", str(data), "--out", str(tmp_path / "out"), "--limit", "0"])
