@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
                    "the bundled GRU with Bahdanau attention; none: no /translate)")  # fmt: skip
     p.add_argument("--text-ensemble", action="append", metavar="PATH|bahdanau",
                    help="translate with --text-model and this model as one (repeat it for more), as translate "
-                   "--ensemble does: the bundled Transformer with bahdanau, +0.8 sacreBLEU on Multi30k test at half "
+                   "--ensemble does: the bundled Transformer with bahdanau, +0.7 sacreBLEU on Multi30k test at half "
                    "the speed; the attention and decoding are --text-model's; evidence=1 is refused (it measures "
                    "one model)")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="address to listen on: 127.0.0.1 (default), 0.0.0.0 or ::")

@@ -116,6 +116,7 @@ START_NAMES = {"transformer": "the Transformer", "bahdanau": "the Bahdanau GRU",
                "transformer_aligned": "the Transformer taught to align"}  # fmt: skip
 # a distilled model -> its teachers, translating as one (translate --model FIRST --ensemble SECOND)
 TEACHERS = {"transformer_distilled": ("transformer_aligned", "bahdanau_aligned")}
+TEACHER_NAMES = {"transformer_distilled": "the Transformer and the Bahdanau GRU taught to align, as one"}  # model-info
 
 
 def start_file(name: str, out: Path) -> Path | None:
@@ -405,11 +406,16 @@ def bundle(
         about = (first.source_check or {}).get("about")
         if about and translator.source_check and "about" not in translator.source_check:
             translator.source_check["about"] = about
+        if name in TEACHERS and first.source_check:
+            # its corpus's sources are the train split's twice over: the start's check of that text holds (the
+            # fit's own word profile and casing would count each word twice); the fit's lengths where it has them
+            lengths = (translator.source_check or {}).get("lengths")
+            translator.source_check = {**first.source_check, **({"lengths": lengths} if lengths else {})}
     b5 = result["5"]
     decoding = translator.info.get("decoding")
     translator.info = {
         "training_data": "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs"
-        + (f" and {' and '.join(TEACHERS[name])}'s translations of their sources as one (sequence-level distillation)"
+        + (f", and the same sources again translated by {TEACHER_NAMES[name]} (sequence-level distillation)"
            if name in TEACHERS else "")
         + "; chosen on the 1,014 val pairs",
         "terms": MULTI30K_TERMS,

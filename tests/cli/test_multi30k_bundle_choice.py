@@ -131,16 +131,21 @@ def test_a_fine_tuned_bundle_names_its_start_and_keeps_its_note_of_the_text(tmp_
     assert "distillation" not in Translator.load(to).info["training_data"]
     # the distilled Transformer: its start is the guided one, and its data names the teachers' translations
     start.info = {"training": "configs/text/multi30k_de_en_transformer_aligned.yaml on a 2-core CPU, 16 minutes"}
+    start.source_check["casing"] = {"first": True, "words": "Mann"}  # the start's own check of the train text
+    start.source_check.pop("lengths", None)
     multi30k.bundle("transformer_distilled", tuned_file, result, 40.0, "2-core CPU", to, start.save(tmp_path / "s.pt"))
-    info = Translator.load(to).info
+    distilled = Translator.load(to)
+    info = distilled.info
+    lengths = Translator.load(tuned_file).source_check["lengths"]  # the fit's: the start had none
+    assert distilled.source_check == {**start.source_check, "lengths": lengths}
     assert info["training"] == (
         "configs/text/multi30k_de_en_transformer_distilled.yaml on a 2-core CPU, 40 minutes, from the Transformer "
         "taught to align of configs/text/multi30k_de_en_transformer_aligned.yaml on a 2-core CPU, 16 minutes"
     )
     assert info["training_data"] == (
-        "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs and transformer_aligned and "
-        "bahdanau_aligned's translations of their sources as one (sequence-level distillation); chosen on the 1,014 "
-        "val pairs"
+        "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs, and the same sources again "
+        "translated by the Transformer and the Bahdanau GRU taught to align, as one (sequence-level distillation); "
+        "chosen on the 1,014 val pairs"
     )
 
 

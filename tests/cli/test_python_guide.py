@@ -41,7 +41,7 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     assert namespace["picture"].startswith(b"\x89PNG")
     # a caption read: one line per photo with its score and each word's probability; a translation read too
     assert len(re.findall(r"^\S+\.(?:png|jpg) -\d+\.\d{3} \['a \d\.\d\d', 'man ", out, flags=re.M)) == 2
-    assert "\nA dog runs across a green field of grass. []\n" in out  # the two bundled translators as one
+    assert "\nA dog runs across a green field. []\n" in out  # the two bundled translators as one
     assert "['zorblax']" in out and re.search(r"^\['▁A', '▁man', '▁rides', '▁a', '▁bike', '\.'\] ", out, flags=re.M)
 
 

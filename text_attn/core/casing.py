@@ -2,13 +2,14 @@
 caption from a model trained on lowercased German, French or Czech captions (captioning: ``Captioner.casing``).
 
 A subword model keeps case, and German writes every noun with a capital, so "ein mann fährt fahrrad ." is, to a
-model trained on Multi30k, a string of pieces it rarely saw: the bundled Transformer scores sacreBLEU 41.53 on the
-test sentences as written, 16.38 on the same sentences lowercased (the Transformer before it: 0.00 in capitals, its
+model trained on Multi30k, a string of pieces it rarely saw: the bundled Transformer scores sacreBLEU 42.33 on the
+test sentences as written, 18.09 on the same sentences lowercased (the Transformer before it: 0.00 in capitals, its
 outputs running to the length cap), while the source check, which lowercases, passes them all. A line whose case
 says nothing (no capital past its first letter, or nothing but capitals) is read instead with each word in the form
 the training source text most often writes it in (away from a line's start, where every word is capitalised), and
-its first letter capitalised where the training lines mostly start with one: 40.79 lowercased
-(docs/multi30k_casing_transformer.json, 2026-12-02) and 40.72 in capitals (benchmarks/casing.py, docs/text.md).
+its first letter capitalised where the training lines mostly start with one: 42.05 lowercased
+(docs/multi30k_casing_transformer.json, 2026-12-04; the Transformer before it 40.79) and, for that one, 40.72 in
+capitals (benchmarks/casing.py, docs/text.md).
 A line with capitals of its own is read as typed: a correctly cased "essen" (to eat) stays lowercase even though the
 training text writes "Essen" (food) more often.
 
