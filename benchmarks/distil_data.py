@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -33,33 +32,28 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _runs import console_script  # noqa: E402
 
+from text_attn.core.safe_files import refuse_overlap, write_bytes  # noqa: E402
+from text_attn.translation.corpora import corpus_file, read_lines  # noqa: E402
+
 SRC, TGT = "de", "en"
 KEPT = ("val", "test_2016_flickr")  # copied as they are
 
 
 def lines(path: Path) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
-def corpus(root: Path, split: str, lang: str) -> Path:
-    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
-        if (root / name).is_file():
-            return root / name
-    raise SystemExit(f"distil_data: {root} has neither {split}.{lang} nor {split}.{lang}.gz")
+    """read_lines, for a file this script wrote or is writing: none yet is no line."""
+    return read_lines(path) if path.is_file() else []
 
 
 def teach(sources: list[str], out: Path, teacher: list[str]) -> list[str]:
     """The teacher's translation of every source, a line each: out is written by `translate --output` (resumed after a
     cut) and read back."""
-    have = len(lines(out)) if out.is_file() else 0
+    have = len(lines(out))
     if have > len(sources):
         raise SystemExit(f"distil_data: {out} holds {have:,} translations for {len(sources):,} sources: another "
                          "run's (a different --limit?); remove it or choose another --out")  # fmt: skip
     if have < len(sources):
         command = [console_script("translate"), *teacher, "--output", str(out)]
-        if out.is_file():
+        if have:
             command.append("--resume")
         print(f"translating {len(sources):,} sentences: {' '.join(command[1:])}", file=sys.stderr)
         done = subprocess.run(command, input="\n".join(sources) + "\n", text=True)
@@ -86,27 +80,28 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--limit must be at least 1, got {args.limit}")
     if not args.data_root.is_dir():
         raise SystemExit(f"distil_data: {args.data_root}: no such folder (--data-root: the Multi30k folder)")
+    inputs = {(split, lang): corpus_file(args.data_root, split, lang) for split in ("train", *KEPT)
+              for lang in (SRC, TGT)}  # fmt: skip
+    trains = [args.out / f"train.{lang}.gz" for lang in (SRC, TGT)]
+    kept = {args.out / found.name: found for (split, _), found in inputs.items() if split != "train"}  # copy -> input
+    # an OUT that is the corpus itself (or links to its files) would write over what it reads: refused first
+    refuse_overlap({str(path): path for path in [*trains, *kept]}, inputs.values())
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    sources = lines(corpus(args.data_root, "train", SRC))
-    references = lines(corpus(args.data_root, "train", TGT))
+    sources, references = read_lines(inputs["train", SRC]), read_lines(inputs["train", TGT])
     if len(sources) != len(references):
         raise SystemExit(f"distil_data: train.{SRC} has {len(sources):,} lines, train.{TGT} {len(references):,}")
     sources, references = sources[: args.limit], references[: args.limit]
     taught = teach(sources, args.out / f"teacher.{TGT}", shlex.split(args.teacher))
-    for lang, text in ((SRC, sources + sources), (TGT, references + taught)):
-        with gzip.open(args.out / f"train.{lang}.gz", "wt", encoding="utf-8") as f:
-            f.write("\n".join(text) + "\n")
-    for split in KEPT:
-        for lang in (SRC, TGT):
-            found = corpus(args.data_root, split, lang)
-            shutil.copyfile(found, args.out / found.name)
+    for path, text in zip(trains, (sources + sources, references + taught), strict=True):
+        write_bytes(path, gzip.compress(("\n".join(text) + "\n").encode("utf-8")))
+    for copy, found in kept.items():
+        write_bytes(copy, found.read_bytes())
     links = args.out / "train-links.txt"
     if not (links.is_file() and len(lines(links)) == 2 * len(sources)):
         links.unlink(missing_ok=True)
-        aligned = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "word_align.py"),
-                                  str(args.out / f"train.{SRC}.gz"), str(args.out / f"train.{TGT}.gz"), "--out",
-                                  str(links)])  # fmt: skip
+        aligned = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "word_align.py"), *map(str, trains),
+                                  "--out", str(links)])  # fmt: skip
         if aligned.returncode:
             raise SystemExit(f"distil_data: word_align.py failed (exit {aligned.returncode}; its message above)")
     same = sum(a.strip() == b.strip() for a, b in zip(taught, references, strict=True))

@@ -12,6 +12,8 @@ import pytest
 from helpers.multi30k import DE, EN, write_corpus
 from helpers.tiny_translator import tiny_subword_model_file
 
+from text_attn.core.safe_files import OutputRefused
+from text_attn.translation.pairs import TaskError
 from text_attn.translation.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +55,9 @@ def test_refusals(tmp_path):
     with pytest.raises(SystemExit, match="distil_data: .*missing: no such folder"):
         distil_data(["--data-root", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
     data = write_corpus(tmp_path / "m30k", {"train": 3})
+    with pytest.raises(TaskError, match="found neither val.de nor val.de.gz"):  # named before any translating
+        distil_data(["--data-root", str(data), "--out", str(tmp_path / "out")])
+    data = write_corpus(tmp_path / "m30k", {"train": 3, "val": 1, "test_2016_flickr": 1})
     (data / "train.en.gz").write_bytes(gzip.compress(b"one\n"))
     with pytest.raises(SystemExit, match=r"train\.de has 3 lines, train\.en 1"):
         distil_data(["--data-root", str(data), "--out", str(tmp_path / "out")])
@@ -63,3 +68,8 @@ def test_refusals(tmp_path):
         distil_data(["--data-root", str(data), "--out", str(tmp_path / "out"), "--limit", "2"])
     with pytest.raises(SystemExit):
         distil_data(["--data-root", str(data), "--out", str(tmp_path / "out"), "--limit", "0"])
+    # OUT the corpus itself: its files would be written over; refused before anything is written
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    with pytest.raises(OutputRefused, match=r"train\.de\.gz is also an input"):
+        distil_data(["--data-root", str(data), "--out", str(data)])
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before
