@@ -16,6 +16,9 @@ OUT/logs/<stage>.log; a model whose OUT/<name>/model.pt exists is not trained ag
                                        sources, the translations of transformer_aligned and bahdanau_aligned as one
                                        (sequence-level distillation: benchmarks/distil_data.py writes that corpus once,
                                        OUT/distilled/); list it after both
+  transformer_distilled2               the same again, one round on: transformer_distilled fine-tuned on the train
+                                       pairs and the translations of transformer_distilled and bahdanau_aligned as
+                                       one (OUT/distilled2/); list it after transformer_distilled
   en_fr_bahdanau                       English -> French (the alignment grids of docs/results.md)
 A model trained elsewhere (a GPU, say) can be put there with a line in OUT/<name>/trained_on.txt naming where it
 was trained (the table prints it beside the minutes; the benchmark's own fits write "2-core CPU").
@@ -70,6 +73,7 @@ MODELS = {  # name -> (config, source language, target language)
     "transformer_aligned": ("multi30k_de_en_transformer_aligned.yaml", "de", "en"),
     "bahdanau_aligned": ("multi30k_de_en_bahdanau_aligned.yaml", "de", "en"),
     "transformer_distilled": ("multi30k_de_en_transformer_distilled.yaml", "de", "en"),
+    "transformer_distilled2": ("multi30k_de_en_transformer_distilled.yaml", "de", "en"),  # its start and teachers
     "en_fr_bahdanau": ("multi30k_en_fr_bahdanau.yaml", "en", "fr"),
 }
 TEST = "test_2016_flickr"
@@ -91,12 +95,14 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
         minutes = float(minutes_file.read_text()) if minutes_file.is_file() else None
         print(f"[{name}] {model} exists: not trained again (--retrain to train it)", flush=True)
         return model, minutes
-    cmd = [console_script("text-train"), "fit", "--config", str(CONFIGS / config), "--data.root", str(args.data_root)]
+    start = fine_tune_options(name, args)  # a distilled model's names its own corpus: one --data.root in the command
+    root = [] if "--data.root" in start else ["--data.root", str(args.data_root)]
+    cmd = [console_script("text-train"), "fit", "--config", str(CONFIGS / config), *root]
     cmd += ["--trainer.default_root_dir", str(args.out / name), "--model.export_path", str(model)]
     cmd += ["--trainer.enable_progress_bar", "false"]
     if args.quick:
         cmd += QUICK
-    cmd += fine_tune_options(name, args)
+    cmd += start
     if args.max_time:
         cmd += ["--trainer.max_time", args.max_time]
     seconds = run_stage(f"fit-{name}", cmd, args.logs)
@@ -111,12 +117,19 @@ STARTS = {
     "transformer_aligned": "transformer",
     "bahdanau_aligned": "bahdanau",
     "transformer_distilled": "transformer_aligned",
+    "transformer_distilled2": "transformer_distilled",
 }
 START_NAMES = {"transformer": "the Transformer", "bahdanau": "the Bahdanau GRU",
-               "transformer_aligned": "the Transformer taught to align"}  # fmt: skip
+               "transformer_aligned": "the Transformer taught to align",
+               "transformer_distilled": "the Transformer distilled from the two taught to align"}  # fmt: skip
 # a distilled model -> its teachers, translating as one (translate --model FIRST --ensemble SECOND)
-TEACHERS = {"transformer_distilled": ("transformer_aligned", "bahdanau_aligned")}
-TEACHER_NAMES = {"transformer_distilled": "the Transformer and the Bahdanau GRU taught to align, as one"}  # model-info
+TEACHERS = {"transformer_distilled": ("transformer_aligned", "bahdanau_aligned"),
+            "transformer_distilled2": ("transformer_distilled", "bahdanau_aligned")}  # fmt: skip
+TEACHER_NAMES = {
+    "transformer_distilled": "the Transformer and the Bahdanau GRU taught to align, as one",
+    "transformer_distilled2": "the distilled Transformer and the Bahdanau GRU taught to align, as one",
+}
+CORPORA = {"transformer_distilled": "distilled", "transformer_distilled2": "distilled2"}  # OUT/<folder>: its corpus
 
 
 def start_file(name: str, out: Path) -> Path | None:
@@ -156,15 +169,15 @@ def fine_tune_options(name: str, args: argparse.Namespace) -> list[str]:
 
 
 def distilled_options(name: str, args: argparse.Namespace) -> list[str]:
-    """The corpus a distilled model trains on (benchmarks/distil_data.py, written once into OUT/distilled/, --quick:
-    OUT/distilled-quick/ of the first 1,000 pairs): the train pairs and the teachers' translations of their sources,
+    """The corpus a distilled model trains on (benchmarks/distil_data.py, written once into OUT/<CORPORA's folder>/,
+    --quick: <folder>-quick/ of the first 1,000 pairs): the train pairs and the teachers' translations of their sources,
     with their word links; val and test are Multi30k's."""
     teachers = [args.out / t / "model.pt" for t in TEACHERS[name]]
     missing = [t for t in teachers if not t.is_file()]
     if missing:
         raise StageError(f"{name} learns from the translations of {' and '.join(TEACHERS[name])}: train "
                          f"{missing[0].parent.name} first ({missing[0]} is missing)")  # fmt: skip
-    corpus = args.out / ("distilled-quick" if args.quick else "distilled")
+    corpus = args.out / (CORPORA[name] + ("-quick" if args.quick else ""))
     teacher = shlex.join(["--model", str(teachers[0]), *(x for t in teachers[1:] for x in ("--ensemble", str(t)))])
     cmd = [sys.executable, str(Path(__file__).with_name("distil_data.py")), "--data-root", str(args.data_root),
            "--out", str(corpus), "--teacher", teacher, *(["--limit", "1000"] if args.quick else [])]  # fmt: skip

@@ -187,3 +187,43 @@ def multi30k_lines(path: Path) -> list[str]:
     import gzip
 
     return gzip.decompress(path.read_bytes()).decode().splitlines()
+
+
+def test_the_second_round_learns_from_the_first_distilled_model_and_the_gru_in_a_corpus_of_its_own(
+    tmp_path, monkeypatch
+):
+    out, root = tmp_path / "bench", tmp_path / "corpus"
+    name = "transformer_distilled2"
+    with pytest.raises(multi30k.StageError, match=r"train it first \(--models transformer_distilled,transformer_d"):
+        _options(out, root, name=name)
+    (out / "transformer_distilled").mkdir(parents=True)
+    (out / "transformer_distilled" / "model.pt").write_bytes(b"weights")
+    with pytest.raises(multi30k.StageError, match="train bahdanau_aligned first"):
+        _options(out, root, name=name)
+    (out / "bahdanau_aligned").mkdir()
+    (out / "bahdanau_aligned" / "model.pt").write_bytes(b"weights")
+    ran = []
+    monkeypatch.setattr(multi30k, "run_stage", lambda stage, cmd, logs: ran.append(cmd) or 0.0)
+    corpus = out / "distilled2"
+    assert _options(out, root, name=name) == [
+        "--data.root", str(corpus), "--data.alignments", str(corpus / "train-links.txt"),
+        "--model.init_from", str(out / "transformer_distilled" / "model.pt"),
+    ]  # fmt: skip
+    # the first distilled model and the GRU translate as one: translate --model FIRST --ensemble SECOND
+    teacher = ran[0][ran[0].index("--teacher") + 1]
+    assert (
+        teacher
+        == f"--model {out / 'transformer_distilled' / 'model.pt'} --ensemble {out / 'bahdanau_aligned' / 'model.pt'}"
+    )
+    assert ran[0][ran[0].index("--out") + 1] == str(corpus)
+    assert _options(out, root, quick=True, name=name)[1] == str(out / "distilled2-quick")
+    assert multi30k.MODELS[name] == multi30k.MODELS["transformer_distilled"]  # the same recipe, one round on
+    # the fit reads that corpus: one --data.root in its command (Multi30k's came first, and the later one won)
+    import argparse
+
+    monkeypatch.setattr(multi30k, "average", lambda *a: None)
+    args = argparse.Namespace(out=out, data_root=root, quick=False, logs=out / "logs", retrain=False, max_time=None)
+    (out / name).mkdir()  # the fit's folder (the fit itself makes it)
+    multi30k.train(name, args)
+    fit = ran[-1]
+    assert fit.count("--data.root") == 1 and fit[fit.index("--data.root") + 1] == str(corpus)
