@@ -5,8 +5,7 @@ A model that wants to be decoded implements :class:`StepModel`:
 - ``step(tokens, state) -> (log_probs, attention, new_state)``: ``tokens`` (N,) are the previous tokens of N rows;
   ``log_probs`` (N, V) the next-token log-probabilities; ``attention`` (N, ...) that step's attention weights (or None).
 - ``select_state(state, index) -> state`` (optional): select rows ``index`` (N',) of every tensor in the state.
-  The default, :func:`select_rows`, does that for nested tuples / lists / dicts of batch-first tensors (a part with
-  its own ``select_rows(index)`` method does its own).
+  The default, :func:`select_rows`, does that for nested tuples / lists / dicts of batch-first tensors.
 - ``source_constant_state`` (optional): names of the entries of a dict state that are constant within a source
   (encoder memory, projected keys, masks). Beam search expands them to the K beams once and never reorders them: a
   beam's parent is always a beam of the same source, so they would be copied onto themselves at every step.
@@ -43,8 +42,6 @@ def select_rows(state: Any, index: Tensor) -> Any:
     """Select rows ``index`` along dim 0 of every tensor in a nested state; non-tensors pass through."""
     if isinstance(state, Tensor):
         return state.index_select(0, index)
-    if callable(getattr(state, "select_rows", None)):  # a part that reorders itself (attention.HeadKV: its room kept)
-        return state.select_rows(index)
     if isinstance(state, tuple) and hasattr(state, "_fields"):  # NamedTuple
         return type(state)(*(select_rows(s, index) for s in state))
     if isinstance(state, (tuple, list)):
