@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
         "step lowers its probability most (leave-one-out: one decoder step of L + 1 rows a word), drawn below the "
         "attention (--html: beside it, on hover) with the word's agreement (Kendall tau), and in the records as "
         "'evidence' and 'agreement'. Measured on the bundled model (benchmarks/evidence_cost.py, 1 thread): "
-        "+0.6 s a photo, 2.5x the time of captioning it",
+        "+0.5-0.6 s a photo, 2.5-2.7x the time of captioning it",
     )
     add_caption_unsure_options(p)
     p.add_argument(
