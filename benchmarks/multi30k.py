@@ -95,7 +95,7 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
         minutes = float(minutes_file.read_text()) if minutes_file.is_file() else None
         print(f"[{name}] {model} exists: not trained again (--retrain to train it)", flush=True)
         return model, minutes
-    start = fine_tune_options(name, args)  # a distilled model's names its own corpus: one --data.root in the command
+    start = fine_tune_options(name, args)  # a distilled model's options name its corpus: one --data.root in all
     root = [] if "--data.root" in start else ["--data.root", str(args.data_root)]
     cmd = [console_script("text-train"), "fit", "--config", str(CONFIGS / config), *root]
     cmd += ["--trainer.default_root_dir", str(args.out / name), "--model.export_path", str(model)]
