@@ -73,7 +73,7 @@ MODELS = {  # name -> (config, source language, target language)
     "transformer_aligned": ("multi30k_de_en_transformer_aligned.yaml", "de", "en"),
     "bahdanau_aligned": ("multi30k_de_en_bahdanau_aligned.yaml", "de", "en"),
     "transformer_distilled": ("multi30k_de_en_transformer_distilled.yaml", "de", "en"),
-    "transformer_distilled2": ("multi30k_de_en_transformer_distilled.yaml", "de", "en"),  # its start and teachers
+    "transformer_distilled2": ("multi30k_de_en_transformer_distilled.yaml", "de", "en"),  # STARTS, TEACHERS differ
     "en_fr_bahdanau": ("multi30k_en_fr_bahdanau.yaml", "en", "fr"),
 }
 TEST = "test_2016_flickr"

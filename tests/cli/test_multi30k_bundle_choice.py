@@ -47,12 +47,17 @@ def test_the_gru_file_goes_to_the_better_on_val_of_the_gru_and_its_guided_fine_t
     }
 
 
-def _options(out: Path, root: Path, quick: bool = False, name: str = "transformer_aligned") -> list[str]:
+def _args(out: Path, root: Path, quick: bool = False):
+    """The options multi30k.py's stages read, as its command line would give them (its logs folder made)."""
     import argparse
 
-    args = argparse.Namespace(out=out, data_root=root, quick=quick, logs=out / "logs")
+    args = argparse.Namespace(out=out, data_root=root, quick=quick, logs=out / "logs", retrain=False, max_time=None)
     args.logs.mkdir(parents=True, exist_ok=True)
-    return multi30k.fine_tune_options(name, args)
+    return args
+
+
+def _options(out: Path, root: Path, quick: bool = False, name: str = "transformer_aligned") -> list[str]:
+    return multi30k.fine_tune_options(name, _args(out, root, quick))
 
 
 def test_the_aligned_transformer_starts_from_the_benchmarks_transformer_with_the_train_links(tmp_path):
@@ -219,11 +224,8 @@ def test_the_second_round_learns_from_the_first_distilled_model_and_the_gru_in_a
     assert _options(out, root, quick=True, name=name)[1] == str(out / "distilled2-quick")
     assert multi30k.MODELS[name] == multi30k.MODELS["transformer_distilled"]  # the same recipe, one round on
     # the fit reads that corpus: one --data.root in its command (Multi30k's came first, and the later one won)
-    import argparse
-
     monkeypatch.setattr(multi30k, "average", lambda *a: None)
-    args = argparse.Namespace(out=out, data_root=root, quick=False, logs=out / "logs", retrain=False, max_time=None)
     (out / name).mkdir()  # the fit's folder (the fit itself makes it)
-    multi30k.train(name, args)
+    multi30k.train(name, _args(out, root))
     fit = ran[-1]
     assert fit.count("--data.root") == 1 and fit[fit.index("--data.root") + 1] == str(corpus)
