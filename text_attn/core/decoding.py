@@ -32,6 +32,14 @@ import torch
 from torch import Tensor
 
 from text_attn.core.precision import widened
+from text_attn.core.search_choice import (
+    ban_repeated_ngrams,
+    ban_tokens,
+    beam_choice_whole,
+    choose_beams,
+    end_choice,
+    row_best,
+)
 
 
 class StepModel(Protocol):
@@ -220,33 +228,6 @@ class Sampling:
         return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=cdf.size(-1) - 1)
 
 
-def ban_tokens(log_probs: Tensor, banned: Sequence[int]) -> Tensor:
-    """(N, V) log-probabilities with the ``banned`` token ids at -inf (unchanged when there are none)."""
-    if not banned:
-        return log_probs
-    return log_probs.index_fill(1, torch.tensor(list(banned), device=log_probs.device), float("-inf"))
-
-
-def ban_repeated_ngrams(log_probs: Tensor, history: Tensor, n: int) -> Tensor:
-    """Forbid (log-prob -inf) every token that would repeat an n-gram already in its row: history (N, t) of generated
-    tokens, log_probs (N, V). The last n-1 tokens are compared with every earlier (n-1)-gram; the tokens that
-    followed those are banned."""
-    t = history.size(1)
-    if n < 1 or t < n - 1:
-        return log_probs
-    if n == 1:
-        return log_probs.scatter(1, history, float("-inf")) if t else log_probs
-    windows = history.unfold(1, n - 1, 1)  # (N, t-n+2, n-1)
-    earlier = windows[:, :-1]  # (N, t-n+1, n-1): each is followed by a token
-    if earlier.size(1) == 0:
-        return log_probs
-    hits = (earlier == windows[:, -1:]).all(dim=-1)  # (N, t-n+1)
-    following = history[:, n - 1 :]  # (N, t-n+1) the token after each earlier window
-    # a token banned by any earlier window: count the hits per token (scatter_add), not the last write
-    banned = torch.zeros(log_probs.shape, device=log_probs.device).scatter_add_(1, following, hits.float()) > 0
-    return log_probs.masked_fill(banned, float("-inf"))
-
-
 @torch.no_grad()
 def greedy_search(
     model: StepModel,
@@ -338,6 +319,7 @@ def beam_search(
     drop_ended: bool = True,
     row_max_len: Tensor | None = None,
     end_step: bool = False,
+    whole_vocabulary: bool = False,
 ) -> SearchResult:
     """Batched beam search: the B sentences' K beams are B*K rows of one batch.
 
@@ -345,7 +327,9 @@ def beam_search(
     ``no_repeat_ngram`` n > 0: no hypothesis repeats an n-gram. ``banned``: token ids never produced.
     ``row_max_len`` (B,): each sentence's own cap (at most ``max_len``): its beams stop there, as they would with
     ``max_len`` equal to it in a batch of its own. ``end_step``: ``max_len`` counts the tokens before the end: one
-    more step, in which each beam still searching ends or is cut off (:func:`end_choice`).
+    more step, in which each beam still searching ends or is cut off (:func:`end_choice`). ``whole_vocabulary``: each
+    step's choice made as until 2026-12-04 (:func:`beam_choice_whole`: every row's whole distribution, the ended
+    rows' included, the banned ids written into a copy), for comparison: the same result up to exact ties.
 
     A beam that produced eos stays in the beam with its score frozen (it can only extend with pad at log-prob 0),
     so finished and live hypotheses compete for the K slots. The winner per sentence is chosen among the final K by
@@ -380,24 +364,38 @@ def beam_search(
     live = torch.arange(B * K, device=device)  # (A*K,) the rows the model's state holds: the K of each live source
     caps = None if row_max_len is None else row_max_len.to(device).repeat_interleave(K)  # (B*K,)
     for t in range(max_len + end_step):
+        # Usually only each live row's K best tokens are needed (beam_choice's first stage), taken from the live
+        # rows alone; the end step needs every row's whole distribution.
+        whole = t == max_len or whole_vocabulary
         if t == 0:
             log_probs, attn, state = first[0][expand], None if first[1] is None else first[1][expand], first[2]
             state = _select_state(model, state, expand, within_sources=False)
-        else:  # the ended sources' rows get zeros: they are frozen below
-            log_probs, attn, state = _step_live(model, prev, state, live)  # (B*K, V), (B*K, ...)
-        log_probs = ban_tokens(log_probs, banned)
-        if no_repeat_ngram:
-            log_probs = ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
+        else:  # the ended sources' rows get zeros (or none): they are frozen below
+            log_probs, attn, state = _step_live(model, prev, state, live, widen=whole)  # (B*K | A*K, V), (B*K, ...)
+        if whole:
+            log_probs = ban_tokens(log_probs, banned)
+            if no_repeat_ngram:
+                log_probs = ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
         if t == max_len:  # end_step's step after max_len tokens: each beam ends or is cut off, in its place
             rows = torch.arange(B * K, device=device)
             best_lp, best = log_probs.max(dim=-1)  # (B*K,)
             tok, added, stepped = end_choice(best, best_lp, finished, eos_id, pad_id)
             scores, lengths = scores + added, lengths + stepped.long()
-        else:
-            rows, tok, scores, finished, lengths = beam_choice(log_probs, scores, finished, lengths, offsets, K,
-                                                               pad_id)  # fmt: skip
+        elif whole_vocabulary:
+            rows, tok, scores, finished, lengths = beam_choice_whole(log_probs, scores, finished, lengths, offsets, K,
+                                                                     pad_id)  # fmt: skip
             stepped = ~finished
-            added = log_probs[rows, tok].masked_fill(~stepped, 0.0)  # (B*K,) each new beam's token, given its parent
+            added = log_probs[rows, tok].masked_fill(~stepped, 0.0)
+        else:
+            mine = history if not no_repeat_ngram or log_probs.size(0) == B * K else history[live]  # (rows stepped, t)
+            top_lp, top_tok = row_best(log_probs, K, banned, mine, no_repeat_ngram)  # (rows stepped, k)
+            if top_lp.size(0) < B * K:  # only the live rows were stepped: the others have ended (frozen in choose)
+                top_lp = top_lp.new_zeros(B * K, top_lp.size(1)).index_copy_(0, live, top_lp)
+                top_tok = top_tok.new_zeros(B * K, top_tok.size(1)).index_copy_(0, live, top_tok)
+            rows, tok, scores, finished, lengths, added = choose_beams(top_lp, top_tok, scores, finished, lengths,
+                                                                       offsets, K, pad_id)  # fmt: skip
+            stepped = ~finished
+            added = added.masked_fill(~stepped, 0.0)  # (B*K,) each new beam's token's log-prob, given its parent
         parents.append(rows)
         step_tokens.append(tok)
         step_lps.append(added)
@@ -414,36 +412,6 @@ def beam_search(
         state, live = _next_state(model, state, rows, live, finished.view(B, K).all(dim=1) if compact else None, K)
     return final_hypotheses(parents, step_tokens, step_attns, scores, lengths, length_penalty, B, K, n_best, eos_id,
                             step_lps)  # fmt: skip
-
-
-def beam_choice(
-    log_probs: Tensor, scores: Tensor, finished: Tensor, lengths: Tensor, offsets: Tensor, K: int, pad_id: int
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """One beam-search step's choice for B sources of K beams: ``log_probs`` (B*K, V) this step's, ``scores``,
-    ``finished``, ``lengths`` (B*K,) the beams' so far, ``offsets`` (B, 1) each source's first row. A finished beam may
-    only continue with pad, at no cost. Returns (parent row, token, score, finished, length) of each new beam (B*K,);
-    finished as the parent was (the caller adds this step's eos). Reads nothing on the host (the fixed-shape search
-    captures it too: text_attn.core.fixed_search)."""
-    V = log_probs.size(-1)
-    frozen = torch.full_like(log_probs, float("-inf"))
-    frozen[:, pad_id] = 0.0
-    log_probs = torch.where(finished.unsqueeze(1), frozen, log_probs)
-    cand = (scores.unsqueeze(1) + log_probs).view(-1, K * V)  # (B, K*V)
-    top_scores, top_idx = cand.topk(K, dim=-1)  # (B, K)
-    rows = (offsets + top_idx // V).view(-1)  # (B*K,) parent row of each new beam
-    finished = finished[rows]
-    return rows, (top_idx % V).view(-1), top_scores.view(-1), finished, lengths[rows] + (~finished).long()
-
-
-def end_choice(choice: Tensor, choice_lp: Tensor, finished: Tensor, eos_id: int, pad_id: int):
-    """The step a search with ``end_step`` takes after ``max_len`` tokens, where ``max_len`` counts words or tokens,
-    not steps: room for the end alone. A row still searching ends there where its choice (its arg-max: greedy and
-    each beam alike; sampling's draw) is the end, its log-prob ``choice_lp`` added; any other row is cut off after
-    ``max_len`` tokens, as a search without the step cuts it (pad, nothing added: its score as then). ``choice``,
-    ``choice_lp``, ``finished`` (N,). Returns (token, log-prob added, whether the row took the step) (N,) each.
-    Reads nothing on the host (the fixed-shape search takes it too)."""
-    ends = ~finished & (choice == eos_id) & choice_lp.isfinite()
-    return torch.where(ends, choice, pad_id), choice_lp.masked_fill(~ends, 0.0), ends
 
 
 def final_hypotheses(
@@ -493,14 +461,18 @@ def final_hypotheses(
     return top
 
 
-def _step_live(model: Any, prev: Tensor, state: Any, live: Tensor) -> tuple[Tensor, Tensor | None, Any]:
+def _step_live(
+    model: Any, prev: Tensor, state: Any, live: Tensor, widen: bool = True
+) -> tuple[Tensor, Tensor | None, Any]:
     """One model step on the rows ``live`` (A,) of the search's N rows (the rows the state holds). Returns (N, V)
-    log-probabilities and (N, ...) attention with zeros in the other rows, and the model's new state."""
+    log-probabilities (``widen`` False: the live rows' (A, V) alone) and (N, ...) attention with zeros in the other
+    rows, and the model's new state."""
     n = prev.numel()
     if live.numel() == n:
         return model.step(prev, state)
     log_probs, attn, state = model.step(prev[live], state)  # (A, V), (A, ...)
-    log_probs = log_probs.new_zeros(n, log_probs.size(-1)).index_copy_(0, live, log_probs)
+    if widen:
+        log_probs = log_probs.new_zeros(n, log_probs.size(-1)).index_copy_(0, live, log_probs)
     if attn is not None:
         attn = attn.new_zeros(n, *attn.shape[1:]).index_copy_(0, live, attn)
     return log_probs, attn, state

@@ -37,11 +37,10 @@ from text_attn.core.decoding import (
     _result,
     _select_state,
     _state_device,
-    beam_choice,
-    end_choice,
     final_hypotheses,
     length_normalised,
 )
+from text_attn.core.search_choice import beam_choice, end_choice
 
 CHUNK = 4  # steps between two looks at the finished flags (and captured in one graph): ~5 looks a caption batch
 MAX_GRAPHS = 4  # captured shapes kept per model (each holds its own memory pool)
@@ -52,7 +51,7 @@ class ChangingState(ValueError):
 
 
 def ban_repeated_ngrams_fixed(log_probs: Tensor, history: Tensor, t: Tensor, n: int) -> Tensor:
-    """:func:`text_attn.core.decoding.ban_repeated_ngrams` on a fixed history: ``history`` (N, W) holds each row's
+    """:func:`text_attn.core.search_choice.ban_repeated_ngrams` on a fixed history: ``history`` (N, W) holds each row's
     tokens in its first ``t`` columns (``t`` a 0-d device tensor; later columns are anything), log_probs (N, V).
     Bans every token that would repeat an n-gram of the first t tokens, reading nothing on the host."""
     N, W = history.shape
