@@ -155,3 +155,35 @@ def test_dropout_only_in_training():
 def test_embed_dim_must_divide_by_heads():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(10, 4)
+
+
+@pytest.mark.parametrize("steps", [None, 2])
+def test_query_rows_sharing_a_key_row_read_it_as_if_it_were_repeated(pair, steps):
+    """g query rows per key row (beam search's K beams of one source, the memory kept once): row r reads key row
+    r // g, exactly as with the keys and mask repeated g times."""
+    ours, _ = pair
+    ours.need_weights = True
+    g = 3
+    torch.manual_seed(2)
+    query = torch.randn(B * g, D) if steps is None else torch.randn(B * g, steps, D)
+    memory = ours.precompute(torch.randn(B, S, D))  # (B, H, S, Dh)
+    mask = torch.ones(B, S, dtype=torch.bool)
+    mask[1, 4:], mask[2, 2:] = False, False
+    shared, w_shared = ours(query, memory, mask=mask)
+    repeated = HeadKV(*(x.repeat_interleave(g, dim=0) for x in memory))
+    each, w_each = ours(query, repeated, mask=mask.repeat_interleave(g, dim=0))
+    torch.testing.assert_close(shared, each, atol=ATOL, rtol=0)
+    torch.testing.assert_close(w_shared, w_each, atol=ATOL, rtol=0)
+    assert (w_shared.view(B, g, H, -1, S)[2, ..., 2:] == 0).all()  # the third source's padding, in all its rows
+    ours.need_weights = False
+    fast, _ = ours(query, memory, mask=mask)  # the kernel's path (no weights) folds the same way
+    torch.testing.assert_close(fast, each, atol=ATOL, rtol=0)
+
+
+def test_query_rows_that_do_not_divide_into_the_key_rows_are_refused(pair):
+    ours, _ = pair
+    memory = ours.precompute(torch.randn(B, S, D))
+    with pytest.raises(ValueError, match="7 query rows for 3 key rows"):
+        ours(torch.randn(7, D), memory)
+    with pytest.raises(ValueError, match="6 query rows for 3 key rows"):  # a (B, T, S) mask cannot be shared
+        ours(torch.randn(6, 2, D), memory, mask=torch.ones(6, 2, S, dtype=torch.bool))

@@ -1,6 +1,7 @@
 """Beam search never copies what is constant within a source, and drops a source once its beams have all ended: the
-text networks' source-constant state (the encoder's memory, expanded once, never reordered) gives exactly the search
-of the plain, fully reordered state stepped on every row. (The attention modules' K query rows per key row:
+text networks' source-constant state (the GRU's encoder memory, expanded once, never reordered; the Transformer's,
+kept one row per sentence for its K beams) gives exactly the search of the plain, fully reordered state stepped on
+every row. (The attention modules' K query rows per key row:
 tests/core/test_search_state.py; sources leaving the batch, on a model built to end them at chosen steps:
 tests/core/test_decoding.py.)"""
 

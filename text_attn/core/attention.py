@@ -317,7 +317,11 @@ class MultiHeadAttention(nn.Module):
             q, k, v = (self._heads(x) for x in self._proj(query, slice(0, 3 * D)).chunk(3, dim=-1))
         else:
             q = self._heads(self._proj(query, slice(0, D)))  # (B, H, T, Dh)
-            k, v = self.precompute(keys, values)  # (B, H, S, Dh)
+            k, v = self.precompute(keys, values)  # (B, H, S, Dh), or (B / g, H, S, Dh): see _rows_per_key
+        g = self._rows_per_key(B, k.size(0), causal, mask)
+        if g > 1:  # g query rows of each key row become g * T query positions of it: (B / g, H, g * T, Dh)
+            B, T = B // g, g * T
+            q = q.reshape(B, g, self.num_heads, T // g, self.head_dim).transpose(1, 2).reshape(B, -1, T, self.head_dim)
         S = k.size(2)
         keep = self._keep_mask(mask, causal, T, S, query.device)  # (B|1, 1, T|1, S) bool or None
         want = self.need_weights if need_weights is None else need_weights
@@ -338,10 +342,33 @@ class MultiHeadAttention(nn.Module):
             # read a value back: a host sync per layer and step on a GPU, and no meta tensors or torch.export).
             if mask is not None or (causal and T > S):
                 ctx = ctx.masked_fill(~keep.any(-1, keepdim=True), 0.0)  # (B|1, 1, T|1, 1) True where dead
+        if g > 1:  # back to the queries' own rows: (B, H, g * T, ...) -> (B * g, H, T, ...)
+            ctx, weights = (None if x is None else self._unfold(x, g) for x in (ctx, weights))
+            B, T = B * g, T // g
         context = self.out_proj(ctx.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
         if one_step:
             return context.squeeze(1), None if weights is None else weights.squeeze(2)
         return context, weights
+
+    @staticmethod
+    def _rows_per_key(rows: int, key_rows: int, causal: bool, mask: Tensor | None) -> int:
+        """How many query rows share each key row: 1, or g where the keys (and the mask) hold one row per g query
+        rows, query row r reading key row r // g (beam search's K beams of one source: ``one_row_per_source_state``,
+        the memory never copied K times). Only without a causal mask or a (B, T, S) one."""
+        if rows == key_rows or key_rows == 0:
+            return 1
+        if rows % key_rows or causal or (mask is not None and (mask.dim() != 2 or mask.size(0) != key_rows)):
+            raise ValueError(
+                f"{rows} query rows for {key_rows} key rows: the keys need a row per query row, or one per g query "
+                "rows (then no causal mask, and a (key rows, S) mask)"
+            )
+        return rows // key_rows
+
+    @staticmethod
+    def _unfold(x: Tensor, g: int) -> Tensor:
+        """(B, H, g * T, E) -> (B * g, H, T, E): the g query rows folded into one key row's positions, back apart."""
+        B, H, gT, E = x.shape
+        return x.reshape(B, H, g, gT // g, E).transpose(1, 2).reshape(B * g, H, gT // g, E)
 
     @staticmethod
     def _keep_mask(mask: Tensor | None, causal: bool, T: int, S: int, device: torch.device) -> Tensor | None:

@@ -14,6 +14,9 @@ search. The decoder state is a dict of batch-first tensors, so ``decoding.select
 
     {"mask": (B, S) bool, "cross": per layer HeadKV (B, H, S, Dh) of the memory, computed once per source,
      "self": per layer HeadKV (B, H, t, Dh), the self-attention keys/values of the t tokens fed so far}
+
+In beam search "mask" and "cross" keep one row per sentence while "self" has one per beam (K): the cross-attention
+reads K query rows per memory row.
 """
 
 from __future__ import annotations
@@ -166,8 +169,10 @@ class DecoderLayer(_Residual):
 
 
 class Transformer(GenerateMixin, nn.Module):
-    # the cross-attention keys / values of the memory and its mask: fixed per sentence, never reordered
+    # the cross-attention keys / values of the memory and its mask: fixed per sentence, never reordered, and kept one
+    # row per sentence for its K beams (the cross-attention reads K query rows per memory row: MultiHeadAttention)
     source_constant_state = ("cross", "mask")
+    one_row_per_source_state = ("cross", "mask")
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
