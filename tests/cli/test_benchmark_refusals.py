@@ -51,6 +51,8 @@ def refusals(tmp_path_factory) -> tuple[Path, dict[str, tuple[str, str]]]:
     cases = {
         "model": ("domain_check.py", [f"{gone}.pt", "--shapes", "2"]),
         "data root": ("flickr8k.py", ["--data-root", str(gone), "--out", out, "--quick", "--stages", "soft"]),
+        "beam data": ("beam_search.py", ["--flickr8k-root", str(gone)]),
+        "rounds": ("beam_search.py", ["--multi30k-root", str(gone), "--rounds", "0"]),
         "json": ("transformer_speed.py", ["--json", str(tmp / "no" / "t.json")]),
         "shapes 0": ("domain_check.py", [str(SHAPES_MODEL), "--shapes", "0"]),
         "shapes -3": ("domain_check.py", [str(SHAPES_MODEL), "--shapes", "-3"]),
@@ -76,6 +78,8 @@ def test_a_missing_model_or_data_root_is_one_line(refusals):
     gone = refusals[0] / "gone"
     assert _refused(refusals, "model") == f"domain_check.py: error: {gone}.pt: model file not found"
     assert _refused(refusals, "data root") == f"flickr8k.py: error: {gone}: data root not found"
+    said = f"beam_search.py: error: no Flickr8k_text/Flickr_8k.testImages.txt in {gone}: give Flickr8k's folder as "
+    assert _refused(refusals, "beam data") == said + "--flickr8k-root"
 
 
 def test_an_output_in_a_missing_folder_is_refused_before_the_work(refusals, tmp_path):
@@ -94,6 +98,8 @@ def test_a_count_below_one_is_refused_by_name(refusals):
     for count in ("0", "-3"):
         said = f"domain_check.py: error: argument --shapes: must be at least 1, got {int(count)}"
         assert _refused(refusals, f"shapes {count}") == said
+    said = "beam_search.py: error: argument --rounds: must be at least 1, got 0"
+    assert _refused(refusals, "rounds") == said
     said = "word_align.py: error: argument --iterations: must be at least 1, got -1"
     assert _refused(refusals, "iterations") == said
     assert positive_int("3") == 3

@@ -63,7 +63,7 @@ def beam_choice(
 def beam_choice_whole(
     log_probs: Tensor, scores: Tensor, finished: Tensor, lengths: Tensor, offsets: Tensor, K: int, pad_id: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """:func:`beam_choice` as it was until 2026-12-04, for comparison (tests, benchmarks/beam_choice.py): every row's
+    """:func:`beam_choice` as it was until 2026-12-04, for comparison (tests, benchmarks/beam_search.py): every row's
     whole distribution scored, (B, K*V) candidates. The same result up to the order of exact ties."""
     V = log_probs.size(-1)
     frozen = torch.full_like(log_probs, float("-inf"))

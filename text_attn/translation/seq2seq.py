@@ -115,6 +115,13 @@ class Seq2Seq(GenerateMixin, nn.Module):
     # encoder memory, its projection, its mask, the no-attention context: fixed per sentence, never reordered
     source_constant_state = ("keys", "mask", "context")
 
+    @property
+    def one_row_per_source_state(self) -> tuple[str, ...]:
+        """Bahdanau's memory and mask stay one row per sentence for its K beams (the additive attention reads K query
+        rows per key row); Luong's scores want a key row per query row, and the context of a model without
+        attention joins each row's input."""
+        return ("keys", "mask") if self.kind == "bahdanau" else ()
+
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()
         self.cfg = cfg
