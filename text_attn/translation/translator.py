@@ -580,7 +580,9 @@ class Translator:
         a 1,290-token paragraph searched all 1,200 steps at beam 5 (estimated 0.3 GiB) grew it by 2.1 GB, 0.3 GB
         with MALLOC_MMAP_THRESHOLD_=131072 (2026-12-04): glibc's heap, left with holes one cache position too small
         at every step. Cache buffers of power-of-two room cut that to 1.6 GB and cost 11% of the speed on ordinary
-        sentences: not kept. Without --max-len a long input's cap is the training lengths' (about 230 steps)."""
+        sentences: not kept. Since beam search stopped building a (rows, vocabulary) block at every step, 1.2 GB
+        (the same day); MALLOC_MMAP_THRESHOLD_ for the whole process costs 1.7-1.8x the time on the test set.
+        Without --max-len a long input's cap is the training lengths' (about 230 steps)."""
         steps = max_len + 1 if max_len else self.default_steps(n_tokens)  # a given cap's end: one step more
         cfg = self.net.cfg
         per_step = n_tokens + 1
