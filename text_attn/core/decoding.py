@@ -10,8 +10,8 @@ A model that wants to be decoded implements :class:`StepModel`:
   (encoder memory, projected keys, masks). Beam search expands them to the K beams once and never reorders them: a
   beam's parent is always a beam of the same source, so they would be copied onto themselves at every step.
 - ``one_row_per_source_state`` (optional): such entries that beam search does not even expand: they keep one row per
-  source, and ``step`` reads row r // K of them for its row r (text_attn.core.attention does this for additive and
-  hard attention: their queries may have K rows per key row).
+  source, and ``step`` reads row r // K of them for its row r (text_attn.core.attention does this for additive, hard
+  and multi-head attention: their queries may have K rows per key row).
 
 The initial state is the model's business (encode the source, build the decoder's first state) and is passed in.
 Search is pure tensor logic over whole batches: no Python loop over sentences, only over output steps. A sentence
