@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import gzip
 import json
 import statistics
 import sys
@@ -101,21 +100,13 @@ def alternate(run, rounds: int, ways: list[str]) -> dict:
     }
 
 
-def _lines(path: Path) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
-
-
 def translation_rows(root: Path, rounds: int, limit: int | None, batch: int = 64) -> list[dict]:
     from text_attn.translation.bundled import MODEL_NAMES
+    from text_attn.translation.corpora import corpus_file, read_lines
     from text_attn.translation.translator import Translator
 
-    found = [root / n for n in ("test_2016_flickr.de.gz", "test_2016_flickr.de")]
-    source = next((p for p in found if p.is_file()), None)
-    if source is None:
-        raise FileNotFoundError(f"no test_2016_flickr.de[.gz] in {root}: give Multi30k's folder as --multi30k-root")
-    sentences = _lines(source)[:limit]
+    lines = read_lines(corpus_file(root, "test_2016_flickr", "de"))  # a missing file: a TaskError naming both names
+    sentences = [line.strip() for line in lines if line.strip()][:limit]
     rows = []
     for name in ("transformer", "bahdanau"):
         translator = Translator.load(MODEL_NAMES[name])
