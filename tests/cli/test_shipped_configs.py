@@ -91,7 +91,7 @@ def _overrides(config: Path, data: Path) -> list[str]:
     if config.stem.startswith("your_photos"):
         photos = ["--data.image_dir", str(data / "flickr8k" / "Flicker8k_Dataset"), "--data.captions_tsv"]
         return [*photos, str(data / "your_photos.tsv"), *YOUR_PHOTOS_DATA]
-    if config.stem.endswith(("_aligned", "_distilled")):  # the bundled Transformer / GRU; links of the 6 train pairs
+    if config.parent.name == "text" and config.stem.endswith(("_aligned", "_distilled")):  # links of 6 train pairs
         links = data / "multi30k-train-links.txt"
         links.write_text("0-0 1-1\n" * 6)
         return ["--data.root", str(data / "multi30k"), "--data.alignments", str(links), "--data.batch_size", "4"]

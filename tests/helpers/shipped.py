@@ -14,11 +14,12 @@ from pathlib import Path
 # tests/captioning/test_caption_languages.py fits them); the dates task,
 # reorder_transformer and the Multi30k configs but one (each network is fitted on reorder, the reader by
 # multi30k_de_en_transformer); the distillation stage (a start from the bundled Transformer with links, as
-# multi30k_de_en_transformer_aligned).
+# multi30k_de_en_transformer_aligned); the captioner's distillation stage (a start from the bundled captioner's first
+# decoder: your_photos).
 SLOW = ("finetune", "coco_", "flickr8k_resnet101_soft", "flickr8k_lite2_hard", "flickr8k_lite2_soft_scst", "dates_",
         "your_photos_scst", "your_pairs", "flickr8k_de_",
         "reorder_transformer", "multi30k_de_en_bahdanau", "multi30k_de_en_luong", "multi30k_de_en_none",
-        "multi30k_en_fr_", "transformer_distilled")  # fmt: skip
+        "multi30k_en_fr_", "transformer_distilled", "flickr8k_distilled")  # fmt: skip
 
 
 def fitted_by_default(config: Path) -> bool:

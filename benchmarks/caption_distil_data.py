@@ -1,0 +1,172 @@
+"""Flickr8k for sequence-level distillation (Kim & Rush 2016) of the bundled captioner's two decoders into one: the
+same photos and split, each train photo's captions replaced by (or joined with) the ensemble's own caption of it
+(configs/caption/flickr8k_distilled.yaml trains the student on it).
+
+    python benchmarks/caption_distil_data.py --data-root ../shared/data/flickr8k --out runs/f8k-distilled
+    caption-train fit --config configs/caption/flickr8k_distilled.yaml --data.root runs/f8k-distilled
+
+Writes into OUT, in Flickr8k's original layout (so that `caption-train`'s flickr8k source reads it, standard split):
+1. ``teacher.jsonl``: ``caption - --jsonl OUT/teacher.jsonl --resume`` of the train photos, the teacher being the
+   bundled captioner at its recorded decoding (``--teacher`` to name another; ``teacher-options.txt`` keeps what it
+   was, and another teacher in the same OUT is refused): ~5 minutes on 2 cores for 6,000 photos; a run cut off goes on
+   where it stopped;
+2. ``Flicker8k_Dataset``: a link to the dataset's photo folder (nothing copied);
+3. ``Flickr8k_text/``: the three split files copied, and ``Flickr8k.token.txt`` with the val and test photos' five
+   references as they were (choices stay on Flickr8k's own val; test stays untouched) and each train photo's captions
+   as ``--train-captions`` says: ``teacher`` (the teacher's caption alone, ``--copies`` times) or ``both`` (the five
+   references, then the teacher's caption ``--copies`` times).
+Prints how often the teacher's caption is one of the photo's references, and its length against theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runs import console_script  # noqa: E402
+
+from captioning.model.reading import caption_tokens  # noqa: E402
+from captioning.training.readers import ORIGINAL_IMAGES, ORIGINAL_TEXT, SPLIT_FILES, TOKEN_FILE  # noqa: E402
+from text_attn.core.safe_files import write_bytes  # noqa: E402
+
+MIXES = ("teacher", "both")
+
+
+def split_names(text_dir: Path) -> dict[str, list[str]]:
+    """{split: photo names in its file's order} from the original layout's split files (blank lines skipped)."""
+    names = {}
+    for split, file in SPLIT_FILES.items():
+        path = text_dir / file
+        if not path.is_file():
+            raise SystemExit(f"caption_distil_data: {path}: not found (--data-root: Flickr8k in its original layout)")
+        names[split] = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
+    return names
+
+
+def references(token_file: Path) -> dict[str, list[str]]:
+    """{photo name: its reference lines as the token file writes them (``name#n<TAB>caption``)}, in file order."""
+    if not token_file.is_file():
+        raise SystemExit(f"caption_distil_data: {token_file}: not found")
+    refs: dict[str, list[str]] = {}
+    for line in token_file.read_text(encoding="utf-8-sig").splitlines():
+        key, tab, caption = line.partition("\t")
+        if tab and caption.strip():
+            refs.setdefault(key.rsplit("#", 1)[0].strip(), []).append(caption.strip())
+    return refs
+
+
+def read_teacher(path: Path) -> dict[str, str]:
+    """{photo name: the teacher's caption} from caption's JSON lines (a record without a caption is left out)."""
+    got = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                if record.get("caption"):
+                    got[Path(record["image"]).name] = record["caption"]
+    return got
+
+
+def teach(photos: list[Path], out: Path, teacher: list[str]) -> dict[str, str]:
+    """The teacher's caption of every photo: those out lacks captioned by ``caption - --jsonl out --resume``, then out
+    read back."""
+    have = read_teacher(out)
+    missing = [p for p in photos if p.name not in have]
+    if missing:
+        command = [console_script("caption"), "-", *teacher, "--jsonl", str(out), "--resume"]
+        print(f"captioning {len(missing):,} of {len(photos):,} photos: {' '.join(command[1:])}", file=sys.stderr)
+        done = subprocess.run(command, input="\n".join(map(str, missing)) + "\n", text=True, stdout=subprocess.DEVNULL)
+        if done.returncode:
+            raise SystemExit(f"caption_distil_data: caption failed (exit {done.returncode}; its message above)")
+    got = read_teacher(out)
+    lost = [p.name for p in photos if p.name not in got]
+    if lost:
+        raise SystemExit(f"caption_distil_data: {out} has no caption for {len(lost):,} photos (first {lost[0]})")
+    return got
+
+
+def token_lines(names: dict[str, list[str]], refs: dict[str, list[str]], taught: dict[str, str], mix: str,
+                copies: int) -> list[str]:  # fmt: skip
+    """The new token file's lines: train photos as ``mix`` says, val and test photos' references as they were."""
+    lines = []
+    for split, photos in names.items():
+        for name in photos:
+            if name not in refs:  # a split file's name with no caption (the real files list a few): left out
+                continue
+            caps = refs[name] if split != "train" or mix == "both" else []
+            if split == "train":
+                caps = caps + [taught[name]] * copies
+            lines += [f"{name}#{n}\t{cap}" for n, cap in enumerate(caps)]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--data-root", type=Path, required=True, help="Flickr8k in its original layout")
+    p.add_argument("--out", type=Path, required=True, help="the folder to write (made where missing)")
+    p.add_argument("--teacher", default="",
+                   help="caption's options naming the teacher and its decoding (default: none, the bundled "
+                        "captioner at its recorded decoding)")  # fmt: skip
+    p.add_argument("--train-captions", choices=MIXES, default="teacher",
+                   help="a train photo's captions: the teacher's alone, or the five references and the teacher's "
+                        "(default: teacher)")  # fmt: skip
+    p.add_argument("--copies", type=int, default=1, help="how many times the teacher's caption is written (default 1)")
+    p.add_argument("--limit", type=int, help="only the first N train photos (a smoke run)")
+    args = p.parse_args(argv)
+    for flag, value in (("--copies", args.copies), ("--limit", args.limit)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be at least 1, got {value}")
+    images, text = args.data_root / ORIGINAL_IMAGES, args.data_root / ORIGINAL_TEXT
+    if not images.is_dir():
+        raise SystemExit(f"caption_distil_data: {images}: no such folder (--data-root: Flickr8k, original layout)")
+    if args.out.resolve() == args.data_root.resolve():
+        raise SystemExit("caption_distil_data: --out is --data-root: it would write over the dataset")
+    t0 = time.perf_counter()
+    names = split_names(text)
+    refs = references(text / TOKEN_FILE)
+    names["train"] = [n for n in names["train"] if n in refs and (images / n).is_file()][: args.limit]
+    args.out.mkdir(parents=True, exist_ok=True)
+    said = args.out / "teacher-options.txt"  # what teacher.jsonl was captioned with: another teacher, another OUT
+    if said.is_file() and said.read_text(encoding="utf-8").strip() != args.teacher.strip():
+        raise SystemExit(f"caption_distil_data: {args.out}'s captions are another teacher's "
+                         f"({said.read_text(encoding='utf-8').strip() or 'the bundled captioner'}): choose another "
+                         "--out")  # fmt: skip
+    write_bytes(said, (args.teacher.strip() + "\n").encode("utf-8"))
+    taught = teach([images / n for n in names["train"]], args.out / "teacher.jsonl", shlex.split(args.teacher))
+    link = args.out / ORIGINAL_IMAGES
+    if not link.is_symlink() and not link.exists():
+        os.symlink(images.resolve(), link, target_is_directory=True)
+    out_text = args.out / ORIGINAL_TEXT
+    out_text.mkdir(exist_ok=True)
+    for split, file in SPLIT_FILES.items():
+        write_bytes(out_text / file, ("\n".join(names[split]) + "\n").encode("utf-8"))
+    lines = token_lines(names, refs, taught, args.train_captions, args.copies)
+    write_bytes(out_text / TOKEN_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
+    train = names["train"]
+    said = sum(caption_tokens(taught[n]) in [caption_tokens(r) for r in refs[n]] for n in train)
+    words = sum(len(caption_tokens(taught[n])) for n in train)
+    ref_words = sum(len(caption_tokens(r)) for n in train for r in refs[n]) / max(1, sum(len(refs[n]) for n in train))
+    print(f"teacher: {said:,} of {len(train):,} captions ({said / len(train):.1%}) are one of the photo's references; "
+          f"{words / len(train):.2f} words a caption against the references' {ref_words:.2f}")  # fmt: skip
+    print(f"wrote {args.out}: {len(train):,} train photos ({args.train_captions}, the teacher's caption x "
+          f"{args.copies}), val and test as they were, in {time.perf_counter() - t0:.0f} s",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    raise SystemExit(run_main(main))
