@@ -3,6 +3,7 @@ console script as a stage with its output in a log file."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shlex
@@ -90,6 +91,20 @@ def _said(err: BaseException) -> str:
 
 
 _WRITTEN: dict[str, str] = {}  # console scripts written by this process where the project is not installed
+
+
+def distil_parser(
+    doc: str, data_help: str, teacher_default: str, teacher_help: str, unit: str
+) -> argparse.ArgumentParser:
+    """The options both distillation-corpus scripts take (benchmarks/distil_data.py, caption_distil_data.py): the
+    dataset, the folder written, the teacher (the command's options naming it) and a smoke run's size."""
+    first, _, rest = doc.partition("\n\n")  # the summary, then the commands and what is written, as the doc has them
+    p = argparse.ArgumentParser(description=first, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", type=Path, required=True, help=data_help)
+    p.add_argument("--out", type=Path, required=True, help="the folder to write (made where missing)")
+    p.add_argument("--teacher", default=teacher_default, help=teacher_help)
+    p.add_argument("--limit", type=int, help=f"only the first N train {unit} (a smoke run)")
+    return p
 
 
 def entry_points(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:

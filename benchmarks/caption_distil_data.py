@@ -20,7 +20,6 @@ Prints how often the teacher's caption is one of the photo's references, and its
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import console_script  # noqa: E402
+from _runs import console_script, distil_parser  # noqa: E402
 
 from captioning.model.reading import caption_tokens  # noqa: E402
 from captioning.training.readers import ORIGINAL_IMAGES, ORIGINAL_TEXT, SPLIT_FILES, TOKEN_FILE  # noqa: E402
@@ -111,19 +110,13 @@ def token_lines(names: dict[str, list[str]], refs: dict[str, list[str]], taught:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--data-root", type=Path, required=True, help="Flickr8k in its original layout")
-    p.add_argument("--out", type=Path, required=True, help="the folder to write (made where missing)")
-    p.add_argument("--teacher", default="",
-                   help="caption's options naming the teacher and its decoding (default: none, the bundled "
-                        "captioner at its recorded decoding)")  # fmt: skip
+    p = distil_parser(__doc__, "Flickr8k in its original layout", "",
+                      "caption's options naming the teacher and its decoding (default: none, the bundled captioner "
+                      "at its recorded decoding)", "photos")  # fmt: skip
     p.add_argument("--train-captions", choices=MIXES, default="teacher",
                    help="a train photo's captions: the teacher's alone, or the five references and the teacher's "
                         "(default: teacher)")  # fmt: skip
     p.add_argument("--copies", type=int, default=1, help="how many times the teacher's caption is written (default 1)")
-    p.add_argument("--limit", type=int, help="only the first N train photos (a smoke run)")
     args = p.parse_args(argv)
     for flag, value in (("--copies", args.copies), ("--limit", args.limit)):
         if value is not None and value < 1:

@@ -18,7 +18,6 @@ Prints how often the teacher wrote the reference exactly, and how long its trans
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import shlex
 import subprocess
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import console_script  # noqa: E402
+from _runs import console_script, distil_parser  # noqa: E402
 
 from text_attn.core.safe_files import refuse_overlap, write_bytes  # noqa: E402
 from text_attn.translation.corpora import corpus_file, read_lines  # noqa: E402
@@ -66,15 +65,9 @@ def teach(sources: list[str], out: Path, teacher: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--data-root", type=Path, required=True, help="the Multi30k folder (<split>.<lang>[.gz] files)")
-    p.add_argument("--out", type=Path, required=True, help="the folder to write (made where missing)")
-    p.add_argument("--teacher", default="--ensemble bahdanau",
-                   help="translate's options naming the teacher (default: '--ensemble bahdanau', the bundled "
-                        "Transformer and GRU as one)")  # fmt: skip
-    p.add_argument("--limit", type=int, help="only the first N train pairs (a smoke run)")
+    p = distil_parser(__doc__, "the Multi30k folder (<split>.<lang>[.gz] files)", "--ensemble bahdanau",
+                      "translate's options naming the teacher (default: '--ensemble bahdanau', the bundled "
+                      "Transformer and GRU as one)", "pairs")  # fmt: skip
     args = p.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         p.error(f"--limit must be at least 1, got {args.limit}")
