@@ -65,14 +65,17 @@ def references(token_file: Path) -> dict[str, list[str]]:
 
 
 def read_teacher(path: Path) -> dict[str, str]:
-    """{photo name: the teacher's caption} from caption's JSON lines (a record without a caption is left out)."""
+    """{photo name: the teacher's caption} from caption's JSON lines (a record without a caption, or a line cut off
+    mid-write, is left out)."""
     got = {}
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+            try:
                 record = json.loads(line)
-                if record.get("caption"):
-                    got[Path(record["image"]).name] = record["caption"]
+            except json.JSONDecodeError:  # half a line, left by a run cut off (caption --resume writes it again)
+                continue
+            if isinstance(record, dict) and record.get("caption"):
+                got[Path(record["image"]).name] = record["caption"]
     return got
 
 

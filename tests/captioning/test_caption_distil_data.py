@@ -66,6 +66,8 @@ def test_a_cut_teacher_file_is_finished_by_caption(tmp_path):
     data = write_original(tmp_path / "f8k", copies=True)
     out = tmp_path / "out"
     _teacher(out, {"coffee.png": TAUGHT["coffee.png"]})  # cut after the first photo: only chelsea is captioned
+    with (out / "teacher.jsonl").open("a") as f:
+        f.write('{"image": "/somewhere/chelsea.png", "capt')  # and in the middle of its line
     assert distil_data(["--data-root", str(data), "--out", str(out), "--teacher", "--beam-size 1"]) == 0
     records = [json.loads(line) for line in (out / "teacher.jsonl").read_text().splitlines()]
     assert [Path(r["image"]).name for r in records] == ["coffee.png", "chelsea.png"]
