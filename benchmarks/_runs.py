@@ -98,12 +98,14 @@ def distil_parser(
 ) -> argparse.ArgumentParser:
     """The options both distillation-corpus scripts take (benchmarks/distil_data.py, caption_distil_data.py): the
     dataset, the folder written, the teacher (the command's options naming it) and a smoke run's size."""
+    from text_attn.core.errors import positive_int  # here, as the other toolkit imports of this module
+
     first, _, rest = doc.partition("\n\n")  # the summary, then the commands and what is written, as the doc has them
     p = argparse.ArgumentParser(description=first, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", type=Path, required=True, help=data_help)
     p.add_argument("--out", type=Path, required=True, help="the folder to write (made where missing)")
     p.add_argument("--teacher", default=teacher_default, help=teacher_help)
-    p.add_argument("--limit", type=int, help=f"only the first N train {unit} (a smoke run)")
+    p.add_argument("--limit", type=positive_int, help=f"only the first N train {unit} (a smoke run)")
     return p
 
 

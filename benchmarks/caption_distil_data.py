@@ -36,7 +36,8 @@ from _runs import console_script, distil_parser  # noqa: E402
 
 from captioning.model.reading import caption_tokens  # noqa: E402
 from captioning.training.readers import ORIGINAL_IMAGES, ORIGINAL_TEXT, SPLIT_FILES, TOKEN_FILE  # noqa: E402
-from text_attn.core.safe_files import write_bytes  # noqa: E402
+from text_attn.core.errors import positive_int  # noqa: E402
+from text_attn.core.safe_files import refuse_overlap, write_bytes  # noqa: E402
 
 MIXES = ("teacher", "both")
 
@@ -119,16 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-captions", choices=MIXES, default="teacher",
                    help="a train photo's captions: the teacher's alone, or the five references and the teacher's "
                         "(default: teacher)")  # fmt: skip
-    p.add_argument("--copies", type=int, default=1, help="how many times the teacher's caption is written (default 1)")
+    p.add_argument("--copies", type=positive_int, default=1,
+                   help="how many times the teacher's caption is written (default 1)")  # fmt: skip
     args = p.parse_args(argv)
-    for flag, value in (("--copies", args.copies), ("--limit", args.limit)):
-        if value is not None and value < 1:
-            p.error(f"{flag} must be at least 1, got {value}")
     images, text = args.data_root / ORIGINAL_IMAGES, args.data_root / ORIGINAL_TEXT
     if not images.is_dir():
         raise SystemExit(f"caption_distil_data: {images}: no such folder (--data-root: Flickr8k, original layout)")
     if args.out.resolve() == args.data_root.resolve():
         raise SystemExit("caption_distil_data: --out is --data-root: it would write over the dataset")
+    out_text = args.out / ORIGINAL_TEXT
+    written = [out_text / f for f in (*SPLIT_FILES.values(), TOKEN_FILE)]
+    # an OUT whose files are the dataset's (a linked Flickr8k_text) would write over what it reads: refused first
+    refuse_overlap({str(path): path for path in written}, [text / f for f in (*SPLIT_FILES.values(), TOKEN_FILE)])
     t0 = time.perf_counter()
     names = split_names(text)
     refs = references(text / TOKEN_FILE)
@@ -144,17 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     link = args.out / ORIGINAL_IMAGES
     if not link.is_symlink() and not link.exists():
         os.symlink(images.resolve(), link, target_is_directory=True)
-    out_text = args.out / ORIGINAL_TEXT
     out_text.mkdir(exist_ok=True)
     for split, file in SPLIT_FILES.items():
         write_bytes(out_text / file, ("\n".join(names[split]) + "\n").encode("utf-8"))
     lines = token_lines(names, refs, taught, args.train_captions, args.copies)
     write_bytes(out_text / TOKEN_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
     train = names["train"]
-    said = sum(caption_tokens(taught[n]) in [caption_tokens(r) for r in refs[n]] for n in train)
+    same = sum(caption_tokens(taught[n]) in [caption_tokens(r) for r in refs[n]] for n in train)
     words = sum(len(caption_tokens(taught[n])) for n in train)
     ref_words = sum(len(caption_tokens(r)) for n in train for r in refs[n]) / max(1, sum(len(refs[n]) for n in train))
-    print(f"teacher: {said:,} of {len(train):,} captions ({said / len(train):.1%}) are one of the photo's references; "
+    print(f"teacher: {same:,} of {len(train):,} captions ({same / len(train):.1%}) are one of the photo's references; "
           f"{words / len(train):.2f} words a caption against the references' {ref_words:.2f}")  # fmt: skip
     print(f"wrote {args.out}: {len(train):,} train photos ({args.train_captions}, the teacher's caption x "
           f"{args.copies}), val and test as they were, in {time.perf_counter() - t0:.0f} s",

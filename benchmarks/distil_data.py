@@ -69,8 +69,6 @@ def main(argv: list[str] | None = None) -> int:
                       "translate's options naming the teacher (default: '--ensemble bahdanau', the bundled "
                       "Transformer and GRU as one)", "pairs")  # fmt: skip
     args = p.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        p.error(f"--limit must be at least 1, got {args.limit}")
     if not args.data_root.is_dir():
         raise SystemExit(f"distil_data: {args.data_root}: no such folder (--data-root: the Multi30k folder)")
     inputs = {(split, lang): corpus_file(args.data_root, split, lang) for split in ("train", *KEPT)

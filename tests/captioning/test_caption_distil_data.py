@@ -15,6 +15,7 @@ from captioning.model.bundled import MODEL_NAMES
 from captioning.model.captioner import Captioner
 from captioning.model.reading import caption_tokens
 from captioning.training.readers import has_standard_split, read_flickr8k
+from text_attn.core.safe_files import OutputRefused
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -83,6 +84,14 @@ def test_refusals(tmp_path):
     data = write_original(tmp_path / "f8k")
     with pytest.raises(SystemExit, match="--out is --data-root"):
         distil_data(["--data-root", str(data), "--out", str(data)])
+    linked = tmp_path / "linked"  # an OUT whose text folder is the dataset's: refused before anything is written
+    linked.mkdir()
+    (linked / "Flickr8k_text").symlink_to(data / "Flickr8k_text", target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in (data / "Flickr8k_text").iterdir()}
+    with pytest.raises(OutputRefused, match=r"Flickr_8k\.trainImages\.txt is also an input"):
+        distil_data(["--data-root", str(data), "--out", str(linked)])
+    assert {p.name: p.read_bytes() for p in (data / "Flickr8k_text").iterdir()} == before
+    assert sorted(p.name for p in linked.iterdir()) == ["Flickr8k_text"]
     (data / "Flickr8k_text" / "Flickr_8k.devImages.txt").unlink()
     with pytest.raises(SystemExit, match=r"Flickr_8k\.devImages\.txt: not found"):
         distil_data(["--data-root", str(data), "--out", str(tmp_path / "out")])
