@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shlex
 import shutil
 import subprocess
@@ -107,6 +108,14 @@ def distil_parser(
     p.add_argument("--teacher", default=teacher_default, help=teacher_help)
     p.add_argument("--limit", type=positive_int, help=f"only the first N train {unit} (a smoke run)")
     return p
+
+
+def teacher_named(command: str, options: str) -> str:
+    """How a distillation corpus's data note (text_attn.core.data_note) names its teacher: ``command`` and the
+    ``--teacher`` options, each path cut to its file name (no machine's folders in a model file: the note is copied
+    into the student's)."""
+    words = [re.sub(r"(^|=)[^=]*[\\/]", r"\1", word) for word in shlex.split(options)]  # --model=a/b.pt: --model=b.pt
+    return " ".join([command, *map(shlex.quote, words)])
 
 
 def entry_points(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:

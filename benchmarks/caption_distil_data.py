@@ -14,7 +14,9 @@ Writes into OUT, in Flickr8k's original layout (so that `caption-train`'s flickr
 3. ``Flickr8k_text/``: the three split files copied, and ``Flickr8k.token.txt`` with the val and test photos' five
    references as they were (choices stay on Flickr8k's own val; test stays untouched) and each train photo's captions
    as ``--train-captions`` says: ``teacher`` (the teacher's caption alone, ``--copies`` times) or ``both`` (the five
-   references, then the teacher's caption ``--copies`` times).
+   references, then the teacher's caption ``--copies`` times);
+4. ``data-note.txt``: whose the train captions are, one line that a student trained on OUT records after its training
+   data (``caption --model-info``; text_attn.core.data_note).
 Prints how often the teacher's caption is one of the photo's references, and its length against theirs.
 """
 
@@ -32,10 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import console_script, distil_parser  # noqa: E402
+from _runs import console_script, distil_parser, teacher_named  # noqa: E402
 
 from captioning.model.reading import caption_tokens  # noqa: E402
 from captioning.training.readers import ORIGINAL_IMAGES, ORIGINAL_TEXT, SPLIT_FILES, TOKEN_FILE  # noqa: E402
+from text_attn.core.data_note import write_data_note  # noqa: E402
 from text_attn.core.errors import positive_int  # noqa: E402
 from text_attn.core.safe_files import refuse_overlap, write_bytes  # noqa: E402
 
@@ -113,6 +116,15 @@ def token_lines(names: dict[str, list[str]], refs: dict[str, list[str]], taught:
     return lines
 
 
+def note(teacher: str, mix: str, copies: int) -> str:
+    """The folder's data note (text_attn.core.data_note): a student's model file says whose captions it learned."""
+    who = teacher_named("caption", teacher) if teacher.strip() else "the bundled captioner at its recorded decoding"
+    times = f" ({copies} copies)" if copies > 1 else ""
+    what = ("the train photos' captions are not the annotators' but a teacher's" if mix == "teacher"
+            else "each train photo's five captions, then a teacher's")  # fmt: skip
+    return f"{what}{times}: {who} (sequence-level distillation); val and test as they were"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = distil_parser(__doc__, "Flickr8k in its original layout", "",
                       "caption's options naming the teacher and its decoding (default: none, the bundled captioner "
@@ -152,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         write_bytes(out_text / file, ("\n".join(names[split]) + "\n").encode("utf-8"))
     lines = token_lines(names, refs, taught, args.train_captions, args.copies)
     write_bytes(out_text / TOKEN_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
+    write_data_note(args.out, note(args.teacher, args.train_captions, args.copies))
     train = names["train"]
     same = sum(caption_tokens(taught[n]) in [caption_tokens(r) for r in refs[n]] for n in train)
     words = sum(len(caption_tokens(taught[n])) for n in train)

@@ -12,7 +12,9 @@ Writes into OUT, each step skipped where its file is already complete (a run cut
    beam 8): ~22 minutes on 2 cores;
 2. ``train.de.gz`` / ``train.en.gz`` (the original pairs, then the same sources with the teacher's translations),
    and val and test_2016_flickr copied as they are (choices stay on Multi30k's own val; test stays untouched);
-3. ``train-links.txt``: benchmarks/word_align.py's links of the new train pairs (~2 minutes).
+3. ``train-links.txt``: benchmarks/word_align.py's links of the new train pairs (~2 minutes);
+4. ``data-note.txt``: whose the second half's translations are, one line that a student trained on OUT records after
+   its training data (``translate --model-info``; text_attn.core.data_note).
 Prints how often the teacher wrote the reference exactly, and how long its translations are against the references.
 """
 
@@ -29,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import console_script, distil_parser  # noqa: E402
+from _runs import console_script, distil_parser, teacher_named  # noqa: E402
 
+from text_attn.core.data_note import write_data_note  # noqa: E402
 from text_attn.core.safe_files import refuse_overlap, write_bytes  # noqa: E402
 from text_attn.translation.corpora import corpus_file, read_lines  # noqa: E402
 
@@ -88,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         write_bytes(path, gzip.compress(("\n".join(text) + "\n").encode("utf-8")))
     for copy, found in kept.items():
         write_bytes(copy, found.read_bytes())
+    # a student's model file says whose translations it learned (text_attn.core.data_note)
+    write_data_note(args.out, f"train: the pairs, then the same sources again with a teacher's translations: "
+                    f"{teacher_named('translate', args.teacher)} (sequence-level distillation); val and test as "
+                    "they were")  # fmt: skip
     links = args.out / "train-links.txt"
     if not (links.is_file() and len(lines(links)) == 2 * len(sources)):
         links.unlink(missing_ok=True)

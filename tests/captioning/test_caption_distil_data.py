@@ -14,7 +14,9 @@ from helpers.flickr8k import write_original
 from captioning.model.bundled import MODEL_NAMES
 from captioning.model.captioner import Captioner
 from captioning.model.reading import caption_tokens
+from captioning.training.data import CaptionDataModule
 from captioning.training.readers import has_standard_split, read_flickr8k
+from text_attn.core.data_note import read_data_note
 from text_attn.core.safe_files import OutputRefused
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +52,13 @@ def test_train_photos_get_the_teachers_captions_and_val_test_keep_theirs(tmp_pat
         assert after["train"][name] == refs + [caption_tokens(caption)] * copies
     assert after["val"] == before["val"] and after["test"] == before["test"]
     assert (out / "Flicker8k_Dataset").resolve() == (data / "Flicker8k_Dataset").resolve()  # linked, not copied
+    # a student's model file says whose captions it learned: the folder's note, after Flickr8k in its facts
+    whose = {"teacher": "the train photos' captions are not the annotators' but a teacher's",
+             "both": "each train photo's five captions, then a teacher's (2 copies)"}[mix]  # fmt: skip
+    note = f"{whose}: the bundled captioner at its recorded decoding (sequence-level distillation); val and test as"
+    assert read_data_note(out) == note + " they were"
+    facts = CaptionDataModule(source="flickr8k", root=str(out)).facts
+    assert facts["training_data"].endswith("English captions; " + note + " they were")
     printed = capsys.readouterr().out
     said = "teacher: 0 of 2 captions (0.0%) are one of the photo's references; 7.00 words a caption against the "
     assert said + "references' 4.00" in printed
@@ -98,6 +107,7 @@ def test_refusals(tmp_path):
     data = write_original(tmp_path / "f8k2")
     _teacher(tmp_path / "taught", TAUGHT)
     assert distil_data(["--data-root", str(data), "--out", str(tmp_path / "taught")]) == 0
+    assert "a teacher's: the bundled captioner at its" in read_data_note(tmp_path / "taught")
     with pytest.raises(SystemExit, match="captions are another teacher's \\(the bundled captioner\\): choose another"):
         distil_data(["--data-root", str(data), "--out", str(tmp_path / "taught"), "--teacher", "--model x.pt"])
     for flag in ("--copies", "--limit"):

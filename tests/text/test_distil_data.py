@@ -12,8 +12,11 @@ import pytest
 from helpers.multi30k import DE, EN, write_corpus
 from helpers.tiny_translator import tiny_subword_model_file
 
+from text_attn.core.data_note import read_data_note, write_data_note
 from text_attn.core.safe_files import OutputRefused
+from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.pairs import TaskError
+from text_attn.translation.tokens import TextCodec
 from text_attn.translation.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +43,10 @@ def test_the_corpus_holds_both_targets_and_their_links(tmp_path, capsys):
     assert len(links) == 12 and all(link.split("-")[0].isdigit() for line in links for link in line.split())
     for name in ("val.de.gz", "val.en.gz", "test_2016_flickr.de.gz", "test_2016_flickr.en.gz"):
         assert (out / name).read_bytes() == (data / name).read_bytes()
+    # a student's model file says whose translations it learned, the teacher's file named without its folders
+    assert read_data_note(out) == (f"train: the pairs, then the same sources again with a teacher's translations: "
+                                   f"translate --model {model.name} (sequence-level distillation); val and test as "
+                                   "they were")  # fmt: skip
     same = sum(a == b for a, b in zip(taught, EN, strict=True))
     assert f"teacher: {same:,} of 6 translations" in capsys.readouterr().out
 
@@ -73,3 +80,15 @@ def test_refusals(tmp_path):
     with pytest.raises(OutputRefused, match=r"train\.de\.gz is also an input"):
         distil_data(["--data-root", str(data), "--out", str(data)])
     assert {p.name: p.read_bytes() for p in data.iterdir()} == before
+
+
+def test_a_model_trained_on_the_folder_records_its_note(tmp_path):
+    """The note (text_attn.core.data_note) follows Multi30k in the facts a model file records; a word model's file
+    from before 2026-12-02 names its target language only there, and is still read past the note."""
+    write_data_note(tmp_path, "train: a teacher's translations")
+    facts = TranslationDataModule(task="pair", root=str(tmp_path), src_lang="de", tgt_lang="fr").facts
+    said = "Multi30k task 1 (Elliott et al. 2016), German -> French; train: a teacher's translations"
+    assert facts["training_data"] == said
+    assert TextCodec.from_metadata({"info": facts}).target_lang == "fr"
+    bundled = {"training_data": "Multi30k, German -> English: 29,000 training pairs, and ... (distillation)"}
+    assert TextCodec.from_metadata({"info": bundled}).target_lang == "en"

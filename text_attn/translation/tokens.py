@@ -5,6 +5,7 @@ Lightning."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -235,7 +236,9 @@ def _named_target(info: object) -> str | None:
     for key in ("languages", "training_data"):
         pair = info.get(key) if isinstance(info, dict) else None
         if isinstance(pair, str) and " -> " in pair:
-            return codes.get(pair.rsplit(" -> ", 1)[1].strip())
+            # the first arrow's next word: the facts may go on after the pair (": 29,000 pairs", a folder's note)
+            target = re.match(r"\s*(\w+)", pair.split(" -> ", 1)[1])
+            return codes.get(target.group(1)) if target else None
     return None
 
 
