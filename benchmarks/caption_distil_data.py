@@ -37,7 +37,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _runs import console_script, distil_parser, teacher_named  # noqa: E402
 
 from captioning.model.reading import caption_tokens  # noqa: E402
-from captioning.training.readers import ORIGINAL_IMAGES, ORIGINAL_TEXT, SPLIT_FILES, TOKEN_FILE  # noqa: E402
+from captioning.training.readers import (  # noqa: E402
+    ORIGINAL_IMAGES,
+    ORIGINAL_TEXT,
+    SPLIT_FILES,
+    TOKEN_FILE,
+    read_token_file,
+)
 from text_attn.core.data_note import write_data_note  # noqa: E402
 from text_attn.core.errors import positive_int  # noqa: E402
 from text_attn.core.safe_files import refuse_overlap, write_bytes  # noqa: E402
@@ -56,16 +62,12 @@ def split_names(text_dir: Path) -> dict[str, list[str]]:
     return names
 
 
-def references(token_file: Path) -> dict[str, list[str]]:
-    """{photo name: its reference lines as the token file writes them (``name#n<TAB>caption``)}, in file order."""
+def references(token_file: Path, images: Path) -> dict[str, list[str]]:
+    """{photo name: its reference captions as written}, in file order, for the photos in the folder ``images`` (the
+    reader's own parsing of ``name#n<TAB>caption`` lines: captioning.training.readers.read_token_file)."""
     if not token_file.is_file():
         raise SystemExit(f"caption_distil_data: {token_file}: not found")
-    refs: dict[str, list[str]] = {}
-    for line in token_file.read_text(encoding="utf-8-sig").splitlines():
-        key, tab, caption = line.partition("\t")
-        if tab and caption.strip():
-            refs.setdefault(key.rsplit("#", 1)[0].strip(), []).append(caption.strip())
-    return refs
+    return read_token_file(token_file, {p.name for p in images.iterdir()}, read=str.strip)
 
 
 def read_teacher(path: Path) -> dict[str, str]:
@@ -146,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     refuse_overlap({str(path): path for path in written}, [text / f for f in (*SPLIT_FILES.values(), TOKEN_FILE)])
     t0 = time.perf_counter()
     names = split_names(text)
-    refs = references(text / TOKEN_FILE)
-    names["train"] = [n for n in names["train"] if n in refs and (images / n).is_file()][: args.limit]
+    refs = references(text / TOKEN_FILE, images)
+    names["train"] = [n for n in names["train"] if n in refs][: args.limit]
     args.out.mkdir(parents=True, exist_ok=True)
     said = args.out / "teacher-options.txt"  # what teacher.jsonl was captioned with: another teacher, another OUT
     if said.is_file() and said.read_text(encoding="utf-8").strip() != args.teacher.strip():

@@ -70,8 +70,10 @@ import random
 import re
 import sys
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from captioning.model.reading import APOSTROPHES, caption_tokens
 from captioning.training.attention_targets import TokenBoxes
@@ -346,8 +348,9 @@ def _image_names(folder: Path) -> set[str]:
     return names
 
 
-def read_token_file(path: Path, images: set[str]) -> dict[str, list[list[str]]]:
-    """``<image>#<n><TAB><caption>`` lines -> {image name: [tokens, ...]} in file order, for images in ``images``."""
+def read_token_file(path: Path, images: set[str], read: Callable[[str], Any] = caption_tokens) -> dict[str, list]:
+    """``<image>#<n><TAB><caption>`` lines -> {image name: [tokens, ...]} in file order, for images in ``images``.
+    ``read``: what each caption becomes (default: its tokens; ``str.strip``: its text, for a file written again)."""
     text = _read_text(path, "captions file")
     captions: dict[str, list[list[str]]] = {}
     skipped, total, first = 0, 0, ""
@@ -357,7 +360,7 @@ def read_token_file(path: Path, images: set[str]) -> dict[str, list[list[str]]]:
         total += 1
         key, tab, caption = line.partition("\t")
         name = key.rsplit("#", 1)[0].strip()
-        toks = caption_tokens(caption)
+        toks = read(caption)
         if not tab or name not in images or not toks:
             skipped, first = skipped + 1, first or line[:60]
             continue
