@@ -30,6 +30,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -42,10 +43,12 @@ from captioning.model.network import CaptionModel
 from captioning.model.reading import folded_vocabulary
 from captioning.photos.jpeg_step import AUTO, PhotoFormat
 from captioning.training.cuda_graphs import GraphedDecoder, pad_to_bucket
+from captioning.training.distillation import load_teacher
 from captioning.training.feature_cache import UNREADABLE_BATCH, FeatureCacheCallback
 from captioning.training.grounding import grounding
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
 from captioning.training.readers import split_clash
+from text_attn.core.decoding import evaluating
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics, reads_as_english, reported
@@ -264,9 +267,33 @@ class CaptionModule(RunState, pl.LightningModule):
             )
         if stage in (None, "fit") and self.objective.cfg.scst:
             self.objective.use_references(dm.train_references)  # SCST's CIDEr-D document frequencies
+        if stage in (None, "fit") and self.objective.cfg.distil_from and self.objective._teacher is None:
+            self._use_teacher(self.objective.cfg.distil_from)
         note = one_val_photo_line(self.trainer, dm) if stage in (None, "fit") else None
         if note and self.trainer.is_global_zero:
             print(f"caption-train: {note}", file=sys.stderr)
+
+    def _use_teacher(self, name: str) -> None:
+        """model.objective.distil_from's teacher, read once as fit starts (and again on resume: no checkpoint holds
+        it), said in one line. It reads the student's features: a student whose encoder trains, or with hard
+        attention (its loss is eq. 12's, not a word distribution's), is refused in one line."""
+        opt = "model.objective.distil_from"
+        if self.decoder_config.attention == "hard":
+            raise ValueError(f"{opt}: word-level distillation teaches a soft-attention student; this one is hard")
+        if self.model.encoder.fine_tune != "none":
+            raise ValueError(f"{opt}: the teacher reads the student's features: set model.encoder.fine_tune: none "
+                             f"(the encoder frozen), not {self.model.encoder.fine_tune}")  # fmt: skip
+
+        def encode(images: torch.Tensor) -> torch.Tensor:
+            with evaluating(self.model.encoder), torch.no_grad():
+                return self.model.encoder(images)
+
+        teacher, line = load_teacher(name, self.vocab, encode, self.model.encoder.preprocess.image_size)
+        self.objective.use_teacher(teacher)
+        self._start_info = {**self._start_info, "distilled_from": f"{Path(name).name}, its next-word probabilities "
+                            f"at weight {self.objective.cfg.distil_weight:g}"}  # fmt: skip
+        if self.trainer.is_global_zero:
+            print(f"caption-train: {line}", file=sys.stderr)
 
     def check_fit_start(self, from_checkpoint: bool) -> None:
         check_scst_start(self.objective.cfg, self.hparams.init_from, from_checkpoint)  # SCST from random weights

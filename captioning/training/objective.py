@@ -63,6 +63,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.model.fast_path import cross_entropy
+from captioning.training.distillation import Teacher, distillation_loss
 from text_attn.core.attention_supervision import attention_supervision_loss, attention_supervision_rows
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
@@ -114,6 +115,12 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     scst_meteor: adds this x the caption's METEOR-like unigram score (text_attn.core.rewards.unigram_fmean: exact
         matches, recall-weighted, fragmentation penalty; no stems or synonyms): the references' words a caption leaves
         out, which BLEU does not count. 0 (default): off.
+    distil_from: a teacher (a model file, or a bundled name such as ``flickr8k``; an ensemble decodes as one) whose
+        next-word probabilities the student learns at every word of the training captions (word-level knowledge
+        distillation: captioning.training.distillation); it reads the student's features, so the student's encoder
+        must be frozen and give the teacher's features (checked). null (default): off. Soft attention,
+        cross-entropy training only.
+    distil_weight: α: the loss is (1 - α) x cross-entropy + α x KL(teacher || student) per word (default 0.5).
     """
 
     ds_lambda: float = 1.0
@@ -126,6 +133,8 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     collapse_ratio: float = 0.95
     scst_bleu: float = 0.0
     scst_meteor: float = 0.0
+    distil_from: str | None = None
+    distil_weight: float = 0.5
 
     def __post_init__(self):
         super().__post_init__()
@@ -149,6 +158,11 @@ class ObjectiveConfig(SequenceObjectiveConfig):
             raise ValueError(f"{PREFIX}.baseline_decay must be at least 0 and below 1, got {self.baseline_decay:g}")
         if self.scst and self.ds_lambda > 0:  # SCST's loss has no reference caption's attention to penalise
             raise ValueError(unused_under_scst("ds_lambda", self.ds_lambda))
+        if not 0 <= self.distil_weight <= 1:
+            raise ValueError(f"{PREFIX}.distil_weight must be between 0 and 1, got {self.distil_weight:g}")
+        if self.scst and self.distil_from:  # SCST samples its own captions: there is no written word to mix with
+            raise ValueError(f"{PREFIX}.distil_from is for cross-entropy training; SCST's loss has no term for it: "
+                             "distil first, then run SCST from that model")  # fmt: skip
 
 
 # the caption-only options first (messages name them in this order), then those both families take
@@ -181,6 +195,7 @@ class CaptionObjective(nn.Module):
         self.baseline = MovingAverageBaseline(cfg.baseline_decay) if hard else None
         self._collapse = CollapseMonitor(cfg.collapse_warmup, cfg.collapse_ratio)
         self._reward: CaptionReward | None = None
+        self._teacher: Teacher | None = None
 
     @property
     def collapse_monitor(self) -> CollapseMonitor:
@@ -201,7 +216,14 @@ class CaptionObjective(nn.Module):
                 names |= {"baseline"} if cfg.rl_reward == "caption" else set()
         if cfg.attn_sup_lambda > 0:
             names.add("train_attn_sup")
+        if cfg.distil_from and not cfg.scst:
+            names.add("train_kd")
         return frozenset(names)
+
+    def use_teacher(self, teacher: Teacher) -> None:
+        """``distil_from``'s teacher (captioning.training.distillation.load_teacher): a plain attribute, not a
+        submodule, so no checkpoint or model file holds its weights."""
+        self._teacher = teacher
 
     def use_references(self, train_references: list[list[list[str]]]) -> None:
         """SCST's reward: CIDEr-D with document frequencies from these (per training image, its token lists), plus
@@ -238,6 +260,11 @@ class CaptionObjective(nn.Module):
         if cfg.attn_sup_lambda > 0 and "attn_targets" in batch:
             sup = attention_supervision_loss(out.alphas, batch["attn_targets"], batch["attn_targets_mask"])
             loss, parts = loss + cfg.attn_sup_lambda * sup, {**parts, "attn_sup": sup}
+        if self._teacher is not None and decoder.training and not self.hard:
+            # (1 - α) · ce + α · KL: the cross-entropy part of the loss exchanged for the teacher's at weight α
+            teacher_lp = self._teacher.log_probs(features, batch["captions_in"])  # (B, T, S)
+            kd = distillation_loss(out.logits, teacher_lp, self._teacher.student_ids, batch["targets"], pad_id)
+            loss, parts = loss + cfg.distil_weight * (kd - parts["ce"]), {**parts, "kd": kd}
         return loss, parts
 
     def evaluation_sums(
@@ -284,8 +311,9 @@ class CaptionObjective(nn.Module):
         loss, parts = self.teacher_forced(model, features, batch, vocab.pad_id, step, forward)
         check_finite(loss, step)  # before the baseline takes this batch's rewards
         logs = {"train_loss": loss, "train_ce": parts["ce"], "train_ds": parts["ds"]}
-        if "attn_sup" in parts:
-            logs["train_attn_sup"] = parts["attn_sup"]
+        for name in ("attn_sup", "kd"):
+            if name in parts:
+                logs[f"train_{name}"] = parts[name]
         warning = self._after_hard_step(parts, logs, features.size(1), step) if "reinforce" in parts else None
         return ObjectiveResult(loss, logs, warning)
 

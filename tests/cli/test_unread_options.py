@@ -200,6 +200,9 @@ AT_DEFAULT = [
                  id="scst_bleu"),
     pytest.param(caption_train, ["--model.init_vocab", "extend"], "without model.init_from reads no model.init_vocab",
                  id="init_vocab"),
+    pytest.param(caption_train, ["--model.objective.distil_weight", "0.5"], "model.objective.distil_from null reads "
+                 "no model.objective.distil_weight: name a teacher with model.objective.distil_from",
+                 id="distil_weight"),
     pytest.param(text_train, ["--model.objective.scst_samples", "5"], "reads no model.objective.scst_samples",
                  id="text_scst_samples"),
     pytest.param(text_train, ["--model.init_vocab", "extend"], "without model.init_from reads no model.init_vocab",

@@ -1,0 +1,113 @@
+"""Word-level knowledge distillation (Hinton et al. 2015; Kim & Rush 2016's word-level form): at every word of a
+training caption the student also learns the teacher's whole next-word distribution, not only the written word.
+``model.objective.distil_from`` names the teacher (a model file or a bundled name; an ensemble's distribution is the
+mean of its decoders' probabilities, as it captions) and ``distil_weight`` α mixes the two losses:
+(1 - α) · cross-entropy + α · KL(p_teacher ‖ p_student), per word, over the non-pad words.
+
+The teacher reads the student's own region features (the cached features of a frozen encoder), so its encoder must
+give the same features as the student's: checked once on a probe image at fit's start. Its words are matched to the
+student's by spelling: a word only the student knows gets no probability from the teacher, and the teacher's
+probability of a word the student lacks is left out (the rest renormalised)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from captioning.model.decoder import ShowAttendTellDecoder
+from text_attn.core.precision import widened
+from text_attn.core.vocab import Vocabulary, is_word
+
+FEATURES_ATOL = 1e-3  # the probe's features, teacher's against student's: float32 round-off of one network is far less
+
+
+@dataclass
+class Teacher:
+    """The teacher's decoders (eval mode, never trained: not a submodule of the student, so no checkpoint holds
+    them) and the words both vocabularies have: ``teacher_ids`` and ``student_ids`` (S,) at the same positions;
+    ``to_teacher`` (V_student,) each student id's teacher id (<unk>'s where the teacher lacks the word)."""
+
+    name: str
+    decoders: list[ShowAttendTellDecoder]
+    teacher_ids: Tensor  # (S,) long
+    student_ids: Tensor  # (S,) long
+    to_teacher: Tensor  # (V_student,) long
+
+    def to(self, device: torch.device) -> Teacher:
+        if self.teacher_ids.device != device:
+            for d in self.decoders:
+                d.to(device)
+            self.teacher_ids, self.student_ids = self.teacher_ids.to(device), self.student_ids.to(device)
+            self.to_teacher = self.to_teacher.to(device)
+        return self
+
+    @torch.no_grad()
+    def log_probs(self, features: Tensor, captions_in: Tensor) -> Tensor:
+        """features (B, L, D), captions_in (B, T) in the student's ids -> the teacher's log-probabilities of the
+        shared words (B, T, S), renormalised over them; the captions read in the teacher's ids (a word only the
+        student knows as the teacher's <unk>)."""
+        self.to(features.device)
+        read = self.to_teacher[captions_in]  # (B, T)
+        per_member = [F.log_softmax(widened(d(features, read).logits), dim=-1) for d in self.decoders]  # (B, T, V_t)
+        # the mean of the members' probabilities (DecoderEnsemble.step's), in logs: (K, B, T, V_t) -> (B, T, V_t)
+        mean = torch.logsumexp(torch.stack(per_member), dim=0) - math.log(len(per_member))
+        shared = mean.index_select(-1, self.teacher_ids)  # (B, T, S)
+        return shared - torch.logsumexp(shared, dim=-1, keepdim=True)
+
+
+def shared_words(teacher: Vocabulary, student: Vocabulary) -> tuple[list[int], list[int]]:
+    """(teacher ids, student ids) of the words both spell alike, in the student's order."""
+    pairs = [(teacher.stoi[w], i) for i, w in enumerate(student.itos) if w in teacher.stoi]
+    return [t for t, _ in pairs], [s for _, s in pairs]
+
+
+def distillation_loss(student_logits: Tensor, teacher_lp: Tensor, student_ids: Tensor, targets: Tensor, pad_id: int):
+    """KL(p_teacher ‖ p_student) per non-pad word, averaged over them: student_logits (B, T, V), teacher_lp (B, T, S)
+    over the shared words ``student_ids`` (S,), targets (B, T) (where pad says which words are padding). The
+    student's distribution is its full softmax read at the shared words (mass it gives to others is a cost too)."""
+    student_lp = F.log_softmax(widened(student_logits), dim=-1).index_select(-1, student_ids)  # (B, T, S)
+    per_word = (teacher_lp.exp() * (teacher_lp - student_lp)).sum(-1)  # (B, T)
+    real = targets != pad_id
+    return (per_word * real).sum() / real.sum().clamp(min=1)
+
+
+def load_teacher(name: str, student: Vocabulary, encode, image_size: int) -> tuple[Teacher, str]:
+    """The teacher ``name`` (a model file or a bundled name) for a student of vocabulary ``student`` whose encoder is
+    ``encode`` ((B, 3, H, W) -> (B, L, D)) at ``image_size`` px; and the line fit prints of it. A teacher whose
+    features differ from the student's, or that shares no word with it: ValueError, one line naming the option."""
+    from captioning.model.captioner import Captioner
+    from text_attn.core.modelfile import ModelFileError
+
+    opt = "model.objective.distil_from"
+    try:
+        loaded = Captioner.load(name)
+    except ModelFileError as err:
+        raise ValueError(f"{opt}: {err}") from None
+    size = loaded.model.encoder.preprocess.image_size
+    if size != image_size:
+        raise ValueError(f"{opt}: {name} reads photos at {size} px, the student at {image_size}: it needs the "
+                         "student's features (the same encoder, frozen)")  # fmt: skip
+    probe = torch.Generator().manual_seed(0)
+    image = torch.rand(2, 3, image_size, image_size, generator=probe)
+    with torch.no_grad():
+        theirs, ours = loaded.model.encoder.eval()(image), encode(image)
+    if theirs.shape != ours.shape or not torch.allclose(theirs, ours.to(theirs.device), atol=FEATURES_ATOL):
+        raise ValueError(
+            f"{opt}: {name}'s encoder gives other features than the student's: the teacher reads the student's "
+            "(cached) features, so both need the same encoder (weights and settings)"
+        )
+    teacher_ids, student_ids = shared_words(loaded.vocab, student)
+    if not any(is_word(student.itos[i]) for i in student_ids):
+        raise ValueError(f"{opt}: {name} shares no word with the student's vocabulary")
+    to_teacher = torch.full((len(student),), Vocabulary.unk_id, dtype=torch.long)
+    to_teacher[student_ids] = torch.tensor(teacher_ids)
+    decoders = [d.eval().requires_grad_(False) for d in loaded.decoders]
+    teacher = Teacher(name, decoders, torch.tensor(teacher_ids), torch.tensor(student_ids), to_teacher)
+    kind = f"an ensemble of {len(decoders)} decoders" if len(decoders) > 1 else "one decoder"
+    line = (f"{opt} {name} ({kind}): the student learns its next-word probabilities over the {len(teacher_ids):,} "
+            f"words both know (of its {len(loaded.vocab):,}; the student's {len(student):,})")  # fmt: skip
+    return teacher, line

@@ -1,0 +1,158 @@
+"""Word-level distillation (captioning.training.distillation, ``model.objective.distil_from``): the teacher's
+distribution is its search's (an ensemble's mean, step by step), read at the words both vocabularies spell alike;
+the loss is KL(teacher || student) by hand, mixed with the cross-entropy at weight α; a fit lowers it, and the model
+file says whose probabilities it learned; a teacher that cannot teach this student is refused in one line."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from captioning.commands.train import caption_train_cli
+from captioning.model.captioner import Captioner
+from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
+from captioning.model.ensemble import DecoderEnsemble
+from captioning.training.distillation import Teacher, distillation_loss, shared_words
+from captioning.training.objective import CaptionObjective, ObjectiveConfig
+from text_attn.core.vocab import Vocabulary
+
+CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
+CFG = dict(vocab_size=9, feature_dim=12, embed_dim=8, hidden_dim=16, attn_dim=10)
+
+
+def _members(n: int) -> list[ShowAttendTellDecoder]:
+    torch.manual_seed(3)
+    return [ShowAttendTellDecoder(DecoderConfig(**CFG)).eval() for _ in range(n)]
+
+
+def _teacher(members, teacher_ids, student_ids, to_teacher) -> Teacher:
+    return Teacher("t", members, torch.tensor(teacher_ids), torch.tensor(student_ids), torch.tensor(to_teacher))
+
+
+def test_the_teachers_distribution_is_its_ensembles_step_by_step():
+    members = _members(2)
+    every = list(range(9))
+    teacher = _teacher(members, every, every, every)
+    feats = torch.randn(3, 5, 12)
+    captions_in = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0], [1, 8, 4, 2]])
+    got = teacher.log_probs(feats, captions_in)  # (3, 4, 9)
+    ens = DecoderEnsemble(members).eval()
+    state = ens.init_state(feats)
+    with torch.no_grad():
+        for t in range(captions_in.size(1)):
+            step_lp, _, state = ens.step(captions_in[:, t], state)
+            torch.testing.assert_close(got[:, t], step_lp, rtol=0, atol=1e-5)
+    torch.testing.assert_close(got.exp().sum(-1), torch.ones(3, 4))
+
+
+def test_words_are_matched_by_spelling_and_the_rest_renormalised():
+    teacher_vocab = Vocabulary(["<pad>", "<bos>", "<eos>", "<unk>", "a", "dog", "cat", "runs", "sits"])
+    student_vocab = Vocabulary(["<pad>", "<bos>", "<eos>", "<unk>", "cat", "a", "bird"])  # no dog, runs, sits
+    teacher_ids, student_ids = shared_words(teacher_vocab, student_vocab)
+    assert (teacher_ids, student_ids) == ([0, 1, 2, 3, 6, 4], [0, 1, 2, 3, 4, 5])
+    (member,) = _members(1)
+    teacher = _teacher([member], teacher_ids, student_ids, [0, 1, 2, 3, 6, 4, 3])  # bird: the teacher's <unk>
+    feats = torch.randn(2, 5, 12)
+    captions_in = torch.tensor([[1, 4, 6], [1, 5, 4]])  # "cat bird" read as "cat <unk>"; "a cat"
+    got = teacher.log_probs(feats, captions_in)  # (2, 3, 6)
+    with torch.no_grad():
+        full = F.log_softmax(member(feats, torch.tensor([[1, 6, 3], [1, 4, 6]])).logits, dim=-1)  # teacher's ids
+    kept = full[..., teacher_ids]
+    torch.testing.assert_close(got, kept - kept.logsumexp(-1, keepdim=True), rtol=0, atol=1e-6)
+
+
+def test_the_loss_is_the_kl_by_hand_over_the_real_words():
+    teacher_lp = torch.log(torch.tensor([[[0.5, 0.25, 0.25], [0.2, 0.3, 0.5]]]))  # (1, 2, 3); the second is padding
+    logits = torch.tensor([[[0.0, 1.0, 2.0, 5.0], [1.0, 1.0, 1.0, 1.0]]])  # (1, 2, 4): word 3 is the student's own
+    student_ids = torch.tensor([0, 1, 2])
+    q = [math.exp(x) / sum(math.exp(y) for y in (0.0, 1.0, 2.0, 5.0)) for x in (0.0, 1.0, 2.0)]
+    by_hand = sum(p * (math.log(p) - math.log(qi)) for p, qi in zip((0.5, 0.25, 0.25), q, strict=True))
+    got = distillation_loss(logits, teacher_lp, student_ids, torch.tensor([[5, 0]]), pad_id=0)
+    assert got.item() == pytest.approx(by_hand, rel=1e-6)
+    same = torch.log(torch.tensor([[[0.1, 0.2, 0.7]]]))  # the student exactly the teacher: nothing to learn
+    assert distillation_loss(same, same, student_ids, torch.tensor([[4]]), pad_id=0).item() == pytest.approx(
+        0, abs=1e-6
+    )
+
+
+def test_alpha_trades_the_cross_entropy_for_the_teachers_loss():
+    torch.manual_seed(0)
+    from captioning.model.network import CaptionModel
+
+    members = _members(1)
+    batch = {"captions_in": torch.tensor([[1, 4, 5], [1, 6, 0]]), "targets": torch.tensor([[4, 5, 2], [6, 2, 0]])}
+    feats = torch.randn(2, 5, 12)
+    student = ShowAttendTellDecoder(DecoderConfig(**CFG)).train()
+    student.dropout.p = 0.0  # the same forward each call
+    model = CaptionModel.__new__(CaptionModel)
+    torch.nn.Module.__init__(model)
+    model.decoder = student
+    every = list(range(9))
+    losses = {}
+    for alpha in (0.0, 0.3, 1.0):
+        objective = CaptionObjective(ObjectiveConfig(ds_lambda=0.0, distil_from="t", distil_weight=alpha), hard=False)
+        objective.use_teacher(_teacher(members, every, every, every))
+        losses[alpha], parts = objective.teacher_forced(model, feats, batch, pad_id=0)
+        assert set(parts) == {"ce", "ds", "kd"}
+    ce, kd = parts["ce"].item(), parts["kd"].item()
+    assert losses[0.0].item() == pytest.approx(ce, rel=1e-6) and losses[1.0].item() == pytest.approx(kd, rel=1e-6)
+    assert losses[0.3].item() == pytest.approx(0.7 * ce + 0.3 * kd, rel=1e-6)
+    assert "train_kd" in objective.training_logs()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"distil_weight": 1.5}, "distil_weight must be between 0 and 1, got 1.5"),
+        ({"distil_from": "flickr8k", "scst": True, "ds_lambda": 0.0}, "distil_from is for cross-entropy training"),
+    ],
+)
+def test_bad_options_are_one_line(options, message):
+    with pytest.raises(ValueError, match=message):
+        ObjectiveConfig(**options)
+
+
+def _fit(tmp_path: Path, name: str, *more: str):
+    return caption_train_cli([
+        "fit", "--config", CONFIG, "--trainer.max_steps", "40", "--trainer.limit_val_batches", "0",
+        "--trainer.log_every_n_steps", "1", "--trainer.logger", "pytorch_lightning.loggers.CSVLogger",
+        "--trainer.logger.save_dir", str(tmp_path / name), "--model.export_path", str(tmp_path / name / "model.pt"),
+        *more,
+    ])  # fmt: skip
+
+
+@pytest.mark.long  # two tiny fits (~10 s)
+def test_a_fit_lowers_the_teachers_loss_and_the_file_says_so(tmp_path, capsys):
+    _fit(tmp_path, "teacher")
+    teacher = tmp_path / "teacher" / "model.pt"
+    cli = _fit(tmp_path, "student", "--model.objective.distil_from", str(teacher),
+               "--model.objective.distil_weight", "1.0", "--model.lr", "0.003")  # fmt: skip
+    assert f"model.objective.distil_from {teacher} (one decoder): the student learns its next-word" in (
+        capsys.readouterr().err
+    )
+    rows = list(csv.DictReader(open(Path(cli.trainer.logger.log_dir) / "metrics.csv")))
+    kd = [float(r["train_kd"]) for r in rows if r.get("train_kd")]
+    assert len(kd) >= 30 and sum(kd[-5:]) < 0.5 * sum(kd[:5]), kd
+    info = Captioner.load(tmp_path / "student" / "model.pt").info
+    assert info["distilled_from"] == "model.pt, its next-word probabilities at weight 1"
+
+
+@pytest.mark.long
+def test_a_teacher_that_sees_other_features_is_refused(tmp_path, capsys):
+    _fit(tmp_path, "teacher", "--seed_everything", "1")  # another random encoder
+    teacher = str(tmp_path / "teacher" / "model.pt")
+    for more, message in [
+        ((), "encoder gives other features than the student's: the teacher reads the student's (cached) features"),
+        (("--model.encoder.fine_tune", "last"), "reads the student's features: set model.encoder.fine_tune: none"),
+        (("--model.decoder.attention", "hard"), "teaches a soft-attention student; this one is hard"),
+    ]:  # fmt: skip
+        capsys.readouterr()
+        with pytest.raises(SystemExit):
+            _fit(tmp_path, "student", "--model.objective.distil_from", teacher, *more)
+        (line,) = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
+        assert line.startswith("caption-train: error: model.objective.distil_from: ") and message in line, line
