@@ -156,3 +156,6 @@ def test_a_teacher_that_sees_other_features_is_refused(tmp_path, capsys):
             _fit(tmp_path, "student", "--model.objective.distil_from", teacher, *more)
         (line,) = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
         assert line.startswith("caption-train: error: model.objective.distil_from: ") and message in line, line
+    with pytest.raises(SystemExit):
+        _fit(tmp_path, "student", "--model.objective.distil_from", str(tmp_path / "none.pt"))
+    assert f"model.objective.distil_from: {tmp_path / 'none.pt'}: model file not found" in capsys.readouterr().err
