@@ -15,8 +15,8 @@ Writes into OUT, in Flickr8k's original layout (so that `caption-train`'s flickr
    references as they were (choices stay on Flickr8k's own val; test stays untouched) and each train photo's captions
    as ``--train-captions`` says: ``teacher`` (the teacher's caption alone, ``--copies`` times) or ``both`` (the five
    references, then the teacher's caption ``--copies`` times);
-4. ``data-note.txt``: whose the train captions are, one line that a student trained on OUT records after its training
-   data (``caption --model-info``; text_attn.core.data_note).
+4. ``data-note.txt``: whose the train captions are, one line that a student trained on OUT records beside its training
+   data (``data note:`` in ``caption --model-info``; text_attn.core.data_note).
 Prints how often the teacher's caption is one of the photo's references, and its length against theirs.
 """
 

@@ -13,8 +13,8 @@ Writes into OUT, each step skipped where its file is already complete (a run cut
 2. ``train.de.gz`` / ``train.en.gz`` (the original pairs, then the same sources with the teacher's translations),
    and val and test_2016_flickr copied as they are (choices stay on Multi30k's own val; test stays untouched);
 3. ``train-links.txt``: benchmarks/word_align.py's links of the new train pairs (~2 minutes);
-4. ``data-note.txt``: whose the second half's translations are, one line that a student trained on OUT records after
-   its training data (``translate --model-info``; text_attn.core.data_note).
+4. ``data-note.txt``: whose the second half's translations are, one line that a student trained on OUT records beside
+   its training data (``data note:`` in ``translate --model-info``; text_attn.core.data_note).
 Prints how often the teacher wrote the reference exactly, and how long its translations are against the references.
 """
 

@@ -82,7 +82,7 @@ from captioning.training.unread import unread_path
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import POOL_BATCHES, LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import learn_casing
-from text_attn.core.data_note import with_note
+from text_attn.core.data_note import note_facts
 from text_attn.core.shm_workers import loader_workers
 from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
@@ -297,20 +297,19 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         # another split of Flickr8k would be scored on photos it trained on
         drawn = f", in {split}, not the standard one" if split not in (None, "the standard split") else ""
         if hp.language == "en":
-            # a folder whose train captions are not the annotators' (a teacher's: data-note.txt) says so after
+            # a folder whose train captions are not the annotators' (a teacher's: data-note.txt) says so beside
             return {
-                "training_data": with_note(
-                    "Flickr8k (Hodosh, Young and Hockenmaier 2013): its photographs and English captions" + drawn,
-                    hp.root,
-                ),
+                "training_data": "Flickr8k (Hodosh, Young and Hockenmaier 2013): its photographs and English captions"
+                + drawn,
                 "terms": FLICKR8K_TERMS,
+                **note_facts(hp.root),
             }
         return {
-            "training_data": with_note(
-                f"Flickr8k's photos with Multi30k's {LANGUAGES[hp.language]} sentences (one a photo)" + drawn, hp.root
-            ),
+            "training_data": f"Flickr8k's photos with Multi30k's {LANGUAGES[hp.language]} sentences (one a photo)"
+            + drawn,
             "terms": "Flickr8k and Multi30k are for non-commercial research and education; the photographs are under "
             "the Flickr Terms of Use",
+            **note_facts(hp.root),
         }
 
     @property

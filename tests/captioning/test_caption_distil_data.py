@@ -52,13 +52,13 @@ def test_train_photos_get_the_teachers_captions_and_val_test_keep_theirs(tmp_pat
         assert after["train"][name] == refs + [caption_tokens(caption)] * copies
     assert after["val"] == before["val"] and after["test"] == before["test"]
     assert (out / "Flicker8k_Dataset").resolve() == (data / "Flicker8k_Dataset").resolve()  # linked, not copied
-    # a student's model file says whose captions it learned: the folder's note, after Flickr8k in its facts
+    # a student's model file says whose captions it learned: the folder's note, a fact beside Flickr8k's
     whose = {"teacher": "the train photos' captions are not the annotators' but a teacher's",
              "both": "each train photo's five captions, then a teacher's (2 copies)"}[mix]  # fmt: skip
     note = f"{whose}: the bundled captioner at its recorded decoding (sequence-level distillation); val and test as"
     assert read_data_note(out) == note + " they were"
     facts = CaptionDataModule(source="flickr8k", root=str(out)).facts
-    assert facts["training_data"].endswith("English captions; " + note + " they were")
+    assert facts["training_data"].endswith("English captions") and facts["data_note"] == note + " they were"
     printed = capsys.readouterr().out
     said = "teacher: 0 of 2 captions (0.0%) are one of the photo's references; 7.00 words a caption against the "
     assert said + "references' 4.00" in printed

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from text_attn.core.data_note import DATA_NOTE, NOTE_CHARS, read_data_note, with_note, write_data_note
+from text_attn.core.data_note import DATA_NOTE, NOTE_CHARS, note_facts, read_data_note, write_data_note
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -18,11 +18,11 @@ from _runs import teacher_named  # noqa: E402 - the benchmarks' folder on the pa
 
 def test_a_note_is_read_back_as_one_line(tmp_path):
     assert read_data_note(tmp_path) is None and read_data_note(None) is None
-    assert with_note("Flickr8k", tmp_path) == "Flickr8k"
+    assert note_facts(tmp_path) == {}
     write_data_note(tmp_path, "the train captions\n  are a teacher's ")
     assert (tmp_path / DATA_NOTE).read_text() == "the train captions are a teacher's\n"
     assert read_data_note(tmp_path) == "the train captions are a teacher's"
-    assert with_note("Flickr8k", tmp_path) == "Flickr8k; the train captions are a teacher's"
+    assert note_facts(tmp_path) == {"data_note": "the train captions are a teacher's"}
     (tmp_path / DATA_NOTE).write_text("\n \n")
     assert read_data_note(tmp_path) is None  # blank: no note
 

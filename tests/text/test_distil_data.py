@@ -83,12 +83,13 @@ def test_refusals(tmp_path):
 
 
 def test_a_model_trained_on_the_folder_records_its_note(tmp_path):
-    """The note (text_attn.core.data_note) follows Multi30k in the facts a model file records; a word model's file
-    from before 2026-12-02 names its target language only there, and is still read past the note."""
+    """The note (text_attn.core.data_note) is a fact of its own beside Multi30k's in a model file; a word model's
+    file from before 2026-12-02 names its target language only in its training data, read past what follows the
+    pair there (the bundled Transformer's ": 29,000 training pairs, ...")."""
     write_data_note(tmp_path, "train: a teacher's translations")
     facts = TranslationDataModule(task="pair", root=str(tmp_path), src_lang="de", tgt_lang="fr").facts
-    said = "Multi30k task 1 (Elliott et al. 2016), German -> French; train: a teacher's translations"
-    assert facts["training_data"] == said
+    assert facts["training_data"] == "Multi30k task 1 (Elliott et al. 2016), German -> French"
+    assert facts["data_note"] == "train: a teacher's translations"
     assert TextCodec.from_metadata({"info": facts}).target_lang == "fr"
     bundled = {"training_data": "Multi30k, German -> English: 29,000 training pairs, and ... (distillation)"}
     assert TextCodec.from_metadata({"info": bundled}).target_lang == "en"

@@ -1,5 +1,6 @@
-"""A data folder's note on itself: ``data-note.txt``, one line a model trained on the folder records after its training
-data (``training_data`` in the model file, printed by ``--model-info``). A folder in a known dataset's layout whose
+"""A data folder's note on itself: ``data-note.txt``, one line a model trained on the folder records beside its training
+data (``data_note`` in the model file's facts, printed by ``--model-info``; its own key, so that a benchmark's
+``--info`` that restates the training data keeps it). A folder in a known dataset's layout whose
 train text is not the dataset's own (benchmarks/caption_distil_data.py and benchmarks/distil_data.py write a
 teacher's captions or translations there) says so here, so that a student's model file does not claim the
 annotators' captions it never saw."""
@@ -35,10 +36,10 @@ def read_data_note(root: str | Path | None) -> str | None:
     return text or None
 
 
-def with_note(training_data: str, root: str | Path | None) -> str:
-    """``training_data`` (a fact) followed by the folder's note, where it has one."""
+def note_facts(root: str | Path | None) -> dict[str, str]:
+    """The facts a model trained on the folder ``root`` records of its note: ``{"data_note": note}``, or {}."""
     note = read_data_note(root)
-    return f"{training_data}; {note}" if note else training_data
+    return {"data_note": note} if note else {}
 
 
 def write_data_note(root: Path, note: str) -> None:

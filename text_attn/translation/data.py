@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import composed
-from text_attn.core.data_note import with_note
+from text_attn.core.data_note import note_facts
 from text_attn.core.safe_files import inert
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary, is_word
@@ -347,9 +347,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         if hp.task != "pair" or names["test"] != "test_2016_flickr":
             return {"languages": pair}
         return {
-            # the pair said here, not twice; a folder whose train text is not the corpus's own says so after it
-            "training_data": with_note(f"Multi30k task 1 (Elliott et al. 2016), {pair}", hp.root),
+            "training_data": f"Multi30k task 1 (Elliott et al. 2016), {pair}",  # the pair said here, not twice
             "terms": MULTI30K_TERMS,
+            **note_facts(hp.root),  # a folder whose train text is not the corpus's own says so
         }
 
     def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
