@@ -122,6 +122,7 @@ def _fit(tmp_path: Path, name: str, *more: str):
         "fit", "--config", CONFIG, "--trainer.max_steps", "40", "--trainer.limit_val_batches", "0",
         "--trainer.log_every_n_steps", "1", "--trainer.logger", "pytorch_lightning.loggers.CSVLogger",
         "--trainer.logger.save_dir", str(tmp_path / name), "--model.export_path", str(tmp_path / name / "model.pt"),
+        "--trainer.default_root_dir", str(tmp_path / name),  # its feature cache there, not in the checkout
         *more,
     ])  # fmt: skip
 
