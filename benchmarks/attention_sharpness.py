@@ -11,7 +11,7 @@ docs/bundled_captioner.md look at their photos far more broadly than the decoder
     python benchmarks/attention_sharpness.py --flickr8k ../shared/data/flickr8k --photos 200 \\
         --model bundled=flickr8k --model other=runs/x/model.pt --json docs/attention_sharpness.json
 
-The photos: the first N of Flickr8k's val split (--flickr8k, original layout), or the files given with --photo.
+The photos: the first N of Flickr8k's val split (--flickr8k, either layout), or the files given with --photo.
 """
 
 from __future__ import annotations
@@ -51,14 +51,10 @@ def model_stats(captioner, photos: list[Path]) -> dict:
 
 
 def val_photos(root: Path, n: int) -> list[Path]:
-    from captioning.training.readers import ORIGINAL_IMAGES, ORIGINAL_TEXT, SPLIT_FILES
+    """The first ``n`` val photos as every Flickr8k benchmark reads them (captioning.training.readers.read_flickr8k)."""
+    from captioning.training.readers import read_flickr8k
 
-    split = root / ORIGINAL_TEXT / SPLIT_FILES["val"]
-    if not split.is_file():
-        raise SystemExit(f"attention_sharpness: {split}: not found (--flickr8k: Flickr8k in its original layout)")
-    names = [line.strip() for line in split.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
-    found = [root / ORIGINAL_IMAGES / name for name in names if (root / ORIGINAL_IMAGES / name).is_file()]
-    return found[:n]
+    return [item.path for item in read_flickr8k(root)["val"][:n]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--model", action="append", required=True, metavar="NAME=FILE",
                    help="a captioner to measure (a model file or a bundled name); repeat for more")  # fmt: skip
-    p.add_argument("--flickr8k", type=Path, help="Flickr8k (original layout): its val photos")
+    p.add_argument("--flickr8k", type=Path, help="Flickr8k (as downloaded, or Kaggle's copy): its val photos")
     p.add_argument("--photos", type=positive_int, default=200, help="how many val photos (default 200)")
     p.add_argument("--photo", type=Path, action="append", default=[], help="a photo file (instead of --flickr8k)")
     p.add_argument("--json", type=new_file, help="also write the numbers here")
