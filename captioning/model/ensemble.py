@@ -22,6 +22,12 @@ from torch import Tensor, nn
 from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 
 
+def mean_of_probabilities(log_probs: list[Tensor]) -> Tensor:
+    """The members' log-probabilities (each (..., V)) -> the log of their mean probability, log((1/K) Σ_k exp(lp_k)),
+    computed stably: an ensemble's distribution (a search step's, and word-level distillation's teacher's)."""
+    return torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(log_probs))
+
+
 class DecoderEnsemble(nn.Module):
     def __init__(self, members: list[ShowAttendTellDecoder]):
         super().__init__()
@@ -62,9 +68,7 @@ class DecoderEnsemble(nn.Module):
             log_probs.append(lp)
             alphas.append(alpha)
             new.update({prefix + name: v for name, v in after.items()})
-        # log((1/K) Σ_k exp(lp_k)), stably: (K, N, V) -> (N, V)
-        mean_log_prob = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(log_probs))
-        return mean_log_prob, torch.stack(alphas).mean(0), new
+        return mean_of_probabilities(log_probs), torch.stack(alphas).mean(0), new
 
     def forward(self, *args, **kwargs):
         raise TypeError("an ensemble of decoders only decodes (init_state / step): train each member on its own")

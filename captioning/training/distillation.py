@@ -11,7 +11,6 @@ probability of a word the student lacks is left out (the rest renormalised)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from captioning.model.decoder import ShowAttendTellDecoder
+from captioning.model.ensemble import mean_of_probabilities
 from text_attn.core.precision import widened
 from text_attn.core.vocab import Vocabulary, is_word
 
@@ -53,8 +53,7 @@ class Teacher:
         self.to(features.device)
         read = self.to_teacher[captions_in]  # (B, T)
         per_member = [F.log_softmax(widened(d(features, read).logits), dim=-1) for d in self.decoders]  # (B, T, V_t)
-        # the mean of the members' probabilities (DecoderEnsemble.step's), in logs: (K, B, T, V_t) -> (B, T, V_t)
-        mean = torch.logsumexp(torch.stack(per_member), dim=0) - math.log(len(per_member))
+        mean = mean_of_probabilities(per_member)  # (B, T, V_t): as DecoderEnsemble.step combines its members
         shared = mean.index_select(-1, self.teacher_ids)  # (B, T, S)
         return shared - torch.logsumexp(shared, dim=-1, keepdim=True)
 
