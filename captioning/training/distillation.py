@@ -31,7 +31,6 @@ class Teacher:
     them) and the words both vocabularies have: ``teacher_ids`` and ``student_ids`` (S,) at the same positions;
     ``to_teacher`` (V_student,) each student id's teacher id (<unk>'s where the teacher lacks the word)."""
 
-    name: str
     decoders: list[ShowAttendTellDecoder]
     teacher_ids: Tensor  # (S,) long
     student_ids: Tensor  # (S,) long
@@ -105,7 +104,7 @@ def load_teacher(name: str, student: Vocabulary, encode, image_size: int) -> tup
     to_teacher = torch.full((len(student),), Vocabulary.unk_id, dtype=torch.long)
     to_teacher[student_ids] = torch.tensor(teacher_ids)
     decoders = [d.eval().requires_grad_(False) for d in loaded.decoders]
-    teacher = Teacher(name, decoders, torch.tensor(teacher_ids), torch.tensor(student_ids), to_teacher)
+    teacher = Teacher(decoders, torch.tensor(teacher_ids), torch.tensor(student_ids), to_teacher)
     kind = f"an ensemble of {len(decoders)} decoders" if len(decoders) > 1 else "one decoder"
     line = (f"{opt} {name} ({kind}): the student learns its next-word probabilities over the {len(teacher_ids):,} "
             f"words both know (of its {len(loaded.vocab):,}; the student's {len(student):,})")  # fmt: skip

@@ -31,7 +31,7 @@ def _members(n: int) -> list[ShowAttendTellDecoder]:
 
 
 def _teacher(members, teacher_ids, student_ids, to_teacher) -> Teacher:
-    return Teacher("t", members, torch.tensor(teacher_ids), torch.tensor(student_ids), torch.tensor(to_teacher))
+    return Teacher(members, torch.tensor(teacher_ids), torch.tensor(student_ids), torch.tensor(to_teacher))
 
 
 def test_the_teachers_distribution_is_its_ensembles_step_by_step():
