@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import shlex
 import shutil
 import subprocess
@@ -114,7 +113,12 @@ def teacher_named(command: str, options: str) -> str:
     """How a distillation corpus's data note (text_attn.core.data_note) names its teacher: ``command`` and the
     ``--teacher`` options, each path cut to its file name (no machine's folders in a model file: the note is copied
     into the student's)."""
-    words = [re.sub(r"(^|=)[^=]*[\\/]", r"\1", word) for word in shlex.split(options)]  # --model=a/b.pt: --model=b.pt
+    from text_attn.core.modelfile import file_name  # here, as the other toolkit imports of this module
+
+    words = []
+    for word in shlex.split(options):
+        option, eq, value = word.rpartition("=")  # --model=a/b.pt: --model=b.pt
+        words.append(option + eq + file_name(value))
     return " ".join([command, *map(shlex.quote, words)])
 
 

@@ -5,7 +5,6 @@ with the model options not yet in blocks) cannot be exported: their fit runs wro
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from text_attn.core.modelfile import (
     checkpoint_family,
     checkpoint_message,
     export_command,
+    file_name,
     is_lightning_checkpoint,
     mean_weights,
     read_export_source,
@@ -175,12 +175,6 @@ def _settings(captioner, decoders: bool = True) -> dict:
     return {**found, "decoders": len(captioner.decoders)} if decoders else found
 
 
-def _file_name(path: str) -> str:
-    """A path's file name alone, as a model file names the files it was made from: no machine's folders in it (the
-    rule of training's started_from)."""
-    return re.sub(r"^.*[\\/]", "", str(path))
-
-
 def _made_anew(captioner, infos: list[dict], source: str, how: str) -> None:
     """The facts of a new model made from ``source`` (the file the captioner was read from) and other files
     (``infos``: each file's facts as read, ``source``'s first). Its test scores go: they measured other weights. The
@@ -196,7 +190,7 @@ def _made_anew(captioner, infos: list[dict], source: str, how: str) -> None:
             captioner.info[key] = "; ".join(said)
     decoding = captioner.info.get("decoding")
     if isinstance(decoding, dict) and "chosen_for" not in decoding:  # made twice: the first says what it was for
-        captioner.info["decoding"] = {**decoding, "chosen_for": f"{_file_name(source)}, before {how}"}
+        captioner.info["decoding"] = {**decoding, "chosen_for": f"{file_name(source)}, before {how}"}
 
 
 def average_into(captioner, src: str, others: list[str], option: str = "--average", source: str = "") -> None:
@@ -215,7 +209,7 @@ def average_into(captioner, src: str, others: list[str], option: str = "--averag
         states.append(loaded.model.state_dict())
         infos.append(dict(loaded.info))
     captioner.model.load_state_dict(mean_weights(states, [src, *others]))
-    names = [_file_name(f) for f in (source or src, *others)]
+    names = [file_name(f) for f in (source or src, *others)]
     before = captioner.info.get("averaged")  # src was a mean itself: what of, kept
     _made_anew(captioner, infos, source or src, f"caption-export {option}" if option else "averaging")
     captioner.info["averaged"] = f"the mean of the weights of {len(names)} files: {', '.join(names)}" + (
@@ -288,7 +282,7 @@ def use_encoder_of(captioner, src: str, other: str, source: str = "") -> None:
     captioner.domain, captioner.domain_check = loaded.domain, loaded.domain_check
     captioner.encoder_tuned = loaded.fine_tuned or "none"  # which of its stages were fine-tuned: the other's
     _made_anew(captioner, [dict(captioner.info), dict(loaded.info)], source or src, "caption-export --encoder-of")
-    captioner.info["encoder_from"] = f"{_file_name(other)} (its encoder's weights and domain check)"
+    captioner.info["encoder_from"] = f"{file_name(other)} (its encoder's weights and domain check)"
 
 
 def _no_check_note(captioner) -> str | None:

@@ -30,7 +30,6 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict
-from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -52,6 +51,7 @@ from text_attn.core.decoding import evaluating
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics, reads_as_english, reported
+from text_attn.core.modelfile import file_name
 from text_attn.core.precision import parameter_dtype
 from text_attn.core.self_critical import check_scst_start
 from text_attn.core.start_scores import StartScores
@@ -290,7 +290,7 @@ class CaptionModule(RunState, pl.LightningModule):
 
         teacher, line = load_teacher(name, self.vocab, encode, self.model.encoder.preprocess.image_size)
         self.objective.use_teacher(teacher)
-        self._start_info = {**self._start_info, "distilled_from": f"{Path(name).name}, its next-word probabilities "
+        self._start_info = {**self._start_info, "distilled_from": f"{file_name(name)}, its next-word probabilities "
                             f"at weight {self.objective.cfg.distil_weight:g}"}  # fmt: skip
         if self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)

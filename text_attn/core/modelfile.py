@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -270,6 +271,12 @@ def export_command(
     except OSError:  # stderr gone (`2>&1 | true`): the file is written, and there is no one left to tell
         pass
     return 0
+
+
+def file_name(path: str | Path) -> str:
+    """A path's file name alone, as a model file names the files it was made from or learned from: no machine's folders
+    in it, whichever separator (/ or \\) the path was written with."""
+    return re.sub(r"^.*[\\/]", "", str(path))
 
 
 def info_lines(info: dict[str, Any]) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -20,6 +19,7 @@ from typing import Any
 import torch
 
 from text_attn.core.errors import WriteError, one_line
+from text_attn.core.modelfile import file_name
 
 
 class TrainingDiverged(RuntimeError):
@@ -363,7 +363,7 @@ def started_from(name: str, info: dict[str, Any]) -> dict[str, str]:
     file: where it started, and the terms of the data that start was trained on, which apply to it too (the bundled
     models': Flickr8k's, Multi30k's)."""
     what = info.get("training_data")
-    shown = re.sub(r"^.*[\\/]", "", name)  # a path's file name alone: no machine's folders in a model file
+    shown = file_name(name)
     out = {"started_from": shown + (f", trained on {what}" if what else "")}
     if info.get("terms"):
         out["terms"] = info["terms"]

@@ -14,7 +14,7 @@ from typing import Any
 from text_attn.core import startup_gc
 from text_attn.core.fast_exit import leaving
 from text_attn.core.info_file import add_info_option, merged_info, read_info
-from text_attn.core.modelfile import ModelFileError, export_command, mean_weights
+from text_attn.core.modelfile import ModelFileError, export_command, file_name, mean_weights
 from text_attn.core.safe_files import atomic_output, inert_output
 from text_attn.translation.bundled import model_path
 from text_attn.translation.checkpoint import read_source
@@ -79,7 +79,6 @@ def averaged_info(infos: list[dict[str, Any]], sources: list[str]) -> dict[str, 
     and length penalty belong to the task and the run more than to one epoch's weights, so the mean of one run's last
     epochs decodes better with them than greedy (the default without a choice); a tuner (benchmarks/
     tune_translation_decoding.py --write) chooses again on val and replaces the mark."""
-    import re
 
     first = infos[0]
     scores = [k for k in first if k.startswith("test_scores")]  # test_scores_default_decoding too
@@ -88,7 +87,7 @@ def averaged_info(infos: list[dict[str, Any]], sources: list[str]) -> dict[str, 
         said = list(dict.fromkeys(i[key] for i in infos if isinstance(i.get(key), str) and i[key]))
         if said and said != [first.get(key)]:
             info[key] = "; ".join(said)
-    names = [re.sub(r"^.*[\\/]", "", s) for s in sources]
+    names = [file_name(s) for s in sources]
     record = f"the mean of the weights of {len(names)} files by text-export --average: {', '.join(names)}"
     if scores:
         record += f"; {names[0]}'s test scores were not measured on this mean: left out"
