@@ -169,6 +169,13 @@ def tune(model: Path, args: argparse.Namespace, out: Path, logs: Path, stage: st
     return run_tuner("tune_caption_decoding.py", options, out / "tune_val.json", logs, f"tune-{stage}", quick)
 
 
+def model_facts(model: Path) -> dict:
+    """The facts a model file records (its info)."""
+    from captioning.model.captioner import Captioner
+
+    return Captioner.load(model).info
+
+
 def recorded(model: Path) -> dict:
     """The decoding the model file records (CHOSEN's keys, as a tuner's JSON names them); a StageError when it
     records none (then --tune chooses one)."""
@@ -185,13 +192,15 @@ def recorded(model: Path) -> dict:
     return chosen | ({"hard_inference": hard} if hard else {})
 
 
-def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None) -> dict:
+def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None, noted: bool = False) -> dict:
+    """The facts the scored file gets. ``noted``: it records a data note (its train captions are not the
+    annotators' five, e.g. a distillation teacher's): the training data then points to it."""
     from captioning.training.data import FLICKR8K_TERMS  # here: the data module imports torch
 
     trained = ", ".join(f"{s} {m:.0f} min" for s, m in minutes.items() if m is not None) or "not recorded"
+    captions = "their captions as the data note says" if noted else "x 5 captions"
     info = {
-        "training_data": "Flickr8k, the standard split: 6,000 train photos x 5 captions; chosen on the 1,000 val "
-        "photos",
+        "training_data": f"Flickr8k, the standard split: 6,000 train photos {captions}; chosen on the 1,000 val photos",
         "terms": FLICKR8K_TERMS,
         "training": f"{stage} ({' then '.join(minutes)}) on a 2-core CPU: {trained}",
     }
@@ -279,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             first = STAGES[stage][1]
             chain = {first: minutes.get(first, recorded_minutes(args.out, first))} if first else {}
             chain[stage] = minutes[stage]
-            final = export(model, args.out / stage, logs, stage, model_info(stage, chain, None))
+            noted = bool(model_facts(model).get("data_note"))
+            final = export(model, args.out / stage, logs, stage, model_info(stage, chain, None, noted))
             results[stage] = {}
             for beam in beams:
                 captions, speed = caption_test(final, paths, beam, args.out / stage, logs, stage)
@@ -296,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
 
             # the test scores join the model file's info (beside the val-chosen decoding --tune recorded)
             finals[stage] = final
-            update_info(final, model_info(stage, chain, results[stage].get("tuned", results[stage].get(3))))
+            update_info(final, model_info(stage, chain, results[stage].get("tuned", results[stage].get(3)), noted))
     except StageError as err:
         print(f"flickr8k benchmark: error: {err}", file=sys.stderr)
         return 1

@@ -2,7 +2,10 @@
 training caption the student also learns the teacher's whole next-word distribution, not only the written word.
 ``model.objective.distil_from`` names the teacher (a model file or a bundled name; an ensemble's distribution is the
 mean of its decoders' probabilities, as it captions) and ``distil_weight`` α mixes the two losses:
-(1 - α) · cross-entropy + α · KL(p_teacher ‖ p_student), per word, over the non-pad words.
+(1 - α) · cross-entropy + α · KL(p_teacher ‖ p_student), per word, over the non-pad words. ``distil_attention`` β
+adds β · KL(α_teacher ‖ α_student) per word: where the student looks is taught too (the teacher's attention is its
+decoders' mean, as the ensemble draws it); without it a distilled student's attention grew about half as sharp as the
+teacher's (docs/bundled_captioner.md).
 
 The teacher reads the student's own region features (the cached features of a frozen encoder), so its encoder must
 give the same features as the student's: checked once on a probe image at fit's start. Its words are matched to the
@@ -19,6 +22,7 @@ from torch import Tensor
 
 from captioning.model.decoder import ShowAttendTellDecoder
 from captioning.model.ensemble import mean_of_probabilities
+from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.precision import widened
 from text_attn.core.vocab import Vocabulary, is_word
 
@@ -45,16 +49,18 @@ class Teacher:
         return self
 
     @torch.no_grad()
-    def log_probs(self, features: Tensor, captions_in: Tensor) -> Tensor:
-        """features (B, L, D), captions_in (B, T) in the student's ids -> the teacher's log-probabilities of the
-        shared words (B, T, S), renormalised over them; the captions read in the teacher's ids (a word only the
-        student knows as the teacher's <unk>)."""
+    def targets(self, features: Tensor, captions_in: Tensor) -> tuple[Tensor, Tensor]:
+        """features (B, L, D), captions_in (B, T) in the student's ids -> (the teacher's log-probabilities of the
+        shared words (B, T, S), renormalised over them; its attention (B, T, L), its members' mean, as the ensemble
+        draws it). The captions are read in the teacher's ids (a word only the student knows as its <unk>)."""
         self.to(features.device)
         read = self.to_teacher[captions_in]  # (B, T)
-        per_member = [F.log_softmax(widened(d(features, read).logits), dim=-1) for d in self.decoders]  # (B, T, V_t)
+        outs = [d(features, read) for d in self.decoders]
+        per_member = [F.log_softmax(widened(o.logits), dim=-1) for o in outs]  # each (B, T, V_t)
         mean = mean_of_probabilities(per_member)  # (B, T, V_t): as DecoderEnsemble.step combines its members
         shared = mean.index_select(-1, self.teacher_ids)  # (B, T, S)
-        return shared - torch.logsumexp(shared, dim=-1, keepdim=True)
+        alphas = torch.stack([widened(o.alphas) for o in outs]).mean(0)  # (B, T, L)
+        return shared - torch.logsumexp(shared, dim=-1, keepdim=True), alphas
 
 
 def shared_words(teacher: Vocabulary, student: Vocabulary) -> tuple[list[int], list[int]]:
@@ -71,6 +77,17 @@ def distillation_loss(student_logits: Tensor, teacher_lp: Tensor, student_ids: T
     per_word = (teacher_lp.exp() * (teacher_lp - student_lp)).sum(-1)  # (B, T)
     real = targets != pad_id
     return (per_word * real).sum() / real.sum().clamp(min=1)
+
+
+def attention_distillation_loss(student_alphas: Tensor, teacher_alphas: Tensor, targets: Tensor, pad_id: int):
+    """KL(α_teacher ‖ α_student) per non-pad word, averaged over them: both (B, T, L), the regions' weights at each
+    word, targets (B, T). The cross-entropy of attention supervision (the same gradient) less the teacher's entropy,
+    so a student that looks where the teacher looks scores 0."""
+    real = targets != pad_id  # (B, T)
+    cross = attention_supervision_loss(student_alphas, teacher_alphas, real)
+    teacher = widened(teacher_alphas)
+    entropy = -(teacher * teacher.clamp(min=1e-12).log()).sum(-1)  # (B, T)
+    return cross - (entropy * real).sum() / real.sum().clamp(min=1)
 
 
 def load_teacher(name: str, student: Vocabulary, encode, image_size: int) -> tuple[Teacher, str]:

@@ -290,8 +290,10 @@ class CaptionModule(RunState, pl.LightningModule):
 
         teacher, line = load_teacher(name, self.vocab, encode, self.model.encoder.preprocess.image_size)
         self.objective.use_teacher(teacher)
-        self._start_info = {**self._start_info, "distilled_from": f"{file_name(name)}, its next-word probabilities "
-                            f"at weight {self.objective.cfg.distil_weight:g}"}  # fmt: skip
+        cfg = self.objective.cfg
+        taught = f"its next-word probabilities at weight {cfg.distil_weight:g}"
+        taught += f" and its attention at weight {cfg.distil_attention:g}" if cfg.distil_attention > 0 else ""
+        self._start_info = {**self._start_info, "distilled_from": f"{file_name(name)}, {taught}"}
         if self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)
 

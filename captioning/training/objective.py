@@ -63,7 +63,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.model.fast_path import cross_entropy
-from captioning.training.distillation import Teacher, distillation_loss
+from captioning.training.distillation import Teacher, attention_distillation_loss, distillation_loss
 from text_attn.core.attention_supervision import attention_supervision_loss, attention_supervision_rows
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
@@ -121,6 +121,9 @@ class ObjectiveConfig(SequenceObjectiveConfig):
         must be frozen and give the teacher's features (checked). null (default): off. Soft attention,
         cross-entropy training only.
     distil_weight: α: the loss is (1 - α) x cross-entropy + α x KL(teacher || student) per word (default 0.5).
+    distil_attention: β: adds β x KL(α_teacher || α_student) per word, where the teacher looks taught as well as
+        what it says (its decoders' mean attention, as the ensemble draws it); logged as train_kd_attn. 0 (default):
+        off, and the student's attention is free to flatten.
     """
 
     ds_lambda: float = 1.0
@@ -135,6 +138,7 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     scst_meteor: float = 0.0
     distil_from: str | None = None
     distil_weight: float = 0.5
+    distil_attention: float = 0.0
 
     def __post_init__(self):
         super().__post_init__()
@@ -153,6 +157,7 @@ class ObjectiveConfig(SequenceObjectiveConfig):
             collapse_ratio=(self.collapse_ratio, 0, 1),
             scst_bleu=(self.scst_bleu, 0, inf),
             scst_meteor=(self.scst_meteor, 0, inf),
+            distil_attention=(self.distil_attention, 0, inf),
         )
         if not 0 <= self.baseline_decay < 1:  # named here, not when the baseline is built
             raise ValueError(f"{PREFIX}.baseline_decay must be at least 0 and below 1, got {self.baseline_decay:g}")
@@ -218,6 +223,7 @@ class CaptionObjective(nn.Module):
             names.add("train_attn_sup")
         if cfg.distil_from and not cfg.scst:
             names.add("train_kd")
+            names |= {"train_kd_attn"} if cfg.distil_attention > 0 else set()
         return frozenset(names)
 
     def use_teacher(self, teacher: Teacher) -> None:
@@ -262,9 +268,12 @@ class CaptionObjective(nn.Module):
             loss, parts = loss + cfg.attn_sup_lambda * sup, {**parts, "attn_sup": sup}
         if self._teacher is not None and decoder.training and not self.hard:
             # (1 - α) · ce + α · KL: the cross-entropy part of the loss exchanged for the teacher's at weight α
-            teacher_lp = self._teacher.log_probs(features, batch["captions_in"])  # (B, T, S)
+            teacher_lp, teacher_alphas = self._teacher.targets(features, batch["captions_in"])  # (B, T, S), (B, T, L)
             kd = distillation_loss(out.logits, teacher_lp, self._teacher.student_ids, batch["targets"], pad_id)
             loss, parts = loss + cfg.distil_weight * (kd - parts["ce"]), {**parts, "kd": kd}
+            if cfg.distil_attention > 0:
+                kd_attn = attention_distillation_loss(out.alphas, teacher_alphas, batch["targets"], pad_id)
+                loss, parts = loss + cfg.distil_attention * kd_attn, {**parts, "kd_attn": kd_attn}
         return loss, parts
 
     def evaluation_sums(
@@ -311,7 +320,7 @@ class CaptionObjective(nn.Module):
         loss, parts = self.teacher_forced(model, features, batch, vocab.pad_id, step, forward)
         check_finite(loss, step)  # before the baseline takes this batch's rewards
         logs = {"train_loss": loss, "train_ce": parts["ce"], "train_ds": parts["ds"]}
-        for name in ("attn_sup", "kd"):
+        for name in ("attn_sup", "kd", "kd_attn"):
             if name in parts:
                 logs[f"train_{name}"] = parts[name]
         warning = self._after_hard_step(parts, logs, features.size(1), step) if "reinforce" in parts else None

@@ -17,7 +17,7 @@ from captioning.commands.train import caption_train_cli
 from captioning.model.captioner import Captioner
 from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 from captioning.model.ensemble import DecoderEnsemble
-from captioning.training.distillation import Teacher, distillation_loss, shared_words
+from captioning.training.distillation import Teacher, attention_distillation_loss, distillation_loss, shared_words
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
 from text_attn.core.vocab import Vocabulary
 
@@ -40,13 +40,14 @@ def test_the_teachers_distribution_is_its_ensembles_step_by_step():
     teacher = _teacher(members, every, every, every)
     feats = torch.randn(3, 5, 12)
     captions_in = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0], [1, 8, 4, 2]])
-    got = teacher.log_probs(feats, captions_in)  # (3, 4, 9)
+    got, alphas = teacher.targets(feats, captions_in)  # (3, 4, 9), (3, 4, 5)
     ens = DecoderEnsemble(members).eval()
     state = ens.init_state(feats)
     with torch.no_grad():
         for t in range(captions_in.size(1)):
-            step_lp, _, state = ens.step(captions_in[:, t], state)
+            step_lp, step_alpha, state = ens.step(captions_in[:, t], state)
             torch.testing.assert_close(got[:, t], step_lp, rtol=0, atol=1e-5)
+            torch.testing.assert_close(alphas[:, t], step_alpha, rtol=0, atol=1e-6)  # what the ensemble draws
     torch.testing.assert_close(got.exp().sum(-1), torch.ones(3, 4))
 
 
@@ -59,7 +60,7 @@ def test_words_are_matched_by_spelling_and_the_rest_renormalised():
     teacher = _teacher([member], teacher_ids, student_ids, [0, 1, 2, 3, 6, 4, 3])  # bird: the teacher's <unk>
     feats = torch.randn(2, 5, 12)
     captions_in = torch.tensor([[1, 4, 6], [1, 5, 4]])  # "cat bird" read as "cat <unk>"; "a cat"
-    got = teacher.log_probs(feats, captions_in)  # (2, 3, 6)
+    got, _ = teacher.targets(feats, captions_in)  # (2, 3, 6)
     with torch.no_grad():
         full = F.log_softmax(member(feats, torch.tensor([[1, 6, 3], [1, 4, 6]])).logits, dim=-1)  # teacher's ids
     kept = full[..., teacher_ids]
@@ -78,6 +79,21 @@ def test_the_loss_is_the_kl_by_hand_over_the_real_words():
     assert distillation_loss(same, same, student_ids, torch.tensor([[4]]), pad_id=0).item() == pytest.approx(
         0, abs=1e-6
     )
+
+
+def test_the_attention_loss_is_the_kl_by_hand_over_the_real_words():
+    teacher = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]], [[0.1, 0.1, 0.8], [1 / 3, 1 / 3, 1 / 3]]])  # (2, 2, 3)
+    student = torch.tensor([[[0.25, 0.25, 0.5], [0.9, 0.05, 0.05]], [[0.2, 0.2, 0.6], [0.6, 0.2, 0.2]]])
+    targets = torch.tensor([[7, 0], [7, 2]])  # the first caption's second word is padding: its KL is not counted
+
+    def kl(p, q):
+        return sum(pi * math.log(pi / qi) for pi, qi in zip(p, q, strict=True) if pi > 0)
+
+    by_hand = (kl(teacher[0, 0].tolist(), student[0, 0].tolist()) + kl(teacher[1, 0].tolist(), student[1, 0].tolist())
+               + kl(teacher[1, 1].tolist(), student[1, 1].tolist())) / 3  # fmt: skip
+    got = attention_distillation_loss(student, teacher, targets, pad_id=0)
+    assert got.item() == pytest.approx(by_hand, abs=1e-6)
+    assert attention_distillation_loss(teacher, teacher, targets, pad_id=0).item() == pytest.approx(0, abs=1e-6)
 
 
 def test_alpha_trades_the_cross_entropy_for_the_teachers_loss():
@@ -102,13 +118,22 @@ def test_alpha_trades_the_cross_entropy_for_the_teachers_loss():
     ce, kd = parts["ce"].item(), parts["kd"].item()
     assert losses[0.0].item() == pytest.approx(ce, rel=1e-6) and losses[1.0].item() == pytest.approx(kd, rel=1e-6)
     assert losses[0.3].item() == pytest.approx(0.7 * ce + 0.3 * kd, rel=1e-6)
-    assert "train_kd" in objective.training_logs()
+    assert "train_kd" in objective.training_logs() and "train_kd_attn" not in objective.training_logs()
+    # β adds the attention's KL on top, at its weight
+    objective = CaptionObjective(ObjectiveConfig(ds_lambda=0.0, distil_from="t", distil_weight=0.3,
+                                                 distil_attention=2.0), hard=False)  # fmt: skip
+    objective.use_teacher(_teacher(members, every, every, every))
+    loss, parts = objective.teacher_forced(model, feats, batch, pad_id=0)
+    assert set(parts) == {"ce", "ds", "kd", "kd_attn"} and parts["kd_attn"].item() > 0
+    assert loss.item() == pytest.approx(0.7 * ce + 0.3 * kd + 2.0 * parts["kd_attn"].item(), rel=1e-6)
+    assert "train_kd_attn" in objective.training_logs()
 
 
 @pytest.mark.parametrize(
     "options, message",
     [
         ({"distil_weight": 1.5}, "distil_weight must be between 0 and 1, got 1.5"),
+        ({"distil_attention": -1.0}, "distil_attention"),
         ({"distil_from": "flickr8k", "scst": True, "ds_lambda": 0.0}, "distil_from is for cross-entropy training"),
     ],
 )
@@ -132,15 +157,18 @@ def test_a_fit_lowers_the_teachers_loss_and_the_file_says_so(tmp_path, capsys):
     _fit(tmp_path, "teacher")
     teacher = tmp_path / "teacher" / "model.pt"
     cli = _fit(tmp_path, "student", "--model.objective.distil_from", str(teacher),
-               "--model.objective.distil_weight", "1.0", "--model.lr", "0.003")  # fmt: skip
+               "--model.objective.distil_weight", "1.0", "--model.objective.distil_attention", "1.0",
+               "--model.lr", "0.003")  # fmt: skip
     assert f"model.objective.distil_from {teacher} (one decoder): the student learns its next-word" in (
         capsys.readouterr().err
     )
     rows = list(csv.DictReader(open(Path(cli.trainer.logger.log_dir) / "metrics.csv")))
     kd = [float(r["train_kd"]) for r in rows if r.get("train_kd")]
     assert len(kd) >= 30 and sum(kd[-5:]) < 0.5 * sum(kd[:5]), kd
+    kd_attn = [float(r["train_kd_attn"]) for r in rows if r.get("train_kd_attn")]
+    assert len(kd_attn) >= 30 and sum(kd_attn[-5:]) < 0.5 * sum(kd_attn[:5]), kd_attn
     info = Captioner.load(tmp_path / "student" / "model.pt").info
-    assert info["distilled_from"] == "model.pt, its next-word probabilities at weight 1"
+    assert info["distilled_from"] == "model.pt, its next-word probabilities at weight 1 and its attention at weight 1"
 
 
 @pytest.mark.long

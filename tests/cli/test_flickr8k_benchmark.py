@@ -81,6 +81,16 @@ def test_recorded_reads_the_decoding_the_model_file_records_or_refuses(tmp_path)
         flickr8k.recorded(model)
 
 
+def test_a_file_with_a_data_note_is_not_said_to_have_learned_five_captions_a_photo():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import flickr8k
+
+    plain = flickr8k.model_info("scst", {"scst": 9.0}, None)["training_data"]
+    noted = flickr8k.model_info("scst", {"scst": 9.0}, None, noted=True)["training_data"]
+    assert "6,000 train photos x 5 captions" in plain
+    assert "6,000 train photos their captions as the data note says" in noted and "x 5" not in noted
+
+
 def test_a_copy_without_the_standard_split_files_is_refused_before_any_training(tmp_path):
     """A Kaggle copy's random test photos are mostly standard train photos: the bundled model (--recorded) scored
     CIDEr-D 179 on them, printed beside published rows measured on the standard test photos."""
