@@ -122,6 +122,31 @@ def teacher_named(command: str, options: str) -> str:
     return " ".join([command, *map(shlex.quote, words)])
 
 
+def teacher_files(options: str, resolve: Callable[[str | None], Path]) -> list[Path]:
+    """The model files a teacher's ``caption`` or ``translate`` options read: the ``--model`` (``resolve(None)``, the
+    bundled default, where none is given) and each ``--ensemble``, each through ``resolve`` (a bundled name to its
+    file), as the command resolves them."""
+    words, model, more = shlex.split(options), None, []
+    for i, word in enumerate(words):
+        flag, eq, value = word.partition("=")
+        if flag in ("--model", "--ensemble"):
+            value = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+            if flag == "--model":
+                model = value
+            else:
+                more.append(value)
+    return [resolve(model), *(resolve(m) for m in more)]
+
+
+def files_named(files: list[Path]) -> str:
+    """Each file's name and the first 12 hex digits of its SHA-256, comma-separated (those that exist): which model
+    files a teacher was, even after a bundled one is replaced (the same name, other weights)."""
+    from text_attn.core.file_digest import sha256_of  # here, as the other toolkit imports of this module
+    from text_attn.core.modelfile import file_name
+
+    return ", ".join(f"{file_name(f)} sha256:{sha256_of(f)[:12]}" for f in files if f.is_file())
+
+
 def entry_points(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
     """The project's console scripts, ``name -> "module:function"`` ([project.scripts]; read by hand: Python 3.10,
     which the project supports, has no tomllib)."""

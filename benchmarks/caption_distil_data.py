@@ -34,8 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import console_script, distil_parser, teacher_named  # noqa: E402
+from _runs import console_script, distil_parser, files_named, teacher_files, teacher_named  # noqa: E402
 
+from captioning.model.bundled import model_path  # noqa: E402
 from captioning.model.reading import caption_tokens  # noqa: E402
 from captioning.training.readers import (  # noqa: E402
     ORIGINAL_IMAGES,
@@ -118,9 +119,11 @@ def token_lines(names: dict[str, list[str]], refs: dict[str, list[str]], taught:
     return lines
 
 
-def note(teacher: str, mix: str, copies: int) -> str:
-    """The folder's data note (text_attn.core.data_note): a student's model file says whose captions it learned."""
+def note(teacher: str, mix: str, copies: int, files: str = "") -> str:
+    """The folder's data note (text_attn.core.data_note): a student's model file says whose captions it learned;
+    ``files``: the teacher's model files, named with their digests (_runs.files_named)."""
     who = teacher_named("caption", teacher) if teacher.strip() else "the bundled captioner at its recorded decoding"
+    who += f", model file {files}" if files else ""
     times = f" ({copies} copies)" if copies > 1 else ""
     what = ("the train photos' captions are not the annotators' but a teacher's" if mix == "teacher"
             else "each train photo's five captions, then a teacher's")  # fmt: skip
@@ -151,12 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     refs = references(text / TOKEN_FILE, images)
     names["train"] = [n for n in names["train"] if n in refs][: args.limit]
     args.out.mkdir(parents=True, exist_ok=True)
-    said = args.out / "teacher-options.txt"  # what teacher.jsonl was captioned with: another teacher, another OUT
-    if said.is_file() and said.read_text(encoding="utf-8").strip() != args.teacher.strip():
-        raise SystemExit(f"caption_distil_data: {args.out}'s captions are another teacher's "
-                         f"({said.read_text(encoding='utf-8').strip() or 'the bundled captioner'}): choose another "
-                         "--out")  # fmt: skip
-    write_bytes(said, (args.teacher.strip() + "\n").encode("utf-8"))
+    # what teacher.jsonl was captioned with, options then model files: another teacher, another OUT (the bundled
+    # captioner of 2026-12-05 replaced the one a folder of 2026-12-04 was captioned by: the same options, other weights)
+    said, files = args.out / "teacher-options.txt", files_named(teacher_files(args.teacher, model_path))
+    if said.is_file():
+        options, _, were = (part.strip() for part in said.read_text(encoding="utf-8").partition("\n"))
+        if options != args.teacher.strip() or (were and were != files):  # no files said: written before they were
+            who = ", ".join(filter(None, [options or "the bundled captioner", were]))
+            raise SystemExit(f"caption_distil_data: {args.out}'s captions are another teacher's ({who}): choose "
+                             "another --out")  # fmt: skip
+    write_bytes(said, f"{args.teacher.strip()}\n{files}\n".encode())
     taught = teach([images / n for n in names["train"]], args.out / "teacher.jsonl", shlex.split(args.teacher))
     link = args.out / ORIGINAL_IMAGES
     if not link.is_symlink() and not link.exists():
@@ -166,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         write_bytes(out_text / file, ("\n".join(names[split]) + "\n").encode("utf-8"))
     lines = token_lines(names, refs, taught, args.train_captions, args.copies)
     write_bytes(out_text / TOKEN_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
-    write_data_note(args.out, note(args.teacher, args.train_captions, args.copies))
+    write_data_note(args.out, note(args.teacher, args.train_captions, args.copies, files))
     train = names["train"]
     same = sum(caption_tokens(taught[n]) in [caption_tokens(r) for r in refs[n]] for n in train)
     words = sum(len(caption_tokens(taught[n])) for n in train)

@@ -31,10 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import console_script, distil_parser, teacher_named  # noqa: E402
+from _runs import console_script, distil_parser, files_named, teacher_files, teacher_named  # noqa: E402
 
 from text_attn.core.data_note import write_data_note  # noqa: E402
 from text_attn.core.safe_files import refuse_overlap, write_bytes  # noqa: E402
+from text_attn.translation.bundled import model_path  # noqa: E402
 from text_attn.translation.corpora import corpus_file, read_lines  # noqa: E402
 
 SRC, TGT = "de", "en"
@@ -92,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     for copy, found in kept.items():
         write_bytes(copy, found.read_bytes())
     # a student's model file says whose translations it learned (text_attn.core.data_note)
+    files = files_named(teacher_files(args.teacher, model_path))  # which weights, should a bundled file be replaced
     write_data_note(args.out, f"train: the pairs, then the same sources again with a teacher's translations: "
-                    f"{teacher_named('translate', args.teacher)} (sequence-level distillation); val and test as "
-                    "they were")  # fmt: skip
+                    f"{teacher_named('translate', args.teacher)}{', model files ' + files if files else ''} "
+                    "(sequence-level distillation); val and test as they were")  # fmt: skip
     links = args.out / "train-links.txt"
     if not (links.is_file() and len(lines(links)) == 2 * len(sources)):
         links.unlink(missing_ok=True)

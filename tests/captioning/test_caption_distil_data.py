@@ -17,6 +17,7 @@ from captioning.model.reading import caption_tokens
 from captioning.training.data import CaptionDataModule
 from captioning.training.readers import has_standard_split, read_flickr8k
 from text_attn.core.data_note import read_data_note
+from text_attn.core.file_digest import sha256_of
 from text_attn.core.safe_files import OutputRefused
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +56,11 @@ def test_train_photos_get_the_teachers_captions_and_val_test_keep_theirs(tmp_pat
     # a student's model file says whose captions it learned: the folder's note, a fact beside Flickr8k's
     whose = {"teacher": "the train photos' captions are not the annotators' but a teacher's",
              "both": "each train photo's five captions, then a teacher's (2 copies)"}[mix]  # fmt: skip
-    note = f"{whose}: the bundled captioner at its recorded decoding (sequence-level distillation); val and test as"
+    bundled = (
+        f"flickr8k_soft.pt sha256:{sha256_of(MODEL_NAMES['flickr8k'])[:12]}"  # which weights the bundled file held
+    )
+    note = (f"{whose}: the bundled captioner at its recorded decoding, model file {bundled} (sequence-level "
+            "distillation); val and test as")  # fmt: skip
     assert read_data_note(out) == note + " they were"
     facts = CaptionDataModule(source="flickr8k", root=str(out)).facts
     assert facts["training_data"].endswith("English captions") and facts["data_note"] == note + " they were"
@@ -108,8 +113,19 @@ def test_refusals(tmp_path):
     _teacher(tmp_path / "taught", TAUGHT)
     assert distil_data(["--data-root", str(data), "--out", str(tmp_path / "taught")]) == 0
     assert "a teacher's: the bundled captioner at its" in read_data_note(tmp_path / "taught")
-    with pytest.raises(SystemExit, match="captions are another teacher's \\(the bundled captioner\\): choose another"):
+    with pytest.raises(
+        SystemExit, match="captions are another teacher's \\(the bundled captioner, flickr8k_soft.pt sha256:"
+    ):
         distil_data(["--data-root", str(data), "--out", str(tmp_path / "taught"), "--teacher", "--model x.pt"])
+    # the same options, but the bundled file is no longer the one that captioned (it was replaced): refused too
+    said = tmp_path / "taught" / "teacher-options.txt"
+    said.write_text("\nflickr8k_soft.pt sha256:000000000000\n")
+    with pytest.raises(
+        SystemExit, match="another teacher's \\(the bundled captioner, flickr8k_soft.pt sha256:000000000000\\)"
+    ):
+        distil_data(["--data-root", str(data), "--out", str(tmp_path / "taught")])
+    said.write_text("\n")  # written before the files were recorded: the options alone are compared, as then
+    assert distil_data(["--data-root", str(data), "--out", str(tmp_path / "taught")]) == 0
     for flag in ("--copies", "--limit"):
         with pytest.raises(SystemExit):
             distil_data(["--data-root", str(data), "--out", str(tmp_path / "out"), flag, "0"])

@@ -13,7 +13,7 @@ from text_attn.core.data_note import DATA_NOTE, NOTE_CHARS, note_facts, read_dat
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import teacher_named  # noqa: E402 - the benchmarks' folder on the path first
+from _runs import files_named, teacher_files, teacher_named  # noqa: E402 - the benchmarks' folder on the path first
 
 
 def test_a_note_is_read_back_as_one_line(tmp_path):
@@ -43,3 +43,22 @@ def test_a_teacher_is_named_without_its_folders():
     assert teacher_named("caption", "") == "caption"
     named = teacher_named("caption", "--model /home/me/runs/a.pt --beam-size 3 --model=runs/b.pt 'odd name/c d.pt'")
     assert named == "caption --model a.pt --beam-size 3 --model=b.pt 'c d.pt'"
+
+
+def test_a_teachers_model_files_are_its_model_and_ensemble_named_with_their_digests(tmp_path):
+    def resolve(model):  # as a command resolves --model: none -> its default, a bundled name -> its file
+        named = {None: tmp_path / "default.pt", "small": tmp_path / "small.pt"}
+        return named[model] if model in named else Path(model)
+
+    other = tmp_path / "other.pt"
+    assert teacher_files("--beam-size 3", resolve) == [tmp_path / "default.pt"]
+    assert teacher_files(f"--model={other} --ensemble small --ensemble x.pt", resolve) == [
+        other, tmp_path / "small.pt", Path("x.pt")
+    ]  # fmt: skip
+    assert teacher_files(f"--ensemble small --model {other}", resolve) == [other, tmp_path / "small.pt"]
+    (tmp_path / "default.pt").write_bytes(b"weights")
+    other.write_bytes(b"")
+    # sha256("weights") and sha256(""); a file that is not there (x.pt) is left out
+    assert files_named([tmp_path / "default.pt", other, Path("x.pt")]) == (
+        "default.pt sha256:9a129038d9a0, other.pt sha256:e3b0c44298fc"
+    )

@@ -13,6 +13,7 @@ from helpers.multi30k import DE, EN, write_corpus
 from helpers.tiny_translator import tiny_subword_model_file
 
 from text_attn.core.data_note import read_data_note, write_data_note
+from text_attn.core.file_digest import sha256_of
 from text_attn.core.safe_files import OutputRefused
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.pairs import TaskError
@@ -45,7 +46,8 @@ def test_the_corpus_holds_both_targets_and_their_links(tmp_path, capsys):
         assert (out / name).read_bytes() == (data / name).read_bytes()
     # a student's model file says whose translations it learned, the teacher's file named without its folders
     assert read_data_note(out) == (f"train: the pairs, then the same sources again with a teacher's translations: "
-                                   f"translate --model {model.name} (sequence-level distillation); val and test as "
+                                   f"translate --model {model.name}, model files {model.name} "
+                                   f"sha256:{sha256_of(model)[:12]} (sequence-level distillation); val and test as "
                                    "they were")  # fmt: skip
     same = sum(a == b for a, b in zip(taught, EN, strict=True))
     assert f"teacher: {same:,} of 6 translations" in capsys.readouterr().out
