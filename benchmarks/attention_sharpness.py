@@ -5,8 +5,10 @@ word's α over the L regions is summed up three ways, averaged over the words, t
 - top-9 mass: the share of the weight on the word's 9 heaviest regions (9 / L where uniform: 11% of 81);
 - entropy in nats (log L where uniform: 4.39 for 81 regions).
 
-A flatter map draws an overlay with less to see. Training choices move it: the distilled decoders of
-docs/bundled_captioner.md look at their photos far more broadly than the decoders they learned from.
+A flatter map draws an overlay with less to see. Training choices move it: decoders distilled from the words of the
+ensemble bundled before 2026-12-05 look at their photos far more broadly than the decoders they learned from; taught
+its attention too (model.objective.distil_attention), as the bundled ones since were, about as sharply
+(docs/bundled_captioner.md).
 
     python benchmarks/attention_sharpness.py --flickr8k ../shared/data/flickr8k --photos 200 \\
         --model bundled=flickr8k --model other=runs/x/model.pt --json docs/attention_sharpness.json
