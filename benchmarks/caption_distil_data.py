@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             who = ", ".join(filter(None, [options or "the bundled captioner", were]))
             raise SystemExit(f"caption_distil_data: {args.out}'s captions are another teacher's ({who}): choose "
                              "another --out")  # fmt: skip
+        files = files if were else ""  # captioned before the files were recorded: which weights did is not known
     write_bytes(said, f"{args.teacher.strip()}\n{files}\n".encode())
     taught = teach([images / n for n in names["train"]], args.out / "teacher.jsonl", shlex.split(args.teacher))
     link = args.out / ORIGINAL_IMAGES

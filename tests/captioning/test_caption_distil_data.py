@@ -124,8 +124,10 @@ def test_refusals(tmp_path):
         SystemExit, match="another teacher's \\(the bundled captioner, flickr8k_soft.pt sha256:000000000000\\)"
     ):
         distil_data(["--data-root", str(data), "--out", str(tmp_path / "taught")])
-    said.write_text("\n")  # written before the files were recorded: the options alone are compared, as then
+    said.write_text("\n")  # written before the files were recorded: the options alone are compared, as then, and
     assert distil_data(["--data-root", str(data), "--out", str(tmp_path / "taught")]) == 0
+    assert said.read_text() == "\n\n"  # neither the record nor the note names files it cannot vouch for
+    assert "the bundled captioner at its recorded decoding (sequence-level" in read_data_note(tmp_path / "taught")
     for flag in ("--copies", "--limit"):
         with pytest.raises(SystemExit):
             distil_data(["--data-root", str(data), "--out", str(tmp_path / "out"), flag, "0"])
