@@ -8,7 +8,8 @@ same photos and split, each train photo's captions replaced by (or joined with) 
 Writes into OUT, in Flickr8k's original layout (so that `caption-train`'s flickr8k source reads it, standard split):
 1. ``teacher.jsonl``: ``caption - --jsonl OUT/teacher.jsonl --resume`` of the train photos, the teacher being the
    bundled captioner at its recorded decoding (``--teacher`` to name another; ``teacher-options.txt`` keeps what it
-   was, and another teacher in the same OUT is refused): ~5 minutes on 2 cores for 6,000 photos; a run cut off goes on
+   was, its options and its model files' digests, and another teacher in the same OUT is refused, the bundled file of
+   another day too): ~5 minutes on 2 cores for 6,000 photos; a run cut off goes on
    where it stopped;
 2. ``Flicker8k_Dataset``: a link to the dataset's photo folder (nothing copied);
 3. ``Flickr8k_text/``: the three split files copied, and ``Flickr8k.token.txt`` with the val and test photos' five
