@@ -35,10 +35,12 @@ TOP = 9
 
 def word_stats(alphas) -> dict[str, float]:
     """alphas (T, L): each word's map -> the means over the words of peak x L, top-9 mass and entropy (nats)."""
+    from text_attn.core.attention import attention_entropy  # here: it imports torch (--help stays light)
+
     a = alphas.float()
     L = a.size(-1)
     top = a.topk(min(TOP, L), dim=-1).values.sum(-1)  # (T,)
-    entropy = -(a * a.clamp_min(1e-12).log()).sum(-1)  # (T,): a zero weight adds nothing
+    entropy = attention_entropy(a)  # (T,): a zero weight adds nothing
     return {"peak": float((a.max(-1).values * L).mean()), "top9": float(top.mean()), "entropy": float(entropy.mean()),
             "regions": L, "words": int(a.size(0))}  # fmt: skip
 

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from captioning.model.decoder import ShowAttendTellDecoder
 from captioning.model.ensemble import mean_of_probabilities
+from text_attn.core.attention import attention_entropy
 from text_attn.core.attention_supervision import attention_supervision_loss
 from text_attn.core.precision import widened
 from text_attn.core.vocab import Vocabulary, is_word
@@ -85,8 +86,7 @@ def attention_distillation_loss(student_alphas: Tensor, teacher_alphas: Tensor, 
     so a student that looks where the teacher looks scores 0."""
     real = targets != pad_id  # (B, T)
     cross = attention_supervision_loss(student_alphas, teacher_alphas, real)
-    teacher = widened(teacher_alphas)
-    entropy = -(teacher * teacher.clamp(min=1e-12).log()).sum(-1)  # (B, T)
+    entropy = attention_entropy(teacher_alphas)  # (B, T)
     return cross - (entropy * real).sum() / real.sum().clamp(min=1)
 
 

@@ -408,6 +408,13 @@ def _log_clamped(p: Tensor) -> Tensor:
     return torch.log(widened(p).clamp_min(1e-12)).to(p.dtype)
 
 
+def attention_entropy(weights: Tensor) -> Tensor:
+    """H[α] = -Σ α log α over the last axis, in float32 at least (a zero weight adds nothing): (..., S) -> (...).
+    Hard attention's entropy bonus, the teacher's entropy in attention distillation, a benchmark's sharpness."""
+    wide = widened(weights)
+    return -(wide * _log_clamped(wide)).sum(-1)
+
+
 class HardAttention(nn.Module):
     """Show-Attend-Tell's stochastic hard attention (Xu et al. 2015, sec. 4.1).
 
@@ -464,8 +471,7 @@ class HardAttention(nn.Module):
             context = torch.where(soft.unsqueeze(1), expected, context)
             log_prob = log_prob.masked_fill(soft, 0.0)
             index = torch.where(soft, weights.argmax(-1), index)  # nothing was sampled: report the arg-max
-        wide = widened(weights)  # (N, S)
-        entropy = -(wide * _log_clamped(wide)).sum(-1).to(weights.dtype)  # (N,)
+        entropy = attention_entropy(weights).to(weights.dtype)  # (N,)
         return HardAttentionResult(context, weights, index, log_prob, entropy)
 
     def forward(
