@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from text_attn.core.errors import new_file, positive_int  # noqa: E402
+from text_attn.core.safe_files import write_text  # noqa: E402
 
 TOP = 9
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {stats['photos']} | {stats['peak']:.2f} | {100 * stats['top9']:.1f}% | "
               f"{stats['entropy']:.2f} (uniform {uniform:.2f}) |")  # fmt: skip
     if args.json:
-        args.json.write_text(json.dumps({"photos": [p.name for p in photos], "models": results}, indent=1) + "\n")
+        write_text(args.json, json.dumps({"photos": [p.name for p in photos], "models": results}, indent=1) + "\n")
     return 0
 
 
