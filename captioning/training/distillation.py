@@ -10,11 +10,15 @@ teacher's (docs/bundled_captioner.md).
 The teacher reads the student's own region features (the cached features of a frozen encoder), so its encoder must
 give the same features as the student's: checked once on a probe image at fit's start. Its words are matched to the
 student's by spelling: a word only the student knows gets no probability from the teacher, and the teacher's
-probability of a word the student lacks is left out (the rest renormalised)."""
+probability of a word the student lacks is left out (the rest renormalised).
+
+The teacher is frozen and its input fixed (the features of a frozen encoder, the pair's caption), so a training pair's
+targets are the same at every epoch: :class:`TeacherCache` keeps them from their first pass (up to
+``model.objective.distil_cache_gb``), and later epochs read them instead of running the teacher's decoders again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -62,6 +66,58 @@ class Teacher:
         shared = mean.index_select(-1, self.teacher_ids)  # (B, T, S)
         alphas = torch.stack([widened(o.alphas) for o in outs]).mean(0)  # (B, T, L)
         return shared - torch.logsumexp(shared, dim=-1, keepdim=True), alphas
+
+
+@dataclass
+class TeacherCache:
+    """The teacher's targets of training pairs, kept from their first pass (keyed by the batch's ``pair_index``: which
+    (image, caption) pair each row is). Each pair keeps its real words only: the log-probabilities (n, S) and the
+    attention (n, L), n its words and end, as the teacher made them (float32 at least, on their device). Once
+    ``budget`` bytes are held, pairs not kept are computed at every pass as without a cache."""
+
+    budget: int  # bytes
+    rows: dict[int, tuple[Tensor, Tensor]] = field(default_factory=dict)
+    used: int = 0  # bytes held
+    served: int = 0  # pairs read from the cache
+    computed: int = 0  # pairs the teacher ran for
+
+    def targets(self, teacher: Teacher, features: Tensor, captions_in: Tensor, lengths: Tensor, pair_index: Tensor):
+        """:meth:`Teacher.targets` of the batch (features (B, L, D), captions_in (B, T); lengths (B,): each caption's
+        real words and end; pair_index (B,)), the kept pairs read, the others computed (and kept while there is
+        room). Past a pair's words the rows are 0 where read (the losses mask them)."""
+        keys = pair_index.tolist()
+        missing = [b for b, key in enumerate(keys) if key not in self.rows]
+        self.served, self.computed = self.served + len(keys) - len(missing), self.computed + len(missing)
+        if len(missing) == len(keys):  # none kept (the first epoch): the whole batch, as without a cache
+            lp, alphas = teacher.targets(features, captions_in)
+            self._keep([(key, lp[b], alphas[b], int(lengths[b])) for b, key in enumerate(keys)])
+            return lp, alphas
+        made = {}
+        if missing:
+            at = torch.tensor(missing, device=captions_in.device)
+            n = int(lengths[at].max())  # the teacher reads each caption's words only: its later rows are causal
+            lp, alphas = teacher.targets(features[at], captions_in[at, :n])  # (M, n, S), (M, n, L)
+            made = {keys[b]: (lp[j], alphas[j]) for j, b in enumerate(missing)}
+            self._keep([(keys[b], lp[j], alphas[j], int(lengths[b])) for j, b in enumerate(missing)])
+        first = made[keys[missing[0]]] if missing else self.rows[keys[0]]
+        (batch, steps), (shared, regions) = captions_in.shape, (first[0].size(-1), first[1].size(-1))
+        out_lp = first[0].new_zeros(batch, steps, shared)  # (B, T, S)
+        out_alphas = first[1].new_zeros(batch, steps, regions)  # (B, T, L)
+        for b, key in enumerate(keys):
+            lp, alphas = made.get(key) or self.rows[key]
+            n = min(int(lengths[b]), lp.size(0))
+            out_lp[b, :n], out_alphas[b, :n] = lp[:n], alphas[:n]
+        return out_lp, out_alphas
+
+    def _keep(self, made: list[tuple[int, Tensor, Tensor, int]]) -> None:
+        """Keep each (pair, log-probabilities (T, S), attention (T, L), words) while the budget has room (copies of
+        the real rows: a view would hold the whole batch's tensor)."""
+        for key, lp, alphas, n in made:
+            cost = n * (lp.size(-1) * lp.element_size() + alphas.size(-1) * alphas.element_size())
+            if self.used + cost > self.budget:
+                return
+            self.rows[key] = (lp[:n].clone(), alphas[:n].clone())
+            self.used += cost
 
 
 def shared_words(teacher: Vocabulary, student: Vocabulary) -> tuple[list[int], list[int]]:

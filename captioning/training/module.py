@@ -373,6 +373,12 @@ class CaptionModule(RunState, pl.LightningModule):
         if self._graphed is not None:  # the graphs' memory back to the allocator, the gradient hooks off
             self._graphed.close()
             self._graphed = None
+        cache = self.objective.teacher_cache
+        if cache is not None and self.trainer.is_global_zero and cache.computed:
+            print(f"caption-train: the teacher's targets: {cache.served:,} pairs read from its cache, "
+                  f"{cache.computed:,} made ({len(cache.rows):,} pairs kept, {cache.used / 1e9:.2f} GB)",
+                  file=sys.stderr)  # fmt: skip
+        self.objective.forget_teacher_targets()  # the memory back: validation and export need none of it
 
     def _features(self, batch: dict) -> torch.Tensor:
         """The batch's region features (B, L, D), one row per caption: cached; or through the encoder's trainable

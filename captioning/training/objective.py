@@ -63,7 +63,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.model.fast_path import cross_entropy
-from captioning.training.distillation import Teacher, attention_distillation_loss, distillation_loss
+from captioning.training.distillation import (
+    Teacher,
+    TeacherCache,
+    attention_distillation_loss,
+    distillation_loss,
+)
 from text_attn.core.attention_supervision import attention_supervision_loss, attention_supervision_rows
 from text_attn.core.cider import CiderD
 from text_attn.core.decoding import Sampling
@@ -124,6 +129,10 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     distil_attention: β: adds β x KL(α_teacher || α_student) per word, where the teacher looks taught as well as
         what it says (its decoders' mean attention, as the ensemble draws it); logged as train_kd_attn. 0 (default):
         off, and the student's attention is free to flatten.
+    distil_cache_gb: the teacher's targets of each training pair are kept from their first pass, up to this many
+        GB (captioning.training.distillation.TeacherCache): later epochs read them instead of running the teacher
+        (its input never changes: a frozen encoder's features, the pair's caption). Flickr8k's 6,000 teacher captions
+        hold about 0.65 GB at the bundled vocabulary. 0: the teacher runs at every step. Default 2.
     """
 
     ds_lambda: float = 1.0
@@ -139,6 +148,7 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     distil_from: str | None = None
     distil_weight: float = 0.5
     distil_attention: float = 0.0
+    distil_cache_gb: float = 2.0
 
     def __post_init__(self):
         super().__post_init__()
@@ -158,6 +168,7 @@ class ObjectiveConfig(SequenceObjectiveConfig):
             scst_bleu=(self.scst_bleu, 0, inf),
             scst_meteor=(self.scst_meteor, 0, inf),
             distil_attention=(self.distil_attention, 0, inf),
+            distil_cache_gb=(self.distil_cache_gb, 0, inf),
         )
         if not 0 <= self.baseline_decay < 1:  # named here, not when the baseline is built
             raise ValueError(f"{PREFIX}.baseline_decay must be at least 0 and below 1, got {self.baseline_decay:g}")
@@ -201,6 +212,7 @@ class CaptionObjective(nn.Module):
         self._collapse = CollapseMonitor(cfg.collapse_warmup, cfg.collapse_ratio)
         self._reward: CaptionReward | None = None
         self._teacher: Teacher | None = None
+        self._teacher_cache: TeacherCache | None = None
 
     @property
     def collapse_monitor(self) -> CollapseMonitor:
@@ -228,8 +240,30 @@ class CaptionObjective(nn.Module):
 
     def use_teacher(self, teacher: Teacher) -> None:
         """``distil_from``'s teacher (captioning.training.distillation.load_teacher): a plain attribute, not a
-        submodule, so no checkpoint or model file holds its weights."""
+        submodule, so no checkpoint or model file holds its weights. Its targets are kept from their first pass
+        (``distil_cache_gb``; a new cache: a resumed fit fills it again)."""
         self._teacher = teacher
+        budget = int(self.cfg.distil_cache_gb * 1e9)
+        self._teacher_cache = TeacherCache(budget) if budget > 0 else None
+
+    @property
+    def teacher_cache(self) -> TeacherCache | None:
+        """The kept teacher targets (None: no teacher, or distil_cache_gb 0)."""
+        return self._teacher_cache
+
+    def forget_teacher_targets(self) -> None:
+        """Empty the cache (its memory back; a later pass would fill it again)."""
+        if self._teacher_cache is not None:
+            self._teacher_cache = TeacherCache(self._teacher_cache.budget)
+
+    def _teacher_targets(self, features: Tensor, batch: dict, pad_id: int) -> tuple[Tensor, Tensor]:
+        """The teacher's (log-probabilities (B, T, S), attention (B, T, L)) of the batch: read from the cache for the
+        pairs it keeps (a batch without ``pair_index`` is not cached), made by the teacher for the others."""
+        index = batch.get("pair_index")
+        if self._teacher_cache is None or index is None:
+            return self._teacher.targets(features, batch["captions_in"])
+        lengths = (batch["targets"] != pad_id).sum(1)  # (B,) each caption's words and its end
+        return self._teacher_cache.targets(self._teacher, features, batch["captions_in"], lengths, index)
 
     def use_references(self, train_references: list[list[list[str]]]) -> None:
         """SCST's reward: CIDEr-D with document frequencies from these (per training image, its token lists), plus
@@ -268,7 +302,7 @@ class CaptionObjective(nn.Module):
             loss, parts = loss + cfg.attn_sup_lambda * sup, {**parts, "attn_sup": sup}
         if self._teacher is not None and decoder.training and not self.hard:
             # (1 - α) · ce + α · KL: the cross-entropy part of the loss exchanged for the teacher's at weight α
-            teacher_lp, teacher_alphas = self._teacher.targets(features, batch["captions_in"])  # (B, T, S), (B, T, L)
+            teacher_lp, teacher_alphas = self._teacher_targets(features, batch, pad_id)  # (B, T, S), (B, T, L)
             kd = distillation_loss(out.logits, teacher_lp, self._teacher.student_ids, batch["targets"], pad_id)
             loss, parts = loss + cfg.distil_weight * (kd - parts["ce"]), {**parts, "kd": kd}
             if cfg.distil_attention > 0:

@@ -47,7 +47,8 @@ def unread_options(config: dict) -> list[Unread]:
                             "set model.decoder.attention hard (options of hard attention)"))  # fmt: skip
     found += without_init_from(model)
     if not dotted(model, "objective.distil_from"):
-        found.append(Unread(("model.objective.distil_weight", "model.objective.distil_attention"),
+        found.append(Unread(("model.objective.distil_weight", "model.objective.distil_attention",
+                             "model.objective.distil_cache_gb"),
                             "model.objective.distil_from null",
                             "name a teacher with model.objective.distil_from"))  # fmt: skip
     tuned = dotted(model, "encoder.fine_tune") or "none"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,13 @@ from captioning.commands.train import caption_train_cli
 from captioning.model.captioner import Captioner
 from captioning.model.decoder import DecoderConfig, ShowAttendTellDecoder
 from captioning.model.ensemble import DecoderEnsemble
-from captioning.training.distillation import Teacher, attention_distillation_loss, distillation_loss, shared_words
+from captioning.training.distillation import (
+    Teacher,
+    TeacherCache,
+    attention_distillation_loss,
+    distillation_loss,
+    shared_words,
+)
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
 from text_attn.core.vocab import Vocabulary
 
@@ -129,11 +136,78 @@ def test_alpha_trades_the_cross_entropy_for_the_teachers_loss():
     assert "train_kd_attn" in objective.training_logs()
 
 
+def _pairs():
+    """Six training pairs: features (6, 5, 12), captions_in and targets (6, 4) of 1-4 real tokens (pad 0)."""
+    torch.manual_seed(5)
+    feats = torch.randn(6, 5, 12)
+    words = [[4, 5, 6], [7], [8, 4], [5, 5, 6], [6, 8], [4]]
+    captions_in = torch.tensor([[1, *w] + [0] * (3 - len(w)) for w in words])
+    targets = torch.tensor([[*w, 2] + [0] * (3 - len(w)) for w in words])
+    return feats, captions_in, targets
+
+
+def test_kept_targets_are_the_teachers_own_for_any_batch_they_come_back_in():
+    every = list(range(9))
+    teacher, cache = _teacher(_members(2), every, every, every), TeacherCache(budget=10**9)
+    feats, captions_in, targets = _pairs()
+    lengths = (targets != 0).sum(1)
+    student_logits, student_alphas = torch.randn(6, 4, 9), torch.rand(6, 4, 5).softmax(-1)
+    # the first pass (all made), a mix (pair 3 new, 0 and 2 kept: the batch's T longer than the kept rows),
+    # all kept in another order, and the kept ones of a shorter batch
+    for rows in ([0, 1, 2], [2, 3, 0], [3, 1, 0, 2], [1, 5]):
+        at = torch.tensor(rows)
+        steps = int(lengths[at].max())
+        args = feats[at], captions_in[at, :steps]
+        got_lp, got_alphas = cache.targets(teacher, *args, lengths[at], at)
+        want_lp, want_alphas = teacher.targets(*args)
+        real = (targets[at, :steps] != 0)[..., None]  # (b, T, 1)
+        torch.testing.assert_close(got_lp * real, want_lp * real, rtol=0, atol=1e-6)
+        torch.testing.assert_close(got_alphas * real, want_alphas * real, rtol=0, atol=1e-6)
+        # so the losses the student is trained with are the same
+        kd = [distillation_loss(student_logits[at, :steps], lp, teacher.student_ids, targets[at, :steps], 0)
+              for lp in (got_lp, want_lp)]  # fmt: skip
+        assert kd[0].item() == pytest.approx(kd[1].item(), abs=1e-6)
+        kd_attn = [attention_distillation_loss(student_alphas[at, :steps], a, targets[at, :steps], 0)
+                   for a in (got_alphas, want_alphas)]  # fmt: skip
+        assert kd_attn[0].item() == pytest.approx(kd_attn[1].item(), abs=1e-6)
+    assert (cache.computed, cache.served) == (3 + 1 + 0 + 1, 0 + 2 + 4 + 1)
+    assert sorted(cache.rows) == [0, 1, 2, 3, 5]
+    assert [cache.rows[k][0].shape for k in (0, 1)] == [(4, 9), (2, 9)]  # its words and end only
+    assert cache.used == sum(int(lengths[k]) * (9 + 5) * 4 for k in cache.rows)
+
+
+def test_the_budget_keeps_what_fits_and_the_rest_is_made_each_time():
+    every = list(range(9))
+    teacher = _teacher(_members(1), every, every, every)
+    feats, captions_in, targets = _pairs()
+    lengths = (targets != 0).sum(1)
+    cache = TeacherCache(budget=(4 + 2) * (9 + 5) * 4)  # pairs 0 (4 tokens) and 1 (2): 3's 4 do not fit
+    at = torch.tensor([0, 1, 3])
+    for _ in range(2):
+        got, _ = cache.targets(teacher, feats[at], captions_in[at], lengths[at], at)
+        torch.testing.assert_close(got[2], teacher.targets(feats[at], captions_in[at])[0][2], rtol=0, atol=1e-6)
+    assert sorted(cache.rows) == [0, 1] and (cache.computed, cache.served) == (3 + 1, 2)
+
+
+def test_the_objective_keeps_the_targets_unless_told_not_to():
+    every = list(range(9))
+    for gb, kept in ((2.0, True), (0.0, False)):
+        objective = CaptionObjective(ObjectiveConfig(distil_from="t", distil_cache_gb=gb), hard=False)
+        objective.use_teacher(_teacher(_members(1), every, every, every))
+        assert (objective.teacher_cache is not None) == kept
+        if kept:
+            assert objective.teacher_cache.budget == 2 * 10**9
+            objective.teacher_cache.rows[0] = (torch.zeros(1), torch.zeros(1))
+            objective.forget_teacher_targets()
+            assert not objective.teacher_cache.rows and objective.teacher_cache.budget == 2 * 10**9
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
         ({"distil_weight": 1.5}, "distil_weight must be between 0 and 1, got 1.5"),
         ({"distil_attention": -1.0}, "distil_attention"),
+        ({"distil_cache_gb": -1.0}, "distil_cache_gb"),
         ({"distil_from": "flickr8k", "scst": True, "ds_lambda": 0.0}, "distil_from is for cross-entropy training"),
     ],
 )
@@ -159,9 +233,8 @@ def test_a_fit_lowers_the_teachers_loss_and_the_file_says_so(tmp_path, capsys):
     cli = _fit(tmp_path, "student", "--model.objective.distil_from", str(teacher),
                "--model.objective.distil_weight", "1.0", "--model.objective.distil_attention", "1.0",
                "--model.lr", "0.003")  # fmt: skip
-    assert f"model.objective.distil_from {teacher} (one decoder): the student learns its next-word" in (
-        capsys.readouterr().err
-    )
+    err = capsys.readouterr().err
+    assert f"model.objective.distil_from {teacher} (one decoder): the student learns its next-word" in err
     rows = list(csv.DictReader(open(Path(cli.trainer.logger.log_dir) / "metrics.csv")))
     kd = [float(r["train_kd"]) for r in rows if r.get("train_kd")]
     assert len(kd) >= 30 and sum(kd[-5:]) < 0.5 * sum(kd[:5]), kd
@@ -169,6 +242,17 @@ def test_a_fit_lowers_the_teachers_loss_and_the_file_says_so(tmp_path, capsys):
     assert len(kd_attn) >= 30 and sum(kd_attn[-5:]) < 0.5 * sum(kd_attn[:5]), kd_attn
     info = Captioner.load(tmp_path / "student" / "model.pt").info
     assert info["distilled_from"] == "model.pt, its next-word probabilities at weight 1 and its attention at weight 1"
+    # the teacher's targets kept from their first pass train the student as the teacher run at every step does
+    (line,) = [x for x in err.splitlines() if x.startswith("caption-train: the teacher's targets: ")]
+    served, made = re.search(r"targets: ([\d,]+) pairs read from its cache, ([\d,]+) made", line).groups()
+    # 40 steps: every epoch after the first reads them
+    assert int(served.replace(",", "")) > 3 * int(made.replace(",", "")) > 0, line
+    uncached = _fit(tmp_path, "student_uncached", "--model.objective.distil_from", str(teacher),
+                    "--model.objective.distil_weight", "1.0", "--model.objective.distil_attention", "1.0",
+                    "--model.lr", "0.003", "--model.objective.distil_cache_gb", "0")  # fmt: skip
+    assert "the teacher's targets" not in capsys.readouterr().err
+    rows = list(csv.DictReader(open(Path(uncached.trainer.logger.log_dir) / "metrics.csv")))
+    assert [float(r["train_kd"]) for r in rows if r.get("train_kd")] == pytest.approx(kd, rel=1e-3, abs=1e-5)
 
 
 @pytest.mark.long

@@ -205,6 +205,8 @@ AT_DEFAULT = [
                  id="distil_weight"),
     pytest.param(caption_train, ["--model.objective.distil_attention", "1.0"], "model.objective.distil_from null "
                  "reads no model.objective.distil_attention: name a teacher", id="distil_attention"),
+    pytest.param(caption_train, ["--model.objective.distil_cache_gb", "4"], "model.objective.distil_from null "
+                 "reads no model.objective.distil_cache_gb: name a teacher", id="distil_cache_gb"),
     pytest.param(text_train, ["--model.objective.scst_samples", "5"], "reads no model.objective.scst_samples",
                  id="text_scst_samples"),
     pytest.param(text_train, ["--model.init_vocab", "extend"], "without model.init_from reads no model.init_vocab",
