@@ -70,22 +70,24 @@ class Teacher:
 
 @dataclass
 class TeacherCache:
-    """The teacher's targets of training pairs, kept from their first pass (keyed by the batch's ``pair_index``: which
-    (image, caption) pair each row is). Each pair keeps its real words only: the log-probabilities (n, S) and the
+    """The teacher's targets of training pairs, kept from their first pass, keyed by what the teacher reads: the
+    batch's ``pair_index`` (which (image, caption) pair each row is), ``image_index`` where the batch has it, and the
+    caption's tokens (a streamed folder numbers its samples its own way: a key that names the caption itself cannot
+    give one caption's targets to another). Each pair keeps its real words only: the log-probabilities (n, S) and the
     attention (n, L), n its words and end, as the teacher made them (float32 at least, on their device). Once
     ``budget`` bytes are held, pairs not kept are computed at every pass as without a cache."""
 
     budget: int  # bytes
-    rows: dict[int, tuple[Tensor, Tensor]] = field(default_factory=dict)
+    rows: dict[tuple, tuple[Tensor, Tensor]] = field(default_factory=dict)
     used: int = 0  # bytes held
     served: int = 0  # pairs read from the cache
     computed: int = 0  # pairs the teacher ran for
 
-    def targets(self, teacher: Teacher, features: Tensor, captions_in: Tensor, lengths: Tensor, pair_index: Tensor):
+    def targets(self, teacher: Teacher, features: Tensor, captions_in: Tensor, lengths: Tensor, pairs: list):
         """:meth:`Teacher.targets` of the batch (features (B, L, D), captions_in (B, T); lengths (B,): each caption's
-        real words and end; pair_index (B,)), the kept pairs read, the others computed (and kept while there is
-        room). Past a pair's words the rows are 0 where read (the losses mask them)."""
-        keys = pair_index.tolist()
+        real words and end; pairs: each row's pair, hashable (:meth:`keys`)), the kept pairs read, the others computed
+        (and kept while there is room). Past a pair's words the rows are 0 where read (the losses mask them)."""
+        keys = pairs
         missing = [b for b, key in enumerate(keys) if key not in self.rows]
         self.served, self.computed = self.served + len(keys) - len(missing), self.computed + len(missing)
         if len(missing) == len(keys):  # none kept (the first epoch): the whole batch, as without a cache
@@ -109,7 +111,14 @@ class TeacherCache:
             out_lp[b, :n], out_alphas[b, :n] = lp[:n], alphas[:n]
         return out_lp, out_alphas
 
-    def _keep(self, made: list[tuple[int, Tensor, Tensor, int]]) -> None:
+    @staticmethod
+    def keys(captions_in: Tensor, lengths: Tensor, pair_index: Tensor, image_index: Tensor | None) -> list[tuple]:
+        """Each row's key: (pair index, image index or None, its tokens read by the teacher (bos and words))."""
+        images = image_index.tolist() if image_index is not None else [None] * len(pair_index)
+        rows = zip(pair_index.tolist(), images, captions_in.tolist(), lengths.tolist(), strict=True)
+        return [(pair, image, tuple(tokens[:n])) for pair, image, tokens, n in rows]
+
+    def _keep(self, made: list[tuple[tuple, Tensor, Tensor, int]]) -> None:
         """Keep each (pair, log-probabilities (T, S), attention (T, L), words) while the budget has room (copies of
         the real rows: a view would hold the whole batch's tensor)."""
         for key, lp, alphas, n in made:

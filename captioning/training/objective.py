@@ -262,8 +262,9 @@ class CaptionObjective(nn.Module):
         index = batch.get("pair_index")
         if self._teacher_cache is None or index is None:
             return self._teacher.targets(features, batch["captions_in"])
-        lengths = (batch["targets"] != pad_id).sum(1)  # (B,) each caption's words and its end
-        return self._teacher_cache.targets(self._teacher, features, batch["captions_in"], lengths, index)
+        captions_in, lengths = batch["captions_in"], (batch["targets"] != pad_id).sum(1)  # (B,): words and end
+        pairs = TeacherCache.keys(captions_in, lengths, index, batch.get("image_index"))
+        return self._teacher_cache.targets(self._teacher, features, captions_in, lengths, pairs)
 
     def use_references(self, train_references: list[list[list[str]]]) -> None:
         """SCST's reward: CIDEr-D with document frequencies from these (per training image, its token lists), plus

@@ -158,7 +158,9 @@ def test_kept_targets_are_the_teachers_own_for_any_batch_they_come_back_in():
         at = torch.tensor(rows)
         steps = int(lengths[at].max())
         args = feats[at], captions_in[at, :steps]
-        got_lp, got_alphas = cache.targets(teacher, *args, lengths[at], at)
+        got_lp, got_alphas = cache.targets(
+            teacher, *args, lengths[at], TeacherCache.keys(*args[1:], lengths[at], at, at)
+        )
         want_lp, want_alphas = teacher.targets(*args)
         real = (targets[at, :steps] != 0)[..., None]  # (b, T, 1)
         torch.testing.assert_close(got_lp * real, want_lp * real, rtol=0, atol=1e-6)
@@ -171,9 +173,23 @@ def test_kept_targets_are_the_teachers_own_for_any_batch_they_come_back_in():
                    for a in (got_alphas, want_alphas)]  # fmt: skip
         assert kd_attn[0].item() == pytest.approx(kd_attn[1].item(), abs=1e-6)
     assert (cache.computed, cache.served) == (3 + 1 + 0 + 1, 0 + 2 + 4 + 1)
-    assert sorted(cache.rows) == [0, 1, 2, 3, 5]
-    assert [cache.rows[k][0].shape for k in (0, 1)] == [(4, 9), (2, 9)]  # its words and end only
-    assert cache.used == sum(int(lengths[k]) * (9 + 5) * 4 for k in cache.rows)
+    assert sorted(key[0] for key in cache.rows) == [0, 1, 2, 3, 5]
+    assert cache.rows[(1, 1, (1, 7))][0].shape == (2, 9)  # its words and end only
+    assert cache.used == sum(len(key[2]) * (9 + 5) * 4 for key in cache.rows)
+
+
+def test_a_pair_number_reused_for_another_caption_gets_its_own_targets():
+    every = list(range(9))
+    teacher, cache = _teacher(_members(1), every, every, every), TeacherCache(budget=10**9)
+    feats, captions_in, targets = _pairs()
+    lengths = (targets != 0).sum(1)
+    for rows in ([0, 1], [0, 3]):  # pair 3 comes back numbered 1, as a streamed folder may number its samples
+        at = torch.tensor(rows)
+        keys = TeacherCache.keys(captions_in[at], lengths[at], torch.tensor([0, 1]), None)
+        got, _ = cache.targets(teacher, feats[at], captions_in[at], lengths[at], keys)
+        real = (targets[at] != 0)[..., None]
+        torch.testing.assert_close(got * real, teacher.targets(feats[at], captions_in[at])[0] * real, rtol=0, atol=1e-6)
+    assert (cache.computed, cache.served) == (3, 1)
 
 
 def test_the_budget_keeps_what_fits_and_the_rest_is_made_each_time():
@@ -183,10 +199,11 @@ def test_the_budget_keeps_what_fits_and_the_rest_is_made_each_time():
     lengths = (targets != 0).sum(1)
     cache = TeacherCache(budget=(4 + 2) * (9 + 5) * 4)  # pairs 0 (4 tokens) and 1 (2): 3's 4 do not fit
     at = torch.tensor([0, 1, 3])
+    keys = TeacherCache.keys(captions_in[at], lengths[at], at, None)
     for _ in range(2):
-        got, _ = cache.targets(teacher, feats[at], captions_in[at], lengths[at], at)
+        got, _ = cache.targets(teacher, feats[at], captions_in[at], lengths[at], keys)
         torch.testing.assert_close(got[2], teacher.targets(feats[at], captions_in[at])[0][2], rtol=0, atol=1e-6)
-    assert sorted(cache.rows) == [0, 1] and (cache.computed, cache.served) == (3 + 1, 2)
+    assert sorted(key[0] for key in cache.rows) == [0, 1] and (cache.computed, cache.served) == (3 + 1, 2)
 
 
 def test_the_objective_keeps_the_targets_unless_told_not_to():
