@@ -132,7 +132,8 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     distil_cache_gb: the teacher's targets of each training pair are kept from their first pass, up to this many
         GB (captioning.training.distillation.TeacherCache): later epochs read them instead of running the teacher
         (its input never changes: a frozen encoder's features, the pair's caption). Flickr8k's 6,000 teacher captions
-        hold 0.62 GB at the bundled vocabulary. 0: the teacher runs at every step. Default 2.
+        hold 0.62 GB at the bundled vocabulary; each process keeps its own (DDP). 0: the teacher runs at every
+        step. Default 2.
     """
 
     ds_lambda: float = 1.0
