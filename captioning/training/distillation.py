@@ -83,11 +83,10 @@ class TeacherCache:
     served: int = 0  # pairs read from the cache
     computed: int = 0  # pairs the teacher ran for
 
-    def targets(self, teacher: Teacher, features: Tensor, captions_in: Tensor, lengths: Tensor, pairs: list):
+    def targets(self, teacher: Teacher, features: Tensor, captions_in: Tensor, lengths: Tensor, keys: list[tuple]):
         """:meth:`Teacher.targets` of the batch (features (B, L, D), captions_in (B, T); lengths (B,): each caption's
-        real words and end; pairs: each row's pair, hashable (:meth:`keys`)), the kept pairs read, the others computed
-        (and kept while there is room). Past a pair's words the rows are 0 where read (the losses mask them)."""
-        keys = pairs
+        real words and end; keys: each row's pair (:meth:`keys`)), the kept pairs read, the others computed (and kept
+        while there is room). Past a pair's words the rows are 0 where read (the losses mask them)."""
         missing = [b for b, key in enumerate(keys) if key not in self.rows]
         self.served, self.computed = self.served + len(keys) - len(missing), self.computed + len(missing)
         if len(missing) == len(keys):  # none kept (the first epoch): the whole batch, as without a cache

@@ -264,8 +264,8 @@ class CaptionObjective(nn.Module):
         if self._teacher_cache is None or index is None:
             return self._teacher.targets(features, batch["captions_in"])
         captions_in, lengths = batch["captions_in"], (batch["targets"] != pad_id).sum(1)  # (B,): words and end
-        pairs = TeacherCache.keys(captions_in, lengths, index, batch.get("image_index"))
-        return self._teacher_cache.targets(self._teacher, features, captions_in, lengths, pairs)
+        keys = TeacherCache.keys(captions_in, lengths, index, batch.get("image_index"))
+        return self._teacher_cache.targets(self._teacher, features, captions_in, lengths, keys)
 
     def use_references(self, train_references: list[list[list[str]]]) -> None:
         """SCST's reward: CIDEr-D with document frequencies from these (per training image, its token lists), plus
