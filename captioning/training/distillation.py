@@ -87,27 +87,27 @@ class TeacherCache:
         """:meth:`Teacher.targets` of the batch (features (B, L, D), captions_in (B, T); lengths (B,): each caption's
         real words and end; keys: each row's pair (:meth:`keys`)), the kept pairs read, the others computed (and kept
         while there is room). Past a pair's words the rows are 0 where read (the losses mask them)."""
+        sizes = lengths.tolist()  # once: the rows below read them one by one
         missing = [b for b, key in enumerate(keys) if key not in self.rows]
         self.served, self.computed = self.served + len(keys) - len(missing), self.computed + len(missing)
         if len(missing) == len(keys):  # none kept (the first epoch): the whole batch, as without a cache
             lp, alphas = teacher.targets(features, captions_in)
-            self._keep([(key, lp[b], alphas[b], int(lengths[b])) for b, key in enumerate(keys)])
+            self._keep([(key, lp[b], alphas[b], sizes[b]) for b, key in enumerate(keys)])
             return lp, alphas
         made = {}
         if missing:
             at = torch.tensor(missing, device=captions_in.device)
-            n = int(lengths[at].max())  # the teacher reads each caption's words only: its later rows are causal
+            n = max(sizes[b] for b in missing)  # the teacher reads each caption's words only: its later rows are causal
             lp, alphas = teacher.targets(features[at], captions_in[at, :n])  # (M, n, S), (M, n, L)
             made = {keys[b]: (lp[j], alphas[j]) for j, b in enumerate(missing)}
-            self._keep([(keys[b], lp[j], alphas[j], int(lengths[b])) for j, b in enumerate(missing)])
+            self._keep([(keys[b], lp[j], alphas[j], sizes[b]) for j, b in enumerate(missing)])
         first = made[keys[missing[0]]] if missing else self.rows[keys[0]]
         (batch, steps), (shared, regions) = captions_in.shape, (first[0].size(-1), first[1].size(-1))
         out_lp = first[0].new_zeros(batch, steps, shared)  # (B, T, S)
         out_alphas = first[1].new_zeros(batch, steps, regions)  # (B, T, L)
         for b, key in enumerate(keys):
-            lp, alphas = made.get(key) or self.rows[key]
-            n = min(int(lengths[b]), lp.size(0))
-            out_lp[b, :n], out_alphas[b, :n] = lp[:n], alphas[:n]
+            lp, alphas = made.get(key) or self.rows[key]  # a kept row holds exactly its caption's sizes[b] rows
+            out_lp[b, : sizes[b]], out_alphas[b, : sizes[b]] = lp[: sizes[b]], alphas[: sizes[b]]
         return out_lp, out_alphas
 
     @staticmethod
