@@ -289,13 +289,29 @@ class CaptionModule(RunState, pl.LightningModule):
                 return self.model.encoder(images)
 
         teacher, line = load_teacher(name, self.vocab, encode, self.model.encoder.preprocess.image_size)
-        self.objective.use_teacher(teacher)
+        note = self.objective.use_teacher(teacher, self._targets_room())
         cfg = self.objective.cfg
         taught = f"its next-word probabilities at weight {cfg.distil_weight:g}"
         taught += f" and its attention at weight {cfg.distil_attention:g}" if cfg.distil_attention > 0 else ""
         self._start_info = {**self._start_info, "distilled_from": f"{file_name(name)}, {taught}"}
         if self.trainer.is_global_zero:
             print(f"caption-train: {line}", file=sys.stderr)
+            if note:
+                print(f"caption-train: note: {note}", file=sys.stderr)
+
+    def _targets_room(self) -> int | None:
+        """Bytes the teacher's kept targets may take room from (None: unknown): they stay on the fit's device, the
+        GPU's free memory on CUDA, else what this process may use (a container's limit: text_attn.core.memory_room)
+        shared by the machine's processes of a --trainer.devices N run (each keeps its own)."""
+        device = self.trainer.strategy.root_device
+        if device.type == "cuda":
+            return torch.cuda.mem_get_info(device)[0]
+        if device.type != "cpu":
+            return None
+        from text_attn.core.memory_room import memory_room
+
+        room = memory_room()
+        return None if room is None else room // max(1, self.trainer.num_devices)
 
     def check_fit_start(self, from_checkpoint: bool) -> None:
         check_scst_start(self.objective.cfg, self.hparams.init_from, from_checkpoint)  # SCST from random weights

@@ -132,8 +132,9 @@ class ObjectiveConfig(SequenceObjectiveConfig):
     distil_cache_gb: the teacher's targets of each training pair are kept from their first pass, up to this many
         GB (captioning.training.distillation.TeacherCache): later epochs read them instead of running the teacher
         (its input never changes: a frozen encoder's features, the pair's caption). Flickr8k's 6,000 teacher captions
-        hold 0.62 GB at the bundled vocabulary; each process keeps its own (DDP). 0: the teacher runs at every
-        step. Default 2.
+        hold 0.62 GB at the bundled vocabulary; each process keeps its own (DDP). At most half the memory free as
+        fit starts (a container's limit, or the GPU's free memory on CUDA; said in a note where it binds). 0: the
+        teacher runs at every step. Default 2.
     """
 
     ds_lambda: float = 1.0
@@ -239,13 +240,21 @@ class CaptionObjective(nn.Module):
             names |= {"train_kd_attn"} if cfg.distil_attention > 0 else set()
         return frozenset(names)
 
-    def use_teacher(self, teacher: Teacher) -> None:
+    def use_teacher(self, teacher: Teacher, room: int | None = None) -> str | None:
         """``distil_from``'s teacher (captioning.training.distillation.load_teacher): a plain attribute, not a
         submodule, so no checkpoint or model file holds its weights. Its targets are kept from their first pass
-        (``distil_cache_gb``; a new cache: a resumed fit fills it again)."""
+        (``distil_cache_gb``; a new cache: a resumed fit fills it again), in at most half the ``room`` (bytes the
+        targets' device may still hold: text_attn.core.memory_room on the CPU, the GPU's free memory on CUDA; the
+        other half is the fit's own). Returns a note where the room bounded the budget, else None."""
         self._teacher = teacher
-        budget = int(self.cfg.distil_cache_gb * 1e9)
+        budget, note = int(self.cfg.distil_cache_gb * 1e9), None
+        if room is not None and budget > room // 2:
+            note = (f"{PREFIX}.distil_cache_gb {self.cfg.distil_cache_gb:g} kept to {room // 2 / 1e9:.2f} GB: half "
+                    f"the {room / 1e9:.2f} GB of memory free for the teacher's targets (a container's limit, or what "
+                    "the machine or GPU has free); pairs past it are made at every step")  # fmt: skip
+            budget = room // 2
         self._teacher_cache = TeacherCache(budget) if budget > 0 else None
+        return note
 
     @property
     def teacher_cache(self) -> TeacherCache | None:

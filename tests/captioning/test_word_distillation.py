@@ -219,6 +219,23 @@ def test_the_objective_keeps_the_targets_unless_told_not_to():
             assert not objective.teacher_cache.rows and objective.teacher_cache.budget == 2 * 10**9
 
 
+def test_the_budget_is_at_most_half_the_memory_free():
+    every = list(range(9))
+    for gb, room, budget, noted in ((2.0, 10**9, 5 * 10**8, True), (2.0, 10**10, 2 * 10**9, False),
+                                    (2.0, None, 2 * 10**9, False), (0.5, 10**9, 5 * 10**8, False)):  # fmt: skip
+        objective = CaptionObjective(ObjectiveConfig(distil_from="t", distil_cache_gb=gb), hard=False)
+        note = objective.use_teacher(_teacher(_members(1), every, every, every), room)
+        assert objective.teacher_cache.budget == budget and (note is not None) == noted
+    assert note is None and "distil_cache_gb 2 kept to 0.50 GB: half the 1.00 GB of memory free" in (
+        CaptionObjective(ObjectiveConfig(distil_from="t"), hard=False).use_teacher(
+            _teacher(_members(1), every, every, every), 10**9
+        )
+    )
+    objective = CaptionObjective(ObjectiveConfig(distil_from="t", distil_cache_gb=0.0), hard=False)
+    assert objective.use_teacher(_teacher(_members(1), every, every, every), 10**9) is None
+    assert objective.teacher_cache is None
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -244,7 +261,7 @@ def _fit(tmp_path: Path, name: str, *more: str):
 
 
 @pytest.mark.long  # two tiny fits (~10 s)
-def test_a_fit_lowers_the_teachers_loss_and_the_file_says_so(tmp_path, capsys):
+def test_a_fit_lowers_the_teachers_loss_and_the_file_says_so(tmp_path, capsys, monkeypatch):
     _fit(tmp_path, "teacher")
     teacher = tmp_path / "teacher" / "model.pt"
     cli = _fit(tmp_path, "student", "--model.objective.distil_from", str(teacher),
@@ -270,6 +287,16 @@ def test_a_fit_lowers_the_teachers_loss_and_the_file_says_so(tmp_path, capsys):
     assert "the teacher's targets" not in capsys.readouterr().err
     rows = list(csv.DictReader(open(Path(uncached.trainer.logger.log_dir) / "metrics.csv")))
     assert [float(r["train_kd"]) for r in rows if r.get("train_kd")] == pytest.approx(kd, rel=1e-3, abs=1e-5)
+    # a container with little memory free keeps what half of it holds, and says so; the rest is made at every step
+    kept = int(re.search(r"\(([\d,]+) pairs kept", line).group(1).replace(",", ""))
+    monkeypatch.setattr("text_attn.core.memory_room.memory_room", lambda: 40_000)
+    _fit(tmp_path, "student_small", "--model.objective.distil_from", str(teacher),
+         "--model.objective.distil_weight", "1.0", "--model.lr", "0.003")  # fmt: skip
+    err = capsys.readouterr().err
+    assert "note: model.objective.distil_cache_gb 2 kept to 0.00 GB: half the 0.00 GB of memory free" in err
+    (small,) = [x for x in err.splitlines() if x.startswith("caption-train: the teacher's targets: ")]
+    few = int(re.search(r"\(([\d,]+) pairs kept", small).group(1).replace(",", ""))
+    assert 0 < few < kept, (small, line)
 
 
 @pytest.mark.long
