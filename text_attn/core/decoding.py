@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from text_attn.core.heap_trim import every_few_steps
 from text_attn.core.precision import widened
 from text_attn.core.search_choice import (
     ban_repeated_ngrams,
@@ -269,6 +270,7 @@ def greedy_search(
     compact = drop_ended and getattr(model, "select_state", None) is None
     live = torch.arange(batch_size, device=device)  # (A,) the rows the model's state holds, in order
     for t in range(max_len + end_step):
+        every_few_steps(t)  # a long search's freed cache buffers: their pages back (text_attn.core.heap_trim)
         log_probs, attn, state = _step_live(model, prev, state, live)  # ended rows: zeros, masked below
         log_probs = ban_tokens(log_probs, banned)
         if no_repeat_ngram:
@@ -364,6 +366,7 @@ def beam_search(
     live = torch.arange(B * K, device=device)  # (A*K,) the rows the model's state holds: the K of each live source
     caps = None if row_max_len is None else row_max_len.to(device).repeat_interleave(K)  # (B*K,)
     for t in range(max_len + end_step):
+        every_few_steps(t)  # a long search's freed cache buffers: their pages back (text_attn.core.heap_trim)
         # Usually only each live row's K best tokens are needed (beam_choice's first stage), taken from the live
         # rows alone; the end step needs every row's whole distribution.
         whole = t == max_len or whole_vocabulary
