@@ -13,7 +13,6 @@ search of fewer steps (a caption, a sentence) never calls it. Elsewhere than gli
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 TRIM_FROM = 128  # the first step that trims: a sentence's search (Multi30k's longest: a cap of 120) never does
@@ -28,8 +27,9 @@ def _malloc_trim():
         _trim = False
         if sys.platform.startswith("linux"):
             try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                _trim = libc.malloc_trim  # glibc's; musl has none (AttributeError)
+                # the process's own symbols: glibc's malloc_trim where the C library is glibc (musl has none:
+                # AttributeError); not ctypes.util.find_library, which runs ldconfig or a compiler to look
+                _trim = ctypes.CDLL(None).malloc_trim
                 _trim.argtypes, _trim.restype = [ctypes.c_size_t], ctypes.c_int
             except (OSError, AttributeError):
                 _trim = False
