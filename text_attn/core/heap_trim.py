@@ -1,13 +1,12 @@
 """Give the C heap's free pages back to the system during a long search.
 
-A Transformer's search grows each layer's self-attention cache by one position a step and reorders it by beam: two
-new buffers a layer a step, each a little larger than the one just freed. glibc serves buffers under its mmap
-threshold (which rises to the size of each larger block freed, up to 32 MiB) from its heap, and a freed buffer is one
-position too small for the next: the heap fills with holes whose pages stay resident. A 1,290-token paragraph
-searched all 1,200 steps at beam 5 grew the process by 1.51 GB, its tensors 0.30 GiB (2026-12-05,
-benchmarks/search_memory.py).
-``malloc_trim(0)`` hands the free pages back (madvise, the heap's layout unchanged): called from step
-:data:`TRIM_FROM`, every :data:`TRIM_EVERY` steps, the same search grew it by 0.31 GB, in 0.98x the time. A
+A Transformer's search grows each layer's self-attention cache by one position a step and reorders it by beam: two new
+buffers a layer a step, each a little larger than the one just freed. glibc serves buffers under its mmap threshold
+(which rises to the size of each larger block freed, up to 32 MiB) from its heap, and a freed buffer is one position too
+small for the next: the heap fills with holes whose pages stay resident. A 1,290-token paragraph searched all 1,200
+steps at beam 5 grew the process by 1.24-1.51 GB, its tensors 0.30 GiB (2026-12-05, benchmarks/search_memory.py).
+``malloc_trim(0)`` hands the free pages back (madvise, the heap's layout unchanged): called from step :data:`TRIM_FROM`,
+every :data:`TRIM_EVERY` steps, the same search grew it by 0.30-0.32 GB (1.24-1.51 untrimmed), in 0.98-1.14x the time. A
 search of fewer steps (a caption, a sentence) never calls it. Elsewhere than glibc (macOS, musl) it does nothing."""
 
 from __future__ import annotations

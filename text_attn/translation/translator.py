@@ -582,8 +582,8 @@ class Translator:
         at every step. Cache buffers of power-of-two room cut that to 1.6 GB and cost 11% of the speed on ordinary
         sentences: not kept. Since beam search stopped building a (rows, vocabulary) block at every step, 1.2 GB
         (the same day); MALLOC_MMAP_THRESHOLD_ for the whole process costs 1.7-1.8x the time on the test set.
-        Since the searches hand the heap's free pages back from their 128th step (text_attn.core.heap_trim), 0.31
-        GB against 1.51 GB untrimmed, at 0.98x the time (benchmarks/search_memory.py, 2026-12-05).
+        Since the searches hand the heap's free pages back from their 128th step (text_attn.core.heap_trim), 0.30-0.32
+        GB against 1.24-1.51 GB untrimmed, at 0.98-1.14x the time (benchmarks/search_memory.py, 2026-12-05).
         Without --max-len a long input's cap is the training lengths' (about 230 steps)."""
         steps = max_len + 1 if max_len else self.default_steps(n_tokens)  # a given cap's end: one step more
         cfg = self.net.cfg
