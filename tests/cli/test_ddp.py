@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,23 @@ def test_two_process_ddp_trains_disjoint_shares_and_scores_the_whole_split(famil
             # 2 processes are not those of 1); float noise only, each row's loss computed in another batch
             tolerance = {"rel": 1e-5} if name.endswith("_loss") else {"abs": 1e-9}
             assert rank["metrics"][name] == pytest.approx(value, **tolerance), name
+
+
+def test_two_process_distillation_keeps_each_ranks_teacher_targets(tmp_path):
+    """A distillation fit under DDP: each rank keeps the targets of the pairs it sees, later epochs read them."""
+    cfg, exe = str(CONFIGS["caption"]), Path(sys.executable).parent / TOOLS["caption"]
+    common = ["fit", "--config", cfg, "--trainer.max_steps", "40", "--trainer.limit_val_batches", "0"]
+    teacher = tmp_path / "t" / "model.pt"
+    done = subprocess.run([str(exe), *common, "--trainer.default_root_dir", str(tmp_path / "t"),
+                           "--model.export_path", str(teacher)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run([str(exe), *common, *DDP, "--trainer.default_root_dir", str(tmp_path / "s"),
+                           "--model.export_path", str(tmp_path / "s" / "model.pt"),
+                           "--model.objective.distil_from", str(teacher)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("caption-train: the teacher's targets: ")]
+    served, made = (int(n.replace(",", "")) for n in re.search(r"([\d,]+) pairs read .*, ([\d,]+) made", line).groups())
+    assert served > 2 * made > 0, line  # rank 0's: the sampler reshuffles, so each epoch after the first reads most
+    assert (tmp_path / "s" / "model.pt").is_file()
