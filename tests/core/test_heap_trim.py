@@ -52,14 +52,13 @@ def test_a_holed_heap_gives_its_free_pages_back():
     # them), every other one freed: holes between the blocks kept, which no trim of the heap's top can return.
     # Resident memory stays up until release_free_heap, then falls by most of the holes' 100 MiB.
     code = r"""
-import ctypes, resource
+import ctypes
 from text_attn.core.heap_trim import release_free_heap
+from text_attn.core.memory_room import _own_resident as rss
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
-def rss():
-    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
 libc.free(libc.malloc(1 << 20))  # an mmapped block freed: later blocks below 1 MiB come from the heap
 blocks = []
 for _ in range(800):
