@@ -24,7 +24,8 @@ def test_it_measures_both_ways_of_one_paragraph(tmp_path):
     result = json.loads(out.read_text())
     rows = {r["way"]: r for r in result["rows"]}
     assert set(rows) == {"trimmed", "not trimmed"} and result["max_len"] == 200
-    # the same search both ways: the same source tokens, estimate and output; 200 steps, so the trimmed one trims
+    # the same search both ways: the same source tokens, estimate and output (this short paragraph's translation
+    # ends before step 128, so neither way trims here: the full command's run is what measures the trim)
     assert rows["trimmed"]["tokens"] == rows["not trimmed"]["tokens"] > 120
     assert rows["trimmed"]["output_words"] == rows["not trimmed"]["output_words"] > 0
     assert rows["trimmed"]["estimate_gib"] == rows["not trimmed"]["estimate_gib"] > 0
