@@ -4,16 +4,19 @@ decoding, in one process, the ways taking turns round by round (ratios carry to 
 - **whole vocabulary**: each step's choice over every row's whole distribution (``beam_search(...,
   whole_vocabulary=True)``: a (rows, vocabulary) block filled, masked and added, the banned ids written into a copy),
   where now each row's K best tokens are taken first and the K best of the K*K candidates after;
-- **memory per beam**: the encoder's memory (the Transformer's cross-attention keys and values, Bahdanau's keys)
-  expanded to a row per beam and copied whenever sentences leave the batch, where now it stays one row per sentence
-  (``one_row_per_source_state``; the captioner has kept its regions that way since before: no such row for it);
+- **memory per beam**: the encoder's memory (the Transformer's cross-attention keys and values, Bahdanau's and
+  Luong's keys) expanded to a row per beam and copied whenever sentences leave the batch, where now it stays one row
+  per sentence (``one_row_per_source_state``; the captioner has kept its regions that way since before: no such row
+  for it);
 - **both**: the search as it ran until 2026-12-04.
 
     python benchmarks/beam_search.py --multi30k-root ../shared/data/multi30k --flickr8k-root ../shared/data/flickr8k \
         --threads 2 --json docs/beam_search.json
 
 - translation: the bundled Transformer and GRU (bahdanau) on Multi30k's test set (test_2016_flickr.de), German ->
-  English, as ``translate`` runs it (batches of 64; tokenizing and detokenizing included), sentences/s;
+  English, as ``translate`` runs it (batches of 64; tokenizing and detokenizing included), sentences/s; and any
+  German -> English model file given with ``--translator`` (none is bundled with Luong attention: a model from
+  ``text-train fit --config configs/text/multi30k_de_en_luong.yaml``);
 - captioning: the bundled captioner's search alone on Flickr8k test photos' features (encoded once beforehand, not
   timed), batches of 16 as ``caption`` makes them, images/s.
 
@@ -100,26 +103,32 @@ def alternate(run, rounds: int, ways: list[str]) -> dict:
     }
 
 
-def translation_rows(root: Path, rounds: int, limit: int | None, batch: int = 64) -> list[dict]:
+def translation_rows(
+    root: Path, rounds: int, limit: int | None, batch: int = 64, files: list[Path] = (), bundled: bool = True
+) -> list[dict]:
+    """The bundled translators' rows (``bundled``) and one for each model file in ``files`` (German -> English)."""
     from text_attn.translation.bundled import MODEL_NAMES
     from text_attn.translation.corpora import corpus_file, read_lines
     from text_attn.translation.translator import Translator
 
     lines = read_lines(corpus_file(root, "test_2016_flickr", "de"))  # a missing file: a TaskError naming both names
     sentences = [line.strip() for line in lines if line.strip()][:limit]
+    models = [(f"bundled {n}", MODEL_NAMES[n]) for n in ("transformer", "bahdanau") if bundled]
     rows = []
-    for name in ("transformer", "bahdanau"):
-        translator = Translator.load(MODEL_NAMES[name])
+    for label, path in models + [(None, f) for f in files]:
+        translator = Translator.load(path)
+        if label is None:  # a file of the user's: its name and its attention, which the row is about
+            label = f"{Path(path).name} ({getattr(translator.net.cfg, 'attention', 'transformer')})"
         d = translator.decoding()
         if d["beam_size"] < 2:
             d["beam_size"] = 5  # a greedy recorded decoding has no beams to choose: the translate default's width
-        print(f"beam_search: {name} on {len(sentences)} test sentences, {d}", file=sys.stderr, flush=True)
+        print(f"beam_search: {label} on {len(sentences)} test sentences, {d}", file=sys.stderr, flush=True)
 
         def run(t=translator, d=d):
             return [x.text for i in range(0, len(sentences), batch) for x in t.translate(sentences[i : i + batch], **d)]
 
         found = alternate(run, rounds, list(WAYS))
-        rows.append(_row(f"translate, bundled {name}, Multi30k test, batch {batch}", d, len(sentences), "sentences/s",
+        rows.append(_row(f"translate, {label}, Multi30k test, batch {batch}", d, len(sentences), "sentences/s",
                          found))  # fmt: skip
     return rows
 
@@ -195,15 +204,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--photos", type=positive_int, default=500, help="first N Flickr8k test photos (default 500)")
     ap.add_argument("--rounds", type=positive_int, default=3, help="timed runs each way, in turn (default 3; median)")
     ap.add_argument("--threads", type=positive_int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--translator", type=Path, action="append", default=[], metavar="FILE",
+                    help="also a row for this German -> English model file (e.g. a Luong model from text-train;\n"
+                         "repeatable; with --multi30k-root)")  # fmt: skip
+    ap.add_argument("--no-bundled", action="store_true",
+                    help="only the --translator files' rows (no bundled translator or captioner)")  # fmt: skip
     ap.add_argument("--json", type=new_file, help="also write the rows here")
     args = ap.parse_args(argv)
     if args.multi30k_root is None and args.flickr8k_root is None:
         ap.error("give --multi30k-root and/or --flickr8k-root: the data to search on")
+    if args.translator and args.multi30k_root is None:
+        ap.error("--translator needs --multi30k-root: the sentences to translate")
+    for f in args.translator:
+        if not f.is_file():
+            ap.error(f"--translator {f}: no such file")
     torch.set_num_threads(args.threads)
     rows = []
     if args.multi30k_root is not None:
-        rows += translation_rows(args.multi30k_root, args.rounds, args.sentences)
-    if args.flickr8k_root is not None:
+        rows += translation_rows(args.multi30k_root, args.rounds, args.sentences, files=args.translator,
+                                 bundled=not args.no_bundled)  # fmt: skip
+    if args.flickr8k_root is not None and not args.no_bundled:
         rows += caption_rows(args.flickr8k_root, args.rounds, args.photos)
     print(f"torch {torch.__version__}, {args.threads} threads, {args.rounds} rounds each way (median)")
     print(table(rows))

@@ -26,7 +26,7 @@ import gzip, json, resource, sys, time
 import torch
 torch.set_num_threads(2)
 import text_attn.core.decoding as decoding
-from text_attn.core.memory_room import _own_resident
+from text_attn.core.memory_room import own_resident
 from text_attn.translation.translator import Translator
 root, words, beam, max_len, trim = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 if not trim:
@@ -34,7 +34,7 @@ if not trim:
 text = " ".join(gzip.open(f"{root}/test_2016_flickr.de.gz", "rt").read().split()[:words])
 tr = Translator.load()
 tr.translate(["ein mann fährt fahrrad ."], beam_size=beam)  # the first call's one-off allocations before measuring
-before = _own_resident()  # /proc/self/statm's resident pages, in bytes
+before = own_resident()  # /proc/self/statm's resident pages, in bytes
 loaded_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # loading's own peak: the search must pass it
 start = time.perf_counter()
 out = tr.translate([text], beam_size=beam, max_len=max_len)

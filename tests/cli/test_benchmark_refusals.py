@@ -53,6 +53,8 @@ def refusals(tmp_path_factory) -> tuple[Path, dict[str, tuple[str, str]]]:
         "data root": ("flickr8k.py", ["--data-root", str(gone), "--out", out, "--quick", "--stages", "soft"]),
         "beam data": ("beam_search.py", ["--flickr8k-root", str(gone)]),
         "rounds": ("beam_search.py", ["--multi30k-root", str(gone), "--rounds", "0"]),
+        "beam file": ("beam_search.py", ["--multi30k-root", str(tmp), "--translator", str(gone)]),
+        "beam file alone": ("beam_search.py", ["--flickr8k-root", str(tmp), "--translator", str(gone)]),
         "json": ("transformer_speed.py", ["--json", str(tmp / "no" / "t.json")]),
         "shapes 0": ("domain_check.py", [str(SHAPES_MODEL), "--shapes", "0"]),
         "shapes -3": ("domain_check.py", [str(SHAPES_MODEL), "--shapes", "-3"]),
@@ -80,6 +82,9 @@ def test_a_missing_model_or_data_root_is_one_line(refusals):
     assert _refused(refusals, "data root") == f"flickr8k.py: error: {gone}: data root not found"
     said = f"beam_search.py: error: no Flickr8k_text/Flickr_8k.testImages.txt in {gone}: give Flickr8k's folder as "
     assert _refused(refusals, "beam data") == said + "--flickr8k-root"
+    assert _refused(refusals, "beam file") == f"beam_search.py: error: --translator {gone}: no such file"
+    said = "beam_search.py: error: --translator needs --multi30k-root: the sentences to translate"
+    assert _refused(refusals, "beam file alone") == said
 
 
 def test_an_output_in_a_missing_folder_is_refused_before_the_work(refusals, tmp_path):

@@ -116,9 +116,22 @@ def test_the_memory_room_is_a_cgroups_limit_less_its_use(tmp_path, version, monk
         (tmp_path / "memory/box").mkdir(parents=True)
         (tmp_path / "memory/box/memory.limit_in_bytes").write_text(f"{900 * MIB}\n")
         (tmp_path / "memory/box/memory.usage_in_bytes").write_text(f"{100 * MIB}\n")
-    monkeypatch.setattr("text_attn.core.memory_room._own_resident", lambda: 60 * MIB)  # of the 100 used
+    monkeypatch.setattr("text_attn.core.memory_room.own_resident", lambda: 60 * MIB)  # of the 100 used
     assert _cgroup_room(tmp_path, own) == 860 * MIB  # the limit less what the others use
     unlimited = "max" if version == 2 else "9223372036854771712"
     limit = tmp_path / ("box/memory.max" if version == 2 else "memory/box/memory.limit_in_bytes")
     limit.write_text(unlimited + "\n")
     assert _cgroup_room(tmp_path, own) is None  # no limit: the machine's MemAvailable alone
+
+
+def test_own_resident_memory_is_statms_resident_pages_in_bytes(tmp_path):
+    import os
+
+    from text_attn.core.memory_room import own_resident
+
+    statm = tmp_path / "statm"
+    statm.write_text("52000 3000 800 100 0 9000 0\n")  # size, resident, shared, ... (pages)
+    assert own_resident(statm) == 3000 * os.sysconf("SC_PAGE_SIZE")
+    statm.write_text("garbage\n")
+    assert own_resident(statm) == 0 and own_resident(tmp_path / "none") == 0  # unreadable: 0, never an error
+    assert 0 < own_resident() < 2**40  # this process, read from /proc/self/statm

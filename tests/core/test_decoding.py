@@ -3,7 +3,7 @@
 import torch
 from helpers.step_models import BOS, EOS, TRAP, EndsAt, RandomGRU, TableModel, table_state
 
-from text_attn.core.decoding import beam_search, greedy_search, select_rows
+from text_attn.core.decoding import Sampling, beam_search, greedy_search, select_rows
 
 
 def test_beam_search_beats_greedy_where_greedy_is_wrong():
@@ -114,16 +114,21 @@ def test_sources_that_ended_leave_the_batch_with_the_same_result():
         # once per source, then K rows a live source: sources 2, 0, 3 leave after their ends (steps 1, 2, 4)
         assert rows == [5, 15, 12, 9, 9, 6, 6]
         rows.clear()
-    b = greedy_search(m, {"h": h0, "ends": ends, "t": 0}, 5, BOS, EOS, max_len=10, drop_ended=False)
-    rows.clear()
-    a = greedy_search(m, {"h": h0, "ends": ends, "t": 0}, 5, BOS, EOS, max_len=10)
-    assert a.lengths.tolist() == [3, 7, 2, 5, 7]
-    assert torch.equal(a.tokens, b.tokens)
-    torch.testing.assert_close(a.scores, b.scores)
-    torch.testing.assert_close(a.attention, b.attention)
-    # greedy too, once a quarter of the live rows have ended: source 2 alone (1 of 5) waits for source 0 (2 of 5),
-    # then source 3 (1 of 3) leaves at once
-    assert rows == [5, 5, 5, 3, 3, 2, 2]
+    # greedy's choice reads the live rows alone: the n-gram ban reads their history, a seeded draw their keys
+    for kw in [{}, dict(no_repeat_ngram=2, banned=[6, 10]), dict(sampling=Sampling(seed=4, temperature=2.0))]:
+        b = greedy_search(m, {"h": h0, "ends": ends, "t": 0}, 5, BOS, EOS, max_len=10, drop_ended=False, **kw)
+        rows.clear()
+        a = greedy_search(m, {"h": h0, "ends": ends, "t": 0}, 5, BOS, EOS, max_len=10, **kw)
+        assert a.lengths.tolist() == [3, 7, 2, 5, 7]
+        assert torch.equal(a.tokens, b.tokens)
+        torch.testing.assert_close(a.scores, b.scores)
+        torch.testing.assert_close(a.attention, b.attention)
+        # greedy too, once a quarter of the live rows have ended: source 2 alone (1 of 5) waits for source 0 (2 of
+        # 5), then source 3 (1 of 3) leaves at once
+        assert rows == [5, 5, 5, 3, 3, 2, 2]
+        rows.clear()
+        drawn = set(a.tokens.flatten().tolist())
+        assert not drawn & {6, 10} if kw.get("banned") else drawn >= {6, 10}  # the ban binds (unbanned: both drawn)
 
 
 def test_beam_score_is_the_true_sequence_log_prob():

@@ -54,7 +54,7 @@ def test_a_holed_heap_gives_its_free_pages_back():
     code = r"""
 import ctypes
 from text_attn.core.heap_trim import release_free_heap
-from text_attn.core.memory_room import _own_resident as rss
+from text_attn.core.memory_room import own_resident as rss
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = [ctypes.c_size_t]

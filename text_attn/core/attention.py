@@ -204,13 +204,19 @@ class LuongAttention(_Attention):
         return self.W_k(keys)  # (B, S, A)
 
     def score(self, query: Tensor, proj: Tensor) -> Tensor:
+        """(N, Q), (B, S, A) -> (N, S), N = B*g: g query rows per source row (beam search's K beams of one sentence,
+        rows b*g .. b*g+g-1 reading key row b; 1 in training), or (B, T, Q) -> (B, T, S)."""
+        if query.dim() == 2:
+            B, S = proj.size(0), proj.size(1)
+            g = _group(query.size(0), B)
+            if self.score_name in ("dot", "general"):  # (B, S, Q) x (B, Q, g): a source's g queries in one product
+                scores = torch.bmm(proj, query.view(B, g, query.size(-1)).transpose(1, 2))  # (B, S, g)
+                return scores.transpose(1, 2).reshape(query.size(0), S)
+            q = self.W_q(query).view(B, g, 1, proj.size(-1))  # (B, g, 1, A) + (B, 1, S, A)
+            return self.v(torch.tanh(proj.unsqueeze(1) + q)).view(query.size(0), S)
         if self.score_name in ("dot", "general"):
-            if query.dim() == 2:
-                return torch.bmm(proj, query.unsqueeze(2)).squeeze(2)  # (B, S)
             return torch.bmm(query, proj.transpose(1, 2))  # (B, T, S)
         q = self.W_q(query)
-        if q.dim() == 2:
-            return self.v(torch.tanh(proj + q.unsqueeze(1))).squeeze(-1)
         return self.v(torch.tanh(proj.unsqueeze(1) + q.unsqueeze(2))).squeeze(-1)
 
 

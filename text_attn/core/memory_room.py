@@ -46,11 +46,11 @@ def _cgroup_room(root: Path = CGROUP, own: Path = Path("/proc/self/cgroup")) -> 
             continue
         cap = _number(limit)
         if cap is not None:  # this process's own memory is not taken from its room: a command's estimate counts it
-            return max(0, cap - max(0, (_number(used) or 0) - _own_resident()))
+            return max(0, cap - max(0, (_number(used) or 0) - own_resident()))
     return None
 
 
-def _own_resident(statm: Path = Path("/proc/self/statm")) -> int:
+def own_resident(statm: Path = Path("/proc/self/statm")) -> int:
     """This process's resident memory in bytes (0 where it cannot be read)."""
     try:
         return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")

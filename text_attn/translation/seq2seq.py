@@ -117,10 +117,9 @@ class Seq2Seq(GenerateMixin, nn.Module):
 
     @property
     def one_row_per_source_state(self) -> tuple[str, ...]:
-        """Bahdanau's memory and mask stay one row per sentence for its K beams (the additive attention reads K query
-        rows per key row); Luong's scores want a key row per query row, and the context of a model without
-        attention joins each row's input."""
-        return ("keys", "mask") if self.kind == "bahdanau" else ()
+        """The attention's memory and mask stay one row per sentence for its K beams (both scores read K query rows
+        per key row); the context of a model without attention joins each row's input, so it is expanded."""
+        return () if self.kind == "none" else ("keys", "mask")
 
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()
