@@ -277,24 +277,27 @@ class TranslateAPI(_ModelAPI):
     def _translate(self, sentences: list[str], o: dict[str, Any]) -> list[dict[str, Any]]:
         tr = self.translator
         keep_case = bool(o.get("keep_case"))  # the request's (Translator.read_as): the worker's own stays as loaded
-        tokens = [tr.tokenize(s, keep_case) for s in sentences]
-        keep = [k for k, t in enumerate(tokens) if t]  # a sentence with nothing to translate gets an empty record
+        given = o.get("given")
+        # a line of several sentences: each translated on its own, joined (translate's default); a given translation
+        # is read against the whole line
+        tokens = [[tr.tokenize(s, keep_case)] if given else tr.sentence_tokens(s, keep_case) for s in sentences]
+        keep = [k for k, t in enumerate(tokens) if t and t[0]]  # a sentence with nothing to translate: an empty record
         extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
-        if o.get("given"):  # the translation given, read for each sentence (translate --given)
-            done = tr.read_tokens([tokens[k] for k in keep], o["given"])
+        if given:  # the translation given, read for each sentence (translate --given)
+            done = tr.read_tokens([tokens[k][0] for k in keep], given)
         else:
             # the default cap (2 x source + 10) no longer than what a client may ask for: a 1,000-character line
             # searched 2,010 steps at beam 8, minutes of the worker every other request waited on
             longest = int(TRANSLATE_OPTIONS["max_len"].high)
             # probs: each token's and word's probability, kept by the search (translate --unsure)
-            done = tr.translate_tokens([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
-                                       o.get("max_len"), longest, probs=bool(o.get("probs")), **extra)  # fmt: skip
+            done = tr.translate_lines([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
+                                      o.get("max_len"), longest, probs=bool(o.get("probs")), **extra)  # fmt: skip
         records: list[dict[str, Any]] = [empty_record(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
             records[k] = translation_record(tr, sentences[k], t, keep_case) | probability_fields(t, "token_probs")
             records[k] |= unsure_fields(t, UNSURE)
             if o.get("evidence") and t.attention is not None and t.tokens:
-                from text_attn.translation.explain import translation_evidence
+                from text_attn.translation.explain import evidence_of
 
-                records[k] |= evidence_fields(translation_evidence(tr, list(t.source), list(t.tokens)))
+                records[k] |= evidence_fields(evidence_of(tr, t))
         return records

@@ -67,7 +67,8 @@ def test_a_long_input_gets_one_note_and_a_capped_search_the_others_their_own(mod
     n_long = len(translator.codec.encode(joined, "source"))
     assert n_long > longest
     calls = _spied(monkeypatch)
-    assert translate_main(["--model", str(model_file), DE[0], joined, DE[1], joined, "--batch-size", "4"]) == 0
+    given = ["--model", str(model_file), DE[0], joined, DE[1], joined, "--batch-size", "4"]
+    assert translate_main([*given, "--no-split"]) == 0  # each line whole, as translated before lines were split
     own = [2 * (len(translator.codec.encode(s, "source")) + 1) + 10 for s in (DE[0], DE[1])]
     cap = 2 * target + 10
     assert calls[0]["rows"] == [own[0], cap, own[1], cap] and cap < 2 * (n_long + 1) + 10
@@ -76,9 +77,14 @@ def test_a_long_input_gets_one_note_and_a_capped_search_the_others_their_own(mod
                      f"{longest} tokens): translated as one sentence each, their output capped at {cap} tokens; split "
                      "them into sentences (one a line)"]  # fmt: skip
     calls.clear()  # an explicit --max-len wins
-    assert translate_main(["--model", str(model_file), joined, "--max-len", "300"]) == 0
+    assert translate_main(["--model", str(model_file), joined, "--max-len", "300", "--no-split"]) == 0
     assert calls == [{"max_len": 300, "rows": None}]
     assert "split it into sentences" in capsys.readouterr().err
+    calls.clear()  # by default each sentence of a line is translated on its own: its own cap, and no note
+    assert translate_main(given) == 0
+    each = [2 * (len(translator.codec.encode(s, "source")) + 1) + 10 for s in DE * 3]
+    assert calls == [{"max_len": max(own + each), "rows": [own[0], *each, own[1], *each]}]
+    assert "longer than" not in capsys.readouterr().err
 
 
 def test_a_file_without_the_record_takes_a_fixed_bound(model_file, tmp_path, capsys):

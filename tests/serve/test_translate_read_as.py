@@ -44,7 +44,7 @@ def test_the_default_length_cap_is_at_most_what_a_client_may_ask_for(tmp_path, m
     monkeypatch.setitem(limits.TRANSLATE_OPTIONS, "max_len", limits.Option(int, 1, 12, "test"))
     api = TranslateAPI(tiny_subword_model_file(tmp_path), "translate", 1, 4, 0.01, idle_wait=False)
     api.load("cpu")
-    long = " ".join(DE[:3])  # an untrained model: it never ends, so every cap binds
+    long = " und ".join(s.rstrip(".") for s in DE[:3]) + "."  # one sentence; an untrained model never ends: caps bind
     n_long = len(api.translator.tokenize(long)) + 1  # with the source's eos
     (record,) = api._translate([long], {"beam_size": 1, "length_penalty": 0.0})
     uncapped = api.translator.translate_tokens([api.translator.tokenize(long)], 1, 0.0, None)[0]

@@ -258,11 +258,28 @@ def report_attention(translator: Any, translations: list[Any]) -> list[np.ndarra
     """Per translation its cross-attention as (layers, heads, T, S+1) (an RNN: (1, 1, T, S+1); None: no attention).
 
     The search returns one Transformer layer only, so for a Transformer every decoder layer's weights are computed
-    again in one teacher-forced pass per layer over the words it output (eval mode: the same weights)."""
+    again in one teacher-forced pass per layer over the words it output (eval mode: the same weights); a line
+    translated sentence by sentence (``pieces``), for each sentence over its own source, joined as its attention is
+    (text_attn.translation.sentences.join_grids)."""
+    from text_attn.translation.sentences import join_grids
+
     if not translations or translations[0].attention is None:
         return [None] * len(translations)
     if not _is_transformer(translator):
         return [to_numpy(tr.attention)[None, None] for tr in translations]  # (1, 1, T, S+1)
+    lines = [getattr(tr, "pieces", None) or [tr] for tr in translations]
+    flat = _layer_weights(translator, [p for pieces in lines for p in pieces])
+    out, at = [], 0
+    for pieces in lines:
+        part = flat[at : at + len(pieces)]
+        at += len(pieces)
+        grids = [torch.from_numpy(w) for w in part]
+        out.append(part[0] if len(part) == 1 else join_grids(grids, [len(p.source) for p in pieces]).numpy())
+    return out
+
+
+def _layer_weights(translator: Any, translations: list[Any]) -> list[np.ndarray]:
+    """Each translation's (layers, heads, T, S+1) cross-attention of a Transformer, teacher-forced over its source."""
     net, src_vocab, tgt_vocab = translator.net, translator.src_vocab, translator.tgt_vocab
     device = next(net.parameters()).device
     pad = torch.nn.utils.rnn.pad_sequence

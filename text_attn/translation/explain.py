@@ -342,6 +342,26 @@ class Evidence:
     agreement: list[float]  # per token, Kendall's tau-b between its attention and its evidence (nan: no order)
 
 
+def evidence_of(translator: Translator, translation: Any) -> Evidence:
+    """A Translation's :class:`Evidence`; a line translated sentence by sentence (``translation.pieces``): each
+    sentence's, joined as its attention is (text_attn.translation.sentences.join_grids), since each was searched
+    with its own sentence alone as the source."""
+    from text_attn.translation.sentences import join_grids
+
+    pieces = getattr(translation, "pieces", None) or [translation]
+    found = [translation_evidence(translator, list(p.source), list(p.tokens)) for p in pieces]
+    if len(found) == 1:
+        return found[0]
+    lengths = [len(p.source) for p in pieces]
+    return Evidence(
+        [t for e in found for t in e.tokens],
+        [t for p in pieces for t in p.source] + [EOS],
+        join_grids([e.attention for e in found], lengths),
+        join_grids([e.evidence for e in found], lengths),
+        [a for e in found for a in e.agreement],
+    )
+
+
 def translation_evidence(translator: Translator, source: list[str], tokens: list[str]) -> Evidence:
     """Leave-one-out over the source tokens for every token of ``tokens`` (the model's translation of ``source``, a
     token list as ``translate`` shows them, eos left out): one step of S + 1 rows a token."""

@@ -176,6 +176,13 @@ def _parser() -> argparse.ArgumentParser:
         "(Transformer: every layer and head)",
     )
     p.add_argument(
+        "--no-split",
+        action="store_true",
+        help="translate a line of several sentences whole; by default each sentence is translated on its own and the "
+        "translations joined on the line's output line (a model that learned from single sentences translates a line "
+        "of several as one: about the first, the rest dropped)",
+    )
+    p.add_argument(
         "--keep-case",
         action="store_true",
         help="translate a line typed without capitals (or all in capitals) as typed; by default it is read with the "
@@ -326,10 +333,10 @@ def _write_records(translator, args, progress, records, chunk, by_number, typed_
 def _evidence(translator, tr, progress: dict[str, Any], n: int, keep: bool = False):
     """Input ``n``'s text_attn.translation.explain.Evidence, computed once for --html and --plot (``keep``: kept in
     ``progress['evidence']`` until --plot draws that batch's pictures, after --html's sections, and takes it)."""
-    from text_attn.translation.explain import translation_evidence
+    from text_attn.translation.explain import evidence_of
 
     kept = progress.setdefault("evidence", {})
-    found = kept.pop(n, None) or translation_evidence(translator, list(tr.source), list(tr.tokens))
+    found = kept.pop(n, None) or evidence_of(translator, tr)  # a line of several sentences: each one's, joined
     if keep:
         kept[n] = found
     return found
@@ -381,7 +388,7 @@ def _translate_stream(
     progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[],
                     folded=0, folded_first=[], long=0, long_first=[], unknown=0, unknown_first=[], address=0,
                     address_first=[], unseen=0, unseen_first=[])  # fmt: skip
-    failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its tokens, or None for a failed input)
+    failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its sentences' tokens; None: a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
     uncased: list[int] = []  # the chunk's inputs without capitals that a model with no casing data read as typed
@@ -403,13 +410,13 @@ def _translate_stream(
         good = [(n, t) for n, t in chunk if t is not None]  # tokenized once, when read
         toks = [t for _, t in good]
         if args.given or args.given_file:  # the translations given, read (each input's best first), not its own
-            ranked = read_given(translator, args, good, progress)
+            ranked = read_given(translator, args, [(n, t[0]) for n, t in good], progress)  # one piece: never split
             outs = [readings[0] for readings in ranked]
         else:
             # each input's draws (--sample-seed) keyed by its number: the same translation in any batch
             keyed = {"keys": [n for n, _ in good]} if args.sample else {}
             probs = args.unsure is not None  # --unsure: its words' probabilities, kept by the search
-            outs = translator.translate_tokens(
+            outs = translator.translate_lines(
                 toks, args.beam_size, args.length_penalty, args.max_len, **options, **keyed, probs=probs
             )
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
@@ -508,6 +515,10 @@ def _translate_stream(
         else:
             read = translator.read_as(line)  # typed without capitals: with the training text's (Translator.tokenize)
             tokens = translator.codec.encode(read, "source")
+            pieces = [tokens]  # the line's sentences' tokens: one, unless split (a translation given reads the line)
+            if tokens and not (args.no_split or args.given or args.given_file):
+                pieces = translator.sentence_tokens(line)
+                tokens = max(pieces, key=len)  # the checks below are each sentence's: the longest's
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"
@@ -541,7 +552,7 @@ def _translate_stream(
                 uncased.append(n)
             if getattr(args, "reference_lines", None) is not None:
                 sources[n] = line
-        chunk.append((n, None if error else tokens))
+        chunk.append((n, None if error else pieces))
         if len(chunk) == args.batch_size:
             flush()
     if chunk:

@@ -29,6 +29,7 @@ from text_attn.core.unsure import UNSURE, check_threshold, unsure_words
 from text_attn.core.vocab import Vocabulary, lost_addresses
 from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, as_saved, build_network, config_dict, make_config
+from text_attn.translation.sentences import joined, piece_keys, split_sentences
 from text_attn.translation.source_check import (
     longest_source,
     output_cap,
@@ -80,6 +81,9 @@ class Translation:
     # the words of the input the model's training text never has (:meth:`Translator.unseen_words`): translated from
     # their pieces, a guess; [] for a word model (its ``unknown`` names them) and a model file without the word profile
     unseen_words: list[str] = field(default_factory=list)
+    # a line of several sentences, translated one by one (text_attn.translation.sentences): each sentence's own
+    # Translation, in order; the fields above are theirs joined. None: the line was translated whole
+    pieces: list[Translation] | None = None
 
     def unsure(self, below: float = UNSURE) -> list[tuple[str, float]]:
         """The words the model gave a probability under ``below`` (text_attn.core.unsure), each with it, in order;
@@ -406,13 +410,14 @@ class Translator:
         under text_attn.core.unsure.UNSURE underlined)."""
         sentences = _sentence_list(sentences, "translate")
         probs = options.pop("probs", False)
+        split = options.pop("split", True)
         unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram", "drop_ended", "keys"})
         if unknown:  # "temperature" reached search() 8 frames down; pass a Sampling (text_attn.core.decoding)
             raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
                             "text_attn.core.decoding.Sampling, with its temperature, top_k, top_p, seed), n_best, "
                             "no_repeat_ngram, drop_ended (False: step ended rows too, for comparison), keys (per "
                             "sentence, its seeded draws' key), probs (True: each token's and word's "
-                            "probability)")  # fmt: skip
+                            "probability), split (False: a line of several sentences translated whole)")  # fmt: skip
         sampling, n_best = options.get("sampling"), options.get("n_best", 1)
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a text_attn.core.decoding.Sampling, got {type(sampling).__name__}")
@@ -423,11 +428,66 @@ class Translator:
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty,
                           no_repeat_ngram=options.pop("no_repeat_ngram", None))  # fmt: skip
         check_decoding(d["beam_size"], d["length_penalty"], max_len, d["no_repeat_ngram"], len(self.tgt_vocab))
-        read, toks = self._inputs(sentences)
         if d["no_repeat_ngram"]:
             options["no_repeat_ngram"] = d["no_repeat_ngram"]
-        out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
+        if not split:
+            read, toks = self._inputs(sentences)
+            out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
+            return self._noted(sentences, read, out)
+        lines = [self.sentence_tokens(s) for s in sentences]
+        for s, pieces in zip(sentences, lines, strict=True):
+            if not pieces:
+                raise ValueError(f"empty input: {s!r}")
+        read = [self._read_line(s) for s in sentences]
+        out = self.translate_lines(lines, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
         return self._noted(sentences, read, out)
+
+    def sentence_tokens(self, text: str, keep_case: bool | None = None) -> list[list[str]]:
+        """``text``'s sentences' source tokens, each sentence read as :meth:`read_as` reads a line
+        (text_attn.translation.sentences.split_sentences; one sentence: ``[self.tokenize(text)]``). A sentence with
+        no tokens is left out: [] where the text has none."""
+        pieces = split_sentences(text)
+        pieces = pieces if len(pieces) > 1 else [text]  # one: the line as typed, as tokenize reads it
+        toks = [self.codec.encode(self.read_as(p, keep_case), "source") for p in pieces]
+        return [t for t in toks if t]
+
+    def _read_line(self, text: str) -> str:
+        """``text`` as the model read it (:meth:`read_as`), sentence by sentence where :meth:`sentence_tokens` splits
+        it (each sentence's first word capitalised as a line's would be)."""
+        pieces = split_sentences(text)
+        return " ".join(self.read_as(p) for p in pieces) if len(pieces) > 1 else self.read_as(text)
+
+    def translate_lines(
+        self,
+        lines: list[list[list[str]]],
+        beam_size: int = 1,
+        length_penalty: float = 0.0,
+        max_len: int | None = None,
+        longest: int | None = None,
+        **options: Any,
+    ) -> list[Translation]:
+        """Lines, each its sentences' tokens (:meth:`sentence_tokens`), translated as :meth:`translate_tokens`
+        translates sentences, every line's sentences in one batch: per line one Translation, its sentences' joined
+        (text_attn.translation.sentences.joined; a line of one sentence: that sentence's, as ``translate_tokens``
+        gives it). ``keys`` (an option): per line; its sentences' keys are made from it
+        (text_attn.translation.sentences.piece_keys)."""
+        counts = [len(pieces) for pieces in lines]
+        if any(c == 0 for c in counts):
+            raise ValueError(f"line {counts.index(0)}: no sentence to translate")
+        sampling = options.get("sampling")
+        if sampling is not None and sampling.seed is not None:
+            keys = options.pop("keys", None)
+            keys = torch.as_tensor(list(range(len(lines))) if keys is None else keys, dtype=torch.long)
+            if keys.shape != (len(lines),):
+                raise ValueError(f"keys: one integer per line ({len(lines)}), got shape {tuple(keys.shape)}")
+            options["keys"] = piece_keys(keys, counts)
+        flat = self.translate_tokens([t for pieces in lines for t in pieces], beam_size, length_penalty, max_len,
+                                     longest, **options)  # fmt: skip
+        out, at = [], 0
+        for c in counts:
+            out.append(joined(flat[at : at + c]))
+            at += c
+        return out
 
     def _inputs(self, sentences: list[str]) -> tuple[list[str], list[list[str]]]:
         """Each sentence as the model reads it (:meth:`read_as`: tokenize's, once) and its tokens; an empty one is a
@@ -564,11 +624,11 @@ class Translator:
         (text_attn.translation.explain.Evidence: ``attention``, ``evidence`` (T, S+1), ``agreement``). ``translation``:
         a result of :meth:`translate`, or a sentence, translated first with ``decoding`` (the model's own by default).
         A model without attention raises ValueError."""
-        from text_attn.translation.explain import translation_evidence
+        from text_attn.translation.explain import evidence_of
 
         if isinstance(translation, str):
             (translation,) = self.translate([translation], **decoding)
-        return translation_evidence(self, list(translation.source), list(translation.tokens))
+        return evidence_of(self, translation)
 
     def search_bytes(self, n_tokens: int, beam_size: int = 1, max_len: int | None = None) -> int:
         """About how much memory the search holds for one sentence of ``n_tokens`` source tokens: each of its beams

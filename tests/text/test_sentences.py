@@ -1,0 +1,126 @@
+"""A line of several sentences is translated sentence by sentence and joined (text_attn.translation.sentences): where
+a line's sentences end, the line's one Translation made of its sentences' (the text, tokens, attention block by block,
+score, n-best list, probabilities, seeded draws), and the readers of a translation that compute again from its source
+(the evidence, a Transformer's every layer) doing so sentence by sentence."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from text_attn.core.decoding import Sampling
+from text_attn.translation.alignment_page import report_attention
+from text_attn.translation.explain import evidence_of, translation_evidence
+from text_attn.translation.sentences import join_grids, piece_keys, split_sentences
+from text_attn.translation.translator import Translator
+
+FIRST, SECOND = "Ein Hund läuft über die Wiese.", "Eine Katze schläft auf dem Sofa."
+LINE = f"{FIRST} {SECOND}"
+
+
+@pytest.mark.parametrize(
+    "line, sentences",
+    [
+        (LINE, [FIRST, SECOND]),
+        ("Wirklich? Ja! Genau…  Und dann?", ["Wirklich?", "Ja!", "Genau…", "Und dann?"]),
+        ('Er sagte: "Komm her!" Dann lief er weg.', ['Er sagte: "Komm her!"', "Dann lief er weg."]),
+        ("Am 3. Mai kam er. (Dann ging er.)", ["Am 3. Mai kam er.", "(Dann ging er.)"]),
+        ("Un homme passe. Il court.", ["Un homme passe.", "Il court."]),
+        ("Muž jde okolo. Pes běží.", ["Muž jde okolo.", "Pes běží."]),
+        ("ein hund läuft. eine katze schläft.", ["ein hund läuft.", "eine katze schläft."]),  # no capital anywhere
+        # no sentence ends: abbreviations, initials, words with periods inside, a lowercase word after a "?"
+        ("Ein Mann läuft an einem Schild vorbei, auf dem E.S.E. Electronics steht.", None),
+        ("Zwei Menschen halten einen Globus mit ca. 120 cm Durchmesser.", None),
+        ("Zwei alte Männer mit Hut bzw. Mütze dösen.", None),
+        ("Ein Mann steht vor einem Prince St. Cafe.", None),
+        ("Mehrere Männer in einer John A. Noble Einrichtung.", None),
+        ("Mr. Smith und z.B. Dr. Who.", None),
+        ('A man wearing a shirt that says "got rocks?" is flipping a pancake.', None),
+        ("Ein Hund", None),
+    ],
+)
+def test_a_line_is_cut_where_its_sentences_end_and_nowhere_else(line, sentences):
+    found = split_sentences(line)
+    assert found == (sentences or [line])
+    assert " ".join(found) == " ".join(line.split())  # nothing lost or moved: the line, its spaces aside
+    assert split_sentences("  \t ") == []
+
+
+def test_the_sentences_grids_join_block_by_block_their_ends_on_their_last_tokens():
+    a = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])  # 2 output tokens over 2 source tokens + end
+    b = torch.tensor([[0.6, 0.4]])  # 1 output token over 1 source token + end
+    line = join_grids([a, b], [2, 1])
+    expected = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.1, 0.9, 0.0, 0.0], [0.0, 0.0, 0.6, 0.4]])
+    torch.testing.assert_close(line, expected)
+    torch.testing.assert_close(line.sum(-1), torch.ones(3))  # each row sums as before
+    heads = join_grids([a.expand(3, 2, 3), b.expand(3, 1, 2)], [2, 1])  # (H, T, S + 1): leading dims kept
+    assert heads.shape == (3, 3, 4)
+    torch.testing.assert_close(heads[1], expected)
+    assert join_grids([a], [2]) is a
+
+
+def test_a_lines_first_sentence_keeps_the_lines_key_the_others_draw_apart():
+    keys = piece_keys(torch.tensor([7, 9]), [2, 1])
+    assert keys[0] == 7 and keys[2] == 9 and keys[1] not in (7, 9)
+    assert torch.equal(piece_keys(torch.tensor([7]), [2]), keys[:2])  # the same in any batch
+
+
+@pytest.fixture(scope="module", params=["transformer", "bahdanau"])
+def translator(request):
+    from text_attn.translation.bundled import MODEL_NAMES
+
+    return Translator.load(MODEL_NAMES[request.param])
+
+
+def test_each_sentence_is_translated_as_alone_and_the_line_joins_them(translator):
+    (line,) = translator.translate([LINE])
+    alone = translator.translate([FIRST, SECOND])
+    (whole,) = translator.translate([LINE], split=False)
+    assert line.text == f"{alone[0].text} {alone[1].text}"
+    assert "cat" in line.text and "cat" not in whole.text  # translated whole, the second sentence was dropped
+    assert line.pieces is not None and [p.text for p in line.pieces] == [a.text for a in alone]
+    assert whole.pieces is None and alone[0].pieces is None
+    assert line.source == alone[0].source + alone[1].source == whole.source
+    assert line.tokens == alone[0].tokens + alone[1].tokens
+    steps = [len(a.tokens) + 1 for a in alone]
+    assert line.score == pytest.approx((alone[0].score * steps[0] + alone[1].score * steps[1]) / sum(steps))
+    # attention: (T, [H,] S + 1), each sentence's rows over its own source, the first's end on its "."
+    grid = line.attention if line.attention.dim() == 2 else line.attention.transpose(0, 1)  # (.., T, S + 1)
+    t0, s0 = len(alone[0].tokens), len(alone[0].source)
+    assert grid.shape[-2:] == (len(line.tokens), len(line.source) + 1)
+    assert bool((grid[..., :t0, s0:] == 0).all()) and bool((grid[..., t0:, :s0] == 0).all())
+    first = alone[0].attention if alone[0].attention.dim() == 2 else alone[0].attention.transpose(0, 1)
+    torch.testing.assert_close(grid[..., :t0, s0 - 1], first[..., s0 - 1] + first[..., s0])
+    torch.testing.assert_close(grid.sum(-1), torch.ones(grid.shape[:-1]))
+
+
+def test_n_best_probabilities_and_seeded_draws_of_a_line(translator):
+    (line,) = translator.translate([LINE], n_best=3, beam_size=3)
+    alone = translator.translate([FIRST, SECOND], n_best=3, beam_size=3)
+    assert line.nbest[0][0] == line.text
+    assert [t for t, _, _ in line.nbest] == [f"{a[0]} {b[0]}" for a, b in zip(*(x.nbest for x in alone), strict=True)]
+    scores = [s for _, s, _ in line.nbest]
+    assert scores == sorted(scores, reverse=True)
+    (read,) = translator.translate([LINE], probs=True)
+    assert len(read.probs) == len(read.tokens) and len(read.word_probs) == len(read.words) == len(read.text.split())
+    assert read.end_prob == read.pieces[-1].end_prob
+    draw = Sampling(seed=3, temperature=1.5)
+    (drawn,) = translator.translate([LINE], sampling=draw, keys=[11])
+    (first,) = translator.translate([FIRST], sampling=draw, keys=[11])
+    assert drawn.pieces[0].text == first.text  # a line's first sentence draws as that sentence alone, same key
+    assert translator.translate([LINE, FIRST], sampling=draw, keys=[11, 4])[0].text == drawn.text
+
+
+def test_the_evidence_and_every_layer_are_computed_sentence_by_sentence(translator):
+    (line,) = translator.translate([LINE])
+    found = evidence_of(translator, line)
+    pieces = [translation_evidence(translator, list(p.source), list(p.tokens)) for p in line.pieces]
+    assert found.tokens == line.tokens and found.source == [*line.source, "<eos>"]
+    assert found.evidence.shape == found.attention.shape == (len(line.tokens), len(line.source) + 1)
+    t0, s0 = len(pieces[0].tokens), len(line.pieces[0].source)
+    torch.testing.assert_close(found.evidence[t0:, s0:], pieces[1].evidence)
+    assert found.agreement == pieces[0].agreement + pieces[1].agreement
+    (layers,) = report_attention(translator, [line])
+    alone = report_attention(translator, line.pieces)
+    assert layers.shape[-2:] == (len(line.tokens), len(line.source) + 1)
+    torch.testing.assert_close(torch.from_numpy(layers[..., t0:, s0:]), torch.from_numpy(alone[1]))

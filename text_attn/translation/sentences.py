@@ -1,0 +1,162 @@
+"""A line of several sentences, translated sentence by sentence and joined back into one translation.
+
+A model that learned from single sentences (Multi30k's) translates a line of several as one: about the first, the rest
+dropped ("Ein Hund läuft über die Wiese. Eine Katze schläft auf dem Sofa." -> "A dog runs across the grassy field.").
+:func:`split_sentences` finds the sentence ends of a line (German, English, French, Czech punctuation); the
+translator translates each sentence in one batch with the rest, and :func:`joined` makes the line's one Translation
+of its sentences' (``Translation.pieces``), so that every reader of a translation (the text, its attention grid, its
+words' probabilities, its n-best list) sees one line, as before.
+
+The end of a sentence is ``.``, ``!``, ``?`` or ``…`` (closing quotes and brackets after it kept with it), then
+white space, then a capital (after any opening quote or bracket). A period after an abbreviation ("z.B.", "ca.",
+"Dr.", "St."), an initial ("J."), an ordinal number ("am 3. Mai") or a word with periods inside ("E.S.E.") ends
+nothing: such a line stays whole rather than be cut in the wrong place. A line without any capital ends a sentence
+before any letter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import torch
+from torch import Tensor
+
+# a word ending in one of these and then white space may end a sentence; closers after the mark stay with it
+_END = re.compile(r"""(?:[.!?]+|…)["'»”’)\]]*(?=\s)""")
+_OPENERS = "\"'„“«‚‘(["
+# lowercase, without their final period: a period after them is the abbreviation's, not a sentence end
+ABBREVIATIONS = frozenset(
+    # German
+    "bzw ca dr evtl ggf hr fr frl nr str st usw vgl etc inkl sog tel abs bsp jh jhd mio mrd min max prof dipl ing "
+    "geb gest bspw ebd zzgl abzgl ggü allg ehem gegr jan feb mär apr jun jul aug sep sept okt nov dez "
+    # English
+    "mr mrs ms mt jr sr vs no fig approx dept est ave rd blvd co corp inc ltd oct dec "
+    # French
+    "m mm mme mlle mgr av bd env cf éd p pp "
+    # Czech
+    "tj tzv např atd apod resp mj pí mgr ul sv čp zn"
+    .split()
+)  # fmt: skip
+
+
+def split_sentences(line: str) -> list[str]:
+    """``line``'s sentences, in order, each stripped (one: ``[line.strip()]``, where no sentence ends inside it; [] for
+    a blank line). Joined with single spaces they give the line, its runs of white space between sentences aside."""
+    text = line.strip()
+    if not text:
+        return []
+    # typed without capitals: nothing tells a sentence's start but the letter after an end ("Ein Mann ... "got
+    # rocks?" is flipping" has one capital, its first, and no sentence starts after the "?")
+    any_letter = not any(c.isupper() for c in text)
+    pieces, start = [], 0
+    for m in _END.finditer(text):
+        rest = text[m.end() :].lstrip()
+        after = rest.lstrip(_OPENERS)[:1]
+        if not after or not (after.isupper() or (any_letter and after.isalpha())):
+            continue
+        if text[m.end() - 1] not in "!?…" and text[m.start() : m.end()].rstrip("\"'»”’)]").endswith(".") and \
+                _abbreviation(text[: m.start()]):  # fmt: skip
+            continue
+        pieces.append(text[start : m.end()].strip())
+        start = m.end()
+    pieces.append(text[start:].strip())
+    return [p for p in pieces if p]
+
+
+def _abbreviation(before: str) -> bool:
+    """Whether the word ending ``before`` (the text up to a period) makes that period its own: an abbreviation, an
+    initial, an ordinal number, a word with periods inside."""
+    word = re.split(r"[\s(\[\"'„“«‚‘]", before)[-1]
+    if not word:
+        return False  # a period after a space or a bracket: "..." handled as the end's own run
+    if "." in word or len(word) == 1 and word.isalpha() or word.isdigit():
+        return True
+    return word.lower() in ABBREVIATIONS
+
+
+def join_grids(grids: list[Tensor], source_lengths: list[int]) -> Tensor:
+    """Sentences' attention grids (..., T_i, S_i + 1) (columns: their S_i source tokens, then their end) -> the line's
+    (..., T, S + 1), block by block: sentence i's rows read its own columns alone, zeros elsewhere. A sentence before
+    the last has no end column of its own in the line (the line has one end): its end's weight goes to its last
+    source token (its closing punctuation), so each row still sums as it did."""
+    if len(grids) == 1:
+        return grids[0]
+    rows = sum(g.size(-2) for g in grids)
+    cols = sum(source_lengths) + 1
+    out = grids[0].new_zeros(*grids[0].shape[:-2], rows, cols)
+    r = c = 0
+    for i, (g, s) in enumerate(zip(grids, source_lengths, strict=True)):
+        t = g.size(-2)
+        if i == len(grids) - 1:
+            out[..., r : r + t, c : c + s + 1] = g
+        else:
+            out[..., r : r + t, c : c + s] = g[..., :s]
+            if s:
+                out[..., r : r + t, c + s - 1] += g[..., s]
+        r, c = r + t, c + s
+    return out
+
+
+def joined(pieces: list[Any]) -> Any:
+    """A line's one Translation from its sentences' (each a Translation of one sentence, in order): tokens, source and
+    words one after another, the text joined by spaces, the attention by :func:`join_grids`, the score the sentences'
+    averaged by their steps (tokens and end: with length penalty 1, the line's mean log-probability a step), cut off
+    where any was, the end's probability the last sentence's; its n-best list's k-th entry each sentence's k-th (or
+    its last, where it has fewer) joined. ``pieces`` keeps the sentences'."""
+    if len(pieces) == 1:
+        return pieces[0]
+    first = pieces[0]
+    steps = [len(p.tokens) + 1 for p in pieces]
+
+    def mean(scores: list[float]) -> float:
+        return sum(s * n for s, n in zip(scores, steps, strict=True)) / sum(steps)
+
+    attention = None
+    if all(p.attention is not None for p in pieces):
+        heads = first.attention.dim() == 3  # (T, H, S + 1): the heads in the middle
+        grids = [p.attention.movedim(0, -2) if heads else p.attention for p in pieces]
+        attention = join_grids(grids, [len(p.source) for p in pieces])
+        attention = attention.movedim(-2, 0) if heads else attention
+    nbest = None
+    if all(p.nbest for p in pieces):
+        nbest = []
+        for k in range(max(len(p.nbest) for p in pieces)):
+            alts = [p.nbest[min(k, len(p.nbest) - 1)] for p in pieces]
+            nbest.append((_text([a[0] for a in alts]), mean([a[1] for a in alts]), any(a[2] for a in alts)))
+    read = all(p.probs is not None for p in pieces)
+    return dataclasses.replace(
+        first,
+        source=[t for p in pieces for t in p.source],
+        tokens=[t for p in pieces for t in p.tokens],
+        text=_text([p.text for p in pieces]),
+        attention=attention,
+        unknown=list(dict.fromkeys(w for p in pieces for w in p.unknown)),
+        score=mean([p.score for p in pieces]),
+        nbest=nbest,
+        truncated=any(p.truncated for p in pieces),
+        probs=[x for p in pieces for x in p.probs] if read else None,
+        end_prob=pieces[-1].end_prob if read else None,
+        word_probs=[x for p in pieces for x in p.word_probs]
+        if read and all(p.word_probs is not None for p in pieces)
+        else None,
+        words=[w for p in pieces for w in p.words] if read and all(p.words is not None for p in pieces) else None,
+        pieces=list(pieces),
+    )
+
+
+def _text(texts: list[str]) -> str:
+    return " ".join(t for t in texts if t)
+
+
+def piece_keys(keys: Tensor, counts: list[int]) -> Tensor:
+    """(L,) int64 keys of L lines -> (sum(counts),) keys of their sentences: a line's first sentence keeps the line's
+    key (a line of one sentence draws as it did before lines were split), the k-th another mixed from it, so that each
+    sentence draws the same in any batch."""
+    from text_attn.core.decoding import _mix
+
+    keys = torch.as_tensor(keys, dtype=torch.long)
+    line = keys.repeat_interleave(torch.tensor(counts, dtype=torch.long))  # (P,)
+    index = torch.cat([torch.arange(c) for c in counts]) if counts else torch.zeros(0, dtype=torch.long)
+    return torch.where(index == 0, line, _mix(_mix(line) + index))
