@@ -41,6 +41,7 @@ from attention_serve.limits import (
     search_notes,
     sentences_of,
     shown,
+    source_lengths,
 )
 from attention_serve.models import Served
 from attention_serve.openapi import versions
@@ -394,7 +395,7 @@ class Front:
                 raise ClientError(422, "evidence=1 measures what drives one model's words; this server translates "
                                   "with an ensemble (--text-ensemble)")  # fmt: skip
             keep_case = bool(options.get("keep_case"))
-            tokens = [len(served.extra["tokenize"](s, keep_case)) for s in sentences]  # as the worker reads them
+            tokens = source_lengths(served.extra, sentences, keep_case, "given" in options)  # as the worker reads
             # the given text as the worker reads it: its tokens are the steps (text_attn Translator.read_tokens)
             read = len(served.extra["target_tokens"](options["given"])) if "given" in options else None
             check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read,

@@ -259,6 +259,16 @@ def outputs(source: int, options: dict[str, Any], longest: int, given: int | Non
     return int(options["max_len"]) + 1 if "max_len" in options else min(2 * (source + 1) + 10, longest)
 
 
+def source_lengths(extra: dict[str, Any], sentences: list[str], keep_case: bool, given: bool) -> list[int]:
+    """A /translate request's source lengths as the worker reads them (``extra``: the served model's ``tokenize``
+    and ``sentence_tokens``): a text of several sentences is searched sentence by sentence
+    (Translator.sentence_tokens), each sentence's tokens counted on their own; a ``given`` text is read against the
+    whole text. A text with no tokens counts 0."""
+    if given:
+        return [len(extra["tokenize"](s, keep_case)) for s in sentences]
+    return [len(t) for s in sentences for t in extra["sentence_tokens"](s, keep_case) or [[]]]
+
+
 def search_steps(tokens: list[int], options: dict[str, Any], longest: int, given: int | None = None) -> int:
     """What a /translate request's decoding may cost, in steps of one position over another, summed over its
     sentences (``tokens``: each one's source tokens S, as the model reads them): S x S for the encoder (each source

@@ -45,7 +45,8 @@ def _translate(text, body: dict, limits: Limits = DEFAULTS) -> None:
     sentences = [body.pop("text")] if "text" in body else body.pop("sentences")
     options = parse_options(body, TRANSLATE_OPTIONS, text.defaults, limits.max_chars)
     given = len(text.extra["target_tokens"](options["given"])) if "given" in options else None
-    cost.check_work([len(text.extra["tokenize"](s)) for s in sentences], options, limits, LONGEST, given)
+    tokens = cost.source_lengths(text.extra, sentences, False, given is not None)  # as front.Front._payload counts
+    cost.check_work(tokens, options, limits, LONGEST, given)
 
 
 def _caption(caption, fields: dict, limits: Limits = DEFAULTS) -> None:
@@ -140,3 +141,16 @@ def test_the_learned_positions_refusal_is_checked_without_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
     said = "the sentence: 9 tokens: with its end more than the 8 positions the model learned (positions: learned)"
     assert done.stdout.splitlines() == [f"413 {said}; split it", "False"], done.stderr[-2000:]
+
+
+def test_a_text_of_several_sentences_is_counted_sentence_by_sentence(text):
+    """Each sentence of a text is searched on its own (Translator.sentence_tokens), so its cost is its sentences':
+    nineteen sentences at beam 20 pass, which counted as one search of their 190 tokens would be refused."""
+    one = "Ein Mann fährt mit dem Fahrrad eine Straße entlang."
+    body = {"text": " ".join([one] * 19), "beam_size": 20}  # 987 characters (--max-chars: 1,000)
+    _translate(text, body)
+    each = len(text.extra["tokenize"](one, False))
+    assert cost.source_lengths(text.extra, [body["text"]], False, False) == [each] * 19
+    whole = cost.source_lengths(text.extra, [body["text"]], False, True)  # a given text is read against all of it
+    assert whole[0] >= 19 * each and cost.search_steps(whole, {"beam_size": 20}, LONGEST) > DEFAULTS.max_search
+    assert cost.source_lengths(text.extra, ["   "], False, False) == [0]

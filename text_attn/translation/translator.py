@@ -406,8 +406,11 @@ class Translator:
         no_repeat_ngram (text_attn.core.decoding.search), keys (per sentence an integer: with a seeded sampling, its
         draws' key, so that it draws the same in any batch; default its position in ``sentences``), probs (True: each
         translation's tokens' and words' probabilities, kept by the search (what :meth:`with_probs` reads back), and
-        ``Translation.unsure()``). In Jupyter each translation and the list draw themselves (with probs, the words
-        under text_attn.core.unsure.UNSURE underlined)."""
+        ``Translation.unsure()``), split (default True: a text of several sentences, "Ein Hund rennt. Eine Katze
+        schläft.", is translated sentence by sentence and joined, ``Translation.pieces`` holding each sentence's:
+        text_attn.translation.sentences; False: whole, about the first sentence translated). In Jupyter each
+        translation and the list draw themselves (with probs, the words under text_attn.core.unsure.UNSURE
+        underlined)."""
         sentences = _sentence_list(sentences, "translate")
         probs = options.pop("probs", False)
         split = options.pop("split", True)

@@ -1,0 +1,62 @@
+"""``translate`` and attention-serve translate a line of several sentences sentence by sentence, by default: the
+bundled Transformer, which dropped the second sentence of a two-sentence line, now writes both on the line's one output
+line; ``--no-split`` translates the line whole, as before; a record, page and alignment line per input line still;
+a translation given (``--given``) is read against the whole line."""
+
+import json
+
+import pytest
+from helpers.tiny_translator import tiny_subword_model_file
+
+from attention_serve.apis import TranslateAPI
+from text_attn.translation.translate_cli import translate_main
+
+FIRST, SECOND = "Ein Hund läuft über die Wiese.", "Eine Katze schläft auf dem Sofa."
+LINE = f"{FIRST} {SECOND}"
+
+
+def _out(capsys, args: list[str]) -> list[str]:
+    assert translate_main(args) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_both_sentences_of_a_line_are_translated_on_its_one_line(capsys, tmp_path):
+    alone = _out(capsys, [FIRST, SECOND])
+    record, page, links = tmp_path / "r.jsonl", tmp_path / "p.html", tmp_path / "a.txt"
+    assert _out(capsys, [LINE, FIRST, "--jsonl", str(record), "--html", str(page), "--alignments", str(links)]) == [
+        f"{alone[0]} {alone[1]}",
+        alone[0],
+    ]
+    assert "cat" in alone[1]
+    whole = _out(capsys, [LINE, "--no-split"])
+    assert len(whole) == 1 and "cat" not in whole[0]  # translated whole, the second sentence is dropped
+    first, second = (json.loads(line) for line in record.read_text().splitlines())
+    assert first["input"] == 1 and first["translation"] == f"{alone[0]} {alone[1]}"
+    assert first["source_tokens"].count("<eos>") == 1 and first["source_tokens"][-1] == "<eos>"
+    assert len(first["attention"]) == len(first["tokens"])
+    assert all(len(row) == len(first["source_tokens"]) for row in first["attention"])
+    assert second["translation"] == alone[0]
+    assert len(links.read_text().splitlines()) == 2  # a line of word links per input line
+    assert page.read_text().count("<section") == 2
+
+
+def test_a_translation_given_is_read_against_the_whole_line(capsys):
+    lines = _out(capsys, [LINE, "--given", "A dog runs across the grass. A cat sleeps on the couch."])
+    assert len(lines) == 1 and lines[0].startswith("1\t")
+
+
+def test_the_server_translates_each_sentence_of_a_line(tmp_path):
+    api = TranslateAPI(tiny_subword_model_file(tmp_path), "translate", 1, 4, 0.01, idle_wait=False)
+    api.load("cpu")
+    options = {"beam_size": 1, "length_penalty": 0.0, "max_len": 4}
+    line, first, second = api._translate([LINE, FIRST, SECOND], options)
+    assert line["translation"] == f"{first['translation']} {second['translation']}"
+    assert line["tokens"] == first["tokens"] + second["tokens"]
+    (given,) = api._translate([LINE], {**options, "given": "A dog."})  # read whole: one reading of the line
+    assert given["source_tokens"].count("<eos>") == 1
+
+
+def test_no_split_is_in_the_help(capsys):
+    with pytest.raises(SystemExit):
+        translate_main(["--help"])
+    assert "--no-split" in capsys.readouterr().out
