@@ -149,6 +149,11 @@ TRANSLATE_ANSWER = {
                         "description": "with given or probs=1: the indices in tokens of the unsure words' pieces",
                     },
                     "truncated": {"type": "boolean", "description": "the translation reached max_len: cut off"},
+                    "sentence_count": {
+                        "type": "integer",
+                        "description": "the sentences found in the text, each translated on its own and the "
+                        "translations joined (1: translated whole; 0: nothing to translate)",
+                    },
                     "unknown": {
                         "type": "array",
                         "items": {"type": "string"},

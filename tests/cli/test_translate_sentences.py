@@ -32,6 +32,7 @@ def test_both_sentences_of_a_line_are_translated_on_its_one_line(capsys, tmp_pat
     assert len(whole) == 1 and "cat" not in whole[0]  # translated whole, the second sentence is dropped
     first, second = (json.loads(line) for line in record.read_text().splitlines())
     assert first["input"] == 1 and first["translation"] == f"{alone[0]} {alone[1]}"
+    assert first["sentence_count"] == 2 and second["sentence_count"] == 1
     assert first["source_tokens"].count("<eos>") == 1 and first["source_tokens"][-1] == "<eos>"
     assert len(first["attention"]) == len(first["tokens"])
     assert all(len(row) == len(first["source_tokens"]) for row in first["attention"])
@@ -52,6 +53,7 @@ def test_the_server_translates_each_sentence_of_a_line(tmp_path):
     line, first, second = api._translate([LINE, FIRST, SECOND], options)
     assert line["translation"] == f"{first['translation']} {second['translation']}"
     assert line["tokens"] == first["tokens"] + second["tokens"]
+    assert line["sentence_count"] == 2 and first["sentence_count"] == 1
     (given,) = api._translate([LINE], {**options, "given": "A dog."})  # read whole: one reading of the line
     assert given["source_tokens"].count("<eos>") == 1
 

@@ -30,7 +30,7 @@ def translation_record(translator: Any, source: str, t: Any, keep_case: bool = F
     """The record of Translation ``t`` of the sentence ``source`` as typed (``keep_case``: read as typed, not
     recased; Translator.read_as)."""
     unlike = translator.unlike_source(source)
-    read = translator.read_as(source, keep_case)  # how the model read it; composed letters alone: the same
+    read = translator.read_line(source, keep_case)  # how the model read it; composed letters alone: the same
     attention = heads = None
     if t.attention is not None:
         a = t.attention.float().cpu().numpy()
@@ -47,6 +47,7 @@ def translation_record(translator: Any, source: str, t: Any, keep_case: bool = F
         "heads": heads,
         "score": round(float(t.score), 6),
         "truncated": bool(t.truncated),
+        "sentence_count": len(t.pieces) if getattr(t, "pieces", None) else 1,  # each translated on its own
         "unknown": t.unknown,
         "unlike_source": unlike,
         "read_as": changed_reading(source, read),
@@ -59,7 +60,8 @@ def translation_record(translator: Any, source: str, t: Any, keep_case: bool = F
 def empty_record(source: str) -> dict[str, Any]:
     """The record of a sentence with nothing to translate (no token the model reads)."""
     return {"source": source, "translation": "", "source_tokens": ["<eos>"], "tokens": [], "attention": None,
-            "heads": None, "score": 0.0, "truncated": False, "unknown": [], "unlike_source": None, "read_as": None,
+            "heads": None, "score": 0.0, "truncated": False, "sentence_count": 0, "unknown": [], "unlike_source": None,
+            "read_as": None,
             "lost_addresses": [], "unseen_words": [],
             "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
 

@@ -441,7 +441,7 @@ class Translator:
         for s, pieces in zip(sentences, lines, strict=True):
             if not pieces:
                 raise ValueError(f"empty input: {s!r}")
-        read = [self._read_line(s) for s in sentences]
+        read = [self.read_line(s) for s in sentences]
         out = self.translate_lines(lines, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
         return self._noted(sentences, read, out)
 
@@ -454,11 +454,13 @@ class Translator:
         toks = [self.codec.encode(self.read_as(p, keep_case), "source") for p in pieces]
         return [t for t in toks if t]
 
-    def _read_line(self, text: str) -> str:
-        """``text`` as the model read it (:meth:`read_as`), sentence by sentence where :meth:`sentence_tokens` splits
+    def read_line(self, text: str, keep_case: bool | None = None) -> str:
+        """``text`` as the model reads it (:meth:`read_as`), sentence by sentence where :meth:`sentence_tokens` splits
         it (each sentence's first word capitalised as a line's would be)."""
         pieces = split_sentences(text)
-        return " ".join(self.read_as(p) for p in pieces) if len(pieces) > 1 else self.read_as(text)
+        if len(pieces) < 2:
+            return self.read_as(text, keep_case)
+        return " ".join(self.read_as(p, keep_case) for p in pieces)
 
     def translate_lines(
         self,
