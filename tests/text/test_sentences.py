@@ -26,6 +26,7 @@ LINE = f"{FIRST} {SECOND}"
         ('Er sagte: "Komm her!" Dann lief er weg.', ['Er sagte: "Komm her!"', "Dann lief er weg."]),
         ("Am 3. Mai kam er. (Dann ging er.)", ["Am 3. Mai kam er.", "(Dann ging er.)"]),
         ("Un homme passe. Il court.", ["Un homme passe.", "Il court."]),
+        ("Sechs Leute fahren Rad. 2 Mädchen sitzen.", ["Sechs Leute fahren Rad.", "2 Mädchen sitzen."]),
         ("Muž jde okolo. Pes běží.", ["Muž jde okolo.", "Pes běží."]),
         ("ein hund läuft. eine katze schläft.", ["ein hund läuft.", "eine katze schläft."]),  # no capital anywhere
         # no sentence ends: abbreviations, initials, words with periods inside, a lowercase word after a "?"

@@ -8,7 +8,7 @@ of its sentences' (``Translation.pieces``), so that every reader of a translatio
 words' probabilities, its n-best list) sees one line, as before.
 
 The end of a sentence is ``.``, ``!``, ``?`` or ``…`` (closing quotes and brackets after it kept with it), then
-white space, then a capital (after any opening quote or bracket). A period after an abbreviation ("z.B.", "ca.",
+white space, then a capital or a digit (after any opening quote or bracket: "... Platz. 2 Mädchen sitzen."). A period after an abbreviation ("z.B.", "ca.",
 "Dr.", "St."), an initial ("J."), an ordinal number ("am 3. Mai") or a word with periods inside ("E.S.E.") ends
 nothing: such a line stays whole rather than be cut in the wrong place. A line without any capital ends a sentence
 before any letter.
@@ -54,7 +54,7 @@ def split_sentences(line: str) -> list[str]:
     for m in _END.finditer(text):
         rest = text[m.end() :].lstrip()
         after = rest.lstrip(_OPENERS)[:1]
-        if not after or not (after.isupper() or (any_letter and after.isalpha())):
+        if not after or not (after.isupper() or after.isdigit() or (any_letter and after.isalpha())):
             continue
         if text[m.end() - 1] not in "!?…" and text[m.start() : m.end()].rstrip("\"'»”’)]").endswith(".") and \
                 _abbreviation(text[: m.start()]):  # fmt: skip

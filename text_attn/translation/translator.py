@@ -479,6 +479,9 @@ class Translator:
         counts = [len(pieces) for pieces in lines]
         if any(c == 0 for c in counts):
             raise ValueError(f"line {counts.index(0)}: no sentence to translate")
+        for i, pieces in enumerate(lines):  # named by its line, not by its place among every line's sentences
+            if error := self.length_error(max(len(t) for t in pieces)):
+                raise ValueError(f"sentence {i}: {error}")
         sampling = options.get("sampling")
         if sampling is not None and sampling.seed is not None:
             keys = options.pop("keys", None)
@@ -521,8 +524,10 @@ class Translator:
         reads it): per sentence a Translation of the given text's tokens with where the model looked for each
         (``attention``), each token's probability given the tokens before it (``probs``), each space-separated word's
         (``word_probs``: the product of its pieces'), the end's (``end_prob``), and ``score``, the mean
-        log-probability of the tokens and the end (higher: fits better in the model's eyes). An empty sentence or
-        translation is a ValueError, as is a translation longer than a learned position table (:meth:`length_error`)."""
+        log-probability of the tokens and the end (higher: fits better in the model's eyes). A sentence is read
+        whole, never split into its sentences (:meth:`translate` splits): the translation given is the whole line's.
+        An empty sentence or translation is a ValueError, as is a translation longer than a learned position table
+        (:meth:`length_error`)."""
         sentences = _sentence_list(sentences, "read")
         if not isinstance(translation, str):  # several translations: read_texts
             raise TypeError(f"read takes one translation (a string), got {type(translation).__name__}")
