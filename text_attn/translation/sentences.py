@@ -8,10 +8,10 @@ of its sentences' (``Translation.pieces``), so that every reader of a translatio
 words' probabilities, its n-best list) sees one line, as before.
 
 The end of a sentence is ``.``, ``!``, ``?`` or ``…`` (closing quotes and brackets after it kept with it), then
-white space, then a capital or a digit (after any opening quote or bracket: "... Platz. 2 Mädchen sitzen."). A period after an abbreviation ("z.B.", "ca.",
-"Dr.", "St."), an initial ("J."), an ordinal number ("am 3. Mai") or a word with periods inside ("E.S.E.") ends
-nothing: such a line stays whole rather than be cut in the wrong place. A line without any capital ends a sentence
-before any letter.
+white space, then a capital or a digit (after any opening quote or bracket: "... Platz. 2 Mädchen sitzen."). A period
+after an abbreviation ("z.B.", "ca.", "Dr.", "St."), an initial ("J."), an ordinal number ("am 3. Mai") or a word with
+periods inside ("E.S.E.") ends nothing: such a line stays whole rather than be cut in the wrong place. A line without
+any capital ends a sentence before any letter.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 # a word ending in one of these and then white space may end a sentence; closers after the mark stay with it
+_CLOSERS = "\"'»”’)]"
 _END = re.compile(r"""(?:[.!?]+|…)["'»”’)\]]*(?=\s)""")
 _OPENERS = "\"'„“«‚‘(["
 # lowercase, without their final period: a period after them is the abbreviation's, not a sentence end
@@ -56,8 +57,8 @@ def split_sentences(line: str) -> list[str]:
         after = rest.lstrip(_OPENERS)[:1]
         if not after or not (after.isupper() or after.isdigit() or (any_letter and after.isalpha())):
             continue
-        if text[m.end() - 1] not in "!?…" and text[m.start() : m.end()].rstrip("\"'»”’)]").endswith(".") and \
-                _abbreviation(text[: m.start()]):  # fmt: skip
+        mark = text[m.start() : m.end()].rstrip(_CLOSERS)  # "." (or "..."), "!", "?!", "…"
+        if mark.endswith(".") and _abbreviation(text[: m.start()]):
             continue
         pieces.append(text[start : m.end()].strip())
         start = m.end()
