@@ -33,6 +33,7 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     assert len(re.findall(r"^\(\d+, \d+\)$", out, flags=re.M)) == 2  # the caption's and the GRU's translation
     assert sum(1 for line in out.splitlines() if "\t" in line) == len(DEMO_PHOTOS)
     assert "\nZwei Kinder spielen im Sand. -> Two children " in out  # typed without capitals, read with them
+    assert "\nA dog runs across the grassy field. A cat sleeps on the couch. 2\n" in out  # two sentences, each
     # both maps of every word: one line a word of the photo's caption, and the GRU's (output, source + <eos>) drops
     found = namespace["found"]
     assert len(re.findall(r": agreement [+-]\d\.\d\d, removing region \d+ costs it most$", out, flags=re.M)) > 0
