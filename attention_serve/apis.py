@@ -278,12 +278,14 @@ class TranslateAPI(_ModelAPI):
         tr = self.translator
         keep_case = bool(o.get("keep_case"))  # the request's (Translator.read_as): the worker's own stays as loaded
         given = o.get("given")
-        # a line of several sentences: each translated on its own, joined (translate's default); a given translation
-        # is read against the whole line
-        tokens = [[tr.tokenize(s, keep_case)] if given else tr.sentence_tokens(s, keep_case) for s in sentences]
-        keep = [k for k, t in enumerate(tokens) if t and t[0]]  # a sentence with nothing to translate: an empty record
+        # a text of several sentences: each translated on its own and joined (translate's default); a translation
+        # given is read sentence by sentence where it has as many (Translator.read_split)
+        tokens = [tr.sentence_tokens(s, keep_case) for s in sentences]
+        keep = [k for k, t in enumerate(tokens) if t]  # a sentence with nothing to translate: an empty record
         extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
-        if given:  # the translation given, read for each sentence (translate --given)
+        if given and any(len(tokens[k]) > 1 for k in keep):  # the translation given, read (translate --given)
+            done = tr.read_split([tokens[k] for k in keep], [given] * len(keep))
+        elif given:  # every sentence one: encoded once for the text
             done = tr.read_tokens([tokens[k][0] for k in keep], given)
         else:
             # the default cap (2 x source + 10) no longer than what a client may ask for: a 1,000-character line

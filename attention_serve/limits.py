@@ -262,8 +262,9 @@ def outputs(source: int, options: dict[str, Any], longest: int, given: int | Non
 def source_lengths(extra: dict[str, Any], sentences: list[str], keep_case: bool, given: bool) -> list[int]:
     """A /translate request's source lengths as the worker reads them (``extra``: the served model's ``tokenize``
     and ``sentence_tokens``): a text of several sentences is searched sentence by sentence
-    (Translator.sentence_tokens), each sentence's tokens counted on their own; a ``given`` text is read against the
-    whole text. A text with no tokens counts 0."""
+    (Translator.sentence_tokens), each sentence's tokens counted on their own; with a ``given`` text, the whole text's
+    (it is read sentence by sentence only where it has as many sentences: counted at the most it may cost). A text
+    with no tokens counts 0."""
     if given:
         return [len(extra["tokenize"](s, keep_case)) for s in sentences]
     return [len(t) for s in sentences for t in extra["sentence_tokens"](s, keep_case) or [[]]]

@@ -1,7 +1,7 @@
 """``translate`` and attention-serve translate a line of several sentences sentence by sentence, by default: the
 bundled Transformer, which dropped the second sentence of a two-sentence line, now writes both on the line's one output
 line; ``--no-split`` translates the line whole, as before; a record, page and alignment line per input line still;
-a translation given (``--given``) is read against the whole line."""
+a translation given (``--given``) is read sentence by sentence where it has as many sentences."""
 
 import json
 
@@ -41,9 +41,16 @@ def test_both_sentences_of_a_line_are_translated_on_its_one_line(capsys, tmp_pat
     assert page.read_text().count("<section") == 2
 
 
-def test_a_translation_given_is_read_against_the_whole_line(capsys):
-    lines = _out(capsys, [LINE, "--given", "A dog runs across the grass. A cat sleeps on the couch."])
-    assert len(lines) == 1 and lines[0].startswith("1\t")
+def test_a_translation_given_is_read_sentence_by_sentence_where_it_has_as_many(capsys):
+    given = "A dog runs across the grass. A cat sleeps on the couch."
+    (split,) = _out(capsys, [LINE, "--given", given])
+    (whole,) = _out(capsys, [LINE, "--given", given, "--no-split"])
+    parts = ("A dog runs across the grass.", "A cat sleeps on the couch.")
+    alone = [_out(capsys, [s, "--given", t])[0] for s, t in zip((FIRST, SECOND), parts, strict=True)]
+    probs = [[float(p) for p in line.split("\t")[3].split()] for line in (split, *alone)]
+    # each word's probability as read alone (4 significant digits written); the line's end the last sentence's
+    assert probs[0] == pytest.approx(probs[1][:-1] + probs[2], rel=1e-3)
+    assert split.split("\t")[:3] != whole.split("\t")[:3]  # read whole, its score differs
 
 
 def test_the_server_translates_each_sentence_of_a_line(tmp_path):
@@ -54,8 +61,10 @@ def test_the_server_translates_each_sentence_of_a_line(tmp_path):
     assert line["translation"] == f"{first['translation']} {second['translation']}"
     assert line["tokens"] == first["tokens"] + second["tokens"]
     assert line["sentence_count"] == 2 and first["sentence_count"] == 1
-    (given,) = api._translate([LINE], {**options, "given": "A dog."})  # read whole: one reading of the line
-    assert given["source_tokens"].count("<eos>") == 1
+    (given,) = api._translate([LINE], {**options, "given": "A dog."})  # one sentence given: read against the line
+    assert given["source_tokens"].count("<eos>") == 1 and given["sentence_count"] == 1
+    (both,) = api._translate([LINE], {**options, "given": "A dog. A cat."})  # as many: sentence by sentence
+    assert both["sentence_count"] == 2
 
 
 def test_no_split_is_in_the_help(capsys):

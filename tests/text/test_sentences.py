@@ -125,3 +125,19 @@ def test_the_evidence_and_every_layer_are_computed_sentence_by_sentence(translat
     alone = report_attention(translator, line.pieces)
     assert layers.shape[-2:] == (len(line.tokens), len(line.source) + 1)
     torch.testing.assert_close(torch.from_numpy(layers[..., t0:, s0:]), torch.from_numpy(alone[1]))
+
+
+def test_a_translation_given_is_read_sentence_by_sentence_where_it_has_as_many(translator):
+    pieces = translator.sentence_tokens(LINE)
+    first, second = "A dog runs across the grass.", "A cat sleeps on the sofa."
+    (line,) = translator.read_split([pieces], [f"{first} {second}"])
+    a, b = translator.read([FIRST], first)[0], translator.read([SECOND], second)[0]
+    assert line.given and line.text == f"{a.text} {b.text}" and [p.text for p in line.pieces] == [a.text, b.text]
+    assert line.word_probs == pytest.approx(a.word_probs + b.word_probs, rel=1e-5)  # read in one batch, not alone
+    assert line.end_prob == pytest.approx(b.end_prob, rel=1e-5)
+    steps = [len(a.tokens) + 1, len(b.tokens) + 1]  # each reading's score: the mean over its tokens and end
+    assert line.score == pytest.approx((a.score * steps[0] + b.score * steps[1]) / sum(steps))
+    (whole,) = translator.read_split([pieces], ["A dog runs across the grass while a cat sleeps."])  # one sentence
+    assert whole.pieces is None and whole.source == pieces[0] + pieces[1]
+    with pytest.raises(ValueError, match="one each"):
+        translator.read_split([pieces], [])

@@ -74,21 +74,27 @@ def line_error(args: argparse.Namespace, n: int, translator=None) -> str | None:
     return f"line {n} of --given-file {args.given_file}: {too_long}" if too_long else None
 
 
-def read_given(translator, args: argparse.Namespace, good: list[tuple[int, list[str]]], progress: dict) -> list[list]:
-    """The inputs ``good`` ((number, tokens)) each with its readings, best score first (ties: in the order given):
-    every --given text read for all of them in one batch, or each input's own line of --given-file. Lines holding
+def read_given(translator, args: argparse.Namespace, good: list[tuple[int, list[list[str]]]], progress: dict) -> list:
+    """The inputs ``good`` ((number, its sentences' tokens)) each with its readings, best score first (ties: in the
+    order given): every --given text read for all of them, or each input's own line of --given-file; an input of
+    several sentences read sentence by sentence where the text has as many (Translator.read_split). Lines holding
     tokens the model does not know are counted in ``progress["given_unknown"]`` (the first one's number kept)."""
-    toks = [t for _, t in good]
+    split = any(len(pieces) > 1 for _, pieces in good)
     if args.given_lines is None:
-        readings = translator.read_texts(toks, args.given)  # K lists of B
-        return [sorted((r[b] for r in readings), key=lambda t: -t.score) for b in range(len(toks))]
+        if split:
+            readings = [translator.read_split([p for _, p in good], [text] * len(good)) for text in args.given]
+        else:  # the sentences encoded once for every text
+            readings = translator.read_texts([p[0] for _, p in good], args.given)  # K lists of B
+        return [sorted((r[b] for r in readings), key=lambda t: -t.score) for b in range(len(good))]
     lines = [args.given_lines[n - 1] for n, _ in good]
     for (n, _), line in zip(good, lines, strict=True):
         unknown = translator.target_tokens(line)[1]
         if unknown:
             progress["given_unknown"] = progress.get("given_unknown", 0) + 1
             progress.setdefault("given_unknown_first", (n, unknown))  # its number and tokens, named in the note
-    return [[reading] for reading in translator.read_each(toks, lines)]  # each input its own line, in one batch
+    if split:
+        return [[reading] for reading in translator.read_split([p for _, p in good], lines)]
+    return [[reading] for reading in translator.read_each([p[0] for _, p in good], lines)]  # in one batch
 
 
 def given_lines(number: int, readings: list[Any], per_piece: bool = False) -> str:

@@ -410,7 +410,7 @@ def _translate_stream(
         good = [(n, t) for n, t in chunk if t is not None]  # tokenized once, when read
         toks = [t for _, t in good]
         if args.given or args.given_file:  # the translations given, read (each input's best first), not its own
-            ranked = read_given(translator, args, [(n, t[0]) for n, t in good], progress)  # one piece: never split
+            ranked = read_given(translator, args, good, progress)
             outs = [readings[0] for readings in ranked]
         else:
             # each input's draws (--sample-seed) keyed by its number: the same translation in any batch
@@ -515,8 +515,8 @@ def _translate_stream(
         else:
             read = translator.read_as(line)  # typed without capitals: with the training text's (Translator.tokenize)
             tokens = translator.codec.encode(read, "source")
-            pieces = [tokens]  # the line's sentences' tokens: one, unless split (a translation given reads the line)
-            if tokens and not (args.no_split or args.given or args.given_file):
+            pieces = [tokens]  # the line's sentences' tokens: one, unless split
+            if tokens and not args.no_split:
                 pieces = translator.sentence_tokens(line)
                 tokens = max(pieces, key=len)  # the checks below are each sentence's: the longest's
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0

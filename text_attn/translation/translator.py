@@ -525,8 +525,8 @@ class Translator:
         (``attention``), each token's probability given the tokens before it (``probs``), each space-separated word's
         (``word_probs``: the product of its pieces'), the end's (``end_prob``), and ``score``, the mean
         log-probability of the tokens and the end (higher: fits better in the model's eyes). A sentence is read
-        whole, never split into its sentences (:meth:`translate` splits): the translation given is the whole line's.
-        An empty sentence or translation is a ValueError, as is a translation longer than a learned position table
+        whole, never split into its sentences (:meth:`read_split` splits a line and its translation alike). An empty
+        sentence or translation is a ValueError, as is a translation longer than a learned position table
         (:meth:`length_error`)."""
         sentences = _sentence_list(sentences, "read")
         if not isinstance(translation, str):  # several translations: read_texts
@@ -572,6 +572,31 @@ class Translator:
         src, lens = self._source_batch(toks)
         with self._evaluating():
             return self._readings(toks, lens, self._encoded(toks, src, lens), targets)
+
+    def read_split(self, lines: list[list[list[str]]], translations: list[str]) -> list[Translation]:
+        """Line i (its sentences' tokens, :meth:`sentence_tokens`) with ``translations[i]`` read (:meth:`read_each`):
+        sentence by sentence where the translation has as many sentences as the line (each read against its own, as
+        each was translated), joined as :meth:`translate_lines` joins them; else the whole translation against the
+        whole line (its sentences' tokens one after another), as before lines were split."""
+        if len(lines) != len(translations):
+            raise ValueError(f"{len(lines)} lines for {len(translations)} translations: one each")
+        sources, texts, counts = [], [], []
+        for pieces, text in zip(lines, translations, strict=True):
+            parts = split_sentences(text)
+            if len(pieces) > 1 and len(parts) == len(pieces):
+                sources += pieces
+                texts += parts
+                counts.append(len(pieces))
+            else:
+                sources.append([t for p in pieces for t in p])
+                texts.append(text)
+                counts.append(1)
+        flat = self.read_each(sources, texts)
+        out, at = [], 0
+        for c in counts:
+            out.append(joined(flat[at : at + c]))
+            at += c
+        return out
 
     @torch.no_grad()
     def with_probs(self, toks: list[list[str]], translations: list[Translation], chunk: int = 256) -> list:
