@@ -1,11 +1,23 @@
 """Multi30k pairs read as training reads them and translations scored (BLEU tok., sacreBLEU, chrF, by length): what
-multi30k.py, checkpoint_averaging.py and tune_translation_decoding.py share, below all three."""
+multi30k.py, checkpoint_averaging.py and tune_translation_decoding.py share, below all three; the options of a
+benchmark that translates one split with a few models (casing.py, paragraphs.py)."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from _runs import StageError
+
+
+def corpus_options(p: argparse.ArgumentParser) -> None:
+    """--data-root, --models, --split, --src-lang, --tgt-lang: one split of a corpus, translated by a few models."""
+    p.add_argument("--data-root", type=Path, required=True, help="the corpus: <split>.<lang>[.gz] files (Multi30k)")
+    p.add_argument("--models", default="transformer,bahdanau",
+                   help="comma-separated model files or bundled names (default: transformer,bahdanau)")  # fmt: skip
+    p.add_argument("--split", default="test_2016_flickr", help="the split translated (default: test_2016_flickr)")
+    p.add_argument("--src-lang", default="de", help="the models' source language (default: de)")
+    p.add_argument("--tgt-lang", default="en", help="the references' language (default: en)")
 
 
 def read_pair(root: Path, split: str, src: str, tgt: str, n: int | None = None) -> tuple[list[str], list[str]]:

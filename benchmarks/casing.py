@@ -18,7 +18,8 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
+
+from _multi30k import corpus_options
 
 from text_attn.core.casing import capitalised
 from text_attn.core.errors import new_file
@@ -68,12 +69,7 @@ def measure(translator: Translator, sources: list[str], refs: list[str], forms: 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-root", type=Path, required=True, help="the corpus: <split>.<lang>[.gz] files (Multi30k)")
-    p.add_argument("--models", default="transformer,bahdanau",
-                   help="comma-separated model files or bundled names (default: transformer,bahdanau)")  # fmt: skip
-    p.add_argument("--split", default="test_2016_flickr", help="the split translated (default: test_2016_flickr)")
-    p.add_argument("--src-lang", default="de", help="the models' source language (default: de)")
-    p.add_argument("--tgt-lang", default="en", help="the references' language (default: en)")
+    corpus_options(p)
     p.add_argument("--limit", type=int, help="only the first N lines")
     p.add_argument("--forms", help=f"comma-separated forms to measure (default: all: {', '.join(FORMS)})")
     p.add_argument("--json", type=new_file, help="also write the rows here")

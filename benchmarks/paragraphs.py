@@ -16,14 +16,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
+
+from _multi30k import corpus_options, read_pair
 
 from text_attn.core.errors import new_file, positive_int
 from text_attn.core.metrics import sacre_scores
-from text_attn.core.modelfile import ModelFileError
 from text_attn.core.safe_files import write_text
-from text_attn.translation.corpora import corpus_file, read_lines
-from text_attn.translation.pairs import TaskError
 from text_attn.translation.sentences import split_sentences
 from text_attn.translation.translator import Translator
 
@@ -65,12 +63,7 @@ def table(name: str, rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-root", type=Path, required=True, help="the corpus: <split>.<lang>[.gz] files (Multi30k)")
-    p.add_argument("--models", default="transformer,bahdanau",
-                   help="comma-separated model files or bundled names (default: transformer,bahdanau)")  # fmt: skip
-    p.add_argument("--split", default="test_2016_flickr", help="the split translated (default: test_2016_flickr)")
-    p.add_argument("--src-lang", default="de", help="the models' source language (default: de)")
-    p.add_argument("--tgt-lang", default="en", help="the references' language (default: en)")
+    corpus_options(p)
     p.add_argument("--per-line", default="1,2,4", help="sentences joined a line, comma-separated (default: 1,2,4)")
     p.add_argument("--limit", type=positive_int, help="only the first N sentences")
     p.add_argument("--json", type=new_file, help="also write the rows here")
@@ -81,18 +74,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError
     except ValueError:
         p.error(f"--per-line: whole numbers from 1, comma-separated, got {args.per_line!r}")
-    try:
-        sources = read_lines(corpus_file(args.data_root, args.split, args.src_lang))[: args.limit]
-        refs = read_lines(corpus_file(args.data_root, args.split, args.tgt_lang))[: args.limit]
-        if len(sources) != len(refs) or not sources:
-            raise ValueError(f"{args.split}: {len(sources)} source lines against {len(refs)} references")
-        found = {}
-        for name in args.models.split(","):
-            translator = Translator.load(name)
-            print(f"{name}: {len(sources):,} sentences of {args.split}.{args.src_lang}", flush=True)
-            found[name] = [measure(translator, sources, refs, k) for k in ks]
-    except (ModelFileError, TaskError, ValueError) as err:
-        sys.exit(f"paragraphs: error: {err}")
+    sources, refs = read_pair(args.data_root, args.split, args.src_lang, args.tgt_lang, args.limit)
+    found = {}
+    for name in args.models.split(","):
+        translator = Translator.load(name)  # a missing file: one line (run_main)
+        print(f"{name}: {len(sources):,} sentences of {args.split}.{args.src_lang}", flush=True)
+        found[name] = [measure(translator, sources, refs, k) for k in ks]
     for name, rows in found.items():
         print()
         print(table(f"{name} ({len(sources):,} sentences of {args.split}; sacreBLEU against {args.tgt_lang})", rows))
