@@ -485,7 +485,7 @@ def test_a_page_with_the_heads_means_taus_only_says_so_for_one_head(browser, tmp
 
 
 def test_a_translate_page_shows_failed_inputs_in_place_and_marks_cut_off_ones(browser, tmp_path, monkeypatch):
-    """translate --html left a failed input out (5 lines, the page had 4 sections and said "4 sentence(s)") and said
+    """translate --html left a failed input out (5 lines, the page had 4 sections and said "4 input(s)") and said
     nothing of a translation cut off at --max-len; the caption page shows both."""
     import io
 
@@ -497,7 +497,7 @@ def test_a_translate_page_shows_failed_inputs_in_place_and_marks_cut_off_ones(br
     assert [int(n) for n in re.findall(r'<section class="item tr[^"]*" id="s(\d+)"', html)] == [1, 2, 3]
     assert '<section class="item tr failed" id="s2"><h2>input 2</h2><p class="error">empty sentence</p>' in html
     assert html.count("&middot; cut off at the length cap</h2>") == 2
-    assert "<footer>3 sentence(s), 1 failed</footer>" in html
+    assert "<footer>3 input(s), 1 failed</footer>" in html
     b = browser
     b.open(page)
     b.wait_for("!!document.querySelector('#s3 table.grid')")

@@ -166,7 +166,7 @@ def test_ctrl_c_ends_with_the_notes_and_one_line_and_keeps_what_was_written(mode
     # the closing notes are about what was written: the first batch's 2 translations (random weights: both cut)
     assert err.splitlines() == [
         "translate: note: 2 translation(s) reached --max-len 3 and are cut off",
-        f"translate: interrupted after 2 sentence(s) in {out}",
+        f"translate: interrupted after 2 input(s) in {out}",
     ]
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # the first batch, whole
 

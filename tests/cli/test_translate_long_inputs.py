@@ -120,9 +120,9 @@ def test_plots_are_drawn_as_batches_are_written_and_a_ctrl_c_keeps_them_and_scor
     assert exc.value.code == 130
     assert f"wrote 4 plots {tmp_path / 'g-1.png'} ... {tmp_path / 'g-4.png'}" in err
     assert sum(line.startswith("wrote") for line in err) == 2  # the plots' line and the --scores file's
-    assert any(line.startswith("translate: scores against --references") and "4 sentence(s) written before the "
+    assert any(line.startswith("translate: scores against --references") and "4 input(s) written before the "
                "interrupt" in line for line in err), err  # fmt: skip
-    assert (tmp_path / "s.json").is_file() and err[-1] == "translate: interrupted after 4 sentence(s)"
+    assert (tmp_path / "s.json").is_file() and err[-1] == "translate: interrupted after 4 input(s)"
 
 
 def test_one_line_on_stdin_at_batch_size_one_gets_the_plain_name(model_file, tmp_path, capsys, monkeypatch):
@@ -149,7 +149,7 @@ def test_off_a_terminal_a_line_now_and_then_and_a_file_gives_the_bar_a_total(mod
         assert translate_main(["--model", str(model_file), "--batch-size", "2", "--max-len", "3"]) == 0
     news = [line for line in capsys.readouterr().err.splitlines() if "written," in line]
     assert [re.sub(r"[\d.]+ a second", "R a second", line) for line in news] == [
-        f"translate: {n} sentence(s) written, R a second, 100% of the input read" for n in (2, 4)
+        f"translate: {n} input(s) written, R a second, 100% of the input read" for n in (2, 4)
     ]
     bars = []
     import tqdm.auto

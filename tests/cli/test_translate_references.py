@@ -41,7 +41,7 @@ def test_the_scores_are_sacrebleus_of_the_lines_written(capsys, tmp_path, monkey
     assert shown["chrF"] == pytest.approx(CHRF().corpus_score(hyps, [REFERENCES]).score, abs=0.006)
     tok = corpus_bleu([[tokenize(r)] for r in REFERENCES], [tokenize(h) for h in hyps])["bleu4"]
     assert shown["BLEU (tok.)"] == pytest.approx(100 * tok, abs=0.006)
-    assert f"scores against --references {refs}: 3 sentence(s)" in err and "signatures: BLEU nrefs:1" in err
+    assert f"scores against --references {refs}: 3 input(s)" in err and "signatures: BLEU nrefs:1" in err
     saved = json.loads((tmp_path / "s.json").read_text())
     assert saved["sentences"] == 3 and saved["scores"] == shown
     per = saved["per_sentence"]
@@ -83,7 +83,7 @@ def test_inputs_without_a_reference_line_and_extra_lines_are_noted(capsys, tmp_p
     out, err = capsys.readouterr()
     assert code == 0 and len(out.splitlines()) == 3, err  # every input translated
     assert f"--references {refs} has no line (or an empty one) for 2 of the inputs translated" in err
-    assert "1 sentence(s)" in err
+    assert "1 input(s)" in err
     more = tmp_path / "more.en"
     more.write_text("\n".join(REFERENCES + ["extra"]) + "\n")
     code = translate_main([SOURCES[0], "--model", "bahdanau", "--references", str(more)])
@@ -159,7 +159,7 @@ def test_references_on_stdin_or_a_pipe_score_as_the_file(capsys, tmp_path, monke
     monkeypatch.setattr("sys.stdin", io.StringIO(refs.read_text()))
     code = translate_main([*SOURCES, "--model", "bahdanau", "--references", "-"])
     err = capsys.readouterr().err
-    assert code == 0 and _scores_line(err) == from_file and "scores against --references -: 3 sentence(s)" in err
+    assert code == 0 and _scores_line(err) == from_file and "scores against --references -: 3 input(s)" in err
     fifo = tmp_path / "refs.fifo"
     os.mkfifo(fifo)
     writer = threading.Thread(target=fifo.write_text, args=(refs.read_text(),))

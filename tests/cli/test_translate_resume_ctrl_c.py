@@ -54,7 +54,7 @@ def test_ctrl_c_then_resume_gives_both_files_of_one_run(tmp_path):
     finally:
         stopped.kill()  # a no-op once it ended
     err = stopped.stderr.read()
-    assert f"translate: interrupted after 10 sentence(s) in {out} and {jsonl}" in err, err
+    assert f"translate: interrupted after 10 input(s) in {out} and {jsonl}" in err, err
     stopped.stdin.close()
 
     with corpus.open() as stdin:

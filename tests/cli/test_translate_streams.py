@@ -130,7 +130,7 @@ def test_a_stdout_gone_is_named_and_the_page_and_alignments_are_finished(model_f
     assert code == 2
     # not "cannot write --html p.html / --alignments a.txt": those were fine
     assert err.splitlines()[-1] == "translate: error: cannot write stdout: [Errno 32] Broken pipe (stopped after 2 " \
-        "sentence(s))"  # fmt: skip
+        "input(s))"  # fmt: skip
     assert f"wrote {page}" in err
     assert page.read_text(encoding="utf-8").count('<section class="item') == 2  # the page, closed with the two
     assert page.read_text(encoding="utf-8").rstrip().endswith("</html>")
@@ -199,7 +199,7 @@ def test_an_output_that_fails_midway_leaves_a_whole_page_that_says_it_is_partial
     text = page.read_text(encoding="utf-8")
     assert text.count('<section class="item') == 2 and text.rstrip().endswith("</html>")
     assert notes(page) == [({"class": "partial", "role": "note"}, "Partial page: the run stopped on an error after 2 "
-                            "sentence(s); the sentences after them are not here")]  # fmt: skip
+                            "input(s); the inputs after them are not here")]  # fmt: skip
     monkeypatch.setattr(translate_cli, "open_stream", real)
     code, _, _ = _run(model_file, capsys, monkeypatch, ("\n".join(LINES) + "\n").encode(), "--html", page)
     assert code == 0 and notes(page) == [] and page.read_text(encoding="utf-8").count('<section class="item') == 4
@@ -242,7 +242,7 @@ def test_sigterm_ends_as_ctrl_c_does_with_exit_code_143(model_file, tmp_path, ca
     code, _, err = _run(model_file, capsys, monkeypatch, f"{DE[0]}\n{DE[1]}\n{DE[0]}\n".encode(), "--batch-size",
                         "2", "--output", out)  # fmt: skip
     assert code == 143
-    assert err.splitlines()[-1] == f"translate: interrupted after 2 sentence(s) in {out}"
+    assert err.splitlines()[-1] == f"translate: interrupted after 2 input(s) in {out}"
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # the first batch, whole
     assert not list(tmp_path.glob(".*lock"))  # the lock file beside it removed
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back

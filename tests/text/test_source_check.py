@@ -153,7 +153,7 @@ def test_after_ctrl_c_the_note_names_only_the_inputs_written(model_file, tmp_pat
     err = capsys.readouterr().err.splitlines()
     assert err[-2:] == [
         "translate: note: input 2 looks unlike the German text the model learned from: the translation may be wrong",
-        f"translate: interrupted after 2 sentence(s) in {out}",
+        f"translate: interrupted after 2 input(s) in {out}",
     ], err
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2
 

@@ -75,7 +75,7 @@ def score_run(
         sentence.update(extra.get(sentence["input"], {}))
     text = "case-insensitive: the model writes lowercase" if lowercase else "on the text as written"
     part = " written before the interrupt" if interrupted else ""
-    print(f"translate: scores against --references {name}: {len(pairs):,} sentence(s){part} (sacreBLEU and chrF "
+    print(f"translate: scores against --references {name}: {len(pairs):,} input(s){part} (sacreBLEU and chrF "
           f"{text}; BLEU (tok.): lowercased, tokenized)", file=sys.stderr)  # fmt: skip
     print("translate: " + "  ".join(f"{k} {v:.2f}" for k, v in result["scores"].items()), file=sys.stderr)
     print(f"translate: signatures: {result['signature']}", file=sys.stderr)

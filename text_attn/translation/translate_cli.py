@@ -596,7 +596,7 @@ def _news(state: dict[str, float], done: int, share: float | None) -> None:
     rate = done / max(now - state["start"], 1e-9)
     part = f", {share:.0%} of the input read" if share is not None else ""
     try:
-        print(f"translate: {done:,} sentence(s) written, {rate:.1f} a second{part}", file=sys.stderr, flush=True)
+        print(f"translate: {done:,} input(s) written, {rate:.1f} a second{part}", file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr gone: the translations go on without news
         pass
 
@@ -866,9 +866,9 @@ def _close_page(report, args: argparse.Namespace, progress: dict[str, Any], stop
     lost = f", {progress['failed']} failed" if progress.get("failed") else ""
     why = "the run was interrupted" if stopped == "interrupted" else "the run stopped on an error"
     done = progress.get("done", 0)
-    partial = f"{why} after {done} sentence(s); the sentences after them are not here" if stopped else None
+    partial = f"{why} after {done} input(s); the inputs after them are not here" if stopped else None
     try:
-        written = report.close(f"{report.sections} sentence(s){lost}", partial)
+        written = report.close(f"{report.sections} input(s){lost}", partial)
     except OSError as err:
         print(f"translate: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
         return
@@ -889,7 +889,7 @@ def _stream_failed(args: argparse.Namespace, err: OSError, done: int) -> None:
         outputs = (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments))
         names = " / ".join(f"{flag} {value}" for flag, value in outputs if value) or "stdout"
         err = StreamFailed(names, err)
-    kept = f" (stopped after {done} sentence(s))" if _outputs_intact(err) else ""
+    kept = f" (stopped after {done} input(s))" if _outputs_intact(err) else ""
     if err.where == "stdout":
         to_devnull(sys.stdout)  # the interpreter's last flush would fail again
     verb = "read" if err.where == "stdin" else "write"
@@ -1133,7 +1133,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     score_run(args, progress, progress.get("done", 0), translator.codec.lowercased, interrupted)
     if interrupted:
         where = f" in {' and '.join(continued(args).values())}" if continued(args) else ""
-        print(f"translate: interrupted after {progress.get('done', 0)} sentence(s){where}", file=sys.stderr)
+        print(f"translate: interrupted after {progress.get('done', 0)} input(s){where}", file=sys.stderr)
         raise SystemExit(interrupted)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
