@@ -395,7 +395,8 @@ class Front:
                 raise ClientError(422, "evidence=1 measures what drives one model's words; this server translates "
                                   "with an ensemble (--text-ensemble)")  # fmt: skip
             keep_case = bool(options.get("keep_case"))
-            tokens = source_lengths(served.extra, sentences, keep_case, "given" in options)  # as the worker reads
+            whole = "given" in options or options.get("split") == 0
+            tokens = source_lengths(served.extra, sentences, keep_case, whole)  # as the worker reads them
             # the given text as the worker reads it: its tokens are the steps (text_attn Translator.read_tokens)
             read = len(served.extra["target_tokens"](options["given"])) if "given" in options else None
             check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read,

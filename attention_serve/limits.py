@@ -130,6 +130,14 @@ TRANSLATE_OPTIONS = {
         "1: a sentence typed without capitals (or all in capitals) read as typed, as translate --keep-case reads "
         "it (default 0: read with the capitals of the text the model learned from, where its file knows them)",
     ),
+    "split": Option(
+        int,
+        0,
+        1,
+        "0: a text of several sentences translated whole, as translate --no-split does (the model, which learned "
+        "from single sentences, then drops all but about the first); default 1: each sentence on its own, the "
+        "translations joined",
+    ),
 }
 
 
@@ -259,13 +267,13 @@ def outputs(source: int, options: dict[str, Any], longest: int, given: int | Non
     return int(options["max_len"]) + 1 if "max_len" in options else min(2 * (source + 1) + 10, longest)
 
 
-def source_lengths(extra: dict[str, Any], sentences: list[str], keep_case: bool, given: bool) -> list[int]:
+def source_lengths(extra: dict[str, Any], sentences: list[str], keep_case: bool, whole: bool) -> list[int]:
     """A /translate request's source lengths as the worker reads them (``extra``: the served model's ``tokenize``
     and ``sentence_tokens``): a text of several sentences is searched sentence by sentence
-    (Translator.sentence_tokens), each sentence's tokens counted on their own; with a ``given`` text, the whole text's
-    (it is read sentence by sentence only where it has as many sentences: counted at the most it may cost). A text
-    with no tokens counts 0."""
-    if given:
+    (Translator.sentence_tokens), each sentence's tokens counted on their own; ``whole`` (split=0, or a ``given``
+    text: read sentence by sentence only where it has as many sentences, so counted at the most it may cost): the
+    whole text's. A text with no tokens counts 0."""
+    if whole:
         return [len(extra["tokenize"](s, keep_case)) for s in sentences]
     return [len(t) for s in sentences for t in extra["sentence_tokens"](s, keep_case) or [[]]]
 

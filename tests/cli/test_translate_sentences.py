@@ -9,6 +9,7 @@ import pytest
 from helpers.tiny_translator import tiny_subword_model_file
 
 from attention_serve.apis import TranslateAPI
+from attention_serve.limits import TRANSLATE_OPTIONS, parse_options
 from text_attn.translation.translate_cli import translate_main
 
 FIRST, SECOND = "Ein Hund läuft über die Wiese.", "Eine Katze schläft auf dem Sofa."
@@ -65,6 +66,11 @@ def test_the_server_translates_each_sentence_of_a_line(tmp_path):
     assert given["source_tokens"].count("<eos>") == 1 and given["sentence_count"] == 1
     (both,) = api._translate([LINE], {**options, "given": "A dog. A cat."})  # as many: sentence by sentence
     assert both["sentence_count"] == 2
+    (whole,) = api._translate([LINE], {**options, "split": 0})  # as translate --no-split
+    assert whole["sentence_count"] == 1 and whole["source_tokens"] == line["source_tokens"]
+    assert api._translate(["  "], {**options, "split": 0})[0]["sentence_count"] == 0  # nothing to translate
+    parsed = parse_options({"split": "0"}, TRANSLATE_OPTIONS, {}, 1000)
+    assert parsed["split"] == 0
 
 
 def test_no_split_is_in_the_help(capsys):
