@@ -389,7 +389,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
   <div id="cap-out"></div>
 </div>
 <div class="panel" id="translate" role="tabpanel" aria-labelledby="tab-translate" hidden>
-  <label for="src" class="hint">sentences to translate, one a line</label>
+  <label for="src" class="hint">sentences to translate, one or more a line</label>
   <textarea id="src"{lang}{placeholder}>{first}</textarea>
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
     {_evidence_box("tr-evidence", "source words", bool((text or {}).get("ensemble")))}{_unsure_box("tr-unsure")}

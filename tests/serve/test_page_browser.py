@@ -360,7 +360,7 @@ def test_the_page_to_a_screen_reader_and_the_keyboard(offline_page):
     page.keyboard.press("ArrowRight")  # the tab list's keys: the next tab chosen and focused
     assert page.evaluate("document.activeElement.id") == "tab-translate" and not page.locator("#translate").is_hidden()
     (translate, source) = accessible(page, "#tab-translate", "#src")
-    assert translate["selected"] is True and source["name"] == "sentences to translate, one a line"
+    assert translate["selected"] is True and source["name"] == "sentences to translate, one or more a line"
     assert page.evaluate("document.getElementById('src').lang") == "de"
     page.click("#go")
     page.wait_for_selector("#tr-out table.grid")
