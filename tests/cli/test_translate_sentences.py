@@ -77,3 +77,11 @@ def test_no_split_is_in_the_help(capsys):
     with pytest.raises(SystemExit):
         translate_main(["--help"])
     assert "--no-split" in capsys.readouterr().out
+
+
+def test_a_line_typed_without_capitals_is_read_sentence_by_sentence(capsys, tmp_path):
+    record = tmp_path / "r.jsonl"
+    (line,) = _out(capsys, ["ein hund läuft. eine katze schläft.", "--jsonl", str(record)])
+    found = json.loads(record.read_text())
+    assert found["sentence_count"] == 2 and found["read_as"] == "Ein Hund läuft. Eine Katze schläft."
+    assert "cat" in line

@@ -30,7 +30,9 @@ def translation_record(translator: Any, source: str, t: Any, keep_case: bool = F
     """The record of Translation ``t`` of the sentence ``source`` as typed (``keep_case``: read as typed, not
     recased; Translator.read_as)."""
     unlike = translator.unlike_source(source)
-    read = translator.read_line(source, keep_case)  # how the model read it; composed letters alone: the same
+    # how the model read it (sentence by sentence where it was split); composed letters alone: the same
+    reader = translator.read_line if getattr(t, "pieces", None) else translator.read_as
+    read = reader(source, keep_case)
     attention = heads = None
     if t.attention is not None:
         a = t.attention.float().cpu().numpy()
