@@ -280,10 +280,7 @@ class TranslateAPI(_ModelAPI):
         given = o.get("given")
         # a text of several sentences: each translated on its own and joined (translate's default); a translation
         # given is read sentence by sentence where it has as many (Translator.read_split)
-        if o.get("split") == 0:  # each text whole, as translate --no-split
-            tokens = [[t] if (t := tr.tokenize(s, keep_case)) else [] for s in sentences]
-        else:
-            tokens = [tr.sentence_tokens(s, keep_case) for s in sentences]
+        tokens = [tr.sentence_tokens(s, keep_case, split=o.get("split") != 0) for s in sentences]  # 0: --no-split
         keep = [k for k, t in enumerate(tokens) if t]  # a sentence with nothing to translate: an empty record
         extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
         if given and any(len(tokens[k]) > 1 for k in keep):  # the translation given, read (translate --given)

@@ -268,14 +268,12 @@ def outputs(source: int, options: dict[str, Any], longest: int, given: int | Non
 
 
 def source_lengths(extra: dict[str, Any], sentences: list[str], keep_case: bool, whole: bool) -> list[int]:
-    """A /translate request's source lengths as the worker reads them (``extra``: the served model's ``tokenize``
-    and ``sentence_tokens``): a text of several sentences is searched sentence by sentence
+    """A /translate request's source lengths as the worker reads them (``extra``: the served model's
+    ``sentence_tokens``): a text of several sentences is searched sentence by sentence
     (Translator.sentence_tokens), each sentence's tokens counted on their own; ``whole`` (split=0, or a ``given``
     text: read sentence by sentence only where it has as many sentences, so counted at the most it may cost): the
     whole text's. A text with no tokens counts 0."""
-    if whole:
-        return [len(extra["tokenize"](s, keep_case)) for s in sentences]
-    return [len(t) for s in sentences for t in extra["sentence_tokens"](s, keep_case) or [[]]]
+    return [len(t) for s in sentences for t in extra["sentence_tokens"](s, keep_case, not whole) or [[]]]
 
 
 def search_steps(tokens: list[int], options: dict[str, Any], longest: int, given: int | None = None) -> int:

@@ -273,8 +273,10 @@ def report_attention(translator: Any, translations: list[Any]) -> list[np.ndarra
     for pieces in lines:
         part = flat[at : at + len(pieces)]
         at += len(pieces)
-        grids = [torch.from_numpy(w) for w in part]
-        out.append(part[0] if len(part) == 1 else join_grids(grids, [len(p.source) for p in pieces]).numpy())
+        if len(part) == 1:
+            out.append(part[0])
+        else:
+            out.append(join_grids([torch.from_numpy(w) for w in part], [len(p.source) for p in pieces]).numpy())
     return out
 
 

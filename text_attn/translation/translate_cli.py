@@ -514,11 +514,8 @@ def _translate_stream(
             error = "not valid UTF-8 text"
         else:
             read = translator.read_as(line)  # typed without capitals: with the training text's (Translator.tokenize)
-            tokens = translator.codec.encode(read, "source")
-            pieces = [tokens]  # the line's sentences' tokens: one, unless split
-            if tokens and not args.no_split:
-                pieces = translator.sentence_tokens(line)
-                tokens = max(pieces, key=len)  # the checks below are each sentence's: the longest's
+            pieces = translator.sentence_tokens(line, split=not args.no_split)  # the line's sentences' tokens
+            tokens = max(pieces, key=len, default=[])  # the checks below are each sentence's: the longest's
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
                 error = "empty sentence"

@@ -445,11 +445,11 @@ class Translator:
         out = self.translate_lines(lines, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
         return self._noted(sentences, read, out)
 
-    def sentence_tokens(self, text: str, keep_case: bool | None = None) -> list[list[str]]:
+    def sentence_tokens(self, text: str, keep_case: bool | None = None, split: bool = True) -> list[list[str]]:
         """``text``'s sentences' source tokens, each sentence read as :meth:`read_as` reads a line
-        (text_attn.translation.sentences.split_sentences; one sentence: ``[self.tokenize(text)]``). A sentence with
-        no tokens is left out: [] where the text has none."""
-        pieces = split_sentences(text)
+        (text_attn.translation.sentences.split_sentences; one sentence, or ``split`` False: ``[self.tokenize(text)]``).
+        A sentence with no tokens is left out: [] where the text has none."""
+        pieces = split_sentences(text) if split else []
         pieces = pieces if len(pieces) > 1 else [text]  # one: the line as typed, as tokenize reads it
         toks = [self.codec.encode(self.read_as(p, keep_case), "source") for p in pieces]
         return [t for t in toks if t]
