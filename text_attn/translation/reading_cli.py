@@ -11,6 +11,7 @@ from typing import Any
 from text_attn.core.errors import fail
 from text_attn.core.safe_files import inert
 from text_attn.core.search_options import search_flags_given
+from text_attn.translation.paragraphs import file_paragraphs, file_unit
 
 
 def check_given(args: argparse.Namespace) -> None:
@@ -38,6 +39,8 @@ def check_given(args: argparse.Namespace) -> None:
 
         try:
             args.given_lines = read_lines(args.given_file)
+            if args.paragraphs:  # a paragraph an input, as the inputs are read
+                args.given_lines = file_paragraphs(args.given_lines)
         except TaskError as err:
             fail("translate", f"--given-file: {err}")
 
@@ -65,13 +68,13 @@ def line_error(args: argparse.Namespace, n: int, translator=None) -> str | None:
     if lines is None:
         return None
     if n > len(lines):
-        return f"--given-file {args.given_file} has no line {n}"
+        return f"--given-file {args.given_file} has no {file_unit(args)} {n}"
     if not lines[n - 1].strip():
-        return f"line {n} of --given-file {args.given_file} is empty"
+        return f"{file_unit(args)} {n} of --given-file {args.given_file} is empty"
     if translator is None or translator.position_limit is None:  # any length is read
         return None
     too_long = translator.length_error(given=len(translator.target_tokens(lines[n - 1])[0]))
-    return f"line {n} of --given-file {args.given_file}: {too_long}" if too_long else None
+    return f"{file_unit(args)} {n} of --given-file {args.given_file}: {too_long}" if too_long else None
 
 
 def read_given(translator, args: argparse.Namespace, good: list[tuple[int, list[list[str]]]], progress: dict) -> list:
@@ -112,8 +115,9 @@ def closing_notes(args: argparse.Namespace, progress: dict, seen: int) -> None:
     if progress.get("given_unknown"):
         n, unknown = progress["given_unknown_first"]
         names = ", ".join(repr(inert(t)) for t in unknown)
-        print(f"translate: note: {progress['given_unknown']} line(s) of --given-file {args.given_file} hold tokens the "
-              f"model does not know, read as <unk> (the first: line {n}, {names})", file=sys.stderr)  # fmt: skip
+        unit = file_unit(args)
+        print(f"translate: note: {progress['given_unknown']} {unit}(s) of --given-file {args.given_file} hold tokens "
+              f"the model does not know, read as <unk> (the first: {unit} {n}, {names})", file=sys.stderr)  # fmt: skip
     if args.given_lines is not None and len(args.given_lines) > seen:
-        print(f"translate: note: --given-file {args.given_file} has {len(args.given_lines)} lines for {seen} "
-              "input(s): the rest were not read", file=sys.stderr)  # fmt: skip
+        print(f"translate: note: --given-file {args.given_file} has {len(args.given_lines)} {file_unit(args)}s for "
+              f"{seen} input(s): the rest were not read", file=sys.stderr)  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 from text_attn.core.errors import fail, one_line
 from text_attn.core.safe_files import inert
 from text_attn.core.score_options import check_score_options, write_scores
+from text_attn.translation.paragraphs import file_paragraphs, file_unit
 
 
 def check_references(args: argparse.Namespace) -> None:
@@ -32,6 +33,8 @@ def check_references(args: argparse.Namespace) -> None:
 
         try:
             args.reference_lines = read_lines(args.references)
+            if getattr(args, "paragraphs", False):  # a paragraph an input, as the inputs are read
+                args.reference_lines = file_paragraphs(args.reference_lines)
         except TaskError as err:
             fail("translate", f"--references: {err}")
 
@@ -61,11 +64,11 @@ def score_run(
     pairs = [(n, src, hyp, lines[n - 1].strip()) for n, src, hyp in kept if n <= len(lines) and lines[n - 1].strip()]
     name = inert(args.references)
     if len(pairs) < len(kept):
-        print(f"translate: note: --references {name} has no line (or an empty one) for {len(kept) - len(pairs)} of "
-              "the inputs translated: they are not scored", file=sys.stderr)  # fmt: skip
+        print(f"translate: note: --references {name} has no {file_unit(args)} (or an empty one) for "
+              f"{len(kept) - len(pairs)} of the inputs translated: they are not scored", file=sys.stderr)  # fmt: skip
     if len(lines) > seen and not interrupted:  # interrupted: the rest were not reached, said in the scores' line
-        print(f"translate: note: --references {name} has {len(lines)} lines for {seen} input(s): the rest were not "
-              "used", file=sys.stderr)  # fmt: skip
+        print(f"translate: note: --references {name} has {len(lines)} {file_unit(args)}s for {seen} input(s): the "
+              "rest were not used", file=sys.stderr)  # fmt: skip
     if not pairs:
         print("translate: note: no input translated has a line in --references: nothing scored", file=sys.stderr)
         return

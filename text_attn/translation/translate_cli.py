@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -58,6 +59,7 @@ from text_attn.translation.bundled import (  # noqa: F401 - names others import
     caption_model_named,
     model_path,
 )
+from text_attn.translation.paragraphs import goes_on, join_wrapped, paragraphs
 from text_attn.translation.reading_cli import (
     check_given,
     closing_notes,
@@ -181,6 +183,16 @@ def _parser() -> argparse.ArgumentParser:
         help="translate a line of several sentences whole; by default each sentence is translated on its own and the "
         "translations joined on the line's output line (a model that learned from single sentences translates a line "
         "of several as one: about the first, the rest dropped)",
+    )
+    p.add_argument(
+        "--paragraphs",
+        action="store_true",
+        help="read text wrapped over lines (copied from a PDF, an e-mail): the lines up to a blank line are one "
+        "input, joined into one (a word a hyphen breaks at a line's end made whole: 'Wieder-' 'holung' -> "
+        "'Wiederholung'; 'T-' 'Shirt' and 'Ein-' 'und Ausgang' keep theirs), its sentences translated each on its own "
+        "and written on one output line; --references and --given-file are read alike, a paragraph an input. "
+        "Arguments: each one a paragraph. By default each line is an input, and a sentence wrapped over two lines is "
+        "translated as two halves",
     )
     p.add_argument(
         "--keep-case",
@@ -376,7 +388,10 @@ def _translate_stream(
 
     # stdin: UTF-8 whatever the locale, gzipped or not; None where a pipe or terminal has sent all it has for now
     done = getattr(args, "resume_from", 0)  # --resume: the inputs an interrupted run wrote (translate_resume)
-    source = args.sentences[done:] if args.sentences else getattr(args, "stdin_rest", None) or stdin_lines()
+    if args.sentences:
+        source = args.sentences[done:]
+    else:
+        source = getattr(args, "stdin_rest", None) or _stdin_inputs(translator, args)
     total = len(args.sentences) if args.sentences else None
     size = None if args.sentences else _input_size()  # a regular file on stdin: its bytes, the bar's total (an ETA)
     quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
@@ -387,7 +402,7 @@ def _translate_stream(
     progress = {} if progress is None else progress
     progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[],
                     folded=0, folded_first=[], long=0, long_first=[], unknown=0, unknown_first=[], address=0,
-                    address_first=[], unseen=0, unseen_first=[])  # fmt: skip
+                    address_first=[], unseen=0, unseen_first=[], wrapped=0, wrapped_first=[])  # fmt: skip
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its sentences' tokens; None: a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
@@ -397,6 +412,8 @@ def _translate_stream(
     typed: dict[int, str] = {}  # the chunk's inputs that hold a web or e-mail address, to look for in their outputs
     address: list[int] = []  # the chunk's inputs whose translation lacks an address of theirs as typed
     unseen: dict[int, list[str]] = {}  # the chunk's inputs' words the training text never has (Translator.unseen_words)
+    wrapped: list[int] = []  # stdin's lines that broke off a sentence the next line goes on with (paragraphs.goes_on)
+    above = None  # the line above, as typed (stdin without --paragraphs)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
     typed_lines: dict[int, str] = {}  # --jsonl: the chunk's inputs as typed, failed ones too (a record's "source")
@@ -470,6 +487,7 @@ def _translate_stream(
         count("folded", folded)
         count("long", long)
         count("address", address)
+        count("wrapped", wrapped)
         typed.clear()  # a failed input's
         if report is not None:
             from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
@@ -505,6 +523,10 @@ def _translate_stream(
             continue
         n = seen = n + 1
         line = line.rstrip("\r")  # a CRLF file read on any system
+        if not (args.sentences or args.paragraphs):  # text wrapped over lines, read a line at a time: said once
+            if above is not None and goes_on(above, line):
+                wrapped.append(n - 1)
+            above = line
         if records is not None:
             typed_lines[n] = line
         error, tokens = None, None
@@ -559,6 +581,13 @@ def _translate_stream(
 
 
 NEWS_EVERY_S = 60.0  # off a terminal, a line this often (as text-train's: text_attn/core/progress_lines.py)
+
+
+def _stdin_inputs(translator, args: argparse.Namespace) -> Iterator[str | None]:
+    """stdin's inputs: its lines (translate_streams.stdin_lines), or with --paragraphs its paragraphs, each joined
+    into one line (text_attn.translation.paragraphs)."""
+    lines = stdin_lines()
+    return paragraphs(lines, translator.word_logp) if args.paragraphs else lines
 
 
 def _input_size() -> int | None:
@@ -739,6 +768,12 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         count, shown = progress["folded"], _numbers(progress["folded"], progress["folded_first"])
         print(f"translate: note: input{'s' if count > 1 else ''} {shown}: typographic quotes the model's source text "
               f"never wrote (’ ‘ “ ” ´) read as ' and \"", file=sys.stderr)  # fmt: skip
+    if progress.get("wrapped"):
+        count, shown = progress["wrapped"], _numbers(progress["wrapped"], progress["wrapped_first"])
+        s, its = ("s", "their") if count > 1 else ("", "its")
+        print(f"translate: note: input{s} {shown} break{'' if s else 's'} off mid-sentence, the next line going on "
+              f"with {its} rest (text wrapped over lines?): each line was translated as a sentence of its own; "
+              "--paragraphs reads the lines up to a blank line as one input", file=sys.stderr)  # fmt: skip
     if progress.get("recased"):
         count, shown = progress["recased"], _numbers(progress["recased"], progress["recased_first"])
         s, their, them = ("s", "their", "them") if count > 1 else ("", "its", "it")
@@ -928,6 +963,9 @@ def _translate_main(args: argparse.Namespace) -> int:
              "of them")  # fmt: skip
     if args.align_by != "attention" and not args.alignments:
         fail("translate", f"--align-by {args.align_by} says how --alignments links words: give --alignments FILE")
+    if args.paragraphs and (args.no_split or args.demo):
+        flag, does = ("--no-split", "would translate it whole") if args.no_split else ("--demo", "has its own")
+        fail("translate", f"--paragraphs translates a paragraph's sentences each on its own; {flag} {does}: drop one")
     holds = "the sentences to translate" if not args.sentences and not args.demo else None
     check_dash_inputs("translate", args.given_file, args.references, holds, ", or the sentences as arguments")
     _check_outputs(args)
@@ -991,6 +1029,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         emit("translate", "\n".join(lines))
         return 0
     given_notes(translator, args)
+    if args.paragraphs:  # each argument a paragraph: its lines joined as stdin's are (text_attn.translation.paragraphs)
+        args.sentences = [join_wrapped(s.splitlines(), translator.word_logp) for s in args.sentences]
     if args.demo:
         if args.sentences:
             fail("translate", "--demo translates its own sentences: give sentences without --demo")
@@ -1060,7 +1100,7 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
     if args.resume and not args.sentences:  # stdin read past the inputs done, before a file is touched
         try:
-            args.stdin_rest = skip_done(args, stdin_lines())
+            args.stdin_rest = skip_done(args, _stdin_inputs(translator, args))
         except OSError as err:
             fail("translate", f"cannot read stdin: {one_line(err)}")
     for flag, kept in settings.items():  # before a file is touched: a refused resume changes none

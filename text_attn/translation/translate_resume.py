@@ -175,6 +175,9 @@ def run_settings(args: argparse.Namespace, model_file: Path, recases: bool, reco
         options.pop("--sample-seed")
     if not recases:
         options.pop("--keep-case")
+    for flag, name in (("--no-split", "no_split"), ("--paragraphs", "paragraphs")):  # what makes an input, a line
+        if getattr(args, name, False):  # recorded where given alone: a record from before them matches the default
+            options[flag] = True
     if records:
         options |= {flag: getattr(args, name, None) for flag, name in RECORD_SHAPING}
     if getattr(args, "ensemble", None):  # each other model of the ensemble, by its bytes (a record before: none)

@@ -10,6 +10,7 @@ tensor; optionally ``info``: what it was trained on, its terms and scores), read
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, as_saved, build_network, config_dict, make_config
 from text_attn.translation.sentences import joined, piece_keys, split_sentences
 from text_attn.translation.source_check import (
+    WORDS,
     longest_source,
     output_cap,
     restored,
@@ -331,6 +333,17 @@ class Translator:
         if self.codec.mode == "word":
             return []
         return unseen_words(self.source_check, composed(text))
+
+    def word_logp(self, word: str) -> float | None:
+        """How often the model's training source text writes ``word`` (compared lowercased): its log-probability in
+        source_check's word profile, -inf where the text never has it, None where the file cannot tell (no profile,
+        or a full one: a word beyond it may be rare rather than unseen). ``translate --paragraphs`` asks it where a
+        hyphen breaks a word at a line's end ("schwarz-" "weißer": "schwarzweißer" or "schwarz-weißer";
+        text_attn.translation.paragraphs)."""
+        words = (self.source_check or {}).get("words")
+        if not isinstance(words, dict) or len(words["logp"]) >= WORDS:
+            return None
+        return float(words["logp"].get(word.lower(), -math.inf))
 
     @property
     def trained_lengths(self) -> dict[str, int] | None:

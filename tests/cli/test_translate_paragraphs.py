@@ -1,0 +1,105 @@
+"""``translate --paragraphs``: text wrapped over lines (blank lines between paragraphs) is translated a paragraph at a
+time, each paragraph's translation what its lines joined into one give, one output line (and record) a paragraph;
+--references and --given-file read a paragraph an input; --resume continues a paragraph run and refuses to mix it with
+a line run; without it, a line that breaks a sentence off is said once, pointing at --paragraphs. The bundled
+Transformer."""
+
+import io
+import json
+
+import pytest
+
+from text_attn.translation.translate_cli import translate_main
+
+WRAPPED = (
+    "Ein Mann in einem roten T-\nShirt läuft über die\nStraße. Eine Frau wartet an der\nHaltestelle.\n"
+    "\n\nZwei Hunde spielen im\nSchnee.\n\nEin Kind fährt mit dem Fahr-\nrad.\n"
+)
+PARAGRAPHS = [
+    "Ein Mann in einem roten T-Shirt läuft über die Straße. Eine Frau wartet an der Haltestelle.",
+    "Zwei Hunde spielen im Schnee.",
+    "Ein Kind fährt mit dem Fahrrad.",
+]
+
+
+def _run(capsys, monkeypatch, args: list[str], stdin: str | None = None) -> tuple[int, list[str], str]:
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8"))
+    try:
+        code = translate_main(args)
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out.splitlines(), captured.err
+
+
+def test_a_paragraph_is_translated_as_its_lines_joined(capsys, monkeypatch, tmp_path):
+    code, alone, _ = _run(capsys, monkeypatch, PARAGRAPHS)
+    assert code == 0 and len(alone) == 3 and "woman" in alone[0]
+    records = tmp_path / "r.jsonl"
+    code, out, err = _run(capsys, monkeypatch, ["--paragraphs", "--jsonl", str(records)], WRAPPED)
+    assert code == 0 and out == alone, err  # a line a paragraph, as its lines joined translate
+    read = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [r["input"] for r in read] == [1, 2, 3] and [r["source"] for r in read] == PARAGRAPHS
+    assert read[0]["sentence_count"] == 2
+    assert "mid-sentence" not in err
+    code, out, _ = _run(capsys, monkeypatch, ["--paragraphs", "Zwei Hunde spielen im\nSchnee.", "Ein Kind\n"])
+    assert code == 0 and out[0] == alone[1]  # an argument: one paragraph
+
+
+def test_without_it_a_line_at_a_time_and_the_breaks_said_once(capsys, monkeypatch):
+    code, out, err = _run(capsys, monkeypatch, [], WRAPPED)
+    assert code == 1  # the blank lines: empty inputs, as ever
+    assert len(out) == 11
+    notes = [line for line in err.splitlines() if "mid-sentence" in line]
+    assert len(notes) == 1 and "inputs 2, 3, 10 break off mid-sentence" in notes[0] and "--paragraphs" in notes[0]
+
+
+def test_references_and_given_translations_are_read_a_paragraph_an_input(capsys, monkeypatch, tmp_path):
+    refs = tmp_path / "refs.txt"
+    refs.write_text("A man in a red T-shirt walks across the\nstreet. A woman waits at the stop.\n\nTwo dogs play in "
+                    "the snow.\n\nA child rides a bike.\n\nAn extra one.\n")  # fmt: skip
+    scores = tmp_path / "s.json"
+    args = ["--paragraphs", "--references", str(refs), "--scores", str(scores)]
+    code, _, err = _run(capsys, monkeypatch, args, WRAPPED)
+    assert code == 0 and "3 input(s)" in err
+    assert "has 4 paragraphs for 3 input(s)" in err
+    per = {s["input"]: s for s in json.loads(scores.read_text())["per_sentence"]}
+    assert per[1]["reference"] == "A man in a red T-shirt walks across the street. A woman waits at the stop."
+    given = tmp_path / "given.txt"
+    given.write_text("A man in a red shirt walks across\nthe street. A woman waits.\n\nTwo dogs\nplay.\n")
+    code, out, err = _run(capsys, monkeypatch, ["--paragraphs", "--given-file", str(given)], WRAPPED)
+    assert code == 1 and "input 3: --given-file" in err and "has no paragraph 3" in err
+    assert [line.split("\t")[:3:2] for line in out] == [
+        ["1", "A man in a red shirt walks across the street. A woman waits."],
+        ["2", "Two dogs play."],
+    ]
+
+
+def test_a_paragraph_run_resumes_and_is_not_mixed_with_a_line_run(capsys, monkeypatch, tmp_path):
+    whole, part = tmp_path / "whole.txt", tmp_path / "part.txt"
+    assert _run(capsys, monkeypatch, ["--paragraphs", "--output", str(whole)], WRAPPED)[0] == 0
+    written = whole.read_text()
+    assert len(written.splitlines()) == 3
+    part.write_text(written.splitlines()[0] + "\n")  # stopped after the first paragraph
+    (tmp_path / "part.txt.run.json").write_text((tmp_path / "whole.txt.run.json").read_text())
+    code, _, err = _run(capsys, monkeypatch, ["--paragraphs", "--output", str(part), "--resume"], WRAPPED)
+    assert code == 0 and part.read_text() == written, err
+    record = json.loads((tmp_path / "part.txt.run.json").read_text())
+    assert record["options"]["--paragraphs"] is True
+    code, _, err = _run(capsys, monkeypatch, ["--output", str(part), "--resume"], WRAPPED)
+    assert code == 2 and "--paragraphs given (this run: not given)" in err
+    assert part.read_text() == written  # refused before the file was touched
+    plain = tmp_path / "plain.txt"
+    assert _run(capsys, monkeypatch, ["--output", str(plain), PARAGRAPHS[1]])[0] == 0
+    options = json.loads((tmp_path / "plain.txt.run.json").read_text())["options"]
+    assert "--paragraphs" not in options and "--no-split" not in options  # a record from before them still matches
+    code, _, err = _run(capsys, monkeypatch, ["--no-split", "--output", str(plain), "--resume", PARAGRAPHS[1]])
+    assert code == 2 and "--no-split not given (this run: given)" in err
+
+
+@pytest.mark.parametrize("flag", ["--no-split", "--demo"])
+def test_paragraphs_refuse_what_cannot_go_with_them(capsys, monkeypatch, flag):
+    code, _, err = _run(capsys, monkeypatch, ["--paragraphs", flag], "")
+    assert code == 2 and err.count("\n") == 1 and "--paragraphs translates a paragraph's sentences" in err
+    assert flag in err

@@ -1,0 +1,117 @@
+"""Text wrapped over lines read as paragraphs (text_attn/translation/paragraphs.py): a paragraph's lines joined, a word
+a hyphen broke at a line's end made whole where it should be and not where it should not, paragraphs streamed as a
+pipe sends them, the lines that break a sentence off found (and Multi30k's own lines not), a model's words asked."""
+
+import math
+
+import pytest
+
+from text_attn.translation.paragraphs import (
+    NO_END,
+    file_paragraphs,
+    file_unit,
+    goes_on,
+    join_wrapped,
+    paragraphs,
+)
+from text_attn.translation.translator import Translator
+
+
+@pytest.mark.parametrize(
+    ("lines", "joined"),
+    [
+        (["Ein Mann läuft über die", "Straße."], "Ein Mann läuft über die Straße."),
+        (["  Ein Kind fährt mit dem Fahr-  ", "", "rad.  "], "Ein Kind fährt mit dem Fahrrad."),  # stripped
+        (["Eine Wieder-", "holung"], "Eine Wiederholung"),  # a word broken to fit the line
+        (["ein T-", "Shirt"], "ein T-Shirt"),  # a capital after it: the word's own hyphen
+        (["von 1990-", "1995"], "von 1990-1995"),
+        (["Ein-", "und Ausgang"], "Ein- und Ausgang"),  # a part left out before "und"
+        (["pre-", "or post-war"], "pre- or post-war"),
+        (["Er kam -", "und ging."], "Er kam - und ging."),  # a dash apart is no broken word
+        (["Ein Bahn\u00ad", "Hof"], "Ein BahnHof"),  # a soft hyphen always joins, whatever follows
+        (["a four-", "year-old boy"], "a fouryear-old boy"),  # nothing to ask: joined whole
+        ([], ""),
+        (["   "], ""),
+    ],
+)
+def test_a_paragraphs_lines_are_joined_by_hand(lines, joined):
+    assert join_wrapped(lines) == joined
+
+
+def test_the_models_words_decide_between_the_word_whole_and_hyphened():
+    logp = {"schwarzweiß": -9.0, "schwarz-weiß": -7.0, "fahrrad": -8.0, "four-year-old": -6.0, "bisweilen": -12.0}
+    asked = []
+
+    def word_logp(word):
+        asked.append(word)
+        return logp.get(word.lower(), -math.inf)
+
+    assert join_wrapped(["ein schwarz-", "weiß"], word_logp) == "ein schwarz-weiß"  # written so more often
+    assert asked == ["schwarzweiß", "schwarz-weiß"]
+    logp["schwarzweiß"] = -5.0
+    assert join_wrapped(["ein schwarz-", "weiß"], word_logp) == "ein schwarzweiß"
+    assert join_wrapped(["Fahr-", "rad."], word_logp) == "Fahrrad."
+    assert join_wrapped(["a four-", "year-old boy"], word_logp) == "a four-year-old boy"  # the whole compound asked
+    assert join_wrapped(["Ein-", "und Ausgang"], word_logp) == "Ein- und Ausgang"  # "einund": never written
+    assert join_wrapped(["bis-", "weilen"], word_logp) == "bisweilen"
+    logp["fahrund"] = -3.0  # a word the text writes, though its second half is a conjunction: joined
+    assert join_wrapped(["Fahr-", "und"], word_logp) == "Fahrund"
+    assert join_wrapped(["Neu-", "bau"], lambda word: None) == "Neubau"  # a model that cannot tell: whole
+
+
+def test_paragraphs_are_streamed_as_the_blank_lines_arrive():
+    lines = ["Ein Mann", None, "läuft.", "", " \t", "\f", "Ein Hund-", None, "", "", "bellt.", "Laut."]
+    # a pause (None) passes on at once; the paragraph still being typed is held until its blank line or the end
+    assert list(paragraphs(lines)) == [None, "Ein Mann läuft.", None, "Ein Hund-", "bellt. Laut."]
+    assert list(paragraphs([])) == [] and list(paragraphs(["", "  "])) == []
+
+
+def test_files_are_read_a_paragraph_an_input():
+    assert file_paragraphs(["A dog", "runs.", "", "", "A cat-", "s sleep."]) == ["A dog runs.", "A cats sleep."]
+    assert file_paragraphs([""]) == []
+
+    class Args:
+        paragraphs = True
+
+    assert file_unit(Args()) == "paragraph" and file_unit(object()) == "line"
+
+
+@pytest.mark.parametrize(
+    ("before", "line", "breaks"),
+    [
+        ("Ein Mann läuft über die", "Straße.", True),  # an article never ends a sentence
+        ("A man walks across the", "Street.", True),
+        ("Ein Kind fährt mit dem Fahr-", "rad.", True),
+        ("Ein Mann, der läuft,", "springt.", True),  # a comma, then lowercase
+        ("Ein Mann läuft", "und springt.", True),
+        ("Ein Mann läuft.", "und springt.", False),  # a sentence's end
+        ("Ein Kind sitzt und sieht zur Kamera auf", "Zwei Frauen blicken auf den Ozean.", False),  # Multi30k test 72
+        ("A man is climbing a rock wall with a harness on", "A young man rides a bicycle.", False),  # a particle
+        ("ein mann läuft", "und springt.", False),  # typed lowercase: a missing period tells nothing
+        ("ein mann läuft über die", "straße.", True),  # but an article does
+        ("ein mann läuft-", "weg", True),
+        ("", "läuft", False),
+        ("Ein Mann läuft über die", "", False),
+        ("Ein Mann läuft über die", "42 Straßen", False),
+    ],
+)
+def test_a_line_that_breaks_a_sentence_off_is_found(before, line, breaks):
+    assert goes_on(before, line) is breaks
+
+
+def test_no_end_holds_no_preposition_a_sentence_ends_with():
+    assert {"auf", "an", "zu", "vor", "on", "up", "den"}.isdisjoint(NO_END)
+
+
+def test_a_model_file_tells_how_often_its_text_writes_a_word():
+    translator = Translator.load("transformer")
+    assert translator.word_logp("Fahrrad") > translator.word_logp("Regenwald") == -math.inf
+    assert translator.word_logp("FAHRRAD") == translator.word_logp("fahrrad")
+    profile = translator.source_check
+    try:
+        translator.source_check = None
+        assert translator.word_logp("Fahrrad") is None
+        translator.source_check = {k: v for k, v in profile.items() if k != "words"}
+        assert translator.word_logp("Fahrrad") is None
+    finally:
+        translator.source_check = profile

@@ -1,0 +1,126 @@
+"""Text wrapped over lines (copied from a PDF, an e-mail, a book), read as paragraphs.
+
+A line is one input to ``translate``; text wrapped over lines breaks its sentences at every line's end, and each
+half is translated on its own ("Ein Mann läuft über die" -> "A man is running across the"). With ``translate
+--paragraphs`` (and attention-serve's ``paragraphs=1``) the lines up to a blank line are one input, joined into one
+line by :func:`join_wrapped`; its sentences are then translated each on its own as a line's are
+(text_attn.translation.sentences).
+
+A word broken at a line's end by a hyphen is made whole again: "Wieder-" + "holung" -> "Wiederholung". A hyphen that
+belongs to the word stays ("T-" + "Shirt" -> "T-Shirt", "1990-" + "1995"), and so does one that stands for a word's
+part left out before "und", "or", ... ("Ein-" + "und Ausgang" -> "Ein- und Ausgang"). Where the model's training text
+is known (Translator.word_logp), a lowercase half joins as that text writes the word more often: "schwarz-" +
+"weißer" -> "schwarzweißer" or "schwarz-weißer". A soft hyphen (U+00AD) at a line's end always joins.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+SOFT_HYPHEN = "\u00ad"
+_HYPHENS = "-\u2010" + SOFT_HYPHEN  # hyphen-minus, hyphen, soft hyphen
+# the word before a hyphen that ends a line (letters or digits, with any hyphens inside: "four-year-"), and the word
+# that starts the next ("old", "year-old"): the whole words asked about, as the model's word profile holds them
+_HEAD = re.compile(r"(\w+(?:[-'’]\w+)*)[-\u2010\u00ad]$")
+_TAIL = re.compile(r"\w+(?:[-'’]\w+)*")
+# a lowercase word after a line-ending hyphen that says the hyphen stands for a part left out ("Ein- und Ausgang",
+# "pre- and post-war", "před- a poválečný"): German, English, French, Czech
+CONJUNCTIONS = frozenset(
+    "und oder bis sowie bzw beziehungsweise noch wie and or to nor et ou à a i nebo či ani až".split()
+)
+
+
+# words no sentence ends with, as written in mid-sentence: articles and conjunctions (German, English, French,
+# Czech). Not prepositions: German and English end sentences with their particles ("sieht zur Kamera auf", "looks
+# on"), and "den" is Czech's "day": with them, 40 of Multi30k's lines seemed to break off into the next; with these,
+# 3 of its 124,052 lines followed by another (train, val, test; four languages; goes_on) do: Czech train lines whose
+# next has no capital
+NO_END = frozenset(
+    "der die das dem des ein eine einen einem einer eines und oder the a and or of le la les un une du et".split()
+)
+
+
+def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None) -> str:
+    """``lines`` (a paragraph's) joined into one line: each stripped, blank ones skipped, joined by single spaces, a
+    word a hyphen breaks at a line's end made whole (see the module's text). ``word_logp(word)``: how often the
+    model's training text writes ``word`` (a log-probability; -inf: never; None: it cannot tell;
+    Translator.word_logp): a broken word is joined as the text writes it more often ("schwarz-" "weiß": "schwarzweiß"
+    or "schwarz-weiß")."""
+    text = ""
+    for line in lines:
+        line = line.strip()
+        if line:
+            text = _joined(text, line, word_logp) if text else line
+    return text
+
+
+def _joined(before: str, line: str, word_logp: Callable[[str], float | None] | None) -> str:
+    head, tail = _HEAD.search(before), _TAIL.match(line)
+    if head is None:  # no hyphen at the end, or a dash apart ("Er kam -"): the line break is a space
+        return f"{before} {line}"
+    if before[-1] == SOFT_HYPHEN:  # put there by a typesetter to break the word: never part of it
+        return before[:-1] + line
+    if tail is None or not tail.group()[0].islower():  # "T-" + "Shirt", "1990-" + "1995": the word's own hyphen
+        return before + line
+    word, rest = head.group(1), tail.group()
+    whole = hyphened = None
+    if word_logp is not None:
+        whole, hyphened = word_logp(word + rest), word_logp(f"{word}-{rest}")
+    if rest.lower() in CONJUNCTIONS and not (whole is not None and whole > -math.inf):  # "Ein- und Ausgang"
+        return f"{before} {line}"
+    if whole is not None and hyphened is not None and hyphened > whole:  # the text writes it with its hyphen
+        return before + line
+    return before[:-1] + line  # the common case in typeset text: a word broken to fit the line
+
+
+def goes_on(before: str, line: str) -> bool:
+    """Whether ``line`` looks like the rest of a sentence that ``before`` (the line above it) broke off: ``before``
+    ending in an article, a preposition or a conjunction (:data:`NO_END`: "über die" + "Straße."), or a word broken
+    by a hyphen ("Fahr-" + "rad."), or in a letter or a comma with ``line`` going on in lowercase. The last tells
+    nothing where ``before`` has no capital (text typed lowercase, a lowercased corpus). ``translate`` says so once,
+    pointing at --paragraphs."""
+    before, line = before.rstrip(), line.lstrip()
+    if not before or not line[:1].isalpha():
+        return False
+    if before.rsplit(None, 1)[-1] in NO_END:
+        return True
+    if not line[0].islower():
+        return False
+    if _HEAD.search(before):
+        return True
+    return (before[-1].isalpha() or before[-1] == ",") and any(c.isupper() for c in before)
+
+
+def paragraphs(
+    lines: Iterable[str | None], word_logp: Callable[[str], float | None] | None = None
+) -> Iterator[str | None]:
+    """``lines`` (translate_streams.stdin_lines: None where a pipe has nothing more for now) as paragraphs: the lines
+    up to a blank one (or one of white space alone, a form feed) joined by :func:`join_wrapped`, as each blank line
+    (or the end) arrives. The Nones are passed on: what was whole by then is translated, a paragraph still being
+    typed is held."""
+    held: list[str] = []
+    for line in lines:
+        if line is None:
+            yield None
+        elif line.strip():
+            held.append(line)
+        elif held:
+            yield join_wrapped(held, word_logp)
+            held = []
+    if held:
+        yield join_wrapped(held, word_logp)
+
+
+def file_unit(args: Any) -> str:
+    """What holds one input in a file of one an input (``--given-file``, ``--references``): a line, or with
+    ``--paragraphs`` a paragraph (the messages name it)."""
+    return "paragraph" if getattr(args, "paragraphs", False) else "line"
+
+
+def file_paragraphs(lines: list[str]) -> list[str]:
+    """A file's ``lines`` (corpora.read_lines) as its paragraphs (``--references`` and ``--given-file`` read so with
+    ``--paragraphs``, a paragraph an input); no model's words to ask, so a lowercase half joins whole."""
+    return [p for p in paragraphs(lines) if p is not None]
