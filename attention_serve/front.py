@@ -47,6 +47,7 @@ from attention_serve.models import Served
 from attention_serve.openapi import versions
 from attention_serve.workers import WHAT
 from text_attn.core.safe_files import inert
+from text_attn.translation.paragraphs import join_wrapped
 
 SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
@@ -394,6 +395,8 @@ class Front:
             if options.get("evidence") and served.extra.get("ensemble"):
                 raise ClientError(422, "evidence=1 measures what drives one model's words; this server translates "
                                   "with an ensemble (--text-ensemble)")  # fmt: skip
+            if options.get("paragraphs"):  # wrapped text: its lines joined here, so the worker and the cost agree
+                sentences = [join_wrapped(s.splitlines(), served.extra["word_logp"]) for s in sentences]
             keep_case = bool(options.get("keep_case"))
             whole = "given" in options or options.get("split") == 0
             tokens = source_lengths(served.extra, sentences, keep_case, whole)  # as the worker reads them

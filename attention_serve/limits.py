@@ -138,6 +138,14 @@ TRANSLATE_OPTIONS = {
         "from single sentences, then drops all but about the first); default 1: each sentence on its own, the "
         "translations joined",
     ),
+    "paragraphs": Option(
+        int,
+        0,
+        1,
+        "1: each text is a paragraph wrapped over lines (copied from a PDF, an e-mail), its lines joined into one "
+        "before it is read, a word a hyphen breaks at a line's end made whole, as translate --paragraphs joins them "
+        "(the answer's 'source' is the text joined); default 0: a line break is a space",
+    ),
 }
 
 

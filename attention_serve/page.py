@@ -190,7 +190,9 @@ const Live = {
     const language = CFG.language ? CFG.language + " " : "";  // the model's source language, where named
     if (!text) { Live.status("tr-status", `type a ${language}sentence first`, true); return; }
     if (!CFG.text) { Live.status("tr-status", "this server does not translate", true); return; }
-    const sentences = text.split(/\n+/).map((s) => s.trim()).filter((s) => s);
+    // wrapped text: a paragraph a text (blank lines between), its lines joined by the server; else a line a text
+    const paragraphs = document.getElementById("tr-paragraphs").checked ? 1 : 0;
+    const sentences = text.split(paragraphs ? /\n\s*\n/ : /\n+/).map((s) => s.trim()).filter((s) => s);
     Live.status("tr-status", "translating\u2026");
     let res, read = false;
     try {
@@ -198,8 +200,8 @@ const Live = {
       const given = document.getElementById("tr-given").value.trim();  // a translation to read instead
       const probs = document.getElementById("tr-unsure").checked ? 1 : 0;  // each token's p: the unsure words marked
       read = Boolean(given);
-      const body = given ? { sentences, given, evidence }
-        : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence, probs };
+      const body = given ? { sentences, given, evidence, paragraphs }
+        : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence, probs, paragraphs };
       res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" });
     } catch (e) { Live.status("tr-status", e.message, true); return; }
     Live.status("tr-status", `translated: ${res.translations.map((t) => t.translation).join(" / ")}`);
@@ -334,6 +336,14 @@ def _unsure_box(element_id: str, below: float = UNSURE, what: str = "translation
     )
 
 
+def _paragraphs_box(element_id: str) -> str:
+    return (
+        '<label title="text wrapped over lines (copied from a PDF, an e-mail): the lines up to a blank line are one '
+        "paragraph, joined before it is translated (a word a hyphen breaks at a line's end made whole); unchecked, "
+        f'each line is translated on its own"><input type="checkbox" id="{element_id}"> wrapped text</label>'
+    )
+
+
 def _given_box(element_id: str, placeholder: str) -> str:
     return (
         "<label title=\"the model reads this text instead of writing its own: each word's probability on hover, "
@@ -389,10 +399,12 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
   <div id="cap-out"></div>
 </div>
 <div class="panel" id="translate" role="tabpanel" aria-labelledby="tab-translate" hidden>
-  <label for="src" class="hint">sentences to translate, one or more a line</label>
+  <label for="src" class="hint">sentences to translate, one or more a line (wrapped text: a paragraph between blank
+    lines)</label>
   <textarea id="src"{lang}{placeholder}>{first}</textarea>
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
     {_evidence_box("tr-evidence", "source words", bool((text or {}).get("ensemble")))}{_unsure_box("tr-unsure")}
+    {_paragraphs_box("tr-paragraphs")}
     {_given_box("tr-given", "or type a translation to read")}</div>
   <p class="status" id="tr-status" role="status"></p>
   <div id="tr-out"></div>

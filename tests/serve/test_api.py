@@ -208,6 +208,20 @@ def test_sentences_equal_the_in_process_translator(server, models):
     assert "the German text the model learned from" in other["translations"][0]["note"]
 
 
+def test_paragraphs_1_joins_a_texts_lines_as_translate_paragraphs_does(server):
+    """Wrapped text: its lines joined before it is read, a word a hyphen broke made whole (the model's words asked:
+    "mann" is one), so it is translated as the line typed whole; without the option a line break is a space."""
+    status, _, res = server.post_json("/translate", {"sentences": ["ein\nman-\nn", "ein mann"], "paragraphs": 1})
+    assert status == 200, res
+    wrapped, typed = res["translations"]
+    assert wrapped["source"] == "ein mann" and wrapped["translation"] == typed["translation"]
+    assert res["options"]["paragraphs"] == 1
+    status, _, res = server.post_json("/translate", {"text": "ein\nmann"})
+    assert status == 200 and res["translations"][0]["source"] == "ein\nmann"
+    status, _, res = server.post_json("/translate", {"text": "ein mann", "paragraphs": 2})
+    assert status == 422 and "paragraphs" in res["error"]
+
+
 def test_evidence_1_answers_what_drives_each_word_as_the_in_process_call_does(server, models):
     """The option both routes take (issue 73): the same leave-one-out maps and agreements as Python gives."""
     from captioning.model.captioner import Captioner

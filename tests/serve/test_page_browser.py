@@ -323,6 +323,32 @@ def test_mark_unsure_words_asks_for_the_reading_and_underlines_those_words(chrom
 
 
 @pytest.mark.long
+def test_the_wrapped_text_box_sends_a_paragraph_a_text_to_be_joined(chromium):
+    """Checked, the text is cut at its blank lines (a paragraph a text, its line breaks kept for the server to join:
+    paragraphs=1); unchecked, at every line break, as before."""
+    typed = "Ein Mann läuft über die\nStraße.\n\n  \nZwei Hunde spielen im\nSchnee.\n"
+    with _offline(chromium, TRANSLATED) as page:
+        bodies = _sent(page, "/translate")
+        page.goto(ORIGIN + "/")
+        page.click("nav.tabs button[data-tab=translate]")
+        page.fill("#src", typed)
+        page.click("#go")
+        page.wait_for_selector("#tr-out table.grid")
+        sent = json.loads(bodies[-1])
+        assert sent["paragraphs"] == 0 and len(sent["sentences"]) == 4
+        page.check("#tr-paragraphs")
+        page.click("#go")
+        for _ in range(200):  # the CSP allows no evaluated string: polled here (each wait lets the page run)
+            if len(bodies) == 2:
+                break
+            page.wait_for_timeout(25)
+        sent = json.loads(bodies[-1])
+        assert sent["paragraphs"] == 1
+        assert sent["sentences"] == ["Ein Mann läuft über die\nStraße.", "Zwei Hunde spielen im\nSchnee."]
+        assert page.errors == []
+
+
+@pytest.mark.long
 def test_mark_unsure_words_on_the_caption_tab_asks_for_the_reading_and_underlines_them(chromium):
     """The caption tab's box sends probs=1 with the photo; the answer's unsure_words are underlined and named under
     the caption, as `caption --html` names them."""
@@ -360,7 +386,8 @@ def test_the_page_to_a_screen_reader_and_the_keyboard(offline_page):
     page.keyboard.press("ArrowRight")  # the tab list's keys: the next tab chosen and focused
     assert page.evaluate("document.activeElement.id") == "tab-translate" and not page.locator("#translate").is_hidden()
     (translate, source) = accessible(page, "#tab-translate", "#src")
-    assert translate["selected"] is True and source["name"] == "sentences to translate, one or more a line"
+    named = "sentences to translate, one or more a line (wrapped text: a paragraph between blank lines)"
+    assert translate["selected"] is True and source["name"] == named
     assert page.evaluate("document.getElementById('src').lang") == "de"
     page.click("#go")
     page.wait_for_selector("#tr-out table.grid")
