@@ -964,7 +964,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.align_by != "attention" and not args.alignments:
         fail("translate", f"--align-by {args.align_by} says how --alignments links words: give --alignments FILE")
     if args.paragraphs and (args.no_split or args.demo):
-        flag, does = ("--no-split", "would translate it whole") if args.no_split else ("--demo", "has its own")
+        flag, does = ("--no-split", "would translate it whole") if args.no_split else ("--demo", "translates its own")
         fail("translate", f"--paragraphs translates a paragraph's sentences each on its own; {flag} {does}: drop one")
     holds = "the sentences to translate" if not args.sentences and not args.demo else None
     check_dash_inputs("translate", args.given_file, args.references, holds, ", or the sentences as arguments")
