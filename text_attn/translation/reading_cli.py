@@ -39,7 +39,7 @@ def check_given(args: argparse.Namespace) -> None:
 
         try:
             args.given_lines = read_lines(args.given_file)
-            if args.paragraphs:  # a paragraph an input, as the inputs are read
+            if getattr(args, "paragraphs", False):  # a paragraph an input, as the inputs are read
                 args.given_lines = file_paragraphs(args.given_lines)
         except TaskError as err:
             fail("translate", f"--given-file: {err}")
