@@ -115,3 +115,14 @@ def test_a_model_file_tells_how_often_its_text_writes_a_word():
         assert translator.word_logp("Fahrrad") is None
     finally:
         translator.source_check = profile
+
+
+def test_translate_paragraphs_true_joins_each_texts_lines_first():
+    translator = Translator.load("transformer")
+    wrapped = "Ein Kind fährt mit dem Fahr-\nrad. Eine Frau wartet an der\nHaltestelle."
+    typed = "Ein Kind fährt mit dem Fahrrad. Eine Frau wartet an der Haltestelle."
+    joined, alone = translator.translate([wrapped, typed], paragraphs=True)
+    assert joined.text == alone.text and len(joined.pieces) == 2
+    assert translator.translate([wrapped])[0].text != joined.text  # without it "Fahr-" and "rad." stay apart
+    with pytest.raises(ValueError):
+        translator.translate(["\n \n"], paragraphs=True)

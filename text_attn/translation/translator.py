@@ -421,19 +421,27 @@ class Translator:
         translation's tokens' and words' probabilities, kept by the search (what :meth:`with_probs` reads back), and
         ``Translation.unsure()``), split (default True: a text of several sentences, "Ein Hund rennt. Eine Katze
         schläft.", is translated sentence by sentence and joined, ``Translation.pieces`` holding each sentence's:
-        text_attn.translation.sentences; False: whole, about the first sentence translated). In Jupyter each
+        text_attn.translation.sentences; False: whole, about the first sentence translated), paragraphs (True: each
+        text is a paragraph wrapped over lines, its lines joined into one first, a word a hyphen breaks at a line's end
+        made whole, as ``translate --paragraphs`` joins them: text_attn.translation.paragraphs; the notes and
+        ``read_as`` are the joined text's). In Jupyter each
         translation and the list draw themselves (with probs, the words under text_attn.core.unsure.UNSURE
         underlined)."""
         sentences = _sentence_list(sentences, "translate")
         probs = options.pop("probs", False)
         split = options.pop("split", True)
+        if options.pop("paragraphs", False):  # wrapped text: each one's lines joined (translate --paragraphs)
+            from text_attn.translation.paragraphs import join_wrapped
+
+            sentences = [join_wrapped(s.splitlines(), self.word_logp) for s in sentences]
         unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram", "drop_ended", "keys"})
         if unknown:  # "temperature" reached search() 8 frames down; pass a Sampling (text_attn.core.decoding)
             raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
                             "text_attn.core.decoding.Sampling, with its temperature, top_k, top_p, seed), n_best, "
                             "no_repeat_ngram, drop_ended (False: step ended rows too, for comparison), keys (per "
                             "sentence, its seeded draws' key), probs (True: each token's and word's "
-                            "probability), split (False: a line of several sentences translated whole)")  # fmt: skip
+                            "probability), split (False: a line of several sentences translated whole), paragraphs "
+                            "(True: each text's lines joined first)")  # fmt: skip
         sampling, n_best = options.get("sampling"), options.get("n_best", 1)
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a text_attn.core.decoding.Sampling, got {type(sampling).__name__}")
