@@ -192,7 +192,9 @@ def _parser() -> argparse.ArgumentParser:
         "'Wiederholung'; 'T-' 'Shirt' and 'Ein-' 'und Ausgang' keep theirs), its sentences translated each on its own "
         "and written on one output line; --references and --given-file are read alike, a paragraph an input. "
         "Arguments: each one a paragraph. By default each line is an input, and a sentence wrapped over two lines is "
-        "translated as two halves",
+        "translated as two halves: the bundled Transformer on Multi30k's test sentences four to a paragraph wrapped at "
+        "60 columns, sacreBLEU 31.20 a line at a time, 44.91 with --paragraphs (as unwrapped; "
+        "benchmarks/wrapped_text.py)",
     )
     p.add_argument(
         "--keep-case",
