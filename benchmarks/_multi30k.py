@@ -5,6 +5,7 @@ benchmark that translates one split with a few models (casing.py, paragraphs.py)
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from _runs import StageError
@@ -18,6 +19,28 @@ def corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test_2016_flickr", help="the split translated (default: test_2016_flickr)")
     p.add_argument("--src-lang", default="de", help="the models' source language (default: de)")
     p.add_argument("--tgt-lang", default="en", help="the references' language (default: en)")
+
+
+def each_model(args: argparse.Namespace, sources: list[str], rows_of: Callable, table: Callable) -> int:
+    """--models' rows, each model loaded in turn (``rows_of(translator)``: its rows), then each model's table
+    (``table(title, rows)``) printed and --json written: paragraphs.py's and wrapped_text.py's runs."""
+    import json
+
+    from text_attn.core.safe_files import write_text
+    from text_attn.translation.translator import Translator
+
+    found = {}
+    for name in args.models.split(","):
+        translator = Translator.load(name)  # a missing file: one line (run_main)
+        print(f"{name}: {len(sources):,} sentences of {args.split}.{args.src_lang}", flush=True)
+        found[name] = rows_of(translator)
+    for name, rows in found.items():
+        print()
+        print(table(f"{name} ({len(sources):,} sentences of {args.split}; sacreBLEU against {args.tgt_lang})", rows))
+    if args.json:
+        write_text(args.json, json.dumps({"split": args.split, "sentences": len(sources), "models": found}, indent=1))
+        print(f"wrote {args.json}")
+    return 0
 
 
 def read_pair(root: Path, split: str, src: str, tgt: str, n: int | None = None) -> tuple[list[str], list[str]]:

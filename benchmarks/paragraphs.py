@@ -13,15 +13,13 @@ recorded decoding, batches of 64.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
-from _multi30k import corpus_options, read_pair
+from _multi30k import corpus_options, each_model, read_pair
 
 from text_attn.core.errors import new_file, positive_int
 from text_attn.core.metrics import sacre_scores
-from text_attn.core.safe_files import write_text
 from text_attn.translation.sentences import split_sentences
 from text_attn.translation.translator import Translator
 
@@ -75,18 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         p.error(f"--per-line: whole numbers from 1, comma-separated, got {args.per_line!r}")
     sources, refs = read_pair(args.data_root, args.split, args.src_lang, args.tgt_lang, args.limit)
-    found = {}
-    for name in args.models.split(","):
-        translator = Translator.load(name)  # a missing file: one line (run_main)
-        print(f"{name}: {len(sources):,} sentences of {args.split}.{args.src_lang}", flush=True)
-        found[name] = [measure(translator, sources, refs, k) for k in ks]
-    for name, rows in found.items():
-        print()
-        print(table(f"{name} ({len(sources):,} sentences of {args.split}; sacreBLEU against {args.tgt_lang})", rows))
-    if args.json:
-        write_text(args.json, json.dumps({"split": args.split, "sentences": len(sources), "models": found}, indent=1))
-        print(f"wrote {args.json}")
-    return 0
+    return each_model(args, sources, lambda translator: [measure(translator, sources, refs, k) for k in ks], table)
 
 
 if __name__ == "__main__":

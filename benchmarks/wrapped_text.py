@@ -15,16 +15,14 @@ bundled models by default (``--models``); the model file's recorded decoding, ba
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
-from _multi30k import corpus_options, read_pair
+from _multi30k import corpus_options, each_model, read_pair
 from paragraphs import grouped
 
 from text_attn.core.errors import new_file, positive_int
 from text_attn.core.metrics import sacre_scores
-from text_attn.core.safe_files import write_text
 from text_attn.translation.paragraphs import join_wrapped
 from text_attn.translation.translator import Translator
 
@@ -124,18 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.width < 2 * SHORTEST_HALF + 2:
         p.error(f"--width: at least {2 * SHORTEST_HALF + 2} columns, got {args.width}")
     sources, refs = read_pair(args.data_root, args.split, args.src_lang, args.tgt_lang, args.limit)
-    found = {}
-    for name in args.models.split(","):
-        translator = Translator.load(name)  # a missing file: one line (run_main)
-        print(f"{name}: {len(sources):,} sentences of {args.split}.{args.src_lang}", flush=True)
-        found[name] = [measure(translator, sources, refs, args.per_paragraph, args.width)]
-    for name, rows in found.items():
-        print()
-        print(table(f"{name} ({len(sources):,} sentences of {args.split}; sacreBLEU against {args.tgt_lang})", rows))
-    if args.json:
-        write_text(args.json, json.dumps({"split": args.split, "sentences": len(sources), "models": found}, indent=1))
-        print(f"wrote {args.json}")
-    return 0
+    k, width = args.per_paragraph, args.width
+    return each_model(args, sources, lambda translator: [measure(translator, sources, refs, k, width)], table)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.multi30k import DE, EN
+from helpers.multi30k import write_corpus
 from helpers.tiny_translator import tiny_subword_model_file
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "paragraphs.py"
@@ -17,8 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "paragraphs.py"
 @pytest.mark.long
 def test_each_row_joins_k_sentences_a_line(tmp_path):
     model = tiny_subword_model_file(tmp_path / "m")
-    (tmp_path / "test_2016_flickr.de").write_text("\n".join(DE[:4]) + "\n")
-    (tmp_path / "test_2016_flickr.en").write_text("\n".join(EN[:4]) + "\n")
+    write_corpus(tmp_path, {"test_2016_flickr": 4}, gz=False)  # the first 4 of DE and EN
     out = tmp_path / "p.json"
     cmd = [sys.executable, str(SCRIPT), "--data-root", str(tmp_path), "--models", str(model), "--per-line", "1,2",
            "--json", str(out)]  # fmt: skip

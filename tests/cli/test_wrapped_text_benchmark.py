@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.multi30k import DE, EN
+from helpers.multi30k import DE, write_corpus
 
 from text_attn.translation.paragraphs import join_wrapped
 
@@ -45,8 +45,7 @@ def test_the_benchmark_translates_each_paragraph_three_ways(tmp_path):
     from helpers.tiny_translator import tiny_subword_model_file
 
     model = tiny_subword_model_file(tmp_path / "m")
-    (tmp_path / "test_2016_flickr.de").write_text("\n".join(DE[:4]) + "\n")
-    (tmp_path / "test_2016_flickr.en").write_text("\n".join(EN[:4]) + "\n")
+    write_corpus(tmp_path, {"test_2016_flickr": 4}, gz=False)  # the first 4 of DE and EN
     out = tmp_path / "w.json"
     cmd = [sys.executable, str(SCRIPT), "--data-root", str(tmp_path), "--models", str(model), "--per-paragraph", "2",
            "--width", "20", "--json", str(out)]  # fmt: skip
