@@ -1,7 +1,8 @@
 """Text wrapped over lines (copied from a PDF, an e-mail, a book), read as paragraphs.
 
 A line is one input to ``translate``; text wrapped over lines breaks its sentences at every line's end, and each
-half is translated on its own ("Ein Mann läuft über die" -> "A man is running across the"). With ``translate
+half is translated on its own ("Ein Mann läuft über die" -> "A man is walking across the water.", "Straße." -> "A
+street."). With ``translate
 --paragraphs`` (and attention-serve's ``paragraphs=1``) the lines up to a blank line are one input, joined into one
 line by :func:`join_wrapped`; its sentences are then translated each on its own as a line's are
 (text_attn.translation.sentences).
