@@ -2,10 +2,9 @@
 
 A line is one input to ``translate``; text wrapped over lines breaks its sentences at every line's end, and each
 half is translated on its own ("Ein Mann läuft über die" -> "A man is walking across the water.", "Straße." -> "A
-street."). With ``translate
---paragraphs`` (and attention-serve's ``paragraphs=1``) the lines up to a blank line are one input, joined into one
-line by :func:`join_wrapped`; its sentences are then translated each on its own as a line's are
-(text_attn.translation.sentences).
+street."). With ``translate --paragraphs`` (and attention-serve's ``paragraphs=1``) the lines up to a blank line are
+one input, joined into one line by :func:`join_wrapped`; its sentences are then translated each on its own as a
+line's are (text_attn.translation.sentences).
 
 A word broken at a line's end by a hyphen is made whole again: "Wieder-" + "holung" -> "Wiederholung". A hyphen that
 belongs to the word stays ("T-" + "Shirt" -> "T-Shirt", "1990-" + "1995"), and so does one that stands for a word's
