@@ -47,7 +47,7 @@ from attention_serve.models import Served
 from attention_serve.openapi import versions
 from attention_serve.workers import WHAT
 from text_attn.core.safe_files import inert
-from text_attn.translation.paragraphs import join_wrapped
+from text_attn.translation.paragraphs import goes_on, join_wrapped
 
 SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
@@ -404,7 +404,8 @@ class Front:
             read = len(served.extra["target_tokens"](options["given"])) if "given" in options else None
             check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read,
                        served.extra.get("positions"))  # fmt: skip
-            return {"sentences": sentences, "options": options, "notes": search_notes(asked, options)}
+            notes = search_notes(asked, options) + ([] if options.get("paragraphs") else wrapped_notes(sentences))
+            return {"sentences": sentences, "options": options, "notes": notes}
         image, given = await self._upload(ctype, body, scope)
         asked = _merged(query, given)
         options = parse_options(asked, CAPTION_OPTIONS, served.defaults, self.limits.max_chars)
@@ -618,3 +619,15 @@ def _with_headers(send):
         await send(message)
 
     return wrapped
+
+
+def wrapped_notes(sentences: list[str]) -> list[str]:
+    """The answer's note on texts that break a sentence off, the next text going on with its rest (lines of wrapped
+    text sent a line a text, as the page sends them unless "wrapped text" is checked): [] where none does."""
+    broken = [i for i in range(1, len(sentences)) if goes_on(sentences[i - 1], sentences[i])]
+    if not broken:
+        return []
+    s = "s" if len(broken) > 1 else ""
+    return [f"text{s} {', '.join(map(str, broken))} break{'' if s else 's'} off mid-sentence, the next going on with "
+            f"{'their' if s else 'its'} rest (text wrapped over lines?): each was translated as a sentence of its own; "
+            "paragraphs=1 (the page's \"wrapped text\"), a paragraph a text, joins them"]  # fmt: skip

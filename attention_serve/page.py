@@ -204,7 +204,8 @@ const Live = {
         : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence, probs, paragraphs };
       res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" });
     } catch (e) { Live.status("tr-status", e.message, true); return; }
-    Live.status("tr-status", `translated: ${res.translations.map((t) => t.translation).join(" / ")}`);
+    const noted = (res.notes || []).length ? ` (note: ${res.notes.join("; ")})` : "";  // e.g. lines that break off
+    Live.status("tr-status", `translated: ${res.translations.map((t) => t.translation).join(" / ")}${noted}`);
     const out = document.getElementById("tr-out");
     out.textContent = "";
     res.translations.forEach((tr, k) => out.appendChild(Live.sentence(tr, k + 1, res.model, read)));

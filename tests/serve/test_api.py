@@ -220,6 +220,12 @@ def test_paragraphs_1_joins_a_texts_lines_as_translate_paragraphs_does(server):
     assert status == 200 and res["translations"][0]["source"] == "ein\nmann"
     status, _, res = server.post_json("/translate", {"text": "ein mann", "paragraphs": 2})
     assert status == 422 and "paragraphs" in res["error"]
+    # a wrapped paragraph sent a line a text: said in the answer's notes, as translate says it; not with paragraphs=1
+    lines = ["Ein Mann läuft über die", "Straße.", "Ein Hund"]
+    status, _, res = server.post_json("/translate", {"sentences": lines})
+    assert status == 200 and len(res["notes"]) == 1 and res["notes"][0].startswith("text 1 breaks off mid-sentence")
+    status, _, res = server.post_json("/translate", {"sentences": lines, "paragraphs": 1})
+    assert status == 200 and res["notes"] == []
 
 
 def test_evidence_1_answers_what_drives_each_word_as_the_in_process_call_does(server, models):

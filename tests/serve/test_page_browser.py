@@ -327,7 +327,7 @@ def test_the_wrapped_text_box_sends_a_paragraph_a_text_to_be_joined(chromium):
     """Checked, the text is cut at its blank lines (a paragraph a text, its line breaks kept for the server to join:
     paragraphs=1); unchecked, at every line break, as before."""
     typed = "Ein Mann läuft über die\nStraße.\n\n  \nZwei Hunde spielen im\nSchnee.\n"
-    with _offline(chromium, TRANSLATED) as page:
+    with _offline(chromium, {**TRANSLATED, "notes": ["text 1 breaks off mid-sentence"]}) as page:
         bodies = _sent(page, "/translate")
         page.goto(ORIGIN + "/")
         page.click("nav.tabs button[data-tab=translate]")
@@ -336,6 +336,7 @@ def test_the_wrapped_text_box_sends_a_paragraph_a_text_to_be_joined(chromium):
         page.wait_for_selector("#tr-out table.grid")
         sent = json.loads(bodies[-1])
         assert sent["paragraphs"] == 0 and len(sent["sentences"]) == 4
+        assert page.locator("#tr-status").inner_text() == "translated: a man (note: text 1 breaks off mid-sentence)"
         page.check("#tr-paragraphs")
         page.click("#go")
         for _ in range(200):  # the CSP allows no evaluated string: polled here (each wait lets the page run)

@@ -126,3 +126,13 @@ def test_translate_paragraphs_true_joins_each_texts_lines_first():
     assert translator.translate([wrapped])[0].text != joined.text  # without it "Fahr-" and "rad." stay apart
     with pytest.raises(ValueError):
         translator.translate(["\n \n"], paragraphs=True)
+
+
+def test_the_servers_note_names_the_texts_that_break_off():
+    from attention_serve.front import wrapped_notes
+
+    assert wrapped_notes(["Ein Mann läuft.", "Ein Hund."]) == [] and wrapped_notes(["Ein Mann"]) == []
+    (one,) = wrapped_notes(["Ein Mann läuft über die", "Straße."])
+    assert one.startswith("text 1 breaks off mid-sentence, the next going on with its rest") and "paragraphs=1" in one
+    (two,) = wrapped_notes(["Ein Kind fährt mit dem Fahr-", "rad und der", "Hund.", "Eine Katze."])
+    assert two.startswith("texts 1, 2 break off mid-sentence, the next going on with their rest")
