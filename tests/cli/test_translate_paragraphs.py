@@ -52,7 +52,7 @@ def test_without_it_a_line_at_a_time_and_the_breaks_said_once(capsys, monkeypatc
     assert code == 1  # the blank lines: empty inputs, as ever
     assert len(out) == 11
     notes = [line for line in err.splitlines() if "mid-sentence" in line]
-    assert len(notes) == 1 and "inputs 2, 3, 10 break off mid-sentence" in notes[0] and "--paragraphs" in notes[0]
+    assert len(notes) == 1 and "inputs 2, 3, 7, 10 break off mid-sentence" in notes[0] and "--paragraphs" in notes[0]
 
 
 def test_references_and_given_translations_are_read_a_paragraph_an_input(capsys, monkeypatch, tmp_path):

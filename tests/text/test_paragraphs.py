@@ -81,6 +81,7 @@ def test_files_are_read_a_paragraph_an_input():
     [
         ("Ein Mann läuft über die", "Straße.", True),  # an article never ends a sentence
         ("A man walks across the", "Street.", True),
+        ("Zwei Hunde spielen im", "Schnee.", True),  # a preposition and its article in one
         ("Ein Kind fährt mit dem Fahr-", "rad.", True),
         ("Ein Mann, der läuft,", "springt.", True),  # a comma, then lowercase
         ("Ein Mann läuft", "und springt.", True),
