@@ -57,3 +57,24 @@ def test_the_benchmark_translates_each_paragraph_three_ways(tmp_path):
     assert all(0 <= row[way]["sacrebleu"] <= 100 for way in ("lines", "paragraphs", "unwrapped"))
     bad = subprocess.run([*cmd[:-2], "--width", "5"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].endswith("got 5")
+
+
+def test_any_text_wrapped_at_any_width_is_joined_back_when_the_model_knows_its_words():
+    """Random texts of the helpers' words and long compounds (with and without hyphens), wrapped at random widths
+    with words broken anywhere a typesetter may: joined back exactly as typed when ``word_logp`` knows each typed word
+    (as a model's word profile knows its training text's); the line breaks and hyphens added leave no trace."""
+    import math
+    import random
+
+    from helpers.multi30k import FR
+
+    words = " ".join(DE + FR).split() + ["schwarz-weißen", "Fußballspieler", "Donaudampfschiff", "vierjähriger",
+                                         "T-Shirt", "1990-1995", "Straßenbahnhaltestelle", "und", "oder"]  # fmt: skip
+    rng, broken = random.Random(0), 0
+    for _ in range(300):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 40)))
+        known = {w.lower().strip(".,"): 0.0 for w in text.split()}  # each typed word's log-probability
+        lines, b = wrapped(text, rng.randint(8, 50))
+        assert join_wrapped(lines, lambda w, k=known: k.get(w.lower(), -math.inf)) == text, lines
+        broken += b
+    assert broken > 200  # words really broken, at their own hyphens and between letters
