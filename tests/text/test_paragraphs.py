@@ -25,6 +25,7 @@ from text_attn.translation.translator import Translator
         (["Eine Wieder-", "holung"], "Eine Wiederholung"),  # a word broken to fit the line
         (["ein T-", "Shirt"], "ein T-Shirt"),  # a capital after it: the word's own hyphen
         (["von 1990-", "1995"], "von 1990-1995"),
+        (["ein 3-", "jähriges Kind"], "ein 3-jähriges Kind"),  # digits before it: the word's own
         (["Ein-", "und Ausgang"], "Ein- und Ausgang"),  # a part left out before "und"
         (["pre-", "or post-war"], "pre- or post-war"),
         (["Er kam -", "und ging."], "Er kam - und ging."),  # a dash apart is no broken word

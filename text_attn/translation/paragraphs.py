@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 SOFT_HYPHEN = "\u00ad"
-_HYPHENS = "-\u2010" + SOFT_HYPHEN  # hyphen-minus, hyphen, soft hyphen
-# the word before a hyphen that ends a line (letters or digits, with any hyphens inside: "four-year-"), and the word
+# the word before a hyphen (hyphen-minus, U+2010, a soft hyphen) that ends a line (letters or digits, with any hyphens
+# inside: "four-year-"), and the word
 # that starts the next ("old", "year-old"): the whole words asked about, as the model's word profile holds them
 _HEAD = re.compile(r"(\w+(?:[-'’]\w+)*)[-\u2010\u00ad]$")
 _TAIL = re.compile(r"\w+(?:[-'’]\w+)*")
@@ -64,9 +64,11 @@ def _joined(before: str, line: str, word_logp: Callable[[str], float | None] | N
         return f"{before} {line}"
     if before[-1] == SOFT_HYPHEN:  # put there by a typesetter to break the word: never part of it
         return before[:-1] + line
-    if tail is None or not tail.group()[0].islower():  # "T-" + "Shirt", "1990-" + "1995": the word's own hyphen
+    word = head.group(1)
+    # the word's own hyphen: "T-" "Shirt", "1990-" "1995", "3-" "jährige"
+    if tail is None or not tail.group()[0].islower() or word[-1].isdigit():
         return before + line
-    word, rest = head.group(1), tail.group()
+    rest = tail.group()
     whole = hyphened = None
     if word_logp is not None:
         whole, hyphened = word_logp(word + rest), word_logp(f"{word}-{rest}")
@@ -79,10 +81,10 @@ def _joined(before: str, line: str, word_logp: Callable[[str], float | None] | N
 
 def goes_on(before: str, line: str) -> bool:
     """Whether ``line`` looks like the rest of a sentence that ``before`` (the line above it) broke off: ``before``
-    ending in an article, a preposition or a conjunction (:data:`NO_END`: "über die" + "Straße."), or a word broken
-    by a hyphen ("Fahr-" + "rad."), or in a letter or a comma with ``line`` going on in lowercase. The last tells
-    nothing where ``before`` has no capital (text typed lowercase, a lowercased corpus). ``translate`` says so once,
-    pointing at --paragraphs."""
+    ending in an article, a conjunction or a preposition fused with its article (:data:`NO_END`: "über die" +
+    "Straße.", "im" + "Schnee."), or a word broken by a hyphen ("Fahr-" + "rad."), or in a letter or a comma with
+    ``line`` going on in lowercase. The last tells nothing where ``before`` has no capital (text typed lowercase, a
+    lowercased corpus). ``translate`` says so once, pointing at --paragraphs."""
     before, line = before.rstrip(), line.lstrip()
     if not before or not line[:1].isalpha():
         return False
