@@ -103,3 +103,17 @@ def test_paragraphs_refuse_what_cannot_go_with_them(capsys, monkeypatch, flag):
     code, _, err = _run(capsys, monkeypatch, ["--paragraphs", flag], "")
     assert code == 2 and err.count("\n") == 1 and "--paragraphs translates a paragraph's sentences" in err
     assert flag in err
+
+
+def test_on_a_terminal_it_says_a_blank_line_ends_a_paragraph(capsys, monkeypatch):
+    class Terminal(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal(io.BytesIO("Zwei Hunde spielen im\nSchnee.\n\n".encode())))
+    code = translate_main(["--paragraphs"])
+    captured = capsys.readouterr()
+    assert code == 0 and len(captured.out.splitlines()) == 1
+    assert "type a paragraph, then an empty line to translate it" in captured.err
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"Ein Hund.\n")))  # a pipe or a file: nothing said
+    assert translate_main(["--paragraphs"]) == 0 and "type a paragraph" not in capsys.readouterr().err

@@ -592,6 +592,14 @@ def _stdin_inputs(translator, args: argparse.Namespace) -> Iterator[str | None]:
     return paragraphs(lines, translator.word_logp) if args.paragraphs else lines
 
 
+def _typed() -> bool:
+    """Whether stdin is a terminal: someone typing (a closed or odd stdin: no)."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def _input_size() -> int | None:
     """The size in bytes of the regular file on stdin (None: a pipe, a terminal, an empty file): the progress bar's
     total, the bytes read so far its count (:func:`_bytes_read`)."""
@@ -1144,6 +1152,9 @@ def _translate_main(args: argparse.Namespace) -> int:
             _refuse_opened(f"cannot write {run_file(args.jsonl)}: {one_line(err)}", out, report, align, records)
     progress: dict[str, Any] = {}
     plots = _plot_writer(translator, args, progress)
+    if args.paragraphs and not args.sentences and _typed():  # nothing is translated until a paragraph's blank line
+        print("translate: --paragraphs: type a paragraph, then an empty line to translate it (Ctrl-D: the end)",
+              file=sys.stderr)  # fmt: skip
     interrupted, broken, complete = 0, None, False
     try:
         failed, seen, results = _translate_stream(translator, args, out, report, progress, align, plots, records)
