@@ -110,7 +110,7 @@ def test_on_a_terminal_it_says_a_blank_line_ends_a_paragraph(capsys, monkeypatch
         def isatty(self) -> bool:
             return True
 
-    monkeypatch.setattr("sys.stdin", Terminal(io.BytesIO("Zwei Hunde spielen im\nSchnee.\n\n".encode())))
+    monkeypatch.setattr("sys.stdin", Terminal(io.BytesIO(b"Zwei Hunde spielen im\nSchnee.\n\n")))
     code = translate_main(["--paragraphs"])
     captured = capsys.readouterr()
     assert code == 0 and len(captured.out.splitlines()) == 1
