@@ -109,6 +109,7 @@ def test_a_model_file_tells_how_often_its_text_writes_a_word():
     translator = Translator.load("transformer")
     assert translator.word_logp("Fahrrad") > translator.word_logp("Regenwald") == -math.inf
     assert translator.word_logp("FAHRRAD") == translator.word_logp("fahrrad")
+    assert translator.word_logp("Mu\u0308tze") == translator.word_logp("Mütze") > -math.inf  # decomposed: NFC
     profile = translator.source_check
     try:
         translator.source_check = None

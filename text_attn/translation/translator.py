@@ -343,7 +343,7 @@ class Translator:
         words = (self.source_check or {}).get("words")
         if not isinstance(words, dict) or len(words["logp"]) >= WORDS:
             return None
-        return float(words["logp"].get(word.lower(), -math.inf))
+        return float(words["logp"].get(composed(word).lower(), -math.inf))  # NFC, as the profile's words
 
     @property
     def trained_lengths(self) -> dict[str, int] | None:
