@@ -47,7 +47,7 @@ from attention_serve.models import Served
 from attention_serve.openapi import versions
 from attention_serve.workers import WHAT
 from text_attn.core.safe_files import inert
-from text_attn.translation.paragraphs import goes_on, join_wrapped
+from text_attn.translation.paragraphs import goes_on
 
 SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
@@ -396,7 +396,7 @@ class Front:
                 raise ClientError(422, "evidence=1 measures what drives one model's words; this server translates "
                                   "with an ensemble (--text-ensemble)")  # fmt: skip
             if options.get("paragraphs"):  # wrapped text: its lines joined here, so the worker and the cost agree
-                sentences = [join_wrapped(s.splitlines(), served.extra["word_logp"]) for s in sentences]
+                sentences = [served.extra["read_paragraph"](s) for s in sentences]
             keep_case = bool(options.get("keep_case"))
             whole = "given" in options or options.get("split") == 0
             tokens = source_lengths(served.extra, sentences, keep_case, whole)  # as the worker reads them

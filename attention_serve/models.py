@@ -162,7 +162,7 @@ def load_text(path: Path, ensemble: list[Path] | None = None) -> Served:
     for member in {id(m): m for m in [translator, *getattr(translator, "members", [])]}.values():
         member.net = None
     extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize,
-             "sentence_tokens": translator.sentence_tokens, "word_logp": translator.word_logp,
+             "sentence_tokens": translator.sentence_tokens, "read_paragraph": translator.read_paragraph,
              "target_tokens": lambda text: translator.target_tokens(text)[0],
              "lang": translator.source_lang, "positions": positions, "ensemble": ensemble}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)

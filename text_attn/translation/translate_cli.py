@@ -59,7 +59,7 @@ from text_attn.translation.bundled import (  # noqa: F401 - names others import
     caption_model_named,
     model_path,
 )
-from text_attn.translation.paragraphs import goes_on, join_wrapped, paragraphs
+from text_attn.translation.paragraphs import goes_on, paragraphs
 from text_attn.translation.reading_cli import (
     check_given,
     closing_notes,
@@ -1040,7 +1040,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         return 0
     given_notes(translator, args)
     if args.paragraphs:  # each argument a paragraph: its lines joined as stdin's are (text_attn.translation.paragraphs)
-        args.sentences = [join_wrapped(s.splitlines(), translator.word_logp) for s in args.sentences]
+        args.sentences = [translator.read_paragraph(s) for s in args.sentences]
     if args.demo:
         if args.sentences:
             fail("translate", "--demo translates its own sentences: give sentences without --demo")

@@ -345,6 +345,15 @@ class Translator:
             return None
         return float(words["logp"].get(composed(word).lower(), -math.inf))  # NFC, as the profile's words
 
+    def read_paragraph(self, text: str) -> str:
+        """``text``, a paragraph wrapped over lines, as one line: its lines joined, a word a hyphen broke at a line's
+        end made whole as this model's training text writes it (text_attn.translation.paragraphs.join_wrapped with
+        :meth:`word_logp`): what ``translate --paragraphs``, ``translate(paragraphs=True)`` and attention-serve's
+        ``paragraphs=1`` read."""
+        from text_attn.translation.paragraphs import join_wrapped
+
+        return join_wrapped(text.splitlines(), self.word_logp)
+
     @property
     def trained_lengths(self) -> dict[str, int] | None:
         """The training pairs' token lengths the model file records (source_check.token_lengths: each side's longest
@@ -431,9 +440,7 @@ class Translator:
         probs = options.pop("probs", False)
         split = options.pop("split", True)
         if options.pop("paragraphs", False):  # wrapped text: each one's lines joined (translate --paragraphs)
-            from text_attn.translation.paragraphs import join_wrapped
-
-            sentences = [join_wrapped(s.splitlines(), self.word_logp) for s in sentences]
+            sentences = [self.read_paragraph(s) for s in sentences]
         unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram", "drop_ended", "keys"})
         if unknown:  # "temperature" reached search() 8 frames down; pass a Sampling (text_attn.core.decoding)
             raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
