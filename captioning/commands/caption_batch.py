@@ -21,7 +21,7 @@ from captioning.views.file_names import fitted
 from text_attn.core.errors import fail, one_line
 from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
-from text_attn.core.unsure_options import unsure_note
+from text_attn.core.unsure_options import NAMED, unsure_note
 
 OVERLAY = "-attention.png"  # NAME-attention.png: a photo's overlay in --overlay DIR (--overlay-format png)
 
@@ -346,21 +346,45 @@ def _close_html(report, failed: int, partial: str | None = None) -> None:
         print(f"wrote {inert(path)}", file=sys.stderr)
 
 
-def _closing_notes(captioner, args: argparse.Namespace, cut: int, far: int, unsure: dict | None = None) -> None:
-    """The notes on the captions written: ``cut`` reached --max-len, ``far`` are out of the model's domain, and
-    ``unsure`` (--unsure: caption_unsure.count_unsure's counts) hold words the model was unsure of."""
-    if cut:
-        print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off", file=sys.stderr)
-    if far:
-        print(f"caption: note: {_domain_note(captioner, args, far)}", file=sys.stderr)
+def tally(counts: dict[str, Any], kind: str, name: str) -> None:
+    """Count image ``name`` under ``kind`` ("cut": its caption reached --max-len; "far": out of the model's domain),
+    keeping the first NAMED names for the closing note."""
+    counts[kind] = counts.get(kind, 0) + 1
+    first = counts.setdefault(f"{kind}_first", [])
+    if len(first) < NAMED:
+        first.append(name)
+
+
+def _which(counts: dict[str, Any], kind: str, field: str) -> str:
+    """The images a note is about: "a.jpg, b.jpg and 3 more" (the first NAMED names, escaped); where no names were
+    kept (several processes each counted their own), the records' ``field`` that says which."""
+    count, first = counts.get(kind, 0), counts.get(f"{kind}_first")
+    if not first:
+        return f"their records' '{field}' says which"
+    shown = ", ".join(inert(name) for name in first)  # a photo's name with a line break: escaped
+    return shown + (f" and {count - len(first)} more" if count > len(first) else "")
+
+
+def _closing_notes(captioner, args: argparse.Namespace, counts: dict[str, Any], unsure: dict | None = None) -> None:
+    """The notes on the captions written: ``counts["cut"]`` reached --max-len, ``counts["far"]`` are out of the
+    model's domain (each with the first ones' names in ``counts["cut_first"]``, ``counts["far_first"]``: :func:`tally`;
+    without them, counts alone), and ``unsure`` (--unsure: caption_unsure.count_unsure's counts) hold words the model
+    was unsure of."""
+    if cut := counts.get("cut"):
+        which = _which(counts, "cut", "truncated")
+        print(f"caption: note: {cut} caption(s) reached --max-len {args.max_len} and are cut off: {which}",
+              file=sys.stderr)  # fmt: skip
+    if counts.get("far"):
+        print(f"caption: note: {_domain_note(captioner, args, counts)}", file=sys.stderr)
     if getattr(args, "unsure", None) is not None and (note := unsure_note(unsure or {}, args.unsure, "caption(s)")):
         print(f"caption: note: {inert(note)}", file=sys.stderr)  # a photo's name with a line break: escaped
 
 
-def _domain_note(captioner, args: argparse.Namespace, far: int) -> str:
+def _domain_note(captioner, args: argparse.Namespace, counts: dict[str, Any]) -> str:
     given = getattr(args, "given", None) or getattr(args, "given_file", None)
     what = "the scores of the captions given may mean little" if given else "their captions may be wrong"
-    note = f"{far} image(s) look unlike {captioner.known()}: {what}"
+    which = _which(counts, "far", "out_of_domain")
+    note = f"{counts['far']} image(s) look unlike {captioner.known()}: {what} ({which})"
     if args.model is None:
         note += (
             "; for other images train a model with caption-train (docs/captioning.md: Train a captioner) and pass it "

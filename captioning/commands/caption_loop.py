@@ -21,6 +21,7 @@ from captioning.commands.caption_batch import (
     overlay_tail,
     record_line,
     stdout_lines,
+    tally,
 )
 from captioning.commands.caption_run import check_resume, record_run
 from text_attn.core.errors import close_quietly, emit, fail, one_line
@@ -96,7 +97,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)
     names = OverlayNames(paths, drawn_overlays(args), tail=overlay_tail(args))
     options = search_options(args)
-    records, failed, cut, far, finished, interrupted = [], 0, 0, 0, 0, False
+    records, failed, finished, interrupted = [], 0, 0, False
+    counts: dict = {}  # the captions cut off at --max-len and the images out of the domain (caption_batch.tally)
     unsure: dict = {}  # --unsure: the captions holding words under its threshold (caption_unsure.count_unsure)
     captions: dict[str, str] = {}  # image -> caption, for --references (with --jsonl, FILE is read at the end)
     if workers:
@@ -131,9 +133,11 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             if args.references and not args.jsonl:
                 captions.update((rec["image"], rec["caption"]) for rec in batch if rec["caption"] is not None)
             finished += len(items)  # written: what the notes and the interrupted line count
-            cut += sum(bool(rec["truncated"]) for rec in batch)
-            far += sum(bool(rec["out_of_domain"]) for rec in batch)
             for rec in batch:
+                if rec["truncated"]:
+                    tally(counts, "cut", rec["image"])
+                if rec["out_of_domain"]:
+                    tally(counts, "far", rec["image"])
                 count_unsure(unsure, rec["image"], rec.get("unsure") or ())
             bar.update(len(items))
             size = 0
@@ -167,7 +171,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     if interrupted:
         if args.json and not args.jsonl:  # --json prints its records at the end: those captioned are not lost either
             emit("caption", json.dumps(records))
-        _closing_notes(captioner, args, cut, far, unsure)  # about the captions that were written
+        _closing_notes(captioner, args, counts, unsure)  # about the captions that were written
         where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
         print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
         if workers:
@@ -181,7 +185,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         raise SystemExit(130)
     if args.json:
         emit("caption", json.dumps(records))
-    _closing_notes(captioner, args, cut, far, unsure)
+    _closing_notes(captioner, args, counts, unsure)
     if args.references:
         from captioning.commands.caption_scores import records_of, score_run
 

@@ -57,6 +57,7 @@ from text_attn.core.errors import fail, one_line
 from text_attn.core.part_files import LineCounter, PartError, PartWriter, Row, held_ids, merge_parts, part_files
 from text_attn.core.safe_files import write_text
 from text_attn.core.search_options import search_options
+from text_attn.core.unsure_options import NAMED
 
 MANIFEST = "inputs.json"  # in OUT.parts/: the inputs the parts' ids index (a resume must give the same ones)
 
@@ -90,6 +91,8 @@ class CaptionPredictor(pl.LightningModule):
         self.done: set[Id] = set()
         self.held: set[str] = set()
         self.counts = {"failed": 0, "cut": 0, "far": 0, "unsure": 0, "unsure_words": 0}
+        # this process's first NAMED (id, name) of the captions cut off and the images out of the domain, for the notes
+        self.first: dict[str, list[tuple[Id, str]]] = {"cut": [], "far": []}
         self.earlier: list[Path] = []  # parts of earlier runs (not counted by this run's bar)
         self.captioning = 0  # the photos of the batch being captioned; 0 while the loader reads
 
@@ -170,8 +173,10 @@ class CaptionPredictor(pl.LightningModule):
                 continue
             rec = next(records)
             self.counts["failed"] += rec["error"] is not None
-            self.counts["cut"] += bool(rec["truncated"])
-            self.counts["far"] += bool(rec["out_of_domain"])
+            for kind, flagged in (("cut", rec["truncated"]), ("far", rec["out_of_domain"])):
+                self.counts[kind] += bool(flagged)
+                if flagged and len(self.first[kind]) < NAMED:
+                    self.first[kind].append((it["id"], rec["image"]))
             self.counts["unsure"] += bool(rec.get("unsure"))  # --unsure: counted, named by the records alone
             self.counts["unsure_words"] += len(rec.get("unsure") or ())
             rows.append(Row(it["id"], "retry" if rec["error"] else "ok", record_line(rec)))
@@ -275,6 +280,16 @@ def _quiet_lightning():
                 logging.getLogger(name).setLevel(level)
 
 
+def _first_named(first: dict[str, list[tuple[Id, str]]]) -> dict[str, list[str]]:
+    """Of each kind, the first NAMED names of every process's first NAMED (id, name), in input order (ids are
+    (source, sample) indexes); every process calls it: the lists are gathered from all of them."""
+    gathered = [first]
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        gathered = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, first)
+    return {kind: [name for _, name in sorted(p for each in gathered for p in each[kind])[:NAMED]] for kind in first}
+
+
 def caption_on_processes(captioner, args: argparse.Namespace, sources: list[str], empty: list[str]) -> int:
     """The run (every process calls it): the loop on Lightning, then on the first process the merge into OUT and the
     notes. The exit code: 0, or 1 when a photo failed or a folder held none."""
@@ -325,6 +340,7 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
     names = ("cut", "far", "unsure", "unsure_words")
     counts = torch.tensor([module.counts[k] for k in names], device=trainer.strategy.root_device)
     cut, far, unsure, unsure_words = (int(n) for n in trainer.strategy.reduce(counts, reduce_op="sum").tolist())
+    first = _first_named(module.first)
     if trainer.global_rank != 0:
         return 0
     jsonl = Path(args.jsonl)
@@ -335,7 +351,8 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
         shutil.rmtree(parts)
     except (OSError, PartError, ResumeError, UnicodeDecodeError) as err:
         fail("caption", f"cannot merge {parts} into --jsonl {jsonl}: {one_line(err, 300)}; --resume merges again")
-    _closing_notes(captioner, args, cut, far, {"unsure": unsure, "unsure_words": unsure_words})
+    notes = {"cut": cut, "far": far, "cut_first": first["cut"], "far_first": first["far"]}
+    _closing_notes(captioner, args, notes, {"unsure": unsure, "unsure_words": unsure_words})
     if args.references:
         from captioning.commands.caption_scores import records_of, score_run
 

@@ -146,6 +146,7 @@ def test_shapes_model_says_when_an_image_is_not_a_shapes_scene(capsys):
     err = capsys.readouterr().err
     notes = [line for line in err.splitlines() if "look unlike" in line]
     assert len(notes) == 1 and "synthetic shapes" in notes[0]
+    assert notes[0].endswith(f"may be wrong ({', '.join(args)})")  # which ones, in input order
     # it speaks only its shapes language, whatever the picture
     assert caption_cli.caption_main([str(IMAGES / "coffee.png"), "--model", "shapes"]) == 0
     assert set(capsys.readouterr().out.split()) <= set(VOCAB)

@@ -4,6 +4,7 @@ files among good ones, the demo, model-file errors, and checkpoint / model-file 
 import json
 import os
 import random
+import types
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from captioning.model.encoder import EncoderConfig
 from captioning.photos.preprocess import load_image as read_image
 from captioning.training.shapes import VOCAB
 from captioning.views.overlay import grid_layout, word_png_size
+from text_attn.core.unsure_options import NAMED
 from text_attn.core.vocab import Vocabulary
 
 IMAGES = Path(__file__).parent.parent / "fixtures" / "images"
@@ -58,8 +60,10 @@ def run_json(capsys, model_file, *args) -> list[dict]:
 # --- caption ------------------------------------------------------------------------------------------------------
 def test_plain_output_one_line_per_image(capsys, model_file):
     code, out, err = run(capsys, *PHOTOS, "--model", model_file, *FAST)
-    # an untrained model never ends a caption: the only stderr line counts the captions cut off at --max-len
-    assert code == 0 and err == "caption: note: 4 caption(s) reached --max-len 6 and are cut off\n"
+    # an untrained model never ends a caption: the only stderr line counts the captions cut off at --max-len and
+    # names them, in input order
+    names = ", ".join(PHOTOS)
+    assert code == 0 and err == f"caption: note: 4 caption(s) reached --max-len 6 and are cut off: {names}\n"
     lines = out.splitlines()
     assert [line.split("\t")[0] for line in lines] == PHOTOS
     records = run_json(capsys, model_file, *PHOTOS)
@@ -169,7 +173,8 @@ def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, mon
     assert code == 1
     assert [line.split("\t")[0] for line in out.splitlines()] == [PHOTOS[0], PHOTOS[3]]
     lines = err.splitlines()
-    assert len(lines) == 3 and lines[2] == "caption: note: 2 caption(s) reached --max-len 6 and are cut off"
+    assert len(lines) == 3  # the failed ones are not among the captions cut off
+    assert lines[2] == f"caption: note: 2 caption(s) reached --max-len 6 and are cut off: {PHOTOS[0]}, {PHOTOS[3]}"
     assert lines[0].startswith("caption: error: ") and str(bad) in lines[0] and "not an image" in lines[0]
     assert lines[1].startswith("caption: error: ") and str(missing) in lines[1] and "no such file" in lines[1]
     # JSON keeps one record per argument, in order; the failed ones carry their error
@@ -657,8 +662,9 @@ def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_fi
         caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0"])
     out, err = capsys.readouterr()
     assert exc.value.code == 130 and len(out.splitlines()) == 2  # the first batch, printed
+    first_two = f"{album / 'a1.png'}, {album / 'a2.JPG'}"
     # an untrained model never ends a caption: the first batch's 2 were cut off, the note says so before the end line
-    assert err.splitlines() == ["caption: note: 2 caption(s) reached --max-len 6 and are cut off",
+    assert err.splitlines() == [f"caption: note: 2 caption(s) reached --max-len 6 and are cut off: {first_two}",
                                 "caption: interrupted after 2 image(s)"]  # fmt: skip
     # --json prints its records at the end: interrupted, it printed none and the captions were lost; now those of the
     # photos captioned, a whole JSON array, then the notes on them and the line
@@ -668,7 +674,7 @@ def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_fi
     out, err = capsys.readouterr()
     records = json.loads(out)
     assert exc.value.code == 130 and len(records) == 2 and all(r["caption"] and not r["error"] for r in records)
-    assert err.splitlines() == ["caption: note: 2 caption(s) reached --max-len 6 and are cut off",
+    assert err.splitlines() == [f"caption: note: 2 caption(s) reached --max-len 6 and are cut off: {first_two}",
                                 "caption: interrupted after 2 image(s)"]  # fmt: skip
 
 
@@ -838,3 +844,26 @@ def test_files_that_are_not_photos_are_each_one_line_and_the_rest_are_captioned(
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{good}\nbad\0name.jpg\n{good}\n"))
     code, out, err = run(capsys, "-", "--model", model_file, *FAST, "--workers", "0")
     assert code == 1 and len(out.splitlines()) == 2 and "bad\\x00name.jpg: a file name with a NUL byte in it" in err
+
+
+def test_the_closing_notes_name_the_first_images_then_count_the_rest(capsys):
+    from captioning.commands.caption_batch import _closing_notes, tally
+
+    counts: dict = {}
+    names = [f"p{i}.jpg" for i in range(NAMED + 3)]
+    for name in names:
+        tally(counts, "cut", name)
+    tally(counts, "far", "odd\nname.png")  # a name with a line break is written escaped: it cannot forge a line
+    captioner = types.SimpleNamespace(known=lambda: "the photos")
+    args = types.SimpleNamespace(max_len=6, model="m.pt", unsure=None)
+    _closing_notes(captioner, args, counts)
+    assert capsys.readouterr().err.splitlines() == [
+        f"caption: note: {NAMED + 3} caption(s) reached --max-len 6 and are cut off: {', '.join(names[:NAMED])} "
+        "and 3 more",
+        "caption: note: 1 image(s) look unlike the photos: their captions may be wrong (odd\\x0aname.png)",
+    ]
+    # several processes that kept no names (counts alone): the records' field says which
+    _closing_notes(captioner, args, {"cut": 2, "far": 0})
+    assert capsys.readouterr().err == (
+        "caption: note: 2 caption(s) reached --max-len 6 and are cut off: their records' 'truncated' says which\n"
+    )

@@ -21,6 +21,7 @@ from PIL import Image
 
 import captioning.commands.caption_batch as cli
 from captioning.commands.caption import caption_main
+from text_attn.core.unsure_options import NAMED
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 CAPTION = str(Path(sys.executable).parent / "caption")
@@ -233,6 +234,9 @@ def test_two_processes_caption_every_photo_once_as_one_process_does(model, tmp_p
     # the notes on the captions written: one, counting every process's captions, as one process prints it
     notes = [[line for line in err.splitlines() if "reached --max-len" in line] for err in (one.stderr, two.stderr)]
     assert len(notes[0]) == 1 and notes[0] == notes[1], notes
+    # naming the first ten cut off, in input order: gathered from both processes (each captioned every other batch)
+    cut = [json.loads(line)["image"] for line in a if json.loads(line)["truncated"]]
+    assert len(cut) > NAMED and notes[0][0].endswith(f": {', '.join(cut[:NAMED])} and {len(cut) - NAMED} more")
     assert not (tmp_path / "two.jsonl.parts").exists()
     # shards alone, more processes than shards: their samples are dealt out, and still come back in order
     shards = [str(tmp_path / "00000.tar")]

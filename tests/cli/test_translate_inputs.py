@@ -141,7 +141,7 @@ def test_dash_reads_stdin_and_a_cut_translation_gets_a_note(model_file, capsys, 
     assert translate_main(["--model", str(model_file), "-", "--max-len", "2"]) == 0
     out = capsys.readouterr()
     assert len(out.out.splitlines()) == 1  # the stdin line, not the text "-"
-    assert out.err.strip() == "translate: note: 1 translation(s) reached --max-len 2 and are cut off"
+    assert out.err.strip() == "translate: note: 1 translation(s) reached --max-len 2 and are cut off: input 1"
 
 
 def test_ctrl_c_ends_with_the_notes_and_one_line_and_keeps_what_was_written(model_file, tmp_path, capsys, monkeypatch):
@@ -165,7 +165,7 @@ def test_ctrl_c_ends_with_the_notes_and_one_line_and_keeps_what_was_written(mode
     assert "Traceback" not in err
     # the closing notes are about what was written: the first batch's 2 translations (random weights: both cut)
     assert err.splitlines() == [
-        "translate: note: 2 translation(s) reached --max-len 3 and are cut off",
+        "translate: note: 2 translation(s) reached --max-len 3 and are cut off: inputs 1, 2",
         f"translate: interrupted after 2 input(s) in {out}",
     ]
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # the first batch, whole

@@ -383,7 +383,8 @@ def _translate_stream(
     its error line on stderr and an empty line in the output, so output line N stays input line N (not with
     --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
     pairs kept for --demo); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
-    ``progress["cut"]`` the translations that reached --max-len, ``progress["unlike"]`` how many inputs written look
+    ``progress["cut"]`` the translations that reached --max-len (``progress["cut_first"]`` the first ten's
+    numbers), ``progress["unlike"]`` how many inputs written look
     unlike the model's training source text (Translator.unlike_source) and ``progress["unlike_first"]`` the first ten's
     numbers."""
     from tqdm.auto import tqdm
@@ -402,9 +403,9 @@ def _translate_stream(
     news = None if sys.stderr.isatty() else {"start": time.monotonic()}  # off a terminal: a line a minute
     options = search_options(args)
     progress = {} if progress is None else progress
-    progress.update(done=0, cut=0, unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0, uncased_first=[],
-                    folded=0, folded_first=[], long=0, long_first=[], unknown=0, unknown_first=[], address=0,
-                    address_first=[], unseen=0, unseen_first=[], wrapped=0, wrapped_first=[])  # fmt: skip
+    progress.update(done=0, cut=0, cut_first=[], unlike=0, unlike_first=[], recased=0, recased_first=[], uncased=0,
+                    uncased_first=[], folded=0, folded_first=[], long=0, long_first=[], unknown=0, unknown_first=[],
+                    address=0, address_first=[], unseen=0, unseen_first=[], wrapped=0, wrapped_first=[])  # fmt: skip
     failed, seen, kept, chunk = 0, 0, [], []  # chunk: (input number, its sentences' tokens; None: a failed input)
     unlike: list[int] = []  # the chunk's inputs that look unlike the training text: counted once written
     recased: list[int] = []  # the chunk's inputs read with the training text's capitals (Translator.read_as)
@@ -481,7 +482,7 @@ def _translate_stream(
                 align.write(lines)
                 align.flush()
         progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
-        progress["cut"] += sum(tr.truncated for tr in outs)
+        count("cut", [n for (n, _), tr in zip(good, outs, strict=True) if tr.truncated])
         flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
         count("unlike", unlike)
         count("recased", recased)
@@ -749,7 +750,10 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
             cap = cap[:-1] + f"; at most {translator.default_steps(10**6)} for a long input)"
         elif translator.position_limit is not None and not args.max_len:  # the learned position table's rows
             cap = cap[:-1] + f"; at most {translator.position_limit}, the positions the model learned)"
-        print(f"translate: note: {progress['cut']} translation(s) reached {cap} and are cut off", file=sys.stderr)
+        count = progress["cut"]
+        which = _numbers(count, progress.get("cut_first", []))
+        print(f"translate: note: {count} translation(s) reached {cap} and are cut off: input{'s' if count > 1 else ''} "
+              f"{which}", file=sys.stderr)  # fmt: skip
     if note := unknown_note(progress):
         print(f"translate: note: {note}", file=sys.stderr)
     if note := unseen_note(progress, translator.known()):
