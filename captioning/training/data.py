@@ -243,6 +243,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         for name, value, high in (("scene_size", scene_size, 512), ("max_objects", max_objects, 4)):
             if value is not None and value > high:
                 raise CaptionDataError(f"data.{name} must be at most {high}, got {value}")
+        if root and source != "flickr8k" and not is_chunk_folder(root):  # said before the Trainer is made, not after
+            raise CaptionDataError(f"data.root {root}: not a chunk folder (caption-train optimize writes one); source "
+                                   f"{source} reads no data.root")  # fmt: skip
         self.save_hyperparameters()
         self.vocab: Vocabulary | None = None
         self.splits: dict[str, CaptionSplit] = {}
@@ -451,11 +454,6 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
             load_chunks(self)  # vocabulary, val and test; train streams
             return
-        if self.hparams.root and self.hparams.source != "flickr8k":
-            raise CaptionDataError(
-                f"data.root {self.hparams.root}: not a chunk folder (caption-train optimize writes one); source "
-                f"{self.hparams.source} reads no data.root"
-            )
         self.splits = self._load()
         self.scenes = {s: sp.scenes for s, sp in self.splits.items() if sp.scenes is not None}
         hp = self.hparams

@@ -4,6 +4,7 @@ type on the command line or in a config; an unknown option."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,19 @@ def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, 
         main(["fit", *args])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and message in err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("main", "prog", "config", "what"),
+    [(caption_train, "caption-train", "shapes_soft", "source shapes"),
+     (text_train, "text-train", "reorder_bahdanau", "task reorder")],
+)  # fmt: skip
+def test_a_data_root_the_data_does_not_read_is_said_before_the_trainer_is_made(main, prog, config, what, tmp_path,
+                                                                              capsys, caplog):  # fmt: skip
+    # before, the Trainer's lines ("GPU available: False, used: False", ...) came first: made, then the data set up
+    with caplog.at_level(logging.INFO), pytest.raises(SystemExit) as exc:
+        main(["fit", "--config", config, "--data.root", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and not [r for r in caplog.records if "available" in r.getMessage()]
+    assert err == (f"{prog}: error: data.root {tmp_path}: not a chunk folder ({prog} optimize writes one); {what} "
+                   "reads no data.root\n")  # fmt: skip

@@ -229,6 +229,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                                  "pairs of a corpus)")  # fmt: skip
         if batch_size < 1:
             raise ValueError(f"data.batch_size must be at least 1, got {batch_size}")
+        if root and task != "pair" and not is_chunk_folder(root):  # said before the Trainer is made, not after
+            raise ValueError(f"data.root {root}: not a chunk folder (text-train optimize writes one); task {task} "
+                             "reads no data.root")  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
         self.tokenizer = "char" if task in CHAR_TASKS else tokenizer
@@ -416,11 +419,6 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 )
             self._write_target_language()
             return
-        if self.hparams.root and self.hparams.task != "pair":
-            raise ValueError(
-                f"data.root {self.hparams.root}: not a chunk folder (text-train optimize writes one); task "
-                f"{self.hparams.task} reads no data.root"
-            )
         data = self._load_splits()  # a bad corpus is a TaskError (a ValueError): one line naming the file and line
         if self.codec is None:  # synthetic tasks
             self.codec = self._start.codec if self._start is not None else TextCodec(self.tokenizer, self.hparams.lower)
