@@ -764,7 +764,10 @@ def _photo(image: Any, where: str) -> Any:
     naming it (a numpy array reached pathlib's "expected str, bytes or os.PathLike", bytes a crash after the work)."""
     if isinstance(image, (Image.Image, str, os.PathLike, bytes, bytearray)):
         return image
-    raise TypeError(f"{where}: expected a PIL image, a file path or a file's bytes, got {type(image).__name__}")
+    # an array (numpy's, OpenCV's): which of its layouts it holds is a guess this will not make; say how to pass it
+    hint = ("; an H x W x 3 uint8 RGB array: PIL.Image.fromarray(array) (OpenCV's BGR: array[..., ::-1] first)"
+            if hasattr(image, "__array_interface__") else "")  # fmt: skip
+    raise TypeError(f"{where}: expected a PIL image, a file path or a file's bytes, got {type(image).__name__}{hint}")
 
 
 def _photo_list(images: Any, name: str) -> list:

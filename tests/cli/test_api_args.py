@@ -95,9 +95,13 @@ def test_photos_of_a_type_no_method_reads_are_named_and_a_generator_is_read_once
 
     shapes = Captioner.load("shapes")
     photo = DEMO_PHOTOS[0]
-    with pytest.raises(TypeError, match="caption_images: photo 1: expected a PIL image, a file path or a file's bytes, "
-                                        "got ndarray"):  # fmt: skip
+    with pytest.raises(TypeError) as exc:
         shapes.caption_images([photo, np.asarray(Image.open(photo))])
+    said = "caption_images: photo 1: expected a PIL image, a file path or a file's bytes, got ndarray; an H x W x 3"
+    assert str(exc.value).startswith(f"{said} uint8 RGB array: PIL.Image.fromarray(array)")
+    with pytest.raises(TypeError) as exc:  # not an array: no word of arrays
+        shapes.caption_images([3])
+    assert str(exc.value) == "caption_images: photo 0: expected a PIL image, a file path or a file's bytes, got int"
     for bad in (None, Image.open(photo)):
         with pytest.raises(TypeError, match="caption_images takes a list of photos"):
             shapes.caption_images(bad)
