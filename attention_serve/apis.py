@@ -294,6 +294,10 @@ class TranslateAPI(_ModelAPI):
             # probs: each token's and word's probability, kept by the search (translate --unsure)
             done = tr.translate_lines([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
                                       o.get("max_len"), longest, probs=bool(o.get("probs")), **extra)  # fmt: skip
+            if o.get("split") != 0:  # a list item's marker, not translated, put back: "- A dog" (sentences.put_marks)
+                from text_attn.translation.sentences import item_marks, put_marks
+
+                done = [put_marks(t, item_marks(sentences[k])) for k, t in zip(keep, done, strict=True)]
         records: list[dict[str, Any]] = [empty_record(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):
             records[k] = translation_record(tr, sentences[k], t, keep_case) | probability_fields(t, "token_probs")

@@ -117,3 +117,23 @@ def test_on_a_terminal_it_says_a_blank_line_ends_a_paragraph(capsys, monkeypatch
     assert "type a paragraph, then an empty line to translate it" in captured.err
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"Ein Hund.\n")))  # a pipe or a file: nothing said
     assert translate_main(["--paragraphs"]) == 0 and "type a paragraph" not in capsys.readouterr().err
+
+
+def test_a_heading_and_a_lists_items_are_translated_each_on_its_own_their_markers_kept(capsys, monkeypatch, tmp_path):
+    heading, first, second = "Zwei Hunde spielen im Schnee", PARAGRAPHS[2], "Eine Frau wartet an der Haltestelle."
+    code, alone, _ = _run(capsys, monkeypatch, [heading, first, second])
+    assert code == 0 and len(alone) == 3
+    links = tmp_path / "links.txt"
+    wrapped = f"{heading}\n- Ein Kind fährt mit dem Fahr-\n  rad.\n- {second}\n"  # a heading, a list, an item wrapped
+    code, out, err = _run(capsys, monkeypatch, ["--paragraphs", "--alignments", str(links)], wrapped)
+    # each its own translation, each marker before its item's: joined, the heading was read into the first item
+    assert code == 0 and out == [f"{alone[0]} - {alone[1]} - {alone[2]}"], err
+    # the links count the words as written, markers too, each linked to its own
+    pairs = {tuple(map(int, link.split("-"))) for link in links.read_text().split()}
+    src, dst = f"{heading} - {first} - {second}".split(), out[0].split()
+    assert all(0 <= i < len(src) and 0 <= j < len(dst) for i, j in pairs)
+    dashes = ([i for i, w in enumerate(src) if w == "-"], [j for j, w in enumerate(dst) if w == "-"])
+    assert set(zip(*dashes, strict=True)) <= pairs and all(dst[j] == "-" for i, j in pairs if src[i] == "-")
+    # without --paragraphs, a line that is an item: its marker kept before its translation, as the line alone's
+    code, out, _ = _run(capsys, monkeypatch, [], f"• {first}\n1. {second}\n")
+    assert code == 0 and out == [f"• {alone[1]}", f"1. {alone[2]}"]

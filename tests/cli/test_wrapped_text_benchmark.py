@@ -62,7 +62,8 @@ def test_the_benchmark_translates_each_paragraph_three_ways(tmp_path):
 def test_any_text_wrapped_at_any_width_is_joined_back_when_the_model_knows_its_words():
     """Random texts of the helpers' words and long compounds (with and without hyphens), wrapped at random widths
     with words broken anywhere a typesetter may: joined back exactly as typed when ``word_logp`` knows each typed word
-    (as a model's word profile knows its training text's); the line breaks and hyphens added leave no trace."""
+    (as a model's word profile knows its training text's); the line breaks and hyphens added leave no trace, and no
+    break is kept as a heading's or a list's (paragraphs.kept_break: a wrapper never leaves room for the next word)."""
     import math
     import random
 

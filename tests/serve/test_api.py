@@ -208,9 +208,10 @@ def test_sentences_equal_the_in_process_translator(server, models):
     assert "the German text the model learned from" in other["translations"][0]["note"]
 
 
-def test_paragraphs_1_joins_a_texts_lines_as_translate_paragraphs_does(server):
+def test_paragraphs_1_joins_a_texts_lines_as_translate_paragraphs_does(server, models):
     """Wrapped text: its lines joined before it is read, a word a hyphen broke made whole (the model's words asked:
-    "mann" is one), so it is translated as the line typed whole; without the option a line break is a space."""
+    "mann" is one), so it is translated as the line typed whole; a list's items each on its own, their markers put
+    back, as in the process; without the option a line break ends a sentence."""
     status, _, res = server.post_json("/translate", {"sentences": ["ein\nman-\nn", "ein mann"], "paragraphs": 1})
     assert status == 200, res
     wrapped, typed = res["translations"]
@@ -218,6 +219,14 @@ def test_paragraphs_1_joins_a_texts_lines_as_translate_paragraphs_does(server):
     assert res["options"]["paragraphs"] == 1
     status, _, res = server.post_json("/translate", {"text": "ein\nmann"})
     assert status == 200 and res["translations"][0]["source"] == "ein\nmann"
+    assert res["translations"][0]["sentence_count"] == 2
+    listed = "ein mann\n- ein hund\n- ein mann"
+    status, _, res = server.post_json("/translate", {"text": listed, "paragraphs": 1})
+    from text_attn.translation.translator import Translator
+
+    (expected,) = Translator.load(models["text"]).translate([listed], paragraphs=True)
+    assert status == 200 and res["translations"][0]["translation"] == expected.text
+    assert expected.marks == ["", "- ", "- "]
     status, _, res = server.post_json("/translate", {"text": "ein mann", "paragraphs": 2})
     assert status == 422 and "paragraphs" in res["error"]
     # a wrapped paragraph sent a line a text: said in the answer's notes, as translate says it; not with paragraphs=1

@@ -12,6 +12,7 @@ from text_attn.translation.paragraphs import (
     file_unit,
     goes_on,
     join_wrapped,
+    kept_break,
     paragraphs,
 )
 from text_attn.translation.translator import Translator
@@ -139,3 +140,41 @@ def test_the_servers_note_names_the_texts_that_break_off():
     assert one.startswith("text 1 breaks off mid-sentence, the next going on with its rest") and "paragraphs=1" in one
     (two,) = wrapped_notes(["Ein Kind fährt mit dem Fahr-", "rad und der", "Hund.", "Eine Katze."])
     assert two.startswith("texts 1, 2 break off mid-sentence, the next going on with their rest")
+
+
+@pytest.mark.parametrize(
+    ("lines", "joined"),
+    [
+        # a heading, then text wrapped at its width: the heading's break kept, the wrapped ones joined
+        (["Einleitung", "Ein Mann läuft über die", "Straße. Ein Hund spielt", "im Park."],
+         "Einleitung\nEin Mann läuft über die Straße. Ein Hund spielt im Park."),
+        # a list after a colon: each item its own; an item wrapped onto a line of its own joined back
+        (["Zutaten:", "- Ein Hund läuft über die", "  Straße.", "- Eine Katze", "• Zwei Kinder"],
+         "Zutaten:\n- Ein Hund läuft über die Straße.\n- Eine Katze\n• Zwei Kinder"),
+        (["1. Ein Hund", "2. Eine Katze"], "1. Ein Hund\n2. Eine Katze"),  # the first item starts the paragraph
+        (["Einkaufsliste", "- Milch", "- Eier"], "Einkaufsliste\n- Milch\n- Eier"),  # two lines start so: a list
+        # a dash or a number a line starts with inside a sentence: no item (lowercase after it, no end before it)
+        (["Er kam zu spät nach Hause", "- aber nicht allein."], "Er kam zu spät nach Hause - aber nicht allein."),
+        (["Ein Mann mit einem grünen Hut geht", "3. Mal über die Straße."],
+         "Ein Mann mit einem grünen Hut geht 3. Mal über die Straße."),
+        # a short line that goes on: a hyphen, a comma, an article at its end; a lowercase next line
+        (["Ein Kind", "fährt mit dem Fahrrad über die Straße."], "Ein Kind fährt mit dem Fahrrad über die Straße."),
+        (["Ein Hund, der", "Ball und eine Leine liegen da."], "Ein Hund, der Ball und eine Leine liegen da."),
+        # a word no line holds, on its own line, says nothing of the width: the lines around it stay wrapped
+        (["Ein Mann steht an der", "Straßenbahnhaltestellenüberdachung", "Am Bahnhof."],
+         "Ein Mann steht an der Straßenbahnhaltestellenüberdachung Am Bahnhof."),
+    ],
+)  # fmt: skip
+def test_a_heading_and_a_list_keep_their_line_breaks(lines, joined):
+    assert join_wrapped(lines) == joined
+
+
+def test_a_break_is_kept_only_where_the_next_word_would_have_fitted():
+    # a fifth of the width to spare: "Hallo" + " " + "Wie" is 9 characters; 9 <= 0.8 x 12, not 0.8 x 11
+    assert kept_break("Hallo", "Wie geht's?", 12) and not kept_break("Hallo", "Wie geht's?", 11)
+    assert not kept_break("Hallo", "wie geht's?", 40)  # a lowercase start goes on
+    assert not kept_break("Ein Mann und", "Eine Frau", 40) and not kept_break("Eine Wieder-", "Holung", 40)
+    assert kept_break("Er kam", "• spät", 6)  # a bullet is an item's mark wherever it stands
+    assert not kept_break("Er kam zu spät nach Hause", "- aber", 30) and kept_break("Er kam.", "- Aber", 30)
+    assert kept_break("Er kam zu spät nach Hause", "- aber", 30, listing=True)
+    assert kept_break("Er kam", "- aber", 30)  # ended short: the dash and more would have fitted

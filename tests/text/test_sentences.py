@@ -11,7 +11,7 @@ import torch
 from text_attn.core.decoding import Sampling
 from text_attn.translation.alignment_page import report_attention
 from text_attn.translation.explain import evidence_of, translation_evidence
-from text_attn.translation.sentences import join_grids, piece_keys, split_sentences
+from text_attn.translation.sentences import item_mark, item_marks, join_grids, piece_keys, put_marks, split_sentences
 from text_attn.translation.translator import Translator
 
 FIRST, SECOND = "Ein Hund läuft über die Wiese.", "Eine Katze schläft auf dem Sofa."
@@ -141,3 +141,49 @@ def test_a_translation_given_is_read_sentence_by_sentence_where_it_has_as_many(t
     assert whole.pieces is None and whole.source == pieces[0] + pieces[1]
     with pytest.raises(ValueError, match="one each"):
         translator.read_split([pieces], [])
+
+
+@pytest.mark.parametrize(
+    ("sentence", "mark", "rest"),
+    [
+        ("- Ein Hund", "- ", "Ein Hund"),
+        ("•  Eine Katze schläft.", "• ", "Eine Katze schläft."),  # one space after the mark, whatever was typed
+        ("1. Zwei Kinder spielen.", "1. ", "Zwei Kinder spielen."),
+        ("12) Ein Mann", "12) ", "Ein Mann"),
+        ("(b) ein Hund", "(b) ", "ein Hund"),
+        ("– Ja, sagte er.", "– ", "Ja, sagte er."),
+        # no mark: a negative number, a number without a period, a date inside, a mark with nothing after it
+        ("-5 Grad", "", "-5 Grad"),
+        ("2 Mädchen sitzen.", "", "2 Mädchen sitzen."),
+        ("Am 3. Mai kam er.", "", "Am 3. Mai kam er."),
+        ("-", "", "-"),
+        ("1990. Ein Jahr.", "", "1990. Ein Jahr."),  # four digits: a year, not an item's number
+    ],
+)
+def test_a_list_items_marker_is_found_at_a_sentences_start_and_nowhere_else(sentence, mark, rest):
+    assert item_mark(sentence) == (mark, rest)
+
+
+def test_a_line_break_ends_a_sentence_and_each_sentence_keeps_its_marker():
+    text = "Zutaten:\n- Ein Hund läuft. Eine Katze\n- Zwei Kinder"
+    assert split_sentences(text) == ["Zutaten:", "- Ein Hund läuft.", "Eine Katze", "- Zwei Kinder"]
+    assert item_marks(text) == ["", "- ", "", "- "]
+    assert item_marks("Ein Hund läuft. Eine Katze schläft.") is None
+
+
+def test_the_markers_are_put_back_before_their_sentences_translations(translator):
+    items = ["Ein Hund läuft.", "Eine Katze schläft.", "Zwei Kinder spielen im Sand."]
+    alone = translator.translate(items, n_best=2, beam_size=2)
+    (line,) = translator.translate([f"- {items[0]} {items[1]}\n1. {items[2]}"], n_best=2, beam_size=2)
+    # the markers are not read: the same tokens and translations as the sentences alone, each marker before its own
+    assert line.source == [t for a in alone for t in a.source] and line.tokens == [t for a in alone for t in a.tokens]
+    assert line.text == f"- {alone[0].text} {alone[1].text} 1. {alone[2].text}"
+    assert line.marks == ["- ", "", "1. "] and [p.text for p in line.pieces] == [
+        f"- {alone[0].text}", alone[1].text, f"1. {alone[2].text}"]  # fmt: skip
+    assert line.nbest[1][0] == f"- {alone[0].nbest[1][0]} {alone[1].nbest[1][0]} 1. {alone[2].nbest[1][0]}"
+    (one,) = translator.translate(["• ein hund läuft."])  # one sentence; typed without capitals: read with them
+    assert one.text == f"• {alone[0].text}" and one.read_as == "• Ein Hund läuft." and one.marks == ["• "]
+    (whole,) = translator.translate(["- Ein Hund läuft."], split=False)  # read whole, as typed: nothing put back
+    assert whole.marks is None and whole.source != alone[0].source
+    plain = alone[0]
+    assert put_marks(plain, ["- ", "- "]) is plain  # not as many sentences as marks: left as it is

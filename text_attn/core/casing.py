@@ -36,9 +36,9 @@ def composed(text: str) -> str:
 
 
 def changed_reading(text: str, read: str) -> str | None:
-    """``read`` (how a translator read ``text``) where it differs from ``text`` by more than composed letters, which
-    change nothing a reader sees; else None."""
-    return None if read == composed(text) else read
+    """``read`` (how a translator read ``text``) where it differs from ``text`` by more than composed letters and runs
+    of white space (a paragraph's line breaks), which change nothing a reader sees; else None."""
+    return None if read.split() == composed(text).split() else read
 
 
 def learn_casing(train: Iterable[str]) -> dict | None:

@@ -91,6 +91,26 @@ def links(translator: Any, tr: Any, rows: Any = None) -> list[tuple[int, int]]:
     return sorted({(src_of[b], out_of[t]) for t, b in enumerate(best) if b < len(tr.source)})
 
 
+def as_typed(translator: Any, tr: Any, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """:func:`links`' ``pairs`` (word indexes of the tokens the model read and wrote) counted in the input and the
+    translation as written, where list item markers were left unread and put back (``tr.marks``: "- Ein Hund" ->
+    "- A dog"; text_attn.translation.sentences.put_marks): each marker one word, linked to its own, and the words of
+    its sentence after it."""
+    marks = getattr(tr, "marks", None)
+    if not marks:
+        return pairs
+    src_shift: list[int] = []  # per word of the tokens, the markers before it in the text
+    out_shift: list[int] = []
+    added, before = [], 0
+    for mark, piece in zip(marks, tr.pieces or [tr], strict=True):
+        if mark:  # the marker: the word before its sentence's first, in both texts
+            added.append((len(src_shift) + before, len(out_shift) + before))
+            before += 1
+        src_shift += [before] * len(words_of(translator, piece.source)[0])
+        out_shift += [before] * len(words_of(translator, piece.tokens)[0])
+    return sorted({(i + src_shift[i], j + out_shift[j]) for i, j in pairs} | set(added))
+
+
 def _rows(tr: Any) -> Any:
     """A translation's attention as one row per output token (T, S + 1): the source's tokens, then its end; a
     Transformer layer's heads (T, H, S + 1) averaged."""

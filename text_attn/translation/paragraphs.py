@@ -11,6 +11,13 @@ belongs to the word stays ("T-" + "Shirt" -> "T-Shirt", "1990-" + "1995"), and s
 part left out before "und", "or", ... ("Ein-" + "und Ausgang" -> "Ein- und Ausgang"). Where the model's training text
 is known (Translator.word_logp), a lowercase half joins as that text writes the word more often: "schwarz-" +
 "weißer" -> "schwarzweißer" or "schwarz-weißer". A soft hyphen (U+00AD) at a line's end always joins.
+
+Not every line break in a paragraph wraps a sentence: a heading ("Einleitung") or a list ("Zutaten:" "- Mehl" "- Eier")
+has its own. Such a break is kept, as one line break in the joined text, which ends a sentence there
+(:func:`kept_break`): before a list item, and after a line that ends where the next line's first word would have fitted,
+which a wrapper never does. Joined, the heading was read into the first sentence and a list's items into one ("- Ein
+Hund - Eine Katze - Zwei Kinder spielen im Sand" -> "A shaggy dog playing in the sand"); kept, each is translated on its
+own, its item marker put back before it ("- A dog").
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+from text_attn.translation.sentences import item_mark
 
 SOFT_HYPHEN = "\u00ad"
 # the word before a hyphen (hyphen-minus, U+2010, a soft hyphen) that ends a line (letters or digits, with any hyphens
@@ -45,17 +54,51 @@ NO_END = frozenset(
 
 
 def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None) -> str:
-    """``lines`` (a paragraph's) joined into one line: each stripped, blank ones skipped, joined by single spaces, a
-    word a hyphen breaks at a line's end made whole (see the module's text). ``word_logp(word)``: how often the
-    model's training text writes ``word`` (a log-probability; -inf: never; None: it cannot tell;
+    """``lines`` (a paragraph's) joined into one text: each stripped, blank ones skipped, joined by single spaces, a
+    word a hyphen breaks at a line's end made whole (see the module's text); a line break is kept (one "\\n") before a
+    list item and after a line that ends short of where the text wraps (:func:`kept_break`). ``word_logp(word)``: how
+    often the model's training text writes ``word`` (a log-probability; -inf: never; None: it cannot tell;
     Translator.word_logp): a broken word is joined as the text writes it more often ("schwarz-" "weiß": "schwarzweiß"
     or "schwarz-weiß")."""
+    kept = [line.strip() for line in lines if line.strip()]
+    # where the text wraps, as near as its lines tell: a line of one word may be longer (a word no line holds, a URL)
+    width = max((len(line) for line in kept if " " in line), default=0)
+    listing = sum(bool(item_mark(line)[0]) for line in kept) > 1  # a list: a dash or "3." starts an item there
     text = ""
-    for line in lines:
-        line = line.strip()
-        if line:
-            text = _joined(text, line, word_logp) if text else line
+    for before, line in zip(["", *kept], kept, strict=False):  # before: "" for the first
+        if not text:
+            text = line
+        elif kept_break(before, line, width, listing):
+            text += "\n" + line
+        else:
+            text = _joined(text, line, word_logp)
     return text
+
+
+def kept_break(before: str, line: str, width: int, listing: bool = False) -> bool:
+    """Whether the break between the stripped lines ``before`` and ``line`` of a paragraph whose longest line with a
+    space is ``width`` characters long ends what ``before`` holds rather than wraps it: ``line`` starts a list item (a
+    bullet; a dash, a number or a letter with a bracket where ``listing``, the paragraph being a list (two of its
+    lines or more start so), or after an end or a colon: else it may be a dash in a sentence, or "am" "3. Mai"), or
+    ``before`` is a heading or a line ended short: ``line``'s first word would have fitted on it with a fifth of the
+    width to spare, ``line`` starts as a sentence or an item does, and ``before`` does not end as a sentence going on
+    does (a hyphen, a comma, :data:`NO_END`). A wrapper breaks a line only where the next word does not fit, so text
+    wrapped at its width never has such a break."""
+    mark = item_mark(line)[0]
+    if mark and (mark[0] in BULLETS or listing or before[-1:] in ":.!?"):
+        return True
+    if _HEAD.search(before) or before.endswith(",") or before.rsplit(None, 1)[-1] in NO_END:
+        return False
+    first = line.split(None, 1)[0]
+    starts = bool(mark) or first[0].isupper() or first[0].isdigit() or first[0] in "\"'„“«‚‘(["
+    return starts and len(before) + 1 + len(first) <= FIT * width
+
+
+# a list item's marks that are never a sentence's (a dash or "3." may be): a line starting with one starts an item
+BULLETS = "•·‣◦▪▫●○■□►▸➢➤✓✔*"
+# a line shorter than this share of the paragraph's longest, with room for the next word, was ended, not wrapped: the
+# fifth to spare keeps text set in a proportional font (a PDF's; its lines' characters vary in width) from seeming so
+FIT = 0.8
 
 
 def _joined(before: str, line: str, word_logp: Callable[[str], float | None] | None) -> str:

@@ -12,21 +12,29 @@ white space, then a capital or a digit (after any opening quote or bracket: "...
 after an abbreviation ("z.B.", "ca.", "Dr.", "St."), an initial ("J."), an ordinal number ("am 3. Mai") or a word with
 periods inside ("E.S.E.") ends nothing: such a line stays whole rather than be cut in the wrong place. A line without
 any capital ends a sentence before any letter.
+
+A line break inside a text ends a sentence too: ``translate --paragraphs`` keeps one where a heading or a list item
+ends (text_attn.translation.paragraphs). A list item's marker at a sentence's start ("- ", "• ", "1. ", "b) ") is not
+translated: a model of sentences reads "•" as an unknown word and "- Ein Hund" as "A shaggy dog". :func:`item_marks`
+names each sentence's, and :func:`put_marks` puts them back before the sentences' translations ("- A dog").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:  # torch is imported where a grid is joined: the commands split lines before torch loads
+    from torch import Tensor
 
 # a word ending in one of these and then white space may end a sentence; closers after the mark stay with it
 _CLOSERS = "\"'»”’)]"
 _END = re.compile(r"""(?:[.!?]+|…)["'»”’)\]]*(?=\s)""")
 _OPENERS = "\"'„“«‚‘(["
+# a list item's marker at a sentence's start, white space after it: a bullet or a dash, a number or a letter with a
+# bracket ("2)", "(b)"), a number with a period ("1."; "am 3. Mai" starts no sentence): the mark is not translated
+_ITEM = re.compile(r"(?:[-–—•·‣◦▪▫●○■□►▸➢➤✓✔*]|\(?(?:\d{1,3}|[A-Za-z])\)|\d{1,3}\.)\s+(?=\S)")
 # lowercase, without their final period: a period after them is the abbreviation's, not a sentence end
 ABBREVIATIONS = frozenset(
     # German
@@ -44,13 +52,19 @@ ABBREVIATIONS = frozenset(
 
 def split_sentences(line: str) -> list[str]:
     """``line``'s sentences, in order, each stripped (one: ``[line.strip()]``, where no sentence ends inside it; [] for
-    a blank line). Joined with single spaces they give the line, its runs of white space between sentences aside."""
+    a blank line); a line break inside ``line`` ends one. Joined with single spaces they give the line, its runs of
+    white space between sentences aside."""
     text = line.strip()
     if not text:
         return []
     # typed without capitals: nothing tells a sentence's start but the letter after an end ("Ein Mann ... "got
     # rocks?" is flipping" has one capital, its first, and no sentence starts after the "?")
     any_letter = not any(c.isupper() for c in text)
+    return [piece for part in text.splitlines() for piece in _sentences(part.strip(), any_letter)]
+
+
+def _sentences(text: str, any_letter: bool) -> list[str]:
+    """The sentences of ``text``, a stripped line without line breaks (:func:`split_sentences`)."""
     pieces, start = [], 0
     for m in _END.finditer(text):
         rest = text[m.end() :].lstrip()
@@ -64,6 +78,41 @@ def split_sentences(line: str) -> list[str]:
         start = m.end()
     pieces.append(text[start:].strip())
     return [p for p in pieces if p]
+
+
+def item_mark(sentence: str) -> tuple[str, str]:
+    """``sentence``'s list item marker, as one space after the mark ("- ", "1. "; "" where it has none), and the rest of
+    it, stripped: what is translated."""
+    text = sentence.strip()
+    found = _ITEM.match(text)
+    if found is None:
+        return "", text
+    return found.group().rstrip() + " ", text[found.end() :]
+
+
+def item_marks(text: str) -> list[str] | None:
+    """Each of ``text``'s sentences' item marker (:func:`item_mark`; "" for none), in order, as the translator splits
+    ``text`` (Translator.sentence_tokens); None where no sentence has one."""
+    marks = [item_mark(piece)[0] for piece in split_sentences(text)]
+    return marks if any(marks) else None
+
+
+def put_marks(translation: Any, marks: list[str] | None) -> Any:
+    """``translation`` (a Translation of a text whose sentences' item marks are ``marks``: :func:`item_marks`) with
+    each sentence's mark put back before its translation, in its text and n-best texts; as it is where there are
+    none, or where the translation's sentences are not as many (a sentence without tokens was left out)."""
+    pieces = translation.pieces or [translation]
+    if not marks or len(pieces) != len(marks):
+        return translation
+    marked = [
+        dataclasses.replace(
+            piece,
+            text=mark + piece.text,
+            nbest=[(mark + text, score, cut) for text, score, cut in piece.nbest] if piece.nbest else piece.nbest,
+        )
+        for piece, mark in zip(pieces, marks, strict=True)
+    ]
+    return dataclasses.replace(joined(marked), marks=list(marks))
 
 
 def _abbreviation(before: str) -> bool:
@@ -155,6 +204,8 @@ def piece_keys(keys: Tensor, counts: list[int]) -> Tensor:
     """(L,) int64 keys of L lines -> (sum(counts),) keys of their sentences: a line's first sentence keeps the line's
     key (a line of one sentence draws as it did before lines were split), the k-th another mixed from it, so that each
     sentence draws the same in any batch."""
+    import torch
+
     from text_attn.core.decoding import _mix
 
     keys = torch.as_tensor(keys, dtype=torch.long)

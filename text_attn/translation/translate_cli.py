@@ -69,6 +69,7 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
+from text_attn.translation.sentences import item_marks, put_marks
 from text_attn.translation.source_check import unseen_words_line
 from text_attn.translation.translate_resume import (
     check_record,
@@ -189,8 +190,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read text wrapped over lines (copied from a PDF, an e-mail): the lines up to a blank line are one "
         "input, joined into one (a word a hyphen breaks at a line's end made whole: 'Wieder-' 'holung' -> "
-        "'Wiederholung'; 'T-' 'Shirt' and 'Ein-' 'und Ausgang' keep theirs), its sentences translated each on its own "
-        "and written on one output line; --references and --given-file are read alike, a paragraph an input. "
+        "'Wiederholung'; 'T-' 'Shirt' and 'Ein-' 'und Ausgang' keep theirs; a heading's and a list item's line "
+        "break kept), its sentences translated each on its own and written on one output line; --references and "
+        "--given-file are read alike, a paragraph an input. "
         "Arguments: each one a paragraph. By default each line is an input, and a sentence wrapped over two lines is "
         "translated as two halves: the bundled Transformer on Multi30k's test sentences four to a paragraph wrapped at "
         "60 columns, sacreBLEU 31.20 a line at a time, 44.91 with --paragraphs (as unwrapped; "
@@ -359,13 +361,13 @@ def _evidence(translator, tr, progress: dict[str, Any], n: int, keep: bool = Fal
 def _alignment_line(translator, args: argparse.Namespace, progress: dict[str, Any], n: int, tr) -> str:
     """Input ``n``'s --alignments line: links by attention, or by evidence (--align-by; computed once: kept for
     --html and --plot when --evidence draws it too)."""
-    from text_attn.translation.alignments import links, pharaoh
+    from text_attn.translation.alignments import as_typed, links, pharaoh
 
     rows = None
     if args.align_by == "evidence":
         later = args.evidence and (args.html or args.plot)  # --evidence draws it after: kept for them
         rows = _evidence(translator, tr, progress, n, keep=bool(later)).evidence  # (T, S + 1)
-    return pharaoh(links(translator, tr, rows)) + "\n"
+    return pharaoh(as_typed(translator, tr, links(translator, tr, rows))) + "\n"  # words as written: markers too
 
 
 # --model-info of a word model from before 2026-12-02 (text_attn.core.vocab.marks_split_off)
@@ -413,6 +415,7 @@ def _translate_stream(
     folded: list[int] = []  # the chunk's inputs with quotes the model's source lacks, read as ASCII (TextCodec.folded)
     long: list[int] = []  # the chunk's inputs longer than any training source (Translator.longest_source)
     typed: dict[int, str] = {}  # the chunk's inputs that hold a web or e-mail address, to look for in their outputs
+    marks: dict[int, list[str]] = {}  # the chunk's inputs' list item markers ("- ", "1. "), each sentence's (put_marks)
     address: list[int] = []  # the chunk's inputs whose translation lacks an address of theirs as typed
     unseen: dict[int, list[str]] = {}  # the chunk's inputs' words the training text never has (Translator.unseen_words)
     wrapped: list[int] = []  # stdin's lines that broke off a sentence the next line goes on with (paragraphs.goes_on)
@@ -439,6 +442,7 @@ def _translate_stream(
             outs = translator.translate_lines(
                 toks, args.beam_size, args.length_penalty, args.max_len, **options, **keyed, probs=probs
             )
+            outs = [put_marks(tr, marks.get(n)) for (n, _), tr in zip(good, outs, strict=True)]  # "- A dog"
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
         if args.given or args.given_file:  # lines numbered by input, as --n-best's
             per_piece = args.probs_per == "piece"
@@ -492,6 +496,7 @@ def _translate_stream(
         count("address", address)
         count("wrapped", wrapped)
         typed.clear()  # a failed input's
+        marks.clear()
         if report is not None:
             from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
 
@@ -540,6 +545,8 @@ def _translate_stream(
         else:
             read = translator.read_as(line)  # typed without capitals: with the training text's (Translator.tokenize)
             pieces = translator.sentence_tokens(line, split=not args.no_split)  # the line's sentences' tokens
+            if not args.no_split and (found := item_marks(line)):  # its list items' markers, not translated
+                marks[n] = found
             tokens = max(pieces, key=len, default=[])  # the checks below are each sentence's: the longest's
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:

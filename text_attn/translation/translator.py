@@ -30,7 +30,7 @@ from text_attn.core.unsure import UNSURE, check_threshold, unsure_words
 from text_attn.core.vocab import Vocabulary, lost_addresses
 from text_attn.translation.alignments import alignment_layer
 from text_attn.translation.networks import NETWORKS, as_saved, build_network, config_dict, make_config
-from text_attn.translation.sentences import joined, piece_keys, split_sentences
+from text_attn.translation.sentences import item_mark, item_marks, joined, piece_keys, put_marks, split_sentences
 from text_attn.translation.source_check import (
     WORDS,
     longest_source,
@@ -86,6 +86,9 @@ class Translation:
     # a line of several sentences, translated one by one (text_attn.translation.sentences): each sentence's own
     # Translation, in order; the fields above are theirs joined. None: the line was translated whole
     pieces: list[Translation] | None = None
+    # each sentence's list item marker ("- ", "1. "; "" for none), left unread and put back before its translation in
+    # ``text`` (text_attn.translation.sentences.put_marks: "- Ein Hund" -> "- A dog"); None where none had one
+    marks: list[str] | None = None
 
     def unsure(self, below: float = UNSURE) -> list[tuple[str, float]]:
         """The words the model gave a probability under ``below`` (text_attn.core.unsure), each with it, in order;
@@ -471,6 +474,7 @@ class Translator:
                 raise ValueError(f"empty input: {s!r}")
         read = [self.read_line(s) for s in sentences]
         out = self.translate_lines(lines, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
+        out = [put_marks(t, item_marks(s)) for s, t in zip(sentences, out, strict=True)]  # "- A dog" for "- Ein Hund"
         return self._noted(sentences, read, out)
 
     def sentence_tokens(self, text: str, keep_case: bool | None = None, split: bool = True) -> list[list[str]]:
@@ -479,6 +483,8 @@ class Translator:
         A sentence with no tokens is left out: [] where the text has none."""
         pieces = split_sentences(text) if split else []
         pieces = pieces if len(pieces) > 1 else [text]  # one: the line as typed, as tokenize reads it
+        if split:  # a list item's marker ("- ", "1. ") is not read: put back before its translation (put_marks)
+            pieces = [item_mark(p)[1] if item_mark(p)[0] else p for p in pieces]
         toks = [self.codec.encode(self.read_as(p, keep_case), "source") for p in pieces]
         return [t for t in toks if t]
 
@@ -486,9 +492,10 @@ class Translator:
         """``text`` as the model reads it (:meth:`read_as`), sentence by sentence where :meth:`sentence_tokens` splits
         it (each sentence's first word capitalised as a line's would be)."""
         pieces = split_sentences(text)
-        if len(pieces) < 2:
+        if len(pieces) < 2 and not item_marks(text):
             return self.read_as(text, keep_case)
-        return " ".join(self.read_as(p, keep_case) for p in pieces)
+        # a list item's marker is not read (sentence_tokens), and stays as typed: "- ein hund" -> "- Ein Hund"
+        return " ".join(mark + self.read_as(rest, keep_case) for mark, rest in map(item_mark, pieces))
 
     def translate_lines(
         self,
