@@ -53,6 +53,13 @@ NO_END = frozenset(
 )
 
 
+# a list item's marks that are never a sentence's (a dash or "3." may be): a line starting with one starts an item
+BULLETS = "•·‣◦▪▫●○■□►▸➢➤✓✔*"
+# a line shorter than this share of the paragraph's longest, with room for the next word, was ended, not wrapped: the
+# fifth to spare keeps text set in a proportional font (a PDF's; its lines' characters vary in width) from seeming so
+FIT = 0.8
+
+
 def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None) -> str:
     """``lines`` (a paragraph's) joined into one text: each stripped, blank ones skipped, joined by single spaces, a
     word a hyphen breaks at a line's end made whole (see the module's text); a line break is kept (one "\\n") before a
@@ -92,13 +99,6 @@ def kept_break(before: str, line: str, width: int, listing: bool = False) -> boo
     first = line.split(None, 1)[0]
     starts = bool(mark) or first[0].isupper() or first[0].isdigit() or first[0] in "\"'„“«‚‘(["
     return starts and len(before) + 1 + len(first) <= FIT * width
-
-
-# a list item's marks that are never a sentence's (a dash or "3." may be): a line starting with one starts an item
-BULLETS = "•·‣◦▪▫●○■□►▸➢➤✓✔*"
-# a line shorter than this share of the paragraph's longest, with room for the next word, was ended, not wrapped: the
-# fifth to spare keeps text set in a proportional font (a PDF's; its lines' characters vary in width) from seeming so
-FIT = 0.8
 
 
 def _joined(before: str, line: str, word_logp: Callable[[str], float | None] | None) -> str:
