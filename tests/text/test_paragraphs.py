@@ -153,6 +153,9 @@ def test_the_servers_note_names_the_texts_that_break_off():
          "Zutaten:\n- Ein Hund läuft über die Straße.\n- Eine Katze\n• Zwei Kinder"),
         (["1. Ein Hund", "2. Eine Katze"], "1. Ein Hund\n2. Eine Katze"),  # the first item starts the paragraph
         (["Einkaufsliste", "- Milch", "- Eier"], "Einkaufsliste\n- Milch\n- Eier"),  # two lines start so: a list
+        # Markdown's headings: a line of their own, whatever their length
+        (["# Ein Mann läuft über die Straße und ein Hund", "bellt.", "## Teil 2", "Ein Kind spielt mit dem Ball."],
+         "# Ein Mann läuft über die Straße und ein Hund\nbellt.\n## Teil 2\nEin Kind spielt mit dem Ball."),
         # a dash or a number a line starts with inside a sentence: no item (lowercase after it, no end before it)
         (["Er kam zu spät nach Hause", "- aber nicht allein."], "Er kam zu spät nach Hause - aber nicht allein."),
         (["Ein Mann mit einem grünen Hut geht", "3. Mal über die Straße."],

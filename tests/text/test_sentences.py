@@ -152,6 +152,7 @@ def test_a_translation_given_is_read_sentence_by_sentence_where_it_has_as_many(t
         ("12) Ein Mann", "12) ", "Ein Mann"),
         ("(b) ein Hund", "(b) ", "ein Hund"),
         ("– Ja, sagte er.", "– ", "Ja, sagte er."),
+        ("## Teil 2", "## ", "Teil 2"),  # a Markdown heading's
         # no mark: a negative number, a number without a period, a date inside, a mark with nothing after it
         ("-5 Grad", "", "-5 Grad"),
         ("2 Mädchen sitzen.", "", "2 Mädchen sitzen."),

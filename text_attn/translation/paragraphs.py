@@ -54,7 +54,7 @@ NO_END = frozenset(
 
 
 # a list item's marks that are never a sentence's (a dash or "3." may be): a line starting with one starts an item
-BULLETS = "•·‣◦▪▫●○■□►▸➢➤✓✔*"
+BULLETS = "•·‣◦▪▫●○■□►▸➢➤✓✔*#"  # "#": a Markdown heading's
 # a line shorter than this share of the paragraph's longest, with room for the next word, was ended, not wrapped: the
 # fifth to spare keeps text set in a proportional font (a PDF's; its lines' characters vary in width) from seeming so
 FIT = 0.8
@@ -92,8 +92,8 @@ def kept_break(before: str, line: str, width: int, listing: bool = False) -> boo
     does (a hyphen, a comma, :data:`NO_END`). A wrapper breaks a line only where the next word does not fit, so text
     wrapped at its width never has such a break."""
     mark = item_mark(line)[0]
-    if mark and (mark[0] in BULLETS or listing or before[-1:] in ":.!?"):
-        return True
+    if mark and (mark[0] in BULLETS or listing or before[-1:] in ":.!?") or item_mark(before)[0].startswith("#"):
+        return True  # an item starts, or a Markdown heading ends
     if _HEAD.search(before) or before.endswith(",") or before.rsplit(None, 1)[-1] in NO_END:
         return False
     first = line.split(None, 1)[0]
