@@ -230,3 +230,28 @@ def test_a_limit_of_one_batch_is_one_batch_not_all_of_them(tmp_path, monkeypatch
                       nodes) == {"limit_train_batches"}  # fmt: skip
     assert _one_batch(["fit", "--trainer.limit_val_batches", "1", "--config", "all.yaml"],
                       [{"trainer": {"limit_val_batches": 1.0}}]) == set()  # fmt: skip
+
+
+def test_a_run_folder_given_on_the_command_line_takes_the_configs_model_file_with_it(tmp_path, monkeypatch):
+    """A config writes its model file in its own run folder (``model.export_path: runs/a/model.pt``, as every shipped
+    config does); ``--trainer.default_root_dir b`` wrote the checkpoints to b and the model file over runs/a's."""
+    from text_attn.core.lightning_cli import _export_follows_root
+
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "c.yaml"
+    tiny = (FIX / "text/tiny_reorder.yaml").read_text()
+    tiny = tiny.replace("trainer:\n", "trainer:\n  default_root_dir: runs/a\n")
+    config.write_text(tiny.replace("model:\n", "model:\n  export_path: runs/a/model.pt\n"))
+    text_train_cli(["fit", "--config", str(config), "--trainer.default_root_dir", "b"])
+    assert (tmp_path / "b" / "model.pt").is_file() and not (tmp_path / "runs").exists()
+    text_train_cli(["fit", "--config", str(config)])  # the config's own folder
+    assert (tmp_path / "runs" / "a" / "model.pt").is_file()
+    text_train_cli(["fit", "--config", str(config), "--trainer.default_root_dir", "b", "--model.export_path", "m.pt"])
+    assert (tmp_path / "m.pt").is_file()  # a model file given is where it goes
+    root, export = "trainer.default_root_dir", "model.export_path"
+    nodes = [{"trainer": {"default_root_dir": "r"}, "model": {"export_path": "r/model.pt"}}]
+    assert _export_follows_root(nodes, frozenset({root}))
+    assert not _export_follows_root(nodes, frozenset({root, export})) and not _export_follows_root(nodes, frozenset())
+    elsewhere = [{"trainer": {"default_root_dir": "r"}, "model": {"export_path": "models/r.pt"}}]
+    assert not _export_follows_root(elsewhere, frozenset({root}))  # a model file the config keeps apart stays there
+    assert _export_follows_root([*elsewhere, {"model": {"export_path": "./r/model.pt"}}], frozenset({root}))

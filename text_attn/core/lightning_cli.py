@@ -112,7 +112,8 @@ def quiet_lightning(scoring: bool = False) -> Iterator[None]:
 
 def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = frozenset(),
                     one_batch: frozenset[str] = frozenset(), unread: UnreadRules | None = None,
-                    start: StartFrom | None = None, typed: frozenset[str] = frozenset()):  # fmt: skip
+                    start: StartFrom | None = None, typed: frozenset[str] = frozenset(),
+                    follow_root: bool = False):  # fmt: skip
     """``only``: the subcommand this command line runs, when it names one first; the parsers of the others are not
     built (each takes ~0.1-0.3 s of signature reading: a third of a short run's start), so ``--help`` without one
     still lists all five. ``given``: the dotted options the command line and its config files set
@@ -121,7 +122,8 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
     ``start``: the family's shipped config to start from, named where a fit is given neither a config nor a data
     option (:func:`refuse_defaults`; None: no such refusal). ``typed``: those of ``given`` the command line sets, given
     to ``unread`` whatever their value (a config file's at their default are not: it may be a ``--print_config``
-    file)."""
+    file). ``follow_root``: the model file goes in the run folder the command line gives
+    (:func:`_export_follows_root`)."""
     given, typed = _without_subcommand(given), _without_subcommand(typed)
     import torch
 
@@ -235,6 +237,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             config file's option at its default is not given (a ``--print_config`` file and a run's config.yaml write
             them all); one typed on the command line is, whatever its value."""
             super().before_instantiate_classes()
+            if follow_root:  # --trainer.default_root_dir D: the config's model file, in its run folder, goes in D
+                config = self.config[self.subcommand] if self.subcommand else self.config
+                config["model.export_path"] = str(Path(config["trainer.default_root_dir"]) / "model.pt")
             if unread is None:
                 return
             config = (self.config[self.subcommand] if self.subcommand else self.config).as_dict()
@@ -735,7 +740,8 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
     typed = frozenset(_given_options(argv, []))  # the command line's own: given whatever their value
     configured = bool(_option_values(argv, "--config", "-c"))  # a config chosen: it says what to train on
     cli_cls = _make_cli_class(prog, argv[0] if argv and argv[0] in SUBCOMMANDS else None, given,
-                              _one_batch(argv, nodes), unread, None if configured else start, typed)  # fmt: skip
+                              _one_batch(argv, nodes), unread, None if configured else start, typed,
+                              _export_follows_root(nodes, typed))  # fmt: skip
     restore = survive_closed_outputs()  # a reader of stdout / stderr that goes away does not end the run
     try:
         return cli_cls(
@@ -765,6 +771,24 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
 
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
+
+
+def _export_follows_root(nodes: list, typed: frozenset[str]) -> bool:
+    """Whether the model file goes in the run folder the command line gives (``--trainer.default_root_dir D``, without
+    ``--model.export_path``): where the config files write it in their own run folder, ``model.export_path``
+    ``<trainer.default_root_dir>/model.pt``, as every shipped config does. Else a second run given another folder
+    wrote its model file over the first's (``runs/your_photos/model.pt``), its checkpoints and logs in the folder
+    given."""
+    from text_attn.core.unread_options import dotted
+
+    typed = _without_subcommand(typed)
+    if "trainer.default_root_dir" not in typed or "model.export_path" in typed:
+        return False
+    root = export = None
+    for node in nodes:  # the last config that sets each wins, as the parser reads them
+        root = dotted(node or {}, "trainer.default_root_dir") or root
+        export = dotted(node or {}, "model.export_path") or export
+    return bool(root and export) and Path(str(export)) == Path(str(root)) / "model.pt"
 
 
 LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches")
