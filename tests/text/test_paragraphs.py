@@ -153,6 +153,10 @@ def test_the_servers_note_names_the_texts_that_break_off():
          "Zutaten:\n- Ein Hund läuft über die Straße.\n- Eine Katze\n• Zwei Kinder"),
         (["1. Ein Hund", "2. Eine Katze"], "1. Ein Hund\n2. Eine Katze"),  # the first item starts the paragraph
         (["Einkaufsliste", "- Milch", "- Eier"], "Einkaufsliste\n- Milch\n- Eier"),  # two lines start so: a list
+        # an e-mail's quote: its marks off each line, once before its text; its depth changing or ending, a break
+        (["> Ein Mann läuft über die", ">  Straße. Ein Hund", ">", "> spielt im Park.", "Danke, das ist", "schön."],
+         "> Ein Mann läuft über die Straße. Ein Hund spielt im Park.\nDanke, das ist schön."),
+        ([">> Ein Mann läuft", "> > über die Straße.", "> Ja."], ">> Ein Mann läuft über die Straße.\n> Ja."),
         # Markdown's headings: a line of their own, whatever their length
         (["# Ein Mann läuft über die Straße und ein Hund", "bellt.", "## Teil 2", "Ein Kind spielt mit dem Ball."],
          "# Ein Mann läuft über die Straße und ein Hund\nbellt.\n## Teil 2\nEin Kind spielt mit dem Ball."),

@@ -153,6 +153,10 @@ def test_a_translation_given_is_read_sentence_by_sentence_where_it_has_as_many(t
         ("(b) ein Hund", "(b) ", "ein Hund"),
         ("– Ja, sagte er.", "– ", "Ja, sagte er."),
         ("## Teil 2", "## ", "Teil 2"),  # a Markdown heading's
+        ("> Ein Hund", "> ", "Ein Hund"),  # an e-mail's quote's, at any depth, and marks one after another
+        ("> > Ein Hund", "> > ", "Ein Hund"),
+        ("> - Ein Hund", "> - ", "Ein Hund"),
+        ("5 > 3 ist wahr.", "", "5 > 3 ist wahr."),
         # no mark: a negative number, a number without a period, a date inside, a mark with nothing after it
         ("-5 Grad", "", "-5 Grad"),
         ("2 Mädchen sitzen.", "", "2 Mädchen sitzen."),

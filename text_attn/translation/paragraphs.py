@@ -33,6 +33,7 @@ SOFT_HYPHEN = "\u00ad"
 # the word before a hyphen (hyphen-minus, U+2010, a soft hyphen) that ends a line (letters or digits, with any hyphens
 # inside: "four-year-"), and the word
 # that starts the next ("old", "year-old"): the whole words asked about, as the model's word profile holds them
+_QUOTE = re.compile(r">(?:[ \t]*>)*")  # an e-mail's quote marks at a line's start: ">", ">>", "> >"
 _HEAD = re.compile(r"(\w+(?:[-'’]\w+)*)[-\u2010\u00ad]$")
 _TAIL = re.compile(r"\w+(?:[-'’]\w+)*")
 # a lowercase word after a line-ending hyphen that says the hyphen stands for a part left out ("Ein- und Ausgang",
@@ -63,11 +64,35 @@ FIT = 0.8
 def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None) -> str:
     """``lines`` (a paragraph's) joined into one text: each stripped, blank ones skipped, joined by single spaces, a
     word a hyphen breaks at a line's end made whole (see the module's text); a line break is kept (one "\\n") before a
-    list item and after a line that ends short of where the text wraps (:func:`kept_break`). ``word_logp(word)``: how
+    list item, after a line that ends short of where the text wraps (:func:`kept_break`) and where an e-mail's quote
+    starts or ends (its marks, "> ", taken off each line and put once before its text). ``word_logp(word)``: how
     often the model's training text writes ``word`` (a log-probability; -inf: never; None: it cannot tell;
     Translator.word_logp): a broken word is joined as the text writes it more often ("schwarz-" "weiß": "schwarzweiß"
     or "schwarz-weiß")."""
-    kept = [line.strip() for line in lines if line.strip()]
+    runs: list[tuple[str, list[str]]] = []  # the lines in runs of one e-mail quote depth, their marks taken off
+    for line in lines:
+        quote, rest = quoted(line)
+        if not rest:  # a blank line, or a quote's (">" alone): skipped
+            continue
+        if runs and runs[-1][0] == quote:
+            runs[-1][1].append(rest)
+        else:
+            runs.append((quote, [rest]))
+    # each run joined, its quote's marks before it ("> A man ...": put back before its translation as a list item's)
+    return "\n".join(quote + _join_run(run, word_logp) for quote, run in runs)
+
+
+def quoted(line: str) -> tuple[str, str]:
+    """``line``'s e-mail quote marks at its start (">" a level, then one space: "> ", ">> "; "" for none) and the
+    rest of it, stripped."""
+    found = _QUOTE.match(line.strip())
+    if found is None:
+        return "", line.strip()
+    return ">" * found.group().count(">") + " ", line.strip()[found.end() :].strip()
+
+
+def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None) -> str:
+    """Stripped lines of one quote depth joined (:func:`join_wrapped`)."""
     # where the text wraps, as near as its lines tell: a line of one word may be longer (a word no line holds, a URL)
     width = max((len(line) for line in kept if " " in line), default=0)
     listing = sum(bool(item_mark(line)[0]) for line in kept) > 1  # a list: a dash or "3." starts an item there

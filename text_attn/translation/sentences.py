@@ -15,9 +15,9 @@ any capital ends a sentence before any letter.
 
 A line break inside a text ends a sentence too: ``translate --paragraphs`` keeps one where a heading or a list item
 ends (text_attn.translation.paragraphs). A list item's marker at a sentence's start ("- ", "• ", "1. ", "b) "; a
-Markdown heading's "# ") is not translated: a model of sentences reads "•" as an unknown word and "- Ein Hund" as "A
-shaggy dog". :func:`item_marks` names each sentence's, and :func:`put_marks` puts them back before the sentences'
-translations ("- A dog").
+Markdown heading's "# ", an e-mail's quote's "> ") is not translated: a model of sentences reads "•" as an unknown
+word and "- Ein Hund" as "A shaggy dog". :func:`item_marks` names each sentence's, and :func:`put_marks` puts them
+back before the sentences' translations ("- A dog").
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ _CLOSERS = "\"'»”’)]"
 _END = re.compile(r"""(?:[.!?]+|…)["'»”’)\]]*(?=\s)""")
 _OPENERS = "\"'„“«‚‘(["
 # a list item's marker at a sentence's start, white space after it: a bullet or a dash, a number or a letter with a
-# bracket ("2)", "(b)"), a number with a period ("1."; "am 3. Mai" starts no sentence), or a Markdown heading's "#"s:
-# the mark is not translated
-_ITEM = re.compile(r"(?:[-–—•·‣◦▪▫●○■□►▸➢➤✓✔*]|#{1,6}|\(?(?:\d{1,3}|[A-Za-z])\)|\d{1,3}\.)\s+(?=\S)")
+# bracket ("2)", "(b)"), a number with a period ("1."; "am 3. Mai" starts no sentence), a Markdown heading's "#"s, an
+# e-mail's quote marks ("> ", ">> "), or several ("> - "): the marks are not translated
+_MARK = r"(?:[-–—•·‣◦▪▫●○■□►▸➢➤✓✔*]|#{1,6}|>(?:[ \t]?>)*|\(?(?:\d{1,3}|[A-Za-z])\)|\d{1,3}\.)"
+_ITEM = re.compile(rf"(?:{_MARK}\s+)+(?=\S)")
 # lowercase, without their final period: a period after them is the abbreviation's, not a sentence end
 ABBREVIATIONS = frozenset(
     # German
