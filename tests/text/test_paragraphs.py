@@ -96,6 +96,8 @@ def test_files_are_read_a_paragraph_an_input():
         ("", "läuft", False),
         ("Ein Mann läuft über die", "", False),
         ("Ein Mann läuft über die", "42 Straßen", False),
+        ("> Ein Mann läuft über die", "> Straße.", True),  # an e-mail's quote, read without its marks
+        ("> Ein Mann läuft über die", ">> Straße.", False),  # at two depths: two quotes
     ],
 )
 def test_a_line_that_breaks_a_sentence_off_is_found(before, line, breaks):

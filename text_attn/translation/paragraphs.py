@@ -152,9 +152,10 @@ def goes_on(before: str, line: str) -> bool:
     ending in an article, a conjunction or a preposition fused with its article (:data:`NO_END`: "über die" +
     "Straße.", "im" + "Schnee."), or a word broken by a hyphen ("Fahr-" + "rad."), or in a letter or a comma with
     ``line`` going on in lowercase. The last tells nothing where ``before`` has no capital (text typed lowercase, a
-    lowercased corpus). ``translate`` says so once, pointing at --paragraphs."""
-    before, line = before.rstrip(), line.lstrip()
-    if not before or not line[:1].isalpha():
+    lowercased corpus). Lines of an e-mail's quote are read without its marks ("> "), where both are at one depth.
+    ``translate`` says so once, pointing at --paragraphs."""
+    (depth, before), (other, line) = quoted(before), quoted(line)
+    if depth != other or not before or not line[:1].isalpha():
         return False
     if before.rsplit(None, 1)[-1] in NO_END:
         return True
