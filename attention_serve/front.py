@@ -20,6 +20,7 @@ import base64
 import binascii
 import hmac
 import io
+import itertools
 import json
 import re
 import sys
@@ -622,12 +623,23 @@ def _with_headers(send):
 
 
 def wrapped_notes(sentences: list[str]) -> list[str]:
-    """The answer's note on texts that break a sentence off, the next text going on with its rest (lines of wrapped
-    text sent a line a text, as the page sends them unless "wrapped text" is checked): [] where none does."""
+    """The answer's notes on texts that break a sentence off, the next text going on with its rest (lines of wrapped
+    text sent a line a text, as the page sends them unless "wrapped text" is checked), and on texts whose own lines
+    do so (a wrapped paragraph sent whole, its line breaks each ending a sentence): [] where none does."""
+    notes = []
     broken = [i for i in range(1, len(sentences)) if goes_on(sentences[i - 1], sentences[i])]
-    if not broken:
-        return []
-    s = "s" if len(broken) > 1 else ""
-    return [f"text{s} {', '.join(map(str, broken))} break{'' if s else 's'} off mid-sentence, the next going on with "
-            f"{'their' if s else 'its'} rest (text wrapped over lines?): each was translated as a sentence of its own; "
-            "paragraphs=1 (the page's \"wrapped text\"), a paragraph a text, joins them"]  # fmt: skip
+    if broken:
+        s = "s" if len(broken) > 1 else ""
+        notes.append(f"text{s} {', '.join(map(str, broken))} break{'' if s else 's'} off mid-sentence, the next going "
+                     f"on with {'their' if s else 'its'} rest (text wrapped over lines?): each was translated as a "
+                     "sentence of its own; paragraphs=1 (the page's \"wrapped text\"), a paragraph a text, joins "
+                     "them")  # fmt: skip
+    # a text of several lines: a line break ends a sentence (text_attn.translation.sentences) unless paragraphs=1
+    inside = [i for i, text in enumerate(sentences, 1)
+              if any(goes_on(a, b) for a, b in itertools.pairwise(text.splitlines()))]  # fmt: skip
+    if inside:
+        s = "s" if len(inside) > 1 else ""
+        notes.append(f"text{s} {', '.join(map(str, inside))}: a line breaks off mid-sentence, the next going on with "
+                     "its rest (text wrapped over lines?): a line break ends a sentence; paragraphs=1 joins the "
+                     "lines")  # fmt: skip
+    return notes

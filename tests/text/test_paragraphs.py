@@ -142,6 +142,9 @@ def test_the_servers_note_names_the_texts_that_break_off():
     assert one.startswith("text 1 breaks off mid-sentence, the next going on with its rest") and "paragraphs=1" in one
     (two,) = wrapped_notes(["Ein Kind fährt mit dem Fahr-", "rad und der", "Hund.", "Eine Katze."])
     assert two.startswith("texts 1, 2 break off mid-sentence, the next going on with their rest")
+    # a wrapped paragraph sent whole without paragraphs=1: its line breaks each end a sentence, said too
+    (inside,) = wrapped_notes(["Ein Mann.", "Ein Mann läuft über die\nStraße.", "Zutaten:\n- Mehl"])
+    assert inside.startswith("text 2: a line breaks off mid-sentence") and "paragraphs=1 joins" in inside
 
 
 @pytest.mark.parametrize(
