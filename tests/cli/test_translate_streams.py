@@ -8,10 +8,12 @@ from __future__ import annotations
 import errno
 import gzip
 import io
+import json
 import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from helpers.multi30k import DE
@@ -23,6 +25,7 @@ from text_attn.translation.translate_streams import _lines, stdin_lines
 from text_attn.translation.translator import Translator
 
 LINES = [DE[0], DE[1], "Ein Hund läuft.", DE[0]]
+IMAGES = Path(__file__).resolve().parents[1] / "fixtures" / "images"
 
 
 @pytest.fixture(scope="module")
@@ -255,3 +258,31 @@ def test_a_line_in_many_chunks_is_joined_once_its_end_comes():
     chunks = [b"ab", b"c\nd", None, b"e\n\nf" + umlaut[:1], umlaut[1:] + b"g", b""]
     assert list(_lines(chunks)) == ["abc", None, "de", "", "füg"]
     assert list(_lines([b"x" * 1000] * 1000)) == ["x" * 1_000_000]
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ((IMAGES / "rocket.jpg").read_bytes(), "a JPEG image: translate reads UTF-8 text, a sentence a line"),
+        ((IMAGES / "coffee.png").read_bytes(), "a PNG image"),
+        ("Ein Hund läuft.\n".encode("utf-16"), 'UTF-16 text (Windows\' "Unicode"): translate reads UTF-8 (iconv'),
+        ("Ein Hund läuft.\n".encode("utf-16-le"), "binary data (it holds NUL bytes)"),  # without its mark
+        (b"%PDF-1.4\n%\xe2\xe3\n1 0 obj\n", "a PDF file: translate reads UTF-8 text (pdftotext FILE -"),
+        (b"PK\x03\x04" + bytes(40), "a ZIP archive (a .docx or .odt is one)"),
+        (gzip.compress((IMAGES / "coffee.png").read_bytes()), "a PNG image"),  # gzipped: read through first
+    ],
+)
+def test_stdin_that_is_not_text_is_one_line_before_anything_is_translated(model_file, capsys, monkeypatch, data, said):
+    """`translate < photo.jpg` wrote an error or a made-up translation for each of its "lines" (451 for a PNG), and
+    UTF-16 text came back as garbage with exit code 0."""
+    code, out, err = _run(model_file, capsys, monkeypatch, data)
+    assert code == 2 and out == "" and err.startswith(f"translate: error: cannot read stdin: {said}"), err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_byte_order_mark_before_stdins_text_is_no_part_of_it(model_file, capsys, monkeypatch, tmp_path):
+    records = tmp_path / "r.jsonl"
+    code, _, err = _run(model_file, capsys, monkeypatch, b"\xef\xbb\xbf" + f"{DE[0]}\n".encode(), "--jsonl", records)
+    assert code == 0, err
+    assert json.loads(records.read_text(encoding="utf-8"))["source"] == DE[0]
+    assert list(stdin_lines(_bytes_stdin(b"\xef\xbb\xbfa\nb\n"))) == ["a", "b"]

@@ -942,7 +942,7 @@ def _stream_failed(args: argparse.Namespace, err: OSError, done: int) -> None:
         outputs = (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments))
         names = " / ".join(f"{flag} {value}" for flag, value in outputs if value) or "stdout"
         err = StreamFailed(names, err)
-    kept = f" (stopped after {done} input(s))" if _outputs_intact(err) else ""
+    kept = f" (stopped after {done} input(s))" if _outputs_intact(err) and done else ""
     if err.where == "stdout":
         to_devnull(sys.stdout)  # the interpreter's last flush would fail again
     verb = "read" if err.where == "stdin" else "write"

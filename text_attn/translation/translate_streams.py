@@ -4,6 +4,7 @@ that fails named for what it is (stdout, or the file), and SIGTERM ending the ru
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import itertools
@@ -51,7 +52,7 @@ def stdin_lines(stream=None, wait: float = WAIT) -> Iterator[str | None]:
         for line in stream:
             yield line.rstrip("\n")
         return
-    yield from _lines(_gunzipped(_chunks(buffer, wait)))
+    yield from _lines(_text_only(_gunzipped(_chunks(buffer, wait))))
 
 
 def _fd(buffer) -> int | None:
@@ -108,6 +109,56 @@ def _gunzipped(chunks: Iterable[bytes | None]) -> Iterator[bytes | None]:
         yield from chunks
         return
     yield from _inflated(itertools.chain([head], chunks))
+
+
+# what a file that is not UTF-8 text starts with, and what to say of it: `translate < photo.png` wrote an error or a
+# made-up translation for each of its 451 "lines", and UTF-16 text (what Windows calls Unicode) came back as garbage
+NOT_TEXT = (
+    (b"\xff\xfe", 'UTF-16 text (Windows\' "Unicode"): translate reads UTF-8 (iconv -f UTF-16 -t UTF-8 FILE)'),
+    (b"\xfe\xff", 'UTF-16 text (Windows\' "Unicode"): translate reads UTF-8 (iconv -f UTF-16 -t UTF-8 FILE)'),
+    (b"%PDF-", "a PDF file: translate reads UTF-8 text (pdftotext FILE - takes a PDF's out)"),
+    (b"PK\x03\x04", "a ZIP archive (a .docx or .odt is one): translate reads UTF-8 text (save it as plain text)"),
+    (b"\x89PNG", "a PNG image: translate reads UTF-8 text, a sentence a line (caption captions photos)"),
+    (b"\xff\xd8\xff", "a JPEG image: translate reads UTF-8 text, a sentence a line (caption captions photos)"),
+    (b"GIF8", "a GIF image: translate reads UTF-8 text, a sentence a line (caption captions photos)"),
+)
+HEAD = 16  # bytes enough to tell them (a pipe's first read may bring fewer: what came before its pause is read)
+
+
+def not_text(head: bytes) -> str | None:
+    """What the first bytes of stdin say it is where it is not text (:data:`NOT_TEXT`; data with a NUL byte, which
+    UTF-8 text never has), else None."""
+    for magic, what in NOT_TEXT:
+        if head.startswith(magic):
+            return what
+    nul = "binary data (it holds NUL bytes): translate reads UTF-8 text, a sentence a line"
+    return nul if b"\x00" in head else None
+
+
+def _text_only(chunks: Iterable[bytes | None]) -> Iterator[bytes | None]:
+    """``chunks`` as they are, a UTF-8 byte-order mark at the start dropped (Windows editors write one); stdin that is
+    not text (:func:`not_text`, read from its first bytes) is StreamFailed("stdin") before any line."""
+    chunks = iter(chunks)
+    head, paused = b"", False
+    for data in chunks:
+        if data is None:
+            if head:  # a pipe paused: what it sent decides
+                paused = True
+                break
+            yield None
+            continue
+        head += data
+        if len(head) >= HEAD or not data:
+            break
+    head = head.removeprefix(codecs.BOM_UTF8)
+    what = not_text(head)
+    if what is not None:
+        raise StreamFailed("stdin", OSError(what))
+    if head:
+        yield head
+    if paused:
+        yield None
+    yield from chunks
 
 
 def _inflated(chunks: Iterable[bytes | None]) -> Iterator[bytes | None]:
