@@ -286,9 +286,12 @@ def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
     # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)
     listed = None
     if "-" in args.images:  # paths on stdin: read here once, and each process is given the same list
-        from captioning.photos.image_paths import stdin_names
+        from captioning.photos.image_paths import NotAList, stdin_names
 
-        listed = "".join(stdin_names())  # names decoded as the arguments are
+        try:
+            listed = "".join(stdin_names())  # names decoded as the arguments are
+        except NotAList as err:
+            fail("caption", str(err))
         sys.stdin = io.StringIO(listed)
     elif _reads_stdin(args):  # --given-file - / --references -: each process reads the captions the first read
         from text_attn.core.os_text import stdin_bytes
@@ -494,14 +497,17 @@ def _first_process() -> bool:
 
 
 def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
-    from captioning.photos.image_paths import image_paths
+    from captioning.photos.image_paths import NotAList, image_paths
     from captioning.photos.shards import expand_braces, is_shard
 
     empty: list[str] = []  # folders without image files: each is a failed input, named in a note
     outputs = [args.overlay] if args.overlay else []  # an --overlay folder inside an input folder: not an input
     given = [p for arg in args.images for p in (expand_braces(arg) if "{" in arg and not Path(arg).exists() else [arg])]
     # strings: images and shards are read batch by batch
-    paths = list(image_paths(given, stdin, empty, skip=outputs))
+    try:
+        paths = list(image_paths(given, stdin, empty, skip=outputs))
+    except NotAList as err:  # an image's bytes on stdin, given as "-"
+        fail("caption", str(err))
     if not paths:
         fail("caption", no_images(args.images))
     for folder in empty if _first_process() else ():  # --devices: each process finds them; the first names them

@@ -51,13 +51,38 @@ def image_paths(
             yield item
 
 
+class NotAList(ValueError):
+    """Stdin given as ``-`` holds no list of paths (an image's bytes): the message says what it holds and what to do."""
+
+
+# an image file's first bytes: `caption - < photo.jpg` (or `curl ... | caption -`) gave a traceback, its bytes read as
+# a path with a NUL in it
+IMAGE_MAGIC = ((b"\xff\xd8\xff", "a JPEG image"), (b"\x89PNG", "a PNG image"), (b"GIF8", "a GIF image"),
+               (b"II*\x00", "a TIFF image"), (b"MM\x00*", "a TIFF image"))  # fmt: skip
+
+
 def stdin_names() -> Iterator[str]:
     """Stdin's lines decoded as the system decodes the arguments (os.fsdecode: a byte the locale cannot read kept as
     a lone surrogate, so the file opens): read as text, stdin's own encoding failed on a UTF-8 name under
-    ``PYTHONIOENCODING=ascii`` or ``LC_ALL=C`` (a UnicodeDecodeError traceback)."""
+    ``PYTHONIOENCODING=ascii`` or ``LC_ALL=C`` (a UnicodeDecodeError traceback). Names ended by NUL bytes (``find
+    -print0``: a name may hold a line break) are read so; an image's bytes are :class:`NotAList`."""
     binary = getattr(sys.stdin, "buffer", None)
     if binary is None:  # a stdin of text only (a test's, or the list --devices read once): as it is
         yield from sys.stdin
         return
-    for line in binary:
-        yield os.fsdecode(line)
+    data = binary.read()
+    what = next((what for magic, what in IMAGE_MAGIC if data.startswith(magic)), None)
+    if what is None and data[4:8] == b"ftyp":  # an ISO media file: HEIC, AVIF (or a video)
+        what = "an image (HEIC, AVIF) or a video"
+    if what is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        what = "a WebP image"
+    if what is not None:
+        raise NotAList(f"stdin holds {what}, not a list of image paths (one a line): give the file's name "
+                       "(caption photo.jpg), or save it to a file first")  # fmt: skip
+    if b"\x00" in data:  # find -print0, xargs -0: each name ends with a NUL (a line break may be part of one)
+        yield from (os.fsdecode(name) + "\n" for name in data.split(b"\x00") if name)
+        return
+    *lines, last = data.split(b"\n")
+    yield from (os.fsdecode(line) + "\n" for line in lines)
+    if last:
+        yield os.fsdecode(last)

@@ -534,6 +534,35 @@ def test_paths_from_stdin(capsys, model_file, album, monkeypatch):
                                                                   PHOTOS[1]]  # fmt: skip
 
 
+def _bytes_stdin(data: bytes):
+    import io
+
+    return io.TextIOWrapper(io.BytesIO(data), encoding="ascii")  # bytes behind it, as a real stdin has
+
+
+@pytest.mark.parametrize(("photo", "what"), [(PHOTOS[3], "a JPEG image"), (PHOTOS[0], "a PNG image")])
+def test_an_images_bytes_on_stdin_are_one_line_not_a_list_of_paths(capsys, model_file, monkeypatch, photo, what):
+    # `caption - < photo.jpg` read the image's bytes as a path: a traceback (a NUL byte in a path)
+    monkeypatch.setattr("sys.stdin", _bytes_stdin(Path(photo).read_bytes()))
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["-", "--model", str(model_file), *FAST])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and "Traceback" not in err
+    assert err.splitlines() == [f"caption: error: stdin holds {what}, not a list of image paths (one a line): give "
+                                "the file's name (caption photo.jpg), or save it to a file first"]  # fmt: skip
+
+
+def test_paths_ended_by_nul_bytes_are_read_as_find_print0_writes_them(capsys, model_file, album, monkeypatch, tmp_path):
+    odd = album / "line\nbreak.png"  # a name with a line break: only a NUL can end it
+    Image.open(PHOTOS[0]).convert("RGB").resize((40, 32)).save(odd)
+    names = [album / "a1.png", odd, album / "b" / "b1.png"]
+    monkeypatch.setattr("sys.stdin", _bytes_stdin(b"".join(os.fsencode(n) + b"\0" for n in names)))
+    records = tmp_path / "r.jsonl"
+    code, _, err = run(capsys, "-", "--model", model_file, *FAST, "--jsonl", records)
+    assert code == 0, err
+    assert [json.loads(line)["image"] for line in records.read_text().splitlines()] == [str(n) for n in names]
+
+
 def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file, album, tmp_path):
     out_file = tmp_path / "out.jsonl"
     code, out, err = run(capsys, album, "--model", model_file, *FAST, "--jsonl", out_file, "--batch-size", "2")
