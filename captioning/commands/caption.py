@@ -83,7 +83,7 @@ from captioning.model.bundled import (  # noqa: F401 - names others import
     text_model_named,
 )
 from text_attn.core import startup_gc
-from text_attn.core.errors import check_dash_inputs, dash_refused, emit, fail, missing, one_line
+from text_attn.core.errors import and_more, check_dash_inputs, dash_refused, emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_name, utf8_text
 from text_attn.core.safe_files import (
@@ -421,7 +421,7 @@ def _model_file(args: argparse.Namespace) -> Path:
 def no_images(images: list[str]) -> str:
     """The line for a run whose inputs hold no image: the folders named (three at most) and stdin where '-' read it."""
     named = [inert(a) for a in images if a != "-"]
-    shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+    shown = and_more(named[:3], len(named))
     said = [f"{shown}: no image files" if named else "", "stdin gave no paths" if "-" in images else ""]
     return "no images: " + "; ".join(x for x in said if x)
 

@@ -18,7 +18,7 @@ from captioning.commands.caption_given import given_record, no_given_caption, re
 from captioning.commands.caption_parser import OVERLAY_FORMATS
 from captioning.model.bundled import BUNDLED_MODEL
 from captioning.views.file_names import fitted
-from text_attn.core.errors import fail, one_line
+from text_attn.core.errors import and_more, fail, one_line
 from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
 from text_attn.core.unsure_options import NAMED, unsure_note
@@ -361,8 +361,7 @@ def _which(counts: dict[str, Any], kind: str, field: str) -> str:
     count, first = counts.get(kind, 0), counts.get(f"{kind}_first")
     if not first:
         return f"their records' '{field}' says which"
-    shown = ", ".join(inert(name) for name in first)  # a photo's name with a line break: escaped
-    return shown + (f" and {count - len(first)} more" if count > len(first) else "")
+    return and_more([inert(name) for name in first], count)  # a photo's name with a line break: escaped
 
 
 def _closing_notes(captioner, args: argparse.Namespace, counts: dict[str, Any], unsure: dict | None = None) -> None:

@@ -9,9 +9,16 @@ import math
 import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from text_attn.core.safe_files import inert
+
+
+def and_more(first: Sequence[object], count: int) -> str:
+    """The things a message is about: ``first`` (the first of them, named in order) and how many more of ``count``
+    there are: "1, 4 and 7 more", "a.jpg, b.jpg"."""
+    return ", ".join(map(str, first)) + (f" and {count - len(first)} more" if count > len(first) else "")
 
 
 def one_line(err: BaseException, limit: int = 160) -> str:

@@ -19,6 +19,7 @@ from text_attn.core import startup_gc
 from text_attn.core.casing import changed_reading
 from text_attn.core.errors import (
     ArgumentParser,
+    and_more,
     check_dash_inputs,
     close_quietly,
     dash_refused,
@@ -758,7 +759,7 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         elif translator.position_limit is not None and not args.max_len:  # the learned position table's rows
             cap = cap[:-1] + f"; at most {translator.position_limit}, the positions the model learned)"
         count = progress["cut"]
-        which = _numbers(count, progress.get("cut_first", []))
+        which = and_more(progress.get("cut_first", []), count)
         print(f"translate: note: {count} translation(s) reached {cap} and are cut off: input{'s' if count > 1 else ''} "
               f"{which}", file=sys.stderr)  # fmt: skip
     if note := unknown_note(progress):
@@ -771,7 +772,7 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         note = _source_note(translator, args, progress["unlike"], progress["unlike_first"])
         print(f"translate: note: {note}", file=sys.stderr)
     if progress.get("address"):
-        count, shown = progress["address"], _numbers(progress["address"], progress["address_first"])
+        count, shown = progress["address"], and_more(progress["address_first"], progress["address"])
         s = "s" if count > 1 else ""
         print(f"translate: note: input{s} {shown}: a web or e-mail address typed there is missing from the "
               f"translation{s} (the model learned from text without addresses and does not copy them): put it back "
@@ -781,22 +782,22 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
         print("translate: note: this model's word tokens split at combining marks (trained before 2026-12-02): its "
               "inputs were read so, as it was trained; retrain it for today's tokens", file=sys.stderr)  # fmt: skip
     if progress.get("uncased"):
-        count, shown = progress["uncased"], _numbers(progress["uncased"], progress["uncased_first"])
+        count, shown = progress["uncased"], and_more(progress["uncased_first"], progress["uncased"])
         print(f"translate: note: {NO_CASING}: input{'s' if count > 1 else ''} {shown} translated as typed, without "
               "the capitals its training text writes; type them, or retrain the model (today's text-train fit keeps "
               "the casing data)", file=sys.stderr)  # fmt: skip
     if progress.get("folded"):
-        count, shown = progress["folded"], _numbers(progress["folded"], progress["folded_first"])
+        count, shown = progress["folded"], and_more(progress["folded_first"], progress["folded"])
         print(f"translate: note: input{'s' if count > 1 else ''} {shown}: typographic quotes the model's source text "
               f"never wrote (’ ‘ “ ” ´) read as ' and \"", file=sys.stderr)  # fmt: skip
     if progress.get("wrapped"):
-        count, shown = progress["wrapped"], _numbers(progress["wrapped"], progress["wrapped_first"])
+        count, shown = progress["wrapped"], and_more(progress["wrapped_first"], progress["wrapped"])
         s, its = ("s", "their") if count > 1 else ("", "its")
         print(f"translate: note: input{s} {shown} break{'' if s else 's'} off mid-sentence, the next line going on "
               f"with {its} rest (text wrapped over lines?): each line was translated as a sentence of its own; "
               "--paragraphs reads the lines up to a blank line as one input", file=sys.stderr)  # fmt: skip
     if progress.get("recased"):
-        count, shown = progress["recased"], _numbers(progress["recased"], progress["recased_first"])
+        count, shown = progress["recased"], and_more(progress["recased_first"], progress["recased"])
         s, their, them = ("s", "their", "them") if count > 1 else ("", "its", "it")
         print(f"translate: note: input{s} {shown} had no capitals of {their} own: read with the capitals of "
               f"{translator.known()}; --keep-case translates {them} as typed", file=sys.stderr)  # fmt: skip
@@ -806,7 +807,7 @@ def _long_note(translator, args: argparse.Namespace, progress: dict[str, Any]) -
     """The one note on the inputs longer than any training source: a model that learned from sentences translates a
     paragraph (or sentences joined on one line) as one sentence, about the first; said, with the cap it got."""
     count = progress["long"]
-    shown = _numbers(count, progress["long_first"])
+    shown = and_more(progress["long_first"], count)
     longest = translator.longest_source()
     if translator.trained_lengths:
         than = f"longer than any sentence the model learned from (the longest: {longest} tokens)"
@@ -819,15 +820,10 @@ def _long_note(translator, args: argparse.Namespace, progress: dict[str, Any]) -
             f"{them} into sentences (one a line)")  # fmt: skip
 
 
-def _numbers(count: int, first: list[int]) -> str:
-    """The inputs a note is about: "1, 4 and 7 more" (``first``: the first ones' numbers, in order)."""
-    return ", ".join(map(str, first)) + (f" and {count - len(first)} more" if count > len(first) else "")
-
-
 def _source_note(translator, args: argparse.Namespace, count: int, first: list[int]) -> str:
     """The note for the ``count`` inputs that look unlike the model's training source text (``first``: the first
     ones' numbers, in order)."""
-    shown = _numbers(count, first)
+    shown = and_more(first, count)
     several = count > 1
     note = (f"input{'s' if several else ''} {shown} look{'' if several else 's'} unlike {translator.known()}: "
             f"{'their translations' if several else 'the translation'} may be wrong")  # fmt: skip

@@ -16,6 +16,8 @@ import threading
 import zlib
 from collections.abc import Iterable, Iterator
 
+from text_attn.core.errors import and_more
+
 WAIT = 0.05  # seconds a pipe or terminal may take to send more before the lines already in are translated
 READ = 1 << 16  # bytes read at a time (a pipe hands over what it holds, up to this)
 
@@ -248,9 +250,8 @@ def unknown_note(progress: dict) -> str | None:
     if count == 1:
         n, words = first[0]
         return f"input {n}: unknown word(s) {', '.join(words)} read as <unk>"
-    shown = ", ".join(f"{n} ({', '.join(words)})" for n, words in first)
-    more = f" and {count - len(first)} more" if count > len(first) else ""
-    return f"inputs {shown}{more}: unknown word(s) read as <unk>"
+    shown = and_more([f"{n} ({', '.join(words)})" for n, words in first], count)
+    return f"inputs {shown}: unknown word(s) read as <unk>"
 
 
 def unseen_note(progress: dict, known: str) -> str | None:
@@ -265,6 +266,5 @@ def unseen_note(progress: dict, known: str) -> str | None:
         one = len(words) == 1
         return (f"input {n}: {', '.join(words)} {'is' if one else 'are'} not in {known}: translated from "
                 f"{'its' if one else 'their'} pieces, a guess")  # fmt: skip
-    shown = ", ".join(f"{n} ({', '.join(words)})" for n, words in first)
-    more = f" and {count - len(first)} more" if count > len(first) else ""
-    return f"inputs {shown}{more}: words not in {known}, translated from their pieces: a guess"
+    shown = and_more([f"{n} ({', '.join(words)})" for n, words in first], count)
+    return f"inputs {shown}: words not in {known}, translated from their pieces: a guess"
