@@ -30,6 +30,7 @@ from attention_serve.worker_start import worker_sigterm
 from text_attn.core.errors import one_line
 from text_attn.core.unsure import CAPTION_UNSURE, UNSURE, probability_fields, unsure_pairs
 from text_attn.translation.records import empty_record, evidence_fields, rounded, translation_record, unsure_fields
+from text_attn.translation.sentences import item_marks, put_marks
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
 # bound how long a pass keeps the thread count it started with to ~0.15 s (one core)
@@ -295,8 +296,6 @@ class TranslateAPI(_ModelAPI):
             done = tr.translate_lines([tokens[k] for k in keep], o["beam_size"], o["length_penalty"],
                                       o.get("max_len"), longest, probs=bool(o.get("probs")), **extra)  # fmt: skip
             if o.get("split") != 0:  # a list item's marker, not translated, put back: "- A dog" (sentences.put_marks)
-                from text_attn.translation.sentences import item_marks, put_marks
-
                 done = [put_marks(t, item_marks(sentences[k])) for k, t in zip(keep, done, strict=True)]
         records: list[dict[str, Any]] = [empty_record(s) for s in sentences]
         for k, t in zip(keep, done, strict=True):

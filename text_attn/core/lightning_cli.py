@@ -237,13 +237,13 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             config file's option at its default is not given (a ``--print_config`` file and a run's config.yaml write
             them all); one typed on the command line is, whatever its value."""
             super().before_instantiate_classes()
-            config = self.config[self.subcommand] if self.subcommand else self.config
-            root = config.get("trainer.default_root_dir")
-            if follow_root and root:  # --trainer.default_root_dir D: the config's model file, in its run folder, in D
-                config["model.export_path"] = str(Path(root) / "model.pt")
+            node = self.config[self.subcommand] if self.subcommand else self.config
+            root = node.get("trainer.default_root_dir") if follow_root else None
+            if root:  # --trainer.default_root_dir D: the config's model file, in its run folder, goes in D
+                node["model.export_path"] = str(Path(root) / "model.pt")
             if unread is None:
                 return
-            config = (self.config[self.subcommand] if self.subcommand else self.config).as_dict()
+            config = node.as_dict()
             parser = self._subcommand_parsers[self.subcommand] if self.subcommand else self.parser
             defaults = parser.get_defaults().as_dict()  # the dataclass blocks' fields too (model.objective.scst_bleu)
             refusal, note = given_unread(unread(config), given, functools.partial(dotted, config),

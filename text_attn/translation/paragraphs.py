@@ -85,10 +85,11 @@ def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] 
 def quoted(line: str) -> tuple[str, str]:
     """``line``'s e-mail quote marks at its start (">" a level, then one space: "> ", ">> "; "" for none) and the
     rest of it, stripped."""
-    found = _QUOTE.match(line.strip())
+    line = line.strip()
+    found = _QUOTE.match(line)
     if found is None:
-        return "", line.strip()
-    return ">" * found.group().count(">") + " ", line.strip()[found.end() :].strip()
+        return "", line
+    return ">" * found.group().count(">") + " ", line[found.end() :].strip()
 
 
 def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None) -> str:

@@ -484,18 +484,18 @@ class Translator:
         pieces = split_sentences(text) if split else []
         pieces = pieces if len(pieces) > 1 else [text]  # one: the line as typed, as tokenize reads it
         if split:  # a list item's marker ("- ", "1. ") is not read: put back before its translation (put_marks)
-            pieces = [item_mark(p)[1] if item_mark(p)[0] else p for p in pieces]
+            pieces = [rest if mark else p for p, (mark, rest) in zip(pieces, map(item_mark, pieces), strict=True)]
         toks = [self.codec.encode(self.read_as(p, keep_case), "source") for p in pieces]
         return [t for t in toks if t]
 
     def read_line(self, text: str, keep_case: bool | None = None) -> str:
         """``text`` as the model reads it (:meth:`read_as`), sentence by sentence where :meth:`sentence_tokens` splits
         it (each sentence's first word capitalised as a line's would be)."""
-        pieces = split_sentences(text)
-        if len(pieces) < 2 and not item_marks(text):
+        marked = [item_mark(p) for p in split_sentences(text)]
+        if len(marked) < 2 and not any(mark for mark, _ in marked):
             return self.read_as(text, keep_case)
         # a list item's marker is not read (sentence_tokens), and stays as typed: "- ein hund" -> "- Ein Hund"
-        return " ".join(mark + self.read_as(rest, keep_case) for mark, rest in map(item_mark, pieces))
+        return " ".join(mark + self.read_as(rest, keep_case) for mark, rest in marked)
 
     def translate_lines(
         self,
