@@ -229,4 +229,5 @@ def test_a_model_trained_on_multi30k_says_its_data_and_terms(run):
     assert "non-commercial research" in info["terms"]
     own = TranslationDataModule(task="pair", root=str(corpus), src_lang="de", tgt_lang="en",
                                 split_names={"test": "test"})  # fmt: skip
-    assert own.facts == {"languages": "German -> English"}  # the pair given, no data or terms said
+    # the pair given and the folder named (its name alone), no terms said
+    assert own.facts == {"trained_on": corpus.resolve().name, "languages": "German -> English"}

@@ -72,7 +72,25 @@ def test_extend_keeps_ids_and_rows_and_adds_the_new_words(start_file, tmp_path, 
         assert torch.equal(after[k][:old], before[k]), k
         assert torch.allclose(after[k][old:], before[k].mean(dim=0, keepdim=True), atol=1e-6), k
     assert all(torch.equal(after[k], before[k]) for k in after if k not in grown)
-    assert run.translator().info["started_from"] == path.name  # its file name: no machine's folders in the file
+    # file names alone: no machine's folders in the file; the start's own corpus named, and this run's, with their
+    # training pairs (6 a corpus, 1 val and 1 test held out)
+    info = run.translator().info
+    assert info["started_from"] == f"{path.name}, trained on first.tsv: 4 training pairs"
+    assert info["trained_on"] == "second.tsv: 4 training pairs"
+
+
+def test_a_corpus_model_names_its_files_and_training_pairs(tmp_path):
+    """``translate --model-info``'s "trained on:" line for each kind of corpus of the user's: the file or folder's
+    name alone, and the pairs trained on once read (a TSV's 6 pairs less 1 val and 1 test)."""
+    tsv = _corpus(tmp_path / "mine.tsv", FIRST)
+    assert TranslationDataModule(task="tsv", path=tsv).facts == {"trained_on": "mine.tsv"}  # not yet read
+    assert _built(tsv).translator().info == {"trained_on": "mine.tsv: 4 training pairs"}
+    (tmp_path / "a.de").write_text("".join(s + "\n" for s, _ in FIRST), encoding="utf-8")
+    (tmp_path / "a.en").write_text("".join(t + "\n" for _, t in FIRST), encoding="utf-8")
+    parallel = TranslationDataModule(task="parallel", src_path=str(tmp_path / "a.de"), tgt_path=str(tmp_path / "a.en"),
+                                     src_lang="de", tgt_lang="en")  # fmt: skip
+    assert parallel.facts == {"trained_on": "a.de and a.en", "languages": "German -> English"}
+    assert TranslationDataModule(task="reorder").facts == {}  # a made-up task: nothing to name
 
 
 def test_keep_reads_new_words_as_unknown(start_file, tmp_path, capsys):

@@ -362,7 +362,7 @@ def started_from(name: str, info: dict[str, Any]) -> dict[str, str]:
     """The facts a model trained from ``name`` (``model.init_from``; ``info``: that file's facts) records in its own
     file: where it started, and the terms of the data that start was trained on, which apply to it too (the bundled
     models': Flickr8k's, Multi30k's)."""
-    what = info.get("training_data")
+    what = info.get("training_data") or info.get("trained_on")  # a bundled corpus's, or the user's own (its name)
     shown = file_name(name)
     out = {"started_from": shown + (f", trained on {what}" if what else "")}
     if info.get("terms"):

@@ -340,20 +340,38 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
     def facts(self) -> dict[str, str]:
         """What model files trained on this data record of it (``translate --model-info`` prints them): for Multi30k
         (task pair with its split names: its test split test_2016_flickr), what it is, its language pair and its terms
-        (the data's README: a model trained on it must say so); for another corpus its language pair where
-        data.src_lang or data.tgt_lang gives it (its terms are the user's to state); {} for a made-up task."""
+        (the data's README: a model trained on it must say so); for another corpus its name and training pairs
+        (``trained_on``: "pairs.tsv: 814 training pairs") and its language pair where data.src_lang or data.tgt_lang
+        gives it (its terms are the user's to state); {} for a made-up task."""
         hp = self.hparams
-        if hp.task not in CORPUS_TASKS or not (hp.src_lang or hp.tgt_lang):
-            return {}  # a made-up task, or a corpus whose languages were not given: none is guessed
-        pair = " -> ".join(LANGUAGES.get(code, code) if code else "(not given)" for code in (hp.src_lang, hp.tgt_lang))
+        if hp.task not in CORPUS_TASKS:
+            return {}  # a made-up task
         names = {"test": "test_2016_flickr", **(hp.split_names or {})}
-        if hp.task != "pair" or names["test"] != "test_2016_flickr":
-            return {"languages": pair}
+        multi30k = hp.task == "pair" and names["test"] == "test_2016_flickr"
+        own = {} if multi30k else {"trained_on": self._trained_on()}  # said even where its languages are not
+        if not (hp.src_lang or hp.tgt_lang):
+            return own  # its languages not given: none is guessed
+        pair = " -> ".join(LANGUAGES.get(code, code) if code else "(not given)" for code in (hp.src_lang, hp.tgt_lang))
+        if not multi30k:
+            return {**own, "languages": pair}
         return {
             "training_data": f"Multi30k task 1 (Elliott et al. 2016), {pair}",  # the pair said here, not twice
             "terms": MULTI30K_TERMS,
             **note_facts(hp.root),  # a folder whose train text is not the corpus's own says so
         }
+
+    def _trained_on(self) -> str:
+        """A corpus of the user's as its model file names it (``trained on:``): its file or folder's name alone, never
+        the path it was given (no machine's path in a model file), and its training pairs once read."""
+        hp = self.hparams
+        if self.streams or hp.task == "pair":
+            name = Path(hp.root).resolve().name
+        elif hp.task == "tsv":
+            name = Path(hp.path).name
+        else:
+            name = f"{Path(hp.src_path).name} and {Path(hp.tgt_path).name}"
+        train = self.splits.get("train")
+        return name if train is None else f"{name}: {len(train):,} training pairs"
 
     def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
         """A real corpus's sentences per split, as written: (source, target) pairs."""
