@@ -169,6 +169,16 @@ def test_the_servers_note_names_the_texts_that_break_off():
         (["Er kam zu spät nach Hause", "- aber nicht allein."], "Er kam zu spät nach Hause - aber nicht allein."),
         (["Ein Mann mit einem grünen Hut geht", "3. Mal über die Straße."],
          "Ein Mann mit einem grünen Hut geht 3. Mal über die Straße."),
+        # two lines start with a number, inside sentences: no list where the numbers do not count up by one
+        (["Das große Konzert im Stadtpark findet am", "3. Mai statt, und die letzte Probe ist am",
+          "2. Mai in der alten Halle neben dem Park."],
+         "Das große Konzert im Stadtpark findet am 3. Mai statt, und die letzte Probe ist am 2. Mai in der alten Halle "
+         "neben dem Park."),
+        # a list's numbers and letters count up: each item its own, after a heading as long as the text's lines
+        (["Die folgenden Schritte sind wirklich nötig", "1. Öffnen", "2. Schließen", "3. Gehen"],
+         "Die folgenden Schritte sind wirklich nötig\n1. Öffnen\n2. Schließen\n3. Gehen"),
+        (["Die folgenden Schritte sind wirklich nötig", "a) Öffnen", "b) Schließen"],
+         "Die folgenden Schritte sind wirklich nötig\na) Öffnen\nb) Schließen"),
         # a short line that goes on: a hyphen, a comma, an article at its end; a lowercase next line
         (["Ein Kind", "fährt mit dem Fahrrad über die Straße."], "Ein Kind fährt mit dem Fahrrad über die Straße."),
         (["Ein Hund, der", "Ball und eine Leine liegen da."], "Ein Hund, der Ball und eine Leine liegen da."),

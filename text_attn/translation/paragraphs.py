@@ -36,6 +36,7 @@ SOFT_HYPHEN = "\u00ad"
 _QUOTE = re.compile(r">(?:[ \t]*>)*")  # an e-mail's quote marks at a line's start: ">", ">>", "> >"
 _HEAD = re.compile(r"(\w+(?:[-'’]\w+)*)[-\u2010\u00ad]$")
 _TAIL = re.compile(r"\w+(?:[-'’]\w+)*")
+_COUNTED = re.compile(r"\(?(\d{1,3}|[A-Za-z])[.)]")  # a numbered or lettered item's mark: "3.", "2)", "(b)"
 # a lowercase word after a line-ending hyphen that says the hyphen stands for a part left out ("Ein- und Ausgang",
 # "pre- and post-war", "před- a poválečný"): German, English, French, Czech
 CONJUNCTIONS = frozenset(
@@ -96,7 +97,7 @@ def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None) 
     """Stripped lines of one quote depth joined (:func:`join_wrapped`)."""
     # where the text wraps, as near as its lines tell: a line of one word may be longer (a word no line holds, a URL)
     width = max((len(line) for line in kept if " " in line), default=0)
-    listing = sum(bool(item_mark(line)[0]) for line in kept) > 1  # a list: a dash or "3." starts an item there
+    listing = _listing(kept)  # a list: a dash or "3." starts an item there
     text = ""
     for before, line in zip(["", *kept], kept, strict=False):  # before: "" for the first
         if not text:
@@ -106,6 +107,20 @@ def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None) 
         else:
             text = _joined(text, line, word_logp)
     return text
+
+
+def _listing(lines: list[str]) -> bool:
+    """Whether ``lines`` (stripped) are a list's: two of them or more start with an item's mark, and the numbers or
+    letters among those marks count up by one, as a list's do ("1." "2." "3.", "a)" "b)"). Dates broken at their
+    line's start ("am" / "3. Mai", later "am" / "2. Mai") are not a list."""
+    marks = [mark for mark in (item_mark(line)[0] for line in lines) if mark]
+    places = [_place(found.group(1)) for found in map(_COUNTED.match, marks) if found]
+    return len(marks) > 1 and all(b == a + 1 for a, b in zip(places, places[1:], strict=False))
+
+
+def _place(counter: str) -> int:
+    """A list item's number or letter as its place: "3" -> 3, "b" -> 2."""
+    return int(counter) if counter.isdigit() else ord(counter.lower()) - ord("a") + 1
 
 
 def kept_break(before: str, line: str, width: int, listing: bool = False) -> bool:
