@@ -279,6 +279,13 @@ def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
     args.max_len = MAX_LEN if args.max_len is None else args.max_len  # checked: --given refuses one typed
     check_references(args)
     _refuse_missing_files(args)
+    if "-" in args.images:  # an image's bytes on stdin: refused before the model loads (1-2 s), not after
+        from captioning.photos.image_paths import NotAList, refuse_image_on_stdin
+
+        try:
+            refuse_image_on_stdin()
+        except NotAList as err:
+            fail("caption", str(err))
     if args.jsonl == "-":  # the records on stdout, one a line as batches are done (no FILE, no FILE.run.json)
         args.jsonl, args.jsonl_stdout = None, True
     if not should_start(args.devices, args.num_nodes):

@@ -61,6 +61,27 @@ IMAGE_MAGIC = ((b"\xff\xd8\xff", "a JPEG image"), (b"\x89PNG", "a PNG image"), (
                (b"II*\x00", "a TIFF image"), (b"MM\x00*", "a TIFF image"))  # fmt: skip
 
 
+def _refuse_image(head: bytes) -> None:
+    """:class:`NotAList` where ``head`` (stdin's first bytes, 12 or more) starts an image file."""
+    what = next((what for magic, what in IMAGE_MAGIC if head.startswith(magic)), None)
+    if what is None and head[4:8] == b"ftyp":  # an ISO media file: HEIC, AVIF (or a video)
+        what = "an image (HEIC, AVIF) or a video"
+    if what is None and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        what = "a WebP image"
+    if what is not None:
+        raise NotAList(f"stdin holds {what}, not a list of image paths (one a line): give the file's name "
+                       "(caption photo.jpg), or save it to a file first")  # fmt: skip
+
+
+def refuse_image_on_stdin() -> None:
+    """:class:`NotAList` where stdin starts with an image file's bytes, looked at without reading them away (a buffered
+    stdin's peek: a pipe's first bytes, waited for), so ``caption - < photo.jpg`` is refused before the model loads,
+    while ``find ... | caption -`` goes on listing as it loads."""
+    peek = getattr(getattr(sys.stdin, "buffer", None), "peek", None)
+    if peek is not None:
+        _refuse_image(peek(12)[:12])
+
+
 def stdin_names() -> Iterator[str]:
     """Stdin's lines decoded as the system decodes the arguments (os.fsdecode: a byte the locale cannot read kept as
     a lone surrogate, so the file opens): read as text, stdin's own encoding failed on a UTF-8 name under
@@ -71,14 +92,7 @@ def stdin_names() -> Iterator[str]:
         yield from sys.stdin
         return
     data = binary.read()
-    what = next((what for magic, what in IMAGE_MAGIC if data.startswith(magic)), None)
-    if what is None and data[4:8] == b"ftyp":  # an ISO media file: HEIC, AVIF (or a video)
-        what = "an image (HEIC, AVIF) or a video"
-    if what is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        what = "a WebP image"
-    if what is not None:
-        raise NotAList(f"stdin holds {what}, not a list of image paths (one a line): give the file's name "
-                       "(caption photo.jpg), or save it to a file first")  # fmt: skip
+    _refuse_image(data)
     if b"\x00" in data:  # find -print0, xargs -0: each name ends with a NUL (a line break may be part of one)
         yield from (os.fsdecode(name) + "\n" for name in data.split(b"\x00") if name)
         return

@@ -552,6 +552,31 @@ def test_an_images_bytes_on_stdin_are_one_line_not_a_list_of_paths(capsys, model
                                 "the file's name (caption photo.jpg), or save it to a file first"]  # fmt: skip
 
 
+def test_an_images_bytes_on_a_real_stdin_are_refused_before_the_model_loads(capsys, model_file, monkeypatch):
+    """A real stdin is buffered (it can peek): its first bytes are looked at before the model loads (1-2 s), and the
+    list of a pipe is read after, as before (nothing read away)."""
+    import io
+
+    import captioning.commands.caption as cli
+
+    def loaded(args):
+        raise AssertionError("the model was loaded before stdin was looked at")
+
+    monkeypatch.setattr(cli, "_load_captioner", loaded)
+    buffered = io.BufferedReader(io.BytesIO(Path(PHOTOS[3]).read_bytes()))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(buffered, encoding="ascii"))
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["-", "--model", str(model_file), *FAST])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.startswith("caption: error: stdin holds a JPEG image, not a list of image paths")
+    monkeypatch.undo()
+    names = io.BufferedReader(io.BytesIO(f"{PHOTOS[0]}\n{PHOTOS[1]}\n".encode()))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(names, encoding="ascii"))
+    code, out, err = run(capsys, "-", "--model", model_file, *FAST)
+    assert code == 0, err
+    assert [line.split("\t")[0] for line in out.splitlines()] == PHOTOS[:2]  # the peeked bytes read as names too
+
+
 def test_paths_ended_by_nul_bytes_are_read_as_find_print0_writes_them(capsys, model_file, album, monkeypatch, tmp_path):
     odd = album / "line\nbreak.png"  # a name with a line break: only a NUL can end it
     Image.open(PHOTOS[0]).convert("RGB").resize((40, 32)).save(odd)
