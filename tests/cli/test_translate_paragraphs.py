@@ -137,3 +137,36 @@ def test_a_heading_and_a_lists_items_are_translated_each_on_its_own_their_marker
     # without --paragraphs, a line that is an item: its marker kept before its translation, as the line alone's
     code, out, _ = _run(capsys, monkeypatch, [], f"• {first}\n1. {second}\n")
     assert code == 0 and out == [f"• {alone[1]}", f"1. {alone[2]}"]
+
+
+def test_keep_layout_writes_a_documents_translation_laid_out_as_it_was(capsys, monkeypatch):
+    heading, first, second = "Zwei Hunde spielen im Schnee", PARAGRAPHS[2], "Eine Frau wartet an der Haltestelle."
+    code, alone, _ = _run(capsys, monkeypatch, [heading, first, second, PARAGRAPHS[0]])
+    assert code == 0 and len(alone) == 4
+    # a wrapped paragraph, then a heading and a list (an item wrapped), then an e-mail quote of two sentences
+    document = (f"{WRAPPED.split(chr(10) * 2)[0]}\n\n{heading}\n- Ein Kind fährt mit dem Fahr-\n  rad.\n- {second}\n\n"
+                f"> {first}\n> {second}\n")  # fmt: skip
+    code, out, err = _run(capsys, monkeypatch, ["--paragraphs", "--keep-layout"], document)
+    assert code == 0, err
+    # each line as its source's: the paragraph one line (its sentences joined), the heading and items each a line,
+    # the quote's sentences on one (its lines were wrapped), a blank line between paragraphs
+    quoted = f"> {alone[1]} {alone[2]}"
+    assert out == [alone[3], "", alone[0], f"- {alone[1]}", f"- {alone[2]}", "", quoted]
+    code, plain, _ = _run(capsys, monkeypatch, ["--paragraphs"], document)  # without it: a line a paragraph
+    assert plain == [alone[3], f"{alone[0]} - {alone[1]} - {alone[2]}", quoted]
+    # an argument is a paragraph too; a failed one (empty) leaves no blank line of its own
+    args = ["--paragraphs", "--keep-layout", " ", f"{heading}\n- {first}\n- {second}"]
+    code, out, err = _run(capsys, monkeypatch, args)
+    assert code == 1 and "input 1: empty sentence" in err
+    assert out == [alone[0], f"- {alone[1]}", f"- {alone[2]}"]
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    ([], "give --paragraphs too"), (["--paragraphs", "--n-best", "2"], "--n-best counts output lines"),
+    (["--paragraphs", "--given", "A dog."], "--given counts output lines"),
+    (["--paragraphs", "--output", "o.txt", "--resume"], "--resume counts output lines"),
+])  # fmt: skip
+def test_keep_layout_is_refused_where_output_lines_are_inputs(capsys, monkeypatch, tmp_path, flags, said):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(capsys, monkeypatch, ["--keep-layout", *flags, "Ein Hund."])
+    assert code == 2 and out == [] and err.count("\n") == 1 and said in err, err

@@ -192,3 +192,20 @@ def test_the_markers_are_put_back_before_their_sentences_translations(translator
     assert whole.marks is None and whole.source != alone[0].source
     plain = alone[0]
     assert put_marks(plain, ["- ", "- "]) is plain  # not as many sentences as marks: left as it is
+
+
+def test_line_starts_says_which_sentences_start_a_line_and_laid_out_puts_the_breaks_back():
+    from types import SimpleNamespace
+
+    from text_attn.translation.sentences import laid_out, line_starts
+
+    text = "Zutaten:\n- Ein Hund. Er bellt.\n\n- Eine Katze\nEnde."
+    assert split_sentences(text) == ["Zutaten:", "- Ein Hund.", "Er bellt.", "- Eine Katze", "Ende."]
+    assert line_starts(text) == [False, True, False, True, True]  # a blank line inside: no sentence of its own
+    assert line_starts("Ein Mann. Ein Hund.") == [False, False] and line_starts("  ") == []
+    pieces = [SimpleNamespace(text=t) for t in ("Ingredients:", "- A dog.", "It barks.", "- A cat", "End.")]
+    whole = SimpleNamespace(text=" ".join(p.text for p in pieces), pieces=pieces)
+    assert laid_out(whole, line_starts(text)) == "Ingredients:\n- A dog. It barks.\n- A cat\nEnd."
+    assert laid_out(whole, [False, True]) == whole.text  # not as many sentences (one left out): one line
+    one = SimpleNamespace(text="A dog.", pieces=None)
+    assert laid_out(one, [False]) == "A dog."

@@ -100,6 +100,28 @@ def item_marks(text: str) -> list[str] | None:
     return marks if any(marks) else None
 
 
+def line_starts(text: str) -> list[bool]:
+    """Whether each of ``text``'s sentences (:func:`split_sentences`) starts a line of its own after the first: a
+    heading's, a list item's or a quote's line break kept in a paragraph (text_attn.translation.paragraphs)."""
+    starts = []
+    for part in text.strip().splitlines():
+        pieces = _sentences(part.strip(), not any(c.isupper() for c in text))
+        starts += [bool(starts) and i == 0 for i in range(len(pieces))]
+    return starts
+
+
+def laid_out(translation: Any, starts: list[bool] | None) -> str:
+    """``translation``'s text with a line break before each sentence that starts a line in its source (``starts``:
+    :func:`line_starts`), a space before the others: the source's layout kept (``translate --paragraphs
+    --keep-layout``). One line where the sentences are not as many (a sentence without tokens was left out)."""
+    pieces = translation.pieces or [translation]
+    if not starts or len(pieces) != len(starts):
+        return translation.text
+    return "".join(
+        ("\n" if new else " ") * (i > 0) + p.text for i, (p, new) in enumerate(zip(pieces, starts, strict=True))
+    )
+
+
 def put_marks(translation: Any, marks: list[str] | None) -> Any:
     """``translation`` (a Translation of a text whose sentences' item marks are ``marks``: :func:`item_marks`) with
     each sentence's mark put back before its translation, in its text and n-best texts; as it is where there are

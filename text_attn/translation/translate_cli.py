@@ -70,7 +70,7 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
-from text_attn.translation.sentences import item_marks, put_marks
+from text_attn.translation.sentences import item_marks, laid_out, line_starts, put_marks
 from text_attn.translation.source_check import unseen_words_line
 from text_attn.translation.translate_resume import (
     check_record,
@@ -198,6 +198,14 @@ def _parser() -> argparse.ArgumentParser:
         "translated as two halves: the bundled Transformer on Multi30k's test sentences four to a paragraph wrapped at "
         "60 columns, sacreBLEU 31.20 a line at a time, 44.91 with --paragraphs (as unwrapped; "
         "benchmarks/wrapped_text.py)",
+    )
+    p.add_argument(
+        "--keep-layout",
+        action="store_true",
+        help="with --paragraphs: write each paragraph's translation laid out as its text was, a heading, a list item "
+        "or an e-mail quote on a line of its own, and a blank line between paragraphs (a document or an e-mail "
+        "translated reads as it did); by default a paragraph's translation is one output line. Not beside --resume, "
+        "--n-best or --given/--given-file, which count output lines as inputs",
     )
     p.add_argument(
         "--keep-case",
@@ -417,6 +425,7 @@ def _translate_stream(
     long: list[int] = []  # the chunk's inputs longer than any training source (Translator.longest_source)
     typed: dict[int, str] = {}  # the chunk's inputs that hold a web or e-mail address, to look for in their outputs
     marks: dict[int, list[str]] = {}  # the chunk's inputs' list item markers ("- ", "1. "), each sentence's (put_marks)
+    starts: dict[int, list[bool]] = {}  # --keep-layout: whether each sentence of the chunk's inputs starts a line
     address: list[int] = []  # the chunk's inputs whose translation lacks an address of theirs as typed
     unseen: dict[int, list[str]] = {}  # the chunk's inputs' words the training text never has (Translator.unseen_words)
     wrapped: list[int] = []  # stdin's lines that broke off a sentence the next line goes on with (paragraphs.goes_on)
@@ -450,6 +459,14 @@ def _translate_stream(
             written = "".join(
                 given_lines(n, readings, per_piece) for (n, _), readings in zip(good, ranked, strict=True)
             )
+        elif args.keep_layout:  # each paragraph's lines as its text's, a blank line between (a failed one: none)
+            texts = [
+                inert(laid_out(by_number[n], starts.get(n)), lines=True) + "\n" for n, _ in chunk if n in by_number
+            ]
+            written = "\n" * bool(texts and progress.get("laid")) + "\n".join(texts)
+            progress["laid"] = progress.get("laid") or bool(
+                texts
+            )  # a paragraph written: the next one a blank line after
         elif not args.n_best_given:  # a failed input's empty line keeps the lines aligned
             written = "".join(inert(by_number[n].text) + "\n" if n in by_number else "\n" for n, _ in chunk)
         else:
@@ -498,6 +515,7 @@ def _translate_stream(
         count("wrapped", wrapped)
         typed.clear()  # a failed input's
         marks.clear()
+        starts.clear()
         if report is not None:
             from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
 
@@ -548,6 +566,8 @@ def _translate_stream(
             pieces = translator.sentence_tokens(line, split=not args.no_split)  # the line's sentences' tokens
             if not args.no_split and (found := item_marks(line)):  # its list items' markers, not translated
                 marks[n] = found
+            if args.keep_layout:
+                starts[n] = line_starts(line)
             tokens = max(pieces, key=len, default=[])  # the checks below are each sentence's: the longest's
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:
@@ -980,6 +1000,14 @@ def _translate_main(args: argparse.Namespace) -> int:
              "of them")  # fmt: skip
     if args.align_by != "attention" and not args.alignments:
         fail("translate", f"--align-by {args.align_by} says how --alignments links words: give --alignments FILE")
+    if args.keep_layout and not args.paragraphs:
+        fail("translate", "--keep-layout lays out the translation of --paragraphs' paragraphs: give --paragraphs too "
+             "(without it each line is an input and its translation a line)")  # fmt: skip
+    if args.keep_layout and (args.resume or args.n_best or args.given or args.given_file):
+        flag = next(f for f, on in (("--resume", args.resume), ("--n-best", args.n_best), ("--given", args.given),
+                                    ("--given-file", args.given_file)) if on)  # fmt: skip
+        fail("translate", f"--keep-layout writes a paragraph over several lines; {flag} counts output lines as "
+             "inputs: drop one")  # fmt: skip
     if args.paragraphs and (args.no_split or args.demo):
         flag, does = ("--no-split", "would translate it whole") if args.no_split else ("--demo", "translates its own")
         fail("translate", f"--paragraphs translates a paragraph's sentences each on its own; {flag} {does}: drop one")
