@@ -102,7 +102,8 @@ def _overrides(config: Path, data: Path) -> list[str]:
         return corpus + SMALL_RNN + (SMALL_SCORER if "bahdanau" in config.name else [])
     if config.parent.name == "text":
         # transformer_base: the paper's 6 + 6 layers of 512 in bf16 on a CPU took ~20 s of a quiet core for 2 steps
-        return TEXT_DATA + (TEXT_CORPUS + SMALL_TRANSFORMER if "transformer_base" in config.name else [])
+        base = TEXT_CORPUS + SMALL_TRANSFORMER + ["--data.subword_vocab", "300"]  # 37,000: more than 5 lines give
+        return TEXT_DATA + (base if "transformer_base" in config.name else [])
     if config.name.startswith("flickr8k_de"):  # German captions: the fixture photos' sentences (data's m30k_f8k)
         return ["--data.root", str(data / "flickr8k"), "--data.multi30k", str(data / "m30k_f8k"), *FLICKR8K_DATA]
     if config.name.startswith("flickr8k") and "resnet" not in config.name:
