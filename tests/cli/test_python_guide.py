@@ -20,7 +20,7 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "python.md"
 @pytest.mark.long
 def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.S)
-    assert len(blocks) == 9
+    assert len(blocks) == 10
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for block in blocks:  # in order, in one namespace, as a reader would paste them
@@ -34,6 +34,7 @@ def test_every_example_of_the_python_guide_runs(tmp_path, monkeypatch, capsys):
     assert sum(1 for line in out.splitlines() if "\t" in line) == len(DEMO_PHOTOS)
     assert "\nZwei Kinder spielen im Sand. -> Two children " in out  # typed without capitals, read with them
     assert "\nA dog runs across the grassy field. A cat sleeps on the couch. 2\n" in out  # two sentences, each
+    assert "\nTwo dogs are playing in the snow\n- A child is riding a bike.\n- A woman is waiting.\n" in out  # laid out
     # both maps of every word: one line a word of the photo's caption, and the GRU's (output, source + <eos>) drops
     found = namespace["found"]
     assert len(re.findall(r": agreement [+-]\d\.\d\d, removing region \d+ costs it most$", out, flags=re.M)) > 0

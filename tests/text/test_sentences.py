@@ -186,6 +186,10 @@ def test_the_markers_are_put_back_before_their_sentences_translations(translator
     assert line.marks == ["- ", "", "1. "] and [p.text for p in line.pieces] == [
         f"- {alone[0].text}", alone[1].text, f"1. {alone[2].text}"]  # fmt: skip
     assert line.nbest[1][0] == f"- {alone[0].nbest[1][0]} {alone[1].nbest[1][0]} 1. {alone[2].nbest[1][0]}"
+    # laid out: the second line's item on a line of its own again; a text of one line is its text
+    assert line.line_starts == [False, False, True]
+    assert line.laid_out == f"- {alone[0].text} {alone[1].text}\n1. {alone[2].text}"
+    assert alone[0].line_starts is None and alone[0].laid_out == alone[0].text
     (one,) = translator.translate(["• ein hund läuft."])  # one sentence; typed without capitals: read with them
     assert one.text == f"• {alone[0].text}" and one.read_as == "• Ein Hund läuft." and one.marks == ["• "]
     (whole,) = translator.translate(["- Ein Hund läuft."], split=False)  # read whole, as typed: nothing put back
