@@ -22,7 +22,12 @@ from text_attn.translation.translator import Translator
     ("lines", "joined"),
     [
         (["Ein Mann läuft über die", "Straße."], "Ein Mann läuft über die Straße."),
-        (["  Ein Kind fährt mit dem Fahr-  ", "", "rad.  "], "Ein Kind fährt mit dem Fahrrad."),  # stripped
+        (["  Ein Kind fährt mit dem Fahr-  ", "rad.  "], "Ein Kind fährt mit dem Fahrrad."),  # stripped
+        # a blank line ends a paragraph (a text of several, as Python's and the server's paragraphs=1 get them)
+        (
+            ["Ein Mann läuft über die", "Straße und ein Hund", " ", "Zwei Kinder spielen im", "Sand."],
+            "Ein Mann läuft über die Straße und ein Hund\nZwei Kinder spielen im Sand.",
+        ),
         (["Eine Wieder-", "holung"], "Eine Wiederholung"),  # a word broken to fit the line
         (["ein T-", "Shirt"], "ein T-Shirt"),  # a capital after it: the word's own hyphen
         (["von 1990-", "1995"], "von 1990-1995"),
@@ -66,6 +71,25 @@ def test_paragraphs_are_streamed_as_the_blank_lines_arrive():
     # a pause (None) passes on at once; the paragraph still being typed is held until its blank line or the end
     assert list(paragraphs(lines)) == [None, "Ein Mann läuft.", None, "Ein Hund-", "bellt. Laut."]
     assert list(paragraphs([])) == [] and list(paragraphs(["", "  "])) == []
+
+
+def test_a_signatures_short_lines_are_read_at_the_width_of_the_text_above():
+    mail = ["Ein Mann mit einem roten Hut steht vor dem Haus und", "wartet auf den Bus.", "", "Viele Grüße", "Max"]
+    # alone, "Viele Grüße" is its paragraph's widest line: "Max" would not fit on it, so the lines look wrapped
+    assert list(paragraphs(mail[3:])) == ["Viele Grüße Max"]
+    # after a paragraph wrapped at 51 columns, lines at most half as wide were not wrapped: each its own
+    assert list(paragraphs(mail)) == ["Ein Mann mit einem roten Hut steht vor dem Haus und wartet auf den Bus.",
+                                      "Viele Grüße\nMax"]  # fmt: skip
+    assert (
+        join_wrapped(mail)
+        == "Ein Mann mit einem roten Hut steht vor dem Haus und wartet auf den Bus.\nViele Grüße\nMax"
+    )
+    # wrapped more than half as wide: read at its own width, its breaks wraps
+    narrow = ["Zwei Kinder spielen mit einem", "Hund im Garten."]
+    assert list(paragraphs([*mail[:3], *narrow])) == [
+        join_wrapped(mail[:2]),
+        "Zwei Kinder spielen mit einem Hund im Garten.",
+    ]
 
 
 def test_files_are_read_a_paragraph_an_input():

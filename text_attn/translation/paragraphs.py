@@ -60,27 +60,42 @@ BULLETS = "•·‣◦▪▫●○■□►▸➢➤✓✔*#"  # "#": a Markdown
 # a line shorter than this share of the paragraph's longest, with room for the next word, was ended, not wrapped: the
 # fifth to spare keeps text set in a proportional font (a PDF's; its lines' characters vary in width) from seeming so
 FIT = 0.8
+# a paragraph whose lines are all at most this share of the text's width was not wrapped (a signature, an address): its
+# breaks are read at the text's width. Text wrapped narrower than half its document's width would be read so too
+NARROW = 0.5
 
 
-def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None) -> str:
-    """``lines`` (a paragraph's) joined into one text: each stripped, blank ones skipped, joined by single spaces, a
-    word a hyphen breaks at a line's end made whole (see the module's text); a line break is kept (one "\\n") before a
-    list item, after a line that ends short of where the text wraps (:func:`kept_break`) and where an e-mail's quote
-    starts or ends (its marks, "> ", taken off each line and put once before its text). ``word_logp(word)``: how
-    often the model's training text writes ``word`` (a log-probability; -inf: never; None: it cannot tell;
-    Translator.word_logp): a broken word is joined as the text writes it more often ("schwarz-" "weiß": "schwarzweiß"
-    or "schwarz-weiß")."""
+def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None, wide: int = 0) -> str:
+    """``lines`` (a paragraph's, or a text's of several) joined into one text: each stripped, blank ones skipped,
+    joined by single spaces, a word a hyphen breaks at a line's end made whole (see the module's text); a line break is
+    kept (one "\\n") before a list item, after a line that ends short of where the text wraps (:func:`kept_break`),
+    after a blank line (a paragraph's end) and where an e-mail's quote starts or ends (its marks, "> ", taken off each
+    line and put once before its text). ``word_logp(word)``: how often the model's training text writes ``word`` (a
+    log-probability; -inf: never; None: it cannot tell; Translator.word_logp): a broken word is joined as the text
+    writes it more often ("schwarz-" "weiß": "schwarzweiß" or "schwarz-weiß"). ``wide``: where the text around wraps
+    (the paragraphs before, in a document: :func:`paragraphs`): a paragraph whose lines are all at most half as wide
+    (a signature, "Viele Grüße" "Max"; an address) was not wrapped, and is read at that width."""
     runs: list[tuple[str, list[str]]] = []  # the lines in runs of one e-mail quote depth, their marks taken off
+    ended = False  # a blank line above: the next line starts a paragraph
     for line in lines:
         quote, rest = quoted(line)
-        if not rest:  # a blank line, or a quote's (">" alone): skipped
+        if not rest:  # a blank line ends a paragraph; a quote's (">" alone) is skipped
+            ended = ended or not quote
             continue
-        if runs and runs[-1][0] == quote:
+        if runs and runs[-1][0] == quote and not ended:
             runs[-1][1].append(rest)
         else:
             runs.append((quote, [rest]))
+        ended = False
+    wide = max([wide, *(wrap_width(run) for _, run in runs)])
     # each run joined, its quote's marks before it ("> A man ...": put back before its translation as a list item's)
-    return "\n".join(quote + _join_run(run, word_logp) for quote, run in runs)
+    return "\n".join(quote + _join_run(run, word_logp, wide) for quote, run in runs)
+
+
+def wrap_width(lines: list[str]) -> int:
+    """Where stripped ``lines`` wrap, as near as they tell: their longest line with a space (a line of one word may be
+    longer: a word no line holds, a URL); 0 for none."""
+    return max((len(line) for line in lines if " " in line), default=0)
 
 
 def quoted(line: str) -> tuple[str, str]:
@@ -93,10 +108,10 @@ def quoted(line: str) -> tuple[str, str]:
     return ">" * found.group().count(">") + " ", line[found.end() :].strip()
 
 
-def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None) -> str:
-    """Stripped lines of one quote depth joined (:func:`join_wrapped`)."""
-    # where the text wraps, as near as its lines tell: a line of one word may be longer (a word no line holds, a URL)
-    width = max((len(line) for line in kept if " " in line), default=0)
+def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None, wide: int = 0) -> str:
+    """Stripped lines of one paragraph and quote depth joined (:func:`join_wrapped`; ``wide``: the text's width)."""
+    width = wrap_width(kept)
+    width = wide if width <= NARROW * wide else width  # a signature's lines: short of the text's width, not wrapped
     listing = _listing(kept)  # a list: a dash or "3." starts an item there
     text = ""
     for before, line in zip(["", *kept], kept, strict=False):  # before: "" for the first
@@ -190,16 +205,18 @@ def paragraphs(
     (or the end) arrives. The Nones are passed on: what was whole by then is translated, a paragraph still being
     typed is held."""
     held: list[str] = []
+    wide = 0  # where the paragraphs so far wrap: a signature's or an address's short lines are kept (join_wrapped)
     for line in lines:
         if line is None:
             yield None
         elif line.strip():
             held.append(line)
         elif held:
-            yield join_wrapped(held, word_logp)
+            yield join_wrapped(held, word_logp, wide)
+            wide = max(wide, wrap_width([quoted(kept)[1] for kept in held]))
             held = []
     if held:
-        yield join_wrapped(held, word_logp)
+        yield join_wrapped(held, word_logp, wide)
 
 
 def file_unit(args: Any) -> str:
