@@ -99,6 +99,7 @@ def fixtures(work: Path) -> dict[str, Path]:
     f["corpus"] = corpus
     (work / "a.de").write_text("Ein Mann.\nZwei Hunde.\n")
     (work / "a.en").write_text("A man.\nTwo dogs.\nThree cats.\n")
+    (work / "pairs.tsv").write_text("Ein Mann.\tA man.\nZwei Hunde.\tTwo dogs.\nDrei Katzen.\tThree cats.\n")
     (work / "done.txt").write_text("A man.\n")  # a translate --output an interrupted run wrote
     (work / "one_side_empty.en").write_text("A man.\n\n")
     (work / "latin1.de").write_bytes("Ein Mann.\nZwei Hünde.\n".encode("latin-1"))
@@ -282,8 +283,11 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("text: no synthetic pairs", "text-train", ["fit", "--data.train_size", "0"], 2,
              "data.train_size must be at least 1 for the synthetic task"),
         Case("text: a Multi30k config's val_size 0 beside a TSV", "text-train", ["fit", "--config",
-             "multi30k_de_en_bahdanau", "--data.task", "tsv", "--data.path", str(w / "a.de")], 2,
+             "multi30k_de_en_bahdanau", "--data.task", "tsv", "--data.path", str(w / "pairs.tsv")], 2,
              "data.val_size 0: task tsv cuts its val pairs out of the corpus"),
+        Case("text: a test of no test pairs", "text-train", ["test", "--data.task", "tsv", "--data.path",
+             str(w / "pairs.tsv"), "--data.val_size", "1", "--data.test_size", "0", "--ckpt_path", "null"], 2,
+             "no test pairs: data.test_size is 0"),
         Case("text: corpus file missing", "text-train", ["fit", "--data.task", "parallel", "--data.src_path",
              str(w / "gone.de"), "--data.tgt_path", str(w / "a.en")], 2, "gone.de"),
         Case("text: misaligned corpus", "text-train", ["fit", "--data.task", "parallel", "--data.src_path",

@@ -3,6 +3,7 @@ a hyphen broke at a line's end made whole where it should be and not where it sh
 pipe sends them, the lines that break a sentence off found (and Multi30k's own lines not), a model's words asked."""
 
 import math
+import warnings
 
 import pytest
 
@@ -15,7 +16,7 @@ from text_attn.translation.paragraphs import (
     kept_break,
     paragraphs,
 )
-from text_attn.translation.translator import Translator
+from text_attn.translation.translator import BrokenLinesWarning, Translator
 
 
 @pytest.mark.parametrize(
@@ -153,7 +154,15 @@ def test_translate_paragraphs_true_joins_each_texts_lines_first():
     typed = "Ein Kind fährt mit dem Fahrrad. Eine Frau wartet an der Haltestelle."
     joined, alone = translator.translate([wrapped, typed], paragraphs=True)
     assert joined.text == alone.text and len(joined.pieces) == 2
-    assert translator.translate([wrapped])[0].text != joined.text  # without it "Fahr-" and "rad." stay apart
+    # without it "Fahr-" and "rad." stay apart, and a warning says so (the server's note, translate's closing note)
+    with pytest.warns(
+        BrokenLinesWarning, match=r"^text 2: a line breaks off mid-sentence.*paragraphs=True\) joins the lines$"
+    ):
+        assert translator.translate([typed, wrapped])[1].text != joined.text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # lines that do not break a sentence off, or read whole: no warning
+        translator.translate(["Zutaten:\n- Mehl", typed])
+        translator.translate([wrapped], split=False)
     with pytest.raises(ValueError):
         translator.translate(["\n \n"], paragraphs=True)
 

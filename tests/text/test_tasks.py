@@ -291,9 +291,10 @@ def test_a_pair_longer_than_max_tokens_is_left_out_with_one_note(tmp_path, capsy
     pairs = [("Geh.", "Go."), ("Hallo.", "Hi."), (long, "A man."), ("Warte.", "Wait."), ("Lauf.", "Run.")]
     pairs.append(("Ja.", "Yes."))
     corpus.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-    dm = TranslationDataModule(task="tsv", path=str(corpus), val_size=0, test_size=0, tokenizer="word", max_tokens=100)
+    dm = TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=0, tokenizer="word", max_tokens=100)
     dm.setup("fit")
-    assert len(dm.splits["train"]) == 5
+    assert long not in [e.src_text for e in dm.splits["val"].examples]  # the seed's shuffle keeps it in train
+    assert len(dm.splits["train"]) == 4  # 6 pairs, 1 held out for val, the long one left out
     (note,) = capsys.readouterr().err.strip().splitlines()
     assert note.startswith("text data: left out 1 training pair(s) with more than data.max_tokens=100 tokens on a side")
     assert "150 tokens, its source starting 'Ein Mann fährt Fahrrad." in note

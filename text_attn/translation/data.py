@@ -227,12 +227,13 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             if value == 0 and task not in CORPUS_TASKS:  # 0 is "every pair" of a corpus; a synthetic task makes them
                 raise ValueError(f"data.{name} must be at least 1 for the synthetic task {task!r} (0 means all the "
                                  "pairs of a corpus)")  # fmt: skip
-            if value == 0 and name != "train_size" and task in ("tsv", "parallel") and not root:
+            if value == 0 and name == "val_size" and task in ("tsv", "parallel") and not root:
                 # a Multi30k config's 0 ("the corpus's whole val split") beside your file: no pair was held out, and
-                # the run ended at the sanity check with "no validation logs val_bleu"
-                raise ValueError(f"data.{name} 0: task {task} cuts its {name[:-5]} pairs out of the corpus (it has no "
-                                 f"{name[:-5]} split of its own; 0 means a corpus folder's whole split, task pair): "
-                                 f"give how many, e.g. --data.{name} 100")  # fmt: skip
+                # the run ended at the sanity check with "no validation logs val_bleu" (a test_size of 0 holds out no
+                # test pairs: fit runs, and `test` says there are none)
+                raise ValueError(f"data.val_size 0: task {task} cuts its val pairs out of the corpus (it has no val "
+                                 "split of its own; 0 means a corpus folder's whole split, task pair): give how many, "
+                                 "e.g. --data.val_size 100")  # fmt: skip
         if batch_size < 1:
             raise ValueError(f"data.batch_size must be at least 1, got {batch_size}")
         if root and task != "pair" and not is_chunk_folder(root):  # said before the Trainer is made, not after
@@ -506,6 +507,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         return self._loader("val", train=False)
 
     def test_dataloader(self) -> DataLoader:
+        if not len(self.splits["test"]):  # Lightning would score nothing, say its loader is empty and exit 0
+            raise ValueError("no test pairs: data.test_size is 0" if self.hparams.test_size == 0
+                             else "no test pairs: the corpus's test split is empty")  # fmt: skip
         return self._loader("test", train=False)
 
     def predict_dataloader(self) -> DataLoader:

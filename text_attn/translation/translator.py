@@ -10,7 +10,9 @@ tensor; optionally ``info``: what it was trained on, its terms and scores), read
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from text_attn.core.api_args import a_batch, check_decoding
 from text_attn.core.casing import Casing, changed_reading, composed
 from text_attn.core.decoding import Sampling, evaluating, search
 from text_attn.core.empty_build import built_uninitialised
-from text_attn.core.errors import one_line
+from text_attn.core.errors import and_more, one_line
 from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
@@ -132,6 +134,27 @@ class Translation:
         from text_attn.translation.display import translation_png
 
         return translation_png(self)
+
+
+class BrokenLinesWarning(UserWarning):
+    """A text given to :meth:`Translator.translate` has a line that breaks a sentence off (wrapped text): each line
+    was translated as a sentence of its own."""
+
+
+def _warn_broken_lines(texts: list[str]) -> None:
+    """Warn once where a text's own lines break a sentence off, the next line going on with its rest (text wrapped
+    over lines, as copied from a PDF): a line break ends a sentence unless ``paragraphs=True`` joins them (what
+    ``translate``'s closing note and the server's answer say)."""
+    from text_attn.translation.paragraphs import goes_on
+
+    broken = [i for i, text in enumerate(texts, 1) if "\n" in text and any(
+        goes_on(a, b) for a, b in itertools.pairwise(text.splitlines()))]  # fmt: skip
+    if broken:
+        which = f"text{'s' if len(broken) > 1 else ''} {and_more(broken[:10], len(broken))}"
+        # stacklevel 4: the line that called translate (torch's no_grad wraps it)
+        warnings.warn(f"{which}: a line breaks off mid-sentence, the next going on with its rest (text wrapped over "
+                      "lines?): a line break ends a sentence; translate(..., paragraphs=True) joins the lines",
+                      BrokenLinesWarning, stacklevel=4)  # fmt: skip
 
 
 class Translations(PageList):
@@ -462,6 +485,8 @@ class Translator:
         split = options.pop("split", True)
         if options.pop("paragraphs", False):  # wrapped text: each one's lines joined (translate --paragraphs)
             sentences = [self.read_paragraph(s) for s in sentences]
+        elif split:
+            _warn_broken_lines(sentences)
         unknown = sorted(set(options) - {"sampling", "n_best", "no_repeat_ngram", "drop_ended", "keys"})
         if unknown:  # "temperature" reached search() 8 frames down; pass a Sampling (text_attn.core.decoding)
             raise TypeError(f"translate: unknown option(s) {', '.join(unknown)}: options are sampling (a "
