@@ -16,6 +16,7 @@ from text_attn.core.mpl_home import point_matplotlib_home  # noqa: E402 - after 
 point_matplotlib_home()  # before Lightning imports Matplotlib: no MPLCONFIGDIR warning where HOME is read-only
 
 _PUBLIC = {  # name -> the module that defines it
+    "BrokenLinesWarning": "text_attn.translation.translator",
     "Seq2Seq": "text_attn.translation.seq2seq",
     "Seq2SeqConfig": "text_attn.translation.seq2seq",
     "TranslationDataModule": "text_attn.translation.data",
