@@ -404,3 +404,25 @@ def test_img2dataset_shards_become_feature_chunks(tmp_path):
                                        rtol=1e-3)  # fmt: skip
     cli = caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", "2"])
     assert cli.trainer.global_step == 2
+
+
+def test_chunks_for_a_fit_from_a_model_hold_its_token_ids(tmp_path):
+    """your_pairs (model.init_from: the bundled Transformer): optimize read the TSV with a tokenizer and vocabularies
+    of its own, and fit from the chunks was refused ("holds token ids of its own tokenizer"). optimize now reads it the
+    start's way, as fit from the TSV does; the model file names what the chunks were made of."""
+    from text_attn.translation.translator import Translator
+
+    data = ["--data.path", str(FIX / "text/pairs.tsv"), "--data.val_size", "1", "--data.test_size", "1",
+            "--data.batch_size", "4", "--data.min_freq", "1"]  # fmt: skip
+    text_main(["optimize", "--config", "your_pairs", *data, "--out", "chunks"])
+    fit = ["fit", "--config", "your_pairs", "--trainer.max_steps", "1", "--trainer.default_root_dir", "run"]
+    text_train_cli([*fit, "--data.root", "chunks", "--data.batch_size", "4", "--data.min_freq", "1"])
+    streamed = Translator.load("run/model.pt")
+    text_train_cli([*fit, *data, "--trainer.default_root_dir", "direct"])
+    direct = Translator.load("direct/model.pt")
+    assert streamed.src_vocab == direct.src_vocab and streamed.tgt_vocab == direct.tgt_vocab  # the start's ids
+    corpus = TranslationDataModule(task="tsv", path=str(FIX / "text/pairs.tsv"), val_size=1, test_size=1)
+    corpus.setup()
+    pairs = len(corpus.splits["train"])  # its lines less val's and test's, and less a repeated pair
+    assert direct.info["trained_on"] == f"pairs.tsv: {pairs} training pairs"
+    assert streamed.info["trained_on"] == f"pairs.tsv (as the chunks chunks): {pairs} training pairs"

@@ -369,16 +369,23 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
 
     def _trained_on(self) -> str:
         """A corpus of the user's as its model file names it (``trained on:``): its file or folder's name alone, never
-        the path it was given (no machine's path in a model file), and its training pairs once read."""
-        hp = self.hparams
-        if self.streams or hp.task == "pair":
-            name = Path(hp.root).resolve().name
-        elif hp.task == "tsv":
-            name = Path(hp.path).name
+        the path it was given (no machine's path in a model file), and its training pairs once read; chunks
+        (``text-train optimize``'s) by what they were made of."""
+        made, count = getattr(self, "chunks_made", (None, None))
+        hp = made if made is not None else dict(self.hparams)
+        if hp.get("task") == "pair" or (made is None and self.streams):
+            name = Path(hp["root"]).resolve().name
+        elif hp.get("task") == "tsv":
+            name = Path(hp["path"]).name
+        elif hp.get("task") == "parallel":
+            name = f"{Path(hp['src_path']).name} and {Path(hp['tgt_path']).name}"
         else:
-            name = f"{Path(hp.src_path).name} and {Path(hp.tgt_path).name}"
+            name = Path(self.hparams.root).resolve().name  # chunks of a made-up task: the folder
+        if made is not None:
+            name += f" (as the chunks {Path(self.hparams.root).resolve().name})"
         train = self.splits.get("train")
-        return name if train is None else f"{name}: {len(train):,} training pairs"
+        count = len(train) if train is not None else count
+        return name if count is None else f"{name}: {count:,} training pairs"
 
     def _load_texts(self) -> dict[str, list[tuple[str, str]]]:
         """A real corpus's sentences per split, as written: (source, target) pairs."""

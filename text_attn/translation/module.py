@@ -89,6 +89,17 @@ VOCABS = ("src_vocab", "tgt_vocab")  # the module's (and a checkpoint's model me
 SPLIT_MARKS = "its word tokens split at combining marks (trained before 2026-12-02): the data is read that way"
 
 
+def start_vocabulary(start: dict, name: str, init_vocab: str = "extend") -> StartVocabulary:
+    """How the model file content ``start`` (``model.init_from`` ``name``, read by Translator.read_start) reads text:
+    its tokenizer, vocabularies and source check, for a data module to read a corpus its way (``fit``, and
+    ``text-train optimize``, whose chunks then hold the start's token ids)."""
+    src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
+    tied = bool((start.get("config") or {}).get("share_embeddings")) and src == tgt
+    codec = TextCodec.from_metadata(start, (src, tgt))  # a word model's of before 2026-12-02 too
+    check = restored(start.get("source_check"))  # its language tells a corpus whose columns are swapped
+    return StartVocabulary(name, codec, src, tgt, init_vocab == "extend", tied, check if valid_check(check) else None)
+
+
 class TranslationModule(RunState, pl.LightningModule):
     command = "text-train"
 
@@ -158,13 +169,8 @@ class TranslationModule(RunState, pl.LightningModule):
             self._start_file = Translator.read_start(hp.init_from, hp.arch)
         start = self._start_file
         if self._given is None:  # given once: the data module asks first when Lightning sets it up
-            src, tgt = Vocabulary.from_dict(start["src_vocab"]), Vocabulary.from_dict(start["tgt_vocab"])
-            tied = bool((start.get("config") or {}).get("share_embeddings")) and src == tgt
-            codec = TextCodec.from_metadata(start, (src, tgt))  # a word model's of before 2026-12-02 too
-            check = restored(start.get("source_check"))  # its language tells a corpus whose columns are swapped
-            check = check if valid_check(check) else None
-            self._given = StartVocabulary(hp.init_from, codec, src, tgt, hp.init_vocab == "extend", tied, check)
-            if codec.split_marks and getattr(self._trainer, "is_global_zero", True):
+            self._given = start_vocabulary(start, hp.init_from, hp.init_vocab)
+            if self._given.codec.split_marks and getattr(self._trainer, "is_global_zero", True):
                 print(f"text-train: note: model.init_from {hp.init_from}: {SPLIT_MARKS}", file=sys.stderr)
             dm.start_from(self._given)
             self._start_info = started_from(hp.init_from, start.get("info") or {})

@@ -53,7 +53,10 @@ def make_item(entry: tuple[int, str]) -> dict[str, Any]:
 def optimize_text(dm, out: str | Path, num_workers: int = 1, chunk_bytes: str = "64MB") -> dict[str, Any]:
     """Read the corpus the data module ``dm`` describes (its folder reader, vocabularies from train) and write it as
     chunks to ``out``. Returns the manifest."""
-    if (done := finished_earlier(out, FAMILY, dict(dm.hparams))) is not None:
+    options = dict(dm.hparams)
+    if dm._start is not None:  # read the way of the model fit starts from: its token ids, not the corpus's own
+        options.update(init_from=dm._start.name, init_vocab="extend" if dm._start.extend else "keep")
+    if (done := finished_earlier(out, FAMILY, options)) is not None:
         return done
     dm.setup("fit")
     inputs = {}
@@ -67,7 +70,6 @@ def optimize_text(dm, out: str | Path, num_workers: int = 1, chunk_bytes: str = 
         "codec": dm.codec.metadata(),
         "source_check": dm.source_check,
     }
-    options = dict(dm.hparams)
     return optimize_splits(out, FAMILY, options, state, inputs, lambda split: make_item, num_workers, chunk_bytes)
 
 
@@ -127,6 +129,7 @@ def load_chunks(dm) -> None:
     dm.tgt_vocab = dm.src_vocab if state["shared_vocab"] else Vocabulary.from_dict(state["tgt_vocab"])
     dm.codec = TextCodec.from_metadata(state["codec"], (dm.src_vocab, dm.tgt_vocab))
     dm.source_check = state.get("source_check")
+    dm.chunks_made = (made, manifest["splits"]["train"]["items"])  # what they were made of, and the train pairs
     dm.splits = {
         split: ChunkPairs(root, split).read_by_sides(dm.codec, dm.src_vocab, dm.tgt_vocab) for split in ("val", "test")
     }

@@ -97,6 +97,13 @@ def text_optimize(args: list[str]) -> None:
     from text_attn.translation.streaming import optimize_text
 
     def write(dm, config, opts) -> None:
+        model = config.get("model") or {}
+        if model.get("init_from"):  # fit will start from a model: the chunks hold its token ids, as fit reads them
+            from text_attn.translation.module import start_vocabulary
+            from text_attn.translation.translator import Translator
+
+            start = Translator.read_start(model["init_from"], model.get("arch", "rnn"))
+            dm.start_from(start_vocabulary(start, model["init_from"], model.get("init_vocab", "extend")))
         manifest = optimize_text(dm, opts.out, opts.num_workers, opts.chunk_bytes)
         counts = ", ".join(f"{s} {v['items']}" for s, v in manifest["splits"].items())
         print(f"text-train optimize: {opts.out}: {counts} pairs; train on it with --data.root {opts.out}")
