@@ -152,6 +152,8 @@ def test_keep_layout_writes_a_documents_translation_laid_out_as_it_was(capsys, m
     # the quote's sentences on one (its lines were wrapped), a blank line between paragraphs
     quoted = f"> {alone[1]} {alone[2]}"
     assert out == [alone[3], "", alone[0], f"- {alone[1]}", f"- {alone[2]}", "", quoted]
+    code, batched, _ = _run(capsys, monkeypatch, ["--paragraphs", "--keep-layout", "--batch-size", "1"], document)
+    assert batched == out  # a paragraph a batch: the blank lines between batches too
     code, plain, _ = _run(capsys, monkeypatch, ["--paragraphs"], document)  # without it: a line a paragraph
     assert plain == [alone[3], f"{alone[0]} - {alone[1]} - {alone[2]}", quoted]
     # an argument is a paragraph too; a failed one (empty) leaves no blank line of its own

@@ -66,7 +66,7 @@ NARROW = 0.5
 
 
 def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None, wide: int = 0) -> str:
-    """``lines`` (a paragraph's, or a text's of several) joined into one text: each stripped, blank ones skipped,
+    """``lines`` (a paragraph's, or a text's of several) joined into one text: each stripped, blank ones dropped,
     joined by single spaces, a word a hyphen breaks at a line's end made whole (see the module's text); a line break is
     kept (one "\\n") before a list item, after a line that ends short of where the text wraps (:func:`kept_break`),
     after a blank line (a paragraph's end) and where an e-mail's quote starts or ends (its marks, "> ", taken off each

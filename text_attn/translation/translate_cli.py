@@ -460,13 +460,9 @@ def _translate_stream(
                 given_lines(n, readings, per_piece) for (n, _), readings in zip(good, ranked, strict=True)
             )
         elif args.keep_layout:  # each paragraph's lines as its text's, a blank line between (a failed one: none)
-            texts = [
-                inert(laid_out(by_number[n], starts.get(n)), lines=True) + "\n" for n, _ in chunk if n in by_number
-            ]
-            written = "\n" * bool(texts and progress.get("laid")) + "\n".join(texts)
-            progress["laid"] = progress.get("laid") or bool(
-                texts
-            )  # a paragraph written: the next one a blank line after
+            laid = [inert(laid_out(by_number[n], starts.get(n)), lines=True) + "\n" for n, _ in chunk if n in by_number]
+            written = ("\n" if laid and progress.get("laid") else "") + "\n".join(laid)  # a blank line between
+            progress["laid"] = progress.get("laid") or bool(laid)  # a paragraph written: the next one after a blank
         elif not args.n_best_given:  # a failed input's empty line keeps the lines aligned
             written = "".join(inert(by_number[n].text) + "\n" if n in by_number else "\n" for n, _ in chunk)
         else:
