@@ -213,3 +213,34 @@ def test_line_starts_says_which_sentences_start_a_line_and_laid_out_puts_the_bre
     assert laid_out(whole, [False, True]) == whole.text  # not as many sentences (one left out): one line
     one = SimpleNamespace(text="A dog.", pieces=None)
     assert laid_out(one, [False]) == "A dog."
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("Ein Mann mit einem **roten** Hut.", "Ein Mann mit einem roten Hut."),
+        ("*rot* und _blau_ und `grün`", "rot und blau und grün"),
+        ("__zwei Wörter__ hier", "zwei Wörter hier"),
+        ("im [Sand](http://example.com/sand).", "im Sand."),
+        ("[im Park](www.example.com) spielen", "im Park spielen"),
+        # no emphasis: arithmetic, names with underscores, a lone or unclosed mark, brackets that are no link
+        ("2*3*4 und 5 * 3 und snake_case_name", "2*3*4 und 5 * 3 und snake_case_name"),
+        ("x**y**z und *offen", "x**y**z und *offen"),
+        ("Text [Anmerkung] (siehe oben)", "Text [Anmerkung] (siehe oben)"),
+        ("* Ein Hund", "* Ein Hund"),  # a bullet: the marker's, not emphasis
+    ],
+)
+def test_emphasis_code_and_link_marks_are_read_without_them(text, read):
+    from text_attn.translation.sentences import plain
+
+    assert plain(text) == read
+
+
+def test_a_sentence_with_emphasis_is_translated_as_the_sentence_without(translator):
+    marked = "Ein Mann mit einem **roten** Hut spielt im [Sand](http://example.com/sand)."
+    bare = "Ein Mann mit einem roten Hut spielt im Sand."
+    assert translator.sentence_tokens(marked) == translator.sentence_tokens(bare)
+    (with_marks,), (without,) = translator.translate([marked]), translator.translate([bare])
+    assert with_marks.text == without.text and with_marks.lost_addresses == ["http://example.com/sand"]
+    assert "http" not in translator.unseen_words(marked)  # the link's address is not read, so not said unseen
+    assert translator.sentence_tokens(marked, split=False) != translator.sentence_tokens(bare, split=False)  # as typed

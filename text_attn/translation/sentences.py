@@ -18,6 +18,11 @@ ends (text_attn.translation.paragraphs). A list item's marker at a sentence's st
 Markdown heading's "# ", an e-mail's quote's "> ") is not translated: a model of sentences reads "•" as an unknown
 word and "- Ein Hund" as "A shaggy dog". :func:`item_marks` names each sentence's, and :func:`put_marks` puts them
 back before the sentences' translations ("- A dog").
+
+Emphasis and links as e-mails and Markdown write them (``*rot*``, ``**rot**``, ``_rot_``, `` `rot` ``,
+``[Sand](http://...)``) are read without their marks (:func:`plain`): the bundled models learned from text without
+them, and read "**roten**" as unknown pieces, the word lost ("A man with a bunk of red belly hat"). The translation
+has no emphasis; a link's address is reported missing from it, as any address is.
 """
 
 from __future__ import annotations
@@ -38,6 +43,17 @@ _OPENERS = "\"'„“«‚‘(["
 # e-mail's quote marks ("> ", ">> "), or several ("> - "): the marks are not translated
 _MARK = r"(?:[-–—•·‣◦▪▫●○■□►▸➢➤✓✔*]|#{1,6}|>(?:[ \t]?>)*|\(?(?:\d{1,3}|[A-Za-z])\)|\d{1,3}\.)"
 _ITEM = re.compile(rf"(?:{_MARK}\s+)+(?=\S)")
+# emphasis around words, a code span, a link: the marks, not the words, are left out (``plain``). An opening mark has
+# no word character (or mark) before it and a non-space after it, a closing one the reverse: "2*3*4", "snake_case",
+# "5 * 3" and a bullet's "* " are left as typed
+_MARKUP = [
+    (re.compile(r"(?<![\w*])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])"), r"\1"),
+    (re.compile(r"(?<![\w_])__(?=\S)(.+?)(?<=\S)__(?![\w_])"), r"\1"),
+    (re.compile(r"(?<![\w*])\*(?=[^\s*])([^*]+?)(?<=\S)\*(?![\w*])"), r"\1"),
+    (re.compile(r"(?<![\w_])_(?=[^\s_])([^_]+?)(?<=\S)_(?![\w_])"), r"\1"),
+    (re.compile(r"`([^`\n]+)`"), r"\1"),
+    (re.compile(r"\[([^\]\n]+)\]\((?:[a-z][a-z0-9+.-]*:|www\.|/|#)[^)\s]*\)"), r"\1"),  # a link: its text
+]
 # lowercase, without their final period: a period after them is the abbreviation's, not a sentence end
 ABBREVIATIONS = frozenset(
     # German
@@ -91,6 +107,16 @@ def item_mark(sentence: str) -> tuple[str, str]:
     if found is None:
         return "", text
     return found.group().rstrip() + " ", text[found.end() :]
+
+
+def plain(text: str) -> str:
+    """``text`` without the marks of emphasis, code spans and links around its words ("ein **roter** Hut" -> "ein roter
+    Hut", "[Sand](http://x.de)" -> "Sand"); as typed where it has none."""
+    if not any(c in text for c in "*_`["):
+        return text
+    for pattern, kept in _MARKUP:
+        text = pattern.sub(kept, text)
+    return text
 
 
 def item_marks(text: str) -> list[str] | None:

@@ -39,6 +39,7 @@ from text_attn.translation.sentences import (
     laid_out,
     line_starts,
     piece_keys,
+    plain,
     put_marks,
     split_sentences,
 )
@@ -367,7 +368,7 @@ class Translator:
     def unlike_source(self, text: str) -> bool | None:
         """Whether ``text`` looks unlike the source side this model was trained on (None: the model file has no
         check: a synthetic task, or written before the check existed)."""
-        return None if self.source_check is None else unlike_source(self.source_check, composed(text))
+        return None if self.source_check is None else unlike_source(self.source_check, composed(plain(text)))
 
     def unseen_words(self, text: str) -> list[str]:
         """The words of ``text`` the model's training source text never has, as typed, each once (source_check.
@@ -376,7 +377,7 @@ class Translator:
         reads them as <unk>: ``Translation.unknown``) and where the model file has no word profile."""
         if self.codec.mode == "word":
             return []
-        return unseen_words(self.source_check, composed(text))
+        return unseen_words(self.source_check, composed(plain(text)))  # as read: a link's address is not
 
     def word_logp(self, word: str) -> float | None:
         """How often the model's training source text writes ``word`` (compared lowercased): its log-probability in
@@ -528,8 +529,10 @@ class Translator:
         A sentence with no tokens is left out: [] where the text has none."""
         pieces = split_sentences(text) if split else []
         pieces = pieces if len(pieces) > 1 else [text]  # one: the line as typed, as tokenize reads it
-        if split:  # a list item's marker ("- ", "1. ") is not read: put back before its translation (put_marks)
-            pieces = [rest if mark else p for p, (mark, rest) in zip(pieces, map(item_mark, pieces), strict=True)]
+        if split:  # a list item's marker ("- ", "1. ") is not read: put back before its translation (put_marks);
+            # nor are emphasis, code and link marks around words ("**rot**": sentences.plain)
+            marked = zip(pieces, map(item_mark, pieces), strict=True)
+            pieces = [plain(rest if mark else p) for p, (mark, rest) in marked]
         toks = [self.codec.encode(self.read_as(p, keep_case), "source") for p in pieces]
         return [t for t in toks if t]
 
