@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="the first N photos and sentences only (a quick look)")
     p.add_argument("--json", type=new_file, default=None)
     args = p.parse_args(argv)
+    if not (args.flickr8k_root or args.multi30k):  # it ran nothing and exited 0
+        p.error("nothing to measure: give --flickr8k-root (the captioner), --multi30k (the translators) or both")
     if args.text_model and not args.multi30k:
         p.error("--text-model scores Multi30k's sentences: give --multi30k too")
     if args.limit is not None and args.limit < 1:

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from reading import _ranks, _rows  # noqa: E402 - the benchmark's folder on the path first
+from reading import _ranks, _rows, main  # noqa: E402 - the benchmark's folder on the path first
 
 
 def test_ranks_and_rows_by_hand():
@@ -33,6 +33,13 @@ def test_ranks_and_rows_by_hand():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "multi30k" / "train.de.gz").is_file(), reason=f"real data not found at {DATA}")
+def test_nothing_to_measure_is_said(capsys):
+    """Without --flickr8k-root and --multi30k it measured nothing and exited 0."""
+    with pytest.raises(SystemExit) as exc:
+        main([])
+    assert exc.value.code == 2 and "nothing to measure: give --flickr8k-root" in capsys.readouterr().err
+
+
 def test_a_short_run_on_the_real_data(tmp_path):
     out = tmp_path / "reading.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "reading.py"), "--flickr8k-root", str(DATA / "flickr8k"),
