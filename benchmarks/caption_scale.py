@@ -57,7 +57,7 @@ def run(tree: Path, inputs: list[str], out: Path, extra: list[str]) -> tuple[flo
     the other processes by running it again): wall, and CPU (user + system of it and every process it started: less
     sensitive than the wall to other work on a shared machine)."""
     out.unlink(missing_ok=True)
-    entry = tree / ".caption_entry.py"
+    entry = out.parent / ".caption_entry.py"  # beside the output, in the run's own folder: not left in the checkout
     if not entry.is_file():
         entry.write_text(ENTRY)
     env = {**os.environ, "PYTHONPATH": str(tree)}

@@ -27,7 +27,7 @@ from text_attn.translation.translator import BrokenLinesWarning, Translator
         # a blank line ends a paragraph (a text of several, as Python's and the server's paragraphs=1 get them)
         (
             ["Ein Mann läuft über die", "Straße und ein Hund", " ", "Zwei Kinder spielen im", "Sand."],
-            "Ein Mann läuft über die Straße und ein Hund\nZwei Kinder spielen im Sand.",
+            "Ein Mann läuft über die Straße und ein Hund\n\nZwei Kinder spielen im Sand.",
         ),
         (["Eine Wieder-", "holung"], "Eine Wiederholung"),  # a word broken to fit the line
         (["ein T-", "Shirt"], "ein T-Shirt"),  # a capital after it: the word's own hyphen
@@ -83,7 +83,7 @@ def test_a_signatures_short_lines_are_read_at_the_width_of_the_text_above():
                                       "Viele Grüße\nMax"]  # fmt: skip
     assert (
         join_wrapped(mail)
-        == "Ein Mann mit einem roten Hut steht vor dem Haus und wartet auf den Bus.\nViele Grüße\nMax"
+        == "Ein Mann mit einem roten Hut steht vor dem Haus und wartet auf den Bus.\n\nViele Grüße\nMax"
     )
     # wrapped more than half as wide: read at its own width, its breaks wraps
     narrow = ["Zwei Kinder spielen mit einem", "Hund im Garten."]

@@ -187,9 +187,9 @@ def test_the_markers_are_put_back_before_their_sentences_translations(translator
         f"- {alone[0].text}", alone[1].text, f"1. {alone[2].text}"]  # fmt: skip
     assert line.nbest[1][0] == f"- {alone[0].nbest[1][0]} {alone[1].nbest[1][0]} 1. {alone[2].nbest[1][0]}"
     # laid out: the second line's item on a line of its own again; a text of one line is its text
-    assert line.line_starts == [False, False, True]
+    assert line.line_breaks == [0, 0, 1]
     assert line.laid_out == f"- {alone[0].text} {alone[1].text}\n1. {alone[2].text}"
-    assert alone[0].line_starts is None and alone[0].laid_out == alone[0].text
+    assert alone[0].line_breaks is None and alone[0].laid_out == alone[0].text
     (one,) = translator.translate(["• ein hund läuft."])  # one sentence; typed without capitals: read with them
     assert one.text == f"• {alone[0].text}" and one.read_as == "• Ein Hund läuft." and one.marks == ["• "]
     (whole,) = translator.translate(["- Ein Hund läuft."], split=False)  # read whole, as typed: nothing put back
@@ -198,21 +198,21 @@ def test_the_markers_are_put_back_before_their_sentences_translations(translator
     assert put_marks(plain, ["- ", "- "]) is plain  # not as many sentences as marks: left as it is
 
 
-def test_line_starts_says_which_sentences_start_a_line_and_laid_out_puts_the_breaks_back():
+def test_line_breaks_says_which_sentences_start_a_line_and_laid_out_puts_the_breaks_back():
     from types import SimpleNamespace
 
-    from text_attn.translation.sentences import laid_out, line_starts
+    from text_attn.translation.sentences import laid_out, line_breaks
 
     text = "Zutaten:\n- Ein Hund. Er bellt.\n\n- Eine Katze\nEnde."
     assert split_sentences(text) == ["Zutaten:", "- Ein Hund.", "Er bellt.", "- Eine Katze", "Ende."]
-    assert line_starts(text) == [False, True, False, True, True]  # a blank line inside: no sentence of its own
-    assert line_starts("Ein Mann. Ein Hund.") == [False, False] and line_starts("  ") == []
+    assert line_breaks(text) == [0, 1, 0, 2, 1]  # a blank line: a paragraph's start, no sentence of its own
+    assert line_breaks("Ein Mann. Ein Hund.") == [0, 0] and line_breaks("  ") == [] and line_breaks("\n\nA.") == [0]
     pieces = [SimpleNamespace(text=t) for t in ("Ingredients:", "- A dog.", "It barks.", "- A cat", "End.")]
     whole = SimpleNamespace(text=" ".join(p.text for p in pieces), pieces=pieces)
-    assert laid_out(whole, line_starts(text)) == "Ingredients:\n- A dog. It barks.\n- A cat\nEnd."
-    assert laid_out(whole, [False, True]) == whole.text  # not as many sentences (one left out): one line
+    assert laid_out(whole, line_breaks(text)) == "Ingredients:\n- A dog. It barks.\n\n- A cat\nEnd."
+    assert laid_out(whole, [0, 1]) == whole.text  # not as many sentences (one left out): one line
     one = SimpleNamespace(text="A dog.", pieces=None)
-    assert laid_out(one, [False]) == "A dog."
+    assert laid_out(one, [0]) == "A dog."
 
 
 @pytest.mark.parametrize(

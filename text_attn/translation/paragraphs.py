@@ -68,14 +68,15 @@ NARROW = 0.5
 def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None, wide: int = 0) -> str:
     """``lines`` (a paragraph's, or a text's of several) joined into one text: each stripped, blank ones dropped,
     joined by single spaces, a word a hyphen breaks at a line's end made whole (see the module's text); a line break is
-    kept (one "\\n") before a list item, after a line that ends short of where the text wraps (:func:`kept_break`),
-    after a blank line (a paragraph's end) and where an e-mail's quote starts or ends (its marks, "> ", taken off each
-    line and put once before its text). ``word_logp(word)``: how often the model's training text writes ``word`` (a
-    log-probability; -inf: never; None: it cannot tell; Translator.word_logp): a broken word is joined as the text
-    writes it more often ("schwarz-" "weiß": "schwarzweiß" or "schwarz-weiß"). ``wide``: where the text around wraps
-    (the paragraphs before, in a document: :func:`paragraphs`): a paragraph whose lines are all at most half as wide
-    (a signature, "Viele Grüße" "Max"; an address) was not wrapped, and is read at that width."""
-    runs: list[tuple[str, list[str]]] = []  # the lines in runs of one e-mail quote depth, their marks taken off
+    kept (one "\\n") before a list item, after a line that ends short of where the text wraps (:func:`kept_break`)
+    and where an e-mail's quote starts or ends (its marks, "> ", taken off each line and put once before its text),
+    and a blank line (one "\\n\\n") where a paragraph ends. ``word_logp(word)``: how often the model's training
+    text writes ``word`` (a log-probability; -inf: never; None: it cannot tell; Translator.word_logp): a broken word
+    is joined as the text writes it more often ("schwarz-" "weiß": "schwarzweiß" or "schwarz-weiß"). ``wide``: where
+    the text around wraps (the paragraphs before, in a document: :func:`paragraphs`): a paragraph whose lines are all
+    at most half as wide (a signature, "Viele Grüße" "Max"; an address) was not wrapped, and is read at that width."""
+    # the lines in runs of one paragraph and e-mail quote depth, their marks taken off, each with what goes before it
+    runs: list[tuple[str, list[str], str]] = []
     ended = False  # a blank line above: the next line starts a paragraph
     for line in lines:
         quote, rest = quoted(line)
@@ -85,11 +86,12 @@ def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] 
         if runs and runs[-1][0] == quote and not ended:
             runs[-1][1].append(rest)
         else:
-            runs.append((quote, [rest]))
+            gap = ("\n\n" if ended else "\n") if runs else ""  # after a paragraph's end, a blank line kept
+            runs.append((quote, [rest], gap))
         ended = False
-    wide = max([wide, *(wrap_width(run) for _, run in runs)])
+    wide = max([wide, *(wrap_width(run) for _, run, _ in runs)])
     # each run joined, its quote's marks before it ("> A man ...": put back before its translation as a list item's)
-    return "\n".join(quote + _join_run(run, word_logp, wide) for quote, run in runs)
+    return "".join(gap + quote + _join_run(run, word_logp, wide) for quote, run, gap in runs)
 
 
 def wrap_width(lines: list[str]) -> int:

@@ -126,25 +126,32 @@ def item_marks(text: str) -> list[str] | None:
     return marks if any(marks) else None
 
 
-def line_starts(text: str) -> list[bool]:
-    """Whether each of ``text``'s sentences (:func:`split_sentences`) starts a line of its own after the first: a
-    heading's, a list item's or a quote's line break kept in a paragraph (text_attn.translation.paragraphs)."""
-    starts = []
+def line_breaks(text: str) -> list[int]:
+    """How many line breaks come before each of ``text``'s sentences (:func:`split_sentences`): 0 on the line of the
+    sentence before (and for the first), 1 at a line's start (a heading's, a list item's or a quote's line, kept in a
+    paragraph: text_attn.translation.paragraphs), 2 after a blank line (a paragraph's start)."""
+    breaks, blank = [], 0  # blank: line breaks since the last sentence, counting blank lines once
+    any_letter = not any(c.isupper() for c in text)
     for part in text.strip().splitlines():
-        pieces = _sentences(part.strip(), not any(c.isupper() for c in text))
-        starts += [bool(starts) and i == 0 for i in range(len(pieces))]
-    return starts
+        pieces = _sentences(part.strip(), any_letter)
+        if not pieces:
+            blank = 2 if breaks else 0
+            continue
+        breaks += [max(blank, 1) if breaks else 0] + [0] * (len(pieces) - 1)  # the line's first starts it
+        blank = 0
+    return breaks
 
 
-def laid_out(translation: Any, starts: list[bool] | None) -> str:
-    """``translation``'s text with a line break before each sentence that starts a line in its source (``starts``:
-    :func:`line_starts`), a space before the others: the source's layout kept (``translate --paragraphs
-    --keep-layout``). One line where the sentences are not as many (a sentence without tokens was left out)."""
+def laid_out(translation: Any, breaks: list[int] | None) -> str:
+    """``translation``'s text with each sentence's line breaks before it as in its source (``breaks``:
+    :func:`line_breaks`; a space where none): the source's layout kept (``translate --paragraphs --keep-layout``,
+    ``Translation.laid_out``). One line where the sentences are not as many (a sentence without tokens was left
+    out)."""
     pieces = translation.pieces or [translation]
-    if not starts or len(pieces) != len(starts):
+    if not breaks or len(pieces) != len(breaks):
         return translation.text
     return "".join(
-        ("\n" if new else " ") * (i > 0) + p.text for i, (p, new) in enumerate(zip(pieces, starts, strict=True))
+        ("\n" * n if n else " ") * (i > 0) + p.text for i, (p, n) in enumerate(zip(pieces, breaks, strict=True))
     )
 
 

@@ -70,7 +70,7 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
-from text_attn.translation.sentences import item_marks, laid_out, line_starts, put_marks
+from text_attn.translation.sentences import item_marks, laid_out, line_breaks, put_marks
 from text_attn.translation.source_check import unseen_words_line
 from text_attn.translation.translate_resume import (
     check_record,
@@ -425,7 +425,7 @@ def _translate_stream(
     long: list[int] = []  # the chunk's inputs longer than any training source (Translator.longest_source)
     typed: dict[int, str] = {}  # the chunk's inputs that hold a web or e-mail address, to look for in their outputs
     marks: dict[int, list[str]] = {}  # the chunk's inputs' list item markers ("- ", "1. "), each sentence's (put_marks)
-    starts: dict[int, list[bool]] = {}  # --keep-layout: whether each sentence of the chunk's inputs starts a line
+    breaks: dict[int, list[int]] = {}  # --keep-layout: the line breaks before each sentence of the chunk's inputs
     address: list[int] = []  # the chunk's inputs whose translation lacks an address of theirs as typed
     unseen: dict[int, list[str]] = {}  # the chunk's inputs' words the training text never has (Translator.unseen_words)
     wrapped: list[int] = []  # stdin's lines that broke off a sentence the next line goes on with (paragraphs.goes_on)
@@ -460,7 +460,7 @@ def _translate_stream(
                 given_lines(n, readings, per_piece) for (n, _), readings in zip(good, ranked, strict=True)
             )
         elif args.keep_layout:  # each paragraph's lines as its text's, a blank line between (a failed one: none)
-            laid = [inert(laid_out(by_number[n], starts.get(n)), lines=True) + "\n" for n, _ in chunk if n in by_number]
+            laid = [inert(laid_out(by_number[n], breaks.get(n)), lines=True) + "\n" for n, _ in chunk if n in by_number]
             written = ("\n" if laid and progress.get("laid") else "") + "\n".join(laid)  # a blank line between
             progress["laid"] = progress.get("laid") or bool(laid)  # a paragraph written: the next one after a blank
         elif not args.n_best_given:  # a failed input's empty line keeps the lines aligned
@@ -511,7 +511,7 @@ def _translate_stream(
         count("wrapped", wrapped)
         typed.clear()  # a failed input's
         marks.clear()
-        starts.clear()
+        breaks.clear()
         if report is not None:
             from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
 
@@ -563,7 +563,7 @@ def _translate_stream(
             if not args.no_split and (found := item_marks(line)):  # its list items' markers, not translated
                 marks[n] = found
             if args.keep_layout:
-                starts[n] = line_starts(line)
+                breaks[n] = line_breaks(line)
             tokens = max(pieces, key=len, default=[])  # the checks below are each sentence's: the longest's
             need = translator.search_bytes(len(tokens), args.beam_size, args.max_len) if tokens else 0
             if not tokens:

@@ -37,7 +37,7 @@ from text_attn.translation.sentences import (
     item_marks,
     joined,
     laid_out,
-    line_starts,
+    line_breaks,
     piece_keys,
     plain,
     put_marks,
@@ -101,15 +101,15 @@ class Translation:
     # each sentence's list item marker ("- ", "1. "; "" for none), left unread and put back before its translation in
     # ``text`` (text_attn.translation.sentences.put_marks: "- Ein Hund" -> "- A dog"); None where none had one
     marks: list[str] | None = None
-    # whether each sentence started a line of its own in the input (a heading's, a list item's line: a line break
-    # inside the text, or one a paragraph kept: text_attn.translation.sentences.line_starts); None where none did
-    line_starts: list[bool] | None = None
+    # the line breaks before each sentence in the input (1: a heading's, a list item's line, a line break inside the
+    # text or one a paragraph kept; 2: after a blank line; text_attn.translation.sentences.line_breaks); None: one line
+    line_breaks: list[int] | None = None
 
     @property
     def laid_out(self) -> str:
-        """``text`` laid out as the input was: a line break before each sentence that started a line there
-        (``translate --paragraphs --keep-layout``); ``text`` itself where the input was one line."""
-        return laid_out(self, self.line_starts)
+        """``text`` laid out as the input was: each sentence that started a line there starts one, a blank line where
+        a paragraph ended (``translate --paragraphs --keep-layout``); ``text`` itself where the input was one line."""
+        return laid_out(self, self.line_breaks)
 
     def unsure(self, below: float = UNSURE) -> list[tuple[str, float]]:
         """The words the model gave a probability under ``below`` (text_attn.core.unsure), each with it, in order;
@@ -519,8 +519,8 @@ class Translator:
         read = [self.read_line(s) for s in sentences]
         out = self.translate_lines(lines, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
         out = [put_marks(t, item_marks(s)) for s, t in zip(sentences, out, strict=True)]  # "- A dog" for "- Ein Hund"
-        starts = [line_starts(s) for s in sentences]  # a heading's or an item's line: Translation.laid_out keeps it
-        out = [replace(t, line_starts=new) if any(new) else t for new, t in zip(starts, out, strict=True)]
+        breaks = [line_breaks(s) for s in sentences]  # a heading's or an item's line: Translation.laid_out keeps it
+        out = [replace(t, line_breaks=new) if any(new) else t for new, t in zip(breaks, out, strict=True)]
         return self._noted(sentences, read, out)
 
     def sentence_tokens(self, text: str, keep_case: bool | None = None, split: bool = True) -> list[list[str]]:
