@@ -107,6 +107,12 @@ TRANSLATE_ANSWER = {
                 "properties": {
                     "source": {"type": "string"},
                     "translation": {"type": "string"},
+                    "laid_out": {
+                        "type": "string",
+                        "description": "the translation with the text's line breaks: each sentence that started a "
+                        "line there (a heading, a list item) starts one, a blank line between paragraphs; the "
+                        "translation itself for a text of one line",
+                    },
                     "source_tokens": {"type": "array", "items": {"type": "string"}, "description": "ends with <eos>"},
                     "tokens": {"type": "array", "items": {"type": "string"}},
                     "attention": {

@@ -39,6 +39,7 @@ textarea { width: 100%; min-height: 5em; font: inherit; padding: 6px; }
 .status { min-height: 1.4em; font-size: 13px; color: var(--muted); }
 .status.error { color: #b91c1c; }
 .note { color: #92400e; font-size: 13px; }
+p.translation { white-space: pre-line; }
 .read { color: var(--muted); font-size: 13px; }
 """
 
@@ -234,7 +235,7 @@ const Live = {
       drives.className = "drives"; pair.appendChild(drives);
     }
     sec.appendChild(pair);
-    sec.appendChild(Live.el("p", "translation", tr.translation));
+    sec.appendChild(Live.el("p", "translation", tr.laid_out || tr.translation));  // a list's items a line each
     if (tr.token_probs) sec.appendChild(Live.el("p", "read", Live.readLine(tr, given, "token", CFG.unsure.text)));
     if (tr.note) sec.appendChild(Live.el("p", "note", tr.note));
     if (tr.lost_addresses && tr.lost_addresses.length) {

@@ -139,7 +139,7 @@ def test_a_heading_and_a_lists_items_are_translated_each_on_its_own_their_marker
     assert code == 0 and out == [f"• {alone[1]}", f"1. {alone[2]}"]
 
 
-def test_keep_layout_writes_a_documents_translation_laid_out_as_it_was(capsys, monkeypatch):
+def test_keep_layout_writes_a_documents_translation_laid_out_as_it_was(capsys, monkeypatch, tmp_path):
     heading, first, second = "Zwei Hunde spielen im Schnee", PARAGRAPHS[2], "Eine Frau wartet an der Haltestelle."
     code, alone, _ = _run(capsys, monkeypatch, [heading, first, second, PARAGRAPHS[0]])
     assert code == 0 and len(alone) == 4
@@ -154,6 +154,10 @@ def test_keep_layout_writes_a_documents_translation_laid_out_as_it_was(capsys, m
     assert out == [alone[3], "", alone[0], f"- {alone[1]}", f"- {alone[2]}", "", quoted]
     code, batched, _ = _run(capsys, monkeypatch, ["--paragraphs", "--keep-layout", "--batch-size", "1"], document)
     assert batched == out  # a paragraph a batch: the blank lines between batches too
+    records = tmp_path / "r.jsonl"
+    code, _, _ = _run(capsys, monkeypatch, ["--paragraphs", "--jsonl", str(records)], document)
+    laid = [json.loads(line)["laid_out"] for line in records.read_text().splitlines()]
+    assert "\n\n".join(laid).splitlines() == out  # each record's laid_out: its paragraph as --keep-layout writes it
     code, plain, _ = _run(capsys, monkeypatch, ["--paragraphs"], document)  # without it: a line a paragraph
     assert plain == [alone[3], f"{alone[0]} - {alone[1]} - {alone[2]}", quoted]
     # an argument is a paragraph too; a failed one (empty) leaves no blank line of its own

@@ -269,8 +269,10 @@ def test_a_line_in_many_chunks_is_joined_once_its_end_comes():
         ("Ein Hund läuft.\n".encode("utf-16-le"), "binary data (it holds NUL bytes)"),  # without its mark
         (b"%PDF-1.4\n%\xe2\xe3\n1 0 obj\n", "a PDF file: translate reads UTF-8 text (pdftotext FILE -"),
         (b"PK\x03\x04" + bytes(40), "a ZIP archive (a .docx or .odt is one)"),
-        (gzip.compress((IMAGES / "coffee.png").read_bytes()), "a PNG image"),  # gzipped: read through first
+        # gzipped: read through first (mtime 0: the same bytes, and test id, in every xdist worker's collection)
+        (gzip.compress((IMAGES / "coffee.png").read_bytes(), mtime=0), "a PNG image"),
     ],
+    ids=["jpeg", "png", "utf-16", "utf-16-le", "pdf", "zip", "gzipped-png"],
 )
 def test_stdin_that_is_not_text_is_one_line_before_anything_is_translated(model_file, capsys, monkeypatch, data, said):
     """`translate < photo.jpg` wrote an error or a made-up translation for each of its "lines" (451 for a PNG), and

@@ -227,6 +227,8 @@ def test_paragraphs_1_joins_a_texts_lines_as_translate_paragraphs_does(server, m
     (expected,) = Translator.load(models["text"]).translate([listed], paragraphs=True)
     assert status == 200 and res["translations"][0]["translation"] == expected.text
     assert expected.marks == ["", "- ", "- "]
+    # laid out as the text was: each item on a line of its own (the page shows it so)
+    assert res["translations"][0]["laid_out"] == expected.laid_out and expected.laid_out.count("\n") == 2
     status, _, res = server.post_json("/translate", {"text": "ein mann", "paragraphs": 2})
     assert status == 422 and "paragraphs" in res["error"]
     # a wrapped paragraph sent a line a text: said in the answer's notes, as translate says it; not with paragraphs=1

@@ -347,6 +347,17 @@ def test_the_wrapped_text_box_sends_a_paragraph_a_text_to_be_joined(chromium):
         assert sent["paragraphs"] == 1
         assert sent["sentences"] == ["Ein Mann läuft über die\nStraße.", "Zwei Hunde spielen im\nSchnee."]
         assert page.errors == []
+    # a list's translation laid out: each item on a line of its own under the grid, as the answer's laid_out has it
+    laid = {"translation": "Ingredients: - a man", "laid_out": "Ingredients:\n- a man"}
+    listed = {**TRANSLATED["translations"][0], **laid}
+    with _offline(chromium, {**TRANSLATED, "translations": [listed]}) as page:
+        page.goto(ORIGIN + "/")
+        page.click("nav.tabs button[data-tab=translate]")
+        page.fill("#src", "Zutaten:\n- ein Mann")
+        page.click("#go")
+        page.wait_for_selector("#tr-out p.translation")
+        assert page.locator("#tr-out p.translation").inner_text() == "Ingredients:\n- a man"
+        assert page.errors == []
 
 
 @pytest.mark.long

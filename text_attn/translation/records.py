@@ -19,6 +19,7 @@ import numpy as np
 from text_attn.core.casing import changed_reading
 from text_attn.core.unsure import UNSURE, probability_fields, unsure_pairs
 from text_attn.core.vocab import lost_addresses
+from text_attn.translation.sentences import laid_out, line_breaks
 
 
 def rounded(matrix: Any, digits: int = 4) -> list:
@@ -43,6 +44,8 @@ def translation_record(translator: Any, source: str, t: Any, keep_case: bool = F
     return {
         "source": source,
         "translation": t.text,
+        # with the source's line breaks (a heading's, a list item's line; a blank line between paragraphs)
+        "laid_out": laid_out(t, line_breaks(source)),
         "source_tokens": [*t.source, "<eos>"],
         "tokens": t.tokens,
         "attention": attention,
@@ -61,10 +64,9 @@ def translation_record(translator: Any, source: str, t: Any, keep_case: bool = F
 
 def empty_record(source: str) -> dict[str, Any]:
     """The record of a sentence with nothing to translate (no token the model reads)."""
-    return {"source": source, "translation": "", "source_tokens": ["<eos>"], "tokens": [], "attention": None,
-            "heads": None, "score": 0.0, "truncated": False, "sentence_count": 0, "unknown": [], "unlike_source": None,
-            "read_as": None,
-            "lost_addresses": [], "unseen_words": [],
+    return {"source": source, "translation": "", "laid_out": "", "source_tokens": ["<eos>"], "tokens": [],
+            "attention": None, "heads": None, "score": 0.0, "truncated": False, "sentence_count": 0, "unknown": [],
+            "unlike_source": None, "read_as": None, "lost_addresses": [], "unseen_words": [],
             "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
 
 
