@@ -223,6 +223,11 @@ def test_reinforcement_learnings_reward_and_baseline_are_drawn_beside_the_surrog
         "REINFORCE term": ([5, 10], [0.3, -0.2]),
     }
     assert list(_drawn(figure, "loss")) == ["train loss"]  # a real loss here
+    # one step range on every panel, with whole steps on the axis (a lone validation's point drew 12.4, 12.6, ...)
+    drawn = [ax for ax in figure.axes if ax.get_title(loc="left")]
+    assert len({ax.get_xlim() for ax in drawn}) == 1 and drawn[0].get_xlim() == (4.5, 10.5)  # steps 5-10
+    figure.canvas.draw()
+    assert all(float(t).is_integer() for ax in drawn for t in ax.get_xticks())
 
 
 def test_a_logger_folder_outside_the_run_folder_is_recorded_newest_last(tmp_path):

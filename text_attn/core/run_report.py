@@ -369,6 +369,9 @@ def _draw_panel(ax, title: str, keys: list[str], series: Series, best: tuple[str
         ax.set_yscale("log")
     ax.set_title(title, loc="left", fontsize=10)
     ax.set_xlabel("step")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: a short run showed 12.4, 12.6, ...
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
 
@@ -412,8 +415,12 @@ def report_figure(series: Series, title: str = "", mark: tuple[str, str] | None 
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(6.0 * cols, 3.4 * rows + 0.4), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    steps = [step for name, keys in panels for key in keys for step, _ in series[key]]
+    low, high = min(steps), max(steps)
+    pad = max(0.5, 0.02 * (high - low))  # one step range for every panel: a validation's point beside the losses
     for ax, (name, keys) in zip(axes, panels, strict=False):
         _draw_panel(ax, name, keys, series, best_of(series, mark))
+        ax.set_xlim(low - pad, high + pad)
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
     if title:
