@@ -207,6 +207,12 @@ def test_the_servers_note_names_the_texts_that_break_off():
           "2. Mai in der alten Halle neben dem Park."],
          "Das große Konzert im Stadtpark findet am 3. Mai statt, und die letzte Probe ist am 2. Mai in der alten Halle "
          "neben dem Park."),
+        # ... nor where they count up but the line above ends in a word a day's number follows ("am" "4. Mai")
+        (
+            ["Das große Konzert im Stadtpark findet am", "3. Mai statt, und die letzte Probe ist am", "4. Mai."],
+            "Das große Konzert im Stadtpark findet am 3. Mai statt, und die letzte Probe ist am 4. Mai.",
+        ),
+        (["Wir treffen uns am:", "1. Mai", "2. Juni"], "Wir treffen uns am:\n1. Mai\n2. Juni"),  # a colon: a list
         # a list's numbers and letters count up: each item its own, after a heading as long as the text's lines
         (["Die folgenden Schritte sind wirklich nötig", "1. Öffnen", "2. Schließen", "3. Gehen"],
          "Die folgenden Schritte sind wirklich nötig\n1. Öffnen\n2. Schließen\n3. Gehen"),

@@ -55,6 +55,9 @@ NO_END = frozenset(
 )
 
 
+# words a day's number follows ("am 3. Mai", "vom 2. bis 4. Juni", "le 3 mai", "dne 3. května"): a line ending in one
+# goes on with the date, even where the lines below count up as a list's numbers would
+BEFORE_A_DAY = frozenset("am vom bis zum ab seit dem den on le du au dne od".split())
 # a list item's marks that are never a sentence's (a dash or "3." may be): a line starting with one starts an item
 BULLETS = "•·‣◦▪▫●○■□►▸➢➤✓✔*#"  # "#": a Markdown heading's
 # a line shorter than this share of the paragraph's longest, with room for the next word, was ended, not wrapped: the
@@ -150,8 +153,11 @@ def kept_break(before: str, line: str, width: int, listing: bool = False) -> boo
     does (a hyphen, a comma, :data:`NO_END`). A wrapper breaks a line only where the next word does not fit, so text
     wrapped at its width never has such a break."""
     mark = item_mark(line)[0]
-    if mark and (mark[0] in BULLETS or listing or before[-1:] in ":.!?") or item_mark(before)[0].startswith("#"):
-        return True  # an item starts, or a Markdown heading ends
+    dated = mark[:1].isdigit() and (before.split() or [""])[-1].lower() in BEFORE_A_DAY  # "am" / "3. Mai"
+    if mark and (mark[0] in BULLETS or (listing and not dated) or before[-1:] in ":.!?"):
+        return True  # an item starts
+    if item_mark(before)[0].startswith("#"):
+        return True  # a Markdown heading ends
     if _HEAD.search(before) or before.endswith(",") or before.rsplit(None, 1)[-1] in NO_END:
         return False
     first = line.split(None, 1)[0]
