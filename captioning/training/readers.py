@@ -312,10 +312,17 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         raise CaptionDataError(f"image folder {image_dir} {'is a file' if image_dir.exists() else 'does not exist'}")
     by_name: dict[str, ImageItem] = {}
     folder = _Folder(image_dir)
+    first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
     for n, line in enumerate(text_lines(_read_text(tsv, "captions file")), 1):
         if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
             continue
         name, tab, caption = line.partition("\t")
+        if first and _header(name, caption) and not (image_dir / name.strip()).exists():
+            print(f"caption data: {inert(tsv)}: line {n} read as a header ({inert(repr(line.strip()[:60]))}): "
+                  "skipped", file=sys.stderr)  # fmt: skip
+            first = False
+            continue
+        first = False
         toks = caption_tokens(caption)
         if tab and name.strip() and not toks:  # the line's shape is right; its caption has no word
             raise CaptionDataError(f"{tsv}: line {n}: the caption of {name.strip()!r} has no words "
@@ -330,6 +337,17 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")
     return _check_files(list(by_name.values()), tsv, strict)
+
+
+# a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names
+_HEADER_NAMES = frozenset("image images image_name image_id img file filename file_name photo path name id".split())
+_CAPTION_NAMES = frozenset("caption captions text description comment sentence label".split())
+
+
+def _header(name: str, caption: str) -> bool:
+    """Whether a captions file's first line is a header (``image<TAB>caption``): two column names, not a photo and
+    its caption (the caller also checks no file is named so)."""
+    return name.strip().lower() in _HEADER_NAMES and caption.strip().lower() in _CAPTION_NAMES
 
 
 # --- Flickr8k ---------------------------------------------------------------------------------------------------------

@@ -62,6 +62,24 @@ def test_photos_named_as_tools_write_them_are_read_once_each(tmp_path, capsys):
     assert all(it.path.is_file() for it in items) and capsys.readouterr().err == ""
 
 
+def test_a_header_line_as_pandas_writes_it_is_skipped_with_a_note(tmp_path, capsys):
+    """``df.to_csv("captions.tsv", sep="\\t")`` writes "image<TAB>caption" first: it was read as a photo named
+    "image", said missing. Skipped, said once; a photo named so, or a header later in the file, is read as written."""
+    folder = _photos(tmp_path / "photos", ["p.png", "q.png"])
+    tsv = tmp_path / "captions.tsv"
+    tsv.write_text("\nImage\tCaption\np.png\ta dog\nq.png\ta cup\n", encoding="utf-8")
+    items = read_folder(folder, tsv, strict=True)
+    assert [(it.path.name, it.captions) for it in items] == [("p.png", [["a", "dog"]]), ("q.png", [["a", "cup"]])]
+    assert capsys.readouterr().err.strip() == (f"caption data: {tsv}: line 2 read as a header ('Image\\tCaption'): "
+                                               "skipped")  # fmt: skip
+    _photos(folder, ["image"])  # a photo of that name: its line is a photo's
+    tsv.write_text("image\tcaption\np.png\ta dog\n", encoding="utf-8")
+    assert [it.path.name for it in read_folder(folder, tsv)] == ["image", "p.png"]
+    tsv.write_text("p.png\ta dog\nfile\ttext\n", encoding="utf-8")  # not first: a line naming a missing photo
+    with pytest.raises(CaptionDataError, match="file"):
+        read_folder(folder, tsv, strict=True)
+
+
 def test_a_small_folder_holds_out_two_photos_and_one_val_photo_is_said_to_rank_nothing(tmp_path):
     """20 photos held out 1 (5%): CIDEr over one photo is 0 at every epoch, so the best checkpoint was epoch 0 and
     fit said training did not beat the start. Now two each; one given explicitly gets one note when CIDEr is
