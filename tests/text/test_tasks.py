@@ -205,6 +205,22 @@ def test_read_tsv_pairs_fixture():
     assert swapped == [Example(["Va", "!"], ["Go", "."]), Example(["J'ai", "gagné", "!"], ["I", "won", "!"])]
 
 
+def test_a_tsv_header_line_is_skipped_with_a_note(tmp_path, capsys):
+    """``df.to_csv("pairs.tsv", sep="\\t")`` writes "German<TAB>English" first: it became a training (or test) pair.
+    Skipped, said once; only the first line, and only where both columns read are column names."""
+    from text_attn.translation.corpora import read_tsv_text
+
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("\nDeutsch\tEnglish\tnote\nEin Hund.\tA dog.\tx\nsource\ttarget\ty\n", encoding="utf-8")
+    assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == [("Ein Hund.", "A dog."), ("source", "target")]
+    assert (
+        capsys.readouterr().err.strip()
+        == f"text data: {corpus}: line 2 read as a header ('Deutsch\\tEnglish\\tnote'): skipped"
+    )
+    corpus.write_text("Ein Hund.\tEnglish\n", encoding="utf-8")  # one column a name: a pair
+    assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == [("Ein Hund.", "English")]
+
+
 def test_read_tsv_errors(tmp_path):
     with pytest.raises(TaskError, match=r"bad\.tsv:3: expected at least 2 tab-separated columns, found 1"):
         read_tsv_pairs(FIXTURES / "bad.tsv")

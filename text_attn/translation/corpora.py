@@ -57,6 +57,14 @@ def _tokens(text: str, lower: bool, where: str) -> list[str]:
     return toks
 
 
+# a TSV's header line, as a spreadsheet or pandas writes one: its columns' names, both read columns one of these
+HEADERS = frozenset(
+    "source target src tgt input output sentence translation text de en fr cs german english french czech deutsch "
+    "englisch französisch tschechisch anglais allemand français tchèque němčina angličtina francouzština čeština"
+    .split()
+)  # fmt: skip
+
+
 def read_tsv_text(
     path: str | Path, src_col: int = 0, tgt_col: int = 1, max_pairs: int | None = None
 ) -> list[tuple[str, str, str]]:
@@ -67,12 +75,19 @@ def read_tsv_text(
     need = max(src_col, tgt_col) + 1
     out: list[tuple[str, str, str]] = []
     widths: dict[int, list[int]] = {}  # columns -> the lines that have that many
+    first = True  # the first line with content: a header ("German<TAB>English", as pandas writes one) is skipped
     for i, line in enumerate(read_lines(path), 1):
         if max_pairs is not None and len(out) >= max_pairs:
             break
         if not line.strip():
             continue
         cols = line.split("\t")
+        if first and len(cols) >= need and {cols[src_col].strip().lower(), cols[tgt_col].strip().lower()} <= HEADERS:
+            print(f"text data: {inert(str(path))}: line {i} read as a header ({inert(repr(line.strip()[:60]))}): "
+                  "skipped", file=sys.stderr)  # fmt: skip
+            first = False
+            continue
+        first = False
         widths.setdefault(len(cols), []).append(i)
         where = f"{path}:{i}"
         if len(cols) < need:
