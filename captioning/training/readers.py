@@ -70,7 +70,7 @@ import random
 import re
 import sys
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -313,7 +313,8 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     by_name: dict[str, ImageItem] = {}
     folder = _Folder(image_dir)
     first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
-    for n, line in enumerate(text_lines(_read_text(tsv, "captions file")), 1):
+    comma = tsv.name.lower().endswith(".csv")  # spreadsheets' and pandas' own: commas, a caption with one in quotes
+    for n, line in _caption_rows(_read_text(tsv, "captions file"), comma, tsv):
         if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
             continue
         name, tab, caption = line.partition("\t")
@@ -328,7 +329,9 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
             raise CaptionDataError(f"{tsv}: line {n}: the caption of {name.strip()!r} has no words "
                                    "(punctuation is dropped)")  # fmt: skip
         if not tab or not name.strip():
-            raise CaptionDataError(f"{tsv}: line {n}: expected 'filename<TAB>caption', got {line[:60]!r}")
+            hint = " (commas between them? a .csv file is read as CSV)" if not comma and "," in line else ""
+            want = "filename,caption" if comma else "filename<TAB>caption"
+            raise CaptionDataError(f"{tsv}: line {n}: expected '{want}', got {line[:60]!r}{hint}")
         name = _photo_key(_FLICKR_NUMBER.sub("", name.strip()))  # Flickr8k's token file writes "photo.jpg#0"
         if name not in by_name:
             by_name[name] = ImageItem(folder.path(name), [], raw=[], key=name)
@@ -337,6 +340,21 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")
     return _check_files(list(by_name.values()), tsv, strict)
+
+
+def _caption_rows(text: str, comma: bool, path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, the line) of a captions file; of a CSV file, each row as a TSV line would hold it ("name<TAB>
+    caption", its first two columns; a row of one column as that column alone)."""
+    lines = text_lines(text)
+    if not comma:
+        yield from enumerate(lines, 1)
+        return
+    reader = csv.reader(lines)
+    try:
+        for row in reader:
+            yield reader.line_num, "\t".join(row[:2]) if len(row) > 1 else "".join(row)
+    except csv.Error as exc:
+        raise CaptionDataError(f"{path}: line {reader.line_num}: not CSV as read: {exc}") from None
 
 
 # a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names

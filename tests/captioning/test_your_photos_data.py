@@ -80,6 +80,21 @@ def test_a_header_line_as_pandas_writes_it_is_skipped_with_a_note(tmp_path, caps
         read_folder(folder, tsv, strict=True)
 
 
+def test_a_csv_captions_file_is_read_as_csv(tmp_path, capsys):
+    """A spreadsheet's or pandas' captions.csv: commas between the columns, a caption holding one in quotes, a header.
+    A comma-separated file named .tsv is refused with a hint."""
+    folder = _photos(tmp_path / "photos", ["p.png", "q.png"])
+    csv_file = tmp_path / "captions.csv"
+    csv_file.write_text('image,caption\np.png,"a dog, running"\nq.png,a cup,extra\n', encoding="utf-8")
+    items = read_folder(folder, csv_file, strict=True)
+    assert [(it.path.name, it.raw) for it in items] == [("p.png", ["a dog, running"]), ("q.png", ["a cup"])]
+    assert "line 1 read as a header" in capsys.readouterr().err
+    tsv = tmp_path / "captions.tsv"
+    tsv.write_text("p.png,a dog\n", encoding="utf-8")
+    with pytest.raises(CaptionDataError, match=r"line 1: expected 'filename<TAB>caption'.*a \.csv file is read as CSV"):
+        read_folder(folder, tsv)
+
+
 def test_a_small_folder_holds_out_two_photos_and_one_val_photo_is_said_to_rank_nothing(tmp_path):
     """20 photos held out 1 (5%): CIDEr over one photo is 0 at every epoch, so the best checkpoint was epoch 0 and
     fit said training did not beat the start. Now two each; one given explicitly gets one note when CIDEr is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gzip
 import re
 from collections import Counter
 from pathlib import Path
@@ -219,6 +220,26 @@ def test_a_tsv_header_line_is_skipped_with_a_note(tmp_path, capsys):
     )
     corpus.write_text("Ein Hund.\tEnglish\n", encoding="utf-8")  # one column a name: a pair
     assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == [("Ein Hund.", "English")]
+
+
+def test_a_csv_corpus_is_read_as_csv(tmp_path, capsys):
+    """pairs.csv (a spreadsheet's, pandas'): commas between the columns, a sentence with a comma in quotes, a header;
+    gzipped too. A comma-separated file named .tsv is refused with a hint."""
+    from text_attn.translation.corpora import read_tsv_text
+
+    rows = 'de,en\n"Ein Hund, der läuft.","A dog, running."\nZwei Katzen.,Two cats.\n'
+    corpus = tmp_path / "pairs.csv"
+    corpus.write_text(rows, encoding="utf-8")
+    want = [("Ein Hund, der läuft.", "A dog, running."), ("Zwei Katzen.", "Two cats.")]
+    assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == want
+    assert "line 1 read as a header" in capsys.readouterr().err
+    packed = tmp_path / "pairs.csv.gz"
+    packed.write_bytes(gzip.compress(rows.encode(), mtime=0))
+    assert [(s, t) for s, t, _ in read_tsv_text(packed)] == want
+    wrong = tmp_path / "pairs.tsv"
+    wrong.write_text("Ein Hund.,A dog.\n", encoding="utf-8")
+    with pytest.raises(TaskError, match=r"pairs\.tsv:1: expected at least 2 tab-separated columns.*read as CSV"):
+        read_tsv_text(wrong)
 
 
 def test_read_tsv_errors(tmp_path):

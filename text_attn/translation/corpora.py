@@ -7,10 +7,12 @@ never a silent shift.
 from __future__ import annotations
 
 import codecs
+import csv
 import gzip
 import stat
 import sys
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from text_attn.core.os_text import stdin_bytes
@@ -71,27 +73,30 @@ def read_tsv_text(
     """Tab-separated pairs (Tatoeba/Anki: `English<TAB>French<TAB>attribution`) -> (source, target, "path:line");
     extra columns are ignored, blank lines skipped; an empty side is a TaskError naming the line. Lines of another
     number of columns than most get one note on stderr naming the first: a tab typed inside a sentence splits it, and
-    the pair read there is half a sentence and its other half."""
+    the pair read there is half a sentence and its other half. A file named ``.csv`` (or ``.csv.gz``) is read as CSV:
+    commas between columns, a sentence with a comma in quotes, as spreadsheets and pandas write it."""
     need = max(src_col, tgt_col) + 1
+    comma = str(path).lower().endswith((".csv", ".csv.gz"))
+    kind = "comma-separated" if comma else "tab-separated"
     out: list[tuple[str, str, str]] = []
     widths: dict[int, list[int]] = {}  # columns -> the lines that have that many
     first = True  # the first line with content: a header ("German<TAB>English", as pandas writes one) is skipped
-    for i, line in enumerate(read_lines(path), 1):
+    for i, cols in _rows(read_lines(path), comma, path):
         if max_pairs is not None and len(out) >= max_pairs:
             break
-        if not line.strip():
+        if not any(c.strip() for c in cols):
             continue
-        cols = line.split("\t")
         if first and len(cols) >= need and {cols[src_col].strip().lower(), cols[tgt_col].strip().lower()} <= HEADERS:
-            print(f"text data: {inert(str(path))}: line {i} read as a header ({inert(repr(line.strip()[:60]))}): "
-                  "skipped", file=sys.stderr)  # fmt: skip
+            shown = inert(repr((", " if comma else "\t").join(cols)[:60]))
+            print(f"text data: {inert(str(path))}: line {i} read as a header ({shown}): skipped", file=sys.stderr)
             first = False
             continue
         first = False
         widths.setdefault(len(cols), []).append(i)
         where = f"{path}:{i}"
         if len(cols) < need:
-            raise TaskError(f"{where}: expected at least {need} tab-separated columns, found {len(cols)}")
+            hint = "" if comma or "," not in cols[0] else " (commas between them? a .csv file is read as CSV)"
+            raise TaskError(f"{where}: expected at least {need} {kind} columns, found {len(cols)}{hint}")
         s, t = cols[src_col].strip(), cols[tgt_col].strip()
         if not s or not t:
             raise TaskError(f"{where}: empty sentence in column {src_col if not s else tgt_col}")
@@ -102,10 +107,25 @@ def read_tsv_text(
         usual = max(widths, key=lambda w: len(widths[w]))
         odd = sorted(n for w, lines in widths.items() if w != usual for n in lines)
         lines = sum(map(len, widths.values()))
-        print(f"text data: {inert(str(path))}: {len(odd)} of {lines} lines have another number of tab-separated "
-              f"columns than the others' {usual} (first: line {odd[0]}): a tab inside a sentence splits it; columns "
+        split = "a comma outside quotes" if comma else "a tab inside a sentence"
+        print(f"text data: {inert(str(path))}: {len(odd)} of {lines} lines have another number of {kind} "
+              f"columns than the others' {usual} (first: line {odd[0]}): {split} splits it; columns "
               f"{src_col} and {tgt_col} are read", file=sys.stderr)  # fmt: skip
     return out
+
+
+def _rows(lines: list[str], comma: bool, path: str | Path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, its columns) of a TSV's lines, or of a CSV's rows (a quoted sentence may hold a comma; its line
+    number is where the row ends)."""
+    if not comma:
+        yield from ((i, line.split("\t")) for i, line in enumerate(lines, 1))
+        return
+    reader = csv.reader(lines)
+    try:
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as exc:
+        raise TaskError(f"{path}:{reader.line_num}: not CSV as read: {exc}") from None
 
 
 def read_tsv_pairs(

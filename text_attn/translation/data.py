@@ -175,9 +175,10 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             min_len: shortest synthetic source (reorder). max_len: longest synthetic source (reorder).
             max_tokens: a corpus's training pairs with a side longer than this many tokens are left out, with one note
                 (a pasted paragraph or a line without its line break: one such pair in a batch ran out of memory).
-            path: the TSV file for ``tsv``; src_col / tgt_col: its columns of the source and the target, from 0 (0 and
-                1; manythings.org's Anki files are English first: English -> German reads 0 -> 1, German -> English
-                1 -> 0). src_path: source file for ``parallel``. tgt_path: its target file.
+            path: the TSV file for ``tsv`` (a ``.csv`` file: read as CSV); src_col / tgt_col: its columns of the
+                source and the target, from 0 (0 and 1; manythings.org's Anki files are English first: English ->
+                German reads 0 -> 1, German -> English 1 -> 0). src_path: source file for ``parallel``. tgt_path: its
+                target file.
             root: the corpus folder for ``pair``; or, for any task, a folder ``text-train optimize`` wrote: its
                 chunks are streamed (translation.streaming; the vocabularies are the ones it stored).
             src_lang: source language code (``de``): task pair's file suffix; for any corpus the language its input
