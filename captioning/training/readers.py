@@ -313,8 +313,11 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     by_name: dict[str, ImageItem] = {}
     folder = _Folder(image_dir)
     first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
-    comma = tsv.name.lower().endswith(".csv")  # spreadsheets' and pandas' own: commas, a caption with one in quotes
-    for n, line in _caption_rows(_read_text(tsv, "captions file"), comma, tsv):
+    text = _read_text(tsv, "captions file")
+    head = next((line for line in text_lines(text) if line.strip()), "")
+    # spreadsheets' and pandas' own: commas, a caption with one in quotes (a TSV named .csv stays a TSV)
+    comma = tsv.name.lower().endswith(".csv") and "\t" not in head
+    for n, line in _caption_rows(text, comma, tsv):
         if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
             continue
         name, tab, caption = line.partition("\t")

@@ -89,6 +89,8 @@ def test_a_csv_captions_file_is_read_as_csv(tmp_path, capsys):
     items = read_folder(folder, csv_file, strict=True)
     assert [(it.path.name, it.raw) for it in items] == [("p.png", ["a dog, running"]), ("q.png", ["a cup"])]
     assert "line 1 read as a header" in capsys.readouterr().err
+    csv_file.write_text("p.png\ta dog, running\n", encoding="utf-8")  # a TSV named .csv, read as before
+    assert [it.raw for it in read_folder(folder, csv_file)] == [["a dog, running"]]
     tsv = tmp_path / "captions.tsv"
     tsv.write_text("p.png,a dog\n", encoding="utf-8")
     with pytest.raises(CaptionDataError, match=r"line 1: expected 'filename<TAB>caption'.*a \.csv file is read as CSV"):

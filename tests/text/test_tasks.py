@@ -236,6 +236,9 @@ def test_a_csv_corpus_is_read_as_csv(tmp_path, capsys):
     packed = tmp_path / "pairs.csv.gz"
     packed.write_bytes(gzip.compress(rows.encode(), mtime=0))
     assert [(s, t) for s, t, _ in read_tsv_text(packed)] == want
+    named = tmp_path / "tabs.csv"  # a TSV named .csv, read as before
+    named.write_text("Ein Hund, der läuft.\tA dog, running.\n", encoding="utf-8")
+    assert [(s, t) for s, t, _ in read_tsv_text(named)] == [want[0]]
     wrong = tmp_path / "pairs.tsv"
     wrong.write_text("Ein Hund.,A dog.\n", encoding="utf-8")
     with pytest.raises(TaskError, match=r"pairs\.tsv:1: expected at least 2 tab-separated columns.*read as CSV"):

@@ -76,12 +76,15 @@ def read_tsv_text(
     the pair read there is half a sentence and its other half. A file named ``.csv`` (or ``.csv.gz``) is read as CSV:
     commas between columns, a sentence with a comma in quotes, as spreadsheets and pandas write it."""
     need = max(src_col, tgt_col) + 1
-    comma = str(path).lower().endswith((".csv", ".csv.gz"))
+    lines = read_lines(path)
+    # named .csv and its first line holds no tab: CSV (a TSV named .csv, as read before, stays a TSV)
+    head = next((line for line in lines if line.strip()), "")
+    comma = str(path).lower().endswith((".csv", ".csv.gz")) and "\t" not in head
     kind = "comma-separated" if comma else "tab-separated"
     out: list[tuple[str, str, str]] = []
     widths: dict[int, list[int]] = {}  # columns -> the lines that have that many
     first = True  # the first line with content: a header ("German<TAB>English", as pandas writes one) is skipped
-    for i, cols in _rows(read_lines(path), comma, path):
+    for i, cols in _rows(lines, comma, path):
         if max_pairs is not None and len(out) >= max_pairs:
             break
         if not any(c.strip() for c in cols):
