@@ -243,7 +243,10 @@ def test_config_fits_as_shipped(config, tmp_path, capsys, data, monkeypatch):
             said = {w for caps in cli.datamodule.train_references for caption in caps for w in caption}
             assert "zorblat" in added and set(added) == said - set(bundled.vocab.itos), added
             assert captioner.info["terms"] == bundled.info["terms"]  # trained from Flickr8k's model: its data's terms
-            assert "words of the train captions added" in printed.err, printed.err
+            # the first stage adds them; a later stage starts from its model, which holds them already (asserted only
+            # here: a later stage that fitted its first stage itself printed both, one run after the other did not)
+            said_so = "words of the train captions added" if not _later_stage(config) else "no new word"
+            assert said_so in printed.err, printed.err
         if config.stem.startswith("flickr8k_de"):  # German words, written with the train sentences' capitals
             assert {"foto", "kaffee", "katze"} <= set(captioner.vocab.itos) and "photo" not in captioner.vocab.stoi
             assert set(captioner.casing["words"].split()) == {"Foto", "Kaffee", "Katze", "Chelsea"}
