@@ -304,6 +304,8 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     written too (``raw``). Blank lines, and lines without a tab that start with "#", are ignored (a photo named
     ``#1 beach.jpg`` has a tab after its name); a line without a tab or with no word in its caption is an error naming
     its line number. A photo named two ways (``./p.jpg`` and ``p.jpg``; composed or decomposed letters) is one item.
+    A header line first (``image<TAB>caption``) is skipped with a note; a ``.csv`` file (its first line without a
+    tab) is read as CSV.
     """
     image_dir, tsv = Path(image_dir), Path(captions_tsv)
     if not tsv.is_file():
