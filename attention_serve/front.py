@@ -20,7 +20,6 @@ import base64
 import binascii
 import hmac
 import io
-import itertools
 import json
 import re
 import sys
@@ -48,7 +47,7 @@ from attention_serve.models import Served
 from attention_serve.openapi import versions
 from attention_serve.workers import WHAT
 from text_attn.core.safe_files import inert
-from text_attn.translation.paragraphs import goes_on
+from text_attn.translation.paragraphs import breaks_off, goes_on
 
 SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
@@ -635,8 +634,7 @@ def wrapped_notes(sentences: list[str]) -> list[str]:
                      "sentence of its own; paragraphs=1 (the page's \"wrapped text\"), a paragraph a text, joins "
                      "them")  # fmt: skip
     # a text of several lines: a line break ends a sentence (text_attn.translation.sentences) unless paragraphs=1
-    inside = [i for i, text in enumerate(sentences, 1)
-              if any(goes_on(a, b) for a, b in itertools.pairwise(text.splitlines()))]  # fmt: skip
+    inside = [i for i, text in enumerate(sentences, 1) if breaks_off(text)]
     if inside:
         s = "s" if len(inside) > 1 else ""
         notes.append(f"text{s} {', '.join(map(str, inside))}: a line breaks off mid-sentence, the next going on with "

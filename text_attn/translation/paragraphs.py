@@ -22,6 +22,7 @@ own, its item marker put back before it ("- A dog").
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -203,6 +204,12 @@ def goes_on(before: str, line: str) -> bool:
     if _HEAD.search(before):
         return True
     return (before[-1].isalpha() or before[-1] == ",") and any(c.isupper() for c in before)
+
+
+def breaks_off(text: str) -> bool:
+    """Whether one of ``text``'s own lines breaks a sentence off that the next goes on with (:func:`goes_on`): text
+    wrapped over lines sent whole without paragraphs (Translator.translate's warning, the server's note)."""
+    return "\n" in text and any(goes_on(a, b) for a, b in itertools.pairwise(text.splitlines()))
 
 
 def paragraphs(

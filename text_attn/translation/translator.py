@@ -10,7 +10,6 @@ tensor; optionally ``info``: what it was trained on, its terms and scores), read
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import warnings
 from dataclasses import dataclass, field, replace
@@ -146,10 +145,9 @@ def _warn_broken_lines(texts: list[str]) -> None:
     """Warn once where a text's own lines break a sentence off, the next line going on with its rest (text wrapped
     over lines, as copied from a PDF): a line break ends a sentence unless ``paragraphs=True`` joins them (what
     ``translate``'s closing note and the server's answer say)."""
-    from text_attn.translation.paragraphs import goes_on
+    from text_attn.translation.paragraphs import breaks_off
 
-    broken = [i for i, text in enumerate(texts, 1) if "\n" in text and any(
-        goes_on(a, b) for a, b in itertools.pairwise(text.splitlines()))]  # fmt: skip
+    broken = [i for i, text in enumerate(texts, 1) if breaks_off(text)]
     if broken:
         which = f"text{'s' if len(broken) > 1 else ''} {and_more(broken[:10], len(broken))}"
         # stacklevel 4: the line that called translate (torch's no_grad wraps it)
