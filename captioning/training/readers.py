@@ -70,14 +70,14 @@ import random
 import re
 import sys
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from captioning.model.reading import APOSTROPHES, caption_tokens
 from captioning.training.attention_targets import TokenBoxes
-from text_attn.core.safe_files import inert, text_lines
+from text_attn.core.safe_files import inert, reads_as_csv, table_rows, text_lines
 from text_attn.core.vocab import is_word, tokenize
 
 SPLITS = ("train", "val", "test")
@@ -315,11 +315,14 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     by_name: dict[str, ImageItem] = {}
     folder = _Folder(image_dir)
     first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
-    text = _read_text(tsv, "captions file")
-    head = next((line for line in text_lines(text) if line.strip()), "")
-    # spreadsheets' and pandas' own: commas, a caption with one in quotes (a TSV named .csv stays a TSV)
-    comma = tsv.name.lower().endswith(".csv") and "\t" not in head
-    for n, line in _caption_rows(text, comma, tsv):
+    lines = text_lines(_read_text(tsv, "captions file"))
+    comma = reads_as_csv(tsv.name, lines)  # spreadsheets' and pandas' own: commas, a caption with one in quotes
+
+    def not_csv(line: int, why: str) -> CaptionDataError:
+        return CaptionDataError(f"{tsv}: line {line}: {why}")
+
+    for n, cols in table_rows(lines, comma, not_csv):
+        line = "\t".join(cols[:2] if comma else cols)  # a CSV row as a TSV line of its first two columns
         if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
             continue
         name, tab, caption = line.partition("\t")
@@ -345,21 +348,6 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")
     return _check_files(list(by_name.values()), tsv, strict)
-
-
-def _caption_rows(text: str, comma: bool, path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, the line) of a captions file; of a CSV file, each row as a TSV line would hold it ("name<TAB>
-    caption", its first two columns; a row of one column as that column alone)."""
-    lines = text_lines(text)
-    if not comma:
-        yield from enumerate(lines, 1)
-        return
-    reader = csv.reader(lines)
-    try:
-        for row in reader:
-            yield reader.line_num, "\t".join(row[:2]) if len(row) > 1 else "".join(row)
-    except csv.Error as exc:
-        raise CaptionDataError(f"{path}: line {reader.line_num}: not CSV as read: {exc}") from None
 
 
 # a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names

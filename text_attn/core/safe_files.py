@@ -706,6 +706,32 @@ def text_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
+def reads_as_csv(name: str | Path, lines: list[str]) -> bool:
+    """Whether a table file's ``lines`` are read as CSV: it is named ``.csv`` (or ``.csv.gz``), as spreadsheets and
+    pandas save one, and its first line with content holds no tab (a TSV named .csv is read as a TSV)."""
+    head = next((line for line in lines if line.strip()), "")
+    return str(name).lower().endswith((".csv", ".csv.gz")) and "\t" not in head
+
+
+def table_rows(
+    lines: list[str], comma: bool, error: Callable[[int, str], Exception]
+) -> Iterator[tuple[int, list[str]]]:
+    """(line number, columns) of a table file's lines: split at tabs, or with ``comma`` its CSV rows (a field in
+    quotes may hold a comma; a row's number is the line it ends on). A row CSV cannot read raises ``error(line,
+    why)``, the reader's own one-line error naming its file."""
+    if not comma:
+        yield from ((i, line.split("\t")) for i, line in enumerate(lines, 1))
+        return
+    import csv
+
+    reader = csv.reader(lines)
+    try:
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as exc:
+        raise error(reader.line_num, f"not CSV as read: {exc}") from None
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -7,16 +7,14 @@ never a silent shift.
 from __future__ import annotations
 
 import codecs
-import csv
 import gzip
 import stat
 import sys
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 from text_attn.core.os_text import stdin_bytes
-from text_attn.core.safe_files import inert
+from text_attn.core.safe_files import inert, reads_as_csv, table_rows
 from text_attn.core.vocab import tokenize
 from text_attn.translation.pairs import Example, TaskError
 
@@ -77,14 +75,12 @@ def read_tsv_text(
     commas between columns, a sentence with a comma in quotes, as spreadsheets and pandas write it."""
     need = max(src_col, tgt_col) + 1
     lines = read_lines(path)
-    # named .csv and its first line holds no tab: CSV (a TSV named .csv, as read before, stays a TSV)
-    head = next((line for line in lines if line.strip()), "")
-    comma = str(path).lower().endswith((".csv", ".csv.gz")) and "\t" not in head
+    comma = reads_as_csv(path, lines)
     kind = "comma-separated" if comma else "tab-separated"
     out: list[tuple[str, str, str]] = []
     widths: dict[int, list[int]] = {}  # columns -> the lines that have that many
     first = True  # the first line with content: a header ("German<TAB>English", as pandas writes one) is skipped
-    for i, cols in _rows(lines, comma, path):
+    for i, cols in table_rows(lines, comma, lambda line, why: TaskError(f"{path}:{line}: {why}")):
         if max_pairs is not None and len(out) >= max_pairs:
             break
         if not any(c.strip() for c in cols):
@@ -115,20 +111,6 @@ def read_tsv_text(
               f"columns than the others' {usual} (first: line {odd[0]}): {split} splits it; columns "
               f"{src_col} and {tgt_col} are read", file=sys.stderr)  # fmt: skip
     return out
-
-
-def _rows(lines: list[str], comma: bool, path: str | Path) -> Iterator[tuple[int, list[str]]]:
-    """(line number, its columns) of a TSV's lines, or of a CSV's rows (a quoted sentence may hold a comma; its line
-    number is where the row ends)."""
-    if not comma:
-        yield from ((i, line.split("\t")) for i, line in enumerate(lines, 1))
-        return
-    reader = csv.reader(lines)
-    try:
-        for row in reader:
-            yield reader.line_num, row
-    except csv.Error as exc:
-        raise TaskError(f"{path}:{reader.line_num}: not CSV as read: {exc}") from None
 
 
 def read_tsv_pairs(
