@@ -73,13 +73,16 @@ def split_sentences(line: str) -> list[str]:
     """``line``'s sentences, in order, each stripped (one: ``[line.strip()]``, where no sentence ends inside it; [] for
     a blank line); a line break inside ``line`` ends one. Joined with single spaces they give the line, its runs of
     white space between sentences aside."""
-    text = line.strip()
-    if not text:
-        return []
+    return [piece for part in _lines_sentences(line) for piece in part]
+
+
+def _lines_sentences(text: str) -> list[list[str]]:
+    """Each line's sentences of ``text`` stripped ([] for a blank line; [] for a blank text)."""
+    text = text.strip()
     # typed without capitals: nothing tells a sentence's start but the letter after an end ("Ein Mann ... "got
     # rocks?" is flipping" has one capital, its first, and no sentence starts after the "?")
     any_letter = not any(c.isupper() for c in text)
-    return [piece for part in text.splitlines() for piece in _sentences(part.strip(), any_letter)]
+    return [_sentences(part.strip(), any_letter) for part in text.splitlines()]
 
 
 def _sentences(text: str, any_letter: bool) -> list[str]:
@@ -131,9 +134,7 @@ def line_breaks(text: str) -> list[int]:
     sentence before (and for the first), 1 at a line's start (a heading's, a list item's or a quote's line, kept in a
     paragraph: text_attn.translation.paragraphs), 2 after a blank line (a paragraph's start)."""
     breaks, blank = [], 0  # blank: line breaks since the last sentence, counting blank lines once
-    any_letter = not any(c.isupper() for c in text)
-    for part in text.strip().splitlines():
-        pieces = _sentences(part.strip(), any_letter)
+    for pieces in _lines_sentences(text):
         if not pieces:
             blank = 2 if breaks else 0
             continue
