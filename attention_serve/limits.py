@@ -372,7 +372,10 @@ def sentences_of(body: Any, limits: Limits) -> tuple[list[str], dict[str, Any]]:
         raise ClientError(422, 'send a JSON object: {"text": "Ein Hund rennt."} or {"sentences": ["...", "..."]}')
     body = dict(body)
     if ("text" in body) == ("sentences" in body):
-        raise ClientError(422, 'give "text" (one sentence) or "sentences" (a list), not both and not neither')
+        # neither: name what came instead ({"texts": [...]}, {"sentence": ...}), which would otherwise be read as an
+        # unknown option only after this
+        got = f" (got {', '.join(json.dumps(k) for k in body)})" if body and "text" not in body else ""
+        raise ClientError(422, f'give "text" (one sentence) or "sentences" (a list), not both and not neither{got}')
     sentences = [body.pop("text")] if "text" in body else body.pop("sentences")
     if not isinstance(sentences, list) or not sentences:
         raise ClientError(422, '"sentences" must be a non-empty list of strings')

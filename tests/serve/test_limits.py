@@ -154,3 +154,19 @@ def test_a_text_of_several_sentences_is_counted_sentence_by_sentence(text):
     whole = cost.source_lengths(text.extra, [body["text"]], False, True)  # a given text is read against all of it
     assert whole[0] >= 19 * each and cost.search_steps(whole, {"beam_size": 20}, LONGEST) > DEFAULTS.max_search
     assert cost.source_lengths(text.extra, ["   "], False, False) == [0]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"texts": ["Ein Hund."]}, 'not neither (got "texts")'),  # a near miss is named, not only the right keys
+        ({"sentence": "Ein Hund.", "beam_size": 2}, '(got "sentence", "beam_size")'),
+        ({}, "not neither"),
+        ({"text": "a", "sentences": ["b"]}, "not both"),
+    ],
+)
+def test_a_body_without_its_text_names_the_keys_it_had(body, says):
+    with pytest.raises(ClientError) as err:
+        cost.sentences_of(body, DEFAULTS)
+    assert err.value.status == 422 and says in err.value.message
+    assert err.value.message.endswith("neither") == (not body or "text" in body)  # no "(got ...)" to name
