@@ -13,6 +13,7 @@ _PUBLIC = {  # name -> the module that defines it
     "Captioner": "captioning.model.captioner",
     "Captions": "captioning.model.captioner",
     "DEMO_PHOTOS": "captioning.model.bundled",
+    "ImageReadError": "captioning.photos.preprocess",
     "SHAPES": "captioning.training.shapes",
     "caption_train_cli": "captioning.commands.train",
     "cells_in_box": "captioning.training.grounding",

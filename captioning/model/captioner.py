@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import threading
 from collections.abc import Iterator
@@ -544,8 +545,8 @@ class Captioner:
             raise TypeError(f"read_caption: the caption to read must be a text, got {type(text).__name__}")
         images = _photo_list(images, "read_caption")
         out = []
-        for part in _batches(images):
-            loaded, features = self.encode_photos(part)
+        for first, part in _batches(images):
+            loaded, features = self.encode_photos(part, first=first)
             with self._hard_inference(hard_inference):
                 read = self.read_features(features, text)
                 chosen = [self.chosen_regions(c.alphas) for c in read]
@@ -586,8 +587,8 @@ class Captioner:
         images = _photo_list(images, "caption_images")
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         out = []
-        for part in _batches(images):  # BATCH photos at a time: the memory of one batch, however many are given
-            loaded, features = self.encode_photos(part)
+        for first, part in _batches(images):  # BATCH photos at a time: one batch's memory, however many are given
+            loaded, features = self.encode_photos(part, first=first)
             with self._hard_inference(hard_inference):
                 found = self.caption_features(features, probs=probs, **search)
                 chosen = [self.chosen_regions(c.alphas) for c in found]  # a region a word only where one was looked at
@@ -647,13 +648,26 @@ class Captioner:
             finally:
                 cfg.hard_inference = before
 
-    def encode_photos(self, images: list[Image.Image | str | os.PathLike[str]]) -> tuple[list[Image.Image], Tensor]:
-        """Photos (PIL images or files, at least one) read and prepared as ``caption`` does (a large JPEG decoded at
-        reduced size, the model's preprocessing) -> (the RGB images as read, their region features (B, L, D))."""
-        from captioning.photos.preprocess import load_photo
+    def encode_photos(
+        self, images: list[Image.Image | str | os.PathLike[str] | bytes], first: int = 0
+    ) -> tuple[list[Image.Image], Tensor]:
+        """Photos (PIL images, files or their bytes, at least one) read and prepared as ``caption`` does (a large JPEG
+        decoded at reduced size, the model's preprocessing) -> (the RGB images as read, their region features (B, L,
+        D)). A photo that cannot be read is an ImageReadError naming its file, or, for bytes and PIL images, its
+        number in the caller's list (``first``: the number of ``images[0]`` there)."""
+        from captioning.photos.preprocess import ImageReadError, load_photo
 
         side = self.preprocess.decode_side
-        loaded = [load_photo(im, side)[0] for im in images]  # RGB, after the EXIF rotation
+        loaded = []
+        for i, im in enumerate(images, first):
+            try:
+                loaded.append(load_photo(im, side)[0])  # RGB, after the EXIF rotation
+            except ImageReadError as e:
+                if not isinstance(im, (Image.Image, bytes, bytearray)):
+                    raise  # it names its file
+                said = str(e).removeprefix("upload: ")  # which of a list of bytes: "upload" named none of them
+                what = "a PIL image" if isinstance(im, Image.Image) else "its bytes"
+                raise ImageReadError(f"photo {i} ({what}): {said}", e.kind) from None
         return loaded, self.encode(torch.stack([self.preprocess(im) for im in loaded]))
 
     @torch.no_grad()
@@ -753,20 +767,32 @@ _MODE_LOCK = threading.RLock()  # Captioner._hard_inference: one hard-attention 
 # a model object stays picklable)
 
 
-def _batches(images: list) -> Iterator[list]:
-    """``images`` in runs of :data:`BATCH`, in order (none for no images)."""
+def _batches(images: list) -> Iterator[tuple[int, list]]:
+    """``images`` in runs of :data:`BATCH`, in order, each with its first photo's index (none for no images)."""
     for start in range(0, len(images), BATCH):
-        yield images[start : start + BATCH]
+        yield start, images[start : start + BATCH]
 
 
 def _photo(image: Any, where: str) -> Any:
-    """``image`` when it is a photo the methods read (a PIL image, a file path, a file's bytes); else one TypeError
-    naming it (a numpy array reached pathlib's "expected str, bytes or os.PathLike", bytes a crash after the work)."""
+    """``image`` when it is a photo the methods read (a PIL image, a file path, a file's bytes; a file opened in
+    binary mode, or an io.BytesIO, is read to its bytes, as PIL.Image.open reads one); else one TypeError naming it (a
+    numpy array reached pathlib's "expected str, bytes or os.PathLike", bytes a crash after the work)."""
     if isinstance(image, (Image.Image, str, os.PathLike, bytes, bytearray)):
         return image
-    # an array (numpy's, OpenCV's): which of its layouts it holds is a guess this will not make; say how to pass it
-    hint = ("; an H x W x 3 uint8 RGB array: PIL.Image.fromarray(array) (OpenCV's BGR: array[..., ::-1] first)"
-            if hasattr(image, "__array_interface__") else "")  # fmt: skip
+    if hasattr(image, "read"):
+        data = None if isinstance(image, io.TextIOBase) else image.read()  # a text file's read fails on a JPEG
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError(f"{where}: a file opened as text; open the photo with open(path, 'rb')")
+        return bytes(data)
+    # an array (numpy's, OpenCV's) or a tensor: which of its layouts and ranges it holds is a guess this will not
+    # make; say how to pass it
+    if isinstance(image, Tensor):
+        hint = ("; a (3, H, W) tensor of 0-1 values: torchvision.transforms.functional.to_pil_image(tensor) (a "
+                "prepared, normalized tensor: captioner.caption_features(captioner.encode(batch)))")  # fmt: skip
+    elif hasattr(image, "__array_interface__"):
+        hint = "; an H x W x 3 uint8 RGB array: PIL.Image.fromarray(array) (OpenCV's BGR: array[..., ::-1] first)"
+    else:
+        hint = ""
     raise TypeError(f"{where}: expected a PIL image, a file path or a file's bytes, got {type(image).__name__}{hint}")
 
 
@@ -776,10 +802,9 @@ def _photo_list(images: Any, name: str) -> list:
     what = "photos (PIL images, files or their bytes)"
     if isinstance(images, Image.Image):
         raise TypeError(f"{name} takes a list of {what}, got {type(images).__name__}")
-    images = a_batch(images, name, what)
-    for i, image in enumerate(images):
-        _photo(image, f"{name}: photo {i}")
-    return images
+    if hasattr(images, "read"):  # an open file iterates its lines: a photo's bytes cut at each newline byte
+        raise TypeError(f"{name} takes a list of {what}: give [the file]")
+    return [_photo(image, f"{name}: photo {i}") for i, image in enumerate(a_batch(images, name, what))]
 
 
 # settings that shape no weight: a start that differs only in them fits (vocab_size, feature_dim and key_dims follow

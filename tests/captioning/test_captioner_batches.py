@@ -27,11 +27,13 @@ def test_photos_in_runs_of_a_batch_caption_and_read_as_in_one(monkeypatch):
     read_whole = captioner.read_caption(photos, "a red circle")
     seen = []
     encode = captioner.encode_photos
-    monkeypatch.setattr(captioner, "encode_photos", lambda part: seen.append(len(part)) or encode(part))
+    monkeypatch.setattr(
+        captioner, "encode_photos", lambda part, first: seen.append((first, len(part))) or encode(part, first=first)
+    )
     monkeypatch.setattr(captioner_module, "BATCH", 2)
     parts = captioner.caption_images(photos, beam_size=2, max_len=10)
     read_parts = captioner.read_caption(photos, "a red circle")
-    assert seen == [2, 2, 1, 2, 2, 1]  # never more than a batch encoded at once
+    assert seen == [(0, 2), (2, 2), (4, 1)] * 2  # never more than a batch encoded at once, each its place in the list
     for one, run in [*zip(whole, parts, strict=True), *zip(read_whole, read_parts, strict=True)]:
         assert run.words == one.words and run.photo is not None and run.name == one.name
         assert torch.allclose(run.alphas, one.alphas, atol=1e-5) and run.score == pytest.approx(one.score, abs=1e-5)

@@ -120,6 +120,35 @@ def test_photos_of_a_type_no_method_reads_are_named_and_a_generator_is_read_once
     assert empty.evidence.shape == (0, features.size(1)) and empty.agreement == []
 
 
+def test_open_files_are_read_and_what_cannot_be_a_photo_is_named(tmp_path):
+    import io
+
+    import torch
+
+    shapes = Captioner.load("shapes")
+    photo = DEMO_PHOTOS[0]
+    by_path = shapes.caption_images([photo])[0].words
+    with open(photo, "rb") as f:  # a file opened in binary, as PIL.Image.open takes one: read, not iterated by line
+        assert [c.words for c in shapes.caption_images([f, io.BytesIO(photo.read_bytes())])] == [by_path] * 2
+    assert shapes.explain(io.BytesIO(photo.read_bytes())).attention.shape[0] == len(by_path)
+    with open(photo, "rb") as f, pytest.raises(TypeError, match=r"takes a list of photos .*: give \[the file\]"):
+        shapes.caption_images(f)  # one file for a list: its lines were taken for photos ("Truncated File Read")
+    with open(photo) as f, pytest.raises(TypeError, match=r"photo 0: a file opened as text; .*open\(path, 'rb'\)"):
+        shapes.caption_images([f])  # was a UnicodeDecodeError
+    with pytest.raises(TypeError, match=r"photo 0: .* got Tensor; a \(3, H, W\) tensor .*to_pil_image\(tensor\)"):
+        shapes.caption_images([torch.rand(3, 8, 8)])
+    with pytest.raises(TypeError, match="takes a list of photos .*, got int$"):
+        shapes.caption_images(5)  # was "'int' object is not iterable"
+    # a list's photo that cannot be read is named by its number where it has no file name ("upload" named none)
+    photos = [photo.read_bytes()] * 17 + [b"not a photo"]  # past the first batch of 16: numbered in the whole list
+    with pytest.raises(ImageReadError, match=r"^photo 17 \(its bytes\): not an image file in a photo format"):
+        shapes.caption_images(photos)
+    with pytest.raises(ImageReadError, match=r"^photo 1 \(a PIL image\): a PIL image of 0 x 5 pixels"):
+        shapes.read_caption([photo, Image.new("RGB", (0, 5))], "a red square")
+    with pytest.raises(ImageReadError, match=f"^{tmp_path / 'none.jpg'}: no such file"):
+        shapes.caption_images([photo, tmp_path / "none.jpg"])  # a file keeps its name
+
+
 def test_translate_options_and_sentences_are_checked_before_the_search():
     from text_attn.core.decoding import Sampling
 

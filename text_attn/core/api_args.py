@@ -23,6 +23,8 @@ def a_batch(items: Any, name: str, what: str) -> list:
                         f"{name} takes a list of {what}: give [the bytes]")  # fmt: skip
     if items is None:
         raise TypeError(f"{name} takes a list of {what}, got None")
+    if not hasattr(items, "__iter__"):
+        raise TypeError(f"{name} takes a list of {what}, got {type(items).__name__}")
     return list(items)
 
 
