@@ -161,9 +161,13 @@ def test_translate_options_and_sentences_are_checked_before_the_search():
         with pytest.raises(raised, match=says):
             translator.translate(s, **kwargs)
     for bad, says in ((None, "translate takes a list of sentences, got None"),
+                      (5, "translate takes a list of sentences, got int"),  # was "'int' object is not iterable"
                       ([None], "translate: sentence 0 must be a text, got NoneType")):  # fmt: skip
         with pytest.raises(TypeError, match=says):
             translator.translate(bad)
+    for split in (True, False):  # an empty one of many is named by its number, split into sentences or not
+        with pytest.raises(ValueError, match="^empty input: sentence 1, ' '$"):
+            translator.translate([s[0], " "], split=split)
     # sampling without a beam: one drawn translation (the recorded beam 8 was refused beside it), as --sample does
     assert translator.translate(s, sampling=Sampling(seed=1))[0].text
     assert [t.text for t in translator.translate(x for x in s + s)] == [translator.translate(s)[0].text] * 2

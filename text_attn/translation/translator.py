@@ -511,9 +511,9 @@ class Translator:
             out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
             return self._noted(sentences, read, out)
         lines = [self.sentence_tokens(s) for s in sentences]
-        for s, pieces in zip(sentences, lines, strict=True):
+        for i, (s, pieces) in enumerate(zip(sentences, lines, strict=True)):
             if not pieces:
-                raise ValueError(f"empty input: {s!r}")
+                raise ValueError(f"empty input: sentence {i}, {s!r}")  # which of a thousand
         read = [self.read_line(s) for s in sentences]
         out = self.translate_lines(lines, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
         out = [put_marks(t, item_marks(s)) for s, t in zip(sentences, out, strict=True)]  # "- A dog" for "- Ein Hund"
@@ -583,9 +583,9 @@ class Translator:
         ValueError."""
         read = [self.read_as(s) for s in sentences]
         toks = [self.codec.encode(r, "source") for r in read]
-        for s, t in zip(sentences, toks, strict=True):
+        for i, (s, t) in enumerate(zip(sentences, toks, strict=True)):
             if not t:
-                raise ValueError(f"empty input: {s!r}")
+                raise ValueError(f"empty input: sentence {i}, {s!r}")
         return read, toks
 
     def _noted(self, sentences: list[str], read: list[str], out: list[Translation]) -> Translations:
