@@ -643,12 +643,20 @@ class CaptionModule(RunState, pl.LightningModule):
     def _sampled_check(self, check: dict | None) -> dict | None:
         """The domain check of an encoder that read the photos whole (fine_tune all, or no feature cache): up to 500
         train and 500 val photos encoded by the weights exported (captioning.training.domain_sample), said in a line
-        (tens of seconds for a Flickr8k-sized run on 2 cores). ``check`` where the photos are not at hand (a chunk
-        folder streams train), with a line that the model file has no feature check."""
+        (tens of seconds for a Flickr8k-sized run on 2 cores; a chunk folder of photos: its train samples read by
+        index). ``check`` where the photos are not at hand (a folder of feature chunks holds its own check), with a
+        line that the model file has no feature check."""
         dm = self.trainer.datamodule
         splits = getattr(dm, "splits", {})
         train, val = splits.get("train"), splits.get("val")
-        if train is None or len(train.images) < 2:
+        train_images = train.images if train is not None else []
+        if len(train_images) < 2 and (getattr(dm, "chunk_state", None) or {}).get("stores") == "jpeg":
+            from captioning.training.streaming import ChunkImages
+
+            # a chunk folder of photos streams train (no list of files): its samples read by index, as val's are
+            # (one a caption, written shuffled: a photo of 5 captions may come twice in the sample, weighing twice)
+            train_images = ChunkImages(dm.hparams.root, "train")
+        if len(train_images) < 2:
             print("caption-train: note: the model file holds no check of the training photos' features: its encoder "
                   "read photos that no feature cache or list of files holds, so caption cannot tell photos unlike "
                   "them", file=sys.stderr)  # fmt: skip
@@ -662,10 +670,10 @@ class CaptionModule(RunState, pl.LightningModule):
         held = val.images if val is not None else []
         try:
             encode, photos = self._encoding(self.model.encode), dm.hparams.source != "shapes"
-            made = sampled_check(train.images, held, encode, dm.preprocess, photos=photos)
+            made = sampled_check(train_images, held, encode, dm.preprocess, photos=photos)
         finally:
             enc.fold_for_inference = folds
-        count = min(len(train.images), SAMPLE) + min(len(held), SAMPLE)
+        count = min(len(train_images), SAMPLE) + min(len(held), SAMPLE)
         print(f"caption-train: the domain check (caption's note on photos unlike the training ones): {count} train and "
               f"val photos encoded in {time.monotonic() - started:.0f} s", file=sys.stderr)  # fmt: skip
         return made or check

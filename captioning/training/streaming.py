@@ -189,7 +189,9 @@ class ChunkImages(Sequence):
         return self.n
 
     def __getitem__(self, i: int) -> bytes:
-        return bytes(self.ds[i]["jpeg"])
+        if not -self.n <= i < self.n:  # an IndexError ends iteration (list(), a for loop): the dataset's is a crash
+            raise IndexError(f"sample {i} of {self.n}")
+        return bytes(self.ds[i % self.n]["jpeg"])
 
 
 def load_chunks(dm) -> None:

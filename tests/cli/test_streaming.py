@@ -241,6 +241,28 @@ def test_caption_chunks_give_back_every_photo_and_caption(layout, tmp_path):
     assert batch["references"] == again["references"]
 
 
+def test_a_fit_from_photo_chunks_whose_encoder_reads_them_whole_gets_a_feature_check(tmp_path, capsys):
+    """Photo chunks stream train (no list of files): a fit whose encoder read the photos whole (no feature cache, or
+    fine_tune all) wrote a model file with the pixel rules alone, and caption never said a photo was unlike the
+    training ones. Its train samples are read by index from the chunks, as val's are, and encoded at export."""
+    from captioning.model.captioner import Captioner
+
+    images, tsv = write_folder(tmp_path / "photos", 56)
+    data = {"source": "folder", "image_dir": str(images), "captions_tsv": str(tsv), "val_size": 24, "test_size": 4,
+            "batch_size": 8, "cache_features": False, "captions_per_image": 2}  # fmt: skip
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data)
+    caption_main(["optimize", "--config", cfg, "--out", "chunks"])
+    capsys.readouterr()
+    caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--trainer.max_steps", "1",
+                       "--trainer.limit_val_batches", "0", "--model.export_path", "model.pt"])  # fmt: skip
+    check = Captioner.load("model.pt").domain_check
+    assert "prototypes" in check and check["photos"]  # the feature check beside the pixel rules
+    said = [line for line in capsys.readouterr().err.splitlines() if "domain check" in line or "holds no check" in line]
+    # 28 train photos stored twice each (56 samples) and 24 val photos
+    assert len(said) == 1 and said[0].startswith("caption-train: the domain check (caption's note on photos unlike the "
+                                                 "training ones): 80 train and val photos encoded in ")  # fmt: skip
+
+
 def test_boxed_chunks_give_the_folder_readers_attention_targets(tmp_path, capsys):
     from captioning.photos.preprocess import Preprocess
 
