@@ -150,9 +150,13 @@ def _torchvision_imagenet(backbone: str) -> dict[str, torch.Tensor]:
     url = torchvision.models.get_model_weights(backbone).DEFAULT.url
     cached = _hub_cache_file(url)
     if not cached.is_file():
+        # a fit with no config meets this first (resnet101 is the default backbone): name the encoder that needs no
+        # download, whose weights the install brought
         raise EncoderWeightsError(
             f"ImageNet weights for {backbone} are not in torch's hub cache and nothing is downloaded at run time: "
-            f"download {url} to {cached} yourself, {_weights_hint(backbone)}"
+            f"download {url} to {cached} yourself, {_weights_hint(backbone)}; or take model.encoder.backbone "
+            "efficientnet_lite2 (or _lite0, _lite1), whose ImageNet weights come installed, as the bundled model and "
+            "configs/caption/your_photos.yaml do"
         )
     prefix = cached.stem.rsplit("-", 1)[-1] if "-" in cached.stem else ""
     try:

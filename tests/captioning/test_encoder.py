@@ -297,6 +297,10 @@ def test_imagenet_weights_not_in_the_hub_cache_are_one_line_and_never_downloaded
     assert "\n" not in msg and msg.startswith("ImageNet weights for resnet101 are not in torch's hub cache")
     assert f"download https://download.pytorch.org/models/resnet101-cd907fc2.pth to {cached} yourself" in msg
     assert "set model.encoder.weights to the path of a torchvision state_dict file" in msg and "to null" in msg
+    assert msg.endswith(
+        "or take model.encoder.backbone efficientnet_lite2 (or _lite0, _lite1), whose ImageNet "
+        "weights come installed, as the bundled model and configs/caption/your_photos.yaml do"
+    )
 
 
 def test_imagenet_weights_in_the_hub_cache_load_and_a_damaged_file_is_named(monkeypatch, tmp_path) -> None:
