@@ -63,6 +63,25 @@ const Live = {
     return data;
   },
   b64(bytes) { let s = ""; for (const b of bytes) s += String.fromCharCode(b); return btoa(s); },
+  // each token's label, by text_attn.core.token_labels' rules ("\u2581B\u00fc" "sche" -> "B\u00fc" "\u00b7sche"):
+  // the answer keeps the model's pieces, the page shows the words they spell (tests/serve/test_page_browser.py)
+  shown(tokens) {
+    const special = (t) => t.length > 2 && t.startsWith("<") && t.endsWith(">");
+    const sp = tokens.some((t) => t.startsWith("\u2581") && t.length > 1 && !special(t));
+    const bpe = !sp && tokens.some((t) => t.endsWith("@@") && t.length > 2);
+    if (!sp && !bpe) return tokens.slice();
+    return tokens.map((t, i) => {
+      if (special(t)) return t;
+      let starts, text;
+      if (sp) {
+        starts = t.startsWith("\u2581"); text = starts && t.length > 1 ? t.slice(1) : t;
+      } else {
+        starts = i === 0 || !tokens[i - 1].endsWith("@@") || special(tokens[i - 1]);
+        text = t.endsWith("@@") && t.length > 2 ? t.slice(0, -2) : t;
+      }
+      return !starts && i > 0 && /^[\p{L}\p{N}]/u.test(text) ? "\u00b7" + text : text;
+    });
+  },
   el(tag, cls, text) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
@@ -221,7 +240,7 @@ const Live = {
       const p = Live.el("p"), span = Live.el("span");
       if (lang) span.lang = lang;  // the source words said in their language (CFG.lang: the model's, where known)
       p.appendChild(Live.el("span", "label", label));
-      tokens.forEach((w, i) => {
+      Live.shown(tokens).forEach((w, i) => {
         const s = Live.el("span", `w ${kind}${probs && unsure.has(i) ? " unsure" : ""}`, w);
         if (probs) s.title = `p = ${probs[i].toPrecision(4)}`;  // a translation read
         s.dataset[key] = String(i); span.appendChild(s); span.append(" ");

@@ -157,6 +157,21 @@ def test_the_models_notes_show_under_the_heading_escaped():
     assert 'class="note"' not in sentence_section(3, tr, None)
 
 
+def test_the_translate_pages_words_are_the_words_the_pieces_spell():
+    """translate --html labels subword pieces as text_attn.core.token_labels does (the grid's headers are these
+    spans' text): "▁Bü" "sche" is "Bü" "·sche", the pieces' indices kept."""
+    import re
+
+    from text_attn.translation.translator import Translation
+
+    tr = Translation(source=["▁Die", "▁Bü", "sche"], tokens=["▁The", "▁bush", "es", "."], text="The bushes.",
+                     attention=None, unknown=[])  # fmt: skip
+    html = sentence_section(1, tr, np.full((1, 1, 4, 4), 0.25))
+    spans = re.findall(r'<span class="w (src|tgt)" data-[st]="(\d+)">([^<]*)</span>', html)
+    assert spans == [("src", "0", "Die"), ("src", "1", "Bü"), ("src", "2", "·sche"), ("src", "3", "&lt;eos&gt;"),
+                     ("tgt", "0", "The"), ("tgt", "1", "bush"), ("tgt", "2", "·es"), ("tgt", "3", ".")]  # fmt: skip
+
+
 def test_translate_report_notes_the_inputs_unlike_the_training_text(tmp_path):
     from helpers.multi30k import DE, EN
     from helpers.tiny_translator import tiny_subword_model_file

@@ -464,3 +464,36 @@ def test_the_translate_tab_speaks_the_models_language(chromium):
         "cs": ("Translate Czech", ("", None), "type a Czech sentence first"),
         None: ("Translate", ("", None), "type a sentence first"),
     }
+
+
+@pytest.mark.long
+def test_the_page_shows_pieces_as_the_words_they_spell_as_python_labels_them(chromium):
+    """The answer keeps the model's pieces; the page labels them by text_attn.core.token_labels' rules in its own
+    script (Live.shown), the source and output lines and the grid's headers alike."""
+    from text_attn.core.token_labels import token_labels
+
+    sequences = [
+        ["▁Die", "▁Bü", "sche", "▁sind", "▁grün", ".", "<eos>"],
+        ["▁is", "n", "'", "t", "<0xC5>", "▁", "(", "▁1", "2", "▁𝒳", "ö"],
+        ["Bü@@", "sche", "sind", "gr@@", "ün", "."],
+        ["a", "dog", "<eos>"],
+        ["1", "9", "▁", "0"],
+        [],
+    ]
+    first = TRANSLATED["translations"][0]
+    pieces = {**first, "source_tokens": sequences[0], "tokens": ["▁The", "▁bush", "es", "."],
+              "attention": [[1 / 7] * 7] * 4}  # fmt: skip
+    with _offline(chromium, {**TRANSLATED, "translations": [pieces]}) as page:
+        page.goto(ORIGIN + "/")
+        assert page.evaluate(f"{json.dumps(sequences)}.map((s) => Live.shown(s))") == [
+            token_labels(s) for s in sequences
+        ]
+        page.click("nav.tabs button[data-tab=translate]")
+        page.fill("#src", "Die Büsche sind grün.")
+        page.click("#go")
+        page.wait_for_selector("#tr-out table.grid")
+        shown = page.evaluate("[...document.querySelectorAll('#tr-out .w.src')].map(w => w.textContent)")
+        assert shown == ["Die", "Bü", "·sche", "sind", "grün", ".", "<eos>"]
+        rows = page.evaluate("[...document.querySelectorAll('#tr-out table.grid tbody th')].map(th => th.textContent)")
+        assert rows == ["The", "bush", "·es", "."]
+        assert page.errors == []

@@ -209,3 +209,21 @@ def test_an_alignment_grid_falls_back_per_glyph_and_warns_once_for_what_no_font_
         alignment_png(w, ["\u0378", "b\u0378", "c"], ["the", "dog"])
     assert [type(s.message) for s in seen] == [GlyphWarning]
     assert "\u0378" in str(seen[0].message)
+
+
+def test_the_grids_axes_carry_the_labels_and_the_records_keep_the_pieces(monkeypatch):
+    """Subword pieces labelled as the words they spell (text_attn.core.token_labels) on both kinds of grid."""
+    from text_attn.translation.plots import alignment_figure
+
+    src, tgt = ["▁Die", "▁Bü", "sche", "<eos>"], ["▁The", "▁bush", "es"]
+    weights = np.full((3, 4), 0.25)
+    (ax, *_) = alignment_figure(weights, src, tgt).axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["Die", "Bü", "·sche", "<eos>"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["The", "bush", "·es"]
+    assert src == ["▁Die", "▁Bü", "sche", "<eos>"]  # the caller's tokens untouched
+    monkeypatch.setattr(plots, "_save", lambda fig, path: fig)  # the heads' figure itself, not its PNG
+    heads = plot_alignment_heads(np.full((2, 3, 4), 0.25), src, tgt, "heads.png")
+    panels = [ax for ax in heads.axes if ax.get_title()]  # head 1, head 2, mean
+    assert len(panels) == 3 and {tuple(t.get_text() for t in ax.get_xticklabels()) for ax in panels} == {
+        ("Die", "Bü", "·sche", "<eos>")
+    }

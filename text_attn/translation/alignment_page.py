@@ -24,6 +24,7 @@ import torch
 from text_attn.core.arrays import to_numpy
 from text_attn.core.faithfulness import kendall_taus, rounded_taus
 from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
+from text_attn.core.token_labels import token_labels
 from text_attn.core.unsure import UNSURE, unsure_line
 from text_attn.translation.alignments import unsure_tokens
 
@@ -331,7 +332,7 @@ def sentence_section(
 
     def words(tokens: list[str], kind: str, key: str, tips: list[str] | None = None, marked=()) -> str:
         tips = tips or [""] * len(tokens)
-        spans = enumerate(zip(tokens, tips, strict=True))
+        spans = enumerate(zip(token_labels(tokens), tips, strict=True))  # "▁Bü" "sche": Bü ·sche (the grid's too)
         return " ".join(f'<span class="w {kind}{" unsure" if i in marked else ""}" data-{key}="{i}"{tip}>'
                         f"{escape(w)}</span>" for i, (w, tip) in spans)  # fmt: skip
 

@@ -33,11 +33,13 @@ def draw_evidence(path: Path, found, tr) -> Path:
     """PNG-evidence.png: per output token, the share of what masking each source token costs it (its positive part,
     each row summing to 1), the row labelled with its Kendall tau against the attention."""
     from text_attn.core.arrays import evidence_shares
+    from text_attn.core.token_labels import token_labels
     from text_attn.translation.plots import plot_alignment
 
     share = evidence_shares(found.evidence)  # (T, S)
-    rows = [f"{tok} ({'–' if tau != tau else f'τ {tau:+.2f}'})" for tok, tau in zip(tr.tokens, found.agreement,
-                                                                                    strict=True)]  # fmt: skip
+    # labelled before the tau is added: a BPE piece's "@@" is no longer its label's end after it
+    taus = ["–" if tau != tau else f"τ {tau:+.2f}" for tau in found.agreement]
+    rows = [f"{tok} ({tau})" for tok, tau in zip(token_labels(tr.tokens), taus, strict=True)]
     out = path.with_name(f"{path.stem}-evidence.png")
     return plot_alignment(share, found.source, rows, out, title="what masking each source token costs the word",
                           label="share of the word's loss")  # fmt: skip

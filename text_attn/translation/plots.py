@@ -11,7 +11,8 @@ grid with more than _CHUNK source tokens is split into panels of consecutive sou
 _MAX_PANELS panels the panels hold more tokens instead. Where the output is long too, so that stacking would make
 the cells smaller still, it stays one panel. Cells are _CELL_IN inches (a 40-token panel is ~11 in wide) and
 shrink, with their labels, only when the bounds demand it, with a note in the title. Multi-head grids shrink their
-cells to fit the bounds too, with the same note.
+cells to fit the bounds too, with the same note. Tokens are labelled as people read them (text_attn.core.token_labels:
+"▁Bü" "sche" -> "Bü" "·sche").
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from matplotlib.text import Text
 from text_attn.core.arrays import to_numpy
 from text_attn.core.fonts import families, quiet_missing_glyphs, warn_uncovered
 from text_attn.core.safe_files import atomic_output
+from text_attn.core.token_labels import token_labels
 
 # Attention weights are probabilities, so a fixed 0..1 scale makes plots comparable across
 # sentences and models. "gray": black = 0, white = 1, as in Bahdanau et al. (2015).
@@ -149,6 +151,7 @@ def alignment_figure(
     if w.ndim != 2:
         raise ValueError(f"weights must be 2-D (T, S), got shape {tuple(w.shape)}")
     _check_grid(w, source_tokens, target_tokens)
+    source_tokens, target_tokens = token_labels(source_tokens), token_labels(target_tokens)  # "▁Bü" "sche": Bü ·sche
     n_tgt, n_src = w.shape
     chunks = source_chunks(n_src)
     # room above a panel's cells: its title and the source labels, written upwards (~0.6 em a character)
@@ -196,6 +199,7 @@ def plot_alignment_heads(
     if w.ndim != 3:
         raise ValueError(f"weights must be 3-D (H, T, S), got shape {tuple(w.shape)}")
     _check_grid(w, source_tokens, target_tokens)
+    source_tokens, target_tokens = token_labels(source_tokens), token_labels(target_tokens)
     n_heads, n_tgt, n_src = w.shape
     if n_heads == 0:
         raise ValueError("weights has no heads (H = 0)")
