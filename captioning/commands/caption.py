@@ -256,9 +256,6 @@ def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The rest of :func:`caption_main`, its outputs held: the checks that read files, then the run on this process
     or on several."""
     _check_processes(args)
-    # plain lines hold one caption (with --given or --sample, --n-best is refused below, whatever the output)
-    if (args.n_best or 1) > 1 and not (args.json or args.jsonl or args.given or args.given_file or args.sample):
-        fail("caption", "--n-best lists are part of the --json / --jsonl records; add one of them")
     for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads)):
         if value is not None and value < 1:
             fail("caption", f"{flag} must be at least 1, got {value}")

@@ -154,9 +154,14 @@ def unsure_record(caption: Any, below: float) -> dict[str, Any]:
 
 
 def plain_lines(rec: dict[str, Any], several: bool) -> list[str]:
-    """A record's lines of plain output: its caption (``path<TAB>`` first when ``several``); with --given, per caption
-    read, best first, ``score<TAB>caption<TAB>`` each word's probability then the end's (4 significant digits)."""
+    """A record's lines of plain output: its caption (``path<TAB>`` first when ``several``); with --n-best, per
+    hypothesis, best first, ``score<TAB>caption<TAB>ended`` (or ``cut``: --max-len stopped it), as translate writes
+    them; with --given, per caption read, best first, ``score<TAB>caption<TAB>`` each word's probability then the
+    end's (4 significant digits)."""
     lead = f"{inert(rec['image'])}\t" if several else ""
+    if "given" not in rec and "n_best" in rec:
+        return [f"{lead}{h['score']:.4f}\t{inert(h['caption'])}\t{'cut' if h['truncated'] else 'ended'}"
+                for h in rec["n_best"]]  # fmt: skip
     if "given" not in rec:
         return [lead + inert(rec["caption"])]
     lines = []

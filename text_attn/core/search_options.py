@@ -53,10 +53,11 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--n-best",
         type=int,
-        help="also report the N best hypotheses (N <= --beam-size; caption: in the "
-        "--json / --jsonl records; translate: N lines an input, number, score, translation, ended or cut), each "
-        "saying whether it ended or --max-len cut it off; a hypothesis the search could not find is left out "
-        "(default: 1, the best alone, in the usual output)",
+        help="also report the N best hypotheses (N <= --beam-size), best first: N lines an input (translate: "
+        "number, score, translation, ended or cut; caption: score, caption, ended or cut, the path first with "
+        "several images), and in the --json / --jsonl records; each says whether it ended or --max-len cut it off; "
+        "a hypothesis the search could not find is left out; pictures and pages (--overlay, --plot, --html) "
+        "draw the best (default: 1, the best alone, in the usual output)",
     )
     g.add_argument(
         "--no-repeat-ngram",
