@@ -570,6 +570,7 @@ class Captioner:
         no_repeat_ngram: int | None = None,
         hard_inference: str | None = None,
         probs: bool = False,
+        n_best: int = 1,
     ) -> Captions:
         """Photos (PIL images or files) -> per photo its Caption, in input order, as ``caption`` makes it: a file
         decoded as the command decodes it (a large JPEG at reduced size), the same preprocessing, the decoding
@@ -583,9 +584,16 @@ class Captioner:
         on val); a soft-attention model always takes the expected context ("argmax" is refused for it). ``probs``:
         each word's probability given the words before it, kept by the search (``caption --unsure``; what
         :meth:`with_probs` reads back), and ``Caption.unsure()``, the words under
-        text_attn.core.unsure.CAPTION_UNSURE (underlined in Jupyter)."""
+        text_attn.core.unsure.CAPTION_UNSURE (underlined in Jupyter). ``n_best``: also the n best captions of the
+        beam, best first, in ``Caption.nbest`` (``caption --n-best``; at most the beam size)."""
         images = _photo_list(images, "caption_images")
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
+        if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= search["beam_size"]:
+            raise ValueError(
+                f"n_best must be an integer from 1 to the beam size ({search['beam_size']}), got {n_best!r}"
+            )
+        if n_best > 1:
+            search["n_best"] = n_best
         out = []
         for first, part in _batches(images):  # BATCH photos at a time: one batch's memory, however many are given
             loaded, features = self.encode_photos(part, first=first)

@@ -57,6 +57,14 @@ def test_caption_max_len_counts_words_and_n_best_is_strict_json(tmp_path, capsys
     assert caption_main([str(photo), "--model", str(SHAPES), "--n-best", "2"]) == 0  # one photo: no path
     best, second = (line.split("\t") for line in capsys.readouterr().out.splitlines())
     assert len(best) == len(second) == 3 and float(best[0]) >= float(second[0]) and best[2] == "ended"
+    # Python's caption_images(n_best=) gives the same list as the command
+    (mine,) = captioner.caption_images([photo], beam_size=19, max_len=1, n_best=19)
+    assert [(" ".join(w), round(sc, 4), cut) for w, sc, cut in mine.nbest] == [
+        (a["caption"], round(a["score"], 4), a["truncated"]) for a in alts
+    ]
+    for bad in (0, 20, 2.0, True):  # from 1 to the beam, an integer
+        with pytest.raises(ValueError, match=r"n_best must be an integer from 1 to the beam size \(19\)"):
+            captioner.caption_images([photo], beam_size=19, n_best=bad)
 
 
 def test_translate_max_len_counts_tokens_and_n_best_lines_say_ended_or_cut(capsys):
