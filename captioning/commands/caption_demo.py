@@ -44,6 +44,8 @@ def _demo_photos(captioner, args: argparse.Namespace) -> int:
             said = f"caption: {rec['caption']}"
             if "given" in rec:  # --given: each caption read, best first, with its score and words' probabilities
                 said = "\n".join(f"given:   {line}" for line in plain_lines(rec, False))
+            elif "n_best" in rec:  # --n-best: the beam's best captions under it, as caption writes them
+                said += "".join(f"\nn-best:  {line}" for line in plain_lines(rec, False))
             emit("caption", f"photo:   {rec['image']}\n{said}{note}\noverlay: {rec['overlay']}")
     return 1 if any(rec["error"] for rec in records) else 0
 
@@ -74,9 +76,10 @@ def _demo_shapes(captioner, args: argparse.Namespace) -> int:
         rec["seed"] = seed
         emit("caption", json.dumps([rec]))
     else:
+        best = "".join(f"\nn-best:    {line}" for line in plain_lines(rec, False)) if "n_best" in rec else ""
         emit(
             "caption",
             f"scene:     {name} (seed {seed}; repeat with --demo shapes --seed {seed})\n"
-            f"caption:   {rec['caption']}\nreference: {' '.join(scene.captions[0])}\noverlay:   {rec['overlay']}",
+            f"caption:   {rec['caption']}{best}\nreference: {' '.join(scene.captions[0])}\noverlay:   {rec['overlay']}",
         )
     return 1 if rec["error"] else 0
