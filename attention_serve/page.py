@@ -39,7 +39,6 @@ textarea { width: 100%; min-height: 5em; font: inherit; padding: 6px; }
 .status { min-height: 1.4em; font-size: 13px; color: var(--muted); }
 .status.error { color: #b91c1c; }
 .note { color: #92400e; font-size: 13px; }
-p.translation { white-space: pre-line; }
 .read { color: var(--muted); font-size: 13px; }
 """
 

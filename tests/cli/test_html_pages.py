@@ -159,7 +159,8 @@ def test_the_models_notes_show_under_the_heading_escaped():
 
 def test_the_translate_pages_words_are_the_words_the_pieces_spell():
     """translate --html labels subword pieces as text_attn.core.token_labels does (the grid's headers are these
-    spans' text): "▁Bü" "sche" is "Bü" "·sche", the pieces' indices kept."""
+    spans' text): "▁Bü" "sche" is "Bü" "·sche", the pieces' indices kept; the translation's text under them."""
+    import dataclasses
     import re
 
     from text_attn.translation.translator import Translation
@@ -170,6 +171,10 @@ def test_the_translate_pages_words_are_the_words_the_pieces_spell():
     spans = re.findall(r'<span class="w (src|tgt)" data-[st]="(\d+)">([^<]*)</span>', html)
     assert spans == [("src", "0", "Die"), ("src", "1", "Bü"), ("src", "2", "·sche"), ("src", "3", "&lt;eos&gt;"),
                      ("tgt", "0", "The"), ("tgt", "1", "bush"), ("tgt", "2", "·es"), ("tgt", "3", ".")]  # fmt: skip
+    # and the translation as written, under its tokens (the server's page shows it so too)
+    assert '</div><p class="translation">The bushes.</p>' in html
+    said = sentence_section(1, dataclasses.replace(tr, text="<b>&</b>"), None)
+    assert '<p class="translation">&lt;b&gt;&amp;&lt;/b&gt;</p>' in said
 
 
 def test_translate_report_notes_the_inputs_unlike_the_training_text(tmp_path):

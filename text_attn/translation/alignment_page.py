@@ -43,6 +43,7 @@ table.grid tbody th { position: sticky; left: 0; z-index: 1; text-align: right; 
 table.grid td { width: 20px; min-width: 20px; height: 20px; border: 1px solid #eef0f3; padding: 0; }
 table.grid tr.on th, table.grid th.on { color: var(--accent); font-weight: 600; }
 .pair p.drives .label { color: #92400e; }
+p.translation { white-space: pre-line; margin: 6px 0 0; }
 """
 
 ALIGNMENT_JS = r"""
@@ -367,6 +368,8 @@ def sentence_section(
         f"{words(source, 'src', 's')}</span></p>"
         f'<p><span class="label">output</span><span dir="auto">{output}</span></p>{drives}</div>'
     )
+    text = getattr(translation, "laid_out", None) or getattr(translation, "text", None)  # as written, a page's line
+    pair += f'<p class="translation">{escape(text)}</p>' if text else ""
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
     cut = " &middot; cut off at the length cap" if getattr(translation, "truncated", False) else ""  # --max-len's
     head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}{cut}</h2>{shown}{pair}'
