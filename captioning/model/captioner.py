@@ -241,8 +241,10 @@ class Captioner:
         """A captioner from a file written by :meth:`save` (no network needed), or a bundled model by name
         (``flickr8k``, ``shapes``; no argument: the bundled Flickr8k model, as ``caption`` uses); anything else, a
         training checkpoint included (its message names caption-export), raises ModelFileError with one line."""
-        from captioning.model.bundled import model_path
+        from captioning.model.bundled import model_path, text_model_named
 
+        if text_model_named(path):  # "bahdanau": no file, but not mistyped either (Translator.load says it so too)
+            raise ModelFileError(text_model_named(path))
         typed, path = path, model_path(path)
         data = load_model_file(path, KIND, VERSION, map_location=map_location, typed=typed)
         try:

@@ -4,12 +4,13 @@ channels-last layout (text_attn.core.empty_build)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from captioning.model.bundled import BUNDLED_MODEL
 from captioning.model.captioner import Captioner
 from captioning.model.ensemble import DecoderEnsemble
-from text_attn.core.modelfile import load_model_file
+from text_attn.core.modelfile import ModelFileError, load_model_file
 from text_attn.translation.bundled import BAHDANAU_MODEL
 from text_attn.translation.transformer import sinusoid_table
 from text_attn.translation.translate_cli import BUNDLED_MODEL as TRANSFORMER_MODEL
@@ -68,3 +69,6 @@ def test_each_family_knows_the_other_familys_bundled_names():
     assert caption_bundled.TEXT_NAMES == tuple(text_bundled.MODEL_NAMES)
     assert caption_bundled.text_model_named("transformer").startswith("transformer is a bundled text model")
     assert caption_bundled.text_model_named("shapes") is None and caption_bundled.text_model_named(None) is None
+    # Python says it as the command does (Captioner.load("bahdanau") was "model file not found"), and so for the other
+    with pytest.raises(ModelFileError, match="^bahdanau is a bundled text model: translate --model bahdanau SENTENCE"):
+        Captioner.load("bahdanau")
