@@ -72,3 +72,6 @@ def test_each_family_knows_the_other_familys_bundled_names():
     # Python says it as the command does (Captioner.load("bahdanau") was "model file not found"), and so for the other
     with pytest.raises(ModelFileError, match="^bahdanau is a bundled text model: translate --model bahdanau SENTENCE"):
         Captioner.load("bahdanau")
+    for load, names in ((Captioner.load, "flickr8k, shapes"), (Translator.load, "multi30k_de_en, transformer")):
+        with pytest.raises(TypeError, match=f"a model is a file's path or a bundled model's name \\({names}"):
+            load(5)  # was pathlib's "expected str, bytes or os.PathLike object, not int"

@@ -13,6 +13,9 @@ def resolve(model: str | Path | None, names: dict[str, Path], default: Path) -> 
     in the working folder: a path always wins); else the path itself."""
     if model is None:
         return default
+    if not isinstance(model, (str, Path)) and not hasattr(model, "__fspath__"):  # pathlib's own words named no model
+        raise TypeError(f"a model is a file's path or a bundled model's name ({', '.join(names)}), got "
+                        f"{type(model).__name__}")  # fmt: skip
     if str(model) in names and not Path(model).exists():
         return names[str(model)]
     return Path(model)
