@@ -2,6 +2,7 @@
 
     python benchmarks/streaming_scores.py --out runs/stream_scores                      # about 40 minutes on 2 cores
     python benchmarks/streaming_scores.py --out /tmp/s --images 200 --seeds 0 1 --max-steps 20   # a smoke run
+    python benchmarks/streaming_scores.py --flickr8k-root ../shared/data/flickr8k --out runs/sort_real --seeds 0 1
 
 The rehearsal corpus (benchmarks/rehearse_flickr8k.py: Flickr8k-shaped shape scenes, Karpathy JSON + JPEGs) is
 written once, then `caption-train optimize --features true` turns it into LitData chunks of the frozen encoder's
@@ -15,6 +16,12 @@ The samples, vocabulary, features, steps and evaluation are the same (tests/cli/
 the same seed gives other batches in each. The table gives each run's last validation (greedy BLEU-4 and CIDEr on the
 whole val split, at the same step), the mean and standard deviation over seeds per reader, and the difference of
 the means against its standard error. A run finished by an earlier call is kept (the call adds what is missing).
+
+``--flickr8k-root DIR``: real photos instead, for the question the rehearsal corpus leaves open (does batching by
+caption length cost real captions what it cost the scenes?): the shipped configs/caption/flickr8k_lite2_soft.yaml as
+it is (EfficientNet-Lite2, its photos encoded once into the shared feature cache), readers folder and random, 1,407
+steps a run by default (3 epochs of Flickr8k's 30,000 pairs at batch 64: the last validation is the run's end), and
+each run's training steps a second beside its scores (sorted batches hold less padding).
 """
 
 from __future__ import annotations
@@ -53,6 +60,25 @@ TITLES = {
 }
 
 
+REAL_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "caption" / "flickr8k_lite2_soft.yaml"
+REAL_STEPS = 1407  # 3 epochs of Flickr8k's 30,000 train pairs at batch 64 (469 batches each)
+
+
+def steps_a_second(run: Path) -> float | None:
+    """Training steps a second over a fit's logged training (TensorBoard's wall times of its first and last
+    train_loss; validation and the feature cache's encoding fall outside them but for the validations between)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    for version in sorted(run.glob("lightning_logs/version_*")):
+        acc = EventAccumulator(str(version))
+        acc.Reload()
+        if "train_loss" in acc.Tags()["scalars"]:
+            rows = acc.Scalars("train_loss")
+            if len(rows) > 1 and rows[-1].wall_time > rows[0].wall_time:
+                return (rows[-1].step - rows[0].step) / (rows[-1].wall_time - rows[0].wall_time)
+    return None
+
+
 def last_validation(run: Path) -> dict[str, float] | None:
     """The last row of a fit's metrics.csv that holds validation scores (None: no validation logged)."""
     rows = [r for v in sorted(run.glob("**/metrics.csv")) for r in fit_history(v.parent) if "val_Bleu_4" in r]
@@ -80,8 +106,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="optimizer steps a run (141: 3 epochs at 800 images) (default: %(default)s)",
     )
     p.add_argument("--cpu-threads", type=int, default=1, help="model.cpu_threads (default: %(default)s)")
+    p.add_argument(
+        "--flickr8k-root",
+        metavar="DIR",
+        help="real Flickr8k photos (Flicker8k_Dataset/ and Flickr8k_text/) instead of the rehearsal corpus: the "
+        f"shipped flickr8k_lite2_soft config, readers folder and random, {REAL_STEPS} steps a run unless "
+        "--max-steps",
+    )
     p.add_argument("--json", metavar="FILE", type=new_file, help="also write the numbers as JSON")
     args = p.parse_args(argv)
+    if args.flickr8k_root is not None:
+        if not (Path(args.flickr8k_root) / "Flickr8k_text").is_dir():
+            p.error(f"--flickr8k-root {args.flickr8k_root}: no Flickr8k_text/ there (Flickr8k as downloaded)")
+        if "chunks" in args.readers:  # the default: all; chunks of real photos are not what this asks
+            args.readers = [r for r in args.readers if r != "chunks"]
+        if not args.readers:
+            p.error("--flickr8k-root compares the folder's readers: give --readers folder random")
+        if "--max-steps" not in (argv if argv is not None else sys.argv[1:]):
+            args.max_steps = REAL_STEPS
     # what rehearse_flickr8k.overrides reads besides these
     args.image_size, args.grid, args.num_workers, args.max_time = 224, 7, 0, "00:12:00:00"
     return args
@@ -92,14 +134,20 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).resolve()
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    sizes = split_sizes(args.images)
-    print(f"[corpus] {out}: {sum(sizes)} images, train/val/test {sizes}", flush=True)
-    write_corpus(out, sizes, 0, 224, 3)
-    common = ["--config", str(CONFIG), *overrides(args, out)]
     chunks = out / "chunks"
+    if args.flickr8k_root is not None:  # the shipped config as it is, on the photos given
+        common = ["--config", str(REAL_CONFIG), "--data.root", str(Path(args.flickr8k_root).resolve()),
+                  "--trainer.max_time", "null", "--model.cpu_threads", str(args.cpu_threads)]  # fmt: skip
+        print(f"[corpus] {args.flickr8k_root}: Flickr8k's photos, the shipped {REAL_CONFIG.name}", flush=True)
+    else:
+        sizes = split_sizes(args.images)
+        print(f"[corpus] {out}: {sum(sizes)} images, train/val/test {sizes}", flush=True)
+        write_corpus(out, sizes, 0, 224, 3)
+        common = ["--config", str(CONFIG), *overrides(args, out)]
     try:
-        cmd = [console_script("caption-train"), "optimize", *common, "--out", str(chunks), "--features", "true"]
-        run_stage("optimize", cmd, logs)
+        if "chunks" in args.readers:
+            cmd = [console_script("caption-train"), "optimize", *common, "--out", str(chunks), "--features", "true"]
+            run_stage("optimize", cmd, logs)
         results: dict[str, list[dict]] = {r: [] for r in args.readers}
         for seed in args.seeds:
             for reader in args.readers:
@@ -107,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 done = last_validation(run)
                 if done is not None and done["step"] >= args.max_steps - 1:  # finished by an earlier call: kept
                     print(f"[fit_{reader}_seed{seed}] finished earlier: kept ({run})")
-                    results[reader].append(done | {"seed": seed})
+                    results[reader].append(done | {"seed": seed, "steps_s": steps_a_second(run)})
                     continue
                 shutil.rmtree(run, ignore_errors=True)
                 cmd = [console_script("caption-train"), "fit", *common, "--model.val_meteor", "false"]
@@ -121,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 scores = last_validation(run)
                 if scores is None:
                     raise StageError(f"{run}: the fit logged no validation (raise --max-steps)")
-                results[reader].append(scores | {"seed": seed})
+                results[reader].append(scores | {"seed": seed, "steps_s": steps_a_second(run)})
     except StageError as err:
         print(f"streaming_scores: error: {err}", file=sys.stderr)
         if getattr(err, "tail", ""):
@@ -133,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _spread(xs: list[float]) -> str:
     sd = statistics.stdev(xs) if len(xs) > 1 else float("nan")
     return f"{statistics.mean(xs):.3f} ± {sd:.3f}"
@@ -140,24 +192,33 @@ def _spread(xs: list[float]) -> str:
 
 def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> None:
     readers = list(results)
-    print(f"\nrehearsal corpus, {args.images} images; {args.max_steps} steps a run; val split, greedy, last validation")
-    print("\n| seed | " + " | ".join(f"{TITLES[r]}: BLEU-4 / CIDEr" for r in readers) + " |")
+    real = args.flickr8k_root is not None
+    corpus = "Flickr8k's photos (real)" if real else f"rehearsal corpus, {args.images} images"
+    print(f"\n{corpus}; {args.max_steps} steps a run; val split, greedy, last validation")
+    speed = " / steps a second" if real else ""
+    print("\n| seed | " + " | ".join(f"{TITLES[r]}: BLEU-4 / CIDEr{speed}" for r in readers) + " |")
     print("|---|" + "---|" * len(readers))
     for i, seed in enumerate(args.seeds):
         cells = [f"{results[r][i]['Bleu_4']:.3f} / {results[r][i]['CIDEr']:.3f}" for r in readers]
+        if real:
+            cells = [f"{c} / {_rate(results[r][i].get('steps_s'))}" for c, r in zip(cells, readers, strict=True)]
         print(f"| {seed} | " + " | ".join(cells) + " |")
     for metric in ("Bleu_4", "CIDEr"):
         print(f"| mean ± sd {metric} | " + " | ".join(_spread([x[metric] for x in results[r]]) for r in readers) + " |")
-    if "chunks" not in results or len(args.seeds) < 2:
+    if len(args.seeds) < 2:
         return
-    for other in (r for r in readers if r != "chunks"):
+    # the chunks against each folder reader; without chunks, random batches against length-sorted ones
+    base = "chunks" if "chunks" in results else "random" if {"folder", "random"} <= set(results) else None
+    if base is None:
+        return
+    for other in (r for r in readers if r != base):
         for metric in ("Bleu_4", "CIDEr"):
             a = [x[metric] for x in results[other]]
-            b = [x[metric] for x in results["chunks"]]
+            b = [x[metric] for x in results[base]]
             # the standard error of a difference of two means of n runs each
             se = ((statistics.variance(a) + statistics.variance(b)) / len(a)) ** 0.5
             diff = statistics.mean(b) - statistics.mean(a)
-            print(f"{metric}: chunks - {TITLES[other]} = {diff:+.3f}, standard error {se:.3f} "
+            print(f"{metric}: {TITLES[base]} - {TITLES[other]} = {diff:+.3f}, standard error {se:.3f} "
                   f"({abs(diff) / se if se else float('inf'):.1f} of them)")  # fmt: skip
 
 

@@ -31,8 +31,6 @@ def test_ranks_and_rows_by_hand():
     assert rows[3]["R@1"] == 66.7 and rows[3]["median_rank"] == 1
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not (DATA / "multi30k" / "train.de.gz").is_file(), reason=f"real data not found at {DATA}")
 def test_nothing_to_measure_is_said(capsys):
     """Without --flickr8k-root and --multi30k it measured nothing and exited 0."""
     with pytest.raises(SystemExit) as exc:
@@ -40,6 +38,8 @@ def test_nothing_to_measure_is_said(capsys):
     assert exc.value.code == 2 and "nothing to measure: give --flickr8k-root" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "multi30k" / "train.de.gz").is_file(), reason=f"real data not found at {DATA}")
 def test_a_short_run_on_the_real_data(tmp_path):
     out = tmp_path / "reading.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "reading.py"), "--flickr8k-root", str(DATA / "flickr8k"),
