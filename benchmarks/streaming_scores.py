@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -64,9 +65,11 @@ REAL_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "caption" / "fli
 REAL_STEPS = 1407  # 3 epochs of Flickr8k's 30,000 train pairs at batch 64 (469 batches each)
 
 
-def steps_a_second(run: Path) -> float | None:
+def steps_a_second(run: Path, log: Path) -> float | None:
     """Training steps a second over a fit's logged training (TensorBoard's wall times of its first and last
-    train_loss; validation and the feature cache's encoding fall outside them but for the validations between)."""
+    train_loss; validation and the feature cache's encoding fall outside them but for the validations between); a
+    run too short to log two (fewer than 2 x log_every_n_steps steps): the rate of the fit's last progress line in
+    ``log`` (from its first step, the validations included)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     for version in sorted(run.glob("lightning_logs/version_*")):
@@ -76,7 +79,8 @@ def steps_a_second(run: Path) -> float | None:
             rows = acc.Scalars("train_loss")
             if len(rows) > 1 and rows[-1].wall_time > rows[0].wall_time:
                 return (rows[-1].step - rows[0].step) / (rows[-1].wall_time - rows[0].wall_time)
-    return None
+    said = re.findall(r"([0-9.]+) steps/s", log.read_text(errors="replace")) if log.is_file() else []
+    return float(said[-1]) if said else None
 
 
 def last_validation(run: Path) -> dict[str, float] | None:
@@ -155,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                 done = last_validation(run)
                 if done is not None and done["step"] >= args.max_steps - 1:  # finished by an earlier call: kept
                     print(f"[fit_{reader}_seed{seed}] finished earlier: kept ({run})")
-                    results[reader].append(done | {"seed": seed, "steps_s": steps_a_second(run)})
+                    rate = steps_a_second(run, logs / f"fit_{reader}_seed{seed}.log")
+                    results[reader].append(done | {"seed": seed, "steps_s": rate})
                     continue
                 shutil.rmtree(run, ignore_errors=True)
                 cmd = [console_script("caption-train"), "fit", *common, "--model.val_meteor", "false"]
@@ -169,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 scores = last_validation(run)
                 if scores is None:
                     raise StageError(f"{run}: the fit logged no validation (raise --max-steps)")
-                results[reader].append(scores | {"seed": seed, "steps_s": steps_a_second(run)})
+                rate = steps_a_second(run, logs / f"fit_{reader}_seed{seed}.log")
+                results[reader].append(scores | {"seed": seed, "steps_s": rate})
     except StageError as err:
         print(f"streaming_scores: error: {err}", file=sys.stderr)
         if getattr(err, "tail", ""):
@@ -177,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_table(results, args)
     if args.json:
-        write_text(args.json, json.dumps({"args": vars(args), "results": results}, indent=1) + "\n")
+        said = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}  # --json is a Path (new_file)
+        write_text(args.json, json.dumps({"args": said, "results": results}, indent=1) + "\n")
     return 0
 
 
@@ -188,6 +195,29 @@ def _rate(value: float | None) -> str:
 def _spread(xs: list[float]) -> str:
     sd = statistics.stdev(xs) if len(xs) > 1 else float("nan")
     return f"{statistics.mean(xs):.3f} ± {sd:.3f}"
+
+
+def validations(run: Path) -> list[dict[str, float]]:
+    """Every validation a fit logged (metrics.csv rows holding val_Bleu_4), in order."""
+    return [r for v in sorted(run.glob("**/metrics.csv")) for r in fit_history(v.parent) if "val_Bleu_4" in r]
+
+
+def print_equal_time(results: dict[str, list[dict]], out: Path) -> None:
+    """Per seed, random batches at the training time the sorted run took: the step their speed reaches in it, and
+    their validation nearest that step (validations come once an epoch)."""
+    print("\nat the sorted run's training time (random batches are slower: fewer steps in it):")
+    for sorted_run, random_run in zip(results["folder"], results["random"], strict=True):
+        if not (sorted_run.get("steps_s") and random_run.get("steps_s")):
+            continue
+        step = round(sorted_run["step"] * random_run["steps_s"] / sorted_run["steps_s"])
+        rows = validations(out / f"random_seed{random_run['seed']}")
+        near = min(rows, key=lambda r: abs(r["step"] - step)) if rows else None
+        if near is None:
+            continue
+        print(f"- seed {random_run['seed']}: sorted BLEU-4 / CIDEr {sorted_run['Bleu_4']:.3f} / "
+              f"{sorted_run['CIDEr']:.3f} at step {sorted_run['step']:.0f}; random reach step {step} in that time, "
+              f"their validation nearest it (step {near['step']:.0f}): {near['val_Bleu_4']:.3f} / "
+              f"{near['val_CIDEr']:.3f}")  # fmt: skip
 
 
 def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> None:
@@ -205,6 +235,8 @@ def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> Non
         print(f"| {seed} | " + " | ".join(cells) + " |")
     for metric in ("Bleu_4", "CIDEr"):
         print(f"| mean ± sd {metric} | " + " | ".join(_spread([x[metric] for x in results[r]]) for r in readers) + " |")
+    if real and {"folder", "random"} <= set(results):
+        print_equal_time(results, Path(args.out).resolve())
     if len(args.seeds) < 2:
         return
     # the chunks against each folder reader; without chunks, random batches against length-sorted ones
