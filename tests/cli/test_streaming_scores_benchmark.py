@@ -49,3 +49,19 @@ def test_real_layout_runs_both_readers_and_prints_scores_and_speed(tmp_path, cap
     assert (
         main(argv) == 0 and capsys.readouterr().out.count("finished earlier: kept") == 4
     )  # a second call adds nothing
+
+
+@pytest.mark.slow
+def test_the_rehearsal_corpus_runs_the_chunks_beside_the_folder(tmp_path, capsys):
+    """The benchmark's first question (do chunks train as well as the folder?) on a small rehearsal corpus: optimize,
+    both readers, the difference against its standard error, the JSON (its --json crashed on the Path new_file
+    gives, after the runs)."""
+    argv = ["--out", str(tmp_path / "runs"), "--images", "80", "--seeds", "0", "1", "--max-steps", "6",
+            "--readers", "folder", "chunks", "--json", str(tmp_path / "scores.json")]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "rehearsal corpus, 80 images; 6 steps a run" in printed and "[optimize]" in printed  # an epoch: 6 steps
+    assert "CIDEr: feature chunks - folder + feature cache = " in printed
+    assert "sorted run's training time" not in printed
+    found = json.loads((tmp_path / "scores.json").read_text())
+    assert set(found["results"]) == {"folder", "chunks"} and found["args"]["json"] == str(tmp_path / "scores.json")
