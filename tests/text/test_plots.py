@@ -227,3 +227,22 @@ def test_the_grids_axes_carry_the_labels_and_the_records_keep_the_pieces(monkeyp
     assert len(panels) == 3 and {tuple(t.get_text() for t in ax.get_xticklabels()) for ax in panels} == {
         ("Die", "Bü", "·sche", "<eos>")
     }
+
+
+def test_a_transformers_heads_are_titled_with_their_layer_as_the_page_counts_it(monkeypatch, tmp_path):
+    """translate --plot's title: the layer counted from 1 of how many, as the --html page's selector counts them, and
+    the --layer value that picks it ("decoder layer 1 (from 0)" was the page's "layer 2")."""
+    from text_attn.translation.plot_files import draw
+    from text_attn.translation.translator import Translator
+
+    titles = []
+    monkeypatch.setattr(plots, "plot_alignment_heads", lambda *a, title=None, **k: titles.append(title))
+    translator = Translator.load()  # the bundled Transformer: 3 decoder layers, the penultimate drawn
+    (tr,) = translator.translate(["Ein Hund."])
+    draw(tmp_path / "g.png", tr, translator.net)
+    translator.net.set_plot_layer(-1)
+    draw(tmp_path / "g.png", tr, translator.net)
+    assert titles == [
+        "cross-attention, decoder layer 2 of 3 (--layer 1)",
+        "cross-attention, decoder layer 3 of 3 (--layer 2)",
+    ]

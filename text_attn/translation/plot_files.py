@@ -24,7 +24,10 @@ def draw(path: Path, tr, net) -> Path:
     src = [*tr.source, "<eos>"]
     attn = tr.attention
     if attn.dim() == 3:  # (T, H, S): one layer's heads
-        title = f"cross-attention, decoder layer {net.plot_index} (from 0)"
+        # counted from 1 of how many, as the --html page's selector counts them ("layer 1 (from 0)" was the
+        # penultimate of 3, the page's "layer 2"), and the --layer value that picks it
+        n, i = len(net.decoder_layers), net.plot_index
+        title = f"cross-attention, decoder layer {i + 1} of {n} (--layer {i})"
         return plot_alignment_heads(attn.transpose(0, 1), src, tr.tokens, path, title=title)
     return plot_alignment(attn, src, tr.tokens, path)
 
