@@ -254,13 +254,13 @@ def test_fit_and_translate_plot_the_heads_of_a_layer(model_file, tmp_path, capsy
     assert translate_main(["--model", str(model_file), "--plot", str(png), "--layer", "0", "ma pipo deko ro"]) == 0
     assert png.stat().st_size > 0
     (h, t, s), n_src, n_tgt, title = drawn[0]
-    assert (h, s) == (2, 5) and n_src == 5 and t == n_tgt and "layer 0" in title  # 2 heads; 4 words + eos
+    assert (h, s) == (2, 5) and n_src == 5 and t == n_tgt and "(--layer 0)" in title  # 2 heads; 4 words + eos
     # without --layer: the layer that aligns best, the penultimate (of 2 here), as the loaded model reads it
     assert Translator.load(model_file).net.plot_layer == 0
     assert translate_main(["--model", str(model_file), "--plot", str(png), "ma pipo deko ro"]) == 0
-    assert "decoder layer 0" in drawn[1][3]
+    assert drawn[1][3] == "cross-attention, decoder layer 1 of 2 (--layer 0)"  # counted from 1, as the page does
     assert translate_main(["--model", str(model_file), "--plot", str(png), "--layer", "-1", "ma pipo deko ro"]) == 0
-    assert "decoder layer 1" in drawn[2][3]
+    assert drawn[2][3] == "cross-attention, decoder layer 2 of 2 (--layer 1)"
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(model_file), "--plot", str(png), "--layer", "7", "ma pipo"])
