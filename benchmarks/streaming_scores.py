@@ -83,9 +83,14 @@ def steps_a_second(run: Path, log: Path) -> float | None:
     return float(said[-1]) if said else None
 
 
+def validations(run: Path) -> list[dict[str, float]]:
+    """Every validation a fit logged (metrics.csv rows holding val_Bleu_4), in order."""
+    return [r for v in sorted(run.glob("**/metrics.csv")) for r in fit_history(v.parent) if "val_Bleu_4" in r]
+
+
 def last_validation(run: Path) -> dict[str, float] | None:
     """The last row of a fit's metrics.csv that holds validation scores (None: no validation logged)."""
-    rows = [r for v in sorted(run.glob("**/metrics.csv")) for r in fit_history(v.parent) if "val_Bleu_4" in r]
+    rows = validations(run)
     if not rows:
         return None
     return {k[4:]: v for k, v in rows[-1].items() if k.startswith("val_")} | {"step": rows[-1].get("step", -1)}
@@ -195,11 +200,6 @@ def _rate(value: float | None) -> str:
 def _spread(xs: list[float]) -> str:
     sd = statistics.stdev(xs) if len(xs) > 1 else float("nan")
     return f"{statistics.mean(xs):.3f} ± {sd:.3f}"
-
-
-def validations(run: Path) -> list[dict[str, float]]:
-    """Every validation a fit logged (metrics.csv rows holding val_Bleu_4), in order."""
-    return [r for v in sorted(run.glob("**/metrics.csv")) for r in fit_history(v.parent) if "val_Bleu_4" in r]
 
 
 def print_equal_time(results: dict[str, list[dict]], out: Path) -> None:
