@@ -141,6 +141,14 @@ class BrokenLinesWarning(UserWarning):
     was translated as a sentence of its own."""
 
 
+def _refuse_empty(sentences: list[str], tokens: list[list]) -> None:
+    """ValueError naming the first sentence with no tokens (its tokens, or its sentences' token lists), by its number:
+    which of a thousand."""
+    for i, (s, t) in enumerate(zip(sentences, tokens, strict=True)):
+        if not t:
+            raise ValueError(f"empty input: sentence {i}, {s!r}")
+
+
 def _warn_broken_lines(texts: list[str]) -> None:
     """Warn once where a text's own lines break a sentence off, the next line going on with its rest (text wrapped
     over lines, as copied from a PDF): a line break ends a sentence unless ``paragraphs=True`` joins them (what
@@ -511,9 +519,7 @@ class Translator:
             out = self.translate_tokens(toks, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
             return self._noted(sentences, read, out)
         lines = [self.sentence_tokens(s) for s in sentences]
-        for i, (s, pieces) in enumerate(zip(sentences, lines, strict=True)):
-            if not pieces:
-                raise ValueError(f"empty input: sentence {i}, {s!r}")  # which of a thousand
+        _refuse_empty(sentences, lines)
         read = [self.read_line(s) for s in sentences]
         out = self.translate_lines(lines, d["beam_size"], d["length_penalty"], max_len, probs=probs, **options)
         out = [put_marks(t, item_marks(s)) for s, t in zip(sentences, out, strict=True)]  # "- A dog" for "- Ein Hund"
@@ -583,9 +589,7 @@ class Translator:
         ValueError."""
         read = [self.read_as(s) for s in sentences]
         toks = [self.codec.encode(r, "source") for r in read]
-        for i, (s, t) in enumerate(zip(sentences, toks, strict=True)):
-            if not t:
-                raise ValueError(f"empty input: sentence {i}, {s!r}")
+        _refuse_empty(sentences, toks)
         return read, toks
 
     def _noted(self, sentences: list[str], read: list[str], out: list[Translation]) -> Translations:
