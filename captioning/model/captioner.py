@@ -243,8 +243,8 @@ class Captioner:
         training checkpoint included (its message names caption-export), raises ModelFileError with one line."""
         from captioning.model.bundled import model_path, text_model_named
 
-        if text_model_named(path):  # "bahdanau": no file, but not mistyped either (Translator.load says it so too)
-            raise ModelFileError(text_model_named(path))
+        if said := text_model_named(path):  # "bahdanau": no file, but not mistyped (as Translator.load says it)
+            raise ModelFileError(said)
         typed, path = path, model_path(path)
         data = load_model_file(path, KIND, VERSION, map_location=map_location, typed=typed)
         try:

@@ -250,8 +250,8 @@ class Translator:
         checkpoint included: its message names the text-export command) raises ModelFileError with one line."""
         from text_attn.translation.bundled import caption_model_named, model_path
 
-        if caption_model_named(path):  # "flickr8k": no file, but not mistyped either
-            raise ModelFileError(caption_model_named(path))
+        if said := caption_model_named(path):  # "flickr8k": no file, but not mistyped either
+            raise ModelFileError(said)
         typed, path = path, model_path(path)
         return cls.from_data(load_model_file(path, KIND, typed=typed), path)
 
