@@ -21,6 +21,7 @@ from captioning.views.file_names import fitted
 from text_attn.core.errors import and_more, fail, one_line
 from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
+from text_attn.core.search_options import n_best_ending
 from text_attn.core.unsure_options import NAMED, unsure_note
 
 OVERLAY = "-attention.png"  # NAME-attention.png: a photo's overlay in --overlay DIR (--overlay-format png)
@@ -160,7 +161,7 @@ def plain_lines(rec: dict[str, Any], several: bool) -> list[str]:
     end's (4 significant digits)."""
     lead = f"{inert(rec['image'])}\t" if several else ""
     if "given" not in rec and "n_best" in rec:
-        return [f"{lead}{h['score']:.4f}\t{inert(h['caption'])}\t{'cut' if h['truncated'] else 'ended'}"
+        return [f"{lead}{h['score']:.4f}\t{inert(h['caption'])}\t{n_best_ending(h['truncated'])}"
                 for h in rec["n_best"]]  # fmt: skip
     if "given" not in rec:
         return [lead + inert(rec["caption"])]

@@ -130,6 +130,12 @@ def check_search_options(prog: str, args: argparse.Namespace, words: int | None 
     return None
 
 
+def n_best_ending(truncated: bool) -> str:
+    """An --n-best line's last column (caption's and translate's): whether the hypothesis ended, or --max-len (the
+    length cap) cut it off."""
+    return "cut" if truncated else "ended"
+
+
 def length_penalty_note(option: str, one: str) -> str:
     """What a length penalty given beside a search of one hypothesis does, in one wording for the commands and
     attention-serve (``option``: the penalty's name there, ``--length-penalty`` or ``length_penalty``; ``one``: what

@@ -47,6 +47,7 @@ from text_attn.core.search_options import (
     add_search_options,
     check_search_options,
     fill_decoding_defaults,
+    n_best_ending,
     search_options,
 )
 from text_attn.core.unread_options import flags_given
@@ -481,10 +482,10 @@ def _translate_stream(
             if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
                 _count_named(progress, "unseen", (n, words))
             if tr.nbest is not None:  # n lines per input: number, score, translation, ended or cut; best first
-                written += "".join(f"{n}\t{score:.4f}\t{inert(text)}\t{_ending(cut)}\n"
+                written += "".join(f"{n}\t{score:.4f}\t{inert(text)}\t{n_best_ending(cut)}\n"
                                    for text, score, cut in tr.nbest)  # fmt: skip
             elif args.n_best_given:  # --n-best 1: the list's one line (its score: the search's ranking score)
-                written += f"{n}\t{tr.score:.4f}\t{inert(tr.text)}\t{_ending(tr.truncated)}\n"
+                written += f"{n}\t{tr.score:.4f}\t{inert(tr.text)}\t{n_best_ending(tr.truncated)}\n"
             if args.demo:
                 kept.append((n, tr))
         with failing_as(f"--output {args.output}" if args.output else "stdout"):
@@ -660,11 +661,6 @@ def _news(state: dict[str, float], done: int, share: float | None) -> None:
         print(f"translate: {done:,} input(s) written, {rate:.1f} a second{part}", file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr gone: the translations go on without news
         pass
-
-
-def _ending(truncated: bool) -> str:
-    """An --n-best line's last column: whether the hypothesis ended, or --max-len (the length cap) cut it off."""
-    return "cut" if truncated else "ended"
 
 
 def _caseless(line: str) -> bool:
