@@ -29,7 +29,14 @@ from attention_serve.limits import TRANSLATE_OPTIONS
 from attention_serve.worker_start import worker_sigterm
 from text_attn.core.errors import one_line
 from text_attn.core.unsure import CAPTION_UNSURE, UNSURE, probability_fields, unsure_pairs
-from text_attn.translation.records import empty_record, evidence_fields, rounded, translation_record, unsure_fields
+from text_attn.translation.records import (
+    empty_record,
+    evidence_fields,
+    n_best_fields,
+    rounded,
+    translation_record,
+    unsure_fields,
+)
 from text_attn.translation.sentences import item_marks, put_marks
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
@@ -192,6 +199,8 @@ class CaptionAPI(_ModelAPI):
             for _, index in _groups(items).items():
                 o = items[index[0]]["options"]
                 extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
+                if o.get("n_best", 1) > 1:  # the beam's n best kept (Caption.nbest); 1: the caption itself, listed
+                    extra["n_best"] = o["n_best"]
                 if o.get("given"):  # the caption given, read (caption --given), not the model's own
                     results = cap.read_features(features[index], o["given"])
                 else:
@@ -205,6 +214,8 @@ class CaptionAPI(_ModelAPI):
                     out[i] = self._record(items[i], result, far[i]) | probability_fields(result, "word_probs")
                     out[i] |= unknown
                     out[i] |= _caption_unsure(result)
+                    if "n_best" in o:
+                        out[i]["n_best"] = result.n_best_records()
                     if o.get("evidence"):  # what drives each word (captioning.model.explain)
                         out[i].update(self._evidence(features[i : i + 1], result.words))
         return out[0] if single else out
@@ -284,6 +295,8 @@ class TranslateAPI(_ModelAPI):
         tokens = [tr.sentence_tokens(s, keep_case, split=o.get("split") != 0) for s in sentences]  # 0: --no-split
         keep = [k for k, t in enumerate(tokens) if t]  # a sentence with nothing to translate: an empty record
         extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
+        if o.get("n_best", 1) > 1:  # each sentence's n best kept (Translation.nbest)
+            extra["n_best"] = o["n_best"]
         if given and any(len(tokens[k]) > 1 for k in keep):  # the translation given, read (translate --given)
             done = tr.read_split([tokens[k] for k in keep], [given] * len(keep))
         elif given:  # every sentence one: encoded once for the text
@@ -297,10 +310,13 @@ class TranslateAPI(_ModelAPI):
                                       o.get("max_len"), longest, probs=bool(o.get("probs")), **extra)  # fmt: skip
             if o.get("split") != 0:  # a list item's marker, not translated, put back: "- A dog" (sentences.put_marks)
                 done = [put_marks(t, item_marks(sentences[k])) for k, t in zip(keep, done, strict=True)]
-        records: list[dict[str, Any]] = [empty_record(s) for s in sentences]
+        # a sentence with nothing to translate lists no translation
+        records: list[dict[str, Any]] = [empty_record(s) | ({"n_best": []} if "n_best" in o else {}) for s in sentences]
         for k, t in zip(keep, done, strict=True):
             records[k] = translation_record(tr, sentences[k], t, keep_case) | probability_fields(t, "token_probs")
             records[k] |= unsure_fields(t, UNSURE)
+            if "n_best" in o:
+                records[k] |= n_best_fields(t)
             if o.get("evidence") and t.attention is not None and t.tokens:
                 from text_attn.translation.explain import evidence_of
 

@@ -95,6 +95,13 @@ CAPTION_OPTIONS = {
         "its words the model gave a probability under 0.2 (each [word, p]; 'unsure_words': their indices), as "
         "caption --unsure names them; no time that can be measured (default 0)",
     ),
+    "n_best": Option(
+        int,
+        1,
+        20,
+        "the beam's n best captions, best first, in 'n_best' (each {'caption', 'score', 'truncated'}; the first is "
+        "the answer's caption), as caption --n-best lists them; at most beam_size (default: no list)",
+    ),
 }
 TRANSLATE_OPTIONS = {
     "beam_size": Option(int, 1, 20, "beams (default: the model file's recorded choice)"),
@@ -122,6 +129,14 @@ TRANSLATE_OPTIONS = {
         "1: each token's and word's probability, kept by the search: 'token_probs', 'words', 'word_probs' and "
         "'end_prob' in the answer, and 'unsure', its words the model gave a probability under 0.1 (each [word, p]; "
         "'unsure_tokens': their tokens), as translate --unsure names them; no time that can be measured (default 0)",
+    ),
+    "n_best": Option(
+        int,
+        1,
+        20,
+        "the beam's n best translations of each sentence, best first, in its 'n_best' (each {'translation', "
+        "'score', 'truncated'}; the first is its translation), as translate --n-best lists them; a text of several "
+        "sentences: its sentences' k-th best joined; at most beam_size (default: no list)",
     ),
     "keep_case": Option(
         int,
@@ -155,7 +170,7 @@ GIVEN_HELP = (
     "probability after the ones before it and where the model looked for each; the score is the mean "
     "log-probability of the words and the end (higher: fits better). The search's options are refused beside it"
 )
-SEARCH = ("beam_size", "max_len", "length_penalty", "no_repeat_ngram")  # what --given refuses beside it
+SEARCH = ("beam_size", "max_len", "length_penalty", "no_repeat_ngram", "n_best")  # what --given refuses beside it
 
 
 def parse_given(value: Any, max_chars: int) -> str:
@@ -189,6 +204,10 @@ def parse_options(
         raise ClientError(422, f"given reads the text given; {searched[0]} is for the text the model writes: drop one")
     if "given" in given:  # the answer's options say what was used: no search, so none of its defaults
         out = {k: v for k, v in out.items() if k not in SEARCH}
+    if out.get("n_best", 1) > out.get("beam_size", 1):  # the search keeps beam_size hypotheses: n_best of them
+        whose = "" if "beam_size" in given else " (the model file's; send beam_size too, at least as large)"
+        raise ClientError(422, f"n_best {out['n_best']} is more than beam_size {out.get('beam_size', 1)}{whose}: "
+                          "the beam holds only that many")  # fmt: skip
     return out
 
 

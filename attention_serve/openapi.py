@@ -28,6 +28,18 @@ def _errors(codes: dict[int, str]) -> dict[str, Any]:
     }
 
 
+def _n_best_item(text: str) -> dict[str, Any]:
+    """One of an answer's ``n_best`` (``text``: "caption" or "translation")."""
+    return {
+        "type": "object",
+        "properties": {
+            text: {"type": "string"},
+            "score": {"type": ["number", "null"], "description": "the search's score, as the answer's score"},
+            "truncated": {"type": "boolean", "description": "max_len cut it off"},
+        },
+    }
+
+
 # both answers' notes (limits.search_notes)
 NOTES_ANSWER = {
     "type": "array",
@@ -90,6 +102,11 @@ CAPTION_ANSWER = {
             "description": "with given: its words the model does not know, read as <unk>",
         },
         "truncated": {"type": "boolean", "description": "the caption reached max_len"},
+        "n_best": {
+            "type": "array",
+            "items": _n_best_item("caption"),
+            "description": "with n_best: the beam's n best captions, best first (the first is caption)",
+        },
         "out_of_domain": {"type": ["boolean", "null"], "description": "the photo looks unlike the training photos"},
         "note": {"type": ["string", "null"]},
         "options": {"type": "object", "description": "the decoding used"},
@@ -155,6 +172,12 @@ TRANSLATE_ANSWER = {
                         "description": "with given or probs=1: the indices in tokens of the unsure words' pieces",
                     },
                     "truncated": {"type": "boolean", "description": "the translation reached max_len: cut off"},
+                    "n_best": {
+                        "type": "array",
+                        "items": _n_best_item("translation"),
+                        "description": "with n_best: the beam's n best translations, best first (the first is "
+                        "translation)",
+                    },
                     "sentence_count": {
                         "type": "integer",
                         "description": "the sentences found in the text, each translated on its own and the "

@@ -92,22 +92,15 @@ def caption_items(
     far = captioner.out_of_domain(features, stats) or [None] * len(items)
     out = []
     for item, result, unfamiliar, rows in zip(items, results, far, attention, strict=True):
-        words, alphas, score, truncated, nbest = (
-            result.words,
-            result.alphas,
-            result.score,
-            result.truncated,
-            result.nbest,
-        )
+        words, alphas, score, truncated = result.words, result.alphas, result.score, result.truncated
         name = item["name"]
         box = captioner.preprocess.crop_box(*item["size"])
         rec = _record(name, item=item)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
         rec.update(score=_json_score(score), truncated=truncated, out_of_domain=unfamiliar)
         rec["note"] = captioner.note(given=readings is not None) if unfamiliar else None
-        if nbest is not None:
-            rec["n_best"] = [{"caption": " ".join(w), "score": _json_score(sc), "truncated": cut}
-                             for w, sc, cut in nbest]  # fmt: skip
+        if result.nbest is not None:
+            rec["n_best"] = result.n_best_records()
         if readings is not None:
             rec["given"] = [given_record(r) for r in readings[len(out)]]
             rec.update({k: rec["given"][0][k] for k in ("log_prob", "word_probs", "end_prob")})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -75,6 +76,14 @@ class Caption(NamedTuple):
         if self.probs is None:
             return []
         return unsure_words(self.words, self.probs, check_threshold(below, "below"))
+
+    def n_best_records(self) -> list[dict[str, Any]]:
+        """The n best captions as ``caption --n-best --json`` and attention-serve's ``n_best`` write them, best first:
+        each ``{"caption", "score", "truncated"}``, the score rounded to 6 decimals (None where it is no number:
+        strict JSON has no -Infinity); without a list kept (n best 1), the caption itself, listed."""
+        found = self.nbest or [(self.words, self.score, self.truncated)]
+        return [{"caption": " ".join(w), "score": round(float(sc), 6) if math.isfinite(sc) else None,
+                 "truncated": bool(cut)} for w, sc, cut in found]  # fmt: skip
 
     def __repr__(self) -> str:
         """Short and stable (no tensor, no photo object and its memory address): what a notebook stores as text."""

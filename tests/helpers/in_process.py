@@ -32,10 +32,12 @@ def served_apis(folder: Path) -> tuple:
 
 def ask(served, path: str, options: dict, query: str = "") -> dict:
     """One request to ``path`` as the server handles it: checked and made a payload by the HTTP process, sent to the
-    worker as JSON, answered by it. /translate's ``options`` in its JSON body; /caption's with the photo as JSON."""
+    worker as JSON, answered by it. /translate's ``options`` in its JSON body (with "ein mann" unless they hold
+    "sentences"); /caption's with the photo as JSON."""
     front, translate, caption = served
     if path == "/translate":
-        api, body = translate, json.dumps({"text": "ein mann", **options}).encode()
+        text = {} if "sentences" in options else {"text": "ein mann"}  # the sentences given, else one
+        api, body = translate, json.dumps({**text, **options}).encode()
     else:
         api, body = caption, json.dumps({"image": base64.b64encode(PHOTO).decode(), **options}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

@@ -81,6 +81,14 @@ def unsure_fields(translation: Any, below: float) -> dict[str, Any]:
             "unsure_tokens": sorted(unsure_tokens(translation, below))}  # fmt: skip
 
 
+def n_best_fields(translation: Any) -> dict[str, Any]:
+    """``n_best``: a translation's n best (Translation.nbest: ``--n-best``), each ``{"translation", "score",
+    "truncated"}``, best first; without a list kept (n best 1), the translation itself, listed."""
+    found = translation.nbest or [(translation.text, translation.score, translation.truncated)]
+    return {"n_best": [{"translation": text, "score": _finite(score), "truncated": bool(cut)}
+                       for text, score, cut in found]}  # fmt: skip
+
+
 def evidence_fields(found: Any) -> dict[str, Any]:
     """What drives each output token (text_attn.translation.explain.Evidence ``found``): ``evidence`` (T, S + 1),
     each row the drop in the token's probability as each source token is masked, and ``agreement``, each token's
@@ -136,8 +144,7 @@ def input_record(
     record["score"] = _finite(t.score)
     record |= probability_fields(t, "token_probs") | unsure_fields(t, below)
     if t.nbest is not None:
-        record["n_best"] = [{"translation": text, "score": _finite(score), "truncated": cut}
-                            for text, score, cut in t.nbest]  # fmt: skip
+        record |= n_best_fields(t)
     if getattr(t, "given", False):
         record["given"] = True
     if ranked is not None and len(ranked) > 1:
