@@ -99,7 +99,7 @@ def caption_items(
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
         rec.update(score=_json_score(score), truncated=truncated, out_of_domain=unfamiliar)
         rec["note"] = captioner.note(given=readings is not None) if unfamiliar else None
-        if result.nbest is not None:
+        if result.nbest is not None or getattr(args, "n_best_given", False):  # --n-best 1: a list of one, as asked
             rec["n_best"] = result.n_best_records()
         if readings is not None:
             rec["given"] = [given_record(r) for r in readings[len(out)]]

@@ -84,6 +84,29 @@ def test_translate_max_len_counts_tokens_and_n_best_lines_say_ended_or_cut(capsy
     assert lines[0][2:] == ["Two children are playing in the sand.", "ended"]
 
 
+def test_n_best_1_is_a_list_of_one_in_both_commands(tmp_path, capsys):
+    """--n-best 1 lists the output itself, as any N does: caption printed the bare caption and neither command's
+    JSON held the list (translate's plain lines did)."""
+    from captioning.commands.caption import caption_main
+    from captioning.training.shapes import make_scenes
+    from text_attn.translation.translate_cli import translate_main
+
+    photo = tmp_path / "scene.png"
+    make_scenes(1, seed=5)[0].image.save(photo)
+    assert caption_main([str(photo), "--model", str(SHAPES), "--json", "--n-best", "1"]) == 0
+    rec = _strict(capsys.readouterr().out)[0]
+    assert rec["n_best"] == [{"caption": rec["caption"], "score": rec["score"], "truncated": rec["truncated"]}]
+    assert caption_main([str(photo), "--model", str(SHAPES), "--n-best", "1"]) == 0
+    assert capsys.readouterr().out == f"{rec['score']:.4f}\t{rec['caption']}\tended\n"
+    assert caption_main([str(photo), "--model", str(SHAPES), "--json"]) == 0
+    assert "n_best" not in _strict(capsys.readouterr().out)[0]  # not asked: no list
+    assert translate_main(["--n-best", "1", "--jsonl", "-", "Ein Hund rennt."]) == 0
+    tr = json.loads(capsys.readouterr().out)
+    assert tr["n_best"] == [{"translation": tr["translation"], "score": tr["score"], "truncated": tr["truncated"]}]
+    assert translate_main(["--jsonl", "-", "Ein Hund rennt."]) == 0
+    assert "n_best" not in json.loads(capsys.readouterr().out)
+
+
 @pytest.fixture(scope="module")
 def learned(tmp_path_factory):
     """A random Transformer with a learned position table of 8 rows, as a model file."""

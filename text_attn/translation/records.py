@@ -129,11 +129,13 @@ def input_record(
     ranked: list | None = None,
     error: str | None = None,
     evidence: Any = None,
+    n_best: bool = False,
 ) -> dict[str, Any]:
     """``translate --jsonl``'s record of input ``number`` (1-based), typed as ``source``: ``{"input", "source",
     "error"}`` for an input that failed with ``error``; else its Translation ``t``'s record (:func:`translation_record`)
     with its probabilities where it has them (``--unsure``, or a translation given and read: the words under
-    ``below`` in ``unsure``), ``n_best`` (``--n-best``: each ``{"translation", "score", "truncated"}``, best first),
+    ``below`` in ``unsure``), ``n_best`` (``--n-best``: each ``{"translation", "score", "truncated"}``, best
+    first; ``n_best`` True: listed even where the search kept no list, ``--n-best 1``),
     ``given`` (True: a translation given, read) and, with several translations given, ``ranked`` (each
     ``{"translation", "score"}``, best first: ``t`` is the first); ``evidence`` (``--evidence``): what drives each
     token, :func:`evidence_fields`."""
@@ -143,7 +145,7 @@ def input_record(
     record = {"input": number} | translation_record(translator, source, t, keep_case)
     record["score"] = _finite(t.score)
     record |= probability_fields(t, "token_probs") | unsure_fields(t, below)
-    if t.nbest is not None:
+    if t.nbest is not None or n_best:
         record |= n_best_fields(t)
     if getattr(t, "given", False):
         record["given"] = True

@@ -349,7 +349,7 @@ def _write_records(translator, args, progress, records, chunk, by_number, typed_
                 found = _evidence(translator, tr, progress, n, keep=bool(later))
             below = UNSURE if args.unsure is None else args.unsure  # a reading's unsure words: at 0.1 unless given
             record = input_record(translator, n, typed, tr, keep_case=args.keep_case, below=below,
-                                  ranked=readings.get(n), evidence=found)  # fmt: skip
+                                  ranked=readings.get(n), evidence=found, n_best=args.n_best_given)  # fmt: skip
         lines.append(json.dumps(record, ensure_ascii=False) + "\n")
     with failing_as("stdout" if args.jsonl == "-" else f"--jsonl {args.jsonl}"):
         records.write("".join(lines))
