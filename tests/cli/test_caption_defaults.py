@@ -53,7 +53,7 @@ def test_device_auto_is_the_default_and_chooses_the_gpu_where_there_is_one(monke
     import torch
 
     from text_attn.core.devices import resolve_device
-    from text_attn.translation.translate_cli import _parser as translate_parser
+    from text_attn.translation.translate_parser import translate_parser
 
     assert _parser().parse_args(["x.jpg"]).device == "auto" and translate_parser().parse_args(["x"]).device == "auto"
     assert resolve_device("cpu") == "cpu" and resolve_device("cuda:1") == "cuda:1"  # a named device as given

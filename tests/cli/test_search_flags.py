@@ -85,9 +85,9 @@ def test_a_sampler_value_out_of_range_names_its_option_and_value(bad, says, caps
     """One line listed all three ranges ("--temperature must be > 0, --top-k >= 0 and --top-p in (0, 1]") for any one
     of them: the reader had to find which. Checked on the options alone, before any model loads."""
     from text_attn.core.search_options import check_search_options, fill_decoding_defaults
-    from text_attn.translation.translate_cli import _parser
+    from text_attn.translation.translate_parser import translate_parser
 
-    args = _parser().parse_args(["--sample", *bad])
+    args = translate_parser().parse_args(["--sample", *bad])
     fill_decoding_defaults(args, {})
     with pytest.raises(SystemExit) as exc:
         check_search_options("translate", args)
@@ -98,7 +98,7 @@ def test_sample_seed_help_names_each_commands_own_options(capsys):
     """translate's help said the seed repeats at any --devices, --workers and in a --resume: options it does not
     have."""
     from captioning.commands.caption_parser import _parser as caption_parser
-    from text_attn.translation.translate_cli import _parser as translate_parser
+    from text_attn.translation.translate_parser import translate_parser
 
     def seed_help(parser) -> str:
         return next(a.help for a in parser._actions if "--sample-seed" in a.option_strings)
@@ -116,7 +116,7 @@ def test_the_sampler_and_n_best_help_give_the_default_a_run_uses(command):
 
     from captioning.commands.caption_parser import _parser as caption_parser
     from text_attn.core.search_options import fill_decoding_defaults
-    from text_attn.translation.translate_cli import _parser as translate_parser
+    from text_attn.translation.translate_parser import translate_parser
 
     parser = caption_parser() if command == "caption" else translate_parser()
     args = parser.parse_args(["x"])

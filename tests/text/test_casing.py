@@ -177,12 +177,12 @@ def test_the_keep_case_help_quotes_the_measured_scores():
     import json
     from pathlib import Path
 
-    from text_attn.translation.translate_cli import _parser
+    from text_attn.translation.translate_parser import translate_parser
 
     docs = Path(__file__).resolve().parents[2] / "docs"
     (row,) = [r for r in json.loads((docs / "multi30k_casing_transformer.json").read_text())["models"]["transformer"]
               if r["form"] == "lowercased"]  # fmt: skip
-    said = " ".join(next(a.help for a in _parser()._actions if "--keep-case" in a.option_strings).split())
+    said = " ".join(next(a.help for a in translate_parser()._actions if "--keep-case" in a.option_strings).split())
     assert f"sacreBLEU {row['typed']:.2f} as typed, {row['recased']:.2f} read so" in said
     readme = " ".join((docs.parent / "README.md").read_text().split())
     assert f"sacreBLEU {row['recased']:.2f} instead of {row['typed']:.2f}" in readme
