@@ -24,6 +24,7 @@ META_CSP = (  # in the page too, so a saved copy keeps it; frame-ancestors works
 )
 CSP = META_CSP + "; frame-ancestors 'none'"  # the header the server sends with the page
 MAX_SIDE = 480  # the canvas's longest side, pixels
+ALTERNATIVES = 4  # the beam's other captions listed under a caption (n_best asked: one more, at most the beam)
 
 PAGE_CSS = """
 nav.tabs { display: flex; gap: 4px; }
@@ -40,6 +41,10 @@ textarea { width: 100%; min-height: 5em; font: inherit; padding: 6px; }
 .status.error { color: #b91c1c; }
 .note { color: #92400e; font-size: 13px; }
 .read { color: var(--muted); font-size: 13px; }
+.alts { font-size: 13px; color: var(--muted); }
+.alts ol { margin: 4px 0; padding-left: 1.6em; }
+.alts button.alt { border: none; background: none; padding: 0; color: var(--accent); cursor: pointer; font: inherit;
+                   text-align: left; text-decoration: underline dotted; }
 """
 
 PAGE_JS = r"""
@@ -116,7 +121,11 @@ const Live = {
     const form = new FormData();
     form.append("image", file, file.name || "pasted.png");
     const given = document.getElementById("cap-given").value.trim();  // a caption to read instead of writing one
-    if (given) form.append("given", given); else form.append("beam_size", document.getElementById("beam").value);
+    const beam = Number(document.getElementById("beam").value);
+    if (given) form.append("given", given); else form.append("beam_size", String(beam));
+    // the other captions the beam kept, listed under the caption (no time that can be measured: the beam holds them)
+    if (!given && beam > 1) form.append("n_best", String(Math.min(beam, CFG.alternatives + 1)));
+    Live.photo = file;  // an alternative clicked is read against this photo
     if (document.getElementById("cap-evidence").checked) form.append("evidence", "1");
     // each word's probability: the unsure words marked (a caption given is read anyway)
     if (!given && document.getElementById("cap-unsure").checked) form.append("probs", "1");
@@ -170,6 +179,7 @@ const Live = {
     }
     if (rec.note) side.appendChild(Live.el("p", "note", rec.note));
     if (rec.truncated) side.appendChild(Live.el("p", "note", "the caption reached max_len and is cut off"));
+    if (rec.n_best && rec.n_best.length > 1) side.appendChild(Live.alternatives(rec.n_best.slice(1)));
     view.append(...shown, side); sec.appendChild(view); out.appendChild(sec);
     const b = rec.crop_box;
     const d = { img: url, box: [b[0] / W, b[1] / H, b[2] / W, b[3] / H], g: rec.grid[0],
@@ -187,6 +197,25 @@ const Live = {
     sec.addEventListener("focusin", () => Report.activate(sec));
     Caption.render(sec, d);
     Report.activate(sec);
+  },
+  // the beam's other captions, best first, each a button: clicked, the model reads it against the same photo (its
+  // words' probabilities, and where it would look for each), as a caption typed in the box is read
+  alternatives(others) {
+    const box = Live.el("div", "alts");
+    box.appendChild(Live.el("p", "", "the beam also kept (click one to see where the model would look for it):"));
+    const list = Live.el("ol");
+    for (const h of others) {
+      const b = Live.el("button", "alt", h.caption);
+      b.type = "button"; b.dir = "auto";
+      b.title = `score ${h.score === null ? "none" : h.score.toFixed(4)}${h.truncated ? ", cut off at max_len" : ""}`;
+      b.addEventListener("click", () => {
+        document.getElementById("cap-given").value = h.caption;
+        Live.caption(Live.photo);
+      });
+      const item = Live.el("li"); item.appendChild(b); list.appendChild(item);
+    }
+    box.appendChild(list);
+    return box;
   },
   // the line under a text read: whose it is, and the words under ``below`` (as text_attn.core.unsure.unsure_line)
   readLine(rec, given, unit, below) {
@@ -379,7 +408,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
     sentence say the language (a German sample for German alone: a Czech model's page said "Translate German")."""
     language = LANGUAGES.get(source_lang or "")  # None: a language the table does not name, or none known
     cfg = {"caption": caption is not None, "text": text is not None, "focus": FOCUS, "side": MAX_SIDE,
-           "opacity": OPACITY, "lang": source_lang, "language": language,
+           "opacity": OPACITY, "lang": source_lang, "language": language, "alternatives": ALTERNATIVES,
            "unsure": {"caption": CAPTION_UNSURE, "text": UNSURE}}  # the answers' thresholds (unsure.py)  # fmt: skip
     lang = f' lang="{escape(source_lang)}"' if source_lang else ""
     tab = f"Translate {language}" if language else "Translate"

@@ -497,3 +497,42 @@ def test_the_page_shows_pieces_as_the_words_they_spell_as_python_labels_them(chr
         rows = page.evaluate("[...document.querySelectorAll('#tr-out table.grid tbody th')].map(th => th.textContent)")
         assert rows == ["The", "bush", "·es", "."]
         assert page.errors == []
+
+
+@pytest.mark.long
+def test_the_beams_other_captions_are_listed_and_one_clicked_is_read(chromium):
+    """With a beam, the page asks for n_best (at most ALTERNATIVES + 1) and lists the beam's other captions under the
+    caption; one clicked is sent back as the caption given, read against the same photo. Beam 1 asks for none."""
+    from attention_serve.page import ALTERNATIVES
+
+    kept = {**RECORD, "score": -0.5, "n_best": [{"caption": "a cat sleeps", "score": -0.5, "truncated": False},
+                                                {"caption": "a cat lies <b>", "score": -0.7, "truncated": False},
+                                                {"caption": "a dog", "score": None, "truncated": True}]}  # fmt: skip
+    with _offline(chromium, TRANSLATED) as page:
+        page.route(f"{ORIGIN}/caption", lambda route: route.fulfill(status=200, body=json.dumps(kept),
+                                                                   content_type="application/json"))  # fmt: skip
+        bodies = _sent(page, "/caption")
+        page.goto(ORIGIN + "/")
+        page.select_option("#beam", "8")
+        page.set_input_files("#pick", str(PHOTO))
+        page.wait_for_selector("#cap-out .alts")
+        assert f'name="n_best"\r\n\r\n{ALTERNATIVES + 1}\r\n'.encode() in bodies[-1]
+        alts = page.locator("#cap-out .alts button.alt")
+        assert alts.all_inner_texts() == ["a cat lies <b>", "a dog"]  # text, never HTML
+        assert [alts.nth(i).get_attribute("title") for i in range(2)] == [
+            "score -0.7000",
+            "score none, cut off at max_len",
+        ]
+        with page.expect_request(f"{ORIGIN}/caption") as sent:
+            alts.nth(0).click()
+        body = sent.value.post_data_buffer
+        assert b'name="given"\r\n\r\na cat lies <b>\r\n' in body and b'name="n_best"' not in body
+        page.locator("#cap-status", has_text="read:").wait_for()  # the answer shown (no eval: the page's CSP)
+        assert page.input_value("#cap-given") == "a cat lies <b>"
+        page.fill("#cap-given", "")
+        page.select_option("#beam", "1")
+        with page.expect_request(f"{ORIGIN}/caption") as sent:
+            page.set_input_files("#pick", str(PHOTO))
+        assert b'name="beam_size"\r\n\r\n1\r\n' in sent.value.post_data_buffer
+        assert b'name="n_best"' not in sent.value.post_data_buffer
+        assert page.errors == []
