@@ -41,8 +41,6 @@ textarea { width: 100%; min-height: 5em; font: inherit; padding: 6px; }
 .status.error { color: #b91c1c; }
 .note { color: #92400e; font-size: 13px; }
 .read { color: var(--muted); font-size: 13px; }
-.alts { font-size: 13px; color: var(--muted); }
-.alts ol { margin: 4px 0; padding-left: 1.6em; }
 .alts button.alt { border: none; background: none; padding: 0; color: var(--accent); cursor: pointer; font: inherit;
                    text-align: left; text-decoration: underline dotted; }
 """

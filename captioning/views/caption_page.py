@@ -29,7 +29,7 @@ from PIL import Image
 from captioning.photos.preprocess import to_rgb
 from captioning.views.overlay import attention_map
 from text_attn.core.arrays import evidence_shares
-from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
+from text_attn.core.html_page import HtmlPage, alternatives, data_script, escape, quantise
 from text_attn.core.unsure import unsure_line
 
 MAX_SIDE = 384  # longest side of the embedded image and of its canvas, pixels
@@ -260,9 +260,15 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None,
         f'<label>attention <input type="range" class="opacity" min="0" max="100" value="{OPACITY}"></label></div>'
         # polite: a screen reader says each word's line as the word is stepped to
         '<p class="info hint" aria-live="polite">the image as captioned; hover a word</p>'
-        f"{_references(record)}</div></div>"
+        f"{_alternatives(record)}{_references(record)}</div></div>"
         f"{data_script(data)}</section>"
     )
+
+
+def _alternatives(record: dict[str, Any]) -> str:
+    """caption --n-best: the beam's other captions under the controls (nothing without, or with one)."""
+    others = [(h["caption"], h["score"], h["truncated"]) for h in (record.get("n_best") or [])[1:]]
+    return alternatives(others, "cut off at --max-len")
 
 
 def _references(record: dict[str, Any]) -> str:

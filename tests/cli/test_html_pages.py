@@ -177,6 +177,35 @@ def test_the_translate_pages_words_are_the_words_the_pieces_spell():
     assert '<p class="translation">&lt;b&gt;&amp;&lt;/b&gt;</p>' in said
 
 
+def test_both_reports_list_the_beams_other_outputs_with_their_scores_escaped():
+    """--n-best beside --html: the beam's other captions (translations) under the best, best first, each with its
+    score, one the length cap stopped said so; none listed for one output or without --n-best."""
+    import re
+
+    from text_attn.translation.translator import Translation
+
+    record = {"image": "x.png", "words": ["a", "dog"], "attention": [[0.25] * 4] * 2, "grid": [2, 2], "size": [40, 30],
+              "crop_box": [0, 0, 40, 30], "chosen": None, "error": None,
+              "n_best": [{"caption": "a dog", "score": -0.1, "truncated": False},
+                         {"caption": "a <dog>", "score": -0.25, "truncated": False},
+                         {"caption": "a dog dog", "score": None, "truncated": True}]}  # fmt: skip
+    html = image_section(1, record, Image.new("RGB", (40, 30), "red"))
+    items = re.findall(r"<li dir=\"auto\">(.*?) <span class=\"hint\">\((.*?)\)</span></li>", html)
+    assert items == [("a &lt;dog&gt;", "-0.2500"), ("a dog dog", "no score, cut off at --max-len")]
+    assert "the beam also kept (2)" in html
+    alone = {**record, "n_best": record["n_best"][:1]}
+    assert "beam also kept" not in image_section(1, alone, Image.new("RGB", (40, 30), "red"))
+    tr = Translation(source=["ein", "hund"], tokens=["a", "dog"], text="a dog", attention=None, unknown=[],
+                     nbest=[("a dog", -0.2, False), ("one dog", -0.5, True)])  # fmt: skip
+    html = sentence_section(2, tr, None)
+    assert (
+        re.findall(r"<li dir=\"auto\">(.*?) <span", html) == ["one dog"]
+        and "(-0.5000, cut off at the length cap)" in html
+    )
+    assert "beam also kept" not in sentence_section(2, Translation(source=["ein"], tokens=["a"], text="a",
+                                                                   attention=None, unknown=[]), None)  # fmt: skip
+
+
 def test_translate_report_notes_the_inputs_unlike_the_training_text(tmp_path):
     from helpers.multi30k import DE, EN
     from helpers.tiny_translator import tiny_subword_model_file

@@ -19,6 +19,7 @@ import hashlib
 import html
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,8 @@ section.item h2 { font-size: 13px; font-weight: 600; margin: 0 0 8px; color: var
 .label { display: inline-block; min-width: 58px; color: var(--muted); font-size: 12px; }
 .error { color: #b91c1c; }
 .hint { color: var(--muted); font-size: 12px; }
+.alts { font-size: 13px; color: var(--muted); margin: 6px 0; }  /* --n-best: the beam's other outputs (alternatives) */
+.alts ol { margin: 4px 0 0; padding-left: 22px; }
 button, select { font: inherit; font-size: 13px; }
 kbd { border: 1px solid var(--line); border-radius: 3px; padding: 0 3px; font-size: 11px; }
 /* a page its run did not finish (HtmlPage.close's partial): the note, moved into the header by CORE_JS; 7.3:1 */
@@ -131,6 +134,21 @@ def escape(text: Any) -> str:
     """Text for HTML content and quoted attributes (``<``, ``>``, ``&``, quotes escaped; a file name's byte that is
     not UTF-8 shown as ``\\xff``: a lone surrogate cannot be written in a UTF-8 page)."""
     return html.escape(readable(text), quote=True)
+
+
+def alternatives(others: list[tuple[str, float | None, bool]], cut: str) -> str:
+    """``--n-best``'s other outputs under the best (each (text, score, truncated), best first) as an open list, each
+    with its score (``cut``: how one the length cap stopped is said); "" for none."""
+    if not others:
+        return ""
+
+    def said(score: float | None, truncated: bool) -> str:
+        shown = "no score" if score is None or not math.isfinite(score) else f"{score:.4f}"
+        return shown + (f", {cut}" if truncated else "")
+
+    items = "".join(f'<li dir="auto">{escape(text)} <span class="hint">({said(score, truncated)})</span></li>'
+                    for text, score, truncated in others)  # fmt: skip
+    return f'<details class="alts" open><summary>the beam also kept ({len(others)})</summary><ol>{items}</ol></details>'
 
 
 def script_json(data: Any) -> str:

@@ -23,7 +23,7 @@ import torch
 
 from text_attn.core.arrays import to_numpy
 from text_attn.core.faithfulness import kendall_taus, rounded_taus
-from text_attn.core.html_page import HtmlPage, data_script, escape, quantise
+from text_attn.core.html_page import HtmlPage, alternatives, data_script, escape, quantise
 from text_attn.core.token_labels import token_labels
 from text_attn.core.unsure import UNSURE, unsure_line
 from text_attn.translation.alignments import unsure_tokens
@@ -370,6 +370,7 @@ def sentence_section(
     )
     text = getattr(translation, "laid_out", None) or getattr(translation, "text", None)  # as written, a page's line
     pair += f'<p class="translation">{escape(text)}</p>' if text else ""
+    pair += alternatives((getattr(translation, "nbest", None) or [])[1:], "cut off at the length cap")  # --n-best
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
     cut = " &middot; cut off at the length cap" if getattr(translation, "truncated", False) else ""  # --max-len's
     head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}{cut}</h2>{shown}{pair}'
