@@ -68,14 +68,14 @@ def test_translate_plot_names_characters_no_font_has_once(model_file, tmp_path, 
 
 
 def test_translate_bad_input_gets_one_clear_line(model_file, tmp_path, capsys, monkeypatch):
-    # an empty line among good ones: the good one is still translated, exit code 1
+    # a line that is not UTF-8 among good ones: the good one is still translated, exit code 1
     import io
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("ma pipo\n\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("ma pipo\n\udcff\n"))
     assert translate_main(["--model", str(model_file)]) == 1
     out = capsys.readouterr()
     assert len(out.out.strip().splitlines()) == 1
-    assert "input 2: empty sentence" in out.err and "Traceback" not in out.err
+    assert "input 2: not valid UTF-8 text" in out.err and "Traceback" not in out.err
     # unknown words: a note, still translated
     assert translate_main(["--model", str(model_file), "qqq ma"]) == 0
     assert "unknown word(s) qqq" in capsys.readouterr().err

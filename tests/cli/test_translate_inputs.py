@@ -7,6 +7,7 @@ weights: the tests check the plumbing)."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 
@@ -31,14 +32,15 @@ def _refused(capsys, *args) -> str:
 
 
 def test_a_failed_input_keeps_its_line_in_the_output(model_file, tmp_path, capsys, monkeypatch):
-    lines = ["Ein Hund läuft.", "", "Eine Frau liest.", "\udcff", "Ein Kind spielt."]  # empty; not UTF-8 (read so)
+    lines = ["Ein Hund läuft.", "", "Eine Frau liest.", "\udcff", "Ein Kind spielt."]  # blank; not UTF-8 (read so)
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
     out = tmp_path / "out.txt"
     plot = tmp_path / "grid.png"
     args = ["--model", model_file, "--max-len", "4", "--output", out, "--plot", plot, "--batch-size", "2"]
     assert translate_main([str(a) for a in args]) == 1
     err = capsys.readouterr().err
-    assert "input 2: empty sentence" in err and "input 4: not valid UTF-8 text" in err
+    # the blank line is no error (a blank line out); the line that is not UTF-8 is
+    assert "input 2" not in err and "input 4: not valid UTF-8 text" in err
     written = out.read_text(encoding="utf-8").split("\n")
     assert len(written) == 6 and written[-1] == ""  # five lines, each ending in a newline
     assert written[1] == "" and written[3] == "" and all(written[i] for i in (0, 2, 4))
@@ -50,13 +52,33 @@ def test_a_failed_input_keeps_its_line_in_the_output(model_file, tmp_path, capsy
 
 
 def test_a_batch_of_failed_inputs_only_gets_its_empty_lines(model_file, capsys, monkeypatch):
-    # a batch whose every input failed has nothing to translate (and must not try to)
-    monkeypatch.setattr("sys.stdin", io.StringIO("\nEin Hund.\n\n"))
+    # a batch whose every input failed, or is blank, has nothing to translate (and must not try to)
+    monkeypatch.setattr("sys.stdin", io.StringIO("\udcff\nEin Hund.\n \t\n"))
     assert translate_main(["--model", str(model_file), "--batch-size", "1", "--max-len", "3"]) == 1
     out = capsys.readouterr()
     assert out.out.split("\n")[0] == "" and out.out.split("\n")[2] == "" and len(out.out.split("\n")) == 4
-    assert "input 1: empty sentence" in out.err and "input 3: empty sentence" in out.err
+    assert "input 1: not valid UTF-8 text" in out.err and "input 3" not in out.err
     assert "Traceback" not in out.err
+
+
+def test_a_files_blank_lines_are_blank_lines_out_and_no_error(model_file, tmp_path, capsys, monkeypatch):
+    """A text's blank lines (between its paragraphs) were each "error: input N: empty sentence" and exit code 1,
+    every other line translated: now a blank line out, its place kept, in every output; an argument that is blank
+    is still refused (a sentence given must hold one)."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund läuft.\n\n  \nEine Frau liest.\n"))
+    jsonl, align = tmp_path / "out.jsonl", tmp_path / "out.align"
+    args = ["--model", model_file, "--max-len", "4", "--jsonl", jsonl, "--alignments", align, "--batch-size", "3"]
+    assert translate_main([str(a) for a in args]) == 0
+    out = capsys.readouterr()
+    lines = out.out.split("\n")
+    assert len(lines) == 5 and lines[1] == lines[2] == "" and lines[0] and lines[3] and "error" not in out.err
+    records = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    assert [r["input"] for r in records] == [1, 2, 3, 4] and [r["translation"] for r in records[1:3]] == ["", ""]
+    assert records[2]["source"] == "  " and records[1]["tokens"] == [] and "error" not in records[1]
+    assert records[0]["translation"] == lines[0]
+    assert align.read_text(encoding="utf-8").split("\n")[1:3] == ["", ""]
+    assert translate_main(["--model", str(model_file), " "]) == 1
+    assert "input 1: empty sentence" in capsys.readouterr().err
 
 
 def test_an_output_that_is_also_the_redirected_input_is_refused_and_kept(model_file, tmp_path, capsys):

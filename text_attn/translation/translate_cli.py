@@ -110,11 +110,12 @@ def _count_named(progress: dict[str, Any], kind: str, named: tuple) -> None:
         first.append(named)
 
 
-def _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, ranked) -> None:
+def _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, ranked, blank) -> None:
     """--jsonl: the chunk's records (text_attn.translation.records.input_record), one a line in input order, each
     input's line as typed taken out of ``typed_lines``; ``ranked``: per translated input of the chunk, in order, its
-    readings best first (--given, --given-file), else None."""
-    from text_attn.translation.records import input_record
+    readings best first (--given, --given-file), else None; ``blank``: its blank lines (nothing translated, no
+    error: records.empty_record)."""
+    from text_attn.translation.records import empty_record, input_record
 
     readings = dict(zip(by_number, ranked, strict=True)) if ranked is not None else {}
     lines = []
@@ -122,7 +123,9 @@ def _write_records(translator, args, progress, records, chunk, by_number, typed_
     later = (args.align_by == "evidence" and args.alignments) or args.html or args.plot
     for n, _ in chunk:
         typed = typed_lines.pop(n, "")
-        if n not in by_number:
+        if n in blank:
+            record = {"input": n} | empty_record(typed)
+        elif n not in by_number:
             record = input_record(translator, n, typed, error=errors.get(n, "not translated"))
         else:
             tr = by_number[n]
@@ -215,6 +218,8 @@ def _translate_stream(
     above = None  # the line above, as typed (stdin without --paragraphs)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
+    # the chunk's blank lines of stdin: a blank line out (its place kept, as a failed input's), no error, no section
+    blank: set[int] = set()
     typed_lines: dict[int, str] = {}  # --jsonl: the chunk's inputs as typed, failed ones too (a record's "source")
 
     def count(kind: str, numbers: list[int]) -> None:
@@ -275,7 +280,7 @@ def _translate_stream(
             out.flush()
         if records is not None:  # a record per input, a failed one's with its error, in input order
             given = ranked if args.given or args.given_file else None
-            _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, given)
+            _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, given, blank)
         if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
             lines = "".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number else "\n"
                             for n, _ in chunk)  # fmt: skip
@@ -300,6 +305,8 @@ def _translate_stream(
 
             drawn = dict(zip((n for n, _ in good), report_attention(translator, outs), strict=True))
             for n, _ in chunk:  # in input order, a failed input in its place (as its empty output line)
+                if n in blank:  # nothing to show: its blank line in the output keeps its place
+                    continue
                 if n not in by_number:
                     with failing_as(f"--html {args.html}"):
                         report.add(failed_section(n, errors.get(n, "not translated")))
@@ -314,6 +321,8 @@ def _translate_stream(
             plots.add([(n, by_number[n]) for n, _ in good], several)
         progress["read"] = seen  # for the pictures still waiting after a Ctrl-C (PlotWriter.finish)
         errors.clear()
+        progress["blank"] = progress.get("blank", 0) + len(blank)
+        blank.clear()
         unseen.clear()
         read = _bytes_read(size)
         bar.update(len(chunk) if read is None else read - bar.n)
@@ -335,6 +344,12 @@ def _translate_stream(
             above = line
         if records is not None:
             typed_lines[n] = line
+        if not args.sentences and not line.strip():  # a file's blank line (between paragraphs): nothing to translate
+            blank.add(n)
+            chunk.append((n, None))
+            if len(chunk) == args.batch_size:
+                flush()
+            continue
         error, tokens = None, None
         try:
             line.encode("utf-8")
@@ -707,6 +722,8 @@ def _close_page(report, args: argparse.Namespace, progress: dict[str, Any], stop
     the page says first that it is partial. A page its own write failed was given up (its error says so): nothing
     is written; one that cannot be ended now (the disk that failed an output) is one line, its old page kept."""
     lost = f", {progress['failed']} failed" if progress.get("failed") else ""
+    if blanks := progress.get("blank"):  # no section of their own: the page's count is of the others
+        lost += f", {blanks} blank line{'s' if blanks > 1 else ''} left out"
     why = "the run was interrupted" if stopped == "interrupted" else "the run stopped on an error"
     done = progress.get("done", 0)
     partial = f"{why} after {done} input(s); the inputs after them are not here" if stopped else None
