@@ -111,14 +111,16 @@ const Live = {
     }
     return out;
   },
-  async caption(file) {
+  // chosen: one of the beam's other captions, clicked (read against the photo; the box stays as the user left it)
+  async caption(file, chosen) {
     if (!file) return;
     if (!CFG.caption) { Live.status("cap-status", "this server does not caption photos", true); return; }
     let url = URL.createObjectURL(file);
     Live.status("cap-status", `captioning ${file.name || "the pasted image"}\u2026`);
     const form = new FormData();
     form.append("image", file, file.name || "pasted.png");
-    const given = document.getElementById("cap-given").value.trim();  // a caption to read instead of writing one
+    // a caption to read instead of writing one
+    const given = chosen || document.getElementById("cap-given").value.trim();
     const beam = Number(document.getElementById("beam").value);
     if (given) form.append("given", given); else form.append("beam_size", String(beam));
     // the other captions the beam kept, listed under the caption (no time that can be measured: the beam holds them)
@@ -133,10 +135,11 @@ const Live = {
     // said by a screen reader (the status is role=status): the result arrived, and what it is
     Live.status("cap-status", `${given ? "read" : "captioned"}: ${rec.caption || rec.words.join(" ")}`);
     if (rec.preview) { URL.revokeObjectURL(url); url = "data:image/jpeg;base64," + rec.preview; }  // HEIC, TIFF
-    Live.showCaption(rec, url, file.name || "pasted image", Boolean(given));
+    Live.showCaption(rec, url, file.name || "pasted image", Boolean(given), Boolean(chosen));
   },
   // given: the caption is one the user typed, read (else the model's own, its probabilities where it has word_probs)
-  showCaption(rec, url, name, given) {
+  // chosen: the caption read is one of the beam's, clicked: a button goes back to the model's own
+  showCaption(rec, url, name, given, chosen) {
     const out = document.getElementById("cap-out");
     out.textContent = "";
     const [W, H] = rec.size, scale = CFG.side / Math.max(W, H);
@@ -173,11 +176,17 @@ const Live = {
     info.setAttribute("aria-live", "polite");  // each word's line said as it is stepped to
     side.append(words, controls, info);
     if (rec.word_probs) {
-      side.appendChild(Live.el("p", "read", Live.readLine(rec, given, "word", CFG.unsure.caption)));
+      const line = Live.readLine(rec, given, "word", CFG.unsure.caption);  // a clicked one: the beam's, not typed
+      side.appendChild(Live.el("p", "read", chosen ? line.replace("the text given", "the beam's caption") : line));
     }
     if (rec.note) side.appendChild(Live.el("p", "note", rec.note));
     if (rec.truncated) side.appendChild(Live.el("p", "note", "the caption reached max_len and is cut off"));
     if (rec.n_best && rec.n_best.length > 1) side.appendChild(Live.alternatives(rec.n_best.slice(1)));
+    if (chosen) {
+      const back = Live.el("button", "alt", "\u2190 back to the model's own caption");
+      back.type = "button"; back.addEventListener("click", () => Live.caption(Live.photo));
+      const line = Live.el("p", "alts"); line.appendChild(back); side.appendChild(line);
+    }
     view.append(...shown, side); sec.appendChild(view); out.appendChild(sec);
     const b = rec.crop_box;
     const d = { img: url, box: [b[0] / W, b[1] / H, b[2] / W, b[3] / H], g: rec.grid[0],
@@ -206,10 +215,7 @@ const Live = {
       const b = Live.el("button", "alt", h.caption);
       b.type = "button"; b.dir = "auto";
       b.title = `score ${h.score === null ? "none" : h.score.toFixed(4)}${h.truncated ? ", cut off at max_len" : ""}`;
-      b.addEventListener("click", () => {
-        document.getElementById("cap-given").value = h.caption;
-        Live.caption(Live.photo);
-      });
+      b.addEventListener("click", () => Live.caption(Live.photo, h.caption));
       const item = Live.el("li"); item.appendChild(b); list.appendChild(item);
     }
     box.appendChild(list);
