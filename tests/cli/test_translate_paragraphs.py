@@ -105,7 +105,9 @@ def test_paragraphs_refuse_what_cannot_go_with_them(capsys, monkeypatch, flag):
     assert flag in err
 
 
-def test_on_a_terminal_it_says_a_blank_line_ends_a_paragraph(capsys, monkeypatch):
+def test_on_a_terminal_it_says_how_an_input_ends(capsys, monkeypatch):
+    """A blank line ends a paragraph; without --paragraphs, Enter ends a sentence (the terminal waited silently)."""
+
     class Terminal(io.TextIOWrapper):
         def isatty(self) -> bool:
             return True
@@ -117,6 +119,13 @@ def test_on_a_terminal_it_says_a_blank_line_ends_a_paragraph(capsys, monkeypatch
     assert "type a paragraph, then an empty line to translate it" in captured.err
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"Ein Hund.\n")))  # a pipe or a file: nothing said
     assert translate_main(["--paragraphs"]) == 0 and "type a paragraph" not in capsys.readouterr().err
+    # a line at a time (no --paragraphs): Enter translates, said once in the model's language; a file: nothing said
+    monkeypatch.setattr("sys.stdin", Terminal(io.BytesIO(b"Ein Hund rennt.\n")))
+    assert translate_main([]) == 0
+    said = capsys.readouterr().err
+    assert said.count("type a sentence in German and press Enter to translate it (Ctrl-D: the end)") == 1
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"Ein Hund.\n")))
+    assert translate_main([]) == 0 and "press Enter" not in capsys.readouterr().err
 
 
 def test_a_heading_and_a_lists_items_are_translated_each_on_its_own_their_markers_kept(capsys, monkeypatch, tmp_path):

@@ -68,7 +68,7 @@ from text_attn.translation.reading_cli import (
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
 from text_attn.translation.sentences import item_marks, laid_out, line_breaks, put_marks
-from text_attn.translation.source_check import unseen_words_line
+from text_attn.translation.source_check import LANGUAGES, unseen_words_line
 from text_attn.translation.translate_parser import translate_parser
 from text_attn.translation.translate_resume import (
     check_record,
@@ -981,6 +981,10 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.paragraphs and not args.sentences and _typed():  # nothing is translated until a paragraph's blank line
         print("translate: --paragraphs: type a paragraph, then an empty line to translate it (Ctrl-D: the end)",
               file=sys.stderr)  # fmt: skip
+    elif not args.sentences and _typed():  # the model loaded, waiting for a line: said, not a silent cursor
+        language = LANGUAGES.get(translator.source_lang or "")  # None: a language the file does not name
+        print(f"translate: type a sentence{f' in {language}' if language else ''} and press Enter to translate it "
+              "(Ctrl-D: the end)", file=sys.stderr)  # fmt: skip
     interrupted, broken, complete = 0, None, False
     try:
         failed, seen, results = _translate_stream(translator, args, out, report, progress, align, plots, records)
