@@ -48,6 +48,8 @@ def _record(caption: Any, index: int) -> dict[str, Any]:
             if caption.probs is not None
             else {}
         ),  # fmt: skip
+        # caption_images(n_best=N): the beam's other captions, listed under it (as caption --n-best --html)
+        **({"n_best": caption.n_best_records()} if caption.nbest else {}),
     }
 
 

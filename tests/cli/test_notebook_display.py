@@ -99,6 +99,20 @@ def test_text_in_the_view_is_escaped_and_a_caption_without_its_photo_has_no_view
     assert bare._repr_html_() is None and bare._repr_png_() is None
 
 
+def test_n_best_results_list_the_beams_others_in_their_view(bundled, translations):
+    """caption_images(n_best=N) and translate(n_best=N): the notebook's view lists the beam's other outputs under the
+    best, as caption --n-best --html and translate --n-best --html do."""
+    (cap,) = bundled.caption_images(DEMO_PHOTOS[:1], beam_size=3, n_best=3)
+    page = _page(cap._repr_html_())
+    listed = [html.unescape(t) for t in re.findall(r'<li dir="auto">(.*?) <span class="hint">', page)]
+    assert listed == [" ".join(w) for w, _, _ in cap.nbest[1:]] and "the beam also kept (2)" in page
+    first = dataclasses.replace(
+        translations[0], nbest=[(translations[0].text, -0.1, False), ("ein anderer", -0.3, True)]
+    )
+    page = _page(first._repr_html_())
+    assert re.findall(r'<li dir="auto">(.*?) <span class="hint">', page) == ["ein anderer"]
+
+
 def test_a_translation_shows_its_words_and_alignment_with_the_note(translations):
     assert isinstance(translations, Translations)
     first, english = translations
