@@ -124,7 +124,7 @@ const Live = {
     const beam = Number(document.getElementById("beam").value);
     if (given) form.append("given", given); else form.append("beam_size", String(beam));
     // the other captions the beam kept, listed under the caption (no time that can be measured: the beam holds them)
-    if (!given && beam > 1) form.append("n_best", String(Math.min(beam, CFG.alternatives + 1)));
+    if (!given && Live.nBest(beam)) form.append("n_best", String(Live.nBest(beam)));
     Live.photo = file;  // an alternative clicked is read against this photo
     if (document.getElementById("cap-evidence").checked) form.append("evidence", "1");
     // each word's probability: the unsure words marked (a caption given is read anyway)
@@ -181,12 +181,10 @@ const Live = {
     }
     if (rec.note) side.appendChild(Live.el("p", "note", rec.note));
     if (rec.truncated) side.appendChild(Live.el("p", "note", "the caption reached max_len and is cut off"));
-    if (rec.n_best && rec.n_best.length > 1) side.appendChild(Live.alternatives(rec.n_best.slice(1)));
-    if (chosen) {
-      const back = Live.el("button", "alt", "\u2190 back to the model's own caption");
-      back.type = "button"; back.addEventListener("click", () => Live.caption(Live.photo));
-      const line = Live.el("p", "alts"); line.appendChild(back); side.appendChild(line);
+    if (rec.n_best && rec.n_best.length > 1) {
+      side.appendChild(Live.alternatives(rec.n_best.slice(1), "caption", (text) => Live.caption(Live.photo, text)));
     }
+    if (chosen) side.appendChild(Live.back("caption", () => Live.caption(Live.photo)));
     view.append(...shown, side); sec.appendChild(view); out.appendChild(sec);
     const b = rec.crop_box;
     const d = { img: url, box: [b[0] / W, b[1] / H, b[2] / W, b[3] / H], g: rec.grid[0],
@@ -205,22 +203,30 @@ const Live = {
     Caption.render(sec, d);
     Report.activate(sec);
   },
-  // the beam's other captions, best first, each a button: clicked, the model reads it against the same photo (its
-  // words' probabilities, and where it would look for each), as a caption typed in the box is read
-  alternatives(others) {
+  // the beam's other captions (translations), best first, each a button: clicked, ``pick(text)`` has the model
+  // read it against the same photo (sentence): its words' probabilities, and where it would look for each
+  alternatives(others, key, pick) {
     const box = Live.el("div", "alts");
     box.appendChild(Live.el("p", "", "the beam also kept (click one to see where the model would look for it):"));
     const list = Live.el("ol");
     for (const h of others) {
-      const b = Live.el("button", "alt", h.caption);
+      const b = Live.el("button", "alt", h[key]);
       b.type = "button"; b.dir = "auto";
       b.title = `score ${h.score === null ? "none" : h.score.toFixed(4)}${h.truncated ? ", cut off at max_len" : ""}`;
-      b.addEventListener("click", () => Live.caption(Live.photo, h.caption));
+      b.addEventListener("click", () => pick(h[key]));
       const item = Live.el("li"); item.appendChild(b); list.appendChild(item);
     }
     box.appendChild(list);
     return box;
   },
+  // a button back to the model's own output after one of the beam's was read
+  back(what, again) {
+    const b = Live.el("button", "alt", `\u2190 back to the model's own ${what}`);
+    b.type = "button"; b.addEventListener("click", again);
+    const line = Live.el("p", "alts"); line.appendChild(b); return line;
+  },
+  // how many outputs to ask the beam for: the best and up to CFG.alternatives others (none at beam 1)
+  nBest(beam) { return beam > 1 ? Math.min(beam, CFG.alternatives + 1) : 0; },
   // the line under a text read: whose it is, and the words under ``below`` (as text_attn.core.unsure.unsure_line)
   readLine(rec, given, unit, below) {
     const what = unit === "word" ? "caption" : "translation";
@@ -252,8 +258,9 @@ const Live = {
       const given = document.getElementById("tr-given").value.trim();  // a translation to read instead
       const probs = document.getElementById("tr-unsure").checked ? 1 : 0;  // each token's p: the unsure words marked
       read = Boolean(given);
+      const beam = Number(document.getElementById("tr-beam").value), others = Live.nBest(beam);
       const body = given ? { sentences, given, evidence, paragraphs }
-        : { sentences, beam_size: Number(document.getElementById("tr-beam").value), evidence, probs, paragraphs };
+        : { sentences, beam_size: beam, evidence, probs, paragraphs, ...(others ? { n_best: others } : {}) };
       res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" });
     } catch (e) { Live.status("tr-status", e.message, true); return; }
     const noted = (res.notes || []).length ? ` (note: ${res.notes.join("; ")})` : "";  // e.g. lines that break off
@@ -262,8 +269,24 @@ const Live = {
     out.textContent = "";
     res.translations.forEach((tr, k) => out.appendChild(Live.sentence(tr, k + 1, res.model, read)));
   },
-  // given: the translation is one the user typed, read (else the model's own, its probabilities if token_probs)
-  sentence(tr, number, model, given) {
+  // one sentence again, in place of its section ``sec``: ``chosen``, one of the beam's translations, read; else
+  // translated as the form says (back to the model's own)
+  async again(sec, source, number, chosen) {
+    const evidence = document.getElementById("tr-evidence").checked ? 1 : 0;
+    const beam = Number(document.getElementById("tr-beam").value), others = Live.nBest(beam);
+    const probs = document.getElementById("tr-unsure").checked ? 1 : 0;
+    const body = chosen ? { sentences: [source], given: chosen, evidence }
+      : { sentences: [source], beam_size: beam, evidence, probs, ...(others ? { n_best: others } : {}) };
+    let res;
+    try { res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" }); }
+    catch (e) { Live.status("tr-status", e.message, true); return; }
+    const tr = res.translations[0];
+    Live.status("tr-status", `${chosen ? "read" : "translated"}: ${tr.translation}`);
+    sec.replaceWith(Live.sentence(tr, number, res.model, Boolean(chosen), Boolean(chosen)));
+  },
+  // given: the translation is one the user typed, read (else the model's own, its probabilities if token_probs);
+  // chosen: one of the beam's, clicked (a button goes back to the model's own)
+  sentence(tr, number, model, given, chosen) {
     const sec = Live.el("section", "item tr"); sec.tabIndex = 0;
     sec.appendChild(Live.el("h2", "", `sentence ${number} \u00b7 ${model}`));
     const pair = Live.el("div", "pair");
@@ -287,7 +310,15 @@ const Live = {
     }
     sec.appendChild(pair);
     sec.appendChild(Live.el("p", "translation", tr.laid_out || tr.translation));  // a list's items a line each
-    if (tr.token_probs) sec.appendChild(Live.el("p", "read", Live.readLine(tr, given, "token", CFG.unsure.text)));
+    if (tr.token_probs) {
+      const said = Live.readLine(tr, given, "token", CFG.unsure.text);  // a clicked one: the beam's, not typed
+      sec.appendChild(Live.el("p", "read", chosen ? said.replace("the text given", "the beam's translation") : said));
+    }
+    if (tr.n_best && tr.n_best.length > 1) {
+      sec.appendChild(Live.alternatives(tr.n_best.slice(1), "translation",
+                                        (text) => Live.again(sec, tr.source, number, text)));
+    }
+    if (chosen) sec.appendChild(Live.back("translation", () => Live.again(sec, tr.source, number, null)));
     if (tr.note) sec.appendChild(Live.el("p", "note", tr.note));
     if (tr.lost_addresses && tr.lost_addresses.length) {
       sec.appendChild(Live.el("p", "note", "missing from the translation (the model does not copy addresses), " +

@@ -541,3 +541,34 @@ def test_the_beams_other_captions_are_listed_and_one_clicked_is_read(chromium):
         assert b'name="beam_size"\r\n\r\n1\r\n' in sent.value.post_data_buffer
         assert b'name="n_best"' not in sent.value.post_data_buffer
         assert page.errors == []
+
+
+@pytest.mark.long
+def test_a_translations_other_outputs_are_listed_and_one_clicked_is_read_in_its_place(chromium):
+    """The translate tab asks for n_best with a beam and lists each sentence's other translations; one clicked is
+    read for that sentence alone (its section replaced), and a button translates it again as the form says."""
+    (one,) = TRANSLATED["translations"]
+    answer = {**TRANSLATED, "translations": [{**one, "token_probs": [0.9, 0.8], "end_prob": 0.9, "score": -0.2,
+              "n_best": [{"translation": "a man", "score": -0.2, "truncated": False},
+                         {"translation": "one man", "score": -0.6, "truncated": False}]}]}  # fmt: skip
+    with _offline(chromium, answer) as page:
+        page.goto(ORIGIN + "/")
+        page.click("nav.tabs button[data-tab=translate]")
+        page.fill("#src", "ein mann\nein hund")
+        page.select_option("#tr-beam", "3")
+        with page.expect_request(f"{ORIGIN}/translate") as sent:
+            page.click("#go")
+        assert json.loads(sent.value.post_data)["n_best"] == 3
+        page.wait_for_selector("#tr-out .alts button.alt")
+        assert page.locator("#tr-out section").count() == 1  # the answer's one translation (routed)
+        assert page.locator("#tr-out .alts button.alt").all_inner_texts() == ["one man"]
+        with page.expect_request(f"{ORIGIN}/translate") as sent:
+            page.click("#tr-out .alts button.alt")
+        assert json.loads(sent.value.post_data) == {"sentences": ["ein mann"], "given": "one man", "evidence": 0}
+        page.locator("#tr-out .read", has_text="the beam's translation, read by the model").wait_for()
+        with page.expect_request(f"{ORIGIN}/translate") as sent:
+            page.click("#tr-out button.alt:has-text('back to the model')")
+        body = json.loads(sent.value.post_data)
+        assert body["sentences"] == ["ein mann"] and body["beam_size"] == 3 and "given" not in body
+        page.locator("#tr-status", has_text="translated: a man").wait_for()
+        assert page.errors == []
