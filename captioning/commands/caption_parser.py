@@ -7,6 +7,7 @@ import os
 import sys
 
 from captioning.commands.caption_unsure import add_caption_unsure_options
+from text_attn.core.devices import add_device_options
 from text_attn.core.errors import ArgumentParser
 from text_attn.core.search_options import add_search_options
 from text_attn.core.version import add_version
@@ -142,15 +143,7 @@ def _parser() -> argparse.ArgumentParser:
         help="processes decoding images ahead of the model (default: 2; with --device cuda, the cores less 2 shared "
         "by the --devices processes, at most 14, not yet measured on a GPU)",
     )
-    p.add_argument(
-        "--threads",
-        type=int,
-        help="torch CPU threads (default: one per core that other programs "
-        "leave free when caption starts: on a core kept busy, a thread stalls the others; "
-        "OMP_NUM_THREADS is obeyed)",
-    )
-    p.add_argument("--device", default="auto", help="torch device: auto (the default: cuda where torch sees a GPU, "
-                   "else cpu; the batch and workers then suit it), cpu, cuda, cuda:1, ...")  # fmt: skip
+    add_device_options(p, "caption", "the batch and workers then suit it")
     p.add_argument(
         "--devices",
         type=int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from text_attn.core.devices import add_device_options
 from text_attn.core.errors import ArgumentParser
 from text_attn.core.score_options import BLEU_TOKENIZERS
 from text_attn.core.search_options import add_search_options
@@ -214,14 +215,6 @@ def translate_parser() -> argparse.ArgumentParser:
         "FILE.run.json (written beside every --output and --jsonl FILE) records another model or options",
     )
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
-    p.add_argument(
-        "--threads",
-        type=int,
-        help="torch CPU threads (default: one per core that other programs "
-        "leave free when translate starts: on a core kept busy, a thread stalls the others; "
-        "OMP_NUM_THREADS is obeyed)",
-    )
-    p.add_argument("--device", default="auto", help="torch device: auto (the default: cuda where torch sees a GPU, "
-                   "else cpu), cpu, cuda, cuda:1, ...")  # fmt: skip
+    add_device_options(p, "translate")
     add_search_options(p)
     return p
