@@ -1,0 +1,188 @@
+"""Teaching the bundled German -> English Transformer pairs of another kind (configs/text/your_pairs.yaml): what it
+buys on held-out sentences of that kind, and what it costs on Multi30k, the text the model learned from. Prints a
+markdown table, a few sentences before and after, and writes its JSON; about 15 minutes on 2 CPU cores. The fit is
+kept (``fit_seconds.txt`` beside its model): run again with the same ``--out`` and it is scored, not fitted again.
+
+    python benchmarks/your_pairs.py --ding /usr/share/trans/de-en --multi30k-root ../shared/data/multi30k \\
+        --out runs/your_pairs_bench --json docs/your_pairs.json
+
+The pairs of another kind: the example sentences of Ding's German-English dictionary (Debian's ``trans-de-en``
+package: ``apt-get install trans-de-en``, GPL-2+; read where it is installed, never copied into the repository):
+everyday speech, idioms and questions ("Ich bin sprachlos." -> "I don't know what to say."), where Multi30k holds
+descriptions of photographs. A line ``German :: English`` whose entries (``|``) are sentences gives a pair each: the
+first of ``;``-separated variants, notes in ``{}``, ``[]``, ``()`` and ``/.../`` dropped; sentences with ``/``
+alternatives or ``etw.`` / ``jdm.`` placeholders left out, and each German sentence once. A seeded shuffle holds out
+``--test-size`` pairs to score; the rest is the TSV a user would give, of which the config holds out its val pairs
+(``--data.val_size``) to choose the epoch. Both models translate with the decoding the bundled model file records
+(beam 5, length penalty 1), scored with sacreBLEU and chrF (sacrebleu's defaults, the text as written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+from text_attn.core.errors import new_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _runs import StageError, console_script, markdown_table, record_json, run_stage  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "text" / "your_pairs.yaml"
+# short sentences of neither corpus, each model's translation shown (the bundled model's weakness: short input)
+PROBES = ["Ein Hund.", "Guten Morgen!", "Wie geht es dir?", "Ich habe keine Zeit.", "Das Wetter ist schön."]
+NOTES = re.compile(r"\{[^}]*\}|\[[^\]]*\]|\([^)]*\)|/[^/]*/")
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"\s+", " ", NOTES.sub(" ", text)).strip()
+
+
+def ding_sentences(path: Path) -> list[tuple[str, str]]:
+    """(German, English) sentence pairs of a Ding dictionary file, in its order (see the module's doc)."""
+    seen: set[str] = set()
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or " :: " not in line:
+                continue
+            de, en = line.rstrip("\n").split(" :: ", 1)
+            des, ens = de.split(" | "), en.split(" | ")
+            if len(des) != len(ens):  # entries not paired one to one
+                continue
+            for d, e in zip(des, ens, strict=True):
+                d, e = _clean(d.split(";")[0]), _clean(e.split(";")[0])
+                if not re.search(r"[.!?]$", d) or not e or len(d.split()) < 2 or not d[0].isupper() or d in seen:
+                    continue
+                if "/" in d + e or re.search(r"\b(etw|jdm|jdn|jds|sth|sb)\.", d + " " + e):
+                    continue
+                seen.add(d)
+                out.append((d, e))
+    return out
+
+
+def _multi30k_test(root: Path) -> list[tuple[str, str]]:
+    def lines(lang: str) -> list[str]:
+        for name in (f"test_2016_flickr.{lang}.gz", f"test_2016_flickr.{lang}"):
+            if (root / name).is_file():
+                opener = gzip.open if name.endswith(".gz") else open
+                with opener(root / name, "rt", encoding="utf-8") as f:
+                    return [line.rstrip("\n") for line in f]
+        raise StageError(f"no test_2016_flickr.{lang}[.gz] in --multi30k-root {root}")
+
+    return list(zip(lines("de"), lines("en"), strict=True))
+
+
+def _score(model: str | Path, pairs: list[tuple[str, str]]) -> dict:
+    """``model`` translating ``pairs``' sources with its recorded decoding: sacreBLEU, chrF, seconds, translations."""
+    from text_attn.core.metrics import text_scores
+    from text_attn.translation.translator import Translator
+
+    tr = Translator.load(model)
+    t0 = time.perf_counter()
+    said = []
+    for start in range(0, len(pairs), 64):
+        said += [t.text for t in tr.translate([s for s, _ in pairs[start : start + 64]])]
+    seconds = time.perf_counter() - t0
+    scores = text_scores([r for _, r in pairs], said)
+    return {"sacreBLEU": scores["sacrebleu"], "chrF": scores["chrf"], "seconds": seconds, "translations": said}
+
+
+def run(args: argparse.Namespace) -> dict:
+    pairs = ding_sentences(args.ding)
+    if len(pairs) <= args.test_size + args.val_size:
+        raise StageError(f"--ding {args.ding} gives {len(pairs)} sentence pairs: too few for --test-size "
+                         f"{args.test_size} and --val-size {args.val_size}")  # fmt: skip
+    random.Random(args.seed).shuffle(pairs)
+    test, train = pairs[: args.test_size], pairs[args.test_size :]
+    if args.train_size:  # a smaller folder of pairs (a quick run): its first ones after the shuffle
+        train = train[: args.train_size + args.val_size]
+    args.out.mkdir(parents=True, exist_ok=True)
+    tsv = args.out / "pairs.tsv"  # what a user gives: German<TAB>English a line
+    tsv.write_text("".join(f"{d}\t{e}\n" for d, e in train), encoding="utf-8")
+    multi30k = _multi30k_test(args.multi30k_root) if args.multi30k_root else None
+    fitted, model = args.out / "fit", args.out / "fit" / "model.pt"
+    took = fitted / "fit_seconds.txt"
+    if not (took.is_file() and model.is_file()):
+        cmd = [console_script("text-train"), "fit", "--config", str(CONFIG), "--data.path", str(tsv),
+               "--data.val_size", str(args.val_size), "--data.test_size", "1", "--trainer.default_root_dir",
+               str(fitted), "--model.export_path", str(model), "--trainer.enable_progress_bar", "false"]  # fmt: skip
+        if args.epochs is not None:
+            cmd += ["--trainer.max_epochs", str(args.epochs)]
+        fitted.mkdir(parents=True, exist_ok=True)
+        took.write_text(f"{run_stage('your_pairs: the bundled Transformer taught the pairs', cmd, fitted):.1f}\n")
+    rows = {}
+    for key, name, path in (("start", "the bundled Transformer, as it is", "transformer"),
+                            ("taught", "taught the pairs (your_pairs.yaml)", model)):  # fmt: skip
+        row = {"ding": _score(path, test), "train_minutes": 0.0 if key == "start" else float(took.read_text()) / 60}
+        if multi30k is not None:
+            row["multi30k"] = _score(path, multi30k)
+        row["probes"] = _score(path, [(p, p) for p in PROBES])["translations"]
+        rows[name] = row
+        print(f"{name}: Ding test sacreBLEU {row['ding']['sacreBLEU']:.2f}", flush=True)
+    return {"pairs": len(pairs), "train_pairs": len(train) - args.val_size, "val_pairs": args.val_size,
+            "test_pairs": len(test), "multi30k_test": len(multi30k) if multi30k else 0, "seed": args.seed,
+            "test": [{"source": d, "reference": e} for d, e in test[: args.examples]], "rows": rows}  # fmt: skip
+
+
+def table(result: dict) -> str:
+    multi = bool(result["multi30k_test"])
+    header = ["model", "Ding test sacreBLEU", "Ding test chrF"]
+    header += ["Multi30k test sacreBLEU", "Multi30k test chrF"] if multi else []
+    lines = []
+    for name, r in result["rows"].items():
+        cells = [name, f"{r['ding']['sacreBLEU']:.2f}", f"{r['ding']['chrF']:.2f}"]
+        cells += [f"{r['multi30k']['sacreBLEU']:.2f}", f"{r['multi30k']['chrF']:.2f}"] if multi else []
+        lines.append([*cells, f"{r['train_minutes']:.1f} min" if r["train_minutes"] else "none"])
+    return markdown_table([*header, "training"], lines)
+
+
+def examples(result: dict) -> str:
+    """A few held-out sentences and the probes, each model's translation under the source."""
+    names = list(result["rows"])
+    out = []
+    for k, pair in enumerate(result["test"]):
+        out.append(f"{pair['source']}  (reference: {pair['reference']})")
+        out += [f"  {name}: {result['rows'][name]['ding']['translations'][k]}" for name in names]
+    for k, probe in enumerate(PROBES):
+        out.append(probe)
+        out += [f"  {name}: {result['rows'][name]['probes'][k]}" for name in names]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--ding", type=Path, default=Path("/usr/share/trans/de-en"),
+                   help="Ding's German-English dictionary (Debian: trans-de-en): %(default)s")  # fmt: skip
+    p.add_argument("--multi30k-root", type=Path, help="Multi30k (its test_2016_flickr): the cost on the model's own")
+    p.add_argument("--out", type=Path, default=Path("runs/your_pairs_bench"), help="the fit, the TSV and logs")
+    p.add_argument("--test-size", type=int, default=1000, help="pairs held out to score (default: %(default)s)")
+    p.add_argument("--val-size", type=int, default=500, help="pairs the fit validates on (default: %(default)s)")
+    p.add_argument("--train-size", type=int, default=0, help="pairs to train on (default 0: every one left)")
+    p.add_argument("--epochs", type=int, help="trainer.max_epochs (default: the config's)")
+    p.add_argument("--seed", type=int, default=0, help="the shuffle that holds out the test pairs")
+    p.add_argument("--examples", type=int, default=5, help="held-out sentences printed before and after")
+    p.add_argument("--json", type=new_file, help="write the results here")
+    args = p.parse_args(argv)
+    if not args.ding.is_file():
+        p.error(f"--ding {args.ding}: no such file (Debian: apt-get install trans-de-en)")
+    result = run(args)
+    said = (f"Ding's sentences: {result['pairs']:,} pairs; {result['train_pairs']:,} to train on, "
+            f"{result['val_pairs']} to validate, {result['test_pairs']} held out to score")  # fmt: skip
+    if result["multi30k_test"]:
+        said += f"; Multi30k test_2016_flickr: {result['multi30k_test']:,}"
+    print(f"\n{said}\n\n{table(result)}\n\n{examples(result)}")
+    if args.json:
+        args.json.write_text(record_json(result))
+    return 0
+
+
+if __name__ == "__main__":
+    from _runs import run_main  # benchmarks/ is on sys.path when run as a script
+
+    sys.exit(run_main(main))
