@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     if result["multi30k_test"]:
         said += f"; Multi30k test_2016_flickr: {result['multi30k_test']:,}"
     print(f"\n{said}\n\n{table(result)}\n\n{examples(result)}")
-    if args.json:
+    if args.json:  # the scores and the example sentences' translations (not all 2,000 a model)
+        for row in result["rows"].values():
+            for scored in (row["ding"], row.get("multi30k")):
+                if scored is not None:
+                    scored["translations"] = scored["translations"][: args.examples]
         args.json.write_text(record_json(result))
     return 0
 
