@@ -28,6 +28,7 @@ from attention_serve.idle_loop import IdleWaitingLoop
 from attention_serve.limits import TRANSLATE_OPTIONS
 from attention_serve.worker_start import worker_sigterm
 from text_attn.core.errors import one_line
+from text_attn.core.json_numbers import json_score
 from text_attn.core.unsure import CAPTION_UNSURE, UNSURE, probability_fields, unsure_pairs
 from text_attn.translation.records import (
     empty_record,
@@ -238,7 +239,7 @@ class CaptionAPI(_ModelAPI):
             "size": item["size"],
             "crop_box": [round(v, 3) for v in item["crop_box"]],
             "chosen": self.captioner.chosen_regions(alphas),
-            "score": round(float(result.score), 6),
+            "score": json_score(result.score),
             "truncated": bool(result.truncated),
             "out_of_domain": far,
             # the model's own, as `caption` writes it (a caption given: its scores, not its words, are in doubt)

@@ -11,7 +11,7 @@ from typing import Any
 
 from text_attn.core.bundled_names import other_familys
 from text_attn.core.errors import missing
-from text_attn.core.info_file import json_safe
+from text_attn.core.json_numbers import json_safe
 from text_attn.core.modelfile import ModelFileError
 
 

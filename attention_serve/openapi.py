@@ -79,7 +79,7 @@ CAPTION_ANSWER = {
             "against its evidence (null: a flat ranking)",
             "items": {"type": ["number", "null"]},
         },
-        "score": {"type": "number"},
+        "score": {"type": ["number", "null"], "description": "the search's score (null: none was found)"},
         "word_probs": {
             "type": "array",
             "items": {"type": "number"},
@@ -139,8 +139,9 @@ TRANSLATE_ANSWER = {
                     },
                     "heads": {"type": ["array", "null"], "description": "a Transformer: the same per head (H, T, S)"},
                     "score": {
-                        "type": "number",
-                        "description": "the search's score: log-probability divided by length**length_penalty",
+                        "type": ["number", "null"],
+                        "description": "the search's score: log-probability divided by length**length_penalty "
+                        "(null: none was found)",
                     },
                     "token_probs": {
                         "type": "array",

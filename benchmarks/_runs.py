@@ -48,7 +48,7 @@ def record_json(data, indent: int = 1) -> str:
     """``data`` as strict JSON (RFC 8259) for a record under docs/: a float that is not a number (an empty length
     bucket's BLEU, a model with no attention's alignment accuracy) is written ``null``, which JavaScript's JSON.parse
     and serde read, where Python's default ``NaN`` is refused."""
-    from text_attn.core.info_file import json_safe
+    from text_attn.core.json_numbers import json_safe
 
     return json.dumps(json_safe(data), indent=indent, allow_nan=False) + "\n"
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from captioning.commands.caption_parser import OVERLAY_FORMATS
 from captioning.model.bundled import BUNDLED_MODEL
 from captioning.views.file_names import fitted
 from text_attn.core.errors import and_more, fail, one_line
+from text_attn.core.json_numbers import json_score
 from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
 from text_attn.core.search_options import n_best_ending
@@ -45,12 +45,6 @@ def _record(name: str, error: str | None = None, item: dict[str, Any] | None = N
     member = {"key": item["key"], "reference": item["reference"]} if item is not None and "key" in item else {}
     # the name's bytes as UTF-8 whatever the locale (LC_ALL=C wrote "M\udcc3\udca4dchen.jpg"): --resume finds it
     return {"image": utf8_name(name), **member, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
-
-
-def _json_score(score: float) -> float | None:
-    """A search's score as a record holds it: 6 decimals; None (``null``) where it is no number (-inf: strict JSON
-    has no -Infinity, and JavaScript's JSON.parse refuses it)."""
-    return round(score, 6) if math.isfinite(score) else None
 
 
 def caption_items(
@@ -97,7 +91,7 @@ def caption_items(
         box = captioner.preprocess.crop_box(*item["size"])
         rec = _record(name, item=item)
         rec.update(caption=" ".join(words), words=words, grid=[g, g], size=list(item["size"]), crop_box=list(box))
-        rec.update(score=_json_score(score), truncated=truncated, out_of_domain=unfamiliar)
+        rec.update(score=json_score(score), truncated=truncated, out_of_domain=unfamiliar)
         rec["note"] = captioner.note(given=readings is not None) if unfamiliar else None
         if result.nbest is not None or getattr(args, "n_best_given", False):  # --n-best 1: a list of one, as asked
             rec["n_best"] = result.n_best_records()

@@ -12,6 +12,7 @@ from typing import Any
 
 from text_attn.core.arrays import digits6
 from text_attn.core.errors import fail
+from text_attn.core.json_numbers import json_score
 from text_attn.core.os_text import stdin_bytes, utf8_name
 from text_attn.core.safe_files import inert, text_lines
 from text_attn.core.search_options import search_flags_given
@@ -137,8 +138,8 @@ def given_record(reading: Any) -> dict[str, Any]:
     probs = [*reading.probs, reading.end_prob]
     return {
         "caption": " ".join(reading.words),
-        "score": round(reading.score, 6),
-        "log_prob": round(reading.score * len(probs), 6),
+        "score": json_score(reading.score),
+        "log_prob": json_score(reading.score * len(probs)),
         "word_probs": [digits6(p) for p in reading.probs],
         "end_prob": digits6(reading.end_prob),
     }

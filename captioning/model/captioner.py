@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import math
 import os
 import threading
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.errors import missing, one_line
 from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
+from text_attn.core.json_numbers import json_score
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.precision import parameter_dtype, widened
 from text_attn.core.unsure import CAPTION_UNSURE, check_threshold, unsure_words
@@ -82,7 +82,7 @@ class Caption(NamedTuple):
         each ``{"caption", "score", "truncated"}``, the score rounded to 6 decimals (None where it is no number:
         strict JSON has no -Infinity); without a list kept (n best 1), the caption itself, listed."""
         found = self.nbest or [(self.words, self.score, self.truncated)]
-        return [{"caption": " ".join(w), "score": round(float(sc), 6) if math.isfinite(sc) else None,
+        return [{"caption": " ".join(w), "score": json_score(sc),
                  "truncated": bool(cut)} for w, sc, cut in found]  # fmt: skip
 
     def __repr__(self) -> str:

@@ -17,19 +17,6 @@ INFO_BYTES = 1 << 20
 INFO_DEPTH = 32
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` (a model file's info, a benchmark's record) as strict JSON can hold it: a float that is not a number
-    (an empty bucket's score; a file written before caption-export refused them) becomes None, written ``null`` (a
-    JSON answer cannot hold a NaN: it was a plain-text 500; JavaScript's JSON.parse refused the records)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
 def add_info_option(p: argparse.ArgumentParser, shown_by: str) -> None:
     """The ``--info FILE`` option; ``shown_by``: the command whose ``--model-info`` prints the facts."""
     p.add_argument(

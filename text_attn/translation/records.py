@@ -11,12 +11,12 @@ translation given and read): ``token_probs``, ``end_prob``, ``word_probs``, ``wo
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from text_attn.core.casing import changed_reading
+from text_attn.core.json_numbers import json_score
 from text_attn.core.unsure import UNSURE, probability_fields, unsure_pairs
 from text_attn.core.vocab import lost_addresses
 from text_attn.translation.sentences import laid_out, line_breaks
@@ -85,7 +85,7 @@ def n_best_fields(translation: Any) -> dict[str, Any]:
     """``n_best``: a translation's n best (Translation.nbest: ``--n-best``), each ``{"translation", "score",
     "truncated"}``, best first; without a list kept (n best 1), the translation itself, listed."""
     found = translation.nbest or [(translation.text, translation.score, translation.truncated)]
-    return {"n_best": [{"translation": text, "score": _finite(score), "truncated": bool(cut)}
+    return {"n_best": [{"translation": text, "score": json_score(score), "truncated": bool(cut)}
                        for text, score, cut in found]}  # fmt: skip
 
 
@@ -98,11 +98,6 @@ def evidence_fields(found: Any) -> dict[str, Any]:
     from text_attn.core.faithfulness import rounded_evidence, rounded_taus
 
     return {"evidence": rounded_evidence(found.evidence), "agreement": rounded_taus(found.agreement)}
-
-
-def _finite(x: float) -> float | None:
-    """A score as strict JSON holds it: rounded to 6 decimals, None for -inf (a hypothesis the search never found)."""
-    return round(float(x), 6) if math.isfinite(x) else None
 
 
 def _shown(text: str) -> str:
@@ -143,12 +138,12 @@ def input_record(
     if error is not None:
         return {"input": number, "source": source, "error": error}
     record = {"input": number} | translation_record(translator, source, t, keep_case)
-    record["score"] = _finite(t.score)
+    record["score"] = json_score(t.score)
     record |= probability_fields(t, "token_probs") | unsure_fields(t, below)
     if t.nbest is not None or n_best:
         record |= n_best_fields(t)
     if getattr(t, "given", False):
         record["given"] = True
     if ranked is not None and len(ranked) > 1:
-        record["ranked"] = [{"translation": r.text, "score": _finite(r.score)} for r in ranked]
+        record["ranked"] = [{"translation": r.text, "score": json_score(r.score)} for r in ranked]
     return record | evidence_fields(evidence)
