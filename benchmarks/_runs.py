@@ -226,8 +226,6 @@ def timed_fit(cli: Callable, config: Path, out: Path, extra: list[str] = ()) -> 
             str(config),
             "--trainer.default_root_dir",
             str(out),
-            "--trainer.enable_progress_bar",
-            "false",
             "--model.export_path",
             str(model),
             *extra,

@@ -51,7 +51,7 @@ def command(family: Family, name: str, args: argparse.Namespace) -> list[str]:
     else:  # equal epochs: a step cap in the config does not cut them short
         cmd += ["--trainer.max_epochs", str(args.epochs), "--trainer.max_time", "null", "--trainer.max_steps", "-1"]
     extra = [part.replace("{out}", str(args.out)) for part in family.extra]
-    return [*cmd, "--trainer.enable_progress_bar", "false", *extra, *family.variants[name][1], *args.fit_args]
+    return [*cmd, *extra, *family.variants[name][1], *args.fit_args]
 
 
 def fit_minutes(run: Path, clock_from: str = "config.yaml") -> float:

@@ -79,7 +79,6 @@ def train(stage: str, args: argparse.Namespace, out: Path, logs: Path) -> tuple[
     cmd = [console_script("caption-train"), "fit", "--config", str(CONFIGS / config)]
     cmd += ["--data.root", str(args.data_root), "--trainer.default_root_dir", str(out / stage)]
     cmd += ["--model.export_path", str(model), "--data.feature_cache_dir", str(out / "feature_cache")]
-    cmd += ["--trainer.enable_progress_bar", "false"]
     if first is not None:
         cmd += ["--model.init_from", str(out / first / "model.pt")]
     if args.quick:

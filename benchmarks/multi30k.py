@@ -99,7 +99,6 @@ def train(name: str, args: argparse.Namespace) -> tuple[Path, float | None]:
     root = [] if "--data.root" in start else ["--data.root", str(args.data_root)]
     cmd = [console_script("text-train"), "fit", "--config", str(CONFIGS / config), *root]
     cmd += ["--trainer.default_root_dir", str(args.out / name), "--model.export_path", str(model)]
-    cmd += ["--trainer.enable_progress_bar", "false"]
     if args.quick:
         cmd += QUICK
     cmd += start

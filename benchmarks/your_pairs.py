@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> dict:
     if not (took.is_file() and model.is_file()):
         cmd = [console_script("text-train"), "fit", "--config", str(CONFIG), "--data.path", str(tsv),
                "--data.val_size", str(args.val_size), "--data.test_size", "1", "--trainer.default_root_dir",
-               str(fitted), "--model.export_path", str(model), "--trainer.enable_progress_bar", "false"]  # fmt: skip
+               str(fitted), "--model.export_path", str(model)]  # fmt: skip
         if args.epochs is not None:
             cmd += ["--trainer.max_epochs", str(args.epochs)]
         fitted.mkdir(parents=True, exist_ok=True)

@@ -140,7 +140,7 @@ def run_scenario(
         run, model, seconds = out / key, start, 0.0
         if extra is None and not list(run.glob("lightning_logs/*/metrics.csv")):  # the start's val score, as fit's
             cmd = [console_script("caption-train"), "validate", "--config", str(config), *data,
-                   "--trainer.default_root_dir", str(run), "--trainer.enable_progress_bar", "false"]  # fmt: skip
+                   "--trainer.default_root_dir", str(run)]  # fmt: skip
             run.mkdir(parents=True, exist_ok=True)
             run_stage(f"{name}: {row}, validated", cmd, run)
         if extra is not None and key not in chosen:
@@ -152,8 +152,7 @@ def run_scenario(
             model = run / "model.pt"
             extra = [str(out / a[1:] / "model.pt") if a.startswith("@") else a for a in extra]
             cmd = [console_script("caption-train"), "fit", "--config", str(config), *data, *extra,
-                   "--trainer.default_root_dir", str(run), "--model.export_path", str(model),
-                   "--trainer.enable_progress_bar", "false"]  # fmt: skip
+                   "--trainer.default_root_dir", str(run), "--model.export_path", str(model)]  # fmt: skip
             run.mkdir(parents=True, exist_ok=True)
             seconds = run_stage(f"{name}: {row}", cmd, run)
             took.write_text(f"{seconds:.1f}\n")

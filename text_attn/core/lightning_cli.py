@@ -221,7 +221,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             # and test drew theirs into the log); fit says a line now and then instead, validate and test print their
             # scores' table at the end; not where the config names a bar of its own (Lightning refuses both)
             own_bar = any(isinstance(c, ProgressBar) for c in kwargs.get("callbacks") or trainer.get("callbacks") or [])
-            barless = "trainer.enable_progress_bar" not in given and not own_bar and not is_terminal(sys.stdout)
+            # null typed on the command line is not given either (Lightning reads None as its default: the bar)
+            unset = "trainer.enable_progress_bar" not in given or trainer.get("enable_progress_bar") is None
+            barless = unset and not own_bar and not is_terminal(sys.stdout)
             lines = barless and self.subcommand == "fit"
             if barless:
                 kwargs["enable_progress_bar"] = False
