@@ -15,6 +15,10 @@ alternatives or ``etw.`` / ``jdm.`` placeholders left out, and each German sente
 ``--test-size`` pairs to score; the rest is the TSV a user would give, of which the config holds out its val pairs
 (``--data.val_size``) to choose the epoch. Both models translate with the decoding the bundled model file records
 (beam 5, length penalty 1), scored with sacreBLEU and chrF (sacrebleu's defaults, the text as written).
+
+``--mix N`` adds a row: the same pairs with N of Multi30k's training pairs among them (a seeded sample, appended to a
+second TSV, fitted the same way): what keeping some of the old text in the mix saves of Multi30k, and what it costs on
+the new text. The val pairs are cut out of that TSV as a user's would be, so they hold both kinds.
 """
 
 from __future__ import annotations
@@ -66,16 +70,33 @@ def ding_sentences(path: Path) -> list[tuple[str, str]]:
     return out
 
 
-def _multi30k_test(root: Path) -> list[tuple[str, str]]:
+def _multi30k(root: Path, split: str) -> list[tuple[str, str]]:
+    """Multi30k's ``split`` (test_2016_flickr, train) as (German, English) pairs, plain or gzipped."""
+
     def lines(lang: str) -> list[str]:
-        for name in (f"test_2016_flickr.{lang}.gz", f"test_2016_flickr.{lang}"):
+        for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
             if (root / name).is_file():
                 opener = gzip.open if name.endswith(".gz") else open
                 with opener(root / name, "rt", encoding="utf-8") as f:
                     return [line.rstrip("\n") for line in f]
-        raise StageError(f"no test_2016_flickr.{lang}[.gz] in --multi30k-root {root}")
+        raise StageError(f"no {split}.{lang}[.gz] in --multi30k-root {root}")
 
     return list(zip(lines("de"), lines("en"), strict=True))
+
+
+def _fit(tsv: Path, fitted: Path, stage: str, args: argparse.Namespace) -> float:
+    """``your_pairs.yaml`` fitted on ``tsv`` into ``fitted`` (its model.pt); its seconds, kept in fit_seconds.txt: a
+    fit kept from an earlier run with the same --out is not fitted again."""
+    took = fitted / "fit_seconds.txt"
+    if not (took.is_file() and (fitted / "model.pt").is_file()):
+        cmd = [console_script("text-train"), "fit", "--config", str(CONFIG), "--data.path", str(tsv),
+               "--data.val_size", str(args.val_size), "--data.test_size", "1", "--trainer.default_root_dir",
+               str(fitted), "--model.export_path", str(fitted / "model.pt")]  # fmt: skip
+        if args.epochs is not None:
+            cmd += ["--trainer.max_epochs", str(args.epochs)]
+        fitted.mkdir(parents=True, exist_ok=True)
+        took.write_text(f"{run_stage(stage, cmd, fitted):.1f}\n")
+    return float(took.read_text())
 
 
 def _score(model: str | Path, pairs: list[tuple[str, str]]) -> dict:
@@ -105,28 +126,31 @@ def run(args: argparse.Namespace) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     tsv = args.out / "pairs.tsv"  # what a user gives: German<TAB>English a line
     tsv.write_text("".join(f"{d}\t{e}\n" for d, e in train), encoding="utf-8")
-    multi30k = _multi30k_test(args.multi30k_root) if args.multi30k_root else None
-    fitted, model = args.out / "fit", args.out / "fit" / "model.pt"
-    took = fitted / "fit_seconds.txt"
-    if not (took.is_file() and model.is_file()):
-        cmd = [console_script("text-train"), "fit", "--config", str(CONFIG), "--data.path", str(tsv),
-               "--data.val_size", str(args.val_size), "--data.test_size", "1", "--trainer.default_root_dir",
-               str(fitted), "--model.export_path", str(model)]  # fmt: skip
-        if args.epochs is not None:
-            cmd += ["--trainer.max_epochs", str(args.epochs)]
-        fitted.mkdir(parents=True, exist_ok=True)
-        took.write_text(f"{run_stage('your_pairs: the bundled Transformer taught the pairs', cmd, fitted):.1f}\n")
+    multi30k = _multi30k(args.multi30k_root, "test_2016_flickr") if args.multi30k_root else None
+    models = [("the bundled Transformer, as it is", "transformer", 0.0)]
+    seconds = _fit(tsv, args.out / "fit", "your_pairs: the bundled Transformer taught the pairs", args)
+    models.append(("taught the pairs (your_pairs.yaml)", args.out / "fit" / "model.pt", seconds))
+    if args.mix:
+        pool = _multi30k(args.multi30k_root, "train")
+        if args.mix > len(pool):
+            raise StageError(f"--mix {args.mix}: Multi30k's train holds {len(pool):,} pairs")
+        kept = random.Random(args.seed).sample(pool, args.mix)
+        mixed = args.out / "pairs_mixed.tsv"
+        mixed.write_text("".join(f"{d}\t{e}\n" for d, e in train + kept), encoding="utf-8")
+        name = f"taught the pairs with {args.mix:,} of Multi30k's"
+        seconds = _fit(mixed, args.out / f"fit_mix{args.mix}", f"your_pairs: {name}", args)
+        models.append((name, args.out / f"fit_mix{args.mix}" / "model.pt", seconds))
     rows = {}
-    for key, name, path in (("start", "the bundled Transformer, as it is", "transformer"),
-                            ("taught", "taught the pairs (your_pairs.yaml)", model)):  # fmt: skip
-        row = {"ding": _score(path, test), "train_minutes": 0.0 if key == "start" else float(took.read_text()) / 60}
+    for name, path, seconds in models:
+        row = {"ding": _score(path, test), "train_minutes": seconds / 60}
         if multi30k is not None:
             row["multi30k"] = _score(path, multi30k)
         row["probes"] = _score(path, [(p, p) for p in PROBES])["translations"]
         rows[name] = row
         print(f"{name}: Ding test sacreBLEU {row['ding']['sacreBLEU']:.2f}", flush=True)
     return {"pairs": len(pairs), "train_pairs": len(train) - args.val_size, "val_pairs": args.val_size,
-            "test_pairs": len(test), "multi30k_test": len(multi30k) if multi30k else 0, "seed": args.seed,
+            "test_pairs": len(test), "multi30k_test": len(multi30k) if multi30k else 0, "mix": args.mix,
+            "seed": args.seed,
             "test": [{"source": d, "reference": e} for d, e in test[: args.examples]], "rows": rows}  # fmt: skip
 
 
@@ -165,17 +189,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--val-size", type=int, default=500, help="pairs the fit validates on (default: %(default)s)")
     p.add_argument("--train-size", type=int, default=0, help="pairs to train on (default 0: every one left)")
     p.add_argument("--epochs", type=int, help="trainer.max_epochs (default: the config's)")
+    p.add_argument("--mix", type=int, default=0,
+                   help="a row more: N of Multi30k's training pairs mixed in (needs --multi30k-root)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="the shuffle that holds out the test pairs")
     p.add_argument("--examples", type=int, default=5, help="held-out sentences printed before and after")
     p.add_argument("--json", type=new_file, help="write the results here")
     args = p.parse_args(argv)
     if not args.ding.is_file():
         p.error(f"--ding {args.ding}: no such file (Debian: apt-get install trans-de-en)")
+    if args.mix < 0 or (args.mix and args.multi30k_root is None):
+        p.error(f"--mix {args.mix}: a number of Multi30k's training pairs, with --multi30k-root to read them from")
     result = run(args)
     said = (f"Ding's sentences: {result['pairs']:,} pairs; {result['train_pairs']:,} to train on, "
             f"{result['val_pairs']} to validate, {result['test_pairs']} held out to score")  # fmt: skip
     if result["multi30k_test"]:
         said += f"; Multi30k test_2016_flickr: {result['multi30k_test']:,}"
+    if result["mix"]:
+        said += f"; {result['mix']:,} of Multi30k's training pairs mixed in for the last row"
     print(f"\n{said}\n\n{table(result)}\n\n{examples(result)}")
     if args.json:  # the scores and the example sentences' translations (not all 2,000 a model)
         for row in result["rows"].values():

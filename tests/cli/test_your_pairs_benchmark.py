@@ -85,6 +85,54 @@ def test_the_bundled_model_taught_small_pairs_scored_before_and_after(tmp_path, 
     assert "$ text-train fit" not in capsys.readouterr().out
 
 
+def _multi30k(root: Path) -> Path:
+    """A Multi30k folder of the benchmark's two splits: 30 training pairs (gzipped, as the corpus comes) and 4 test."""
+    import gzip
+
+    root.mkdir()
+    train = [(f"Ein Mann mit {k} Hunden.", f"A man with {k} dogs.") for k in range(30)]
+    test = [("Ein Hund rennt.", "A dog runs."), ("Zwei Männer.", "Two men."), ("Ein Kind lacht.", "A child laughs."),
+            ("Eine Frau wartet.", "A woman waits.")]  # fmt: skip
+    for split, pairs in (("train", train), ("test_2016_flickr", test)):
+        for k, lang in enumerate(("de", "en")):
+            with gzip.open(root / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.write("".join(pair[k] + "\n" for pair in pairs))
+    return root
+
+
+@pytest.mark.slow
+def test_mix_adds_a_row_fitted_on_the_pairs_with_multi30ks_among_them(tmp_path, capsys):
+    ding, root = _ding(tmp_path / "de-en", 60), _multi30k(tmp_path / "m30k")
+    out = tmp_path / "bench"
+    argv = ["--ding", str(ding), "--multi30k-root", str(root), "--out", str(out), "--test-size", "10", "--val-size",
+            "10", "--epochs", "1", "--mix", "12", "--json", str(tmp_path / "r.json")]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "Multi30k test_2016_flickr: 4; 12 of Multi30k's training pairs mixed in for the last row" in printed
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert list(result["rows"]) == ["the bundled Transformer, as it is", "taught the pairs (your_pairs.yaml)",
+                                    "taught the pairs with 12 of Multi30k's"]  # fmt: skip
+    assert result["mix"] == 12 and all(len(r["multi30k"]["translations"]) == 4 for r in result["rows"].values())
+    plain = (out / "pairs.tsv").read_text(encoding="utf-8").splitlines()
+    mixed = (out / "pairs_mixed.tsv").read_text(encoding="utf-8").splitlines()
+    assert mixed[: len(plain)] == plain and len(mixed) == len(plain) + 12  # the same pairs, 12 of Multi30k's after
+    assert len(set(mixed[len(plain) :])) == 12 and all(line.startswith("Ein Mann mit ") for line in mixed[len(plain) :])
+    assert (out / "fit_mix12" / "model.pt").is_file() and result["rows"]["taught the pairs with 12 of Multi30k's"][
+        "train_minutes"] > 0  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [(["--mix", "5"], "--mix 5: a number of Multi30k's training pairs, with --multi30k-root to read them from"),
+     (["--mix", "-1", "--multi30k-root", "."], "--mix -1: a number of Multi30k's training pairs")],
+)  # fmt: skip
+def test_a_mix_without_multi30k_or_below_zero_is_one_line(extra, said, tmp_path, capsys):
+    ding = _ding(tmp_path / "de-en", 10)
+    with pytest.raises(SystemExit) as exc:
+        main(["--ding", str(ding), *extra])
+    assert exc.value.code == 2 and said in capsys.readouterr().err.splitlines()[-1]
+
+
 def test_a_missing_ding_file_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--ding", str(tmp_path / "none")])
