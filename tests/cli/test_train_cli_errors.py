@@ -42,6 +42,13 @@ def test_malformed_yaml_is_one_line_with_line_and_column(tmp_path, capsys):
         ([], "- a\n- b\n", "expected a YAML mapping of options (key: value), got a list"),
         ([], b"\xff\xfemodel: 1\n", "not UTF-8 text (byte 0)"),
         (["--model.bogus", "3"], None, "unrecognized arguments: --model.bogus 3"),
+        # never completed from its first letters (jsonargparse did: --trainer.max_step ran max_steps); the likely one
+        (
+            ["--trainer.max_step", "1"],
+            None,
+            "unrecognized arguments: --trainer.max_step (did you mean --trainer.max_steps?) 1",
+        ),
+        (["--model.lrr", "0.1"], None, "unrecognized arguments: --model.lrr (did you mean --model.lr?) 0.1"),
         ([], "model:\n  bogus: 3\n", "does not accept option 'model.bogus'"),
         # inside a callback given by class_path: its own option named, not the whole list "expected null"
         (

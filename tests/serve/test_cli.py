@@ -34,8 +34,9 @@ def test_device_is_the_accelerators_other_name_and_no_option_is_abbreviated(caps
     number of GPUs or auto, got 'cpu'"). Now it is --accelerator's other name, and no prefix stands for an option."""
     assert _parser().parse_args(["--device", "cpu"]).accelerator == "cpu"
     assert _parser().parse_args(["--devices", "2"]).devices == "2"
-    assert "unrecognized arguments: --dev cpu" in _refused(["--dev", "cpu"], capsys)
-    assert "unrecognized arguments: --accel cuda" in _refused(["--accel", "cuda"], capsys)
+    said = "unrecognized arguments: --dev (did you mean --device or --devices?) cpu"
+    assert said in _refused(["--dev", "cpu"], capsys)
+    assert "unrecognized arguments: --accel (did you mean --accelerator?) cuda" in _refused(["--accel", "cuda"], capsys)
     with pytest.raises(SystemExit):
         serve_main(["--help"])
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines

@@ -176,14 +176,44 @@ def new_file(text: str) -> Path:
     return path
 
 
+def unrecognized(extras: Sequence[str], options: Sequence[str]) -> str:
+    """argparse's "unrecognized arguments" message, each unknown option followed by the option it is likely a
+    misspelling or a shortening of: ``unrecognized arguments: --json (did you mean --jsonl?)``."""
+    import difflib
+
+    said = []
+    for token in extras:
+        name = token.split("=", 1)[0]
+        if name.startswith("-") and len(name) > 1:
+            longer = sorted(o for o in options if o.startswith(name) and o.startswith("--"))
+            # a dotted name (a training command's --model.lrr) is compared leaf to leaf within its block: the shared
+            # "--model." made any two of the block's options look alike
+            parent, _, leaf = name.rpartition(".")
+            leaves = {o.rpartition(".")[2]: o for o in options if o.startswith("--") and o.rpartition(".")[0] == parent}
+            guess = longer or [leaves[near] for near in difflib.get_close_matches(leaf, list(leaves), n=1)]
+            if guess:
+                token += f" (did you mean {' or '.join(guess[:3])}?)"
+        said.append(token)
+    return "unrecognized arguments: " + " ".join(said)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser, except that what it refuses (an unknown option, a value of the wrong type) is one line,
     ``prog: error: ...``, and exit code 2: the usage text only with --help, as every command of the toolkit does.
-    Every ``type=float`` option is a :func:`finite_float`."""
+    Every ``type=float`` option is a :func:`finite_float`. An option is taken as typed, never completed from its
+    first letters: ``translate --json "Ein Kind lacht."`` was ``--jsonl`` writing a file named after the sentence;
+    an unknown option is refused naming the one it likely meant."""
 
     def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.register("type", float, finite_float)  # argparse looks a type up here before calling it
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # as argparse's own, with a guess at what each unknown option meant
+            self.error(unrecognized(extras, list(self._option_string_actions)))
+        return parsed
 
     def error(self, message: str) -> None:  # type: ignore[override]
         fail(self.prog, f"{message} (see {self.prog} --help)")

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
-from text_attn.core.errors import WriteError, fail, one_line
+from text_attn.core.errors import WriteError, fail, one_line, unrecognized
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
 from text_attn.core.unread_options import Unread, dotted, given_unread
 from text_attn.core.version import add_version
@@ -150,7 +150,10 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
         def error(self, message: str, ex: Exception | None = None):
             if not self.exit_on_error or debug_mode_active():  # jsonargparse trying a parse: it handles the error
                 return super().error(message, ex)
-            fail(prog, _parser_message(message))
+            said = " ".join(str(message).split())
+            if said.startswith("unrecognized arguments: "):  # as the other commands': the option likely meant
+                said = unrecognized(said.split(" ")[2:], list(self._option_string_actions))
+            fail(prog, _parser_message(said))
 
     class ToolkitCLI(LightningCLI):
         @staticmethod  # as Lightning's: callable on the class too (``only`` comes from this closure)
@@ -758,7 +761,7 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
             args=argv,
             seed_everything_default=0,
             save_config_kwargs={"overwrite": True},
-            parser_kwargs={"prog": prog, "description": description},
+            parser_kwargs={"prog": prog, "description": description, "allow_abbrev": False},
         )
     except (*errors, TrainingDiverged, WriteError, CheckpointRefused, MisconfigurationException) as exc:
         fail(prog, _parser_message(str(exc)))  # a class that refused its options when made reads as the parser's
