@@ -233,6 +233,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("translate: truncated model", "translate", ["Ein Mann.", "--model", str(w / "truncated.pt")], 2,
              "truncated.pt"),
         Case("translate: checkpoint", "translate", ["Ein Mann.", "--model", str(w / "run.ckpt")], 2, "text-export"),
+        Case("translate: an option shortened (--json for --jsonl)", "translate", ["--json", "Ein Mann.", "--model", tm],
+             2, "unrecognized arguments: --json (did you mean --jsonl?)"),
         Case("translate: empty argument among arguments", "translate", ["--model", tm, *small, "ein mann", " ",
              "ein mann"], 1, "input 2: empty"),
         Case("translate: blank line among lines (a blank line out)", "translate", ["--model", tm, *small], 0, "",
