@@ -19,6 +19,10 @@ alternatives or ``etw.`` / ``jdm.`` placeholders left out, and each German sente
 ``--mix N`` adds a row: the same pairs with N of Multi30k's training pairs among them (a seeded sample, appended to a
 second TSV, fitted the same way): what keeping some of the old text in the mix saves of Multi30k, and what it costs on
 the new text. The val pairs are cut out of that TSV as a user's would be, so they hold both kinds.
+
+``--blend W ...`` adds a row for each W: the taught model's weights blended back towards the bundled model's, W of the
+taught and 1 - W of the bundled (``text-export --average transformer --weights W 1-W``; Wortsman et al. 2022's WiSE-FT):
+no training, only an export. Its training time is the taught fit's.
 """
 
 from __future__ import annotations
@@ -140,6 +144,12 @@ def run(args: argparse.Namespace) -> dict:
         name = f"taught the pairs with {args.mix:,} of Multi30k's"
         seconds = _fit(mixed, args.out / f"fit_mix{args.mix}", f"your_pairs: {name}", args)
         models.append((name, args.out / f"fit_mix{args.mix}" / "model.pt", seconds))
+    for w in args.blend:
+        blended = args.out / f"blend_{w:g}.pt"
+        cmd = [console_script("text-export"), str(models[1][1]), str(blended), "--average", "transformer",
+               "--weights", f"{w:g}", f"{1 - w:g}"]  # fmt: skip
+        run_stage(f"your_pairs: blended {w:g}", cmd, args.out)
+        models.insert(len(models) - bool(args.mix), (f"taught, blended {w:g} with the bundled", blended, models[1][2]))
     rows = {}
     for name, path, seconds in models:
         row = {"ding": _score(path, test), "train_minutes": seconds / 60}
@@ -150,7 +160,7 @@ def run(args: argparse.Namespace) -> dict:
         print(f"{name}: Ding test sacreBLEU {row['ding']['sacreBLEU']:.2f}", flush=True)
     return {"pairs": len(pairs), "train_pairs": len(train) - args.val_size, "val_pairs": args.val_size,
             "test_pairs": len(test), "multi30k_test": len(multi30k) if multi30k else 0, "mix": args.mix,
-            "seed": args.seed,
+            "blend": args.blend, "seed": args.seed,
             "test": [{"source": d, "reference": e} for d, e in test[: args.examples]], "rows": rows}  # fmt: skip
 
 
@@ -191,12 +201,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, help="trainer.max_epochs (default: the config's)")
     p.add_argument("--mix", type=int, default=0,
                    help="a row more: N of Multi30k's training pairs mixed in (needs --multi30k-root)")  # fmt: skip
+    p.add_argument("--blend", type=float, nargs="+", default=[], metavar="W",
+                   help="a row each: the taught weights blended W with the bundled's 1-W (0 < W < 1)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="the shuffle that holds out the test pairs")
     p.add_argument("--examples", type=int, default=5, help="held-out sentences printed before and after")
     p.add_argument("--json", type=new_file, help="write the results here")
     args = p.parse_args(argv)
     if not args.ding.is_file():
         p.error(f"--ding {args.ding}: no such file (Debian: apt-get install trans-de-en)")
+    if any(not 0 < w < 1 for w in args.blend):
+        p.error(f"--blend {' '.join(f'{w:g}' for w in args.blend)}: each the taught model's share, between 0 and 1")
     if args.mix < 0 or (args.mix and args.multi30k_root is None):
         p.error(f"--mix {args.mix}: a number of Multi30k's training pairs, with --multi30k-root to read them from")
     result = run(args)

@@ -77,3 +77,16 @@ def test_mean_weights_names_a_file_whose_weights_are_not_all_tensors():
     with pytest.raises(ModelFileError, match="^a.pt: its weights are not all tensors"):
         mean_weights([{"w": [1.0, 2.0]}, good], ["a.pt", "b.pt"])
     assert torch.equal(mean_weights([good, {"w": torch.zeros(2)}], ["a.pt", "b.pt"])["w"], torch.full((2,), 0.5))
+
+
+def test_mean_weights_weighs_each_state_by_its_share_and_fills_grown_rows_from_those_that_have_them():
+    a = {"emb": torch.tensor([[1.0, 1.0], [2.0, 2.0], [9.0, 9.0]]), "b": torch.tensor(4.0), "n": torch.tensor([7])}
+    b = {"emb": torch.tensor([[3.0, 3.0], [6.0, 6.0]]), "b": torch.tensor(0.0), "n": torch.tensor([1])}
+    mean = mean_weights([a, b], ["a.pt", "b.pt"], shares=[1, 3], grown=True)
+    # rows both have: (1*a + 3*b) / 4; the third row only a has: a's; the integer buffer: the first's
+    assert torch.equal(mean["emb"], torch.tensor([[2.5, 2.5], [5.0, 5.0], [9.0, 9.0]]))
+    assert torch.equal(mean["b"], torch.tensor(1.0)) and torch.equal(mean["n"], torch.tensor([7]))
+    with pytest.raises(ModelFileError, match="^b.pt: its weights differ in names or shapes from a.pt's"):
+        mean_weights([a, b], ["a.pt", "b.pt"])  # rows fewer only where the caller says a vocabulary grew
+    with pytest.raises(ModelFileError, match="^a.pt: its weights differ"):
+        mean_weights([b, a], ["b.pt", "a.pt"], grown=True)  # more rows than the first's: never

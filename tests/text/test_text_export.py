@@ -2,6 +2,7 @@
 included; and ``translate`` / ``caption`` given a training checkpoint instead of a model file name the command that
 converts it."""
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -343,3 +344,60 @@ def test_average_takes_a_bundled_model_by_name_as_checkpoint_does(run, tmp_path,
     own = load_model_file(model_file, "text-model")["state_dict"]  # the checkpoint's weights, exported: mean = same
     for k, v in data["state_dict"].items():
         torch.testing.assert_close(v, own[k], rtol=0, atol=1e-6, msg=k)
+
+
+def test_average_blends_a_model_with_the_one_whose_vocabulary_it_extended(tmp_path, capsys):
+    """A fit that started from a model and added words (model.init_vocab: extend, as configs/text/your_pairs.yaml
+    does) blended back towards it: `--average START --weights W 1-W`. The rows both have are the weighted mean, the
+    added words' rows the fit's own; START given first is refused (its smaller vocabulary would lose them)."""
+    base, ext = tmp_path / "base.pt", tmp_path / "ext.pt"
+    text_train_cli(["fit", "--config", CONFIG, "--trainer.max_steps", "2", "--model.export_path", str(base)])
+    pairs = tmp_path / "p.tsv"
+    words = ["ma", "pipo", "deko", "ro", "zuzu", "zaza"]  # zuzu, zaza: words the tiny task never had
+    orders = list(itertools.permutations(words, 4))[:40]  # 40 different pairs: a sentence and its reverse
+    pairs.write_text("".join(f"{' '.join(o)}\t{' '.join(reversed(o))}\n" for o in orders))
+    text_train_cli(["fit", "--config", CONFIG, "--trainer.max_steps", "2", "--model.init_from", str(base),
+                    "--model.init_vocab", "extend", "--data.task", "tsv", "--data.path", str(pairs), "--data.min_freq",
+                    "1", "--data.val_size", "4", "--data.test_size", "4", "--model.export_path", str(ext)])  # fmt: skip
+    capsys.readouterr()
+    out = tmp_path / "blend.pt"
+    assert export_main([str(ext), str(out), "--average", str(base), "--weights", "0.25", "0.75"]) == 0
+    assert f"averaged with {base} (weights 0.25 0.75): " in capsys.readouterr().err
+    a, b = (load_model_file(f, "text-model") for f in (ext, base))
+    blended = load_model_file(out, "text-model")
+    assert blended["src_vocab"] == a["src_vocab"] and blended["config"] == a["config"]
+    grew = 0
+    for k, v in blended["state_dict"].items():
+        mine, theirs = a["state_dict"][k], b["state_dict"][k]
+        n = theirs.shape[0] if theirs.dim() else 1
+        expected = mine.clone()
+        expected[:n] = 0.25 * mine[:n] + 0.75 * theirs
+        grew += mine.shape != theirs.shape
+        torch.testing.assert_close(v, expected, rtol=0, atol=1e-6, msg=k)
+    assert grew >= 3  # the source and target embeddings and the output layer: the added words' rows are the fit's
+    record = "the mean of the weights of 2 files by text-export --average: ext.pt, base.pt (weighted 0.25, 0.75)"
+    assert blended["info"]["averaged"].startswith(record)
+    assert len(Translator.load(out).translate(["zuzu ma pipo"])) == 1
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(base), str(tmp_path / "no.pt"), "--average", str(ext)])
+    said = _one_error_line(capsys, exc, "text-export")
+    assert said.endswith(f"{ext}: not the same model as {base} (its vocabulary extends base.pt's: give it first, as "
+                         "CHECKPOINT)")  # fmt: skip
+    assert not (tmp_path / "no.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [(["--weights", "1", "2"], "--weights: needs --average (the models whose mean they weigh)"),
+     (["--average", "m.pt", "--weights", "1"], "--weights: 1 given for 2 models (CHECKPOINT and 1 --average); one "
+      "each, CHECKPOINT's first"),
+     (["--average", "m.pt", "--weights", "0", "0"], "--weights 0 0: each at least 0, their sum above 0"),
+     (["--average", "m.pt", "--weights", "1", "-1"], "--weights 1 -1: each at least 0, their sum above 0")],
+)  # fmt: skip
+def test_weights_that_cannot_weigh_the_models_are_one_line(run, extra, said, tmp_path, capsys):
+    _, _, model_file = run
+    (tmp_path / "m.pt").write_bytes(Path(model_file).read_bytes())
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(model_file), str(tmp_path / "out.pt"), *extra])
+    assert _one_error_line(capsys, exc, "text-export") == f"text-export: error: {said}"
+    assert not (tmp_path / "out.pt").exists()

@@ -247,7 +247,7 @@ def export_command(
         args.input = named(args.input)
     extra = {k: v for k, v in vars(args).items() if k not in ("input", "output", "half")}
     others = [v for v in extra.values() if isinstance(v, str)] + [x for v in extra.values() if isinstance(v, list)
-                                                                  for x in v]  # fmt: skip
+                                                                  for x in v if isinstance(x, str)]  # fmt: skip
     try:  # the input itself may be OUT (a re-export in place: read whole, then replaced); no other input may
         refuse_overlap({f"OUT {args.output}": args.output}, others)
     except OSError as err:
@@ -293,23 +293,43 @@ def info_lines(info: dict[str, Any]) -> list[str]:
     return lines
 
 
-def mean_weights(states: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
+def mean_weights(
+    states: list[dict[str, Any]], sources: list[str], shares: list[float] | None = None, grown: bool = False
+) -> dict[str, Any]:
     """The mean of several state dicts of one network (checkpoint averaging, as Vaswani et al. 2017 did with their last
     checkpoints; for caption models, the last steps of a self-critical run). ``sources[i]`` names ``states[i]`` in the
-    one-line :class:`ModelFileError` raised when its weight names or shapes differ from the first's. Floating weights
-    are summed in float64 and returned in the first's dtypes; integer buffers are kept from the first."""
+    one-line :class:`ModelFileError` raised when its weight names or shapes differ from the first's. ``shares``: each
+    state's weight in the mean (None: equal; a fine-tuned model blended back towards the one it started from, as
+    Wortsman et al. 2022's WiSE-FT). ``grown``: a later state's tensor may have fewer rows (dim 0) than the first's,
+    its rows being the first's first ones (a vocabulary the first extends: text-train's ``model.init_vocab: extend``);
+    each row is the mean over the states that have it. Floating weights are summed in float64 and returned in the
+    first's dtypes; integer buffers are kept from the first."""
     import torch
 
     for state, source in zip(states, sources, strict=True):  # a damaged file: one line naming it, not a traceback
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise ModelFileError(f"{source}: its weights are not all tensors: damaged, cannot average")
+    shares = [1.0] * len(states) if shares is None else [float(w) for w in shares]
+
+    def rows(t: torch.Tensor) -> torch.Tensor:  # (R, C): a row per entry of dim 0 (one row for a scalar)
+        return t.double().reshape(t.shape[0], -1) if t.dim() else t.double().reshape(1, 1)
+
+    def fits(t: torch.Tensor, ref: torch.Tensor) -> bool:
+        fewer = grown and t.dim() == ref.dim() > 0 and t.shape[1:] == ref.shape[1:] and t.shape[0] <= ref.shape[0]
+        return t.shape == ref.shape or fewer
+
     first = states[0]
-    total = {k: v.double() if v.is_floating_point() else v for k, v in first.items()}
-    for state, source in zip(states[1:], sources[1:], strict=True):
-        if state.keys() != total.keys() or any(state[k].shape != v.shape for k, v in total.items()):
+    floats = [k for k, v in first.items() if v.is_floating_point()]
+    total = {k: rows(first[k]) * shares[0] for k in floats}  # (R, C) each
+    mass = {k: torch.full((total[k].shape[0], 1), shares[0], dtype=torch.float64) for k in floats}  # (R, 1)
+    for state, source, share in zip(states[1:], sources[1:], shares[1:], strict=True):
+        if state.keys() != first.keys() or any(not fits(state[k], v) for k, v in first.items()):
             raise ModelFileError(f"{source}: its weights differ in names or shapes from {sources[0]}'s: cannot average")
-        for k, v in total.items():
-            if v.is_floating_point():
-                total[k] = v + state[k].double()
-    n = len(states)
-    return {k: (v / n).to(first[k].dtype) if v.is_floating_point() else v for k, v in total.items()}
+        for k in floats:
+            r = rows(state[k])
+            total[k][: r.shape[0]] += r * share
+            mass[k][: r.shape[0]] += share
+    out = dict(first)  # integer buffers: the first's
+    for k in floats:
+        out[k] = (total[k] / mass[k]).reshape(first[k].shape).to(first[k].dtype)
+    return out

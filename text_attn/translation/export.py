@@ -51,26 +51,64 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def average_sources(content: dict[str, Any], src: str | Path, others: list[str]) -> dict[str, Any]:
+def _extended(meta: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] | None:
+    """``other``'s metadata as ``meta``'s where ``meta``'s vocabularies extend its own (each of its vocabularies the
+    first pieces of meta's, at the same ids: text-train's ``model.init_vocab: extend``, e.g. your_pairs.yaml's fit and
+    the bundled model it started from): the vocabularies, their sizes and the corpus's source check taken from meta, so
+    that the rest is compared; None where no vocabulary of meta's extends other's."""
+
+    def lines(vocab: Any) -> list[str] | None:
+        text = vocab.get("lines") if isinstance(vocab, dict) else None
+        return text.split("\n") if isinstance(text, str) else None
+
+    grown = False
+    other = dict(other)
+    for key in ("src_vocab", "tgt_vocab"):
+        mine, theirs = lines(meta.get(key)), lines(other.get(key))
+        if mine is None or theirs is None or mine[: len(theirs)] != theirs:
+            return None
+        grown = grown or len(mine) > len(theirs)
+        other[key] = meta[key]
+    if not grown or not isinstance(meta.get("config"), dict) or not isinstance(other.get("config"), dict):
+        return None
+    sizes = {k: meta["config"][k] for k in ("src_vocab_size", "tgt_vocab_size") if k in meta["config"]}
+    other["config"] = {**other["config"], **sizes}
+    if "source_check" in meta:  # read off the corpus the larger vocabulary was extended on
+        other["source_check"] = meta["source_check"]
+    return other
+
+
+def average_sources(
+    content: dict[str, Any], src: str | Path, others: list[str], shares: list[float] | None = None
+) -> dict[str, Any]:
     """``content`` (read from src) with each weight replaced by its mean over src and ``others``
-    (:func:`~text_attn.core.modelfile.mean_weights`), and its info that of a new model (:func:`averaged_info`). Every
-    other source must be the same model: the same settings and vocabularies (its metadata equal to src's, bar
-    ``info``) and the same weight names and shapes; else :class:`ModelFileError` names it."""
+    (:func:`~text_attn.core.modelfile.mean_weights`; ``shares``: each one's weight in it, src's first, None: equal),
+    and its info that of a new model (:func:`averaged_info`). Every other source must be the same model: the same
+    settings and vocabularies (its metadata equal to src's, bar ``info``), or vocabularies src's extends (the added
+    pieces' rows then come from src), and the same weight names and shapes; else :class:`ModelFileError` names it."""
     # the file's own tags (format, version: a model file has them, a checkpoint's metadata not) are no setting
     skip = ("state_dict", "info", "format", "version")
     meta = {k: v for k, v in content.items() if k not in skip}
-    states, infos = [content["state_dict"]], [content.get("info") or {}]
+    states, infos, grown = [content["state_dict"]], [content.get("info") or {}], False
     for other in others:
         data, _ = read_source(model_path(other))  # a bundled model by name too, as CHECKPOINT is (named as typed)
-        if not _same({k: v for k, v in data.items() if k not in skip}, meta):
-            raise ModelFileError(f"{other}: not the same model as {src} (other settings or vocabularies)")
+        theirs = {k: v for k, v in data.items() if k not in skip}
+        if not _same(theirs, meta):
+            extended = _extended(meta, theirs)
+            if extended is None or not _same(extended, meta):
+                why = "other settings or vocabularies"
+                if _extended(theirs, meta) is not None:  # the larger vocabulary second: its rows would be lost
+                    why = f"its vocabulary extends {file_name(src)}'s: give it first, as CHECKPOINT"
+                raise ModelFileError(f"{other}: not the same model as {src} ({why})")
+            grown = True
         states.append(data["state_dict"])
         infos.append(data.get("info") or {})
     sources = [str(src), *others]
-    return {**content, "info": averaged_info(infos, sources), "state_dict": mean_weights(states, sources)}
+    weights = mean_weights(states, sources, shares, grown=grown)
+    return {**content, "info": averaged_info(infos, sources, shares), "state_dict": weights}
 
 
-def averaged_info(infos: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
+def averaged_info(infos: list[dict[str, Any]], sources: list[str], shares: list[float] | None = None) -> dict[str, Any]:
     """The info of the mean of the weights of ``sources`` (``infos``: theirs, the first's kept): a new model. Its
     first source's test scores are not its own: dropped (as caption-export --ensemble drops its first file's).
     ``averaged`` records what was averaged, by file name (no machine's folders in a model file, as
@@ -89,6 +127,9 @@ def averaged_info(infos: list[dict[str, Any]], sources: list[str]) -> dict[str, 
             info[key] = "; ".join(said)
     names = [file_name(s) for s in sources]
     record = f"the mean of the weights of {len(names)} files by text-export --average: {', '.join(names)}"
+    if shares is not None:
+        total = sum(shares)
+        record += f" (weighted {', '.join(f'{w / total:.3g}' for w in shares)})"
     if scores:
         record += f"; {names[0]}'s test scores were not measured on this mean: left out"
     if first.get("averaged"):
@@ -123,6 +164,19 @@ def _target_words(content: dict[str, Any]) -> int | None:
         return None
 
 
+def _check_weights(weights: list[float] | None, average: list[str] | None) -> None:
+    """--weights: one positive number for CHECKPOINT and each --average model; ModelFileError (one line) else."""
+    if weights is None:
+        return
+    if not average:
+        raise ModelFileError("--weights: needs --average (the models whose mean they weigh)")
+    if len(weights) != 1 + len(average):
+        raise ModelFileError(f"--weights: {len(weights)} given for {1 + len(average)} models (CHECKPOINT and "
+                             f"{len(average)} --average); one each, CHECKPOINT's first")  # fmt: skip
+    if any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise ModelFileError(f"--weights {' '.join(f'{w:g}' for w in weights)}: each at least 0, their sum above 0")
+
+
 def _options(p) -> None:
     add_info_option(p, "translate --model OUT")
     p.add_argument(
@@ -130,7 +184,18 @@ def _options(p) -> None:
         nargs="+",
         metavar="CHECKPOINT",
         help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these (e.g. the "
-        "last epochs' checkpoints of one run; same settings and vocabularies; a bundled model by name too)",
+        "last epochs' checkpoints of one run; same settings and vocabularies; a bundled model by name too). A model "
+        "whose vocabulary CHECKPOINT's extends (a fit with model.init_vocab: extend, as configs/text/your_pairs.yaml, "
+        "and the model it started from) averages too: the added pieces' rows are CHECKPOINT's",
+    )
+    p.add_argument(
+        "--weights",
+        nargs="+",
+        type=float,
+        metavar="W",
+        help="with --average: each model's weight in the mean, CHECKPOINT's first (default: equal; scaled to sum "
+        "1). Blending a fine-tuned model back towards the one it started from keeps more of what that one knew: "
+        "text-export runs/your_pairs/model.pt blended.pt --average transformer --weights 0.5 0.5",
     )
 
 
@@ -139,7 +204,10 @@ def export_main(argv: list[str] | None = None) -> int:
     """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--average CHECKPOINT ...]``; returns the
     exit code (errors: one line, exit 2)."""
 
-    def convert(src: str, dst: str, half: bool, info: str | None, average: list[str] | None) -> str:
+    def convert(
+        src: str, dst: str, half: bool, info: str | None, average: list[str] | None, weights: list[float] | None
+    ) -> str:
+        _check_weights(weights, average)  # before anything is read
         extra = read_info(info) if info else {}  # before the source is read: a bad --info is said at once
         content, what = read_source(src)
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
@@ -147,8 +215,10 @@ def export_main(argv: list[str] | None = None) -> int:
         n = sum(v.numel() for v in tensors.values())
         source = src  # the file itself; src says what has been made of it
         if average:
-            content = average_sources(content, src, average)
+            content = average_sources(content, src, average, weights)
             src = f"{src} averaged with {' '.join(average)}"
+            if weights:
+                src += f" (weights {' '.join(f'{w:g}' for w in weights)})"
         if extra or content.get("info"):  # merged over what the input (or the mean) records, its decoding checked
             facts = merged_info(content.get("info") or {}, extra, _target_words(content), info, source)
             content = {**content, "info": facts}
