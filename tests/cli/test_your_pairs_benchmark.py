@@ -105,13 +105,17 @@ def test_mix_adds_a_row_fitted_on_the_pairs_with_multi30ks_among_them(tmp_path, 
     ding, root = _ding(tmp_path / "de-en", 60), _multi30k(tmp_path / "m30k")
     out = tmp_path / "bench"
     argv = ["--ding", str(ding), "--multi30k-root", str(root), "--out", str(out), "--test-size", "10", "--val-size",
-            "10", "--epochs", "1", "--mix", "12", "--json", str(tmp_path / "r.json")]  # fmt: skip
+            "10", "--epochs", "1", "--mix", "12", "--blend", "0.5", "--json", str(tmp_path / "r.json")]  # fmt: skip
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "Multi30k test_2016_flickr: 4; 12 of Multi30k's training pairs mixed in for the last row" in printed
     result = json.loads((tmp_path / "r.json").read_text())
     assert list(result["rows"]) == ["the bundled Transformer, as it is", "taught the pairs (your_pairs.yaml)",
+                                    "taught, blended 0.5 with the bundled",
                                     "taught the pairs with 12 of Multi30k's"]  # fmt: skip
+    blended = result["rows"]["taught, blended 0.5 with the bundled"]  # an export of the taught fit: its minutes
+    assert blended["train_minutes"] == result["rows"]["taught the pairs (your_pairs.yaml)"]["train_minutes"]
+    assert (out / "blend_0.5.pt").is_file() and result["blend"] == [0.5]
     assert result["mix"] == 12 and all(len(r["multi30k"]["translations"]) == 4 for r in result["rows"].values())
     plain = (out / "pairs.tsv").read_text(encoding="utf-8").splitlines()
     mixed = (out / "pairs_mixed.tsv").read_text(encoding="utf-8").splitlines()
@@ -124,9 +128,10 @@ def test_mix_adds_a_row_fitted_on_the_pairs_with_multi30ks_among_them(tmp_path, 
 @pytest.mark.parametrize(
     ("extra", "said"),
     [(["--mix", "5"], "--mix 5: a number of Multi30k's training pairs, with --multi30k-root to read them from"),
-     (["--mix", "-1", "--multi30k-root", "."], "--mix -1: a number of Multi30k's training pairs")],
+     (["--mix", "-1", "--multi30k-root", "."], "--mix -1: a number of Multi30k's training pairs"),
+     (["--blend", "0.5", "1"], "--blend 0.5 1: each the taught model's share, between 0 and 1")],
 )  # fmt: skip
-def test_a_mix_without_multi30k_or_below_zero_is_one_line(extra, said, tmp_path, capsys):
+def test_a_mix_or_blend_out_of_range_is_one_line(extra, said, tmp_path, capsys):
     ding = _ding(tmp_path / "de-en", 10)
     with pytest.raises(SystemExit) as exc:
         main(["--ding", str(ding), *extra])

@@ -51,31 +51,30 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _extended(meta: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] | None:
-    """``other``'s metadata as ``meta``'s where ``meta``'s vocabularies extend its own (each of its vocabularies the
-    first pieces of meta's, at the same ids: text-train's ``model.init_vocab: extend``, e.g. your_pairs.yaml's fit and
-    the bundled model it started from): the vocabularies, their sizes and the corpus's source check taken from meta, so
-    that the rest is compared; None where no vocabulary of meta's extends other's."""
+def _as_first(meta: dict[str, Any], other: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """``other``'s metadata with what may differ between models that average taken from ``meta`` (the first's), so
+    that the rest is compared; and whether meta's vocabularies extend other's. What may differ: the source check
+    (what the training corpus looked like: the first's is kept) and vocabularies that meta's extend (each of other's
+    vocabularies the first pieces of meta's, at the same ids: text-train's ``model.init_vocab: extend``, e.g.
+    your_pairs.yaml's fit and the bundled model it started from), with their sizes."""
 
     def lines(vocab: Any) -> list[str] | None:
         text = vocab.get("lines") if isinstance(vocab, dict) else None
         return text.split("\n") if isinstance(text, str) else None
 
-    grown = False
-    other = dict(other)
-    for key in ("src_vocab", "tgt_vocab"):
-        mine, theirs = lines(meta.get(key)), lines(other.get(key))
-        if mine is None or theirs is None or mine[: len(theirs)] != theirs:
-            return None
-        grown = grown or len(mine) > len(theirs)
-        other[key] = meta[key]
-    if not grown or not isinstance(meta.get("config"), dict) or not isinstance(other.get("config"), dict):
-        return None
-    sizes = {k: meta["config"][k] for k in ("src_vocab_size", "tgt_vocab_size") if k in meta["config"]}
-    other["config"] = {**other["config"], **sizes}
-    if "source_check" in meta:  # read off the corpus the larger vocabulary was extended on
+    other = {k: v for k, v in other.items() if k != "source_check"}
+    if "source_check" in meta:
         other["source_check"] = meta["source_check"]
-    return other
+    extends = [(key, lines(meta.get(key)), lines(other.get(key))) for key in ("src_vocab", "tgt_vocab")]
+    if not all(mine is not None and theirs is not None and mine[: len(theirs)] == theirs for _, mine, theirs in
+               extends):  # fmt: skip
+        return other, False
+    grown = any(len(mine) > len(theirs) for _, mine, theirs in extends)
+    if grown and isinstance(meta.get("config"), dict) and isinstance(other.get("config"), dict):
+        other.update({key: meta[key] for key, _, _ in extends})
+        sizes = {k: meta["config"][k] for k in ("src_vocab_size", "tgt_vocab_size") if k in meta["config"]}
+        other["config"] = {**other["config"], **sizes}
+    return other, grown
 
 
 def average_sources(
@@ -92,15 +91,13 @@ def average_sources(
     states, infos, grown = [content["state_dict"]], [content.get("info") or {}], False
     for other in others:
         data, _ = read_source(model_path(other))  # a bundled model by name too, as CHECKPOINT is (named as typed)
-        theirs = {k: v for k, v in data.items() if k not in skip}
+        theirs, extended = _as_first(meta, {k: v for k, v in data.items() if k not in skip})
         if not _same(theirs, meta):
-            extended = _extended(meta, theirs)
-            if extended is None or not _same(extended, meta):
-                why = "other settings or vocabularies"
-                if _extended(theirs, meta) is not None:  # the larger vocabulary second: its rows would be lost
-                    why = f"its vocabulary extends {file_name(src)}'s: give it first, as CHECKPOINT"
-                raise ModelFileError(f"{other}: not the same model as {src} ({why})")
-            grown = True
+            why = "other settings or vocabularies"
+            if _as_first(theirs, meta)[1]:  # the larger vocabulary second: its added pieces' rows would be lost
+                why = f"its vocabulary extends {file_name(src)}'s: give it first, as CHECKPOINT"
+            raise ModelFileError(f"{other}: not the same model as {src} ({why})")
+        grown = grown or extended
         states.append(data["state_dict"])
         infos.append(data.get("info") or {})
     sources = [str(src), *others]
