@@ -162,7 +162,7 @@ def _target_words(content: dict[str, Any]) -> int | None:
 
 
 def _check_weights(weights: list[float] | None, average: list[str] | None) -> None:
-    """--weights: one positive number for CHECKPOINT and each --average model; ModelFileError (one line) else."""
+    """--weights: one number above 0 for CHECKPOINT and each --average model; ModelFileError (one line) else."""
     if weights is None:
         return
     if not average:
@@ -170,8 +170,8 @@ def _check_weights(weights: list[float] | None, average: list[str] | None) -> No
     if len(weights) != 1 + len(average):
         raise ModelFileError(f"--weights: {len(weights)} given for {1 + len(average)} models (CHECKPOINT and "
                              f"{len(average)} --average); one each, CHECKPOINT's first")  # fmt: skip
-    if any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise ModelFileError(f"--weights {' '.join(f'{w:g}' for w in weights)}: each at least 0, their sum above 0")
+    if any(w <= 0 for w in weights):  # a weight of 0 leaves a model out (and CHECKPOINT's added rows undefined)
+        raise ModelFileError(f"--weights {' '.join(f'{w:g}' for w in weights)}: each above 0")
 
 
 def _options(p) -> None:
@@ -198,8 +198,8 @@ def _options(p) -> None:
 
 @inert_output
 def export_main(argv: list[str] | None = None) -> int:
-    """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--average CHECKPOINT ...]``; returns the
-    exit code (errors: one line, exit 2)."""
+    """``text-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--average CHECKPOINT ... [--weights W
+    ...]]``; returns the exit code (errors: one line, exit 2)."""
 
     def convert(
         src: str, dst: str, half: bool, info: str | None, average: list[str] | None, weights: list[float] | None
