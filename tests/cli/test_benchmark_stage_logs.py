@@ -18,7 +18,8 @@ from _runs import console_script, run_stage  # noqa: E402
 
 
 @pytest.mark.long
-def test_a_stage_log_holds_the_fits_progress_lines(tmp_path):
+def test_a_stage_log_holds_the_fits_progress_lines(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the fit (a subprocess, started here) writes its model.pt and config.yaml here
     # the fixture's own `enable_progress_bar: false` set back to not given (null), as a shipped config leaves it
     cmd = [console_script("text-train"), "fit", "--config", str(FIX / "text" / "tiny_reorder.yaml"),
            "--trainer.enable_progress_bar", "null", "--trainer.max_steps", "2",
