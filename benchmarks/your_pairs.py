@@ -28,7 +28,6 @@ no training, only an export. Its training time is the taught fit's.
 from __future__ import annotations
 
 import argparse
-import gzip
 import random
 import re
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 from text_attn.core.errors import new_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _multi30k import read_pair  # noqa: E402
 from _runs import StageError, console_script, markdown_table, record_json, run_stage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,17 +75,9 @@ def ding_sentences(path: Path) -> list[tuple[str, str]]:
 
 
 def _multi30k(root: Path, split: str) -> list[tuple[str, str]]:
-    """Multi30k's ``split`` (test_2016_flickr, train) as (German, English) pairs, plain or gzipped."""
-
-    def lines(lang: str) -> list[str]:
-        for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
-            if (root / name).is_file():
-                opener = gzip.open if name.endswith(".gz") else open
-                with opener(root / name, "rt", encoding="utf-8") as f:
-                    return [line.rstrip("\n") for line in f]
-        raise StageError(f"no {split}.{lang}[.gz] in --multi30k-root {root}")
-
-    return list(zip(lines("de"), lines("en"), strict=True))
+    """Multi30k's ``split`` (test_2016_flickr, train) as (German, English) pairs, read as training reads them."""
+    sources, references = read_pair(root, split, "de", "en")
+    return list(zip(sources, references, strict=True))
 
 
 def _fit(tsv: Path, fitted: Path, stage: str, args: argparse.Namespace) -> float:
