@@ -124,8 +124,15 @@ def run(args: argparse.Namespace) -> dict:
     tsv.write_text("".join(f"{d}\t{e}\n" for d, e in train), encoding="utf-8")
     multi30k = _multi30k(args.multi30k_root, "test_2016_flickr") if args.multi30k_root else None
     models = [("the bundled Transformer, as it is", "transformer", 0.0)]
-    seconds = _fit(tsv, args.out / "fit", "your_pairs: the bundled Transformer taught the pairs", args)
-    models.append(("taught the pairs (your_pairs.yaml)", args.out / "fit" / "model.pt", seconds))
+    taught = args.out / "fit" / "model.pt"
+    seconds = _fit(tsv, taught.parent, "your_pairs: the bundled Transformer taught the pairs", args)
+    models.append(("taught the pairs (your_pairs.yaml)", taught, seconds))
+    for w in args.blend:  # an export of the taught fit: its training time
+        blended = args.out / f"blend_{w:g}.pt"
+        cmd = [console_script("text-export"), str(taught), str(blended), "--average", "transformer",
+               "--weights", f"{w:g}", f"{1 - w:g}"]  # fmt: skip
+        run_stage(f"your_pairs: blended {w:g}", cmd, args.out)
+        models.append((f"taught, blended {w:g} with the bundled", blended, seconds))
     if args.mix:
         pool = _multi30k(args.multi30k_root, "train")
         if args.mix > len(pool):
@@ -134,14 +141,8 @@ def run(args: argparse.Namespace) -> dict:
         mixed = args.out / "pairs_mixed.tsv"
         mixed.write_text("".join(f"{d}\t{e}\n" for d, e in train + kept), encoding="utf-8")
         name = f"taught the pairs with {args.mix:,} of Multi30k's"
-        seconds = _fit(mixed, args.out / f"fit_mix{args.mix}", f"your_pairs: {name}", args)
-        models.append((name, args.out / f"fit_mix{args.mix}" / "model.pt", seconds))
-    for w in args.blend:
-        blended = args.out / f"blend_{w:g}.pt"
-        cmd = [console_script("text-export"), str(models[1][1]), str(blended), "--average", "transformer",
-               "--weights", f"{w:g}", f"{1 - w:g}"]  # fmt: skip
-        run_stage(f"your_pairs: blended {w:g}", cmd, args.out)
-        models.insert(len(models) - bool(args.mix), (f"taught, blended {w:g} with the bundled", blended, models[1][2]))
+        fitted = args.out / f"fit_mix{args.mix}"
+        models.append((name, fitted / "model.pt", _fit(mixed, fitted, f"your_pairs: {name}", args)))
     rows = {}
     for name, path, seconds in models:
         row = {"ding": _score(path, test), "train_minutes": seconds / 60}
