@@ -42,8 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="attention-serve",
         description="Serve the captioner and the translator: a live attention page at / and a JSON API "
         "(POST /caption, POST /translate, GET /health, GET /info; OpenAPI at /openapi.json).",
-        allow_abbrev=False,  # --device is --accelerator's other name: argparse completed it to --devices
-    )
+    )  # no option completed from its first letters (ArgumentParser's default): --device was taken for --devices
     add_version(p)
     p.add_argument("--caption-model", metavar="PATH|shapes|none",
                    help="the caption model file (default: the bundled Flickr8k model; shapes: the bundled shapes "
