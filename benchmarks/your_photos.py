@@ -25,6 +25,12 @@ from scratch on the same folder for the same epochs (``model.init_from null``, a
 1e-3: the config's 2e-4 adjusts a trained model). Every model captions the held-out photos with beam 3 (no length
 penalty, no n-gram block: the decoding a model file without a recorded one gets), scored with coco-caption's BLEU-4
 and CIDEr-D on lowercased words without punctuation (no PTB tokenizer: no Java needed).
+
+``--blend W ...`` adds a row a weight: the shipped config's model blended back towards the start (``caption-export
+extend/model.pt blend.pt --average start.pt --weights W 1-W``, Wortsman et al. 2022's WiSE-FT), validated on the val
+photos as the start is. With ``--flickr8k-root``, every model also captions the rest of Flickr8k's test split (the
+photos not all of whose captions mention a dog: what the bundled model was made for), to show what teaching a folder
+costs there; models that share an encoder share its features.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from pathlib import Path
 from text_attn.core.errors import new_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _runs import best_logged, console_script, run_stage  # noqa: E402
+from _runs import best_logged, console_script, markdown_table, run_stage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "caption"
@@ -101,7 +107,46 @@ def _write_folder(out: Path, photos: list[tuple[str, list[str]]]) -> tuple[Path,
     return folder, tsv
 
 
-def _score(model: Path, test: list[tuple[str, list[str]]], start_words: set[str]) -> dict:
+def _rest_of_test(root: Path) -> list[tuple[str, list[str]]]:
+    """Flickr8k's test photos not all of whose five captions mention a dog (the dogs scenario's held-out photos
+    left out), with their captions."""
+    from captioning.training.readers import read_flickr8k
+
+    dogs = {p for p, _ in _dog_photos(root)["test"]}
+    test = read_flickr8k(root)["test"]
+    return [(str(it.path), [" ".join(c) for c in it.captions]) for it in test if str(it.path) not in dogs]
+
+
+def _rest_scores(captioner, photos: list[tuple[str, list[str]]], features: dict) -> dict:
+    """BLEU-4 and CIDEr-D of ``captioner`` on ``photos`` (beam 3, as _score), its region features computed once per
+    encoder (``features``: encoder digest -> (N, L, D), shared by the models of one run)."""
+    import hashlib
+
+    import torch
+
+    from text_attn.core.metrics import coco_metrics
+
+    digest = hashlib.sha256()
+    for name, tensor in captioner.model.encoder.state_dict().items():
+        digest.update(name.encode() + tensor.detach().float().contiguous().numpy().tobytes())
+    digest.update(repr(captioner.preprocess).encode())
+    key = digest.hexdigest()
+    if key not in features:
+        paths = [p for p, _ in photos]
+        parts = [captioner.encode_photos(paths[i : i + 32])[1] for i in range(0, len(paths), 32)]
+        features[key] = torch.cat(parts)  # (N, L, D)
+    feats = features[key]
+    said = []
+    for i in range(0, len(feats), 32):
+        said += captioner.caption_features(feats[i : i + 32], beam_size=3, max_len=30, length_penalty=0.0)
+    scores = coco_metrics({i: caps for i, (_, caps) in enumerate(photos)},
+                          {i: " ".join(c.words) for i, c in enumerate(said)}, meteor=False)  # fmt: skip
+    return {"rest_Bleu_4": 100 * scores["Bleu_4"], "rest_CIDEr": 100 * scores["CIDEr"], "rest_photos": len(photos)}
+
+
+def _score(model: Path, test: list[tuple[str, list[str]]], start_words: set[str], rest: tuple | None = None) -> dict:
+    """The model's test scores (beam 3) and what it says of new words; ``rest``: (photos, features) of the rest of
+    Flickr8k's test split, scored too (:func:`_rest_scores`)."""
     from captioning.model.captioner import Captioner
     from text_attn.core.metrics import coco_metrics
 
@@ -113,14 +158,26 @@ def _score(model: Path, test: list[tuple[str, list[str]]], start_words: set[str]
     scores = coco_metrics(refs, hyps, meteor=False)
     new = [w for w in captioner.vocab.itos if w not in start_words]
     with_new = sum(any(w in new for w in c.words) for c in said)
-    return {"Bleu_4": 100 * scores["Bleu_4"], "CIDEr": 100 * scores["CIDEr"], "vocabulary": len(captioner.vocab),
-            "new_words": len(new), "captions_with_new_words": with_new, "captions": len(said),
-            "caption_seconds": time.perf_counter() - t0, "examples": [hyps[i] for i in range(3)]}  # fmt: skip
+    out = {"Bleu_4": 100 * scores["Bleu_4"], "CIDEr": 100 * scores["CIDEr"], "vocabulary": len(captioner.vocab),
+           "new_words": len(new), "captions_with_new_words": with_new, "captions": len(said),
+           "caption_seconds": time.perf_counter() - t0, "examples": [hyps[i] for i in range(3)]}  # fmt: skip
+    return {**out, **_rest_scores(captioner, *rest)} if rest else out
 
 
 def run_scenario(
-    name: str, train: list, val_n: int, test: list, out: Path, epochs: int | None, chosen: set[str]
+    name: str,
+    train: list,
+    val_n: int,
+    test: list,
+    out: Path,
+    epochs: int | None,
+    chosen: set[str],
+    blends: tuple[float, ...] = (),
+    rest: tuple | None = None,
 ) -> dict:
+    """The scenario's rows (``chosen``: the trained rows to run; ``blends``: the extend row's fit blended back towards
+    the start at these weights) fitted where not kept under ``out`` and scored on ``test`` (``rest``: (photos,
+    features) of the rest of Flickr8k's test split, scored too)."""
     from captioning.commands.export import export_main
     from captioning.model.bundled import BUNDLED_MODEL
     from captioning.model.captioner import Captioner
@@ -135,14 +192,28 @@ def run_scenario(
             "--data.test_size", "0", "--data.feature_cache_dir", str(out / "feature_cache")]  # fmt: skip
     if epochs is not None:
         data += ["--trainer.max_epochs", str(epochs)]
+
+    def validated(run: Path, row: str, config: Path, model: Path | None = None) -> None:
+        """A model not trained here (the start, a blend) validated on the val photos as fit validates its start."""
+        if list(run.glob("lightning_logs/*/metrics.csv")):
+            return
+        start_from = ["--model.init_from", str(model), "--model.init_member", "null"] if model else []
+        cmd = [console_script("caption-train"), "validate", "--config", str(config), *data, *start_from,
+               "--trainer.default_root_dir", str(run)]  # fmt: skip
+        run.mkdir(parents=True, exist_ok=True)
+        run_stage(f"{name}: {row}, validated", cmd, run)
+
     rows = {}
+
+    def scored(row: str, run: Path, model: Path, seconds: float) -> None:
+        val = 100 * best_logged(run, "val_CIDEr")  # the greedy val CIDEr-D the fit kept its checkpoint by
+        rows[row] = {**_score(model, test, start_words, rest), "train_minutes": seconds / 60, "best_val_CIDEr": val}
+        print(f"[{name}] {row}: BLEU-4 {rows[row]['Bleu_4']:.2f}, CIDEr-D {rows[row]['CIDEr']:.2f}", flush=True)
+
     for key, row, config, extra in ROWS:
         run, model, seconds = out / key, start, 0.0
-        if extra is None and not list(run.glob("lightning_logs/*/metrics.csv")):  # the start's val score, as fit's
-            cmd = [console_script("caption-train"), "validate", "--config", str(config), *data,
-                   "--trainer.default_root_dir", str(run)]  # fmt: skip
-            run.mkdir(parents=True, exist_ok=True)
-            run_stage(f"{name}: {row}, validated", cmd, run)
+        if extra is None:
+            validated(run, row, config)
         if extra is not None and key not in chosen:
             continue
         took = run / "fit_seconds.txt"  # a row fitted before (an earlier run with the same --out): scored again
@@ -156,29 +227,34 @@ def run_scenario(
             run.mkdir(parents=True, exist_ok=True)
             seconds = run_stage(f"{name}: {row}", cmd, run)
             took.write_text(f"{seconds:.1f}\n")
-        val = 100 * best_logged(run, "val_CIDEr")  # the greedy val CIDEr-D the fit kept its checkpoint by
-        rows[row] = {**_score(model, test, start_words), "train_minutes": seconds / 60, "best_val_CIDEr": val}
-        print(f"[{name}] {row}: BLEU-4 {rows[row]['Bleu_4']:.2f}, CIDEr-D {rows[row]['CIDEr']:.2f}", flush=True)
+        scored(row, run, model, seconds)
+        for w in blends if key == "extend" else ():  # right after the fit they blend, in table order
+            blend, blend_run = out / f"blend_{w:g}.pt", out / f"blend_{w:g}"
+            if not blend.is_file():
+                export_main([str(model), str(blend), "--average", str(start), "--weights", f"{w:g}", f"{1 - w:g}"])
+            blend_row = f"from it, blended {w:g} with the start (--weights {w:g} {1 - w:g})"
+            validated(blend_run, blend_row, config, blend)
+            scored(blend_row, blend_run, blend, seconds)
     return {"train_photos": len(train) - val_n, "val_photos": val_n, "test_photos": len(test), "rows": rows}
 
 
 def table(name: str, result: dict) -> str:
-    lines = [
-        f"**{name}**: {result['train_photos']} photos to train on, {result['val_photos']} to validate, "
-        f"{result['test_photos']} held out to score",
-        "",
-        "| model | best val CIDEr-D | test BLEU-4 | test CIDEr-D | vocabulary (new words) | test captions with a new "
-        "word | training |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    rest = next((r["rest_photos"] for r in result["rows"].values() if "rest_photos" in r), None)
+    header = ["model", "best val CIDEr-D", "test BLEU-4", "test CIDEr-D"]
+    header += [f"Flickr8k's other {rest} test photos: BLEU-4", "CIDEr-D"] if rest else []
+    header += ["vocabulary (new words)", "test captions with a new word", "training"]
+    lines = []
     for row, r in result["rows"].items():
         minutes = f"{r['train_minutes']:.1f} min" if r["train_minutes"] else "none"
         val = "-" if r["best_val_CIDEr"] is None else f"{r['best_val_CIDEr']:.2f}"
-        lines.append(
-            f"| {row} | {val} | {r['Bleu_4']:.2f} | {r['CIDEr']:.2f} | {r['vocabulary']:,} ({r['new_words']}) | "
-            f"{r['captions_with_new_words']} of {r['captions']} | {minutes} |"
-        )
-    return "\n".join(lines)
+        cells = [row, val, f"{r['Bleu_4']:.2f}", f"{r['CIDEr']:.2f}"]
+        cells += [f"{r['rest_Bleu_4']:.2f}", f"{r['rest_CIDEr']:.2f}"] if rest else []
+        cells += [f"{r['vocabulary']:,} ({r['new_words']})", f"{r['captions_with_new_words']} of {r['captions']}",
+                  minutes]  # fmt: skip
+        lines.append(cells)
+    said = (f"**{name}**: {result['train_photos']} photos to train on, {result['val_photos']} to validate, "
+            f"{result['test_photos']} held out to score")  # fmt: skip
+    return f"{said}\n\n{markdown_table(header, lines)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,16 +266,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=new_file, help="write the results here")
     p.add_argument("--rows", default=",".join(k for k, _, _, extra in ROWS if extra is not None),
                    help="the trained rows to run (the start is always scored): %(default)s")  # fmt: skip
+    p.add_argument(
+        "--blend",
+        nargs="+",
+        type=float,
+        default=[],
+        metavar="W",
+        help="rows of the extend row's fit blended back towards the start, W its share (0 < W < 1)",
+    )
     args = p.parse_args(argv)
     rows = set(args.rows.split(","))
     if unknown := rows - {k for k, _, _, _ in ROWS}:
         p.error(f"unknown row {sorted(unknown)[0]!r}")
+    if bad := [w for w in args.blend if not 0 < w < 1]:
+        p.error(f"--blend {bad[0]:g}: each weight between 0 and 1 (the fit's share; the start's is 1 - W)")
+    if args.blend and "extend" not in rows:
+        p.error("--blend blends the extend row's fit: keep extend in --rows")
     scenarios = [s for s in args.scenarios.split(",") if s]
     if unknown := set(scenarios) - {"dogs", "shapes"}:
         p.error(f"unknown scenario {sorted(unknown)[0]!r}: choose dogs or shapes")
     if "dogs" in scenarios and args.flickr8k_root is None:
         p.error("the dogs scenario reads Flickr8k: give --flickr8k-root")
-    results = {}
+    results, features = {}, {}  # features: the rest of Flickr8k's test photos', by encoder
+    rest = (_rest_of_test(args.flickr8k_root), features) if args.flickr8k_root else None
     for name in scenarios:
         if name == "dogs":
             dogs = _dog_photos(args.flickr8k_root)
@@ -209,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             val_n = 40
             train = _shapes(args.out / "shapes_photos", 300 + val_n, seed=21)
             test = _shapes(args.out / "shapes_photos", 200, seed=22)
-        results[name] = run_scenario(name, train, val_n, test, args.out / name, args.epochs, rows)
+        results[name] = run_scenario(name, train, val_n, test, args.out / name, args.epochs, rows, tuple(args.blend),
+                                     rest)  # fmt: skip
         print(table(name, results[name]), flush=True)
     print()
     for name, result in results.items():

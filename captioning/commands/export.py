@@ -15,6 +15,7 @@ from text_attn.core.fast_exit import leaving
 from text_attn.core.info_file import add_info_option, merged_info, read_info
 from text_attn.core.modelfile import (
     ModelFileError,
+    check_shares,
     checkpoint_family,
     checkpoint_message,
     export_command,
@@ -22,6 +23,7 @@ from text_attn.core.modelfile import (
     is_lightning_checkpoint,
     mean_weights,
     read_export_source,
+    shares_said,
 )
 from text_attn.core.safe_files import atomic_output, inert_output
 
@@ -154,6 +156,10 @@ def _named(option: str, line: str) -> str:
 # encoder settings that only training reads: a fine-tuning run's checkpoint says fine_tune last, the model file its fit
 # wrote says none (frozen at inference, Captioner.save), and both compute the same features in eval mode
 TRAINING_ONLY = ("fine_tune", "frozen_bn")
+# the JPEG step a model's training photos went through (captioning.photos.jpeg_step): a fit on your PNG files records
+# none where the decoder it started from records Flickr8k's quality 90; averaged, the first file's is kept, as its
+# domain check is (the mean is for CHECKPOINT's photos)
+PHOTOS_SEEN = ("jpeg_quality", "jpeg_subsampling")
 
 
 def _settings(captioner, decoders: bool = True) -> dict:
@@ -193,27 +199,73 @@ def _made_anew(captioner, infos: list[dict], source: str, how: str) -> None:
         captioner.info["decoding"] = {**decoding, "chosen_for": f"{file_name(source)}, before {how}"}
 
 
-def average_into(captioner, src: str, others: list[str], option: str = "--average", source: str = "") -> None:
+def _load_averaged(option: str, path: str, src: str, captioner, settings: dict):
+    """(the captioner ``path`` names, whether ``captioner``'s vocabulary extends its) for averaging with ``captioner``
+    (read from src; ``settings``: its :func:`_settings`). The same model, or one whose vocabulary the captioner's
+    extends (its words at the same ids, more after: a fit with ``model.init_vocab: extend`` and the model it started
+    from), the rest equal; else :class:`ModelFileError` naming it after ``option``: an ensemble (take one decoder out
+    first), a vocabulary that extends src's (give it first), the first other setting that differs."""
+    try:
+        loaded, _ = load_any(path)
+    except ModelFileError as err:
+        raise ModelFileError(_named(option, str(err))) from None
+    if len(loaded.decoders) > 1:  # e.g. the bundled flickr8k, which a your_photos fit started one decoder of
+        n = len(loaded.decoders)
+        raise ModelFileError(_named(option, f"{path} is an ensemble of {n} decoders: the mean is one decoder's "
+                                            f"weights: take the one to weigh out first (caption-export {path} "
+                                            "one.pt --member K), then average with one.pt"))  # fmt: skip
+    found = _settings(loaded)
+    for key in found:  # what its training photos looked like, not a weight: the first's is kept (the mean's photos)
+        if key.rsplit(".", 1)[-1] in PHOTOS_SEEN:
+            found[key] = settings.get(key)
+    if found == settings:
+        return loaded, False
+    mine, theirs = captioner.vocab.itos, loaded.vocab.itos
+    if len(mine) > len(theirs) and mine[: len(theirs)] == theirs:  # the same model but for src's added words?
+        grown = {**found, "vocabulary": settings["vocabulary"], "decoder.vocab_size": settings["decoder.vocab_size"]}
+        if grown == settings:
+            return loaded, True
+        found = grown  # another setting differs too: that one is named
+    elif len(theirs) > len(mine) and theirs[: len(mine)] == mine:  # its added words' rows would be lost
+        why = f"its vocabulary extends {file_name(src)}'s: give it first, as CHECKPOINT"
+        raise ModelFileError(_named(option, f"{path}: not the same model as {src} ({why})"))
+    why = _difference(found, settings, loaded.vocab)
+    raise ModelFileError(_named(option, f"{path}: not the same model as {src} ({why})"))
+
+
+def average_into(
+    captioner,
+    src: str,
+    others: list[str],
+    option: str = "--average",
+    source: str = "",
+    shares: list[float] | None = None,
+) -> None:
     """Replace the captioner's weights (read from src) by their mean over src and ``others`` (checkpoints or model
-    files of the same model: e.g. a self-critical run's last steps). One that is not the same model (another
-    vocabulary or other settings) raises :class:`ModelFileError` naming it (after ``option``, its flag). The mean is
-    a new model: its facts say which files it is the mean of (``averaged``; ``source``: the file the captioner was read
-    from, where ``src`` describes more than a file) and lose src's test scores (:func:`_made_anew`)."""
+    files of the same model: e.g. a self-critical run's last steps; ``shares``: each one's weight in the mean, src's
+    first, None: equal). An other whose vocabulary src's extends (src a fit with ``model.init_vocab: extend`` from
+    it) averages too: each word's rows over the files that have it, the added words' src's (a fit on your photos
+    blended back towards its start, as Wortsman et al. 2022's WiSE-FT). One that is not the same model raises
+    :class:`ModelFileError` naming it (after ``option``, its flag; :func:`_load_averaged`). The mean is a new model:
+    its facts say which files it is the mean of (``averaged``; ``source``: the file the captioner was read from,
+    where ``src`` describes more than a file) and lose src's test scores (:func:`_made_anew`)."""
     if len(captioner.decoders) > 1:  # the mean of two ensembles' weights mixes unrelated decoders: no model of either
         n = len(captioner.decoders)
         raise ModelFileError(f"{src} is an ensemble of {n} decoders: {option} averages the checkpoints of one run; "
                              "average each member's run first, then --ensemble them")  # fmt: skip
     states, settings, infos = [captioner.model.state_dict()], _settings(captioner), [dict(captioner.info)]
+    grown = False
     for other in others:
-        loaded = _load_option(option, other, src, True, settings)
+        loaded, extends = _load_averaged(option, other, src, captioner, settings)
+        grown = grown or extends
         states.append(loaded.model.state_dict())
         infos.append(dict(loaded.info))
-    captioner.model.load_state_dict(mean_weights(states, [src, *others]))
+    captioner.model.load_state_dict(mean_weights(states, [src, *others], shares, grown=grown))
     names = [file_name(f) for f in (source or src, *others)]
     before = captioner.info.get("averaged")  # src was a mean itself: what of, kept
     _made_anew(captioner, infos, source or src, f"caption-export {option}" if option else "averaging")
     captioner.info["averaged"] = f"the mean of the weights of {len(names)} files: {', '.join(names)}" + (
-        f" ({names[0]}: {before})" if before else "")  # fmt: skip
+        shares_said(shares)) + (f" ({names[0]}: {before})" if before else "")  # fmt: skip
 
 
 def _same_weights(a, b) -> bool:
@@ -332,7 +384,19 @@ def _options(p) -> None:
         nargs="+",
         metavar="CHECKPOINT",
         help="checkpoint averaging: the model file holds the mean of the weights of CHECKPOINT and these (e.g. a "
-        "self-critical run's last step checkpoints; the same vocabulary and settings)",
+        "self-critical run's last step checkpoints; the same vocabulary and settings). A model whose vocabulary "
+        "CHECKPOINT's extends (a fit with model.init_vocab: extend, as configs/caption/your_photos.yaml, and the "
+        "decoder it started from) averages too: the added words' rows are CHECKPOINT's",
+    )
+    p.add_argument(
+        "--weights",
+        nargs="+",
+        type=float,
+        metavar="W",
+        help="with --average: each model's weight in the mean, CHECKPOINT's first (default: equal; scaled to sum "
+        "1). Blending a fit on your photos back towards the decoder it started from keeps more of what that one "
+        "knew: caption-export flickr8k first.pt --member 1, then caption-export runs/your_photos/model.pt "
+        "blended.pt --average first.pt --weights 0.5 0.5",
     )
     p.add_argument(
         "--ensemble",
@@ -361,7 +425,8 @@ def _options(p) -> None:
 @inert_output
 def export_main(argv: list[str] | None = None) -> int:
     """``caption-export CHECKPOINT.ckpt|MODEL.pt OUT.pt [--half] [--info FILE] [--encoder-from-package]
-    [--average CHECKPOINT ... | --ensemble MODEL ... | --member K] [--encoder-of MODEL]``; returns the exit code."""
+    [--average CHECKPOINT ... [--weights W ...] | --ensemble MODEL ... | --member K] [--encoder-of MODEL]``; returns
+    the exit code."""
 
     def convert(
         src: str,
@@ -370,10 +435,12 @@ def export_main(argv: list[str] | None = None) -> int:
         info: str | None = None,
         encoder_from_package: bool = False,
         average: list[str] | None = None,
+        weights: list[float] | None = None,
         ensemble: list[str] | None = None,
         member: int | None = None,
         encoder_of: str | None = None,
     ) -> str:
+        check_shares(weights, average)  # before anything is read
         if average and ensemble:
             raise ModelFileError("--average and --ensemble: one at a time (average each member's run first)")
         if member is not None and (average or ensemble):
@@ -389,8 +456,9 @@ def export_main(argv: list[str] | None = None) -> int:
             use_encoder_of(captioner, src, encoder_of, source=source)
             src = f"{src} over the encoder of {encoder_of}"
         if average:
-            average_into(captioner, src, average, source=source)
-            src = f"{src} averaged with {len(average)} more"
+            average_into(captioner, src, average, source=source, shares=weights)
+            src = f"{src} averaged with {len(average)} more" + (f" (weights {' '.join(f'{w:g}' for w in weights)})"
+                                                                 if weights else "")  # fmt: skip
         if ensemble:
             ensemble_of(captioner, src, ensemble, source=source)
             src = f"{src} in an ensemble of {len(captioner.decoders)} decoders"

@@ -152,6 +152,35 @@ def test_a_start_written_with_typographic_apostrophes_keeps_its_trained_word(sha
 
 
 @pytest.mark.long
+def test_a_fit_with_a_new_word_blends_back_with_its_start(shapes_folder, capsys):
+    """caption-export FIT OUT --average shapes --weights 0.25 0.75 (a real fit's model file, its facts and domain check
+    included): the old words' rows the weighted mean, zorblat's the fit's, and `caption` reads the blend."""
+    from captioning.commands.caption import caption_main
+    from captioning.commands.export import export_main
+
+    _fit("extend", steps=2, lr=0.01)
+    assert export_main(["runs/model.pt", "blended.pt", "--average", "shapes", "--weights", "0.25", "0.75"]) == 0
+    fit, start, blend = (Captioner.load(p) for p in ("runs/model.pt", MODEL_NAMES["shapes"], "blended.pt"))
+    assert blend.vocab.itos == fit.vocab.itos == [*start.vocab.itos, "zorblat"]
+    f, s, b = (c.model.decoder.state_dict() for c in (fit, start, blend))
+    moved = 0
+    for k in f:
+        rows = s[k].shape[0]  # the start's words; the output layer and embedding have one more row in the fit
+        torch.testing.assert_close(b[k][:rows], 0.25 * f[k][:rows] + 0.75 * s[k], rtol=1e-6, atol=1e-6)
+        assert torch.equal(b[k][rows:], f[k][rows:])
+        moved += not torch.equal(f[k], s[k][: f[k].shape[0]])
+    assert moved, "two steps at 0.01 changed no decoder weight"
+    assert blend.domain_check is not None and blend.info["averaged"].endswith("(weighted 0.25, 0.75)")
+    capsys.readouterr()
+    assert caption_main(["--model", "blended.pt", "photos/scene0.png", "--beam-size", "1"]) == 0
+    assert capsys.readouterr().out.strip()
+    assert caption_main(["--model", "blended.pt", "--model-info"]) == 0
+    assert (
+        "the mean of the weights of 2 files: model.pt, shapes (weighted 0.25, 0.75)" in capsys.readouterr().out
+    )
+
+
+@pytest.mark.long
 def test_fit_that_keeps_the_vocabulary_reads_new_words_as_unknown(shapes_folder, capsys):
     cli = _fit("keep", steps=1)
     err = capsys.readouterr().err

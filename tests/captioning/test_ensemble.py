@@ -152,7 +152,9 @@ def test_what_cannot_be_one_ensemble_is_refused_in_one_line(capsys, files, tmp_p
     # an ensemble is not averaged with a single model, nor trained from
     assert export_main([m1, str(tmp_path / "ens.pt"), "--ensemble", str(files / "m2.pt")]) == 0
     capsys.readouterr()  # its "wrote" line, on stderr
-    _refused(capsys, [m1, bad, "--average", str(tmp_path / "ens.pt")], f"--average {tmp_path / 'ens.pt'}: not the same")
+    _refused(
+        capsys, [m1, bad, "--average", str(tmp_path / "ens.pt")], f"--average {tmp_path / 'ens.pt'} is an ensemble"
+    )
     single = Captioner.load(files / "m1.pt")
     with pytest.raises(ValueError, match="is an ensemble of 2 decoders"):
         Captioner.start_weights(tmp_path / "ens.pt", single.model, single.vocab)

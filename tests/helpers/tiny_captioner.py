@@ -33,12 +33,15 @@ def flag_every_photo(path: Path, domain: str = "a tiny world") -> Path:
     return path
 
 
-def separate_run(vocab: Vocabulary, seed: int, path: Path | None = None, **decoder) -> Captioner:
+def separate_run(
+    vocab: Vocabulary, seed: int, path: Path | None = None, encoder: dict | None = None, **decoder
+) -> Captioner:
     """A tiny captioner as one of several separately trained runs would be (ensemble tests): the one random encoder
-    every run shares (seed 0), its decoder's weights drawn from ``seed``; saved at ``path`` when given. ``decoder``:
-    further DecoderConfig settings (e.g. hidden_dim=24: another model)."""
+    every run shares (seed 0), its decoder's weights drawn from ``seed``; saved at ``path`` when given. ``encoder``,
+    ``decoder``: further EncoderConfig (e.g. the training photos' JPEG step) and DecoderConfig settings (e.g.
+    hidden_dim=24: another model)."""
     torch.manual_seed(0)
-    enc = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64)
+    enc = EncoderConfig(backbone="resnet18", stride=16, weights=None, grid=4, image_size=64, **(encoder or {}))
     captioner = Captioner.build(vocab, enc, DecoderConfig(**{"embed_dim": 16, "hidden_dim": 32, "attn_dim": 16,
                                                              **decoder}))  # fmt: skip
     torch.manual_seed(seed)

@@ -293,6 +293,29 @@ def info_lines(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def check_shares(weights: list[float] | None, average: list[str] | None) -> None:
+    """An export's ``--weights``: one number above 0 for CHECKPOINT and each ``--average`` model, CHECKPOINT's first;
+    :class:`ModelFileError` (one line) else. Checked before any file is read."""
+    if weights is None:
+        return
+    if not average:
+        raise ModelFileError("--weights: needs --average (the models whose mean they weigh)")
+    if len(weights) != 1 + len(average):
+        raise ModelFileError(f"--weights: {len(weights)} given for {1 + len(average)} models (CHECKPOINT and "
+                             f"{len(average)} --average); one each, CHECKPOINT's first")  # fmt: skip
+    if any(w <= 0 for w in weights):  # a weight of 0 leaves a model out (and CHECKPOINT's added rows undefined)
+        raise ModelFileError(f"--weights {' '.join(f'{w:g}' for w in weights)}: each above 0")
+
+
+def shares_said(shares: list[float] | None) -> str:
+    """How a weighted mean's record says its weights, scaled to sum 1 (" (weighted 0.75, 0.25)"); "" for equal ones
+    (None)."""
+    if shares is None:
+        return ""
+    total = sum(shares)
+    return f" (weighted {', '.join(f'{w / total:.3g}' for w in shares)})"
+
+
 def mean_weights(
     states: list[dict[str, Any]], sources: list[str], shares: list[float] | None = None, grown: bool = False
 ) -> dict[str, Any]:

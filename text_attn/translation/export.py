@@ -14,7 +14,14 @@ from typing import Any
 from text_attn.core import startup_gc
 from text_attn.core.fast_exit import leaving
 from text_attn.core.info_file import add_info_option, merged_info, read_info
-from text_attn.core.modelfile import ModelFileError, export_command, file_name, mean_weights
+from text_attn.core.modelfile import (
+    ModelFileError,
+    check_shares,
+    export_command,
+    file_name,
+    mean_weights,
+    shares_said,
+)
 from text_attn.core.safe_files import atomic_output, inert_output
 from text_attn.translation.bundled import model_path
 from text_attn.translation.checkpoint import read_source
@@ -124,9 +131,7 @@ def averaged_info(infos: list[dict[str, Any]], sources: list[str], shares: list[
             info[key] = "; ".join(said)
     names = [file_name(s) for s in sources]
     record = f"the mean of the weights of {len(names)} files by text-export --average: {', '.join(names)}"
-    if shares is not None:
-        total = sum(shares)
-        record += f" (weighted {', '.join(f'{w / total:.3g}' for w in shares)})"
+    record += shares_said(shares)
     if scores:
         record += f"; {names[0]}'s test scores were not measured on this mean: left out"
     if first.get("averaged"):
@@ -161,19 +166,6 @@ def _target_words(content: dict[str, Any]) -> int | None:
         return None
 
 
-def _check_weights(weights: list[float] | None, average: list[str] | None) -> None:
-    """--weights: one number above 0 for CHECKPOINT and each --average model; ModelFileError (one line) else."""
-    if weights is None:
-        return
-    if not average:
-        raise ModelFileError("--weights: needs --average (the models whose mean they weigh)")
-    if len(weights) != 1 + len(average):
-        raise ModelFileError(f"--weights: {len(weights)} given for {1 + len(average)} models (CHECKPOINT and "
-                             f"{len(average)} --average); one each, CHECKPOINT's first")  # fmt: skip
-    if any(w <= 0 for w in weights):  # a weight of 0 leaves a model out (and CHECKPOINT's added rows undefined)
-        raise ModelFileError(f"--weights {' '.join(f'{w:g}' for w in weights)}: each above 0")
-
-
 def _options(p) -> None:
     add_info_option(p, "translate --model OUT")
     p.add_argument(
@@ -204,7 +196,7 @@ def export_main(argv: list[str] | None = None) -> int:
     def convert(
         src: str, dst: str, half: bool, info: str | None, average: list[str] | None, weights: list[float] | None
     ) -> str:
-        _check_weights(weights, average)  # before anything is read
+        check_shares(weights, average)  # before anything is read
         extra = read_info(info) if info else {}  # before the source is read: a bad --info is said at once
         content, what = read_source(src)
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)

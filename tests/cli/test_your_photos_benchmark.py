@@ -1,0 +1,71 @@
+"""benchmarks/your_photos.py: its table (with and without the rest of Flickr8k's test photos), its option refusals, and
+(slow) the shapes scenario run for real on a short fit: the start, the shipped config's fit and its blend back towards
+the start (exported by caption-export, validated, scored), every model scored on a second set of photos too, the
+models that share an encoder captioning from one computation of its features."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import your_photos  # noqa: E402 - the benchmark's folder on the path first
+
+
+def _row(**more) -> dict:
+    return {"best_val_CIDEr": 63.2, "Bleu_4": 30.91, "CIDEr": 64.07, "vocabulary": 2540, "new_words": 0,
+            "captions_with_new_words": 0, "captions": 188, "train_minutes": 0.0, **more}  # fmt: skip
+
+
+def test_the_table_has_the_rest_columns_only_where_they_were_scored():
+    result = {"train_photos": 155, "val_photos": 40, "test_photos": 188, "rows": {"the start": _row()}}
+    lines = your_photos.table("dogs", result).splitlines()
+    assert lines[0] == "**dogs**: 155 photos to train on, 40 to validate, 188 held out to score"
+    assert lines[2].count("|") == 8 and "Flickr8k" not in lines[2]
+    assert lines[4] == "| the start | 63.20 | 30.91 | 64.07 | 2,540 (0) | 0 of 188 | none |"
+    rest = _row(rest_Bleu_4=22.5, rest_CIDEr=55.123, rest_photos=812, train_minutes=1.94)
+    lines = your_photos.table("dogs", {**result, "rows": {"a blend": rest}}).splitlines()
+    assert "| Flickr8k's other 812 test photos: BLEU-4 | CIDEr-D |" in lines[2]
+    assert lines[4] == "| a blend | 63.20 | 30.91 | 64.07 | 22.50 | 55.12 | 2,540 (0) | 0 of 188 | 1.9 min |"
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--blend", "1"], "--blend 1: each weight between 0 and 1"),
+        (["--blend", "0.5", "--rows", "keep"], "--blend blends the extend row's fit: keep extend in --rows"),
+        (["--rows", "extend,nope"], "unknown row 'nope'"),
+    ],
+)
+def test_bad_options_are_one_line(argv, says, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        your_photos.main(["--scenarios", "shapes", "--out", str(tmp_path), *argv])
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_path, monkeypatch):
+    from captioning.model.captioner import Captioner
+
+    monkeypatch.chdir(tmp_path)  # caption-train's config.yaml lands in the working folder
+    train = your_photos._shapes(tmp_path / "photos", 24 + 6, seed=21)
+    test = your_photos._shapes(tmp_path / "photos", 8, seed=22)
+    rest, features = your_photos._shapes(tmp_path / "photos", 5, seed=23), {}
+    out = tmp_path / "shapes"
+    result = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, features))
+    rows = result["rows"]
+    start, fit, blend = rows.values()
+    assert list(rows)[2] == "from it, blended 0.25 with the start (--weights 0.25 0.75)"
+    assert blend["train_minutes"] == fit["train_minutes"] > 0 and start["train_minutes"] == 0
+    assert blend["vocabulary"] == fit["vocabulary"] == start["vocabulary"] + fit["new_words"]
+    assert all(r["best_val_CIDEr"] > float("-inf") for r in rows.values())  # each validated on the 6 val photos
+    assert all(r["rest_photos"] == 5 and r["captions"] == 8 for r in rows.values())
+    assert len(features) == 1  # the encoder is frozen in the fit: one computation of the rest's features for all three
+    made = Captioner.load(out / "blend_0.25.pt")
+    assert made.info["averaged"].endswith("model.pt, start.pt (weighted 0.25, 0.75)")
+    again = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, {}))
+    assert again["rows"][list(rows)[1]]["train_minutes"] == fit["train_minutes"]  # kept: not fitted again
