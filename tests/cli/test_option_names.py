@@ -1,6 +1,7 @@
 """Every command takes an option as typed, never completed from its first letters (argparse's default completed
-``translate --json "Ein Kind lacht."`` to ``--jsonl``, which wrote an empty file named after the sentence and then said
-"no input"); an unknown option is refused in one line naming the option it likely meant."""
+``translate --json "Ein Kind lacht."`` to ``--jsonl``, before translate had a --json, which wrote an empty file named
+after the sentence and then said "no input"; ``--out`` so to ``--output``); an unknown option is refused in one line
+naming the option it likely meant."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from text_attn.core.errors import ArgumentParser, unrecognized
 from text_attn.translation.translate_cli import translate_main
 
 
-def test_translate_json_is_refused_pointing_at_jsonl_and_writes_no_file(tmp_path, monkeypatch, capsys):
+def test_translate_out_is_refused_pointing_at_output_and_writes_no_file(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    said = refused(translate_main, capsys, "--json", "Ein Kind lacht.")
-    assert said == "translate: error: unrecognized arguments: --json (did you mean --jsonl?) (see translate --help)"
+    said = refused(translate_main, capsys, "--out", "Ein Kind lacht.")
+    assert said == "translate: error: unrecognized arguments: --out (did you mean --output?) (see translate --help)"
     assert list(tmp_path.iterdir()) == []  # argparse's completion made ./"Ein Kind lacht." (empty) before
 
 

@@ -5,6 +5,7 @@ the test checks the plumbing)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -62,3 +63,29 @@ def test_ctrl_c_then_resume_gives_both_files_of_one_run(tmp_path):
         assert resumed.wait(timeout=120) == 0, resumed.stderr.read()
     assert out.read_bytes() == whole_out.read_bytes()
     assert jsonl.read_bytes() == whole_jsonl.read_bytes()
+
+
+@pytest.mark.long
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is a POSIX signal")
+def test_ctrl_c_ends_the_json_list_after_the_inputs_done(tmp_path):
+    """``translate --json`` stopped mid-run prints a whole JSON list of the records of the inputs it did."""
+    model = tiny_subword_model_file(tmp_path)
+    out = tmp_path / "out.json"
+    with out.open("w") as stdout:
+        stopped = _translate(["--model", str(model), "--max-len", "5", "--batch-size", "4", "--json"],
+                             stdin=subprocess.PIPE, stdout=stdout)  # fmt: skip
+        stopped.stdin.write("".join(f"{line}\n" for line in LINES[:10]))
+        stopped.stdin.flush()  # the first ten, then a pause: they are translated and written as the pipe waits
+        deadline = time.monotonic() + 120
+        while out.read_text().count('{"input": ') < 10:
+            assert time.monotonic() < deadline and stopped.poll() is None, "the first records were not written"
+            time.sleep(0.05)
+        stopped.send_signal(signal.SIGINT)
+        try:
+            assert stopped.wait(timeout=60) == 130
+        finally:
+            stopped.kill()
+    assert "translate: interrupted after 10 input(s)" in stopped.stderr.read()
+    stopped.stdin.close()
+    records = json.loads(out.read_text())
+    assert [r["input"] for r in records] == list(range(1, 11)) and records[0]["source"] == LINES[0]

@@ -64,8 +64,11 @@ def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_pat
     assert blend["vocabulary"] == fit["vocabulary"] == start["vocabulary"] + fit["new_words"]
     assert all(r["best_val_CIDEr"] > float("-inf") for r in rows.values())  # each validated on the 6 val photos
     assert all(r["rest_photos"] == 5 and r["captions"] == 8 for r in rows.values())
-    assert len(features) == 1  # the encoder is frozen in the fit: one computation of the rest's features for all three
+    # the encoder is frozen in the fit, but the start recompresses a photo at quality 90 as its Flickr8k copies were,
+    # and the fit on PNG files does not (its blend keeps the fit's): two computations of the rest's features, not three
+    assert len(features) == 2
     made = Captioner.load(out / "blend_0.25.pt")
     assert made.info["averaged"].endswith("model.pt, start.pt (weighted 0.25, 0.75)")
     again = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, {}))
-    assert again["rows"][list(rows)[1]]["train_minutes"] == fit["train_minutes"]  # kept: not fitted again
+    kept = again["rows"][list(rows)[1]]["train_minutes"]  # kept: not fitted again (its seconds kept to 0.1)
+    assert kept == pytest.approx(fit["train_minutes"], abs=0.1 / 60)

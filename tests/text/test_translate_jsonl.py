@@ -1,7 +1,7 @@
 """``translate --jsonl``: a JSON record an input, in input order, the fields of attention-serve's /translate answer
 (text_attn.translation.records, which both use) and the input's number; a failed input's record holds its error;
---unsure, --n-best and --given(-file) add theirs; '-' puts the records on stdout in place of the plain lines; what
-cannot be written with it is refused in one line."""
+--unsure, --n-best and --given(-file) add theirs; '-' puts the records on stdout in place of the plain lines; --json
+prints the same records as one JSON list; what cannot be written with them is refused in one line."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from helpers.tiny_translator import tiny_subword_model_file
 from helpers.translate_run import run_translate as _run
 
 from text_attn.translation.records import input_record, translation_record
+from text_attn.translation.translate_streams import JsonList
 from text_attn.translation.translator import Translator
 
 
@@ -66,6 +67,56 @@ def test_unsure_n_best_and_translations_given_add_their_fields(model, capsys, mo
     assert code == 0 and record["given"] is True and scores == sorted(scores, reverse=True)
     assert record["translation"] == record["ranked"][0]["translation"] and record["score"] == scores[0]
     assert {h["translation"] for h in record["ranked"]} == set(given) and len(record["token_probs"]) > 0
+
+
+def test_json_prints_the_records_as_one_list_a_record_a_line(model, capsys, monkeypatch, tmp_path):
+    lines = [DE[0], "", DE[1]]
+    code, out, err = _run(["--model", model, "--jsonl", "-", *lines], capsys, monkeypatch)
+    records = [json.loads(line) for line in out.splitlines()]
+    code_json, out_json, err_json = _run(["--model", model, "--json", *lines], capsys, monkeypatch)
+    assert (code_json, err_json) == (code, err) == (1, err)  # the failed input said as with --jsonl
+    assert json.loads(out_json) == records and len(records) == 3
+    assert out_json.count("\n") == 3 and out_json.startswith('[{"input": 1') and out_json.endswith("}]\n")
+    text = tmp_path / "out.txt"  # --output has the plain lines; the list is on stdout beside them
+    code, out, _ = _run(["--model", model, "--output", str(text), "--json", DE[0]], capsys, monkeypatch)
+    (record,) = json.loads(out)
+    assert code == 0 and record["translation"] == text.read_text(encoding="utf-8").rstrip("\n")
+
+
+def test_the_list_writer_keeps_a_record_whole_and_writes_an_empty_list():
+    import io
+
+    stream = io.StringIO()
+    listed = JsonList(stream)
+    listed.write(json.dumps({"a": "x\u2028y"}, ensure_ascii=False) + "\n" + json.dumps({"b": 1}) + "\n")
+    listed.write(json.dumps({"c": 2}) + "\n")
+    listed.close()
+    assert json.loads(stream.getvalue()) == [{"a": "x\u2028y"}, {"b": 1}, {"c": 2}]
+    assert stream.getvalue().count("\n") == 3 and not stream.closed
+    empty = io.StringIO()
+    JsonList(empty).close()
+    assert empty.getvalue() == "[]\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--jsonl", "r.jsonl", "Ein Hund."], "--json prints the records as one JSON list on stdout; --jsonl FILE "
+                                              "writes them a line each: give one of the two"),
+        (["--demo"], "--demo prints its own sentences with their alignments: give --json with sentences or stdin"),
+        (["--model-info"], "--model-info describes the model and exits: give it without --json"),
+    ],
+)  # fmt: skip
+def test_what_cannot_go_with_json_is_refused_in_one_line(model, capsys, monkeypatch, tmp_path, argv, said):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(["--model", model, "--json", *argv], capsys, monkeypatch)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and out == "", err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_with_no_input_prints_an_empty_list_and_says_so(model, capsys, monkeypatch):
+    code, out, err = _run(["--model", model, "--json"], capsys, monkeypatch, stdin="")
+    assert code == 2 and out == "[]\n" and "no input" in err
 
 
 def test_a_line_that_is_not_utf8_is_shown_with_escapes():

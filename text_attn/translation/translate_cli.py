@@ -81,6 +81,7 @@ from text_attn.translation.translate_resume import (
     skip_done,
 )
 from text_attn.translation.translate_streams import (
+    JsonList,
     StreamFailed,
     Terminated,
     failing_as,
@@ -699,6 +700,11 @@ def translate_main(argv: list[str] | None = None) -> int:
     beside_info = flags_given(parser, args, INFO_OPTIONS) if args.model_info else []
     if beside_info:  # an output or a decoding it never made: said, not dropped (before any output is held)
         fail("translate", f"--model-info describes the model and exits: give it without {', '.join(beside_info)}")
+    if args.json and args.jsonl:
+        fail("translate", "--json prints the records as one JSON list on stdout; --jsonl FILE writes them a line each: "
+             "give one of the two")  # fmt: skip
+    if args.json:  # the --jsonl records on stdout (everything --jsonl - does), written as one list (JsonList)
+        args.jsonl = "-"
     reads_stdin = (not args.sentences or args.sentences == ["-"]) and not args.demo and not args.model_info
     reads_stdin = reads_stdin or "-" in (args.given_file, args.references)  # --references -: stdin is an input too
     # SIGTERM ends the run as Ctrl-C does (the outputs closed whole, the locks removed), with exit code 143
@@ -875,7 +881,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         flag = "--evidence" if args.evidence else "--align-by evidence"
         fail("translate", f"{flag} explains the model's own choice of words; --sample draws them at random: drop one")
     if args.demo and args.jsonl:
-        fail("translate", "--demo prints its own sentences with their alignments: give --jsonl with sentences or "
+        flag = "--json" if args.json else "--jsonl"
+        fail("translate", f"--demo prints its own sentences with their alignments: give {flag} with sentences or "
              "stdin instead")  # fmt: skip
     if args.evidence and not (args.plot or args.html or args.jsonl):
         fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE (or "
@@ -964,6 +971,8 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.jsonl:  # '-': the records on stdout, in place of the plain lines unless --output has them
         try:
             records = sys.stdout if args.jsonl == "-" else open_stream(args.jsonl, append=args.resume)
+            if args.json:
+                records = JsonList(sys.stdout)  # closed (its "]" written) with the others, after Ctrl-C too
             if args.jsonl == "-" and not args.output:
                 out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (closed with the other outputs)
         except OSError as err:

@@ -206,6 +206,13 @@ def translate_parser() -> argparse.ArgumentParser:
         "the model and the options that shape a record)",
     )
     p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the records --jsonl writes as one JSON list on stdout (a record a line, in input order, as the "
+        "inputs are done), in place of the plain lines unless --output names their file; a run stopped early "
+        "(Ctrl-C) ends the list after the inputs done",
+    )
+    p.add_argument(
         "--resume",
         action="store_true",
         help="with --output FILE (and/or --jsonl FILE) that an interrupted run of the same command wrote: skip the "

@@ -210,6 +210,29 @@ def _lines(chunks: Iterable[bytes | None]) -> Iterator[str | None]:
         yield b"".join(pending).decode("utf-8", "surrogateescape")
 
 
+class JsonList:
+    """``translate --json``'s stdout: the record lines ``--jsonl`` writes (a JSON object a line, each ending in a line
+    break) written as one JSON list as they come (``[`` before the first, ``,`` and a line break between, ``]`` at
+    :meth:`close`), a record a line, so that a run stopped early (Ctrl-C, stdout's reader gone) still ends in a whole
+    list of the inputs done. ``[]`` where there was none. Closing it leaves ``stream`` open (stdout)."""
+
+    def __init__(self, stream):
+        self.stream, self.started = stream, False
+
+    def write(self, text: str) -> None:
+        for line in text.split("\n"):  # not splitlines(): a record may hold U+2028, which JSON leaves as it is
+            if line:
+                self.stream.write((",\n" if self.started else "[") + line)
+                self.started = True
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("]\n" if self.started else "[]\n")
+        self.stream.flush()
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a scheduler's time limit): the run ends as Ctrl-C ends it, with exit code 143."""
 
