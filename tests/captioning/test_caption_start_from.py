@@ -175,9 +175,7 @@ def test_a_fit_with_a_new_word_blends_back_with_its_start(shapes_folder, capsys)
     assert caption_main(["--model", "blended.pt", "photos/scene0.png", "--beam-size", "1"]) == 0
     assert capsys.readouterr().out.strip()
     assert caption_main(["--model", "blended.pt", "--model-info"]) == 0
-    assert (
-        "the mean of the weights of 2 files: model.pt, shapes (weighted 0.25, 0.75)" in capsys.readouterr().out
-    )
+    assert "the mean of the weights of 2 files: model.pt, shapes (weighted 0.25, 0.75)" in capsys.readouterr().out
 
 
 @pytest.mark.long
