@@ -64,19 +64,32 @@ ROWS = [
 ]  # fmt: skip
 
 
-def _dog_photos(root: Path) -> dict[str, list[tuple[str, list[str]]]]:
-    """split -> [(photo file, its captions)] of Flickr8k photos all of whose five captions mention a dog."""
+def _flickr8k(root: Path) -> dict:
+    """Flickr8k's splits, read once (its notes said once)."""
     from captioning.training.readers import read_flickr8k
 
-    splits = read_flickr8k(root)
-    out = {}
-    for split in ("val", "test"):
-        out[split] = [
-            (str(it.path), [" ".join(c) for c in it.captions])
-            for it in splits[split]
-            if all(any(w in ("dog", "dogs", "puppy") for w in c) for c in it.captions)
-        ]
-    return out
+    return read_flickr8k(root)
+
+
+def _captioned(items: list) -> list[tuple[str, list[str]]]:
+    return [(str(it.path), [" ".join(c) for c in it.captions]) for it in items]
+
+
+def _is_dog_photo(item) -> bool:
+    """All five of its captions mention a dog."""
+    return all(any(w in ("dog", "dogs", "puppy") for w in c) for c in item.captions)
+
+
+def _dog_photos(splits: dict) -> dict[str, list[tuple[str, list[str]]]]:
+    """split -> [(photo file, its captions)] of Flickr8k photos all of whose five captions mention a dog (``splits``:
+    :func:`_flickr8k`'s)."""
+    return {split: _captioned([it for it in splits[split] if _is_dog_photo(it)]) for split in ("val", "test")}
+
+
+def _rest_of_test(splits: dict) -> list[tuple[str, list[str]]]:
+    """Flickr8k's test photos not all of whose five captions mention a dog (the dogs scenario's held-out photos
+    left out), with their captions."""
+    return _captioned([it for it in splits["test"] if not _is_dog_photo(it)])
 
 
 def _shapes(folder: Path, n: int, seed: int) -> list[tuple[str, list[str]]]:
@@ -105,16 +118,6 @@ def _write_folder(out: Path, photos: list[tuple[str, list[str]]]) -> tuple[Path,
     tsv = out / "captions.tsv"
     tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder, tsv
-
-
-def _rest_of_test(root: Path) -> list[tuple[str, list[str]]]:
-    """Flickr8k's test photos not all of whose five captions mention a dog (the dogs scenario's held-out photos
-    left out), with their captions."""
-    from captioning.training.readers import read_flickr8k
-
-    dogs = {p for p, _ in _dog_photos(root)["test"]}
-    test = read_flickr8k(root)["test"]
-    return [(str(it.path), [" ".join(c) for c in it.captions]) for it in test if str(it.path) not in dogs]
 
 
 def _rest_scores(captioner, photos: list[tuple[str, list[str]]], features: dict) -> dict:
@@ -288,10 +291,11 @@ def main(argv: list[str] | None = None) -> int:
     if "dogs" in scenarios and args.flickr8k_root is None:
         p.error("the dogs scenario reads Flickr8k: give --flickr8k-root")
     results, features = {}, {}  # features: the rest of Flickr8k's test photos', by encoder
-    rest = (_rest_of_test(args.flickr8k_root), features) if args.flickr8k_root else None
+    splits = _flickr8k(args.flickr8k_root) if args.flickr8k_root else None
+    rest = (_rest_of_test(splits), features) if splits else None
     for name in scenarios:
         if name == "dogs":
-            dogs = _dog_photos(args.flickr8k_root)
+            dogs = _dog_photos(splits)
             val_n = 40
             train, test = dogs["val"], dogs["test"]
         else:

@@ -72,3 +72,18 @@ def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_pat
     again = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, {}))
     kept = again["rows"][list(rows)[1]]["train_minutes"]  # kept: not fitted again (its seconds kept to 0.1)
     assert kept == pytest.approx(fit["train_minutes"], abs=0.1 / 60)
+
+
+def test_the_dog_photos_and_the_rest_of_the_test_split_part_it():
+    from types import SimpleNamespace as Item
+
+    def item(name: str, *captions: str):
+        return Item(path=name, captions=[c.split() for c in captions])
+
+    test = [item("a.jpg", "a dog runs", "two dogs", "a puppy", "dog", "the dog"),
+            item("b.jpg", "a dog runs", "a man", "dog", "dog", "dog"), item("c.jpg", "a cat")]  # fmt: skip
+    splits = {"val": [item("v.jpg", *["a dog"] * 5)], "test": test}
+    dogs = your_photos._dog_photos(splits)
+    assert dogs == {"val": [("v.jpg", ["a dog"] * 5)], "test": [("a.jpg", ["a dog runs", "two dogs", "a puppy", "dog",
+                                                                          "the dog"])]}  # fmt: skip
+    assert [p for p, _ in your_photos._rest_of_test(splits)] == ["b.jpg", "c.jpg"]  # one caption without a dog: rest
