@@ -87,3 +87,21 @@ def test_the_dog_photos_and_the_rest_of_the_test_split_part_it():
     assert dogs == {"val": [("v.jpg", ["a dog"] * 5)], "test": [("a.jpg", ["a dog runs", "two dogs", "a puppy", "dog",
                                                                           "the dog"])]}  # fmt: skip
     assert [p for p, _ in your_photos._rest_of_test(splits)] == ["b.jpg", "c.jpg"]  # one caption without a dog: rest
+
+
+def test_a_fit_that_wrote_its_start_back_is_scored_on_val_as_the_start(tmp_path):
+    (tmp_path / "fit.log").write_text(
+        "caption-train: val_CIDEr: 71.49 from model.init_from runs/extend/model.pt before training, 66.47 at the best "
+        "checkpoint: training did not beat the start on these val photos (the start may caption them as well)\n"
+        "wrote model file: runs/xe_scst/model.pt (model.init_from's weights: they scored better on val than the best "
+        "checkpoint, best.ckpt, which holds the trained ones)\n"
+    )
+    assert your_photos.written_back(tmp_path) == 71.49
+    (tmp_path / "fit.log").write_text(
+        "caption-train: val_CIDEr: 64.96 from model.init_from flickr8k (decoder 1) before training, 65.79 at the best "
+        "checkpoint\nwrote model file: runs/scst/model.pt (best checkpoint best.ckpt)\n"
+    )
+    assert your_photos.written_back(tmp_path) is None
+    row = _row(best_val_CIDEr=71.49, start_written_back=True)
+    lines = your_photos.table("dogs", {"train_photos": 1, "val_photos": 1, "test_photos": 1, "rows": {"x": row}})
+    assert "| x | 71.49 (the start's: written back) | 30.91 |" in lines
