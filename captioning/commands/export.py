@@ -199,6 +199,15 @@ def _made_anew(captioner, infos: list[dict], source: str, how: str) -> None:
         captioner.info["decoding"] = {**decoding, "chosen_for": f"{file_name(source)}, before {how}"}
 
 
+def _started_member(captioner, path: str) -> int | None:
+    """The decoder of the ensemble ``path`` (as typed) that ``captioner`` was trained from, where its facts say so
+    ("started_from": "flickr8k (decoder 1), ...", as a fit with model.init_member records it); None else."""
+    import re
+
+    found = re.match(r"(.+?) \(decoder (\d+)\)", str(captioner.info.get("started_from") or ""))
+    return int(found.group(2)) if found and found.group(1) in (path, file_name(path)) else None
+
+
 def _load_averaged(option: str, path: str, src: str, captioner, settings: dict):
     """(the captioner ``path`` names, whether ``captioner``'s vocabulary extends its) for averaging with ``captioner``
     (read from src; ``settings``: its :func:`_settings`). The same model, or one whose vocabulary the captioner's
@@ -210,10 +219,11 @@ def _load_averaged(option: str, path: str, src: str, captioner, settings: dict):
     except ModelFileError as err:
         raise ModelFileError(_named(option, str(err))) from None
     if len(loaded.decoders) > 1:  # e.g. the bundled flickr8k, which a your_photos fit started one decoder of
-        n = len(loaded.decoders)
+        n, k = len(loaded.decoders), _started_member(captioner, path)
+        which = f"--member {k}: {file_name(src)} started from its decoder {k}" if k else "--member K"
         raise ModelFileError(_named(option, f"{path} is an ensemble of {n} decoders: the mean is one decoder's "
                                             f"weights: take the one to weigh out first (caption-export {path} "
-                                            "one.pt --member K), then average with one.pt"))  # fmt: skip
+                                            f"one.pt {which}), then average with one.pt"))  # fmt: skip
     found = _settings(loaded)
     for key in found:  # what its training photos looked like, not a weight: the first's is kept (the mean's photos)
         if key.rsplit(".", 1)[-1] in PHOTOS_SEEN:

@@ -105,6 +105,11 @@ def test_what_cannot_be_blended_is_refused_in_one_line(files, capsys, tmp_path):
     says = (f"--average {ens} is an ensemble of 2 decoders: the mean is one decoder's weights: take the one to weigh "
             f"out first (caption-export {ens} one.pt --member K)")  # fmt: skip
     _refused(capsys, [fit, bad, "--average", ens], says)
+    started = Captioner.load(fit)  # a fit from the ensemble's second decoder (model.init_member 2) says which
+    started.info["started_from"] = "ens.pt (decoder 2), trained on a tiny world"
+    started.save(tmp_path / "started.pt")
+    says = f"(caption-export {ens} one.pt --member 2: started.pt started from its decoder 2), then average with one.pt"
+    _refused(capsys, [str(tmp_path / "started.pt"), bad, "--average", ens], says)
     # the same words in another vocabulary's order are no extension
     words = Vocabulary.build([list(VOCAB)]).itos
     shuffled = Vocabulary([*words[:4], *reversed(words[4:]), *NEW])
