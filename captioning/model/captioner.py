@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import io
 import os
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -718,7 +719,13 @@ class Captioner:
         dogs, outdoor scenes)"."""
         about = f" ({self.domain_about})" if self.domain_about else ""
         if self._photos and self.domain:
-            return f"the {self.domain} photos the model learned from{about}"
+            # a folder named for what it holds ("photos", "my_images"): "the photos photos" said it twice
+            said = (
+                self.domain
+                if re.search(r"(photos|images|pictures|pics)$", self.domain, re.I)
+                else f"{self.domain} photos"
+            )
+            return f"the {said} the model learned from{about}"
         return f"what the model learned from ({self.domain or 'its training images'}){about}"
 
     def note(self, given: bool = False) -> str:

@@ -148,4 +148,8 @@ def test_the_pixel_rules_hold_without_a_feature_check(tmp_path):
     noise = Image.fromarray(rng.integers(0, 256, (96, 96, 3), dtype=np.uint8))
     said = Captioner.load(tmp_path / "m.pt").caption_images([Image.new("RGB", (96, 96), "white"), noise, photo])
     assert [c.unfamiliar for c in said] == [True, True, False]
-    assert said[0].note.startswith("this photo looks unlike the my photos photos the model learned from")
+    assert said[0].note.startswith("this photo looks unlike the my photos the model learned from")
+    for domain, known in [("beach", "the beach photos"), ("My_Images", "the My_Images"), ("photos", "the photos"),
+                          ("holiday pics", "the holiday pics"), ("photoshoot", "the photoshoot photos")]:  # fmt: skip
+        cap.domain = domain
+        assert cap.known() == f"{known} the model learned from", domain
