@@ -18,7 +18,8 @@ alternatives or ``etw.`` / ``jdm.`` placeholders left out, and each German sente
 
 ``--mix N`` adds a row: the same pairs with N of Multi30k's training pairs among them (a seeded sample, appended to a
 second TSV, fitted the same way): what keeping some of the old text in the mix saves of Multi30k, and what it costs on
-the new text. The val pairs are cut out of that TSV as a user's would be, so they hold both kinds.
+the new text. The val pairs are cut out of that TSV as a user's would be, so they hold both kinds. With ``--blend``,
+that fit is blended back too, at each W.
 
 ``--blend W ...`` adds a row for each W: the taught model's weights blended back towards the bundled model's, W of the
 taught and 1 - W of the bundled (``text-export --average transformer --weights W 1-W``; Wortsman et al. 2022's WiSE-FT):
@@ -142,7 +143,14 @@ def run(args: argparse.Namespace) -> dict:
         mixed.write_text("".join(f"{d}\t{e}\n" for d, e in train + kept), encoding="utf-8")
         name = f"taught the pairs with {args.mix:,} of Multi30k's"
         fitted = args.out / f"fit_mix{args.mix}"
-        models.append((name, fitted / "model.pt", _fit(mixed, fitted, f"your_pairs: {name}", args)))
+        took = _fit(mixed, fitted, f"your_pairs: {name}", args)
+        models.append((name, fitted / "model.pt", took))
+        for w in args.blend:  # the mixed fit blended back too: does what mixing kept leave a blend anything to add?
+            blended = args.out / f"blend_mix{args.mix}_{w:g}.pt"
+            cmd = [console_script("text-export"), str(fitted / "model.pt"), str(blended), "--average", "transformer",
+                   "--weights", f"{w:g}", f"{1 - w:g}"]  # fmt: skip
+            run_stage(f"your_pairs: mixed, blended {w:g}", cmd, args.out)
+            models.append((f"taught with {args.mix:,} of Multi30k's, blended {w:g} with the bundled", blended, took))
     rows = {}
     for name, path, seconds in models:
         row = {"ding": _score(path, test), "train_minutes": seconds / 60}
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if result["multi30k_test"]:
         said += f"; Multi30k test_2016_flickr: {result['multi30k_test']:,}"
     if result["mix"]:
-        said += f"; {result['mix']:,} of Multi30k's training pairs mixed in for the last row"
+        said += f"; {result['mix']:,} of Multi30k's training pairs mixed in for the rows that say so"
     print(f"\n{said}\n\n{table(result)}\n\n{examples(result)}")
     if args.json:  # the scores and the example sentences' translations (not all 2,000 a model)
         for row in result["rows"].values():

@@ -108,11 +108,12 @@ def test_mix_adds_a_row_fitted_on_the_pairs_with_multi30ks_among_them(tmp_path, 
             "10", "--epochs", "1", "--mix", "12", "--blend", "0.5", "--json", str(tmp_path / "r.json")]  # fmt: skip
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "Multi30k test_2016_flickr: 4; 12 of Multi30k's training pairs mixed in for the last row" in printed
+    assert "Multi30k test_2016_flickr: 4; 12 of Multi30k's training pairs mixed in for the rows that say so" in printed
     result = json.loads((tmp_path / "r.json").read_text())
     assert list(result["rows"]) == ["the bundled Transformer, as it is", "taught the pairs (your_pairs.yaml)",
                                     "taught, blended 0.5 with the bundled",
-                                    "taught the pairs with 12 of Multi30k's"]  # fmt: skip
+                                    "taught the pairs with 12 of Multi30k's",
+                                    "taught with 12 of Multi30k's, blended 0.5 with the bundled"]  # fmt: skip
     blended = result["rows"]["taught, blended 0.5 with the bundled"]  # an export of the taught fit: its minutes
     assert blended["train_minutes"] == result["rows"]["taught the pairs (your_pairs.yaml)"]["train_minutes"]
     assert (out / "blend_0.5.pt").is_file() and result["blend"] == [0.5]
@@ -121,8 +122,11 @@ def test_mix_adds_a_row_fitted_on_the_pairs_with_multi30ks_among_them(tmp_path, 
     mixed = (out / "pairs_mixed.tsv").read_text(encoding="utf-8").splitlines()
     assert mixed[: len(plain)] == plain and len(mixed) == len(plain) + 12  # the same pairs, 12 of Multi30k's after
     assert len(set(mixed[len(plain) :])) == 12 and all(line.startswith("Ein Mann mit ") for line in mixed[len(plain) :])
-    assert (out / "fit_mix12" / "model.pt").is_file() and result["rows"]["taught the pairs with 12 of Multi30k's"][
-        "train_minutes"] > 0  # fmt: skip
+    mix_minutes = result["rows"]["taught the pairs with 12 of Multi30k's"]["train_minutes"]
+    assert (out / "fit_mix12" / "model.pt").is_file() and mix_minutes > 0
+    # the mixed fit blended back as well: an export of it, its minutes
+    assert result["rows"]["taught with 12 of Multi30k's, blended 0.5 with the bundled"]["train_minutes"] == mix_minutes
+    assert (out / "blend_mix12_0.5.pt").is_file()
 
 
 @pytest.mark.parametrize(
