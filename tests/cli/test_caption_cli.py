@@ -408,7 +408,8 @@ def test_export_averages_checkpoints_and_refuses_another_model(capsys, tmp_path)
     capsys.readouterr()
     bad = str(tmp_path / "bad.pt")
     for argv, says in (([str(both), bad, "--average", str(both)], "is an ensemble of 2"),
-                       ([ckpts[0], bad, "--average", str(both)], "(2 decoders against 1)")):  # fmt: skip
+                       ([ckpts[0], bad, "--average", str(both)], "is an ensemble of 2 decoders: the mean is one "
+                                                                  "decoder's weights")):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             export_main(argv)
         err = capsys.readouterr().err
