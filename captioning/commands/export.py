@@ -15,6 +15,7 @@ from text_attn.core.fast_exit import leaving
 from text_attn.core.info_file import add_info_option, merged_info, read_info
 from text_attn.core.modelfile import (
     ModelFileError,
+    add_weights_option,
     check_shares,
     checkpoint_family,
     checkpoint_message,
@@ -398,15 +399,11 @@ def _options(p) -> None:
         "CHECKPOINT's extends (a fit with model.init_vocab: extend, as configs/caption/your_photos.yaml, and the "
         "decoder it started from) averages too: the added words' rows are CHECKPOINT's",
     )
-    p.add_argument(
-        "--weights",
-        nargs="+",
-        type=float,
-        metavar="W",
-        help="with --average: each model's weight in the mean, CHECKPOINT's first (default: equal; scaled to sum "
-        "1). Blending a fit on your photos back towards the decoder it started from keeps more of what that one "
-        "knew: caption-export flickr8k first.pt --member 1, then caption-export runs/your_photos/model.pt "
-        "blended.pt --average first.pt --weights 0.5 0.5",
+    add_weights_option(
+        p,
+        "Blending a fit on your photos back towards the decoder it started from keeps more of what that one knew: "
+        "caption-export flickr8k first.pt --member 1, then caption-export runs/your_photos/model.pt blended.pt "
+        "--average first.pt --weights 0.5 0.5",
     )
     p.add_argument(
         "--ensemble",

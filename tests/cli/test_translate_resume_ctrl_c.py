@@ -29,6 +29,22 @@ def _translate(args: list[str], **kw) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kw)  # fmt: skip
 
 
+def _ten_then_ctrl_c(stopped: subprocess.Popen, written) -> None:
+    """Send ``stopped`` the first ten lines, then a pause: once ``written()`` counts ten records written, Ctrl-C
+    (SIGINT); it must end with exit code 130."""
+    stopped.stdin.write("".join(f"{line}\n" for line in LINES[:10]))
+    stopped.stdin.flush()  # they are translated and written as the pipe waits
+    deadline = time.monotonic() + 120
+    while written() < 10:
+        assert time.monotonic() < deadline and stopped.poll() is None, "the first records were not written"
+        time.sleep(0.05)
+    stopped.send_signal(signal.SIGINT)
+    try:
+        assert stopped.wait(timeout=60) == 130
+    finally:
+        stopped.kill()  # a no-op once it ended
+
+
 @pytest.mark.long
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is a POSIX signal")
 def test_ctrl_c_then_resume_gives_both_files_of_one_run(tmp_path):
@@ -43,17 +59,7 @@ def test_ctrl_c_then_resume_gives_both_files_of_one_run(tmp_path):
 
     out, jsonl = tmp_path / "o.txt", tmp_path / "r.jsonl"
     stopped = _translate([*common, "--output", str(out), "--jsonl", str(jsonl)], stdin=subprocess.PIPE)
-    stopped.stdin.write("".join(f"{line}\n" for line in LINES[:10]))
-    stopped.stdin.flush()  # the first ten, then a pause: they are translated and written as the pipe waits
-    deadline = time.monotonic() + 120
-    while len(jsonl.read_text().splitlines()) < 10 if jsonl.exists() else True:
-        assert time.monotonic() < deadline and stopped.poll() is None, "the first lines were not written"
-        time.sleep(0.05)
-    stopped.send_signal(signal.SIGINT)
-    try:
-        assert stopped.wait(timeout=60) == 130
-    finally:
-        stopped.kill()  # a no-op once it ended
+    _ten_then_ctrl_c(stopped, lambda: len(jsonl.read_text().splitlines()) if jsonl.exists() else 0)
     err = stopped.stderr.read()
     assert f"translate: interrupted after 10 input(s) in {out} and {jsonl}" in err, err
     stopped.stdin.close()
@@ -74,17 +80,7 @@ def test_ctrl_c_ends_the_json_list_after_the_inputs_done(tmp_path):
     with out.open("w") as stdout:
         stopped = _translate(["--model", str(model), "--max-len", "5", "--batch-size", "4", "--json"],
                              stdin=subprocess.PIPE, stdout=stdout)  # fmt: skip
-        stopped.stdin.write("".join(f"{line}\n" for line in LINES[:10]))
-        stopped.stdin.flush()  # the first ten, then a pause: they are translated and written as the pipe waits
-        deadline = time.monotonic() + 120
-        while out.read_text().count('{"input": ') < 10:
-            assert time.monotonic() < deadline and stopped.poll() is None, "the first records were not written"
-            time.sleep(0.05)
-        stopped.send_signal(signal.SIGINT)
-        try:
-            assert stopped.wait(timeout=60) == 130
-        finally:
-            stopped.kill()
+        _ten_then_ctrl_c(stopped, lambda: out.read_text().count('{"input": '))
     assert "translate: interrupted after 10 input(s)" in stopped.stderr.read()
     stopped.stdin.close()
     records = json.loads(out.read_text())

@@ -307,6 +307,19 @@ def check_shares(weights: list[float] | None, average: list[str] | None) -> None
         raise ModelFileError(f"--weights {' '.join(f'{w:g}' for w in weights)}: each above 0")
 
 
+def add_weights_option(p: argparse.ArgumentParser, example: str) -> None:
+    """An export's ``--weights W ...`` (checked by :func:`check_shares`); ``example``: the family's blend, in its
+    words."""
+    p.add_argument(
+        "--weights",
+        nargs="+",
+        type=float,
+        metavar="W",
+        help="with --average: each model's weight in the mean, CHECKPOINT's first (default: equal; scaled to sum "
+        f"1). {example}",
+    )
+
+
 def shares_said(shares: list[float] | None) -> str:
     """How a weighted mean's record says its weights, scaled to sum 1 (" (weighted 0.75, 0.25)"); "" for equal ones
     (None)."""

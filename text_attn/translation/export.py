@@ -16,6 +16,7 @@ from text_attn.core.fast_exit import leaving
 from text_attn.core.info_file import add_info_option, merged_info, read_info
 from text_attn.core.modelfile import (
     ModelFileError,
+    add_weights_option,
     check_shares,
     export_command,
     file_name,
@@ -177,13 +178,9 @@ def _options(p) -> None:
         "whose vocabulary CHECKPOINT's extends (a fit with model.init_vocab: extend, as configs/text/your_pairs.yaml, "
         "and the model it started from) averages too: the added pieces' rows are CHECKPOINT's",
     )
-    p.add_argument(
-        "--weights",
-        nargs="+",
-        type=float,
-        metavar="W",
-        help="with --average: each model's weight in the mean, CHECKPOINT's first (default: equal; scaled to sum "
-        "1). Blending a fine-tuned model back towards the one it started from keeps more of what that one knew: "
+    add_weights_option(
+        p,
+        "Blending a fine-tuned model back towards the one it started from keeps more of what that one knew: "
         "text-export runs/your_pairs/model.pt blended.pt --average transformer --weights 0.5 0.5",
     )
 
