@@ -722,7 +722,7 @@ class Captioner:
             # a folder named for what it holds ("photos", "my_images"): "the photos photos" said it twice
             said = (
                 self.domain
-                if re.search(r"(photos|images|pictures|pics)$", self.domain, re.I)
+                if re.search(r"(?:^|[\W_])(?:photos|images|pictures|pics)$", self.domain, re.I)  # not "topics"
                 else f"{self.domain} photos"
             )
             return f"the {said} the model learned from{about}"

@@ -118,7 +118,8 @@ def test_what_cannot_be_blended_is_refused_in_one_line(files, capsys, tmp_path):
     # a decoder of another size under the same words
     separate_run(Vocabulary.build([list(VOCAB)]), 5, tmp_path / "wide.pt", hidden_dim=24)
     _refused(capsys, [fit, bad, "--average", str(tmp_path / "wide.pt")], "its decoder.hidden_dim is 24, not 32")
-    for weights, says in [(["1"], "--weights: 1 given for 2 models"), (["1", "0"], "--weights 1 0: each above 0")]:
+    for weights, says in [(["1"], "--weights: 1 given for 2 models"), (["1", "0"], "--weights 1 0: each above 0"),
+                          (["inf", "1"], "argument --weights: expected a finite number, got 'inf'")]:  # fmt: skip
         _refused(capsys, [fit, bad, "--average", start, "--weights", *weights], says)
     _refused(capsys, [fit, bad, "--weights", "1"], "--weights: needs --average")
     assert not (tmp_path / "bad.pt").exists()

@@ -150,6 +150,7 @@ def test_the_pixel_rules_hold_without_a_feature_check(tmp_path):
     assert [c.unfamiliar for c in said] == [True, True, False]
     assert said[0].note.startswith("this photo looks unlike the my photos the model learned from")
     for domain, known in [("beach", "the beach photos"), ("My_Images", "the My_Images"), ("photos", "the photos"),
-                          ("holiday pics", "the holiday pics"), ("photoshoot", "the photoshoot photos")]:  # fmt: skip
+                          ("holiday pics", "the holiday pics"), ("photoshoot", "the photoshoot photos"),
+                          ("topics", "the topics photos")]:  # fmt: skip
         cap.domain = domain
         assert cap.known() == f"{known} the model learned from", domain

@@ -392,7 +392,9 @@ def test_average_blends_a_model_with_the_one_whose_vocabulary_it_extended(tmp_pa
      (["--average", "m.pt", "--weights", "1"], "--weights: 1 given for 2 models (CHECKPOINT and 1 --average); one "
       "each, CHECKPOINT's first"),
      (["--average", "m.pt", "--weights", "0", "1"], "--weights 0 1: each above 0"),
-     (["--average", "m.pt", "--weights", "1", "-1"], "--weights 1 -1: each above 0")],
+     (["--average", "m.pt", "--weights", "1", "-1"], "--weights 1 -1: each above 0"),
+     (["--average", "m.pt", "--weights", "nan", "1"], "argument --weights: expected a finite number, got 'nan' (see "
+      "text-export --help)")],
 )  # fmt: skip
 def test_weights_that_cannot_weigh_the_models_are_one_line(extra, said, tmp_path, capsys):
     (tmp_path / "m.pt").write_bytes(b"not read: the weights are refused first")
