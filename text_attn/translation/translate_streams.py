@@ -213,8 +213,8 @@ def _lines(chunks: Iterable[bytes | None]) -> Iterator[str | None]:
 class JsonList:
     """``translate --json``'s stdout: the record lines ``--jsonl`` writes (a JSON object a line, each ending in a line
     break) written as one JSON list as they come (``[`` before the first, ``,`` and a line break between, ``]`` at
-    :meth:`close`), a record a line, so that a run stopped early (Ctrl-C, stdout's reader gone) still ends in a whole
-    list of the inputs done. ``[]`` where there was none. Closing it leaves ``stream`` open (stdout)."""
+    :meth:`close`), a record a line, so that a run stopped early (Ctrl-C, SIGTERM) still ends in a whole list of the
+    inputs done. ``[]`` where there was none. Closing it leaves ``stream`` open (stdout)."""
 
     def __init__(self, stream):
         self.stream, self.started = stream, False
