@@ -111,6 +111,20 @@ def _score(model: str | Path, pairs: list[tuple[str, str]]) -> dict:
     return {"sacreBLEU": scores["sacrebleu"], "chrF": scores["chrf"], "seconds": seconds, "translations": said}
 
 
+def _blends(args: argparse.Namespace, fitted: Path, stem: str, what: str, seconds: float, stage: str) -> list[tuple]:
+    """The rows of ``fitted`` blended back towards the bundled model at each --blend W (``text-export --average
+    transformer --weights W 1-W`` into OUT/STEM_W.pt, logged as the stage "your_pairs: STAGE W"; ``what``: the fit, as
+    its rows name it): exports of the fit, its training ``seconds`` theirs."""
+    rows = []
+    for w in args.blend:
+        blended = args.out / f"{stem}_{w:g}.pt"
+        cmd = [console_script("text-export"), str(fitted), str(blended), "--average", "transformer",
+               "--weights", f"{w:g}", f"{1 - w:g}"]  # fmt: skip
+        run_stage(f"your_pairs: {stage} {w:g}", cmd, args.out)
+        rows.append((f"{what}, blended {w:g} with the bundled", blended, seconds))
+    return rows
+
+
 def run(args: argparse.Namespace) -> dict:
     pairs = ding_sentences(args.ding)
     if len(pairs) <= args.test_size + args.val_size:
@@ -128,12 +142,7 @@ def run(args: argparse.Namespace) -> dict:
     taught = args.out / "fit" / "model.pt"
     seconds = _fit(tsv, taught.parent, "your_pairs: the bundled Transformer taught the pairs", args)
     models.append(("taught the pairs (your_pairs.yaml)", taught, seconds))
-    for w in args.blend:  # an export of the taught fit: its training time
-        blended = args.out / f"blend_{w:g}.pt"
-        cmd = [console_script("text-export"), str(taught), str(blended), "--average", "transformer",
-               "--weights", f"{w:g}", f"{1 - w:g}"]  # fmt: skip
-        run_stage(f"your_pairs: blended {w:g}", cmd, args.out)
-        models.append((f"taught, blended {w:g} with the bundled", blended, seconds))
+    models += _blends(args, taught, "blend", "taught", seconds, "blended")
     if args.mix:
         pool = _multi30k(args.multi30k_root, "train")
         if args.mix > len(pool):
@@ -145,12 +154,9 @@ def run(args: argparse.Namespace) -> dict:
         fitted = args.out / f"fit_mix{args.mix}"
         took = _fit(mixed, fitted, f"your_pairs: {name}", args)
         models.append((name, fitted / "model.pt", took))
-        for w in args.blend:  # the mixed fit blended back too: does what mixing kept leave a blend anything to add?
-            blended = args.out / f"blend_mix{args.mix}_{w:g}.pt"
-            cmd = [console_script("text-export"), str(fitted / "model.pt"), str(blended), "--average", "transformer",
-                   "--weights", f"{w:g}", f"{1 - w:g}"]  # fmt: skip
-            run_stage(f"your_pairs: mixed, blended {w:g}", cmd, args.out)
-            models.append((f"taught with {args.mix:,} of Multi30k's, blended {w:g} with the bundled", blended, took))
+        # the mixed fit blended back too: does what mixing kept leave a blend anything to add?
+        models += _blends(args, fitted / "model.pt", f"blend_mix{args.mix}", f"taught with {args.mix:,} of Multi30k's",
+                          took, "mixed, blended")  # fmt: skip
     rows = {}
     for name, path, seconds in models:
         row = {"ding": _score(path, test), "train_minutes": seconds / 60}

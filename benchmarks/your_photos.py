@@ -64,13 +64,6 @@ ROWS = [
 ]  # fmt: skip
 
 
-def _flickr8k(root: Path) -> dict:
-    """Flickr8k's splits, read once (its notes said once)."""
-    from captioning.training.readers import read_flickr8k
-
-    return read_flickr8k(root)
-
-
 def _captioned(items: list) -> list[tuple[str, list[str]]]:
     return [(str(it.path), [" ".join(c) for c in it.captions]) for it in items]
 
@@ -82,7 +75,7 @@ def _is_dog_photo(item) -> bool:
 
 def _dog_photos(splits: dict) -> dict[str, list[tuple[str, list[str]]]]:
     """split -> [(photo file, its captions)] of Flickr8k photos all of whose five captions mention a dog (``splits``:
-    :func:`_flickr8k`'s)."""
+    read_flickr8k's)."""
     return {split: _captioned([it for it in splits[split] if _is_dog_photo(it)]) for split in ("val", "test")}
 
 
@@ -123,17 +116,14 @@ def _write_folder(out: Path, photos: list[tuple[str, list[str]]]) -> tuple[Path,
 def _rest_scores(captioner, photos: list[tuple[str, list[str]]], features: dict) -> dict:
     """BLEU-4 and CIDEr-D of ``captioner`` on ``photos`` (beam 3, as _score), its region features computed once per
     encoder (``features``: encoder digest -> (N, L, D), shared by the models of one run)."""
-    import hashlib
+    from dataclasses import asdict
 
     import torch
 
+    from captioning.training.feature_cache import encoder_fingerprint
     from text_attn.core.metrics import coco_metrics
 
-    digest = hashlib.sha256()
-    for name, tensor in captioner.model.encoder.state_dict().items():
-        digest.update(name.encode() + tensor.detach().float().contiguous().numpy().tobytes())
-    digest.update(repr(captioner.preprocess).encode())
-    key = digest.hexdigest()
+    key = encoder_fingerprint(captioner.model.encoder, asdict(captioner.preprocess))  # as the feature cache keys them
     if key not in features:
         paths = [p for p, _ in photos]
         parts = [captioner.encode_photos(paths[i : i + 32])[1] for i in range(0, len(paths), 32)]
@@ -310,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     if "dogs" in scenarios and args.flickr8k_root is None:
         p.error("the dogs scenario reads Flickr8k: give --flickr8k-root")
     results, features = {}, {}  # features: the rest of Flickr8k's test photos', by encoder
-    splits = _flickr8k(args.flickr8k_root) if args.flickr8k_root else None
+    from captioning.training.readers import read_flickr8k
+
+    splits = read_flickr8k(args.flickr8k_root) if args.flickr8k_root else None  # read once: its notes said once
     rest = (_rest_of_test(splits), features) if splits else None
     for name in scenarios:
         if name == "dogs":

@@ -116,15 +116,20 @@ def _load_option(option: str, path: str, src: str, decoders: bool, settings: dic
     """The captioner an option names (``--average``, ``--ensemble``, ``--encoder-of``), refused in one line that names
     the option where it cannot be read (load_any's own reason) or is not the same model as src (``_settings``: the
     first setting that differs is named); an empty option (a benchmark's own list of files) names the file alone."""
-    try:
-        loaded, _ = load_any(path)
-    except ModelFileError as err:
-        raise ModelFileError(_named(option, str(err))) from None
+    loaded = _read_named(option, path)
     found = _settings(loaded, decoders)
     if found != settings:
         why = _difference(found, settings, loaded.vocab)
         raise ModelFileError(_named(option, f"{path}: not the same model as {src} ({why})"))
     return loaded
+
+
+def _read_named(option: str, path: str):
+    """The captioner an option names, or load_any's one-line reason it cannot be read, after the option."""
+    try:
+        return load_any(path)[0]
+    except ModelFileError as err:
+        raise ModelFileError(_named(option, str(err))) from None
 
 
 def _difference(found: dict, settings: dict, vocab) -> str:
@@ -215,10 +220,7 @@ def _load_averaged(option: str, path: str, src: str, captioner, settings: dict):
     extends (its words at the same ids, more after: a fit with ``model.init_vocab: extend`` and the model it started
     from), the rest equal; else :class:`ModelFileError` naming it after ``option``: an ensemble (take one decoder out
     first), a vocabulary that extends src's (give it first), the first other setting that differs."""
-    try:
-        loaded, _ = load_any(path)
-    except ModelFileError as err:
-        raise ModelFileError(_named(option, str(err))) from None
+    loaded = _read_named(option, path)
     if len(loaded.decoders) > 1:  # e.g. the bundled flickr8k, which a your_photos fit started one decoder of
         n, k = len(loaded.decoders), _started_member(captioner, path)
         which = f"--member {k}: {file_name(src)} started from its decoder {k}" if k else "--member K"
