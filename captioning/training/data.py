@@ -13,6 +13,9 @@ Sources:
                order or length, so re-sorting the file moves none and adding photos moves no train photo into val or
                test while the sizes stay (a second stage, or a run on a grown folder, is not scored on photos the
                first trained on).
+Any source but the shapes may have photos mixed into its train split (``mix_root``: Flickr8k's train photos;
+``mix_image_dir``: another folder), trained on and never held out (captioning.training.mixing); they are the last
+``mixed`` of train, and the JPEG step recorded is the data's own photos' alone.
 The file formats and their checks are captioning.training.readers'. Folder and Karpathy captions written with
 capitals teach the model their casing (``casing``, as data.language de does for Flickr8k's photos).
 
@@ -65,6 +68,7 @@ from captioning.photos.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
 from captioning.photos.preprocess import Preprocess
 from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
 from captioning.training.feature_cache import UNREADABLE_BATCH, fill_features, readable_photos, unreadable_rows
+from captioning.training.mixing import mixed_in
 from captioning.training.multi30k import LANGUAGES, in_language
 from captioning.training.readers import (
     APOSTROPHES,
@@ -123,6 +127,23 @@ def _held_out_order(seed: int, key: str) -> bytes:
     return hashlib.sha256(f"{seed}\t{key}".encode()).digest()
 
 
+def _mix_refusal(source: str, root, mix_root, mix_image_dir, mix_captions_tsv, mix_size) -> str | None:
+    """Why the data.mix_* options cannot be read as given (captioning.training.mixing), or None."""
+    if not (mix_root or mix_image_dir or mix_captions_tsv):
+        return "data.mix_size is read with data.mix_root or data.mix_image_dir: name the photos to mix in" if (
+            mix_size is not None) else None  # fmt: skip
+    if source == "shapes":
+        return "data.source shapes draws its scenes: photos are mixed into a folder, karpathy or flickr8k source"
+    if mix_root and (mix_image_dir or mix_captions_tsv):
+        return "data.mix_root (a Flickr8k folder) or data.mix_image_dir with data.mix_captions_tsv: one of the two"
+    if not mix_root and not (mix_image_dir and mix_captions_tsv):
+        return "data.mix_image_dir and data.mix_captions_tsv are read together (a folder of photos, its captions file)"
+    if root and is_chunk_folder(root):
+        return (f"data.root {root} is a chunk folder: its train photos are the ones it was written with (mix photos in "
+                "when writing it: caption-train optimize ... --data.mix_root)")  # fmt: skip
+    return None
+
+
 def written_casing(items) -> dict | None:
     """The casing of captions as their writers wrote them (text_attn.core.casing.learn_casing of the items' raw
     text), so a model trained on them writes "Ein Hund" where its words are "ein hund"; None where they are all
@@ -143,6 +164,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         layout: str = "auto",
         language: str = "en",
         multi30k: str | None = None,
+        mix_root: str | None = None,
+        mix_image_dir: str | None = None,
+        mix_captions_tsv: str | None = None,
+        mix_size: int | None = None,
         strict: bool = False,
         train_size: int | None = None,
         val_size: int | None = None,
@@ -178,6 +203,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 ``cs``: the one sentence a photo that Multi30k translated from them, read from ``multi30k``
                 (captioning.training.multi30k); the casing of its train sentences is learned for the captions.
             multi30k: the Multi30k folder (train.de.gz, ...), for a ``language`` other than ``en``.
+            mix_root: a Flickr8k folder whose train photos are trained on beside the data's own, never validated or
+                tested on (captioning.training.mixing): what a model taught a new kind of photo keeps of the everyday
+                ones. mix_image_dir, mix_captions_tsv: any folder of photos and its captions file, mixed in instead.
+            mix_size: how many of the photos to mix in (a seeded sample; None = all).
             strict: a missing image file, or one that cannot be read, is an error (default: skipped, with one line
                 on stderr).
             train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
@@ -229,13 +258,16 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             )
         if multi30k and language == "en":
             raise CaptionDataError("data.multi30k is read for a data.language other than en (de, fr or cs)")
+        if refusal := _mix_refusal(source, root, mix_root, mix_image_dir, mix_captions_tsv, mix_size):
+            raise CaptionDataError(refusal)
         if attention_targets and source == "folder":
             raise CaptionDataError("attention_targets needs boxes: use source shapes, or karpathy with sentence boxes")
         # counts and sizes out of range: refused here in the option's name, not later as a tensor error
         at_least = {"train_size": (train_size, 1), "val_size": (val_size, 0), "test_size": (test_size, 0),
                     "batch_size": (batch_size, 1), "num_workers": (num_workers, 0), "min_freq": (min_freq, 1),
                     "max_caption_len": (max_caption_len, 1), "captions_per_image": (captions_per_image, 1),
-                    "scene_size": (scene_size, 64), "max_objects": (max_objects, 1)}  # fmt: skip
+                    "mix_size": (mix_size, 1), "scene_size": (scene_size, 64),
+                    "max_objects": (max_objects, 1)}  # fmt: skip
         for name, (value, low) in at_least.items():
             if value is not None and value < low:
                 raise CaptionDataError(f"data.{name} must be at least {low}, got {value}")
@@ -261,6 +293,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self._cells: dict[tuple[str, int, int], list[tuple[int, list[int]]]] = {}  # attention targets, sparse
         self._unreadable: dict[str, torch.Tensor] = {}  # split -> (N,) uint8: its photos found unreadable (_known_bad)
         self._domain_check: dict | None = None
+        self.mixed, self.mixed_said = 0, ""  # the train photos mixed in (the last of train), and what they are
         self._said_cut = False  # the note on captions cut to max_caption_len, said once
         self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.training.streaming)
         self._photo_format: PhotoFormat | None = None  # the train photos' JPEG step and side, once read
@@ -293,8 +326,11 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         what it is and its terms (the data's README: a model trained on it must say so), in English or with another
         language's captions; {} for other data (its terms are the user's to state: caption-export --info)."""
         hp = self.hparams
+        mixed = {"mixed_in": self.mixed_said} if self.mixed_said else {}
+        if hp.mix_root:  # Flickr8k's photos trained on: its terms, whatever the data's own
+            mixed["terms"] = FLICKR8K_TERMS
         if hp.source != "flickr8k":
-            return {}
+            return mixed
         split = self.flickr8k_split
         # a random split is said (captioning.training.readers.split_clash reads it): a run from this model on
         # another split of Flickr8k would be scored on photos it trained on
@@ -306,6 +342,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 + drawn,
                 "terms": FLICKR8K_TERMS,
                 **note_facts(hp.root),
+                **mixed,
             }
         return {
             "training_data": f"Flickr8k's photos with Multi30k's {LANGUAGES[hp.language]} sentences (one a photo)"
@@ -313,6 +350,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             "terms": "Flickr8k and Multi30k are for non-commercial research and education; the photographs are under "
             "the Flickr Terms of Use",
             **note_facts(hp.root),
+            **{k: v for k, v in mixed.items() if k != "terms"},
         }
 
     @property
@@ -367,7 +405,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 step = JpegStep(*state["jpeg_step"]) if state["jpeg_step"] else None
                 self._photo_format = PhotoFormat(step, state.get("photo_side", ANY), state.get("photo_why", ""))
             else:
-                self._photo_format = photo_format(self.splits["train"].images)
+                own = self.splits["train"].images  # the photos mixed in are not the ones the model will caption
+                self._photo_format = photo_format(own[: len(own) - self.mixed])
         return self._photo_format
 
     # --- loading ------------------------------------------------------------------------------------------------------
@@ -427,6 +466,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         for split in ("train", "val"):
             if not items[split]:
                 raise CaptionDataError(f"{hp.root or hp.karpathy_json or hp.captions_tsv}: no {split} images")
+        if hp.mix_root or hp.mix_image_dir:  # train photos never held out, after the data's own (self.mixed)
+            mix, self.mixed_said = mixed_in(items, hp.mix_root, hp.layout, hp.mix_image_dir, hp.mix_captions_tsv,
+                                            hp.mix_size, hp.seed, hp.strict)  # fmt: skip
+            items["train"], self.mixed = items["train"] + mix, len(mix)
         out = {}
         for s, v in items.items():
             boxed = any(it.boxes is not None for it in v)

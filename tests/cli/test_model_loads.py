@@ -4,6 +4,8 @@ channels-last layout (text_attn.core.empty_build)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -75,3 +77,18 @@ def test_each_family_knows_the_other_familys_bundled_names():
     for load, names in ((Captioner.load, "flickr8k, shapes"), (Translator.load, "multi30k_de_en, transformer")):
         with pytest.raises(TypeError, match=f"a model is a file's path or a bundled model's name \\({names}"):
             load(5)  # was pathlib's "expected str, bytes or os.PathLike object, not int"
+
+
+def test_a_folder_named_as_a_bundled_model_does_not_hide_it(tmp_path, monkeypatch):
+    """Flickr8k's own folder, ``flickr8k/``, beside the user made ``model.init_from flickr8k`` "no such file" (a path
+    here won over the bundled name, though a folder is no model); a file of that name still wins."""
+    from captioning.model.bundled import model_path
+    from text_attn.translation.bundled import model_path as text_model_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flickr8k").mkdir()
+    (tmp_path / "transformer").mkdir()
+    assert model_path("flickr8k") == BUNDLED_MODEL
+    assert text_model_path("transformer").is_file() and text_model_path("transformer").name != "transformer"
+    (tmp_path / "shapes").write_bytes(b"mine")
+    assert model_path("shapes") == Path("shapes")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.scene_corpus import write_flickr8k
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -39,6 +40,9 @@ def test_the_table_has_the_rest_columns_only_where_they_were_scored():
         (["--blend", "1"], "--blend 1: each weight between 0 and 1"),
         (["--blend", "0.5", "--rows", "keep"], "--blend blends the extend row's fit: keep extend in --rows"),
         (["--rows", "extend,nope"], "unknown row 'nope'"),
+        (["--mix", "500"], "--mix 500: a number of Flickr8k's train photos, with --flickr8k-root to read them from"),
+        (["--mix", "-1", "--flickr8k-root", "f8k"], "--mix -1: a number of Flickr8k's train photos"),
+        (["--rows", "extend,mix"], "--rows mix: the mix row needs --mix N"),
     ],
 )
 def test_bad_options_are_one_line(argv, says, capsys, tmp_path):
@@ -56,20 +60,29 @@ def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_pat
     test = your_photos._shapes(tmp_path / "photos", 8, seed=22)
     rest, features = your_photos._shapes(tmp_path / "photos", 5, seed=23), {}
     out = tmp_path / "shapes"
-    result = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, features))
+    flickr8k = write_flickr8k(tmp_path / "flickr8k", n=20)  # 12 train photos, 4 of them mixed in
+    result = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend", "mix"}, (0.25,), (rest, features),
+                                      (flickr8k, 4))  # fmt: skip
     rows = result["rows"]
-    start, fit, blend = rows.values()
-    assert list(rows)[2] == "from it, blended 0.25 with the start (--weights 0.25 0.75)"
+    start, fit, blend, mixed, mixed_blend = rows.values()
+    assert list(rows)[2:] == ["from it, blended 0.25 with the start (--weights 0.25 0.75)",
+                              "from it, new words added, 4 of Flickr8k's train photos mixed in (data.mix_size)",
+                              "mixed, blended 0.25 with the start (--weights 0.25 0.75)"]  # fmt: skip
+    assert Captioner.load(out / "mix4" / "model.pt").info["mixed_in"] == "4 of Flickr8k's train photos"
+    mixed_info = Captioner.load(out / "blend_mix4_0.25.pt").info  # the mixed fit's facts, the first file's
+    assert mixed_info["mixed_in"] == "4 of Flickr8k's train photos"
+    assert mixed_info["averaged"] == "the mean of the weights of 2 files: model.pt, start.pt (weighted 0.25, 0.75)"
+    assert mixed_blend["train_minutes"] == mixed["train_minutes"] > 0
     assert blend["train_minutes"] == fit["train_minutes"] > 0 and start["train_minutes"] == 0
     assert blend["vocabulary"] == fit["vocabulary"] == start["vocabulary"] + fit["new_words"]
     assert all(r["best_val_CIDEr"] > float("-inf") for r in rows.values())  # each validated on the 6 val photos
     assert all(r["rest_photos"] == 5 and r["captions"] == 8 for r in rows.values())
     # the encoder is frozen in the fit, but the start recompresses a photo at quality 90 as its Flickr8k copies were,
     # and the fit on PNG files does not (its blend keeps the fit's): two computations of the rest's features, not three
-    assert len(features) == 2
+    assert len(features) == 2 and mixed["rest_photos"] == 5
     made = Captioner.load(out / "blend_0.25.pt")
     assert made.info["averaged"].endswith("model.pt, start.pt (weighted 0.25, 0.75)")
-    again = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, {}))
+    again = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, {}), None)
     kept = again["rows"][list(rows)[1]]["train_minutes"]  # kept: not fitted again (its seconds kept to 0.1)
     assert kept == pytest.approx(fit["train_minutes"], abs=0.1 / 60)
 

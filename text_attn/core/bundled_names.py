@@ -10,13 +10,14 @@ from pathlib import Path
 
 def resolve(model: str | Path | None, names: dict[str, Path], default: Path) -> Path:
     """The file of ``model``: None -> ``default``; a name in ``names`` -> its file (unless a file of that name exists
-    in the working folder: a path always wins); else the path itself."""
+    in the working folder: a path to a file always wins; a folder of that name, as Flickr8k's own ``flickr8k/``
+    beside the user, is no model and made ``model.init_from flickr8k`` "no such file"); else the path itself."""
     if model is None:
         return default
     if not isinstance(model, (str, Path)) and not hasattr(model, "__fspath__"):  # pathlib's own words named no model
         raise TypeError(f"a model is a file's path or a bundled model's name ({', '.join(names)}), got "
                         f"{type(model).__name__}")  # fmt: skip
-    if str(model) in names and not Path(model).exists():
+    if str(model) in names and not Path(model).is_file():
         return names[str(model)]
     return Path(model)
 

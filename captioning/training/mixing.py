@@ -1,0 +1,78 @@
+"""Photos mixed into training beside the data's own: trained on, never validated or tested on (data.mix_root,
+data.mix_image_dir with data.mix_captions_tsv; data.mix_size of them).
+
+Why: a model taught a folder of a new kind of photo forgets the photos it knew (benchmarks/your_photos.py, shapes: the
+bundled model's CIDEr-D on Flickr8k's other test photos 53.26 -> 23.62). Some of the old photos trained on beside the
+new ones keep it. They cannot simply be put in the folder: a folder's val and test photos are drawn from all of its
+photos by a hash of their names (captioning.training.data), so the old photos would become most of val and test, and
+the scores would no longer say how the model does on the new kind.
+
+``mix_root`` is a Flickr8k folder (either layout: captioning.training.readers.read_flickr8k): its train split only, so
+that no photo Flickr8k holds out for scoring is trained on. ``mix_image_dir`` is any folder with its captions file
+(read_folder's format, Flickr8k's token file too): all its photos. ``mix_size`` takes that many, the first in the order
+of a hash of the seed and each photo's name: the same photos at every run, and a larger size keeps the smaller one's.
+A mixed photo that is one of the data's own (the same file, or one of the same name and size) is left out, said in
+one line: it would be trained on twice, or trained on where it is held out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+from captioning.training.readers import CaptionDataError, ImageItem, read_flickr8k, read_folder
+
+
+def _order(seed: int, name: str) -> bytes:
+    return hashlib.sha256(f"mix\t{seed}\t{name}".encode()).digest()
+
+
+def _identity(path: Path) -> tuple:
+    """What makes two photo files one: the file itself, or its name with its size (a copy in another folder)."""
+    try:
+        return (path.resolve(),), (path.name, path.stat().st_size)
+    except OSError:  # gone since it was listed: the reader's checks say so, not this
+        return (path.resolve(),), (path.name, -1)
+
+
+def mixed_in(
+    own: dict[str, list[ImageItem]],
+    root: str | None,
+    layout: str,
+    image_dir: str | None,
+    captions_tsv: str | None,
+    size: int | None,
+    seed: int,
+    strict: bool,
+) -> tuple[list[ImageItem], str]:
+    """The photos to train on beside ``own`` (split -> items: the data's own photos), and what they are in words
+    ("1,000 of Flickr8k's train photos"), said on stderr with what was left out."""
+    option = "data.mix_root" if root else "data.mix_image_dir, data.mix_captions_tsv"
+    try:  # the reader's line, said of the option: the data's own files are read by the same readers
+        pool = read_flickr8k(root, layout, seed)["train"] if root else read_folder(image_dir, captions_tsv, strict)
+    except CaptionDataError as e:
+        raise CaptionDataError(f"{option}: {e}") from None
+    if root:
+        what, where = "Flickr8k's train photos", f"data.mix_root {root}"
+    else:
+        what, where = f"the photos of {Path(image_dir).resolve().name}", f"data.mix_captions_tsv {captions_tsv}"
+    mine = set()
+    for items in own.values():
+        for it in items:
+            mine.update(_identity(Path(it.path)))
+    kept = [it for it in pool if not mine.intersection(_identity(Path(it.path)))]
+    theirs = len(pool) - len(kept)  # photos of the mix that are the data's own
+    if not kept:
+        raise CaptionDataError(f"{where}: all {len(pool):,} of its photos are the data's own: nothing to mix in")
+    if size is not None and size > len(kept):
+        held = f" ({theirs:,} more are the data's own)" if theirs else ""
+        raise CaptionDataError(f"data.mix_size {size:,}: {where} has {len(kept):,} photos to mix in{held}")
+    kept.sort(key=lambda it: _order(seed, it.key or Path(it.path).name))
+    kept = kept[:size] if size is not None else kept
+    said = f"{len(kept):,} of {what}" if len(kept) < len(pool) else f"all {len(kept):,} of {what}"
+    captions = sum(len(it.captions) for it in kept)
+    line = f"caption data: mixed in {said} ({captions:,} captions): trained on, never validated or tested on"
+    line += f"; {theirs:,} left out as the data's own photos" if theirs else ""
+    print(line, file=sys.stderr)
+    return kept, said
