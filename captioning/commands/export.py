@@ -25,6 +25,7 @@ from text_attn.core.modelfile import (
     mean_weights,
     read_export_source,
     shares_said,
+    weights_said,
 )
 from text_attn.core.safe_files import atomic_output, inert_output
 
@@ -466,8 +467,8 @@ def export_main(argv: list[str] | None = None) -> int:
             src = f"{src} over the encoder of {encoder_of}"
         if average:
             average_into(captioner, src, average, source=source, shares=weights)
-            src = f"{src} averaged with {len(average)} more" + (f" (weights {' '.join(f'{w:g}' for w in weights)})"
-                                                                 if weights else "")  # fmt: skip
+            shares = f" (weights {weights_said(weights)})" if weights else ""
+            src = f"{src} averaged with {len(average)} more{shares}"
         if ensemble:
             ensemble_of(captioner, src, ensemble, source=source)
             src = f"{src} in an ensemble of {len(captioner.decoders)} decoders"

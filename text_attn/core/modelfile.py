@@ -293,6 +293,11 @@ def info_lines(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def weights_said(weights: list[float]) -> str:
+    """``--weights`` as typed back in messages and export lines: "0.5 0.5"."""
+    return " ".join(f"{w:g}" for w in weights)
+
+
 def check_shares(weights: list[float] | None, average: list[str] | None) -> None:
     """An export's ``--weights``: one number above 0 for CHECKPOINT and each ``--average`` model, CHECKPOINT's first;
     :class:`ModelFileError` (one line) else. Checked before any file is read."""
@@ -304,7 +309,7 @@ def check_shares(weights: list[float] | None, average: list[str] | None) -> None
         raise ModelFileError(f"--weights: {len(weights)} given for {1 + len(average)} models (CHECKPOINT and "
                              f"{len(average)} --average); one each, CHECKPOINT's first")  # fmt: skip
     if any(w <= 0 for w in weights):  # a weight of 0 leaves a model out (and CHECKPOINT's added rows undefined)
-        raise ModelFileError(f"--weights {' '.join(f'{w:g}' for w in weights)}: each above 0")
+        raise ModelFileError(f"--weights {weights_said(weights)}: each above 0")
 
 
 def add_weights_option(p: argparse.ArgumentParser, example: str) -> None:

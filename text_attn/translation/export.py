@@ -22,6 +22,7 @@ from text_attn.core.modelfile import (
     file_name,
     mean_weights,
     shares_said,
+    weights_said,
 )
 from text_attn.core.safe_files import atomic_output, inert_output
 from text_attn.translation.bundled import model_path
@@ -204,7 +205,7 @@ def export_main(argv: list[str] | None = None) -> int:
             content = average_sources(content, src, average, weights)
             src = f"{src} averaged with {' '.join(average)}"
             if weights:
-                src += f" (weights {' '.join(f'{w:g}' for w in weights)})"
+                src += f" (weights {weights_said(weights)})"
         if extra or content.get("info"):  # merged over what the input (or the mean) records, its decoding checked
             facts = merged_info(content.get("info") or {}, extra, _target_words(content), info, source)
             content = {**content, "info": facts}
