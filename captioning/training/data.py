@@ -326,9 +326,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         what it is and its terms (the data's README: a model trained on it must say so), in English or with another
         language's captions; {} for other data (its terms are the user's to state: caption-export --info)."""
         hp = self.hparams
-        mixed = {"mixed_in": self.mixed_said} if self.mixed_said else {}
-        if hp.mix_root:  # Flickr8k's photos trained on: its terms, whatever the data's own
-            mixed["terms"] = FLICKR8K_TERMS
+        mixed = self.chunk_state.get("mixed", {}) if self.chunk_state is not None else self.mixed_facts
         if hp.source != "flickr8k":
             return mixed
         split = self.flickr8k_split
@@ -352,6 +350,16 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             **note_facts(hp.root),
             **{k: v for k, v in mixed.items() if k != "terms"},
         }
+
+    @property
+    def mixed_facts(self) -> dict[str, str]:
+        """What model files record of the photos mixed in (data.mix_*): what they are, and Flickr8k's terms where they
+        are its photos ({} where none are); a chunk folder written with them keeps them
+        (captioning.training.streaming)."""
+        mixed = {"mixed_in": self.mixed_said} if self.mixed_said else {}
+        if self.hparams.mix_root:  # Flickr8k's photos trained on: its terms, whatever the data's own
+            mixed["terms"] = FLICKR8K_TERMS
+        return mixed
 
     @property
     def flickr8k_split(self) -> str | None:

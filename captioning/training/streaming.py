@@ -158,6 +158,8 @@ def optimize_captions(
         "fingerprint": fingerprint or "",
         **recorded_format(found),
     }
+    if dm.mixed_facts:  # photos mixed in (data.mix_*): the model files fit writes from the chunks say so
+        state["mixed"] = dm.mixed_facts
     if features:  # where the training features lie: model files note photos unlike them (captioning.photos.domain)
         from captioning.photos.domain import domain_check
 

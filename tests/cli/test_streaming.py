@@ -241,6 +241,32 @@ def test_caption_chunks_give_back_every_photo_and_caption(layout, tmp_path):
     assert batch["references"] == again["references"]
 
 
+def test_chunks_written_with_photos_mixed_in_stream_them_and_say_so(tmp_path):
+    """optimize with data.mix_*: the photos mixed in are in the train chunks, and the facts the model files record
+    of them are kept in the chunk folder (fit from it reads no data.mix_* option)."""
+    from PIL import Image
+
+    images, tsv = write_folder(tmp_path / "photos", 20)
+    old = tmp_path / "old"
+    old.mkdir()
+    for k in range(3):
+        Image.new("RGB", (32, 32), (0, 60 * k, 0)).save(old / f"o{k}.png")
+    (tmp_path / "old.tsv").write_text("".join(f"o{k}.png\tan old photo {k}\n" for k in range(3)))
+    data = {"source": "folder", "image_dir": str(images), "captions_tsv": str(tsv), "val_size": 4, "test_size": 4,
+            "batch_size": 4, "mix_image_dir": str(old), "mix_captions_tsv": str(tmp_path / "old.tsv")}  # fmt: skip
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data)
+    caption_main(["optimize", "--config", cfg, "--out", "chunks"])
+    folder = CaptionDataModule(**data)
+    folder.setup()
+    paths = ("image_dir", "captions_tsv", "mix_image_dir", "mix_captions_tsv")  # fit from chunks reads none of them
+    kept = {k: v for k, v in data.items() if k not in paths}
+    streamed = CaptionDataModule(**{**kept, "root": "chunks", "source": "shapes"})
+    streamed.setup()
+    assert folder.mixed == 3 and streamed.train_references == folder.train_references
+    assert ["an", "old", "photo", "2"] in [c for caps in streamed.train_references for c in caps]
+    assert streamed.facts == folder.facts == {"mixed_in": "all 3 of the photos of old"}
+
+
 def test_a_fit_from_photo_chunks_whose_encoder_reads_them_whole_gets_a_feature_check(tmp_path, capsys):
     """Photo chunks stream train (no list of files): a fit whose encoder read the photos whole (no feature cache, or
     fine_tune all) wrote a model file with the pixel rules alone, and caption never said a photo was unlike the
