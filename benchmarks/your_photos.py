@@ -32,10 +32,10 @@ photos as the start is. With ``--flickr8k-root``, every model also captions the 
 photos not all of whose captions mention a dog: what the bundled model was made for), to show what teaching a folder
 costs there; models that share an encoder share its features.
 
-``--mix N`` adds a row: the shipped config's fit with N of Flickr8k's train photos mixed in (``--data.mix_root
-FLICKR8K --data.mix_size N``: trained on beside the folder's photos, never validated or tested on), and its blends
-with ``--blend``: what keeping some of the everyday photos in training saves of them, and what it costs on the
-folder's kind.
+``--mix N ...`` adds a row an N: the shipped config's fit with N of Flickr8k's train photos mixed in (``--data.mix_root
+FLICKR8K --data.mix_size N``: trained on beside the folder's photos, never validated or tested on), the first N's with
+its blends (``--blend``): what keeping some of the everyday photos in training saves of them, and what it costs on
+the folder's kind.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "caption"
 XE, SCST = CONFIGS / "your_photos.yaml", CONFIGS / "your_photos_scst.yaml"
 # (run folder, row, config, the fit's options beyond the folder's; None: the start itself, not trained); a row whose
-# options name "@KEY" starts from that row's model file; "{mix}" and "{flickr8k}" are --mix and --flickr8k-root (the
-# mix row runs where --mix is given)
+# options name "@KEY" starts from that row's model file; "{mix}" and "{flickr8k}" are an N of --mix and --flickr8k-root
+# (the mix row runs once an N: _rows)
 ROWS = [
     ("start", "the bundled model's first decoder, as it is", XE, None),
     ("extend", "from it, new words added (your_photos.yaml)", XE, []),
@@ -180,6 +180,20 @@ def written_back(run: Path) -> float | None:
     return None
 
 
+def _rows(mix: tuple[Path, tuple[int, ...]] | None) -> list[tuple]:
+    """ROWS as run: (run folder, row, config, options, whether --blend blends its fit): the mix row once per --mix N
+    (none without), its options filled in; the extend row's fit and the first mix row's are blended."""
+    out = []
+    for key, row, config, extra in ROWS:
+        if key != "mix":
+            out.append((key, row, config, extra, key == "extend"))
+            continue
+        for k, n in enumerate(mix[1] if mix else ()):
+            given = {"mix": n, "flickr8k": mix[0]}
+            out.append((f"mix{n}", row.format(**given), config, [a.format(**given) for a in extra], k == 0))
+    return out
+
+
 def run_scenario(
     name: str,
     train: list,
@@ -190,12 +204,12 @@ def run_scenario(
     chosen: set[str],
     blends: tuple[float, ...] = (),
     rest: tuple | None = None,
-    mix: tuple[Path, int] | None = None,
+    mix: tuple[Path, tuple[int, ...]] | None = None,
 ) -> dict:
-    """The scenario's rows (``chosen``: the trained rows to run; ``blends``: the extend and mix rows' fits blended back
+    """The scenario's rows (``chosen``: the trained rows to run; ``blends``: the extend and first mix rows' fits blended
     towards the start at these weights) fitted where not kept under ``out`` and scored on ``test`` (``rest``: (photos,
     features) of the rest of Flickr8k's test split, scored too; ``mix``: (Flickr8k's folder, how many of its train
-    photos the mix row mixes in))."""
+    photos each mix row mixes in))."""
     from captioning.commands.export import export_main
     from captioning.model.bundled import BUNDLED_MODEL
     from captioning.model.captioner import Captioner
@@ -231,30 +245,25 @@ def run_scenario(
                      "start_written_back": start_val is not None}  # fmt: skip
         print(f"[{name}] {row}: BLEU-4 {rows[row]['Bleu_4']:.2f}, CIDEr-D {rows[row]['CIDEr']:.2f}", flush=True)
 
-    given = {"mix": mix[1], "flickr8k": mix[0]} if mix else {}
-    for key, row, config, extra in ROWS:
-        if key == "mix" and not mix:
-            continue
-        row = row.format(**given)
-        key = f"mix{mix[1]}" if key == "mix" else key  # another --mix, another fit
+    for key, row, config, extra, blended in _rows(mix):
         run, model, seconds = out / key, start, 0.0
         if extra is None:
             validated(run, row, config)
-        if extra is not None and key.rstrip("0123456789") not in chosen:
+        if extra is not None and key.rstrip("0123456789") not in chosen:  # mix500: the mix row
             continue
         took = run / "fit_seconds.txt"  # a row fitted before (an earlier run with the same --out): scored again
         if extra is not None and took.is_file() and (run / "model.pt").is_file():
             model, seconds = run / "model.pt", float(took.read_text())
         elif extra is not None:
             model = run / "model.pt"
-            extra = [str(out / a[1:] / "model.pt") if a.startswith("@") else a.format(**given) for a in extra]
+            extra = [str(out / a[1:] / "model.pt") if a.startswith("@") else a for a in extra]
             cmd = [console_script("caption-train"), "fit", "--config", str(config), *data, *extra,
                    "--trainer.default_root_dir", str(run), "--model.export_path", str(model)]  # fmt: skip
             run.mkdir(parents=True, exist_ok=True)
             seconds = run_stage(f"{name}: {row}", cmd, run)
             took.write_text(f"{seconds:.1f}\n")
         scored(row, run, model, seconds)
-        for w in blends if key == "extend" or key.startswith("mix") else ():  # right after the fit, in table order
+        for w in blends if blended else ():  # right after the fit they blend, in table order
             stem = f"blend_{w:g}" if key == "extend" else f"blend_{key}_{w:g}"
             blend, blend_run = out / f"{stem}.pt", out / stem
             if not blend.is_file():
@@ -295,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=new_file, help="write the results here")
     p.add_argument("--rows", default=",".join(k for k, _, _, extra in ROWS if extra is not None and k != "mix"),
                    help="the trained rows to run (the start is always scored): %(default)s")  # fmt: skip
-    p.add_argument("--mix", type=int, default=0, metavar="N",
-                   help="a row more (mix): the shipped config's fit with N of Flickr8k's train photos mixed in "
+    p.add_argument("--mix", type=int, nargs="+", default=[], metavar="N",
+                   help="a row more (mix) an N: the shipped config's fit with N of Flickr8k's train photos mixed in "
                    "(data.mix_root, data.mix_size); needs --flickr8k-root")  # fmt: skip
     p.add_argument(
         "--blend",
@@ -314,8 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--blend {bad[0]:g}: each weight between 0 and 1 (the fit's share; the start's is 1 - W)")
     if args.blend and "extend" not in rows:
         p.error("--blend blends the extend row's fit: keep extend in --rows")
-    if args.mix < 0 or (args.mix and args.flickr8k_root is None):
-        p.error(f"--mix {args.mix}: a number of Flickr8k's train photos, with --flickr8k-root to read them from")
+    if any(n < 1 for n in args.mix) or (args.mix and args.flickr8k_root is None):
+        said = " ".join(map(str, args.mix))
+        p.error(f"--mix {said}: numbers of Flickr8k's train photos, with --flickr8k-root to read them from")
     if "mix" in rows and not args.mix:
         p.error("--rows mix: the mix row needs --mix N (how many of Flickr8k's train photos to mix in)")
     rows |= {"mix"} if args.mix else set()
@@ -338,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             val_n = 40
             train = _shapes(args.out / "shapes_photos", 300 + val_n, seed=21)
             test = _shapes(args.out / "shapes_photos", 200, seed=22)
-        mix = (args.flickr8k_root.resolve(), args.mix) if args.mix else None
+        mix = (args.flickr8k_root.resolve(), tuple(dict.fromkeys(args.mix))) if args.mix else None
         results[name] = run_scenario(name, train, val_n, test, args.out / name, args.epochs, rows, tuple(args.blend),
                                      rest, mix)  # fmt: skip
         print(table(name, results[name]), flush=True)

@@ -40,8 +40,8 @@ def test_the_table_has_the_rest_columns_only_where_they_were_scored():
         (["--blend", "1"], "--blend 1: each weight between 0 and 1"),
         (["--blend", "0.5", "--rows", "keep"], "--blend blends the extend row's fit: keep extend in --rows"),
         (["--rows", "extend,nope"], "unknown row 'nope'"),
-        (["--mix", "500"], "--mix 500: a number of Flickr8k's train photos, with --flickr8k-root to read them from"),
-        (["--mix", "-1", "--flickr8k-root", "f8k"], "--mix -1: a number of Flickr8k's train photos"),
+        (["--mix", "500"], "--mix 500: numbers of Flickr8k's train photos, with --flickr8k-root to read them from"),
+        (["--mix", "500", "0", "--flickr8k-root", "f8k"], "--mix 500 0: numbers of Flickr8k's train photos"),
         (["--rows", "extend,mix"], "--rows mix: the mix row needs --mix N"),
     ],
 )
@@ -62,7 +62,7 @@ def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_pat
     out = tmp_path / "shapes"
     flickr8k = write_flickr8k(tmp_path / "flickr8k", n=20)  # 12 train photos, 4 of them mixed in
     result = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend", "mix"}, (0.25,), (rest, features),
-                                      (flickr8k, 4))  # fmt: skip
+                                      (flickr8k, (4,)))  # fmt: skip
     rows = result["rows"]
     start, fit, blend, mixed, mixed_blend = rows.values()
     assert list(rows)[2:] == ["from it, blended 0.25 with the start (--weights 0.25 0.75)",
@@ -85,6 +85,15 @@ def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_pat
     again = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, {}), None)
     kept = again["rows"][list(rows)[1]]["train_minutes"]  # kept: not fitted again (its seconds kept to 0.1)
     assert kept == pytest.approx(fit["train_minutes"], abs=0.1 / 60)
+
+
+def test_each_mix_size_is_a_row_and_the_first_is_blended():
+    rows = your_photos._rows((Path("/data/f8k"), (500, 2000)))
+    assert [r[0] for r in rows[:5]] == ["start", "extend", "mix500", "mix2000", "keep"]
+    assert [r[0] for r in rows if r[4]] == ["extend", "mix500"]  # --blend blends these fits
+    assert rows[3][1] == "from it, new words added, 2,000 of Flickr8k's train photos mixed in (data.mix_size)"
+    assert rows[3][3] == ["--data.mix_root", "/data/f8k", "--data.mix_size", "2000"]
+    assert [r[0] for r in your_photos._rows(None)] == [k for k, *_ in your_photos.ROWS if k != "mix"]
 
 
 def test_the_dog_photos_and_the_rest_of_the_test_split_part_it():
