@@ -34,8 +34,8 @@ costs there; models that share an encoder share its features.
 
 ``--mix N ...`` adds a row an N: the shipped config's fit with N of Flickr8k's train photos mixed in (``--data.mix_root
 FLICKR8K --data.mix_size N``: trained on beside the folder's photos, never validated or tested on), the first N's with
-its blends (``--blend``): what keeping some of the everyday photos in training saves of them, and what it costs on
-the folder's kind.
+its blends (``--blend``) and a self-critical stage from it (your_photos_scst.yaml, the same photos mixed in): what
+keeping some of the everyday photos in training saves of them, and what it costs on the folder's kind.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ CONFIGS = ROOT / "configs" / "caption"
 XE, SCST = CONFIGS / "your_photos.yaml", CONFIGS / "your_photos_scst.yaml"
 # (run folder, row, config, the fit's options beyond the folder's; None: the start itself, not trained); a row whose
 # options name "@KEY" starts from that row's model file; "{mix}" and "{flickr8k}" are an N of --mix and --flickr8k-root
-# (the mix row runs once an N: _rows)
+# (the mix row runs once an N, mix_scst once, from the first N's: _rows)
 ROWS = [
     ("start", "the bundled model's first decoder, as it is", XE, None),
     ("extend", "from it, new words added (your_photos.yaml)", XE, []),
@@ -67,6 +67,9 @@ ROWS = [
     ("scst", "from it, self-critical (your_photos_scst.yaml)", SCST, []),
     ("xe_scst", "your_photos.yaml, then your_photos_scst.yaml from its model", SCST,
      ["--model.init_from", "@extend", "--model.init_member", "null"]),
+    ("mix_scst", "mixed ({mix:,}), then your_photos_scst.yaml from its model, mixed too", SCST,
+     ["--model.init_from", "@mix{mix}", "--model.init_member", "null", "--data.mix_root", "{flickr8k}",
+      "--data.mix_size", "{mix}"]),
     ("scratch", "from scratch, the same network and epochs", XE, ["--model.init_from", "null", "--model.init_member",
                                                                  "null", "--model.lr", "0.001"]),
 ]  # fmt: skip
@@ -181,16 +184,20 @@ def written_back(run: Path) -> float | None:
 
 
 def _rows(mix: tuple[Path, tuple[int, ...]] | None) -> list[tuple]:
-    """ROWS as run: (run folder, row, config, options, whether --blend blends its fit): the mix row once per --mix N
-    (none without), its options filled in; the extend row's fit and the first mix row's are blended."""
+    """ROWS as run: (ROWS key, run folder, row, config, options, whether --blend blends its fit): the mix row once per
+    --mix N, mix_scst once from the first N's fit (neither without --mix), their options filled in; the extend row's
+    fit and the first mix row's are blended."""
     out = []
     for key, row, config, extra in ROWS:
-        if key != "mix":
-            out.append((key, row, config, extra, key == "extend"))
-            continue
-        for k, n in enumerate(mix[1] if mix else ()):
+        sizes = (mix[1] if key == "mix" else mix[1][:1]) if mix else ()
+        if not key.startswith("mix"):
+            out.append((key, key, row, config, extra, key == "extend"))
+        for k, n in enumerate(sizes if key.startswith("mix") else ()):
             given = {"mix": n, "flickr8k": mix[0]}
-            out.append((f"mix{n}", row.format(**given), config, [a.format(**given) for a in extra], k == 0))
+            run = key.replace("mix", f"mix{n}", 1)  # mix500, mix500_scst: another --mix, another fit
+            out.append(
+                (key, run, row.format(**given), config, [a.format(**given) for a in extra], key == "mix" and not k)
+            )
     return out
 
 
@@ -245,11 +252,11 @@ def run_scenario(
                      "start_written_back": start_val is not None}  # fmt: skip
         print(f"[{name}] {row}: BLEU-4 {rows[row]['Bleu_4']:.2f}, CIDEr-D {rows[row]['CIDEr']:.2f}", flush=True)
 
-    for key, row, config, extra, blended in _rows(mix):
+    for kind, key, row, config, extra, blended in _rows(mix):
         run, model, seconds = out / key, start, 0.0
         if extra is None:
             validated(run, row, config)
-        if extra is not None and key.rstrip("0123456789") not in chosen:  # mix500: the mix row
+        if extra is not None and kind not in chosen:
             continue
         took = run / "fit_seconds.txt"  # a row fitted before (an earlier run with the same --out): scored again
         if extra is not None and took.is_file() and (run / "model.pt").is_file():
@@ -302,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenarios", default="dogs,shapes", help="comma-separated: dogs, shapes")
     p.add_argument("--epochs", type=int, help="trainer.max_epochs (default: the config's)")
     p.add_argument("--json", type=new_file, help="write the results here")
-    p.add_argument("--rows", default=",".join(k for k, _, _, extra in ROWS if extra is not None and k != "mix"),
+    p.add_argument("--rows", default=",".join(k for k, _, _, extra in ROWS if extra is not None and "mix" not in k),
                    help="the trained rows to run (the start is always scored): %(default)s")  # fmt: skip
     p.add_argument("--mix", type=int, nargs="+", default=[], metavar="N",
                    help="a row more (mix) an N: the shipped config's fit with N of Flickr8k's train photos mixed in "
@@ -326,9 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 1 for n in args.mix) or (args.mix and args.flickr8k_root is None):
         said = " ".join(map(str, args.mix))
         p.error(f"--mix {said}: numbers of Flickr8k's train photos, with --flickr8k-root to read them from")
-    if "mix" in rows and not args.mix:
-        p.error("--rows mix: the mix row needs --mix N (how many of Flickr8k's train photos to mix in)")
-    rows |= {"mix"} if args.mix else set()
+    if (mixed := sorted(r for r in rows if r.startswith("mix"))) and not args.mix:
+        p.error(f"--rows {mixed[0]}: the mix rows need --mix N (how many of Flickr8k's train photos to mix in)")
+    rows |= {"mix", "mix_scst"} if args.mix else set()
     scenarios = [s for s in args.scenarios.split(",") if s]
     if unknown := set(scenarios) - {"dogs", "shapes"}:
         p.error(f"unknown scenario {sorted(unknown)[0]!r}: choose dogs or shapes")

@@ -42,7 +42,8 @@ def test_the_table_has_the_rest_columns_only_where_they_were_scored():
         (["--rows", "extend,nope"], "unknown row 'nope'"),
         (["--mix", "500"], "--mix 500: numbers of Flickr8k's train photos, with --flickr8k-root to read them from"),
         (["--mix", "500", "0", "--flickr8k-root", "f8k"], "--mix 500 0: numbers of Flickr8k's train photos"),
-        (["--rows", "extend,mix"], "--rows mix: the mix row needs --mix N"),
+        (["--rows", "extend,mix"], "--rows mix: the mix rows need --mix N"),
+        (["--rows", "extend,mix_scst"], "--rows mix_scst: the mix rows need --mix N"),
     ],
 )
 def test_bad_options_are_one_line(argv, says, capsys, tmp_path):
@@ -87,13 +88,19 @@ def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_pat
     assert kept == pytest.approx(fit["train_minutes"], abs=0.1 / 60)
 
 
-def test_each_mix_size_is_a_row_and_the_first_is_blended():
+def test_each_mix_size_is_a_row_and_the_first_is_blended_and_trained_on_further():
     rows = your_photos._rows((Path("/data/f8k"), (500, 2000)))
-    assert [r[0] for r in rows[:5]] == ["start", "extend", "mix500", "mix2000", "keep"]
-    assert [r[0] for r in rows if r[4]] == ["extend", "mix500"]  # --blend blends these fits
-    assert rows[3][1] == "from it, new words added, 2,000 of Flickr8k's train photos mixed in (data.mix_size)"
-    assert rows[3][3] == ["--data.mix_root", "/data/f8k", "--data.mix_size", "2000"]
-    assert [r[0] for r in your_photos._rows(None)] == [k for k, *_ in your_photos.ROWS if k != "mix"]
+    assert [r[1] for r in rows[:5]] == ["start", "extend", "mix500", "mix2000", "keep"]
+    assert [r[1] for r in rows if r[5]] == ["extend", "mix500"]  # --blend blends these fits
+    assert rows[3][0] == "mix" and rows[3][2] == ("from it, new words added, 2,000 of Flickr8k's train photos mixed "
+                                                  "in (data.mix_size)")  # fmt: skip
+    assert rows[3][4] == ["--data.mix_root", "/data/f8k", "--data.mix_size", "2000"]
+    second = [r for r in rows if r[0] == "mix_scst"]  # the second stage, from the first N's fit, mixed too
+    assert [(r[1], r[2]) for r in second] == [("mix500_scst", "mixed (500), then your_photos_scst.yaml from its "
+                                               "model, mixed too")]  # fmt: skip
+    assert second[0][4] == ["--model.init_from", "@mix500", "--model.init_member", "null", "--data.mix_root",
+                            "/data/f8k", "--data.mix_size", "500"]  # fmt: skip
+    assert [r[1] for r in your_photos._rows(None)] == [k for k, *_ in your_photos.ROWS if not k.startswith("mix")]
 
 
 def test_the_dog_photos_and_the_rest_of_the_test_split_part_it():
