@@ -2,7 +2,7 @@
 against training from scratch, and what adding your captions' words to its vocabulary buys against reading them as
 <unk>. Prints a markdown table per scenario and writes its JSON; about 1.5 hours on 2 CPU cores, most of it the two
 self-critical rows. A row's fit is kept (``fit_seconds.txt`` beside its model): run again with the same ``--out``, the
-command scores what it has and fits only what is missing.
+command fits only what is missing, and scores only models it has not scored (``scores.json`` beside each).
 
     python benchmarks/your_photos.py --flickr8k-root ../shared/data/flickr8k --out runs/your_photos_bench \\
         --json docs/your_photos.json
@@ -168,6 +168,24 @@ def _score(model: Path, test: list[tuple[str, list[str]]], start_words: set[str]
     return {**out, **_rest_scores(captioner, *rest)} if rest else out
 
 
+def kept_scores(run: Path, model: Path, test: list, rest: tuple | None, score) -> dict:
+    """``score()`` (the model's scores: :func:`_score`), kept in ``run/scores.json`` for the same model file (its size
+    and time) and the same photos: a second run of the command scores only the models it made, in seconds where it
+    took minutes a row."""
+    import hashlib
+
+    stat = model.stat()
+    said = json.dumps([str(model.resolve()), stat.st_size, stat.st_mtime_ns, test, rest[0] if rest else None])
+    key = hashlib.sha256(said.encode()).hexdigest()
+    path = run / "scores.json"
+    if path.is_file() and (kept := json.loads(path.read_text())).get("key") == key:
+        return kept["scores"]
+    scores = score()
+    run.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "scores": scores}, indent=1) + "\n")
+    return scores
+
+
 def written_back(run: Path) -> float | None:
     """The start's val CIDEr-D where the fit under ``run`` wrote the start's weights back (a self-critical stage that
     did not beat it: "wrote model file: ... (model.init_from's weights: ..."), from its line "val_CIDEr: A from
@@ -248,7 +266,8 @@ def run_scenario(
         val = 100 * best_logged(run, "val_CIDEr")  # the greedy val CIDEr-D the fit kept its checkpoint by
         start_val = written_back(run)
         val = val if start_val is None else start_val  # the model file holds the start's weights: its score
-        rows[row] = {**_score(model, test, start_words, rest), "train_minutes": seconds / 60, "best_val_CIDEr": val,
+        scores = kept_scores(run, model, test, rest, lambda: _score(model, test, start_words, rest))
+        rows[row] = {**scores, "train_minutes": seconds / 60, "best_val_CIDEr": val,
                      "start_written_back": start_val is not None}  # fmt: skip
         print(f"[{name}] {row}: BLEU-4 {rows[row]['Bleu_4']:.2f}, CIDEr-D {rows[row]['CIDEr']:.2f}", flush=True)
 

@@ -85,6 +85,8 @@ def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_pat
     assert made.info["averaged"].endswith("model.pt, start.pt (weighted 0.25, 0.75)")
     again = your_photos.run_scenario("shapes", train, 6, test, out, 1, {"extend"}, (0.25,), (rest, {}), None)
     kept = again["rows"][list(rows)[1]]["train_minutes"]  # kept: not fitted again (its seconds kept to 0.1)
+    assert all(again["rows"][row]["CIDEr"] == rows[row]["CIDEr"] for row in again["rows"])  # scores.json kept
+    assert (out / "extend" / "scores.json").is_file()
     assert kept == pytest.approx(fit["train_minutes"], abs=0.1 / 60)
 
 
@@ -101,6 +103,24 @@ def test_each_mix_size_is_a_row_and_the_first_is_blended_and_trained_on_further(
     assert second[0][4] == ["--model.init_from", "@mix500", "--model.init_member", "null", "--data.mix_root",
                             "/data/f8k", "--data.mix_size", "500"]  # fmt: skip
     assert [r[1] for r in your_photos._rows(None)] == [k for k, *_ in your_photos.ROWS if not k.startswith("mix")]
+
+
+def test_scores_are_kept_for_the_same_model_file_and_photos(tmp_path):
+    import os
+
+    model, run, calls = tmp_path / "model.pt", tmp_path / "run", []
+    model.write_bytes(b"weights")
+
+    def score():
+        calls.append(1)
+        return {"CIDEr": 50.0 + len(calls)}
+
+    test, rest = [("a.jpg", ["a dog"])], ([("b.jpg", ["a cat"])], {})
+    assert your_photos.kept_scores(run, model, test, rest, score) == {"CIDEr": 51.0}
+    assert your_photos.kept_scores(run, model, test, rest, score) == {"CIDEr": 51.0} and len(calls) == 1
+    assert your_photos.kept_scores(run, model, [("c.jpg", ["a dog"])], rest, score) == {"CIDEr": 52.0}  # other photos
+    os.utime(model, ns=(1, 1))  # a model written again
+    assert your_photos.kept_scores(run, model, [("c.jpg", ["a dog"])], rest, score) == {"CIDEr": 53.0}
 
 
 def test_the_dog_photos_and_the_rest_of_the_test_split_part_it():
