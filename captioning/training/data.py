@@ -68,7 +68,7 @@ from captioning.photos.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
 from captioning.photos.preprocess import Preprocess
 from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
 from captioning.training.feature_cache import UNREADABLE_BATCH, fill_features, readable_photos, unreadable_rows
-from captioning.training.mixing import mixed_in
+from captioning.training.mixing import mixed_in, with_mixed_held_out
 from captioning.training.multi30k import LANGUAGES, in_language
 from captioning.training.readers import (
     APOSTROPHES,
@@ -324,7 +324,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def facts(self) -> dict[str, str]:
         """What model files trained on this data record of it (``caption --model-info`` prints them): for Flickr8k,
         what it is and its terms (the data's README: a model trained on it must say so), in English or with another
-        language's captions; {} for other data (its terms are the user's to state: caption-export --info)."""
+        language's captions; for other data, only what was mixed in (:attr:`mixed_facts`; a folder's own terms are the
+        user's to state: caption-export --info)."""
         hp = self.hparams
         mixed = self.chunk_state.get("mixed", {}) if self.chunk_state is not None else self.mixed_facts
         if hp.source != "flickr8k":
@@ -382,7 +383,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         train = self.features.get("train")
         if train is None or len(train) < 2 or train.dim() != 3:  # frozen maps: not the model's features, no check
             return dict(PIXELS_ONLY) if self.hparams.source != "shapes" else None
-        val = self.features.get("val")  # every source but the synthetic shapes is photographs
+        train, val = with_mixed_held_out(train, self.features.get("val"), self.mixed)  # the threshold: both kinds
         self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes") or {}  # {}: too few
         return self._domain_check or None
 
@@ -402,7 +403,8 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             return torch.cat(out).cpu()[:, None]
 
         held_out = means(val) if val is not None and val.dim() == 4 and len(val) else None
-        return domain_check(means(train), held_out, photos=self.hparams.source != "shapes") or {}
+        train_means, held_out = with_mixed_held_out(means(train), held_out, self.mixed)  # the threshold: both kinds
+        return domain_check(train_means, held_out, photos=self.hparams.source != "shapes") or {}
 
     def train_photo_format(self) -> PhotoFormat:
         """The train photos' one JPEG step and one side (captioning.photos.jpeg_step), read once: as a chunk folder

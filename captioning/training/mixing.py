@@ -21,6 +21,8 @@ import hashlib
 import sys
 from pathlib import Path
 
+import torch
+
 from captioning.training.readers import CaptionDataError, ImageItem, read_flickr8k, read_folder
 
 
@@ -76,3 +78,21 @@ def mixed_in(
     line += f"; {theirs:,} left out as the data's own photos" if theirs else ""
     print(line, file=sys.stderr)
     return kept, said
+
+
+def with_mixed_held_out(train, val, mixed: int):
+    """``train`` and ``val`` (features (N, ...) tensors, or lists of photos) for the domain check
+    (captioning.photos.domain.domain_check: prototypes of train, a threshold set on val): every tenth of train's last
+    ``mixed`` rows (the photos mixed in) moved to val. Val holds only the data's own photos: a threshold set on them
+    alone flagged every everyday photo as unlike the training ones (30 of 30 Flickr8k photos, for a model trained on
+    shape scenes with 500 of Flickr8k's mixed in, which captions them at CIDEr-D 48.51)."""
+    n = len(train)
+    held = list(range(n - mixed, n))[9::10] if 10 <= mixed <= n else []
+    if not held:
+        return train, val
+    out = set(held)
+    kept = [i for i in range(n) if i not in out]
+    if isinstance(train, torch.Tensor):
+        extra = train[held]
+        return train[kept], extra if val is None or not len(val) else torch.cat([val, extra])
+    return [train[i] for i in kept], [*(val or []), *(train[i] for i in held)]

@@ -668,6 +668,10 @@ class CaptionModule(RunState, pl.LightningModule):
         # same features to float rounding at about 4x the photos a second of the body that trained
         folds, enc.fold_for_inference = enc.fold_for_inference, enc.backbone in LITE
         held = val.images if val is not None else []
+        if isinstance(train_images, list):  # a list of files: the photos mixed in, the last, set the threshold too
+            from captioning.training.mixing import with_mixed_held_out
+
+            train_images, held = with_mixed_held_out(train_images, list(held), getattr(dm, "mixed", 0))
         try:
             encode, photos = self._encoding(self.model.encode), dm.hparams.source != "shapes"
             made = sampled_check(train_images, held, encode, dm.preprocess, photos=photos)

@@ -162,8 +162,10 @@ def optimize_captions(
         state["mixed"] = dm.mixed_facts
     if features:  # where the training features lie: model files note photos unlike them (captioning.photos.domain)
         from captioning.photos.domain import domain_check
+        from captioning.training.mixing import with_mixed_held_out
 
-        state["domain_check"] = domain_check(feats["train"], feats.get("val"), photos=hp.source != "shapes")
+        train, val = with_mixed_held_out(feats["train"], feats.get("val"), dm.mixed)  # the threshold: both kinds
+        state["domain_check"] = domain_check(train, val, photos=hp.source != "shapes")
     arrays = {s: f.numpy() for s, f in feats.items()}
 
     def item_fn(split: str) -> partial:  # a partial of a module-level function: picklable (spawn, forkserver)

@@ -9,14 +9,17 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from helpers.scene_corpus import write_flickr8k
 from PIL import Image
 
 from captioning.commands.caption import model_info
 from captioning.commands.train import caption_train_cli, train_main
 from captioning.model.captioner import Captioner
+from captioning.photos.domain import novelty
 from captioning.photos.jpeg_step import photo_format
 from captioning.training.data import FLICKR8K_TERMS, CaptionDataModule
+from captioning.training.mixing import with_mixed_held_out
 from captioning.training.readers import CaptionDataError, read_flickr8k
 
 CONFIG = str(Path(__file__).parent.parent / "fixtures/captions/tiny_shapes.yaml")
@@ -178,3 +181,38 @@ def test_a_fit_with_flickr8k_mixed_in_says_so_in_its_model_file(tmp_path, cli_ru
     assert "mixed in:       6 of Flickr8k's train photos" in info
     assert f"terms:          {FLICKR8K_TERMS}" in info
     assert model.domain == "mine"  # the folder's own name: the photos the model was taught
+
+
+def test_every_tenth_photo_mixed_in_sets_the_threshold_beside_val():
+    train, val = torch.arange(30.0)[:, None], torch.tensor([[100.0]])  # the last 20 rows: photos mixed in
+    kept, held = with_mixed_held_out(train, val, 20)
+    assert held.flatten().tolist() == [100.0, 19.0, 29.0]  # every tenth of the mixed rows: 10+9, 20+9
+    assert kept.flatten().tolist() == [i for i in range(30) if i not in (19, 29)]
+    assert with_mixed_held_out(["a", "b"], ["v"], 0) == (["a", "b"], ["v"])  # nothing mixed in: as given
+    names = [f"p{i}" for i in range(12)]
+    assert with_mixed_held_out(names, None, 10) == ([n for n in names if n != "p11"], ["p11"])
+    assert with_mixed_held_out(names, ["v"], 9)[1] == ["v"]  # under 10 mixed in: none to spare
+
+
+def test_a_model_taught_one_kind_with_another_mixed_in_does_not_flag_the_other(tmp_path):
+    """The domain check's threshold was set on val alone, which holds only the folder's kind: a model trained on shape
+    scenes with 500 of Flickr8k's photos mixed in flagged 30 of 30 everyday photos as unlike its training photos."""
+    folder, tsv = _own(tmp_path, 60)
+    flickr = write_flickr8k(tmp_path / "flickr8k", n=200)  # 120 train photos
+    dm = _data(folder, tsv, mix_root=str(flickr), val_size=30)
+    gen = torch.Generator().manual_seed(0)
+    own, mixed = len(dm.splits["train"].images) - dm.mixed, dm.mixed
+
+    def kind(n: int, centre: int, spread: float) -> torch.Tensor:  # (n, L=4, D=16): photos of one kind
+        base = torch.zeros(16)
+        base[centre] = 1.0
+        return base + spread * torch.randn(n, 4, 16, generator=gen)
+
+    dm.features = {"train": torch.cat([kind(own, 0, 0.02), kind(mixed, 1, 0.3)]), "val": kind(30, 0, 0.02)}
+    novel = kind(50, 1, 0.3)  # new photos of the kind mixed in
+    check = dm.domain_check
+    flagged = (novelty(check, novel) > check["threshold"]).float().mean().item()
+    assert flagged < 0.2, flagged
+    dm._domain_check, dm.mixed = None, 0  # the threshold as it was set: on val alone
+    before = dm.domain_check
+    assert (novelty(before, novel) > before["threshold"]).float().mean().item() > 0.8
