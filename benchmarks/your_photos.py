@@ -171,7 +171,7 @@ def _score(model: Path, test: list[tuple[str, list[str]]], start_words: set[str]
 def kept_scores(run: Path, model: Path, test: list, rest: tuple | None, score) -> dict:
     """``score()`` (the model's scores: :func:`_score`), kept in ``run/scores.json`` for the same model file (its size
     and time) and the same photos: a second run of the command scores only the models it made, in seconds where it
-    took minutes a row."""
+    took minutes a row. The key does not hold how a row is scored: after changing :func:`_score`, remove them."""
     import hashlib
 
     stat = model.stat()
