@@ -207,15 +207,15 @@ def _rows(mix: tuple[Path, tuple[int, ...]] | None) -> list[tuple]:
     fit and the first mix row's are blended."""
     out = []
     for key, row, config, extra in ROWS:
-        sizes = (mix[1] if key == "mix" else mix[1][:1]) if mix else ()
         if not key.startswith("mix"):
             out.append((key, key, row, config, extra, key == "extend"))
-        for k, n in enumerate(sizes if key.startswith("mix") else ()):
-            given = {"mix": n, "flickr8k": mix[0]}
+            continue
+        root, sizes = mix or (None, ())
+        for n in sizes if key == "mix" else sizes[:1]:
+            given = {"mix": n, "flickr8k": root}
             run = key.replace("mix", f"mix{n}", 1)  # mix500, mix500_scst: another --mix, another fit
-            out.append(
-                (key, run, row.format(**given), config, [a.format(**given) for a in extra], key == "mix" and not k)
-            )
+            blended = key == "mix" and n == sizes[0]
+            out.append((key, run, row.format(**given), config, [a.format(**given) for a in extra], blended))
     return out
 
 

@@ -130,8 +130,9 @@ def _held_out_order(seed: int, key: str) -> bytes:
 def _mix_refusal(source: str, root, mix_root, mix_image_dir, mix_captions_tsv, mix_size) -> str | None:
     """Why the data.mix_* options cannot be read as given (captioning.training.mixing), or None."""
     if not (mix_root or mix_image_dir or mix_captions_tsv):
-        return "data.mix_size is read with data.mix_root or data.mix_image_dir: name the photos to mix in" if (
-            mix_size is not None) else None  # fmt: skip
+        if mix_size is None:
+            return None
+        return "data.mix_size is read with data.mix_root or data.mix_image_dir: name the photos to mix in"
     if source == "shapes":
         return "data.source shapes draws its scenes: photos are mixed into a folder, karpathy or flickr8k source"
     if mix_root and (mix_image_dir or mix_captions_tsv):
