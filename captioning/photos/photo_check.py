@@ -11,14 +11,21 @@ rows, whichever is larger) over the mean deviation from the image's mean brightn
 photos (median 0.31), and 1.15-1.41 for noise at least 64 pixels along its long side (a smaller image of noise is
 blurred by the upscaling to 64 x 64 and can pass). The larger of the two, not their mean: a strip of noise (1 x 1000
 pixels) is stretched to 64 rows that are all alike, which halved the mean (0.6, passed as a photo).
+The rules are for a model of photographs: ``count_unlike`` tells fit whether a model's own training images break them
+(a model of drawings then keeps its feature check alone: captioning.training.data, ``photo_rules``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 from torch import Tensor
+
+from captioning.photos.preprocess import ImageReadError, load_image
 
 SIDE = 64  # the image is judged at 64 x 64: the rules are about large areas, and this costs ~0.3 ms
 FLAT = 0.88  # one colour (within ±8 of each channel's value) covers at least this share: not a photograph
@@ -39,6 +46,22 @@ def unlike_a_photo(stats: tuple[float, float, float]) -> bool:
     """True for blank frames, drawings, pages and noise (module doc), from :func:`photo_stats`."""
     flat, grey, rough = stats
     return flat >= FLAT or (grey >= GREY and flat >= GREY_FLAT) or rough >= ROUGH
+
+
+def count_unlike(images: Sequence[str | Path | Image.Image]) -> tuple[int, int]:
+    """(how many of ``images`` break the rules of :func:`unlike_a_photo`, how many could be read): whether the rules
+    suit a model's own training images. Drawings, diagrams, scans and the shapes scenes break them, and a model
+    trained on such images would note its own kind as unlike its training photos (half of a shapes folder's scenes
+    were). Each is decoded at a reduced scale where its format allows (a JPEG: at least 128 pixels a side)."""
+    broken = read = 0
+    for image in images:
+        try:
+            stats = photo_stats(load_image(image, 2 * SIDE))
+        except (ImageReadError, OSError):  # the run says which photos cannot be read; this counts the rest
+            continue
+        read += 1
+        broken += unlike_a_photo(stats)
+    return broken, read
 
 
 def photo_stats_tensors(images: list[Tensor]) -> list[tuple[float, float, float]]:

@@ -63,10 +63,12 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.photos.domain import PIXELS_ONLY, domain_check
+from captioning.photos.domain import FLAGGED, PIXELS_ONLY, domain_check
 from captioning.photos.jpeg_step import ANY, JpegStep, PhotoFormat, photo_format
+from captioning.photos.photo_check import count_unlike
 from captioning.photos.preprocess import Preprocess
 from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
+from captioning.training.domain_sample import spread
 from captioning.training.feature_cache import UNREADABLE_BATCH, fill_features, readable_photos, unreadable_rows
 from captioning.training.mixing import mixed_in, with_mixed_held_out
 from captioning.training.multi30k import LANGUAGES, in_language
@@ -95,6 +97,9 @@ SOURCES = ("shapes", "karpathy", "flickr8k", "folder")
 # Default split sizes when a size is None: shapes scenes per split; folder val / test fraction.
 _SHAPES_SIZES = {"train": 4000, "val": 500, "test": 500}
 _FOLDER_FRACTION = 0.05
+# train images judged against the pixel rules for photographs (photo_rules): ~1 s of decoding (Flickr8k's copies);
+# a folder whose images break the rules breaks them by the half, far above the 4 of 200 allowed
+PHOTO_RULES_SAMPLE = 200
 
 
 # --- datasets and batches --------------------------------------------------------------------------------------------
@@ -298,6 +303,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self._said_cut = False  # the note on captions cut to max_caption_len, said once
         self.chunk_state: dict | None = None  # a chunk folder's data_state.pt (captioning.training.streaming)
         self._photo_format: PhotoFormat | None = None  # the train photos' JPEG step and side, once read
+        self._photo_rules: bool | None = None  # whether the pixel rules for photographs suit them, once judged
         # the captions' casing (text_attn.core.casing.learn_casing of the raw train sentences; None: write them
         # lowercase): a model trained on German captions writes "Ein Hund" where the words are "ein hund"
         self.casing: dict | None = None
@@ -383,10 +389,37 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             return self._domain_check or None  # or a feature chunk folder's, made when it was written; {}: none
         train = self.features.get("train")
         if train is None or len(train) < 2 or train.dim() != 3:  # frozen maps: not the model's features, no check
-            return dict(PIXELS_ONLY) if self.hparams.source != "shapes" else None
+            return dict(PIXELS_ONLY) if self.photo_rules else None
         train, val = with_mixed_held_out(train, self.features.get("val"), self.mixed)  # the threshold: both kinds
-        self._domain_check = domain_check(train, val, photos=self.hparams.source != "shapes") or {}  # {}: too few
+        self._domain_check = domain_check(train, val, photos=self.photo_rules) or {}  # {}: too few
         return self._domain_check or None
+
+    @property
+    def photo_rules(self) -> bool:
+        """Whether the model's domain check also applies the pixel rules for photographs (captioning.photos.
+        photo_check): not for the shapes, nor for data whose own train images break them more often than the check
+        may flag (FLAGGED, 2%): drawings, diagrams, scans (a shapes folder's model noted half of its own scenes).
+        Judged once on up to PHOTO_RULES_SAMPLE of them, spread evenly, the photos mixed in left out; said when it
+        turns them off. A chunk folder recorded it when it was written (older ones: on)."""
+        if self._photo_rules is None:
+            if self.hparams.source == "shapes":
+                return False
+            if self.chunk_state is not None:
+                return bool(self.chunk_state.get("photo_rules", True))
+            if "train" not in self.splits:  # nothing to judge yet (not set up): as a photo model, unkept
+                return True
+            self._photo_rules = self._judge_photo_rules()
+        return self._photo_rules
+
+    def _judge_photo_rules(self) -> bool:
+        own = self.splits["train"].images
+        broken, read = count_unlike(spread(own[: len(own) - self.mixed], PHOTO_RULES_SAMPLE))
+        if broken <= FLAGGED * read:
+            return True
+        print(f"caption data: {broken} of {read} train images looked at break the rules for photographs (one colour "
+              "over most of the image, no colour, or noise): the model will tell images unlike its own by their "
+              "features alone", file=sys.stderr)  # fmt: skip
+        return False
 
     def domain_check_through(self, encode_maps: Callable[[torch.Tensor], torch.Tensor], batch: int = 64) -> dict | None:
         """The domain check (:attr:`domain_check`) of a partly trainable encoder, whose cache holds each photo's frozen
@@ -405,7 +438,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
 
         held_out = means(val) if val is not None and val.dim() == 4 and len(val) else None
         train_means, held_out = with_mixed_held_out(means(train), held_out, self.mixed)  # the threshold: both kinds
-        return domain_check(train_means, held_out, photos=self.hparams.source != "shapes") or {}
+        return domain_check(train_means, held_out, photos=self.photo_rules) or {}
 
     def train_photo_format(self) -> PhotoFormat:
         """The train photos' one JPEG step and one side (captioning.photos.jpeg_step), read once: as a chunk folder

@@ -673,7 +673,8 @@ class CaptionModule(RunState, pl.LightningModule):
 
             train_images, held = with_mixed_held_out(train_images, list(held), getattr(dm, "mixed", 0))
         try:
-            encode, photos = self._encoding(self.model.encode), dm.hparams.source != "shapes"
+            encode = self._encoding(self.model.encode)
+            photos = getattr(dm, "photo_rules", dm.hparams.source != "shapes")  # another data module: by its source
             made = sampled_check(train_images, held, encode, dm.preprocess, photos=photos)
         finally:
             enc.fold_for_inference = folds

@@ -158,6 +158,7 @@ def optimize_captions(
         "fingerprint": fingerprint or "",
         **recorded_format(found),
     }
+    state["photo_rules"] = dm.photo_rules  # judged on the photos' files, which fit from the chunks will not have
     if dm.mixed_facts:  # photos mixed in (data.mix_*): the model files fit writes from the chunks say so
         state["mixed"] = dm.mixed_facts
     if features:  # where the training features lie: model files note photos unlike them (captioning.photos.domain)
@@ -165,7 +166,7 @@ def optimize_captions(
         from captioning.training.mixing import with_mixed_held_out
 
         train, val = with_mixed_held_out(feats["train"], feats.get("val"), dm.mixed)  # the threshold: both kinds
-        state["domain_check"] = domain_check(train, val, photos=hp.source != "shapes")
+        state["domain_check"] = domain_check(train, val, photos=dm.photo_rules)
     arrays = {s: f.numpy() for s, f in feats.items()}
 
     def item_fn(split: str) -> partial:  # a partial of a module-level function: picklable (spawn, forkserver)

@@ -265,15 +265,29 @@ def test_chunks_written_with_photos_mixed_in_stream_them_and_say_so(tmp_path):
     assert folder.mixed == 3 and streamed.train_references == folder.train_references
     assert ["an", "old", "photo", "2"] in [c for caps in streamed.train_references for c in caps]
     assert streamed.facts == folder.facts == {"mixed_in": "all 3 of the photos of old"}
+    # the folder's own images, shape scenes, break the pixel rules for photographs: judged on them when written
+    assert folder.photo_rules is False and streamed.chunk_state["photo_rules"] is False
+    assert streamed.photo_rules is False
 
 
 def test_a_fit_from_photo_chunks_whose_encoder_reads_them_whole_gets_a_feature_check(tmp_path, capsys):
     """Photo chunks stream train (no list of files): a fit whose encoder read the photos whole (no feature cache, or
     fine_tune all) wrote a model file with the pixel rules alone, and caption never said a photo was unlike the
     training ones. Its train samples are read by index from the chunks, as val's are, and encoded at export."""
+    import random
+
+    from PIL import Image
+
+    from captioning.model.bundled import DEMO_PHOTOS
     from captioning.model.captioner import Captioner
 
     images, tsv = write_folder(tmp_path / "photos", 56)
+    pick = random.Random(0)
+    for k, path in enumerate(sorted(images.iterdir())):  # photographs (crops of the demo photos), not scenes
+        photo = Image.open(DEMO_PHOTOS[k % len(DEMO_PHOTOS)]).convert("RGB")
+        side = pick.randint(min(photo.size) // 3, min(photo.size))
+        x, y = pick.randint(0, photo.width - side), pick.randint(0, photo.height - side)
+        photo.crop((x, y, x + side, y + side)).resize((64, 64)).save(path, quality=90)
     data = {"source": "folder", "image_dir": str(images), "captions_tsv": str(tsv), "val_size": 24, "test_size": 4,
             "batch_size": 8, "cache_features": False, "captions_per_image": 2}  # fmt: skip
     cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data)
@@ -283,6 +297,7 @@ def test_a_fit_from_photo_chunks_whose_encoder_reads_them_whole_gets_a_feature_c
                        "--trainer.limit_val_batches", "0", "--model.export_path", "model.pt"])  # fmt: skip
     check = Captioner.load("model.pt").domain_check
     assert "prototypes" in check and check["photos"]  # the feature check beside the pixel rules
+    assert torch.load("chunks/data_state.pt", weights_only=False)["photo_rules"] is True
     said = [line for line in capsys.readouterr().err.splitlines() if "domain check" in line or "holds no check" in line]
     # 28 train photos stored twice each (56 samples) and 24 val photos
     assert len(said) == 1 and said[0].startswith("caption-train: the domain check (caption's note on photos unlike the "
