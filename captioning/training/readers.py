@@ -485,8 +485,8 @@ def split_clash(start: str, info: dict, split: str | None, root: str) -> str | N
     in Flickr8k's ``split`` (the data module's ``flickr8k_split``; None: other data): the start learned from Flickr8k's
     photos in another split, so this split's val and test photos are partly photos it trained on (the bundled model,
     which trained on the standard split, scored CIDEr-D 179 on a random split's test photos against 62 on the
-    standard ones). None when they agree, or the start never saw Flickr8k."""
-    said = " ".join(str(info.get(key, "")) for key in ("training_data", "started_from"))
+    standard ones). None when they agree, or the start never saw Flickr8k (nor any model it started from)."""
+    said = " ".join(str(info.get(key, "")) for key in ("training_data", "started_from", "earlier_starts"))
     if split is None or "Flickr8k" not in said:
         return None
     drawn = _DRAWN.search(said)

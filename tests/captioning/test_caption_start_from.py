@@ -287,3 +287,35 @@ def test_the_vocabulary_line_counts_the_captions_trained_on():
     assert others  # words only the captions not trained on hold
     line = vocabulary_line(start, start.vocab.extended(dm.vocab), dm, extend=True)
     assert line == f"model.init_from shapes: its {len(start.vocab)} words kept at their ids; no new word"
+
+
+def test_a_second_stage_records_where_its_start_started(tmp_path):
+    """A stage started from a model that itself started from another says both: the second stage's file said only
+    "started from: model.pt", and a Flickr8k split its chain learned from went unchecked."""
+    from captioning.training.readers import split_clash
+    from text_attn.core.modelfile import info_lines
+    from text_attn.core.training import started_from
+
+    terms = "Flickr8k: non-commercial research only"
+    bundled = {"training_data": "Flickr8k (the standard split)", "terms": terms}
+    first = {"trained_on": "mine", **started_from("flickr8k (decoder 1)", bundled)}
+    assert "earlier_starts" not in first  # the bundled model started from nothing
+    second = {"trained_on": "mine", **started_from(str(tmp_path / "xe" / "model.pt"), first)}
+    assert second == {
+        "trained_on": "mine",
+        "started_from": "model.pt, trained on mine",
+        "earlier_starts": "flickr8k (decoder 1), trained on Flickr8k (the standard split)",
+        "terms": terms,
+    }
+    third = started_from("scst.pt", second)  # newest first
+    assert third["earlier_starts"] == (
+        "model.pt, trained on mine; flickr8k (decoder 1), trained on Flickr8k (the standard split)"
+    )
+    assert "earlier starts: model.pt, trained on mine; flickr8k (decoder 1), trained on Flickr8k (the standard " \
+        "split)" in info_lines(third)  # fmt: skip
+    # the split the bundled model learned from is checked through the chain: a random split's val photos were its
+    clash = split_clash("model.pt", second, "a random split (seed 0)", "kaggle")
+    assert clash is not None and clash.startswith("model.init_from model.pt learned from Flickr8k's photos in the "
+                                                  "standard split")  # fmt: skip
+    assert split_clash("model.pt", {k: v for k, v in second.items() if k != "earlier_starts"},
+                       "a random split (seed 0)", "kaggle") is None  # fmt: skip

@@ -360,11 +360,15 @@ INIT_VOCAB = ("extend", "keep")  # model.init_vocab, both families: what a run s
 
 def started_from(name: str, info: dict[str, Any]) -> dict[str, str]:
     """The facts a model trained from ``name`` (``model.init_from``; ``info``: that file's facts) records in its own
-    file: where it started, and the terms of the data that start was trained on, which apply to it too (the bundled
-    models': Flickr8k's, Multi30k's)."""
+    file: where it started, where that start started (``earlier_starts``, newest first: a second stage's file said only
+    "started from: model.pt", the bundled model the first began from lost), and the terms of the data that start was
+    trained on, which apply to it too (the bundled models': Flickr8k's, Multi30k's)."""
     what = info.get("training_data") or info.get("trained_on")  # a bundled corpus's, or the user's own (its name)
     shown = file_name(name)
     out = {"started_from": shown + (f", trained on {what}" if what else "")}
+    earlier = [str(info[key]) for key in ("started_from", "earlier_starts") if info.get(key)]
+    if earlier:
+        out["earlier_starts"] = "; ".join(earlier)
     if info.get("terms"):
         out["terms"] = info["terms"]
     return out
