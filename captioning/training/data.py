@@ -390,9 +390,16 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         train = self.features.get("train")
         if train is None or len(train) < 2 or train.dim() != 3:  # frozen maps: not the model's features, no check
             return dict(PIXELS_ONLY) if self.photo_rules else None
-        train, val = with_mixed_held_out(train, self.features.get("val"), self.mixed)  # the threshold: both kinds
-        self._domain_check = domain_check(train, val, photos=self.photo_rules) or {}  # {}: too few
+        self._domain_check = self.check_of(train, self.features.get("val")) or {}  # {}: too few
         return self._domain_check or None
+
+    def check_of(self, train: torch.Tensor, val: torch.Tensor | None) -> dict | None:
+        """The domain check (captioning.photos.domain.domain_check) of this data's train and val features ((N, L, D);
+        their mean features will do), as every path that makes one sets it: every tenth photo mixed in held out beside
+        val, so the threshold is set on both kinds (captioning.training.mixing.with_mixed_held_out), and the pixel
+        rules where they suit the data's own images (:attr:`photo_rules`). None: too few photos for a check."""
+        train, val = with_mixed_held_out(train, val, self.mixed)
+        return domain_check(train, val, photos=self.photo_rules)
 
     @property
     def photo_rules(self) -> bool:
@@ -437,8 +444,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             return torch.cat(out).cpu()[:, None]
 
         held_out = means(val) if val is not None and val.dim() == 4 and len(val) else None
-        train_means, held_out = with_mixed_held_out(means(train), held_out, self.mixed)  # the threshold: both kinds
-        return domain_check(train_means, held_out, photos=self.photo_rules) or {}
+        return self.check_of(means(train), held_out) or {}
 
     def train_photo_format(self) -> PhotoFormat:
         """The train photos' one JPEG step and one side (captioning.photos.jpeg_step), read once: as a chunk folder

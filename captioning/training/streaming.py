@@ -162,11 +162,7 @@ def optimize_captions(
     if dm.mixed_facts:  # photos mixed in (data.mix_*): the model files fit writes from the chunks say so
         state["mixed"] = dm.mixed_facts
     if features:  # where the training features lie: model files note photos unlike them (captioning.photos.domain)
-        from captioning.photos.domain import domain_check
-        from captioning.training.mixing import with_mixed_held_out
-
-        train, val = with_mixed_held_out(feats["train"], feats.get("val"), dm.mixed)  # the threshold: both kinds
-        state["domain_check"] = domain_check(train, val, photos=dm.photo_rules)
+        state["domain_check"] = dm.check_of(feats["train"], feats.get("val"))
     arrays = {s: f.numpy() for s, f in feats.items()}
 
     def item_fn(split: str) -> partial:  # a partial of a module-level function: picklable (spawn, forkserver)
