@@ -35,7 +35,12 @@ costs there; models that share an encoder share its features.
 ``--mix N ...`` adds a row an N: the shipped config's fit with N of Flickr8k's train photos mixed in (``--data.mix_root
 FLICKR8K --data.mix_size N``: trained on beside the folder's photos, never validated or tested on), the first N's with
 its blends (``--blend``) and a self-critical stage from it (your_photos_scst.yaml, the same photos mixed in): what
-keeping some of the everyday photos in training saves of them, and what it costs on the folder's kind.
+keeping some of the everyday photos in training saves of them, and what it costs on the folder's kind. ``--rows`` naming
+``mix`` (``--rows extend,mix``) runs the mix fits without their self-critical stage.
+
+``--seed S`` fits every row with ``seed_everything`` S (the configs' is 0) in an ``--out`` folder of its own (the
+folder records it, ``seed.txt``, and refuses another): the same rows again on another seed, to see which differences
+are the training's noise.
 """
 
 from __future__ import annotations
@@ -230,11 +235,12 @@ def run_scenario(
     blends: tuple[float, ...] = (),
     rest: tuple | None = None,
     mix: tuple[Path, tuple[int, ...]] | None = None,
+    seed: int | None = None,
 ) -> dict:
     """The scenario's rows (``chosen``: the trained rows to run; ``blends``: the extend and first mix rows' fits blended
     towards the start at these weights) fitted where not kept under ``out`` and scored on ``test`` (``rest``: (photos,
     features) of the rest of Flickr8k's test split, scored too; ``mix``: (Flickr8k's folder, how many of its train
-    photos each mix row mixes in))."""
+    photos each mix row mixes in); ``seed``: every fit's seed_everything, None the config's)."""
     from captioning.commands.export import export_main
     from captioning.model.bundled import BUNDLED_MODEL
     from captioning.model.captioner import Captioner
@@ -249,6 +255,8 @@ def run_scenario(
             "--data.test_size", "0", "--data.feature_cache_dir", str(out / "feature_cache")]  # fmt: skip
     if epochs is not None:
         data += ["--trainer.max_epochs", str(epochs)]
+    if seed is not None:
+        data += ["--seed_everything", str(seed)]
 
     def validated(run: Path, row: str, config: Path, model: Path | None = None) -> None:
         """A model not trained here (the start, a blend) validated on the val photos as fit validates its start."""
@@ -327,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("runs/your_photos_bench"), help="runs, folders and logs")
     p.add_argument("--scenarios", default="dogs,shapes", help="comma-separated: dogs, shapes")
     p.add_argument("--epochs", type=int, help="trainer.max_epochs (default: the config's)")
+    p.add_argument("--seed", type=int, help="seed_everything of every fit (default: the configs', 0); an --out folder "
+                   "keeps the fits of one seed")  # fmt: skip
     p.add_argument("--json", type=new_file, help="write the results here")
     p.add_argument("--rows", default=",".join(k for k, _, _, extra in ROWS if extra is not None and "mix" not in k),
                    help="the trained rows to run (the start is always scored): %(default)s")  # fmt: skip
@@ -354,7 +364,14 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--mix {said}: numbers of Flickr8k's train photos, with --flickr8k-root to read them from")
     if (mixed := sorted(r for r in rows if r.startswith("mix"))) and not args.mix:
         p.error(f"--rows {mixed[0]}: the mix rows need --mix N (how many of Flickr8k's train photos to mix in)")
-    rows |= {"mix", "mix_scst"} if args.mix else set()
+    rows |= {"mix", "mix_scst"} if args.mix and not mixed else set()  # --rows naming a mix row: those alone
+    if args.seed is not None or (args.out / "seed.txt").is_file():
+        seed = str(0 if args.seed is None else args.seed)
+        kept = (args.out / "seed.txt").read_text().strip() if (args.out / "seed.txt").is_file() else seed
+        if kept != seed:
+            p.error(f"--seed {seed}: {args.out} holds fits of seed {kept}; give another --out")
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "seed.txt").write_text(seed + "\n")
     scenarios = [s for s in args.scenarios.split(",") if s]
     if unknown := set(scenarios) - {"dogs", "shapes"}:
         p.error(f"unknown scenario {sorted(unknown)[0]!r}: choose dogs or shapes")
@@ -376,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             test = _shapes(args.out / "shapes_photos", 200, seed=22)
         mix = (args.flickr8k_root.resolve(), tuple(dict.fromkeys(args.mix))) if args.mix else None
         results[name] = run_scenario(name, train, val_n, test, args.out / name, args.epochs, rows, tuple(args.blend),
-                                     rest, mix)  # fmt: skip
+                                     rest, mix, args.seed)  # fmt: skip
         print(table(name, results[name]), flush=True)
     print()
     for name, result in results.items():

@@ -86,6 +86,7 @@ from text_attn.core import startup_gc
 from text_attn.core.errors import and_more, check_dash_inputs, dash_refused, emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_name, utf8_text
+from text_attn.core.ranks import first_process
 from text_attn.core.safe_files import (
     OutputRefused,
     hold_outputs,
@@ -247,7 +248,7 @@ def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     """The files no other run may write while this one does (safe_files.hold_outputs): two runs appending to one
     --jsonl interleaved their records, and a second --devices run removed the first one's OUT.parts. Held by the
     first process alone: the other processes of a --devices run write their own parts of its run."""
-    if not _first_process():
+    if not first_process():
         return []
     return [("--jsonl", args.jsonl), ("--html", args.html), ("--scores", args.scores)]  # --jsonl -: stdout, not held
 
@@ -343,7 +344,7 @@ def _checked_run(args: argparse.Namespace) -> int:
     # --model-info searches nothing: a file whose recorded beam is wider than its vocabulary is still described
     words = None if args.model_info else len(captioner.vocab)
     note = check_search_options("caption", args, words=words, model=str(_model_file(args)))
-    if note and not args.model_info and _first_process():
+    if note and not args.model_info and first_process():
         print(f"caption: note: {note}", file=sys.stderr)
     if args.decode_on_device:
         from captioning.photos.device_prepare import supported
@@ -361,7 +362,7 @@ def _checked_run(args: argparse.Namespace) -> int:
             args.run_settings = run_settings(args, _model_file(args))
         except OSError as err:
             fail("caption", f"cannot read {err.filename}: {err.strerror or one_line(err)}")
-    if _first_process() and (args.demo or not args.given_file):  # a --given-file's: once the photos are known
+    if first_process() and (args.demo or not args.given_file):  # a --given-file's: once the photos are known
         given_notes(captioner, args)
     if args.demo:
         with protecting(_model_files(args)):  # no --html or --overlay file may replace the model or a demo photo
@@ -492,14 +493,6 @@ def _outputs(args: argparse.Namespace, paths: Sequence[str] = ()) -> dict[str, s
     return out
 
 
-def _first_process() -> bool:
-    """Whether this is the first (or only) process of a run: Lightning's launcher and torchrun set these before the
-    other processes run this same command."""
-    if "RANK" in os.environ:
-        return os.environ["RANK"] == "0"
-    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
-
-
 def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | None = None) -> int:
     from captioning.photos.image_paths import NotAList, image_paths
     from captioning.photos.shards import expand_braces, is_shard
@@ -514,10 +507,10 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
         fail("caption", str(err))
     if not paths:
         fail("caption", no_images(args.images))
-    for folder in empty if _first_process() else ():  # --devices: each process finds them; the first names them
+    for folder in empty if first_process() else ():  # --devices: each process finds them; the first names them
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
     check_names(args, paths)
-    if args.given_file and _first_process():  # the notes on the captions of these photos only (shards: all)
+    if args.given_file and first_process():  # the notes on the captions of these photos only (shards: all)
         names = None if any(is_shard(p) for p in paths) else {utf8_name(Path(p).name) for p in paths}
         given_notes(captioner, args, names)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written

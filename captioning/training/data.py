@@ -55,7 +55,6 @@ marker ``{UNREADABLE_BATCH: entries}``, which CaptionModule's steps skip.
 from __future__ import annotations
 
 import hashlib
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -89,6 +88,7 @@ from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import POOL_BATCHES, LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import learn_casing
 from text_attn.core.data_note import note_facts
+from text_attn.core.ranks import say
 from text_attn.core.shm_workers import loader_workers
 from text_attn.core.streaming import ChunkError, is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary
@@ -423,9 +423,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         broken, read = count_unlike(spread(own[: len(own) - self.mixed], PHOTO_RULES_SAMPLE))
         if broken <= FLAGGED * read:
             return True
-        print(f"caption data: {broken} of {read} train images looked at break the rules for photographs (one colour "
-              "over most of the image, no colour, or noise): the model will tell images unlike its own by their "
-              "features alone", file=sys.stderr)  # fmt: skip
+        say(f"caption data: {broken} of {read} train images looked at break the rules for photographs (one colour "
+            "over most of the image, no colour, or noise): the model will tell images unlike its own by their "
+            "features alone")  # fmt: skip
         return False
 
     def domain_check_through(self, encode_maps: Callable[[torch.Tensor], torch.Tensor], batch: int = 64) -> dict | None:
@@ -479,7 +479,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             items = read_flickr8k(hp.root, hp.layout, hp.seed)
             if hp.language != "en":
                 translated = in_language(items, hp.multi30k, hp.language)
-                print(f"caption data: {translated.line}", file=sys.stderr)
+                say(f"caption data: {translated.line}")
                 folded = [text.translate(APOSTROPHES) for text in translated.train_text]  # as the words are read
                 items, self.casing = translated.items, learn_casing(folded)
             for split in SPLITS:
@@ -578,9 +578,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if cut and not self._said_cut:
             self._said_cut = True
             longest = max(map(len, cut))
-            print(f"caption data: {len(cut)} training caption(s) longer than data.max_caption_len="
-                  f"{hp.max_caption_len} words are cut to it (the longest: {longest} words): raise it to learn them "
-                  "whole", file=sys.stderr)  # fmt: skip
+            say(f"caption data: {len(cut)} training caption(s) longer than data.max_caption_len="
+                f"{hp.max_caption_len} words are cut to it (the longest: {longest} words): raise it to learn them "
+                "whole")  # fmt: skip
 
     def use_vocabulary(self, vocab: Vocabulary) -> None:
         """Train with ``vocab`` instead of the one built from the train captions: a run that starts from a model

@@ -58,6 +58,7 @@ from text_attn.core.errors import one_line
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.precision import parameter_dtype
 from text_attn.core.progress_lines import ProgressLines, duration
+from text_attn.core.ranks import say
 from text_attn.core.safe_files import atomic_output, inert, make_private_dirs, untrusted_reason
 from text_attn.core.shm_workers import loader_workers
 
@@ -180,8 +181,8 @@ def unreadable_rows(features: torch.Tensor) -> list[int]:
 
 def _say_skipped(split: str, bad: list[int], images: Sequence, first: str) -> None:
     if bad:
-        print(f"caption data: skipped {len(bad)} of {len(images)} {split} photos that cannot be read (first: "
-              f"{inert(first)}); data.strict refuses them", file=sys.stderr)  # fmt: skip
+        say(f"caption data: skipped {len(bad)} of {len(images)} {split} photos that cannot be read (first: "
+            f"{inert(first)}); data.strict refuses them")  # fmt: skip
 
 
 # The key of a batch none of whose photos can be read (its one key; its value: the entries left out): the data module's

@@ -18,12 +18,12 @@ one line: it would be trained on twice, or trained on where it is held out.
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 import torch
 
 from captioning.training.readers import CaptionDataError, ImageItem, read_flickr8k, read_folder
+from text_attn.core.ranks import say
 
 
 def _order(seed: int, name: str) -> bytes:
@@ -76,7 +76,7 @@ def mixed_in(
     captions = sum(len(it.captions) for it in kept)
     line = f"caption data: mixed in {said} ({captions:,} captions): trained on, never validated or tested on"
     line += f"; {theirs:,} left out as the data's own photos" if theirs else ""
-    print(line, file=sys.stderr)
+    say(line)
     return kept, said
 
 

@@ -68,7 +68,6 @@ import json
 import os
 import random
 import re
-import sys
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +76,7 @@ from typing import Any
 
 from captioning.model.reading import APOSTROPHES, caption_tokens
 from captioning.training.attention_targets import TokenBoxes
+from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert, reads_as_csv, table_rows, text_lines
 from text_attn.core.vocab import is_word, tokenize
 
@@ -140,10 +140,9 @@ def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[Ima
         raise CaptionDataError(
             f"{source}: {len(missing)} of {len(items)} image files are missing (first: {missing[0].path})"
         )
-    print(
+    say(
         f"caption data: {source}: skipped {len(missing)} of {len(items)} images whose files are missing "
-        f"(first: {inert(missing[0].path)})",
-        file=sys.stderr,
+        f"(first: {inert(missing[0].path)})"
     )
     gone = {id(it) for it in missing}
     return [it for it in items if id(it) not in gone]
@@ -327,8 +326,8 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
             continue
         name, tab, caption = line.partition("\t")
         if first and _header(name, caption) and not (image_dir / name.strip()).exists():
-            print(f"caption data: {inert(tsv)}: line {n} read as a header ({inert(repr(line.strip()[:60]))}): "
-                  "skipped", file=sys.stderr)  # fmt: skip
+            say(f"caption data: {inert(tsv)}: line {n} read as a header ({inert(repr(line.strip()[:60]))}): "
+                "skipped")  # fmt: skip
             first = False
             continue
         first = False
@@ -364,8 +363,7 @@ def _header(name: str, caption: str) -> bool:
 # --- Flickr8k ---------------------------------------------------------------------------------------------------------
 def _note(path: Path, skipped: int, total: int, why: str, first: str) -> None:
     if skipped:
-        print(f"caption data: {inert(path)}: skipped {skipped} of {total} lines {why} (first: {inert(repr(first))})",
-              file=sys.stderr)  # fmt: skip
+        say(f"caption data: {inert(path)}: skipped {skipped} of {total} lines {why} (first: {inert(repr(first))})")
 
 
 def _image_names(folder: Path) -> set[str]:
@@ -524,9 +522,8 @@ def read_flickr8k(root: str | Path, layout: str = "auto", seed: int = 0) -> dict
         names = {"val": pool[:held], "test": pool[held : 2 * held], "train": pool[2 * held :]}
         # a random split of Flickr8k's photos holds about 3 in 4 standard train photos in its test: the bundled model
         # scored CIDEr-D 179 there against 62 on the standard test photos, and only a count of skipped lines was said
-        print(f"caption data: note: {inert(root)}: no standard split files ({', '.join(SPLIT_FILES.values())}) in it "
-              f"or in {ORIGINAL_TEXT}/: val and test are {held:,} photos each drawn at random (seed {seed}), not the "
-              "standard split: scores on them compare with neither published ones nor the bundled model's, which "
-              "trained on most of them; put the three files there to use the standard split",
-              file=sys.stderr)  # fmt: skip
+        say(f"caption data: note: {inert(root)}: no standard split files ({', '.join(SPLIT_FILES.values())}) in it "
+            f"or in {ORIGINAL_TEXT}/: val and test are {held:,} photos each drawn at random (seed {seed}), not the "
+            "standard split: scores on them compare with neither published ones nor the bundled model's, which "
+            "trained on most of them; put the three files there to use the standard split")  # fmt: skip
     return {s: [ImageItem(folder / n, captions[n]) for n in v] for s, v in names.items()}

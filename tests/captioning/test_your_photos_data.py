@@ -80,6 +80,23 @@ def test_a_header_line_as_pandas_writes_it_is_skipped_with_a_note(tmp_path, caps
         read_folder(folder, tsv, strict=True)
 
 
+def test_the_data_notes_are_said_by_the_first_process_of_a_run_only(tmp_path, capsys, monkeypatch):
+    """Under DDP every process reads the data and said each of its notes: eight times on eight GPUs. Lightning starts
+    the others with LOCAL_RANK set; they read the same, and say nothing."""
+    folder = _photos(tmp_path / "photos", ["p.png", "q.png"])
+    tsv = tmp_path / "captions.tsv"
+    tsv.write_text("image\tcaption\np.png\ta dog\nq.png\ta cup\nr.png\ta hat\n", encoding="utf-8")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    second = read_folder(folder, tsv)  # the header skipped, r.png missing: two notes
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    first = read_folder(folder, tsv)
+    said = capsys.readouterr().err.splitlines()
+    assert [it.path.name for it in first] == [it.path.name for it in second] == ["p.png", "q.png"]
+    assert len(said) == 2 and "read as a header" in said[0]
+    assert "skipped 1 of 3 images whose files are missing" in said[1]
+
+
 def test_a_csv_captions_file_is_read_as_csv(tmp_path, capsys):
     """A spreadsheet's or pandas' captions.csv: commas between the columns, a caption holding one in quotes, a header.
     A comma-separated file named .tsv is refused with a hint."""

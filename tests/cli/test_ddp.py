@@ -91,3 +91,15 @@ def test_two_process_distillation_keeps_each_ranks_teacher_targets(tmp_path):
     served, made = (int(n.replace(",", "")) for n in re.search(r"([\d,]+) pairs read .*, ([\d,]+) made", line).groups())
     assert served > 2 * made > 0, line  # rank 0's: the sampler reshuffles, so each epoch after the first reads most
     assert (tmp_path / "s" / "model.pt").is_file()
+
+
+def test_the_data_notes_are_said_once_not_by_each_process(tmp_path):
+    """Every process reads the data and met the same notes: each was said by both (eight times on eight GPUs)."""
+    env = {**os.environ, "PYTHONPATH": f"{TESTS / 'helpers'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    exe = Path(sys.executable).parent / TOOLS["caption"]
+    cmd = [str(exe), "fit", "--config", config("caption", tmp_path), *DDP, "--trainer.max_steps", "1",
+           "--data.max_caption_len", "3"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cut = [x for x in done.stderr.splitlines() if "longer than data.max_caption_len=3 words are cut" in x]
+    assert len(cut) == 1, done.stderr[-3000:]

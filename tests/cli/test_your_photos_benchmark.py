@@ -52,6 +52,28 @@ def test_bad_options_are_one_line(argv, says, capsys, tmp_path):
     assert exc.value.code == 2 and says in capsys.readouterr().err
 
 
+def test_named_mix_rows_run_alone_and_a_seed_keeps_its_own_folder(tmp_path, monkeypatch, capsys):
+    import captioning.training.readers as readers
+
+    runs = []
+    monkeypatch.setattr(readers, "read_flickr8k", lambda root: {"test": []})
+    monkeypatch.setattr(your_photos, "_shapes", lambda folder, n, seed: [])
+    monkeypatch.setattr(your_photos, "run_scenario", lambda *a: runs.append(a) or {"rows": {}})
+    monkeypatch.setattr(your_photos, "table", lambda name, result: "")
+    out = tmp_path / "bench"
+    given = ["--scenarios", "shapes", "--out", str(out), "--flickr8k-root", str(tmp_path), "--mix", "250"]
+    assert your_photos.main([*given, "--rows", "extend,mix", "--seed", "1"]) == 0
+    assert runs[-1][6] == {"extend", "mix"} and runs[-1][-1] == 1  # no self-critical stage asked for, none run
+    assert (out / "seed.txt").read_text() == "1\n"
+    assert your_photos.main([*given, "--rows", "extend", "--seed", "1"]) == 0
+    assert runs[-1][6] == {"extend", "mix", "mix_scst"}  # --mix alone: both mix rows
+    for other in (["--seed", "2"], []):  # another seed, or the configs' (0), in the folder of seed 1's fits
+        with pytest.raises(SystemExit) as exc:
+            your_photos.main([*given, *other])
+        assert exc.value.code == 2
+    assert "holds fits of seed 1; give another --out" in capsys.readouterr().err and len(runs) == 2
+
+
 @pytest.mark.slow
 def test_the_shapes_scenario_blends_the_fit_back_and_scores_a_second_set(tmp_path, monkeypatch):
     from captioning.model.captioner import Captioner

@@ -206,6 +206,19 @@ def test_read_tsv_pairs_fixture():
     assert swapped == [Example(["Va", "!"], ["Go", "."]), Example(["J'ai", "gagné", "!"], ["I", "won", "!"])]
 
 
+def test_a_second_process_reads_the_header_line_alike_and_says_nothing(tmp_path, capsys, monkeypatch):
+    from text_attn.translation.corpora import read_tsv_text
+
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("Deutsch\tEnglish\nEin Hund.\tA dog.\n", encoding="utf-8")
+    monkeypatch.setenv("LOCAL_RANK", "1")  # Lightning's second process of a DDP run
+    assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == [("Ein Hund.", "A dog.")]
+    assert capsys.readouterr().err == ""
+    monkeypatch.delenv("LOCAL_RANK")
+    assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == [("Ein Hund.", "A dog.")]
+    assert "line 1 read as a header" in capsys.readouterr().err
+
+
 def test_a_tsv_header_line_is_skipped_with_a_note(tmp_path, capsys):
     """``df.to_csv("pairs.tsv", sep="\\t")`` writes "German<TAB>English" first: it became a training (or test) pair.
     Skipped, said once; only the first line, and only where both columns read are column names."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 import codecs
 import gzip
 import stat
-import sys
 import zlib
 from pathlib import Path
 
 from text_attn.core.os_text import stdin_bytes
+from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert, reads_as_csv, table_rows
 from text_attn.core.vocab import tokenize
 from text_attn.translation.pairs import Example, TaskError
@@ -87,7 +87,7 @@ def read_tsv_text(
             continue
         if first and len(cols) >= need and {cols[src_col].strip().lower(), cols[tgt_col].strip().lower()} <= HEADERS:
             shown = inert(repr((", " if comma else "\t").join(cols)[:60]))
-            print(f"text data: {inert(str(path))}: line {i} read as a header ({shown}): skipped", file=sys.stderr)
+            say(f"text data: {inert(str(path))}: line {i} read as a header ({shown}): skipped")
             first = False
             continue
         first = False
@@ -107,9 +107,9 @@ def read_tsv_text(
         odd = sorted(n for w, lines in widths.items() if w != usual for n in lines)
         lines = sum(map(len, widths.values()))
         split = "a comma outside quotes" if comma else "a tab inside a sentence"
-        print(f"text data: {inert(str(path))}: {len(odd)} of {lines} lines have another number of {kind} "
-              f"columns than the others' {usual} (first: line {odd[0]}): {split} splits it; columns "
-              f"{src_col} and {tgt_col} are read", file=sys.stderr)  # fmt: skip
+        say(f"text data: {inert(str(path))}: {len(odd)} of {lines} lines have another number of {kind} "
+            f"columns than the others' {usual} (first: line {odd[0]}): {split} splits it; columns "
+            f"{src_col} and {tgt_col} are read")  # fmt: skip
     return out
 
 

@@ -24,7 +24,6 @@ text_attn.core.attention_supervision.
 from __future__ import annotations
 
 import random
-import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import partial
@@ -38,6 +37,7 @@ from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import composed
 from text_attn.core.data_note import note_facts
+from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
 from text_attn.core.vocab import Vocabulary, is_word
@@ -338,9 +338,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 f"train pair {long[0] + 1} (its source starting {start}) has {size} tokens on a side, "
                 f"more than data.max_tokens={cap}: raise it, or remove the pair and its links"
             )
-        print(f"text data: left out {len(long)} training pair(s) with more than data.max_tokens={cap} tokens on a "
-              f"side (the first: {size:,} tokens, its source starting {start}: a paragraph, or lines joined by a "
-              "missing line break?)", file=sys.stderr)  # fmt: skip
+        say(f"text data: left out {len(long)} training pair(s) with more than data.max_tokens={cap} tokens on a "
+            f"side (the first: {size:,} tokens, its source starting {start}: a paragraph, or lines joined by a "
+            "missing line break?)")  # fmt: skip
         gone = set(long)
         return {**splits, "train": [e for i, e in enumerate(train) if i not in gone]}
 
@@ -530,9 +530,9 @@ def _without_repeats(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     of 30 test pairs also in train), and its scores measured memory, not translation."""
     kept = list(dict.fromkeys(pairs))  # insertion order: the first occurrence stays, the split repeats with the seed
     if len(kept) < len(pairs):
-        print(f"text data: note: left out {len(pairs) - len(kept)} repeated pair(s) (a pair written on more than one "
-              f"line is kept once, at its first, so that no val or test pair is a train pair too); {len(kept)} "
-              "pairs remain", file=sys.stderr)  # fmt: skip
+        say(f"text data: note: left out {len(pairs) - len(kept)} repeated pair(s) (a pair written on more than one "
+            f"line is kept once, at its first, so that no val or test pair is a train pair too); {len(kept)} "
+            "pairs remain")  # fmt: skip
     return kept
 
 
@@ -550,9 +550,9 @@ def _start_language(start: StartVocabulary, sources: list[str], task: str) -> st
     if flagged * 2 <= len(sample):
         return code
     lang = f"the {LANGUAGES.get(code, code)}" if code else "the language"
-    print(f"text data: note: most training sources ({flagged} of {len(sample)}) look unlike {lang} that "
-          f"model.init_from {start.name} reads: columns swapped? ({SWAP_FLAGS[task]}; unless your source is meant "
-          "to be another language)", file=sys.stderr)  # fmt: skip
+    say(f"text data: note: most training sources ({flagged} of {len(sample)}) look unlike {lang} that "
+        f"model.init_from {start.name} reads: columns swapped? ({SWAP_FLAGS[task]}; unless your source is meant "
+        "to be another language)")  # fmt: skip
     return None
 
 
@@ -571,7 +571,7 @@ def _unspaced_note(train: list[Example]) -> None:
     ):
         n, letters = sorted(lengths)[len(lengths) // 2], sorted(chars)[len(chars) // 2]
         if n <= 2 and letters >= 8:
-            print(f"text data: note: the {side} side's training sentences are {n} word(s) each (the median; "
-                  f"{letters} characters): a language written without spaces (Chinese, Japanese, Thai)? The word "
-                  "tokenizer takes each such sentence as one word; data.tokenizer subword splits it into pieces",
-                  file=sys.stderr)  # fmt: skip
+            say(f"text data: note: the {side} side's training sentences are {n} word(s) each (the median; "
+                f"{letters} characters): a language written without spaces (Chinese, Japanese, Thai)? The word "
+                "tokenizer takes each such sentence as one word; data.tokenizer subword splits it into "
+                "pieces")  # fmt: skip
