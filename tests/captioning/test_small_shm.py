@@ -58,3 +58,16 @@ def test_encoding_the_feature_cache_with_a_small_shm_uses_no_workers(monkeypatch
     feature_cache.fill_features(features, images, lambda x: x.mean(dim=(2, 3))[:, None], PRE, 4, 2, progress=False)
     assert made == [0] and features["val"].shape == (4, 1, 3)
     assert "shared memory (/dev/shm)" in capsys.readouterr().err
+
+
+def test_the_processes_of_a_ddp_run_share_the_machines_shm(monkeypatch, capsys):
+    """Each of a DDP run's processes on a machine finds room for its own workers' batches: 8 together filled it."""
+    from types import SimpleNamespace
+
+    _free(monkeypatch, 1 << 20)  # 1 MB: one process's 2 workers keep 288 KB ready; four processes' 1.15 MB do not fit
+    dm = _module()
+    dm.trainer = SimpleNamespace(num_devices=3)  # 864 KB: room
+    assert dm.train_dataloader().num_workers == 2
+    dm.trainer = SimpleNamespace(num_devices=4)
+    assert dm.train_dataloader().num_workers == 0
+    assert "2 loader workers of each of 4 processes" in capsys.readouterr().err

@@ -29,19 +29,24 @@ def shm_free(path: str = SHM) -> int | None:
         return None
 
 
-def loader_workers(num_workers: int, batch_bytes: int, who: str, option: str = "--data.num_workers") -> int:
+def loader_workers(
+    num_workers: int, batch_bytes: int, who: str, option: str = "--data.num_workers", processes: int = 1
+) -> int:
     """``num_workers``, or 0 with a note on stderr (``who: note: ...``) where /dev/shm cannot hold the batches of
-    ``batch_bytes`` (an estimate of one batch's tensors) that many workers keep ready."""
+    ``batch_bytes`` (an estimate of one batch's tensors) that many workers keep ready, in each of ``processes``
+    processes of this machine loading at once (DDP: one a device; they share its /dev/shm: each finding room for its
+    own workers' batches, eight together could fill it and hang)."""
     if num_workers <= 0 or batch_bytes <= 0:
         return num_workers
     free = shm_free()
-    need = num_workers * BATCHES_PER_WORKER * batch_bytes
+    need = num_workers * BATCHES_PER_WORKER * batch_bytes * max(processes, 1)
     if free is None or free >= need:
         return num_workers
     if who not in _said:
         _said.add(who)
+        whose = f"{num_workers} loader workers" + (f" of each of {processes} processes" if processes > 1 else "")
         print(f"{who}: note: shared memory ({SHM}) has {free / MB:.0f} MB free, less than the {need / MB:.0f} MB "
-              f"{num_workers} loader workers hand their batches over in: loading in the main process instead "
+              f"{whose} hand their batches over in: loading in the main process instead "
               f"({option} 0, slower); a larger {SHM} (docker run --shm-size 1g) or fewer workers avoids it",
               file=sys.stderr)  # fmt: skip
     return 0
