@@ -71,3 +71,6 @@ def test_the_processes_of_a_ddp_run_share_the_machines_shm(monkeypatch, capsys):
     dm.trainer = SimpleNamespace(num_devices=4)
     assert dm.train_dataloader().num_workers == 0
     assert "2 loader workers of each of 4 processes" in capsys.readouterr().err
+    _free(monkeypatch, 1 << 20)
+    monkeypatch.setenv("LOCAL_RANK", "1")  # the machine's second process: no workers either, and the first says why
+    assert dm.train_dataloader().num_workers == 0 and capsys.readouterr().err == ""

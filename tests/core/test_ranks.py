@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from text_attn.core.ranks import first_process, say
+from text_attn.core.ranks import first_on_machine, first_process, say
 
 KEYS = ("RANK", "LOCAL_RANK", "NODE_RANK")
 
@@ -27,6 +27,7 @@ def test_the_first_process_is_rank_zero_of_all(env, first, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert first_process() is first
+    assert first_on_machine() is (env.get("LOCAL_RANK", "0") == "0")
 
 
 def test_say_is_said_by_the_first_process_only(monkeypatch, capsys):

@@ -18,6 +18,12 @@ def first_process() -> bool:
     return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
 
 
+def first_on_machine() -> bool:
+    """Whether this is the first process of its machine (local rank 0): what each machine finds of its own (its
+    /dev/shm) is said once a machine."""
+    return os.environ.get("LOCAL_RANK", "0") == "0"
+
+
 def say(line: str) -> None:
     """``line`` on stderr by the run's first process; the others say nothing."""
     if first_process():

@@ -13,6 +13,8 @@ from __future__ import annotations
 import shutil
 import sys
 
+from text_attn.core.ranks import first_on_machine
+
 SHM = "/dev/shm"
 # Batches in shared memory at once per worker: torch's prefetch_factor (2) ready in the queue, plus the one being made.
 BATCHES_PER_WORKER = 3
@@ -42,7 +44,7 @@ def loader_workers(
     need = num_workers * BATCHES_PER_WORKER * batch_bytes * max(processes, 1)
     if free is None or free >= need:
         return num_workers
-    if who not in _said:
+    if who not in _said and first_on_machine():  # each process of the machine finds the same
         _said.add(who)
         whose = f"{num_workers} loader workers" + (f" of each of {processes} processes" if processes > 1 else "")
         print(f"{who}: note: shared memory ({SHM}) has {free / MB:.0f} MB free, less than the {need / MB:.0f} MB "
