@@ -44,7 +44,7 @@ from text_attn.core.vocab import Vocabulary, is_word
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.pairs import Example, TaskError
 from text_attn.translation.source_check import LANGUAGES, source_check, token_lengths, unlike_language
-from text_attn.translation.subwords import MODEL_TYPES, SubwordError, Subwords
+from text_attn.translation.subwords import MODEL_TYPES, SubwordError, Subwords, learned_from
 from text_attn.translation.tasks import load_examples
 from text_attn.translation.tokens import CHAR_TASKS, TextCodec, read_by_sides
 from text_attn.translation.unread import unread_path
@@ -300,11 +300,15 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             self.codec = self._start.codec
         elif self.tokenizer == "subword":
             train_text = [t for pair in texts["train"] for t in pair]
+            sample = learned_from(train_text, hp.seed)  # a large corpus: a sample, the same in every process
             try:
-                learned = Subwords.train(train_text, hp.subword_vocab, hp.subword_type)
+                learned = Subwords.train(sample, hp.subword_vocab, hp.subword_type, seed=hp.seed)
             except SubwordError as err:
                 raise SubwordError(f"data.subword_vocab: {err}") from None
             self.codec = TextCodec("subword", False, learned)
+            if len(sample) < len(train_text):
+                say(f"text data: the subword model is learned from {len(sample):,} of the {len(train_text):,} "
+                    f"training sentences (both sides' lines), drawn with data.seed {hp.seed}")  # fmt: skip
         else:
             self.codec = TextCodec("word", hp.lower, split_marks=self._split_marks)
         encode = self.codec.encode

@@ -27,12 +27,28 @@ import torch
 MODEL_TYPES = ("bpe", "unigram")
 NO_BREAK = "\xa0\u2007\u202f"  # no-break spaces: French writes one before : ! ? (a character to an identity model)
 NORMAL, UNUSED = 1, 5  # a SentencePiece piece's types (sentencepiece_model.proto) that ``restricted`` changes
+# The most training sentences (both sides' lines) a model is learned from; of a larger corpus (WMT's 4.5 million pairs
+# are 9 million) a sample drawn here with the data's seed. SentencePiece's own sampling (input_sentence_size) draws
+# another sample at every run, seeded by nothing we can set: each process of a DDP run learned other pieces, and the
+# ids one process trained on meant other pieces in the next (the gradients averaged over them).
+MOST_SENTENCES = 2_000_000
 
 
 def prepared(text: str, keep: str = NO_BREAK) -> str:
     """``text`` as a subword model reads it: composed (NFC), each run of spaces (but the no-break spaces in ``keep``)
     one space, none at either end: how training's lines and every input are read alike."""
     return re.sub(rf"[^\S{keep}]+", " ", unicodedata.normalize("NFC", text)).strip()
+
+
+def learned_from(texts: Iterable[str], seed: int = 0) -> Sequence[str]:
+    """The texts a subword model is learned from: all of them, or of more than MOST_SENTENCES that many, drawn with
+    ``seed`` and kept in their order (the same ones in every process and run)."""
+    texts = texts if isinstance(texts, Sequence) else list(texts)
+    if len(texts) <= MOST_SENTENCES:
+        return texts
+    import random
+
+    return [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), MOST_SENTENCES))]
 
 
 class SubwordError(ValueError):
@@ -68,13 +84,15 @@ class Subwords:
         return Subwords(self.proto, frozenset(pieces))
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int, model_type: str = "bpe") -> Subwords:
+    def train(cls, texts: Iterable[str], vocab_size: int, model_type: str = "bpe", seed: int = 0) -> Subwords:
         """Learn ``vocab_size`` pieces (bytes and the unknown piece included) from ``texts``: all characters of the
-        training text are kept (coverage 1.0); anything else falls back to bytes."""
+        training text are kept (coverage 1.0); anything else falls back to bytes. Of more than MOST_SENTENCES texts,
+        that many drawn with ``seed`` (:func:`learned_from`): the same model from the same texts, in any process."""
         import sentencepiece as spm
 
         if model_type not in MODEL_TYPES:
             raise SubwordError(f"subword type {model_type!r}: choose {' or '.join(MODEL_TYPES)}")
+        texts = learned_from(texts, seed)
         out = io.BytesIO()
         try:
             spm.SentencePieceTrainer.train(
@@ -91,7 +109,7 @@ class Subwords:
                 unk_id=0,
                 minloglevel=2,  # no progress log on stderr
                 num_threads=2,
-                input_sentence_size=2_000_000,
+                input_sentence_size=MOST_SENTENCES,  # never more are given (learned_from): SentencePiece draws none
                 shuffle_input_sentence=True,
             )
         except RuntimeError as exc:  # e.g. a vocabulary larger than the text allows
