@@ -249,6 +249,41 @@ def test_two_processes_caption_every_photo_once_as_one_process_does(model, tmp_p
     assert _lines(tmp_path / "s1.jsonl") == _lines(tmp_path / "s2.jsonl")  # batches of 1: byte for byte
 
 
+@pytest.mark.long
+def test_two_processes_srun_starts_write_one_run(model, tmp_path):
+    """srun starts every process itself and numbers them SLURM_PROCID / SLURM_LOCALID, with no RANK nor LOCAL_RANK:
+    each took itself for the first, held --jsonl OUT, and the run ended in "OUT is being written by another process"
+    (docs/scale.md's SLURM command). Two such processes, as srun starts them on one machine."""
+    folder = _inputs(tmp_path, photos=5, damaged=False)[0]
+    base = [folder, "--model", model, *FAST, "--batch-size", "2", "--threads", "1"]
+    one = _two([*base, "--jsonl", tmp_path / "one.jsonl"], tmp_path)
+    assert one.returncode == 0, one.stderr[-3000:]
+    slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NODEID": "0", "SLURM_JOB_NAME": "job",
+             "SLURM_NODELIST": "127.0.0.1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE")}
+    cmd = [CAPTION, *map(str, [*base, "--jsonl", tmp_path / "two.jsonl", "--devices", "2"])]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, env={**env, **slurm, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]  # fmt: skip
+    try:  # where one of them fails, the other waits for it at the first barrier: ended here
+        done = [proc.communicate(timeout=300) for proc in procs]
+    except subprocess.TimeoutExpired:
+        for proc in procs:
+            proc.kill()
+        done = [proc.communicate() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err[-2000:] for _, err in done]
+    assert "being written by another process" not in done[0][1] + done[1][1]
+    _same_records(_lines(tmp_path / "one.jsonl"), _lines(tmp_path / "two.jsonl"))
+    assert not (tmp_path / "two.jsonl.parts").exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(p) for p in path.read_text().split()] if path.exists() else []
