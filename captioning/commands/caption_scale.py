@@ -316,6 +316,13 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
         )
     except Exception as err:  # no GPU for --device cuda, more devices than the machine has, ...
         fail("caption", f"cannot run on {args.devices} x {args.device} (--devices, --device): {one_line(err)}")
+    cluster = getattr(trainer.strategy, "cluster_environment", None)
+    try:  # the launcher's numbers against ours (SLURM's --ntasks-per-node against --devices): Lightning checks them
+        if cluster is not None:  # only as predict starts, and its ValueError came out as a traceback
+            cluster.validate_settings(num_devices=args.devices, num_nodes=args.num_nodes)
+    except ValueError as err:
+        fail("caption", f"--devices {args.devices} --num-nodes {args.num_nodes} do not match how the processes are "
+                        f"started: {one_line(err)} (--devices is devices there, --num-nodes num_nodes)")  # fmt: skip
     total = None if any(is_shard(s) for s in sources) else len(sources)  # a shard's size is known once read
     module = CaptionPredictor(captioner, args, sources, total)
     try:

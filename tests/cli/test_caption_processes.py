@@ -184,6 +184,25 @@ def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):
     assert "resume it with --devices" in capsys.readouterr().err
 
 
+def test_devices_that_do_not_match_the_slurm_job_are_one_line(model, tmp_path, capsys, monkeypatch):
+    """An sbatch job of one task a machine, `caption --devices 2` in it: Lightning refuses as predict starts, and its
+    ValueError came out as a traceback."""
+    slurm = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+             "SLURM_NODEID": "0", "SLURM_JOB_NAME": "job", "SLURM_NODELIST": "127.0.0.1",
+             "SLURM_JOB_ID": "99"}  # fmt: skip
+    for key, value in slurm.items():
+        monkeypatch.setenv(key, value)
+    folder = _inputs(tmp_path, photos=2, damaged=False)[0]
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        _run([folder, "--model", model, *FAST, "--jsonl", out, "--devices", "2", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err, err
+    assert err.startswith("caption: error: --devices 2 --num-nodes 1 do not match how the processes are started: ")
+    assert "--ntasks-per-node=1" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "out.jsonl.parts").exists()
+
+
 def test_shard_members_get_overlays_named_by_key(model, tmp_path, capsys):
     shard = write_shard(tmp_path / "s.tar", 7, 2)
     page = tmp_path / "page.html"
