@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.server import free_port
 from helpers.shards import write_shard
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
@@ -278,7 +279,7 @@ def test_two_processes_srun_starts_write_one_run(model, tmp_path):
     one = _two([*base, "--jsonl", tmp_path / "one.jsonl"], tmp_path)
     assert one.returncode == 0, one.stderr[-3000:]
     slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NODEID": "0", "SLURM_JOB_NAME": "job",
-             "SLURM_NODELIST": "127.0.0.1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}  # fmt: skip
+             "SLURM_NODELIST": "127.0.0.1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE")}
     cmd = [CAPTION, *map(str, [*base, "--jsonl", tmp_path / "two.jsonl", "--devices", "2"])]
     procs = [subprocess.Popen(cmd, cwd=tmp_path, env={**env, **slurm, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)},
@@ -293,14 +294,6 @@ def test_two_processes_srun_starts_write_one_run(model, tmp_path):
     assert "being written by another process" not in done[0][1] + done[1][1]
     _same_records(_lines(tmp_path / "one.jsonl"), _lines(tmp_path / "two.jsonl"))
     assert not (tmp_path / "two.jsonl.parts").exists()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _children(pid: int) -> list[int]:
