@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.server import free_port
 from helpers.shards import write_shard
+from helpers.srun import srun_processes
 from helpers.tiny_captioner import tiny_model_file
 from PIL import Image
 
@@ -278,20 +278,10 @@ def test_two_processes_srun_starts_write_one_run(model, tmp_path):
     base = [folder, "--model", model, *FAST, "--batch-size", "2", "--threads", "1"]
     one = _two([*base, "--jsonl", tmp_path / "one.jsonl"], tmp_path)
     assert one.returncode == 0, one.stderr[-3000:]
-    slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NODEID": "0", "SLURM_JOB_NAME": "job",
-             "SLURM_NODELIST": "127.0.0.1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE")}
     cmd = [CAPTION, *map(str, [*base, "--jsonl", tmp_path / "two.jsonl", "--devices", "2"])]
-    procs = [subprocess.Popen(cmd, cwd=tmp_path, env={**env, **slurm, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]  # fmt: skip
-    try:  # where one of them fails, the other waits for it at the first barrier: ended here
-        done = [proc.communicate(timeout=300) for proc in procs]
-    except subprocess.TimeoutExpired:
-        for proc in procs:
-            proc.kill()
-        done = [proc.communicate() for proc in procs]
-    assert [proc.returncode for proc in procs] == [0, 0], [err[-2000:] for _, err in done]
-    assert "being written by another process" not in done[0][1] + done[1][1]
+    done = srun_processes(cmd, tmp_path)
+    assert [code for code, _, _ in done] == [0, 0], [err[-2000:] for _, _, err in done]
+    assert "being written by another process" not in done[0][2] + done[1][2]
     _same_records(_lines(tmp_path / "one.jsonl"), _lines(tmp_path / "two.jsonl"))
     assert not (tmp_path / "two.jsonl.parts").exists()
 

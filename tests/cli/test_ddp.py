@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.server import free_port
+from helpers.srun import srun_processes
 
 pytestmark = pytest.mark.slow
 TESTS = Path(__file__).resolve().parents[1]
@@ -109,21 +109,11 @@ def test_the_data_notes_are_said_once_not_by_each_process(tmp_path):
 def test_processes_srun_starts_train_and_say_the_data_notes_once(tmp_path):
     """srun starts each process itself, numbered SLURM_PROCID / SLURM_LOCALID, with no RANK nor LOCAL_RANK set: the
     second process said every data note too."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE")}
-    env["PYTHONPATH"] = f"{TESTS / 'helpers'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    env.update(SLURM_NTASKS="2", SLURM_NTASKS_PER_NODE="2", SLURM_NODEID="0", SLURM_JOB_NAME="job",
-               SLURM_NODELIST="127.0.0.1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": f"{TESTS / 'helpers'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cmd = [str(Path(sys.executable).parent / TOOLS["caption"]), "fit", "--config", config("caption", tmp_path), *DDP,
            "--trainer.max_steps", "1", "--data.max_caption_len", "3"]  # fmt: skip
-    procs = [subprocess.Popen(cmd, cwd=tmp_path, env={**env, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]  # fmt: skip
-    try:  # where one fails, the other waits for it at the first collective: ended here
-        done = [proc.communicate(timeout=300) for proc in procs]
-    except subprocess.TimeoutExpired:
-        for proc in procs:
-            proc.kill()
-        done = [proc.communicate() for proc in procs]
-    assert [proc.returncode for proc in procs] == [0, 0], [err[-2000:] for _, err in done]
+    done = [(code, err) for code, _, err in srun_processes(cmd, tmp_path, env)]
+    assert [code for code, _ in done] == [0, 0], [err[-2000:] for _, err in done]
     said = [sum("longer than data.max_caption_len=3 words are cut" in x for x in err.splitlines()) for _, err in done]
     assert said == [1, 0]
     assert "GLOBAL_RANK: 1, MEMBER: 2/2" in done[1][1]  # the second process was one of the run
