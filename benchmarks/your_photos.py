@@ -365,13 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     if (mixed := sorted(r for r in rows if r.startswith("mix"))) and not args.mix:
         p.error(f"--rows {mixed[0]}: the mix rows need --mix N (how many of Flickr8k's train photos to mix in)")
     rows |= {"mix", "mix_scst"} if args.mix and not mixed else set()  # --rows naming a mix row: those alone
-    if args.seed is not None or (args.out / "seed.txt").is_file():
-        seed = str(0 if args.seed is None else args.seed)
-        kept = (args.out / "seed.txt").read_text().strip() if (args.out / "seed.txt").is_file() else seed
-        if kept != seed:
-            p.error(f"--seed {seed}: {args.out} holds fits of seed {kept}; give another --out")
+    record, seed = args.out / "seed.txt", str(args.seed or 0)  # no --seed: the configs' 0
+    kept = record.read_text().strip() if record.is_file() else None
+    if kept is not None and kept != seed:
+        p.error(f"--seed {seed}: {args.out} holds fits of seed {kept}; give another --out")
+    if args.seed is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "seed.txt").write_text(seed + "\n")
+        record.write_text(seed + "\n")
     scenarios = [s for s in args.scenarios.split(",") if s]
     if unknown := set(scenarios) - {"dogs", "shapes"}:
         p.error(f"unknown scenario {sorted(unknown)[0]!r}: choose dogs or shapes")

@@ -883,7 +883,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         else:
             side = getattr(self.preprocess, "image_size", 224)
             per_item = 3 * side * side * 4  # (3, H, W) float32
-        processes = getattr(self.trainer, "num_devices", 1) if self.trainer is not None else 1  # DDP: one a device
+        processes = getattr(self.trainer, "num_devices", 1)  # DDP: one a device; no trainer (None): 1
         workers = loader_workers(self.hparams.num_workers, self.hparams.batch_size * per_item, "caption data",
                                  processes=processes)  # fmt: skip
         if workers and feats is None and split in self.splits:

@@ -23,11 +23,15 @@ CONFIGS = {"text": TESTS / "fixtures/text/tiny_reorder.yaml", "caption": TESTS /
 TOOLS = {"text": "text-train", "caption": "caption-train"}
 
 
+def _env() -> dict:
+    """The tests' environment with tests/helpers importable (the probe callback)."""
+    return {**os.environ, "PYTHONPATH": f"{TESTS / 'helpers'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
 def launch(family: str, args: list[str], cwd: Path, probe: Path) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": f"{TESTS / 'helpers'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     exe = Path(sys.executable).parent / TOOLS[family]
     cmd = [str(exe), *args, "--trainer.callbacks+=ddp_probe.Probe", f"--trainer.callbacks.out={probe}"]
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads(p.read_text()) for p in sorted(probe.glob("rank*.json"))]
 
@@ -96,11 +100,10 @@ def test_two_process_distillation_keeps_each_ranks_teacher_targets(tmp_path):
 
 def test_the_data_notes_are_said_once_not_by_each_process(tmp_path):
     """Every process reads the data and met the same notes: each was said by both (eight times on eight GPUs)."""
-    env = {**os.environ, "PYTHONPATH": f"{TESTS / 'helpers'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     exe = Path(sys.executable).parent / TOOLS["caption"]
     cmd = [str(exe), "fit", "--config", config("caption", tmp_path), *DDP, "--trainer.max_steps", "1",
            "--data.max_caption_len", "3"]  # fmt: skip
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     cut = [x for x in done.stderr.splitlines() if "longer than data.max_caption_len=3 words are cut" in x]
     assert len(cut) == 1, done.stderr[-3000:]
@@ -109,10 +112,9 @@ def test_the_data_notes_are_said_once_not_by_each_process(tmp_path):
 def test_processes_srun_starts_train_and_say_the_data_notes_once(tmp_path):
     """srun starts each process itself, numbered SLURM_PROCID / SLURM_LOCALID, with no RANK nor LOCAL_RANK set: the
     second process said every data note too."""
-    env = {**os.environ, "PYTHONPATH": f"{TESTS / 'helpers'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cmd = [str(Path(sys.executable).parent / TOOLS["caption"]), "fit", "--config", config("caption", tmp_path), *DDP,
            "--trainer.max_steps", "1", "--data.max_caption_len", "3"]  # fmt: skip
-    done = [(code, err) for code, _, err in srun_processes(cmd, tmp_path, env)]
+    done = [(code, err) for code, _, err in srun_processes(cmd, tmp_path, _env())]
     assert [code for code, _ in done] == [0, 0], [err[-2000:] for _, err in done]
     said = [sum("longer than data.max_caption_len=3 words are cut" in x for x in err.splitlines()) for _, err in done]
     assert said == [1, 0]

@@ -43,6 +43,7 @@ from typing import NamedTuple
 from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line, unrecognized
+from text_attn.core.ranks import say
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
 from text_attn.core.unread_options import Unread, dotted, given_unread
 from text_attn.core.version import add_version
@@ -139,7 +140,6 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
 
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
-    from pytorch_lightning.utilities import rank_zero_only
 
     from text_attn.core.lightning_parts import AtomicCheckpointIO, BuiltModuleSWA, MonitorCheck, SafeSaveConfig
     from text_attn.core.modelfile import CHECKPOINT_FAMILIES, checkpoint_family
@@ -258,8 +258,8 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                                          functools.partial(dotted, defaults), typed)  # fmt: skip
             if refusal:
                 fail(prog, refusal)
-            if note and getattr(rank_zero_only, "rank", 0) == 0:  # once, not by every process of a DDP run
-                print(f"{prog}: note: {note}", file=sys.stderr)
+            if note:  # once, not by every process of a DDP run
+                say(f"{prog}: note: {note}")
 
         def after_instantiate_classes(self) -> None:
             super().after_instantiate_classes()
