@@ -423,8 +423,14 @@ def bundle(
             # fit's own word profile and casing would count each word twice); the fit's lengths where it has them
             lengths = (translator.source_check or {}).get("lengths")
             translator.source_check = {**first.source_check, **({"lengths": lengths} if lengths else {})}
-    b5 = result["5"]
     decoding = translator.info.get("decoding")
+    # the test scores of the decoding `translate` uses (the file's val-chosen one), after it, as a caption model file
+    # has them; without one, the plain beam 5's, named as it was run (translate_test: no length penalty)
+    if "tuned" in result:
+        t = result["tuned"]
+        measured = f"test_2016_flickr beam {t['beam']}, length penalty {t['length_penalty']:g}"
+    else:
+        t, measured = result["5"], "test_2016_flickr beam 5, length penalty 0"
     translator.info = {
         "training_data": "Multi30k task 1 (Elliott et al. 2016), German -> English: 29,000 training pairs"
         + (f", and the same sources again translated by {TEACHER_NAMES[name]} (sequence-level distillation)"
@@ -434,19 +440,10 @@ def bundle(
         "training": f"configs/text/{MODELS[name][0]} on a {where or 'CPU'}"
         + ("" if minutes is None else f", {minutes:.0f} minutes")
         + ("" if began is None else f", from {START_NAMES[STARTS[name]]} of {began}"),
-        "test_scores": {"test_2016_flickr beam 5: sacreBLEU": round(b5["sacrebleu"], 2),
-                        "chrF": round(b5["chrf"], 2), "BLEU (lowercased, tokenized)": round(b5["bleu_tok"], 2)},
         **({"decoding": decoding} if decoding else {}),
+        "test_scores": {f"{measured}: sacreBLEU": round(t["sacrebleu"], 2), "chrF": round(t["chrf"], 2),
+                        "BLEU (lowercased, tokenized)": round(t["bleu_tok"], 2)},
     }  # fmt: skip
-    if "tuned" in result:
-        t = result["tuned"]
-        translator.info["test_scores_default_decoding"] = {
-            f"test_2016_flickr beam {t['beam']}, length penalty {t['length_penalty']:g}: sacreBLEU": round(
-                t["sacrebleu"], 2
-            ),
-            "chrF": round(t["chrf"], 2),
-            "BLEU (lowercased, tokenized)": round(t["bleu_tok"], 2),
-        }
     to.parent.mkdir(parents=True, exist_ok=True)
     return translator.save(to, half=True)
 

@@ -121,7 +121,13 @@ def test_a_fine_tuned_bundle_names_its_start_and_keeps_its_note_of_the_text(tmp_
         "configs/text/multi30k_de_en_transformer.yaml on a 2-core CPU, 257 minutes"
     )
     assert bundled_model.source_check["about"] == "descriptions of everyday pictures"
-    assert bundled_model.info["test_scores_default_decoding"]["chrF"] == 61.0
+    # one table of test scores, the val-chosen decoding's (the one translate uses), named by it
+    assert bundled_model.info["test_scores"] == {
+        "test_2016_flickr beam 4, length penalty 1: sacreBLEU": 41.8,
+        "chrF": 61.0,
+        "BLEU (lowercased, tokenized)": 42.0,
+    }
+    assert "test_scores_default_decoding" not in bundled_model.info
     # the guided GRU names the GRU it started from
     start.info = {"training": "configs/text/multi30k_de_en_bahdanau.yaml on a 2-core CPU, 55 minutes"}
     gru_start = start.save(tmp_path / "gru_start.pt")
@@ -134,6 +140,9 @@ def test_a_fine_tuned_bundle_names_its_start_and_keeps_its_note_of_the_text(tmp_
     multi30k.bundle("transformer", tuned_file, result, 257.0, "2-core CPU", to)
     assert Translator.load(to).info["training"].endswith("on a 2-core CPU, 257 minutes")
     assert "distillation" not in Translator.load(to).info["training_data"]
+    # not tuned: the plain beam 5's scores, named as translate_test ran it (no length penalty)
+    multi30k.bundle("transformer", tuned_file, {"5": scores}, 257.0, "2-core CPU", to)
+    assert Translator.load(to).info["test_scores"]["test_2016_flickr beam 5, length penalty 0: sacreBLEU"] == 41.8
     # the distilled Transformer: its start is the guided one, and its data names the teachers' translations
     start.info = {"training": "configs/text/multi30k_de_en_transformer_aligned.yaml on a 2-core CPU, 16 minutes"}
     start.source_check["casing"] = {"first": True, "words": "Mann"}  # the start's own check of the train text
