@@ -83,8 +83,8 @@ def _parser() -> argparse.ArgumentParser:
                    f"{EVIDENCE_AT_120:,} at --timeout 120, in proportion to --timeout: ~5 s of one core at "
                    "worst)")  # fmt: skip
     p.add_argument("--max-pixels", type=float, default=89.5,
-                   help="largest photo in megapixels, read from its header (default: 89.5, caption's "
-                   "decompression-bomb guard)")  # fmt: skip
+                   help="largest photo in megapixels, read from its header (default: 89.5, Pillow's decompression-"
+                   "bomb threshold: caption notes a photo above it, refuses one twice as large)")  # fmt: skip
     p.add_argument("--read-timeout", type=float, default=30,
                    help="seconds a request's body may take to arrive (408 after; default: 30)")  # fmt: skip
     p.add_argument(
@@ -97,8 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds a worker waits for a batch to fill (default: 0.01)")  # fmt: skip
     p.add_argument("--idle-wait", action=argparse.BooleanOptionalAction, default=None,
                    help="a worker with no request for 2 s waits for the next one instead of polling for it every "
-                   "millisecond: an idle server uses ~1%% of a core instead of ~48%%, at the same throughput "
-                   "and latency (docs/serve.md); --no-idle-wait: LitServe's own polling (default: "
+                   "millisecond: an idle server (both bundled models) uses ~1%% of a core instead of ~40%%, at the "
+                   "same throughput and latency (docs/serve.md); --no-idle-wait: LitServe's own polling (default: "
                    "--idle-wait)")  # fmt: skip
     p.add_argument("--accelerator", "--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="where the models run: auto (the default: cuda where torch sees a GPU, else cpu), cpu or "

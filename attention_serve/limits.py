@@ -251,7 +251,7 @@ class Limits:
     """What one request may carry (``attention-serve`` options set them)."""
 
     max_upload_bytes: int = 20 << 20  # --max-upload-mb: a photo's bytes (413 above)
-    max_pixels: int = 89_478_485  # Pillow's decompression-bomb guard (413 above): the same as `caption`'s
+    max_pixels: int = 89_478_485  # Pillow's decompression-bomb threshold (413 above): `caption` notes above it
     max_sentences: int = 64  # sentences in one /translate request (413 above)
     max_chars: int = 1000  # characters in one sentence (413 above)
     max_queue: int = 64  # checked requests waiting for a model worker in one HTTP process (503 with Retry-After above)

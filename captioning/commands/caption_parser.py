@@ -51,7 +51,11 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         help="rank beams by score / length**this (default: the model file's choice, chosen on validation data, else 0)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON list with per-word attention (see docs)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON list with per-word attention (the --jsonl records: docs/captioning.md)",
+    )
     p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done (- : "
                    "to stdout, in place of the plain lines; ./- for a file named -)")  # fmt: skip
     p.add_argument(
@@ -133,15 +137,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--batch-size",
         type=int,
-        help=f"images captioned together (default: {BATCH}, fewer where this process may use under ~1.3 GiB of "
-        "memory, a container's limit: said in a note; with --device cuda, from the GPU's memory: 128 from 40 GiB, 64 "
-        "from 16 GiB, else 32, not yet measured on a GPU)",
+        help=f"images captioned together (default: {BATCH}, fewer where this process may use under ~1.1 GiB of "
+        "memory, a container's limit or what the machine has free: said in a note; with --device cuda, from the GPU's "
+        "memory: 128 from 40 GiB, 64 from 16 GiB, else 32, not yet measured on a GPU)",
     )
     p.add_argument(
         "--workers",
         type=int,
         help="processes decoding images ahead of the model (default: 2; with --device cuda, the cores less 2 shared "
-        "by the --devices processes, at most 14, not yet measured on a GPU)",
+        "by the --devices processes, 2 to 14, not yet measured on a GPU)",
     )
     add_device_options(p, "caption", "the batch and workers then suit it")
     p.add_argument(

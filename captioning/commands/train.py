@@ -14,8 +14,9 @@ CONFIGS = shipped_configs(Path(__file__).resolve().parents[1] / "configs",
                           Path(__file__).resolve().parents[2] / "configs" / "caption")  # fmt: skip
 TRAIN_DESCRIPTION = (
     "caption-train: train and evaluate Show-Attend-Tell captioners (soft or hard attention) with PyTorch Lightning. "
-    "Shipped configs, given by name (in a checkout also as configs/caption/NAME.yaml): {names} (shapes_soft / "
-    "shapes_hard run on a CPU; flickr8k_* and coco_* are the paper's settings for your download). Example: "
+    "Shipped configs, given by name (in a checkout also as configs/caption/NAME.yaml): {names} (shapes_* run "
+    "in minutes on a CPU; flickr8k_lite2_*, flickr8k_distilled* and flickr8k_de_* are the bundled models' recipes, "
+    "hours on a CPU; your_photos* teach it your photos; *_resnet101_* are the paper's settings, for a GPU). Example: "
     "`caption-train fit --config shapes_soft`. Subcommands: fit, validate, test, report, optimize (`caption` "
     "captions); `caption-train fit --help` lists every option. The end of fit writes a model file for `caption`; "
     "`caption-export` turns a checkpoint into one. Watch a run with `tensorboard --logdir runs/shapes_soft`; "

@@ -23,6 +23,7 @@ SEED_REPEATS = {
     "caption": "(keyed by its photo's name) at any --batch-size, --devices, --workers and in a --resume",
     "translate": "(keyed by its number) at any --batch-size",
 }
+PICTURES = {"caption": "--overlay, --html", "translate": "--plot, --html"}  # each command's pictures and pages
 
 
 def add_search_options(p: argparse.ArgumentParser) -> None:
@@ -56,8 +57,8 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
         help="also report the N best hypotheses (N <= --beam-size), best first: N lines an input (translate: "
         "number, score, translation, ended or cut; caption: score, caption, ended or cut, the path first with "
         "several images), and in the --json / --jsonl records; each says whether it ended or --max-len cut it off; "
-        "a hypothesis the search could not find is left out; pictures and pages (--overlay, --plot, --html) "
-        "draw the best (default: 1, the best alone, in the usual output)",
+        "a hypothesis the search could not find is left out; pictures and pages "
+        f"({PICTURES[p.prog]}) draw the best (default: 1, the best alone, in the usual output)",
     )
     g.add_argument(
         "--no-repeat-ngram",

@@ -55,7 +55,8 @@ def translate_parser() -> argparse.ArgumentParser:
         "--max-len",
         type=int,
         default=None,
-        help="longest output in tokens, its end not counted (default: 2 x (source tokens + 1) + 10, the end counted)",
+        help="longest output in tokens, its end not counted (default: 2 x (source tokens + 1) + 10, the end counted; "
+        "for a source longer than any the model learned from, at most 2 x its longest training target + 10)",
     )
     p.add_argument(
         "--plot",
@@ -69,9 +70,9 @@ def translate_parser() -> argparse.ArgumentParser:
         help="with --plot: also PNG-evidence.png, what drives each output token: the source tokens whose masking at "
         "its step lowers its probability most (leave-one-out: one step of S + 1 rows a token), each row labelled "
         "with its agreement with the attention (Kendall tau); with --html: the same as a third line of words lit on "
-        "hover; with --jsonl: each record's 'evidence' (T, S + 1) and 'agreement', as attention-serve's. Measured "
-        "on the bundled models (benchmarks/evidence_cost.py, 1 thread): +0.2 to 0.3 s a sentence, "
-        "1.5 to 1.7x the time of translating it",
+        "hover; with --json / --jsonl: each record's 'evidence' (T, S + 1) and 'agreement', as attention-serve's. "
+        "Measured on the bundled models (benchmarks/evidence_cost.py, 1 thread): +0.1 to 0.2 s a sentence, 1.45 to "
+        "1.74x the time of translating it",
     )
     p.add_argument(
         "--layer",
