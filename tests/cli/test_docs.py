@@ -127,6 +127,27 @@ def test_the_results_page_prints_the_scores_the_bundled_files_record():
     assert not missing, missing
 
 
+def test_the_results_summary_row_of_each_bundled_model_quotes_its_recorded_scores():
+    """The summary table at the top of the results page (the row a reader takes away) names each bundled model's own
+    recorded test scores: the translator replaced on 2026-12-04 kept its predecessor's row, whose numbers the rest of
+    the page still held, so the check above passed."""
+    import torch
+
+    rows = [line for line in (ROOT / "docs" / "results.md").read_text().splitlines() if line.startswith("| ")]
+    files = {"| `caption`: ": ("captioning/assets/flickr8k_soft.pt", ("Bleu_4", "METEOR")),
+             "| `translate`: ": ("text_attn/translation/assets/multi30k_de_en.pt", ("sacreBLEU", "tokenized)")),
+             "| `translate --model bahdanau`: ": ("text_attn/translation/assets/multi30k_de_en_bahdanau.pt",
+                                                  ("sacreBLEU", "tokenized)"))}  # fmt: skip
+    missing = []
+    for cell, (path, metrics) in files.items():
+        row = next(r for r in rows if cell in r)
+        scores = torch.load(ROOT / path, map_location="cpu", weights_only=True)["info"]["test_scores"]
+        for name, value in scores.items():
+            if name.endswith(metrics) and f"{value:.2f}" not in row:
+                missing.append(f"{path}: {name} {value:.2f} not in its row: {row}")
+    assert not missing, missing
+
+
 def test_the_code_map_names_every_module():
     """Every module by name, and every room of captioning/ by its folder (the modules are listed under their room)."""
     text = (ROOT / "docs" / "code.md").read_text(encoding="utf-8")
