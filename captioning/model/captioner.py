@@ -422,13 +422,26 @@ class Captioner:
         v = self.vocab
         options.setdefault("banned", (v.pad_id, v.bos_id, v.unk_id))
         options.setdefault("end_step", True)  # max_len counts words, as `caption --max-len` says
-        return self.model.generate(
-            self._decoder_input(features), v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id, **options
-        )
+        features = self._decoder_input(features)
+        with self._hard_inference(None):  # a hard model: the mode another thread's call set is not this call's
+            return self.model.generate(features, v.bos_id, v.eos_id, max_len, beam_size, length_penalty, v.pad_id,
+                                       **options)  # fmt: skip
 
     def _decoder_input(self, features: Tensor) -> Tensor:
         """Region features (B, L, D) in the decoder's dtype: the feature cache stores float16 (docs/scale.md), a half
-        model reads half; a matrix product refuses two dtypes."""
+        model reads half; a matrix product refuses two dtypes. Anything else is one TypeError or ValueError: a numpy
+        array, one photo's (L, D) or another encoder's D failed deep in a matrix product, and integer features were
+        captioned as numbers silently (``encode`` makes them)."""
+        if not isinstance(features, Tensor):
+            raise TypeError(f"region features: a tensor (B, L, D), got {type(features).__name__} (torch.as_tensor "
+                            "makes one from an array; captioner.encode(images) from prepared images)")  # fmt: skip
+        dim = self.model.decoder.cfg.feature_dim
+        if features.dim() != 3 or features.size(1) == 0 or (dim and features.size(2) != dim):
+            one = "; one photo's: features[None]" if features.dim() == 2 else ""
+            raise ValueError(f"region features: (B, L, {dim or 'D'}) for this model (its encoder's), got "
+                             f"{tuple(features.shape)}{one}")  # fmt: skip
+        if not features.is_floating_point():
+            raise TypeError(f"region features: floating point (captioner.encode's), got {features.dtype}")
         return features.to(dtype=parameter_dtype(self.model.decoder))
 
     def captions(self, result: SearchResult, probs: bool = False) -> list[Caption]:
@@ -496,9 +509,10 @@ class Captioner:
         for text, words in zip(texts, given, strict=True):
             if not words.words:
                 raise ValueError(f"{text!r}: no words to read")
-        state = first_state(self.model, features) if len(texts) > 1 else None
-        for words in given:
-            reading = read_ids(self.model, features, [*words.ids, v.eos_id], v.bos_id, state)  # the words, the end
+        with self._hard_inference(None):  # a hard model: the mode another thread's call set is not this call's
+            state = first_state(self.model, features) if len(texts) > 1 else None
+            readings = [read_ids(self.model, features, [*w.ids, v.eos_id], v.bos_id, state) for w in given]
+        for words, reading in zip(given, readings, strict=True):  # each: the words, then the end
             log_probs = reading.log_probs.float().cpu()  # (B, T + 1)
             alphas = widened(reading.alphas[:, :-1].cpu())  # (B, T, L): a half model's in float32
             probs, scores = log_probs.exp().tolist(), log_probs.mean(dim=1).tolist()
@@ -525,7 +539,7 @@ class Captioner:
         ids = [[v.stoi.get(w, v.stoi.get(w.lower(), v.unk_id)) for w in c.words] + [v.eos_id] for c in captions]
         given = padded_rows(ids, v.pad_id)  # (B, T + 1): each row padded past its end
         features = self._decoder_input(features)
-        with evaluating(self.model):
+        with evaluating(self.model), self._hard_inference(None):  # a hard model: this call's mode, not another's
             log_probs, _ = read_sequence(self.model, first_state(self.model, features), len(captions), given, v.bos_id)
         rows = log_probs.float().cpu().exp().tolist()  # (B, T + 1)
         return [c._replace(probs=row[: len(i) - 1], end_prob=row[len(i) - 1])
@@ -685,7 +699,8 @@ class Captioner:
             except ImageReadError as e:
                 if not isinstance(im, (Image.Image, bytes, bytearray)):
                     raise  # it names its file
-                said = str(e).removeprefix("upload: ")  # which of a list of bytes: "upload" named none of them
+                # which of a list: "upload" (bytes) and "a PIL image" named none of them
+                said = str(e).removeprefix("upload: ").removeprefix("a PIL image: ")
                 what = "a PIL image" if isinstance(im, Image.Image) else "its bytes"
                 raise ImageReadError(f"photo {i} ({what}): {said}", e.kind) from None
         return loaded, self.encode(torch.stack([self.preprocess(im) for im in loaded]))
@@ -751,7 +766,8 @@ class Captioner:
             raise ValueError(f"evidence takes one photo's region features (1, L, D), got {shape}")
         if isinstance(words, str):
             raise ValueError(f"evidence takes the caption's words as a list, got the text {words!r}")
-        return word_evidence(self.model, features, list(words), self.vocab)  # no words (an empty caption): none
+        with self._hard_inference(None):  # a hard model: the mode another thread's call set is not this call's
+            return word_evidence(self.model, features, list(words), self.vocab)  # no words (an empty caption): none
 
     def explain(
         self,
@@ -766,12 +782,19 @@ class Captioner:
         checked and defaulted as :meth:`caption_images` does them, and return both maps of every word: where it
         attended and what drives it (captioning.model.explain.Evidence: ``attention``, ``evidence`` (T, L),
         ``agreement``)."""
-        from captioning.photos.preprocess import prepared
+        from captioning.photos.preprocess import ImageReadError, prepared
 
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         device = next(self.model.parameters()).device
+        photo = _photo(image, "explain")
+        try:
+            read = prepared(photo, self.preprocess)
+        except ImageReadError as e:  # bytes are named "upload" (the server's word): the caller's is "its bytes"
+            if not isinstance(photo, (bytes, bytearray)):
+                raise
+            raise ImageReadError(f"explain: the photo (its bytes): {str(e).removeprefix('upload: ')}", e.kind) from None
         with torch.no_grad():
-            features = self.encode(prepared(_photo(image, "explain"), self.preprocess)[None].to(device))
+            features = self.encode(read[None].to(device))
         with self._hard_inference(hard_inference):
             words = self.caption_features(features, **search)[0].words
             return self.evidence(features, words)
@@ -805,6 +828,8 @@ def _photo(image: Any, where: str) -> Any:
     numpy array reached pathlib's "expected str, bytes or os.PathLike", bytes a crash after the work)."""
     if isinstance(image, (Image.Image, str, os.PathLike, bytes, bytearray)):
         return image
+    if isinstance(image, memoryview):  # a buffer's view (an mmap's, a numpy byte array's): its bytes
+        return image.tobytes()
     if hasattr(image, "read"):
         data = None if isinstance(image, io.TextIOBase) else image.read()  # a text file's read fails on a JPEG
         if not isinstance(data, (bytes, bytearray)):

@@ -335,8 +335,11 @@ def load_photo(
             raise ImageReadError(f"a PIL image of {width} x {height} pixels: nothing to caption", "not_image")
         # its EXIF orientation applied, as for a file: Image.open of a phone photo leaves it sideways (an image
         # exif_transpose already turned carries no orientation, so it is not turned twice)
-        turned = ImageOps.exif_transpose(src)
-        return to_rgb(turned), turned.size
+        try:  # Image.open reads the pixels only now: a closed image, or a damaged or cut-off file, fails here
+            turned = ImageOps.exif_transpose(src)
+            return to_rgb(turned), turned.size
+        except (OSError, ValueError, SyntaxError) as err:  # PIL's for closed images, damaged and truncated data
+            raise ImageReadError(f"a PIL image: cannot be read ({one_line(err)})", "not_image") from None
     if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server): its bytes, named "upload"
         formats = photo_formats(bytes(src[:HEAD]), "upload")
         p, src, raw = io.BytesIO(src), "upload", src

@@ -5,6 +5,8 @@ folder or a device that cannot be had is named, and an image of no pixels is ref
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from PIL import Image
 
@@ -36,6 +38,11 @@ def test_values_in_range_pass():
     check_decoding(beam_size=19, length_penalty=0, max_len=1, no_repeat_ngram=0, words=19)
     check_decoding()  # nothing given: nothing checked
     a_batch(["a"], "translate", "sentences")
+    import numpy as np  # numpy's numbers are numbers (np.int64(3) was "beam_size must be an integer, got 3")
+
+    check_decoding(beam_size=np.int64(3), length_penalty=np.float32(1.0), max_len=np.int32(5), words=19)
+    with pytest.raises(ValueError, match="beam_size must be at least 1"):
+        check_decoding(beam_size=np.int64(0))
 
 
 def test_the_captioner_refuses_what_the_command_refuses():
@@ -194,3 +201,91 @@ def test_a_hard_attention_mode_given_in_two_threads_leaves_the_models_own():
         list(pool.map(lambda _: hard.caption_images(photos, hard_inference="expect"), range(6)))
     assert hard.model.decoder.cfg.hard_inference == "argmax"
     assert [c.words for c in hard.caption_images(photos)] == alone
+
+
+def test_a_hard_attention_call_without_a_mode_decodes_with_the_model_s_own_beside_one_with_a_mode():
+    """Only the calls that took a mode held the lock: caption_features (and generate, read_features, with_probs,
+    evidence) in another thread decoded with the other call's "expect" (11 of 60 in the audit of 2026-12-06)."""
+    import dataclasses
+    import threading
+
+    import torch
+
+    from captioning.model.decoder import ShowAttendTellDecoder
+    from captioning.model.network import CaptionModel
+
+    base = Captioner.load("shapes")
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(base.decoders[0].cfg, attention="hard", hard_inference="argmax")
+    hard = Captioner(CaptionModel(base.model.encoder, ShowAttendTellDecoder(cfg)).eval(), base.vocab)
+    photos = list(DEMO_PHOTOS[:2])
+    _, features = hard.encode_photos(photos)
+    own = hard.caption_features(features)
+    expect = [c.words for c in hard.caption_images(photos, hard_inference="expect")]
+    own_alphas = torch.stack([c.alphas[0] for c in own])
+    assert [c.words for c in own] != expect or not torch.equal(  # the two modes decode apart (else nothing is tested)
+        own_alphas, torch.stack([c.alphas[0] for c in hard.caption_images(photos, hard_inference="expect")])
+    )
+    stop, seen = threading.Event(), []
+
+    def other() -> None:
+        while not stop.is_set():
+            hard.caption_images(photos, hard_inference="expect")
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    try:
+        for _ in range(12):
+            got = hard.caption_features(features)
+            seen.append([c.words for c in got] == [c.words for c in own] and torch.equal(
+                torch.stack([c.alphas[0] for c in got]), own_alphas))  # fmt: skip
+    finally:
+        stop.set()
+        worker.join()
+    assert all(seen), f"{seen.count(False)} of {len(seen)} decoded with the other thread's mode"
+
+
+def test_region_features_of_another_form_are_named_in_one_line():
+    captioner = Captioner.load("shapes")
+    _, features = captioner.encode_photos(list(DEMO_PHOTOS[:1]))
+    dim = features.size(-1)
+    for bad, raised, says in [
+        (features.numpy(), TypeError, "region features: a tensor (B, L, D), got ndarray"),
+        (features[0], ValueError, f"got {tuple(features[0].shape)}; one photo's: features[None]"),
+        (features[..., :3], ValueError, f"(B, L, {dim}) for this model"),
+        (features.long(), TypeError, "region features: floating point"),
+    ]:
+        for call in (lambda f: captioner.caption_features(f), lambda f: captioner.read_features(f, "a red circle")):
+            with pytest.raises(raised, match=re.escape(says)):
+                call(bad)
+    assert captioner.caption_features(features.double())[0].words == captioner.caption_features(features)[0].words
+
+
+def test_a_pil_image_that_cannot_be_read_is_named_by_its_number(tmp_path):
+    whole = open(DEMO_PHOTOS[0], "rb").read()
+    (tmp_path / "cut.png").write_bytes(whole[: len(whole) // 3])
+    closed = Image.open(DEMO_PHOTOS[0])
+    closed.close()
+    captioner = Captioner.load("shapes")
+    for image, says in [(closed, "Operation on closed image"), (Image.open(tmp_path / "cut.png"), "truncated")]:
+        with pytest.raises(ImageReadError, match=r"^photo 1 \(a PIL image\): cannot be read \(.*" + says):
+            captioner.caption_images([DEMO_PHOTOS[1], image])
+    with pytest.raises(ImageReadError, match=r"^a PIL image: cannot be read"):
+        captioner.explain(closed)
+    with pytest.raises(ImageReadError, match=r"^explain: the photo \(its bytes\): not an image file"):
+        captioner.explain(b"not a photo")
+    view = memoryview(whole)  # a buffer's view reads as its bytes
+    assert captioner.caption_images([view])[0].words == captioner.caption_images([DEMO_PHOTOS[0]])[0].words
+
+
+def test_token_methods_refuse_a_string_for_a_sentence():
+    """A string's characters were read as tokens and translated ("Phill squats tample.")."""
+    translator = Translator.load()
+    for call in (lambda t: translator.translate_tokens(t), lambda t: translator.read_each(t, ["A man."]),
+                 lambda t: translator.read_texts(t, ["A man."]),
+                 lambda t: translator.with_probs(t, translator.translate(["Ein Mann."]))):  # fmt: skip
+        with pytest.raises(TypeError, match=r"sentence 0 is str, not a list of tokens: give translator.tokenize"):
+            call(["Ein Mann."])
+    with pytest.raises(TypeError, match="takes a list of tokenized sentences"):
+        translator.translate_tokens("Ein Mann.")
+    assert translator.translate_tokens([translator.tokenize("Ein Mann.")])[0].text

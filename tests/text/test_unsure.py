@@ -70,9 +70,12 @@ def test_a_greedy_translation_read_back_gives_back_the_search_s_log_probability(
 
 @pytest.mark.parametrize("max_len", [None, 4])  # 4: most cut off, their end read back
 def test_the_search_keeps_what_reading_the_translation_back_gives(bundled, max_len):
-    lines = [*DE[:2], "Ein Satz."]
+    # the last: a line of two sentences, translated one by one, read so too (read as one sentence, the second's first
+    # word came back 0.0 against the search's 0.93)
+    lines = [*DE[:2], "Ein Satz.", "Ein Hund läuft über die Wiese. Eine Katze schläft auf dem Sofa."]
     kept = bundled.translate(lines, max_len=max_len, probs=True)  # its recorded beam 8
     read = bundled.with_probs(bundled._inputs(lines)[1], bundled.translate(lines, max_len=max_len))
+    assert len(read[-1].pieces) == 2
     assert any(tr.truncated for tr in kept) == (max_len is not None)
     for k, r in zip(kept, read, strict=True):
         assert k.tokens == r.tokens and k.words == r.words and not k.given

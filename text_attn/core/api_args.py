@@ -11,6 +11,7 @@ options: one clear exception naming the argument instead of a wrong result or a 
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from typing import Any
 
@@ -38,14 +39,14 @@ def check_decoding(
                              ("no_repeat_ngram", no_repeat_ngram, 0)):  # fmt: skip
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy's integers are integers
             raise TypeError(f"{name} must be an integer, got {value!r}")
         if value < low:
             raise ValueError(f"{name} must be at least {low}, got {value}")
     if words is not None and beam_size is not None and beam_size > words:
         raise ValueError(f"beam_size {beam_size} is more than the model's {words} words: at most {words}")
     if length_penalty is not None:
-        if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+        if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real):
             raise TypeError(f"length_penalty must be a number, got {length_penalty!r}")
         if not math.isfinite(length_penalty) or length_penalty < 0:
             raise ValueError(f"length_penalty must be a finite number, 0 or more, got {length_penalty}")

@@ -637,6 +637,7 @@ class Translator:
         """Several translations read for the same tokenized sentences (:meth:`read_tokens`), the sentences encoded
         once (a Transformer's encoder is ~45% of reading a reference of Multi30k's test): per translation, per
         sentence its Translation."""
+        toks = _token_lists(toks, "read_texts")
         targets = self._given_tokens(translations)
         if not toks:
             return [[] for _ in translations]
@@ -649,6 +650,7 @@ class Translator:
     def read_each(self, toks: list[list[str]], translations: list[str]) -> list[Translation]:
         """Each tokenized sentence with its own translation read (``translate --given-file``), in one batch: what
         :meth:`read_tokens` gives each alone (1,014 Multi30k val lines read one at a time took minutes)."""
+        toks = _token_lists(toks, "read_each")
         if len(toks) != len(translations):
             raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
         targets = self._given_tokens(translations)
@@ -688,17 +690,28 @@ class Translator:
         """The model's own translations of the tokenized sentences ``toks``, read back (their tokens as the search
         wrote them, not retokenized): each gets ``probs``, ``word_probs``, ``words`` and ``end_prob``, as a reading of
         a given translation does; the rest (text, attention, score) stays. In place; returns ``translations``.
-        ``chunk`` sentences are read at a time."""
+        ``chunk`` sentences are read at a time. A line translated sentence by sentence (its Translation's ``pieces``)
+        is read so too, each sentence against its own source, as the search wrote it: the line's tokens read as one
+        sentence give other numbers (a sentence's first word after another's end)."""
+        toks = _token_lists(toks, "with_probs")
         if len(toks) != len(translations):
             raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
+        # (source tokens, the Translation to fill) per sentence searched: a joined line's pieces, else the line
+        units = [(p.source, p) if tr.pieces and len(tr.pieces) > 1 else (t, tr)
+                 for t, tr in zip(toks, translations, strict=True) for p in (tr.pieces or [tr])]  # fmt: skip
+        units = list({id(tr): (t, tr) for t, tr in units}.values())  # a line of one sentence: itself, once
         with self._evaluating():
-            for start in range(0, len(toks), chunk):
-                part = toks[start : start + chunk]
+            for start in range(0, len(units), chunk):
+                part = [t for t, _ in units[start : start + chunk]]
                 src, lens = self._source_batch(part)
-                targets = [tr.tokens for tr in translations[start : start + chunk]]
+                targets = [tr.tokens for _, tr in units[start : start + chunk]]
                 read = self._readings(part, lens, self._encoded(part, src, lens), targets)
-                for tr, r in zip(translations[start : start + chunk], read, strict=True):
+                for (_, tr), r in zip(units[start : start + chunk], read, strict=True):
                     tr.probs, tr.word_probs, tr.words, tr.end_prob = r.probs, r.word_probs, r.words, r.end_prob
+        for tr in translations:  # a joined line: its sentences' numbers, one after another (sentences.joined)
+            if tr.pieces and len(tr.pieces) > 1:
+                line = joined(tr.pieces)
+                tr.probs, tr.word_probs, tr.words, tr.end_prob = line.probs, line.word_probs, line.words, line.end_prob
         return translations
 
     def _given_tokens(self, translations: list[str]) -> list[list[str]]:
@@ -809,6 +822,7 @@ class Translator:
         No sentences: no translations. ``keys`` (an option; per sentence an integer): with a seeded sampling, its
         draws' key (default: its position in ``toks``), so that it draws the same whichever sentences share its
         batch."""
+        toks = _token_lists(toks, "translate_tokens")
         if not toks:
             return []
         for i, t in enumerate(toks):
@@ -941,3 +955,15 @@ def _sentence_list(sentences: Any, name: str) -> list[str]:
         if not isinstance(sentence, str):
             raise TypeError(f"{name}: sentence {i} must be a text, got {type(sentence).__name__}")
     return sentences
+
+
+def _token_lists(toks: Any, name: str) -> list:
+    """A method's tokenized sentences as a list, each a list of tokens; one string given for a sentence (or for the
+    batch) is a TypeError: read as its characters, each a token, it was translated silently ("Phill squats
+    tample.")."""
+    toks = a_batch(toks, name, "tokenized sentences (lists of tokens)")
+    for i, t in enumerate(toks):
+        if isinstance(t, (str, bytes)) or not hasattr(t, "__iter__"):
+            raise TypeError(f"{name}: sentence {i} is {type(t).__name__}, not a list of tokens: "
+                            "give translator.tokenize(text), or call the method that takes text")  # fmt: skip
+    return toks
