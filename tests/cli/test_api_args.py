@@ -289,3 +289,6 @@ def test_token_methods_refuse_a_string_for_a_sentence():
     with pytest.raises(TypeError, match="takes a list of tokenized sentences"):
         translator.translate_tokens("Ein Mann.")
     assert translator.translate_tokens([translator.tokenize("Ein Mann.")])[0].text
+    for bad in (None, ["Ein Mann."]):
+        with pytest.raises(TypeError, match="explain takes one sentence or one Translation"):
+            translator.explain(bad)

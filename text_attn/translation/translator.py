@@ -761,6 +761,9 @@ class Translator:
 
         if isinstance(translation, str):
             (translation,) = self.translate([translation], **decoding)
+        elif not isinstance(translation, Translation):  # a list of sentences, None: AttributeError deep in evidence_of
+            each = ": call it once for each" if isinstance(translation, (list, tuple)) else ""
+            raise TypeError(f"explain takes one sentence or one Translation, got {type(translation).__name__}{each}")
         return evidence_of(self, translation)
 
     def search_bytes(self, n_tokens: int, beam_size: int = 1, max_len: int | None = None) -> int:
