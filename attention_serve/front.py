@@ -379,7 +379,11 @@ class Front:
                                self.limits.read_timeout, expect)  # fmt: skip
         # blank values kept: "?beam_size=" is then refused as any wrong value is (dropped, "?given=" captioned instead
         # of reading the caption meant)
-        query_pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        try:  # %-escapes that are not UTF-8 refused, as the same bytes in a JSON body are (replaced, "caf\ufffd dog")
+            query_pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True,
+                                    errors="strict")  # fmt: skip
+        except UnicodeDecodeError:
+            raise ClientError(422, "the query string is not UTF-8 (a %-escape of another encoding)") from None
         query = dict(query_pairs)
         if len(query) < len(query_pairs):
             raise ClientError(422, "an option is given twice in the query string")

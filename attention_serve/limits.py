@@ -159,7 +159,7 @@ TRANSLATE_OPTIONS = {
         1,
         "1: each text is a paragraph wrapped over lines (copied from a PDF, an e-mail), its lines joined into one "
         "before it is read, a word a hyphen breaks at a line's end made whole, as translate --paragraphs joins them "
-        "(the answer's 'source' is the text joined); default 0: a line break is a space",
+        "(the answer's 'source' is the text joined); default 0: a line break ends a sentence",
     ),
 }
 

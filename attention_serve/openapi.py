@@ -338,7 +338,7 @@ def describe(app, api_key: bool = False) -> None:
                         404: "the text model is not served (--text-model none)",
                         408: "the body did not arrive within --read-timeout seconds",
                         413: "too many sentences, a sentence too long, a decoding over --max-search steps or "
-                        "evidence over --max-evidence, a given text over 511 tokens",
+                        "evidence over --max-evidence, a given text over 512 tokens or --max-chars characters",
                         415: "not JSON",
                         422: "malformed JSON, an empty sentence, unknown option or value out of range",
                         503: "the queue is full, or the model's worker stopped and a new one is starting: retry "

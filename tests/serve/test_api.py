@@ -384,6 +384,8 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
         ("a padded number", server.post_file("/caption", png, {"beam_size": " 2 "}), 422, "beam_size"),
         ("an empty value in the query", server.post_json("/translate?beam_size=", {"text": "ein"}), 422, "beam_size"),
         ("an empty given in the query", server.post_file("/caption?given=", png), 422, "given must be a text"),
+        # a %-escape of Latin-1: read as U+FFFD and captioned "caf dog" (the same bytes in a JSON body were a 422)
+        ("a query string not UTF-8", server.post_file("/caption?given=caf%E9%20dog", png), 422, "not UTF-8"),
         ("a long unknown option is cut in the message", server.post_file("/caption", png, {"x" * 500: "1"}), 422,
          "..."),
         ("no such path", server.get("/nope"), 404, "Not Found"),
