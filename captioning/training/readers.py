@@ -312,6 +312,8 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     if not image_dir.is_dir():
         raise CaptionDataError(f"image folder {image_dir} {'is a file' if image_dir.exists() else 'does not exist'}")
     by_name: dict[str, ImageItem] = {}
+    by_file: dict[tuple[int, int], str] = {}  # a file found -> the key it was first named by
+    wide: list[int] = []  # lines of more than two columns: only the photo's and the caption's read
     folder = _Folder(image_dir)
     first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
     lines = text_lines(_read_text(tsv, "captions file"))
@@ -321,7 +323,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         return CaptionDataError(f"{tsv}: line {line}: {why}")
 
     for n, cols in table_rows(lines, comma, not_csv):
-        line = "\t".join(cols[:2] if comma else cols)  # a CSV row as a TSV line of its first two columns
+        line = "\t".join(cols[:2])  # the photo's column and the caption's
         if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
             continue
         name, tab, caption = line.partition("\t")
@@ -331,6 +333,8 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
             first = False
             continue
         first = False
+        if len(cols) > 2 and any(c.strip() for c in cols[2:]):
+            wide.append(n)  # a third column (a photographer, a source) was read into the caption; a CSV's cut it
         toks = caption_tokens(caption)
         if tab and name.strip() and not toks:  # the line's shape is right; its caption has no word
             raise CaptionDataError(f"{tsv}: line {n}: the caption of {name.strip()!r} has no words "
@@ -341,12 +345,32 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
             raise CaptionDataError(f"{tsv}: line {n}: expected '{want}', got {line[:60]!r}{hint}")
         name = _photo_key(_FLICKR_NUMBER.sub("", name.strip()))  # Flickr8k's token file writes "photo.jpg#0"
         if name not in by_name:
-            by_name[name] = ImageItem(folder.path(name), [], raw=[], key=name)
+            path = folder.path(name)
+            same = _identity(path)
+            if same in by_file:  # one file named another way: by its absolute path, in another case on a disk that
+                name = by_file[same]  # ignores case, through a link; its captions were one photo's in train and test
+            else:
+                if same is not None:
+                    by_file[same] = name
+                by_name[name] = ImageItem(path, [], raw=[], key=name)
         by_name[name].captions.append(toks)
         by_name[name].raw.append(caption.strip())
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")
+    if wide:
+        split = "a comma outside quotes splits it" if comma else "a tab typed inside a caption splits it"
+        say(f"caption data: {inert(tsv)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the "
+            f"first is the photo, the second its caption, the rest not read ({split})")  # fmt: skip
     return _check_files(list(by_name.values()), tsv, strict)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file ``path`` is (its device and inode), None where there is none: names that differ yet find one file."""
+    try:
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 # a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names

@@ -313,3 +313,30 @@ def test_a_scene_the_scene_maker_cannot_draw_is_refused_in_the_options_name(opti
     dm = CaptionDataModule(source="shapes", train_size=4, val_size=2, test_size=2, scene_size=64, max_objects=4)
     dm.setup("fit")  # the bounds themselves are drawn
     assert len(dm.scenes["train"]) == 4
+
+
+def test_a_captions_file_as_spreadsheets_and_old_editors_save_it_is_read_as_meant(tmp_path, capsys):
+    """Found by the user-data audit of 2026-12-06, each read wrong and unsaid before: a photo named by its absolute
+    path and by its name was two photos (in train and in val or test), a quoted CSV cell's line break glued its two
+    words, a third TSV column was read into the caption (and an unquoted comma cut a CSV one), and a file of
+    carriage returns alone was one line."""
+    whole = f"{IMAGES.resolve() / 'coffee.png'}"
+    (tmp_path / "two_names.tsv").write_text(f"coffee.png\ta cup\n{whole}\ta saucer\nchelsea.png\ta cat\n")
+    items = read_folder(IMAGES, tmp_path / "two_names.tsv")
+    assert [(it.path.name, it.captions) for it in items] == [("coffee.png", [["a", "cup"], ["a", "saucer"]]),
+                                                             ("chelsea.png", [["a", "cat"]])]  # fmt: skip
+    (tmp_path / "cells.csv").write_text('filename,caption\ncoffee.png,"a cup\nof coffee, hot"\nchelsea.png,a cat\n')
+    assert [it.captions for it in read_folder(IMAGES, tmp_path / "cells.csv")] == [
+        [["a", "cup", "of", "coffee", "hot"]], [["a", "cat"]]]  # fmt: skip
+    capsys.readouterr()
+    (tmp_path / "three.tsv").write_text("filename\tcaption\tphotographer\ncoffee.png\ta cup\tAnna\n"
+                                        "chelsea.png\ta cat\tBen Miller\n")  # fmt: skip
+    assert [it.captions for it in read_folder(IMAGES, tmp_path / "three.tsv")] == [[["a", "cup"]], [["a", "cat"]]]
+    err = capsys.readouterr().err
+    assert "line 1 read as a header" in err and "2 line(s) have more than two columns (first: line 2)" in err
+    assert "a tab typed inside a caption splits it" in err
+    (tmp_path / "comma.csv").write_text("coffee.png,a cup, on a saucer\n")
+    assert [it.captions for it in read_folder(IMAGES, tmp_path / "comma.csv")] == [[["a", "cup"]]]
+    assert "a comma outside quotes splits it" in capsys.readouterr().err
+    (tmp_path / "mac.tsv").write_bytes(b"coffee.png\ta cup\rchelsea.png\ta cat\r")
+    assert [it.captions for it in read_folder(IMAGES, tmp_path / "mac.tsv")] == [[["a", "cup"]], [["a", "cat"]]]

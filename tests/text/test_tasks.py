@@ -357,6 +357,11 @@ def test_a_pair_longer_than_max_tokens_is_left_out_with_one_note(tmp_path, capsy
     held = [" ".join(e.src) for split in ("val", "test") for e in scored.splits[split].examples]
     assert len(held) == 5 and any(len(e.split()) == 150 for e in held)  # (seed 0 holds the long pair out)
     assert len(scored.splits["train"]) == 1
+    # more held out than left to train on: fit says so, with sizes that would leave more (a 201-pair file under the
+    # config's 100 and 100 trained on one pair, unsaid)
+    (few,) = capsys.readouterr().err.strip().splitlines()
+    assert few.endswith("long.tsv: 1 of its 6 pairs are left to train on beside data.val_size=3 and data.test_size=2 "
+                        "held out; for more, give smaller ones (--data.val_size 1 --data.test_size 1)")  # fmt: skip
     kept = TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word")
     kept.setup("fit")  # the default (400) keeps it
     assert sum(len(split) for split in kept.splits.values()) == 6 and capsys.readouterr().err == ""
@@ -383,3 +388,16 @@ def test_a_language_written_without_spaces_gets_a_note_under_the_word_tokenizer(
     spaced.write_text("\n".join(f"{line.split(chr(9))[1]}\t{line.split(chr(9))[1]}" for line in lines) + "\n")
     TranslationDataModule(task="tsv", path=str(spaced), val_size=2, test_size=2).setup("fit")
     assert "note" not in capsys.readouterr().err
+
+
+def test_pairs_as_spreadsheets_and_old_editors_save_them_are_read_as_meant(tmp_path):
+    """A quoted CSV cell's line break glued its two words ("Ein Hundläuft"), and a file of carriage returns alone
+    (classic Mac OS's line ends) was one pair holding the rest (the user-data audit of 2026-12-06)."""
+    from text_attn.translation.corpora import read_tsv_text
+
+    (tmp_path / "cells.csv").write_text('"Ein Hund\nläuft, schnell",A dog runs\nZwei Katzen,"two\ncats"\n')
+    assert [(s, t) for s, t, _ in read_tsv_text(tmp_path / "cells.csv")] == [
+        ("Ein Hund läuft, schnell", "A dog runs"), ("Zwei Katzen", "two cats")]  # fmt: skip
+    (tmp_path / "mac.tsv").write_bytes(b"Ein Hund.\tA dog.\rZwei Katzen.\tTwo cats.\r")
+    assert [(s, t) for s, t, _ in read_tsv_text(tmp_path / "mac.tsv")] == [
+        ("Ein Hund.", "A dog."), ("Zwei Katzen.", "Two cats.")]  # fmt: skip

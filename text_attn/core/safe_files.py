@@ -699,8 +699,9 @@ _INERT_STREAM = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not i
 def text_lines(text: str) -> list[str]:
     """``text``'s lines, split at line feeds only (a CR before one dropped: Windows files): str.splitlines also splits
     at U+2028, U+0085, form feeds and \x1c-\x1e, which a caption or a sentence can hold, and then a line's number and
-    its fields were another line's."""
-    lines = text.split("\n")
+    its fields were another line's. A text whose lines end in a carriage return alone (classic Mac OS's, Excel for
+    Mac's "CSV (Macintosh)") is split at them: read as one line, its first caption or sentence held all the rest."""
+    lines = text.split("\n") if "\n" in text or "\r" not in text else text.split("\r")
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
@@ -717,17 +718,19 @@ def table_rows(
     lines: list[str], comma: bool, error: Callable[[int, str], Exception]
 ) -> Iterator[tuple[int, list[str]]]:
     """(line number, columns) of a table file's lines: split at tabs, or with ``comma`` its CSV rows (a field in
-    quotes may hold a comma; a row's number is the line it ends on). A row CSV cannot read raises ``error(line,
-    why)``, the reader's own one-line error naming its file."""
+    quotes may hold a comma, and a line break, a spreadsheet cell's, read as a space; a row's number is the line it
+    ends on). A row CSV cannot read raises ``error(line, why)``, the reader's own one-line error naming its file."""
     if not comma:
         yield from ((i, line.split("\t")) for i, line in enumerate(lines, 1))
         return
     import csv
 
-    reader = csv.reader(lines)
+    # each line given its end again: a quoted field's line break is then inside the field (without it, the two lines'
+    # words were glued: "a dog" / "running" read "a dogrunning")
+    reader = csv.reader(line + "\n" for line in lines)
     try:
         for row in reader:
-            yield reader.line_num, row
+            yield reader.line_num, [" ".join(field.split("\n")) if "\n" in field else field for field in row]
     except csv.Error as exc:
         raise error(reader.line_num, f"not CSV as read: {exc}") from None
 

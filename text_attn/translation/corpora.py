@@ -38,7 +38,9 @@ def read_lines(path: str | Path) -> list[str]:
         raise TaskError(f"{p}: cannot read it ({' '.join(str(e).split()) or type(e).__name__})") from None
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8) :]
-    chunks = raw.split(b"\n")  # not str.splitlines: it would also split on U+2028 etc.
+    # not str.splitlines: it would also split on U+2028 etc.; a file of carriage returns alone (classic Mac OS's line
+    # ends) at them: read as one line, its first pair held all the rest
+    chunks = raw.split(b"\n") if b"\n" in raw or b"\r" not in raw else raw.split(b"\r")
     if chunks[-1] == b"":
         chunks.pop()  # the newline that ends the last line
     lines = []

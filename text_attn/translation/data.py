@@ -426,8 +426,16 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         pairs = _without_repeats(pairs)
         random.Random(hp.seed).shuffle(pairs)
         n_val, n_test = hp.val_size, hp.test_size
+        where = hp.path if hp.task == "tsv" else hp.src_path
+        smaller = f"--data.val_size {max(1, len(pairs) // 10)} --data.test_size {max(1, len(pairs) // 10)}"
         if len(pairs) <= n_val + n_test:
-            raise ValueError(f"{len(pairs)} pairs are too few for val_size={n_val} and test_size={n_test}")
+            raise ValueError(f"{where}: {len(pairs)} pair(s) are too few for data.val_size={n_val} and "
+                             f"data.test_size={n_test}: give smaller ones ({smaller})")  # fmt: skip
+        left = len(pairs) - n_val - n_test
+        if left < n_val + n_test:  # a 201-pair file trained on one pair, unsaid: fit says it (setup)
+            self._few_to_train = (f"text data: {inert(where)}: {left} of its {len(pairs)} pairs are left to train on "
+                                  f"beside data.val_size={n_val} and data.test_size={n_test} held out; for more, give "
+                                  f"smaller ones ({smaller})")  # fmt: skip
         return {"val": pairs[:n_val], "test": pairs[n_val : n_val + n_test], "train": pairs[n_val + n_test :]}
 
     @property
@@ -457,6 +465,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             self._write_target_language()
             return
         data = self._load_splits()  # a bad corpus is a TaskError (a ValueError): one line naming the file and line
+        if stage == "fit" and getattr(self, "_few_to_train", None):
+            say(self._few_to_train)
         if self.codec is None:  # synthetic tasks
             self.codec = self._start.codec if self._start is not None else TextCodec(self.tokenizer, self.hparams.lower)
         self._write_target_language()
