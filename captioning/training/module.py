@@ -270,6 +270,7 @@ class CaptionModule(RunState, pl.LightningModule):
         if stage in (None, "fit") and self.objective.cfg.distil_from and self.objective._teacher is None:
             self._use_teacher(self.objective.cfg.distil_from)
         note = one_val_photo_line(self.trainer, dm) if stage in (None, "fit") else None
+        self._one_val_said = note is not None
         if note and self.trainer.is_global_zero:
             print(f"caption-train: {note}", file=sys.stderr)
 
@@ -373,6 +374,11 @@ class CaptionModule(RunState, pl.LightningModule):
     # --- training ---------------------------------------------------------------------------------------------------
     def on_train_start(self) -> None:
         super().on_train_start()
+        if not getattr(self, "_one_val_said", True):  # the feature cache has left out val photos that cannot be read
+            note = one_val_photo_line(self.trainer, self.trainer.datamodule)  # (after setup: the note there saw 2)
+            self._one_val_said = note is not None
+            if note and self.trainer.is_global_zero:
+                print(f"caption-train: {note} (the val photos that cannot be read were left out)", file=sys.stderr)
         if not self.hparams.cuda_graphs or self._graphed is not None:
             return
         if self.device.type == "cuda":

@@ -178,3 +178,36 @@ def test_loader_workers_name_an_unreadable_photo_once_a_run_and_decode_it_once(c
     assert captions == [15 * 3] * 3
     err = capfd.readouterr().err
     assert err.count("cannot be read") == 1, err
+
+
+@pytest.mark.long
+def test_a_val_split_left_one_photo_by_the_feature_cache_gets_the_one_photo_note(tmp_path, capsys, one_thread):
+    """Two val photos, one that cannot be read: the cache leaves it out as fit starts, after setup's check saw two, and
+    val CIDEr-D over the one left was 0 at every epoch with nothing said (fit's end: "training did not beat the
+    start"). The note comes once training starts."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    folder, tsv = write_folder(tmp_path / "data", 20)
+    dm = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv), val_size=2, test_size=2,
+                           batch_size=8, cache_features=True)  # fmt: skip
+    dm.setup("fit")
+    _damage([dm.splits["val"].images[0]])
+    module = CaptionModule(encoder={"backbone": "resnet18", "weights": None, "grid": 2, "stride": 32, "image_size": 32,
+                                    "crop": False}, decoder={"embed_dim": 8, "hidden_dim": 16, "attn_dim": 8},
+                           val_meteor=False, val_max_len=4, export_path=str(tmp_path / "model.pt"))  # fmt: skip
+    best = ModelCheckpoint(dirpath=str(tmp_path / "ck"), monitor="val_CIDEr", mode="max")
+    trainer = pl.Trainer(
+        max_steps=1,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path / "run"),
+        callbacks=[best],
+    )
+    trainer.fit(module, dm)
+    assert len(dm.splits["val"].images) == 1
+    notes = [line for line in capsys.readouterr().err.splitlines() if "val photo is 0 whatever" in line]
+    assert notes == ["caption-train: val_CIDEr over 1 val photo is 0 whatever the captions (CIDEr weighs words by how "
+                     "few photos' references hold them): it cannot rank checkpoints; give data.val_size 2 or more (the "
+                     "val photos that cannot be read were left out)"]  # fmt: skip
