@@ -699,7 +699,6 @@ class Translator:
         # (source tokens, the Translation to fill) per sentence searched: a joined line's pieces, else the line
         units = [(p.source, p) if tr.pieces and len(tr.pieces) > 1 else (t, tr)
                  for t, tr in zip(toks, translations, strict=True) for p in (tr.pieces or [tr])]  # fmt: skip
-        units = list({id(tr): (t, tr) for t, tr in units}.values())  # a line of one sentence: itself, once
         with self._evaluating():
             for start in range(0, len(units), chunk):
                 part = [t for t, _ in units[start : start + chunk]]
