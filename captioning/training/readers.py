@@ -77,7 +77,7 @@ from typing import Any
 from captioning.model.reading import APOSTROPHES, caption_tokens
 from captioning.training.attention_targets import TokenBoxes
 from text_attn.core.ranks import say
-from text_attn.core.safe_files import inert, reads_as_csv, table_rows, text_lines
+from text_attn.core.safe_files import SEMICOLONS, UTF16_BOMS, UTF16_SAID, inert, reads_as_csv, table_rows, text_lines
 from text_attn.core.vocab import is_word, tokenize
 
 SPLITS = ("train", "val", "test")
@@ -121,6 +121,8 @@ def _read_text(path: Path, what: str) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
+        if raw.startswith(UTF16_BOMS):  # "line 1: not UTF-8" said nothing of what it was
+            raise CaptionDataError(f"{path}: {UTF16_SAID} ({what})") from None
         line = raw[: err.start].count(b"\n") + 1
         raise CaptionDataError(f"{path}: line {line}: not UTF-8 text ({what})") from None
 
@@ -341,6 +343,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
                                    "(punctuation is dropped)")  # fmt: skip
         if not tab or not name.strip():
             hint = " (commas between them? a .csv file is read as CSV)" if not comma and "," in line else ""
+            hint = SEMICOLONS if comma and ";" in line and not tab else hint
             want = "filename,caption" if comma else "filename<TAB>caption"
             raise CaptionDataError(f"{tsv}: line {n}: expected '{want}', got {line[:60]!r}{hint}")
         name = _photo_key(_FLICKR_NUMBER.sub("", name.strip()))  # Flickr8k's token file writes "photo.jpg#0"

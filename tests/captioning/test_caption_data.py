@@ -340,3 +340,14 @@ def test_a_captions_file_as_spreadsheets_and_old_editors_save_it_is_read_as_mean
     assert "a comma outside quotes splits it" in capsys.readouterr().err
     (tmp_path / "mac.tsv").write_bytes(b"coffee.png\ta cup\rchelsea.png\ta cat\r")
     assert [it.captions for it in read_folder(IMAGES, tmp_path / "mac.tsv")] == [[["a", "cup"]], [["a", "cat"]]]
+
+
+def test_utf16_and_semicolon_files_are_named_for_what_they_are(tmp_path):
+    """Excel's "Unicode Text" (UTF-16) was "line 1: not UTF-8 text", and its semicolon CSV (some languages' default)
+    "expected 'filename,caption'": both said what was wrong, not what the file was."""
+    (tmp_path / "u16.tsv").write_bytes("coffee.png\ta cup\n".encode("utf-16"))
+    with pytest.raises(CaptionDataError, match=r'u16\.tsv: UTF-16 text \(Windows\' "Unicode", .*save it as UTF-8'):
+        read_folder(IMAGES, tmp_path / "u16.tsv")
+    (tmp_path / "semi.csv").write_text("coffee.png;a cup\n")
+    with pytest.raises(CaptionDataError, match=r"got 'coffee.png;a cup' \(semicolons between them"):
+        read_folder(IMAGES, tmp_path / "semi.csv")

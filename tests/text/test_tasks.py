@@ -401,3 +401,14 @@ def test_pairs_as_spreadsheets_and_old_editors_save_them_are_read_as_meant(tmp_p
     (tmp_path / "mac.tsv").write_bytes(b"Ein Hund.\tA dog.\rZwei Katzen.\tTwo cats.\r")
     assert [(s, t) for s, t, _ in read_tsv_text(tmp_path / "mac.tsv")] == [
         ("Ein Hund.", "A dog."), ("Zwei Katzen.", "Two cats.")]  # fmt: skip
+
+
+def test_utf16_and_semicolon_pair_files_are_named_for_what_they_are(tmp_path):
+    from text_attn.translation.corpora import read_tsv_text
+
+    (tmp_path / "p16.tsv").write_bytes("Ein Hund.\tA dog.\n".encode("utf-16"))
+    with pytest.raises(TaskError, match=r'p16\.tsv: UTF-16 text \(Windows\' "Unicode", .*save it as UTF-8'):
+        read_tsv_text(tmp_path / "p16.tsv")
+    (tmp_path / "semi.csv").write_text("Ein Hund.;A dog.\n")
+    with pytest.raises(TaskError, match=r"semi\.csv:1: expected at least 2 .* \(semicolons between them"):
+        read_tsv_text(tmp_path / "semi.csv")

@@ -696,6 +696,11 @@ _INERT_LINES = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in
 _INERT_STREAM = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t\r"})
 
 
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # Windows' "Unicode" text, Excel's "Unicode Text": what UTF-16 files start with
+UTF16_SAID = 'UTF-16 text (Windows\' "Unicode", Excel\'s "Unicode Text"): save it as UTF-8 (iconv -f UTF-16 -t UTF-8)'
+SEMICOLONS = " (semicolons between them, as Excel writes a CSV in some languages? save it with commas, or as a TSV)"
+
+
 def text_lines(text: str) -> list[str]:
     """``text``'s lines, split at line feeds only (a CR before one dropped: Windows files): str.splitlines also splits
     at U+2028, U+0085, form feeds and \x1c-\x1e, which a caption or a sentence can hold, and then a line's number and

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from text_attn.core.os_text import stdin_bytes
 from text_attn.core.ranks import say
-from text_attn.core.safe_files import inert, reads_as_csv, table_rows
+from text_attn.core.safe_files import SEMICOLONS, UTF16_BOMS, UTF16_SAID, inert, reads_as_csv, table_rows
 from text_attn.core.vocab import tokenize
 from text_attn.translation.pairs import Example, TaskError
 
@@ -38,6 +38,8 @@ def read_lines(path: str | Path) -> list[str]:
         raise TaskError(f"{p}: cannot read it ({' '.join(str(e).split()) or type(e).__name__})") from None
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8) :]
+    elif raw.startswith(UTF16_BOMS):  # read line by line, "1: not valid UTF-8" said nothing of what it was
+        raise TaskError(f"{p}: {UTF16_SAID}")
     # not str.splitlines: it would also split on U+2028 etc.; a file of carriage returns alone (classic Mac OS's line
     # ends) at them: read as one line, its first pair held all the rest
     chunks = raw.split(b"\n") if b"\n" in raw or b"\r" not in raw else raw.split(b"\r")
@@ -97,6 +99,7 @@ def read_tsv_text(
         where = f"{path}:{i}"
         if len(cols) < need:
             hint = "" if comma or "," not in cols[0] else " (commas between them? a .csv file is read as CSV)"
+            hint = SEMICOLONS if comma and ";" in cols[0] else hint
             raise TaskError(f"{where}: expected at least {need} {kind} columns, found {len(cols)}{hint}")
         s, t = cols[src_col].strip(), cols[tgt_col].strip()
         if not s or not t:
