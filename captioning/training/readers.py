@@ -77,7 +77,16 @@ from typing import Any
 from captioning.model.reading import APOSTROPHES, caption_tokens
 from captioning.training.attention_targets import TokenBoxes
 from text_attn.core.ranks import say
-from text_attn.core.safe_files import SEMICOLONS, UTF16_BOMS, UTF16_SAID, inert, reads_as_csv, table_rows, text_lines
+from text_attn.core.safe_files import (
+    SEMICOLONS,
+    UTF16_BOMS,
+    UTF16_SAID,
+    file_identity,
+    inert,
+    reads_as_csv,
+    table_rows,
+    text_lines,
+)
 from text_attn.core.vocab import is_word, tokenize
 
 SPLITS = ("train", "val", "test")
@@ -349,7 +358,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         name = _photo_key(_FLICKR_NUMBER.sub("", name.strip()))  # Flickr8k's token file writes "photo.jpg#0"
         if name not in by_name:
             path = folder.path(name)
-            same = _identity(path)
+            same = file_identity(path)
             if same in by_file:  # one file named another way: by its absolute path, in another case on a disk that
                 name = by_file[same]  # ignores case, through a link; its captions were one photo's in train and test
             else:
@@ -365,15 +374,6 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         say(f"caption data: {inert(tsv)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the "
             f"first is the photo, the second its caption, the rest not read ({split})")  # fmt: skip
     return _check_files(list(by_name.values()), tsv, strict)
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    """The file ``path`` is (its device and inode), None where there is none: names that differ yet find one file."""
-    try:
-        st = path.stat()
-    except (OSError, ValueError):
-        return None
-    return (st.st_dev, st.st_ino)
 
 
 # a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names

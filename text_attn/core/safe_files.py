@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, AnyStr
 
 try:  # POSIX: every system but Windows, where outputs are not locked (README "Systems")
     import fcntl
@@ -537,7 +537,9 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
-def _identity(path: str | Path) -> tuple[int, int] | None:
+def file_identity(path: str | Path) -> tuple[int, int] | None:
+    """The regular file ``path`` finds (its device and inode, links followed), None for none: names that differ yet
+    find one file (an output that is an input; a photo named by its absolute path and by its name)."""
     try:
         st = os.stat(path)  # following links: an input is read through them
     except (OSError, ValueError):  # not there, or a name no file can have (too long, a NUL byte): said when read
@@ -548,7 +550,7 @@ def _identity(path: str | Path) -> tuple[int, int] | None:
 def input_identities(inputs: Iterable[str | Path], stdin: bool = False) -> dict[tuple[int, int], str]:
     """The identities (device, inode) of the input files that exist, each with its name for a message. ``stdin``:
     what stdin reads is an input too (a file redirected with ``< FILE``)."""
-    have = {ident: inert(p) for p in inputs if (ident := _identity(p)) is not None}
+    have = {ident: inert(p) for p in inputs if (ident := file_identity(p)) is not None}
     if stdin:
         try:
             st = os.fstat(sys.stdin.fileno())
@@ -583,7 +585,7 @@ def refuse_overlap(outputs: dict[str, str | Path | None], inputs: Iterable[str |
     if not have:
         return
     for label, out in outputs.items():
-        ident = _identity(out) if out is not None else None
+        ident = file_identity(out) if out is not None else None
         if ident in have:
             raise OutputRefused(f"{label} is also an input ({have[ident]}): give another file; nothing was written")
 
@@ -701,12 +703,19 @@ UTF16_SAID = 'UTF-16 text (Windows\' "Unicode", Excel\'s "Unicode Text"): save i
 SEMICOLONS = " (semicolons between them, as Excel writes a CSV in some languages? save it with commas, or as a TSV)"
 
 
+def line_break(text: AnyStr) -> AnyStr:
+    """What ``text`` (a file's str or bytes) splits into lines at: a line feed (a CR before it is the line's to drop:
+    Windows files), or, in a text with carriage returns and no line feed, a carriage return (classic Mac OS's line
+    ends, Excel for Mac's "CSV (Macintosh)"): read as one line, its first caption or sentence held all the rest."""
+    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
+    return lf if lf in text or cr not in text else cr
+
+
 def text_lines(text: str) -> list[str]:
     """``text``'s lines, split at line feeds only (a CR before one dropped: Windows files): str.splitlines also splits
     at U+2028, U+0085, form feeds and \x1c-\x1e, which a caption or a sentence can hold, and then a line's number and
-    its fields were another line's. A text whose lines end in a carriage return alone (classic Mac OS's, Excel for
-    Mac's "CSV (Macintosh)") is split at them: read as one line, its first caption or sentence held all the rest."""
-    lines = text.split("\n") if "\n" in text or "\r" not in text else text.split("\r")
+    its fields were another line's. Lines that end in a carriage return alone are split at them (:func:`line_break`)."""
+    lines = text.split(line_break(text))
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
@@ -735,7 +744,7 @@ def table_rows(
     reader = csv.reader(line + "\n" for line in lines)
     try:
         for row in reader:
-            yield reader.line_num, [" ".join(field.split("\n")) if "\n" in field else field for field in row]
+            yield reader.line_num, [field.replace("\n", " ") for field in row]
     except csv.Error as exc:
         raise error(reader.line_num, f"not CSV as read: {exc}") from None
 

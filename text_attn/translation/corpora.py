@@ -14,7 +14,15 @@ from pathlib import Path
 
 from text_attn.core.os_text import stdin_bytes
 from text_attn.core.ranks import say
-from text_attn.core.safe_files import SEMICOLONS, UTF16_BOMS, UTF16_SAID, inert, reads_as_csv, table_rows
+from text_attn.core.safe_files import (
+    SEMICOLONS,
+    UTF16_BOMS,
+    UTF16_SAID,
+    inert,
+    line_break,
+    reads_as_csv,
+    table_rows,
+)
 from text_attn.core.vocab import tokenize
 from text_attn.translation.pairs import Example, TaskError
 
@@ -40,9 +48,7 @@ def read_lines(path: str | Path) -> list[str]:
         raw = raw[len(codecs.BOM_UTF8) :]
     elif raw.startswith(UTF16_BOMS):  # read line by line, "1: not valid UTF-8" said nothing of what it was
         raise TaskError(f"{p}: {UTF16_SAID}")
-    # not str.splitlines: it would also split on U+2028 etc.; a file of carriage returns alone (classic Mac OS's line
-    # ends) at them: read as one line, its first pair held all the rest
-    chunks = raw.split(b"\n") if b"\n" in raw or b"\r" not in raw else raw.split(b"\r")
+    chunks = raw.split(line_break(raw))  # not bytes.splitlines: it would also split on U+2028 etc.
     if chunks[-1] == b"":
         chunks.pop()  # the newline that ends the last line
     lines = []

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 
 from text_attn.core.errors import and_more
+from text_attn.core.safe_files import UTF16_BOMS
 
 WAIT = 0.05  # seconds a pipe or terminal may take to send more before the lines already in are translated
 READ = 1 << 16  # bytes read at a time (a pipe hands over what it holds, up to this)
@@ -116,8 +117,10 @@ def _gunzipped(chunks: Iterable[bytes | None]) -> Iterator[bytes | None]:
 # what a file that is not UTF-8 text starts with, and what to say of it: `translate < photo.png` wrote an error or a
 # made-up translation for each of its 451 "lines", and UTF-16 text (what Windows calls Unicode) came back as garbage
 NOT_TEXT = (
-    (b"\xff\xfe", 'UTF-16 text (Windows\' "Unicode"): translate reads UTF-8 (iconv -f UTF-16 -t UTF-8 FILE)'),
-    (b"\xfe\xff", 'UTF-16 text (Windows\' "Unicode"): translate reads UTF-8 (iconv -f UTF-16 -t UTF-8 FILE)'),
+    *(
+        (bom, 'UTF-16 text (Windows\' "Unicode"): translate reads UTF-8 (iconv -f UTF-16 -t UTF-8 FILE)')
+        for bom in UTF16_BOMS
+    ),
     (b"%PDF-", "a PDF file: translate reads UTF-8 text (pdftotext FILE - takes a PDF's out)"),
     (b"PK\x03\x04", "a ZIP archive (a .docx or .odt is one): translate reads UTF-8 text (save it as plain text)"),
     (b"\x89PNG", "a PNG image: translate reads UTF-8 text, a sentence a line (caption captions photos)"),
