@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import os
 import re
 import threading
@@ -28,7 +27,7 @@ from captioning.model.encoder import FINE_TUNE, LITE, EncoderConfig, EncoderWeig
 from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
 from captioning.photos.domain import check_fault, far_from_domain
-from captioning.photos.preprocess import Preprocess
+from captioning.photos.preprocess import Preprocess, photo_source
 from text_attn.core.api_args import a_batch, check_decoding
 from text_attn.core.casing import Casing, valid_casing
 from text_attn.core.decoding import SearchResult
@@ -549,6 +548,8 @@ class Captioner:
         """The words of a caption as written that the model does not know (read as ``<unk>``), each once."""
         from captioning.model.reading import given_words
 
+        if not isinstance(text, str):
+            raise TypeError(f"unknown_words takes a caption's text (a str), got {type(text).__name__}")
         return given_words(text, self.vocab, self.split_marks).unknown
 
     @property
@@ -786,7 +787,7 @@ class Captioner:
 
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         device = next(self.model.parameters()).device
-        photo = _photo(image, "explain")
+        photo = photo_source(image, "explain")
         try:
             read = prepared(photo, self.preprocess)
         except ImageReadError as e:  # bytes are named "upload" (the server's word): the caller's is "its bytes"
@@ -822,40 +823,15 @@ def _batches(images: list) -> Iterator[tuple[int, list]]:
         yield start, images[start : start + BATCH]
 
 
-def _photo(image: Any, where: str) -> Any:
-    """``image`` when it is a photo the methods read (a PIL image, a file path, a file's bytes; a file opened in
-    binary mode, or an io.BytesIO, is read to its bytes, as PIL.Image.open reads one); else one TypeError naming it (a
-    numpy array reached pathlib's "expected str, bytes or os.PathLike", bytes a crash after the work)."""
-    if isinstance(image, (Image.Image, str, os.PathLike, bytes, bytearray)):
-        return image
-    if isinstance(image, memoryview):  # a buffer's view (an mmap's, a numpy byte array's): its bytes
-        return image.tobytes()
-    if hasattr(image, "read"):
-        data = None if isinstance(image, io.TextIOBase) else image.read()  # a text file's read fails on a JPEG
-        if not isinstance(data, (bytes, bytearray)):
-            raise TypeError(f"{where}: a file opened as text; open the photo with open(path, 'rb')")
-        return bytes(data)
-    # an array (numpy's, OpenCV's) or a tensor: which of its layouts and ranges it holds is a guess this will not
-    # make; say how to pass it
-    if isinstance(image, Tensor):
-        hint = ("; a (3, H, W) tensor of 0-1 values: torchvision.transforms.functional.to_pil_image(tensor) (a "
-                "prepared, normalized tensor: captioner.caption_features(captioner.encode(batch)))")  # fmt: skip
-    elif hasattr(image, "__array_interface__"):
-        hint = "; an H x W x 3 uint8 RGB array: PIL.Image.fromarray(array) (OpenCV's BGR: array[..., ::-1] first)"
-    else:
-        hint = ""
-    raise TypeError(f"{where}: expected a PIL image, a file path or a file's bytes, got {type(image).__name__}{hint}")
-
-
 def _photo_list(images: Any, name: str) -> list:
-    """A method's photos as a list (:func:`a_batch`), each checked (:func:`_photo`); one photo not in a list is a
-    TypeError."""
+    """A method's photos as a list (:func:`a_batch`), each checked (preprocess.photo_source); one photo not in a list
+    is a TypeError."""
     what = "photos (PIL images, files or their bytes)"
     if isinstance(images, Image.Image):
         raise TypeError(f"{name} takes a list of {what}, got {type(images).__name__}")
     if hasattr(images, "read"):  # an open file iterates its lines: a photo's bytes cut at each newline byte
         raise TypeError(f"{name} takes a list of {what}: give [the file]")
-    return [_photo(image, f"{name}: photo {i}") for i, image in enumerate(a_batch(images, name, what))]
+    return [photo_source(image, f"{name}: photo {i}") for i, image in enumerate(a_batch(images, name, what))]
 
 
 # settings that shape no weight: a start that differs only in them fits (vocab_size, feature_dim and key_dims follow

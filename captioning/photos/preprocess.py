@@ -13,6 +13,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import PIL
@@ -254,18 +255,50 @@ def headed_format(formats: tuple[str, ...]) -> str | None:
     return {"AVIF": "AVIF", "HEIF": "HEIC"}.get(formats[-1]) if len(formats) > len(PHOTO_FORMATS) else None
 
 
-def load_image(src: str | Path | Image.Image, min_side: int | None = None) -> Image.Image:
-    """8-bit RGB from an image file (EXIF orientation applied first: phones store rotated pixels plus a tag) or a
-    PIL image (any mode). The one image loader of the project: training data and the ``caption`` command use it.
-    ``min_side``: see :func:`load_photo` (a JPEG larger than needed decodes at a reduced scale)."""
-    return load_photo(src, min_side)[0]
+def photo_source(image: Any, where: str) -> Any:
+    """``image`` when it is a photo the public calls read (a PIL image, a file path, a file's bytes; a file opened in
+    binary mode, or an io.BytesIO, is read to its bytes, as PIL.Image.open reads one); else one TypeError naming
+    ``where`` (a numpy array reached pathlib's "expected str, bytes or os.PathLike", bytes a crash after the work)."""
+    if isinstance(image, (Image.Image, str, os.PathLike, bytes, bytearray)):
+        return image
+    if isinstance(image, memoryview):  # a buffer's view (an mmap's, a numpy byte array's): its bytes
+        return image.tobytes()
+    if hasattr(image, "read"):
+        data = None if isinstance(image, io.TextIOBase) else image.read()  # a text file's read fails on a JPEG
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError(f"{where}: a file opened as text; open the photo with open(path, 'rb')")
+        return bytes(data)
+    # an array (numpy's, OpenCV's) or a tensor: which of its layouts and ranges it holds is a guess this will not
+    # make; say how to pass it
+    if isinstance(image, torch.Tensor):
+        hint = ("; a (3, H, W) tensor of 0-1 values: torchvision.transforms.functional.to_pil_image(tensor) (a "
+                "prepared, normalized tensor: captioner.caption_features(captioner.encode(batch)))")  # fmt: skip
+    elif hasattr(image, "__array_interface__"):
+        hint = "; an H x W x 3 uint8 RGB array: PIL.Image.fromarray(array) (OpenCV's BGR: array[..., ::-1] first)"
+    else:
+        hint = ""
+    raise TypeError(f"{where}: expected a PIL image, a file path or a file's bytes, got {type(image).__name__}{hint}")
+
+
+def load_image(src: str | Path | Image.Image | bytes, min_side: int | None = None) -> Image.Image:
+    """8-bit RGB from an image file (EXIF orientation applied first: phones store rotated pixels plus a tag), a
+    file's bytes or a PIL image (any mode). The one image loader of the project: training data and the ``caption``
+    command use it. ``min_side``: see :func:`load_photo` (a JPEG larger than needed decodes at a reduced scale).
+    Anything else (an array, a tensor) is one TypeError saying how to pass it (:func:`photo_source`)."""
+    try:
+        return load_photo(photo_source(src, "load_image"), min_side)[0]
+    except ImageReadError as err:  # bytes are named "upload" (the server's word): here they are the caller's
+        if not isinstance(src, (str, os.PathLike, Image.Image)) and str(err).startswith("upload: "):
+            raise ImageReadError(f"load_image: the photo (its bytes): {str(err).removeprefix('upload: ')}",
+                                 err.kind) from None  # fmt: skip
+        raise
 
 
 def prepared(src: str | Path | Image.Image, preprocess: Callable[[Image.Image], torch.Tensor]) -> torch.Tensor:
     """``preprocess`` of the image ``src``, decoded at the preprocess's ``decode_side`` when it has one (a
     :class:`Preprocess` does; any other callable gets the full image): training, the feature cache and ``caption``
     read a large JPEG alike."""
-    return preprocess(load_image(src, getattr(preprocess, "decode_side", None)))
+    return preprocess(load_photo(src, getattr(preprocess, "decode_side", None))[0])  # the callers name bytes
 
 
 def file_kind(path: str | Path) -> str | None:

@@ -41,6 +41,7 @@ longer side is WORD_SIDE.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -320,6 +321,11 @@ def draw_overlay(
 ) -> Path:
     """Write :func:`overlay_image` at ``path``, a PNG, or a JPEG or WebP where its suffix says so (``.jpg``,
     ``.jpeg``, ``.webp``: several times smaller, see :data:`FORMATS`); returns the path."""
+    if not isinstance(image, Image.Image):  # a path drew nothing: PIL's "'PosixPath' object has no attribute 'mode'"
+        raise TypeError(f"draw_overlay: image must be a PIL image (load_image(path) opens a photo as the captioner "
+                        f"saw it), got {type(image).__name__}")  # fmt: skip
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"draw_overlay: path must be a file path, got {type(path).__name__}")
     canvas = overlay_image(image, words, alphas, grid, crop_box, chosen, cols, panel_side=panel_side,
                            evidence=evidence, agreement=agreement, probs=probs)  # fmt: skip
     return _save(canvas, Path(path))

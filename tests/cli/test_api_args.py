@@ -292,3 +292,48 @@ def test_token_methods_refuse_a_string_for_a_sentence():
     for bad in (None, ["Ein Mann."]):
         with pytest.raises(TypeError, match="explain takes one sentence or one Translation"):
             translator.explain(bad)
+
+
+def test_the_smaller_public_calls_name_what_they_cannot_read(tmp_path):
+    """load_image, draw_overlay, unknown_words, an ensemble's members and a seeded sampling's keys: each a traceback
+    from deep inside (pathlib's, PIL's, torch's) before; now one error naming the argument and how to give it."""
+    import numpy as np
+
+    from captioning import draw_overlay, load_image
+    from text_attn.core.decoding import Sampling
+    from text_attn.translation.ensemble import EnsembleTranslator
+
+    with pytest.raises(TypeError, match=r"^load_image: expected a PIL image.*got ndarray; .*PIL.Image.fromarray"):
+        load_image(np.zeros((4, 4, 3), np.uint8))
+    with pytest.raises(ImageReadError, match=r"^load_image: the photo \(its bytes\): not an image file"):
+        load_image(b"not a photo")  # was named "upload", the server's word
+    by_file = load_image(DEMO_PHOTOS[0])
+    for same in (DEMO_PHOTOS[0].read_bytes(), DEMO_PHOTOS[0].open("rb")):  # its bytes, an open file: the same pixels
+        assert np.array_equal(np.asarray(load_image(same)), np.asarray(by_file))
+    out = tmp_path / "o.png"
+    with pytest.raises(TypeError, match=r"^draw_overlay: image must be a PIL image \(load_image\(path\).*PosixPath"):
+        draw_overlay(DEMO_PHOTOS[0], ["a"], np.full((1, 4), 0.25), 2, (0, 0, 1, 1), out)
+    with pytest.raises(TypeError, match="^draw_overlay: path must be a file path, got NoneType"):
+        draw_overlay(by_file, ["a"], np.full((1, 4), 0.25), 2, (0, 0, 1, 1), None)
+    assert not out.exists()
+    captioner = Captioner.load("shapes")
+    with pytest.raises(TypeError, match=r"^unknown_words takes a caption's text \(a str\), got NoneType"):
+        captioner.unknown_words(None)
+    assert captioner.unknown_words("a red zzqx circle zzqx") == ["zzqx"]
+
+    translator = Translator.load()
+    with pytest.raises(TypeError, match=r"members are translators \(Translator.load\(name or path\) each\), got str"):
+        EnsembleTranslator(["transformer", "bahdanau"])  # was "'str' object has no attribute 'codec'"
+    with pytest.raises(TypeError, match="an ensemble takes a list of translators, got Translator"):
+        EnsembleTranslator(translator)
+    s, draw = ["Ein Mann fährt Fahrrad.", "Zwei Hunde."], Sampling(seed=3, temperature=1.5)
+    for keys, raised, says in ((["a", "b"], TypeError, "keys: one integer per line, got 'a'"),  # torch's "'str'"
+                               ([1.5, 2], TypeError, "keys: one integer per line, got 1.5"),  # was read as 1
+                               ([1], ValueError, r"keys: one integer per line \(2\), got 1"),
+                               (7, TypeError, r"keys: one integer per line \(2\), got int")):  # fmt: skip
+        with pytest.raises(raised, match=says):
+            translator.translate(s, sampling=draw, keys=keys)
+    with pytest.raises(TypeError, match="keys: one integer per sentence, got 'a'"):
+        translator.translate_tokens([translator.tokenize(x) for x in s], sampling=draw, keys=["a", "b"])
+    as_numbers = [t.text for t in translator.translate(s, sampling=draw, keys=np.array([11, 4]))]
+    assert as_numbers == [t.text for t in translator.translate(s, sampling=draw, keys=[11, 4])]

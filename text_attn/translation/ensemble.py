@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from text_attn.core.api_args import a_batch
 from text_attn.core.decoding import evaluating
 from text_attn.translation.translator import Translator
 
@@ -38,6 +39,11 @@ class TranslationEnsemble:
     def __init__(self, members: list[Translator], names: list[str] | None = None):
         """``names``: what the messages call each member (``translate`` says its options); default "member k" and
         "the first member"."""
+        members = a_batch(members, "an ensemble", "translators")
+        wrong = next((m for m in members if not isinstance(m, Translator)), None)
+        if wrong is not None:  # a name reached "'str' object has no attribute 'codec'"
+            raise TypeError(f"an ensemble's members are translators (Translator.load(name or path) each), got "
+                            f"{type(wrong).__name__} {wrong!r}"[:300])  # fmt: skip
         if len(members) < 2:
             raise ValueError(f"an ensemble needs at least 2 translators, got {len(members)}")
         names = names or ["the first member", *(f"member {k}" for k in range(1, len(members)))]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -571,11 +572,7 @@ class Translator:
                 raise ValueError(f"sentence {i}: {error}")
         sampling = options.get("sampling")
         if sampling is not None and sampling.seed is not None:
-            keys = options.pop("keys", None)
-            keys = torch.as_tensor(list(range(len(lines))) if keys is None else keys, dtype=torch.long)
-            if keys.shape != (len(lines),):
-                raise ValueError(f"keys: one integer per line ({len(lines)}), got shape {tuple(keys.shape)}")
-            options["keys"] = piece_keys(keys, counts)
+            options["keys"] = piece_keys(_sampling_keys(options.pop("keys", None), len(lines), "line"), counts)
         flat = self.translate_tokens([t for pieces in lines for t in pieces], beam_size, length_penalty, max_len,
                                      longest, **options)  # fmt: skip
         out, at = [], 0
@@ -835,10 +832,7 @@ class Translator:
         probs = options.pop("probs", False)
         sampling = options.get("sampling")
         if sampling is not None and sampling.seed is not None:
-            keys = options.pop("keys", None)
-            keys = torch.as_tensor(list(range(len(toks))) if keys is None else keys, dtype=torch.long)  # (B,)
-            if keys.shape != (len(toks),):
-                raise ValueError(f"keys: one integer per sentence ({len(toks)}), got shape {tuple(keys.shape)}")
+            keys = _sampling_keys(options.pop("keys", None), len(toks), "sentence")  # (B,)
         else:  # only a seeded sampling's draws have keys
             options.pop("keys", None)
             keys = None
@@ -969,3 +963,20 @@ def _token_lists(toks: Any, name: str) -> list:
             raise TypeError(f"{name}: sentence {i} is {type(t).__name__}, not a list of tokens: "
                             "give translator.tokenize(text), or call the method that takes text")  # fmt: skip
     return toks
+
+
+def _sampling_keys(keys: Any, n: int, per: str) -> torch.Tensor:
+    """A seeded sampling's keys, one integer per ``per`` (default 0 .. n - 1), as a (n,) int64 tensor; else one
+    error naming them (strings reached torch's "too many dimensions 'str'", 1.5 was read as 1)."""
+    if keys is None:
+        return torch.arange(n)
+    try:
+        as_list = [k.item() if hasattr(k, "item") else k for k in keys]  # numpy's and torch's numbers too
+    except (TypeError, ValueError, RuntimeError):  # not a sequence; a table's rows (numpy's, torch's .item())
+        raise TypeError(f"keys: one integer per {per} ({n}), got {type(keys).__name__}") from None
+    wrong = next((k for k in as_list if isinstance(k, bool) or not isinstance(k, numbers.Integral)), None)
+    if wrong is not None:
+        raise TypeError(f"keys: one integer per {per}, got {wrong!r}")
+    if len(as_list) != n:
+        raise ValueError(f"keys: one integer per {per} ({n}), got {len(as_list)}")
+    return torch.tensor(as_list, dtype=torch.long)
