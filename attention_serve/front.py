@@ -281,8 +281,10 @@ class Front:
             if (api or path == "/info") and self.limits.api_key and not self._authorized(scope):
                 raise ClientError(401, "this server needs its API key: send 'Authorization: Bearer KEY' or "
                                   "'X-API-Key: KEY'", {"WWW-Authenticate": "Bearer"})  # fmt: skip
-            if path == "/info" and method == "GET":
-                return await self.app(scope, receive, _with_workers(send, self.waiting, self.limits))
+            if path == "/info" and method in ("GET", "HEAD"):  # HEAD as /health answers it (LitServe's route: 405)
+                # the app answers a GET; uvicorn, which reads the request's own method, sends no body for a HEAD
+                inner = {**scope, "method": "GET"}
+                return await self.app(inner, receive, _with_workers(send, self.waiting, self.limits))
             if not api or method != "POST":
                 return await self.app(scope, receive, send)
             if self.reading >= 4 * self.limits.max_queue:
@@ -331,6 +333,11 @@ class Front:
             self.queued -= 1
 
     def _authorized(self, scope) -> bool:
+        """Whether the request carries the key; ClientError(400) for a key header sent twice with different values
+        (which one counts is a guess: the last one did, so a proxy's header was overridden by the client's)."""
+        for name, said in ((b"x-api-key", "X-API-Key"), (b"authorization", "Authorization")):
+            if len({v for k, v in scope["headers"] if k == name}) > 1:
+                raise ClientError(400, f"the {said} header is sent more than once, with different values: send it once")
         headers = dict(scope["headers"])
         given = headers.get(b"x-api-key", b"")
         bearer = headers.get(b"authorization", b"")

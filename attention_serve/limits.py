@@ -177,8 +177,8 @@ def parse_given(value: Any, max_chars: int) -> str:
     """The "given" option: a text of at most ``max_chars`` characters holding a word; ClientError otherwise."""
     if not isinstance(value, str) or not any(ch.isalnum() for ch in value):
         raise ClientError(422, f"given must be a text with a word in it, got {shown(value)}")
-    if len(value) > max_chars:
-        raise ClientError(413, f"given has {len(value)} characters; at most {max_chars}")
+    if len(value.strip()) > max_chars:  # the text read: the spaces around it are not (as a sentence's count)
+        raise ClientError(413, f"given has {len(value.strip())} characters; at most {max_chars}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -405,8 +405,8 @@ def sentences_of(body: Any, limits: Limits) -> tuple[list[str], dict[str, Any]]:
             raise ClientError(422, f"sentence {i} is not a string")
         if not s.strip():
             raise ClientError(422, f"sentence {i} is empty")
-        if len(s) > limits.max_chars:
-            raise ClientError(413, f"sentence {i} has {len(s)} characters; at most {limits.max_chars}")
+        if len(s.strip()) > limits.max_chars:  # what is translated: the spaces around it are not
+            raise ClientError(413, f"sentence {i} has {len(s.strip())} characters; at most {limits.max_chars}")
         try:
             s.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"): no text, and no answer could carry it

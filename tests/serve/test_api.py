@@ -326,7 +326,7 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
         ("given without a word", server.post_json("/translate", {"text": "ein", "given": " .. "}), 422,
          "given must be a text with a word"),
         ("given too long", server.post_json("/translate", {"text": "ein", "given": "a " * 150}), 413,
-         "given has 300 characters"),
+         "given has 299 characters"),
         ("an unknown content type", server.request("POST", "/caption", b"x", {"Content-Type": "text/csv"}), 415,
          "multipart"),
         ("JSON without an image", server.post_json("/caption", {"photo": "x"}), 422, '"image"'),
@@ -509,6 +509,37 @@ def test_a_stalled_upload_is_a_408_after_the_read_timeout(server):
     finally:
         s.close()
     assert reply.startswith("HTTP/1.1 408") and '"status": 408' in reply and 2.5 < elapsed < 15
+
+
+def _raw(server: Server, request: str) -> str:
+    """One request as written (headers a client library would merge or refuse), the whole answer read."""
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(request.encode())
+        s.settimeout(20)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    return reply.decode("utf-8", "replace")
+
+
+def test_head_info_and_a_key_header_sent_twice(server):
+    """HEAD /info answers as HEAD /health does (it was LitServe's 405); a key header sent twice with two values is a
+    400 (the last one counted: a client's header overrode a proxy's), the same value twice is one key."""
+    head = "HEAD /info HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    reply = _raw(server, head + f"X-API-Key: {KEY}\r\n\r\n")
+    status, _, body = reply.partition("\r\n")[0], None, reply.partition("\r\n\r\n")[2]
+    length = int(next(line.split(":")[1] for line in reply.splitlines() if line.lower().startswith("content-length")))
+    assert status == "HTTP/1.1 200 OK" and body == "" and length == len(json.dumps(server.get("/info")[2]).encode())
+    assert _raw(server, head + "\r\n").startswith("HTTP/1.1 401")  # the key, as for GET
+    get = "GET /info HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+    reply = _raw(server, get + f"X-API-Key: nope\r\nX-API-Key: {KEY}\r\n\r\n")
+    assert reply.startswith("HTTP/1.1 400") and "the X-API-Key header is sent more than once" in reply
+    reply = _raw(server, get + f"Authorization: Bearer {KEY}\r\nAuthorization: Bearer nope\r\n\r\n")
+    assert reply.startswith("HTTP/1.1 400") and "the Authorization header is sent more than once" in reply
+    assert _raw(server, get + f"X-API-Key: {KEY}\r\nX-API-Key: {KEY}\r\n\r\n").startswith("HTTP/1.1 200")
+    # --max-chars 200 counts the sentence read: the spaces around it are not (a 200-character one was a 413)
+    status, _, body = server.post_json("/translate", {"text": f"   {'x' * 199}\n  "})
+    assert status == 200, body
 
 
 def test_every_answer_carries_the_security_headers(server):
