@@ -735,12 +735,14 @@ class Captioner:
         dogs, outdoor scenes)"."""
         about = f" ({self.domain_about})" if self.domain_about else ""
         if self._photos and self.domain:
-            # a folder named for what it holds ("photos", "my_images"): "the photos photos" said it twice
-            said = (
-                self.domain
-                if re.search(r"(?:^|[\W_])(?:photos|images|pictures|pics)$", self.domain, re.I)  # not "topics"
-                else f"{self.domain} photos"
-            )
+            # a folder's name as written ("my_photos", "beach-2019") is named as a folder: "the my_photos photos"
+            # said it twice, "the my_photos" read oddly; words ("photos", "holiday pics") read as words
+            if re.search(r"[_-]", self.domain) and " " not in self.domain:
+                said = f'photos in "{self.domain}"'
+            elif re.search(r"(?:^|\W)(?:photos|images|pictures|pics)$", self.domain, re.I):  # not "topics"
+                said = self.domain
+            else:
+                said = f"{self.domain} photos"
             return f"the {said} the model learned from{about}"
         return f"what the model learned from ({self.domain or 'its training images'}){about}"
 

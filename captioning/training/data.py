@@ -324,7 +324,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         if hp.source == "flickr8k":
             return "Flickr8k"
         # a folder: its name alone ("my_photos"), never the path it was given (no machine's path in a model file);
-        # the notes read "the my_photos photos the model learned from"
+        # the notes read 'the photos in "my_photos" the model learned from' (Captioner.known)
         return Path(hp.karpathy_json).stem if hp.source == "karpathy" else Path(hp.image_dir).resolve().name
 
     @property

@@ -54,7 +54,7 @@ from PIL import Image, ImageDraw
 from captioning.photos.preprocess import to_rgb
 from captioning.views.file_names import fitted
 from captioning.views.overlay_layout import MARGIN, draw_key, draw_label, draw_title, header_height, key_top, wrap
-from text_attn.core.arrays import evidence_shares, to_numpy
+from text_attn.core.arrays import evidence_shares, signed2, to_numpy
 from text_attn.core.safe_files import atomic_output
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels
@@ -283,7 +283,7 @@ def overlay_image(
         panels += [None] * ((-len(panels)) % lay.cols)  # the rest of the row empty: the section starts a new one
         panels.append((painter.base, "removal", None))
         for t in range(lay.shown):
-            tau = "" if agreement is None or agreement[t] != agreement[t] else f" τ {agreement[t]:+.2f}"
+            tau = "" if agreement is None or agreement[t] != agreement[t] else f" τ {signed2(agreement[t])}"
             panels.append((painter.step(e[t]), f"{words[t]}{tau}", t + 1))
     for k, item in enumerate(panels):
         if item is None:

@@ -149,8 +149,10 @@ def test_the_pixel_rules_hold_without_a_feature_check(tmp_path):
     said = Captioner.load(tmp_path / "m.pt").caption_images([Image.new("RGB", (96, 96), "white"), noise, photo])
     assert [c.unfamiliar for c in said] == [True, True, False]
     assert said[0].note.startswith("this photo looks unlike the my photos the model learned from")
-    for domain, known in [("beach", "the beach photos"), ("My_Images", "the My_Images"), ("photos", "the photos"),
-                          ("holiday pics", "the holiday pics"), ("photoshoot", "the photoshoot photos"),
-                          ("topics", "the topics photos")]:  # fmt: skip
+    for domain, known in [("beach", "the beach photos"), ("My_Images", 'the photos in "My_Images"'),
+                          ("photos", "the photos"), ("holiday pics", "the holiday pics"),
+                          ("photoshoot", "the photoshoot photos"), ("topics", "the topics photos"),
+                          ("beach-2019", 'the photos in "beach-2019"'),
+                          ("my_photos", 'the photos in "my_photos"')]:  # fmt: skip
         cap.domain = domain
         assert cap.known() == f"{known} the model learned from", domain

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.arrays import signed2
 from text_attn.core.errors import fail, one_line
 
 FEW = 3  # up to this many pictures get a `wrote` line each; more, one line naming the first and the last
@@ -41,7 +42,7 @@ def draw_evidence(path: Path, found, tr) -> Path:
 
     share = evidence_shares(found.evidence)  # (T, S)
     # labelled before the tau is added: a BPE piece's "@@" is no longer its label's end after it
-    taus = ["–" if tau != tau else f"τ {tau:+.2f}" for tau in found.agreement]
+    taus = ["–" if tau != tau else f"τ {signed2(tau)}" for tau in found.agreement]
     rows = [f"{tok} ({tau})" for tok, tau in zip(token_labels(tr.tokens), taus, strict=True)]
     out = path.with_name(f"{path.stem}-evidence.png")
     return plot_alignment(share, found.source, rows, out, title="what masking each source token costs the word",
