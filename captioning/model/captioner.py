@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import numbers
 import os
 import re
 import threading
@@ -96,6 +97,22 @@ class Caption(NamedTuple):
         from captioning.views.display import captions_html
 
         return captions_html([self])
+
+    def overlay(self, panel_side: int | None = None) -> Image.Image:
+        """The picture ``caption --overlay`` draws for this caption, as a PIL RGB image: the caption, then the photo
+        once per word, dark where the model did not look (a hard model's region outlined). ``panel_side``: each
+        panel's longer side in pixels (default 224, as the command's; 160 keeps a stored notebook light).
+        ValueError for a caption without its photo (one from :meth:`Captioner.caption_features`)."""
+        from captioning.views.display import overlay_picture
+        from captioning.views.overlay import PANEL_SIDE
+
+        if self.photo is None or self.grid is None or self.crop_box is None:
+            raise ValueError("this caption has no photo to draw over (caption_features keeps none): caption the "
+                             "photo with caption_images, or draw_overlay(image, ...) with the photo")  # fmt: skip
+        side = PANEL_SIDE if panel_side is None else panel_side
+        if isinstance(side, bool) or not isinstance(side, numbers.Integral) or not 32 <= side <= 2048:
+            raise ValueError(f"panel_side must be an integer from 32 to 2048 pixels, got {panel_side!r}")
+        return overlay_picture(self, int(side))
 
     def _repr_png_(self) -> bytes | None:
         """Where HTML is not shown: the overlay picture ``caption --overlay`` writes (PNG bytes; None without photo)."""

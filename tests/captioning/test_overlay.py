@@ -314,3 +314,23 @@ def test_a_chosen_cell_a_few_pixels_small_is_marked_not_a_crash(tmp_path, size, 
     marked = np.asarray(Image.open(draw_overlay(image, ["a"], alphas, grid, box, tmp_path / "m.png", [region])))
     ys, xs = np.nonzero((plain != marked).any(-1))
     assert len(ys) > 0  # the cell is marked, however small
+
+
+def test_a_caption_s_overlay_is_the_picture_draw_overlay_writes(tmp_path):
+    """Caption.overlay (the public way to the picture in Python: notebooks used the private _repr_png_) gives the
+    pixels draw_overlay writes for the same photo, words, attention and crop box; a panel side of its own scales it;
+    a caption without its photo, or a side out of range, is one ValueError."""
+    from captioning import DEMO_PHOTOS, Captioner, load_image
+
+    captioner = Captioner.load("shapes")
+    cap = captioner.caption_images([DEMO_PHOTOS[0]], beam_size=1, max_len=6)[0]
+    image = load_image(DEMO_PHOTOS[0])
+    box = captioner.preprocess.crop_box(*image.size)
+    written = draw_overlay(image, cap.words, cap.alphas, captioner.grid, box, tmp_path / "o.png")
+    assert np.array_equal(np.asarray(cap.overlay()), np.asarray(Image.open(written).convert("RGB")))
+    assert cap.overlay(160).width < cap.overlay().width
+    with pytest.raises(ValueError, match="panel_side must be an integer from 32 to 2048 pixels, got 10"):
+        cap.overlay(10)
+    features = captioner.encode(captioner.preprocess(image)[None])
+    with pytest.raises(ValueError, match="this caption has no photo to draw over"):
+        captioner.caption_features(features)[0].overlay()
