@@ -159,3 +159,19 @@ def test_the_trainer_the_cli_builds_pickles_for_ddp_spawn(cli_run_in_tmp):
     assert {"SafeSaveConfig", "BuiltModuleSWA", "MonitorCheck"} <= {type(c).__name__ for c in sent.callbacks}
     (saver,) = [c for c in sent.callbacks if type(c).__name__ == "SafeSaveConfig"]
     assert saver.parser is None and "default_root_dir: run" in saver.config_text()  # the config travels as text
+
+
+@pytest.mark.parametrize("option", ["--trainer.max_epochs", "--trainer.max_steps", "--trainer.limit_train_batches"])
+def test_a_fit_that_would_train_no_step_is_refused_and_the_model_file_kept(cli_run_in_tmp, capsys, option):
+    """It ended with exit code 0, "wrote model file ... (the last weights ...)": untrained weights over the file."""
+    cfg = _config(cli_run_in_tmp)
+    model = cli_run_in_tmp / "run" / "model.pt"
+    model.parent.mkdir()
+    model.write_bytes(b"a trained model")
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", str(cfg), option, "0"])
+    err = capsys.readouterr().err.splitlines()
+    assert exc.value.code == 2 and err == [f"text-train: error: {option} 0: fit would train no step and write the "
+                                           "untrained weights as the model file; give a positive value (validate or "
+                                           "test scores a checkpoint without training)"]  # fmt: skip
+    assert model.read_bytes() == b"a trained model" and not list(cli_run_in_tmp.rglob("*.ckpt"))

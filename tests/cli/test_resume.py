@@ -335,7 +335,7 @@ def test_a_callback_state_is_carried_into_the_resumed_runs_folder(tmp_path):
     old, new = tmp_path / "version_0" / "checkpoints", tmp_path / "version_1" / "checkpoints"
     old.mkdir(parents=True)
     best = old / "best-step=6.ckpt"
-    torch.save({"callbacks": {"ModelCheckpoint{'monitor': 'val_bleu'}": {
+    torch.save({"global_step": 6, "callbacks": {"ModelCheckpoint{'monitor': 'val_bleu'}": {
         "monitor": "val_bleu", "best_model_path": str(best), "best_model_score": torch.tensor(0.5),
         "best_k_models": {str(best): torch.tensor(0.5)}, "kth_best_model_path": str(best),
         "kth_value": torch.tensor(0.5), "dirpath": str(old)}}}, best)  # fmt: skip
@@ -346,6 +346,9 @@ def test_a_callback_state_is_carried_into_the_resumed_runs_folder(tmp_path):
     carried = carried_best(state, str(new))
     assert carried["dirpath"] == str(new) and carried["best_model_path"] == str(best)
     assert float(carried["best_model_score"]) == 0.5 and list(carried["best_k_models"]) == [str(best)]
+    assert carried_best(state, str(new), step=6)["best_model_path"] == str(best)  # the resumed step's own best
+    # resumed from step 5: the earlier run went on, and its best of step 6 is not this run's past (it was exported)
+    assert carried_best(state, str(new), step=5)["best_model_path"] == ""
     best.unlink()  # nothing recorded is left: nothing is claimed
     carried = carried_best(state, str(new))
     assert carried["best_model_path"] == "" and carried["best_model_score"] is None and carried["best_k_models"] == {}

@@ -38,7 +38,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from text_attn.core import run_checkpoints, startup_gc
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
@@ -249,6 +249,8 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             root = node.get("trainer.default_root_dir") if follow_root else None
             if root:  # --trainer.default_root_dir D: the config's model file, in its run folder, goes in D
                 node["model.export_path"] = str(Path(root) / "model.pt")
+            if self.subcommand == "fit":
+                _refuse_no_training(prog, node)
             if unread is None:
                 return
             config = node.as_dict()
@@ -801,6 +803,17 @@ def _export_follows_root(nodes: list, typed: frozenset[str]) -> bool:
 
 
 LIMITS = ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches")
+
+
+def _refuse_no_training(prog: str, node: Any) -> None:
+    """A fit that would train no step (max_epochs 0, max_steps 0, limit_train_batches 0) refused in one line: it
+    ended with exit code 0 and wrote the untrained weights as the model file, over the one there."""
+    for name in ("max_epochs", "max_steps", "limit_train_batches"):
+        value = node.get(f"trainer.{name}")
+        if not isinstance(value, bool) and isinstance(value, (int, float)) and value == 0:
+            fail(prog, f"--trainer.{name} 0: fit would train no step and write the untrained weights as the "
+                       "model file; give a positive value (validate or test scores a checkpoint without "
+                       "training)")  # fmt: skip
 
 
 def _one_batch(args: list[str], nodes: list) -> frozenset[str]:

@@ -111,7 +111,7 @@ def not_found_message(name: str, trainer: Any) -> str:
             "save_dir); give the .ckpt file's path")  # fmt: skip
 
 
-def carried_best(state: dict[str, Any], dirpath: str) -> dict[str, Any]:
+def carried_best(state: dict[str, Any], dirpath: str, step: int | None = None) -> dict[str, Any]:
     """A ModelCheckpoint's saved ``state`` made to load into a resumed run whose checkpoint folder is ``dirpath``.
 
     Lightning restores a callback's best model and score only when the folder is the same, and a resumed fit logs
@@ -119,11 +119,13 @@ def carried_best(state: dict[str, Any], dirpath: str) -> dict[str, Any]:
     it scored, and the run exported worse weights than an uninterrupted one. The state now names the new folder (the
     earlier files stay: Lightning never removes a file outside its folder). A last.ckpt written at an epoch's end,
     before that step's validation found a new best, records a best file that ``save_top_k`` has since removed: the
-    best the newest checkpoint of the earlier folder records is taken instead. Recorded files that are gone are
-    dropped. A callback without a monitor (one keeping last.ckpt) records no best: its state names the new folder all
-    the same, so Lightning loads it whole, without its notice that "the dirpath has changed ... won't be reloaded" at
-    every resume, validate and test (what it holds, the last files written, stays where it was: Lightning never
-    removes a file outside its folder)."""
+    best the newest checkpoint of the earlier folder records is taken instead, of those written at or before ``step``
+    (the resumed checkpoint's): the earlier run may have gone on, and its later best is not this run's past (a
+    resumed fit exported the other run's step-120 weights, none of which it had trained). Recorded files that are
+    gone are dropped. A callback without a monitor (one keeping last.ckpt) records no best: its state names the new
+    folder all the same, so Lightning loads it whole, without its notice that "the dirpath has changed ... won't be
+    reloaded" at every resume, validate and test (what it holds, the last files written, stays where it was:
+    Lightning never removes a file outside its folder)."""
     old = state.get("dirpath")
     if not old or str(old) == str(dirpath):
         return state
@@ -131,7 +133,8 @@ def carried_best(state: dict[str, Any], dirpath: str) -> dict[str, Any]:
         return {**state, "dirpath": str(dirpath)}
     state = dict(state)
     if not Path(state.get("best_model_path") or "").is_file():
-        newest = _newest([p for p in Path(old).glob("*.ckpt") if not p.name.startswith("last")])
+        kept = [p for p in Path(old).glob("*.ckpt") if not p.name.startswith("last")]
+        newest = _newest([p for p in kept if step is None or _step(p) is not None and _step(p) <= step])
         found = _monitor_state(newest, state["monitor"]) if newest is not None else None
         if found is not None and Path(found.get("best_model_path") or "").is_file():
             for key in ("best_model_path", "best_model_score", "best_k_models", "kth_best_model_path", "kth_value"):
@@ -145,6 +148,18 @@ def carried_best(state: dict[str, Any], dirpath: str) -> dict[str, Any]:
         state["best_model_path"], state["best_model_score"] = "", None
     state["dirpath"] = str(dirpath)
     return state
+
+
+def _step(checkpoint: Path) -> int | None:
+    """The training step ``checkpoint`` was written at; None for an unreadable file."""
+    import torch
+
+    try:
+        data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - an unreadable file is no candidate
+        return None
+    step = data.get("global_step") if isinstance(data, dict) else None
+    return int(step) if isinstance(step, int) else None
 
 
 def _monitor_state(checkpoint: Path, monitor: str) -> dict[str, Any] | None:

@@ -136,7 +136,7 @@ def carry_best(trainer, checkpoint: dict[str, Any]) -> None:
     for cb in getattr(trainer, "checkpoint_callbacks", None) or []:
         key, dirpath = getattr(cb, "state_key", None), getattr(cb, "dirpath", None)
         if key in states and dirpath and isinstance(states[key], dict):
-            states[key] = carried_best(states[key], dirpath)
+            states[key] = carried_best(states[key], dirpath, checkpoint.get("global_step"))
 
 
 def log_at_checkpoint_step(trainer, checkpoint: dict[str, Any]) -> int | None:
