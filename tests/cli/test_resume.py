@@ -108,6 +108,18 @@ def test_a_fit_resumed_with_another_batch_size_is_refused_in_one_line(family, tm
         f"--model.init_from {last} (its steps and optimiser afresh)"
     )
     assert {p: p.stat().st_mtime_ns for p in Path("b").rglob("*.ckpt")} == saved  # nothing trained or saved
+    # another rate: the restored optimiser went on at the checkpoint's, while hparams and config.yaml said the new one
+    rate = float(torch.load(last, weights_only=True)["hyper_parameters"]["lr"])
+    with pytest.raises(SystemExit) as exc:
+        run(family, ["fit", "--config", cfg, "--trainer.max_steps", "15", "--trainer.default_root_dir", "b",
+                     "--ckpt_path", "last", "--model.lr", "0.05"])  # fmt: skip
+    (line,) = [x for x in capsys.readouterr().err.strip().splitlines() if "error" in x]
+    assert exc.value.code == 2 and line == (
+        f"{prog}: error: model.lr 0.05: a resumed fit goes on with the checkpoint's optimiser and schedule, at its "
+        f"model.lr {rate}: keep model.lr {rate}, or start a new fit from its weights with --model.init_from {last} "
+        "(its steps and optimiser afresh, at the new rate)"
+    )
+    assert {p: p.stat().st_mtime_ns for p in Path("b").rglob("*.ckpt")} == saved
     cli = run(family, ["test", "--config", cfg, "--ckpt_path", str(last), "--data.batch_size", "8"])
     assert cli.datamodule.hparams.batch_size == 8 and Path(cli.trainer.ckpt_path).resolve() == last.resolve()
 

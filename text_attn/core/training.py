@@ -7,6 +7,7 @@ Lightning is not imported here: these helpers take the trainer / module they are
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sys
@@ -124,6 +125,24 @@ def forget_elapsed_time(checkpoint: dict[str, Any]) -> None:
     callbacks = checkpoint.get("callbacks") or {}
     for name in [k for k in callbacks if str(k).startswith("Timer")]:
         del callbacks[name]
+
+
+def check_same_rate(module, checkpoint: dict[str, Any]) -> None:
+    """A fit resumed with another ``model.lr`` is refused in one line: Lightning restores the optimiser and the
+    schedule, which go on at the checkpoint's rate, while the run's record (hparams, config.yaml) said the new one
+    (the weights were those of the old rate to the bit). validate / test read no rate."""
+    trainer = getattr(module, "_trainer", None)
+    if trainer is None or trainer.state.fn != "fit":
+        return
+    for name in ("lr", "encoder_lr"):  # the caption family's encoder group has a rate of its own
+        saved, now = (checkpoint.get("hyper_parameters") or {}).get(name), getattr(module, "hparams", {}).get(name)
+        if saved is None or now is None or math.isclose(float(saved), float(now), rel_tol=1e-9):
+            continue
+        ckpt = getattr(trainer, "ckpt_path", None) or "CKPT"
+        raise ValueError(f"model.{name} {now}: a resumed fit goes on with the checkpoint's optimiser and schedule, at "
+                         f"its model.{name} {saved}: keep model.{name} {saved}, or start a new fit from its weights "
+                         f"with --model.init_from {ckpt} (its steps and optimiser afresh, at the new "
+                         "rate)")  # fmt: skip
 
 
 def carry_best(trainer, checkpoint: dict[str, Any]) -> None:
@@ -485,6 +504,7 @@ class RunState:
         ``max_time`` of its own."""
         if network_built:
             check_weights_fit(self, checkpoint)
+        check_same_rate(self, checkpoint)
         self._from_checkpoint = True
         self._random_state = checkpoint.get("random_state")
         by_rank = checkpoint.get("random_state_by_rank")
