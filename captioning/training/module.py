@@ -66,7 +66,7 @@ from text_attn.core.training import (
     row_sums,
     started_from,
 )
-from text_attn.core.vocab import Vocabulary
+from text_attn.core.vocab import Vocabulary, first_difference
 
 
 def vocabulary_line(start: StartWeights, vocab: Vocabulary, dm, extend: bool, folded: list[str] | None = None) -> str:
@@ -258,7 +258,8 @@ class CaptionModule(RunState, pl.LightningModule):
         if data_vocab is not None and data_vocab != self.vocab:  # its ids would caption and score scrambled words
             raise ValueError(
                 f"the network's vocabulary ({len(self.vocab)} words) differs from the one built from the data "
-                f"({len(data_vocab)} words): use the data settings it was trained with"
+                f"({len(data_vocab)} words{first_difference(self.vocab, data_vocab, 'word')}): use the data settings "
+                "it was trained with"
             )
         if self.objective.cfg.attn_sup_lambda > 0 and not getattr(dm.hparams, "attention_targets", False):
             raise ValueError(

@@ -2,7 +2,7 @@
 
 import pytest
 
-from text_attn.core.vocab import SPECIALS, Vocabulary, marks_split_off, tokenize
+from text_attn.core.vocab import SPECIALS, Vocabulary, first_difference, marks_split_off, tokenize
 
 
 def test_build_orders_by_frequency_and_applies_min_freq_and_max_size():
@@ -95,3 +95,12 @@ def test_the_tokenizer_of_before_marks_stayed_in_words_is_kept_for_the_models_it
     today = Vocabulary.build([tokenize("एक आदमी साइकिल चलाता है। ी")])  # a stray mark after a space: a token alone
     assert marks_split_off(old) and not marks_split_off(today) and not marks_split_off(Vocabulary.build([["a", "b"]]))
     assert marks_split_off(Vocabulary.build([["a"]]), old)  # either side of a model
+
+
+def test_the_first_difference_of_two_vocabularies_names_its_entry():
+    """A resume's refusal: two vocabularies of one size read alike by their sizes ("19 words" and "19 words")."""
+    a = Vocabulary.build([["a", "dog", "runs"]], min_freq=1)
+    b = Vocabulary.build([["a", "cat", "runs"]], min_freq=1)
+    assert (a.itos[5], b.itos[5]) == ("dog", "cat")  # after the 4 specials and "a"
+    assert first_difference(a, b, "word") == '; word 5 is "dog" there, "cat" here'
+    assert first_difference(a, a) == "" and first_difference(Vocabulary.build([["a"]], min_freq=1), a) == ""

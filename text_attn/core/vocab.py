@@ -193,3 +193,15 @@ class Vocabulary:
         """A vocabulary from :meth:`to_dict`'s value, or from the list of tokens files written before it made one
         string of them."""
         return cls(data["lines"].split("\n") if "lines" in data else data["tokens"])
+
+
+def first_difference(saved: Vocabulary, own: Vocabulary, unit: str = "token") -> str:
+    """Where two vocabularies first differ, for a resume's refusal (of the same size they read alike: "69 tokens"
+    and "69 tokens"): '; token 12 is "dog" there, "cat" here' (``unit``: what an entry is called); "" if one is the
+    other's start."""
+    from text_attn.core.safe_files import inert  # the data's words, printed: no terminal control characters
+
+    for i, (a, b) in enumerate(zip(saved.itos, own.itos, strict=False)):
+        if a != b:
+            return f'; {unit} {i} is "{inert(a)}" there, "{inert(b)}" here'
+    return ""

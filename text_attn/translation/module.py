@@ -48,7 +48,7 @@ from text_attn.core.training import (
     started_from,
     weight_misfit,
 )
-from text_attn.core.vocab import Vocabulary
+from text_attn.core.vocab import Vocabulary, first_difference
 from text_attn.translation.data import StartVocabulary
 from text_attn.translation.networks import as_saved, build_network, make_config
 from text_attn.translation.objective import ObjectiveConfig, TranslationObjective, decode_caps
@@ -444,16 +444,5 @@ def _same_vocabularies(saved: list, data: list, whose: str = "the network") -> N
         if theirs is not None and own is not None and theirs != own:
             raise ValueError(
                 f"{whose}'s {side} vocabulary ({len(theirs)} tokens) differs from the one built from the data "
-                f"({len(own)} tokens{_first_difference(theirs, own)}): use the data settings {whose} was trained with"
+                f"({len(own)} tokens{first_difference(theirs, own)}): use the data settings {whose} was trained with"
             )
-
-
-def _first_difference(saved: Vocabulary, own: Vocabulary) -> str:
-    """Where two vocabularies first differ, for the resume's refusal (of the same size they read alike: "69 tokens"
-    and "69 tokens"): '; token 12 is "dog" there, "cat" here'."""
-    from text_attn.core.safe_files import inert  # the data's words, printed: no terminal control characters
-
-    for i, (a, b) in enumerate(zip(saved.itos, own.itos, strict=False)):
-        if a != b:
-            return f'; token {i} is "{inert(a)}" there, "{inert(b)}" here'
-    return ""
