@@ -66,7 +66,7 @@ def test_a_model_file_a_fit_would_replace_is_named_before_it_trains(no_training,
     text_train(args)
     written = datetime.datetime.fromtimestamp(old.stat().st_mtime)
     note = (f"text-train: note: runs/m.pt exists (written {written:%Y-%m-%d %H:%M}): this run replaces it when it "
-            "ends; give --model.export_path to keep both")  # fmt: skip
+            "ends; give another --model.export_path to keep both")  # fmt: skip
     assert note in capsys.readouterr().err.splitlines()
     ckpt = Path("old.ckpt")
     torch.save({"pytorch-lightning_version": "2.6.0", "hyper_parameters": {}, "state_dict": {}}, ckpt)

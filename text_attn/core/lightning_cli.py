@@ -466,7 +466,7 @@ def replaced_note(path: str) -> str | None:
     except OSError:
         return None
     return (f"{path} exists (written {written:%Y-%m-%d %H:%M}): this run replaces it when it ends; give "
-            "--model.export_path to keep both")  # fmt: skip
+            "another --model.export_path to keep both")  # fmt: skip
 
 
 def refuse_export_path(path: str) -> None:
