@@ -95,6 +95,23 @@ def test_a_resumed_fit_is_read_with_the_versions_it_continues(tmp_path):
     assert resumed_chain(fresh) == [fresh]
 
 
+def test_a_short_fit_with_one_training_log_is_chained_to_its_resumed_version(tmp_path):
+    """A fit of 30 steps logging every 20 has one training log (step 20) and validations to step 30; resumed from
+    last (step 30) it logs from step 40: its interval read as 1, the report drew the resumed version alone."""
+    root = tmp_path / "lightning_logs"
+    first, resumed = root / "version_0", root / "version_1"
+    for folder in (first, resumed):
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text("trainer:\n  log_every_n_steps: 20\nckpt_path: last\n")
+    (first / "config.yaml").write_text("trainer:\n  log_every_n_steps: 20\nckpt_path: null\n")
+    rows = ["epoch,step,train_loss,val_Bleu_4", "0,9,,0.1", "1,19,2.0,", "1,19,,0.2", "2,29,,0.3"]
+    (first / "metrics.csv").write_text("\n".join(rows) + "\n")
+    (resumed / "metrics.csv").write_text("epoch,step,train_loss,val_Bleu_4\n3,39,1.5,\n3,39,,0.4\n")
+    assert resumed_chain(resumed) == [first, resumed]
+    (resumed / "metrics.csv").write_text("epoch,step,train_loss,val_Bleu_4\n9,99,1.5,\n")  # far past its logs
+    assert resumed_chain(resumed) == [resumed]
+
+
 def test_a_resumed_fit_whose_config_names_its_checkpoint_skips_an_unrelated_fit_between(tmp_path):
     first = write_run(tmp_path, 0, steps=60)
     write_run(tmp_path, 1, steps=100)  # a fresh fit of its own, long enough to look like the start

@@ -202,7 +202,8 @@ def _resumed_from(version: Path) -> Path | None:
     records ``ckpt_path`` as given: a path (relative ones from where the fit ran, which its ``default_root_dir``
     gives away) names the folder; ``null`` none, whatever the steps look like. A name (``last``, ``best``), or no
     config.yaml (another logger's folder): the nearest earlier fit in the same folder whose training steps begin before
-    this one's and reach them (within two of its logging intervals)."""
+    this one's and whose logs reach them (within two of its logging intervals: a single training log's is its config's
+    ``log_every_n_steps``)."""
     config = _config(version)
     if config is not None and "ckpt_path" in config:
         start = config["ckpt_path"]
@@ -216,10 +217,17 @@ def _resumed_from(version: Path) -> Path | None:
     earlier = sorted((p for p in version.parent.glob("version_*") if p.is_dir() and _has_logs(p) and
                       _version(p) < _version(version)), key=_version, reverse=True)  # fmt: skip
     for p in earlier:
-        theirs = _train_steps(read_metrics(p))
+        series = read_metrics(p)
+        theirs = _train_steps(series)
         if theirs:  # not a validate / test run's version
-            gap = max((b - a for a, b in zip(theirs, theirs[1:], strict=False)), default=1)
-            return p if theirs[0] < steps[0] <= theirs[-1] + 2 * gap else None
+            # one training log has no interval to read: the config's (a short run's single log gave 1, and its
+            # resumed version, logging from a step 20 later, was drawn alone)
+            trainer = (_config(p) or {}).get("trainer")
+            every = trainer.get("log_every_n_steps") if isinstance(trainer, dict) else None
+            every = every if isinstance(every, int) and not isinstance(every, bool) and every > 0 else 50  # Lightning's
+            gap = max((b - a for a, b in zip(theirs, theirs[1:], strict=False)), default=every)
+            reached = max(step for points in series.values() for step, _ in points)  # its validations' steps too
+            return p if theirs[0] < steps[0] <= reached + 2 * gap else None
     return None
 
 
