@@ -125,6 +125,8 @@ def fixtures(work: Path) -> dict[str, Path]:
     if not (work / "hard.png").exists():
         os.link(work / "photos" / "b.png", work / "hard.png")
     code_checkpoint(work / "evil.ckpt", work / "code_ran")
+    (work / "comments.yaml").write_text("# settings to come\n")  # jsonargparse: "Unexpected config: # settings ..."
+    (work / "cut.ckpt").write_bytes((work / "evil.ckpt").read_bytes()[:40])  # a checkpoint cut off by a copy
     (work / "escapes.pt").write_bytes(f["caption_model"].read_bytes())
     update_info(work / "escapes.pt", {"data": "photos\x1b]52;c;ZWNobw==\x07\x1b[2J"})
     return f
@@ -313,6 +315,12 @@ def cases(f: dict[str, Path]) -> list[Case]:
              "--data.subword_vocab", "10"], 2, "subword_vocab"),
         Case("text: --ckpt_path a model file", "text-train", ["test", "--ckpt_path", tm], 2, "--model.init_from"),
         Case("text: --ckpt_path missing", "text-train", ["test", "--ckpt_path", str(w / "gone.ckpt")], 2, "gone.ckpt"),
+        Case("text: a config of comments only", "text-train", ["fit", "--config", str(w / "comments.yaml")], 2,
+             "comments.yaml: no options in it (an empty file, or comments only)"),
+        Case("text: --ckpt_path cut off", "text-train", ["test", "--ckpt_path", str(w / "cut.ckpt")], 2,
+             "cut.ckpt: not a training checkpoint: 40 bytes that torch cannot read as one (cut off"),
+        Case("text: --ckpt_path a folder", "text-train", ["test", "--ckpt_path", str(w / "photos")], 2,
+             "photos: a folder, not a checkpoint file"),
         Case("text: --ckpt_path a URL", "text-train", ["test", "--ckpt_path", "http://127.0.0.1:9/evil.ckpt"], 2,
              "download it first"),
         Case("caption-train: --ckpt_path a checkpoint that runs code", "caption-train", ["test", "--config",

@@ -351,14 +351,21 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 ckpt_path = run_checkpoints.resolve(str(ckpt_path), _configured_trainer(self.config[sub]))
                 if ckpt_path is None:
                     return  # fit starts afresh; validate and test are refused there, in one line
+            if Path(ckpt_path).is_dir():
+                raise ValueError(f"--ckpt_path {ckpt_path}: {FOLDER_SAID}")
             if not Path(ckpt_path).is_file():
                 raise ValueError(f"--ckpt_path {ckpt_path}: no such file")
             try:
                 ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True)
             except pickle.UnpicklingError:  # as AtomicCheckpointIO says it
                 raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
-            except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one line
-                raise ValueError(f"{ckpt_path}: not a training checkpoint ({type(exc).__name__})") from None
+            except Exception:  # noqa: BLE001 - any unreadable file gets the same one line
+                size = Path(ckpt_path).stat().st_size
+                what = "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
+                raise ValueError(
+                    f"--ckpt_path {ckpt_path}: not a training checkpoint: {what} (cut off by a copy "
+                    "or a full disk? another checkpoint of the run, last or best, may be whole)"
+                ) from None
             if not isinstance(ckpt, dict) or "pytorch-lightning_version" not in ckpt:
                 raise ValueError(
                     f"--ckpt_path {ckpt_path}: not a training checkpoint (a model file? --ckpt_path takes the .ckpt "
@@ -611,6 +618,13 @@ def _shipped(prog: str, value: str, folder: Path | None) -> str:
                                                                           else ""))  # fmt: skip
 
 
+# --ckpt_path a run's folder: where its checkpoints are
+FOLDER_SAID = (
+    "a folder, not a checkpoint file (a run's .ckpt files are in lightning_logs/version_N/checkpoints/; "
+    "--ckpt_path best or last finds them)"
+)
+
+
 def refuse_missing_files(prog: str, args: list[str]) -> None:
     """The command line's ``--config`` files (read and parsed: missing, not UTF-8, not YAML) and its ``--ckpt_path``
     file, checked before Lightning is imported: the training commands take ~10 s to import it, and a mistyped path is
@@ -622,7 +636,7 @@ def refuse_missing_files(prog: str, args: list[str]) -> None:
         # (_parse_ckpt_path)
         kept = ("", "~", "best", "last", "hpc")
         if name not in kept and name.lower() != "null" and "://" not in name and not Path(name).is_file():
-            fail(prog, f"--ckpt_path {name}: no such file")
+            fail(prog, f"--ckpt_path {name}: {FOLDER_SAID if Path(name).is_dir() else 'no such file'}")
 
 
 def read_config_files(prog: str, args: list[str]) -> list:
@@ -649,7 +663,10 @@ def read_config_files(prog: str, args: list[str]) -> list:
             where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
             what = " ".join(p for p in (getattr(err, "problem", None), getattr(err, "context", None)) if p)
             fail(prog, f"--config {name}: not valid YAML: {where}{what or err}")
-        if node is not None and not isinstance(node, dict):
+        if node is None:  # jsonargparse said "Unexpected config:" and the file's text
+            fail(prog, f"--config {name}: no options in it (an empty file, or comments only): give the options "
+                       "(key: value), or a shipped config's name")  # fmt: skip
+        if not isinstance(node, dict):
             fail(prog, f"--config {name}: expected a YAML mapping of options (key: value), got a {type(node).__name__}")
         nodes.append(node)
     return nodes
