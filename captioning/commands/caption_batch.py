@@ -235,15 +235,22 @@ def drawn_overlays(args: argparse.Namespace) -> set[str]:
     """With ``--resume``, the names of the overlays --overlay DIR already holds (NAME-attention.png -> NAME, in any
     of the formats), which a resumed run's new photos are named apart from: its input list may have grown, and a new
     x/P.jpg sorted before the y/P.jpg an earlier run drew as P-attention.png would otherwise be named P and draw over
-    it. Else nothing."""
-    if not (args.overlay and getattr(args, "resume", False)):
+    it. And, resumed or not, the names this run's own --jsonl / --html files take in --overlay DIR
+    (``--jsonl DIR/camera-attention.png``: camera's overlay was written over the records). Else nothing."""
+    if not args.overlay:
         return set()
     tails = [f"-attention.{f}" for f in OVERLAY_FORMATS]
+    ours = set()
+    for path in (getattr(args, "jsonl", None), getattr(args, "html", None)):
+        if path and path != "-" and Path(path).parent.resolve() == Path(args.overlay).resolve():
+            ours |= {Path(path).name[: -len(t)] for t in tails if Path(path).name.endswith(t)}
+    if not getattr(args, "resume", False):
+        return ours
     try:
         with os.scandir(args.overlay) as found:
-            return {e.name[: -len(t)] for e in found for t in tails if e.name.endswith(t)}
+            return ours | {e.name[: -len(t)] for e in found for t in tails if e.name.endswith(t)}
     except OSError:  # not made yet
-        return set()
+        return ours
 
 
 class OverlayNames:

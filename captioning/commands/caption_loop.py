@@ -25,7 +25,8 @@ from captioning.commands.caption_batch import (
 )
 from captioning.commands.caption_run import check_resume, record_run
 from text_attn.core.errors import close_quietly, emit, fail, one_line
-from text_attn.core.safe_files import open_stream, probe_writable, release_held_on_exit
+from text_attn.core.run_record import run_file
+from text_attn.core.safe_files import check_output, open_stream, probe_writable, release_held_on_exit
 from text_attn.core.search_options import search_options
 from text_attn.core.unsure_options import count_unsure
 
@@ -66,6 +67,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         replacing = not args.resume and jsonl.is_file() and jsonl.stat().st_size > 0
         try:
             done = read_done(jsonl) if args.resume else set()
+            if settings is not None:  # its record's path first: one refused after FILE was opened had emptied it
+                check_output(run_file(jsonl))
             out = open_stream(jsonl, append=args.resume)  # a link, FIFO or device is refused (safe_files)
             if settings is not None:
                 record_run(jsonl, settings)

@@ -62,6 +62,22 @@ def test_overlays_of_names_differing_in_case_are_two_files():
     assert resumed.files == {0: "dog-2", 1: "Cat-2"}
 
 
+def test_the_runs_own_files_in_the_overlay_folder_are_never_an_overlays_name(tmp_path):
+    """--jsonl ov/camera-attention.png: camera's overlay was written over the records (exit 0, the records gone);
+    --html ov/rocket-attention.webp likewise. Their names are taken: the overlays are numbered past them."""
+    import argparse
+
+    from captioning.commands.caption_batch import OverlayNames, drawn_overlays
+
+    ov = tmp_path / "ov"
+    args = argparse.Namespace(overlay=str(ov), jsonl=str(ov / "camera-attention.png"), resume=False,
+                              html=str(tmp_path / "ov" / "." / "rocket-attention.webp"))  # fmt: skip
+    assert drawn_overlays(args) == {"camera", "rocket"}
+    assert OverlayNames(["x/camera.png", "y/rocket.jpg"], drawn_overlays(args)).files == {0: "camera-2", 1: "rocket-2"}
+    args.jsonl, args.html = str(tmp_path / "camera-attention.png"), "-"  # elsewhere, or stdout: nothing taken
+    assert drawn_overlays(args) == set()
+
+
 def test_a_record_on_another_drive_is_no_sign_of_another_folder(monkeypatch, tmp_path):
     """--resume's check for a run started in another folder: relpath raises ValueError for a path on another drive."""
     from captioning.commands import caption_loop

@@ -32,6 +32,7 @@ from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_text
 from text_attn.core.safe_files import (
     OutputRefused,
+    check_output,
     hold_outputs,
     inert,
     inert_output,
@@ -948,6 +949,11 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot read stdin: {one_line(err)}")
     for flag, kept in settings.items():  # before a file is touched: a refused resume changes none
         check_record(args, flag, kept)
+        record = run_file(args.output if flag == "--output" else args.jsonl)
+        try:  # nor a record that cannot be written (one refused after FILE was opened had emptied it)
+            check_output(record)
+        except OutputRefused as err:
+            fail("translate", f"cannot write {record}: {err}")
     if getattr(args, "resume_note", None):  # one file ahead of the other: said once nothing refuses the resume
         print(f"translate: note: {args.resume_note}", file=sys.stderr)
     try:
