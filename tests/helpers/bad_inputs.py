@@ -231,6 +231,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("train: init_from a text model", "caption-train", ["fit", "--config", str(TINY_SHAPES),
              "--model.init_from", tm], 2, "text.pt"),
         # --- translate --------------------------------------------------------------------------------------------
+        Case("translate: --output - beside --jsonl - (the lines were dropped)", "translate", ["Ein Mann.", "--model",
+             tm, "--output", "-", "--jsonl", "-"], 2, "--output - and --jsonl - both name stdout"),
         Case("translate: caption model", "translate", ["Ein Mann.", "--model", cm], 2, "caption.pt"),
         Case("translate: truncated model", "translate", ["Ein Mann.", "--model", str(w / "truncated.pt")], 2,
              "truncated.pt"),

@@ -775,6 +775,10 @@ def _translate_main(args: argparse.Namespace) -> int:
     args.sentences = [utf8_text(s) for s in args.sentences]
     args.given = [utf8_text(t) for t in args.given] if args.given else args.given
     if args.output == "-":  # stdout, as '-' for the input is stdin
+        if args.jsonl == "-":  # the records take stdout in place of the lines: the lines asked for were dropped
+            other = "--json" if args.json else "--jsonl -"
+            fail("translate", f"--output - and {other} both name stdout: give --output a file (stdout is its "
+                 f"default: {other} alone prints the records)")  # fmt: skip
         args.output = None
     for flag, value, what in (("--html", args.html, "a page"), ("--plot", args.plot, "PNG images"),
                               ("--alignments", args.alignments, "a file beside the translations"),
