@@ -260,6 +260,16 @@ def test_a_line_in_many_chunks_is_joined_once_its_end_comes():
     assert list(_lines([b"x" * 1000] * 1000)) == ["x" * 1_000_000]
 
 
+def test_a_stream_of_carriage_returns_alone_is_split_at_them_as_files_are():
+    """Classic Mac OS's line ends on stdin were one input (its three sentences translated as one line), while a
+    --references file of them was three: both read by safe_files.line_break now. A line feed anywhere: as before."""
+    assert list(_lines([b"Ein Hund.\rEine ", b"Katze.\r\rEin Kind.", b""])) == ["Ein Hund.", "Eine Katze.", "",
+                                                                             "Ein Kind."]  # fmt: skip
+    assert list(_lines([b"a\rb\r"])) == ["a", "b"]  # the last line's own end
+    assert list(_lines([b"a\r\nb\rc"])) == ["a\r", "b\rc"]  # a line feed came: CRs are the lines' own
+    assert list(stdin_lines(io.StringIO("a\rb"))) == ["a", "b"]
+
+
 @pytest.mark.parametrize(
     ("data", "said"),
     [

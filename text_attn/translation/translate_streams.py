@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 
 from text_attn.core.errors import and_more
-from text_attn.core.safe_files import UTF16_BOMS
+from text_attn.core.safe_files import UTF16_BOMS, line_break
 
 WAIT = 0.05  # seconds a pipe or terminal may take to send more before the lines already in are translated
 READ = 1 << 16  # bytes read at a time (a pipe hands over what it holds, up to this)
@@ -52,8 +52,7 @@ def stdin_lines(stream=None, wait: float = WAIT) -> Iterator[str | None]:
     stream = sys.stdin if stream is None else stream
     buffer = getattr(stream, "buffer", None)
     if buffer is None:  # a text stream with no bytes behind it (a test's io.StringIO): its lines as they are
-        for line in stream:
-            yield line.rstrip("\n")
+        yield from _lines(line.encode("utf-8", "surrogateescape") for line in stream)
         return
     yield from _lines(_text_only(_gunzipped(_chunks(buffer, wait))))
 
@@ -199,18 +198,27 @@ def _lines(chunks: Iterable[bytes | None]) -> Iterator[str | None]:
     newline too. None passed on where no line is left in hand (a partial line waits for its end)."""
     pending: list[bytes] = []  # the pieces of a line not yet ended: joined once its end comes (adding each chunk to
     # one bytes object and splitting it again took time in the square of a long line's length: 32 MB, 7 s)
+    fed = False  # whether a line feed came: a stream of carriage returns alone is split at them as it ends
     for data in chunks:
         if data is None:
             yield None
             continue
         *whole, rest = data.split(b"\n")
+        fed = fed or bool(whole)
         for line in whole:
             yield b"".join([*pending, line]).decode("utf-8", "surrogateescape")
             pending = []
         if rest:
             pending.append(rest)
     if pending:
-        yield b"".join(pending).decode("utf-8", "surrogateescape")
+        last = b"".join(pending)
+        # classic Mac OS's line ends, as every file is read (safe_files.line_break): read as one input, they were
+        # translated as one line of all the sentences
+        pieces = [last] if fed else last.split(line_break(last))
+        if len(pieces) > 1 and pieces[-1] == b"":  # the last line's own end
+            pieces.pop()
+        for line in pieces:
+            yield line.decode("utf-8", "surrogateescape")
 
 
 class JsonList:
