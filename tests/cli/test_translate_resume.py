@@ -89,7 +89,7 @@ def test_the_progress_bar_starts_at_the_inputs_done(model_file, tmp_path, capsys
         (["--output", "o.txt", "--references", "long.txt"], "; --references would hold the scores of this run's"),
         (["--output", "long.txt"], "--resume: --output long.txt holds 3 line(s), more than the 2 input(s): it is not"),
         (["--jsonl", "long.txt"], "--resume: --jsonl long.txt holds 3 record(s), more than the 2 input(s): it is not"),
-        (["--output", "-", "--jsonl", "-"], "give --output FILE or --jsonl FILE"),
+        (["--output", "-", "--jsonl", "-"], "--output - and --jsonl - both name stdout"),
     ],
 )
 def test_refusals_are_one_line(model_file, tmp_path, capsys, monkeypatch, args, why):
