@@ -7,12 +7,20 @@ import json
 import random
 from pathlib import Path
 
-from captioning.commands.caption_batch import _add_html, _close_html, _open_html, caption_items, plain_lines
+from captioning.commands.caption_batch import (
+    _add_html,
+    _close_html,
+    _closing_notes,
+    _open_html,
+    caption_items,
+    plain_lines,
+)
 from captioning.commands.caption_parser import DEMO_DIR
 from captioning.model.bundled import ASSETS, DEMO_PHOTOS
 from text_attn.core.errors import emit, fail, one_line
 from text_attn.core.safe_files import atomic_output
 from text_attn.core.search_options import search_options
+from text_attn.core.unsure_options import count_unsure
 
 
 def _demo_photos(captioner, args: argparse.Namespace) -> int:
@@ -47,7 +55,19 @@ def _demo_photos(captioner, args: argparse.Namespace) -> int:
             elif "n_best" in rec:  # --n-best: the beam's best captions under it, as caption writes them
                 said += "".join(f"\nn-best:  {line}" for line in plain_lines(rec, False))
             emit("caption", f"photo:   {rec['image']}\n{said}{note}\noverlay: {rec['overlay']}")
+    _unsure_note(captioner, args, records)
     return 1 if any(rec["error"] for rec in records) else 0
+
+
+def _unsure_note(captioner, args: argparse.Namespace, records: list[dict]) -> None:
+    """--unsure's closing note, as a run over photos says it (the demo drew the words' probabilities and said
+    nothing)."""
+    if getattr(args, "unsure", None) is None:
+        return
+    unsure: dict = {}
+    for rec in records:
+        count_unsure(unsure, rec["image"], rec.get("unsure") or ())
+    _closing_notes(captioner, args, {}, unsure)
 
 
 def _demo_shapes(captioner, args: argparse.Namespace) -> int:
@@ -82,4 +102,5 @@ def _demo_shapes(captioner, args: argparse.Namespace) -> int:
             f"scene:     {name} (seed {seed}; repeat with --demo shapes --seed {seed})\n"
             f"caption:   {rec['caption']}{best}\nreference: {' '.join(scene.captions[0])}\noverlay:   {rec['overlay']}",
         )
+    _unsure_note(captioner, args, [rec])
     return 1 if rec["error"] else 0

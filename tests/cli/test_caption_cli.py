@@ -249,9 +249,22 @@ def test_hard_attention_model_reports_and_outlines_its_chosen_regions(capsys, tm
 
 def test_demo_writes_an_overlay(capsys, model_file, tmp_path):
     code, out, err = run(
-        capsys, "--demo", "shapes", "--seed", 7, "--model", model_file, "--overlay", tmp_path / "demo", *FAST
+        capsys,
+        "--demo",
+        "shapes",
+        "--seed",
+        7,
+        "--model",
+        model_file,
+        "--overlay",
+        tmp_path / "demo",
+        *FAST,
+        "--unsure-below",
+        "1",
     )
     assert code == 0, err
+    # --unsure's closing note, as a run over photos says it (the demo drew the probabilities and said nothing)
+    assert "caption: note: " in err and "the model was unsure of" in err and "(p < 1)" in err
     fields = dict(line.split(":", 1) for line in out.splitlines())
     assert set(fields) == {"scene", "caption", "reference", "overlay"}
     overlay = Path(fields["overlay"].strip())

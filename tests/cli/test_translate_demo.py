@@ -40,6 +40,12 @@ def test_demo_translates_its_sentences_with_word_alignment(model_file, capsys):
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(model_file), "--demo", "Ein Satz."])
     assert exc.value.code == 2
+    capsys.readouterr()
+    for flag in (["--n-best", "2", "--beam-size", "2"], ["--plot", "p.png"]):  # each was dropped: exit 0, no list, no picture
+        with pytest.raises(SystemExit) as exc:
+            translate_main(["--model", str(model_file), "--demo", *flag])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and f"translate: error: {flag[0]} is for your sentences' translations" in err
 
 
 def test_word_alignment_joins_pieces_into_words(model_file):

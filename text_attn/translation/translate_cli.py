@@ -885,6 +885,10 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.sample and (args.evidence or getattr(args, "align_by", None) == "evidence"):  # as caption refuses it
         flag = "--evidence" if args.evidence else "--align-by evidence"
         fail("translate", f"{flag} explains the model's own choice of words; --sample draws them at random: drop one")
+    if args.demo and (args.n_best_given or args.plot):  # each was dropped silently
+        flag = "--n-best" if args.n_best_given else "--plot"
+        fail("translate", f"{flag} is for your sentences' translations; --demo prints one translation of each of its "
+             "own with the words it looked at: give the sentences instead of --demo")  # fmt: skip
     if args.demo and args.jsonl:
         flag = "--json" if args.json else "--jsonl"
         fail("translate", f"--demo prints its own sentences with their alignments: give {flag} with sentences or "
