@@ -41,7 +41,7 @@ def test_demo_translates_its_sentences_with_word_alignment(model_file, capsys):
         translate_main(["--model", str(model_file), "--demo", "Ein Satz."])
     assert exc.value.code == 2
     capsys.readouterr()
-    for flag in (["--n-best", "2", "--beam-size", "2"], ["--plot", "p.png"]):  # each was dropped: exit 0, no list, no picture
+    for flag in (["--n-best", "2", "--beam-size", "2"], ["--plot", "p.png"]):  # each was dropped (exit 0)
         with pytest.raises(SystemExit) as exc:
             translate_main(["--model", str(model_file), "--demo", *flag])
         err = capsys.readouterr().err

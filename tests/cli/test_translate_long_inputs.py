@@ -125,6 +125,31 @@ def test_plots_are_drawn_as_batches_are_written_and_a_ctrl_c_keeps_them_and_scor
     assert (tmp_path / "s.json").is_file() and err[-1] == "translate: interrupted after 4 input(s)"
 
 
+def test_a_ctrl_c_while_a_batchs_pictures_are_drawn_keeps_every_picture_of_its_lines(model_file, tmp_path, capsys,
+                                                                                     monkeypatch):  # fmt: skip
+    """The batch's pictures were taken off the queue before they were drawn: interrupted after its first picture,
+    its lines were written and the rest of its pictures lost (6 pictures for 8 lines)."""
+    from text_attn.translation import plot_files
+
+    calls, real = {"n": 0}, plot_files.draw
+
+    def draw(path, tr, net):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the second batch's first picture
+            raise KeyboardInterrupt
+        return real(path, tr, net)
+
+    monkeypatch.setattr(plot_files, "draw", draw)
+    args = ["--model", str(model_file), *(DE[i % 2] for i in range(6)), "--batch-size", "2", "--max-len", "3", "--plot",
+            str(tmp_path / "g.png")]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        translate_main(args)
+    err = capsys.readouterr().err.splitlines()
+    assert exc.value.code == 130 and err[-1] == "translate: interrupted after 4 input(s)"
+    assert sorted(p.name for p in tmp_path.glob("g-*.png")) == [f"g-{n}.png" for n in (1, 2, 3, 4)]
+    assert f"wrote 4 plots {tmp_path / 'g-1.png'} ... {tmp_path / 'g-4.png'}" in err
+
+
 def test_one_line_on_stdin_at_batch_size_one_gets_the_plain_name(model_file, tmp_path, capsys, monkeypatch):
     stdin = tmp_path / "in.de"
     for lines, names in (([DE[0]], ["g.png"]), ([DE[0], DE[1]], ["g-1.png", "g-2.png"])):

@@ -80,25 +80,28 @@ class PlotWriter:
     def _draw(self, several: bool) -> None:
         from text_attn.core.fonts import GlyphWarning, uncovered
 
-        results, self.waiting = self.waiting, []
-        self.chars |= set(uncovered(tok for _, tr in results for tok in (*tr.source, *tr.tokens)))
+        self.chars |= set(uncovered(tok for _, tr in self.waiting for tok in (*tr.source, *tr.tokens)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GlyphWarning)  # said once at the end, not once a picture
-            for n, tr in results:
-                self.translations += 1
+            while self.waiting:  # each taken off once drawn: a Ctrl-C mid-batch leaves the rest to finish()
+                n, tr = self.waiting[0]  # (they were taken off first: 6 pictures for 8 lines written)
                 if not tr.tokens:  # nothing to draw: a grid of no rows (plots refuses one)
                     self.empties += 1
                     self.empty += [n][: 5 - len(self.empty)]
-                    continue
-                path = self.base
-                if several:
-                    path = self.base.with_name(f"{self.base.stem}-{n}{self.base.suffix or '.png'}")
-                try:
-                    self._wrote(draw(path, tr, self.net))
-                    if self.evidence_of is not None:
-                        self._wrote(draw_evidence(path, self.evidence_of(n, tr), tr))
-                except OSError as err:
-                    fail("translate", f"cannot write --plot {path}: {one_line(err)}")
+                else:
+                    path = self.base
+                    if several:
+                        path = self.base.with_name(f"{self.base.stem}-{n}{self.base.suffix or '.png'}")
+                    try:
+                        drawn = draw(path, tr, self.net)
+                        shown = draw_evidence(path, self.evidence_of(n, tr), tr) if self.evidence_of else None
+                    except OSError as err:
+                        fail("translate", f"cannot write --plot {path}: {one_line(err)}")
+                    self._wrote(drawn)
+                    if shown is not None:
+                        self._wrote(shown)
+                self.translations += 1
+                self.waiting.pop(0)
 
     def _wrote(self, path: Path) -> None:
         self.count += 1
