@@ -62,6 +62,33 @@ def test_only_a_line_whose_case_says_nothing_is_recased():
     assert not_first.recase("ein mann") == "ein Mann"
 
 
+def test_the_words_in_capitals_of_a_line_with_case_are_recased_and_only_they():
+    """ "EIN MANN fährt Fahrrad." was read as typed (its own capitals: "Fahrrad") and the bundled Transformer wrote
+    "ANNNNNNNN."; a word or two typed with Caps Lock is now written as training writes it, the rest as typed."""
+    known = {w.lower() for line in TRAIN for w in line.split()}  # the source check's words, lowercased
+    casing = Casing(learn_casing(TRAIN), known)
+    assert casing.recase("EIN MANN geht im Park .") == "Ein Mann geht im Park ."  # the first word: a capital
+    assert Casing(learn_casing(TRAIN)).recase("EIN MANN geht") == "EIN Mann geht"  # no words known: forms only
+    assert casing.recase("Texas AM im PM Park") == "Texas AM im PM Park"  # 2 letters, or not a training word: kept
+    assert casing.recase("Ein Mann isst ESSEN") == "Ein Mann isst Essen"  # ESSEN says nothing: training's form
+    assert casing.recase("Ein Mann isst essen") == "Ein Mann isst essen"  # typed lowercase on purpose: kept
+    assert casing.recase("Ein A im PARK , 2 X") == "Ein A im Park , 2 X"  # one letter: an initial, kept
+    assert casing.recase("Ein MaNN am Tor") == "Ein MaNN am Tor"  # mixed: the typist's
+    not_first = Casing({"first": False, "words": "Mann"}, {"ein"})
+    assert not_first.recase("EIN mann") == "ein mann"  # the lines start lowercase: so does the first word
+
+
+def test_the_bundled_translator_reads_a_word_typed_in_capitals_as_a_word():
+    translator = Translator.load()  # wrote "ANNNNNNNN." / "A FreA is singing." / "... driving a FAAA."
+    for typed, read in (("EIN MANN fährt Fahrrad.", "Ein Mann fährt Fahrrad."),
+                        ("Eine FRAU singt.", "Eine Frau singt."),
+                        ("Ein Mann trägt ein T-SHIRT.", "Ein Mann trägt ein T-Shirt."),
+                        ("Ein Mann in den USA.", "Ein Mann in den USA."),
+                        ("Texas AM spielt.", "Texas AM spielt.")):  # fmt: skip
+        assert translator.read_as(typed) == read
+        assert translator.read_as(typed, keep_case=True) == typed
+
+
 def test_the_check_keeps_the_casing_and_a_damaged_one_is_one_line(tmp_path):
     check = source_check(DE, DE[:2], "de")
     assert check["casing"] == learn_casing(DE) and valid_casing(check["casing"])
@@ -106,8 +133,8 @@ def test_translate_notes_the_inputs_it_recased_and_keep_case_turns_it_off(model_
     assert translate_main(["--model", str(model_file), "--max-len", "3"]) == 0
     recased = capsys.readouterr()
     assert len(recased.out.splitlines()) == 3
-    note = ("translate: note: inputs 2, 3 had no capitals of their own: read with the capitals of the German text "
-            "the model learned from; --keep-case translates them as typed")  # fmt: skip
+    note = ("translate: note: inputs 2, 3 were typed lowercase or in capitals: read with the capitals of the German "
+            "text the model learned from; --keep-case translates them as typed")  # fmt: skip
     assert note in recased.err.splitlines(), recased.err
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[1]}\n{DE[2]}\n"))  # the lines as the model read them
     assert translate_main(["--model", str(model_file), "--max-len", "3"]) == 0

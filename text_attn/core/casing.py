@@ -10,8 +10,9 @@ the training source text most often writes it in (away from a line's start, wher
 its first letter capitalised where the training lines mostly start with one: 42.05 lowercased
 (docs/multi30k_casing_transformer.json, 2026-12-04; the Transformer before it 40.79) and, for that one, 40.72 in
 capitals (benchmarks/casing.py, docs/text.md).
-A line with capitals of its own is read as typed: a correctly cased "essen" (to eat) stays lowercase even though the
-training text writes "Essen" (food) more often.
+A line with capitals of its own is read as typed, but for its words in capitals alone ("EIN MANN fährt Fahrrad.": read
+as "Ein Mann fährt Fahrrad."; acronyms kept, :meth:`Casing._unshouted`): a correctly cased "essen" (to eat) stays lowercase even though the training text writes
+"Essen" (food) more often.
 
 The casing is learned with the source check (text_attn.translation.source_check) from the same training lines, and
 kept in it as plain JSON-able values: ``{"first": bool, "words": "Mann Frau T-Shirt weiße ..."}``, the forms a line
@@ -24,7 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")  # a word: letters, joined by hyphens or apostrophes (' or ’)
 
@@ -94,18 +95,39 @@ def capitalised(line: str) -> str:
 class Casing:
     """A learned casing, ready to apply: ``recase(line)``."""
 
-    def __init__(self, casing: dict):
-        self.first = casing["first"]
+    def __init__(self, casing: dict, known: Container[str] | None = None):
+        """``known``: the training text's words, lowercased (the source check's word profile), which a word in
+        capitals in a line with case must be to be lowercased (:meth:`recase`); None: such words keep their
+        capitals unless training wrote them with some ("MANN" -> "Mann")."""
+        self.first, self.known = casing["first"], known
         # "mann" -> "Mann", "strasse" -> "Straße"
         self.forms = {form.casefold(): form for form in casing["words"].split()}
 
     def recase(self, line: str) -> str:
-        """``line`` as the training text would write it when its case says nothing (:func:`says_nothing`), else
-        ``line`` itself. Only letters change: spacing, digits and punctuation stay as typed."""
+        """``line`` as the training text would write it when its case says nothing (:func:`says_nothing`); else
+        ``line`` with its words in capitals alone so written ("EIN MANN fährt Fahrrad.": Caps Lock for a word or
+        two, a shouted name; they were translated as "ANNNNNNNN.", nothing said), the other words as typed. Only
+        letters change: spacing, digits and punctuation stay as typed."""
         if not says_nothing(line):
-            return line
+            start = opening(line)
+            return WORD.sub(lambda m: self._unshouted(m.group(), m.start() == start), line)
         text = WORD.sub(lambda m: self._form(m.group()), line.lower())
         return capitalised(text) if self.first else text
+
+    def _unshouted(self, word: str, first: bool) -> str:
+        """A word of a line with case, in capitals: as training wrote it where it wrote it with capitals ("MANN" ->
+        "Mann", "USA" stays); lowercased where it is a training word of three letters or more written lowercase
+        ("EIN" -> "ein"; "AM" in "Texas AM" and an acronym training never wrote, "PM", stay: the test set's two
+        such lines were read "Texas am", "pm"); a line's first word with a capital where the lines start with one.
+        Any other word as typed ("A", "Mann", "essen", "MaNN")."""
+        letters = sum(c.isalpha() for c in word)
+        if letters < 2 or not says_nothing(word) or not any(c.isupper() for c in word[1:]):
+            return word
+        low = word.lower()
+        form = self._form(low)
+        if form == low and not (letters >= 3 and self.known is not None and low in self.known):
+            return word
+        return form[0].upper() + form[1:] if first and self.first else form
 
     def _form(self, word: str) -> str:
         """A lowercase word as training wrote it; a hyphenated compound training never wrote whole, part by part

@@ -609,8 +609,8 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
               "--paragraphs reads the lines up to a blank line as one input", file=sys.stderr)  # fmt: skip
     if progress.get("recased"):
         count, shown = progress["recased"], and_more(progress["recased_first"], progress["recased"])
-        s, their, them = ("s", "their", "them") if count > 1 else ("", "its", "it")
-        print(f"translate: note: input{s} {shown} had no capitals of {their} own: read with the capitals of "
+        s, were, them = ("s", "were", "them") if count > 1 else ("", "was", "it")
+        print(f"translate: note: input{s} {shown} {were} typed lowercase or in capitals: read with the capitals of "
               f"{translator.known()}; --keep-case translates {them} as typed", file=sys.stderr)  # fmt: skip
 
 

@@ -355,7 +355,9 @@ class Translator:
         if found is None:
             return None
         if self._casing is None or self._casing[0] is not found:
-            self._casing = (found, Casing(found))
+            words = (self.source_check or {}).get("words")
+            known = words.get("logp") if isinstance(words, dict) else None  # lowercased training words
+            self._casing = (found, Casing(found, known))
         return self._casing[1]
 
     @property
