@@ -11,8 +11,8 @@ its first letter capitalised where the training lines mostly start with one: 42.
 (docs/multi30k_casing_transformer.json, 2026-12-04; the Transformer before it 40.79) and, for that one, 40.72 in
 capitals (benchmarks/casing.py, docs/text.md).
 A line with capitals of its own is read as typed, but for its words in capitals alone ("EIN MANN fährt Fahrrad.": read
-as "Ein Mann fährt Fahrrad."; acronyms kept, :meth:`Casing._unshouted`): a correctly cased "essen" (to eat) stays lowercase even though the training text writes
-"Essen" (food) more often.
+as "Ein Mann fährt Fahrrad."; acronyms kept, :meth:`Casing._unshouted`): a correctly cased "essen" (to eat) stays
+lowercase even though the training text writes "Essen" (food) more often.
 
 The casing is learned with the source check (text_attn.translation.source_check) from the same training lines, and
 kept in it as plain JSON-able values: ``{"first": bool, "words": "Mann Frau T-Shirt weiße ..."}``, the forms a line
