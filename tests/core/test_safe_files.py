@@ -289,3 +289,20 @@ def test_a_small_input_is_read_from_a_regular_file_of_bounded_size_only(tmp_path
         read_regular(tmp_path / "facts.json", 1)
     with pytest.raises(FileNotFoundError):
         read_regular(tmp_path / "missing.json", 100)
+
+
+def test_an_output_that_cannot_be_written_is_named_by_its_own_name_not_a_temporary_one(tmp_path):
+    """caption --jsonl /proc/version said "No such file or directory: '/proc/.version.run.json.u1nw2dhn.tmp'"."""
+    from text_attn.core.safe_files import atomic_output
+
+    target = tmp_path / "gone" / "out.json"  # its folder missing: the temporary file cannot be made
+    with pytest.raises(FileNotFoundError) as exc, atomic_output(target):
+        pass
+    assert exc.value.filename == str(target) and ".tmp" not in str(exc.value)
+
+    def fail_in(tmp):
+        raise PermissionError(13, "Permission denied", str(tmp))  # the body's own error on the temporary file
+
+    with pytest.raises(PermissionError) as exc, atomic_output(tmp_path / "b.json") as tmp:
+        fail_in(tmp)
+    assert exc.value.filename == str(tmp_path / "b.json") and not list(tmp_path.glob("*.tmp"))

@@ -151,7 +151,11 @@ def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
     path = Path(path)
     check_output(path)
     _remove_stale(path)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
+    try:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
+    except OSError as err:  # named by the output, not by a temporary name the user never gave
+        err.filename = str(path)
+        raise
     tmp = Path(name)
     _writing[tmp] = (path, os.getpid())
     try:
@@ -162,6 +166,10 @@ def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
             check_output(path)  # again: something may have been put there during a long write
             os.replace(tmp, path)
             _writing.pop(tmp, None)  # written: a signal now says nothing of it
+    except OSError as err:
+        if err.filename == str(tmp):  # "... '/proc/.version.run.json.u1nw2dhn.tmp'": the output's name instead
+            err.filename = str(path)
+        raise
     finally:
         _writing.pop(tmp, None)
         tmp.unlink(missing_ok=True)
