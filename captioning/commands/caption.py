@@ -447,6 +447,10 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
         if Path(path) in MODEL_NAMES.values():
             fail("caption", f"the bundled model {path} is not installed; pass --model FILE (a model file written by "
                  "caption-train fit or caption-export)")  # fmt: skip
+        if Path(path).exists():  # /dev/null, a FIFO
+            from text_attn.core.modelfile import NOT_REGULAR
+
+            fail("caption", f"{path}: {NOT_REGULAR}")
         fail("caption", missing(path, "model file not found", args.model))  # as load_model_file says it
     writes = args.json or args.jsonl or args.html or args.overlay or args.devices is not None
     if args.demo or args.model_info or writes or not args.images:

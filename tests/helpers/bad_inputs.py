@@ -233,6 +233,10 @@ def cases(f: dict[str, Path]) -> list[Case]:
         # --- translate --------------------------------------------------------------------------------------------
         Case("translate: --output - beside --jsonl - (the lines were dropped)", "translate", ["Ein Mann.", "--model",
              tm, "--output", "-", "--jsonl", "-"], 2, "--output - and --jsonl - both name stdout"),
+        Case("translate: --model a device", "translate", ["Ein Mann.", "--model", "/dev/null"], 2,
+             "/dev/null: not a regular file (a device, FIFO or socket), not a model file"),
+        Case("caption: --model a device", "caption", [photo, "--model", "/dev/null"], 2,
+             "/dev/null: not a regular file (a device, FIFO or socket), not a model file"),
         Case("translate: caption model", "translate", ["Ein Mann.", "--model", cm], 2, "caption.pt"),
         Case("translate: truncated model", "translate", ["Ein Mann.", "--model", str(w / "truncated.pt")], 2,
              "truncated.pt"),

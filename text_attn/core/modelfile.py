@@ -29,6 +29,10 @@ CHECKPOINT_FAMILIES = {
 }
 
 
+# a model path that is there but no file (/dev/null, a FIFO): "model file not found" said it was not there
+NOT_REGULAR = "not a regular file (a device, FIFO or socket), not a model file"
+
+
 def is_lightning_checkpoint(data: Any) -> bool:
     """Whether a ``torch.load``-ed object is a PyTorch Lightning checkpoint (judged by its content, not its name)."""
     return (
@@ -86,6 +90,8 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
     typed, path = path if typed is None else typed, Path(path)
     if path.is_dir():
         raise ModelFileError(f"{path}: a folder, not a model file")
+    if path.exists() and not path.is_file():  # /dev/null, a FIFO: "not found" said it was not there
+        raise ModelFileError(f"{path}: {NOT_REGULAR}")
     if not path.is_file():
         raise ModelFileError(missing(path, "model file not found", typed))
     try:

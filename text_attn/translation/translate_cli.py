@@ -829,6 +829,10 @@ def _translate_main(args: argparse.Namespace) -> int:
         if args.model is None:
             fail("translate", f"the bundled model {model} is not installed; pass --model FILE (a model file written "
                  "by text-train fit or text-export)")  # fmt: skip
+        if Path(model).exists():  # /dev/null, a FIFO
+            from text_attn.core.modelfile import NOT_REGULAR
+
+            fail("translate", f"{model}: {NOT_REGULAR}")
         fail("translate", missing(model, "model file not found", args.model))  # as load_model_file says it
     _check_ensemble(args)
     if args.threads:
