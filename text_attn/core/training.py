@@ -132,7 +132,7 @@ def check_same_rate(module, checkpoint: dict[str, Any]) -> None:
     schedule, which go on at the checkpoint's rate, while the run's record (hparams, config.yaml) said the new one
     (the weights were those of the old rate to the bit). validate / test read no rate."""
     trainer = getattr(module, "_trainer", None)
-    if trainer is None or trainer.state.fn != "fit":
+    if getattr(getattr(trainer, "state", None), "fn", None) != "fit":  # a bare load: no trainer, or a stand-in's
         return
     for name in ("lr", "encoder_lr"):  # the caption family's encoder group has a rate of its own
         saved, now = (checkpoint.get("hyper_parameters") or {}).get(name), getattr(module, "hparams", {}).get(name)
