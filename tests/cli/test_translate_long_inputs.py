@@ -203,3 +203,20 @@ def test_validation_caps_a_long_source_as_translate_does():
     assert decode_caps(src_lens).tolist() == [20, 52, 54, 212]  # no record: over LONG_INPUT tokens, 2 x 101 + 10
     old = SimpleNamespace(trained_lengths=None, position_limit=None)
     assert [Translator.default_steps(old, n - 1) for n in src_lens.tolist()] == decode_caps(src_lens).tolist()
+
+
+def test_a_plot_folder_that_takes_no_file_is_refused_before_the_work(model_file, tmp_path, capsys, monkeypatch):
+    """It was said after the translations were written (exit 2 with the work done); now before the model loads."""
+
+    def refuse(folder):
+        raise PermissionError(1, "Operation not permitted", str(folder))
+
+    monkeypatch.setattr(translate_cli, "probe_writable", refuse)
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", str(model_file), DE[0], "--plot", str(tmp_path / "p.png")])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == ""
+    assert (
+        err.strip() == f"translate: error: cannot write --plot {tmp_path / 'p.png'}: [Errno 1] Operation not "
+        f"permitted: '{tmp_path}'"
+    )

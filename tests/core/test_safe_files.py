@@ -306,3 +306,6 @@ def test_an_output_that_cannot_be_written_is_named_by_its_own_name_not_a_tempora
     with pytest.raises(PermissionError) as exc, atomic_output(tmp_path / "b.json") as tmp:
         fail_in(tmp)
     assert exc.value.filename == str(tmp_path / "b.json") and not list(tmp_path.glob("*.tmp"))
+    with pytest.raises(FileNotFoundError) as exc:  # a folder checked before the work: named, not "tmprod4mgal"
+        safe_files.probe_writable(tmp_path / "gone")
+    assert exc.value.filename == str(tmp_path / "gone")

@@ -273,8 +273,12 @@ def _remove_stale(path: Path) -> None:
 
 def probe_writable(folder: str | Path) -> None:
     """OSError where no file can be made in ``folder`` (an output's folder checked before the work, not after it): a
-    fresh temporary file is made there and removed."""
-    tempfile.TemporaryFile(dir=folder).close()
+    fresh temporary file is made there and removed. The error names ``folder``, not the temporary file."""
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as err:
+        err.filename = str(folder)
+        raise
 
 
 def write_bytes(path: str | Path, data: bytes | memoryview) -> Path:

@@ -37,6 +37,7 @@ from text_attn.core.safe_files import (
     inert,
     inert_output,
     open_stream,
+    probe_writable,
     protecting,
     refuse_overlap,
     refuse_same_outputs,
@@ -674,6 +675,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
             fail("translate", f"--plot {args.plot} is a folder; give a PNG file name, e.g. {plot / 'grid.png'}")
         if not plot.parent.is_dir():
             fail("translate", f"cannot write --plot {args.plot}: the folder {plot.parent} does not exist")
+        try:  # its pictures are drawn as the work goes: a folder refusing them was said after the translations
+            probe_writable(plot.parent)
+        except OSError as err:
+            fail("translate", f"cannot write --plot {args.plot}: {one_line(err)}")
         if plot.suffix.lower() not in ("", ".png"):
             fail("translate", f"--plot {args.plot}: the grids are PNG images; give a name ending in .png")
 
