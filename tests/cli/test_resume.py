@@ -58,6 +58,35 @@ def test_resume_from_a_last_checkpoint_at_an_epochs_end_matches_an_uninterrupted
 
 
 @pytest.mark.long
+def test_a_resume_from_a_save_at_an_epochs_last_step_runs_that_epochs_validation_first(tmp_path):
+    """A periodic save (every_n_train_steps) falling on an epoch's last step comes before that epoch's validation;
+    resumed from it (the run stopped there, or from the file), the validation was skipped: its score never logged,
+    never weighed for the best model. Now it runs first, and the run goes on exactly as the uninterrupted one."""
+    import csv
+
+    cfg = yaml.safe_load(resumable_config(tmp_path, "text", every=6).read_text())  # 6 batches an epoch
+    cfg["trainer"]["callbacks"][1]["init_args"]["save_top_k"] = -1  # each periodic save kept: epoch=0-step=6.ckpt
+    cfg["trainer"]["logger"] = {"class_path": "pytorch_lightning.loggers.CSVLogger", "init_args": {"save_dir": "logs"}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    args = ["fit", "--config", str(path), "--trainer.max_steps", "18"]
+    run("text", [*args, "--trainer.default_root_dir", "a"])
+    saved = Path("logs/lightning_logs/version_0/checkpoints/epoch=0-step=6.ckpt")
+    assert torch.load(saved, weights_only=True)["validation_due"]
+    run("text", [*args, "--trainer.default_root_dir", "b", "--ckpt_path", str(saved)])
+
+    def validations(version: int) -> list[tuple[str, str]]:
+        rows = csv.DictReader(open(f"logs/lightning_logs/version_{version}/metrics.csv"))
+        return [(r["step"], r["val_bleu"]) for r in rows if r.get("val_bleu")]
+
+    assert [step for step, _ in validations(0)] == ["5", "11", "17"]  # logged at the step before: 6, 12, 18
+    assert validations(1) == validations(0)  # step 6's was missing
+    a, b = (torch.load(f"logs/lightning_logs/version_{v}/checkpoints/last.ckpt", weights_only=True) for v in (0, 1))
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][k], v, msg=k)
+
+
+@pytest.mark.long
 @pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
 def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(family, tmp_path):
     cfg = str(resumable_config(tmp_path, family, every=5))

@@ -361,8 +361,12 @@ def test_an_scst_stage_needs_a_start_and_keeps_one_it_did_not_beat(tmp_path, cap
     last = worse.net.state_dict()
     assert not all(torch.equal(last[k], begun[k]) for k in begun)  # the module holds its last weights again
     # the resume of an SCST run: its checkpoint's weights, no model.init_from needed
-    trainer(3).fit(TranslationModule(network=dict(NET), lr=1e-4, objective=scst), TranslationDataModule(**DATA),
+    # (at its rate: another is refused, the restored optimiser going on at the checkpoint's)
+    trainer(3).fit(TranslationModule(network=dict(NET), lr=1.0, objective=scst), TranslationDataModule(**DATA),
                    ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))  # fmt: skip
+    with pytest.raises(ValueError, match="^model.lr 0.0001: a resumed fit goes on with the checkpoint's optimiser"):
+        trainer(4).fit(TranslationModule(network=dict(NET), lr=1e-4, objective=scst), TranslationDataModule(**DATA),
+                       ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))  # fmt: skip
 
 
 @pytest.mark.long

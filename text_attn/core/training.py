@@ -295,6 +295,29 @@ def _epoch_ended(trainer) -> bool:
     return isinstance(batches, int) and 0 < batches <= done
 
 
+def _validates_this_epoch(trainer) -> bool:
+    """Whether the fit validates at the end of the epoch running, and there only (validation on, once an epoch:
+    ``val_check_interval`` 1.0, its epoch due by ``check_val_every_n_epoch``). A fit validating every N steps is left
+    as Lightning resumes it (run from on_train_start there, Lightning's loop then never ended)."""
+    every = getattr(trainer, "check_val_every_n_epoch", 1)
+    due = every is None or (trainer.current_epoch + 1) % every == 0
+    interval = getattr(trainer, "val_check_interval", None)
+    at_end = isinstance(interval, float) and interval == 1.0
+    return bool(getattr(trainer, "enable_validation", False)) and due and at_end
+
+
+def run_due_validation(trainer) -> None:
+    """A fit resumed from a checkpoint saved at an epoch's last step, before that epoch's validation (a periodic
+    last.ckpt, ``every_n_train_steps``, falling there; the run then stopped, or is resumed from that file): the
+    validation runs first, as in the run that saved it (its score was never logged in the resumed run, nor weighed for
+    the best model: a crash between the save and the validation lost it). The loop's own validation call (Lightning
+    2.6's training epoch loop: ``validating``, run, ``training`` again)."""
+    val_loop = trainer.fit_loop.epoch_loop.val_loop
+    trainer.validating = True
+    val_loop.run()
+    trainer.training = True
+
+
 def best_checkpoint(trainer) -> str | None:
     """The best checkpoint of the first ModelCheckpoint that monitors a metric, if it saved one."""
     for cb in getattr(trainer, "checkpoint_callbacks", []):
@@ -490,6 +513,15 @@ class RunState:
 
     def save_run_state(self, checkpoint: dict[str, Any]) -> None:
         save_random_state(checkpoint)
+        trainer = self._trainer
+        if (
+            trainer is not None
+            and trainer.state.fn == "fit"
+            and trainer.training
+            and _epoch_ended(trainer)
+            and (_validates_this_epoch(trainer))
+        ):  # a save at an epoch's last step (a periodic last.ckpt) comes before that epoch's validation
+            checkpoint["validation_due"] = True
         # Under DDP every rank's dropout has drawn its own numbers (its batches differ in shape): keep each rank's
         # state. Every rank builds the checkpoint (Lightning writes rank 0's), so the gather meets on all of them.
         world = getattr(self._trainer, "world_size", 1) if self._trainer is not None else 1
@@ -514,6 +546,7 @@ class RunState:
         forget_elapsed_time(checkpoint)
         carry_best(trainer, checkpoint)
         self._steps_before = log_at_checkpoint_step(trainer, checkpoint)
+        self._validation_due = bool(checkpoint.get("validation_due"))
 
     def on_train_start(self) -> None:
         if getattr(self.trainer, "fast_dev_run", False):
@@ -521,9 +554,15 @@ class RunState:
             # asking (2.6), and `--ckpt_path last` then resumed the smoke test (`best`: refused, none recorded)
             for callback in self.trainer.checkpoint_callbacks:
                 callback.save_last = False
+        due, self._validation_due = getattr(self, "_validation_due", False), False
         if self._random_state is not None:
             restore_random_state(self._random_state)
-            replay_epoch_start(self.trainer)
+            if due:  # its loader's draw is the one the replay stands in for (the run that saved it validated here)
+                run_due_validation(self.trainer)
+            else:
+                replay_epoch_start(self.trainer)
+        elif due:
+            run_due_validation(self.trainer)
         self._random_state = None
         self._stop_asked = None
         defer_ctrl_c(self, self.command)
