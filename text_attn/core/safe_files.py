@@ -277,7 +277,8 @@ def probe_writable(folder: str | Path) -> None:
     try:
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as err:
-        err.filename = str(folder)
+        if err.filename is not None:  # the temporary file's name ("tmprod4mgal"): the folder's instead
+            err.filename = str(folder)
         raise
 
 

@@ -514,13 +514,9 @@ class RunState:
     def save_run_state(self, checkpoint: dict[str, Any]) -> None:
         save_random_state(checkpoint)
         trainer = self._trainer
-        if (
-            trainer is not None
-            and trainer.state.fn == "fit"
-            and trainer.training
-            and _epoch_ended(trainer)
-            and (_validates_this_epoch(trainer))
-        ):  # a save at an epoch's last step (a periodic last.ckpt) comes before that epoch's validation
+        fitting = getattr(getattr(trainer, "state", None), "fn", None) == "fit"  # not a stand-in trainer's
+        if fitting and trainer.training and _epoch_ended(trainer) and _validates_this_epoch(trainer):
+            # a save at an epoch's last step (a periodic last.ckpt) comes before that epoch's validation
             checkpoint["validation_due"] = True
         # Under DDP every rank's dropout has drawn its own numbers (its batches differ in shape): keep each rank's
         # state. Every rank builds the checkpoint (Lightning writes rank 0's), so the gather meets on all of them.
