@@ -71,16 +71,23 @@ def _newest(paths: list[Path]) -> Path | None:
     return max(files, key=lambda p: p.stat().st_mtime) if files else None
 
 
-def _monitoring_states(checkpoint: Path) -> list[dict[str, Any]]:
-    """The states a checkpoint's metric-monitoring ModelCheckpoints saved, in order (a callback without a monitor, one
-    that keeps last.ckpt, records no best); none for an unreadable file."""
+def _read(checkpoint: Path) -> dict[str, Any] | None:
+    """``checkpoint``'s contents (its tensors mapped, not read); None for an unreadable file (it records nothing: the
+    caller says what was not found)."""
     import torch
 
     try:
         data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - an unreadable file records nothing; the caller says what was not found
-        return []
-    callbacks = (data.get("callbacks") or {}) if isinstance(data, dict) else {}
+    except Exception:  # noqa: BLE001 - any unreadable file alike
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _monitoring_states(checkpoint: Path) -> list[dict[str, Any]]:
+    """The states a checkpoint's metric-monitoring ModelCheckpoints saved, in order (a callback without a monitor, one
+    that keeps last.ckpt, records no best); none for an unreadable file."""
+    data = _read(checkpoint)
+    callbacks = (data.get("callbacks") or {}) if data is not None else {}
     return [state for key, state in callbacks.items()
             if str(key).startswith("ModelCheckpoint") and isinstance(state, dict) and state.get("monitor")]  # fmt: skip
 
@@ -134,7 +141,9 @@ def carried_best(state: dict[str, Any], dirpath: str, step: int | None = None) -
     state = dict(state)
     if not Path(state.get("best_model_path") or "").is_file():
         kept = [p for p in Path(old).glob("*.ckpt") if not p.name.startswith("last")]
-        newest = _newest([p for p in kept if step is None or _step(p) is not None and _step(p) <= step])
+        if step is not None:
+            kept = [p for p in kept if (written := _step(p)) is not None and written <= step]
+        newest = _newest(kept)
         found = _monitor_state(newest, state["monitor"]) if newest is not None else None
         if found is not None and Path(found.get("best_model_path") or "").is_file():
             for key in ("best_model_path", "best_model_score", "best_k_models", "kth_best_model_path", "kth_value"):
@@ -152,13 +161,7 @@ def carried_best(state: dict[str, Any], dirpath: str, step: int | None = None) -
 
 def _step(checkpoint: Path) -> int | None:
     """The training step ``checkpoint`` was written at; None for an unreadable file."""
-    import torch
-
-    try:
-        data = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - an unreadable file is no candidate
-        return None
-    step = data.get("global_step") if isinstance(data, dict) else None
+    step = (_read(checkpoint) or {}).get("global_step")
     return int(step) if isinstance(step, int) else None
 
 
