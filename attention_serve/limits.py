@@ -177,13 +177,14 @@ def parse_given(value: Any, max_chars: int) -> str:
     """The "given" option: a text of at most ``max_chars`` characters holding a word; ClientError otherwise."""
     if not isinstance(value, str) or not any(ch.isalnum() for ch in value):
         raise ClientError(422, f"given must be a text with a word in it, got {shown(value)}")
-    if len(value.strip()) > max_chars:  # the text read: the spaces around it are not (as a sentence's count)
-        raise ClientError(413, f"given has {len(value.strip())} characters; at most {max_chars}")
+    text = value.strip()  # the text read: the spaces around it are not counted (as a sentence's)
+    if len(text) > max_chars:
+        raise ClientError(413, f"given has {len(text)} characters; at most {max_chars}")
     try:
-        value.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
         raise ClientError(422, "given is not valid Unicode (a lone surrogate)") from None
-    return value.strip()
+    return text
 
 
 def parse_options(
@@ -400,15 +401,18 @@ def sentences_of(body: Any, limits: Limits) -> tuple[list[str], dict[str, Any]]:
         raise ClientError(422, '"sentences" must be a non-empty list of strings')
     if len(sentences) > limits.max_sentences:
         raise ClientError(413, f"{len(sentences)} sentences in one request; at most {limits.max_sentences}")
+    texts = []
     for i, s in enumerate(sentences, 1):
         if not isinstance(s, str):
             raise ClientError(422, f"sentence {i} is not a string")
-        if not s.strip():
+        text = s.strip()  # what is translated: the spaces around it are not counted
+        if not text:
             raise ClientError(422, f"sentence {i} is empty")
-        if len(s.strip()) > limits.max_chars:  # what is translated: the spaces around it are not
-            raise ClientError(413, f"sentence {i} has {len(s.strip())} characters; at most {limits.max_chars}")
+        if len(text) > limits.max_chars:
+            raise ClientError(413, f"sentence {i} has {len(text)} characters; at most {limits.max_chars}")
         try:
-            s.encode("utf-8")
+            text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"): no text, and no answer could carry it
             raise ClientError(422, f"sentence {i} is not valid Unicode (a lone surrogate)") from None
-    return [s.strip() for s in sentences], body
+        texts.append(text)
+    return texts, body

@@ -438,20 +438,16 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
     read later, with torch: so photos that are all missing are said before a model file that is there but broken. A
     run that writes records or pages for its failed images (--json, --jsonl, --html, --overlay, --devices) keeps to
     the run: it writes them."""
+    from text_attn.core.modelfile import path_problem
+
     path = _model_file(args)
-    if Path(path).is_dir():  # as Captioner.load says it: "model file not found" sent the user looking for a file
-        fail("caption", f"{path}: a folder, not a model file")
-    if not Path(path).is_file():
-        if text_model_named(args.model):
+    if problem := path_problem(path, args.model):  # as Captioner.load says it, before torch is imported
+        if not Path(path).exists() and text_model_named(args.model):
             fail("caption", text_model_named(args.model))
-        if Path(path) in MODEL_NAMES.values():
+        if not Path(path).exists() and Path(path) in MODEL_NAMES.values():
             fail("caption", f"the bundled model {path} is not installed; pass --model FILE (a model file written by "
                  "caption-train fit or caption-export)")  # fmt: skip
-        if Path(path).exists():  # /dev/null, a FIFO
-            from text_attn.core.modelfile import NOT_REGULAR
-
-            fail("caption", f"{path}: {NOT_REGULAR}")
-        fail("caption", missing(path, "model file not found", args.model))  # as load_model_file says it
+        fail("caption", problem)
     writes = args.json or args.jsonl or args.html or args.overlay or args.devices is not None
     if args.demo or args.model_info or writes or not args.images:
         return

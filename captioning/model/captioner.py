@@ -802,17 +802,11 @@ class Captioner:
         checked and defaulted as :meth:`caption_images` does them, and return both maps of every word: where it
         attended and what drives it (captioning.model.explain.Evidence: ``attention``, ``evidence`` (T, L),
         ``agreement``)."""
-        from captioning.photos.preprocess import ImageReadError, prepared
+        from captioning.photos.preprocess import prepared
 
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         device = next(self.model.parameters()).device
-        photo = photo_source(image, "explain")
-        try:
-            read = prepared(photo, self.preprocess)
-        except ImageReadError as e:  # bytes are named "upload" (the server's word): the caller's is "its bytes"
-            if not isinstance(photo, (bytes, bytearray)):
-                raise
-            raise ImageReadError(f"explain: the photo (its bytes): {str(e).removeprefix('upload: ')}", e.kind) from None
+        read = prepared(photo_source(image, "explain"), self.preprocess, "explain: the photo (its bytes)")
         with torch.no_grad():
             features = self.encode(read[None].to(device))
         with self._hard_inference(hard_inference):

@@ -126,12 +126,9 @@ def read_photo(
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", Image.DecompressionBombWarning)
-            image, size = load_photo(src, preprocess.decode_side)  # a large JPEG: decoded smaller
+            image, size = load_photo(src, preprocess.decode_side, name)  # a large JPEG: decoded smaller; bytes named
     except ImageReadError as err:
-        text = str(err)
-        if isinstance(src, bytes) and text.startswith("upload"):  # load_photo names bytes "upload": name the member
-            text = name + text[len("upload") :]
-        item["error"] = text
+        item["error"] = str(err)
         return item
     if any(issubclass(w.category, Image.DecompressionBombWarning) for w in caught):
         pixels = size[0] * size[1]

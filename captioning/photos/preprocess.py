@@ -285,20 +285,16 @@ def load_image(src: str | Path | Image.Image | bytes, min_side: int | None = Non
     file's bytes or a PIL image (any mode). The one image loader of the project: training data and the ``caption``
     command use it. ``min_side``: see :func:`load_photo` (a JPEG larger than needed decodes at a reduced scale).
     Anything else (an array, a tensor) is one TypeError saying how to pass it (:func:`photo_source`)."""
-    try:
-        return load_photo(photo_source(src, "load_image"), min_side)[0]
-    except ImageReadError as err:  # bytes are named "upload" (the server's word): here they are the caller's
-        if not isinstance(src, (str, os.PathLike, Image.Image)) and str(err).startswith("upload: "):
-            raise ImageReadError(f"load_image: the photo (its bytes): {str(err).removeprefix('upload: ')}",
-                                 err.kind) from None  # fmt: skip
-        raise
+    return load_photo(photo_source(src, "load_image"), min_side, "load_image: the photo (its bytes)")[0]
 
 
-def prepared(src: str | Path | Image.Image, preprocess: Callable[[Image.Image], torch.Tensor]) -> torch.Tensor:
+def prepared(
+    src: str | Path | Image.Image | bytes, preprocess: Callable[[Image.Image], torch.Tensor], name: str = "upload"
+) -> torch.Tensor:
     """``preprocess`` of the image ``src``, decoded at the preprocess's ``decode_side`` when it has one (a
     :class:`Preprocess` does; any other callable gets the full image): training, the feature cache and ``caption``
-    read a large JPEG alike."""
-    return preprocess(load_photo(src, getattr(preprocess, "decode_side", None))[0])  # the callers name bytes
+    read a large JPEG alike. ``name``: bytes' name in the messages (:func:`load_photo`)."""
+    return preprocess(load_photo(src, getattr(preprocess, "decode_side", None), name)[0])
 
 
 def file_kind(path: str | Path) -> str | None:
@@ -355,9 +351,10 @@ def _list_hint(path: Path | io.BytesIO) -> str:
 
 
 def load_photo(
-    src: str | Path | Image.Image | bytes, min_side: int | None = None
+    src: str | Path | Image.Image | bytes, min_side: int | None = None, name: str = "upload"
 ) -> tuple[Image.Image, tuple[int, int]]:
     """(8-bit RGB image, (width, height) of the full image after its EXIF rotation); see :func:`load_image`.
+    ``name``: what the messages call ``src`` when it is bytes (the server's word, "upload", by default).
 
     With ``min_side`` a JPEG file decodes at 1/2, 1/4 or 1/8 of its size (the JPEG decoder's own DCT scaling) when
     both sides stay at least ``min_side``: a 12-megapixel phone photo decodes about 10x faster, and a network that sees
@@ -373,9 +370,9 @@ def load_photo(
             return to_rgb(turned), turned.size
         except (OSError, ValueError, SyntaxError) as err:  # PIL's for closed images, damaged and truncated data
             raise ImageReadError(f"a PIL image: cannot be read ({one_line(err)})", "not_image") from None
-    if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server): its bytes, named "upload"
-        formats = photo_formats(bytes(src[:HEAD]), "upload")
-        p, src, raw = io.BytesIO(src), "upload", src
+    if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server), a caller's bytes: named ``name``
+        formats = photo_formats(bytes(src[:HEAD]), name)
+        p, src, raw = io.BytesIO(src), name, src
     else:
         p = Path(src)
         kind = file_kind(src)

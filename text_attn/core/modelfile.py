@@ -29,8 +29,18 @@ CHECKPOINT_FAMILIES = {
 }
 
 
-# a model path that is there but no file (/dev/null, a FIFO): "model file not found" said it was not there
-NOT_REGULAR = "not a regular file (a device, FIFO or socket), not a model file"
+def path_problem(path: str | Path, typed: object = None) -> str | None:
+    """Why ``path`` cannot be a model file, in the words every command says it (a folder; a device or FIFO, which
+    "model file not found" said was not there; nothing there), or None for a regular file. ``typed``: as for
+    :func:`load_model_file`. The commands ask before torch is imported: a mistyped path is said at once."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path}: a folder, not a model file"
+    if path.exists() and not path.is_file():  # /dev/null, a FIFO
+        return f"{path}: not a regular file (a device, FIFO or socket), not a model file"
+    if not path.is_file():
+        return missing(path, "model file not found", typed)
+    return None
 
 
 def is_lightning_checkpoint(data: Any) -> bool:
@@ -88,12 +98,8 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
     import torch
 
     typed, path = path if typed is None else typed, Path(path)
-    if path.is_dir():
-        raise ModelFileError(f"{path}: a folder, not a model file")
-    if path.exists() and not path.is_file():  # /dev/null, a FIFO: "not found" said it was not there
-        raise ModelFileError(f"{path}: {NOT_REGULAR}")
-    if not path.is_file():
-        raise ModelFileError(missing(path, "model file not found", typed))
+    if problem := path_problem(path, typed):
+        raise ModelFileError(problem)
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except OSError as exc:  # the file is there but could not be read (no permission, an I/O error): not its content

@@ -825,20 +825,16 @@ def _translate_main(args: argparse.Namespace) -> int:
     resolve_unsure(args, "translate", UNSURE)
     check_references(args)
     check_resume(args)
+    from text_attn.core.modelfile import path_problem
+
     model = model_path(args.model)
-    if not model.is_file():  # before torch is imported: a mistyped path is said at once
-        if model.is_dir():
-            fail("translate", f"{model}: a folder, not a model file")  # as load_model_file says it
-        if caption_model_named(args.model):
+    if problem := path_problem(model, args.model):  # before torch is imported: a mistyped path is said at once
+        if not model.exists() and caption_model_named(args.model):
             fail("translate", caption_model_named(args.model))
-        if args.model is None:
+        if not model.exists() and args.model is None:
             fail("translate", f"the bundled model {model} is not installed; pass --model FILE (a model file written "
                  "by text-train fit or text-export)")  # fmt: skip
-        if Path(model).exists():  # /dev/null, a FIFO
-            from text_attn.core.modelfile import NOT_REGULAR
-
-            fail("translate", f"{model}: {NOT_REGULAR}")
-        fail("translate", missing(model, "model file not found", args.model))  # as load_model_file says it
+        fail("translate", problem)  # as load_model_file says it
     _check_ensemble(args)
     if args.threads:
         import torch
