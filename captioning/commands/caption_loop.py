@@ -23,9 +23,9 @@ from captioning.commands.caption_batch import (
     stdout_lines,
     tally,
 )
-from captioning.commands.caption_run import check_resume, record_run
+from captioning.commands.caption_run import check_resume
 from text_attn.core.errors import close_quietly, emit, fail, one_line
-from text_attn.core.run_record import run_file
+from text_attn.core.run_record import record_run, run_file
 from text_attn.core.safe_files import check_output, open_stream, probe_writable, release_held_on_exit
 from text_attn.core.search_options import search_options
 from text_attn.core.unsure_options import count_unsure

@@ -21,7 +21,6 @@ from typing import Any
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.run_record import differences as record_differences
 from text_attn.core.run_record import read_record, run_file
-from text_attn.core.safe_files import write_text
 
 # the options recorded, as the command line names them (their values as given, after the model's defaults are filled)
 SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-penalty", "length_penalty"),
@@ -99,8 +98,3 @@ def check_resume(jsonl: str | Path, settings: dict[str, Any], say: bool = True) 
     which = f"records after its first {before} (which no run record covers)" if before is not None else "records"
     return (f"--resume: {jsonl}'s {which} were made with {'; '.join(said)}: resume with the same model and options, "
             f"or give another --jsonl FILE (to mix them anyway, remove {path})")  # fmt: skip
-
-
-def record_run(jsonl: str | Path, settings: dict[str, Any]) -> None:
-    """FILE.run.json written (replaced atomically) for this run."""
-    write_text(run_file(jsonl), json.dumps(settings, indent=1) + "\n")

@@ -48,13 +48,14 @@ from captioning.commands.caption_batch import (
     record_line,
 )
 from captioning.commands.caption_limits import stopped_by
-from captioning.commands.caption_run import check_resume, record_run
+from captioning.commands.caption_run import check_resume
 from captioning.commands.process_start import loop_started
 from captioning.photos.collection import ResumeError, captioned_lines, image_key
 from captioning.photos.photo_stream import Id, IdIn, NameIn, PhotoStream, owner, photo_batches
 from captioning.photos.shards import is_shard
 from text_attn.core.errors import fail, one_line
 from text_attn.core.part_files import LineCounter, PartError, PartWriter, Row, held_ids, merge_parts, part_files
+from text_attn.core.run_record import record_run
 from text_attn.core.safe_files import write_text
 from text_attn.core.search_options import search_options
 from text_attn.core.unsure_options import NAMED

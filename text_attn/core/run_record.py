@@ -10,11 +10,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from text_attn.core.safe_files import write_text
+
 SUFFIX = ".run.json"
 
 
 def run_file(output: str | Path) -> Path:
     return Path(f"{output}{SUFFIX}")
+
+
+def record_run(output: str | Path, settings: dict[str, Any]) -> None:
+    """FILE.run.json written (replaced atomically) for this run."""
+    write_text(run_file(output), json.dumps(settings, indent=1) + "\n")
 
 
 def read_record(path: Path) -> dict[str, Any] | None:

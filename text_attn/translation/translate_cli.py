@@ -30,6 +30,7 @@ from text_attn.core.errors import (
 )
 from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_text
+from text_attn.core.run_record import record_run
 from text_attn.core.safe_files import (
     OutputRefused,
     check_output,
@@ -77,7 +78,6 @@ from text_attn.translation.translate_resume import (
     check_resume,
     continued,
     cut_back,
-    record_run,
     run_file,
     run_settings,
     skip_done,

@@ -17,7 +17,6 @@ lines into one file, told apart by nothing). A file written without a record (an
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import stat
 import sys
@@ -28,7 +27,7 @@ from typing import Any
 from text_attn.core.errors import fail
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.run_record import differences, read_record, run_file
-from text_attn.core.safe_files import check_output, write_text
+from text_attn.core.safe_files import check_output
 
 # what each output beside --output / --jsonl would be without the inputs an earlier run did (one line refuses it)
 BESIDE = {
@@ -217,8 +216,3 @@ def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) 
         which = f"{noun} after its first {before} (which no run record covers)" if before is not None else noun
         fail("translate", f"--resume: {output}'s {which} were made with {'; '.join(said)}: resume with the "
              f"same model and options, or give another {flag} FILE (to mix them anyway, remove {path})")  # fmt: skip
-
-
-def record_run(output: str | Path, settings: dict[str, Any]) -> None:
-    """FILE.run.json written (replaced atomically) for this run."""
-    write_text(run_file(output), json.dumps(settings, indent=1) + "\n")
