@@ -74,6 +74,7 @@ from text_attn.translation.sentences import item_marks, laid_out, line_breaks, p
 from text_attn.translation.source_check import LANGUAGES, unseen_words_line
 from text_attn.translation.translate_parser import translate_parser
 from text_attn.translation.translate_resume import (
+    InputsRead,
     check_record,
     check_resume,
     continued,
@@ -174,19 +175,27 @@ SENTENCE_BYTES = 4 << 30  # a sentence whose search alone would hold more (Trans
 
 
 def _translate_stream(
-    translator, args: argparse.Namespace, out, report=None, progress=None, align=None, plots=None, records=None
+    translator,
+    args: argparse.Namespace,
+    out,
+    report=None,
+    progress=None,
+    align=None,
+    plots=None,
+    records=None,
+    recorded=None,
 ) -> tuple[int, int, list]:
     """Read sentences (arguments, or stdin line by line), translate them a batch at a time, write each batch as it is
     done (to ``out``, a section per sentence to the --html ``report``, a line per input to the --alignments stream
     ``align``, its pictures to ``plots``, a plot_files.PlotWriter, a JSON record per input to the --jsonl stream
-    ``records``: text_attn.translation.records). An input that cannot be translated gets
-    its error line on stderr and an empty line in the output, so output line N stays input line N (not with
-    --n-best, whose lines carry the input's number). Returns (failed inputs, inputs read, the (number, Translation)
-    pairs kept for --demo); ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and
-    ``progress["cut"]`` the translations that reached --max-len (``progress["cut_first"]`` the first ten's
-    numbers), ``progress["unlike"]`` how many inputs written look
-    unlike the model's training source text (Translator.unlike_source) and ``progress["unlike_first"]`` the first ten's
-    numbers."""
+    ``records``: text_attn.translation.records; ``recorded``: each continued file's run record, rewritten once a batch
+    is written with the digest of the inputs written). An input that cannot be translated gets its error line on
+    stderr and an empty line in the output, so output line N stays input line N (not with --n-best, whose lines carry
+    the input's number). Returns (failed inputs, inputs read, the (number, Translation) pairs kept for --demo);
+    ``progress["done"]`` counts the inputs written so far (for Ctrl-C's message) and ``progress["cut"]`` the
+    translations that reached --max-len (``progress["cut_first"]`` the first ten's numbers), ``progress["unlike"]``
+    how many inputs written look unlike the model's training source text (Translator.unlike_source) and
+    ``progress["unlike_first"]`` the first ten's numbers."""
     from tqdm.auto import tqdm
 
     # stdin: UTF-8 whatever the locale, gzipped or not; None where a pipe or terminal has sent all it has for now
@@ -291,6 +300,8 @@ def _translate_stream(
                 align.write(lines)
                 align.flush()
         progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
+        if recorded:  # the inputs' digest of FILE.run.json: now of every input written
+            _keep_records(args, recorded)
         count("cut", [n for (n, _), tr in zip(good, outs, strict=True) if tr.truncated])
         flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
         count("unlike", unlike)
@@ -334,6 +345,7 @@ def _translate_stream(
         chunk.clear()
 
     n = seen = done  # a resumed run's inputs keep their numbers: notes, errors and --sample-seed's draws
+    inputs = getattr(args, "inputs_read", None) or InputsRead()  # --resume: the inputs skipped already in it
     for line in source:
         if line is None:  # a pipe or terminal with nothing more for now: what it sent is translated, not held back
             if chunk:
@@ -341,6 +353,7 @@ def _translate_stream(
             continue
         n = seen = n + 1
         line = line.rstrip("\r")  # a CRLF file read on any system
+        inputs.add(line)
         if not (args.sentences or args.paragraphs):  # text wrapped over lines, read a line at a time: said once
             if above is not None and goes_on(above, line):
                 wrapped.append(n - 1)
@@ -975,6 +988,8 @@ def _translate_main(args: argparse.Namespace) -> int:
             out = io.StringIO()  # the demo prints each translation once, below, with its alignment
     except OSError as err:
         _refuse_opened(f"cannot write --output {args.output}: {one_line(err)}", report)
+    for kept in settings.values():  # the inputs the file's lines translate: those skipped (none in a fresh run)
+        kept["inputs"] = args.inputs_read.state()
     if "--output" in settings:
         try:
             record_run(args.output, settings["--output"])
@@ -1015,7 +1030,9 @@ def _translate_main(args: argparse.Namespace) -> int:
               "(Ctrl-D: the end)", file=sys.stderr)  # fmt: skip
     interrupted, broken, complete = 0, None, False
     try:
-        failed, seen, results = _translate_stream(translator, args, out, report, progress, align, plots, records)
+        failed, seen, results = _translate_stream(
+            translator, args, out, report, progress, align, plots, records, settings
+        )
         complete = True
     except KeyboardInterrupt as stop:  # Ctrl-C (130), SIGTERM (143): what was written stays whole, one line
         interrupted = 143 if isinstance(stop, Terminated) else 130
@@ -1050,6 +1067,15 @@ def _translate_main(args: argparse.Namespace) -> int:
             lines = [f"  {line}" for line in word_alignment(translator, tr)]
             emit("translate", "\n".join([f"{chr(10) if k else ''}{source}", tr.text, *lines]))
     return 1 if failed else 0
+
+
+def _keep_records(args: argparse.Namespace, settings: dict[str, dict[str, Any]]) -> None:
+    """Each continued file's FILE.run.json rewritten with the digest of the inputs written so far (a batch more)."""
+    for flag, kept in settings.items():
+        kept["inputs"] = args.inputs_read.state()
+        output = args.output if flag == "--output" else args.jsonl
+        with failing_as(str(run_file(output))):
+            record_run(output, kept)
 
 
 def _refuse_opened(message: str, *opened) -> NoReturn:

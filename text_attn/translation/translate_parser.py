@@ -220,7 +220,8 @@ def translate_parser() -> argparse.ArgumentParser:
         "inputs its complete lines hold (a last line cut off mid-write is written again; where one file is ahead of "
         "the other, both go on after the fewer) and append the rest, so FILE ends as one run writes it; refused "
         "beside --html, --plot, --alignments, --references, --n-best, --given(-file) and --demo, and where "
-        "FILE.run.json (written beside every --output and --jsonl FILE) records another model or options",
+        "FILE.run.json (written beside every --output and --jsonl FILE) records another model or options, or "
+        "other inputs",
     )
     p.add_argument("--batch-size", type=int, default=64, help="sentences translated together (default: 64)")
     add_device_options(p, "translate")

@@ -12,11 +12,18 @@ What a file's lines were made with (the model file's content, the decoding optio
 ``FILE.run.json``, in the form ``caption --jsonl``'s run record has (captioning.commands.caption_run): a ``--resume``
 with another model or decoding is refused, naming the setting (it wrote one model's greedy lines and another's beam
 lines into one file, told apart by nothing). A file written without a record (an --output before 2026-12-02, a
---jsonl before 2026-12-04) is continued with one note, and its record covers only the lines from that run on."""
+--jsonl before 2026-12-04) is continued with one note, and its record covers only the lines from that run on.
+
+The record also keeps a digest of the inputs the file's lines translate (:class:`InputsRead`, rewritten after each
+batch is written): a ``--resume`` given other inputs than the run it continues (another file on stdin, the lines
+edited) is refused, where it appended the translations of one text to another's, told apart by nothing. A record
+from before 2026-12-06 has no digest: its inputs are not checked (its record has one from that run on)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import stat
 import sys
@@ -69,6 +76,7 @@ def check_resume(args: argparse.Namespace) -> None:
     file those inputs' lines take), ``args.resume_held`` (the refusal's words for the file that says how many) and
     ``args.resume_note`` (where one file is ahead: the note said once the resume is not refused, else None)."""
     args.resume_from, args.resume_keep, args.resume_held, args.resume_note = 0, {}, "", None
+    args.inputs_read = InputsRead()
     if not args.resume:
         return
     files = continued(args)
@@ -100,6 +108,10 @@ def check_resume(args: argparse.Namespace) -> None:
                         done_lines(path, most=args.resume_from)[1] for flag, path in files.items()}  # fmt: skip
     if args.sentences and args.resume_from > len(args.sentences):
         _too_many(args, len(args.sentences))
+    # the digests the records hold are checked against the inputs skipped (the arguments now, stdin in skip_done)
+    args.inputs_read = InputsRead({count for path in files.values() if (count := _digested(path)) is not None})
+    for sentence in (args.sentences or [])[: args.resume_from]:
+        args.inputs_read.add(sentence)
     if len(set(held.values())) > 1:  # the run stopped between writing the two: the longer one's extra lines again
         longer = next(flag for flag in files if held[flag] > args.resume_from)
         args.resume_note = (f"--resume: {longer} {files[longer]} holds {held[longer]} {UNIT[longer]}, "
@@ -119,7 +131,9 @@ def skip_done(args: argparse.Namespace, lines: Iterator[str | None]) -> Iterator
         line = next(lines, False)
         if line is False:
             _too_many(args, args.resume_from - left)
-        left -= line is not None  # None: nothing more for now, not a line
+        if line is not None:  # None: nothing more for now, not a line
+            args.inputs_read.add(line)
+            left -= 1
     return lines
 
 
@@ -152,6 +166,37 @@ def done_lines(path: str, most: int | None = None) -> tuple[int, int | None]:
                 lines, keep = lines + count, at + piece.rindex(b"\n") + 1
             at += len(piece)
     return lines, keep
+
+
+class InputsRead:
+    """A running SHA-256 of the inputs read, in order (each as the translation loop reads it, a CRLF file's CR
+    dropped), and its value at the counts in ``wanted``: a record's digest of its file's first N inputs is checked
+    against the first N inputs of the resumed run."""
+
+    def __init__(self, wanted: set[int] | None = None) -> None:
+        self.digest, self.count = hashlib.sha256(), 0
+        self.wanted, self.at = wanted or set(), {0: hashlib.sha256().hexdigest()}
+
+    def add(self, line: str) -> None:
+        # as JSON: a line's end cannot run two inputs into one (lone surrogates of non-UTF-8 stdin escaped)
+        self.digest.update(json.dumps(line.rstrip("\r")).encode("ascii") + b"\n")
+        self.count += 1
+        if self.count in self.wanted:
+            self.at[self.count] = self.digest.hexdigest()
+
+    def state(self) -> dict[str, Any]:
+        """What the run record keeps: the inputs read so far (all written when it is kept) and their digest."""
+        return {"count": self.count, "sha256": self.digest.hexdigest()}
+
+
+def _digested(output: str) -> int | None:
+    """How many inputs the run record beside ``output`` holds a digest of; None where it holds none (no record, one
+    from before the digest, a torn one: check_record says so)."""
+    try:
+        inputs = (read_record(run_file(output)) or {}).get("inputs")
+    except (OSError, ValueError):
+        return None
+    return inputs.get("count") if isinstance(inputs, dict) and isinstance(inputs.get("count"), int) else None
 
 
 def _too_many(args: argparse.Namespace, inputs: int) -> None:
@@ -216,3 +261,23 @@ def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) 
         which = f"{noun} after its first {before} (which no run record covers)" if before is not None else noun
         fail("translate", f"--resume: {output}'s {which} were made with {'; '.join(said)}: resume with the "
              f"same model and options, or give another {flag} FILE (to mix them anyway, remove {path})")  # fmt: skip
+    _check_inputs(args, output, old.get("inputs"), path, flag)
+
+
+def _check_inputs(args: argparse.Namespace, output: str, inputs: Any, path: Path, flag: str) -> None:
+    """One line refusing a resume whose first inputs are not the ones the record says ``output``'s lines translate
+    (its digest of them, :class:`InputsRead`); a record without one (from before it): nothing checked. The record is
+    rewritten after each batch is written, so its digest may be of a batch fewer inputs than ``output`` holds lines:
+    those are checked."""
+    if not isinstance(inputs, dict) or not isinstance(count := inputs.get("count"), int) or count <= 0:
+        return
+    # more inputs than the lines kept (cut back by hand, or lost with a machine's power after the record was
+    # written): no digest of the inputs skipped is kept; a run stopped by a signal or crash never leaves it so
+    if count > args.resume_from:
+        return
+    given = "the sentences given" if args.sentences else "stdin"
+    unit = UNIT[flag].removesuffix("(s)")
+    if args.inputs_read.at.get(count) != inputs.get("sha256"):
+        fail("translate", f"--resume: {output}'s first {count} {unit}(s) translate other inputs than the first {count} "
+             f"of {given}: resume with the input the run read, or give another {flag} FILE (to go on anyway, remove "
+             f"{path})")  # fmt: skip
