@@ -232,10 +232,12 @@ def overlay_tail(args: argparse.Namespace) -> str:
 
 
 def drawn_overlays(args: argparse.Namespace) -> set[str]:
-    """With ``--resume``, the names of the overlays --overlay DIR already holds (NAME-attention.png -> NAME, in any
-    of the formats), which a resumed run's new photos are named apart from: its input list may have grown, and a new
-    x/P.jpg sorted before the y/P.jpg an earlier run drew as P-attention.png would otherwise be named P and draw over
-    it. And, resumed or not, the names this run's own --jsonl / --html files take in --overlay DIR
+    """With ``--resume``, the names of the overlays the --jsonl FILE's records name in --overlay DIR (NAME-attention.png
+    -> NAME, in any of the formats), which a resumed run's new photos are named apart from: its input list may have
+    grown, and a new x/P.jpg sorted before the y/P.jpg an earlier run drew as P-attention.png would otherwise be named
+    P and draw over it. An overlay no record names (drawn just before the run was stopped, its record not written) is
+    its photo's, captioned again: drawn over under its own name, not beside it as P-2 (a fresh run draws over what
+    DIR holds too). And, resumed or not, the names this run's own --jsonl / --html files take in --overlay DIR
     (``--jsonl DIR/camera-attention.png``: camera's overlay was written over the records). Else nothing."""
     if not args.overlay:
         return set()
@@ -246,11 +248,35 @@ def drawn_overlays(args: argparse.Namespace) -> set[str]:
             ours |= {Path(path).name[: -len(t)] for t in tails if Path(path).name.endswith(t)}
     if not getattr(args, "resume", False):
         return ours
-    try:
+    claimed = _claimed(args)
+    if claimed is not None:
+        return ours | {name[: -len(t)] for name in claimed for t in tails if name.endswith(t)}
+    try:  # records that cannot say (not caption's, or from before overlays were recorded): every file there
         with os.scandir(args.overlay) as found:
             return ours | {e.name[: -len(t)] for e in found for t in tails if e.name.endswith(t)}
     except OSError:  # not made yet
         return ours
+
+
+def _claimed(args: argparse.Namespace) -> set[str] | None:
+    """The file names of the overlays in --overlay DIR that the --jsonl FILE's records name; None where FILE's
+    records cannot say (no FILE, ``-``, a file that is not caption's, a record without the ``overlay`` field)."""
+    from captioning.photos.collection import ResumeError, captioned_lines
+    from text_attn.core.os_text import os_name
+
+    jsonl = getattr(args, "jsonl", None)
+    if not jsonl or jsonl == "-":
+        return None
+    try:
+        held = captioned_lines(Path(jsonl))
+        records = [json.loads(line) for _, line in held]
+    except (OSError, ValueError, ResumeError):
+        return None
+    if any("overlay" not in rec for rec in records):
+        return None
+    folder = Path(args.overlay).resolve()
+    named = [Path(os_name(rec["overlay"])) for rec in records if isinstance(rec.get("overlay"), str)]
+    return {path.name for path in named if path.parent.resolve() == folder}
 
 
 class OverlayNames:

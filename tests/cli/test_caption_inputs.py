@@ -301,6 +301,30 @@ def test_resume_in_another_overlay_format_names_new_overlays_apart_too(model_fil
     assert records == {"s/y/P.png": "ov/P-attention.webp", "s/x/P.png": "ov/P-2-attention.png"}
 
 
+def test_resume_draws_over_an_overlay_no_record_names(model_file, tmp_path, capsys, monkeypatch):
+    """A run stopped between drawing a photo's overlay and writing its record: the resumed run captions that photo
+    again under the overlay's own name (it was drawn beside it as Q-2, the orphan left); the names the records hold
+    stay taken."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s").mkdir()
+    for name, colour in (("P", "red"), ("Q", "blue")):
+        Image.new("RGB", (48, 40), colour).save(tmp_path / "s" / f"{name}.png")
+    run = ["s", "--model", str(model_file), *FAST, "--overlay", "ov", "--jsonl", "out.jsonl"]
+    assert caption_main(run) == 0
+    records = (tmp_path / "out.jsonl").read_text().splitlines()
+    drawn = (tmp_path / "ov" / "Q-attention.png").read_bytes()
+    (tmp_path / "out.jsonl").write_text(records[0] + "\n")  # Q's overlay drawn, its record not written
+    (tmp_path / "ov" / "Q-attention.png").write_bytes(b"cut off")  # drawn halfway, even
+    assert caption_main([*run, "--resume"]) == 0
+    resumed = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [(r["image"], r["caption"], r["overlay"]) for r in resumed] == [
+        ("s/P.png", json.loads(records[0])["caption"], "ov/P-attention.png"),
+        ("s/Q.png", json.loads(records[1])["caption"], "ov/Q-attention.png"),
+    ]
+    assert sorted(p.name for p in (tmp_path / "ov").iterdir()) == ["P-attention.png", "Q-attention.png"]
+    assert (tmp_path / "ov" / "Q-attention.png").read_bytes()[:8] == drawn[:8] == b"\x89PNG\r\n\x1a\n"  # drawn again
+
+
 def test_resume_with_new_photos_of_the_same_names_as_deleted_ones_goes_on(model_file, tmp_path, monkeypatch):
     # a camera's names repeat: day1/IMG_0001 captioned and deleted, day2/IMG_0001 added to the same file
     monkeypatch.chdir(tmp_path)
