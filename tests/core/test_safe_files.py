@@ -68,8 +68,12 @@ out = sys.argv[1]
         # a page written through one temporary file the whole run (caption --html, translate --html): its own ending
         # never runs, or it would be written after all, over the old page
         "page = HtmlPage(out, 'photos')\npage.add('<section>x</section>')\nos.kill(os.getpid(), signal.{name})",
+        # a file written through a temporary file inside another's (an export saves the model file into its own
+        # temporary file, then reads it back): the line named the export's hidden temporary file too
+        "with atomic_output(out) as tmp:\n    with atomic_output(tmp) as inner:\n        inner.write_text('half')\n"
+        "        os.kill(os.getpid(), signal.{name})",
     ],
-    ids=["whole", "page"],
+    ids=["whole", "page", "nested"],
 )
 def test_a_termination_signal_mid_write_removes_the_temporary_file_and_keeps_the_old_one(tmp_path, name, body):
     """At their default, SIGTERM and SIGHUP end a process without running ``finally``: a killed export left its

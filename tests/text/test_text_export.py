@@ -326,6 +326,7 @@ def test_average_refuses_another_model(run, tmp_path, capsys):
         export_main([str(ckpt), str(tmp_path / "avg.pt"), "--average", str(other_ckpt)])
     err = _one_error_line(capsys, exc, "text-export")
     assert str(other_ckpt) in err and "not the same model" in err
+    assert err.endswith(f"(its network's dec_hidden is 24, {Path(ckpt).name}'s 32)")  # the setting that differs, named
     assert not (tmp_path / "avg.pt").exists()
 
 

@@ -47,6 +47,11 @@ def _shape(value: object) -> tuple[int, bool]:
     return deepest, finite
 
 
+# what a recorded decoding holds: what the commands read from it (a hard-attention captioner's hard_inference too),
+# then the notes the tuning benchmarks and the exports write beside it
+DECODING_KEYS = ("beam_size", "length_penalty", "no_repeat_ngram", "hard_inference", "chosen_by", "chosen_for")
+
+
 def decoding_fault(decoding: object, words: int | None = None) -> str | None:
     """What makes a recorded decoding (``info["decoding"]``) one the model's command cannot use, for a message; None
     where it can. Its beam_size a positive integer (at most ``words``, the model's output vocabulary), length_penalty
@@ -96,6 +101,14 @@ def read_info(path: str) -> dict:
                              "number): give null, or a number")  # fmt: skip
     if "decoding" in info and (fault := decoding_fault(info["decoding"])):  # the vocabulary is checked once loaded
         raise ModelFileError(f'--info {path}: its "decoding" cannot be used: {fault}')
+    if isinstance(info.get("decoding"), dict) and (unknown := [k for k in info["decoding"] if k not in DECODING_KEYS]):
+        # "beem_size" was stored and shown by --model-info, and no run read it: decoded greedily without a word
+        import difflib
+
+        said = [f"{k!r}" + "".join(f" ({m}?)" for m in difflib.get_close_matches(k, DECODING_KEYS, 1)) for k in unknown]
+        raise ModelFileError(f'--info {path}: its "decoding" holds {", ".join(said)}, which no run reads (runs read '
+                             "beam_size, length_penalty, no_repeat_ngram and a hard-attention captioner's "
+                             "hard_inference; chosen_by and chosen_for are notes)")  # fmt: skip
     return info
 
 

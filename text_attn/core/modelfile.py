@@ -243,7 +243,7 @@ def export_command(
     input: one line, exit code 2. ``add_options`` adds a family's own options to the parser; they reach convert by
     name. ``named``: maps a bundled model's name (``flickr8k``, ``transformer``) to its file, as ``--model`` takes
     one."""
-    from text_attn.core.errors import ArgumentParser, fail, one_line
+    from text_attn.core.errors import ArgumentParser, dash_refused, fail, one_line
     from text_attn.core.version import add_version
 
     p = ArgumentParser(prog=prog, description=description)
@@ -260,6 +260,11 @@ def export_command(
     extra = {k: v for k, v in vars(args).items() if k not in ("input", "output", "half")}
     others = [v for v in extra.values() if isinstance(v, str)] + [x for v in extra.values() if isinstance(v, list)
                                                                   for x in v if isinstance(x, str)]  # fmt: skip
+    if args.output in ("", "-"):  # "-" is no file here; a file named "-" is ./- (it was written silently)
+        fail(prog, dash_refused("OUT", "a model file") if args.output else "OUT is empty: give the model file to write")
+    if typed in ("", "-"):  # Path("") is the current folder: ".: not a file" named no input
+        fail(prog, "CHECKPOINT -: a model is read from a file, not stdin; use ./- for a file named -" if typed else
+             "CHECKPOINT is empty: give a checkpoint or model file")  # fmt: skip
     try:  # the input itself may be OUT (a re-export in place: read whole, then replaced); no other input may
         refuse_overlap({f"OUT {args.output}": args.output}, others)
     except OSError as err:
@@ -342,8 +347,28 @@ def shares_said(shares: list[float] | None) -> str:
     (None)."""
     if shares is None:
         return ""
-    total = sum(shares)
-    return f" (weighted {', '.join(f'{w / total:.3g}' for w in shares)})"
+    scaled = _scaled(shares)  # 1e308 twice summed to infinity
+    total = sum(scaled)
+    return f" (weighted {', '.join(f'{w / total:.3g}' for w in scaled)})"
+
+
+def _scaled(shares: list[float]) -> list[float]:
+    """Weights (each above 0) divided by the largest: none overflows when multiplied or summed (1e308 x a weight of
+    1.5 was infinity, and the mean NaN)."""
+    top = max(shares)
+    return [w / top for w in shares]
+
+
+def not_finite(state: dict[str, Any]) -> str | None:
+    """What is wrong with weights some of which are NaN or infinite ("3,135 of its 1,210,000 weights are NaN or
+    infinite (a run that diverged?)"), else None."""
+    import torch
+
+    floats = [v for v in state.values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    bad = sum(int((~torch.isfinite(v)).sum()) for v in floats)
+    if not bad:
+        return None
+    return f"{bad:,} of its {sum(v.numel() for v in floats):,} weights are NaN or infinite (a run that diverged?)"
 
 
 def mean_weights(
@@ -362,7 +387,10 @@ def mean_weights(
     for state, source in zip(states, sources, strict=True):  # a damaged file: one line naming it, not a traceback
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise ModelFileError(f"{source}: its weights are not all tensors: damaged, cannot average")
-    shares = [1.0] * len(states) if shares is None else [float(w) for w in shares]
+    shares = [1.0] * len(states) if shares is None else _scaled([float(w) for w in shares])
+    for state, source in zip(states, sources, strict=True):
+        if bad := not_finite(state):  # a diverged run's weights: its NaN would spread through the whole mean
+            raise ModelFileError(f"{source}: {bad}: cannot average")
 
     def rows(t: torch.Tensor) -> torch.Tensor:  # (R, C): a row per entry of dim 0 (one row for a scalar)
         return t.double().reshape(t.shape[0], -1) if t.dim() else t.double().reshape(1, 1)

@@ -229,7 +229,9 @@ def _end_writing(number: int, frame: Any) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
     prog = os.path.basename(sys.argv[0]) or "python"
-    names = ", ".join(str(out) for out in dict.fromkeys(mine.values()))
+    # an output that is itself another's temporary file (a model file written into the export's, then read back) is
+    # no file the user named: the one it becomes is said
+    names = ", ".join(str(out) for out in dict.fromkeys(mine.values()) if out not in mine)
     for stream in (sys.stdout, sys.stderr):  # what was printed so far, as a normal end would (a closed terminal:
         with contextlib.suppress(Exception):  # SIGHUP, nothing to print to; a write this interrupted: reentrant)
             if stream is sys.stderr:

@@ -21,6 +21,7 @@ from text_attn.core.modelfile import (
     export_command,
     file_name,
     mean_weights,
+    not_finite,
     shares_said,
     weights_said,
 )
@@ -86,6 +87,33 @@ def _as_first(meta: dict[str, Any], other: dict[str, Any]) -> tuple[dict[str, An
     return other, grown
 
 
+def _filled(meta: dict[str, Any]) -> dict[str, Any]:
+    """Metadata whose network config holds every setting, a default where the file left one unsaid (the bundled GRU
+    records no ``dot_projection``, a re-export of it does: the two were "other settings")."""
+    from text_attn.translation.networks import as_saved, config_dict, make_config
+
+    arch, config = meta.get("arch"), meta.get("config")
+    if not (isinstance(arch, str) and isinstance(config, dict)):
+        return meta
+    try:
+        return {**meta, "config": config_dict(make_config(arch, as_saved(arch, config)))}
+    except (ValueError, TypeError):  # a damaged config: compared as it is (and named where it differs)
+        return meta
+
+
+def _difference(meta: dict[str, Any], theirs: dict[str, Any], first: str) -> str:
+    """What tells another source's metadata from the first's, in words: the first network setting that differs
+    ("its network's dropout is 0.1, not 0.3"), its vocabularies, or else the first key."""
+    mine, other = meta.get("config"), theirs.get("config")
+    if isinstance(mine, dict) and isinstance(other, dict) and not _same(mine, other):
+        key = next(k for k in dict.fromkeys([*mine, *other]) if not _same(mine.get(k), other.get(k)))
+        return f"its network's {key} is {other.get(key)!r}, {first}'s {mine.get(key)!r}"
+    for key in dict.fromkeys([*meta, *theirs]):
+        if not _same(meta.get(key), theirs.get(key)):
+            return "other vocabularies" if key.endswith("vocab") else f"its {key} differs"
+    return "other settings"
+
+
 def average_sources(
     content: dict[str, Any], src: str | Path, others: list[str], shares: list[float] | None = None
 ) -> dict[str, Any]:
@@ -96,16 +124,19 @@ def average_sources(
     pieces' rows then come from src), and the same weight names and shapes; else :class:`ModelFileError` names it."""
     # the file's own tags (format, version: a model file has them, a checkpoint's metadata not) are no setting
     skip = ("state_dict", "info", "format", "version")
-    meta = {k: v for k, v in content.items() if k not in skip}
+    meta = _filled({k: v for k, v in content.items() if k not in skip})
     states, infos, grown = [content["state_dict"]], [content.get("info") or {}], False
     for other in others:
-        data, _ = read_source(model_path(other))  # a bundled model by name too, as CHECKPOINT is (named as typed)
-        theirs, extended = _as_first(meta, {k: v for k, v in data.items() if k not in skip})
+        try:  # a bundled model by name too, as CHECKPOINT is (named as typed)
+            data, _ = read_source(model_path(other))
+        except ModelFileError as err:  # named after the option, as caption-export's are
+            raise ModelFileError(f"--average {err}") from None
+        theirs, extended = _as_first(meta, _filled({k: v for k, v in data.items() if k not in skip}))
         if not _same(theirs, meta):
-            why = "other settings or vocabularies"
+            why = _difference(meta, theirs, file_name(src))
             if _as_first(theirs, meta)[1]:  # the larger vocabulary second: its added pieces' rows would be lost
                 why = f"its vocabulary extends {file_name(src)}'s: give it first, as CHECKPOINT"
-            raise ModelFileError(f"{other}: not the same model as {src} ({why})")
+            raise ModelFileError(f"--average {other}: not the same model as {src} ({why})")
         grown = grown or extended
         states.append(data["state_dict"])
         infos.append(data.get("info") or {})
@@ -197,6 +228,8 @@ def export_main(argv: list[str] | None = None) -> int:
         check_shares(weights, average)  # before anything is read
         extra = read_info(info) if info else {}  # before the source is read: a bad --info is said at once
         content, what = read_source(src)
+        if bad := not_finite(content["state_dict"]):  # exported, it translated every line as an empty one, exit 0
+            raise ModelFileError(f"{src}: {bad}")
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
         tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
         n = sum(v.numel() for v in tensors.values())
