@@ -63,12 +63,14 @@ punctuation as the file has it, and is moved onto the words kept (a box on a pun
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
 import random
 import re
 import unicodedata
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,8 +127,10 @@ def _read_text(path: Path, what: str) -> str:
         raise CaptionDataError(f"{path}: {what} not found")
     try:
         raw = path.read_bytes()
-    except OSError as err:
-        raise CaptionDataError(f"{path}: cannot read {what} ({err.strerror or err})") from None
+        if raw[:2] == b"\x1f\x8b":  # gzipped (captions.tsv.gz), read through as text-train reads its pairs
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as err:
+        raise CaptionDataError(f"{path}: cannot read {what} ({getattr(err, 'strerror', None) or err})") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -328,19 +332,26 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     folder = _Folder(image_dir)
     first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
     lines = text_lines(_read_text(tsv, "captions file"))
-    comma = reads_as_csv(tsv.name, lines)  # spreadsheets' and pandas' own: commas, a caption with one in quotes
+    comma = reads_as_csv(tsv.name.removesuffix(".gz"), lines)  # spreadsheets' and pandas' own: a caption in quotes
+    repeated: list[int] = []  # lines of a photo and caption read before (a file joined to itself): read once
 
     def not_csv(line: int, why: str) -> CaptionDataError:
         return CaptionDataError(f"{tsv}: line {line}: {why}")
 
-    for n, cols in table_rows(lines, comma, not_csv):
+    rows = list(table_rows(lines, comma, not_csv))
+    at = _caption_column(rows)  # 2 where the second column numbers the captions (image, comment_number, comment)
+    if at == 2:
+        say(f"caption data: {inert(tsv)}: the second column is a number on every line (a caption's number, as "
+            "Flickr30k's comment_number): the third column is read as the caption")  # fmt: skip
+    for n, cols in rows:
+        cols = [cols[0], *cols[at:]] if len(cols) > at else cols
         line = "\t".join(cols[:2])  # the photo's column and the caption's
         if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
             continue
         name, tab, caption = line.partition("\t")
         if first and _header(name, caption) and not (image_dir / name.strip()).exists():
-            say(f"caption data: {inert(tsv)}: line {n} read as a header ({inert(repr(line.strip()[:60]))}): "
-                "skipped")  # fmt: skip
+            shown = line.strip().replace("\t", ", " if comma else "\t")  # as the file has it
+            say(f"caption data: {inert(tsv)}: line {n} read as a header ({inert(repr(shown[:60]))}): skipped")
             first = False
             continue
         first = False
@@ -365,15 +376,45 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
                 if same is not None:
                     by_file[same] = name
                 by_name[name] = ImageItem(path, [], raw=[], key=name)
+        if caption.strip() in by_name[name].raw:  # its weight doubled, its words counted twice (min_freq)
+            repeated.append(n)
+            continue
         by_name[name].captions.append(toks)
         by_name[name].raw.append(caption.strip())
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")
+    if repeated:
+        say(f"caption data: {inert(tsv)}: {len(repeated)} line(s) repeat a photo and caption of a line before (first: "
+            f"line {repeated[0]}): each read once")  # fmt: skip
+    _unspaced_note(tsv, [raw for item in by_name.values() for raw in item.raw])
     if wide:
         split = "a comma outside quotes splits it" if comma else "a tab typed inside a caption splits it"
         say(f"caption data: {inert(tsv)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the "
             f"first is the photo, the second its caption, the rest not read ({split})")  # fmt: skip
     return _check_files(list(by_name.values()), tsv, strict)
+
+
+def _caption_column(rows: list[tuple[int, list[str]]]) -> int:
+    """Which column of a captions file holds the caption: 1, or 2 where every line (a header first aside) has three
+    columns or more and a whole number in the second (``image<TAB>comment_number<TAB>comment``, as Flickr30k's
+    results file numbers each photo's captions: the numbers 0-4 were trained as its captions)."""
+    body = [cols for _, cols in rows if any(c.strip() for c in cols)][1:]  # the first may be a header
+    numbered = body and all(len(cols) > 2 and cols[1].strip().isdigit() and cols[2].strip() for cols in body)
+    return 2 if numbered else 1
+
+
+def _unspaced_note(tsv: Path, captions: list[str]) -> None:
+    """One note where the captions are one or two words each though long: a language written without spaces
+    (Chinese, Japanese, Thai), each caption read as one word, every unseen one <unk>."""
+    if len(captions) < 20:
+        return
+    words = sorted(len(caption_tokens(c)) for c in captions)[len(captions) // 2]
+    letters = sorted(len(c) for c in captions)[len(captions) // 2]
+    if words <= 2 and letters >= 8:
+        say(f"caption data: note: {inert(tsv)}: its captions are {words} word(s) each (the median; {letters} "
+            "characters): a language written without spaces (Chinese, Japanese, Thai)? Captions are read as words "
+            "between spaces, so each is one word; write them with a space between words (a word segmenter: jieba, "
+            "MeCab)")  # fmt: skip
 
 
 # a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names

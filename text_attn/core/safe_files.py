@@ -748,20 +748,37 @@ def table_rows(
 ) -> Iterator[tuple[int, list[str]]]:
     """(line number, columns) of a table file's lines: split at tabs, or with ``comma`` its CSV rows (a field in
     quotes may hold a comma, and a line break, a spreadsheet cell's, read as a space; a row's number is the line it
-    ends on). A row CSV cannot read raises ``error(line, why)``, the reader's own one-line error naming its file."""
+    ends on). A row CSV cannot read raises ``error(line, why)``, the reader's own one-line error naming its file.
+    A byte-order mark starting a line (two files of Windows editors joined by ``cat``) is dropped: it was part of the
+    line's first column, an invisible mark in a photo's name. A tab-separated field as Python's csv module and pandas
+    write one that holds a quote (the whole field in quotes, each quote in it doubled: ``"Er sagte: ""Hallo""."``) is
+    read as written (``Er sagte: "Hallo".``): its quotes were learned as words."""
     if not comma:
-        yield from ((i, line.split("\t")) for i, line in enumerate(lines, 1))
+        yield from ((i, [_tsv_field(f) for f in line.removeprefix("\ufeff").split("\t")]) for i, line in
+                    enumerate(lines, 1))  # fmt: skip
         return
     import csv
 
     # each line given its end again: a quoted field's line break is then inside the field (without it, the two lines'
     # words were glued: "a dog" / "running" read "a dogrunning")
-    reader = csv.reader(line + "\n" for line in lines)
+    reader = csv.reader(line.removeprefix("\ufeff") + "\n" for line in lines)
     try:
         for row in reader:
             yield reader.line_num, [field.replace("\n", " ") for field in row]
     except csv.Error as exc:
         raise error(reader.line_num, f"not CSV as read: {exc}") from None
+
+
+# a tab-separated field quoted as csv writers quote one with a quote in it: quotes around it, each one inside doubled
+_CSV_QUOTED = re.compile(r'\s*"((?:[^"]|"")*)"\s*')
+
+
+def _tsv_field(field: str) -> str:
+    """A TSV field as its writer meant it: one csv-quoted (:data:`_CSV_QUOTED` with a doubled quote inside: a csv
+    writer quotes a tab-separated field only for a quote, a tab or a line break in it, so text typed in quotes, or with
+    a quotation inside, is left as it is) unquoted; any other as it is."""
+    found = _CSV_QUOTED.fullmatch(field)
+    return found.group(1).replace('""', '"') if found and '""' in found.group(1) else field
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
