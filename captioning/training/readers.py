@@ -391,7 +391,48 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         split = "a comma outside quotes splits it" if comma else "a tab typed inside a caption splits it"
         say(f"caption data: {inert(tsv)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the "
             f"first is the photo, the second its caption, the rest not read ({split})")  # fmt: skip
-    return _check_files(list(by_name.values()), tsv, strict)
+    return _check_files(_copies_as_one(list(by_name.values()), tsv), tsv, strict)
+
+
+def _copies_as_one(items: list[ImageItem], tsv: Path) -> list[ImageItem]:
+    """Photos whose files hold the same bytes (``p.jpg`` and ``p copy.jpg``) as one photo, the first named, with the
+    captions of all (a copy's repeated captions once), and one note counting them: split apart, a test photo's copy
+    was a train photo, and the held-out scores were of photos the model had learned. Only files of one size are read
+    to compare (a folder of photos has few)."""
+    import hashlib
+    from collections import defaultdict
+
+    by_size: dict[int, list[ImageItem]] = defaultdict(list)
+    for item in items:
+        try:
+            by_size[item.path.stat().st_size].append(item)
+        except OSError:  # missing: _check_files says so
+            continue
+    first: dict[str, ImageItem] = {}  # content digest -> the first photo holding it
+    copies: list[tuple[ImageItem, ImageItem]] = []  # (copy, the photo it copies)
+    for group in (g for g in by_size.values() if len(g) > 1):
+        for item in group:
+            try:
+                digest = hashlib.sha256(item.path.read_bytes()).hexdigest()
+            except OSError:
+                continue
+            if digest in first:
+                copies.append((item, first[digest]))
+            else:
+                first[digest] = item
+    if not copies:
+        return items
+    for copy, kept in copies:
+        for toks, raw in zip(copy.captions, copy.raw, strict=True):
+            if raw not in kept.raw:
+                kept.captions.append(toks)
+                kept.raw.append(raw)
+    copy, kept = copies[0]
+    say(f"caption data: {inert(tsv)}: {len(copies)} photo(s) hold the same bytes as another (first: "
+        f"{inert(copy.path.name)}, a copy of {inert(kept.path.name)}): each read as that photo, with its captions, "
+        "so that no copy is held out from its own original")  # fmt: skip
+    gone = {id(copy) for copy, _ in copies}
+    return [item for item in items if id(item) not in gone]
 
 
 def _caption_column(rows: list[tuple[int, list[str]]]) -> int:

@@ -99,3 +99,21 @@ def test_captions_written_without_spaces_get_one_note(tmp_path, capsys):
     tsv.write_text("".join(f"{name}\ta dog number {k} runs\n" for k in range(24) for name in CAPTIONS), "utf-8")
     read_folder(folder, tsv)
     assert "without spaces" not in capsys.readouterr().err
+
+
+def test_byte_copies_of_a_photo_are_one_photo_with_the_captions_of_all(tmp_path, capsys):
+    """``p copy.png`` beside ``p.png``: split apart, one was held out and its copy trained on (the helper's Flickr8k
+    folder of 12 photos and their copies held out 4 photos whose copies were train photos)."""
+    folder, tsv = _folder(tmp_path), tmp_path / "captions.tsv"
+    (folder / "a copy.png").write_bytes((folder / "a.png").read_bytes())
+    Image.new("RGB", (16, 16), "white").save(folder / "c.png")  # its own bytes, maybe one size with the others
+    tsv.write_text("".join(_lines()) + "a copy.png\ta dog on grass\na copy.png\ta brown dog\nc.png\ta wall\n", "utf-8")
+    assert _read(folder, tsv) == {
+        "a.png": ["a dog runs on the grass", "a brown dog", "a dog on grass"],  # the copy's repeated caption once
+        "b.png": CAPTIONS["b.png"],
+        "c.png": ["a wall"],
+    }
+    assert capsys.readouterr().err.strip() == (
+        f"caption data: {tsv}: 1 photo(s) hold the same bytes as another (first: a copy.png, a copy of a.png): each "
+        "read as that photo, with its captions, so that no copy is held out from its own original"
+    )

@@ -4,10 +4,10 @@ scenes as unlike its training photos (278 of 540 on the your_photos benchmark's 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import torch
+from PIL import Image
 
 from captioning.model.bundled import DEMO_PHOTOS
 from captioning.photos.domain import PIXELS_ONLY, far_from_domain
@@ -31,10 +31,15 @@ def _drawings(folder: Path, n: int, seed: int = 0) -> Path:
 
 
 def _photos(folder: Path, n: int) -> Path:
-    """n copies of the demo photos (real photographs) under their own names, and their captions file."""
+    """n photos cut from the demo photos (real photographs; each its own bytes: a byte copy would be read as its
+    original, captioning.training.readers._copies_as_one) under their own names, and their captions file."""
     folder.mkdir(parents=True)
     for i in range(n):
-        shutil.copy(DEMO_PHOTOS[i % len(DEMO_PHOTOS)], folder / f"p{i:03d}{DEMO_PHOTOS[i % len(DEMO_PHOTOS)].suffix}")
+        src = DEMO_PHOTOS[i % len(DEMO_PHOTOS)]
+        with Image.open(src) as photo:
+            photo.crop((0, 0, photo.width - 1 - i // len(DEMO_PHOTOS), photo.height)).save(
+                folder / f"p{i:03d}{src.suffix}"
+            )
     tsv = folder.parent / f"{folder.name}.tsv"
     tsv.write_text("".join(f"{p.name}\ta photo number {k}\n" for k, p in enumerate(sorted(folder.iterdir()))))
     return tsv

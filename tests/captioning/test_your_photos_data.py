@@ -72,7 +72,7 @@ def test_a_header_line_as_pandas_writes_it_is_skipped_with_a_note(tmp_path, caps
     assert [(it.path.name, it.captions) for it in items] == [("p.png", [["a", "dog"]]), ("q.png", [["a", "cup"]])]
     assert capsys.readouterr().err.strip() == (f"caption data: {tsv}: line 2 read as a header ('Image\\tCaption'): "
                                                "skipped")  # fmt: skip
-    _photos(folder, ["image"])  # a photo of that name: its line is a photo's
+    Image.new("RGB", (16, 16), "white").save(folder / "image", format="PNG")  # a photo of that name: its line is one
     tsv.write_text("image\tcaption\np.png\ta dog\n", encoding="utf-8")
     assert [it.path.name for it in read_folder(folder, tsv)] == ["image", "p.png"]
     tsv.write_text("p.png\ta dog\nfile\ttext\n", encoding="utf-8")  # not first: a line naming a missing photo
