@@ -235,6 +235,22 @@ def test_a_tsv_header_line_is_skipped_with_a_note(tmp_path, capsys):
     assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == [("Ein Hund.", "English")]
 
 
+@pytest.mark.parametrize(
+    "header", ["source_text\ttarget_text", "de_sentence\ten_sentence", "German text\tEnglish text"]
+)
+def test_a_header_of_column_names_made_of_words_is_skipped_too(tmp_path, capsys, header):
+    """ "source_text<TAB>target_text" was the first training pair; a first line of sentences stays a pair."""
+    from text_attn.translation.corpora import read_tsv_text
+
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text(f"{header}\nEin Hund.\tA dog.\n", encoding="utf-8")
+    assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == [("Ein Hund.", "A dog.")]
+    assert "line 1 read as a header" in capsys.readouterr().err
+    corpus.write_text("Original.\tText.\nHallo\tHello\n", encoding="utf-8")
+    assert [(s, t) for s, t, _ in read_tsv_text(corpus)] == [("Original.", "Text."), ("Hallo", "Hello")]
+    assert capsys.readouterr().err == ""
+
+
 def test_a_csv_corpus_is_read_as_csv(tmp_path, capsys):
     """pairs.csv (a spreadsheet's, pandas'): commas between the columns, a sentence with a comma in quotes, a header;
     gzipped too. A comma-separated file named .tsv is refused with a hint."""
@@ -412,3 +428,20 @@ def test_utf16_and_semicolon_pair_files_are_named_for_what_they_are(tmp_path):
     (tmp_path / "semi.csv").write_text("Ein Hund.;A dog.\n")
     with pytest.raises(TaskError, match=r"semi\.csv:1: expected at least 2 .* \(semicolons between them"):
         read_tsv_text(tmp_path / "semi.csv")
+
+
+def test_a_corpus_cut_by_train_size_says_what_it_read(tmp_path, capsys):
+    """data.train_size caps the pairs read, val and test cut from them: 50 of 400 lines trained on 30, unsaid."""
+    from text_attn.translation.data import TranslationDataModule
+
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("".join(f"Satz {k} hier.\tSentence {k} here.\n" for k in range(400)), encoding="utf-8")
+    dm = TranslationDataModule(task="tsv", path=str(corpus), train_size=50, val_size=10, test_size=10)
+    dm.setup("fit")
+    assert len(dm.splits["train"]) == 30
+    assert (
+        f"text data: {corpus}: its first 50 pairs read (data.train_size 50 caps the pairs read; 0: all), "
+        "data.val_size=10 and data.test_size=10 held out of them: 30 pairs to train on"
+    ) in capsys.readouterr().err
+    TranslationDataModule(task="tsv", path=str(corpus), train_size=0, val_size=10, test_size=10).setup("fit")
+    assert "first" not in capsys.readouterr().err

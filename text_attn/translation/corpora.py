@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import re
 import stat
 import zlib
 from pathlib import Path
@@ -75,6 +76,18 @@ HEADERS = frozenset(
 )  # fmt: skip
 
 
+# words a column's name is made of beside HEADERS' ("source_text", "de_sentence", "English sentence", "src-lang")
+NAME_PARTS = frozenset("text sentence sentences lang language col column string raw original translated side".split())
+
+
+def _column_name(cell: str) -> bool:
+    """Whether a cell of a TSV's first line is a column's name: one of HEADERS, or words of them and NAME_PARTS
+    joined by "_", "-" or a space ("source_text" and "de_sentence" were trained as a pair); a sentence is
+    not."""
+    parts = [part for part in re.split(r"[_\-\s]+", cell.strip().lower()) if part]
+    return bool(parts) and all(part in HEADERS or part in NAME_PARTS for part in parts)
+
+
 def read_tsv_text(
     path: str | Path, src_col: int = 0, tgt_col: int = 1, max_pairs: int | None = None
 ) -> list[tuple[str, str, str]]:
@@ -95,7 +108,7 @@ def read_tsv_text(
             break
         if not any(c.strip() for c in cols):
             continue
-        if first and len(cols) >= need and {cols[src_col].strip().lower(), cols[tgt_col].strip().lower()} <= HEADERS:
+        if first and len(cols) >= need and _column_name(cols[src_col]) and _column_name(cols[tgt_col]):
             shown = inert(repr((", " if comma else "\t").join(cols)[:60]))
             say(f"text data: {inert(str(path))}: line {i} read as a header ({shown}): skipped")
             first = False

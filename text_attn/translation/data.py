@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import composed
+from text_attn.core.common_words import SAMPLE, language_notes
 from text_attn.core.data_note import note_facts
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert
@@ -291,6 +292,10 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 "test": load_examples(hp.task, hp.test_size, hp.seed + 2, **kw),
             }
         texts = self._load_texts()
+        sample = texts["train"][:SAMPLE]  # a corpus's first pairs: enough to tell its languages
+        sides = {"source": (hp.src_lang, [s for s, _ in sample]), "target": (hp.tgt_lang, [t for _, t in sample])}
+        for note in language_notes(sides):  # data.src_lang en for German sources was recorded as the model's pair
+            say(f"text data: note: {note}")
         lang = hp.src_lang  # the run's own check names it (translate --model-info, the pages' lang), or the start's
         if self._start is not None and self._start.check is not None:  # read whether data.src_lang is given or not
             started = _start_language(self._start, [s for s, _ in texts["train"]], hp.task)
@@ -423,10 +428,16 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             pairs = read_parallel_text(hp.src_path, hp.tgt_path, cap)
         else:
             raise ValueError(f"unknown task {hp.task!r}; known: reorder, dates, {', '.join(CORPUS_TASKS)}")
+        where = hp.path if hp.task == "tsv" else hp.src_path
+        # data.train_size caps the pairs read, val and test cut from them: with 50 of 400 lines, 30 pairs trained on
+        capped = cap is not None and len(pairs) >= cap
         pairs = _without_repeats(pairs)
         random.Random(hp.seed).shuffle(pairs)
         n_val, n_test = hp.val_size, hp.test_size
-        where = hp.path if hp.task == "tsv" else hp.src_path
+        if capped and len(pairs) > n_val + n_test:
+            self._capped = (f"text data: {inert(where)}: its first {cap:,} pairs read (data.train_size {cap:,} caps "
+                            f"the pairs read; 0: all), data.val_size={n_val} and data.test_size={n_test} held out of "
+                            f"them: {len(pairs) - n_val - n_test:,} pairs to train on")  # fmt: skip
         smaller = f"--data.val_size {max(1, len(pairs) // 10)} --data.test_size {max(1, len(pairs) // 10)}"
         if len(pairs) <= n_val + n_test:
             raise ValueError(f"{where}: {len(pairs)} pair(s) are too few for data.val_size={n_val} and "
@@ -465,8 +476,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             self._write_target_language()
             return
         data = self._load_splits()  # a bad corpus is a TaskError (a ValueError): one line naming the file and line
-        if stage == "fit" and getattr(self, "_few_to_train", None):
-            say(self._few_to_train)
+        for said in ("_capped", "_few_to_train"):
+            if stage == "fit" and getattr(self, said, None):
+                say(getattr(self, said))
         if self.codec is None:  # synthetic tasks
             self.codec = self._start.codec if self._start is not None else TextCodec(self.tokenizer, self.hparams.lower)
         self._write_target_language()
