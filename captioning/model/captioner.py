@@ -293,7 +293,7 @@ class Captioner:
             model = CaptionModel(encoder, dec)
             if shipped and encoder_digest(encoder) != shipped["sha256"]:
                 raise ModelFileError(
-                    f"{str(path)!r}: the installed ImageNet weights of {encoder.backbone} differ from those the model "
+                    f"{path}: the installed ImageNet weights of {encoder.backbone} differ from those the model "
                     "was trained with (another version of its weights package?)"
                 )
             missing, unexpected = model.load_state_dict(data["state_dict"], strict=not shipped)
@@ -320,12 +320,12 @@ class Captioner:
             if shipped:
                 captioner.encoder_changed = int(shipped.get("changed", 0))
         except EncoderWeightsError as err:
-            raise ModelFileError(f"{str(path)!r}: {err}") from None
+            raise ModelFileError(f"{path}: {err}") from None
         # AttributeError: a vocabulary's "lines" that is no text (Vocabulary.from_dict split it), a traceback before
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
             if isinstance(err, ModelFileError):
                 raise
-            raise ModelFileError(f"{str(path)!r}: broken caption model file ({one_line(err)})") from err
+            raise ModelFileError(f"{path}: broken caption model file ({one_line(err)})") from err
         if isinstance(map_location, (str, torch.device)):
             model.to(map_location)  # load_state_dict copies into the (CPU) parameters of the fresh model
         model.eval()

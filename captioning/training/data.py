@@ -360,6 +360,20 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         }
 
     @property
+    def photos_read(self) -> str | None:
+        """For your photos (a folder, a Karpathy JSON; read, not streamed from chunks), each split's photos and
+        captions in words ("10 train photos (50 captions), 1 val, 1 test"; the photos mixed into train, data.mix_*,
+        counted apart): fit says it as it starts and the model file records it (``photos:``). None for other data."""
+        if self.hparams.source not in ("folder", "karpathy") or self.streams or "train" not in self.splits:
+            return None
+        train = self.splits["train"]
+        own = len(train.images) - self.mixed
+        captions = sum(len(refs) for refs in train.references[:own])
+        held = ", ".join(f"{len(self.splits[s].images):,} {s}" for s in ("val", "test") if s in self.splits)
+        mixed = f" and {self.mixed:,} mixed in" if self.mixed else ""
+        return f"{own:,} train photos ({captions:,} captions){mixed}, {held}"
+
+    @property
     def mixed_facts(self) -> dict[str, str]:
         """What model files record of the photos mixed in (data.mix_*): what they are, and Flickr8k's terms where they
         are its photos ({} where none are); a chunk folder written with them keeps them

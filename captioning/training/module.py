@@ -53,6 +53,7 @@ from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_schedu
 from text_attn.core.metrics import coco_metrics, reads_as_english, reported
 from text_attn.core.modelfile import file_name
 from text_attn.core.precision import parameter_dtype
+from text_attn.core.safe_files import inert
 from text_attn.core.self_critical import check_scst_start
 from text_attn.core.start_scores import StartScores
 from text_attn.core.training import (
@@ -274,6 +275,8 @@ class CaptionModule(RunState, pl.LightningModule):
         self._one_val_said = note is not None
         if note and self.trainer.is_global_zero:
             print(f"caption-train: {note}", file=sys.stderr)
+        if stage in (None, "fit") and (read := getattr(dm, "photos_read", None)) and self.trainer.is_global_zero:
+            print(f"caption-train: {inert(dm.domain)}: {read}", file=sys.stderr)  # a fit said nothing of your photos
 
     def _use_teacher(self, name: str) -> None:
         """model.objective.distil_from's teacher, read once as fit starts (and again on resume: no checkpoint holds
@@ -366,6 +369,8 @@ class CaptionModule(RunState, pl.LightningModule):
             return exported
         domain, check = getattr(dm, "domain", None), getattr(dm, "domain_check", None)
         facts = {**self._start_info, **getattr(dm, "facts", {})}  # this data's terms where both say
+        if read := getattr(dm, "photos_read", None):  # your photos: how many it learned from (--model-info)
+            facts["photos"] = f"{dm.domain}: {read}"
         exported = Captioner(self.model, self.vocab, domain, check, facts or None)
         exported.casing = getattr(dm, "casing", None)  # German captions' capitals (data.language)
         if self.model.encoder.fine_tune == "none":  # frozen here; its weights may be a fine-tuned start's

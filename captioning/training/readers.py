@@ -146,21 +146,41 @@ def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[Ima
     missing = [it for it in items if not it.path.is_file()]
     if not missing:
         return items
+    near = _near_miss(missing[0].path)  # the file the first missing name most likely means, in words (or "")
     if len(missing) == len(items):  # not a few photos gone: the wrong folder, or names the file does not give alone
         raise CaptionDataError(
             f"{source}: none of the {len(items)} photos it names is in {missing[0].path.parent} (first: "
-            f"{missing[0].path.name}): check data.image_dir, and that each line starts with the photo's file name"
+            f"{missing[0].path.name}{near}): check data.image_dir, and that each line starts with the photo's file name"
         )
     if strict:
         raise CaptionDataError(
-            f"{source}: {len(missing)} of {len(items)} image files are missing (first: {missing[0].path})"
+            f"{source}: {len(missing)} of {len(items)} image files are missing (first: {missing[0].path}{near})"
         )
     say(
         f"caption data: {source}: skipped {len(missing)} of {len(items)} images whose files are missing "
-        f"(first: {inert(missing[0].path)})"
+        f"(first: {inert(missing[0].path)}{inert(near)})"
     )
     gone = {id(it) for it in missing}
     return [it for it in items if id(it) not in gone]
+
+
+def _near_miss(path: Path) -> str:
+    """For a photo not found, the file its name most likely means (``; the folder has p.JPG``): a name in another
+    case, without its extension or with another one (``p.jpeg``), or written with Windows' backslashes between
+    folders; "" where none is found."""
+    if "\\" in path.name and (slashed := path.parent / path.name.replace("\\", "/")).is_file():
+        return f"; {slashed} exists: write / between folders, not \\"
+    try:
+        names = [p.name for p in path.parent.iterdir() if p.is_file()] if path.parent.is_dir() else []
+    except OSError:
+        return ""
+    wanted, stem = path.name.casefold(), Path(path.name).stem.casefold()
+    for how, same in (("in another case", lambda n: n.casefold() == wanted),
+                      ("with an extension", lambda n: Path(n).stem.casefold() == wanted),
+                      ("with another extension", lambda n: Path(n).stem.casefold() == stem)):  # fmt: skip
+        if found := sorted(n for n in names if same(n)):
+            return f"; the folder has {found[0]}, {how}"
+    return ""
 
 
 def _is_number(v) -> bool:

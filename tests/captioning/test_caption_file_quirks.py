@@ -117,3 +117,22 @@ def test_byte_copies_of_a_photo_are_one_photo_with_the_captions_of_all(tmp_path,
         f"caption data: {tsv}: 1 photo(s) hold the same bytes as another (first: a copy.png, a copy of a.png): each "
         "read as that photo, with its captions, so that no copy is held out from its own original"
     )
+
+
+def test_a_missing_photo_names_the_file_it_likely_means(tmp_path, capsys):
+    folder, tsv = _folder(tmp_path), tmp_path / "captions.tsv"
+    (folder / "sub").mkdir()
+    for name in ("Dog.JPG", "cat.jpeg", "bird.png", "sub/nested.png"):
+        Image.new("RGB", (16, 16), (len(name) * 9, 10, 10)).save(folder / name)
+    for typed, said in [
+        ("dog.jpg", "; the folder has Dog.JPG, in another case"),
+        ("cat.jpg", "; the folder has cat.jpeg, with another extension"),
+        ("bird", "; the folder has bird.png, with an extension"),
+        ("sub\\nested.png", f"; {folder / 'sub' / 'nested.png'} exists: write / between folders, not \\"),
+        ("gone.png", ""),
+    ]:
+        tsv.write_text(f"a.png\ta dog\n{typed}\ta thing\n", encoding="utf-8")
+        assert _read(folder, tsv) == {"a.png": ["a dog"]}
+        assert capsys.readouterr().err.strip() == (
+            f"caption data: {tsv}: skipped 1 of 2 images whose files are missing (first: {folder / typed}{said})"
+        )

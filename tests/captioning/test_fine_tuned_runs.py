@@ -122,7 +122,7 @@ def test_a_model_file_recording_no_known_fine_tuned_stage_is_refused_in_one_line
     got = capsys.readouterr()
     why = "its encoder_fine_tuned must be one of none, last, last2, all, got 'everything'"
     assert exc.value.code == 2 and got.err.strip().splitlines() == [
-        f"caption: error: {str(tmp_path / 'bogus.pt')!r}: broken caption model file ({why})"
+        f"caption: error: {tmp_path / 'bogus.pt'}: broken caption model file ({why})"
     ]
     assert got.out == ""
 

@@ -114,6 +114,21 @@ def test_a_csv_captions_file_is_read_as_csv(tmp_path, capsys):
         read_folder(folder, tsv)
 
 
+def test_a_fit_says_and_records_how_many_of_your_photos_it_read(tmp_path):
+    """caption-train said nothing of the photos a folder gave (a captions file naming 10 of 12 photos trained on 6,
+    silently); --model-info said only the folder's name. Said as fit starts (caption-train: photos: ...), recorded
+    as the model file's ``photos``."""
+    folder, tsv = _folder(tmp_path)
+    tsv.write_text(tsv.read_text() + "p00.png\tEin Hund im Gras.\n", encoding="utf-8")  # a second caption for one
+    dm = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv))
+    dm.setup("fit")
+    train = len(dm.splits["train"].images)
+    captions = sum(map(len, dm.splits["train"].references))
+    assert train == 16 and captions in (16, 17)
+    assert dm.photos_read == f"16 train photos ({captions} captions), 2 val, 2 test"
+    assert CaptionDataModule(source="shapes").photos_read is None
+
+
 def test_a_small_folder_holds_out_two_photos_and_one_val_photo_is_said_to_rank_nothing(tmp_path):
     """20 photos held out 1 (5%): CIDEr over one photo is 0 at every epoch, so the best checkpoint was epoch 0 and
     fit said training did not beat the start. Now two each; one given explicitly gets one note when CIDEr is
@@ -152,11 +167,13 @@ def test_your_german_captions_train_a_model_that_writes_their_capitals(tmp_path,
     ])  # fmt: skip
     err = capsys.readouterr().err
     assert err.count("caption-train: val_CIDEr over 1 val photo is 0 whatever the captions") == 1, err
+    assert err.count("caption-train: photos: 17 train photos (17 captions), 1 val, 2 test\n") == 1, err  # what it read
     casing = cli.datamodule.casing
     train_text = [GERMAN[int(p.stem[1:]) % 3] for p in cli.datamodule.splits["train"].images]
     assert casing == learn_casing(train_text) and {"Hund", "Frau", "Park"} <= set(casing["words"].split())
     model = Captioner.load("model.pt")
     assert model.casing == casing
+    assert "photos:         photos: 17 train photos (17 captions), 1 val, 2 test" in model_info(model, "model.pt")
     assert "capitals:       as its training captions write them (Frau, Hund, Hut, Kinder, ...)" in model_info(
         model, "model.pt"
     )

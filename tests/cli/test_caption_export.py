@@ -156,7 +156,7 @@ def test_a_model_file_whose_vocabulary_is_no_text_is_one_line(model, tmp_path, c
     data = torch.load(model, weights_only=True)
     torch.save({**data, "vocab": {"lines": 5}}, tmp_path / "bad.pt")  # split as a text: an AttributeError's traceback
     err = _refused(capsys, [tmp_path / "bad.pt", tmp_path / "out.pt"])
-    assert f"'{tmp_path / 'bad.pt'}': broken caption model file" in err
+    assert f"{tmp_path / 'bad.pt'}: broken caption model file" in err
 
 
 def test_a_text_train_checkpoint_is_sent_to_text_export(tmp_path, capsys):
