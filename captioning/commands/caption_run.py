@@ -21,6 +21,8 @@ from typing import Any
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.run_record import differences as record_differences
 from text_attn.core.run_record import read_record, run_file
+from text_attn.core.unsure import CAPTION_UNSURE
+from text_attn.core.unsure_options import unsure_typed
 
 # the options recorded, as the command line names them (their values as given, after the model's defaults are filled)
 SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-penalty", "length_penalty"),
@@ -53,7 +55,7 @@ def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What tells ``new`` from ``old``, a phrase each ("--beam-size 5 (this run: 3)", "another model file (...)")."""
-    said = record_differences(old, new, skip=(DRAWS,))
+    said = record_differences(old, new, skip=(DRAWS,), worded={"--unsure-below": unsure_typed(CAPTION_UNSURE)})
     was, now = old.get("options", {}), new["options"]
     # said alone where the seeds are the same (another seed is said as itself)
     if was.get(DRAWS) != now.get(DRAWS) and was.get("--sample-seed") == now.get("--sample-seed"):

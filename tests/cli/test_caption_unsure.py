@@ -198,7 +198,7 @@ def test_a_resume_with_another_threshold_is_refused(capsys, scenes, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         _run(capsys, *scenes, "--jsonl", str(out), "--resume")
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and "--unsure-below 0.2 (this run: not given)" in err, err
+    assert exit_.value.code == 2 and "made with --unsure (this run: no --unsure)" in err, err  # as typed
     code, _, err = _run(capsys, *scenes, "--jsonl", str(out), "--resume", "--unsure")
     assert code == 0, err
     assert all("unsure" in json.loads(line) for line in out.read_text().splitlines())

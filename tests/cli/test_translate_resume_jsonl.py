@@ -98,7 +98,7 @@ def test_records_made_with_other_options_are_refused_naming_them(model_file, tmp
     assert _run(model_file, capsys, monkeypatch, *LINES[:2], "--jsonl", str(jsonl))[0] == 0
     written, kept = jsonl.read_bytes(), record.read_text()
     for args, says in [
-        (["--unsure-below", "0.5"], "--unsure 0.3 (this run: 0.5)"),
+        (["--unsure-below", "0.5"], "--unsure-below 0.3 (this run: --unsure-below 0.5)"),
         (["--beam-size", "2"], "--beam-size 1 (this run: 2)"),
     ]:
         code, _, err = _run(model_file, capsys, monkeypatch, *LINES[:4], "--jsonl", str(jsonl), "--resume", *args)

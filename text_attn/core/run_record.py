@@ -6,7 +6,7 @@ the file holds, so that ``--resume`` refuses to continue FILE with another model
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +38,22 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return old
 
 
-def differences(old: dict[str, Any], new: dict[str, Any], skip: Iterable[str] = ()) -> list[str]:
+def differences(
+    old: dict[str, Any], new: dict[str, Any], skip: Iterable[str] = (), worded: dict[str, Callable] | None = None
+) -> list[str]:
     """What tells ``new`` from ``old``, a phrase each ("--beam-size 5 (this run: 3)", "another model file (...)");
-    the options in ``skip`` are the caller's to word."""
-    said, skip = [], set(skip)
+    the options in ``skip`` are the caller's to word; ``worded``: per option, its value as the command line gives it
+    ("--unsure", "--unsure-below 0.5": the record's --unsure holds the threshold, "--unsure 0.1" no one typed)."""
+    said, skip, worded = [], set(skip), worded or {}
     if old.get("model_sha256") != new["model_sha256"]:
         said.append(f"another model file ({old.get('model', '?')}; this run: {new['model']})")
     was, now = old.get("options", {}), new["options"]
     for flag in dict.fromkeys([*was, *now]):
-        if flag not in skip and was.get(flag) != now.get(flag):
+        if flag in skip or was.get(flag) == now.get(flag):
+            continue
+        if flag in worded:
+            said.append(f"{worded[flag](was.get(flag))} (this run: {worded[flag](now.get(flag))})")
+        else:
             said.append(f"{flag} {shown(was.get(flag))} (this run: {shown(now.get(flag))})")
     return said
 

@@ -5,7 +5,7 @@ the outputs holding words under it counted, and the one closing note naming the 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from text_attn.core.errors import fail
@@ -22,6 +22,18 @@ def add_unsure_options(p: argparse.ArgumentParser, help_text: str, default: floa
         metavar="P",
         help=f"--unsure's threshold, a probability (default {default:g}); implies --unsure",
     )
+
+
+def unsure_typed(default: float) -> Callable[[Any], str]:
+    """A recorded --unsure threshold as the command line gives it: "no --unsure", "--unsure" (the default), or
+    "--unsure-below P" (for a run record's refusals: text_attn.core.run_record.differences)."""
+
+    def typed(threshold: Any) -> str:
+        if threshold is None or threshold is False:
+            return "no --unsure"
+        return "--unsure" if threshold == default else f"--unsure-below {threshold:g}"
+
+    return typed
 
 
 def resolve_unsure(args: argparse.Namespace, command: str, default: float) -> None:

@@ -35,6 +35,8 @@ from text_attn.core.errors import fail
 from text_attn.core.file_digest import sha256_of
 from text_attn.core.run_record import differences, read_record, run_file
 from text_attn.core.safe_files import check_output
+from text_attn.core.unsure import UNSURE
+from text_attn.core.unsure_options import unsure_typed
 
 # what each output beside --output / --jsonl would be without the inputs an earlier run did (one line refuses it)
 BESIDE = {
@@ -257,7 +259,7 @@ def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) 
         return
     if before is not None:  # the record covers what came after FILE's first lines: it carries that on
         settings.update(lines_before=before, checked=False)
-    if said := differences(old, settings):
+    if said := differences(old, settings, worded={"--unsure": unsure_typed(UNSURE)}):
         which = f"{noun} after its first {before} (which no run record covers)" if before is not None else noun
         fail("translate", f"--resume: {output}'s {which} were made with {'; '.join(said)}: resume with the "
              f"same model and options, or give another {flag} FILE (to mix them anyway, remove {path})")  # fmt: skip
