@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.arrays import digits6
-from text_attn.core.errors import fail
+from text_attn.core.errors import fail, given_text
 from text_attn.core.json_numbers import json_score
 from text_attn.core.os_text import stdin_bytes, utf8_name
 from text_attn.core.safe_files import inert, text_lines
@@ -33,7 +33,7 @@ def check_given(args: argparse.Namespace) -> None:
         fail("caption", "give --given (read for every image) or --given-file (each image's own), not both")
     for text in args.given or ():
         if not caption_tokens(text):
-            fail("caption", f"--given {text!r}: no words to read (punctuation is dropped)")
+            fail("caption", f"{given_text('--given', text)}: no words to read (punctuation is dropped)")
     flag = "--given" if args.given else "--given-file"
     refused = search_flags_given(args) + (["--max-len"] if args.max_len is not None else [])  # as translate's
     refused += ["--cuda-graphs"] if args.cuda_graphs else []

@@ -65,7 +65,8 @@ def test_plot_and_page_draw_the_given_translation(capsys, tmp_path):
 
 @pytest.mark.parametrize(
     ("args", "why"),
-    [(["--given", "  "], "an empty translation"),
+    [(["--given", "  "], "--given holds 2 space(s) only: an empty translation"),  # "--given ' '" for two
+     (["--given", " \t"], "--given holds 2 blank character(s) only: an empty translation"),
      (["--given", RIGHT, "--beam-size", "2"], "--beam-size is for the translations the model writes"),
      (["--given", RIGHT, "--max-len", "5"], "--max-len is for"),
      (["--given", RIGHT, "--n-best", "2", "--beam-size", "2"], "--beam-size is for"),

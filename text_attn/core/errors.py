@@ -56,6 +56,14 @@ class WriteError(RuntimeError):
     """An output could not be written (disk full, permission lost, folder gone): one line naming the file."""
 
 
+def given_text(flag: str, text: str) -> str:
+    """A text typed for ``flag`` as a message shows it: quoted, or, where it is blank, what it is made of (one line's
+    message folds a run of spaces into one: "--given ' '" for three)."""
+    if text.strip() or not text:
+        return f"{flag} {text!r}"
+    return f"{flag} holds {len(text)} {'space(s)' if set(text) == {' '} else 'blank character(s)'} only"
+
+
 def close_quietly(out) -> None:
     """Close an output whose write may have failed: the flush of its buffer then fails again, already reported."""
     try:

@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from text_attn.core.errors import fail
+from text_attn.core.errors import fail, given_text
 from text_attn.core.safe_files import inert
 from text_attn.core.search_options import search_flags_given
 from text_attn.translation.paragraphs import file_paragraphs, file_unit
@@ -26,7 +26,7 @@ def check_given(args: argparse.Namespace) -> None:
         fail("translate", "give --given (read for every input) or --given-file (a line an input), not both")
     for text in args.given or ():
         if not text.strip():
-            fail("translate", f"--given {text!r}: an empty translation; give its text")
+            fail("translate", f"{given_text('--given', text)}: an empty translation; give its text")
     flag = "--given" if args.given else "--given-file"
     refused = search_flags_given(args) + (["--max-len"] if args.max_len is not None else [])
     refused += ["--demo"] if args.demo else []
