@@ -190,6 +190,23 @@ MAX_SCANS = 100
 JPEG_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
 
 
+# raster formats of Pillow's that are no photo format read here: a file in one is named so ("a TGA image") instead of
+# "not an image file"; their headers alone are read, by Pillow's own parsers (nothing decoded, no outside program)
+OTHER_FORMATS = ("TGA", "PCX", "SGI", "DDS", "ICNS", "JPEG2000", "PSD", "QOI", "SUN", "XBM", "XPM", "IM", "MSP")
+
+
+def _other_format(p: Path | io.BytesIO) -> str | None:
+    """The format (OTHER_FORMATS) a file that is no photo format is a picture in; None for none of them."""
+    Image.init()
+    try:
+        if isinstance(p, io.BytesIO):
+            p.seek(0)
+        with Image.open(p, formats=[f for f in OTHER_FORMATS if f in Image.ID]) as img:
+            return img.format
+    except Exception:  # noqa: BLE001 - any opener's failure: no picture it knows
+        return None
+
+
 def jpeg_scans(data: bytes | memoryview, most: int = MAX_SCANS) -> int:
     """The scans (SOS markers) of the first picture of the JPEG file ``data``, counted up to ``most`` + 1 by walking
     its segments: the bytes of a marker inside a segment (an EXIF thumbnail's) are not counted. Cheap: the coded data
@@ -405,6 +422,11 @@ def load_photo(
         named = headed_format(formats)
         if named:  # its header says AVIF or HEIC, yet its opener cannot read it: cut off or damaged, not another kind
             raise ImageReadError(f"{src}: a damaged {named} photo (cut off?): it cannot be read") from None
+        if other := _other_format(p):  # a picture all the same (a TGA, a PCX): "not an image file" was not true
+            article = "an" if other in ("SGI", "ICNS", "XBM", "XPM", "IM", "MSP") else "a"  # as the letters are said
+            raise ImageReadError(f"{src}: {article} {other} image, not a photo format read here (JPEG, PNG, WebP, GIF, "
+                                 "BMP, TIFF, PPM, ICO, HEIC, AVIF): save it as PNG or JPEG",
+                                 "not_image") from None  # fmt: skip
         raise ImageReadError(f"{src}: not an image file in a photo format (JPEG, PNG, WebP, GIF, BMP, TIFF, PPM, ICO, "
                              f"HEIC, AVIF){_list_hint(p)}", "not_image") from None  # fmt: skip
     except ImageReadError:

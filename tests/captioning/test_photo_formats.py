@@ -219,3 +219,20 @@ def test_a_turned_upload_the_browser_draws_sideways_gets_an_upright_preview(tmp_
     assert ("preview" in sent) == previewed
     if previewed:
         assert Image.open(io.BytesIO(base64.b64decode(sent["preview"]))).size[0] < 400  # upright: taller than wide
+
+
+@pytest.mark.parametrize(("fmt", "said"), [("TGA", "a TGA image"), ("PCX", "a PCX image"), ("SGI", "an SGI image")])
+def test_a_picture_in_a_format_not_read_is_named_not_called_no_image(tmp_path, fmt, said):
+    """A TGA or PCX file was "not an image file in a photo format": it is an image, in a format not read here."""
+    path = tmp_path / f"x.{fmt.lower()}"
+    Image.new("RGB", (20, 20), "red").save(path, format=fmt)
+    with pytest.raises(ImageReadError) as err:
+        load_photo(path)
+    assert str(err.value) == (f"{path}: {said}, not a photo format read here (JPEG, PNG, WebP, GIF, BMP, TIFF, PPM, "
+                              "ICO, HEIC, AVIF): save it as PNG or JPEG")  # fmt: skip
+    with pytest.raises(ImageReadError) as err:  # as an upload's bytes
+        load_photo(path.read_bytes(), name="upload")
+    assert str(err.value).startswith(f"upload: {said}, not a photo format")
+    (tmp_path / "t.jpg").write_text("hello")  # no picture at all: as before
+    with pytest.raises(ImageReadError, match="not an image file in a photo format"):
+        load_photo(tmp_path / "t.jpg")
