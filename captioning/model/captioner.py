@@ -209,6 +209,8 @@ class Captioner:
         return None if tuned == "none" else tuned
 
     def to(self, device: Any) -> Captioner:
+        """The model moved to ``device`` (a device or its name; a dtype such as torch.float16 halves its weights:
+        the features are then half, the outputs float32 as before); returns the captioner."""
         self.model.to(device)
         return self
 

@@ -13,7 +13,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import PIL
@@ -297,11 +297,12 @@ def photo_source(image: Any, where: str) -> Any:
     raise TypeError(f"{where}: expected a PIL image, a file path or a file's bytes, got {type(image).__name__}{hint}")
 
 
-def load_image(src: str | Path | Image.Image | bytes, min_side: int | None = None) -> Image.Image:
+def load_image(src: str | Path | Image.Image | bytes | IO[bytes], min_side: int | None = None) -> Image.Image:
     """8-bit RGB from an image file (EXIF orientation applied first: phones store rotated pixels plus a tag), a
-    file's bytes or a PIL image (any mode). The one image loader of the project: training data and the ``caption``
-    command use it. ``min_side``: see :func:`load_photo` (a JPEG larger than needed decodes at a reduced scale).
-    Anything else (an array, a tensor) is one TypeError saying how to pass it (:func:`photo_source`)."""
+    file's bytes, a file opened in binary or a PIL image (any mode). The one image loader of the project: training
+    data and the ``caption`` command use it. ``min_side``: see :func:`load_photo` (a JPEG larger than needed decodes
+    at a reduced scale). Anything else (an array, a tensor) is one TypeError saying how to pass it
+    (:func:`photo_source`)."""
     return load_photo(photo_source(src, "load_image"), min_side, "load_image: the photo (its bytes)")[0]
 
 

@@ -159,8 +159,11 @@ class EnsembleTranslator(Translator):
         return self
 
     def explain(self, translation: Any, **decoding: Any):
+        """Not for an ensemble: ValueError (what drives each word is measured for one model; explain with a member,
+        ``.members``)."""
         raise ValueError("what drives each word (evidence) is measured for one model, not an ensemble: explain with "
                          "one of its members")  # fmt: skip
 
     def save(self, path: Any, half: bool = False):
+        """Not for an ensemble: TypeError (it is no one model file; save each of ``.members``)."""
         raise TypeError("an ensemble is not one model file: save each member (its members: .members)")
