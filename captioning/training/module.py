@@ -262,6 +262,13 @@ class CaptionModule(RunState, pl.LightningModule):
                 f"({len(data_vocab)} words{first_difference(self.vocab, data_vocab, 'word')}): use the data settings "
                 "it was trained with"
             )
+        stored = (getattr(dm, "chunk_state", None) or {}).get("stores")
+        if stored == "features" and self.model.encoder.fine_tune != "none":  # it trained nothing, and said "all"
+            raise ValueError(
+                f"model.encoder.fine_tune is {self.model.encoder.fine_tune!r}, but {dm.hparams.root} holds a frozen "
+                "encoder's features: the encoder would never run, nor learn; set fine_tune: none, or optimize the "
+                "photos (without --features true) to fine-tune it"
+            )
         if self.objective.cfg.attn_sup_lambda > 0 and not getattr(dm.hparams, "attention_targets", False):
             raise ValueError(
                 "model.objective.attn_sup_lambda > 0 needs the ground-truth attention: set data.attention_targets: "

@@ -162,13 +162,17 @@ def resume_case(family: str, tmp_path: Path) -> tuple[str, int, int]:
     return raw, 9, 14
 
 
-@pytest.mark.parametrize("family", ["text", "caption"])
-def test_a_streaming_fit_resumed_mid_epoch_ends_with_the_uninterrupted_weights(family, tmp_path):
+@pytest.mark.parametrize(("family", "at"), [("text", "mid"), ("caption", "mid"), ("text", "end"), ("caption", "end")])
+def test_a_streaming_fit_resumed_mid_epoch_ends_with_the_uninterrupted_weights(family, at, tmp_path):
+    """Mid-epoch, and at an epoch's last step (its validation due first: the resumed run drew one number more before
+    its first batch than the run that saved, whose chunk loader seeds itself, and the weights differed)."""
     cfg, cut, steps = resume_case(family, tmp_path)
     run = text_train_cli if family == "text" else caption_train_cli
     common = ["fit", "--config", cfg, "--data.root", "chunks"]
     full = run([*common, "--trainer.max_steps", str(steps), "--trainer.default_root_dir", "a"])
-    assert 0 < cut % full.trainer.num_training_batches  # the interruption falls inside an epoch
+    if at == "end":
+        cut = full.trainer.num_training_batches  # the first epoch's last step
+    assert (0 < cut % full.trainer.num_training_batches) == (at == "mid")
     assert full.trainer.global_step == steps
     run([*common, "--trainer.max_steps", str(cut), "--trainer.default_root_dir", "b"])
     last = next(Path("b").rglob("last.ckpt"))
@@ -408,6 +412,11 @@ def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
                            "--trainer.max_steps", "1"])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and "features of another encoder" in err and len(err.splitlines()) == 1
+    with pytest.raises(SystemExit) as exc:  # it trained nothing of the encoder and recorded "all"
+        caption_train_cli(["fit", "--config", cfg, "--data.root", "chunks", "--model.encoder.fine_tune", "all",
+                           "--trainer.max_steps", "1"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and "model.encoder.fine_tune is 'all', but chunks holds a frozen encoder's" in err[-1]
 
 
 def test_img2dataset_shards_become_chunks_and_a_damaged_sample_is_one_line(tmp_path, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from text_attn.core import startup_gc
@@ -68,6 +69,8 @@ def optimize_main(
     opts = parser.parse_args(argv)
     if opts.num_workers < 1:
         fail(f"{prog} optimize", f"--num_workers must be at least 1, got {opts.num_workers}")
+    if problem := out_problem(Path(opts.out)):  # before the corpus is read or a photo encoded
+        fail(f"{prog} optimize", f"--out {opts.out}: {problem}")
     try:
         dm = datamodule_cls(**opts.data.as_dict())
         startup_gc.release()  # the imports and the data module are in: the collector as usual (startup_gc.py)
@@ -76,6 +79,25 @@ def optimize_main(
         from text_attn.core.errors import one_line
 
         fail(f"{prog} optimize", one_line(exc, limit=400))
+
+
+def out_problem(out: Path) -> str | None:
+    """Why ``--out`` cannot take the chunks, said before any work (a file there was said after every photo was
+    encoded; a split folder holding another LitData dataset, after the splits before it were written beside it, as a
+    traceback); None where it can."""
+    from text_attn.core.streaming import MANIFEST, SPLITS
+
+    for folder in (out, *out.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"{folder} is a file, not a folder"
+        if folder.is_dir():
+            break
+    if out.is_dir() and not (out / MANIFEST).is_file():
+        held = [split for split in SPLITS if (out / split / "index.json").is_file()]
+        if held:
+            return (f"{out / held[0]} holds a LitData dataset this command did not write (no {MANIFEST} beside it): "
+                    "give a new or empty folder")  # fmt: skip
+    return None
 
 
 def split_fit_options(argv: list[str]) -> tuple[list[str], dict[str, Any]]:

@@ -306,6 +306,14 @@ def _validates_this_epoch(trainer) -> bool:
     return bool(getattr(trainer, "enable_validation", False)) and due and at_end
 
 
+def _train_loader_seeds_itself(trainer) -> bool:
+    """Whether the fit's train loader draws its seeds from a generator of its own (text_attn.core.streaming's), not
+    from torch's (a DataLoader without one draws its base seed there as an epoch starts)."""
+    loop = getattr(trainer, "fit_loop", None)
+    loaders = getattr(getattr(loop, "_combined_loader", None), "flattened", None) or []
+    return bool(loaders) and all(getattr(loader, "generator", None) is not None for loader in loaders)
+
+
 def run_due_validation(trainer) -> None:
     """A fit resumed from a checkpoint saved at an epoch's last step, before that epoch's validation (a periodic
     last.ckpt, ``every_n_train_steps``, falling there; the run then stopped, or is resumed from that file): the
@@ -555,6 +563,11 @@ class RunState:
             restore_random_state(self._random_state)
             if due:  # its loader's draw is the one the replay stands in for (the run that saved it validated here)
                 run_due_validation(self.trainer)
+                if _train_loader_seeds_itself(self.trainer):
+                    # a loader with its own generator (a chunk folder's) draws nothing at the epoch's start in the run
+                    # that saved, and the resumed one draws a number before its first batch: that batch starts from
+                    # the state the validation left (dropout ran one draw ahead, the weights differed)
+                    self._state_at_first_batch = {"python": random.getstate(), "torch": torch.get_rng_state()}
             else:
                 replay_epoch_start(self.trainer)
         elif due:
@@ -562,6 +575,11 @@ class RunState:
         self._random_state = None
         self._stop_asked = None
         defer_ctrl_c(self, self.command)
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        if (state := getattr(self, "_state_at_first_batch", None)) is not None:
+            restore_random_state(state)
+            self._state_at_first_batch = None
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         trainer = self.trainer
