@@ -8,7 +8,7 @@ default is none, so a path set is a path given, from Python too). No model is im
 from __future__ import annotations
 
 from text_attn.core.self_critical import unread_without_scst
-from text_attn.core.unread_options import Unread, dotted, read_by, without_init_from
+from text_attn.core.unread_options import Unread, dotted, from_chunks, read_by, without_init_from
 
 # the paths that name the user's data, and the source that reads them (data.root: the data module's own check)
 SOURCE_PATHS = {"karpathy_json": "karpathy", "image_root": "karpathy", "image_dir": "folder", "captions_tsv": "folder"}
@@ -16,6 +16,10 @@ SOURCE_PATHS = {"karpathy_json": "karpathy", "image_root": "karpathy", "image_di
 # the options of some sources only, and the sources that read them (strict: whatever reads photo files)
 SOURCE_OPTIONS = {"scene_size": ("shapes",), "max_objects": ("shapes",), "layout": ("flickr8k",),
                   "strict": ("karpathy", "flickr8k", "folder")}  # fmt: skip
+
+# what a fit from chunks does not read: the photos, captions and splits are as optimize read them
+CHUNKS_UNREAD = ("image_dir", "captions_tsv", "karpathy_json", "image_root", "layout", "train_size", "val_size",
+                 "test_size", "scene_size", "max_objects", "mix_root", "mix_size", "mix_image_dir", "mix_captions_tsv")
 
 # the options only hard attention reads: its REINFORCE objective and its sampling
 HARD_OBJECTIVE = ("soft_warmup", "rl_lambda", "rl_reward", "entropy_lambda", "baseline_decay", "collapse_warmup",
@@ -41,6 +45,7 @@ def unread_options(config: dict) -> list[Unread]:
     last ones are noted (tuning knobs, which shipped configs may keep for when their setting changes)."""
     model, data = config.get("model") or {}, config.get("data") or {}
     found = unread_without_scst(dotted(model, "objective") or {}, extra=("scst_bleu", "scst_meteor"))
+    found += from_chunks(data, CHUNKS_UNREAD)
     attention = dotted(model, "decoder.attention") or "soft"
     if attention != "hard":
         found.append(Unread(HARD_OPTIONS, f"model.decoder.attention {attention}",

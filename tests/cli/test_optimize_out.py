@@ -31,3 +31,27 @@ def test_an_out_folder_that_cannot_take_the_chunks_is_one_line_before_any_work(t
         err = capsys.readouterr().err.strip()
         assert exc.value.code == 2 and err.startswith(f"text-train optimize: error: --out {out}: {said}"), err
     assert sorted(p.name for p in Path("theirs").rglob("*")) == ["index.json", "val"]  # nothing written beside them
+
+
+def test_data_options_a_fit_from_chunks_does_not_read_are_noted_where_typed(tmp_path):
+    """``--data.val_size 2`` or another ``--data.image_dir`` beside ``--data.root CHUNKS`` changed nothing, unsaid;
+    a config's own (the one optimize read too) are not noted."""
+    from captioning.training.unread import unread_options as caption_unread
+    from text_attn.core.unread_options import given_unread
+    from text_attn.translation.unread import unread_options as text_unread
+
+    (tmp_path / "chunks").mkdir()
+    (tmp_path / "chunks" / "streaming.json").write_text("{}")  # what makes a folder optimize's
+    for unread, data, typed, said in [
+        (text_unread, {"root": "chunks", "task": "dates", "train_size": 10, "batch_size": 8}, ["data.task",
+         "data.train_size", "data.batch_size"], "of data.root reads no data.task, data.train_size"),
+        (caption_unread, {"root": "chunks", "source": "folder", "image_dir": "x", "val_size": 2}, ["data.image_dir",
+         "data.val_size"], "a fit from the chunks of data.root reads no data.image_dir, data.val_size"),
+    ]:  # fmt: skip
+        found = unread({"data": data})
+        value = lambda option, d=data: d.get(option.split(".", 1)[1])  # noqa: E731
+        _, note = given_unread(found, [f"data.{k}" for k in data], value, typed=typed)
+        assert note is not None and said in note, note
+        _, note = given_unread(found, [f"data.{k}" for k in data], value, typed=[])  # a config's: not noted
+        assert note is None or "chunks" not in note
+        assert not any("chunks" in u.setting for u in unread({"data": {**data, "root": "elsewhere"}}))

@@ -32,6 +32,7 @@ class Unread:
     setting: str  # what leaves them unread, as the line names it: "model.decoder.attention soft"
     fix: str = ""  # what would read them: "set model.decoder.attention hard"
     refuse: bool = True  # False: said in the run's one note, the run goes on
+    typed_only: bool = False  # only where typed on the command line (a config's are the ones optimize read too)
 
     def line(self) -> str:
         return f"{self.setting} reads no {', '.join(self.options)}" + (f": {self.fix}" if self.fix else "")
@@ -45,6 +46,20 @@ def read_by(kind: str, chosen: str, readers: dict[str, str], names: Iterable[str
     reader = readers[names[0]]
     what = sep.join(f"data.{n}" for n, r in readers.items() if r == reader)
     return Unread(tuple(f"data.{n}" for n in names), f"{kind} {chosen}", f"set data.{kind} {reader} (it reads {what})")
+
+
+def from_chunks(data: dict, unread: Iterable[str]) -> list[Unread]:
+    """The data options a fit from a chunk folder (``data.root``, ``optimize``'s) does not read, noted where typed on
+    the command line: the chunks hold the corpus as optimize read it (``--data.val_size 2`` or another
+    ``--data.image_dir`` beside them changed nothing, unsaid). A config's are not noted: the same config serves
+    optimize and fit."""
+    from text_attn.core.streaming import is_chunk_folder
+
+    root = data.get("root")
+    if not root or not is_chunk_folder(root):
+        return []
+    return [Unread(tuple(f"data.{n}" for n in unread), "a fit from the chunks of data.root", refuse=False,
+                   typed_only=True)]  # fmt: skip
 
 
 def without_init_from(model: dict) -> list[Unread]:
@@ -74,7 +89,7 @@ def given_unread(
 
     notes = []
     for found in unread:
-        named = tuple(o for o in found.options if counts(o))
+        named = tuple(o for o in found.options if counts(o) and (o in typed or not found.typed_only))
         if not named:
             continue
         if found.refuse:

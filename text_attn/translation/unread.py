@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from text_attn.core.self_critical import unread_without_scst
-from text_attn.core.unread_options import Unread, read_by, without_init_from
+from text_attn.core.unread_options import Unread, from_chunks, read_by, without_init_from
 
 # what names the user's corpus, and the task that reads it (data.root: the data module's own check)
 TASK_OPTIONS = {"path": "tsv", "src_col": "tsv", "tgt_col": "tsv", "src_path": "parallel", "tgt_path": "parallel",
                 "split_names": "pair"}  # fmt: skip
 SYNTHETIC = ("reorder", "dates")
+# what a fit from chunks does not read: the corpus and its cut are as optimize read them
+CHUNKS_UNREAD = ("task", "path", "src_col", "tgt_col", "src_path", "tgt_path", "split_names", "train_size", "val_size",
+                 "test_size", "min_len", "max_len")  # fmt: skip
 # RNN attentions without a hidden scoring layer (attn_dim: bahdanau's and luong-concat's)
 NO_ATTN_DIM = ("luong-dot", "luong-general", "none")
 
@@ -37,6 +40,7 @@ def unread_options(config: dict, networks: Mapping[str, Collection[str]] | None 
     own config refuses them when it is built)."""
     model, data = config.get("model") or {}, config.get("data") or {}
     found = unread_without_scst(model.get("objective") or {})
+    found += from_chunks(data, CHUNKS_UNREAD)
     found += without_init_from(model)
     network = model.get("network") or {}
     found += other_arch_options(model.get("arch") or "rnn", network, networks or {})
