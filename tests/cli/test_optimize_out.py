@@ -55,3 +55,16 @@ def test_data_options_a_fit_from_chunks_does_not_read_are_noted_where_typed(tmp_
         _, note = given_unread(found, [f"data.{k}" for k in data], value, typed=[])  # a config's: not noted
         assert note is None or "chunks" not in note
         assert not any("chunks" in u.setting for u in unread({"data": {**data, "root": "elsewhere"}}))
+
+
+def test_another_familys_chunks_are_named_so(tmp_path):
+    import json
+
+    from text_attn.core.streaming import FORMAT, MANIFEST, ChunkError, _earlier
+
+    (tmp_path / "chunks").mkdir()
+    (tmp_path / "chunks" / MANIFEST).write_text(json.dumps({"format": FORMAT, "family": "text", "options": {}}))
+    with pytest.raises(ChunkError) as err:  # it said "made with other data options"
+        _earlier(tmp_path / "chunks", "caption", {})
+    assert str(err.value) == (f"--out {tmp_path / 'chunks'}: holds the chunks of text-train optimize, not "
+                              "caption-train's; give a new folder")  # fmt: skip

@@ -125,3 +125,20 @@ def test_a_chunk_folder_of_pickled_samples_is_refused_before_any_is_read(tmp_pat
 
 def _evil(flag: str) -> dict:
     return {"index": 0, "payload": _Runs(Path(flag))}
+
+
+def test_the_inputs_given_to_litdata_survive_its_checkpoints_json():
+    """LitData keeps a stopped optimize's inputs in JSON and continues only where they equal the new run's: tuples
+    (every caption and pair entry) came back as lists, never equal, and running the command again to continue was
+    refused ("Existing checkpoints are not compatible with the current configuration")."""
+    import json
+
+    from text_attn.core.streaming import _as_json
+
+    items = [(0, "ein Hund\ta dog"), (1, 3, "p.jpg", '{"refs": []}'), "a name"]
+    assert json.loads(json.dumps(items)) != items  # what went wrong
+    assert (
+        json.loads(json.dumps(_as_json(items)))
+        == _as_json(items)
+        == [[0, "ein Hund\ta dog"], [1, 3, "p.jpg", '{"refs": []}'], "a name"]
+    )

@@ -122,7 +122,10 @@ def _earlier(root: Path, family: str, options: dict[str, Any]) -> dict[str, Any]
         raise ChunkError(f"--out {root}: {MANIFEST} cannot be read; give a new folder (or delete it)") from None
     if not isinstance(old, dict) or old.get("format") != FORMAT:
         raise ChunkError(f"--out {root}: holds chunks of an older format; give a new folder (or delete it)")
-    if old.get("family") != family or _shaping(old.get("options", {})) != _shaping(options):
+    if old.get("family") != family:  # a caption optimize given a text one's folder said "other data options"
+        raise ChunkError(f"--out {root}: holds the chunks of {old.get('family', 'another')}-train optimize, not "
+                         f"{family}-train's; give a new folder")  # fmt: skip
+    if _shaping(old.get("options", {})) != _shaping(options):
         raise ChunkError(f"--out {root}: holds chunks made with other data options; give a new folder")
     return old
 
@@ -201,7 +204,7 @@ def optimize_splits(
             with private_litdata_cache(root):
                 litdata.optimize(
                     fn,
-                    list(items),
+                    _as_json(items),
                     str(root / split),
                     chunk_bytes=chunk_bytes,
                     num_workers=max(1, min(num_workers, len(items))),
@@ -215,6 +218,13 @@ def optimize_splits(
         manifest["splits"][split] = {"items": n}
         _write_manifest(root, manifest)
     return manifest
+
+
+def _as_json(items: Sequence[Any]) -> list[Any]:
+    """The inputs as LitData's checkpoint keeps them (JSON: a tuple is a list), so that a stopped run's checkpoint
+    matches the same command's inputs: compared with tuples, it never did, and running the command again to continue
+    was refused ("Existing checkpoints are not compatible with the current configuration")."""
+    return [list(item) if isinstance(item, tuple) else item for item in items]
 
 
 # LitData's scratch folders: it empties them (shutil.rmtree) as each optimize starts, and by default they are
