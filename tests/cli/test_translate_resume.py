@@ -4,16 +4,14 @@ one line. On a small subword model built here (random weights: the tests check t
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 
 import pytest
 from helpers.multi30k import DE
-from helpers.tiny_translator import tiny_subword_model_file
+from helpers.tiny_translator import tiny_subword_model_file, translate_run
 
 from text_attn.core.file_digest import sha256_of
-from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
 
 # with no file to continue (stdout is none)
@@ -27,13 +25,7 @@ def model_file(tmp_path_factory):
 
 
 def _run(model_file, capsys, *args: str, stdin: str | None = None, monkeypatch=None) -> tuple[int, str]:
-    if stdin is not None:
-        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8"))
-    try:
-        code = translate_main(["--model", str(model_file), "--max-len", "5", "--batch-size", "3", *args])
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
+    return translate_run(model_file, capsys, monkeypatch, *args, stdin=stdin)
 
 
 @pytest.mark.parametrize("via", ["arguments", "stdin"])

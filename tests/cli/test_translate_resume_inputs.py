@@ -5,14 +5,12 @@ the translations of one text appended to another's, exit 0. On a small subword m
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 
 import pytest
 from helpers.multi30k import DE
-from helpers.tiny_translator import tiny_subword_model_file
+from helpers.tiny_translator import tiny_subword_model_file, translate_run
 
-from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translate_resume import InputsRead
 
 LINES = [*DE, "Ein Hund läuft.", DE[2]]
@@ -25,13 +23,7 @@ def model_file(tmp_path_factory):
 
 
 def _run(model_file, capsys, monkeypatch, *args: str, stdin: str | None = None) -> tuple[int, str]:
-    if stdin is not None:
-        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8"))
-    try:
-        code = translate_main(["--model", str(model_file), "--max-len", "5", "--batch-size", "2", *args])
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
+    return translate_run(model_file, capsys, monkeypatch, *args, stdin=stdin, batch_size=2)
 
 
 def _digest(lines: list[str]) -> str:

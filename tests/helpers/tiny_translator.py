@@ -58,3 +58,19 @@ def learned_positions_model_file(path: Path) -> Path:
     cfg = TransformerConfig(len(vocab), len(vocab), d_model=8, num_heads=2, enc_layers=1, dec_layers=1, ff_dim=16,
                             positions="learned", max_len=8)  # fmt: skip
     return Translator(Transformer(cfg), vocab, vocab, "word", True).save(path)
+
+
+def translate_run(model_file, capsys, monkeypatch, *args: str, stdin: str | None = None, batch_size: int = 3):
+    """``translate --model MODEL --max-len 5 --batch-size N ARGS`` in this process (``stdin``: its text):
+    (exit code, stderr)."""
+    import io
+
+    from text_attn.translation.translate_cli import translate_main
+
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8"))
+    try:
+        code = translate_main(["--model", str(model_file), "--max-len", "5", "--batch-size", str(batch_size), *args])
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
