@@ -19,7 +19,8 @@ SOURCE_OPTIONS = {"scene_size": ("shapes",), "max_objects": ("shapes",), "layout
 
 # what a fit from chunks does not read: the photos, captions and splits are as optimize read them
 CHUNKS_UNREAD = ("image_dir", "captions_tsv", "karpathy_json", "image_root", "layout", "train_size", "val_size",
-                 "test_size", "scene_size", "max_objects", "mix_root", "mix_size", "mix_image_dir", "mix_captions_tsv")
+                 "test_size", "scene_size", "max_objects", "mix_root", "mix_size", "mix_image_dir",
+                 "mix_captions_tsv")  # fmt: skip
 
 # the options only hard attention reads: its REINFORCE objective and its sampling
 HARD_OBJECTIVE = ("soft_warmup", "rl_lambda", "rl_reward", "entropy_lambda", "baseline_decay", "collapse_warmup",
