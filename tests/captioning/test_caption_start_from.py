@@ -310,6 +310,10 @@ def test_a_second_stage_records_where_its_start_started(tmp_path):
         "earlier_starts": "flickr8k (decoder 1), trained on Flickr8k (the standard split)",
         "terms": terms,
     }
+    # a captioner fit on your photos records them (photos:): a model started from it says what it learned from
+    photos = {"photos": "my_photos: 150 train photos (750 captions), 2 val, 2 test", "terms": terms}
+    assert started_from("mine.pt", photos)["started_from"] == (
+        "mine.pt, trained on my_photos: 150 train photos (750 captions), 2 val, 2 test")  # fmt: skip
     third = started_from("scst.pt", second)  # newest first
     assert third["earlier_starts"] == (
         "model.pt, trained on mine; flickr8k (decoder 1), trained on Flickr8k (the standard split)"

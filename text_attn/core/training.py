@@ -413,7 +413,8 @@ def started_from(name: str, info: dict[str, Any]) -> dict[str, str]:
     file: where it started, where that start started (``earlier_starts``, newest first: a second stage's file said only
     "started from: model.pt", the bundled model the first began from lost), and the terms of the data that start was
     trained on, which apply to it too (the bundled models': Flickr8k's, Multi30k's)."""
-    what = info.get("training_data") or info.get("trained_on")  # a bundled corpus's, or the user's own (its name)
+    # a bundled corpus's, or the user's own (its name; a captioner's photos: "my_photos: 150 train photos ...")
+    what = info.get("training_data") or info.get("trained_on") or info.get("photos")
     shown = file_name(name)
     out = {"started_from": shown + (f", trained on {what}" if what else "")}
     earlier = [str(info[key]) for key in ("started_from", "earlier_starts") if info.get(key)]
