@@ -260,12 +260,13 @@ def drawn_overlays(args: argparse.Namespace) -> set[str]:
 
 def _claimed(args: argparse.Namespace) -> set[str] | None:
     """The file names of the overlays in --overlay DIR that the --jsonl FILE's records name; None where FILE's
-    records cannot say (no FILE, ``-``, a file that is not caption's, a record without the ``overlay`` field)."""
+    records cannot say (no FILE, ``-``, a file that is not caption's, a record without the ``overlay`` field, a
+    ``--devices`` run's parts folder beside it)."""
     from captioning.photos.collection import ResumeError, captioned_lines
     from text_attn.core.os_text import os_name
 
     jsonl = getattr(args, "jsonl", None)
-    if not jsonl or jsonl == "-":
+    if not jsonl or jsonl == "-" or Path(f"{jsonl}.parts").exists():  # --devices' parts hold records too
         return None
     try:
         held = captioned_lines(Path(jsonl))

@@ -103,7 +103,7 @@ def _filled(meta: dict[str, Any]) -> dict[str, Any]:
 
 def _difference(meta: dict[str, Any], theirs: dict[str, Any], first: str) -> str:
     """What tells another source's metadata from the first's, in words: the first network setting that differs
-    ("its network's dropout is 0.1, not 0.3"), its vocabularies, or else the first key."""
+    ("its network's dropout is 0.1, a.pt's 0.3"), its vocabularies, or else the first key."""
     mine, other = meta.get("config"), theirs.get("config")
     if isinstance(mine, dict) and isinstance(other, dict) and not _same(mine, other):
         key = next(k for k in dict.fromkeys([*mine, *other]) if not _same(mine.get(k), other.get(k)))
