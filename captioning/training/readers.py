@@ -170,9 +170,10 @@ def _near_miss(path: Path) -> str:
     folders; "" where none is found."""
     if "\\" in path.name and (slashed := path.parent / path.name.replace("\\", "/")).is_file():
         return f"; {slashed} exists: write / between folders, not \\"
-    try:
-        names = [p.name for p in path.parent.iterdir() if p.is_file()] if path.parent.is_dir() else []
-    except OSError:
+    try:  # scandir: a folder of 100,000 photos is listed without a stat each
+        with os.scandir(path.parent) as entries:
+            names = [e.name for e in entries if e.is_file()]
+    except OSError:  # no such folder: nothing near
         return ""
     wanted, stem = path.name.casefold(), Path(path.name).stem.casefold()
     for how, same in (("in another case", lambda n: n.casefold() == wanted),
