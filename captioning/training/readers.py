@@ -408,6 +408,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         say(f"caption data: {inert(tsv)}: {len(repeated)} line(s) repeat a photo and caption of a line before (first: "
             f"line {repeated[0]}): each read once")  # fmt: skip
     _unspaced_note(tsv, [raw for item in by_name.values() for raw in item.raw])
+    _uncaptioned_note(image_dir, tsv, by_name.values())
     if wide:
         split = "a comma outside quotes splits it" if comma else "a tab typed inside a caption splits it"
         say(f"caption data: {inert(tsv)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the "
@@ -454,6 +455,26 @@ def _copies_as_one(items: list[ImageItem], tsv: Path) -> list[ImageItem]:
         "so that no copy is held out from its own original")  # fmt: skip
     gone = {id(copy) for copy, _ in copies}
     return [item for item in items if id(item) not in gone]
+
+
+def _uncaptioned_note(image_dir: Path, tsv: Path, items) -> None:
+    """One note counting the photos of the folder (its subfolders too, hidden ones aside) that no line of the captions
+    file names: they are not trained on, and nothing said so (a file naming 10 of 12 photos trained on 10)."""
+    from captioning.photos.image_paths import IMAGE_EXTENSIONS
+
+    named = {file_identity(item.path) for item in items} - {None}
+    left: list[str] = []
+    for root, dirs, files in os.walk(image_dir):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith(".") or os.path.splitext(name)[1].lower() not in IMAGE_EXTENSIONS:
+                continue
+            path = Path(root) / name
+            if file_identity(path) not in named:
+                left.append(str(path.relative_to(image_dir)))
+    if left:
+        say(f"caption data: {inert(tsv)}: {len(left)} photo(s) in {inert(image_dir)} have no caption line (first: "
+            f"{inert(left[0])}): not trained on")  # fmt: skip
 
 
 def _caption_column(rows: list[tuple[int, list[str]]]) -> int:

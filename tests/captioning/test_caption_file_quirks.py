@@ -133,6 +133,23 @@ def test_a_missing_photo_names_the_file_it_likely_means(tmp_path, capsys):
     ]:
         tsv.write_text(f"a.png\ta dog\n{typed}\ta thing\n", encoding="utf-8")
         assert _read(folder, tsv) == {"a.png": ["a dog"]}
-        assert capsys.readouterr().err.strip() == (
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (  # after the note on the photos not named
             f"caption data: {tsv}: skipped 1 of 2 images whose files are missing (first: {folder / typed}{said})"
         )
+
+
+def test_photos_no_caption_line_names_are_counted_in_one_note(tmp_path, capsys):
+    """A captions file naming 2 of a folder's 4 photos trained on 2, and nothing said so."""
+    folder, tsv = _folder(tmp_path), tmp_path / "captions.tsv"
+    (folder / "sub").mkdir()
+    for name in ("c.png", "sub/d.jpg"):
+        Image.new("RGB", (16, 16), (len(name) * 20, 10, 10)).save(folder / name)
+    (folder / "notes.txt").write_text("not a photo")
+    tsv.write_text("".join(_lines()), encoding="utf-8")
+    assert _read(folder, tsv) == CAPTIONS
+    assert capsys.readouterr().err.strip() == (
+        f"caption data: {tsv}: 2 photo(s) in {folder} have no caption line (first: c.png): not trained on"
+    )
+    tsv.write_text("".join(_lines()) + "c.png\ta red square\nsub/d.jpg\ta square\n", encoding="utf-8")
+    _read(folder, tsv)
+    assert capsys.readouterr().err == ""
