@@ -23,7 +23,6 @@ from text_attn.core.modelfile import (
     file_name,
     is_lightning_checkpoint,
     mean_weights,
-    not_finite,
     read_export_source,
     shares_said,
     weights_said,
@@ -106,16 +105,12 @@ def load_any(path: str):
     path = str(model_path(path))  # a bundled model by name (flickr8k, shapes), as model.init_from takes it
     data = read_export_source(path)
     if isinstance(data, dict) and "format" in data:
-        loaded = Captioner.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
-    elif is_lightning_checkpoint(data) and checkpoint_family(data) not in (None, KIND):  # text-train's: text-export
+        return Captioner.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
+    if is_lightning_checkpoint(data) and checkpoint_family(data) not in (None, KIND):  # a text-train one: text-export
         raise ModelFileError(checkpoint_message(path, data, KIND))
-    elif isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
-        loaded = model_from_checkpoint(data, path), "checkpoint"
-    else:
-        raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
-    if bad := not_finite(loaded[0].model.state_dict()):  # exported, it captioned "yellow yellow yellow ...", exit 0
-        raise ModelFileError(f"{path}: {bad}")
-    return loaded
+    if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
+        return model_from_checkpoint(data, path), "checkpoint"
+    raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
 
 
 def _load_option(option: str, path: str, src: str, decoders: bool, settings: dict):

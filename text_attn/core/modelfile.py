@@ -185,7 +185,9 @@ def _refuse_checkpoint_in_place(src: str | Path, out: str | Path) -> None:
 
 def read_export_source(src: str | Path) -> Any:
     """``torch.load`` of what an export command is given (a training checkpoint or a model file, to be told apart
-    by the caller); a missing or unreadable file raises :class:`ModelFileError` with one line."""
+    by the caller); a missing or unreadable file, or one whose weights are not all finite (:func:`not_finite`: every
+    source of an export, CHECKPOINT or ``--average`` / ``--ensemble`` file, is read here), raises
+    :class:`ModelFileError` with one line."""
     import torch
 
     path = Path(src)
@@ -193,11 +195,15 @@ def read_export_source(src: str | Path) -> Any:
     if missing:
         raise ModelFileError(missing)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        data = torch.load(path, map_location="cpu", weights_only=True)
     except OSError as exc:  # there, but unreadable (no permission): its reason, not a verdict on its content
         raise ModelFileError(cannot_read(src, exc)) from None
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
         raise ModelFileError(f"{src}: not a checkpoint or model file ({type(exc).__name__})") from None
+    state = data.get("state_dict") if isinstance(data, dict) else None
+    if isinstance(state, dict) and (bad := not_finite(state)):  # a diverged run's: exported or averaged, exit 0,
+        raise ModelFileError(f"{src}: {bad}")  # it captioned "yellow yellow ..." and translated empty lines
+    return data
 
 
 def check_model_data(path: str | Path, data: Any, kind: str, version: int = 1) -> dict[str, Any]:
@@ -388,9 +394,6 @@ def mean_weights(
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise ModelFileError(f"{source}: its weights are not all tensors: damaged, cannot average")
     shares = [1.0] * len(states) if shares is None else _scaled([float(w) for w in shares])
-    for state, source in zip(states, sources, strict=True):
-        if bad := not_finite(state):  # a diverged run's weights: its NaN would spread through the whole mean
-            raise ModelFileError(f"{source}: {bad}: cannot average")
 
     def rows(t: torch.Tensor) -> torch.Tensor:  # (R, C): a row per entry of dim 0 (one row for a scalar)
         return t.double().reshape(t.shape[0], -1) if t.dim() else t.double().reshape(1, 1)

@@ -21,7 +21,6 @@ from text_attn.core.modelfile import (
     export_command,
     file_name,
     mean_weights,
-    not_finite,
     shares_said,
     weights_said,
 )
@@ -228,8 +227,6 @@ def export_main(argv: list[str] | None = None) -> int:
         check_shares(weights, average)  # before anything is read
         extra = read_info(info) if info else {}  # before the source is read: a bad --info is said at once
         content, what = read_source(src)
-        if bad := not_finite(content["state_dict"]):  # exported, it translated every line as an empty one, exit 0
-            raise ModelFileError(f"{src}: {bad}")
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
         tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
         n = sum(v.numel() for v in tensors.values())
