@@ -78,6 +78,7 @@ from typing import Any
 
 from captioning.model.reading import APOSTROPHES, caption_tokens
 from captioning.training.attention_targets import TokenBoxes
+from text_attn.core.common_words import unspaced
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import (
     SEMICOLONS,
@@ -460,18 +461,11 @@ def _copies_as_one(items: list[ImageItem], tsv: Path) -> list[ImageItem]:
 def _uncaptioned_note(image_dir: Path, tsv: Path, items) -> None:
     """One note counting the photos of the folder (its subfolders too, hidden ones aside) that no line of the captions
     file names: they are not trained on, and nothing said so (a file naming 10 of 12 photos trained on 10)."""
-    from captioning.photos.image_paths import IMAGE_EXTENSIONS
+    from captioning.photos.image_paths import image_paths  # the folder's photos, as caption lists them
 
     named = {file_identity(item.path) for item in items} - {None}
-    left: list[str] = []
-    for root, dirs, files in os.walk(image_dir):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith(".") or os.path.splitext(name)[1].lower() not in IMAGE_EXTENSIONS:
-                continue
-            path = Path(root) / name
-            if file_identity(path) not in named:
-                left.append(str(path.relative_to(image_dir)))
+    photos = image_paths([str(image_dir)])
+    left = [os.path.relpath(path, image_dir) for path in photos if file_identity(path) not in named]
     if left:
         say(f"caption data: {inert(tsv)}: {len(left)} photo(s) in {inert(image_dir)} have no caption line (first: "
             f"{inert(left[0])}): not trained on")  # fmt: skip
@@ -489,11 +483,8 @@ def _caption_column(rows: list[tuple[int, list[str]]]) -> int:
 def _unspaced_note(tsv: Path, captions: list[str]) -> None:
     """One note where the captions are one or two words each though long: a language written without spaces
     (Chinese, Japanese, Thai), each caption read as one word, every unseen one <unk>."""
-    if len(captions) < 20:
-        return
-    words = sorted(len(caption_tokens(c)) for c in captions)[len(captions) // 2]
-    letters = sorted(len(c) for c in captions)[len(captions) // 2]
-    if words <= 2 and letters >= 8:
+    if found := unspaced([len(caption_tokens(c)) for c in captions], [len(c) for c in captions]):
+        words, letters = found
         say(f"caption data: note: {inert(tsv)}: its captions are {words} word(s) each (the median; {letters} "
             "characters): a language written without spaces (Chinese, Japanese, Thai)? Captions are read as words "
             "between spaces, so each is one word; write them with a space between words (a word segmenter: jieba, "

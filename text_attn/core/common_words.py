@@ -68,3 +68,16 @@ def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
             notes.append(f"the {side} sentences read as {NAMES[found]}, not {NAMES[code]} as {flag} {code} says (their "
                          f"common words are {NAMES[found]}'s): columns or codes swapped?")  # fmt: skip
     return notes
+
+
+UNSPACED_LEAST = 20  # sentences looked at before a text is said to be written without spaces
+
+
+def unspaced(words: list[int], chars: list[int]) -> tuple[int, int] | None:
+    """(the median words, the median characters) of sentences (each one's count of words and of characters) that
+    are one or two words each though long: a language written without spaces (Chinese, Japanese, Thai), each
+    sentence one word to a tokenizer that splits at spaces; None for others, or fewer than UNSPACED_LEAST."""
+    if len(words) < UNSPACED_LEAST:
+        return None
+    n, letters = sorted(words)[len(words) // 2], sorted(chars)[len(chars) // 2]
+    return (n, letters) if n <= 2 and letters >= 8 else None

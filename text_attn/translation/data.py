@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import composed
-from text_attn.core.common_words import SAMPLE, language_notes
+from text_attn.core.common_words import SAMPLE, language_notes, unspaced
 from text_attn.core.data_note import note_facts
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert
@@ -585,8 +585,6 @@ def _start_language(start: StartVocabulary, sources: list[str], task: str) -> st
 def _unspaced_note(train: list[Example]) -> None:
     """One note where a side's training sentences are one or two words each to the word tokenizer though long: a
     language written without spaces (Chinese, Japanese, Thai), each sentence one word, every unseen one <unk>."""
-    if len(train) < 20:
-        return
 
     def words(tokens: list[str]) -> int:  # punctuation left out: "我们今天去公园，然后去看电影。" is 2 words, 4 tokens
         return sum(map(is_word, tokens))
@@ -595,8 +593,8 @@ def _unspaced_note(train: list[Example]) -> None:
         ("source", [words(e.src) for e in train], [len(e.src_text or "") for e in train]),
         ("target", [words(e.tgt) for e in train], [len(e.tgt_text or "") for e in train]),
     ):
-        n, letters = sorted(lengths)[len(lengths) // 2], sorted(chars)[len(chars) // 2]
-        if n <= 2 and letters >= 8:
+        if found := unspaced(lengths, chars):
+            n, letters = found
             say(f"text data: note: the {side} side's training sentences are {n} word(s) each (the median; "
                 f"{letters} characters): a language written without spaces (Chinese, Japanese, Thai)? The word "
                 "tokenizer takes each such sentence as one word; data.tokenizer subword splits it into "
