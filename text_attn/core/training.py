@@ -75,12 +75,17 @@ def check_finite(loss: torch.Tensor, step: int) -> None:
         )
 
 
-def save_random_state(checkpoint: dict[str, Any]) -> None:
-    """Python, torch (and CUDA) random states, so dropout and sampling continue as if never interrupted."""
+def random_state() -> dict[str, Any]:
+    """Python, torch (and CUDA) random states now, as :func:`restore_random_state` sets them."""
     state = {"python": random.getstate(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
-    checkpoint["random_state"] = state
+    return state
+
+
+def save_random_state(checkpoint: dict[str, Any]) -> None:
+    """The random states in ``checkpoint``, so dropout and sampling continue as if never interrupted."""
+    checkpoint["random_state"] = random_state()
 
 
 def restore_random_state(state: dict[str, Any] | None) -> None:
@@ -108,8 +113,7 @@ def replay_epoch_start(trainer) -> None:
     done = loop.epoch_loop.batch_progress.current.ready if loop is not None else 0
     if not isinstance(batches, int) or batches <= 0 or done < batches:
         return
-    loaders = getattr(getattr(loop, "_combined_loader", None), "flattened", None) or []
-    for loader in loaders:
+    for loader in _train_loaders(trainer):
         if not isinstance(loader, torch.utils.data.DataLoader) or loader.generator is not None:
             continue
         if loader.persistent_workers and loader.num_workers > 0:
@@ -306,11 +310,16 @@ def _validates_this_epoch(trainer) -> bool:
     return bool(getattr(trainer, "enable_validation", False)) and due and at_end
 
 
+def _train_loaders(trainer) -> list[Any]:
+    """The fit's train loaders, as Lightning's fit loop holds them (none before it has them)."""
+    loop = getattr(trainer, "fit_loop", None)
+    return getattr(getattr(loop, "_combined_loader", None), "flattened", None) or []
+
+
 def _train_loader_seeds_itself(trainer) -> bool:
     """Whether the fit's train loader draws its seeds from a generator of its own (text_attn.core.streaming's), not
     from torch's (a DataLoader without one draws its base seed there as an epoch starts)."""
-    loop = getattr(trainer, "fit_loop", None)
-    loaders = getattr(getattr(loop, "_combined_loader", None), "flattened", None) or []
+    loaders = _train_loaders(trainer)
     return bool(loaders) and all(getattr(loader, "generator", None) is not None for loader in loaders)
 
 
@@ -568,7 +577,7 @@ class RunState:
                     # a loader with its own generator (a chunk folder's) draws nothing at the epoch's start in the run
                     # that saved, and the resumed one draws a number before its first batch: that batch starts from
                     # the state the validation left (dropout ran one draw ahead, the weights differed)
-                    self._state_at_first_batch = {"python": random.getstate(), "torch": torch.get_rng_state()}
+                    self._state_at_first_batch = random_state()
             else:
                 replay_epoch_start(self.trainer)
         elif due:
