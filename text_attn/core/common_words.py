@@ -54,9 +54,9 @@ def other_language(lines: Iterable[str], given: str) -> str | None:
 
 
 def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
-    """The notes on a corpus's language codes (``sides``: "source" / "target" -> (the code given, its sentences)):
-    a code whose side reads clearly as another of COMMON's languages (columns or codes swapped), and a language's name
-    typed for its code ("german" for de)."""
+    """The notes on a corpus's language codes (``sides``: "source" / "target" -> (the code given, a sample of its
+    sentences, SAMPLE of them: the caller's cut)): a code whose side reads clearly as another of COMMON's languages
+    (columns or codes swapped), and a language's name typed for its code ("german" for de)."""
     notes = []
     for side, (code, lines) in sides.items():
         flag = "data.src_lang" if side == "source" else "data.tgt_lang"
@@ -64,7 +64,7 @@ def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
             notes.append(f"{flag} {code!r} is a language's name: give its code, {TYPED_NAMES[code.lower()]!r} (the "
                          "model file records what is given)")  # fmt: skip
             code = TYPED_NAMES[code.lower()]
-        if code and (found := other_language(lines[:SAMPLE], code)):
+        if code and (found := other_language(lines, code)):
             notes.append(f"the {side} sentences read as {NAMES[found]}, not {NAMES[code]} as {flag} {code} says (their "
                          f"common words are {NAMES[found]}'s): columns or codes swapped?")  # fmt: skip
     return notes
