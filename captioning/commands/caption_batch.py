@@ -231,7 +231,17 @@ def overlay_tail(args: argparse.Namespace) -> str:
     return f"-attention.{getattr(args, 'overlay_format', None) or 'png'}"
 
 
-def drawn_overlays(args: argparse.Namespace) -> set[str]:
+def drawn_overlays(args: argparse.Namespace) -> frozenset[str]:
+    """:func:`_drawn_overlays`, found once a run (the run's outputs are checked with them, then its photos named: a
+    resumed --jsonl FILE of a million records was read for each)."""
+    asked = tuple(getattr(args, name, None) for name in ("overlay", "jsonl", "html", "resume"))
+    found = getattr(args, "overlays_taken", None)
+    if found is None or found[0] != asked:
+        found = args.overlays_taken = asked, frozenset(_drawn_overlays(args))
+    return found[1]
+
+
+def _drawn_overlays(args: argparse.Namespace) -> set[str]:
     """With ``--resume``, the names of the overlays the --jsonl FILE's records name in --overlay DIR (NAME-attention.png
     -> NAME, in any of the formats), which a resumed run's new photos are named apart from: its input list may have
     grown, and a new x/P.jpg sorted before the y/P.jpg an earlier run drew as P-attention.png would otherwise be named
