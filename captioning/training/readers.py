@@ -409,7 +409,7 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         say(f"caption data: {inert(tsv)}: {len(repeated)} line(s) repeat a photo and caption of a line before (first: "
             f"line {repeated[0]}): each read once")  # fmt: skip
     _unspaced_note(tsv, [raw for item in by_name.values() for raw in item.raw])
-    _uncaptioned_note(image_dir, tsv, by_name.values())
+    _uncaptioned_note(image_dir, tsv, set(by_file))  # the files the lines name, found as they were read
     if wide:
         split = "a comma outside quotes splits it" if comma else "a tab typed inside a caption splits it"
         say(f"caption data: {inert(tsv)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the "
@@ -458,12 +458,12 @@ def _copies_as_one(items: list[ImageItem], tsv: Path) -> list[ImageItem]:
     return [item for item in items if id(item) not in gone]
 
 
-def _uncaptioned_note(image_dir: Path, tsv: Path, items) -> None:
+def _uncaptioned_note(image_dir: Path, tsv: Path, named: set[tuple[int, int]]) -> None:
     """One note counting the photos of the folder (its subfolders too, hidden ones aside) that no line of the captions
-    file names: they are not trained on, and nothing said so (a file naming 10 of 12 photos trained on 10)."""
+    file names (``named``: the files the lines name, by file_identity): they are not trained on, and nothing said so
+    (a file naming 10 of 12 photos trained on 10)."""
     from captioning.photos.image_paths import image_paths  # the folder's photos, as caption lists them
 
-    named = {file_identity(item.path) for item in items} - {None}
     photos = image_paths([str(image_dir)])
     left = [os.path.relpath(path, image_dir) for path in photos if file_identity(path) not in named]
     if left:
