@@ -162,6 +162,11 @@ def test_caption_data_sizes_out_of_range_are_refused_by_name(args, message, caps
         (["--data.train_size", "-1"], "data.train_size must be 0 or more, got -1"),
         (["--data.batch_size", "0"], "data.batch_size must be at least 1, got 0"),
         (["--data.tokenizer", "bpe"], "data.tokenizer 'bpe': choose word or subword"),
+        (["--data.min_freq", "0"], "data.min_freq must be at least 1, got 0"),  # was read as 1, recorded as 0
+        (
+            ["--data.max_vocab", "4"],
+            "data.max_vocab must be more than 4 (it counts <pad> <bos> <eos> <unk>; omit it for no cap), got 4",
+        ),
     ],
 )
 def test_text_data_options_out_of_range_are_refused_by_name(args, message, capsys, cli_run_in_tmp):

@@ -41,7 +41,7 @@ from text_attn.core.data_note import note_facts
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert
 from text_attn.core.streaming import is_chunk_folder, streaming_loader, world_size_of
-from text_attn.core.vocab import Vocabulary, is_word
+from text_attn.core.vocab import SPECIALS, Vocabulary, is_word
 from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.pairs import Example, TaskError
 from text_attn.translation.source_check import LANGUAGES, source_check, token_lengths, unlike_language
@@ -238,6 +238,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                                  "e.g. --data.val_size 100")  # fmt: skip
         if batch_size < 1:
             raise ValueError(f"data.batch_size must be at least 1, got {batch_size}")
+        if min_freq < 1:  # read as 1 before: every word kept, while the run recorded 0
+            raise ValueError(f"data.min_freq must be at least 1, got {min_freq}")
+        if max_vocab is not None and max_vocab <= len(SPECIALS):  # a vocabulary of <pad> <bos> <eos> <unk> alone
+            raise ValueError(f"data.max_vocab must be more than {len(SPECIALS)} (it counts <pad> <bos> <eos> <unk>; "
+                             f"omit it for no cap), got {max_vocab}")  # fmt: skip
         if root and task != "pair" and not is_chunk_folder(root):  # said before the Trainer is made, not after
             raise ValueError(f"data.root {root}: not a chunk folder (text-train optimize writes one); task {task} "
                              "reads no data.root")  # fmt: skip
