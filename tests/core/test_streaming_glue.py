@@ -99,6 +99,28 @@ def test_a_damaged_chunk_is_one_line_naming_its_file(chunks, tmp_path):
         read_all(bad, "train")
 
 
+def test_a_missing_or_cut_chunk_is_refused_as_the_split_opens(chunks, tmp_path):
+    """A chunk file lost in a copy was found when training reached its first sample, after LitData's wait, as "a
+    damaged chunk (ChunkWaitTimeoutError)"; one cut short, likewise. Both are now named as the split opens."""
+    from text_attn.core.streaming import split_dataset
+
+    for case in ("missing", "cut"):
+        bad = tmp_path / case
+        shutil.copytree(chunks, bad)
+        last = sorted((bad / "train").glob("chunk-*.bin"))[-1]
+        if case == "missing":
+            last.unlink()
+        else:
+            last.write_bytes(last.read_bytes()[:-3])
+        with pytest.raises(ChunkError) as err:
+            split_dataset(bad, "train")
+        message = str(err.value)
+        assert message.startswith(str(last)) and "\n" not in message
+        assert ("missing (a chunk its index lists)" if case == "missing" else "its index says") in message
+        with pytest.raises(ChunkError):  # the loader fit makes, before any batch
+            streaming_loader(bad, BATCH, indices, seed=7)
+
+
 class _Runs:
     """A sample that runs code when unpickled (it would touch ``flag``): what a crafted chunk folder can hold."""
 

@@ -279,6 +279,7 @@ def split_dataset(root: str | Path, split: str, shuffle: bool = False, seed: int
     if not (path / "index.json").is_file():
         raise ChunkError(f"{path / 'index.json'}: missing (the {split} chunks' index)")
     _check_formats(path / "index.json")
+    _check_chunk_files(path)
     try:
         # batch_decode 0: each sample decoded when read (LitData's "auto" decoded windows of 256 feature samples, most
         # of them again for every sample: 20x slower)
@@ -309,6 +310,26 @@ def _check_formats(index: Path) -> None:
             f"{index}: declares sample formats {', '.join(unsafe)}, which optimize never writes ({', '.join(unsafe)} "
             "can run code when read): refused; run optimize again on the original data"
         )
+
+
+def _check_chunk_files(split: Path) -> None:
+    """Refuse (:class:`ChunkError`, one line naming it) a chunk file the index lists that is missing or of another
+    size: before, it was found when training reached its first sample, minutes in, after a wait, as "damaged"."""
+    index = json.loads((split / "index.json").read_text(encoding="utf-8"))  # _check_formats read it already
+    whole = not index.get("config", {}).get("compression")  # a compressed chunk's size is not chunk_bytes
+    for chunk in index.get("chunks", []):
+        try:
+            file, expected = split / str(chunk["filename"]), int(chunk["chunk_bytes"])
+        except (KeyError, TypeError, ValueError):
+            raise ChunkError(f"{split / 'index.json'}: not a readable chunk index: run optimize again") from None
+        try:
+            size = file.stat().st_size
+        except OSError:
+            raise ChunkError(f"{file}: missing (a chunk its index lists): copy the folder whole, or run optimize "
+                             "again") from None  # fmt: skip
+        if whole and size != expected:
+            raise ChunkError(f"{file}: {size:,} bytes, its index says {expected:,}: a chunk cut short or changed "
+                             "(copy the folder again, or run optimize again)")  # fmt: skip
 
 
 def one_line_of(err: BaseException) -> str:
