@@ -146,7 +146,7 @@ class PhotoStream(IterableDataset):
             pending.clear()
 
     def _member(self, sample: ShardSample) -> dict[str, Any]:
-        extra = {"key": sample.key, "reference": sample.text}
+        extra = {"key": sample.key or None, "reference": sample.text}  # None: the whole shard failed (no sample)
         if sample.error is not None:
             return {"name": sample.name, "tensor": None, "image": None, "error": sample.error, "note": None, **extra}
         return {**collection.read_photo(sample.name, sample.image, self.preprocess, self.keep, self.raw), **extra}

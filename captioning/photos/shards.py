@@ -51,8 +51,10 @@ class ShardSample:
 
     @property
     def name(self) -> str:
-        """How a record names the photo: ``SHARD.tar/KEY.jpg`` (``SHARD.tar/KEY`` when it has no image member)."""
-        return f"{self.shard}/{self.image_member or self.key}"
+        """How a record names the photo: ``SHARD.tar/KEY.jpg`` (``SHARD.tar/KEY`` when it has no image member;
+        ``SHARD.tar`` for a shard that cannot be read at all, not ``SHARD.tar/``)."""
+        member = self.image_member or self.key
+        return f"{self.shard}/{member}" if member else self.shard
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,10 @@ def test_not_a_tar_and_missing_file_are_one_error_sample(tmp_path):
     (tmp_path / "x.tar").write_bytes(b"hello" * 300)
     samples, _ = _read(tmp_path / "x.tar")
     assert len(samples) == 1 and "not a tar shard" in samples[0].error
+    assert samples[0].name == str(tmp_path / "x.tar")  # the record's "image": the shard, not "x.tar/"
     samples, _ = _read(tmp_path / "gone.tar")
     assert len(samples) == 1 and "cannot read the shard" in samples[0].error
+    assert samples[0].name == str(tmp_path / "gone.tar")
 
 
 def test_concatenated_tars_read_on(tmp_path):
