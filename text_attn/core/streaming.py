@@ -171,6 +171,7 @@ def optimize_splits(
 
     import litdata
 
+    from text_attn.core.optimize_stops import stops_said
     from text_attn.core.safe_files import atomic_output
 
     root = Path(out)
@@ -201,7 +202,7 @@ def optimize_splits(
         # a function that yields several samples an input: that split is written again)
         before = multiprocessing.get_start_method(allow_none=True)
         try:
-            with private_litdata_cache(root):
+            with private_litdata_cache(root), stops_said(root / split):  # Ctrl-C / SIGTERM: exit 130 / 143
                 litdata.optimize(
                     fn,
                     _as_json(items),
