@@ -42,7 +42,10 @@ textarea { width: 100%; min-height: 5em; font: inherit; padding: 6px; }
 .note { color: #92400e; font-size: 13px; }
 .read { color: var(--muted); font-size: 13px; }
 .alts button.alt { border: none; background: none; padding: 0; color: var(--accent); cursor: pointer; font: inherit;
-                   text-align: left; text-decoration: underline dotted; }
+                   text-align: left; text-decoration: underline dotted; max-width: 100%; overflow-wrap: anywhere;
+                   vertical-align: top; }  /* a beam's run-on word ("morningningning...") wraps in the card */
+.given { max-width: 100%; }  /* its words above the field where a phone has no room beside it */
+.given input { max-width: 100%; box-sizing: border-box; }
 """
 
 PAGE_JS = r"""
@@ -63,6 +66,10 @@ const Live = {
     try { data = await r.json(); } catch (e) { data = null; }
     if (!r.ok) throw new Error((data && (data.error || data.detail)) || `the server answered ${r.status}`);
     return data;
+  },
+  // an error's line; where a result is still shown under it, said to be the one before (it looked like this one's)
+  failed(message, out) {
+    return document.querySelector(`#${out} section`) ? `${message} (shown below: the one before)` : message;
   },
   b64(bytes) { let s = ""; for (const b of bytes) s += String.fromCharCode(b); return btoa(s); },
   // each token's label, by text_attn.core.token_labels' rules ("\u2581B\u00fc" "sche" -> "B\u00fc" "\u00b7sche"):
@@ -130,8 +137,15 @@ const Live = {
     // each word's probability: the unsure words marked (a caption given is read anyway)
     if (!given && document.getElementById("cap-unsure").checked) form.append("probs", "1");
     let rec;
+    const ask = Live.asked = (Live.asked || 0) + 1;  // photos picked while one is captioned: the last one's shown
     try { rec = await Live.post("/caption", form, {}); }
-    catch (e) { Live.status("cap-status", e.message, true); URL.revokeObjectURL(url); return; }
+    catch (e) {
+      URL.revokeObjectURL(url);
+      if (ask !== Live.asked) return;
+      Live.status("cap-status", Live.failed(`${file.name || "the pasted image"}: ${e.message}`, "cap-out"), true);
+      return;
+    }
+    if (ask !== Live.asked) { URL.revokeObjectURL(url); return; }  // a photo picked after this one: its answer
     // said by a screen reader (the status is role=status): the result arrived, and what it is
     Live.status("cap-status", `${given ? "read" : "captioned"}: ${rec.caption || rec.words.join(" ")}`);
     if (rec.preview) { URL.revokeObjectURL(url); url = "data:image/jpeg;base64," + rec.preview; }  // HEIC, TIFF
@@ -252,6 +266,8 @@ const Live = {
     const paragraphs = document.getElementById("tr-paragraphs").checked ? 1 : 0;
     const sentences = text.split(paragraphs ? /\n\s*\n/ : /\n+/).map((s) => s.trim()).filter((s) => s);
     Live.status("tr-status", "translating\u2026");
+    const go = document.getElementById("go");
+    go.disabled = true;  // a double click sent the request twice
     let res, read = false;
     try {
       const evidence = document.getElementById("tr-evidence").checked ? 1 : 0;
@@ -262,9 +278,11 @@ const Live = {
       const body = given ? { sentences, given, evidence, paragraphs }
         : { sentences, beam_size: beam, evidence, probs, paragraphs, ...(others ? { n_best: others } : {}) };
       res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" });
-    } catch (e) { Live.status("tr-status", e.message, true); return; }
+    } catch (e) { Live.status("tr-status", Live.failed(e.message, "tr-out"), true); return; }
+    finally { go.disabled = false; }
     const noted = (res.notes || []).length ? ` (note: ${res.notes.join("; ")})` : "";  // e.g. lines that break off
-    Live.status("tr-status", `translated: ${res.translations.map((t) => t.translation).join(" / ")}${noted}`);
+    const said = read ? "read" : "translated";  // a translation typed is read by the model, not written
+    Live.status("tr-status", `${said}: ${res.translations.map((t) => t.translation).join(" / ")}${noted}`);
     const out = document.getElementById("tr-out");
     out.textContent = "";
     res.translations.forEach((tr, k) => out.appendChild(Live.sentence(tr, k + 1, res.model, read)));
@@ -279,7 +297,7 @@ const Live = {
       : { sentences: [source], beam_size: beam, evidence, probs, ...(others ? { n_best: others } : {}) };
     let res;
     try { res = await Live.post("/translate", JSON.stringify(body), { "Content-Type": "application/json" }); }
-    catch (e) { Live.status("tr-status", e.message, true); return; }
+    catch (e) { Live.status("tr-status", Live.failed(e.message, "tr-out"), true); return; }
     const tr = res.translations[0];
     Live.status("tr-status", `${chosen ? "read" : "translated"}: ${tr.translation}`);
     sec.replaceWith(Live.sentence(tr, number, res.model, Boolean(chosen), Boolean(chosen)));
@@ -372,7 +390,9 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   const drop = document.getElementById("drop"), pick = document.getElementById("pick");
   drop.addEventListener("click", () => pick.click());
-  drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") pick.click(); });
+  drop.addEventListener("keydown", (e) => {  // as a button's: Space does not scroll the page too
+    if (e.key === "Enter" || e.key === " ") { e.preventDefault(); pick.click(); }
+  });
   // emptied once read: the same photo picked again (with a caption typed, or other options) is sent again
   pick.addEventListener("change", () => { const f = pick.files[0]; pick.value = ""; Live.caption(f); });
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
@@ -428,11 +448,13 @@ def _paragraphs_box(element_id: str) -> str:
     )
 
 
-def _given_box(element_id: str, placeholder: str) -> str:
+def _given_box(element_id: str, label: str, placeholder: str) -> str:
+    """A text for the model to read instead of writing its own, its ``label`` shown beside it (the placeholder alone
+    went as the user typed)."""
     return (
-        "<label title=\"the model reads this text instead of writing its own: each word's probability on hover, "
-        f'and where it looked for it (the beam size is then not used)"><input id="{element_id}" size="34" '
-        f'placeholder="{placeholder}"></label>'
+        '<label class="given" title="the model reads this text instead of writing its own: each word\'s probability '
+        f'on hover, and where it looked for it (the beam size is then not used)">{label} <input id="{element_id}" '
+        f'size="34" placeholder="{placeholder}"></label>'
     )
 
 
@@ -478,7 +500,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
     <input type="file" id="pick" accept="image/*" hidden></div>
   <div class="row">{_beam_select("beam", cap_beam)}{_evidence_box("cap-evidence", "regions")}
     {_unsure_box("cap-unsure", CAPTION_UNSURE, "caption")}
-    {_given_box("cap-given", "or type a caption for the model to read")}</div>
+    {_given_box("cap-given", "or read a caption:", "a caption for the model to read")}</div>
   <p class="status" id="cap-status" role="status"></p>
   <div id="cap-out"></div>
 </div>
@@ -489,7 +511,7 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
   <div class="row"><button id="go">Translate</button>{_beam_select("tr-beam", tr_beam)}{heads}
     {_evidence_box("tr-evidence", "source words", bool((text or {}).get("ensemble")))}{_unsure_box("tr-unsure")}
     {_paragraphs_box("tr-paragraphs")}
-    {_given_box("tr-given", "or type a translation to read")}</div>
+    {_given_box("tr-given", "or read a translation:", "a translation for the model to read")}</div>
   <p class="status" id="tr-status" role="status"></p>
   <div id="tr-out"></div>
 </div>

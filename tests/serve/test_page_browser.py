@@ -572,3 +572,82 @@ def test_a_translations_other_outputs_are_listed_and_one_clicked_is_read_in_its_
         assert body["sentences"] == ["ein mann"] and body["beam_size"] == 3 and "given" not in body
         page.locator("#tr-status", has_text="translated: a man").wait_for()
         assert page.errors == []
+
+
+@pytest.mark.long
+def test_the_pages_second_audit_long_outputs_typed_text_failed_uploads_double_clicks_and_keys(chromium, tmp_path):
+    """The second audit of the page (375 px wide): a beam's run-on word ran the page sideways; a translation typed
+    was said "translated:"; a failed upload's error did not name the file and sat over the earlier photo's card as if
+    it were this one's; a double click sent the request twice; Space on the drop zone also scrolled the page; the
+    fields of a text to read had no visible label."""
+    from attention_serve.page import CSP, render
+
+    html = render({"model": "tiny"}, {"model": "tiny", "network": "RNN"}, False, "de")
+    refused = {"error": "the upload is not an image in a photo format (JPEG, PNG, WebP, ...)"}
+    captions = [(200, RECORD), (415, refused)]
+    held: list = []  # the /translate requests, answered when the test says
+
+    def answer(route):
+        path = route.request.url[len(ORIGIN) :]
+        if path == "/":
+            route.fulfill(status=200, body=html, content_type="text/html", headers={"Content-Security-Policy": CSP})
+        elif path == "/caption":
+            status, body = captions.pop(0)
+            route.fulfill(status=status, body=json.dumps(body), content_type="application/json")
+        else:
+            held.append(route)
+
+    def reply(body: dict) -> None:
+        while not held:
+            page.wait_for_timeout(20)
+        held.pop(0).fulfill(status=200, body=json.dumps(body), content_type="application/json")
+
+    not_a_photo = tmp_path / "notimage.jpg"
+    not_a_photo.write_bytes(b"plain text, named .jpg")
+    with browser_page(shared=chromium) as page:
+        page.set_viewport_size({"width": 375, "height": 700})
+        page.route(f"{ORIGIN}/**", answer)
+        page.goto(ORIGIN + "/")
+        labels = page.evaluate("[...document.querySelectorAll('label.given')].map(l => l.textContent.trim())")
+        assert labels == ["or read a caption:", "or read a translation:"]
+        page.set_input_files("#pick", str(PHOTO))
+        page.wait_for_selector("#cap-out section[data-shown='-1']", state="attached")
+        page.evaluate("window.scrollTo(0, 0)")
+        page.evaluate("document.getElementById('pick').addEventListener('click', () => { window.picked = true; })")
+        page.focus("#drop")
+        page.keyboard.press(" ")
+        page.wait_for_timeout(300)  # a scroll is smooth, not at once
+        assert page.evaluate("[window.picked, window.scrollY]") == [True, 0]
+        page.set_input_files("#pick", str(not_a_photo))
+        page.wait_for_selector("#cap-status.error", state="attached")
+        said = page.locator("#cap-status").inner_text()
+        assert said == f"notimage.jpg: {refused['error']} (shown below: the one before)"
+        page.click("nav.tabs button[data-tab=translate]")
+        page.fill("#src", "ein mann")
+        page.fill("#tr-given", "a man")
+        page.click("#go")
+        assert page.evaluate("document.getElementById('go').disabled")  # while it is asked: one request
+        page.click("#go", force=True)
+        reply(TRANSLATED)
+        page.locator("#tr-status", has_text="read: a man").wait_for()
+        assert not page.evaluate("document.getElementById('go').disabled")
+        page.wait_for_timeout(200)
+        assert held == []  # the second click sent nothing
+        page.fill("#tr-given", "")
+        page.select_option("#tr-beam", "3")
+        page.click("#go")
+        run_on = "a morning" + "ning" * 30
+        (one,) = TRANSLATED["translations"]
+        reply({**TRANSLATED, "translations": [{**one, "n_best": [
+            {"translation": "a man", "score": -0.2, "truncated": False},
+            {"translation": run_on, "score": -3.0, "truncated": True}]}]})  # fmt: skip
+        page.wait_for_selector("#tr-out .alts button.alt")
+        assert page.locator("#tr-status").inner_text() == "translated: a man"
+        inside = page.evaluate("""() => {
+            const b = document.querySelector('#tr-out .alts button.alt').getBoundingClientRect();
+            const s = document.querySelector('#tr-out section').getBoundingClientRect();
+            return [b.right <= s.right, document.documentElement.scrollWidth]; }""")
+        assert inside == [True, 375]
+        # the refused upload is a message on the page; the browser logs the 415 itself
+        assert page.errors == ["console: Failed to load resource: the server responded with a status of 415 "
+                               "(Unsupported Media Type)"]  # fmt: skip
