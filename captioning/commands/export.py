@@ -16,6 +16,7 @@ from text_attn.core.info_file import add_info_option, merged_info, read_info
 from text_attn.core.modelfile import (
     ModelFileError,
     add_weights_option,
+    check_model_data,
     check_shares,
     checkpoint_family,
     checkpoint_message,
@@ -100,12 +101,12 @@ def _facts_fault(ckpt: dict, width: int) -> str | None:
 
 def load_any(path: str):
     """(Captioner, what) from a caption-train checkpoint or a caption model file."""
-    from captioning.model.captioner import KIND, Captioner
+    from captioning.model.captioner import KIND, VERSION, Captioner
 
     path = str(model_path(path))  # a bundled model by name (flickr8k, shapes), as model.init_from takes it
     data = read_export_source(path)
-    if isinstance(data, dict) and "format" in data:
-        return Captioner.load(path), "model file"  # its own checks name a wrong kind (e.g. a text model)
+    if isinstance(data, dict) and "format" in data:  # read once: its own checks name a wrong kind (a text model)
+        return Captioner.from_data(check_model_data(path, data, KIND, VERSION), path), "model file"
     if is_lightning_checkpoint(data) and checkpoint_family(data) not in (None, KIND):  # a text-train one: text-export
         raise ModelFileError(checkpoint_message(path, data, KIND))
     if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:

@@ -275,6 +275,13 @@ class Captioner:
             raise ModelFileError(said)
         typed, path = path, model_path(path)
         data = load_model_file(path, KIND, VERSION, map_location=map_location, typed=typed)
+        return cls.from_data(data, path, map_location)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], path: str | os.PathLike[str], map_location: Any = "cpu") -> Captioner:
+        """A captioner from a caption model file's contents already read (:func:`load_model_file`'s, or
+        ``check_model_data``'s: caption-export reads a file once to tell a checkpoint from a model file); ``path``
+        names it in errors."""
         try:
             vocab = Vocabulary.from_dict(data["vocab"])
             decoder = dict(data["decoder"])
