@@ -56,9 +56,9 @@ const Caption = {
   render(sec, d) {
     const words = sec.querySelectorAll(".w");
     const c = sec.cap = { d, a: Report.bytes(d.a), e: d.e ? Report.bytes(d.e) : null, t: -1, img: null, words };
-    const img = new Image();
-    img.onload = () => { c.img = img; Caption.paint(sec); };
-    img.src = d.img;
+    const img = sec.photo || new Image();  // sec.photo: loaded ahead for printing (Caption.preload)
+    if (img.complete && img.naturalWidth) c.img = img;  // painted at once, below: a print laid out next holds it
+    else { img.onload = () => { c.img = img; Caption.paint(sec); }; if (!sec.photo) img.src = d.img; }
     words.forEach((w, t) => {
       w.addEventListener("mouseenter", () => Caption.show(sec, t));
       w.addEventListener("click", () => Caption.show(sec, t));
@@ -67,6 +67,7 @@ const Caption = {
     sec.querySelector(".prev").addEventListener("click", () => sec.step(-1));
     sec.querySelector(".next").addEventListener("click", () => sec.step(1));
     sec.querySelector(".opacity").addEventListener("input", () => Caption.paint(sec));
+    if (c.img) Caption.paint(sec);
     // far from view (Report.lazy): the canvases' pixels are given back (384 x 384 x 4 bytes each; Chromium held
     // 2.9 GB after a page of 1,500 photos was read to the end) and drawn again on the way back; their size on the
     // page is kept, so nothing above the reader moves
@@ -157,8 +158,26 @@ const Caption = {
     const place = v === "middle" && h === "centre" ? "centre" : `${v} ${h}`;
     return `strongest at row ${r + 1}, column ${q + 1} of ${g} \u00d7 ${g}, ${place}`;
   },
+  // every section's photo loaded while the page is idle, a few at a time: a print draws every section at once
+  // (Report.lazy's beforeprint), and a photo still loading then (an image loads asynchronously) printed as a grey box;
+  // loaded, each is only its JPEG's bytes until drawn
+  preload() {
+    const secs = [...document.querySelectorAll("section.item")];
+    const later = window.requestIdleCallback || ((f) => setTimeout(f, 50));
+    const some = () => {
+      for (const sec of secs.splice(0, 20)) {
+        const node = sec.querySelector("script.data");
+        if (sec.photo || sec.dataset.built || !node) continue;
+        sec.photo = new Image(); sec.photo.src = JSON.parse(node.textContent).img;
+      }
+      if (secs.length) later(some);
+    };
+    later(some);
+  },
 };
 Report.lazy(Caption.render);
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", Caption.preload);
+else Caption.preload();
 """
 
 

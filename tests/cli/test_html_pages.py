@@ -356,6 +356,44 @@ def test_hundreds_of_sections_are_built_only_when_scrolled_to(browser, tmp_path)
     assert b.errors == []
 
 
+@pytest.mark.long
+def test_a_printed_page_holds_every_photo_and_long_words_wrap_in_their_cards(browser, tmp_path):
+    """The report audit: a print (or Save as PDF) held the photos of the sections on screen only, the others grey
+    boxes (never built, or asleep); and a reference's URL or a beam's run-on word ran the page sideways on a phone."""
+    import re as regex
+
+    page, n = tmp_path / "print.html", 40
+    rng = np.random.default_rng(3)
+    alphas = rng.dirichlet(np.ones(4), size=2)
+    run_on = "extennion" + "ern" * 60
+    with open_caption_page(page, "synthetic", 2) as report:
+        for k in range(1, n + 1):
+            image = Image.fromarray(rng.integers(0, 255, (30, 40, 3), dtype=np.uint8))  # each its own: none shared
+            beam = [
+                {"caption": "a dog", "score": -1.0, "truncated": False},
+                {"caption": run_on, "score": -9.0, "truncated": True},
+            ]
+            record = {"image": f"img{k}.png", "words": ["a", "dog"], "attention": alphas.tolist(), "grid": [2, 2],
+                      "size": [40, 30], "crop_box": [0, 0, 40, 30], "chosen": None, "error": None,
+                      "references": ["see https://example.org/" + "a" * 140], "caption": "a dog", "score": -1.0,
+                      "truncated": False, "n_best": beam}  # fmt: skip
+            report.add(image_section(k, record, image))
+    b = browser
+    b.page.set_viewport_size({"width": 375, "height": 700})
+    try:
+        b.open(page)
+        b.wait_for("document.querySelector('#i1').dataset.shown === '-1'")
+        b.eval("document.querySelectorAll('details').forEach((d) => { d.open = true; })")
+        assert b.eval("document.documentElement.scrollWidth") == 375
+        assert b.eval("document.querySelectorAll('section[data-built]').length") < n
+        b.wait_for(f"document.querySelector('#i{n}').photo && document.querySelector('#i{n}').photo.complete")
+        pdf = b.page.pdf()
+        assert len(regex.findall(rb"/Subtype\s*/Image", pdf)) == n  # every section's canvas, painted before print
+        assert b.errors == []
+    finally:
+        b.page.set_viewport_size({"width": 1200, "height": 900})  # the module's browser, as the other tests have it
+
+
 def test_a_long_translate_page_takes_down_the_grids_far_from_view_and_builds_them_again(browser, tmp_path):
     page, n, t = tmp_path / "many.html", 120, 6
     attention = np.random.default_rng(2).dirichlet(np.ones(t), size=(1, 1, t))  # (layers, heads, T, S): S = 5 + eos

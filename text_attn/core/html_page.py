@@ -61,6 +61,8 @@ section.item h2 { font-size: 13px; font-weight: 600; margin: 0 0 8px; color: var
 .hint { color: var(--muted); font-size: 12px; }
 .alts { font-size: 13px; color: var(--muted); margin: 6px 0; }  /* --n-best: the beam's other outputs (alternatives) */
 .alts ol { margin: 4px 0 0; padding-left: 22px; }
+/* a run-on word (a model's "extennionernern...", a URL in a reference) wraps in its card, not the page sideways */
+.note, .alts li, .refs li, p.translation, .read { overflow-wrap: anywhere; }
 button, select { font: inherit; font-size: 13px; }
 kbd { border: 1px solid var(--line); border-radius: 3px; padding: 0 3px; font-size: 11px; }
 /* a page its run did not finish (HtmlPage.close's partial): the note, moved into the header by CORE_JS; 7.3:1 */
@@ -98,6 +100,9 @@ const Report = {
       sec.addEventListener("focusin", () => Report.activate(sec));
     };
     const secs = document.querySelectorAll("section.item");
+    // printed or saved as PDF: every section drawn, those never near the view and those asleep alike (a print held
+    // the two sections on screen; the others were grey boxes)
+    window.addEventListener("beforeprint", () => secs.forEach((s) => { build(s); if (s.wake) s.wake(); }));
     if (!("IntersectionObserver" in window)) { secs.forEach(build); return; }
     const io = new IntersectionObserver((entries) => entries.forEach((e) => {
       const sec = e.target;
