@@ -8,17 +8,22 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from _runs import StageError
+from _runs import StageError, check_corpus, text_models
 
 
 def corpus_options(p: argparse.ArgumentParser) -> None:
     """--data-root, --models, --split, --src-lang, --tgt-lang: one split of a corpus, translated by a few models."""
     p.add_argument("--data-root", type=Path, required=True, help="the corpus: <split>.<lang>[.gz] files (Multi30k)")
-    p.add_argument("--models", default="transformer,bahdanau",
+    p.add_argument("--models", type=text_models, default="transformer,bahdanau",
                    help="comma-separated model files or bundled names (default: transformer,bahdanau)")  # fmt: skip
     p.add_argument("--split", default="test_2016_flickr", help="the split translated (default: test_2016_flickr)")
     p.add_argument("--src-lang", default="de", help="the models' source language (default: de)")
     p.add_argument("--tgt-lang", default="en", help="the references' language (default: en)")
+
+
+def check_corpus_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--data-root's split in both languages, before any model runs; named by the option, not data.root."""
+    check_corpus(p, "--data-root", args.data_root, args.split, args.src_lang, args.tgt_lang)
 
 
 def each_model(args: argparse.Namespace, sources: list[str], rows_of: Callable, table: Callable) -> int:

@@ -90,6 +90,125 @@ def _said(err: BaseException) -> str:
     return one_line(err, 400)
 
 
+def at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type of a count that must be at least ``minimum`` (``at_least(0)``: a count where 0 means none, a
+    soak or a fault row left out): a negative one, or 0 where it means nothing, was taken and failed far from the
+    option, or silently did nothing. text_attn.core.errors.positive_int is ``at_least(1)`` with its own name."""
+
+    def count(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    count.__name__ = "integer"  # argparse's line for "abc": "invalid integer value: 'abc'"
+    return count
+
+
+def int_list(minimum: int) -> Callable[[str], list[int]]:
+    """argparse type of comma-separated counts (``--workers 1,2``), each at least ``minimum``: parsed when the options
+    are read, not after the photos are written or the baselines ran."""
+
+    def counts(text: str) -> list[int]:
+        try:
+            values = [int(x) for x in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        if min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"each must be at least {minimum}, got {text}")
+        return values
+
+    return counts
+
+
+def torch_device(text: str) -> str:
+    """argparse type of a torch device name (cpu, cuda, cuda:1): a name torch does not know was a RuntimeError
+    traceback where the device was first used. Whether the machine has it is the script's check."""
+    import torch  # here: --help stays fast
+
+    try:
+        torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a torch device (cpu, cuda, cuda:1, ...)") from None
+    return text
+
+
+def existing_file(text: str) -> Path:
+    """argparse type of an input file: one that is not there is refused naming the option, not met after the work
+    before it ("[Errno 2]" without the option)."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
+    return path
+
+
+def _model(text: str, names: dict[str, Path]) -> str:
+    from text_attn.core.bundled_names import resolve
+
+    if not resolve(text, names, Path()).is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such model file (nor a bundled model: {', '.join(names)})")
+    return text
+
+
+def text_model(text: str) -> str:
+    """argparse type of a translation model: a bundled name (transformer, bahdanau) or a file that exists, checked
+    when the options are read (it was loaded after minutes of other rows). The text, as Translator.load takes it."""
+    from text_attn.translation.bundled import MODEL_NAMES
+
+    return _model(text, MODEL_NAMES)
+
+
+def text_models(text: str) -> str:
+    """argparse type of comma-separated translation models (``--models transformer,M.pt``), each as
+    :func:`text_model`."""
+    for name in text.split(","):
+        text_model(name)
+    return text
+
+
+def caption_model(text: str) -> str:
+    """argparse type of a caption model: a bundled name (flickr8k, shapes) or a file that exists, as
+    :func:`text_model`."""
+    from captioning.model.bundled import MODEL_NAMES
+
+    return _model(text, MODEL_NAMES)
+
+
+def check_corpus(p: argparse.ArgumentParser, option: str, root: Path, split: str, *langs: str,
+                 split_option: str | None = None) -> None:  # fmt: skip
+    """Refuse (``p.error``, naming ``option``) a corpus folder that is not one or lacks ``<split>.<lang>[.gz]`` for
+    each of ``langs``: checked before the work, and named by the option typed, not the config key (data.root). A split
+    the user named (``split_option``, e.g. --splits): a missing one names that option."""
+    if not root.is_dir():
+        p.error(f"{option} {root}: no such folder")
+    for lang in langs:
+        if not any((root / f"{split}.{lang}{gz}").is_file() for gz in ("", ".gz")):
+            said = f"neither {split}.{lang} nor {split}.{lang}.gz"
+            if split_option:
+                p.error(f"{split_option} {split}: {root} holds {said}")
+            p.error(f"{option} {root}: found {said}")  # as text_attn.translation.corpora words it
+
+
+def check_flickr8k(p: argparse.ArgumentParser, option: str, root: Path) -> None:
+    """Refuse (``p.error``, naming ``option``) a Flickr8k folder that is missing or holds neither layout (the cheap
+    check of captioning.training.readers.detect_layout), before the work."""
+    from captioning.training.readers import detect_layout
+
+    try:
+        detect_layout(root)
+    except Exception as err:  # CaptionDataError: one line
+        if type(err).__name__ not in BAD_INPUT:
+            raise
+        p.error(f"{option} {_said(err)}")
+
+
+def check_new_folder(p: argparse.ArgumentParser, option: str, folder: Path) -> None:
+    """Refuse (``p.error``, naming ``option``) an output folder that is a file: its ``mkdir`` was a FileExistsError
+    traceback."""
+    if folder.exists() and not folder.is_dir():
+        p.error(f"{option} {folder}: a file, not a folder")
+
+
 _WRITTEN: dict[str, str] = {}  # console scripts written by this process where the project is not installed
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from _runs import run_stage
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text
 
 CHOSEN = ("beam", "length_penalty", "no_repeat_ngram")  # one row's decoding setting, as the tuners' JSON names it
@@ -24,10 +25,13 @@ def add_grid_options(
     no_repeat_ngrams: list[int],
     length_penalties: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5),
 ) -> None:
-    p.add_argument("--beams", type=int, nargs="+", default=beams)
-    p.add_argument("--length-penalties", type=float, nargs="+", default=list(length_penalties))
+    p.add_argument("--beams", type=int, nargs="+", default=beams,
+                   help=f"beam widths tried (default: {' '.join(map(str, beams))}; 1: greedy)")  # fmt: skip
+    penalties = " ".join(map(str, length_penalties))
+    p.add_argument("--length-penalties", type=float, nargs="+", default=list(length_penalties),
+                   help=f"length penalties tried with each beam above 1 (default: {penalties})")  # fmt: skip
     p.add_argument("--no-repeat-ngrams", type=int, nargs="+", default=no_repeat_ngrams, help="n-gram blocks (0: off)")
-    p.add_argument("--json", type=Path, help="also write the table to this file")
+    p.add_argument("--json", type=new_file, help="also write the table to this file")
     p.add_argument("--write", action="store_true", help="record the chosen setting in the model file")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from _runs import console_script, logged_curve
 
+from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text
 
 BUDGET = "budget.json"  # in a variant's folder once its fit ended: {"minutes": M} or {"epochs": E}
@@ -78,7 +79,7 @@ def add_options(p: argparse.ArgumentParser, family_help: str) -> None:
     p.add_argument("--minutes", type=int, help="instead of --epochs: minutes each variant trains")
     p.add_argument("--variants", "--schedules", help=f"comma-separated (default: all): {family_help}")
     p.add_argument("--parallel", type=int, default=1, help="fits at once (a GPU holds several)")
-    p.add_argument("--json", type=Path, help="also write every val curve to this file")
+    p.add_argument("--json", type=new_file, help="also write every val curve to this file")
     p.add_argument("--retrain", action="store_true", help="train every variant again, even one already trained")
     p.add_argument("fit_args", nargs="*", help="after --: more fit options for every variant (they win)")
 

@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from text_attn.core.errors import new_file  # noqa: E402
+from _runs import check_corpus, existing_file, text_model  # noqa: E402
+
+from text_attn.core.errors import new_file, positive_int  # noqa: E402
 
 GOLD = ROOT / "benchmarks" / "data" / "multi30k_val_alignments.txt"
 
@@ -104,17 +106,24 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--multi30k-root", type=Path, default=ROOT.parent / "shared" / "data" / "multi30k")
-    p.add_argument("--gold", type=Path, default=GOLD, help="gold links, a line per val pair from the first")
-    p.add_argument("--first-line", type=int, default=1, help="the val line the gold file's first line links")
-    p.add_argument("--limit", type=int, help="score the first N gold pairs only (default: all)")
-    p.add_argument("--iterations", type=int, default=5, help="EM iterations of the statistical aligner")
-    p.add_argument("--transformer", default="transformer", help="the Transformer's model file (default: the bundled)")
-    p.add_argument("--bahdanau", default="bahdanau", help="the GRU's model file (default: the bundled)")
+    p.add_argument("--multi30k-root", type=Path, default=ROOT.parent / "shared" / "data" / "multi30k",
+                   help="Multi30k (train and val .de/.en[.gz]; default: ../shared/data/multi30k)")  # fmt: skip
+    p.add_argument("--gold", type=existing_file, default=GOLD, help="gold links, a line per val pair from the first")
+    p.add_argument("--first-line", type=positive_int, default=1,
+                   help="the val line the gold file's first line links (lines count from 1; default 1)")  # fmt: skip
+    p.add_argument("--limit", type=positive_int, help="score the first N gold pairs only (default: all)")
+    p.add_argument("--iterations", type=positive_int, default=5, help="EM iterations of the statistical aligner")
+    p.add_argument("--transformer", type=text_model, default="transformer",
+                   help="the Transformer's model file (default: the bundled)")  # fmt: skip
+    p.add_argument("--bahdanau", type=text_model, default="bahdanau",
+                   help="the GRU's model file (default: the bundled)")  # fmt: skip
     p.add_argument("--skip-baselines", action="store_true", help="the models' rows only (no aligner training)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=positive_int, default=2, help="torch CPU threads (default 2)")
     p.add_argument("--json", type=new_file, help="write every row here")
     args = p.parse_args(argv)
+    # the val pairs always, train's for the aligner: before the aligner trains, named by the option
+    for split in ("val",) if args.skip_baselines else ("val", "train"):
+        check_corpus(p, "--multi30k-root", args.multi30k_root, split, "de", "en")
 
     import torch
     from _multi30k import read_pair

@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _runs import caption_model, check_flickr8k  # noqa: E402
+
 from text_attn.core.errors import new_file, positive_int  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
@@ -77,10 +79,15 @@ def main(argv: list[str] | None = None) -> int:
         name, sep, file = spec.partition("=")
         if not sep or not name or not file:
             p.error(f"--model {spec!r}: expected NAME=FILE")
+        try:  # each loaded after the ones before it measured every photo: checked first
+            caption_model(file)
+        except argparse.ArgumentTypeError as err:
+            p.error(f"--model {spec}: {err}")
         models.append((name, file))
     if args.photo:
         photos = args.photo
     elif args.flickr8k:
+        check_flickr8k(p, "--flickr8k", args.flickr8k)
         photos = val_photos(args.flickr8k, args.photos)
     else:
         p.error("give --flickr8k (its val photos) or --photo FILE")

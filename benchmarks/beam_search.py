@@ -133,14 +133,21 @@ def translation_rows(
     return rows
 
 
+TEST_SPLIT = "Flickr8k_text/Flickr_8k.testImages.txt"
+
+
+def no_test_split(root: Path) -> str:
+    return f"no {TEST_SPLIT} in {root}: give Flickr8k's folder as --flickr8k-root"
+
+
 def caption_rows(root: Path, rounds: int, limit: int, batch: int = 16) -> list[dict]:
     from captioning.model.bundled import BUNDLED_MODEL
     from captioning.model.captioner import Captioner
     from captioning.photos.preprocess import prepared
 
-    split = root / "Flickr8k_text" / "Flickr_8k.testImages.txt"
+    split = root / TEST_SPLIT
     if not split.is_file():
-        raise FileNotFoundError(f"no {split.relative_to(root)} in {root}: give Flickr8k's folder as --flickr8k-root")
+        raise FileNotFoundError(no_test_split(root))
     photos = [root / "Flicker8k_Dataset" / n for n in split.read_text().split()[:limit]]
     missing = [p for p in photos if not p.is_file()]
     if missing:
@@ -218,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     for f in args.translator:
         if not f.is_file():
             ap.error(f"--translator {f}: no such file")
+    # the data each part reads, before any part runs (the captioner's came after minutes of translation rows)
+    if args.multi30k_root is not None:
+        from _runs import check_corpus  # benchmarks/ is on sys.path when run as a script
+
+        check_corpus(ap, "--multi30k-root", args.multi30k_root, "test_2016_flickr", "de")
+    if args.flickr8k_root is not None and not args.no_bundled and not (args.flickr8k_root / TEST_SPLIT).is_file():
+        ap.error(no_test_split(args.flickr8k_root))
     torch.set_num_threads(args.threads)
     rows = []
     if args.multi30k_root is not None:

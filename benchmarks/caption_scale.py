@@ -31,10 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file
+from text_attn.core.errors import new_file, positive_int
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _runs import StageError, at_least, caption_model  # noqa: E402
 
 ENTRY = "import sys\nfrom captioning.commands.caption import caption_main\nsys.exit(caption_main(sys.argv[1:]))\n"
 
@@ -65,9 +67,20 @@ def run(tree: Path, inputs: list[str], out: Path, extra: list[str]) -> tuple[flo
     done = subprocess.run([sys.executable, str(entry), *inputs, "--jsonl", str(out), *extra], env=env,
                           capture_output=True, text=True)  # fmt: skip
     seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
-    if done.returncode != 0:
-        raise RuntimeError(f"caption failed ({done.returncode}): {done.stderr[-2000:]}")
+    if done.returncode != 0:  # one line (run_main): the command's own last line says why
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise StageError(f"caption {' '.join(extra)} failed (exit code {done.returncode}): {said[:300]}")
     return seconds, cpu
+
+
+def code_tree(text: str) -> Path:
+    """argparse type of --tree and --before: a folder holding the package ``captioning/`` (only PYTHONPATH names it:
+    a mistyped one ran the installed code, or failed at the first row)."""
+    tree = Path(text)
+    if not (tree / "captioning").is_dir():
+        said = "no such folder" if not tree.is_dir() else "holds no captioning/ package (a copy of the code's tree)"
+        raise argparse.ArgumentTypeError(f"{text}: {said}")
+    return tree
 
 
 def _children_cpu() -> float:
@@ -99,11 +112,12 @@ def merge_rate(tmp: Path, records: list[str], rows: int = 20_000) -> dict[str, f
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--photos", type=int, default=192, help="photos to caption (default: 192)")
-    p.add_argument("--repeats", type=int, default=3, help="runs of each row, in turn (default: 3)")
-    p.add_argument("--model", help="model file (default: the bundled Flickr8k model)")
-    p.add_argument("--tree", type=Path, default=ROOT, help="the code to time (default: this repository)")
-    p.add_argument("--before", type=Path, help="a tree of the code before a change: one more row run from it")
+    # at least 2: the 2-shard row packs half the photos into each shard
+    p.add_argument("--photos", type=at_least(2), default=192, help="photos to caption, at least 2 (default: 192)")
+    p.add_argument("--repeats", type=positive_int, default=3, help="runs of each row, in turn (default: 3)")
+    p.add_argument("--model", type=caption_model, help="model file (default: the bundled Flickr8k model)")
+    p.add_argument("--tree", type=code_tree, default=ROOT, help="the code to time (default: this repository)")
+    p.add_argument("--before", type=code_tree, help="a tree of the code before a change: one more row run from it")
     p.add_argument("--json", type=new_file, help="also write the rows as JSON here")
     args = p.parse_args(argv)
     from speed import photo_folder

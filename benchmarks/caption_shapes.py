@@ -40,7 +40,7 @@ from captioning.commands.train import caption_train_cli
 from captioning.model.captioner import Captioner
 from captioning.training.grounding import grounding
 from captioning.training.shapes import make_scenes
-from text_attn.core.errors import new_file
+from text_attn.core.errors import new_file, positive_int
 from text_attn.core.metrics import coco_metrics
 from text_attn.core.safe_files import write_text
 
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", nargs="+", default=["soft", "hard"], choices=list(MODELS), help="default: soft hard")
     p.add_argument("--runs", type=Path, default=ROOT / "runs" / "shapes", help="model files live here")
     p.add_argument("--retrain", action="store_true", help="train even when a model file exists")
-    p.add_argument("--beam-size", type=int, default=3)
+    p.add_argument("--beam-size", type=int, default=3, help="beam width of the test captions (default: 3)")
     p.add_argument("--test-size", type=int, default=500, help="held-out test scenes (default: 500)")
     p.add_argument("--json", type=new_file, help="also write the results here")
     p.add_argument(
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="do not also score hard models with the expected context at test time (the authors' sampler)",
     )
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument(
         "--fit-arg",
         action="append",

@@ -19,10 +19,10 @@ import json
 import sys
 import time
 
-from _multi30k import corpus_options
+from _multi30k import check_corpus_options, corpus_options
 
 from text_attn.core.casing import capitalised
-from text_attn.core.errors import new_file
+from text_attn.core.errors import new_file, positive_int
 from text_attn.core.metrics import sacre_scores
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.safe_files import write_text
@@ -70,10 +70,11 @@ def measure(translator: Translator, sources: list[str], refs: list[str], forms: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     corpus_options(p)
-    p.add_argument("--limit", type=int, help="only the first N lines")
+    p.add_argument("--limit", type=positive_int, help="only the first N lines")
     p.add_argument("--forms", help=f"comma-separated forms to measure (default: all: {', '.join(FORMS)})")
     p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
+    check_corpus_options(p, args)
     forms = args.forms.split(",") if args.forms else None
     if forms and not set(forms) <= set(FORMS):
         p.error(f"--forms: each of {', '.join(FORMS)}, got {args.forms}")

@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beam-size", type=int, default=5, help="captions: beam width (translations: greedy)")
     p.add_argument("--length-penalty", type=float, default=1.0, help="captions: length penalty")
     p.add_argument("--no-repeat-ngram", type=int, default=3, help="captions: n-gram blocking (0: off)")
-    p.add_argument("--write", type=Path, help="write the best row here as a model file (may be the fit's own)")
+    p.add_argument("--write", type=new_file, help="write the best row here as a model file (may be the fit's own)")
     p.add_argument("--json", type=new_file, help="write the rows here")
     args = p.parse_args(argv)
     if args.split.startswith("test"):

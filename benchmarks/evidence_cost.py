@@ -91,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error("nothing to time: give --flickr8k-root and/or --multi30k-root")
     if min(args.photos, args.sentences, args.threads) < 1:
         p.error("--photos, --sentences and --threads must be at least 1")
+    from _runs import check_corpus, check_flickr8k  # benchmarks/ is on sys.path when run as a script
+
+    # both read after the other's rows: checked first, named by the option
+    if args.flickr8k_root:
+        check_flickr8k(p, "--flickr8k-root", args.flickr8k_root)
+    if args.multi30k_root:
+        check_corpus(p, "--multi30k-root", args.multi30k_root, "test_2016_flickr", "de", "en")
     torch.set_num_threads(args.threads)
     rows: dict[str, dict] = {}
     if args.flickr8k_root:

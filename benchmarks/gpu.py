@@ -53,11 +53,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import console_script  # noqa: E402
+from _runs import console_script, torch_device  # noqa: E402
 from gpu_profile import profile_rows  # noqa: E402
 from pipeline import write_photos  # noqa: E402
 
-from text_attn.core.errors import new_file, one_line  # noqa: E402
+from text_attn.core.errors import new_file, one_line, positive_int  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 CUDA_TESTS = ["tests/captioning/test_caption_cuda_graphs.py", "tests/captioning/test_photo_tensors.py",
@@ -464,9 +464,9 @@ def cuda_test_rows(out: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cuda", help="the device to check (default: cuda)")
-    p.add_argument("--photos", type=int, default=2000, help="photos in the captioning folder (default 2000)")
-    p.add_argument("--repeats", type=int, default=10, help="timed repeats of each training step (default 10)")
+    p.add_argument("--device", type=torch_device, default="cuda", help="the device to check (default: cuda)")
+    p.add_argument("--photos", type=positive_int, default=2000, help="photos in the captioning folder (default 2000)")
+    p.add_argument("--repeats", type=positive_int, default=10, help="timed repeats of each training step (default 10)")
     p.add_argument("--quick", action="store_true", help="small sizes: the smoke run of the test suite")
     p.add_argument("--json", type=new_file, help="also write the rows here")
     p.add_argument("--out", type=Path, help="a folder for gpu.json (unless --json), the profiles and the CUDA tests' "

@@ -39,8 +39,6 @@ def _size(path: Path) -> str:
 def record(model: Path, step) -> None:
     """The model file with ``step`` (a JpegStep, or None: no JPEG step) in its preprocessing and encoder settings."""
     data = torch.load(model, weights_only=True)
-    if not data["preprocess"].get("source_side"):
-        raise SystemExit(f"jpeg_step: error: {model} records no source_side: the JPEG step follows that squash")
     for block in ("preprocess", "encoder"):
         data[block] = {k: v for k, v in data[block].items() if k not in ("jpeg_quality", "jpeg_subsampling")}
         if step is not None:
@@ -52,11 +50,27 @@ def record(model: Path, step) -> None:
     write_bytes(model, buffer.getbuffer())
 
 
+def check_model(p: argparse.ArgumentParser, model: Path) -> None:
+    """--write's model file, refused by name before every photo is read (it was found missing, or no caption model
+    file, after the whole folder)."""
+    if not model.is_file():
+        p.error(f"--write {model}: {'a folder, not a file' if model.is_dir() else 'no such file'}")
+    try:
+        data = torch.load(model, weights_only=True)
+        squashed = data["preprocess"].get("source_side")
+    except Exception as err:  # anything torch.load or a file of another kind raises: not a caption model file
+        p.error(f"--write {model}: not a caption model file ({type(err).__name__})")
+    if not squashed:
+        p.error(f"--write {model}: records no source_side: the JPEG step follows that squash")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder", type=Path, help="the training photos (every file in it is read)")
     p.add_argument("--write", type=Path, metavar="MODEL", help="record what was found in this caption model file")
     args = p.parse_args(argv)
+    if args.write is not None:
+        check_model(p, args.write)
     if not args.folder.is_dir():
         print(f"jpeg_step: error: {args.folder}: not a folder", file=sys.stderr)
         return 2

@@ -63,13 +63,15 @@ def _caption(model: str, photos: list[Path]) -> tuple[list[str], float, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--flickr8k-root", type=Path, required=True)
-    p.add_argument("--multi30k", type=Path, required=True)
-    p.add_argument("--language", default="de", choices=["de", "fr", "cs"])
+    p.add_argument("--flickr8k-root", type=Path, required=True, help="Flickr8k (either layout): its test photos")
+    p.add_argument("--multi30k", type=Path, required=True,
+                   help="Multi30k: the test photos' sentences in --language and English (the references)")  # fmt: skip
+    p.add_argument("--language", default="de", choices=["de", "fr", "cs"],
+                   help="the captioners' language, scored against its Multi30k sentence (default: de)")  # fmt: skip
     p.add_argument("--model", action="append", default=[], metavar="NAME=FILE", help="a captioner in --language")
     p.add_argument("--english", default="flickr8k", help="the English model to score beside them (default: bundled)")
     p.add_argument("--limit", type=int, default=None, help="the first N photos only (a quick look)")
-    p.add_argument("--json", type=new_file, default=None)
+    p.add_argument("--json", type=new_file, default=None, help="also write the rows and the first captions here")
     args = p.parse_args(argv)
     for spec in args.model:  # said before the data is read
         if not spec.partition("=")[0] or not spec.partition("=")[2]:

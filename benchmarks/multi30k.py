@@ -475,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a smoke run: 2,000 pairs, 2 minutes a model, 200 test")
     p.add_argument("--max-time", metavar="DD:HH:MM:SS", help="each fit's time budget instead of its config's")
     p.add_argument("--json", type=new_file, help="also write the numbers to this file")
-    p.add_argument("--plot", type=Path, help="also draw BLEU (tok.) by source length to this PNG")
+    p.add_argument("--plot", type=new_file, help="also draw BLEU (tok.) by source length to this PNG")
     p.add_argument("--bundle", action="store_true", help=f"write the best German -> English model to {BUNDLED}")
     p.add_argument("--tune", action="store_true", help="choose each model's beam and length penalty on val, score too")
     p.add_argument("--retune", action="store_true", help="with --tune: choose again where the model file records it")

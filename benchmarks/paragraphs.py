@@ -16,7 +16,7 @@ import argparse
 import sys
 import time
 
-from _multi30k import corpus_options, each_model, read_pair
+from _multi30k import check_corpus_options, corpus_options, each_model, read_pair
 
 from text_attn.core.errors import new_file, positive_int
 from text_attn.core.metrics import sacre_scores
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=positive_int, help="only the first N sentences")
     p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
+    check_corpus_options(p, args)
     try:
         ks = [int(k) for k in args.per_line.split(",")]
         if not ks or min(ks) < 1:

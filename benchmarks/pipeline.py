@@ -40,10 +40,12 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _runs import int_list  # noqa: E402
+
 from captioning.commands.caption import caption_main  # noqa: E402
 from captioning.model.bundled import DEMO_PHOTOS  # noqa: E402
 from captioning.model.captioner import Caption, Captioner  # noqa: E402
-from text_attn.core.errors import new_file  # noqa: E402
+from text_attn.core.errors import new_file, positive_int  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 WORDS = "a dog runs through the grass with a ball in its mouth".split()  # 12 words: Flickr8k's mean is ~11
@@ -131,10 +133,12 @@ def measure(folder: Path, tmp: Path, workers: list[int], batch: int, profile: bo
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--photos", type=int, default=512, help="photos in the folder (default 512)")
-    p.add_argument("--workers", default="1,2", help="loader workers to run with, comma-separated (default 1,2)")
-    p.add_argument("--batch-size", type=int, default=64, help="caption --batch-size (default 64)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the main process (default 1)")
+    # --photos 0: caption refused the empty folder with its stderr silenced (exit 2, no line at all)
+    p.add_argument("--photos", type=positive_int, default=512, help="photos in the folder (default 512)")
+    p.add_argument("--workers", type=int_list(0), default=[1, 2], help="loader workers to run with, comma-separated; "
+                   "0: in the main process (default 1,2)")  # fmt: skip
+    p.add_argument("--batch-size", type=positive_int, default=64, help="caption --batch-size (default 64)")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads of the main process (default 1)")
     p.add_argument("--profile", action="store_true", help="print the main process's top functions per run")
     p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
@@ -143,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp, "photos")
         folder.mkdir()
         write_photos(folder, args.photos)
-        workers = [int(x) for x in args.workers.split(",")]
-        rows = measure(folder, Path(tmp), workers, args.batch_size, args.profile)
+        rows = measure(folder, Path(tmp), args.workers, args.batch_size, args.profile)
     print(f"caption FOLDER --jsonl OUT, the model replaced by nothing: {args.photos} photos of 500 x 375, "
           f"batch {args.batch_size}, {os.cpu_count()} cores\n")  # fmt: skip
     print("| loader workers | images/s | images/s per worker (its CPU time) | main process, ms a photo (goal <= 0.3) |")

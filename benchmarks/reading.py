@@ -126,10 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--flickr8k-root", type=Path, help="Flickr8k (leave out to skip the captioner)")
     p.add_argument("--multi30k", type=Path, help="Multi30k (leave out to skip the translators)")
-    p.add_argument("--caption-model", default="flickr8k")
+    p.add_argument("--caption-model", default="flickr8k",
+                   help="the captioner measured: a model file or a bundled name (default: flickr8k)")  # fmt: skip
     p.add_argument("--text-model", action="append", default=None, help="default: transformer and bahdanau")
     p.add_argument("--limit", type=int, default=None, help="the first N photos and sentences only (a quick look)")
-    p.add_argument("--json", type=new_file, default=None)
+    p.add_argument("--json", type=new_file, default=None, help="also write every model's rows and facts here")
     args = p.parse_args(argv)
     if not (args.flickr8k_root or args.multi30k):  # it ran nothing and exited 0
         p.error("nothing to measure: give --flickr8k-root (the captioner), --multi30k (the translators) or both")

@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--flickr8k-root", type=Path, required=True)
+    p.add_argument("--flickr8k-root", type=Path, required=True, help="Flickr8k (either layout): photos, captions")
     p.add_argument("--background", type=int, default=16, help="train photos the generic score is read against")
     p.add_argument("--limit", type=int, help="the first N photos of each split (default: all)")
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--batch", type=int, default=16, help="photos encoded at a time (default 16)")
     p.add_argument("--json", type=new_file, help="write the scores and the choice here")
     p.add_argument("--rows", action="store_true", help="with --json: also every photo's candidates and their scores")
     args = p.parse_args(argv)

@@ -36,11 +36,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
+from _runs import at_least, check_corpus, int_list  # noqa: E402
 from helpers.server import Server, multipart  # noqa: E402
 from serve_fault import fault_row  # noqa: E402
 from speed import photo_folder  # noqa: E402
 
-from text_attn.core.errors import new_file  # noqa: E402
+from text_attn.core.errors import new_file, positive_int  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 
@@ -140,19 +141,25 @@ def in_process_latency(photo: Path, repeats: int = 20) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--clients", default="1,4,16,64", help="concurrent clients, comma-separated (default 1,4,16,64)")
-    p.add_argument("--requests", type=int, default=192, help="photos posted at each client count (default 192)")
-    p.add_argument("--soak", type=int, default=10000, help="requests of the soak with 5%% bad ones (0: none)")
-    p.add_argument("--threads", type=int, default=2, help="torch threads for the baselines (default 2)")
-    p.add_argument("--max-batch-size", type=int, default=16, help="the server's --max-batch-size")
+    p.add_argument("--clients", type=int_list(1), default=[1, 4, 16, 64],
+                   help="concurrent clients, comma-separated (default 1,4,16,64)")  # fmt: skip
+    p.add_argument("--requests", type=positive_int, default=192,
+                   help="photos posted at each client count (default 192)")  # fmt: skip
+    p.add_argument("--soak", type=at_least(0), default=10000,
+                   help="requests of the soak with 5%% bad ones (default 10000; 0: no soak)")  # fmt: skip
+    p.add_argument("--threads", type=positive_int, default=2, help="torch threads for the baselines (default 2)")
+    p.add_argument("--max-batch-size", type=positive_int, default=16, help="the server's --max-batch-size")
     p.add_argument("--batch-timeout", type=float, default=0.01, help="the server's --batch-timeout")
     p.add_argument("--multi30k-root", type=Path, help="Multi30k (val.de or val.de.gz): also time /translate")
-    p.add_argument("--fault", type=int, default=16, help="the fault row's caption clients: the caption worker "
-                   "killed mid-run, both bundled models served (serve_fault.py; 0: no fault row)")  # fmt: skip
+    p.add_argument("--fault", type=at_least(0), default=16, help="the fault row's caption clients: the caption "
+                   "worker killed mid-run, both bundled models served (serve_fault.py; default 16; 0: no fault "
+                   "row)")  # fmt: skip
     p.add_argument("--json", type=new_file, help="also write the numbers here")
     p.add_argument("--batching", help="instead: compare batch settings at 16 clients, e.g. 1:0,4:0.01,16:0.01 "
                    "(max_batch_size:batch_timeout each; the captioner alone)")  # fmt: skip
     args = p.parse_args(argv)
+    if args.multi30k_root is not None:  # read after the baselines and the caption rows: checked first
+        check_corpus(p, "--multi30k-root", args.multi30k_root, "val", "de")
     if args.batching:
         return compare_batching(args)
     work = Path(tempfile.mkdtemp(prefix="serve-bench-"))
@@ -176,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         jobs_of = [multipart({}, {"image": ("p.jpg", data)}) for data in photos]
         drive(server.port, [("/caption", *jobs_of[i % len(jobs_of)]) for i in range(8)], 2)  # warm up
-        for clients in (int(c) for c in args.clients.split(",")):
+        for clients in args.clients:
             jobs = [("/caption", *jobs_of[i % len(jobs_of)]) for i in range(args.requests)]
             results, wall = drive(server.port, jobs, clients)
             ok = [s for code, s in results if code == 200]

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file
+from text_attn.core.errors import new_file, positive_int
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -119,7 +119,8 @@ def fault_row(photos: list[bytes], clients: int, work: Path, kill_after: float =
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--clients", type=int, default=16, help="caption clients (default 16; plus 2 translate clients)")
+    p.add_argument("--clients", type=positive_int, default=16,
+                   help="caption clients (default 16; plus 2 translate clients)")  # fmt: skip
     p.add_argument("--json", type=new_file, help="also write the numbers here")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="serve-fault-"))

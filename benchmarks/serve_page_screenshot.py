@@ -18,14 +18,18 @@ from helpers.browser import page  # noqa: E402
 from helpers.server import Server  # noqa: E402
 
 from captioning.commands.caption import ASSETS  # noqa: E402
+from text_attn.core.errors import new_file, positive_int  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("out", type=Path, help="the PNG to write")
+    p.add_argument("out", type=new_file, help="the PNG to write")
     p.add_argument("--photo", default="astronaut.png", help="a bundled photo (captioning/assets/photos)")
-    p.add_argument("--word", type=int, default=2, help="the word to hover, 1-based (default 2)")
+    p.add_argument("--word", type=positive_int, default=2, help="the word to hover, 1-based (default 2)")
     args = p.parse_args(argv)
+    bundled = sorted(f.name for f in (ASSETS / "photos").iterdir() if f.suffix in (".png", ".jpg"))
+    if args.photo not in bundled:  # met by the browser after the server started, as an Errno without the option
+        p.error(f"--photo {args.photo}: not a bundled photo; one of {', '.join(bundled)}")
     server = Server([], Path(tempfile.mkdtemp()) / "server.log")
     try:
         with page(1000, 720) as pg:

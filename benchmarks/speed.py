@@ -566,6 +566,11 @@ def main(argv: list[str] | None = None) -> int:
     for flag, value in (("--threads", args.threads), ("--repeats", args.repeats)):
         if value < 1:
             p.error(f"{flag} must be at least 1, got {value}")
+    if args.multi30k_root is not None and "translate-real" in args.parts:
+        # a folder the user named is refused up front; left out, the row still says it was skipped
+        from _runs import check_corpus  # benchmarks/ is on sys.path when run as a script
+
+        check_corpus(p, "--multi30k-root", args.multi30k_root, "val", "de", "en")
     torch.set_num_threads(args.threads)
     peak = matmul_peak(args.repeats)
     from text_attn.core import native

@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 
 import yaml
+from _runs import at_least, check_corpus, check_flickr8k, check_new_folder, run_main
+
+from text_attn.core.errors import positive_int
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -65,16 +68,22 @@ def caption_modules(args, chunks: Path, features: bool):
     return folder, streamed
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="Flickr8k in its own layout")
     ap.add_argument("--multi30k", type=Path, help="Multi30k (train/val/test_2016_flickr .de/.en.gz); omit to skip text")
     ap.add_argument("--out", type=Path, required=True, help="where the chunks go (kept: a second run reuses them)")
-    ap.add_argument("--train-images", type=int, default=1000, help="Flickr8k train photos (x5 captions)")
-    ap.add_argument("--eval-images", type=int, default=100, help="val and test photos each")
-    ap.add_argument("--batches", type=int, default=40, help="timed batches per reader")
-    ap.add_argument("--warmup", type=int, default=3, help="batches drawn before timing")
+    ap.add_argument("--train-images", type=positive_int, default=1000, help="Flickr8k train photos (x5 captions)")
+    ap.add_argument("--eval-images", type=positive_int, default=100, help="val and test photos each")
+    ap.add_argument("--batches", type=positive_int, default=40, help="timed batches per reader (default 40)")
+    ap.add_argument("--warmup", type=at_least(0), default=3, help="batches drawn before timing (default 3; 0: none)")
     args = ap.parse_args(argv)
+    # each read after minutes of optimizing: checked first, named by the option
+    check_new_folder(ap, "--out", args.out)
+    check_flickr8k(ap, "--data", args.data)
+    if args.multi30k is not None:
+        for split in ("train", "val", "test_2016_flickr"):
+            check_corpus(ap, "--multi30k", args.multi30k, split, "de", "en")
     import torch
 
     from captioning.model.encoder import EncoderConfig
@@ -143,7 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    # bad input (a data root, a failed optimize) as one line, never a traceback
+    raise SystemExit(run_main(main))

@@ -24,7 +24,7 @@ import torch
 import yaml
 from _runs import record_json, recorded_minutes, timed_fit
 
-from text_attn.core.errors import new_file
+from text_attn.core.errors import new_file, positive_int
 from text_attn.core.metrics import DEFAULT_BUCKETS, alignment_hits, bleu_by_length, bucket_label, corpus_bleu
 from text_attn.core.safe_files import write_text
 from text_attn.translation.data import TranslationDataModule
@@ -81,13 +81,15 @@ def evaluate(model: Path, config: str, beam_size: int, batch: int = 100) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS), metavar="MODEL",
+                   help=f"models trained (where missing) and evaluated (default: all: {' '.join(MODELS)})")  # fmt: skip
     p.add_argument("--runs", type=Path, default=ROOT / "runs" / "reorder", help="model files live here")
     p.add_argument("--retrain", action="store_true", help="train even when a model file exists")
-    p.add_argument("--beam-size", type=int, default=1)
-    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "bleu_by_length.png")
+    p.add_argument("--beam-size", type=positive_int, default=1, help="beam width of the test translations (default 1)")
+    p.add_argument("--plot", type=new_file, default=ROOT / "docs" / "bleu_by_length.png",
+                   help="the BLEU-by-length PNG to write (default: docs/bleu_by_length.png)")  # fmt: skip
     p.add_argument("--json", type=new_file, help="also write the results here")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's choice)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _runs import alternating
+from _runs import alternating, torch_device
 from torch import nn
 
 from text_attn.core.decoding import greedy_search
@@ -94,19 +94,20 @@ def _timed(fn, device: torch.device) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--device", type=torch_device, default="cpu", help="cpu or cuda (default: cpu)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's default)")
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--d-model", type=int, default=256, help="the model's width (default 256)")
+    p.add_argument("--heads", type=int, default=4, help="attention heads; must divide --d-model (default 4)")
     p.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
-    p.add_argument("--ff-dim", type=int, default=1024)
+    p.add_argument("--ff-dim", type=int, default=1024, help="feed-forward inner width (default 1024)")
     p.add_argument("--vocab", type=int, default=1000, help="source and target vocabulary size")
     p.add_argument("--batch", type=int, default=8, help="sentences per generation batch")
     p.add_argument("--src-len", type=int, default=30, help="source length (generation and training)")
     p.add_argument("--out-len", type=int, default=64, help="generated tokens per sentence")
     p.add_argument("--train-batch", type=int, default=32, help="sentence pairs per training step")
     p.add_argument("--tgt-len", type=int, default=30, help="target length in training")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats of each variant, interleaved; the median "
+                   "is reported (default 5)")  # fmt: skip
     p.add_argument("--json", type=new_file, help="also write the results here")
     args = p.parse_args(argv)
     sizes = ("threads", "d_model", "heads", "layers", "ff_dim", "vocab", "batch", "src_len", "out_len", "train_batch",

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from _multi30k import read_pair
+from _runs import check_corpus, text_models
 
-from text_attn.core.errors import new_file
+from text_attn.core.errors import new_file, positive_int
 from text_attn.core.metrics import text_scores
 from text_attn.core.modelfile import ModelFileError
 from text_attn.core.safe_files import write_text
@@ -48,15 +49,17 @@ def alone(t: Translator):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", type=Path, required=True, help="the corpus: <split>.<lang>[.gz] files (Multi30k)")
-    p.add_argument("--models", default="transformer,bahdanau",
+    p.add_argument("--models", type=text_models, default="transformer,bahdanau",
                    help="comma-separated model files or bundled names, the largest target vocabulary first "
                    "(default: transformer,bahdanau)")  # fmt: skip
     p.add_argument("--splits", default="val,test_2016_flickr", help="comma-separated (default: val,test_2016_flickr)")
     p.add_argument("--src-lang", default="de", help="the models' source language (default: de)")
     p.add_argument("--tgt-lang", default="en", help="the references' language (default: en)")
-    p.add_argument("--limit", type=int, help="only the first N lines of each split")
+    p.add_argument("--limit", type=positive_int, help="only the first N lines of each split")
     p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
+    for split in args.splits.split(","):  # each split's files before the first is translated
+        check_corpus(p, "--data-root", args.data_root, split, args.src_lang, args.tgt_lang, split_option="--splits")
     names = args.models.split(",")
     try:
         members = [Translator.load(name) for name in names]

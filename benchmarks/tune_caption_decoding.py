@@ -83,24 +83,27 @@ def repeats_a_trigram(words: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _runs import existing_file
     from _tuning import HARD_NAMES, add_grid_options, finish, settings
 
     from captioning.model.captioner import Captioner
     from captioning.model.decoder import HARD_INFERENCE
     from captioning.training.multi30k import in_language
     from captioning.training.readers import CaptionDataError, read_flickr8k
+    from text_attn.core.errors import positive_int
     from text_attn.core.metrics import coco_metrics
     from text_attn.core.modelfile import ModelFileError
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", type=Path, required=True, help="Flickr8k (original or Kaggle layout)")
-    p.add_argument("--model", type=Path, default=ROOT / "captioning" / "assets" / "flickr8k_soft.pt")
+    p.add_argument("--model", type=existing_file, default=ROOT / "captioning" / "assets" / "flickr8k_soft.pt",
+                   help="the caption model file tuned (default: the bundled flickr8k_soft.pt)")  # fmt: skip
     p.add_argument("--split", default="val", choices=("val", "train"), help="the photos tuned on (never test)")
     p.add_argument("--language", default="en", choices=("en", "de", "fr", "cs"),
                    help="the model's captions' language: de, fr, cs are scored against the photos' Multi30k sentence "
                    "(--multi30k; METEOR, English only, is left out of the choice)")  # fmt: skip
     p.add_argument("--multi30k", type=Path, help="the Multi30k folder, for --language de, fr or cs")
-    p.add_argument("--limit", type=int, help="only the first N photos of the split")
+    p.add_argument("--limit", type=positive_int, help="only the first N photos of the split")
     p.add_argument(
         "--unmatched",
         type=int,

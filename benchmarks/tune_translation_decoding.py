@@ -26,21 +26,26 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def main(argv: list[str] | None = None) -> int:
     import torch
     from _multi30k import read_pair, score
+    from _runs import check_corpus, existing_file
     from _tuning import add_grid_options, finish, settings
 
+    from text_attn.core.errors import positive_int
     from text_attn.translation.translator import Translator
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", type=Path, required=True, help="Multi30k: <split>.<lang>[.gz] files")
-    p.add_argument("--model", type=Path, default=ROOT / "text_attn" / "translation" / "assets" / "multi30k_de_en.pt")
-    p.add_argument("--src", default="de")
-    p.add_argument("--tgt", default="en")
+    bundled = ROOT / "text_attn" / "translation" / "assets" / "multi30k_de_en.pt"
+    p.add_argument("--model", type=existing_file, default=bundled,
+                   help="the text model file tuned (default: the bundled Transformer, multi30k_de_en.pt)")  # fmt: skip
+    p.add_argument("--src", default="de", help="the source language: <split>.<src>[.gz] is translated (default: de)")
+    p.add_argument("--tgt", default="en", help="the references' language (default: en)")
     p.add_argument("--split", default="val", help="the split tuned on (never the test split)")
-    p.add_argument("--limit", type=int, help="only the first N sentences of the split")
+    p.add_argument("--limit", type=positive_int, help="only the first N sentences of the split")
     add_grid_options(p, beams=[1, 3, 5, 8], no_repeat_ngrams=[0])
     args = p.parse_args(argv)
     if args.split.startswith("test"):
         p.error("--split: decoding is chosen on validation data, never on a test split")
+    check_corpus(p, "--data-root", args.data_root, args.split, args.src, args.tgt)
     grid = settings(p, args)
     try:
         translator = Translator.load(args.model)

@@ -18,7 +18,7 @@ import argparse
 import sys
 import time
 
-from _multi30k import corpus_options, each_model, read_pair
+from _multi30k import check_corpus_options, corpus_options, each_model, read_pair
 from paragraphs import grouped
 
 from text_attn.core.errors import new_file, positive_int
@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=positive_int, help="only the first N sentences")
     p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
+    check_corpus_options(p, args)
     if args.width < 2 * SHORTEST_HALF + 2:
         p.error(f"--width: at least {2 * SHORTEST_HALF + 2} columns, got {args.width}")
     sources, refs = read_pair(args.data_root, args.split, args.src_lang, args.tgt_lang, args.limit)

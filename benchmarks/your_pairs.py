@@ -35,11 +35,11 @@ import sys
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file
+from text_attn.core.errors import new_file, positive_int
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _multi30k import read_pair  # noqa: E402
-from _runs import StageError, console_script, markdown_table, record_json, run_stage  # noqa: E402
+from _runs import StageError, at_least, console_script, markdown_table, record_json, run_stage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "text" / "your_pairs.yaml"
@@ -202,16 +202,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="Ding's German-English dictionary (Debian: trans-de-en): %(default)s")  # fmt: skip
     p.add_argument("--multi30k-root", type=Path, help="Multi30k (its test_2016_flickr): the cost on the model's own")
     p.add_argument("--out", type=Path, default=Path("runs/your_pairs_bench"), help="the fit, the TSV and logs")
-    p.add_argument("--test-size", type=int, default=1000, help="pairs held out to score (default: %(default)s)")
+    p.add_argument("--test-size", type=positive_int, default=1000,
+                   help="pairs held out to score (default: %(default)s)")  # fmt: skip
     p.add_argument("--val-size", type=int, default=500, help="pairs the fit validates on (default: %(default)s)")
-    p.add_argument("--train-size", type=int, default=0, help="pairs to train on (default 0: every one left)")
-    p.add_argument("--epochs", type=int, help="trainer.max_epochs (default: the config's)")
+    p.add_argument("--train-size", type=at_least(0), default=0, help="pairs to train on (default 0: every one left)")
+    p.add_argument("--epochs", type=positive_int, help="trainer.max_epochs (default: the config's)")
     p.add_argument("--mix", type=int, default=0,
                    help="a row more: N of Multi30k's training pairs mixed in (needs --multi30k-root)")  # fmt: skip
     p.add_argument("--blend", type=float, nargs="+", default=[], metavar="W",
                    help="a row each: the taught weights blended W with the bundled's 1-W (0 < W < 1)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="the shuffle that holds out the test pairs")
-    p.add_argument("--examples", type=int, default=5, help="held-out sentences printed before and after")
+    p.add_argument("--examples", type=at_least(0), default=5,
+                   help="held-out sentences printed before and after (default 5; 0: none)")  # fmt: skip
     p.add_argument("--json", type=new_file, help="write the results here")
     args = p.parse_args(argv)
     if not args.ding.is_file():

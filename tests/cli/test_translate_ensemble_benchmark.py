@@ -34,7 +34,10 @@ def test_a_model_and_its_copy_score_as_the_model_alone(tmp_path, capsys):
     assert printed and "| beam 1, length penalty 0 |" in printed[0]
 
 
-def test_a_model_that_cannot_load_is_one_line(tmp_path):
+def test_a_model_that_cannot_load_is_one_line(tmp_path, capsys):
+    """Refused as the options are read, naming --models (it was loaded after the first model's translations)."""
     corpus = write_corpus(tmp_path / "c")
-    with pytest.raises(SystemExit, match=r"^translate_ensemble: error: .*nothing\.pt"):
+    with pytest.raises(SystemExit) as exc:
         load_script(SCRIPT).main(["--data-root", str(corpus), "--models", f"transformer,{tmp_path / 'nothing.pt'}"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 2 and "argument --models" in last and f"{tmp_path / 'nothing.pt'}: no such model" in last
