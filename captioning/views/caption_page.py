@@ -285,9 +285,12 @@ def image_section(index: int, record: dict[str, Any], image: Image.Image | None,
 
 
 def _alternatives(record: dict[str, Any]) -> str:
-    """caption --n-best: the beam's other captions under the controls (nothing without, or with one)."""
+    """caption --n-best: the beam's other captions under the controls (nothing without, or with one); several
+    --given: the others read, best first (the page drew the best alone, as if it were the only one given)."""
     others = [(h["caption"], h["score"], h["truncated"]) for h in (record.get("n_best") or [])[1:]]
-    return alternatives(others, "cut off at --max-len")
+    given = record.get("given") if isinstance(record.get("given"), list) else []
+    read = [(g["caption"], g["score"], False) for g in given[1:]]
+    return alternatives(others, "cut off at --max-len") + alternatives(read, "", "the other captions given, read")
 
 
 def _references(record: dict[str, Any]) -> str:

@@ -206,6 +206,27 @@ def test_both_reports_list_the_beams_other_outputs_with_their_scores_escaped():
                                                                    attention=None, unknown=[]), None)  # fmt: skip
 
 
+def test_several_texts_given_list_the_others_read_under_the_best(scenes, tmp_path):
+    """Several --given: the page drew the best reading alone, as if it were the only text given; the others are
+    listed under it with their scores, best first, as the command's lines rank them (both families)."""
+    import re
+
+    page = tmp_path / "c.html"
+    given = ["--given", "a red circle", "--given", "a <b>blue</b> square"]
+    assert caption_main([str(scenes[0]), "--model", "shapes", "--html", str(page), *given]) == 0
+    found = re.findall(r"<summary>(.*?)</summary><ol><li dir=\"auto\">(.*?) <span", page.read_text())
+    assert len(found) == 1 and found[0][0] == "the other captions given, read (1)"
+    model = tiny_translator("rnn", tmp_path / "model.pt")
+    page = tmp_path / "t.html"
+    assert translate_main(["--model", str(model), "--html", str(page), SENTENCES[0], "--given", WORDS[0],
+                           "--given", " ".join(WORDS[:2])]) == 0  # fmt: skip
+    found = re.findall(r"<summary>(.*?)</summary><ol><li dir=\"auto\">(.*?) <span", page.read_text())
+    assert len(found) == 1 and found[0][0] == "the other translations given, read (1)"
+    alone = tmp_path / "one.html"
+    assert translate_main(["--model", str(model), "--html", str(alone), SENTENCES[0], "--given", WORDS[0]]) == 0
+    assert "translations given, read" not in alone.read_text()
+
+
 def test_translate_report_notes_the_inputs_unlike_the_training_text(tmp_path):
     from helpers.multi30k import DE, EN
     from helpers.tiny_translator import tiny_subword_model_file

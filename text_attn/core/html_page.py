@@ -141,9 +141,10 @@ def escape(text: Any) -> str:
     return html.escape(readable(text), quote=True)
 
 
-def alternatives(others: list[tuple[str, float | None, bool]], cut: str) -> str:
+def alternatives(others: list[tuple[str, float | None, bool]], cut: str, kept: str = "the beam also kept") -> str:
     """``--n-best``'s other outputs under the best (each (text, score, truncated), best first) as an open list, each
-    with its score (``cut``: how one the length cap stopped is said); "" for none."""
+    with its score (``cut``: how one the length cap stopped is said; ``kept``: the list's title, "the other captions
+    given" for several --given); "" for none."""
     if not others:
         return ""
 
@@ -153,7 +154,7 @@ def alternatives(others: list[tuple[str, float | None, bool]], cut: str) -> str:
 
     items = "".join(f'<li dir="auto">{escape(text)} <span class="hint">({said(score, truncated)})</span></li>'
                     for text, score, truncated in others)  # fmt: skip
-    return f'<details class="alts" open><summary>the beam also kept ({len(others)})</summary><ol>{items}</ol></details>'
+    return f'<details class="alts" open><summary>{escape(kept)} ({len(others)})</summary><ol>{items}</ol></details>'
 
 
 def script_json(data: Any) -> str:

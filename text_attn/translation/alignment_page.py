@@ -322,13 +322,15 @@ def sentence_section(
     evidence: Any = None,
     lang: str | None = None,
     unsure: float | None = UNSURE,
+    readings: Any = (),
 ) -> str:
     """One ``<section>``: input number, source and output words, the grid's place, and the weights (quantised);
     ``note``: the model's note on an input unlike its training text (Translator.note), shown under the heading;
     ``evidence``: text_attn.translation.explain.Evidence of this translation, drawn as a third line; ``lang``: the
     source language's code (Translator.source_lang; None: unknown), so that a screen reader says the source words in
     their language, not the page's English; ``unsure``: a read translation's words under this probability are
-    underlined (text_attn.core.unsure; None: none)."""
+    underlined (text_attn.core.unsure; None: none); ``readings``: several translations given (--given), its
+    readings best first (each with ``text`` and ``score``): the others listed under the best."""
     source = [*translation.source, "<eos>"]
 
     def words(tokens: list[str], kind: str, key: str, tips: list[str] | None = None, marked=()) -> str:
@@ -371,6 +373,8 @@ def sentence_section(
     text = getattr(translation, "laid_out", None) or getattr(translation, "text", None)  # as written, a page's line
     pair += f'<p class="translation">{escape(text)}</p>' if text else ""
     pair += alternatives((getattr(translation, "nbest", None) or [])[1:], "cut off at the length cap")  # --n-best
+    others = [(r.text, r.score, False) for r in list(readings)[1:]]  # several --given: the others, best first
+    pair += alternatives(others, "", "the other translations given, read")
     shown = f'<p class="note">{escape(note)}</p>' if note else ""
     cut = " &middot; cut off at the length cap" if getattr(translation, "truncated", False) else ""  # --max-len's
     head = f'<section class="item tr" id="s{number}" tabindex="0"><h2>input {number}{cut}</h2>{shown}{pair}'

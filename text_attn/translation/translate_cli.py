@@ -254,6 +254,7 @@ def _translate_stream(
             )
             outs = [put_marks(tr, marks.get(n)) for (n, _), tr in zip(good, outs, strict=True)]  # "- A dog"
         by_number = dict(zip((n for n, _ in good), outs, strict=True))
+        readings_of = dict(zip((n for n, _ in good), ranked, strict=True)) if args.given or args.given_file else {}
         if args.given or args.given_file:  # lines numbered by input, as --n-best's
             per_piece = args.probs_per == "piece"
             written = "".join(
@@ -329,7 +330,8 @@ def _translate_stream(
                 found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
                 note = translator.note() if n in flagged else unseen_words_line(unseen.get(n))
                 with failing_as(f"--html {args.html}"):
-                    report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang, args.unsure))
+                    report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang, args.unsure,
+                                                readings=readings_of.get(n, ())))  # fmt: skip
         if plots is not None:  # drawn as written: a Ctrl-C keeps the pictures of what was written
             several = len(args.sentences) > 1 if args.sentences else (seen > 1 or None)  # None: not known yet
             plots.add([(n, by_number[n]) for n, _ in good], several)
