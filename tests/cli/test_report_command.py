@@ -30,6 +30,21 @@ def test_report_command_writes_the_png(tmp_path, capsys, main, out):
         assert im.format == "PNG" and 1000 <= im.width <= 1400 and 600 <= im.height <= 1200  # 2 x 2 panels
 
 
+def test_the_report_takes_its_format_from_the_name_and_refuses_a_page_name(tmp_path, capsys):
+    """--out report.html wrote a PNG under that name, said "wrote", exit 0: refused before anything is read; .pdf and
+    .svg are written as such."""
+    write_run(tmp_path / "run")
+    with pytest.raises(SystemExit) as exc:
+        text_train(["report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html")])
+    assert exc.value.code == 2 and not (tmp_path / "r.html").exists()
+    assert capsys.readouterr().err == (f"text-train report: error: --out {tmp_path / 'r.html'}: the report is a "
+                                       "picture: give a .png, .pdf or .svg name\n")  # fmt: skip
+    for name, starts in (("r.pdf", b"%PDF"), ("r.svg", b"<?xml")):
+        with pytest.raises(SystemExit) as exc:
+            caption_train(["report", str(tmp_path / "run"), "--out", str(tmp_path / name)])
+        assert exc.value.code == 0 and (tmp_path / name).read_bytes().startswith(starts)
+
+
 def test_report_help_and_bad_run_dirs(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         caption_train(["report", "--help"])

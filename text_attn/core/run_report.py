@@ -398,8 +398,18 @@ def panels_for(series: Series) -> list[tuple[str, list[str]]]:
     return panels
 
 
+FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg"}  # the report's file by its name's suffix; none: PNG
+
+
+def report_format(path: str | Path) -> str | None:
+    """The format a report written to ``path`` takes (PNG where the name has no suffix); None for a suffix of a
+    format it cannot be (``report.html`` was a PNG under that name, said "wrote", exit 0)."""
+    suffix = Path(path).suffix.lower()
+    return FORMATS.get(suffix) if suffix else "png"
+
+
 def plot_report(series: Series, path: str | Path, title: str = "", mark: tuple[str, str] | None = None) -> Path:
-    """Write the report PNG (:func:`report_figure`); returns the path."""
+    """Write the report (:func:`report_figure`) as a PNG, or a PDF or SVG by ``path``'s suffix; returns the path."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     fig = report_figure(series, title, mark)
@@ -407,7 +417,7 @@ def plot_report(series: Series, path: str | Path, title: str = "", mark: tuple[s
     out.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
     with atomic_output(out) as tmp:  # a fresh file, renamed: a planted link or FIFO at out is never written
-        fig.savefig(tmp, format="png", dpi=100)
+        fig.savefig(tmp, format=report_format(out) or "png", dpi=100)
     return out
 
 
@@ -462,8 +472,11 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
         "logs open live in TensorBoard: tensorboard --logdir RUN_DIR.",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help=f"the run's folder, e.g. {example}")
-    p.add_argument("--out", metavar="PNG", help="where to write the report (default: RUN_DIR/report.png)")
+    p.add_argument("--out", metavar="FILE", help="where to write the report: a .png (default: RUN_DIR/report.png), "
+                   ".pdf or .svg file")  # fmt: skip
     args = p.parse_args(argv)
+    if args.out and report_format(args.out) is None:
+        fail(f"{prog} report", f"--out {args.out}: the report is a picture: give a .png, .pdf or .svg name")
     try:
         log_dir, note = locate_logs(args.run_dir, example)
         if note:  # a newer version, its fit just begun: said before anything else
