@@ -141,9 +141,12 @@ const Caption = {
         agree = tau == null ? "; agreement with what drives it: undefined (a flat ranking)"
                             : `; agreement with what drives it: \u03c4 ${tau >= 0 ? "+" : ""}${tau.toFixed(2)}`;
       }
+      // its probability too, where the page has it (a caption read, --unsure): the hover's title alone was out of
+      // a keyboard's and a phone's reach
+      const title = c.words[c.t].title || "", p = title.startsWith("p = ") ? `; ${title}` : "";
       info.textContent = `word ${c.t + 1} of ${c.words.length}, \u201c${c.words[c.t].textContent}\u201d: ` +
         `peak weight ${(100 * d.peak[c.t]).toFixed(1)}% (uniform ${(100 / n).toFixed(1)}%), ` +
-        `${Caption.strongest(c.a, c.t, g)}${where}${agree}`;
+        `${Caption.strongest(c.a, c.t, g)}${where}${agree}${p}`;
     }
     sec.dataset.shown = String(c.t);
   },

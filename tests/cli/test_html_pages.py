@@ -415,6 +415,26 @@ def test_a_printed_page_holds_every_photo_and_long_words_wrap_in_their_cards(bro
         b.page.set_viewport_size({"width": 1200, "height": 900})  # the module's browser, as the other tests have it
 
 
+@pytest.mark.long
+def test_a_read_texts_word_probability_is_in_the_line_the_keys_step_to(browser, scenes, tmp_path):
+    """A word's probability (a text read) was in its hover title alone: out of a keyboard's and a phone's reach, and
+    no screen reader said it. The line a step says ends with it."""
+    caption, text = tmp_path / "c.html", tmp_path / "t.html"
+    assert caption_main([str(scenes[0]), "--model", "shapes", "--html", str(caption), "--given", "a red circle"]) == 0
+    model = tiny_translator("rnn", tmp_path / "model.pt")
+    assert translate_main(["--model", str(model), "--html", str(text), SENTENCES[0], "--given", WORDS[0]]) == 0
+    for page, section in ((caption, "#i1"), (text, "#s1")):
+        browser.open(page)
+        browser.wait_for(f"document.querySelector('{section}').dataset.built")
+        browser.eval(f"document.querySelector('{section}').focus()")
+        browser.key("ArrowRight")
+        title = browser.eval(f"document.querySelector('{section} .w{'.tgt' if page == text else ''}').title")
+        said = browser.wait_for(f"document.querySelector('{section} .info').textContent.includes('; p = ') && "
+                                f"document.querySelector('{section} .info').textContent")  # fmt: skip
+        assert title.startswith("p = ") and said.endswith(f"; {title}"), (said, title)
+    assert browser.errors == []
+
+
 def test_a_long_translate_page_takes_down_the_grids_far_from_view_and_builds_them_again(browser, tmp_path):
     page, n, t = tmp_path / "many.html", 120, 6
     attention = np.random.default_rng(2).dirichlet(np.ones(t), size=(1, 1, t))  # (layers, heads, T, S): S = 5 + eos

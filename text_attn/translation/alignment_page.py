@@ -189,8 +189,11 @@ const Align = {
         `\u201c${c.tgt[t].textContent}\u201d: agreement of its attention with what drives it: ${shown}`;
     }
     const k = row.indexOf(Math.max(...row));
+    // its probability too, where the page has it (a text read, --unsure): on hover alone, a keyboard or a phone never
+    // had it
+    const p = (c.titles.get(c.tgt[t]) || "").startsWith("p = ") ? `; ${c.titles.get(c.tgt[t])}` : "";
     Align.say(sec, `output word ${t + 1} of ${c.tgt.length}, \u201c${c.tgt[t].textContent}\u201d: looked most at ` +
-      `source word ${k + 1}, \u201c${c.src[k].textContent}\u201d (weight ${row[k].toFixed(3)})`);
+      `source word ${k + 1}, \u201c${c.src[k].textContent}\u201d (weight ${row[k].toFixed(3)})${p}`);
     sec.dataset.shown = `t${t}`;
   },
   fromSource(sec, s) {
