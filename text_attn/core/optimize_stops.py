@@ -33,7 +33,8 @@ def stops_said(where: Path) -> Iterator[None]:
     def stop(self: Any, number: int, frame: Any) -> None:
         if os.getpid() != main:  # a worker (forked after the handler was set): it ends quietly, the main one speaks
             os._exit(128 + number)
-        _stop_workers(self)
+        if self is not None:
+            _stop_workers(self)
         prog = os.path.basename(sys.argv[0]) or "python"
         name = "Ctrl-C" if number == signal.SIGINT else signal.Signals(number).name
         with contextlib.suppress(Exception):  # a write this interrupted: reentrant
@@ -43,9 +44,7 @@ def stops_said(where: Path) -> Iterator[None]:
         os._exit(128 + number)
 
     def on_term(number: int, frame: Any) -> None:
-        if current:
-            stop(current[0], number, frame)
-        os._exit(128 + number)  # before LitData's run began: nothing of this split written yet
+        stop(current[0] if current else None, number, frame)  # None: before LitData's run began, no worker yet
 
     original_run = processor.run
 
