@@ -23,8 +23,9 @@ TABLE = {(): {3: 0.65, EOS: 0.3, 4: 0.05}, (3,): {4: 0.5, 5: 0.5},
 
 @pytest.fixture
 def watch():
-    import text_attn.core.decoding as decoding
     from search_drops import Watch
+
+    import text_attn.core.decoding as decoding
 
     before = decoding.choose_beams, decoding.final_hypotheses
     yield Watch()
