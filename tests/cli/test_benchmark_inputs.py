@@ -6,47 +6,17 @@ message naming a config key (data.root) or none at all, or an exit 0."""
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.bench_driver import run_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))  # _runs, as running a script from benchmarks/ finds it
 
 from _runs import at_least, check_corpus, int_list, text_model  # noqa: E402 - the benchmarks' folder on the path first
-
-# Each script run as `python SCRIPT ARGS` runs it (runpy as __main__, benchmarks/ first on sys.path), all in one
-# interpreter: torch is imported once. A HELP case lists the options a script's parser gives no description.
-DRIVER = """
-import argparse, json, runpy, sys, traceback
-bench, cases = sys.argv[1], json.loads(sys.argv[2])
-sys.path.insert(0, bench)
-parse = argparse.ArgumentParser.parse_known_args
-
-
-def undescribed(self, args=None, namespace=None):
-    print("UNDESCRIBED", [a.option_strings[-1] if a.option_strings else a.dest for a in self._actions if not a.help])
-    raise SystemExit(0)
-
-
-for script, args in cases:
-    argparse.ArgumentParser.parse_known_args = undescribed if args == ["HELP"] else parse
-    sys.argv = [f"{bench}/{script}", *args]
-    try:
-        runpy.run_path(sys.argv[0], run_name="__main__")
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    print("EXIT", code, flush=True)
-    print("---", file=sys.stderr, flush=True)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -92,12 +62,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
         "test size": ("your_pairs.py", ["--test-size", "0", "--ding", str(gone)]),
         "help": ("transformer_speed.py", ["HELP"]),
     }  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(BENCH), json.dumps(list(cases.values()))],
-                          capture_output=True, text=True, timeout=300, cwd=tmp)  # fmt: skip
-    codes = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("EXIT ")]
-    assert len(codes) == len(cases), done.stdout[-2000:] + done.stderr[-2000:]
-    outs, errs = done.stdout.split("EXIT "), done.stderr.split("---\n")
-    return {name: (codes[i], outs[i], errs[i]) for i, name in enumerate(cases)}
+    return run_cases(cases, cwd=tmp)
 
 
 def _refused(runs, name: str) -> str:

@@ -5,38 +5,15 @@ before any measuring (text_attn.core.errors.new_file)."""
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.bench_driver import run_cases
 
 from text_attn.core.errors import new_file
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 # every test here reads the one run of all the cases (~3-5 s: torch imported, the scripts run): out of the default run
 pytestmark = pytest.mark.long
-
-# Each script is run as `python SCRIPT ARGS` runs it (runpy as __main__, its own name in argv[0], benchmarks/ first
-# on sys.path), all of them in turn in one interpreter: each a fresh one cost ~1.5 s (torch imported again).
-DRIVER = """
-import json, runpy, sys, traceback
-bench, cases = sys.argv[1], json.loads(sys.argv[2])
-sys.path.insert(0, bench)
-for script, args in cases:
-    sys.argv = [f"{bench}/{script}", *args]
-    try:
-        runpy.run_path(sys.argv[0], run_name="__main__")
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    print("EXIT", code, flush=True)
-    print("---", file=sys.stderr, flush=True)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +38,13 @@ def refusals(tmp_path_factory) -> tuple[Path, dict[str, tuple[str, str]]]:
         "iterations": ("word_align.py", [str(tmp / "s.txt"), str(tmp / "t.txt"), "--out", str(tmp / "o"),
                                          "--iterations", "-1"]),
     }  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(BENCH), json.dumps(list(cases.values()))],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    codes = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("EXIT ")]
-    assert len(codes) == len(cases), done.stdout + done.stderr[-2000:]
-    errs = done.stderr.split("---\n")
-    return tmp, {name: (codes[i], errs[i]) for i, name in enumerate(cases)}
+    return tmp, {name: (code, err) for name, (code, _, err) in run_cases(cases, timeout=120).items()}
 
 
 def _refused(refusals, name: str) -> str:
     """The one line a case was refused with: exit code 2, no traceback."""
     code, err = refusals[1][name]
-    assert code == "2" and "Traceback" not in err, err[-2000:]
+    assert code == 2 and "Traceback" not in err, err[-2000:]
     return err.strip().splitlines()[-1]
 
 
