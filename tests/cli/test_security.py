@@ -409,6 +409,8 @@ def test_a_planted_link_at_the_runs_config_yaml_is_not_written_through(tmp_path,
 
 
 def test_report_never_replaces_the_logs_it_reads(tmp_path, capsys):
+    import os
+
     from helpers.run_logs import write_run
 
     from text_attn.core.run_report import report_main
@@ -416,9 +418,11 @@ def test_report_never_replaces_the_logs_it_reads(tmp_path, capsys):
     log_dir = write_run(tmp_path / "run")
     metrics = next(p for p in log_dir.iterdir() if p.name == "metrics.csv")
     before = metrics.read_bytes()
-    code, _, err = _exit(lambda argv: report_main("caption-train", argv),
-                         [str(tmp_path / "run"), "--out", str(metrics)], capsys)  # fmt: skip
-    assert code == 2 and "is also an input" in _one_error(err) and metrics.read_bytes() == before
+    os.link(metrics, tmp_path / "report.png")  # the log under a picture's name (--out metrics.csv: not a picture)
+    for out, says in ((metrics, "the report is a picture"), (tmp_path / "report.png", "is also an input")):
+        code, _, err = _exit(lambda argv: report_main("caption-train", argv),
+                             [str(tmp_path / "run"), "--out", str(out)], capsys)  # fmt: skip
+        assert code == 2 and says in _one_error(err) and metrics.read_bytes() == before
 
 
 def test_names_and_captions_cannot_forge_lines(tmp_path, capsys, cap_model):
