@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from text_attn.core.optimize_stops import WORKER_WAIT_S
+
 N = 300  # samples of the train split: 50 ms each, so the write is under way when the signal comes
 
 SCRIPT = textwrap.dedent(
@@ -60,22 +62,26 @@ def test_a_stopped_optimize_says_so_with_its_code_and_the_same_call_continues(tm
     script = tmp_path / "write.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    run = subprocess.Popen([sys.executable, str(script), str(out), str(marker), "slow"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not marker.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(0.5)  # a few samples in
-    run.send_signal(number)
-    stdout, stderr = run.communicate(timeout=60)
+    # files, not pipes: LitData's worker holds them open after the command has ended (until it ends itself)
+    with open(tmp_path / "out.txt", "w") as stdout_file, open(tmp_path / "err.txt", "w") as stderr_file:
+        run = subprocess.Popen([sys.executable, str(script), str(out), str(marker), "slow"], stdout=stdout_file,
+                               stderr=stderr_file, env=env)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not marker.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # a few samples in
+        run.send_signal(number)
+        run.wait(timeout=60)
+    stdout, stderr = (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
     assert run.returncode == 128 + number, stderr[-2000:]
     assert "ALL WRITTEN" not in stdout
     assert stderr.rstrip().splitlines()[-1] == (
         f"{script.name}: stopped ({said}) while writing {out / 'train'}: the chunks written so far are kept; run the "
         "same command again to continue"
     )
-    # LitData's worker reads the stop, writes what it holds and ends on its own: not left running
-    deadline = time.monotonic() + 60
+    # LitData's worker reads the stop (or, its queued inputs lost with the main process, waits WORKER_WAIT_S), writes
+    # what it holds and ends on its own: not left running
+    deadline = time.monotonic() + WORKER_WAIT_S + 60
     while _alive(str(out)) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _alive(str(out))
