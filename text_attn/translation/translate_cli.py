@@ -114,14 +114,13 @@ def _count_named(progress: dict[str, Any], kind: str, named: tuple) -> None:
         first.append(named)
 
 
-def _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, ranked, blank) -> None:
+def _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, readings, blank) -> None:
     """--jsonl: the chunk's records (text_attn.translation.records.input_record), one a line in input order, each
-    input's line as typed taken out of ``typed_lines``; ``ranked``: per translated input of the chunk, in order, its
-    readings best first (--given, --given-file), else None; ``blank``: its blank lines (nothing translated, no
+    input's line as typed taken out of ``typed_lines``; ``readings``: by translated input's number, its readings best
+    first (--given, --given-file; empty without); ``blank``: its blank lines (nothing translated, no
     error: records.empty_record)."""
     from text_attn.translation.records import empty_record, input_record
 
-    readings = dict(zip(by_number, ranked, strict=True)) if ranked is not None else {}
     lines = []
     # --evidence: computed once, kept for the --alignments by evidence, --html and --plot that take it after
     later = (args.align_by == "evidence" and args.alignments) or args.html or args.plot
@@ -292,8 +291,8 @@ def _translate_stream(
             out.write(written)
             out.flush()
         if records is not None:  # a record per input, a failed one's with its error, in input order
-            given = ranked if args.given or args.given_file else None
-            _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, given, blank)
+            _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, readings_of,
+                           blank)  # fmt: skip
         if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
             lines = "".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number else "\n"
                             for n, _ in chunk)  # fmt: skip
