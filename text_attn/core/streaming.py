@@ -279,8 +279,7 @@ def split_dataset(root: str | Path, split: str, shuffle: bool = False, seed: int
     path = Path(root) / split
     if not (path / "index.json").is_file():
         raise ChunkError(f"{path / 'index.json'}: missing (the {split} chunks' index)")
-    _check_formats(path / "index.json")
-    _check_chunk_files(path)
+    _check_chunk_files(path, _check_formats(path / "index.json"))
     try:
         # batch_decode 0: each sample decoded when read (LitData's "auto" decoded windows of 256 feature samples, most
         # of them again for every sample: 20x slower)
@@ -298,10 +297,12 @@ SAFE_FORMATS = frozenset({"int", "float", "bool", "str", "text", "bytes", "json"
                           "no_header_numpy"})  # fmt: skip
 
 
-def _check_formats(index: Path) -> None:
-    """Refuse (:class:`ChunkError`, one line) a split whose index declares a sample format other than SAFE_FORMATS."""
+def _check_formats(index: Path) -> dict[str, Any]:
+    """Refuse (:class:`ChunkError`, one line) a split whose index declares a sample format other than SAFE_FORMATS;
+    returns the index read."""
     try:
-        formats = json.loads(index.read_text(encoding="utf-8"))["config"]["data_format"]
+        read = json.loads(index.read_text(encoding="utf-8"))
+        formats = read["config"]["data_format"]
         names = {str(f).split(":", 1)[0] for f in formats}
     except (OSError, ValueError, KeyError, TypeError):
         raise ChunkError(f"{index}: not a readable chunk index: run optimize again") from None
@@ -311,12 +312,13 @@ def _check_formats(index: Path) -> None:
             f"{index}: declares sample formats {', '.join(unsafe)}, which optimize never writes ({', '.join(unsafe)} "
             "can run code when read): refused; run optimize again on the original data"
         )
+    return read
 
 
-def _check_chunk_files(split: Path) -> None:
-    """Refuse (:class:`ChunkError`, one line naming it) a chunk file the index lists that is missing or of another
-    size: before, it was found when training reached its first sample, minutes in, after a wait, as "damaged"."""
-    index = json.loads((split / "index.json").read_text(encoding="utf-8"))  # _check_formats read it already
+def _check_chunk_files(split: Path, index: dict[str, Any]) -> None:
+    """Refuse (:class:`ChunkError`, one line naming it) a chunk file the ``split``'s ``index`` (read) lists that is
+    missing or of another size: before, it was found when training reached its first sample, minutes in, after a
+    wait, as "damaged"."""
     whole = not index.get("config", {}).get("compression")  # a compressed chunk's size is not chunk_bytes
     for chunk in index.get("chunks", []):
         try:
