@@ -90,21 +90,6 @@ def _said(err: BaseException) -> str:
     return one_line(err, 400)
 
 
-def at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type of a count that must be at least ``minimum`` (``at_least(0)``: a count where 0 means none, a
-    soak or a fault row left out): a negative one, or 0 where it means nothing, was taken and failed far from the
-    option, or silently did nothing. text_attn.core.errors.positive_int is ``at_least(1)`` with its own name."""
-
-    def count(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    count.__name__ = "integer"  # argparse's line for "abc": "invalid integer value: 'abc'"
-    return count
-
-
 def int_list(minimum: int) -> Callable[[str], list[int]]:
     """argparse type of comma-separated counts (``--workers 1,2``), each at least ``minimum``: parsed when the options
     are read, not after the photos are written or the baselines ran."""

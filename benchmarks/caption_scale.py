@@ -31,12 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file, positive_int
+from text_attn.core.errors import at_least, new_file, positive_int
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _runs import StageError, at_least, caption_model  # noqa: E402
+from _runs import StageError, caption_model  # noqa: E402
 
 ENTRY = "import sys\nfrom captioning.commands.caption import caption_main\nsys.exit(caption_main(sys.argv[1:]))\n"
 

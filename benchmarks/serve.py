@@ -36,12 +36,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
-from _runs import at_least, check_corpus, int_list  # noqa: E402
+from _runs import check_corpus, int_list  # noqa: E402
 from helpers.server import Server, multipart  # noqa: E402
 from serve_fault import fault_row  # noqa: E402
 from speed import photo_folder  # noqa: E402
 
-from text_attn.core.errors import new_file, positive_int  # noqa: E402
+from text_attn.core.errors import at_least, new_file, positive_int  # noqa: E402
 from text_attn.core.safe_files import write_text  # noqa: E402
 
 

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 import yaml
-from _runs import at_least, check_corpus, check_flickr8k, check_new_folder, run_main
+from _runs import check_corpus, check_flickr8k, check_new_folder, run_main
 
-from text_attn.core.errors import positive_int
+from text_attn.core.errors import at_least, positive_int
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

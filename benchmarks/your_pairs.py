@@ -35,11 +35,11 @@ import sys
 import time
 from pathlib import Path
 
-from text_attn.core.errors import new_file, positive_int
+from text_attn.core.errors import at_least, new_file, positive_int
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _multi30k import read_pair  # noqa: E402
-from _runs import StageError, at_least, console_script, markdown_table, record_json, run_stage  # noqa: E402
+from _runs import StageError, console_script, markdown_table, record_json, run_stage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "text" / "your_pairs.yaml"

@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))  # _runs, as running a script from benchmarks/ finds it
 
-from _runs import at_least, check_corpus, int_list, text_model  # noqa: E402 - the benchmarks' folder on the path first
+from _runs import check_corpus, int_list, text_model  # noqa: E402 - the benchmarks' folder on the path first
+
+from text_attn.core.errors import at_least  # noqa: E402
 
 
 @pytest.fixture(scope="module")

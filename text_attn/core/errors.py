@@ -9,7 +9,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from text_attn.core.safe_files import inert
@@ -164,13 +164,26 @@ def finite_float(text: str) -> float:
     return value
 
 
+def at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type of a count that must be at least ``minimum`` (``at_least(0)``: a count where 0 means none, a
+    soak or a fault row left out): a negative one, or 0 where it means nothing, was taken and failed far from the
+    option, or silently did nothing."""
+
+    def count(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    count.__name__ = "integer"  # argparse's line for "abc": "invalid integer value: 'abc'"
+    return count
+
+
 def positive_int(text: str) -> int:
     """argparse type of a count that must be at least 1 (scenes, photos, iterations): 0 or a negative one was taken,
-    then failed far from the option (an empty list to concatenate) or silently did nothing."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+    then failed far from the option (an empty list to concatenate) or silently did nothing. :func:`at_least` (1),
+    under its own name (argparse's "invalid positive_int value")."""
+    return at_least(1)(text)
 
 
 def new_file(text: str) -> Path:
