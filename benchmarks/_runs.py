@@ -106,6 +106,26 @@ def int_list(minimum: int) -> Callable[[str], list[int]]:
     return counts
 
 
+def batch_settings(text: str) -> list[tuple[int, float]]:
+    """argparse type of attention-serve batch settings, ``max_batch_size:batch_timeout`` comma-separated
+    (``1:0,16:0.01``): a bad one was a ValueError traceback after the photos were written, or a server that refused
+    to start, a minute later."""
+    settings = []
+    for one in text.split(","):
+        size, colon, timeout = one.partition(":")
+        try:
+            pair = (int(size), float(timeout))
+        except ValueError:
+            pair = None
+        if not colon or pair is None or pair[0] < 1 or not 0 <= pair[1] < float("inf"):
+            raise argparse.ArgumentTypeError(
+                f"{one!r}: expected max_batch_size:batch_timeout, a count of at least 1 and seconds of at least 0 "
+                "(e.g. 1:0,16:0.01)"
+            )
+        settings.append(pair)
+    return settings
+
+
 def torch_device(text: str) -> str:
     """argparse type of a torch device name (cpu, cuda, cuda:1): a name torch does not know was a RuntimeError
     traceback where the device was first used. Whether the machine has it is the script's check."""

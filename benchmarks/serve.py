@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
-from _runs import check_corpus, int_list  # noqa: E402
+from _runs import batch_settings, check_corpus, int_list  # noqa: E402
 from helpers.server import Server, multipart  # noqa: E402
 from serve_fault import fault_row  # noqa: E402
 from speed import photo_folder  # noqa: E402
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                    "worker killed mid-run, both bundled models served (serve_fault.py; default 16; 0: no fault "
                    "row)")  # fmt: skip
     p.add_argument("--json", type=new_file, help="also write the numbers here")
-    p.add_argument("--batching", help="instead: compare batch settings at 16 clients, e.g. 1:0,4:0.01,16:0.01 "
-                   "(max_batch_size:batch_timeout each; the captioner alone)")  # fmt: skip
+    p.add_argument("--batching", type=batch_settings, help="instead: compare batch settings at 16 clients, e.g. "
+                   "1:0,4:0.01,16:0.01 (max_batch_size:batch_timeout each; the captioner alone)")  # fmt: skip
     args = p.parse_args(argv)
     if args.multi30k_root is not None:  # read after the baselines and the caption rows: checked first
         check_corpus(p, "--multi30k-root", args.multi30k_root, "val", "de")
@@ -234,10 +234,10 @@ def compare_batching(args: argparse.Namespace) -> int:
     photos = [f.read_bytes() for f in sorted(photo_folder(work / "photos").iterdir())]
     jobs = [("/caption", *multipart({}, {"image": ("p.jpg", photos[i % len(photos)])})) for i in range(args.requests)]
     rows, numbers = [], {}
-    for setting in args.batching.split(","):
-        size, timeout = setting.split(":")
-        server = Server(["--text-model", "none", "--max-queue", "512", "--max-batch-size", size, "--batch-timeout",
-                         timeout], work / f"server-{size}-{timeout}.log")  # fmt: skip
+    for size, timeout in args.batching:
+        setting = f"{size}:{timeout:g}"
+        server = Server(["--text-model", "none", "--max-queue", "512", "--max-batch-size", str(size),
+                         "--batch-timeout", f"{timeout:g}"], work / f"server-{setting}.log")  # fmt: skip
         try:
             drive(server.port, jobs[:8], 2)  # warm up
             results, wall = drive(server.port, jobs, 16)

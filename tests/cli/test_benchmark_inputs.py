@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))  # _runs, as running a script from benchmarks/ finds it
 
-from _runs import check_corpus, int_list, text_model  # noqa: E402 - the benchmarks' folder on the path first
+from _runs import batch_settings, check_corpus, int_list, text_model  # noqa: E402 - the benchmarks' folder on the path first
 
 from text_attn.core.errors import at_least  # noqa: E402
 
@@ -63,6 +63,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
         "gpu photos": ("gpu.py", ["--photos", "0"]),
         "test size": ("your_pairs.py", ["--test-size", "0", "--ding", str(gone)]),
         "help": ("transformer_speed.py", ["HELP"]),
+        "batching": ("serve.py", ["--batching", "4:0.01,16"]),
     }  # fmt: skip
     return run_cases(cases, cwd=tmp)
 
@@ -97,6 +98,7 @@ def _refused(runs, name: str) -> str:
         ("gold", "argument --gold: "),
         ("gpu photos", "argument --photos: must be at least 1, got 0"),
         ("test size", "argument --test-size: must be at least 1, got 0"),
+        ("batching", "argument --batching: '16': expected max_batch_size:batch_timeout"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_option(runs, name, said):
@@ -127,6 +129,13 @@ def test_counts_are_checked_by_the_option_types():
     for bad, said in (("1,x", "comma-separated integers"), ("1,-1", "each must be at least 0")):
         with pytest.raises(argparse.ArgumentTypeError, match=said):
             int_list(0)(bad)
+
+
+def test_batch_settings_are_pairs_of_a_count_and_seconds():
+    assert batch_settings("1:0,16:0.01") == [(1, 0.0), (16, 0.01)]
+    for bad in ("16", "0:0.01", "4:-1", "4:x", "x:0", "4:inf", "4:nan", "4:0.01,"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected max_batch_size:batch_timeout"):
+            batch_settings(bad)
 
 
 def test_a_model_is_a_bundled_name_or_a_file(tmp_path):
