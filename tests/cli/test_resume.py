@@ -88,6 +88,42 @@ def test_a_resume_from_a_save_at_an_epochs_last_step_runs_that_epochs_validation
 
 @pytest.mark.long
 @pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("step", [3, 6])
+def test_a_resume_from_a_save_before_an_every_n_steps_validation_runs_it_first(family, step, tmp_path):
+    """A fit validating every 3 steps, saved every 3 steps: each save comes before a validation, mid-epoch (step 3) or
+    at an epoch's end by the count (text's step 6: 6 batches an epoch). Resumed from it, Lightning counted that
+    validation as done: its score never logged nor weighed for the best model. Now it runs first, and the run goes on
+    exactly as the uninterrupted one (the validation's loader draws a number, and Lightning's restart another)."""
+    import csv
+
+    cfg = yaml.safe_load(resumable_config(tmp_path, family, every=3).read_text())
+    cfg["trainer"]["callbacks"][1]["init_args"]["save_top_k"] = -1  # each periodic save kept
+    cfg["trainer"]["val_check_interval"] = 3
+    cfg["trainer"]["logger"] = {"class_path": "pytorch_lightning.loggers.CSVLogger", "init_args": {"save_dir": "logs"}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    args = ["fit", "--config", str(path), "--trainer.max_steps", "12"]
+    run(family, [*args, "--trainer.default_root_dir", "a"])
+    saved = Path(f"logs/lightning_logs/version_0/checkpoints/epoch=0-step={step}.ckpt")
+    assert torch.load(saved, weights_only=True)["validation_due"]
+    run(family, [*args, "--trainer.default_root_dir", "b", "--ckpt_path", str(saved)])
+
+    metric = "val_bleu" if family == "text" else "val_Bleu_4"
+
+    def validations(version: int) -> list[tuple[str, str]]:
+        rows = csv.DictReader(open(f"logs/lightning_logs/version_{version}/metrics.csv"))
+        return [(r["step"], r[metric]) for r in rows if r.get(metric)]
+
+    # logged at the step before: 3, 6, 9, 12 (caption: 8 batches an epoch, the count restarting there: 3, 6, 11)
+    assert [s for s, _ in validations(0)] == (["2", "5", "8", "11"] if family == "text" else ["2", "5", "10"])
+    assert validations(1) == [(s, b) for s, b in validations(0) if int(s) >= step - 1]  # step's own was missing
+    a, b = (torch.load(f"logs/lightning_logs/version_{v}/checkpoints/last.ckpt", weights_only=True) for v in (0, 1))
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][k], v, msg=k)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
 def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(family, tmp_path):
     cfg = str(resumable_config(tmp_path, family, every=5))
     # 6 batches per epoch (text: 96 pairs / 16; caption: 32 scenes x ~3 captions / 16): step 10 is mid-epoch 1.
@@ -98,6 +134,7 @@ def test_resume_from_a_mid_epoch_last_checkpoint_matches_an_uninterrupted_run(fa
     last = next(Path("b").rglob("last.ckpt"))
     interrupted = torch.load(last, weights_only=True)
     assert interrupted["global_step"] == 10
+    assert "validation_due" not in interrupted  # no validation follows step 10 (once an epoch: at 12)
     args = ["fit", "--config", cfg, "--trainer.max_steps", "15", "--trainer.default_root_dir", "c"]
     resumed = run(family, [*args, "--ckpt_path", str(last)])
     assert resumed.trainer.global_step == 15

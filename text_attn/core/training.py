@@ -301,13 +301,27 @@ def _epoch_ended(trainer) -> bool:
 
 def _validates_this_epoch(trainer) -> bool:
     """Whether the fit validates at the end of the epoch running, and there only (validation on, once an epoch:
-    ``val_check_interval`` 1.0, its epoch due by ``check_val_every_n_epoch``). A fit validating every N steps is left
-    as Lightning resumes it (run from on_train_start there, Lightning's loop then never ended)."""
+    ``val_check_interval`` 1.0, its epoch due by ``check_val_every_n_epoch``). Every N steps:
+    :func:`_validation_follows`."""
     every = getattr(trainer, "check_val_every_n_epoch", 1)
     due = every is None or (trainer.current_epoch + 1) % every == 0
     interval = getattr(trainer, "val_check_interval", None)
     at_end = isinstance(interval, float) and interval == 1.0
     return bool(getattr(trainer, "enable_validation", False)) and due and at_end
+
+
+def _validation_follows(trainer) -> bool:
+    """Whether Lightning validates after the step just done, by its own test (2.6's training epoch loop), asked at the
+    step's end as the loop asks it after: a fit validating every N steps (``val_check_interval`` a count, or a fraction
+    of an epoch), mid-epoch or at an epoch's end. A time-based interval or an early stop is not one a resume can
+    replay: False."""
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    should = getattr(loop, "_should_check_val_fx", None)
+    if should is None or not getattr(trainer, "enable_validation", False):
+        return False
+    if getattr(trainer, "_val_check_time_interval", None) is not None or trainer.should_stop:
+        return False
+    return bool(should(trainer.fit_loop._data_fetcher))
 
 
 def _train_loaders(trainer) -> list[Any]:
@@ -533,8 +547,10 @@ class RunState:
         save_random_state(checkpoint)
         trainer = self._trainer
         fitting = getattr(getattr(trainer, "state", None), "fn", None) == "fit"  # not a stand-in trainer's
-        if fitting and trainer.training and _epoch_ended(trainer) and _validates_this_epoch(trainer):
-            # a save at an epoch's last step (a periodic last.ckpt) comes before that epoch's validation
+        if fitting and trainer.training and (_epoch_ended(trainer) and _validates_this_epoch(trainer)
+                                             or _validation_follows(trainer)):  # fmt: skip
+            # a save at a step that a validation follows (a periodic last.ckpt at an epoch's last step, or at one of
+            # the every-N-steps checks) comes before that validation
             checkpoint["validation_due"] = True
         # Under DDP every rank's dropout has drawn its own numbers (its batches differ in shape): keep each rank's
         # state. Every rank builds the checkpoint (Lightning writes rank 0's), so the gather meets on all of them.
@@ -572,11 +588,14 @@ class RunState:
         if self._random_state is not None:
             restore_random_state(self._random_state)
             if due:  # its loader's draw is the one the replay stands in for (the run that saved it validated here)
+                mid_epoch = not _epoch_ended(self.trainer)
                 run_due_validation(self.trainer)
-                if _train_loader_seeds_itself(self.trainer):
-                    # a loader with its own generator (a chunk folder's) draws nothing at the epoch's start in the run
-                    # that saved, and the resumed one draws a number before its first batch: that batch starts from
-                    # the state the validation left (dropout ran one draw ahead, the weights differed)
+                if mid_epoch or _train_loader_seeds_itself(self.trainer):
+                    # the first batch starts from the state the validation left, as in the run that saved: a loader
+                    # with its own generator (a chunk folder's) draws nothing at the epoch's start there, and the
+                    # resumed run draws a number before its first batch; mid-epoch, Lightning's restart of the loop
+                    # draws one more (the validation it counts as done) (dropout ran one draw ahead, the weights
+                    # differed)
                     self._state_at_first_batch = random_state()
             else:
                 replay_epoch_start(self.trainer)
