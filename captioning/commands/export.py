@@ -101,17 +101,44 @@ def _facts_fault(ckpt: dict, width: int) -> str | None:
 
 def load_any(path: str):
     """(Captioner, what) from a caption-train checkpoint or a caption model file."""
+    captioner, what, _ = read_any(path)
+    return captioner, what
+
+
+def read_any(path: str):
+    """(Captioner, what, the notes a re-export of it says where it keeps less than what it reads) from a caption-train
+    checkpoint or a caption model file (load_any's)."""
     from captioning.model.captioner import KIND, VERSION, Captioner
 
     path = str(model_path(path))  # a bundled model by name (flickr8k, shapes), as model.init_from takes it
     data = read_export_source(path)
     if isinstance(data, dict) and "format" in data:  # read once: its own checks name a wrong kind (a text model)
-        return Captioner.from_data(check_model_data(path, data, KIND, VERSION), path), "model file"
+        captioner = Captioner.from_data(check_model_data(path, data, KIND, VERSION), path)
+        return captioner, "model file", _storage(data, path)
     if is_lightning_checkpoint(data) and checkpoint_family(data) not in (None, KIND):  # a text-train one: text-export
         raise ModelFileError(checkpoint_message(path, data, KIND))
     if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
-        return model_from_checkpoint(data, path), "checkpoint"
+        return model_from_checkpoint(data, path), "checkpoint", lambda half, package, out: []
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
+
+
+def _storage(data: dict, path: str):
+    """The notes a re-export of the model file ``data`` (its contents) says, given its ``--half`` and
+    ``--encoder-from-package`` and OUT: float16 weights written as float32, and an encoder left out of the file
+    (loaded from the package that ships it, as the bundled model's is) written into OUT: twice or more the size,
+    written silently before."""
+    from text_attn.core.modelfile import file_name, float16_note
+
+    from_package = bool(data.get("encoder_weights"))
+
+    def notes(half: bool, package: bool, out: str) -> list[str]:
+        said = [note] if (note := float16_note(data, path, half, out)) else []
+        if from_package and not package:
+            said.append(f"{file_name(path)} leaves out its encoder's ImageNet weights (an installed package ships "
+                        f"them): {out} stores them (--encoder-from-package leaves them out)")  # fmt: skip
+        return said
+
+    return notes
 
 
 def _load_option(option: str, path: str, src: str, decoders: bool, settings: dict):
@@ -457,7 +484,7 @@ def export_main(argv: list[str] | None = None) -> int:
         if member is not None and (average or ensemble):
             raise ModelFileError("--member takes one decoder out of an ensemble: not with --average or --ensemble")
         extra = read_info(info) if info else {}
-        captioner, what = load_any(src)
+        captioner, what, storage = read_any(src)
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
         source = src  # the file itself; src says what has been made of it so far
         if member is not None:
@@ -478,9 +505,11 @@ def export_main(argv: list[str] | None = None) -> int:
             out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package, src=src)
         except ValueError as err:
             raise ModelFileError(f"--encoder-from-package: {src}: {one_line(err)}") from None
-        note = _no_check_note(captioner)
-        if note:
-            print(f"caption-export: note: {note}", file=sys.stderr)
+        # --encoder-of: another model's encoder, not the one the source left out
+        kept = storage(half, encoder_from_package or encoder_of is not None, dst)
+        for note in [*kept, _no_check_note(captioner)]:
+            if note:
+                print(f"caption-export: note: {note}", file=sys.stderr)
         n = sum(p.numel() for p in captioner.model.parameters())
         dtype = "float16" if half else "float32"
         size = out.stat().st_size / 2**20

@@ -60,6 +60,27 @@ def test_only_the_changed_tensors_travel_and_the_encoder_loads_as_it_was(tmp_pat
     assert f"{len(tuned)} tensors fine-tuned on captions (its last stage) stored" in capsys.readouterr().out
 
 
+def test_a_re_export_says_what_it_stores_that_its_model_file_left_out(tmp_path, capsys):
+    """A model file of float16 weights whose encoder the package ships (the bundled model's kind), re-exported without
+    --half and --encoder-from-package: twice the size or more, silently before; each is said in one note, and neither
+    where the option keeps it. (This tiny model has no domain check: a third note says so.)"""
+    small, out = tmp_path / "small.pt", tmp_path / "out.pt"
+    _tuned().save(small, half=True, encoder_from_package=True)
+    assert export_main([str(small), str(out)]) == 0
+    notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("caption-export: note: ")]
+    assert notes[:2] == [
+        f"caption-export: note: small.pt stores float16 weights: {out} holds them as float32, the same values at twice "
+        "the size (--half keeps float16)",
+        f"caption-export: note: small.pt leaves out its encoder's ImageNet weights (an installed package ships them): "
+        f"{out} stores them (--encoder-from-package leaves them out)",
+    ]
+    assert out.stat().st_size > 2 * small.stat().st_size
+    assert export_main([str(small), str(tmp_path / "kept.pt"), "--half", "--encoder-from-package"]) == 0
+    assert "weights" not in capsys.readouterr().err.partition("wrote ")[0]  # the domain check's note alone
+    assert export_main([str(out), str(tmp_path / "again.pt")]) == 0  # a float32 file with its encoder: nothing to say
+    assert "weights" not in capsys.readouterr().err.partition("wrote ")[0]
+
+
 def test_a_frozen_encoder_still_travels_without_weights(tmp_path):
     cap = _tuned("none")
     with torch.no_grad():  # undo the change: the package's weights exactly

@@ -111,7 +111,12 @@ def test_half_halves_the_file_and_still_translates(run, tmp_path, capsys):
     assert capsys.readouterr().out.count("\n") == 1
     # a model file re-exported in place: float32 again (the halved values)
     assert export_main([str(half), str(half)]) == 0
-    assert "from model file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "from model file" in err
+    assert (
+        f"text-export: note: half.pt stores float16 weights: {half} holds them as float32, the same values at "
+        "twice the size (--half keeps float16)" in err
+    )
     again = torch.load(half, weights_only=True)["state_dict"]
     assert all(v.dtype == torch.float32 and torch.equal(v, stored[k].float()) for k, v in again.items())
     assert not list(tmp_path.glob("*.part"))

@@ -296,6 +296,21 @@ def export_command(
     return 0
 
 
+def float16_note(data: Any, source: str, half: bool, out: str | Path) -> str | None:
+    """The note a re-export says where the model file it read (``data``, its contents) stores float16 weights (written
+    with --half, as the bundled models are) and ``out`` will not (no ``half``): the same values at twice the size,
+    written silently before."""
+    import torch
+
+    tensors = data.get("state_dict") if isinstance(data, dict) else None
+    if half or not isinstance(tensors, dict):
+        return None
+    if not any(isinstance(t, torch.Tensor) and t.dtype == torch.float16 for t in tensors.values()):
+        return None
+    return (f"{file_name(source)} stores float16 weights: {out} holds them as float32, the same values at twice the "
+            "size (--half keeps float16)")  # fmt: skip
+
+
 def file_name(path: str | Path) -> str:
     """A path's file name alone, as a model file names the files it was made from or learned from: no machine's folders
     in it, whichever separator (/ or \\) the path was written with."""

@@ -8,6 +8,7 @@ its state_dict under ``net.``. Checkpoints written before that metadata existed 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from text_attn.core.modelfile import (
     check_shares,
     export_command,
     file_name,
+    float16_note,
     mean_weights,
     shares_said,
     weights_said,
@@ -239,7 +241,10 @@ def export_main(argv: list[str] | None = None) -> int:
         if extra or content.get("info"):  # merged over what the input (or the mean) records, its decoding checked
             facts = merged_info(content.get("info") or {}, extra, _target_words(content), info, source)
             content = {**content, "info": facts}
+        note = float16_note(content, source, half, dst) if what == "model file" else None
         out = write_model_file(content, dst, half=half, src=src)
+        if note:
+            print(f"text-export: note: {note}", file=sys.stderr)
         dtype = "float16" if half else "float32"
         return f"wrote {out} from {what} {src}: {n:,} parameters, {dtype} weights, {_size(out.stat().st_size)}"
 
