@@ -149,15 +149,19 @@ def to_rgb(img: Image.Image) -> Image.Image:
     """Any PIL mode -> 8-bit RGB. Transparency is composited onto white; 16-bit grey is scaled.
 
     PIL's own convert("RGB") clips 16-bit values at 255 (a mostly white image), hence the scaling.
-    Mode "I" (32-bit int) is read as 16-bit when it holds values above 255; "F" as 0..1 when its
-    maximum is at most 1, else as 0..255.
+    Modes "I;16" and "I" (32-bit int) are read as 16-bit when they hold values above 255, else as 8-bit (Pillow's
+    convert("I;16") of an 8-bit image keeps its 0..255: scaled, it was captioned nearly black); "F" as 0..1 when its
+    maximum is at most 1, else as 0..255. "La" (premultiplied alpha) is un-premultiplied first (Pillow converts it to
+    "LA" alone).
     """
     mode = img.mode
     if mode == "RGB":
         return img
+    if mode == "La":
+        img, mode = img.convert("LA"), "LA"
     if mode.startswith("I;16") or mode in ("I", "F"):
         arr = np.asarray(img, dtype=np.float64)
-        if mode.startswith("I;16") or (mode == "I" and arr.size and arr.max() > 255):
+        if (mode.startswith("I;16") or mode == "I") and arr.size and arr.max() > 255:
             arr = arr / 257.0  # 65535 -> 255
         elif mode == "F" and arr.size and arr.max() <= 1.0:
             arr = arr * 255.0

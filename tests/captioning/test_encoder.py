@@ -223,6 +223,10 @@ def _expected(rgb: tuple[int, int, int], pre: Preprocess) -> torch.Tensor:
     return torch.tensor([(v / 255 - m) / s for v, m, s in zip(rgb, pre.mean, pre.std, strict=True)])
 
 
+MODE_IDS = ["L", "1", "RGBA", "RGBA-clear", "LA", "CMYK-white", "CMYK-red", "I16-max", "I16", "I16-high", "I16-8bit",
+            "I", "I-8bit", "F", "La"]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("img", "rgb"),
     [
@@ -236,10 +240,13 @@ def _expected(rgb: tuple[int, int, int], pre: Preprocess) -> torch.Tensor:
         (Image.new("I;16", (30, 20), 65535), (255, 255, 255)),
         (Image.new("I;16", (30, 20), 257 * 100), (100, 100, 100)),
         (Image.new("I;16", (30, 20), 257 * 200), (200, 200, 200)),  # 65535 -> 255 is / 257 (/ 256 gives 201)
+        (Image.new("I;16", (30, 20), 200), (200, 200, 200)),  # 8-bit values (Image.convert("I;16") of an L image)
         (Image.new("I", (30, 20), 257 * 40), (40, 40, 40)),
+        (Image.new("I", (30, 20), 200), (200, 200, 200)),
         (Image.new("F", (30, 20), 0.5), (128, 128, 128)),
+        (Image.new("LA", (30, 20), (100, 128)).convert("La"), (177, 177, 177)),  # as LA's 100 at half alpha does
     ],
-    ids=["L", "1", "RGBA", "RGBA-clear", "LA", "CMYK-white", "CMYK-red", "I16-max", "I16", "I16-high", "I", "F"],
+    ids=MODE_IDS,
 )
 def test_preprocess_converts_any_mode(img: Image.Image, rgb: tuple[int, int, int]) -> None:
     pre = Preprocess(16, True)
