@@ -211,3 +211,11 @@ def test_a_val_split_left_one_photo_by_the_feature_cache_gets_the_one_photo_note
     assert notes == ["caption-train: val_CIDEr over 1 val photo is 0 whatever the captions (CIDEr weighs words by how "
                      "few photos' references hold them): it cannot rank checkpoints; give data.val_size 2 or more (the "
                      "val photos that cannot be read were left out)"]  # fmt: skip
+
+
+def test_an_empty_photo_path_is_said_so():
+    """It was ": no such file", naming nothing."""
+    from captioning.photos.preprocess import load_image
+
+    with pytest.raises(ImageReadError, match="^an empty file name: no such file$"):
+        load_image("")

@@ -90,3 +90,11 @@ def test_mean_weights_weighs_each_state_by_its_share_and_fills_grown_rows_from_t
         mean_weights([a, b], ["a.pt", "b.pt"])  # rows fewer only where the caller says a vocabulary grew
     with pytest.raises(ModelFileError, match="^a.pt: its weights differ"):
         mean_weights([b, a], ["b.pt", "a.pt"], grown=True)  # more rows than the first's: never
+
+
+def test_an_empty_model_path_is_said_so(tmp_path, monkeypatch):
+    """Path("") is the current folder: an empty name was ".: a folder, not a model file", as if a folder were given."""
+    monkeypatch.chdir(tmp_path)
+    for typed in ({}, {"typed": ""}):
+        with pytest.raises(ModelFileError, match="^an empty file name: model file not found$"):
+            load_model_file("", KIND, **typed)

@@ -36,6 +36,8 @@ def missing(path: object, what: str = "no such file", typed: object = None) -> s
     typed = path if typed is None else typed
     if isinstance(typed, str) and _URL.match(typed):
         return f"{typed}: a URL: only local files are read; download it first"
+    if typed == "" or path == "":  # it read ": no such file"
+        return f"an empty file name: {what}"
     return f"{path}: {what}"
 
 

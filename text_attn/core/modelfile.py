@@ -33,6 +33,8 @@ def path_problem(path: str | Path, typed: object = None) -> str | None:
     """Why ``path`` cannot be a model file, in the words every command says it (a folder; a device or FIFO, which
     "model file not found" said was not there; nothing there), or None for a regular file. ``typed``: as for
     :func:`load_model_file`. The commands ask before torch is imported: a mistyped path is said at once."""
+    if (path if typed is None else typed) == "":  # Path("") is the current folder: ".: a folder" named nothing given
+        return missing("", "model file not found")
     path = Path(path)
     if path.is_dir():
         return f"{path}: a folder, not a model file"
