@@ -522,6 +522,9 @@ class Captioner:
         the words and the end, higher where the caption fits the photo better in the model's eyes (a search's score
         at length penalty 1). Words the vocabulary lacks are read as ``<unk>`` (:meth:`unknown_words` names them).
         A caption without words is a ValueError."""
+        if not isinstance(text, str):  # a list, None: "'list' object has no attribute 'translate'" from the tokenizer
+            several = ": read_texts(features, texts) reads several" if isinstance(text, (list, tuple)) else ""
+            raise TypeError(f"read_features takes one caption's text (a str), got {type(text).__name__}{several}")
         return self.read_texts(features, [text])[0]
 
     def read_texts(self, features: Tensor, texts: list[str]) -> list[list[Caption]]:
@@ -529,6 +532,11 @@ class Captioner:
         once: per text, per photo its Caption."""
         from captioning.model.reading import first_state, given_words, read_ids
 
+        # one string was read a character at a time, each character a caption ("d", "o", "g")
+        texts = a_batch(texts, "read_texts", "captions (strings)")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"read_texts: caption {i} must be a text, got {type(text).__name__}")
         v, out, features = self.vocab, [], self._decoder_input(features)
         given = [given_words(text, v, self.split_marks) for text in texts]
         for text, words in zip(texts, given, strict=True):
@@ -554,6 +562,14 @@ class Captioner:
         from captioning.model.reading import first_state
         from text_attn.core.decoding import evaluating, padded_rows, read_sequence
 
+        features = self._decoder_input(features)  # first: a numpy array's .size(0) was "'int' object is not callable"
+        if isinstance(captions, Caption):  # a NamedTuple: its fields were read as the captions
+            raise TypeError("with_probs takes a list of Captions, one a photo: give [caption]")
+        captions = a_batch(captions, "with_probs", "Captions (caption_features' or caption_images')")
+        for i, c in enumerate(captions):
+            if not isinstance(c, Caption):  # a caption's text: "'str' object has no attribute 'words'"
+                raise TypeError(f"with_probs: caption {i} must be a Caption (what caption_features returns), got "
+                                f"{type(c).__name__}; read_texts reads captions given as text")  # fmt: skip
         if features.size(0) != len(captions):
             raise ValueError(f"{features.size(0)} photos for {len(captions)} captions: one each")
         if not captions:
@@ -563,7 +579,6 @@ class Captioner:
         # caption given is read (captioning.model.reading.given_words)
         ids = [[v.stoi.get(w, v.stoi.get(w.lower(), v.unk_id)) for w in c.words] + [v.eos_id] for c in captions]
         given = padded_rows(ids, v.pad_id)  # (B, T + 1): each row padded past its end
-        features = self._decoder_input(features)
         with evaluating(self.model), self._hard_inference(None):  # a hard model: this call's mode, not another's
             log_probs, _ = read_sequence(self.model, first_state(self.model, features), len(captions), given, v.bos_id)
         rows = log_probs.float().cpu().exp().tolist()  # (B, T + 1)
@@ -609,8 +624,14 @@ class Captioner:
     def decoding(self, **given: Any) -> dict[str, Any]:
         """The decoding ``caption`` uses: the model file's recorded choice (chosen on validation data: the bundled
         model's beam 5, length penalty 1, no repeated trigram), else beam 3 with no penalty and no blocking;
-        ``given`` values that are not None win. The one place the command, the server and Python take it from."""
+        ``given`` values that are not None win. The one place the command, the server and Python take it from.
+        Another name given is a TypeError, as an unknown keyword is (a misspelt one came back in the dict, and was
+        passed on unsaid)."""
         chosen = {"beam_size": 3, "length_penalty": 0.0, "no_repeat_ngram": 0, **decoding_defaults(self.info)}
+        unknown = sorted(set(given) - {"beam_size", "length_penalty", "no_repeat_ngram"})
+        if unknown:
+            raise TypeError(f"decoding: unknown option(s) {', '.join(unknown)}: the options are beam_size, "
+                             "length_penalty, no_repeat_ngram")  # fmt: skip
         return {**chosen, **{k: v for k, v in given.items() if v is not None}}
 
     @torch.no_grad()

@@ -11,6 +11,7 @@ Configuration: ``EncoderConfig`` (captioning.model.encoder) and ``DecoderConfig`
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import fields, replace
 from typing import Any
 
@@ -20,6 +21,7 @@ from torch import Tensor, nn
 from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.model.encoder import EncoderConfig, ImageEncoder
 from captioning.model.ensemble import DecoderEnsemble
+from text_attn.core.api_args import check_decoding
 from text_attn.core.decoding import SearchResult, copy_keys, search, select_rows
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.fixed_search import fixed_search
@@ -118,8 +120,14 @@ class CaptionModel(nn.Module):
         once. ``keys`` (B,) int64 (an option): each image's key of a seeded sampling's draws, its copies' keys made
         from it and the copy index (text_attn.core.decoding.copy_keys).
         """
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        # caption_images' checks (Captioner._search), here for the lower levels called directly: a beam of 10**6 grew
+        # to 24 GB until the process was killed, a negative penalty was taken as given
+        check_decoding(beam_size, length_penalty, None, options.get("no_repeat_ngram"), self.decoder.cfg.vocab_size)
+        # 0 stays allowed (the end alone: an empty caption); below 0 failed in torch.stack deep in the search
+        if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral):
+            raise TypeError(f"max_len must be an integer, got {max_len!r}")
+        if max_len < 0:
+            raise ValueError(f"max_len must be at least 0, got {max_len}")
         was_training = self.training
         self.eval()
         try:

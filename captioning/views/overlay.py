@@ -131,6 +131,21 @@ def _panel_size(image_size: tuple[int, int], panel_side: int) -> tuple[int, int]
     return max(low, round(width * scale)), max(low, round(height * scale))
 
 
+def _check_given(words: Any, crop_box: Any) -> None:
+    """TypeError for a caption given as its text (its characters were counted as words: "does not match 31 words"),
+    and for a crop box that is none (None failed as "'NoneType' object is not iterable"). There is no default box: a
+    model that crops sees the centre square, not the whole image."""
+    if isinstance(words, str):
+        raise TypeError(f"words must be the caption's words, a list of str (caption.words), got the text {words!r}: "
+                        "give text.split()")  # fmt: skip
+    if isinstance(crop_box, (str, bytes)) or not hasattr(crop_box, "__len__"):  # a tuple, list, array or tensor
+        raise TypeError(f"crop_box must be the part of the image the model saw, (x0, y0, x1, y1) in pixels: "
+                        f"captioner.preprocess.crop_box(*image.size), or a caption's crop_box; got "
+                        f"{type(crop_box).__name__}")  # fmt: skip
+    if len(crop_box) != 4:
+        raise ValueError(f"crop_box must be 4 numbers, (x0, y0, x1, y1) in pixels, got {len(crop_box)}")
+
+
 def _check(words: Sequence[str], alphas: np.ndarray, grid: int, chosen: Sequence[int | None] | None) -> None:
     if alphas.ndim != 2 or alphas.shape != (len(words), grid * grid):
         raise ValueError(f"alphas shape {alphas.shape} does not match {len(words)} words x {grid * grid} regions")
@@ -228,8 +243,18 @@ FORMATS = {".png": ("PNG", {}), ".jpg": ("JPEG", {"quality": 90, "subsampling": 
            ".jpeg": ("JPEG", {"quality": 90, "subsampling": 0}), ".webp": ("WEBP", {"quality": 90})}  # fmt: skip
 
 
+def _format(suffix: str, what: str) -> tuple[str, dict]:
+    """The format and save options of a picture whose name ends in ``suffix``; another suffix (".gif", none) is a
+    ValueError naming ``what`` and the suffixes written (it got PNG bytes under its name, silently)."""
+    if suffix.lower() not in FORMATS:
+        got = repr(suffix) if suffix else "no suffix"
+        raise ValueError(f"{what} must end in one of {', '.join(FORMATS)} (the formats an overlay is written in), "
+                         f"got {got}")  # fmt: skip
+    return FORMATS[suffix.lower()]
+
+
 def _save(canvas: Image.Image, path: Path) -> Path:
-    fmt, options = FORMATS.get(path.suffix.lower(), FORMATS[".png"])  # another suffix: PNG, as before
+    fmt, options = _format(path.suffix, f"{path.name}: the picture's name")
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(path) as tmp:  # a fresh file, renamed: a planted link or FIFO at path is never written
         canvas.save(tmp, format=fmt, **options)
@@ -261,6 +286,7 @@ def overlay_image(
     read (``caption --given``, or its own with ``--unsure``), the model's probability of it, written after the
     word on its panel.
     """
+    _check_given(words, crop_box)
     a = to_numpy(alphas)
     _check(words, a, grid, chosen)
     painter = _Painter(image, grid, crop_box, panel_side)
@@ -326,6 +352,7 @@ def draw_overlay(
                         f"saw it), got {type(image).__name__}")  # fmt: skip
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"draw_overlay: path must be a file path, got {type(path).__name__}")
+    _format(Path(path).suffix, "draw_overlay: path")  # before drawing: a picture in no format it writes is refused
     canvas = overlay_image(image, words, alphas, grid, crop_box, chosen, cols, panel_side=panel_side,
                            evidence=evidence, agreement=agreement, probs=probs)  # fmt: skip
     return _save(canvas, Path(path))
@@ -365,6 +392,8 @@ def draw_word_panels(
     the key, and the word's panel (longer side ``panel_side``). ``probs``: per word of a caption read (given, or
     its own with --unsure), the model's probability of it after the words before it, in the key's note ("word 2 of
     5, p = 0.135")."""
+    _check_given(words, crop_box)
+    _format(suffix, "draw_word_panels: suffix")
     a = to_numpy(alphas)
     _check(words, a, grid, chosen)
     painter = _Painter(image, grid, crop_box, panel_side)

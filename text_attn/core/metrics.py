@@ -108,10 +108,23 @@ def sacre_prepared(
     refusal of lists of unequal length or empty."""
     from sacrebleu.metrics import BLEU, CHRF
 
+    _sentences(references, "references", caller)
+    _sentences(hypotheses, "hypotheses", caller)
     if len(references) != len(hypotheses) or not references:
         raise ValueError(f"{caller}: {len(references)} references but {len(hypotheses)} hypotheses")
     bleu, chrf = BLEU(tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)
     return bleu, chrf, [[scored_form(r) for r in references]], [scored_form(h) for h in hypotheses]
+
+
+def _sentences(texts: Sequence[str], what: str, caller: str) -> None:
+    """TypeError where ``texts`` is not a list of strings, one a sentence: one string was scored a character a
+    sentence (two strings scored chrF 100 and BLEU 0, silently)."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{caller}: {what} must be a list of strings, one a sentence, got one {type(texts).__name__}: "
+                        f"give [{texts!r}]")  # fmt: skip
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{caller}: {what}[{i}] must be a str, got {type(text).__name__}")
 
 
 def sacre_scores(
@@ -138,6 +151,8 @@ def text_scores(
     tokenized BLEU-4 the PyTorch seq2seq tutorials report."""
     from text_attn.core.vocab import tokenize as words
 
+    _sentences(references, "references", "text_scores")  # named as this call, before sacre_scores checks them
+    _sentences(hypotheses, "hypotheses", "text_scores")
     sacre = sacre_scores(references, hypotheses, tokenize, lowercase)
     bleu = corpus_bleu([[words(r, lower=True)] for r in references], [words(h, lower=True) for h in hypotheses])
     return {"bleu_tok": 100 * bleu["bleu4"], **sacre}
@@ -362,6 +377,14 @@ def coco_prepared(
     for key, refs in references.items():
         if isinstance(refs, str) or len(refs) == 0:
             raise ValueError(f"coco_metrics: references[{key!r}] must be a non-empty list of str")
+        # a hypothesis in a list, a reference tokenized: AttributeError ("'list' object has no attribute 'split'")
+        if not all(isinstance(r, str) for r in refs):
+            wrong = next(type(r).__name__ for r in refs if not isinstance(r, str))
+            raise TypeError(f"coco_metrics: references[{key!r}] must be a non-empty list of str, one of them is "
+                            f"{wrong}")  # fmt: skip
+        if not isinstance(hypotheses[key], str):
+            raise TypeError(f"coco_metrics: hypotheses[{key!r}] must be one caption (a str), got "
+                            f"{type(hypotheses[key]).__name__}")  # fmt: skip
         gts[key] = [_clean(r) for r in refs]
         res[key] = [_clean(hypotheses[key])]
 

@@ -259,8 +259,13 @@ class Translator:
     def decoding(self, **given: Any) -> dict[str, Any]:
         """The decoding ``translate`` uses: the model file's recorded choice (chosen on validation data), else greedy
         with no length penalty and no blocking; ``given`` values that are not None win. The one place the command,
-        the server and Python take it from."""
+        the server and Python take it from. Another name given is a TypeError, as an unknown keyword is (a misspelt
+        one came back in the dict, and was passed on unsaid)."""
         chosen = {"beam_size": 1, "length_penalty": 0.0, "no_repeat_ngram": 0, **decoding_defaults(self.info)}
+        unknown = sorted(set(given) - {"beam_size", "length_penalty", "no_repeat_ngram"})
+        if unknown:
+            raise TypeError(f"decoding: unknown option(s) {', '.join(unknown)}: the options are beam_size, "
+                             "length_penalty, no_repeat_ngram")  # fmt: skip
         return {**chosen, **{k: v for k, v in given.items() if v is not None}}
 
     @classmethod
@@ -335,6 +340,7 @@ class Translator:
 
     def tokenize(self, text: str, keep_case: bool | None = None) -> list[str]:
         """The source tokens of ``text`` as the model reads it (:meth:`read_as`)."""
+        _one_text(text, "tokenize")
         return self.codec.encode(self.read_as(text, keep_case), "source")
 
     def read_as(self, text: str, keep_case: bool | None = None) -> str:
@@ -343,6 +349,7 @@ class Translator:
         and the model keeps case (text_attn.core.casing); typographic quotes its source vocabulary lacks as ASCII
         ones ("’" -> "'": TextCodec.folded); else ``text``. ``keep_case`` (None: the object's own, ``self.keep_case``)
         turns the recasing off, for this call only (attention-serve's keep_case=1: a request's, not the worker's)."""
+        _one_text(text, "read_as")
         text = self.codec.folded(composed(text), "source")  # composed: the subword codec does so too; casing needs it
         casing = None if (self.keep_case if keep_case is None else keep_case) else self.casing
         return text if casing is None else casing.recase(text)
@@ -384,6 +391,7 @@ class Translator:
         unseen_words): a subword or character model translates them from their pieces, a guess (on Multi30k val, the
         bundled Transformer's chrF is 52 on the 29% of sentences holding one, 67 on the rest). [] for a word model (it
         reads them as <unk>: ``Translation.unknown``) and where the model file has no word profile."""
+        _one_text(text, "unseen_words")
         if self.codec.mode == "word":
             return []
         return unseen_words(self.source_check, composed(plain(text)))  # as read: a link's address is not
@@ -629,6 +637,8 @@ class Translator:
         """Already tokenized sentences -> the translation ``translation`` read for each (:meth:`read`), in one
         batch: the model's steps teacher-forced with its tokens then the end (text_attn.core.decoding.read_sequence,
         the steps a search takes)."""
+        if not isinstance(translation, str):  # several translations: read_texts
+            raise TypeError(f"read_tokens takes one translation (a string), got {type(translation).__name__}")
         return self.read_texts(toks, [translation])[0]
 
     @torch.no_grad()
@@ -637,9 +647,9 @@ class Translator:
         once (a Transformer's encoder is ~45% of reading a reference of Multi30k's test): per translation, per
         sentence its Translation."""
         toks = _token_lists(toks, "read_texts")
-        targets = self._given_tokens(translations)
+        targets = self._given_tokens(translations, "read_texts")
         if not toks:
-            return [[] for _ in translations]
+            return [[] for _ in targets]
         src, lens = self._source_batch(toks)
         with self._evaluating():
             state = self._encoded(toks, src, lens)  # a step never changes the state it is given: shared by every text
@@ -650,9 +660,10 @@ class Translator:
         """Each tokenized sentence with its own translation read (``translate --given-file``), in one batch: what
         :meth:`read_tokens` gives each alone (1,014 Multi30k val lines read one at a time took minutes)."""
         toks = _token_lists(toks, "read_each")
+        translations = _sentence_list(translations, "read_each", "translation")  # None: "has no len()"
         if len(toks) != len(translations):
             raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
-        targets = self._given_tokens(translations)
+        targets = self._given_tokens(translations, "read_each")
         if not toks:
             return []
         src, lens = self._source_batch(toks)
@@ -693,6 +704,11 @@ class Translator:
         is read so too, each sentence against its own source, as the search wrote it: the line's tokens read as one
         sentence give other numbers (a sentence's first word after another's end)."""
         toks = _token_lists(toks, "with_probs")
+        translations = a_batch(translations, "with_probs", "Translations (translate_tokens')")
+        for i, tr in enumerate(translations):
+            if not isinstance(tr, Translation):  # a text: "'str' object has no attribute 'pieces'"
+                raise TypeError(f"with_probs: translation {i} must be a Translation (what translate_tokens returns), "
+                                f"got {type(tr).__name__}; read_texts reads translations given as text")  # fmt: skip
         if len(toks) != len(translations):
             raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
         # (source tokens, the Translation to fill) per sentence searched: a joined line's pieces, else the line
@@ -712,8 +728,11 @@ class Translator:
                 tr.probs, tr.word_probs, tr.words, tr.end_prob = line.probs, line.word_probs, line.words, line.end_prob
         return translations
 
-    def _given_tokens(self, translations: list[str]) -> list[list[str]]:
-        """Each translation's target tokens; one with none, or past a learned position table, is a ValueError."""
+    def _given_tokens(self, translations: Any, name: str) -> list[list[str]]:
+        """Each translation's target tokens; one string for the list (read a character at a time, each a translation)
+        or a translation that is no text is a TypeError (:func:`_sentence_list`, ``name`` the method's), one with no
+        tokens, or past a learned position table, a ValueError."""
+        translations = _sentence_list(translations, name, "translation")
         targets = [self.target_tokens(text)[0] for text in translations]
         for text, tokens in zip(translations, targets, strict=True):
             if not tokens:
@@ -824,9 +843,19 @@ class Translator:
         draws' key (default: its position in ``toks``), so that it draws the same whichever sentences share its
         batch."""
         toks = _token_lists(toks, "translate_tokens")
+        # translate's checks (check_decoding), here for this lower level called directly: beam 0 or -1 searched
+        # greedily unsaid, a beam of 10**6 was taken as given
+        check_decoding(beam_size, length_penalty, None, options.get("no_repeat_ngram"), len(self.tgt_vocab))
+        if max_len is not None:  # 0 and None: no cap given (each sentence's own); below 0 failed deep in torch.stack
+            if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral):
+                raise TypeError(f"max_len must be an integer, got {max_len!r}")
+            if max_len < 0:
+                raise ValueError(f"max_len must be at least 0 (0 or None: each sentence's own cap), got {max_len}")
         if not toks:
             return []
         for i, t in enumerate(toks):
+            if not t:  # translate refuses it; here it was translated from the end token alone, with a score
+                raise ValueError(f"empty input: sentence {i} has no tokens")
             if error := self.length_error(len(t)):
                 raise ValueError(f"sentence {i}: {error}")
         if max_len and (error := self.length_error(max_len=max_len)):
@@ -946,13 +975,21 @@ def _token_probs(row: torch.Tensor, words: list[str], index: list[int]) -> dict[
     return {"probs": probs[:-1], "end_prob": probs[-1], "words": list(words), "word_probs": word_probs.tolist()}
 
 
-def _sentence_list(sentences: Any, name: str) -> list[str]:
-    """A method's sentences as a list of texts (:func:`a_batch`), a non-text element one TypeError naming it."""
-    sentences = a_batch(sentences, name, "sentences")
+def _sentence_list(sentences: Any, name: str, what: str = "sentence") -> list[str]:
+    """A method's sentences (or ``what``: its translations given) as a list of texts (:func:`a_batch`), a non-text
+    element one TypeError naming it."""
+    sentences = a_batch(sentences, name, f"{what}s")
     for i, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
-            raise TypeError(f"{name}: sentence {i} must be a text, got {type(sentence).__name__}")
+            raise TypeError(f"{name}: {what} {i} must be a text, got {type(sentence).__name__}")
     return sentences
+
+
+def _one_text(text: Any, name: str) -> None:
+    """TypeError where a method of one text is given anything else (None, a list: a TypeError from unicodedata)."""
+    if not isinstance(text, str):
+        each = ": call it once for each" if isinstance(text, (list, tuple)) else ""
+        raise TypeError(f"{name} takes one text (a str), got {type(text).__name__}{each}")
 
 
 def _token_lists(toks: Any, name: str) -> list:

@@ -1,0 +1,97 @@
+"""The captioner's lower-level calls (``generate``, ``caption_features``, ``read_features``, ``read_texts``,
+``with_probs``, ``decoding``) and ``draw_overlay`` refuse bad input in one line that names it, as ``caption_images``
+does: a beam wider than the vocabulary (one of 10**6 grew to 24 GB), a negative max_len or length penalty (torch's
+"stack expects a non-empty TensorList", or taken as given), one string for a list of captions (read a character at a
+time, each a caption), an array or a list where a tensor or a text is due (an AttributeError from the tokenizer), an
+unknown decoding option (handed back in the dict), and for ``draw_overlay`` a missing crop box, a caption given as its
+text (its characters counted as words) and a file name whose suffix is no format it writes (PNG bytes, silently)."""
+
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from captioning.model.bundled import DEMO_PHOTOS
+from captioning.model.captioner import Captioner
+from captioning.views.overlay import draw_overlay, draw_word_panels
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    """The bundled shapes model (19 words) and two demo photos' region features."""
+    captioner = Captioner.load("shapes")
+    return captioner, captioner.encode_photos(list(DEMO_PHOTOS[:2]))[1]
+
+
+def test_the_lower_levels_refuse_the_beam_caption_images_refuses(shapes):
+    captioner, features = shapes
+    wide = len(captioner.vocab) + 1
+    with pytest.raises(ValueError) as high:
+        captioner.caption_images([DEMO_PHOTOS[0]], beam_size=wide)
+    for call in (captioner.caption_features, captioner.generate):
+        with pytest.raises(ValueError) as low:
+            call(features[:1], beam_size=wide)
+        assert str(low.value) == str(high.value)  # one check, one wording
+        assert f"beam_size {wide} is more than the model's {len(captioner.vocab)} words" in str(low.value)
+    assert captioner.caption_features(features[:1], beam_size=len(captioner.vocab))[0].words  # the widest useful
+
+
+def test_a_negative_max_len_or_length_penalty_is_refused_below_caption_images(shapes):
+    captioner, features = shapes
+    for call in (captioner.caption_features, captioner.generate):
+        with pytest.raises(ValueError, match=r"^max_len must be at least 0, got -5$"):  # was torch.stack's error
+            call(features, max_len=-5)
+        with pytest.raises(ValueError, match=r"^length_penalty must be a finite number, 0 or more, got -1$"):
+            call(features, length_penalty=-1)
+    assert [c.words for c in captioner.caption_features(features, max_len=0)] == [[], []]  # 0: as before, no words
+
+
+def test_captions_to_read_are_a_list_of_texts_and_one_caption_a_text(shapes):
+    captioner, features = shapes
+    with pytest.raises(TypeError, match=re.escape("read_texts takes a list of captions (strings): give ['dog']")):
+        captioner.read_texts(features[:1], "dog")  # was three captions: "d", "o", "g"
+    with pytest.raises(TypeError, match="^read_texts: caption 1 must be a text, got NoneType$"):
+        captioner.read_texts(features[:1], ["a red circle", None])
+    for bad, got in ((["a red circle"], "list: read_texts"), (None, "NoneType$")):
+        with pytest.raises(TypeError, match=rf"^read_features takes one caption's text \(a str\), got {got}"):
+            captioner.read_features(features, bad)  # was AttributeError: no attribute 'translate'
+    assert len(captioner.read_texts(features, ["a red circle", "a blue square"])) == 2
+
+
+def test_with_probs_names_features_and_captions_of_another_kind(shapes):
+    captioner, features = shapes
+    own = captioner.caption_features(features)
+    with pytest.raises(TypeError, match=re.escape("region features: a tensor (B, L, D), got ndarray")):
+        captioner.with_probs(features.numpy(), own)  # was "'int' object is not callable"
+    with pytest.raises(TypeError, match=r"^with_probs: caption 0 must be a Caption \(what caption_features returns"):
+        captioner.with_probs(features, [" ".join(c.words) for c in own])
+    assert all(c.probs for c in captioner.with_probs(features, own))
+
+
+def test_an_unknown_decoding_option_is_named_with_the_known_ones(shapes):
+    captioner, _ = shapes
+    with pytest.raises(TypeError, match="^decoding: unknown option\\(s\\) beam, bogus: the options are beam_size, "
+                                         "length_penalty, no_repeat_ngram$"):  # fmt: skip
+        captioner.decoding(bogus=1, beam=2)  # was returned in the dict
+    assert captioner.decoding(beam_size=2, length_penalty=None)["beam_size"] == 2
+
+
+def test_draw_overlay_names_a_missing_crop_box_a_caption_as_text_and_a_suffix_it_does_not_write(tmp_path):
+    image, alphas = Image.new("RGB", (8, 6), "gray"), np.full((2, 4), 0.25)
+    says = r"^crop_box must be the part of the image the model saw.*captioner\.preprocess\.crop_box\(\*image\.size\)"
+    with pytest.raises(TypeError, match=says + ".*got NoneType$"):
+        draw_overlay(image, ["a", "dog"], alphas, 2, None, tmp_path / "x.png")  # was "'NoneType' ... not iterable"
+    with pytest.raises(TypeError, match=r"^words must be the caption's words, a list of str .*got the text 'a dog'"):
+        draw_overlay(image, "a dog", alphas, 2, (0, 0, 8, 6), tmp_path / "x.png")  # was "does not match 5 words"
+    for name, got in (("x.gif", "'.gif'"), ("x", "no suffix")):
+        with pytest.raises(ValueError, match=rf"^draw_overlay: path must end in one of \.png, \.jpg, \.jpeg, \.webp "
+                                             rf"\(the formats an overlay is written in\), got {got}$"):  # fmt: skip
+            draw_overlay(image, ["a", "dog"], alphas, 2, (0, 0, 8, 6), tmp_path / name)  # was PNG bytes in x.gif
+        assert not (tmp_path / name).exists()
+    with pytest.raises(ValueError, match=r"^draw_word_panels: suffix must end in one of \.png.*got '\.bmp'$"):
+        draw_word_panels(image, ["a", "dog"], alphas, 2, (0, 0, 8, 6), tmp_path / "words", "x", suffix=".bmp")
+    written = draw_overlay(image, ["a", "dog"], alphas, 2, (0, 0, 8, 6), tmp_path / "x.JPG")
+    assert written.read_bytes()[:2] == b"\xff\xd8"  # a suffix it writes, in any case: that format
