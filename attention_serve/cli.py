@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                    "one model)")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="address to listen on: 127.0.0.1 (default), 0.0.0.0 or ::")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
-    p.add_argument("--api-key", help="require this key on every API request (Authorization: Bearer KEY or X-API-Key; "
+    p.add_argument("--api-key", help="require this key on /caption, /translate and /info (Authorization: Bearer KEY "
+                   "or X-API-Key; the page, /health and /openapi.json stay open: a load balancer's probe needs no key; "
                    "default: $ATTENTION_SERVE_API_KEY, else none). Prefer the variable: a key on the command line is "
                    "in the process list (/proc/PID/cmdline), which every local user can read")  # fmt: skip
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",

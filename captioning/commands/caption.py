@@ -207,6 +207,13 @@ def caption_main(argv: list[str] | None = None) -> int:
     if args.demo and args.jsonl:  # the demo's records are printed, not streamed: --jsonl was silently not written
         fail("caption", "--jsonl streams the records of IMAGE inputs: give it without --demo (--json prints the "
                         "demo's records)")  # fmt: skip
+    # options of a run over IMAGE inputs: the demo's few photos are one batch, read here and drawn (its overlays)
+    unused = [flag for flag, given in (("--batch-size", args.batch_size is not None),
+                                       ("--workers", args.workers is not None),
+                                       ("--decode-on-device", args.decode_on_device)) if given]  # fmt: skip
+    if args.demo and unused:  # taken and not used, silently
+        fail("caption", f"{' and '.join(unused)}: for a run over IMAGE inputs; --demo captions a few pictures of its "
+             "own in one batch, drawn here: give it without")  # fmt: skip
     if args.model_info and (args.images or args.demo):
         fail("caption", "--model-info describes the model and exits: give it without images or --demo")
     if beside_info:  # an output or a decoding it never made: said, not dropped

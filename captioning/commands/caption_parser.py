@@ -56,8 +56,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print one JSON list with per-word attention (the --jsonl records: docs/captioning.md)",
     )
-    p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done (- : "
-                   "to stdout, in place of the plain lines; ./- for a file named -)")  # fmt: skip
+    p.add_argument("--jsonl", metavar="FILE", help="write one JSON record per line to FILE as images are done, in "
+                   "place of the plain lines (nothing on stdout; - : the records on stdout; ./- for a file named "
+                   "-)")  # fmt: skip
     p.add_argument(
         "--resume",
         action="store_true",

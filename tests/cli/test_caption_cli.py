@@ -935,3 +935,21 @@ def test_the_closing_notes_name_the_first_images_then_count_the_rest(capsys):
     assert capsys.readouterr().err == (
         "caption: note: 2 caption(s) reached --max-len 6 and are cut off: their records' 'truncated' says which\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--decode-on-device"], "--decode-on-device"),  # the demo draws its overlays here: it was taken, unused
+        (["--batch-size", "2"], "--batch-size"),
+        (["--workers", "0", "--batch-size", "3"], "--batch-size and --workers"),
+        (["shapes", "--workers", "1"], "--workers"),
+    ],
+)
+def test_the_demo_refuses_the_options_of_a_run_over_images(capsys, given, named):
+    """Each was accepted and not used, silently (exit 0)."""
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["--demo", *given])
+    assert exc.value.code == 2
+    said = f"{named}: for a run over IMAGE inputs; --demo captions a few pictures of its own in one batch"
+    assert capsys.readouterr().err == f"caption: error: {said}, drawn here: give it without\n"

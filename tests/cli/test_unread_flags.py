@@ -31,11 +31,24 @@ def test_model_info_refuses_the_outputs_and_decoding_it_never_makes(tmp_path, ca
 
 def test_layer_without_an_output_that_shows_attention_and_given_with_max_len_are_refused(capsys):
     line = refused(translate_main, capsys, "--layer", "1", "ein mann")
-    assert line == ("translate: error: --layer picks the attention --plot, --html, --alignments and --demo show: give "
-                    "it with one of them")  # fmt: skip
+    assert line == ("translate: error: --layer picks the attention --plot, --html, --alignments, --demo and the --json "
+                    "/ --jsonl records show: give it with one of them")  # fmt: skip
     line = refused(caption_main, capsys, PHOTO, "--given", "a cup", "--max-len", "5")
     assert line == "caption: error: --given reads the captions given; --max-len is for the captions the model writes: "\
                    "drop one"  # fmt: skip
+
+
+def test_layer_picks_the_attention_of_the_json_records(capsys):
+    """It was refused with --json alone, though a record's 'attention' is that layer's (the penultimate unless
+    given)."""
+    import json
+
+    def attention(*args: str) -> list:
+        assert translate_main(["--json", *args, "Ein Mann singt."]) == 0
+        return json.loads(capsys.readouterr().out)[0]["attention"]
+
+    default, penultimate, last = attention(), attention("--layer", "-2"), attention("--layer", "-1")
+    assert default == penultimate != last
 
 
 def test_a_length_penalty_with_one_hypothesis_is_noted(tmp_path, capsys):

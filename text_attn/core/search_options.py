@@ -58,7 +58,8 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
         "number, score, translation, ended or cut; caption: score, caption, ended or cut, the path first with "
         "several images), and in the --json / --jsonl records; each says whether it ended or --max-len cut it off; "
         "a hypothesis the search could not find is left out; pictures and pages "
-        f"({PICTURES[p.prog]}) draw the best (default: 1, the best alone, in the usual output)",
+        f"({PICTURES[p.prog]}) draw the best (not given: the best alone, in the usual output; --n-best 1 writes the "
+        "best in a list's form, with its score)",
     )
     g.add_argument(
         "--no-repeat-ngram",

@@ -816,9 +816,10 @@ def _translate_main(args: argparse.Namespace) -> int:
         args.sentences = []
     elif "-" in args.sentences:  # it was translated as the text "-", stdin unread
         fail("translate", "'-' reads the sentences from stdin: give it alone, or give the sentences as arguments")
-    if args.layer is not None and not (args.plot or args.html or args.alignments or args.demo):
-        fail("translate", "--layer picks the attention --plot, --html, --alignments and --demo show: give it with one "
-             "of them")  # fmt: skip
+    if args.layer is not None and not (args.plot or args.html or args.alignments or args.demo or args.json
+                                       or args.jsonl):  # fmt: skip
+        fail("translate", "--layer picks the attention --plot, --html, --alignments, --demo and the --json / --jsonl "
+             "records show: give it with one of them")  # fmt: skip
     if args.align_by != "attention" and not args.alignments:
         fail("translate", f"--align-by {args.align_by} says how --alignments links words: give --alignments FILE")
     if args.keep_layout and not args.paragraphs:
@@ -914,7 +915,7 @@ def _translate_main(args: argparse.Namespace) -> int:
              "stdin instead")  # fmt: skip
     if args.evidence and not (args.plot or args.html or args.jsonl):
         fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE (or "
-             "--jsonl FILE: in each record)")  # fmt: skip
+             "--json, --jsonl FILE: in each record)")  # fmt: skip
     if args.alignments:
         from text_attn.translation.explain import require_attention
 

@@ -78,10 +78,10 @@ def translate_parser() -> argparse.ArgumentParser:
         "--layer",
         type=int,
         default=None,
-        help="Transformer: decoder layer whose cross-attention --plot draws (per head), --alignments, --demo and "
-        "--html read (0-based, -1: the last; default: the penultimate, which aligns best: on 100 hand-aligned "
-        "Multi30k val pairs, AER 33.2 against the last layer's 37.7, and 18.2 for the bundled model, taught to align, "
-        "against 36.6; benchmarks/alignment_error.py)",
+        help="Transformer: decoder layer whose cross-attention --plot draws (per head), --alignments, --demo, "
+        "--html and the --json / --jsonl records' 'attention' read (0-based, -1: the last; default: the "
+        "penultimate, which aligns best: on 100 hand-aligned Multi30k val pairs, AER 33.2 against the last layer's "
+        "37.7, and 18.2 for the bundled model, taught to align, against 36.6; benchmarks/alignment_error.py)",
     )
     p.add_argument(
         "--html",
