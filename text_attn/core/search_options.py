@@ -48,7 +48,8 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--sample-seed",
         type=sample_seed,
-        help="--sample: seed of the draws (default: a fresh one a run); the same seed repeats each input's draws "
+        help="--sample: seed of the draws (default: a fresh one a run, not recorded: no run can draw them again, and "
+        "a --resume goes on with fresh ones); the same seed repeats each input's draws "
         f"{SEED_REPEATS[p.prog]}; another --threads may flip a rare one (float rounding)",
     )
     g.add_argument(
