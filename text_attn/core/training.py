@@ -321,6 +321,12 @@ def _validation_follows(trainer) -> bool:
         return False
     if getattr(trainer, "_val_check_time_interval", None) is not None or trainer.should_stop:
         return False
+    # at a step's end (its on_train_batch_end hooks: Lightning counts the step completed after them), not after its
+    # validation: a save as the fit ends (on_train_end) was marked too, and its resume validated again and never
+    # trained another step (its loop ran epochs of no batch, forever)
+    done = loop.batch_progress.current
+    if done.completed != done.processed - 1:
+        return False
     return bool(should(trainer.fit_loop._data_fetcher))
 
 
