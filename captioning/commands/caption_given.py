@@ -101,10 +101,12 @@ def given_notes(captioner, args: argparse.Namespace, names: set[str] | None = No
         lines = args.given_lines
         pairs = ((t, n) for name, texts in args.given_by_name.items() if names is None or name in names
                  for t, n in zip(texts, lines[name], strict=True))  # fmt: skip
-        odd = sorted(n for text, n in pairs if captioner.unknown_words(text))
-        if odd:
+        odd = sorted((n, unknown) for text, n in pairs if (unknown := captioner.unknown_words(text)))
+        if odd:  # the first one's words named, as translate's note names its tokens
+            first, unknown = odd[0]
+            words = ", ".join(repr(inert(w)) for w in unknown)
             print(f"caption: note: {len(odd)} caption(s) of --given-file {inert(args.given_file)} hold words the model "
-                  f"does not know, read as <unk> (the first: line {odd[0]})", file=sys.stderr)  # fmt: skip
+                  f"does not know, read as <unk> (the first: line {first}, {words})", file=sys.stderr)  # fmt: skip
 
 
 def no_given_caption(name: str, args: argparse.Namespace) -> str | None:
