@@ -12,7 +12,7 @@ with ``textContent``, never parsed as HTML.
 from __future__ import annotations
 
 from captioning.views.caption_page import CAPTION_CSS, CAPTION_JS, OPACITY
-from captioning.views.overlay import FOCUS
+from captioning.views.overlay import FOCUS, MAX_ASPECT
 from text_attn.core.html_page import CORE_CSS, CORE_JS, escape, script_json
 from text_attn.core.unsure import CAPTION_UNSURE, UNSURE
 from text_attn.translation.alignment_page import ALIGNMENT_CSS, ALIGNMENT_JS
@@ -163,7 +163,10 @@ const Live = {
     const caption = rec.caption || rec.words.join(" ");
     const canvas = (cls, label) => {  // an image to assistive technology, named by the caption (as the report's)
       const cv = Live.el("canvas", cls);
-      cv.width = Math.max(1, Math.round(W * scale)); cv.height = Math.max(1, Math.round(H * scale));
+      // a panorama stretched to 1:CFG.aspect at most, as the report's and the overlay PNG's (a 6000 x 400 photo was
+      // 480 x 32: its map unreadable)
+      const low = Math.ceil(CFG.side / CFG.aspect);
+      cv.width = Math.max(low, Math.round(W * scale)); cv.height = Math.max(low, Math.round(H * scale));
       cv.setAttribute("role", "img"); cv.setAttribute("aria-label", `photo: ${caption}${label ? ", " + label : ""}`);
       return cv;
     };
@@ -465,7 +468,8 @@ def render(caption: dict | None, text: dict | None, api_key: bool, source_lang: 
     sentence say the language (a German sample for German alone: a Czech model's page said "Translate German")."""
     language = LANGUAGES.get(source_lang or "")  # None: a language the table does not name, or none known
     cfg = {"caption": caption is not None, "text": text is not None, "focus": FOCUS, "side": MAX_SIDE,
-           "opacity": OPACITY, "lang": source_lang, "language": language, "alternatives": ALTERNATIVES,
+           "aspect": MAX_ASPECT, "opacity": OPACITY, "lang": source_lang, "language": language,
+           "alternatives": ALTERNATIVES,
            "unsure": {"caption": CAPTION_UNSURE, "text": UNSURE}}  # the answers' thresholds (unsure.py)  # fmt: skip
     lang = f' lang="{escape(source_lang)}"' if source_lang else ""
     tab = f"Translate {language}" if language else "Translate"

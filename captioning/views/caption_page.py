@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from captioning.photos.preprocess import to_rgb
-from captioning.views.overlay import attention_map
+from captioning.views.overlay import MAX_ASPECT, attention_map
 from text_attn.core.arrays import evidence_shares
 from text_attn.core.html_page import HtmlPage, alternatives, data_script, escape, quantise
 from text_attn.core.unsure import unsure_line
@@ -195,15 +196,17 @@ def open_caption_page(path: Any, model: str, grid: int) -> HtmlPage:
 
 
 def thumbnail(image: Image.Image) -> tuple[str, tuple[int, int]]:
-    """The image as a JPEG data: URI, longest side at most MAX_SIDE; and the canvas size (longest side MAX_SIDE)."""
+    """The image as a JPEG data: URI, longest side at most MAX_SIDE; and the canvas size (longest side MAX_SIDE, the
+    shorter at least MAX_SIDE / MAX_ASPECT: a panorama is stretched to 1:4, as the overlay PNG's panels are; a 6000 x
+    400 one was drawn 384 x 26, its 9 x 9 map unreadable)."""
     rgb = to_rgb(image)
     width, height = rgb.size
     small = rgb.copy()
     small.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
     buf = io.BytesIO()
     small.save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
-    scale = MAX_SIDE / max(width, height)
-    canvas = (max(1, round(width * scale)), max(1, round(height * scale)))
+    scale, low = MAX_SIDE / max(width, height), math.ceil(MAX_SIDE / MAX_ASPECT)
+    canvas = (max(low, round(width * scale)), max(low, round(height * scale)))
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), canvas
 
 

@@ -241,6 +241,19 @@ def test_translate_report_notes_the_inputs_unlike_the_training_text(tmp_path):
     assert html.count('<span dir="auto" lang="de">') == 2
 
 
+def test_a_panoramas_canvas_is_stretched_to_one_in_four_as_the_overlay_pngs_panels_are():
+    """A 6000 x 400 photo was drawn 384 x 26 on the report (and 480 x 32 on attention-serve's page): a 9 x 9 map in
+    rows of 3 pixels. Both pages now draw it at least a quarter of the longest side tall."""
+    from attention_serve.page import render
+    from captioning.views.caption_page import MAX_SIDE, thumbnail
+
+    for size, canvas in (((6000, 400), (384, 96)), ((400, 6000), (96, 384)), ((500, 375), (384, 288))):
+        assert thumbnail(Image.new("RGB", size))[1] == canvas
+    page = render({"model": "m"}, None, api_key=False).decode()
+    assert '"aspect":4,' in page and "Math.ceil(CFG.side / CFG.aspect)" in page
+    assert MAX_SIDE == 384
+
+
 def test_caption_page_has_one_section_per_image_and_nothing_from_the_network(caption_page):
     html = caption_page.read_text()
     found = sections(caption_page)
