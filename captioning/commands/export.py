@@ -27,6 +27,7 @@ from text_attn.core.modelfile import (
     read_export_source,
     shares_said,
     weights_said,
+    wrote_line,
 )
 from text_attn.core.safe_files import atomic_output, inert_output
 
@@ -510,10 +511,7 @@ def export_main(argv: list[str] | None = None) -> int:
         for note in [*kept, _no_check_note(captioner)]:
             if note:
                 print(f"caption-export: note: {note}", file=sys.stderr)
-        n = sum(p.numel() for p in captioner.model.parameters())
-        dtype = "float16" if half else "float32"
-        size = out.stat().st_size / 2**20
-        return f"wrote {out} from {what} {src}: {n / 1e6:.2f}M parameters, {dtype} weights, {size:.1f} MiB"
+        return wrote_line(out, what, src, sum(p.numel() for p in captioner.model.parameters()), half)
 
     return export_command(
         "caption-export",

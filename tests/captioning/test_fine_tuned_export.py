@@ -60,6 +60,7 @@ def test_only_the_changed_tensors_travel_and_the_encoder_loads_as_it_was(tmp_pat
     assert f"{len(tuned)} tensors fine-tuned on captions (its last stage) stored" in capsys.readouterr().out
 
 
+@pytest.mark.long
 def test_a_re_export_says_what_it_stores_that_its_model_file_left_out(tmp_path, capsys):
     """A model file of float16 weights whose encoder the package ships (the bundled model's kind), re-exported without
     --half and --encoder-from-package: twice the size or more, silently before; each is said in one note, and neither

@@ -298,6 +298,15 @@ def export_command(
     return 0
 
 
+def wrote_line(out: str | Path, what: str, source: str, parameters: int, half: bool) -> str:
+    """An export's "wrote" line, in one wording for both families: ``wrote OUT from WHAT SOURCE: N parameters, DTYPE
+    weights, SIZE`` (the parameters counted exactly: a tiny model's were "0.00M"; the size in KiB under a MiB)."""
+    size = Path(out).stat().st_size
+    shown = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.0f} KiB"
+    dtype = "float16" if half else "float32"
+    return f"wrote {out} from {what} {source}: {parameters:,} parameters, {dtype} weights, {shown}"
+
+
 def float16_note(data: Any, source: str, half: bool, out: str | Path) -> str | None:
     """The note a re-export says where the model file it read (``data``, its contents) stores float16 weights (written
     with --half, as the bundled models are) and ``out`` will not (no ``half``): the same values at twice the size,

@@ -25,6 +25,7 @@ from text_attn.core.modelfile import (
     mean_weights,
     shares_said,
     weights_said,
+    wrote_line,
 )
 from text_attn.core.safe_files import atomic_output, inert_output
 from text_attn.translation.bundled import model_path
@@ -185,10 +186,6 @@ def export_checkpoint(src: str | Path, dst: str | Path, half: bool = False) -> P
     return write_model_file(content, dst, half=half, src=src)
 
 
-def _size(n_bytes: int) -> str:
-    return f"{n_bytes / 2**20:.1f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.0f} KiB"
-
-
 def _target_words(content: dict[str, Any]) -> int | None:
     """The size of the model's output vocabulary (the widest beam a recorded decoding may ask for); None where it
     cannot be read: write_model_file then names the damage."""
@@ -245,8 +242,7 @@ def export_main(argv: list[str] | None = None) -> int:
         out = write_model_file(content, dst, half=half, src=src)
         if note:
             print(f"text-export: note: {note}", file=sys.stderr)
-        dtype = "float16" if half else "float32"
-        return f"wrote {out} from {what} {src}: {n:,} parameters, {dtype} weights, {_size(out.stat().st_size)}"
+        return wrote_line(out, what, src, n, half)
 
     return export_command(
         "text-export",
