@@ -11,7 +11,8 @@ and untracked ones git does not ignore) plus the carried paths, 64 MiB at most; 
   EfficientNet-Lite2 weights package, 24 MB). The device check then measures ONE decoder, and says so in its JSON
   (``decoders``): the bundled model's speed with two decoders is about 0.7-0.8x (docs/bundled_captioner.md);
 - the bundled Bahdanau translator (17 MB) is set aside: the check translates with the bundled Transformer; so are
-  the docs' JSON records (9 MB), pictures (3 MB) and the notebooks (2 MB), which nothing there reads;
+  the docs' JSON records (9 MB), pictures (3 MB), pages (0.7 MB) and the notebooks (2 MB), which nothing there
+  reads;
 - .gpu_carry/ gets the EfficientNet-Lite code package (0.1 MB) and what ``caption-train`` needs that the device
   machine's image lacks (its package list: /work/.library/device/KINDS.md, 2026-11-17): jsonargparse with the
   ``signatures`` extra's docstring_parser and typeshed_client (3.6 MB; their dist-info too, because Lightning's
@@ -32,10 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 64 * 2**20  # bytes the device tool sends at most (the working tree and the carried paths together)
 CAPTIONER = Path("captioning/assets/flickr8k_soft.pt")
 # the Bahdanau translator (the check translates with the Transformer); the benchmarks' records (docs/*.json: the
-# faithfulness curves of each word, the decoding choices' tables, 9 MB in all and more with each model measured)
+# faithfulness curves of each word, the decoding choices' tables, 9 MB in all and more with each model measured), and
+# its pages (docs/*.md, 0.7 MB and growing: the spare room fell under 4 MiB on 2026-12-07)
 SET_ASIDE = [Path("text_attn/translation/assets/multi30k_de_en_bahdanau.pt"),
-             *sorted(p.relative_to(ROOT) for pattern in ("docs/*.json", "docs/*.png", "notebooks/*.ipynb")
-                     for p in ROOT.glob(pattern))]  # fmt: skip
+             *sorted(p.relative_to(ROOT) for pattern in ("docs/*.json", "docs/*.png", "docs/*.md", "docs/*.html",
+                                                         "notebooks/*.ipynb") for p in ROOT.glob(pattern))]  # fmt: skip
 STASH, CARRY = Path(".gpu_stash"), Path(".gpu_carry")
 CODE_PACKAGE = "efficientnet_lite_pytorch"
 # pure Python that caption-train needs and the device machine's image lacks (module doc): carried with their metadata

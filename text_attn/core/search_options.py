@@ -49,7 +49,7 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
         "--sample-seed",
         type=sample_seed,
         help="--sample: seed of the draws (default: a fresh one a run, not recorded: no run can draw them again, and "
-        "a --resume goes on with fresh ones); the same seed repeats each input's draws "
+        "a resumed run goes on with fresh ones); the same seed repeats each input's draws "
         f"{SEED_REPEATS[p.prog]}; another --threads may flip a rare one (float rounding)",
     )
     g.add_argument(
@@ -59,8 +59,8 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
         "number, score, translation, ended or cut; caption: score, caption, ended or cut, the path first with "
         "several images), and in the --json / --jsonl records; each says whether it ended or --max-len cut it off; "
         "a hypothesis the search could not find is left out; pictures and pages "
-        f"({PICTURES[p.prog]}) draw the best (not given: the best alone, in the usual output; --n-best 1 writes the "
-        "best in a list's form, with its score)",
+        f"({PICTURES[p.prog]}) draw the best (default: 1, the best alone in the usual output; --n-best 1 typed writes "
+        "it in a list's form, with its score)",
     )
     g.add_argument(
         "--no-repeat-ngram",
