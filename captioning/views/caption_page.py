@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import base64
 import io
-import math
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from captioning.photos.preprocess import to_rgb
-from captioning.views.overlay import MAX_ASPECT, attention_map
+from captioning.views.overlay import attention_map, panel_size
 from text_attn.core.arrays import evidence_shares
 from text_attn.core.html_page import HtmlPage, alternatives, data_script, escape, quantise
 from text_attn.core.unsure import unsure_line
@@ -205,9 +204,8 @@ def thumbnail(image: Image.Image) -> tuple[str, tuple[int, int]]:
     small.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
     buf = io.BytesIO()
     small.save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
-    scale, low = MAX_SIDE / max(width, height), math.ceil(MAX_SIDE / MAX_ASPECT)
-    canvas = (max(low, round(width * scale)), max(low, round(height * scale)))
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), canvas
+    uri = "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return uri, panel_size((width, height), MAX_SIDE)
 
 
 def section_data(record: dict[str, Any], image: Image.Image) -> dict[str, Any]:

@@ -123,7 +123,9 @@ def _inside(size: tuple[int, int], box: Box) -> np.ndarray:
     return ((ys >= box[1]) & (ys < box[3]))[:, None] & ((xs >= box[0]) & (xs < box[2]))[None, :]
 
 
-def _panel_size(image_size: tuple[int, int], panel_side: int) -> tuple[int, int]:
+def panel_size(image_size: tuple[int, int], panel_side: int) -> tuple[int, int]:
+    """(width, height) of a picture of ``image_size`` drawn with its longer side ``panel_side``, the shorter at least
+    ``panel_side / MAX_ASPECT``: the overlay's panels and the --html report's canvas (caption_page.thumbnail)."""
     width, height = image_size
     scale = panel_side / max(width, height)
     # a sliver (a 1 x 1000 strip) is stretched to 1:MAX_ASPECT: a 1-pixel panel shows nothing and its labels overlap
@@ -158,7 +160,7 @@ class _Painter:
 
     def __init__(self, image: Image.Image, grid: int, crop_box: Sequence[float], panel_side: int):
         rgb = to_rgb(image)
-        self.size = _panel_size(rgb.size, panel_side)  # (pw, ph)
+        self.size = panel_size(rgb.size, panel_side)  # (pw, ph)
         sx, sy = self.size[0] / rgb.size[0], self.size[1] / rgb.size[1]
         x0, y0, x1, y1 = (float(v) for v in crop_box)
         self.box: Box = (x0 * sx, y0 * sy, x1 * sx, y1 * sy)  # crop box in panel pixels
@@ -227,7 +229,7 @@ def grid_layout(
         cols = math.ceil(panels / math.ceil(panels / MAX_COLS))
     cols = max(1, int(cols))
     rows = math.ceil(panels / cols) * sections
-    pw, ph = _panel_size(image_size, panel_side)
+    pw, ph = panel_size(image_size, panel_side)
     grid_w = cols * pw + (cols + 1) * GAP
     width = max(grid_w, MIN_WIDTH)
     lines = wrap(words, width - 2 * MARGIN)
@@ -368,7 +370,7 @@ def word_filename(stem: str, index: int, word: str, suffix: str = ".png") -> str
 
 def word_png_size(image_size: tuple[int, int], words: Sequence[str], panel_side: int = WORD_SIDE) -> tuple[int, int]:
     """(W, H) of a per-word PNG: the header over one panel, GAP below it."""
-    pw, ph = _panel_size(image_size, panel_side)
+    pw, ph = panel_size(image_size, panel_side)
     width = max(pw + 2 * GAP, MIN_WIDTH)
     return width, header_height(wrap(words, width - 2 * MARGIN)) + ph + GAP
 
