@@ -29,7 +29,7 @@ from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
 from captioning.photos.domain import check_fault, far_from_domain
 from captioning.photos.preprocess import Preprocess, photo_source
-from text_attn.core.api_args import a_batch, check_decoding
+from text_attn.core.api_args import a_batch, check_decoding, text_batch
 from text_attn.core.casing import Casing, valid_casing
 from text_attn.core.decoding import SearchResult
 from text_attn.core.empty_build import built_uninitialised
@@ -533,10 +533,7 @@ class Captioner:
         from captioning.model.reading import first_state, given_words, read_ids
 
         # one string was read a character at a time, each character a caption ("d", "o", "g")
-        texts = a_batch(texts, "read_texts", "captions (strings)")
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"read_texts: caption {i} must be a text, got {type(text).__name__}")
+        texts = text_batch(texts, "read_texts", "caption", "captions (strings)")
         v, out, features = self.vocab, [], self._decoder_input(features)
         given = [given_words(text, v, self.split_marks) for text in texts]
         for text, words in zip(texts, given, strict=True):

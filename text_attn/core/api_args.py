@@ -29,6 +29,17 @@ def a_batch(items: Any, name: str, what: str) -> list:
     return list(items)
 
 
+def text_batch(items: Any, name: str, what: str, listed: str | None = None) -> list[str]:
+    """``items`` as a list of texts (:func:`a_batch`; ``listed``: what the list holds in its message, default
+    ``what`` + "s"), an element that is no text one TypeError naming it: the translator's sentences and translations,
+    the captioner's captions read (one string was read a character a caption)."""
+    items = a_batch(items, name, listed or f"{what}s")
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"{name}: {what} {i} must be a text, got {type(item).__name__}")
+    return items
+
+
 def check_decoding(
     beam_size: Any = None, length_penalty: Any = None, max_len: Any = None, no_repeat_ngram: Any = None,
     words: int | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from text_attn.core.api_args import a_batch, check_decoding
+from text_attn.core.api_args import a_batch, check_decoding, text_batch
 from text_attn.core.casing import Casing, changed_reading, composed
 from text_attn.core.decoding import Sampling, evaluating, search
 from text_attn.core.empty_build import built_uninitialised
@@ -498,7 +498,7 @@ class Translator:
         ``read_as`` are the joined text's). In Jupyter each
         translation and the list draw themselves (with probs, the words under text_attn.core.unsure.UNSURE
         underlined)."""
-        sentences = _sentence_list(sentences, "translate")
+        sentences = text_batch(sentences, "translate", "sentence")
         probs = options.pop("probs", False)
         split = options.pop("split", True)
         if options.pop("paragraphs", False):  # wrapped text: each one's lines joined (translate --paragraphs)
@@ -620,7 +620,7 @@ class Translator:
         whole, never split into its sentences (:meth:`read_split` splits a line and its translation alike). An empty
         sentence or translation is a ValueError, as is a translation longer than a learned position table
         (:meth:`length_error`)."""
-        sentences = _sentence_list(sentences, "read")
+        sentences = text_batch(sentences, "read", "sentence")
         if not isinstance(translation, str):  # several translations: read_texts
             raise TypeError(f"read takes one translation (a string), got {type(translation).__name__}")
         read, toks = self._inputs(sentences)
@@ -660,7 +660,7 @@ class Translator:
         """Each tokenized sentence with its own translation read (``translate --given-file``), in one batch: what
         :meth:`read_tokens` gives each alone (1,014 Multi30k val lines read one at a time took minutes)."""
         toks = _token_lists(toks, "read_each")
-        translations = _sentence_list(translations, "read_each", "translation")  # None: "has no len()"
+        translations = text_batch(translations, "read_each", "translation")  # None: "has no len()"
         if len(toks) != len(translations):
             raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
         targets = self._given_tokens(translations, "read_each")
@@ -730,9 +730,9 @@ class Translator:
 
     def _given_tokens(self, translations: Any, name: str) -> list[list[str]]:
         """Each translation's target tokens; one string for the list (read a character at a time, each a translation)
-        or a translation that is no text is a TypeError (:func:`_sentence_list`, ``name`` the method's), one with no
+        or a translation that is no text is a TypeError (api_args.text_batch, ``name`` the method's), one with no
         tokens, or past a learned position table, a ValueError."""
-        translations = _sentence_list(translations, name, "translation")
+        translations = text_batch(translations, name, "translation")
         targets = [self.target_tokens(text)[0] for text in translations]
         for text, tokens in zip(translations, targets, strict=True):
             if not tokens:
@@ -973,16 +973,6 @@ def _token_probs(row: torch.Tensor, words: list[str], index: list[int]) -> dict[
     probs = row.exp().tolist()
     word_probs = torch.zeros(len(words)).index_add_(0, torch.tensor(index, dtype=torch.long), row[:-1]).exp()
     return {"probs": probs[:-1], "end_prob": probs[-1], "words": list(words), "word_probs": word_probs.tolist()}
-
-
-def _sentence_list(sentences: Any, name: str, what: str = "sentence") -> list[str]:
-    """A method's sentences (or ``what``: its translations given) as a list of texts (:func:`a_batch`), a non-text
-    element one TypeError naming it."""
-    sentences = a_batch(sentences, name, f"{what}s")
-    for i, sentence in enumerate(sentences):
-        if not isinstance(sentence, str):
-            raise TypeError(f"{name}: {what} {i} must be a text, got {type(sentence).__name__}")
-    return sentences
 
 
 def _one_text(text: Any, name: str) -> None:
