@@ -11,7 +11,6 @@ Configuration: ``EncoderConfig`` (captioning.model.encoder) and ``DecoderConfig`
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import fields, replace
 from typing import Any
 
@@ -21,7 +20,7 @@ from torch import Tensor, nn
 from captioning.model.decoder import DecoderConfig, DecoderOutput, ShowAttendTellDecoder
 from captioning.model.encoder import EncoderConfig, ImageEncoder
 from captioning.model.ensemble import DecoderEnsemble
-from text_attn.core.api_args import check_decoding
+from text_attn.core.api_args import check_count, check_decoding
 from text_attn.core.decoding import SearchResult, copy_keys, search, select_rows
 from text_attn.core.empty_build import built_uninitialised
 from text_attn.core.fixed_search import fixed_search
@@ -124,10 +123,7 @@ class CaptionModel(nn.Module):
         # to 24 GB until the process was killed, a negative penalty was taken as given
         check_decoding(beam_size, length_penalty, None, options.get("no_repeat_ngram"), self.decoder.cfg.vocab_size)
         # 0 stays allowed (the end alone: an empty caption); below 0 failed in torch.stack deep in the search
-        if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral):
-            raise TypeError(f"max_len must be an integer, got {max_len!r}")
-        if max_len < 0:
-            raise ValueError(f"max_len must be at least 0, got {max_len}")
+        check_count("max_len", max_len, 0)
         was_training = self.training
         self.eval()
         try:

@@ -40,6 +40,15 @@ def text_batch(items: Any, name: str, what: str, listed: str | None = None) -> l
     return items
 
 
+def check_count(name: str, value: Any, low: int, note: str = "") -> None:
+    """TypeError where ``value`` is no integer (numpy's are; a bool is not), ValueError where it is below ``low``
+    (``note``: said after the bound, e.g. what 0 means)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy's integers are integers
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be at least {low}{note}, got {value}")
+
+
 def check_decoding(
     beam_size: Any = None, length_penalty: Any = None, max_len: Any = None, no_repeat_ngram: Any = None,
     words: int | None = None,
@@ -48,12 +57,8 @@ def check_decoding(
     ``words``: the model's output vocabulary, the widest useful beam."""
     for name, value, low in (("beam_size", beam_size, 1), ("max_len", max_len, 1),
                              ("no_repeat_ngram", no_repeat_ngram, 0)):  # fmt: skip
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy's integers are integers
-            raise TypeError(f"{name} must be an integer, got {value!r}")
-        if value < low:
-            raise ValueError(f"{name} must be at least {low}, got {value}")
+        if value is not None:
+            check_count(name, value, low)
     if words is not None and beam_size is not None and beam_size > words:
         raise ValueError(f"beam_size {beam_size} is more than the model's {words} words: at most {words}")
     if length_penalty is not None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from text_attn.core.api_args import a_batch, check_decoding, text_batch
+from text_attn.core.api_args import a_batch, check_count, check_decoding, text_batch
 from text_attn.core.casing import Casing, changed_reading, composed
 from text_attn.core.decoding import Sampling, evaluating, search
 from text_attn.core.empty_build import built_uninitialised
@@ -847,10 +847,7 @@ class Translator:
         # greedily unsaid, a beam of 10**6 was taken as given
         check_decoding(beam_size, length_penalty, None, options.get("no_repeat_ngram"), len(self.tgt_vocab))
         if max_len is not None:  # 0 and None: no cap given (each sentence's own); below 0 failed deep in torch.stack
-            if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral):
-                raise TypeError(f"max_len must be an integer, got {max_len!r}")
-            if max_len < 0:
-                raise ValueError(f"max_len must be at least 0 (0 or None: each sentence's own cap), got {max_len}")
+            check_count("max_len", max_len, 0, " (0 or None: each sentence's own cap)")
         if not toks:
             return []
         for i, t in enumerate(toks):
