@@ -52,9 +52,12 @@ def test_stored_outputs_are_a_clean_full_run(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_runs_top_to_bottom_in_quick_mode(path):
+def test_runs_top_to_bottom_in_quick_mode(path, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel inherits it: its tempfile.mkdtemp() folders land here
     seconds, nb = runner.execute(path, quick=True, timeout=300)
     assert all(c.execution_count for c in nb.cells if c.cell_type == "code")
+    # a notebook's scratch folder (7-47 MB of checkpoints and pictures) goes when its kernel stops
+    assert not [p.name for p in tmp_path.glob("tmp*") if p.is_dir()], f"{path.name}: its scratch folder was left"
 
 
 @pytest.mark.slow
