@@ -62,9 +62,7 @@ punctuation as the file has it, and is moved onto the words kept (a box on a pun
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import json
 import os
 import random
@@ -87,6 +85,7 @@ from text_attn.core.safe_files import (
     file_identity,
     inert,
     reads_as_csv,
+    spans_note,
     table_rows,
     text_lines,
 )
@@ -125,7 +124,7 @@ def _read_text(path: Path, what: str) -> str:
     write one; kept, it would be part of the first file name or token); bytes that are not UTF-8 are one
     CaptionDataError naming the file and the line."""
     if not path.is_file():
-        raise CaptionDataError(f"{path}: {what} not found")
+        raise CaptionDataError(f"{path}: {what} {'is a folder' if path.is_dir() else 'not found'}")
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":  # gzipped (captions.tsv.gz), read through as text-train reads its pairs
@@ -142,8 +141,13 @@ def _read_text(path: Path, what: str) -> str:
 
 
 # --- Karpathy JSON, folder + TSV --------------------------------------------------------------------------------------
-def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[ImageItem]:
-    """Drop items whose image file is missing, with one stderr line (or a CaptionDataError when strict)."""
+FOLDER_HINT = "check data.image_dir, and that each line starts with the photo's file name"
+KARPATHY_HINT = "check data.image_root, and each entry's 'filepath' and 'filename' below it"
+
+
+def _check_files(items: list[ImageItem], source: Path, strict: bool, hint: str = FOLDER_HINT) -> list[ImageItem]:
+    """Drop items whose image file is missing, with one stderr line (or a CaptionDataError when strict); ``hint``:
+    where to look when none is found, in the reader's own options."""
     missing = [it for it in items if not it.path.is_file()]
     if not missing:
         return items
@@ -151,7 +155,7 @@ def _check_files(items: list[ImageItem], source: Path, strict: bool) -> list[Ima
     if len(missing) == len(items):  # not a few photos gone: the wrong folder, or names the file does not give alone
         raise CaptionDataError(
             f"{source}: none of the {len(items)} photos it names is in {missing[0].path.parent} (first: "
-            f"{missing[0].path.name}{near}): check data.image_dir, and that each line starts with the photo's file name"
+            f"{missing[0].path.name}{near}): {hint}"
         )
     if strict:
         raise CaptionDataError(
@@ -244,6 +248,9 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
     for n, entry in enumerate(data["images"]):
         if not isinstance(entry, dict) or "filename" not in entry:
             raise CaptionDataError(f"{json_path}: images[{n}] has no 'filename'")
+        for key in ("filename", "filepath"):  # a number there was a TypeError joining it to the folder
+            if key in entry and not isinstance(entry[key], str):
+                raise CaptionDataError(f"{json_path}: images[{n}].{key} is {entry[key]!r}, not a text")
         split = _KARPATHY_SPLITS.get(entry.get("split", ""))
         if split is None:
             raise CaptionDataError(
@@ -252,6 +259,8 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
         caps, boxes, texts = [], [], []
         for s, sent in enumerate(entry.get("sentences", [])):
             sent = sent if isinstance(sent, dict) else {}
+            if sent.get("tokens") and not isinstance(sent["tokens"], list):  # a text's letters were read as tokens
+                raise CaptionDataError(f"{json_path}: images[{n}].sentences[{s}].tokens is not a list of words")
             # its tokens as given, in NFC as tokenize reads text (an NFD file's "malý" was <unk> to --given)
             given = [unicodedata.normalize("NFC", str(t)) for t in sent.get("tokens") or []]
             text = str(sent.get("raw", "")) if sent.get("raw") else " ".join(given)
@@ -276,7 +285,7 @@ def read_karpathy(json_path: str | Path, image_root: str | Path, strict: bool = 
             items.append(item)
             splits.append(split)
     _one_split_each(((os.path.normpath(it.path), s) for it, s in zip(items, splits, strict=True)), json_path)
-    kept = {id(it) for it in _check_files(items, json_path, strict)}
+    kept = {id(it) for it in _check_files(items, json_path, strict, KARPATHY_HINT)}
     out: dict[str, list[ImageItem]] = {s: [] for s in SPLITS}
     for it, split in zip(items, splits, strict=True):
         if id(it) in kept:
@@ -360,7 +369,10 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     def not_csv(line: int, why: str) -> CaptionDataError:
         return CaptionDataError(f"{tsv}: line {line}: {why}")
 
-    rows = list(table_rows(lines, comma, not_csv))
+    spans: list[tuple[int, int]] = []  # CSV rows of more than one line: a cell's line breaks, or a stray quote
+    rows = list(table_rows(lines, comma, not_csv, spans))
+    if spans:
+        say(f"caption data: {inert(tsv)}: {spans_note(spans)}")
     at = _caption_column(rows)  # 2 where the second column numbers the captions (image, comment_number, comment)
     if at == 2:
         say(f"caption data: {inert(tsv)}: the second column is a number on every line (a caption's number, as "
@@ -390,8 +402,12 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
             raise CaptionDataError(f"{tsv}: line {n}: expected '{want}', got {line[:60]!r}{hint}")
         name = _photo_key(_FLICKR_NUMBER.sub("", name.strip()))  # Flickr8k's token file writes "photo.jpg#0"
         if name not in by_name:
-            path = folder.path(name)
-            same = file_identity(path)
+            try:
+                path = folder.path(name)
+                same = file_identity(path)
+            except OSError as err:  # a caption in the name's column (columns swapped), longer than a name can be
+                raise CaptionDataError(f"{tsv}: line {n}: {name[:60]!r} cannot name a photo "
+                                       f"({err.strerror or err})") from None  # fmt: skip
             if same in by_file:  # one file named another way: by its absolute path, in another case on a disk that
                 name = by_file[same]  # ignores case, through a link; its captions were one photo's in train and test
             else:
@@ -510,19 +526,22 @@ def _note(path: Path, skipped: int, total: int, why: str, first: str) -> None:
 
 def _image_names(folder: Path) -> set[str]:
     if not folder.is_dir():
-        raise CaptionDataError(f"{folder}: image folder not found")
+        raise CaptionDataError(f"{folder}: image folder {'is a file' if folder.exists() else 'not found'}")
     names = {p.name for p in folder.iterdir() if p.is_file()}
     if not names:
         raise CaptionDataError(f"{folder}: image folder has no files")
     return names
 
 
-def read_token_file(path: Path, images: set[str], read: Callable[[str], Any] = caption_tokens) -> dict[str, list]:
+def read_token_file(
+    path: Path, images: set[str], read: Callable[[str], Any] = caption_tokens, folder: Path | None = None
+) -> dict[str, list]:
     """``<image>#<n><TAB><caption>`` lines -> {image name: [tokens, ...]} in file order, for images in ``images``.
-    ``read``: what each caption becomes (default: its tokens; ``str.strip``: its text, for a file written again)."""
+    ``read``: what each caption becomes (default: its tokens; ``str.strip``: its text, for a file written again).
+    ``folder``: the images' folder, where none is named, to say which file the first name likely means."""
     text = _read_text(path, "captions file")
     captions: dict[str, list[list[str]]] = {}
-    skipped, total, first = 0, 0, ""
+    skipped, total, first, tabs, first_name = 0, 0, "", 0, ""
     for line in text_lines(text):
         if not line.strip():
             continue
@@ -530,26 +549,36 @@ def read_token_file(path: Path, images: set[str], read: Callable[[str], Any] = c
         key, tab, caption = line.partition("\t")
         name = key.rsplit("#", 1)[0].strip()
         toks = read(caption)
+        tabs += bool(tab)
         if not tab or name not in images or not toks:
             skipped, first = skipped + 1, first or line[:60]
+            first_name = first_name or (name if tab else "")
             continue
         captions.setdefault(name, []).append(toks)
     _note(path, skipped, total, "that name no image in the folder or have no caption", first)
     if not captions:
-        raise CaptionDataError(f"{path}: no caption names an image of the folder")
+        # why, where it can be told: spaces for the tab (a copy through an editor), or names the folder has otherwise
+        why = "; no line has a tab after the photo's name" if total and not tabs else ""
+        why = why or (_near_miss(folder / first_name) if folder is not None and first_name else "")
+        raise CaptionDataError(f"{path}: no caption names an image of the folder{why}")
     return captions
 
 
 def read_kaggle_captions(path: Path, images: set[str]) -> dict[str, list[list[str]]]:
     """Kaggle's ``image,caption`` CSV (header line first) -> {image name: [tokens, ...]}."""
     text = _read_text(path, "captions file")
-    rows = csv.reader(io.StringIO(text))
-    header = next(rows, None)
+    spans: list[tuple[int, int]] = []  # rows of more than one line: Kaggle's file has none, a stray quote makes one
+
+    def not_csv(line: int, why: str) -> CaptionDataError:  # a field past csv's limit: the quote left open, say
+        return CaptionDataError(f"{path}: line {line}: {why}")
+
+    rows = table_rows(text_lines(text), True, not_csv, spans)
+    header = next((row for _, row in rows), None)
     if header is None or [h.strip().lower() for h in header[:2]] != ["image", "caption"]:
         raise CaptionDataError(f"{path}: line 1: expected the header 'image,caption', got {','.join(header or [])!r}")
     captions: dict[str, list[list[str]]] = {}
     skipped, total, first = 0, 0, ""
-    for row in rows:
+    for _, row in rows:
         if not row or not "".join(row).strip():
             continue
         total += 1
@@ -559,6 +588,8 @@ def read_kaggle_captions(path: Path, images: set[str]) -> dict[str, list[list[st
             skipped, first = skipped + 1, first or ",".join(row)[:60]
             continue
         captions.setdefault(name, []).append(toks)
+    if spans:
+        say(f"caption data: {inert(path)}: {spans_note(spans)}")
     _note(path, skipped, total, "that name no image in the folder or have no caption", first)
     if not captions:
         raise CaptionDataError(f"{path}: no caption names an image of the folder")
@@ -567,18 +598,22 @@ def read_kaggle_captions(path: Path, images: set[str]) -> dict[str, list[list[st
 
 def read_split_file(path: Path, captioned: dict[str, list[list[str]]]) -> list[str]:
     """One image name a line -> the names that have captions (others skipped and counted), without repeats."""
-    names, seen, skipped, total, first = [], set(), 0, 0, ""
+    names, seen, skipped, total, first, repeats = [], set(), 0, 0, "", []
     for line in text_lines(_read_text(path, "split file")):
         name = line.strip()
         if not name:
             continue
         total += 1
-        if name not in captioned or name in seen:
+        if name in seen:  # a captioned photo named again: read once (it was counted as no captioned image)
+            repeats.append(name)
+            continue
+        if name not in captioned:
             skipped, first = skipped + 1, first or name[:60]
             continue
         seen.add(name)
         names.append(name)
     _note(path, skipped, total, "that name no captioned image of the folder", first)
+    _note(path, len(repeats), total, "that name a photo of a line before (read once)", repeats[0] if repeats else "")
     if not names:
         raise CaptionDataError(f"{path}: the split is empty (no line names a captioned image)")
     return names
@@ -587,7 +622,7 @@ def read_split_file(path: Path, captioned: dict[str, list[list[str]]]) -> list[s
 def detect_layout(root: Path) -> str:
     """``original`` or ``kaggle``, from what ROOT holds."""
     if not root.is_dir():
-        raise CaptionDataError(f"{root}: data root not found")
+        raise CaptionDataError(f"{root}: data root {'is a file, not a folder' if root.exists() else 'not found'}")
     if (root / ORIGINAL_IMAGES).exists() or (root / ORIGINAL_TEXT).exists():
         return "original"
     if (root / KAGGLE_CAPTIONS).exists() or (root / KAGGLE_IMAGES).exists():
@@ -646,7 +681,7 @@ def read_flickr8k(root: str | Path, layout: str = "auto", seed: int = 0) -> dict
     layout = _layout(root, layout)
     if layout == "original":
         folder = root / ORIGINAL_IMAGES
-        captions = read_token_file(root / ORIGINAL_TEXT / TOKEN_FILE, _image_names(folder))
+        captions = read_token_file(root / ORIGINAL_TEXT / TOKEN_FILE, _image_names(folder), folder=folder)
         split_dir = root / ORIGINAL_TEXT
     else:
         folder = root / KAGGLE_IMAGES

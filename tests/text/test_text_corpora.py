@@ -12,7 +12,7 @@ import torch
 from helpers.multi30k import DE, EN, write_corpus
 
 from text_attn.core.metrics import sacre_scores
-from text_attn.translation.corpora import read_parallel_text
+from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.pairs import TaskError
 from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
@@ -143,3 +143,16 @@ def test_sacrebleu_and_chrf_against_hand_computed_values():
         scores["signature"].startswith("BLEU nrefs:1|case:mixed|eff:no|tok:13a")
         and "; chrF nrefs:1" in scores["signature"]
     )
+
+
+def test_a_stray_quote_in_a_pairs_csv_is_said_and_a_file_for_the_corpus_folder_too(tmp_path, capsys):
+    """A quote opening a field that closes lines later reads those lines as one sentence, other pairs with it."""
+    path = tmp_path / "pairs.csv"
+    path.write_text('ein hund,a dog\n"zwei katzen,two cats\ndrei mäuse,three mice\nvier",four\n')
+    assert len(read_tsv_text(path)) == 2
+    assert "pairs.csv: 1 row(s) run over more than one line (first: lines 2-4)" in capsys.readouterr().err
+    path.write_text('ein hund,a dog\n"zwei katzen",two cats\n')
+    read_tsv_text(path)
+    assert "more than one line" not in capsys.readouterr().err
+    with pytest.raises(TaskError, match="pairs.csv: a file, not a folder"):
+        corpus_file(path, "train", "de")

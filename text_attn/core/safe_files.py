@@ -744,7 +744,7 @@ def reads_as_csv(name: str | Path, lines: list[str]) -> bool:
 
 
 def table_rows(
-    lines: list[str], comma: bool, error: Callable[[int, str], Exception]
+    lines: list[str], comma: bool, error: Callable[[int, str], Exception], spans: list[tuple[int, int]] | None = None
 ) -> Iterator[tuple[int, list[str]]]:
     """(line number, columns) of a table file's lines: split at tabs, or with ``comma`` its CSV rows (a field in
     quotes may hold a comma, and a line break, a spreadsheet cell's, read as a space; a row's number is the line it
@@ -752,7 +752,8 @@ def table_rows(
     A byte-order mark starting a line (two files of Windows editors joined by ``cat``) is dropped: it was part of the
     line's first column, an invisible mark in a photo's name. A tab-separated field as Python's csv module and pandas
     write one that holds a quote (the whole field in quotes, each quote in it doubled: ``"Er sagte: ""Hallo""."``) is
-    read as written (``Er sagte: "Hallo".``): its quotes were learned as words."""
+    read as written (``Er sagte: "Hallo".``): its quotes were learned as words. ``spans``, where given, gets the
+    (first, last) line of each CSV row that runs over more than one line (:func:`spans_note`)."""
     if not comma:
         yield from ((i, [_tsv_field(f) for f in line.removeprefix("\ufeff").split("\t")]) for i, line in
                     enumerate(lines, 1))  # fmt: skip
@@ -762,11 +763,25 @@ def table_rows(
     # each line given its end again: a quoted field's line break is then inside the field (without it, the two lines'
     # words were glued: "a dog" / "running" read "a dogrunning")
     reader = csv.reader(line.removeprefix("\ufeff") + "\n" for line in lines)
+    last = 0  # the line the row before ended on: every line is a row (a blank one, []) unless a quote holds it open
     try:
         for row in reader:
+            if spans is not None and reader.line_num > last + 1:
+                spans.append((last + 1, reader.line_num))
+            last = reader.line_num
             yield reader.line_num, [field.replace("\n", " ") for field in row]
     except csv.Error as exc:
         raise error(reader.line_num, f"not CSV as read: {exc}") from None
+
+
+def spans_note(spans: list[tuple[int, int]]) -> str:
+    """What the CSV rows of more than one line (``table_rows``' ``spans``) mean, for a reader's note: a spreadsheet's
+    cell with a line break, or one stray quote, which joins every line up to the next quote into one field (other
+    rows' file names and sentences with it: 120 captions were read as 113, unsaid)."""
+    first, last = spans[0]
+    return (f"{len(spans)} row(s) run over more than one line (first: lines {first}-{last}): a quote opens a field "
+            "there that closes lines later, and the lines between are read as that field, a line break as a space; "
+            "check the quotes if those are not a spreadsheet cell's lines")  # fmt: skip
 
 
 # a tab-separated field quoted as csv writers quote one with a quote in it: quotes around it, each one inside doubled

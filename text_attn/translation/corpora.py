@@ -22,6 +22,7 @@ from text_attn.core.safe_files import (
     inert,
     line_break,
     reads_as_csv,
+    spans_note,
     table_rows,
 )
 from text_attn.core.vocab import tokenize
@@ -103,7 +104,8 @@ def read_tsv_text(
     out: list[tuple[str, str, str]] = []
     widths: dict[int, list[int]] = {}  # columns -> the lines that have that many
     first = True  # the first line with content: a header ("German<TAB>English", as pandas writes one) is skipped
-    for i, cols in table_rows(lines, comma, lambda line, why: TaskError(f"{path}:{line}: {why}")):
+    spans: list[tuple[int, int]] = []  # CSV rows of more than one line: a cell's line breaks, or a stray quote
+    for i, cols in table_rows(lines, comma, lambda line, why: TaskError(f"{path}:{line}: {why}"), spans):
         if max_pairs is not None and len(out) >= max_pairs:
             break
         if not any(c.strip() for c in cols):
@@ -124,6 +126,8 @@ def read_tsv_text(
         if not s or not t:
             raise TaskError(f"{where}: empty sentence in column {src_col if not s else tgt_col}")
         out.append((s, t, where))
+    if spans:
+        say(f"text data: {inert(str(path))}: {spans_note(spans)}")
     if not out:
         raise TaskError(f"{path}: no sentence pairs")
     if len(widths) > 1:
@@ -199,7 +203,8 @@ def corpus_file(root: str | Path, split: str, lang: str) -> Path:
     """``<root>/<split>.<lang>`` or ``<root>/<split>.<lang>.gz`` (Multi30k's layout); a TaskError names both."""
     root = Path(root)
     if not root.is_dir():
-        raise TaskError(f"{root}: no such folder (data.root: the corpus folder with <split>.<lang>[.gz] files)")
+        said = "a file, not a folder" if root.exists() else "no such folder"
+        raise TaskError(f"{root}: {said} (data.root: the corpus folder with <split>.<lang>[.gz] files)")
     for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
         if (root / name).is_file():
             return root / name

@@ -1,0 +1,116 @@
+"""The caption readers given what a hand-made or damaged file holds (an audit's findings, 2026-12-07): a stray quote
+in a CSV joins the lines up to the next quote into one caption (said, naming the lines); a field past csv's limit, a
+caption in the name's column, a JSON's number for a file name are one line naming where; wrong kinds of path say so;
+a Flickr8k token file that matches nothing says why where it can."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers.flickr8k import IMAGES, NAMES, write_kaggle, write_original
+
+from captioning.training.readers import CaptionDataError, read_flickr8k, read_folder, read_karpathy
+
+
+def _kaggle_lines() -> list[str]:
+    lines = ["image,caption"]
+    for n in NAMES:
+        lines += [f"{n},a photo of {n.split('.')[0]}", f"{n},the {n.split('.')[0]} up close"]
+    return lines
+
+
+def test_a_stray_quote_in_kaggle_captions_is_said_naming_its_lines(tmp_path, capsys):
+    lines = _kaggle_lines()
+    lines[5] = lines[5].replace(",", ',"', 1)  # line 6 opens a quote no line closes: lines 6-9 are one caption
+    splits = read_flickr8k(write_kaggle(tmp_path / "k", lines), seed=0)
+    assert sum(len(it.captions) for v in splits.values() for it in v) == 5  # 8 captions read as 5, unsaid before
+    err = capsys.readouterr().err
+    assert "captions.txt: 1 row(s) run over more than one line (first: lines 6-9)" in err
+    # as it was, nothing: one row of each line
+    read_flickr8k(write_kaggle(tmp_path / "ok", _kaggle_lines()), seed=0)
+    assert "more than one line" not in capsys.readouterr().err
+
+
+def test_a_kaggle_field_past_csvs_limit_is_one_line_naming_it(tmp_path):
+    lines = [*_kaggle_lines(), f'coffee.png,"{"dog " * 40000}"']  # 160,000 characters: csv's limit is 131,072
+    with pytest.raises(CaptionDataError, match=r"captions.txt: line \d+: not CSV as read: field larger") as exc:
+        read_flickr8k(write_kaggle(tmp_path / "k", lines), seed=0)
+    assert "\n" not in str(exc.value)
+
+
+def _folder(tmp_path: Path, name: str, lines: list[str]) -> tuple[Path, Path]:
+    images = tmp_path / "photos"
+    images.mkdir(exist_ok=True)
+    for n in NAMES:
+        shutil.copy(IMAGES / n, images / n)
+    (tmp_path / name).write_text("\n".join(lines) + "\n")
+    return images, tmp_path / name
+
+
+def test_a_stray_quote_in_a_folder_csv_is_said(tmp_path, capsys):
+    lines = [f"{n},a photo of {n.split('.')[0]}" for n in NAMES]
+    lines[1] = lines[1].replace(",", ',"', 1)
+    items = read_folder(*_folder(tmp_path, "caps.csv", lines))
+    assert [it.path.name for it in items] == NAMES[:2]  # the last two photos' lines were read as chelsea's caption
+    assert items[1].raw == ["a photo of chelsea rocket.jpg,a photo of rocket astronaut.png,a photo of astronaut"]
+    assert "caps.csv: 1 row(s) run over more than one line (first: lines 2-4)" in capsys.readouterr().err
+
+
+def test_a_caption_in_the_names_column_is_one_line_naming_the_line(tmp_path):
+    lines = [f"{n}\ta photo" for n in NAMES] + ["a very " + "very " * 60 + "long caption\tcoffee.png"]
+    with pytest.raises(CaptionDataError, match=r"caps.tsv: line 5: 'a very very .*' cannot name a photo") as exc:
+        read_folder(*_folder(tmp_path, "caps.tsv", lines))
+    assert "\n" not in str(exc.value)
+
+
+def _karpathy(tmp_path: Path, entry: dict) -> Path:
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps({"images": [entry]}))
+    return path
+
+
+def test_karpathy_fields_of_the_wrong_type_are_one_line(tmp_path):
+    entry = {"filename": 5, "split": "train", "sentences": [{"raw": "a dog"}]}
+    with pytest.raises(CaptionDataError, match=r"images\[0\].filename is 5, not a text"):
+        read_karpathy(_karpathy(tmp_path, entry), IMAGES)
+    entry = {"filename": "coffee.png", "split": "train", "sentences": [{"tokens": "a dog runs"}]}  # letters as words
+    with pytest.raises(CaptionDataError, match=r"images\[0\].sentences\[0\].tokens is not a list of words"):
+        read_karpathy(_karpathy(tmp_path, entry), IMAGES)
+    entry = {"filename": "gone.png", "split": "train", "sentences": [{"raw": "a dog"}]}
+    with pytest.raises(CaptionDataError, match="check data.image_root, and each entry's 'filepath' and 'filename'"):
+        read_karpathy(_karpathy(tmp_path, entry), IMAGES)
+
+
+def test_a_split_files_repeated_line_is_said_as_a_repeat(tmp_path, capsys):
+    root = write_original(tmp_path / "f", splits={"train": NAMES[:2] + NAMES[:1], "dev": NAMES[2:3],
+                                                  "test": NAMES[3:]})  # fmt: skip
+    assert [it.path.name for it in read_flickr8k(root)["train"]] == NAMES[:2]
+    err = capsys.readouterr().err
+    assert "trainImages.txt: skipped 1 of 3 lines that name a photo of a line before (read once)" in err
+    assert "trainImages.txt: skipped 1 of 3 lines that name no captioned" not in err
+
+
+def test_paths_of_the_wrong_kind_say_so(tmp_path):
+    root = write_original(tmp_path / "f")
+    token = root / "Flickr8k_text" / "Flickr8k.token.txt"
+    token.unlink()
+    token.mkdir()
+    with pytest.raises(CaptionDataError, match="Flickr8k.token.txt: captions file is a folder"):
+        read_flickr8k(root)
+    with pytest.raises(CaptionDataError, match="data root is a file, not a folder"):
+        read_flickr8k(root / "Flickr8k_text" / "Flickr_8k.devImages.txt")
+
+
+@pytest.mark.parametrize(
+    "lines, why",
+    [([f"{n}#0    a photo" for n in NAMES], "; no line has a tab after the photo's name"),
+     ([f"{n.upper()}#0\ta photo" for n in NAMES], "; the folder has coffee.png, in another case")],
+    ids=["spaces for the tab", "names in another case"],
+)  # fmt: skip
+def test_a_token_file_that_names_nothing_says_why(tmp_path, lines, why):
+    with pytest.raises(CaptionDataError, match="no caption names an image of the folder") as exc:
+        read_flickr8k(write_original(tmp_path / "f", token_lines=lines))
+    assert str(exc.value).endswith(why)
