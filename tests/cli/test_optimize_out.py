@@ -33,6 +33,25 @@ def test_an_out_folder_that_cannot_take_the_chunks_is_one_line_before_any_work(t
     assert sorted(p.name for p in Path("theirs").rglob("*")) == ["index.json", "val"]  # nothing written beside them
 
 
+@pytest.mark.parametrize("given", ["0", "0b", "lots", "12XB", "0.0001kb"])
+def test_a_chunk_size_litdata_cannot_take_is_one_line_before_any_work(given, capsys):
+    """LitData's own refusal was a traceback from its worker, with a half-made chunk folder left; 0b wrote chunks of
+    no size."""
+    with pytest.raises(SystemExit) as exc:
+        text_main(["optimize", "--config", str(FIX / "text/tiny_reorder.yaml"), "--out", "chunks", "--chunk_bytes",
+                   given])  # fmt: skip
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err == (f"text-train optimize: error: --chunk_bytes takes a size above 0 such as "
+                                           f"64MB, 500KB or 1000000 (bytes), got {given!r}\n")  # fmt: skip
+    assert not Path("chunks").exists()
+
+
+def test_a_chunk_size_in_bytes_or_litdatas_units_is_taken():
+    from text_attn.core.optimize_cli import chunk_size
+
+    assert [chunk_size("t", g) for g in ("64MB", "500kb", "1.5g", "2000")] == ["64MB", "500kb", "1.5g", 2000]
+
+
 def test_data_options_a_fit_from_chunks_does_not_read_are_noted_where_typed(tmp_path):
     """``--data.val_size 2`` or another ``--data.image_dir`` beside ``--data.root CHUNKS`` changed nothing, unsaid;
     a config's own (the one optimize read too) are not noted."""

@@ -401,9 +401,9 @@ def test_a_planted_link_at_the_runs_config_yaml_is_not_written_through(tmp_path,
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
-    (tmp_path / "config.yaml").symlink_to(victim)  # the tiny config logs nowhere: config.yaml lands in the cwd
-    code, _, err = _exit(caption_train, ["fit", "--config", str(FIX / "captions" / "tiny_shapes.yaml"),
-                                         "--trainer.max_steps", "1"], capsys)  # fmt: skip
+    (tmp_path / "config.yaml").symlink_to(victim)  # the tiny config logs nowhere: config.yaml lands in the root
+    args = ["fit", "--config", str(FIX / "captions" / "tiny_shapes.yaml"), "--trainer.max_steps", "1"]
+    code, _, err = _exit(caption_train, [*args, "--trainer.default_root_dir", "."], capsys)
     assert code == 2 and "symbolic link" in _one_error(err)
     assert victim.read_text() == "precious\n"
 

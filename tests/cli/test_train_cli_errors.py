@@ -256,3 +256,19 @@ def test_a_data_root_the_data_does_not_read_is_said_before_the_trainer_is_made(m
     assert exc.value.code == 2 and out == "" and not [r for r in caplog.records if "available" in r.getMessage()]
     assert err == (f"{prog}: error: data.root {tmp_path}: not a chunk folder ({prog} optimize writes one); {what} "
                    "reads no data.root\n")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "arch, name", [("rnn", "dropout"), ("transformer", "dropout"), ("transformer", "attn_dropout")]
+)
+def test_a_dropout_of_zero_as_yaml_reads_it_is_taken_and_a_width_of_zero_is_not(arch, name):
+    """YAML reads ``--model.network.dropout 0`` as the integer 0, which the widths' check refused ("must be at least
+    1"): docs/text.md's own test command with it failed so."""
+    from text_attn.translation.networks import make_config
+
+    assert getattr(make_config(arch, {name: 0}, src_vocab_size=9, tgt_vocab_size=9), name) == 0
+    with pytest.raises(ValueError, match=f"model.network.{name} must be in \\[0, 1\\), got 1"):
+        make_config(arch, {name: 1}, src_vocab_size=9, tgt_vocab_size=9)
+    width = "embed_dim" if arch == "rnn" else "d_model"
+    with pytest.raises(ValueError, match=f"model.network.{width} must be at least 1, got 0"):
+        make_config(arch, {width: 0, name: 0}, src_vocab_size=9, tgt_vocab_size=9)

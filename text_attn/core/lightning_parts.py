@@ -38,6 +38,7 @@ from torch import nn
 
 from text_attn.core.errors import WriteError, one_line
 from text_attn.core.log_record import RECORD, record_logs
+from text_attn.core.ranks import say
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
 from text_attn.core.safe_files import atomic_output, write_text
 
@@ -97,10 +98,11 @@ class SafeSaveConfig(SaveConfigCallback):
             return
         log_dir = trainer.log_dir  # on every rank: it broadcasts
         if self.save_to_log_dir and trainer.is_global_zero and log_dir is not None:
-            path = Path(log_dir) / self.config_filename
+            path = self._config_path(trainer, Path(log_dir))
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_text(path, self.config_text())
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    write_text(path, self.config_text())
             except OSError as err:
                 raise WriteError(f"cannot write {path}: {one_line(err)}") from None
         if trainer.is_global_zero:
@@ -108,6 +110,20 @@ class SafeSaveConfig(SaveConfigCallback):
             self.save_config(trainer, pl_module, stage)
             self.already_saved = True
         self.already_saved = trainer.strategy.broadcast(self.already_saved)
+
+    def _config_path(self, trainer, log_dir: Path) -> Path | None:
+        """Where the run's config goes; None where nowhere is a run's folder, or it would replace what was read.
+        Without a logger and a ``trainer.default_root_dir`` the log folder is the working folder: a stray
+        config.yaml was dropped there by every validate of a config that logs nowhere, over the user's own
+        ``config.yaml`` where ``--config config.yaml`` was run beside it."""
+        if not trainer.loggers and not self.config.get("trainer.default_root_dir"):
+            return None
+        path = log_dir / self.config_filename
+        read = {Path(getattr(c, "absolute", None) or str(c)).resolve() for c in self.config.get("config") or []}
+        if path.resolve() in read:
+            say(f"note: the run's {self.config_filename} is not written: {path} is the --config file read")
+            return None
+        return path
 
     def _record_logs(self, trainer) -> None:
         """A logger's folder outside the run folder (``trainer.default_root_dir`` as the config gives it; none: no

@@ -7,6 +7,7 @@ features). Bad input is one line and exit code 2.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,18 +36,27 @@ def optimize_main(
     description = (
         f"{prog} optimize: write a corpus as LitData chunks (train / val / test apart, vocabulary from train) for "
         f"`{prog} fit --config C.yaml --data.root DIR`. Takes fit's data options (--config and --data.*). Running "
-        "the same command again continues a stopped run."
+        "the same command again continues a stopped run. Fit's --model.* and --trainer.* options are taken too, so "
+        "that one command line serves both, and not checked: only a frozen encoder's --model.encoder.* are read "
+        "(caption-train --features)."
     )
 
     class OneLine(ArgumentParser):
         def error(self, message: str, ex: Exception | None = None):
+            if "arguments are required: out" in str(message):  # the option's name, as it is typed
+                fail(f"{prog} optimize", "--out is required: the folder to write the chunks into")
             fail(f"{prog} optimize", _parser_message(message))
 
     parser = OneLine(prog=f"{prog} optimize", description=description, exit_on_error=True)
     parser.add_argument("--config", action="append", default=[], help="a fit config (its data: block is used)")
     parser.add_argument("--out", required=True, help="the folder to write the chunks into")
     parser.add_argument("--num_workers", type=int, default=1, help="LitData worker processes writing chunks")
-    parser.add_argument("--chunk_bytes", type=str, default="64MB", help="the size of a chunk file")
+    parser.add_argument(
+        "--chunk_bytes",
+        type=str,
+        default="64MB",
+        help="the size of a chunk file (default: 64MB; KB, MB, GB are decimal; digits alone: bytes)",
+    )
     if extra is not None:
         extra(parser)
     parser.add_class_arguments(datamodule_cls, "data", fail_untyped=False)
@@ -69,6 +79,7 @@ def optimize_main(
     opts = parser.parse_args(argv)
     if opts.num_workers < 1:
         fail(f"{prog} optimize", f"--num_workers must be at least 1, got {opts.num_workers}")
+    opts.chunk_bytes = chunk_size(prog, opts.chunk_bytes)
     if problem := out_problem(Path(opts.out)):  # before the corpus is read or a photo encoded
         fail(f"{prog} optimize", f"--out {opts.out}: {problem}")
     try:
@@ -79,6 +90,21 @@ def optimize_main(
         from text_attn.core.errors import one_line
 
         fail(f"{prog} optimize", one_line(exc, limit=400))
+
+
+_UNITS = {"b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4}  # LitData's (decimal) units, by first letter
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(tb|gb|mb|kb|t|g|m|k|b)?\s*", re.IGNORECASE)
+
+
+def chunk_size(prog: str, given: str) -> str | int:
+    """``--chunk_bytes`` as LitData takes it (``64MB``; digits alone: bytes, which LitData would refuse as a string),
+    checked first: a unit it does not know was its traceback from a worker, with half a chunk folder left, and ``0``
+    wrote chunks of no size."""
+    found = _SIZE.fullmatch(given)
+    if not found or float(found.group(1)) * _UNITS[(found.group(2) or "b").lower()[0]] < 1:
+        fail(f"{prog} optimize", f"--chunk_bytes takes a size above 0 such as 64MB, 500KB or 1000000 (bytes), got "
+             f"{given!r}")  # fmt: skip
+    return int(found.group(1)) if found.group(1).isdigit() and not found.group(2) else given.strip()
 
 
 def out_problem(out: Path) -> str | None:

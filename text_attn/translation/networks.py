@@ -40,7 +40,8 @@ def make_config(arch: str, options: dict[str, Any], **sizes: int) -> Any:
     for name, value in options.items():
         _check_kind(name, value, kinds[name])
     for name, value in options.items():  # widths, layer and head counts: torch's own refusal named no option
-        if isinstance(value, int) and not isinstance(value, bool) and name != "pad_id" and value < 1:
+        # by the field's type, not the value's: YAML reads a dropout of 0 as the integer 0
+        if kinds[name] == "int" and name != "pad_id" and value < 1:
             raise ValueError(f"model.network.{name} must be at least 1, got {value}")
         if name in ("dropout", "attn_dropout") and not 0 <= value < 1:
             raise ValueError(f"model.network.{name} must be in [0, 1), got {value}")
