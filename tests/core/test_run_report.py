@@ -270,3 +270,28 @@ def test_a_logger_folder_outside_the_run_folder_is_recorded_newest_last(tmp_path
     (tmp_path / "other" / "logs.yaml").write_text("mine: true\n")
     assert record_logs(tmp_path / "other", [a]) is None and recorded(tmp_path / "other") == []
     assert (tmp_path / "other" / "logs.yaml").read_text() == "mine: true\n"
+
+
+def test_a_validate_of_a_checkpoint_given_by_path_continues_no_fit(tmp_path):
+    """``validate --ckpt_path .../version_0/checkpoints/x.ckpt`` logs into version_1: its config (the subcommand's
+    own ``verbose``) says it is no fit, which the report had counted as one resumed, its validation twice."""
+    fit = write_run(tmp_path, 0, steps=60)
+    check = tmp_path / "lightning_logs" / "version_1"
+    check.mkdir(parents=True)
+    (check / "metrics.csv").write_text("epoch,step,val_Bleu_4\n0,59,0.4\n")
+    (check / "config.yaml").write_text(f"ckpt_path: {fit}/checkpoints/last.ckpt\nverbose: true\n")
+    assert resumed_chain(check) == [check]
+    (check / "config.yaml").write_text(f"ckpt_path: {fit}/checkpoints/last.ckpt\n")  # a fit's: resumed from it
+    assert resumed_chain(check) == [fit, check]
+
+
+def test_a_folder_above_several_runs_reports_the_one_logged_last_and_says_so(tmp_path):
+    """runs/old/lightning_logs/version_1 was drawn over runs/new/lightning_logs/version_0, written after it, unsaid:
+    two runs' version numbers say nothing of which is newer."""
+    old = write_run(tmp_path / "old", 1)
+    new = write_run(tmp_path / "new", 0)
+    os.utime(old / "metrics.csv", (1_000_000, 1_000_000))  # logged long before
+    chosen, note = locate_logs(tmp_path)
+    assert chosen == new and note == (f"{tmp_path} holds the logs of 2 runs; this report is of the one logged last, "
+                                      f"{tmp_path / 'new'}: give another's folder for it")  # fmt: skip
+    assert locate_logs(tmp_path / "old") == (old, None)  # one run's folder: no note

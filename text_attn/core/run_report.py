@@ -118,6 +118,8 @@ def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, 
     root = run / "lightning_logs" if (run / "lightning_logs").is_dir() else run
     found = [p for pattern in patterns for p in root.glob(pattern) if p.is_dir() and _has_logs(p)]
     found.sort(key=lambda p: (_version(p), p.stat().st_mtime), reverse=True)
+    runs = _runs_newest_first(found)  # RUN_DIR above several runs' folders (runs/): their versions number apart
+    found = [p for run_found in runs.values() for p in run_found]
     # a logger's folder elsewhere, which the run recorded (log_record), the newest recorded first: ranked with the
     # folders here by when each last logged (a newer run here was drawn after the recorded ones, the old run drawn)
     elsewhere = recorded(run)
@@ -130,7 +132,7 @@ def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, 
     trained = [p for p in found if any(k.startswith("train_") for k in metrics[p])]
     # a short fit logs no training step (fewer than log_every_n_steps) but its validations: still a run to draw, where
     # a later test's version holds test metrics alone
-    validated = [p for p in found if any(k.startswith("val_") for k in metrics[p])]
+    validated = [p for p in found if any(k.startswith("val_") for k in metrics[p]) and not _evaluation(_config(p))]
     chosen = (trained or validated or found)[0]
     # a fit started in a folder that holds a finished one: its version has no metrics until its first logged step,
     # and the report drew the older run without a word (the user was watching the new one)
@@ -138,7 +140,22 @@ def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, 
     note = None
     if waiting is not None:
         note = f"{waiting.name} has logged nothing yet ({first_log(waiting)}); this report is of {chosen.name}"
+    elif len(runs) > 1:
+        shown = chosen.parent.parent if chosen.parent.name == "lightning_logs" else chosen.parent
+        note = (f"{run} holds the logs of {len(runs)} runs; this report is of the one logged last, {shown}: give "
+                "another's folder for it")  # fmt: skip
     return chosen, note
+
+
+def _runs_newest_first(found: list[Path]) -> dict[Path, list[Path]]:
+    """Version folders (each run's newest version first) by the run's folder that holds them, the run logged last
+    first: the version numbers of two runs say nothing of which is newer (a new run's version_0 was passed over for
+    an older run's version_1)."""
+    runs: dict[Path, list[Path]] = {}
+    for p in found:
+        runs.setdefault(p.parent, []).append(p)
+    order = sorted(runs, key=lambda r: -max(_last_logged(p) for p in runs[r]))
+    return {r: runs[r] for r in order}
 
 
 def _last_logged(folder: Path) -> float:
@@ -205,6 +222,8 @@ def _resumed_from(version: Path) -> Path | None:
     this one's and whose logs reach them (within two of its logging intervals: a single training log's is its config's
     ``log_every_n_steps``)."""
     config = _config(version)
+    if _evaluation(config):  # a validate or test of a checkpoint (given by its path) continues no fit
+        return None
     if config is not None and "ckpt_path" in config:
         start = config["ckpt_path"]
         if start is None:
@@ -229,6 +248,12 @@ def _resumed_from(version: Path) -> Path | None:
             reached = max(step for points in series.values() for step, _ in points)  # its validations' steps too
             return p if theirs[0] < steps[0] <= reached + 2 * gap else None
     return None
+
+
+def _evaluation(config: dict | None) -> bool:
+    """Whether a version's config.yaml is a ``validate`` or ``test`` run's: those subcommands' own option
+    ``verbose``, which fit has not."""
+    return config is not None and "verbose" in config
 
 
 def _holder(version: Path, config: dict, checkpoint: Path) -> Path | None:
