@@ -107,7 +107,7 @@ MISSING = [
     ),
     (TEXT_TRAIN, ["fit", "-c", "."], 2, ["text-train: error: --config .: is a directory"]),
     (CAPTION_EXPORT, ["gone.ckpt", "out.pt"], 2, ["caption-export: error: gone.ckpt: no such file"]),
-    (TEXT_EXPORT, [".", "out.pt"], 2, ["text-export: error: .: not a file"]),
+    (TEXT_EXPORT, [".", "out.pt"], 2, ["text-export: error: .: a folder, not a checkpoint or model file"]),
     # said after the model loaded (2.3 s), as "cannot write no/x.pt: No such file or directory"
     (
         CAPTION_EXPORT,

@@ -39,6 +39,12 @@ def test_the_report_takes_its_format_from_the_name_and_refuses_a_page_name(tmp_p
     assert exc.value.code == 2 and not (tmp_path / "r.html").exists()
     assert capsys.readouterr().err == (f"text-train report: error: --out {tmp_path / 'r.html'}: the report is a "
                                        "picture: give a .png, .pdf or .svg name\n")  # fmt: skip
+    for out, said in (("", "--out is empty: give the report's file name (default: RUN_DIR/report.png)"),
+                      ("-", "--out -: --out writes a picture, not stdout; use ./- for a file named -")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:  # were RUN_DIR/report.png, unsaid, and a file named "-"
+            text_train(["report", str(tmp_path / "run"), "--out", out])
+        assert exc.value.code == 2 and capsys.readouterr().err == f"text-train report: error: {said}\n"
+    assert not (tmp_path / "run" / "report.png").exists()
     for name, starts in (("r.pdf", b"%PDF"), ("r.svg", b"<?xml")):
         with pytest.raises(SystemExit) as exc:
             caption_train(["report", str(tmp_path / "run"), "--out", str(tmp_path / name)])

@@ -111,6 +111,17 @@ def test_help_still_prints_the_usage(capsys):
     assert all(f"``{name}``" in source for name in SOURCES), source  # flickr8k was left out
 
 
+@pytest.mark.parametrize("sub", ["fit", "validate", "test"])
+def test_ckpt_path_help_says_what_the_command_takes(sub, capsys):
+    """Lightning's help named "hpc" and "registry" (read here as file names) and said that validate without a
+    checkpoint scores the current weights (it is refused, naming best, last or a file)."""
+    with pytest.raises(SystemExit):
+        text_train([sub, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split("--ckpt_path CKPT_PATH")[-1].split("(type:")[0].split())
+    assert "registry" not in help_text and "hpc" not in help_text
+    assert help_text.startswith("resume a fit: last or best" if sub == "fit" else "the weights to score: best or last")
+
+
 @pytest.mark.parametrize(
     ("main", "prog", "config"),
     [(caption_train, "caption-train", "shapes_soft"), (text_train, "text-train", "reorder_bahdanau")],

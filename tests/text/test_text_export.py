@@ -174,8 +174,14 @@ def test_a_checkpoint_without_metadata_cannot_be_exported(run, tmp_path, capsys)
     assert not (tmp_path / "out.pt").exists()
 
 
+class _Code:
+    """A pickled object: what ``weights_only`` refuses to load."""
+
+
 def test_inputs_that_are_not_text_checkpoints_or_model_files(tmp_path, capsys):
-    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "notes.txt").write_text("hello\n")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    torch.save({"a": torch.zeros(1), "code": _Code()}, tmp_path / "code.pt")  # an object: code to run when read
     torch.save({"a": torch.zeros(1)}, tmp_path / "plain.pt")
     torch.save({"format": "attention-toolkit/caption-model", "version": 1, "state_dict": {}}, tmp_path / "cap.pt")
     caption_ckpt = {
@@ -186,7 +192,9 @@ def test_inputs_that_are_not_text_checkpoints_or_model_files(tmp_path, capsys):
     torch.save(caption_ckpt, tmp_path / "cap.ckpt")
     cases = [
         ("missing.ckpt", "no such file"),
-        ("notes.txt", "not a checkpoint or model file"),
+        ("notes.txt", "not a checkpoint or model file: 6 bytes that torch cannot read as one"),
+        ("empty.pt", "not a checkpoint or model file: an empty file"),  # the exception's name (EOFError) said nothing
+        ("code.pt", "refused: it holds more than tensors and plain values"),
         ("plain.pt", "neither a text-train checkpoint nor a text model file"),
         ("cap.pt", "expected a text-model file, found a caption-model file"),
         ("cap.ckpt", "caption-train checkpoint"),

@@ -183,6 +183,10 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 kwargs[name] = {"description": SUBCOMMAND_HELP[name], **kwargs.get(name, {})}
             super()._add_subcommands(parser, **kwargs)
             action = parser._subcommands_action
+            for name, sub in self._subcommand_parsers.items():  # Lightning's named "hpc" and "registry" (a file
+                for option in sub._actions:  # name here), and said that validate without one used the current weights
+                    if option.dest == "ckpt_path" and name in CKPT_PATH_HELP:
+                        option.help = CKPT_PATH_HELP[name]
             for choice in action._choices_actions:
                 theirs, choice.help = choice.help, SUBCOMMAND_HELP.get(choice.dest, choice.help)
                 for group in self._subcommand_parsers[choice.dest]._action_groups:  # the method's options were
@@ -871,6 +875,19 @@ SUBCOMMAND_HELP = {  # each subcommand's line in --help
     "test": "score a model on the test split, once its settings are chosen (--ckpt_path: a checkpoint, best or last)",
     "report": "report RUN_DIR [--out PNG]: a run's logged loss and validation scores drawn as one PNG",
     "optimize": "optimize --config C.yaml --out DIR: the corpus written as LitData chunks, for fit to stream",
+}
+
+_SCORED = (
+    "the weights to score: best or last (the run's best or newest last.ckpt under trainer.default_root_dir), or "
+    "a .ckpt file a fit wrote; needed unless model.init_from names a model file (null: the untrained weights)"
+)
+CKPT_PATH_HELP = {  # each subcommand's --ckpt_path help
+    "fit": (
+        "resume a fit: last or best (the run's newest last.ckpt or best checkpoint under "
+        "trainer.default_root_dir), or a .ckpt file a fit wrote (null: a fresh fit)"
+    ),
+    "validate": _SCORED,
+    "test": _SCORED,
 }
 
 

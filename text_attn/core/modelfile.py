@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import pickle
 import re
 import shlex
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import missing, one_line
+from text_attn.core.run_checkpoints import CODE_REFUSED
 from text_attn.core.safe_files import inert, refuse_overlap, write_bytes
 
 
@@ -168,6 +170,8 @@ def _not_a_file(src: str | Path, typed: object = None) -> str | None:
     path = Path(src)
     if path.is_file():
         return None
+    if path.is_dir():  # as the training commands say it
+        return f"{src}: a folder, not a checkpoint or model file"
     return f"{src}: not a file" if path.exists() else missing(src, "no such file", typed)
 
 
@@ -200,8 +204,14 @@ def read_export_source(src: str | Path) -> Any:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except OSError as exc:  # there, but unreadable (no permission): its reason, not a verdict on its content
         raise ModelFileError(cannot_read(src, exc)) from None
-    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line answer
-        raise ModelFileError(f"{src}: not a checkpoint or model file ({type(exc).__name__})") from None
+    except pickle.UnpicklingError:  # code in the file, which weights_only refuses to run (as the trainers say it)
+        raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
+    except Exception:  # noqa: BLE001 - any unreadable file gets the same one-line answer, with what it is
+        size = path.stat().st_size  # the exception's name (RuntimeError, KeyError, EOFError) said nothing
+        what = "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
+        raise ModelFileError(
+            f"{src}: not a checkpoint or model file: {what} (cut off by a copy or a full disk?)"
+        ) from None
     state = data.get("state_dict") if isinstance(data, dict) else None
     if isinstance(state, dict) and (bad := not_finite(state)):  # a diverged run's: exported or averaged, exit 0,
         raise ModelFileError(f"{src}: {bad}")  # it captioned "yellow yellow ..." and translated empty lines

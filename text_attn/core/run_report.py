@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from text_attn.core.errors import ArgumentParser, emit, fail, one_line
+from text_attn.core.errors import ArgumentParser, dash_refused, emit, fail, one_line
 from text_attn.core.log_record import RECORD, recorded
 from text_attn.core.safe_files import atomic_output, inert_output, protecting
 
@@ -500,6 +500,10 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
     p.add_argument("--out", metavar="FILE", help="where to write the report: a .png (default: RUN_DIR/report.png), "
                    ".pdf or .svg file")  # fmt: skip
     args = p.parse_args(argv)
+    if args.out == "":  # was RUN_DIR/report.png, unsaid
+        fail(f"{prog} report", "--out is empty: give the report's file name (default: RUN_DIR/report.png)")
+    if args.out == "-":  # was a PNG file named "-"
+        fail(f"{prog} report", dash_refused("--out", "a picture"))
     if args.out and report_format(args.out) is None:
         fail(f"{prog} report", f"--out {args.out}: the report is a picture: give a .png, .pdf or .svg name")
     try:
