@@ -430,11 +430,14 @@ def _model_file(args: argparse.Namespace) -> Path:
     return model_path(args.model if args.model is not None or args.demo != "shapes" else "shapes")
 
 
-def no_images(images: list[str]) -> str:
-    """The line for a run whose inputs hold no image: the folders named (three at most) and stdin where '-' read it."""
-    named = [inert(a) for a in images if a != "-"]
+def no_images(images: list[str], unreadable: list[tuple[str, str]] = ()) -> str:
+    """The line for a run whose inputs hold no image: the folders that could not be listed and why, the others named
+    (three at most each), and stdin where '-' read it."""
+    locked = [f"{inert(folder)}: cannot be read ({why})" for folder, why in unreadable]
+    named = [inert(a) for a in images if a != "-" and a not in {folder for folder, _ in unreadable}]
     shown = and_more(named[:3], len(named))
-    said = [f"{shown}: no image files" if named else "", "stdin gave no paths" if "-" in images else ""]
+    said = [and_more(locked[:3], len(locked)), f"{shown}: no image files" if named else "",
+            "stdin gave no paths" if "-" in images else ""]  # fmt: skip
     return "no images: " + "; ".join(x for x in said if x)
 
 
@@ -468,8 +471,9 @@ def _refuse_missing_files(args: argparse.Namespace) -> None:
     if all(os.path.isdir(a) for a in args.images):
         from captioning.photos.image_paths import image_paths
 
-        if next(image_paths(args.images), None) is None:  # the walk ends at the first image found
-            fail("caption", no_images(args.images))
+        unreadable: list[tuple[str, str]] = []
+        if next(image_paths(args.images, unreadable=unreadable), None) is None:  # the walk ends at the first image
+            fail("caption", no_images(args.images, unreadable))
 
 
 def _reads_stdin(args: argparse.Namespace) -> bool:
@@ -505,17 +509,21 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     from captioning.photos.shards import expand_braces, is_shard
 
     empty: list[str] = []  # folders without image files: each is a failed input, named in a note
+    unreadable: list[tuple[str, str]] = []  # folders that could not be listed, and why: failed inputs too
     outputs = [args.overlay] if args.overlay else []  # an --overlay folder inside an input folder: not an input
     given = [p for arg in args.images for p in (expand_braces(arg) if "{" in arg and not Path(arg).exists() else [arg])]
     # strings: images and shards are read batch by batch
     try:
-        paths = list(image_paths(given, stdin, empty, skip=outputs))
+        paths = list(image_paths(given, stdin, empty, skip=outputs, unreadable=unreadable))
     except NotAList as err:  # an image's bytes on stdin, given as "-"
         fail("caption", str(err))
     if not paths:
-        fail("caption", no_images(args.images))
+        fail("caption", no_images(args.images, unreadable))
     for folder in empty if first_process() else ():  # --devices: each process finds them; the first names them
         print(f"caption: note: {folder}: no image files", file=sys.stderr)
+    for folder, why in unreadable if first_process() else ():
+        print(f"caption: note: {inert(folder)}: cannot be read ({why}): its photos are not captioned", file=sys.stderr)
+    empty += [folder for folder, _ in unreadable]  # each a failed input: exit code 1
     check_names(args, paths)
     if args.given_file and first_process():  # the notes on the captions of these photos only (shards: all)
         names = None if any(is_shard(p) for p in paths) else {utf8_name(Path(p).name) for p in paths}

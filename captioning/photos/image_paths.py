@@ -15,7 +15,11 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".bmp", ".gif", 
 
 
 def image_paths(
-    items: Iterable[str], stdin: IO[str] | None = None, empty: list[str] | None = None, skip: Iterable[str] = ()
+    items: Iterable[str],
+    stdin: IO[str] | None = None,
+    empty: list[str] | None = None,
+    skip: Iterable[str] = (),
+    unreadable: list[tuple[str, str]] | None = None,
 ) -> Iterator[str]:
     """Expand IMAGE arguments: a folder -> its image files (recursive, sorted; symlinked folders followed, each folder
     once, so a link back up ends there; hidden
@@ -23,17 +27,25 @@ def image_paths(
     non-empty line of stdin (a folder there expands as an argument does), anything else as given (a missing file is
     reported later). A folder without image files is appended to ``empty`` (the caller names it: it is a failed
     input). Folders in ``skip`` are not entered (``caption``'s own --overlay folder inside an input folder: its PNGs
-    are outputs)."""
+    are outputs). A folder that cannot be listed (no permission) is appended to ``unreadable`` with the reason:
+    os.walk skipped it unsaid, its photos left out of a run that then exited 0."""
     skipped = {os.path.realpath(s) for s in skip}
+
+    def cannot_list(err: OSError) -> None:
+        if unreadable is not None:
+            unreadable.append((err.filename or "", err.strerror or str(err)))
+
     for item in items:
         if item == "-":
             lines = (line.rstrip("\r\n") for line in (stdin if stdin is not None else stdin_names()))  # Windows too
             # a list saved by a Windows editor or PowerShell may start with a byte-order mark: not part of the path
             lines = (line.removeprefix("\ufeff") if n == 0 else line for n, line in enumerate(lines))
-            yield from image_paths((line for line in lines if line.strip() and line != "-"), None, empty, skip)
+            named = (line for line in lines if line.strip() and line != "-")
+            yield from image_paths(named, None, empty, skip, unreadable)
         elif os.path.isdir(item):
             found, seen = 0, {os.path.realpath(item)}
-            for root, dirs, files in os.walk(item, followlinks=True):
+            said = len(unreadable) if unreadable is not None else 0
+            for root, dirs, files in os.walk(item, onerror=cannot_list, followlinks=True):
                 kept = []
                 for d in sorted(dirs):
                     real = os.path.realpath(os.path.join(root, d))
@@ -45,7 +57,8 @@ def image_paths(
                     if not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
                         found += 1
                         yield os.path.join(root, name)
-            if not found and empty is not None:
+            locked = unreadable is not None and any(f == item for f, _ in unreadable[said:])  # itself: said so
+            if not found and empty is not None and not locked:
                 empty.append(item)
         else:
             yield item

@@ -678,6 +678,31 @@ def test_an_empty_folder_among_inputs_is_named_and_fails_the_exit_code(model_fil
     assert [r["image"] for r in records] == PHOTOS[:2] and all(r["error"] is None for r in records)
 
 
+def test_a_folder_that_cannot_be_listed_is_named_and_fails_the_exit_code(model_file, tmp_path, capsys, monkeypatch):
+    """os.walk skipped a folder it could not list (chmod 000, as a non-root user) unsaid: its photos were left out of
+    a run that exited 0; given alone, it was "no image files". (Root reads any folder: the refusal is simulated.)"""
+    import shutil
+
+    (tmp_path / "album" / "locked").mkdir(parents=True)
+    shutil.copy(PHOTOS[0], tmp_path / "album" / "ok.png")
+    shutil.copy(PHOTOS[1], tmp_path / "album" / "locked" / "y.png")
+    locked, scandir = str(tmp_path / "album" / "locked"), os.scandir
+
+    def refusing(path="."):
+        if os.fspath(path) == locked:
+            raise PermissionError(13, "Permission denied", locked)
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    code, out, err = run(capsys, str(tmp_path / "album"), "--model", str(model_file), *FAST)
+    assert code == 1 and out.startswith(f"{tmp_path / 'album' / 'ok.png'}\t") and out.count("\n") == 1
+    assert f"caption: note: {locked}: cannot be read (Permission denied): its photos are not captioned" in err
+    with pytest.raises(SystemExit) as exc:
+        caption_main([locked, "--model", str(model_file)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"caption: error: no images: {locked}: cannot be read (Permission denied)\n"
+
+
 @pytest.mark.slow
 def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file, album, tmp_path, capsys):
     """The real command in a subprocess whose files may not grow past 3 KB (RLIMIT_FSIZE: the kernel's "disk full"
