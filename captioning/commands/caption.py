@@ -524,6 +524,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     for folder, why in unreadable if first_process() else ():
         print(f"caption: note: {inert(folder)}: cannot be read ({why}): its photos are not captioned", file=sys.stderr)
     empty += [folder for folder, _ in unreadable]  # each a failed input: exit code 1
+    paths = _once_each(paths)
     check_names(args, paths)
     if args.given_file and first_process():  # the notes on the captions of these photos only (shards: all)
         names = None if any(is_shard(p) for p in paths) else {utf8_name(Path(p).name) for p in paths}
@@ -541,6 +542,28 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
 
             return caption_on_processes(captioner, args, paths, empty)
         return _caption_paths(captioner, args, paths, empty)
+
+
+def _once_each(paths: list[str]) -> list[str]:
+    """The inputs with a photo named again (``caption photos photos/2024``, a file named two ways) dropped, said in
+    one note: it was captioned twice, and ``--resume``, which knows a photo by its path, then counted it done twice
+    and wrote a file unlike the run it continued."""
+    from captioning.photos.collection import image_key
+    from captioning.photos.shards import is_shard
+
+    seen: set[str] = set()
+    kept, again = [], []
+    for path in paths:
+        key = None if is_shard(path) else image_key(path)  # a shard's members are its own
+        if key is not None and key in seen:
+            again.append(path)
+            continue
+        seen.add(key)
+        kept.append(path)
+    if again and first_process():
+        print(f"caption: note: {len(again)} input(s) name a photo named before (first: {inert(again[0])}): each "
+              "photo is captioned once", file=sys.stderr)  # fmt: skip
+    return kept
 
 
 # the console script; the teardown it skips is about 0.5 s of every run

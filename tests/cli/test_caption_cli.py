@@ -633,6 +633,25 @@ def test_jsonl_streams_records_and_resume_skips_what_is_done(capsys, model_file,
     assert "--resume needs --jsonl" in capsys.readouterr().err
 
 
+def test_a_photo_named_twice_is_captioned_once_and_resume_gives_the_runs_file(capsys, model_file, album, tmp_path):
+    """``caption album album/b`` captioned b's photos twice; --resume, which knows a photo by its path, counted each
+    done twice ("5 image(s) already in" a file of 2) and wrote a file short of the run it continued."""
+    out_file = tmp_path / "out.jsonl"
+    args = [album, album / "b", f"./{album.relative_to(tmp_path)}/a1.png", "--model", model_file, *FAST, "--jsonl",
+            out_file, "--batch-size", "2"]  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        code, _, err = run(capsys, *args)
+        assert code == 0 and "caption: note: 4 input(s) name a photo named before (first: " in err
+        full = out_file.read_text()
+        images = [json.loads(line)["image"] for line in full.splitlines()]
+        assert len(images) == 5 == len({os.path.abspath(i) for i in images})  # each photo once
+        out_file.write_text("".join(full.splitlines(keepends=True)[:2]))  # interrupted after two records
+        code, _, err = run(capsys, *args, "--resume")
+    assert code == 0 and "caption: 2 image(s) already in" in err
+    assert out_file.read_text() == full
+
+
 def test_resume_drops_only_a_torn_last_line(tmp_path):
     """A killed run's last record is cut before its newline: that line is dropped. A whole last line (newline and
     all) that is not a caption record is someone's own: the file is refused and left as it is (it was rewritten
@@ -934,7 +953,9 @@ def test_files_that_are_not_photos_are_each_one_line_and_the_rest_are_captioned(
     assert f"{tmp_path / 'fifo.jpg'}: not a regular file (a FIFO, socket or device): not read" in err
     assert f"{tmp_path / 'loopA.jpg'}: a symbolic link loop, not a file" in err
     assert f"{'a' * 300}.jpg: a file name too long for the file system" in err and "Traceback" not in err
-    monkeypatch.setattr("sys.stdin", io.StringIO(f"{good}\nbad\0name.jpg\n{good}\n"))
+    other = tmp_path / "other.jpg"
+    other.write_bytes(good.read_bytes())
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{good}\nbad\0name.jpg\n{other}\n"))
     code, out, err = run(capsys, "-", "--model", model_file, *FAST, "--workers", "0")
     assert code == 1 and len(out.splitlines()) == 2 and "bad\\x00name.jpg: a file name with a NUL byte in it" in err
 

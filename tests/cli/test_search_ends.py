@@ -49,11 +49,13 @@ def test_caption_max_len_counts_words_and_n_best_is_strict_json(tmp_path, capsys
     assert not {"<pad>", "<bos>", "<unk>"} & {w for a in alts for w in a["caption"].split()}
     assert {a["truncated"] for a in alts} == {True, False}  # one word, then the end or more words
     # the same list as plain lines (translate's way), the path first with several photos; it was refused without --json
-    assert caption_main([str(photo), str(photo), "--model", str(SHAPES), "--beam-size", "19", "--n-best", "19",
+    again = tmp_path / "again.png"  # the same photo under another name (one named twice is captioned once)
+    again.write_bytes(photo.read_bytes())
+    assert caption_main([str(photo), str(again), "--model", str(SHAPES), "--beam-size", "19", "--n-best", "19",
                          "--max-len", "1"]) == 0  # fmt: skip
     lines = capsys.readouterr().out.splitlines()
-    mine = [f"{photo}\t{a['score']:.4f}\t{a['caption']}\t{'cut' if a['truncated'] else 'ended'}" for a in alts]
-    assert lines == mine * 2
+    mine = [f"{{}}\t{a['score']:.4f}\t{a['caption']}\t{'cut' if a['truncated'] else 'ended'}" for a in alts]
+    assert lines == [line.format(photo) for line in mine] + [line.format(again) for line in mine]
     assert caption_main([str(photo), "--model", str(SHAPES), "--n-best", "2"]) == 0  # one photo: no path
     best, second = (line.split("\t") for line in capsys.readouterr().out.splitlines())
     assert len(best) == len(second) == 3 and float(best[0]) >= float(second[0]) and best[2] == "ended"
