@@ -68,6 +68,19 @@ def test_the_progress_bar_starts_at_the_inputs_done(model_file, tmp_path, capsys
     out.write_text("a\nb\n")
     assert _run(model_file, capsys, *LINES[:5], "--output", str(out), "--resume")[0] == 0
     assert (bars[0]["initial"], bars[0]["total"]) == (2, 5)
+    # a file on stdin: the bar counts its bytes, from those of the inputs done (its offset, 64 KiB read ahead, had
+    # started a small file's bar near 100%)
+    from text_attn.translation.translate_cli import translate_main
+
+    lines = [f"{line}\n" for line in LINES if line]
+    (tmp_path / "in.txt").write_text("".join(lines), encoding="utf-8")
+    out = tmp_path / "o2.txt"
+    out.write_text("a\nb\n")
+    with (tmp_path / "in.txt").open(encoding="utf-8") as f:
+        monkeypatch.setattr("sys.stdin", f)
+        assert translate_main(["--model", str(model_file), "--output", str(out), "--resume", "--max-len", "3"]) == 0
+    sizes = [len(line.encode()) for line in lines]
+    assert (bars[1]["initial"], bars[1]["total"]) == (sum(sizes[:2]), sum(sizes))
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,7 @@ from text_attn.translation.translate_streams import (
     StreamFailed,
     Terminated,
     failing_as,
+    line_bytes,
     sigterm_interrupts,
     stdin_lines,
     unknown_note,
@@ -206,8 +207,13 @@ def _translate_stream(
     total = len(args.sentences) if args.sentences else None
     size = None if args.sentences else _input_size()  # a regular file on stdin: its bytes, the bar's total (an ETA)
     quiet = not sys.stderr.isatty() or (total is not None and total <= args.batch_size)
+    # a plain file's lines are counted as they are taken: its offset runs a 64 KiB read ahead (100% on the bar while
+    # a small file was still being translated); a gzipped one's offset, its compressed bytes, is all there is
+    counted = size is not None and not args.paragraphs and not _gzipped_stdin()
+    taken = getattr(args, "resume_bytes", 0)  # --resume: the bytes of the inputs skipped as done (skip_done)
     bar = tqdm(total=size or total, unit="B" if size else "sent", unit_scale=bool(size), desc="translating",
-               initial=(_bytes_read(size) or 0) if size else done, disable=quiet, file=sys.stderr)  # fmt: skip
+               initial=(min(taken, size) if counted else _bytes_read(size) or 0) if size else done, disable=quiet,
+               file=sys.stderr)  # fmt: skip
     news = None if sys.stderr.isatty() else {"start": time.monotonic()}  # off a terminal: a line a minute
     options = search_options(args)
     progress = {} if progress is None else progress
@@ -339,7 +345,7 @@ def _translate_stream(
         progress["blank"] = progress.get("blank", 0) + len(blank)
         blank.clear()
         unseen.clear()
-        read = _bytes_read(size)
+        read = min(taken, size) if counted else _bytes_read(size)
         bar.update(len(chunk) if read is None else read - bar.n)
         if news is not None:
             _news(news, progress["done"], None if read is None else read / size)
@@ -353,6 +359,8 @@ def _translate_stream(
                 flush()
             continue
         n = seen = n + 1
+        if counted:
+            taken += line_bytes(line)
         line = line.rstrip("\r")  # a CRLF file read on any system
         inputs.add(line)
         if not (args.sentences or args.paragraphs):  # text wrapped over lines, read a line at a time: said once
@@ -448,6 +456,14 @@ def _input_size() -> int | None:
     except (OSError, ValueError, AttributeError):  # closed, or a stream without a file (a test's StringIO)
         return None
     return st.st_size if stat.S_ISREG(st.st_mode) and st.st_size > 0 else None
+
+
+def _gzipped_stdin() -> bool:
+    """Whether the regular file on stdin starts with gzip's magic bytes (read where it lies: its offset unmoved)."""
+    try:
+        return os.pread(sys.stdin.fileno(), 2, 0) == b"\x1f\x8b"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _bytes_read(size: int | None) -> int | None:

@@ -37,6 +37,7 @@ from text_attn.core.run_record import differences, read_record, run_file
 from text_attn.core.safe_files import check_output
 from text_attn.core.unsure import UNSURE
 from text_attn.core.unsure_options import unsure_typed
+from text_attn.translation.translate_streams import line_bytes
 
 # what each output beside --output / --jsonl would be without the inputs an earlier run did (one line refuses it)
 BESIDE = {
@@ -129,12 +130,14 @@ def skip_done(args: argparse.Namespace, lines: Iterator[str | None]) -> Iterator
     """stdin's ``lines`` (translate_streams.stdin_lines) read past the inputs the continued files already hold;
     refused in one line where stdin ends first. Returns the same iterator, at the first input to translate."""
     left = args.resume_from
+    args.resume_bytes = 0  # what they took of stdin: where the progress bar of a plain file starts
     while left:
         line = next(lines, False)
         if line is False:
             _too_many(args, args.resume_from - left)
         if line is not None:  # None: nothing more for now, not a line
             args.inputs_read.add(line)
+            args.resume_bytes += line_bytes(line)
             left -= 1
     return lines
 

@@ -57,6 +57,12 @@ def stdin_lines(stream=None, wait: float = WAIT) -> Iterator[str | None]:
     yield from _lines(_text_only(_gunzipped(_chunks(buffer, wait))))
 
 
+def line_bytes(line: str) -> int:
+    """The bytes a line :func:`stdin_lines` gave took in the input: its own (a byte that is not UTF-8, a lone
+    surrogate, as the one byte it was) and its newline."""
+    return len(line.encode("utf-8", "surrogateescape")) + 1
+
+
 def _fd(buffer) -> int | None:
     try:
         return buffer.fileno()
